@@ -1,0 +1,28 @@
+# `make demo` and `make test` work on a fresh machine: each creates (or reuses) .venv and
+# installs exactly what it needs, always with constraints.txt so torch stays the CPU build.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install --quiet -c constraints.txt
+STAMP := $(VENV)/.gspdml-installed
+
+.PHONY: demo test install clean-venv
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(PY) pyproject.toml constraints.txt
+	$(PIP) torch==2.13.0
+	$(PIP) -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/gspdml demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+clean-venv:
+	rm -rf $(VENV)

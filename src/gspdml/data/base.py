@@ -1,0 +1,52 @@
+"""Dataset conventions shared by every reader.
+
+* A dataset is a ``torch.utils.data.Dataset`` whose items are ``(image, label)`` with
+  ``image`` a float tensor ``[C, H, W]`` and ``label`` an int.
+* It exposes ``labels``: an int64 numpy array of every item's label (samplers and evaluation
+  read labels without decoding images). Training splits use contiguous labels ``0..C-1``.
+* It may expose ``paths`` (one per item) for reports and search, and ``channels`` (image
+  channels, for the backbone's first layer).
+* A dataset factory is registered in :data:`DATASETS` and returns :class:`DataSplits`.
+  Factories receive ``seed`` from the config's top-level ``seed`` (supplied by the caller).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from torch.utils.data import Dataset
+
+from gspdml.registry import Registry
+
+DATASETS = Registry("dataset")
+
+
+@dataclass
+class EvalSplit:
+    """An evaluation split: leave-one-out on ``query`` when ``gallery`` is None (CUB, Cars, SOP),
+    query -> gallery retrieval otherwise (In-Shop)."""
+
+    query: Dataset
+    gallery: Optional[Dataset] = None
+
+
+@dataclass
+class DataSplits:
+    """The splits of one dataset. Train, validation and test classes are disjoint (zero-shot)."""
+
+    train: Dataset
+    val: Optional[EvalSplit] = None
+    test: Optional[EvalSplit] = None
+
+    @property
+    def channels(self) -> int:
+        return int(getattr(self.train, "channels", 3))
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.train.labels.max()) + 1
+
+
+def build_data(spec, seed: int, field: str = "data") -> DataSplits:
+    return DATASETS.build(spec, field, seed=seed)

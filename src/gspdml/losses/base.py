@@ -1,0 +1,91 @@
+"""The loss interface: ``loss(embeddings, labels, output=None) -> scalar``.
+
+Conventions (DESIGN.md):
+
+* ``embeddings`` ``[B, D]`` are what the embedder returned (L2-normalised by default);
+  ``labels`` ``[B]`` are int64 class ids in ``[0, num_classes)`` of the training split.
+* ``output`` is the full :class:`~gspdml.models.EmbedderOutput`; regularisers that read pooling
+  extras (ZSR reads ``attributes``, XML reads ``local``) take it from there.
+* A loss that owns parameters (proxies, class embeddings) sets ``lr_multiplier``; the trainer
+  puts every parameter of every loss into an optimiser group with that multiplier, so proxies
+  are never silently left out of the optimiser.
+* Wrappers (XBM, CCP, ZSR, XML, mixup) hold a ``base`` loss and are registered like any other.
+* Arguments named ``embedding_dim`` and ``num_classes`` are supplied by the trainer, not the config.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import torch
+from torch import nn
+
+from gspdml.models.output import EmbedderOutput
+from gspdml.registry import Registry, parse_spec
+
+LOSSES = Registry("loss")
+
+
+class MetricLoss(nn.Module):
+    """Base class of every loss. Subclasses implement :meth:`forward`."""
+
+    supplied_by_caller = ("embedding_dim", "num_classes")
+    #: learning-rate multiplier for this loss's own parameters (e.g. 100 for proxies)
+    lr_multiplier: float = 1.0
+
+    def forward(
+        self, embeddings: torch.Tensor, labels: torch.Tensor, output: Optional[EmbedderOutput] = None
+    ) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def training_objective(self, model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The trainer's entry point for one batch. The default embeds and calls the loss;
+        methods that change the forward pass itself (mixup at input or feature level) override it."""
+        output = model(images)
+        return self(output.embedding, labels, output)
+
+
+class WeightedSum(MetricLoss):
+    """``sum_k w_k L_k`` over several losses, built from a YAML list of specs with ``weight``."""
+
+    def __init__(self, losses: Sequence[MetricLoss], weights: Sequence[float]):
+        super().__init__()
+        if len(losses) != len(weights):
+            raise ValueError("one weight per loss")
+        self.losses = nn.ModuleList(losses)
+        self.weights = [float(w) for w in weights]
+
+    def forward(self, embeddings, labels, output=None):
+        total = embeddings.new_zeros(())
+        for weight, loss in zip(self.weights, self.losses):
+            total = total + weight * loss(embeddings, labels, output)
+        return total
+
+
+def _split_weight(spec: Any, field: str) -> tuple[Any, float]:
+    name, kwargs = parse_spec(spec, field)
+    weight = float(kwargs.pop("weight", 1.0))
+    return {"name": name, **kwargs}, weight
+
+
+def check_loss(spec: Any, field: str = "loss") -> None:
+    """Validate a loss spec (one spec or a list of specs with optional ``weight``)."""
+    specs = spec if isinstance(spec, list) else [spec]
+    for i, item in enumerate(specs):
+        sub = f"{field}[{i}]" if isinstance(spec, list) else field
+        LOSSES.check(_split_weight(item, sub)[0], sub)
+
+
+def build_loss(spec: Any, field: str = "loss", **context: Any) -> MetricLoss:
+    """Build a loss from its spec; ``context`` holds ``embedding_dim`` and ``num_classes``.
+
+    A list of specs becomes a :class:`WeightedSum` (each item may carry ``weight``).
+    Wrappers call this function for their ``base`` argument with the same context.
+    """
+    if isinstance(spec, list):
+        items = [_split_weight(s, f"{field}[{i}]") for i, s in enumerate(spec)]
+        losses = [LOSSES.build(s, f"{field}[{i}]", **context) for i, (s, _) in enumerate(items)]
+        return WeightedSum(losses, [w for _, w in items])
+    item, weight = _split_weight(spec, field)
+    loss = LOSSES.build(item, field, **context)
+    return loss if weight == 1.0 else WeightedSum([loss], [weight])

@@ -1,0 +1,6 @@
+"""Backbones (feature extractors before global pooling), registered in :data:`BACKBONES`."""
+
+from gspdml.models.backbones.base import BACKBONES, Backbone, build_backbone
+from gspdml.models.backbones import small_cnn  # noqa: F401  (registers small_cnn)
+
+__all__ = ["BACKBONES", "Backbone", "build_backbone"]

@@ -1,0 +1,36 @@
+"""A small CNN for the embedded collage data (32x32 inputs -> 8x8 feature map)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from torch import nn
+
+from gspdml.models.backbones.base import BACKBONES, Backbone
+
+
+def _conv_block(c_in: int, c_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(inplace=True))
+
+
+@BACKBONES.register("small_cnn")
+class SmallCNN(Backbone):
+    """Conv3x3-BN-ReLU blocks; a 2x2 max-pool follows every block listed in ``pool_after``.
+
+    With the defaults, a 32x32 image gives a ``[B, 128, 8, 8]`` map (n = 64 local features).
+    """
+
+    def __init__(self, in_channels: int = 3, widths: Sequence[int] = (32, 64, 128, 128), pool_after: Sequence[int] = (1, 2)):
+        super().__init__()
+        layers: list[nn.Module] = []
+        c_in = in_channels
+        for i, width in enumerate(widths):
+            layers.append(_conv_block(c_in, width))
+            if i in pool_after:
+                layers.append(nn.MaxPool2d(2))
+            c_in = width
+        self.features = nn.Sequential(*layers)
+        self.out_channels = c_in
+
+    def forward(self, images):
+        return self.features(images)

@@ -1,0 +1,55 @@
+"""The embedder: backbone -> local 1x1 head -> pooling -> L2-normalise (DESIGN.md)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gspdml.models.backbones import build_backbone
+from gspdml.models.output import EmbedderOutput
+from gspdml.pooling import build_pooling
+
+
+class Embedder(nn.Module):
+    """Maps images to global embeddings.
+
+    ``head`` is a 1x1 convolution from the backbone's channels to ``embedding_dim`` applied to
+    every location *before* pooling (seed 004 L1212: the "local embedding"); for linear
+    poolings (GAP) this equals pooling followed by a linear layer, and GSP needs it so that its
+    transport costs live in embedding space. ``embedding_dim=None`` keeps the backbone width.
+
+    The three parts are attributes ``backbone``, ``head`` and ``pooling``; the trainer builds
+    optimiser groups (and the warm-up of the new layers) from these names.
+    """
+
+    def __init__(self, backbone: nn.Module, pooling: nn.Module, head: Optional[nn.Module], normalize: bool = True):
+        super().__init__()
+        self.backbone, self.head, self.pooling = backbone, head if head is not None else nn.Identity(), pooling
+        self.normalize = normalize
+
+    def forward(self, images: torch.Tensor) -> EmbedderOutput:
+        local = self.head(self.backbone(images))
+        pooled = self.pooling(local)
+        vector = pooled.vector
+        embedding = F.normalize(vector.float(), dim=1) if self.normalize else vector
+        return EmbedderOutput(embedding, pooled.weights, pooled.attributes, local, vector)
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.pooling.out_channels()
+
+
+def build_embedder(model: dict[str, Any], in_channels: int) -> Embedder:
+    """Build from the ``model`` section of a config (see :mod:`gspdml.config`)."""
+    backbone = build_backbone(model["backbone"], in_channels)
+    dim = model.get("embedding_dim")
+    head = None
+    local_dim = backbone.out_channels
+    if dim:
+        head = nn.Conv2d(backbone.out_channels, int(dim), kernel_size=1, bias=bool(model.get("head_bias", True)))
+        local_dim = int(dim)
+    pooling = build_pooling(model["pooling"], in_channels=local_dim)
+    return Embedder(backbone, pooling, head, normalize=bool(model.get("normalize", True)))

@@ -1,0 +1,9 @@
+"""Pooling layers: local features ``[B, C, H, W]`` (or tokens ``[B, N, C]``) to ``[B, C]``.
+
+Every layer is registered in :data:`POOLINGS` under its config name.
+"""
+
+from gspdml.pooling.base import POOLINGS, Pooled, Pooling, build_pooling, flatten_locations
+from gspdml.pooling import simple  # noqa: F401  (registers gap, gmp)
+
+__all__ = ["POOLINGS", "Pooled", "Pooling", "build_pooling", "flatten_locations"]

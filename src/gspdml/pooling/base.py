@@ -1,0 +1,67 @@
+"""The pooling interface: every layer maps local features to one vector per image.
+
+Input is a feature map ``[B, C, H, W]`` or a token sequence ``[B, N, C]``; output is a
+:class:`Pooled` with the vector ``[B, C]`` (or ``[B, out_dim]`` for poolings that change the
+size, e.g. NetVLAD) and, when the method has them, the spatial weights and attributes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+
+from gspdml.registry import Registry
+
+POOLINGS = Registry("pooling")
+
+
+@dataclass
+class Pooled:
+    """Result of a pooling layer: ``vector [B, C]``, optional ``weights`` (``[B, H, W]`` for
+    maps, ``[B, N]`` for tokens) and optional ``attributes [B, m]``."""
+
+    vector: torch.Tensor
+    weights: Optional[torch.Tensor] = None
+    attributes: Optional[torch.Tensor] = None
+
+
+def flatten_locations(x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
+    """``[B, C, H, W] -> ([B, H*W, C], (H, W))`` and ``[B, N, C] -> ([B, N, C], (N,))``."""
+    if x.dim() == 4:
+        b, c, h, w = x.shape
+        return x.flatten(2).transpose(1, 2), (h, w)
+    if x.dim() == 3:
+        return x, (x.shape[1],)
+    raise ValueError(f"pooling expects [B, C, H, W] or [B, N, C], got shape {tuple(x.shape)}")
+
+
+def unflatten_weights(weights: torch.Tensor, spatial: tuple[int, ...]) -> torch.Tensor:
+    """``[B, n] -> [B, H, W]`` (or ``[B, N]`` for tokens), the inverse of :func:`flatten_locations`."""
+    return weights.reshape(weights.shape[0], *spatial)
+
+
+class Pooling(nn.Module):
+    """Base class. Subclasses implement :meth:`forward` returning :class:`Pooled`.
+
+    ``in_channels`` is supplied by the :class:`~gspdml.models.Embedder` (the local feature
+    size), never by the config; ``out_channels(in_channels)`` tells the embedder the output size.
+    """
+
+    supplied_by_caller = ("in_channels",)
+
+    def __init__(self, in_channels: int):
+        super().__init__()
+        self.in_channels = in_channels
+
+    def out_channels(self) -> int:
+        return self.in_channels
+
+    def forward(self, x: torch.Tensor) -> Pooled:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def build_pooling(spec, in_channels: int, field: str = "model.pooling") -> Pooling:
+    return POOLINGS.build(spec, field, in_channels=in_channels)

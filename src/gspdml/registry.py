@@ -1,0 +1,118 @@
+"""Registries map config names to classes, so adding a method is one class and one line.
+
+A *spec* names a registered entry and its keyword arguments, in either of two YAML forms::
+
+    pooling: {name: gsp, mu: 0.3}        # "name" key
+    pooling: {gsp: {mu: 0.3}}            # single-key form (handy for nesting wrappers)
+    pooling: gap                         # bare name, no arguments
+
+Keyword arguments are checked against the constructor's signature, so an unknown option fails
+before any work with an error that names the field and the allowed options.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Iterator, Mapping
+
+from gspdml.errors import ConfigError
+
+
+def parse_spec(spec: Any, field: str) -> tuple[str, dict[str, Any]]:
+    """Split a spec into ``(name, kwargs)``; see the module docstring for the accepted forms."""
+    if isinstance(spec, str):
+        return spec, {}
+    if isinstance(spec, Mapping):
+        if "name" in spec:
+            kwargs = {k: v for k, v in spec.items() if k != "name"}
+            return str(spec["name"]), kwargs
+        if len(spec) == 1:
+            (name, kwargs), = spec.items()
+            if kwargs is None:
+                kwargs = {}
+            if not isinstance(kwargs, Mapping):
+                raise ConfigError(f"{field}.{name}", f"expected a mapping of options, got {kwargs!r}")
+            return str(name), dict(kwargs)
+    raise ConfigError(field, f"expected a name or a mapping with 'name', got {spec!r}")
+
+
+class Registry:
+    """A named collection of constructors, e.g. ``POOLINGS = Registry("pooling")``.
+
+    ``nested`` on a registered class (a dict ``{argument: registry}``) declares arguments that
+    are themselves specs of another registry; :meth:`check` validates them recursively.
+    """
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._entries: dict[str, Callable[..., Any]] = {}
+
+    def register(self, name: str, *aliases: str) -> Callable[[Callable], Callable]:
+        def decorate(obj: Callable) -> Callable:
+            for key in (name, *aliases):
+                if key in self._entries and self._entries[key] is not obj:
+                    raise ValueError(f"{self.kind} '{key}' is registered twice")
+                self._entries[key] = obj
+            return obj
+
+        return decorate
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._entries))
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def get(self, name: str, field: str = "") -> Callable[..., Any]:
+        try:
+            return self._entries[name]
+        except KeyError:
+            allowed = ", ".join(self.names())
+            raise ConfigError(field or self.kind, f"unknown {self.kind} {name!r}; allowed: {allowed}") from None
+
+    def check(self, spec: Any, field: str) -> tuple[str, dict[str, Any]]:
+        """Validate a spec without building it; returns ``(name, kwargs)``."""
+        name, kwargs = parse_spec(spec, field)
+        factory = self.get(name, field)
+        _check_kwargs(factory, name, kwargs, field)
+        for arg, registry in getattr(factory, "nested", {}).items():
+            if kwargs.get(arg) is not None:
+                registry.check(kwargs[arg], f"{field}.{arg}")
+        return name, kwargs
+
+    def build(self, spec: Any, field: str = "", **extra: Any) -> Any:
+        """Build the entry named by ``spec``; ``extra`` are arguments supplied by the caller
+        (e.g. ``in_channels``), not by the config."""
+        field = field or self.kind
+        name, kwargs = self.check(spec, field)
+        factory = self._entries[name]
+        return factory(**_accepted(factory, extra), **kwargs)
+
+
+def _accepted(factory: Callable, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The caller-supplied arguments that ``factory`` takes (all of them if it takes ``**kwargs``)."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return dict(extra)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(extra)
+    return {k: v for k, v in extra.items() if k in params}
+
+
+def _check_kwargs(factory: Callable, name: str, kwargs: Mapping[str, Any], field: str) -> None:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = [p for p, v in params.items() if v.kind in (v.POSITIONAL_OR_KEYWORD, v.KEYWORD_ONLY)]
+    hidden = set(getattr(factory, "supplied_by_caller", ()))
+    allowed = [p for p in accepted if p not in hidden]
+    for key in kwargs:
+        if key not in accepted or key in hidden:
+            raise ConfigError(f"{field}.{key}", f"unknown option for '{name}'; allowed: {', '.join(allowed)}")
