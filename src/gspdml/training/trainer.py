@@ -73,7 +73,8 @@ class Trainer:
         data_cfg = config["data"]
         self.sampler = ClassBalancedBatchSampler(
             self.train_dataset.labels, data_cfg["classes_per_batch"], data_cfg["samples_per_class"],
-            halves=bool(data_cfg["halves"]), seed=int(config["seed"]),
+            halves=bool(data_cfg["halves"]), replacement=bool(data_cfg["replacement"]), seed=int(config["seed"]),
+            with_epoch=True,  # items are (index, epoch): augmentation is a function of (seed, epoch, index)
         )
         self.optimizer = build_optimizer(config["optimizer"], self.model, self.loss)
         plateau = config["schedule"]["plateau"]
