@@ -35,10 +35,12 @@ class MultiSimilarity(PairLoss):
     on cosine similarities ``s``. ``alpha`` = scale_pos, ``beta`` = scale_neg, ``base`` = lambda
     (0.5 in the official code and pytorch-metric-learning). With ``mining: true`` (default) the
     pairs come from :func:`multi_similarity_mining` with ``epsilon`` (0.1, official code);
-    ``false`` uses all pairs. ``skip_incomplete_anchors: true`` (official code) gives 0 to an
-    anchor whose mined positive or negative set is empty; ``false`` keeps its non-empty term
-    (pytorch-metric-learning). Reduction: the sum over anchors divided by the number of anchors
-    ``B``, skipped anchors included (official code; PML's ``MeanReducer``).
+    ``false`` uses all pairs. An empty set contributes 0. The mined sets of an anchor are either
+    both empty or both non-empty (a kept positive implies a kept negative and vice versa), so the
+    official code's "skip the anchor if either set is empty" and pytorch-metric-learning agree;
+    the official code also drops positives with ``s >= 1 - 1e-5`` (self by value), here the
+    anchor's own copy is dropped by index. Reduction: the sum over anchors divided by the number
+    of anchors ``B``, empty anchors included (official code; PML's ``MeanReducer``).
     """
 
     def __init__(
@@ -48,11 +50,10 @@ class MultiSimilarity(PairLoss):
         base: float = 0.5,
         epsilon: float = 0.1,
         mining: bool = True,
-        skip_incomplete_anchors: bool = True,
     ):
         super().__init__()
         self.alpha, self.beta, self.base, self.epsilon = float(alpha), float(beta), float(base), float(epsilon)
-        self.mining, self.skip_incomplete_anchors = bool(mining), bool(skip_incomplete_anchors)
+        self.mining = bool(mining)
 
     def pair_loss(self, anchors, reference, positive, negative):
         sim = cosine_similarities(anchors, reference)
@@ -60,7 +61,4 @@ class MultiSimilarity(PairLoss):
             positive, negative = multi_similarity_mining(sim.detach(), positive, negative, self.epsilon)
         pos = log1p_sum_exp(-self.alpha * (sim - self.base), positive) / self.alpha
         neg = log1p_sum_exp(self.beta * (sim - self.base), negative) / self.beta
-        per_anchor = pos + neg
-        if self.skip_incomplete_anchors:
-            per_anchor = per_anchor * (positive.any(1) & negative.any(1))
-        return per_anchor.mean()
+        return (pos + neg).mean()
