@@ -55,7 +55,8 @@ def test_proxy_nca_matches_pytorch_metric_learning(make_batch):
 def test_proxy_gradients_reach_proxies_and_lr_multiplier_is_configurable(make_batch):
     emb, labels = make_batch(seed=27, classes=5, per_class=2)
     loss = _build({"proxynca_pp": {"lr_multiplier": 1.0e5}})
-    assert loss.lr_multiplier == 1.0e5 and LOSSES.build("proxy_nca", num_classes=5, embedding_dim=8).lr_multiplier == 100
+    assert loss.lr_multiplier == 1.0e5
+    assert LOSSES.build("proxy_nca", num_classes=5, embedding_dim=8).lr_multiplier == 100
     loss(emb, labels).backward()
     assert loss.proxies.grad is not None and loss.proxies.grad.abs().sum() > 0
 

@@ -58,4 +58,5 @@ def test_soft_triple_matches_pytorch_metric_learning(make_batch):
     assert value.item() == pytest.approx(theirs(emb, labels).item(), abs=2e-6)
     value.backward()
     assert loss.proxies.grad.abs().sum() > 0
-    assert loss.proxies.shape == (32, 16) and torch.equal(loss.proxy_classes("cpu")[:8], torch.tensor([0] * 4 + [1] * 4))
+    assert loss.proxies.shape == (32, 16)
+    assert torch.equal(loss.proxy_classes("cpu")[:8], torch.tensor([0] * 4 + [1] * 4))

@@ -94,5 +94,6 @@ def test_triplet_batch_hard_matches_pml_batch_hard_miner(make_batch, reduction):
 
 
 def test_triplet_rejects_unknown_mining():
-    with pytest.raises(ConfigError, match=r"triplet.mining: unknown mining 'easy'; allowed: all, semihard, hard, batch_hard"):
+    allowed = "all, semihard, hard, batch_hard"
+    with pytest.raises(ConfigError, match=rf"triplet.mining: unknown mining 'easy'; allowed: {allowed}"):
         LOSSES.build({"triplet": {"mining": "easy"}})

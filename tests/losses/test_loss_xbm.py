@@ -28,7 +28,7 @@ def test_batch_is_enqueued_before_the_loss_and_self_pairs_are_removed(make_batch
     the memory term equals the in-batch loss: L = (1 + w) L_base(batch)."""
     emb, labels = make_batch(seed=40, classes=4, per_class=3)
     base = LOSSES.build("c2")
-    loss = _xbm(memory_batches=3, weight=0.5, start_step=0).train()
+    loss = _xbm(memory_batches=3, memory_weight=0.5, start_step=0).train()
     value = loss(emb, labels)
     assert value.item() == pytest.approx(1.5 * base(emb, labels).item(), rel=1e-12)
     with_self = base(emb, labels, reference=emb.detach(), reference_labels=labels)
@@ -71,7 +71,8 @@ def test_xbm_matches_pml_cross_batch_memory_plus_in_batch_loss(make_batch):
         embedding_size=8,
         memory_size=32,
     )
-    ours = _xbm(base={"c2": {"pos_margin": 0.1, "neg_margin": 1.1, "reduction": "mean"}}, memory_batches=2, weight=0.7, start_step=0)
+    c2 = {"c2": {"pos_margin": 0.1, "neg_margin": 1.1, "reduction": "mean"}}
+    ours = _xbm(base=c2, memory_batches=2, memory_weight=0.7, start_step=0)
     ours.train()
     for seed in range(5):  # wraps around the 2-batch memory twice
         emb, labels = make_batch(seed=80 + seed)

@@ -33,7 +33,9 @@ class ProxyLoss(MetricLoss):
         name = type(self).__name__
         for field, value in (("num_classes", num_classes), ("embedding_dim", embedding_dim)):
             if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name}.{field}", f"must be a positive integer supplied by the trainer, got {value!r}")
+                raise ConfigError(
+                    f"{name}.{field}", f"must be a positive integer supplied by the trainer, got {value!r}"
+                )
         if int(proxies_per_class) < 1:
             raise ConfigError(f"{name}.proxies_per_class", f"must be >= 1, got {proxies_per_class!r}")
         self.num_classes, self.proxies_per_class = num_classes, int(proxies_per_class)

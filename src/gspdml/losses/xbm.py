@@ -17,7 +17,7 @@ from gspdml.losses.pairs import PairLoss
 
 @LOSSES.register("xbm", "cross_batch_memory")
 class CrossBatchMemory(MetricLoss):
-    """``L = L_base(batch, batch) + weight * L_base(batch, memory)`` (XBM official code; spec §3.4).
+    """``L = L_base(batch, batch) + memory_weight * L_base(batch, memory)`` (XBM official code; spec §3.4).
 
     The memory is a ring buffer of ``memory_batches x B`` detached embeddings and their labels,
     sized from the first training batch (``B`` = batch size). At each training step, from step
@@ -31,7 +31,8 @@ class CrossBatchMemory(MetricLoss):
     Memory, labels, write pointer, fill level and the step count are registered buffers, so
     they are saved in checkpoints and restored on resume. ``base`` must be a pair loss
     (:class:`~gspdml.losses.PairLoss`): C1, C2, triplet, MS, lifted, margin, generalized
-    contrastive. Reduction: that of the base loss, for each of the two terms.
+    contrastive. Reduction: that of the base loss, for each of the two terms. (``memory_weight``
+    is not called ``weight``: in a loss list, ``weight`` is the weight of the whole XBM term.)
     """
 
     nested = {"base": LOSSES}
@@ -40,7 +41,7 @@ class CrossBatchMemory(MetricLoss):
         self,
         base: Any,
         memory_batches: int = 25,
-        weight: float = 1.0,
+        memory_weight: float = 1.0,
         start_step: int = 1000,
         embedding_dim: Optional[int] = None,
         num_classes: Optional[int] = None,
@@ -55,7 +56,8 @@ class CrossBatchMemory(MetricLoss):
         if int(start_step) < 0:
             raise ConfigError("xbm.start_step", f"must be >= 0, got {start_step!r}")
         self.base = base
-        self.memory_batches, self.weight, self.start_step = int(memory_batches), float(weight), int(start_step)
+        self.memory_batches, self.start_step = int(memory_batches), int(start_step)
+        self.memory_weight = float(memory_weight)
         self.register_buffer("memory", torch.zeros(0, 0))
         self.register_buffer("memory_labels", torch.zeros(0, dtype=torch.long))
         self.register_buffer("pointer", torch.zeros((), dtype=torch.long))
@@ -74,7 +76,7 @@ class CrossBatchMemory(MetricLoss):
         if self.active:
             slots = self.enqueue(embeddings, labels)
             filled = int(self.filled)
-            loss = loss + self.weight * self.base(
+            loss = loss + self.memory_weight * self.base(
                 embeddings,
                 labels,
                 output,
