@@ -1,5 +1,7 @@
 import pytest
 import torch
+from safetensors.torch import load as load_safetensors
+from safetensors.torch import save as save_safetensors
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import reducers as pml_reducers
 
@@ -55,8 +57,9 @@ def test_state_dict_restores_memory_and_step_into_a_fresh_module(make_batch):
     loss = _xbm(base="ms", memory_batches=2, start_step=1).train()
     for seed in range(3):
         loss(*make_batch(seed=60 + seed))
-    state = {k: v.clone() for k, v in loss.state_dict().items()}
+    state = load_safetensors(save_safetensors(dict(loss.state_dict())))  # the checkpoint format
     resumed = _xbm(base="ms", memory_batches=2, start_step=1).train()
+    resumed.load_state_dict(load_safetensors(save_safetensors(dict(resumed.state_dict()))))  # not yet allocated
     resumed.load_state_dict(state)
     emb, labels = make_batch(seed=70)
     assert resumed(emb, labels).item() == pytest.approx(loss(emb, labels).item(), rel=1e-12)
@@ -86,6 +89,16 @@ def test_gradient_of_memory_term_flows_through_anchors_only(make_batch):
     emb, labels = make_batch(seed=91)
     loss(emb, labels).backward()
     assert emb.grad.abs().sum() > 0 and loss.memory.grad is None
+
+
+def test_xbm_wraps_an_already_built_pair_loss(make_batch):
+    from gspdml.losses.xbm import CrossBatchMemory
+
+    base = LOSSES.build({"triplet": {"margin": 0.2}})
+    loss = CrossBatchMemory(base, memory_batches=1, start_step=0).train()
+    emb, labels = make_batch(seed=95)
+    assert loss.base is base
+    assert loss(emb, labels).item() == pytest.approx(2 * base(emb, labels).item(), rel=1e-12)
 
 
 def test_xbm_rejects_proxy_bases_and_bad_sizes():

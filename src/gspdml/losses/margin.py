@@ -11,7 +11,7 @@ Wu et al. 2017, "Sampling matters in deep embedding learning", Eq. 3). Positive 
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -31,11 +31,12 @@ from gspdml.losses.pairs import (
 
 
 def _signed_margin_terms(
-    dist: torch.Tensor, beta: torch.Tensor, alpha: float, positive: torch.Tensor, negative: torch.Tensor
+    dist: torch.Tensor, beta: Union[float, torch.Tensor], alpha: float, positive: torch.Tensor, negative: torch.Tensor
 ) -> torch.Tensor:
-    """The per-pair losses ``(iota (d - beta) + alpha)_+`` of the valid pairs, flattened."""
-    pos = F.relu(dist - beta + alpha).expand_as(dist)[positive]
-    neg = F.relu(beta - dist + alpha).expand_as(dist)[negative]
+    """The per-pair losses ``(iota (d - beta) + alpha)_+`` of the valid pairs, flattened;
+    ``beta`` is a number or a column ``[B, 1]`` (one boundary per anchor)."""
+    pos = F.relu(dist - beta + alpha)[positive]
+    neg = F.relu(beta - dist + alpha)[negative]
     return torch.cat([pos, neg])
 
 
@@ -56,8 +57,7 @@ class GeneralizedContrastive(PairLoss):
 
     def pair_loss(self, anchors, reference, positive, negative):
         dist = euclidean_distances(anchors, reference)
-        beta = torch.as_tensor(self.beta, dtype=dist.dtype, device=dist.device)
-        return self._reduce(_signed_margin_terms(dist, beta, self.alpha, positive, negative), dist)
+        return self._reduce(_signed_margin_terms(dist, self.beta, self.alpha, positive, negative), dist)
 
     def _reduce(self, terms: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
         return mean_nonzero(terms) if self.reduction == "avg_nonzero" else mean_or_zero(terms, like)
