@@ -97,3 +97,16 @@ def test_triplet_rejects_unknown_mining():
     allowed = "all, semihard, hard, batch_hard"
     with pytest.raises(ConfigError, match=rf"triplet.mining: unknown mining 'easy'; allowed: {allowed}"):
         LOSSES.build({"triplet": {"mining": "easy"}})
+
+
+def test_triplet_mining_boundaries_on_a_hand_built_tie():
+    """Anchor (1,0), positive (0,1), negative (0,-1): d_ap = d_an = sqrt(2), a tie that "hard"
+    (d_an - d_ap <= 0) keeps and "semihard" (0 < d_an - d_ap) drops; the reverse triplet from the
+    positive has d_an - d_ap = 2 - sqrt(2) > margin and is in neither."""
+    emb = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, -1.0]], dtype=torch.float64)
+    labels = torch.tensor([0, 0, 1])
+    hard = LOSSES.build({"triplet": {"margin": 0.3, "mining": "hard", "reduction": "mean"}})(emb, labels)
+    semihard = LOSSES.build({"triplet": {"margin": 0.3, "mining": "semihard", "reduction": "mean"}})(emb, labels)
+    every = LOSSES.build({"triplet": {"margin": 0.3, "mining": "all", "reduction": "mean"}})(emb, labels)
+    assert hard.item() == pytest.approx(0.3, abs=1e-5) and semihard.item() == 0.0
+    assert every.item() == pytest.approx(0.3 / 2, abs=1e-5)
