@@ -22,6 +22,11 @@ def full_precision(x: torch.Tensor) -> Iterator[None]:
         yield
 
 
+def wide(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32, or in float64 if it already is (never narrower than float32)."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
 def generalized_mean(values: torch.Tensor, p: torch.Tensor | float, dim: int = 1,
                      weights: torch.Tensor | None = None, eps: float = 1e-6) -> torch.Tensor:
     """Weighted power mean ``(sum_j a_j max(x_j, eps)^p)^(1/p)`` over ``dim``, in float32.
@@ -29,17 +34,20 @@ def generalized_mean(values: torch.Tensor, p: torch.Tensor | float, dim: int = 1
     This is the pooling function ``f_alpha^{-1}(f_alpha(X) a)`` with ``f_alpha(x) = x^gamma``
     (seed 003 Eq. 3.8-3.9, L1093); ``weights=None`` means ``a = 1_n / n`` (GeM, Eq. 3.13).
     Values are clamped at ``eps`` because the power mean is only defined for ``x >= 0``
-    (Radenovic et al., 2018, clamp their input the same way).
+    (Radenovic et al., 2018, clamp their input the same way). Computed as
+    ``m (sum_j a_j (x_j / m)^p)^(1/p)`` with ``m = max_j x_j`` (the same function, so the same
+    gradient), which cannot overflow for large ``p``.
     """
     with full_precision(values):
-        x = values.float().clamp(min=eps)
-        p = p.float() if isinstance(p, torch.Tensor) else p
-        powered = x.pow(p)
+        x = wide(values).clamp(min=eps)
+        p = p.to(x.dtype) if isinstance(p, torch.Tensor) else p
+        scale = x.detach().amax(dim=dim, keepdim=True)
+        powered = (x / scale).pow(p)
         if weights is None:
             mean = powered.mean(dim=dim)
         else:
-            mean = (powered * weights.float()).sum(dim=dim)
-        return mean.pow(1.0 / p)
+            mean = (powered * weights.to(x.dtype)).sum(dim=dim)
+        return scale.squeeze(dim) * mean.pow(1.0 / p)
 
 
 def top_k_mean(values: torch.Tensor, k: int, dim: int = 1, largest: bool = True) -> torch.Tensor:

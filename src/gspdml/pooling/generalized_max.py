@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import full_precision, require
+from gspdml.pooling.functional import full_precision, require, wide
 
 
 @POOLINGS.register("gemax")
@@ -19,7 +19,7 @@ class GeneralizedMax(Pooling):
     gives the location weights ``alpha = (Phi^T Phi + lambda I)^{-1} 1_n`` and ``xi = Phi alpha``;
     ``alpha`` is returned as ``weights`` (signed, not a distribution). ``lam`` (lambda) is a
     hyper-parameter (1.0 in the GSP authors' comparison, seed 000 supplement §1.4).
-    Solved in float32 by Cholesky (the matrix is symmetric positive definite for ``lam > 0``).
+    Solved in float32 (float64 for float64 input); the matrix is positive definite for ``lam > 0``.
     """
 
     order_free = True
@@ -32,10 +32,10 @@ class GeneralizedMax(Pooling):
     def forward(self, x: torch.Tensor) -> Pooled:
         local, spatial = flatten_locations(x)
         with full_precision(local):
-            phi = local.float()  # [B, n, C], rows are the f_i
+            phi = wide(local)  # [B, n, C], rows are the f_i
             n = phi.shape[1]
             gram = phi @ phi.transpose(1, 2) + self.lam * torch.eye(n, device=phi.device, dtype=phi.dtype)
             ones = torch.ones(phi.shape[0], n, 1, device=phi.device, dtype=phi.dtype)
-            alpha = torch.cholesky_solve(ones, torch.linalg.cholesky(gram))  # [B, n, 1]
+            alpha = torch.linalg.solve(gram, ones)  # [B, n, 1]
             pooled = (phi * alpha).sum(dim=1)
         return Pooled(pooled, weights=unflatten_weights(alpha.squeeze(-1), spatial))

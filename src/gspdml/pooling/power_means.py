@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
-from gspdml.pooling.functional import full_precision, generalized_mean, require
+from gspdml.pooling.functional import full_precision, generalized_mean, require, wide
 
 
 @POOLINGS.register("gem")
@@ -37,7 +37,7 @@ class GeM(Pooling):
 class LSE(Pooling):
     """Log-sum-exp pooling (seed 003 Eq. 3.15, L1126): ``u_c = (1/r) log((1/n) sum_i exp(r f_{i,c}))``
     with a learnable scalar ``r`` (initial 10, psomas spec §2.3). ``r -> 0`` gives GAP and
-    ``r -> inf`` GMP. Computed stably as ``(logsumexp(r f) - log n) / r`` in float32.
+    ``r -> inf`` GMP. Computed stably as ``(logsumexp(r f) - log n) / r`` in float32 (float64 for float64 input).
     """
 
     order_free = True
@@ -50,6 +50,7 @@ class LSE(Pooling):
     def forward(self, x: torch.Tensor) -> Pooled:
         local, _ = flatten_locations(x)
         with full_precision(local):
-            r = self.r.float()
-            pooled = (torch.logsumexp(r * local.float(), dim=1) - math.log(local.shape[1])) / r
+            values = wide(local)
+            r = self.r.to(values.dtype)
+            pooled = (torch.logsumexp(r * values, dim=1) - math.log(local.shape[1])) / r
         return Pooled(pooled)

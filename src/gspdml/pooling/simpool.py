@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import full_precision, require
+from gspdml.pooling.functional import full_precision, generalized_mean, require, wide
 
 
 @POOLINGS.register("simpool")
@@ -55,15 +55,15 @@ class SimPool(Pooling):
         normed = self.norm(tokens)
         keys = self.wk(normed)
         with full_precision(tokens):
-            scores = keys.float() @ query.float().unsqueeze(-1) / math.sqrt(tokens.shape[-1])
+            scores = wide(keys) @ wide(query).unsqueeze(-1) / math.sqrt(tokens.shape[-1])
             attention = torch.softmax(scores.squeeze(-1), dim=1)  # [B, p]
-            values = normed.float()
+            values = wide(normed)
+            weights = attention.to(values.dtype).unsqueeze(-1)
             if self.gamma is None:
-                pooled = (attention.unsqueeze(-1) * values).sum(dim=1)
+                pooled = (weights * values).sum(dim=1)
             else:
                 low = values.amin(dim=(1, 2), keepdim=True) if self.min_scope == "sample" else values.min()
-                shifted = values - low + self.eps
-                pooled = (attention.unsqueeze(-1) * shifted.pow(self.gamma)).sum(dim=1).pow(1.0 / self.gamma)
+                pooled = generalized_mean(values - low + self.eps, self.gamma, dim=1, weights=weights, eps=self.eps)
             if self.beta is not None:
-                pooled = pooled + self.beta.float()
+                pooled = pooled + self.beta.to(pooled.dtype)
         return Pooled(pooled, weights=unflatten_weights(attention, spatial))
