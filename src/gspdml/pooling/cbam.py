@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling
-from gspdml.pooling.functional import require, require_map
+from gspdml.pooling.functional import require, require_map, wide
 
 
 @POOLINGS.register("cbam")
@@ -39,6 +39,6 @@ class CBAM(Pooling):
         q = torch.sigmoid(self.mlp(x.mean(dim=(2, 3))) + self.mlp(x.amax(dim=(2, 3))))
         v = x * q[:, :, None, None]
         descriptor = torch.stack([v.mean(dim=1), v.amax(dim=1)], dim=1)
-        a = torch.sigmoid(self.spatial(descriptor).float()).squeeze(1)  # [B, H, W]
-        pooled = (v.float() * a.unsqueeze(1)).mean(dim=(2, 3))
+        a = torch.sigmoid(wide(self.spatial(descriptor))).squeeze(1)  # [B, H, W]
+        pooled = (wide(v) * a.unsqueeze(1)).mean(dim=(2, 3))
         return Pooled(pooled, weights=a)

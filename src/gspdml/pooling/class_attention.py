@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import full_precision, require
+from gspdml.pooling.functional import full_precision, require, wide
 
 
 class ClassAttentionBlock(nn.Module):
@@ -38,8 +38,8 @@ class ClassAttentionBlock(nn.Module):
         k = self.wk(z).reshape(b, n + 1, h, d // h).transpose(1, 2)
         v = self.wv(z).reshape(b, n + 1, h, d // h).transpose(1, 2)
         with full_precision(tokens):
-            attention = torch.softmax(q.float() @ k.float().transpose(-1, -2) / math.sqrt(d // h), dim=-1)
-            mixed = (attention @ v.float()).transpose(1, 2).reshape(b, 1, d)
+            attention = torch.softmax(wide(q) @ wide(k).transpose(-1, -2) / math.sqrt(d // h), dim=-1)
+            mixed = (attention @ wide(v)).transpose(1, 2).reshape(b, 1, d)
         cls = cls + self.scale1 * self.proj(mixed)
         cls = cls + self.scale2 * self.mlp(self.norm2(cls))
         return cls, attention.squeeze(2)  # [B, 1, d], [B, h, 1 + n]
@@ -78,4 +78,4 @@ class ClassAttention(Pooling):
             cls, attention = block(cls, tokens)
         on_locations = attention[:, :, 1:].mean(dim=1)
         weights = on_locations / on_locations.sum(dim=1, keepdim=True)
-        return Pooled(self.norm(cls.squeeze(1)).float(), weights=unflatten_weights(weights, spatial))
+        return Pooled(wide(self.norm(cls.squeeze(1))), weights=unflatten_weights(weights, spatial))

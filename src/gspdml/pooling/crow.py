@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import full_precision, require
+from gspdml.pooling.functional import full_precision, require, wide
 
 
 @POOLINGS.register("crow")
@@ -35,13 +35,13 @@ class CroW(Pooling):
     def forward(self, x: torch.Tensor) -> Pooled:
         local, spatial = flatten_locations(x)
         with full_precision(local):
-            feats = local.float().relu() if self.rectify else local.float()
+            feats = wide(local).relu() if self.rectify else wide(local)
             if not self.rectify and bool((feats < 0).any()):
                 raise ValueError("crow pooling needs non-negative features; set rectify: true")
             aggregated = feats.sum(dim=2)  # S' [B, n]
             norm = aggregated.norm(p=self.a, dim=1, keepdim=True).clamp_min(self.eps)
             spatial_w = (aggregated / norm).clamp_min(0).pow(1.0 / self.b)
-            nonzero = (feats > 0).float().mean(dim=1)  # Q [B, C]
+            nonzero = (feats > 0).to(feats.dtype).mean(dim=1)  # Q [B, C]
             channel_w = torch.log((nonzero.sum(dim=1, keepdim=True) + self.eps) / (nonzero + self.eps))
             pooled = channel_w * (feats * spatial_w.unsqueeze(-1)).sum(dim=1)
         return Pooled(pooled, weights=unflatten_weights(spatial_w, spatial))

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import require
+from gspdml.pooling.functional import require, wide
 
 
 @POOLINGS.register("delf")
@@ -32,6 +32,6 @@ class DeLF(Pooling):
 
     def forward(self, x: torch.Tensor) -> Pooled:
         local, spatial = flatten_locations(x)
-        alpha = F.softplus(self.score(local).float()).squeeze(-1)  # [B, n]
-        pooled = (alpha.unsqueeze(-1) * local.float()).mean(dim=1)
+        alpha = F.softplus(wide(self.score(local))).squeeze(-1)  # [B, n]
+        pooled = (alpha.unsqueeze(-1) * wide(local)).mean(dim=1)
         return Pooled(pooled, weights=unflatten_weights(alpha, spatial))

@@ -17,7 +17,7 @@ from gspdml.errors import ConfigError
 
 @contextmanager
 def full_precision(x: torch.Tensor) -> Iterator[None]:
-    """Switch autocast off on ``x``'s device for the enclosed block (cast inputs with ``.float()``)."""
+    """Switch autocast off on ``x``'s device for the enclosed block (cast inputs with :func:`wide`)."""
     with torch.autocast(device_type=x.device.type, enabled=False):
         yield
 

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
-from gspdml.pooling.functional import full_precision, require
+from gspdml.pooling.functional import full_precision, require, wide
 
 
 @POOLINGS.register("gsop")
@@ -39,8 +39,8 @@ class GSoP(Pooling):
         local, _ = flatten_locations(x)
         y = torch.relu(self.bn(self.reduce(local).transpose(1, 2)))  # [B, c', n]
         with full_precision(y):
-            centred = y.float() - y.float().mean(dim=2, keepdim=True)
+            centred = wide(y) - wide(y).mean(dim=2, keepdim=True)
             covariance = centred @ centred.transpose(1, 2) / y.shape[2]  # [B, c', c']
         rows = self.row_conv(covariance).squeeze(-1)  # [B, 4c']
-        q = torch.sigmoid(self.expand(rows).float())  # [B, C]
-        return Pooled(q * local.float().mean(dim=1))
+        q = torch.sigmoid(wide(self.expand(rows)))  # [B, C]
+        return Pooled(q * wide(local).mean(dim=1))

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling
-from gspdml.pooling.functional import full_precision, require, require_map
+from gspdml.pooling.functional import full_precision, require, require_map, wide
 
 
 @POOLINGS.register("how", "t_smk")
@@ -47,8 +47,8 @@ class HOW(Pooling):
         smoothed = F.avg_pool2d(x, self.kernel_size, stride=1, padding=self.kernel_size // 2, count_include_pad=False)
         values = self.fc(smoothed)
         with full_precision(x):
-            attention = x.float().pow(2).sum(dim=1).add(1e-10).sqrt()  # [B, H, W]
-            z = (values.float() * attention.unsqueeze(1)).sum(dim=(2, 3))
+            attention = wide(x).pow(2).sum(dim=1).add(1e-10).sqrt()  # [B, H, W]
+            z = (wide(values) * attention.unsqueeze(1)).sum(dim=(2, 3))
             pooled = F.normalize(z, dim=1, eps=1e-6)
             weights = attention / attention.sum(dim=(1, 2), keepdim=True)
         return Pooled(pooled, weights=weights)

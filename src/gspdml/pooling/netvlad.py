@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
-from gspdml.pooling.functional import full_precision, require
+from gspdml.pooling.functional import full_precision, require, wide
 
 
 @POOLINGS.register("netvlad")
@@ -54,10 +54,10 @@ class NetVLAD(Pooling):
         local, _ = flatten_locations(x)
         feats = self.project(local)
         with full_precision(feats):
-            feats = feats.float()
+            feats = wide(feats)
             if self.normalize_input:
                 feats = F.normalize(feats, dim=-1)
-            soft = torch.softmax(F.linear(feats, self.assign.weight.float(), self.assign.bias.float()), dim=-1)  # [B, n, K]
-            residual_sum = soft.transpose(1, 2) @ feats - soft.sum(dim=1).unsqueeze(-1) * self.centres.float()
+            soft = torch.softmax(F.linear(feats, self.assign.weight.to(feats.dtype), self.assign.bias.to(feats.dtype)), dim=-1)  # [B, n, K]
+            residual_sum = soft.transpose(1, 2) @ feats - soft.sum(dim=1).unsqueeze(-1) * self.centres.to(feats.dtype)
             vlad = F.normalize(residual_sum, dim=-1)  # [B, K, dim]
         return Pooled(vlad.flatten(1))

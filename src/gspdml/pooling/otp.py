@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
-from gspdml.pooling.functional import full_precision, require
+from gspdml.pooling.functional import full_precision, require, wide
 
 
 def sinkhorn_log(cost: torch.Tensor, eps: float, iters: int) -> torch.Tensor:
@@ -66,8 +66,8 @@ class OTP(Pooling):
     def transport_plan(self, psi: torch.Tensor) -> torch.Tensor:
         """The plan ``T`` ``[B, n, k]`` between the projected local features and the references."""
         with full_precision(psi):
-            x = F.normalize(psi.float(), dim=-1)
-            z = F.normalize(self.references.float(), dim=-1)
+            x = F.normalize(wide(psi), dim=-1)
+            z = F.normalize(self.references.to(x.dtype), dim=-1)
             cost = (2.0 - 2.0 * x @ z.t()).clamp_min(0)
             return sinkhorn_log(cost, self.eps, self.iters)
 
@@ -76,5 +76,5 @@ class OTP(Pooling):
         psi = self.project(local)
         plan = self.transport_plan(psi)
         with full_precision(psi):
-            pooled = self.prototypes * plan.transpose(1, 2) @ psi.float()  # [B, k, dim]
+            pooled = self.prototypes * plan.transpose(1, 2) @ wide(psi)  # [B, k, dim]
         return Pooled(pooled.flatten(1))

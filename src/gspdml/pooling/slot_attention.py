@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import full_precision, require
+from gspdml.pooling.functional import full_precision, require, wide
 
 
 @POOLINGS.register("slot")
@@ -55,10 +55,10 @@ class SlotAttention(Pooling):
         for _ in range(self.iters):
             query = self.wq(self.norm_slots(slots))
             with full_precision(tokens):
-                logits = keys.float() @ query.float().transpose(1, 2) / math.sqrt(d)  # [B, n, k]
+                logits = wide(keys) @ wide(query).transpose(1, 2) / math.sqrt(d)  # [B, n, k]
                 attention = torch.softmax(logits, dim=-1) + 1e-8
                 attention = attention / attention.sum(dim=1, keepdim=True)
-                updates = attention.transpose(1, 2) @ values.float()  # [B, k, d]
+                updates = attention.transpose(1, 2) @ wide(values)  # [B, k, d]
             slots = self.gru(updates.reshape(-1, d), slots.reshape(-1, d)).reshape(b, -1, d)
             slots = slots + self.mlp(self.norm_mlp(slots))
-        return Pooled(slots.float().amax(dim=1), weights=unflatten_weights(attention.mean(dim=-1), spatial))
+        return Pooled(wide(slots).amax(dim=1), weights=unflatten_weights(attention.mean(dim=-1), spatial))

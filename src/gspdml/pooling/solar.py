@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import full_precision, generalized_mean, require
+from gspdml.pooling.functional import full_precision, generalized_mean, require, wide
 
 
 @POOLINGS.register("solar")
@@ -41,8 +41,8 @@ class SOLAR(Pooling):
         local, spatial = flatten_locations(x)
         q, k, v = torch.relu(self.query(local)), torch.relu(self.key(local)), self.value(local)
         with full_precision(q):
-            attention = torch.softmax(q.float() @ k.float().transpose(1, 2) / math.sqrt(q.shape[-1]), dim=-1)
-            z = attention @ v.float()
+            attention = torch.softmax(wide(q) @ wide(k).transpose(1, 2) / math.sqrt(q.shape[-1]), dim=-1)
+            z = attention @ wide(v)
         enhanced = local + self.out(z)
         pooled = generalized_mean(enhanced, self.p, dim=1)
         return Pooled(pooled, weights=unflatten_weights(attention.mean(dim=1), spatial))
