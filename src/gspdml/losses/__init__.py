@@ -5,3 +5,4 @@ from gspdml.losses.pairs import PairLoss
 from gspdml.losses import contrastive  # noqa: F401  (registers c1, c2)
 
 __all__ = ["LOSSES", "MetricLoss", "PairLoss", "WeightedSum", "build_loss", "check_loss"]
+from gspdml.losses import ccp  # noqa: F401  (registers ccp)
