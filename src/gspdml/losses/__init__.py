@@ -3,6 +3,7 @@
 from gspdml.losses.base import LOSSES, MetricLoss, WeightedSum, build_loss, check_loss
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses import contrastive  # noqa: F401  (registers c1, c2)
+from gspdml.losses import ccp  # noqa: F401  (registers ccp)
+from gspdml.losses import metrix  # noqa: F401  (registers metrix)
 
 __all__ = ["LOSSES", "MetricLoss", "PairLoss", "WeightedSum", "build_loss", "check_loss"]
-from gspdml.losses import ccp  # noqa: F401  (registers ccp)
