@@ -113,3 +113,62 @@ def test_ms_is_stable_for_large_scales():
     loss = MIXED_LOSSES.build({"ms": {"alpha": 400.0, "beta": 900.0, "base": -0.9}})
     value = loss.mixed(emb.float(), labels, mixed.float(), triples, lam.float())
     assert torch.isfinite(value)
+
+
+def _proxy_anchor(variant, classes=3, dim=6, seed=7):
+    loss = MIXED_LOSSES.build({"proxy_anchor": {"variant": variant}}, embedding_dim=dim, num_classes=classes).double()
+    g = torch.Generator().manual_seed(seed)
+    loss.proxies.data.copy_(torch.randn(classes, dim, generator=g, dtype=torch.float64))
+    return loss
+
+
+def _proxy_anchor_loop(loss, candidates, soft_labels):
+    """Per proxy q: positive and negative log-sum terms with soft labels, then the variant's means."""
+    alpha, delta = loss.alpha, loss.delta
+    proxies = _unit(loss.proxies.detach())
+    pos, neg = [], []
+    for q in range(len(proxies)):
+        sims = [float(proxies[q] @ v) for v in candidates]
+        ys = [float(y) for y in soft_labels[q]]
+        pos.append(math.log1p(sum(y * math.exp(-alpha * (s - delta)) for s, y in zip(sims, ys))))
+        shift = delta if loss.variant == "original" else -delta
+        neg.append(math.log1p(sum((1 - y) * math.exp(alpha * (s + shift)) for s, y in zip(sims, ys))))
+    if loss.variant == "original":
+        with_pos = sum(1 for q in range(len(proxies)) if float(soft_labels[q].sum()) > 0)
+        return sum(pos) / with_pos + sum(neg) / len(proxies)
+    return sum(p + n for p, n in zip(pos, neg)) / (alpha * len(proxies))
+
+
+def test_clean_proxy_anchor_is_pml_proxy_anchor():
+    emb, labels = _batch(seed=8, classes=3)
+    loss = _proxy_anchor("original")
+    reference = pml.ProxyAnchorLoss(num_classes=3, embedding_size=6, margin=0.1, alpha=32).double()
+    reference.proxies.data.copy_(loss.proxies.data)
+    torch.testing.assert_close(loss.clean(emb, labels), reference(emb, labels))
+
+
+@pytest.mark.parametrize("variant", ["original", "thesis_generic"])
+def test_mixed_proxy_anchor_equals_loop_with_soft_labels(variant):
+    emb, labels, mixed, triples, lam = _mixed_setup(seed=9)
+    labels = labels % 3
+    loss = _proxy_anchor(variant)
+    soft = torch.zeros(3, len(triples), dtype=torch.float64)
+    for j, (_, f, s) in enumerate(triples.tolist()):
+        soft[labels[f], j] += lam[j]
+        soft[labels[s], j] += 1 - lam[j]
+    expected = _proxy_anchor_loop(loss, mixed, soft)
+    assert float(loss.mixed(emb, labels, mixed, triples, lam).detach()) == pytest.approx(expected, rel=1e-9)
+    clean_expected = _proxy_anchor_loop(loss, emb, torch.nn.functional.one_hot(labels, 3).T)
+    assert float(loss.clean(emb, labels).detach()) == pytest.approx(clean_expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("lam", [0.0, 1.0])
+def test_mixed_proxy_anchor_with_lambda_0_or_1_is_the_clean_loss_of_one_source(lam):
+    emb, labels = _batch(seed=10, classes=3)
+    loss = _proxy_anchor("original")
+    p = 0
+    n = int(torch.nonzero(labels != labels[p])[0])
+    mixed = (lam * emb[p] + (1 - lam) * emb[n])[None]
+    value = loss.mixed(emb, labels, mixed, torch.tensor([[p, p, n]]), torch.tensor([lam], dtype=torch.float64))
+    source = p if lam == 1.0 else n
+    torch.testing.assert_close(value, loss.clean(emb[source : source + 1], labels[source : source + 1]))

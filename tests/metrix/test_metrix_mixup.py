@@ -147,3 +147,19 @@ def test_levels_that_need_the_model_refuse_plain_forward_and_bad_options_are_nam
         build_loss({"metrix": {"level": "pixels"}}, embedding_dim=5, num_classes=3)
     with pytest.raises(ConfigError, match="loss.loss"):
         build_loss({"metrix": {"loss": "triplet"}}, embedding_dim=5, num_classes=3)
+
+
+def test_proxy_anchor_metrix_mixes_each_pair_of_examples_once():
+    emb, labels = _balanced(seed=4)
+    emb.requires_grad_(True)
+    loss = build_loss({"metrix": {"level": "embedding", "loss": "proxy_anchor", "pairs": "pos_neg"}},
+                      embedding_dim=5, num_classes=3).double()
+    assert loss.lr_multiplier == 100.0
+    total = loss(emb, labels, lam=0.25)
+    pairs = sorted({(p, n) for _, p, n in _triples_reference(labels.tolist(), "pos_neg")})
+    triples = torch.tensor([(p, p, n) for p, n in pairs])
+    mixed = F.normalize(0.25 * emb[triples[:, 1]] + 0.75 * emb[triples[:, 2]], dim=1)
+    expected = loss.loss.clean(emb, labels) + 0.4 * loss.loss.mixed(emb, labels, mixed, triples, torch.full((len(pairs),), 0.25))
+    torch.testing.assert_close(total, expected)
+    total.backward()
+    assert loss.loss.proxies.grad.abs().sum() > 0 and emb.grad.abs().sum() > 0

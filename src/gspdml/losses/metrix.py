@@ -42,8 +42,9 @@ class Metrix(MetricLoss):
     """Clean loss plus ``mix_weight`` times the mixed loss, mixing at ``level``.
 
     Args:
-        loss: spec of the label-weighted loss (``contrastive``, ``contrastive_similarity``, ``ms``;
-            see :data:`~gspdml.losses.metrix_losses.MIXED_LOSSES`).
+        loss: spec of the label-weighted loss (``contrastive``, ``contrastive_similarity``, ``ms``,
+            ``proxy_anchor``; see :data:`~gspdml.losses.metrix_losses.MIXED_LOSSES`). With proxy
+            anchors, each mixed pair of examples is used once and every proxy is its anchor.
         level: ``input``, ``feature`` (default) or ``embedding``.
         pairs: ``random`` (per iteration, the thesis), ``pos_neg`` or ``anc_neg``.
         mix_alpha: ``alpha`` of ``Beta(alpha, alpha)``.
@@ -131,6 +132,9 @@ class Metrix(MetricLoss):
         clean = self.loss.clean(e, labels)
         kind = kind or (KINDS[int(torch.randint(len(KINDS), ()))] if self.pairs == "random" else self.pairs)
         triples = mixing_triples(labels, kind, e @ e.T if hard else None, hard)
+        if getattr(self.loss, "anchorless", False):  # proxy anchors: each mixed pair once
+            pairs = torch.unique(triples[:, 1:], dim=0)
+            triples = torch.cat([pairs[:, :1], pairs], dim=1)
         if len(triples) == 0:
             return clean
         weights = self._draw_lambda(len(triples), e) if lam is None else torch.as_tensor(lam, dtype=e.dtype, device=e.device)

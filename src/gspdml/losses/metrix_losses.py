@@ -120,6 +120,64 @@ class LabelledMultiSimilarity(LabelledPairLoss):
         return _anchor_mean(pos + neg, torch.arange(n, device=anchor_index.device), n, present=anchor_index)
 
 
+@MIXED_LOSSES.register("proxy_anchor")
+class LabelledProxyAnchor(nn.Module):
+    """Proxy Anchor with soft labels: one learnable proxy per class is the anchor (seed 003
+    L498, Table 2.1); a mixed embedding ``v = mix_lambda(x, x')`` of examples of classes
+    ``c, c'`` has label ``y_q = lambda [c = q] + (1 - lambda) [c' = q]`` for proxy ``q``
+    (psomas spec §5 A8, an implementation choice: the thesis gives no formula).
+
+    ``variant="original"`` (Kim et al. 2020, the baseline numbers; spec A2), with ``s`` the
+    cosine similarity of proxy and embedding::
+
+        (1/|Q+|) sum_{q in Q+} log(1 + sum_v y_q e^{-alpha (s - delta)})
+          + (1/C) sum_q log(1 + sum_v (1 - y_q) e^{alpha (s + delta)})
+
+    where ``Q+`` are the proxies with positive label mass. ``variant="thesis_generic"`` is the
+    MS form of Table 2.1: ``(1/alpha) log(1 + sum y e^{-alpha (s - delta)}) + (1/alpha)
+    log(1 + sum (1 - y) e^{alpha (s - delta)})`` averaged over all proxies (thesis beta = gamma =
+    alpha = 32, m = delta = 0.1; L672). Binary labels give the clean loss. Proxies are
+    initialised Kaiming-normal (fan-out) and trained with ``lr_multiplier = 100``. Pairs of
+    (proxy, embedding) are dense: ``C x M`` similarities per term.
+    """
+
+    supplied_by_caller = ("embedding_dim", "num_classes")
+    VARIANTS = ("original", "thesis_generic")
+    #: mixed examples are pairs of batch examples; their anchor is every proxy
+    anchorless = True
+    lr_multiplier = 100.0
+
+    def __init__(self, embedding_dim: int, num_classes: int, alpha: float = 32.0, delta: float = 0.1, variant: str = "original"):
+        super().__init__()
+        if variant not in self.VARIANTS:
+            raise ConfigError("loss.loss.variant", f"unknown variant {variant!r}; allowed: {', '.join(self.VARIANTS)}")
+        self.alpha, self.delta, self.variant, self.num_classes = alpha, delta, variant, num_classes
+        self.proxies = nn.Parameter(torch.empty(num_classes, embedding_dim))
+        nn.init.kaiming_normal_(self.proxies, mode="fan_out")
+
+    def clean(self, embeddings, labels):
+        y = F.one_hot(labels, self.num_classes).T.to(embeddings.dtype)
+        return self.labelled(embeddings, y)
+
+    def mixed(self, embeddings, labels, mixed, triples, lam):
+        lam = lam.to(mixed.dtype)
+        first = F.one_hot(labels[triples[:, 1]], self.num_classes).T.to(mixed.dtype)
+        second = F.one_hot(labels[triples[:, 2]], self.num_classes).T.to(mixed.dtype)
+        return self.labelled(mixed, lam * first + (1 - lam) * second)
+
+    def labelled(self, candidates: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Loss over all (proxy, candidate) pairs; ``y`` is ``[C, M]``."""
+        sim = F.normalize(self.proxies, dim=1).to(candidates) @ candidates.T
+        rows = torch.arange(self.num_classes, device=sim.device).repeat_interleave(sim.shape[1])
+        term = lambda z, w: _log1p_weighted_sum_exp(z.reshape(-1), w.reshape(-1), rows, self.num_classes)  # noqa: E731
+        pos = term(-self.alpha * (sim - self.delta), y)
+        if self.variant == "original":
+            neg = term(self.alpha * (sim + self.delta), 1 - y)
+            return pos.sum() / (y.sum(1) > 0).sum().clamp(min=1) + neg.mean()
+        neg = term(self.alpha * (sim - self.delta), 1 - y)
+        return (pos + neg).mean() / self.alpha
+
+
 def _anchor_mean(terms, anchor_index, num_anchors, present=None):
     """``sum_a l(a) / #{anchors with at least one pair}``; ``terms`` are per pair (or per anchor)."""
     total = terms.sum()
