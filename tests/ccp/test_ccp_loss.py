@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gspdml.errors import ConfigError
-from gspdml.losses import build_loss
+from gspdml.losses import LOSSES, build_loss
 
 
 def _unit(x):
@@ -82,3 +82,21 @@ def test_gradients_reach_proxies_and_embeddings():
 def test_bad_options_name_the_field(field, value):
     with pytest.raises(ConfigError, match=field):
         build_loss({"ccp": {"base": "c2", "proxies_per_class": 2, field: value}}, embedding_dim=3, num_classes=2)
+
+
+@pytest.mark.parametrize("name", [n for n in ("c1", "c2", "ms", "triplet") if n in LOSSES])
+@pytest.mark.parametrize("proxy_as_anchor", [True, False])
+def test_every_registered_pair_loss_can_be_wrapped(name, proxy_as_anchor):
+    emb, labels, proxies = _setup(seed=2)
+    emb.requires_grad_(True)
+    loss = build_loss({"ccp": {"base": name, "proxies_per_class": 3, "proxy_as_anchor": proxy_as_anchor}},
+                      embedding_dim=5, num_classes=4).double()
+    loss.proxies.data.copy_(proxies)
+    value = loss(emb, labels)
+    if proxy_as_anchor:
+        expected = loss.base(loss.proxies, loss.proxy_labels, reference=emb, reference_labels=labels)
+    else:
+        expected = loss.base(emb, labels, reference=loss.proxies, reference_labels=loss.proxy_labels)
+    torch.testing.assert_close(value, expected)
+    value.backward()
+    assert torch.isfinite(loss.proxies.grad).all() and torch.isfinite(emb.grad).all()
