@@ -80,7 +80,7 @@ class LabelledContrastive(LabelledPairLoss):
         neg = (1 - y) * F.relu(self.neg_margin - dist)
         if self.reduction == "avg_nonzero":
             return mean_nonzero(pos) + mean_nonzero(neg)
-        return _anchor_mean(pos + neg, anchor_index, len(anchors))
+        return _per_anchor_mean((pos + neg).sum(), anchor_index, len(anchors))
 
 
 @MIXED_LOSSES.register("contrastive_similarity")
@@ -95,7 +95,7 @@ class LabelledContrastiveSimilarity(LabelledPairLoss):
     def labelled(self, anchors, candidates, anchor_index, candidate_index, y):
         sim = (anchors[anchor_index] * candidates[candidate_index]).sum(1)
         terms = -y * sim + (1 - y) * F.relu(sim - self.margin)
-        return _anchor_mean(terms, anchor_index, len(anchors))
+        return _per_anchor_mean(terms.sum(), anchor_index, len(anchors))
 
 
 @MIXED_LOSSES.register("ms", "multi_similarity")
@@ -117,7 +117,7 @@ class LabelledMultiSimilarity(LabelledPairLoss):
         n = len(anchors)
         pos = _log1p_weighted_sum_exp(-self.alpha * (sim - self.base), y, anchor_index, n) / self.alpha
         neg = _log1p_weighted_sum_exp(self.beta * (sim - self.base), 1 - y, anchor_index, n) / self.beta
-        return _anchor_mean(pos + neg, torch.arange(n, device=anchor_index.device), n, present=anchor_index)
+        return _per_anchor_mean((pos + neg).sum(), anchor_index, n)
 
 
 @MIXED_LOSSES.register("proxy_anchor")
@@ -178,11 +178,10 @@ class LabelledProxyAnchor(nn.Module):
         return (pos + neg).mean() / self.alpha
 
 
-def _anchor_mean(terms, anchor_index, num_anchors, present=None):
-    """``sum_a l(a) / #{anchors with at least one pair}``; ``terms`` are per pair (or per anchor)."""
-    total = terms.sum()
-    used = torch.zeros(num_anchors, dtype=torch.bool, device=terms.device)
-    used[anchor_index if present is None else present] = True
+def _per_anchor_mean(total, anchor_index, num_anchors):
+    """``total = sum_a l(a)`` divided by the number of anchors that have at least one pair."""
+    used = torch.zeros(num_anchors, dtype=torch.bool, device=anchor_index.device)
+    used[anchor_index] = True
     return total / used.sum().clamp(min=1)
 
 
