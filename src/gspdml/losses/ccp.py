@@ -74,7 +74,9 @@ class CCP(MetricLoss, Callback):
             proxies at the moment it ends (thesis Alg. 1, ``theta* <- theta, rho* <- rho``).
             Training always continues from the current weights.
         init: initial proxies; ``random`` (thesis: embeddings of ``K`` random samples per
-            class) or ``kcenter`` ([CODE]: greedy k-center over a pool of ``b``).
+            class) or ``kcenter`` ([CODE]: greedy k-center over a pool of ``b``, starting at
+            the first pool point; the code's all-zero initial centres make the same choice
+            when the embeddings are unit-norm).
         proxy_as_anchor, proxy_weight, batch_weight: see above.
     """
 
