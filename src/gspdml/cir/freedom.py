@@ -88,13 +88,18 @@ def read_vocabulary(path: str | Path) -> list[str]:
 
 
 def nearest(queries: torch.Tensor, memory: torch.Tensor, count: int) -> torch.Tensor:
-    """Indices ``[Q, count]`` of the ``count`` most similar memory rows (cosine, descending).
-    Among the selected rows, equal similarities keep memory order."""
+    """Indices ``[Q, count]`` of the ``count`` most similar memory rows (cosine, descending);
+    equal similarities keep memory order, also at the cut-off — the same result as a stable full
+    sort (``np.argsort(-s, kind="stable")[:count]``) at the cost of a top-k."""
     if not 1 <= count <= memory.shape[0]:
         raise ConfigError("k", f"asked for {count} neighbours but the memory holds {memory.shape[0]} items")
-    values, indices = torch.topk(queries @ memory.T, count, dim=1)
-    indices, by_index = torch.sort(indices, dim=1)
-    values = torch.gather(values, 1, by_index)
+    similarity = queries @ memory.T
+    kth = torch.topk(similarity, count, dim=1).values[:, -1:]
+    above, tied = similarity > kth, similarity == kth
+    room = count - above.sum(dim=1, keepdim=True)                  # tied rows that still fit, first ones first
+    chosen = above | (tied & (tied.cumsum(dim=1) <= room))
+    indices = chosen.nonzero(as_tuple=True)[1].reshape(-1, count)  # ascending memory order per row
+    values = torch.gather(similarity, 1, indices)
     return torch.gather(indices, 1, torch.sort(-values, dim=1, stable=True).indices)
 
 
