@@ -133,7 +133,9 @@ def _score_function(args, model, database: torch.Tensor, queries: torch.Tensor, 
         freedom = FreeDom.variant(args.variant, texts, memory, database, **overrides)
         return lambda idx, targets: freedom.scores(queries[idx], targets, database)
     if args.method == "weicom":
-        lam = args.lam if args.lam is not None else default_lambda(args.model)
+        lam = getattr(args, "lam", None)
+        if lam is None:   # the chapter-4 competitor sums the two CDFs (λ = 0.5, spec §5 D2)
+            lam = 0.5 if args.cir_method == "freedom" else default_lambda(args.model)
         args.lam = lam
         return lambda idx, targets: weicom_scores(queries[idx], texts(targets), database, lam)
     return lambda idx, targets: baseline_scores(args.method, queries[idx], texts(targets), database)
@@ -237,7 +239,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("cir", help="composed image retrieval with a frozen vision-language model")
     sub = parser.add_subparsers(dest="cir_method", required=True, metavar="METHOD")
     freedom = sub.add_parser("freedom", help="FreeDom (training-free domain conversion) and its baselines")
-    _common(freedom, ("freedom", "text", "image", "product", "sum"), "trapezoid")
+    _common(freedom, ("freedom", "text", "image", "product", "sum", "weicom"), "trapezoid")
     freedom.add_argument("--vocabulary", help="text memory: one word per line, or a CSV (Open Images class names)")
     freedom.add_argument("--variant", choices=list(VARIANTS), default="L+a", help="L+a is FreeDom (Eq. 4.17)")
     freedom.add_argument("--k", type=int, default=20, help="proxy images (default 20)")
