@@ -119,6 +119,14 @@ def test_freedom_scores_and_variants():
     single = FreeDom.variant("single", encoder, text)
     first_word = words[nearest(database[[2]], text.embeddings, 1)[0, 0]]
     torch.testing.assert_close(single.query_embeddings(database[[2]], ["sketch"])[0], encoder([f"{first_word} sketch"])[0])
+    full = FreeDom.variant("L+a", encoder, text, database, k=4, n=3, m=2).invert(database[[5]])[0]
+    uniform = FreeDom.variant("L+", encoder, text, database, k=4, n=3, m=2).invert(database[[5]])[0]
+    assert uniform.words == full.words and uniform.weights == [1.0, 1.0] and max(full.weights) == 1.0
+    encoder.seen.clear()
+    FreeDom.variant("E+", encoder, text, database, k=4, n=3, m=2).query_embeddings(database[[5]], ["toy"])
+    assert encoder.seen == [" ".join(full.words + ["toy"])]
+    plain = FreeDom.variant("L", encoder, text, m=3).invert(database[[5]])[0]
+    assert plain.words == [words[i] for i in nearest(database[[5]], text.embeddings, 3)[0]] and plain.weights == [1.0] * 3
     with pytest.raises(ConfigError, match="unknown FreeDom variant"):
         FreeDom.variant("X", encoder, text)
     with pytest.raises(ConfigError, match="visual_memory"):

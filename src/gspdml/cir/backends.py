@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -70,8 +71,13 @@ def cached_hub_file(repo: str, filenames: tuple[str, ...]) -> Optional[Path]:
 
 
 def _offline():
+    """Forbid hub downloads for the libraries about to be imported (and for huggingface_hub if an
+    earlier import already read its settings)."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        constants.HF_HUB_OFFLINE = True
 
 
 def _missing(what: str, looked: str, provide: str) -> WeightsUnavailableError:
@@ -115,7 +121,12 @@ def _open_clip(arch: str, tag: Optional[str], weights: Optional[str], device: st
     load_weights(model, path)
     size = model.visual.image_size
     size = size[0] if isinstance(size, (tuple, list)) else size
-    model_id = f"open_clip:{arch}@{tag or path.name}" + ("+quickgelu" if use_quick_gelu else "")
+    if weights is None:
+        model_id = f"open_clip:{arch}@{tag}"
+    else:   # the file's identity, so that the feature cache never mixes two checkpoints
+        stat = path.stat()
+        model_id = f"open_clip:{arch}@{path.resolve()}#{stat.st_size}-{stat.st_mtime_ns}"
+    model_id += "+quickgelu" if use_quick_gelu else ""
     return VisionLanguageModel(model.encode_image, model.encode_text, open_clip.get_tokenizer(arch),
                                clip_preprocess(int(size)), model_id, module=model, device=device)
 

@@ -16,7 +16,9 @@ Queries come from one of:
   and its annotation CSVs (default ``<images>/PatternCom``).
 
 Paths are relative to ``--images`` unless absolute. The database is every image under
-``--images`` (or the PatternNet tree). Features are cached (safetensors) in ``--cache``.
+``--images`` (with ``--labels``: the labelled images; with ``--patterncom``: the PatternNet tree).
+Features are cached (safetensors) in ``--cache``. mAP uses the AP of each chapter's code by
+default (``--ap``): the Radenović trapezoid for FreeDom, the standard AP for WeiCom.
 """
 
 from __future__ import annotations

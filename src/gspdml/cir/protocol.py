@@ -98,10 +98,11 @@ def evaluate_protocol(protocol: CompositionProtocol, score: ScoreFunction, ap: s
         metrics = ranking_metrics(scores, protocol.relevance(batch), ap=[ap], recall_at=recall_at)
         for name, values in metrics.items():
             per_query.setdefault(name, []).append(values)
-        if keep_top:
-            top = torch.topk(scores, min(keep_top, scores.shape[1]), dim=1)
+        if keep_top:   # the same stable order as the metrics
+            top = torch.sort(-scores, dim=1, stable=True).indices[:, :keep_top]
+            top_scores = torch.gather(scores, 1, top)
             for row in range(len(batch)):
-                rankings.append({"indices": top.indices[row].tolist(), "scores": top.values[row].tolist(),
+                rankings.append({"indices": top[row].tolist(), "scores": top_scores[row].tolist(),
                                  "ap": float(metrics[f"ap_{ap}"][row])})
     values = {name: torch.cat(parts) for name, parts in per_query.items()}
     groups = np.array([q.group for q in protocol.queries])
