@@ -51,6 +51,7 @@ def test_nearest_orders_by_similarity_then_memory_order():
     for count in (1, 7, 50):
         want = np.argsort(-(queries @ memory.T).numpy(), axis=1, kind="stable")[:, :count]
         assert nearest(queries, memory, count).tolist() == want.tolist()
+        assert nearest(queries, memory, count, block_elements=120).tolist() == want.tolist()   # 2 queries per block
 
 
 def test_proxy_rules():

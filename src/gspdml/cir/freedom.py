@@ -87,12 +87,18 @@ def read_vocabulary(path: str | Path) -> list[str]:
     return words
 
 
-def nearest(queries: torch.Tensor, memory: torch.Tensor, count: int) -> torch.Tensor:
+def nearest(queries: torch.Tensor, memory: torch.Tensor, count: int, block_elements: int = 1 << 22) -> torch.Tensor:
     """Indices ``[Q, count]`` of the ``count`` most similar memory rows (cosine, descending);
     equal similarities keep memory order, also at the cut-off — the same result as a stable full
-    sort (``np.argsort(-s, kind="stable")[:count]``) at the cost of a top-k."""
+    sort (``np.argsort(-s, kind="stable")[:count]``) at the cost of a top-k. Queries are processed
+    in blocks of about ``block_elements`` similarities (a 20k-word vocabulary stays small)."""
     if not 1 <= count <= memory.shape[0]:
         raise ConfigError("k", f"asked for {count} neighbours but the memory holds {memory.shape[0]} items")
+    rows = max(1, block_elements // memory.shape[0])
+    return torch.cat([_nearest_block(queries[i:i + rows], memory, count) for i in range(0, queries.shape[0], rows)])
+
+
+def _nearest_block(queries: torch.Tensor, memory: torch.Tensor, count: int) -> torch.Tensor:
     similarity = queries @ memory.T
     kth = torch.topk(similarity, count, dim=1).values[:, -1:]
     above, tied = similarity > kth, similarity == kth
