@@ -87,6 +87,15 @@ def test_expanded_inversion_counts_words_of_the_proxies():
     assert labels[0].weights == pytest.approx([1.0, 2 / 3])
     labels = expanded_inversion(images[:1], images, text, k=2, n=2, m=3, weighting="count")
     assert labels[0].words == ["w0", "w1"] and labels[0].weights == [2.0, 2.0]     # tie: w0 seen first
+    cache = {}
+    cached = expanded_inversion(images, images, text, k=3, n=2, m=2, memory_words=cache)
+    assert cache == {0: [0, 1], 1: [1, 0], 2: [2, 1]}                              # each memory image's n words
+    assert [l.words for l in cached] == [l.words for l in expanded_inversion(images, images, text, k=3, n=2, m=2)]
+    # a query outside the memory (best similarity 0.77 < 0.98) is its own first proxy:
+    # proxies [query, image 2] -> words w2 w3 | w2 w1 -> counts w2:2, w3:1, w1:1
+    outside = unit(basis(2) + 0.4 * basis(3))[None]
+    labels = expanded_inversion(outside, images, text, k=2, n=2, m=3, weighting="count")
+    assert labels[0].words == ["w2", "w3", "w1"] and labels[0].weights == [2.0, 1.0, 1.0]
 
 
 def test_late_and_early_fusion_compose_word_domain_strings():

@@ -157,16 +157,16 @@ def vote(word_indices: torch.Tensor, m: int, weighting: str = "count_max") -> tu
     return unique[chosen].tolist(), weights.tolist()
 
 
-def proxy_embeddings(queries: torch.Tensor, memory: torch.Tensor, k: int, query_as_proxy: str = "auto",
-                     threshold: float = IN_MEMORY_THRESHOLD) -> torch.Tensor:
-    """The k proxy images of every query ``[Q, k, D]`` (Eq. 4.13 with the code's rule for queries
-    outside the memory; see the module docstring, item 1)."""
+def proxy_indices(queries: torch.Tensor, memory: torch.Tensor, k: int, query_as_proxy: str = "auto",
+                  threshold: float = IN_MEMORY_THRESHOLD) -> torch.Tensor:
+    """Memory indices ``[Q, k]`` of the k proxy images of every query (Eq. 4.13), with ``-1``
+    standing for the query itself where the code's rule prepends it (module docstring, item 1)."""
     if query_as_proxy not in QUERY_AS_PROXY:
         raise ConfigError("query_as_proxy", f"unknown rule {query_as_proxy!r}; choose one of {', '.join(QUERY_AS_PROXY)}")
     if k < 1:
         raise ConfigError("k", f"must be >= 1, got {k}")
-    neighbours = memory[nearest(queries, memory, k)]                                         # [Q, k, D]
-    outside = (queries * neighbours[:, 0]).sum(dim=-1) < threshold       # max similarity to the memory
+    neighbours = nearest(queries, memory, k)
+    outside = (queries * memory[neighbours[:, 0]]).sum(dim=-1) < threshold   # max similarity to the memory
     if query_as_proxy == "never":
         prepend = torch.zeros_like(outside)
     elif query_as_proxy == "always":
@@ -175,8 +175,15 @@ def proxy_embeddings(queries: torch.Tensor, memory: torch.Tensor, k: int, query_
         prepend = outside.any().expand_as(outside)
     else:
         prepend = outside
-    with_query = torch.cat([queries[:, None], neighbours[:, :k - 1]], dim=1)
-    return torch.where(prepend[:, None, None], with_query, neighbours)
+    with_query = torch.cat([torch.full_like(neighbours[:, :1], -1), neighbours[:, :k - 1]], dim=1)
+    return torch.where(prepend[:, None], with_query, neighbours)
+
+
+def proxy_embeddings(queries: torch.Tensor, memory: torch.Tensor, k: int, query_as_proxy: str = "auto",
+                     threshold: float = IN_MEMORY_THRESHOLD) -> torch.Tensor:
+    """The k proxy images of every query as embeddings ``[Q, k, D]`` (see :func:`proxy_indices`)."""
+    indices = proxy_indices(queries, memory, k, query_as_proxy, threshold)
+    return torch.where((indices < 0)[..., None], queries[:, None], memory[indices.clamp(min=0)])
 
 
 def nn_inversion(queries: torch.Tensor, text_memory: TextMemory, m: int) -> list[TextLabels]:
@@ -187,14 +194,26 @@ def nn_inversion(queries: torch.Tensor, text_memory: TextMemory, m: int) -> list
 
 def expanded_inversion(queries: torch.Tensor, visual_memory: torch.Tensor, text_memory: TextMemory,
                        k: int = 20, n: int = 7, m: int = 7, weighting: str = "count_max",
-                       query_as_proxy: str = "auto") -> list[TextLabels]:
-    """φ⁺_{X,V}(y) (Eqs. 4.13–4.14) with frequency weights â (Eq. 4.17)."""
-    proxies = proxy_embeddings(queries, visual_memory, k, query_as_proxy)               # [Q, k, D]
-    words = nearest(proxies.reshape(-1, proxies.shape[-1]), text_memory.embeddings, n)  # [Q·k, n]
-    words = words.reshape(queries.shape[0], k * n)
+                       query_as_proxy: str = "auto", memory_words: Optional[dict[int, list[int]]] = None) -> list[TextLabels]:
+    """φ⁺_{X,V}(y) (Eqs. 4.13–4.14) with frequency weights â (Eq. 4.17).
+
+    The n words of a memory image do not depend on the query, so they are looked up once per
+    memory image and kept in ``memory_words`` (``{memory index: word indices}``) when given —
+    with the database as memory that divides the vocabulary search by up to k."""
+    proxies = proxy_indices(queries, visual_memory, k, query_as_proxy)                 # [Q, k], -1 = the query
+    memory_words = {} if memory_words is None else memory_words
+    missing = sorted(set(proxies[proxies >= 0].tolist()) - set(memory_words))
+    if missing:
+        found = nearest(visual_memory[missing], text_memory.embeddings, n).tolist()
+        memory_words.update(zip(missing, found))
+    own = {}
+    itself = (proxies < 0).any(dim=1).nonzero(as_tuple=True)[0].tolist()
+    if itself:
+        own = dict(zip(itself, nearest(queries[itself], text_memory.embeddings, n).tolist()))
     labels = []
-    for row in words:
-        chosen, weights = vote(row, m, weighting)
+    for row, indices in enumerate(proxies.tolist()):
+        words = [w for j in indices for w in (own[row] if j < 0 else memory_words[j])]   # proxy-major, then word rank
+        chosen, weights = vote(torch.tensor(words), m, weighting)
         labels.append(TextLabels([text_memory.words[i] for i in chosen], weights))
     return labels
 
@@ -260,6 +279,7 @@ class FreeDom:
         self.k, self.n, self.m = int(k), int(n), int(m)
         self.weighting, self.fusion, self.expansion = weighting, fusion, bool(expansion)
         self.query_as_proxy, self.renormalize = query_as_proxy, bool(renormalize)
+        self._memory_words: dict[int, list[int]] = {}     # n words of each memory image, filled on demand
 
     @classmethod
     def variant(cls, name: str, encode_text: TextEncoder, text_memory: TextMemory,
@@ -277,7 +297,7 @@ class FreeDom:
             labels = nn_inversion(unique, self.text_memory, self.m)
         else:
             labels = expanded_inversion(unique, self.visual_memory, self.text_memory, self.k, self.n, self.m,
-                                        self.weighting, self.query_as_proxy)
+                                        self.weighting, self.query_as_proxy, self._memory_words)
         return [labels[i] for i in inverse.tolist()]
 
     def query_embeddings(self, image_queries: torch.Tensor, targets: Sequence[str]) -> torch.Tensor:
