@@ -3,7 +3,6 @@
 import json
 
 import numpy as np
-import torch
 from PIL import Image
 
 from cir_tiny_clip import build
