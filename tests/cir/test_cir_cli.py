@@ -102,3 +102,24 @@ def test_errors_are_one_line_and_name_the_fix(tmp_path, capsys, monkeypatch):
     (root / "bad.csv").write_text("image,words\nphoto/cat/0.png,sketch\n")
     code, _, err = run(["weicom", "--images", str(root / "images"), "--queries", str(root / "bad.csv"), "--model", MODEL], capsys)
     assert code == 2 and "bad.csv: needs a header with columns image, text" in err
+
+
+def test_weicom_patterncom_protocol(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    for folder, count in {"bridge": 2, "overpass": 2, "forest": 2}.items():
+        (tmp_path / "PatternNet" / "images" / folder).mkdir(parents=True)
+        for i in range(count):
+            Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(tmp_path / "PatternNet" / "images" / folder / f"{folder}{i}.jpg")
+    (tmp_path / "PatternNet" / "PatternCom").mkdir()
+    (tmp_path / "PatternNet" / "PatternCom" / "context.csv").write_text(
+        "filename,attribute,value\nbridge0.jpg,context,water\nbridge1.jpg,context,water\n"
+        "overpass0.jpg,context,concrete\noverpass1.jpg,context,concrete\n")
+    code, out, err = run(["weicom", "--images", str(tmp_path / "PatternNet"), "--patterncom", "--model", MODEL, "--no-cache",
+                          "--json", "--top", "6"], capsys)
+    assert code == 0 and "differ from Table 5.1" in err
+    report = json.loads(out)
+    assert report["settings"]["database"] == 6 and report["settings"]["queries"] == 4
+    assert list(report["metrics"]["groups"]) == ["context"]
+    first = report["queries"][0]
+    assert first["image"] == "images/bridge/bridge0.jpg" and first["text"] == "concrete"
+    assert sorted(h["path"] for h in first["top"] if h["positive"]) == ["images/overpass/overpass0.jpg", "images/overpass/overpass1.jpg"]
