@@ -68,6 +68,8 @@ def test_freedom_domain_conversion_matches_the_library(tmp_path, capsys):
     first = report["queries"][0]
     assert first["image"] == "photo/cat/0.png" and first["text"] == "sketch" and len(first["top"]) == 3
     # a second run is served from the feature cache and prints a text table
+    code, out, _ = run(argv + ["--domain-text", "photo=real photo"], capsys)
+    assert {q["text"] for q in json.loads(out)["queries"]} == {"sketch", "real photo"}
     code, out, _ = run(argv[:-1] + ["--method", "image"], capsys)
     assert code == 0 and "AVG (mean over groups)" in out and "[1] photo/cat/0.png + 'sketch'" in out
     assert "  1.   1.0000  photo/cat/0.png" in out                  # image-only ranks the query itself first
@@ -97,6 +99,9 @@ def test_errors_are_one_line_and_name_the_fix(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
     code, _, err = run(["weicom", "--images", str(root / "images"), "--labels", str(root / "labels.csv"), "--no-cache"], capsys)
     assert code == 2 and "not available offline" in err and "--weights PATH" in err
+    code, _, err = run(["weicom", "--images", str(root / "images"), "--labels", str(root / "labels.csv"), "--model", MODEL,
+                        "--domain-text", "photo"], capsys)
+    assert code == 2 and "domain-text: expected LABEL=TEXT" in err
     code, _, err = run(["weicom", "--images", str(root / "images"), "--no-cache", "--model", MODEL], capsys)
     assert code == 2 and "exactly one of --labels, --queries, --patterncom" in err
     (root / "bad.csv").write_text("image,words\nphoto/cat/0.png,sketch\n")

@@ -97,7 +97,7 @@ def _protocol(args: argparse.Namespace, images: Path, cache_dir: Optional[Path])
             raise DataError(f"{args.labels}: {len(unknown)} labelled images are not under {images}, e.g. {unknown[0]}")
         classes = [row["class"].strip() for row in rows]
         domains = [row["domain"].strip() for row in rows]
-        return domain_conversion_protocol(labelled, classes, domains), True
+        return domain_conversion_protocol(labelled, classes, domains, domain_texts=_domain_texts(args.domain_text)), True
     rows = _read_csv(args.queries, ("image", "text"))
     index = {path: i for i, path in enumerate(database)}
     query_images = list(dict.fromkeys(_resolve(images, row["image"]) for row in rows))
@@ -113,6 +113,16 @@ def _protocol(args: argparse.Namespace, images: Path, cache_dir: Optional[Path])
             positives.append(index[resolved])
         protocol.queries.append(CompositionQuery(position[_resolve(images, row["image"])], row["text"].strip(), np.asarray(positives, dtype=np.int64)))
     return protocol, has_positives
+
+
+def _domain_texts(pairs: Sequence[str]) -> dict[str, str]:
+    texts = {}
+    for pair in pairs:
+        label, sep, text = pair.partition("=")
+        if not sep or not label.strip() or not text.strip():
+            raise ConfigError("domain-text", f"expected LABEL=TEXT (e.g. real=photo), got {pair!r}")
+        texts[label.strip()] = text.strip()
+    return texts
 
 
 def _features(args, model, protocol: CompositionProtocol, cache: Optional[FeatureCache]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -220,6 +230,8 @@ def _print_text(report: dict, show: int) -> None:
 def _common(parser: argparse.ArgumentParser, methods: Sequence[str], default_ap: str) -> None:
     parser.add_argument("--images", required=True, help="folder of database images (searched recursively)")
     parser.add_argument("--labels", help="CSV path,class,domain: the domain-conversion protocol over these images")
+    parser.add_argument("--domain-text", action="append", default=[], metavar="LABEL=TEXT",
+                        help="query text of a --labels domain (repeatable), e.g. real=photo, New=Today")
     parser.add_argument("--queries", help="CSV image,text[,positives]: explicit composed queries")
     parser.add_argument("--method", choices=methods, default=methods[0], help=f"default: {methods[0]}")
     parser.add_argument("--model", default="clip", help="clip | remoteclip | open_clip:ARCH[@TAG] | hf:REPO_OR_DIR | python:MODULE:FUNCTION")
