@@ -22,7 +22,7 @@ from safetensors.torch import save_file
 
 from gspdml.data.images import load_image
 from gspdml.errors import DataError
-from gspdml.training.checkpoint import _atomic_write
+from gspdml.training.checkpoint import atomic_write
 
 from .vl_model import VisionLanguageEncoder
 
@@ -65,7 +65,7 @@ class FeatureCache:
         path = self.path(model_id, kind, items)
         meta = {"format": FORMAT, "model": model_id, "kind": kind, "items": items}
         tensors = {"features": features.detach().to("cpu", torch.float32).contiguous()}
-        _atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata={"gspdml": json.dumps(meta)}))
+        atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata={"gspdml": json.dumps(meta)}))
         return path
 
 

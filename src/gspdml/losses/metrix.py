@@ -31,7 +31,6 @@ from gspdml.errors import ConfigError, TrainingError
 from gspdml.losses.base import LOSSES, MetricLoss
 from gspdml.losses.metrix_losses import MIXED_LOSSES
 from gspdml.losses.metrix_pairs import KINDS, mixing_triples
-from gspdml.models.output import EmbedderOutput
 
 LEVELS = ("input", "feature", "embedding")
 PAIRS = ("random", *KINDS)
@@ -102,10 +101,10 @@ class Metrix(MetricLoss):
             return self(output.embedding, labels, output, kind=kind, lam=lam)
         if self.level == "feature":
             maps = model.backbone(images)
-            clean = embed_features(model, maps).embedding
+            clean = model.embed_features(maps).embedding
 
             def mix(triples, weights):
-                return embed_features(model, _mix(weights, maps[triples[:, 1]], maps[triples[:, 2]])).embedding
+                return model.embed_features(_mix(weights, maps[triples[:, 1]], maps[triples[:, 2]])).embedding
 
             return self.objective(clean, labels, mix, kind=kind, lam=lam)
         clean = model(images).embedding
@@ -148,16 +147,6 @@ class Metrix(MetricLoss):
         beta = torch.distributions.Beta(torch.tensor(float(self.mix_alpha)), torch.tensor(float(self.mix_alpha)))
         draws = beta.sample((count,) if self.lambda_per_pair else ())
         return draws.to(dtype=like.dtype, device=like.device)
-
-
-def embed_features(model: nn.Module, maps: torch.Tensor) -> EmbedderOutput:
-    """The part of :class:`~gspdml.models.Embedder` after the backbone (head, pooling,
-    normalisation), applied to backbone feature maps: ``f_m`` of Eq. 2.4."""
-    local = model.head(maps)
-    pooled = model.pooling(local)
-    vector = pooled.vector
-    embedding = F.normalize(vector.float(), dim=1) if model.normalize else vector
-    return EmbedderOutput(embedding, pooled.weights, pooled.attributes, local, vector)
 
 
 def _mix(lam: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
