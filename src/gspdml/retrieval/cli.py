@@ -1,0 +1,126 @@
+"""Sub-commands ``index``, ``search``, ``report`` and ``export`` of the ``gspdml`` CLI.
+
+``add_parser(subparsers)`` registers all four on an ``argparse`` sub-parser collection; each sets
+``func`` to a callable ``func(args) -> int`` (the exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from gspdml.errors import ConfigError, DataError
+from gspdml.retrieval import knn
+from gspdml.retrieval.build import append_to_index, build_index, check_same_model, model_info
+from gspdml.retrieval.images import SPLITS, ImageFiles, embed, folder_source, split_source
+from gspdml.retrieval.index import META_FILE, RetrievalIndex
+from gspdml.retrieval.run import load_run
+from gspdml.retrieval.transforms import eval_transform_from_config
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _image_channels(model) -> int:
+    first = next(m for m in model.backbone.modules() if isinstance(m, torch.nn.Conv2d))
+    return int(first.in_channels)
+
+
+def load_model_and_transform(run_dir: str | Path, device: torch.device):
+    """``(config, model on device, eval transform)`` of a run."""
+    config, model = load_run(run_dir)
+    return config, model.to(device).eval(), eval_transform_from_config(config, _image_channels(model))
+
+
+def run_index(args: argparse.Namespace) -> int:
+    if (args.images is None) == (args.split is None):
+        raise ConfigError("images", "give either an IMAGES_DIR or --split (a split of the run's dataset), not both")
+    out = Path(args.out)
+    exists = (out / META_FILE).exists()
+    if exists and not (args.append or args.overwrite):
+        raise ConfigError("--out", f"{out} already holds an index; pass --append to add images or --overwrite to rebuild it")
+    if args.append and not exists:
+        raise ConfigError("--append", f"{out} holds no index to append to")
+    device = resolve_device(args.device)
+    config, model, transform = load_model_and_transform(args.run_dir, device)
+    source = folder_source(args.images, transform) if args.images is not None else split_source(config, args.split)
+    info = model_info(args.run_dir)
+    progress = not args.no_progress
+    if args.append:
+        index = RetrievalIndex.load(out)
+        added = append_to_index(index, model, source, info, args.batch_size, device, progress)
+        message = f"added {added} images ({len(source.paths) - added} already indexed)"
+    else:
+        index = build_index(model, source, info, args.metric, args.batch_size, device, progress)
+        message = f"indexed {len(index)} images"
+    index.save(out)
+    print(f"{message}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}")
+    return 0
+
+
+def run_search(args: argparse.Namespace) -> int:
+    index = RetrievalIndex.load(args.index)
+    run_dir = args.run or index.model.get("run_dir")
+    if not run_dir:
+        raise ConfigError("--run", f"{args.index} does not record its run directory; pass --run RUN_DIR")
+    check_same_model(index, model_info(run_dir))
+    device = resolve_device(args.device)
+    _, model, transform = load_model_and_transform(run_dir, device)
+    paths = [str(Path(p).resolve()) for p in args.queries]
+    for path in paths:
+        if not Path(path).is_file():
+            raise DataError(f"{path}: query image not found")
+    queries = embed(model, ImageFiles(paths, [None] * len(paths), transform), args.batch_size, device, progress=False)
+    results = index.search(queries, min(args.k, len(index)), query_paths=paths, backend=args.backend)
+    if args.json:
+        json.dump(results.to_dict(), sys.stdout, indent=1)
+        print()
+    else:
+        print(results.format_text())
+    return 0
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
+    parser.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1, ...")
+
+
+def add_index_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("index", help="embed a folder of images (or a dataset split) into a search index")
+    parser.add_argument("run_dir", help="run directory (config.yaml + model.safetensors)")
+    parser.add_argument("images", nargs="?", help="folder of images; sub-folder names are the labels")
+    parser.add_argument("--out", required=True, help="index folder to write")
+    parser.add_argument("--split", choices=SPLITS, help="index a split of the run's dataset instead of a folder")
+    parser.add_argument("--append", action="store_true", help="add the images not yet in the index, keep the others")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
+    parser.add_argument("--metric", choices=knn.METRICS, default="euclidean", help="distance of the index (default euclidean)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_common(parser)
+    parser.set_defaults(func=run_index)
+    return parser
+
+
+def add_search_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("search", help="rank the indexed images by distance to query images")
+    parser.add_argument("index", help="index folder written by 'gspdml index'")
+    parser.add_argument("queries", nargs="+", metavar="QUERY_IMAGE", help="query image files")
+    parser.add_argument("-k", type=int, default=10, help="results per query (default 10)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument("--run", help="run directory of the model (default: the one recorded in the index)")
+    parser.add_argument("--backend", choices=("auto", *knn.BACKENDS), default="auto", help="auto = faiss when installed")
+    _add_common(parser)
+    parser.set_defaults(func=run_search)
+    return parser
+
+
+def add_parser(subparsers) -> None:
+    """Register ``index`` and ``search`` on the ``gspdml`` sub-parsers."""
+    add_index_parser(subparsers)
+    add_search_parser(subparsers)
