@@ -18,6 +18,7 @@ from gspdml.retrieval import knn
 from gspdml.retrieval.build import append_to_index, build_index, check_same_model, model_info
 from gspdml.retrieval.images import SPLITS, ImageFiles, embed, folder_source, split_source
 from gspdml.retrieval.index import META_FILE, RetrievalIndex
+from gspdml.retrieval.report import build_report, write_report
 from gspdml.retrieval.run import load_run
 from gspdml.retrieval.transforms import eval_transform_from_config
 
@@ -87,6 +88,21 @@ def run_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_report(args: argparse.Namespace) -> int:
+    if args.images is not None and args.split is not None:
+        raise ConfigError("--split", "give either --images or --split, not both")
+    device = resolve_device(args.device)
+    config, model, transform = load_model_and_transform(args.run_dir, device)
+    if args.images is not None:
+        source = folder_source(args.images, transform)
+    else:
+        source = split_source(config, args.split or "test")
+    page = build_report(args.run_dir, config, model, source, args.queries, args.k, args.seed, args.batch_size, device, not args.no_progress)
+    out = write_report(args.out or Path(args.run_dir) / "report.html", page)
+    print(f"wrote {out}")
+    return 0
+
+
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
     parser.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1, ...")
@@ -120,7 +136,23 @@ def add_search_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
+def add_report_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("report", help="write a self-contained HTML report of a run")
+    parser.add_argument("run_dir", help="run directory (config.yaml, model.safetensors, metrics.jsonl, results.json)")
+    parser.add_argument("--images", help="folder of labelled images for the retrieval grid (default: the run's test split)")
+    parser.add_argument("--split", choices=SPLITS, help="split of the run's dataset for the retrieval grid (default test)")
+    parser.add_argument("--out", help="HTML file to write (default RUN_DIR/report.html)")
+    parser.add_argument("--queries", type=int, default=8, help="query rows in the retrieval grid (default 8)")
+    parser.add_argument("-k", type=int, default=5, help="results per query (default 5)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the query choice (default 0)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_common(parser)
+    parser.set_defaults(func=run_report)
+    return parser
+
+
 def add_parser(subparsers) -> None:
-    """Register ``index`` and ``search`` on the ``gspdml`` sub-parsers."""
+    """Register ``index``, ``search`` and ``report`` on the ``gspdml`` sub-parsers."""
     add_index_parser(subparsers)
     add_search_parser(subparsers)
+    add_report_parser(subparsers)

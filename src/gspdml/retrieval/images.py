@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
 
 import torch
 from torch import nn
@@ -14,7 +16,7 @@ from tqdm import tqdm
 
 from gspdml.data import build_data
 from gspdml.errors import ConfigError, DataError
-from gspdml.retrieval.transforms import EvalTransform, load_image
+from gspdml.retrieval.transforms import EvalTransform, display_range, load_image
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 SPLITS = ("train", "val", "test")
@@ -52,19 +54,25 @@ class ImageFiles(Dataset):
         return load_image(self.paths[i], self.transform), i
 
 
+def _tensor_to_display(image: torch.Tensor) -> np.ndarray:
+    return display_range(image.detach().float().cpu().permute(1, 2, 0).numpy())
+
+
 @dataclass
 class ImageSource:
     """What an index or a report is built from: a dataset of ``(image, _)`` items plus one path
-    (or name) and one label per item."""
+    (or name) and one label per item; ``to_display`` maps a model input ``[C, H, W]`` back to a
+    picture ``[H, W, C]`` in [0, 1] (min-max scaling when the normalisation is unknown)."""
 
     dataset: Dataset
     paths: list[str]
     labels: list[Optional[str]]
+    to_display: Callable[[torch.Tensor], np.ndarray] = _tensor_to_display
 
 
 def folder_source(root: str | Path, transform: EvalTransform) -> ImageSource:
     paths, labels = list_image_folder(root)
-    return ImageSource(ImageFiles(paths, labels, transform), paths, labels)
+    return ImageSource(ImageFiles(paths, labels, transform), paths, labels, transform.to_display)
 
 
 def split_source(config: dict[str, Any], split: str) -> ImageSource:
