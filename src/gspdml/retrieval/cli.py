@@ -16,6 +16,7 @@ import torch
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval import knn
 from gspdml.retrieval.build import append_to_index, build_index, check_same_model, model_info
+from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
 from gspdml.retrieval.images import SPLITS, ImageFiles, embed, folder_source, split_source
 from gspdml.retrieval.index import META_FILE, RetrievalIndex
 from gspdml.retrieval.report import build_report, write_report
@@ -103,6 +104,22 @@ def run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_export(args: argparse.Namespace) -> int:
+    config, model, transform = load_model_and_transform(args.run_dir, torch.device("cpu"))
+    size = tuple(args.image_size) if args.image_size else transform.output_size
+    if size is None:
+        raise ConfigError("--image-size", "the run's eval transform does not fix the image size; pass --image-size H W")
+    out = Path(args.out) if args.out else Path(args.run_dir) / "export" / f"embedder{FORMATS[args.format]}"
+    record = export_embedder(
+        model, args.format, out, _image_channels(model), size, transform, model_info(args.run_dir),
+        check=not args.no_check, tolerance=args.tolerance,
+    )
+    check = record["check"]
+    verdict = f"max |difference| to PyTorch {check['max_abs_diff']:.2e} <= {check['tolerance']:g}" if check else "not checked"
+    print(f"wrote {out} ({args.format}, input {record['input']['shape']}); {verdict}")
+    return 0
+
+
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
     parser.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1, ...")
@@ -151,8 +168,21 @@ def add_report_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
+def add_export_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("export", help="export the embedder to TorchScript or ONNX, checked against PyTorch")
+    parser.add_argument("run_dir", help="run directory (config.yaml + model.safetensors)")
+    parser.add_argument("--format", required=True, choices=tuple(FORMATS), help="torchscript (.pt) or onnx (.onnx)")
+    parser.add_argument("--out", help="file to write (default RUN_DIR/export/embedder.pt|.onnx)")
+    parser.add_argument("--image-size", type=int, nargs=2, metavar=("H", "W"), help="input size when the eval transform does not fix it")
+    parser.add_argument("--tolerance", type=float, default=TOLERANCE, help=f"largest allowed |difference| to PyTorch (default {TOLERANCE:g})")
+    parser.add_argument("--no-check", action="store_true", help="skip the comparison with the PyTorch model")
+    parser.set_defaults(func=run_export)
+    return parser
+
+
 def add_parser(subparsers) -> None:
-    """Register ``index``, ``search`` and ``report`` on the ``gspdml`` sub-parsers."""
+    """Register ``index``, ``search``, ``report`` and ``export`` on the ``gspdml`` sub-parsers."""
     add_index_parser(subparsers)
     add_search_parser(subparsers)
     add_report_parser(subparsers)
+    add_export_parser(subparsers)
