@@ -37,19 +37,20 @@ def write_image_folder(root: Path, classes=("red", "green", "blue"), per_class: 
     return paths
 
 
-def write_run(run_dir: Path, pooling="gap", seed: int = 0, transform=None) -> dict:
-    """A run directory as the trainer writes it: config.yaml, model.safetensors, metrics.jsonl, results.json."""
+def write_run(run_dir: Path, pooling="gap", seed: int = 0, transform=None, channels: int = 3, data=None) -> dict:
+    """A run directory as the trainer writes it: config.yaml, model.safetensors, metrics.jsonl,
+    results.json. ``data`` replaces the config's data section (default: an explicit eval transform)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     transform = transform if transform is not None else {"resize": 32, "center_crop": 32, "mean": MEAN, "std": STD}
     config = {
         "name": run_dir.name,
         "seed": seed,
-        "data": {"eval_transform": transform},
+        "data": data if data is not None else {"eval_transform": transform},
         "model": {"backbone": {"name": "small_cnn"}, "embedding_dim": 32, "pooling": pooling, "normalize": True},
         "loss": {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.3841},
     }
     torch.manual_seed(seed)
-    model = build_embedder(config["model"], in_channels=3)
+    model = build_embedder(config["model"], in_channels=channels)
     save_file(model.state_dict(), str(run_dir / "model.safetensors"))
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     with open(run_dir / "metrics.jsonl", "w", encoding="utf-8") as handle:

@@ -10,7 +10,6 @@ A sidecar ``<file>.json`` records the input shape, the transform and the measure
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -20,7 +19,6 @@ import torch
 from torch import nn
 
 from gspdml.errors import ConfigError, GspdmlError
-from gspdml.retrieval.transforms import EvalTransform
 
 FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
 TOLERANCE = 1e-5
@@ -99,7 +97,7 @@ def export_embedder(
     path: str | Path,
     channels: int,
     size: tuple[int, int],
-    transform: Optional[EvalTransform] = None,
+    transform=None,
     info: Optional[dict[str, Any]] = None,
     check: bool = True,
     tolerance: float = TOLERANCE,
@@ -124,7 +122,7 @@ def export_embedder(
         "file": path.name,
         "input": {"name": "images", "shape": ["batch", channels, size[0], size[1]], "dtype": "float32"},
         "output": {"name": "embedding", "shape": ["batch", int(model.embedding_dim)]},
-        "transform": dataclasses.asdict(transform) if transform is not None else None,
+        "transform": transform.describe() if transform is not None else None,
         "run": info,
         "check": None,
     }

@@ -14,9 +14,9 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
-from gspdml.data import build_data
 from gspdml.errors import ConfigError, DataError
-from gspdml.retrieval.transforms import EvalTransform, display_range, load_image
+from gspdml.retrieval.run import build_run_data
+from gspdml.retrieval.transforms import ImageTransform, display_range, load_image
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 SPLITS = ("train", "val", "test")
@@ -42,7 +42,7 @@ def list_image_folder(root: str | Path) -> tuple[list[str], list[Optional[str]]]
 class ImageFiles(Dataset):
     """Image files as a dataset of ``(image tensor, position)``, decoded with ``transform``."""
 
-    def __init__(self, paths: Sequence[str], labels: Sequence[Optional[str]], transform: EvalTransform):
+    def __init__(self, paths: Sequence[str], labels: Sequence[Optional[str]], transform: ImageTransform):
         if len(paths) != len(labels):
             raise ValueError(f"{len(paths)} paths but {len(labels)} labels")
         self.paths, self.item_labels, self.transform = list(paths), list(labels), transform
@@ -70,7 +70,7 @@ class ImageSource:
     to_display: Callable[[torch.Tensor], np.ndarray] = _tensor_to_display
 
 
-def folder_source(root: str | Path, transform: EvalTransform) -> ImageSource:
+def folder_source(root: str | Path, transform: ImageTransform) -> ImageSource:
     paths, labels = list_image_folder(root)
     return ImageSource(ImageFiles(paths, labels, transform), paths, labels, transform.to_display)
 
@@ -78,20 +78,19 @@ def folder_source(root: str | Path, transform: EvalTransform) -> ImageSource:
 def split_source(config: dict[str, Any], split: str) -> ImageSource:
     """A split of the run's dataset (``data.dataset`` of its config). Evaluation splits give their
     gallery when they have one, else their query set. Items are named by the dataset's ``paths``
-    when it has them, ``<split>/<position>`` otherwise; labels are the class ids as text."""
+    when it has them, ``<split>/<position>`` otherwise; labels are the dataset's ``class_names``
+    when it has them, the class ids as text otherwise."""
     if split not in SPLITS:
         raise ConfigError("split", f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
-    data = config.get("data") or {}
-    if "dataset" not in data:
-        raise ConfigError("data.dataset", "the run config names no dataset")
-    splits = build_data(data["dataset"], seed=int(config.get("seed", 0)), field="data.dataset")
-    part = getattr(splits, split)
+    part = getattr(build_run_data(config), split)
     if part is None:
         raise ConfigError("split", f"the dataset has no {split!r} split")
     dataset = part if split == "train" else (part.gallery if part.gallery is not None else part.query)
     paths = getattr(dataset, "paths", None)
     names = [str(p) for p in paths] if paths is not None else [f"{split}/{i}" for i in range(len(dataset))]
-    return ImageSource(dataset, names, [str(int(label)) for label in dataset.labels])
+    class_names = getattr(dataset, "class_names", None)
+    labels = [str(class_names[label]) if class_names is not None else str(int(label)) for label in dataset.labels]
+    return ImageSource(dataset, names, labels)
 
 
 def _stack(batch):

@@ -15,7 +15,8 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from gspdml.errors import DataError
+from gspdml.data import DataSplits, build_data
+from gspdml.errors import ConfigError, DataError
 from gspdml.models import Embedder, build_embedder
 
 CONFIG_FILE = "config.yaml"
@@ -81,3 +82,11 @@ def load_run(run_dir: str | Path) -> tuple[dict[str, Any], Embedder]:
     except RuntimeError as err:
         raise DataError(f"{weights}: weights do not match the model in {Path(run_dir) / CONFIG_FILE}: {err}") from None
     return config, model.eval()
+
+
+def build_run_data(config: dict[str, Any]) -> DataSplits:
+    """The splits of the run's dataset (``data.dataset``, seeded with the run's ``seed``)."""
+    data = config.get("data") or {}
+    if "dataset" not in data:
+        raise ConfigError("data.dataset", "the run config names no dataset")
+    return build_data(data["dataset"], seed=int(config.get("seed", 0)), field="data.dataset")
