@@ -11,10 +11,10 @@ import numpy as np
 import torch
 import yaml
 from PIL import Image
-from safetensors.torch import save_file
 
 from gspdml.models import build_embedder
 from gspdml.retrieval.cli import add_parser
+from gspdml.training.weights import save_weights
 
 COLOURS = {"red": (200, 40, 40), "green": (40, 180, 60), "blue": (50, 60, 210)}
 MEAN, STD = [0.5, 0.5, 0.5], [0.25, 0.25, 0.25]
@@ -51,7 +51,7 @@ def write_run(run_dir: Path, pooling="gap", seed: int = 0, transform=None, chann
     }
     torch.manual_seed(seed)
     model = build_embedder(config["model"], in_channels=channels)
-    save_file(model.state_dict(), str(run_dir / "model.safetensors"))
+    save_weights(run_dir / "model.safetensors", model, channels, config)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     with open(run_dir / "metrics.jsonl", "w", encoding="utf-8") as handle:
         for step in range(0, 101, 10):

@@ -8,7 +8,7 @@ from gspdml.errors import ConfigError
 from gspdml.pooling import POOLINGS, Pooled, Pooling, flatten_locations
 from gspdml.retrieval.export import ExportMismatchError, export_embedder
 from gspdml.retrieval.images import folder_source
-from gspdml.retrieval.run import load_run
+from gspdml.training import load_run
 from gspdml.retrieval.cli import load_model_and_transform
 from retrieval_helpers import run_cli, write_image_folder, write_run
 

@@ -7,7 +7,7 @@ from torch.utils.data import Dataset
 from gspdml.data import DATASETS, DataSplits, EvalSplit
 from gspdml.errors import ConfigError
 from gspdml.retrieval.index import RetrievalIndex
-from gspdml.retrieval.run import load_run
+from gspdml.training import load_run
 from gspdml.retrieval.transforms import DatasetTransform, EvalTransform, eval_transform_from_config, load_image
 from retrieval_helpers import run_cli, write_run
 
@@ -129,7 +129,7 @@ def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path):
     """A PNG of a dataset image, searched for, must become the tensor evaluation used."""
     write_run(tmp_path / "run", channels=1, data={"dataset": {"name": "retrieval_test_arrays"}})
     config, model = load_run(tmp_path / "run")
-    assert model.backbone.features[0][0].in_channels == 1  # channels read from the weights
+    assert model.backbone.features[0][0].in_channels == 1
     transform = eval_transform_from_config(config, 1)
     dataset = retrieval_test_arrays(seed=0).test.query
     for i in range(3):

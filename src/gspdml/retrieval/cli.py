@@ -20,14 +20,9 @@ from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
 from gspdml.retrieval.images import SPLITS, ImageFiles, embed, folder_source, split_source
 from gspdml.retrieval.index import META_FILE, RetrievalIndex
 from gspdml.retrieval.report import build_report, write_report
-from gspdml.retrieval.run import load_run
 from gspdml.retrieval.transforms import eval_transform_from_config
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+from gspdml.training import load_run
+from gspdml.training.inference import resolve_device
 
 
 def _image_channels(model) -> int:

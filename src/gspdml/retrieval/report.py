@@ -117,7 +117,7 @@ def _metrics_section(results: Optional[dict[str, Any]], rows: list[dict[str, Any
     parts = []
     if results:
         body = "".join(f"<tr><td>{esc(k)}</td><td>{_format(v)}</td></tr>" for k, v in _flatten(results))
-        parts.append(f"<h3>Test (results.json)</h3><table><tr><th>metric</th><th>value</th></tr>{body}</table>")
+        parts.append(f"<h3>Results (results.json)</h3><table><tr><th>metric</th><th>value</th></tr>{body}</table>")
     val = [r for r in rows if r.get("split") == "val" and isinstance(r.get("map_at_r"), (int, float))]
     if val:
         best = max(val, key=lambda r: r["map_at_r"])
