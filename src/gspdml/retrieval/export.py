@@ -2,10 +2,13 @@
 
 The exported graph maps images ``[B, C, H, W]`` (already transformed as at evaluation, see
 :mod:`gspdml.retrieval.transforms`) to the embedding ``[B, D]``; the batch size is free. Poolings
-with a fixed number of iterations (GSP's fixed-point loop) are unrolled by tracing. Every export
-is checked on seeded random inputs, with a batch size different from the one traced: the largest
-absolute difference from the PyTorch model must not exceed ``tolerance`` (default 1e-5, fp32).
-A sidecar ``<file>.json`` records the input shape, the transform and the measured difference.
+with a fixed number of iterations (GSP's fixed-point loop) are unrolled by tracing, which runs
+without gradients: a pooling with a custom autograd function (GSP's closed-form backward) must
+take a plain-ops forward path then, since TorchScript and ONNX cannot hold a Python function.
+Every export is checked on seeded random inputs, with a batch size different from the one
+traced: the largest absolute difference from the PyTorch model must not exceed ``tolerance``
+(default 1e-5, fp32). A sidecar ``<file>.json`` records the input shape, the transform and the
+measured difference.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def _onnx_modules():
 
 def export_torchscript(module: nn.Module, example: torch.Tensor, path: Path) -> Callable[[torch.Tensor], torch.Tensor]:
     """Trace, save, and return the *reloaded* file as a function (what a user would load)."""
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore", category=DeprecationWarning)
         traced = torch.jit.trace(module, example, check_trace=False)
         torch.jit.save(traced, str(path))
@@ -71,7 +74,7 @@ def export_onnx(module: nn.Module, example: torch.Tensor, path: Path, check: boo
     """Export with the TorchScript-based exporter (opset 17, dynamic batch); return an
     onnxruntime session as a function when ``check``."""
     onnxruntime = _onnx_modules() if check else None
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore", category=DeprecationWarning)
         torch.onnx.export(
             module, (example,), str(path), input_names=["images"], output_names=["embedding"],
