@@ -199,3 +199,15 @@ def test_save_load_round_trip(tmp_path):
     loaded = RetrievalIndex.load(tmp_path / "idx" / "index.json")
     assert torch.equal(loaded.vectors, vectors) and loaded.labels == index.labels and loaded.metric == "cosine"
     assert loaded.model == {"weights": "sha256:0"} and loaded.paths == index.paths
+
+
+def test_broken_image_and_empty_folder_are_named(tmp_path):
+    write_image_folder(tmp_path / "images", per_class=1)
+    write_run(tmp_path / "run")
+    broken = tmp_path / "images" / "red" / "broken.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    with pytest.raises(DataError, match="broken.png"):
+        run_cli("index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "idx", "--no-progress")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="no image files"):
+        run_cli("index", tmp_path / "run", tmp_path / "empty", "--out", tmp_path / "idx", "--no-progress")

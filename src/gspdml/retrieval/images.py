@@ -8,17 +8,16 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
-
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
+from gspdml.data.images import IMAGE_EXTENSIONS
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval.run import build_run_data
 from gspdml.retrieval.transforms import ImageTransform, display_range, load_image
 
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 SPLITS = ("train", "val", "test")
 
 

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from gspdml.data.images import load_image as decode_image
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval.run import build_run_data
 
@@ -219,9 +220,10 @@ def eval_transform_from_config(config: dict[str, Any], in_channels: int) -> Imag
 
 
 def load_image(path: str | Path, transform: ImageTransform) -> torch.Tensor:
-    """Decode one image file and apply ``transform``; a file that fails names itself."""
+    """Decode one image file (``gspdml.data.images.load_image``: EXIF orientation, alpha on
+    white, 16-bit rescaled) and apply ``transform``; a file that fails names itself."""
+    image = decode_image(path)
     try:
-        with Image.open(path) as image:
-            return transform(image)
-    except (OSError, ValueError) as err:
-        raise DataError(f"{path}: cannot load image: {err}") from None
+        return transform(image)
+    except ValueError as err:
+        raise DataError(f"{path}: {err}") from None
