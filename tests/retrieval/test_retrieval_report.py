@@ -1,4 +1,6 @@
+import base64
 import html.parser
+import io
 import shutil
 import subprocess
 
@@ -10,8 +12,8 @@ from PIL import Image
 from gspdml.errors import DataError
 from gspdml.pooling import POOLINGS, Pooled, Pooling, flatten_locations
 from gspdml.pooling.base import unflatten_weights
-from gspdml.retrieval.figures import upsample_weights
-from gspdml.retrieval.report import choose_queries, read_metrics
+from gspdml.retrieval.figures import png_data_uri, upsample_weights
+from gspdml.retrieval.report import SCRIPT, choose_queries, read_metrics
 from retrieval_helpers import run_cli, write_image_folder, write_run
 
 CHROMIUM_FLAGS = [
@@ -105,8 +107,6 @@ def test_report_in_headless_chromium(tmp_path):
 def test_console_check_catches_broken_pages(tmp_path):
     """The console check of the report test must be able to fail: a page with an undecodable
     image (reported by the report's own script) and a script error."""
-    from gspdml.retrieval.report import SCRIPT
-
     page = tmp_path / "broken.html"
     page.write_text(f'<!doctype html><img src="data:image/png;base64,AAAA" alt="bad"><script>{SCRIPT}</script><script>nope()</script>')
     _, console = chromium(page, tmp_path / "profile", "--dump-dom")
@@ -161,3 +161,12 @@ def test_bad_metrics_line_names_file_and_line(tmp_path):
     (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n{oops\n')
     with pytest.raises(DataError, match=r"metrics.jsonl:2"):
         read_metrics(tmp_path)
+
+
+def test_png_data_uri_round_trips_and_shrinks_large_images():
+    image = np.random.default_rng(0).random((20, 30, 3))
+    uri = png_data_uri(image)
+    decoded = np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))), dtype=np.float64) / 255
+    np.testing.assert_allclose(decoded, image, atol=0.5 / 255 + 1e-9)
+    large = png_data_uri(np.zeros((400, 200, 1)), max_side=160)
+    assert Image.open(io.BytesIO(base64.b64decode(large.split(",", 1)[1]))).size == (80, 160)

@@ -24,13 +24,18 @@ def _matplotlib():
     return Figure, colormaps
 
 
-def png_data_uri(image: np.ndarray) -> str:
-    """``data:image/png;base64,...`` of an image ``[H, W, 3]`` or ``[H, W, 1]`` with values in [0, 1]."""
+def png_data_uri(image: np.ndarray, max_side: int = 160) -> str:
+    """``data:image/png;base64,...`` of an image ``[H, W, 3]`` or ``[H, W, 1]`` with values in
+    [0, 1], shrunk (never enlarged) so that its longer side is at most ``max_side`` pixels."""
     pixels = (np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
     if pixels.shape[-1] == 1:
         pixels = pixels[..., 0]
+    picture = Image.fromarray(pixels)
+    if max(picture.size) > max_side:
+        scale = max_side / max(picture.size)
+        picture = picture.resize((max(1, round(picture.width * scale)), max(1, round(picture.height * scale))), Image.LANCZOS)
     buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, format="PNG")
+    picture.save(buffer, format="PNG")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
