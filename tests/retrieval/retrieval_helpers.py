@@ -62,6 +62,12 @@ def write_run(run_dir: Path, pooling="gap", seed: int = 0, transform=None, chann
     return config
 
 
+def register_for_test(monkeypatch, registry, name: str, factory) -> None:
+    """Register ``factory`` under ``name`` for one test only (removed again at teardown), so that
+    test-only components never reach registry-wide tests of other areas."""
+    monkeypatch.setitem(registry._entries, name, factory)
+
+
 def run_cli(*argv: str) -> int:
     """Parse ``argv`` with the retrieval sub-commands and run the chosen one."""
     parser = argparse.ArgumentParser(prog="gspdml")

@@ -5,7 +5,9 @@ import pytest
 import torch
 
 from gspdml.errors import ConfigError
-from gspdml.pooling import POOLINGS, Pooled, Pooling, flatten_locations
+from gspdml.models import Embedder
+from gspdml.models.backbones.small_cnn import SmallCNN
+from gspdml.pooling import Pooled, Pooling, flatten_locations
 from gspdml.retrieval.export import ExportMismatchError, export_embedder
 from gspdml.retrieval.images import folder_source
 from gspdml.training import load_run
@@ -13,7 +15,6 @@ from gspdml.retrieval.cli import load_model_and_transform
 from retrieval_helpers import run_cli, write_image_folder, write_run
 
 
-@POOLINGS.register("retrieval_test_batch_branch")
 class BatchBranch(Pooling):
     """Average for batches of at most two images, max otherwise: tracing freezes the branch of
     the example batch, so an export of it is wrong for other batch sizes."""
@@ -66,9 +67,9 @@ def test_onnx_export_matches_pytorch(tmp_path):
 
 
 def test_check_catches_a_wrong_export(tmp_path):
-    run = tmp_path / "run"
-    write_run(run, pooling="retrieval_test_batch_branch")
-    _, model = load_run(run)
+    torch.manual_seed(0)
+    backbone = SmallCNN(3)
+    model = Embedder(backbone, BatchBranch(32), torch.nn.Conv2d(backbone.out_channels, 32, 1)).eval()
     with pytest.warns(torch.jit.TracerWarning), pytest.raises(ExportMismatchError, match="differ from PyTorch"):
         export_embedder(model, "torchscript", tmp_path / "bad.pt", channels=3, size=(32, 32))
     assert json.loads((tmp_path / "bad.pt.json").read_text())["check"]["max_abs_diff"] > 1e-3

@@ -14,7 +14,7 @@ from gspdml.pooling import POOLINGS, Pooled, Pooling, flatten_locations
 from gspdml.pooling.base import unflatten_weights
 from gspdml.retrieval.figures import png_data_uri, upsample_weights
 from gspdml.retrieval.report import SCRIPT, choose_queries, read_metrics
-from retrieval_helpers import run_cli, write_image_folder, write_run
+from retrieval_helpers import register_for_test, run_cli, write_image_folder, write_run
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -22,7 +22,6 @@ CHROMIUM_FLAGS = [
 ]
 
 
-@POOLINGS.register("retrieval_test_attention")
 class SoftmaxAttention(Pooling):
     """Test pooling with spatial weights: w = softmax_i(mean_c f_ic / 0.01), x = sum_i w_i f_i."""
 
@@ -30,6 +29,11 @@ class SoftmaxAttention(Pooling):
         local, spatial = flatten_locations(x)
         weights = torch.softmax(local.mean(dim=2) / 0.01, dim=1)
         return Pooled((weights.unsqueeze(2) * local).sum(1), unflatten_weights(weights, spatial))
+
+
+@pytest.fixture
+def attention(monkeypatch):
+    register_for_test(monkeypatch, POOLINGS, "retrieval_test_attention", SoftmaxAttention)
 
 
 def chromium(page, profile, *args):
@@ -70,7 +74,7 @@ class Tiles(html.parser.HTMLParser):
             self._open["text"] += data + "\n"
 
 
-def test_report_in_headless_chromium(tmp_path):
+def test_report_in_headless_chromium(tmp_path, attention):
     write_image_folder(tmp_path / "images", classes=("red", "green", "blue", "<b>x&y"), per_class=3)
     write_run(tmp_path / "run", pooling="retrieval_test_attention")
     page = tmp_path / "report.html"

@@ -9,7 +9,7 @@ from gspdml.errors import ConfigError
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.training import load_run
 from gspdml.retrieval.transforms import DatasetTransform, EvalTransform, eval_transform_from_config, load_image
-from retrieval_helpers import run_cli, write_run
+from retrieval_helpers import register_for_test, run_cli, write_run
 
 
 def rgb_file(tmp_path, height=30, width=50, seed=0):
@@ -112,12 +112,10 @@ class ImageFiles(Dataset):
             return self.transform(image, None), 0
 
 
-@DATASETS.register("retrieval_test_arrays")
 def retrieval_test_arrays(seed=0):
     return DataSplits(train=GreyArrays(glyphs(seed), 0.4, 0.3), test=EvalSplit(GreyArrays(glyphs(seed + 1), 0.4, 0.3)))
 
 
-@DATASETS.register("retrieval_test_files")
 def retrieval_test_files(root, seed=0):
     return DataSplits(train=ImageFiles([root]), test=EvalSplit(ImageFiles([root])))
 
@@ -125,7 +123,13 @@ def retrieval_test_files(root, seed=0):
 retrieval_test_arrays.supplied_by_caller = retrieval_test_files.supplied_by_caller = ("seed",)
 
 
-def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path):
+@pytest.fixture
+def datasets(monkeypatch):
+    register_for_test(monkeypatch, DATASETS, "retrieval_test_arrays", retrieval_test_arrays)
+    register_for_test(monkeypatch, DATASETS, "retrieval_test_files", retrieval_test_files)
+
+
+def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path, datasets):
     """A PNG of a dataset image, searched for, must become the tensor evaluation used."""
     write_run(tmp_path / "run", channels=1, data={"dataset": {"name": "retrieval_test_arrays"}})
     config, model = load_run(tmp_path / "run")
@@ -139,14 +143,14 @@ def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path):
     assert tuple(load_image(tmp_path / "big.png", transform).shape) == (1, 12, 12)
 
 
-def test_transform_from_an_image_file_dataset_is_its_own(tmp_path):
+def test_transform_from_an_image_file_dataset_is_its_own(tmp_path, datasets):
     path, pixels = rgb_file(tmp_path, 12, 12)
     transform = eval_transform_from_config({"seed": 0, "data": {"dataset": {"name": "retrieval_test_files", "root": str(path)}}}, 3)
     assert isinstance(transform, DatasetTransform) and transform.output_size == (8, 8)
     np.testing.assert_allclose(load_image(path, transform).numpy(), ImageFiles([path])[0][0].numpy())
 
 
-def test_index_a_dataset_split(tmp_path):
+def test_index_a_dataset_split(tmp_path, datasets):
     write_run(tmp_path / "run", channels=1, data={"dataset": {"name": "retrieval_test_arrays"}})
     assert run_cli("index", tmp_path / "run", "--split", "test", "--out", tmp_path / "idx", "--no-progress") == 0
     index = RetrievalIndex.load(tmp_path / "idx")
@@ -160,7 +164,7 @@ def test_index_a_dataset_split(tmp_path):
         run_cli("index", tmp_path / "run", tmp_path, "--split", "test", "--out", tmp_path / "idx2")
 
 
-def test_report_on_the_run_test_split(tmp_path):
+def test_report_on_the_run_test_split(tmp_path, datasets):
     write_run(tmp_path / "run", channels=1, data={"dataset": {"name": "retrieval_test_arrays"}})
     assert run_cli("report", tmp_path / "run", "--queries", "3", "-k", "2", "--no-progress") == 0
     page = (tmp_path / "run" / "report.html").read_text()
