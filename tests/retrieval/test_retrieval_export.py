@@ -8,7 +8,7 @@ from gspdml.errors import ConfigError
 from gspdml.models import Embedder
 from gspdml.models.backbones.small_cnn import SmallCNN
 from gspdml.pooling import Pooled, Pooling, flatten_locations
-from gspdml.retrieval.export import ExportMismatchError, export_embedder
+from gspdml.retrieval.export import ExportError, ExportMismatchError, export_embedder
 from gspdml.retrieval.images import folder_source
 from gspdml.training import load_run
 from gspdml.retrieval.cli import load_model_and_transform
@@ -22,6 +22,30 @@ class BatchBranch(Pooling):
     def forward(self, x):
         local, _ = flatten_locations(x)
         return Pooled(local.mean(1) if x.shape[0] <= 2 else local.amax(1))
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+
+
+class FunctionPooling(Pooling):
+    """Average of features doubled by a custom autograd function (as GSP's closed-form backward)."""
+
+    def forward(self, x):
+        local, _ = flatten_locations(x)
+        return Pooled(_Scale.apply(local.mean(1)))
+
+
+def small_embedder(pooling):
+    torch.manual_seed(0)
+    backbone = SmallCNN(3)
+    return Embedder(backbone, pooling, torch.nn.Conv2d(backbone.out_channels, 32, 1)).eval()
 
 
 def real_images(tmp_path, run):
@@ -67,9 +91,7 @@ def test_onnx_export_matches_pytorch(tmp_path):
 
 
 def test_check_catches_a_wrong_export(tmp_path):
-    torch.manual_seed(0)
-    backbone = SmallCNN(3)
-    model = Embedder(backbone, BatchBranch(32), torch.nn.Conv2d(backbone.out_channels, 32, 1)).eval()
+    model = small_embedder(BatchBranch(32))
     with pytest.warns(torch.jit.TracerWarning), pytest.raises(ExportMismatchError, match="differ from PyTorch"):
         export_embedder(model, "torchscript", tmp_path / "bad.pt", channels=3, size=(32, 32))
     assert json.loads((tmp_path / "bad.pt.json").read_text())["check"]["max_abs_diff"] > 1e-3
@@ -82,3 +104,11 @@ def test_export_needs_an_input_size(tmp_path):
         run_cli("export", run, "--format", "torchscript")
     assert run_cli("export", run, "--format", "torchscript", "--image-size", "24", "40") == 0
     assert json.loads((run / "export" / "embedder.pt.json").read_text())["input"]["shape"] == ["batch", 3, 24, 40]
+
+
+def test_autograd_functions_fail_torchscript_clearly_and_onnx_inlines_them(tmp_path):
+    model = small_embedder(FunctionPooling(32))
+    with pytest.raises(ExportError, match="torchscript export of the embedder failed.*Python"):
+        export_embedder(model, "torchscript", tmp_path / "f.pt", channels=3, size=(32, 32))
+    record = export_embedder(model, "onnx", tmp_path / "f.onnx", channels=3, size=(32, 32))
+    assert record["check"]["max_abs_diff"] <= 1e-5

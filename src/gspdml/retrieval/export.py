@@ -27,7 +27,11 @@ FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
 TOLERANCE = 1e-5
 
 
-class ExportMismatchError(GspdmlError):
+class ExportError(GspdmlError):
+    """The exporter could not convert the embedder (the message names the format and the cause)."""
+
+
+class ExportMismatchError(ExportError):
     """The exported model's embeddings differ from the PyTorch model's beyond the tolerance."""
 
 
@@ -116,10 +120,18 @@ def export_embedder(
     path.parent.mkdir(parents=True, exist_ok=True)
     module = EmbeddingOnly(model.cpu().eval()).eval()
     example = sample_images(channels, size, 2, seed)
-    if fmt == "torchscript":
-        exported = export_torchscript(module, example, path)
-    else:
-        exported = export_onnx(module, example, path, check)
+    try:
+        if fmt == "torchscript":
+            exported = export_torchscript(module, example, path)
+        else:
+            exported = export_onnx(module, example, path, check)
+    except RuntimeError as err:
+        cause = str(err).strip().splitlines()
+        raise ExportError(
+            f"{fmt} export of the embedder failed: {cause[0] if cause else type(err).__name__}"
+            + (" (a Python autograd function in the forward pass cannot be saved; it needs a plain-ops path without gradients)"
+               if "Python function" in str(err) else "")
+        ) from None
     record: dict[str, Any] = {
         "format": fmt,
         "file": path.name,
