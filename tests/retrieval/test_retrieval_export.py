@@ -55,7 +55,7 @@ def real_images(tmp_path, run):
     return torch.stack([source.dataset[i][0] for i in range(len(source.paths))])
 
 
-@pytest.mark.parametrize("pooling", ["gap", "gmp"])
+@pytest.mark.parametrize("pooling", ["gap", "gmp", "simpool"])
 def test_torchscript_export_matches_pytorch(tmp_path, pooling):
     run = tmp_path / "run"
     write_run(run, pooling=pooling)
@@ -76,9 +76,10 @@ def test_torchscript_export_matches_pytorch(tmp_path, pooling):
             assert torch.allclose(expected.norm(dim=1), torch.ones(len(batch)), atol=1e-5)
 
 
-def test_onnx_export_matches_pytorch(tmp_path):
+@pytest.mark.parametrize("pooling", ["gmp", "delf"])
+def test_onnx_export_matches_pytorch(tmp_path, pooling):
     run = tmp_path / "run"
-    write_run(run, pooling="gmp")
+    write_run(run, pooling=pooling)
     out = tmp_path / "model.onnx"
     assert run_cli("export", run, "--format", "onnx", "--out", out) == 0
     assert json.loads((tmp_path / "model.onnx.json").read_text())["check"]["max_abs_diff"] <= 1e-5

@@ -10,30 +10,14 @@ import torch
 from PIL import Image
 
 from gspdml.errors import DataError
-from gspdml.pooling import POOLINGS, Pooled, Pooling, flatten_locations
-from gspdml.pooling.base import unflatten_weights
 from gspdml.retrieval.figures import png_data_uri, upsample_weights
 from gspdml.retrieval.report import SCRIPT, choose_queries, read_metrics
-from retrieval_helpers import register_for_test, run_cli, write_image_folder, write_run
+from retrieval_helpers import run_cli, write_image_folder, write_run
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0",
 ]
-
-
-class SoftmaxAttention(Pooling):
-    """Test pooling with spatial weights: w = softmax_i(mean_c f_ic / 0.01), x = sum_i w_i f_i."""
-
-    def forward(self, x):
-        local, spatial = flatten_locations(x)
-        weights = torch.softmax(local.mean(dim=2) / 0.01, dim=1)
-        return Pooled((weights.unsqueeze(2) * local).sum(1), unflatten_weights(weights, spatial))
-
-
-@pytest.fixture
-def attention(monkeypatch):
-    register_for_test(monkeypatch, POOLINGS, "retrieval_test_attention", SoftmaxAttention)
 
 
 def chromium(page, profile, *args):
@@ -74,9 +58,9 @@ class Tiles(html.parser.HTMLParser):
             self._open["text"] += data + "\n"
 
 
-def test_report_in_headless_chromium(tmp_path, attention):
+def test_report_in_headless_chromium(tmp_path):
     write_image_folder(tmp_path / "images", classes=("red", "green", "blue", "<b>x&y"), per_class=3)
-    write_run(tmp_path / "run", pooling="retrieval_test_attention")
+    write_run(tmp_path / "run", pooling="simpool")  # attention weights [B, 8, 8] -> heatmaps
     page = tmp_path / "report.html"
     assert run_cli("report", tmp_path / "run", "--images", tmp_path / "images", "--out", page, "--queries", "6", "-k", "4", "--no-progress") == 0
 
