@@ -158,3 +158,15 @@ def test_png_data_uri_round_trips_and_shrinks_large_images():
     np.testing.assert_allclose(decoded, image, atol=0.5 / 255 + 1e-9)
     large = png_data_uri(np.zeros((400, 200, 1)), max_side=160)
     assert Image.open(io.BytesIO(base64.b64decode(large.split(",", 1)[1]))).size == (80, 160)
+
+
+def test_report_on_unlabelled_images_marks_nothing(tmp_path):
+    (tmp_path / "flat").mkdir()
+    for path in write_image_folder(tmp_path / "nested", per_class=1):
+        path.rename(tmp_path / "flat" / f"{path.parent.name}.png")
+    write_run(tmp_path / "run")
+    run_cli("report", tmp_path / "run", "--images", tmp_path / "flat", "--queries", "2", "-k", "2", "--no-progress")
+    dom = Tiles()
+    dom.feed((tmp_path / "run" / "report.html").read_text())
+    results = [f for f in dom.figures if "result" in f["classes"]]
+    assert len(results) == 4 and all("unknown" in f["classes"] and "(no label)" in f["text"] for f in results)

@@ -126,6 +126,10 @@ def _metrics_section(results: Optional[dict[str, Any]], rows: list[dict[str, Any
     return "\n".join(parts) or '<p class="muted">No metrics recorded (no results.json or metrics.jsonl).</p>'
 
 
+def _label(label: Optional[str]) -> str:
+    return "(no label)" if label is None else esc(label)
+
+
 def _tile(kind: str, image_uri: str, caption: str, alt: str) -> str:
     return f'<figure class="tile {kind}"><img src="{image_uri}" alt="{esc(alt)}"><figcaption>{caption}</figcaption></figure>'
 
@@ -134,7 +138,7 @@ def _grid(results: RetrievalResults, pictures: dict[int, np.ndarray], queries: l
     rows = []
     for q, (item, marks) in enumerate(zip(queries, results.correct())):
         label = results.query_labels[q]
-        cells = [_tile("query", png_data_uri(pictures[item]), f"query<br>{esc(str(label))}", f"query {results.query_paths[q]}")]
+        cells = [_tile("query", png_data_uri(pictures[item]), f"query<br>{_label(label)}", f"query {results.query_paths[q]}")]
         if heatmaps[q] is not None:
             cells.append(_tile("heatmap", png_data_uri(heatmaps[q]), "pooling weights", f"pooling weights {results.query_paths[q]}"))
         else:
@@ -143,7 +147,7 @@ def _grid(results: RetrievalResults, pictures: dict[int, np.ndarray], queries: l
         for rank, (j, distance, mark) in enumerate(zip(results.indices[q].tolist(), results.distances[q].tolist(), marks), start=1):
             kind, symbol = {True: ("correct", "&#10003;"), False: ("wrong", "&#10007;"), None: ("unknown", "?")}[mark]
             name = Path(results.gallery_paths[j]).name
-            caption = f'<span class="mark">{symbol}</span> #{rank} d={distance:.3f}<br>{esc(str(results.gallery_labels[j]))}<br><span class="muted">{esc(name)}</span>'
+            caption = f'<span class="mark">{symbol}</span> #{rank} d={distance:.3f}<br>{_label(results.gallery_labels[j])}<br><span class="muted">{esc(name)}</span>'
             cells.append(_tile(f"result {kind}", png_data_uri(pictures[j]), caption, results.gallery_paths[j]))
         rows.append(f'<div class="row" title="{esc(results.query_paths[q])}">{"".join(cells)}</div>')
     return "\n".join(rows)
