@@ -3,7 +3,6 @@ holding a real (untrained, seeded) embedder saved with safetensors."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import torch
 import yaml
 from PIL import Image
 
+from gspdml.cli import build_parser
 from gspdml.models import build_embedder
 from gspdml.retrieval.cli import add_parser
 from gspdml.training.weights import save_weights
@@ -69,8 +69,7 @@ def register_for_test(monkeypatch, registry, name: str, factory) -> None:
 
 
 def run_cli(*argv: str) -> int:
-    """Parse ``argv`` with the retrieval sub-commands and run the chosen one."""
-    parser = argparse.ArgumentParser(prog="gspdml")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args([str(a) for a in argv])
+    """Parse ``argv`` with the ``gspdml`` parser extended by the retrieval sub-commands (as
+    ``gspdml.cli`` wires them) and run the chosen one; errors propagate to the test."""
+    args = build_parser((add_parser,)).parse_args([str(a) for a in argv])
     return args.func(args)

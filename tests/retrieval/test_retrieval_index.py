@@ -68,6 +68,8 @@ def test_index_cli_build_load_search(tmp_path, capsys):
     assert run_cli("search", tmp_path / "idx", query, "-k", "2") == 0
     text = capsys.readouterr().out.splitlines()
     assert text[0] == f"query: {query}" and text[1].split()[0] == "1" and text[1].split()[2] == query
+    with pytest.raises(DataError, match="missing.png: query image not found"):
+        run_cli("search", tmp_path / "idx", tmp_path / "missing.png")
 
 
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])
