@@ -96,8 +96,9 @@ def _extensions() -> list[Callable]:
     """Sub-commands contributed by other packages (each exposes ``add_parser(subparsers)``)."""
     from gspdml.cir.cli import add_parser as cir
     from gspdml.evaluation.protocol_runner import add_parser as protocol
+    from gspdml.retrieval.cli import add_parser as retrieval
 
-    return [protocol, cir]
+    return [protocol, retrieval, cir]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
