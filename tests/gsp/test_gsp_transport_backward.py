@@ -80,8 +80,8 @@ def test_unrolled_option_equals_closed_form():
 
 def test_gradcheck():
     g = torch.Generator().manual_seed(3)
-    cost = (torch.rand(2, 3, 5, generator=g, dtype=torch.float64) * 1.5).requires_grad_()
-    assert torch.autograd.gradcheck(lambda c: partial_transport(c, 0.3, 5.0, iters=200), (cost,))
+    cost = (torch.rand(1, 3, 4, generator=g, dtype=torch.float64) * 1.5).requires_grad_()
+    assert torch.autograd.gradcheck(lambda c: partial_transport(c, 0.3, 5.0, iters=100), (cost,))
     assert torch.autograd.gradcheck(lambda c: partial_transport(c, 1.0, 5.0), (cost,))
 
 

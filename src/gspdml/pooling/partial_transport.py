@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from gspdml.errors import ConfigError
 
@@ -102,17 +103,21 @@ def _check(mu: float, eps: float, iters: int, backward: str) -> None:
 
 
 def _solve(cost: torch.Tensor, mu: float, eps: float, iters: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The log-domain fixed point of Proposition 4.1 (differentiable by autograd)."""
+    """The log-domain fixed point of Proposition 4.1 (differentiable by autograd).
+
+    With ``a_j = log t + log s_j`` the updates read ``rho_j = (1/n) sigmoid(-a_j)`` and
+    ``t <- mu / sum_j s_j rho_j = t mu n / sum_j sigmoid(a_j)``, so the loop only carries
+    ``log t`` and ``rho`` is formed once, from the ``t`` before the last update.
+    """
     n = cost.shape[-1]
     log_kernel = -eps * cost  # log K, [B, m, n]
     log_s = torch.logsumexp(log_kernel, dim=1)  # log K^T 1_m, [B, n]
-    log_n, log_mu = math.log(n), math.log(mu)
-    log_t = torch.zeros(cost.shape[0], 1, dtype=cost.dtype, device=cost.device)
+    log_mu_n = math.log(mu * n)
+    log_t = torch.zeros(cost.shape[0], 1, dtype=cost.dtype, device=cost.device)  # t^(0) = 1
     for _ in range(iters + 1):
-        # rho = (1/n) / (1 + t s)  <=>  log rho = -log n - softplus(log t + log s)
-        log_rho = -log_n - torch.logaddexp(torch.zeros_like(log_s), log_t + log_s)
-        # t = mu / (s^T rho)
-        log_t = log_mu - torch.logsumexp(log_s + log_rho, dim=1, keepdim=True)
+        a = log_t + log_s
+        log_t = log_t + (log_mu_n - torch.logsumexp(F.logsigmoid(a), dim=1, keepdim=True))
+    log_rho = F.logsigmoid(-a) - math.log(n)  # rho from the t before the last update
     rho = log_rho.exp()
     pi = torch.exp(log_t.unsqueeze(2) + log_kernel + log_rho.unsqueeze(1))
     return rho, pi
