@@ -87,3 +87,13 @@ def test_missing_or_mismatched_local_features():
     wide = torch.randn(12, 7, 3, 4)
     with pytest.raises(ConfigError, match="6 channels but the local features have 7"):
         loss(emb, labels, EmbedderOutput(emb, local=wide, pooled=pooled))
+
+
+def test_bf16_autocast_solves_in_float32():
+    loss = make_xml()
+    local, pooled, _, labels = batch()
+    expected = loss.cross_batch_loss(local, pooled, labels)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = loss.cross_batch_loss(local, pooled, labels)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, expected)

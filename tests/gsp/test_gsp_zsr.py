@@ -109,3 +109,13 @@ def test_config_validation_and_parameters():
         make_zsr(mixing=1.5)
     loss = make_zsr(class_dim=3, lr_multiplier=10.0)
     assert loss.class_embeddings.shape == (10, 3) and loss.lr_multiplier == 10.0
+
+
+def test_bf16_autocast_solves_in_float32():
+    loss = make_zsr()
+    emb, labels, z = batch()
+    expected = loss.zero_shot_loss(z, labels)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = loss.zero_shot_loss(z, labels)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, expected)

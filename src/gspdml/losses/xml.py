@@ -96,15 +96,16 @@ class XML(MetricLoss):
             raise ConfigError(
                 "loss", f"xml prototypes have {self.prototypes.shape[1]} channels but the local features have {width}"
             )
-        z = soft_histogram(local.float(), self.prototypes, self.eps)
-        y = pooled.float()
-        total = z.new_zeros(())
-        for fit, predict in ((first, second), (second, first)):
-            predictor = ridge_fit(z[fit], y[fit], self.ridge)  # V^T, [m, d]
-            predicted = z[predict] @ predictor
-            if self.normalize_predictions:
-                predicted = F.normalize(predicted, dim=1)
-            total = total + self.base(predicted, labels[predict])
+        total = pooled.new_zeros((), dtype=torch.float32)
+        with torch.autocast(device_type=local.device.type, enabled=False):  # solves in float32
+            z = soft_histogram(local.float(), self.prototypes.float(), self.eps)
+            y = pooled.float()
+            for fit, predict in ((first, second), (second, first)):
+                predictor = ridge_fit(z[fit], y[fit], self.ridge)  # V^T, [m, d]
+                predicted = z[predict] @ predictor
+                if self.normalize_predictions:
+                    predicted = F.normalize(predicted, dim=1)
+                total = total + self.base(predicted, labels[predict])
         return total
 
     def forward(self, embeddings, labels, output=None):

@@ -115,13 +115,14 @@ class ZSR(MetricLoss):
     def zero_shot_loss(self, attributes: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """``L_ZS`` of Eq. 4.4 on a batch ordered as two class-disjoint halves."""
         first, second = class_disjoint_halves(labels, "zsr")
-        z = attributes.float()
-        targets = self.class_embeddings[labels]
-        total = z.new_zeros(())
-        for fit, predict in ((first, second), (second, first)):
-            predictor = ridge_fit(z[fit], targets[fit], self.ridge)  # A^T, [m, d_v]
-            logits = self.logit_scale * (z[predict] @ predictor) @ self.class_embeddings.T
-            total = total + F.cross_entropy(logits, labels[predict])
+        total = attributes.new_zeros((), dtype=torch.float32)
+        with torch.autocast(device_type=attributes.device.type, enabled=False):  # solves in float32
+            z = attributes.float()
+            targets = self.class_embeddings[labels]
+            for fit, predict in ((first, second), (second, first)):
+                predictor = ridge_fit(z[fit], targets[fit], self.ridge)  # A^T, [m, d_v]
+                logits = self.logit_scale * (z[predict] @ predictor) @ self.class_embeddings.T
+                total = total + F.cross_entropy(logits, labels[predict])
         return total
 
     def forward(self, embeddings, labels, output=None):
