@@ -1,40 +1,42 @@
-"""GSP layer cost: closed-form backward (seed 000 Prop. 4.2) vs autograd through the iterations.
+"""GSP cost: closed-form backward (seed 000 Prop. 4.2) vs autograd through the iterations.
 
 Reproduces the computational analysis of seed 000 supplement §1.5 (Fig. 7; thesis Fig. 5.9,
-spec gurbuz-thesis-spec.md §8 E4) on random tensors: forward+backward wall time and the memory
-held for backward of
+spec gurbuz-thesis-spec.md §8 E4) on random tensors, B = 32, d = 128, n in {49, 64},
+m in {64, 128}, iters in {10, 25, 50, 100, 200}:
 
-* GAP,
-* GSP with the closed-form backward (only ``(rho, pi)`` saved),
-* GSP with autograd through the unrolled fixed-point iterations,
+1. the pooling layer (costs + transport + weighting), forward + backward: GAP, GSP with the
+   closed-form backward, GSP with autograd through the unrolled (log-domain) iterations;
+2. the transport solver alone (cost -> (rho, pi) -> a loss): closed form, the same loop
+   unrolled, and Algorithm 3 of seed 000 as printed (plain-domain K = exp(-eps c), a
+   matrix-vector product with K in every iteration) unrolled;
+3. one Adam step of the demo model (small_cnn + 1x1 head to 128, 32x32 inputs, batch 64, C2)
+   with GAP and with GSP.
 
-for B = 32, n in {49, 64}, d = 128, m in {64, 128}, iters in {10, 25, 50, 100, 200}; then the
-overhead of GSP in a full training step of the demo model (small_cnn + 1x1 head to 128,
-32x32 inputs, batch 64, C2 loss, Adam).
+Time is the best of ``--repeats`` runs (robust on a shared machine). Memory is the peak CUDA
+allocation on a GPU; on CPU, the bytes of the distinct tensors autograd keeps for backward
+(saved-tensor hooks; inputs and parameters included).
 
-Memory is the peak CUDA allocation on a GPU, and on CPU the bytes of the distinct tensors
-autograd keeps for backward (counted with saved-tensor hooks; inputs and parameters included).
-
-    PYTHONPATH=src python benchmarks/gsp_layer.py [--device cpu] [--threads 1] [--repeats 7]
+    PYTHONPATH=src python benchmarks/gsp_layer.py [--device cpu] [--threads 1] [--repeats 10]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
+from typing import Callable
 
 import torch
 
 from gspdml.losses import build_loss
 from gspdml.models.embedder import build_embedder
-from gspdml.pooling import GSP
+from gspdml.pooling import GSP, partial_transport
+from gspdml.pooling.simple import GAP
 
 ITERS = (10, 25, 50, 100, 200)
 
 
-def saved_tensor_bytes(fn) -> int:
-    """Bytes of the distinct storages autograd saves while running ``fn`` (its result is kept alive)."""
+def saved_tensor_bytes(forward: Callable[[], object]) -> int:
+    """Bytes of the distinct storages autograd saves while running ``forward``."""
     storages: dict[int, int] = {}
 
     def pack(t):
@@ -43,14 +45,22 @@ def saved_tensor_bytes(fn) -> int:
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = fn()
+        out = forward()
     del out
     return sum(storages.values())
 
 
-def measure(step, device: torch.device, repeats: int, forward=None) -> tuple[float, float]:
-    """(median milliseconds of ``step()``, memory in MiB of ``forward()`` (on CPU) or of
-    ``step()`` (peak CUDA allocation); memory is NaN when neither applies)."""
+def measure(
+    forward: Callable[[], torch.Tensor], inputs: list[torch.Tensor], device, repeats: int, after: Callable[[], None] = lambda: None
+) -> tuple[float, float]:
+    """(best milliseconds of forward + backward (+ ``after``), MiB kept for backward / CUDA peak)."""
+
+    def step():
+        for x in inputs:
+            x.grad = None
+        forward().backward()
+        after()
+
     step()  # warm-up
     times = []
     for _ in range(repeats):
@@ -67,59 +77,88 @@ def measure(step, device: torch.device, repeats: int, forward=None) -> tuple[flo
         step()
         memory = torch.cuda.max_memory_allocated() - base
     else:
-        memory = saved_tensor_bytes(forward) if forward is not None else float("nan")
-    return statistics.median(times), memory / 2**20
+        memory = saved_tensor_bytes(forward)
+    return min(times), memory / 2**20
 
 
-class LayerStep:
-    """Forward + backward of one pooling layer on random local features."""
-
-    def __init__(self, pooling, local: torch.Tensor):
-        self.pooling, self.local = pooling, local
-        self.target = torch.randn(local.shape[0], local.shape[1], device=local.device)
-
-    def forward(self):
-        out = self.pooling(self.local)
-        return (out.vector * self.target).sum() + (0.0 if out.attributes is None else out.attributes.pow(2).sum())
-
-    def __call__(self):
-        self.local.grad = None
-        self.forward().backward()
+def algorithm3_as_printed(cost: torch.Tensor, mu: float, eps: float, iters: int):
+    """Seed 000 Algorithm 3 literally: K = exp(-eps c), matrix-vector products with K per iteration."""
+    n = cost.shape[-1]
+    kernel = torch.exp(-eps * cost)
+    ones = torch.ones(cost.shape[0], 1, kernel.shape[1], dtype=cost.dtype, device=cost.device)
+    t = torch.ones(cost.shape[0], 1, 1, dtype=cost.dtype, device=cost.device)
+    for _ in range(iters + 1):
+        rho = (1.0 / n) / (1.0 + t * torch.bmm(ones, kernel))  # [B, 1, n]
+        t = mu / torch.bmm(ones, torch.bmm(kernel, rho.transpose(1, 2)))  # [B, 1, 1]
+    return rho[:, 0], t * kernel * rho
 
 
-def layer_table(device: torch.device, repeats: int) -> list[str]:
-    from gspdml.pooling.simple import GAP
-
-    rows = [
-        "| n | m | iters | GAP ms | closed ms | unrolled ms | time unrolled/closed | GAP MiB | closed MiB | unrolled MiB | memory unrolled/closed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+def layer_table(device, repeats: int) -> None:
+    print("| n | m | iters | GAP ms | GSP closed ms | GSP unrolled ms | time unrolled/closed | GSP closed MiB | GSP unrolled MiB | memory unrolled/closed |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     torch.manual_seed(0)
     for n in (49, 64):
         side = int(n**0.5)
         local = torch.randn(32, 128, side, n // side, device=device, requires_grad=True)
-        gap = LayerStep(GAP(128), local)
-        gap_ms, gap_mib = measure(gap, device, repeats, gap.forward)
+        target = torch.randn(32, 128, device=device)
+
+        def objective(pooling):
+            def forward():
+                out = pooling(local)
+                extra = 0.0 if out.attributes is None else out.attributes.pow(2).sum()
+                return (out.vector * target).sum() + extra
+
+            return forward
+
+        gap_ms, _ = measure(objective(GAP(128)), [local], device, repeats)
         for m in (64, 128):
             for iters in ITERS:
-                results = []
+                res = {}
                 for backward in ("closed_form", "unrolled"):
                     layer = GSP(128, num_prototypes=m, iters=iters, init="random", backward=backward).to(device)
-                    step = LayerStep(layer, local)
-                    results.append(measure(step, device, repeats, step.forward))
-                (closed_ms, closed_mib), (unrolled_ms, unrolled_mib) = results
-                rows.append(
-                    f"| {n} | {m} | {iters} | {gap_ms:.2f} | {closed_ms:.2f} | {unrolled_ms:.2f} | "
-                    f"{unrolled_ms / closed_ms:.1f}x | {gap_mib:.2f} | {closed_mib:.2f} | {unrolled_mib:.2f} | "
-                    f"{unrolled_mib / closed_mib:.1f}x |"
+                    res[backward] = measure(objective(layer), [local], device, repeats)
+                (c_ms, c_mib), (u_ms, u_mib) = res["closed_form"], res["unrolled"]
+                print(
+                    f"| {n} | {m} | {iters} | {gap_ms:.2f} | {c_ms:.2f} | {u_ms:.2f} | {u_ms / c_ms:.1f}x "
+                    f"| {c_mib:.2f} | {u_mib:.2f} | {u_mib / c_mib:.1f}x |",
+                    flush=True,
                 )
-                print(rows[-1], flush=True)
-    return rows
 
 
-def training_step_table(device: torch.device, repeats: int) -> list[str]:
+def solver_table(device, repeats: int) -> None:
+    print("| n | m | iters | closed ms | unrolled ms | Alg. 3 printed ms | closed MiB | unrolled MiB | Alg. 3 printed MiB "
+          "| unrolled/closed time, memory | Alg. 3/closed time, memory |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    torch.manual_seed(0)
+    for n in (49, 64):
+        for m in (64, 128):
+            cost = (2 * torch.rand(32, m, n, device=device)).requires_grad_()
+            g_rho, g_pi = torch.randn(32, n, device=device), torch.randn(32, m, n, device=device)
+            for iters in ITERS:
+                solvers = {
+                    "closed": lambda: partial_transport(cost, 0.3, 5.0, iters),
+                    "unrolled": lambda: partial_transport(cost, 0.3, 5.0, iters, backward="unrolled"),
+                    "printed": lambda: algorithm3_as_printed(cost, 0.3, 5.0, iters),
+                }
+                res = {}
+                for name, solve in solvers.items():
+                    def forward(solve=solve):
+                        rho, pi = solve()
+                        return (rho * g_rho).sum() + (pi * g_pi).sum()
+
+                    res[name] = measure(forward, [cost], device, repeats)
+                (c_ms, c_mib), (u_ms, u_mib), (p_ms, p_mib) = res["closed"], res["unrolled"], res["printed"]
+                print(
+                    f"| {n} | {m} | {iters} | {c_ms:.2f} | {u_ms:.2f} | {p_ms:.2f} | {c_mib:.2f} | {u_mib:.2f} | {p_mib:.2f} "
+                    f"| {u_ms / c_ms:.1f}x, {u_mib / c_mib:.1f}x | {p_ms / c_ms:.1f}x, {p_mib / c_mib:.1f}x |",
+                    flush=True,
+                )
+
+
+def training_step_table(device, repeats: int) -> None:
     """One Adam step of the demo model with GAP vs GSP (closed form) pooling."""
-    rows = ["| pooling | step ms | overhead vs GAP |", "|---|---|---|"]
+    print("| pooling | step ms | overhead vs GAP |")
+    print("|---|---|---|")
     torch.manual_seed(0)
     images = torch.randn(64, 3, 32, 32, device=device)
     labels = torch.arange(16, device=device).repeat_interleave(4)
@@ -134,33 +173,29 @@ def training_step_table(device: torch.device, repeats: int) -> list[str]:
         model = build_embedder({"backbone": {"name": "small_cnn"}, "embedding_dim": 128, "pooling": pooling}, 3).to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
-        def step():
-            optimizer.zero_grad(set_to_none=True)
+        def forward():
             out = model(images)
-            loss(out.embedding, labels, out).backward()
-            optimizer.step()
+            return loss(out.embedding, labels, out)
 
-        ms, _ = measure(step, device, repeats)
+        ms, _ = measure(forward, list(model.parameters()), device, repeats, after=optimizer.step)
         reference = reference or ms
-        rows.append(f"| {name} | {ms:.1f} | {100 * (ms / reference - 1):+.1f}% |")
-        print(rows[-1], flush=True)
-    return rows
+        print(f"| {name} | {ms:.1f} | {100 * (ms / reference - 1):+.1f}% |", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (1 gives stable timings on a shared machine)")
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--skip-layer", action="store_true")
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--only", choices=("layer", "solver", "step"), default=None)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    print(f"device={device} threads={torch.get_num_threads()} repeats={args.repeats} (B=32, d=128)\n")
-    if not args.skip_layer:
-        layer_table(device, args.repeats)
-        print()
-    training_step_table(device, args.repeats)
+    print(f"device={device} threads={torch.get_num_threads()} repeats={args.repeats} (best of); B=32, d=128, mu=0.3, eps=5\n")
+    for name, table in (("layer", layer_table), ("solver", solver_table), ("step", training_step_table)):
+        if args.only in (None, name):
+            table(device, args.repeats)
+            print()
 
 
 if __name__ == "__main__":

@@ -122,3 +122,14 @@ def test_two_dimensional_cost_and_bad_arguments():
             partial_transport(cost, **args)
     with pytest.raises(ConfigError, match="backward"):
         partial_transport(cost, 0.3, 5.0, backward="magic")
+
+
+@pytest.mark.parametrize("mu,eps", [(0.3, 5.0), (0.3, 50.0), (0.9, 0.5), (0.999, 5.0)])
+def test_early_stop_at_stationarity_matches_all_iterations(mu, eps):
+    """The closed-form path may stop once log t is stationary; the full loop gives the same plan."""
+    g = torch.Generator().manual_seed(4)
+    cost = torch.rand(8, 16, 49, generator=g) * 2.0
+    rho, pi = partial_transport(cost, mu, eps, iters=300)
+    full_rho, full_pi = partial_transport(cost, mu, eps, iters=300, backward="unrolled")
+    torch.testing.assert_close(rho, full_rho, rtol=1e-5, atol=1e-9)
+    torch.testing.assert_close(pi, full_pi, rtol=1e-5, atol=1e-9)

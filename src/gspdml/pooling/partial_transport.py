@@ -20,7 +20,8 @@ in the log domain (``log s_j = logsumexp_i(-eps c_ij)``, ``log t`` and ``log rho
 finite for any ``eps`` (a plain ``exp(-eps c)`` underflows in float32 for ``eps c > 87``). After
 ``iters`` updates one extra ``(rho, t)`` update is made, as in the authors' code (spec
 reference-implementations.md §1.2), so that ``sum pi = mu`` holds to rounding and ``iters = 0``
-is still a valid (one-step) solve.
+is still a valid (one-step) solve. The closed-form path stops before ``iters`` once the
+iterates are stationary at working precision (same result up to rounding, see :func:`_solve`).
 
 Backward: the closed form of Proposition 4.2 (seed 000 L106-110, proof A.3 L641-685) with the
 misprints corrected (spec gurbuz-thesis-spec.md §9 B3-B5)::
@@ -54,6 +55,7 @@ import torch.nn.functional as F
 from gspdml.errors import ConfigError
 
 BACKWARDS = ("closed_form", "unrolled")
+STATIONARY_CHECK_EVERY = 5  # iterations between convergence checks of the closed-form path
 
 
 def partial_transport(
@@ -102,21 +104,32 @@ def _check(mu: float, eps: float, iters: int, backward: str) -> None:
         raise ConfigError("backward", f"unknown backward {backward!r}; allowed: {', '.join(BACKWARDS)}")
 
 
-def _solve(cost: torch.Tensor, mu: float, eps: float, iters: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _solve(
+    cost: torch.Tensor, mu: float, eps: float, iters: int, stop_when_stationary: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The log-domain fixed point of Proposition 4.1 (differentiable by autograd).
 
     With ``a_j = log t + log s_j`` the updates read ``rho_j = (1/n) sigmoid(-a_j)`` and
     ``t <- mu / sum_j s_j rho_j = t mu n / sum_j sigmoid(a_j)``, so the loop only carries
     ``log t`` and ``rho`` is formed once, from the ``t`` before the last update.
+
+    ``stop_when_stationary`` (used by the closed-form path, whose gradient is that of the fixed
+    point anyway) ends the loop early once an update moves ``log t`` by no more than a few
+    rounding units: the iterates are then stationary at working precision, and the remaining
+    iterations would return the same ``(rho, pi)`` up to rounding. ``iters`` is then a maximum.
     """
     n = cost.shape[-1]
     log_kernel = -eps * cost  # log K, [B, m, n]
     log_s = torch.logsumexp(log_kernel, dim=1)  # log K^T 1_m, [B, n]
     log_mu_n = math.log(mu * n)
     log_t = torch.zeros(cost.shape[0], 1, dtype=cost.dtype, device=cost.device)  # t^(0) = 1
-    for _ in range(iters + 1):
+    rounding = 4.0 * torch.finfo(cost.dtype).eps
+    for k in range(iters + 1):
         a = log_t + log_s
-        log_t = log_t + (log_mu_n - torch.logsumexp(F.logsigmoid(a), dim=1, keepdim=True))
+        previous, log_t = log_t, log_t + (log_mu_n - torch.logsumexp(F.logsigmoid(a), dim=1, keepdim=True))
+        if stop_when_stationary and k % STATIONARY_CHECK_EVERY == STATIONARY_CHECK_EVERY - 1:
+            if bool(((log_t - previous).abs() <= rounding * (1.0 + log_t.abs())).all()):
+                break
     log_rho = F.logsigmoid(-a) - math.log(n)  # rho from the t before the last update
     rho = log_rho.exp()
     pi = torch.exp(log_t.unsqueeze(2) + log_kernel + log_rho.unsqueeze(1))
@@ -152,7 +165,7 @@ class _PartialTransport(torch.autograd.Function):
     @staticmethod
     def forward(ctx, cost, mu, eps, iters):
         with torch.no_grad():
-            rho, pi = _solve(cost, mu, eps, iters)
+            rho, pi = _solve(cost, mu, eps, iters, stop_when_stationary=True)
         ctx.save_for_backward(rho, pi)
         ctx.eps = eps
         return rho, pi
