@@ -50,7 +50,8 @@ def prototype_costs(prototypes: torch.Tensor, features: torch.Tensor) -> torch.T
     features ``[B, n, d]``; the square root is smoothed by ``1e-12`` so that a feature equal to
     a prototype has a finite gradient."""
     w, f = clip_normalize(prototypes), clip_normalize(features)
-    squared = (w.pow(2).sum(-1)[None, :, None] + f.pow(2).sum(-1)[:, None, :] - 2.0 * torch.einsum("md,bnd->bmn", w, f))
+    cross = torch.matmul(f, w.T).transpose(1, 2)  # one [B n, d] x [d, m] product, [B, m, n]
+    squared = w.pow(2).sum(-1)[None, :, None] + f.pow(2).sum(-1)[:, None, :] - 2.0 * cross
     return torch.sqrt(squared.clamp_min(0.0) + 1e-12)
 
 
