@@ -9,5 +9,6 @@ from gspdml.losses import proxy_nca, norm_softmax, proxy_anchor, soft_triple  # 
 from gspdml.losses import xbm  # noqa: F401  (cross-batch memory)
 from gspdml.losses import ccp  # noqa: F401  (registers ccp)
 from gspdml.losses import metrix  # noqa: F401  (registers metrix)
+from gspdml.losses import xml, zsr  # noqa: F401  (registers xml, zsr)
 
 __all__ = ["LOSSES", "MetricLoss", "PairLoss", "ProxyLoss", "WeightedSum", "build_loss", "check_loss"]

@@ -1,0 +1,217 @@
+"""GSP cost: closed-form backward (seed 000 Prop. 4.2) vs autograd through the iterations.
+
+Reproduces the computational analysis of seed 000 supplement §1.5 (Fig. 7; thesis Fig. 5.9,
+spec gurbuz-thesis-spec.md §8 E4) on random tensors, B = 32, d = 128, n in {49, 64},
+m in {64, 128}, iters in {10, 25, 50, 100, 200}:
+
+1. the pooling layer (costs + transport + weighting), forward + backward: GAP, GSP with the
+   closed-form backward, GSP with autograd through the unrolled (log-domain) iterations;
+2. the transport solver alone (cost -> (rho, pi) -> a loss): closed form, the same loop
+   unrolled, and Algorithm 3 of seed 000 as printed (plain-domain K = exp(-eps c), a
+   matrix-vector product with K in every iteration) unrolled;
+3. one Adam step of the demo model (small_cnn + 1x1 head to 128, 32x32 inputs, batch 64, C2)
+   with GAP and with GSP.
+
+Time is the best of ``--repeats`` runs (robust on a shared machine). Memory is the peak CUDA
+allocation on a GPU; on CPU, the bytes of the distinct tensors autograd keeps for backward
+(saved-tensor hooks; inputs and parameters included).
+
+    PYTHONPATH=src python benchmarks/gsp_layer.py [--device cpu] [--threads 1] [--repeats 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Callable
+
+import torch
+
+from gspdml.losses import build_loss
+from gspdml.models.embedder import build_embedder
+from gspdml.pooling import GSP, partial_transport
+from gspdml.pooling.simple import GAP
+
+ITERS = (10, 25, 50, 100, 200)
+
+
+def saved_tensor_bytes(forward: Callable[[], object]) -> int:
+    """Bytes of the distinct storages autograd saves while running ``forward``."""
+    storages: dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = forward()
+    del out
+    return sum(storages.values())
+
+
+def measure(
+    forward: Callable[[], torch.Tensor], inputs: list[torch.Tensor], device, repeats: int, after: Callable[[], None] = lambda: None
+) -> tuple[float, float]:
+    """(best milliseconds of forward + backward (+ ``after``), MiB kept for backward / CUDA peak)."""
+
+    def step():
+        for x in inputs:
+            x.grad = None
+        forward().backward()
+        after()
+
+    step()  # warm-up
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(1e3 * (time.perf_counter() - start))
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        step()
+        memory = torch.cuda.max_memory_allocated() - base
+    else:
+        memory = saved_tensor_bytes(forward)
+    return min(times), memory / 2**20
+
+
+def algorithm3_as_printed(cost: torch.Tensor, mu: float, eps: float, iters: int):
+    """Seed 000 Algorithm 3 literally: K = exp(-eps c), matrix-vector products with K per iteration."""
+    n = cost.shape[-1]
+    kernel = torch.exp(-eps * cost)
+    ones = torch.ones(cost.shape[0], 1, kernel.shape[1], dtype=cost.dtype, device=cost.device)
+    t = torch.ones(cost.shape[0], 1, 1, dtype=cost.dtype, device=cost.device)
+    for _ in range(iters + 1):
+        rho = (1.0 / n) / (1.0 + t * torch.bmm(ones, kernel))  # [B, 1, n]
+        t = mu / torch.bmm(ones, torch.bmm(kernel, rho.transpose(1, 2)))  # [B, 1, 1]
+    return rho[:, 0], t * kernel * rho
+
+
+def layer_table(device, repeats: int) -> None:
+    print("| n | m | iters | GAP ms | GSP closed ms | GSP unrolled ms | time unrolled/closed | GSP closed MiB | GSP unrolled MiB | memory unrolled/closed |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    torch.manual_seed(0)
+    for n in (49, 64):
+        side = int(n**0.5)
+        local = torch.randn(32, 128, side, n // side, device=device, requires_grad=True)
+        target = torch.randn(32, 128, device=device)
+
+        def objective(pooling):
+            def forward():
+                out = pooling(local)
+                extra = 0.0 if out.attributes is None else out.attributes.pow(2).sum()
+                return (out.vector * target).sum() + extra
+
+            return forward
+
+        gap_ms, _ = measure(objective(GAP(128)), [local], device, repeats)
+        for m in (64, 128):
+            for iters in ITERS:
+                res = {}
+                for backward in ("closed_form", "unrolled"):
+                    layer = GSP(128, num_prototypes=m, iters=iters, init="random", backward=backward).to(device)
+                    res[backward] = measure(objective(layer), [local], device, repeats)
+                (c_ms, c_mib), (u_ms, u_mib) = res["closed_form"], res["unrolled"]
+                print(
+                    f"| {n} | {m} | {iters} | {gap_ms:.2f} | {c_ms:.2f} | {u_ms:.2f} | {u_ms / c_ms:.1f}x "
+                    f"| {c_mib:.2f} | {u_mib:.2f} | {u_mib / c_mib:.1f}x |",
+                    flush=True,
+                )
+
+
+def solver_table(device, repeats: int) -> None:
+    print("| n | m | iters | closed ms | unrolled ms | Alg. 3 printed ms | closed MiB | unrolled MiB | Alg. 3 printed MiB "
+          "| unrolled/closed time, memory | Alg. 3/closed time, memory |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    torch.manual_seed(0)
+    for n in (49, 64):
+        for m in (64, 128):
+            cost = (2 * torch.rand(32, m, n, device=device)).requires_grad_()
+            g_rho, g_pi = torch.randn(32, n, device=device), torch.randn(32, m, n, device=device)
+            for iters in ITERS:
+                solvers = {
+                    "closed": lambda: partial_transport(cost, 0.3, 5.0, iters),
+                    "unrolled": lambda: partial_transport(cost, 0.3, 5.0, iters, backward="unrolled"),
+                    "printed": lambda: algorithm3_as_printed(cost, 0.3, 5.0, iters),
+                }
+                res = {}
+                for name, solve in solvers.items():
+                    def forward(solve=solve):
+                        rho, pi = solve()
+                        return (rho * g_rho).sum() + (pi * g_pi).sum()
+
+                    res[name] = measure(forward, [cost], device, repeats)
+                (c_ms, c_mib), (u_ms, u_mib), (p_ms, p_mib) = res["closed"], res["unrolled"], res["printed"]
+                print(
+                    f"| {n} | {m} | {iters} | {c_ms:.2f} | {u_ms:.2f} | {p_ms:.2f} | {c_mib:.2f} | {u_mib:.2f} | {p_mib:.2f} "
+                    f"| {u_ms / c_ms:.1f}x, {u_mib / c_mib:.1f}x | {p_ms / c_ms:.1f}x, {p_mib / c_mib:.1f}x |",
+                    flush=True,
+                )
+
+
+def training_step_table(device, repeats: int) -> None:
+    """One Adam step of the demo model with GAP vs GSP (closed form) pooling; the models take
+    turns within every repeat so that a change of load on a shared machine hits all of them."""
+    print("| pooling | step ms | overhead vs GAP |")
+    print("|---|---|---|")
+    torch.manual_seed(0)
+    images = torch.randn(64, 3, 32, 32, device=device)
+    labels = torch.arange(16, device=device).repeat_interleave(4)
+    loss = build_loss({"name": "c2"})
+    poolings = {
+        "gap": {"name": "gap"},
+        "gsp m=64 iters=100": {"name": "gsp", "num_prototypes": 64, "init": "random"},
+        "gsp m=16 iters=100": {"name": "gsp", "num_prototypes": 16, "init": "random"},
+    }
+    steps = {}
+    for name, pooling in poolings.items():
+        model = build_embedder({"backbone": {"name": "small_cnn"}, "embedding_dim": 128, "pooling": pooling}, 3).to(device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+        def step(model=model, optimizer=optimizer):
+            optimizer.zero_grad(set_to_none=True)
+            out = model(images)
+            loss(out.embedding, labels, out).backward()
+            optimizer.step()
+
+        step()  # warm-up
+        steps[name] = step
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            step()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            times[name].append(1e3 * (time.perf_counter() - start))
+    reference = min(times["gap"])
+    for name, values in times.items():
+        print(f"| {name} | {min(values):.1f} | {100 * (min(values) / reference - 1):+.1f}% |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads (1 gives stable timings on a shared machine)")
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--only", choices=("layer", "solver", "step"), default=None)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    print(f"device={device} threads={torch.get_num_threads()} repeats={args.repeats} (best of); B=32, d=128, mu=0.3, eps=5\n")
+    for name, table in (("layer", layer_table), ("solver", solver_table), ("step", training_step_table)):
+        if args.only in (None, name):
+            table(device, args.repeats)
+            print()
+
+
+if __name__ == "__main__":
+    main()

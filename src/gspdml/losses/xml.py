@@ -1,0 +1,116 @@
+"""Cross-batch metric learning (XML; Gürbüz & Alatan, ICIP 2023, seed 001 §2, Eq. 2.4-2.11).
+
+GAP is read as a convex combination of learnable prototypes ``nu_1..nu_m``. Each image gets a
+soft histogram over the prototypes, the entropy-smoothed histogram operator (Eq. 2.4), i.e. a
+"1x1 convolution + soft-max" over the local features averaged over locations::
+
+    z_i = (1/n) sum_j softmax_i(eps nu_i^T x_j)                       (seed 001 L69, eps = 10)
+
+Its pooled vectors ``Y`` (GAP, ``output.pooled``) and histograms ``Z`` are split into two
+class-disjoint halves. On each half, prototypes are fitted by ridge regression (Eq. 2.8)::
+
+    V_k = argmin_A ||A Z_k - Y_k||_F^2 + ridge ||A||_F^2 = Y_k (Z_k^T Z_k + ridge I)^-1 Z_k^T
+
+and each half is re-expressed with the prototypes fitted on the *other* half,
+``Yhat_1 = V_2 Z_1``, ``Yhat_2 = V_1 Z_2``. The XML loss is the DML loss of these predictions
+within each half (Eq. 2.10), and the total is (Eq. 2.11)::
+
+    L = (1 - lambda) L_DML(embeddings) + lambda sum_k L_DML(Yhat_k, labels_k)
+
+The predictions are L2-normalised before the DML loss when ``normalize_predictions`` (the
+embeddings the base loss sees are L2-normalised by the embedder).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gspdml.errors import ConfigError
+from gspdml.losses.base import LOSSES, MetricLoss, build_loss
+from gspdml.losses.zsr import class_disjoint_halves, ridge_fit
+
+
+def soft_histogram(local: torch.Tensor, prototypes: torch.Tensor, eps: float) -> torch.Tensor:
+    """Eq. 2.4 of seed 001: ``z_i = mean_j softmax_i(eps nu_i^T x_j)``; ``local`` ``[B, d, H, W]``
+    (or tokens ``[B, n, d]``), ``prototypes`` ``[m, d]``; returns ``[B, m]`` rows summing to one."""
+    tokens = local.flatten(2).transpose(1, 2) if local.dim() == 4 else local
+    logits = eps * torch.einsum("bnd,md->bnm", tokens, prototypes)
+    return torch.softmax(logits, dim=2).mean(dim=1)
+
+
+@LOSSES.register("xml")
+class XML(MetricLoss):
+    """``(1 - mixing) base(embeddings) + mixing L_XML`` (see the module docstring).
+
+    Args:
+        base: the DML loss spec (any pair or proxy loss) used for both terms.
+        embedding_dim, num_classes: supplied by the trainer; the prototypes are
+            ``num_prototypes x embedding_dim`` (the local features' width with a 1x1 head).
+        num_prototypes: ``m`` (64 for CUB/Cars, 128 for SOP/In-shop; seed 001 §3.1).
+        eps: soft-max inverse temperature of the histogram (10).
+        mixing: ``lambda`` (0.01).
+        ridge: the ridge weight of Eq. 2.8 (0.05).
+        normalize_predictions: L2-normalise ``Yhat`` before the base loss.
+        lr_multiplier: learning-rate multiplier of the prototypes (1.0: they are a 1x1
+            convolution of the network in the paper, trained at the network's rate).
+
+    Reads ``output.local`` and ``output.pooled``; the batch must be two class-disjoint halves.
+    """
+
+    nested = {"base": LOSSES}
+
+    def __init__(
+        self,
+        base: Any,
+        embedding_dim: int,
+        num_classes: int,
+        num_prototypes: int = 64,
+        eps: float = 10.0,
+        mixing: float = 0.01,
+        ridge: float = 0.05,
+        normalize_predictions: bool = True,
+        lr_multiplier: float = 1.0,
+    ):
+        super().__init__()
+        if not 0.0 <= mixing <= 1.0:
+            raise ConfigError("mixing", f"the mixing weight lambda must be in [0, 1], got {mixing}")
+        if not ridge > 0.0:
+            raise ConfigError("ridge", f"the ridge weight must be positive, got {ridge}")
+        if num_prototypes < 1:
+            raise ConfigError("num_prototypes", f"need at least one prototype, got {num_prototypes}")
+        self.base = build_loss(base, "base", embedding_dim=embedding_dim, num_classes=num_classes)
+        self.eps, self.mixing, self.ridge = float(eps), float(mixing), float(ridge)
+        self.normalize_predictions = bool(normalize_predictions)
+        self.lr_multiplier = float(lr_multiplier)
+        self.prototypes = nn.Parameter(nn.init.xavier_uniform_(torch.empty(num_prototypes, embedding_dim)))
+
+    def cross_batch_loss(self, local: torch.Tensor, pooled: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """``L_XML`` of Eq. 2.10 for a batch ordered as two class-disjoint halves."""
+        first, second = class_disjoint_halves(labels, "xml")
+        width = local.shape[1] if local.dim() == 4 else local.shape[-1]
+        if width != self.prototypes.shape[1]:
+            raise ConfigError(
+                "loss", f"xml prototypes have {self.prototypes.shape[1]} channels but the local features have {width}"
+            )
+        total = pooled.new_zeros((), dtype=torch.float32)
+        with torch.autocast(device_type=local.device.type, enabled=False):  # solves in float32
+            z = soft_histogram(local.float(), self.prototypes.float(), self.eps)
+            y = pooled.float()
+            for fit, predict in ((first, second), (second, first)):
+                predictor = ridge_fit(z[fit], y[fit], self.ridge)  # V^T, [m, d]
+                predicted = z[predict] @ predictor
+                if self.normalize_predictions:
+                    predicted = F.normalize(predicted, dim=1)
+                total = total + self.base(predicted, labels[predict])
+        return total
+
+    def forward(self, embeddings, labels, output=None):
+        if output is None or output.local is None:
+            raise ConfigError("loss", "xml reads the local features (output.local) of the embedder; none were given")
+        pooled = output.pooled if output.pooled is not None else embeddings
+        dml = self.base(embeddings, labels, output)
+        return (1.0 - self.mixing) * dml + self.mixing * self.cross_batch_loss(output.local, pooled, labels)

@@ -1,0 +1,135 @@
+"""Cross-batch zero-shot regularisation (ZSR) of GSP (seed 000 §4.3, Eq. 4.4, Algorithms 1 and 4;
+thesis seed 004 Eq. 5.2.4-5.2.5; spec gurbuz-thesis-spec.md §5.1 (P3) and §9 B6-B8).
+
+The batch is split into two class-disjoint halves ``b1, b2``. On each half a ridge regressor
+maps the GSP pseudo-attributes ``z`` (``output.attributes``) to learnable class embeddings
+``v_y`` (problem (P3), seed 000 L124)::
+
+    A_b = argmin_A sum_{i in b} ||A z_i - v_{y_i}||^2 + ridge ||A||_F^2
+        = Y_b (Z_b^T Z_b + ridge I_|b|)^-1 Z_b^T = Y_b Z_b^T (Z_b Z_b^T + ridge I_m)^-1
+
+and the regressor of one half predicts the class embeddings of the other; ``L_ZS`` is the
+soft-max cross-entropy of those predictions against *all* training classes (B6-B7; Eq. 4.4 is
+the same loss "rearranged"), summed over the two directions as in Eq. 4.4::
+
+    L_ZS  = CE(s (A_1 Z_2)^T Y, y_2) + CE(s (A_2 Z_1)^T Y, y_1)      (each a mean over its half)
+    L     = (1 - lambda) L_DML + lambda L_ZS                          (seed 000 L138)
+
+``s`` is an optional logit scale (1.0 in the paper; 9.5 in the authors' code).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gspdml.errors import ConfigError
+from gspdml.losses.base import LOSSES, MetricLoss, build_loss
+
+
+def ridge_fit(inputs: torch.Tensor, targets: torch.Tensor, ridge: float) -> torch.Tensor:
+    """Closed-form ridge regression, returned as the ``[m, d]`` matrix ``A^T`` with ``A z ~ t``.
+
+    ``inputs`` ``[b, m]`` (rows ``z_i``), ``targets`` ``[b, d]`` (rows ``t_i``). Solves the
+    smaller of the two equivalent systems (push-through identity, spec §5.1 (P3)):
+    ``Z^T (Z Z^T + ridge I_b)^-1 T`` when ``b <= m``, else ``(Z^T Z + ridge I_m)^-1 Z^T T``.
+    Differentiable in both arguments.
+    """
+    b, m = inputs.shape
+    if b <= m:
+        gram = inputs @ inputs.T + ridge * torch.eye(b, dtype=inputs.dtype, device=inputs.device)
+        return inputs.T @ torch.linalg.solve(gram, targets)
+    gram = inputs.T @ inputs + ridge * torch.eye(m, dtype=inputs.dtype, device=inputs.device)
+    return torch.linalg.solve(gram, inputs.T @ targets)
+
+
+def class_disjoint_halves(labels: torch.Tensor, loss_name: str) -> tuple[slice, slice]:
+    """The first and second half of the batch, checked to share no class.
+
+    The sampler orders every batch as two class-disjoint halves (config ``data.halves: true``);
+    anything else is a configuration error, reported with the offending classes.
+    """
+    size = labels.shape[0]
+    if size < 2 or size % 2:
+        raise ConfigError("data.halves", f"{loss_name} needs an even batch of two class-disjoint halves, got {size} samples")
+    first, second = slice(0, size // 2), slice(size // 2, size)
+    shared = sorted(set(labels[first].tolist()) & set(labels[second].tolist()))
+    if shared:
+        raise ConfigError(
+            "data.halves",
+            f"{loss_name} needs each batch ordered as two class-disjoint halves (set data.halves: true), "
+            f"but classes {shared[:8]} occur in both halves",
+        )
+    return first, second
+
+
+@LOSSES.register("zsr")
+class ZSR(MetricLoss):
+    """``(1 - mixing) base + mixing L_ZS`` (see the module docstring).
+
+    Args:
+        base: the DML loss spec applied to the embeddings (any registered loss).
+        embedding_dim, num_classes: supplied by the trainer; the class embeddings are
+            ``num_classes x class_dim`` with ``class_dim = embedding_dim`` unless given (the
+            authors' code; the paper leaves it open).
+        mixing: ``lambda`` (0.1 on the benchmarks, 0.5 on CIFAR-Collage).
+        ridge: the ridge weight ``epsilon`` of (P3) (0.05).
+        logit_scale: multiplies the logits (1.0 = paper, 9.5 = authors' code).
+        lr_multiplier: learning-rate multiplier of the class embeddings. Default 1.0: they are
+            trained with the network, as in the authors' framework (no multiplier is reported);
+            raise it when the base learning rate is tiny (e.g. 1e-5) so the class embeddings
+            can move away from their random initialisation. The base loss keeps its own.
+
+    Reads ``output.attributes`` (GSP's ``z``); fails with a :class:`ConfigError` when the
+    pooling provides none or the batch is not two class-disjoint halves.
+    """
+
+    nested = {"base": LOSSES}
+
+    def __init__(
+        self,
+        base: Any,
+        embedding_dim: int,
+        num_classes: int,
+        mixing: float = 0.1,
+        ridge: float = 0.05,
+        logit_scale: float = 1.0,
+        class_dim: Optional[int] = None,
+        lr_multiplier: float = 1.0,
+    ):
+        super().__init__()
+        if not 0.0 <= mixing <= 1.0:
+            raise ConfigError("mixing", f"the mixing weight lambda must be in [0, 1], got {mixing}")
+        if not ridge > 0.0:
+            raise ConfigError("ridge", f"the ridge weight must be positive, got {ridge}")
+        self.base = build_loss(base, "base", embedding_dim=embedding_dim, num_classes=num_classes)
+        self.mixing, self.ridge, self.logit_scale = float(mixing), float(ridge), float(logit_scale)
+        self.lr_multiplier = float(lr_multiplier)
+        dim = int(class_dim or embedding_dim)
+        # he_normal as in the authors' code: std sqrt(2 / num_classes)
+        self.class_embeddings = nn.Parameter(nn.init.kaiming_normal_(torch.empty(num_classes, dim), mode="fan_out"))
+
+    def zero_shot_loss(self, attributes: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """``L_ZS`` of Eq. 4.4 on a batch ordered as two class-disjoint halves."""
+        first, second = class_disjoint_halves(labels, "zsr")
+        total = attributes.new_zeros((), dtype=torch.float32)
+        with torch.autocast(device_type=attributes.device.type, enabled=False):  # solves in float32
+            z = attributes.float()
+            targets = self.class_embeddings[labels]
+            for fit, predict in ((first, second), (second, first)):
+                predictor = ridge_fit(z[fit], targets[fit], self.ridge)  # A^T, [m, d_v]
+                logits = self.logit_scale * (z[predict] @ predictor) @ self.class_embeddings.T
+                total = total + F.cross_entropy(logits, labels[predict])
+        return total
+
+    def forward(self, embeddings, labels, output=None):
+        attributes = None if output is None else output.attributes
+        if attributes is None:
+            raise ConfigError(
+                "loss", "zsr reads the pooling's pseudo-attributes, but the model gave none (use model.pooling: gsp)"
+            )
+        dml = self.base(embeddings, labels, output)
+        return (1.0 - self.mixing) * dml + self.mixing * self.zero_shot_loss(attributes, labels)

@@ -1,0 +1,181 @@
+"""Generalized Sum Pooling (GSP; Gürbüz et al., seed 000 §4, Algorithms 2-3; thesis seed 004 Ch. 5).
+
+GSP is a weighted sum of the local features whose weights come from an entropy-smoothed
+partial transport of the features' uniform mass to ``m`` learnable prototypes
+(:func:`~gspdml.pooling.partial_transport.partial_transport`)::
+
+    c_ij = || clip(w_i) - clip(f_j) ||_2,   clip(u) = u / max(1, ||u||)    (seed 000 L65)
+    rho, pi = (P2)(c; mu, eps, iters)                                       (Prop. 4.1)
+    p_j = (1/n - rho_j) / mu,   x = sum_j p_j f_j                            (Eq. 4.1)
+    z   = pi 1_n / mu   (pseudo-attributes, mass per prototype)             (Eq. 4.3)
+
+``mu = 1`` gives GAP exactly (Claim 4.1). Variants:
+
+* ``gem_p > 1``: GeMean+GSP of Algorithm 2, ``x = ((1/n) sum_j (n p_j f_j)^p)^(1/p)`` (features
+  clamped at ``1e-6`` before the power, as GeM requires non-negative inputs);
+* ``add_max_pool``: the conventional-protocol branch (spec §9 B21), ``x + max_j f_j``;
+* ``weighting="background"``: pool with the residual weights ``rho_j / (1 - mu)`` (seed 000
+  App. B.2 L719: the prototypes then act as background representatives).
+
+Prototype initialisation (``init="kcenter"``, the authors' TF framework, spec
+reference-implementations.md §1.2): during training the layer behaves as GAP (uniform weights,
+zero attributes) for the first ``memory_size`` samples, storing their clip-normalised GAP
+vectors in a buffer; once it is full, greedy k-center over the memory picks the ``m``
+prototypes and the layer switches to transport pooling. The memory, its fill count and the
+switch are buffers, so checkpoints and resumed runs keep them. ``init="random"`` starts from
+Glorot-uniform prototypes and pools with transport from the first step.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from gspdml.analysis.kcenter import greedy_k_center
+from gspdml.errors import ConfigError
+from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
+from gspdml.pooling.partial_transport import BACKWARDS, partial_transport
+
+INITS = ("kcenter", "random")
+WEIGHTINGS = ("foreground", "background")
+
+
+def clip_normalize(u: torch.Tensor) -> torch.Tensor:
+    """``u / max(1, ||u||_2)`` along the last dimension: projection onto the unit ball (seed 000 L65)."""
+    return u / u.norm(dim=-1, keepdim=True).clamp_min(1.0)
+
+
+def prototype_costs(prototypes: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+    """Non-squared L2 costs ``[B, m, n]`` between clip-normalised prototypes ``[m, d]`` and
+    features ``[B, n, d]``; the square root is smoothed by ``1e-12`` so that a feature equal to
+    a prototype has a finite gradient."""
+    w, f = clip_normalize(prototypes), clip_normalize(features)
+    cross = torch.matmul(f, w.T).transpose(1, 2)  # one [B n, d] x [d, m] product, [B, m, n]
+    squared = w.pow(2).sum(-1)[None, :, None] + f.pow(2).sum(-1)[:, None, :] - 2.0 * cross
+    return torch.sqrt(squared.clamp_min(0.0) + 1e-12)
+
+
+@POOLINGS.register("gsp")
+class GSP(Pooling):
+    """Generalized Sum Pooling; see the module docstring for the equations.
+
+    Args:
+        in_channels: local feature size ``d`` (supplied by the embedder).
+        num_prototypes: ``m`` (64 for CUB/Cars, 128 for SOP/In-shop; seed 000 §4.4).
+        mu: transported fraction (0.3 in the papers; 1 gives GAP).
+        eps: entropy weight (5.0 with pair losses, 0.5 with proxy losses; seed 000 §4.4).
+        iters: fixed-point iterations (100).
+        gem_p: generalized-mean power; 1 is plain GSP, ``> 1`` GeMean+GSP (Algorithm 2).
+        add_max_pool: add the global-max-pooled local feature (conventional protocol).
+        weighting: ``"foreground"`` (``(1/n - rho)/mu``) or ``"background"`` (``rho/(1-mu)``).
+        init: ``"kcenter"`` (GAP warm-up, then greedy k-center on a memory) or ``"random"``.
+        memory_size: samples collected during the warm-up (1024 in the authors' framework).
+        backward: ``"closed_form"`` (Prop. 4.2) or ``"unrolled"`` (autograd through the loop).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        num_prototypes: int = 64,
+        mu: float = 0.3,
+        eps: float = 5.0,
+        iters: int = 100,
+        gem_p: float = 1.0,
+        add_max_pool: bool = False,
+        weighting: str = "foreground",
+        init: str = "kcenter",
+        memory_size: int = 1024,
+        backward: str = "closed_form",
+    ):
+        super().__init__(in_channels)
+        if num_prototypes < 1:
+            raise ConfigError("num_prototypes", f"need at least one prototype, got {num_prototypes}")
+        if not 0.0 < mu <= 1.0:
+            raise ConfigError("mu", f"the transported fraction must be in (0, 1], got {mu}")
+        if not eps > 0.0:
+            raise ConfigError("eps", f"the entropy weight must be positive, got {eps}")
+        if iters < 0:
+            raise ConfigError("iters", f"must be >= 0, got {iters}")
+        if gem_p < 1.0:
+            raise ConfigError("gem_p", f"the generalized-mean power must be >= 1, got {gem_p}")
+        if weighting not in WEIGHTINGS:
+            raise ConfigError("weighting", f"unknown weighting {weighting!r}; allowed: {', '.join(WEIGHTINGS)}")
+        if weighting == "background" and mu >= 1.0:
+            raise ConfigError("weighting", "background weighting needs mu < 1 (at mu = 1 nothing is left over)")
+        if init not in INITS:
+            raise ConfigError("init", f"unknown initialisation {init!r}; allowed: {', '.join(INITS)}")
+        if init == "kcenter" and memory_size < num_prototypes:
+            raise ConfigError(
+                "memory_size", f"k-center needs at least num_prototypes={num_prototypes} samples, got {memory_size}"
+            )
+        if backward not in BACKWARDS:
+            raise ConfigError("backward", f"unknown backward {backward!r}; allowed: {', '.join(BACKWARDS)}")
+        self.num_prototypes, self.mu, self.eps, self.iters = num_prototypes, float(mu), float(eps), int(iters)
+        self.gem_p, self.add_max_pool, self.weighting = float(gem_p), bool(add_max_pool), weighting
+        self.init, self.backward = init, backward
+        self.prototypes = nn.Parameter(nn.init.xavier_uniform_(torch.empty(num_prototypes, in_channels)))
+        size = memory_size if init == "kcenter" else 0
+        self.register_buffer("memory", torch.zeros(size, in_channels))
+        self.register_buffer("memory_filled", torch.zeros((), dtype=torch.long))
+        self.register_buffer("initialized", torch.tensor(init == "random"))
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_channels={self.in_channels}, num_prototypes={self.num_prototypes}, mu={self.mu}, eps={self.eps}, "
+            f"iters={self.iters}, gem_p={self.gem_p}, add_max_pool={self.add_max_pool}, weighting={self.weighting}, "
+            f"init={self.init}"
+        )
+
+    def forward(self, x: torch.Tensor) -> Pooled:
+        local, spatial = flatten_locations(x)
+        with torch.autocast(device_type=local.device.type, enabled=False):
+            local = local.float()
+            b, n, _ = local.shape
+            if bool(self.initialized):
+                weights, attributes = self._transport_weights(local)
+            else:
+                if self.training:
+                    self._remember(local.mean(dim=1))
+                weights = local.new_full((b, n), 1.0 / n)
+                attributes = local.new_zeros(b, self.num_prototypes)
+            vector = self._aggregate(local, weights)
+            if self.add_max_pool:
+                vector = vector + local.amax(dim=1)
+        return Pooled(vector, unflatten_weights(weights, spatial), attributes)
+
+    def _transport_weights(self, local: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = local.shape[1]
+        cost = prototype_costs(self.prototypes.float(), local)
+        rho, pi = partial_transport(cost, self.mu, self.eps, self.iters, backward=self.backward)
+        if self.weighting == "foreground":
+            weights = (1.0 / n - rho) / self.mu
+        else:
+            weights = rho / (1.0 - self.mu)
+        return weights, pi.sum(dim=2) / self.mu
+
+    def _aggregate(self, local: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        if self.gem_p == 1.0:
+            return torch.einsum("bn,bnd->bd", weights, local)
+        n = local.shape[1]
+        scaled = (n * weights).unsqueeze(2) * local  # (1 - n rho)/mu * f, Algorithm 2
+        return scaled.clamp_min(1e-6).pow(self.gem_p).mean(dim=1).pow(1.0 / self.gem_p)
+
+    @torch.no_grad()
+    def _remember(self, pooled: torch.Tensor) -> None:
+        """Store clip-normalised GAP vectors; when the memory is full, pick the prototypes."""
+        start = int(self.memory_filled)
+        take = min(self.memory.shape[0] - start, pooled.shape[0])
+        self.memory[start : start + take] = clip_normalize(pooled[:take].detach()).to(self.memory)
+        self.memory_filled += take
+        if int(self.memory_filled) >= self.memory.shape[0]:
+            self.initialize_prototypes(self.memory)
+
+    @torch.no_grad()
+    def initialize_prototypes(self, points: torch.Tensor) -> None:
+        """Set the prototypes to ``m`` points chosen by greedy k-center and switch to transport
+        pooling (in place, so an optimiser built earlier keeps training them)."""
+        if points.shape[0] < self.num_prototypes:
+            raise ConfigError("memory_size", f"k-center needs {self.num_prototypes} points, got {points.shape[0]}")
+        chosen = greedy_k_center(points, self.num_prototypes).to(points.device)
+        self.prototypes.copy_(points[chosen].to(self.prototypes))
+        self.initialized.fill_(True)

@@ -1,0 +1,207 @@
+"""Entropy-smoothed partial optimal transport, the solver inside Generalized Sum Pooling.
+
+Problem (P2) of the GSP paper (seed 000 §4.2, L90; thesis seed 004 L1152 with the constraint
+misprint B2 fixed): for a cost ``c`` (``m`` prototypes x ``n`` features), a transport ratio
+``mu`` and an inverse temperature ``eps``,
+
+    min_{rho, pi >= 0}  sum_ij c_ij pi_ij + (1/eps) (sum_ij pi_ij log pi_ij + sum_j rho_j log rho_j)
+    s.t.  rho_j + sum_i pi_ij = 1/n  (every j),   sum_ij pi_ij = mu.
+
+``rho`` is the residual (discarded) mass of each feature, ``pi`` the transported mass.
+
+Forward: the fixed point of Proposition 4.1 (seed 000 L100-104, proof A.2 L583-639),
+started from ``t = 1``::
+
+    rho <- (1/n) / (1 + t K^T 1_m),    t <- mu / (1_m^T K rho),    K = exp(-eps c),
+    pi  = t K Diag(rho).
+
+Only the column sums ``s = K^T 1_m`` enter the loop, so it runs on ``[B, n]`` vectors. It is run
+in the log domain (``log s_j = logsumexp_i(-eps c_ij)``, ``log t`` and ``log rho``), so it stays
+finite for any ``eps`` (a plain ``exp(-eps c)`` underflows in float32 for ``eps c > 87``). After
+``iters`` updates one extra ``(rho, t)`` update is made, as in the authors' code (spec
+reference-implementations.md §1.2), so that ``sum pi = mu`` holds to rounding and ``iters = 0``
+is still a valid (one-step) solve. The closed-form path stops before ``iters`` once the
+iterates are stationary at working precision (same result up to rounding, see :func:`_solve`).
+
+Backward: the closed form of Proposition 4.2 (seed 000 L106-110, proof A.3 L641-685) with the
+misprints corrected (spec gurbuz-thesis-spec.md §9 B3-B5)::
+
+    q     = rho * G_rho + (pi * G_pi)^T 1_m
+    eta   = (rho * G_rho)^T 1_n - n q^T rho
+    kappa = 1 - mu - n rho^T rho
+    dL/dc = -eps (pi * G_pi - n pi Diag(q - (eta / kappa) rho))
+
+``eta`` and ``kappa`` both vanish in the LP limit (large ``eps``: ``rho_j`` in ``{0, 1/n}``) and
+near ``mu = 1``, where the printed forms cancel catastrophically. Using the constraints
+``1 - n rho_j = n sigma_j`` and ``sum_j rho_j = 1 - mu`` (``sigma_j = sum_i pi_ij``), they are
+computed as sums of non-negative weights ``rho_j pi_ij``::
+
+    kappa = n sum_ij rho_j pi_ij,     eta = n sum_ij rho_j pi_ij (G_rho_j - G_pi_ij),
+
+so ``eta / kappa`` is a weighted mean of ``G_rho - G_pi`` (identical at the solution, stable
+everywhere). Only ``(rho, pi)`` are saved, so backward memory does not grow with ``iters``.
+
+``mu = 1`` is the GAP case (Claim 4.1, seed 000 L75): ``rho = 0`` and the limit of (P2) is
+``pi_ij = (1/n) softmax_i(-eps c_ij)`` (spec §9 B15); it is solved directly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from gspdml.errors import ConfigError
+
+BACKWARDS = ("closed_form", "unrolled")
+STATIONARY_CHECK_EVERY = 5  # iterations between convergence checks of the closed-form path
+
+
+def partial_transport(
+    cost: torch.Tensor, mu: float, eps: float, iters: int = 100, backward: str = "closed_form"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Solve (P2) for a batch of cost matrices.
+
+    Args:
+        cost: ``[B, m, n]`` (or ``[m, n]``) transport costs, prototypes x features.
+        mu: transported fraction of the mass, ``0 < mu <= 1`` (``mu = 1`` is GAP).
+        eps: entropy weight (inverse temperature) ``> 0``; ``eps -> 0`` gives uniform weights,
+            ``eps -> inf`` the linear program (P1).
+        iters: fixed-point iterations of Proposition 4.1 (100 in the papers).
+        backward: ``"closed_form"`` (Proposition 4.2, memory independent of ``iters``) or
+            ``"unrolled"`` (autograd through every iteration; for benchmarks and checks).
+
+    Returns:
+        ``(rho [B, n], pi [B, m, n])`` in float32 (float64 if ``cost`` is float64). Under
+        autocast the solve runs in float32.
+    """
+    _check(mu, eps, iters, backward)
+    squeeze = cost.dim() == 2
+    if squeeze:
+        cost = cost.unsqueeze(0)
+    if cost.dim() != 3:
+        raise ValueError(f"partial_transport expects cost [B, m, n], got shape {tuple(cost.shape)}")
+    with torch.autocast(device_type=cost.device.type, enabled=False):
+        cost = cost if cost.dtype == torch.float64 else cost.float()
+        if mu >= 1.0:
+            rho, pi = _gap_limit(cost, eps)
+        elif backward == "closed_form":
+            rho, pi = _PartialTransport.apply(cost, float(mu), float(eps), int(iters))
+        else:
+            rho, pi = _solve(cost, mu, eps, iters)
+    return (rho[0], pi[0]) if squeeze else (rho, pi)
+
+
+def _check(mu: float, eps: float, iters: int, backward: str) -> None:
+    if not 0.0 < float(mu) <= 1.0:
+        raise ConfigError("mu", f"the transported fraction must be in (0, 1], got {mu}")
+    if not float(eps) > 0.0 or not math.isfinite(float(eps)):
+        raise ConfigError("eps", f"the entropy weight must be a positive finite number, got {eps}")
+    if int(iters) != iters or iters < 0:
+        raise ConfigError("iters", f"the number of iterations must be a non-negative integer, got {iters}")
+    if backward not in BACKWARDS:
+        raise ConfigError("backward", f"unknown backward {backward!r}; allowed: {', '.join(BACKWARDS)}")
+
+
+def _solve(
+    cost: torch.Tensor, mu: float, eps: float, iters: int, stop_when_stationary: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The log-domain fixed point of Proposition 4.1 (differentiable by autograd).
+
+    With ``a_j = log t + log s_j`` the updates read ``rho_j = (1/n) sigmoid(-a_j)`` and
+    ``t <- mu / sum_j s_j rho_j = t mu n / sum_j sigmoid(a_j)``, so the loop only carries
+    ``log t`` and ``rho`` is formed once, from the ``t`` before the last update.
+
+    ``stop_when_stationary`` (used by the closed-form path, whose gradient is that of the fixed
+    point anyway) ends the loop early once an update moves ``log t`` by no more than a few
+    rounding units: the iterates are then stationary at working precision, and the remaining
+    iterations would return the same ``(rho, pi)`` up to rounding. ``iters`` is then a maximum.
+    """
+    n = cost.shape[-1]
+    log_kernel = -eps * cost  # log K, [B, m, n]
+    log_s = torch.logsumexp(log_kernel, dim=1)  # log K^T 1_m, [B, n]
+    log_mu_n = math.log(mu * n)
+    log_t = torch.zeros(cost.shape[0], 1, dtype=cost.dtype, device=cost.device)  # t^(0) = 1
+    rounding = 4.0 * torch.finfo(cost.dtype).eps
+    for k in range(iters + 1):
+        a = log_t + log_s
+        previous, log_t = log_t, log_t + (log_mu_n - torch.logsumexp(F.logsigmoid(a), dim=1, keepdim=True))
+        if stop_when_stationary and k % STATIONARY_CHECK_EVERY == STATIONARY_CHECK_EVERY - 1:
+            if bool(((log_t - previous).abs() <= rounding * (1.0 + log_t.abs())).all()):
+                break
+    log_rho = F.logsigmoid(-a) - math.log(n)  # rho from the t before the last update
+    rho = log_rho.exp()
+    pi = torch.exp(log_t.unsqueeze(2) + log_kernel + log_rho.unsqueeze(1))
+    return rho, pi
+
+
+def _gap_limit(cost: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``mu = 1``: ``rho = 0`` and ``pi_ij = (1/n) softmax_i(-eps c_ij)`` (spec §9 B15)."""
+    n = cost.shape[-1]
+    pi = torch.softmax(-eps * cost, dim=1) / n
+    return cost.new_zeros(cost.shape[0], n), pi
+
+
+def closed_form_cost_gradient(
+    rho: torch.Tensor, pi: torch.Tensor, grad_rho: torch.Tensor, grad_pi: torch.Tensor, eps: float
+) -> torch.Tensor:
+    """``dL/dc`` of Proposition 4.2 (corrected, stable form; see the module docstring)."""
+    n = rho.shape[-1]
+    weighted = pi * grad_pi  # pi * G_pi, [B, m, n]
+    column = weighted.sum(dim=1)  # (pi * G_pi)^T 1_m, [B, n]
+    sigma = pi.sum(dim=1)  # transported mass per feature, [B, n]
+    q = rho * grad_rho + column
+    # eta / kappa = sum_j rho_j (sigma_j G_rho_j - column_j) / sum_j rho_j sigma_j
+    kappa = (rho * sigma).sum(dim=1, keepdim=True)
+    eta = (rho * (sigma * grad_rho - column)).sum(dim=1, keepdim=True)
+    ratio = eta / kappa.clamp_min(torch.finfo(kappa.dtype).tiny)
+    return -eps * (weighted - n * pi * (q - ratio * rho).unsqueeze(1))
+
+
+class _PartialTransport(torch.autograd.Function):
+    """(P2) with the closed-form backward of Proposition 4.2; saves only ``(rho, pi)``."""
+
+    @staticmethod
+    def forward(ctx, cost, mu, eps, iters):
+        with torch.no_grad():
+            rho, pi = _solve(cost, mu, eps, iters, stop_when_stationary=True)
+        ctx.save_for_backward(rho, pi)
+        ctx.eps = eps
+        return rho, pi
+
+    @staticmethod
+    def backward(ctx, grad_rho, grad_pi):
+        rho, pi = ctx.saved_tensors
+        grad_rho = torch.zeros_like(rho) if grad_rho is None else grad_rho.to(rho.dtype)
+        grad_pi = torch.zeros_like(pi) if grad_pi is None else grad_pi.to(pi.dtype)
+        return closed_form_cost_gradient(rho, pi, grad_rho, grad_pi, ctx.eps), None, None, None
+
+
+def partial_transport_lp(cost: torch.Tensor, mu: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The linear program (P1) (seed 000 L69; thesis App. B.1 L1839), solved in closed form.
+
+    (P1) is a fractional knapsack: each feature ``j`` can ship at most ``1/n`` at unit cost
+    ``min_i c_ij`` (to its nearest prototype), and ``mu`` must be shipped in total. So the
+    ``floor(n mu)`` cheapest features ship their whole mass, the next one the remainder, and
+    the rest nothing (spec gurbuz-thesis-spec.md §5.1). Ties go to the lower index. Not
+    differentiable; for tests, toys and the ``eps -> inf`` limit.
+
+    Returns ``(rho [B, n], pi [B, m, n])`` like :func:`partial_transport`.
+    """
+    if not 0.0 <= float(mu) <= 1.0:
+        raise ConfigError("mu", f"the transported fraction must be in [0, 1], got {mu}")
+    squeeze = cost.dim() == 2
+    cost = cost.unsqueeze(0) if squeeze else cost
+    b, m, n = cost.shape
+    best_cost, best_proto = cost.min(dim=1)  # [B, n]
+    order = torch.sort(best_cost, dim=1, stable=True).indices
+    rank = torch.empty_like(order)
+    rank.scatter_(1, order, torch.arange(n, device=cost.device).expand(b, n))
+    # mass shipped by the feature of rank r: 1/n for r < floor(n mu), the remainder at r = floor(n mu)
+    shipped_by_rank = (mu - torch.arange(n, dtype=cost.dtype, device=cost.device) / n).clamp(0.0, 1.0 / n)
+    shipped = shipped_by_rank[rank]  # [B, n]
+    pi = torch.zeros_like(cost)
+    pi.scatter_(1, best_proto.unsqueeze(1), shipped.unsqueeze(1))
+    rho = 1.0 / n - shipped
+    return (rho[0], pi[0]) if squeeze else (rho, pi)

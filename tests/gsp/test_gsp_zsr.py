@@ -1,0 +1,121 @@
+"""Zero-shot regularisation (seed 000 §4.3, (P3), Eq. 4.4, Algorithm 4)."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gspdml.errors import ConfigError
+from gspdml.losses import LOSSES, build_loss
+from gspdml.losses.zsr import ridge_fit
+from gspdml.models.output import EmbedderOutput
+from gspdml.pooling import GSP
+
+
+def lstsq_ridge(z: np.ndarray, t: np.ndarray, ridge: float) -> np.ndarray:
+    """min ||Z A^T - T||^2 + ridge ||A||^2 as ordinary least squares on [Z; sqrt(ridge) I]."""
+    m = z.shape[1]
+    augmented = np.vstack([z, np.sqrt(ridge) * np.eye(m)])
+    rhs = np.vstack([t, np.zeros((m, t.shape[1]))])
+    return np.linalg.lstsq(augmented, rhs, rcond=None)[0]
+
+
+@pytest.mark.parametrize("b,m", [(6, 10), (12, 4)])
+def test_ridge_fit_equals_lstsq_and_both_inversions_agree(b, m):
+    g = torch.Generator().manual_seed(b)
+    z = torch.rand(b, m, generator=g, dtype=torch.float64)
+    t = torch.randn(b, 5, generator=g, dtype=torch.float64)
+    got = ridge_fit(z, t, 0.05)
+    np.testing.assert_allclose(got.numpy(), lstsq_ridge(z.numpy(), t.numpy(), 0.05), rtol=1e-9, atol=1e-10)
+    dual = z.T @ torch.linalg.inv(z @ z.T + 0.05 * torch.eye(b, dtype=torch.float64)) @ t
+    primal = torch.linalg.inv(z.T @ z + 0.05 * torch.eye(m, dtype=torch.float64)) @ z.T @ t
+    torch.testing.assert_close(dual, primal)
+    torch.testing.assert_close(got, dual)
+
+
+def make_zsr(**kwargs):
+    return build_loss({"name": "zsr", "base": {"name": "c2"}, **kwargs}, embedding_dim=6, num_classes=10)
+
+
+def batch(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.tensor([0, 0, 3, 3, 5, 5, 1, 1, 7, 7, 2, 2])  # halves {0,3,5} | {1,7,2}
+    emb = F.normalize(torch.randn(12, 6, generator=g), dim=1)
+    z = torch.softmax(torch.randn(12, 4, generator=g), dim=1)
+    return emb, labels, z
+
+
+def reference_zs(loss, z, labels, scale):
+    """Algorithm 4 with explicit per-half loops and the dual inversion of the paper."""
+    v = loss.class_embeddings.detach().double()
+    z = z.double()
+    total = 0.0
+    for fit, pred in ((slice(0, 6), slice(6, 12)), (slice(6, 12), slice(0, 6))):
+        zf, yf = z[fit], v[labels[fit]]
+        a = yf.T @ torch.linalg.inv(zf @ zf.T + 0.05 * torch.eye(6, dtype=torch.float64)) @ zf  # d_v x m
+        ce = 0.0
+        for i in range(pred.start, pred.stop):
+            logits = scale * (v @ (a @ z[i]))
+            ce += -torch.log_softmax(logits, 0)[labels[i]]
+        total += ce / 6
+    return total
+
+
+@pytest.mark.parametrize("scale", [1.0, 9.5])
+def test_loss_matches_algorithm_4(scale):
+    loss = make_zsr(logit_scale=scale, mixing=0.1)
+    emb, labels, z = batch()
+    got = loss(emb, labels, EmbedderOutput(emb, attributes=z))
+    expected = 0.9 * loss.base(emb, labels) + 0.1 * reference_zs(loss, z, labels, scale)
+    torch.testing.assert_close(got.double(), expected.double(), rtol=1e-5, atol=1e-6)
+
+
+def test_gradients_reach_class_embeddings_prototypes_and_features():
+    loss = make_zsr(mixing=0.5)
+    pooling = GSP(6, num_prototypes=4, init="random")
+    local = torch.randn(12, 6, 3, 3, requires_grad=True)
+    pooled = pooling(local)
+    emb = F.normalize(pooled.vector, dim=1)
+    _, labels, _ = batch()
+    loss.zero_shot_loss(pooled.attributes, labels).backward()
+    for grad in (loss.class_embeddings.grad, pooling.prototypes.grad, local.grad):
+        assert grad is not None and grad.abs().sum() > 0
+    total = loss(emb, labels, EmbedderOutput(emb, attributes=pooled.attributes))
+    assert torch.isfinite(total)
+
+
+def test_halves_must_be_class_disjoint():
+    loss = make_zsr()
+    emb, labels, z = batch()
+    mixed = labels[torch.tensor([0, 6, 1, 7, 2, 8, 3, 9, 4, 10, 5, 11])]
+    with pytest.raises(ConfigError, match=r"data\.halves.*classes \[3, 7\] occur in both halves"):
+        loss(emb, mixed, EmbedderOutput(emb, attributes=z))
+    with pytest.raises(ConfigError, match="even batch"):
+        loss(emb[:11], labels[:11], EmbedderOutput(emb[:11], attributes=z[:11]))
+
+
+def test_missing_attributes_is_a_clear_error():
+    loss = make_zsr()
+    emb, labels, _ = batch()
+    with pytest.raises(ConfigError, match="pseudo-attributes.*gsp"):
+        loss(emb, labels, EmbedderOutput(emb))
+
+
+def test_config_validation_and_parameters():
+    LOSSES.check({"name": "zsr", "base": {"name": "c2", "neg_margin": 0.5}, "mixing": 0.1}, "loss")
+    with pytest.raises(ConfigError, match=r"loss\.base\.bogus"):
+        LOSSES.check({"name": "zsr", "base": {"name": "c2", "bogus": 1}}, "loss")
+    with pytest.raises(ConfigError, match="mixing"):
+        make_zsr(mixing=1.5)
+    loss = make_zsr(class_dim=3, lr_multiplier=10.0)
+    assert loss.class_embeddings.shape == (10, 3) and loss.lr_multiplier == 10.0
+
+
+def test_bf16_autocast_solves_in_float32():
+    loss = make_zsr()
+    emb, labels, z = batch()
+    expected = loss.zero_shot_loss(z, labels)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = loss.zero_shot_loss(z, labels)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, expected)
