@@ -12,6 +12,7 @@ brought to the canonical ``{name: ..., **options}`` form so overrides can addres
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 from pathlib import Path
@@ -283,7 +284,29 @@ def _check_components(c: Mapping[str, Any]) -> None:
     from gspdml.models.backbones import BACKBONES
     from gspdml.pooling import POOLINGS
 
+    from gspdml.losses import build_loss
+    from gspdml.pooling import build_pooling
+
     DATASETS.check(c["data"]["dataset"], "data.dataset")
     BACKBONES.check(c["model"]["backbone"], "model.backbone")
     POOLINGS.check(c["model"]["pooling"], "model.pooling")
     check_loss(c["loss"], "loss")
+    # Poolings and losses are cheap to build: building them here turns their own value checks
+    # (e.g. GSP's mu in (0, 1]) into errors before any data is read or any model is built.
+    dim = c["model"]["embedding_dim"] or 8
+    with _field_prefix("model.pooling"):
+        build_pooling(c["model"]["pooling"], in_channels=dim)
+    with _field_prefix("loss"):
+        build_loss(c["loss"], "loss", embedding_dim=dim, num_classes=2)
+
+
+@contextlib.contextmanager
+def _field_prefix(prefix: str):
+    """Re-raise a component's own ConfigError with the config path in front of its field."""
+    try:
+        yield
+    except ConfigError as exc:
+        if exc.field.startswith(prefix):
+            raise
+        field = f"{prefix}.{exc.field}" if exc.field else prefix
+        raise ConfigError(field, str(exc).split(": ", 1)[-1] if exc.field else str(exc)) from None

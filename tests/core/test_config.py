@@ -74,3 +74,9 @@ def test_missing_file_and_include_cycle(tmp_path):
     write(tmp_path, "b.yaml", {"base": "a.yaml"})
     with pytest.raises(ConfigError, match="include cycle"):
         load_config(tmp_path / "a.yaml")
+
+
+def test_component_value_errors_surface_at_load_time_with_the_config_path():
+    with pytest.raises(ConfigError) as err:
+        load_config({"model": {"pooling": {"name": "gsp", "mu": 2}}})
+    assert err.value.field == "model.pooling.mu" and "(0, 1]" in str(err.value)
