@@ -18,9 +18,16 @@ class SmallCNN(Backbone):
     """Conv3x3-BN-ReLU blocks; a 2x2 max-pool follows every block listed in ``pool_after``.
 
     With the defaults, a 32x32 image gives a ``[B, 128, 8, 8]`` map (n = 64 local features).
+    ``freeze_bn`` freezes the BatchNorm layers (:meth:`Backbone.freeze_batchnorm`).
     """
 
-    def __init__(self, in_channels: int = 3, widths: Sequence[int] = (32, 64, 128, 128), pool_after: Sequence[int] = (1, 2)):
+    def __init__(
+        self,
+        in_channels: int = 3,
+        widths: Sequence[int] = (32, 64, 128, 128),
+        pool_after: Sequence[int] = (1, 2),
+        freeze_bn: bool = False,
+    ):
         super().__init__()
         layers: list[nn.Module] = []
         c_in = in_channels
@@ -31,6 +38,8 @@ class SmallCNN(Backbone):
             c_in = width
         self.features = nn.Sequential(*layers)
         self.out_channels = c_in
+        if freeze_bn:
+            self.freeze_batchnorm()
 
     def forward(self, images):
         return self.features(images)
