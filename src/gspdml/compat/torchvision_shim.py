@@ -82,7 +82,10 @@ def define_missing_schemas() -> bool:
     global _LIBRARY
     if _LIBRARY is not None:
         return True
-    spec = importlib.util.find_spec("torchvision")
+    try:
+        spec = importlib.util.find_spec("torchvision")
+    except (ImportError, ValueError):  # a finder that refuses it: as good as not installed
+        return False
     if spec is None or not torch_is_cpu_build():
         return False
     if "torchvision" in sys.modules or _has_nms_schema() or _extension_loads(spec):

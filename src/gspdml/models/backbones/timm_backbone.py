@@ -114,6 +114,8 @@ class TimmBackbone(Backbone):
         if output not in OUTPUTS:
             raise ConfigError(f"{FIELD}.output", f"{output!r} is not one of {', '.join(OUTPUTS)}")
         timm = import_timm()
+        if not timm.is_model(model):
+            raise ConfigError(f"{FIELD}.model", f"timm has no model {model!r} (see timm.list_models())")
         field = f"{FIELD}.pretrained"
         kwargs: dict[str, Any] = dict(model_kwargs or {}, num_classes=0, in_chans=in_channels)
         weights = None
