@@ -1,5 +1,18 @@
-"""Datasets, samplers and transforms; dataset factories are registered in :data:`DATASETS`."""
+"""Datasets, samplers and transforms; dataset factories are registered in :data:`DATASETS`.
+
+Registered datasets: ``collage_digits`` (embedded default), ``collage_fashion``,
+``fashion_mnist``, ``cub200``, ``cars196``, ``sop``, ``inshop``, ``image_folder``, ``csv``.
+"""
 
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit, build_data
+from gspdml.data import cars, cub, digits, fashion_mnist, folder, inshop, sop  # noqa: F401  (register datasets)
+from gspdml.data.files import ImageFileDataset
+from gspdml.data.images import load_image
+from gspdml.data.recipes import image_transform
+from gspdml.data.samplers import ClassBalancedBatchSampler
+from gspdml.data.seeded import SeededTransformDataset, seeded_generator
+from gspdml.data.splits import ClassSubset, validation_classes
 
-__all__ = ["DATASETS", "DataSplits", "EvalSplit", "build_data"]
+__all__ = ["DATASETS", "DataSplits", "EvalSplit", "build_data", "ClassBalancedBatchSampler",
+           "SeededTransformDataset", "seeded_generator", "ImageFileDataset", "load_image",
+           "image_transform", "ClassSubset", "validation_classes"]

@@ -1,0 +1,5 @@
+import sys
+
+from gspdml.cli import main
+
+sys.exit(main())

@@ -1,0 +1,114 @@
+"""The ``gspdml`` command line.
+
+    gspdml train CONFIG [key.sub=value ...] [--resume]
+    gspdml evaluate RUN_DIR [--split test] [--weights final|best]
+    gspdml config CONFIG [key.sub=value ...]        # print the resolved, validated config
+    gspdml demo [CONFIG ...]                         # the main job: train and compare methods
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from gspdml.errors import GspdmlError
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from gspdml.config import load_config
+    from gspdml.training import train
+
+    config = load_config(args.config, args.overrides)
+    if args.no_progress:
+        config["trainer"]["progress"] = False
+    results = train(config, args.run_dir, resume=args.resume)
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from gspdml.data import build_data
+    from gspdml.training import evaluate_split, load_run
+
+    config, model = load_run(args.run_dir, weights=args.weights)
+    data = build_data(config["data"]["dataset"], seed=int(config["seed"]))
+    split = getattr(data, args.split)
+    if split is None:
+        raise GspdmlError(f"dataset {config['data']['dataset']['name']!r} has no {args.split} split")
+    metrics = evaluate_split(model, split, batch_size=config["data"]["eval_batch_size"], recall_at=config["evaluation"]["recall_at"])
+    print(json.dumps({"run": str(args.run_dir), "split": args.split, "weights": args.weights, **metrics}, indent=2))
+    return 0
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    from gspdml.config import dump_config, load_config
+
+    print(dump_config(load_config(args.config, args.overrides)), end="")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from gspdml.demo import run_demo
+
+    run_demo(args.configs, Path(args.output_dir), overrides=args.overrides, fresh=args.fresh)
+    return 0
+
+
+def build_parser(extensions: Sequence[Callable[[argparse._SubParsersAction], None]] = ()) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gspdml", description="Deep metric learning with Generalized Sum Pooling.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("train", help="train one run described by a YAML config")
+    p.add_argument("config", help="YAML config file")
+    p.add_argument("overrides", nargs="*", help="overrides key.sub=value (values are YAML)")
+    p.add_argument("--run-dir", type=Path, default=None, help="default: <output_dir>/<name>")
+    p.add_argument("--resume", action="store_true", help="continue a killed run from its last checkpoint")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("evaluate", help="re-evaluate a run's weights on a split")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--split", choices=("test", "val"), default="test")
+    p.add_argument("--weights", choices=("final", "best"), default="final")
+    p.set_defaults(func=_cmd_evaluate)
+
+    p = sub.add_parser("config", help="print the resolved, validated config")
+    p.add_argument("config")
+    p.add_argument("overrides", nargs="*")
+    p.set_defaults(func=_cmd_config)
+
+    p = sub.add_parser("demo", help="train the demo methods on the embedded collage and print a table")
+    p.add_argument("configs", nargs="*", help="default: configs/demo-*.yaml")
+    p.add_argument("--output-dir", default="runs/demo")
+    p.add_argument("--set", dest="overrides", action="append", default=[], help="override for every run, key.sub=value")
+    p.add_argument("--fresh", action="store_true", help="retrain runs that already exist")
+    p.set_defaults(func=_cmd_demo)
+
+    for extend in extensions:
+        extend(sub)
+    return parser
+
+
+def _extensions() -> list[Callable]:
+    """Sub-commands contributed by other packages (each exposes ``add_parser(subparsers)``)."""
+    return []
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser(_extensions())
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except GspdmlError as exc:
+        print(f"gspdml: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gspdml: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""One YAML file describes one run completely.
+
+``load_config(path, overrides)`` reads the file, merges its ``base`` includes (a list of YAML
+files, relative to the including file, merged in order, then the file itself on top) over
+:data:`DEFAULTS`, applies command-line overrides ``key.sub=value`` (values parsed as YAML), and
+validates everything before any work: unknown sections or keys, out-of-range values and unknown
+component names fail with a :class:`~gspdml.errors.ConfigError` naming the field and the allowed
+values. Component specs (``data.dataset``, ``model.backbone``, ``model.pooling``, ``loss``) are
+brought to the canonical ``{name: ..., **options}`` form so overrides can address their options
+(``model.pooling.mu=0.2``).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Union
+
+import yaml
+
+from gspdml.errors import ConfigError
+from gspdml.registry import parse_spec
+
+DEFAULTS: dict[str, Any] = {
+    "name": "run",
+    "description": "",
+    "output_dir": "runs",
+    "seed": 0,
+    "data": {
+        "dataset": {"name": "collage_digits"},
+        "classes_per_batch": 16,
+        "samples_per_class": 4,
+        "halves": False,
+        "num_workers": 0,
+        "eval_batch_size": 256,
+    },
+    "model": {
+        "backbone": {"name": "small_cnn"},
+        "embedding_dim": 128,
+        "head_bias": True,
+        "pooling": {"name": "gap"},
+        "normalize": True,
+    },
+    "loss": {"name": "c2"},
+    "optimizer": {
+        "name": "adam",
+        "lr": 1.0e-3,
+        "weight_decay": 1.0e-4,
+        "betas": [0.9, 0.99],
+        "momentum": 0.9,
+        "eps": 1.0e-8,
+        "lr_multipliers": {"backbone": 1.0, "head": 1.0, "pooling": 1.0},
+        "grad_clip_norm": None,
+    },
+    "schedule": {"max_steps": 2000, "warmup_steps": 0, "plateau": None},
+    "evaluation": {
+        "every": 100,
+        "split": "val",
+        "metric": "map_at_r",
+        "patience": 15,
+        "restore_best": True,
+        "recall_at": [1, 2, 4, 8],
+    },
+    "trainer": {"precision": "fp32", "device": "auto", "log_every": 10, "progress": True},
+}
+
+#: fields whose value is a registry spec (free-form options below them)
+SPEC_FIELDS = ("data.dataset", "model.backbone", "model.pooling", "loss")
+OPTIMIZERS = ("adam", "adamw", "sgd")
+PRECISIONS = ("fp32", "bf16", "fp16")
+SELECTION_METRICS = ("map_at_r", "precision_at_1", "r_precision")
+PLATEAU_KEYS = {"factor": 0.5, "patience": 4, "min_lr": 1.0e-6}
+
+Source = Union[str, Path, Mapping[str, Any]]
+
+
+def load_config(source: Source, overrides: Iterable[str] = ()) -> dict[str, Any]:
+    """Resolve and validate a run config (see the module docstring)."""
+    raw = _read_with_bases(source, seen=())
+    config = _merge(copy.deepcopy(DEFAULTS), raw)
+    for item in overrides:
+        _apply_override(config, item)
+    _canonicalise_specs(config)
+    validate(config)
+    return config
+
+
+def dump_config(config: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(dict(config), sort_keys=False)
+
+
+def _read_with_bases(source: Source, seen: tuple[Path, ...]) -> dict[str, Any]:
+    if isinstance(source, Mapping):
+        data, here = copy.deepcopy(dict(source)), Path.cwd()
+    else:
+        path = Path(source).resolve()
+        if path in seen:
+            raise ConfigError("base", f"include cycle: {' -> '.join(map(str, (*seen, path)))}")
+        if not path.is_file():
+            raise ConfigError("", f"config file not found: {path}")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError("", f"{path}: not valid YAML ({exc})") from None
+        if not isinstance(data, dict):
+            raise ConfigError("", f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+        here, seen = path.parent, (*seen, path)
+    bases = data.pop("base", None) or []
+    if isinstance(bases, (str, Path)):
+        bases = [bases]
+    _canonicalise_specs(data)
+    merged: dict[str, Any] = {}
+    for base in bases:
+        merged = _merge(merged, _read_with_bases(here / base, seen))
+    return _merge(merged, data)
+
+
+def _merge(into: dict[str, Any], update: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+    """Deep merge of mappings; a spec that names another component replaces the old one whole."""
+    for key, value in update.items():
+        field = f"{where}.{key}" if where else key
+        current = into.get(key)
+        renamed = field in SPEC_FIELDS and isinstance(current, Mapping) and isinstance(value, Mapping) \
+            and current.get("name") != value.get("name", current.get("name"))
+        if isinstance(current, dict) and isinstance(value, Mapping) and not renamed:
+            into[key] = _merge(current, value, field)
+        else:
+            into[key] = copy.deepcopy(value)
+    return into
+
+
+def _canonicalise_specs(config: dict[str, Any]) -> None:
+    for field in SPEC_FIELDS:
+        section, _, key = field.rpartition(".")
+        parent = config.get(section) if section else config
+        if isinstance(parent, dict) and isinstance(parent.get(key), (str, Mapping)):
+            name, kwargs = parse_spec(parent[key], field)
+            parent[key] = {"name": name, **kwargs}
+
+
+def _parent(config: dict[str, Any], dotted: str) -> tuple[dict[str, Any], str]:
+    *path, key = dotted.split(".")
+    node = config
+    for part in path:
+        node = node[part]
+    return node, key
+
+
+def _apply_override(config: dict[str, Any], item: str) -> None:
+    if "=" not in item:
+        raise ConfigError("", f"override {item!r} is not of the form key.sub=value")
+    dotted, text = item.split("=", 1)
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        value = text
+    parts = dotted.strip().split(".")
+    node: Any = config
+    for i, part in enumerate(parts[:-1]):
+        here = ".".join(parts[: i + 1])
+        if not isinstance(node, dict):
+            raise ConfigError(here, f"cannot set {dotted!r}: {here} is not a mapping")
+        if part not in node:
+            if not _inside_spec(here):
+                raise ConfigError(here, f"unknown key; allowed: {', '.join(node)}")
+            node[part] = {}
+        node = node[part]
+    if not isinstance(node, dict):
+        raise ConfigError(dotted, f"cannot set {dotted!r}: its parent is not a mapping")
+    if parts[-1] not in node and not _inside_spec(dotted):
+        raise ConfigError(dotted, f"unknown key; allowed: {', '.join(node)}")
+    node[parts[-1]] = value
+
+
+def _inside_spec(dotted: str) -> bool:
+    return any(dotted == f or dotted.startswith(f + ".") for f in SPEC_FIELDS)
+
+
+# ---------------------------------------------------------------------------------- validation
+def validate(config: Mapping[str, Any]) -> None:
+    """Check sections, keys, ranges and component specs; raise ConfigError on the first problem."""
+    _check_keys(config, DEFAULTS, "")
+    for section, defaults in DEFAULTS.items():
+        if isinstance(defaults, dict) and section != "loss":
+            if not isinstance(config[section], Mapping):
+                raise ConfigError(section, f"expected a mapping, got {config[section]!r}")
+            _check_keys(config[section], defaults, section)
+    _check_values(config)
+    _check_components(config)
+
+
+def _check_keys(node: Mapping[str, Any], allowed: Mapping[str, Any], where: str) -> None:
+    for key in node:
+        if key not in allowed:
+            field = f"{where}.{key}" if where else key
+            raise ConfigError(field, f"unknown key; allowed: {', '.join(allowed)}")
+
+
+def _require(condition: bool, field: str, message: str) -> None:
+    if not condition:
+        raise ConfigError(field, message)
+
+
+def _number(config: Mapping[str, Any], dotted: str, *, minimum: float, integer: bool = False, allow_none: bool = False, exclusive: bool = False):
+    parent, key = _parent(dict(config), dotted)
+    value = parent[key]
+    if value is None and allow_none:
+        return
+    kind = int if integer else (int, float)
+    ok = isinstance(value, kind) and not isinstance(value, bool)
+    ok = ok and (value > minimum if exclusive else value >= minimum)
+    bound = f"> {minimum}" if exclusive else f">= {minimum}"
+    _require(ok, dotted, f"expected {'an integer' if integer else 'a number'} {bound}{' or null' if allow_none else ''}, got {value!r}")
+
+
+def _check_values(c: Mapping[str, Any]) -> None:
+    _require(isinstance(c["name"], str) and c["name"] != "" and "/" not in c["name"], "name", f"expected a non-empty name without '/', got {c['name']!r}")
+    _number(c, "seed", minimum=0, integer=True)
+    _number(c, "data.classes_per_batch", minimum=1, integer=True)
+    _number(c, "data.samples_per_class", minimum=1, integer=True)
+    _number(c, "data.num_workers", minimum=0, integer=True)
+    _number(c, "data.eval_batch_size", minimum=1, integer=True)
+    if c["data"]["halves"]:
+        _require(c["data"]["classes_per_batch"] % 2 == 0, "data.classes_per_batch",
+                 f"must be even when data.halves is true (two class-disjoint halves), got {c['data']['classes_per_batch']}")
+    _number(c, "model.embedding_dim", minimum=1, integer=True, allow_none=True)
+    opt = c["optimizer"]
+    _require(opt["name"] in OPTIMIZERS, "optimizer.name", f"unknown optimizer {opt['name']!r}; allowed: {', '.join(OPTIMIZERS)}")
+    _number(c, "optimizer.lr", minimum=0, exclusive=True)
+    _number(c, "optimizer.weight_decay", minimum=0)
+    _number(c, "optimizer.grad_clip_norm", minimum=0, exclusive=True, allow_none=True)
+    betas = opt["betas"]
+    _require(isinstance(betas, (list, tuple)) and len(betas) == 2 and all(isinstance(b, (int, float)) and 0 <= b < 1 for b in betas),
+             "optimizer.betas", f"expected two numbers in [0, 1), got {betas!r}")
+    mult = opt["lr_multipliers"]
+    _require(isinstance(mult, Mapping), "optimizer.lr_multipliers", f"expected a mapping, got {mult!r}")
+    for key, value in mult.items():
+        _require(key in DEFAULTS["optimizer"]["lr_multipliers"], f"optimizer.lr_multipliers.{key}",
+                 f"unknown group; allowed: backbone, head, pooling (losses declare their own lr_multiplier)")
+        _require(isinstance(value, (int, float)) and value >= 0, f"optimizer.lr_multipliers.{key}", f"expected a number >= 0, got {value!r}")
+    _number(c, "schedule.max_steps", minimum=1, integer=True)
+    _number(c, "schedule.warmup_steps", minimum=0, integer=True)
+    plateau = c["schedule"]["plateau"]
+    if plateau is not None:
+        _require(isinstance(plateau, Mapping), "schedule.plateau", f"expected null or a mapping, got {plateau!r}")
+        _check_keys(plateau, PLATEAU_KEYS, "schedule.plateau")
+        factor = plateau.get("factor", PLATEAU_KEYS["factor"])
+        _require(isinstance(factor, (int, float)) and 0 < factor < 1, "schedule.plateau.factor", f"expected a number in (0, 1), got {factor!r}")
+        patience = plateau.get("patience", PLATEAU_KEYS["patience"])
+        _require(isinstance(patience, int) and patience >= 1, "schedule.plateau.patience", f"expected an integer >= 1, got {patience!r}")
+    ev = c["evaluation"]
+    _number(c, "evaluation.every", minimum=1, integer=True)
+    _require(ev["split"] in ("val", "test"), "evaluation.split", f"unknown split {ev['split']!r}; allowed: val, test")
+    _require(ev["metric"] in SELECTION_METRICS, "evaluation.metric", f"unknown metric {ev['metric']!r}; allowed: {', '.join(SELECTION_METRICS)}")
+    _number(c, "evaluation.patience", minimum=1, integer=True, allow_none=True)
+    ks = ev["recall_at"]
+    _require(isinstance(ks, list) and all(isinstance(k, int) and k >= 1 for k in ks), "evaluation.recall_at", f"expected a list of integers >= 1, got {ks!r}")
+    tr = c["trainer"]
+    _require(tr["precision"] in PRECISIONS, "trainer.precision", f"unknown precision {tr['precision']!r}; allowed: {', '.join(PRECISIONS)}")
+    _require(tr["device"] == "auto" or isinstance(tr["device"], str), "trainer.device", f"expected 'auto', 'cpu' or 'cuda[:i]', got {tr['device']!r}")
+    _number(c, "trainer.log_every", minimum=1, integer=True)
+
+
+def _check_components(c: Mapping[str, Any]) -> None:
+    # Imported here: the registries fill up as the packages are imported.
+    from gspdml.data import DATASETS
+    from gspdml.losses import check_loss
+    from gspdml.models.backbones import BACKBONES
+    from gspdml.pooling import POOLINGS
+
+    DATASETS.check(c["data"]["dataset"], "data.dataset")
+    BACKBONES.check(c["model"]["backbone"], "model.backbone")
+    POOLINGS.check(c["model"]["pooling"], "model.pooling")
+    check_loss(c["loss"], "loss")

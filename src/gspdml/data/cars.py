@@ -1,0 +1,95 @@
+"""Cars196 (Krause et al. 2013) in either of its two common layouts:
+
+* the original: ``<root>/cars_annos.mat`` + ``<root>/car_ims/*.jpg`` (what most papers and
+  powerful-benchmarker use). ``annotations`` holds ``relative_im_path``, ``class`` (1..196)
+  and ``test``; the ``test`` flag is the *classification* split and is ignored;
+* class folders: ``<root>/[car_data/[car_data/]]{train,test}/<class name>/*.jpg`` (the Kaggle
+  "stanford-car-dataset-by-classes-folder" layout). Both folders hold all 196 classes, so they
+  are merged and re-split by class. The class ids are the line numbers of ``names.csv`` when it is
+  present (the official order), else the sorted folder names (then the 98/98 split may differ
+  from the papers', and a warning says so).
+
+Zero-shot split (spec §7.1): the first 98 classes (8,054 images) train, the last 98 (8,131) test.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import scipy.io
+
+from gspdml.data.image_splits import (OfficialSplits, Records, check_counts, register_image_dataset, split_counts,
+                                      split_first_half)
+from gspdml.data.images import IMAGE_EXTENSIONS
+from gspdml.data.textfiles import require_file
+from gspdml.errors import DataError
+
+SOURCE = "Cars196"
+EXPECTED = dict(images=16185, train_images=8054, test_images=8131, train_classes=98, test_classes=98)
+FOLDER_BASES = (".", "car_data", "car_data/car_data")
+
+
+def _scalar(value):
+    """A MATLAB struct field (nested 1x1 arrays) as a Python scalar."""
+    return np.asarray(value).reshape(-1)[0]
+
+
+def read_annotations(root: Path) -> Records:
+    """The records listed in ``cars_annos.mat``."""
+    path = require_file(root / "cars_annos.mat", SOURCE)
+    try:
+        mat = scipy.io.loadmat(str(path))
+        annotations = np.asarray(mat["annotations"]).reshape(-1)
+        files = [str(_scalar(a["relative_im_path"])) for a in annotations]
+        labels = np.array([int(_scalar(a["class"])) for a in annotations])
+    except (KeyError, ValueError, IndexError, TypeError, NotImplementedError, OSError) as error:
+        raise DataError(f"{path}: malformed annotation file, expected a struct array 'annotations' with "
+                        f"fields relative_im_path and class ({type(error).__name__}: {error})") from None
+    names = {}
+    if "class_names" in mat:
+        names = {i + 1: str(_scalar(n)) for i, n in enumerate(np.asarray(mat["class_names"]).reshape(-1))}
+    return Records([str(root / f) for f in files], labels, names)
+
+
+def read_class_folders(base: Path) -> Records:
+    """The images of ``base/{train,test}/<class>/``, labelled by ``names.csv`` order if present."""
+    folders = sorted({d.name for part in ("train", "test") for d in (base / part).iterdir() if d.is_dir()})
+    names_file = next((p for p in (base / "names.csv", base.parent / "names.csv", base.parent.parent / "names.csv") if p.is_file()), None)
+    if names_file is not None:
+        order = [line.strip() for line in names_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        unknown = sorted(set(folders) - set(order))
+        if unknown:
+            raise DataError(f"{names_file}: class folders missing from the class list, e.g. {unknown[:3]}")
+        ids = {name: i + 1 for i, name in enumerate(order)}
+    else:
+        warnings.warn(f"{SOURCE}: no names.csv next to {base}; class ids follow the sorted folder names, "
+                      "so the 98/98 split may differ from the published one", stacklevel=3)
+        ids = {name: i + 1 for i, name in enumerate(folders)}
+    paths, labels = [], []
+    for part in ("train", "test"):
+        for folder in sorted(d for d in (base / part).iterdir() if d.is_dir()):
+            for file in sorted(folder.iterdir()):
+                if file.suffix.lower() in IMAGE_EXTENSIONS:
+                    paths.append(str(file))
+                    labels.append(ids[folder.name])
+    return Records(paths, np.array(labels), {i: n for n, i in ids.items()})
+
+
+@register_image_dataset("cars196", "cars")
+def read_cars(root: str) -> OfficialSplits:
+    """Cars196, zero-shot 98/98 class split (see :mod:`gspdml.data.cars`)."""
+    root_path = Path(root).expanduser()
+    if (root_path / "cars_annos.mat").is_file():
+        records = read_annotations(root_path)
+    else:
+        base = next((root_path / b for b in FOLDER_BASES if (root_path / b / "train").is_dir() and (root_path / b / "test").is_dir()), None)
+        if base is None:
+            raise DataError(f"{SOURCE}: missing {root_path / 'cars_annos.mat'} (with car_ims/), and no train/ and test/ "
+                            f"class folders under {', '.join(str(root_path / b) for b in FOLDER_BASES)}")
+        records = read_class_folders(base)
+    train, test = split_first_half(records)
+    official = OfficialSplits(train=train, test=test)
+    check_counts(SOURCE, split_counts({"train": train, "test": test}), EXPECTED)
+    return official

@@ -1,0 +1,203 @@
+"""Collage datasets in the manner of the GSP paper's *Cifar Collage* (seed 000 supplement §2.2,
+lines 552–567; spec/gurbuz-thesis-spec.md §5.4 "CIFAR-Collage").
+
+The paper stitches one image of a target class with 3 images of shared ("background") classes
+into a 2×2 collage; target *and* background classes are disjoint between train, validation and
+test, so retrieval is zero-shot in the foreground and in the background. Global average pooling
+mixes the 3/4 of background into the embedding, while GSP can select the target tile.
+
+Here the tiles are built from small glyph images with 10 base classes (scikit-learn's digits,
+Fashion-MNIST), which are too few classes for a zero-shot split, so richer classes are composed:
+
+* **target tile** = two upright glyphs side by side (class = ordered pair ``(a, b)`` of base
+  classes; up to ``K²`` classes split into train/val/test by a seeded permutation);
+* **background tile** = a 2×2 texture of four glyphs of one base class rotated by 90°
+  (background classes = base classes split across train/val/test, e.g. 4/3/3);
+* **collage** = ``grid × grid`` tiles; the target tile sits at a uniformly random position and
+  ``background_tiles`` of the other positions hold background tiles (the rest stay blank;
+  ``background_tiles = 0`` with ``grid = 1`` is the "distilled" baseline: the target tile alone).
+
+Each split draws its glyph images from its own disjoint pool, so no glyph image is shared
+between splits either.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from gspdml.data.arrays import ArrayDataset, pixel_statistics
+from gspdml.data.base import DataSplits, EvalSplit
+from gspdml.data.seeded import SeededTransformDataset
+from gspdml.data.transforms import Compose, RandomShift, TilePermutation
+from gspdml.errors import ConfigError
+
+SPLITS = ("train", "val", "test")
+FIELD = "data.dataset"
+
+
+def _check_split(values: Sequence, total: int, option: str) -> tuple:
+    values = tuple(values)
+    if len(values) != 3 or any(v < 0 for v in values):
+        raise ConfigError(f"{FIELD}.{option}", f"expected three non-negative numbers (train, val, test), got {values!r}")
+    if sum(values) > total:
+        raise ConfigError(f"{FIELD}.{option}", f"{values!r} asks for {sum(values)} but only {total} are available")
+    return values
+
+
+def resize_glyphs(glyphs: np.ndarray, size: int) -> np.ndarray:
+    """Resize uint8 ``[N, h, w]`` glyphs to ``[N, size, size]`` (bilinear, antialiased)."""
+    if glyphs.shape[1:] == (size, size):
+        return glyphs
+    x = torch.from_numpy(glyphs.astype(np.float32))[:, None]
+    x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+    return x[:, 0].round().clamp(0, 255).to(torch.uint8).numpy()
+
+
+def _glyph_pools(glyph_labels: np.ndarray, fractions: Sequence[float], rng) -> list[dict[int, np.ndarray]]:
+    """Per split, per base class: the indices of the glyph images that split may use (disjoint)."""
+    total = float(sum(fractions))
+    bounds = np.cumsum([0.0, *fractions]) / total
+    pools: list[dict[int, np.ndarray]] = [{} for _ in SPLITS]
+    for c in np.unique(glyph_labels):
+        members = rng.permutation(np.flatnonzero(glyph_labels == c))
+        cuts = np.round(bounds * len(members)).astype(int)
+        for s in range(len(SPLITS)):
+            pools[s][int(c)] = np.sort(members[cuts[s]:cuts[s + 1]])
+    return pools
+
+
+def _draw(pool: np.ndarray, count: int, rng, what: str) -> np.ndarray:
+    if len(pool) == 0:
+        raise ConfigError(f"{FIELD}.glyph_split", f"no glyph images left for {what}; give that split a larger fraction")
+    return rng.choice(pool, size=count, replace=len(pool) < count)
+
+
+def build_collage_arrays(
+    glyphs: np.ndarray,
+    glyph_labels: np.ndarray,
+    *,
+    seed: int,
+    tile_size: int,
+    grid: int,
+    background_tiles: Optional[int],
+    images_per_class: int,
+    class_split: Sequence[int],
+    background_split: Sequence[int],
+    glyph_split: Sequence[float],
+) -> dict[str, np.ndarray]:
+    """Compose the three splits. Returns, for each split ``s``:
+
+    * ``s_images`` uint8 ``[N, grid·tile, grid·tile]``, ``s_labels`` int64 ``[N]`` (0..C_s-1);
+    * ``s_pairs`` ``[C_s, 2]``: the base classes ``(a, b)`` of each target class;
+    * ``s_position`` ``[N]``: the target tile's position (row-major);
+    * ``s_background_positions`` / ``s_background_classes`` ``[N, B]``;
+    * ``s_glyphs`` ``[N, 2 + 4B]``: the glyph indices used (target left, right, then each
+      background tile's cells in row-major order);
+    * ``s_background_set``: the split's background base classes.
+    """
+    if tile_size < 2 or tile_size % 2:
+        raise ConfigError(f"{FIELD}.tile_size", f"must be an even number >= 2, got {tile_size}")
+    if grid < 1:
+        raise ConfigError(f"{FIELD}.grid", f"must be >= 1, got {grid}")
+    if background_tiles is None:
+        background_tiles = grid * grid - 1
+    if not 0 <= background_tiles <= grid * grid - 1:
+        raise ConfigError(f"{FIELD}.background_tiles", f"must be in [0, {grid * grid - 1}] for a {grid}x{grid} grid, got {background_tiles}")
+    if images_per_class < 1:
+        raise ConfigError(f"{FIELD}.images_per_class", f"must be >= 1, got {images_per_class}")
+    base = np.unique(glyph_labels).astype(int)
+    pairs = np.array([(a, b) for a in base for b in base], dtype=np.int64)
+    class_split = _check_split(class_split, len(pairs), "class_split")
+    background_split = _check_split(background_split, len(base), "background_split")
+    glyph_split = _check_split(glyph_split, float("inf"), "glyph_split")
+    if class_split[0] < 1:
+        raise ConfigError(f"{FIELD}.class_split", "the training split needs at least one class")
+    if background_tiles and any(n == 0 for n, c in zip(background_split, class_split) if c):
+        raise ConfigError(f"{FIELD}.background_split", f"every used split needs a background class, got {background_split!r}")
+
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0xC0FFEE]))
+    pair_order = pairs[rng.permutation(len(pairs))]
+    background_order = rng.permutation(base)
+    pools = _glyph_pools(np.asarray(glyph_labels), glyph_split, rng)
+    cell = tile_size // 2
+    upright = resize_glyphs(glyphs, cell)
+    rotated = np.ascontiguousarray(np.rot90(upright, k=1, axes=(1, 2)))
+    side = grid * tile_size
+    top = cell // 2  # the two upright glyphs sit in the middle band of the target tile
+
+    out: dict[str, np.ndarray] = {}
+    c0 = b0 = 0
+    for s, split in enumerate(SPLITS):
+        split_pairs = pair_order[c0:c0 + class_split[s]]
+        split_backgrounds = np.sort(background_order[b0:b0 + background_split[s]])
+        c0, b0 = c0 + class_split[s], b0 + background_split[s]
+        n = len(split_pairs) * images_per_class
+        images = np.zeros((n, side, side), dtype=np.uint8)
+        labels = np.repeat(np.arange(len(split_pairs)), images_per_class)
+        position = rng.integers(0, grid * grid, size=n)
+        bg_positions = np.zeros((n, background_tiles), dtype=np.int64)
+        bg_classes = np.zeros((n, background_tiles), dtype=np.int64)
+        used = np.zeros((n, 2 + 4 * background_tiles), dtype=np.int64)
+        for i in range(n):
+            a, b = split_pairs[labels[i]]
+            if a == b:
+                left, right = _draw(pools[s][a], 2, rng, f"class {a} in {split}")
+            else:
+                (left,), (right,) = _draw(pools[s][a], 1, rng, f"class {a} in {split}"), _draw(pools[s][b], 1, rng, f"class {b} in {split}")
+            used[i, :2] = left, right
+            r, c = divmod(int(position[i]), grid)
+            tile = images[i, r * tile_size:(r + 1) * tile_size, c * tile_size:(c + 1) * tile_size]
+            tile[top:top + cell, :cell] = upright[left]
+            tile[top:top + cell, cell:] = upright[right]
+            free = np.setdiff1d(np.arange(grid * grid), [position[i]])
+            bg_positions[i] = np.sort(rng.choice(free, size=background_tiles, replace=False))
+            bg_classes[i] = rng.choice(split_backgrounds, size=background_tiles)
+            for t in range(background_tiles):
+                cells = _draw(pools[s][int(bg_classes[i, t])], 4, rng, f"background class {bg_classes[i, t]} in {split}")
+                used[i, 2 + 4 * t:6 + 4 * t] = cells
+                r, c = divmod(int(bg_positions[i, t]), grid)
+                tile = images[i, r * tile_size:(r + 1) * tile_size, c * tile_size:(c + 1) * tile_size]
+                tile[:cell, :cell], tile[:cell, cell:] = rotated[cells[0]], rotated[cells[1]]
+                tile[cell:, :cell], tile[cell:, cell:] = rotated[cells[2]], rotated[cells[3]]
+        out.update({
+            f"{split}_images": images, f"{split}_labels": labels, f"{split}_pairs": split_pairs,
+            f"{split}_position": position, f"{split}_background_positions": bg_positions,
+            f"{split}_background_classes": bg_classes, f"{split}_glyphs": used,
+            f"{split}_background_set": split_backgrounds,
+        })
+    return out
+
+
+def collage_splits(
+    arrays: dict[str, np.ndarray],
+    base_names: Sequence[str],
+    *,
+    seed: int,
+    grid: int,
+    augment: bool,
+    max_shift: int,
+    shuffle_tiles: bool,
+) -> DataSplits:
+    """Wrap the arrays of :func:`build_collage_arrays` as datasets normalised with the training
+    split's pixel statistics; ``augment`` adds seeded tile shuffling and small shifts to train."""
+    mean, std = pixel_statistics(arrays["train_images"])
+    datasets = {}
+    for split in SPLITS:
+        if len(arrays[f"{split}_labels"]) == 0:
+            datasets[split] = None
+            continue
+        names = [f"{base_names[a]}|{base_names[b]}" for a, b in arrays[f"{split}_pairs"]]
+        datasets[split] = ArrayDataset(arrays[f"{split}_images"], arrays[f"{split}_labels"], mean, std, names)
+    train = datasets["train"]
+    if augment:
+        steps = ([TilePermutation(grid)] if shuffle_tiles and grid > 1 else []) + ([RandomShift(max_shift)] if max_shift else [])
+        train = SeededTransformDataset(train, Compose(steps), seed=seed)
+    return DataSplits(
+        train=train,
+        val=EvalSplit(datasets["val"]) if datasets["val"] is not None else None,
+        test=EvalSplit(datasets["test"]) if datasets["test"] is not None else None,
+    )

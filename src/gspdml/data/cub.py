@@ -1,0 +1,42 @@
+"""CUB-200-2011 in its official layout (``CUB_200_2011.tgz``)::
+
+    <root>/[CUB_200_2011/]images.txt              "<image_id> <relative path>"
+    <root>/[CUB_200_2011/]image_class_labels.txt  "<image_id> <class_id 1..200>"
+    <root>/[CUB_200_2011/]classes.txt             "<class_id> <name>" (optional)
+    <root>/[CUB_200_2011/]images/<path>
+
+Zero-shot split (spec/gurbuz-thesis-spec.md §7.1): the first 100 classes (5,864 images) train,
+the last 100 (5,924) test. ``train_test_split.txt`` is the *classification* split and is never read.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gspdml.data.image_splits import (OfficialSplits, Records, check_counts, register_image_dataset, split_counts,
+                                      split_first_half)
+from gspdml.data.textfiles import find_dir, read_columns
+from gspdml.errors import DataError
+
+SOURCE = "CUB-200-2011"
+EXPECTED = dict(images=11788, train_images=5864, test_images=5924, train_classes=100, test_classes=100)
+
+
+@register_image_dataset("cub200", "cub")
+def read_cub(root: str) -> OfficialSplits:
+    """CUB-200-2011, zero-shot 100/100 class split (see :mod:`gspdml.data.cub`)."""
+    base = find_dir(root, "images.txt", [".", "CUB_200_2011"], SOURCE)
+    images = read_columns(base / "images.txt", ["id", "path"], SOURCE, numeric=["id"])
+    labels = {r["id"]: r["label"] for r in read_columns(base / "image_class_labels.txt", ["id", "label"], SOURCE, numeric=["id", "label"])}
+    missing = [r["id"] for r in images if r["id"] not in labels]
+    if missing:
+        raise DataError(f"{base / 'image_class_labels.txt'}: no class for image ids {missing[:5]} ({len(missing)} in all)")
+    names = {}
+    if (base / "classes.txt").is_file():
+        names = {r["id"]: r["name"] for r in read_columns(base / "classes.txt", ["id", "name"], SOURCE, numeric=["id"])}
+    records = Records([str(base / "images" / r["path"]) for r in images], np.array([labels[r["id"]] for r in images]), names)
+    train, test = split_first_half(records)
+    official = OfficialSplits(train=train, test=test)
+    official.check_disjoint(SOURCE)
+    check_counts(SOURCE, split_counts({"train": train, "test": test}), EXPECTED)
+    return official

@@ -1,0 +1,143 @@
+"""Fashion-MNIST (Xiao et al. 2017), read from its IDX files, as a zero-shot retrieval dataset and
+as a collage.
+
+The four files ``{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]`` are looked for in ``root``
+or, by default, in ``/usr/share/datasets/fashion-mnist`` (Debian package
+``dataset-fashion-mnist``: ``apt-get install dataset-fashion-mnist``). The official 60,000/10,000
+split is a *classification* split (the same 10 classes on both sides), so both files are pooled
+and re-split by class.
+
+* ``fashion_mnist``: classes split by ``class_split`` (train, val, test counts over the 10 sorted
+  classes); 28×28 single-channel images normalised with the training split's statistics.
+* ``collage_fashion``: the collage of :mod:`gspdml.data.collage` with Fashion-MNIST glyphs
+  (default 28×28 tiles, each glyph downscaled to 14×14; a 2×2 grid gives 56×56 images).
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from gspdml.data.arrays import ArrayDataset, pixel_statistics
+from gspdml.data.base import DATASETS, DataSplits, EvalSplit
+from gspdml.data.cache import cached_arrays
+from gspdml.data.collage import build_collage_arrays, collage_splits
+from gspdml.errors import ConfigError, DataError
+
+DEFAULT_ROOT = "/usr/share/datasets/fashion-mnist"
+CLASS_NAMES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+FORMAT_VERSION = 1
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """An IDX file (magic ``0x00 0x00 <type 0x08 = uint8> <ndim>``, big-endian int32 sizes, data)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as file:
+            data = file.read()
+    except (OSError, EOFError) as error:
+        raise DataError(f"{path}: cannot read ({error})") from None
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise DataError(f"{path}: not an IDX file of unsigned bytes (magic {data[:4].hex()})")
+    ndim = data[3]
+    shape = tuple(int(v) for v in np.frombuffer(data, dtype=">i4", count=ndim, offset=4))
+    expected = int(np.prod(shape)) + 4 + 4 * ndim
+    if len(data) != expected:
+        raise DataError(f"{path}: {len(data)} bytes, expected {expected} for shape {shape}")
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def _find(root: Path, stem: str) -> Path:
+    for name in (f"{stem}.gz", stem):
+        if (root / name).is_file():
+            return root / name
+    raise DataError(f"Fashion-MNIST: missing {root / stem}[.gz] (apt-get install dataset-fashion-mnist, or pass root)")
+
+
+def load_fashion_mnist(root: Optional[str] = None) -> tuple[np.ndarray, np.ndarray]:
+    """All 70,000 images (uint8 ``[N, 28, 28]``) and labels, training file first."""
+    base = Path(root or DEFAULT_ROOT).expanduser()
+    images, labels = [], []
+    for part in ("train", "t10k"):
+        x = read_idx(_find(base, f"{part}-images-idx3-ubyte"))
+        y = read_idx(_find(base, f"{part}-labels-idx1-ubyte"))
+        if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
+            raise DataError(f"Fashion-MNIST: {part} images {x.shape} and labels {y.shape} do not match")
+        images.append(x)
+        labels.append(y.astype(np.int64))
+    return np.concatenate(images), np.concatenate(labels)
+
+
+def _limit_per_class(labels: np.ndarray, limit: Optional[int], rng) -> np.ndarray:
+    """Indices keeping at most ``limit`` random items of each class (all when None), sorted."""
+    keep = [rng.permutation(np.flatnonzero(labels == c))[:limit] for c in np.unique(labels)]
+    return np.sort(np.concatenate(keep))
+
+
+@DATASETS.register("fashion_mnist")
+def fashion_mnist(
+    seed: int = 0,
+    root: Optional[str] = None,
+    class_split: Sequence[int] = (6, 2, 2),
+    images_per_class: Optional[int] = None,
+) -> DataSplits:
+    """Fashion-MNIST with class-disjoint train/val/test splits (the first ``class_split[0]``
+    sorted classes train, the next ``class_split[1]`` validate, the last ``class_split[2]`` test);
+    ``images_per_class`` keeps a seeded random subset of each class (all 7,000 when None)."""
+    if len(class_split) != 3 or min(class_split) < 0 or class_split[0] < 1 or sum(class_split) > 10:
+        raise ConfigError("data.dataset.class_split", f"expected (train, val, test) class counts summing to <= 10 with train >= 1, got {tuple(class_split)}")
+    images, labels = load_fashion_mnist(root)
+    keep = _limit_per_class(labels, images_per_class, np.random.default_rng(np.random.SeedSequence([seed, 0xFA5])))
+    images, labels = images[keep], labels[keep]
+    bounds = np.cumsum([0, *class_split])
+    parts = []
+    for s in range(3):
+        classes = np.arange(bounds[s], bounds[s + 1])
+        chosen = np.isin(labels, classes)
+        parts.append((images[chosen], np.searchsorted(classes, labels[chosen]), [CLASS_NAMES[c] for c in classes]))
+    mean, std = pixel_statistics(parts[0][0])
+    datasets = [ArrayDataset(x, y, mean, std, names) if len(y) else None for x, y, names in parts]
+    return DataSplits(train=datasets[0], val=EvalSplit(datasets[1]) if datasets[1] else None,
+                      test=EvalSplit(datasets[2]) if datasets[2] else None)
+
+
+@DATASETS.register("collage_fashion")
+def collage_fashion(
+    seed: int = 0,
+    root: Optional[str] = None,
+    tile_size: int = 28,
+    grid: int = 2,
+    background_tiles: Optional[int] = None,
+    images_per_class: int = 40,
+    class_split: Sequence[int] = (60, 20, 20),
+    background_split: Sequence[int] = (4, 3, 3),
+    glyph_split: Sequence[float] = (0.6, 0.2, 0.2),
+    augment: bool = False,
+    max_shift: int = 2,
+    shuffle_tiles: bool = True,
+    cache: bool = True,
+) -> DataSplits:
+    """The collage of :func:`gspdml.data.digits.collage_digits` with Fashion-MNIST items as
+    glyphs: target = two upright items side by side (ordered class pair), background = a
+    texture of four items of one class rotated by 90°. Same options."""
+    params = dict(
+        seed=int(seed), tile_size=int(tile_size), grid=int(grid), background_tiles=background_tiles,
+        images_per_class=int(images_per_class), class_split=list(class_split),
+        background_split=list(background_split), glyph_split=[float(f) for f in glyph_split],
+    )
+
+    def build() -> dict[str, np.ndarray]:
+        glyphs, labels = load_fashion_mnist(root)
+        return build_collage_arrays(glyphs, labels, **params)
+
+    key = {"version": FORMAT_VERSION, "root": str(Path(root or DEFAULT_ROOT).expanduser().resolve()), **params}
+    arrays = cached_arrays("collage_fashion", key, build, enabled=cache)
+    return collage_splits(arrays, CLASS_NAMES, seed=seed, grid=grid, augment=augment,
+                          max_shift=max_shift, shuffle_tiles=shuffle_tiles)
+
+
+fashion_mnist.supplied_by_caller = ("seed",)
+collage_fashion.supplied_by_caller = ("seed",)

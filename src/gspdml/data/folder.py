@@ -1,0 +1,129 @@
+"""A user's own images, one folder per class, and CSV lists of images.
+
+``image_folder``::
+
+    <root>/<class>/<image>                       classes split by ``test_fraction``
+    <root>/{train,test[,val]}/<class>/<image>    the user's own class-disjoint splits
+
+``csv``: a file with a header and the columns ``path,label[,split]``; ``split`` is one of
+``train``, ``val``, ``test``, ``query``, ``gallery`` (query and gallery together replace test).
+Relative paths are relative to ``root`` (default: the CSV's folder). Labels may be integers or
+names.
+
+Without given splits, the classes (sorted by id, or by name) are split into training classes
+and the last ``round(test_fraction · C)`` test classes. Splits that share a class are refused:
+retrieval of unseen classes needs class-disjoint splits.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from gspdml.data.image_splits import OfficialSplits, Records, register_image_dataset
+from gspdml.data.images import IMAGE_EXTENSIONS
+from gspdml.errors import ConfigError, DataError
+
+SPLIT_NAMES = ("train", "val", "test", "query", "gallery")
+
+
+def split_last_fraction(records: Records, test_fraction: float, source: str) -> OfficialSplits:
+    """Training classes first, the last ``round(test_fraction · C)`` sorted classes for test."""
+    if not 0 < test_fraction < 1:
+        raise ConfigError("data.dataset.test_fraction", f"must be in (0, 1), got {test_fraction}")
+    classes = records.classes
+    count = min(max(int(round(test_fraction * len(classes))), 1), len(classes) - 1)
+    if len(classes) < 2:
+        raise DataError(f"{source}: found {len(classes)} class; at least 2 are needed for a class-disjoint split")
+    return OfficialSplits(train=records.subset(classes[:-count]), test=records.subset(classes[-count:]))
+
+
+def _class_ids(names: list[str]) -> dict[str, int]:
+    """Integer labels keep their value; names are numbered in sorted order."""
+    unique = sorted(set(names))
+    try:
+        return {name: int(name) for name in unique}
+    except ValueError:
+        return {name: i for i, name in enumerate(unique)}
+
+
+def _images_under(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+
+
+def _assemble(parts: dict[str, tuple[list[str], list[str]]], source: str, test_fraction: float) -> OfficialSplits:
+    """Build :class:`OfficialSplits` from ``{split: (paths, label names)}``."""
+    ids = _class_ids([label for _, labels in parts.values() for label in labels])
+    names = {i: n for n, i in ids.items()}
+    records = {split: Records(paths, np.array([ids[x] for x in labels], dtype=np.int64), names)
+               for split, (paths, labels) in parts.items()}
+    if set(records) == {"all"}:
+        official = split_last_fraction(records["all"], test_fraction, source)
+    else:
+        unknown = sorted(set(records) - set(SPLIT_NAMES))
+        if unknown:
+            raise DataError(f"{source}: unknown split names {unknown}; allowed: {', '.join(SPLIT_NAMES)}")
+        if "train" not in records or not ({"test"} <= set(records) or {"query", "gallery"} <= set(records)):
+            raise DataError(f"{source}: need a train split and either a test split or query and gallery splits, found {sorted(records)}")
+        if "test" in records and ({"query", "gallery"} & set(records)):
+            raise DataError(f"{source}: give either a test split or query and gallery splits, not both")
+        official = OfficialSplits(**{k: v for k, v in records.items()})
+    official.check_disjoint(source)
+    return official
+
+
+@register_image_dataset("image_folder", "folder")
+def read_image_folder(root: str, test_fraction: float = 0.5) -> OfficialSplits:
+    """Images in class folders (see :mod:`gspdml.data.folder`)."""
+    base = Path(root).expanduser()
+    if not base.is_dir():
+        raise DataError(f"image folder: {base} is not a directory")
+    subdirs = {d.name for d in base.iterdir() if d.is_dir()}
+    given = [s for s in SPLIT_NAMES if s in subdirs]
+    layout = {s: base / s for s in given} if "train" in given else {"all": base}
+    parts = {}
+    for split, folder in layout.items():
+        paths, labels = [], []
+        for class_dir in sorted(d for d in folder.iterdir() if d.is_dir()):
+            images = _images_under(class_dir)
+            paths += [str(p) for p in images]
+            labels += [class_dir.name] * len(images)
+        if not paths:
+            raise DataError(f"image folder: no images in class folders under {folder} (extensions: {', '.join(IMAGE_EXTENSIONS)})")
+        parts[split] = (paths, labels)
+    return _assemble(parts, f"image folder {base}", test_fraction)
+
+
+@register_image_dataset("csv", "image_csv")
+def read_csv(path: str, root: Optional[str] = None, test_fraction: float = 0.5) -> OfficialSplits:
+    """Images listed in a CSV file with columns path,label[,split] (see :mod:`gspdml.data.folder`)."""
+    csv_path = Path(path).expanduser()
+    if not csv_path.is_file():
+        raise DataError(f"{csv_path}: CSV file not found")
+    base = Path(root).expanduser() if root is not None else csv_path.parent
+    parts: dict[str, tuple[list[str], list[str]]] = {}
+    with open(csv_path, newline="", encoding="utf-8") as file:
+        reader = csv.DictReader(file)
+        header = [c.strip() for c in (reader.fieldnames or [])]
+        if not {"path", "label"} <= set(header):
+            raise DataError(f"{csv_path}:1: the header must name the columns path,label[,split], got {header}")
+        reader.fieldnames = header
+        has_split = "split" in header
+        for row in reader:
+            line = reader.line_num
+            file_name, label = (row.get("path") or "").strip(), (row.get("label") or "").strip()
+            if not file_name or not label:
+                raise DataError(f"{csv_path}:{line}: empty path or label in {row}")
+            split = (row.get("split") or "").strip().lower() if has_split else "all"
+            split = "val" if split == "validation" else split
+            if split not in SPLIT_NAMES + ("all",) or (has_split and split == "all"):
+                raise DataError(f"{csv_path}:{line}: unknown split {row.get('split')!r}; allowed: {', '.join(SPLIT_NAMES)}")
+            paths, labels = parts.setdefault(split, ([], []))
+            paths.append(str(base / file_name))
+            labels.append(label)
+    if not parts:
+        raise DataError(f"{csv_path}: no rows")
+    return _assemble(parts, str(csv_path), test_fraction)

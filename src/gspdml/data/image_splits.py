@@ -1,0 +1,175 @@
+"""Turn the official class-disjoint splits of a file-based dataset into :class:`DataSplits`.
+
+A reader (CUB, Cars196, SOP, In-Shop, image folder, CSV) returns :class:`OfficialSplits`: the
+training records and either test records (leave-one-out retrieval) or query and gallery records
+(In-Shop). :func:`build_image_splits` carves validation classes off the training classes
+(:func:`gspdml.data.splits.validation_classes`), relabels every split contiguously and wraps each
+in an :class:`ImageFileDataset` with the training or evaluation transform.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+from gspdml.data.base import DATASETS, DataSplits, EvalSplit
+from gspdml.data.files import ImageFileDataset
+from gspdml.data.recipes import image_transform
+from gspdml.data.splits import contiguous_labels, validation_classes
+from gspdml.errors import ConfigError, DataError
+
+
+@dataclass
+class Records:
+    """Image files and their original class ids."""
+
+    paths: list[str]
+    labels: np.ndarray
+    names: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.labels = np.asarray(self.labels, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    @property
+    def classes(self) -> np.ndarray:
+        return np.unique(self.labels)
+
+    def subset(self, classes: Sequence[int]) -> "Records":
+        keep = np.isin(self.labels, np.asarray(classes))
+        return Records([p for p, k in zip(self.paths, keep) if k], self.labels[keep], self.names)
+
+
+@dataclass
+class OfficialSplits:
+    train: Records
+    test: Optional[Records] = None
+    query: Optional[Records] = None
+    gallery: Optional[Records] = None
+    val: Optional[Records] = None  # a validation split given by the data itself (folder, CSV)
+
+    def check_disjoint(self, source: str) -> None:
+        """Raise :class:`DataError` when two splits share a class (a classification split)."""
+        evaluation = [r for r in (self.test, self.query, self.gallery) if r is not None]
+        parts = {"train": self.train.classes, "val": self.val.classes if self.val is not None else [],
+                 "evaluation": np.unique(np.concatenate([r.labels for r in evaluation]))}
+        for a, b in (("train", "val"), ("train", "evaluation"), ("val", "evaluation")):
+            shared = np.intersect1d(parts[a], parts[b])
+            if len(shared):
+                raise DataError(f"{source}: {len(shared)} classes are in both the {a} and the {b} split "
+                                f"(e.g. {shared[:5].tolist()}); that is a classification split, not a zero-shot one")
+
+
+def split_first_half(records: Records) -> tuple[Records, Records]:
+    """The first half of the sorted class ids for training, the rest for test."""
+    classes = records.classes
+    half = len(classes) // 2
+    return records.subset(classes[:half]), records.subset(classes[half:])
+
+
+def split_counts(splits: dict[str, Records]) -> dict[str, int]:
+    """Image and class counts per split, and the total number of images."""
+    found = {f"{name}_images": len(r) for name, r in splits.items()}
+    found.update({f"{name}_classes": len(r.classes) for name, r in splits.items()})
+    found["images"] = sum(len(r) for r in splits.values())
+    return found
+
+
+def check_counts(source: str, found: dict[str, int], expected: dict[str, int]) -> None:
+    """When the whole official dataset is present (the same total as published), every count
+    must match the published split (guards against reading the classification split)."""
+    if found.get("images") != expected["images"]:
+        return
+    wrong = {k: (found.get(k), v) for k, v in expected.items() if found.get(k) != v}
+    if wrong:
+        listing = ", ".join(f"{k} {got} (expected {want})" for k, (got, want) in wrong.items())
+        raise DataError(f"{source}: the split does not match the published zero-shot split: {listing}")
+
+
+def build_image_splits(
+    official: OfficialSplits,
+    *,
+    seed: int,
+    val_fraction: float,
+    val_fold: Optional[int],
+    num_folds: int,
+    val_classes: Optional[Sequence[int]],
+    transform: str,
+    normalization: str,
+    resize: Optional[int],
+    crop: Optional[int],
+    on_error: str,
+    check: str,
+) -> DataSplits:
+    """Datasets for training (fit classes, relabelled ``0..C-1``), validation and test."""
+    if official.val is not None:
+        if val_fold is not None or val_classes is not None:
+            raise ConfigError("data.dataset.val_classes", "the data has its own validation split; drop val_fold/val_classes")
+        fit, val = official.train.classes, official.val.classes
+    else:
+        fit, val = validation_classes(official.train.classes, val_fraction, val_fold, num_folds, val_classes)
+    train_tf = image_transform(transform, True, normalization, resize, crop)
+    eval_tf = image_transform(transform, False, normalization, resize, crop)
+
+    def dataset(records: Records, classes: np.ndarray, tf, train: bool = False) -> ImageFileDataset:
+        part = records.subset(classes)
+        names = [records.names.get(int(c), str(c)) for c in classes]
+        return ImageFileDataset(part.paths, contiguous_labels(part.labels, classes), tf,
+                                seed=seed if train else 0, on_error=on_error, check=check, class_names=names)
+
+    train = dataset(official.train, fit, train_tf, train=True)
+    val_split = EvalSplit(dataset(official.val if official.val is not None else official.train, val, eval_tf)) if len(val) else None
+    if official.test is not None:
+        test = EvalSplit(dataset(official.test, official.test.classes, eval_tf))
+    else:
+        classes = np.union1d(official.query.classes, official.gallery.classes)
+        test = EvalSplit(dataset(official.query, classes, eval_tf), dataset(official.gallery, classes, eval_tf))
+    return DataSplits(train=train, val=val_split, test=test)
+
+
+IMAGE_OPTIONS = dict(
+    val_fraction=0.25, val_fold=None, num_folds=4, val_classes=None, transform="mlrc",
+    normalization="imagenet", resize=None, crop=None, on_error="raise", check="exists",
+)
+
+
+def register_image_dataset(name: str, *aliases: str):
+    """Register ``reader(root, ...) -> OfficialSplits`` as a dataset factory taking the reader's
+    own arguments, ``seed`` (supplied by the caller) and :data:`IMAGE_OPTIONS`:
+
+    * ``val_fraction`` / ``val_fold`` + ``num_folds`` / ``val_classes``: the validation classes,
+      carved off the training classes (:func:`~gspdml.data.splits.validation_classes`);
+    * ``transform`` (``mlrc`` | ``proxynca`` | ``center``), ``normalization`` (``imagenet`` |
+      ``bn_inception`` | ``none``), ``resize``, ``crop``: see :func:`~gspdml.data.recipes.image_transform`;
+    * ``on_error`` (``raise`` | ``skip``) and ``check`` (``exists`` | ``header`` | ``none``): see
+      :class:`~gspdml.data.files.ImageFileDataset`.
+    """
+
+    def decorate(reader):
+        own = list(inspect.signature(reader).parameters.values())
+        required = [p.name for p in own if p.default is inspect.Parameter.empty]
+
+        def factory(seed: int = 0, **kwargs):
+            for arg in required:
+                if arg not in kwargs:
+                    raise ConfigError(f"data.dataset.{arg}", f"required by dataset '{name}'")
+            reader_args = {p.name: kwargs.pop(p.name) for p in own if p.name in kwargs}
+            return build_image_splits(reader(**reader_args), seed=seed, **{**IMAGE_OPTIONS, **kwargs})
+
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        factory.__signature__ = inspect.Signature(
+            [p.replace(kind=keyword) for p in own] + [inspect.Parameter("seed", keyword, default=0)]
+            + [inspect.Parameter(k, keyword, default=v) for k, v in IMAGE_OPTIONS.items()]
+        )
+        factory.__name__ = factory.__qualname__ = name
+        factory.__doc__ = reader.__doc__
+        factory.supplied_by_caller = ("seed",)
+        DATASETS.register(name, *aliases)(factory)
+        return reader
+
+    return decorate

@@ -1,0 +1,78 @@
+"""Robust image decoding: every file becomes an RGB ``PIL.Image`` or a :class:`DataError` that
+names it.
+
+* EXIF orientation is applied (phone pictures are stored sideways with a rotation tag);
+* palette, grayscale, 1-bit, CMYK, YCbCr and LAB images are converted to RGB;
+* transparent images (RGBA, LA, palette with a transparent colour) are composited on white,
+  so transparent regions do not turn black;
+* 16-bit and floating-point grayscale are rescaled to 8 bits instead of being clipped;
+* a missing, truncated or undecodable file raises :class:`DataError` with its path.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from gspdml.errors import DataError
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
+
+
+def _wide_to_8bit(image: Image.Image) -> Image.Image:
+    """Rescale 16-bit or float grayscale to ``L``: integers by their bit depth, floats in [0, 1]
+    (or their own range when they exceed it)."""
+    values = np.asarray(image, dtype=np.float64)
+    if image.mode == "F":
+        top = 1.0 if values.max(initial=0.0) <= 1.0 else values.max()
+    else:
+        top = 65535.0 if values.max(initial=0) > 255 else 255.0
+    return Image.fromarray(np.clip(np.round(values / top * 255.0), 0, 255).astype(np.uint8), "L")
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """Convert a decoded image of any mode to RGB (see the module docstring)."""
+    if image.mode == "RGB":
+        return image
+    if image.mode.startswith("I") or image.mode == "F":
+        return _wide_to_8bit(image).convert("RGB")
+    if image.mode == "P" and "transparency" in image.info:
+        image = image.convert("RGBA")
+    if image.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    return image.convert("RGB")
+
+
+def load_image(path: str | os.PathLike) -> Image.Image:
+    """Decode ``path`` fully into an RGB image, applying its EXIF orientation."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as image:
+                image.load()
+                image = ImageOps.exif_transpose(image)
+                return to_rgb(image)
+    except FileNotFoundError:
+        raise DataError(f"{path}: image file not found") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombWarning,
+            Image.DecompressionBombError) as error:
+        raise DataError(f"{path}: cannot decode image ({type(error).__name__}: {error})") from None
+
+
+def check_image(path: str | os.PathLike) -> str | None:
+    """A cheap check (the file exists and its header is a known image format); returns the
+    problem as text, or None when the file looks fine. Decoding errors beyond the header are
+    only found by :func:`load_image`."""
+    try:
+        with Image.open(path) as image:
+            image.size  # noqa: B018 (the header is parsed by open)
+    except FileNotFoundError:
+        return "file not found"
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None

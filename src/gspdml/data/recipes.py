@@ -1,0 +1,43 @@
+"""The image pipelines of the papers and each backbone's input normalisation."""
+
+from __future__ import annotations
+
+from gspdml.data.transforms import (CenterCrop, Compose, Normalize, RandomHorizontalFlip, RandomResizedCrop,
+                                    Resize, ToTensor)
+from gspdml.errors import ConfigError
+
+NORMALIZATIONS = {
+    "imagenet": dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
+    "bn_inception": dict(mean=(104.0, 117.0, 128.0), std=(1.0, 1.0, 1.0), bgr=True, value_range=255.0),
+    "none": dict(mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0)),
+}
+
+# (resize, crop, train-time RandomResizedCrop scale, resize before the random crop)
+RECIPES = {
+    # MLRC / Musgrave et al. (spec/gurbuz-thesis-spec.md §3.3 and §9 A18): train Resize(256) ->
+    # RandomResizedCrop(227, scale=(0.16, 1), ratio=(3/4, 4/3)) -> flip; eval Resize(256) -> CenterCrop(227)
+    "mlrc": (256, 227, (0.16, 1.0), True),
+    # ProxyNCA++ (seed 002 line 163; reference-implementations §4.3): train RandomResizedCrop(256,
+    # scale=(0.08, 1)) -> flip; eval Resize(288) -> CenterCrop(256)
+    "proxynca": (288, 256, (0.08, 1.0), False),
+    # no augmentation: Resize -> CenterCrop for training too (small images, debugging)
+    "center": (256, 227, None, True),
+}
+
+
+def image_transform(recipe: str = "mlrc", train: bool = False, normalization: str = "imagenet",
+                    resize: int | None = None, crop: int | None = None, field: str = "data.dataset") -> Compose:
+    """The transform of ``recipe`` (see :data:`RECIPES`) for training or evaluation, ending in
+    ``ToTensor`` and the backbone's ``normalization`` (:data:`NORMALIZATIONS`). ``resize`` and
+    ``crop`` override the recipe's sizes (e.g. 73/64 for fast CPU runs)."""
+    if recipe not in RECIPES:
+        raise ConfigError(f"{field}.transform", f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
+    if normalization not in NORMALIZATIONS:
+        raise ConfigError(f"{field}.normalization", f"unknown normalization {normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
+    default_resize, default_crop, scale, resize_first = RECIPES[recipe]
+    resize, crop = int(resize or default_resize), int(crop or default_crop)
+    if train and scale is not None:
+        steps = ([Resize(resize)] if resize_first else []) + [RandomResizedCrop(crop, scale, (3 / 4, 4 / 3)), RandomHorizontalFlip(0.5)]
+    else:
+        steps = [Resize(resize), CenterCrop(crop)]
+    return Compose(steps + [ToTensor(), Normalize(**NORMALIZATIONS[normalization])])

@@ -1,0 +1,34 @@
+"""Stanford Online Products in its official layout::
+
+    <root>/[Stanford_Online_Products/]Ebay_train.txt   "image_id class_id super_class_id path" (header line)
+    <root>/[Stanford_Online_Products/]Ebay_test.txt
+    <root>/[Stanford_Online_Products/]<path>           e.g. bicycle_final/111085122871_0.JPG
+
+The official files are the zero-shot split (spec §7.1): 11,318 training classes (59,551 images)
+and 11,316 test classes (60,502 images).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gspdml.data.image_splits import OfficialSplits, Records, check_counts, register_image_dataset, split_counts
+from gspdml.data.textfiles import find_dir, read_columns
+
+SOURCE = "Stanford Online Products"
+EXPECTED = dict(images=120053, train_images=59551, test_images=60502, train_classes=11318, test_classes=11316)
+COLUMNS = ["image_id", "class_id", "super_class_id", "path"]
+
+
+@register_image_dataset("sop", "stanford_online_products")
+def read_sop(root: str) -> OfficialSplits:
+    """Stanford Online Products, the official 11,318/11,316 class split (see :mod:`gspdml.data.sop`)."""
+    base = find_dir(root, "Ebay_train.txt", [".", "Stanford_Online_Products"], SOURCE)
+    parts = {}
+    for name in ("train", "test"):
+        rows = read_columns(base / f"Ebay_{name}.txt", COLUMNS, SOURCE, skip=1, numeric=["image_id", "class_id", "super_class_id"])
+        parts[name] = Records([str(base / r["path"]) for r in rows], np.array([r["class_id"] for r in rows]))
+    official = OfficialSplits(train=parts["train"], test=parts["test"])
+    official.check_disjoint(SOURCE)
+    check_counts(SOURCE, split_counts(parts), EXPECTED)
+    return official

@@ -1,0 +1,215 @@
+"""Seeded transforms: every random transform is ``transform(x, generator) -> x``.
+
+Tensor transforms (collages) and PIL image transforms (photographs; no torchvision needed); the
+recipes of the papers are assembled in :mod:`gspdml.data.recipes`.
+
+All randomness comes from the ``torch.Generator`` argument, which
+:class:`gspdml.data.seeded.SeededTransformDataset` seeds from ``(seed, epoch, index)``, so an
+item's augmentation is the same whatever the number of DataLoader workers and after a resume.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+
+class Compose:
+    """Apply ``transforms`` in order, all drawing from the same generator."""
+
+    def __init__(self, transforms: Sequence):
+        self.transforms = list(transforms)
+
+    def __call__(self, x, generator: torch.Generator):
+        for transform in self.transforms:
+            x = transform(x, generator)
+        return x
+
+    def __repr__(self) -> str:
+        return f"Compose({self.transforms!r})"
+
+
+def _randint(low: int, high: int, generator: torch.Generator) -> int:
+    """A uniform integer in ``[low, high]`` (inclusive)."""
+    return int(torch.randint(low, high + 1, (1,), generator=generator))
+
+
+class RandomShift:
+    """Translate a tensor image ``[C, H, W]`` by ``(dy, dx)`` drawn uniformly from
+    ``[-max_shift, max_shift]²``, filling with the replicated border."""
+
+    def __init__(self, max_shift: int):
+        if max_shift < 0:
+            raise ValueError(f"max_shift must be >= 0, got {max_shift}")
+        self.max_shift = int(max_shift)
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        s = self.max_shift
+        dy, dx = _randint(-s, s, generator), _randint(-s, s, generator)
+        if s == 0:
+            return x
+        padded = F.pad(x[None], (s, s, s, s), mode="replicate")[0]
+        h, w = x.shape[-2:]
+        return padded[:, s - dy:s - dy + h, s - dx:s - dx + w].contiguous()
+
+    def __repr__(self) -> str:
+        return f"RandomShift({self.max_shift})"
+
+
+class TilePermutation:
+    """Cut a tensor image ``[C, H, W]`` into a ``grid × grid`` array of tiles and put them back
+    in a uniformly random order (for collages: moves the target tile, keeps every tile intact)."""
+
+    def __init__(self, grid: int):
+        if grid < 1:
+            raise ValueError(f"grid must be >= 1, got {grid}")
+        self.grid = int(grid)
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        g = self.grid
+        c, h, w = x.shape
+        if h % g or w % g:
+            raise ValueError(f"image of size {h}x{w} cannot be cut into a {g}x{g} grid")
+        tiles = x.reshape(c, g, h // g, g, w // g).permute(1, 3, 0, 2, 4).reshape(g * g, c, h // g, w // g)
+        tiles = tiles[torch.randperm(g * g, generator=generator)]
+        return tiles.reshape(g, g, c, h // g, w // g).permute(2, 0, 3, 1, 4).reshape(c, h, w).contiguous()
+
+    def __repr__(self) -> str:
+        return f"TilePermutation({self.grid})"
+
+
+def _uniform(low: float, high: float, generator: torch.Generator) -> float:
+    return low + (high - low) * float(torch.rand(1, generator=generator, dtype=torch.float64))
+
+
+class Resize:
+    """Resize so that the shorter side is ``size`` (the longer side keeps the aspect ratio,
+    truncated to an integer, as ``torchvision.transforms.Resize(int)`` does); bilinear."""
+
+    def __init__(self, size: int, interpolation=Image.BILINEAR):
+        self.size, self.interpolation = int(size), interpolation
+
+    def __call__(self, image: Image.Image, generator: torch.Generator = None) -> Image.Image:
+        w, h = image.size
+        short, long = (w, h) if w <= h else (h, w)
+        if short == self.size:
+            return image
+        new_long = int(self.size * long / short)
+        size = (self.size, new_long) if w <= h else (new_long, self.size)
+        return image.resize(size, self.interpolation)
+
+    def __repr__(self) -> str:
+        return f"Resize({self.size})"
+
+
+class CenterCrop:
+    """Crop the central ``size × size`` region (offsets ``round((H - h) / 2)``); an image smaller
+    than the crop is padded with black first."""
+
+    def __init__(self, size: int):
+        self.size = int(size)
+
+    def __call__(self, image: Image.Image, generator: torch.Generator = None) -> Image.Image:
+        w, h = image.size
+        s = self.size
+        if w < s or h < s:
+            canvas = Image.new(image.mode, (max(w, s), max(h, s)))
+            canvas.paste(image, ((max(w, s) - w) // 2, (max(h, s) - h) // 2))
+            image, (w, h) = canvas, canvas.size
+        top, left = int(round((h - s) / 2.0)), int(round((w - s) / 2.0))
+        return image.crop((left, top, left + s, top + s))
+
+    def __repr__(self) -> str:
+        return f"CenterCrop({self.size})"
+
+
+class RandomResizedCrop:
+    """Crop a random region of area fraction ``U(scale)`` and aspect ratio ``exp(U(log ratio))``
+    and resize it to ``size × size`` (the sampling rule of torchvision's RandomResizedCrop:
+    10 attempts, then a centre crop with the ratio clamped to ``ratio``)."""
+
+    def __init__(self, size: int, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), interpolation=Image.BILINEAR):
+        if not (0 < scale[0] <= scale[1] and 0 < ratio[0] <= ratio[1]):
+            raise ValueError(f"need 0 < scale[0] <= scale[1] and 0 < ratio[0] <= ratio[1], got {scale}, {ratio}")
+        self.size, self.scale, self.ratio = int(size), tuple(scale), tuple(ratio)
+        self.interpolation = interpolation
+
+    def box(self, width: int, height: int, generator: torch.Generator) -> tuple[int, int, int, int]:
+        """``(top, left, h, w)`` of the crop."""
+        area = width * height
+        log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))
+        for _ in range(10):
+            target = area * _uniform(*self.scale, generator)
+            aspect = math.exp(_uniform(*log_ratio, generator))
+            w, h = int(round(math.sqrt(target * aspect))), int(round(math.sqrt(target / aspect)))
+            if 0 < w <= width and 0 < h <= height:
+                return _randint(0, height - h, generator), _randint(0, width - w, generator), h, w
+        in_ratio = width / height
+        if in_ratio < self.ratio[0]:
+            w, h = width, int(round(width / self.ratio[0]))
+        elif in_ratio > self.ratio[1]:
+            w, h = int(round(height * self.ratio[1])), height
+        else:
+            w, h = width, height
+        return (height - h) // 2, (width - w) // 2, h, w
+
+    def __call__(self, image: Image.Image, generator: torch.Generator) -> Image.Image:
+        top, left, h, w = self.box(*image.size, generator)
+        return image.resize((self.size, self.size), self.interpolation, box=(left, top, left + w, top + h))
+
+    def __repr__(self) -> str:
+        return f"RandomResizedCrop({self.size}, scale={self.scale}, ratio={self.ratio})"
+
+
+class RandomHorizontalFlip:
+    def __init__(self, p: float = 0.5):
+        self.p = float(p)
+
+    def __call__(self, image, generator: torch.Generator):
+        flip = float(torch.rand(1, generator=generator)) < self.p
+        if not flip:
+            return image
+        if isinstance(image, torch.Tensor):
+            return image.flip(-1)
+        return image.transpose(Image.FLIP_LEFT_RIGHT)
+
+    def __repr__(self) -> str:
+        return f"RandomHorizontalFlip({self.p})"
+
+
+class ToTensor:
+    """An RGB PIL image to a float tensor ``[3, H, W]`` in [0, 1]."""
+
+    def __call__(self, image: Image.Image, generator: torch.Generator = None) -> torch.Tensor:
+        array = np.asarray(image, dtype=np.uint8)
+        if array.ndim == 2:
+            array = array[:, :, None]
+        return torch.from_numpy(array.copy()).permute(2, 0, 1).float().div_(255.0)
+
+    def __repr__(self) -> str:
+        return "ToTensor()"
+
+
+class Normalize:
+    """``(x · value_range - mean) / std`` per channel, after reversing the channels to BGR when
+    ``bgr`` (the Caffe convention of BN-Inception: BGR, values in [0, 255], mean (104, 117, 128),
+    std 1)."""
+
+    def __init__(self, mean, std, bgr: bool = False, value_range: float = 1.0):
+        self.mean = torch.tensor(mean, dtype=torch.float32)[:, None, None]
+        self.std = torch.tensor(std, dtype=torch.float32)[:, None, None]
+        self.bgr, self.value_range = bool(bgr), float(value_range)
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator = None) -> torch.Tensor:
+        if self.bgr:
+            x = x.flip(0)
+        return (x * self.value_range - self.mean) / self.std
+
+    def __repr__(self) -> str:
+        return f"Normalize(mean={self.mean.flatten().tolist()}, std={self.std.flatten().tolist()}, bgr={self.bgr}, value_range={self.value_range})"
+

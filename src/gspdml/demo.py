@@ -1,0 +1,67 @@
+"""The main job: train several methods on the embedded collage and print a comparison table."""
+
+from __future__ import annotations
+
+import glob
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import yaml
+
+from gspdml.config import load_config
+from gspdml.errors import ConfigError
+
+DEFAULT_PATTERN = "configs/demo-*.yaml"
+COLUMNS = (("MAP@R", "map_at_r"), ("P@1", "precision_at_1"), ("R-prec.", "r_precision"), ("R@2", "recall_at_2"), ("R@4", "recall_at_4"))
+
+
+def demo_configs(paths: Sequence[str]) -> list[str]:
+    found = list(paths) or sorted(p for p in glob.glob(DEFAULT_PATTERN) if not p.endswith("-base.yaml"))
+    if not found:
+        raise ConfigError("configs", f"no demo configs given and none match {DEFAULT_PATTERN} in {Path.cwd()}")
+    return found
+
+
+def run_demo(paths: Sequence[str], output_dir: Path, overrides: Iterable[str] = (), fresh: bool = False) -> list[dict[str, Any]]:
+    """Train (or resume, or reuse) every config into ``output_dir/<name>`` and print the table."""
+    from gspdml.training import train
+
+    rows = []
+    for path in demo_configs(paths):
+        config = load_config(path, [*overrides, f"output_dir={output_dir}"])
+        run_dir = output_dir / config["name"]
+        resume = _prepare(run_dir, config, fresh)
+        start = time.perf_counter()
+        results = train(config, run_dir, resume=resume)
+        rows.append({"method": config["name"], "description": config["description"], "seconds": time.perf_counter() - start, **results})
+    print()
+    print(format_table(rows))
+    print(f"\nrun directories: {output_dir}/<method>  (re-evaluate with: gspdml evaluate {output_dir}/<method>)")
+    return rows
+
+
+def _prepare(run_dir: Path, config: dict[str, Any], fresh: bool) -> bool:
+    """True when the run directory holds this very run to resume (or reuse when finished)."""
+    if not (run_dir / "checkpoints" / "last.safetensors").exists():
+        return False
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    if fresh or saved != yaml.safe_load(yaml.safe_dump(config)):
+        if not fresh:
+            raise ConfigError("demo", f"{run_dir} holds a run with another config; pass --fresh to retrain it")
+        shutil.rmtree(run_dir)
+        return False
+    return True
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """A Markdown table of test metrics (x100), one row per method."""
+    header = ["method", *(name for name, _ in COLUMNS), "steps", "time (s)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        test = row.get("test", {})
+        cells = [row["method"], *(f"{100 * test[key]:.2f}" if key in test else "-" for _, key in COLUMNS)]
+        cells += [str(row["steps"]), f"{row['seconds']:.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""Embedding extraction and split evaluation, shared by the trainer, ``gspdml evaluate`` and the protocols."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from gspdml.data.base import EvalSplit
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def autocast_context(precision: str, device: torch.device):
+    """bf16 autocast (CPU or GPU), fp16 AMP (GPU), or nothing for fp32."""
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    if precision == "fp16":
+        return torch.autocast(device.type, dtype=torch.float16)
+    return contextlib.nullcontext()
+
+
+@torch.no_grad()
+def embed(
+    model: nn.Module,
+    dataset: Dataset,
+    batch_size: int = 256,
+    device: torch.device | str = "cpu",
+    precision: str = "fp32",
+    num_workers: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Embeddings ``[N, D]`` (float32, in dataset order) and labels ``[N]`` (int64) of a dataset."""
+    device = torch.device(device)
+    was_training = model.training
+    model.eval()
+    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers, pin_memory=device.type == "cuda")
+    chunks, labels = [], []
+    try:
+        for images, targets in loader:
+            images = images.to(device, non_blocking=True)
+            if precision == "bf16" and device.type == "cpu":
+                images = images.contiguous(memory_format=torch.channels_last)
+            with autocast_context(precision, device):
+                chunks.append(model(images).embedding.float().cpu())
+            labels.append(torch.as_tensor(targets, dtype=torch.int64))
+    finally:
+        model.train(was_training)
+    if not chunks:
+        raise ValueError("cannot embed an empty dataset")
+    return torch.cat(chunks), torch.cat(labels)
+
+
+def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """``{"recall_at_k": {1: .9}}`` -> ``{"recall_at_1": .9}``; numbers only, for JSON logs."""
+    flat: dict[str, float] = {}
+    for key, value in metrics.items():
+        if isinstance(value, Mapping):
+            stem = key[: -len("_k")] if key.endswith("_k") else key
+            flat.update({f"{stem}_{k}": float(v) for k, v in value.items()})
+        elif isinstance(value, (int, float, np.floating, np.integer)):
+            flat[key] = float(value)
+    return flat
+
+
+def evaluate_split(
+    model: nn.Module,
+    split: EvalSplit,
+    *,
+    batch_size: int = 256,
+    device: torch.device | str = "cpu",
+    precision: str = "fp32",
+    recall_at: Iterable[int] = (1, 2, 4, 8),
+    num_workers: int = 0,
+) -> dict[str, float]:
+    """Retrieval metrics of ``model`` on a split: leave-one-out, or query -> gallery."""
+    from gspdml.evaluation import retrieval_metrics
+
+    kwargs = dict(batch_size=batch_size, device=device, precision=precision, num_workers=num_workers)
+    query, query_labels = embed(model, split.query, **kwargs)
+    if split.gallery is None:
+        metrics = retrieval_metrics(query, query_labels, recall_at=tuple(recall_at))
+    else:
+        gallery, gallery_labels = embed(model, split.gallery, **kwargs)
+        metrics = retrieval_metrics(query, query_labels, gallery, gallery_labels, recall_at=tuple(recall_at))
+    return flatten_metrics(metrics)

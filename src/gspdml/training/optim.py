@@ -1,0 +1,94 @@
+"""Optimiser groups built from the model and every loss, and a reduce-on-plateau schedule.
+
+Every trainable parameter lands in exactly one group: ``backbone``, ``head`` and ``pooling`` of
+the embedder with the config's ``optimizer.lr_multipliers``, and the parameters of each loss
+with the ``lr_multiplier`` the loss declares (e.g. proxies at x100). Nobody can forget the proxies.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping
+
+import torch
+from torch import nn
+
+EMBEDDER_PARTS = ("backbone", "head", "pooling")
+
+
+def _loss_parameters(module: nn.Module, inherited: float = 1.0) -> Iterator[tuple[float, nn.Parameter]]:
+    """(multiplier, parameter) for every parameter below ``module``; a submodule that declares
+    ``lr_multiplier`` sets it for itself and its children, others inherit their parent's."""
+    multiplier = float(getattr(module, "lr_multiplier", inherited))
+    for param in module.parameters(recurse=False):
+        if param.requires_grad:
+            yield multiplier, param
+    for child in module.children():
+        yield from _loss_parameters(child, multiplier)
+
+
+def parameter_groups(model: nn.Module, loss: nn.Module, multipliers: Mapping[str, float], lr: float) -> list[dict[str, Any]]:
+    """Groups with ``name``, ``params``, ``lr`` and ``initial_lr`` (= base lr x multiplier)."""
+    groups: list[dict[str, Any]] = []
+    for part in EMBEDDER_PARTS:
+        params = [p for p in getattr(model, part).parameters() if p.requires_grad]
+        if params:
+            mult = float(multipliers.get(part, 1.0))
+            groups.append({"name": part, "params": params, "lr": lr * mult, "initial_lr": lr * mult})
+    by_multiplier: dict[float, list[nn.Parameter]] = {}
+    for mult, param in _loss_parameters(loss):
+        by_multiplier.setdefault(mult, []).append(param)
+    for mult, params in sorted(by_multiplier.items()):
+        groups.append({"name": f"loss x{mult:g}", "params": params, "lr": lr * mult, "initial_lr": lr * mult})
+    _check_each_parameter_once(groups, model, loss)
+    return groups
+
+
+def _check_each_parameter_once(groups: list[dict[str, Any]], *modules: nn.Module) -> None:
+    seen: set[int] = set()
+    for group in groups:
+        for param in group["params"]:
+            if id(param) in seen:
+                raise ValueError(f"a parameter appears in two optimiser groups (second: {group['name']})")
+            seen.add(id(param))
+    missing = [p for m in modules for p in m.parameters() if p.requires_grad and id(p) not in seen]
+    if missing:
+        raise ValueError(f"{len(missing)} trainable parameters are in no optimiser group")
+
+
+def build_optimizer(cfg: Mapping[str, Any], model: nn.Module, loss: nn.Module) -> torch.optim.Optimizer:
+    """Adam, AdamW or SGD over :func:`parameter_groups` (``optimizer`` section of the config)."""
+    groups = parameter_groups(model, loss, cfg["lr_multipliers"], float(cfg["lr"]))
+    common = {"lr": float(cfg["lr"]), "weight_decay": float(cfg["weight_decay"])}
+    name = cfg["name"]
+    if name == "sgd":
+        return torch.optim.SGD(groups, momentum=float(cfg["momentum"]), **common)
+    cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
+    return cls(groups, betas=tuple(cfg["betas"]), eps=float(cfg["eps"]), **common)
+
+
+class PlateauSchedule:
+    """Multiply every group's learning rate by ``factor`` after ``patience`` evaluation rounds
+    without improvement of the monitored metric (higher is better); the base learning rate
+    ``base_lr`` never drops below ``min_lr`` (groups keep their multipliers)."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, base_lr: float, factor: float = 0.5, patience: int = 4, min_lr: float = 1e-6):
+        self.optimizer, self.base_lr = optimizer, base_lr
+        self.factor, self.patience, self.min_lr = factor, patience, min_lr
+        self.scale, self.best, self.bad_rounds = 1.0, float("-inf"), 0
+
+    def step(self, metric: float) -> None:
+        if metric > self.best:
+            self.best, self.bad_rounds = metric, 0
+            return
+        self.bad_rounds += 1
+        if self.bad_rounds >= self.patience:
+            self.scale = max(self.scale * self.factor, min(self.scale, self.min_lr / self.base_lr))
+            self.bad_rounds = 0
+            for group in self.optimizer.param_groups:
+                group["lr"] = group["initial_lr"] * self.scale
+
+    def state_dict(self) -> dict[str, float]:
+        return {"scale": self.scale, "best": self.best, "bad_rounds": self.bad_rounds}
+
+    def load_state_dict(self, state: Mapping[str, float]) -> None:
+        self.scale, self.best, self.bad_rounds = float(state["scale"]), float(state["best"]), int(state["bad_rounds"])

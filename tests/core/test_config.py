@@ -1,0 +1,76 @@
+import pytest
+import yaml
+
+from gspdml.config import DEFAULTS, load_config
+from gspdml.errors import ConfigError
+
+
+def write(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_defaults_resolve_and_specs_are_canonical():
+    config = load_config({"model": {"pooling": "gmp"}, "loss": {"c2": {"neg_margin": 0.5}}})
+    assert config["model"]["pooling"] == {"name": "gmp"}
+    assert config["loss"] == {"name": "c2", "neg_margin": 0.5}
+    assert config["optimizer"]["lr"] == DEFAULTS["optimizer"]["lr"]
+
+
+def test_bases_merge_in_order_and_a_renamed_spec_replaces_the_old_one(tmp_path):
+    write(tmp_path, "a.yaml", {"seed": 1, "loss": {"name": "c2", "neg_margin": 0.7}, "optimizer": {"lr": 0.1}})
+    write(tmp_path, "b.yaml", {"base": ["a.yaml"], "seed": 2, "loss": {"c1": {"margin": 0.4}}})
+    path = write(tmp_path, "run.yaml", {"base": "b.yaml", "optimizer": {"weight_decay": 0.0}})
+    config = load_config(path)
+    assert config["seed"] == 2
+    assert config["loss"] == {"name": "c1", "margin": 0.4}
+    assert config["optimizer"]["lr"] == 0.1 and config["optimizer"]["weight_decay"] == 0.0
+
+
+def test_same_named_spec_merges_options(tmp_path):
+    write(tmp_path, "a.yaml", {"loss": {"name": "c2", "neg_margin": 0.7}})
+    path = write(tmp_path, "run.yaml", {"base": ["a.yaml"], "loss": {"c2": {"pos_margin": 0.1}}})
+    assert load_config(path)["loss"] == {"name": "c2", "neg_margin": 0.7, "pos_margin": 0.1}
+
+
+def test_overrides_parse_yaml_values_and_reach_spec_options():
+    config = load_config({}, ["optimizer.lr=1e-5", "model.pooling=gmp", "loss.neg_margin=0.5", "evaluation.recall_at=[1, 10]"])
+    assert config["optimizer"]["lr"] == 1e-5
+    assert config["model"]["pooling"] == {"name": "gmp"}
+    assert config["loss"]["neg_margin"] == 0.5
+    assert config["evaluation"]["recall_at"] == [1, 10]
+
+
+@pytest.mark.parametrize(
+    "data, overrides, field, fragment",
+    [
+        ({"optimiser": {}}, [], "optimiser", "allowed: name, description"),
+        ({"optimizer": {"name": "rmsprop"}}, [], "optimizer.name", "allowed: adam, adamw, sgd"),
+        ({"optimizer": {"lr": -1}}, [], "optimizer.lr", "> 0"),
+        ({"model": {"pooling": "avg"}}, [], "model.pooling", "allowed: gap, gmp"),
+        ({"model": {"pooling": {"gap": {"p": 3}}}}, [], "model.pooling.p", "unknown option for 'gap'"),
+        ({"loss": {"c2": {"margin": 1}}}, [], "loss.margin", "allowed: pos_margin, neg_margin, reduction"),
+        ({"loss": [{"name": "c1"}, {"name": "nope"}]}, [], "loss[1]", "unknown loss 'nope'"),
+        ({"data": {"halves": True, "classes_per_batch": 7}}, [], "data.classes_per_batch", "must be even"),
+        ({"evaluation": {"metric": "nmi"}}, [], "evaluation.metric", "allowed: map_at_r"),
+        ({"trainer": {"precision": "fp8"}}, [], "trainer.precision", "allowed: fp32, bf16, fp16"),
+        ({"schedule": {"plateau": {"factor": 2}}}, [], "schedule.plateau.factor", "(0, 1)"),
+        ({}, ["optimizer.momentumm=0.5"], "optimizer.momentumm", "unknown key"),
+        ({}, ["optimizer.lr"], "", "key.sub=value"),
+    ],
+)
+def test_invalid_configs_fail_naming_field_and_allowed_values(data, overrides, field, fragment):
+    with pytest.raises(ConfigError) as err:
+        load_config(data, overrides)
+    assert err.value.field == field
+    assert fragment in str(err.value)
+
+
+def test_missing_file_and_include_cycle(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.yaml")
+    write(tmp_path, "a.yaml", {"base": "b.yaml"})
+    write(tmp_path, "b.yaml", {"base": "a.yaml"})
+    with pytest.raises(ConfigError, match="include cycle"):
+        load_config(tmp_path / "a.yaml")

@@ -1,0 +1,78 @@
+"""A run killed mid-training and resumed ends with the same weights as an uninterrupted run."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from gspdml.config import load_config
+
+
+def _start(config_path, run_dir, *extra):
+    cmd = [sys.executable, "-m", "gspdml", "train", str(config_path), "--run-dir", str(run_dir), "--no-progress", *extra]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+def _weights(run_dir):
+    return load_file(str(run_dir / "model.safetensors"))
+
+
+def test_sigkill_then_resume_gives_identical_weights_and_log(tmp_path, make_config):
+    config = make_config(schedule={"max_steps": 60}, evaluation={"every": 10, "patience": None})
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(load_config(config)))
+
+    straight = tmp_path / "straight"
+    proc = _start(path, straight)
+    assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()
+
+    killed = tmp_path / "killed"
+    proc = _start(path, killed)
+    checkpoint = killed / "checkpoints" / "last.safetensors"
+    deadline = time.time() + 300
+    while not checkpoint.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "model.safetensors").exists()
+
+    proc = _start(path, killed, "--resume")
+    assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()
+
+    a, b = _weights(straight), _weights(killed)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    log_a = (straight / "metrics.jsonl").read_text().splitlines()
+    log_b = (killed / "metrics.jsonl").read_text().splitlines()
+    assert log_a == log_b
+    assert json.loads((straight / "results.json").read_text()) == json.loads((killed / "results.json").read_text())
+
+
+def test_resume_refuses_a_missing_run_and_train_refuses_to_overwrite(tmp_path, make_config):
+    from gspdml.errors import ConfigError
+    from gspdml.training import train
+
+    config = load_config(make_config(schedule={"max_steps": 5}))
+    run_dir = tmp_path / "r"
+    try:
+        train(config, run_dir, resume=True)
+    except ConfigError as err:
+        assert "nothing to resume" in str(err)
+    else:
+        raise AssertionError("resume of a missing run must fail")
+    train(config, run_dir)
+    try:
+        train(config, run_dir)
+    except ConfigError as err:
+        assert "already holds a run" in str(err)
+    else:
+        raise AssertionError("a second train into the same run dir must fail")
