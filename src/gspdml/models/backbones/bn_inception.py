@@ -27,7 +27,6 @@ statistics follow the last batch; gspdml uses PyTorch's default 0.1. DML recipes
 
 from __future__ import annotations
 
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -83,6 +82,9 @@ class BNInception(Backbone):
         if input_space != "caffe" and in_channels != 3:
             raise ConfigError("model.backbone.input_space", f"{input_space!r} needs RGB images, got {in_channels} channels; use 'caffe'")
         self.input_space = input_space
+        weights = resolve_weights_path(  # first, so that a missing file fails before any work
+            pretrained, field="model.backbone.pretrained", filenames=WEIGHTS_FILENAMES, url=WEIGHTS_URL, what="BN-Inception"
+        )
         self._blocks: list[tuple[int, list[list[str]]]] = []  # (stride, branches of unit names)
         self._add_unit("conv1_7x7_s2", in_channels, 64, 7, stride=2)
         self._add_unit("conv2_3x3_reduce", 64, 64, 1)
@@ -93,9 +95,6 @@ class BNInception(Backbone):
         scale, shift = _input_conversion(input_space)
         self.register_buffer("input_scale", scale, persistent=False)
         self.register_buffer("input_shift", shift, persistent=False)
-        weights = resolve_weights_path(
-            pretrained, field="model.backbone.pretrained", filenames=WEIGHTS_FILENAMES, url=WEIGHTS_URL, what="BN-Inception"
-        )
         if weights is not None:
             load_weights(self, read_state_dict(weights), source=str(weights), ignore_prefixes=("last_linear.",))
         if freeze_bn:

@@ -93,6 +93,7 @@ class CifarResNet(Backbone):
             raise ConfigError("model.backbone.widths", f"expected 3 stage widths, got {list(widths)}")
         if pretrained is True:
             raise ConfigError("model.backbone.pretrained", "resnet20 has no published checkpoint; give the path of a weights file")
+        weights = resolve_weights_path(pretrained, field="model.backbone.pretrained", filenames=())
         self.preact = preact
         self.conv1 = nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False)
         if preact:
@@ -109,7 +110,6 @@ class CifarResNet(Backbone):
         for module in self.modules():
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
-        weights = resolve_weights_path(pretrained, field="model.backbone.pretrained", filenames=())
         if weights is not None:
             load_weights(self, read_state_dict(weights), source=str(weights), ignore_prefixes=("fc.", "linear."))
         if freeze_bn:

@@ -87,6 +87,13 @@ class ResNet(Backbone):
 
     def __init__(self, in_channels: int = 3, pretrained: PretrainedSpec = False, freeze_bn: bool = False):
         super().__init__()
+        weights = resolve_weights_path(  # first, so that a missing file fails before any work
+            pretrained,
+            field="model.backbone.pretrained",
+            filenames=self.weight_files,
+            url=_TORCHVISION_URL + self.weight_files[0],
+            what=type(self).__name__,
+        )
         self.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
         self.relu = nn.ReLU(inplace=True)
@@ -101,13 +108,6 @@ class ResNet(Backbone):
             self.add_module(f"layer{index + 1}", nn.Sequential(*blocks))
         self.out_channels = c_in
         self._init_weights()
-        weights = resolve_weights_path(
-            pretrained,
-            field="model.backbone.pretrained",
-            filenames=self.weight_files,
-            url=_TORCHVISION_URL + self.weight_files[0],
-            what=type(self).__name__,
-        )
         if weights is not None:
             load_weights(self, read_state_dict(weights), source=str(weights), ignore_prefixes=("fc.",))
         if freeze_bn:

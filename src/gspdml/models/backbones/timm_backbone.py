@@ -26,7 +26,7 @@ import torch
 
 from gspdml.errors import ConfigError, DataError
 from gspdml.models.backbones.base import BACKBONES, Backbone
-from gspdml.models.pretrained import PretrainedSpec, WeightsNotFoundError, resolve_weights_path, torch_hub_checkpoint_dir
+from gspdml.models.pretrained import PretrainedSpec, WeightsNotFoundError, resolve_weights_path
 
 FIELD = "model.backbone"
 OUTPUTS = ("auto", "tokens", "map")
