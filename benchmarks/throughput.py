@@ -9,9 +9,11 @@ Rows:
   fly (500x375, the typical CUB photo size), one process.
 
 Targets: GSP within 10% of GAP; bf16 >= 2.5x fp32 on a CPU with AMX. Other processes share the
-CPU, so compare ratios from one run, not absolute numbers across runs.
+CPU, so compare ratios from one run, not absolute numbers across runs. On a crowded machine use
+``--threads 1 --clock cpu``: images per CPU-second of one thread do not depend on how often the
+process is descheduled (with several threads, descheduled OpenMP workers stall the others).
 
-    PYTHONPATH=src python benchmarks/throughput.py [--steps 3] [--warmup 1] [--threads 2]
+    PYTHONPATH=src python benchmarks/throughput.py [--steps 3] [--warmup 1] [--threads 2] [--clock wall|cpu]
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ MODELS = {  # name: (backbone spec, input size)
 POOLS = {"gap": {"name": "gap"}, "gsp": {"name": "gsp", "num_prototypes": 64, "mu": 0.3, "eps": 5.0, "init": "random"}}
 
 
-def training_step_rate(backbone: dict, size: int, pooling: dict, precision: str, device: torch.device, steps: int, warmup: int) -> float:
+def training_step_rate(
+    backbone: dict, size: int, pooling: dict, precision: str, device: torch.device, steps: int, warmup: int, clock
+) -> float:
     """Images per second of a full training step (mean over ``steps`` after ``warmup``)."""
     torch.manual_seed(0)
     model = build_embedder({"backbone": backbone, "embedding_dim": 128, "pooling": pooling}, in_channels=3).to(device).train()
@@ -70,14 +74,14 @@ def training_step_rate(backbone: dict, size: int, pooling: dict, precision: str,
     for _ in range(warmup):
         step()
     _sync(device)
-    start = time.perf_counter()
+    start = clock()
     for _ in range(steps):
         step()
     _sync(device)
-    return 32 * steps / (time.perf_counter() - start)
+    return 32 * steps / (clock() - start)
 
 
-def pipeline_rate(count: int, seed: int = 0) -> float:
+def pipeline_rate(count: int, clock, seed: int = 0) -> float:
     """Images per second of read + decode + MLRC train transform (Resize 256, RandomResizedCrop
     227 with scale (0.16, 1), flip, ToTensor, ImageNet normalisation) with one torch thread, as
     in a DataLoader worker (with several intra-op threads the small tensor ops of ToTensor and
@@ -85,12 +89,12 @@ def pipeline_rate(count: int, seed: int = 0) -> float:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _pipeline_rate(count, seed)
+        return _pipeline_rate(count, clock, seed)
     finally:
         torch.set_num_threads(threads)
 
 
-def _pipeline_rate(count: int, seed: int) -> float:
+def _pipeline_rate(count: int, clock, seed: int) -> float:
     rng = np.random.default_rng(seed)
     transform = image_transform("mlrc", train=True)
     generator = torch.Generator().manual_seed(seed)
@@ -104,10 +108,10 @@ def _pipeline_rate(count: int, seed: int) -> float:
             image.save(path, quality=90)
             paths.append(path)
         transform(load_image(paths[0]), generator)  # warm-up
-        start = time.perf_counter()
+        start = clock()
         for path in paths:
             transform(load_image(path), generator)
-        return count / (time.perf_counter() - start)
+        return count / (clock() - start)
 
 
 def _sync(device: torch.device) -> None:
@@ -123,14 +127,17 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="wall time, or CPU time of this process")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
     low = "bf16" if device.type == "cpu" else "fp16"
     pools = [p for p in POOLS if p in POOLINGS]
     missing = [p for p in POOLS if p not in POOLINGS]
-    print(f"device {device}, {torch.get_num_threads()} threads, torch {torch.__version__}, batch 32 (8 x 4)")
+    per = "CPU-second" if args.clock == "cpu" else "second"
+    print(f"device {device}, {torch.get_num_threads()} threads, torch {torch.__version__}, batch 32 (8 x 4), images per {per}")
     if missing:
         print(f"not registered in gspdml.pooling, skipped: {', '.join(missing)}")
     print(f"{'model':<10} {'px':>4} {'pool':<5} {'fp32 img/s':>11} {low + ' img/s':>11} {low + '/fp32':>10}")
@@ -139,14 +146,16 @@ def main() -> None:
         backbone, size = MODELS[name]
         for pool in pools:
             for precision in ("fp32", low):
-                rates[name, pool, precision] = training_step_rate(backbone, size, POOLS[pool], precision, device, args.steps, args.warmup)
+                rates[name, pool, precision] = training_step_rate(
+                    backbone, size, POOLS[pool], precision, device, args.steps, args.warmup, clock
+                )
             fp32, fast = rates[name, pool, "fp32"], rates[name, pool, low]
             print(f"{name:<10} {size:>4} {pool:<5} {fp32:>11.1f} {fast:>11.1f} {fast / fp32:>9.2f}x", flush=True)
         if "gsp" in pools:
             for precision in ("fp32", low):
                 ratio = rates[name, "gsp", precision] / rates[name, "gap", precision]
                 print(f"{name:<10} {'':>4} gsp/gap {precision}: {ratio:.2f}", flush=True)
-    rate = pipeline_rate(args.images)
+    rate = pipeline_rate(args.images, clock)
     print(f"data pipeline (read + decode + MLRC augmentation, 500x375 JPEG, 1 worker, 1 thread): {rate:.1f} img/s")
 
 
