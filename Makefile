@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet -c constraints.txt
 STAMP := $(VENV)/.gspdml-installed
 
-.PHONY: demo test install clean-venv
+.PHONY: demo test install system-deps clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/gspdml demo
 
-test: $(STAMP)
+system-deps:
+	bash scripts/system-deps.sh
+
+test: $(STAMP) system-deps
 	$(PY) -m pytest -q
 
 clean-venv:

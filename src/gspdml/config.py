@@ -13,6 +13,7 @@ brought to the canonical ``{name: ..., **options}`` form so overrides can addres
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Union
 
@@ -31,6 +32,7 @@ DEFAULTS: dict[str, Any] = {
         "classes_per_batch": 16,
         "samples_per_class": 4,
         "halves": False,
+        "replacement": False,
         "num_workers": 0,
         "eval_batch_size": 256,
     },
@@ -74,6 +76,19 @@ PLATEAU_KEYS = {"factor": 0.5, "patience": 4, "min_lr": 1.0e-6}
 Source = Union[str, Path, Mapping[str, Any]]
 
 
+class _Loader(yaml.SafeLoader):
+    """Safe YAML that also reads ``1e-5`` as a float (YAML 1.1 wants ``1.0e-5``)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
+
+
+def parse_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)
+
+
 def load_config(source: Source, overrides: Iterable[str] = ()) -> dict[str, Any]:
     """Resolve and validate a run config (see the module docstring)."""
     raw = _read_with_bases(source, seen=())
@@ -99,7 +114,7 @@ def _read_with_bases(source: Source, seen: tuple[Path, ...]) -> dict[str, Any]:
         if not path.is_file():
             raise ConfigError("", f"config file not found: {path}")
         try:
-            data = yaml.safe_load(path.read_text()) or {}
+            data = parse_yaml(path.read_text()) or {}
         except yaml.YAMLError as exc:
             raise ConfigError("", f"{path}: not valid YAML ({exc})") from None
         if not isinstance(data, dict):
@@ -151,7 +166,7 @@ def _apply_override(config: dict[str, Any], item: str) -> None:
         raise ConfigError("", f"override {item!r} is not of the form key.sub=value")
     dotted, text = item.split("=", 1)
     try:
-        value = yaml.safe_load(text)
+        value = parse_yaml(text)
     except yaml.YAMLError:
         value = text
     parts = dotted.strip().split(".")

@@ -20,7 +20,7 @@ def tiny_config(tmp_path, **sections):
         "trainer": {"progress": False, "log_every": 1},
     }
     for key, value in sections.items():
-        if isinstance(value, dict) and isinstance(config.get(key), dict):
+        if key != "loss" and isinstance(value, dict) and isinstance(config.get(key), dict):
             config[key].update(value)
         else:
             config[key] = value

@@ -64,7 +64,7 @@ def test_early_stopping_restores_the_best_weights(tmp_path, make_config):
 
 
 def test_plateau_halves_the_learning_rate(tmp_path, make_config):
-    config = load_config(make_config(optimizer={"lr": 0.5}, schedule={"max_steps": 40, "plateau": {"factor": 0.5, "patience": 1}},
+    config = load_config(make_config(optimizer={"lr": 0.5}, schedule={"max_steps": 16, "plateau": {"factor": 0.5, "patience": 1}},
                                      evaluation={"every": 2, "patience": None}))
     trainer = Trainer(config, tmp_path / "run")
     trainer.fit()

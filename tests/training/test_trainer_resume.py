@@ -25,7 +25,7 @@ def _weights(run_dir):
 
 
 def test_sigkill_then_resume_gives_identical_weights_and_log(tmp_path, make_config):
-    config = make_config(schedule={"max_steps": 60}, evaluation={"every": 10, "patience": None})
+    config = make_config(schedule={"max_steps": 24}, evaluation={"every": 6, "patience": None})
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(load_config(config)))
 

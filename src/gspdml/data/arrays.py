@@ -52,7 +52,8 @@ class ArrayDataset(Dataset):
     def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, index: int):
+    def __getitem__(self, key):
+        index = key[0] if isinstance(key, tuple) else key  # (index, epoch) from an epoch-aware sampler
         image = self.images[index].to(torch.float32).div_(255.0)
         return image.sub_(self.mean).div_(self.std), int(self.labels[index])
 

@@ -2,6 +2,10 @@
 
 from gspdml.losses.base import LOSSES, MetricLoss, WeightedSum, build_loss, check_loss
 from gspdml.losses.pairs import PairLoss
+from gspdml.losses.proxies import ProxyLoss
 from gspdml.losses import contrastive  # noqa: F401  (registers c1, c2)
+from gspdml.losses import margin, triplet, multi_similarity, lifted  # noqa: F401  (pair losses)
+from gspdml.losses import proxy_nca, norm_softmax, proxy_anchor, soft_triple  # noqa: F401  (proxy losses)
+from gspdml.losses import xbm  # noqa: F401  (cross-batch memory)
 
-__all__ = ["LOSSES", "MetricLoss", "PairLoss", "WeightedSum", "build_loss", "check_loss"]
+__all__ = ["LOSSES", "MetricLoss", "PairLoss", "ProxyLoss", "WeightedSum", "build_loss", "check_loss"]

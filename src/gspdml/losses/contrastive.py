@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 
-from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
-from gspdml.losses.pairs import PairLoss, mean_nonzero
-
-REDUCTIONS = ("avg_nonzero", "mean")
+from gspdml.losses.pairs import (
+    PairLoss,
+    check_reduction,
+    cosine_similarities,
+    euclidean_distances,
+    mean_nonzero,
+    mean_or_zero,
+)
 
 
 @LOSSES.register("c1", "contrastive_cosine")
@@ -27,7 +30,7 @@ class C1Contrastive(PairLoss):
         self.margin = margin
 
     def pair_loss(self, anchors, reference, positive, negative):
-        sim = F.normalize(anchors, dim=1) @ F.normalize(reference, dim=1).T
+        sim = cosine_similarities(anchors, reference)
         pos = ((1.0 - sim) * positive).sum()
         neg = (F.relu(sim - self.margin) * negative).sum()
         return (pos + neg) / anchors.shape[0]
@@ -48,24 +51,13 @@ class C2Contrastive(PairLoss):
 
     def __init__(self, pos_margin: float = 0.0, neg_margin: float = 0.3841, reduction: str = "avg_nonzero"):
         super().__init__()
-        if reduction not in REDUCTIONS:
-            raise ConfigError("reduction", f"unknown reduction {reduction!r}; allowed: {', '.join(REDUCTIONS)}")
-        self.pos_margin, self.neg_margin, self.reduction = pos_margin, neg_margin, reduction
+        self.pos_margin, self.neg_margin = pos_margin, neg_margin
+        self.reduction = check_reduction("c2", reduction)
 
     def pair_loss(self, anchors, reference, positive, negative):
-        dist = _euclidean(F.normalize(anchors, dim=1), F.normalize(reference, dim=1))
+        dist = euclidean_distances(anchors, reference)
         pos = F.relu(dist - self.pos_margin)[positive]
         neg = F.relu(self.neg_margin - dist)[negative]
         if self.reduction == "mean":
-            return _mean_or_zero(pos, dist) + _mean_or_zero(neg, dist)
+            return mean_or_zero(pos, dist) + mean_or_zero(neg, dist)
         return mean_nonzero(pos) + mean_nonzero(neg)
-
-
-def _euclidean(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Pairwise L2 distances, with a gradient that stays finite at zero distance."""
-    squared = (a.pow(2).sum(1, keepdim=True) + b.pow(2).sum(1)[None, :] - 2.0 * a @ b.T).clamp(min=0.0)
-    return torch.sqrt(squared + 1e-12)
-
-
-def _mean_or_zero(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    return values.mean() if values.numel() else like.sum() * 0.0

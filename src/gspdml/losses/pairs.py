@@ -10,8 +10,42 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 
+from gspdml.errors import ConfigError
 from gspdml.losses.base import MetricLoss
+
+#: reductions shared by the pair losses (each loss's docstring says what it averages over)
+REDUCTIONS = ("avg_nonzero", "mean")
+
+
+def check_reduction(loss_name: str, reduction: str) -> str:
+    """Return ``reduction`` or raise a :class:`ConfigError` naming ``<loss>.reduction``."""
+    if reduction not in REDUCTIONS:
+        raise ConfigError(
+            f"{loss_name}.reduction", f"unknown reduction {reduction!r}; allowed: {', '.join(REDUCTIONS)}"
+        )
+    return reduction
+
+
+def euclidean_distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Pairwise L2 distances ``[A, B]`` of L2-normalised rows (the default distance of
+    pytorch-metric-learning's ``LpDistance``), with a gradient that stays finite at zero distance."""
+    a, b = F.normalize(a, dim=1), F.normalize(b, dim=1)
+    squared = (a.pow(2).sum(1, keepdim=True) + b.pow(2).sum(1)[None, :] - 2.0 * a @ b.T).clamp(min=0.0)
+    return torch.sqrt(squared + 1e-12)
+
+
+def cosine_similarities(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Pairwise cosine similarities ``[A, B]``."""
+    return F.normalize(a, dim=1) @ F.normalize(b, dim=1).T
+
+
+def log1p_sum_exp(logits: torch.Tensor, mask: torch.Tensor, dim: int = 1) -> torch.Tensor:
+    """``log(1 + sum_{mask} exp(logits))`` along ``dim``, stably; 0 where the mask is empty."""
+    masked = logits.masked_fill(~mask, float("-inf"))
+    zero = torch.zeros_like(masked.narrow(dim, 0, 1))
+    return torch.logsumexp(torch.cat([zero, masked], dim=dim), dim=dim)
 
 
 def pair_masks(
@@ -35,8 +69,34 @@ def mean_nonzero(values: torch.Tensor) -> torch.Tensor:
     return values.sum() / count.clamp(min=1)
 
 
+def mean_or_zero(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Mean of ``values``; 0 (keeping the graph of ``like``) when ``values`` is empty."""
+    return values.mean() if values.numel() else like.sum() * 0.0
+
+
+def resolve_reference(
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    reference: Optional[torch.Tensor],
+    reference_labels: Optional[torch.Tensor],
+    reference_self: Optional[torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    """``(reference, reference_labels, reference_self)``; the batch itself (diagonal excluded) by default."""
+    if reference is None:
+        return embeddings, labels, torch.arange(len(labels), device=labels.device)
+    if reference_labels is None or len(reference_labels) != len(reference):
+        raise ValueError("reference_labels must be given with one label per reference row")
+    return reference.to(embeddings.dtype), reference_labels, reference_self
+
+
 class PairLoss(MetricLoss):
-    """Base for pair losses: subclasses implement :meth:`pair_loss` on ``[B, R]`` masks."""
+    """Base for pair losses: subclasses implement :meth:`pair_loss` on ``[B, R]`` masks.
+
+    ``forward(embeddings, labels)`` compares the batch with itself (self-pairs dropped by index);
+    ``forward(embeddings, labels, reference=R, reference_labels=y_R, reference_self=s)`` compares
+    the batch (anchors) with another set, e.g. XBM's memory or CCP's proxies; ``s[i]`` is the
+    column of anchor ``i``'s own copy in ``R`` (or -1), dropped by index.
+    """
 
     def forward(
         self,
@@ -48,9 +108,9 @@ class PairLoss(MetricLoss):
         reference_labels: Optional[torch.Tensor] = None,
         reference_self: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
-        if reference is None:
-            reference, reference_labels = embeddings, labels
-            reference_self = torch.arange(len(labels), device=labels.device)
+        reference, reference_labels, reference_self = resolve_reference(
+            embeddings, labels, reference, reference_labels, reference_self
+        )
         positive, negative = pair_masks(labels, reference_labels, reference_self)
         return self.pair_loss(embeddings, reference, positive, negative)
 

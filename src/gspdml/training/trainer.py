@@ -73,14 +73,15 @@ class Trainer:
         data_cfg = config["data"]
         self.sampler = ClassBalancedBatchSampler(
             self.train_dataset.labels, data_cfg["classes_per_batch"], data_cfg["samples_per_class"],
-            halves=bool(data_cfg["halves"]), seed=int(config["seed"]),
+            halves=bool(data_cfg["halves"]), replacement=bool(data_cfg["replacement"]), seed=int(config["seed"]),
+            with_epoch=True,  # items are (index, epoch): augmentation is a function of (seed, epoch, index)
         )
         self.optimizer = build_optimizer(config["optimizer"], self.model, self.loss)
         plateau = config["schedule"]["plateau"]
         self.plateau = PlateauSchedule(self.optimizer, float(config["optimizer"]["lr"]), **plateau) if plateau else None
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.callbacks: list[Callback] = _unique(m for part in (self.model, self.loss) for m in part.modules() if isinstance(m, Callback))
-        self.step = self.epoch = self.batch_in_epoch = 0
+        self.step = 0
         self.best_metric, self.best_step, self.bad_rounds = float("-inf"), 0, 0
         self.stopped_early = self.finished = False
         self.log = MetricsLog(self.run_dir / "metrics.jsonl")
@@ -113,23 +114,21 @@ class Trainer:
             callback.on_train_start(self)
         bar = tqdm(total=max_steps, initial=self.step, disable=not cfg["trainer"]["progress"], desc=cfg["name"], dynamic_ncols=True)
         while not self.finished:
-            loader = self._loader()
-            for images, labels in loader:
+            for images, labels in self._loader():  # the rest of the current epoch
                 loss = self._train_step(images, labels)
-                self.batch_in_epoch += 1
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.4f}", best=f"{self.best_metric:.4f}")
                 if self.step % every == 0 or self.step >= max_steps:
                     self._validation_round()
                 if self.finished:
                     break
-            else:
-                self.epoch, self.batch_in_epoch = self.epoch + 1, 0
         bar.close()
         return self._finish()
 
     def _loader(self) -> DataLoader:
-        self.sampler.load_state_dict({"epoch": self.epoch, "position": self.batch_in_epoch})
+        """Batches from the one after the last consumed batch (one batch per step) to the end of
+        its epoch; positioning by the step count stays exact with workers that read ahead."""
+        self.sampler.advance_to(self.step)
         workers = self.config["data"]["num_workers"]
         return DataLoader(self.train_dataset, batch_sampler=self.sampler, num_workers=workers,
                           pin_memory=self.device.type == "cuda", persistent_workers=False)
@@ -219,8 +218,7 @@ class Trainer:
             "plateau": self.plateau.state_dict() if self.plateau else None,
             "scaler": self.scaler.state_dict() if self.scaler else None,
             "trainer": {
-                "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
-                "best_metric": self.best_metric, "best_step": self.best_step, "bad_rounds": self.bad_rounds,
+                "step": self.step, "best_metric": self.best_metric, "best_step": self.best_step, "bad_rounds": self.bad_rounds,
                 "stopped_early": self.stopped_early, "finished": self.finished,
             },
             "rng": _rng_state(),

@@ -1,0 +1,138 @@
+"""Test results of the fair protocol: 128D average, 512D concatenation, 81 realisations.
+
+Thesis spec §7.2 steps 4-5 (Gürbüz thesis L1298-1306; Musgrave et al. 2020, §4):
+
+- "128D": the mean over the F fold models of each model's metric on its own (128-D) test
+  embeddings.
+- "512D": the metric of the concatenation [ê_1; ...; ê_F] of the fold models' L2-normalised
+  embeddings, re-normalised (powerful-benchmarker's ``ConcatenateEmbeddings``; re-normalising
+  does not change the ranking).
+- With S training seeds per fold, every choice (s_1, ..., s_F) in seeds^F is one realisation
+  (3^4 = 81 in Ch. 5); the tables report the mean and standard deviation over realisations. With
+  one seed per fold there is one realisation (Ch. 3).
+
+The standard deviation is the population one (ddof = 0) by default; pass ``ddof=1`` for the
+sample one (the thesis does not say which).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from gspdml.errors import ConfigError
+from gspdml.evaluation.metrics import retrieval_metrics
+
+TABLE_METRICS = ("precision_at_1", "map_at_r")
+
+
+def l2_normalize(x: torch.Tensor) -> torch.Tensor:
+    """Rows divided by their Euclidean norm (float64; zero rows stay zero)."""
+    x = torch.as_tensor(x).to(torch.float64)
+    return x / x.norm(dim=1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+
+
+def concatenate_embeddings(parts: Sequence) -> torch.Tensor:
+    """[ê_1; ...; ê_F] / sqrt(F): each part L2-normalised, concatenated, re-normalised (float64)."""
+    if not parts:
+        raise ConfigError("embeddings", "nothing to concatenate")
+    return l2_normalize(torch.cat([l2_normalize(p) for p in parts], dim=1))
+
+
+def fair_protocol_results(
+    test_embeddings: Mapping,
+    *,
+    metrics: Sequence[str] = TABLE_METRICS,
+    ddof: int = 0,
+    **metric_kwargs,
+) -> dict:
+    """Aggregate the fold models of the fair protocol on the test split.
+
+    Args:
+        test_embeddings: {(fold, seed): split} with ``split`` either ``(embeddings, labels)``
+            (leave-one-out, CUB/Cars/SOP) or ``(query, query_labels, gallery, gallery_labels)``
+            (In-Shop). Every fold must have the same seeds, and every split the same labels.
+        metrics: scalar keys of :func:`~gspdml.evaluation.retrieval_metrics` to aggregate.
+        ddof: degrees of freedom of the standard deviation over realisations.
+        metric_kwargs: passed to :func:`retrieval_metrics` (e.g. ``memory_budget``).
+
+    Returns:
+        {"per_model": {(fold, seed): {metric: value}},
+         "realisations": [{"seeds": (s_1..s_F), "128D": {metric: v}, "512D": {metric: v}}, ...],
+         "summary": {"128D": {metric: {"mean", "std"}}, "512D": {...}},
+         "num_folds", "seeds", "num_realisations"}
+    """
+    folds, seeds = _grid(test_embeddings)
+    splits = {key: _as_split(value, key) for key, value in test_embeddings.items()}
+    _check_same_labels(splits)
+    per_model = {
+        key: _select(retrieval_metrics(*split, **metric_kwargs), metrics) for key, split in splits.items()
+    }
+    realisations = []
+    for choice in itertools.product(seeds, repeat=len(folds)):
+        keys = [(fold, seed) for fold, seed in zip(folds, choice)]
+        average = {m: float(np.mean([per_model[key][m] for key in keys])) for m in metrics}
+        first = splits[keys[0]]
+        query = concatenate_embeddings([splits[key][0] for key in keys])
+        if len(first) == 2:
+            concat = retrieval_metrics(query, first[1], **metric_kwargs)
+        else:
+            gallery = concatenate_embeddings([splits[key][2] for key in keys])
+            concat = retrieval_metrics(query, first[1], gallery, first[3], **metric_kwargs)
+        realisations.append({"seeds": tuple(choice), "128D": average, "512D": _select(concat, metrics)})
+    summary = {
+        space: {
+            m: {
+                "mean": float(np.mean([r[space][m] for r in realisations])),
+                "std": float(np.std([r[space][m] for r in realisations], ddof=ddof)) if len(realisations) > ddof else float("nan"),
+            }
+            for m in metrics
+        }
+        for space in ("128D", "512D")
+    }
+    return {
+        "per_model": per_model, "realisations": realisations, "summary": summary,
+        "num_folds": len(folds), "seeds": list(seeds), "num_realisations": len(realisations),
+    }
+
+
+def _grid(test_embeddings: Mapping) -> tuple[list, list]:
+    if not test_embeddings:
+        raise ConfigError("test_embeddings", "no (fold, seed) entries")
+    try:
+        folds = sorted({fold for fold, _ in test_embeddings})
+        seeds = sorted({seed for _, seed in test_embeddings})
+    except (TypeError, ValueError) as exc:
+        raise ConfigError("test_embeddings", "keys must be (fold, seed) pairs") from exc
+    missing = [(f, s) for f in folds for s in seeds if (f, s) not in test_embeddings]
+    if missing:
+        raise ConfigError("test_embeddings", f"every fold needs every seed; missing {missing[:5]}")
+    return folds, seeds
+
+
+def _as_split(value, key):
+    if not isinstance(value, (tuple, list)) or len(value) not in (2, 4):
+        raise ConfigError(
+            f"test_embeddings[{key}]", "expected (embeddings, labels) or (query, query_labels, gallery, gallery_labels)"
+        )
+    return tuple(value)
+
+
+def _check_same_labels(splits):
+    first_key, first = next(iter(splits.items()))
+    for key, split in splits.items():
+        if len(split) != len(first):
+            raise ConfigError(f"test_embeddings[{key}]", f"mixes leave-one-out and query/gallery splits with {first_key}")
+        for pos in range(1, len(split), 2):
+            if not np.array_equal(np.asarray(split[pos]), np.asarray(first[pos])):
+                raise ConfigError(f"test_embeddings[{key}]", f"labels differ from those of {first_key}; embed the same test items in the same order")
+
+
+def _select(result: dict, metrics) -> dict:
+    missing = [m for m in metrics if not isinstance(result.get(m), float)]
+    if missing:
+        raise ConfigError("metrics", f"{missing} are not scalar retrieval metrics")
+    return {m: result[m] for m in metrics}

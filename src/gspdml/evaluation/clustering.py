@@ -1,0 +1,50 @@
+"""Clustering quality of an embedding: NMI and AMI after k-means (Musgrave et al. 2020, §3.2).
+
+k-means runs on the given embeddings with as many clusters as distinct labels and a fixed seed;
+the scores are sklearn's ``normalized_mutual_info_score`` (arithmetic normalisation,
+NMI = 2 I(Y;C) / (H(Y) + H(C)), thesis spec §7.4) and ``adjusted_mutual_info_score``. Backends:
+"sklearn" (default; ``KMeans(n_init=1, random_state=seed)``, k-means++ initialisation) or "faiss"
+(``faiss.Kmeans(niter=20, seed=seed)``, the pytorch-metric-learning choice; needs the ``faiss``
+extra). Different k-means implementations give slightly different NMI, so compare numbers only
+within one backend.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_score
+
+from gspdml.errors import ConfigError
+
+_BACKENDS = ("sklearn", "faiss")
+
+
+def kmeans_assignments(embeddings, num_clusters: int, *, backend: str = "sklearn", seed: int = 0) -> np.ndarray:
+    """Cluster index (int64 [N]) of each embedding after k-means with a fixed seed."""
+    x = np.ascontiguousarray(torch.as_tensor(embeddings).detach().cpu().numpy(), dtype=np.float32)
+    if backend == "sklearn":
+        from sklearn.cluster import KMeans
+
+        return KMeans(n_clusters=num_clusters, n_init=1, random_state=seed).fit_predict(x).astype(np.int64)
+    if backend == "faiss":
+        try:
+            import faiss
+        except ImportError as exc:
+            raise ConfigError(
+                "kmeans_backend", "'faiss' needs faiss; install the extra: pip install gspdml[faiss]"
+            ) from exc
+        km = faiss.Kmeans(x.shape[1], num_clusters, niter=20, seed=seed, verbose=False)
+        km.train(x)
+        return km.index.search(x, 1)[1][:, 0].astype(np.int64)
+    raise ConfigError("kmeans_backend", f"unknown k-means backend {backend!r}; allowed: {list(_BACKENDS)}")
+
+
+def clustering_scores(embeddings, labels, *, backend: str = "sklearn", seed: int = 0) -> dict:
+    """{"nmi": ..., "ami": ...} of k-means clusters (one per distinct label) against ``labels``."""
+    labels = np.asarray(labels)
+    clusters = kmeans_assignments(embeddings, len(np.unique(labels)), backend=backend, seed=seed)
+    return {
+        "nmi": float(normalized_mutual_info_score(labels, clusters)),
+        "ami": float(adjusted_mutual_info_score(labels, clusters)),
+    }

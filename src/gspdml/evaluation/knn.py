@@ -1,0 +1,409 @@
+"""Exact k-nearest-neighbour search in bounded memory, with a pinned tie rule.
+
+The neighbours of a query are the references ordered by the key (distance, index): the smallest
+squared Euclidean distance first and, among equal distances, the smallest reference index first.
+In leave-one-out mode (``reference is None``) the query's own row is excluded **by index**, so
+exact duplicates of the query (other rows with the same vector) stay valid neighbours; this is
+the self-exclusion rule of pytorch-metric-learning's AccuracyCalculator (``spec/ecosystem.md``
+§4.1), which itself has no tie rule.
+
+How the answer is exact without ever holding the N_q x N_r distance matrix:
+
+1. *Candidates.* Query rows and reference columns are processed in blocks sized from
+   ``memory_budget``. A block of similarities ``s_ij = q_i.r_j - |r_j|^2/2`` is computed with one
+   matmul in a fast dtype (bfloat16 on CPUs with native bf16 dot products and on CUDA GPUs of
+   compute capability >= 8, float32 otherwise), so that ``|q_i - r_j|^2 = |q_i|^2 - 2 s_ij``.
+   The ``k' = k + pad`` largest similarities per row are kept (a running top-k' merged across
+   column blocks). A cheap two-level selection keeps this fast: the maximum of each group of 64
+   columns, top-k' groups, then top-k' inside those groups; every discarded column has a
+   similarity <= the k'-th kept one.
+2. *Exact re-ranking.* The candidates' squared distances are recomputed in float64 as
+   ``sum_d (q_d - r_d)^2`` with a fixed pairwise summation order (so a distance never depends on
+   the block it was computed in), and sorted by (distance, index).
+3. *Certificate.* With ``e_i`` a rigorous bound on the rounding error of the fast similarities of
+   row i (:func:`similarity_error_bound`), no discarded reference can beat or tie the k-th exact
+   candidate when ``|q_i|^2 - 2 (s_(k') + e_i) > d_(k)``. Rows that fail the test (many
+   near-ties around the k-th neighbour, e.g. duplicated embeddings) are searched again with a
+   four times larger k', up to all references, where the search is exhaustive.
+
+The result therefore equals a float64 full sort by (distance, index), truncated at k, for every
+chunk size and memory budget; the tests check this against an unchunked brute force.
+
+``backend="faiss"`` replaces step 1 by ``faiss.IndexFlatL2`` (float32) and keeps steps 2-3.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from gspdml.errors import ConfigError
+
+DEFAULT_MEMORY_BUDGET = 256 * 2**20
+_GROUP = 64
+_BACKENDS = ("torch", "faiss")
+_PRECISIONS = ("auto", "float32", "bfloat16")
+
+
+@dataclass(frozen=True)
+class RetrievalResults:
+    """Nearest references of every query, with the labels needed to score them.
+
+    Attributes:
+        indices: int64 [N_q, k], reference row indices ordered by (distance, index).
+        distances: float64 [N_q, k], squared Euclidean distances of those references.
+        query_labels: int64 [N_q], labels re-coded to 0..L-1 (shared code with the references).
+        reference_labels: int64 [N_r], same coding.
+        num_relevant: int64 [N_q], R_i = number of references with the query's label, minus the
+            query itself in leave-one-out mode.
+        leave_one_out: True when the references are the queries (self excluded by index).
+        label_values: numpy array [L], original label value of each code.
+        r_max: the k that MAP@R needs, max_i R_i (<= k; ``k`` may be larger for Recall@K).
+    """
+
+    indices: torch.Tensor
+    distances: torch.Tensor
+    query_labels: torch.Tensor
+    reference_labels: torch.Tensor
+    num_relevant: torch.Tensor
+    leave_one_out: bool
+    label_values: np.ndarray
+    r_max: int
+
+    @property
+    def k(self) -> int:
+        return int(self.indices.shape[1])
+
+    @property
+    def lone_queries(self) -> torch.Tensor:
+        """Bool [N_q]: queries whose class has no other member among the references (R_i = 0)."""
+        return self.num_relevant == 0
+
+    def relevance(self) -> torch.Tensor:
+        """Bool [N_q, k]: whether each retrieved reference has the query's label."""
+        return self.reference_labels[self.indices] == self.query_labels[:, None]
+
+
+def retrieve(
+    query,
+    query_labels,
+    reference=None,
+    reference_labels=None,
+    *,
+    k: int | None = None,
+    min_k: int = 1,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    backend: str = "torch",
+    precision: str = "auto",
+    device=None,
+) -> RetrievalResults:
+    """Labels + exact kNN -> :class:`RetrievalResults`.
+
+    ``k=None`` chooses the smallest k that MAP@R and R-precision need: max over queries of R_i
+    (the number of relevant references; pytorch-metric-learning's ``k="max_bin_count"``), raised
+    to ``min_k`` (e.g. the largest K of Recall@K) and capped at the number of searchable
+    references. Labels may be any hashable numpy-compatible values (int64 ids stay exact; they are
+    re-coded, never cast to float).
+    """
+    q_lab = _as_label_array(query_labels, "query_labels")
+    loo = reference is None
+    if loo:
+        if reference_labels is not None:
+            raise ConfigError("reference_labels", "given without reference embeddings")
+        r_lab = q_lab
+    else:
+        if reference_labels is None:
+            raise ConfigError("reference_labels", "required when reference embeddings are given")
+        r_lab = _as_label_array(reference_labels, "reference_labels")
+    values, codes = np.unique(np.concatenate([q_lab, r_lab]), return_inverse=True)
+    q_codes = torch.from_numpy(codes[: len(q_lab)].astype(np.int64))
+    r_codes = torch.from_numpy(codes[len(q_lab):].astype(np.int64))
+    counts = torch.bincount(r_codes, minlength=len(values))
+    num_relevant = counts[q_codes] - int(loo)
+    n_ref = len(r_lab) - int(loo)
+    r_max = int(num_relevant.max()) if len(num_relevant) else 0
+    if k is None:
+        k = min(max(r_max, int(min_k), 1), n_ref)
+    distances, indices = knn(
+        query, reference, k, memory_budget=memory_budget, backend=backend,
+        precision=precision, device=device,
+    )
+    if len(indices) != len(q_lab):
+        raise ConfigError("query_labels", f"has {len(q_lab)} entries for {len(indices)} embeddings")
+    if not loo and len(r_lab) != len(reference):
+        raise ConfigError(
+            "reference_labels", f"has {len(r_lab)} entries for {len(reference)} embeddings"
+        )
+    return RetrievalResults(
+        indices=indices, distances=distances, query_labels=q_codes, reference_labels=r_codes,
+        num_relevant=num_relevant, leave_one_out=loo, label_values=values, r_max=r_max,
+    )
+
+
+def knn(
+    query,
+    reference=None,
+    k: int = 1,
+    *,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    backend: str = "torch",
+    precision: str = "auto",
+    device=None,
+    pad: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact k nearest references of each query, ordered by (squared L2 distance, index).
+
+    Args:
+        query: [N_q, D] float array or tensor (any float dtype; kept as float64 for re-ranking).
+        reference: [N_r, D] or None for leave-one-out (queries are the references; each query's
+            own row is excluded by index, duplicates of it remain).
+        k: number of neighbours, 1 <= k <= N_r (N_q - 1 in leave-one-out).
+        memory_budget: bytes for the temporary blocks (similarity block, candidate vectors,
+            exact re-ranking); inputs and outputs are not counted. At least one query row and one
+            reference column are processed at a time, so a budget smaller than that is rounded up.
+        backend: "torch" (default) or "faiss" (candidate generation by ``faiss.IndexFlatL2``,
+            needs ``pip install gspdml[faiss]``; re-ranking stays exact).
+        precision: dtype of the candidate matmul: "auto", "float32" or "bfloat16". It changes speed
+            only, never the result.
+        device: torch device for the search (default: the query tensor's device, else CPU).
+        pad: extra candidates per row beyond k (default max(16, k // 2)).
+
+    Returns:
+        distances float64 [N_q, k] (squared Euclidean) and indices int64 [N_q, k].
+    """
+    if backend not in _BACKENDS:
+        raise ConfigError("backend", f"unknown kNN backend {backend!r}; allowed: {list(_BACKENDS)}")
+    if precision not in _PRECISIONS:
+        raise ConfigError("precision", f"unknown precision {precision!r}; allowed: {list(_PRECISIONS)}")
+    if int(memory_budget) <= 0:
+        raise ConfigError("memory_budget", f"must be a positive number of bytes, got {memory_budget}")
+    q64 = _as_matrix(query, "query", device)
+    loo = reference is None
+    r64 = q64 if loo else _as_matrix(reference, "reference", q64.device)
+    if q64.shape[1] != r64.shape[1]:
+        raise ConfigError(
+            "reference", f"dimension {r64.shape[1]} differs from the query dimension {q64.shape[1]}"
+        )
+    n_valid = r64.shape[0] - int(loo)
+    if not 1 <= k <= n_valid:
+        raise ConfigError("k", f"must be in [1, {n_valid}] (number of searchable references), got {k}")
+    search = _Search(q64, r64, loo, int(memory_budget), _resolve_precision(precision, q64.device))
+    rows = torch.arange(q64.shape[0], device=q64.device)
+    k_cand = min(n_valid, k + (max(16, k // 2) if pad is None else int(pad)))
+    if backend == "faiss":
+        cand_idx, bound = _faiss_candidates(q64, r64, loo, k_cand)
+    else:
+        cand_idx = bound = None
+    dist = torch.empty(q64.shape[0], k, dtype=torch.float64, device=q64.device)
+    idx = torch.empty(q64.shape[0], k, dtype=torch.int64, device=q64.device)
+    pending = rows
+    while len(pending):
+        if cand_idx is None:
+            c_idx, c_bound = search.candidates(pending, k_cand)
+        else:
+            c_idx, c_bound = cand_idx[pending], bound[pending]
+            cand_idx = bound = None
+        d, i = search.rerank(pending, c_idx, k)
+        ok = (c_bound > d[:, -1]) | (k_cand >= n_valid)
+        dist[pending[ok]], idx[pending[ok]] = d[ok], i[ok]
+        pending = pending[~ok]
+        k_cand = min(n_valid, 4 * k_cand)
+    return dist, idx
+
+
+def similarity_error_bound(q_norm, r_max, dim, *, u_in, u_acc, u_out):
+    """Rigorous bound on |fl(s_ij) - s_ij| for s_ij = q_i.r_j - |r_j|^2 / 2, per query row.
+
+    Inputs rounded to the matmul dtype (unit roundoff ``u_in``) change the dot product by at most
+    (2 u_in + u_in^2)|q||r|; a length-D accumulation with unit roundoff ``u_acc`` adds at most
+    gamma_D = D u_acc / (1 - D u_acc) times sum|q_d r_d| <= |q||r| (Higham, *Accuracy and
+    Stability of Numerical Algorithms*, eq. 3.5, valid for every summation order); storing the
+    result and adding -|r|^2/2 (itself rounded) costs u_out (|q||r| + |r|^2) more. Everything is
+    inflated by 1 % and a float64 slack so that the float64 re-ranking arithmetic is covered too.
+    """
+    gamma = dim * u_acc / (1.0 - dim * u_acc)
+    qr = q_norm * r_max
+    bound = (2.0 * u_in + u_in * u_in + gamma) * qr + u_out * (qr + r_max * r_max) + u_in * r_max * r_max
+    return 1.01 * bound + 1e-12 * (q_norm + r_max) ** 2
+
+
+class _Search:
+    """Blocked candidate generation and exact re-ranking for one query/reference pair."""
+
+    def __init__(self, q64, r64, loo, budget, dtype):
+        self.q64, self.r64, self.loo, self.budget, self.dtype = q64, r64, loo, budget, dtype
+        self.dim = q64.shape[1]
+        self.q_sq = (q64 * q64).sum(1)
+        r_sq = self.q_sq if loo else (r64 * r64).sum(1)
+        self.r_max = float(r_sq.max().sqrt()) if len(r_sq) else 0.0
+        self.r_fast = r64.to(dtype)
+        self.half_r_sq = (0.5 * r_sq).to(torch.float32)
+        u = _unit_roundoff(dtype)
+        self.error = functools.partial(similarity_error_bound, u_in=u, u_acc=2.0**-24, u_out=u)
+
+    def candidates(self, rows, k_cand):
+        """Indices [n, k'] of the k' most similar references of ``rows`` and, per row, a lower
+        bound on the squared distance of every reference that is not a candidate."""
+        n_ref = self.r64.shape[0]
+        elem = torch.finfo(self.dtype).bits // 8 + 4
+        cols = min(n_ref, max(1, self.budget // (2 * elem)))
+        if cols >= 4 * _GROUP * k_cand:
+            cols -= cols % _GROUP
+        block_rows = max(1, min(len(rows), self.budget // (cols * elem), 4096))
+        out_idx, out_bound = [], []
+        for start in range(0, len(rows), block_rows):
+            sub = rows[start:start + block_rows]
+            q_fast = self.q64[sub].to(self.dtype)
+            best_val = best_idx = None
+            for c0 in range(0, n_ref, cols):
+                c1 = min(n_ref, c0 + cols)
+                sim = torch.addmm(
+                    -self.half_r_sq[c0:c1].to(self.dtype), q_fast, self.r_fast[c0:c1].T
+                )
+                if self.loo:
+                    own = (sub >= c0) & (sub < c1)
+                    sim[own.nonzero()[:, 0], sub[own] - c0] = -math.inf
+                val, loc = _top_columns(sim, min(k_cand, c1 - c0))
+                val, loc = val.float(), loc + c0
+                if best_val is not None:
+                    val, loc = torch.cat([best_val, val], 1), torch.cat([best_idx, loc], 1)
+                    val, pos = val.topk(min(k_cand, val.shape[1]), dim=1)
+                    loc = loc.gather(1, pos)
+                best_val, best_idx = val, loc
+            s_last = best_val[:, -1].double()
+            err = self.error(self.q_sq[sub].sqrt(), self.r_max, self.dim)
+            out_idx.append(best_idx)
+            out_bound.append(self.q_sq[sub] - 2.0 * (s_last + err))
+        return torch.cat(out_idx), torch.cat(out_bound)
+
+    def rerank(self, rows, cand, k):
+        """Exact float64 squared distances of the candidates, sorted by (distance, index); the
+        first k columns."""
+        per_row = cand.shape[1] * self.dim * 8 * 3
+        block_rows = max(1, self.budget // per_row)
+        dists, idxs = [], []
+        for start in range(0, len(rows), block_rows):
+            sub, c = rows[start:start + block_rows], cand[start:start + block_rows]
+            d = exact_squared_distances(self.q64[sub], self.r64, c, self.budget)
+            if self.loo:
+                d = d.masked_fill(c == sub[:, None], math.inf)
+            c, order = c.sort(dim=1)
+            d = d.gather(1, order)
+            d, order = d.sort(dim=1, stable=True)
+            dists.append(d[:, :k])
+            idxs.append(c.gather(1, order[:, :k]))
+        return torch.cat(dists), torch.cat(idxs)
+
+
+def exact_squared_distances(q64, r64, cand, budget=DEFAULT_MEMORY_BUDGET):
+    """float64 ``sum_d (q_d - r_d)^2`` for q64 [n, D] against r64[cand] with cand [n, m].
+
+    The sum runs in a fixed pairwise order over d (halving the width each step), so the value of
+    a (query, reference) pair never depends on how the work was split into blocks.
+    """
+    n, m = cand.shape
+    out = torch.empty(n, m, dtype=torch.float64, device=q64.device)
+    step = max(1, budget // max(1, n * q64.shape[1] * 8 * 3))
+    for c0 in range(0, m, step):
+        diff = q64[:, None, :] - r64[cand[:, c0:c0 + step]]
+        sq = diff.mul_(diff)
+        while sq.shape[-1] > 1:
+            if sq.shape[-1] % 2:
+                sq = torch.cat([sq, sq.new_zeros(*sq.shape[:-1], 1)], -1)
+            sq = sq[..., 0::2] + sq[..., 1::2]
+        out[:, c0:c0 + step] = sq[..., 0]
+    return out
+
+
+def _top_columns(sim, kk):
+    """Values and column indices of the kk largest entries per row (two-level when wide)."""
+    n, m = sim.shape
+    groups = m // _GROUP
+    if m % _GROUP or groups < 4 * kk:
+        return sim.topk(kk, dim=1)
+    grouped = sim.view(n, groups, _GROUP)
+    _, top_groups = grouped.amax(dim=2).topk(kk, dim=1)
+    vals = grouped.gather(1, top_groups[:, :, None].expand(n, kk, _GROUP)).reshape(n, kk * _GROUP)
+    val, pos = vals.topk(kk, dim=1)
+    cols = top_groups.gather(1, pos // _GROUP) * _GROUP + pos % _GROUP
+    return val, cols
+
+
+def _faiss_candidates(q64, r64, loo, k_cand):
+    try:
+        import faiss
+    except ImportError as exc:
+        raise ConfigError(
+            "backend", "backend='faiss' needs faiss; install the extra: pip install gspdml[faiss]"
+        ) from exc
+    r32 = np.ascontiguousarray(r64.cpu().numpy(), dtype=np.float32)
+    q32 = np.ascontiguousarray(q64.cpu().numpy(), dtype=np.float32)
+    index = faiss.IndexFlatL2(r32.shape[1])
+    index.add(r32)
+    n_search = min(k_cand + int(loo), r32.shape[0])
+    d2, ids = index.search(q32, n_search)
+    d2, ids = torch.from_numpy(d2).to(q64.device), torch.from_numpy(ids).to(q64.device)
+    if loo:
+        own = ids == torch.arange(len(ids), device=ids.device)[:, None]
+        keep = ~own
+        keep[own.sum(1) == 0, -1] = False
+        ids = ids[keep].view(len(ids), n_search - 1)
+    # faiss d2 = |q|^2 + |r|^2 - 2 q.r in float32: translate the last one to a similarity bound.
+    q_sq = (q64 * q64).sum(1)
+    r_max = float((r64 * r64).sum(1).max().sqrt())
+    err = similarity_error_bound(q_sq.sqrt(), r_max, q64.shape[1], u_in=2.0**-24, u_acc=2.0**-24, u_out=2.0**-24)
+    last = d2[:, -1].double() - 2.0 * err - 2.0**-23 * (q_sq + r_max**2)
+    if n_search >= r32.shape[0]:
+        last = torch.full_like(last, math.inf)
+    return ids, last
+
+
+def _resolve_precision(precision, device):
+    if precision == "float32":
+        return torch.float32
+    if precision == "bfloat16":
+        return torch.bfloat16
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.get_device_capability(device)[0] >= 8 else torch.float32
+    return torch.bfloat16 if _cpu_has_native_bf16() else torch.float32
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_has_native_bf16() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def _unit_roundoff(dtype) -> float:
+    return {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8}[dtype]
+
+
+def _as_matrix(x, name, device):
+    t = torch.as_tensor(x)
+    if t.ndim != 2 or not t.is_floating_point():
+        raise ConfigError(name, f"expected a 2-D float array [N, D], got shape {tuple(t.shape)} dtype {t.dtype}")
+    if device is None:
+        device = t.device
+    t = t.detach().to(device=device, dtype=torch.float64)
+    if not torch.isfinite(t).all():
+        raise ConfigError(name, "contains NaN or infinite values")
+    return t.contiguous()
+
+
+def _as_label_array(labels, name):
+    if isinstance(labels, torch.Tensor):
+        labels = labels.detach().cpu().numpy()
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise ConfigError(name, f"expected a 1-D array of labels, got shape {arr.shape}")
+    if arr.dtype.kind == "f":
+        raise ConfigError(name, "labels must be integers or strings, not floats")
+    return arr

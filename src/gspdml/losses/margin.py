@@ -1,0 +1,113 @@
+"""The generalized contrastive loss of CCP and the margin loss of Wu et al., one formula:
+
+``l_ij = ( iota_ij (d_ij - beta) + alpha )_+``,  ``iota_ij = +1`` same class, ``-1`` otherwise,
+
+with ``d_ij`` the Euclidean distance of the L2-normalised embeddings. Source: Gurbuz thesis
+(seed 004) Lemma 3.2.1, L645 (generalized contrastive) and Eq. 2.1.3, L385 (margin loss of
+Wu et al. 2017, "Sampling matters in deep embedding learning", Eq. 3). Positive pairs cost
+``(d - (beta - alpha))_+`` and negative pairs ``((beta + alpha) - d)_+``, i.e. C2 with
+``m_pos = beta - alpha`` and ``m_neg = beta + alpha`` (spec §2.2).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gspdml.errors import ConfigError
+from gspdml.losses.base import LOSSES
+from gspdml.losses.pairs import (
+    PairLoss,
+    check_reduction,
+    euclidean_distances,
+    mean_nonzero,
+    mean_or_zero,
+    pair_masks,
+    resolve_reference,
+)
+
+
+def _signed_margin_terms(
+    dist: torch.Tensor, beta: Union[float, torch.Tensor], alpha: float, positive: torch.Tensor, negative: torch.Tensor
+) -> torch.Tensor:
+    """The per-pair losses ``(iota (d - beta) + alpha)_+`` of the valid pairs, flattened;
+    ``beta`` is a number or a column ``[B, 1]`` (one boundary per anchor)."""
+    pos = F.relu(dist - beta + alpha)[positive]
+    neg = F.relu(beta - dist + alpha)[negative]
+    return torch.cat([pos, neg])
+
+
+@LOSSES.register("generalized_contrastive", "gc")
+class GeneralizedContrastive(PairLoss):
+    """Generalized contrastive loss of CCP (seed 004 Lemma 3.2.1, L645; spec §2.2):
+    ``l_ij = (iota_ij (d_ij - beta) + alpha)_+`` over all ordered pairs ``i != j``.
+
+    Reduction ``mean`` (default): the mean over all pairs, positive and negative together
+    (the batch risk of seed 004 Eq. 1.1.1 with the diagonal excluded). ``avg_nonzero``: the sum
+    divided by the number of non-zero terms.
+    """
+
+    def __init__(self, beta: float = 0.19205, alpha: float = 0.19205, reduction: str = "mean"):
+        super().__init__()
+        self.beta, self.alpha = float(beta), float(alpha)
+        self.reduction = check_reduction("generalized_contrastive", reduction)
+
+    def pair_loss(self, anchors, reference, positive, negative):
+        dist = euclidean_distances(anchors, reference)
+        return self._reduce(_signed_margin_terms(dist, self.beta, self.alpha, positive, negative), dist)
+
+    def _reduce(self, terms: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        return mean_nonzero(terms) if self.reduction == "avg_nonzero" else mean_or_zero(terms, like)
+
+
+@LOSSES.register("margin")
+class MarginLoss(GeneralizedContrastive):
+    """Margin loss (Wu et al. 2017, Eq. 3-5; seed 004 Eq. 2.1.3, L385) on all ordered pairs:
+
+    ``L = sum_{(i,j)} (alpha + iota_ij (d_ij - beta_{y_i}))_+ / #{non-zero terms}
+    + nu * mean_i beta_{y_i}``
+
+    ``beta`` is the boundary between positive and negative distances: fixed (``learn_beta:
+    false``, as in the thesis) or an ``nn.Parameter`` (Wu et al.), one for all classes or one
+    per class (``beta_per_class``; the class of the anchor is used, as in Wu et al.'s code).
+    ``nu`` weighs the regulariser of Wu et al. Eq. 5, averaged over the anchors of the batch.
+    Reduction ``avg_nonzero`` (default, Wu et al. and pytorch-metric-learning ``MarginLoss``)
+    or ``mean`` over all pairs. Unlike pytorch-metric-learning, which evaluates the pair terms
+    once per (anchor, positive, negative) triplet, each pair counts once here; the paper
+    samples pairs, and sampling is left to the batch composition.
+    """
+
+    def __init__(
+        self,
+        alpha: float = 0.2,
+        beta: float = 1.2,
+        learn_beta: bool = False,
+        beta_per_class: bool = False,
+        nu: float = 0.0,
+        reduction: str = "avg_nonzero",
+        lr_multiplier: float = 1.0,
+        num_classes: Optional[int] = None,
+    ):
+        super().__init__(beta=beta, alpha=alpha, reduction=reduction)
+        if beta_per_class and not num_classes:
+            raise ConfigError("margin.beta_per_class", "needs num_classes, which the trainer supplies")
+        size = int(num_classes) if beta_per_class else 1
+        init = torch.full((size,), float(beta))
+        self.beta = nn.Parameter(init) if learn_beta else init
+        self.nu, self.lr_multiplier = float(nu), float(lr_multiplier)
+
+    def forward(
+        self, embeddings, labels, output=None, *, reference=None, reference_labels=None, reference_self=None
+    ):
+        reference, reference_labels, reference_self = resolve_reference(
+            embeddings, labels, reference, reference_labels, reference_self
+        )
+        positive, negative = pair_masks(labels, reference_labels, reference_self)
+        dist = euclidean_distances(embeddings, reference)
+        beta = self.beta.to(dist.device, dist.dtype)
+        anchor_beta = beta[labels] if len(beta) > 1 else beta.expand(len(labels))
+        terms = _signed_margin_terms(dist, anchor_beta[:, None], self.alpha, positive, negative)
+        return self._reduce(terms, dist) + self.nu * anchor_beta.mean()

@@ -1,0 +1,63 @@
+"""Base class of proxy losses: the proxies are an ``nn.Parameter`` of the loss.
+
+The trainer supplies ``num_classes`` and ``embedding_dim`` and puts :attr:`proxies` into an
+optimiser group with the loss's ``lr_multiplier`` (100 for the proxy baselines of seed 004
+§3.4, L745-751; ProxyNCA++'s "fast proxies", seed 002 §3.6, are this multiplier).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import nn
+
+from gspdml.errors import ConfigError
+from gspdml.losses.base import MetricLoss
+from gspdml.losses.pairs import cosine_similarities
+
+
+class ProxyLoss(MetricLoss):
+    """``proxies`` ``[num_classes * proxies_per_class, embedding_dim]``; rows
+    ``c * K .. c * K + K - 1`` belong to class ``c``. Subclasses set the initialisation in
+    :meth:`reset_proxies` and implement ``forward(embeddings, labels, output=None)``."""
+
+    def __init__(
+        self,
+        num_classes: Optional[int],
+        embedding_dim: Optional[int],
+        proxies_per_class: int = 1,
+        lr_multiplier: float = 100.0,
+    ):
+        super().__init__()
+        name = type(self).__name__
+        for field, value in (("num_classes", num_classes), ("embedding_dim", embedding_dim)):
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(
+                    f"{name}.{field}", f"must be a positive integer supplied by the trainer, got {value!r}"
+                )
+        if int(proxies_per_class) < 1:
+            raise ConfigError(f"{name}.proxies_per_class", f"must be >= 1, got {proxies_per_class!r}")
+        self.num_classes, self.proxies_per_class = num_classes, int(proxies_per_class)
+        self.lr_multiplier = float(lr_multiplier)
+        self.proxies = nn.Parameter(torch.empty(num_classes * self.proxies_per_class, embedding_dim))
+        self.reset_proxies()
+
+    def reset_proxies(self) -> None:
+        """Standard normal initialisation (pytorch-metric-learning's ``ProxyNCALoss``)."""
+        nn.init.normal_(self.proxies)
+
+    def proxy_classes(self, device: torch.device) -> torch.Tensor:
+        """Class of each proxy row ``[num_classes * proxies_per_class]``."""
+        return torch.arange(self.num_classes, device=device).repeat_interleave(self.proxies_per_class)
+
+    def cosines(self, embeddings: torch.Tensor) -> torch.Tensor:
+        """Cosine similarities ``[B, num_classes * proxies_per_class]`` of embeddings and proxies."""
+        return cosine_similarities(embeddings, self.proxies.to(embeddings.dtype))
+
+    def check_labels(self, labels: torch.Tensor) -> None:
+        if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= self.num_classes):
+            raise ValueError(
+                f"{type(self).__name__}: labels must lie in [0, {self.num_classes}), got "
+                f"[{int(labels.min())}, {int(labels.max())}]"
+            )

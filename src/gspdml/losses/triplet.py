@@ -1,0 +1,92 @@
+"""Triplet margin loss with optional triplet mining (seed 004 Eq. 2.1.2, L381).
+
+``l_apn = ( d_ap - d_an + margin )_+`` with ``d`` the Euclidean distance of L2-normalised
+embeddings, over triplets (anchor a, positive p != a, negative n) of the batch, or of a batch of
+anchors against a reference set (XBM memory, CCP proxies).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from gspdml.errors import ConfigError
+from gspdml.losses.base import LOSSES
+from gspdml.losses.pairs import PairLoss, check_reduction, euclidean_distances
+
+MININGS = ("all", "semihard", "hard", "batch_hard")
+
+
+@LOSSES.register("triplet", "triplet_margin")
+class TripletMargin(PairLoss):
+    """Triplet loss ``(d_ap - d_an + margin)_+`` (seed 004 Eq. 2.1.2).
+
+    ``mining`` selects the triplets (conventions of pytorch-metric-learning's
+    ``TripletMarginMiner`` and ``BatchHardMiner``):
+
+    * ``all``: every triplet (a, p, n) with ``y_p = y_a``, ``p != a``, ``y_n != y_a``;
+    * ``semihard``: triplets with ``0 < d_an - d_ap <= margin`` (negative farther than the
+      positive but inside the margin);
+    * ``hard``: triplets with ``d_an - d_ap <= min(0, margin)`` (negative closer than the positive);
+    * ``batch_hard``: one triplet per anchor, its farthest positive and closest negative
+      (Hermans et al. 2017); anchors lacking either are skipped.
+
+    Reduction ``avg_nonzero`` (default; pytorch-metric-learning's ``AvgNonZeroReducer``): the sum
+    over the selected triplets divided by the number of strictly positive terms. ``mean``: divided
+    by the number of selected triplets.
+
+    The non-batch-hard modes build masked ``[c, R, R]`` tensors for chunks of ``c`` anchors with
+    ``c * R^2 <= max_elements`` (no Python loop over triplets); ``R^2 > max_elements`` (e.g. a
+    large XBM memory) is refused with an error instead of exhausting memory.
+    """
+
+    def __init__(
+        self, margin: float = 0.05, mining: str = "all", reduction: str = "avg_nonzero", max_elements: int = 2**26
+    ):
+        super().__init__()
+        if mining not in MININGS:
+            raise ConfigError("triplet.mining", f"unknown mining {mining!r}; allowed: {', '.join(MININGS)}")
+        self.margin, self.mining, self.max_elements = float(margin), mining, int(max_elements)
+        self.reduction = check_reduction("triplet", reduction)
+
+    def pair_loss(self, anchors, reference, positive, negative):
+        dist = euclidean_distances(anchors, reference)
+        if self.mining == "batch_hard":
+            return self._batch_hard(dist, positive, negative)
+        total, count = dist.sum() * 0.0, dist.new_zeros((), dtype=torch.long)
+        for rows in self._anchor_chunks(*dist.shape):
+            losses, keep = self._triplets(dist[rows], positive[rows], negative[rows])
+            total = total + losses[keep].sum()
+            count = count + ((losses[keep] > 0).sum() if self.reduction == "avg_nonzero" else keep.sum())
+        return total / count.clamp(min=1)
+
+    def _anchor_chunks(self, num_anchors: int, num_reference: int) -> list[slice]:
+        per_anchor = num_reference * num_reference
+        if per_anchor > self.max_elements:
+            raise ConfigError(
+                "triplet.max_elements",
+                f"{num_reference} references need {per_anchor} triplet entries per anchor, more than "
+                f"max_elements={self.max_elements}; use mining 'batch_hard', a smaller memory, or raise max_elements",
+            )
+        step = max(1, self.max_elements // per_anchor)
+        return [slice(start, start + step) for start in range(0, num_anchors, step)]
+
+    def _triplets(
+        self, dist: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Losses ``[c, R, R]`` indexed (anchor, positive, negative) and the mask of selected triplets."""
+        gap = dist[:, None, :] - dist[:, :, None]  # d_an - d_ap
+        keep = positive[:, :, None] & negative[:, None, :]
+        if self.mining == "semihard":
+            keep = keep & (gap > 0) & (gap <= self.margin)
+        elif self.mining == "hard":
+            keep = keep & (gap <= min(0.0, self.margin))
+        return F.relu(self.margin - gap), keep
+
+    def _batch_hard(self, dist: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
+        hardest_pos = dist.masked_fill(~positive, float("-inf")).amax(1)
+        hardest_neg = dist.masked_fill(~negative, float("inf")).amin(1)
+        valid = positive.any(1) & negative.any(1)
+        losses = F.relu(hardest_pos[valid] - hardest_neg[valid] + self.margin)
+        count = (losses > 0).sum() if self.reduction == "avg_nonzero" else valid.sum()
+        return losses.sum() / count.clamp(min=1)

@@ -1,0 +1,116 @@
+"""Cross-batch memory (XBM; Wang et al. 2020, CVPR) around any pair loss.
+
+Used with C1 and C2 in seed 004 §3.4 (L753): memory of (3, 25) batches on CUB/Cars, (100, 400)
+on In-shop, (400, 1400) on SOP; the memory loss is switched on after 1K steps ("slow drift").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from gspdml.errors import ConfigError
+from gspdml.losses.base import LOSSES, MetricLoss, build_loss
+from gspdml.losses.pairs import PairLoss
+
+
+@LOSSES.register("xbm", "cross_batch_memory")
+class CrossBatchMemory(MetricLoss):
+    """``L = L_base(batch, batch) + memory_weight * L_base(batch, memory)`` (XBM official code; spec §3.4).
+
+    The memory is a ring buffer of ``memory_batches x B`` detached embeddings and their labels,
+    sized from the first training batch (``B`` = batch size). At each training step, from step
+    ``start_step`` on (counted by this module while in training mode; 0-based), the batch is
+    written into the memory **before** the loss, so the memory term sees the current batch too;
+    each anchor's own fresh copy is removed by index (``reference_self``), other in-batch pairs
+    get a gradient through the anchor only. Before ``start_step`` only the in-batch term is
+    used and nothing is enqueued (the XBM official ``START_ITERATION``). In evaluation mode the
+    memory is neither read nor written.
+
+    Memory, labels, write pointer, fill level and the step count are registered buffers, so
+    they are saved in checkpoints and restored on resume. ``base`` must be a pair loss
+    (:class:`~gspdml.losses.PairLoss`): C1, C2, triplet, MS, lifted, margin, generalized
+    contrastive. Reduction: that of the base loss, for each of the two terms. (``memory_weight``
+    is not called ``weight``: in a loss list, ``weight`` is the weight of the whole XBM term.)
+    """
+
+    nested = {"base": LOSSES}
+
+    def __init__(
+        self,
+        base: Any,
+        memory_batches: int = 25,
+        memory_weight: float = 1.0,
+        start_step: int = 1000,
+        embedding_dim: Optional[int] = None,
+        num_classes: Optional[int] = None,
+    ):
+        super().__init__()
+        if not isinstance(base, MetricLoss):
+            base = build_loss(base, "xbm.base", embedding_dim=embedding_dim, num_classes=num_classes)
+        if not isinstance(base, PairLoss):
+            raise ConfigError("xbm.base", f"must be a pair loss (c1, c2, triplet, ms, ...), got {type(base).__name__}")
+        if int(memory_batches) < 1:
+            raise ConfigError("xbm.memory_batches", f"must be >= 1, got {memory_batches!r}")
+        if int(start_step) < 0:
+            raise ConfigError("xbm.start_step", f"must be >= 0, got {start_step!r}")
+        self.base = base
+        self.memory_batches, self.start_step = int(memory_batches), int(start_step)
+        self.memory_weight = float(memory_weight)
+        self.register_buffer("memory", torch.zeros(0, 0))
+        self.register_buffer("memory_labels", torch.zeros(0, dtype=torch.long))
+        self.register_buffer("pointer", torch.zeros((), dtype=torch.long))
+        self.register_buffer("filled", torch.zeros((), dtype=torch.long))
+        self.register_buffer("step", torch.zeros((), dtype=torch.long))
+
+    @property
+    def active(self) -> bool:
+        """Whether the memory term is on at the current step."""
+        return int(self.step) >= self.start_step
+
+    def forward(self, embeddings, labels, output=None):
+        loss = self.base(embeddings, labels, output)
+        if not self.training:
+            return loss
+        if self.active:
+            slots = self.enqueue(embeddings, labels)
+            filled = int(self.filled)
+            loss = loss + self.memory_weight * self.base(
+                embeddings,
+                labels,
+                output,
+                reference=self.memory[:filled],
+                reference_labels=self.memory_labels[:filled],
+                reference_self=slots,
+            )
+        self.step += 1
+        return loss
+
+    @torch.no_grad()
+    def enqueue(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Write the batch at the pointer (wrapping around); returns the slot of each row."""
+        batch = len(embeddings)
+        if self.memory.numel() == 0:
+            dtype = torch.promote_types(embeddings.dtype, torch.float32)
+            self._allocate(self.memory_batches * batch, embeddings.shape[1], embeddings.device, dtype)
+        size = len(self.memory)
+        if batch > size:
+            raise ValueError(f"xbm: batch of {batch} does not fit a memory of {size} rows")
+        slots = (self.pointer + torch.arange(batch, device=self.memory.device)) % size
+        self.memory[slots] = embeddings.detach().to(self.memory.dtype)
+        self.memory_labels[slots] = labels.to(self.memory.device)
+        self.pointer.copy_((self.pointer + batch) % size)
+        self.filled.copy_(torch.clamp(self.filled + batch, max=size))
+        return slots
+
+    def _allocate(self, size: int, dim: int, device: torch.device, dtype: torch.dtype) -> None:
+        self.memory = torch.zeros(size, dim, device=device, dtype=dtype)
+        self.memory_labels = torch.zeros(size, dtype=torch.long, device=device)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """Size the lazily allocated memory from the checkpoint before loading it."""
+        stored = state_dict.get(prefix + "memory")
+        if stored is not None and stored.shape != self.memory.shape:
+            self._allocate(stored.shape[0], stored.shape[1], self.memory.device, stored.dtype)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)

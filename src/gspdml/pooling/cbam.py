@@ -1,0 +1,44 @@
+"""CBAM as a pooling layer (Woo et al., ECCV 2018; seed 003 Eqs. 3.37-3.43, L1240-L1290)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from gspdml.pooling.base import POOLINGS, Pooled, Pooling
+from gspdml.pooling.functional import require, require_map, wide
+
+
+@POOLINGS.register("cbam")
+class CBAM(Pooling):
+    """Convolutional block attention followed by GAP (seed 003 Eqs. 3.37-3.43):
+
+    * channel attention ``q = sigmoid(MLP(GAP(X)) + MLP(GMP(X)))`` (Woo et al. Eq. 2; the
+      shared MLP has a bottleneck ``C / reduction``), ``V = diag(q) X``;
+    * spatial attention ``a = sigmoid(conv_k([mean_c V; max_c V]))`` (``k x k``, Eq. 3.41);
+    * ``u = (1/n) V a`` (Eq. 3.43).
+
+    Seed 003 Eq. 3.38 averages the two MLP outputs (``MLP(U0) 1_2 / 2``); the original sums
+    them, which is what is implemented. ``a`` (in (0, 1), not a distribution) is returned as
+    ``weights``. Needs a feature map (the convolution is spatial).
+    """
+
+    order_free = False
+    accepts_tokens = False
+
+    def __init__(self, in_channels: int, reduction: int = 16, kernel_size: int = 7):
+        super().__init__(in_channels)
+        require(reduction >= 1, "reduction", f"must be a positive integer, got {reduction!r}")
+        require(kernel_size >= 1 and kernel_size % 2 == 1, "kernel_size", f"must be a positive odd integer, got {kernel_size!r}")
+        hidden = max(in_channels // int(reduction), 1)
+        self.mlp = nn.Sequential(nn.Linear(in_channels, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, in_channels))
+        self.spatial = nn.Conv2d(2, 1, kernel_size, padding=kernel_size // 2)
+
+    def forward(self, x: torch.Tensor) -> Pooled:
+        require_map(x, "cbam")
+        q = torch.sigmoid(self.mlp(x.mean(dim=(2, 3))) + self.mlp(x.amax(dim=(2, 3))))
+        v = x * q[:, :, None, None]
+        descriptor = torch.stack([v.mean(dim=1), v.amax(dim=1)], dim=1)
+        a = torch.sigmoid(wide(self.spatial(descriptor))).squeeze(1)  # [B, H, W]
+        pooled = (wide(v) * a.unsqueeze(1)).mean(dim=(2, 3))
+        return Pooled(pooled, weights=a)

@@ -1,0 +1,47 @@
+"""CroW: cross-dimensional weighting (Kalantidis, Mellina & Osindero, ECCV-W 2016)."""
+
+from __future__ import annotations
+
+import torch
+
+from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
+from gspdml.pooling.functional import full_precision, require, wide
+
+
+@POOLINGS.register("crow")
+class CroW(Pooling):
+    """CroW, a parameter-free, magnitude-based saliency pooling (seed 000 supplement §1.4).
+
+    For non-negative features ``X`` (``C x n``), Kalantidis et al. (Eqs. 3-5):
+
+    * spatial weights ``S = (S' / ||S'||_a)^(1/b)`` with ``S'_i = sum_c X_{c,i}`` (``a = b = 2``);
+    * channel weights ``Omega_c = log(sum_h Q_h / (eps + Q_c))``, ``Q_c`` the fraction of
+      non-zero entries of channel ``c`` (sparser channels weigh more; not differentiable);
+    * ``u_c = Omega_c sum_i S_i X_{c,i}``.
+
+    CroW assumes post-ReLU features; the local embedding after the 1x1 head is signed, so
+    ``rectify: true`` (default) applies ``max(X, 0)`` first. ``S`` is returned as ``weights``
+    (not a distribution).
+    """
+
+    order_free = True
+
+    def __init__(self, in_channels: int, a: float = 2.0, b: float = 2.0, rectify: bool = True, eps: float = 1e-6):
+        super().__init__(in_channels)
+        require(a > 0, "a", f"must be positive, got {a!r}")
+        require(b > 0, "b", f"must be positive, got {b!r}")
+        self.a, self.b, self.rectify, self.eps = float(a), float(b), bool(rectify), float(eps)
+
+    def forward(self, x: torch.Tensor) -> Pooled:
+        local, spatial = flatten_locations(x)
+        with full_precision(local):
+            feats = wide(local).relu() if self.rectify else wide(local)
+            if not self.rectify and bool((feats < 0).any()):
+                raise ValueError("crow pooling needs non-negative features; set rectify: true")
+            aggregated = feats.sum(dim=2)  # S' [B, n]
+            norm = aggregated.norm(p=self.a, dim=1, keepdim=True).clamp_min(self.eps)
+            spatial_w = (aggregated / norm).clamp_min(0).pow(1.0 / self.b)
+            nonzero = (feats > 0).to(feats.dtype).mean(dim=1)  # Q [B, C]
+            channel_w = torch.log((nonzero.sum(dim=1, keepdim=True) + self.eps) / (nonzero + self.eps))
+            pooled = channel_w * (feats * spatial_w.unsqueeze(-1)).sum(dim=1)
+        return Pooled(pooled, weights=unflatten_weights(spatial_w, spatial))

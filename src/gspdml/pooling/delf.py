@@ -1,0 +1,37 @@
+"""DeLF attention pooling (Noh et al., ICCV 2017)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
+from gspdml.pooling.functional import require, wide
+
+
+@POOLINGS.register("delf")
+class DeLF(Pooling):
+    """Attention-weighted pooling of DeLF (Noh et al. 2017, Eq. 1; seed 000 supplement §1.4):
+
+        alpha_i = softplus(w_2^T relu(W_1 f_i + b_1) + b_2),    u = (1/n) sum_i alpha_i f_i.
+
+    The score function is two 1x1 convolutions (``hidden`` filters, 512 as in DeLF) with a
+    softplus output, so scores are non-negative but unnormalised. DeLF writes ``W sum_i
+    alpha_i f_i`` with a final linear map ``W``; the embedder's 1x1 head already embeds the
+    local features linearly, and the ``1/n`` keeps GAP's scale (the attended GAP). ``alpha``
+    is returned as ``weights`` (not a distribution).
+    """
+
+    order_free = True
+
+    def __init__(self, in_channels: int, hidden: int = 512):
+        super().__init__(in_channels)
+        require(hidden >= 1, "hidden", f"must be a positive integer, got {hidden!r}")
+        self.score = nn.Sequential(nn.Linear(in_channels, int(hidden)), nn.ReLU(inplace=True), nn.Linear(int(hidden), 1))
+
+    def forward(self, x: torch.Tensor) -> Pooled:
+        local, spatial = flatten_locations(x)
+        alpha = F.softplus(wide(self.score(local))).squeeze(-1)  # [B, n]
+        pooled = (alpha.unsqueeze(-1) * wide(local)).mean(dim=1)
+        return Pooled(pooled, weights=unflatten_weights(alpha, spatial))

@@ -1,0 +1,41 @@
+"""Generalized max pooling (GeMax; Murray & Perronnin, CVPR 2014; Murray et al., TPAMI 2016)."""
+
+from __future__ import annotations
+
+import torch
+
+from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
+from gspdml.pooling.functional import full_precision, require, wide
+
+
+@POOLINGS.register("gemax")
+class GeneralizedMax(Pooling):
+    """Generalized max pooling: the pooled vector has the same similarity (one) with every local
+    feature, so that frequent features do not dominate (Murray & Perronnin 2014, Eq. 7):
+
+        xi = argmin_xi ||Phi^T xi - 1_n||^2 + lambda ||xi||^2 = Phi (Phi^T Phi + lambda I_n)^{-1} 1_n,
+
+    with ``Phi = [f_1 .. f_n]`` (``C x n``). The dual form on the right (an ``n x n`` solve)
+    gives the location weights ``alpha = (Phi^T Phi + lambda I)^{-1} 1_n`` and ``xi = Phi alpha``;
+    ``alpha`` is returned as ``weights`` (signed, not a distribution). ``lam`` (lambda) is a
+    hyper-parameter (1.0 in the GSP authors' comparison, seed 000 supplement §1.4).
+    Solved in float32 (float64 for float64 input); the matrix is positive definite for ``lam > 0``.
+    """
+
+    order_free = True
+
+    def __init__(self, in_channels: int, lam: float = 1.0):
+        super().__init__(in_channels)
+        require(lam > 0, "lam", f"must be positive (ridge regulariser), got {lam!r}")
+        self.lam = float(lam)
+
+    def forward(self, x: torch.Tensor) -> Pooled:
+        local, spatial = flatten_locations(x)
+        with full_precision(local):
+            phi = wide(local)  # [B, n, C], rows are the f_i
+            n = phi.shape[1]
+            gram = phi @ phi.transpose(1, 2) + self.lam * torch.eye(n, device=phi.device, dtype=phi.dtype)
+            ones = torch.ones(phi.shape[0], n, 1, device=phi.device, dtype=phi.dtype)
+            alpha = torch.linalg.solve(gram, ones)  # [B, n, 1]
+            pooled = (phi * alpha).sum(dim=1)
+        return Pooled(pooled, weights=unflatten_weights(alpha.squeeze(-1), spatial))

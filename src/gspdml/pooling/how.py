@@ -1,0 +1,54 @@
+"""HOW / trainable SMK aggregation (Tolias, Jenicek & Chum, ECCV 2020)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gspdml.pooling.base import POOLINGS, Pooled, Pooling
+from gspdml.pooling.functional import full_precision, require, require_map, wide
+
+
+@POOLINGS.register("how", "t_smk")
+class HOW(Pooling):
+    """HOW's training-time aggregation (seed 003 Eqs. 3.17-3.20, L1132-L1150; Tolias et al. 2020,
+    the "trainable SMK" (T-SMK) of seed 000 supplement §1.4):
+
+        a_j = ||x_j||_2                          (attention = feature norm; psomas spec §5 B3)
+        V = FC(avg_3(X))                         (3x3 local average, stride 1, no padding counted)
+        z = V a = sum_j a_j v_j,   u = z / ||z|| (Eq. 3.20, l2 normalisation)
+
+    HOW fits ``FC`` (centring + PCA + whitening, ``d' < d``) on training features; here it is a
+    learned 1x1 convolution (with bias) to ``dim`` (``null`` = input width), since the layer is
+    trained end to end. ``weights`` = ``a / sum(a)`` (a distribution over locations).
+    Needs a feature map (the 3x3 smoothing is spatial).
+    """
+
+    order_free = False
+    accepts_tokens = False
+    weights_are_distribution = True
+
+    def __init__(self, in_channels: int, dim: Optional[int] = None, kernel_size: int = 3):
+        super().__init__(in_channels)
+        require(dim is None or dim >= 1, "dim", f"must be a positive integer or null, got {dim!r}")
+        require(kernel_size >= 1 and kernel_size % 2 == 1, "kernel_size", f"must be a positive odd integer, got {kernel_size!r}")
+        self.dim = int(dim) if dim is not None else in_channels
+        self.kernel_size = int(kernel_size)
+        self.fc = nn.Conv2d(in_channels, self.dim, kernel_size=1)
+
+    def out_channels(self) -> int:
+        return self.dim
+
+    def forward(self, x: torch.Tensor) -> Pooled:
+        require_map(x, "how")
+        smoothed = F.avg_pool2d(x, self.kernel_size, stride=1, padding=self.kernel_size // 2, count_include_pad=False)
+        values = self.fc(smoothed)
+        with full_precision(x):
+            attention = wide(x).pow(2).sum(dim=1).add(1e-10).sqrt()  # [B, H, W]
+            z = (wide(values) * attention.unsqueeze(1)).sum(dim=(2, 3))
+            pooled = F.normalize(z, dim=1, eps=1e-6)
+            weights = attention / attention.sum(dim=(1, 2), keepdim=True)
+        return Pooled(pooled, weights=weights)

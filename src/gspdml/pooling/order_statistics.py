@@ -1,0 +1,72 @@
+"""Poolings built on per-channel order statistics: GAP+GMP, global k-max, WELDON."""
+
+from __future__ import annotations
+
+import torch
+
+from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
+from gspdml.pooling.functional import require, top_k_mean
+
+
+@POOLINGS.register("gap_gmp")
+class GapGmp(Pooling):
+    """GAP + GMP, ``x_c = (1/n) sum_i f_{i,c} + max_i f_{i,c}`` (Kim et al., 2020, as cited in
+    seed 000 supplement §1.4 L488 and main text L185; seed 003 Fig. 3.3 "GAP+max").
+
+    ``scale`` multiplies the sum: 1.0 is the sum used by Proxy-Anchor (Kim et al.), 0.5 the
+    average ``avgmax`` of the SimPool tournament code (psomas spec §2.5).
+    """
+
+    order_free = True
+
+    def __init__(self, in_channels: int, scale: float = 1.0):
+        super().__init__(in_channels)
+        self.scale = float(scale)
+
+    def forward(self, x: torch.Tensor) -> Pooled:
+        local, _ = flatten_locations(x)
+        return Pooled(self.scale * (local.mean(dim=1) + local.amax(dim=1)))
+
+
+@POOLINGS.register("kmax")
+class KMax(Pooling):
+    """Global k-max pooling (seed 002 Eq. 7, L115): per channel, the mean of the ``k`` largest
+    activations, ``max_h (1/k) sum_i h_i g_i`` s.t. ``sum_i h_i = k``. ``k = 1`` is GMP and
+    ``k = n`` (all locations) is GAP; seed 002 L117 finds smaller ``k`` better on CUB.
+    """
+
+    order_free = True
+
+    def __init__(self, in_channels: int, k: int = 4):
+        super().__init__(in_channels)
+        require(int(k) == k and k >= 1, "k", f"must be a positive integer, got {k!r}")
+        self.k = int(k)
+
+    def forward(self, x: torch.Tensor) -> Pooled:
+        local, _ = flatten_locations(x)
+        return Pooled(top_k_mean(local, self.k, dim=1))
+
+
+@POOLINGS.register("weldon")
+class Weldon(Pooling):
+    """WELDON (Durand et al., CVPR 2016, Eq. 3; seed 000 supplement §1.4): per channel, the mean
+    of the ``k_max`` highest plus the mean of the ``k_min`` lowest activations,
+    ``s = max_h (1/k+) sum h_i g_i + min_h (1/k-) sum h_i g_i``. The lowest regions give
+    negative evidence. In WELDON the maps are class-wise 1x1-conv scores; here they are the
+    local embedding after the embedder's 1x1 head, which plays that role.
+    """
+
+    order_free = True
+
+    def __init__(self, in_channels: int, k_max: int = 3, k_min: int = 3):
+        super().__init__(in_channels)
+        require(int(k_max) == k_max and k_max >= 1, "k_max", f"must be a positive integer, got {k_max!r}")
+        require(int(k_min) == k_min and k_min >= 0, "k_min", f"must be a non-negative integer, got {k_min!r}")
+        self.k_max, self.k_min = int(k_max), int(k_min)
+
+    def forward(self, x: torch.Tensor) -> Pooled:
+        local, _ = flatten_locations(x)
+        pooled = top_k_mean(local, self.k_max, dim=1)
+        if self.k_min:
+            pooled = pooled + top_k_mean(local, self.k_min, dim=1, largest=False)
+        return Pooled(pooled)

@@ -1,0 +1,56 @@
+"""Power-mean poolings with a learnable exponent: GeM (GeMean) and log-sum-exp."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
+from gspdml.pooling.functional import full_precision, generalized_mean, require, wide
+
+
+@POOLINGS.register("gem")
+class GeM(Pooling):
+    """Generalized-mean pooling (GeMean; Radenovic et al., TPAMI 2018; seed 003 Eq. 3.13, L1115):
+    ``u_c = ((1/n) sum_i max(f_{i,c}, eps)^p)^(1/p)``. ``p = 1`` is GAP (on non-negative
+    features) and ``p -> inf`` tends to GMP (Eq. 3.12). ``p`` is one learnable scalar,
+    initialised at 3 (Radenovic et al.); ``learn_p: false`` keeps it fixed. Follows Eq. 3.13
+    with the ``1/n`` factor (psomas spec §5 B13). Negative activations are clamped to ``eps``.
+    """
+
+    order_free = True
+
+    def __init__(self, in_channels: int, p: float = 3.0, learn_p: bool = True, eps: float = 1e-6):
+        super().__init__(in_channels)
+        require(p > 0, "p", f"must be positive, got {p!r}")
+        self.p = nn.Parameter(torch.tensor(float(p)), requires_grad=bool(learn_p))
+        self.eps = float(eps)
+
+    def forward(self, x: torch.Tensor) -> Pooled:
+        local, _ = flatten_locations(x)
+        return Pooled(generalized_mean(local, self.p, dim=1, eps=self.eps))
+
+
+@POOLINGS.register("lse")
+class LSE(Pooling):
+    """Log-sum-exp pooling (seed 003 Eq. 3.15, L1126): ``u_c = (1/r) log((1/n) sum_i exp(r f_{i,c}))``
+    with a learnable scalar ``r`` (initial 10, psomas spec §2.3). ``r -> 0`` gives GAP and
+    ``r -> inf`` GMP. Computed stably as ``(logsumexp(r f) - log n) / r`` in float32 (float64 for float64 input).
+    """
+
+    order_free = True
+
+    def __init__(self, in_channels: int, r: float = 10.0, learn_r: bool = True):
+        super().__init__(in_channels)
+        require(r > 0, "r", f"must be positive, got {r!r}")
+        self.r = nn.Parameter(torch.tensor(float(r)), requires_grad=bool(learn_r))
+
+    def forward(self, x: torch.Tensor) -> Pooled:
+        local, _ = flatten_locations(x)
+        with full_precision(local):
+            values = wide(local)
+            r = self.r.to(values.dtype)
+            pooled = (torch.logsumexp(r * values, dim=1) - math.log(local.shape[1])) / r
+        return Pooled(pooled)

@@ -1,0 +1,69 @@
+"""SimPool: simple attention-based pooling (Psomas et al., ICCV 2023; seed 003 chapter 3)."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+from torch import nn
+
+from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
+from gspdml.pooling.functional import full_precision, generalized_mean, require, wide
+
+
+@POOLINGS.register("simpool")
+class SimPool(Pooling):
+    """SimPool (seed 003 Algorithm 2, Eqs. 3.62-3.69, L1396-L1473):
+
+        u0 = X 1_p / p                                  GAP of the raw features (3.62)
+        q = W_Q u0,  K = W_K LN(X)                      (3.63), (3.68)
+        a = softmax_p(K^T q / sqrt(d))                  attention over the p locations (3.65)
+        V = LN(X) - min LN(X) + eps                     non-negative values (3.69)
+        u = (V^gamma a)^(1/gamma)                       f_alpha pooling, gamma = (1 - alpha)/2 (3.67)
+
+    ``gamma`` is a hyper-parameter: 2.0 for convolutional backbones, 1.25 for vision
+    transformers (L1642, L1669); ``gamma: null`` is the attention-weighted average ``a`` of
+    ``LN(X)`` without the shift (psomas spec §5 B5, as coded). ``use_beta`` adds the learnable
+    scalar shift of the released code (initial 0; the DINO ViT setting, spec §5 B8).
+
+    The minimum is taken per image (``min_scope: sample``, Eq. 3.66 and spec §5 B4), so a
+    sample's output never depends on the rest of the batch; ``min_scope: batch`` reproduces
+    the released code's batch-wide minimum. Parameters: ``W_Q``, ``W_K`` (``d x d``, no
+    bias) and the LayerNorm affine (eps 1e-6) (spec §5 B6). The attention ``a`` is returned
+    as ``weights`` (a distribution over locations).
+    """
+
+    order_free = True
+    weights_are_distribution = True
+
+    def __init__(self, in_channels: int, gamma: Optional[float] = 2.0, use_beta: bool = False,
+                 min_scope: str = "sample", eps: float = 1e-6):
+        super().__init__(in_channels)
+        require(gamma is None or gamma > 0, "gamma", f"must be positive or null, got {gamma!r}")
+        require(min_scope in ("sample", "batch"), "min_scope", f"must be 'sample' or 'batch', got {min_scope!r}")
+        self.gamma = None if gamma is None else float(gamma)
+        self.min_scope, self.eps = min_scope, float(eps)
+        self.norm = nn.LayerNorm(in_channels, eps=1e-6)
+        self.wq = nn.Linear(in_channels, in_channels, bias=False)
+        self.wk = nn.Linear(in_channels, in_channels, bias=False)
+        self.beta = nn.Parameter(torch.zeros(())) if use_beta else None
+
+    def forward(self, x: torch.Tensor) -> Pooled:
+        tokens, spatial = flatten_locations(x)  # [B, p, d]
+        query = self.wq(tokens.mean(dim=1))  # [B, d]
+        normed = self.norm(tokens)
+        keys = self.wk(normed)
+        with full_precision(tokens):
+            scores = wide(keys) @ wide(query).unsqueeze(-1) / math.sqrt(tokens.shape[-1])
+            attention = torch.softmax(scores.squeeze(-1), dim=1)  # [B, p]
+            values = wide(normed)
+            weights = attention.to(values.dtype).unsqueeze(-1)
+            if self.gamma is None:
+                pooled = (weights * values).sum(dim=1)
+            else:
+                low = values.amin(dim=(1, 2), keepdim=True) if self.min_scope == "sample" else values.min()
+                pooled = generalized_mean(values - low + self.eps, self.gamma, dim=1, weights=weights, eps=self.eps)
+            if self.beta is not None:
+                pooled = pooled + self.beta.to(pooled.dtype)
+        return Pooled(pooled, weights=unflatten_weights(attention, spatial))

@@ -1,0 +1,64 @@
+"""Slot-attention pooling (Locatello et al., NeurIPS 2020; seed 003 Eqs. 3.29-3.32, L1205-L1222)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
+from gspdml.pooling.functional import full_precision, require, wide
+
+
+@POOLINGS.register("slot")
+class SlotAttention(Pooling):
+    """Slot attention as a pooling (seed 003 group 2; Locatello et al. Algorithm 1):
+
+        K = W_K LN(X),  V = W_V LN(X)
+        repeat ``iters`` times:
+            Q = W_Q LN(U)
+            A = eta_2(softmax over slots of K^T Q / sqrt(d) + 1e-8)   (3.29, as in the original;
+                                                                        psomas spec §5 B2)
+            U <- GRU(V A, U);  U <- U + MLP(LN(U))                    (3.30-3.32)
+        u = max over the k slots                                      (the SimPool tournament)
+
+    The original draws the initial slots from a learned Gaussian; an embedding for retrieval
+    must be deterministic, so each slot has its own learned initial vector instead (the
+    slots still compete through the softmax over slots). ``weights`` = the mean over slots of
+    the per-slot attention of the last iteration (each column of ``A`` sums to one over
+    locations, so the mean is a distribution).
+    """
+
+    order_free = True
+    weights_are_distribution = True
+
+    def __init__(self, in_channels: int, slots: int = 3, iters: int = 3, hidden: int = 128):
+        super().__init__(in_channels)
+        require(slots >= 1, "slots", f"must be a positive integer, got {slots!r}")
+        require(iters >= 1, "iters", f"must be a positive integer, got {iters!r}")
+        require(hidden >= 1, "hidden", f"must be a positive integer, got {hidden!r}")
+        d, hidden = in_channels, max(int(hidden), in_channels)
+        self.iters = int(iters)
+        self.initial = nn.Parameter(torch.randn(int(slots), d) / math.sqrt(d))
+        self.norm_input, self.norm_slots, self.norm_mlp = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.wq, self.wk, self.wv = (nn.Linear(d, d, bias=False) for _ in range(3))
+        self.gru = nn.GRUCell(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, d))
+
+    def forward(self, x: torch.Tensor) -> Pooled:
+        tokens, spatial = flatten_locations(x)
+        b, _, d = tokens.shape
+        inputs = self.norm_input(tokens)
+        keys, values = self.wk(inputs), self.wv(inputs)
+        slots = self.initial.unsqueeze(0).expand(b, -1, -1)
+        for _ in range(self.iters):
+            query = self.wq(self.norm_slots(slots))
+            with full_precision(tokens):
+                logits = wide(keys) @ wide(query).transpose(1, 2) / math.sqrt(d)  # [B, n, k]
+                attention = torch.softmax(logits, dim=-1) + 1e-8
+                attention = attention / attention.sum(dim=1, keepdim=True)
+                updates = attention.transpose(1, 2) @ wide(values)  # [B, k, d]
+            slots = self.gru(updates.reshape(-1, d), slots.reshape(-1, d)).reshape(b, -1, d)
+            slots = slots + self.mlp(self.norm_mlp(slots))
+        return Pooled(wide(slots).amax(dim=1), weights=unflatten_weights(attention.mean(dim=-1), spatial))
