@@ -94,7 +94,10 @@ def build_parser(extensions: Sequence[Callable[[argparse._SubParsersAction], Non
 
 def _extensions() -> list[Callable]:
     """Sub-commands contributed by other packages (each exposes ``add_parser(subparsers)``)."""
-    return []
+    from gspdml.cir.cli import add_parser as cir
+    from gspdml.evaluation.protocol_runner import add_parser as protocol
+
+    return [protocol, cir]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -48,7 +48,7 @@ def test_overrides_parse_yaml_values_and_reach_spec_options():
         ({"optimiser": {}}, [], "optimiser", "allowed: name, description"),
         ({"optimizer": {"name": "rmsprop"}}, [], "optimizer.name", "allowed: adam, adamw, sgd"),
         ({"optimizer": {"lr": -1}}, [], "optimizer.lr", "> 0"),
-        ({"model": {"pooling": "avg"}}, [], "model.pooling", "allowed: gap, gmp"),
+        ({"model": {"pooling": "avg"}}, [], "model.pooling", "unknown pooling 'avg'; allowed: "),
         ({"model": {"pooling": {"gap": {"p": 3}}}}, [], "model.pooling.p", "unknown option for 'gap'"),
         ({"loss": {"c2": {"margin": 1}}}, [], "loss.margin", "allowed: pos_margin, neg_margin, reduction"),
         ({"loss": [{"name": "c1"}, {"name": "nope"}]}, [], "loss[1]", "unknown loss 'nope'"),

@@ -7,5 +7,7 @@ from gspdml.losses import contrastive  # noqa: F401  (registers c1, c2)
 from gspdml.losses import margin, triplet, multi_similarity, lifted  # noqa: F401  (pair losses)
 from gspdml.losses import proxy_nca, norm_softmax, proxy_anchor, soft_triple  # noqa: F401  (proxy losses)
 from gspdml.losses import xbm  # noqa: F401  (cross-batch memory)
+from gspdml.losses import ccp  # noqa: F401  (registers ccp)
+from gspdml.losses import metrix  # noqa: F401  (registers metrix)
 
 __all__ = ["LOSSES", "MetricLoss", "PairLoss", "ProxyLoss", "WeightedSum", "build_loss", "check_loss"]

@@ -31,7 +31,12 @@ class Embedder(nn.Module):
         self.normalize = normalize
 
     def forward(self, images: torch.Tensor) -> EmbedderOutput:
-        local = self.head(self.backbone(images))
+        return self.embed_features(self.backbone(images))
+
+    def embed_features(self, maps: torch.Tensor) -> EmbedderOutput:
+        """Everything after the backbone (head, pooling, normalisation) on backbone feature maps;
+        feature-level mixup calls it on mixed maps."""
+        local = self.head(maps)
         pooled = self.pooling(local)
         vector = pooled.vector
         embedding = F.normalize(vector.float(), dim=1) if self.normalize else vector

@@ -11,6 +11,8 @@ from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
 class GAP(Pooling):
     """Global average pooling, ``x = (1/n) sum_i f_i`` (seed 004 Eq. 5.1.2)."""
 
+    order_free = True
+
     def forward(self, x: torch.Tensor) -> Pooled:
         local, _ = flatten_locations(x)
         return Pooled(local.mean(dim=1))
@@ -19,6 +21,8 @@ class GAP(Pooling):
 @POOLINGS.register("gmp")
 class GMP(Pooling):
     """Global max pooling, ``x_c = max_i f_{i,c}`` per channel."""
+
+    order_free = True
 
     def forward(self, x: torch.Tensor) -> Pooled:
         local, _ = flatten_locations(x)

@@ -35,7 +35,7 @@ def save_state(path: PathLike, state: Any, meta: Mapping[str, Any] | None = None
     tensors: dict[str, torch.Tensor] = {}
     structure = _encode(state, tensors)
     header = {"format": FORMAT, "structure": structure, "meta": dict(meta or {})}
-    _atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata={"gspdml": json.dumps(header)}))
+    atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata={"gspdml": json.dumps(header)}))
 
 
 def load_state(path: PathLike, device: str | torch.device = "cpu") -> tuple[Any, dict[str, Any]]:
@@ -86,7 +86,8 @@ def _decode(obj: Any, tensors: Mapping[str, torch.Tensor]) -> Any:
     return obj
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
+    """Call ``write(tmp)`` on a temporary file beside ``path``, flush it to disk and rename it over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -107,4 +108,4 @@ def _atomic_write(path: Path, write) -> None:
 
 def atomic_write_text(path: PathLike, text: str) -> None:
     """Write a text file atomically (configs, results)."""
-    _atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text))
+    atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text))

@@ -1,4 +1,4 @@
-"""A small CNN for the embedded collage data (32x32 inputs -> 8x8 feature map)."""
+"""A small CNN for the embedded collage data (32x32 inputs -> 8x8 feature map, receptive field 18 px)."""
 
 from __future__ import annotations
 
@@ -17,15 +17,16 @@ def _conv_block(c_in: int, c_out: int) -> nn.Sequential:
 class SmallCNN(Backbone):
     """Conv3x3-BN-ReLU blocks; a 2x2 max-pool follows every block listed in ``pool_after``.
 
-    With the defaults, a 32x32 image gives a ``[B, 128, 8, 8]`` map (n = 64 local features).
+    With the defaults, a 32x32 image gives a ``[B, 128, 8, 8]`` map (n = 64 local features, each
+    seeing 18x18 pixels: a 16x16 collage tile and its border) for about 10 M multiply-adds.
     ``freeze_bn`` freezes the BatchNorm layers (:meth:`Backbone.freeze_batchnorm`).
     """
 
     def __init__(
         self,
         in_channels: int = 3,
-        widths: Sequence[int] = (32, 64, 128, 128),
-        pool_after: Sequence[int] = (1, 2),
+        widths: Sequence[int] = (32, 64, 128),
+        pool_after: Sequence[int] = (0, 1),
         freeze_bn: bool = False,
     ):
         super().__init__()

@@ -1,0 +1,284 @@
+"""``gspdml cir freedom|weicom``: composed image retrieval over a folder of images.
+
+    gspdml cir freedom --images DIR --labels labels.csv --vocabulary words.txt [--model clip]
+    gspdml cir freedom --images DIR --queries queries.csv --vocabulary words.txt --method product
+    gspdml cir weicom  --images PatternNet --patterncom [--model remoteclip --weights RemoteCLIP-ViT-L-14.pt]
+    gspdml cir weicom  --images DIR --queries queries.csv --lambda 0.5 --json
+
+Queries come from one of:
+
+* ``--labels CSV`` (header ``path,class,domain``): the domain-conversion protocol — every labelled
+  image is a query once per other domain, with that domain's name as text; positives share the
+  query's class and have the target domain (seed 003 L1916–L1924);
+* ``--queries CSV`` (header ``image,text`` and optionally ``positives``, ``;``-separated paths):
+  explicit queries; without positives only rankings are printed;
+* ``--patterncom [DIR]`` (weicom): the PatternCom protocol from a PatternNet tree (``--images``)
+  and its annotation CSVs (default ``<images>/PatternCom``).
+
+Paths are relative to ``--images`` unless absolute. The database is every image under
+``--images`` (with ``--labels``: the labelled images; with ``--patterncom``: the PatternNet tree).
+Features are cached (safetensors) in ``--cache``. mAP uses the AP of each chapter's code by
+default (``--ap``): the Radenović trapezoid for FreeDom, the standard AP for WeiCom.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from gspdml.data.images import IMAGE_EXTENSIONS
+from gspdml.errors import ConfigError, DataError, GspdmlError
+
+from .baselines import baseline_scores
+from .features import FeatureCache, encode_image_files, encode_texts
+from .freedom import QUERY_AS_PROXY, VARIANTS, FreeDom, TextEmbeddingMemo, TextMemory, read_vocabulary
+from .metrics import AP_VARIANTS
+from .protocol import CompositionProtocol, CompositionQuery, domain_conversion_protocol, evaluate_protocol
+from .weicom import default_lambda, weicom_scores
+
+
+def _read_csv(path: str, required: Sequence[str]) -> list[dict]:
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise DataError(f"file not found: {file}")
+    with open(file, encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    columns = rows[0].keys() if rows else []
+    missing = [c for c in required if c not in columns]
+    if not rows or missing:
+        raise DataError(f"{file}: needs a header with columns {', '.join(required)} and at least one row (missing: {', '.join(missing) or 'rows'})")
+    for number, row in enumerate(rows, 2):
+        if any(not (row.get(c) or "").strip() for c in required):
+            raise DataError(f"{file}:{number}: empty {'/'.join(required)} value in {dict(row)}")
+    return rows
+
+
+def _resolve(images: Path, path: str) -> str:
+    candidate = Path(path.strip()).expanduser()
+    return str((candidate if candidate.is_absolute() else images / candidate).resolve())
+
+
+def _image_files(images: Path, exclude: Optional[Path]) -> list[str]:
+    files = sorted(str(p.resolve()) for p in images.rglob("*")
+                   if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file() and not (exclude and exclude in p.resolve().parents))
+    if not files:
+        raise DataError(f"no image files under {images}")
+    return files
+
+
+def _protocol(args: argparse.Namespace, images: Path, cache_dir: Optional[Path]) -> tuple[CompositionProtocol, bool]:
+    """The protocol and whether it has positives (metrics)."""
+    chosen = [name for name in ("labels", "queries", "patterncom") if getattr(args, name, None) is not None]
+    if len(chosen) != 1:
+        raise ConfigError("queries", "give exactly one of --labels, --queries" + (", --patterncom" if hasattr(args, "patterncom") else ""))
+    if chosen == ["patterncom"]:
+        from .patterncom import read_patterncom, table_mismatches
+
+        patterncom = read_patterncom(images, args.patterncom or None)
+        mismatches = table_mismatches(patterncom)
+        if mismatches:
+            print(f"note: the annotations differ from Table 5.1 in {len(mismatches)} (attribute, class, value) cells, "
+                  f"e.g. {mismatches[0]}", file=sys.stderr)
+        return patterncom.protocol, True
+    database = _image_files(images, cache_dir)
+    if chosen == ["labels"]:
+        rows = _read_csv(args.labels, ("path", "class", "domain"))
+        labelled = [_resolve(images, row["path"]) for row in rows]
+        index = {path: i for i, path in enumerate(database)}
+        unknown = [p for p in labelled if p not in index]
+        if unknown:
+            raise DataError(f"{args.labels}: {len(unknown)} labelled images are not under {images}, e.g. {unknown[0]}")
+        classes = [row["class"].strip() for row in rows]
+        domains = [row["domain"].strip() for row in rows]
+        return domain_conversion_protocol(labelled, classes, domains, domain_texts=_domain_texts(args.domain_text)), True
+    rows = _read_csv(args.queries, ("image", "text"))
+    index = {path: i for i, path in enumerate(database)}
+    query_images = list(dict.fromkeys(_resolve(images, row["image"]) for row in rows))
+    position = {path: i for i, path in enumerate(query_images)}
+    protocol = CompositionProtocol(database, query_images)
+    has_positives = "positives" in rows[0]
+    for number, row in enumerate(rows, 2):
+        positives = []
+        for path in filter(None, (p.strip() for p in (row.get("positives") or "").split(";"))):
+            resolved = _resolve(images, path)
+            if resolved not in index:
+                raise DataError(f"{args.queries}:{number}: positive {path!r} is not an image under {images}")
+            positives.append(index[resolved])
+        protocol.queries.append(CompositionQuery(position[_resolve(images, row["image"])], row["text"].strip(), np.asarray(positives, dtype=np.int64)))
+    return protocol, has_positives
+
+
+def _domain_texts(pairs: Sequence[str]) -> dict[str, str]:
+    texts = {}
+    for pair in pairs:
+        label, sep, text = pair.partition("=")
+        if not sep or not label.strip() or not text.strip():
+            raise ConfigError("domain-text", f"expected LABEL=TEXT (e.g. real=photo), got {pair!r}")
+        texts[label.strip()] = text.strip()
+    return texts
+
+
+def _features(args, model, protocol: CompositionProtocol, cache: Optional[FeatureCache]) -> tuple[torch.Tensor, torch.Tensor]:
+    database = encode_image_files(model, protocol.database, args.batch_size, cache)
+    index = {path: i for i, path in enumerate(protocol.database)}
+    outside = {p: i for i, p in enumerate(p for p in protocol.query_images if p not in index)}
+    extra = encode_image_files(model, list(outside), args.batch_size, cache) if outside else None
+    rows = [database[index[p]] if p in index else extra[outside[p]] for p in protocol.query_images]
+    return database, torch.stack(rows)
+
+
+def _score_function(args, model, database: torch.Tensor, queries: torch.Tensor, cache: Optional[FeatureCache]):
+    texts = TextEmbeddingMemo(model.encode_text)
+    if args.method == "freedom":
+        words = read_vocabulary(args.vocabulary)
+        memory = TextMemory(words, encode_texts(model, words, cache=cache))
+        overrides = dict(k=args.k, n=args.n, query_as_proxy=args.query_as_proxy)
+        if args.m is not None:
+            overrides["m"] = args.m
+        freedom = FreeDom.variant(args.variant, texts, memory, database, **overrides)
+        return lambda idx, targets: freedom.scores(queries[idx], targets, database)
+    if args.method == "weicom":
+        lam = getattr(args, "lam", None)
+        if lam is None:   # the chapter-4 competitor sums the two CDFs (λ = 0.5, spec §5 D2)
+            lam = 0.5 if args.cir_method == "freedom" else default_lambda(args.model)
+        args.lam = lam
+        return lambda idx, targets: weicom_scores(queries[idx], texts(targets), database, lam)
+    return lambda idx, targets: baseline_scores(args.method, queries[idx], texts(targets), database)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .backends import load_model
+
+    images = Path(args.images).expanduser().resolve()
+    if not images.is_dir():
+        raise DataError(f"--images: {images} is not a directory")
+    if args.method == "freedom" and not args.vocabulary:
+        raise ConfigError("vocabulary", "FreeDom needs a text memory: --vocabulary FILE (one word per line, or the Open Images class-name CSV)")
+    cache_dir = None if args.no_cache else Path(args.cache).expanduser().resolve() if args.cache else _default_cache()
+    cache = FeatureCache(cache_dir) if cache_dir else None
+    protocol, has_positives = _protocol(args, images, cache_dir)
+    model = load_model(args.model, weights=args.weights, device=args.device)
+    database, queries = _features(args, model, protocol, cache)
+    score = _score_function(args, model, database, queries, cache)
+    result = evaluate_protocol(protocol, score, ap=args.ap, recall_at=args.recall_at, keep_top=args.top)
+    report = _report(args, model, protocol, result, has_positives, images)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_text(report, args.show)
+    return 0
+
+
+def _default_cache() -> Path:
+    from gspdml.data.cache import cache_dir
+
+    return cache_dir() / "cir-features"
+
+
+def _report(args, model, protocol: CompositionProtocol, result: dict, has_positives: bool, images: Path) -> dict:
+    def shown(path: str) -> str:
+        return str(Path(path).relative_to(images)) if Path(path).is_relative_to(images) else path
+
+    settings = {"method": args.method, "model": model.model_id, "database": len(protocol.database), "queries": len(protocol.queries)}
+    if args.method == "freedom":
+        settings.update(variant=args.variant, k=args.k, n=args.n, m=args.m if args.m is not None else VARIANTS[args.variant].get("m", 7),
+                        query_as_proxy=args.query_as_proxy)
+    if args.method == "weicom":
+        settings["lambda"] = args.lam
+    rankings = []
+    for query, ranking in zip(protocol.queries, result["rankings"]):
+        positives = set(query.positives.tolist())
+        entry = {"image": shown(protocol.query_images[query.image]), "text": query.text, "group": query.group,
+                 "top": [{"path": shown(protocol.database[i]), "score": round(s, 6), "positive": i in positives}
+                         for i, s in zip(ranking["indices"], ranking["scores"])]}
+        if has_positives:
+            entry["ap"] = 100.0 * ranking["ap"]
+        rankings.append(entry)
+    report = {"settings": settings, "queries": rankings}
+    if has_positives:
+        report["metrics"] = {key: value for key, value in result.items() if key not in ("rankings", "queries")}
+    return report
+
+
+def _print_text(report: dict, show: int) -> None:
+    settings = report["settings"]
+    print("  ".join(f"{k}={v}" for k, v in settings.items()))
+    for number, query in enumerate(report["queries"][:show], 1):
+        ap = f"  AP {query['ap']:.2f}" if "ap" in query else ""
+        print(f"\n[{number}] {query['image']} + {query['text']!r}{ap}")
+        for rank, hit in enumerate(query["top"], 1):
+            print(f"  {rank:3d}. {'+' if hit['positive'] else ' '} {hit['score']:.4f}  {hit['path']}")
+    if len(report["queries"]) > show:
+        print(f"\n... {len(report['queries']) - show} more queries (--show N, or --json for all)")
+    metrics = report.get("metrics")
+    if metrics:
+        recall = [k for k in metrics if k.startswith("recall@")]
+        print(f"\n{'group':30s} {'queries':>8s} {'mAP':>7s}" + "".join(f" {k:>10s}" for k in recall))
+        for group, row in metrics["groups"].items():
+            print(f"{group:30s} {row['queries']:8d} {row['map']:7.2f}" + "".join(f" {row[k]:10.2f}" for k in recall))
+        print(f"{'AVG (mean over groups)':30s} {'':8s} {metrics['map']:7.2f}" + "".join(f" {metrics[k]:10.2f}" for k in recall)
+              + f"   [AP: {metrics['ap']}]")
+
+
+def _common(parser: argparse.ArgumentParser, methods: Sequence[str], default_ap: str) -> None:
+    parser.add_argument("--images", required=True, help="folder of database images (searched recursively)")
+    parser.add_argument("--labels", help="CSV path,class,domain: the domain-conversion protocol over these images")
+    parser.add_argument("--domain-text", action="append", default=[], metavar="LABEL=TEXT",
+                        help="query text of a --labels domain (repeatable), e.g. real=photo, New=Today")
+    parser.add_argument("--queries", help="CSV image,text[,positives]: explicit composed queries")
+    parser.add_argument("--method", choices=methods, default=methods[0], help=f"default: {methods[0]}")
+    parser.add_argument("--model", default="clip", help="clip | remoteclip | open_clip:ARCH[@TAG] | hf:REPO_OR_DIR | python:MODULE:FUNCTION")
+    parser.add_argument("--weights", help="local checkpoint (state dict) for the model")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batch-size", type=int, default=32, help="images per encoder batch")
+    parser.add_argument("--cache", help="feature cache folder (default: $GSPDML_CACHE/cir-features)")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write cached features")
+    parser.add_argument("--ap", choices=AP_VARIANTS, default=default_ap, help=f"AP definition (default {default_ap}, as the authors' code)")
+    parser.add_argument("--recall-at", type=int, nargs="*", default=[], metavar="K", help="also report R@K")
+    parser.add_argument("--top", type=int, default=5, help="results listed per query")
+    parser.add_argument("--show", type=int, default=10, help="queries printed in text mode")
+    parser.add_argument("--json", action="store_true", help="print everything as JSON")
+    parser.set_defaults(func=_run)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``cir`` with the sub-commands ``freedom`` and ``weicom`` to a ``gspdml`` parser."""
+    parser = subparsers.add_parser("cir", help="composed image retrieval with a frozen vision-language model")
+    sub = parser.add_subparsers(dest="cir_method", required=True, metavar="METHOD")
+    freedom = sub.add_parser("freedom", help="FreeDom (training-free domain conversion) and its baselines")
+    _common(freedom, ("freedom", "text", "image", "product", "sum", "weicom"), "trapezoid")
+    freedom.add_argument("--vocabulary", help="text memory: one word per line, or a CSV (Open Images class names)")
+    freedom.add_argument("--variant", choices=list(VARIANTS), default="L+a", help="L+a is FreeDom (Eq. 4.17)")
+    freedom.add_argument("--k", type=int, default=20, help="proxy images (default 20)")
+    freedom.add_argument("--n", type=int, default=7, help="words per proxy (default 7)")
+    freedom.add_argument("--m", type=int, default=None, help="text labels kept (default 7; 1 for --variant single)")
+    freedom.add_argument("--query-as-proxy", choices=QUERY_AS_PROXY, default="auto")
+    weicom = sub.add_parser("weicom", help="WeiCom (CDF-normalised similarity fusion) and its baselines")
+    _common(weicom, ("weicom", "text", "image", "average"), "standard")
+    weicom.add_argument("--lambda", dest="lam", type=float, default=None,
+                        help="text weight λ (default 0.3 for clip, 0.6 for remoteclip, else 0.5)")
+    weicom.add_argument("--patterncom", nargs="?", const="", default=None, metavar="DIR",
+                        help="the PatternCom protocol; DIR holds <attribute>.csv (default <images>/PatternCom)")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m gspdml.cir.cli freedom|weicom ...`` (the same as ``gspdml cir ...``)."""
+    from gspdml.cli import build_parser
+
+    args = build_parser([add_parser]).parse_args(["cir", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return args.func(args)
+    except GspdmlError as error:
+        print(f"gspdml: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Composed-retrieval evaluation protocols: queries (image, text) with known positives, and the
+per-group averaging of the two chapters.
+
+* Domain conversion (FreeDom, seed 003 L1916–L1924, spec §3.6): every query image of source
+  domain D_s is paired with every other target domain D_t as text; positives are the database
+  images of the query's class in D_t. One group per (D_s, D_t) pair; AVG = mean over pairs.
+* Attribute modification (PatternCom, spec §4.3): built by :mod:`gspdml.cir.patterncom`; one group
+  per attribute; AVG = mean over attributes (spec §5 D5).
+
+Every query ranks the whole database; a query image that is in the database stays there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Optional, Sequence
+
+import numpy as np
+import torch
+
+from gspdml.errors import ConfigError, DataError
+
+from .metrics import AP_VARIANTS, ranking_metrics
+
+ScoreFunction = Callable[[torch.Tensor, list[str]], torch.Tensor]
+
+
+@dataclass
+class CompositionQuery:
+    image: int                  # index into CompositionProtocol.query_images
+    text: str
+    positives: np.ndarray       # database indices
+    group: str = "all"
+
+
+@dataclass
+class CompositionProtocol:
+    database: list[str]
+    query_images: list[str]
+    queries: list[CompositionQuery] = field(default_factory=list)
+
+    def relevance(self, queries: Sequence[CompositionQuery]) -> torch.Tensor:
+        """Boolean ``[len(queries), len(database)]``."""
+        relevant = torch.zeros(len(queries), len(self.database), dtype=torch.bool)
+        for row, query in enumerate(queries):
+            relevant[row, torch.as_tensor(query.positives, dtype=torch.long)] = True
+        return relevant
+
+    def groups(self) -> list[str]:
+        return list(dict.fromkeys(q.group for q in self.queries))
+
+
+def domain_conversion_protocol(database: Sequence[str], classes: Sequence[str], domains: Sequence[str],
+                               query_images: Optional[Sequence[str]] = None, query_classes: Optional[Sequence[str]] = None,
+                               query_domains: Optional[Sequence[str]] = None, domain_texts: Optional[dict] = None) -> CompositionProtocol:
+    """The FreeDom protocol. Without separate query lists the database images are the queries
+    (ImageNet-R, LTLL); ``domain_texts`` maps a domain label to its query text (e.g.
+    ``{"real": "photo"}``, reference-implementations §7.2), default the label itself."""
+    if not len(database) == len(classes) == len(domains):
+        raise DataError(f"{len(database)} database images but {len(classes)} classes and {len(domains)} domains")
+    if query_images is None:
+        query_images, query_classes, query_domains = database, classes, domains
+    elif query_classes is None or query_domains is None or not len(query_images) == len(query_classes) == len(query_domains):
+        raise DataError("separate query images need a class and a domain each")
+    domain_texts = dict(domain_texts or {})
+    db_classes, db_domains = np.asarray(classes), np.asarray(domains)
+    all_domains = list(dict.fromkeys(domains))
+    protocol = CompositionProtocol(list(database), list(query_images))
+    for index, (cls, source) in enumerate(zip(query_classes, query_domains)):
+        for target in all_domains:
+            if target == source:
+                continue
+            positives = np.flatnonzero((db_classes == cls) & (db_domains == target))
+            protocol.queries.append(CompositionQuery(index, domain_texts.get(target, target), positives, f"{source}->{target}"))
+    return protocol
+
+
+def evaluate_protocol(protocol: CompositionProtocol, score: ScoreFunction, ap: str = "standard",
+                      recall_at: Iterable[int] = (), chunk: int = 256, keep_top: int = 0) -> dict:
+    """Run ``score(query_image_indices [B], texts) -> [B, N]`` over all queries in chunks.
+
+    Returns ``{"map", "recall@k"…, "groups": {group: {"map", "recall@k"…, "queries"}}, "queries",
+    "ap"}`` with metrics in % (the means of the groups, as the thesis tables average them) and,
+    when ``keep_top`` > 0, ``"rankings"``: per query the top database indices, scores and AP.
+    """
+    if ap not in AP_VARIANTS:
+        raise ConfigError("ap", f"unknown AP variant {ap!r}; choose one of {', '.join(AP_VARIANTS)}")
+    if not protocol.queries:
+        raise DataError("the protocol has no queries")
+    recall_at = list(recall_at)
+    per_query: dict[str, list[torch.Tensor]] = {}
+    rankings = []
+    for start in range(0, len(protocol.queries), chunk):
+        batch = protocol.queries[start:start + chunk]
+        scores = score(torch.tensor([q.image for q in batch]), [q.text for q in batch])
+        if scores.shape != (len(batch), len(protocol.database)):
+            raise DataError(f"score function returned shape {tuple(scores.shape)}, expected {(len(batch), len(protocol.database))}")
+        metrics = ranking_metrics(scores, protocol.relevance(batch), ap=[ap], recall_at=recall_at)
+        for name, values in metrics.items():
+            per_query.setdefault(name, []).append(values)
+        if keep_top:   # the same stable order as the metrics
+            top = torch.sort(-scores, dim=1, stable=True).indices[:, :keep_top]
+            top_scores = torch.gather(scores, 1, top)
+            for row in range(len(batch)):
+                rankings.append({"indices": top[row].tolist(), "scores": top_scores[row].tolist(),
+                                 "ap": float(metrics[f"ap_{ap}"][row])})
+    values = {name: torch.cat(parts) for name, parts in per_query.items()}
+    groups = np.array([q.group for q in protocol.queries])
+    names = {f"ap_{ap}": "map", **{f"recall@{k}": f"recall@{k}" for k in recall_at}}
+    table = {}
+    for group in protocol.groups():
+        mask = torch.from_numpy(groups == group)
+        table[group] = {out: 100.0 * values[name][mask].mean().item() for name, out in names.items()}
+        table[group]["queries"] = int(mask.sum())
+    result = {out: float(np.mean([row[out] for row in table.values()])) for out in names.values()}
+    result.update(groups=table, queries=len(protocol.queries), ap=ap)
+    if keep_top:
+        result["rankings"] = rankings
+    return result

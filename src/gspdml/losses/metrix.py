@@ -1,0 +1,155 @@
+"""Metrix: mixup for deep metric learning (seed 003 chapter 2; psomas-thesis-spec §1).
+
+Error function of one batch (seed 003 Eq. 2.10, L577)::
+
+    E = (1/|X|) sum_a [ l(a) + w l~(a) ]
+
+``l`` is the clean loss and ``l~`` its label-weighted version over mixed examples
+(:mod:`gspdml.losses.metrix_losses`, Eqs. 2.7-2.13). Mixed examples (Eq. 2.4, L531-541)::
+
+    input:      v = f(lambda x + (1 - lambda) x')
+    feature:    v = f_m(lambda g_m(x) + (1 - lambda) g_m(x'))     ("Metrix", the default)
+    embedding:  v = lambda f(x) + (1 - lambda) f(x')
+
+with ``lambda ~ Beta(alpha, alpha)``, ``alpha = 2``, ``w = 0.4`` (L694), one ``lambda`` per
+iteration (the authors' code; ``lambda_per_pair`` draws one per mixed example, spec A5). Here
+``g_m`` is the embedder's backbone and ``f_m`` its head, pooling and normalisation. The mixing
+pairs (:mod:`gspdml.losses.metrix_pairs`) are positive-negative or anchor-negative, chosen
+uniformly at random at every iteration (L692); input mixup uses the ``k = 3`` hardest
+negatives (L684). Mixed embeddings are re-normalised (spec A6) unless ``renormalize=False``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gspdml.errors import ConfigError, TrainingError
+from gspdml.losses.base import LOSSES, MetricLoss
+from gspdml.losses.metrix_losses import MIXED_LOSSES
+from gspdml.losses.metrix_pairs import KINDS, mixing_triples
+
+LEVELS = ("input", "feature", "embedding")
+PAIRS = ("random", *KINDS)
+
+
+@LOSSES.register("metrix")
+class Metrix(MetricLoss):
+    """Clean loss plus ``mix_weight`` times the mixed loss, mixing at ``level``.
+
+    Args:
+        loss: spec of the label-weighted loss (``contrastive``, ``contrastive_similarity``, ``ms``,
+            ``proxy_anchor``; see :data:`~gspdml.losses.metrix_losses.MIXED_LOSSES`). With proxy
+            anchors, each mixed pair of examples is used once and every proxy is its anchor.
+        level: ``input``, ``feature`` (default) or ``embedding``.
+        pairs: ``random`` (per iteration, the thesis), ``pos_neg`` or ``anc_neg``.
+        mix_alpha: ``alpha`` of ``Beta(alpha, alpha)``.
+        mix_weight: ``w``.
+        hard_negatives: ``k`` hardest negatives per anchor, input level only.
+        lambda_per_pair: one ``lambda`` per mixed example instead of per iteration.
+        renormalize: L2-normalise mixed embeddings.
+    """
+
+    nested = {"loss": MIXED_LOSSES}
+
+    def __init__(
+        self,
+        embedding_dim: int,
+        num_classes: int,
+        loss: Any = "contrastive",
+        level: str = "feature",
+        pairs: str = "random",
+        mix_alpha: float = 2.0,
+        mix_weight: float = 0.4,
+        hard_negatives: int = 3,
+        lambda_per_pair: bool = False,
+        renormalize: bool = True,
+    ):
+        super().__init__()
+        for field, value, allowed in (("level", level, LEVELS), ("pairs", pairs, PAIRS)):
+            if value not in allowed:
+                raise ConfigError(f"loss.{field}", f"unknown value {value!r}; allowed: {', '.join(allowed)}")
+        if mix_alpha <= 0:
+            raise ConfigError("loss.mix_alpha", f"must be > 0, got {mix_alpha}")
+        if hard_negatives < 1:
+            raise ConfigError("loss.hard_negatives", f"must be >= 1, got {hard_negatives}")
+        self.loss = MIXED_LOSSES.build(loss, "loss.loss", embedding_dim=embedding_dim, num_classes=num_classes)
+        self.lr_multiplier = getattr(self.loss, "lr_multiplier", 1.0)
+        self.level, self.pairs, self.mix_alpha, self.mix_weight = level, pairs, mix_alpha, mix_weight
+        self.hard_negatives, self.lambda_per_pair, self.renormalize = hard_negatives, lambda_per_pair, renormalize
+
+    # ------------------------------------------------------------ entry points
+    def forward(self, embeddings, labels, output=None, *, kind: Optional[str] = None, lam=None):
+        """Embedding-level Metrix; the other levels need the model (:meth:`training_objective`)."""
+        if self.level != "embedding":
+            raise TrainingError(
+                f"metrix at level '{self.level}' mixes inside the network: the trainer must call "
+                "training_objective(model, images, labels) (it cannot sit inside a weighted list of losses)"
+            )
+
+        def mix(triples, weights):
+            return _mix(weights, embeddings[triples[:, 1]], embeddings[triples[:, 2]])
+
+        return self.objective(embeddings, labels, mix, kind=kind, lam=lam)
+
+    def training_objective(self, model: nn.Module, images, labels, *, kind: Optional[str] = None, lam=None):
+        if self.level == "embedding":
+            output = model(images)
+            return self(output.embedding, labels, output, kind=kind, lam=lam)
+        if self.level == "feature":
+            maps = model.backbone(images)
+            clean = model.embed_features(maps).embedding
+
+            def mix(triples, weights):
+                return model.embed_features(_mix(weights, maps[triples[:, 1]], maps[triples[:, 2]])).embedding
+
+            return self.objective(clean, labels, mix, kind=kind, lam=lam)
+        clean = model(images).embedding
+
+        def mix(triples, weights):
+            return model(_mix(weights, images[triples[:, 1]], images[triples[:, 2]])).embedding
+
+        return self.objective(clean, labels, mix, kind=kind, lam=lam, hard=self.hard_negatives)
+
+    # ----------------------------------------------------------------- the sum
+    def objective(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        mix: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        *,
+        kind: Optional[str] = None,
+        lam=None,
+        hard: Optional[int] = None,
+    ) -> torch.Tensor:
+        """``clean + w * mixed`` (Eq. 2.10). ``mix(triples, lam [M])`` returns the ``[M, D]``
+        mixed embeddings; ``kind`` and ``lam`` (a scalar or ``[M]``) override the random draws."""
+        e = F.normalize(embeddings, dim=1)
+        clean = self.loss.clean(e, labels)
+        kind = kind or (KINDS[int(torch.randint(len(KINDS), ()))] if self.pairs == "random" else self.pairs)
+        triples = mixing_triples(labels, kind, e @ e.T if hard else None, hard)
+        if getattr(self.loss, "anchorless", False):  # proxy anchors: each mixed pair once
+            pairs = torch.unique(triples[:, 1:], dim=0)
+            triples = torch.cat([pairs[:, :1], pairs], dim=1)
+        if len(triples) == 0:
+            return clean
+        weights = self._draw_lambda(len(triples), e) if lam is None else torch.as_tensor(lam, dtype=e.dtype, device=e.device)
+        weights = weights.expand(len(triples))
+        mixed = mix(triples, weights)
+        if self.renormalize:
+            mixed = F.normalize(mixed, dim=1)
+        return clean + self.mix_weight * self.loss.mixed(e, labels, mixed, triples, weights)
+
+    def _draw_lambda(self, count: int, like: torch.Tensor) -> torch.Tensor:
+        beta = torch.distributions.Beta(torch.tensor(float(self.mix_alpha)), torch.tensor(float(self.mix_alpha)))
+        draws = beta.sample((count,) if self.lambda_per_pair else ())
+        return draws.to(dtype=like.dtype, device=like.device)
+
+
+def _mix(lam: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """``mix_lambda(x, x') = lambda x + (1 - lambda) x'`` (Eq. 2.4) with ``lambda`` per row."""
+    lam = lam.to(first.dtype).reshape(-1, *([1] * (first.dim() - 1)))
+    return lam * first + (1 - lam) * second

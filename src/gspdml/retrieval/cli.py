@@ -1,0 +1,183 @@
+"""Sub-commands ``index``, ``search``, ``report`` and ``export`` of the ``gspdml`` CLI.
+
+``add_parser(subparsers)`` registers all four on an ``argparse`` sub-parser collection; each sets
+``func`` to a callable ``func(args) -> int`` (the exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from gspdml.errors import ConfigError, DataError
+from gspdml.retrieval import knn
+from gspdml.retrieval.build import append_to_index, build_index, check_same_model, model_info
+from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
+from gspdml.retrieval.images import SPLITS, ImageFiles, embed, folder_source, split_source
+from gspdml.retrieval.index import META_FILE, RetrievalIndex
+from gspdml.retrieval.report import build_report, write_report
+from gspdml.retrieval.transforms import eval_transform_from_config
+from gspdml.training import load_run
+from gspdml.training.inference import resolve_device
+
+
+def _image_channels(model) -> int:
+    first = next(m for m in model.backbone.modules() if isinstance(m, torch.nn.Conv2d))
+    return int(first.in_channels)
+
+
+def load_model_and_transform(run_dir: str | Path, device: torch.device):
+    """``(config, model on device, eval transform)`` of a run."""
+    config, model = load_run(run_dir)
+    return config, model.to(device).eval(), eval_transform_from_config(config, _image_channels(model))
+
+
+def run_index(args: argparse.Namespace) -> int:
+    if (args.images is None) == (args.split is None):
+        raise ConfigError("images", "give either an IMAGES_DIR or --split (a split of the run's dataset), not both")
+    out = Path(args.out)
+    exists = (out / META_FILE).exists()
+    if exists and not (args.append or args.overwrite):
+        raise ConfigError("--out", f"{out} already holds an index; pass --append to add images or --overwrite to rebuild it")
+    if args.append and not exists:
+        raise ConfigError("--append", f"{out} holds no index to append to")
+    device = resolve_device(args.device)
+    config, model, transform = load_model_and_transform(args.run_dir, device)
+    source = folder_source(args.images, transform) if args.images is not None else split_source(config, args.split)
+    info = model_info(args.run_dir)
+    progress = not args.no_progress
+    if args.append:
+        index = RetrievalIndex.load(out)
+        added = append_to_index(index, model, source, info, args.batch_size, device, progress)
+        message = f"added {added} images ({len(source.paths) - added} already indexed)"
+    else:
+        index = build_index(model, source, info, args.metric, args.batch_size, device, progress)
+        message = f"indexed {len(index)} images"
+    index.save(out)
+    print(f"{message}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}")
+    return 0
+
+
+def run_search(args: argparse.Namespace) -> int:
+    index = RetrievalIndex.load(args.index)
+    run_dir = args.run or index.model.get("run_dir")
+    if not run_dir:
+        raise ConfigError("--run", f"{args.index} does not record its run directory; pass --run RUN_DIR")
+    check_same_model(index, model_info(run_dir))
+    device = resolve_device(args.device)
+    _, model, transform = load_model_and_transform(run_dir, device)
+    paths = [str(Path(p).resolve()) for p in args.queries]
+    for path in paths:
+        if not Path(path).is_file():
+            raise DataError(f"{path}: query image not found")
+    queries = embed(model, ImageFiles(paths, [None] * len(paths), transform), args.batch_size, device, progress=False)
+    results = index.search(queries, min(args.k, len(index)), query_paths=paths, backend=args.backend)
+    if args.json:
+        json.dump(results.to_dict(), sys.stdout, indent=1)
+        print()
+    else:
+        print(results.format_text())
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    if args.images is not None and args.split is not None:
+        raise ConfigError("--split", "give either --images or --split, not both")
+    device = resolve_device(args.device)
+    config, model, transform = load_model_and_transform(args.run_dir, device)
+    if args.images is not None:
+        source = folder_source(args.images, transform)
+    else:
+        source = split_source(config, args.split or "test")
+    page = build_report(args.run_dir, config, model, source, args.queries, args.k, args.seed, args.batch_size, device, not args.no_progress)
+    out = write_report(args.out or Path(args.run_dir) / "report.html", page)
+    print(f"wrote {out}")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    config, model, transform = load_model_and_transform(args.run_dir, torch.device("cpu"))
+    size = tuple(args.image_size) if args.image_size else transform.output_size
+    if size is None:
+        raise ConfigError("--image-size", "the run's eval transform does not fix the image size; pass --image-size H W")
+    out = Path(args.out) if args.out else Path(args.run_dir) / "export" / f"embedder{FORMATS[args.format]}"
+    record = export_embedder(
+        model, args.format, out, _image_channels(model), size, transform, model_info(args.run_dir),
+        check=not args.no_check, tolerance=args.tolerance,
+    )
+    check = record["check"]
+    verdict = f"max |difference| to PyTorch {check['max_abs_diff']:.2e} <= {check['tolerance']:g}" if check else "not checked"
+    print(f"wrote {out} ({args.format}, input {record['input']['shape']}); {verdict}")
+    return 0
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
+    parser.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1, ...")
+
+
+def add_index_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("index", help="embed a folder of images (or a dataset split) into a search index")
+    parser.add_argument("run_dir", help="run directory (config.yaml + model.safetensors)")
+    parser.add_argument("images", nargs="?", help="folder of images; sub-folder names are the labels")
+    parser.add_argument("--out", required=True, help="index folder to write")
+    parser.add_argument("--split", choices=SPLITS, help="index a split of the run's dataset instead of a folder")
+    parser.add_argument("--append", action="store_true", help="add the images not yet in the index, keep the others")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
+    parser.add_argument("--metric", choices=knn.METRICS, default="euclidean", help="distance of the index (default euclidean)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_common(parser)
+    parser.set_defaults(func=run_index)
+    return parser
+
+
+def add_search_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("search", help="rank the indexed images by distance to query images")
+    parser.add_argument("index", help="index folder written by 'gspdml index'")
+    parser.add_argument("queries", nargs="+", metavar="QUERY_IMAGE", help="query image files")
+    parser.add_argument("-k", type=int, default=10, help="results per query (default 10)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument("--run", help="run directory of the model (default: the one recorded in the index)")
+    parser.add_argument("--backend", choices=("auto", *knn.BACKENDS), default="auto", help="auto = faiss when installed")
+    _add_common(parser)
+    parser.set_defaults(func=run_search)
+    return parser
+
+
+def add_report_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("report", help="write a self-contained HTML report of a run")
+    parser.add_argument("run_dir", help="run directory (config.yaml, model.safetensors, metrics.jsonl, results.json)")
+    parser.add_argument("--images", help="folder of labelled images for the retrieval grid (default: the run's test split)")
+    parser.add_argument("--split", choices=SPLITS, help="split of the run's dataset for the retrieval grid (default test)")
+    parser.add_argument("--out", help="HTML file to write (default RUN_DIR/report.html)")
+    parser.add_argument("--queries", type=int, default=8, help="query rows in the retrieval grid (default 8)")
+    parser.add_argument("-k", type=int, default=5, help="results per query (default 5)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the query choice (default 0)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_common(parser)
+    parser.set_defaults(func=run_report)
+    return parser
+
+
+def add_export_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("export", help="export the embedder to TorchScript or ONNX, checked against PyTorch")
+    parser.add_argument("run_dir", help="run directory (config.yaml + model.safetensors)")
+    parser.add_argument("--format", required=True, choices=tuple(FORMATS), help="torchscript (.pt) or onnx (.onnx)")
+    parser.add_argument("--out", help="file to write (default RUN_DIR/export/embedder.pt|.onnx)")
+    parser.add_argument("--image-size", type=int, nargs=2, metavar=("H", "W"), help="input size when the eval transform does not fix it")
+    parser.add_argument("--tolerance", type=float, default=TOLERANCE, help=f"largest allowed |difference| to PyTorch (default {TOLERANCE:g})")
+    parser.add_argument("--no-check", action="store_true", help="skip the comparison with the PyTorch model")
+    parser.set_defaults(func=run_export)
+    return parser
+
+
+def add_parser(subparsers) -> None:
+    """Register ``index``, ``search``, ``report`` and ``export`` on the ``gspdml`` sub-parsers."""
+    add_index_parser(subparsers)
+    add_search_parser(subparsers)
+    add_report_parser(subparsers)
+    add_export_parser(subparsers)

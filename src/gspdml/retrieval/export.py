@@ -1,0 +1,151 @@
+"""Export a run's embedder to TorchScript or ONNX, and prove the export computes the same thing.
+
+The exported graph maps images ``[B, C, H, W]`` (already transformed as at evaluation, see
+:mod:`gspdml.retrieval.transforms`) to the embedding ``[B, D]``; the batch size is free. Poolings
+with a fixed number of iterations (GSP's fixed-point loop) are unrolled by tracing, which runs
+without gradients: a pooling with a custom autograd function (GSP's closed-form backward) must
+take a plain-ops forward path then, since TorchScript and ONNX cannot hold a Python function.
+Every export is checked on seeded random inputs, with a batch size different from the one
+traced: the largest absolute difference from the PyTorch model must not exceed ``tolerance``
+(default 1e-5, fp32). A sidecar ``<file>.json`` records the input shape, the transform and the
+measured difference.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+from torch import nn
+
+from gspdml.errors import ConfigError, GspdmlError
+
+FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
+TOLERANCE = 1e-5
+
+
+class ExportError(GspdmlError):
+    """The exporter could not convert the embedder (the message names the format and the cause)."""
+
+
+class ExportMismatchError(ExportError):
+    """The exported model's embeddings differ from the PyTorch model's beyond the tolerance."""
+
+
+class EmbeddingOnly(nn.Module):
+    """The embedder with a plain tensor output (``EmbedderOutput.embedding``), as exporters need."""
+
+    def __init__(self, embedder: nn.Module):
+        super().__init__()
+        self.embedder = embedder
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.embedder(images).embedding
+
+
+def sample_images(channels: int, size: tuple[int, int], batch: int, seed: int) -> torch.Tensor:
+    return torch.randn(batch, channels, *size, generator=torch.Generator().manual_seed(seed))
+
+
+def _onnx_modules():
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        raise ConfigError("--format", "ONNX export needs the 'onnx' package: pip install 'gspdml[onnx]' (onnx, onnxruntime)") from None
+    try:
+        import onnxruntime
+    except ImportError:
+        raise ConfigError(
+            "--format", "checking the ONNX export needs 'onnxruntime': pip install 'gspdml[onnx]' (or pass --no-check)"
+        ) from None
+    return onnxruntime
+
+
+def export_torchscript(module: nn.Module, example: torch.Tensor, path: Path) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Trace, save, and return the *reloaded* file as a function (what a user would load)."""
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore", category=DeprecationWarning)
+        traced = torch.jit.trace(module, example, check_trace=False)
+        torch.jit.save(traced, str(path))
+        loaded = torch.jit.load(str(path), map_location="cpu")
+    return lambda images: loaded(images)
+
+
+def export_onnx(module: nn.Module, example: torch.Tensor, path: Path, check: bool = True) -> Optional[Callable]:
+    """Export with the TorchScript-based exporter (opset 17, dynamic batch); return an
+    onnxruntime session as a function when ``check``."""
+    onnxruntime = _onnx_modules() if check else None
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore", category=DeprecationWarning)
+        torch.onnx.export(
+            module, (example,), str(path), input_names=["images"], output_names=["embedding"],
+            dynamic_axes={"images": {0: "batch"}, "embedding": {0: "batch"}}, opset_version=17, dynamo=False,
+        )
+    if onnxruntime is None:
+        return None
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return lambda images: torch.from_numpy(session.run(["embedding"], {"images": images.numpy()})[0])
+
+
+def max_difference(module: nn.Module, exported: Callable, inputs: torch.Tensor) -> float:
+    with torch.inference_mode():
+        expected, actual = module(inputs).float(), exported(inputs).float()
+    if actual.shape != expected.shape:
+        raise ExportMismatchError(f"exported model returns shape {tuple(actual.shape)}, PyTorch {tuple(expected.shape)}")
+    return float((actual - expected).abs().max())
+
+
+def export_embedder(
+    model: nn.Module,
+    fmt: str,
+    path: str | Path,
+    channels: int,
+    size: tuple[int, int],
+    transform=None,
+    info: Optional[dict[str, Any]] = None,
+    check: bool = True,
+    tolerance: float = TOLERANCE,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Write ``path`` (and ``path.json``); returns the sidecar record.
+
+    Raises :class:`ExportMismatchError` when the check fails (the files are left for inspection).
+    """
+    if fmt not in FORMATS:
+        raise ConfigError("--format", f"unknown format {fmt!r}; allowed: {', '.join(FORMATS)}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    module = EmbeddingOnly(model.cpu().eval()).eval()
+    example = sample_images(channels, size, 2, seed)
+    try:
+        if fmt == "torchscript":
+            exported = export_torchscript(module, example, path)
+        else:
+            exported = export_onnx(module, example, path, check)
+    except RuntimeError as err:
+        cause = str(err).strip().splitlines()
+        raise ExportError(
+            f"{fmt} export of the embedder failed: {cause[0] if cause else type(err).__name__}"
+            + (" (a Python autograd function in the forward pass cannot be saved; it needs a plain-ops path without gradients)"
+               if "Python function" in str(err) else "")
+        ) from None
+    record: dict[str, Any] = {
+        "format": fmt,
+        "file": path.name,
+        "input": {"name": "images", "shape": ["batch", channels, size[0], size[1]], "dtype": "float32"},
+        "output": {"name": "embedding", "shape": ["batch", int(model.embedding_dim)]},
+        "transform": transform.describe() if transform is not None else None,
+        "run": info,
+        "check": None,
+    }
+    if check:
+        inputs = sample_images(channels, size, 5, seed + 1)
+        difference = max_difference(module, exported, inputs)
+        record["check"] = {"inputs": "5 seeded N(0, 1) images", "max_abs_diff": difference, "tolerance": tolerance}
+    path.with_name(path.name + ".json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+    if check and not difference <= tolerance:  # NaN fails too
+        raise ExportMismatchError(f"{path}: exported embeddings differ from PyTorch by {difference:.3g} > {tolerance:g}")
+    return record

@@ -1,0 +1,95 @@
+"""Pictures for the HTML report: PNG data URIs, pooling-weight heatmaps and training curves."""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from gspdml.errors import ConfigError
+
+
+def _matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+        from matplotlib import colormaps
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ConfigError("report", "the report draws with matplotlib: pip install 'gspdml[plots]'") from None
+    return Figure, colormaps
+
+
+def png_data_uri(image: np.ndarray, max_side: int = 160) -> str:
+    """``data:image/png;base64,...`` of an image ``[H, W, 3]`` or ``[H, W, 1]`` with values in
+    [0, 1], shrunk (never enlarged) so that its longer side is at most ``max_side`` pixels."""
+    pixels = (np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    if pixels.shape[-1] == 1:
+        pixels = pixels[..., 0]
+    picture = Image.fromarray(pixels)
+    if max(picture.size) > max_side:
+        scale = max_side / max(picture.size)
+        picture = picture.resize((max(1, round(picture.width * scale)), max(1, round(picture.height * scale))), Image.LANCZOS)
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def upsample_weights(weights: torch.Tensor, size: tuple[int, int]) -> np.ndarray:
+    """Pooling weights ``[h, w]`` bilinearly resized to the image ``size`` and scaled so that
+    the largest is 1 (weights are relative: a uniform map, GAP's, shows as uniform)."""
+    if weights.dim() != 2:
+        raise ValueError(f"expected spatial weights [h, w], got shape {tuple(weights.shape)}")
+    grid = F.interpolate(weights.detach().float().cpu()[None, None], size=size, mode="bilinear", align_corners=False)[0, 0]
+    grid = grid.clamp_min(0)
+    return (grid / grid.max().clamp_min(1e-12)).numpy()
+
+
+def heatmap_overlay(image: np.ndarray, weights: torch.Tensor, alpha: float = 0.55) -> np.ndarray:
+    """The image ``[H, W, C]`` (in [0, 1]) blended with the 'jet' colouring of its upsampled weights."""
+    _, colormaps = _matplotlib()
+    heat = colormaps["jet"](upsample_weights(weights, image.shape[:2]))[..., :3]
+    rgb = np.repeat(image, 3, axis=2) if image.shape[2] == 1 else image
+    return (1.0 - alpha) * rgb + alpha * heat
+
+
+def training_curves_svg(rows: Sequence[dict[str, Any]]) -> str:
+    """Inline SVG: training loss and validation/test MAP@R (and P@1) against the step.
+
+    ``rows`` are the records of ``metrics.jsonl`` (``step``, ``split`` and metric values).
+    Returns an empty string when no record has a plottable value.
+    """
+    Figure, _ = _matplotlib()
+    panels = [
+        ("loss", [("train", "loss")]),
+        ("retrieval", [(split, metric) for split in ("val", "test") for metric in ("map_at_r", "precision_at_1")]),
+    ]
+    series = {}
+    for _, keys in panels:
+        for split, metric in keys:
+            points = [(r["step"], r[metric]) for r in rows if r.get("split") == split and isinstance(r.get(metric), (int, float))]
+            if points:
+                series[(split, metric)] = sorted(points)
+    if not series:
+        return ""
+    used = [(title, [key for key in keys if key in series]) for title, keys in panels]
+    used = [(title, keys) for title, keys in used if keys]
+    figure = Figure(figsize=(4.6 * len(used), 3.2))
+    for i, (title, keys) in enumerate(used):
+        axes = figure.add_subplot(1, len(used), i + 1)
+        for split, metric in keys:
+            steps, values = zip(*series[(split, metric)])
+            axes.plot(steps, values, marker="o" if len(steps) < 30 else None, markersize=3, label=f"{split} {metric}")
+        axes.set_xlabel("step")
+        axes.set_title("training loss" if title == "loss" else "retrieval metrics")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8)
+    figure.tight_layout()
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg")
+    svg = buffer.getvalue()
+    return svg[svg.index("<svg") :]

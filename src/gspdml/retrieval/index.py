@@ -1,0 +1,170 @@
+"""A persistent retrieval index: the embeddings of a gallery plus what they show.
+
+On disk an index is a folder with two files, neither of which is ever unpickled:
+
+* ``index.json``: ``{"format": "gspdml-index", "version": 1, "count", "dim", "metric",
+  "model": {"run_dir", "weights"}, "paths": [...], "labels": [...]}``; ``model.weights`` is the
+  sha256 of the run's ``model.safetensors`` so that queries and appended images are embedded
+  by the model that built the index;
+* ``vectors.safetensors``: one float32 tensor ``vectors [count, dim]`` (header metadata
+  ``format: gspdml-index``).
+
+Search is exact (:mod:`gspdml.retrieval.knn`): a faiss flat index where faiss is installed, a
+chunked torch search otherwise; both rank identically, so the file does not depend on the backend.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
+
+from gspdml.errors import ConfigError, DataError
+from gspdml.retrieval import knn
+from gspdml.retrieval.results import RetrievalResults
+
+FORMAT = "gspdml-index"
+VERSION = 1
+META_FILE = "index.json"
+VECTORS_FILE = "vectors.safetensors"
+
+
+@dataclass
+class RetrievalIndex:
+    """Gallery embeddings ``vectors [N, D]`` with one path and one label (or None) per row."""
+
+    vectors: torch.Tensor
+    paths: list[str]
+    labels: list[Optional[str]]
+    metric: str = "euclidean"
+    model: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.metric not in knn.METRICS:
+            raise ConfigError("metric", f"unknown metric {self.metric!r}; allowed: {', '.join(knn.METRICS)}")
+        self.vectors = self.vectors.detach().float().cpu().contiguous()
+        self.paths, self.labels = list(self.paths), list(self.labels)
+        if self.vectors.dim() != 2 or not (self.vectors.shape[0] == len(self.paths) == len(self.labels)):
+            raise ValueError(
+                f"index needs vectors [N, D] with N paths and N labels; got {tuple(self.vectors.shape)}, "
+                f"{len(self.paths)} paths, {len(self.labels)} labels"
+            )
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    def add(self, vectors: torch.Tensor, paths: Sequence[str], labels: Sequence[Optional[str]]) -> None:
+        """Append rows; old rows are kept as they are (never re-embedded)."""
+        vectors = vectors.detach().float().cpu()
+        if vectors.dim() != 2 or vectors.shape[1] != self.dim or vectors.shape[0] != len(paths) or len(paths) != len(labels):
+            raise ValueError(f"cannot add vectors {tuple(vectors.shape)} with {len(paths)} paths to an index of dim {self.dim}")
+        self.vectors = torch.cat([self.vectors, vectors]).contiguous()
+        self.paths += list(paths)
+        self.labels += list(labels)
+
+    def search(
+        self,
+        queries: torch.Tensor,
+        k: int,
+        query_paths: Optional[Sequence[str]] = None,
+        query_labels: Optional[Sequence[Optional[str]]] = None,
+        exclude: Optional[Sequence[int]] = None,
+        backend: str = "auto",
+    ) -> RetrievalResults:
+        """The ``k`` nearest index rows of each query.
+
+        ``exclude[q]`` is a row to leave out of query q's results (leave-one-out retrieval when
+        the queries are themselves in the index); it costs one extra neighbour per query.
+        """
+        n_queries = queries.shape[0]
+        query_paths = list(query_paths) if query_paths is not None else [f"query/{i}" for i in range(n_queries)]
+        query_labels = list(query_labels) if query_labels is not None else [None] * n_queries
+        extra = 1 if exclude is not None else 0
+        if not 1 <= k <= len(self) - extra:
+            raise ConfigError("k", f"must be between 1 and {len(self) - extra} for this index of {len(self)} images, got {k}")
+        distances, indices = knn.search(queries, self.vectors, k + extra, self.metric, backend)
+        if exclude is not None:
+            keep = indices != torch.as_tensor(list(exclude), dtype=torch.long).view(-1, 1)
+            keep[keep.all(dim=1), -1] = False  # excluded row not among the k + 1: drop the farthest
+            distances, indices = distances[keep].view(n_queries, k), indices[keep].view(n_queries, k)
+        return RetrievalResults(distances, indices, query_paths, self.paths, query_labels, self.labels, self.metric)
+
+    def save(self, path: str | Path) -> None:
+        """Write the folder (vectors first, then the metadata, each replaced atomically)."""
+        folder = Path(path)
+        if folder.exists() and not folder.is_dir():
+            raise DataError(f"{folder}: exists and is not an index folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "format": FORMAT,
+            "version": VERSION,
+            "count": len(self),
+            "dim": self.dim,
+            "metric": self.metric,
+            "model": self.model,
+            "paths": self.paths,
+            "labels": self.labels,
+        }
+        vectors_tmp, meta_tmp = folder / (VECTORS_FILE + ".tmp"), folder / (META_FILE + ".tmp")
+        save_file({"vectors": self.vectors}, str(vectors_tmp), metadata={"format": FORMAT, "version": str(VERSION)})
+        meta_tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
+        os.replace(vectors_tmp, folder / VECTORS_FILE)
+        os.replace(meta_tmp, folder / META_FILE)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "RetrievalIndex":
+        """Read an index folder; anything else is refused with an error that says why."""
+        folder = Path(path)
+        if folder.is_file() and folder.name == META_FILE:
+            folder = folder.parent
+        not_index = f"{folder}: not a gspdml index (expected a folder with {META_FILE} and {VECTORS_FILE})"
+        if not (folder / META_FILE).is_file() or not (folder / VECTORS_FILE).is_file():
+            raise DataError(not_index)
+        try:
+            meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise DataError(f"{folder / META_FILE}: not a gspdml index ({err})") from None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise DataError(f"{folder / META_FILE}: not a gspdml index (format is {meta.get('format') if isinstance(meta, dict) else None!r})")
+        if not isinstance(meta.get("version"), int) or meta["version"] > VERSION:
+            raise DataError(f"{folder / META_FILE}: index version {meta.get('version')!r}; this gspdml reads up to {VERSION}")
+        vectors = _read_vectors(folder / VECTORS_FILE)
+        count, dim = meta.get("count"), meta.get("dim")
+        paths, labels = meta.get("paths"), meta.get("labels")
+        if (
+            tuple(vectors.shape) != (count, dim)
+            or not isinstance(paths, list)
+            or not isinstance(labels, list)
+            or len(paths) != count
+            or len(labels) != count
+        ):
+            raise DataError(
+                f"{folder}: inconsistent index: vectors {tuple(vectors.shape)}, count {count!r}, dim {dim!r}, "
+                f"{len(paths) if isinstance(paths, list) else paths!r} paths, "
+                f"{len(labels) if isinstance(labels, list) else labels!r} labels"
+            )
+        return cls(vectors, paths, labels, meta.get("metric", "euclidean"), meta.get("model") or {})
+
+
+def _read_vectors(path: Path) -> torch.Tensor:
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as handle:
+            header = handle.metadata() or {}
+            if header.get("format") != FORMAT or "vectors" not in handle.keys():
+                raise DataError(f"{path}: a safetensors file, but not the vectors of a gspdml index")
+            vectors = handle.get_tensor("vectors")
+    except (SafetensorError, OSError) as err:
+        raise DataError(f"{path}: not a gspdml index vector file (not safetensors: {err})") from None
+    if vectors.dtype != torch.float32 or vectors.dim() != 2:
+        raise DataError(f"{path}: vectors must be float32 [count, dim], got {vectors.dtype} {tuple(vectors.shape)}")
+    return vectors

@@ -1,0 +1,223 @@
+"""A self-contained HTML report of a run: config, metrics, training curves, a retrieval grid and
+the pooling-weight heatmap of every query (the GSP paper's attention figures, seed 000
+Fig. 5.10/5.11, for the user's own images).
+
+Everything is inline (CSS, PNG data URIs, SVG), so the file can be mailed or archived alone.
+Every string that comes from a file name, a label or the config is escaped with
+``html.escape``. A few lines of script report images that fail to decode on the browser console.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import random
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+import yaml
+
+from gspdml.errors import DataError
+from gspdml.retrieval.figures import heatmap_overlay, png_data_uri, training_curves_svg
+from gspdml.retrieval.images import ImageSource, embed
+from gspdml.retrieval.index import RetrievalIndex
+from gspdml.retrieval.results import RetrievalResults
+
+esc = html.escape
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d232a;background:#fafbfc}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 10px;border-bottom:1px solid #dde1e6;padding-bottom:4px}
+.muted{color:#5b6570;font-size:13px} table{border-collapse:collapse;font-size:13px}
+td,th{border:1px solid #dde1e6;padding:4px 10px;text-align:left} th{background:#eef1f4}
+pre{background:#f0f2f5;padding:10px;font-size:12px;overflow:auto;max-height:360px}
+.row{display:flex;gap:8px;align-items:flex-start;margin-bottom:12px;padding:6px;background:#fff;border:1px solid #e3e6ea}
+.tile{margin:0;width:112px;text-align:center;font-size:11px;overflow-wrap:anywhere}
+.tile img{width:104px;height:104px;object-fit:contain;image-rendering:pixelated;border:4px solid #c4c9cf;display:block;margin:0 auto}
+.query img{border-color:#2a5db0} .heatmap img{border-color:#8a56c2}
+.correct img{border-color:#1e9e4a} .wrong img{border-color:#d33a2c}
+.mark{font-weight:bold} .correct .mark{color:#1e9e4a} .wrong .mark{color:#d33a2c}
+.sep{width:2px;align-self:stretch;background:#dde1e6}
+.none{width:104px;height:104px;border:4px dashed #c4c9cf;display:flex;align-items:center;justify-content:center;margin:0 auto;color:#5b6570}
+svg{max-width:100%;height:auto}
+"""
+
+SCRIPT = """
+window.addEventListener("load", function () {
+  document.querySelectorAll("img").forEach(function (img) {
+    if (!(img.complete && img.naturalWidth > 0)) console.error("gspdml report: image failed to decode: " + img.alt);
+  });
+});
+"""
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The records of ``RUN_DIR/metrics.jsonl`` (none when the file is absent)."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}:{number}: not a JSON object: {err}") from None
+            if not isinstance(record, dict):
+                raise DataError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+            rows.append(record)
+    return rows
+
+
+def read_results(run_dir: str | Path) -> Optional[dict[str, Any]]:
+    path = Path(run_dir) / "results.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}: not JSON: {err}") from None
+
+
+def choose_queries(labels: Sequence[Optional[str]], count: int, seed: int = 0) -> list[int]:
+    """``count`` item positions that visit the classes in turn (sorted class order, items of a
+    class in seeded random order), so a short grid still shows many classes."""
+    rng = random.Random(seed)
+    groups: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        groups.setdefault("" if label is None else label, []).append(i)
+    for members in groups.values():
+        rng.shuffle(members)
+    order = [groups[name] for name in sorted(groups)]
+    chosen: list[int] = []
+    depth = 0
+    while len(chosen) < count and any(depth < len(members) for members in order):
+        chosen += [members[depth] for members in order if depth < len(members)]
+        depth += 1
+    return chosen[:count]
+
+
+def _flatten(values: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    items = []
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        items += _flatten(value, name + ".") if isinstance(value, dict) else [(name, value)]
+    return items
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return esc(str(value))
+
+
+def _metrics_section(results: Optional[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
+    parts = []
+    if results:
+        body = "".join(f"<tr><td>{esc(k)}</td><td>{_format(v)}</td></tr>" for k, v in _flatten(results))
+        parts.append(f"<h3>Results (results.json)</h3><table><tr><th>metric</th><th>value</th></tr>{body}</table>")
+    val = [r for r in rows if r.get("split") == "val" and isinstance(r.get("map_at_r"), (int, float))]
+    if val:
+        best = max(val, key=lambda r: r["map_at_r"])
+        body = "".join(f"<tr><td>{esc(str(k))}</td><td>{_format(v)}</td></tr>" for k, v in _flatten(best) if k != "split")
+        parts.append(f"<h3>Best validation round (by map_at_r)</h3><table><tr><th>field</th><th>value</th></tr>{body}</table>")
+    return "\n".join(parts) or '<p class="muted">No metrics recorded (no results.json or metrics.jsonl).</p>'
+
+
+def _label(label: Optional[str]) -> str:
+    return "(no label)" if label is None else esc(label)
+
+
+def _tile(kind: str, image_uri: str, caption: str, alt: str) -> str:
+    return f'<figure class="tile {kind}"><img src="{image_uri}" alt="{esc(alt)}"><figcaption>{caption}</figcaption></figure>'
+
+
+def _grid(results: RetrievalResults, pictures: dict[int, np.ndarray], queries: list[int], heatmaps: list[Optional[np.ndarray]]) -> str:
+    rows = []
+    for q, (item, marks) in enumerate(zip(queries, results.correct())):
+        label = results.query_labels[q]
+        cells = [_tile("query", png_data_uri(pictures[item]), f"query<br>{_label(label)}", f"query {results.query_paths[q]}")]
+        if heatmaps[q] is not None:
+            cells.append(_tile("heatmap", png_data_uri(heatmaps[q]), "pooling weights", f"pooling weights {results.query_paths[q]}"))
+        else:
+            cells.append('<figure class="tile heatmap"><div class="none">none</div><figcaption>no pooling weights</figcaption></figure>')
+        cells.append('<div class="sep"></div>')
+        for rank, (j, distance, mark) in enumerate(zip(results.indices[q].tolist(), results.distances[q].tolist(), marks), start=1):
+            kind, symbol = {True: ("correct", "&#10003;"), False: ("wrong", "&#10007;"), None: ("unknown", "?")}[mark]
+            name = Path(results.gallery_paths[j]).name
+            caption = f'<span class="mark">{symbol}</span> #{rank} d={distance:.3f}<br>{_label(results.gallery_labels[j])}<br><span class="muted">{esc(name)}</span>'
+            cells.append(_tile(f"result {kind}", png_data_uri(pictures[j]), caption, results.gallery_paths[j]))
+        rows.append(f'<div class="row" title="{esc(results.query_paths[q])}">{"".join(cells)}</div>')
+    return "\n".join(rows)
+
+
+@torch.inference_mode()
+def build_report(
+    run_dir: str | Path,
+    config: dict[str, Any],
+    model: torch.nn.Module,
+    source: ImageSource,
+    queries: int = 8,
+    k: int = 5,
+    seed: int = 0,
+    batch_size: int = 64,
+    device: str | torch.device = "cpu",
+    progress: bool = True,
+) -> str:
+    """The report page as a string.
+
+    Retrieval is leave-one-out within ``source``: every item is in the gallery, and each query's
+    own row is excluded from its results. Heatmaps show ``EmbedderOutput.weights`` of the query
+    (``[H', W']`` over the feature map) upsampled to the image; poolings without spatial weights
+    (GAP, GMP) get an empty cell.
+    """
+    model = model.eval()
+    vectors = embed(model, source.dataset, batch_size, device, progress)
+    index = RetrievalIndex(vectors, source.paths, source.labels)
+    chosen = choose_queries(source.labels, min(queries, len(index)), seed)
+    k = min(k, len(index) - 1)
+    results = index.search(
+        vectors[chosen], k, [source.paths[i] for i in chosen], [source.labels[i] for i in chosen], exclude=chosen
+    )
+    shown = sorted(set(chosen) | set(results.indices.flatten().tolist()))
+    inputs = {i: source.dataset[i][0] for i in shown}
+    pictures = {i: source.to_display(image) for i, image in inputs.items()}
+    weights = model(torch.stack([inputs[i] for i in chosen]).to(device)).weights
+    heatmaps = [
+        heatmap_overlay(pictures[i], weights[q]) if weights is not None and weights.dim() == 3 else None
+        for q, i in enumerate(chosen)
+    ]
+    rows = read_metrics(run_dir)
+    curves = training_curves_svg(rows)
+    name = str(config.get("name") or Path(run_dir).resolve().name)
+    pooling = config.get("model", {}).get("pooling")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>gspdml report: {esc(name)}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>
+<body>
+<h1>gspdml run report: {esc(name)}</h1>
+<div class="muted">{esc(str(Path(run_dir).resolve()))} &middot; pooling {esc(json.dumps(pooling))} &middot; {len(index)} images, {esc(index.metric)} distance</div>
+<h2>Metrics</h2>
+{_metrics_section(read_results(run_dir), rows)}
+<h2>Training curves</h2>
+{curves or '<p class="muted">No curves: metrics.jsonl is missing or has no loss / map_at_r values.</p>'}
+<h2>Retrieval</h2>
+<p class="muted">{len(chosen)} queries, top {k} of the other {len(index) - 1} images each (leave-one-out).
+Blue frame: query; violet: its pooling weights upsampled to the image (colour = weight / largest weight, jet: blue 0 to red 1); green &#10003;: same label as the query, red &#10007;: different.</p>
+<div id="grid">
+{_grid(results, pictures, chosen, heatmaps)}
+</div>
+<h2>Config</h2>
+<pre>{esc(yaml.safe_dump(config, sort_keys=False))}</pre>
+<script>{SCRIPT}</script>
+</body></html>
+"""
+
+
+def write_report(out: str | Path, page: str) -> Path:
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
+    return path

@@ -1,0 +1,75 @@
+"""Shared helpers of the retrieval tests: a tiny labelled image folder and a run directory
+holding a real (untrained, seeded) embedder saved with safetensors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from PIL import Image
+
+from gspdml.cli import build_parser
+from gspdml.models import build_embedder
+from gspdml.retrieval.cli import add_parser
+from gspdml.training.weights import save_weights
+
+COLOURS = {"red": (200, 40, 40), "green": (40, 180, 60), "blue": (50, 60, 210)}
+MEAN, STD = [0.5, 0.5, 0.5], [0.25, 0.25, 0.25]
+
+
+def write_image_folder(root: Path, classes=("red", "green", "blue"), per_class: int = 3, size=(40, 36), seed: int = 0):
+    """PNG files ``root/<class>/<i>.png``: a class colour with a bright square at a random place."""
+    rng = np.random.default_rng(seed)
+    paths = []
+    for name in classes:
+        (root / name).mkdir(parents=True, exist_ok=True)
+        colour = np.array(COLOURS.get(name, (120, 120, 120)), dtype=np.float64)
+        for i in range(per_class):
+            pixels = colour + rng.normal(0, 25, size=(size[0], size[1], 3))
+            top, left = rng.integers(0, size[0] - 12), rng.integers(0, size[1] - 12)
+            pixels[top : top + 12, left : left + 12] = 250
+            path = root / name / f"{i}.png"
+            Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(path)
+            paths.append(path)
+    return paths
+
+
+def write_run(run_dir: Path, pooling="gap", seed: int = 0, transform=None, channels: int = 3, data=None) -> dict:
+    """A run directory as the trainer writes it: config.yaml, model.safetensors, metrics.jsonl,
+    results.json. ``data`` replaces the config's data section (default: an explicit eval transform)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    transform = transform if transform is not None else {"resize": 32, "center_crop": 32, "mean": MEAN, "std": STD}
+    config = {
+        "name": run_dir.name,
+        "seed": seed,
+        "data": data if data is not None else {"eval_transform": transform},
+        "model": {"backbone": {"name": "small_cnn"}, "embedding_dim": 32, "pooling": pooling, "normalize": True},
+        "loss": {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.3841},
+    }
+    torch.manual_seed(seed)
+    model = build_embedder(config["model"], in_channels=channels)
+    save_weights(run_dir / "model.safetensors", model, channels, config)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    with open(run_dir / "metrics.jsonl", "w", encoding="utf-8") as handle:
+        for step in range(0, 101, 10):
+            handle.write(json.dumps({"step": step, "split": "train", "loss": 1.0 / (1 + step / 20)}) + "\n")
+            if step % 50 == 0:
+                handle.write(json.dumps({"step": step, "split": "val", "map_at_r": 0.1 + step / 400, "precision_at_1": 0.3 + step / 300}) + "\n")
+    (run_dir / "results.json").write_text(json.dumps({"map_at_r": 0.31, "precision_at_1": 0.62, "recall_at_k": {"1": 0.62, "2": 0.75}}))
+    return config
+
+
+def register_for_test(monkeypatch, registry, name: str, factory) -> None:
+    """Register ``factory`` under ``name`` for one test only (removed again at teardown), so that
+    test-only components never reach registry-wide tests of other areas."""
+    monkeypatch.setitem(registry._entries, name, factory)
+
+
+def run_cli(*argv: str) -> int:
+    """Parse ``argv`` with the ``gspdml`` parser extended by the retrieval sub-commands (as
+    ``gspdml.cli`` wires them) and run the chosen one; errors propagate to the test."""
+    args = build_parser((add_parser,)).parse_args([str(a) for a in argv])
+    return args.func(args)

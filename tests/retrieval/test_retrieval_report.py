@@ -1,0 +1,172 @@
+import base64
+import html.parser
+import io
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from gspdml.errors import DataError
+from gspdml.retrieval.figures import png_data_uri, upsample_weights
+from gspdml.retrieval.report import SCRIPT, choose_queries, read_metrics
+from retrieval_helpers import run_cli, write_image_folder, write_run
+
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0",
+]
+
+
+def chromium(page, profile, *args):
+    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if binary is None:
+        pytest.fail("headless Chromium not found: install it with `apt-get install -y chromium` (Debian)")
+    done = subprocess.run(
+        [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
+        capture_output=True, text=True, timeout=90,
+    )
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    return done, console
+
+
+class Tiles(html.parser.HTMLParser):
+    """Collects the report's figures (class list, caption text) and every tag name."""
+
+    def __init__(self):
+        super().__init__()
+        self.figures, self.tags, self.images, self._open = [], [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        attrs = dict(attrs)
+        if tag == "figure":
+            self._open = {"classes": attrs.get("class", "").split(), "text": "", "img": False}
+            self.figures.append(self._open)
+        if tag == "img" and self._open is not None:
+            self._open["img"] = True
+            self.images.append(attrs["src"])
+
+    def handle_endtag(self, tag):
+        if tag == "figure":
+            self._open = None
+
+    def handle_data(self, data):
+        if self._open is not None:
+            self._open["text"] += data + "\n"
+
+
+def test_report_in_headless_chromium(tmp_path):
+    write_image_folder(tmp_path / "images", classes=("red", "green", "blue", "<b>x&y"), per_class=3)
+    write_run(tmp_path / "run", pooling="simpool")  # attention weights [B, 8, 8] -> heatmaps
+    page = tmp_path / "report.html"
+    assert run_cli("report", tmp_path / "run", "--images", tmp_path / "images", "--out", page, "--queries", "6", "-k", "4", "--no-progress") == 0
+
+    done, console = chromium(page, tmp_path / "profile", "--dump-dom")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert console == [], console
+    dom = Tiles()
+    dom.feed(done.stdout)
+    results = [f for f in dom.figures if "result" in f["classes"]]
+    queries = [f for f in dom.figures if "query" in f["classes"]]
+    heatmaps = [f for f in dom.figures if "heatmap" in f["classes"] and f["img"]]
+    assert len(queries) == 6 and len(heatmaps) == 6 and len(results) == 6 * 4
+    assert all(src.startswith("data:image/png;base64,") for src in dom.images)
+    # correct marks agree with the labels printed in the captions (label = 2nd caption line)
+    for row in range(6):
+        query_label = queries[row]["text"].split("\n")[1]
+        for tile in results[row * 4 : (row + 1) * 4]:
+            label = tile["text"].split("\n")[2]
+            assert ("correct" in tile["classes"]) == (label == query_label), (query_label, tile)
+    # the hostile folder name is shown as text, never parsed as markup
+    assert "b" not in dom.tags and any("<b>x&y" in f["text"] for f in queries + results)
+    assert any("svg" == tag for tag in dom.tags)
+
+    shot = tmp_path / "report.png"
+    done, console = chromium(page, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,1600")
+    assert done.returncode == 0 and console == [], console
+    pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=np.float64)
+    assert pixels.shape == (1600, 1200, 3)
+    assert pixels.std() > 20 and len(np.unique(pixels.reshape(-1, 3), axis=0)) > 500
+
+
+def test_console_check_catches_broken_pages(tmp_path):
+    """The console check of the report test must be able to fail: a page with an undecodable
+    image (reported by the report's own script) and a script error."""
+    page = tmp_path / "broken.html"
+    page.write_text(f'<!doctype html><img src="data:image/png;base64,AAAA" alt="bad"><script>{SCRIPT}</script><script>nope()</script>')
+    _, console = chromium(page, tmp_path / "profile", "--dump-dom")
+    assert any("image failed to decode: bad" in line for line in console), console
+    assert any("nope is not defined" in line for line in console), console
+
+
+def test_report_without_spatial_weights_says_so(tmp_path):
+    write_image_folder(tmp_path / "images", per_class=2)
+    write_run(tmp_path / "run", pooling="gap")
+    (tmp_path / "run" / "metrics.jsonl").unlink()
+    run_cli("report", tmp_path / "run", "--images", tmp_path / "images", "--queries", "3", "-k", "2", "--no-progress")
+    dom = Tiles()
+    dom.feed((tmp_path / "run" / "report.html").read_text())
+    heat = [f for f in dom.figures if "heatmap" in f["classes"]]
+    assert len(heat) == 3 and not any(f["img"] for f in heat)
+    assert "svg" not in dom.tags and len([f for f in dom.figures if "result" in f["classes"]]) == 6
+
+
+def bilinear_reference(grid, size):
+    """Half-pixel-centred bilinear resize (align_corners=False), written as loops."""
+    h, w = grid.shape
+    out = np.zeros(size)
+    for i in range(size[0]):
+        for j in range(size[1]):
+            y = min(max((i + 0.5) * h / size[0] - 0.5, 0), h - 1)
+            x = min(max((j + 0.5) * w / size[1] - 0.5, 0), w - 1)
+            y0, x0 = int(np.floor(y)), int(np.floor(x))
+            y1, x1 = min(y0 + 1, h - 1), min(x0 + 1, w - 1)
+            dy, dx = y - y0, x - x0
+            out[i, j] = (grid[y0, x0] * (1 - dy) * (1 - dx) + grid[y0, x1] * (1 - dy) * dx
+                         + grid[y1, x0] * dy * (1 - dx) + grid[y1, x1] * dy * dx)
+    return out
+
+
+def test_heatmap_upsampling_matches_bilinear_reference():
+    weights = torch.tensor([[0.05, 0.1, 0.05], [0.1, 0.4, 0.05], [0.05, 0.1, 0.1]])
+    up = upsample_weights(weights, (12, 15))
+    reference = bilinear_reference(weights.double().numpy(), (12, 15))
+    np.testing.assert_allclose(up, reference / reference.max(), atol=1e-6)
+    assert np.unravel_index(up.argmax(), up.shape) in {(5, 7), (6, 7)}
+
+
+def test_choose_queries_visits_classes_in_turn():
+    labels = ["a"] * 5 + ["b"] * 2 + ["c"] * 1
+    chosen = choose_queries(labels, 6, seed=3)
+    assert [labels[i] for i in chosen] == ["a", "b", "c", "a", "b", "a"] and len(set(chosen)) == 6
+    assert choose_queries(labels, 20) and len(choose_queries(labels, 20)) == 8
+
+
+def test_bad_metrics_line_names_file_and_line(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n{oops\n')
+    with pytest.raises(DataError, match=r"metrics.jsonl:2"):
+        read_metrics(tmp_path)
+
+
+def test_png_data_uri_round_trips_and_shrinks_large_images():
+    image = np.random.default_rng(0).random((20, 30, 3))
+    uri = png_data_uri(image)
+    decoded = np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))), dtype=np.float64) / 255
+    np.testing.assert_allclose(decoded, image, atol=0.5 / 255 + 1e-9)
+    large = png_data_uri(np.zeros((400, 200, 1)), max_side=160)
+    assert Image.open(io.BytesIO(base64.b64decode(large.split(",", 1)[1]))).size == (80, 160)
+
+
+def test_report_on_unlabelled_images_marks_nothing(tmp_path):
+    (tmp_path / "flat").mkdir()
+    for path in write_image_folder(tmp_path / "nested", per_class=1):
+        path.rename(tmp_path / "flat" / f"{path.parent.name}.png")
+    write_run(tmp_path / "run")
+    run_cli("report", tmp_path / "run", "--images", tmp_path / "flat", "--queries", "2", "-k", "2", "--no-progress")
+    dom = Tiles()
+    dom.feed((tmp_path / "run" / "report.html").read_text())
+    results = [f for f in dom.figures if "result" in f["classes"]]
+    assert len(results) == 4 and all("unknown" in f["classes"] and "(no label)" in f["text"] for f in results)

@@ -1,0 +1,172 @@
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch.utils.data import Dataset
+
+from gspdml.data import DATASETS, DataSplits, EvalSplit
+from gspdml.errors import ConfigError
+from gspdml.retrieval.index import RetrievalIndex
+from gspdml.training import load_run
+from gspdml.retrieval.transforms import DatasetTransform, EvalTransform, eval_transform_from_config, load_image
+from retrieval_helpers import register_for_test, run_cli, write_run
+
+
+def rgb_file(tmp_path, height=30, width=50, seed=0):
+    pixels = np.random.default_rng(seed).integers(0, 256, size=(height, width, 3), dtype=np.uint8)
+    path = tmp_path / "image.png"
+    Image.fromarray(pixels).save(path)
+    return path, pixels
+
+
+def test_crop_and_normalisation_match_numpy(tmp_path):
+    path, pixels = rgb_file(tmp_path)
+    config = {"data": {"eval_transform": {"center_crop": [20, 25], "mean": [0.1, 0.2, 0.3], "std": [0.5, 0.25, 2.0]}}}
+    out = load_image(path, eval_transform_from_config(config, 3))
+    top, left = int(round((30 - 20) / 2)), int(round((50 - 25) / 2))
+    expected = (pixels[top : top + 20, left : left + 25] / 255.0 - [0.1, 0.2, 0.3]) / [0.5, 0.25, 2.0]
+    np.testing.assert_allclose(out.permute(1, 2, 0).numpy(), expected, atol=1e-6)
+
+    caffe = {"data": {"transform": {"eval": {"mean": [104.0, 117.0, 128.0], "std": [1, 1, 1], "bgr": True, "value_range": 255}}}}
+    out = load_image(path, eval_transform_from_config(caffe, 3))
+    np.testing.assert_allclose(out.permute(1, 2, 0).numpy(), pixels[:, :, ::-1] - [104.0, 117.0, 128.0], atol=1e-4)
+    transform = eval_transform_from_config(caffe, 3)
+    np.testing.assert_allclose(transform.to_display(out), pixels / 255.0, atol=1e-6)
+
+
+def test_resize_keeps_aspect_and_exact_sizes(tmp_path):
+    path, _ = rgb_file(tmp_path)
+    shorter = eval_transform_from_config({"data": {"eval_transform": {"resize": 12}}}, 3)
+    assert tuple(load_image(path, shorter).shape) == (3, 12, 20)
+    exact = eval_transform_from_config({"data": {"eval_transform": {"resize": [7, 9], "channels": 1}}}, 1)
+    out = load_image(path, exact)
+    grey = np.asarray(Image.open(path).convert("L").resize((9, 7), Image.BILINEAR), dtype=np.float32) / 255
+    np.testing.assert_allclose(out[0].numpy(), grey, atol=1e-6)
+    assert exact.output_size == (7, 9) and shorter.output_size is None
+
+
+def test_fallback_without_spec_uses_model_channels(tmp_path):
+    path, pixels = rgb_file(tmp_path)
+    transform = eval_transform_from_config({"model": {}}, 1)
+    assert transform == EvalTransform(channels=1)
+    grey = np.asarray(Image.open(path).convert("L"), dtype=np.float32) / 255
+    np.testing.assert_allclose(load_image(path, transform)[0].numpy(), grey)
+
+
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        ({"resize": 32, "flip": True}, "data.eval_transform.flip"),
+        ({"channels": 1}, "data.eval_transform.channels"),
+        ({"mean": [0.5, 0.5, 0.5]}, "data.eval_transform.std"),
+        ({"mean": [0.5], "std": [0.5]}, "data.eval_transform.mean"),
+        ({"center_crop": -3}, "data.eval_transform.center_crop"),
+        ({"mean": [0, 0, 0], "std": [1, 0, 1]}, "data.eval_transform.std"),
+    ],
+)
+def test_bad_transform_specs_name_the_field(spec, field):
+    with pytest.raises(ConfigError) as err:
+        eval_transform_from_config({"data": {"eval_transform": spec}}, 3)
+    assert err.value.field == field
+
+
+def glyphs(seed, count=6, size=12):
+    return np.random.default_rng(seed).integers(0, 256, size=(count, size, size), dtype=np.uint8)
+
+
+class GreyArrays(Dataset):
+    """uint8 images normalised on access as (x - mean) / std (the layout of in-memory collages)."""
+
+    channels = 1
+
+    def __init__(self, images, mean, std):
+        self.images, self.mean, self.std = images, mean, std
+        self.labels = np.arange(len(images), dtype=np.int64) % 3
+        self.class_names = ["ring", "bar", "dot"]
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        return ((torch.from_numpy(self.images[i]).float() / 255 - self.mean) / self.std)[None], int(self.labels[i])
+
+
+class ImageFiles(Dataset):
+    """Image files with a seeded ``transform(image, generator)`` (the convention of gspdml.data)."""
+
+    channels = 3
+
+    def __init__(self, paths):
+        self.paths, self.labels = paths, np.zeros(len(paths), dtype=np.int64)
+
+    @staticmethod
+    def transform(image, generator):
+        array = np.asarray(image.convert("RGB").crop((2, 1, 10, 9)), dtype=np.float32)
+        return torch.from_numpy(array).permute(2, 0, 1) / 127.5 - 1
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        with Image.open(self.paths[i]) as image:
+            return self.transform(image, None), 0
+
+
+def retrieval_test_arrays(seed=0):
+    return DataSplits(train=GreyArrays(glyphs(seed), 0.4, 0.3), test=EvalSplit(GreyArrays(glyphs(seed + 1), 0.4, 0.3)))
+
+
+def retrieval_test_files(root, seed=0):
+    return DataSplits(train=ImageFiles([root]), test=EvalSplit(ImageFiles([root])))
+
+
+retrieval_test_arrays.supplied_by_caller = retrieval_test_files.supplied_by_caller = ("seed",)
+
+
+@pytest.fixture
+def datasets(monkeypatch):
+    register_for_test(monkeypatch, DATASETS, "retrieval_test_arrays", retrieval_test_arrays)
+    register_for_test(monkeypatch, DATASETS, "retrieval_test_files", retrieval_test_files)
+
+
+def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path, datasets):
+    """A PNG of a dataset image, searched for, must become the tensor evaluation used."""
+    write_run(tmp_path / "run", channels=1, data={"dataset": {"name": "retrieval_test_arrays"}})
+    config, model = load_run(tmp_path / "run")
+    assert model.backbone.features[0][0].in_channels == 1
+    transform = eval_transform_from_config(config, 1)
+    dataset = retrieval_test_arrays(seed=0).test.query
+    for i in range(3):
+        Image.fromarray(dataset.images[i]).save(tmp_path / f"{i}.png")
+        torch.testing.assert_close(load_image(tmp_path / f"{i}.png", transform), dataset[i][0], atol=1e-6, rtol=0)
+    Image.fromarray(dataset.images[0]).resize((24, 24), Image.NEAREST).save(tmp_path / "big.png")
+    assert tuple(load_image(tmp_path / "big.png", transform).shape) == (1, 12, 12)
+
+
+def test_transform_from_an_image_file_dataset_is_its_own(tmp_path, datasets):
+    path, pixels = rgb_file(tmp_path, 12, 12)
+    transform = eval_transform_from_config({"seed": 0, "data": {"dataset": {"name": "retrieval_test_files", "root": str(path)}}}, 3)
+    assert isinstance(transform, DatasetTransform) and transform.output_size == (8, 8)
+    np.testing.assert_allclose(load_image(path, transform).numpy(), ImageFiles([path])[0][0].numpy())
+
+
+def test_index_a_dataset_split(tmp_path, datasets):
+    write_run(tmp_path / "run", channels=1, data={"dataset": {"name": "retrieval_test_arrays"}})
+    assert run_cli("index", tmp_path / "run", "--split", "test", "--out", tmp_path / "idx", "--no-progress") == 0
+    index = RetrievalIndex.load(tmp_path / "idx")
+    dataset = retrieval_test_arrays(seed=0).test.query
+    assert index.paths == [f"test/{i}" for i in range(6)] and index.labels == ["ring", "bar", "dot"] * 2
+    _, model = load_run(tmp_path / "run")
+    with torch.no_grad():
+        expected = model(torch.stack([dataset[i][0] for i in range(6)])).embedding
+    torch.testing.assert_close(index.vectors, expected, atol=1e-5, rtol=0)
+    with pytest.raises(ConfigError, match="either an IMAGES_DIR or --split"):
+        run_cli("index", tmp_path / "run", tmp_path, "--split", "test", "--out", tmp_path / "idx2")
+
+
+def test_report_on_the_run_test_split(tmp_path, datasets):
+    write_run(tmp_path / "run", channels=1, data={"dataset": {"name": "retrieval_test_arrays"}})
+    assert run_cli("report", tmp_path / "run", "--queries", "3", "-k", "2", "--no-progress") == 0
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert page.count('class="tile result') == 6 and page.count('class="tile query"') == 3
+    assert "ring" in page and "test/0" in page
