@@ -2,5 +2,6 @@
 
 from gspdml.models.backbones.base import BACKBONES, Backbone, build_backbone
 from gspdml.models.backbones import small_cnn  # noqa: F401  (registers small_cnn)
+from gspdml.models.backbones import bn_inception, cifar_resnet, resnet, timm_backbone  # noqa: F401  (register the rest)
 
 __all__ = ["BACKBONES", "Backbone", "build_backbone"]

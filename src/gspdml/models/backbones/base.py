@@ -2,11 +2,13 @@
 
 Backbones stop *before* global pooling so that any gspdml pooling can follow. Each exposes
 ``out_channels``. ``in_channels`` (image channels) is supplied by the caller from the dataset.
+Token backbones (ViT) return ``[B, N, C]`` patch tokens instead of a map.
 """
 
 from __future__ import annotations
 
 from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
 
 from gspdml.registry import Registry
 
@@ -14,10 +16,38 @@ BACKBONES = Registry("backbone")
 
 
 class Backbone(nn.Module):
-    """Base class; subclasses set ``self.out_channels`` and implement ``forward``."""
+    """Base class; subclasses set ``self.out_channels`` and implement ``forward``.
+
+    :meth:`freeze_batchnorm` implements the ``freeze_bn`` option of the DML recipes (frozen
+    BatchNorm statistics and affine parameters, e.g. powerful-benchmarker's
+    ``freeze_trunk_batchnorm`` and Proxy-Anchor's ``--bn-freeze``; spec/ecosystem.md §1).
+    """
 
     supplied_by_caller = ("in_channels",)
     out_channels: int
+    batchnorm_frozen: bool = False
+
+    def freeze_batchnorm(self) -> None:
+        """Freeze every BatchNorm layer: running statistics are no longer updated (the layers
+        stay in eval mode, also after ``train()``) and the affine ``weight``/``bias`` become
+        buffers, so no optimiser, weight decay or ``requires_grad_(True)`` can change them.
+        State-dict keys are unchanged."""
+        for module in self.modules():
+            if isinstance(module, _BatchNorm):
+                for name in ("weight", "bias"):
+                    param = module._parameters.pop(name, None)
+                    if param is not None:
+                        module.register_buffer(name, param.detach())
+                module.train(False)
+        self.batchnorm_frozen = True
+
+    def train(self, mode: bool = True) -> "Backbone":
+        super().train(mode)
+        if self.batchnorm_frozen:
+            for module in self.modules():
+                if isinstance(module, _BatchNorm):
+                    module.train(False)
+        return self
 
 
 def build_backbone(spec, in_channels: int, field: str = "model.backbone") -> Backbone:

@@ -19,9 +19,16 @@ class SmallCNN(Backbone):
 
     With the defaults, a 32x32 image gives a ``[B, 128, 8, 8]`` map (n = 64 local features, each
     seeing 18x18 pixels: a 16x16 collage tile and its border) for about 10 M multiply-adds.
+    ``freeze_bn`` freezes the BatchNorm layers (:meth:`Backbone.freeze_batchnorm`).
     """
 
-    def __init__(self, in_channels: int = 3, widths: Sequence[int] = (32, 64, 128), pool_after: Sequence[int] = (0, 1)):
+    def __init__(
+        self,
+        in_channels: int = 3,
+        widths: Sequence[int] = (32, 64, 128),
+        pool_after: Sequence[int] = (0, 1),
+        freeze_bn: bool = False,
+    ):
         super().__init__()
         layers: list[nn.Module] = []
         c_in = in_channels
@@ -32,6 +39,8 @@ class SmallCNN(Backbone):
             c_in = width
         self.features = nn.Sequential(*layers)
         self.out_channels = c_in
+        if freeze_bn:
+            self.freeze_batchnorm()
 
     def forward(self, images):
         return self.features(images)

@@ -1,0 +1,163 @@
+"""Training-step and data-pipeline throughput (images/s) on this machine.
+
+Rows:
+* a full training step (forward, C2 loss, backward, Adam step) of the embedder with batch 32
+  (8 classes x 4) for ResNet-50 at 227 px and the small CNN at 32 px, with GAP and GSP pooling
+  (GSP when ``gsp`` is registered in ``gspdml.pooling``), in fp32 and in bf16 (CPU autocast +
+  channels_last, as ``trainer.precision: bf16`` does; fp16 AMP on CUDA);
+* the data pipeline alone: read + decode + MLRC training augmentation of JPEGs written on the
+  fly (500x375, the typical CUB photo size), one process.
+
+Targets: GSP within 10% of GAP; bf16 >= 2.5x fp32 on a CPU with AMX. Other processes share the
+CPU, so compare ratios from one run, not absolute numbers across runs. On a crowded machine use
+``--threads 1 --clock cpu``: images per CPU-second of one thread do not depend on how often the
+process is descheduled (with several threads, descheduled OpenMP workers stall the others).
+
+    PYTHONPATH=src python benchmarks/throughput.py [--steps 3] [--warmup 1] [--threads 2] [--clock wall|cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from gspdml.data.images import load_image
+from gspdml.data.recipes import image_transform
+from gspdml.losses import build_loss
+from gspdml.models import build_embedder
+from gspdml.pooling import POOLINGS
+from gspdml.training.inference import autocast_context
+
+MODELS = {  # name: (backbone spec, input size)
+    "resnet50": ({"name": "resnet50"}, 227),
+    "small_cnn": ({"name": "small_cnn"}, 32),
+}
+POOLS = {"gap": {"name": "gap"}, "gsp": {"name": "gsp", "num_prototypes": 64, "mu": 0.3, "eps": 5.0, "init": "random"}}
+
+
+def training_step_rate(
+    backbone: dict, size: int, pooling: dict, precision: str, device: torch.device, steps: int, warmup: int, clock
+) -> float:
+    """Images per second of a full training step (mean over ``steps`` after ``warmup``)."""
+    torch.manual_seed(0)
+    model = build_embedder({"backbone": backbone, "embedding_dim": 128, "pooling": pooling}, in_channels=3).to(device).train()
+    channels_last = precision == "bf16" and device.type == "cpu"
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    loss_fn = build_loss({"name": "c2", "pos_margin": 0.0, "neg_margin": 0.3841}, "loss", embedding_dim=128, num_classes=8)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-5, weight_decay=1e-4)
+    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
+    images = torch.randn(32, 3, size, size, device=device)
+    if channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
+    labels = torch.arange(8, device=device).repeat_interleave(4)
+
+    def step() -> None:
+        with autocast_context(precision, device):
+            output = model(images)
+            loss = loss_fn(output.embedding.float(), labels, output)
+        optimizer.zero_grad(set_to_none=True)
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+
+    for _ in range(warmup):
+        step()
+    _sync(device)
+    start = clock()
+    for _ in range(steps):
+        step()
+    _sync(device)
+    return 32 * steps / (clock() - start)
+
+
+def pipeline_rate(count: int, clock, seed: int = 0) -> float:
+    """Images per second of read + decode + MLRC train transform (Resize 256, RandomResizedCrop
+    227 with scale (0.16, 1), flip, ToTensor, ImageNet normalisation) with one torch thread, as
+    in a DataLoader worker (with several intra-op threads the small tensor ops of ToTensor and
+    Normalize spend most of their time in thread synchronisation)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _pipeline_rate(count, clock, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _pipeline_rate(count: int, clock, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    transform = image_transform("mlrc", train=True)
+    generator = torch.Generator().manual_seed(seed)
+    with tempfile.TemporaryDirectory() as folder:
+        paths = []
+        for i in range(count):
+            # smooth random content (JPEG of pure noise is unrealistically large)
+            small = rng.integers(0, 256, size=(24, 32, 3), dtype=np.uint8)
+            image = Image.fromarray(small).resize((500, 375), Image.BICUBIC)
+            path = Path(folder) / f"{i}.jpg"
+            image.save(path, quality=90)
+            paths.append(path)
+        transform(load_image(paths[0]), generator)  # warm-up
+        start = clock()
+        for path in paths:
+            transform(load_image(path), generator)
+        return count / (clock() - start)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=3, help="timed training steps per row")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps before timing")
+    parser.add_argument("--images", type=int, default=200, help="JPEGs for the data-pipeline row")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="wall time, or CPU time of this process")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    low = "bf16" if device.type == "cpu" else "fp16"
+    pools = [p for p in POOLS if p in POOLINGS]
+    missing = [p for p in POOLS if p not in POOLINGS]
+    per = "CPU-second" if args.clock == "cpu" else "second"
+    print(f"device {device}, {torch.get_num_threads()} threads, torch {torch.__version__}, batch 32 (8 x 4), images per {per}")
+    if missing:
+        print(f"not registered in gspdml.pooling, skipped: {', '.join(missing)}")
+    print(f"{'model':<10} {'px':>4} {'pool':<5} {'fp32 img/s':>11} {low + ' img/s':>11} {low + '/fp32':>10}")
+    rates: dict[tuple[str, str, str], float] = {}
+    for name in args.models:
+        backbone, size = MODELS[name]
+        for pool in pools:
+            for precision in ("fp32", low):
+                rates[name, pool, precision] = training_step_rate(
+                    backbone, size, POOLS[pool], precision, device, args.steps, args.warmup, clock
+                )
+            fp32, fast = rates[name, pool, "fp32"], rates[name, pool, low]
+            print(f"{name:<10} {size:>4} {pool:<5} {fp32:>11.1f} {fast:>11.1f} {fast / fp32:>9.2f}x", flush=True)
+        if "gsp" in pools:
+            for precision in ("fp32", low):
+                ratio = rates[name, "gsp", precision] / rates[name, "gap", precision]
+                print(f"{name:<10} {'':>4} gsp/gap {precision}: {ratio:.2f}", flush=True)
+    rate = pipeline_rate(args.images, clock)
+    print(f"data pipeline (read + decode + MLRC augmentation, 500x375 JPEG, 1 worker, 1 thread): {rate:.1f} img/s")
+
+
+if __name__ == "__main__":
+    main()
