@@ -13,6 +13,19 @@ from gspdml.models.output import EmbedderOutput
 from gspdml.pooling import build_pooling
 
 
+class LocalHead(nn.Conv2d):
+    """The 1x1 "local embedding" convolution; on token sequences ``[B, N, C]`` (ViT) it is the
+    same linear map applied to every token."""
+
+    def __init__(self, in_channels: int, out_channels: int, bias: bool = True):
+        super().__init__(in_channels, out_channels, kernel_size=1, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 3:
+            return F.linear(x, self.weight.flatten(1), self.bias)
+        return super().forward(x)
+
+
 class Embedder(nn.Module):
     """Maps images to global embeddings.
 
@@ -54,7 +67,7 @@ def build_embedder(model: dict[str, Any], in_channels: int) -> Embedder:
     head = None
     local_dim = backbone.out_channels
     if dim:
-        head = nn.Conv2d(backbone.out_channels, int(dim), kernel_size=1, bias=bool(model.get("head_bias", True)))
+        head = LocalHead(backbone.out_channels, int(dim), bias=bool(model.get("head_bias", True)))
         local_dim = int(dim)
     pooling = build_pooling(model["pooling"], in_channels=local_dim)
     return Embedder(backbone, pooling, head, normalize=bool(model.get("normalize", True)))
