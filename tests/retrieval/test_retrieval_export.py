@@ -55,7 +55,10 @@ def real_images(tmp_path, run):
     return torch.stack([source.dataset[i][0] for i in range(len(source.paths))])
 
 
-@pytest.mark.parametrize("pooling", ["gap", "gmp", "simpool"])
+GSP = {"name": "gsp", "init": "random", "num_prototypes": 8, "iters": 20}
+
+
+@pytest.mark.parametrize("pooling", ["gap", "gmp", "simpool", GSP], ids=["gap", "gmp", "simpool", "gsp"])
 def test_torchscript_export_matches_pytorch(tmp_path, pooling):
     run = tmp_path / "run"
     write_run(run, pooling=pooling)
@@ -76,7 +79,7 @@ def test_torchscript_export_matches_pytorch(tmp_path, pooling):
             assert torch.allclose(expected.norm(dim=1), torch.ones(len(batch)), atol=1e-5)
 
 
-@pytest.mark.parametrize("pooling", ["gmp", "delf"])
+@pytest.mark.parametrize("pooling", ["gmp", "delf", GSP], ids=["gmp", "delf", "gsp"])
 def test_onnx_export_matches_pytorch(tmp_path, pooling):
     run = tmp_path / "run"
     write_run(run, pooling=pooling)

@@ -86,10 +86,13 @@ def partial_transport(
         cost = cost if cost.dtype == torch.float64 else cost.float()
         if mu >= 1.0:
             rho, pi = _gap_limit(cost, eps)
-        elif backward == "closed_form":
+        elif backward == "closed_form" and torch.is_grad_enabled():
             rho, pi = _PartialTransport.apply(cost, float(mu), float(eps), int(iters))
         else:
-            rho, pi = _solve(cost, mu, eps, iters)
+            # Without gradients the forward alone is needed; an export (trace) records exactly
+            # ``iters`` iterations, so the exported model does not depend on the traced input.
+            exporting = torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()
+            rho, pi = _solve(cost, mu, eps, iters, stop_when_stationary=backward == "closed_form" and not exporting)
     return (rho[0], pi[0]) if squeeze else (rho, pi)
 
 
