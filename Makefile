@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet -c constraints.txt
 STAMP := $(VENV)/.gspdml-installed
 
-.PHONY: demo test install system-deps clean-venv
+.PHONY: demo test experiments benchmarks install system-deps clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,12 @@ system-deps:
 
 test: $(STAMP) system-deps
 	$(PY) -m pytest -q
+
+experiments: $(STAMP) system-deps
+	$(PY) experiments/run_all.py
+
+benchmarks: $(STAMP)
+	for script in benchmarks/*.py; do $(PY) $$script || exit 1; done
 
 clean-venv:
 	rm -rf $(VENV)

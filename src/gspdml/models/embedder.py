@@ -26,21 +26,40 @@ class LocalHead(nn.Conv2d):
         return super().forward(x)
 
 
+HEAD_POSITIONS = ("local", "global")
+POOLED_NORMS = (None, "layer_norm")
+
+
 class Embedder(nn.Module):
     """Maps images to global embeddings.
 
-    ``head`` is a 1x1 convolution from the backbone's channels to ``embedding_dim`` applied to
-    every location *before* pooling (seed 004 L1212: the "local embedding"); for linear
-    poolings (GAP) this equals pooling followed by a linear layer, and GSP needs it so that its
-    transport costs live in embedding space. ``embedding_dim=None`` keeps the backbone width.
+    With ``head: local`` (the default) the head is a 1x1 convolution from the backbone's channels
+    to ``embedding_dim`` applied to every location *before* pooling (seed 004 L1212: the "local
+    embedding"); for linear poolings (GAP) this equals pooling followed by a linear layer, and GSP
+    needs it so that its transport costs live in embedding space. With ``head: global`` a linear
+    ``projection`` follows pooling instead (ProxyNCA++, seed 002 §3: global max pooling, then a
+    layer norm without affine parameters (``pooled_norm: layer_norm``), then the embedding layer).
+    ``embedding_dim=None`` keeps the backbone width.
 
-    The three parts are attributes ``backbone``, ``head`` and ``pooling``; the trainer builds
-    optimiser groups (and the warm-up of the new layers) from these names.
+    The parts are attributes ``backbone``, ``head``, ``pooling``, ``pooled_norm`` and
+    ``projection``; the trainer builds optimiser groups (and the warm-up of the new layers) from
+    these names.
     """
 
-    def __init__(self, backbone: nn.Module, pooling: nn.Module, head: Optional[nn.Module], normalize: bool = True):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        pooling: nn.Module,
+        head: Optional[nn.Module] = None,
+        normalize: bool = True,
+        pooled_norm: Optional[nn.Module] = None,
+        projection: Optional[nn.Linear] = None,
+    ):
         super().__init__()
-        self.backbone, self.head, self.pooling = backbone, head if head is not None else nn.Identity(), pooling
+        self.backbone, self.pooling = backbone, pooling
+        self.head = head if head is not None else nn.Identity()
+        self.pooled_norm = pooled_norm if pooled_norm is not None else nn.Identity()
+        self.projection = projection if projection is not None else nn.Identity()
         self.normalize = normalize
 
     def forward(self, images: torch.Tensor) -> EmbedderOutput:
@@ -51,12 +70,14 @@ class Embedder(nn.Module):
         feature-level mixup calls it on mixed maps."""
         local = self.head(maps)
         pooled = self.pooling(local)
-        vector = pooled.vector
+        vector = self.projection(self.pooled_norm(pooled.vector))
         embedding = F.normalize(vector.float(), dim=1) if self.normalize else vector
         return EmbedderOutput(embedding, pooled.weights, pooled.attributes, local, vector)
 
     @property
     def embedding_dim(self) -> int:
+        if isinstance(self.projection, nn.Linear):
+            return self.projection.out_features
         return self.pooling.out_channels()
 
 
@@ -64,10 +85,16 @@ def build_embedder(model: dict[str, Any], in_channels: int) -> Embedder:
     """Build from the ``model`` section of a config (see :mod:`gspdml.config`)."""
     backbone = build_backbone(model["backbone"], in_channels)
     dim = model.get("embedding_dim")
-    head = None
+    position = model.get("head", "local")
+    bias = bool(model.get("head_bias", True))
+    head = projection = pooled_norm = None
     local_dim = backbone.out_channels
-    if dim:
-        head = LocalHead(backbone.out_channels, int(dim), bias=bool(model.get("head_bias", True)))
+    if dim and position == "local":
+        head = LocalHead(backbone.out_channels, int(dim), bias=bias)
         local_dim = int(dim)
     pooling = build_pooling(model["pooling"], in_channels=local_dim)
-    return Embedder(backbone, pooling, head, normalize=bool(model.get("normalize", True)))
+    if model.get("pooled_norm") == "layer_norm":
+        pooled_norm = nn.LayerNorm(pooling.out_channels(), elementwise_affine=False)
+    if dim and position == "global":
+        projection = nn.Linear(pooling.out_channels(), int(dim), bias=bias)
+    return Embedder(backbone, pooling, head, bool(model.get("normalize", True)), pooled_norm, projection)

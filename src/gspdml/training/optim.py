@@ -12,7 +12,8 @@ from typing import Any, Iterator, Mapping
 import torch
 from torch import nn
 
-EMBEDDER_PARTS = ("backbone", "head", "pooling")
+#: embedder parts -> the lr_multipliers key that applies to them (the global projection is a head)
+EMBEDDER_PARTS = {"backbone": "backbone", "head": "head", "pooling": "pooling", "projection": "head"}
 
 
 def _loss_parameters(module: nn.Module, inherited: float = 1.0) -> Iterator[tuple[float, nn.Parameter]]:
@@ -29,10 +30,10 @@ def _loss_parameters(module: nn.Module, inherited: float = 1.0) -> Iterator[tupl
 def parameter_groups(model: nn.Module, loss: nn.Module, multipliers: Mapping[str, float], lr: float) -> list[dict[str, Any]]:
     """Groups with ``name``, ``params``, ``lr`` and ``initial_lr`` (= base lr x multiplier)."""
     groups: list[dict[str, Any]] = []
-    for part in EMBEDDER_PARTS:
+    for part, key in EMBEDDER_PARTS.items():
         params = [p for p in getattr(model, part).parameters() if p.requires_grad]
         if params:
-            mult = float(multipliers.get(part, 1.0))
+            mult = float(multipliers.get(key, 1.0))
             groups.append({"name": part, "params": params, "lr": lr * mult, "initial_lr": lr * mult})
     by_multiplier: dict[float, list[nn.Parameter]] = {}
     for mult, param in _loss_parameters(loss):
