@@ -14,7 +14,7 @@ How the answer is exact without ever holding the N_q x N_r distance matrix:
    matmul in a fast dtype (bfloat16 on CPUs with native bf16 dot products and on CUDA GPUs of
    compute capability >= 8, float32 otherwise), so that ``|q_i - r_j|^2 = |q_i|^2 - 2 s_ij``.
    The ``k' = k + pad`` largest similarities per row are kept (a running top-k' merged across
-   column blocks). A cheap two-level selection keeps this fast: the maximum of each group of 64
+   column blocks). A cheap two-level selection keeps this fast: the maximum of each group of 32
    columns, top-k' groups, then top-k' inside those groups; every discarded column has a
    similarity <= the k'-th kept one.
 2. *Exact re-ranking.* The candidates' squared distances are recomputed in float64 as
@@ -44,7 +44,8 @@ import torch
 from gspdml.errors import ConfigError
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
-_GROUP = 64
+_GROUP = 32
+_BLOCK_ROWS, _BLOCK_COLS = 512, 16384
 _BACKENDS = ("torch", "faiss")
 _PRECISIONS = ("auto", "float32", "bfloat16")
 
@@ -200,60 +201,67 @@ def knn(
         cand_idx = bound = None
     dist = torch.empty(q64.shape[0], k, dtype=torch.float64, device=q64.device)
     idx = torch.empty(q64.shape[0], k, dtype=torch.int64, device=q64.device)
-    pending = rows
+    pending, extra = rows, 4
     while len(pending):
         if cand_idx is None:
             c_idx, c_bound = search.candidates(pending, k_cand)
         else:
             c_idx, c_bound = cand_idx[pending], bound[pending]
             cand_idx = bound = None
-        d, i = search.rerank(pending, c_idx, k)
-        ok = (c_bound > d[:, -1]) | (k_cand >= n_valid)
+        d, i, rerank_bound = search.rerank(pending, c_idx, k, keep=min(c_idx.shape[1], k + extra))
+        ok = ((c_bound > d[:, -1]) | (k_cand >= n_valid)) & (rerank_bound > d[:, -1])
         dist[pending[ok]], idx[pending[ok]] = d[ok], i[ok]
         pending = pending[~ok]
-        k_cand = min(n_valid, 4 * k_cand)
+        k_cand, extra = min(n_valid, 4 * k_cand), 4 * extra
     return dist, idx
 
 
-def similarity_error_bound(q_norm, r_max, dim, *, u_in, u_acc, u_out):
-    """Rigorous bound on |fl(s_ij) - s_ij| for s_ij = q_i.r_j - |r_j|^2 / 2, per query row.
+def similarity_error_bound(q_norm, r_max, dim, *, u_in, u_acc, u_out, bias=True):
+    """Rigorous bound on |fl(s_ij) - s_ij| for s_ij = q_i.r_j (- |r_j|^2 / 2 when ``bias``).
 
     Inputs rounded to the matmul dtype (unit roundoff ``u_in``) change the dot product by at most
     (2 u_in + u_in^2)|q||r|; a length-D accumulation with unit roundoff ``u_acc`` adds at most
     gamma_D = D u_acc / (1 - D u_acc) times sum|q_d r_d| <= |q||r| (Higham, *Accuracy and
-    Stability of Numerical Algorithms*, eq. 3.5, valid for every summation order); storing the
-    result and adding -|r|^2/2 (itself rounded) costs u_out (|q||r| + |r|^2) more. Everything is
-    inflated by 1 % and a float64 slack so that the float64 re-ranking arithmetic is covered too.
+    Stability of Numerical Algorithms*, eq. 3.5, valid for every summation order); rounding the
+    bias -|r|^2/2 costs u_in |r|^2/2 and storing the result u_out |s| <= u_out (|q||r| + |r|^2/2).
+    Everything is inflated by 1 % plus a float64 slack so that the float64 arithmetic of the
+    certificate is covered too.
     """
     gamma = dim * u_acc / (1.0 - dim * u_acc)
     qr = q_norm * r_max
-    bound = (2.0 * u_in + u_in * u_in + gamma) * qr + u_out * (qr + r_max * r_max) + u_in * r_max * r_max
+    half_sq = 0.5 * r_max * r_max if bias else 0.0
+    bound = (2.0 * u_in + u_in * u_in + gamma) * qr + u_out * (qr + half_sq) + u_in * half_sq
     return 1.01 * bound + 1e-12 * (q_norm + r_max) ** 2
 
 
 class _Search:
-    """Blocked candidate generation and exact re-ranking for one query/reference pair."""
+    """Blocked candidate generation and certified exact re-ranking for one query/reference pair."""
 
     def __init__(self, q64, r64, loo, budget, dtype):
         self.q64, self.r64, self.loo, self.budget, self.dtype = q64, r64, loo, budget, dtype
         self.dim = q64.shape[1]
         self.q_sq = (q64 * q64).sum(1)
-        r_sq = self.q_sq if loo else (r64 * r64).sum(1)
-        self.r_max = float(r_sq.max().sqrt()) if len(r_sq) else 0.0
-        self.r_fast = r64.to(dtype)
-        self.half_r_sq = (0.5 * r_sq).to(torch.float32)
+        self.r_sq = self.q_sq if loo else (r64 * r64).sum(1)
+        self.r_max = float(self.r_sq.max().sqrt()) if len(self.r_sq) else 0.0
+        r_min_sq = float(self.r_sq.min()) if len(self.r_sq) else 0.0
         u = _unit_roundoff(dtype)
-        self.error = functools.partial(similarity_error_bound, u_in=u, u_acc=2.0**-24, u_out=u)
+        # Equal reference norms (unit embeddings): rank by q.r alone, |r|^2 enters the bound.
+        self.bias = (self.r_max**2 - r_min_sq) > u * self.r_max**2
+        self.r_floor = 0.0 if self.bias else r_min_sq
+        self.r_fast = r64.to(dtype)
+        self.r32 = r64 if r64.dtype == torch.float32 else r64.float()
+        self.neg_half_r_sq = (-0.5 * self.r_sq).to(dtype)
+        self.error = functools.partial(similarity_error_bound, u_in=u, u_acc=2.0**-24, u_out=u, bias=self.bias)
 
     def candidates(self, rows, k_cand):
         """Indices [n, k'] of the k' most similar references of ``rows`` and, per row, a lower
         bound on the squared distance of every reference that is not a candidate."""
         n_ref = self.r64.shape[0]
         elem = torch.finfo(self.dtype).bits // 8 + 4
-        cols = min(n_ref, max(1, self.budget // (2 * elem)))
+        cols = min(n_ref, max(1, self.budget // (2 * elem)), _BLOCK_COLS)
         if cols >= 4 * _GROUP * k_cand:
             cols -= cols % _GROUP
-        block_rows = max(1, min(len(rows), self.budget // (cols * elem), 4096))
+        block_rows = max(1, min(len(rows), self.budget // (cols * elem), _BLOCK_ROWS))
         out_idx, out_bound = [], []
         for start in range(0, len(rows), block_rows):
             sub = rows[start:start + block_rows]
@@ -261,9 +269,8 @@ class _Search:
             best_val = best_idx = None
             for c0 in range(0, n_ref, cols):
                 c1 = min(n_ref, c0 + cols)
-                sim = torch.addmm(
-                    -self.half_r_sq[c0:c1].to(self.dtype), q_fast, self.r_fast[c0:c1].T
-                )
+                r_t = self.r_fast[c0:c1].T
+                sim = torch.addmm(self.neg_half_r_sq[c0:c1], q_fast, r_t) if self.bias else q_fast @ r_t
                 if self.loo:
                     own = (sub >= c0) & (sub < c1)
                     sim[own.nonzero()[:, 0], sub[own] - c0] = -math.inf
@@ -277,17 +284,35 @@ class _Search:
             s_last = best_val[:, -1].double()
             err = self.error(self.q_sq[sub].sqrt(), self.r_max, self.dim)
             out_idx.append(best_idx)
-            out_bound.append(self.q_sq[sub] - 2.0 * (s_last + err))
+            out_bound.append(self.q_sq[sub] + self.r_floor - 2.0 * (s_last + err))
         return torch.cat(out_idx), torch.cat(out_bound)
 
-    def rerank(self, rows, cand, k):
-        """Exact float64 squared distances of the candidates, sorted by (distance, index); the
-        first k columns."""
-        per_row = cand.shape[1] * self.dim * 8 * 3
+    def rerank(self, rows, cand, k, keep):
+        """Exact float64 squared distances sorted by (distance, index): the first k columns, and
+        a lower bound on the distance of the candidates that were not re-ranked exactly.
+
+        A float32 pass (error bound ``e32``) keeps the ``keep`` closest candidates; only those get
+        the float64 distance. Every other candidate is at least ``d32_(keep+1) - e32`` away.
+        """
+        per_row = cand.shape[1] * self.dim * 4 * 2 + keep * self.dim * 8 * 3
         block_rows = max(1, self.budget // per_row)
-        dists, idxs = [], []
+        dists, idxs, bounds = [], [], []
         for start in range(0, len(rows), block_rows):
             sub, c = rows[start:start + block_rows], cand[start:start + block_rows]
+            q32 = self.q64[sub].float()
+            dot = torch.bmm(self.r32[c], q32[:, :, None])[:, :, 0].double()
+            d32 = self.q_sq[sub, None] + self.r_sq[c] - 2.0 * dot
+            if self.loo:
+                d32 = d32.masked_fill(c == sub[:, None], math.inf)
+            if keep < c.shape[1]:
+                d32, pos = d32.topk(keep + 1, dim=1, largest=False)
+                e32 = 2.0 * similarity_error_bound(
+                    self.q_sq[sub].sqrt(), self.r_max, self.dim, u_in=2.0**-24, u_acc=2.0**-24, u_out=0.0, bias=False
+                ) + 2.0**-50 * (self.q_sq[sub] + self.r_max**2)
+                bounds.append(d32[:, -1] - e32)
+                c = c.gather(1, pos[:, :keep])
+            else:
+                bounds.append(torch.full((len(sub),), math.inf, dtype=torch.float64, device=c.device))
             d = exact_squared_distances(self.q64[sub], self.r64, c, self.budget)
             if self.loo:
                 d = d.masked_fill(c == sub[:, None], math.inf)
@@ -296,7 +321,7 @@ class _Search:
             d, order = d.sort(dim=1, stable=True)
             dists.append(d[:, :k])
             idxs.append(c.gather(1, order[:, :k]))
-        return torch.cat(dists), torch.cat(idxs)
+        return torch.cat(dists), torch.cat(idxs), torch.cat(bounds)
 
 
 def exact_squared_distances(q64, r64, cand, budget=DEFAULT_MEMORY_BUDGET):
@@ -327,7 +352,7 @@ def _top_columns(sim, kk):
         return sim.topk(kk, dim=1)
     grouped = sim.view(n, groups, _GROUP)
     _, top_groups = grouped.amax(dim=2).topk(kk, dim=1)
-    vals = grouped.gather(1, top_groups[:, :, None].expand(n, kk, _GROUP)).reshape(n, kk * _GROUP)
+    vals = grouped[torch.arange(n, device=sim.device)[:, None], top_groups].reshape(n, kk * _GROUP)
     val, pos = vals.topk(kk, dim=1)
     cols = top_groups.gather(1, pos // _GROUP) * _GROUP + pos % _GROUP
     return val, cols
