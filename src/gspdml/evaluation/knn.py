@@ -159,7 +159,8 @@ def knn(
     """Exact k nearest references of each query, ordered by (squared L2 distance, index).
 
     Args:
-        query: [N_q, D] float array or tensor (any float dtype; kept as float64 for re-ranking).
+        query: [N_q, D] float array or tensor (float32 or float64 kept as is, other floats become
+            float32; the re-ranking converts its candidates to float64).
         reference: [N_r, D] or None for leave-one-out (queries are the references; each query's
             own row is excluded by index, duplicates of it remain).
         k: number of neighbours, 1 <= k <= N_r (N_q - 1 in leave-one-out).
@@ -182,25 +183,25 @@ def knn(
         raise ConfigError("precision", f"unknown precision {precision!r}; allowed: {list(_PRECISIONS)}")
     if int(memory_budget) <= 0:
         raise ConfigError("memory_budget", f"must be a positive number of bytes, got {memory_budget}")
-    q64 = _as_matrix(query, "query", device)
+    q = _as_matrix(query, "query", device)
     loo = reference is None
-    r64 = q64 if loo else _as_matrix(reference, "reference", q64.device)
-    if q64.shape[1] != r64.shape[1]:
+    r = q if loo else _as_matrix(reference, "reference", q.device)
+    if q.shape[1] != r.shape[1]:
         raise ConfigError(
-            "reference", f"dimension {r64.shape[1]} differs from the query dimension {q64.shape[1]}"
+            "reference", f"dimension {r.shape[1]} differs from the query dimension {q.shape[1]}"
         )
-    n_valid = r64.shape[0] - int(loo)
+    n_valid = r.shape[0] - int(loo)
     if not 1 <= k <= n_valid:
         raise ConfigError("k", f"must be in [1, {n_valid}] (number of searchable references), got {k}")
-    search = _Search(q64, r64, loo, int(memory_budget), _resolve_precision(precision, q64.device))
-    rows = torch.arange(q64.shape[0], device=q64.device)
+    search = _Search(q, r, loo, int(memory_budget), _resolve_precision(precision, q.device))
+    rows = torch.arange(q.shape[0], device=q.device)
     k_cand = min(n_valid, k + (max(16, k // 2) if pad is None else int(pad)))
     if backend == "faiss":
-        cand_idx, bound = _faiss_candidates(q64, r64, loo, k_cand)
+        cand_idx, bound = _faiss_candidates(q, r, loo, k_cand)
     else:
         cand_idx = bound = None
-    dist = torch.empty(q64.shape[0], k, dtype=torch.float64, device=q64.device)
-    idx = torch.empty(q64.shape[0], k, dtype=torch.int64, device=q64.device)
+    dist = torch.empty(q.shape[0], k, dtype=torch.float64, device=q.device)
+    idx = torch.empty(q.shape[0], k, dtype=torch.int64, device=q.device)
     pending, extra = rows, 4
     while len(pending):
         if cand_idx is None:
@@ -237,26 +238,26 @@ def similarity_error_bound(q_norm, r_max, dim, *, u_in, u_acc, u_out, bias=True)
 class _Search:
     """Blocked candidate generation and certified exact re-ranking for one query/reference pair."""
 
-    def __init__(self, q64, r64, loo, budget, dtype):
-        self.q64, self.r64, self.loo, self.budget, self.dtype = q64, r64, loo, budget, dtype
-        self.dim = q64.shape[1]
-        self.q_sq = (q64 * q64).sum(1)
-        self.r_sq = self.q_sq if loo else (r64 * r64).sum(1)
+    def __init__(self, q, r, loo, budget, dtype):
+        self.q, self.r, self.loo, self.budget, self.dtype = q, r, loo, budget, dtype
+        self.dim = q.shape[1]
+        self.q_sq = squared_norms(q)
+        self.r_sq = self.q_sq if loo else squared_norms(r)
         self.r_max = float(self.r_sq.max().sqrt()) if len(self.r_sq) else 0.0
         r_min_sq = float(self.r_sq.min()) if len(self.r_sq) else 0.0
         u = _unit_roundoff(dtype)
         # Equal reference norms (unit embeddings): rank by q.r alone, |r|^2 enters the bound.
         self.bias = (self.r_max**2 - r_min_sq) > u * self.r_max**2
         self.r_floor = 0.0 if self.bias else r_min_sq
-        self.r_fast = r64.to(dtype)
-        self.r32 = r64 if r64.dtype == torch.float32 else r64.float()
+        self.r_fast = r.to(dtype)
+        self.r32 = r if r.dtype == torch.float32 else r.float()
         self.neg_half_r_sq = (-0.5 * self.r_sq).to(dtype)
         self.error = functools.partial(similarity_error_bound, u_in=u, u_acc=2.0**-24, u_out=u, bias=self.bias)
 
     def candidates(self, rows, k_cand):
         """Indices [n, k'] of the k' most similar references of ``rows`` and, per row, a lower
         bound on the squared distance of every reference that is not a candidate."""
-        n_ref = self.r64.shape[0]
+        n_ref = self.r.shape[0]
         elem = torch.finfo(self.dtype).bits // 8 + 4
         cols = min(n_ref, max(1, self.budget // (2 * elem)), _BLOCK_COLS)
         if cols >= 4 * _GROUP * k_cand:
@@ -265,7 +266,7 @@ class _Search:
         out_idx, out_bound = [], []
         for start in range(0, len(rows), block_rows):
             sub = rows[start:start + block_rows]
-            q_fast = self.q64[sub].to(self.dtype)
+            q_fast = self.q[sub].to(self.dtype)
             best_val = best_idx = None
             for c0 in range(0, n_ref, cols):
                 c1 = min(n_ref, c0 + cols)
@@ -299,7 +300,7 @@ class _Search:
         dists, idxs, bounds = [], [], []
         for start in range(0, len(rows), block_rows):
             sub, c = rows[start:start + block_rows], cand[start:start + block_rows]
-            q32 = self.q64[sub].float()
+            q32 = self.q[sub].float()
             dot = torch.bmm(self.r32[c], q32[:, :, None])[:, :, 0].double()
             d32 = self.q_sq[sub, None] + self.r_sq[c] - 2.0 * dot
             if self.loo:
@@ -313,7 +314,7 @@ class _Search:
                 c = c.gather(1, pos[:, :keep])
             else:
                 bounds.append(torch.full((len(sub),), math.inf, dtype=torch.float64, device=c.device))
-            d = exact_squared_distances(self.q64[sub], self.r64, c, self.budget)
+            d = exact_squared_distances(self.q[sub], self.r, c, self.budget)
             if self.loo:
                 d = d.masked_fill(c == sub[:, None], math.inf)
             c, order = c.sort(dim=1)
@@ -324,17 +325,17 @@ class _Search:
         return torch.cat(dists), torch.cat(idxs), torch.cat(bounds)
 
 
-def exact_squared_distances(q64, r64, cand, budget=DEFAULT_MEMORY_BUDGET):
-    """float64 ``sum_d (q_d - r_d)^2`` for q64 [n, D] against r64[cand] with cand [n, m].
+def exact_squared_distances(q, r, cand, budget=DEFAULT_MEMORY_BUDGET):
+    """float64 ``sum_d (q_d - r_d)^2`` for q [n, D] against r[cand] with cand [n, m].
 
     The sum runs in a fixed pairwise order over d (halving the width each step), so the value of
     a (query, reference) pair never depends on how the work was split into blocks.
     """
     n, m = cand.shape
-    out = torch.empty(n, m, dtype=torch.float64, device=q64.device)
-    step = max(1, budget // max(1, n * q64.shape[1] * 8 * 3))
+    out = torch.empty(n, m, dtype=torch.float64, device=q.device)
+    step = max(1, budget // max(1, n * q.shape[1] * 8 * 3))
     for c0 in range(0, m, step):
-        diff = q64[:, None, :] - r64[cand[:, c0:c0 + step]]
+        diff = q[:, None, :].double() - r[cand[:, c0:c0 + step]].double()
         sq = diff.mul_(diff)
         while sq.shape[-1] > 1:
             if sq.shape[-1] % 2:
@@ -342,6 +343,11 @@ def exact_squared_distances(q64, r64, cand, budget=DEFAULT_MEMORY_BUDGET):
             sq = sq[..., 0::2] + sq[..., 1::2]
         out[:, c0:c0 + step] = sq[..., 0]
     return out
+
+
+def squared_norms(x, rows: int = 65536):
+    """float64 squared Euclidean norm of each row, computed in blocks of rows."""
+    return torch.cat([x[i:i + rows].double().pow(2).sum(1) for i in range(0, len(x), rows)])
 
 
 def _top_columns(sim, kk):
@@ -358,29 +364,29 @@ def _top_columns(sim, kk):
     return val, cols
 
 
-def _faiss_candidates(q64, r64, loo, k_cand):
+def _faiss_candidates(q, r, loo, k_cand):
     try:
         import faiss
     except ImportError as exc:
         raise ConfigError(
             "backend", "backend='faiss' needs faiss; install the extra: pip install gspdml[faiss]"
         ) from exc
-    r32 = np.ascontiguousarray(r64.cpu().numpy(), dtype=np.float32)
-    q32 = np.ascontiguousarray(q64.cpu().numpy(), dtype=np.float32)
+    r32 = np.ascontiguousarray(r.cpu().numpy(), dtype=np.float32)
+    q32 = np.ascontiguousarray(q.cpu().numpy(), dtype=np.float32)
     index = faiss.IndexFlatL2(r32.shape[1])
     index.add(r32)
     n_search = min(k_cand + int(loo), r32.shape[0])
     d2, ids = index.search(q32, n_search)
-    d2, ids = torch.from_numpy(d2).to(q64.device), torch.from_numpy(ids).to(q64.device)
+    d2, ids = torch.from_numpy(d2).to(q.device), torch.from_numpy(ids).to(q.device)
     if loo:
         own = ids == torch.arange(len(ids), device=ids.device)[:, None]
         keep = ~own
         keep[own.sum(1) == 0, -1] = False
         ids = ids[keep].view(len(ids), n_search - 1)
     # faiss d2 = |q|^2 + |r|^2 - 2 q.r in float32: translate the last one to a similarity bound.
-    q_sq = (q64 * q64).sum(1)
-    r_max = float((r64 * r64).sum(1).max().sqrt())
-    err = similarity_error_bound(q_sq.sqrt(), r_max, q64.shape[1], u_in=2.0**-24, u_acc=2.0**-24, u_out=2.0**-24)
+    q_sq = squared_norms(q)
+    r_max = float(squared_norms(r).max().sqrt())
+    err = similarity_error_bound(q_sq.sqrt(), r_max, q.shape[1], u_in=2.0**-24, u_acc=2.0**-24, u_out=2.0**-24)
     last = d2[:, -1].double() - 2.0 * err - 2.0**-23 * (q_sq + r_max**2)
     if n_search >= r32.shape[0]:
         last = torch.full_like(last, math.inf)
@@ -417,7 +423,7 @@ def _as_matrix(x, name, device):
         raise ConfigError(name, f"expected a 2-D float array [N, D], got shape {tuple(t.shape)} dtype {t.dtype}")
     if device is None:
         device = t.device
-    t = t.detach().to(device=device, dtype=torch.float64)
+    t = t.detach().to(device=device, dtype=t.dtype if t.dtype in (torch.float32, torch.float64) else torch.float32)
     if not torch.isfinite(t).all():
         raise ConfigError(name, "contains NaN or infinite values")
     return t.contiguous()
