@@ -22,9 +22,11 @@ def brute_force(query, reference, k):
     return d.gather(1, order), order
 
 
-def with_duplicates(n, dim, seed):
+def with_duplicates(n, dim, seed, unit=False):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, dim, generator=g)
+    if unit:  # equal norms: the search ranks by q.r alone
+        x = torch.nn.functional.normalize(x, dim=1)
     x[5] = x[6]
     x[7] = x[6]
     x[n // 2:n // 2 + 5] = x[0]
@@ -34,9 +36,10 @@ def with_duplicates(n, dim, seed):
 @pytest.mark.parametrize("leave_one_out", [True, False])
 @pytest.mark.parametrize("budget", [2**30, 3_000, 1])
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
-def test_chunked_equals_brute_force(leave_one_out, budget, precision):
-    q = with_duplicates(50, 8, 0)
-    r = None if leave_one_out else with_duplicates(40, 8, 1)
+@pytest.mark.parametrize("unit", [False, True])
+def test_chunked_equals_brute_force(leave_one_out, budget, precision, unit):
+    q = with_duplicates(50, 8, 0, unit)
+    r = None if leave_one_out else with_duplicates(40, 8, 1, unit)
     d_ref, i_ref = brute_force(q, r, 9)
     d, i = knn(q, r, 9, memory_budget=budget, precision=precision)
     assert torch.equal(i, i_ref)

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
-
 from sklearn.metrics import normalized_mutual_info_score
 
 from gspdml.evaluation import clustering_scores, kmeans_assignments, retrieval_metrics

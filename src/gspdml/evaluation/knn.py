@@ -17,14 +17,16 @@ How the answer is exact without ever holding the N_q x N_r distance matrix:
    column blocks). A cheap two-level selection keeps this fast: the maximum of each group of 32
    columns, top-k' groups, then top-k' inside those groups; every discarded column has a
    similarity <= the k'-th kept one.
-2. *Exact re-ranking.* The candidates' squared distances are recomputed in float64 as
-   ``sum_d (q_d - r_d)^2`` with a fixed pairwise summation order (so a distance never depends on
-   the block it was computed in), and sorted by (distance, index).
+2. *Exact re-ranking.* The candidates' distances are recomputed in float32 (one batched
+   matmul, error bound ``e32``) to keep the ``k + 4`` closest; those get their squared distance in
+   float64 as ``sum_d (q_d - r_d)^2`` with a fixed pairwise summation order (so a distance never
+   depends on the block it was computed in), and are sorted by (distance, index).
 3. *Certificate.* With ``e_i`` a rigorous bound on the rounding error of the fast similarities of
    row i (:func:`similarity_error_bound`), no discarded reference can beat or tie the k-th exact
-   candidate when ``|q_i|^2 - 2 (s_(k') + e_i) > d_(k)``. Rows that fail the test (many
-   near-ties around the k-th neighbour, e.g. duplicated embeddings) are searched again with a
-   four times larger k', up to all references, where the search is exhaustive.
+   neighbour d_(k) when ``|q_i|^2 + min_j |r_j|^2 [equal-norm case] - 2 (s_(k') + e_i) > d_(k)``
+   and no candidate dropped by the float32 pass can when ``d32_(k+5) - e32 > d_(k)``. Rows that
+   fail (many near-ties around the k-th neighbour, e.g. duplicated embeddings) are searched again
+   with four times more candidates, up to all references, where the search is exhaustive.
 
 The result therefore equals a float64 full sort by (distance, index), truncated at k, for every
 chunk size and memory budget; the tests check this against an unchunked brute force.
