@@ -330,8 +330,9 @@ class _Search:
 def exact_squared_distances(q, r, cand, budget=DEFAULT_MEMORY_BUDGET):
     """float64 ``sum_d (q_d - r_d)^2`` for q [n, D] against r[cand] with cand [n, m].
 
-    The sum runs in a fixed pairwise order over d (halving the width each step), so the value of
-    a (query, reference) pair never depends on how the work was split into blocks.
+    The sum runs in a fixed pairwise order over d (adding the second half of the coordinates to
+    the first half until one is left), so the value of a (query, reference) pair never depends on
+    how the work was split into blocks.
     """
     n, m = cand.shape
     out = torch.empty(n, m, dtype=torch.float64, device=q.device)
@@ -342,7 +343,8 @@ def exact_squared_distances(q, r, cand, budget=DEFAULT_MEMORY_BUDGET):
         while sq.shape[-1] > 1:
             if sq.shape[-1] % 2:
                 sq = torch.cat([sq, sq.new_zeros(*sq.shape[:-1], 1)], -1)
-            sq = sq[..., 0::2] + sq[..., 1::2]
+            half = sq.shape[-1] // 2
+            sq = sq[..., :half] + sq[..., half:]
         out[:, c0:c0 + step] = sq[..., 0]
     return out
 
@@ -358,11 +360,13 @@ def _top_columns(sim, kk):
     groups = m // _GROUP
     if m % _GROUP or groups < 4 * kk:
         return sim.topk(kk, dim=1)
-    grouped = sim.view(n, groups, _GROUP)
-    _, top_groups = grouped.amax(dim=2).topk(kk, dim=1)
-    vals = grouped[torch.arange(n, device=sim.device)[:, None], top_groups].reshape(n, kk * _GROUP)
-    val, pos = vals.topk(kk, dim=1)
-    cols = top_groups.gather(1, pos // _GROUP) * _GROUP + pos % _GROUP
+    # Group g = columns {g, g + G, g + 2G, ...}: the maximum over a group is then an elementwise
+    # maximum of _GROUP contiguous slabs, which vectorises well.
+    grouped = sim.view(n, _GROUP, groups)
+    _, top_groups = grouped.amax(dim=1).topk(kk, dim=1)
+    vals = grouped.permute(0, 2, 1)[torch.arange(n, device=sim.device)[:, None], top_groups]
+    val, pos = vals.reshape(n, kk * _GROUP).topk(kk, dim=1)
+    cols = top_groups.gather(1, pos // _GROUP) + (pos % _GROUP) * groups
     return val, cols
 
 
@@ -426,7 +430,7 @@ def _as_matrix(x, name, device):
     if device is None:
         device = t.device
     t = t.detach().to(device=device, dtype=t.dtype if t.dtype in (torch.float32, torch.float64) else torch.float32)
-    if not torch.isfinite(t).all():
+    if len(t) and not torch.isfinite(t.sum(dtype=torch.float64)):
         raise ConfigError(name, "contains NaN or infinite values")
     return t.contiguous()
 
