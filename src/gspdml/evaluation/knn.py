@@ -36,6 +36,7 @@ chunk size and memory budget; the tests check this against an unchunked brute fo
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from dataclasses import dataclass
@@ -195,7 +196,13 @@ def knn(
     n_valid = r.shape[0] - int(loo)
     if not 1 <= k <= n_valid:
         raise ConfigError("k", f"must be in [1, {n_valid}] (number of searchable references), got {k}")
-    search = _Search(q, r, loo, int(memory_budget), _resolve_precision(precision, q.device))
+    with _exact_cuda_matmuls(q.device):
+        return _certified_knn(q, r, loo, k, n_valid, int(memory_budget), backend, precision, pad)
+
+
+def _certified_knn(q, r, loo, k, n_valid, memory_budget, backend, precision, pad):
+    """Candidates, certified re-ranking, and four times more candidates for uncertified rows."""
+    search = _Search(q, r, loo, memory_budget, _resolve_precision(precision, q.device))
     rows = torch.arange(q.shape[0], device=q.device)
     k_cand = min(n_valid, k + (max(16, k // 2) if pad is None else int(pad)))
     if backend == "faiss":
@@ -397,6 +404,21 @@ def _faiss_candidates(q, r, loo, k_cand):
     if n_search >= r32.shape[0]:
         last = torch.full_like(last, math.inf)
     return ids, last
+
+
+@contextlib.contextmanager
+def _exact_cuda_matmuls(device):
+    """The error bounds assume float32 accumulation: no TF32, no reduced-precision bf16 sums."""
+    if device.type != "cuda":
+        yield
+        return
+    flags = torch.backends.cuda.matmul
+    saved = flags.allow_tf32, flags.allow_bf16_reduced_precision_reduction
+    flags.allow_tf32, flags.allow_bf16_reduced_precision_reduction = False, False
+    try:
+        yield
+    finally:
+        flags.allow_tf32, flags.allow_bf16_reduced_precision_reduction = saved
 
 
 def _resolve_precision(precision, device):
