@@ -129,3 +129,15 @@ def test_bad_inputs_are_rejected():
         knn(torch.randn(3, 2), torch.randn(3, 4), 1)
     with pytest.raises(ConfigError, match="floats"):
         retrieve(torch.randn(3, 2), np.array([0.0, 1.0, 1.0]))
+
+
+@pytest.mark.parametrize("budget", [2**30, 24_000])
+def test_two_level_selection_on_wide_blocks(budget):
+    # 3,000 references: the grouped selection runs (with a 3000 % 32 remainder), in one column
+    # block or in two of 1,500 columns.
+    q = with_duplicates(30, 8, 5)
+    r = with_duplicates(3000, 8, 6)
+    r[100] = q[3]
+    _, i_ref = brute_force(q, r, 5)
+    _, i = knn(q, r, 5, memory_budget=budget, pad=3)
+    assert torch.equal(i, i_ref)

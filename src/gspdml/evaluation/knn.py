@@ -269,8 +269,7 @@ class _Search:
         n_ref = self.r.shape[0]
         elem = torch.finfo(self.dtype).bits // 8 + 4
         cols = min(n_ref, max(1, self.budget // (2 * elem)), _BLOCK_COLS)
-        if cols >= 4 * _GROUP * k_cand:
-            cols -= cols % _GROUP
+        cols = -(-n_ref // -(-n_ref // cols))  # equal column blocks
         block_rows = max(1, min(len(rows), self.budget // (cols * elem), _BLOCK_ROWS))
         out_idx, out_bound = [], []
         for start in range(0, len(rows), block_rows):
@@ -362,19 +361,27 @@ def squared_norms(x, rows: int = 65536):
 
 
 def _top_columns(sim, kk):
-    """Values and column indices of the kk largest entries per row (two-level when wide)."""
+    """Values and column indices of the kk largest entries per row (two-level when wide).
+
+    Group g holds the columns {g, g + G, g + 2G, ...} of the first ``_GROUP * G`` columns, so the
+    maximum over a group is an elementwise maximum of ``_GROUP`` contiguous slabs (vectorised).
+    The kk groups with the largest maxima contain the kk largest entries of those columns; the
+    (fewer than ``_GROUP``) remaining columns join the final top-kk directly.
+    """
     n, m = sim.shape
     groups = m // _GROUP
-    if m % _GROUP or groups < 4 * kk:
+    if groups < 4 * kk:
         return sim.topk(kk, dim=1)
-    # Group g = columns {g, g + G, g + 2G, ...}: the maximum over a group is then an elementwise
-    # maximum of _GROUP contiguous slabs, which vectorises well.
-    grouped = sim.view(n, _GROUP, groups)
+    main = groups * _GROUP
+    grouped = sim[:, :main].view(n, _GROUP, groups)
     _, top_groups = grouped.amax(dim=1).topk(kk, dim=1)
-    vals = grouped.permute(0, 2, 1)[torch.arange(n, device=sim.device)[:, None], top_groups]
-    val, pos = vals.reshape(n, kk * _GROUP).topk(kk, dim=1)
-    cols = top_groups.gather(1, pos // _GROUP) + (pos % _GROUP) * groups
-    return val, cols
+    vals = grouped.permute(0, 2, 1)[torch.arange(n, device=sim.device)[:, None], top_groups].reshape(n, kk * _GROUP)
+    cols = (top_groups[:, :, None] + torch.arange(_GROUP, device=sim.device) * groups).reshape(n, kk * _GROUP)
+    if main < m:
+        vals = torch.cat([vals, sim[:, main:]], dim=1)
+        cols = torch.cat([cols, torch.arange(main, m, device=sim.device).expand(n, m - main)], dim=1)
+    val, pos = vals.topk(kk, dim=1)
+    return val, cols.gather(1, pos)
 
 
 def _faiss_candidates(q, r, loo, k_cand):
