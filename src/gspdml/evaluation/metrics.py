@@ -115,8 +115,8 @@ def metrics_from_results(
 def per_query_scores(results: RetrievalResults, recall_at: Sequence[int] = ()) -> dict[str, torch.Tensor]:
     """float64 [N_q] score of every query for each metric (lone queries give NaN for the
     R-normalised ones); keys ``recall_at_<K>`` for Recall@K."""
-    rel = results.relevance()[:, : max(results.r_max, 1)]
     rel_full = results.relevance()
+    rel = rel_full[:, : max(results.r_max, 1)]
     r = results.num_relevant.to(torch.float64)
     ranks = torch.arange(1, rel.shape[1] + 1, dtype=torch.float64)
     hits = rel.to(torch.float64)

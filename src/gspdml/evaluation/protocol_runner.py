@@ -71,7 +71,7 @@ def run_protocol(
             if (run_dir / "results.json").exists():
                 continue
             run_config = copy.deepcopy(config)
-            run_config["name"] = f"{config['name']}/fold{fold.index}-seed{seed}"
+            run_config["name"] = f"{config['name']}-fold{fold.index}-seed{seed}"
             run_config["seed"] = int(seed)
             run_config["data"]["dataset"]["val_classes"] = fold.val_classes.tolist()
             resume = (run_dir / "checkpoints" / "last.safetensors").exists()

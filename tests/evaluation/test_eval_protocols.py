@@ -1,0 +1,130 @@
+"""Protocol folds (class lists), fair-protocol aggregation and the results table."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from gspdml.errors import ConfigError
+from gspdml.evaluation import (
+    contiguous_class_folds,
+    fair_protocol_folds,
+    fair_protocol_results,
+    results_table_markdown,
+    retrieval_metrics,
+    train_test_classes,
+    tuning_protocol_folds,
+    write_results_table,
+)
+
+
+def test_train_test_split_by_sorted_class_ids():
+    train, test = train_test_classes(np.array([7, 3, 3, 200, 1, 9, 50]))
+    assert train.tolist() == [1, 3, 7] and test.tolist() == [9, 50, 200]
+
+
+@pytest.mark.parametrize("num_classes, folds", [(100, 4), (98, 4), (11317, 4), (100, 5), (7, 3)])
+def test_folds_are_class_disjoint_and_cover_the_training_classes(num_classes, folds):
+    classes = np.arange(1000, 1000 + num_classes)
+    result = contiguous_class_folds(classes[::-1], folds)
+    assert len(result) == folds
+    for fold in result:
+        assert len(np.intersect1d(fold.train_classes, fold.val_classes)) == 0
+        assert np.array_equal(np.union1d(fold.train_classes, fold.val_classes), classes)
+        assert len(fold.val_classes) == num_classes // folds
+    vals = np.concatenate([f.val_classes for f in result])
+    assert len(np.unique(vals)) == len(vals)  # validation blocks of different folds never overlap
+    if num_classes % folds == 0:
+        assert np.array_equal(np.sort(vals), classes)
+
+
+def test_fair_folds_wrap_around_like_the_reference():
+    folds = fair_protocol_folds(np.arange(100))  # CUB: fold f trains on 25f .. 25f+74 (mod 100)
+    assert folds[0].val_classes.tolist() == list(range(75, 100))
+    assert folds[1].val_classes.tolist() == list(range(25))
+    assert folds[1].train_classes.tolist() == list(range(25, 100))
+    assert folds[3].train_classes.tolist() == list(range(50)) + list(range(75, 100))  # wraps
+    cars = fair_protocol_folds(np.arange(98))  # 74 train / 24 val, starts int(f/4*98) = 0, 24, 49, 73
+    assert [len(f.train_classes) for f in cars] == [74] * 4
+    assert cars[2].val_classes.tolist() == list(range(25, 49))
+    assert cars[3].val_classes.tolist() == list(range(49, 73))
+    assert len(tuning_protocol_folds(np.arange(100))) == 5
+
+
+def test_fold_errors_name_the_field():
+    with pytest.raises(ConfigError, match="num_folds"):
+        contiguous_class_folds(np.arange(3), 4)
+    with pytest.raises(ConfigError, match="train_classes"):
+        contiguous_class_folds(np.array([0.5, 1.5]), 2)
+
+
+def fake_models(num_folds=4, seeds=(0, 1, 2), n=60, dim=5):
+    g = torch.Generator().manual_seed(0)
+    labels = np.repeat(np.arange(12), n // 12)
+    centers = torch.randn(12, dim, generator=g, dtype=torch.float64)
+    return {
+        (f, s): ((centers[labels] + 1.5 * torch.randn(n, dim, generator=g, dtype=torch.float64)).float(), labels)
+        for f in range(num_folds) for s in seeds
+    }
+
+
+def unit(x):
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_fair_protocol_has_81_realisations_with_128d_mean_and_512d_concatenation():
+    models = fake_models()
+    out = fair_protocol_results(models, recall_at=(1,))
+    assert out["num_realisations"] == 81 and len(out["realisations"]) == 81
+    assert len({r["seeds"] for r in out["realisations"]}) == 81
+    per_model = {key: retrieval_metrics(*split, recall_at=(1,)) for key, split in models.items()}
+    for realisation in out["realisations"][::10]:
+        keys = list(enumerate(realisation["seeds"]))
+        assert realisation["128D"]["map_at_r"] == pytest.approx(np.mean([per_model[k]["map_at_r"] for k in keys]))
+        concat = unit(np.hstack([unit(models[k][0]) for k in keys]))
+        direct = retrieval_metrics(torch.from_numpy(concat), models[keys[0]][1], recall_at=(1,))
+        assert realisation["512D"]["precision_at_1"] == pytest.approx(direct["precision_at_1"])
+        assert realisation["512D"]["map_at_r"] == pytest.approx(direct["map_at_r"])
+    values = [r["512D"]["map_at_r"] for r in out["realisations"]]
+    assert out["summary"]["512D"]["map_at_r"]["mean"] == pytest.approx(np.mean(values))
+    assert out["summary"]["512D"]["map_at_r"]["std"] == pytest.approx(np.std(values))
+    assert out["summary"]["512D"]["map_at_r"]["mean"] > out["summary"]["128D"]["map_at_r"]["mean"]
+
+
+def test_query_gallery_splits_and_a_single_seed():
+    g = torch.Generator().manual_seed(1)
+    q_labels, g_labels = np.arange(20) % 5, np.arange(30) % 5
+    models = {(f, 0): (torch.randn(20, 4, generator=g), q_labels, torch.randn(30, 4, generator=g), g_labels) for f in range(4)}
+    out = fair_protocol_results(models, recall_at=(1,))
+    assert out["num_realisations"] == 1 and out["summary"]["128D"]["precision_at_1"]["std"] == 0.0
+    keys = [(f, 0) for f in range(4)]
+    direct = retrieval_metrics(
+        torch.from_numpy(unit(np.hstack([unit(models[k][0]) for k in keys]))), q_labels,
+        torch.from_numpy(unit(np.hstack([unit(models[k][2]) for k in keys]))), g_labels, recall_at=(1,),
+    )
+    assert out["realisations"][0]["512D"]["map_at_r"] == pytest.approx(direct["map_at_r"])
+
+
+def test_aggregation_rejects_missing_seeds_and_mismatched_labels():
+    models = fake_models(seeds=(0, 1))
+    del models[(2, 1)]
+    with pytest.raises(ConfigError, match="missing"):
+        fair_protocol_results(models)
+    models = fake_models(num_folds=2, seeds=(0,))
+    models[(1, 0)] = (models[(1, 0)][0], models[(1, 0)][1][::-1])
+    with pytest.raises(ConfigError, match="labels differ"):
+        fair_protocol_results(models)
+
+
+def test_results_table_layout(tmp_path):
+    summary = {space: {"precision_at_1": {"mean": 0.5, "std": 0.01}, "map_at_r": {"mean": 0.25, "std": 0.002}}
+               for space in ("128D", "512D")}
+    rows = {"C2+GSP": {"summary": summary, "num_realisations": 81}}
+    table = results_table_markdown(rows)
+    assert table.splitlines()[0] == "| Method | 512D P@1 | 512D MAP@R | 128D P@1 | 128D MAP@R |"
+    assert table.splitlines()[2] == "| C2+GSP | 50.00 ± 1.00 | 25.00 ± 0.20 | 50.00 ± 1.00 | 25.00 ± 0.20 |"
+    md, js = write_results_table(rows, tmp_path / "table.md")
+    assert md.read_text() == table
+    assert json.loads(js.read_text())["C2+GSP"]["num_realisations"] == 81
