@@ -19,7 +19,7 @@ EXTRA = {
     "lifted": ({"name": "lifted"}, {}),
     "proxy_nca": ({"name": "proxy_nca"}, {}),
     "norm_softmax": ({"name": "norm_softmax"}, {}),
-    "ccp": ({"name": "ccp", "base": C2, "proxies_per_class": 2, "pool_size": 4, "patience": 1}, {}),
+    "ccp": ({"name": "ccp", "base": C2, "proxies_per_class": 2, "pool_size": 4, "patience": 2}, {}),
     "metrix": ({"name": "metrix", "level": "feature"}, {}),
     "zsr": ({"name": "zsr", "base": C2, "mixing": 0.3}, {"pooling": GSP, "halves": True}),
     "xml": ({"name": "xml", "base": C2, "num_prototypes": 8, "mixing": 0.1}, {"halves": True}),
@@ -30,8 +30,8 @@ def _cases():
     for path in PRESETS:
         preset = yaml.safe_load(path.read_text())
         loss = preset["loss"]
-        if "xbm" in loss:  # switch the memory on within the short run
-            loss["xbm"]["start_step"] = 5
+        if "xbm" in loss:  # switch a small memory on halfway through the short run
+            loss["xbm"].update(start_step=30, memory_batches=3)
         yield pytest.param(loss, {"samples_per_class": preset["data"]["samples_per_class"]}, id=path.stem)
     for name, (loss, options) in EXTRA.items():
         yield pytest.param(loss, options, id=name)
@@ -42,9 +42,11 @@ def test_short_training_improves_validation_map_at_r(tmp_path, make_config, loss
     samples = options.get("samples_per_class", 4)
     config = load_config(make_config(
         loss=loss,
-        data={"classes_per_batch": 8 if samples == 1 else 4, "samples_per_class": samples, "halves": options.get("halves", False)},
-        model={"backbone": {"name": "small_cnn", "widths": [8, 16, 16]}, "embedding_dim": 16, "pooling": options.get("pooling", "gap")},
-        schedule={"max_steps": 40}, evaluation={"every": 20, "patience": None},
+        data={"dataset": {"name": "collage_digits", "images_per_class": 16}, "classes_per_batch": 32 if samples == 1 else 8,
+              "samples_per_class": samples, "halves": options.get("halves", False)},
+        model={"backbone": {"name": "small_cnn"}, "embedding_dim": 64, "pooling": options.get("pooling", "gap")},
+        optimizer={"lr": 1e-3}, schedule={"max_steps": 60}, evaluation={"every": 20, "patience": None},
+        trainer={"precision": "bf16", "progress": False},
     ))
     trainer = Trainer(config, tmp_path / "run")
     before = trainer.evaluate(trainer.eval_split)["map_at_r"]
