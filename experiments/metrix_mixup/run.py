@@ -63,6 +63,28 @@ def geometry(results) -> dict:
     return values
 
 
+def plot(out: Path, table: dict) -> Path:
+    """MAP@R per variant, and alignment against uniformity per run (Wang & Isola's Fig. layout)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7.5, 3.0))
+    bars, scatter = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
+    names = list(table)
+    bars.bar(names, [table[n]["map_at_r"]["mean"] for n in names], yerr=[table[n]["map_at_r"]["std"] for n in names], capsize=3)
+    bars.set_ylabel("test MAP@R (%)")
+    bars.grid(axis="y", alpha=0.3)
+    for name in names:
+        scatter.scatter(table[name]["uniformity"]["values"], table[name]["alignment"]["values"], label=name, s=20)
+    scatter.set_xlabel("uniformity (lower is better)")
+    scatter.set_ylabel("alignment (lower is better)")
+    scatter.legend(fontsize=7)
+    scatter.grid(alpha=0.3)
+    figure.tight_layout()
+    path = out / "metrix.png"
+    figure.savefig(path, dpi=80)
+    return path
+
+
 def main(argv=None) -> dict:
     args = common.parser("metrix_mixup", __doc__.splitlines()[0]).parse_args(argv)
     out = common.setup(args)
@@ -82,7 +104,7 @@ def main(argv=None) -> dict:
             for variant, entry in table.items()]
     text = common.markdown_table(["mixup", "MAP@R", "P@1", "R@2", "alignment", "uniformity", "time (s)"], rows)
     print(f"\ncollage_digits, {plan['steps']} steps, seeds {list(plan['seeds'])}, test split, mean ± std over seeds\n{text}")
-    payload = {"plan": {**plan, "variants": list(plan["variants"])}, "results": table, "table": text}
+    payload = {"plan": {**plan, "variants": list(plan["variants"])}, "results": table, "table": text, "plots": [str(plot(out, table))]}
     common.write_json(out / "results.json", payload)
     return payload
 
