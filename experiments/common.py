@@ -23,6 +23,7 @@ if str(ROOT / "src") not in sys.path:  # run from a checkout without installing 
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+import yaml  # noqa: E402
 
 from gspdml.config import load_config  # noqa: E402
 
@@ -43,6 +44,8 @@ def parser(name: str, description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"experiments/{name}/run.py", description=description)
     p.add_argument("--smoke", action="store_true", help="a tiny version that runs in seconds (used by the tests)")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "experiments" / name, help="output directory")
+    p.add_argument("--reuse", action="store_true",
+                   help="keep finished runs in --out whose config is unchanged instead of retraining them")
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default 1: on a shared 2-core machine one thread per process is fastest)")
     return p
@@ -65,25 +68,32 @@ def config(path: str, overrides: Iterable[str] = (), *, steps: int, name: str, s
                                                  *overrides, f"name={name}"])
 
 
-def train_seeds(cfg: Mapping[str, Any], seeds: Sequence[int], out: Path) -> list[dict[str, Any]]:
-    """Train ``cfg`` once per seed into ``out/<name>/seed<k>`` (replacing an older run there);
-    returns the ``results.json`` of each run plus its wall time in ``seconds``. A run whose loss
-    turns non-finite is recorded as ``{"failed": message}`` instead of stopping the experiment."""
+def train_seeds(cfg: Mapping[str, Any], seeds: Sequence[int], out: Path, reuse: bool = False) -> list[dict[str, Any]]:
+    """Train ``cfg`` once per seed into ``out/<name>/seed<k>``; returns the ``results.json`` of
+    each run plus its wall time in ``seconds``. An older run there is replaced, or, with
+    ``reuse``, kept when it finished with the same config. A run whose loss turns non-finite is
+    recorded as ``{"failed": message}`` instead of stopping the experiment."""
     from gspdml.errors import TrainingError
     from gspdml.training import train
 
     results = []
     for seed in seeds:
+        run_cfg = {**cfg, "seed": int(seed)}
         run_dir = out / cfg["name"] / f"seed{seed}"
+        record = run_dir / "experiment.json"
+        if reuse and record.exists() and yaml.safe_load((run_dir / "config.yaml").read_text()) == yaml.safe_load(yaml.safe_dump(run_cfg)):
+            results.append(json.loads(record.read_text()))
+            continue
         if run_dir.exists():
             shutil.rmtree(run_dir)
         start = time.perf_counter()
         try:
-            result = train({**cfg, "seed": int(seed)}, run_dir)
+            result = train(run_cfg, run_dir)
         except TrainingError as error:
             result = {"failed": str(error).split(";")[0]}
             print(f"{cfg['name']} seed {seed}: {result['failed']}", flush=True)
         results.append({**result, "seed": int(seed), "seconds": time.perf_counter() - start, "run_dir": str(run_dir)})
+        write_json(record, results[-1])
     return results
 
 

@@ -85,7 +85,7 @@ def main(argv=None) -> dict:
         for method in plan["methods"]:
             path, overrides, _ = METHODS[method]
             cfg = common.config(path, [*DATASETS[dataset], *overrides], steps=plan["steps"], name=f"{dataset}-{method}", smoke=args.smoke)
-            table[dataset][method] = common.summary(common.train_seeds(cfg, plan["seeds"], out), METRICS)
+            table[dataset][method] = common.summary(common.train_seeds(cfg, plan["seeds"], out, reuse=args.reuse), METRICS)
             print(f"{dataset:16s} {method:10s} MAP@R {common.cell(table[dataset][method], 'map_at_r')}", flush=True)
     rows = [
         [dataset, method, common.cell(entry, "map_at_r"), common.cell(entry, "precision_at_1"), f"{entry['seconds']:.0f}"]

@@ -92,7 +92,7 @@ def main(argv=None) -> dict:
     table: dict = {}
     for variant in plan["variants"]:
         cfg = common.config("metrix-demo.yaml", ["trainer.precision=bf16", *VARIANTS[variant]], steps=plan["steps"], name=variant, smoke=args.smoke)
-        results = common.train_seeds(cfg, plan["seeds"], out)
+        results = common.train_seeds(cfg, plan["seeds"], out, reuse=args.reuse)
         entry = common.summary(results, METRICS)
         for key, values in geometry(results).items():
             mean, std = common.mean_std(values)

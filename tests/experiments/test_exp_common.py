@@ -41,3 +41,34 @@ def test_config_trains_the_given_steps_and_evaluates_once():
 
 def test_markdown_table_layout():
     assert common.markdown_table(["a", "b"], [[1, "x"]]).splitlines() == ["| a | b |", "|---|---|", "| 1 | x |"]
+
+
+def test_train_seeds_reuses_only_finished_runs_with_the_same_config(monkeypatch, tmp_path):
+    import yaml
+
+    import gspdml.training
+    from gspdml.errors import TrainingError
+
+    calls = []
+
+    def fake_train(cfg, run_dir):
+        calls.append((cfg["seed"], cfg["schedule"]["max_steps"]))
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
+        if cfg["schedule"]["max_steps"] == 9:
+            raise TrainingError("non-finite loss (nan) at step 4; training stopped")
+        return {"steps": cfg["schedule"]["max_steps"], "test": {"map_at_r": 0.1 * (1 + cfg["seed"])}}
+
+    monkeypatch.setattr(gspdml.training, "train", fake_train)
+    cfg = common.config("demo-gap.yaml", steps=3, name="probe")
+    first = common.train_seeds(cfg, [0, 1], tmp_path)
+    assert calls == [(0, 3), (1, 3)] and [r["test"]["map_at_r"] for r in first] == [0.1, 0.2]
+    assert common.train_seeds(cfg, [0, 1], tmp_path, reuse=True) == json.loads(json.dumps(first))
+    assert len(calls) == 2  # nothing retrained
+    common.train_seeds(cfg, [1], tmp_path)
+    assert calls[-1] == (1, 3)  # without reuse: retrained
+    longer = common.config("demo-gap.yaml", steps=5, name="probe")
+    common.train_seeds(longer, [0], tmp_path, reuse=True)
+    assert calls[-1] == (0, 5)  # the config changed: retrained
+    failed = common.train_seeds(common.config("demo-gap.yaml", steps=9, name="probe"), [0], tmp_path)
+    assert failed[0]["failed"] == "non-finite loss (nan) at step 4" and "test" not in failed[0]
