@@ -185,4 +185,4 @@ def weight_map_figure(rows: Sequence[tuple[str, Any, Sequence[int], Sequence[tor
                 axes.set_ylabel(label, fontsize=7)
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
-    figure.savefig(path, dpi=72)
+    figure.savefig(path, dpi=54)

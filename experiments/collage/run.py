@@ -34,7 +34,7 @@ FULL = dict(steps=300, seeds=(0, 1), datasets=tuple(DATASETS), methods=tuple(MET
 SMOKE = dict(steps=2, seeds=(0,), datasets=("collage_digits",), methods=("distilled", "gsp"))
 
 
-def weight_maps(out: Path, dataset: str, methods, columns: int = 6) -> Path:
+def weight_maps(out: Path, dataset: str, methods, columns: int = 5) -> Path:
     """Training and test images (seed 0) with the pooling weights of each weighted method."""
     import numpy as np
 

@@ -3,9 +3,9 @@
 
 Every pooling of the zoo is trained on ``collage_digits`` from ``configs/demo-gap.yaml`` (small
 CNN, 128-D local head, bf16) with the same seeds and, per loss, the same short budget, once
-with the contrastive loss C2 and once with ProxyNCA++ (GMP+ProxyNCA++ is the loss's own
-default pooling); NetVLAD and OTP use 8 clusters x 16-D (128-D, the paper's "8x16"). Prints the 128-D MAP@R table in the layout of Table 4 (mean ± std over seeds) next to
-the paper's Cifar-Collage column, and writes ``results.json`` and a bar plot.
+with the contrastive loss C2 and once with ProxyNCA++; NetVLAD and OTP use 8 clusters x 16-D
+(128-D, the paper's "8x16"). Prints the 128-D MAP@R table in the layout of Table 4 (mean ± std
+over seeds) next to the paper's Cifar-Collage column, and writes ``results.json`` and a bar plot.
 """
 
 from __future__ import annotations
