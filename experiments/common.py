@@ -1,0 +1,188 @@
+"""Shared helpers of the experiment scripts (``experiments/<name>/run.py``).
+
+Every script is run as ``python experiments/<name>/run.py [--smoke] [--out DIR] [--threads N]``,
+writes ``results.json`` and PNG plots to ``runs/experiments/<name>/`` by default, and prints
+its tables. The helpers here train one configuration over several seeds and collect the test
+metrics, format ``mean ± std`` cells, and draw pooling-weight maps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "src") not in sys.path:  # run from a checkout without installing the package
+    sys.path.insert(0, str(ROOT / "src"))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import yaml  # noqa: E402
+
+from gspdml.config import load_config  # noqa: E402
+
+#: quiet, single-evaluation settings shared by every short training run of the experiments:
+#: no progress bar, one validation round at the very end (the final weights are the ones tested)
+QUIET = ("trainer.progress=false", "schedule.plateau=null", "evaluation.patience=null")
+#: the collages' validation split shrunk to 2 classes: it is not used for model selection here
+#: (the final weights are tested) and exact evaluation dominates short runs on 2 CPU cores;
+#: train classes and images are unchanged (test classes are the next 20 of the seeded order)
+SMALL_VAL = "data.dataset.class_split=[60, 2, 20]"
+#: ``--smoke``: a tiny collage (16 train classes x 8 images, 4 test classes) so that a smoke
+#: run, data generation included, takes seconds
+SMOKE_DATA = ("data.dataset.images_per_class=8", "data.dataset.class_split=[16, 2, 4]")
+
+
+def parser(name: str, description: str) -> argparse.ArgumentParser:
+    """The command line shared by every experiment script."""
+    p = argparse.ArgumentParser(prog=f"experiments/{name}/run.py", description=description)
+    p.add_argument("--smoke", action="store_true", help="a tiny version that runs in seconds (used by the tests)")
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "experiments" / name, help="output directory")
+    p.add_argument("--reuse", action="store_true",
+                   help="keep finished runs in --out whose config is unchanged instead of retraining them")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads (default 1: on a shared 2-core machine one thread per process is fastest)")
+    return p
+
+
+def setup(args: argparse.Namespace) -> Path:
+    """Apply ``--threads`` and create the output directory."""
+    if args.threads < 1:
+        raise SystemExit(f"--threads must be >= 1, got {args.threads}")
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    return args.out
+
+
+def config(path: str, overrides: Iterable[str] = (), *, steps: int, name: str, smoke: bool = False) -> dict[str, Any]:
+    """Resolved config of ``configs/<path>`` with ``overrides``, trained for ``steps`` steps and
+    evaluated once, at the end (on the tiny collage of :data:`SMOKE_DATA` when ``smoke``)."""
+    data = SMOKE_DATA if smoke else (SMALL_VAL,)
+    return load_config(ROOT / "configs" / path, [*QUIET, *data, f"schedule.max_steps={steps}", f"evaluation.every={steps}",
+                                                 *overrides, f"name={name}"])
+
+
+def train_seeds(cfg: Mapping[str, Any], seeds: Sequence[int], out: Path, reuse: bool = False) -> list[dict[str, Any]]:
+    """Train ``cfg`` once per seed into ``out/<name>/seed<k>``; returns the ``results.json`` of
+    each run plus its wall time in ``seconds``. An older run there is replaced, or, with
+    ``reuse``, kept when it finished with the same config. A run whose loss turns non-finite is
+    recorded as ``{"failed": message}`` instead of stopping the experiment."""
+    from gspdml.errors import TrainingError
+    from gspdml.training import train
+
+    results = []
+    for seed in seeds:
+        run_cfg = {**cfg, "seed": int(seed)}
+        run_dir = out / cfg["name"] / f"seed{seed}"
+        record = run_dir / "experiment.json"
+        if reuse and record.exists() and yaml.safe_load((run_dir / "config.yaml").read_text()) == yaml.safe_load(yaml.safe_dump(run_cfg)):
+            results.append(json.loads(record.read_text()))
+            continue
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        start = time.perf_counter()
+        try:
+            result = train(run_cfg, run_dir)
+        except TrainingError as error:
+            result = {"failed": str(error).split(";")[0]}
+            print(f"{cfg['name']} seed {seed}: {result['failed']}", flush=True)
+        results.append({**result, "seed": int(seed), "seconds": time.perf_counter() - start, "run_dir": str(run_dir)})
+        write_json(record, results[-1])
+    return results
+
+
+def metric_values(results: Sequence[Mapping[str, Any]], metric: str) -> list[float]:
+    """``100 ×`` the test ``metric`` of each run that finished."""
+    return [100.0 * float(r["test"][metric]) for r in results if "test" in r]
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for a single value)."""
+    values = [float(v) for v in values]
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def cell(entry: Mapping[str, Any], metric: str, digits: int = 2) -> str:
+    """``"mean ± std"`` of a metric of a :func:`summary`, noting runs that diverged."""
+    values, failed = entry[metric]["values"], len(entry["failed"])
+    if not values:
+        return "diverged"
+    mean, std = mean_std(values)
+    text = f"{mean:.{digits}f} ± {std:.{digits}f}"
+    return text + (f" ({failed}/{failed + len(values)} diverged)" if failed else "")
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def summary(results: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> dict[str, Any]:
+    """JSON-friendly summary of the runs of one configuration: per metric the per-seed values
+    (x100), their mean and std; and the total training time."""
+    out: dict[str, Any] = {
+        "seconds": sum(r["seconds"] for r in results), "steps": [r.get("steps") for r in results],
+        "failed": {r["seed"]: r["failed"] for r in results if "failed" in r},
+    }
+    for metric in metrics:
+        values = metric_values(results, metric)
+        mean, std = mean_std(values) if values else (float("nan"), float("nan"))
+        out[metric] = {"values": values, "mean": mean, "std": std}
+    return out
+
+
+def write_json(path: Path, payload: Any) -> None:
+    path.write_text(json.dumps(payload, indent=2, default=_jsonable))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def display_image(dataset, index: int) -> np.ndarray:
+    """Item ``index`` of an :class:`~gspdml.data.arrays.ArrayDataset` as ``[H, W, C]`` in [0, 1]."""
+    return dataset.images[index].permute(1, 2, 0).float().numpy() / 255.0
+
+
+@torch.no_grad()
+def pooling_weights(model: torch.nn.Module, dataset, indices: Sequence[int]) -> list[torch.Tensor | None]:
+    """The spatial pooling weights ``[h, w]`` the trained ``model`` gives each item (``None`` for
+    poolings without weights, e.g. GAP, which weighs every location equally)."""
+    model.eval()
+    images = torch.stack([dataset[i][0] for i in indices])
+    weights = model(images).weights
+    return [None] * len(indices) if weights is None else list(weights.float())
+
+
+def weight_map_figure(rows: Sequence[tuple[str, Any, Sequence[int], Sequence[torch.Tensor | None]]], path: Path, title: str) -> None:
+    """One row of images per ``(label, dataset, indices, weights)`` with their pooling-weight
+    heatmaps overlaid (:func:`gspdml.retrieval.figures.heatmap_overlay`); saved as PNG."""
+    from matplotlib.figure import Figure
+
+    from gspdml.retrieval.figures import heatmap_overlay
+
+    columns = max(len(indices) for _, _, indices, _ in rows)
+    figure = Figure(figsize=(1.3 * columns + 1.2, 1.4 * len(rows) + 0.4))
+    for r, (label, dataset, indices, weights) in enumerate(rows):
+        for c, (index, w) in enumerate(zip(indices, weights)):
+            axes = figure.add_subplot(len(rows), columns, r * columns + c + 1)
+            image = display_image(dataset, index)
+            axes.imshow(heatmap_overlay(image, w) if w is not None else image.repeat(3 // image.shape[2], axis=2))
+            axes.set_xticks([])
+            axes.set_yticks([])
+            if c == 0:
+                axes.set_ylabel(label, fontsize=7)
+    figure.suptitle(title, fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=54)
