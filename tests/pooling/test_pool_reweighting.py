@@ -21,7 +21,7 @@ def test_crow_matches_the_paper_formulas():
     for i in range(2):
         X = x[i].clamp_min(0)  # post-ReLU features
         aggregated = X.sum(dim=0)
-        S = (aggregated / math.sqrt((aggregated**2).sum())).sqrt()  # a = b = 2
+        S = (aggregated / math.sqrt((aggregated**2).sum())).clamp_min(1e-12).sqrt()  # a = b = 2; floor keeps d/dS finite
         Q = torch.tensor([(X[c] > 0).double().mean() for c in range(5)], dtype=torch.float64)
         omega = torch.log((Q.sum() + 1e-6) / (Q + 1e-6))
         expected = torch.stack([omega[c] * (S * X[c]).sum() for c in range(5)])
@@ -102,3 +102,14 @@ def test_how_is_the_norm_weighted_sum_of_smoothed_projected_features():
             torch.testing.assert_close(out.vector[i], z / z.norm())
             torch.testing.assert_close(out.weights[i], norms / norms.sum())
     assert built({"how": {"dim": 3}}, 4).out_channels() == 3
+
+
+def test_crow_gradient_is_finite_at_an_all_zero_location():
+    from gspdml.pooling import POOLINGS
+
+    pool = POOLINGS.build("crow", in_channels=4)
+    x = torch.rand(2, 4, 3, 3)
+    x[:, :, 0, 0] = 0.0  # a location whose rectified features are all zero
+    x.requires_grad_(True)
+    pool(x).vector.sum().backward()
+    assert torch.isfinite(x.grad).all()

@@ -40,7 +40,9 @@ class CroW(Pooling):
                 raise ValueError("crow pooling needs non-negative features; set rectify: true")
             aggregated = feats.sum(dim=2)  # S' [B, n]
             norm = aggregated.norm(p=self.a, dim=1, keepdim=True).clamp_min(self.eps)
-            spatial_w = (aggregated / norm).clamp_min(0).pow(1.0 / self.b)
+            # clamped above 0: the root (b = 2) has an infinite derivative at a location whose
+            # features are all zero, which made training diverge
+            spatial_w = (aggregated / norm).clamp_min(self.eps ** 2).pow(1.0 / self.b)
             nonzero = (feats > 0).to(feats.dtype).mean(dim=1)  # Q [B, C]
             channel_w = torch.log((nonzero.sum(dim=1, keepdim=True) + self.eps) / (nonzero + self.eps))
             pooled = channel_w * (feats * spatial_w.unsqueeze(-1)).sum(dim=1)
