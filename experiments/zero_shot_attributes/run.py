@@ -140,9 +140,10 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny version that runs in seconds")
     parser.add_argument("--out", type=Path, default=Path("runs/experiments/zero_shot_attributes"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="training seeds of the full run")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    seeds, steps, images, repeats = ([0], 4, 40, 50) if args.smoke else ([0, 1], 120, 500, 1000)
+    seeds, steps, images, repeats = ([0], 4, 40, 50) if args.smoke else (args.seeds, 120, 500, 1000)
     start, per_seed, histograms = time.time(), {m: [] for m in METHODS}, {}
     for seed in seeds:
         for method in METHODS:
