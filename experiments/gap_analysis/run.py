@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -82,9 +83,7 @@ def trained_local_features(seed: int, out: Path, steps: int, images_per_class: i
         "trainer": {"progress": False},
     })
     run_dir = out / config["name"]
-    if run_dir.exists():
-        import shutil
-        shutil.rmtree(run_dir)
+    shutil.rmtree(run_dir, ignore_errors=True)
     trainer = Trainer(config, run_dir)
     trainer.fit()
     model = trainer.model.eval()
