@@ -39,10 +39,14 @@ class MetricLoss(nn.Module):
         raise NotImplementedError
 
     def training_objective(self, model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """The trainer's entry point for one batch. The default embeds and calls the loss;
-        methods that change the forward pass itself (mixup at input or feature level) override it."""
+        """The trainer's entry point for one batch. The default embeds (under the trainer's
+        autocast) and computes the loss in float32 with autocast off: similarities, softmaxes and
+        square roots of distances lose too much in bfloat16 (e.g. SoftTriple's centre
+        regulariser turned NaN). Methods that change the forward pass itself (mixup at input or
+        feature level) override it."""
         output = model(images)
-        return self(output.embedding, labels, output)
+        with torch.autocast(device_type=images.device.type, enabled=False):
+            return self(output.embedding.float(), labels, output)
 
 
 class WeightedSum(MetricLoss):
