@@ -33,9 +33,11 @@ def run_demo(paths: Sequence[str], output_dir: Path, overrides: Iterable[str] = 
         config = load_config(path, [*overrides, f"output_dir={output_dir}"])
         run_dir = output_dir / config["name"]
         resume = _prepare(run_dir, config, fresh)
+        finished = resume and (run_dir / "results.json").exists()
         start = time.perf_counter()
         results = train(config, run_dir, resume=resume)
-        rows.append({"method": config["name"], "description": config["description"], "seconds": time.perf_counter() - start, **results})
+        seconds = None if finished else time.perf_counter() - start
+        rows.append({"method": config["name"], "description": config["description"], "seconds": seconds, **results})
     print()
     print(format_table(rows))
     print(f"\nrun directories: {output_dir}/<method>  (re-evaluate with: gspdml evaluate {output_dir}/<method>)")
@@ -62,6 +64,6 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     for row in rows:
         test = row.get("test", {})
         cells = [row["method"], *(f"{100 * test[key]:.2f}" if key in test else "-" for _, key in COLUMNS)]
-        cells += [str(row["steps"]), f"{row['seconds']:.0f}"]
+        cells += [str(row["steps"]), "reused" if row["seconds"] is None else f"{row['seconds']:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
