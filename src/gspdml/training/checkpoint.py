@@ -27,7 +27,8 @@ FORMAT = "gspdml-state/1"
 
 
 class CheckpointError(GspdmlError):
-    """A checkpoint that is missing, not a gspdml checkpoint, or corrupt (the path is in the message)."""
+    """A checkpoint that is missing, not a gspdml checkpoint, corrupt, or cannot be written (the
+    path is in the message)."""
 
 
 def save_state(path: PathLike, state: Any, meta: Mapping[str, Any] | None = None) -> None:
@@ -35,7 +36,10 @@ def save_state(path: PathLike, state: Any, meta: Mapping[str, Any] | None = None
     tensors: dict[str, torch.Tensor] = {}
     structure = _encode(state, tensors)
     header = {"format": FORMAT, "structure": structure, "meta": dict(meta or {})}
-    atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata={"gspdml": json.dumps(header)}))
+    try:
+        atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata={"gspdml": json.dumps(header)}))
+    except Exception as exc:  # OSError (disk full, permissions), or safetensors' own error wrapping one
+        raise CheckpointError(f"cannot write {path}: {exc}; the previous file, if any, is intact") from exc
 
 
 def load_state(path: PathLike, device: str | torch.device = "cpu") -> tuple[Any, dict[str, Any]]:

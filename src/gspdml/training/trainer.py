@@ -227,7 +227,7 @@ class Trainer:
         finite_loss = torch.isfinite(loss.detach())
         if bool(finite_loss & self._finite_embeddings):
             return
-        what = f"non-finite loss ({loss.item()})" if not finite_loss else "non-finite embeddings"
+        what = f"non-finite embeddings (loss {loss.item()})" if not bool(self._finite_embeddings) else f"non-finite loss ({loss.item()})"
         raise TrainingError(f"{what} at step {self.step + 1}; training stopped, the last good checkpoint {self.checkpoint_path} is intact")
 
     def _freeze_backbone(self, frozen: bool) -> None:
