@@ -9,6 +9,7 @@ import socket
 from torch import nn
 
 from gspdml.models.backbones import BACKBONES, Backbone
+from gspdml.training.callbacks import Callback
 
 
 @BACKBONES.register("plain_cnn_for_ddp_tests")
@@ -41,19 +42,40 @@ def torchrun_environment(rank: int, world_size: int, port: int) -> None:
                       WORLD_SIZE=str(world_size), OMP_NUM_THREADS="1")
 
 
+class SimulatedCrash(Exception):
+    pass
+
+
+class CrashAfter(Callback):
+    """Every rank stops with :class:`SimulatedCrash` after step ``step`` (a killed job)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, trainer):
+        if trainer.step == self.step:
+            raise SimulatedCrash(f"simulated crash after step {self.step}")
+
+
 def train_rank(rank: int, world_size: int, port: int, jobs: list) -> None:
-    """``torch.multiprocessing.spawn`` target: train every ``(config, run_dir, resume)`` job as
-    rank ``rank`` in one gloo group (set up from the environment, as under ``torchrun``)."""
+    """``torch.multiprocessing.spawn`` target: run every ``(config, run_dir, resume, crash_after)``
+    job as rank ``rank`` in one gloo group (set up from the environment, as under ``torchrun``)."""
     import torch
     import torch.distributed as dist
 
-    from gspdml.training import train
+    from gspdml.training import Trainer
 
     torch.set_num_threads(1)
     torchrun_environment(rank, world_size, port)
     dist.init_process_group("gloo")
     try:
-        for config, run_dir, resume in jobs:
-            train(config, run_dir, resume=resume)
+        for config, run_dir, resume, crash_after in jobs:
+            trainer = Trainer(config, run_dir, resume=resume)
+            if crash_after is not None:
+                trainer.callbacks.append(CrashAfter(crash_after))
+            try:
+                trainer.fit()
+            except SimulatedCrash:
+                pass
     finally:
         dist.destroy_process_group()

@@ -75,8 +75,15 @@ def _assert_close_states(a, b, where="", atol=ATOL):
 
 
 def test_two_ranks_equal_one_process_on_the_global_batch(tmp_path):
+    """C2, Proxy-Anchor (proxies) and XBM (memory): 2 gloo ranks vs 1 process; and a
+    data-parallel XBM run killed after its first checkpoint resumes to the same end."""
     cases = {name: _config(tmp_path / name, loss) for name, loss in LOSSES.items()}
-    _spawn([(cfg, tmp_path / name / "ddp", False) for name, cfg in cases.items()])
+    # the XBM run is also trained in two parts: crash after step 4 (checkpoint of step 3), resume
+    jobs = [(cfg, tmp_path / name / "ddp", False, None) for name, cfg in cases.items()]
+    _spawn(jobs + [(cases["xbm"], tmp_path / "xbm" / "ddp-resumed", False, 4)])
+    assert _state(tmp_path / "xbm" / "ddp-resumed")["trainer"]["step"] == 3
+    _spawn([(cases["xbm"], tmp_path / "xbm" / "ddp-resumed", True, None)])
+    _assert_resume_is_exact(tmp_path / "xbm" / "ddp", tmp_path / "xbm" / "ddp-resumed")
     for name, cfg in cases.items():
         single = tmp_path / name / "single"
         train(copy.deepcopy(cfg), single)
@@ -104,6 +111,16 @@ def test_two_ranks_equal_one_process_on_the_global_batch(tmp_path):
         for x, y in zip(val_a, val_b):  # distributed evaluation: sharded embedding + gather
             assert x.keys() == y.keys()
             assert [x[k] for k in x] == pytest.approx([y[k] for k in x], abs=1e-4)
+
+
+def _assert_resume_is_exact(straight, resumed):
+    """Same arithmetic in the same order: bit-identical states; rank 0 alone wrote each log line once."""
+    a, b = _state(straight), _state(resumed)
+    for part in ("model", "loss"):
+        assert a[part].keys() == b[part].keys()
+        for key in a[part]:
+            assert torch.equal(a[part][key], b[part][key]), f"{part}.{key}"
+    assert (straight / "metrics.jsonl").read_text() == (resumed / "metrics.jsonl").read_text()
 
 
 def _initial_state(cfg, run_dir):
