@@ -1,5 +1,5 @@
 """A full disk (or an over-size file) while checkpointing: the write fails with a
-CheckpointError naming the file, the previous checkpoint survives byte for byte, no temporary
+CheckpointWriteError (an OSError) naming the file, the previous checkpoint survives byte for byte, no temporary
 file is left behind, and the run resumes from the surviving checkpoint.
 
 Mechanisms that work as root (a read-only directory does not stop root): the kernel's
@@ -17,7 +17,7 @@ import gspdml.training.checkpoint as checkpoint_module
 from gspdml.config import load_config
 from gspdml.training import Trainer
 from gspdml.training.callbacks import Callback
-from gspdml.training.checkpoint import CheckpointError, load_state
+from gspdml.training.checkpoint import CheckpointWriteError, load_state
 from robust_helpers import folder_config, image_folder
 
 
@@ -47,7 +47,7 @@ def _fit_with_fault(config, install, remove):
     trainer = Trainer(config, config["output_dir"] + "/run")
     trainer.callbacks.append(FaultAtStep(4, install, remove))
     try:
-        with pytest.raises(CheckpointError, match=f"cannot write {trainer.checkpoint_path}") as info:
+        with pytest.raises(CheckpointWriteError, match=f"cannot write {trainer.checkpoint_path}") as info:
             trainer.fit()
     finally:
         remove()

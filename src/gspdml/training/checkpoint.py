@@ -27,8 +27,12 @@ FORMAT = "gspdml-state/1"
 
 
 class CheckpointError(GspdmlError):
-    """A checkpoint that is missing, not a gspdml checkpoint, corrupt, or cannot be written (the
-    path is in the message)."""
+    """A checkpoint that is missing, not a gspdml checkpoint, or corrupt (the path is in the message)."""
+
+
+class CheckpointWriteError(CheckpointError, OSError):
+    """A checkpoint that cannot be written (disk full, file too large, permissions); the path and
+    the cause are in the message and the previous file is intact."""
 
 
 def save_state(path: PathLike, state: Any, meta: Mapping[str, Any] | None = None) -> None:
@@ -39,7 +43,7 @@ def save_state(path: PathLike, state: Any, meta: Mapping[str, Any] | None = None
     try:
         atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata={"gspdml": json.dumps(header)}))
     except Exception as exc:  # OSError (disk full, permissions), or safetensors' own error wrapping one
-        raise CheckpointError(f"cannot write {path}: {exc}; the previous file, if any, is intact") from exc
+        raise CheckpointWriteError(f"cannot write {path}: {exc}; the previous file, if any, is intact") from exc
 
 
 def load_state(path: PathLike, device: str | torch.device = "cpu") -> tuple[Any, dict[str, Any]]:
