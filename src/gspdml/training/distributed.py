@@ -137,9 +137,12 @@ def gather_output(output: EmbedderOutput, context: DistributedContext) -> Embedd
 
 
 def global_objective(loss: nn.Module, model: nn.Module, images: torch.Tensor, labels: torch.Tensor, context: DistributedContext) -> torch.Tensor:
-    """The loss of the global batch: embed the local slice, gather outputs and labels, call the loss."""
+    """The loss of the global batch: embed the local slice (under the trainer's autocast), gather
+    outputs and labels, call the loss in float32 with autocast off (as
+    :meth:`~gspdml.losses.MetricLoss.training_objective` does in one process)."""
     output = gather_output(model(images), context)
-    return loss(output.embedding, gather_with_grad(labels, context), output)
+    with torch.autocast(device_type=images.device.type, enabled=False):
+        return loss(output.embedding.float(), gather_with_grad(labels, context), output)
 
 
 def average_gradients(module: nn.Module) -> None:
