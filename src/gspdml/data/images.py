@@ -69,10 +69,13 @@ def check_image(path: str | os.PathLike) -> str | None:
     problem as text, or None when the file looks fine. Decoding errors beyond the header are
     only found by :func:`load_image`."""
     try:
-        with Image.open(path) as image:
-            image.size  # noqa: B018 (the header is parsed by open)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as image:
+                image.size  # noqa: B018 (the header is parsed by open)
     except FileNotFoundError:
         return "file not found"
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombWarning,
+            Image.DecompressionBombError) as error:
         return f"{type(error).__name__}: {error}"
     return None

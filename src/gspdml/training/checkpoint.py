@@ -30,12 +30,20 @@ class CheckpointError(GspdmlError):
     """A checkpoint that is missing, not a gspdml checkpoint, or corrupt (the path is in the message)."""
 
 
+class CheckpointWriteError(CheckpointError, OSError):
+    """A checkpoint that cannot be written (disk full, file too large, permissions); the path and
+    the cause are in the message and the previous file is intact."""
+
+
 def save_state(path: PathLike, state: Any, meta: Mapping[str, Any] | None = None) -> None:
     """Write nested ``state`` atomically to ``path`` (safetensors + JSON structure)."""
     tensors: dict[str, torch.Tensor] = {}
     structure = _encode(state, tensors)
     header = {"format": FORMAT, "structure": structure, "meta": dict(meta or {})}
-    atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata={"gspdml": json.dumps(header)}))
+    try:
+        atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata={"gspdml": json.dumps(header)}))
+    except Exception as exc:  # OSError (disk full, permissions), or safetensors' own error wrapping one
+        raise CheckpointWriteError(f"cannot write {path}: {exc}; the previous file, if any, is intact") from exc
 
 
 def load_state(path: PathLike, device: str | torch.device = "cpu") -> tuple[Any, dict[str, Any]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import torch
@@ -70,6 +70,22 @@ def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
     return flat
 
 
+def split_embeddings(model: nn.Module, split: EvalSplit, embed_fn: Callable = embed, **kwargs: Any) -> tuple:
+    """``(query, query_labels, gallery, gallery_labels)`` of a split (gallery ``None`` for
+    leave-one-out); ``embed_fn(model, dataset, **kwargs)`` embeds one dataset."""
+    query, query_labels = embed_fn(model, split.query, **kwargs)
+    if split.gallery is None:
+        return query, query_labels, None, None
+    return (query, query_labels, *embed_fn(model, split.gallery, **kwargs))
+
+
+def split_metrics(query, query_labels, gallery=None, gallery_labels=None, recall_at: Iterable[int] = (1, 2, 4, 8)) -> dict[str, float]:
+    """Retrieval metrics, flattened: leave-one-out when ``gallery`` is None, else query -> gallery."""
+    from gspdml.evaluation import retrieval_metrics
+
+    return flatten_metrics(retrieval_metrics(query, query_labels, gallery, gallery_labels, recall_at=tuple(recall_at)))
+
+
 def evaluate_split(
     model: nn.Module,
     split: EvalSplit,
@@ -81,13 +97,5 @@ def evaluate_split(
     num_workers: int = 0,
 ) -> dict[str, float]:
     """Retrieval metrics of ``model`` on a split: leave-one-out, or query -> gallery."""
-    from gspdml.evaluation import retrieval_metrics
-
-    kwargs = dict(batch_size=batch_size, device=device, precision=precision, num_workers=num_workers)
-    query, query_labels = embed(model, split.query, **kwargs)
-    if split.gallery is None:
-        metrics = retrieval_metrics(query, query_labels, recall_at=tuple(recall_at))
-    else:
-        gallery, gallery_labels = embed(model, split.gallery, **kwargs)
-        metrics = retrieval_metrics(query, query_labels, gallery, gallery_labels, recall_at=tuple(recall_at))
-    return flatten_metrics(metrics)
+    embeddings = split_embeddings(model, split, batch_size=batch_size, device=device, precision=precision, num_workers=num_workers)
+    return split_metrics(*embeddings, recall_at=recall_at)

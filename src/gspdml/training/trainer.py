@@ -7,10 +7,15 @@ to resume: weights, optimiser moments, sampler position, RNG states, counters, c
 ``checkpoints/best.safetensors`` (the best weights so far), ``model.safetensors`` (the final
 weights) and ``results.json`` (test metrics). ``resume=True`` continues a killed run from its last
 checkpoint and ends with the same weights as an uninterrupted run with the same seed.
+
+Launched by ``torchrun`` (``WORLD_SIZE > 1``, ``trainer.distributed: auto``), the trainer runs
+data-parallel and matches one process on the global batch (see :mod:`gspdml.training.distributed`);
+only rank 0 writes the run directory.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from pathlib import Path
@@ -18,6 +23,7 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 import torch
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
@@ -26,10 +32,12 @@ from gspdml.data import build_data
 from gspdml.data.samplers import ClassBalancedBatchSampler
 from gspdml.errors import ConfigError, TrainingError
 from gspdml.losses import build_loss
+from gspdml.losses.base import MetricLoss
 from gspdml.models import Embedder, build_embedder
 from gspdml.training.callbacks import Callback
 from gspdml.training.checkpoint import atomic_write_text, load_state, save_state
-from gspdml.training.inference import autocast_context, embed, evaluate_split, resolve_device
+from gspdml.training import distributed as ddp
+from gspdml.training.inference import autocast_context, embed, resolve_device, split_embeddings, split_metrics
 from gspdml.training.metrics_log import MetricsLog
 from gspdml.training.optim import PlateauSchedule, build_optimizer
 from gspdml.training.weights import save_weights
@@ -57,7 +65,8 @@ class Trainer:
         if resume and not self.checkpoint_path.exists():
             raise ConfigError("name", f"nothing to resume: no checkpoint in {self.run_dir}")
         seed_everything(int(config["seed"]))
-        self.device = resolve_device(config["trainer"]["device"])
+        self.dist, self.device = ddp.setup_distributed(config["trainer"].get("distributed", "auto"), resolve_device(config["trainer"]["device"]))
+        self.is_main = self.dist is None or self.dist.is_main
         self.precision = config["trainer"]["precision"]
         if self.precision == "fp16" and self.device.type != "cuda":
             raise ConfigError("trainer.precision", "fp16 needs a CUDA device; use bf16 on CPU")
@@ -71,11 +80,16 @@ class Trainer:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.loss = build_loss(config["loss"], "loss", embedding_dim=self.model.embedding_dim, num_classes=self.data.num_classes).to(self.device)
         data_cfg = config["data"]
+        world = (self.dist.rank, self.dist.world_size) if self.dist else (0, 1)
         self.sampler = ClassBalancedBatchSampler(
             self.train_dataset.labels, data_cfg["classes_per_batch"], data_cfg["samples_per_class"],
             halves=bool(data_cfg["halves"]), replacement=bool(data_cfg["replacement"]), seed=int(config["seed"]),
+            rank=world[0], world_size=world[1], class_names=getattr(self.train_dataset, "class_names", None),
             with_epoch=True,  # items are (index, epoch): augmentation is a function of (seed, epoch, index)
         )
+        self.forward_model: torch.nn.Module = self._wrap_distributed() if self.dist else self.model
+        self._finite_embeddings = torch.ones((), dtype=torch.bool, device=self.device)
+        self.model.register_forward_hook(self._watch_embeddings)
         self.optimizer = build_optimizer(config["optimizer"], self.model, self.loss)
         plateau = config["schedule"]["plateau"]
         self.plateau = PlateauSchedule(self.optimizer, float(config["optimizer"]["lr"]), **plateau) if plateau else None
@@ -87,22 +101,50 @@ class Trainer:
         self.log = MetricsLog(self.run_dir / "metrics.jsonl")
         if resume:
             self._restore(load_state(self.checkpoint_path)[0])
-            self.log.truncate_after(self.step)
-        else:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.run_dir / "config.yaml", dump_config(config))
-            self.log.truncate_after(-1)
+        if self.is_main:
+            if not resume:
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(self.run_dir / "config.yaml", dump_config(config))
+            self.log.truncate_after(self.step if resume else -1)
+
+    def _wrap_distributed(self) -> DistributedDataParallel:
+        """DDP around the embedder (SyncBatchNorm on GPU); losses that run the model themselves
+        (mixup) cannot be gathered and are refused."""
+        if type(self.loss).training_objective is not MetricLoss.training_objective:
+            raise ConfigError("trainer.distributed", f"loss {type(self.loss).__name__} runs the model itself (training_objective); it cannot be trained data-parallel")
+        if self.device.type == "cuda":
+            self.model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(self.model)
+        # every parameter keeps requires_grad (the backbone warm-up drops gradients instead), so
+        # DDP's reducer sees a fixed set; unused parameters (optional pooling parts) are allowed.
+        return DistributedDataParallel(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                                       find_unused_parameters=True)
+
+    def _watch_embeddings(self, module, inputs, output) -> None:
+        """Forward hook: remember (without a device sync) whether a training embedding was non-finite."""
+        if module.training:
+            self._finite_embeddings &= torch.isfinite(output.embedding).all()
 
     # ------------------------------------------------------------------ public helpers
     def embed(self, dataset) -> tuple[torch.Tensor, torch.Tensor]:
-        """Embeddings and labels of ``dataset`` with the current model (eval mode)."""
-        return embed(self.model, dataset, self.config["data"]["eval_batch_size"], self.device, self.precision, self.config["data"]["num_workers"])
+        """Embeddings and labels of ``dataset`` with the current model (eval mode); data-parallel
+        runs split the work over the ranks and every rank gets the whole result."""
+        return self._embed_fn()(self.model, dataset, **self._embed_kwargs())
 
     def evaluate(self, split) -> dict[str, float]:
-        return evaluate_split(
-            self.model, split, batch_size=self.config["data"]["eval_batch_size"], device=self.device,
-            precision=self.precision, recall_at=self.config["evaluation"]["recall_at"], num_workers=self.config["data"]["num_workers"],
-        )
+        """Retrieval metrics on ``split`` (computed by rank 0 and shared with every rank)."""
+        embeddings = split_embeddings(self.model, split, self._embed_fn(), **self._embed_kwargs())
+        metrics = split_metrics(*embeddings, recall_at=self.config["evaluation"]["recall_at"]) if self.is_main else None
+        return self.dist.broadcast_object(metrics) if self.dist else metrics
+
+    def _embed_fn(self):
+        if self.dist is None:
+            return embed
+        ddp.broadcast_buffers(self.model)  # rank 0's batch-norm statistics everywhere
+        return functools.partial(ddp.embed_sharded, self.dist)
+
+    def _embed_kwargs(self) -> dict[str, Any]:
+        data = self.config["data"]
+        return {"batch_size": data["eval_batch_size"], "device": self.device, "precision": self.precision, "num_workers": data["num_workers"]}
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> dict[str, Any]:
@@ -112,18 +154,22 @@ class Trainer:
         max_steps, every = cfg["schedule"]["max_steps"], cfg["evaluation"]["every"]
         for callback in self.callbacks:
             callback.on_train_start(self)
-        bar = tqdm(total=max_steps, initial=self.step, disable=not cfg["trainer"]["progress"], desc=cfg["name"], dynamic_ncols=True)
-        while not self.finished:
-            for images, labels in self._loader():  # the rest of the current epoch
-                loss = self._train_step(images, labels)
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss:.4f}", best=f"{self.best_metric:.4f}")
-                if self.step % every == 0 or self.step >= max_steps:
-                    self._validation_round()
-                if self.finished:
-                    break
-        bar.close()
-        return self._finish()
+        bar = tqdm(total=max_steps, initial=self.step, disable=not (cfg["trainer"]["progress"] and self.is_main), desc=cfg["name"], dynamic_ncols=True)
+        try:
+            while not self.finished:
+                for images, labels in self._loader():  # the rest of the current epoch
+                    loss = self._train_step(images, labels)
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{loss:.4f}", best=f"{self.best_metric:.4f}")
+                    if self.step % every == 0 or self.step >= max_steps:
+                        self._validation_round()
+                    if self.finished:
+                        break
+            bar.close()
+            return self._finish()
+        finally:
+            if self.dist:
+                self.dist.close()
 
     def _loader(self) -> DataLoader:
         """Batches from the one after the last consumed batch (one batch per step) to the end of
@@ -141,15 +187,20 @@ class Trainer:
         images, labels = images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
         if self.precision == "bf16" and self.device.type == "cpu":
             images = images.contiguous(memory_format=torch.channels_last)
+        self._finite_embeddings.fill_(True)
         with autocast_context(self.precision, self.device):
-            loss = self.loss.training_objective(self.model, images, labels)
-        if not torch.isfinite(loss):
-            raise TrainingError(
-                f"non-finite loss ({loss.item()}) at step {self.step + 1}; training stopped, "
-                f"the last good checkpoint {self.checkpoint_path} is intact"
-            )
+            if self.dist:
+                loss = ddp.global_objective(self.loss, self.forward_model, images, labels, self.dist)
+            else:
+                loss = self.loss.training_objective(self.model, images, labels)
+        self._check_finite(loss)
         self.optimizer.zero_grad(set_to_none=True)
         (self.scaler.scale(loss) if self.scaler else loss).backward()
+        if self.dist:
+            ddp.average_gradients(self.loss)
+            if self.step < cfg["schedule"]["warmup_steps"]:
+                for param in self.model.backbone.parameters():
+                    param.grad = None
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
         for callback in self.callbacks:
@@ -167,12 +218,24 @@ class Trainer:
             callback.on_step_end(self)
         value = float(loss.detach())
         if self.step % cfg["trainer"]["log_every"] == 0:
-            self.log.write({"step": self.step, "split": "train", "loss": value, "lr": self.optimizer.param_groups[0]["lr"]})
+            self._log({"step": self.step, "split": "train", "loss": value, "lr": self.optimizer.param_groups[0]["lr"]})
         return value
 
+    def _check_finite(self, loss: torch.Tensor) -> None:
+        """Stop before the update when the loss or an embedding is NaN/inf (one device sync);
+        embeddings are checked too because a loss may mask some rows out."""
+        finite_loss = torch.isfinite(loss.detach())
+        if bool(finite_loss & self._finite_embeddings):
+            return
+        what = f"non-finite embeddings (loss {loss.item()})" if not bool(self._finite_embeddings) else f"non-finite loss ({loss.item()})"
+        raise TrainingError(f"{what} at step {self.step + 1}; training stopped, the last good checkpoint {self.checkpoint_path} is intact")
+
     def _freeze_backbone(self, frozen: bool) -> None:
-        for param in self.model.backbone.parameters():
-            param.requires_grad_(not frozen)
+        """Warm-up: the backbone gets no gradient (data-parallel runs drop it after the backward,
+        because DDP needs a fixed set of parameters that require gradients)."""
+        if self.dist is None:
+            for param in self.model.backbone.parameters():
+                param.requires_grad_(not frozen)
 
     def _validation_round(self) -> None:
         ev = self.config["evaluation"]
@@ -180,10 +243,11 @@ class Trainer:
         value = metrics[ev["metric"]]
         if value > self.best_metric:
             self.best_metric, self.best_step, self.bad_rounds = value, self.step, 0
-            save_weights(self.best_path, self.model, self.data.channels, self.config)
+            if self.is_main:
+                save_weights(self.best_path, self.model, self.data.channels, self.config)
         else:
             self.bad_rounds += 1
-        self.log.write({"step": self.step, "split": ev["split"], **metrics, "best": self.best_metric})
+        self._log({"step": self.step, "split": ev["split"], **metrics, "best": self.best_metric})
         if self.plateau:
             self.plateau.step(value)
         for callback in self.callbacks:
@@ -191,22 +255,31 @@ class Trainer:
         patience = ev["patience"]
         self.stopped_early = bool(patience) and self.bad_rounds >= patience
         self.finished = self.stopped_early or self.step >= self.config["schedule"]["max_steps"]
-        self._save_checkpoint()
+        if self.is_main:
+            self._save_checkpoint()
+        if self.dist:
+            self.dist.barrier()  # the checkpoint and best weights exist before any rank goes on
+
+    def _log(self, record: dict[str, Any]) -> None:
+        if self.is_main:
+            self.log.write(record)
 
     def _finish(self) -> dict[str, Any]:
         cfg = self.config
         if cfg["evaluation"]["restore_best"] and self.best_path.exists():
             state, _ = load_state(self.best_path, self.device)
             self.model.load_state_dict(state)
-        save_weights(self.run_dir / "model.safetensors", self.model, self.data.channels, cfg)
+        if self.is_main:
+            save_weights(self.run_dir / "model.safetensors", self.model, self.data.channels, cfg)
         results: dict[str, Any] = {
             "name": cfg["name"], "steps": self.step, "best_step": self.best_step,
             "best_" + cfg["evaluation"]["metric"]: self.best_metric, "stopped_early": self.stopped_early,
         }
         if self.data.test is not None:
             results["test"] = self.evaluate(self.data.test)
-            self.log.write({"step": self.step, "split": "test", **results["test"]})
-        atomic_write_text(self.run_dir / "results.json", json.dumps(results, indent=2))
+            self._log({"step": self.step, "split": "test", **results["test"]})
+        if self.is_main:
+            atomic_write_text(self.run_dir / "results.json", json.dumps(results, indent=2))
         return results
 
     # ------------------------------------------------------------------ checkpoints

@@ -1,0 +1,185 @@
+"""Data-parallel training over several processes (``torchrun``), equal to one process on the global batch.
+
+Launch ``torchrun --nproc_per_node N -m gspdml train run.yaml``; with ``trainer.distributed:
+auto`` the trainer joins the process group when the environment says ``WORLD_SIZE > 1`` (gloo
+on CPU, nccl on GPU, one GPU per process: ``cuda:LOCAL_RANK``). The semantics are those of a
+single process that sees the global batch of ``classes_per_batch x samples_per_class`` items:
+
+* **Batches.** Every rank draws the same global class-balanced batch and keeps its contiguous
+  slice (:class:`~gspdml.data.samplers.ClassBalancedBatchSampler` with ``rank``/``world_size``),
+  so concatenating the slices in rank order restores the global order (ZSR/XML halves).
+* **Pair losses on the global batch.** :func:`gather_with_grad` all-gathers each rank's
+  embeddings (and every other tensor of the :class:`~gspdml.models.EmbedderOutput`, e.g. ZSR's
+  attributes and XML's local features); the other ranks' rows are detached copies, the local
+  rows keep their graph (pytorch-metric-learning's ``DistributedLossWrapper``, spec
+  ecosystem.md §1.1 "Distributed" and §3C, PML#10). Every rank then computes the *same* loss
+  ``L`` on the global batch, so rank ``r`` obtains ``dL/de_r`` for its own rows only; the
+  gradient of a shared weight is ``sum_r dL/de_r . de_r/dw``. DDP *averages* gradients over
+  ranks, hence the local rows' gradient is multiplied by ``world_size`` (PML#363) -- here in
+  the backward of the gather, so the reported loss value stays the global loss.
+* **Loss parameters** (proxies, class centres) get the full gradient ``dL/dtheta`` on every
+  rank (the global loss is the same everywhere); :func:`average_gradients` all-reduces them
+  (mean of equal values) so that proxies stay bit-identical across ranks even where kernels
+  are not deterministic (PML#710: un-synchronised ArcFace weights).
+* **Cross-batch memory** (XBM) receives the gathered global batch, so every rank holds the same
+  memory as the single process.
+* **Evaluation** (:func:`embed_sharded`): each rank embeds a contiguous shard of the split, the
+  shards are all-gathered in order (no padding duplicates), and rank 0 computes the metrics and
+  broadcasts them, so all ranks take the same early-stopping and model-selection decisions.
+* **Batch norm**: on GPU the embedder's batch norms become ``SyncBatchNorm`` (statistics of the
+  global batch); ``SyncBatchNorm`` has no CPU kernel, so on CPU each rank normalises with the
+  statistics of its own slice (like plain DDP) and the buffers of rank 0 are used everywhere.
+
+Only rank 0 writes files (config, metrics, checkpoints, weights, results); all ranks read the
+checkpoint on ``--resume``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import Dataset, Subset
+
+from gspdml.errors import ConfigError
+from gspdml.models.output import EmbedderOutput
+from gspdml.training.inference import embed
+
+MODES = ("auto", "off")
+
+
+@dataclass(frozen=True)
+class DistributedContext:
+    """This process's place in the process group."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    owns_group: bool  # whether this module initialised the group (and must destroy it)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def broadcast_object(self, obj: Any) -> Any:
+        """``obj`` of rank 0 on every rank."""
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def close(self) -> None:
+        if self.owns_group and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def launched_world_size() -> int:
+    """``WORLD_SIZE`` as set by ``torchrun`` (1 when not launched by it)."""
+    value = os.environ.get("WORLD_SIZE", "1")
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError("trainer.distributed", f"environment variable WORLD_SIZE={value!r} is not an integer") from None
+
+
+def setup_distributed(mode: str, device: torch.device) -> tuple[Optional[DistributedContext], torch.device]:
+    """Join the process group when ``mode`` is ``auto`` and ``WORLD_SIZE > 1``.
+
+    Returns ``(context or None, device)``; on CUDA the device becomes ``cuda:LOCAL_RANK``.
+    """
+    if mode not in MODES:
+        raise ConfigError("trainer.distributed", f"unknown mode {mode!r}; allowed: {', '.join(MODES)}")
+    if mode == "off" or launched_world_size() <= 1:
+        return None, device
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device.type == "cuda":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    owns = not dist.is_initialized()
+    if owns:
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return DistributedContext(dist.get_rank(), dist.get_world_size(), local_rank, owns), device
+
+
+class _ScaleGradient(torch.autograd.Function):
+    """Identity forward; multiplies the incoming gradient by ``factor`` (undoes DDP's averaging)."""
+
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor, factor: float) -> torch.Tensor:
+        ctx.factor = factor
+        return tensor.view_as(tensor)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad * ctx.factor, None
+
+
+def gather_with_grad(tensor: torch.Tensor, context: DistributedContext) -> torch.Tensor:
+    """All-gather along dim 0 in rank order; this rank's rows keep their graph (gradient scaled
+    by ``world_size``, see the module docstring), the other ranks' rows are constants."""
+    parts = [torch.empty_like(tensor) for _ in range(context.world_size)]
+    dist.all_gather(parts, tensor.detach().contiguous())
+    parts[context.rank] = _ScaleGradient.apply(tensor, float(context.world_size)) if tensor.requires_grad else tensor
+    return torch.cat(parts)
+
+
+def gather_output(output: EmbedderOutput, context: DistributedContext) -> EmbedderOutput:
+    """:func:`gather_with_grad` applied to every tensor of an embedder output."""
+    fields = {f.name: getattr(output, f.name) for f in dataclasses.fields(output)}
+    return dataclasses.replace(output, **{k: gather_with_grad(v, context) for k, v in fields.items() if isinstance(v, torch.Tensor)})
+
+
+def global_objective(loss: nn.Module, model: nn.Module, images: torch.Tensor, labels: torch.Tensor, context: DistributedContext) -> torch.Tensor:
+    """The loss of the global batch: embed the local slice (under the trainer's autocast), gather
+    outputs and labels, call the loss in float32 with autocast off (as
+    :meth:`~gspdml.losses.MetricLoss.training_objective` does in one process)."""
+    output = gather_output(model(images), context)
+    with torch.autocast(device_type=images.device.type, enabled=False):
+        return loss(output.embedding.float(), gather_with_grad(labels, context), output)
+
+
+def average_gradients(module: nn.Module) -> None:
+    """All-reduce (mean) the gradients of ``module``'s parameters (the loss's proxies)."""
+    for param in module.parameters():
+        if param.grad is not None:
+            dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
+            param.grad.div_(dist.get_world_size())
+
+
+def broadcast_buffers(module: nn.Module) -> None:
+    """Give every rank rank 0's buffers (batch-norm running statistics)."""
+    for buffer in module.buffers():
+        dist.broadcast(buffer, src=0)
+
+
+def embed_sharded(context: DistributedContext, model: nn.Module, dataset: Dataset, batch_size: int = 256, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`~gspdml.training.inference.embed` of ``dataset`` split over the ranks: rank ``r``
+    embeds the contiguous shard ``[r n / W, (r + 1) n / W)``; the shards are all-gathered and
+    concatenated, so every rank returns the embeddings of the whole dataset in order."""
+    n, world = len(dataset), context.world_size
+    bounds = [r * n // world for r in range(world + 1)]
+    sizes = [bounds[r + 1] - bounds[r] for r in range(world)]
+    start, size = bounds[context.rank], sizes[context.rank]
+    width = int(model.embedding_dim)
+    if size:
+        emb, labels = embed(model, Subset(dataset, range(start, start + size)), batch_size, **kwargs)
+    else:
+        emb, labels = torch.zeros(0, width), torch.zeros(0, dtype=torch.int64)
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    longest = max(sizes)
+    padded_emb = torch.zeros(longest, width, device=device)
+    padded_labels = torch.zeros(longest, dtype=torch.int64, device=device)
+    padded_emb[:size], padded_labels[:size] = emb.to(device), labels.to(device)
+    all_emb = [torch.empty_like(padded_emb) for _ in range(world)]
+    all_labels = [torch.empty_like(padded_labels) for _ in range(world)]
+    dist.all_gather(all_emb, padded_emb)
+    dist.all_gather(all_labels, padded_labels)
+    return (torch.cat([e[:s] for e, s in zip(all_emb, sizes)]).cpu(),
+            torch.cat([y[:s] for y, s in zip(all_labels, sizes)]).cpu())

@@ -1,0 +1,81 @@
+"""Helpers for the data-parallel tests: a batch-norm-free backbone and a worker that joins a
+gloo process group through the same environment variables ``torchrun`` sets."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from torch import nn
+
+from gspdml.models.backbones import BACKBONES, Backbone
+from gspdml.training.callbacks import Callback
+
+
+@BACKBONES.register("plain_cnn_for_ddp_tests")
+class PlainCNN(Backbone):
+    """Conv-ReLU-AvgPool blocks without batch norm (max-pooling breaks the exact ties of a constant
+    background by rounding noise, which sends gradients to different pixels in the two runs): SyncBatchNorm has no CPU kernel, so on gloo
+    the batch statistics of a rank's slice differ from those of the global batch; this backbone
+    isolates what the data-parallel trainer itself must reproduce exactly."""
+
+    def __init__(self, in_channels: int = 3, width: int = 8):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, width, 3, padding=1), nn.ReLU(), nn.AvgPool2d(2),
+            nn.Conv2d(width, width, 3, padding=1), nn.ReLU(), nn.AvgPool2d(2),
+        )
+        self.out_channels = width
+
+    def forward(self, images):
+        return self.features(images)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def torchrun_environment(rank: int, world_size: int, port: int) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
+                      WORLD_SIZE=str(world_size), OMP_NUM_THREADS="1")
+
+
+class SimulatedCrash(Exception):
+    pass
+
+
+class CrashAfter(Callback):
+    """Every rank stops with :class:`SimulatedCrash` after step ``step`` (a killed job)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, trainer):
+        if trainer.step == self.step:
+            raise SimulatedCrash(f"simulated crash after step {self.step}")
+
+
+def train_rank(rank: int, world_size: int, port: int, jobs: list) -> None:
+    """``torch.multiprocessing.spawn`` target: run every ``(config, run_dir, resume, crash_after)``
+    job as rank ``rank`` in one gloo group (set up from the environment, as under ``torchrun``)."""
+    import torch
+    import torch.distributed as dist
+
+    from gspdml.training import Trainer
+
+    torch.set_num_threads(1)
+    torchrun_environment(rank, world_size, port)
+    dist.init_process_group("gloo")
+    try:
+        for config, run_dir, resume, crash_after in jobs:
+            trainer = Trainer(config, run_dir, resume=resume)
+            if crash_after is not None:
+                trainer.callbacks.append(CrashAfter(crash_after))
+            try:
+                trainer.fit()
+            except SimulatedCrash:
+                pass
+    finally:
+        dist.destroy_process_group()
