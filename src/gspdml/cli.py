@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -25,7 +26,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.no_progress:
         config["trainer"]["progress"] = False
     results = train(config, args.run_dir, resume=args.resume)
-    print(json.dumps(results, indent=2))
+    if os.environ.get("RANK", "0") == "0":  # one printout under torchrun
+        print(json.dumps(results, indent=2))
     return 0
 
 

@@ -30,8 +30,8 @@ def _cases():
     for path in PRESETS:
         preset = yaml.safe_load(path.read_text())
         loss = preset["loss"]
-        if "xbm" in loss:  # switch a small memory on halfway through the short run
-            loss["xbm"].update(start_step=30, memory_batches=3)
+        if "xbm" in loss:  # switch a small memory on for the last third of the short run
+            loss["xbm"].update(start_step=40, memory_batches=2)
         yield pytest.param(loss, {"samples_per_class": preset["data"]["samples_per_class"]}, id=path.stem)
     for name, (loss, options) in EXTRA.items():
         yield pytest.param(loss, options, id=name)
@@ -45,7 +45,7 @@ def test_short_training_improves_validation_map_at_r(tmp_path, make_config, loss
         data={"dataset": {"name": "collage_digits", "images_per_class": 16}, "classes_per_batch": 32 if samples == 1 else 8,
               "samples_per_class": samples, "halves": options.get("halves", False)},
         model={"backbone": {"name": "small_cnn"}, "embedding_dim": 64, "pooling": options.get("pooling", "gap")},
-        optimizer={"lr": 1e-3}, schedule={"max_steps": 60}, evaluation={"every": 20, "patience": None},
+        optimizer={"lr": 2e-3}, schedule={"max_steps": 60}, evaluation={"every": 20, "patience": None},
         trainer={"precision": "bf16", "progress": False},
     ))
     trainer = Trainer(config, tmp_path / "run")
