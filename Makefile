@@ -4,33 +4,40 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet -c constraints.txt
-STAMP := $(VENV)/.gspdml-installed
+CORE := $(VENV)/.gspdml-core
+TESTDEPS := $(VENV)/.gspdml-test
 
 .PHONY: demo test experiments benchmarks install system-deps clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(PY) pyproject.toml constraints.txt
+# the library and its CLI (what `make demo` needs)
+$(CORE): $(PY) pyproject.toml constraints.txt
 	$(PIP) torch==2.13.0
+	$(PIP) -e .
+	touch $(CORE)
+
+# plus the test-only references (pytorch-metric-learning, POT, faiss, onnx, timm, ...)
+$(TESTDEPS): $(CORE)
 	$(PIP) -e '.[test]'
-	touch $(STAMP)
+	touch $(TESTDEPS)
 
-install: $(STAMP)
+install: $(CORE)
 
-demo: $(STAMP)
+demo: $(CORE)
 	$(VENV)/bin/gspdml demo
 
 system-deps:
 	bash scripts/system-deps.sh
 
-test: $(STAMP) system-deps
+test: $(TESTDEPS) system-deps
 	$(PY) -m pytest -q
 
-experiments: $(STAMP) system-deps
+experiments: $(TESTDEPS) system-deps
 	$(PY) experiments/run_all.py
 
-benchmarks: $(STAMP)
+benchmarks: $(TESTDEPS)
 	for script in benchmarks/*.py; do $(PY) $$script || exit 1; done
 
 clean-venv:

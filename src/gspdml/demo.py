@@ -18,7 +18,8 @@ COLUMNS = (("MAP@R", "map_at_r"), ("P@1", "precision_at_1"), ("R-prec.", "r_prec
 
 
 def demo_configs(paths: Sequence[str]) -> list[str]:
-    found = list(paths) or sorted(p for p in glob.glob(DEFAULT_PATTERN) if not p.endswith("-base.yaml"))
+    # sorted by stem, so that demo-gsp comes before its variant demo-gsp-zsr
+    found = list(paths) or sorted((p for p in glob.glob(DEFAULT_PATTERN) if not p.endswith("-base.yaml")), key=lambda p: p[: -len(".yaml")])
     if not found:
         raise ConfigError("configs", f"no demo configs given and none match {DEFAULT_PATTERN} in {Path.cwd()}")
     return found
