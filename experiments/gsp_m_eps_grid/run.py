@@ -5,10 +5,10 @@ Seed 000 searches the number of prototypes m and the entropy weight eps on CUB w
 lambda = 0.1: both C2 and PNCA are best at m = 64, eps = 5 is best for C2 (0.5 for PNCA); eps
 has the largest effect and m a small one (screening, Tab. 5). Here: ``configs/demo-gsp.yaml``
 (collage_digits, small_cnn, C2, mu = 0.25 = the collage's foreground ratio, no ZSR, bf16) over
-m in {8, 64} x eps in {0.5, 5, 20}, a short schedule (``--steps``, default 80), test
+m in {8, 64} x eps in {0.5, 5}, a short schedule (``--steps``, default 60), test
 MAP@R (mean +- std over ``--seeds``).
 
-    python experiments/gsp_m_eps_grid/run.py [--smoke] [--out DIR] [--seeds 0] [--steps 80]
+    python experiments/gsp_m_eps_grid/run.py [--smoke] [--out DIR] [--seeds 0] [--steps 60]
 
 Writes ``results.json``, ``m_eps_grid.png`` and the runs under ``<out>/runs/``.
 """
@@ -60,9 +60,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--out", type=Path, default=ROOT / "runs/experiments/gsp_m_eps_grid")
     parser.add_argument("--config", type=Path, default=ROOT / "configs/demo-gsp.yaml")
     parser.add_argument("--ms", type=int, nargs="+", default=[8, 64])
-    parser.add_argument("--epss", type=float, nargs="+", default=[0.5, 5.0, 20.0])
+    parser.add_argument("--epss", type=float, nargs="+", default=[0.5, 5.0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--steps", type=int, default=80)
+    parser.add_argument("--steps", type=int, default=60)
     args = parser.parse_args(argv)
     if args.smoke:
         args.ms, args.epss, args.steps, args.seeds = [2, 4], [5.0], 3, args.seeds[:1]

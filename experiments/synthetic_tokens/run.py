@@ -5,11 +5,14 @@ supplement §2.1 L540-550; thesis seed 004 §5.3.1, Fig. 5.4; spec gurbuz-thesis
 uniform); a sample is a bag of 50 tokens with a class-token ratio ~ N(0.5, 0.1)
 (:mod:`gspdml.analysis.synthetic_tokens`). The global representation is GAP or GSP over the 50
 token vectors, with no 1x1 transform and no L2 normalisation. Tokens (and GSP prototypes) are
-clamped to [-0.3, 0.3] after every step. Loss C2 (m+, m-) = (0, 0.3841); Adam, LR 1e-4; batches
-of 16 classes x 4 samples; an epoch is 100 batches; early stopping on validation MAP@R (128
-fresh samples per class of the same 16 classes; the study is not zero-shot) with the best
-epoch restored; test = another 128 fresh samples per class. GSP: m = 64, mu = 0.3 (below the
-true 0.5), eps = 10, 100 iterations, random prototypes. Unspecified items follow spec §8 E3.
+clamped to [-0.3, 0.3] after every step. Loss C2 (m+, m-) = (0, 0.3841); Adam; batches of
+16 classes x 4 samples; an epoch is 100 batches; validation MAP@R after every epoch (128 fresh
+samples per class of the same 16 classes; the study is not zero-shot), the best epoch restored,
+early stopping with a patience of 30 epochs; test = another 128 fresh samples per class. GSP:
+m = 64, mu = 0.3 (below the true 0.5), eps = 10, 100 iterations, random prototypes. Unspecified
+items follow spec §8 E3. To fit a few CPU minutes the defaults deviate from the papers' schedule
+(LR 1e-4 until early stopping): LR 3e-3 for at most 6 epochs, 2 seeds (``--lr``, ``--epochs``,
+``--seeds``).
 
 Claim (seed 000 Fig. 3a, thesis L1530): GAP class hulls overlap, GSP hulls separate; GSP
 gains about +70 points MAP@R; GSP learns to ignore the shared tokens.
@@ -172,11 +175,11 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description="GAP vs GSP on bags of trainable tokens (seed 000 §5.1)")
     parser.add_argument("--smoke", action="store_true", help="2 epochs of 5 steps, 16 samples/class, 1 seed")
     parser.add_argument("--out", type=Path, default=ROOT / "runs/experiments/synthetic_tokens")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--poolings", nargs="+", choices=POOLINGS, default=list(POOLINGS))
     parser.add_argument("--dim", type=int, default=2, help="token dimension (2 draws Fig. 3a directly)")
-    parser.add_argument("--lr", type=float, default=1e-4)
-    parser.add_argument("--epochs", type=int, default=40, help="maximum epochs")
+    parser.add_argument("--lr", type=float, default=3e-3, help="the papers use 1e-4 with far more epochs")
+    parser.add_argument("--epochs", type=int, default=6, help="maximum epochs")
     parser.add_argument("--steps-per-epoch", type=int, default=100)
     parser.add_argument("--patience", type=int, default=30, help="epochs without validation improvement")
     parser.add_argument("--samples-per-class", type=int, default=4)

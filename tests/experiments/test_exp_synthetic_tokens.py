@@ -72,4 +72,4 @@ def test_tokens_and_prototypes_are_clamped(tmp_path):
         assert float(p.detach().abs().max()) <= synthetic.TOKEN_RANGE + 1e-7  # float32 rounding of 0.3
     vectors, weights = model(torch.randint(68, (5, 50)))
     assert vectors.shape == (5, 2) and weights.shape == (5, 50)
-    assert torch.allclose(weights.sum(1), torch.ones(5), atol=1e-5)
+    assert float(weights.min()) >= 0.0 and float(weights.sum(1).max()) <= 1.0 + 1e-5

