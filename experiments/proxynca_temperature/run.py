@@ -9,11 +9,10 @@ the ``1/T`` gradient scale); the plot shows the decision boundaries (seed 002 Fi
 ``T`` gives a more refined boundary).
 
 Ablation (Table 7 analogue): ProxyNCA++ = ``proxynca_pp`` (+prob, +scale ``T = 1/9``, +fast
-proxies ``lr_multiplier = 100``) with GMP (+max) and 16 x 4 class-balanced batches (+cbs), on
-``collage_digits`` with the demo's small CNN; each row removes one component. ``-norm`` is not
-run: the paper's LayerNorm sits on the pooled backbone features before the embedding layer,
-and this embedder has no such position (its 1x1 head runs before the pooling); a non-affine
-LayerNorm on the final embedding would only centre it before the L2 normalisation.
+proxies ``lr_multiplier = 100``) with GMP (+max), a non-affine LayerNorm on the pooled features
+before the embedding layer (+norm: ``model.head: global``, ``model.pooled_norm: layer_norm``) and
+16 x 4 class-balanced batches (+cbs), on ``collage_digits`` with the demo's small CNN; each row
+removes one component.
 """
 
 from __future__ import annotations
@@ -30,14 +29,15 @@ from torch import nn  # noqa: E402
 
 #: row: (overrides removing the component, what is removed); applied to the full ProxyNCA++
 ABLATION = {
-    "ProxyNCA++": ((), "all components (T = 1/9, GMP, 16x4 batches, proxy lr x100, softmax over all proxies)"),
+    "ProxyNCA++": ((), "all components (T = 1/9, GMP, layer norm, 16x4 batches, proxy lr x100, softmax over all proxies)"),
+    "-norm": (("model.pooled_norm=null",), "no layer norm before the embedding layer"),
     "-scale": (("loss.temperature=1.0",), "temperature T = 1"),
     "-max": (("model.pooling={name: gap}",), "global average pooling"),
     "-cbs": (("data.classes_per_batch=60", "data.samples_per_class=1"), "60 classes x 1 sample per batch"),
     "-fast": (("loss.lr_multiplier=1.0",), "proxies at the base learning rate"),
     "-prob": (("loss.assignment_probability=false",), "ProxyNCA's positive-excluded denominator (seed 002 Eq. 3)"),
 }
-FULL_PROXYNCA = ("model.pooling={name: gmp}", "loss={name: proxynca_pp}")
+FULL_PROXYNCA = ("model.pooling={name: gmp}", "model.head=global", "model.pooled_norm=layer_norm", "loss={name: proxynca_pp}")
 METRICS = ("recall_at_1", "recall_at_2", "recall_at_4", "recall_at_8", "map_at_r")
 TEMPERATURES = (1.0, 1 / 3, 1 / 9, 1 / 27)
 FULL = dict(steps=150, seeds=(0, 1), rows=tuple(ABLATION), moon_steps=2000)
