@@ -71,8 +71,14 @@ def paper(value) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+DATASETS = ("collage_digits", "collage_fashion")
+
+
 def main(argv=None) -> dict:
-    args = common.parser("pooling_comparison", __doc__.splitlines()[0]).parse_args(argv)
+    parser = common.parser("pooling_comparison", __doc__.splitlines()[0])
+    parser.add_argument("--dataset", choices=DATASETS, default="collage_digits",
+                        help="the digits collage (default) or the Fashion-MNIST collage (Debian dataset-fashion-mnist)")
+    args = parser.parse_args(argv)
     out = common.setup(args)
     plan = SMOKE if args.smoke else FULL
     table: dict = {}
@@ -81,7 +87,10 @@ def main(argv=None) -> dict:
         table[name] = {}
         for loss, loss_spec in LOSSES.items():
             slug = f"{name}-{loss}".lower().replace(" ", "").replace("+", "p")
-            cfg = common.config("demo-gap.yaml", [f"model.pooling={spec}", f"loss={loss_spec}"], steps=plan["steps"][loss], name=slug, smoke=args.smoke)
+            overrides = [f"model.pooling={spec}", f"loss={loss_spec}"]
+            if args.dataset != "collage_digits" and not args.smoke:
+                overrides.append(f"data.dataset.name={args.dataset}")
+            cfg = common.config("demo-gap.yaml", overrides, steps=plan["steps"][loss], name=slug, smoke=args.smoke)
             table[name][loss] = common.summary(common.train_seeds(cfg, plan["seeds"], out, reuse=args.reuse), METRICS)
             print(f"{name:10s} {loss:10s} MAP@R {common.cell(table[name][loss], 'map_at_r')}"
                   f"  ({table[name][loss]['seconds']:.0f} s)", flush=True)
@@ -91,9 +100,9 @@ def main(argv=None) -> dict:
     text = common.markdown_table(header, rows)
     total = sum(entry["seconds"] for losses in table.values() for entry in losses.values())
     budget = ", ".join(f"{loss} {steps} steps" for loss, steps in plan["steps"].items())
-    print(f"\ncollage_digits, {budget}, seeds {list(plan['seeds'])}, test MAP@R x100, mean ± std over seeds; "
+    print(f"\n{args.dataset}, {budget}, seeds {list(plan['seeds'])}, test MAP@R x100, mean ± std over seeds; "
           f"training time {total:.0f} s\n{text}")
-    payload = {"plan": {**plan, "poolings": list(plan["poolings"])}, "results": table, "table": text,
+    payload = {"plan": {**plan, "poolings": list(plan["poolings"]), "dataset": args.dataset}, "results": table, "table": text,
                "seconds": total, "plots": [str(bar_plot(out, table))]}
     common.write_json(out / "results.json", payload)
     return payload

@@ -36,6 +36,9 @@ class GeneralizedMax(Pooling):
             n = phi.shape[1]
             gram = phi @ phi.transpose(1, 2) + self.lam * torch.eye(n, device=phi.device, dtype=phi.dtype)
             ones = torch.ones(phi.shape[0], n, 1, device=phi.device, dtype=phi.dtype)
-            alpha = torch.linalg.solve(gram, ones)  # [B, n, 1]
+            # Cholesky (the Gram matrix is SPD for lam > 0); the _ex form returns NaN instead of
+            # raising on non-finite features, so a diverging run stops with the trainer's message
+            factor, _ = torch.linalg.cholesky_ex(gram)
+            alpha = torch.cholesky_solve(ones, factor)  # [B, n, 1]
             pooled = (phi * alpha).sum(dim=1)
         return Pooled(pooled, weights=unflatten_weights(alpha.squeeze(-1), spatial))
