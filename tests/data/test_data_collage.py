@@ -129,3 +129,22 @@ def test_augmentation_is_seeded_and_keeps_tiles():
         assert tiles == sorted(t.numpy().tobytes() for t in _tiles(plain[i][0][0], 2, 16))
     differs = [not torch.equal(data.train[(i, 0)][0], data.train[(i, 1)][0]) for i in range(20)]
     assert sum(differs) >= 10  # 23 of 24 permutations move something
+
+
+def _precision_at_1(features, labels):
+    f = features - features.mean(0)
+    f /= np.linalg.norm(f, axis=1, keepdims=True) + 1e-12
+    sim = f @ f.T
+    np.fill_diagonal(sim, -np.inf)
+    return float((labels[sim.argmax(1)] == labels).mean())
+
+
+def test_averaging_over_tiles_mixes_in_the_background():
+    """Why the collage needs feature selection: the target tile alone retrieves its class far
+    better than the average over all tiles (what GAP does to pixel features)."""
+    arrays = build_collage_arrays(*digit_glyphs(), seed=0, **{**SMALL, "images_per_class": 10})
+    images, labels, position = arrays["test_images"].astype(float), arrays["test_labels"], arrays["test_position"]
+    tiles = images.reshape(-1, 2, 16, 2, 16).transpose(0, 1, 3, 2, 4).reshape(len(images), 4, 256)
+    target = _precision_at_1(tiles[np.arange(len(images)), position], labels)
+    average = _precision_at_1(tiles.mean(1), labels)
+    assert target > 0.8 and average < target - 0.4

@@ -5,7 +5,7 @@ import pytest
 import scipy.io
 import torch
 
-from gspdml.data import build_data, cub
+from gspdml.data import build_data, cub, inshop
 from gspdml.data.files import ImageFileDataset
 from gspdml.errors import ConfigError, DataError
 
@@ -181,12 +181,21 @@ def test_inshop_query_and_gallery(tmp_path, write_image):
     query, gallery = data.test.query, data.test.gallery
     assert len(data.train) == 9 and len(data.val.query) == 3 and len(query) == 4 and len(gallery) == 8
     # the same item has the same label in query and gallery
-    q = {n: y for n, y in zip(query.class_names, range(len(query.class_names)))}
     assert query.class_names == gallery.class_names == [f"id_{i:08d}" for i in range(5, 9)]
     for path, label in zip(gallery.paths, gallery.labels):
         assert f"id_{label + 5:08d}" in path
-    assert set(query.labels) == set(gallery.labels) == set(q.values())
+    assert set(query.labels) == set(gallery.labels) == {0, 1, 2, 3}
     assert not set(data.train.class_names) & set(query.class_names)
+
+
+def test_inshop_published_counts_are_asserted(tmp_path, write_image, monkeypatch):
+    make_inshop(tmp_path, write_image)
+    counts = dict(images=24, train_images=12, query_images=4, gallery_images=8, train_classes=4, test_classes=4)
+    monkeypatch.setattr(inshop, "EXPECTED", counts)
+    build_data({"name": "inshop", "root": str(tmp_path)}, seed=0)
+    monkeypatch.setattr(inshop, "EXPECTED", {**counts, "test_classes": 3985})
+    with pytest.raises(DataError, match=r"test_classes 4 \(expected 3985\)"):
+        build_data({"name": "inshop", "root": str(tmp_path)}, seed=0)
 
 
 def test_inshop_count_line_is_checked(tmp_path, write_image):
