@@ -82,6 +82,8 @@ def test_factory_images_match_arrays_and_are_normalised(arrays):
     raw = (x * train.std + train.mean) * 255
     assert torch.allclose(raw[:, 0], torch.from_numpy(arrays["train_images"]).float(), atol=1e-3)
     assert len(data.val.query) == 60 and data.val.gallery is None and len(data.test.query) == 60
+    # keys may carry the epoch, as the sampler yields them with with_epoch=True
+    assert torch.equal(train[(5, 3)][0], train[5][0]) and train[(5, 3)][1] == train[5][1]
 
 
 def test_deterministic_and_cached(monkeypatch):
