@@ -82,6 +82,8 @@ def test_factory_images_match_arrays_and_are_normalised(arrays):
     raw = (x * train.std + train.mean) * 255
     assert torch.allclose(raw[:, 0], torch.from_numpy(arrays["train_images"]).float(), atol=1e-3)
     assert len(data.val.query) == 60 and data.val.gallery is None and len(data.test.query) == 60
+    # keys may carry the epoch, as the sampler yields them with with_epoch=True
+    assert torch.equal(train[(5, 3)][0], train[5][0]) and train[(5, 3)][1] == train[5][1]
 
 
 def test_deterministic_and_cached(monkeypatch):
@@ -129,3 +131,22 @@ def test_augmentation_is_seeded_and_keeps_tiles():
         assert tiles == sorted(t.numpy().tobytes() for t in _tiles(plain[i][0][0], 2, 16))
     differs = [not torch.equal(data.train[(i, 0)][0], data.train[(i, 1)][0]) for i in range(20)]
     assert sum(differs) >= 10  # 23 of 24 permutations move something
+
+
+def _precision_at_1(features, labels):
+    f = features - features.mean(0)
+    f /= np.linalg.norm(f, axis=1, keepdims=True) + 1e-12
+    sim = f @ f.T
+    np.fill_diagonal(sim, -np.inf)
+    return float((labels[sim.argmax(1)] == labels).mean())
+
+
+def test_averaging_over_tiles_mixes_in_the_background():
+    """Why the collage needs feature selection: the target tile alone retrieves its class far
+    better than the average over all tiles (what GAP does to pixel features)."""
+    arrays = build_collage_arrays(*digit_glyphs(), seed=0, **{**SMALL, "images_per_class": 10})
+    images, labels, position = arrays["test_images"].astype(float), arrays["test_labels"], arrays["test_position"]
+    tiles = images.reshape(-1, 2, 16, 2, 16).transpose(0, 1, 3, 2, 4).reshape(len(images), 4, 256)
+    target = _precision_at_1(tiles[np.arange(len(images)), position], labels)
+    average = _precision_at_1(tiles.mean(1), labels)
+    assert target > 0.8 and average < target - 0.4

@@ -53,7 +53,8 @@ class ArrayDataset(Dataset):
         return len(self.labels)
 
     def __getitem__(self, key):
-        index = key[0] if isinstance(key, tuple) else key  # (index, epoch) from an epoch-aware sampler
+        """``key`` is an index or an ``(index, epoch)`` pair (the epoch does not matter here)."""
+        index = int(key[0]) if isinstance(key, tuple) else int(key)
         image = self.images[index].to(torch.float32).div_(255.0)
         return image.sub_(self.mean).div_(self.std), int(self.labels[index])
 

@@ -1,0 +1,93 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from gspdml.data.recipes import NORMALIZATIONS, image_transform
+from gspdml.data.transforms import CenterCrop, Normalize, RandomResizedCrop, Resize, ToTensor
+from gspdml.errors import ConfigError
+
+
+def coordinates(width, height):
+    """An image whose red channel is x and green channel is y (sizes <= 256)."""
+    x, y = np.meshgrid(np.arange(width), np.arange(height))
+    return Image.fromarray(np.stack([x, y, np.zeros_like(x)], -1).astype(np.uint8), "RGB")
+
+
+def test_resize_shorter_side_and_center_crop():
+    assert Resize(256)(Image.new("RGB", (300, 200))).size == (384, 256)
+    assert Resize(256)(Image.new("RGB", (200, 301))).size == (256, 385)
+    out = np.asarray(CenterCrop(4)(coordinates(11, 8)))
+    # offsets round((11-4)/2) = 4 (round half to even of 3.5) and (8-4)/2 = 2
+    assert out[0, 0, 0] == round(3.5) and out[0, 0, 1] == 2 and out.shape == (4, 4, 3)
+    small = np.asarray(CenterCrop(6)(coordinates(4, 4)))
+    assert small.shape == (6, 6, 3) and small[0].max() == 0  # padded with black
+
+
+def test_random_resized_crop_respects_scale_ratio_and_box():
+    crop = RandomResizedCrop(50, scale=(0.16, 1.0), ratio=(3 / 4, 4 / 3), interpolation=Image.NEAREST)
+    g = torch.Generator().manual_seed(0)
+    width, height = 200, 150
+    image = coordinates(width, height)
+    areas = []
+    for _ in range(200):
+        state = g.get_state()
+        top, left, h, w = crop.box(width, height, g)
+        assert 0 <= top and top + h <= height and 0 <= left and left + w <= width
+        fraction = h * w / (width * height)
+        assert 0.16 * 0.97 <= fraction <= 1.0
+        assert 3 / 4 * 0.95 <= w / h <= 4 / 3 * 1.05
+        areas.append(fraction)
+        g.set_state(state)
+        out = np.asarray(crop(image, g)).astype(int)
+        # nearest-neighbour resize of the box: the corners show the box's first and last pixels
+        assert abs(out[0, 0, 0] - left) <= math.ceil(w / 50) and abs(out[0, 0, 1] - top) <= math.ceil(h / 50)
+        assert abs(out[-1, -1, 0] - (left + w - 1)) <= math.ceil(w / 50)
+        assert abs(out[-1, -1, 1] - (top + h - 1)) <= math.ceil(h / 50)
+    assert min(areas) < 0.3 and max(areas) > 0.8  # the whole range is used
+
+
+def test_random_resized_crop_falls_back_to_a_centre_crop():
+    crop = RandomResizedCrop(8, scale=(0.99, 1.0), ratio=(3 / 4, 4 / 3))
+    # a 10:1 image never fits a 4:3 box of 99 % of its area: centre crop with the ratio clamped
+    top, left, h, w = crop.box(1000, 100, torch.Generator().manual_seed(0))
+    assert (h, w) == (100, 133) and (top, left) == (0, (1000 - 133) // 2)
+
+
+def test_normalizations_by_hand():
+    red = ToTensor()(Image.new("RGB", (2, 2), (255, 0, 0)))
+    bgr = Normalize(**NORMALIZATIONS["bn_inception"])(red)
+    assert bgr[:, 0, 0].tolist() == [0 - 104, 0 - 117, 255 - 128]
+    rgb = Normalize(**NORMALIZATIONS["imagenet"])(red)
+    expected = [(1 - 0.485) / 0.229, (0 - 0.456) / 0.224, (0 - 0.406) / 0.225]
+    assert torch.allclose(rgb[:, 1, 1], torch.tensor(expected))
+
+
+@pytest.mark.parametrize("recipe, size", [("mlrc", 227), ("proxynca", 256), ("center", 227)])
+def test_recipes_give_their_sizes_and_are_seeded(recipe, size):
+    image = coordinates(256, 200)
+    train, evaluation = image_transform(recipe, True), image_transform(recipe, False)
+    a = train(image, torch.Generator().manual_seed(3))
+    assert a.shape == (3, size, size) and a.dtype == torch.float32
+    assert torch.equal(a, train(image, torch.Generator().manual_seed(3)))
+    e = evaluation(image, torch.Generator().manual_seed(1))
+    assert torch.equal(e, evaluation(image, torch.Generator().manual_seed(2)))  # no randomness
+    draws = {train(image, torch.Generator().manual_seed(s)).sum().item() for s in range(6)}
+    assert (len(draws) > 1) == (recipe != "center")
+
+
+def test_flip_probability_and_overrides():
+    image = coordinates(40, 30)
+    tf = image_transform("mlrc", True, normalization="none", resize=32, crop=24)
+    flips = 0
+    for seed in range(200):
+        out = tf(image, torch.Generator().manual_seed(seed))
+        assert out.shape == (3, 24, 24)
+        flips += bool(out[0, 0, 0] > out[0, 0, -1])  # x decreases from left to right
+    assert 70 < flips < 130
+    with pytest.raises(ConfigError, match="transform"):
+        image_transform("nope")
+    with pytest.raises(ConfigError, match="normalization"):
+        image_transform("mlrc", normalization="caffe")
