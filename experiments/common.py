@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
+from gspdml.analysis import sweeps  # noqa: E402
 from gspdml.config import load_config  # noqa: E402
 
 #: quiet, single-evaluation settings shared by every short training run of the experiments:
@@ -103,9 +103,9 @@ def metric_values(results: Sequence[Mapping[str, Any]], metric: str) -> list[flo
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (0 for a single value)."""
-    values = [float(v) for v in values]
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+    """Mean and sample standard deviation (0 for a single value), as a pair."""
+    stats = sweeps.mean_std(values)
+    return stats["mean"], stats["std"]
 
 
 def cell(entry: Mapping[str, Any], metric: str, digits: int = 2) -> str:

@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from gspdml.analysis.sweeps import mean_std  # noqa: E402
 from gspdml.analysis.synthetic_tokens import TokenBags, TokenVocabulary, sample_token_bags  # noqa: E402
 from gspdml.evaluation import retrieval_metrics  # noqa: E402
 from gspdml.losses.contrastive import C2Contrastive  # noqa: E402
@@ -120,11 +121,6 @@ def train_one(pooling: str, seed: int, args, vocabulary: TokenVocabulary, val: T
     result.update(val_map_at_r=best, best_epoch=best_epoch, epochs_run=len(history), val_history=history)
     result["model"] = model
     return result
-
-
-def mean_std(values) -> dict:
-    values = np.asarray(values, dtype=float)
-    return {"mean": float(values.mean()), "std": float(values.std(ddof=1)) if len(values) > 1 else 0.0}
 
 
 def plot(runs: dict, test: TokenBags, vocabulary: TokenVocabulary, path: Path, per_class: int) -> None:
