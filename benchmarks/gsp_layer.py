@@ -156,45 +156,56 @@ def solver_table(device, repeats: int) -> None:
 
 
 def training_step_table(device, repeats: int) -> None:
-    """One Adam step of the demo model with GAP vs GSP (closed form) pooling; the models take
-    turns within every repeat so that a change of load on a shared machine hits all of them."""
-    print("| pooling | step ms | overhead vs GAP |")
-    print("|---|---|---|")
+    """One Adam step of the demo model with GAP vs GSP (closed form) pooling, in fp32 and in the
+    demo's own precision (bf16 autocast + channels_last on CPU, as ``trainer.precision: bf16``);
+    the models take turns within every repeat so that a change of load on a shared machine hits
+    all of them."""
+    print("| precision | pooling | step ms | overhead vs GAP |")
+    print("|---|---|---|---|")
     torch.manual_seed(0)
     images = torch.randn(64, 3, 32, 32, device=device)
     labels = torch.arange(16, device=device).repeat_interleave(4)
-    loss = build_loss({"name": "c2"})
+    loss = build_loss({"name": "c2", "pos_margin": 0.0, "neg_margin": 0.5})
     poolings = {
         "gap": {"name": "gap"},
+        "gsp m=16 iters=100 (demo)": {"name": "gsp", "num_prototypes": 16, "mu": 0.25, "eps": 10.0, "init": "random"},
         "gsp m=64 iters=100": {"name": "gsp", "num_prototypes": 64, "init": "random"},
-        "gsp m=16 iters=100": {"name": "gsp", "num_prototypes": 16, "init": "random"},
     }
-    steps = {}
-    for name, pooling in poolings.items():
-        model = build_embedder({"backbone": {"name": "small_cnn"}, "embedding_dim": 128, "pooling": pooling}, 3).to(device)
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for precision in ("fp32", "bf16"):
+        steps = {name: _adam_step(pooling, images, labels, loss, precision, device) for name, pooling in poolings.items()}
+        times: dict[str, list[float]] = {name: [] for name in steps}
+        for _ in range(repeats):
+            for name, step in steps.items():
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                start = time.perf_counter()
+                step()
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                times[name].append(1e3 * (time.perf_counter() - start))
+        reference = min(times["gap"])
+        for name, values in times.items():
+            print(f"| {precision} | {name} | {min(values):.1f} | {100 * (min(values) / reference - 1):+.1f}% |", flush=True)
 
-        def step(model=model, optimizer=optimizer):
-            optimizer.zero_grad(set_to_none=True)
+
+def _adam_step(pooling: dict, images, labels, loss, precision: str, device) -> Callable[[], None]:
+    """A warmed-up closure running one training step of the demo model with ``pooling``."""
+    model = build_embedder({"backbone": {"name": "small_cnn"}, "embedding_dim": 128, "pooling": pooling}, 3).to(device)
+    bf16 = precision == "bf16"
+    if bf16 and device.type == "cpu":
+        model = model.to(memory_format=torch.channels_last)
+        images = images.contiguous(memory_format=torch.channels_last)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
             out = model(images)
-            loss(out.embedding, labels, out).backward()
-            optimizer.step()
+        loss(out.embedding.float(), labels, out).backward()
+        optimizer.step()
 
-        step()  # warm-up
-        steps[name] = step
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            step()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            times[name].append(1e3 * (time.perf_counter() - start))
-    reference = min(times["gap"])
-    for name, values in times.items():
-        print(f"| {name} | {min(values):.1f} | {100 * (min(values) / reference - 1):+.1f}% |", flush=True)
+    step()
+    return step
 
 
 def main() -> None:

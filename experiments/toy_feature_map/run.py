@@ -73,7 +73,7 @@ def summarize(p: torch.Tensor, foreground: torch.Tensor) -> dict:
 def solve_all(features: torch.Tensor, iters: int) -> dict[str, torch.Tensor]:
     """Pooling weights ``[100]`` of the LP and of (P2) for every (mu, eps)."""
     prototypes = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
-    cost = prototype_costs(prototypes, features.reshape(1, -1, 3))[0]  # [2, 100]
+    cost = prototype_costs(prototypes, features.reshape(1, -1, 3).transpose(1, 2))[0]  # [2, 100]
     weights = {}
     for mu in MUS:
         weights[f"lp mu={mu}"] = pooling_weights(partial_transport_lp(cost, mu)[0], mu)

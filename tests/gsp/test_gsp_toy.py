@@ -20,7 +20,7 @@ def toy():
     foreground.view(10, 10)[:5, :5] = True
     foreground.view(10, 10)[5:, 5:] = True
     prototypes = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
-    return prototype_costs(prototypes, features.reshape(1, 100, 3)), foreground
+    return prototype_costs(prototypes, features.reshape(1, 100, 3).transpose(1, 2)), foreground
 
 
 def weights(rho, mu):

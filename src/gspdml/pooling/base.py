@@ -38,6 +38,21 @@ def flatten_locations(x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
     raise ValueError(f"pooling expects [B, C, H, W] or [B, N, C], got shape {tuple(x.shape)}")
 
 
+def channels_first_locations(x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
+    """``[B, C, H, W] -> ([B, C, H*W], (H, W))`` and ``[B, N, C] -> ([B, C, N], (N,))``.
+
+    The transpose of :func:`flatten_locations`, a view without a copy: for an NCHW map it is the
+    contiguous layout, so reductions over locations and products with ``[*, C]`` matrices read
+    memory in order (a ``[B, H*W, C]`` view of an NCHW map makes every one of them strided).
+    """
+    if x.dim() == 4:
+        b, c, h, w = x.shape
+        return x.flatten(2), (h, w)
+    if x.dim() == 3:
+        return x.transpose(1, 2), (x.shape[1],)
+    raise ValueError(f"pooling expects [B, C, H, W] or [B, N, C], got shape {tuple(x.shape)}")
+
+
 def unflatten_weights(weights: torch.Tensor, spatial: tuple[int, ...]) -> torch.Tensor:
     """``[B, n] -> [B, H, W]`` (or ``[B, N]`` for tokens), the inverse of :func:`flatten_locations`."""
     return weights.reshape(weights.shape[0], *spatial)

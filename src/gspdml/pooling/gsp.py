@@ -33,7 +33,7 @@ from torch import nn
 
 from gspdml.analysis.kcenter import greedy_k_center
 from gspdml.errors import ConfigError
-from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
+from gspdml.pooling.base import POOLINGS, Pooled, Pooling, channels_first_locations, unflatten_weights
 from gspdml.pooling.partial_transport import BACKWARDS, partial_transport
 
 INITS = ("kcenter", "random")
@@ -46,12 +46,20 @@ def clip_normalize(u: torch.Tensor) -> torch.Tensor:
 
 
 def prototype_costs(prototypes: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
-    """Non-squared L2 costs ``[B, m, n]`` between clip-normalised prototypes ``[m, d]`` and
-    features ``[B, n, d]``; the square root is smoothed by ``1e-12`` so that a feature equal to
-    a prototype has a finite gradient."""
-    w, f = clip_normalize(prototypes), clip_normalize(features)
-    cross = torch.matmul(f, w.T).transpose(1, 2)  # one [B n, d] x [d, m] product, [B, m, n]
-    squared = w.pow(2).sum(-1)[None, :, None] + f.pow(2).sum(-1)[:, None, :] - 2.0 * cross
+    """Non-squared L2 costs ``[B, m, n]`` between clip-normalised prototypes ``[m, d]`` and the
+    clip-normalised columns of ``features [B, d, n]``; the square root is smoothed by ``1e-12``
+    so that a feature equal to a prototype has a finite gradient.
+
+    With ``a_i = 1 / max(1, ||w_i||)`` and ``b_j = 1 / max(1, ||f_j||)`` the clipped vectors are
+    ``a_i w_i`` and ``b_j f_j``, so ``c_ij^2 = min(1, ||w_i||^2) + min(1, ||f_j||^2) - 2 a_i b_j w_i . f_j``:
+    one product of the raw tensors, no normalised copy of the features, and no square root of a
+    norm (whose gradient is undefined at a zero feature).
+    """
+    w_squared, f_squared = prototypes.square().sum(dim=1), features.square().sum(dim=1)  # [m], [B, n]
+    w_scale, f_scale = w_squared.clamp_min(1.0).rsqrt(), f_squared.clamp_min(1.0).rsqrt()
+    cross = torch.bmm(prototypes.expand(features.shape[0], -1, -1), features)  # [B, m, n]
+    norms = w_squared.clamp_max(1.0)[None, :, None] + f_squared.clamp_max(1.0)[:, None, :]
+    squared = torch.addcmul(norms, cross, w_scale[None, :, None] * f_scale[:, None, :], value=-2.0)
     return torch.sqrt(squared.clamp_min(0.0) + 1e-12)
 
 
@@ -127,24 +135,24 @@ class GSP(Pooling):
         )
 
     def forward(self, x: torch.Tensor) -> Pooled:
-        local, spatial = flatten_locations(x)
+        local, spatial = channels_first_locations(x)  # [B, d, n]
         with torch.autocast(device_type=local.device.type, enabled=False):
             local = local.float()
-            b, n, _ = local.shape
+            b, _, n = local.shape
             if bool(self.initialized):
                 weights, attributes = self._transport_weights(local)
             else:
                 if self.training:
-                    self._remember(local.mean(dim=1))
+                    self._remember(local.mean(dim=2))
                 weights = local.new_full((b, n), 1.0 / n)
                 attributes = local.new_zeros(b, self.num_prototypes)
             vector = self._aggregate(local, weights)
             if self.add_max_pool:
-                vector = vector + local.amax(dim=1)
+                vector = vector + local.amax(dim=2)
         return Pooled(vector, unflatten_weights(weights, spatial), attributes)
 
     def _transport_weights(self, local: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        n = local.shape[1]
+        n = local.shape[2]
         cost = prototype_costs(self.prototypes.float(), local)
         rho, pi = partial_transport(cost, self.mu, self.eps, self.iters, backward=self.backward)
         if self.weighting == "foreground":
@@ -154,11 +162,12 @@ class GSP(Pooling):
         return weights, pi.sum(dim=2) / self.mu
 
     def _aggregate(self, local: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """``sum_j p_j f_j`` (or its GeM form) of ``local [B, d, n]`` with weights ``[B, n]``."""
         if self.gem_p == 1.0:
-            return torch.einsum("bn,bnd->bd", weights, local)
-        n = local.shape[1]
-        scaled = (n * weights).unsqueeze(2) * local  # (1 - n rho)/mu * f, Algorithm 2
-        return scaled.clamp_min(1e-6).pow(self.gem_p).mean(dim=1).pow(1.0 / self.gem_p)
+            return (local * weights.unsqueeze(1)).sum(dim=2)
+        n = local.shape[2]
+        scaled = (n * weights).unsqueeze(1) * local  # (1 - n rho)/mu * f, Algorithm 2
+        return scaled.clamp_min(1e-6).pow(self.gem_p).mean(dim=2).pow(1.0 / self.gem_p)
 
     @torch.no_grad()
     def _remember(self, pooled: torch.Tensor) -> None:

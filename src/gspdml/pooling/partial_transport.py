@@ -21,7 +21,7 @@ finite for any ``eps`` (a plain ``exp(-eps c)`` underflows in float32 for ``eps 
 ``iters`` updates one extra ``(rho, t)`` update is made, as in the authors' code (spec
 reference-implementations.md §1.2), so that ``sum pi = mu`` holds to rounding and ``iters = 0``
 is still a valid (one-step) solve. The closed-form path stops before ``iters`` once the
-iterates are stationary at working precision (same result up to rounding, see :func:`_solve`).
+iterates are stationary at working precision (same result up to rounding, see :func:`_solve_log`).
 
 Backward: the closed form of Proposition 4.2 (seed 000 L106-110, proof A.3 L641-685) with the
 misprints corrected (spec gurbuz-thesis-spec.md §9 B3-B5)::
@@ -39,7 +39,10 @@ computed as sums of non-negative weights ``rho_j pi_ij``::
     kappa = n sum_ij rho_j pi_ij,     eta = n sum_ij rho_j pi_ij (G_rho_j - G_pi_ij),
 
 so ``eta / kappa`` is a weighted mean of ``G_rho - G_pi`` (identical at the solution, stable
-everywhere). Only ``(rho, pi)`` are saved, so backward memory does not grow with ``iters``.
+everywhere). The backward keeps only the cost it was given and the ``[B, n]`` vector ``log rho``
+and scalar ``log t`` of the solution, and recomputes ``pi = t K Diag(rho)`` from them with the
+same operations as the forward (so bit for bit the same ``pi``): its memory does not grow with
+``iters`` and adds no ``[B, m, n]`` tensor to what the caller already holds.
 
 ``mu = 1`` is the GAP case (Claim 4.1, seed 000 L75): ``rho = 0`` and the limit of (P2) is
 ``pi_ij = (1/n) softmax_i(-eps c_ij)`` (spec §9 B15); it is solved directly.
@@ -110,7 +113,20 @@ def _check(mu: float, eps: float, iters: int, backward: str) -> None:
 def _solve(
     cost: torch.Tensor, mu: float, eps: float, iters: int, stop_when_stationary: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The log-domain fixed point of Proposition 4.1 (differentiable by autograd).
+    """The log-domain fixed point of Proposition 4.1 (differentiable by autograd); ``(rho, pi)``."""
+    log_rho, log_t = _solve_log(cost, mu, eps, iters, stop_when_stationary)
+    return log_rho.exp(), _transport_plan(cost, eps, log_rho, log_t)
+
+
+def _transport_plan(cost: torch.Tensor, eps: float, log_rho: torch.Tensor, log_t: torch.Tensor) -> torch.Tensor:
+    """``pi = t K Diag(rho)`` with ``K = exp(-eps c)``, formed in the log domain."""
+    return torch.exp(log_t.unsqueeze(2) + (-eps * cost) + log_rho.unsqueeze(1))
+
+
+def _solve_log(
+    cost: torch.Tensor, mu: float, eps: float, iters: int, stop_when_stationary: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(log rho [B, n], log t [B, 1])`` at the fixed point of Proposition 4.1.
 
     With ``a_j = log t + log s_j`` the updates read ``rho_j = (1/n) sigmoid(-a_j)`` and
     ``t <- mu / sum_j s_j rho_j = t mu n / sum_j sigmoid(a_j)``, so the loop only carries
@@ -122,8 +138,7 @@ def _solve(
     iterations would return the same ``(rho, pi)`` up to rounding. ``iters`` is then a maximum.
     """
     n = cost.shape[-1]
-    log_kernel = -eps * cost  # log K, [B, m, n]
-    log_s = torch.logsumexp(log_kernel, dim=1)  # log K^T 1_m, [B, n]
+    log_s = torch.logsumexp(-eps * cost, dim=1)  # log K^T 1_m, [B, n]
     log_mu_n = math.log(mu * n)
     log_t = torch.zeros(cost.shape[0], 1, dtype=cost.dtype, device=cost.device)  # t^(0) = 1
     rounding = 4.0 * torch.finfo(cost.dtype).eps
@@ -134,9 +149,7 @@ def _solve(
             if bool(((log_t - previous).abs() <= rounding * (1.0 + log_t.abs())).all()):
                 break
     log_rho = F.logsigmoid(-a) - math.log(n)  # rho from the t before the last update
-    rho = log_rho.exp()
-    pi = torch.exp(log_t.unsqueeze(2) + log_kernel + log_rho.unsqueeze(1))
-    return rho, pi
+    return log_rho, log_t
 
 
 def _gap_limit(cost: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -163,19 +176,21 @@ def closed_form_cost_gradient(
 
 
 class _PartialTransport(torch.autograd.Function):
-    """(P2) with the closed-form backward of Proposition 4.2; saves only ``(rho, pi)``."""
+    """(P2) with the closed-form backward of Proposition 4.2; saves ``(cost, log rho, log t)``."""
 
     @staticmethod
     def forward(ctx, cost, mu, eps, iters):
         with torch.no_grad():
-            rho, pi = _solve(cost, mu, eps, iters, stop_when_stationary=True)
-        ctx.save_for_backward(rho, pi)
+            log_rho, log_t = _solve_log(cost, mu, eps, iters, stop_when_stationary=True)
+            rho, pi = log_rho.exp(), _transport_plan(cost, eps, log_rho, log_t)
+        ctx.save_for_backward(cost, log_rho, log_t)
         ctx.eps = eps
         return rho, pi
 
     @staticmethod
     def backward(ctx, grad_rho, grad_pi):
-        rho, pi = ctx.saved_tensors
+        cost, log_rho, log_t = ctx.saved_tensors
+        rho, pi = log_rho.exp(), _transport_plan(cost, ctx.eps, log_rho, log_t)
         grad_rho = torch.zeros_like(rho) if grad_rho is None else grad_rho.to(rho.dtype)
         grad_pi = torch.zeros_like(pi) if grad_pi is None else grad_pi.to(pi.dtype)
         return closed_form_cost_gradient(rho, pi, grad_rho, grad_pi, ctx.eps), None, None, None
