@@ -48,7 +48,7 @@ from gspdml.errors import ConfigError
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
 _GROUP = 32
-_BLOCK_ROWS, _BLOCK_COLS = 512, 16384
+_BLOCK_ROWS, _BLOCK_COLS = 256, 8192
 _BACKENDS = ("torch", "faiss")
 _PRECISIONS = ("auto", "float32", "bfloat16")
 
@@ -265,17 +265,22 @@ class _Search:
 
     def candidates(self, rows, k_cand):
         """Indices [n, k'] of the k' most similar references of ``rows`` and, per row, a lower
-        bound on the squared distance of every reference that is not a candidate."""
+        bound on the squared distance of every reference that is not a candidate.
+
+        Per row, a pool holds every similarity that reached the row's threshold ``tau`` (a lower
+        bound on its k'-th largest similarity); each block adds its entries >= tau
+        (:func:`_entries_above`) and the pool is cut back to its k' largest, which raises tau.
+        Every reference outside the pool has a similarity <= tau = the final k'-th candidate's.
+        """
         n_ref = self.r.shape[0]
-        elem = torch.finfo(self.dtype).bits // 8 + 4
+        elem = torch.finfo(self.dtype).bits // 8 + 4  # the block + its group maxima and entries
         cols = min(n_ref, max(1, self.budget // (2 * elem)), _BLOCK_COLS)
-        cols = -(-n_ref // -(-n_ref // cols))  # equal column blocks
         block_rows = max(1, min(len(rows), self.budget // (cols * elem), _BLOCK_ROWS))
         out_idx, out_bound = [], []
         for start in range(0, len(rows), block_rows):
             sub = rows[start:start + block_rows]
             q_fast = self.q[sub].to(self.dtype)
-            best_val = best_idx = None
+            pool = _Pool(len(sub), k_cand, q_fast.device)
             for c0 in range(0, n_ref, cols):
                 c1 = min(n_ref, c0 + cols)
                 r_t = self.r_fast[c0:c1].T
@@ -283,25 +288,23 @@ class _Search:
                 if self.loo:
                     own = (sub >= c0) & (sub < c1)
                     sim[own.nonzero()[:, 0], sub[own] - c0] = -math.inf
-                val, loc = _top_columns(sim, min(k_cand, c1 - c0))
-                val, loc = val.float(), loc + c0
-                if best_val is not None:
-                    val, loc = torch.cat([best_val, val], 1), torch.cat([best_idx, loc], 1)
-                    val, pos = val.topk(min(k_cand, val.shape[1]), dim=1)
-                    loc = loc.gather(1, pos)
-                best_val, best_idx = val, loc
-            s_last = best_val[:, -1].double()
+                row, col, val = _entries_above(sim, pool.tau, k_cand if c0 == 0 else 0)
+                pool.add(row, col + c0, val)
             err = self.error(self.q_sq[sub].sqrt(), self.r_max, self.dim)
-            out_idx.append(best_idx)
-            out_bound.append(self.q_sq[sub] + self.r_floor - 2.0 * (s_last + err))
+            out_idx.append(pool.idx)
+            out_bound.append(self.q_sq[sub] + self.r_floor - 2.0 * (pool.tau.double() + err))
         return torch.cat(out_idx), torch.cat(out_bound)
 
     def rerank(self, rows, cand, k, keep):
         """Exact float64 squared distances sorted by (distance, index): the first k columns, and
         a lower bound on the distance of the candidates that were not re-ranked exactly.
 
-        A float32 pass (error bound ``e32``) keeps the ``keep`` closest candidates; only those get
-        the float64 distance. Every other candidate is at least ``d32_(keep+1) - e32`` away.
+        A float32 pass (error bound ``e32`` on every distance) orders the candidates. A row whose
+        first k + 1 float32 distances are more than ``2 e32`` apart from each other is already
+        ranked exactly (no two of them can swap, and no tie is possible): its k neighbours only
+        get their float64 distance. Other rows (near-ties, duplicates) keep the ``keep`` closest
+        candidates, get their float64 distances and are sorted by (distance, index). Every
+        candidate that is not re-ranked is at least ``d32_(keep+1) - e32`` away.
         """
         per_row = cand.shape[1] * self.dim * 4 * 2 + keep * self.dim * 8 * 3
         block_rows = max(1, self.budget // per_row)
@@ -313,44 +316,56 @@ class _Search:
             d32 = self.q_sq[sub, None] + self.r_sq[c] - 2.0 * dot
             if self.loo:
                 d32 = d32.masked_fill(c == sub[:, None], math.inf)
+            e32 = 2.0 * similarity_error_bound(
+                self.q_sq[sub].sqrt(), self.r_max, self.dim, u_in=2.0**-24, u_acc=2.0**-24, u_out=0.0, bias=False
+            ) + 2.0**-50 * (self.q_sq[sub] + self.r_max**2)
+            d32, pos = d32.topk(min(keep + 1, c.shape[1]), dim=1, largest=False)
+            c = c.gather(1, pos)
             if keep < c.shape[1]:
-                d32, pos = d32.topk(keep + 1, dim=1, largest=False)
-                e32 = 2.0 * similarity_error_bound(
-                    self.q_sq[sub].sqrt(), self.r_max, self.dim, u_in=2.0**-24, u_acc=2.0**-24, u_out=0.0, bias=False
-                ) + 2.0**-50 * (self.q_sq[sub] + self.r_max**2)
-                bounds.append(d32[:, -1] - e32)
-                c = c.gather(1, pos[:, :keep])
+                bounds.append(d32[:, keep] - e32)
             else:
                 bounds.append(torch.full((len(sub),), math.inf, dtype=torch.float64, device=c.device))
-            d = exact_squared_distances(self.q[sub], self.r, c, self.budget)
-            if self.loo:
-                d = d.masked_fill(c == sub[:, None], math.inf)
-            c, order = c.sort(dim=1)
-            d = d.gather(1, order)
-            d, order = d.sort(dim=1, stable=True)
-            dists.append(d[:, :k])
-            idxs.append(c.gather(1, order[:, :k]))
+            gaps = d32[:, 1:k + 1] - d32[:, :min(k, d32.shape[1] - 1)]
+            ranked = (gaps > 2.0 * e32[:, None]).all(1)
+            d = torch.empty(len(sub), k, dtype=torch.float64, device=c.device)
+            i = torch.empty(len(sub), k, dtype=torch.int64, device=c.device)
+            i[ranked] = c[ranked, :k]
+            d[ranked] = exact_squared_distances(self.q[sub[ranked]], self.r, i[ranked], self.budget)
+            d[~ranked], i[~ranked] = self._sorted_exact(sub[~ranked], c[~ranked, :keep], k)
+            dists.append(d)
+            idxs.append(i)
         return torch.cat(dists), torch.cat(idxs), torch.cat(bounds)
+
+    def _sorted_exact(self, sub, c, k):
+        """float64 distances of the candidates ``c`` [n, m], sorted by (distance, index), first k."""
+        d = exact_squared_distances(self.q[sub], self.r, c, self.budget)
+        if self.loo:
+            d = d.masked_fill(c == sub[:, None], math.inf)
+        c, order = c.sort(dim=1)
+        d = d.gather(1, order)
+        d, order = d.sort(dim=1, stable=True)
+        return d[:, :k], c.gather(1, order[:, :k])
 
 
 def exact_squared_distances(q, r, cand, budget=DEFAULT_MEMORY_BUDGET):
     """float64 ``sum_d (q_d - r_d)^2`` for q [n, D] against r[cand] with cand [n, m].
 
     The sum runs in a fixed pairwise order over d (adding the second half of the coordinates to
-    the first half until one is left), so the value of a (query, reference) pair never depends on
-    how the work was split into blocks.
+    the first half, the middle one alone when the count is odd, until one is left), so the value
+    of a (query, reference) pair never depends on how the work was split into blocks.
     """
     n, m = cand.shape
     out = torch.empty(n, m, dtype=torch.float64, device=q.device)
-    step = max(1, budget // max(1, n * q.shape[1] * 8 * 3))
+    step = max(1, budget // max(1, n * q.shape[1] * 8 * 2))
+    q64 = q[:, None, :].double()
     for c0 in range(0, m, step):
-        diff = q[:, None, :].double() - r[cand[:, c0:c0 + step]].double()
-        sq = diff.mul_(diff)
-        while sq.shape[-1] > 1:
-            if sq.shape[-1] % 2:
-                sq = torch.cat([sq, sq.new_zeros(*sq.shape[:-1], 1)], -1)
-            half = sq.shape[-1] // 2
-            sq = sq[..., :half] + sq[..., half:]
+        sq = r[cand[:, c0:c0 + step]].double().sub_(q64)
+        sq.mul_(sq)
+        width = sq.shape[-1]
+        while width > 1:
+            half = (width + 1) // 2
+            sq[..., :width // 2].add_(sq[..., half:width])
+            width = half
         out[:, c0:c0 + step] = sq[..., 0]
     return out
 
@@ -360,28 +375,68 @@ def squared_norms(x, rows: int = 65536):
     return torch.cat([x[i:i + rows].double().pow(2).sum(1) for i in range(0, len(x), rows)])
 
 
-def _top_columns(sim, kk):
-    """Values and column indices of the kk largest entries per row (two-level when wide).
+class _Pool:
+    """The running k' most similar references of each of n rows (dense [n, k'] values and
+    indices, -inf / -1 while fewer were seen) and per row the threshold tau = the k'-th kept
+    value: every reference that is not kept has a similarity <= tau."""
 
-    Group g holds the columns {g, g + G, g + 2G, ...} of the first ``_GROUP * G`` columns, so the
-    maximum over a group is an elementwise maximum of ``_GROUP`` contiguous slabs (vectorised).
-    The kk groups with the largest maxima contain the kk largest entries of those columns; the
-    (fewer than ``_GROUP``) remaining columns join the final top-kk directly.
+    def __init__(self, n, k_cand, device):
+        self.val = torch.full((n, k_cand), -math.inf, device=device)
+        self.idx = torch.full((n, k_cand), -1, dtype=torch.int64, device=device)
+
+    @property
+    def tau(self):
+        return self.val[:, -1]
+
+    def add(self, row, col, val):
+        """Merges entries (``row`` ascending) and keeps the k' largest per row."""
+        n, k_cand = self.val.shape
+        counts = torch.bincount(row, minlength=n)
+        width = int(counts.max()) if len(row) else 0
+        if not width:
+            return
+        rank = torch.arange(len(row), device=row.device) - (counts.cumsum(0) - counts)[row]
+        vals = torch.cat([self.val, self.val.new_full((n, width), -math.inf)], 1)
+        idxs = torch.cat([self.idx, self.idx.new_full((n, width), -1)], 1)
+        vals[row, k_cand + rank] = val
+        idxs[row, k_cand + rank] = col
+        self.val, pos = vals.topk(k_cand, dim=1)
+        self.idx = idxs.gather(1, pos)
+
+
+def _entries_above(sim, tau, k_first):
+    """(row ascending, column, float32 value) of the entries of ``sim`` [n, m] that are >= the
+    row's threshold t: ``tau`` or, when ``k_first`` > 0, the larger of tau and a value that
+    ``k_first`` distinct entries of the block reach (the smallest of ``k_first`` disjoint maxima).
+
+    The threshold is applied to group maxima first: group g of the first ``_GROUP * W`` columns
+    (W = m // ``_GROUP``) is the strided set {g, g + W, ..., g + (_GROUP - 1) W}, so its maximum
+    is an elementwise maximum of contiguous column slabs (halving, vectorised in any dtype); only
+    the groups whose maximum reaches t are read element by element. The (fewer than ``_GROUP``)
+    last columns are compared directly.
     """
     n, m = sim.shape
-    groups = m // _GROUP
-    if groups < 4 * kk:
-        return sim.topk(kk, dim=1)
-    main = groups * _GROUP
-    grouped = sim[:, :main].view(n, _GROUP, groups)
-    _, top_groups = grouped.amax(dim=1).topk(kk, dim=1)
-    vals = grouped.permute(0, 2, 1)[torch.arange(n, device=sim.device)[:, None], top_groups].reshape(n, kk * _GROUP)
-    cols = (top_groups[:, :, None] + torch.arange(_GROUP, device=sim.device) * groups).reshape(n, kk * _GROUP)
+    width = m // _GROUP
+    main = width * _GROUP
+    gmax = sim[:, :main]
+    while gmax.shape[1] > width:
+        half = gmax.shape[1] // 2
+        gmax = torch.maximum(gmax[:, :half], gmax[:, half:])
+    t = tau
+    if k_first:
+        source = gmax if width >= k_first else sim
+        if source.shape[1] >= k_first:
+            per = source.shape[1] // k_first
+            disjoint = source[:, :per * k_first].float().view(n, per, k_first).amax(1)
+            t = torch.maximum(t, disjoint.amin(1))
+    flat = sim.reshape(-1)
+    g_row, g_col = (gmax >= t[:, None]).nonzero(as_tuple=True)
+    pos = (g_row * m + g_col)[:, None] + width * torch.arange(_GROUP, device=sim.device)
+    pos = pos[flat[pos] >= t[g_row, None]]
     if main < m:
-        vals = torch.cat([vals, sim[:, main:]], dim=1)
-        cols = torch.cat([cols, torch.arange(main, m, device=sim.device).expand(n, m - main)], dim=1)
-    val, pos = vals.topk(kk, dim=1)
-    return val, cols.gather(1, pos)
+        t_row, t_col = (sim[:, main:] >= t[:, None]).nonzero(as_tuple=True)
+        pos = torch.cat([pos, t_row * m + t_col + main]).sort().values
+    return pos // m, pos % m, flat[pos].float()
 
 
 def _faiss_candidates(q, r, loo, k_cand):
