@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -202,7 +203,8 @@ def knn(
 
 def _certified_knn(q, r, loo, k, n_valid, memory_budget, backend, precision, pad):
     """Candidates, certified re-ranking, and four times more candidates for uncertified rows."""
-    search = _Search(q, r, loo, memory_budget, _resolve_precision(precision, q.device))
+    workers = _cpu_workers(q.device, q.shape[0])
+    search = _Search(q, r, loo, max(1, memory_budget // workers), _resolve_precision(precision, q.device))
     rows = torch.arange(q.shape[0], device=q.device)
     k_cand = min(n_valid, k + (max(16, k // 2) if pad is None else int(pad)))
     if backend == "faiss":
@@ -212,18 +214,52 @@ def _certified_knn(q, r, loo, k, n_valid, memory_budget, backend, precision, pad
     dist = torch.empty(q.shape[0], k, dtype=torch.float64, device=q.device)
     idx = torch.empty(q.shape[0], k, dtype=torch.int64, device=q.device)
     pending, extra = rows, 4
-    while len(pending):
-        if cand_idx is None:
-            c_idx, c_bound = search.candidates(pending, k_cand)
-        else:
-            c_idx, c_bound = cand_idx[pending], bound[pending]
-            cand_idx = bound = None
-        d, i, rerank_bound = search.rerank(pending, c_idx, k, keep=min(c_idx.shape[1], k + extra))
-        ok = ((c_bound > d[:, -1]) | (k_cand >= n_valid)) & (rerank_bound > d[:, -1])
-        dist[pending[ok]], idx[pending[ok]] = d[ok], i[ok]
-        pending = pending[~ok]
-        k_cand, extra = min(n_valid, 4 * k_cand), 4 * extra
+    with _row_parallel(workers) as run:
+        while len(pending):
+            if cand_idx is None:
+                c_idx, c_bound = run(lambda part: search.candidates(part, k_cand), (pending,))
+            else:
+                c_idx, c_bound = cand_idx[pending], bound[pending]
+                cand_idx = bound = None
+            keep = min(c_idx.shape[1], k + extra)
+            d, i, rerank_bound = run(lambda part, c: search.rerank(part, c, k, keep), (pending, c_idx))
+            ok = ((c_bound > d[:, -1]) | (k_cand >= n_valid)) & (rerank_bound > d[:, -1])
+            dist[pending[ok]], idx[pending[ok]] = d[ok], i[ok]
+            pending = pending[~ok]
+            k_cand, extra = min(n_valid, 4 * k_cand), 4 * extra
     return dist, idx
+
+
+def _cpu_workers(device, n_rows) -> int:
+    """Threads that each search their own query rows (CPU, enough rows), else 1."""
+    if device.type != "cpu" or n_rows < 2 * _BLOCK_ROWS:
+        return 1
+    return max(1, torch.get_num_threads())
+
+
+@contextlib.contextmanager
+def _row_parallel(workers):
+    """``run(fn, (rows, *per_row))`` applies fn to consecutive slices of ``_BLOCK_ROWS`` rows and
+    concatenates each output. With ``workers`` > 1 the slices run on that many threads, each
+    with single-threaded torch ops: the two levels of parallelism do not nest, and a worker
+    that the OS delays does not stall the others at every operation's barrier (many small
+    operations per block make intra-op parallelism fragile on a loaded machine)."""
+    if workers == 1:
+        yield lambda fn, args: fn(*args)
+        return
+    saved = torch.get_num_threads()
+    executor = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
+
+    def run(fn, args):
+        slices = [tuple(a[s:s + _BLOCK_ROWS] for a in args) for s in range(0, len(args[0]), _BLOCK_ROWS)]
+        parts = list(executor.map(lambda a: fn(*a), slices))
+        return tuple(torch.cat(out) for out in zip(*parts))
+
+    try:
+        yield run
+    finally:
+        executor.shutdown()
+        torch.set_num_threads(saved)
 
 
 def similarity_error_bound(q_norm, r_max, dim, *, u_in, u_acc, u_out, bias=True):
