@@ -550,7 +550,7 @@ def _as_matrix(x, name, device):
     if device is None:
         device = t.device
     t = t.detach().to(device=device, dtype=t.dtype if t.dtype in (torch.float32, torch.float64) else torch.float32)
-    if len(t) and not torch.isfinite(t.sum(dtype=torch.float64)):
+    if not all(torch.isfinite(t[i:i + 65536].sum(dtype=torch.float64)) for i in range(0, len(t), 65536)):
         raise ConfigError(name, "contains NaN or infinite values")
     return t.contiguous()
 
