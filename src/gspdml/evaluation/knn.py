@@ -13,18 +13,23 @@ How the answer is exact without ever holding the N_q x N_r distance matrix:
    ``memory_budget``. A block of similarities ``s_ij = q_i.r_j - |r_j|^2/2`` is computed with one
    matmul in a fast dtype (bfloat16 on CPUs with native bf16 dot products and on CUDA GPUs of
    compute capability >= 8, float32 otherwise), so that ``|q_i - r_j|^2 = |q_i|^2 - 2 s_ij``.
-   The ``k' = k + pad`` largest similarities per row are kept (a running top-k' merged across
-   column blocks). A cheap two-level selection keeps this fast: the maximum of each group of 32
-   columns, top-k' groups, then top-k' inside those groups; every discarded column has a
-   similarity <= the k'-th kept one.
+   The ``k' = k + pad`` largest similarities per row are kept in a pool whose k'-th value tau
+   is a running threshold: a block contributes only its entries >= tau, found from maxima of
+   groups of 32 columns (one elementwise max per halving, no sort); the first block of a row
+   uses the smallest of k' disjoint group maxima. Every discarded reference has a similarity
+   <= the final tau = s_(k'). On CPU, row blocks run on ``torch.get_num_threads()`` worker
+   threads with single-threaded operations.
 2. *Exact re-ranking.* The candidates' distances are recomputed in float32 (one batched
-   matmul, error bound ``e32``) to keep the ``k + 4`` closest; those get their squared distance in
-   float64 as ``sum_d (q_d - r_d)^2`` with a fixed pairwise summation order (so a distance never
-   depends on the block it was computed in), and are sorted by (distance, index).
+   matmul, error bound ``e32``). Where the first k + 1 of them are more than ``2 e32`` apart,
+   the float32 order is the exact one (no swap, no tie is possible) and only the k neighbours
+   get their float64 distance. Other rows (near-ties, duplicates) keep their ``k + 4`` closest,
+   get float64 distances and are sorted by (distance, index). The float64 squared distance is
+   ``sum_d (q_d - r_d)^2`` with a fixed pairwise summation order (so a distance never depends on
+   the block or path it was computed in).
 3. *Certificate.* With ``e_i`` a rigorous bound on the rounding error of the fast similarities of
    row i (:func:`similarity_error_bound`), no discarded reference can beat or tie the k-th exact
    neighbour d_(k) when ``|q_i|^2 + min_j |r_j|^2 [equal-norm case] - 2 (s_(k') + e_i) > d_(k)``
-   and no candidate dropped by the float32 pass can when ``d32_(k+5) - e32 > d_(k)``. Rows that
+   and no candidate dropped by the float32 pass can when ``d32_(next) - e32 > d_(k)``. Rows that
    fail (many near-ties around the k-th neighbour, e.g. duplicated embeddings) are searched again
    with four times more candidates, up to all references, where the search is exhaustive.
 
@@ -49,6 +54,7 @@ from gspdml.errors import ConfigError
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
 _GROUP = 32
+_FIRST_PARTS = 4
 _BLOCK_ROWS, _BLOCK_COLS = 256, 8192
 _BACKENDS = ("torch", "faiss")
 _PRECISIONS = ("auto", "float32", "bfloat16")
@@ -348,7 +354,7 @@ class _Search:
         for start in range(0, len(rows), block_rows):
             sub, c = rows[start:start + block_rows], cand[start:start + block_rows]
             q32 = self.q[sub].float()
-            dot = torch.bmm(self.r32[c], q32[:, :, None])[:, :, 0].double()
+            dot = torch.bmm(_rows_of(self.r32, c), q32[:, :, None])[:, :, 0].double()
             d32 = self.q_sq[sub, None] + self.r_sq[c] - 2.0 * dot
             if self.loo:
                 d32 = d32.masked_fill(c == sub[:, None], math.inf)
@@ -395,7 +401,7 @@ def exact_squared_distances(q, r, cand, budget=DEFAULT_MEMORY_BUDGET):
     step = max(1, budget // max(1, n * q.shape[1] * 8 * 2))
     q64 = q[:, None, :].double()
     for c0 in range(0, m, step):
-        sq = r[cand[:, c0:c0 + step]].double().sub_(q64)
+        sq = _rows_of(r, cand[:, c0:c0 + step]).double().sub_(q64)
         sq.mul_(sq)
         width = sq.shape[-1]
         while width > 1:
@@ -404,6 +410,11 @@ def exact_squared_distances(q, r, cand, budget=DEFAULT_MEMORY_BUDGET):
             width = half
         out[:, c0:c0 + step] = sq[..., 0]
     return out
+
+
+def _rows_of(x, index):
+    """``x[index]`` for x [N, D] and an integer index [n, m] (index_select: contiguous row copies)."""
+    return x.index_select(0, index.reshape(-1)).view(*index.shape, x.shape[1])
 
 
 def squared_norms(x, rows: int = 65536):
@@ -443,7 +454,8 @@ class _Pool:
 def _entries_above(sim, tau, k_first):
     """(row ascending, column, float32 value) of the entries of ``sim`` [n, m] that are >= the
     row's threshold t: ``tau`` or, when ``k_first`` > 0, the larger of tau and a value that
-    ``k_first`` distinct entries of the block reach (the smallest of ``k_first`` disjoint maxima).
+    ``k_first`` distinct entries of the block reach (the ``k_first``-th largest of the maxima of
+    ``_FIRST_PARTS * k_first`` disjoint sets of columns).
 
     The threshold is applied to group maxima first: group g of the first ``_GROUP * W`` columns
     (W = m // ``_GROUP``) is the strided set {g, g + W, ..., g + (_GROUP - 1) W}, so its maximum
@@ -462,17 +474,21 @@ def _entries_above(sim, tau, k_first):
     if k_first:
         source = gmax if width >= k_first else sim
         if source.shape[1] >= k_first:
-            per = source.shape[1] // k_first
-            disjoint = source[:, :per * k_first].float().view(n, per, k_first).amax(1)
-            t = torch.maximum(t, disjoint.amin(1))
+            parts = min(source.shape[1], _FIRST_PARTS * k_first)
+            per = source.shape[1] // parts
+            disjoint = source[:, :per * parts].float().view(n, per, parts).amax(1)
+            t = torch.maximum(t, disjoint.topk(k_first, dim=1).values[:, -1])
     flat = sim.reshape(-1)
     g_row, g_col = (gmax >= t[:, None]).nonzero(as_tuple=True)
     pos = (g_row * m + g_col)[:, None] + width * torch.arange(_GROUP, device=sim.device)
-    pos = pos[flat[pos] >= t[g_row, None]]
+    val = flat[pos]
+    hit = val >= t[g_row, None]
+    pos, val = pos[hit], val[hit]
     if main < m:
         t_row, t_col = (sim[:, main:] >= t[:, None]).nonzero(as_tuple=True)
-        pos = torch.cat([pos, t_row * m + t_col + main]).sort().values
-    return pos // m, pos % m, flat[pos].float()
+        pos, order = torch.cat([pos, t_row * m + t_col + main]).sort()
+        val = torch.cat([val, sim[t_row, t_col + main]])[order]
+    return pos // m, pos % m, val.float()
 
 
 def _faiss_candidates(q, r, loo, k_cand):
