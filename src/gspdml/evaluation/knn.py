@@ -223,12 +223,12 @@ def _certified_knn(q, r, loo, k, n_valid, memory_budget, backend, precision, pad
     with _row_parallel(workers) as run:
         while len(pending):
             if cand_idx is None:
-                c_idx, c_bound = run(lambda part: search.candidates(part, k_cand), (pending,))
+                c_idx, c_bound = run(functools.partial(search.candidates, k_cand=k_cand), (pending,))
             else:
                 c_idx, c_bound = cand_idx[pending], bound[pending]
                 cand_idx = bound = None
             keep = min(c_idx.shape[1], k + extra)
-            d, i, rerank_bound = run(lambda part, c: search.rerank(part, c, k, keep), (pending, c_idx))
+            d, i, rerank_bound = run(functools.partial(search.rerank, k=k, keep=keep), (pending, c_idx))
             ok = ((c_bound > d[:, -1]) | (k_cand >= n_valid)) & (rerank_bound > d[:, -1])
             dist[pending[ok]], idx[pending[ok]] = d[ok], i[ok]
             pending = pending[~ok]
