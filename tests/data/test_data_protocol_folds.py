@@ -72,6 +72,24 @@ def test_fair_presets_train_each_fold_on_its_classes(dataset, tmp_path, write_im
             assert sorted(set(data.train.labels)) == [0, 1, 2]  # relabelled for training
 
 
+def test_folder_and_csv_folds_use_the_original_class_ids(tmp_path, write_image):
+    for c in range(16):  # class folders "100".."115": 8 training classes, 8 test classes
+        write_image(tmp_path / "pets" / str(100 + c) / "a.png", seed=c)
+    rows = ["path,label,split"] + [f"pets/{100 + c}/a.png,{100 + c},{'train' if c < 8 else 'test'}" for c in range(16)]
+    (tmp_path / "list.csv").write_text("\n".join(rows) + "\n")
+    expected = reference_folds(list(range(100, 108)), 5)
+    for spec in ({"name": "image_folder", "root": str(tmp_path / "pets")}, {"name": "csv", "path": str(tmp_path / "list.csv")}):
+        runs, folds = plan_protocol(load_config({"data": {"dataset": {**spec, **SMALL}}}), "tuning", (0,), tmp_path / "runs")
+        assert [(f.train_classes.tolist(), f.val_classes.tolist()) for f in folds] == expected
+        data = build_data(runs[3].config["data"]["dataset"], seed=0)
+        assert (data.train.classes.tolist(), data.val.query.classes.tolist()) == expected[3]
+    rows.append(f"{write_image(tmp_path / 'held_out' / 'b.png')},999,val")
+    (tmp_path / "own_val.csv").write_text("\n".join(rows) + "\n")
+    with pytest.raises(ConfigError, match="own validation split.*move the 'val' images into 'train'"):
+        plan_protocol(load_config({"data": {"dataset": {"name": "csv", "path": str(tmp_path / "own_val.csv")}}}),
+                      "fair", (0,), tmp_path / "runs")
+
+
 def test_every_training_split_exposes_its_original_class_ids(tmp_path, write_image):
     make_cub(tmp_path, write_image, classes=8)
     data = build_data({"name": "cub", "root": str(tmp_path), "val_classes": [2], **SMALL}, seed=0)

@@ -109,7 +109,9 @@ def build_image_splits(
     """Datasets for training (fit classes, relabelled ``0..C-1``), validation and test."""
     if official.val is not None:
         if val_fold is not None or val_classes is not None:
-            raise ConfigError("data.dataset.val_classes", "the data has its own validation split; drop val_fold/val_classes")
+            raise ConfigError("data.dataset.val_classes", "the data has its own validation split, but val_fold / val_classes "
+                                                          "(and the protocol folds) carve validation classes off the training "
+                                                          "classes: drop them, or move the 'val' images into 'train'")
         fit, val = official.train.classes, official.val.classes
     else:
         fit, val = validation_classes(official.train.classes, val_fraction, val_fold, num_folds, val_classes)
