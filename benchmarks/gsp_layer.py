@@ -55,6 +55,17 @@ def saved_tensor_bytes(forward: Callable[[], object], existing: list[torch.Tenso
     return sum(storages.values())
 
 
+def elapsed_ms(step: Callable[[], None], device) -> float:
+    """Wall-clock milliseconds of one call (synchronising CUDA before and after)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return 1e3 * (time.perf_counter() - start)
+
+
 def measure(
     forward: Callable[[], torch.Tensor], inputs: list[torch.Tensor], device, repeats: int, existing: list[torch.Tensor] = ()
 ) -> tuple[float, float]:
@@ -67,15 +78,7 @@ def measure(
         forward().backward()
 
     step()  # warm-up
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(1e3 * (time.perf_counter() - start))
+    times = [elapsed_ms(step, device) for _ in range(repeats)]
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
@@ -181,13 +184,7 @@ def training_step_table(device, repeats: int) -> None:
         times: dict[str, list[float]] = {name: [] for name in steps}
         for _ in range(repeats):
             for name, step in steps.items():
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-                start = time.perf_counter()
-                step()
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-                times[name].append(1e3 * (time.perf_counter() - start))
+                times[name].append(elapsed_ms(step, device))
         reference = min(times["gap"])
         for name, values in times.items():
             print(f"| {precision} | {name} | {min(values):.1f} | {100 * (min(values) / reference - 1):+.1f}% |", flush=True)

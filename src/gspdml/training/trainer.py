@@ -277,7 +277,7 @@ class Trainer:
         }
         if self.data.test is not None:
             results["test"] = self.evaluate(self.data.test)
-            self._log({"step": self.step, "split": "test", **results["test"]})
+            self._log({"step": self.step, "split": "test", "final": True, **results["test"]})
         if self.is_main:
             atomic_write_text(self.run_dir / "results.json", json.dumps(results, indent=2))
         return results
