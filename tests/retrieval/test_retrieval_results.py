@@ -112,6 +112,8 @@ def test_labels_are_coded_once_for_both_sides():
     assert values.tolist() == [2**40, 2**40 + 1] and q.tolist() == [1, 0, 1] and r is q
     with pytest.raises(ConfigError, match="all integers or all strings"):
         encode_labels([1, "a", None], [1])
+    with pytest.raises(ConfigError, match="got int, str"):
+        encode_labels(np.array([1, 2]), np.array(["1", "2"]))  # never matched through a string cast
     with pytest.raises(ConfigError, match="not floats"):
         encode_labels(np.array([0.0, 1.0]))
 

@@ -36,6 +36,7 @@ METRICS = ("squared_euclidean", "euclidean", "cosine")
 FORMAT = "gspdml-retrieval-results"
 VERSION = 1
 _TENSORS = ("indices", "distances", "query_labels", "reference_labels")
+_LABEL_KINDS = {"i": "int", "u": "int", "b": "int", "U": "str", "S": "bytes"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -282,12 +283,14 @@ def encode_labels(query_labels, reference_labels=None) -> tuple[np.ndarray, torc
     if reference_labels is not None:
         arrays.append(_as_label_array(reference_labels, "reference_labels"))
     known = [np.array([v is not None for v in a], dtype=bool) if a.dtype == object else np.ones(len(a), bool) for a in arrays]
-    present = np.concatenate([a[m] for a, m in zip(arrays, known)])
-    if present.dtype == object:
-        kinds = {_label_kind(v) for v in present.tolist()}
-        if len(kinds) > 1 or not kinds <= {"int", "str"}:
-            raise ConfigError("labels", f"labels must be all integers or all strings (or None), got {', '.join(sorted(kinds))}")
-        present = np.asarray(present.tolist()) if len(present) else np.zeros(0, dtype=np.int64)
+    parts = [a[m] for a, m in zip(arrays, known)]
+    kinds = set()
+    for part in (p for p in parts if len(p)):
+        kinds |= {_label_kind(v) for v in part.tolist()} if part.dtype == object else {_LABEL_KINDS.get(part.dtype.kind, part.dtype.name)}
+    if len(kinds) > 1 or not kinds <= set(_LABEL_KINDS.values()):
+        raise ConfigError("labels", f"labels must be all integers or all strings (or None), got {', '.join(sorted(kinds))}")
+    parts = [np.asarray(p.tolist()) if p.dtype == object else p for p in parts if len(p)]
+    present = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     values, inverse = np.unique(present, return_inverse=True)
     codes, start = [], 0
     for mask in known:
@@ -304,6 +307,8 @@ def _as_label_array(labels, name: str) -> np.ndarray:
     arr = np.asarray(labels) if not isinstance(labels, (list, tuple)) or None not in labels else np.array(labels, dtype=object)
     if arr.ndim != 1:
         raise ConfigError(name, f"expected a 1-D array of labels, got shape {arr.shape}")
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
     if arr.dtype.kind == "f":
         raise ConfigError(name, "labels must be integers or strings, not floats")
     return arr
@@ -312,4 +317,6 @@ def _as_label_array(labels, name: str) -> np.ndarray:
 def _label_kind(value) -> str:
     if isinstance(value, (int, np.integer)):
         return "int"
-    return "str" if isinstance(value, str) else type(value).__name__
+    if isinstance(value, str):
+        return "str"
+    return "bytes" if isinstance(value, bytes) else type(value).__name__
