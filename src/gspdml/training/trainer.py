@@ -166,7 +166,10 @@ class Trainer:
                     if self.finished:
                         break
             bar.close()
-            return self._finish()
+            results = self._finish()
+            if self.dist:  # leave together: rank 0 hosts the rendezvous store, and a rank still
+                self.dist.barrier()  # tearing down when it exits is aborted
+            return results
         finally:
             if self.dist:
                 self.dist.close()
