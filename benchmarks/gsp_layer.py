@@ -13,8 +13,9 @@ m in {64, 128}, iters in {10, 25, 50, 100, 200}:
    with GAP and with GSP.
 
 Time is the best of ``--repeats`` runs (robust on a shared machine). Memory is the peak CUDA
-allocation on a GPU; on CPU, the bytes of the distinct tensors autograd keeps for backward
-(saved-tensor hooks; inputs and parameters included).
+allocation above the start on a GPU; on CPU, the bytes of the distinct storages autograd keeps
+for backward (saved-tensor hooks) that are not the inputs, parameters or upstream gradients,
+which exist anyway: what the backward method itself adds.
 
     PYTHONPATH=src python benchmarks/gsp_layer.py [--device cpu] [--threads 1] [--repeats 10]
 """
@@ -35,13 +36,17 @@ from gspdml.pooling.simple import GAP
 ITERS = (10, 25, 50, 100, 200)
 
 
-def saved_tensor_bytes(forward: Callable[[], object]) -> int:
-    """Bytes of the distinct storages autograd saves while running ``forward``."""
+def saved_tensor_bytes(forward: Callable[[], object], existing: list[torch.Tensor]) -> int:
+    """Bytes of the distinct storages autograd saves for backward while running ``forward``,
+    not counting the storages of ``existing`` tensors (inputs and parameters, which are held
+    whether or not a backward follows): the memory a backward method adds."""
+    held = {t.untyped_storage().data_ptr() for t in existing}
     storages: dict[int, int] = {}
 
     def pack(t):
         storage = t.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
+        if storage.data_ptr() not in held:
+            storages[storage.data_ptr()] = storage.nbytes()
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -50,34 +55,37 @@ def saved_tensor_bytes(forward: Callable[[], object]) -> int:
     return sum(storages.values())
 
 
+def elapsed_ms(step: Callable[[], None], device) -> float:
+    """Wall-clock milliseconds of one call (synchronising CUDA before and after)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return 1e3 * (time.perf_counter() - start)
+
+
 def measure(
-    forward: Callable[[], torch.Tensor], inputs: list[torch.Tensor], device, repeats: int, after: Callable[[], None] = lambda: None
+    forward: Callable[[], torch.Tensor], inputs: list[torch.Tensor], device, repeats: int, existing: list[torch.Tensor] = ()
 ) -> tuple[float, float]:
-    """(best milliseconds of forward + backward (+ ``after``), MiB kept for backward / CUDA peak)."""
+    """(best milliseconds of forward + backward, MiB kept for backward beyond ``inputs`` and
+    ``existing`` (CPU) or peak CUDA allocation above the start (GPU))."""
 
     def step():
         for x in inputs:
             x.grad = None
         forward().backward()
-        after()
 
     step()  # warm-up
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(1e3 * (time.perf_counter() - start))
+    times = [elapsed_ms(step, device) for _ in range(repeats)]
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
         step()
         memory = torch.cuda.max_memory_allocated() - base
     else:
-        memory = saved_tensor_bytes(forward)
+        memory = saved_tensor_bytes(forward, [*inputs, *existing])
     return min(times), memory / 2**20
 
 
@@ -116,7 +124,7 @@ def layer_table(device, repeats: int) -> None:
                 res = {}
                 for backward in ("closed_form", "unrolled"):
                     layer = GSP(128, num_prototypes=m, iters=iters, init="random", backward=backward).to(device)
-                    res[backward] = measure(objective(layer), [local], device, repeats)
+                    res[backward] = measure(objective(layer), [local], device, repeats, list(layer.parameters()) + [target])
                 (c_ms, c_mib), (u_ms, u_mib) = res["closed_form"], res["unrolled"]
                 print(
                     f"| {n} | {m} | {iters} | {gap_ms:.2f} | {c_ms:.2f} | {u_ms:.2f} | {u_ms / c_ms:.1f}x "
@@ -146,7 +154,7 @@ def solver_table(device, repeats: int) -> None:
                         rho, pi = solve()
                         return (rho * g_rho).sum() + (pi * g_pi).sum()
 
-                    res[name] = measure(forward, [cost], device, repeats)
+                    res[name] = measure(forward, [cost], device, repeats, [g_rho, g_pi])
                 (c_ms, c_mib), (u_ms, u_mib), (p_ms, p_mib) = res["closed"], res["unrolled"], res["printed"]
                 print(
                     f"| {n} | {m} | {iters} | {c_ms:.2f} | {u_ms:.2f} | {p_ms:.2f} | {c_mib:.2f} | {u_mib:.2f} | {p_mib:.2f} "
@@ -176,13 +184,7 @@ def training_step_table(device, repeats: int) -> None:
         times: dict[str, list[float]] = {name: [] for name in steps}
         for _ in range(repeats):
             for name, step in steps.items():
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-                start = time.perf_counter()
-                step()
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-                times[name].append(1e3 * (time.perf_counter() - start))
+                times[name].append(elapsed_ms(step, device))
         reference = min(times["gap"])
         for name, values in times.items():
             print(f"| {precision} | {name} | {min(values):.1f} | {100 * (min(values) / reference - 1):+.1f}% |", flush=True)

@@ -45,7 +45,9 @@ def test_cub_zero_shot_split_and_validation(tmp_path, write_image):
     assert x.shape == (3, 10, 10) and y == 0
     folds = [build_data({"name": "cub", "root": str(tmp_path), "val_fold": f, "num_folds": 2, **SMALL}, seed=0)
              for f in range(2)]
-    assert [f.val.query.class_names for f in folds] == [["001.Bird_1", "002.Bird_2"], ["003.Bird_3", "004.Bird_4"]]
+    # the protocol's wrap-around folds: fold 0 trains on classes 1-2 and validates on 3-4, fold 1 the reverse
+    assert [f.val.query.class_names for f in folds] == [["003.Bird_3", "004.Bird_4"], ["001.Bird_1", "002.Bird_2"]]
+    assert [f.train.classes.tolist() for f in folds] == [[1, 2], [3, 4]]
 
 
 def test_cub_published_counts_are_asserted(tmp_path, write_image, monkeypatch):

@@ -31,10 +31,12 @@ def test_validation_classes_variants():
     classes = np.arange(10, 30)  # 20 training classes
     fit, val = validation_classes(classes, val_fraction=0.25)
     assert val.tolist() == list(range(25, 30)) and fit.tolist() == list(range(10, 25))
+    # fold f trains on the 15 classes from position 5f (wrapping) and validates on the next 5
     blocks = [validation_classes(classes, val_fold=f, num_folds=4)[1].tolist() for f in range(4)]
-    assert blocks == [list(range(10 + 5 * f, 15 + 5 * f)) for f in range(4)]
-    uneven = [len(validation_classes(np.arange(10), val_fold=f, num_folds=4)[1]) for f in range(4)]
-    assert uneven == [3, 3, 2, 2]
+    assert blocks == [list(range(25, 30))] + [list(range(10 + 5 * (f - 1), 15 + 5 * (f - 1))) for f in range(1, 4)]
+    # 10 classes, 4 folds: 2 validation classes each, training blocks start at int(f * 10 / 4) = 0, 2, 5, 7
+    uneven = [validation_classes(np.arange(10), val_fold=f, num_folds=4)[1].tolist() for f in range(4)]
+    assert uneven == [[8, 9], [0, 1], [3, 4], [5, 6]]
     fit, val = validation_classes(classes, val_classes=[12, 20])
     assert val.tolist() == [12, 20] and len(fit) == 18 and not set(fit) & set(val)
     assert len(validation_classes(classes, val_fraction=0)[1]) == 0

@@ -52,6 +52,37 @@ def test_fair_folds_wrap_around_like_the_reference():
     assert len(tuning_protocol_folds(np.arange(100))) == 5
 
 
+def reference_split_manager(num_labels, folds=4, test_size=0.5):
+    """powerful-benchmarker's MLRCSplitManager as spec/ecosystem.md §1.2 describes it: split
+    lengths from ratios of the total label count, the first half trains, and each fold keeps the
+    labels inside wrapped, inclusive value ranges [a, b] of the sorted training labels."""
+    labels = list(range(num_labels))
+    val_ratio = (1.0 / folds) * (1 - test_size)
+    lengths = {"train": int(num_labels * (1 - val_ratio) * (1 - test_size)), "val": int(num_labels * val_ratio),
+               "test": int(num_labels * test_size)}
+    lengths["train"] += num_labels - sum(lengths.values())
+    trainval = labels[: lengths["test"]]
+    out = []
+    for fold in range(folds):
+        start = int(float(fold) / folds * len(trainval))
+        rules = {}
+        for part in ("train", "val"):
+            a, b = trainval[start % len(trainval)], trainval[(start + lengths[part] - 1) % len(trainval)]
+            rules[part] = (lambda x, a=a, b=b: a <= x <= b) if a < b else (lambda x, a=a, b=b: x >= a or x <= b)
+            start += lengths[part]
+        out.append(([x for x in trainval if rules["train"](x)], [x for x in trainval if rules["val"](x)]))
+    return trainval, out
+
+
+@pytest.mark.parametrize("training_classes", [100, 98, 11317, 10, 8])
+def test_folds_match_the_reference_split_manager(training_classes):
+    trainval, expected = reference_split_manager(2 * training_classes)
+    train, _ = train_test_classes(np.arange(2 * training_classes))
+    assert train.tolist() == trainval
+    folds = fair_protocol_folds(train)
+    assert [(f.train_classes.tolist(), f.val_classes.tolist()) for f in folds] == expected
+
+
 def test_fold_errors_name_the_field():
     with pytest.raises(ConfigError, match="num_folds"):
         contiguous_class_folds(np.arange(3), 4)

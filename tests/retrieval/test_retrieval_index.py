@@ -98,8 +98,10 @@ def test_leave_one_out_excludes_the_query_row():
     for row, (q, own) in enumerate([(0, 0), (1, 7)]):
         order = [j for j in reference[q].argsort().tolist() if j != own][:4]
         assert results.indices[row].tolist() == order
-    assert results.correct()[0] == [j < 6 for j in results.indices[0].tolist()]
-    assert results.correct()[1] == [j >= 6 for j in results.indices[1].tolist()]
+    marks = [[r["correct"] for r in row["results"]] for row in results.rows()]
+    assert marks[0] == [j < 6 for j in results.indices[0].tolist()]
+    assert marks[1] == [j >= 6 for j in results.indices[1].tolist()]
+    assert results.relevance().tolist() == marks and results.num_relevant.tolist() == [5, 5]
 
 
 def test_append_embeds_only_new_images(tmp_path):

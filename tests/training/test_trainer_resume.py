@@ -76,3 +76,17 @@ def test_resume_refuses_a_missing_run_and_train_refuses_to_overwrite(tmp_path, m
         assert "already holds a run" in str(err)
     else:
         raise AssertionError("a second train into the same run dir must fail")
+
+
+def test_resuming_a_finished_run_rewrites_its_final_test_record_once(tmp_path, make_config):
+    from gspdml.training import train
+
+    config = load_config(make_config(schedule={"max_steps": 4}, evaluation={"every": 2, "patience": None}))
+    run_dir = tmp_path / "r"
+    first = train(config, run_dir)
+    log_before = (run_dir / "metrics.jsonl").read_text()
+    (run_dir / "results.json").unlink()  # e.g. the protocol runner resumes a run whose results are gone
+    again = train(config, run_dir, resume=True)
+    assert again["test"] == first["test"]
+    assert (run_dir / "metrics.jsonl").read_text() == log_before
+    assert sum(1 for line in log_before.splitlines() if json.loads(line).get("final")) == 1

@@ -46,6 +46,11 @@ class ArrayDataset(Dataset):
         self.class_names = list(class_names) if class_names is not None else None
 
     @property
+    def classes(self) -> np.ndarray:
+        """The class ids of the split (its labels: generated splits number their own classes)."""
+        return np.unique(self.labels)
+
+    @property
     def channels(self) -> int:
         return int(self.images.shape[1])
 

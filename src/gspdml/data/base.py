@@ -6,6 +6,9 @@
   read labels without decoding images). Training splits use contiguous labels ``0..C-1``.
 * It may expose ``paths`` (one per item) for reports and search, and ``channels`` (image
   channels, for the backbone's first layer).
+* The splits a factory returns expose ``classes``: the dataset's own id of each class (label
+  ``i`` is class ``classes[i]``), so that the evaluation protocols can name the classes of a
+  fold (:mod:`gspdml.data.splits`).
 * A dataset factory is registered in :data:`DATASETS` and returns :class:`DataSplits`.
   Factories receive ``seed`` from the config's top-level ``seed`` (supplied by the caller).
 """

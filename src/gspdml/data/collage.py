@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from gspdml.data.arrays import ArrayDataset, pixel_statistics
 from gspdml.data.base import DataSplits, EvalSplit
 from gspdml.data.seeded import SeededTransformDataset
+from gspdml.data.splits import carve_fold
 from gspdml.data.transforms import Compose, RandomShift, TilePermutation
 from gspdml.errors import ConfigError
 
@@ -181,9 +182,16 @@ def collage_splits(
     augment: bool,
     max_shift: int,
     shuffle_tiles: bool,
+    dataset: str,
+    val_fold: Optional[int] = None,
+    num_folds: int = 4,
+    val_classes: Optional[Sequence[int]] = None,
 ) -> DataSplits:
     """Wrap the arrays of :func:`build_collage_arrays` as datasets normalised with the training
-    split's pixel statistics; ``augment`` adds seeded tile shuffling and small shifts to train."""
+    split's pixel statistics; ``augment`` adds seeded tile shuffling and small shifts to train.
+    ``val_fold`` (of ``num_folds``) or ``val_classes`` carve the validation classes off the
+    training classes (the protocol folds of :func:`gspdml.data.splits.carve_fold`; the collage
+    must then have no validation classes of its own, ``class_split[1] = 0``)."""
     mean, std = pixel_statistics(arrays["train_images"])
     datasets = {}
     for split in SPLITS:
@@ -192,12 +200,13 @@ def collage_splits(
             continue
         names = [f"{base_names[a]}|{base_names[b]}" for a, b in arrays[f"{split}_pairs"]]
         datasets[split] = ArrayDataset(arrays[f"{split}_images"], arrays[f"{split}_labels"], mean, std, names)
-    train = datasets["train"]
+    train, val = carve_fold(datasets["train"], datasets["val"], dataset=dataset, val_fold=val_fold,
+                            num_folds=num_folds, val_classes=val_classes)
     if augment:
         steps = ([TilePermutation(grid)] if shuffle_tiles and grid > 1 else []) + ([RandomShift(max_shift)] if max_shift else [])
         train = SeededTransformDataset(train, Compose(steps), seed=seed)
     return DataSplits(
         train=train,
-        val=EvalSplit(datasets["val"]) if datasets["val"] is not None else None,
+        val=EvalSplit(val) if val is not None else None,
         test=EvalSplit(datasets["test"]) if datasets["test"] is not None else None,
     )

@@ -44,6 +44,9 @@ def collage_digits(
     max_shift: int = 2,
     shuffle_tiles: bool = True,
     cache: bool = True,
+    val_fold: Optional[int] = None,
+    num_folds: int = 4,
+    val_classes: Optional[Sequence[int]] = None,
 ) -> DataSplits:
     """Zero-shot collage of digit pairs over rotated-digit backgrounds (train/val/test classes,
     background classes and glyph images all disjoint).
@@ -52,7 +55,9 @@ def collage_digits(
     ``grid: 1`` that is the "distilled" baseline). ``augment`` applies, to training items only,
     a seeded random tile permutation (``shuffle_tiles``) and a shift of up to ``max_shift``
     pixels, reproducible per ``(seed, epoch, index)``. Generated arrays are cached under
-    ``$GSPDML_CACHE`` (default ``~/.cache/gspdml``) unless ``cache`` is false.
+    ``$GSPDML_CACHE`` (default ``~/.cache/gspdml``) unless ``cache`` is false. ``val_fold`` (of
+    ``num_folds``) or ``val_classes`` carve the validation classes off the training classes, for
+    the protocol folds (:func:`gspdml.data.splits.carve_fold`; needs ``class_split[1] = 0``).
     """
     params = dict(
         seed=int(seed), tile_size=int(tile_size), grid=int(grid), background_tiles=background_tiles,
@@ -66,7 +71,8 @@ def collage_digits(
 
     arrays = cached_arrays("collage_digits", {"version": FORMAT_VERSION, **params}, build, enabled=cache)
     return collage_splits(arrays, [str(d) for d in range(10)], seed=seed, grid=grid, augment=augment,
-                          max_shift=max_shift, shuffle_tiles=shuffle_tiles)
+                          max_shift=max_shift, shuffle_tiles=shuffle_tiles, dataset="collage_digits",
+                          val_fold=val_fold, num_folds=num_folds, val_classes=val_classes)
 
 
 collage_digits.supplied_by_caller = ("seed",)

@@ -25,6 +25,7 @@ from gspdml.data.arrays import ArrayDataset, pixel_statistics
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit
 from gspdml.data.cache import cached_arrays
 from gspdml.data.collage import build_collage_arrays, collage_splits
+from gspdml.data.splits import carve_fold
 from gspdml.errors import ConfigError, DataError
 
 DEFAULT_ROOT = "/usr/share/datasets/fashion-mnist"
@@ -83,10 +84,15 @@ def fashion_mnist(
     root: Optional[str] = None,
     class_split: Sequence[int] = (6, 2, 2),
     images_per_class: Optional[int] = None,
+    val_fold: Optional[int] = None,
+    num_folds: int = 4,
+    val_classes: Optional[Sequence[int]] = None,
 ) -> DataSplits:
     """Fashion-MNIST with class-disjoint train/val/test splits (the first ``class_split[0]``
     sorted classes train, the next ``class_split[1]`` validate, the last ``class_split[2]`` test);
-    ``images_per_class`` keeps a seeded random subset of each class (all 7,000 when None)."""
+    ``images_per_class`` keeps a seeded random subset of each class (all 7,000 when None).
+    ``val_fold`` (of ``num_folds``) or ``val_classes`` carve the validation classes off the
+    training classes (:func:`gspdml.data.splits.carve_fold`; needs ``class_split[1] = 0``)."""
     if len(class_split) != 3 or min(class_split) < 0 or class_split[0] < 1 or sum(class_split) > 10:
         raise ConfigError("data.dataset.class_split", f"expected (train, val, test) class counts summing to <= 10 with train >= 1, got {tuple(class_split)}")
     images, labels = load_fashion_mnist(root)
@@ -100,7 +106,9 @@ def fashion_mnist(
         parts.append((images[chosen], np.searchsorted(classes, labels[chosen]), [CLASS_NAMES[c] for c in classes]))
     mean, std = pixel_statistics(parts[0][0])
     datasets = [ArrayDataset(x, y, mean, std, names) if len(y) else None for x, y, names in parts]
-    return DataSplits(train=datasets[0], val=EvalSplit(datasets[1]) if datasets[1] else None,
+    train, val = carve_fold(datasets[0], datasets[1], dataset="fashion_mnist", val_fold=val_fold,
+                            num_folds=num_folds, val_classes=val_classes)
+    return DataSplits(train=train, val=EvalSplit(val) if val is not None else None,
                       test=EvalSplit(datasets[2]) if datasets[2] else None)
 
 
@@ -119,10 +127,14 @@ def collage_fashion(
     max_shift: int = 2,
     shuffle_tiles: bool = True,
     cache: bool = True,
+    val_fold: Optional[int] = None,
+    num_folds: int = 4,
+    val_classes: Optional[Sequence[int]] = None,
 ) -> DataSplits:
     """The collage of :func:`gspdml.data.digits.collage_digits` with Fashion-MNIST items as
     glyphs: target = two upright items side by side (ordered class pair), background = a
-    texture of four items of one class rotated by 90°. Same options."""
+    texture of four items of one class rotated by 90°. Same options (``val_fold`` / ``num_folds``
+    / ``val_classes``: protocol folds carved off the training classes)."""
     params = dict(
         seed=int(seed), tile_size=int(tile_size), grid=int(grid), background_tiles=background_tiles,
         images_per_class=int(images_per_class), class_split=list(class_split),
@@ -136,7 +148,8 @@ def collage_fashion(
     key = {"version": FORMAT_VERSION, "root": str(Path(root or DEFAULT_ROOT).expanduser().resolve()), **params}
     arrays = cached_arrays("collage_fashion", key, build, enabled=cache)
     return collage_splits(arrays, CLASS_NAMES, seed=seed, grid=grid, augment=augment,
-                          max_shift=max_shift, shuffle_tiles=shuffle_tiles)
+                          max_shift=max_shift, shuffle_tiles=shuffle_tiles, dataset="collage_fashion",
+                          val_fold=val_fold, num_folds=num_folds, val_classes=val_classes)
 
 
 fashion_mnist.supplied_by_caller = ("seed",)

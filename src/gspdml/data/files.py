@@ -40,6 +40,8 @@ class ImageFileDataset(Dataset):
         check: what is checked for every file when the dataset is built: ``"exists"`` (cheap),
             ``"header"`` (opens each file and parses its header), or ``"none"``.
         class_names: optional name per label (for reports).
+        classes: optional original class id per label (label ``i`` is class ``classes[i]`` of
+            the dataset's own numbering; default: the labels themselves).
     """
 
     channels = 3
@@ -54,6 +56,7 @@ class ImageFileDataset(Dataset):
         on_error: str = "raise",
         check: str = "exists",
         class_names: Optional[Sequence[str]] = None,
+        classes: Optional[Sequence[int]] = None,
     ):
         self.on_error = _check_choice(on_error, ON_ERROR, "on_error")
         _check_choice(check, CHECKS, "check")
@@ -79,6 +82,7 @@ class ImageFileDataset(Dataset):
         self.seed = int(seed)
         self.epoch = 0
         self.class_names = list(class_names) if class_names is not None else None
+        self.classes = np.asarray(classes, dtype=np.int64) if classes is not None else np.unique(labels)
         self._warned: set[str] = set()
 
     @staticmethod

@@ -18,7 +18,7 @@ import numpy as np
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit
 from gspdml.data.files import ImageFileDataset
 from gspdml.data.recipes import image_transform
-from gspdml.data.splits import contiguous_labels, validation_classes
+from gspdml.data.splits import contiguous_labels, train_test_classes, validation_classes
 from gspdml.errors import ConfigError, DataError
 
 
@@ -66,10 +66,10 @@ class OfficialSplits:
 
 
 def split_first_half(records: Records) -> tuple[Records, Records]:
-    """The first half of the sorted class ids for training, the rest for test."""
-    classes = records.classes
-    half = len(classes) // 2
-    return records.subset(classes[:half]), records.subset(classes[half:])
+    """The first half of the sorted class ids for training, the rest for test
+    (:func:`~gspdml.data.splits.train_test_classes`)."""
+    train, test = train_test_classes(records.classes)
+    return records.subset(train), records.subset(test)
 
 
 def split_counts(splits: dict[str, Records]) -> dict[str, int]:
@@ -109,7 +109,9 @@ def build_image_splits(
     """Datasets for training (fit classes, relabelled ``0..C-1``), validation and test."""
     if official.val is not None:
         if val_fold is not None or val_classes is not None:
-            raise ConfigError("data.dataset.val_classes", "the data has its own validation split; drop val_fold/val_classes")
+            raise ConfigError("data.dataset.val_classes", "the data has its own validation split, but val_fold / val_classes "
+                                                          "(and the protocol folds) carve validation classes off the training "
+                                                          "classes: drop them, or move the 'val' images into 'train'")
         fit, val = official.train.classes, official.val.classes
     else:
         fit, val = validation_classes(official.train.classes, val_fraction, val_fold, num_folds, val_classes)
@@ -119,8 +121,8 @@ def build_image_splits(
     def dataset(records: Records, classes: np.ndarray, tf, train: bool = False) -> ImageFileDataset:
         part = records.subset(classes)
         names = [records.names.get(int(c), str(c)) for c in classes]
-        return ImageFileDataset(part.paths, contiguous_labels(part.labels, classes), tf,
-                                seed=seed if train else 0, on_error=on_error, check=check, class_names=names)
+        return ImageFileDataset(part.paths, contiguous_labels(part.labels, classes), tf, seed=seed if train else 0,
+                                on_error=on_error, check=check, class_names=names, classes=classes)
 
     train = dataset(official.train, fit, train_tf, train=True)
     val_split = EvalSplit(dataset(official.val if official.val is not None else official.train, val, eval_tf)) if len(val) else None

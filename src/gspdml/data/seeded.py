@@ -31,8 +31,8 @@ class SeededTransformDataset(Dataset):
     """Wrap ``dataset`` (items ``(image, label)``) and apply ``transform(image, generator)``.
 
     Indices may be ints (the epoch is :attr:`epoch`, set with :meth:`set_epoch`) or
-    ``(index, epoch)`` pairs. ``labels``, ``paths``, ``channels`` and ``class_names`` are those of
-    the wrapped dataset.
+    ``(index, epoch)`` pairs. ``labels``, ``classes``, ``paths``, ``channels`` and ``class_names``
+    are those of the wrapped dataset.
     """
 
     def __init__(self, dataset: Dataset, transform, seed: int = 0):
@@ -48,7 +48,7 @@ class SeededTransformDataset(Dataset):
         return len(self.dataset)
 
     def __getattr__(self, name: str):
-        if name in ("labels", "paths", "channels", "class_names"):
+        if name in ("labels", "classes", "paths", "channels", "class_names"):
             return getattr(self.__dict__["dataset"], name)
         raise AttributeError(name)
 

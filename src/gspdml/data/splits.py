@@ -1,13 +1,33 @@
-"""Class-disjoint (zero-shot) splits: class subsets, validation classes, relabelling.
+"""Class-disjoint (zero-shot) splits: train/test classes, protocol folds, validation classes,
+class subsets and relabelling.
 
 Deep metric learning is evaluated on classes never seen in training (spec/gurbuz-thesis-spec.md
 §7.1; CUB 100/100, Cars 98/98, SOP 11,318/11,316, In-Shop 3,997/3,985 classes). Validation
 classes are carved off the training classes, never off the test classes, so that model
 selection never looks at the test split (the fair protocol of §7.2).
+
+The one definition of the class splits of the evaluation protocols (used by the dataset readers
+and by :mod:`gspdml.evaluation.protocols`):
+
+- :func:`train_test_classes`: the class-disjoint 50/50 split by sorted class id (the first
+  ``C // 2`` classes train).
+- :func:`contiguous_class_folds`: the folds over the training classes, as powerful-benchmarker's
+  ``MLRCSplitManager`` builds them (spec/ecosystem.md §1.2): with T sorted training classes and F
+  folds, the validation block has ``T // F`` classes, the training block the other
+  ``T - T // F``; fold f starts its training block at position ``int(f / F * T)`` and takes the
+  next ``T - T // F`` classes, wrapping around the end of the list, then validates on the next
+  ``T // F`` (wrapping as well). CUB (T = 100): fold 0 trains on 0-74 and validates on 75-99,
+  fold 1 trains on 25-99 and validates on 0-24. Cars (T = 98): 74 train / 24 validation classes.
+  Difference from the reference code: for an odd total number of classes its block lengths come
+  from the total count and the last training class of a fold is also its first validation class;
+  here the blocks of a fold never overlap.
+- :func:`validation_classes`: the ``(fit, validation)`` classes of one run, given a fold
+  (``val_fold``), an explicit list or a fraction.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
@@ -16,6 +36,48 @@ from torch.utils.data import Dataset
 from gspdml.errors import ConfigError
 
 FIELD = "data.dataset"
+
+
+@dataclass(frozen=True)
+class ClassFold:
+    """One fold: the classes a model trains on and the (disjoint) classes it validates on."""
+
+    index: int
+    train_classes: np.ndarray
+    val_classes: np.ndarray
+
+
+def train_test_classes(classes) -> tuple[np.ndarray, np.ndarray]:
+    """``(train classes, test classes)``: the first ``C // 2`` sorted distinct class ids train,
+    the rest test (CUB 100/100, Cars 98/98; powerful-benchmarker's 50/50 class split)."""
+    ids = _sorted_classes(classes, "classes")
+    if len(ids) < 2:
+        raise ConfigError("classes", f"need at least 2 classes for a train/test split, got {len(ids)}")
+    half = len(ids) // 2
+    return ids[:half], ids[half:]
+
+
+def contiguous_class_folds(train_classes, num_folds: int, field: str = "num_folds") -> list[ClassFold]:
+    """The ``num_folds`` wrap-around contiguous folds of the sorted training classes (module doc)."""
+    ids = _sorted_classes(train_classes, "train_classes")
+    total = len(ids)
+    if not 2 <= num_folds <= total:
+        raise ConfigError(field, f"must be in [2, {total}] (number of training classes), got {num_folds}")
+    val_len = total // num_folds
+    train_len = total - val_len
+    folds = []
+    for fold in range(num_folds):
+        start = int(float(fold) / num_folds * total)
+        positions = (start + np.arange(total)) % total
+        folds.append(ClassFold(fold, np.sort(ids[positions[:train_len]]), np.sort(ids[positions[train_len:]])))
+    return folds
+
+
+def _sorted_classes(classes, field) -> np.ndarray:
+    ids = np.asarray(classes)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu":
+        raise ConfigError(field, f"expected a 1-D array of integer class ids, got shape {ids.shape} dtype {ids.dtype}")
+    return np.unique(ids.astype(np.int64))
 
 
 def contiguous_labels(labels: np.ndarray, classes: Sequence[int]) -> np.ndarray:
@@ -30,7 +92,8 @@ def contiguous_labels(labels: np.ndarray, classes: Sequence[int]) -> np.ndarray:
 
 class ClassSubset(Dataset):
     """The items of ``dataset`` whose label is in ``classes``; with ``relabel`` their labels become
-    positions in ``sorted(classes)`` (contiguous ``0..k-1``, as a training split needs).
+    positions in ``sorted(classes)`` (contiguous ``0..k-1``, as a training split needs), and
+    :attr:`classes` keeps the sorted labels of ``dataset`` they stand for.
 
     Keys may be ints or ``(index, epoch)`` pairs, passed on to ``dataset`` with the index mapped.
     """
@@ -81,8 +144,9 @@ def validation_classes(
     """Split the training classes into ``(fit classes, validation classes)``, class-disjoint.
 
     * ``val_classes``: an explicit list (e.g. a fold of the evaluation protocol);
-    * ``val_fold`` f of ``num_folds``: the f-th of ``num_folds`` contiguous, near-equal blocks of
-      the sorted training classes (the fair protocol, spec §7.2 step 2);
+    * ``val_fold`` f of ``num_folds``: the validation classes of fold f of
+      :func:`contiguous_class_folds` (the fair protocol, spec §7.2 step 2; f = 0 validates on the
+      last ``C // num_folds`` classes, f = 1 on the first ones, ...);
     * otherwise the last ``round(val_fraction · C)`` sorted classes (0 = no validation split).
     """
     classes = np.unique(np.asarray(train_classes, dtype=np.int64))
@@ -94,11 +158,10 @@ def validation_classes(
         if len(outside):
             raise ConfigError(f"{FIELD}.val_classes", f"{len(outside)} are not training classes, e.g. {outside[:5].tolist()}")
     elif val_fold is not None:
-        if not 2 <= num_folds <= len(classes):
-            raise ConfigError(f"{FIELD}.num_folds", f"must be in [2, {len(classes)}], got {num_folds}")
+        folds = contiguous_class_folds(classes, num_folds, f"{FIELD}.num_folds")
         if not 0 <= val_fold < num_folds:
             raise ConfigError(f"{FIELD}.val_fold", f"must be in [0, {num_folds - 1}], got {val_fold}")
-        val = np.array_split(classes, num_folds)[val_fold]
+        val = folds[val_fold].val_classes
     else:
         if not 0 <= val_fraction < 1:
             raise ConfigError(f"{FIELD}.val_fraction", f"must be in [0, 1), got {val_fraction}")
@@ -110,3 +173,20 @@ def validation_classes(
     if len(fit) == 0:
         raise ConfigError(f"{FIELD}.val_classes", "no training classes are left after taking the validation classes")
     return fit, val
+
+
+def carve_fold(train: Dataset, val: Optional[Dataset], *, dataset: str, val_fold: Optional[int], num_folds: int,
+               val_classes: Optional[Sequence[int]]) -> tuple[Dataset, Optional[Dataset]]:
+    """``(train, val)`` of a dataset with its own class-disjoint splits (collages, Fashion-MNIST):
+    unchanged without ``val_fold`` / ``val_classes``; otherwise the validation classes are carved off
+    the training split (:func:`validation_classes`, both parts relabelled ``0..k-1``), which needs
+    a dataset without validation classes of its own."""
+    if val_fold is None and val_classes is None:
+        return train, val
+    if val is not None:
+        option = "val_fold" if val_fold is not None else "val_classes"
+        raise ConfigError(f"{FIELD}.{option}", f"dataset {dataset!r} already has {len(np.unique(val.labels))} validation "
+                                               "classes of its own (class_split[1]); set class_split[1] to 0 so that the "
+                                               "validation classes are carved off the training classes")
+    fit, held_out = validation_classes(np.unique(train.labels), 0.0, val_fold, num_folds, val_classes)
+    return ClassSubset(train, fit), ClassSubset(train, held_out)

@@ -1,8 +1,9 @@
-"""gspdml.evaluation: exact kNN, retrieval metrics, protocol folds, aggregation and tables."""
+"""gspdml.evaluation: exact kNN, the retrieval-results type shared with search and reports,
+retrieval metrics, protocol folds, aggregation and tables."""
 
 from gspdml.evaluation.aggregate import concatenate_embeddings, fair_protocol_results, l2_normalize
 from gspdml.evaluation.clustering import clustering_scores, kmeans_assignments
-from gspdml.evaluation.knn import RetrievalResults, knn, retrieve
+from gspdml.evaluation.knn import knn, retrieve
 from gspdml.evaluation.metrics import metrics_from_results, per_query_scores, retrieval_metrics
 from gspdml.evaluation.protocols import (
     ClassFold,
@@ -11,6 +12,7 @@ from gspdml.evaluation.protocols import (
     train_test_classes,
     tuning_protocol_folds,
 )
+from gspdml.evaluation.results import RetrievalResults
 from gspdml.evaluation.tables import results_table_markdown, write_results_table
 
 __all__ = [

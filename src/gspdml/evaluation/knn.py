@@ -45,12 +45,12 @@ import contextlib
 import functools
 import math
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from gspdml.errors import ConfigError
+from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
 _GROUP = 32
@@ -58,45 +58,6 @@ _FIRST_PARTS = 4
 _BLOCK_ROWS, _BLOCK_COLS = 256, 8192
 _BACKENDS = ("torch", "faiss")
 _PRECISIONS = ("auto", "float32", "bfloat16")
-
-
-@dataclass(frozen=True)
-class RetrievalResults:
-    """Nearest references of every query, with the labels needed to score them.
-
-    Attributes:
-        indices: int64 [N_q, k], reference row indices ordered by (distance, index).
-        distances: float64 [N_q, k], squared Euclidean distances of those references.
-        query_labels: int64 [N_q], labels re-coded to 0..L-1 (shared code with the references).
-        reference_labels: int64 [N_r], same coding.
-        num_relevant: int64 [N_q], R_i = number of references with the query's label, minus the
-            query itself in leave-one-out mode.
-        leave_one_out: True when the references are the queries (self excluded by index).
-        label_values: numpy array [L], original label value of each code.
-        r_max: the k that MAP@R needs, max_i R_i (<= k; ``k`` may be larger for Recall@K).
-    """
-
-    indices: torch.Tensor
-    distances: torch.Tensor
-    query_labels: torch.Tensor
-    reference_labels: torch.Tensor
-    num_relevant: torch.Tensor
-    leave_one_out: bool
-    label_values: np.ndarray
-    r_max: int
-
-    @property
-    def k(self) -> int:
-        return int(self.indices.shape[1])
-
-    @property
-    def lone_queries(self) -> torch.Tensor:
-        """Bool [N_q]: queries whose class has no other member among the references (R_i = 0)."""
-        return self.num_relevant == 0
-
-    def relevance(self) -> torch.Tensor:
-        """Bool [N_q, k]: whether each retrieved reference has the query's label."""
-        return self.reference_labels[self.indices] == self.query_labels[:, None]
 
 
 def retrieve(
@@ -120,22 +81,15 @@ def retrieve(
     references. Labels may be any hashable numpy-compatible values (int64 ids stay exact; they are
     re-coded, never cast to float).
     """
-    q_lab = _as_label_array(query_labels, "query_labels")
     loo = reference is None
-    if loo:
-        if reference_labels is not None:
-            raise ConfigError("reference_labels", "given without reference embeddings")
-        r_lab = q_lab
-    else:
-        if reference_labels is None:
-            raise ConfigError("reference_labels", "required when reference embeddings are given")
-        r_lab = _as_label_array(reference_labels, "reference_labels")
-    values, codes = np.unique(np.concatenate([q_lab, r_lab]), return_inverse=True)
-    q_codes = torch.from_numpy(codes[: len(q_lab)].astype(np.int64))
-    r_codes = torch.from_numpy(codes[len(q_lab):].astype(np.int64))
-    counts = torch.bincount(r_codes, minlength=len(values))
-    num_relevant = counts[q_codes] - int(loo)
-    n_ref = len(r_lab) - int(loo)
+    if loo and reference_labels is not None:
+        raise ConfigError("reference_labels", "given without reference embeddings")
+    if not loo and reference_labels is None:
+        raise ConfigError("reference_labels", "required when reference embeddings are given")
+    values, q_codes, r_codes = encode_labels(query_labels, reference_labels)
+    excluded = torch.arange(len(q_codes)) if loo else None
+    num_relevant = relevant_counts(q_codes, r_codes, len(values), excluded)
+    n_ref = len(r_codes) - int(loo)
     r_max = int(num_relevant.max()) if len(num_relevant) else 0
     if k is None:
         k = min(max(r_max, int(min_k), 1), n_ref)
@@ -143,16 +97,13 @@ def retrieve(
         query, reference, k, memory_budget=memory_budget, backend=backend,
         precision=precision, device=device,
     )
-    if len(indices) != len(q_lab):
-        raise ConfigError("query_labels", f"has {len(q_lab)} entries for {len(indices)} embeddings")
-    if not loo and len(r_lab) != len(reference):
+    if len(indices) != len(q_codes):
+        raise ConfigError("query_labels", f"has {len(q_codes)} entries for {len(indices)} embeddings")
+    if not loo and len(r_codes) != len(reference):
         raise ConfigError(
-            "reference_labels", f"has {len(r_lab)} entries for {len(reference)} embeddings"
+            "reference_labels", f"has {len(r_codes)} entries for {len(reference)} embeddings"
         )
-    return RetrievalResults(
-        indices=indices, distances=distances, query_labels=q_codes, reference_labels=r_codes,
-        num_relevant=num_relevant, leave_one_out=loo, label_values=values, r_max=r_max,
-    )
+    return RetrievalResults(indices, distances, q_codes, r_codes, values, excluded=excluded)
 
 
 def knn(
@@ -569,14 +520,3 @@ def _as_matrix(x, name, device):
     if not all(torch.isfinite(t[i:i + 65536].sum(dtype=torch.float64)) for i in range(0, len(t), 65536)):
         raise ConfigError(name, "contains NaN or infinite values")
     return t.contiguous()
-
-
-def _as_label_array(labels, name):
-    if isinstance(labels, torch.Tensor):
-        labels = labels.detach().cpu().numpy()
-    arr = np.asarray(labels)
-    if arr.ndim != 1:
-        raise ConfigError(name, f"expected a 1-D array of labels, got shape {arr.shape}")
-    if arr.dtype.kind == "f":
-        raise ConfigError(name, "labels must be integers or strings, not floats")
-    return arr

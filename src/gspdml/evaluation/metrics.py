@@ -34,7 +34,8 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.clustering import clustering_scores
-from gspdml.evaluation.knn import DEFAULT_MEMORY_BUDGET, RetrievalResults, retrieve
+from gspdml.evaluation.knn import DEFAULT_MEMORY_BUDGET, retrieve
+from gspdml.evaluation.results import RetrievalResults
 
 _PER_QUERY = ("map_at_r", "precision_at_1", "r_precision", "mean_average_precision", "mean_reciprocal_rank")
 
@@ -82,11 +83,16 @@ def metrics_from_results(
     class_average: bool = False,
     per_class: bool = False,
 ) -> dict:
-    """The kNN metrics of :func:`retrieval_metrics` from an existing search (no clustering)."""
+    """The kNN metrics of :func:`retrieval_metrics` from an existing search (no clustering):
+    the kNN engine's :func:`~gspdml.evaluation.knn.retrieve` or a search index's results, as long
+    as every query and reference has a label."""
     recall_at = _check_recall_at(recall_at)
-    if results.k < min(results.r_max, _searchable(results)):
+    if not results.fully_labelled:
+        unknown = int((results.query_labels < 0).sum()), int((results.reference_labels < 0).sum())
+        raise ConfigError("labels", f"metrics need every label; {unknown[0]} queries and {unknown[1]} references have none")
+    if results.k < min(results.r_max, results.num_searchable):
         raise ConfigError("k", f"MAP@R needs k >= max R = {results.r_max}, search has k={results.k}")
-    if recall_at and max(recall_at) > results.k and results.k < _searchable(results):
+    if recall_at and max(recall_at) > results.k and results.k < results.num_searchable:
         raise ConfigError("recall_at", f"Recall@{max(recall_at)} needs k >= {max(recall_at)}, search has k={results.k}")
     scores = per_query_scores(results, recall_at)
     keep = ~results.lone_queries
@@ -139,10 +145,6 @@ def _reduce(scores, recall_at, reduce):
     out = {name: reduce(scores[name]) for name in _PER_QUERY}
     out["recall_at_k"] = {K: reduce(scores[f"recall_at_{K}"]) for K in recall_at}
     return out
-
-
-def _searchable(results: RetrievalResults) -> int:
-    return len(results.reference_labels) - int(results.leave_one_out)
 
 
 def _check_recall_at(recall_at) -> tuple[int, ...]:

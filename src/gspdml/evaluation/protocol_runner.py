@@ -1,98 +1,123 @@
-"""Run a whole evaluation protocol from one config: ``gspdml protocol fair|tuning CONFIG``.
+"""Run a whole evaluation protocol from one config: ``gspdml protocol fair|tuning|conventional CONFIG``.
 
-For every fold (:mod:`gspdml.evaluation.protocols`) and seed, one run is trained with
-:func:`gspdml.training.train` in ``<root>/fold<f>-seed<s>/`` (``root`` = ``<output_dir>/<name>``
-of the config), its validation classes set to the fold's (``data.dataset.val_classes``) and its
-``seed`` to the seed. Runs are resumable model by model: a run with ``results.json`` is finished
-and skipped, a run with a checkpoint is resumed, the others start. Then:
+The config describes one model; the protocol owns the fields that tell the models apart:
 
-- ``fair``: each model embeds the test split (cached as ``test_embeddings.npz`` in its run dir) and
+- ``fair`` (thesis spec §7.2): the training classes are cut into 4 folds
+  (:func:`~gspdml.evaluation.protocols.fair_protocol_folds`); the model of fold f and seed s
+  trains with ``data.dataset.val_fold: f`` (``num_folds: 4``), so the dataset itself carves the
+  fold's validation classes off its training classes (:func:`gspdml.data.splits.validation_classes`,
+  the same fold rule), and monitors them (``evaluation.split: val``). Each model embeds the test
+  split (cached as ``test_embeddings.npz`` in its run dir) and
   :func:`~gspdml.evaluation.aggregate.fair_protocol_results` gives the 128D / 512D numbers over
-  all seeds^folds realisations; ``<root>/protocol.json`` keeps everything and ``<root>/results.md``
-  / ``.json`` the table row.
-- ``tuning``: each model is evaluated on its own validation classes; the result is the mean (and
-  std) of the validation metrics over folds and seeds (thesis §5.3, L1302).
+  all seeds^4 realisations (3^4 = 81 with three seeds).
+- ``tuning`` (thesis §5.3, L1302): the same with 5 folds; the result is the mean ± std of each
+  model's metrics on its own validation classes.
+- ``conventional`` (§7.3): one model per seed on the whole training split (``val_fraction: 0``)
+  that monitors the test split (``evaluation.split: test``); the best repeat is reported, and the
+  mean ± std over the repeats.
 
-The training class ids come from ``train_classes`` or, by default, from the dataset built with
-``val_fraction: 0`` (its training split must expose the original class ids as ``classes``).
+Runs live in ``<root>/fold<f>-seed<s>/`` (``<root>/seed<s>/`` for ``conventional``), ``root`` =
+``<output_dir>/<name>`` of the config. They are resumable model by model: a run with
+``results.json`` is finished and skipped, a run with a checkpoint is resumed, the others start; a
+run directory holding a run of another config is refused. ``<root>/protocol.json`` keeps every
+number (per model and per realisation), ``<root>/results.md`` / ``.json`` the table row
+(:mod:`gspdml.evaluation.tables`).
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
+import yaml
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.aggregate import fair_protocol_results
-from gspdml.evaluation.protocols import fair_protocol_folds, tuning_protocol_folds
-from gspdml.evaluation.tables import write_results_table
+from gspdml.evaluation.protocols import FAIR_FOLDS, TUNING_FOLDS, ClassFold, fair_protocol_folds, tuning_protocol_folds
+from gspdml.evaluation.tables import CONVENTIONAL_COLUMNS, FAIR_COLUMNS, TUNING_COLUMNS, write_results_table
 
-PROTOCOLS = {"fair": fair_protocol_folds, "tuning": tuning_protocol_folds}
+FOLDS = {"fair": (FAIR_FOLDS, fair_protocol_folds), "tuning": (TUNING_FOLDS, tuning_protocol_folds)}
+COLUMNS = {"fair": FAIR_COLUMNS, "tuning": TUNING_COLUMNS, "conventional": CONVENTIONAL_COLUMNS}
+PROTOCOLS = tuple(COLUMNS)
+TEST_CACHE = "test_embeddings.npz"
+TABLE_METRICS = ("precision_at_1", "map_at_r")
+#: config fields that do not change what a run computes (a finished run is reused across them)
+NEUTRAL_FIELDS = ("description", "output_dir", "data.num_workers", "data.eval_batch_size", "trainer.device",
+                  "trainer.progress", "trainer.log_every")
 
 
-def run_protocol(
-    config: dict,
-    protocol: str = "fair",
-    *,
-    seeds: Sequence[int] = (0, 1, 2),
-    output_dir=None,
-    train_classes=None,
-) -> dict:
-    """Train every (fold, seed) model of ``protocol`` (resuming finished work) and aggregate.
+@dataclass
+class ProtocolRun:
+    """One model of a protocol: its name (``fold<f>-seed<s>`` or ``seed<s>``), directory and config."""
+
+    name: str
+    fold: Optional[int]
+    seed: int
+    run_dir: Path
+    config: dict
+
+
+def plan_protocol(config: dict, protocol: str, seeds: Sequence[int], root: Path) -> tuple[list[ProtocolRun], list[ClassFold]]:
+    """Every model of ``protocol`` with the config it trains on, and the protocol's class folds
+    (none for ``conventional``). Builds the dataset once to read its training class ids."""
+    if protocol not in COLUMNS:
+        raise ConfigError("protocol", f"unknown protocol {protocol!r}; allowed: {', '.join(PROTOCOLS)}")
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError("seeds", f"need at least one seed and no repeated seeds, got {list(seeds)}")
+    if protocol == "conventional":
+        return [ProtocolRun(f"seed{s}", None, int(s), root / f"seed{s}", _conventional_config(config, int(s))) for s in seeds], []
+    num_folds, make_folds = FOLDS[protocol]
+    folds = make_folds(_training_classes(config, protocol, num_folds))
+    runs = [ProtocolRun(f"fold{f.index}-seed{s}", f.index, int(s), root / f"fold{f.index}-seed{s}",
+                        _fold_config(config, protocol, f.index, num_folds, int(s)))
+            for f in folds for s in seeds]
+    return runs, folds
+
+
+def run_protocol(config: dict, protocol: str = "fair", *, seeds: Sequence[int] = (0, 1, 2), output_dir=None) -> dict:
+    """Train (or resume, or skip) every model of ``protocol`` and aggregate; see the module doc.
 
     Args:
-        config: a resolved config (:func:`gspdml.config.load_config`).
-        protocol: "fair" (4 folds, test results as 128D / 512D over seeds^4 realisations) or
-            "tuning" (5 folds, mean validation metrics).
-        seeds: training seeds of each fold model (3 in thesis Ch. 5 -> 81 realisations).
+        config: a resolved config (:func:`gspdml.config.load_config`) describing one model.
+        protocol: ``fair``, ``tuning`` or ``conventional``.
+        seeds: training seeds of each model (3 in thesis Ch. 5 -> 81 fair realisations).
         output_dir: protocol directory; default ``<config.output_dir>/<config.name>``.
-        train_classes: original ids of the training classes; default: read from the dataset.
 
-    Returns the aggregate written to ``<root>/protocol.json``.
+    Returns the content of ``<root>/protocol.json`` plus ``runs``: {run name: "trained" |
+    "resumed" | "done"} (what this call did with each model).
     """
-    from gspdml.training import train
-
-    if protocol not in PROTOCOLS:
-        raise ConfigError("protocol", f"unknown protocol {protocol!r}; allowed: {sorted(PROTOCOLS)}")
-    if not seeds:
-        raise ConfigError("seeds", "at least one seed is needed")
     root = Path(output_dir) if output_dir is not None else Path(config["output_dir"]) / config["name"]
-    classes = _training_classes(config) if train_classes is None else np.asarray(train_classes)
-    folds = PROTOCOLS[protocol](classes)
-    run_dirs = {}
-    for fold in folds:
-        for seed in seeds:
-            run_dir = root / f"fold{fold.index}-seed{seed}"
-            run_dirs[fold.index, seed] = run_dir
-            if (run_dir / "results.json").exists():
-                continue
-            run_config = copy.deepcopy(config)
-            run_config["name"] = f"{config['name']}-fold{fold.index}-seed{seed}"
-            run_config["seed"] = int(seed)
-            run_config["data"]["dataset"]["val_classes"] = fold.val_classes.tolist()
-            resume = (run_dir / "checkpoints" / "last.safetensors").exists()
-            train(run_config, run_dir, resume=resume)
+    runs, folds = plan_protocol(config, protocol, seeds, root)
+    status = {run.name: _train_or_skip(run) for run in runs}
     if protocol == "fair":
-        result = fair_protocol_results({key: _test_embeddings(path) for key, path in run_dirs.items()})
-        write_results_table({config["name"]: result}, root / "results")
-        result = {**result, "per_model": {f"fold{f}-seed{s}": v for (f, s), v in result["per_model"].items()}}
+        result = _fair_summary(runs)
+    elif protocol == "tuning":
+        result = _tuning_summary(runs)
     else:
-        result = _tuning_summary(run_dirs)
-    (root / "protocol.json").write_text(json.dumps({"protocol": protocol, **result}, indent=2) + "\n")
-    return result
+        result = _conventional_summary(runs, config["evaluation"]["metric"])
+    write_results_table({config["name"]: result}, root / "results", columns=COLUMNS[protocol])
+    payload = {
+        "protocol": protocol, "name": config["name"], "seeds": [int(s) for s in seeds],
+        "folds": [{"fold": f.index, "train_classes": len(f.train_classes), "val_classes": f.val_classes.tolist()} for f in folds],
+        **result,
+    }
+    (root / "protocol.json").write_text(json.dumps(payload, indent=2) + "\n")
+    return {**payload, "runs": status}
 
 
 def add_parser(subparsers) -> None:
-    """Register ``gspdml protocol {fair,tuning} CONFIG [overrides] [--seeds ...] [--output-dir]``."""
-    p = subparsers.add_parser("protocol", help="train and aggregate all fold models of an evaluation protocol")
-    p.add_argument("protocol", choices=sorted(PROTOCOLS))
-    p.add_argument("config", help="YAML config file (one fold model)")
+    """Register ``gspdml protocol {fair,tuning,conventional} CONFIG [overrides] [--seeds ...] [--output-dir]``."""
+    p = subparsers.add_parser("protocol", help="train and aggregate all models of an evaluation protocol")
+    p.add_argument("protocol", choices=PROTOCOLS)
+    p.add_argument("config", help="YAML config file (one model)")
     p.add_argument("overrides", nargs="*", help="overrides key.sub=value (values are YAML)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds per fold")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds per model (default 0 1 2)")
     p.add_argument("--output-dir", type=Path, default=None, help="default: <output_dir>/<name>")
     p.set_defaults(func=_cmd_protocol)
 
@@ -103,65 +128,150 @@ def _cmd_protocol(args) -> int:
 
     config = load_config(args.config, args.overrides)
     result = run_protocol(config, args.protocol, seeds=args.seeds, output_dir=args.output_dir)
-    if args.protocol == "fair":
-        print(results_table_markdown({config["name"]: result}), end="")
-    else:
-        print(json.dumps(result["summary"], indent=2))
+    print(results_table_markdown({config["name"]: result}, columns=COLUMNS[args.protocol]), end="")
     return 0
 
 
-def _training_classes(config: dict) -> np.ndarray:
+# ---------------------------------------------------------------------------------- run configs
+def _dataset_options(config: dict) -> set:
+    from gspdml.data import DATASETS
+
+    return set(inspect.signature(DATASETS.get(config["data"]["dataset"]["name"], "data.dataset.name")).parameters)
+
+
+def _fold_config(config: dict, protocol: str, fold: int, num_folds: int, seed: int) -> dict:
+    name = config["data"]["dataset"]["name"]
+    if "val_fold" not in _dataset_options(config):
+        raise ConfigError("data.dataset.name", f"dataset {name!r} has no val_fold option, so the {protocol} protocol "
+                                               "cannot carve validation folds off its training classes")
+    run = copy.deepcopy(config)
+    run["name"], run["seed"] = f"{config['name']}-fold{fold}-seed{seed}", seed
+    spec = run["data"]["dataset"]
+    for option in ("val_classes", "val_fraction"):
+        spec.pop(option, None)
+    spec.update(val_fold=fold, num_folds=num_folds)
+    run["evaluation"]["split"] = "val"
+    return run
+
+
+def _conventional_config(config: dict, seed: int) -> dict:
+    run = copy.deepcopy(config)
+    run["name"], run["seed"] = f"{config['name']}-seed{seed}", seed
+    spec = run["data"]["dataset"]
+    for option in ("val_fold", "val_classes"):
+        spec.pop(option, None)
+    if "val_fraction" in _dataset_options(config):
+        spec["val_fraction"] = 0.0
+    run["evaluation"]["split"] = "test"
+    return run
+
+
+def _training_classes(config: dict, protocol: str, num_folds: int) -> np.ndarray:
+    """All training class ids: those of fold 0's training and validation splits together."""
     from gspdml.data import build_data
 
-    spec = copy.deepcopy(config["data"]["dataset"])
-    spec["val_fraction"] = 0.0
+    spec = _fold_config(config, protocol, 0, num_folds, int(config["seed"]))["data"]["dataset"]
     data = build_data(spec, seed=int(config["seed"]))
-    classes = getattr(data.train, "classes", None)
-    if classes is None:
-        raise ConfigError(
-            "data.dataset", "the training split does not expose its class ids (`classes`); pass train_classes"
-        )
-    return np.asarray(classes)
+    parts = [data.train] + ([data.val.query] if data.val is not None else [])
+    ids = [getattr(part, "classes", None) for part in parts]
+    if any(i is None for i in ids):
+        raise ConfigError("data.dataset", f"dataset {spec['name']!r} does not expose the class ids of its splits "
+                                          f"(`classes`), which the {protocol} protocol needs")
+    return np.unique(np.concatenate(ids))
 
 
-def _load_model_and_data(run_dir: Path):
+def _train_or_skip(run: ProtocolRun) -> str:
+    from gspdml.training import train
+
+    saved = run.run_dir / "config.yaml"
+    if saved.exists():
+        _check_same_config(saved, run)
+    if (run.run_dir / "results.json").exists():
+        return "done"
+    (run.run_dir / TEST_CACHE).unlink(missing_ok=True)  # embeddings of an earlier model
+    resume = (run.run_dir / "checkpoints" / "last.safetensors").exists()
+    train(run.config, run.run_dir, resume=resume)
+    return "resumed" if resume else "trained"
+
+
+def _check_same_config(saved: Path, run: ProtocolRun) -> None:
+    from gspdml.config import dump_config
+
+    old, new = _flatten(yaml.safe_load(saved.read_text())), _flatten(yaml.safe_load(dump_config(run.config)))
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in NEUTRAL_FIELDS)
+    if changed:
+        raise ConfigError("config", f"{run.run_dir} holds a run of another config (differs in {', '.join(changed[:5])}); "
+                                    "delete it or choose another --output-dir")
+
+
+def _flatten(node, prefix: str = "") -> dict:
+    if not isinstance(node, dict):
+        return {prefix: node}
+    out = {}
+    for key, value in node.items():
+        out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+# ---------------------------------------------------------------------------------- aggregation
+def _load(run: ProtocolRun):
     from gspdml.data import build_data
     from gspdml.training import load_run
+    from gspdml.training.inference import resolve_device
 
-    config, model = load_run(run_dir)
-    return config, model, build_data(config["data"]["dataset"], seed=int(config["seed"]))
+    device = resolve_device(run.config["trainer"]["device"])
+    config, model = load_run(run.run_dir, device=str(device))
+    return config, model, build_data(config["data"]["dataset"], seed=int(config["seed"])), device
 
 
-def _test_embeddings(run_dir: Path) -> tuple:
+def _embedding_kwargs(config: dict, device) -> dict:
+    return {"batch_size": config["data"]["eval_batch_size"], "device": device, "precision": config["trainer"]["precision"]}
+
+
+def _test_embeddings(run: ProtocolRun) -> tuple:
     """(emb, labels) or (query, query_labels, gallery, gallery_labels) of the test split, cached."""
-    from gspdml.training import embed
+    from gspdml.training.inference import split_embeddings
 
-    cache = run_dir / "test_embeddings.npz"
+    cache = run.run_dir / TEST_CACHE
     if not cache.exists():
-        config, model, data = _load_model_and_data(run_dir)
-        batch = config["data"]["eval_batch_size"]
-        arrays = dict(zip(("query", "query_labels"), (t.numpy() for t in embed(model, data.test.query, batch))))
-        if data.test.gallery is not None:
-            arrays.update(zip(("gallery", "gallery_labels"), (t.numpy() for t in embed(model, data.test.gallery, batch))))
+        config, model, data, device = _load(run)
+        query, query_labels, gallery, gallery_labels = split_embeddings(model, data.test, **_embedding_kwargs(config, device))
+        arrays = {"query": query.numpy(), "query_labels": query_labels.numpy()}
+        if gallery is not None:
+            arrays.update(gallery=gallery.numpy(), gallery_labels=gallery_labels.numpy())
         np.savez(cache, **arrays)
     with np.load(cache) as f:
         names = ("query", "query_labels", "gallery", "gallery_labels") if "gallery" in f else ("query", "query_labels")
         return tuple(f[n] for n in names)
 
 
-def _tuning_summary(run_dirs: dict) -> dict:
+def _fair_summary(runs: list[ProtocolRun]) -> dict:
+    result = fair_protocol_results({(run.fold, run.seed): _test_embeddings(run) for run in runs}, recall_at=(1,))
+    names = {(run.fold, run.seed): run.name for run in runs}
+    return {**result, "per_model": {names[key]: value for key, value in result["per_model"].items()}}
+
+
+def _mean_std(per_model: dict, metrics: Sequence[str]) -> dict:
+    return {m: {"mean": float(np.mean([v[m] for v in per_model.values()])),
+                "std": float(np.std([v[m] for v in per_model.values()]))} for m in metrics}
+
+
+def _tuning_summary(runs: list[ProtocolRun]) -> dict:
     from gspdml.training import evaluate_split
 
     per_model = {}
-    for (fold, seed), run_dir in run_dirs.items():
-        config, model, data = _load_model_and_data(run_dir)
-        per_model[f"fold{fold}-seed{seed}"] = evaluate_split(
-            model, data.val, batch_size=config["data"]["eval_batch_size"], recall_at=config["evaluation"]["recall_at"]
-        )
-    names = sorted(set.intersection(*(set(m) for m in per_model.values())))
-    summary = {
-        name: {"mean": float(np.mean([m[name] for m in per_model.values()])),
-               "std": float(np.std([m[name] for m in per_model.values()]))}
-        for name in names
+    for run in runs:
+        config, model, data, device = _load(run)
+        per_model[run.name] = evaluate_split(model, data.val, recall_at=config["evaluation"]["recall_at"],
+                                             **_embedding_kwargs(config, device))
+    return {"per_model": per_model, "summary": {"val": _mean_std(per_model, TABLE_METRICS)}, "num_realisations": len(runs)}
+
+
+def _conventional_summary(runs: list[ProtocolRun], metric: str) -> dict:
+    per_model = {run.name: json.loads((run.run_dir / "results.json").read_text())["test"] for run in runs}
+    best = max(per_model, key=lambda name: per_model[name][metric])
+    return {
+        "per_model": per_model, "best_run": best, "num_realisations": len(runs),
+        "summary": {"best": {m: {"mean": per_model[best][m]} for m in TABLE_METRICS},
+                    "repeats": _mean_std(per_model, TABLE_METRICS)},
     }
-    return {"per_model": per_model, "summary": summary}

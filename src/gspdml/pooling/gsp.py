@@ -34,6 +34,7 @@ from torch import nn
 from gspdml.analysis.kcenter import greedy_k_center
 from gspdml.errors import ConfigError
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, channels_first_locations, unflatten_weights
+from gspdml.pooling.gsp_function import cost_parts, fused_gsp
 from gspdml.pooling.partial_transport import BACKWARDS, partial_transport
 
 INITS = ("kcenter", "random")
@@ -48,19 +49,9 @@ def clip_normalize(u: torch.Tensor) -> torch.Tensor:
 def prototype_costs(prototypes: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
     """Non-squared L2 costs ``[B, m, n]`` between clip-normalised prototypes ``[m, d]`` and the
     clip-normalised columns of ``features [B, d, n]``; the square root is smoothed by ``1e-12``
-    so that a feature equal to a prototype has a finite gradient.
-
-    With ``a_i = 1 / max(1, ||w_i||)`` and ``b_j = 1 / max(1, ||f_j||)`` the clipped vectors are
-    ``a_i w_i`` and ``b_j f_j``, so ``c_ij^2 = min(1, ||w_i||^2) + min(1, ||f_j||^2) - 2 a_i b_j w_i . f_j``:
-    one product of the raw tensors, no normalised copy of the features, and no square root of a
-    norm (whose gradient is undefined at a zero feature).
-    """
-    w_squared, f_squared = prototypes.square().sum(dim=1), features.square().sum(dim=1)  # [m], [B, n]
-    w_scale, f_scale = w_squared.clamp_min(1.0).rsqrt(), f_squared.clamp_min(1.0).rsqrt()
-    cross = torch.bmm(prototypes.expand(features.shape[0], -1, -1), features)  # [B, m, n]
-    norms = w_squared.clamp_max(1.0)[None, :, None] + f_squared.clamp_max(1.0)[:, None, :]
-    squared = torch.addcmul(norms, cross, w_scale[None, :, None] * f_scale[:, None, :], value=-2.0)
-    return torch.sqrt(squared.clamp_min(0.0) + 1e-12)
+    so that a feature equal to a prototype has a finite gradient (see
+    :func:`~gspdml.pooling.gsp_function.cost_parts` for the form used)."""
+    return cost_parts(prototypes, features)[0]
 
 
 @POOLINGS.register("gsp")
@@ -137,19 +128,30 @@ class GSP(Pooling):
     def forward(self, x: torch.Tensor) -> Pooled:
         local, spatial = channels_first_locations(x)  # [B, d, n]
         with torch.autocast(device_type=local.device.type, enabled=False):
-            local = local.float()
+            local = local.to(torch.float32, memory_format=torch.contiguous_format)  # one pass, rows in order
             b, _, n = local.shape
-            if bool(self.initialized):
-                weights, attributes = self._transport_weights(local)
+            if bool(self.initialized) and self._fused():
+                vector, weights, attributes = fused_gsp(
+                    local, self.prototypes.float(), self.mu, self.eps, self.iters, self.weighting == "background"
+                )
             else:
-                if self.training:
-                    self._remember(local.mean(dim=2))
-                weights = local.new_full((b, n), 1.0 / n)
-                attributes = local.new_zeros(b, self.num_prototypes)
-            vector = self._aggregate(local, weights)
+                if bool(self.initialized):
+                    weights, attributes = self._transport_weights(local)
+                else:
+                    if self.training:
+                        self._remember(local.mean(dim=2))
+                    weights = local.new_full((b, n), 1.0 / n)
+                    attributes = local.new_zeros(b, self.num_prototypes)
+                vector = self._aggregate(local, weights)
             if self.add_max_pool:
                 vector = vector + local.amax(dim=2)
         return Pooled(vector, unflatten_weights(weights, spatial), attributes)
+
+    def _fused(self) -> bool:
+        """Training with the closed-form backward goes through the fused function
+        (:mod:`gspdml.pooling.gsp_function`); GeM, ``mu = 1``, the unrolled backward, inference and
+        export compose autograd pieces (the same values)."""
+        return self.backward == "closed_form" and self.gem_p == 1.0 and self.mu < 1.0 and torch.is_grad_enabled()
 
     def _transport_weights(self, local: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = local.shape[2]

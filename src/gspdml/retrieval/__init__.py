@@ -1,3 +1,4 @@
 """Retrieval with a trained embedder: persistent indexes and search (``index``, ``knn``,
-``build``, ``results``), the image pipeline of a run (``transforms``, ``images``), the HTML run
-report (``report``, ``figures``) and TorchScript/ONNX export (``export``); CLI in ``cli``."""
+``build``; a search returns :class:`gspdml.evaluation.RetrievalResults`), the image sources of a
+run (``transforms``, ``images``), the HTML run report (``report``, ``figures``) and
+TorchScript/ONNX export (``export``); CLI in ``cli``."""

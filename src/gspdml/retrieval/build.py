@@ -9,9 +9,10 @@ import torch
 from torch import nn
 
 from gspdml.errors import ConfigError
-from gspdml.retrieval.images import ImageSource, embed
+from gspdml.retrieval.images import ImageSource
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.run import weights_digest
+from gspdml.training.inference import embed
 
 
 def model_info(run_dir: str | Path) -> dict[str, Any]:
@@ -29,7 +30,7 @@ def build_index(
     progress: bool = True,
 ) -> RetrievalIndex:
     """Embed every item of ``source`` and index it."""
-    vectors = embed(model, source.dataset, batch_size, device, progress)
+    vectors, _ = embed(model, source.dataset, batch_size, device, progress=progress)
     return RetrievalIndex(vectors, source.paths, source.labels, metric, info)
 
 
@@ -62,6 +63,6 @@ def append_to_index(
     if not new:
         return 0
     subset = torch.utils.data.Subset(source.dataset, new)
-    vectors = embed(model, subset, batch_size, device, progress)
+    vectors, _ = embed(model, subset, batch_size, device, progress=progress)
     index.add(vectors, [source.paths[i] for i in new], [source.labels[i] for i in new])
     return len(new)

@@ -17,12 +17,12 @@ from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval import knn
 from gspdml.retrieval.build import append_to_index, build_index, check_same_model, model_info
 from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
-from gspdml.retrieval.images import SPLITS, ImageFiles, embed, folder_source, split_source
+from gspdml.retrieval.images import SPLITS, ImageFiles, folder_source, split_source
 from gspdml.retrieval.index import META_FILE, RetrievalIndex
 from gspdml.retrieval.report import build_report, write_report
 from gspdml.retrieval.transforms import eval_transform_from_config
 from gspdml.training import load_run
-from gspdml.training.inference import resolve_device
+from gspdml.training.inference import embed, resolve_device
 
 
 def _image_channels(model) -> int:
@@ -74,10 +74,12 @@ def run_search(args: argparse.Namespace) -> int:
     for path in paths:
         if not Path(path).is_file():
             raise DataError(f"{path}: query image not found")
-    queries = embed(model, ImageFiles(paths, [None] * len(paths), transform), args.batch_size, device, progress=False)
+    queries, _ = embed(model, ImageFiles(paths, [None] * len(paths), transform), args.batch_size, device)
     results = index.search(queries, min(args.k, len(index)), query_paths=paths, backend=args.backend)
+    if args.save:
+        results.save(args.save)
     if args.json:
-        json.dump(results.to_dict(), sys.stdout, indent=1)
+        json.dump(results.rows(), sys.stdout, indent=1)
         print()
     else:
         print(results.format_text())
@@ -141,6 +143,7 @@ def add_search_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("queries", nargs="+", metavar="QUERY_IMAGE", help="query image files")
     parser.add_argument("-k", type=int, default=10, help="results per query (default 10)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument("--save", metavar="FILE", help="also write the results (safetensors, read by gspdml.evaluation.RetrievalResults.load)")
     parser.add_argument("--run", help="run directory of the model (default: the one recorded in the index)")
     parser.add_argument("--backend", choices=("auto", *knn.BACKENDS), default="auto", help="auto = faiss when installed")
     _add_common(parser)

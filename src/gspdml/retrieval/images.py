@@ -1,5 +1,5 @@
-"""Where retrieval images come from (a folder, or a split of the run's dataset) and how they
-are embedded: in batches, with a progress bar."""
+"""Where retrieval images come from: a folder, or a split of the run's dataset. They are
+embedded by :func:`gspdml.training.inference.embed`, like every evaluation split."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
-from torch import nn
-from torch.utils.data import DataLoader, Dataset
-from tqdm import tqdm
+from torch.utils.data import Dataset
 
 from gspdml.data.images import IMAGE_EXTENSIONS
 from gspdml.errors import ConfigError, DataError
@@ -90,32 +88,3 @@ def split_source(config: dict[str, Any], split: str) -> ImageSource:
     class_names = getattr(dataset, "class_names", None)
     labels = [str(class_names[label]) if class_names is not None else str(int(label)) for label in dataset.labels]
     return ImageSource(dataset, names, labels)
-
-
-def _stack(batch):
-    images = [item[0] for item in batch]
-    shapes = sorted({tuple(image.shape) for image in images})
-    if len(shapes) > 1:
-        raise DataError(
-            f"images of different sizes {shapes} in one batch; give the run config a 'data.eval_transform' "
-            "with 'resize' and 'center_crop' (see gspdml.retrieval.transforms)"
-        )
-    return torch.stack(images)
-
-
-@torch.inference_mode()
-def embed(
-    model: nn.Module,
-    dataset: Dataset,
-    batch_size: int = 64,
-    device: str | torch.device = "cpu",
-    progress: bool = True,
-) -> torch.Tensor:
-    """Embeddings ``[N, D]`` (float32, on the CPU) of every item, in dataset order."""
-    model.eval()
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=_stack)
-    chunks = [
-        model(images.to(device)).embedding.float().cpu()
-        for images in tqdm(loader, desc="embedding", unit="batch", disable=not progress)
-    ]
-    return torch.cat(chunks)

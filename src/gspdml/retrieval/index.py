@@ -26,8 +26,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from gspdml.errors import ConfigError, DataError
+from gspdml.evaluation.results import RetrievalResults
 from gspdml.retrieval import knn
-from gspdml.retrieval.results import RetrievalResults
 
 FORMAT = "gspdml-index"
 VERSION = 1
@@ -81,23 +81,28 @@ class RetrievalIndex:
         exclude: Optional[Sequence[int]] = None,
         backend: str = "auto",
     ) -> RetrievalResults:
-        """The ``k`` nearest index rows of each query.
+        """The ``k`` nearest index rows of each query, as :class:`RetrievalResults` with the
+        index's paths and labels as references (distances in the index's metric).
 
         ``exclude[q]`` is a row to leave out of query q's results (leave-one-out retrieval when
         the queries are themselves in the index); it costs one extra neighbour per query.
         """
         n_queries = queries.shape[0]
-        query_paths = list(query_paths) if query_paths is not None else [f"query/{i}" for i in range(n_queries)]
         query_labels = list(query_labels) if query_labels is not None else [None] * n_queries
         extra = 1 if exclude is not None else 0
         if not 1 <= k <= len(self) - extra:
             raise ConfigError("k", f"must be between 1 and {len(self) - extra} for this index of {len(self)} images, got {k}")
         distances, indices = knn.search(queries, self.vectors, k + extra, self.metric, backend)
+        excluded = None
         if exclude is not None:
-            keep = indices != torch.as_tensor(list(exclude), dtype=torch.long).view(-1, 1)
+            excluded = torch.as_tensor(list(exclude), dtype=torch.long)
+            keep = indices != excluded.view(-1, 1)
             keep[keep.all(dim=1), -1] = False  # excluded row not among the k + 1: drop the farthest
             distances, indices = distances[keep].view(n_queries, k), indices[keep].view(n_queries, k)
-        return RetrievalResults(distances, indices, query_paths, self.paths, query_labels, self.labels, self.metric)
+        return RetrievalResults.from_labels(
+            indices, distances, query_labels, self.labels, excluded=excluded, metric=self.metric,
+            query_paths=query_paths, reference_paths=self.paths,
+        )
 
     def save(self, path: str | Path) -> None:
         """Write the folder (vectors first, then the metadata, each replaced atomically)."""

@@ -20,10 +20,11 @@ import torch
 import yaml
 
 from gspdml.errors import DataError
+from gspdml.evaluation.results import RetrievalResults
 from gspdml.retrieval.figures import heatmap_overlay, png_data_uri, training_curves_svg
-from gspdml.retrieval.images import ImageSource, embed
+from gspdml.retrieval.images import ImageSource
 from gspdml.retrieval.index import RetrievalIndex
-from gspdml.retrieval.results import RetrievalResults
+from gspdml.training.inference import embed
 
 esc = html.escape
 
@@ -126,30 +127,37 @@ def _metrics_section(results: Optional[dict[str, Any]], rows: list[dict[str, Any
     return "\n".join(parts) or '<p class="muted">No metrics recorded (no results.json or metrics.jsonl).</p>'
 
 
-def _label(label: Optional[str]) -> str:
-    return "(no label)" if label is None else esc(label)
+def _label(label: Any) -> str:
+    return "(no label)" if label is None else esc(str(label))
 
 
 def _tile(kind: str, image_uri: str, caption: str, alt: str) -> str:
     return f'<figure class="tile {kind}"><img src="{image_uri}" alt="{esc(alt)}"><figcaption>{caption}</figcaption></figure>'
 
 
-def _grid(results: RetrievalResults, pictures: dict[int, np.ndarray], queries: list[int], heatmaps: list[Optional[np.ndarray]]) -> str:
+def retrieval_grid(results: RetrievalResults, pictures: dict[int, np.ndarray], queries: Sequence[int], heatmaps: Sequence[Optional[np.ndarray]]) -> str:
+    """HTML rows, one per query of ``results``: the query, its heatmap (or an empty cell), then its
+    ranked references, framed green/red by :meth:`RetrievalResults.rows`' ``correct`` (grey when
+    a label is unknown). ``pictures`` maps a reference row to its picture; ``queries[q]`` is the
+    picture key of query q (queries are references of the same source)."""
     rows = []
-    for q, (item, marks) in enumerate(zip(queries, results.correct())):
-        label = results.query_labels[q]
-        cells = [_tile("query", png_data_uri(pictures[item]), f"query<br>{_label(label)}", f"query {results.query_paths[q]}")]
-        if heatmaps[q] is not None:
-            cells.append(_tile("heatmap", png_data_uri(heatmaps[q]), "pooling weights", f"pooling weights {results.query_paths[q]}"))
+    for item, row, heatmap in zip(queries, results.rows(), heatmaps):
+        name = row["query"] if row["query"] is not None else f"#{item}"
+        cells = [_tile("query", png_data_uri(pictures[item]), f"query<br>{_label(row['label'])}", f"query {name}")]
+        if heatmap is not None:
+            cells.append(_tile("heatmap", png_data_uri(heatmap), "pooling weights", f"pooling weights {name}"))
         else:
             cells.append('<figure class="tile heatmap"><div class="none">none</div><figcaption>no pooling weights</figcaption></figure>')
         cells.append('<div class="sep"></div>')
-        for rank, (j, distance, mark) in enumerate(zip(results.indices[q].tolist(), results.distances[q].tolist(), marks), start=1):
-            kind, symbol = {True: ("correct", "&#10003;"), False: ("wrong", "&#10007;"), None: ("unknown", "?")}[mark]
-            name = Path(results.gallery_paths[j]).name
-            caption = f'<span class="mark">{symbol}</span> #{rank} d={distance:.3f}<br>{_label(results.gallery_labels[j])}<br><span class="muted">{esc(name)}</span>'
-            cells.append(_tile(f"result {kind}", png_data_uri(pictures[j]), caption, results.gallery_paths[j]))
-        rows.append(f'<div class="row" title="{esc(results.query_paths[q])}">{"".join(cells)}</div>')
+        for result in row["results"]:
+            kind, symbol = {True: ("correct", "&#10003;"), False: ("wrong", "&#10007;"), None: ("unknown", "?")}[result["correct"]]
+            path = result["path"] if result["path"] is not None else f"#{result['index']}"
+            caption = (
+                f'<span class="mark">{symbol}</span> #{result["rank"]} d={result["distance"]:.3f}<br>'
+                f'{_label(result["label"])}<br><span class="muted">{esc(Path(path).name)}</span>'
+            )
+            cells.append(_tile(f"result {kind}", png_data_uri(pictures[result["index"]]), caption, path))
+        rows.append(f'<div class="row" title="{esc(name)}">{"".join(cells)}</div>')
     return "\n".join(rows)
 
 
@@ -174,7 +182,7 @@ def build_report(
     (GAP, GMP) get an empty cell.
     """
     model = model.eval()
-    vectors = embed(model, source.dataset, batch_size, device, progress)
+    vectors, _ = embed(model, source.dataset, batch_size, device, progress=progress)
     index = RetrievalIndex(vectors, source.paths, source.labels)
     chosen = choose_queries(source.labels, min(queries, len(index)), seed)
     k = min(k, len(index) - 1)
@@ -207,7 +215,7 @@ def build_report(
 <p class="muted">{len(chosen)} queries, top {k} of the other {len(index) - 1} images each (leave-one-out).
 Blue frame: query; violet: its pooling weights upsampled to the image (colour = weight / largest weight, jet: blue 0 to red 1); green &#10003;: same label as the query, red &#10007;: different.</p>
 <div id="grid">
-{_grid(results, pictures, chosen, heatmaps)}
+{retrieval_grid(results, pictures, chosen, heatmaps)}
 </div>
 <h2>Config</h2>
 <pre>{esc(yaml.safe_dump(config, sort_keys=False))}</pre>

@@ -9,8 +9,10 @@ import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+from tqdm import tqdm
 
 from gspdml.data.base import EvalSplit
+from gspdml.errors import DataError
 
 
 def resolve_device(name: str) -> torch.device:
@@ -28,6 +30,19 @@ def autocast_context(precision: str, device: torch.device):
     return contextlib.nullcontext()
 
 
+def stack_batch(batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Collate ``(image, label)`` items into images ``[B, C, H, W]`` and int64 labels ``[B]``;
+    images of different sizes get an error that says how to fix the config."""
+    images = [item[0] for item in batch]
+    shapes = sorted({tuple(image.shape) for image in images})
+    if len(shapes) > 1:
+        raise DataError(
+            f"images of different sizes {shapes} in one batch; give the run config a 'data.eval_transform' "
+            "with 'resize' and 'center_crop' (see gspdml.retrieval.transforms)"
+        )
+    return torch.stack(images), torch.as_tensor([int(item[1]) for item in batch], dtype=torch.int64)
+
+
 @torch.no_grad()
 def embed(
     model: nn.Module,
@@ -36,21 +51,27 @@ def embed(
     device: torch.device | str = "cpu",
     precision: str = "fp32",
     num_workers: int = 0,
+    progress: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Embeddings ``[N, D]`` (float32, in dataset order) and labels ``[N]`` (int64) of a dataset."""
+    """Embeddings ``[N, D]`` (float32, on the CPU, in dataset order) and labels ``[N]`` (int64)
+    of a dataset of ``(image, label)`` items, in eval mode (the model's mode is restored after);
+    ``progress`` shows a progress bar over the batches."""
     device = torch.device(device)
     was_training = model.training
     model.eval()
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers, pin_memory=device.type == "cuda")
+    loader = DataLoader(
+        dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers,
+        pin_memory=device.type == "cuda", collate_fn=stack_batch,
+    )
     chunks, labels = [], []
     try:
-        for images, targets in loader:
+        for images, targets in tqdm(loader, desc="embedding", unit="batch", disable=not progress):
             images = images.to(device, non_blocking=True)
             if precision == "bf16" and device.type == "cpu":
                 images = images.contiguous(memory_format=torch.channels_last)
             with autocast_context(precision, device):
                 chunks.append(model(images).embedding.float().cpu())
-            labels.append(torch.as_tensor(targets, dtype=torch.int64))
+            labels.append(targets)
     finally:
         model.train(was_training)
     if not chunks:

@@ -25,8 +25,9 @@ class MetricsLog:
         return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
 
     def truncate_after(self, step: int) -> None:
-        """Drop records newer than ``step`` (those a killed run wrote after its last checkpoint)."""
-        kept = [r for r in self.read() if r.get("step", 0) <= step]
+        """Drop records newer than ``step`` (those a killed run wrote after its last checkpoint)
+        and the final test record (a resumed run writes it again when it finishes)."""
+        kept = [r for r in self.read() if r.get("step", 0) <= step and not r.get("final")]
         atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
 
 

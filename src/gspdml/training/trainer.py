@@ -166,7 +166,10 @@ class Trainer:
                     if self.finished:
                         break
             bar.close()
-            return self._finish()
+            results = self._finish()
+            if self.dist:  # leave together: rank 0 hosts the rendezvous store, and a rank still
+                self.dist.barrier()  # tearing down when it exits is aborted
+            return results
         finally:
             if self.dist:
                 self.dist.close()
@@ -277,7 +280,7 @@ class Trainer:
         }
         if self.data.test is not None:
             results["test"] = self.evaluate(self.data.test)
-            self._log({"step": self.step, "split": "test", **results["test"]})
+            self._log({"step": self.step, "split": "test", "final": True, **results["test"]})
         if self.is_main:
             atomic_write_text(self.run_dir / "results.json", json.dumps(results, indent=2))
         return results

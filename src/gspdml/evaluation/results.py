@@ -1,0 +1,322 @@
+"""The one retrieval-results type: the exact kNN engine and the search index return it, the
+metrics score it, the CLI prints it and the HTML report draws it.
+
+After open-metric-learning's ``RetrievalResults`` (``spec/ecosystem.md`` §1.3 and §5, lesson 6):
+one object carries the ranked neighbours of every query plus what is needed to judge and show
+them. Query i's row lists reference (gallery) rows ordered by (distance, index), nearest first.
+
+Labels are stored as int64 codes into ``label_values`` (one shared coding for both sides, so
+int64 ids stay exact and strings work alike); code ``-1`` marks an unknown label (an unlabelled
+image). ``excluded[i]`` is the reference row left out of query i's search (leave-one-out: the
+query itself is among the references). The number of relevant references of query i is
+
+    R_i = #{j : y_ref(j) = y_i} - [y_ref(excluded[i]) = y_i]
+
+(Musgrave et al., "A Metric Learning Reality Check", ECCV 2020, §3.2; thesis L316-326), the
+quantity that MAP@R and R-precision divide by.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
+
+from gspdml.errors import ConfigError, DataError
+
+UNKNOWN = -1
+METRICS = ("squared_euclidean", "euclidean", "cosine")
+FORMAT = "gspdml-retrieval-results"
+VERSION = 1
+_TENSORS = ("indices", "distances", "query_labels", "reference_labels")
+_LABEL_KINDS = {"i": "int", "u": "int", "b": "int", "U": "str", "S": "bytes"}
+
+
+@dataclass(frozen=True, eq=False)
+class RetrievalResults:
+    """Nearest references of every query, with the labels and paths needed to score and show them.
+
+    Attributes:
+        indices: int64 [N_q, k], reference rows ordered by (distance, index), nearest first.
+        distances: float [N_q, k], their distances to the query, in the unit named by ``metric``.
+        query_labels: int64 [N_q], label codes into ``label_values``; -1 where unknown.
+        reference_labels: int64 [N_r], same coding.
+        label_values: numpy array [L], original label of each code (ints or strings).
+        excluded: int64 [N_q] or None: the reference row left out of each query's search (the
+            query itself in leave-one-out retrieval).
+        metric: what ``distances`` holds: "squared_euclidean" (the kNN engine), "euclidean"
+            (||q - r||) or "cosine" (1 - cos(q, r)).
+        query_paths, reference_paths: file (or item) names of both sides, or None when unknown.
+        num_relevant: int64 [N_q], R_i (derived; 0 for a query of unknown label).
+        r_max: max_i R_i, the k that MAP@R needs (derived).
+
+    All tensors are kept on the CPU. Build one from raw labels (ints, strings, None for unknown)
+    with :meth:`from_labels`.
+    """
+
+    indices: torch.Tensor
+    distances: torch.Tensor
+    query_labels: torch.Tensor
+    reference_labels: torch.Tensor
+    label_values: np.ndarray
+    excluded: Optional[torch.Tensor] = None
+    metric: str = "squared_euclidean"
+    query_paths: Optional[tuple[str, ...]] = None
+    reference_paths: Optional[tuple[str, ...]] = None
+    num_relevant: torch.Tensor = field(init=False, repr=False)
+    r_max: int = field(init=False)
+
+    def __post_init__(self):
+        def put(name, value):
+            object.__setattr__(self, name, value)
+
+        for name in ("indices", "distances", "query_labels", "reference_labels"):
+            put(name, torch.as_tensor(getattr(self, name)).detach().cpu())
+        if self.excluded is not None:
+            put("excluded", torch.as_tensor(self.excluded, dtype=torch.int64).cpu())
+        put("label_values", np.asarray(self.label_values))
+        for name in ("query_paths", "reference_paths"):
+            if getattr(self, name) is not None:
+                put(name, tuple(str(p) for p in getattr(self, name)))
+        self._check()
+        num_relevant = relevant_counts(self.query_labels, self.reference_labels, len(self.label_values), self.excluded)
+        put("num_relevant", num_relevant)
+        put("r_max", int(num_relevant.max()) if len(num_relevant) else 0)
+
+    def _check(self) -> None:
+        n_q, n_r = len(self.query_labels), len(self.reference_labels)
+        if self.metric not in METRICS:
+            raise ConfigError("metric", f"unknown results metric {self.metric!r}; allowed: {', '.join(METRICS)}")
+        if self.indices.dtype != torch.int64 or self.indices.dim() != 2 or self.indices.shape[0] != n_q:
+            raise ConfigError(
+                "indices", f"expected int64 [{n_q}, k] (one row per query label), got {self.indices.dtype} {tuple(self.indices.shape)}"
+            )
+        if self.distances.shape != self.indices.shape or not self.distances.is_floating_point():
+            raise ConfigError(
+                "distances", f"expected float {tuple(self.indices.shape)} like indices, got {self.distances.dtype} {tuple(self.distances.shape)}"
+            )
+        if self.indices.numel() and not (0 <= int(self.indices.min()) and int(self.indices.max()) < n_r):
+            raise ConfigError("indices", f"reference rows must lie in [0, {n_r}), got [{int(self.indices.min())}, {int(self.indices.max())}]")
+        for name, codes in (("query_labels", self.query_labels), ("reference_labels", self.reference_labels)):
+            if codes.dtype != torch.int64 or codes.dim() != 1:
+                raise ConfigError(name, f"expected int64 label codes [N], got {codes.dtype} {tuple(codes.shape)}")
+            if codes.numel() and not (UNKNOWN <= int(codes.min()) and int(codes.max()) < len(self.label_values)):
+                raise ConfigError(name, f"label codes must lie in [-1, {len(self.label_values)}), got [{int(codes.min())}, {int(codes.max())}]")
+        if self.excluded is not None and (
+            self.excluded.shape != (n_q,) or (n_q and not (0 <= int(self.excluded.min()) and int(self.excluded.max()) < n_r))
+        ):
+            raise ConfigError("excluded", f"expected one reference row in [0, {n_r}) per query ({n_q}), got shape {tuple(self.excluded.shape)}")
+        for name, paths, n in (("query_paths", self.query_paths, n_q), ("reference_paths", self.reference_paths, n_r)):
+            if paths is not None and len(paths) != n:
+                raise ConfigError(name, f"has {len(paths)} entries for {n} rows")
+
+    @classmethod
+    def from_labels(
+        cls,
+        indices: torch.Tensor,
+        distances: torch.Tensor,
+        query_labels: Sequence[Any],
+        reference_labels: Sequence[Any],
+        **kwargs: Any,
+    ) -> "RetrievalResults":
+        """Results from raw labels (ints or strings, None where unknown); other fields as keywords."""
+        values, query_codes, reference_codes = encode_labels(query_labels, reference_labels)
+        return cls(indices, distances, query_codes, reference_codes, values, **kwargs)
+
+    @property
+    def k(self) -> int:
+        return int(self.indices.shape[1])
+
+    @property
+    def leave_one_out(self) -> bool:
+        """Whether one reference row (the query itself) was left out of each query's search."""
+        return self.excluded is not None
+
+    @property
+    def num_searchable(self) -> int:
+        """References each query could retrieve: N_r, minus the excluded row."""
+        return len(self.reference_labels) - int(self.leave_one_out)
+
+    @property
+    def lone_queries(self) -> torch.Tensor:
+        """Bool [N_q]: queries whose class has no other member among the references (R_i = 0)."""
+        return self.num_relevant == 0
+
+    @property
+    def fully_labelled(self) -> bool:
+        """Whether every query and reference has a label (the metrics need that)."""
+        return bool((self.query_labels != UNKNOWN).all() and (self.reference_labels != UNKNOWN).all())
+
+    def relevance(self) -> torch.Tensor:
+        """Bool [N_q, k]: whether each retrieved reference has the query's (known) label."""
+        same = self.reference_labels[self.indices] == self.query_labels[:, None]
+        return same & (self.query_labels[:, None] != UNKNOWN)
+
+    def label(self, code: int) -> Any:
+        """The original label of a code (a plain Python value), None for -1."""
+        return None if code == UNKNOWN else self.label_values[code].item()
+
+    def rows(self) -> list[dict[str, Any]]:
+        """JSON-ready: one entry per query, ``{"query_index", "query" (path), "label", "metric",
+        "results": [{"rank", "index", "path", "label", "distance", "correct"}]}``; a path is None
+        where unknown, ``correct`` is None where either label is unknown."""
+        q_labels, r_labels = self.query_labels.tolist(), self.reference_labels.tolist()
+        out = []
+        for q, (dist_row, index_row) in enumerate(zip(self.distances.tolist(), self.indices.tolist())):
+            q_code = q_labels[q]
+            results = [
+                {
+                    "rank": rank,
+                    "index": j,
+                    "path": None if self.reference_paths is None else self.reference_paths[j],
+                    "label": self.label(r_labels[j]),
+                    "distance": d,
+                    "correct": None if UNKNOWN in (q_code, r_labels[j]) else q_code == r_labels[j],
+                }
+                for rank, (d, j) in enumerate(zip(dist_row, index_row), start=1)
+            ]
+            out.append({
+                "query_index": q,
+                "query": None if self.query_paths is None else self.query_paths[q],
+                "label": self.label(q_code),
+                "metric": self.metric,
+                "results": results,
+            })
+        return out
+
+    def format_text(self) -> str:
+        """Plain text: per query, rank, distance, path (or ``#row``) and label of each result."""
+        lines = []
+        for row in self.rows():
+            name = row["query"] if row["query"] is not None else f"#{row['query_index']}"
+            lines.append(f"query: {name}" + (f"  [{row['label']}]" if row["label"] is not None else ""))
+            for result in row["results"]:
+                label = f"  [{result['label']}]" if result["label"] is not None else ""
+                path = result["path"] if result["path"] is not None else f"#{result['index']}"
+                lines.append(f"  {result['rank']:>3}  {result['distance']:.6f}  {path}{label}")
+        return "\n".join(lines)
+
+    def save(self, path: str | Path) -> None:
+        """Write one safetensors file (replaced atomically): the tensors, plus the metric, label
+        values and paths as JSON in its header metadata. Label values must be ints or strings."""
+        path = Path(path)
+        tensors = {name: getattr(self, name).clone() for name in _TENSORS}  # copies: the codes may share memory
+        if self.excluded is not None:
+            tensors["excluded"] = self.excluded.clone()
+        values = [self.label(c) for c in range(len(self.label_values))]
+        if any(not isinstance(v, (int, str)) for v in values):
+            raise ConfigError("label_values", f"only int or string labels can be saved, got {self.label_values.dtype}")
+        metadata = {
+            "format": FORMAT,
+            "version": str(VERSION),
+            "metric": self.metric,
+            "label_values": json.dumps(values),
+            "query_paths": json.dumps(self.query_paths),
+            "reference_paths": json.dumps(self.reference_paths),
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        save_file(tensors, str(tmp), metadata=metadata)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "RetrievalResults":
+        """Read a file written by :meth:`save`; anything else is refused with a DataError (never unpickled)."""
+        path = Path(path)
+        if not path.is_file():
+            raise DataError(f"{path}: retrieval results file not found")
+        try:
+            with safe_open(str(path), framework="pt", device="cpu") as handle:
+                meta = handle.metadata() or {}
+                if meta.get("format") != FORMAT:
+                    raise DataError(f"{path}: not gspdml retrieval results (format is {meta.get('format')!r})")
+                if not meta.get("version", "").isdigit() or int(meta["version"]) > VERSION:
+                    raise DataError(f"{path}: results version {meta.get('version')!r}; this gspdml reads up to {VERSION}")
+                missing = [name for name in _TENSORS if name not in handle.keys()]
+                if missing:
+                    raise DataError(f"{path}: retrieval results without tensor(s) {', '.join(missing)}")
+                tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+        except (SafetensorError, OSError) as err:
+            raise DataError(f"{path}: not a gspdml retrieval results file (not safetensors: {err})") from None
+        try:
+            values = json.loads(meta["label_values"])
+            label_values = np.asarray(values) if values else np.zeros(0, dtype=np.int64)
+            return cls(
+                **{name: tensors[name] for name in _TENSORS},
+                label_values=label_values,
+                excluded=tensors.get("excluded"),
+                metric=meta.get("metric"),
+                query_paths=json.loads(meta["query_paths"]),
+                reference_paths=json.loads(meta["reference_paths"]),
+            )
+        except (KeyError, json.JSONDecodeError, ConfigError) as err:
+            raise DataError(f"{path}: inconsistent retrieval results ({err})") from None
+
+
+def relevant_counts(query_codes: torch.Tensor, reference_codes: torch.Tensor, num_labels: int, excluded: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """int64 [N_q]: R_i = references sharing query i's label, minus the excluded row when it does
+    (0 for unknown labels)."""
+    known = reference_codes[reference_codes != UNKNOWN]
+    counts = torch.bincount(known, minlength=num_labels)
+    q_known = query_codes != UNKNOWN
+    out = torch.where(q_known, counts[query_codes.clamp(min=0)] if num_labels else torch.zeros_like(query_codes), 0)
+    if excluded is not None:
+        out = out - (q_known & (reference_codes[excluded] == query_codes)).to(torch.int64)
+    return out
+
+
+def encode_labels(query_labels, reference_labels=None) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
+    """One coding for both sides: ``(values [L], query codes [N_q], reference codes [N_r])``,
+    int64 codes with ``values[code]`` the original label and -1 for None. ``reference_labels=None``
+    codes the queries only (leave-one-out: the references are the queries).
+
+    Labels are ints or strings (any array-like or tensor); floats are refused, never rounded.
+    """
+    arrays = [_as_label_array(query_labels, "query_labels")]
+    if reference_labels is not None:
+        arrays.append(_as_label_array(reference_labels, "reference_labels"))
+    known = [np.array([v is not None for v in a], dtype=bool) if a.dtype == object else np.ones(len(a), bool) for a in arrays]
+    parts = [a[m] for a, m in zip(arrays, known)]
+    kinds = set()
+    for part in (p for p in parts if len(p)):
+        kinds |= {_label_kind(v) for v in part.tolist()} if part.dtype == object else {_LABEL_KINDS.get(part.dtype.kind, part.dtype.name)}
+    if len(kinds) > 1 or not kinds <= set(_LABEL_KINDS.values()):
+        raise ConfigError("labels", f"labels must be all integers or all strings (or None), got {', '.join(sorted(kinds))}")
+    parts = [np.asarray(p.tolist()) if p.dtype == object else p for p in parts if len(p)]
+    present = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    values, inverse = np.unique(present, return_inverse=True)
+    codes, start = [], 0
+    for mask in known:
+        code = np.full(len(mask), UNKNOWN, dtype=np.int64)
+        code[mask] = inverse.reshape(-1)[start:start + int(mask.sum())]
+        start += int(mask.sum())
+        codes.append(torch.from_numpy(code))
+    return values, codes[0], codes[-1]
+
+
+def _as_label_array(labels, name: str) -> np.ndarray:
+    if isinstance(labels, torch.Tensor):
+        labels = labels.detach().cpu().numpy()
+    arr = np.asarray(labels) if not isinstance(labels, (list, tuple)) or None not in labels else np.array(labels, dtype=object)
+    if arr.ndim != 1:
+        raise ConfigError(name, f"expected a 1-D array of labels, got shape {arr.shape}")
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if arr.dtype.kind == "f":
+        raise ConfigError(name, "labels must be integers or strings, not floats")
+    return arr
+
+
+def _label_kind(value) -> str:
+    if isinstance(value, (int, np.integer)):
+        return "int"
+    if isinstance(value, str):
+        return "str"
+    return "bytes" if isinstance(value, bytes) else type(value).__name__

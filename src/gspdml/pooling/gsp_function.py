@@ -1,0 +1,123 @@
+"""The GSP layer as one autograd function: costs, transport, weights and the weighted sum.
+
+Composed from autograd pieces, the layer reads and writes the ``[B, d, n]`` local features about
+ten times per training step (normalised copies, the costs' products, the weighted sum and the
+gradient of each), which makes it cost as much as the small demo network itself. Fused, it
+touches them four times forward and backward together, and keeps nothing of size ``[B, m, n]``
+beyond the costs.
+
+Forward (seed 000 §4, Eq. 4.1 and 4.3; the costs as in :func:`~gspdml.pooling.gsp.prototype_costs`)::
+
+    a_i = 1 / max(1, ||w_i||),  b_j = 1 / max(1, ||f_j||)
+    c_ij = sqrt(min(1, ||w_i||^2) + min(1, ||f_j||^2) - 2 a_i b_j w_i . f_j)
+    rho, pi = (P2)(c; mu, eps, iters)                   (Prop. 4.1)
+    p_j = (1/n - rho_j) / mu  (or rho_j / (1 - mu)),  x = sum_j p_j f_j,  z = pi 1_n / mu
+
+Backward, from ``G_x [B, d]``, ``G_p [B, n]`` and ``G_z [B, m]``::
+
+    G_p   <- G_p + F^T G_x                              (F = [f_1 .. f_n], [d, n])
+    G_rho  = -G_p / mu  (or G_p / (1 - mu)),  G_pi = G_z 1_n^T / mu
+    G_c    = Prop. 4.2 (corrected; closed_form_cost_gradient)
+    g_ij   = G_c_ij / (2 c_ij)                          (zero where the square was clamped at 0)
+    t_ij   = c_ij^2 - min(1,||w_i||^2) - min(1,||f_j||^2) = -2 a_i b_j w_i . f_j
+    G_cross_ij = -2 a_i b_j g_ij
+    G_||f_j||^2 = [||f_j|| < 1] sum_i g_ij - [||f_j|| > 1] (b_j^2 / 2) sum_i g_ij t_ij
+    G_F = [W^T | G_x] [G_cross ; p] + 2 F Diag(G_||f||^2)      (one batched product)
+    G_W = sum_b G_cross F^T + 2 Diag(G_||w||^2) W     (G_||w||^2 as for f, summed over b and j)
+
+The transport part is the same code as :func:`~gspdml.pooling.partial_transport.partial_transport`
+(``_solve_log``, ``_transport_plan``, ``closed_form_cost_gradient``); the tests compare this
+function with float64 autograd through the composed layer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from gspdml.pooling.partial_transport import _solve_log, _transport_plan, closed_form_cost_gradient
+
+SMOOTHING = 1e-12  # added under the square root of the costs (finite gradient at c = 0)
+
+
+def cost_parts(prototypes: torch.Tensor, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(c [B, m, n], ||w||^2 [m], ||f||^2 [B, n])`` for prototypes ``[m, d]`` and ``features
+    [B, d, n]``: the clip-normalised L2 costs from one product of the raw tensors (no normalised
+    copy of the features, no square root of a norm)."""
+    w_squared, f_squared = prototypes.square().sum(dim=1), features.square().sum(dim=1)
+    w_scale, f_scale = w_squared.clamp_min(1.0).rsqrt(), f_squared.clamp_min(1.0).rsqrt()
+    cross = torch.bmm(prototypes.expand(features.shape[0], -1, -1), features)  # [B, m, n]
+    norms = w_squared.clamp_max(1.0)[None, :, None] + f_squared.clamp_max(1.0)[:, None, :]
+    squared = torch.addcmul(norms, cross, w_scale[None, :, None] * f_scale[:, None, :], value=-2.0)
+    return torch.sqrt(squared.clamp_min(0.0) + SMOOTHING), w_squared, f_squared
+
+
+def fused_gsp(
+    local: torch.Tensor, prototypes: torch.Tensor, mu: float, eps: float, iters: int, background: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(x [B, d], p [B, n], z [B, m])`` of GSP on ``local [B, d, n]`` (float32 or float64),
+    with the closed-form backward above; ``0 < mu < 1``. ``background`` pools with the residual
+    weights ``rho / (1 - mu)`` instead of ``(1/n - rho) / mu``."""
+    if not 0.0 < mu < 1.0:
+        raise ValueError(f"fused_gsp needs 0 < mu < 1, got {mu} (mu = 1 is GAP)")
+    return _FusedGSP.apply(local, prototypes, float(mu), float(eps), int(iters), bool(background))
+
+
+def _pooling_weights(rho: torch.Tensor, mu: float, background: bool) -> torch.Tensor:
+    n = rho.shape[-1]
+    return rho / (1.0 - mu) if background else (1.0 / n - rho) / mu
+
+
+class _FusedGSP(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, local, prototypes, mu, eps, iters, background):
+        cost, w_squared, f_squared = cost_parts(prototypes, local)
+        log_rho, log_t = _solve_log(cost, mu, eps, iters, stop_when_stationary=True)
+        weights = _pooling_weights(log_rho.exp(), mu, background)
+        vector = torch.bmm(local, weights.unsqueeze(2)).squeeze(2)
+        attributes = _transport_plan(cost, eps, log_rho, log_t).sum(dim=2) / mu
+        ctx.save_for_backward(local, prototypes, cost, log_rho, log_t, w_squared, f_squared)
+        ctx.options = (mu, eps, background)
+        return vector, weights, attributes
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_vector, grad_weights, grad_attributes):
+        local, prototypes, cost, log_rho, log_t, w_squared, f_squared = ctx.saved_tensors
+        mu, eps, background = ctx.options
+        rho = log_rho.exp()
+        weights = _pooling_weights(rho, mu, background)
+        grad_p = torch.bmm(grad_vector.unsqueeze(1), local).squeeze(1)  # F^T G_x, [B, n]
+        if grad_weights is not None:
+            grad_p = grad_p + grad_weights
+        grad_rho = grad_p / (1.0 - mu) if background else -grad_p / mu
+        grad_pi = cost.new_zeros(cost.shape[:2] + (1,)) if grad_attributes is None else (grad_attributes / mu).unsqueeze(2)
+        grad_cost = closed_form_cost_gradient(rho, _transport_plan(cost, eps, log_rho, log_t), grad_rho, grad_pi, eps)
+
+        unclamped = cost > math.sqrt(SMOOTHING)  # where the square was positive (not clamped at 0)
+        g = torch.where(unclamped, grad_cost * 0.5 / cost, 0.0)
+        w_clip, f_clip = w_squared.clamp_max(1.0), f_squared.clamp_max(1.0)
+        t = cost.square() - SMOOTHING - w_clip[None, :, None] - f_clip[:, None, :]  # -2 a_i b_j w_i . f_j
+        gt = g * t
+        w_scale, f_scale = w_squared.clamp_min(1.0).rsqrt(), f_squared.clamp_min(1.0).rsqrt()
+        grad_w_squared = _squared_norm_gradient(w_squared, g.sum(dim=(0, 2)), gt.sum(dim=(0, 2)))
+        grad_f_squared = _squared_norm_gradient(f_squared, g.sum(dim=1), gt.sum(dim=1))
+        grad_cross = g * (-2.0 * w_scale[None, :, None] * f_scale[:, None, :])
+
+        left = torch.cat([prototypes.T.expand(local.shape[0], -1, -1), grad_vector.unsqueeze(2)], dim=2)
+        right = torch.cat([grad_cross, weights.unsqueeze(1)], dim=1)
+        grad_local = torch.baddbmm(local * (2.0 * grad_f_squared).unsqueeze(1), left, right)
+        grad_prototypes = torch.bmm(grad_cross, local.transpose(1, 2)).sum(dim=0)
+        grad_prototypes.addcmul_(prototypes, (2.0 * grad_w_squared).unsqueeze(1))
+        return grad_local, grad_prototypes, None, None, None, None
+
+
+def _squared_norm_gradient(squared: torch.Tensor, sum_g: torch.Tensor, sum_gt: torch.Tensor) -> torch.Tensor:
+    """``dL/d||v||^2`` through ``min(1, ||v||^2)`` (inside the ball) and the clip scale
+    ``1 / max(1, ||v||)`` (outside, where ``d scale / d||v||^2 = -scale^3 / 2`` and the scale
+    enters the costs as ``t / scale``)."""
+    inside = squared < 1.0
+    outside = squared > 1.0
+    return torch.where(inside, sum_g, 0.0) - torch.where(outside, 0.5 * sum_gt / squared.clamp_min(1.0), 0.0)

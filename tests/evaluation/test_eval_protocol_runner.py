@@ -1,0 +1,200 @@
+"""`gspdml protocol fair|tuning|conventional` end to end on a tiny digits collage.
+
+Cross-checks: each fold model trains on the classes of the protocol's fold; the 128D value of
+every realisation is the mean of the per-model values, which equal the trainer's own test results;
+the 512D value is recomputed here from the models' test embeddings with a slow leave-one-out
+loop; the tables hold the summary; runs are reused, resumed or retrained model by model.
+"""
+
+import itertools
+import json
+import shutil
+
+import numpy as np
+import pytest
+import yaml
+
+from gspdml.cli import main
+from gspdml.config import load_config
+from gspdml.data import build_data
+from gspdml.errors import ConfigError
+from gspdml.evaluation import fair_protocol_folds, tuning_protocol_folds
+from gspdml.evaluation.protocol_runner import run_protocol
+
+SEEDS = (0, 1)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("GSPDML_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def tiny_config(tmp_path, **dataset):
+    """8 training classes (4 folds of 6 + 2), 4 test classes, 16x16 collages, 2 steps per model."""
+    config = {
+        "name": "tiny", "output_dir": str(tmp_path / "runs"), "seed": 5,
+        "data": {"dataset": {"name": "collage_digits", "tile_size": 8, "images_per_class": 4,
+                             "class_split": [8, 0, 4], "background_split": [4, 0, 3], **dataset},
+                 "classes_per_batch": 3, "samples_per_class": 2, "eval_batch_size": 64},
+        "model": {"backbone": {"name": "small_cnn", "widths": [4, 8], "pool_after": [0]}, "embedding_dim": 6},
+        "loss": {"name": "c2", "neg_margin": 0.5},
+        "optimizer": {"lr": 3e-3},
+        "schedule": {"max_steps": 2},
+        "evaluation": {"every": 2, "patience": None, "recall_at": [1]},
+        "trainer": {"progress": False, "log_every": 1},
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def unit(x):
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def leave_one_out(embeddings, labels):
+    """P@1 and MAP@R by a slow loop (spec/gurbuz-thesis-spec.md §7.4)."""
+    x = unit(embeddings)
+    p1, map_r = [], []
+    for i in range(len(x)):
+        d = ((x - x[i]) ** 2).sum(1)
+        d[i] = np.inf
+        order = np.argsort(d, kind="stable")
+        r = int((labels == labels[i]).sum()) - 1
+        rel = labels[order[:r]] == labels[i]
+        p1.append(float(rel[0]))
+        map_r.append(sum(rel[k] * rel[: k + 1].sum() / (k + 1) for k in range(r)) / r)
+    return np.mean(p1), np.mean(map_r)
+
+
+def mtimes(root):
+    return {p.parent.name: p.stat().st_mtime_ns for p in root.glob("*/metrics.jsonl")}
+
+
+def training_steps(run_dir):
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in lines if r["split"] == "train"]
+
+
+def test_fair_protocol_end_to_end_and_resumable(tmp_path, capsys):
+    config_path = tiny_config(tmp_path)
+    assert main(["protocol", "fair", str(config_path), "--seeds", *map(str, SEEDS)]) == 0
+    printed = capsys.readouterr().out
+    root = tmp_path / "runs" / "tiny"
+    names = [f"fold{f}-seed{s}" for f in range(4) for s in SEEDS]
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == sorted(names)
+    folds = fair_protocol_folds(np.arange(8))
+
+    # every fold model trained on its fold's classes and validated on the held-out ones
+    for f, s in itertools.product(range(4), SEEDS):
+        saved = yaml.safe_load((root / f"fold{f}-seed{s}" / "config.yaml").read_text())
+        assert saved["seed"] == s and saved["evaluation"]["split"] == "val"
+        data = build_data(saved["data"]["dataset"], seed=s)
+        assert data.train.classes.tolist() == folds[f].train_classes.tolist()
+        assert data.val.query.classes.tolist() == folds[f].val_classes.tolist()
+
+    protocol = json.loads((root / "protocol.json").read_text())
+    assert protocol["num_realisations"] == len(SEEDS) ** 4 == len(protocol["realisations"])
+    assert len({tuple(r["seeds"]) for r in protocol["realisations"]}) == len(SEEDS) ** 4
+    assert [f["val_classes"] for f in protocol["folds"]] == [f.val_classes.tolist() for f in folds]
+    per_model = protocol["per_model"]
+    tests = {}
+    for name in names:
+        trainer_result = json.loads((root / name / "results.json").read_text())["test"]
+        for metric in ("precision_at_1", "map_at_r"):
+            assert per_model[name][metric] == pytest.approx(trainer_result[metric], abs=1e-12)
+        with np.load(root / name / "test_embeddings.npz") as cached:
+            tests[name] = (cached["query"], cached["query_labels"])
+    labels = tests[names[0]][1]
+    for realisation in protocol["realisations"]:
+        chosen = [f"fold{f}-seed{s}" for f, s in enumerate(realisation["seeds"])]
+        for metric in ("precision_at_1", "map_at_r"):
+            assert realisation["128D"][metric] == pytest.approx(np.mean([per_model[n][metric] for n in chosen]), abs=1e-12)
+        concatenated = unit(np.hstack([unit(tests[n][0]) for n in chosen]))
+        p1, map_r = leave_one_out(concatenated, labels)
+        assert realisation["512D"]["precision_at_1"] == pytest.approx(p1, abs=1e-12)
+        assert realisation["512D"]["map_at_r"] == pytest.approx(map_r, abs=1e-12)
+    values = [r["512D"]["map_at_r"] for r in protocol["realisations"]]
+    summary = protocol["summary"]
+    assert summary["512D"]["map_at_r"]["mean"] == pytest.approx(np.mean(values))
+    assert summary["512D"]["map_at_r"]["std"] == pytest.approx(np.std(values))
+
+    # the table, in the layout of thesis Tab. 5.1, printed and written as Markdown and JSON
+    table = (root / "results.md").read_text()
+    assert printed == table
+    header, rule, row = table.splitlines()
+    assert header == "| Method | 512D P@1 | 512D MAP@R | 128D P@1 | 128D MAP@R |"
+    cells = [(space, metric) for space in ("512D", "128D") for metric in ("precision_at_1", "map_at_r")]
+    expected = " | ".join(f"{100 * summary[s][m]['mean']:.2f} ± {100 * summary[s][m]['std']:.2f}" for s, m in cells)
+    assert row == f"| tiny | {expected} |"
+    written = json.loads((root / "results.json").read_text())["tiny"]
+    assert written["summary"] == summary and written["num_realisations"] == 16
+
+    # resumable model by model
+    config = load_config(config_path)
+    before = mtimes(root)
+    assert set(run_protocol(config, "fair", seeds=SEEDS)["runs"].values()) == {"done"}
+    assert mtimes(root) == before
+    shutil.rmtree(root / "fold2-seed1")  # a lost model is trained again
+    (root / "fold1-seed0" / "results.json").unlink()  # a model killed after its last checkpoint is finished
+    steps = training_steps(root / "fold1-seed0")
+    again = run_protocol(config, "fair", seeds=SEEDS)
+    assert again["runs"] == {n: {"fold2-seed1": "trained", "fold1-seed0": "resumed"}.get(n, "done") for n in names}
+    untouched = {"fold2-seed1", "fold1-seed0"}
+    assert {n: t for n, t in mtimes(root).items() if n not in untouched} == {n: t for n, t in before.items() if n not in untouched}
+    assert training_steps(root / "fold1-seed0") == steps and len(training_steps(root / "fold2-seed1")) == 2
+    # the same seed trains the same model again: every number is reproduced
+    for name in names:
+        assert again["per_model"][name] == pytest.approx(per_model[name], abs=1e-12)
+    assert again["summary"]["512D"]["map_at_r"]["mean"] == pytest.approx(summary["512D"]["map_at_r"]["mean"])
+
+    changed = load_config(config_path, ["loss.neg_margin=0.4"])
+    with pytest.raises(ConfigError, match="holds a run of another config .*loss.neg_margin"):
+        run_protocol(changed, "fair", seeds=SEEDS)
+
+
+def test_tuning_protocol_has_five_folds(tmp_path):
+    config = load_config(tiny_config(tmp_path, class_split=[10, 0, 4]))
+    out = run_protocol(config, "tuning", seeds=(0,))
+    folds = tuning_protocol_folds(np.arange(10))
+    assert [f["val_classes"] for f in out["folds"]] == [f.val_classes.tolist() for f in folds]
+    assert [f["train_classes"] for f in out["folds"]] == [8] * 5
+    assert sorted(out["per_model"]) == [f"fold{f}-seed0" for f in range(5)]
+    for name, metrics in out["per_model"].items():
+        # the model was selected on its own validation classes: its best validation value is what we re-measure
+        result = json.loads((tmp_path / "runs" / "tiny" / name / "results.json").read_text())
+        assert metrics["map_at_r"] == pytest.approx(result["best_map_at_r"], abs=1e-12)
+    values = [m["map_at_r"] for m in out["per_model"].values()]
+    assert out["summary"]["val"]["map_at_r"] == pytest.approx({"mean": np.mean(values), "std": np.std(values)})
+    assert (tmp_path / "runs" / "tiny" / "results.md").read_text().splitlines()[0] == "| Method | val P@1 | val MAP@R |"
+
+
+def test_conventional_protocol_monitors_the_test_split(tmp_path, capsys):
+    config_path = tiny_config(tmp_path)
+    assert main(["protocol", "conventional", str(config_path), "data.dataset.val_fold=1", "--seeds", "0", "1"]) == 0
+    root = tmp_path / "runs" / "tiny"
+    results = {}
+    for seed in (0, 1):
+        saved = yaml.safe_load((root / f"seed{seed}" / "config.yaml").read_text())
+        assert saved["evaluation"]["split"] == "test" and "val_fold" not in saved["data"]["dataset"]
+        log = [json.loads(line) for line in (root / f"seed{seed}" / "metrics.jsonl").read_text().splitlines()]
+        assert {r["split"] for r in log} == {"train", "test"}  # no validation split is looked at
+        results[f"seed{seed}"] = json.loads((root / f"seed{seed}" / "results.json").read_text())["test"]
+    protocol = json.loads((root / "protocol.json").read_text())
+    best = max(results, key=lambda name: results[name]["map_at_r"])
+    assert protocol["best_run"] == best
+    assert protocol["summary"]["best"]["precision_at_1"]["mean"] == results[best]["precision_at_1"]
+    header, _, row = capsys.readouterr().out.splitlines()
+    assert header == "| Method | R@1 | MAP@R | R@1 (all repeats) | MAP@R (all repeats) |"
+    assert row.startswith(f"| tiny | {100 * results[best]['precision_at_1']:.2f} | {100 * results[best]['map_at_r']:.2f} | ")
+
+
+def test_protocol_errors_name_the_problem(tmp_path):
+    config = load_config(tiny_config(tmp_path, class_split=[8, 2, 4], background_split=[4, 1, 3]))
+    with pytest.raises(ConfigError, match="val_fold.*already has 2 validation classes"):
+        run_protocol(config, "fair", seeds=(0,))
+    with pytest.raises(ConfigError, match="seeds"):
+        run_protocol(config, "fair", seeds=(0, 0))
+    with pytest.raises(ConfigError, match="num_folds.*must be in \\[2, 3\\]"):
+        run_protocol(load_config(tiny_config(tmp_path, class_split=[3, 0, 4])), "fair", seeds=(0,))

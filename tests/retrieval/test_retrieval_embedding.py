@@ -1,0 +1,42 @@
+"""The one embedding function (gspdml.training.inference.embed) on retrieval image files:
+batched result = per-image forward, positions as labels, progress bar, clear size error."""
+
+import pytest
+import torch
+
+from gspdml.errors import DataError
+from gspdml.retrieval.cli import load_model_and_transform
+from gspdml.retrieval.images import ImageFiles, list_image_folder
+from gspdml.retrieval.transforms import EvalTransform
+from gspdml.training.inference import embed
+from retrieval_helpers import MEAN, STD, write_image_folder, write_run
+
+
+def test_batched_embedding_of_image_files_matches_single_forwards(tmp_path, capsys):
+    write_image_folder(tmp_path / "images", per_class=3)
+    write_run(tmp_path / "run", pooling="gsp")
+    _, model, transform = load_model_and_transform(tmp_path / "run", torch.device("cpu"))
+    paths, labels = list_image_folder(tmp_path / "images")
+    files = ImageFiles(paths, labels, transform)
+    model.train()
+    capsys.readouterr()
+    vectors, positions = embed(model, files, batch_size=4, progress=True)
+    assert "embedding" in capsys.readouterr().err and model.training  # bar shown, mode restored
+    assert positions.tolist() == list(range(len(paths))) and positions.dtype == torch.int64
+    model.eval()
+    with torch.no_grad():
+        single = torch.cat([model(files[i][0][None]).embedding for i in range(len(files))])
+    torch.testing.assert_close(vectors, single, atol=1e-5, rtol=0)
+    embed(model, files, batch_size=4)
+    assert capsys.readouterr().err == ""
+
+
+def test_images_of_different_sizes_name_the_fix(tmp_path):
+    small = write_image_folder(tmp_path / "a", classes=("red",), per_class=1, size=(20, 20))
+    large = write_image_folder(tmp_path / "b", classes=("red",), per_class=1, size=(30, 24))
+    write_run(tmp_path / "run")
+    _, model, _ = load_model_and_transform(tmp_path / "run", torch.device("cpu"))
+    files = ImageFiles([str(small[0]), str(large[0])], [None, None], EvalTransform(3, mean=tuple(MEAN), std=tuple(STD)))
+    with pytest.raises(DataError, match=r"different sizes.*data.eval_transform"):
+        embed(model, files, batch_size=2)
+    assert embed(model, files, batch_size=1)[0].shape == (2, 32)
