@@ -10,11 +10,12 @@ Synthetic clustered embeddings (unit class centres + Gaussian noise, L2-normalis
 - ``--million``: 1,000,000 x 128 leave-one-out, 100,000 classes of 5-15 (mean 10), gspdml only.
   With ``--million-queries N`` only the first N rows are searched against all 1,000,000 (query /
   gallery mode, same cost per query as leave-one-out) and the full time is extrapolated
-  linearly (x 1,000,000 / N); the table marks that row "extrapolated".
+  linearly (x 1,000,000 / N), printed as "extrapolated". The metrics of that row are not the
+  leave-one-out ones (each query finds itself at distance 0: P@1 = 1); only time and memory count.
 
 Each method runs in its own subprocess on the same saved arrays, so its peak memory is its own:
-``peak MB`` is the process's peak RSS (VmHWM), ``+MB`` the growth of peak RSS during the metric calls (after
-imports and loading); ``time s`` is the best of ``--repeats`` calls. PML is
+``peak MB`` is the process's peak RSS (VmHWM), ``+MB`` the growth of peak RSS during the metric
+calls (after imports and loading); ``time s`` is the best of ``--repeats`` calls. PML is
 ``AccuracyCalculator(k="max_bin_count")`` with its default faiss kNN; gspdml is
 :func:`gspdml.evaluation.retrieval_metrics` (exact: bf16/float32 candidates, certified float32 /
 float64 re-ranking). The table also prints the largest absolute difference of MAP@R, P@1 and
@@ -120,8 +121,7 @@ def worker(method: str, path: str, repeats: int, queries: int) -> None:
 def launch(method: str, path: Path, repeats: int, queries: int = 0) -> dict:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     command = [sys.executable, __file__, "--worker", method, str(path), str(repeats), str(queries)]
-    out = subprocess.run(command, env=env,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
