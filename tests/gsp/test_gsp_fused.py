@@ -118,3 +118,19 @@ def test_float32_features_on_prototypes_match_autograd_of_the_same_formula():
         grads.append(torch.autograd.grad((vector * upstream[0]).sum() + (attributes * upstream[1]).sum(), (local, prototypes)))
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4 * float(b.abs().max()))
+
+
+def test_feature_major_memory_layout_gives_the_same_results():
+    """A channels_last map gives ``[B, d, n]`` features with ``d`` contiguous; the backward then
+    builds the gradient in that layout, with the same values."""
+    local, prototypes = inputs(b=3, d=6, n=10, m=4, seed=5)
+    feature_major = local.detach().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_()
+    assert feature_major.stride(1) == 1 and torch.equal(feature_major, local)
+    results = []
+    for x in (local, feature_major):
+        vector, weights, attributes = fused_gsp(x, prototypes, 0.3, 5.0, 200)
+        grads = torch.autograd.grad(vector.square().sum() + attributes.square().sum() + weights[:, 0].sum(), (x, prototypes))
+        results.append((vector, *grads))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+    assert results[1][1].stride(1) == 1  # the gradient keeps the layout of the features

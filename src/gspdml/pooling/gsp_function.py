@@ -22,7 +22,8 @@ Backward, from ``G_x [B, d]``, ``G_p [B, n]`` and ``G_z [B, m]``::
     t_ij   = c_ij^2 - min(1,||w_i||^2) - min(1,||f_j||^2) = -2 a_i b_j w_i . f_j
     G_cross_ij = -2 a_i b_j g_ij
     G_||f_j||^2 = [||f_j|| < 1] sum_i g_ij - [||f_j|| > 1] (b_j^2 / 2) sum_i g_ij t_ij
-    G_F = [W^T | G_x] [G_cross ; p] + 2 F Diag(G_||f||^2)      (one batched product)
+    G_F = [W^T | G_x] [G_cross ; p] + 2 F Diag(G_||f||^2)      (one batched product, in the
+                                                                memory layout of F)
     G_W = sum_b G_cross F^T + 2 Diag(G_||w||^2) W     (G_||w||^2 as for f, summed over b and j)
 
 The transport part is the same code as :func:`~gspdml.pooling.partial_transport.partial_transport`
@@ -108,7 +109,11 @@ class _FusedGSP(torch.autograd.Function):
 
         left = torch.cat([prototypes.T.expand(local.shape[0], -1, -1), grad_vector.unsqueeze(2)], dim=2)
         right = torch.cat([grad_cross, weights.unsqueeze(1)], dim=1)
-        grad_local = torch.baddbmm(local * (2.0 * grad_f_squared).unsqueeze(1), left, right)
+        norm_term = local * (2.0 * grad_f_squared).unsqueeze(1)  # same memory layout as local
+        if local.stride(1) == 1:  # d contiguous (a channels_last map): build the gradient as [B, n, d]
+            grad_local = torch.baddbmm(norm_term.transpose(1, 2), right.transpose(1, 2), left.transpose(1, 2)).transpose(1, 2)
+        else:
+            grad_local = torch.baddbmm(norm_term, left, right)
         grad_prototypes = torch.bmm(grad_cross, local.transpose(1, 2)).sum(dim=0)
         grad_prototypes.addcmul_(prototypes, (2.0 * grad_w_squared).unsqueeze(1))
         return grad_local, grad_prototypes, None, None, None, None
