@@ -32,6 +32,7 @@ from gspdml.losses import build_loss
 from gspdml.models.embedder import build_embedder
 from gspdml.pooling import GSP, partial_transport
 from gspdml.pooling.simple import GAP
+from gspdml.training.host_memory import keep_freed_host_memory
 
 ITERS = (10, 25, 50, 100, 200)
 
@@ -216,10 +217,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (1 gives stable timings on a shared machine)")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--only", choices=("layer", "solver", "step"), default=None)
+    parser.add_argument("--system-malloc", action="store_true",
+                        help="leave glibc's thresholds alone (the trainer keeps freed memory, trainer.keep_freed_memory)")
     args = parser.parse_args()
+    kept = not args.system_malloc and keep_freed_host_memory()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     print(f"device={device} threads={torch.get_num_threads()} repeats={args.repeats} (best of); B=32, d=128, mu=0.3, eps=5\n")
+    print("freed host memory kept in the process, as the trainer does" if kept else "system malloc thresholds")
     for name, table in (("layer", layer_table), ("solver", solver_table), ("step", training_step_table)):
         if args.only in (None, name):
             table(device, args.repeats)

@@ -32,6 +32,7 @@ from gspdml.data.recipes import image_transform
 from gspdml.losses import build_loss
 from gspdml.models import build_embedder
 from gspdml.pooling import POOLINGS
+from gspdml.training.host_memory import keep_freed_host_memory
 from gspdml.training.inference import autocast_context
 
 MODELS = {  # name: (backbone spec, input size)
@@ -128,7 +129,10 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="wall time, or CPU time of this process")
+    parser.add_argument("--system-malloc", action="store_true",
+                        help="leave glibc's thresholds alone (the trainer keeps freed memory, trainer.keep_freed_memory)")
     args = parser.parse_args()
+    kept = not args.system_malloc and keep_freed_host_memory()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -138,6 +142,7 @@ def main() -> None:
     missing = [p for p in POOLS if p not in POOLINGS]
     per = "CPU-second" if args.clock == "cpu" else "second"
     print(f"device {device}, {torch.get_num_threads()} threads, torch {torch.__version__}, batch 32 (8 x 4), images per {per}")
+    print("freed host memory kept in the process, as the trainer does" if kept else "system malloc thresholds")
     if missing:
         print(f"not registered in gspdml.pooling, skipped: {', '.join(missing)}")
     print(f"{'model':<10} {'px':>4} {'pool':<5} {'fp32 img/s':>11} {low + ' img/s':>11} {low + '/fp32':>10}")

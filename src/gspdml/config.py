@@ -66,7 +66,8 @@ DEFAULTS: dict[str, Any] = {
         "restore_best": True,
         "recall_at": [1, 2, 4, 8],
     },
-    "trainer": {"precision": "fp32", "device": "auto", "log_every": 10, "progress": True, "distributed": "auto"},
+    "trainer": {"precision": "fp32", "device": "auto", "log_every": 10, "progress": True, "distributed": "auto",
+                "keep_freed_memory": True},
 }
 
 #: fields whose value is a registry spec (free-form options below them)
@@ -281,6 +282,8 @@ def _check_values(c: Mapping[str, Any]) -> None:
     _require(tr["precision"] in PRECISIONS, "trainer.precision", f"unknown precision {tr['precision']!r}; allowed: {', '.join(PRECISIONS)}")
     _require(tr["device"] == "auto" or isinstance(tr["device"], str), "trainer.device", f"expected 'auto', 'cpu' or 'cuda[:i]', got {tr['device']!r}")
     _number(c, "trainer.log_every", minimum=1, integer=True)
+    _require(isinstance(tr["keep_freed_memory"], bool), "trainer.keep_freed_memory",
+             f"expected true or false, got {tr['keep_freed_memory']!r}")
     _require(tr["distributed"] in ("auto", "off"), "trainer.distributed",
              f"unknown value {tr['distributed']!r}; allowed: auto (torch.distributed when launched by torchrun), off")
 

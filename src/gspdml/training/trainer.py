@@ -37,6 +37,7 @@ from gspdml.models import Embedder, build_embedder
 from gspdml.training.callbacks import Callback
 from gspdml.training.checkpoint import atomic_write_text, load_state, save_state
 from gspdml.training import distributed as ddp
+from gspdml.training.host_memory import keep_freed_host_memory
 from gspdml.training.inference import autocast_context, embed, resolve_device, split_embeddings, split_metrics
 from gspdml.training.metrics_log import MetricsLog
 from gspdml.training.optim import PlateauSchedule, build_optimizer
@@ -67,6 +68,8 @@ class Trainer:
         seed_everything(int(config["seed"]))
         self.dist, self.device = ddp.setup_distributed(config["trainer"].get("distributed", "auto"), resolve_device(config["trainer"]["device"]))
         self.is_main = self.dist is None or self.dist.is_main
+        if self.device.type == "cpu" and config["trainer"]["keep_freed_memory"]:
+            keep_freed_host_memory()  # no fresh pages to fault in at every step (glibc)
         self.precision = config["trainer"]["precision"]
         if self.precision == "fp16" and self.device.type != "cuda":
             raise ConfigError("trainer.precision", "fp16 needs a CUDA device; use bf16 on CPU")

@@ -1,0 +1,39 @@
+"""Keep freed host memory in the process on glibc, so CPU training does not page-fault every step.
+
+glibc's ``malloc`` serves blocks above ``M_MMAP_THRESHOLD`` (128 KiB, raised dynamically up to
+the largest block freed so far) with fresh ``mmap`` pages and returns free heap memory above
+``M_TRIM_THRESHOLD`` to the system. A training step allocates and frees the same activation
+and gradient tensors of several MiB every time, so the kernel maps and zeroes fresh pages on
+every step: on this project's 2-core VM 4,500-6,500 minor page faults per step of the demo
+model, about 3 GB/s for first-touch writes against 25 GB/s for reused memory. Raising both
+thresholds (what ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` in the environment
+would do) keeps the blocks in the heap for reuse: ~20 faults per step and a 7-9% faster step
+(``benchmarks/gsp_layer.py`` prints both). The price is that up to ``trim`` bytes of freed memory
+stay with the process. Other C libraries (macOS, musl) are left alone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters of glibc's <malloc.h>
+MMAP_THRESHOLD = 32 << 20  # glibc's maximum (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit)
+TRIM_THRESHOLD = 256 << 20
+
+
+@functools.lru_cache(maxsize=None)
+def keep_freed_host_memory(mmap_threshold: int = MMAP_THRESHOLD, trim_threshold: int = TRIM_THRESHOLD) -> bool:
+    """Raise glibc's mmap and trim thresholds for this process; ``True`` when it took effect
+    (once per process; later calls return the first answer)."""
+    library = ctypes.util.find_library("c")
+    if library is None:
+        return False
+    try:
+        libc = ctypes.CDLL(library)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(M_TRIM_THRESHOLD, trim_threshold))
