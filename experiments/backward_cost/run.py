@@ -6,14 +6,16 @@ The GSP layer (costs + transport + weighting) on random local features, B = 32, 
 d = 128, m = 64, mu = 0.3, eps = 5, forward + backward of a linear read-out of the pooled vector
 and the pseudo-attributes, for k in {10, 25, 50, 100, 200}:
 
-* ``closed_form``: the custom backward of Proposition 4.2, which saves only ``(rho, pi)`` (and
-  whose forward stops once the iterates are stationary, see ``gspdml.pooling.partial_transport``);
+* ``closed_form``: the custom backward of Proposition 4.2 (the fused layer of
+  ``gspdml.pooling.gsp_function``, which keeps the costs and the ``[B, n]`` solution vectors, and
+  whose forward stops once the iterates are stationary);
 * ``unrolled``: autograd through all k iterations.
 
 Claim (seed 000 L513): with the closed form the overhead is small and k has a marginal effect;
 with autodiff the cost grows substantially with k. Timing and memory accounting come from
 ``benchmarks/gsp_layer.py`` (``measure``: best-of-``repeats`` wall time; memory = bytes of the
-tensors autograd keeps for backward on CPU, peak CUDA allocation on a GPU). Each point is the
+tensors autograd keeps for backward beyond the inputs and parameters on CPU, peak CUDA allocation
+on a GPU); freed host memory is kept in the process, as the trainer does. Each point is the
 mean +- std over ``--trials`` independent best-of-``--repeats`` measurements.
 
     python experiments/backward_cost/run.py [--smoke] [--out DIR]
@@ -38,6 +40,7 @@ import torch  # noqa: E402
 from benchmarks.gsp_layer import measure  # noqa: E402
 from gspdml.pooling import GSP  # noqa: E402
 from gspdml.pooling.simple import GAP  # noqa: E402
+from gspdml.training.host_memory import keep_freed_host_memory  # noqa: E402
 
 BACKWARDS = ("closed_form", "unrolled")
 
@@ -54,9 +57,10 @@ def layer_objective(pooling, local: torch.Tensor, target: torch.Tensor):
     return forward
 
 
-def measure_trials(forward, inputs, device, repeats: int, trials: int) -> dict:
-    """Mean/std of ``trials`` best-of-``repeats`` times (ms) and the kept-for-backward MiB."""
-    runs = [measure(forward, inputs, device, repeats) for _ in range(trials)]
+def measure_trials(forward, inputs, device, repeats: int, trials: int, existing=()) -> dict:
+    """Mean/std of ``trials`` best-of-``repeats`` times (ms) and the kept-for-backward MiB
+    (not counting ``inputs`` and ``existing`` tensors)."""
+    runs = [measure(forward, inputs, device, repeats, list(existing)) for _ in range(trials)]
     ms = np.array([r[0] for r in runs])
     return {"ms_mean": float(ms.mean()), "ms_std": float(ms.std()), "mib": float(runs[-1][1])}
 
@@ -108,6 +112,7 @@ def main(argv=None) -> dict:
         args.iters, args.batch, args.side, args.dim, args.m, args.repeats, args.trials = [2, 8], 4, 3, 8, 4, 1, 1
     start = time.perf_counter()
     torch.set_num_threads(args.threads)
+    keep_freed_host_memory()
     device = torch.device(args.device)
     args.out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
@@ -123,7 +128,8 @@ def main(argv=None) -> dict:
     for iters in args.iters:
         for name in BACKWARDS:
             layer = GSP(args.dim, num_prototypes=args.m, mu=0.3, eps=5.0, iters=iters, init="random", backward=name).to(device)
-            row = measure_trials(layer_objective(layer, local, target), [local], device, args.repeats, args.trials)
+            row = measure_trials(layer_objective(layer, local, target), [local], device, args.repeats, args.trials,
+                                 [*layer.parameters(), target])
             results["gsp"][name].append({"iters": iters, **row})
         c, u = results["gsp"]["closed_form"][-1], results["gsp"]["unrolled"][-1]
         print(f"| {iters} | {c['ms_mean']:.2f} ± {c['ms_std']:.2f} | {u['ms_mean']:.2f} ± {u['ms_std']:.2f} "
