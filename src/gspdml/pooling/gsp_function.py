@@ -77,7 +77,7 @@ class _FusedGSP(torch.autograd.Function):
         cost, w_squared, f_squared = cost_parts(prototypes, local)
         log_rho, log_t = _solve_log(cost, mu, eps, iters, stop_when_stationary=True)
         weights = _pooling_weights(log_rho.exp(), mu, background)
-        vector = torch.bmm(local, weights.unsqueeze(2)).squeeze(2)
+        vector = (local * weights.unsqueeze(1)).sum(dim=2)
         attributes = _transport_plan(cost, eps, log_rho, log_t).sum(dim=2) / mu
         ctx.save_for_backward(local, prototypes, cost, log_rho, log_t, w_squared, f_squared)
         ctx.options = (mu, eps, background)
