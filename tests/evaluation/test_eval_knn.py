@@ -9,17 +9,7 @@ import torch
 from gspdml.errors import ConfigError
 from gspdml.evaluation import knn, retrieve
 from gspdml.evaluation.knn import exact_squared_distances
-
-
-def brute_force(query, reference, k):
-    """Full float64 distance matrix, stable sort (ties keep index order), first k columns."""
-    q = query.double()
-    r = q if reference is None else reference.double()
-    d = ((q[:, None, :] - r[None, :, :]) ** 2).sum(-1)
-    if reference is None:
-        d.fill_diagonal_(float("inf"))
-    order = torch.sort(d, dim=1, stable=True).indices[:, :k]
-    return d.gather(1, order), order
+from knn_reference import brute_force
 
 
 def with_duplicates(n, dim, seed, unit=False):
