@@ -34,7 +34,7 @@ from torch import nn
 from gspdml.analysis.kcenter import greedy_k_center
 from gspdml.errors import ConfigError
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, channels_first_locations, unflatten_weights
-from gspdml.pooling.gsp_function import cost_parts, fused_gsp
+from gspdml.pooling.gsp_function import cost_parts, fused_gsp, pooling_weights
 from gspdml.pooling.partial_transport import BACKWARDS, partial_transport
 
 INITS = ("kcenter", "random")
@@ -155,14 +155,9 @@ class GSP(Pooling):
         return self.backward == "closed_form" and self.gem_p == 1.0 and self.mu < 1.0 and torch.is_grad_enabled()
 
     def _transport_weights(self, local: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        n = local.shape[2]
         cost = prototype_costs(self.prototypes.float(), local)
         rho, pi = partial_transport(cost, self.mu, self.eps, self.iters, backward=self.backward)
-        if self.weighting == "foreground":
-            weights = (1.0 / n - rho) / self.mu
-        else:
-            weights = rho / (1.0 - self.mu)
-        return weights, pi.sum(dim=2) / self.mu
+        return pooling_weights(rho, self.mu, self.weighting == "background"), pi.sum(dim=2) / self.mu
 
     def _aggregate(self, local: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """``sum_j p_j f_j`` (or its GeM form) of ``local [B, d, n]`` with weights ``[B, n]``."""

@@ -66,7 +66,9 @@ def fused_gsp(
     return _FusedGSP.apply(local, prototypes, float(mu), float(eps), int(iters), bool(background))
 
 
-def _pooling_weights(rho: torch.Tensor, mu: float, background: bool) -> torch.Tensor:
+def pooling_weights(rho: torch.Tensor, mu: float, background: bool = False) -> torch.Tensor:
+    """GSP's weights from the residual mass: ``(1/n - rho) / mu``, or ``rho / (1 - mu)`` for the
+    background (seed 000 Eq. 4.1, App. B.2)."""
     n = rho.shape[-1]
     return rho / (1.0 - mu) if background else (1.0 / n - rho) / mu
 
@@ -76,7 +78,7 @@ class _FusedGSP(torch.autograd.Function):
     def forward(ctx, local, prototypes, mu, eps, iters, background):
         cost, w_squared, f_squared = cost_parts(prototypes, local)
         log_rho, log_t = _solve_log(cost, mu, eps, iters, stop_when_stationary=True)
-        weights = _pooling_weights(log_rho.exp(), mu, background)
+        weights = pooling_weights(log_rho.exp(), mu, background)
         vector = (local * weights.unsqueeze(1)).sum(dim=2)
         attributes = _transport_plan(cost, eps, log_rho, log_t).sum(dim=2) / mu
         ctx.save_for_backward(local, prototypes, cost, log_rho, log_t, w_squared, f_squared)
@@ -89,7 +91,7 @@ class _FusedGSP(torch.autograd.Function):
         local, prototypes, cost, log_rho, log_t, w_squared, f_squared = ctx.saved_tensors
         mu, eps, background = ctx.options
         rho = log_rho.exp()
-        weights = _pooling_weights(rho, mu, background)
+        weights = pooling_weights(rho, mu, background)
         grad_p = torch.bmm(grad_vector.unsqueeze(1), local).squeeze(1)  # F^T G_x, [B, n]
         if grad_weights is not None:
             grad_p = grad_p + grad_weights
