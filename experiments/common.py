@@ -39,25 +39,42 @@ SMALL_VAL = "data.dataset.class_split=[60, 2, 20]"
 SMOKE_DATA = ("data.dataset.images_per_class=8", "data.dataset.class_split=[16, 2, 4]")
 
 
-def parser(name: str, description: str) -> argparse.ArgumentParser:
-    """The command line shared by every experiment script."""
+def parser(name: str, description: str, *, smoke_help: str | None = None, reuse: bool = True,
+           threads: int | None = 1) -> argparse.ArgumentParser:
+    """The command line shared by every experiment script (``run_all.py`` passes ``--smoke``,
+    ``--out`` and ``--threads`` to each). ``reuse`` adds ``--reuse`` for scripts that train
+    with :func:`train_seeds`; ``threads=None`` leaves torch's own thread count as the default."""
     p = argparse.ArgumentParser(prog=f"experiments/{name}/run.py", description=description)
-    p.add_argument("--smoke", action="store_true", help="a tiny version that runs in seconds (used by the tests)")
+    p.add_argument("--smoke", action="store_true", help=smoke_help or "a tiny version that runs in seconds (used by the tests)")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "experiments" / name, help="output directory")
-    p.add_argument("--reuse", action="store_true",
-                   help="keep finished runs in --out whose config is unchanged instead of retraining them")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch CPU threads (default 1: on a shared 2-core machine one thread per process is fastest)")
+    if reuse:
+        p.add_argument("--reuse", action="store_true",
+                       help="keep finished runs in --out whose config is unchanged instead of retraining them")
+    p.add_argument("--threads", type=int, default=threads,
+                   help="torch CPU threads (one process per core is fastest on a shared 2-core machine)")
     return p
 
 
 def setup(args: argparse.Namespace) -> Path:
-    """Apply ``--threads`` and create the output directory."""
-    if args.threads < 1:
-        raise SystemExit(f"--threads must be >= 1, got {args.threads}")
-    torch.set_num_threads(args.threads)
+    """Apply ``--threads`` (when given) and create the output directory."""
+    if args.threads is not None:
+        if args.threads < 1:
+            raise SystemExit(f"--threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     return args.out
+
+
+def train_fresh(cfg: dict[str, Any], out: Path):
+    """Train ``cfg`` into ``out/<name>`` (replacing an older run there); returns the
+    :class:`~gspdml.training.Trainer` with its trained model."""
+    from gspdml.training import Trainer
+
+    run_dir = out / cfg["name"]
+    shutil.rmtree(run_dir, ignore_errors=True)
+    trainer = Trainer(cfg, run_dir)
+    trainer.fit()
+    return trainer
 
 
 def config(path: str, overrides: Iterable[str] = (), *, steps: int, name: str, smoke: bool = False) -> dict[str, Any]:

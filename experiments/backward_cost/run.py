@@ -25,14 +25,15 @@ Writes ``results.json`` and ``backward_cost.png``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "experiments")]
+
+import common  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -95,11 +96,8 @@ def plot(results: dict, path: Path) -> None:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description="GSP closed-form vs autograd backward: time and memory vs iterations")
-    parser.add_argument("--smoke", action="store_true", help="tiny tensors, k in {2, 8}, one trial")
-    parser.add_argument("--out", type=Path, default=ROOT / "runs/experiments/backward_cost")
+    parser = common.parser("backward_cost", "GSP closed-form vs autograd backward: time and memory vs iterations", smoke_help="tiny tensors, k in {2, 8}, one trial", reuse=False, threads=1)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads (1 gives stable timings on a shared machine)")
     parser.add_argument("--iters", type=int, nargs="+", default=[10, 25, 50, 100, 200])
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--side", type=int, default=7, help="feature map side (n = side^2)")
@@ -111,10 +109,9 @@ def main(argv=None) -> dict:
     if args.smoke:
         args.iters, args.batch, args.side, args.dim, args.m, args.repeats, args.trials = [2, 8], 4, 3, 8, 4, 1, 1
     start = time.perf_counter()
-    torch.set_num_threads(args.threads)
     keep_freed_host_memory()
     device = torch.device(args.device)
-    args.out.mkdir(parents=True, exist_ok=True)
+    common.setup(args)
     torch.manual_seed(0)
     local = torch.randn(args.batch, args.dim, args.side, args.side, device=device, requires_grad=True)
     target = torch.randn(args.batch, args.dim, device=device)

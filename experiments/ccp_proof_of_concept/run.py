@@ -26,12 +26,14 @@ Usage: ``python experiments/ccp_proof_of_concept/run.py [--smoke] [--out DIR]``.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/: common (which adds src/)
+import common  # noqa: E402
 
 import matplotlib
 
@@ -217,17 +219,13 @@ def plot(per_seed: list[dict], path: Path) -> None:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="tiny version that runs in seconds")
-    parser.add_argument("--out", type=Path, default=Path("runs/experiments/ccp_proof_of_concept"))
-    args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = common.parser("ccp_proof_of_concept", __doc__.splitlines()[0], reuse=False).parse_args(argv)
+    common.setup(args)
     cfg = dict(SETTINGS)
     seeds = [0, 1, 2]
     if args.smoke:
         cfg.update(max_steps_per_problem=40, eval_every=20, ccp_problems=3)
         seeds = [0]
-    torch.set_num_threads(1)
     start = time.time()
     per_seed = [run_seed(seed, cfg) for seed in seeds]
     summary = {}

@@ -23,12 +23,13 @@ Usage: ``python experiments/gap_analysis/run.py [--smoke] [--out DIR]``.
 
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/: common (which adds src/)
+import common  # noqa: E402
 
 import matplotlib
 
@@ -69,7 +70,6 @@ def trained_local_features(seed: int, out: Path, steps: int, images_per_class: i
     """Train small_cnn + 2-D head + GAP with C2 on Fashion-MNIST and return the 2-D local
     features ``[N, H*W, 2]`` of ``IMAGES_PER_CLASS`` images of every class (train, val, test)."""
     from gspdml.config import load_config
-    from gspdml.training import Trainer
 
     config = load_config({
         "name": f"cnn2d-seed{seed}", "output_dir": str(out), "seed": seed,
@@ -82,10 +82,7 @@ def trained_local_features(seed: int, out: Path, steps: int, images_per_class: i
         "evaluation": {"every": steps, "patience": None, "restore_best": False},
         "trainer": {"progress": False},
     })
-    run_dir = out / config["name"]
-    shutil.rmtree(run_dir, ignore_errors=True)
-    trainer = Trainer(config, run_dir)
-    trainer.fit()
+    trainer = common.train_fresh(config, out)
     model = trainer.model.eval()
     generator = torch.Generator().manual_seed(seed)
     features, labels, offset = [], [], 0
@@ -177,11 +174,8 @@ def aggregate(rows: list[dict]) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="tiny version that runs in seconds")
-    parser.add_argument("--out", type=Path, default=Path("runs/experiments/gap_analysis"))
-    args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = common.parser("gap_analysis", __doc__.splitlines()[0], reuse=False, threads=None).parse_args(argv)
+    common.setup(args)
     seeds = [0] if args.smoke else [0, 1, 2]
     results: dict = {"smoke": args.smoke, "num_prototypes": NUM_PROTOTYPES, "sources": {}}
     for source in ("synthetic", "trained"):

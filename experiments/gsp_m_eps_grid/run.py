@@ -15,14 +15,15 @@ Writes ``results.json``, ``m_eps_grid.png`` and the runs under ``<out>/runs/``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "experiments")]
+
+import common  # noqa: E402
 
 from experiments.gsp_mu_sweep.run import common_overrides  # noqa: E402
 from gspdml.analysis.sweeps import run_sweep  # noqa: E402
@@ -55,9 +56,7 @@ def plot(sweep: dict, ms: list[int], epss: list[float], path: Path, title: str) 
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description="m x eps grid of GSP (seed 000 Fig. 8a), embedded digits collage")
-    parser.add_argument("--smoke", action="store_true", help="tiny data and model, 3 steps, a 2 x 1 grid")
-    parser.add_argument("--out", type=Path, default=ROOT / "runs/experiments/gsp_m_eps_grid")
+    parser = common.parser("gsp_m_eps_grid", "m x eps grid of GSP (seed 000 Fig. 8a), embedded digits collage", smoke_help="tiny data and model, 3 steps, a 2 x 1 grid", reuse=False, threads=None)
     parser.add_argument("--config", type=Path, default=ROOT / "configs/demo-gsp.yaml")
     parser.add_argument("--ms", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--epss", type=float, nargs="+", default=[0.5, 5.0])
@@ -67,7 +66,7 @@ def main(argv=None) -> dict:
     if args.smoke:
         args.ms, args.epss, args.steps, args.seeds = [2, 4], [5.0], 3, args.seeds[:1]
     start = time.perf_counter()
-    args.out.mkdir(parents=True, exist_ok=True)
+    common.setup(args)
     variants = {label(m, e): [f"model.pooling.num_prototypes={m}", f"model.pooling.eps={e}"]
                 for m in args.ms for e in args.epss}
     sweep = run_sweep(args.config, variants, args.seeds, args.out / "runs", common_overrides(args.steps, args.smoke))

@@ -15,14 +15,15 @@ Writes ``results.json``, ``mu_sweep.png`` and the runs under ``<out>/runs/``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "experiments")]
+
+import common  # noqa: E402
 
 from gspdml.analysis.sweeps import run_sweep  # noqa: E402
 
@@ -62,9 +63,7 @@ def plot(sweep: dict, mus: list[float], path: Path, title: str) -> None:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description="Effect of mu on GSP (seed 000 Fig. 6), embedded digits collage")
-    parser.add_argument("--smoke", action="store_true", help="tiny data and model, 3 steps, mu in {0.25, 1}")
-    parser.add_argument("--out", type=Path, default=ROOT / "runs/experiments/gsp_mu_sweep")
+    parser = common.parser("gsp_mu_sweep", "Effect of mu on GSP (seed 000 Fig. 6), embedded digits collage", smoke_help="tiny data and model, 3 steps, mu in {0.25, 1}", reuse=False, threads=None)
     parser.add_argument("--config", type=Path, default=ROOT / "configs/demo-gsp.yaml")
     parser.add_argument("--mus", type=float, nargs="+", default=[0.1, 0.25, 0.5, 1.0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -73,7 +72,7 @@ def main(argv=None) -> dict:
     if args.smoke:
         args.mus, args.steps, args.seeds = [0.25, 1.0], 3, args.seeds[:1]
     start = time.perf_counter()
-    args.out.mkdir(parents=True, exist_ok=True)
+    common.setup(args)
     variants = {f"mu={mu:g}": [f"model.pooling.mu={mu}"] for mu in args.mus}
     sweep = run_sweep(args.config, variants, args.seeds, args.out / "runs", common_overrides(args.steps, args.smoke))
     print("\n| mu | test MAP@R (%) | test P@1 (%) |\n|---|---|---|")

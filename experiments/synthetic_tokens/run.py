@@ -26,7 +26,6 @@ tokens sized by the GSP weight they receive).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import sys
@@ -34,7 +33,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "experiments")]
+
+import common  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -168,9 +169,7 @@ def plot(runs: dict, test: TokenBags, vocabulary: TokenVocabulary, path: Path, p
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description="GAP vs GSP on bags of trainable tokens (seed 000 §5.1)")
-    parser.add_argument("--smoke", action="store_true", help="2 epochs of 5 steps, 16 samples/class, 1 seed")
-    parser.add_argument("--out", type=Path, default=ROOT / "runs/experiments/synthetic_tokens")
+    parser = common.parser("synthetic_tokens", "GAP vs GSP on bags of trainable tokens (seed 000 §5.1)", smoke_help="2 epochs of 5 steps, 16 samples/class, 1 seed", reuse=False, threads=2)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--poolings", nargs="+", choices=POOLINGS, default=list(POOLINGS))
     parser.add_argument("--dim", type=int, default=2, help="token dimension (2 draws Fig. 3a directly)")
@@ -188,8 +187,7 @@ def main(argv=None) -> dict:
     if args.smoke:
         args.epochs, args.steps_per_epoch, args.eval_per_class, args.seeds = 2, 5, 16, args.seeds[:1]
     start = time.perf_counter()
-    torch.set_num_threads(min(2, torch.get_num_threads()))
-    args.out.mkdir(parents=True, exist_ok=True)
+    common.setup(args)
     vocabulary = TokenVocabulary()
     eval_labels = torch.arange(vocabulary.num_classes).repeat_interleave(args.eval_per_class)
     per_seed: dict[str, list[dict]] = {p: [] for p in args.poolings}

@@ -16,14 +16,15 @@ expected values of spec §8 E2) and ``weights.png`` (Fig. 1 analogue).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "experiments")]
+
+import common  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -129,13 +130,11 @@ def plot(features: torch.Tensor, weights: dict[str, torch.Tensor], path: Path) -
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description="LP vs entropy-smoothed partial transport on the 10x10x3 toy map")
-    parser.add_argument("--smoke", action="store_true", help="fewer fixed-point iterations, no plot")
-    parser.add_argument("--out", type=Path, default=ROOT / "runs/experiments/toy_feature_map")
+    parser = common.parser("toy_feature_map", "LP vs entropy-smoothed partial transport on the 10x10x3 toy map", smoke_help="fewer fixed-point iterations, no plot", reuse=False, threads=None)
     parser.add_argument("--seed", type=int, default=0, help="seed of the N(0, 0.05^2) noise")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    args.out.mkdir(parents=True, exist_ok=True)
+    common.setup(args)
     features, foreground = toy_map(args.seed)
     weights = solve_all(features, iters=25 if args.smoke else 100)
     table = {name: summarize(p, foreground) for name, p in weights.items()}

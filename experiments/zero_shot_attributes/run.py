@@ -24,13 +24,14 @@ Usage: ``python experiments/zero_shot_attributes/run.py [--smoke] [--out DIR]``.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/: common (which adds src/)
+import common  # noqa: E402
 
 import matplotlib
 
@@ -97,11 +98,7 @@ def train_method(method: str, seed: int, out: Path, steps: int, images_per_class
         "evaluation": {"every": steps, "patience": None, "restore_best": False},
         "trainer": {"progress": False},
     })
-    run_dir = out / config["name"]
-    shutil.rmtree(run_dir, ignore_errors=True)
-    trainer = Trainer(config, run_dir)
-    trainer.fit()
-    return trainer
+    return common.train_fresh(config, out)
 
 
 @torch.no_grad()
@@ -137,12 +134,10 @@ def plot_histograms(histograms: dict[str, np.ndarray], path: Path) -> None:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="tiny version that runs in seconds")
-    parser.add_argument("--out", type=Path, default=Path("runs/experiments/zero_shot_attributes"))
+    parser = common.parser("zero_shot_attributes", __doc__.splitlines()[0], reuse=False, threads=None)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="training seeds of the full run")
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    common.setup(args)
     seeds, steps, images, repeats = ([0], 4, 40, 50) if args.smoke else (args.seeds, 120, 500, 1000)
     start, per_seed, histograms = time.time(), {m: [] for m in METHODS}, {}
     for seed in seeds:
