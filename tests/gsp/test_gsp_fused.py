@@ -134,3 +134,30 @@ def test_feature_major_memory_layout_gives_the_same_results():
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
     assert results[1][1].stride(1) == 1  # the gradient keeps the layout of the features
+
+
+@pytest.mark.parametrize("feature_major", [False, True])
+def test_bf16_features_give_float32_outputs_and_bf16_gradient_products(feature_major):
+    """bf16 features (an autocast network): costs, transport and outputs are float32 and equal the
+    float32 run on the same values; the two backward products run in bf16 (as autocast runs every
+    backward product), so the gradients agree with float32 to bf16 rounding, in the features'
+    dtype and memory layout."""
+    g = torch.Generator().manual_seed(6)
+    values = (torch.randn(8, 10, 32, generator=g) * 0.3).bfloat16()  # [B, n, d]
+    local = values.transpose(1, 2) if feature_major else values.transpose(1, 2).contiguous()
+    prototypes = torch.randn(5, 32, generator=g) * 0.3
+    upstream = torch.randn(8, 32, generator=g), torch.randn(8, 10, generator=g), torch.randn(8, 5, generator=g)
+    results = []
+    for x in (local, local.float()):
+        x, w = x.detach().requires_grad_(), prototypes.clone().requires_grad_()
+        outputs = fused_gsp(x, w, 0.3, 5.0, 100)
+        grads = torch.autograd.grad(sum((o * u).sum() for o, u in zip(outputs, upstream)), (x, w))
+        results.append((outputs, grads))
+    (bf16_out, (bf16_local, bf16_proto)), (fp32_out, (fp32_local, fp32_proto)) = results
+    for a, b in zip(bf16_out, fp32_out):
+        assert a.dtype == torch.float32
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert bf16_local.dtype == torch.bfloat16 and bf16_proto.dtype == torch.float32
+    assert (bf16_local.stride(1) == 1) == feature_major
+    for a, b in ((bf16_local.float(), fp32_local), (bf16_proto, fp32_proto)):
+        assert float((a - b).norm() / b.norm()) < 1e-2  # bf16 rounding gives about 3e-3

@@ -1,5 +1,7 @@
 """Forward pass of the GSP partial transport (seed 000 Prop. 4.1, Claim 4.1, (P1)/(P2))."""
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -7,6 +9,8 @@ from scipy.optimize import linprog
 
 from gspdml.errors import ConfigError
 from gspdml.pooling import partial_transport, partial_transport_lp
+
+transport = importlib.import_module("gspdml.pooling.partial_transport")  # the module (the package exports the function)
 
 
 def random_cost(b, m, n, seed=0, scale=1.5, dtype=torch.float64):
@@ -133,3 +137,39 @@ def test_early_stop_at_stationarity_matches_all_iterations(mu, eps):
     full_rho, full_pi = partial_transport(cost, mu, eps, iters=300, backward="unrolled")
     torch.testing.assert_close(rho, full_rho, rtol=1e-5, atol=1e-9)
     torch.testing.assert_close(pi, full_pi, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("eps", [0.5, 10.0, 1000.0])
+def test_kernel_column_sums_equal_logsumexp(eps):
+    """``log sum_i exp(-eps c_ij)`` through the shifted exp2 form, against float64 logsumexp; at
+    eps = 1000 every exp(-eps c) underflows float32 unshifted."""
+    cost = random_cost(4, 16, 49, seed=7, dtype=torch.float32) + 0.5
+    reference = torch.logsumexp(-eps * cost.double(), dim=1)
+    torch.testing.assert_close(transport._log_kernel_column_sums(cost, eps).double(), reference, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("eps", [5.0, 50.0])
+def test_plain_sigmoid_sums_give_the_log_domain_solution(eps, monkeypatch):
+    """Where no column is below the floor the loop sums sigmoids directly; forcing the log-domain
+    sums gives the same iterates."""
+    cost = random_cost(8, 16, 49, seed=8, dtype=torch.float32, scale=2.0)
+    assert (transport._log_kernel_column_sums(cost, eps).amax(dim=1) > transport.PLAIN_SUM_FLOOR).all()
+    plain = transport._solve_log(cost, 0.3, eps, 40)
+    monkeypatch.setattr(transport, "PLAIN_SUM_FLOOR", float("inf"))
+    logged = transport._solve_log(cost, 0.3, eps, 40)
+    for a, b in zip(plain, logged):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_log_domain_sums_where_every_sigmoid_underflows():
+    """All costs >= 1 at eps = 200: at t = 1 every sigmoid(a_j) underflows float32, the plain sum
+    is log 0 = -inf, and the solver takes the log-domain sums and matches float64."""
+    cost = 1.0 + random_cost(4, 8, 49, seed=9, dtype=torch.float32, scale=1.0)
+    log_s = transport._log_kernel_column_sums(cost, 200.0)
+    assert (log_s.amax(dim=1) < transport.PLAIN_SUM_FLOOR).all()
+    assert torch.isneginf(transport._plain_sigmoid_sum(log_s)).all()
+    rho, pi = partial_transport(cost, 0.3, 200.0, iters=300)
+    rho64, pi64 = partial_transport(cost.double(), 0.3, 200.0, iters=300)
+    torch.testing.assert_close(pi.sum((1, 2)), torch.full((4,), 0.3), rtol=1e-5, atol=0)
+    # near the LP (eps c up to 400) the fixed point is ill-conditioned: float32 is ~5e-6 off of 1/49
+    torch.testing.assert_close(rho.double(), rho64, rtol=0, atol=2e-5)

@@ -128,14 +128,13 @@ class GSP(Pooling):
     def forward(self, x: torch.Tensor) -> Pooled:
         local, spatial = channels_first_locations(x)  # [B, d, n]
         with torch.autocast(device_type=local.device.type, enabled=False):
-            local = local.float()  # keeps the memory layout (a channels_last map stays d-contiguous)
             b, _, n = local.shape
             if bool(self.initialized) and self._fused():
                 vector, weights, attributes = fused_gsp(
                     local, self.prototypes.float(), self.mu, self.eps, self.iters, self.weighting == "background"
                 )
             else:
-                local = local.contiguous()  # the composed ops run fastest with locations contiguous
+                local = local.float().contiguous()  # the composed ops run fastest with locations contiguous
                 if bool(self.initialized):
                     weights, attributes = self._transport_weights(local)
                 else:

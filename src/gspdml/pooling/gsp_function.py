@@ -3,8 +3,16 @@
 Composed from autograd pieces, the layer reads and writes the ``[B, d, n]`` local features about
 ten times per training step (normalised copies, the costs' products, the weighted sum and the
 gradient of each), which makes it cost as much as the small demo network itself. Fused, it
-touches them four times forward and backward together, and keeps nothing of size ``[B, m, n]``
+touches them a few times forward and backward together, and keeps nothing of size ``[B, m, n]``
 beyond the costs.
+
+Precision: costs, transport and outputs are float32 (float64 for float64 features) whatever the
+features' dtype, because the costs of near pairs come from a cancelling difference (a bf16
+product would move them by up to 0.1). With bf16 features (an autocast network) the backward's
+two products with the features run in bf16, as autocast runs every other backward product, and
+the feature gradient comes back in bf16; the tests bound the difference to float32 (about 3e-3).
+Elementwise steps avoid the CPU kernels that are slow here (comparisons, ``where``, ``exp``; see
+:func:`_positive` and ``partial_transport.LOG2_E``).
 
 Forward (seed 000 §4, Eq. 4.1 and 4.3; the costs as in :func:`~gspdml.pooling.gsp.prototype_costs`)::
 
@@ -45,22 +53,36 @@ SMOOTHING = 1e-12  # added under the square root of the costs (finite gradient a
 
 def cost_parts(prototypes: torch.Tensor, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(c [B, m, n], ||w||^2 [m], ||f||^2 [B, n])`` for prototypes ``[m, d]`` and ``features
-    [B, d, n]``: the clip-normalised L2 costs from one product of the raw tensors (no normalised
-    copy of the features, no square root of a norm)."""
-    w_squared, f_squared = prototypes.square().sum(dim=1), features.square().sum(dim=1)
+    [B, d, n]``: the clip-normalised L2 costs from one product of the raw features (no normalised
+    copy of them, no square root of a norm). ``c^2`` is floored at ``SMOOTHING`` rather than
+    shifted by it; ``sqrt(max(s + S, S)) = sqrt(max(s, 0) + S)``."""
+    w_squared, f_squared = prototypes.square().sum(dim=1), _squared_column_norms(features)
     w_scale, f_scale = w_squared.clamp_min(1.0).rsqrt(), f_squared.clamp_min(1.0).rsqrt()
-    cross = torch.bmm(prototypes.expand(features.shape[0], -1, -1), features)  # [B, m, n]
-    norms = w_squared.clamp_max(1.0)[None, :, None] + f_squared.clamp_max(1.0)[:, None, :]
-    squared = torch.addcmul(norms, cross, w_scale[None, :, None] * f_scale[:, None, :], value=-2.0)
-    return torch.sqrt(squared.clamp_min(0.0) + SMOOTHING), w_squared, f_squared
+    scaled_cross = torch.bmm((prototypes * w_scale[:, None]).expand(features.shape[0], -1, -1), features)  # a_i w_i.f_j
+    squared = torch.addcmul(f_squared.clamp_max(1.0)[:, None, :], scaled_cross, f_scale[:, None, :], value=-2.0)
+    squared.add_((w_squared.clamp_max(1.0) + SMOOTHING)[None, :, None])
+    return squared.clamp_min_(SMOOTHING).sqrt_(), w_squared, f_squared
+
+
+def _squared_column_norms(features: torch.Tensor) -> torch.Tensor:
+    """``||f_j||^2`` ``[B, n]`` of ``features [B, d, n]``; through ``vector_norm`` when ``d`` is
+    the contiguous dimension (a channels_last map; about 2x faster there, 10x slower otherwise)."""
+    if features.stride(1) == 1:
+        return torch.linalg.vector_norm(features, dim=1).square_()
+    return features.square().sum(dim=1)
 
 
 def fused_gsp(
     local: torch.Tensor, prototypes: torch.Tensor, mu: float, eps: float, iters: int, background: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(x [B, d], p [B, n], z [B, m])`` of GSP on ``local [B, d, n]`` (float32 or float64),
-    with the closed-form backward above; ``0 < mu < 1``. ``background`` pools with the residual
-    weights ``rho / (1 - mu)`` instead of ``(1/n - rho) / mu``."""
+    """``(x [B, d], p [B, n], z [B, m])`` of GSP on ``local [B, d, n]``, with the closed-form
+    backward above; ``0 < mu < 1``. ``background`` pools with the residual weights
+    ``rho / (1 - mu)`` instead of ``(1/n - rho) / mu``.
+
+    Costs, transport and outputs are computed in float32 (float64 for float64 features). The
+    backward's two products with the features (``G_F`` and ``G_W``) run in the features' own
+    dtype, as autocast runs every other backward product of a bf16/fp16 network; ``G_F`` comes
+    back in that dtype."""
     if not 0.0 < mu < 1.0:
         raise ValueError(f"fused_gsp needs 0 < mu < 1, got {mu} (mu = 1 is GAP)")
     return _FusedGSP.apply(local, prototypes, float(mu), float(eps), int(iters), bool(background))
@@ -76,55 +98,62 @@ def pooling_weights(rho: torch.Tensor, mu: float, background: bool = False) -> t
 class _FusedGSP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, local, prototypes, mu, eps, iters, background):
-        cost, w_squared, f_squared = cost_parts(prototypes, local)
+        work = torch.float64 if local.dtype == torch.float64 else torch.float32
+        features = local.to(work)  # keeps the memory layout (channels_last stays d-contiguous)
+        cost, w_squared, f_squared = cost_parts(prototypes.to(work), features)
         log_rho, log_t = _solve_log(cost, mu, eps, iters, stop_when_stationary=True)
         weights = pooling_weights(log_rho.exp(), mu, background)
-        vector = (local * weights.unsqueeze(1)).sum(dim=2)
+        vector = torch.bmm(weights.unsqueeze(1), features.transpose(1, 2)).squeeze(1)  # sum_j p_j f_j
         attributes = _transport_plan(cost, eps, log_rho, log_t).sum(dim=2) / mu
-        ctx.save_for_backward(local, prototypes, cost, log_rho, log_t, w_squared, f_squared)
+        ctx.save_for_backward(local, prototypes, cost, log_rho, log_t, weights, w_squared, f_squared)
         ctx.options = (mu, eps, background)
         return vector, weights, attributes
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_vector, grad_weights, grad_attributes):
-        local, prototypes, cost, log_rho, log_t, w_squared, f_squared = ctx.saved_tensors
+        local, prototypes, cost, log_rho, log_t, weights, w_squared, f_squared = ctx.saved_tensors
         mu, eps, background = ctx.options
         rho = log_rho.exp()
-        weights = pooling_weights(rho, mu, background)
-        grad_p = torch.bmm(grad_vector.unsqueeze(1), local).squeeze(1)  # F^T G_x, [B, n]
+        grad_p = torch.bmm(grad_vector.to(local.dtype).unsqueeze(1), local).squeeze(1).to(cost.dtype)  # F^T G_x
         if grad_weights is not None:
             grad_p = grad_p + grad_weights
         grad_rho = grad_p / (1.0 - mu) if background else -grad_p / mu
-        grad_pi = cost.new_zeros(cost.shape[:2] + (1,)) if grad_attributes is None else (grad_attributes / mu).unsqueeze(2)
+        grad_pi = None if grad_attributes is None else (grad_attributes / mu).unsqueeze(2)
         grad_cost = closed_form_cost_gradient(rho, _transport_plan(cost, eps, log_rho, log_t), grad_rho, grad_pi, eps)
 
-        unclamped = cost > math.sqrt(SMOOTHING)  # where the square was positive (not clamped at 0)
-        g = torch.where(unclamped, grad_cost * 0.5 / cost, 0.0)
+        # g = dL/dc * dc/d(c^2) = G_c / (2 c) where the square was positive, 0 where it was clamped
+        g = grad_cost.mul_(_positive(cost - math.sqrt(SMOOTHING)).div_(cost)).mul_(0.5)
         w_clip, f_clip = w_squared.clamp_max(1.0), f_squared.clamp_max(1.0)
-        t = cost.square() - SMOOTHING - w_clip[None, :, None] - f_clip[:, None, :]  # -2 a_i b_j w_i . f_j
-        gt = g * t
+        offset = (SMOOTHING + w_clip)[None, :, None] + f_clip[:, None, :]
+        gt = cost.square().sub_(offset).mul_(g)  # g * t with t = -2 a_i b_j w_i . f_j
         w_scale, f_scale = w_squared.clamp_min(1.0).rsqrt(), f_squared.clamp_min(1.0).rsqrt()
         grad_w_squared = _squared_norm_gradient(w_squared, g.sum(dim=(0, 2)), gt.sum(dim=(0, 2)))
         grad_f_squared = _squared_norm_gradient(f_squared, g.sum(dim=1), gt.sum(dim=1))
-        grad_cross = g * (-2.0 * w_scale[None, :, None] * f_scale[:, None, :])
+        grad_cross = g.mul_((-2.0 * w_scale)[None, :, None] * f_scale[:, None, :])
 
-        left = torch.cat([prototypes.T.expand(local.shape[0], -1, -1), grad_vector.unsqueeze(2)], dim=2)
-        right = torch.cat([grad_cross, weights.unsqueeze(1)], dim=1)
-        norm_term = local * (2.0 * grad_f_squared).unsqueeze(1)  # same memory layout as local
+        products = local.dtype
+        left = torch.cat([prototypes.T.to(products).expand(local.shape[0], -1, -1), grad_vector.to(products).unsqueeze(2)], dim=2)
+        right = torch.cat([grad_cross, weights.unsqueeze(1)], dim=1).to(products)
+        norm_term = local * (2.0 * grad_f_squared).to(products).unsqueeze(1)  # same memory layout as local
         if local.stride(1) == 1:  # d contiguous (a channels_last map): build the gradient as [B, n, d]
             grad_local = torch.baddbmm(norm_term.transpose(1, 2), right.transpose(1, 2), left.transpose(1, 2)).transpose(1, 2)
         else:
             grad_local = torch.baddbmm(norm_term, left, right)
-        grad_prototypes = torch.bmm(grad_cross, local.transpose(1, 2)).sum(dim=0)
-        grad_prototypes.addcmul_(prototypes, (2.0 * grad_w_squared).unsqueeze(1))
+        grad_prototypes = torch.bmm(grad_cross.to(products), local.transpose(1, 2)).sum(dim=0, dtype=prototypes.dtype)
+        grad_prototypes.addcmul_(prototypes, (2.0 * grad_w_squared).to(prototypes.dtype).unsqueeze(1))
         return grad_local, grad_prototypes, None, None, None, None
+
+
+def _positive(x: torch.Tensor) -> torch.Tensor:
+    """``[x > 0]`` as 0/1 in ``x``'s dtype, by arithmetic (``sign(relu(x))``): comparisons and
+    ``where`` run branchy scalar code on the CPU (75-230 us per 65k floats here, vs 10 us)."""
+    return x.relu().sign_()
 
 
 def _squared_norm_gradient(squared: torch.Tensor, sum_g: torch.Tensor, sum_gt: torch.Tensor) -> torch.Tensor:
     """``dL/d||v||^2`` through ``min(1, ||v||^2)`` (inside the ball) and the clip scale
     ``1 / max(1, ||v||)`` (outside, where ``d scale / d||v||^2 = -scale^3 / 2`` and the scale
     enters the costs as ``t / scale``)."""
-    inside = squared < 1.0
-    outside = squared > 1.0
-    return torch.where(inside, sum_g, 0.0) - torch.where(outside, 0.5 * sum_gt / squared.clamp_min(1.0), 0.0)
+    inside, outside = _positive(1.0 - squared), _positive(squared - 1.0)
+    return inside * sum_g - outside * (0.5 * sum_gt / squared.clamp_min(1.0))
