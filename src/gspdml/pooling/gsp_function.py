@@ -12,7 +12,8 @@ product would move them by up to 0.1). With bf16 features (an autocast network) 
 two products with the features run in bf16, as autocast runs every other backward product, and
 the feature gradient comes back in bf16; the tests bound the difference to float32 (about 3e-3).
 Elementwise steps avoid the CPU kernels that are slow here (comparisons, ``where``, ``exp``; see
-:func:`_positive` and ``partial_transport.LOG2_E``).
+:func:`_positive` and ``partial_transport.LOG2_E``); on float32 CPU tensors the steps from
+``G_rho`` to ``G_cross`` and the norms' sums run in the C kernel of :mod:`gspdml.pooling.native`.
 
 Forward (seed 000 §4, Eq. 4.1 and 4.3; the costs as in :func:`~gspdml.pooling.gsp.prototype_costs`)::
 
@@ -46,6 +47,7 @@ import math
 import torch
 from torch.autograd.function import once_differentiable
 
+from gspdml.pooling import native
 from gspdml.pooling.partial_transport import _solve_log, _transport_plan, closed_form_cost_gradient
 
 SMOOTHING = 1e-12  # added under the square root of the costs (finite gradient at c = 0)
@@ -114,23 +116,14 @@ class _FusedGSP(torch.autograd.Function):
     def backward(ctx, grad_vector, grad_weights, grad_attributes):
         local, prototypes, cost, log_rho, log_t, weights, w_squared, f_squared = ctx.saved_tensors
         mu, eps, background = ctx.options
-        rho = log_rho.exp()
         grad_p = torch.bmm(grad_vector.to(local.dtype).unsqueeze(1), local).squeeze(1).to(cost.dtype)  # F^T G_x
         if grad_weights is not None:
             grad_p = grad_p + grad_weights
         grad_rho = grad_p / (1.0 - mu) if background else -grad_p / mu
-        grad_pi = None if grad_attributes is None else (grad_attributes / mu).unsqueeze(2)
-        grad_cost = closed_form_cost_gradient(rho, _transport_plan(cost, eps, log_rho, log_t), grad_rho, grad_pi, eps)
-
-        # g = dL/dc * dc/d(c^2) = G_c / (2 c) where the square was positive, 0 where it was clamped
-        g = grad_cost.mul_(_positive(cost - math.sqrt(SMOOTHING)).div_(cost)).mul_(0.5)
-        w_clip, f_clip = w_squared.clamp_max(1.0), f_squared.clamp_max(1.0)
-        offset = (SMOOTHING + w_clip)[None, :, None] + f_clip[:, None, :]
-        gt = cost.square().sub_(offset).mul_(g)  # g * t with t = -2 a_i b_j w_i . f_j
-        w_scale, f_scale = w_squared.clamp_min(1.0).rsqrt(), f_squared.clamp_min(1.0).rsqrt()
-        grad_w_squared = _squared_norm_gradient(w_squared, g.sum(dim=(0, 2)), gt.sum(dim=(0, 2)))
-        grad_f_squared = _squared_norm_gradient(f_squared, g.sum(dim=1), gt.sum(dim=1))
-        grad_cross = g.mul_((-2.0 * w_scale)[None, :, None] * f_scale[:, None, :])
+        grad_pi = None if grad_attributes is None else (grad_attributes / mu).contiguous()  # constant along features
+        grad_cross, sums_w, sums_f = _cost_gradients(cost, log_rho, log_t, grad_rho, grad_pi, w_squared, f_squared, eps)
+        grad_w_squared = _squared_norm_gradient(w_squared, *sums_w)
+        grad_f_squared = _squared_norm_gradient(f_squared, *sums_f)
 
         products = local.dtype
         left = torch.cat([prototypes.T.to(products).expand(local.shape[0], -1, -1), grad_vector.to(products).unsqueeze(2)], dim=2)
@@ -143,6 +136,34 @@ class _FusedGSP(torch.autograd.Function):
         grad_prototypes = torch.bmm(grad_cross.to(products), local.transpose(1, 2)).sum(dim=0, dtype=prototypes.dtype)
         grad_prototypes.addcmul_(prototypes, (2.0 * grad_w_squared).to(prototypes.dtype).unsqueeze(1))
         return grad_local, grad_prototypes, None, None, None, None
+
+
+def _cost_gradients(cost, log_rho, log_t, grad_rho, grad_pi, w_squared, f_squared, eps):
+    """From the transport's gradients ``G_rho [B, n]`` and ``G_pi [B, m]`` (or ``None``):
+    ``G_cross [B, m, n]``, ``(sum g, sum g t)`` per prototype ``[m]`` and per feature ``[B, n]``
+    (the backward steps of the module docstring), by the C kernel where it applies."""
+    w_clip, f_clip = w_squared.clamp_max(1.0), f_squared.clamp_max(1.0)
+    w_scale, f_scale = w_squared.clamp_min(1.0).rsqrt(), f_squared.clamp_min(1.0).rsqrt()
+    tensors = (cost, log_rho, log_t, grad_rho, w_squared, f_squared) + (() if grad_pi is None else (grad_pi,))
+    if native.eligible(*tensors) and native.library() is not None:
+        b, m, n = cost.shape
+        grad_cross, sums = torch.empty_like(cost), cost.new_empty(2 * b * n + 2 * m + m * n + 4 * n)
+        sum_g_col, sum_gt_col, sum_g_row, sum_gt_row, scratch = sums.split([b * n, b * n, m, m, m * n + 4 * n])
+        native.library().gsp_backward(
+            *map(native.pointer, (cost, log_rho, log_t, grad_rho, grad_pi, w_clip, w_scale, f_clip, f_scale)),
+            b, m, n, eps, SMOOTHING, math.sqrt(SMOOTHING),
+            *map(native.pointer, (grad_cross, sum_g_col, sum_gt_col, sum_g_row, sum_gt_row, scratch)),
+        )
+        return grad_cross, (sum_g_row, sum_gt_row), (sum_g_col.view(b, n), sum_gt_col.view(b, n))
+    pi = _transport_plan(cost, eps, log_rho, log_t)
+    grad_pi = None if grad_pi is None else grad_pi.unsqueeze(2)
+    grad_cost = closed_form_cost_gradient(log_rho.exp(), pi, grad_rho, grad_pi, eps)
+    # g = dL/dc * dc/d(c^2) = G_c / (2 c) where the square was positive, 0 where it was clamped
+    g = grad_cost.mul_(_positive(cost - math.sqrt(SMOOTHING)).div_(cost)).mul_(0.5)
+    offset = (SMOOTHING + w_clip)[None, :, None] + f_clip[:, None, :]
+    gt = cost.square().sub_(offset).mul_(g)  # g * t with t = -2 a_i b_j w_i . f_j
+    sums_w, sums_f = (g.sum(dim=(0, 2)), gt.sum(dim=(0, 2))), (g.sum(dim=1), gt.sum(dim=1))
+    return g.mul_((-2.0 * w_scale)[None, :, None] * f_scale[:, None, :]), sums_w, sums_f
 
 
 def _positive(x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,92 @@
+"""Native (C) kernels of the GSP transport: ``transport.c``, compiled on first use and cached.
+
+The kernels replace the solver loop of :func:`~gspdml.pooling.partial_transport._solve_log` and
+the elementwise part of the fused GSP backward (:mod:`gspdml.pooling.gsp_function`) for
+contiguous float32 CPU tensors, where torch spends most of their time dispatching small
+operations. The first use compiles ``transport.c`` with the C compiler (``$CC``, else ``cc``;
+``-O3 -march=native``, under a second) into ``$XDG_CACHE_HOME/gspdml`` (``~/.cache/gspdml``),
+keyed by the source, the flags and the CPU, and later processes load it from there. Without a
+compiler, or with ``GSPDML_NATIVE=0``, :func:`library` returns ``None`` and every caller runs
+the torch code, which the tests compare with these kernels.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+SOURCE = Path(__file__).with_name("transport.c")
+FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-std=c11", "-fPIC", "-shared")
+_FLOAT_P, _I64, _F, _INT = ctypes.POINTER(ctypes.c_float), ctypes.c_int64, ctypes.c_float, ctypes.c_int
+SIGNATURES = {
+    "gsp_solve": (_INT, [_FLOAT_P, _I64, _I64, _I64, _F, _F, _I64, _INT, _F, _FLOAT_P, _FLOAT_P, _FLOAT_P]),
+    "gsp_backward": (None, [_FLOAT_P] * 9 + [_I64, _I64, _I64, _F, _F, _F] + [_FLOAT_P] * 6),
+}
+
+
+@functools.lru_cache(maxsize=1)
+def library() -> Optional[ctypes.CDLL]:
+    """The compiled kernels, or ``None`` (no compiler, ``GSPDML_NATIVE=0``, or a failed build,
+    which is reported once as a warning)."""
+    compiler = shutil.which(os.environ.get("CC", "cc"))
+    if os.environ.get("GSPDML_NATIVE", "1") == "0" or compiler is None:
+        return None
+    try:
+        lib = ctypes.CDLL(str(_build(compiler)))
+    except (OSError, subprocess.CalledProcessError) as err:
+        detail = getattr(err, "stderr", None) or err
+        warnings.warn(f"gspdml: the native GSP kernels did not build ({detail}); using the torch code", RuntimeWarning)
+        return None
+    for name, (result, arguments) in SIGNATURES.items():
+        function = getattr(lib, name)
+        function.restype, function.argtypes = result, arguments
+    return lib
+
+
+def eligible(*tensors: torch.Tensor) -> bool:
+    """Whether the kernels can take these tensors: contiguous float32 on the CPU, and no autograd
+    recording through them (the kernels have no backward of their own)."""
+    recording = torch.is_grad_enabled()
+    return all(
+        t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous() and not (recording and t.requires_grad)
+        for t in tensors
+    )
+
+
+def pointer(tensor: Optional[torch.Tensor]):
+    """A ``float *`` to a contiguous float32 tensor (NULL for ``None``)."""
+    return None if tensor is None else ctypes.cast(tensor.data_ptr(), _FLOAT_P)
+
+
+def _build(compiler: str) -> Path:
+    source = SOURCE.read_bytes()
+    key = hashlib.sha256(b"\0".join([source, " ".join(FLAGS).encode(), compiler.encode(), _cpu().encode()])).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gspdml"
+    target = cache / f"transport-{key}{'.dylib' if platform.system() == 'Darwin' else '.so'}"
+    if not target.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=cache) as folder:  # build aside, then move in atomically
+            built = Path(folder) / target.name
+            subprocess.run([compiler, *FLAGS, "-o", str(built), str(SOURCE)], check=True, capture_output=True, text=True)
+            os.replace(built, target)
+    return target
+
+
+def _cpu() -> str:
+    """The CPU's identity for the cache key (``-march=native`` code runs only where it was built)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return next((line for line in lines if line.startswith("flags")), "") + platform.machine()
+    except OSError:
+        return platform.machine() + platform.processor()
