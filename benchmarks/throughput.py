@@ -6,15 +6,18 @@ Rows:
   the setting each is trained with (ResNet-50: m = 64, mu = 0.3, eps = 5 as in the papers; the
   small CNN: the demo's m = 16, mu = 0.25, eps = 10), in fp32 and in bf16 (CPU autocast +
   channels_last, as ``trainer.precision: bf16`` does; fp16 AMP on CUDA);
+* on the CPU, each convolution of a model alone (forward + backward at its input shape in the
+  training step), fp32 in the trainer's layout (NCHW) vs bf16 channels_last: the ceiling bf16 puts
+  on a whole step (small CNN only with ``--conv-layers``);
 * the data pipeline alone: read + decode + MLRC training augmentation of JPEGs written on the
   fly (500x375, the typical CUB photo size), one process.
 
-Targets: GSP within 10% of GAP; bf16 >= 2.5x fp32 on a CPU with AMX. Other processes share the
+Targets: GSP within 10% of GAP; bf16 >= 2.5x fp32 on a CPU with bf16 matrix instructions. Other processes share the
 CPU, so compare ratios from one run, not absolute numbers across runs. On a crowded machine use
 ``--threads 1 --clock cpu``: images per CPU-second of one thread do not depend on how often the
 process is descheduled (with several threads, descheduled OpenMP workers stall the others).
 
-    PYTHONPATH=src python benchmarks/throughput.py [--steps 3] [--warmup 1] [--threads 2] [--clock wall|cpu]
+    PYTHONPATH=src python benchmarks/throughput.py [--steps 3] [--warmup 1] [--threads 2] [--clock wall|cpu] [--conv-layers]
 """
 
 from __future__ import annotations
@@ -87,6 +90,45 @@ def training_step_rate(
     return 32 * steps / (clock() - start)
 
 
+def conv_layer_rows(backbone: dict, size: int, steps: int, clock) -> list[tuple[str, float, float]]:
+    """``(layer, fp32 NCHW ms, bf16 channels_last ms)`` of forward + backward of every
+    convolution of ``backbone`` alone, at the input shape it sees in a batch of 32."""
+    model = build_embedder({"backbone": backbone, "embedding_dim": 128, "pooling": {"name": "gap"}}, in_channels=3)
+    shapes: dict[str, torch.Size] = {}
+
+    def record(name: str):
+        def hook(module, args, output) -> None:
+            shapes[name] = args[0].shape
+        return hook
+
+    hooks = [m.register_forward_hook(record(name)) for name, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)]
+    with torch.no_grad():
+        model(torch.randn(32, 3, size, size))
+    for hook in hooks:
+        hook.remove()
+    rows = []
+    for name, shape in shapes.items():
+        conv = model.get_submodule(name)
+        times = []
+        for bf16 in (False, True):
+            layout = torch.channels_last if bf16 else torch.contiguous_format
+            layer = conv.to(memory_format=layout)
+            x = torch.randn(shape).contiguous(memory_format=layout).requires_grad_(shape[1] != 3)  # images need no gradient
+
+            def step(layer=layer, x=x, bf16=bf16) -> None:
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                    out = layer(x)
+                out.backward(torch.ones_like(out))
+
+            step()
+            start = clock()
+            for _ in range(steps):
+                step()
+            times.append(1e3 * (clock() - start) / steps)
+        rows.append((name, *times))
+    return rows
+
+
 def pipeline_rate(count: int, clock, seed: int = 0) -> float:
     """Images per second of read + decode + MLRC train transform (Resize 256, RandomResizedCrop
     227 with scale (0.16, 1), flip, ToTensor, ImageNet normalisation) with one torch thread, as
@@ -134,6 +176,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="wall time, or CPU time of this process")
+    parser.add_argument("--conv-layers", action="store_true", help="also time each convolution alone, fp32 vs bf16 (CPU)")
     parser.add_argument("--system-malloc", action="store_true",
                         help="leave glibc's thresholds alone (the trainer keeps freed memory, trainer.keep_freed_memory)")
     args = parser.parse_args()
@@ -160,6 +203,9 @@ def main() -> None:
         for precision in ("fp32", low):
             ratio = rates[name, "gsp", precision] / rates[name, "gap", precision]
             print(f"{name:<10} {'':>4} gsp/gap {precision}: {ratio:.2f}", flush=True)
+        if args.conv_layers and device.type == "cpu":
+            for layer, fp32_ms, bf16_ms in conv_layer_rows(backbone, size, args.steps, clock):
+                print(f"{name:<10} conv {layer}: fp32 NCHW {fp32_ms:.2f} ms, bf16 channels_last {bf16_ms:.2f} ms ({fp32_ms / bf16_ms:.2f}x)", flush=True)
     rate = pipeline_rate(args.images, clock)
     print(f"data pipeline (read + decode + MLRC augmentation, 500x375 JPEG, 1 worker, 1 thread): {rate:.1f} img/s")
 
