@@ -8,7 +8,7 @@ has the largest effect and m a small one (screening, Tab. 5). Here: ``configs/de
 m in {8, 64} x eps in {0.5, 5}, a short schedule (``--steps``, default 60), test
 MAP@R (mean +- std over ``--seeds``).
 
-    python experiments/gsp_m_eps_grid/run.py [--smoke] [--out DIR] [--seeds 0] [--steps 60]
+    python experiments/gsp_m_eps_grid/run.py [--smoke] [--out DIR] [--seeds 0 1 2] [--steps 60]
 
 Writes ``results.json``, ``m_eps_grid.png`` and the runs under ``<out>/runs/``.
 """
@@ -60,7 +60,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--config", type=Path, default=ROOT / "configs/demo-gsp.yaml")
     parser.add_argument("--ms", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--epss", type=float, nargs="+", default=[0.5, 5.0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=60)
     args = parser.parse_args(argv)
     if args.smoke:

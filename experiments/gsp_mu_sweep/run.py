@@ -8,7 +8,7 @@ C2, Adam 1e-3, bf16) with mu in {0.1, 0.25, 0.5, 1.0} (the target tile is 1/4 of
 mu = 1 is GAP exactly, Claim 4.1), a short schedule (``--steps``, default 80) and validation
 MAP@R at the end of training; test MAP@R is reported (mean +- std over ``--seeds``).
 
-    python experiments/gsp_mu_sweep/run.py [--smoke] [--out DIR] [--seeds 0] [--steps 80]
+    python experiments/gsp_mu_sweep/run.py [--smoke] [--out DIR] [--seeds 0 1 2] [--steps 80]
 
 Writes ``results.json``, ``mu_sweep.png`` and the runs under ``<out>/runs/``.
 """
@@ -66,7 +66,7 @@ def main(argv=None) -> dict:
     parser = common.parser("gsp_mu_sweep", "Effect of mu on GSP (seed 000 Fig. 6), embedded digits collage", smoke_help="tiny data and model, 3 steps, mu in {0.25, 1}", reuse=False, threads=None)
     parser.add_argument("--config", type=Path, default=ROOT / "configs/demo-gsp.yaml")
     parser.add_argument("--mus", type=float, nargs="+", default=[0.1, 0.25, 0.5, 1.0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=80)
     args = parser.parse_args(argv)
     if args.smoke:

@@ -47,6 +47,16 @@ def test_mu_sweep_smoke(tmp_path):
     assert "mu: 0.25" in config and "max_steps: 3" in config
 
 
+def test_a_second_run_replaces_the_first(tmp_path):
+    """Running a sweep again into the same directory retrains (a finished run directory would
+    otherwise refuse to start: 'already holds a run')."""
+    mu_sweep.main(["--smoke", "--out", str(tmp_path)])
+    first = (tmp_path / "runs" / "mu=1-seed0" / "results.json").stat().st_mtime_ns
+    mu_sweep.main(["--smoke", "--out", str(tmp_path)])
+    assert (tmp_path / "runs" / "mu=1-seed0" / "results.json").stat().st_mtime_ns > first
+    _check_sweep(json.loads((tmp_path / "results.json").read_text())["sweep"], ["mu=0.25", "mu=1"], tmp_path)
+
+
 def test_m_eps_grid_smoke(tmp_path):
     grid.main(["--smoke", "--out", str(tmp_path)])
     results = json.loads((tmp_path / "results.json").read_text())

@@ -4,6 +4,7 @@ hyper-parameter studies (seed 000 Fig. 6 effect of mu, Fig. 8 m-eps grid)."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -34,8 +35,8 @@ def run_sweep(
 ) -> dict[str, dict[str, Any]]:
     """Train ``base`` + ``overrides`` + ``variants[label]`` for every label and seed.
 
-    Runs go to ``<output_dir>/<label>-seed<seed>/`` (label characters other than letters, digits,
-    ``.=_-`` become ``_``). Returns ``{label: {"overrides", "per_seed": [{"seed", "seconds",
+    Runs go to ``<output_dir>/<label>-seed<seed>/``, replacing an older run there (label characters
+    other than letters, digits, ``.=_-`` become ``_``). Returns ``{label: {"overrides", "per_seed": [{"seed", "seconds",
     "steps", <metric>: test value}], <metric>: {"mean", "std"}}}``.
     """
     if not seeds:
@@ -48,8 +49,10 @@ def run_sweep(
             config = load_config(
                 base, [*overrides, *extra, f"seed={seed}", f"name={safe}-seed{seed}", f"output_dir={output_dir}"]
             )
+            run_dir = Path(output_dir) / config["name"]
+            shutil.rmtree(run_dir, ignore_errors=True)  # a finished run there would refuse to start again
             start = time.perf_counter()
-            result = train(config)
+            result = train(config, run_dir)
             row = {"seed": seed, "seconds": time.perf_counter() - start, "steps": result["steps"]}
             row.update({m: float(result["test"][m]) for m in metrics})
             rows.append(row)
