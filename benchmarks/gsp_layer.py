@@ -13,7 +13,10 @@ m in {64, 128}, iters in {10, 25, 50, 100, 200}:
    with GAP and with GSP, on a fixed batch;
 4. the demo's whole training step as ``make demo`` runs it (``configs/demo-gap.yaml`` vs
    ``configs/demo-gsp.yaml``: batch sampling, collage decoding and augmentation, the bf16 model
-   step, Adam), from the trainer's own loop, GSP past its k-center warm-up.
+   step, Adam), from the trainer's own loop, GSP past its k-center warm-up;
+5. on the CPU, the C kernels of ``gspdml.pooling.native`` against the torch code they replace
+   (the solver loop and the backward chain from the transport's gradients to the costs'), at the
+   demo's size.
 
 Time is the best of ``--repeats`` runs (robust on a shared machine). Memory is the peak CUDA
 allocation above the start on a GPU; on CPU, the bytes of the distinct storages autograd keeps
@@ -26,6 +29,7 @@ which exist anyway: what the backward method itself adds.
 from __future__ import annotations
 
 import argparse
+import importlib
 import statistics
 import tempfile
 import time
@@ -37,13 +41,15 @@ import torch
 from gspdml.config import load_config
 from gspdml.losses import build_loss
 from gspdml.models.embedder import build_embedder
-from gspdml.pooling import GSP, partial_transport
+from gspdml.pooling import GSP, gsp_function, native, partial_transport
+from gspdml.pooling.gsp_function import cost_parts
 from gspdml.pooling.simple import GAP
 from gspdml.training import Trainer
 from gspdml.training.callbacks import Callback
 from gspdml.training.host_memory import keep_freed_host_memory
 
 ITERS = (10, 25, 50, 100, 200)
+transport = importlib.import_module("gspdml.pooling.partial_transport")  # the module (the package exports the function)
 
 
 def saved_tensor_bytes(forward: Callable[[], object], existing: list[torch.Tensor]) -> int:
@@ -220,6 +226,35 @@ def _adam_step(pooling: dict, images, labels, loss, precision: str, device) -> C
     return step
 
 
+def native_table(repeats: int) -> None:
+    """Solver (``_solve_log``) and backward chain (``gsp_function._cost_gradients``) at the demo's
+    size (B = 64, m = 16, n = 8 x 8, mu = 0.25, eps = 10), C kernel vs torch code, best of ``repeats``."""
+    if native.library() is None:
+        print("native GSP kernels unavailable (no C compiler, or GSPDML_NATIVE=0)")
+        return
+    torch.manual_seed(0)
+    features, prototypes = torch.randn(64, 128, 64), torch.nn.init.xavier_uniform_(torch.empty(16, 128))
+    cost, w_squared, f_squared = cost_parts(prototypes, features)
+    log_rho, log_t = transport._solve_log(cost, 0.25, 10.0, 100, stop_when_stationary=True)
+    grad_rho = torch.randn(64, 64) * 1e-3
+    parts = {
+        "solver (100 iterations at most)": lambda: transport._solve_log(cost, 0.25, 10.0, 100, stop_when_stationary=True),
+        "backward chain": lambda: gsp_function._cost_gradients(cost, log_rho, log_t, grad_rho, None, w_squared, f_squared, 10.0),
+    }
+    library = native.library
+    print("| demo size, one call | C kernel ms | torch code ms | torch / C |")
+    print("|---|---|---|---|")
+    for name, part in parts.items():
+        times = []
+        for use_kernel in (True, False):
+            native.library = library if use_kernel else (lambda: None)
+            try:
+                times.append(min(elapsed_ms(part, torch.device("cpu")) for _ in range(repeats)))
+            finally:
+                native.library = library
+        print(f"| {name} | {times[0]:.3f} | {times[1]:.3f} | {times[1] / times[0]:.1f}x |", flush=True)
+
+
 class StepClock(Callback):
     """Seconds between consecutive ends of training steps (data loading included)."""
 
@@ -262,7 +297,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (1 gives stable timings on a shared machine)")
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--only", choices=("layer", "solver", "step", "loop"), default=None)
+    parser.add_argument("--only", choices=("layer", "solver", "step", "loop", "native"), default=None)
     parser.add_argument("--system-malloc", action="store_true",
                         help="leave glibc's thresholds alone (the trainer keeps freed memory, trainer.keep_freed_memory)")
     args = parser.parse_args()
@@ -277,6 +312,9 @@ def main() -> None:
             print()
     if args.only in (None, "loop") and device.type == "cpu":
         demo_trainer_table(args.repeats)
+        print()
+    if args.only in (None, "native") and device.type == "cpu":
+        native_table(args.repeats)
 
 
 if __name__ == "__main__":

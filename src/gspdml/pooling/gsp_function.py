@@ -43,6 +43,7 @@ function with float64 autograd through the composed layer.
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -138,7 +139,10 @@ class _FusedGSP(torch.autograd.Function):
         return grad_local, grad_prototypes, None, None, None, None
 
 
-def _cost_gradients(cost, log_rho, log_t, grad_rho, grad_pi, w_squared, f_squared, eps):
+def _cost_gradients(
+    cost: torch.Tensor, log_rho: torch.Tensor, log_t: torch.Tensor, grad_rho: torch.Tensor,
+    grad_pi: Optional[torch.Tensor], w_squared: torch.Tensor, f_squared: torch.Tensor, eps: float,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
     """From the transport's gradients ``G_rho [B, n]`` and ``G_pi [B, m]`` (or ``None``):
     ``G_cross [B, m, n]``, ``(sum g, sum g t)`` per prototype ``[m]`` and per feature ``[B, n]``
     (the backward steps of the module docstring), by the C kernel where it applies."""
