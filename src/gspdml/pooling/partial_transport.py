@@ -194,7 +194,7 @@ def _solve_log_native(
     log-domain sums there)."""
     b, m, n = cost.shape
     a, log_t = cost.new_empty(b, n), cost.new_empty(b, 1)
-    scratch = cost.new_empty(3 * n + 2 * b)
+    scratch = cost.new_empty(2 * n + 2 * b)
     failed = native.library().gsp_solve(
         native.pointer(cost), b, m, n, mu, eps, iters, int(stop_when_stationary), PLAIN_SUM_FLOOR,
         native.pointer(a), native.pointer(log_t), native.pointer(scratch),

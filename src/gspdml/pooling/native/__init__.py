@@ -39,7 +39,7 @@ SIGNATURES = {
 def library() -> Optional[ctypes.CDLL]:
     """The compiled kernels, or ``None`` (no compiler, ``GSPDML_NATIVE=0``, or a failed build,
     which is reported once as a warning)."""
-    compiler = shutil.which(os.environ.get("CC", "cc"))
+    compiler = find_compiler()
     if os.environ.get("GSPDML_NATIVE", "1") == "0" or compiler is None:
         return None
     try:
@@ -52,6 +52,11 @@ def library() -> Optional[ctypes.CDLL]:
         function = getattr(lib, name)
         function.restype, function.argtypes = result, arguments
     return lib
+
+
+def find_compiler() -> Optional[str]:
+    """The C compiler the kernels are built with: ``$CC``, else ``cc``, if it is on the path."""
+    return shutil.which(os.environ.get("CC", "cc"))
 
 
 def eligible(*tensors: torch.Tensor) -> bool:

@@ -71,12 +71,12 @@ static inline float log_poly(float x) {
     return z + y + 0.693359375f * e;
 }
 
-/* cost [B, m, n] (n contiguous). Writes a [B, n], log_t [B]; scratch holds 3 n + 2 B floats.
+/* cost [B, m, n] (n contiguous). Writes a [B, n], log_t [B]; scratch holds 2 n + 2 B floats.
    Returns 1 (and writes nothing useful) when some column's log s is at or below floor: there
    sum_j sigmoid(a_j) may underflow and the caller takes the log-domain torch path. */
 int gsp_solve(const float *cost, int64_t batch, int64_t m, int64_t n, float mu, float eps, int64_t iters,
               int stop_when_stationary, float floor, float *a, float *log_t, float *scratch) {
-    float *low = scratch, *acc = scratch + n, *u = scratch + 3 * n, *previous = u + batch;
+    float *low = scratch, *acc = scratch + n, *u = scratch + 2 * n, *previous = u + batch;
     float kappa = eps * LOG2E;
     float *log_s = a; /* a holds log s until the end */
     for (int64_t b = 0; b < batch; ++b) {
