@@ -11,8 +11,8 @@ m in {64, 128}, iters in {10, 25, 50, 100, 200}:
    matrix-vector product with K in every iteration) unrolled;
 3. one Adam step of the demo model (small_cnn + 1x1 head to 128, 32x32 inputs, batch 64, C2)
    with GAP and with GSP, on a fixed batch;
-4. the demo's whole training step as ``make demo`` runs it (``configs/demo-gap.yaml`` vs
-   ``configs/demo-gsp.yaml``: batch sampling, collage decoding and augmentation, the bf16 model
+4. the demo's whole training step as ``make demo`` runs it (presets ``demo-gap`` vs
+   ``demo-gsp``: batch sampling, collage decoding and augmentation, the bf16 model
    step, Adam), from the trainer's own loop, GSP past its k-center warm-up;
 5. on the CPU, the C kernels of ``gspdml.pooling.native`` against the torch code they replace
    (the solver loop and the backward chain from the transport's gradients to the costs'), at the
@@ -274,13 +274,12 @@ def demo_trainer_table(repeats: int, warmup: int = 30, timed: int = 40, chunk: i
     """Per-step time of the demo's own training loop (``Trainer.fit`` on the demo configs), GAP vs
     GSP; each repeat trains both for ``warmup + timed`` steps, alternating, and the table shows the
     best mean over runs of ``chunk`` consecutive steps (the k-center warm-up is 16 steps)."""
-    configs = Path(__file__).resolve().parent.parent / "configs"
     means: dict[str, list[float]] = {"gap": [], "gsp": []}
     with tempfile.TemporaryDirectory() as folder:
         for repeat in range(max(1, repeats // 5)):
             for name in means:
                 overrides = [f"schedule.max_steps={warmup + timed}", "evaluation.every=100000", "trainer.progress=false"]
-                trainer = Trainer(load_config(configs / f"demo-{name}.yaml", overrides), Path(folder) / f"{name}-{repeat}")
+                trainer = Trainer(load_config(f"demo-{name}", overrides), Path(folder) / f"{name}-{repeat}")
                 clock = StepClock()
                 trainer.callbacks.append(clock)
                 trainer.fit()

@@ -78,10 +78,10 @@ def train_fresh(cfg: dict[str, Any], out: Path):
 
 
 def config(path: str, overrides: Iterable[str] = (), *, steps: int, name: str, smoke: bool = False) -> dict[str, Any]:
-    """Resolved config of ``configs/<path>`` with ``overrides``, trained for ``steps`` steps and
+    """Resolved config of the preset ``path`` with ``overrides``, trained for ``steps`` steps and
     evaluated once, at the end (on the tiny collage of :data:`SMOKE_DATA` when ``smoke``)."""
     data = SMOKE_DATA if smoke else (SMALL_VAL,)
-    return load_config(ROOT / "configs" / path, [*QUIET, *data, f"schedule.max_steps={steps}", f"evaluation.every={steps}",
+    return load_config(path, [*QUIET, *data, f"schedule.max_steps={steps}", f"evaluation.every={steps}",
                                                  *overrides, f"name={name}"])
 
 

@@ -4,7 +4,7 @@ The CIFAR-Collage study of the GSP paper (Cifar-100 super-classes, ResNet20) nee
 weights that cannot be downloaded here; its analogue is the zero-shot collage of
 :mod:`gspdml.data.collage` with digit glyphs (``collage_digits``) and Fashion-MNIST items
 (``collage_fashion``, 16-px tiles so both give 32x32 images). Each method is trained from the
-demo configs (``configs/demo-{gap,gsp,gsp-zsr}.yaml``) with the same short budget, and the
+demo configs (presets ``demo-{gap,gsp,gsp-zsr}``) with the same short budget, and the
 "distilled" baseline trains GAP on the target tile alone (``grid: 1, background_tiles: 0``).
 Prints MAP@R / P@1 (mean ± std over seeds), writes ``results.json``, a bar plot and the
 pooling-weight maps of training and test images (Fig. 3b.2).

@@ -1,7 +1,7 @@
 """Metrix: clean vs input / feature / embedding mixup on the embedded collage (seed 003 chapter 2,
 Tables 2.3 and 2.5; psomas-thesis-spec §1).
 
-Every variant trains ``configs/metrix-demo.yaml`` (small CNN, 64-D, GAP, contrastive loss,
+Every variant trains the preset ``metrix-demo`` (small CNN, 64-D, GAP, contrastive loss,
 16 classes x 2 samples, bf16 here) on ``collage_digits`` with the same budget and seeds:
 
 * ``clean``: the same ``metrix`` loss with ``mix_weight: 0`` (only the clean contrastive term);

@@ -1,7 +1,7 @@
 """Pooling alternatives on the embedded collage with C2 and ProxyNCA++ (seed 000 supplement
 §1.4, Table 4; thesis §5.3.5, Fig. 5.12).
 
-Every pooling of the zoo is trained on ``collage_digits`` from ``configs/demo-gap.yaml`` (small
+Every pooling of the zoo is trained on ``collage_digits`` from the preset ``demo-gap`` (small
 CNN, 128-D local head, bf16) with the same seeds and, per loss, the same short budget, once
 with the contrastive loss C2 and once with ProxyNCA++; NetVLAD and OTP use 8 clusters x 16-D
 (128-D, the paper's "8x16"). Prints the 128-D MAP@R table in the layout of Table 4 (mean ± std

@@ -86,7 +86,7 @@ def build_parser(extensions: Sequence[Callable[[argparse._SubParsersAction], Non
     p.set_defaults(func=_cmd_config)
 
     p = sub.add_parser("demo", help="train the demo methods on the embedded collage and print a table")
-    p.add_argument("configs", nargs="*", help="default: configs/demo-*.yaml")
+    p.add_argument("configs", nargs="*", help="config files or preset names (default: the demo-* presets)")
     p.add_argument("--output-dir", default="runs/demo")
     p.add_argument("--set", dest="overrides", action="append", default=[], help="override for every run, key.sub=value")
     p.add_argument("--fresh", action="store_true", help="retrain runs that already exist")

@@ -1,6 +1,7 @@
 """One YAML file describes one run completely.
 
-``load_config(path, overrides)`` reads the file, merges its ``base`` includes (a list of YAML
+``load_config(source, overrides)`` reads the file (or the preset of that name shipped inside the
+package, :func:`preset_path`), merges its ``base`` includes (a list of YAML
 files, relative to the including file, merged in order, then the file itself on top) over
 :data:`DEFAULTS`, applies command-line overrides ``key.sub=value`` (values parsed as YAML), and
 validates everything before any work: unknown sections or keys, out-of-range values and unknown
@@ -79,6 +80,28 @@ PLATEAU_KEYS = {"factor": 0.5, "patience": 4, "min_lr": 1.0e-6}
 
 Source = Union[str, Path, Mapping[str, Any]]
 
+#: the presets shipped with the package (``gspdml train demo-gsp`` works from any directory)
+PRESETS_DIR = Path(__file__).resolve().parent / "presets"
+
+
+def preset_names() -> list[str]:
+    """Every shipped preset, by the name ``load_config`` takes (``demo-gsp``, ``losses/c2-cub``)."""
+    return sorted(str(p.relative_to(PRESETS_DIR).with_suffix("")) for p in PRESETS_DIR.rglob("*.yaml"))
+
+
+def preset_path(source: Union[str, Path]) -> Path:
+    """The file a config source names: an existing file as given, else the shipped preset of that
+    name (with or without ``.yaml``)."""
+    path = Path(source)
+    if path.is_file():
+        return path
+    name = str(source)
+    preset = PRESETS_DIR / (name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
+    if preset.is_file():
+        return preset
+    raise ConfigError("", f"config file not found: {path.resolve()} (and no preset named {name!r}; "
+                          f"presets: {', '.join(n for n in preset_names() if not n.startswith('base/'))})")
+
 
 class _Loader(yaml.SafeLoader):
     """Safe YAML that also reads ``1e-5`` as a float (YAML 1.1 wants ``1.0e-5``)."""
@@ -112,11 +135,9 @@ def _read_with_bases(source: Source, seen: tuple[Path, ...]) -> dict[str, Any]:
     if isinstance(source, Mapping):
         data, here = copy.deepcopy(dict(source)), Path.cwd()
     else:
-        path = Path(source).resolve()
+        path = preset_path(source).resolve()
         if path in seen:
             raise ConfigError("base", f"include cycle: {' -> '.join(map(str, (*seen, path)))}")
-        if not path.is_file():
-            raise ConfigError("", f"config file not found: {path}")
         try:
             data = parse_yaml(path.read_text()) or {}
         except yaml.YAMLError as exc:
@@ -130,7 +151,9 @@ def _read_with_bases(source: Source, seen: tuple[Path, ...]) -> dict[str, Any]:
     _canonicalise_specs(data)
     merged: dict[str, Any] = {}
     for base in bases:
-        merged = _merge(merged, _read_with_bases(here / base, seen))
+        # relative to the including file; else a shipped preset (a user's config may build on one)
+        local = here / base
+        merged = _merge(merged, _read_with_bases(local if local.is_file() else base, seen))
     return _merge(merged, data)
 
 

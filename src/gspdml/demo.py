@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import shutil
 import time
 from pathlib import Path
@@ -10,18 +9,18 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
-from gspdml.config import load_config
+from gspdml.config import load_config, preset_names
 from gspdml.errors import ConfigError
 
-DEFAULT_PATTERN = "configs/demo-*.yaml"
 COLUMNS = (("MAP@R", "map_at_r"), ("P@1", "precision_at_1"), ("R-prec.", "r_precision"), ("R@2", "recall_at_2"), ("R@4", "recall_at_4"))
 
 
 def demo_configs(paths: Sequence[str]) -> list[str]:
-    # sorted by stem, so that demo-gsp comes before its variant demo-gsp-zsr
-    found = list(paths) or sorted((p for p in glob.glob(DEFAULT_PATTERN) if not p.endswith("-base.yaml")), key=lambda p: p[: -len(".yaml")])
+    """The configs given, else the shipped ``demo-*`` presets (sorted by name, so that demo-gsp
+    comes before its variant demo-gsp-zsr)."""
+    found = list(paths) or [n for n in preset_names() if n.startswith("demo-") and not n.endswith("-base")]
     if not found:
-        raise ConfigError("configs", f"no demo configs given and none match {DEFAULT_PATTERN} in {Path.cwd()}")
+        raise ConfigError("configs", "no demo configs given and no demo-* preset is shipped")
     return found
 
 

@@ -1,7 +1,7 @@
 import pytest
 import yaml
 
-from gspdml.config import DEFAULTS, load_config
+from gspdml.config import DEFAULTS, PRESETS_DIR, load_config, preset_names
 from gspdml.errors import ConfigError
 
 
@@ -26,6 +26,29 @@ def test_bases_merge_in_order_and_a_renamed_spec_replaces_the_old_one(tmp_path):
     assert config["seed"] == 2
     assert config["loss"] == {"name": "c1", "margin": 0.4}
     assert config["optimizer"]["lr"] == 0.1 and config["optimizer"]["weight_decay"] == 0.0
+
+
+def test_presets_load_by_name_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    by_name, by_path = load_config("demo-gsp"), load_config(PRESETS_DIR / "demo-gsp.yaml")
+    assert by_name == by_path and by_name["model"]["pooling"]["name"] == "gsp"
+    assert load_config("demo-gsp.yaml") == by_name and load_config("losses/c2-cub")["loss"]["name"] == "c2"
+    assert "demo-gsp" in preset_names() and "losses/c2-cub" in preset_names()
+
+
+def test_a_local_file_wins_over_the_preset_and_a_user_config_builds_on_a_preset(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "demo-gsp.yaml", {"seed": 7})
+    assert load_config("demo-gsp.yaml")["seed"] == 7
+    (tmp_path / "sub").mkdir()
+    mine = write(tmp_path / "sub", "mine.yaml", {"base": "demo-gsp", "seed": 3})  # no demo-gsp.yaml beside it
+    config = load_config(mine)
+    assert config["seed"] == 3 and config["model"]["pooling"]["name"] == "gsp"
+
+
+def test_an_unknown_config_names_the_path_and_the_presets():
+    with pytest.raises(ConfigError, match=r"config file not found: .*no-such-run.*presets: .*demo-gsp"):
+        load_config("no-such-run")
 
 
 def test_same_named_spec_merges_options(tmp_path):

@@ -12,13 +12,13 @@ from test_data_readers import SMALL, _cars_mat, make_cub, make_inshop, make_sop
 from torch.utils.data import TensorDataset
 
 from gspdml.cli import main
-from gspdml.config import load_config
+from gspdml.config import PRESETS_DIR, load_config
 from gspdml.data import DATASETS, DataSplits, EvalSplit, build_data
 from gspdml.data.arrays import ArrayDataset
 from gspdml.errors import ConfigError
 from gspdml.evaluation.protocol_runner import plan_protocol
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = PRESETS_DIR
 
 
 def make_cars(root, write_image):

@@ -4,10 +4,11 @@ import pytest
 import torch
 import yaml
 
+from gspdml.config import PRESETS_DIR
 from gspdml.errors import ConfigError
 from gspdml.losses import LOSSES, WeightedSum, build_loss, check_loss
 
-PRESETS = sorted((Path(__file__).resolve().parents[2] / "configs" / "losses").glob("*.yaml"))
+PRESETS = sorted((PRESETS_DIR / "losses").glob("*.yaml"))
 SECTIONS = {"base", "data", "model", "loss", "optimizer", "schedule"}
 
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from gspdml.config import load_config
+from gspdml.config import PRESETS_DIR, load_config
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = PRESETS_DIR
 DATASETS = {"cub": "cub", "cars": "cars196", "sop": "sop", "inshop": "inshop"}
 PRESETS = sorted(p for d in DATASETS for p in CONFIGS.glob(f"{d}-*.yaml"))
 LARGE = ("sop", "inshop")

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gspdml.config import load_config
+from gspdml.config import PRESETS_DIR, load_config
 from gspdml.training import Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESETS = sorted((ROOT / "configs" / "losses").glob("*-cub.yaml"))
+PRESETS = sorted((PRESETS_DIR / "losses").glob("*-cub.yaml"))
 C2 = {"name": "c2", "neg_margin": 0.5}
 GSP = {"name": "gsp", "num_prototypes": 8, "mu": 0.3, "eps": 5.0, "init": "random", "iters": 30}
 EXTRA = {

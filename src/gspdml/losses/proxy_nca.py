@@ -79,7 +79,7 @@ class ProxyNCAPlusPlus(ProxyNCA):
                               embedding layer: a model setting, not a loss option
     ========================  ===================================================================
 
-    The presets ``configs/losses/proxynca_pp-*.yaml`` set these. Equal to the cross-entropy of
+    The presets ``losses/proxynca_pp-*`` set these. Equal to the cross-entropy of
     ``-d / T`` over all proxies (reference-implementations §4.2: ``CE(18 cos)`` at ``T = 1/9``).
     """
 
