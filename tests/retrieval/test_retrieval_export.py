@@ -116,3 +116,33 @@ def test_autograd_functions_fail_torchscript_clearly_and_onnx_inlines_them(tmp_p
         export_embedder(model, "torchscript", tmp_path / "f.pt", channels=3, size=(32, 32))
     record = export_embedder(model, "onnx", tmp_path / "f.onnx", channels=3, size=(32, 32))
     assert record["check"]["max_abs_diff"] <= 1e-5
+
+
+@pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
+def test_gsp_export_at_large_eps_traces_no_data_dependent_branch(tmp_path, fmt):
+    """At eps = 100 the solver's column sums underflow the plain-domain floor for some inputs and
+    not for others; the export must not freeze the branch of its example input."""
+    import warnings
+
+    run = tmp_path / "run"
+    write_run(run, pooling={**GSP, "eps": 100.0})
+    out = tmp_path / f"m.{'pt' if fmt == 'torchscript' else 'onnx'}"
+    with warnings.catch_warnings():
+        # a branch on a tensor is a conversion to a Python boolean (sizes may become constants:
+        # the export fixes the image size)
+        warnings.filterwarnings("error", message=".*Python boolean", category=torch.jit.TracerWarning)
+        assert run_cli("export", run, "--format", fmt, "--out", out) == 0
+    _, model = load_run(run)
+    images = real_images(tmp_path, run)
+    # a batch that takes the plain-domain sums in PyTorch and one that needs the log domain
+    batches = [images, images * 40.0]
+    with torch.no_grad():
+        for batch in batches:
+            expected = model(batch).embedding
+            if fmt == "torchscript":
+                actual = torch.jit.load(str(out))(batch)
+            else:
+                session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+                actual = torch.from_numpy(session.run(None, {"images": batch.numpy()})[0])
+            assert torch.isfinite(actual).all()
+            torch.testing.assert_close(actual, expected, atol=1e-4, rtol=0)

@@ -35,7 +35,7 @@ from gspdml.analysis.kcenter import greedy_k_center
 from gspdml.errors import ConfigError
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, channels_first_locations, unflatten_weights
 from gspdml.pooling.gsp_function import cost_parts, fused_gsp, pooling_weights
-from gspdml.pooling.partial_transport import BACKWARDS, partial_transport
+from gspdml.pooling.partial_transport import BACKWARDS, exporting, partial_transport
 
 INITS = ("kcenter", "random")
 WEIGHTINGS = ("foreground", "background")
@@ -129,13 +129,16 @@ class GSP(Pooling):
         local, spatial = channels_first_locations(x)  # [B, d, n]
         with torch.autocast(device_type=local.device.type, enabled=False):
             b, _, n = local.shape
-            if bool(self.initialized) and self._fused():
+            # an export records the transport path without reading the flag (a traced branch);
+            # uninitialised layers are refused before export (gspdml.training.run.check_initialised)
+            initialized = exporting() or bool(self.initialized)
+            if initialized and self._fused():
                 vector, weights, attributes = fused_gsp(
                     local, self.prototypes.float(), self.mu, self.eps, self.iters, self.weighting == "background"
                 )
             else:
                 local = local.float().contiguous()  # the composed ops run fastest with locations contiguous
-                if bool(self.initialized):
+                if initialized:
                     weights, attributes = self._transport_weights(local)
                 else:
                     if self.training:

@@ -107,7 +107,7 @@ def partial_transport(
         else:
             # Without gradients the forward alone is needed; an export (trace) records exactly
             # ``iters`` iterations, so the exported model does not depend on the traced input.
-            rho, pi = _solve(cost, mu, eps, iters, stop_when_stationary=backward == "closed_form" and not _exporting())
+            rho, pi = _solve(cost, mu, eps, iters, stop_when_stationary=backward == "closed_form" and not exporting())
     return (rho[0], pi[0]) if squeeze else (rho, pi)
 
 
@@ -147,7 +147,7 @@ def _log_kernel_column_sums(cost: torch.Tensor, eps: float) -> torch.Tensor:
 
 def _exp2_(x: torch.Tensor) -> torch.Tensor:
     """``2^x`` in place; an export traces ``exp(x ln 2)`` (ONNX opset 17 has no exp2)."""
-    if _exporting():
+    if exporting():
         return x.mul_(math.log(2.0)).exp_()
     return x.exp2_()
 
@@ -166,7 +166,7 @@ def _solve_log(
     rounding units: the iterates are then stationary at working precision, and the remaining
     iterations would return the same ``(rho, pi)`` up to rounding. ``iters`` is then a maximum.
     """
-    if native.eligible(cost) and not _exporting() and native.library() is not None:
+    if native.eligible(cost) and not exporting() and native.library() is not None:
         solved = _solve_log_native(cost, mu, eps, iters, stop_when_stationary)
         if solved is not None:
             return solved
@@ -175,14 +175,17 @@ def _solve_log(
     log_mu_n = math.log(mu * n)
     log_t = torch.zeros(cost.shape[0], 1, dtype=cost.dtype, device=cost.device)  # t^(0) = 1
     rounding = 4.0 * torch.finfo(cost.dtype).eps
-    log_sigmoid_sum = _plain_sigmoid_sum if bool((log_s.amax(dim=1) > PLAIN_SUM_FLOOR).all()) else _log_sigmoid_sum
+    # An export takes the log-domain sums always: a branch picked from the example input would be
+    # frozen into the exported graph and be wrong (non-finite) for inputs that need the other one.
+    plain = not exporting() and bool((log_s.amax(dim=1) > PLAIN_SUM_FLOOR).all())
+    log_sigmoid_sum = _plain_sigmoid_sum if plain else _log_sigmoid_sum
     for k in range(iters + 1):
         a = log_t + log_s
         previous, log_t = log_t, log_t + (log_mu_n - log_sigmoid_sum(a))
         if stop_when_stationary and k % STATIONARY_CHECK_EVERY == STATIONARY_CHECK_EVERY - 1:
             if bool(((log_t - previous).abs() <= rounding * (1.0 + log_t.abs())).all()):
                 break
-    log_rho = F.logsigmoid(-a) - math.log(n)  # rho from the t before the last update
+    log_rho = _logsigmoid(-a) - math.log(n)  # rho from the t before the last update
     return log_rho, log_t
 
 
@@ -202,8 +205,16 @@ def _solve_log_native(
     return None if failed else (F.logsigmoid(-a) - math.log(n), log_t)
 
 
-def _exporting() -> bool:
+def exporting() -> bool:
     return torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()
+
+
+def _logsigmoid(x: torch.Tensor) -> torch.Tensor:
+    """``log sigmoid(x)``; an export spells out the stable form ``min(x, 0) - log1p(exp(-|x|))``
+    (the ONNX exporter writes ``log(sigmoid(x))``, which is ``-inf`` below ``x = -88``)."""
+    if exporting():
+        return x.clamp(max=0.0) - torch.log1p(torch.exp(-x.abs()))
+    return F.logsigmoid(x)
 
 
 def _plain_sigmoid_sum(a: torch.Tensor) -> torch.Tensor:
@@ -214,7 +225,7 @@ def _plain_sigmoid_sum(a: torch.Tensor) -> torch.Tensor:
 
 def _log_sigmoid_sum(a: torch.Tensor) -> torch.Tensor:
     """``log sum_j sigmoid(a_j)`` ``[B, 1]`` in the log domain: finite for any ``a``."""
-    return torch.logsumexp(F.logsigmoid(a), dim=1, keepdim=True)
+    return torch.logsumexp(_logsigmoid(a), dim=1, keepdim=True)
 
 
 def _gap_limit(cost: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
