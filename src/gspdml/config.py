@@ -68,7 +68,7 @@ DEFAULTS: dict[str, Any] = {
         "recall_at": [1, 2, 4, 8],
     },
     "trainer": {"precision": "fp32", "device": "auto", "log_every": 10, "progress": True, "distributed": "auto",
-                "keep_freed_memory": True},
+                "keep_freed_memory": True, "checkpoint_every": None, "tensorboard": "auto"},
 }
 
 #: fields whose value is a registry spec (free-form options below them)
@@ -76,6 +76,7 @@ SPEC_FIELDS = ("data.dataset", "model.backbone", "model.pooling", "loss")
 OPTIMIZERS = ("adam", "adamw", "sgd")
 PRECISIONS = ("fp32", "bf16", "fp16")
 SELECTION_METRICS = ("map_at_r", "precision_at_1", "r_precision")
+TENSORBOARD = ("auto", True, False)
 PLATEAU_KEYS = {"factor": 0.5, "patience": 4, "min_lr": 1.0e-6}
 
 Source = Union[str, Path, Mapping[str, Any]]
@@ -307,6 +308,11 @@ def _check_values(c: Mapping[str, Any]) -> None:
     _number(c, "trainer.log_every", minimum=1, integer=True)
     _require(isinstance(tr["keep_freed_memory"], bool), "trainer.keep_freed_memory",
              f"expected true or false, got {tr['keep_freed_memory']!r}")
+    _number(c, "trainer.checkpoint_every", minimum=1, integer=True, allow_none=True)
+    _require(tr["tensorboard"] in TENSORBOARD, "trainer.tensorboard",
+             f"expected one of {', '.join(map(str, TENSORBOARD))} (auto: when the tensorboard package is installed), "
+             f"got {tr['tensorboard']!r}")
+    _require(isinstance(tr["progress"], bool), "trainer.progress", f"expected true or false, got {tr['progress']!r}")
     _require(tr["distributed"] in ("auto", "off"), "trainer.distributed",
              f"unknown value {tr['distributed']!r}; allowed: auto (torch.distributed when launched by torchrun), off")
 

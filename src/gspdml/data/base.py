@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from torch.utils.data import Dataset
@@ -41,6 +41,8 @@ class DataSplits:
     train: Dataset
     val: Optional[EvalSplit] = None
     test: Optional[EvalSplit] = None
+    #: what the reader left out or changed (hidden folders, unusable files), shown at the start of a run
+    notes: list[str] = field(default_factory=list)
 
     @property
     def channels(self) -> int:

@@ -24,7 +24,7 @@ from typing import Optional
 import numpy as np
 
 from gspdml.data.image_splits import OfficialSplits, Records, register_image_dataset
-from gspdml.data.images import IMAGE_EXTENSIONS
+from gspdml.data.images import IMAGE_EXTENSIONS, is_hidden, list_images
 from gspdml.errors import ConfigError, DataError
 
 SPLIT_NAMES = ("train", "val", "test", "query", "gallery")
@@ -50,10 +50,6 @@ def _class_ids(names: list[str]) -> dict[str, int]:
         return {name: i for i, name in enumerate(unique)}
 
 
-def _images_under(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
-
-
 def _assemble(parts: dict[str, tuple[list[str], list[str]]], source: str, test_fraction: float) -> OfficialSplits:
     """Build :class:`OfficialSplits` from ``{split: (paths, label names)}``."""
     ids = _class_ids([label for _, labels in parts.values() for label in labels])
@@ -75,29 +71,43 @@ def _assemble(parts: dict[str, tuple[list[str], list[str]]], source: str, test_f
     return official
 
 
-@register_image_dataset("image_folder", "folder")
+def _visible_folders(folder: Path, skipped: list[str]) -> list[Path]:
+    """The sub-folders of ``folder`` that are not hidden or system folders (those go to ``skipped``)."""
+    folders = sorted(d for d in folder.iterdir() if d.is_dir())
+    skipped += [str(d) for d in folders if is_hidden(d.name)]
+    return [d for d in folders if not is_hidden(d.name)]
+
+
+@register_image_dataset("image_folder", "folder", min_val_classes=2)
 def read_image_folder(root: str, test_fraction: float = 0.5) -> OfficialSplits:
-    """Images in class folders (see :mod:`gspdml.data.folder`)."""
+    """Images in class folders (see :mod:`gspdml.data.folder`); hidden and system folders and
+    files (``.ipynb_checkpoints``, ``__MACOSX``, ``._x.jpg``) are skipped and listed in
+    :attr:`OfficialSplits.skipped`, as are images lying outside any class folder."""
     base = Path(root).expanduser()
     if not base.is_dir():
         raise DataError(f"image folder: {base} is not a directory")
-    subdirs = {d.name for d in base.iterdir() if d.is_dir()}
+    skipped: list[str] = []
+    subdirs = {d.name for d in _visible_folders(base, skipped)}
     given = [s for s in SPLIT_NAMES if s in subdirs]
     layout = {s: base / s for s in given} if "train" in given else {"all": base}
     parts = {}
     for split, folder in layout.items():
         paths, labels = [], []
-        for class_dir in sorted(d for d in folder.iterdir() if d.is_dir()):
-            images = _images_under(class_dir)
+        skipped += [str(p) for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS]  # no class
+        for class_dir in _visible_folders(folder, skipped):
+            images, hidden = list_images(class_dir)
+            skipped += [str(p) for p in hidden]
             paths += [str(p) for p in images]
             labels += [class_dir.name] * len(images)
         if not paths:
             raise DataError(f"image folder: no images in class folders under {folder} (extensions: {', '.join(IMAGE_EXTENSIONS)})")
         parts[split] = (paths, labels)
-    return _assemble(parts, f"image folder {base}", test_fraction)
+    official = _assemble(parts, f"image folder {base}", test_fraction)
+    official.skipped = sorted(set(skipped))
+    return official
 
 
-@register_image_dataset("csv", "image_csv")
+@register_image_dataset("csv", "image_csv", min_val_classes=2)
 def read_csv(path: str, root: Optional[str] = None, test_fraction: float = 0.5) -> OfficialSplits:
     """Images listed in a CSV file with columns path,label[,split] (see :mod:`gspdml.data.folder`)."""
     csv_path = Path(path).expanduser()

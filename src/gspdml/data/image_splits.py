@@ -52,6 +52,7 @@ class OfficialSplits:
     query: Optional[Records] = None
     gallery: Optional[Records] = None
     val: Optional[Records] = None  # a validation split given by the data itself (folder, CSV)
+    skipped: list[str] = field(default_factory=list)  # hidden or system entries the reader left out
 
     def check_disjoint(self, source: str) -> None:
         """Raise :class:`DataError` when two splits share a class (a classification split)."""
@@ -105,6 +106,7 @@ def build_image_splits(
     crop: Optional[int],
     on_error: str,
     check: str,
+    min_val_classes: int = 1,
 ) -> DataSplits:
     """Datasets for training (fit classes, relabelled ``0..C-1``), validation and test."""
     if official.val is not None:
@@ -114,7 +116,8 @@ def build_image_splits(
                                                           "classes: drop them, or move the 'val' images into 'train'")
         fit, val = official.train.classes, official.val.classes
     else:
-        fit, val = validation_classes(official.train.classes, val_fraction, val_fold, num_folds, val_classes)
+        fit, val = validation_classes(official.train.classes, val_fraction, val_fold, num_folds, val_classes,
+                                      minimum=min_val_classes)
     train_tf = image_transform(transform, True, normalization, resize, crop)
     eval_tf = image_transform(transform, False, normalization, resize, crop)
 
@@ -131,7 +134,19 @@ def build_image_splits(
     else:
         classes = np.union1d(official.query.classes, official.gallery.classes)
         test = EvalSplit(dataset(official.query, classes, eval_tf), dataset(official.gallery, classes, eval_tf))
-    return DataSplits(train=train, val=val_split, test=test)
+    notes = [f"skipped {len(official.skipped)} hidden or system entries: {_listing(official.skipped)}"] if official.skipped else []
+    parts = {"train": [train], "val": [val_split.query] if val_split else [], "test": [test.query, test.gallery]}
+    for name, datasets in parts.items():
+        for part in datasets:
+            if part is not None and part.skipped:
+                notes.append(f"{name}: skipped {len(part.skipped)} unusable image files (on_error: skip): "
+                             + _listing([f"{p} ({why})" for p, why in part.skipped]))
+    return DataSplits(train=train, val=val_split, test=test, notes=notes)
+
+
+def _listing(items: Sequence[str], shown: int = 10) -> str:
+    more = f", ... ({len(items) - shown} more)" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
 
 
 IMAGE_OPTIONS = dict(
@@ -140,7 +155,7 @@ IMAGE_OPTIONS = dict(
 )
 
 
-def register_image_dataset(name: str, *aliases: str):
+def register_image_dataset(name: str, *aliases: str, min_val_classes: int = 1):
     """Register ``reader(root, ...) -> OfficialSplits`` as a dataset factory taking the reader's
     own arguments, ``seed`` (supplied by the caller) and :data:`IMAGE_OPTIONS`:
 
@@ -150,6 +165,9 @@ def register_image_dataset(name: str, *aliases: str):
       ``bn_inception`` | ``none``), ``resize``, ``crop``: see :func:`~gspdml.data.recipes.image_transform`;
     * ``on_error`` (``raise`` | ``skip``) and ``check`` (``exists`` | ``header`` | ``none``): see
       :class:`~gspdml.data.files.ImageFileDataset`.
+
+    ``min_val_classes``: ``val_fraction`` carves off at least this many validation classes while
+    as many training classes remain (a user's small folder: one validation class cannot rank).
     """
 
     def decorate(reader):
@@ -161,7 +179,8 @@ def register_image_dataset(name: str, *aliases: str):
                 if arg not in kwargs:
                     raise ConfigError(f"data.dataset.{arg}", f"required by dataset '{name}'")
             reader_args = {p.name: kwargs.pop(p.name) for p in own if p.name in kwargs}
-            return build_image_splits(reader(**reader_args), seed=seed, **{**IMAGE_OPTIONS, **kwargs})
+            return build_image_splits(reader(**reader_args), seed=seed, min_val_classes=min_val_classes,
+                                      **{**IMAGE_OPTIONS, **kwargs})
 
         keyword = inspect.Parameter.KEYWORD_ONLY
         factory.__signature__ = inspect.Signature(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -20,6 +21,29 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from gspdml.errors import DataError
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
+#: folders that archivers and tools add beside the data (never classes, never images)
+SYSTEM_FOLDERS = ("__MACOSX",)
+
+
+def is_hidden(name: str) -> bool:
+    """Dot-files and dot-folders (``.ipynb_checkpoints``, ``._photo.jpg`` of macOS) and
+    :data:`SYSTEM_FOLDERS`: skipped when a folder of images is read."""
+    return name.startswith(".") or name in SYSTEM_FOLDERS
+
+
+def list_images(folder: str | os.PathLike) -> tuple[list[Path], list[Path]]:
+    """``(images, skipped)`` under ``folder``: the image files (by extension, recursive, sorted),
+    and the hidden or system folders that were not entered and hidden image files that were not
+    read (:func:`is_hidden`)."""
+    images, skipped = [], []
+    for here, folders, files in os.walk(folder):
+        base = Path(here)
+        skipped += [base / name for name in folders if is_hidden(name)]
+        folders[:] = sorted(name for name in folders if not is_hidden(name))
+        for name in files:
+            if name.lower().endswith(IMAGE_EXTENSIONS):
+                (skipped if is_hidden(name) else images).append(base / name)
+    return sorted(images), sorted(skipped)
 
 
 def _wide_to_8bit(image: Image.Image) -> Image.Image:

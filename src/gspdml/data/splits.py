@@ -140,6 +140,7 @@ def validation_classes(
     val_fold: Optional[int] = None,
     num_folds: int = 4,
     val_classes: Optional[Sequence[int]] = None,
+    minimum: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Split the training classes into ``(fit classes, validation classes)``, class-disjoint.
 
@@ -147,7 +148,9 @@ def validation_classes(
     * ``val_fold`` f of ``num_folds``: the validation classes of fold f of
       :func:`contiguous_class_folds` (the fair protocol, spec §7.2 step 2; f = 0 validates on the
       last ``C // num_folds`` classes, f = 1 on the first ones, ...);
-    * otherwise the last ``round(val_fraction · C)`` sorted classes (0 = no validation split).
+    * otherwise the last ``round(val_fraction · C)`` sorted classes (0 = no validation split),
+      at least ``minimum`` of them while as many training classes are left (a validation split
+      of one class cannot rank anything).
     """
     classes = np.unique(np.asarray(train_classes, dtype=np.int64))
     if val_classes is not None and val_fold is not None:
@@ -167,7 +170,7 @@ def validation_classes(
             raise ConfigError(f"{FIELD}.val_fraction", f"must be in [0, 1), got {val_fraction}")
         count = int(round(val_fraction * len(classes)))
         if val_fraction > 0:
-            count = max(count, 1)
+            count = max(count, min(minimum, len(classes) - minimum), 1)
         val = classes[len(classes) - count:]
     fit = np.setdiff1d(classes, val)
     if len(fit) == 0:

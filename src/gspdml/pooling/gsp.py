@@ -179,6 +179,22 @@ class GSP(Pooling):
         if int(self.memory_filled) >= self.memory.shape[0]:
             self.initialize_prototypes(self.memory)
 
+    @property
+    def is_initialised(self) -> bool:
+        """False while a k-center layer still pools as GAP (its memory is not full yet)."""
+        return bool(self.initialized)
+
+    @torch.no_grad()
+    def finish_initialisation(self) -> int:
+        """Pick the prototypes now from the samples remembered so far (the trainer calls this
+        before weights are first evaluated or saved, so no GAP-pooling GSP is ever selected or
+        shipped); returns the number of samples used (0 when already initialised)."""
+        if self.is_initialised:
+            return 0
+        filled = int(self.memory_filled)
+        self.initialize_prototypes(self.memory[:filled])
+        return filled
+
     @torch.no_grad()
     def initialize_prototypes(self, points: torch.Tensor) -> None:
         """Set the prototypes to ``m`` points chosen by greedy k-center and switch to transport

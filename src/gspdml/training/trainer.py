@@ -15,14 +15,18 @@ only rank 0 writes the run directory.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import random
+import signal
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import numpy as np
 import torch
+import yaml
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
@@ -30,16 +34,20 @@ from tqdm.auto import tqdm
 from gspdml.config import dump_config
 from gspdml.data import build_data
 from gspdml.data.samplers import ClassBalancedBatchSampler
-from gspdml.errors import ConfigError, TrainingError
+from gspdml.data.summary import describe_splits, ranking_problem
+from gspdml.errors import ConfigError, GspdmlError, TrainingError
 from gspdml.losses import build_loss
 from gspdml.losses.base import MetricLoss
+from gspdml.losses.pairs import PairLoss
+from gspdml.losses.xbm import CrossBatchMemory
 from gspdml.models import Embedder, build_embedder
 from gspdml.training.callbacks import Callback
-from gspdml.training.checkpoint import atomic_write_text, load_state, save_state
+from gspdml.training.checkpoint import atomic_write_text, check_writable_folder, load_state, save_state
+from gspdml.training.config_changes import check_resume_config
 from gspdml.training import distributed as ddp
 from gspdml.training.host_memory import keep_freed_host_memory
 from gspdml.training.inference import autocast_context, embed, resolve_device, split_embeddings, split_metrics
-from gspdml.training.metrics_log import MetricsLog
+from gspdml.training.metrics_log import MetricsLog, tensorboard_wanted
 from gspdml.training.optim import PlateauSchedule, build_optimizer
 from gspdml.training.weights import save_weights
 
@@ -57,7 +65,7 @@ class Trainer:
     ``train_dataset``, ``device``, ``step``, :meth:`embed` and :meth:`evaluate`.
     """
 
-    def __init__(self, config: dict[str, Any], run_dir: Path | str, *, resume: bool = False):
+    def __init__(self, config: dict[str, Any], run_dir: Path | str, *, resume: bool = False, allow_changes: bool = False):
         self.config, self.run_dir = config, Path(run_dir)
         self.checkpoint_path = self.run_dir / "checkpoints" / "last.safetensors"
         self.best_path = self.run_dir / "checkpoints" / "best.safetensors"
@@ -65,6 +73,9 @@ class Trainer:
             raise ConfigError("name", f"{self.run_dir} already holds a run; resume it (--resume) or choose another name")
         if resume and not self.checkpoint_path.exists():
             raise ConfigError("name", f"nothing to resume: no checkpoint in {self.run_dir}")
+        changed = check_resume_config(_read_yaml(self.run_dir / "config.yaml"), config, allow_changes) if resume else {}
+        check_writable_folder(self.run_dir)  # before any work: a read-only or impossible run directory
+        self.tensorboard = tensorboard_wanted(config["trainer"]["tensorboard"])
         seed_everything(int(config["seed"]))
         self.dist, self.device = ddp.setup_distributed(config["trainer"].get("distributed", "auto"), resolve_device(config["trainer"]["device"]))
         self.is_main = self.dist is None or self.dist.is_main
@@ -78,10 +89,12 @@ class Trainer:
         self.eval_split = self.data.val if config["evaluation"]["split"] == "val" else self.data.test
         if self.eval_split is None:
             raise ConfigError("evaluation.split", f"dataset {config['data']['dataset']['name']!r} has no {config['evaluation']['split']} split")
+        self.selects = self._check_selection_split()
         self.model: Embedder = build_embedder(config["model"], self.data.channels).to(self.device)
         if self.precision == "bf16" and self.device.type == "cpu":
             self.model = self.model.to(memory_format=torch.channels_last)
         self.loss = build_loss(config["loss"], "loss", embedding_dim=self.model.embedding_dim, num_classes=self.data.num_classes).to(self.device)
+        self._check_batch_composition()
         data_cfg = config["data"]
         world = (self.dist.rank, self.dist.world_size) if self.dist else (0, 1)
         self.sampler = ClassBalancedBatchSampler(
@@ -98,17 +111,65 @@ class Trainer:
         self.plateau = PlateauSchedule(self.optimizer, float(config["optimizer"]["lr"]), **plateau) if plateau else None
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.callbacks: list[Callback] = _unique(m for part in (self.model, self.loss) for m in part.modules() if isinstance(m, Callback))
-        self.step = 0
+        self.step, self.last_loss = 0, float("nan")
         self.best_metric, self.best_step, self.bad_rounds = float("-inf"), 0, 0
         self.stopped_early = self.finished = False
         self.log = MetricsLog(self.run_dir / "metrics.jsonl")
+        self._interrupted = False
         if resume:
             self._restore(load_state(self.checkpoint_path)[0])
         if self.is_main:
-            if not resume:
+            if not resume or changed:
                 self.run_dir.mkdir(parents=True, exist_ok=True)
                 atomic_write_text(self.run_dir / "config.yaml", dump_config(config))
             self.log.truncate_after(self.step if resume else -1)
+            if self.tensorboard:
+                self.log.open_tensorboard(self.step if resume else -1)
+            self._print_header(resume, changed)
+
+    # ------------------------------------------------------------------ checks and messages
+    def _check_selection_split(self) -> bool:
+        """Whether validation rounds can select a model. A split that cannot rank (one class, or
+        no class with a second image) makes every round score the same: refused when the config
+        selects by it (restore_best, patience, plateau), else training runs without selection."""
+        ev = self.config["evaluation"]
+        problem = ranking_problem(self.eval_split)
+        if problem is None:
+            return True
+        if ev["restore_best"] or ev["patience"] or self.config["schedule"]["plateau"]:
+            raise ConfigError("evaluation.split", f"the {ev['split']} split cannot select a model: {problem}. Give it more "
+                              "classes (data.dataset.val_fraction, data.dataset.val_classes, or a val/ folder), or train "
+                              "without model selection: evaluation.restore_best: false, evaluation.patience: null "
+                              "(and no schedule.plateau)")
+        return False
+
+    def _check_batch_composition(self) -> None:
+        """Pair losses need a positive pair in the batch: one sample per class makes them 0."""
+        pairs = any(isinstance(m, PairLoss) for m in self.loss.modules())
+        memory = any(isinstance(m, CrossBatchMemory) for m in self.loss.modules())
+        if pairs and not memory and self.config["data"]["samples_per_class"] < 2:
+            raise ConfigError("data.samples_per_class", "pair losses need at least 2 samples per class in a batch "
+                                                        "(with 1 there is no positive pair and the loss is 0 at every step)")
+
+    def _print_header(self, resume: bool, changed: dict) -> None:
+        """Where the run goes, on what, and on which data (stderr; stdout carries the results)."""
+        tr = self.config["trainer"]
+        lines = [f"{'resuming' if resume else 'run'} {self.run_dir.resolve()} at step {self.step}",
+                 f"device {self.device}, precision {self.precision}, "
+                 f"tensorboard {'on: ' + str(self.run_dir / 'tensorboard') if self.tensorboard else 'off'}, "
+                 f"checkpoint {'every ' + str(tr['checkpoint_every']) + ' steps and ' if tr['checkpoint_every'] else ''}"
+                 f"at every evaluation"]
+        lines += [f"changed on resume: {key}: {old!r} -> {new!r}" for key, (old, new) in changed.items()]
+        lines += describe_splits(self.data)
+        if not self.selects:
+            lines.append(f"the {self.config['evaluation']['split']} split cannot rank ({ranking_problem(self.eval_split)}): "
+                         "training without model selection; the final weights are those of the last step")
+        for line in lines:
+            print(f"gspdml: {line}", file=sys.stderr)
+
+    def _say(self, line: str) -> None:
+        if self.is_main:
+            tqdm.write(f"gspdml: {line}", file=sys.stderr)
 
     def _wrap_distributed(self) -> DistributedDataParallel:
         """DDP around the embedder (SyncBatchNorm on GPU); losses that run the model themselves
@@ -157,25 +218,57 @@ class Trainer:
         max_steps, every = cfg["schedule"]["max_steps"], cfg["evaluation"]["every"]
         for callback in self.callbacks:
             callback.on_train_start(self)
-        bar = tqdm(total=max_steps, initial=self.step, disable=not (cfg["trainer"]["progress"] and self.is_main), desc=cfg["name"], dynamic_ncols=True)
+        checkpoint_every = cfg["trainer"]["checkpoint_every"]
+        bar = tqdm(total=max_steps, initial=self.step, disable=not (cfg["trainer"]["progress"] and self.is_main),
+                   desc=cfg["name"], dynamic_ncols=True, file=sys.stderr)
         try:
-            while not self.finished:
-                for images, labels in self._loader():  # the rest of the current epoch
-                    loss = self._train_step(images, labels)
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{loss:.4f}", best=f"{self.best_metric:.4f}")
-                    if self.step % every == 0 or self.step >= max_steps:
-                        self._validation_round()
-                    if self.finished:
-                        break
+            with self._interruptible():
+                while not self.finished:
+                    for images, labels in self._loader():  # the rest of the current epoch
+                        self.last_loss = self._train_step(images, labels)
+                        bar.update(1)
+                        bar.set_postfix(loss=f"{self.last_loss:.4f}", best=f"{self.best_metric:.4f}")
+                        if self.step % every == 0 or self.step >= max_steps:
+                            self._validation_round()
+                        elif checkpoint_every and self.step % checkpoint_every == 0 and self.is_main:
+                            self._save_checkpoint()
+                        if self._interrupted:
+                            self._stop_interrupted()
+                        if self.finished:
+                            break
             bar.close()
             results = self._finish()
             if self.dist:  # leave together: rank 0 hosts the rendezvous store, and a rank still
                 self.dist.barrier()  # tearing down when it exits is aborted
             return results
         finally:
+            self.log.close()
             if self.dist:
                 self.dist.close()
+
+    @contextlib.contextmanager
+    def _interruptible(self):
+        """Ctrl-C (SIGINT) ends the current step, writes a checkpoint and stops with
+        :class:`TrainingInterrupted`; a second Ctrl-C stops at once. Only the main thread of a
+        single process can take signals; elsewhere Ctrl-C stops as usual (the last checkpoint stays)."""
+        def request_stop(signum, frame):
+            self._interrupted = True
+            signal.signal(signal.SIGINT, previous)  # a second Ctrl-C interrupts at once
+
+        try:
+            previous = signal.signal(signal.SIGINT, request_stop)
+        except ValueError:  # not the main thread
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _stop_interrupted(self) -> None:
+        if self.is_main:
+            self._save_checkpoint()
+        raise TrainingInterrupted(self.step, self.checkpoint_path)
 
     def _loader(self) -> DataLoader:
         """Batches from the one after the last consumed batch (one batch per step) to the end of
@@ -243,17 +336,33 @@ class Trainer:
             for param in self.model.backbone.parameters():
                 param.requires_grad_(not frozen)
 
+    def _finish_lazy_initialisation(self) -> None:
+        """Layers that initialise from data seen in training (GSP's k-center prototypes) finish
+        now, from what they have seen, so no weights are evaluated, selected or saved before."""
+        for name, module in self.model.named_modules():
+            if getattr(module, "is_initialised", True) is False:
+                used = module.finish_initialisation()
+                self._say(f"{name or 'model'}: prototypes initialised at step {self.step} from {used} samples "
+                          f"(before the first evaluation)")
+
     def _validation_round(self) -> None:
         ev = self.config["evaluation"]
+        self._finish_lazy_initialisation()
         metrics = self.evaluate(self.eval_split)
         value = metrics[ev["metric"]]
-        if value > self.best_metric:
+        if not self.selects:
+            self.best_metric, self.best_step = value, self.step  # no selection: the latest round stands
+            self._log({"step": self.step, "split": ev["split"], **metrics})
+        elif value > self.best_metric:
             self.best_metric, self.best_step, self.bad_rounds = value, self.step, 0
             if self.is_main:
                 save_weights(self.best_path, self.model, self.data.channels, self.config)
         else:
             self.bad_rounds += 1
-        self._log({"step": self.step, "split": ev["split"], **metrics, "best": self.best_metric})
+        if self.selects:
+            self._log({"step": self.step, "split": ev["split"], **metrics, "best": self.best_metric})
+        self._say(f"step {self.step}/{self.config['schedule']['max_steps']}: loss {self.last_loss:.4f}, {ev['split']} "
+                  f"{ev['metric']} {value:.4f}" + (f" (best {self.best_metric:.4f} at step {self.best_step})" if self.selects else ""))
         if self.plateau:
             self.plateau.step(value)
         for callback in self.callbacks:
@@ -272,7 +381,7 @@ class Trainer:
 
     def _finish(self) -> dict[str, Any]:
         cfg = self.config
-        if cfg["evaluation"]["restore_best"] and self.best_path.exists():
+        if cfg["evaluation"]["restore_best"] and self.selects and self.best_path.exists():
             state, _ = load_state(self.best_path, self.device)
             self.model.load_state_dict(state)
         if self.is_main:
@@ -318,6 +427,18 @@ class Trainer:
         for callback, callback_state in zip(self.callbacks, state["callbacks"]):
             callback.load_callback_state(callback_state)
         _set_rng_state(state["rng"])
+
+
+class TrainingInterrupted(GspdmlError):
+    """Ctrl-C: training stopped at a step boundary after writing its checkpoint."""
+
+    def __init__(self, step: int, checkpoint: Path):
+        self.step, self.checkpoint = step, checkpoint
+        super().__init__(f"interrupted at step {step}; checkpoint written to {checkpoint}")
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text()) if path.is_file() else {}
 
 
 def _unique(items: Iterable[Callback]) -> list[Callback]:

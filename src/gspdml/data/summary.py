@@ -1,0 +1,45 @@
+"""What a run is trained and selected on, in words: the split printed at the start of every run,
+and the check that a validation split can rank at all."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from gspdml.data.base import DataSplits, EvalSplit
+
+#: a split that selects a model must rank: at least this many classes with two or more images
+MIN_RANKING_CLASSES = 2
+
+
+def _count(dataset) -> str:
+    labels = np.asarray(dataset.labels)
+    return f"{len(np.unique(labels))} classes, {len(labels)} images"
+
+
+def describe_split(split: Optional[EvalSplit]) -> str:
+    if split is None:
+        return "none"
+    if split.gallery is None:
+        return f"{_count(split.query)} (leave-one-out)"
+    return f"query {_count(split.query)}, gallery {_count(split.gallery)}"
+
+
+def describe_splits(data: DataSplits) -> list[str]:
+    """One line per split (classes and images), then the data's own notes (what was skipped)."""
+    return [f"train: {_count(data.train)}", f"val: {describe_split(data.val)}", f"test: {describe_split(data.test)}",
+            *data.notes]
+
+
+def ranking_problem(split: EvalSplit) -> Optional[str]:
+    """Why retrieval metrics of ``split`` cannot tell models apart (None when they can): fewer
+    than :data:`MIN_RANKING_CLASSES` classes with a second image, so every query either has no
+    relevant item or has only relevant items (MAP@R is then 1.0 or undefined for every model)."""
+    labels = np.asarray(split.query.labels if split.gallery is None else split.gallery.labels)
+    classes, counts = np.unique(labels, return_counts=True)
+    usable = int((counts >= (2 if split.gallery is None else 1)).sum())
+    if usable >= MIN_RANKING_CLASSES and len(classes) >= 2:
+        return None
+    return (f"{len(classes)} classes and {len(labels)} images, {usable} class(es) with a query that has a relevant "
+            f"item; retrieval metrics need at least {MIN_RANKING_CLASSES}")

@@ -1,0 +1,55 @@
+"""``--resume`` continues the run its directory describes: a config that differs from the saved
+``config.yaml`` is refused, naming every differing key. Keys that cannot change the weights
+(logging, progress, the number of loader workers, the device) may be changed with
+``--allow-changes``; the run directory's ``config.yaml`` is then rewritten, so it never
+contradicts the weights."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import yaml
+
+from gspdml.config import dump_config
+from gspdml.errors import ConfigError
+
+#: keys whose value does not change what the weights become
+HARMLESS = ("description", "output_dir", "data.num_workers", "data.eval_batch_size", "trainer.device",
+            "trainer.progress", "trainer.log_every", "trainer.tensorboard", "trainer.checkpoint_every")
+
+
+def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping) and value:
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def config_differences(saved: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{dotted key: (saved value, new value)}`` for every key whose value differs (a missing
+    key reads as ``<absent>``); both configs are compared as YAML writes them."""
+    old, now = _flatten(yaml.safe_load(dump_config(saved))), _flatten(yaml.safe_load(dump_config(new)))
+    absent = "<absent>"
+    return {key: (old.get(key, absent), now.get(key, absent)) for key in sorted(set(old) | set(now))
+            if old.get(key, absent) != now.get(key, absent)}
+
+
+def check_resume_config(saved: Mapping[str, Any], new: Mapping[str, Any], allow_changes: bool) -> dict[str, tuple[Any, Any]]:
+    """Raise :class:`ConfigError` unless ``new`` equals ``saved``, or differs only in
+    :data:`HARMLESS` keys and ``allow_changes``; returns the differences that were accepted."""
+    changes = config_differences(saved, new)
+    if not changes:
+        return changes
+    listing = "; ".join(f"{key}: {old!r} -> {value!r}" for key, (old, value) in changes.items())
+    harmful = [key for key in changes if key not in HARMLESS]
+    if harmful:
+        raise ConfigError("--resume", f"the config differs from the run's config.yaml in {listing}; resume with the "
+                                      f"saved config (gspdml train RUN_DIR/config.yaml --resume), or start a new run "
+                                      f"(another name). {', '.join(harmful)} change(s) what the weights become")
+    if not allow_changes:
+        raise ConfigError("--resume", f"the config differs from the run's config.yaml in {listing}; these keys do not "
+                                      f"change the weights: pass --allow-changes to resume with them")
+    return changes
