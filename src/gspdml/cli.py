@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -21,14 +22,32 @@ from typing import Callable, Optional, Sequence
 from gspdml.errors import GspdmlError
 
 
+def _resume_command(args: argparse.Namespace) -> str:
+    """The command line that continues the run ``args`` started."""
+    words = ["gspdml", "train", args.config, *args.overrides, "--resume"]
+    words += ["--run-dir", str(args.run_dir)] if args.run_dir is not None else []
+    words += ["--no-progress"] if args.no_progress else []
+    return " ".join(shlex.quote(str(w)) for w in words)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from gspdml.config import load_config
     from gspdml.training import train
+    from gspdml.training.trainer import TrainingInterrupted
 
+    if args.config is None:
+        args.parser.print_usage(sys.stderr)
+        print("gspdml train: give a config file or a preset name (e.g. gspdml train demo-gsp); presets: gspdml config --list",
+              file=sys.stderr)
+        return 2
     config = load_config(args.config, args.overrides)
     if args.no_progress:
         config["trainer"]["progress"] = False
-    results = train(config, args.run_dir, resume=args.resume)
+    try:
+        results = train(config, args.run_dir, resume=args.resume, allow_changes=args.allow_changes)
+    except TrainingInterrupted as stop:
+        print(f"gspdml: {stop}; continue with:\n  {_resume_command(args)}", file=sys.stderr)
+        return 130
     if os.environ.get("RANK", "0") == "0":  # one printout under torchrun
         print(json.dumps(results, indent=2))
     return 0
@@ -43,14 +62,20 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     split = getattr(data, args.split)
     if split is None:
         raise GspdmlError(f"dataset {config['data']['dataset']['name']!r} has no {args.split} split")
-    metrics = evaluate_split(model, split, batch_size=config["data"]["eval_batch_size"], recall_at=config["evaluation"]["recall_at"])
+    metrics = evaluate_split(model, split, batch_size=config["data"]["eval_batch_size"], recall_at=config["evaluation"]["recall_at"],
+                             progress=not args.no_progress)
     print(json.dumps({"run": str(args.run_dir), "split": args.split, "weights": args.weights, **metrics}, indent=2))
     return 0
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
-    from gspdml.config import dump_config, load_config
+    from gspdml.config import dump_config, load_config, preset_names
 
+    if args.list:
+        print("\n".join(n for n in preset_names() if not n.startswith("base/")))
+        return 0
+    if args.config is None:
+        args.parser.error("give a config file or a preset name (or --list)")
     print(dump_config(load_config(args.config, args.overrides)), end="")
     return 0
 
@@ -67,23 +92,31 @@ def build_parser(extensions: Sequence[Callable[[argparse._SubParsersAction], Non
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("train", help="train one run described by a YAML config")
-    p.add_argument("config", help="YAML config file")
+    p.add_argument("config", nargs="?", help="YAML config file or preset name (gspdml config --list)")
     p.add_argument("overrides", nargs="*", help="overrides key.sub=value (values are YAML)")
     p.add_argument("--run-dir", type=Path, default=None, help="default: <output_dir>/<name>")
-    p.add_argument("--resume", action="store_true", help="continue a killed run from its last checkpoint")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_cmd_train)
+    p.add_argument("--resume", action="store_true", help="continue a stopped run from its last checkpoint (same config)")
+    p.add_argument("--allow-changes", action="store_true",
+                   help="with --resume: accept changed keys that do not affect the weights (logging, progress, "
+                        "workers, device); config.yaml is updated")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (one line per evaluation still)")
+    p.set_defaults(func=_cmd_train, parser=p)
 
     p = sub.add_parser("evaluate", help="re-evaluate a run's weights on a split")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--split", choices=("test", "val"), default="test")
-    p.add_argument("--weights", choices=("final", "best"), default="final")
+    p.add_argument("--weights", choices=("final", "best"), default="final",
+                   help="final: model.safetensors, written when training ends (the best validation round's weights "
+                        "when evaluation.restore_best, else the last step's); best: checkpoints/best.safetensors, "
+                        "the best round so far (readable while training runs)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_evaluate)
 
-    p = sub.add_parser("config", help="print the resolved, validated config")
-    p.add_argument("config")
+    p = sub.add_parser("config", help="print the resolved, validated config (with the dataset's defaults)")
+    p.add_argument("config", nargs="?", help="YAML config file or preset name")
     p.add_argument("overrides", nargs="*")
-    p.set_defaults(func=_cmd_config)
+    p.add_argument("--list", action="store_true", help="list the shipped presets")
+    p.set_defaults(func=_cmd_config, parser=p)
 
     p = sub.add_parser("demo", help="train the demo methods on the embedded collage and print a table")
     p.add_argument("configs", nargs="*", help="config files or preset names (default: the demo-* presets)")
@@ -110,13 +143,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser(_extensions())
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return status
     except GspdmlError as exc:
         print(f"gspdml: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("gspdml: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (gspdml search --json | head): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -37,9 +37,11 @@ def write_image_folder(root: Path, classes=("red", "green", "blue"), per_class: 
     return paths
 
 
-def write_run(run_dir: Path, pooling="gap", seed: int = 0, transform=None, channels: int = 3, data=None) -> dict:
+def write_run(run_dir: Path, pooling="gap", seed: int = 0, transform=None, channels: int = 3, data=None,
+              initialise: bool = True) -> dict:
     """A run directory as the trainer writes it: config.yaml, model.safetensors, metrics.jsonl,
-    results.json. ``data`` replaces the config's data section (default: an explicit eval transform)."""
+    results.json. ``data`` replaces the config's data section (default: an explicit eval transform).
+    ``initialise``: give a k-center GSP seeded random prototypes, as training does before saving."""
     run_dir.mkdir(parents=True, exist_ok=True)
     transform = transform if transform is not None else {"resize": 32, "center_crop": 32, "mean": MEAN, "std": STD}
     config = {
@@ -51,6 +53,9 @@ def write_run(run_dir: Path, pooling="gap", seed: int = 0, transform=None, chann
     }
     torch.manual_seed(seed)
     model = build_embedder(config["model"], in_channels=channels)
+    for module in model.modules():
+        if initialise and getattr(module, "is_initialised", True) is False:
+            module.initialize_prototypes(torch.randn(module.num_prototypes, module.in_channels))
     save_weights(run_dir / "model.safetensors", model, channels, config)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     with open(run_dir / "metrics.jsonl", "w", encoding="utf-8") as handle:

@@ -16,7 +16,7 @@ def test_batched_embedding_of_image_files_matches_single_forwards(tmp_path, caps
     write_image_folder(tmp_path / "images", per_class=3)
     write_run(tmp_path / "run", pooling="gsp")
     _, model, transform = load_model_and_transform(tmp_path / "run", torch.device("cpu"))
-    paths, labels = list_image_folder(tmp_path / "images")
+    paths, labels, _ = list_image_folder(tmp_path / "images")
     files = ImageFiles(paths, labels, transform)
     model.train()
     capsys.readouterr()

@@ -12,7 +12,7 @@ from gspdml.errors import ConfigError
 from gspdml.retrieval.images import ImageSource
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.run import weights_digest
-from gspdml.training.inference import embed
+from gspdml.retrieval.embedding import PartialEmbedding, embed_source
 
 
 def model_info(run_dir: str | Path) -> dict[str, Any]:
@@ -28,10 +28,15 @@ def build_index(
     batch_size: int = 64,
     device: str | torch.device = "cpu",
     progress: bool = True,
+    on_error: str = "raise",
 ) -> RetrievalIndex:
-    """Embed every item of ``source`` and index it."""
-    vectors, _ = embed(model, source.dataset, batch_size, device, progress=progress)
-    return RetrievalIndex(vectors, source.paths, source.labels, metric, info)
+    """Embed every item of ``source`` that decodes and index it; the index's ``skipped`` names
+    the files left out (``on_error="skip"``). A failure with ``"raise"`` is a
+    :class:`~gspdml.retrieval.embedding.PartialEmbedding` holding the work done before it."""
+    embedded = embed_source(model, source, batch_size, device, progress, on_error)
+    index = RetrievalIndex(embedded.vectors, embedded.source.paths, embedded.source.labels, metric, info)
+    index.skipped = embedded.skipped
+    return index
 
 
 def check_same_model(index: RetrievalIndex, info: dict[str, Any]) -> None:
@@ -44,6 +49,14 @@ def check_same_model(index: RetrievalIndex, info: dict[str, Any]) -> None:
         )
 
 
+def drop_missing_files(index: RetrievalIndex) -> list[str]:
+    """Remove the rows whose file (an absolute path) no longer exists; returns their paths."""
+    gone = [i for i, path in enumerate(index.paths) if Path(path).is_absolute() and not Path(path).exists()]
+    paths = [index.paths[i] for i in gone]
+    index.remove(gone)
+    return paths
+
+
 def append_to_index(
     index: RetrievalIndex,
     model: nn.Module,
@@ -52,17 +65,25 @@ def append_to_index(
     batch_size: int = 64,
     device: str | torch.device = "cpu",
     progress: bool = True,
+    on_error: str = "raise",
 ) -> int:
     """Embed only the items of ``source`` whose path is not in the index yet and add them.
 
-    Returns the number of items added. The rows already in the index are not recomputed.
+    Returns the number of items added (the files left out are in ``index.skipped``). The rows
+    already in the index are not recomputed. A :class:`PartialEmbedding` is raised after adding
+    the items embedded before the failure, so saving the index keeps them.
     """
     check_same_model(index, info)
     known = set(index.paths)
     new = [i for i, path in enumerate(source.paths) if path not in known]
     if not new:
         return 0
-    subset = torch.utils.data.Subset(source.dataset, new)
-    vectors, _ = embed(model, subset, batch_size, device, progress=progress)
-    index.add(vectors, [source.paths[i] for i in new], [source.labels[i] for i in new])
-    return len(new)
+    try:
+        embedded = embed_source(model, source, batch_size, device, progress, on_error, items=new)
+    except PartialEmbedding as stop:
+        if stop.done is not None:
+            index.add(stop.done.vectors, stop.done.source.paths, stop.done.source.labels)
+        raise
+    index.add(embedded.vectors, embedded.source.paths, embedded.source.labels)
+    index.skipped = embedded.skipped
+    return len(embedded.source.paths)

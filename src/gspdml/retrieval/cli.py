@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -15,13 +16,15 @@ import torch
 
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval import knn
-from gspdml.retrieval.build import append_to_index, build_index, check_same_model, model_info
+from gspdml.retrieval.build import append_to_index, build_index, check_same_model, drop_missing_files, model_info
+from gspdml.retrieval.embedding import ON_ERROR, PartialEmbedding
 from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
-from gspdml.retrieval.images import SPLITS, ImageFiles, folder_source, split_source
+from gspdml.retrieval.images import SPLITS, ImageFiles, ImageSource, folder_source, split_source
 from gspdml.retrieval.index import META_FILE, RetrievalIndex
 from gspdml.retrieval.report import build_report, write_report
 from gspdml.retrieval.transforms import eval_transform_from_config
 from gspdml.training import load_run
+from gspdml.training.checkpoint import check_writable_file, check_writable_folder
 from gspdml.training.inference import embed, resolve_device
 
 
@@ -36,6 +39,18 @@ def load_model_and_transform(run_dir: str | Path, device: torch.device):
     return config, model.to(device).eval(), eval_transform_from_config(config, _image_channels(model))
 
 
+def _say(line: str) -> None:
+    print(f"gspdml: {line}", file=sys.stderr)
+
+
+def _report_skipped(source: ImageSource, skipped: dict[str, str]) -> None:
+    """Name every hidden entry and every undecodable file that was left out (stderr)."""
+    for path in source.skipped:
+        _say(f"skipped hidden or system entry {path}")
+    for path, why in skipped.items():
+        _say(f"skipped {path}: {why}")
+
+
 def run_index(args: argparse.Namespace) -> int:
     if (args.images is None) == (args.split is None):
         raise ConfigError("images", "give either an IMAGES_DIR or --split (a split of the run's dataset), not both")
@@ -45,28 +60,67 @@ def run_index(args: argparse.Namespace) -> int:
         raise ConfigError("--out", f"{out} already holds an index; pass --append to add images or --overwrite to rebuild it")
     if args.append and not exists:
         raise ConfigError("--append", f"{out} holds no index to append to")
+    check_writable_folder(out)
     device = resolve_device(args.device)
     config, model, transform = load_model_and_transform(args.run_dir, device)
     source = folder_source(args.images, transform) if args.images is not None else split_source(config, args.split)
-    info = model_info(args.run_dir)
+    info = {**model_info(args.run_dir), "run_dir_from_index": os.path.relpath(Path(args.run_dir).resolve(), out.resolve())}
     progress = not args.no_progress
-    if args.append:
-        index = RetrievalIndex.load(out)
-        added = append_to_index(index, model, source, info, args.batch_size, device, progress)
-        message = f"added {added} images ({len(source.paths) - added} already indexed)"
-    else:
-        index = build_index(model, source, info, args.metric, args.batch_size, device, progress)
-        message = f"indexed {len(index)} images"
+    index = RetrievalIndex.load(out) if args.append else None
+    try:
+        if index is not None:
+            dropped = drop_missing_files(index)
+            for path in dropped:
+                _say(f"dropped {path}: the file no longer exists")
+            added = append_to_index(index, model, source, info, args.batch_size, device, progress, args.on_error)
+            message = f"added {added} images ({len(source.paths) - added - len(index.skipped)} already indexed, " \
+                      f"{len(dropped)} dropped)"
+        else:
+            index = build_index(model, source, info, args.metric, args.batch_size, device, progress, args.on_error)
+            message = f"indexed {len(index)} images"
+    except PartialEmbedding as stop:
+        kept = _keep_partial(index, stop, out, args.metric, info)
+        raise DataError(f"{stop}; {kept} images embedded before it are saved in {out}: fix or remove the file (or pass "
+                        f"--on-error skip), then run the same command with --append to add the rest") from None
+    _report_skipped(source, index.skipped)
     index.save(out)
-    print(f"{message}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}")
+    skipped = f", {len(index.skipped)} files skipped" if index.skipped else ""
+    print(f"{message}{skipped}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}")
     return 0
 
 
+def _keep_partial(index, stop: PartialEmbedding, out: Path, metric: str, info: dict) -> int:
+    """Save what was embedded before a failure (an appended index already holds it); returns its size."""
+    if index is None:
+        if stop.done is None:
+            return 0
+        index = RetrievalIndex(stop.done.vectors, stop.done.source.paths, stop.done.source.labels, metric, info)
+    index.save(out)
+    return len(index)
+
+
+def find_index_run(index: RetrievalIndex, index_path: str | Path, given: str | None) -> Path:
+    """The run directory of an index: ``given`` (``--run``), else the one it records, else the same
+    run found relative to the index (both moved together); the weights are checked by the caller."""
+    if given:
+        return Path(given)
+    recorded, relative = index.model.get("run_dir"), index.model.get("run_dir_from_index")
+    candidates = [Path(recorded)] if recorded else []
+    candidates += [Path(index_path).resolve() / relative] if relative else []
+    for candidate in candidates:
+        if (candidate / "config.yaml").is_file():
+            return candidate
+    if not recorded:
+        raise ConfigError("--run", f"{index_path} does not record its run directory; pass --run RUN_DIR")
+    raise ConfigError("--run", f"the run that built {index_path}, {recorded}, is gone (moved or deleted); pass "
+                               f"--run RUN_DIR with its new place (its weights are checked against the index)")
+
+
 def run_search(args: argparse.Namespace) -> int:
+    if args.save:
+        check_writable_file(args.save)
     index = RetrievalIndex.load(args.index)
-    run_dir = args.run or index.model.get("run_dir")
-    if not run_dir:
-        raise ConfigError("--run", f"{args.index} does not record its run directory; pass --run RUN_DIR")
+    run_dir = find_index_run(index, args.index, args.run)
     check_same_model(index, model_info(run_dir))
     device = resolve_device(args.device)
     _, model, transform = load_model_and_transform(run_dir, device)
@@ -89,24 +143,29 @@ def run_search(args: argparse.Namespace) -> int:
 def run_report(args: argparse.Namespace) -> int:
     if args.images is not None and args.split is not None:
         raise ConfigError("--split", "give either --images or --split, not both")
+    out = Path(args.out) if args.out else Path(args.run_dir) / "report.html"
+    check_writable_file(out)
     device = resolve_device(args.device)
     config, model, transform = load_model_and_transform(args.run_dir, device)
     if args.images is not None:
         source = folder_source(args.images, transform)
     else:
         source = split_source(config, args.split or "test")
-    page = build_report(args.run_dir, config, model, source, args.queries, args.k, args.seed, args.batch_size, device, not args.no_progress)
-    out = write_report(args.out or Path(args.run_dir) / "report.html", page)
-    print(f"wrote {out}")
+    page, skipped = build_report(args.run_dir, config, model, source, args.queries, args.k, args.seed, args.batch_size,
+                                 device, not args.no_progress, args.on_error)
+    _report_skipped(source, skipped)
+    write_report(out, page)
+    print(f"wrote {out}" + (f" ({len(skipped)} files skipped)" if skipped else ""))
     return 0
 
 
 def run_export(args: argparse.Namespace) -> int:
+    out = Path(args.out) if args.out else Path(args.run_dir) / "export" / f"embedder{FORMATS[args.format]}"
+    check_writable_file(out)
     config, model, transform = load_model_and_transform(args.run_dir, torch.device("cpu"))
     size = tuple(args.image_size) if args.image_size else transform.output_size
     if size is None:
         raise ConfigError("--image-size", "the run's eval transform does not fix the image size; pass --image-size H W")
-    out = Path(args.out) if args.out else Path(args.run_dir) / "export" / f"embedder{FORMATS[args.format]}"
     record = export_embedder(
         model, args.format, out, _image_channels(model), size, transform, model_info(args.run_dir),
         check=not args.no_check, tolerance=args.tolerance,
@@ -115,6 +174,12 @@ def run_export(args: argparse.Namespace) -> int:
     verdict = f"max |difference| to PyTorch {check['max_abs_diff']:.2e} <= {check['tolerance']:g}" if check else "not checked"
     print(f"wrote {out} ({args.format}, input {record['input']['shape']}); {verdict}")
     return 0
+
+
+def _add_on_error(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--on-error", choices=ON_ERROR, default="raise",
+                        help="an image that cannot be decoded: raise (stop; an index keeps the images done before it) "
+                             "or skip (leave it out, named on stderr)")
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -128,9 +193,11 @@ def add_index_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("images", nargs="?", help="folder of images; sub-folder names are the labels")
     parser.add_argument("--out", required=True, help="index folder to write")
     parser.add_argument("--split", choices=SPLITS, help="index a split of the run's dataset instead of a folder")
-    parser.add_argument("--append", action="store_true", help="add the images not yet in the index, keep the others")
+    parser.add_argument("--append", action="store_true",
+                        help="add the images not yet in the index, keep the others, drop those whose file is gone")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
     parser.add_argument("--metric", choices=knn.METRICS, default="euclidean", help="distance of the index (default euclidean)")
+    _add_on_error(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_common(parser)
     parser.set_defaults(func=run_index)
@@ -160,6 +227,7 @@ def add_report_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--queries", type=int, default=8, help="query rows in the retrieval grid (default 8)")
     parser.add_argument("-k", type=int, default=5, help="results per query (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the query choice (default 0)")
+    _add_on_error(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_common(parser)
     parser.set_defaults(func=run_report)

@@ -3,37 +3,45 @@ embedded by :func:`gspdml.training.inference.embed`, like every evaluation split
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, Subset
 
-from gspdml.data.images import IMAGE_EXTENSIONS
+from gspdml.data.images import IMAGE_EXTENSIONS, list_images
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval.run import build_run_data
 from gspdml.retrieval.transforms import ImageTransform, display_range, load_image
 
 SPLITS = ("train", "val", "test")
+#: folders of a split layout (``root/train/<class>/...``), as gspdml.data.folder reads them
+SPLIT_FOLDERS = ("train", "val", "test", "query", "gallery")
 
 
-def list_image_folder(root: str | Path) -> tuple[list[str], list[Optional[str]]]:
-    """Image files under ``root`` (recursive, sorted) and their labels.
+def list_image_folder(root: str | Path) -> tuple[list[str], list[Optional[str]], list[str]]:
+    """Image files under ``root`` (recursive, sorted), their labels, and the hidden or system
+    files and folders that were skipped (:func:`gspdml.data.images.list_images`).
 
     The label of a file is the name of the sub-folder of ``root`` that contains it (the
-    ``ImageFolder`` convention); files directly in ``root`` have no label (None). Paths are
-    absolute, so an index stays valid when the working directory changes.
+    ``ImageFolder`` convention), or of the sub-folder below that when every sub-folder of
+    ``root`` is a split (``root/train/<class>``, ``root/test/<class>``); files directly in
+    ``root`` (or in a split folder) have no label (None). Paths are absolute, so an index stays
+    valid when the working directory changes.
     """
     root = Path(root).resolve()
     if not root.is_dir():
         raise DataError(f"{root}: not a folder of images")
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+    files, skipped = list_images(root)
     if not files:
         raise DataError(f"{root}: no image files (extensions {', '.join(IMAGE_EXTENSIONS)})")
-    labels = [p.relative_to(root).parts[0] if len(p.relative_to(root).parts) > 1 else None for p in files]
-    return [str(p) for p in files], labels
+    parts = [p.relative_to(root).parts for p in files]
+    tops = {rel[0] for rel in parts if len(rel) > 1}
+    depth = 1 if tops and tops <= set(SPLIT_FOLDERS) else 0
+    labels = [rel[depth] if len(rel) > depth + 1 else None for rel in parts]
+    return [str(p) for p in files], labels, [str(p) for p in skipped]
 
 
 class ImageFiles(Dataset):
@@ -65,11 +73,18 @@ class ImageSource:
     paths: list[str]
     labels: list[Optional[str]]
     to_display: Callable[[torch.Tensor], np.ndarray] = _tensor_to_display
+    skipped: list[str] = field(default_factory=list)  # hidden or system entries left out
+
+    def subset(self, items: Sequence[int]) -> "ImageSource":
+        """The source restricted to ``items`` (positions), in that order."""
+        items = list(items)
+        return ImageSource(Subset(self.dataset, items), [self.paths[i] for i in items], [self.labels[i] for i in items],
+                           self.to_display, self.skipped)
 
 
 def folder_source(root: str | Path, transform: ImageTransform) -> ImageSource:
-    paths, labels = list_image_folder(root)
-    return ImageSource(ImageFiles(paths, labels, transform), paths, labels, transform.to_display)
+    paths, labels, skipped = list_image_folder(root)
+    return ImageSource(ImageFiles(paths, labels, transform), paths, labels, transform.to_display, skipped)
 
 
 def split_source(config: dict[str, Any], split: str) -> ImageSource:

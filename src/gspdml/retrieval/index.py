@@ -16,7 +16,6 @@ chunked torch search otherwise; both rank identically, so the file does not depe
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -28,6 +27,7 @@ from safetensors.torch import save_file
 from gspdml.errors import ConfigError, DataError
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.retrieval import knn
+from gspdml.training.checkpoint import atomic_write, atomic_write_text
 
 FORMAT = "gspdml-index"
 VERSION = 1
@@ -44,6 +44,8 @@ class RetrievalIndex:
     labels: list[Optional[str]]
     metric: str = "euclidean"
     model: dict[str, Any] = field(default_factory=dict)
+    #: files left out by the last build or append (``{path: problem}``; not saved)
+    skipped: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self):
         if self.metric not in knn.METRICS:
@@ -71,6 +73,13 @@ class RetrievalIndex:
         self.vectors = torch.cat([self.vectors, vectors]).contiguous()
         self.paths += list(paths)
         self.labels += list(labels)
+
+    def remove(self, rows: Sequence[int]) -> None:
+        """Drop the given rows (positions)."""
+        keep = sorted(set(range(len(self))) - set(rows))
+        self.vectors = self.vectors[keep].contiguous()
+        self.paths = [self.paths[i] for i in keep]
+        self.labels = [self.labels[i] for i in keep]
 
     def search(
         self,
@@ -120,11 +129,9 @@ class RetrievalIndex:
             "paths": self.paths,
             "labels": self.labels,
         }
-        vectors_tmp, meta_tmp = folder / (VECTORS_FILE + ".tmp"), folder / (META_FILE + ".tmp")
-        save_file({"vectors": self.vectors}, str(vectors_tmp), metadata={"format": FORMAT, "version": str(VERSION)})
-        meta_tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
-        os.replace(vectors_tmp, folder / VECTORS_FILE)
-        os.replace(meta_tmp, folder / META_FILE)
+        atomic_write(folder / VECTORS_FILE,
+                     lambda tmp: save_file({"vectors": self.vectors}, tmp, metadata={"format": FORMAT, "version": str(VERSION)}))
+        atomic_write_text(folder / META_FILE, json.dumps(meta, indent=1))
 
     @classmethod
     def load(cls, path: str | Path) -> "RetrievalIndex":

@@ -21,10 +21,11 @@ import yaml
 
 from gspdml.errors import DataError
 from gspdml.evaluation.results import RetrievalResults
+from gspdml.retrieval.embedding import embed_source
 from gspdml.retrieval.figures import heatmap_overlay, png_data_uri, training_curves_svg
 from gspdml.retrieval.images import ImageSource
 from gspdml.retrieval.index import RetrievalIndex
-from gspdml.training.inference import embed
+from gspdml.training.checkpoint import atomic_write_text
 
 esc = html.escape
 
@@ -173,8 +174,10 @@ def build_report(
     batch_size: int = 64,
     device: str | torch.device = "cpu",
     progress: bool = True,
-) -> str:
-    """The report page as a string.
+    on_error: str = "raise",
+) -> tuple[str, dict[str, str]]:
+    """The report page as a string, and the files left out (``{path: problem}``, with
+    ``on_error="skip"``; the page lists them too).
 
     Retrieval is leave-one-out within ``source``: every item is in the gallery, and each query's
     own row is excluded from its results. Heatmaps show ``EmbedderOutput.weights`` of the query
@@ -182,7 +185,8 @@ def build_report(
     (GAP, GMP) get an empty cell.
     """
     model = model.eval()
-    vectors, _ = embed(model, source.dataset, batch_size, device, progress=progress)
+    embedded = embed_source(model, source, batch_size, device, progress, on_error)
+    vectors, source = embedded.vectors, embedded.source
     index = RetrievalIndex(vectors, source.paths, source.labels)
     chosen = choose_queries(source.labels, min(queries, len(index)), seed)
     k = min(k, len(index) - 1)
@@ -217,15 +221,22 @@ Blue frame: query; violet: its pooling weights upsampled to the image (colour = 
 <div id="grid">
 {retrieval_grid(results, pictures, chosen, heatmaps)}
 </div>
+{_skipped_section(embedded.skipped)}
 <h2>Config</h2>
 <pre>{esc(yaml.safe_dump(config, sort_keys=False))}</pre>
 <script>{SCRIPT}</script>
 </body></html>
-"""
+""", embedded.skipped
+
+
+def _skipped_section(skipped: dict[str, str]) -> str:
+    if not skipped:
+        return ""
+    items = "".join(f"<li>{esc(path)}: {esc(why)}</li>" for path, why in skipped.items())
+    return f'<h2>Skipped files</h2><p class="muted">{len(skipped)} files could not be decoded and are not in the grid:</p><ul>{items}</ul>'
 
 
 def write_report(out: str | Path, page: str) -> Path:
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
+    atomic_write_text(path, page)
     return path

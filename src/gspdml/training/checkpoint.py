@@ -157,4 +157,4 @@ def atomic_write(path: Path, write) -> None:
 
 def atomic_write_text(path: PathLike, text: str) -> None:
     """Write a text file atomically (configs, results)."""
-    atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text))
+    atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -32,7 +33,11 @@ def autocast_context(precision: str, device: torch.device):
 
 def stack_batch(batch) -> tuple[torch.Tensor, torch.Tensor]:
     """Collate ``(image, label)`` items into images ``[B, C, H, W]`` and int64 labels ``[B]``;
-    images of different sizes get an error that says how to fix the config."""
+    images of different sizes get an error that says how to fix the config. Items whose image is
+    None (skipped files, see gspdml.retrieval.embedding) are left out; a batch of only those is None."""
+    batch = [item for item in batch if item[0] is not None]
+    if not batch:
+        return None
     images = [item[0] for item in batch]
     shapes = sorted({tuple(image.shape) for image in images})
     if len(shapes) > 1:
@@ -65,7 +70,10 @@ def embed(
     )
     chunks, labels = [], []
     try:
-        for images, targets in tqdm(loader, desc="embedding", unit="batch", disable=not progress):
+        for batch in tqdm(loader, desc="embedding", unit="batch", disable=not progress, file=sys.stderr):
+            if batch is None:
+                continue
+            images, targets = batch
             images = images.to(device, non_blocking=True)
             if precision == "bf16" and device.type == "cpu":
                 images = images.contiguous(memory_format=torch.channels_last)
@@ -116,7 +124,9 @@ def evaluate_split(
     precision: str = "fp32",
     recall_at: Iterable[int] = (1, 2, 4, 8),
     num_workers: int = 0,
+    progress: bool = False,
 ) -> dict[str, float]:
     """Retrieval metrics of ``model`` on a split: leave-one-out, or query -> gallery."""
-    embeddings = split_embeddings(model, split, batch_size=batch_size, device=device, precision=precision, num_workers=num_workers)
+    embeddings = split_embeddings(model, split, batch_size=batch_size, device=device, precision=precision,
+                                  num_workers=num_workers, progress=progress)
     return split_metrics(*embeddings, recall_at=recall_at)

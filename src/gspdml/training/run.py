@@ -33,4 +33,9 @@ def load_run(run_dir: Path | str, weights: str = "final", device: str = "cpu") -
     state, meta = load_weights(path, device)
     model = build_embedder(meta["model"], int(meta["in_channels"]))
     model.load_state_dict(state)
+    uninitialised = [name for name, module in model.named_modules() if getattr(module, "is_initialised", True) is False]
+    if uninitialised:
+        raise ConfigError("weights", f"{path}: {', '.join(uninitialised)} was saved before its prototypes were initialised "
+                                     "(it pools as GAP); train the run again with this gspdml version, which initialises "
+                                     "them before the first evaluation")
     return config, model.to(device).eval()

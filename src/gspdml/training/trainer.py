@@ -470,7 +470,9 @@ def _set_rng_state(state: dict[str, Any]) -> None:
     random.setstate((version, tuple(internal), gauss))
 
 
-def train(config: dict[str, Any], run_dir: Optional[Path | str] = None, resume: bool = False) -> dict[str, Any]:
-    """Train the run described by a resolved config; returns the test results (``results.json``)."""
+def train(config: dict[str, Any], run_dir: Optional[Path | str] = None, resume: bool = False,
+          allow_changes: bool = False) -> dict[str, Any]:
+    """Train the run described by a resolved config; returns the test results (``results.json``).
+    ``allow_changes``: see :mod:`gspdml.training.config_changes`."""
     run_dir = Path(run_dir) if run_dir is not None else Path(config["output_dir"]) / config["name"]
-    return Trainer(config, run_dir, resume=resume).fit()
+    return Trainer(config, run_dir, resume=resume, allow_changes=allow_changes).fit()

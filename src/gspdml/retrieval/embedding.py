@@ -1,0 +1,99 @@
+"""Embed an :class:`ImageSource` for an index or a report, keeping the work already done.
+
+Items are embedded in chunks. With ``on_error="skip"`` an item that fails to decode is left out
+and named; with ``"raise"`` the first failure stops the work with :class:`PartialEmbedding`,
+which carries the embeddings of every item done before it, so the caller can keep them (an
+index saves them and tells how to continue with ``--append``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+from tqdm.auto import tqdm
+
+from gspdml.errors import ConfigError, DataError
+from gspdml.retrieval.images import ImageSource
+from gspdml.training.inference import embed
+
+ON_ERROR = ("raise", "skip")
+CHUNK_BATCHES = 8  # batches per chunk: what a late failure can cost at most
+
+
+class _Positions(Dataset):
+    """``(image, position)`` of chosen items of a dataset; a failing item is ``(None, position)``
+    when skipping (its problem is kept in ``failed``)."""
+
+    def __init__(self, dataset: Dataset, items: list[int], skip: bool):
+        self.dataset, self.items, self.skip = dataset, items, skip
+        self.failed: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, j: int):
+        position = self.items[j]
+        try:
+            return self.dataset[position][0], position
+        except DataError as error:
+            if not self.skip:
+                raise
+            self.failed[position] = str(error)
+            return None, position
+
+
+@dataclass
+class Embedded:
+    """Embeddings of the items of ``source`` that decoded; ``skipped`` maps each left-out path to its problem."""
+
+    vectors: torch.Tensor
+    source: ImageSource
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+class PartialEmbedding(DataError):
+    """A file failed (``on_error="raise"``); ``done`` holds what was embedded before it (or None)."""
+
+    def __init__(self, error: DataError, done: Optional[Embedded]):
+        self.done = done
+        super().__init__(str(error))
+
+
+def embed_source(model: nn.Module, source: ImageSource, batch_size: int = 64, device: str | torch.device = "cpu",
+                 progress: bool = True, on_error: str = "raise", items: Optional[list[int]] = None) -> Embedded:
+    """Embed ``items`` (default: all) of ``source``; see the module docstring."""
+    if on_error not in ON_ERROR:
+        raise ConfigError("--on-error", f"got {on_error!r}; allowed: {', '.join(ON_ERROR)}")
+    items = list(range(len(source.paths))) if items is None else list(items)
+    chunk = batch_size * CHUNK_BATCHES
+    vectors, done, skipped = [], [], {}
+    bar = tqdm(total=len(items), desc="embedding", unit="image", disable=not progress, file=sys.stderr)
+    for start in range(0, len(items), chunk):
+        part = _Positions(source.dataset, items[start:start + chunk], on_error == "skip")
+        try:
+            chunk_vectors, positions = embed(model, part, batch_size, device)
+        except DataError as error:
+            bar.close()
+            raise PartialEmbedding(error, _result(vectors, done, source, skipped) if done else None) from None
+        except ValueError:  # an empty result: every item of the chunk failed and was skipped
+            if len(part.failed) != len(part):
+                raise
+            chunk_vectors = positions = None
+        skipped.update({source.paths[i]: why for i, why in part.failed.items()})
+        if chunk_vectors is not None:
+            vectors.append(chunk_vectors)
+            done += positions.tolist()
+        bar.update(len(part))
+    bar.close()
+    if not done:
+        raise DataError(f"none of the {len(items)} images could be decoded, e.g. {next(iter(skipped.items()), '')}")
+    return _result(vectors, done, source, skipped)
+
+
+def _result(vectors: list[torch.Tensor], done: list[int], source: ImageSource, skipped: dict[str, str]) -> Embedded:
+    return Embedded(torch.cat(vectors), source.subset(done), skipped)
