@@ -125,7 +125,29 @@ def load_config(source: Source, overrides: Iterable[str] = ()) -> dict[str, Any]
         _apply_override(config, item)
     _canonicalise_specs(config)
     validate(config)
+    _resolve_dataset(config["data"]["dataset"])
     return config
+
+
+#: dataset options that name files or folders (stored absolute: a run is read back from anywhere)
+PATH_OPTIONS = ("root", "path")
+
+
+def _resolve_dataset(spec: dict[str, Any]) -> None:
+    """Fill in the dataset's defaults (so ``gspdml config`` and ``config.yaml`` show every option
+    in force) and make relative ``root``/``path`` absolute (relative to the working directory)."""
+    import inspect
+
+    from gspdml.data import DATASETS
+
+    factory = DATASETS.get(spec["name"], "data.dataset")
+    hidden = set(getattr(factory, "supplied_by_caller", ()))
+    for name, param in inspect.signature(factory).parameters.items():
+        if name not in spec and name not in hidden and param.default is not inspect.Parameter.empty:
+            spec[name] = copy.deepcopy(param.default)
+    for key in PATH_OPTIONS:
+        if isinstance(spec.get(key), str):
+            spec[key] = str(Path(spec[key]).expanduser().resolve())
 
 
 def dump_config(config: Mapping[str, Any]) -> str:

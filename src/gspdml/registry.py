@@ -6,8 +6,9 @@ A *spec* names a registered entry and its keyword arguments, in either of two YA
     pooling: {gsp: {mu: 0.3}}            # single-key form (handy for nesting wrappers)
     pooling: gap                         # bare name, no arguments
 
-Keyword arguments are checked against the constructor's signature, so an unknown option fails
-before any work with an error that names the field and the allowed options.
+Keyword arguments are checked against the constructor's signature, so an unknown option, or a
+value of the wrong type (by the constructor's annotations, :mod:`gspdml.typecheck`), fails before
+any work with an error that names the field and the allowed options.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import inspect
 from typing import Any, Callable, Iterator, Mapping
 
 from gspdml.errors import ConfigError
+from gspdml.typecheck import first_mismatch
 
 
 def parse_spec(spec: Any, field: str) -> tuple[str, dict[str, Any]]:
@@ -116,3 +118,7 @@ def _check_kwargs(factory: Callable, name: str, kwargs: Mapping[str, Any], field
     for key in kwargs:
         if key not in accepted or key in hidden:
             raise ConfigError(f"{field}.{key}", f"unknown option for '{name}'; allowed: {', '.join(allowed)}")
+    mismatch = first_mismatch(factory, {k: v for k, v in kwargs.items() if k not in getattr(factory, "nested", {})})
+    if mismatch:
+        key, expected = mismatch
+        raise ConfigError(f"{field}.{key}", f"expected {expected} for '{name}', got {kwargs[key]!r}")

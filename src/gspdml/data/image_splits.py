@@ -10,6 +10,7 @@ in an :class:`ImageFileDataset` with the training or evaluation transform.
 from __future__ import annotations
 
 import inspect
+import typing
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
@@ -153,6 +154,11 @@ IMAGE_OPTIONS = dict(
     val_fraction=0.25, val_fold=None, num_folds=4, val_classes=None, transform="mlrc",
     normalization="imagenet", resize=None, crop=None, on_error="raise", check="exists",
 )
+#: the type of each option, checked at config time (gspdml.typecheck)
+IMAGE_OPTION_TYPES = dict(
+    val_fraction=float, val_fold=Optional[int], num_folds=int, val_classes=Optional[list[int]], transform=str,
+    normalization=str, resize=Optional[int], crop=Optional[int], on_error=str, check=str,
+)
 
 
 def register_image_dataset(name: str, *aliases: str, min_val_classes: int = 1):
@@ -183,9 +189,11 @@ def register_image_dataset(name: str, *aliases: str, min_val_classes: int = 1):
                                       **{**IMAGE_OPTIONS, **kwargs})
 
         keyword = inspect.Parameter.KEYWORD_ONLY
+        hints = typing.get_type_hints(reader)
         factory.__signature__ = inspect.Signature(
-            [p.replace(kind=keyword) for p in own] + [inspect.Parameter("seed", keyword, default=0)]
-            + [inspect.Parameter(k, keyword, default=v) for k, v in IMAGE_OPTIONS.items()]
+            [p.replace(kind=keyword, annotation=hints.get(p.name, p.annotation)) for p in own]
+            + [inspect.Parameter("seed", keyword, default=0, annotation=int)]
+            + [inspect.Parameter(k, keyword, default=v, annotation=IMAGE_OPTION_TYPES[k]) for k, v in IMAGE_OPTIONS.items()]
         )
         factory.__name__ = factory.__qualname__ = name
         factory.__doc__ = reader.__doc__

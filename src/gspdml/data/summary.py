@@ -43,3 +43,29 @@ def ranking_problem(split: EvalSplit) -> Optional[str]:
         return None
     return (f"{len(classes)} classes and {len(labels)} images, {usable} class(es) with a query that has a relevant "
             f"item; retrieval metrics need at least {MIN_RANKING_CLASSES}")
+
+
+def image_size_note(dataset, spec: dict) -> Optional[str]:
+    """The size images are trained at, next to the size of the first training image, for
+    file-based datasets (a 28-px image trained at 227 px costs 60x the compute for nothing)."""
+    paths, crop = getattr(dataset, "paths", None), spec.get("crop", _NO_CROP)
+    if not paths or crop is _NO_CROP:
+        return None
+    from PIL import Image
+
+    from gspdml.data.recipes import RECIPES
+
+    recipe = RECIPES.get(spec.get("transform", "mlrc"))
+    size = int(crop or (recipe[1] if recipe else 0))
+    try:
+        with Image.open(paths[0]) as image:
+            width, height = image.size
+    except OSError:
+        return None
+    note = f"images: trained at {size}x{size} px (data.dataset.crop); the first training image is {width}x{height} px"
+    if size > 2 * max(width, height):
+        note += " - upscaled: set data.dataset.resize and crop near your images' size to train much faster"
+    return note
+
+
+_NO_CROP = object()

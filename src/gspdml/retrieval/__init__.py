@@ -1,4 +1,10 @@
 """Retrieval with a trained embedder: persistent indexes and search (``index``, ``knn``,
 ``build``; a search returns :class:`gspdml.evaluation.RetrievalResults`), the image sources of a
 run (``transforms``, ``images``), the HTML run report (``report``, ``figures``) and
-TorchScript/ONNX export (``export``); CLI in ``cli``."""
+TorchScript/ONNX export (``export``); CLI in ``cli``. From Python: :class:`Encoder` embeds new
+images with a run, :class:`RetrievalIndex` stores and searches them."""
+
+from gspdml.retrieval.encoder import Encoder
+from gspdml.retrieval.index import RetrievalIndex
+
+__all__ = ["Encoder", "RetrievalIndex"]

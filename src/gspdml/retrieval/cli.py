@@ -22,21 +22,9 @@ from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
 from gspdml.retrieval.images import SPLITS, ImageFiles, ImageSource, folder_source, split_source
 from gspdml.retrieval.index import META_FILE, RetrievalIndex
 from gspdml.retrieval.report import build_report, write_report
-from gspdml.retrieval.transforms import eval_transform_from_config
-from gspdml.training import load_run
+from gspdml.retrieval.encoder import image_channels, load_model_and_transform
 from gspdml.training.checkpoint import check_writable_file, check_writable_folder
 from gspdml.training.inference import embed, resolve_device
-
-
-def _image_channels(model) -> int:
-    first = next(m for m in model.backbone.modules() if isinstance(m, torch.nn.Conv2d))
-    return int(first.in_channels)
-
-
-def load_model_and_transform(run_dir: str | Path, device: torch.device):
-    """``(config, model on device, eval transform)`` of a run."""
-    config, model = load_run(run_dir)
-    return config, model.to(device).eval(), eval_transform_from_config(config, _image_channels(model))
 
 
 def _say(line: str) -> None:
@@ -167,7 +155,7 @@ def run_export(args: argparse.Namespace) -> int:
     if size is None:
         raise ConfigError("--image-size", "the run's eval transform does not fix the image size; pass --image-size H W")
     record = export_embedder(
-        model, args.format, out, _image_channels(model), size, transform, model_info(args.run_dir),
+        model, args.format, out, image_channels(model), size, transform, model_info(args.run_dir),
         check=not args.no_check, tolerance=args.tolerance,
     )
     check = record["check"]

@@ -88,13 +88,15 @@ def embed(
 
 
 def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """``{"recall_at_k": {1: .9}}`` -> ``{"recall_at_1": .9}``; numbers only, for JSON logs."""
+    """``{"recall_at_k": {1: .9}}`` -> ``{"recall_at_1": .9}``; numbers only (counts as integers), for JSON logs."""
     flat: dict[str, float] = {}
     for key, value in metrics.items():
         if isinstance(value, Mapping):
             stem = key[: -len("_k")] if key.endswith("_k") else key
             flat.update({f"{stem}_{k}": float(v) for k, v in value.items()})
-        elif isinstance(value, (int, float, np.floating, np.integer)):
+        elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            flat[key] = int(value)  # counts stay integers
+        elif isinstance(value, (float, np.floating)):
             flat[key] = float(value)
     return flat
 

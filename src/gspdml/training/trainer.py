@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from gspdml.config import dump_config
 from gspdml.data import build_data
 from gspdml.data.samplers import ClassBalancedBatchSampler
-from gspdml.data.summary import describe_splits, ranking_problem
+from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
 from gspdml.errors import ConfigError, GspdmlError, TrainingError
 from gspdml.losses import build_loss
 from gspdml.losses.base import MetricLoss
@@ -161,6 +161,8 @@ class Trainer:
                  f"at every evaluation"]
         lines += [f"changed on resume: {key}: {old!r} -> {new!r}" for key, (old, new) in changed.items()]
         lines += describe_splits(self.data)
+        size = image_size_note(self.train_dataset, self.config["data"]["dataset"])
+        lines += [size] if size else []
         if not self.selects:
             lines.append(f"the {self.config['evaluation']['split']} split cannot rank ({ranking_problem(self.eval_split)}): "
                          "training without model selection; the final weights are those of the last step")

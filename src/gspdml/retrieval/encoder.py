@@ -1,0 +1,82 @@
+"""Embed new images with a trained run, from Python::
+
+    from gspdml.retrieval import Encoder, RetrievalIndex
+
+    encoder = Encoder.from_run("runs/own-images")
+    vectors = encoder(["a.jpg", "b.png"])               # [2, D] float32, L2-normalised
+    index = encoder.index("photos/")                     # every image under a folder
+    index.save("photos.index")
+    results = RetrievalIndex.load("photos.index").search(encoder(["query.jpg"]), k=5)
+
+Images are decoded and preprocessed exactly as ``gspdml index``/``search`` do (the run's eval
+transform); an :class:`Encoder` also takes PIL images, or a tensor batch ``[B, C, H, W]`` that is
+already preprocessed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence, Union
+
+import torch
+from PIL import Image
+
+from gspdml.retrieval.build import build_index, model_info
+from gspdml.retrieval.images import ImageFiles, folder_source
+from gspdml.retrieval.index import RetrievalIndex
+from gspdml.retrieval.transforms import eval_transform_from_config
+from gspdml.training import load_run
+from gspdml.training.inference import embed, resolve_device
+
+def image_channels(model: torch.nn.Module) -> int:
+    """Input channels of an embedder (its backbone's first convolution)."""
+    first = next(m for m in model.backbone.modules() if isinstance(m, torch.nn.Conv2d))
+    return int(first.in_channels)
+
+
+def load_model_and_transform(run_dir: str | os.PathLike, device: torch.device, weights: str = "final"):
+    """``(config, model on device in eval mode, eval transform)`` of a run."""
+    config, model = load_run(run_dir, weights=weights)
+    return config, model.to(device).eval(), eval_transform_from_config(config, image_channels(model))
+
+
+Images = Union[torch.Tensor, Sequence[Union[str, os.PathLike, Image.Image]]]
+
+
+class Encoder:
+    """A run's embedder with its eval transform (:meth:`from_run`); calling it embeds images."""
+
+    def __init__(self, run_dir: str | os.PathLike, weights: str = "final", device: str = "auto", batch_size: int = 64):
+        self.run_dir, self.device, self.batch_size = Path(run_dir), resolve_device(device), int(batch_size)
+        self.config, self.model, self.transform = load_model_and_transform(self.run_dir, self.device, weights)
+
+    @classmethod
+    def from_run(cls, run_dir: str | os.PathLike, weights: str = "final", device: str = "auto", batch_size: int = 64) -> "Encoder":
+        """The embedder of ``run_dir`` (``weights``: ``final`` or ``best``, see ``gspdml evaluate --help``)."""
+        return cls(run_dir, weights, device, batch_size)
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.embedding_dim)
+
+    def __call__(self, images: Images) -> torch.Tensor:
+        """Embeddings ``[N, D]`` (float32, CPU) of image files, PIL images or a preprocessed batch."""
+        if isinstance(images, torch.Tensor):
+            with torch.no_grad():
+                return torch.cat([self.model(chunk.to(self.device)).embedding.float().cpu()
+                                  for chunk in images.split(self.batch_size)])
+        items = list(images)
+        if all(isinstance(item, Image.Image) for item in items):
+            return self(torch.stack([self.transform(item.convert("RGB")) for item in items]))
+        paths = [str(Path(item)) for item in items]
+        vectors, _ = embed(self.model, ImageFiles(paths, [None] * len(paths), self.transform), self.batch_size, self.device)
+        return vectors
+
+    def index(self, folder: str | os.PathLike, metric: str = "euclidean", on_error: str = "raise",
+              progress: bool = False) -> RetrievalIndex:
+        """A :class:`RetrievalIndex` of every image under ``folder`` (labels: class sub-folders),
+        as ``gspdml index RUN_DIR FOLDER`` builds it."""
+        source = folder_source(folder, self.transform)
+        return build_index(self.model, source, model_info(self.run_dir), metric, self.batch_size, self.device, progress,
+                           on_error)
