@@ -118,6 +118,7 @@ class Trainer:
         self._interrupted = False
         if resume:
             self._restore(load_state(self.checkpoint_path)[0])
+        self._check_lazy_initialisation()
         if self.is_main:
             if not resume or changed:
                 self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -150,6 +151,20 @@ class Trainer:
         if pairs and not memory and self.config["data"]["samples_per_class"] < 2:
             raise ConfigError("data.samples_per_class", "pair losses need at least 2 samples per class in a batch "
                                                         "(with 1 there is no positive pair and the loss is 0 at every step)")
+
+    def _check_lazy_initialisation(self) -> None:
+        """A layer that initialises from training samples (GSP's k-center prototypes) must have
+        seen enough of them by the first evaluation, where it is initialised at the latest."""
+        cfg = self.config
+        batch = cfg["data"]["classes_per_batch"] * cfg["data"]["samples_per_class"]
+        first = min(cfg["evaluation"]["every"], cfg["schedule"]["max_steps"]) - self.step
+        for name, module in self.model.named_modules():
+            if getattr(module, "is_initialised", True) is False:
+                seen = int(module.memory_filled) + max(first, 0) * batch
+                if seen < module.num_prototypes:
+                    raise ConfigError("evaluation.every", f"{name} needs {module.num_prototypes} training samples to "
+                                      f"initialise its prototypes before the first evaluation, but sees only {seen} "
+                                      f"({first} steps of {batch}); evaluate later or use fewer prototypes")
 
     def _print_header(self, resume: bool, changed: dict) -> None:
         """Where the run goes, on what, and on which data (stderr; stdout carries the results)."""
