@@ -12,7 +12,7 @@ from gspdml.errors import ConfigError
 from gspdml.retrieval.images import ImageSource
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.run import weights_digest
-from gspdml.retrieval.embedding import PartialEmbedding, embed_source
+from gspdml.retrieval.embedding import PartialEmbedding, embed_source, require_some
 
 
 def model_info(run_dir: str | Path) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def build_index(
     """Embed every item of ``source`` that decodes and index it; the index's ``skipped`` names
     the files left out (``on_error="skip"``). A failure with ``"raise"`` is a
     :class:`~gspdml.retrieval.embedding.PartialEmbedding` holding the work done before it."""
-    embedded = embed_source(model, source, batch_size, device, progress, on_error)
+    embedded = require_some(embed_source(model, source, batch_size, device, progress, on_error), "index")
     index = RetrievalIndex(embedded.vectors, embedded.source.paths, embedded.source.labels, metric, info)
     index.skipped = embedded.skipped
     return index
@@ -84,6 +84,7 @@ def append_to_index(
         if stop.done is not None:
             index.add(stop.done.vectors, stop.done.source.paths, stop.done.source.labels)
         raise
-    index.add(embedded.vectors, embedded.source.paths, embedded.source.labels)
+    if embedded.source.paths:
+        index.add(embedded.vectors, embedded.source.paths, embedded.source.labels)
     index.skipped = embedded.skipped
     return len(embedded.source.paths)

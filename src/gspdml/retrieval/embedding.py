@@ -90,9 +90,17 @@ def embed_source(model: nn.Module, source: ImageSource, batch_size: int = 64, de
             done += positions.tolist()
         bar.update(len(part))
     bar.close()
-    if not done:
-        raise DataError(f"none of the {len(items)} images could be decoded, e.g. {next(iter(skipped.items()), '')}")
+    if not done:  # every item failed and was skipped (or there were none)
+        return Embedded(torch.empty(0, 0), source.subset([]), skipped)
     return _result(vectors, done, source, skipped)
+
+
+def require_some(embedded: Embedded, what: str) -> Embedded:
+    """``embedded``, unless no image at all could be embedded for ``what``."""
+    if not embedded.source.paths:
+        example = next(iter(embedded.skipped.values()), "no images")
+        raise DataError(f"{what}: none of the images could be decoded (e.g. {example})")
+    return embedded
 
 
 def _result(vectors: list[torch.Tensor], done: list[int], source: ImageSource, skipped: dict[str, str]) -> Embedded:

@@ -21,7 +21,7 @@ import yaml
 
 from gspdml.errors import DataError
 from gspdml.evaluation.results import RetrievalResults
-from gspdml.retrieval.embedding import embed_source
+from gspdml.retrieval.embedding import embed_source, require_some
 from gspdml.retrieval.figures import heatmap_overlay, png_data_uri, training_curves_svg
 from gspdml.retrieval.images import ImageSource
 from gspdml.retrieval.index import RetrievalIndex
@@ -185,7 +185,7 @@ def build_report(
     (GAP, GMP) get an empty cell.
     """
     model = model.eval()
-    embedded = embed_source(model, source, batch_size, device, progress, on_error)
+    embedded = require_some(embed_source(model, source, batch_size, device, progress, on_error), "report")
     vectors, source = embedded.vectors, embedded.source
     index = RetrievalIndex(vectors, source.paths, source.labels)
     chosen = choose_queries(source.labels, min(queries, len(index)), seed)
