@@ -80,7 +80,8 @@ def describe(hint: Any) -> str:
     if origin is Literal:
         return "one of " + ", ".join(map(repr, args))
     if origin in (list, tuple, collections.abc.Sequence):
-        return f"a list of {describe(args[0])}s".replace("ss", "s") if args else "a list"
+        plural = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
+        return f"a list of {plural.get(args[0], describe(args[0]))}" if args else "a list"
     words = {type(None): "null", bool: "true or false", int: "an integer", float: "a number", str: "a string"}
     return words.get(hint, getattr(hint, "__name__", str(hint)))
 

@@ -1,4 +1,7 @@
+import re
+
 import pytest
+import torch
 import yaml
 
 from gspdml.config import DEFAULTS, PRESETS_DIR, load_config, preset_names
@@ -103,3 +106,39 @@ def test_component_value_errors_surface_at_load_time_with_the_config_path():
     with pytest.raises(ConfigError) as err:
         load_config({"model": {"pooling": {"name": "gsp", "mu": 2}}})
     assert err.value.field == "model.pooling.mu" and "(0, 1]" in str(err.value)
+
+
+# ------------------------------------------------------------- component options by their types
+@pytest.mark.parametrize("override, field, expected", [
+    ("model.pooling.mu=high", "model.pooling.mu", "a number"),
+    ("model.pooling.num_prototypes=abc", "model.pooling.num_prototypes", "an integer"),
+    ("model.pooling.num_prototypes=2.5", "model.pooling.num_prototypes", "an integer"),
+    ("model.pooling.add_max_pool=1", "model.pooling.add_max_pool", "true or false"),
+    ("loss.neg_margin=abc", "loss.neg_margin", "a number"),
+    ("data.dataset={name: image_folder, root: /tmp, resize: big}", "data.dataset.resize", "an integer or null"),
+    ("data.dataset={name: image_folder, root: /tmp, test_fraction: half}", "data.dataset.test_fraction", "a number"),
+    ("data.dataset={name: csv, path: x.csv, val_classes: [1, a]}", "data.dataset.val_classes", "a list of integers or null"),
+])
+def test_component_options_are_type_checked_at_config_time(override, field, expected):
+    with pytest.raises(ConfigError, match=re.escape(f"{field}: expected {expected}")):
+        load_config("demo-gsp", [override])
+
+
+def test_check_value_follows_the_annotations():
+    from typing import Literal, Optional, Sequence
+
+    from gspdml.typecheck import check_value
+
+    assert check_value(3, float) and not check_value(True, float) and not check_value(2.0, int)
+    assert check_value(None, Optional[int]) and not check_value("a", Optional[int])
+    assert check_value([1, 2], Sequence[int]) and not check_value([1, "2"], list[int]) and not check_value(1, list[int])
+    assert check_value("a", Literal["a", "b"]) and not check_value("c", Literal["a", "b"])
+    assert check_value((0.9, 0.99), tuple[float, float]) and check_value(object(), torch.nn.Module)
+
+
+def test_config_fills_the_dataset_defaults_and_resolves_relative_roots(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = load_config("own-images")
+    dataset = config["data"]["dataset"]
+    assert dataset["root"] == str(tmp_path / "images")
+    assert {k: dataset[k] for k in ("val_fold", "num_folds", "val_classes")} == {"val_fold": None, "num_folds": 4, "val_classes": None}

@@ -170,3 +170,24 @@ def test_report_on_unlabelled_images_marks_nothing(tmp_path):
     dom.feed((tmp_path / "run" / "report.html").read_text())
     results = [f for f in dom.figures if "result" in f["classes"]]
     assert len(results) == 4 and all("unknown" in f["classes"] and "(no label)" in f["text"] for f in results)
+
+
+def test_split_layouts_are_labelled_by_class_and_hidden_entries_skipped(tmp_path):
+    from gspdml.retrieval.images import list_image_folder
+
+    write_image_folder(tmp_path / "split" / "train", classes=("red", "green"), per_class=2)
+    write_image_folder(tmp_path / "split" / "test", classes=("blue",), per_class=2)
+    write_image_folder(tmp_path / "split" / ".ipynb_checkpoints", classes=("red",), per_class=1)
+    paths, labels, skipped = list_image_folder(tmp_path / "split")
+    assert labels == ["blue", "blue", "green", "green", "red", "red"]
+    assert skipped == [str((tmp_path / "split" / ".ipynb_checkpoints").resolve())]
+    write_image_folder(tmp_path / "plain", classes=("train", "red"), per_class=1)  # a class named "train"
+    assert list_image_folder(tmp_path / "plain")[1] == ["red", "train"]
+
+
+def test_report_heatmaps_come_with_a_colour_bar(tmp_path):
+    write_run(tmp_path / "run", pooling={"name": "gsp", "init": "random", "num_prototypes": 4, "iters": 5})
+    write_image_folder(tmp_path / "images", per_class=2)
+    assert run_cli("report", tmp_path / "run", "--images", tmp_path / "images", "--no-progress") == 0
+    page = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+    assert page.count('class="colourbar"') == 1 and "colour bar: weight / largest weight, 0 to 1" in page

@@ -57,6 +57,19 @@ def heatmap_overlay(image: np.ndarray, weights: torch.Tensor, alpha: float = 0.5
     return (1.0 - alpha) * rgb + alpha * heat
 
 
+def colour_bar_html(width: int = 160, height: int = 12) -> str:
+    """The 'jet' colour bar of :func:`heatmap_overlay` with its scale (weight / largest weight,
+    0 to 1), as an inline PNG with tick labels."""
+    _, colormaps = _matplotlib()
+    ramp = colormaps["jet"](np.linspace(0.0, 1.0, width))[None, :, :3].repeat(height, axis=0)
+    ticks = "".join(f'<span style="position:absolute;left:{round(f * width) - 8}px;width:16px;text-align:center">{f:g}</span>'
+                    for f in (0.0, 0.25, 0.5, 0.75, 1.0))
+    return (f'<div class="colourbar" title="pooling weight / largest weight of the image">'
+            f'<img src="{png_data_uri(ramp, max_side=width)}" alt="colour bar: weight / largest weight, 0 to 1" '
+            f'width="{width}" height="{height}">'
+            f'<div style="position:relative;width:{width}px;height:14px;font-size:10px">{ticks}</div></div>')
+
+
 def training_curves_svg(rows: Sequence[dict[str, Any]]) -> str:
     """Inline SVG: training loss and validation/test MAP@R (and P@1) against the step.
 

@@ -22,7 +22,7 @@ import yaml
 from gspdml.errors import DataError
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.retrieval.embedding import embed_source, require_some
-from gspdml.retrieval.figures import heatmap_overlay, png_data_uri, training_curves_svg
+from gspdml.retrieval.figures import colour_bar_html, heatmap_overlay, png_data_uri, training_curves_svg
 from gspdml.retrieval.images import ImageSource
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.training.checkpoint import atomic_write_text
@@ -43,7 +43,7 @@ pre{background:#f0f2f5;padding:10px;font-size:12px;overflow:auto;max-height:360p
 .mark{font-weight:bold} .correct .mark{color:#1e9e4a} .wrong .mark{color:#d33a2c}
 .sep{width:2px;align-self:stretch;background:#dde1e6}
 .none{width:104px;height:104px;border:4px dashed #c4c9cf;display:flex;align-items:center;justify-content:center;margin:0 auto;color:#5b6570}
-svg{max-width:100%;height:auto}
+svg{max-width:100%;height:auto} .colourbar{margin:0 0 12px} .colourbar img{display:block;image-rendering:auto}
 """
 
 SCRIPT = """
@@ -218,6 +218,7 @@ def build_report(
 <h2>Retrieval</h2>
 <p class="muted">{len(chosen)} queries, top {k} of the other {len(index) - 1} images each (leave-one-out).
 Blue frame: query; violet: its pooling weights upsampled to the image (colour = weight / largest weight, jet: blue 0 to red 1); green &#10003;: same label as the query, red &#10007;: different.</p>
+{colour_bar_html() if any(h is not None for h in heatmaps) else ""}
 <div id="grid">
 {retrieval_grid(results, pictures, chosen, heatmaps)}
 </div>
