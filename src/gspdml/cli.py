@@ -1,8 +1,9 @@
 """The ``gspdml`` command line.
 
-    gspdml train CONFIG [key.sub=value ...] [--resume]
+    gspdml train CONFIG [key.sub=value ...] [--resume [--allow-changes]]
     gspdml evaluate RUN_DIR [--split test] [--weights final|best]
     gspdml config CONFIG [key.sub=value ...]        # print the resolved, validated config
+    gspdml config --list                             # the shipped presets
     gspdml demo [CONFIG ...]                         # the main job: train and compare methods
     gspdml protocol fair|tuning|conventional CONFIG  # a whole evaluation protocol, resumable
     gspdml index|search|report|export ...            # retrieval (gspdml.retrieval.cli)

@@ -21,7 +21,9 @@ Prototype initialisation (``init="kcenter"``, the authors' TF framework, spec
 reference-implementations.md §1.2): during training the layer behaves as GAP (uniform weights,
 zero attributes) for the first ``memory_size`` samples, storing their clip-normalised GAP
 vectors in a buffer; once it is full, greedy k-center over the memory picks the ``m``
-prototypes and the layer switches to transport pooling. The memory, its fill count and the
+prototypes and the layer switches to transport pooling. The trainer finishes the initialisation
+from the samples seen so far before the first evaluation (:meth:`GSP.finish_initialisation`),
+so no weights are evaluated, selected or saved while the layer still pools as GAP. The memory, its fill count and the
 switch are buffers, so checkpoints and resumed runs keep them. ``init="random"`` starts from
 Glorot-uniform prototypes and pools with transport from the first step.
 """

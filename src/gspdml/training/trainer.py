@@ -5,8 +5,17 @@ A run directory holds ``config.yaml`` (the resolved config), ``metrics.jsonl`` (
 per line: train losses and validation rounds), ``checkpoints/last.safetensors`` (everything needed
 to resume: weights, optimiser moments, sampler position, RNG states, counters, callback state),
 ``checkpoints/best.safetensors`` (the best weights so far), ``model.safetensors`` (the final
-weights) and ``results.json`` (test metrics). ``resume=True`` continues a killed run from its last
-checkpoint and ends with the same weights as an uninterrupted run with the same seed.
+weights), ``results.json`` (test metrics) and, when the ``tensorboard`` package is installed,
+``tensorboard/`` (event files written from the records of ``metrics.jsonl``). The last checkpoint
+is written at every validation round, every ``trainer.checkpoint_every`` steps and on Ctrl-C (at
+the end of the current step). ``resume=True`` continues a stopped run from its last checkpoint
+and ends with the same weights as an uninterrupted run with the same seed; a config that differs
+from the saved one is refused (:mod:`gspdml.training.config_changes`).
+
+Before any work the trainer checks what would make the result silently worse: a validation split
+that cannot rank (refused when it selects the model), pair losses without positive pairs, a GSP
+that could not initialise its prototypes by the first evaluation, an unwritable run directory.
+It prints the run directory, device, precision and split on stderr, and one line per evaluation.
 
 Launched by ``torchrun`` (``WORLD_SIZE > 1``, ``trainer.distributed: auto``), the trainer runs
 data-parallel and matches one process on the global batch (see :mod:`gspdml.training.distributed`);
