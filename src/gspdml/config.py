@@ -141,7 +141,7 @@ def _resolve_dataset(spec: dict[str, Any]) -> None:
     from gspdml.data import DATASETS
 
     factory = DATASETS.get(spec["name"], "data.dataset")
-    hidden = set(getattr(factory, "supplied_by_caller", ()))
+    hidden = {"seed", *getattr(factory, "supplied_by_caller", ())}  # every factory gets the run's seed
     for name, param in inspect.signature(factory).parameters.items():
         if name not in spec and name not in hidden and param.default is not inspect.Parameter.empty:
             spec[name] = copy.deepcopy(param.default)

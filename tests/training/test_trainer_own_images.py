@@ -141,3 +141,13 @@ def test_tensorboard_events_hold_the_records_of_metrics_jsonl(make_config, tmp_p
         assert [v for _, v in logged] == pytest.approx([v for _, v in expected], rel=1e-6)
     final = [r for r in records if r.get("final")][0]
     assert events.Scalars("test_final/map_at_r")[0].value == pytest.approx(final["map_at_r"], rel=1e-6)
+
+
+def test_resume_of_a_run_saved_before_defaults_were_written_out(make_config, tmp_path, capsys):
+    config = load_config(make_config(schedule={"max_steps": 5}))
+    train(config, tmp_path / "run")
+    saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    del saved["trainer"]["checkpoint_every"], saved["data"]["dataset"]["num_folds"]  # as an older version wrote it
+    (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump(saved))
+    train(config, tmp_path / "run", resume=True)
+    assert "changed on resume" not in capsys.readouterr().err

@@ -40,7 +40,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from gspdml.config import dump_config
+from gspdml.config import dump_config, load_config
 from gspdml.data import build_data
 from gspdml.data.samplers import ClassBalancedBatchSampler
 from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
@@ -82,7 +82,7 @@ class Trainer:
             raise ConfigError("name", f"{self.run_dir} already holds a run; resume it (--resume) or choose another name")
         if resume and not self.checkpoint_path.exists():
             raise ConfigError("name", f"nothing to resume: no checkpoint in {self.run_dir}")
-        changed = check_resume_config(_read_yaml(self.run_dir / "config.yaml"), config, allow_changes) if resume else {}
+        changed = check_resume_config(_saved_config(self.run_dir / "config.yaml"), config, allow_changes) if resume else {}
         check_writable_folder(self.run_dir)  # before any work: a read-only or impossible run directory
         self.tensorboard = tensorboard_wanted(config["trainer"]["tensorboard"])
         seed_everything(int(config["seed"]))
@@ -463,8 +463,14 @@ class TrainingInterrupted(GspdmlError):
         super().__init__(f"interrupted at step {step}; checkpoint written to {checkpoint}")
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text()) if path.is_file() else {}
+def _saved_config(path: Path) -> dict[str, Any]:
+    """A run's ``config.yaml`` resolved as a new config is (defaults of this version filled in),
+    so that a default written out since does not read as a change; as saved if it no longer loads."""
+    saved = yaml.safe_load(path.read_text()) if path.is_file() else {}
+    try:
+        return load_config(saved)
+    except GspdmlError:
+        return saved
 
 
 def _unique(items: Iterable[Callback]) -> list[Callback]:
