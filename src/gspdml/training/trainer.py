@@ -82,7 +82,11 @@ class Trainer:
             raise ConfigError("name", f"{self.run_dir} already holds a run; resume it (--resume) or choose another name")
         if resume and not self.checkpoint_path.exists():
             raise ConfigError("name", f"nothing to resume: no checkpoint in {self.run_dir}")
-        changed = check_resume_config(_saved_config(self.run_dir / "config.yaml"), config, allow_changes) if resume else {}
+        if resume:
+            saved = yaml.safe_load((self.run_dir / "config.yaml").read_text()) if (self.run_dir / "config.yaml").is_file() else {}
+            changed = check_resume_config(_resolved(saved), _resolved(config), allow_changes)
+        else:
+            changed = {}
         check_writable_folder(self.run_dir)  # before any work: a read-only or impossible run directory
         self.tensorboard = tensorboard_wanted(config["trainer"]["tensorboard"])
         seed_everything(int(config["seed"]))
@@ -463,14 +467,13 @@ class TrainingInterrupted(GspdmlError):
         super().__init__(f"interrupted at step {step}; checkpoint written to {checkpoint}")
 
 
-def _saved_config(path: Path) -> dict[str, Any]:
-    """A run's ``config.yaml`` resolved as a new config is (defaults of this version filled in),
-    so that a default written out since does not read as a change; as saved if it no longer loads."""
-    saved = yaml.safe_load(path.read_text()) if path.is_file() else {}
+def _resolved(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with this version's defaults filled in (so that a default written out by one
+    side only does not read as a change on resume); as given if it does not load."""
     try:
-        return load_config(saved)
+        return load_config(config)
     except GspdmlError:
-        return saved
+        return config
 
 
 def _unique(items: Iterable[Callback]) -> list[Callback]:
