@@ -41,7 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "model": {
         "backbone": {"name": "small_cnn"},
         "embedding_dim": 128,
-        "head": "local",
+        "head": None,            # null: the pooling's own placement (GSP local, others global)
         "head_bias": True,
         "pooling": {"name": "gap"},
         "pooled_norm": None,
@@ -266,8 +266,8 @@ def _check_values(c: Mapping[str, Any]) -> None:
         _require(c["data"]["classes_per_batch"] % 2 == 0, "data.classes_per_batch",
                  f"must be even when data.halves is true (two class-disjoint halves), got {c['data']['classes_per_batch']}")
     _number(c, "model.embedding_dim", minimum=1, integer=True, allow_none=True)
-    _require(c["model"]["head"] in ("local", "global"), "model.head",
-             f"unknown head position {c['model']['head']!r}; allowed: local (1x1 conv before pooling), global (linear after pooling)")
+    _require(c["model"]["head"] in (None, "local", "global"), "model.head",
+             f"unknown head position {c['model']['head']!r}; allowed: null (the pooling's own), local (1x1 conv before pooling), global (linear after pooling)")
     _require(c["model"]["pooled_norm"] in (None, "layer_norm"), "model.pooled_norm",
              f"unknown pooled_norm {c['model']['pooled_norm']!r}; allowed: null, layer_norm")
     opt = c["optimizer"]
