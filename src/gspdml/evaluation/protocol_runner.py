@@ -10,8 +10,11 @@ The config describes one model; the protocol owns the fields that tell the model
   split (cached as ``test_embeddings.npz`` in its run dir) and
   :func:`~gspdml.evaluation.aggregate.fair_protocol_results` gives the 128D / 512D numbers over
   all seeds^4 realisations (3^4 = 81 with three seeds).
-- ``tuning`` (thesis §5.3, L1302): the same with 5 folds; the result is the mean ± std of each
-  model's metrics on its own validation classes.
+- ``tuning`` (thesis §5.3, L1302: "a single model on the 4/5 of the training set while using 1/5
+  for the validation", repeated 3 times): one split of the training classes, fold 0 of the 5
+  contiguous folds (validation on the last fifth), one model per seed, early-stopping patience 10
+  rounds on CUB and Cars and 7 on SOP and In-shop (other datasets keep ``evaluation.patience``);
+  the result is the mean ± std over the seeds of each model's metrics on the validation classes.
 - ``conventional`` (§7.3): one model per seed on the whole training split (``val_fraction: 0``)
   that monitors the test split (``evaluation.split: test``); the best repeat is reported, and the
   mean ± std over the repeats.
@@ -43,6 +46,11 @@ from gspdml.evaluation.protocols import FAIR_FOLDS, TUNING_FOLDS, ClassFold, fai
 from gspdml.evaluation.tables import CONVENTIONAL_COLUMNS, FAIR_COLUMNS, TUNING_COLUMNS, write_results_table
 
 FOLDS = {"fair": (FAIR_FOLDS, fair_protocol_folds), "tuning": (TUNING_FOLDS, tuning_protocol_folds)}
+#: how many of the protocol's folds are trained: all four for fair, the one 4/5 split for tuning
+FOLDS_USED = {"fair": FAIR_FOLDS, "tuning": 1}
+#: tuning-protocol early-stopping patience per dataset (thesis L1302)
+TUNING_PATIENCE = {"cub200": 10, "cub": 10, "cars196": 10, "cars": 10, "sop": 7, "stanford_online_products": 7,
+                   "inshop": 7, "in_shop": 7}
 COLUMNS = {"fair": FAIR_COLUMNS, "tuning": TUNING_COLUMNS, "conventional": CONVENTIONAL_COLUMNS}
 PROTOCOLS = tuple(COLUMNS)
 TEST_CACHE = "test_embeddings.npz"
@@ -73,7 +81,7 @@ def plan_protocol(config: dict, protocol: str, seeds: Sequence[int], root: Path)
     if protocol == "conventional":
         return [ProtocolRun(f"seed{s}", None, int(s), root / f"seed{s}", _conventional_config(config, int(s))) for s in seeds], []
     num_folds, make_folds = FOLDS[protocol]
-    folds = make_folds(_training_classes(config, protocol, num_folds))
+    folds = make_folds(_training_classes(config, protocol, num_folds))[: FOLDS_USED[protocol]]
     runs = [ProtocolRun(f"fold{f.index}-seed{s}", f.index, int(s), root / f"fold{f.index}-seed{s}",
                         _fold_config(config, protocol, f.index, num_folds, int(s)))
             for f in folds for s in seeds]
@@ -151,6 +159,8 @@ def _fold_config(config: dict, protocol: str, fold: int, num_folds: int, seed: i
         spec.pop(option, None)
     spec.update(val_fold=fold, num_folds=num_folds)
     run["evaluation"]["split"] = "val"
+    if protocol == "tuning" and name in TUNING_PATIENCE:
+        run["evaluation"]["patience"] = TUNING_PATIENCE[name]
     return run
 
 

@@ -7,7 +7,7 @@ with the ``lr_multiplier`` the loss declares (e.g. proxies at x100). Nobody can 
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Optional
 
 import torch
 from torch import nn
@@ -93,3 +93,29 @@ class PlateauSchedule:
 
     def load_state_dict(self, state: Mapping[str, float]) -> None:
         self.scale, self.best, self.bad_rounds = float(state["scale"]), float(state["best"]), int(state["bad_rounds"])
+
+
+def clip_gradients(model: nn.Module, max_norm: Optional[float], max_value: Optional[float]) -> None:
+    """Clip the network's gradients: first the global L2 norm to ``max_norm``, then each entry to
+    ``[-max_value, max_value]`` (either may be ``None``). Loss parameters (proxies, class
+    embeddings) are not clipped, as in ProxyNCA++'s ``clip_grad_value_(model.parameters(), 10)``;
+    the GSP/CCP authors' TF configs set both limits to 10."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    if max_norm:
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+    if max_value:
+        torch.nn.utils.clip_grad_value_(params, max_value)
+
+
+class StepDecay:
+    """``lr = initial_lr * factor ** (step // every)`` for every group (``torch.optim.lr_scheduler.StepLR``
+    counted in training steps): Metrix decays by 0.1, 0.5 or 0.25 every 10 epochs (seed 003 §2.4.1).
+    A function of the step count alone, so a resumed run needs no state."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, every: int, factor: float):
+        self.optimizer, self.every, self.factor = optimizer, int(every), float(factor)
+
+    def apply(self, step: int) -> None:
+        scale = self.factor ** (step // self.every)
+        for group in self.optimizer.param_groups:
+            group["lr"] = group["initial_lr"] * scale
