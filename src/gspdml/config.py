@@ -295,9 +295,13 @@ def _check_values(c: Mapping[str, Any]) -> None:
     _number(c, "schedule.warmup_steps", minimum=0, integer=True)
     decay = c["schedule"]["step_decay"]
     if decay is not None:
-        _require(isinstance(decay, Mapping) and set(decay) == {"every", "factor"}, "schedule.step_decay",
-                 f"expected null or {{every: steps, factor: number}}, got {decay!r}")
-        _number(c, "schedule.step_decay.every", minimum=1, integer=True)
+        _require(isinstance(decay, Mapping) and set(decay) in ({"every", "factor"}, {"milestones", "factor"}), "schedule.step_decay",
+                 f"expected null, {{every: steps, factor: number}} or {{milestones: [steps], factor: number}}, got {decay!r}")
+        if "every" in decay:
+            _number(c, "schedule.step_decay.every", minimum=1, integer=True)
+        else:
+            _require(isinstance(decay["milestones"], list) and all(isinstance(m, int) and m >= 1 for m in decay["milestones"]),
+                     "schedule.step_decay.milestones", f"expected a list of steps >= 1, got {decay['milestones']!r}")
         _number(c, "schedule.step_decay.factor", minimum=0, exclusive=True)
         _require(c["schedule"]["plateau"] is None, "schedule.step_decay", "use either schedule.plateau or schedule.step_decay, not both")
     plateau = c["schedule"]["plateau"]

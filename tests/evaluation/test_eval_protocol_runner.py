@@ -209,3 +209,26 @@ def test_protocol_errors_name_the_problem(tmp_path):
         run_protocol(config, "fair", seeds=(0, 0))
     with pytest.raises(ConfigError, match="num_folds.*must be in \\[2, 3\\]"):
         run_protocol(load_config(tiny_config(tmp_path, class_split=[3, 0, 4])), "fair", seeds=(0,))
+
+
+def test_two_stage_protocol_replays_the_train_stage_drops_and_length(tmp_path):
+    """ProxyNCA++'s train -> trainval: stage 2 runs on all training classes for the stage-1 best
+    step, with the rate cut by the plateau factor at each stage-1 drop before that step."""
+    config = load_config(tiny_config(tmp_path), ["schedule.max_steps=12", "evaluation.every=1",
+                                                 "schedule.plateau={factor: 0.1, patience: 1, min_lr: 1.0e-9}"])
+    out = run_protocol(config, "two_stage", seeds=(0,))
+    root = tmp_path / "runs" / "tiny"
+    stage1 = json.loads((root / "train-seed0" / "results.json").read_text())
+    stage2 = yaml.safe_load((root / "trainval-seed0" / "config.yaml").read_text())
+    assert stage1["lr_drop_steps"]  # patience 1 over 12 evaluations: the rate drops
+    expected = [s for s in stage1["lr_drop_steps"] if s < max(stage1["best_step"], 1)]
+    assert stage2["schedule"]["max_steps"] == max(stage1["best_step"], 1)
+    assert stage2["schedule"]["plateau"] is None
+    assert stage2["schedule"]["step_decay"] == ({"milestones": expected, "factor": 0.1} if expected else None)
+    assert "val_fold" not in stage2["data"]["dataset"]  # all training classes
+    assert not stage2["evaluation"]["restore_best"]
+    first = yaml.safe_load((root / "train-seed0" / "config.yaml").read_text())["data"]["dataset"]
+    assert (first["val_fold"], first["num_folds"]) == (0, 2)
+    assert sorted(out["per_model"]) == ["trainval-seed0"] and out["stages"]["trainval-seed0"] == stage1
+    with pytest.raises(ConfigError, match="schedule.plateau"):
+        run_protocol(load_config(tiny_config(tmp_path)), "two_stage", seeds=(0,))

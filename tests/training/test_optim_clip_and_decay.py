@@ -41,11 +41,16 @@ def test_step_decay_by_hand():
     for step, lr in ((0, 2.0), (9, 2.0), (10, 1.0), (25, 0.5), (30, 0.25)):
         decay.apply(step)
         assert optimizer.param_groups[0]["lr"] == lr
+    milestones = StepDecay(optimizer, milestones=[12, 5], factor=0.1)  # ProxyNCA++ trainval
+    for step, lr in ((4, 2.0), (5, 0.2), (11, 0.2), (12, 0.02), (40, 0.02)):
+        milestones.apply(step)
+        assert optimizer.param_groups[0]["lr"] == pytest.approx(lr)
 
 
 @pytest.mark.parametrize("schedule, field", [
     ({"step_decay": {"every": 0, "factor": 0.5}}, "schedule.step_decay.every"),
     ({"step_decay": {"every": 10}}, "schedule.step_decay"),
+    ({"step_decay": {"milestones": [0, 3], "factor": 0.1}}, "schedule.step_decay.milestones"),
     ({"step_decay": {"every": 10, "factor": 0.5}, "plateau": {"factor": 0.5}}, "schedule.step_decay"),
 ])
 def test_bad_step_decay_is_named(schedule, field):

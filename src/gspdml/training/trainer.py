@@ -264,7 +264,7 @@ class Trainer:
             self.bad_rounds += 1
         self._log({"step": self.step, "split": ev["split"], **metrics, "best": self.best_metric})
         if self.plateau:
-            self.plateau.step(value)
+            self.plateau.step(value, at_step=self.step)
         for callback in self.callbacks:
             callback.on_evaluation(self, metrics)
         patience = ev["patience"]
@@ -289,6 +289,7 @@ class Trainer:
         results: dict[str, Any] = {
             "name": cfg["name"], "steps": self.step, "best_step": self.best_step,
             "best_" + cfg["evaluation"]["metric"]: self.best_metric, "stopped_early": self.stopped_early,
+            "lr_drop_steps": list(self.plateau.drops) if self.plateau else [],
         }
         if self.data.test is not None:
             results["test"] = self.evaluate(self.data.test)
