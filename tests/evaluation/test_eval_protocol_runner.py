@@ -221,8 +221,10 @@ def test_two_stage_protocol_replays_the_train_stage_drops_and_length(tmp_path):
     stage1 = json.loads((root / "train-seed0" / "results.json").read_text())
     stage2 = yaml.safe_load((root / "trainval-seed0" / "config.yaml").read_text())
     assert stage1["lr_drop_steps"]  # patience 1 over 12 evaluations: the rate drops
-    expected = [s for s in stage1["lr_drop_steps"] if s < max(stage1["best_step"], 1)]
-    assert stage2["schedule"]["max_steps"] == max(stage1["best_step"], 1)
+    ratio = 8 / 4  # 8 training classes of 4 images each; stage 1 trains on the first 4 classes
+    length = max(round(stage1["best_step"] * ratio), 1)
+    expected = [round(s * ratio) for s in stage1["lr_drop_steps"] if 1 <= round(s * ratio) < length]
+    assert stage2["schedule"]["max_steps"] == length
     assert stage2["schedule"]["plateau"] is None
     assert stage2["schedule"]["step_decay"] == ({"milestones": expected, "factor": 0.1} if expected else None)
     assert "val_fold" not in stage2["data"]["dataset"]  # all training classes

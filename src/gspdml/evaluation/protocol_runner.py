@@ -22,9 +22,10 @@ The config describes one model; the protocol owns the fields that tell the model
   ``--mode trainval``): per seed, stage 1 trains on the first half of the training classes and
   validates on the second half (``val_fold: 0, num_folds: 2``) with the config's reduce-on-plateau
   schedule, recording the steps of its learning-rate drops and its best step; stage 2 retrains
-  from scratch on all training classes with the rate dropped by the plateau factor at those steps
-  (``schedule.step_decay.milestones``), stops at the best step, keeps its last weights and is
-  evaluated on the test split. Reported like ``conventional`` over the stage-2 models.
+  from scratch on all training classes with the rate dropped by the plateau factor at the same
+  *epochs* (``schedule.step_decay.milestones``: the stage-1 steps times the ratio of the two
+  training-set sizes), stops at the best epoch, keeps its last weights and is evaluated on the
+  test split. Reported like ``conventional`` over the stage-2 models.
 
 Runs live in ``<root>/fold<f>-seed<s>/`` (``<root>/seed<s>/`` for ``conventional``), ``root`` =
 ``<output_dir>/<name>`` of the config. They are resumable model by model: a run with
@@ -202,14 +203,17 @@ def _train_stage_config(config: dict, seed: int) -> dict:
     return run
 
 
-def _trainval_stage_config(config: dict, seed: int, stage1: dict) -> dict:
-    """Stage 2 of ``two_stage``: all training classes, the stage-1 drops as milestones, the stage-1
-    best step as the length, no selection (the last weights are the model)."""
+def _trainval_stage_config(config: dict, seed: int, stage1: dict, ratio: float) -> dict:
+    """Stage 2 of ``two_stage``: all training classes, the stage-1 drops as milestones and the
+    stage-1 best step as the length, both scaled by ``ratio`` (training images of stage 2 over
+    stage 1, so that epochs line up), no selection (the last weights are the model)."""
     run = _conventional_config(config, seed)
     run["name"] = f"{config['name']}-trainval-seed{seed}"
     factor = float(config["schedule"]["plateau"].get("factor", 0.5))
-    drops = [int(s) for s in stage1["lr_drop_steps"] if 1 <= s < max(int(stage1["best_step"]), 1)]
-    run["schedule"].update(plateau=None, max_steps=max(int(stage1["best_step"]), 1),
+    length = max(round(int(stage1["best_step"]) * ratio), 1)
+    drops = [round(int(s) * ratio) for s in stage1["lr_drop_steps"]]
+    drops = [s for s in drops if 1 <= s < length]
+    run["schedule"].update(plateau=None, max_steps=length,
                            step_decay={"milestones": drops, "factor": factor} if drops else None)
     run["evaluation"].update(patience=None, restore_best=False)
     return run
@@ -222,9 +226,16 @@ def _run_two_stage(config: dict, seeds: Sequence[int], root: Path) -> tuple[list
         status[run.name] = _train_or_skip(run)
         stage1 = json.loads((run.run_dir / "results.json").read_text())
         name = f"trainval-seed{run.seed}"
-        second.append(ProtocolRun(name, None, run.seed, root / name, _trainval_stage_config(config, run.seed, stage1)))
+        ratio = _train_size(_conventional_config(config, run.seed)) / _train_size(run.config)
+        second.append(ProtocolRun(name, None, run.seed, root / name, _trainval_stage_config(config, run.seed, stage1, ratio)))
         status[name] = _train_or_skip(second[-1])
     return second, [], status
+
+
+def _train_size(config: dict) -> int:
+    from gspdml.data import build_data
+
+    return len(build_data(config["data"]["dataset"], seed=int(config["seed"])).train)
 
 
 def _training_classes(config: dict, protocol: str, num_folds: int) -> np.ndarray:
