@@ -140,7 +140,7 @@ TABLE = [
      "Metrix §2.4.1: decay 0.1 (Cont) on CUB/Cars, 0.25 on SOP/In-shop"),
     (r"^metrix-.*-(ms|proxy-anchor)$", "schedule.step_decay.factor", 0.5, "Metrix §2.4.1: decay 0.5 for MS and PA"),
     (r"^metrix-.*-ms$", "loss:ms_constants", (17.97, 75.66, 0.77, 0.39), "Metrix code: MS (17.97, 75.66, 0.77), miner 0.39"),
-    (r"^metrix-(sop|inshop)-", "loss:mix_chunk", 512, "bounded memory at SOP scale (benchmarks/metrix_memory.py)"),
+    (r"^metrix-(sop|inshop)-", "loss:mix_chunk", 256, "bounded memory at SOP scale (benchmarks/metrix_memory.py)"),
     # --- ProxyNCA++ as published (ProxyNCA++ paper §4.1; PNCA code) ----------------------------------
     (r"^proxynca-", "model.backbone.name", "resnet50", "ProxyNCA++ paper §4.1: ResNet-50"),
     (r"^proxynca-", "model.embedding_dim", 2048, "PNCA code: sz_embedding 2048"),

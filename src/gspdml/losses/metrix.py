@@ -54,8 +54,8 @@ class Metrix(MetricLoss):
         renormalize: L2-normalise mixed embeddings.
         mix_chunk: feature level only: embed the mixed maps in chunks of this many, each under
             activation checkpointing, so that memory holds one chunk's maps and activations at a
-            time instead of all of them (SOP: batches of 100 give ~9,500 mixed 2048x7x7 maps,
-            3.8 GB each copy); the values and gradients are the same. ``null``: all at once.
+            time instead of all of them (SOP: balanced batches of 20 x 5 give 38,000 mixed 2048x7x7 maps,
+            at 400 KB each); the values and gradients are the same. ``null``: all at once.
             (``benchmarks/metrix_memory.py`` prints the peak memory.)
     """
 
