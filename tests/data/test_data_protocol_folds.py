@@ -57,7 +57,7 @@ def test_fair_presets_train_each_fold_on_its_classes(dataset, tmp_path, write_im
     overrides = [f"data.dataset.root={tmp_path / 'data'}", f"data.dataset.resize={SMALL['resize']}",
                  f"data.dataset.crop={SMALL['crop']}"]
     presets = sorted(CONFIGS.glob(f"{dataset}-fair-*.yaml"))
-    assert len(presets) == 4
+    assert len(presets) == 10  # C2 and PNCA with GAP and GSP; MS, triplet, PA, C1+XBM with GSP; C+XML, PA+XML
     for preset in presets:
         assert main(["config", str(preset), *overrides]) == 0
         assert f"root: {tmp_path / 'data'}" in capsys.readouterr().out
