@@ -54,11 +54,11 @@ PROTOTYPES = 8
 MIXING = 0.5
 METHODS = {
     "gsp": ({"name": "gsp", "num_prototypes": PROTOTYPES, "mu": 0.3, "eps": 10.0, "memory_size": 160},
-            {"name": "proxynca_pp"}),
+            {"name": "proxynca_pp", "lr_multiplier": 100}),
     "gsp_zsr": ({"name": "gsp", "num_prototypes": PROTOTYPES, "mu": 0.3, "eps": 10.0, "memory_size": 160},
-                {"name": "zsr", "base": {"name": "proxynca_pp"}, "mixing": MIXING}),
-    "gap_xml0": ({"name": "gap"}, {"name": "xml", "base": {"name": "proxynca_pp"}, "num_prototypes": PROTOTYPES, "mixing": 0.0}),
-    "gap_xml": ({"name": "gap"}, {"name": "xml", "base": {"name": "proxynca_pp"}, "num_prototypes": PROTOTYPES, "mixing": MIXING}),
+                {"name": "zsr", "base": {"name": "proxynca_pp", "lr_multiplier": 100}, "mixing": MIXING}),
+    "gap_xml0": ({"name": "gap"}, {"name": "xml", "base": {"name": "proxynca_pp", "lr_multiplier": 100}, "num_prototypes": PROTOTYPES, "mixing": 0.0}),
+    "gap_xml": ({"name": "gap"}, {"name": "xml", "base": {"name": "proxynca_pp", "lr_multiplier": 100}, "num_prototypes": PROTOTYPES, "mixing": MIXING}),
 }
 
 

@@ -4,7 +4,7 @@
     gspdml evaluate RUN_DIR [--split test] [--weights final|best]
     gspdml config CONFIG [key.sub=value ...]        # print the resolved, validated config
     gspdml demo [CONFIG ...]                         # the main job: train and compare methods
-    gspdml protocol fair|tuning|conventional CONFIG  # a whole evaluation protocol, resumable
+    gspdml protocol fair|tuning|conventional|two_stage CONFIG  # a whole evaluation protocol, resumable
     gspdml index|search|report|export ...            # retrieval (gspdml.retrieval.cli)
     gspdml cir freedom|weicom ...                    # composed image retrieval (gspdml.cir.cli)
 """

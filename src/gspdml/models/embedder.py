@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -12,6 +12,7 @@ from gspdml.models.backbones import build_backbone
 from gspdml.models.output import EmbedderOutput
 from gspdml.errors import ConfigError
 from gspdml.pooling import POOLINGS, build_pooling
+from gspdml.pooling.gsp import clip_normalize
 from gspdml.registry import parse_spec
 
 
@@ -35,6 +36,7 @@ class LocalHead(nn.Conv2d):
 
 HEAD_POSITIONS = ("local", "global")
 POOLED_NORMS = (None, "layer_norm")
+NORMALIZE = (True, False, "clip")
 
 
 class Embedder(nn.Module):
@@ -56,6 +58,10 @@ class Embedder(nn.Module):
     GSP, ``global`` for every other pooling); naming ``local`` or ``global`` overrides it.
     ``embedding_dim=None`` keeps the backbone width.
 
+    ``normalize``: ``true`` L2-normalises the embedding, ``clip`` maps it to
+    ``v / max(1, ||v||)`` (the unit-ball projection CCP trains and evaluates with, thesis L649),
+    ``false`` leaves it as it is.
+
     A pooling that reads the backbone map as well (GSP's ``add_max_pool`` and GeMean+GSP) receives
     it with the head: ``pooling(head(F), source=F, project=head)``.
 
@@ -69,7 +75,7 @@ class Embedder(nn.Module):
         backbone: nn.Module,
         pooling: nn.Module,
         head: Optional[nn.Module] = None,
-        normalize: bool = True,
+        normalize: Union[bool, str] = True,
         pooled_norm: Optional[nn.Module] = None,
         projection: Optional[nn.Linear] = None,
     ):
@@ -92,7 +98,10 @@ class Embedder(nn.Module):
         else:
             pooled = self.pooling(local)
         vector = self.projection(self.pooled_norm(pooled.vector))
-        embedding = F.normalize(vector.float(), dim=1) if self.normalize else vector
+        if self.normalize == "clip":
+            embedding = clip_normalize(vector.float())
+        else:
+            embedding = F.normalize(vector.float(), dim=1) if self.normalize else vector
         return EmbedderOutput(embedding, pooled.weights, pooled.attributes, local, vector)
 
     @property
@@ -118,7 +127,10 @@ def build_embedder(model: dict[str, Any], in_channels: int) -> Embedder:
         pooled_norm = nn.LayerNorm(pooling.out_channels(), elementwise_affine=False)
     if dim and position == "global":
         projection = nn.Linear(pooling.out_channels(), int(dim), bias=bias)
-    return Embedder(backbone, pooling, head, bool(model.get("normalize", True)), pooled_norm, projection)
+    normalize = model.get("normalize", True)
+    if normalize not in NORMALIZE:
+        raise ConfigError("model.normalize", f"unknown value {normalize!r}; allowed: true, false, clip")
+    return Embedder(backbone, pooling, head, normalize, pooled_norm, projection)
 
 
 def head_position(model: dict[str, Any]) -> str:
