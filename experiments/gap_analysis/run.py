@@ -75,7 +75,7 @@ def trained_local_features(seed: int, out: Path, steps: int, images_per_class: i
         "name": f"cnn2d-seed{seed}", "output_dir": str(out), "seed": seed,
         "data": {"dataset": {"name": "fashion_mnist", "images_per_class": images_per_class},
                  "classes_per_batch": 6, "samples_per_class": 8},
-        "model": {"backbone": {"name": "small_cnn"}, "embedding_dim": 2, "pooling": {"name": "gap"}},
+        "model": {"backbone": {"name": "small_cnn"}, "embedding_dim": 2, "pooling": {"name": "gap"}, "head": "local"},
         "loss": {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.5},
         "optimizer": {"name": "adam", "lr": 1.0e-3, "weight_decay": 1.0e-4},
         "schedule": {"max_steps": steps},

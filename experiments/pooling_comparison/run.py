@@ -40,7 +40,7 @@ POOLINGS = {
 }
 LOSSES = {
     "C2": "{name: c2, pos_margin: 0.0, neg_margin: 0.5}",
-    "ProxyNCA++": "{name: proxynca_pp}",
+    "ProxyNCA++": "{name: proxynca_pp, lr_multiplier: 100}",
 }
 METRICS = ("map_at_r", "precision_at_1")
 #: ProxyNCA++ stays at chance (loss ln 60) for its first ~80 steps here, so it gets a longer budget

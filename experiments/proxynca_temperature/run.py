@@ -37,7 +37,7 @@ ABLATION = {
     "-fast": (("loss.lr_multiplier=1.0",), "proxies at the base learning rate"),
     "-prob": (("loss.assignment_probability=false",), "ProxyNCA's positive-excluded denominator (seed 002 Eq. 3)"),
 }
-FULL_PROXYNCA = ("model.pooling={name: gmp}", "model.head=global", "model.pooled_norm=layer_norm", "loss={name: proxynca_pp}")
+FULL_PROXYNCA = ("model.pooling={name: gmp}", "model.head=global", "model.pooled_norm=layer_norm", "loss={name: proxynca_pp, lr_multiplier: 100}")
 METRICS = ("recall_at_1", "recall_at_2", "recall_at_4", "recall_at_8", "map_at_r")
 TEMPERATURES = (1.0, 1 / 3, 1 / 9, 1 / 27)
 FULL = dict(steps=150, seeds=(0, 1), rows=tuple(ABLATION), moon_steps=2000)

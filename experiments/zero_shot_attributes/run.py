@@ -54,11 +54,11 @@ PROTOTYPES = 8
 MIXING = 0.5
 METHODS = {
     "gsp": ({"name": "gsp", "num_prototypes": PROTOTYPES, "mu": 0.3, "eps": 10.0, "memory_size": 160},
-            {"name": "proxynca_pp"}),
+            {"name": "proxynca_pp", "lr_multiplier": 100}),
     "gsp_zsr": ({"name": "gsp", "num_prototypes": PROTOTYPES, "mu": 0.3, "eps": 10.0, "memory_size": 160},
-                {"name": "zsr", "base": {"name": "proxynca_pp"}, "mixing": MIXING}),
-    "gap_xml0": ({"name": "gap"}, {"name": "xml", "base": {"name": "proxynca_pp"}, "num_prototypes": PROTOTYPES, "mixing": 0.0}),
-    "gap_xml": ({"name": "gap"}, {"name": "xml", "base": {"name": "proxynca_pp"}, "num_prototypes": PROTOTYPES, "mixing": MIXING}),
+                {"name": "zsr", "base": {"name": "proxynca_pp", "lr_multiplier": 100}, "mixing": MIXING}),
+    "gap_xml0": ({"name": "gap"}, {"name": "xml", "base": {"name": "proxynca_pp", "lr_multiplier": 100}, "num_prototypes": PROTOTYPES, "mixing": 0.0}),
+    "gap_xml": ({"name": "gap"}, {"name": "xml", "base": {"name": "proxynca_pp", "lr_multiplier": 100}, "num_prototypes": PROTOTYPES, "mixing": MIXING}),
 }
 
 
@@ -91,7 +91,8 @@ def train_method(method: str, seed: int, out: Path, steps: int, images_per_class
         "name": f"{method}-seed{seed}", "output_dir": str(out), "seed": seed,
         "data": {"dataset": {"name": DATASET, "images_per_class": images_per_class},
                  "classes_per_batch": 10, "samples_per_class": 4, "halves": True},
-        "model": {"backbone": {"name": "small_cnn", "widths": [16, 32, 64]}, "embedding_dim": 64, "pooling": pooling},
+        "model": {"backbone": {"name": "small_cnn", "widths": [16, 32, 64]}, "embedding_dim": 64, "pooling": pooling,
+                  "head": "local"},  # XML's histograms read the projected local features
         "loss": loss,
         "optimizer": {"name": "adam", "lr": 1.0e-3, "weight_decay": 1.0e-4},
         "schedule": {"max_steps": steps},

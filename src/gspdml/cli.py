@@ -5,7 +5,7 @@
     gspdml config CONFIG [key.sub=value ...]        # print the resolved, validated config
     gspdml config --list                             # the shipped presets
     gspdml demo [CONFIG ...]                         # the main job: train and compare methods
-    gspdml protocol fair|tuning|conventional CONFIG  # a whole evaluation protocol, resumable
+    gspdml protocol fair|tuning|conventional|two_stage CONFIG  # a whole evaluation protocol, resumable
     gspdml index|search|report|export ...            # retrieval (gspdml.retrieval.cli)
     gspdml cir freedom|weicom ...                    # composed image retrieval (gspdml.cir.cli)
 """

@@ -35,13 +35,14 @@ DEFAULTS: dict[str, Any] = {
         "samples_per_class": 4,
         "halves": False,
         "replacement": False,
+        "sampler": "balanced",   # or random: random batches of classes_per_batch x samples_per_class items
         "num_workers": 0,
         "eval_batch_size": 256,
     },
     "model": {
         "backbone": {"name": "small_cnn"},
         "embedding_dim": 128,
-        "head": "local",
+        "head": None,            # null: the pooling's own placement (GSP local, others global)
         "head_bias": True,
         "pooling": {"name": "gap"},
         "pooled_norm": None,
@@ -57,8 +58,9 @@ DEFAULTS: dict[str, Any] = {
         "eps": 1.0e-8,
         "lr_multipliers": {"backbone": 1.0, "head": 1.0, "pooling": 1.0},
         "grad_clip_norm": None,
+        "grad_clip_value": None,
     },
-    "schedule": {"max_steps": 2000, "warmup_steps": 0, "plateau": None},
+    "schedule": {"max_steps": 2000, "warmup_steps": 0, "plateau": None, "step_decay": None},
     "evaluation": {
         "every": 100,
         "split": "val",
@@ -285,12 +287,16 @@ def _check_values(c: Mapping[str, Any]) -> None:
     _number(c, "data.samples_per_class", minimum=1, integer=True)
     _number(c, "data.num_workers", minimum=0, integer=True)
     _number(c, "data.eval_batch_size", minimum=1, integer=True)
+    _require(c["data"]["sampler"] in ("balanced", "random"), "data.sampler",
+             f"unknown sampler {c['data']['sampler']!r}; allowed: balanced, random")
+    _require(not (c["data"]["sampler"] == "random" and c["data"]["halves"]), "data.halves",
+             "class-disjoint halves need the balanced sampler (data.sampler: balanced)")
     if c["data"]["halves"]:
         _require(c["data"]["classes_per_batch"] % 2 == 0, "data.classes_per_batch",
                  f"must be even when data.halves is true (two class-disjoint halves), got {c['data']['classes_per_batch']}")
     _number(c, "model.embedding_dim", minimum=1, integer=True, allow_none=True)
-    _require(c["model"]["head"] in ("local", "global"), "model.head",
-             f"unknown head position {c['model']['head']!r}; allowed: local (1x1 conv before pooling), global (linear after pooling)")
+    _require(c["model"]["head"] in (None, "local", "global"), "model.head",
+             f"unknown head position {c['model']['head']!r}; allowed: null (the pooling's own), local (1x1 conv before pooling), global (linear after pooling)")
     _require(c["model"]["pooled_norm"] in (None, "layer_norm"), "model.pooled_norm",
              f"unknown pooled_norm {c['model']['pooled_norm']!r}; allowed: null, layer_norm")
     opt = c["optimizer"]
@@ -298,6 +304,7 @@ def _check_values(c: Mapping[str, Any]) -> None:
     _number(c, "optimizer.lr", minimum=0, exclusive=True)
     _number(c, "optimizer.weight_decay", minimum=0)
     _number(c, "optimizer.grad_clip_norm", minimum=0, exclusive=True, allow_none=True)
+    _number(c, "optimizer.grad_clip_value", minimum=0, exclusive=True, allow_none=True)
     betas = opt["betas"]
     _require(isinstance(betas, (list, tuple)) and len(betas) == 2 and all(isinstance(b, (int, float)) and 0 <= b < 1 for b in betas),
              "optimizer.betas", f"expected two numbers in [0, 1), got {betas!r}")
@@ -309,6 +316,17 @@ def _check_values(c: Mapping[str, Any]) -> None:
         _require(isinstance(value, (int, float)) and value >= 0, f"optimizer.lr_multipliers.{key}", f"expected a number >= 0, got {value!r}")
     _number(c, "schedule.max_steps", minimum=1, integer=True)
     _number(c, "schedule.warmup_steps", minimum=0, integer=True)
+    decay = c["schedule"]["step_decay"]
+    if decay is not None:
+        _require(isinstance(decay, Mapping) and set(decay) in ({"every", "factor"}, {"milestones", "factor"}), "schedule.step_decay",
+                 f"expected null, {{every: steps, factor: number}} or {{milestones: [steps], factor: number}}, got {decay!r}")
+        if "every" in decay:
+            _number(c, "schedule.step_decay.every", minimum=1, integer=True)
+        else:
+            _require(isinstance(decay["milestones"], list) and all(isinstance(m, int) and m >= 1 for m in decay["milestones"]),
+                     "schedule.step_decay.milestones", f"expected a list of steps >= 1, got {decay['milestones']!r}")
+        _number(c, "schedule.step_decay.factor", minimum=0, exclusive=True)
+        _require(c["schedule"]["plateau"] is None, "schedule.step_decay", "use either schedule.plateau or schedule.step_decay, not both")
     plateau = c["schedule"]["plateau"]
     if plateau is not None:
         _require(isinstance(plateau, Mapping), "schedule.plateau", f"expected null or a mapping, got {plateau!r}")

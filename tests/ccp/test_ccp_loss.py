@@ -7,6 +7,7 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.losses import LOSSES, build_loss
+from gspdml.pooling.gsp import clip_normalize
 
 
 def _unit(x):
@@ -47,8 +48,8 @@ def _c1_reference(anchors, anchor_labels, refs, ref_labels, margin, skip_self=Fa
 
 def test_proxy_as_anchor_c2_equals_loop():
     emb, labels, proxies = _setup()
-    loss = build_loss({"ccp": {"base": {"c2": {"pos_margin": 0.1, "neg_margin": 0.9}}, "proxies_per_class": 3}},
-                      embedding_dim=5, num_classes=4).double()
+    loss = build_loss({"ccp": {"base": {"c2": {"pos_margin": 0.1, "neg_margin": 0.9}}, "proxies_per_class": 3,
+                               "normalization": "l2"}}, embedding_dim=5, num_classes=4).double()
     loss.proxies.data.copy_(proxies)
     proxy_labels = [c for _ in range(3) for c in range(4)]  # k-major layout
     expected = _c2_reference(proxies, proxy_labels, emb, labels.tolist(), 0.1, 0.9)
@@ -58,7 +59,7 @@ def test_proxy_as_anchor_c2_equals_loop():
 def test_samples_as_anchor_c1_with_in_batch_term_equals_loop():
     emb, labels, proxies = _setup(k=2, seed=1)
     spec = {"ccp": {"base": {"c1": {"margin": 0.2}}, "proxies_per_class": 2, "pool_size": 2,
-                    "proxy_as_anchor": False, "proxy_weight": 0.7, "batch_weight": 0.1}}
+                    "proxy_as_anchor": False, "proxy_weight": 0.7, "batch_weight": 0.1, "normalization": "l2"}}
     loss = build_loss(spec, embedding_dim=5, num_classes=4).double()
     loss.proxies.data.copy_(proxies)
     proxy_labels = [c for _ in range(2) for c in range(4)]
@@ -93,10 +94,29 @@ def test_every_registered_pair_loss_can_be_wrapped(name, proxy_as_anchor):
                       embedding_dim=5, num_classes=4).double()
     loss.proxies.data.copy_(proxies)
     value = loss(emb, labels)
+    clipped = clip_normalize(loss.proxies)
     if proxy_as_anchor:
-        expected = loss.base(loss.proxies, loss.proxy_labels, reference=emb, reference_labels=labels)
+        expected = loss.base(clipped, loss.proxy_labels, reference=emb, reference_labels=labels)
     else:
-        expected = loss.base(emb, labels, reference=loss.proxies, reference_labels=loss.proxy_labels)
+        expected = loss.base(emb, labels, reference=clipped, reference_labels=loss.proxy_labels)
     torch.testing.assert_close(value, expected)
     value.backward()
     assert torch.isfinite(loss.proxies.grad).all() and torch.isfinite(emb.grad).all()
+
+
+def test_clip_normalisation_by_hand():
+    """One class, one proxy of norm 2 (clipped to norm 1) and two samples of norms 0.5 and 3 along
+    other axes: clipped, the samples are (0, 0.5) and (0, 0, 1); the proxy (1, 0, 0). C2 with
+    margins (0, 0) sums the positive distances: sqrt(1 + 0.25) and sqrt(2), averaged over the two
+    non-zero terms. With L2 normalisation both distances would be sqrt(2)."""
+    loss = build_loss({"ccp": {"base": {"c2": {"pos_margin": 0.0, "neg_margin": 0.0}}, "proxies_per_class": 1,
+                               "pool_size": 1}}, embedding_dim=3, num_classes=1).double()
+    loss.proxies.data.copy_(torch.tensor([[2.0, 0.0, 0.0]], dtype=torch.float64))
+    emb = torch.tensor([[0.0, 0.5, 0.0], [0.0, 0.0, 3.0]], dtype=torch.float64)
+    labels = torch.tensor([0, 0])
+    expected = (math.sqrt(1.25) + math.sqrt(2.0)) / 2
+    assert loss(emb, labels).item() == pytest.approx(expected, rel=1e-9)
+    loss_l2 = build_loss({"ccp": {"base": {"c2": {"pos_margin": 0.0, "neg_margin": 0.0}}, "proxies_per_class": 1,
+                                  "pool_size": 1, "normalization": "l2"}}, embedding_dim=3, num_classes=1).double()
+    loss_l2.proxies.data.copy_(loss.proxies.data)
+    assert loss_l2(emb, labels).item() == pytest.approx(math.sqrt(2.0), rel=1e-9)

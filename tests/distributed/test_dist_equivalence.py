@@ -39,7 +39,7 @@ def _config(tmp_path, loss, **trainer):
         "name": "ddp", "output_dir": str(tmp_path), "seed": 5,
         "data": {"dataset": {"name": "collage_digits", "images_per_class": 8, "class_split": [12, 6, 6]},
                  "classes_per_batch": 4, "samples_per_class": 4},
-        "model": {"backbone": {"name": "plain_cnn_for_ddp_tests"}, "embedding_dim": 16},
+        "model": {"backbone": {"name": "plain_cnn_for_ddp_tests"}, "embedding_dim": 16, "head": "local"},  # 1x1 head, then GAP
         "loss": loss,
         "optimizer": {"name": "sgd", "lr": 0.02, "momentum": 0.9, "weight_decay": 0.0},
         "schedule": {"max_steps": 6},

@@ -18,8 +18,8 @@ from gspdml.cli import main
 from gspdml.config import load_config
 from gspdml.data import build_data
 from gspdml.errors import ConfigError
-from gspdml.evaluation import fair_protocol_folds, tuning_protocol_folds
-from gspdml.evaluation.protocol_runner import run_protocol
+from gspdml.evaluation import fair_protocol_folds
+from gspdml.evaluation.protocol_runner import _fold_config, run_protocol
 
 SEEDS = (0, 1)
 
@@ -154,13 +154,15 @@ def test_fair_protocol_end_to_end_and_resumable(tmp_path, capsys):
         run_protocol(changed, "fair", seeds=SEEDS)
 
 
-def test_tuning_protocol_has_five_folds(tmp_path):
+def test_tuning_protocol_is_one_four_fifths_split_times_the_seeds(tmp_path):
+    """Thesis L1302, by hand for 10 training classes 0..9: one model per seed on classes 0..7,
+    validated on the last fifth, classes 8 and 9; three seeds give three models, not 5 x 3."""
     config = load_config(tiny_config(tmp_path, class_split=[10, 0, 4]))
-    out = run_protocol(config, "tuning", seeds=(0,))
-    folds = tuning_protocol_folds(np.arange(10))
-    assert [f["val_classes"] for f in out["folds"]] == [f.val_classes.tolist() for f in folds]
-    assert [f["train_classes"] for f in out["folds"]] == [8] * 5
-    assert sorted(out["per_model"]) == [f"fold{f}-seed0" for f in range(5)]
+    out = run_protocol(config, "tuning", seeds=(0, 1, 2))
+    assert [f["val_classes"] for f in out["folds"]] == [[8, 9]]
+    assert [f["train_classes"] for f in out["folds"]] == [8]
+    assert sorted(out["per_model"]) == ["fold0-seed0", "fold0-seed1", "fold0-seed2"]
+    assert out["num_realisations"] == 3
     for name, metrics in out["per_model"].items():
         # the model was selected on its own validation classes: its best validation value is what we re-measure
         result = json.loads((tmp_path / "runs" / "tiny" / name / "results.json").read_text())
@@ -168,6 +170,15 @@ def test_tuning_protocol_has_five_folds(tmp_path):
     values = [m["map_at_r"] for m in out["per_model"].values()]
     assert out["summary"]["val"]["map_at_r"] == pytest.approx({"mean": np.mean(values), "std": np.std(values)})
     assert (tmp_path / "runs" / "tiny" / "results.md").read_text().splitlines()[0] == "| Method | val P@1 | val MAP@R |"
+
+
+@pytest.mark.parametrize("dataset, patience", [("cub", 10), ("cars196", 10), ("sop", 7), ("inshop", 7),
+                                               ("collage_digits", 15)])
+def test_tuning_protocol_patience_is_the_thesis_value_per_dataset(dataset, patience):
+    """Thesis L1302: patience 10 on CUB and Cars, 7 on SOP and In-shop; other datasets keep theirs."""
+    config = load_config({"data": {"dataset": {"name": dataset}}, "evaluation": {"patience": 15}})
+    assert _fold_config(config, "tuning", 0, 5, 0)["evaluation"]["patience"] == patience
+    assert _fold_config(config, "fair", 0, 4, 0)["evaluation"]["patience"] == 15
 
 
 def test_conventional_protocol_monitors_the_test_split(tmp_path, capsys):
@@ -198,3 +209,28 @@ def test_protocol_errors_name_the_problem(tmp_path):
         run_protocol(config, "fair", seeds=(0, 0))
     with pytest.raises(ConfigError, match="num_folds.*must be in \\[2, 3\\]"):
         run_protocol(load_config(tiny_config(tmp_path, class_split=[3, 0, 4])), "fair", seeds=(0,))
+
+
+def test_two_stage_protocol_replays_the_train_stage_drops_and_length(tmp_path):
+    """ProxyNCA++'s train -> trainval: stage 2 runs on all training classes for the stage-1 best
+    step, with the rate cut by the plateau factor at each stage-1 drop before that step."""
+    config = load_config(tiny_config(tmp_path), ["schedule.max_steps=12", "evaluation.every=1",
+                                                 "schedule.plateau={factor: 0.1, patience: 1, min_lr: 1.0e-9}"])
+    out = run_protocol(config, "two_stage", seeds=(0,))
+    root = tmp_path / "runs" / "tiny"
+    stage1 = json.loads((root / "train-seed0" / "results.json").read_text())
+    stage2 = yaml.safe_load((root / "trainval-seed0" / "config.yaml").read_text())
+    assert stage1["lr_drop_steps"]  # patience 1 over 12 evaluations: the rate drops
+    ratio = 8 / 4  # 8 training classes of 4 images each; stage 1 trains on the first 4 classes
+    length = max(round(stage1["best_step"] * ratio), 1)
+    expected = [round(s * ratio) for s in stage1["lr_drop_steps"] if 1 <= round(s * ratio) < length]
+    assert stage2["schedule"]["max_steps"] == length
+    assert stage2["schedule"]["plateau"] is None
+    assert stage2["schedule"]["step_decay"] == ({"milestones": expected, "factor": 0.1} if expected else None)
+    assert "val_fold" not in stage2["data"]["dataset"]  # all training classes
+    assert not stage2["evaluation"]["restore_best"]
+    first = yaml.safe_load((root / "train-seed0" / "config.yaml").read_text())["data"]["dataset"]
+    assert (first["val_fold"], first["num_folds"]) == (0, 2)
+    assert sorted(out["per_model"]) == ["trainval-seed0"] and out["stages"]["trainval-seed0"] == stage1
+    with pytest.raises(ConfigError, match="schedule.plateau"):
+        run_protocol(load_config(tiny_config(tmp_path)), "two_stage", seeds=(0,))

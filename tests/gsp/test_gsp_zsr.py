@@ -45,8 +45,10 @@ def batch(seed=0):
     return emb, labels, z
 
 
-def reference_zs(loss, z, labels, scale):
-    """Algorithm 4 with explicit per-half loops and the dual inversion of the paper."""
+def reference_zs(loss, z, labels, scale, reduction):
+    """Algorithm 4 with explicit per-half loops and the dual inversion of the paper; "mean" divides
+    the sum of the 12 per-sample terms by 12 (the authors' code), "sum_of_halves" adds the two
+    per-half means (Eq. 4.4)."""
     v = loss.class_embeddings.detach().double()
     z = z.double()
     total = 0.0
@@ -57,17 +59,51 @@ def reference_zs(loss, z, labels, scale):
         for i in range(pred.start, pred.stop):
             logits = scale * (v @ (a @ z[i]))
             ce += -torch.log_softmax(logits, 0)[labels[i]]
-        total += ce / 6
-    return total
+        total += ce
+    return total / 12 if reduction == "mean" else total / 6
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum_of_halves"])
 @pytest.mark.parametrize("scale", [1.0, 9.5])
-def test_loss_matches_algorithm_4(scale):
-    loss = make_zsr(logit_scale=scale, mixing=0.1)
+def test_loss_matches_algorithm_4(scale, reduction):
+    loss = make_zsr(logit_scale=scale, mixing=0.1, reduction=reduction)
     emb, labels, z = batch()
     got = loss(emb, labels, EmbedderOutput(emb, attributes=z))
-    expected = 0.9 * loss.base(emb, labels) + 0.1 * reference_zs(loss, z, labels, scale)
+    expected = 0.9 * loss.base(emb, labels) + 0.1 * reference_zs(loss, z, labels, scale, reduction)
     torch.testing.assert_close(got.double(), expected.double(), rtol=1e-5, atol=1e-6)
+
+
+def test_hand_computed_reduction_and_scale_on_a_two_sample_batch():
+    """One sample per half, two classes, unit class embeddings: each half's ridge fit on a single
+    attribute vector z gives A z' = (z.z' / (z.z + ridge)) v_fit, so every logit is known in
+    closed form."""
+    loss = make_zsr(mixing=1.0, ridge=0.5)
+    with torch.no_grad():
+        loss.class_embeddings.zero_()
+        loss.class_embeddings[0, 0] = 1.0
+        loss.class_embeddings[1, 1] = 1.0
+    labels = torch.tensor([0, 1])
+    z = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    ratio_1 = 1.0 / (2.0 + 0.5)  # predict sample 0 from sample 1: z1.z0 / (z1.z1 + 0.5), along v_1
+    ratio_0 = 1.0 / (1.0 + 0.5)  # predict sample 1 from sample 0: z0.z1 / (z0.z0 + 0.5), along v_0
+    for scale, reduction, factor in ((1.0, "sum_of_halves", 1.0), (9.5, "mean", 0.5), (9.5, "sum_of_halves", 1.0)):
+        loss.logit_scale, loss.reduction = scale, reduction
+        # sample 0 (class 0) is predicted along v_1: logits 0 (true class), s r1, and 0 for the 8 others
+        l0 = np.log(8 + np.exp(scale * ratio_1) + 1)
+        # sample 1 (class 1) is predicted along v_0: logits s r0, 0 (true class), and 0 for the 8 others
+        l1 = np.log(8 + np.exp(scale * ratio_0) + 1)
+        expected = factor * (l0 + l1)
+        got = loss.zero_shot_loss(z, labels)
+        assert got.item() == pytest.approx(expected, rel=1e-5), (scale, reduction)
+
+
+def test_defaults_follow_the_authors_code_and_bad_options_are_named():
+    loss = make_zsr()
+    assert (loss.reduction, loss.logit_scale) == ("mean", 9.5)
+    with pytest.raises(ConfigError, match="reduction.*'halves'.*mean, sum_of_halves"):
+        make_zsr(reduction="halves")
+    with pytest.raises(ConfigError, match="logit_scale"):
+        make_zsr(logit_scale=0.0)
 
 
 def test_gradients_reach_class_embeddings_prototypes_and_features():

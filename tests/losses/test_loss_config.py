@@ -19,6 +19,7 @@ def test_xbm_nested_in_a_weighted_list_with_a_proxy_loss(make_batch):
                 "base": {"c2": {"neg_margin": 1.0}},
                 "memory_batches": 2,
                 "start_step": 0,
+                "fill_before_start": False,  # the XBM authors' rule: the memory is read from step 0
                 "memory_weight": 3.0,
                 "weight": 0.5,  # weight of the whole XBM term in the list
             }

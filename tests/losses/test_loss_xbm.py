@@ -10,7 +10,8 @@ from gspdml.losses import LOSSES
 
 
 def _xbm(base="c2", **options):
-    return LOSSES.build({"xbm": {"base": base, **options}})
+    """The XBM authors' rule (enqueue and read from ``start_step`` on) unless the test names one."""
+    return LOSSES.build({"xbm": {"base": base, "fill_before_start": False, **options}})
 
 
 def test_memory_is_a_ring_buffer_in_write_order(make_batch):
@@ -95,10 +96,33 @@ def test_xbm_wraps_an_already_built_pair_loss(make_batch):
     from gspdml.losses.xbm import CrossBatchMemory
 
     base = LOSSES.build({"triplet": {"margin": 0.2}})
-    loss = CrossBatchMemory(base, memory_batches=1, start_step=0).train()
+    loss = CrossBatchMemory(base, memory_batches=1, start_step=0, fill_before_start=False).train()
     emb, labels = make_batch(seed=95)
     assert loss.base is base
     assert loss(emb, labels).item() == pytest.approx(2 * base(emb, labels).item(), rel=1e-12)
+
+
+def test_tf_start_rule_enqueues_from_step_0_and_reads_a_full_memory(make_batch):
+    """The GSP authors' TF rule, worked by hand for start_step = 2, memory_batches = 3: steps 0-3
+    enqueue but use the in-batch term only (after step k the memory holds k + 1 batches, and the
+    term needs start_step + memory_batches = 5); step 4 is the first with the memory term, which
+    then holds batches 2, 3, 4 (batches 0 and 1 were overwritten)."""
+    loss = LOSSES.build({"xbm": {"base": "c2", "memory_batches": 3, "start_step": 2}}).train()
+    base = LOSSES.build("c2")
+    batches = [make_batch(seed=100 + s) for s in range(5)]
+    for k, (emb, labels) in enumerate(batches[:4]):
+        assert loss(emb, labels).item() == pytest.approx(base(emb, labels).item(), rel=1e-12)
+        assert int(loss.filled) == min(k + 1, 3) * len(labels)
+    assert loss.active and int(loss.step) == 4
+    emb, labels = batches[4]
+    size = len(labels)
+    # ring slots after five writes of one batch each: slot 0 <- 0, 3; slot 1 <- 1, 4; slot 2 <- 2
+    memory = torch.cat([batches[3][0], batches[4][0], batches[2][0]]).detach()
+    memory_labels = torch.cat([batches[3][1], batches[4][1], batches[2][1]])
+    expected = base(emb, labels) + base(emb, labels, reference=memory, reference_labels=memory_labels,
+                                        reference_self=torch.arange(size, 2 * size))
+    assert loss(emb, labels).item() == pytest.approx(expected.item(), rel=1e-12)
+    assert torch.equal(loss.memory, memory.to(loss.memory.dtype))
 
 
 def test_xbm_rejects_proxy_bases_and_bad_sizes():

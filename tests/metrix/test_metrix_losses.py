@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 from pytorch_metric_learning import losses as pml
+from pytorch_metric_learning import miners as pml_miners
 
 from gspdml.losses.contrastive import C2Contrastive
 from gspdml.losses.metrix_losses import MIXED_LOSSES
@@ -38,8 +39,24 @@ def test_clean_contrastive_is_c2_and_pml_contrastive():
 
 def test_clean_ms_is_pml_multi_similarity():
     emb, labels = _batch(seed=2)
-    ours = MIXED_LOSSES.build({"ms": {"alpha": 2.0, "beta": 40.0, "base": 0.5}}).clean(emb, labels)
+    ours = MIXED_LOSSES.build({"ms": {"alpha": 2.0, "beta": 40.0, "base": 0.5, "epsilon": None}}).clean(emb, labels)
     torch.testing.assert_close(ours, pml.MultiSimilarityLoss(alpha=2.0, beta=40.0, base=0.5)(emb, labels))
+
+
+@pytest.mark.parametrize("seed", [2, 3, 4])
+def test_clean_ms_with_the_metrix_miner_is_pml_loss_with_its_miner(seed):
+    """The Metrix code: MultiSimilarityLoss(17.97, 75.66, 0.77) on MultiSimilarityMiner(0.39) pairs."""
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.arange(16) % 4
+    centres = torch.randn(4, 8, generator=g, dtype=torch.float64)  # clustered, so the miner drops easy pairs
+    emb = _unit(centres[labels] + 0.7 * torch.randn(16, 8, generator=g, dtype=torch.float64))
+    loss = MIXED_LOSSES.build("ms")
+    assert (loss.alpha, loss.beta, loss.base, loss.epsilon) == (17.97, 75.66, 0.77, 0.39)
+    miner = pml_miners.MultiSimilarityMiner(epsilon=0.39)
+    expected = pml.MultiSimilarityLoss(alpha=17.97, beta=75.66, base=0.77)(emb, labels, miner(emb, labels))
+    torch.testing.assert_close(loss.clean(emb, labels), expected)
+    unmined = MIXED_LOSSES.build({"ms": {"epsilon": None}}).clean(emb, labels)
+    assert abs(float(unmined) - float(expected)) > 1e-6
 
 
 def test_mixed_contrastive_equals_loop():
@@ -86,7 +103,8 @@ def test_mixed_ms_equals_eq_2_13():
 def test_mixed_example_with_lambda_0_or_1_is_the_clean_negative_or_positive(name, lam):
     """A pos-neg mix with lambda = 1 is the positive, with lambda = 0 the negative (Eq. 2.11)."""
     emb, labels = _batch(seed=5)
-    loss = MIXED_LOSSES.build({"name": name, **({"neg_margin": 1.2} if name == "contrastive" else {})})
+    options = {"contrastive": {"neg_margin": 1.2}, "ms": {"alpha": 18.0, "beta": 75.0, "base": 0.77}}.get(name, {})
+    loss = MIXED_LOSSES.build({"name": name, **options})
     a = 0
     p = int(torch.nonzero((labels == labels[a]) & (torch.arange(len(labels)) != a))[0])
     n = int(torch.nonzero(labels != labels[a])[0])
@@ -122,8 +140,10 @@ def _proxy_anchor(variant, classes=3, dim=6, seed=7):
     return loss
 
 
-def _proxy_anchor_loop(loss, candidates, soft_labels):
-    """Per proxy q: positive and negative log-sum terms with soft labels, then the variant's means."""
+def _proxy_anchor_loop(loss, candidates, soft_labels, negative=None):
+    """Per proxy q: positive and negative log-sum terms with soft labels (negative weights
+    ``1 - y`` unless given), then the variant's means."""
+    negative = 1 - soft_labels if negative is None else negative
     alpha, delta = loss.alpha, loss.delta
     proxies = _unit(loss.proxies.detach())
     pos, neg = [], []
@@ -132,7 +152,8 @@ def _proxy_anchor_loop(loss, candidates, soft_labels):
         ys = [float(y) for y in soft_labels[q]]
         pos.append(math.log1p(sum(y * math.exp(-alpha * (s - delta)) for s, y in zip(sims, ys))))
         shift = delta if loss.variant == "original" else -delta
-        neg.append(math.log1p(sum((1 - y) * math.exp(alpha * (s + shift)) for s, y in zip(sims, ys))))
+        ns = [float(w) for w in negative[q]]
+        neg.append(math.log1p(sum(w * math.exp(alpha * (s + shift)) for s, w in zip(sims, ns))))
     if loss.variant == "original":
         with_pos = sum(1 for q in range(len(proxies)) if float(soft_labels[q].sum()) > 0)
         return sum(pos) / with_pos + sum(neg) / len(proxies)
@@ -153,10 +174,14 @@ def test_mixed_proxy_anchor_equals_loop_with_soft_labels(variant):
     labels = labels % 3
     loss = _proxy_anchor(variant)
     soft = torch.zeros(3, len(triples), dtype=torch.float64)
+    negative = torch.zeros(3, len(triples), dtype=torch.float64)
     for j, (_, f, s) in enumerate(triples.tolist()):
         soft[labels[f], j] += lam[j]
         soft[labels[s], j] += 1 - lam[j]
-    expected = _proxy_anchor_loop(loss, mixed, soft)
+    for j, (_, f, s) in enumerate(triples.tolist()):
+        for q in {int(labels[f]), int(labels[s])}:  # Eq. 2.8: only the parents' proxies label the mixture
+            negative[q, j] = 1 - soft[q, j]
+    expected = _proxy_anchor_loop(loss, mixed, soft, negative)
     assert float(loss.mixed(emb, labels, mixed, triples, lam).detach()) == pytest.approx(expected, rel=1e-9)
     clean_expected = _proxy_anchor_loop(loss, emb, torch.nn.functional.one_hot(labels, 3).T)
     assert float(loss.clean(emb, labels).detach()) == pytest.approx(clean_expected, rel=1e-9)
@@ -164,11 +189,27 @@ def test_mixed_proxy_anchor_equals_loop_with_soft_labels(variant):
 
 @pytest.mark.parametrize("lam", [0.0, 1.0])
 def test_mixed_proxy_anchor_with_lambda_0_or_1_is_the_clean_loss_of_one_source(lam):
-    emb, labels = _batch(seed=10, classes=3)
-    loss = _proxy_anchor("original")
+    """With two classes both proxies are the parents' proxies, so the mixture at lambda = 0 or 1
+    is exactly one clean example."""
+    emb, labels = _batch(seed=10, classes=2)
+    loss = _proxy_anchor("original", classes=2)
     p = 0
     n = int(torch.nonzero(labels != labels[p])[0])
     mixed = (lam * emb[p] + (1 - lam) * emb[n])[None]
     value = loss.mixed(emb, labels, mixed, torch.tensor([[p, p, n]]), torch.tensor([lam], dtype=torch.float64))
     source = p if lam == 1.0 else n
     torch.testing.assert_close(value, loss.clean(emb[source : source + 1], labels[source : source + 1]))
+
+
+def test_mixed_proxy_anchor_ignores_proxies_of_other_classes():
+    """No negative-negative mixing: the proxy of a third class gets no gradient from a mixture of
+    classes 0 and 1, while it does from the clean loss of the same two examples."""
+    loss = _proxy_anchor("original")
+    emb = _unit(torch.randn(2, 6, generator=torch.Generator().manual_seed(11), dtype=torch.float64))
+    labels = torch.tensor([0, 1])
+    mixed = _unit(0.3 * emb[0] + 0.7 * emb[1])[None]
+    loss.mixed(emb, labels, mixed, torch.tensor([[0, 0, 1]]), torch.tensor([0.3], dtype=torch.float64)).backward()
+    assert float(loss.proxies.grad[2].abs().sum()) == 0.0 and float(loss.proxies.grad[:2].abs().sum()) > 0
+    loss.proxies.grad = None
+    loss.clean(emb, labels).backward()
+    assert float(loss.proxies.grad[2].abs().sum()) > 0

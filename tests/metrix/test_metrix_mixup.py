@@ -13,6 +13,7 @@ from gspdml.losses import build_loss
 from gspdml.losses.contrastive import C2Contrastive
 from gspdml.losses.metrix_pairs import mixing_triples
 from gspdml.models import Embedder
+from gspdml.pooling import POOLINGS
 from gspdml.pooling.simple import GAP
 
 
@@ -163,3 +164,24 @@ def test_proxy_anchor_metrix_mixes_each_pair_of_examples_once():
     torch.testing.assert_close(total, expected)
     total.backward()
     assert loss.loss.proxies.grad.abs().sum() > 0 and emb.grad.abs().sum() > 0
+
+
+def test_chunked_feature_mixup_gives_the_same_loss_and_gradients():
+    """``mix_chunk`` embeds the mixed maps a few at a time under checkpointing: same value and
+    same gradients (on the maps and on the embedding layer) as all at once, on GAP+GMP."""
+    torch.manual_seed(0)
+    model = Embedder(nn.Identity(), POOLINGS.build("gap_gmp", in_channels=4),
+                     projection=nn.Linear(4, 3).double())
+    labels = torch.tensor([0, 0, 1, 1, 2, 3, 3])
+    maps = torch.randn(7, 4, 3, 3, dtype=torch.float64, requires_grad=True)
+    spec = {"loss": {"contrastive": {"neg_margin": 1.5}}, "level": "feature", "mix_weight": 1.0}
+    results = []
+    for chunk in (None, 3):
+        loss = build_loss({"metrix": {**spec, "mix_chunk": chunk}}, embedding_dim=3, num_classes=4)
+        total = loss.training_objective(model, maps, labels, kind="pos_neg", lam=0.3)
+        results.append((total, *torch.autograd.grad(total, (maps, model.projection.weight))))
+    assert len(mixing_triples(labels, "pos_neg")) > 3  # more than one chunk
+    for whole, chunked in zip(*results):
+        torch.testing.assert_close(chunked, whole)
+    with pytest.raises(ConfigError, match="mix_chunk"):
+        build_loss({"metrix": {**spec, "level": "embedding", "mix_chunk": 8}}, embedding_dim=3, num_classes=4)

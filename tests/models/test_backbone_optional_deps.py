@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent(
         assert name in BACKBONES, name
     model = build_embedder({"backbone": {"name": "resnet20", "freeze_bn": True}, "embedding_dim": 8, "pooling": "gap"}, 3)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    loss = model(torch.randn(4, 3, 32, 32)).embedding.pow(2).sum(1).sub(1).abs().sum() + model.head.weight.sum()
+    loss = model(torch.randn(4, 3, 32, 32)).embedding.pow(2).sum(1).sub(1).abs().sum() + model.projection.weight.sum()
     loss.backward()
     optimizer.step()
     try:

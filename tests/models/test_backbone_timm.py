@@ -39,3 +39,14 @@ def test_bad_timm_options_name_the_field():
         build_backbone({"name": "timm", "model": "no_such_net"}, 3)
     with pytest.raises(ConfigError, match="model.backbone.output: 'grid' is not one of auto, tokens, map"):
         build_backbone({"name": "timm", "model": "resnet18", "output": "grid"}, 3)
+
+
+def test_vit_without_class_token_has_no_cls_in_the_encoder():
+    """SimPool's ViT: the encoder itself has no CLS token (not only the output)."""
+    backbone = build_backbone({"name": "vit", "model": "vit_tiny_patch16_224", "img_size": 64, "class_token": False}, 3)
+    assert backbone.model.cls_token is None and backbone.prefix_tokens == 0
+    with torch.no_grad():
+        tokens = backbone.eval()(torch.randn(2, 3, 64, 64))
+    assert tokens.shape == (2, 16, 192)
+    with_cls = build_backbone({"name": "vit", "model": "vit_tiny_patch16_224", "img_size": 64}, 3)
+    assert with_cls.model.cls_token is not None and with_cls.prefix_tokens == 1

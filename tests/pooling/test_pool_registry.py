@@ -17,7 +17,9 @@ NAMES = POOLINGS.names()
 C, H, W = 24, 5, 6
 # Options for layers whose default starts with a warm-up in which some parameters are unused
 # (GSP's k-center initialisation pools with GAP until its memory is full).
-OPTIONS = {"gsp": {"init": "random"}}
+# SimPool's default gamma depends on the layout (1.25 on tokens, 2 on maps): fixed here so that a
+# map and its tokens are the same input
+OPTIONS = {"gsp": {"init": "random"}, "simpool": {"gamma": 2.0}}
 
 
 def make(name, channels=C, seed=0):

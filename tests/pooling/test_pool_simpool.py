@@ -107,3 +107,16 @@ def test_beta_shift_and_options():
         build_pooling({"simpool": {"min_scope": "global"}}, 16)
     with pytest.raises(ConfigError, match="model.pooling.gamma"):
         build_pooling({"simpool": {"gamma": 0}}, 16)
+
+
+def test_auto_gamma_is_1_25_on_vit_tokens_and_2_on_cnn_maps():
+    X, WQ, WK = spec_inputs()
+    pool = simpool_with(WQ, WK)  # gamma: auto (the default)
+    tokens = torch.from_numpy(X)[None]  # [1, 49, 8]: a ViT's patch tokens
+    grid = tokens.transpose(1, 2).reshape(1, 8, 7, 7)  # the same locations as a CNN map
+    with torch.no_grad():
+        on_tokens, on_map = pool(tokens).vector[0].numpy(), pool(grid).vector[0].numpy()
+    np.testing.assert_allclose(on_tokens, reference_simpool(X, WQ, WK, 1.25)[0], rtol=1e-10)
+    np.testing.assert_allclose(on_map, reference_simpool(X, WQ, WK, 2.0)[0], rtol=1e-10)
+    with pytest.raises(ConfigError, match="gamma"):
+        build_pooling({"simpool": {"gamma": "fixed"}}, in_channels=8)

@@ -32,7 +32,9 @@ class DivergeAfter(Callback):
     def on_step_end(self, trainer):
         if trainer.step == self.step:
             with torch.no_grad():
-                trainer.model.head.weight.view(-1)[0] = math.nan
+                projection = trainer.model.projection  # GAP: pool, then project
+                layer = projection if isinstance(projection, torch.nn.Linear) else trainer.model.head
+                layer.weight.view(-1)[0] = math.nan
 
 
 def test_nan_embeddings_stop_the_run_and_keep_the_last_good_checkpoint(root, tmp_path):

@@ -26,7 +26,7 @@ class ProxyCE(MetricLoss):
 
 def test_every_parameter_is_optimised_with_its_multiplier_and_warmup_freezes_the_backbone(tmp_path, make_config):
     config = load_config(make_config(loss={"name": "test_proxies"}, schedule={"max_steps": 6, "warmup_steps": 3},
-                                     optimizer={"lr": 1e-3, "lr_multipliers": {"head": 2.0}}))
+                                     optimizer={"lr": 1e-3, "lr_multipliers": {"head": 2.0}}, model={"head": "local"}))
     trainer = Trainer(config, tmp_path / "run")
     groups = {g["name"]: g for g in trainer.optimizer.param_groups}
     assert groups["head"]["lr"] == pytest.approx(2e-3)

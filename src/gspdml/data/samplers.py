@@ -20,6 +20,11 @@ A batch lists its chunks one after another, so its first ``P/2`` classes and its
 classes are disjoint halves (what ZSR and XML need; ``halves=True`` checks that P is even).
 Everything is a function of ``(seed, epoch)``; :meth:`state_dict` stores the epoch and the
 position in it so that a resumed run continues with exactly the next batch.
+
+:class:`RandomBatchSampler` is the plain alternative (config ``data.sampler: random``): each epoch
+is a random permutation of the training set cut into batches of a fixed size, the last partial
+batch dropped. Metrix trains CUB and Cars on such random batches of 100 (seed 003 §2.4.1; its
+anchor-negative mixing needs examples whose class appears once in the batch).
 """
 
 from __future__ import annotations
@@ -34,7 +39,53 @@ from gspdml.errors import ConfigError
 FIELD = "data"
 
 
-class ClassBalancedBatchSampler(Sampler[list]):
+class EpochBatchSampler(Sampler[list]):
+    """What both batch samplers share: an epoch's batches are a function of ``(seed, epoch)``
+    (:meth:`epoch_batches`, implemented by the subclasses, which also set ``seed``,
+    ``num_samples``, ``world_size``, ``with_epoch`` and ``_batches_per_epoch``); iteration, the
+    position and its saved state are the same."""
+
+    epoch = 0
+    position = 0
+
+    def __len__(self) -> int:
+        """Batches per epoch (the same every epoch)."""
+        return self._batches_per_epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start epoch ``epoch`` from its first batch."""
+        self.epoch, self.position = int(epoch), 0
+
+    def advance_to(self, batches_done: int) -> None:
+        """Position the sampler after ``batches_done`` batches counted from epoch 0."""
+        self.epoch, self.position = divmod(int(batches_done), len(self))
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed,
+                "num_samples": self.num_samples, "batches_per_epoch": len(self)}
+
+    def load_state_dict(self, state: dict) -> None:
+        for key, mine in (("seed", self.seed), ("num_samples", self.num_samples), ("batches_per_epoch", len(self))):
+            if key in state and int(state[key]) != mine:
+                raise ConfigError(f"{FIELD}.sampler", f"saved sampler state has {key}={state[key]}, this sampler has {mine}; resume with the same data and seed")
+        epoch, position = int(state["epoch"]), int(state["position"])
+        if not 0 <= position <= len(self):
+            raise ConfigError(f"{FIELD}.sampler", f"saved position {position} is outside [0, {len(self)}]")
+        self.epoch, self.position = divmod(epoch * len(self) + position, len(self))
+
+    def __iter__(self) -> Iterator[list]:
+        batches = self.epoch_batches(self.epoch)
+        while self.position < len(batches):
+            batch = batches[self.position]
+            self.position += 1
+            yield [(int(i), self.epoch) for i in batch] if self.with_epoch else batch.tolist()
+        self.epoch, self.position = self.epoch + 1, 0
+
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class ClassBalancedBatchSampler(EpochBatchSampler):
     """Batch sampler for ``DataLoader(dataset, batch_sampler=...)``.
 
     Args:
@@ -109,46 +160,11 @@ class ClassBalancedBatchSampler(Sampler[list]):
         self.num_samples = len(labels)
         chunks = np.maximum(1, -(-counts // samples_per_class))
         self._batches_per_epoch = int(max(-(-chunks.sum() // classes_per_batch), chunks.max()))
-        self.epoch = 0
-        self.position = 0
-
-    def __len__(self) -> int:
-        """Batches per epoch: ``max(ceil(S / P), K)`` (see the module docstring)."""
-        return self._batches_per_epoch
 
     @property
     def batch_size(self) -> int:
         """Items per batch on this rank."""
         return self.classes_per_batch * self.samples_per_class // self.world_size
-
-    def set_epoch(self, epoch: int) -> None:
-        """Start epoch ``epoch`` from its first batch."""
-        self.epoch, self.position = int(epoch), 0
-
-    def advance_to(self, batches_done: int) -> None:
-        """Position the sampler after ``batches_done`` batches counted from epoch 0."""
-        self.epoch, self.position = divmod(int(batches_done), len(self))
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed,
-                "num_samples": self.num_samples, "batches_per_epoch": len(self)}
-
-    def load_state_dict(self, state: dict) -> None:
-        for key, mine in (("seed", self.seed), ("num_samples", self.num_samples), ("batches_per_epoch", len(self))):
-            if key in state and int(state[key]) != mine:
-                raise ConfigError(f"{FIELD}.sampler", f"saved sampler state has {key}={state[key]}, this sampler has {mine}; resume with the same data and seed")
-        epoch, position = int(state["epoch"]), int(state["position"])
-        if not 0 <= position <= len(self):
-            raise ConfigError(f"{FIELD}.sampler", f"saved position {position} is outside [0, {len(self)}]")
-        self.epoch, self.position = divmod(epoch * len(self) + position, len(self))
-
-    def __iter__(self) -> Iterator[list]:
-        batches = self.epoch_batches(self.epoch)
-        while self.position < len(batches):
-            batch = batches[self.position]
-            self.position += 1
-            yield [(int(i), self.epoch) for i in batch] if self.with_epoch else batch.tolist()
-        self.epoch, self.position = self.epoch + 1, 0
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """All batches of ``epoch`` (this rank's slices), as index arrays."""
@@ -184,3 +200,34 @@ class ClassBalancedBatchSampler(Sampler[list]):
             rest = shuffled[:len(shuffled) - len(chunks[-1])]
             chunks[-1] = np.concatenate([chunks[-1], rng.choice(rest, size=short, replace=False)])
         return chunks
+
+
+class RandomBatchSampler(EpochBatchSampler):
+    """Random batches of ``batch_size`` items: epoch ``e`` is a permutation of all items drawn
+    from ``(seed, e)``, cut into ``len(labels) // batch_size`` batches (the remainder is dropped).
+    Same interface as :class:`ClassBalancedBatchSampler` (``rank``/``world_size`` slice each global
+    batch; ``with_epoch`` yields ``(index, epoch)`` pairs)."""
+
+    def __init__(self, labels: Sequence[int], batch_size: int, *, seed: int = 0, rank: int = 0, world_size: int = 1,
+                 with_epoch: bool = False):
+        labels = np.asarray(labels)
+        if batch_size < 1:
+            raise ConfigError(f"{FIELD}.classes_per_batch", f"random batches need a batch size >= 1, got {batch_size}")
+        if batch_size > len(labels):
+            raise ConfigError(f"{FIELD}.classes_per_batch", f"random batches of {batch_size} but the training set has only {len(labels)} items")
+        if world_size < 1 or not 0 <= rank < world_size or batch_size % world_size:
+            raise ConfigError(f"{FIELD}.world_size", f"batch size {batch_size} over world_size={world_size} (rank {rank}) does not divide")
+        self.global_batch, self.seed, self.rank, self.world_size = int(batch_size), int(seed), int(rank), int(world_size)
+        self.with_epoch, self.num_samples = bool(with_epoch), len(labels)
+        self._batches_per_epoch = len(labels) // self.global_batch
+
+    @property
+    def batch_size(self) -> int:
+        """Items per batch on this rank."""
+        return self.global_batch // self.world_size
+
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, int(epoch), 0x7A11D0]))
+        order = rng.permutation(self.num_samples)[: len(self) * self.global_batch]
+        n = self.batch_size
+        return [b[self.rank * n:(self.rank + 1) * n] for b in order.reshape(len(self), self.global_batch)]

@@ -10,11 +10,22 @@ The config describes one model; the protocol owns the fields that tell the model
   split (cached as ``test_embeddings.npz`` in its run dir) and
   :func:`~gspdml.evaluation.aggregate.fair_protocol_results` gives the 128D / 512D numbers over
   all seeds^4 realisations (3^4 = 81 with three seeds).
-- ``tuning`` (thesis §5.3, L1302): the same with 5 folds; the result is the mean ± std of each
-  model's metrics on its own validation classes.
+- ``tuning`` (thesis §5.3, L1302: "a single model on the 4/5 of the training set while using 1/5
+  for the validation", repeated 3 times): one split of the training classes, fold 0 of the 5
+  contiguous folds (validation on the last fifth), one model per seed, early-stopping patience 10
+  rounds on CUB and Cars and 7 on SOP and In-shop (other datasets keep ``evaluation.patience``);
+  the result is the mean ± std over the seeds of each model's metrics on the validation classes.
 - ``conventional`` (§7.3): one model per seed on the whole training split (``val_fraction: 0``)
   that monitors the test split (``evaluation.split: test``); the best repeat is reported, and the
   mean ± std over the repeats.
+- ``two_stage`` (ProxyNCA++, Teh et al. 2020, as its code runs it: ``--mode train`` then
+  ``--mode trainval``): per seed, stage 1 trains on the first half of the training classes and
+  validates on the second half (``val_fold: 0, num_folds: 2``) with the config's reduce-on-plateau
+  schedule, recording the steps of its learning-rate drops and its best step; stage 2 retrains
+  from scratch on all training classes with the rate dropped by the plateau factor at the same
+  *epochs* (``schedule.step_decay.milestones``: the stage-1 steps times the ratio of the two
+  training-set sizes), stops at the best epoch, keeps its last weights and is evaluated on the
+  test split. Reported like ``conventional`` over the stage-2 models.
 
 Runs live in ``<root>/fold<f>-seed<s>/`` (``<root>/seed<s>/`` for ``conventional``), ``root`` =
 ``<output_dir>/<name>`` of the config. They are resumable model by model: a run with
@@ -43,7 +54,13 @@ from gspdml.evaluation.protocols import FAIR_FOLDS, TUNING_FOLDS, ClassFold, fai
 from gspdml.evaluation.tables import CONVENTIONAL_COLUMNS, FAIR_COLUMNS, TUNING_COLUMNS, write_results_table
 
 FOLDS = {"fair": (FAIR_FOLDS, fair_protocol_folds), "tuning": (TUNING_FOLDS, tuning_protocol_folds)}
-COLUMNS = {"fair": FAIR_COLUMNS, "tuning": TUNING_COLUMNS, "conventional": CONVENTIONAL_COLUMNS}
+#: how many of the protocol's folds are trained: all four for fair, the one 4/5 split for tuning
+FOLDS_USED = {"fair": FAIR_FOLDS, "tuning": 1}
+#: tuning-protocol early-stopping patience per dataset (thesis L1302)
+TUNING_PATIENCE = {"cub200": 10, "cub": 10, "cars196": 10, "cars": 10, "sop": 7, "stanford_online_products": 7,
+                   "inshop": 7, "in_shop": 7}
+COLUMNS = {"fair": FAIR_COLUMNS, "tuning": TUNING_COLUMNS, "conventional": CONVENTIONAL_COLUMNS,
+           "two_stage": CONVENTIONAL_COLUMNS}
 PROTOCOLS = tuple(COLUMNS)
 TEST_CACHE = "test_embeddings.npz"
 TABLE_METRICS = ("precision_at_1", "map_at_r")
@@ -70,10 +87,12 @@ def plan_protocol(config: dict, protocol: str, seeds: Sequence[int], root: Path)
         raise ConfigError("protocol", f"unknown protocol {protocol!r}; allowed: {', '.join(PROTOCOLS)}")
     if not seeds or len(set(seeds)) != len(seeds):
         raise ConfigError("seeds", f"need at least one seed and no repeated seeds, got {list(seeds)}")
-    if protocol == "conventional":
-        return [ProtocolRun(f"seed{s}", None, int(s), root / f"seed{s}", _conventional_config(config, int(s))) for s in seeds], []
+    if protocol in ("conventional", "two_stage"):
+        make = _conventional_config if protocol == "conventional" else _train_stage_config
+        prefix = "seed" if protocol == "conventional" else "train-seed"
+        return [ProtocolRun(f"{prefix}{s}", None, int(s), root / f"{prefix}{s}", make(config, int(s))) for s in seeds], []
     num_folds, make_folds = FOLDS[protocol]
-    folds = make_folds(_training_classes(config, protocol, num_folds))
+    folds = make_folds(_training_classes(config, protocol, num_folds))[: FOLDS_USED[protocol]]
     runs = [ProtocolRun(f"fold{f.index}-seed{s}", f.index, int(s), root / f"fold{f.index}-seed{s}",
                         _fold_config(config, protocol, f.index, num_folds, int(s)))
             for f in folds for s in seeds]
@@ -85,7 +104,7 @@ def run_protocol(config: dict, protocol: str = "fair", *, seeds: Sequence[int] =
 
     Args:
         config: a resolved config (:func:`gspdml.config.load_config`) describing one model.
-        protocol: ``fair``, ``tuning`` or ``conventional``.
+        protocol: ``fair``, ``tuning``, ``conventional`` or ``two_stage``.
         seeds: training seeds of each model (3 in thesis Ch. 5 -> 81 fair realisations).
         output_dir: protocol directory; default ``<config.output_dir>/<config.name>``.
 
@@ -93,14 +112,20 @@ def run_protocol(config: dict, protocol: str = "fair", *, seeds: Sequence[int] =
     "resumed" | "done"} (what this call did with each model).
     """
     root = Path(output_dir) if output_dir is not None else Path(config["output_dir"]) / config["name"]
-    runs, folds = plan_protocol(config, protocol, seeds, root)
-    status = {run.name: _train_or_skip(run) for run in runs}
+    if protocol == "two_stage":
+        runs, folds, status = _run_two_stage(config, seeds, root)
+    else:
+        runs, folds = plan_protocol(config, protocol, seeds, root)
+        status = {run.name: _train_or_skip(run) for run in runs}
     if protocol == "fair":
         result = _fair_summary(runs)
     elif protocol == "tuning":
         result = _tuning_summary(runs)
     else:
         result = _conventional_summary(runs, config["evaluation"]["metric"])
+        if protocol == "two_stage":
+            result["stages"] = {run.name: json.loads((run.run_dir.parent / run.name.replace("trainval", "train")
+                                                      / "results.json").read_text()) for run in runs}
     write_results_table({config["name"]: result}, root / "results", columns=COLUMNS[protocol])
     payload = {
         "protocol": protocol, "name": config["name"], "seeds": [int(s) for s in seeds],
@@ -112,7 +137,7 @@ def run_protocol(config: dict, protocol: str = "fair", *, seeds: Sequence[int] =
 
 
 def add_parser(subparsers) -> None:
-    """Register ``gspdml protocol {fair,tuning,conventional} CONFIG [overrides] [--seeds ...] [--output-dir]``."""
+    """Register ``gspdml protocol {fair,tuning,conventional,two_stage} CONFIG [overrides] [--seeds ...] [--output-dir]``."""
     p = subparsers.add_parser("protocol", help="train and aggregate all models of an evaluation protocol")
     p.add_argument("protocol", choices=PROTOCOLS)
     p.add_argument("config", help="YAML config file (one model)")
@@ -151,6 +176,8 @@ def _fold_config(config: dict, protocol: str, fold: int, num_folds: int, seed: i
         spec.pop(option, None)
     spec.update(val_fold=fold, num_folds=num_folds)
     run["evaluation"]["split"] = "val"
+    if protocol == "tuning" and name in TUNING_PATIENCE:
+        run["evaluation"]["patience"] = TUNING_PATIENCE[name]
     return run
 
 
@@ -164,6 +191,51 @@ def _conventional_config(config: dict, seed: int) -> dict:
         spec["val_fraction"] = 0.0
     run["evaluation"]["split"] = "test"
     return run
+
+
+def _train_stage_config(config: dict, seed: int) -> dict:
+    """Stage 1 of ``two_stage``: the first half of the training classes, validated on the second."""
+    if not config["schedule"]["plateau"]:
+        raise ConfigError("schedule.plateau", "the two_stage protocol records the plateau drops of its first stage; "
+                                              "set schedule.plateau (ProxyNCA++: {factor: 0.1, patience: 4})")
+    run = _fold_config(config, "two_stage", 0, 2, seed)
+    run["name"] = f"{config['name']}-train-seed{seed}"
+    return run
+
+
+def _trainval_stage_config(config: dict, seed: int, stage1: dict, ratio: float) -> dict:
+    """Stage 2 of ``two_stage``: all training classes, the stage-1 drops as milestones and the
+    stage-1 best step as the length, both scaled by ``ratio`` (training images of stage 2 over
+    stage 1, so that epochs line up), no selection (the last weights are the model)."""
+    run = _conventional_config(config, seed)
+    run["name"] = f"{config['name']}-trainval-seed{seed}"
+    factor = float(config["schedule"]["plateau"].get("factor", 0.5))
+    length = max(round(int(stage1["best_step"]) * ratio), 1)
+    drops = [round(int(s) * ratio) for s in stage1["lr_drop_steps"]]
+    drops = [s for s in drops if 1 <= s < length]
+    run["schedule"].update(plateau=None, max_steps=length,
+                           step_decay={"milestones": drops, "factor": factor} if drops else None)
+    run["evaluation"].update(patience=None, restore_best=False)
+    return run
+
+
+def _run_two_stage(config: dict, seeds: Sequence[int], root: Path) -> tuple[list[ProtocolRun], list, dict]:
+    first, _ = plan_protocol(config, "two_stage", seeds, root)
+    status, second = {}, []
+    for run in first:
+        status[run.name] = _train_or_skip(run)
+        stage1 = json.loads((run.run_dir / "results.json").read_text())
+        name = f"trainval-seed{run.seed}"
+        ratio = _train_size(_conventional_config(config, run.seed)) / _train_size(run.config)
+        second.append(ProtocolRun(name, None, run.seed, root / name, _trainval_stage_config(config, run.seed, stage1, ratio)))
+        status[name] = _train_or_skip(second[-1])
+    return second, [], status
+
+
+def _train_size(config: dict) -> int:
+    from gspdml.data import build_data
+
+    return len(build_data(config["data"]["dataset"], seed=int(config["seed"])).train)
 
 
 def _training_classes(config: dict, protocol: str, num_folds: int) -> np.ndarray:

@@ -40,9 +40,11 @@ from gspdml.errors import ConfigError, TrainingError
 from gspdml.losses.base import LOSSES, MetricLoss, build_loss
 from gspdml.losses.ccp_selection import sample_pool, select_proxies
 from gspdml.losses.pairs import PairLoss
+from gspdml.pooling.gsp import clip_normalize
 from gspdml.training.callbacks import Callback
 
 SNAPSHOTS = ("best", "last")
+NORMALIZATIONS = ("clip", "l2")
 INITS = ("kcenter", "random")
 
 
@@ -78,6 +80,11 @@ class CCP(MetricLoss, Callback):
             the first pool point; the code's all-zero initial centres make the same choice
             when the embeddings are unit-norm).
         proxy_as_anchor, proxy_weight, batch_weight: see above.
+        normalization: ``clip`` (default): embeddings and proxies enter the loss as
+            ``v / max(1, ||v||)`` (thesis L649; the authors' ``lipschitz_cont: true`` in every CCP
+            config); ``l2``: the base loss L2-normalises them, as it does on its own. Evaluation
+            sees the same embeddings as the loss when the
+            embedder clips too (``model.normalize: clip``, as the CCP presets set it).
     """
 
     nested = {"base": LOSSES}
@@ -98,6 +105,7 @@ class CCP(MetricLoss, Callback):
         proxy_as_anchor: bool = True,
         proxy_weight: float = 1.0,
         batch_weight: float = 0.0,
+        normalization: str = "clip",
     ):
         super().__init__()
         _require(proxies_per_class >= 1, "proxies_per_class", f"must be >= 1, got {proxies_per_class}")
@@ -106,12 +114,17 @@ class CCP(MetricLoss, Callback):
         _require(patience >= 1, "patience", f"must be >= 1, got {patience}")
         _require(snapshot in SNAPSHOTS, "snapshot", f"unknown value {snapshot!r}; allowed: {', '.join(SNAPSHOTS)}")
         _require(init in INITS, "init", f"unknown value {init!r}; allowed: {', '.join(INITS)}")
+        _require(normalization in NORMALIZATIONS, "normalization",
+                 f"unknown value {normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
         self.base = build_loss(base, "loss.base", embedding_dim=embedding_dim, num_classes=num_classes)
         _require(isinstance(self.base, PairLoss), "base", f"CCP needs a pair loss, got {type(self.base).__name__}")
         self.num_classes, self.k, self.pool_size = num_classes, proxies_per_class, pool_size
         self.prox_lambda, self.patience, self.metric = prox_lambda, patience, metric
         self.regularize_first, self.snapshot, self.init = regularize_first, snapshot, init
         self.proxy_as_anchor, self.proxy_weight, self.batch_weight = proxy_as_anchor, proxy_weight, batch_weight
+        self.normalization = normalization
+        if normalization == "clip":  # the pair loss measures the clipped vectors as they are
+            self.base.normalize_inputs = False
         # k-major layout: row k * C + c is proxy k of class c
         self.proxies = nn.Parameter(torch.zeros(num_classes * proxies_per_class, embedding_dim))
         self.register_buffer("proxy_labels", torch.arange(num_classes).repeat(proxies_per_class), persistent=False)
@@ -119,10 +132,13 @@ class CCP(MetricLoss, Callback):
 
     # ------------------------------------------------------------------ loss
     def forward(self, embeddings, labels, output=None):
+        proxies = self.proxies
+        if self.normalization == "clip":
+            embeddings, proxies = clip_normalize(embeddings), clip_normalize(proxies)
         if self.proxy_as_anchor:
-            loss = self.base(self.proxies, self.proxy_labels, reference=embeddings, reference_labels=labels)
+            loss = self.base(proxies, self.proxy_labels, reference=embeddings, reference_labels=labels)
         else:
-            loss = self.base(embeddings, labels, reference=self.proxies, reference_labels=self.proxy_labels)
+            loss = self.base(embeddings, labels, reference=proxies, reference_labels=self.proxy_labels)
         loss = self.proxy_weight * loss
         if self.batch_weight:
             loss = loss + self.batch_weight * self.base(embeddings, labels)

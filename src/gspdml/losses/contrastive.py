@@ -8,8 +8,6 @@ from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import (
     PairLoss,
     check_reduction,
-    cosine_similarities,
-    euclidean_distances,
     mean_nonzero,
     mean_or_zero,
 )
@@ -30,7 +28,7 @@ class C1Contrastive(PairLoss):
         self.margin = margin
 
     def pair_loss(self, anchors, reference, positive, negative):
-        sim = cosine_similarities(anchors, reference)
+        sim = self.similarities(anchors, reference)
         pos = ((1.0 - sim) * positive).sum()
         neg = (F.relu(sim - self.margin) * negative).sum()
         return (pos + neg) / anchors.shape[0]
@@ -55,7 +53,7 @@ class C2Contrastive(PairLoss):
         self.reduction = check_reduction("c2", reduction)
 
     def pair_loss(self, anchors, reference, positive, negative):
-        dist = euclidean_distances(anchors, reference)
+        dist = self.distances(anchors, reference)
         pos = F.relu(dist - self.pos_margin)[positive]
         neg = F.relu(self.neg_margin - dist)[negative]
         if self.reduction == "mean":

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from gspdml.losses.base import LOSSES
-from gspdml.losses.pairs import PairLoss, euclidean_distances
+from gspdml.losses.pairs import PairLoss
 
 
 def _masked_logsumexp(values: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
@@ -38,7 +38,7 @@ class LiftedStructure(PairLoss):
         self.neg_margin, self.pos_margin = float(neg_margin), float(pos_margin)
 
     def pair_loss(self, anchors, reference, positive, negative):
-        dist = euclidean_distances(anchors, reference)
+        dist = self.distances(anchors, reference)
         slack = self.neg_margin - dist
         rows = _masked_logsumexp(slack, negative, dim=1)  # [B, 1]: negatives of anchor i
         cols = _masked_logsumexp(slack, negative, dim=0)  # [1, R]: negatives of reference j

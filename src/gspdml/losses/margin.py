@@ -22,7 +22,6 @@ from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import (
     PairLoss,
     check_reduction,
-    euclidean_distances,
     mean_nonzero,
     mean_or_zero,
     pair_masks,
@@ -56,7 +55,7 @@ class GeneralizedContrastive(PairLoss):
         self.reduction = check_reduction("generalized_contrastive", reduction)
 
     def pair_loss(self, anchors, reference, positive, negative):
-        dist = euclidean_distances(anchors, reference)
+        dist = self.distances(anchors, reference)
         return self._reduce(_signed_margin_terms(dist, self.beta, self.alpha, positive, negative), dist)
 
     def _reduce(self, terms: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -106,7 +105,7 @@ class MarginLoss(GeneralizedContrastive):
             embeddings, labels, reference, reference_labels, reference_self
         )
         positive, negative = pair_masks(labels, reference_labels, reference_self)
-        dist = euclidean_distances(embeddings, reference)
+        dist = self.distances(embeddings, reference)
         beta = self.beta.to(dist.device, dist.dtype)
         anchor_beta = beta[labels] if len(beta) > 1 else beta.expand(len(labels))
         terms = _signed_margin_terms(dist, anchor_beta[:, None], self.alpha, positive, negative)

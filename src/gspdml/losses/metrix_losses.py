@@ -18,12 +18,14 @@ Inputs are used as given: the caller L2-normalises.
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gspdml.errors import ConfigError
+from gspdml.losses.multi_similarity import multi_similarity_mining
 from gspdml.losses.pairs import mean_nonzero
 from gspdml.registry import Registry
 
@@ -105,12 +107,30 @@ class LabelledMultiSimilarity(LabelledPairLoss):
         l(a) = (1/alpha) log(1 + sum y e^{-alpha (s - base)}) + (1/beta) log(1 + sum (1-y) e^{beta (s - base)})
 
     averaged over the anchors that have candidates. ``alpha``, ``beta``, ``base`` are the MS
-    paper's names (the thesis's beta, gamma, m); defaults 18, 75, 0.77 (seed 003 L672). No mining.
+    paper's names (the thesis's beta, gamma, m). Defaults: the Metrix code's (17.97, 75.66, 0.77)
+    with pytorch-metric-learning's ``MultiSimilarityMiner(epsilon=0.39)`` on the clean pairs (the
+    thesis rounds them to 18, 75, 0.77, seed 003 L672, and names no miner); ``epsilon: null``
+    uses all clean pairs. Mixed embeddings are never mined.
     """
 
-    def __init__(self, alpha: float = 18.0, beta: float = 75.0, base: float = 0.77):
+    def __init__(self, alpha: float = 17.97, beta: float = 75.66, base: float = 0.77, epsilon: Optional[float] = 0.39):
         super().__init__()
-        self.alpha, self.beta, self.base = alpha, beta, base
+        self.alpha, self.beta, self.base, self.epsilon = alpha, beta, base, epsilon
+
+    def clean(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Eq. 2.7 with binary labels over the in-batch pairs the MS miner keeps (all pairs
+        without a miner), averaged over the whole batch: an anchor the miner leaves without pairs
+        counts as 0 (pytorch-metric-learning's ``MeanReducer``, which the Metrix code uses)."""
+        if self.epsilon is None:
+            return super().clean(embeddings, labels)
+        same = labels[:, None] == labels[None, :]
+        other = ~torch.eye(len(labels), dtype=torch.bool, device=labels.device)
+        sim = (embeddings @ embeddings.T).detach()
+        positive, negative = multi_similarity_mining(sim, same & other, ~same, self.epsilon)
+        anchor, candidate = torch.nonzero(positive | negative, as_tuple=True)
+        y = positive[anchor, candidate].to(embeddings.dtype)
+        with_pairs = torch.unique(anchor).numel()
+        return self.labelled(embeddings, embeddings, anchor, candidate, y) * with_pairs / len(labels)
 
     def labelled(self, anchors, candidates, anchor_index, candidate_index, y):
         sim = (anchors[anchor_index] * candidates[candidate_index]).sum(1)
@@ -124,8 +144,11 @@ class LabelledMultiSimilarity(LabelledPairLoss):
 class LabelledProxyAnchor(nn.Module):
     """Proxy Anchor with soft labels: one learnable proxy per class is the anchor (seed 003
     L498, Table 2.1); a mixed embedding ``v = mix_lambda(x, x')`` of examples of classes
-    ``c, c'`` has label ``y_q = lambda [c = q] + (1 - lambda) [c' = q]`` for proxy ``q``
-    (psomas spec §5 A8, an implementation choice: the thesis gives no formula).
+    ``c, c'`` has label ``y_q = lambda [c = q] + (1 - lambda) [c' = q]`` for the two proxies
+    ``q in {c, c'}``, for which it is a positive-negative mixture (Eq. 2.8 with the proxy as the
+    anchor). For every other proxy both parents are negatives: Eq. 2.8 with the default mixing
+    pairs ``U+(a) x U-(a)`` has no such (negative-negative) pair, so the mixed embedding is not
+    used there (weight 0 in both terms).
 
     ``variant="original"`` (Kim et al. 2020, the baseline numbers; spec A2), with ``s`` the
     cosine similarity of proxy and embedding::
@@ -163,18 +186,21 @@ class LabelledProxyAnchor(nn.Module):
         lam = lam.to(mixed.dtype)
         first = F.one_hot(labels[triples[:, 1]], self.num_classes).T.to(mixed.dtype)
         second = F.one_hot(labels[triples[:, 2]], self.num_classes).T.to(mixed.dtype)
-        return self.labelled(mixed, lam * first + (1 - lam) * second)
+        y = lam * first + (1 - lam) * second
+        return self.labelled(mixed, y, negative=(first + second) * (1 - y))
 
-    def labelled(self, candidates: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Loss over all (proxy, candidate) pairs; ``y`` is ``[C, M]``."""
+    def labelled(self, candidates: torch.Tensor, y: torch.Tensor, negative: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Loss over the (proxy, candidate) pairs; ``y`` ``[C, M]`` weighs the positive term and
+        ``negative`` (default ``1 - y``) the negative term."""
+        negative = 1 - y if negative is None else negative
         sim = F.normalize(self.proxies, dim=1).to(candidates) @ candidates.T
         rows = torch.arange(self.num_classes, device=sim.device).repeat_interleave(sim.shape[1])
         term = lambda z, w: _log1p_weighted_sum_exp(z.reshape(-1), w.reshape(-1), rows, self.num_classes)  # noqa: E731
         pos = term(-self.alpha * (sim - self.delta), y)
         if self.variant == "original":
-            neg = term(self.alpha * (sim + self.delta), 1 - y)
+            neg = term(self.alpha * (sim + self.delta), negative)
             return pos.sum() / (y.sum(1) > 0).sum().clamp(min=1) + neg.mean()
-        neg = term(self.alpha * (sim - self.delta), 1 - y)
+        neg = term(self.alpha * (sim - self.delta), negative)
         return (pos + neg).mean() / self.alpha
 
 

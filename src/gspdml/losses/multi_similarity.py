@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from gspdml.losses.base import LOSSES
-from gspdml.losses.pairs import PairLoss, cosine_similarities, log1p_sum_exp
+from gspdml.losses.pairs import PairLoss, log1p_sum_exp
 
 
 def multi_similarity_mining(
@@ -56,7 +56,7 @@ class MultiSimilarity(PairLoss):
         self.mining = bool(mining)
 
     def pair_loss(self, anchors, reference, positive, negative):
-        sim = cosine_similarities(anchors, reference)
+        sim = self.similarities(anchors, reference)
         if self.mining:
             positive, negative = multi_similarity_mining(sim.detach(), positive, negative, self.epsilon)
         pos = log1p_sum_exp(-self.alpha * (sim - self.base), positive) / self.alpha

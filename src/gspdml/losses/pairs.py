@@ -28,17 +28,21 @@ def check_reduction(loss_name: str, reduction: str) -> str:
     return reduction
 
 
-def euclidean_distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def euclidean_distances(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -> torch.Tensor:
     """Pairwise L2 distances ``[A, B]`` of L2-normalised rows (the default distance of
-    pytorch-metric-learning's ``LpDistance``), with a gradient that stays finite at zero distance."""
-    a, b = F.normalize(a, dim=1), F.normalize(b, dim=1)
+    pytorch-metric-learning's ``LpDistance``), with a gradient that stays finite at zero distance;
+    ``normalize=False`` measures the rows as given (``LpDistance(normalize_embeddings=False)``)."""
+    if normalize:
+        a, b = F.normalize(a, dim=1), F.normalize(b, dim=1)
     squared = (a.pow(2).sum(1, keepdim=True) + b.pow(2).sum(1)[None, :] - 2.0 * a @ b.T).clamp(min=0.0)
     return torch.sqrt(squared + 1e-12)
 
 
-def cosine_similarities(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Pairwise cosine similarities ``[A, B]``."""
-    return F.normalize(a, dim=1) @ F.normalize(b, dim=1).T
+def cosine_similarities(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+    """Pairwise cosine similarities ``[A, B]``; ``normalize=False``: inner products of the rows as given."""
+    if normalize:
+        a, b = F.normalize(a, dim=1), F.normalize(b, dim=1)
+    return a @ b.T
 
 
 def log1p_sum_exp(logits: torch.Tensor, mask: torch.Tensor, dim: int = 1) -> torch.Tensor:
@@ -96,7 +100,19 @@ class PairLoss(MetricLoss):
     ``forward(embeddings, labels, reference=R, reference_labels=y_R, reference_self=s)`` compares
     the batch (anchors) with another set, e.g. XBM's memory or CCP's proxies; ``s[i]`` is the
     column of anchor ``i``'s own copy in ``R`` (or -1), dropped by index.
+
+    Subclasses measure pairs with :meth:`distances` and :meth:`similarities`, which L2-normalise
+    the rows first; a wrapper that normalises its inputs differently (CCP's clip normalisation)
+    sets ``normalize_inputs = False`` on its base loss.
     """
+
+    normalize_inputs = True
+
+    def distances(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return euclidean_distances(a, b, self.normalize_inputs)
+
+    def similarities(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return cosine_similarities(a, b, self.normalize_inputs)
 
     def forward(
         self,

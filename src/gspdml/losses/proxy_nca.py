@@ -69,8 +69,11 @@ class ProxyNCAPlusPlus(ProxyNCA):
     +prob (assignment prob.)  ``assignment_probability`` (default true; false = ProxyNCA Eq. 3)
     +scale (low temperature)  ``temperature`` (default 1/9 as coded, i.e. logits ``18 cos - 18``;
                               seed 004 uses 0.1 in Ch. 3 and 0.11 in Ch. 5; 1 switches it off)
-    +fast (fast proxies)      ``lr_multiplier`` (default 100 as in seed 004 L745-751; the paper's
-                              proxy/base lr ratio 4e2/4e-3 = 1e5 was paired with Adam ``eps=1``)
+    +fast (fast proxies)      ``lr_multiplier`` (default 1: off). The paper's proxy/base lr ratio
+                              4e2/4e-3 = 1e5 (1e4 on SOP) goes with Adam ``eps = 1``, which bounds
+                              every step (presets ``proxynca-*``); the thesis runs x100 with Adam's
+                              ``eps = 1e-8`` (seed 004 L745-751; presets ``*-pnca-*``). Either
+                              pairing is named by the config that uses it, never implied.
     +cbs (class-balanced)     sampler: ``data.classes_per_batch`` x ``data.samples_per_class``
                               (seed 002 Table 1: 8 x 4 on CUB/Cars, 64 x 3 on SOP/In-shop);
                               seed 004 runs the proxy baselines at 32 x 1 (no cbs)
@@ -89,6 +92,6 @@ class ProxyNCAPlusPlus(ProxyNCA):
         embedding_dim: Optional[int] = None,
         temperature: float = 1.0 / 9.0,
         assignment_probability: bool = True,
-        lr_multiplier: float = 100.0,
+        lr_multiplier: float = 1.0,
     ):
         super().__init__(num_classes, embedding_dim, temperature, assignment_probability, lr_multiplier)

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
-from gspdml.losses.pairs import PairLoss, check_reduction, euclidean_distances
+from gspdml.losses.pairs import PairLoss, check_reduction
 
 MININGS = ("all", "semihard", "hard", "batch_hard")
 
@@ -50,7 +50,7 @@ class TripletMargin(PairLoss):
         self.reduction = check_reduction("triplet", reduction)
 
     def pair_loss(self, anchors, reference, positive, negative):
-        dist = euclidean_distances(anchors, reference)
+        dist = self.distances(anchors, reference)
         if self.mining == "batch_hard":
             return self._batch_hard(dist, positive, negative)
         total, count = dist.sum() * 0.0, dist.new_zeros((), dtype=torch.long)

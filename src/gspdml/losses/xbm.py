@@ -20,13 +20,21 @@ class CrossBatchMemory(MetricLoss):
     """``L = L_base(batch, batch) + memory_weight * L_base(batch, memory)`` (XBM official code; spec §3.4).
 
     The memory is a ring buffer of ``memory_batches x B`` detached embeddings and their labels,
-    sized from the first training batch (``B`` = batch size). At each training step, from step
-    ``start_step`` on (counted by this module while in training mode; 0-based), the batch is
-    written into the memory **before** the loss, so the memory term sees the current batch too;
-    each anchor's own fresh copy is removed by index (``reference_self``), other in-batch pairs
-    get a gradient through the anchor only. Before ``start_step`` only the in-batch term is
-    used and nothing is enqueued (the XBM official ``START_ITERATION``). In evaluation mode the
-    memory is neither read nor written.
+    sized from the first training batch (``B`` = batch size). The batch is written into the memory
+    **before** the loss, so the memory term sees the current batch too; each anchor's own fresh
+    copy is removed by index (``reference_self``), other in-batch pairs get a gradient through the
+    anchor only. When the memory term starts (steps counted by this module in training mode,
+    0-based) depends on ``fill_before_start``:
+
+    * ``true`` (default; the GSP/CCP authors' TF ``xbm`` loss): every training step enqueues from
+      step 0, and the memory term is on once ``start_step + memory_batches`` batches have been
+      enqueued, i.e. from step ``start_step + memory_batches - 1``: the memory is full of recent
+      batches when it is first read.
+    * ``false`` (the XBM authors' PyTorch code, ``START_ITERATION``): nothing is enqueued before
+      ``start_step``; from then on each step enqueues and reads the memory, which fills up over the
+      next ``memory_batches`` steps.
+
+    In evaluation mode the memory is neither read nor written.
 
     Memory, labels, write pointer, fill level and the step count are registered buffers, so
     they are saved in checkpoints and restored on resume. ``base`` must be a pair loss
@@ -43,6 +51,7 @@ class CrossBatchMemory(MetricLoss):
         memory_batches: int = 25,
         memory_weight: float = 1.0,
         start_step: int = 1000,
+        fill_before_start: bool = True,
         embedding_dim: Optional[int] = None,
         num_classes: Optional[int] = None,
     ):
@@ -57,7 +66,7 @@ class CrossBatchMemory(MetricLoss):
             raise ConfigError("xbm.start_step", f"must be >= 0, got {start_step!r}")
         self.base = base
         self.memory_batches, self.start_step = int(memory_batches), int(start_step)
-        self.memory_weight = float(memory_weight)
+        self.memory_weight, self.fill_before_start = float(memory_weight), bool(fill_before_start)
         self.register_buffer("memory", torch.zeros(0, 0))
         self.register_buffer("memory_labels", torch.zeros(0, dtype=torch.long))
         self.register_buffer("pointer", torch.zeros((), dtype=torch.long))
@@ -66,15 +75,21 @@ class CrossBatchMemory(MetricLoss):
 
     @property
     def active(self) -> bool:
-        """Whether the memory term is on at the current step."""
-        return int(self.step) >= self.start_step
+        """Whether the memory term is on at the current step (see the class docstring)."""
+        first = self.start_step + self.memory_batches - 1 if self.fill_before_start else self.start_step
+        return int(self.step) >= first
+
+    @property
+    def enqueues(self) -> bool:
+        """Whether the current training step writes the batch into the memory."""
+        return self.fill_before_start or int(self.step) >= self.start_step
 
     def forward(self, embeddings, labels, output=None):
         loss = self.base(embeddings, labels, output)
         if not self.training:
             return loss
+        slots = self.enqueue(embeddings, labels) if self.enqueues else None
         if self.active:
-            slots = self.enqueue(embeddings, labels)
             filled = int(self.filled)
             loss = loss + self.memory_weight * self.base(
                 embeddings,

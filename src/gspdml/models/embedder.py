@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -10,7 +10,10 @@ from torch import nn
 
 from gspdml.models.backbones import build_backbone
 from gspdml.models.output import EmbedderOutput
-from gspdml.pooling import build_pooling
+from gspdml.errors import ConfigError
+from gspdml.pooling import POOLINGS, build_pooling
+from gspdml.pooling.gsp import clip_normalize
+from gspdml.registry import parse_spec
 
 
 class LocalHead(nn.Conv2d):
@@ -22,24 +25,45 @@ class LocalHead(nn.Conv2d):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() == 3:
-            return F.linear(x, self.weight.flatten(1), self.bias)
+            return self.project_vectors(x)
         return super().forward(x)
+
+    def project_vectors(self, vectors: torch.Tensor) -> torch.Tensor:
+        """The same map on vectors ``[..., C]`` (e.g. a pooled backbone map), in their dtype."""
+        bias = self.bias.to(vectors.dtype) if self.bias is not None else None
+        return F.linear(vectors, self.weight.flatten(1).to(vectors.dtype), bias)
 
 
 HEAD_POSITIONS = ("local", "global")
 POOLED_NORMS = (None, "layer_norm")
+NORMALIZE = (True, False, "clip")
 
 
 class Embedder(nn.Module):
     """Maps images to global embeddings.
 
-    With ``head: local`` (the default) the head is a 1x1 convolution from the backbone's channels
-    to ``embedding_dim`` applied to every location *before* pooling (seed 004 L1212: the "local
-    embedding"); for linear poolings (GAP) this equals pooling followed by a linear layer, and GSP
-    needs it so that its transport costs live in embedding space. With ``head: global`` a linear
-    ``projection`` follows pooling instead (ProxyNCA++, seed 002 §3: global max pooling, then a
-    layer norm without affine parameters (``pooled_norm: layer_norm``), then the embedding layer).
+    Two placements of the projection to ``embedding_dim`` (``model.head``):
+
+    * ``global`` -- pool the backbone map, then a linear ``projection`` of the pooled vector. This
+      is how the papers' baselines are built (the GSP authors' TF ``GlobalPooling`` and ``GMeanP``:
+      GAP/GMP/GAP+GMP/GeM, then a Dense layer; Metrix, seed 003 L670: GAP+GMP, then the embedding
+      layer; ProxyNCA++, seed 002 §3: GMP, a LayerNorm without affine parameters
+      (``pooled_norm: layer_norm``), then the embedding layer).
+    * ``local`` -- a 1x1 convolution ``head`` applied to every location, then pooling (seed 004
+      L1212: the "local embedding"). GSP needs it: its transport costs live in embedding space.
+
+    For a linear pooling (GAP) the two are the same operator; for max-like and power poolings (GMP,
+    GAP+GMP, GeM, LSE, k-max, ...) they differ. ``model.head: null`` (the default) takes the
+    pooling's own placement (:attr:`~gspdml.pooling.base.Pooling.head_placement`: ``local`` for
+    GSP, ``global`` for every other pooling); naming ``local`` or ``global`` overrides it.
     ``embedding_dim=None`` keeps the backbone width.
+
+    ``normalize``: ``true`` L2-normalises the embedding, ``clip`` maps it to
+    ``v / max(1, ||v||)`` (the unit-ball projection CCP trains and evaluates with, thesis L649),
+    ``false`` leaves it as it is.
+
+    A pooling that reads the backbone map as well (GSP's ``add_max_pool`` and GeMean+GSP) receives
+    it with the head: ``pooling(head(F), source=F, project=head)``.
 
     The parts are attributes ``backbone``, ``head``, ``pooling``, ``pooled_norm`` and
     ``projection``; the trainer builds optimiser groups (and the warm-up of the new layers) from
@@ -51,7 +75,7 @@ class Embedder(nn.Module):
         backbone: nn.Module,
         pooling: nn.Module,
         head: Optional[nn.Module] = None,
-        normalize: bool = True,
+        normalize: Union[bool, str] = True,
         pooled_norm: Optional[nn.Module] = None,
         projection: Optional[nn.Linear] = None,
     ):
@@ -69,9 +93,15 @@ class Embedder(nn.Module):
         """Everything after the backbone (head, pooling, normalisation) on backbone feature maps;
         feature-level mixup calls it on mixed maps."""
         local = self.head(maps)
-        pooled = self.pooling(local)
+        if isinstance(self.head, LocalHead) and getattr(self.pooling, "reads_backbone_map", bool)():
+            pooled = self.pooling(local, source=maps, project=self.head.project_vectors)
+        else:
+            pooled = self.pooling(local)
         vector = self.projection(self.pooled_norm(pooled.vector))
-        embedding = F.normalize(vector.float(), dim=1) if self.normalize else vector
+        if self.normalize == "clip":
+            embedding = clip_normalize(vector.float())
+        else:
+            embedding = F.normalize(vector.float(), dim=1) if self.normalize else vector
         return EmbedderOutput(embedding, pooled.weights, pooled.attributes, local, vector)
 
     @property
@@ -85,7 +115,7 @@ def build_embedder(model: dict[str, Any], in_channels: int) -> Embedder:
     """Build from the ``model`` section of a config (see :mod:`gspdml.config`)."""
     backbone = build_backbone(model["backbone"], in_channels)
     dim = model.get("embedding_dim")
-    position = model.get("head", "local")
+    position = head_position(model)
     bias = bool(model.get("head_bias", True))
     head = projection = pooled_norm = None
     local_dim = backbone.out_channels
@@ -97,4 +127,19 @@ def build_embedder(model: dict[str, Any], in_channels: int) -> Embedder:
         pooled_norm = nn.LayerNorm(pooling.out_channels(), elementwise_affine=False)
     if dim and position == "global":
         projection = nn.Linear(pooling.out_channels(), int(dim), bias=bias)
-    return Embedder(backbone, pooling, head, bool(model.get("normalize", True)), pooled_norm, projection)
+    normalize = model.get("normalize", True)
+    if normalize not in NORMALIZE:
+        raise ConfigError("model.normalize", f"unknown value {normalize!r}; allowed: true, false, clip")
+    return Embedder(backbone, pooling, head, normalize, pooled_norm, projection)
+
+
+def head_position(model: dict[str, Any]) -> str:
+    """``model.head`` when it is named, else the placement of the configured pooling (see
+    :class:`Embedder`)."""
+    position = model.get("head")
+    if position is None:
+        name, _ = parse_spec(model["pooling"], "model.pooling")
+        position = POOLINGS.get(name).head_placement
+    if position not in HEAD_POSITIONS:
+        raise ConfigError("model.head", f"unknown head position {position!r}; allowed: {', '.join(HEAD_POSITIONS)}")
+    return position

@@ -67,6 +67,14 @@ class Pooling(nn.Module):
 
     supplied_by_caller = ("in_channels",)
 
+    #: Where the embedder's projection goes by default (``model.head: null``): ``"global"`` pools
+    #: the backbone map and then projects the pooled vector, as the papers' baselines do (the GSP
+    #: authors' TF ``GlobalPooling``/``GMeanP``: pool, then a Dense layer; Metrix and ProxyNCA++
+    #: likewise); ``"local"`` projects every location with a 1x1 convolution and then pools, which
+    #: a pooling needs when it works in embedding space (GSP's transport costs, seed 000 §4).
+    #: The two orders agree for linear poolings (GAP) and differ for max-like and power poolings.
+    head_placement = "global"
+
     def __init__(self, in_channels: int):
         super().__init__()
         self.in_channels = in_channels

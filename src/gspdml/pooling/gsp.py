@@ -12,10 +12,19 @@ partial transport of the features' uniform mass to ``m`` learnable prototypes
 ``mu = 1`` gives GAP exactly (Claim 4.1). Variants:
 
 * ``gem_p > 1``: GeMean+GSP of Algorithm 2, ``x = ((1/n) sum_j (n p_j f_j)^p)^(1/p)`` (features
-  clamped at ``1e-6`` before the power, as GeM requires non-negative inputs);
-* ``add_max_pool``: the conventional-protocol branch (spec §9 B21), ``x + max_j f_j``;
+  clamped at ``1e-6`` before the power, as GeM requires non-negative inputs); ``learn_gem_p``
+  makes ``p`` a learnable scalar (the authors' TF ``use_gemp``: learnable, initialised at 3);
+* ``add_max_pool``: the conventional-protocol branch, ``x + max_j f_j``;
 * ``weighting="background"``: pool with the residual weights ``rho_j / (1 - mu)`` (seed 000
   App. B.2 L719: the prototypes then act as background representatives).
+
+Inside the :class:`~gspdml.models.Embedder` the layer also receives the backbone map ``F`` and
+the 1x1 head ``W`` that made ``f = W F`` (``forward(f, source=F, project=W)``). The two variants
+that touch the raw map then follow the authors' TF layer (``GeneralizedSumPooling``):
+``add_max_pool`` adds ``W GMP(F)`` (max before the projection, ``augment_max_pool``), and
+GeMean+GSP pools ``W GeM(n p_j F_j)`` (the weights applied to the raw map, GeM, then the
+projection; ``use_gemp``). The transport weights always come from ``f``. Without ``source`` the
+variants act on ``f`` itself (a standalone layer, or a head that is not a linear map).
 
 Prototype initialisation (``init="kcenter"``, the authors' TF framework, spec
 reference-implementations.md §1.2): during training the layer behaves as GAP (uniform weights,
@@ -30,6 +39,8 @@ Glorot-uniform prototypes and pools with transport from the first step.
 
 from __future__ import annotations
 
+from typing import Callable, Optional
+
 import torch
 from torch import nn
 
@@ -40,6 +51,7 @@ from gspdml.pooling.gsp_function import cost_parts, fused_gsp, pooling_weights
 from gspdml.pooling.partial_transport import BACKWARDS, exporting, partial_transport
 
 INITS = ("kcenter", "random")
+Linear = Callable[[torch.Tensor], torch.Tensor]
 WEIGHTINGS = ("foreground", "background")
 
 
@@ -60,6 +72,9 @@ def prototype_costs(prototypes: torch.Tensor, features: torch.Tensor) -> torch.T
 class GSP(Pooling):
     """Generalized Sum Pooling; see the module docstring for the equations.
 
+    GSP projects each location and then pools (``head_placement = "local"``): its prototypes and
+    transport costs live in the embedding space (seed 000 §4; the TF layer's ``feature_transform``).
+
     Args:
         in_channels: local feature size ``d`` (supplied by the embedder).
         num_prototypes: ``m`` (64 for CUB/Cars, 128 for SOP/In-shop; seed 000 §4.4).
@@ -67,12 +82,16 @@ class GSP(Pooling):
         eps: entropy weight (5.0 with pair losses, 0.5 with proxy losses; seed 000 §4.4).
         iters: fixed-point iterations (100).
         gem_p: generalized-mean power; 1 is plain GSP, ``> 1`` GeMean+GSP (Algorithm 2).
-        add_max_pool: add the global-max-pooled local feature (conventional protocol).
+        learn_gem_p: train ``gem_p`` as a parameter (the TF ``use_gemp`` path).
+        add_max_pool: add the global-max-pooled feature (conventional protocol), ``W GMP(F)``
+            inside the embedder.
         weighting: ``"foreground"`` (``(1/n - rho)/mu``) or ``"background"`` (``rho/(1-mu)``).
         init: ``"kcenter"`` (GAP warm-up, then greedy k-center on a memory) or ``"random"``.
         memory_size: samples collected during the warm-up (1024 in the authors' framework).
         backward: ``"closed_form"`` (Prop. 4.2) or ``"unrolled"`` (autograd through the loop).
     """
+
+    head_placement = "local"
 
     def __init__(
         self,
@@ -82,6 +101,7 @@ class GSP(Pooling):
         eps: float = 5.0,
         iters: int = 100,
         gem_p: float = 1.0,
+        learn_gem_p: bool = False,
         add_max_pool: bool = False,
         weighting: str = "foreground",
         init: str = "kcenter",
@@ -99,6 +119,8 @@ class GSP(Pooling):
             raise ConfigError("iters", f"must be >= 0, got {iters}")
         if gem_p < 1.0:
             raise ConfigError("gem_p", f"the generalized-mean power must be >= 1, got {gem_p}")
+        if learn_gem_p and gem_p == 1.0:
+            raise ConfigError("learn_gem_p", "a learnable GeM power needs GeMean+GSP (gem_p > 1, e.g. 3)")
         if weighting not in WEIGHTINGS:
             raise ConfigError("weighting", f"unknown weighting {weighting!r}; allowed: {', '.join(WEIGHTINGS)}")
         if weighting == "background" and mu >= 1.0:
@@ -114,6 +136,7 @@ class GSP(Pooling):
         self.num_prototypes, self.mu, self.eps, self.iters = num_prototypes, float(mu), float(eps), int(iters)
         self.gem_p, self.add_max_pool, self.weighting = float(gem_p), bool(add_max_pool), weighting
         self.init, self.backward = init, backward
+        self.gem_power = nn.Parameter(torch.tensor(float(gem_p))) if learn_gem_p else None
         self.prototypes = nn.Parameter(nn.init.xavier_uniform_(torch.empty(num_prototypes, in_channels)))
         size = memory_size if init == "kcenter" else 0
         self.register_buffer("memory", torch.zeros(size, in_channels))
@@ -127,19 +150,29 @@ class GSP(Pooling):
             f"init={self.init}"
         )
 
-    def forward(self, x: torch.Tensor) -> Pooled:
+    def reads_backbone_map(self) -> bool:
+        """Whether :meth:`forward` uses the backbone map when the embedder passes it."""
+        return self.add_max_pool or self.gem_p != 1.0
+
+    def forward(
+        self, x: torch.Tensor, source: Optional[torch.Tensor] = None, project: Optional[Linear] = None
+    ) -> Pooled:
+        """Pool ``x`` (``[B, d, H, W]`` or ``[B, N, d]``); ``source`` is the backbone map that the
+        linear map ``project`` (``[*, C] -> [*, d]``, no bias) turned into ``x`` (module docstring)."""
         local, spatial = channels_first_locations(x)  # [B, d, n]
+        raw = channels_first_locations(source)[0] if source is not None else None
         with torch.autocast(device_type=local.device.type, enabled=False):
             b, _, n = local.shape
+            work = torch.float64 if local.dtype == torch.float64 else torch.float32
             # an export records the transport path without reading the flag (a traced branch);
-            # uninitialised layers are refused before export (gspdml.training.run.check_initialised)
+            # uninitialised layers are refused before export (gspdml.training.load_run)
             initialized = exporting() or bool(self.initialized)
             if initialized and self._fused():
                 vector, weights, attributes = fused_gsp(
-                    local, self.prototypes.float(), self.mu, self.eps, self.iters, self.weighting == "background"
+                    local, self.prototypes.to(work), self.mu, self.eps, self.iters, self.weighting == "background"
                 )
             else:
-                local = local.float().contiguous()  # the composed ops run fastest with locations contiguous
+                local = local.to(work).contiguous()  # the composed ops run fastest with locations contiguous
                 if initialized:
                     weights, attributes = self._transport_weights(local)
                 else:
@@ -147,9 +180,12 @@ class GSP(Pooling):
                         self._remember(local.mean(dim=2))
                     weights = local.new_full((b, n), 1.0 / n)
                     attributes = local.new_zeros(b, self.num_prototypes)
-                vector = self._aggregate(local, weights)
+                if raw is not None and self.gem_p != 1.0 and bool(self.initialized):
+                    vector = project(self._aggregate(raw.to(work), weights))
+                else:
+                    vector = self._aggregate(local, weights)
             if self.add_max_pool:
-                vector = vector + local.amax(dim=2)
+                vector = vector + (project(raw.to(work).amax(dim=2)) if raw is not None else local.amax(dim=2))
         return Pooled(vector, unflatten_weights(weights, spatial), attributes)
 
     def _fused(self) -> bool:
@@ -159,7 +195,7 @@ class GSP(Pooling):
         return self.backward == "closed_form" and self.gem_p == 1.0 and self.mu < 1.0 and torch.is_grad_enabled()
 
     def _transport_weights(self, local: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        cost = prototype_costs(self.prototypes.float(), local)
+        cost = prototype_costs(self.prototypes.to(local.dtype), local)
         rho, pi = partial_transport(cost, self.mu, self.eps, self.iters, backward=self.backward)
         return pooling_weights(rho, self.mu, self.weighting == "background"), pi.sum(dim=2) / self.mu
 
@@ -168,8 +204,9 @@ class GSP(Pooling):
         if self.gem_p == 1.0:
             return (local * weights.unsqueeze(1)).sum(dim=2)
         n = local.shape[2]
-        scaled = (n * weights).unsqueeze(1) * local  # (1 - n rho)/mu * f, Algorithm 2
-        return scaled.clamp_min(1e-6).pow(self.gem_p).mean(dim=2).pow(1.0 / self.gem_p)
+        p = self.gem_power.to(local.dtype) if self.gem_power is not None else self.gem_p
+        scaled = (n * weights.to(local.dtype)).unsqueeze(1) * local  # (1 - n rho)/mu * f, Algorithm 2
+        return scaled.clamp_min(1e-6).pow(p).mean(dim=2).pow(1.0 / p)
 
     @torch.no_grad()
     def _remember(self, pooled: torch.Tensor) -> None:

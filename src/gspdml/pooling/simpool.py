@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from torch import nn
@@ -23,8 +23,11 @@ class SimPool(Pooling):
         u = (V^gamma a)^(1/gamma)                       f_alpha pooling, gamma = (1 - alpha)/2 (3.67)
 
     ``gamma`` is a hyper-parameter: 2.0 for convolutional backbones, 1.25 for vision
-    transformers (L1642, L1669); ``gamma: null`` is the attention-weighted average ``a`` of
-    ``LN(X)`` without the shift (psomas spec §5 B5, as coded). ``use_beta`` adds the learnable
+    transformers (L1642, L1669); the default ``"auto"`` takes 1.25 for token inputs ``[B, N, C]``
+    (ViT) and 2.0 for feature maps ``[B, C, H, W]`` (CNNs). ``gamma: null`` is the
+    attention-weighted average ``a`` of ``LN(X)`` without the shift (as coded). SimPool replaces
+    the backbone's global pooling and reads the backbone features directly (the embedder's
+    default placement projects after it). ``use_beta`` adds the learnable
     scalar shift of the released code (initial 0; the DINO ViT setting, spec §5 B8).
 
     The minimum is taken per image (``min_scope: sample``, Eq. 3.66 and spec §5 B4), so a
@@ -37,12 +40,16 @@ class SimPool(Pooling):
     order_free = True
     weights_are_distribution = True
 
-    def __init__(self, in_channels: int, gamma: Optional[float] = 2.0, use_beta: bool = False,
+    #: gamma of ``gamma: auto`` by input layout (L1642, L1669)
+    AUTO_GAMMA = {"tokens": 1.25, "maps": 2.0}
+
+    def __init__(self, in_channels: int, gamma: Union[float, str, None] = "auto", use_beta: bool = False,
                  min_scope: str = "sample", eps: float = 1e-6):
         super().__init__(in_channels)
-        require(gamma is None or gamma > 0, "gamma", f"must be positive or null, got {gamma!r}")
+        require(gamma is None or gamma == "auto" or (not isinstance(gamma, str) and gamma > 0), "gamma",
+                f"must be positive, auto or null, got {gamma!r}")
         require(min_scope in ("sample", "batch"), "min_scope", f"must be 'sample' or 'batch', got {min_scope!r}")
-        self.gamma = None if gamma is None else float(gamma)
+        self.gamma = gamma if gamma in (None, "auto") else float(gamma)
         self.min_scope, self.eps = min_scope, float(eps)
         self.norm = nn.LayerNorm(in_channels, eps=1e-6)
         self.wq = nn.Linear(in_channels, in_channels, bias=False)
@@ -51,6 +58,7 @@ class SimPool(Pooling):
 
     def forward(self, x: torch.Tensor) -> Pooled:
         tokens, spatial = flatten_locations(x)  # [B, p, d]
+        gamma = self.AUTO_GAMMA["tokens" if x.dim() == 3 else "maps"] if self.gamma == "auto" else self.gamma
         query = self.wq(tokens.mean(dim=1))  # [B, d]
         normed = self.norm(tokens)
         keys = self.wk(normed)
@@ -59,11 +67,11 @@ class SimPool(Pooling):
             attention = torch.softmax(scores.squeeze(-1), dim=1)  # [B, p]
             values = wide(normed)
             weights = attention.to(values.dtype).unsqueeze(-1)
-            if self.gamma is None:
+            if gamma is None:
                 pooled = (weights * values).sum(dim=1)
             else:
                 low = values.amin(dim=(1, 2), keepdim=True) if self.min_scope == "sample" else values.min()
-                pooled = generalized_mean(values - low + self.eps, self.gamma, dim=1, weights=weights, eps=self.eps)
+                pooled = generalized_mean(values - low + self.eps, gamma, dim=1, weights=weights, eps=self.eps)
             if self.beta is not None:
                 pooled = pooled + self.beta.to(pooled.dtype)
         return Pooled(pooled, weights=unflatten_weights(attention, spatial))

@@ -7,7 +7,7 @@ with the ``lr_multiplier`` the loss declares (e.g. proxies at x100). Nobody can 
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Optional
 
 import torch
 from torch import nn
@@ -76,8 +76,9 @@ class PlateauSchedule:
         self.optimizer, self.base_lr = optimizer, base_lr
         self.factor, self.patience, self.min_lr = factor, patience, min_lr
         self.scale, self.best, self.bad_rounds = 1.0, float("-inf"), 0
+        self.drops: list[int] = []  # training steps at which the rate was reduced
 
-    def step(self, metric: float) -> None:
+    def step(self, metric: float, at_step: int = 0) -> None:
         if metric > self.best:
             self.best, self.bad_rounds = metric, 0
             return
@@ -85,11 +86,44 @@ class PlateauSchedule:
         if self.bad_rounds >= self.patience:
             self.scale = max(self.scale * self.factor, min(self.scale, self.min_lr / self.base_lr))
             self.bad_rounds = 0
+            self.drops.append(int(at_step))
             for group in self.optimizer.param_groups:
                 group["lr"] = group["initial_lr"] * self.scale
 
-    def state_dict(self) -> dict[str, float]:
-        return {"scale": self.scale, "best": self.best, "bad_rounds": self.bad_rounds}
+    def state_dict(self) -> dict:
+        return {"scale": self.scale, "best": self.best, "bad_rounds": self.bad_rounds, "drops": list(self.drops)}
 
-    def load_state_dict(self, state: Mapping[str, float]) -> None:
+    def load_state_dict(self, state: Mapping) -> None:
         self.scale, self.best, self.bad_rounds = float(state["scale"]), float(state["best"]), int(state["bad_rounds"])
+        self.drops = [int(s) for s in state.get("drops", [])]
+
+
+def clip_gradients(model: nn.Module, max_norm: Optional[float], max_value: Optional[float]) -> None:
+    """Clip the network's gradients: first the global L2 norm to ``max_norm``, then each entry to
+    ``[-max_value, max_value]`` (either may be ``None``). Loss parameters (proxies, class
+    embeddings) are not clipped, as in ProxyNCA++'s ``clip_grad_value_(model.parameters(), 10)``;
+    the GSP/CCP authors' TF configs set both limits to 10."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    if max_norm:
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+    if max_value:
+        torch.nn.utils.clip_grad_value_(params, max_value)
+
+
+class StepDecay:
+    """``lr = initial_lr * factor ** k`` for every group, ``k`` the number of decay points reached:
+    every ``every`` steps (``StepLR`` counted in training steps; Metrix decays by 0.1, 0.5 or 0.25
+    every 10 epochs, seed 003 §2.4.1) or at the listed ``milestones`` (``MultiStepLR``; the
+    ProxyNCA++ trainval stage repeats the train stage's plateau drops). A function of the step
+    count alone, so a resumed run needs no state."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, factor: float, every: Optional[int] = None,
+                 milestones: Optional[list[int]] = None):
+        self.optimizer, self.factor = optimizer, float(factor)
+        self.every, self.milestones = every, sorted(int(m) for m in milestones or ())
+
+    def apply(self, step: int) -> None:
+        reached = step // self.every if self.every else sum(1 for m in self.milestones if step >= m)
+        scale = self.factor ** reached
+        for group in self.optimizer.param_groups:
+            group["lr"] = group["initial_lr"] * scale

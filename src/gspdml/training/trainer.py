@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 
 from gspdml.config import dump_config, load_config
 from gspdml.data import build_data
-from gspdml.data.samplers import ClassBalancedBatchSampler
+from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
 from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
 from gspdml.errors import ConfigError, GspdmlError, TrainingError
 from gspdml.losses import build_loss
@@ -57,7 +57,7 @@ from gspdml.training import distributed as ddp
 from gspdml.training.host_memory import keep_freed_host_memory
 from gspdml.training.inference import autocast_context, embed, resolve_device, split_embeddings, split_metrics
 from gspdml.training.metrics_log import MetricsLog, tensorboard_wanted
-from gspdml.training.optim import PlateauSchedule, build_optimizer
+from gspdml.training.optim import PlateauSchedule, StepDecay, build_optimizer, clip_gradients
 from gspdml.training.weights import save_weights
 
 
@@ -110,18 +110,27 @@ class Trainer:
         self._check_batch_composition()
         data_cfg = config["data"]
         world = (self.dist.rank, self.dist.world_size) if self.dist else (0, 1)
-        self.sampler = ClassBalancedBatchSampler(
-            self.train_dataset.labels, data_cfg["classes_per_batch"], data_cfg["samples_per_class"],
-            halves=bool(data_cfg["halves"]), replacement=bool(data_cfg["replacement"]), seed=int(config["seed"]),
-            rank=world[0], world_size=world[1], class_names=getattr(self.train_dataset, "class_names", None),
-            with_epoch=True,  # items are (index, epoch): augmentation is a function of (seed, epoch, index)
-        )
+        # items are (index, epoch): augmentation is a function of (seed, epoch, index)
+        if data_cfg["sampler"] == "random":  # batches of classes_per_batch x samples_per_class random items
+            self.sampler = RandomBatchSampler(
+                self.train_dataset.labels, data_cfg["classes_per_batch"] * data_cfg["samples_per_class"],
+                seed=int(config["seed"]), rank=world[0], world_size=world[1], with_epoch=True,
+            )
+        else:
+            self.sampler = ClassBalancedBatchSampler(
+                self.train_dataset.labels, data_cfg["classes_per_batch"], data_cfg["samples_per_class"],
+                halves=bool(data_cfg["halves"]), replacement=bool(data_cfg["replacement"]), seed=int(config["seed"]),
+                rank=world[0], world_size=world[1], class_names=getattr(self.train_dataset, "class_names", None),
+                with_epoch=True,
+            )
         self.forward_model: torch.nn.Module = self._wrap_distributed() if self.dist else self.model
         self._finite_embeddings = torch.ones((), dtype=torch.bool, device=self.device)
         self.model.register_forward_hook(self._watch_embeddings)
         self.optimizer = build_optimizer(config["optimizer"], self.model, self.loss)
         plateau = config["schedule"]["plateau"]
         self.plateau = PlateauSchedule(self.optimizer, float(config["optimizer"]["lr"]), **plateau) if plateau else None
+        decay = config["schedule"]["step_decay"]
+        self.step_decay = StepDecay(self.optimizer, **decay) if decay else None
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.callbacks: list[Callback] = _unique(m for part in (self.model, self.loss) for m in part.modules() if isinstance(m, Callback))
         self.step, self.last_loss = 0, float("nan")
@@ -161,7 +170,8 @@ class Trainer:
         """Pair losses need a positive pair in the batch: one sample per class makes them 0."""
         pairs = any(isinstance(m, PairLoss) for m in self.loss.modules())
         memory = any(isinstance(m, CrossBatchMemory) for m in self.loss.modules())
-        if pairs and not memory and self.config["data"]["samples_per_class"] < 2:
+        data = self.config["data"]
+        if pairs and not memory and data["sampler"] == "balanced" and data["samples_per_class"] < 2:
             raise ConfigError("data.samples_per_class", "pair losses need at least 2 samples per class in a batch "
                                                         "(with 1 there is no positive pair and the loss is 0 at every step)")
 
@@ -334,15 +344,15 @@ class Trainer:
             self.scaler.unscale_(self.optimizer)
         for callback in self.callbacks:
             callback.on_after_backward(self)
-        clip = cfg["optimizer"]["grad_clip_norm"]
-        if clip:
-            torch.nn.utils.clip_grad_norm_([p for g in self.optimizer.param_groups for p in g["params"]], clip)
+        clip_gradients(self.model, cfg["optimizer"]["grad_clip_norm"], cfg["optimizer"]["grad_clip_value"])
         if self.scaler:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             self.optimizer.step()
         self.step += 1
+        if self.step_decay:
+            self.step_decay.apply(self.step)
         for callback in self.callbacks:
             callback.on_step_end(self)
         value = float(loss.detach())
@@ -394,7 +404,7 @@ class Trainer:
         self._say(f"step {self.step}/{self.config['schedule']['max_steps']}: loss {self.last_loss:.4f}, {ev['split']} "
                   f"{ev['metric']} {value:.4f}" + (f" (best {self.best_metric:.4f} at step {self.best_step})" if self.selects else ""))
         if self.plateau:
-            self.plateau.step(value)
+            self.plateau.step(value, at_step=self.step)
         for callback in self.callbacks:
             callback.on_evaluation(self, metrics)
         patience = ev["patience"]
@@ -419,6 +429,7 @@ class Trainer:
         results: dict[str, Any] = {
             "name": cfg["name"], "steps": self.step, "best_step": self.best_step,
             "best_" + cfg["evaluation"]["metric"]: self.best_metric, "stopped_early": self.stopped_early,
+            "lr_drop_steps": list(self.plateau.drops) if self.plateau else [],
         }
         if self.data.test is not None:
             results["test"] = self.evaluate(self.data.test)

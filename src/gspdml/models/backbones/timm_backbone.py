@@ -158,7 +158,12 @@ class TimmBackbone(Backbone):
 @BACKBONES.register("vit")
 class ViT(TimmBackbone):
     """A timm Vision Transformer; default ``vit_small_patch16_224`` (ViT-S/16, the SimPool
-    backbone). Returns patch tokens ``[B, N, C]`` without the CLS token."""
+    backbone). Returns patch tokens ``[B, N, C]`` without the CLS token.
+
+    ``class_token: false`` builds the encoder without a CLS token at all, so the patch tokens never
+    attend to one: SimPool's ViT setting (seed 003 L1676; the SimPool timm fork builds its ViT with
+    ``class_token=False`` and ``global_pool='simpool'``). With ``true`` (timm's default) the CLS
+    token takes part in every block and is only dropped from the output."""
 
     def __init__(
         self,
@@ -167,6 +172,10 @@ class ViT(TimmBackbone):
         pretrained: PretrainedSpec = False,
         img_size: int = 224,
         output: str = "tokens",
+        class_token: bool = True,
         model_kwargs: Optional[dict[str, Any]] = None,
     ):
-        super().__init__(model, in_channels, pretrained, False, output, dict(model_kwargs or {}, img_size=img_size))
+        kwargs = dict(model_kwargs or {}, img_size=img_size)
+        if not class_token:
+            kwargs.update(class_token=False, global_pool="avg")  # timm's pool is unused: features end here
+        super().__init__(model, in_channels, pretrained, False, output, kwargs)

@@ -1,0 +1,228 @@
+"""Every shipped preset against a table of the values its paper or its authors' code uses.
+
+A row is ``(preset-name pattern, key, expected value, source)``. ``key`` is a dotted path of the
+resolved config, ``head`` (where the projection goes, :func:`~gspdml.models.embedder.head_position`)
+or ``loss:<attribute path>`` of the loss the trainer would build. Every preset must match rows of
+its family, so a new preset without rows fails, and so does a preset that drifts from its source.
+
+Sources: "thesis" = Gurbuz PhD thesis (seed 004), "GSP paper" = Gurbuz et al. (seed 000), "XML
+paper" = Gurbuz et al., ICIP 2023 (seed 001), "ProxyNCA++ paper" = Teh et al., ECCV 2020 (seed
+002), "Metrix" = Psomas thesis ch. 2 (seed 003); "TF code" = the GSP/CCP authors' TensorFlow
+framework, "PNCA code" = the ProxyNCA++ release, "Metrix code" = the Metrix release.
+"""
+
+import re
+from functools import reduce
+
+import pytest
+
+from gspdml.config import load_config, preset_names
+from gspdml.losses import build_loss
+from gspdml.models.embedder import head_position
+
+class By(dict):
+    """An expected value per dataset (cub, cars, sop, inshop)."""
+
+
+DS = r"(cub|cars|sop|inshop)"
+SMALL, LARGE = r"(cub|cars)", r"(sop|inshop)"
+TF = rf"^({DS}-(fair|conventional)-|ccp-(?!demo))"  # presets of the GSP/CCP authors' TF framework
+GSP = rf"^{DS}-(fair|conventional)-.*-gsp$"
+PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-c1xbm)-gsp$"
+PROXY_GSP = rf"^{DS}-fair-(pnca|pa)-gsp$"
+
+TABLE = [
+    # --- the TF framework (GSP, CCP): optimiser, clipping, projection ---------------------------
+    (TF, "optimizer.name", "adam", "thesis L1298-1302: Adam"),
+    (TF, "optimizer.betas", [0.9, 0.999], "TF code: configs leave Keras Adam's beta_2 = 0.999 (thesis text: .99)"),
+    (TF, "optimizer.grad_clip_norm", 10.0, "TF code: default gradient transformers clip the norm at 10"),
+    (TF, "optimizer.grad_clip_value", 10.0, "TF code: default gradient transformers clip values at 10"),
+    (TF, "optimizer.weight_decay", 1e-4, "thesis L1298: weight decay 1e-4"),
+    (TF, "model.backbone.name", "bn_inception", "thesis L1212: BN-Inception"),
+    (TF, "model.head_bias", False, "TF code: GlobalPooling / GSP feature_transform use_bias=False"),
+    # --- fair protocol (thesis Ch. 5 L1298; Ch. 3 for CCP) --------------------------------------
+    (rf"^{DS}-fair-", "model.embedding_dim", 128, "thesis L1298: 128-D fold models"),
+    (rf"^{DS}-fair-(?!pa-)", "optimizer.lr", 1e-5, "thesis L1298: constant lr 1e-5"),
+    (rf"^{SMALL}-fair-pa-", "optimizer.lr", 1e-5, "thesis L1298: constant lr 1e-5"),
+    (rf"^{LARGE}-fair-pa-", "optimizer.lr", By(sop=5e-6, inshop=1e-5), "thesis L1334: ProxyAnchor on SOP 5e-6"),
+    (rf"^{DS}-fair-", "schedule.plateau", None, "thesis L1298: constant learning rate"),
+    (rf"^{DS}-fair-", "data.dataset.val_fold", 0, "thesis L1298: one model per 3/4 partition (fold 0 here)"),
+    (rf"^{DS}-fair-", "data.dataset.num_folds", 4, "thesis L1298: 4 partitions"),
+    (rf"^{DS}-fair-", "evaluation.metric", "map_at_r", "thesis L1298: validation MAP@R"),
+    (rf"^{SMALL}-fair-", "evaluation.every", 100, "thesis L1298: every 100 steps on CUB and Cars"),
+    (rf"^{LARGE}-fair-", "evaluation.every", 1000, "thesis L1298: every 1000 steps on SOP and In-shop"),
+    (rf"^{SMALL}-fair-", "evaluation.patience", 15, "thesis L1298: patience 15 on CUB and Cars"),
+    (rf"^{LARGE}-fair-", "evaluation.patience", 10, "thesis L1298: patience 10 on SOP and In-shop"),
+    (rf"^{DS}-fair-(c2|ms|triplet|c1xbm)-", "data.classes_per_batch", 8, "thesis L1298: 8 classes x 4"),
+    (rf"^{DS}-fair-(c2|ms|triplet|c1xbm)-", "data.samples_per_class", 4, "thesis L1298: 8 classes x 4"),
+    (rf"^{DS}-fair-(pnca|pa)-", "data.classes_per_batch", 32, "thesis L745-751: proxy losses 32 x 1"),
+    (rf"^{DS}-fair-(pnca|pa)-", "data.samples_per_class", 1, "thesis L745-751: proxy losses 32 x 1"),
+    (rf"^{DS}-fair-(pnca|pa)-", "loss:lr_multiplier_of_proxies", 100.0, "thesis L745-751: proxies x100"),
+    (rf"^{DS}-fair-pnca-", "optimizer.eps", 1e-8, "thesis: x100 proxies with Adam's usual eps"),
+    (rf"^{DS}-fair-pnca-", "loss:temperature_of_pnca", 0.11, "thesis L1334: temperature 0.11"),
+    # --- conventional protocol (thesis L1300) ----------------------------------------------------
+    (rf"^{DS}-conventional-", "model.embedding_dim", 512, "thesis L1300: 512-D"),
+    (rf"^cub-conventional-", "optimizer.lr", 1e-5, "thesis L1300: 1e-5 on CUB"),
+    (rf"^(cars|sop|inshop)-conventional-", "optimizer.lr", 1e-4, "thesis L1300: 1e-4 on Cars, SOP, In-shop"),
+    (rf"^{DS}-conventional-", "schedule.plateau", {"factor": 0.5, "patience": 4, "min_lr": 1e-6},
+     "thesis L1300: reduce on plateau, patience 4; TF code: factor 0.5, min_lr 1e-6"),
+    (rf"^{DS}-conventional-", "data.classes_per_batch", 32, "thesis L1300: batch 128 = 32 x 4"),
+    (rf"^{DS}-conventional-", "evaluation.split", "test", "thesis L1300: P@1 monitored on the test split"),
+    (rf"^{DS}-conventional-", "evaluation.metric", "precision_at_1", "thesis L1300: validation P@1"),
+    (rf"^{SMALL}-conventional-", "evaluation.every", 25, "thesis L1300: every 25 steps on CUB and Cars"),
+    (rf"^{LARGE}-conventional-", "evaluation.every", 250, "thesis L1300: every 250 steps on SOP and In-shop"),
+    (rf"^{DS}-conventional-.*-gap$", "model.pooling.name", "gap_gmp", "thesis L1375: GAP+GMP baseline"),
+    # --- pooling placement (issue 15 item 1) ----------------------------------------------------
+    (GSP, "head", "local", "GSP paper §4 / TF code: feature_transform (1x1) before the transport"),
+    (rf"^{DS}-(fair|conventional)-.*-gap$", "head", "global", "TF code GlobalPooling: pool, then Dense"),
+    (r"^metrix-", "head", "global", "Metrix L670 / Metrix code: GAP(x)+GMP(x), then Linear(2048, 512)"),
+    (r"^proxynca-", "head", "global", "ProxyNCA++ paper §3: GMP, LayerNorm, then the embedding layer"),
+    (r"^ccp-(?!demo)", "head", "global", "ccp-dml: GAP then Dense(128) (one operator for GAP)"),
+    (rf"^{DS}-fair-.*-xml$", "head", "local", "XML paper §2.1: histograms of the projected local features"),
+    # --- GSP + ZSR (GSP paper §4.4; thesis L1316) ------------------------------------------------
+    (GSP, "model.pooling.name", "gsp", "GSP paper"),
+    (rf"^{SMALL}-(fair|conventional)-.*-gsp$", "model.pooling.num_prototypes", 64, "GSP paper §4.4: m = 64 on CUB and Cars"),
+    (rf"^{LARGE}-(fair|conventional)-.*-gsp$", "model.pooling.num_prototypes", 128, "GSP paper §4.4: m = 128 on SOP and In-shop"),
+    (GSP, "model.pooling.mu", 0.3, "GSP paper §4.4: mu = 0.3"),
+    (PAIR_GSP, "model.pooling.eps", 5.0, "GSP paper §4.4: eps = 5 with pair losses"),
+    (PROXY_GSP, "model.pooling.eps", 0.5, "GSP paper §4.4 / TF code: eps = 0.5 with proxy losses"),
+    (rf"^{DS}-conventional-.*-gsp$", "model.pooling.add_max_pool", True, "TF code: augment_max_pool in the conventional configs"),
+    (GSP, "data.halves", True, "GSP paper Alg. 4: class-disjoint halves"),
+    (GSP, "loss:mixing", 0.1, "thesis L1316: lambda = 0.1"),
+    (GSP, "loss:ridge", 0.05, "TF code: regression_regularizer_weight 0.05"),
+    (GSP, "loss:reduction", "mean", "TF code zsr_loss: one mean over the batch (scripts/zsr_defaults.py)"),
+    (GSP, "loss:logit_scale", 9.5, "TF code zsr_loss: softmax scale 9.5"),
+    # --- base losses -----------------------------------------------------------------------------
+    (rf"^{DS}-fair-ms-gsp$", "loss:base.mining", False, "TF code: MS built without a miner"),
+    (r"^ccp-.*-ms$", "loss:base.mining", False, "ccp-dml: MS built without a miner"),
+    (r"^cub-fair-ms-gsp$", "loss:base.alpha", 2.0, "thesis L729-753: MS (2, 40, 0.5) on CUB"),
+    (r"^cars-fair-ms-gsp$", "loss:base.beta", 75.83, "thesis L729-753: MS (14.35, 75.83, 0.66) on Cars"),
+    (r"^cub-fair-c2-gap$", "loss:neg_margin", 0.3841, "thesis L729-753: C2 (0, 0.3841) on CUB"),
+    (r"^cars-fair-c2-gsp$", "loss:base.pos_margin", 0.2652, "thesis L729-753: C2 (0.2652, 0.5409) on Cars"),
+    (rf"^{DS}-fair-triplet-gsp$", "loss:base.margin", By(cub=0.0961, cars=0.119, sop=0.0451, inshop=0.0451),
+     "thesis L729-753: triplet margins"),
+    (rf"^{DS}-fair-pa-", "loss:alpha_delta_of_pa", (32.0, 0.1), "thesis L729-753: ProxyAnchor (delta, alpha) = (0.1, 32)"),
+    # --- XBM (thesis L753; TF xbm loss) -----------------------------------------------------------
+    (rf"^{DS}-(fair|conventional)-c1xbm-", "loss:xbm.memory_batches", By(cub=25, cars=25, sop=1400, inshop=400),
+     "thesis L753 / TF trainModel.py: 25, 25, 1400, 400 batches"),
+    (rf"^{DS}-(fair|conventional)-c1xbm-", "loss:xbm.start_step", 1000, "TF code: start_at = 1000"),
+    (rf"^{DS}-(fair|conventional)-c1xbm-", "loss:xbm.fill_before_start", True, "TF code: enqueue from step 0"),
+    # --- XML (XML paper §3) -----------------------------------------------------------------------
+    (rf"^{DS}-fair-.*-xml$", "loss:eps", 10.0, "XML paper §3: varepsilon = 10"),
+    (rf"^{DS}-fair-.*-xml$", "loss:mixing", 0.01, "XML paper §3: lambda = 0.01"),
+    (rf"^{DS}-fair-.*-xml$", "loss:ridge", 0.05, "XML paper §3: epsilon = 0.05"),
+    (rf"^{SMALL}-fair-.*-xml$", "loss:num_prototypes_of_xml", 64, "XML paper §3: m = 64 on CUB and Cars"),
+    (rf"^{LARGE}-fair-.*-xml$", "loss:num_prototypes_of_xml", 128, "XML paper §3: m = 128 on SOP and In-shop"),
+    (rf"^{DS}-fair-.*-xml$", "model.pooling.name", "gap", "XML paper: GAP"),
+    # --- CCP (thesis Ch. 3, L649, L755) -----------------------------------------------------------
+    (r"^ccp-(?!demo|base)", "model.normalize", "clip", "thesis L649 / ccp-dml lipschitz_cont: clip-normalised evaluation"),
+    (r"^ccp-(?!demo|base)", "loss:normalization", "clip", "thesis L649 / ccp-dml lipschitz_cont: clip-normalised loss"),
+    (r"^ccp-(cub|cars)-", "loss:k", 8, "thesis L755: 8 proxies per class on CUB and Cars"),
+    (r"^ccp-(sop|inshop)-", "loss:k", 4, "thesis L755: 4 proxies per class on SOP and In-shop"),
+    (r"^ccp-(cub|cars)-", "loss:pool_size", 12, "thesis L755: pool b = 12 on CUB and Cars"),
+    (r"^ccp-(?!demo|base)", "loss:prox_lambda", 2e-4, "thesis L755: lambda = 2e-4"),
+    (r"^ccp-(?!demo)", "model.embedding_dim", 128, "thesis L711: 128-D"),
+    # --- Metrix (seed 003 §2.4.1; Metrix code) ------------------------------------------------------
+    (r"^metrix-(?!demo)", "model.backbone.name", "resnet50", "Metrix §2.4.1: ResNet-50"),
+    (r"^metrix-(?!demo)", "model.pooling.name", "gap_gmp", "Metrix L670: GAP+GMP"),
+    (r"^metrix-(?!demo)", "model.embedding_dim", 512, "Metrix §2.4.1: d = 512"),
+    (r"^metrix-(?!demo)", "optimizer.name", "adamw", "Metrix §2.4.1: AdamW"),
+    (r"^metrix-(?!demo)", "optimizer.weight_decay", 1e-4, "Metrix §2.4.1: weight decay 1e-4"),
+    (r"^metrix-(cub|cars)-", "data.sampler", "random", "Metrix code: random batches on CUB and Cars"),
+    (r"^metrix-(cub|cars)-", "batch", 100, "Metrix §2.4.1: batch size 100"),
+    (r"^metrix-(sop|inshop)-", "batch", 100, "Metrix Table 2.2: balanced 20 x 5"),
+    (r"^metrix-(?!demo|base)", "data.dataset.crop", 224, "Metrix §2.4.1: 224 crops"),
+    (r"^metrix-(?!demo|base)", "data.dataset.resize", 256, "Metrix §2.4.1: resize 256 at test"),
+    (r"^metrix-(?!demo|base)", "loss:mix_alpha", 2.0, "Metrix §2.4.2: Beta(2, 2)"),
+    (r"^metrix-(?!demo|base)", "loss:mix_weight", 0.4, "Metrix §2.4.2: w = 0.4"),
+    (r"^metrix-(?!demo|base)", "loss:level", "feature", "Metrix §2.4.2: feature mixup"),
+    (r"^metrix-.*-contrastive$", "schedule.step_decay.factor", By(cub=0.1, cars=0.1, sop=0.25, inshop=0.25),
+     "Metrix §2.4.1: decay 0.1 (Cont) on CUB/Cars, 0.25 on SOP/In-shop"),
+    (r"^metrix-.*-(ms|proxy-anchor)$", "schedule.step_decay.factor", 0.5, "Metrix §2.4.1: decay 0.5 for MS and PA"),
+    (r"^metrix-.*-ms$", "loss:ms_constants", (17.97, 75.66, 0.77, 0.39), "Metrix code: MS (17.97, 75.66, 0.77), miner 0.39"),
+    (r"^metrix-(sop|inshop)-", "loss:mix_chunk", 256, "bounded memory at SOP scale (benchmarks/metrix_memory.py)"),
+    # --- ProxyNCA++ as published (ProxyNCA++ paper §4.1; PNCA code) ----------------------------------
+    (r"^proxynca-", "model.backbone.name", "resnet50", "ProxyNCA++ paper §4.1: ResNet-50"),
+    (r"^proxynca-", "model.embedding_dim", 2048, "PNCA code: sz_embedding 2048"),
+    (r"^proxynca-", "model.pooling.name", "gmp", "ProxyNCA++ paper: +max"),
+    (r"^proxynca-", "model.pooled_norm", "layer_norm", "ProxyNCA++ paper: +norm"),
+    (r"^proxynca-", "optimizer.eps", 1.0, "PNCA code: Adam eps = 1"),
+    (r"^proxynca-", "optimizer.weight_decay", 0.0, "PNCA code: weight decay 0"),
+    (r"^proxynca-", "optimizer.grad_clip_value", 10.0, "PNCA code: clip_grad_value_(model, 10)"),
+    (r"^proxynca-", "optimizer.lr", By(cub=4e-3, cars=4e-3, sop=2.4e-2, inshop=2.4e-2), "PNCA code: base lr"),
+    (r"^proxynca-", "loss:lr_multiplier", By(cub=1e5, cars=1e5, sop=1e4, inshop=1e5), "PNCA code: proxy lr / base lr"),
+    (r"^proxynca-", "loss:temperature", 1 / 9, "PNCA code: scale 3 = sqrt(1/T)"),
+    (r"^proxynca-", "schedule.plateau.factor", 0.1, "PNCA code: ReduceLROnPlateau default factor 0.1"),
+    (r"^proxynca-", "schedule.plateau.patience", 4, "PNCA code: patience 4"),
+    (r"^proxynca-", "data.dataset.num_folds", 2, "PNCA code: train mode on half the training classes"),
+    (r"^proxynca-(cub|cars)", "batch", 32, "ProxyNCA++ paper Table 1: 8 x 4"),
+    (r"^proxynca-(sop|inshop)", "batch", 192, "ProxyNCA++ paper Table 1: 64 x 3"),
+    # --- CPU demos: not paper recipes, but wired like the methods -----------------------------------
+    (r"^(ccp|metrix)-demo$", "head", "global", "GAP: pool then project (one operator)"),
+    (r"^(ccp|metrix)-demo$", "model.backbone.name", "small_cnn", "CPU demo: the small CNN"),
+    (r"^(ccp|metrix)-demo$", "data.dataset.name", "collage_digits", "CPU demo: the digits collage"),
+    (r"^(ccp|metrix)-demo$", "model.pooling.name", "gap", "CPU demo: GAP"),
+    (r"^ccp-demo$", "loss:normalization", "clip", "thesis L649: CCP's clip normalisation"),
+    (r"^metrix-demo$", "loss:level", "feature", "Metrix §2.4.2: feature mixup"),
+    (r"^(ccp|metrix)-demo$", "evaluation.metric", "map_at_r", "CPU demo: validation MAP@R"),
+]
+
+
+def dataset_key(name: str) -> str:
+    for key in ("inshop", "cars", "cub", "sop"):
+        if key in name.split("-"):
+            return key
+    return ""
+
+
+def resolve(config: dict, name: str, key: str):
+    if key == "head":
+        return head_position(config["model"])
+    if key == "batch":
+        return config["data"]["classes_per_batch"] * config["data"]["samples_per_class"]
+    if key.startswith("loss:"):
+        return loss_value(build_loss(config["loss"], "loss", embedding_dim=config["model"]["embedding_dim"] or 8,
+                                     num_classes=10), key[5:], name)
+    return reduce(lambda node, part: node[part], key.split("."), config)
+
+
+def loss_value(loss, path: str, name: str):
+    """Attributes of the built loss; a few paths name a composite value."""
+    if path == "lr_multiplier_of_proxies":
+        return float(getattr(getattr(loss, "base", loss), "lr_multiplier"))
+    if path == "temperature_of_pnca":
+        return getattr(loss, "base", loss).temperature
+    if path == "num_prototypes_of_xml":
+        return loss.prototypes.shape[0]
+    if path == "alpha_delta_of_pa":
+        pa = getattr(loss, "base", loss)
+        return (float(pa.alpha), float(pa.delta))
+    if path == "ms_constants":
+        ms = loss.loss
+        return (ms.alpha, ms.beta, ms.base, ms.epsilon)
+    if path.startswith("xbm."):
+        loss, path = (loss.base if hasattr(loss, "base") and not hasattr(loss, "memory") else loss), path[4:]
+    return reduce(getattr, path.split("."), loss)
+
+
+PRESETS = [name for name in preset_names() if "/" not in name and not name.startswith("demo-")]
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_matches_its_sources(name):
+    config = load_config(name)
+    rows = [(key, expected, source) for pattern, key, expected, source in TABLE if re.search(pattern, name)]
+    assert len(rows) >= 5, f"{name}: no table rows cite its sources; add them to TABLE"
+    for key, expected, source in rows:
+        if isinstance(expected, By):
+            expected = expected[dataset_key(name)]
+        got = resolve(config, name, key)
+        if isinstance(expected, float) and isinstance(got, (int, float)):
+            assert got == pytest.approx(expected), f"{name}: {key} = {got!r}, expected {expected!r} ({source})"
+        else:
+            assert got == expected, f"{name}: {key} = {got!r}, expected {expected!r} ({source})"
+
+
+def test_every_table_row_is_used():
+    unused = [(pattern, key) for pattern, key, _, _ in TABLE if not any(re.search(pattern, n) for n in PRESETS)]
+    assert not unused
