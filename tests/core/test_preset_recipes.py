@@ -165,6 +165,14 @@ TABLE = [
     (r"^ccp-demo$", "loss:normalization", "clip", "thesis L649: CCP's clip normalisation"),
     (r"^metrix-demo$", "loss:level", "feature", "Metrix §2.4.2: feature mixup"),
     (r"^(ccp|metrix)-demo$", "evaluation.metric", "map_at_r", "CPU demo: validation MAP@R"),
+    # --- a user's own images (README "Train on your own images") -----------------------------------
+    (r"^own-images$", "data.dataset.name", "image_folder", "README: a folder of class folders"),
+    (r"^own-images$", "data.dataset.transform", "mlrc", "thesis §3.3: the MLRC augmentation"),
+    (r"^own-images$", "model.pooling.name", "gsp", "GSP paper §4: generalized sum pooling"),
+    (r"^own-images$", "model.pooling.mu", 0.3, "GSP paper §4.4: mu = 0.3"),
+    (r"^own-images$", "model.pooling.eps", 5.0, "GSP paper §4.4: eps = 5 with pair losses"),
+    (r"^own-images$", "loss.name", "c2", "thesis Ch. 5: the C2 contrastive loss"),
+    (r"^own-images$", "evaluation.metric", "map_at_r", "thesis L1298: validation MAP@R"),
 ]
 
 
