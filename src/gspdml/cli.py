@@ -4,6 +4,7 @@
     gspdml evaluate RUN_DIR [--split test] [--weights final|best]
     gspdml config CONFIG [key.sub=value ...]        # print the resolved, validated config
     gspdml demo [CONFIG ...]                         # the main job: train and compare methods
+    gspdml pretrain RECIPE [RECIPE ...]              # pre-train (or find cached) backbone weights
     gspdml protocol fair|tuning|conventional CONFIG  # a whole evaluation protocol, resumable
     gspdml index|search|report|export ...            # retrieval (gspdml.retrieval.cli)
     gspdml cir freedom|weicom ...                    # composed image retrieval (gspdml.cir.cli)
@@ -62,6 +63,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_pretrain(args: argparse.Namespace) -> int:
+    from gspdml.training.pretrain import pretrained_state, weights_path, load_recipe
+
+    for recipe in args.recipes:
+        _, record = pretrained_state(recipe)
+        print(json.dumps({**record, "path": str(weights_path(load_recipe(recipe)))}, indent=2))
+    return 0
+
+
 def build_parser(extensions: Sequence[Callable[[argparse._SubParsersAction], None]] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gspdml", description="Deep metric learning with Generalized Sum Pooling.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -91,6 +101,10 @@ def build_parser(extensions: Sequence[Callable[[argparse._SubParsersAction], Non
     p.add_argument("--set", dest="overrides", action="append", default=[], help="override for every run, key.sub=value")
     p.add_argument("--fresh", action="store_true", help="retrain runs that already exist")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("pretrain", help="pre-train backbone weights from a recipe (cached by content hash)")
+    p.add_argument("recipes", nargs="+", help="recipe names (gspdml/presets/pretrain) or YAML files")
+    p.set_defaults(func=_cmd_pretrain)
 
     for extend in extensions:
         extend(sub)
