@@ -90,8 +90,8 @@ def build_shared_collage_arrays(
     ``s_glyphs`` ``[N, grid², 2]`` (the glyph images each tile shows)."""
     if tile_size < 2 or tile_size % 2:
         raise ConfigError(f"{FIELD}.tile_size", f"must be an even number >= 2, got {tile_size}")
-    if grid < 2:
-        raise ConfigError(f"{FIELD}.grid", f"must be >= 2 (one target tile and backgrounds), got {grid}")
+    if grid < 1:
+        raise ConfigError(f"{FIELD}.grid", f"must be >= 1 (1: the target tile alone, the paper's \"distilled\" baseline), got {grid}")
     if images_per_class < 1:
         raise ConfigError(f"{FIELD}.images_per_class", f"must be >= 1, got {images_per_class}")
     classes = partition(np.unique(glyph_labels), split_seed=split_seed, shared_super=shared_super, sub_split=sub_split)
@@ -105,9 +105,11 @@ def build_shared_collage_arrays(
         n = len(targets) * images_per_class
         labels = np.repeat(np.arange(len(targets)), images_per_class)
         position = rng.integers(0, tiles, size=n)
-        if n and not len(backgrounds):
+        if n and tiles > 1 and not len(backgrounds):
             raise ConfigError(f"{FIELD}.sub_split", f"the {split} split has target classes but no background class")
-        tile_pairs = backgrounds[rng.integers(0, len(backgrounds), size=(n, tiles))] if n else np.zeros((0, tiles, 2), np.int64)
+        tile_pairs = np.zeros((n, tiles, 2), dtype=np.int64)
+        if tiles > 1 and n:
+            tile_pairs[:] = backgrounds[rng.integers(0, len(backgrounds), size=(n, tiles))]
         tile_pairs[np.arange(n), position] = targets[labels]
         used = np.zeros((n, tiles, 2), dtype=np.int64)
         images = np.zeros((n, grid * tile_size, grid * tile_size), dtype=np.uint8)
@@ -202,7 +204,7 @@ def collage_shared(
     cache: bool = True,
 ) -> DataSplits:
     """The Cifar-Collage analogue of this module's docstring over ``source`` glyphs (default: a
-    2×2 grid of 16-px tiles, 32×32 images). ``augment`` shuffles the tiles and shifts training
+    2×2 grid of 16-px tiles, 32×32 images; ``grid: 1`` keeps the target tile alone). ``augment`` shuffles the tiles and shifts training
     images by up to ``max_shift`` pixels, seeded by the run ``seed``; the arrays are cached by
     content hash (:func:`gspdml.data.cache.cached_arrays`)."""
     params = dict(split_seed=int(split_seed), tile_size=int(tile_size), grid=int(grid), images_per_class=int(images_per_class),
