@@ -8,7 +8,10 @@
 * between ``<!-- reproductions-table -->`` and ``<!-- /reproductions-table -->``: one row per
   entry of the ``reproduction`` list of each ``experiments/<name>/results.json`` (claim, the
   paper's number, ours as mean ± std, verdict, command); experiments without such a file are
-  listed as not re-run.
+  listed as not re-run;
+* in each ``experiments/<name>/README.md`` with a ``<!-- results -->`` ... ``<!-- /results -->``
+  block: the table of every run recorded in its ``results.json`` (per regime), its seeds and
+  training time, and the verdicts.
 
 ``--check`` exits with status 1 when the README differs from what would be written (for CI).
 The README is written atomically.
@@ -72,6 +75,35 @@ def reproductions_block(experiments: Path) -> str:
     return "\n".join(lines)
 
 
+def experiment_block(stored: dict) -> str:
+    """The results of one experiment's ``results.json``: per recorded run, its table, seeds,
+    training time and the verdict rows."""
+    parts = []
+    for key, payload in stored.get("runs", {}).items():
+        seeds = payload.get("plan", {}).get("seeds", [])
+        parts.append(f"**{key}** — seeds {', '.join(map(str, seeds))}; training time {payload['seconds']:.0f} s "
+                     f"({payload.get('threads') or 'default'} thread(s) per process; the 2-core machine was shared with other work)\n\n"
+                     f"{payload['table']}")
+    verdicts = [f"- {row['experiment']}: **{row['verdict']}**" for row in stored.get("reproduction", [])]
+    return "\n\n".join(parts + (["Verdicts (rule: `experiments/common.py` `verdict`):\n" + "\n".join(verdicts)] if verdicts else []))
+
+
+def update_experiment_readmes(experiments: Path, check: bool) -> list[Path]:
+    """Rewrite the results block of every experiment README that has one; returns the stale ones."""
+    stale = []
+    for readme in sorted(experiments.glob("*/README.md")):
+        results = readme.parent / "results.json"
+        text = readme.read_text()
+        if "<!-- results -->" not in text or not results.is_file():
+            continue
+        updated = replace_block(text, "results", experiment_block(json.loads(results.read_text())))
+        if updated != text:
+            stale.append(readme)
+            if not check:
+                write_atomic(readme, updated)
+    return stale
+
+
 def write_atomic(path: Path, text: str) -> None:
     handle, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
     with os.fdopen(handle, "w") as file:
@@ -93,12 +125,14 @@ def main(argv=None) -> int:
     else:
         print(f"readme_tables: {args.demo} not found (run `gspdml demo`); the demo table is left as it is", file=sys.stderr)
     text = replace_block(text, "reproductions-table", reproductions_block(args.experiments))
+    stale = update_experiment_readmes(args.experiments, args.check)
     if args.check:
-        print("README is up to date" if text == original else "README differs from the result files")
-        return 0 if text == original else 1
+        stale = ([args.readme] if text != original else []) + stale
+        print("\n".join(f"{path} differs from the result files" for path in stale) or "READMEs are up to date")
+        return 1 if stale else 0
     if text != original:
         write_atomic(args.readme, text)
-    print(f"wrote {args.readme}")
+    print("\n".join(f"wrote {path}" for path in [args.readme, *stale]))
     return 0
 
 
