@@ -96,7 +96,7 @@ def main(argv=None) -> dict:
     table: dict = {}
     for row in plan["rows"]:
         overrides = [*FULL_PROXYNCA, *ABLATION[row][0]]
-        cfg = common.config("demo-gap.yaml", overrides, steps=plan["steps"], name="full" if row == "ProxyNCA++" else f"no-{row[1:]}", smoke=args.smoke)
+        cfg = common.config("scratch-gap.yaml", overrides, steps=plan["steps"], name="full" if row == "ProxyNCA++" else f"no-{row[1:]}", smoke=args.smoke)
         table[row] = common.summary(common.train_seeds(cfg, plan["seeds"], out, reuse=args.reuse), METRICS)
         print(f"{row:12s} R@1 {common.cell(table[row], 'recall_at_1')}  ({table[row]['seconds']:.0f} s)", flush=True)
     rows = [[row, *(common.cell(entry, m) for m in METRICS)] for row, entry in table.items()]

@@ -20,7 +20,7 @@ def _flat(tree, prefix=""):
 
 
 def _config(row):
-    return _flat(common.config("demo-gap.yaml", [*proxynca.FULL_PROXYNCA, *proxynca.ABLATION[row][0]], steps=1, name="probe"))
+    return _flat(common.config("scratch-gap.yaml", [*proxynca.FULL_PROXYNCA, *proxynca.ABLATION[row][0]], steps=1, name="probe"))
 
 
 @pytest.mark.parametrize("row, changed", [
