@@ -185,11 +185,13 @@ def summary(results: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> dic
     return out
 
 
-def publish(experiment: str, key: str, payload: Mapping[str, Any], reproduction) -> Path:
+def publish(experiment: str, key: str, payload: Mapping[str, Any], reproduction, plots: Sequence[str] = ()) -> Path:
     """Merge ``payload`` under ``runs[key]`` into ``experiments/<experiment>/results.json`` (the
-    file the README's Reproductions table is generated from, ``scripts/readme_tables.py``) and
-    recompute its ``reproduction`` rows with ``reproduction(runs)``."""
+    file the README's Reproductions table is generated from, ``scripts/readme_tables.py``),
+    recompute its ``reproduction`` rows with ``reproduction(runs)`` and copy ``plots`` beside it."""
     path = ROOT / "experiments" / experiment / "results.json"
+    for plot in plots:
+        shutil.copyfile(plot, path.parent / Path(plot).name)
     stored = json.loads(path.read_text()) if path.is_file() else {}
     runs = {**stored.get("runs", {}), key: payload}
     write_json(path, {"runs": runs, "reproduction": reproduction(runs)})

@@ -57,7 +57,7 @@ def weight_maps(out: Path, regime: str, methods, columns: int = 5) -> Path:
     return path
 
 
-def bar_plot(out: Path, table: dict) -> Path:
+def bar_plot(out: Path, table: dict, regime: str) -> Path:
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(4.5, 3.0))
@@ -67,7 +67,7 @@ def bar_plot(out: Path, table: dict) -> Path:
     axes.set_ylabel("test MAP@R (%)")
     axes.grid(axis="y", alpha=0.3)
     figure.tight_layout()
-    path = out / "map_at_r.png"
+    path = out / f"map_at_r-{regime}.png"
     figure.savefig(path, dpi=80)
     return path
 
@@ -117,12 +117,13 @@ def main(argv=None) -> dict:
     total = sum(entry["seconds"] for entry in table.values())
     print(f"\ncollage_shared (digits), {args.regime} ResNet20, seeds {list(plan['seeds'])}, test split, "
           f"mean ± std over seeds; training time {total:.0f} s\n{text}")
-    plots = [str(bar_plot(out, table)), str(weight_maps(out, args.regime, plan["methods"]))]
+    plots = [str(bar_plot(out, table, args.regime)), str(weight_maps(out, args.regime, plan["methods"]))]
     payload = {"plan": {k: list(v) for k, v in plan.items()}, "regime": args.regime, "results": table, "table": text,
                "seconds": total, "threads": args.threads, "plots": plots}
     common.write_json(out / "results.json", payload)
     if not args.smoke:
-        common.publish("collage", args.regime, {k: v for k, v in payload.items() if k != "plots"}, reproduction)
+        common.publish("collage", args.regime, {k: v for k, v in payload.items() if k != "plots"}, reproduction,
+                       plots=payload["plots"])
     return payload
 
 

@@ -58,7 +58,7 @@ FULL = dict(seeds=(0, 1, 2), poolings=("GAP", "GMP", "GMP+GAP", "GeMean", "GSP")
 SMOKE = dict(seeds=(0,), poolings=("GAP", "GSP"), losses=("C2",))
 
 
-def bar_plot(out: Path, table: dict, losses) -> Path:
+def bar_plot(out: Path, table: dict, losses, key: str) -> Path:
     from matplotlib.figure import Figure
 
     names = list(table)
@@ -73,7 +73,7 @@ def bar_plot(out: Path, table: dict, losses) -> Path:
     axes.legend(fontsize=7)
     axes.grid(axis="y", alpha=0.3)
     figure.tight_layout()
-    path = out / "map_at_r.png"
+    path = out / f"map_at_r-{key}.png"
     figure.savefig(path, dpi=80)
     return path
 
@@ -149,10 +149,11 @@ def main(argv=None) -> dict:
     print(f"\ncollage_shared (digits), {args.regime} {args.backbone}, seeds {list(plan['seeds'])}, test MAP@R x100, "
           f"mean ± std over seeds; training time {total:.0f} s\n{text}")
     payload = {"plan": {k: list(v) for k, v in plan.items()}, "regime": args.regime, "backbone": args.backbone, "results": table, "table": text,
-               "seconds": total, "threads": args.threads, "plots": [str(bar_plot(out, table, plan["losses"]))]}
+               "seconds": total, "threads": args.threads, "plots": [str(bar_plot(out, table, plan["losses"], key))]}
     common.write_json(out / "results.json", payload)
     if not args.smoke:
-        common.publish("pooling_comparison", key, {k: v for k, v in payload.items() if k != "plots"}, reproduction)
+        common.publish("pooling_comparison", key, {k: v for k, v in payload.items() if k != "plots"}, reproduction,
+                       plots=payload["plots"])
     return payload
 
 
