@@ -5,7 +5,7 @@ extension. On a CPU build of torch that extension cannot be loaded, and ``import
 then fails with ``RuntimeError: operator torchvision::nms does not exist``: torchvision's
 ``_meta_registrations`` registers fake kernels for ``torchvision::nms`` and ``torchvision::qnms``
 unconditionally, and those need the operator *schemas* the extension would have defined
-(shared/spec/environment.md, "PyPI's torchvision 0.28.0 ...").
+(measured on the project's CPU build machines, torch 2.13 with torchvision 0.28).
 
 :func:`import_torchvision` defines exactly those two schemas with
 ``torch.library.Library("torchvision", "DEF")`` before the import, and only when torch is a CPU
