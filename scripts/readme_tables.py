@@ -62,7 +62,7 @@ def reproduction_rows(experiments: Path) -> list[list[str]]:
         path = folder / "results.json"
         entries = json.loads(path.read_text()).get("reproduction", []) if path.is_file() else []
         if not entries:
-            rows.append([folder.name, "-", "-", "not re-run in the paper's regime (code ready; see its README)", "-", command])
+            rows.append([folder.name, "see its README", "-", "no published results.json: not re-run for this table (its README gives the earlier result)", "-", command])
         for entry in entries:
             rows.append([entry["experiment"], entry["claim"], entry["paper"], entry["ours"], entry["verdict"], command])
     return rows

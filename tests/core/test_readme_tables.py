@@ -43,7 +43,7 @@ def test_tables_are_generated_and_check_tells_stale_from_current(tree, capsys):
     assert "typed by hand" not in text and text.startswith("intro\n<!-- demo-table -->\n| method | MAP@R |")
     assert "| gsp | 55.00 | - | - | - | - | 0.81 | 250 | 20 |" in text and "GSP − GAP: +48.00 MAP@R" in text
     assert "| Collage, frozen | GSP > GAP | +17 | GSP 60.00 ± 1.00 | reproduced | `python experiments/collage/run.py` |" in text
-    assert "| metrix_mixup | - | - | not re-run in the paper's regime" in text
+    assert "| metrix_mixup | see its README | - | no published results.json: not re-run for this table" in text
     assert text.endswith("<!-- /reproductions-table -->\nend\n")
     experiment = (root / "experiments" / "collage" / "README.md").read_text()
     assert "**frozen** — seeds 0, 1, 2; training time 12 s" in experiment and "| gsp | 60.00 ± 1.00 |" in experiment

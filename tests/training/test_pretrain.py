@@ -79,6 +79,13 @@ def test_weights_that_do_not_fit_and_unknown_recipes_are_named(recipe_file):
         load_recipe("nope")
     with pytest.raises(ConfigError, match="pretrain.train"):
         load_recipe({**TINY, "train": {"epochs": 1, "learning_rate": 1}})
+    broken = recipe_file.parent / "broken.yaml"
+    broken.write_text("backbone: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_recipe(broken)
+    broken.write_text("- a list")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        load_recipe(broken)
     assert {"resnet20-digits", "small_cnn-digits"} <= set(recipe_names())
 
 

@@ -26,6 +26,7 @@ from typing import Any, Mapping, Union
 
 import numpy as np
 import torch
+import yaml
 import torch.nn.functional as F
 from torch import nn
 
@@ -59,7 +60,12 @@ def load_recipe(source: Union[str, Path, Mapping[str, Any]]) -> dict[str, Any]:
             path = RECIPES_DIR / f"{source}.yaml"
         if not path.is_file():
             raise ConfigError("model.backbone.weights", f"no pre-training recipe {str(source)!r} (a YAML file, or one of: {', '.join(recipe_names())})")
-        raw, name = parse_yaml(path.read_text()) or {}, path.stem
+        try:
+            raw, name = parse_yaml(path.read_text()) or {}, path.stem
+        except yaml.YAMLError as error:
+            raise ConfigError("pretrain", f"{path}: not valid YAML ({error})") from None
+        if not isinstance(raw, dict):
+            raise ConfigError("pretrain", f"{path}: expected a mapping with backbone, data, train")
     unknown = set(raw) - {"name", "description", "backbone", "data", "train"}
     if unknown or "backbone" not in raw:
         raise ConfigError("pretrain", f"a recipe has keys backbone (required), data, train, description; got {sorted(raw)}")
