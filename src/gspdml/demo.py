@@ -38,6 +38,7 @@ def run_demo(paths: Sequence[str], output_dir: Path, overrides: Iterable[str] = 
     from gspdml.training.checkpoint import atomic_write_text
 
     rows = []
+    earlier = _earlier_seconds(output_dir / "summary.json")
     for path in demo_configs(paths):
         config = load_config(path, [*overrides, f"output_dir={output_dir}"])
         run_dir = output_dir / config["name"]
@@ -45,14 +46,22 @@ def run_demo(paths: Sequence[str], output_dir: Path, overrides: Iterable[str] = 
         finished = resume and (run_dir / "results.json").exists()
         start = time.perf_counter()
         results = train(config, run_dir, resume=resume)
-        seconds = None if finished else time.perf_counter() - start
-        rows.append({"method": config["name"], "description": config["description"], "seconds": seconds,
+        seconds = earlier.get(config["name"]) if finished else time.perf_counter() - start
+        rows.append({"method": config["name"], "description": config["description"], "seconds": seconds, "reused": finished,
                      **results, "target_share": run_target_share(run_dir)})
     atomic_write_text(output_dir / "summary.json", json.dumps(rows, indent=2))
     print()
     print(format_table(rows))
     print(f"\nrun directories: {output_dir}/<method>  (re-evaluate with: gspdml evaluate {output_dir}/<method>)")
     return rows
+
+
+def _earlier_seconds(summary: Path) -> dict[str, float]:
+    """Training time of each method in an earlier ``summary.json`` (kept for reused runs)."""
+    try:
+        return {row["method"]: row["seconds"] for row in json.loads(summary.read_text()) if row.get("seconds") is not None}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def run_target_share(run_dir: Path):
@@ -91,6 +100,8 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         test = row.get("test", {})
         cells = [row["method"], *(f"{100 * test[key]:.2f}" if key in test else "-" for _, key in COLUMNS)]
         share = row.get("target_share")
-        cells += ["-" if share is None else f"{share:.2f}", str(row["steps"]), "reused" if row["seconds"] is None else f"{row['seconds']:.0f}"]
+        seconds = "" if row["seconds"] is None else f"{row['seconds']:.0f}"
+        cells += ["-" if share is None else f"{share:.2f}", str(row["steps"]),
+                  f"{seconds} (reused)".strip() if row.get("reused") else seconds]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
