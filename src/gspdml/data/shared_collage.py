@@ -38,6 +38,14 @@ from gspdml.data.collage import SPLITS, collage_splits, draw_glyphs, glyph_pools
 from gspdml.errors import ConfigError
 
 FIELD = "data.dataset"
+#: the glyph pools of a split seed come from their own stream, so that the collage and the
+#: pre-training tiles (:func:`tile_classification_arrays`) split the source images identically
+POOL_STREAM = 0x9001
+
+
+def split_pools(glyph_labels: np.ndarray, glyph_split: Sequence[float], split_seed: int) -> list[dict[int, np.ndarray]]:
+    """Per split, per base class: the glyph images that split may use (disjoint across splits)."""
+    return glyph_pools(np.asarray(glyph_labels), glyph_split, np.random.default_rng(np.random.SeedSequence([split_seed, POOL_STREAM])))
 
 
 def pair_tile(left: np.ndarray, right: np.ndarray, tile_size: int) -> np.ndarray:
@@ -96,7 +104,7 @@ def build_shared_collage_arrays(
         raise ConfigError(f"{FIELD}.images_per_class", f"must be >= 1, got {images_per_class}")
     classes = partition(np.unique(glyph_labels), split_seed=split_seed, shared_super=shared_super, sub_split=sub_split)
     rng = np.random.default_rng(np.random.SeedSequence([split_seed, 0xC011]))
-    pools = glyph_pools(np.asarray(glyph_labels), glyph_split, np.random.default_rng(np.random.SeedSequence([split_seed, 0x9001])))
+    pools = split_pools(glyph_labels, glyph_split, split_seed)
     cells = resize_glyphs(glyphs, tile_size // 2)
     tiles = grid * grid
     out: dict[str, np.ndarray] = {}
@@ -144,7 +152,7 @@ def tile_classification_arrays(
     ``glyphs`` ``[N, 2]``; ``seed`` draws the glyphs."""
     if pool not in SPLITS:
         raise ConfigError("pretrain.data.pool", f"{pool!r} is not one of {', '.join(SPLITS)}")
-    pools = glyph_pools(np.asarray(glyph_labels), glyph_split, np.random.default_rng(np.random.SeedSequence([split_seed, 0x9001])))[SPLITS.index(pool)]
+    pools = split_pools(glyph_labels, glyph_split, split_seed)[SPLITS.index(pool)]
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x711E]))
     base = np.unique(glyph_labels).astype(int)
     cells = resize_glyphs(glyphs, tile_size // 2)
