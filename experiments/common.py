@@ -14,7 +14,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "src") not in sys.path:  # run from a checkout without installing the package
@@ -37,6 +37,14 @@ SMALL_VAL = "data.dataset.class_split=[60, 2, 20]"
 #: ``--smoke``: a tiny collage (16 train classes x 8 images, 4 test classes) so that a smoke
 #: run, data generation included, takes seconds
 SMOKE_DATA = ("data.dataset.images_per_class=8", "data.dataset.class_split=[16, 2, 4]")
+
+
+#: ``--smoke`` in the papers' regime (:func:`regime_config`): 4 images per class of the faithful
+#: collage and a tiny pre-trained, frozen backbone (recipe ``smoke-small_cnn-digits``)
+REGIME_SMOKE = ("data.dataset.images_per_class=4", "evaluation.every=2", "schedule.max_steps=2",
+                "model.backbone={name: small_cnn, widths: [8, 16], weights: smoke-small_cnn-digits, frozen: true}")
+#: the fine-tuning regime: the pre-trained backbone trains too, at a tenth of the learning rate
+FINETUNE = ("model.backbone.frozen=false", "optimizer.lr_multipliers.backbone=0.1")
 
 
 def parser(name: str, description: str, *, smoke_help: str | None = None, reuse: bool = True,
@@ -85,11 +93,27 @@ def config(path: str, overrides: Iterable[str] = (), *, steps: int, name: str, s
                                                  *overrides, f"name={name}"])
 
 
-def train_seeds(cfg: Mapping[str, Any], seeds: Sequence[int], out: Path, reuse: bool = False) -> list[dict[str, Any]]:
+def regime_config(preset: str, overrides: Iterable[str] = (), *, name: str, smoke: bool = False) -> dict[str, Any]:
+    """Resolved config of a ``demo-*`` preset (the papers' regime: faithful collage, pre-trained
+    backbone, validation early stopping and reduce-on-plateau, the same budget for every method)
+    with ``overrides``; ``smoke`` shrinks it to seconds (:data:`REGIME_SMOKE`)."""
+    return load_config(preset, ["trainer.progress=false", *(REGIME_SMOKE if smoke else ()), *overrides, f"name={name}"])
+
+
+def target_share(run_dir: Path) -> dict[str, Any]:
+    """``{"target_share": ...}`` of a finished run (:func:`gspdml.demo.run_target_share`)."""
+    from gspdml.demo import run_target_share
+
+    return {"target_share": run_target_share(run_dir)}
+
+
+def train_seeds(cfg: Mapping[str, Any], seeds: Sequence[int], out: Path, reuse: bool = False,
+                measure: Callable[[Path], Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Train ``cfg`` once per seed into ``out/<name>/seed<k>``; returns the ``results.json`` of
     each run plus its wall time in ``seconds``. An older run there is replaced, or, with
     ``reuse``, kept when it finished with the same config. A run whose loss turns non-finite is
-    recorded as ``{"failed": message}`` instead of stopping the experiment."""
+    recorded as ``{"failed": message}`` instead of stopping the experiment. ``measure(run_dir)``
+    adds its entries to the record of each finished run (e.g. :func:`target_share`)."""
     from gspdml.errors import TrainingError
     from gspdml.training import train
 
@@ -106,6 +130,8 @@ def train_seeds(cfg: Mapping[str, Any], seeds: Sequence[int], out: Path, reuse: 
         start = time.perf_counter()
         try:
             result = train(run_cfg, run_dir)
+            if measure is not None:
+                result = {**result, **measure(run_dir)}
         except TrainingError as error:
             result = {"failed": str(error).split(";")[0]}
             print(f"{cfg['name']} seed {seed}: {result['failed']}", flush=True)
@@ -152,11 +178,44 @@ def summary(results: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> dic
         values = metric_values(results, metric)
         mean, std = mean_std(values) if values else (float("nan"), float("nan"))
         out[metric] = {"values": values, "mean": mean, "std": std}
+    shares = [float(r["target_share"]) for r in results if r.get("target_share") is not None]
+    if shares:
+        mean, std = mean_std(shares)
+        out["target_share"] = {"values": shares, "mean": mean, "std": std}
     return out
 
 
+def publish(experiment: str, key: str, payload: Mapping[str, Any], reproduction, plots: Sequence[str] = ()) -> Path:
+    """Merge ``payload`` under ``runs[key]`` into ``experiments/<experiment>/results.json`` (the
+    file the README's Reproductions table is generated from, ``scripts/readme_tables.py``),
+    recompute its ``reproduction`` rows with ``reproduction(runs)`` and copy ``plots`` beside it."""
+    path = ROOT / "experiments" / experiment / "results.json"
+    for plot in plots:
+        shutil.copyfile(plot, path.parent / Path(plot).name)
+    stored = json.loads(path.read_text()) if path.is_file() else {}
+    runs = {**stored.get("runs", {}), key: payload}
+    write_json(path, {"runs": runs, "reproduction": reproduction(runs)})
+    return path
+
+
+def verdict(ours: Mapping[str, Any], others: Mapping[str, Mapping[str, Any]], metric: str = "map_at_r") -> str:
+    """The rule every README verdict of "method beats the others" uses: *reproduced* when its
+    mean minus one std exceeds every other mean plus one std, *partly* when its mean is the
+    highest but within those bands, *not reproduced* otherwise (naming who is higher)."""
+    low = ours[metric]["mean"] - ours[metric]["std"]
+    higher = [name for name, entry in others.items() if entry[metric]["mean"] >= ours[metric]["mean"]]
+    if higher:
+        return f"not reproduced ({', '.join(higher)} as high or higher)"
+    if all(low > entry[metric]["mean"] + entry[metric]["std"] for entry in others.values()):
+        return "reproduced"
+    return "partly (highest mean, within one std of another)"
+
+
 def write_json(path: Path, payload: Any) -> None:
-    path.write_text(json.dumps(payload, indent=2, default=_jsonable))
+    """Write ``payload`` as JSON atomically (a temporary file renamed into place)."""
+    from gspdml.training.checkpoint import atomic_write_text
+
+    atomic_write_text(path, json.dumps(payload, indent=2, default=_jsonable))
 
 
 def _jsonable(value: Any) -> Any:

@@ -3,7 +3,7 @@ embedded digits collage.
 
 Seed 000 searches the number of prototypes m and the entropy weight eps on CUB with mu = 0.3,
 lambda = 0.1: both C2 and PNCA are best at m = 64, eps = 5 is best for C2 (0.5 for PNCA); eps
-has the largest effect and m a small one (screening, Tab. 5). Here: the preset ``demo-gsp``
+has the largest effect and m a small one (screening, Tab. 5). Here: the preset ``scratch-gsp``
 (collage_digits, small_cnn, C2, mu = 0.25 = the collage's foreground ratio, no ZSR, bf16) over
 m in {8, 64} x eps in {0.5, 5}, a short schedule (``--steps``, default 60), test
 MAP@R (mean +- std over ``--seeds``).
@@ -57,7 +57,7 @@ def plot(sweep: dict, ms: list[int], epss: list[float], path: Path, title: str) 
 
 def main(argv=None) -> dict:
     parser = common.parser("gsp_m_eps_grid", "m x eps grid of GSP (seed 000 Fig. 8a), embedded digits collage", smoke_help="tiny data and model, 3 steps, a 2 x 1 grid", reuse=False, threads=None)
-    parser.add_argument("--config", default="demo-gsp", help="config file or preset name")
+    parser.add_argument("--config", default="scratch-gsp", help="config file or preset name")
     parser.add_argument("--ms", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--epss", type=float, nargs="+", default=[0.5, 5.0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])

@@ -3,7 +3,7 @@ embedded digits collage.
 
 Seed 000 sweeps mu on CUB with the C2 loss: relatively low values of mu perform similarly, and
 as mu grows the performance drops towards GAP (over-estimating the foreground ratio). Here:
-the preset ``demo-gsp`` (collage_digits, small_cnn, 1x1 head to 128, GSP m = 16, eps = 10,
+the preset ``scratch-gsp`` (collage_digits, small_cnn, 1x1 head to 128, GSP m = 16, eps = 10,
 C2, Adam 1e-3, bf16) with mu in {0.1, 0.25, 0.5, 1.0} (the target tile is 1/4 of the image;
 mu = 1 is GAP exactly, Claim 4.1), a short schedule (``--steps``, default 80) and validation
 MAP@R at the end of training; test MAP@R is reported (mean +- std over ``--seeds``).
@@ -64,7 +64,7 @@ def plot(sweep: dict, mus: list[float], path: Path, title: str) -> None:
 
 def main(argv=None) -> dict:
     parser = common.parser("gsp_mu_sweep", "Effect of mu on GSP (seed 000 Fig. 6), embedded digits collage", smoke_help="tiny data and model, 3 steps, mu in {0.25, 1}", reuse=False, threads=None)
-    parser.add_argument("--config", default="demo-gsp", help="config file or preset name")
+    parser.add_argument("--config", default="scratch-gsp", help="config file or preset name")
     parser.add_argument("--mus", type=float, nargs="+", default=[0.1, 0.25, 0.5, 1.0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=80)

@@ -1,8 +1,13 @@
 """Metrix: clean vs input / feature / embedding mixup on the embedded collage (seed 003 chapter 2,
 Tables 2.3 and 2.5; psomas-thesis-spec §1).
 
-Every variant trains the preset ``metrix-demo`` (small CNN, 64-D, GAP, contrastive loss,
-16 classes x 2 samples, bf16 here) on ``collage_digits`` with the same budget and seeds:
+Every variant trains the preset ``metrix-demo`` (small CNN, 64-D, contrastive loss, 16 classes
+x 2 samples, bf16 here) on ``collage_digits`` with the same budget and seeds. The wiring after
+the mixing point follows the authors' code (seed 003; feature mixup mixes the last maps *before*
+GAP+GMP, then the embedding layer): ``--wiring nonlinear`` (default) pools with GAP+GMP and then
+projects (``model.head: global``), so that mixing maps, inputs or embeddings are different
+operations; ``--wiring linear`` is the earlier GAP after a 1x1 head, under which feature mixup of
+the maps equals mixup of the un-normalised embeddings.
 
 * ``clean``: the same ``metrix`` loss with ``mix_weight: 0`` (only the clean contrastive term);
 * ``input`` / ``feature`` (Metrix) / ``embedding``: ``w = 0.4``, ``alpha = 2``, random pair kind.
@@ -31,6 +36,8 @@ VARIANTS = {
     "feature": ("loss.level=feature",),
     "embedding": ("loss.level=embedding",),
 }
+#: what follows the backbone map (the mixing point of feature mixup)
+WIRINGS = {"nonlinear": ("model.pooling={name: gap_gmp}", "model.head=global"), "linear": ()}
 METRICS = ("map_at_r", "precision_at_1", "recall_at_2")
 FULL = dict(steps=200, seeds=(0, 1), variants=tuple(VARIANTS))
 SMOKE = dict(steps=2, seeds=(0,), variants=("clean", "feature"))
@@ -86,12 +93,14 @@ def plot(out: Path, table: dict) -> Path:
 
 
 def main(argv=None) -> dict:
-    args = common.parser("metrix_mixup", __doc__.splitlines()[0]).parse_args(argv)
+    parser = common.parser("metrix_mixup", __doc__.splitlines()[0])
+    parser.add_argument("--wiring", choices=tuple(WIRINGS), default="nonlinear", help="what follows the mixing point")
+    args = parser.parse_args(argv)
     out = common.setup(args)
     plan = SMOKE if args.smoke else FULL
     table: dict = {}
     for variant in plan["variants"]:
-        cfg = common.config("metrix-demo.yaml", ["trainer.precision=bf16", *VARIANTS[variant]], steps=plan["steps"], name=variant, smoke=args.smoke)
+        cfg = common.config("metrix-demo.yaml", ["trainer.precision=bf16", *WIRINGS[args.wiring], *VARIANTS[variant]], steps=plan["steps"], name=variant, smoke=args.smoke)
         results = common.train_seeds(cfg, plan["seeds"], out, reuse=args.reuse)
         entry = common.summary(results, METRICS)
         for key, values in geometry(results).items():
@@ -104,7 +113,7 @@ def main(argv=None) -> dict:
             for variant, entry in table.items()]
     text = common.markdown_table(["mixup", "MAP@R", "P@1", "R@2", "alignment", "uniformity", "time (s)"], rows)
     print(f"\ncollage_digits, {plan['steps']} steps, seeds {list(plan['seeds'])}, test split, mean ± std over seeds\n{text}")
-    payload = {"plan": {**plan, "variants": list(plan["variants"])}, "results": table, "table": text, "plots": [str(plot(out, table))]}
+    payload = {"plan": {**plan, "variants": list(plan["variants"]), "wiring": args.wiring}, "results": table, "table": text, "plots": [str(plot(out, table))]}
     common.write_json(out / "results.json", payload)
     return payload
 

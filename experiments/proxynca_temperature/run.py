@@ -13,6 +13,14 @@ proxies ``lr_multiplier = 100``) with GMP (+max), a non-affine LayerNorm on the 
 before the embedding layer (+norm: ``model.head: global``, ``model.pooled_norm: layer_norm``) and
 16 x 4 class-balanced batches (+cbs), on ``collage_digits`` with the demo's small CNN; each row
 removes one component.
+
+Temperature sweep (``--sweep``; seed 002 §3.4 and Fig. 5: R@1 rises as T falls from 1 to about
+1/9 and falls again below; the "inverted U"): ProxyNCA++ with its wiring (GMP, non-affine layer
+norm, then the embedding layer) in the papers' regime of ``make demo`` (faithful collage
+``collage_shared``, frozen pre-trained ResNet20, validation early stopping and reduce-on-plateau)
+and with the paper's optimiser as coded (Adam ``eps = 1``, weight decay 0, proxies at
+``lr × 1e5``), for T in :data:`SWEEP_TEMPERATURES` and seeds 0, 1, 2. Full sweeps publish to
+``experiments/proxynca_temperature/results.json``.
 """
 
 from __future__ import annotations
@@ -41,6 +49,11 @@ FULL_PROXYNCA = ("model.pooling={name: gmp}", "model.head=global", "model.pooled
 METRICS = ("recall_at_1", "recall_at_2", "recall_at_4", "recall_at_8", "map_at_r")
 TEMPERATURES = (1.0, 1 / 3, 1 / 9, 1 / 27)
 FULL = dict(steps=150, seeds=(0, 1), rows=tuple(ABLATION), moon_steps=2000)
+#: the sweep's temperatures (1/27 ... 2) and the optimiser of the ProxyNCA++ code (seed 002 §4; Adam eps = 1)
+SWEEP_TEMPERATURES = (1 / 27, 1 / 9, 1 / 3, 1.0, 2.0)
+PAPER_OPTIMISER = ("optimizer.eps=1.0", "optimizer.weight_decay=0.0", "loss.lr_multiplier=1.0e5")
+SWEEP = dict(seeds=(0, 1, 2), temperatures=SWEEP_TEMPERATURES)
+SWEEP_SMOKE = dict(seeds=(0,), temperatures=(1 / 9, 1.0))
 SMOKE = dict(steps=2, seeds=(0,), rows=("ProxyNCA++", "-scale"), moon_steps=20)
 
 
@@ -87,8 +100,53 @@ def two_moons(out: Path, steps: int) -> dict:
     return {"steps": steps, "train_accuracy": accuracy, "plot": str(path)}
 
 
+def sweep_config(temperature: float, smoke: bool) -> dict:
+    """ProxyNCA++ at ``temperature`` in the papers' regime with the paper's optimiser."""
+    overrides = [*FULL_PROXYNCA, f"loss.temperature={temperature!r}", *PAPER_OPTIMISER]
+    return common.regime_config("demo-base", overrides, name=f"sweep-T{temperature:.4f}", smoke=smoke)
+
+
+def sweep_reproduction(runs: dict) -> list[dict]:
+    """README row: is the best temperature inside the sweep, with both ends lower (inverted U)?"""
+    rows = []
+    for payload in runs.values():
+        table = payload["results"]
+        best = max(table, key=lambda t: table[t]["recall_at_1"]["mean"])
+        ends = [t for t in (next(iter(table)), list(table)[-1]) if t != best]
+        inside = len(ends) == 2
+        lower = all(table[t]["recall_at_1"]["mean"] + table[t]["recall_at_1"]["std"] < table[best]["recall_at_1"]["mean"] - table[best]["recall_at_1"]["std"] for t in ends)
+        rows.append({"experiment": "ProxyNCA++ temperature sweep, frozen ResNet20 (ProxyNCA++ paper Fig. 5)",
+                     "claim": "R@1 peaks at an intermediate low temperature (inverted U)", "paper": "best T = 1/9 on CUB",
+                     "ours": "; ".join(f"T={t}: R@1 {common.cell(e, 'recall_at_1')}" for t, e in table.items()),
+                     "verdict": "reproduced" if inside and lower else ("partly (peak inside, ends within one std)" if inside else f"not reproduced (best at the end, T={best})")})
+    return rows
+
+
+def temperature_sweep(args) -> dict:
+    """Train every temperature over the seeds, tabulate R@1 / MAP@R, publish full sweeps."""
+    out = common.setup(args)
+    plan = SWEEP_SMOKE if args.smoke else SWEEP
+    table = {}
+    for temperature in plan["temperatures"]:
+        runs = common.train_seeds(sweep_config(temperature, args.smoke), plan["seeds"], out, reuse=args.reuse)
+        table[f"1/{1 / temperature:.0f}" if temperature < 1 else f"{temperature:g}"] = common.summary(runs, METRICS)
+    rows = [[t, common.cell(e, "recall_at_1"), common.cell(e, "map_at_r"), f"{e['seconds']:.0f}"] for t, e in table.items()]
+    text = common.markdown_table(["T", "R@1", "MAP@R", "time (s)"], rows)
+    print(f"\nProxyNCA++ temperature sweep, collage_shared, frozen ResNet20, seeds {list(plan['seeds'])}\n{text}")
+    payload = {"plan": {"seeds": list(plan["seeds"]), "temperatures": list(plan["temperatures"])}, "results": table, "table": text,
+               "seconds": sum(e["seconds"] for e in table.values()), "threads": args.threads}
+    common.write_json(out / "sweep.json", payload)
+    if not args.smoke:
+        common.publish("proxynca_temperature", "sweep-frozen", payload, sweep_reproduction)
+    return payload
+
+
 def main(argv=None) -> dict:
-    args = common.parser("proxynca_temperature", __doc__.splitlines()[0]).parse_args(argv)
+    parser = common.parser("proxynca_temperature", __doc__.splitlines()[0])
+    parser.add_argument("--sweep", action="store_true", help="only the temperature sweep in the papers' regime")
+    args = parser.parse_args(argv)
+    if args.sweep:
+        return temperature_sweep(args)
     out = common.setup(args)
     plan = SMOKE if args.smoke else FULL
     moons = two_moons(out, plan["moon_steps"])
@@ -96,7 +154,7 @@ def main(argv=None) -> dict:
     table: dict = {}
     for row in plan["rows"]:
         overrides = [*FULL_PROXYNCA, *ABLATION[row][0]]
-        cfg = common.config("demo-gap.yaml", overrides, steps=plan["steps"], name="full" if row == "ProxyNCA++" else f"no-{row[1:]}", smoke=args.smoke)
+        cfg = common.config("scratch-gap.yaml", overrides, steps=plan["steps"], name="full" if row == "ProxyNCA++" else f"no-{row[1:]}", smoke=args.smoke)
         table[row] = common.summary(common.train_seeds(cfg, plan["seeds"], out, reuse=args.reuse), METRICS)
         print(f"{row:12s} R@1 {common.cell(table[row], 'recall_at_1')}  ({table[row]['seconds']:.0f} s)", flush=True)
     rows = [[row, *(common.cell(entry, m) for m in METRICS)] for row, entry in table.items()]

@@ -5,6 +5,7 @@
     gspdml config CONFIG [key.sub=value ...]        # print the resolved, validated config
     gspdml config --list                             # the shipped presets
     gspdml demo [CONFIG ...]                         # the main job: train and compare methods
+    gspdml pretrain RECIPE [RECIPE ...]              # pre-train (or find cached) backbone weights
     gspdml protocol fair|tuning|conventional|two_stage CONFIG  # a whole evaluation protocol, resumable
     gspdml index|search|report|export ...            # retrieval (gspdml.retrieval.cli)
     gspdml cir freedom|weicom ...                    # composed image retrieval (gspdml.cir.cli)
@@ -73,7 +74,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
     from gspdml.config import dump_config, load_config, preset_names
 
     if args.list:
-        print("\n".join(n for n in preset_names() if not n.startswith("base/")))
+        print("\n".join(preset_names()))
         return 0
     if args.config is None:
         args.parser.error("give a config file or a preset name (or --list)")
@@ -85,6 +86,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from gspdml.demo import run_demo
 
     run_demo(args.configs, Path(args.output_dir), overrides=args.overrides, fresh=args.fresh)
+    return 0
+
+
+def _cmd_pretrain(args: argparse.Namespace) -> int:
+    from gspdml.training.pretrain import pretrained_state, weights_path, load_recipe
+
+    for recipe in args.recipes:
+        _, record = pretrained_state(recipe)
+        print(json.dumps({**record, "path": str(weights_path(load_recipe(recipe)))}, indent=2))
     return 0
 
 
@@ -125,6 +135,10 @@ def build_parser(extensions: Sequence[Callable[[argparse._SubParsersAction], Non
     p.add_argument("--set", dest="overrides", action="append", default=[], help="override for every run, key.sub=value")
     p.add_argument("--fresh", action="store_true", help="retrain runs that already exist")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("pretrain", help="pre-train backbone weights from a recipe (cached by content hash)")
+    p.add_argument("recipes", nargs="+", help="recipe names (gspdml/presets/pretrain) or YAML files")
+    p.set_defaults(func=_cmd_pretrain)
 
     for extend in extensions:
         extend(sub)

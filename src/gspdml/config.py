@@ -87,9 +87,15 @@ Source = Union[str, Path, Mapping[str, Any]]
 PRESETS_DIR = Path(__file__).resolve().parent / "presets"
 
 
+#: preset folders that hold no run config: include fragments and pre-training recipes
+NOT_RUN_CONFIGS = ("base/", "pretrain/")
+
+
 def preset_names() -> list[str]:
-    """Every shipped preset, by the name ``load_config`` takes (``demo-gsp``, ``losses/c2-cub``)."""
-    return sorted(str(p.relative_to(PRESETS_DIR).with_suffix("")) for p in PRESETS_DIR.rglob("*.yaml"))
+    """Every shipped run config, by the name ``load_config`` takes (``demo-gsp``,
+    ``losses/c2-cub``); include fragments and pre-training recipes are left out."""
+    names = (str(p.relative_to(PRESETS_DIR).with_suffix("")) for p in PRESETS_DIR.rglob("*.yaml"))
+    return sorted(n for n in names if not n.startswith(NOT_RUN_CONFIGS))
 
 
 def preset_path(source: Union[str, Path]) -> Path:
@@ -103,7 +109,7 @@ def preset_path(source: Union[str, Path]) -> Path:
     if preset.is_file():
         return preset
     raise ConfigError("", f"config file not found: {path.resolve()} (and no preset named {name!r}; "
-                          f"presets: {', '.join(n for n in preset_names() if not n.startswith('base/'))})")
+                          f"presets: {', '.join(preset_names())})")
 
 
 class _Loader(yaml.SafeLoader):

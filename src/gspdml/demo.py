@@ -1,7 +1,14 @@
-"""The main job: train several methods on the embedded collage and print a comparison table."""
+"""The main job: train several methods on the embedded collage and print a comparison table.
+
+The table reports, beside the test retrieval metrics, each method's share of pooling weight on
+the target tile of the unseen test collages (:mod:`gspdml.analysis.target_share`; "-" for
+poolings without spatial weights), the mechanism the GSP paper's Cifar Collage study is about.
+``scripts/readme_tables.py`` writes the same table into the README from the run directories.
+"""
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -25,10 +32,13 @@ def demo_configs(paths: Sequence[str]) -> list[str]:
 
 
 def run_demo(paths: Sequence[str], output_dir: Path, overrides: Iterable[str] = (), fresh: bool = False) -> list[dict[str, Any]]:
-    """Train (or resume, or reuse) every config into ``output_dir/<name>`` and print the table."""
+    """Train (or resume, or reuse) every config into ``output_dir/<name>``, print the table and
+    write its rows to ``output_dir/summary.json`` (read by ``scripts/readme_tables.py``)."""
     from gspdml.training import train
+    from gspdml.training.checkpoint import atomic_write_text
 
     rows = []
+    earlier = _earlier_seconds(output_dir / "summary.json")
     for path in demo_configs(paths):
         config = load_config(path, [*overrides, f"output_dir={output_dir}"])
         run_dir = output_dir / config["name"]
@@ -36,12 +46,37 @@ def run_demo(paths: Sequence[str], output_dir: Path, overrides: Iterable[str] = 
         finished = resume and (run_dir / "results.json").exists()
         start = time.perf_counter()
         results = train(config, run_dir, resume=resume)
-        seconds = None if finished else time.perf_counter() - start
-        rows.append({"method": config["name"], "description": config["description"], "seconds": seconds, **results})
+        seconds = earlier.get(config["name"]) if finished else time.perf_counter() - start
+        rows.append({"method": config["name"], "description": config["description"], "seconds": seconds, "reused": finished,
+                     **results, "target_share": run_target_share(run_dir)})
+    atomic_write_text(output_dir / "summary.json", json.dumps(rows, indent=2))
     print()
     print(format_table(rows))
     print(f"\nrun directories: {output_dir}/<method>  (re-evaluate with: gspdml evaluate {output_dir}/<method>)")
     return rows
+
+
+def _earlier_seconds(summary: Path) -> dict[str, float]:
+    """Training time of each method in an earlier ``summary.json`` (kept for reused runs)."""
+    try:
+        return {row["method"]: row["seconds"] for row in json.loads(summary.read_text()) if row.get("seconds") is not None}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def run_target_share(run_dir: Path):
+    """The trained run's mean pooling-weight share on the target tile of the test collages, or
+    ``None`` (no spatial weights, or a dataset without target positions)."""
+    from gspdml.analysis.target_share import target_tile_share
+    from gspdml.data import build_data
+    from gspdml.training import load_run
+
+    config, model = load_run(run_dir)
+    dataset = config["data"]["dataset"]
+    test = build_data(dataset, seed=int(config["seed"])).test
+    if test is None:
+        return None
+    return target_tile_share(model, test.query, grid=int(dataset.get("grid", 2)))
 
 
 def _prepare(run_dir: Path, config: dict[str, Any], fresh: bool) -> bool:
@@ -59,11 +94,14 @@ def _prepare(run_dir: Path, config: dict[str, Any], fresh: bool) -> bool:
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """A Markdown table of test metrics (x100), one row per method."""
-    header = ["method", *(name for name, _ in COLUMNS), "steps", "time (s)"]
+    header = ["method", *(name for name, _ in COLUMNS), "target-tile weight", "steps", "time (s)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         test = row.get("test", {})
         cells = [row["method"], *(f"{100 * test[key]:.2f}" if key in test else "-" for _, key in COLUMNS)]
-        cells += [str(row["steps"]), "reused" if row["seconds"] is None else f"{row['seconds']:.0f}"]
+        share = row.get("target_share")
+        seconds = "" if row["seconds"] is None else f"{row['seconds']:.0f}"
+        cells += ["-" if share is None else f"{share:.2f}", str(row["steps"]),
+                  f"{seconds} (reused)".strip() if row.get("reused") else seconds]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -21,7 +21,7 @@ def test_python_quick_start_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)
-    assert (tmp_path / "runs" / "demo" / "gsp" / "model.safetensors").exists()
+    assert (tmp_path / "runs" / "scratch" / "gsp" / "model.safetensors").exists()
     assert 0.0 < namespace["results"]["test"]["map_at_r"] <= 1.0
     assert namespace["out"].weights.shape == (4, 8, 8) and namespace["rho"].shape == (2, 49)
 FAST = ["schedule.max_steps=6", "evaluation.every=3", "--no-progress"]

@@ -13,7 +13,7 @@ def test_smoke_run_writes_results_table_and_weight_maps(tmp_path):
     payload = collage.main(["--smoke", "--out", str(tmp_path)])
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["table"] == payload["table"]
-    entries = saved["results"]["collage_digits"]
+    entries = saved["results"]
     assert set(entries) == set(collage.SMOKE["methods"])
     for entry in entries.values():
         assert len(entry["map_at_r"]["values"]) == len(collage.SMOKE["seeds"]) and not entry["failed"]
@@ -23,8 +23,8 @@ def test_smoke_run_writes_results_table_and_weight_maps(tmp_path):
     # the distilled baseline is trained on the target tile alone
     from gspdml.training import load_run
 
-    cfg, _ = load_run(tmp_path / "collage_digits-distilled" / "seed0")
-    assert cfg["data"]["dataset"]["grid"] == 1 and cfg["data"]["dataset"]["background_tiles"] == 0
+    cfg, _ = load_run(tmp_path / "frozen-distilled" / "seed0")
+    assert cfg["data"]["dataset"]["name"] == "collage_shared" and cfg["data"]["dataset"]["grid"] == 1
 
 
 def test_pooling_weights_are_the_models_spatial_weights():

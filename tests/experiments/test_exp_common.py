@@ -30,12 +30,12 @@ def test_summary_and_cell_report_finished_and_diverged_runs():
 
 
 def test_config_trains_the_given_steps_and_evaluates_once():
-    cfg = common.config("demo-gap.yaml", ["model.pooling={name: gmp}"], steps=37, name="probe")
+    cfg = common.config("scratch-gap.yaml", ["model.pooling={name: gmp}"], steps=37, name="probe")
     assert cfg["name"] == "probe" and cfg["schedule"]["max_steps"] == 37 and cfg["evaluation"]["every"] == 37
     assert cfg["evaluation"]["patience"] is None and cfg["schedule"]["plateau"] is None
     assert cfg["model"]["pooling"]["name"] == "gmp"
     assert list(cfg["data"]["dataset"]["class_split"]) == [60, 2, 20]
-    smoke = common.config("demo-gap.yaml", steps=2, name="probe", smoke=True)
+    smoke = common.config("scratch-gap.yaml", steps=2, name="probe", smoke=True)
     assert list(smoke["data"]["dataset"]["class_split"]) == [16, 2, 4] and smoke["data"]["dataset"]["images_per_class"] == 8
 
 
@@ -60,15 +60,15 @@ def test_train_seeds_reuses_only_finished_runs_with_the_same_config(monkeypatch,
         return {"steps": cfg["schedule"]["max_steps"], "test": {"map_at_r": 0.1 * (1 + cfg["seed"])}}
 
     monkeypatch.setattr(gspdml.training, "train", fake_train)
-    cfg = common.config("demo-gap.yaml", steps=3, name="probe")
+    cfg = common.config("scratch-gap.yaml", steps=3, name="probe")
     first = common.train_seeds(cfg, [0, 1], tmp_path)
     assert calls == [(0, 3), (1, 3)] and [r["test"]["map_at_r"] for r in first] == [0.1, 0.2]
     assert common.train_seeds(cfg, [0, 1], tmp_path, reuse=True) == json.loads(json.dumps(first))
     assert len(calls) == 2  # nothing retrained
     common.train_seeds(cfg, [1], tmp_path)
     assert calls[-1] == (1, 3)  # without reuse: retrained
-    longer = common.config("demo-gap.yaml", steps=5, name="probe")
+    longer = common.config("scratch-gap.yaml", steps=5, name="probe")
     common.train_seeds(longer, [0], tmp_path, reuse=True)
     assert calls[-1] == (0, 5)  # the config changed: retrained
-    failed = common.train_seeds(common.config("demo-gap.yaml", steps=9, name="probe"), [0], tmp_path)
+    failed = common.train_seeds(common.config("scratch-gap.yaml", steps=9, name="probe"), [0], tmp_path)
     assert failed[0]["failed"] == "non-finite loss (nan) at step 4" and "test" not in failed[0]

@@ -34,3 +34,24 @@ def test_smoke_run_trains_clean_and_feature_mixup(tmp_path):
     for entry in payload["results"].values():
         assert len(entry["alignment"]["values"]) == len(metrix.SMOKE["seeds"])
         assert 0.0 <= entry["alignment"]["mean"] <= 4.0 and -4.0 <= entry["uniformity"]["mean"] <= 0.0
+
+
+def test_nonlinear_wiring_makes_feature_mixup_differ_from_embedding_mixup():
+    """Mixing maps then embedding equals mixing the un-normalised embeddings under the linear
+    wiring (1x1 head, GAP), and not under GAP+GMP followed by the embedding layer."""
+    from exp_loader import load_common
+
+    from gspdml.models import build_embedder
+
+    common = load_common()
+    torch.manual_seed(0)
+    maps = torch.randn(2, 128, 8, 8)
+    gaps = {}
+    for wiring, overrides in metrix.WIRINGS.items():
+        cfg = common.config("metrix-demo.yaml", list(overrides), steps=1, name="probe")
+        model = build_embedder(cfg["model"], in_channels=1).eval()
+        with torch.no_grad():
+            mixed = model.embed_features(0.3 * maps[:1] + 0.7 * maps[1:]).pooled
+            separate = model.embed_features(maps).pooled
+        gaps[wiring] = float((mixed - (0.3 * separate[:1] + 0.7 * separate[1:])).abs().max())
+    assert gaps["linear"] < 1e-4 and gaps["nonlinear"] > 1e-2

@@ -20,7 +20,7 @@ def _flat(tree, prefix=""):
 
 
 def _config(row):
-    return _flat(common.config("demo-gap.yaml", [*proxynca.FULL_PROXYNCA, *proxynca.ABLATION[row][0]], steps=1, name="probe"))
+    return _flat(common.config("scratch-gap.yaml", [*proxynca.FULL_PROXYNCA, *proxynca.ABLATION[row][0]], steps=1, name="probe"))
 
 
 @pytest.mark.parametrize("row, changed", [
@@ -57,3 +57,21 @@ def test_two_moons_classifier_learns_the_moons():
     x, y = torch.tensor(points, dtype=torch.float32), torch.tensor(labels)
     net = proxynca.moons_classifier(1 / 9, 300, x, y)
     assert float((net(x).argmax(1) == y).float().mean()) > 0.85  # a linear boundary gets about 0.84
+
+
+def test_sweep_uses_the_papers_optimiser_and_regime_and_changes_only_the_temperature():
+    low, high = _flat(proxynca.sweep_config(1 / 27, smoke=False)), _flat(proxynca.sweep_config(2.0, smoke=False))
+    assert {k for k in low if low[k] != high.get(k)} == {"loss.temperature", "name"}
+    assert (low["optimizer.eps"], low["optimizer.weight_decay"], low["loss.lr_multiplier"]) == (1.0, 0.0, 1e5)
+    assert low["data.dataset.name"] == "collage_shared" and low["model.backbone.frozen"] is True
+    assert (low["model.pooling.name"], low["model.head"], low["model.pooled_norm"]) == ("gmp", "global", "layer_norm")
+
+
+def test_smoke_sweep_tabulates_and_the_inverted_u_rule(tmp_path):
+    payload = proxynca.main(["--sweep", "--smoke", "--out", str(tmp_path)])
+    assert list(payload["results"]) == ["1/9", "1"] and (tmp_path / "sweep.json").is_file()
+    stat = lambda m, s: {"recall_at_1": {"mean": m, "std": s, "values": [m]}, "failed": {}}  # noqa: E731
+    peak = {"results": {"1/27": stat(50, 1), "1/9": stat(70, 1), "2": stat(40, 1)}}
+    edge = {"results": {"1/27": stat(80, 1), "1/9": stat(70, 1), "2": stat(40, 1)}}
+    assert proxynca.sweep_reproduction({"a": peak})[0]["verdict"] == "reproduced"
+    assert proxynca.sweep_reproduction({"a": edge})[0]["verdict"].startswith("not reproduced (best at the end, T=1/27)")

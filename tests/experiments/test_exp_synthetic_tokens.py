@@ -62,7 +62,7 @@ def test_smoke_run(tmp_path):
 
 
 def test_tokens_and_prototypes_are_clamped(tmp_path):
-    args = argparse.Namespace(prototypes=8, mu=0.3, eps=10.0, iters=10)
+    args = _args(prototypes=8, iters=10, init="random")
     model = synthetic.TokenModel("gsp", TokenVocabulary(), 2, args)
     with torch.no_grad():
         model.tokens.mul_(10.0)
@@ -72,4 +72,31 @@ def test_tokens_and_prototypes_are_clamped(tmp_path):
         assert float(p.detach().abs().max()) <= synthetic.TOKEN_RANGE + 1e-7  # float32 rounding of 0.3
     vectors, weights = model(torch.randint(68, (5, 50), generator=torch.Generator().manual_seed(0)))
     assert vectors.shape == (5, 2) and weights.shape == (5, 50)
-    assert float(weights.min()) >= 0.0  # (10 iterations: the sum is only approximately 1)
+    assert float(weights.detach().min()) >= 0.0  # (10 iterations: the sum is only approximately 1)
+
+
+def _args(**kw):
+    base = dict(prototypes=4, mu=0.3, eps=10.0, iters=20, init="kcenter", memory=8, warmup_steps=2, shared="trainable")
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_fixed_shared_tokens_do_not_move_and_gsp_starts_with_a_gap_warm_up():
+    vocab = TokenVocabulary()
+    bags = sample_token_bags(vocab, torch.arange(16).repeat_interleave(2), generator=torch.Generator().manual_seed(0))
+    for shared in ("fixed", "trainable"):
+        torch.manual_seed(0)
+        model = synthetic.TokenModel("gsp", vocab, 2, _args(shared=shared))
+        before = model.tokens.detach().clone()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(4):
+            vectors, weights = model(bags.tokens)
+            if step < 2:  # the warm-up pools by averaging, as in the authors' token_embedding.py
+                torch.testing.assert_close(vectors, model.tokens[bags.tokens].mean(1))
+            optimizer.zero_grad()
+            vectors.pow(2).sum().backward()
+            optimizer.step()
+        moved = (model.tokens.detach() - before).abs().sum(1) > 0
+        assert bool(moved[:64].any())
+        assert bool(moved[64:].any()) == (shared == "trainable")
+    # after the warm-up the memory (8 GAP vectors) is full and k-center has picked the prototypes
+    assert int(model.pooling.memory_filled) == 8

@@ -1,11 +1,11 @@
 """Datasets, samplers and transforms; dataset factories are registered in :data:`DATASETS`.
 
 Registered datasets: ``collage_digits`` (embedded default), ``collage_fashion``,
-``fashion_mnist``, ``cub200``, ``cars196``, ``sop``, ``inshop``, ``image_folder``, ``csv``.
+``fashion_mnist``, ``collage_shared``, ``cub200``, ``cars196``, ``sop``, ``inshop``, ``image_folder``, ``csv``.
 """
 
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit, build_data
-from gspdml.data import cars, cub, digits, fashion_mnist, folder, inshop, sop  # noqa: F401  (register datasets)
+from gspdml.data import cars, cub, digits, fashion_mnist, folder, inshop, shared_collage, sop  # noqa: F401  (register datasets)
 from gspdml.data.files import ImageFileDataset
 from gspdml.data.images import load_image
 from gspdml.data.recipes import image_transform

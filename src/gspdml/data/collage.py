@@ -58,7 +58,7 @@ def resize_glyphs(glyphs: np.ndarray, size: int) -> np.ndarray:
     return x[:, 0].round().clamp(0, 255).to(torch.uint8).numpy()
 
 
-def _glyph_pools(glyph_labels: np.ndarray, fractions: Sequence[float], rng) -> list[dict[int, np.ndarray]]:
+def glyph_pools(glyph_labels: np.ndarray, fractions: Sequence[float], rng) -> list[dict[int, np.ndarray]]:
     """Per split, per base class: the indices of the glyph images that split may use (disjoint)."""
     total = float(sum(fractions))
     bounds = np.cumsum([0.0, *fractions]) / total
@@ -71,7 +71,7 @@ def _glyph_pools(glyph_labels: np.ndarray, fractions: Sequence[float], rng) -> l
     return pools
 
 
-def _draw(pool: np.ndarray, count: int, rng, what: str) -> np.ndarray:
+def draw_glyphs(pool: np.ndarray, count: int, rng, what: str) -> np.ndarray:
     if len(pool) == 0:
         raise ConfigError(f"{FIELD}.glyph_split", f"no glyph images left for {what}; give that split a larger fraction")
     return rng.choice(pool, size=count, replace=len(pool) < count)
@@ -123,7 +123,7 @@ def build_collage_arrays(
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xC0FFEE]))
     pair_order = pairs[rng.permutation(len(pairs))]
     background_order = rng.permutation(base)
-    pools = _glyph_pools(np.asarray(glyph_labels), glyph_split, rng)
+    pools = glyph_pools(np.asarray(glyph_labels), glyph_split, rng)
     cell = tile_size // 2
     upright = resize_glyphs(glyphs, cell)
     rotated = np.ascontiguousarray(np.rot90(upright, k=1, axes=(1, 2)))
@@ -146,9 +146,9 @@ def build_collage_arrays(
         for i in range(n):
             a, b = split_pairs[labels[i]]
             if a == b:
-                left, right = _draw(pools[s][a], 2, rng, f"class {a} in {split}")
+                left, right = draw_glyphs(pools[s][a], 2, rng, f"class {a} in {split}")
             else:
-                (left,), (right,) = _draw(pools[s][a], 1, rng, f"class {a} in {split}"), _draw(pools[s][b], 1, rng, f"class {b} in {split}")
+                (left,), (right,) = draw_glyphs(pools[s][a], 1, rng, f"class {a} in {split}"), draw_glyphs(pools[s][b], 1, rng, f"class {b} in {split}")
             used[i, :2] = left, right
             r, c = divmod(int(position[i]), grid)
             tile = images[i, r * tile_size:(r + 1) * tile_size, c * tile_size:(c + 1) * tile_size]
@@ -158,7 +158,7 @@ def build_collage_arrays(
             bg_positions[i] = np.sort(rng.choice(free, size=background_tiles, replace=False))
             bg_classes[i] = rng.choice(split_backgrounds, size=background_tiles)
             for t in range(background_tiles):
-                cells = _draw(pools[s][int(bg_classes[i, t])], 4, rng, f"background class {bg_classes[i, t]} in {split}")
+                cells = draw_glyphs(pools[s][int(bg_classes[i, t])], 4, rng, f"background class {bg_classes[i, t]} in {split}")
                 used[i, 2 + 4 * t:6 + 4 * t] = cells
                 r, c = divmod(int(bg_positions[i, t]), grid)
                 tile = images[i, r * tile_size:(r + 1) * tile_size, c * tile_size:(c + 1) * tile_size]
@@ -200,6 +200,7 @@ def collage_splits(
             continue
         names = [f"{base_names[a]}|{base_names[b]}" for a, b in arrays[f"{split}_pairs"]]
         datasets[split] = ArrayDataset(arrays[f"{split}_images"], arrays[f"{split}_labels"], mean, std, names)
+        datasets[split].tile_positions = arrays[f"{split}_position"]  # the target tile of each image
     train, val = carve_fold(datasets["train"], datasets["val"], dataset=dataset, val_fold=val_fold,
                             num_folds=num_folds, val_classes=val_classes)
     if augment:

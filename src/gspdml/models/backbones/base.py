@@ -41,6 +41,28 @@ class Backbone(nn.Module):
                 module.train(False)
         self.batchnorm_frozen = True
 
+    def freeze(self) -> None:
+        """The *frozen* regime: no parameter is trained (``requires_grad`` off, so the optimiser
+        skips them and no gradient flows into the backbone) and BatchNorm is frozen too."""
+        for param in self.parameters():
+            param.requires_grad_(False)
+        self.freeze_batchnorm()
+
+    def finish(self, weights=None, frozen: bool = False, freeze_bn: bool = False) -> None:
+        """The options every backbone shares, applied after its layers exist: ``weights`` (a
+        pre-training recipe's name or YAML file, :mod:`gspdml.training.pretrain`; trained on
+        first use, then read from the cache), ``frozen`` (:meth:`freeze`) and ``freeze_bn``."""
+        if weights is not None:
+            from gspdml.models.pretrained import load_weights
+            from gspdml.training.pretrain import pretrained_state
+
+            state, _ = pretrained_state(weights)
+            load_weights(self, state, source=f"pre-training recipe {weights!r}")
+        if frozen:
+            self.freeze()
+        elif freeze_bn:
+            self.freeze_batchnorm()
+
     def train(self, mode: bool = True) -> "Backbone":
         super().train(mode)
         if self.batchnorm_frozen:

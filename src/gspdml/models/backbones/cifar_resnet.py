@@ -14,6 +14,8 @@ Output: the last stage's map before global pooling, ``[B, 64, H/4, W/4]`` (8x8 a
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -71,7 +73,8 @@ class CifarResNet(Backbone):
 
     Options: ``depth``, ``widths``, ``preact`` (ResNetV2), ``shortcut`` (``projection`` |
     ``pad``), ``pretrained`` (a file path; there is no published checkpoint to look up),
-    ``freeze_bn``.
+    ``freeze_bn``, ``weights`` (a pre-training recipe, e.g. ``resnet20-digits``) and ``frozen``
+    (:meth:`Backbone.finish`).
     """
 
     def __init__(
@@ -83,6 +86,8 @@ class CifarResNet(Backbone):
         shortcut: str = "projection",
         pretrained: PretrainedSpec = False,
         freeze_bn: bool = False,
+        weights: Optional[str] = None,
+        frozen: bool = False,
     ):
         super().__init__()
         if depth < 8 or (depth - 2) % 6:
@@ -93,7 +98,7 @@ class CifarResNet(Backbone):
             raise ConfigError("model.backbone.widths", f"expected 3 stage widths, got {list(widths)}")
         if pretrained is True:
             raise ConfigError("model.backbone.pretrained", "resnet20 has no published checkpoint; give the path of a weights file")
-        weights = resolve_weights_path(pretrained, field="model.backbone.pretrained", filenames=())
+        checkpoint = resolve_weights_path(pretrained, field="model.backbone.pretrained", filenames=())
         self.preact = preact
         self.conv1 = nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False)
         if preact:
@@ -110,10 +115,9 @@ class CifarResNet(Backbone):
         for module in self.modules():
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
-        if weights is not None:
-            load_weights(self, read_state_dict(weights), source=str(weights), ignore_prefixes=("fc.", "linear."))
-        if freeze_bn:
-            self.freeze_batchnorm()
+        if checkpoint is not None:
+            load_weights(self, read_state_dict(checkpoint), source=str(checkpoint), ignore_prefixes=("fc.", "linear."))
+        self.finish(weights, frozen, freeze_bn)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         x = self.conv1(images)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 from torch import nn
 
@@ -19,7 +19,8 @@ class SmallCNN(Backbone):
 
     With the defaults, a 32x32 image gives a ``[B, 128, 8, 8]`` map (n = 64 local features, each
     seeing 18x18 pixels: a 16x16 collage tile and its border) for about 10 M multiply-adds.
-    ``freeze_bn`` freezes the BatchNorm layers (:meth:`Backbone.freeze_batchnorm`).
+    ``freeze_bn`` freezes the BatchNorm layers (:meth:`Backbone.freeze_batchnorm`); ``weights``
+    (a pre-training recipe) and ``frozen``: :meth:`Backbone.finish`.
     """
 
     def __init__(
@@ -28,6 +29,8 @@ class SmallCNN(Backbone):
         widths: Sequence[int] = (32, 64, 128),
         pool_after: Sequence[int] = (0, 1),
         freeze_bn: bool = False,
+        weights: Optional[str] = None,
+        frozen: bool = False,
     ):
         super().__init__()
         layers: list[nn.Module] = []
@@ -39,8 +42,7 @@ class SmallCNN(Backbone):
             c_in = width
         self.features = nn.Sequential(*layers)
         self.out_channels = c_in
-        if freeze_bn:
-            self.freeze_batchnorm()
+        self.finish(weights, frozen, freeze_bn)
 
     def forward(self, images):
         return self.features(images)

@@ -1,0 +1,140 @@
+"""Regenerate the README's generated tables from result files, never by hand.
+
+    python scripts/readme_tables.py [--demo runs/demo/summary.json] [--readme README.md] [--check]
+
+* between ``<!-- demo-table -->`` and ``<!-- /demo-table -->``: the table ``gspdml demo``
+  printed (from the ``summary.json`` it writes into its output directory), with the gain of GSP
+  over GAP and the wall time computed from it;
+* between ``<!-- reproductions-table -->`` and ``<!-- /reproductions-table -->``: one row per
+  entry of the ``reproduction`` list of each ``experiments/<name>/results.json`` (claim, the
+  paper's number, ours as mean ± std, verdict, command); experiments without such a file are
+  listed as not re-run;
+* in each ``experiments/<name>/README.md`` with a ``<!-- results -->`` ... ``<!-- /results -->``
+  block: the table of every run recorded in its ``results.json`` (per regime), its seeds and
+  training time, and the verdicts.
+
+``--check`` exits with status 1 when the README differs from what would be written (for CI).
+The README is written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from gspdml.demo import format_table  # noqa: E402
+
+
+def replace_block(text: str, marker: str, body: str) -> str:
+    """``text`` with everything between ``<!-- marker -->`` and ``<!-- /marker -->`` replaced."""
+    start, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
+    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+        raise SystemExit(f"readme_tables: the README needs exactly one {start} ... {end} block")
+    head, rest = text.split(start)
+    _, tail = rest.split(end)
+    return f"{head}{start}\n{body.strip()}\n{end}{tail}"
+
+
+def demo_block(rows: list[dict]) -> str:
+    """The demo's table and the two numbers the text around it quotes."""
+    by_name = {row["method"]: row for row in rows}
+    lines = [format_table(rows), ""]
+    if "gap" in by_name and "gsp" in by_name:
+        gain = 100 * (by_name["gsp"]["test"]["map_at_r"] - by_name["gap"]["test"]["map_at_r"])
+        lines.append(f"GSP − GAP: {gain:+.2f} MAP@R (test classes, one seed).")
+    trained = [row["seconds"] for row in rows if row.get("seconds") is not None]
+    if trained:
+        lines.append(f"Training time of the table's runs: {sum(trained):.0f} s (pre-training excluded; see `gspdml pretrain`).")
+    return "\n".join(lines)
+
+
+def reproduction_rows(experiments: Path) -> list[list[str]]:
+    rows = []
+    for folder in sorted(p for p in experiments.iterdir() if (p / "run.py").is_file()):
+        command = f"`python experiments/{folder.name}/run.py`"
+        path = folder / "results.json"
+        entries = json.loads(path.read_text()).get("reproduction", []) if path.is_file() else []
+        if not entries:
+            rows.append([folder.name, "see its README", "-", "no published results.json: not re-run for this table (its README gives the earlier result)", "-", command])
+        for entry in entries:
+            rows.append([entry["experiment"], entry["claim"], entry["paper"], entry["ours"], entry["verdict"], command])
+    return rows
+
+
+def reproductions_block(experiments: Path) -> str:
+    header = ["experiment", "paper's claim", "paper", "ours (mean ± std)", "verdict", "command"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in reproduction_rows(experiments)]
+    return "\n".join(lines)
+
+
+def experiment_block(stored: dict) -> str:
+    """The results of one experiment's ``results.json``: per recorded run, its table, seeds,
+    training time and the verdict rows."""
+    parts = []
+    for key, payload in stored.get("runs", {}).items():
+        seeds = payload.get("plan", {}).get("seeds", [])
+        parts.append(f"**{key}** — seeds {', '.join(map(str, seeds))}; training time {payload['seconds']:.0f} s "
+                     f"({payload.get('threads') or 'default'} thread(s) per process; the 2-core machine was shared with other work)\n\n"
+                     f"{payload['table']}")
+    verdicts = [f"- {row['experiment']}: **{row['verdict']}**" for row in stored.get("reproduction", [])]
+    return "\n\n".join(parts + (["Verdicts (rule: `experiments/common.py` `verdict`):\n" + "\n".join(verdicts)] if verdicts else []))
+
+
+def update_experiment_readmes(experiments: Path, check: bool) -> list[Path]:
+    """Rewrite the results block of every experiment README that has one; returns the stale ones."""
+    stale = []
+    for readme in sorted(experiments.glob("*/README.md")):
+        results = readme.parent / "results.json"
+        text = readme.read_text()
+        if "<!-- results -->" not in text or not results.is_file():
+            continue
+        updated = replace_block(text, "results", experiment_block(json.loads(results.read_text())))
+        if updated != text:
+            stale.append(readme)
+            if not check:
+                write_atomic(readme, updated)
+    return stale
+
+
+def write_atomic(path: Path, text: str) -> None:
+    handle, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    with os.fdopen(handle, "w") as file:
+        file.write(text)
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/readme_tables.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--demo", type=Path, default=ROOT / "runs" / "demo" / "summary.json", help="summary.json of `gspdml demo`")
+    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    parser.add_argument("--experiments", type=Path, default=ROOT / "experiments")
+    parser.add_argument("--check", action="store_true", help="only report whether the README is up to date")
+    args = parser.parse_args(argv)
+    original = args.readme.read_text()
+    text = original
+    if args.demo.is_file():
+        text = replace_block(text, "demo-table", demo_block(json.loads(args.demo.read_text())))
+    else:
+        print(f"readme_tables: {args.demo} not found (run `gspdml demo`); the demo table is left as it is", file=sys.stderr)
+    text = replace_block(text, "reproductions-table", reproductions_block(args.experiments))
+    stale = update_experiment_readmes(args.experiments, args.check)
+    if args.check:
+        stale = ([args.readme] if text != original else []) + stale
+        print("\n".join(f"{path} differs from the result files" for path in stale) or "READMEs are up to date")
+        return 1 if stale else 0
+    if text != original:
+        write_atomic(args.readme, text)
+    print("\n".join(f"wrote {path}" for path in [args.readme, *stale]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Pre-training a backbone by classification of every tile class of a collage family, cached.
+
+The GSP paper's Cifar Collage uses a ResNet20 *pre-trained on CIFAR-100 classification* (GSP
+paper, supplement §2.2), whose classes include the collage's shared background classes, so the
+backbone cannot suppress the background and pooling has to select the target. The analogue here
+(:func:`gspdml.data.shared_collage.tile_classification_arrays`): single tiles of all ordered
+pair classes of a glyph family, drawn from the collage's *training* glyph pool, classified by
+``backbone -> global average pooling -> linear`` with cross-entropy.
+
+A *recipe* (YAML: ``backbone``, ``data``, ``train``; shipped ones in
+``gspdml/presets/pretrain/``) fully determines the weights: the same recipe gives the same
+weights (seeded, single process), and they are stored under
+``<cache>/pretrained/<name>-<hash(recipe)>.safetensors`` (:func:`gspdml.data.cache.cache_key`,
+written atomically), so a second use loads them in milliseconds and an edited recipe trains anew.
+A config loads them with ``model.backbone: {name: resnet20, weights: resnet20-digits}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Mapping, Union
+
+import numpy as np
+import torch
+import yaml
+import torch.nn.functional as F
+from torch import nn
+
+from gspdml.config import PRESETS_DIR, parse_yaml
+from gspdml.data.arrays import pixel_statistics
+from gspdml.data.cache import cache_dir, cache_key
+from gspdml.errors import ConfigError
+from gspdml.training.inference import autocast_context
+
+RECIPES_DIR = PRESETS_DIR / "pretrain"
+#: bump when the pre-training code changes what a recipe produces
+CODE_VERSION = 1
+TRAIN_DEFAULTS = {"epochs": 10, "batch_size": 128, "lr": 2.0e-3, "weight_decay": 5.0e-4, "seed": 0, "precision": "bf16"}
+DATA_DEFAULTS = {"source": "digits", "root": None, "split_seed": 0, "tile_size": 16, "tiles_per_class": 64,
+                 "glyph_split": [0.6, 0.2, 0.2]}
+
+
+def recipe_names() -> list[str]:
+    """The shipped recipes, by the name ``weights:`` takes."""
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+
+
+def load_recipe(source: Union[str, Path, Mapping[str, Any]]) -> dict[str, Any]:
+    """A recipe from a mapping, a YAML file or a shipped recipe's name, with defaults filled in
+    and ``name`` set (the file's stem)."""
+    if isinstance(source, Mapping):
+        raw, name = dict(source), str(source.get("name", "custom"))
+    else:
+        path = Path(source)
+        if not path.is_file():
+            path = RECIPES_DIR / f"{source}.yaml"
+        if not path.is_file():
+            raise ConfigError("model.backbone.weights", f"no pre-training recipe {str(source)!r} (a YAML file, or one of: {', '.join(recipe_names())})")
+        try:
+            raw, name = parse_yaml(path.read_text()) or {}, path.stem
+        except yaml.YAMLError as error:
+            raise ConfigError("pretrain", f"{path}: not valid YAML ({error})") from None
+        if not isinstance(raw, dict):
+            raise ConfigError("pretrain", f"{path}: expected a mapping with backbone, data, train")
+    unknown = set(raw) - {"name", "description", "backbone", "data", "train"}
+    if unknown or "backbone" not in raw:
+        raise ConfigError("pretrain", f"a recipe has keys backbone (required), data, train, description; got {sorted(raw)}")
+    recipe = {"name": raw.get("name", name), "backbone": raw["backbone"]}
+    for section, defaults in (("data", DATA_DEFAULTS), ("train", TRAIN_DEFAULTS)):
+        given = dict(raw.get(section) or {})
+        extra = set(given) - set(defaults)
+        if extra:
+            raise ConfigError(f"pretrain.{section}", f"unknown keys {sorted(extra)}; allowed: {', '.join(defaults)}")
+        recipe[section] = {**defaults, **given}
+    return recipe
+
+
+def recipe_key(recipe: Mapping[str, Any]) -> str:
+    """Content hash of everything that determines the weights (the description and name aside)."""
+    return cache_key({"code": CODE_VERSION, "backbone": recipe["backbone"], "data": recipe["data"], "train": recipe["train"]})
+
+
+def weights_path(recipe: Mapping[str, Any]) -> Path:
+    return cache_dir() / "pretrained" / f"{recipe['name']}-{recipe_key(recipe)}.safetensors"
+
+
+def pretrained_state(source, *, verbose: bool = True) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """The backbone weights of a recipe and their record (accuracy, seconds, key): loaded from
+    the cache, or trained now and stored."""
+    from safetensors.torch import load_file, save_file
+    from safetensors import safe_open
+
+    recipe = load_recipe(source)
+    path = weights_path(recipe)
+    if path.is_file():
+        with safe_open(str(path), "pt") as handle:
+            record = json.loads(handle.metadata()["record"])
+        return load_file(str(path)), record
+    if verbose:
+        print(f"pre-training {recipe['name']} (key {recipe_key(recipe)}) -> {path}", flush=True)
+    state, record = train_recipe(recipe)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    os.close(handle)
+    try:
+        save_file(state, tmp, metadata={"record": json.dumps(record)})
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    if verbose:
+        print(f"pre-trained {recipe['name']}: held-out tile accuracy {100 * record['val_accuracy']:.1f}% in {record['seconds']:.0f} s", flush=True)
+    return state, record
+
+
+def _tiles(recipe: Mapping[str, Any], pool: str, seed: int) -> dict[str, np.ndarray]:
+    from gspdml.data.shared_collage import source_glyphs, tile_classification_arrays
+
+    data = recipe["data"]
+    glyphs, labels = source_glyphs(data["source"], data["root"])
+    return tile_classification_arrays(glyphs, labels, split_seed=data["split_seed"], tile_size=data["tile_size"],
+                                      tiles_per_class=data["tiles_per_class"], glyph_split=data["glyph_split"],
+                                      seed=seed, pool=pool)
+
+
+def _as_tensor(images: np.ndarray, mean: float, std: float) -> torch.Tensor:
+    return ((torch.from_numpy(images).float()[:, None] / 255.0) - mean) / std
+
+
+def train_recipe(recipe: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Train ``backbone -> GAP -> linear`` with cross-entropy on the recipe's tiles (fresh glyph
+    draws every epoch; Adam with a cosine learning-rate decay) and return the backbone's state
+    dict and a record with the accuracy on tiles of the validation glyph pool."""
+    from gspdml.models.backbones import build_backbone
+
+    opts = recipe["train"]
+    start = time.perf_counter()
+    torch.manual_seed(int(opts["seed"]))
+    first = _tiles(recipe, "train", seed=int(opts["seed"]) * 1000)
+    mean, std = pixel_statistics(first["images"])
+    classes = int(first["labels"].max()) + 1
+    backbone = build_backbone(recipe["backbone"], in_channels=1, field="pretrain.backbone")
+    classifier = nn.Linear(backbone.out_channels, classes)
+    model = nn.Sequential(backbone, nn.AdaptiveAvgPool2d(1), nn.Flatten(), classifier)
+    optimizer = torch.optim.Adam(model.parameters(), lr=float(opts["lr"]), weight_decay=float(opts["weight_decay"]))
+    epochs, batch = int(opts["epochs"]), int(opts["batch_size"])
+    steps = epochs * -(-len(first["labels"]) // batch)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
+    rng = np.random.default_rng(np.random.SeedSequence([int(opts["seed"]), 0xBA7C]))
+    device = torch.device("cpu")
+    model.train()
+    for epoch in range(epochs):
+        tiles = first if epoch == 0 else _tiles(recipe, "train", seed=int(opts["seed"]) * 1000 + epoch)
+        x, y = _as_tensor(tiles["images"], mean, std), torch.from_numpy(tiles["labels"])
+        order = torch.from_numpy(rng.permutation(len(y)))
+        for i in range(0, len(order), batch):
+            index = order[i:i + batch]
+            with autocast_context(opts["precision"], device):
+                logits = model(x[index].contiguous(memory_format=torch.channels_last))
+            loss = F.cross_entropy(logits.float(), y[index])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+    accuracy = _accuracy(model, _tiles(recipe, "val", seed=int(opts["seed"]) * 1000 + 999), mean, std, opts["precision"])
+    record = {"name": recipe["name"], "key": recipe_key(recipe), "classes": classes, "val_accuracy": accuracy,
+              "seconds": time.perf_counter() - start, "threads": torch.get_num_threads(), "mean": mean, "std": std}
+    return {k: v.detach().clone().contiguous() for k, v in backbone.state_dict().items()}, record
+
+
+@torch.no_grad()
+def _accuracy(model: nn.Module, tiles: Mapping[str, np.ndarray], mean: float, std: float, precision: str) -> float:
+    model.eval()
+    x, y = _as_tensor(tiles["images"], mean, std), torch.from_numpy(tiles["labels"])
+    with autocast_context(precision, torch.device("cpu")):
+        predicted = torch.cat([model(x[i:i + 512]).argmax(1) for i in range(0, len(y), 512)])
+    return float((predicted == y).float().mean())

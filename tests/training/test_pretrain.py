@@ -1,0 +1,100 @@
+"""Backbone pre-training recipes: deterministic, cached by content hash, loadable by name in a
+config, and the frozen regime trains nothing in the backbone."""
+
+import json
+
+import pytest
+import torch
+import yaml
+
+from gspdml.cli import main
+from gspdml.config import load_config
+from gspdml.errors import ConfigError, DataError
+from gspdml.models import build_embedder
+from gspdml.training.optim import parameter_groups
+from gspdml.training.pretrain import load_recipe, pretrained_state, recipe_key, recipe_names, train_recipe, weights_path
+
+TINY = {"backbone": {"name": "small_cnn", "widths": [4, 8]},
+        "data": {"source": "digits", "tiles_per_class": 1},
+        "train": {"epochs": 1, "batch_size": 50, "precision": "fp32"}}
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GSPDML_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def recipe_file(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    return path
+
+
+def test_same_recipe_same_weights_and_a_cache_hit(recipe_file):
+    first = train_recipe(load_recipe(recipe_file))[0]
+    again = train_recipe(load_recipe(recipe_file))[0]
+    assert first.keys() == again.keys() and all(torch.equal(first[k], again[k]) for k in first)
+    stored, record = pretrained_state(recipe_file, verbose=False)
+    path = weights_path(load_recipe(recipe_file))
+    assert path.is_file() and path.name == f"tiny-{record['key']}.safetensors"
+    assert all(torch.equal(first[k], stored[k]) for k in first)
+    stamp = path.stat().st_mtime_ns
+    cached, record_again = pretrained_state(recipe_file, verbose=False)
+    assert path.stat().st_mtime_ns == stamp and record_again == record
+    assert all(torch.equal(stored[k], cached[k]) for k in stored)
+
+
+def test_a_changed_recipe_gets_a_new_key_and_other_weights():
+    base = load_recipe(TINY)
+    for section, key, value in (("train", "lr", 1e-2), ("train", "seed", 1), ("data", "split_seed", 1), ("backbone", "widths", [4, 4])):
+        changed = load_recipe({**TINY, section: {**TINY[section], key: value}})
+        assert recipe_key(changed) != recipe_key(base), (section, key)
+    assert recipe_key(load_recipe({**TINY, "description": "same weights"})) == recipe_key(base)
+    other = train_recipe(load_recipe({**TINY, "train": {**TINY["train"], "seed": 1}}))[0]
+    first = train_recipe(base)[0]
+    assert not torch.equal(other["features.0.0.weight"], first["features.0.0.weight"])
+
+
+def test_a_config_loads_the_weights_by_recipe_and_the_frozen_regime_trains_nothing(recipe_file):
+    state, _ = pretrained_state(recipe_file, verbose=False)
+    spec = {"name": "small_cnn", "widths": [4, 8], "weights": str(recipe_file)}
+    config = load_config("demo-gap", [f"model.backbone={json.dumps(spec)}"])
+    model = build_embedder(config["model"], in_channels=1)
+    assert all(torch.equal(model.backbone.state_dict()[k], state[k]) for k in state)
+    assert any(p.requires_grad for p in model.backbone.parameters())
+    frozen = build_embedder({**config["model"], "backbone": {**spec, "frozen": True}}, in_channels=1)
+    assert all(torch.equal(frozen.backbone.state_dict()[k], state[k]) for k in state)
+    assert not any(p.requires_grad for p in frozen.backbone.parameters())
+    frozen.train()
+    assert not any(m.training for m in frozen.backbone.modules() if isinstance(m, torch.nn.BatchNorm2d))
+    names = [g["name"] for g in parameter_groups(frozen, torch.nn.Module(), {"backbone": 1.0}, 1e-3)]
+    assert "backbone" not in names and "projection" in names
+
+
+def test_weights_that_do_not_fit_and_unknown_recipes_are_named(recipe_file):
+    with pytest.raises(DataError, match="pre-training recipe"):
+        build_embedder({"backbone": {"name": "small_cnn", "weights": str(recipe_file)}, "pooling": {"name": "gap"}}, in_channels=1)
+    with pytest.raises(ConfigError, match="no pre-training recipe 'nope'.*resnet20-digits"):
+        load_recipe("nope")
+    with pytest.raises(ConfigError, match="pretrain.train"):
+        load_recipe({**TINY, "train": {"epochs": 1, "learning_rate": 1}})
+    broken = recipe_file.parent / "broken.yaml"
+    broken.write_text("backbone: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_recipe(broken)
+    broken.write_text("- a list")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        load_recipe(broken)
+    assert {"resnet20-digits", "small_cnn-digits"} <= set(recipe_names())
+
+
+def test_cli_pretrain_prints_the_record_and_reports_bad_recipes(recipe_file, capsys):
+    assert main(["pretrain", str(recipe_file)]) == 0
+    trained = capsys.readouterr().out
+    assert trained.startswith("pre-training tiny")
+    assert main(["pretrain", str(recipe_file)]) == 0  # cached: only the record is printed
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["classes"] == 100 and printed["path"].endswith(".safetensors") and 0 <= printed["val_accuracy"] <= 1
+    assert main(["pretrain", "no-such-recipe"]) == 2
+    assert "gspdml: error" in capsys.readouterr().err
