@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from gspdml.errors import ConfigError, DataError
-from gspdml.retrieval import knn
+from gspdml.retrieval import ann_cli, knn
 from gspdml.retrieval.build import append_to_index, build_index, check_same_model, model_info
 from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
 from gspdml.retrieval.images import SPLITS, ImageFiles, folder_source, split_source
@@ -56,9 +56,12 @@ def run_index(args: argparse.Namespace) -> int:
         message = f"added {added} images ({len(source.paths) - added} already indexed)"
     else:
         index = build_index(model, source, info, args.metric, args.batch_size, device, progress)
-        message = f"indexed {len(index)} images"
+        added, message = len(index), f"indexed {len(index)} images"
     index.save(out)
     print(f"{message}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}")
+    approximate = ann_cli.update_ann(index, out, args, added)
+    if approximate:
+        print(approximate)
     return 0
 
 
@@ -75,7 +78,12 @@ def run_search(args: argparse.Namespace) -> int:
         if not Path(path).is_file():
             raise DataError(f"{path}: query image not found")
     queries, _ = embed(model, ImageFiles(paths, [None] * len(paths), transform), args.batch_size, device)
-    results = index.search(queries, min(args.k, len(index)), query_paths=paths, backend=args.backend)
+    approximate = ann_cli.approximate_search(index, args.index, queries, min(args.k, len(index)), paths, args)
+    if approximate is None:
+        results = index.search(queries, min(args.k, len(index)), query_paths=paths, backend=args.backend)
+    else:
+        results, line = approximate
+        print(line, file=sys.stderr if args.json else sys.stdout)
     if args.save:
         results.save(args.save)
     if args.json:
@@ -133,6 +141,7 @@ def add_index_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--metric", choices=knn.METRICS, default="euclidean", help="distance of the index (default euclidean)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_common(parser)
+    ann_cli.add_index_options(parser)
     parser.set_defaults(func=run_index)
     return parser
 
@@ -147,6 +156,7 @@ def add_search_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--run", help="run directory of the model (default: the one recorded in the index)")
     parser.add_argument("--backend", choices=("auto", *knn.BACKENDS), default="auto", help="auto = faiss when installed")
     _add_common(parser)
+    ann_cli.add_search_options(parser)
     parser.set_defaults(func=run_search)
     return parser
 
