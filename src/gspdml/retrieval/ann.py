@@ -42,6 +42,7 @@ ANN_FILE = "ann.faiss"
 ANN_META = "ann.json"
 FORMAT = "gspdml-ann"
 _TRAIN_PER_LIST = 64
+_ADD_CHUNK = 1 << 18
 
 
 @dataclass
@@ -103,7 +104,7 @@ def build(vectors, params: AnnParams, train_rows: Optional[np.ndarray] = None):
     (default all rows), so a held-out sample can stay out of training.
     """
     faiss = _faiss()
-    x = _as_float32(vectors)
+    x = vectors.numpy() if isinstance(vectors, torch.Tensor) else vectors  # may be a memmap: read by chunks
     n, dim = x.shape
     if params.backend == "hnsw":
         index = faiss.IndexHNSWFlat(dim, params.hnsw_m)
@@ -126,17 +127,18 @@ def build(vectors, params: AnnParams, train_rows: Optional[np.ndarray] = None):
         index.cp.seed = params.seed
         rng = np.random.default_rng(params.seed)
         sample = np.sort(rng.choice(pool, min(len(pool), nlist * _TRAIN_PER_LIST), replace=False))
-        index.train(x[sample])
+        index.train(_as_float32(x[sample]))
         index.quantizer_trains_alone = 0
     add(index, x)
     return index
 
 
 def add(index, vectors) -> None:
-    """Append rows (ids continue the row numbering); the quantiser is not retrained."""
-    x = _as_float32(vectors)
-    for start in range(0, len(x), 1 << 18):
-        index.add(x[start:start + (1 << 18)])
+    """Append rows (ids continue the row numbering), read and added by chunks; the quantiser is
+    not retrained."""
+    x = vectors.numpy() if isinstance(vectors, torch.Tensor) else vectors
+    for start in range(0, len(x), _ADD_CHUNK):
+        index.add(_as_float32(x[start:start + _ADD_CHUNK]))
 
 
 def configure(index, params: AnnParams) -> None:
@@ -165,7 +167,7 @@ def search(index, params: AnnParams, queries, k: int, vectors=None):
     _, cand = index.search(q, min(index.ntotal, params.rerank * k))
     cand = torch.from_numpy(cand)
     missing = cand < 0  # fewer candidates than asked in the probed cells
-    ref = torch.as_tensor(vectors)
+    ref = vectors if isinstance(vectors, torch.Tensor) else torch.from_numpy(vectors)
     exact = exact_squared_distances(torch.from_numpy(q), ref, cand.clamp(min=0))
     exact[missing] = float("inf")
     order = torch.argsort(exact, dim=1, stable=True)[:, :k]
@@ -281,6 +283,6 @@ def build_measured(vectors, params: AnnParams, k: int = 10, sample: int = 1000) 
 def append_measured(ann: AnnIndex, vectors, new_rows: int, k: int, sample: int) -> None:
     """Add the last ``new_rows`` rows of ``vectors`` and re-measure the recall on all of them."""
     if new_rows:
-        add(ann.index, _as_float32(vectors)[len(vectors) - new_rows:])
+        add(ann.index, vectors[len(vectors) - new_rows:])
     rows, _ = held_out(len(vectors), sample, ann.params.seed)
     ann.recall = measure_recall(ann.index, ann.params, vectors, rows, k)
