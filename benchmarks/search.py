@@ -3,8 +3,9 @@
     PYTHONPATH=src python benchmarks/search.py [--sizes 1000000 10000000] [--queries 1000]
         [--hnsw-max 1000000] [--workdir /tmp]
 
-Data: N x 128 float32 vectors around N / 1000 Gaussian cluster centres (centres N(0, 1),
-noise N(0, 0.25^2) per coordinate), generated in chunks from a seed into a ``.npy`` file;
+Data: N x 128 float32 vectors around N / 100 Gaussian cluster centres (centres N(0, 1), noise
+N(0, 1) per coordinate: clusters that touch, so that the nearest neighbours of a vector near a
+cell border lie in other cells), generated in chunks from a seed into a ``.npy`` file;
 ``--queries`` fresh vectors from the same mixture are the queries (not in the database).
 
 Every method runs in its own subprocess, so that its peak memory (VmHWM, the peak resident set,
@@ -46,15 +47,15 @@ def nlist_for(n: int) -> int:
 
 def make_data(folder: Path, n: int, queries: int, seed: int) -> Path:
     """``base.npy`` [n, 128] and ``queries.npy``, chunk by chunk (bounded memory)."""
-    path = folder / f"clustered-{n}-{seed}"
+    path = folder / f"clustered100-{n}-{seed}"
     if (path / "queries.npy").exists():
         return path
     path.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((max(1, n // 1000), DIM), dtype=np.float32)
+    centres = rng.standard_normal((max(1, n // 100), DIM), dtype=np.float32)
 
     def draw(count):
-        return centres[rng.integers(0, len(centres), count)] + 0.25 * rng.standard_normal((count, DIM), dtype=np.float32)
+        return centres[rng.integers(0, len(centres), count)] + rng.standard_normal((count, DIM), dtype=np.float32)
 
     base = np.lib.format.open_memmap(path / "base.tmp.npy", mode="w+", dtype=np.float32, shape=(n, DIM))
     for start in range(0, n, CHUNK):
