@@ -4,8 +4,8 @@
         [--hnsw-max 1000000] [--workdir /tmp]
 
 Data: N x 128 float32 vectors around N / 100 Gaussian cluster centres (centres N(0, 1), noise
-N(0, 1) per coordinate: clusters that touch, so that the nearest neighbours of a vector near a
-cell border lie in other cells), generated in chunks from a seed into a ``.npy`` file;
+N(0, 0.8^2) per coordinate: clusters that touch, so that the nearest neighbours of a vector near
+a cell border lie in other cells), generated in chunks from a seed into a ``.npy`` file;
 ``--queries`` fresh vectors from the same mixture are the queries (not in the database).
 
 Every method runs in its own subprocess, so that its peak memory (VmHWM, the peak resident set,
@@ -37,7 +37,7 @@ from evaluation import max_rss_mb
 
 DIM, K = 128, 10
 CHUNK = 1 << 18
-SETTINGS = {"ivf": ("nprobe", (8, 16, 32, 64)), "ivfpq": ("nprobe", (16, 32, 64)), "hnsw": ("ef", (32, 64, 128))}
+SETTINGS = {"ivf": ("nprobe", (8, 16, 32, 64, 128)), "ivfpq": ("nprobe", (16, 32, 64)), "hnsw": ("ef", (16, 32, 64, 128))}
 
 
 def nlist_for(n: int) -> int:
@@ -47,7 +47,7 @@ def nlist_for(n: int) -> int:
 
 def make_data(folder: Path, n: int, queries: int, seed: int) -> Path:
     """``base.npy`` [n, 128] and ``queries.npy``, chunk by chunk (bounded memory)."""
-    path = folder / f"clustered100-{n}-{seed}"
+    path = folder / f"clustered100-s08-{n}-{seed}"
     if (path / "queries.npy").exists():
         return path
     path.mkdir(parents=True, exist_ok=True)
@@ -55,7 +55,7 @@ def make_data(folder: Path, n: int, queries: int, seed: int) -> Path:
     centres = rng.standard_normal((max(1, n // 100), DIM), dtype=np.float32)
 
     def draw(count):
-        return centres[rng.integers(0, len(centres), count)] + rng.standard_normal((count, DIM), dtype=np.float32)
+        return centres[rng.integers(0, len(centres), count)] + 0.8 * rng.standard_normal((count, DIM), dtype=np.float32)
 
     base = np.lib.format.open_memmap(path / "base.tmp.npy", mode="w+", dtype=np.float32, shape=(n, DIM))
     for start in range(0, n, CHUNK):

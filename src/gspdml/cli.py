@@ -44,6 +44,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if split is None:
         raise GspdmlError(f"dataset {config['data']['dataset']['name']!r} has no {args.split} split")
     metrics = evaluate_split(model, split, batch_size=config["data"]["eval_batch_size"], recall_at=config["evaluation"]["recall_at"])
+    if config["evaluation"]["postprocess"]:
+        from gspdml.evaluation.postprocess import postprocessed_split_metrics
+
+        metrics["postprocessed"] = postprocessed_split_metrics(
+            model, data, split, config["evaluation"]["postprocess"],
+            batch_size=config["data"]["eval_batch_size"], recall_at=config["evaluation"]["recall_at"])
     print(json.dumps({"run": str(args.run_dir), "split": args.split, "weights": args.weights, **metrics}, indent=2))
     return 0
 

@@ -135,3 +135,26 @@ def test_ivfpq_search_reranks_by_exact_distance():
     exact = ((torch.from_numpy(x[:20]).double()[:, None] - torch.from_numpy(x).double()[rows]) ** 2).sum(-1)
     torch.testing.assert_close(dist, exact, rtol=0, atol=1e-9)
     assert (dist[:, 1:] >= dist[:, :-1]).all()
+
+
+def test_search_with_postprocessing_matches_the_library_call(tmp_path, capsys):
+    from gspdml.evaluation.postprocess import postprocessed_retrieve
+    from gspdml.retrieval.cli import load_model_and_transform
+    from gspdml.retrieval.images import ImageFiles
+    from gspdml.training.inference import embed
+
+    write_image_folder(tmp_path / "images", per_class=5)
+    write_run(tmp_path / "run")
+    idx = tmp_path / "idx"
+    run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--no-progress")
+    index = RetrievalIndex.load(idx)
+    query = index.paths[3]
+    capsys.readouterr()
+    assert run_cli("search", idx, query, "-k", "4", "--json", "--postprocess", "dba:k=2", "--postprocess", "qe:k=1,alpha=2.0") == 0
+    got = [r["path"] for r in json.loads(capsys.readouterr().out)[0]["results"]]
+    _, model, transform = load_model_and_transform(tmp_path / "run", torch.device("cpu"))
+    vector, _ = embed(model, ImageFiles([query], [None], transform), 4)
+    want = postprocessed_retrieve(vector, [None], index.vectors, index.labels, steps=["dba:k=2", "qe:k=1,alpha=2.0"], min_k=4)
+    assert got == [index.paths[j] for j in want.indices[0, :4].tolist()]
+    with pytest.raises(ConfigError, match="unknown post-processing step 'rerank'"):
+        run_cli("search", idx, query, "--postprocess", "rerank")

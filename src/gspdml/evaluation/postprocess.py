@@ -307,3 +307,22 @@ def _nearest(q, r, loo, k):
     keep = rows != torch.arange(len(q))[:, None]
     keep[keep.all(1), -1] = False
     return distances[keep].view(len(q), k), rows[keep].view(len(q), k)
+
+
+def needs_training_embeddings(steps: Sequence[Any]) -> bool:
+    return any(step["name"] == "pca_whiten" for step in parse_steps(list(steps)))
+
+
+def postprocessed_split_metrics(model, data, split, steps: Sequence[Any], *, batch_size: int = 256,
+                                recall_at: Sequence[int] = (1, 2, 4, 8)) -> dict[str, float]:
+    """Flattened retrieval metrics of ``model`` on an evaluation ``split`` of ``data`` (a
+    :class:`~gspdml.data.base.DataSplits`) after the post-processing ``steps``; PCA-whitening
+    learns on the embeddings of ``data.train`` (as the data section builds it)."""
+    from gspdml.evaluation.metrics import metrics_from_results
+    from gspdml.training.inference import embed, flatten_metrics, split_embeddings
+
+    query, query_labels, gallery, gallery_labels = split_embeddings(model, split, batch_size=batch_size)
+    train = embed(model, data.train, batch_size=batch_size)[0] if needs_training_embeddings(steps) else None
+    results = postprocessed_retrieve(query, query_labels, gallery, gallery_labels, steps=steps, train=train,
+                                     min_k=max(recall_at, default=1))
+    return flatten_metrics(metrics_from_results(results, recall_at=recall_at))

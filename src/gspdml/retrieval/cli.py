@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from gspdml.errors import ConfigError, DataError
-from gspdml.retrieval import ann_cli, knn
+from gspdml.retrieval import ann_cli, knn, search_steps
 from gspdml.retrieval.build import append_to_index, build_index, check_same_model, model_info
 from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
 from gspdml.retrieval.images import SPLITS, ImageFiles, folder_source, split_source
@@ -72,18 +72,21 @@ def run_search(args: argparse.Namespace) -> int:
         raise ConfigError("--run", f"{args.index} does not record its run directory; pass --run RUN_DIR")
     check_same_model(index, model_info(run_dir))
     device = resolve_device(args.device)
-    _, model, transform = load_model_and_transform(run_dir, device)
+    config, model, transform = load_model_and_transform(run_dir, device)
     paths = [str(Path(p).resolve()) for p in args.queries]
     for path in paths:
         if not Path(path).is_file():
             raise DataError(f"{path}: query image not found")
     queries, _ = embed(model, ImageFiles(paths, [None] * len(paths), transform), args.batch_size, device)
-    approximate = ann_cli.approximate_search(index, args.index, queries, min(args.k, len(index)), paths, args)
-    if approximate is None:
-        results = index.search(queries, min(args.k, len(index)), query_paths=paths, backend=args.backend)
-    else:
-        results, line = approximate
-        print(line, file=sys.stderr if args.json else sys.stdout)
+    k = min(args.k, len(index))
+    results = search_steps.postprocessed_search(index, queries, k, paths, args, config, model, device)
+    if results is None:
+        approximate = ann_cli.approximate_search(index, args.index, queries, k, paths, args)
+        if approximate is None:
+            results = index.search(queries, k, query_paths=paths, backend=args.backend)
+        else:
+            results, line = approximate
+            print(line, file=sys.stderr if args.json else sys.stdout)
     if args.save:
         results.save(args.save)
     if args.json:
@@ -157,6 +160,7 @@ def add_search_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--backend", choices=("auto", *knn.BACKENDS), default="auto", help="auto = faiss when installed")
     _add_common(parser)
     ann_cli.add_search_options(parser)
+    search_steps.add_search_options(parser)
     parser.set_defaults(func=run_search)
     return parser
 
