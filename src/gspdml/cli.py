@@ -7,6 +7,7 @@
     gspdml protocol fair|tuning|conventional CONFIG  # a whole evaluation protocol, resumable
     gspdml index|search|report|export ...            # retrieval (gspdml.retrieval.cli)
     gspdml cir freedom|weicom ...                    # composed image retrieval (gspdml.cir.cli)
+    gspdml data fetch|verify ...                     # benchmark datasets (gspdml.data.cli)
 """
 
 from __future__ import annotations
@@ -106,10 +107,11 @@ def build_parser(extensions: Sequence[Callable[[argparse._SubParsersAction], Non
 def _extensions() -> list[Callable]:
     """Sub-commands contributed by other packages (each exposes ``add_parser(subparsers)``)."""
     from gspdml.cir.cli import add_parser as cir
+    from gspdml.data.cli import add_parser as data
     from gspdml.evaluation.protocol_runner import add_parser as protocol
     from gspdml.retrieval.cli import add_parser as retrieval
 
-    return [protocol, retrieval, cir]
+    return [protocol, retrieval, cir, data]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
