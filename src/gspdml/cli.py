@@ -8,6 +8,7 @@
     gspdml index|search|report|export ...            # retrieval (gspdml.retrieval.cli)
     gspdml cir freedom|weicom ...                    # composed image retrieval (gspdml.cir.cli)
     gspdml data fetch|verify ...                     # benchmark datasets (gspdml.data.cli)
+    gspdml bundle RUN_DIR --out DIR                  # portable model bundle (gspdml.retrieval.bundle)
 """
 
 from __future__ import annotations
@@ -108,10 +109,11 @@ def _extensions() -> list[Callable]:
     """Sub-commands contributed by other packages (each exposes ``add_parser(subparsers)``)."""
     from gspdml.cir.cli import add_parser as cir
     from gspdml.data.cli import add_parser as data
+    from gspdml.retrieval.bundle import add_parser as bundle
     from gspdml.evaluation.protocol_runner import add_parser as protocol
     from gspdml.retrieval.cli import add_parser as retrieval
 
-    return [protocol, retrieval, cir, data]
+    return [protocol, retrieval, cir, data, bundle]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
