@@ -20,6 +20,8 @@ from retrieval_helpers import write_image_folder, write_run
 def run(tmp_path):
     images = write_image_folder(tmp_path / "images", per_class=2)
     write_run(tmp_path / "run", pooling="gsp", seed=3)
+    # results.json as the trainer writes it: the test-split metrics under "test"
+    (tmp_path / "run" / "results.json").write_text(json.dumps({"name": "run", "test": {"map_at_r": 0.31, "precision_at_1": 0.62}}))
     return tmp_path / "run", [str(p) for p in images]
 
 
