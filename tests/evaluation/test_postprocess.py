@@ -164,3 +164,12 @@ def test_bad_steps_are_named():
     with pytest.raises(ConfigError, match="needs the training embeddings"):
         pp.postprocessed_retrieve(*unit_clusters(20), steps=["pca_whiten"])
     assert [s["name"] for s in pp.parse_steps(["k_reciprocal", "qe", "dba"])] == ["dba", "qe", "k_reciprocal"]
+
+
+def test_config_section_is_validated():
+    from gspdml.config import load_config
+
+    assert load_config("demo-gsp", ["evaluation.postprocess=[qe, {name: k_reciprocal, k1: 10}]"])["evaluation"]["postprocess"][1]["k1"] == 10
+    assert load_config("demo-gsp")["evaluation"]["postprocess"] == []
+    with pytest.raises(ConfigError, match="evaluation.postprocess.k_reciprocal.k1.*expected an integer, got 'many'"):
+        load_config("demo-gsp", ["evaluation.postprocess=[{name: k_reciprocal, k1: many}]"])
