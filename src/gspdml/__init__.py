@@ -6,3 +6,11 @@ all inside :class:`gspdml.models.Embedder`, whose forward returns an
 """
 
 __version__ = "0.1.0"
+
+
+def from_pretrained(name_or_path, device="cpu", **hub_options):
+    """A ready encoder from a bundle folder written by ``gspdml bundle`` or a hub repository
+    (see :func:`gspdml.retrieval.bundle.from_pretrained`)."""
+    from gspdml.retrieval.bundle import from_pretrained as load
+
+    return load(name_or_path, device, **hub_options)

@@ -9,6 +9,8 @@
     gspdml protocol fair|tuning|conventional|two_stage CONFIG  # a whole evaluation protocol, resumable
     gspdml index|search|report|export ...            # retrieval (gspdml.retrieval.cli)
     gspdml cir freedom|weicom ...                    # composed image retrieval (gspdml.cir.cli)
+    gspdml data fetch|verify ...                     # benchmark datasets (gspdml.data.cli)
+    gspdml bundle RUN_DIR --out DIR                  # portable model bundle (gspdml.retrieval.bundle)
 """
 
 from __future__ import annotations
@@ -66,6 +68,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise GspdmlError(f"dataset {config['data']['dataset']['name']!r} has no {args.split} split")
     metrics = evaluate_split(model, split, batch_size=config["data"]["eval_batch_size"], recall_at=config["evaluation"]["recall_at"],
                              progress=not args.no_progress)
+    if config["evaluation"]["postprocess"]:
+        from gspdml.evaluation.postprocess import postprocessed_split_metrics
+
+        metrics["postprocessed"] = postprocessed_split_metrics(
+            model, data, split, config["evaluation"]["postprocess"],
+            batch_size=config["data"]["eval_batch_size"], recall_at=config["evaluation"]["recall_at"])
     print(json.dumps({"run": str(args.run_dir), "split": args.split, "weights": args.weights, **metrics}, indent=2))
     return 0
 
@@ -148,10 +156,12 @@ def build_parser(extensions: Sequence[Callable[[argparse._SubParsersAction], Non
 def _extensions() -> list[Callable]:
     """Sub-commands contributed by other packages (each exposes ``add_parser(subparsers)``)."""
     from gspdml.cir.cli import add_parser as cir
+    from gspdml.data.cli import add_parser as data
+    from gspdml.retrieval.bundle import add_parser as bundle
     from gspdml.evaluation.protocol_runner import add_parser as protocol
     from gspdml.retrieval.cli import add_parser as retrieval
 
-    return [protocol, retrieval, cir]
+    return [protocol, retrieval, cir, data, bundle]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

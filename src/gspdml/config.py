@@ -68,6 +68,7 @@ DEFAULTS: dict[str, Any] = {
         "patience": 15,
         "restore_best": True,
         "recall_at": [1, 2, 4, 8],
+        "postprocess": [],
     },
     "trainer": {"precision": "fp32", "device": "auto", "log_every": 10, "progress": True, "distributed": "auto",
                 "keep_freed_memory": True, "checkpoint_every": None, "tensorboard": "auto"},
@@ -348,6 +349,9 @@ def _check_values(c: Mapping[str, Any]) -> None:
     _number(c, "evaluation.patience", minimum=1, integer=True, allow_none=True)
     ks = ev["recall_at"]
     _require(isinstance(ks, list) and all(isinstance(k, int) and k >= 1 for k in ks), "evaluation.recall_at", f"expected a list of integers >= 1, got {ks!r}")
+    from gspdml.evaluation.postprocess import parse_steps
+
+    parse_steps(ev["postprocess"], "evaluation.postprocess")
     tr = c["trainer"]
     _require(tr["precision"] in PRECISIONS, "trainer.precision", f"unknown precision {tr['precision']!r}; allowed: {', '.join(PRECISIONS)}")
     _require(tr["device"] == "auto" or isinstance(tr["device"], str), "trainer.device", f"expected 'auto', 'cpu' or 'cuda[:i]', got {tr['device']!r}")

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from gspdml.errors import ConfigError, DataError
-from gspdml.retrieval import knn
+from gspdml.retrieval import ann_cli, knn, search_steps
 from gspdml.retrieval.build import append_to_index, build_index, check_same_model, drop_missing_files, model_info
 from gspdml.retrieval.embedding import ON_ERROR, PartialEmbedding
 from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
@@ -55,6 +55,7 @@ def run_index(args: argparse.Namespace) -> int:
     info = {**model_info(args.run_dir), "run_dir_from_index": os.path.relpath(Path(args.run_dir).resolve(), out.resolve())}
     progress = not args.no_progress
     index = RetrievalIndex.load(out) if args.append else None
+    dropped: list = []
     try:
         if index is not None:
             dropped = drop_missing_files(index)
@@ -65,7 +66,7 @@ def run_index(args: argparse.Namespace) -> int:
                       f"{len(dropped)} dropped)"
         else:
             index = build_index(model, source, info, args.metric, args.batch_size, device, progress, args.on_error)
-            message = f"indexed {len(index)} images"
+            added, message = len(index), f"indexed {len(index)} images"
     except PartialEmbedding as stop:
         kept = _keep_partial(index, stop, out, args.metric, info)
         raise DataError(f"{stop}; {kept} images embedded before it are saved in {out}: fix or remove the file (or pass "
@@ -74,6 +75,9 @@ def run_index(args: argparse.Namespace) -> int:
     index.save(out)
     skipped = f", {len(index.skipped)} files skipped" if index.skipped else ""
     print(f"{message}{skipped}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}")
+    approximate = ann_cli.update_ann(index, out, args, added, len(dropped))
+    if approximate:
+        print(approximate)
     return 0
 
 
@@ -111,13 +115,21 @@ def run_search(args: argparse.Namespace) -> int:
     run_dir = find_index_run(index, args.index, args.run)
     check_same_model(index, model_info(run_dir))
     device = resolve_device(args.device)
-    _, model, transform = load_model_and_transform(run_dir, device)
+    config, model, transform = load_model_and_transform(run_dir, device)
     paths = [str(Path(p).resolve()) for p in args.queries]
     for path in paths:
         if not Path(path).is_file():
             raise DataError(f"{path}: query image not found")
     queries, _ = embed(model, ImageFiles(paths, [None] * len(paths), transform), args.batch_size, device)
-    results = index.search(queries, min(args.k, len(index)), query_paths=paths, backend=args.backend)
+    k = min(args.k, len(index))
+    results = search_steps.postprocessed_search(index, queries, k, paths, args, config, model, device)
+    if results is None:
+        approximate = ann_cli.approximate_search(index, args.index, queries, k, paths, args)
+        if approximate is None:
+            results = index.search(queries, k, query_paths=paths, backend=args.backend)
+        else:
+            results, line = approximate
+            print(line, file=sys.stderr if args.json else sys.stdout)
     if args.save:
         results.save(args.save)
     if args.json:
@@ -188,6 +200,7 @@ def add_index_parser(subparsers) -> argparse.ArgumentParser:
     _add_on_error(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_common(parser)
+    ann_cli.add_index_options(parser)
     parser.set_defaults(func=run_index)
     return parser
 
@@ -202,6 +215,8 @@ def add_search_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--run", help="run directory of the model (default: the one recorded in the index)")
     parser.add_argument("--backend", choices=("auto", *knn.BACKENDS), default="auto", help="auto = faiss when installed")
     _add_common(parser)
+    ann_cli.add_search_options(parser)
+    search_steps.add_search_options(parser)
     parser.set_defaults(func=run_search)
     return parser
 

@@ -1,0 +1,156 @@
+"""Approximate search (faiss ivf, ivfpq, hnsw) against the exact engine, on clustered vectors.
+
+    PYTHONPATH=src python benchmarks/search.py [--sizes 1000000 10000000] [--queries 1000]
+        [--hnsw-max 1000000] [--workdir /tmp]
+
+Data: N x 128 float32 vectors around N / 100 Gaussian cluster centres (centres N(0, 1), noise
+N(0, 0.8^2) per coordinate: clusters that touch, so that the nearest neighbours of a vector near
+a cell border lie in other cells), generated in chunks from a seed into a ``.npy`` file;
+``--queries`` fresh vectors from the same mixture are the queries (not in the database).
+
+Every method runs in its own subprocess, so that its peak memory (VmHWM, the peak resident set,
+including the pages of the data file it touched) is its own:
+
+* ``exact``: :func:`gspdml.evaluation.knn.knn` on the whole array (read into memory); its
+  neighbours are the ground truth, so its recall is 1 by definition;
+* ``ivf`` / ``ivfpq`` / ``hnsw``: :func:`gspdml.retrieval.ann.build` (data added in chunks read
+  from the file), then one search per setting of the knob (``nprobe`` or ``ef``).
+
+Columns: build s (training + adding), q/s (queries per second of one ``search`` call on all
+queries, with the threads the machine has), recall@10 (|A ∩ E| / 10 against the exact engine's
+neighbours), speed-up (q/s over the exact engine's q/s of the same run), peak MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from evaluation import max_rss_mb
+
+DIM, K = 128, 10
+CHUNK = 1 << 18
+SETTINGS = {"ivf": ("nprobe", (8, 16, 32, 64, 128)), "ivfpq": ("nprobe", (16, 32, 64)), "hnsw": ("ef", (16, 32, 64, 128))}
+
+
+def nlist_for(n: int) -> int:
+    """Cells of the inverted file: 2048 up to 1M vectors, 4096 above (~2,400 per cell at 10M)."""
+    return 2048 if n <= 1_000_000 else 4096
+
+
+def make_data(folder: Path, n: int, queries: int, seed: int) -> Path:
+    """``base.npy`` [n, 128] and ``queries.npy``, chunk by chunk (bounded memory)."""
+    path = folder / f"clustered100-s08-{n}-{seed}"
+    if (path / "queries.npy").exists():
+        return path
+    path.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((max(1, n // 100), DIM), dtype=np.float32)
+
+    def draw(count):
+        return centres[rng.integers(0, len(centres), count)] + 0.8 * rng.standard_normal((count, DIM), dtype=np.float32)
+
+    base = np.lib.format.open_memmap(path / "base.tmp.npy", mode="w+", dtype=np.float32, shape=(n, DIM))
+    for start in range(0, n, CHUNK):
+        base[start:start + CHUNK] = draw(min(CHUNK, n - start))
+    base.flush()
+    del base
+    os.replace(path / "base.tmp.npy", path / "base.npy")
+    np.save(path / "queries.npy", draw(queries))
+    return path
+
+
+def run_exact(path: Path) -> dict:
+    import torch
+
+    from gspdml.evaluation.knn import knn
+
+    base = torch.from_numpy(np.load(path / "base.npy"))
+    queries = torch.from_numpy(np.load(path / "queries.npy"))
+    start = time.perf_counter()
+    _, rows = knn(queries, base, K)
+    seconds = time.perf_counter() - start
+    np.save(path / "truth.npy", rows.numpy())
+    return {"build_s": 0.0, "rows": [{"setting": "-", "qps": len(queries) / seconds, "recall": 1.0}]}
+
+
+def run_ann(path: Path, backend: str) -> dict:
+    import torch
+
+    from gspdml.retrieval import ann
+
+    base = np.load(path / "base.npy", mmap_mode="c")  # read where touched (training sample, chunks, re-ranking)
+    queries = np.load(path / "queries.npy")
+    truth = np.load(path / "truth.npy")
+    params = ann.AnnParams(backend, nlist=nlist_for(len(base)), pq_m=32)
+    start = time.perf_counter()
+    index = ann.build(base, params)
+    build_s = time.perf_counter() - start
+    knob, values = SETTINGS[backend]
+    rows = []
+    for value in values:
+        setattr(params, knob, value)
+        start = time.perf_counter()
+        _, found = ann.search(index, params, queries, K, vectors=torch.from_numpy(base))
+        seconds = time.perf_counter() - start
+        recall = np.mean([len(set(a) & set(e)) / K for a, e in zip(found.numpy(), truth)])
+        rows.append({"setting": f"{knob} {value}", "qps": len(queries) / seconds, "recall": float(recall)})
+    return {"build_s": build_s, "rows": rows}
+
+
+def worker(method: str, path: str) -> None:
+    result = run_exact(Path(path)) if method == "exact" else run_ann(Path(path), method)
+    print(json.dumps({**result, "peak_mb": max_rss_mb()}))
+
+
+def launch(method: str, path: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    out = subprocess.run([sys.executable, __file__, "--worker", method, str(path)], env=env,
+                         capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"{method} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--backends", nargs="+", default=["ivf", "ivfpq", "hnsw"], choices=list(SETTINGS))
+    parser.add_argument("--hnsw-max", type=int, default=1_000_000, help="build hnsw only up to this many vectors")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/gspdml-search-bench"))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--worker", nargs=2, metavar=("METHOD", "DIR"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(*args.worker)
+        return
+    header = f"{'N':>10} {'method':<7} {'setting':<11} {'build s':>8} {'q/s':>9} {'recall@10':>9} {'speed-up':>8} {'peak MB':>8}"
+    print(header)
+    print("-" * len(header), flush=True)
+    for n in args.sizes:
+        path = make_data(args.workdir, n, args.queries, args.seed)
+        exact = launch("exact", path)
+        base_qps = exact["rows"][0]["qps"]
+        print_rows(n, "exact", exact, base_qps)
+        for backend in args.backends:
+            if backend == "hnsw" and n > args.hnsw_max:
+                print(f"{n:>10} hnsw    not built: above --hnsw-max {args.hnsw_max}", flush=True)
+                continue
+            print_rows(n, backend, launch(backend, path), base_qps)
+
+
+def print_rows(n: int, name: str, result: dict, base_qps: float) -> None:
+    for row in result["rows"]:
+        print(f"{n:>10} {name:<7} {row['setting']:<11} {result['build_s']:8.1f} {row['qps']:9.0f} "
+              f"{row['recall']:9.4f} {row['qps'] / base_qps:7.1f}x {result['peak_mb']:8.0f}", flush=True)
+
+if __name__ == "__main__":
+    main()

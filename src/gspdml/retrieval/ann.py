@@ -1,0 +1,295 @@
+"""Approximate nearest-neighbour search (faiss) that states how approximate it is.
+
+Three faiss structures, all on squared Euclidean distance (cosine indexes store unit vectors,
+for which ``||q - g||^2 = 2 - 2 cos(q, g)`` ranks alike):
+
+* ``ivf``: inverted file, flat codes (``IndexIVFFlat``; Jégou, Douze & Schmid, "Product
+  quantization for nearest neighbor search", TPAMI 2011, §4): k-means splits the space into
+  ``nlist`` cells; a query scans the vectors of its ``nprobe`` nearest cells exactly.
+* ``ivfpq``: the same inverted file with product-quantised residuals (same paper, §3-4): each
+  vector costs ``pq_m`` bytes; distances are approximate (asymmetric distance computation), so
+  the shortlist of ``rerank`` x k candidates is re-ranked by the exact engine
+  (:func:`gspdml.evaluation.knn.exact_squared_distances`) on the stored float32 vectors.
+* ``hnsw``: hierarchical navigable small-world graph (Malkov & Yashunin, TPAMI 2020), ``ef``
+  candidates explored per query.
+
+Recall is measured, never assumed: :func:`measure_recall` takes ``sample`` indexed vectors that
+were kept out of the quantiser's training, searches each of them in the approximate index and
+with the exact engine (:func:`gspdml.evaluation.knn.knn`) with its own row excluded, and reports
+
+    recall@k = (1 / |S|) sum_{q in S} |A_k(q) ∩ E_k(q)| / k
+
+with A_k the approximate and E_k the exact k nearest rows (faiss's "k-recall@k" intersection
+measure). The value is stored next to the index with the search parameter it was measured at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from gspdml.errors import ConfigError, DataError
+from gspdml.evaluation.knn import exact_squared_distances, knn
+
+BACKENDS = ("ivf", "ivfpq", "hnsw")
+ANN_FILE = "ann.faiss"
+ANN_META = "ann.json"
+FORMAT = "gspdml-ann"
+_TRAIN_PER_LIST = 64
+_ADD_CHUNK = 1 << 18
+
+
+@dataclass
+class AnnParams:
+    """Build and search parameters; ``None`` sizes chosen from the number of vectors N."""
+
+    backend: str
+    nlist: Optional[int] = None  # ivf / ivfpq: cells, default ~4 sqrt(N) (power of two)
+    pq_m: Optional[int] = None  # ivfpq: sub-quantisers (bytes per vector), default D / 4
+    hnsw_m: int = 32  # hnsw: graph degree
+    ef_construction: int = 80  # hnsw: candidates while building
+    nprobe: int = 16  # ivf / ivfpq: cells scanned per query
+    ef: int = 64  # hnsw: candidates explored per query
+    rerank: int = 4  # ivfpq: exact re-ranking of rerank * k PQ candidates
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.backend not in BACKENDS:
+            raise ConfigError("--backend", f"unknown approximate backend {self.backend!r}; allowed: {', '.join(BACKENDS)}")
+        for name in ("hnsw_m", "ef_construction", "nprobe", "ef", "rerank"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')}", f"must be >= 1, got {getattr(self, name)}")
+
+    def search_setting(self) -> dict:
+        """The knob that trades speed for recall, as stored with a recall value."""
+        if self.backend == "hnsw":
+            return {"ef": self.ef}
+        setting = {"nprobe": self.nprobe}
+        if self.backend == "ivfpq":
+            setting["rerank"] = self.rerank
+        return setting
+
+
+def _faiss():
+    try:
+        import faiss
+    except ImportError as exc:
+        raise ConfigError("--backend", "approximate indexes need faiss: pip install gspdml[faiss]") from exc
+    return faiss
+
+
+def _as_float32(vectors) -> np.ndarray:
+    array = vectors.numpy() if isinstance(vectors, torch.Tensor) else np.asarray(vectors)
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def default_nlist(n: int) -> int:
+    """A power of two near 4 sqrt(N), with at least 39 training vectors per cell available."""
+    nlist = 1 << max(0, round(np.log2(4.0 * np.sqrt(max(n, 1)))))
+    while nlist > 1 and nlist * 39 > n:
+        nlist //= 2
+    return nlist
+
+
+def build(vectors, params: AnnParams, train_rows: Optional[np.ndarray] = None):
+    """A faiss index holding every row of ``vectors`` [N, D] (ids = row numbers).
+
+    Quantisers (ivf, ivfpq) are trained on at most 64 vectors per cell drawn from ``train_rows``
+    (default all rows), so a held-out sample can stay out of training.
+    """
+    faiss = _faiss()
+    x = vectors.numpy() if isinstance(vectors, torch.Tensor) else vectors  # may be a memmap: read by chunks
+    n, dim = x.shape
+    if params.backend == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, params.hnsw_m)
+        index.hnsw.efConstruction = params.ef_construction
+    else:
+        pool = np.arange(n) if train_rows is None else np.asarray(train_rows)
+        nlist = params.nlist or default_nlist(len(pool))
+        if not 1 <= nlist <= len(pool):
+            raise ConfigError("--nlist", f"must be between 1 and the number of training vectors {len(pool)}, got {nlist}")
+        params.nlist = nlist
+        quantizer = faiss.IndexFlatL2(dim)
+        if params.backend == "ivf":
+            index = faiss.IndexIVFFlat(quantizer, dim, nlist)
+        else:
+            pq_m = params.pq_m or max(1, dim // 4)
+            if dim % pq_m:
+                raise ConfigError("--pq-m", f"must divide the dimension {dim}, got {pq_m}")
+            params.pq_m = pq_m
+            index = faiss.IndexIVFPQ(quantizer, dim, nlist, pq_m, 8)
+        index.cp.seed = params.seed
+        rng = np.random.default_rng(params.seed)
+        sample = np.sort(rng.choice(pool, min(len(pool), nlist * _TRAIN_PER_LIST), replace=False))
+        index.train(_as_float32(x[sample]))
+        index.quantizer_trains_alone = 0
+    add(index, x)
+    return index
+
+
+def add(index, vectors) -> None:
+    """Append rows (ids continue the row numbering), read and added by chunks; the quantiser is
+    not retrained."""
+    x = vectors.numpy() if isinstance(vectors, torch.Tensor) else vectors
+    for start in range(0, len(x), _ADD_CHUNK):
+        index.add(_as_float32(x[start:start + _ADD_CHUNK]))
+
+
+def configure(index, params: AnnParams) -> None:
+    """Apply the search knob (nprobe or ef) of ``params`` to ``index``."""
+    faiss = _faiss()
+    if params.backend == "hnsw":
+        faiss.downcast_index(index).hnsw.efSearch = params.ef
+    else:
+        faiss.extract_index_ivf(index).nprobe = params.nprobe
+
+
+def search(index, params: AnnParams, queries, k: int, vectors=None):
+    """``(squared distances [Q, k] float64, rows [Q, k] int64)`` from the approximate index.
+
+    For ``ivfpq`` the ``rerank * k`` PQ candidates are re-ranked by their exact float64
+    distances to ``vectors`` (the stored float32 rows), which is then required.
+    """
+    configure(index, params)
+    q = _as_float32(queries)
+    k = min(k, index.ntotal)
+    if params.backend != "ivfpq":
+        dist, rows = index.search(q, k)
+        return torch.from_numpy(dist).double(), torch.from_numpy(rows)
+    if vectors is None:
+        raise ValueError("ivfpq search re-ranks its candidates and needs the stored vectors")
+    _, cand = index.search(q, min(index.ntotal, params.rerank * k))
+    cand = torch.from_numpy(cand)
+    missing = cand < 0  # fewer candidates than asked in the probed cells
+    ref = vectors if isinstance(vectors, torch.Tensor) else torch.from_numpy(vectors)
+    exact = exact_squared_distances(torch.from_numpy(q), ref, cand.clamp(min=0))
+    exact[missing] = float("inf")
+    order = torch.argsort(exact, dim=1, stable=True)[:, :k]
+    rows = cand.gather(1, order)
+    dist = exact.gather(1, order)
+    rows[torch.isinf(dist)] = -1
+    return dist, rows
+
+
+def measure_recall(index, params: AnnParams, vectors, rows, k: int) -> dict:
+    """recall@k of ``index`` on the indexed vectors ``rows`` used as queries, each with its own
+    row excluded, against the exact engine (module docstring)."""
+    x = torch.as_tensor(_as_float32(vectors))
+    rows = torch.as_tensor(np.asarray(rows), dtype=torch.long)
+    k = min(int(k), len(x) - 1)
+    if k < 1 or not len(rows):
+        raise ConfigError("--recall-sample", f"recall needs at least 2 indexed vectors and 1 sample, got {len(x)} and {len(rows)}")
+    queries = x[rows]
+    _, exact = knn(queries, x, k + 1)
+    _, approx = search(index, params, queries, k + 1, vectors=x)
+    exact, approx = _drop_own(exact, rows, k), _drop_own(approx, rows, k)
+    hits = (approx[:, :, None] == exact[:, None, :]).any(2) & (approx >= 0)
+    return {"k": k, "recall": float(hits.sum(1).double().div(k).mean()), "sample": len(rows), **params.search_setting()}
+
+
+def _drop_own(neighbours, rows, k):
+    """The first k neighbours other than the query's own row."""
+    keep = neighbours != rows[:, None]
+    keep[keep.all(1), -1] = False
+    return neighbours[keep].view(len(rows), k)
+
+
+def held_out(n: int, sample: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(sample rows, training rows)``: a random sample of N rows and the rest."""
+    sample = min(int(sample), max(0, n - 1))
+    rng = np.random.default_rng(seed + 1)
+    chosen = np.sort(rng.choice(n, sample, replace=False))
+    mask = np.ones(n, dtype=bool)
+    mask[chosen] = False
+    return chosen, np.flatnonzero(mask)
+
+
+# --- on disk: ann.faiss + ann.json inside an index folder -------------------------------------
+
+
+@dataclass
+class AnnIndex:
+    """A faiss index over the rows of a :class:`~gspdml.retrieval.index.RetrievalIndex`, its
+    parameters and the recall measured at its last build or append."""
+
+    index: object
+    params: AnnParams
+    recall: dict
+    mmap: bool = False
+
+    @property
+    def count(self) -> int:
+        return int(self.index.ntotal)
+
+    def describe(self) -> str:
+        setting = ", ".join(f"{key} {value}" for key, value in self.params.search_setting().items())
+        measured = ", ".join(f"{key} {value}" for key, value in self.recall.items() if key in ("nprobe", "ef", "rerank"))
+        line = (f"approximate search ({self.params.backend}, {setting}): recall@{self.recall['k']} = "
+                f"{self.recall['recall']:.4f} against exact search, measured on {self.recall['sample']} held-out "
+                f"indexed vectors at {measured}")
+        if setting != measured:
+            line += " (this search uses other settings: recall not measured for them)"
+        return line
+
+    def save(self, folder: str | Path) -> None:
+        """Write ``ann.faiss`` and ``ann.json`` (each to a temporary file, then renamed)."""
+        faiss = _faiss()
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        meta = {"format": FORMAT, "version": 1, "count": self.count, "params": asdict(self.params), "recall": self.recall}
+        index_tmp, meta_tmp = folder / (ANN_FILE + ".tmp"), folder / (ANN_META + ".tmp")
+        faiss.write_index(self.index, str(index_tmp))
+        meta_tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
+        os.replace(index_tmp, folder / ANN_FILE)
+        os.replace(meta_tmp, folder / ANN_META)
+
+    @classmethod
+    def load(cls, folder: str | Path, count: int, mmap: bool = True) -> Optional["AnnIndex"]:
+        """The approximate index of an index folder, or None when it has none. ``mmap`` maps the
+        file instead of reading it (faiss supports it for these structures; not for appending)."""
+        folder = Path(folder)
+        described = read_description(folder)
+        if described is None:
+            return None
+        meta, params, recall = described
+        faiss = _faiss()
+        flags = faiss.IO_FLAG_MMAP if mmap else 0
+        try:
+            index = faiss.read_index(str(folder / ANN_FILE), flags)
+        except RuntimeError as err:
+            raise DataError(f"{folder / ANN_FILE}: cannot read the faiss index ({str(err).splitlines()[0]})") from None
+        if index.ntotal != count or meta.get("count") != count:
+            raise DataError(f"{folder}: the approximate index holds {index.ntotal} vectors, the index {count}; rebuild it")
+        return cls(index, params, recall, mmap)
+
+
+def read_description(folder: Path) -> Optional[tuple[dict, AnnParams, dict]]:
+    """``(meta, params, recall)`` of the approximate index described in ``folder``, or None."""
+    if not (folder / ANN_META).is_file():
+        return None
+    try:
+        meta = json.loads((folder / ANN_META).read_text(encoding="utf-8"))
+        return meta, AnnParams(**meta["params"]), dict(meta["recall"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise DataError(f"{folder / ANN_META}: not a gspdml approximate-index description ({err})") from None
+
+
+def build_measured(vectors, params: AnnParams, k: int = 10, sample: int = 1000) -> AnnIndex:
+    """Build an approximate index over ``vectors`` and measure its recall@k on a held-out sample."""
+    rows, train_rows = held_out(len(vectors), sample, params.seed)
+    index = build(vectors, params, train_rows)
+    return AnnIndex(index, params, measure_recall(index, params, vectors, rows, k))
+
+
+def append_measured(ann: AnnIndex, vectors, new_rows: int, k: int, sample: int) -> None:
+    """Add the last ``new_rows`` rows of ``vectors`` and re-measure the recall on all of them."""
+    if new_rows:
+        add(ann.index, vectors[len(vectors) - new_rows:])
+    rows, _ = held_out(len(vectors), sample, ann.params.seed)
+    ann.recall = measure_recall(ann.index, ann.params, vectors, rows, k)

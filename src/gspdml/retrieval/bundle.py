@@ -1,0 +1,223 @@
+"""Portable model bundles: ``gspdml bundle RUN_DIR --out DIR`` and :func:`from_pretrained`.
+
+A bundle is a folder laid out as a Hugging Face model repository (it can be uploaded as is):
+
+* ``model.safetensors``: the run's weights (byte copy; its metadata rebuilds the embedder);
+* ``config.yaml``: the run's resolved config;
+* ``preprocessing.json``: the evaluation transform (:class:`~gspdml.retrieval.transforms.EvalTransform`
+  fields), so that images are embedded exactly as evaluation embedded them;
+* ``README.md``: the model card (method, backbone, protocol and split, metrics with the set they
+  were measured on, data hash, library version), with hub metadata in its YAML header;
+* ``bundle.json``: format, version, library version, sha256 of the weights, data hash.
+
+``from_pretrained(DIR)`` returns a :class:`BundledEncoder`; ``from_pretrained("owner/name")``
+resolves a hub repository with ``huggingface_hub.snapshot_download`` (its cache, or the network
+unless ``local_files_only=True``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import torch
+import yaml
+from PIL import Image
+
+import gspdml
+from gspdml.errors import ConfigError, DataError
+from gspdml.models import Embedder, build_embedder
+from gspdml.retrieval.run import build_run_data, weights_digest
+from gspdml.retrieval.transforms import EvalTransform, eval_transform_from_config
+from gspdml.training.run import WEIGHT_FILES
+from gspdml.training.weights import load_weights
+
+FORMAT = "gspdml-bundle"
+FILES = ("model.safetensors", "config.yaml", "preprocessing.json", "README.md", "bundle.json")
+
+
+def data_hash(config: dict[str, Any]) -> str:
+    """``sha256:<hex>`` over the labels (and file names, where the dataset has them) of every
+    split of the run's dataset, in order: it changes when the data or the split changes."""
+    data = build_run_data(config)
+    digest = hashlib.sha256()
+    parts = [("train", data.train)]
+    for name in ("val", "test"):
+        split = getattr(data, name)
+        if split is not None:
+            parts += [(f"{name}.query", split.query), (f"{name}.gallery", split.gallery)]
+    for name, dataset in parts:
+        if dataset is None:
+            continue
+        digest.update(name.encode())
+        digest.update(torch.as_tensor(dataset.labels).to(torch.int64).numpy().tobytes())
+        for path in getattr(dataset, "paths", None) or ():
+            digest.update(Path(path).name.encode() + b"\0")
+    return "sha256:" + digest.hexdigest()
+
+
+def _name(spec) -> Any:
+    """The name of a registry spec (a name or a mapping with ``name``)."""
+    return spec.get("name") if isinstance(spec, dict) else spec
+
+
+def _model_card(config: dict, results: dict, digest: str, weights: str, data_digest: str) -> str:
+    model, data = config.get("model", {}), config.get("data", {})
+    dataset = _name(data.get("dataset")) or "unknown"
+    loss = config.get("loss", {})
+    pooling = model.get("pooling")
+    backbone = model.get("backbone")
+    metrics = results.get("test") or {}
+    rows = "\n".join(f"| {key} | {value:.4f} |" for key, value in metrics.items() if isinstance(value, float) and not key.startswith("num"))
+    header = yaml.safe_dump({"library_name": "gspdml", "tags": ["deep-metric-learning", "image-retrieval", str(_name(pooling))],
+                             "datasets": [str(dataset)]}, sort_keys=False)
+    return f"""---
+{header}---
+# {config.get('name', 'gspdml model')}
+
+Image embedder trained with gspdml {gspdml.__version__} for deep metric learning.
+
+- **Method**: pooling `{_name(pooling)}`, loss `{_name(loss)}`, embedding dimension {model.get('embedding_dim')}
+- **Backbone**: `{_name(backbone)}`
+- **Protocol and split**: dataset `{dataset}`, zero-shot split (training classes disjoint from the
+  evaluation classes); model selected on `{config.get('evaluation', {}).get('split', 'val')}` by
+  `{config.get('evaluation', {}).get('metric', 'map_at_r')}`; weights `{weights}`
+- **Data hash**: `{data_digest}` (labels and file names of every split)
+- **Weights**: `{digest}`
+- **Library version**: gspdml {gspdml.__version__}
+
+## Metrics (test split of `{dataset}`, from the run's results.json)
+
+| metric | value |
+|---|---|
+{rows or '| (no test metrics recorded) | |'}
+
+## Use
+
+```python
+import gspdml
+encoder = gspdml.from_pretrained("path/to/this/folder")
+embeddings = encoder(["image1.jpg", "image2.jpg"])
+```
+"""
+
+
+def write_bundle(run_dir: str | Path, out: str | Path, weights: str = "final", overwrite: bool = False) -> Path:
+    """Write the bundle of a run to ``out`` (built in a temporary folder, then renamed)."""
+    run_dir, out = Path(run_dir), Path(out)
+    if weights not in WEIGHT_FILES:
+        raise ConfigError("--weights", f"unknown weights {weights!r}; allowed: {', '.join(WEIGHT_FILES)}")
+    weights_path = run_dir / WEIGHT_FILES[weights]
+    for path in (run_dir / "config.yaml", weights_path):
+        if not path.is_file():
+            raise DataError(f"{path}: not found (is {run_dir} a finished gspdml run?)")
+    if out.exists() and not overwrite:
+        raise ConfigError("--out", f"{out} already exists; pass --overwrite to replace it")
+    config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    _, meta = load_weights(weights_path)
+    transform = eval_transform_from_config(config, int(meta["in_channels"]))
+    if not isinstance(transform, EvalTransform):
+        raise ConfigError("data.eval_transform", f"{run_dir}: the run's evaluation transform is a dataset's own code, which a "
+                          "bundle cannot carry; give the config an explicit data.eval_transform (see gspdml.retrieval.transforms)")
+    results_path = run_dir / "results.json"
+    results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
+    try:
+        data_digest = data_hash(config)
+    except (ConfigError, DataError) as err:
+        data_digest = f"unavailable ({err})"
+    staging = out.with_name(out.name + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    shutil.copyfile(weights_path, staging / "model.safetensors")
+    digest = weights_digest(staging)
+    shutil.copyfile(run_dir / "config.yaml", staging / "config.yaml")
+    (staging / "preprocessing.json").write_text(json.dumps(transform.describe(), indent=1), encoding="utf-8")
+    (staging / "README.md").write_text(_model_card(config, results, digest, weights, data_digest), encoding="utf-8")
+    (staging / "bundle.json").write_text(json.dumps({
+        "format": FORMAT, "version": 1, "library_version": gspdml.__version__, "weights": digest,
+        "data_hash": data_digest, "metrics": results.get("test"), "evaluation_set": "test",
+    }, indent=1), encoding="utf-8")
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(staging, out)
+    return out
+
+
+@dataclass
+class BundledEncoder:
+    """A ready embedder: ``encoder(images)`` -> L2-normalised embeddings ``[N, D]`` (float32, CPU)
+    of image files or PIL images, preprocessed as the run evaluated them."""
+
+    model: Embedder
+    transform: EvalTransform
+    config: dict
+    info: dict
+
+    @torch.no_grad()
+    def __call__(self, images: Sequence[Any], batch_size: int = 64) -> torch.Tensor:
+        if not len(images):
+            raise ConfigError("images", "nothing to embed")
+        device = next(self.model.parameters()).device
+        out = []
+        for start in range(0, len(images), batch_size):
+            batch = [self.transform(image if isinstance(image, Image.Image) else Image.open(image))
+                     for image in images[start:start + batch_size]]
+            out.append(self.model(torch.stack(batch).to(device)).embedding.float().cpu())
+        return torch.cat(out)
+
+
+def from_pretrained(name_or_path: str | Path, device: str = "cpu", *, cache_dir: Optional[str] = None,
+                    local_files_only: bool = False, revision: Optional[str] = None) -> BundledEncoder:
+    """The encoder of a bundle folder, or of a hub repository ``owner/name`` (needs huggingface_hub)."""
+    folder = Path(name_or_path).expanduser()
+    if not folder.is_dir():
+        folder = _hub_snapshot(str(name_or_path), cache_dir, local_files_only, revision)
+    missing = [name for name in FILES if not (folder / name).is_file()]
+    if missing:
+        raise DataError(f"{folder}: not a gspdml bundle (missing {', '.join(missing)})")
+    info = json.loads((folder / "bundle.json").read_text(encoding="utf-8"))
+    if info.get("format") != FORMAT:
+        raise DataError(f"{folder / 'bundle.json'}: not a gspdml bundle (format {info.get('format')!r})")
+    digest = weights_digest(folder)
+    if digest != info.get("weights"):
+        raise DataError(f"{folder / 'model.safetensors'}: sha256 {digest} differs from the bundle's {info.get('weights')}")
+    state, meta = load_weights(folder / "model.safetensors", device)
+    model = build_embedder(meta["model"], int(meta["in_channels"]))
+    model.load_state_dict(state)
+    spec = json.loads((folder / "preprocessing.json").read_text(encoding="utf-8"))
+    transform = EvalTransform(**{key: tuple(value) if isinstance(value, list) else value for key, value in spec.items()})
+    config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+    return BundledEncoder(model.to(device).eval(), transform, config, info)
+
+
+def _hub_snapshot(repo_id: str, cache_dir, local_files_only, revision) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise DataError(f"{repo_id}: no such folder; loading a hub repository needs huggingface_hub "
+                        "(pip install gspdml[hub])") from None
+    try:
+        return Path(snapshot_download(repo_id, cache_dir=cache_dir, local_files_only=local_files_only, revision=revision))
+    except Exception as err:  # the hub client raises many types (offline, not found, auth)
+        raise DataError(f"{repo_id}: cannot load the hub repository ({type(err).__name__}: {err})") from None
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("bundle", help="write a portable model bundle (weights, config, preprocessing, model card)")
+    parser.add_argument("run_dir", help="run directory (config.yaml + model.safetensors)")
+    parser.add_argument("--out", required=True, help="bundle folder to write (a hub-style repository layout)")
+    parser.add_argument("--weights", choices=tuple(WEIGHT_FILES), default="final", help="final (default) or best")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing bundle folder")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    out = write_bundle(args.run_dir, args.out, args.weights, args.overwrite)
+    print(f"wrote {out}: {', '.join(FILES)}")
+    return 0

@@ -1,0 +1,203 @@
+"""Dataset fetch against a real HTTP server on 127.0.0.1: resume, checksums, atomic extraction."""
+
+import hashlib
+import io
+import tarfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gspdml.data import catalog
+from gspdml.data.image_splits import OfficialSplits, Records
+from gspdml.data.fetch import DOWNLOADS, Archive, DatasetSource, download, fetch
+from gspdml.errors import DataError
+
+
+def tar_gz(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+class Server:
+    """Serves ``files`` {path: bytes} with Range support; ``cut[path] = n`` makes the next full
+    (non-range) response of that path stop after n bytes (a dropped connection)."""
+
+    def __init__(self):
+        self.files, self.cut, self.ranges = {}, {}, []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                data = outer.files.get(self.path)
+                if data is None:
+                    self.send_error(404)
+                    return
+                header = self.headers.get("Range")
+                start = int(header.split("=")[1].split("-")[0]) if header else 0
+                outer.ranges.append(header)
+                if start >= len(data):
+                    self.send_response(416)
+                    self.end_headers()
+                    return
+                self.send_response(206 if header else 200)
+                if header:
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.send_header("Content-Length", str(len(data) - start))
+                self.end_headers()
+                body = data[start:]
+                if not header and self.path in outer.cut:
+                    body = body[:outer.cut.pop(self.path)]
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = Server()
+    yield s
+    s.close()
+
+
+def count_check(expected):
+    def check(folder: Path) -> int:
+        images = sorted(p for p in folder.rglob("*.jpg"))
+        if len(images) != expected:
+            raise DataError(f"{folder}: {len(images)} images, expected {expected}")
+        return len(images)
+    return check
+
+
+def md5(data):
+    return hashlib.md5(data).hexdigest()
+
+
+IMAGES = {f"Toy/images/{i:03d}.jpg": np.random.default_rng(i).bytes(5000) for i in range(40)}
+ARCHIVE = tar_gz(IMAGES)  # incompressible: ~200 kB
+
+
+def test_interrupted_download_resumes_with_a_range_request(server, tmp_path):
+    server.files["/toy.tgz"] = ARCHIVE
+    server.cut["/toy.tgz"] = 3000
+    target = tmp_path / "toy.tgz"
+    with pytest.raises(DataError, match="interrupted after 3000 of .* bytes; run the same command again to resume"):
+        download(server.url + "/toy.tgz", target, md5(ARCHIVE), progress=False)
+    assert (tmp_path / "toy.tgz.part").stat().st_size == 3000 and not target.exists()
+    digests = download(server.url + "/toy.tgz", target, md5(ARCHIVE), progress=False)
+    assert server.ranges == [None, "bytes=3000-"]
+    assert target.read_bytes() == ARCHIVE and not (tmp_path / "toy.tgz.part").exists()
+    assert digests == {"md5": md5(ARCHIVE), "sha256": hashlib.sha256(ARCHIVE).hexdigest()}
+
+
+def test_server_without_range_support_restarts_the_download(server, tmp_path):
+    server.files["/toy.tgz"] = ARCHIVE
+    (tmp_path / "toy.tgz.part").write_bytes(b"garbage")
+    server.cut = {}
+    handler_get = server.httpd.RequestHandlerClass.do_GET
+
+    def ignore_range(self):
+        del self.headers["Range"]
+        handler_get(self)
+
+    server.httpd.RequestHandlerClass.do_GET = ignore_range
+    download(server.url + "/toy.tgz", tmp_path / "toy.tgz", md5(ARCHIVE), progress=False)
+    assert (tmp_path / "toy.tgz").read_bytes() == ARCHIVE
+
+
+def test_wrong_checksum_is_refused_and_the_file_deleted(server, tmp_path):
+    corrupted = bytearray(ARCHIVE)
+    corrupted[100] ^= 0xFF
+    server.files["/toy.tgz"] = bytes(corrupted)
+    source = DatasetSource("toy", (Archive("toy.tgz", md5(ARCHIVE), server.url + "/toy.tgz"),), count_check(40))
+    with pytest.raises(DataError, match=f"checksum mismatch for toy.tgz: MD5 {md5(bytes(corrupted))}, expected {md5(ARCHIVE)}"):
+        fetch(source, tmp_path, progress=False)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [DOWNLOADS]
+
+
+def test_fetch_extracts_verifies_and_records_digests(server, tmp_path):
+    server.files["/toy.tgz"] = ARCHIVE
+    server.files["/meta.mat"] = b"annotations"
+    source = DatasetSource("toy", (Archive("toy.tgz", md5(ARCHIVE), server.url + "/toy.tgz"),
+                                   Archive("meta.mat", md5(b"annotations"), server.url + "/meta.mat", extract=False)),
+                           count_check(40))
+    assert fetch(source, tmp_path, progress=False) == 40
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".downloads", ".gspdml-fetch-toy.json", "Toy", "meta.mat"]
+    assert (tmp_path / "Toy/images/007.jpg").read_bytes() == IMAGES["Toy/images/007.jpg"]
+    assert hashlib.sha256(ARCHIVE).hexdigest() in (tmp_path / ".gspdml-fetch-toy.json").read_text()
+    server.files.clear()  # a second fetch reuses the checked download
+    assert fetch(source, tmp_path, progress=False) == 40
+
+
+def test_a_failed_check_leaves_nothing_half_extracted(server, tmp_path):
+    short = tar_gz({f"Toy/images/{i:03d}.jpg": b"x" for i in range(39)})
+    server.files["/toy.tgz"] = short
+    source = DatasetSource("toy", (Archive("toy.tgz", md5(short), server.url + "/toy.tgz"),), count_check(40))
+    with pytest.raises(DataError, match="39 images, expected 40"):
+        fetch(source, tmp_path, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [DOWNLOADS]
+
+
+def test_unsafe_archive_members_are_refused(server, tmp_path):
+    evil = tar_gz({"../escape.jpg": b"x"})
+    server.files["/evil.tgz"] = evil
+    source = DatasetSource("evil", (Archive("evil.tgz", md5(evil), server.url + "/evil.tgz"),), count_check(1))
+    with pytest.raises(DataError, match=r"refusing archive member '\.\./escape\.jpg'"):
+        fetch(source, tmp_path, progress=False)
+    assert not (tmp_path.parent / "escape.jpg").exists()
+
+
+def test_datasets_without_url_print_manual_steps_and_check_placed_archives(tmp_path):
+    with pytest.raises(DataError, match="torchvision issue #7545"):
+        fetch(catalog.SOURCES["cars"], tmp_path, progress=False)
+    (tmp_path / "car_ims.tgz").write_bytes(b"not the archive")
+    with pytest.raises(DataError, match=f"car_ims.tgz: checksum mismatch: MD5 {md5(b'not the archive')}, expected d5c8f0aa"):
+        fetch(catalog.SOURCES["cars"], tmp_path, progress=False)
+    with pytest.raises(DataError, match="Google Drive"):
+        fetch(catalog.SOURCES["inshop"], tmp_path, progress=False)
+
+
+def test_verify_uses_the_readers_and_finds_missing_images(tmp_path):
+    with pytest.raises(DataError, match="cannot tell which dataset"):
+        catalog.verify(tmp_path)
+    base = tmp_path / "CUB_200_2011"
+    (base / "images").mkdir(parents=True)
+    (base / "images.txt").write_text("1 a/1.jpg\n2 b/2.jpg\n")
+    (base / "image_class_labels.txt").write_text("1 1\n2 2\n")
+    with pytest.raises(DataError, match="the dataset lists 2 images; the official dataset has 11788"):
+        catalog.verify(tmp_path)
+    (tmp_path / "a.jpg").write_bytes(b"x")
+
+    def reader(root):
+        paths = [str(Path(root) / "a.jpg"), str(Path(root) / "b.jpg")]
+        return OfficialSplits(train=Records(paths[:1], [1]), test=Records(paths[1:], [2]))
+
+    with pytest.raises(DataError, match=r"1 of the 2 listed images are missing, e\.g\. .*b\.jpg"):
+        catalog.listed_images(reader, 2)(tmp_path)
+    (tmp_path / "b.jpg").write_bytes(b"x")
+    assert catalog.listed_images(reader, 2)(tmp_path) == 2
+
+
+def test_cli_reports_errors_and_manual_steps(tmp_path, capsys):
+    from gspdml.cli import main
+
+    assert main(["data", "fetch", "inshop", "--root", str(tmp_path)]) == 2
+    assert "gspdml: error: inshop: cannot be downloaded automatically" in capsys.readouterr().err
+    assert main(["data", "verify", str(tmp_path), "--dataset", "sop"]) == 2
+    assert "Ebay_train.txt" in capsys.readouterr().err

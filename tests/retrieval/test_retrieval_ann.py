@@ -1,0 +1,160 @@
+"""Approximate indexes: recall measured against a brute-force reference, persistence, append, CLI."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from gspdml.errors import ConfigError, DataError
+from gspdml.retrieval import ann
+from gspdml.retrieval.index import RetrievalIndex
+from retrieval_helpers import run_cli, write_image_folder, write_run
+
+
+def clustered(n, dim=16, clusters=20, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(clusters, dim))
+    return (centres[rng.integers(0, clusters, n)] + 0.4 * rng.normal(size=(n, dim))).astype(np.float32)
+
+
+def brute_force_recall(approx_rows, x, sample, k):
+    """Python loop over the sample: exact neighbours from a float64 argsort (own row removed),
+    |A ∩ E| / k averaged; the approximate lists come straight from faiss (own row removed)."""
+    x64 = x.astype(np.float64)
+    total = 0.0
+    for q, found in zip(sample, approx_rows):
+        dist = ((x64 - x64[q]) ** 2).sum(1)
+        exact = [j for j in sorted(range(len(x)), key=lambda j: (dist[j], j)) if j != q][:k]
+        approx = [j for j in found if j != q and j >= 0][:k]
+        total += len(set(exact) & set(approx)) / k
+    return total / len(sample)
+
+
+@pytest.mark.parametrize("backend,knob", [("ivf", {"nprobe": 1}), ("ivf", {"nprobe": 8}), ("ivfpq", {"nprobe": 2, "rerank": 1}), ("hnsw", {"ef": 4})])
+def test_measured_recall_matches_brute_force(backend, knob):
+    x = clustered(1500)
+    params = ann.AnnParams(backend, nlist=16, pq_m=4, hnsw_m=4, ef_construction=8, **knob)
+    rows, train_rows = ann.held_out(len(x), 60)
+    index = ann.build(x, params, train_rows)
+    measured = ann.measure_recall(index, params, x, rows, 5)
+    ann.configure(index, params)
+    if backend == "ivfpq":  # the reference re-ranks the PQ candidates by exact distance itself
+        _, cand = index.search(x[rows], params.rerank * 6)
+        approx = [sorted((j for j in c if j >= 0), key=lambda j: (((x[j] - x[q]).astype(np.float64) ** 2).sum(), j))[:6]
+                  for q, c in zip(rows, cand)]
+    else:
+        approx = index.search(x[rows], 6)[1]
+    expected = brute_force_recall(approx, x, rows, 5)
+    assert measured["recall"] == pytest.approx(expected, abs=1e-12)
+    assert measured["k"] == 5 and measured["sample"] == 60
+    assert 0.0 < measured["recall"] <= 1.0
+
+
+def test_recall_rises_with_nprobe_and_the_held_out_rows_skip_training():
+    x = clustered(3000, clusters=64)
+    rows, train_rows = ann.held_out(len(x), 100)
+    assert not set(rows) & set(train_rows) and len(rows) + len(train_rows) == len(x)
+    params = ann.AnnParams("ivf", nlist=64, nprobe=1)
+    index = ann.build(x, params, train_rows)
+    low = ann.measure_recall(index, params, x, rows, 10)["recall"]
+    params.nprobe = 64  # every cell: exhaustive
+    assert ann.measure_recall(index, params, x, rows, 10)["recall"] == 1.0 > low
+
+
+def test_save_load_mmap_and_append_without_retraining(tmp_path):
+    x = clustered(2000)
+    built = ann.build_measured(x[:1500], ann.AnnParams("ivf", nlist=16), k=5, sample=50)
+    built.save(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [ann.ANN_FILE, ann.ANN_META]
+    mapped = ann.AnnIndex.load(tmp_path, 1500)
+    assert mapped.mmap and mapped.count == 1500 and mapped.recall == built.recall
+    with pytest.raises(DataError, match="holds 1500 vectors, the index 1499"):
+        ann.AnnIndex.load(tmp_path, 1499)
+
+    import faiss
+    centroids = faiss.extract_index_ivf(built.index).quantizer.reconstruct_n(0, 16)
+    grown = ann.AnnIndex.load(tmp_path, 1500, mmap=False)
+    ann.append_measured(grown, x, 500, k=5, sample=50)
+    assert grown.count == 2000
+    np.testing.assert_array_equal(faiss.extract_index_ivf(grown.index).quantizer.reconstruct_n(0, 16), centroids)
+    _, found = ann.search(grown.index, grown.params, x[1990:], 1)  # appended rows find themselves
+    assert found[:, 0].tolist() == list(range(1990, 2000))
+
+
+def test_bad_parameters_are_named():
+    with pytest.raises(ConfigError, match="unknown approximate backend 'lsh'"):
+        ann.AnnParams("lsh")
+    with pytest.raises(ConfigError, match="--nprobe.*must be >= 1"):
+        ann.AnnParams("ivf", nprobe=0)
+    with pytest.raises(ConfigError, match="--pq-m.*must divide the dimension 16, got 5"):
+        ann.build(clustered(500), ann.AnnParams("ivfpq", nlist=4, pq_m=5))
+
+
+def test_cli_builds_appends_and_searches_with_measured_recall(tmp_path, capsys):
+    write_image_folder(tmp_path / "images", per_class=6)
+    write_run(tmp_path / "run")
+    idx = tmp_path / "idx"
+    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--no-progress",
+                   "--backend", "hnsw", "--recall-k", "3", "--recall-sample", "10") == 0
+    out = capsys.readouterr().out
+    meta = json.loads((idx / ann.ANN_META).read_text())
+    assert meta["recall"]["k"] == 3 and meta["recall"]["sample"] == 10 and meta["params"]["backend"] == "hnsw"
+    assert f"recall@3 = {meta['recall']['recall']:.4f}" in out
+
+    index = RetrievalIndex.load(idx)
+    query = index.paths[2]
+    assert run_cli("search", idx, query, "-k", "4", "--json") == 0
+    captured = capsys.readouterr()
+    approximate = [r["path"] for r in json.loads(captured.out)[0]["results"]]
+    assert "approximate search (hnsw, ef 64)" in captured.err
+    assert run_cli("search", idx, query, "-k", "4", "--json", "--exact") == 0
+    exact = [r["path"] for r in json.loads(capsys.readouterr().out)[0]["results"]]
+    assert approximate == exact  # 18 vectors, ef 64: the graph search is exhaustive
+    assert run_cli("search", idx, query, "-k", "4", "--ef", "8") == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert "(hnsw, ef 8): recall@3" in line and line.endswith("at ef 64 (this search uses other settings: recall not measured for them)")
+
+    write_image_folder(tmp_path / "images", classes=("yellow",), per_class=3, seed=5)
+    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--append", "--no-progress") == 0
+    assert ann.AnnIndex.load(idx, 21).count == 21
+    with pytest.raises(ConfigError, match="holds a hnsw index; --append cannot change it to ivf"):
+        run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--append", "--backend", "ivf", "--no-progress")
+
+    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--overwrite", "--no-progress") == 0
+    assert not (idx / ann.ANN_META).exists() and not (idx / ann.ANN_FILE).exists()
+    with pytest.raises(ConfigError, match="has no approximate index"):
+        run_cli("search", idx, query, "--nprobe", "4")
+
+
+def test_ivfpq_search_reranks_by_exact_distance():
+    x = clustered(1200)
+    params = ann.AnnParams("ivfpq", nlist=8, pq_m=4, nprobe=8, rerank=8)
+    index = ann.build(x, params)
+    dist, rows = ann.search(index, params, x[:20], 5, vectors=x)
+    exact = ((torch.from_numpy(x[:20]).double()[:, None] - torch.from_numpy(x).double()[rows]) ** 2).sum(-1)
+    torch.testing.assert_close(dist, exact, rtol=0, atol=1e-9)
+    assert (dist[:, 1:] >= dist[:, :-1]).all()
+
+
+def test_search_with_postprocessing_matches_the_library_call(tmp_path, capsys):
+    from gspdml.evaluation.postprocess import postprocessed_retrieve
+    from gspdml.retrieval.cli import load_model_and_transform
+    from gspdml.retrieval.images import ImageFiles
+    from gspdml.training.inference import embed
+
+    write_image_folder(tmp_path / "images", per_class=5)
+    write_run(tmp_path / "run")
+    idx = tmp_path / "idx"
+    run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--no-progress")
+    index = RetrievalIndex.load(idx)
+    query = index.paths[3]
+    capsys.readouterr()
+    assert run_cli("search", idx, query, "-k", "4", "--json", "--postprocess", "dba:k=2", "--postprocess", "qe:k=1,alpha=2.0") == 0
+    got = [r["path"] for r in json.loads(capsys.readouterr().out)[0]["results"]]
+    _, model, transform = load_model_and_transform(tmp_path / "run", torch.device("cpu"))
+    vector, _ = embed(model, ImageFiles([query], [None], transform), 4)
+    want = postprocessed_retrieve(vector, [None], index.vectors, index.labels, steps=["dba:k=2", "qe:k=1,alpha=2.0"], min_k=4)
+    assert got == [index.paths[j] for j in want.indices[0, :4].tolist()]
+    with pytest.raises(ConfigError, match="unknown post-processing step 'rerank'"):
+        run_cli("search", idx, query, "--postprocess", "rerank")
