@@ -1,6 +1,7 @@
 """Approximate indexes: recall measured against a brute-force reference, persistence, append, CLI."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -118,6 +119,11 @@ def test_cli_builds_appends_and_searches_with_measured_recall(tmp_path, capsys):
     write_image_folder(tmp_path / "images", classes=("yellow",), per_class=3, seed=5)
     assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--append", "--no-progress") == 0
     assert ann.AnnIndex.load(idx, 21).count == 21
+    Path(index.paths[0]).unlink()  # a vanished file: the append drops its row and rebuilds the hnsw index
+    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--append", "--no-progress") == 0
+    assert "1 dropped" in capsys.readouterr().out
+    rebuilt = ann.AnnIndex.load(idx, 20)
+    assert rebuilt.count == 20 and rebuilt.params.backend == "hnsw"
     with pytest.raises(ConfigError, match="holds a hnsw index; --append cannot change it to ivf"):
         run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--append", "--backend", "ivf", "--no-progress")
 
