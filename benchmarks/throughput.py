@@ -4,7 +4,7 @@ Rows:
 * a full training step (forward, C2 loss, backward, Adam step) of the embedder with batch 32
   (8 classes x 4) for ResNet-50 at 227 px and the small CNN at 32 px, with GAP and with GSP in
   the setting each is trained with (ResNet-50: m = 64, mu = 0.3, eps = 5 as in the papers; the
-  small CNN: the demo's m = 16, mu = 0.25, eps = 10), in fp32 and in bf16 (CPU autocast +
+  small CNN: the scratch-gsp preset's m = 16, mu = 0.25, eps = 10), in fp32 and in bf16 (CPU autocast +
   channels_last, as ``trainer.precision: bf16`` does; fp16 AMP on CUDA);
 * on the CPU, each convolution of a model alone (forward + backward at its input shape in the
   training step), fp32 in the trainer's layout (NCHW) vs bf16 channels_last: the ceiling bf16 puts
@@ -40,7 +40,7 @@ from gspdml.training.inference import autocast_context
 
 MODELS = {  # name: (backbone spec, input size, the GSP settings the model is trained with)
     "resnet50": ({"name": "resnet50"}, 227, {"num_prototypes": 64, "mu": 0.3, "eps": 5.0}),  # papers' CUB/Cars (seed 000 §4.4)
-    "small_cnn": ({"name": "small_cnn"}, 32, {"num_prototypes": 16, "mu": 0.25, "eps": 10.0}),  # configs/demo-gsp.yaml
+    "small_cnn": ({"name": "small_cnn"}, 32, {"num_prototypes": 16, "mu": 0.25, "eps": 10.0}),  # the scratch-gsp preset
 }
 POOLS = ("gap", "gsp")
 
