@@ -58,15 +58,13 @@ def _with_knobs(params: ann.AnnParams, args) -> ann.AnnParams:
     return replace(params, **knobs)
 
 
-def update_ann(index: RetrievalIndex, out: Path, args, added: int, dropped: int = 0) -> str:
+def update_ann(index: RetrievalIndex, out: Path, args, added: int) -> str:
     """Build, grow or drop the approximate index of the folder ``out`` after ``index`` was
-    saved there; returns a line for the user ('' when there is nothing to say). An append that
-    dropped vanished files rebuilds the approximate index with its stored settings (its rows no
-    longer line up with the index)."""
-    if args.append and dropped:
-        described = ann.read_description(out)
-        if described is None:
-            return update_ann(index, out, args, added)
+    saved there; returns a line for the user ('' when there is nothing to say). An append whose
+    approximate index no longer lines up with the rows it started from (vanished files dropped,
+    or rows saved after a failed run) rebuilds it with its stored settings."""
+    described = ann.read_description(out) if args.append else None
+    if described is not None and described[0].get("count") != len(index) - added:
         if args.backend not in (None, described[1].backend):
             raise ConfigError("--backend", f"{out} holds a {described[1].backend} index; --append cannot change it to {args.backend}")
         built = ann.build_measured(_vectors(index), _with_knobs(described[1], args), args.recall_k, args.recall_sample)

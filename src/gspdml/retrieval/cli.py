@@ -55,7 +55,6 @@ def run_index(args: argparse.Namespace) -> int:
     info = {**model_info(args.run_dir), "run_dir_from_index": os.path.relpath(Path(args.run_dir).resolve(), out.resolve())}
     progress = not args.no_progress
     index = RetrievalIndex.load(out) if args.append else None
-    dropped: list = []
     try:
         if index is not None:
             dropped = drop_missing_files(index)
@@ -75,7 +74,7 @@ def run_index(args: argparse.Namespace) -> int:
     index.save(out)
     skipped = f", {len(index.skipped)} files skipped" if index.skipped else ""
     print(f"{message}{skipped}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}")
-    approximate = ann_cli.update_ann(index, out, args, added, len(dropped))
+    approximate = ann_cli.update_ann(index, out, args, added)
     if approximate:
         print(approximate)
     return 0
