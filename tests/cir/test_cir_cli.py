@@ -5,14 +5,14 @@ import json
 import numpy as np
 from PIL import Image
 
-from cir_tiny_clip import build
+from tests.helpers.cir_tiny_clip import build
 from gspdml.cir.cli import add_parser, main
 from gspdml.cir.features import encode_image_files, encode_texts
 from gspdml.cir.freedom import FreeDom, TextMemory
 from gspdml.cir.protocol import domain_conversion_protocol, evaluate_protocol
 from gspdml.cli import build_parser
 
-MODEL = "python:cir_tiny_clip:build"
+MODEL = "python:tests.helpers.cir_tiny_clip:build"
 
 
 def make_folder(root):

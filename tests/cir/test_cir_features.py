@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 from safetensors import safe_open
 
-from cir_tiny_clip import TinyCLIP, wrap
+from tests.helpers.cir_tiny_clip import TinyCLIP, wrap
 from gspdml.cir.features import FeatureCache, encode_image_files, encode_texts
 from gspdml.errors import DataError
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from cir_sandbox import build_sandbox
+from tests.helpers.cir_sandbox import build_sandbox
 from gspdml.cir.baselines import baseline_scores
 from gspdml.cir.freedom import FreeDom, TextMemory
 from gspdml.cir.metrics import ranking_metrics

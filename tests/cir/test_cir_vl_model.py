@@ -8,7 +8,7 @@ import torch
 from PIL import Image
 from safetensors.torch import save_file
 
-from cir_tiny_clip import TinyCLIP, wrap
+from tests.helpers.cir_tiny_clip import TinyCLIP, wrap
 from gspdml.cir.backends import cached_hub_file, clip_preprocess, load_model
 from gspdml.cir.vl_model import (OptionalDependencyError, VisionLanguageEncoder, WeightsUnavailableError, load_state_dict_file,
                                  load_weights, require)
@@ -56,7 +56,7 @@ def test_weights_round_trip_safetensors_and_wrapped_torch_file(tmp_path):
         load_weights(target, tmp_path / name)
         torch.testing.assert_close(wrap(target).encode_image(pixels()), want_image)
         torch.testing.assert_close(wrap(target).encode_text(TEXTS), want_text)
-    via_spec = load_model("python:cir_tiny_clip:build", weights=str(tmp_path / "w.pt"))
+    via_spec = load_model("python:tests.helpers.cir_tiny_clip:build", weights=str(tmp_path / "w.pt"))
     torch.testing.assert_close(via_spec.encode_text(TEXTS), want_text)
 
 
@@ -103,6 +103,6 @@ def test_cache_lookup_and_spec_errors(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="model: unknown model spec 'vit'"):
         load_model("vit")
     with pytest.raises(ConfigError, match="cannot import factory"):
-        load_model("python:cir_tiny_clip:nope")
+        load_model("python:tests.helpers.cir_tiny_clip:nope")
     with pytest.raises(OptionalDependencyError, match=r"pip install 'gspdml\[clip\]'"):
         require("gspdml_no_such_module", "clip", "open_clip_torch")

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_data_readers import SMALL, _cars_mat, make_cub, make_inshop, make_sop
+from tests.helpers.datasets import SMALL, cars_mat, make_cub, make_inshop, make_sop
 
 from torch.utils.data import TensorDataset
 
@@ -27,7 +27,7 @@ def make_cars(root, write_image):
         rel = f"car_ims/{i + 1:06d}.jpg"
         write_image(root / rel, fmt="JPEG", seed=i)
         rows.append((rel, i % 8 + 1, i % 2))
-    _cars_mat(root / "cars_annos.mat", rows, [f"Car {c}" for c in range(1, 9)])
+    cars_mat(root / "cars_annos.mat", rows, [f"Car {c}" for c in range(1, 9)])
 
 
 LAYOUTS = {  # dataset -> (tree generator, original ids of the training classes)

@@ -8,27 +8,7 @@ import torch
 from gspdml.data import build_data, cub, inshop
 from gspdml.data.files import ImageFileDataset
 from gspdml.errors import ConfigError, DataError
-
-SMALL = {"resize": 12, "crop": 10}
-
-
-def make_cub(root, write_image, classes=6, per_class=3):
-    base = root / "CUB_200_2011"
-    lines, labels, names = [], [], []
-    n = 0
-    for c in range(1, classes + 1):
-        names.append(f"{c} {c:03d}.Bird_{c}")
-        for k in range(per_class + c % 2):  # uneven class sizes
-            n += 1
-            rel = f"{c:03d}.Bird_{c}/img_{n}.jpg"
-            write_image(base / "images" / rel, fmt="JPEG", seed=n)
-            lines.append(f"{n} {rel}")
-            labels.append(f"{n} {c}")
-    (base / "images.txt").write_text("\n".join(lines) + "\n")
-    (base / "image_class_labels.txt").write_text("\n".join(labels) + "\n")
-    (base / "classes.txt").write_text("\n".join(names) + "\n")
-    (base / "train_test_split.txt").write_text("\n".join(f"{i} {i % 2}" for i in range(1, n + 1)))
-    return base
+from tests.helpers.datasets import SMALL, cars_mat, make_cub, make_inshop, make_sop
 
 
 def test_cub_zero_shot_split_and_validation(tmp_path, write_image):
@@ -88,13 +68,6 @@ def test_cub_errors_name_the_file(tmp_path, write_image):
         build_data({"name": "cub", "root": str(tmp_path), "on_error": "ignore"}, seed=0)
 
 
-def _cars_mat(path, rows, names):
-    ann = np.zeros((1, len(rows)), dtype=[("relative_im_path", "O"), ("class", "O"), ("test", "O")])
-    for i, (rel, c, t) in enumerate(rows):
-        ann[0, i] = (np.array([rel]), np.array([[c]], dtype=np.uint8), np.array([[t]], dtype=np.uint8))
-    scipy.io.savemat(str(path), {"annotations": ann, "class_names": np.array(names, dtype=object)[None]})
-
-
 def test_cars_from_annotations(tmp_path, write_image):
     rows = []
     for i in range(24):
@@ -102,7 +75,7 @@ def test_cars_from_annotations(tmp_path, write_image):
         rel = f"car_ims/{i + 1:06d}.jpg"
         write_image(tmp_path / rel, fmt="JPEG", seed=i)
         rows.append((rel, c, i % 2))  # the classification flag mixes every class
-    _cars_mat(tmp_path / "cars_annos.mat", rows, [f"Car {c}" for c in range(1, 7)])
+    cars_mat(tmp_path / "cars_annos.mat", rows, [f"Car {c}" for c in range(1, 7)])
     data = build_data({"name": "cars196", "root": str(tmp_path), "val_fraction": 0, **SMALL}, seed=0)
     assert data.val is None
     assert data.train.class_names == ["Car 1", "Car 2", "Car 3"] and data.test.query.class_names == ["Car 4", "Car 5", "Car 6"]
@@ -131,22 +104,6 @@ def test_cars_class_folders_follow_names_csv(tmp_path, write_image):
         build_data({"name": "cars", "root": str(tmp_path / "car_data" / "car_data" / "train")}, seed=0)
 
 
-def make_sop(root, write_image, shared=False):
-    base = root / "Stanford_Online_Products"
-    splits = {"train": range(1, 5), "test": range(4 if shared else 5, 9)}
-    n = 0
-    for split, classes in splits.items():
-        lines = ["image_id class_id super_class_id path"]
-        for c in classes:
-            for k in range(2):
-                n += 1
-                rel = f"bike_final/{c}_{k}.JPG"
-                write_image(base / rel, fmt="JPEG", seed=n)
-                lines.append(f"{n} {c} 1 {rel}")
-        (base / f"Ebay_{split}.txt").write_text("\n".join(lines) + "\n")
-    return base
-
-
 def test_sop_official_split(tmp_path, write_image):
     make_sop(tmp_path, write_image)
     data = build_data({"name": "sop", "root": str(tmp_path), "val_classes": [4], **SMALL}, seed=0)
@@ -161,20 +118,6 @@ def test_sop_refuses_shared_classes(tmp_path, write_image):
     make_sop(tmp_path, write_image, shared=True)
     with pytest.raises(DataError, match="classification split"):
         build_data({"name": "sop", "root": str(tmp_path)}, seed=0)
-
-
-def make_inshop(root, write_image, declared=None):
-    rows = []
-    for item in range(1, 9):
-        for k in range(3):
-            name = f"img/WOMEN/Dresses/id_{item:08d}/{k:02d}_front.jpg"
-            write_image(root / "Img" / name, fmt="JPEG", seed=item * 10 + k)
-            status = "train" if item <= 4 else ("query" if k == 0 else "gallery")
-            rows.append(f"{name} id_{item:08d} {status}")
-    header = ["image_name item_id evaluation_status"]
-    text = "\n".join([str(declared or len(rows))] + header + rows) + "\n"
-    (root / "Eval").mkdir(parents=True, exist_ok=True)
-    (root / "Eval" / "list_eval_partition.txt").write_text(text)
 
 
 def test_inshop_query_and_gallery(tmp_path, write_image):

@@ -9,7 +9,7 @@ import torch
 from gspdml.errors import ConfigError
 from gspdml.evaluation import knn, retrieve
 from gspdml.evaluation.knn import exact_squared_distances
-from knn_reference import brute_force
+from tests.helpers.knn_reference import brute_force
 
 
 def with_duplicates(n, dim, seed, unit=False):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gspdml.evaluation import knn
-from knn_reference import brute_force
+from tests.helpers.knn_reference import brute_force
 
 knn_module = importlib.import_module("gspdml.evaluation.knn")
 

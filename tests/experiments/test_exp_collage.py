@@ -3,7 +3,7 @@
 import json
 
 import torch
-from exp_loader import load_common, load_experiment
+from tests.helpers.experiments import load_common, load_experiment
 
 collage = load_experiment("collage")
 common = load_common()

@@ -4,7 +4,7 @@ import json
 import statistics
 
 import pytest
-from exp_loader import load_common
+from tests.helpers.experiments import load_common
 
 common = load_common()
 

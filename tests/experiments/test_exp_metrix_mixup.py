@@ -4,7 +4,7 @@ import json
 import math
 
 import torch
-from exp_loader import load_experiment
+from tests.helpers.experiments import load_experiment
 
 metrix = load_experiment("metrix_mixup")
 
@@ -39,7 +39,7 @@ def test_smoke_run_trains_clean_and_feature_mixup(tmp_path):
 def test_nonlinear_wiring_makes_feature_mixup_differ_from_embedding_mixup():
     """Mixing maps then embedding equals mixing the un-normalised embeddings under the linear
     wiring (1x1 head, GAP), and not under GAP+GMP followed by the embedding layer."""
-    from exp_loader import load_common
+    from tests.helpers.experiments import load_common
 
     from gspdml.models import build_embedder
 

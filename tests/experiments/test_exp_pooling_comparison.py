@@ -5,7 +5,7 @@ import json
 
 import pytest
 import torch
-from exp_loader import load_common, load_experiment
+from tests.helpers.experiments import load_common, load_experiment
 
 pooling = load_experiment("pooling_comparison")
 common = load_common()

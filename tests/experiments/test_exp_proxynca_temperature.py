@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from exp_loader import load_common, load_experiment
+from tests.helpers.experiments import load_common, load_experiment
 
 proxynca = load_experiment("proxynca_temperature")
 common = load_common()

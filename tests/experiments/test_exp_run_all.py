@@ -2,7 +2,7 @@
 
 import importlib.util
 
-from exp_loader import EXPERIMENTS
+from tests.helpers.experiments import EXPERIMENTS
 
 spec = importlib.util.spec_from_file_location("exp_run_all", EXPERIMENTS / "run_all.py")
 run_all = importlib.util.module_from_spec(spec)

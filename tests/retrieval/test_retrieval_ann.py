@@ -10,7 +10,7 @@ import torch
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval import ann
 from gspdml.retrieval.index import RetrievalIndex
-from retrieval_helpers import run_cli, write_image_folder, write_run
+from tests.helpers.retrieval import run_cli, write_image_folder, write_run
 
 
 def clustered(n, dim=16, clusters=20, seed=0):

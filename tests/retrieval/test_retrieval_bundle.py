@@ -13,7 +13,7 @@ from gspdml.retrieval.cli import load_model_and_transform
 from gspdml.retrieval.images import ImageFiles
 from gspdml.training.inference import embed
 from gspdml.cli import main
-from retrieval_helpers import write_image_folder, write_run
+from tests.helpers.retrieval import write_image_folder, write_run
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from gspdml.retrieval.cli import load_model_and_transform
 from gspdml.retrieval.images import ImageFiles, list_image_folder
 from gspdml.retrieval.transforms import EvalTransform
 from gspdml.training.inference import embed
-from retrieval_helpers import MEAN, STD, write_image_folder, write_run
+from tests.helpers.retrieval import MEAN, STD, write_image_folder, write_run
 
 
 def test_batched_embedding_of_image_files_matches_single_forwards(tmp_path, capsys):

@@ -12,7 +12,7 @@ from gspdml.retrieval.export import ExportError, ExportMismatchError, export_emb
 from gspdml.retrieval.images import folder_source
 from gspdml.training import load_run
 from gspdml.retrieval.cli import load_model_and_transform
-from retrieval_helpers import run_cli, write_image_folder, write_run
+from tests.helpers.retrieval import run_cli, write_image_folder, write_run
 
 
 class BatchBranch(Pooling):

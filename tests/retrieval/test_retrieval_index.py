@@ -14,7 +14,7 @@ from gspdml.retrieval.images import folder_source
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.training import load_run
 from gspdml.retrieval.cli import load_model_and_transform
-from retrieval_helpers import MEAN, STD, run_cli, write_image_folder, write_run
+from tests.helpers.retrieval import MEAN, STD, run_cli, write_image_folder, write_run
 
 
 def reference_embeddings(model, paths):

@@ -12,7 +12,7 @@ from PIL import Image
 from gspdml.errors import DataError
 from gspdml.retrieval.figures import png_data_uri, upsample_weights
 from gspdml.retrieval.report import SCRIPT, choose_queries, read_metrics
-from retrieval_helpers import run_cli, write_image_folder, write_run
+from tests.helpers.retrieval import run_cli, write_image_folder, write_run
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

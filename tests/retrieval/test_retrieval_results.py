@@ -20,7 +20,7 @@ from gspdml.retrieval.cli import load_model_and_transform
 from gspdml.retrieval.images import folder_source
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.report import retrieval_grid
-from retrieval_helpers import run_cli, write_image_folder, write_run
+from tests.helpers.retrieval import run_cli, write_image_folder, write_run
 
 
 def slow_ranking(queries, references, excluded=None):

@@ -9,7 +9,7 @@ from gspdml.errors import ConfigError
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.training import load_run
 from gspdml.retrieval.transforms import DatasetTransform, EvalTransform, eval_transform_from_config, load_image
-from retrieval_helpers import register_for_test, run_cli, write_run
+from tests.helpers.retrieval import register_for_test, run_cli, write_run
 
 
 def rgb_file(tmp_path, height=30, width=50, seed=0):

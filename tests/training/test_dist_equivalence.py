@@ -20,7 +20,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from dist_helpers import free_port, train_rank
+from tests.helpers.distributed import free_port, train_rank
 from gspdml.config import load_config
 from gspdml.training import Trainer, train
 from gspdml.training.checkpoint import load_state

@@ -18,7 +18,7 @@ from gspdml.config import load_config
 from gspdml.training import Trainer
 from gspdml.training.callbacks import Callback
 from gspdml.training.checkpoint import CheckpointWriteError, load_state
-from robust_helpers import folder_config, image_folder
+from tests.helpers.images import folder_config, image_folder
 
 
 @pytest.fixture

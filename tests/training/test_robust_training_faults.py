@@ -15,7 +15,7 @@ from gspdml.errors import ConfigError, DataError, TrainingError
 from gspdml.training import Trainer, load_run, train
 from gspdml.training.callbacks import Callback
 from gspdml.training.checkpoint import load_state
-from robust_helpers import folder_config, image_folder
+from tests.helpers.images import folder_config, image_folder
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from gspdml.config import load_config
 from gspdml.data import build_data
 from gspdml.errors import DataError
 from gspdml.training import train
-from robust_helpers import folder_config, image_folder, png_header
+from tests.helpers.images import folder_config, image_folder, png_header
 
 
 def _plant(root, kind):
