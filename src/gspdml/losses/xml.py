@@ -12,7 +12,8 @@ class-disjoint halves. On each half, prototypes are fitted by ridge regression (
     V_k = argmin_A ||A Z_k - Y_k||_F^2 + ridge ||A||_F^2 = Y_k (Z_k^T Z_k + ridge I)^-1 Z_k^T
 
 and each half is re-expressed with the prototypes fitted on the *other* half,
-``Yhat_1 = V_2 Z_1``, ``Yhat_2 = V_1 Z_2``. The XML loss is the DML loss of these predictions
+``Yhat_1 = V_2 Z_1``, ``Yhat_2 = V_1 Z_2`` (the ridge-across-halves core shared with ZSR,
+:func:`gspdml.ops.halves.ridge_across_halves`). The XML loss is the DML loss of these predictions
 within each half (Eq. 2.10), and the total is (Eq. 2.11)::
 
     L = (1 - lambda) L_DML(embeddings) + lambda sum_k L_DML(Yhat_k, labels_k)
@@ -31,7 +32,7 @@ from torch import nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, MetricLoss, build_loss
-from gspdml.losses.zsr import class_disjoint_halves, ridge_fit
+from gspdml.ops.halves import ridge_across_halves
 
 
 def soft_histogram(local: torch.Tensor, prototypes: torch.Tensor, eps: float) -> torch.Tensor:
@@ -90,7 +91,6 @@ class XML(MetricLoss):
 
     def cross_batch_loss(self, local: torch.Tensor, pooled: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """``L_XML`` of Eq. 2.10 for a batch ordered as two class-disjoint halves."""
-        first, second = class_disjoint_halves(labels, "xml")
         width = local.shape[1] if local.dim() == 4 else local.shape[-1]
         if width != self.prototypes.shape[1]:
             raise ConfigError(
@@ -100,12 +100,10 @@ class XML(MetricLoss):
         with torch.autocast(device_type=local.device.type, enabled=False):  # solves in float32
             z = soft_histogram(local.float(), self.prototypes.float(), self.eps)
             y = pooled.float()
-            for fit, predict in ((first, second), (second, first)):
-                predictor = ridge_fit(z[fit], y[fit], self.ridge)  # V^T, [m, d]
-                predicted = z[predict] @ predictor
+            for half, predicted in ridge_across_halves(z, y, labels, self.ridge, "xml"):
                 if self.normalize_predictions:
                     predicted = F.normalize(predicted, dim=1)
-                total = total + self.base(predicted, labels[predict])
+                total = total + self.base(predicted, labels[half])
         return total
 
     def forward(self, embeddings, labels, output=None):

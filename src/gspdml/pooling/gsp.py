@@ -44,7 +44,7 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from gspdml.analysis.kcenter import greedy_k_center
+from gspdml.ops.kcenter import greedy_k_center
 from gspdml.errors import ConfigError
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, channels_first_locations, unflatten_weights
 from gspdml.pooling.gsp_function import cost_parts, fused_gsp, pooling_weights

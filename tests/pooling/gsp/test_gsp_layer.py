@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from gspdml.analysis.kcenter import greedy_k_center
+from gspdml.ops.kcenter import greedy_k_center
 from gspdml.errors import ConfigError
 from gspdml.models.embedder import build_embedder
 from gspdml.pooling import GSP, POOLINGS, build_pooling, partial_transport
