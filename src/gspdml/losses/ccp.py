@@ -40,7 +40,7 @@ from gspdml.errors import ConfigError, TrainingError
 from gspdml.losses.base import LOSSES, MetricLoss, build_loss
 from gspdml.losses.ccp_selection import sample_pool, select_proxies
 from gspdml.losses.pairs import PairLoss
-from gspdml.pooling.gsp import clip_normalize
+from gspdml.ops.normalize import clip_normalize
 from gspdml.training.callbacks import Callback
 
 SNAPSHOTS = ("best", "last")
