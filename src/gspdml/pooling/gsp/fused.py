@@ -2,16 +2,16 @@
 
 Composed from autograd pieces, the layer reads and writes the ``[B, d, n]`` local features about
 ten times per training step (normalised copies, the costs' products, the weighted sum and the
-gradient of each), which makes it cost as much as the small demo network itself. Fused, it
-touches them a few times forward and backward together, and keeps nothing of size ``[B, m, n]``
-beyond the costs.
+gradient of each), which on a small network costs as much as the network itself
+(docs/benchmarks.md). Fused, it touches them a few times forward and backward together, and keeps
+nothing of size ``[B, m, n]`` beyond the costs.
 
 Precision: costs, transport and outputs are float32 (float64 for float64 features) whatever the
 features' dtype, because the costs of near pairs come from a cancelling difference (a bf16
 product would move them by up to 0.1). With bf16 features (an autocast network) the backward's
 two products with the features run in bf16, as autocast runs every other backward product, and
 the feature gradient comes back in bf16; the tests bound the difference to float32 (about 3e-3).
-Elementwise steps avoid the CPU kernels that are slow here (comparisons, ``where``, ``exp``; see
+Elementwise steps avoid the CPU kernels that are slow (comparisons, ``where``, ``exp``; see
 :func:`_positive` and ``transport.LOG2_E``); on float32 CPU tensors the steps from
 ``G_rho`` to ``G_cross`` and the norms' sums run in the C kernel of :mod:`gspdml.pooling.gsp.native`.
 
@@ -69,7 +69,7 @@ def cost_parts(prototypes: torch.Tensor, features: torch.Tensor) -> tuple[torch.
 
 def _squared_column_norms(features: torch.Tensor) -> torch.Tensor:
     """``||f_j||^2`` ``[B, n]`` of ``features [B, d, n]``; through ``vector_norm`` when ``d`` is
-    the contiguous dimension (a channels_last map; about 2x faster there, 10x slower otherwise)."""
+    the contiguous dimension (a channels_last map; faster there, slower otherwise: docs/benchmarks.md)."""
     if features.stride(1) == 1:
         return torch.linalg.vector_norm(features, dim=1).square_()
     return features.square().sum(dim=1)
@@ -172,7 +172,7 @@ def cost_gradients(
 
 def _positive(x: torch.Tensor) -> torch.Tensor:
     """``[x > 0]`` as 0/1 in ``x``'s dtype, by arithmetic (``sign(relu(x))``): comparisons and
-    ``where`` run branchy scalar code on the CPU (75-230 us per 65k floats here, vs 10 us)."""
+    ``where`` run branchy scalar code on the CPU (timings in docs/benchmarks.md)."""
     return x.relu().sign_()
 
 

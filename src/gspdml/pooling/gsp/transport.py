@@ -24,7 +24,7 @@ is still a valid (one-step) solve. The closed-form path stops before ``iters`` o
 iterates are stationary at working precision (same result up to rounding, see :func:`solve_log`).
 Without autograd through the loop, contiguous float32 CPU costs go to the C kernel of
 :mod:`gspdml.pooling.gsp.native` (the same iteration; the torch code dispatches ~6 small operations
-per iteration, which made the loop a tenth of a small network's training step).
+per iteration; the measured cost is in docs/benchmarks.md).
 
 Backward: the closed form of Proposition 4.2 (seed 000 L106-110, proof A.3 L641-685) with the
 misprints corrected (spec gurbuz-thesis-spec.md §9 B3-B5)::
@@ -65,12 +65,12 @@ from gspdml.pooling.gsp import native
 BACKWARDS = ("closed_form", "unrolled")
 STATIONARY_CHECK_EVERY = 5  # iterations between convergence checks of the closed-form path
 # exp(x) is computed as exp2(x log2 e): in torch 2.13's CPU kernels exp2 is vectorised and exp is
-# not (10 vs 43 us per 65k floats on this machine's AVX-512); the scale folds into an add.
+# not (timings in docs/benchmarks.md); the scale folds into an add.
 LOG2_E = 1.0 / math.log(2.0)
 # The t-iterates move monotonically from t = 1 to the fixed point, where max_j sigmoid(a_j) >= mu
 # (sum_j sigmoid(a_j) = mu n). So if max_j a_j > -80 at t = 1, it stays above min(-80, logit mu)
 # and sum_j sigmoid(a_j) >= sigmoid(-80) ~ 1.8e-35 cannot underflow in float32: the loop may sum
-# sigmoids directly (3 fast ops) instead of a log-sum-exp of log-sigmoids (about 3x slower here).
+# sigmoids directly (3 fast ops) instead of a log-sum-exp of log-sigmoids (slower; docs/benchmarks.md).
 PLAIN_SUM_FLOOR = -80.0
 
 
