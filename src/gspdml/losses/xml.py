@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES, MetricLoss, build_loss
+from gspdml.losses.base import LOSSES
+from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.halves import ridge_across_halves
 
 
@@ -44,7 +45,7 @@ def soft_histogram(local: torch.Tensor, prototypes: torch.Tensor, eps: float) ->
 
 
 @LOSSES.register("xml")
-class XML(MetricLoss):
+class XML(LossWrapper):
     """``(1 - mixing) base(embeddings) + mixing L_XML`` (see the module docstring).
 
     Args:
@@ -62,8 +63,6 @@ class XML(MetricLoss):
     Reads ``output.local`` and ``output.pooled``; the batch must be two class-disjoint halves.
     """
 
-    nested = {"base": LOSSES}
-
     def __init__(
         self,
         base: Any,
@@ -76,15 +75,10 @@ class XML(MetricLoss):
         normalize_predictions: bool = True,
         lr_multiplier: float = 1.0,
     ):
-        super().__init__()
-        if not 0.0 <= mixing <= 1.0:
-            raise ConfigError("mixing", f"the mixing weight lambda must be in [0, 1], got {mixing}")
-        if not ridge > 0.0:
-            raise ConfigError("ridge", f"the ridge weight must be positive, got {ridge}")
-        if num_prototypes < 1:
-            raise ConfigError("num_prototypes", f"need at least one prototype, got {num_prototypes}")
-        self.base = build_loss(base, "base", embedding_dim=embedding_dim, num_classes=num_classes)
-        self.eps, self.mixing, self.ridge = float(eps), float(mixing), float(ridge)
+        super().__init__(base, embedding_dim, num_classes)
+        self.mixing, self.ridge = self.require_mixing(mixing), self.require_positive("ridge", ridge)
+        self.require(num_prototypes >= 1, "num_prototypes", f"need at least one prototype, got {num_prototypes}")
+        self.eps = float(eps)
         self.normalize_predictions = bool(normalize_predictions)
         self.lr_multiplier = float(lr_multiplier)
         self.prototypes = nn.Parameter(nn.init.xavier_uniform_(torch.empty(num_prototypes, embedding_dim)))

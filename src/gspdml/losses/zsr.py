@@ -32,14 +32,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES, MetricLoss, build_loss
+from gspdml.losses.base import LOSSES
+from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.halves import ridge_across_halves
 
 REDUCTIONS = ("mean", "sum_of_halves")
 
 
 @LOSSES.register("zsr")
-class ZSR(MetricLoss):
+class ZSR(LossWrapper):
     """``(1 - mixing) base + mixing L_ZS`` (see the module docstring).
 
     Args:
@@ -61,8 +62,6 @@ class ZSR(MetricLoss):
     pooling provides none or the batch is not two class-disjoint halves.
     """
 
-    nested = {"base": LOSSES}
-
     def __init__(
         self,
         base: Any,
@@ -75,17 +74,10 @@ class ZSR(MetricLoss):
         class_dim: Optional[int] = None,
         lr_multiplier: float = 1.0,
     ):
-        super().__init__()
-        if not 0.0 <= mixing <= 1.0:
-            raise ConfigError("mixing", f"the mixing weight lambda must be in [0, 1], got {mixing}")
-        if not ridge > 0.0:
-            raise ConfigError("ridge", f"the ridge weight must be positive, got {ridge}")
-        if reduction not in REDUCTIONS:
-            raise ConfigError("reduction", f"unknown reduction {reduction!r}; allowed: {', '.join(REDUCTIONS)}")
-        if not logit_scale > 0.0:
-            raise ConfigError("logit_scale", f"must be positive, got {logit_scale}")
-        self.base = build_loss(base, "base", embedding_dim=embedding_dim, num_classes=num_classes)
-        self.mixing, self.ridge, self.logit_scale = float(mixing), float(ridge), float(logit_scale)
+        super().__init__(base, embedding_dim, num_classes)
+        self.mixing, self.ridge = self.require_mixing(mixing), self.require_positive("ridge", ridge)
+        self.logit_scale = self.require_positive("logit_scale", logit_scale)
+        self.require_choice("reduction", reduction, REDUCTIONS)
         self.reduction = reduction
         self.lr_multiplier = float(lr_multiplier)
         dim = int(class_dim or embedding_dim)
