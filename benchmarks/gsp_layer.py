@@ -14,7 +14,7 @@ m in {64, 128}, iters in {10, 25, 50, 100, 200}:
 4. that model's whole training step as its presets run it (``scratch-gap`` vs
    ``scratch-gsp``, the demo's regime before it moved to a pre-trained backbone: batch sampling, collage decoding and augmentation, the bf16 model
    step, Adam), from the trainer's own loop, GSP past its k-center warm-up;
-5. on the CPU, the C kernels of ``gspdml.pooling.native`` against the torch code they replace
+5. on the CPU, the C kernels of ``gspdml.pooling.gsp.native`` against the torch code they replace
    (the solver loop and the backward chain from the transport's gradients to the costs'), at the
    demo's size.
 
@@ -29,7 +29,6 @@ which exist anyway: what the backward method itself adds.
 from __future__ import annotations
 
 import argparse
-import importlib
 import statistics
 import tempfile
 import time
@@ -41,15 +40,16 @@ import torch
 from gspdml.config import load_config
 from gspdml.losses import build_loss
 from gspdml.models.embedder import build_embedder
-from gspdml.pooling import GSP, gsp_function, native, partial_transport
-from gspdml.pooling.gsp_function import cost_parts
+from gspdml.pooling import GSP
+from gspdml.pooling.gsp import fused, native, transport
+from gspdml.pooling.gsp.fused import cost_parts
+from gspdml.pooling.gsp.transport import partial_transport
 from gspdml.pooling.simple import GAP
 from gspdml.training import Trainer
 from gspdml.training.callbacks import Callback
 from gspdml.training.host_memory import keep_freed_host_memory
 
 ITERS = (10, 25, 50, 100, 200)
-transport = importlib.import_module("gspdml.pooling.partial_transport")  # the module (the package exports the function)
 
 
 def saved_tensor_bytes(forward: Callable[[], object], existing: list[torch.Tensor]) -> int:
@@ -231,7 +231,7 @@ def _adam_step(pooling: dict, head, images, labels, loss, precision: str, device
 
 
 def native_table(repeats: int) -> None:
-    """Solver (``_solve_log``) and backward chain (``gsp_function._cost_gradients``) at the demo's
+    """Solver (``solve_log``) and backward chain (``fused.cost_gradients``) at the demo's
     size (B = 64, m = 16, n = 8 x 8, mu = 0.25, eps = 10), C kernel vs torch code, best of ``repeats``."""
     if native.library() is None:
         print("native GSP kernels unavailable (no C compiler, or GSPDML_NATIVE=0)")
@@ -239,11 +239,11 @@ def native_table(repeats: int) -> None:
     torch.manual_seed(0)
     features, prototypes = torch.randn(64, 128, 64), torch.nn.init.xavier_uniform_(torch.empty(16, 128))
     cost, w_squared, f_squared = cost_parts(prototypes, features)
-    log_rho, log_t = transport._solve_log(cost, 0.25, 10.0, 100, stop_when_stationary=True)
+    log_rho, log_t = transport.solve_log(cost, 0.25, 10.0, 100, stop_when_stationary=True)
     grad_rho = torch.randn(64, 64) * 1e-3
     parts = {
-        "solver (100 iterations at most)": lambda: transport._solve_log(cost, 0.25, 10.0, 100, stop_when_stationary=True),
-        "backward chain": lambda: gsp_function._cost_gradients(cost, log_rho, log_t, grad_rho, None, w_squared, f_squared, 10.0),
+        "solver (100 iterations at most)": lambda: transport.solve_log(cost, 0.25, 10.0, 100, stop_when_stationary=True),
+        "backward chain": lambda: fused.cost_gradients(cost, log_rho, log_t, grad_rho, None, w_squared, f_squared, 10.0),
     }
     library = native.library
     print("| demo size, one call | C kernel ms | torch code ms | torch / C |")

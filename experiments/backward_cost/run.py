@@ -7,7 +7,7 @@ d = 128, m = 64, mu = 0.3, eps = 5, forward + backward of a linear read-out of t
 and the pseudo-attributes, for k in {10, 25, 50, 100, 200}:
 
 * ``closed_form``: the custom backward of Proposition 4.2 (the fused layer of
-  ``gspdml.pooling.gsp_function``, which keeps the costs and the ``[B, n]`` solution vectors, and
+  ``gspdml.pooling.gsp.fused``, which keeps the costs and the ``[B, n]`` solution vectors, and
   whose forward stops once the iterates are stationary);
 * ``unrolled``: autograd through all k iterations.
 

@@ -48,7 +48,7 @@ from gspdml.analysis.covering import average_covering_radius, mean_inter_class_d
 from gspdml.evaluation import retrieval_metrics  # noqa: E402
 from gspdml.losses import build_loss  # noqa: E402
 from gspdml.losses.ccp_selection import sample_pool, select_proxies  # noqa: E402
-from gspdml.pooling.gsp import clip_normalize  # noqa: E402
+from gspdml.ops.normalize import clip_normalize  # noqa: E402
 
 SETTINGS = {  # full run; --smoke shrinks the step budget
     "classes_per_batch": 8, "samples_per_class": 4, "lr": 1e-3, "prox_lambda": 2e-4,

@@ -40,7 +40,7 @@ import torch  # noqa: E402
 
 from gspdml.analysis.histogram import active_prototypes, pcc_embedding  # noqa: E402
 from gspdml.analysis.hulls import convex_hull_2d, overlap_fraction  # noqa: E402
-from gspdml.analysis.kcenter import covering_radius, greedy_k_center  # noqa: E402
+from gspdml.ops.kcenter import covering_radius, greedy_k_center  # noqa: E402
 
 NUM_PROTOTYPES = 48
 MASS_THRESHOLD = 0.01  # a prototype is 'active' for a class above 1% of its mean histogram mass

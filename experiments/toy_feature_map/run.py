@@ -28,8 +28,8 @@ import common  # noqa: E402
 
 import torch  # noqa: E402
 
-from gspdml.pooling import partial_transport, partial_transport_lp  # noqa: E402
-from gspdml.pooling.gsp import prototype_costs  # noqa: E402
+from gspdml.pooling.gsp.transport import partial_transport, partial_transport_lp  # noqa: E402
+from gspdml.pooling.gsp.layer import prototype_costs  # noqa: E402
 
 SIDE, NOISE = 10, 0.05
 MUS = (0.5, 0.2)

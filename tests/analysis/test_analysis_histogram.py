@@ -7,7 +7,7 @@ import torch
 from scipy.optimize import linprog
 
 from gspdml.analysis.histogram import active_prototypes, histogram_operator, nearest_prototype, pcc_embedding
-from gspdml.analysis.kcenter import covering_radius, greedy_k_center
+from gspdml.ops.kcenter import covering_radius, greedy_k_center
 
 
 def _lp_histogram(features: np.ndarray, prototypes: np.ndarray) -> np.ndarray:

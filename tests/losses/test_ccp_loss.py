@@ -7,7 +7,7 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.losses import LOSSES, build_loss
-from gspdml.pooling.gsp import clip_normalize
+from gspdml.ops.normalize import clip_normalize
 
 
 def _unit(x):

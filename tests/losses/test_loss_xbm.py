@@ -126,7 +126,7 @@ def test_tf_start_rule_enqueues_from_step_0_and_reads_a_full_memory(make_batch):
 
 
 def test_xbm_rejects_proxy_bases_and_bad_sizes():
-    with pytest.raises(ConfigError, match="xbm.base: must be a pair loss"):
+    with pytest.raises(ConfigError, match=r"loss\.base: must be a pair loss"):
         LOSSES.build({"xbm": {"base": "proxy_anchor"}}, num_classes=3, embedding_dim=4)
-    with pytest.raises(ConfigError, match="xbm.memory_batches"):
+    with pytest.raises(ConfigError, match=r"loss\.memory_batches: must be >= 1"):
         _xbm(memory_batches=0)

@@ -2,7 +2,7 @@ import itertools
 
 import torch
 
-from gspdml.analysis.kcenter import covering_radius, greedy_k_center
+from gspdml.ops.kcenter import covering_radius, greedy_k_center
 
 
 def test_farthest_first_order_and_initial_centers():

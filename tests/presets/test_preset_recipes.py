@@ -212,7 +212,7 @@ def loss_value(loss, path: str, name: str):
         pa = getattr(loss, "base", loss)
         return (float(pa.alpha), float(pa.delta))
     if path == "ms_constants":
-        ms = loss.loss
+        ms = loss.base
         return (ms.alpha, ms.beta, ms.base, ms.epsilon)
     if path.startswith("xbm."):
         loss, path = (loss.base if hasattr(loss, "base") and not hasattr(loss, "memory") else loss), path[4:]

@@ -1,7 +1,7 @@
 """Embedding-geometry metrics of seed 004 Fig. 3.2-3.3 (CCP; spec §3.6, L671).
 
 * Average covering radius of a class with ``n`` samples: for ``k = 1..n`` the greedy k-center
-  (farthest-first traversal, :func:`~gspdml.analysis.kcenter.greedy_k_center`) chooses ``k``
+  (farthest-first traversal, :func:`~gspdml.ops.kcenter.greedy_k_center`) chooses ``k``
   centres and ``r_k = max_x min_{c in centres} ||x - c||_2``; the class value is the mean of
   ``r_1..r_n`` and the reported value the mean over classes. Farthest-first is incremental,
   so the first ``k`` centres of one traversal are the greedy ``k``-center solution.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from gspdml.analysis.kcenter import greedy_k_center
+from gspdml.ops.kcenter import greedy_k_center
 
 
 def covering_radii(points: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gspdml.losses.zsr import ridge_fit
+from gspdml.ops.ridge import ridge_predict
 
 
 def class_means(values: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,7 +52,7 @@ def cross_class_prediction(attributes: torch.Tensor, embeddings: torch.Tensor, r
     for _ in range(repeats):
         order = torch.randperm(num_classes, generator=gen)
         seen, unseen = order[:fit], order[fit:]
-        predicted = attributes[unseen] @ ridge_fit(attributes[seen], embeddings[seen], ridge)
+        predicted = ridge_predict(attributes[seen], embeddings[seen], attributes[unseen], ridge)
         truth = torch.arange(len(unseen))
         l2 = torch.cdist(predicted, embeddings[unseen]).argmin(dim=1)
         cosine = (F.normalize(predicted, dim=1) @ F.normalize(embeddings[unseen], dim=1).T).argmax(dim=1)

@@ -1,6 +1,6 @@
 """The loss interface: ``loss(embeddings, labels, output=None) -> scalar``.
 
-Conventions (DESIGN.md):
+Conventions (docs/design.md):
 
 * ``embeddings`` ``[B, D]`` are what the embedder returned (L2-normalised by default);
   ``labels`` ``[B]`` are int64 class ids in ``[0, num_classes)`` of the training split.
@@ -9,7 +9,8 @@ Conventions (DESIGN.md):
 * A loss that owns parameters (proxies, class embeddings) sets ``lr_multiplier``; the trainer
   puts every parameter of every loss into an optimiser group with that multiplier, so proxies
   are never silently left out of the optimiser.
-* Wrappers (XBM, CCP, ZSR, XML, mixup) hold a ``base`` loss and are registered like any other.
+* Wrappers (XBM, CCP, ZSR, XML, Metrix) subclass :class:`~gspdml.losses.wrapper.LossWrapper`:
+  they hold a ``base`` loss and are registered like any other.
 * Arguments named ``embedding_dim`` and ``num_classes`` are supplied by the trainer, not the config.
 """
 

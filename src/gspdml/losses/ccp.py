@@ -11,20 +11,10 @@ corrected to ``lambda (theta - theta*)``, spec §9 A5). When validation MAP@R ha
 problem and the proxies are re-initialised with pool samples chosen by greedy k-center
 (Algorithm 2, :mod:`gspdml.losses.ccp_selection`), farthest from the converged proxies.
 
-Trainer interface used (all via the :class:`~gspdml.training.callbacks.Callback` hooks):
-
-* ``trainer.model``: the network; its parameters get the proximal gradient (the proxies,
-  which live in this loss, do not).
-* ``trainer.optimizer``: a ``torch.optim.Optimizer``; the state of the proxy tensor is dropped
-  at each re-initialisation (fresh Adam moments and step count).
-* ``trainer.train_dataset``: the training split; ``.labels`` (int64 array) and item access.
-* ``trainer.embed(dataset) -> (embeddings [N, D], labels [N])``: embeds a dataset (here a
-  ``torch.utils.data.Subset`` of the training split, with its training augmentation) in eval
-  mode, in dataset order, and leaves the model's train/eval mode as it found it.
-
-Hooks: ``on_train_start`` (initial proxies), ``on_after_backward`` (proximal gradient; the
-gradients must be unscaled when AMP is used), ``on_evaluation`` (projection control),
-``callback_state``/``load_callback_state`` (resume).
+This module is the loss half: the proxies, the loss of one batch and the options of the whole
+method. The half that reacts to training events (initial proxies, proximal gradient, projection
+control, resume state) is :class:`gspdml.training.ccp_controller.CCPController`, which the
+trainer attaches to every CCP loss; it calls :meth:`CCP.set_proxies_from_pool`.
 """
 
 from __future__ import annotations
@@ -34,14 +24,12 @@ from typing import Any, Optional
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import Subset
 
-from gspdml.errors import ConfigError, TrainingError
-from gspdml.losses.base import LOSSES, MetricLoss, build_loss
-from gspdml.losses.ccp_selection import sample_pool, select_proxies
+from gspdml.losses.base import LOSSES
+from gspdml.losses.ccp_selection import select_proxies
 from gspdml.losses.pairs import PairLoss
-from gspdml.pooling.gsp import clip_normalize
-from gspdml.training.callbacks import Callback
+from gspdml.losses.wrapper import LossWrapper
+from gspdml.ops.normalize import clip_normalize
 
 SNAPSHOTS = ("best", "last")
 NORMALIZATIONS = ("clip", "l2")
@@ -49,7 +37,7 @@ INITS = ("kcenter", "random")
 
 
 @LOSSES.register("ccp")
-class CCP(MetricLoss, Callback):
+class CCP(LossWrapper):
     """Wrap a pair loss (C1, C2, MS, triplet, ...) into CCP with ``K`` proxies per class.
 
     Loss of one batch (Eq. 3.2.11 without the proximal term, which acts on the gradients)::
@@ -87,8 +75,6 @@ class CCP(MetricLoss, Callback):
             embedder clips too (``model.normalize: clip``, as the CCP presets set it).
     """
 
-    nested = {"base": LOSSES}
-
     def __init__(
         self,
         base: Any,
@@ -107,17 +93,16 @@ class CCP(MetricLoss, Callback):
         batch_weight: float = 0.0,
         normalization: str = "clip",
     ):
-        super().__init__()
-        _require(proxies_per_class >= 1, "proxies_per_class", f"must be >= 1, got {proxies_per_class}")
-        _require(pool_size >= proxies_per_class, "pool_size", f"must be >= proxies_per_class ({proxies_per_class}), got {pool_size}")
-        _require(prox_lambda >= 0, "prox_lambda", f"must be >= 0, got {prox_lambda}")
-        _require(patience >= 1, "patience", f"must be >= 1, got {patience}")
-        _require(snapshot in SNAPSHOTS, "snapshot", f"unknown value {snapshot!r}; allowed: {', '.join(SNAPSHOTS)}")
-        _require(init in INITS, "init", f"unknown value {init!r}; allowed: {', '.join(INITS)}")
-        _require(normalization in NORMALIZATIONS, "normalization",
-                 f"unknown value {normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
-        self.base = build_loss(base, "loss.base", embedding_dim=embedding_dim, num_classes=num_classes)
-        _require(isinstance(self.base, PairLoss), "base", f"CCP needs a pair loss, got {type(self.base).__name__}")
+        super().__init__(base, embedding_dim, num_classes)
+        self.require(proxies_per_class >= 1, "proxies_per_class", f"must be >= 1, got {proxies_per_class}")
+        self.require(pool_size >= proxies_per_class, "pool_size",
+                     f"must be >= proxies_per_class ({proxies_per_class}), got {pool_size}")
+        self.require(prox_lambda >= 0, "prox_lambda", f"must be >= 0, got {prox_lambda}")
+        self.require(patience >= 1, "patience", f"must be >= 1, got {patience}")
+        self.require_choice("snapshot", snapshot, SNAPSHOTS)
+        self.require_choice("init", init, INITS)
+        self.require_choice("normalization", normalization, NORMALIZATIONS)
+        self.require_base(PairLoss, "a pair loss (c1, c2, triplet, ms, ...)")
         self.num_classes, self.k, self.pool_size = num_classes, proxies_per_class, pool_size
         self.prox_lambda, self.patience, self.metric = prox_lambda, patience, metric
         self.regularize_first, self.snapshot, self.init = regularize_first, snapshot, init
@@ -128,7 +113,6 @@ class CCP(MetricLoss, Callback):
         # k-major layout: row k * C + c is proxy k of class c
         self.proxies = nn.Parameter(torch.zeros(num_classes * proxies_per_class, embedding_dim))
         self.register_buffer("proxy_labels", torch.arange(num_classes).repeat(proxies_per_class), persistent=False)
-        self._reset_state()
 
     # ------------------------------------------------------------------ loss
     def forward(self, embeddings, labels, output=None):
@@ -144,57 +128,13 @@ class CCP(MetricLoss, Callback):
             loss = loss + self.batch_weight * self.base(embeddings, labels)
         return loss
 
-    # ------------------------------------------------------------- callbacks
-    def on_train_start(self, trainer) -> None:
-        if self._initialised:  # resumed run: proxies and state come from the checkpoint
-            return
-        self._anchor = _snapshot_params(trainer.model)
-        self._lambda_active = self.regularize_first
-        pool = self.pool_size if self.init == "kcenter" else self.k
-        self.reinitialize_proxies(trainer, None, pool)
-        self._initialised = True
-
-    def on_after_backward(self, trainer) -> None:
-        """Add ``lambda (theta - theta*)``, the gradient of ``(lambda/2)||theta - theta*||^2``."""
-        if not self._lambda_active or self.prox_lambda == 0 or self._anchor is None:
-            return
-        for name, param in trainer.model.named_parameters():
-            if param.grad is not None and name in self._anchor:
-                param.grad.add_(param.detach() - self._anchor[name].to(param), alpha=self.prox_lambda)
-
-    def on_evaluation(self, trainer, metrics: dict[str, float]) -> None:
-        if self.metric not in metrics:
-            raise TrainingError(f"CCP monitors '{self.metric}' but the evaluation returned {sorted(metrics)}")
-        value = float(metrics[self.metric])
-        if value > self._best:
-            self._best, self._bad = value, 0
-            self._best_params = _snapshot_params(trainer.model)
-            self._best_proxies = self.proxies.detach().clone()
-        else:
-            self._bad += 1
-        if self._bad >= self.patience:
-            self.next_problem(trainer)
-
-    def next_problem(self, trainer) -> None:
-        """End the current projection problem: new ``theta*``, proximal term on, new proxies."""
-        if self.snapshot == "best" and self._best_params is not None:
-            anchor, old = self._best_params, self._best_proxies
-        else:
-            anchor, old = _snapshot_params(trainer.model), self.proxies.detach().clone()
-        self._anchor, self._lambda_active = anchor, True
-        self.reinitialize_proxies(trainer, old, self.pool_size)
-        self._best, self._bad, self._best_params, self._best_proxies = float("-inf"), 0, None, None
-        self.problems_finished += 1
-
-    def reinitialize_proxies(self, trainer, old_proxies: Optional[torch.Tensor], pool_size: int) -> None:
-        """Algorithm 2: embed ``pool_size`` random training samples per class with the current
-        network and pick ``K`` per class by greedy k-center relative to ``old_proxies``
-        (``[C*K, D]``, k-major, compared after L2 normalisation, the space of the loss;
-        spec A7). Resets the optimiser state of the proxies."""
-        dataset = trainer.train_dataset
-        indices = sample_pool(dataset.labels, self.num_classes, pool_size)
-        embeddings, _ = trainer.embed(Subset(dataset, indices.reshape(-1).tolist()))
-        pool = torch.as_tensor(embeddings).to(self.proxies).reshape(self.num_classes, pool_size, -1)
+    # ---------------------------------------------------------------- proxies
+    def set_proxies_from_pool(self, pool: torch.Tensor, old_proxies: Optional[torch.Tensor]) -> None:
+        """Algorithm 2: from the embeddings of ``b`` pool samples per class (``pool``
+        ``[C, b, D]``) pick ``K`` per class by greedy k-center relative to ``old_proxies``
+        (``[C*K, D]``, k-major, compared after L2 normalisation, the space of the loss; spec A7)
+        and make them the proxies."""
+        pool = pool.to(self.proxies)
         old = None
         if old_proxies is not None:
             old = F.normalize(old_proxies.to(self.proxies), dim=1).reshape(self.k, self.num_classes, -1).transpose(0, 1)
@@ -202,48 +142,3 @@ class CCP(MetricLoss, Callback):
         chosen = pool[torch.arange(self.num_classes, device=pool.device)[:, None], picks]  # [C, K, D]
         with torch.no_grad():
             self.proxies.copy_(chosen.transpose(0, 1).reshape(-1, chosen.shape[-1]))
-        trainer.optimizer.state.pop(self.proxies, None)
-
-    # ---------------------------------------------------------------- resume
-    def _reset_state(self) -> None:
-        self._initialised, self._lambda_active = False, False
-        self._anchor: Optional[dict[str, torch.Tensor]] = None
-        self._best_params: Optional[dict[str, torch.Tensor]] = None
-        self._best_proxies: Optional[torch.Tensor] = None
-        self._best, self._bad, self.problems_finished = float("-inf"), 0, 0
-
-    def callback_state(self) -> dict[str, torch.Tensor]:
-        """A flat ``{name: tensor}`` dict (safetensors-compatible)."""
-        state = {
-            "initialised": torch.tensor(self._initialised),
-            "lambda_active": torch.tensor(self._lambda_active),
-            "best": torch.tensor(self._best, dtype=torch.float64),
-            "bad": torch.tensor(self._bad),
-            "problems_finished": torch.tensor(self.problems_finished),
-        }
-        for prefix, params in (("anchor.", self._anchor), ("best_params.", self._best_params)):
-            state.update({prefix + k: v for k, v in (params or {}).items()})
-        if self._best_proxies is not None:
-            state["best_proxies"] = self._best_proxies
-        return state
-
-    def load_callback_state(self, state: dict[str, Any]) -> None:
-        self._reset_state()
-        self._initialised = bool(state["initialised"])
-        self._lambda_active = bool(state["lambda_active"])
-        self._best, self._bad = float(state["best"]), int(state["bad"])
-        self.problems_finished = int(state["problems_finished"])
-        for attr, prefix in (("_anchor", "anchor."), ("_best_params", "best_params.")):
-            params = {k[len(prefix):]: torch.as_tensor(v) for k, v in state.items() if k.startswith(prefix)}
-            setattr(self, attr, params or None)
-        if "best_proxies" in state:
-            self._best_proxies = torch.as_tensor(state["best_proxies"]).to(self.proxies)
-
-
-def _snapshot_params(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {name: p.detach().clone() for name, p in model.named_parameters()}
-
-
-def _require(ok: bool, field: str, message: str) -> None:
-    if not ok:
-        raise ConfigError(f"loss.{field}", message)

@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from gspdml.analysis.kcenter import greedy_k_center
+from gspdml.ops.kcenter import greedy_k_center
 
 
 def sample_pool(labels: np.ndarray, num_classes: int, pool_size: int, generator: Optional[torch.Generator] = None) -> torch.Tensor:

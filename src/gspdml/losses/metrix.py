@@ -28,9 +28,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from gspdml.errors import ConfigError, TrainingError
-from gspdml.losses.base import LOSSES, MetricLoss
+from gspdml.errors import TrainingError
+from gspdml.losses.base import LOSSES
 from gspdml.losses.metrix_losses import MIXED_LOSSES
+from gspdml.losses.wrapper import LossWrapper
 from gspdml.losses.metrix_pairs import KINDS, mixing_triples
 
 LEVELS = ("input", "feature", "embedding")
@@ -38,7 +39,7 @@ PAIRS = ("random", *KINDS)
 
 
 @LOSSES.register("metrix")
-class Metrix(MetricLoss):
+class Metrix(LossWrapper):
     """Clean loss plus ``mix_weight`` times the mixed loss, mixing at ``level``.
 
     Args:
@@ -59,6 +60,7 @@ class Metrix(MetricLoss):
             (``benchmarks/metrix_memory.py`` prints the peak memory.)
     """
 
+    base_option = "loss"
     nested = {"loss": MIXED_LOSSES}
 
     def __init__(
@@ -75,18 +77,14 @@ class Metrix(MetricLoss):
         renormalize: bool = True,
         mix_chunk: Optional[int] = None,
     ):
-        super().__init__()
-        for field, value, allowed in (("level", level, LEVELS), ("pairs", pairs, PAIRS)):
-            if value not in allowed:
-                raise ConfigError(f"loss.{field}", f"unknown value {value!r}; allowed: {', '.join(allowed)}")
-        if mix_alpha <= 0:
-            raise ConfigError("loss.mix_alpha", f"must be > 0, got {mix_alpha}")
-        if hard_negatives < 1:
-            raise ConfigError("loss.hard_negatives", f"must be >= 1, got {hard_negatives}")
-        if mix_chunk is not None and (mix_chunk < 1 or level != "feature"):
-            raise ConfigError("loss.mix_chunk", f"must be null or >= 1 with level: feature, got {mix_chunk!r} at level {level!r}")
-        self.loss = MIXED_LOSSES.build(loss, "loss.loss", embedding_dim=embedding_dim, num_classes=num_classes)
-        self.lr_multiplier = getattr(self.loss, "lr_multiplier", 1.0)
+        super().__init__(loss, embedding_dim, num_classes)
+        self.require_choice("level", level, LEVELS)
+        self.require_choice("pairs", pairs, PAIRS)
+        self.require_positive("mix_alpha", mix_alpha)
+        self.require(hard_negatives >= 1, "hard_negatives", f"must be >= 1, got {hard_negatives}")
+        self.require(mix_chunk is None or (mix_chunk >= 1 and level == "feature"), "mix_chunk",
+                     f"must be null or >= 1 with level: feature, got {mix_chunk!r} at level {level!r}")
+        self.lr_multiplier = getattr(self.base, "lr_multiplier", 1.0)
         self.level, self.pairs, self.mix_alpha, self.mix_weight = level, pairs, mix_alpha, mix_weight
         self.hard_negatives, self.lambda_per_pair, self.renormalize = hard_negatives, lambda_per_pair, renormalize
         self.mix_chunk = mix_chunk
@@ -146,10 +144,10 @@ class Metrix(MetricLoss):
         """``clean + w * mixed`` (Eq. 2.10). ``mix(triples, lam [M])`` returns the ``[M, D]``
         mixed embeddings; ``kind`` and ``lam`` (a scalar or ``[M]``) override the random draws."""
         e = F.normalize(embeddings, dim=1)
-        clean = self.loss.clean(e, labels)
+        clean = self.base.clean(e, labels)
         kind = kind or (KINDS[int(torch.randint(len(KINDS), ()))] if self.pairs == "random" else self.pairs)
         triples = mixing_triples(labels, kind, e @ e.T if hard else None, hard)
-        if getattr(self.loss, "anchorless", False):  # proxy anchors: each mixed pair once
+        if getattr(self.base, "anchorless", False):  # proxy anchors: each mixed pair once
             pairs = torch.unique(triples[:, 1:], dim=0)
             triples = torch.cat([pairs[:, :1], pairs], dim=1)
         if len(triples) == 0:
@@ -159,7 +157,7 @@ class Metrix(MetricLoss):
         mixed = mix(triples, weights)
         if self.renormalize:
             mixed = F.normalize(mixed, dim=1)
-        return clean + self.mix_weight * self.loss.mixed(e, labels, mixed, triples, weights)
+        return clean + self.mix_weight * self.base.mixed(e, labels, mixed, triples, weights)
 
     def _draw_lambda(self, count: int, like: torch.Tensor) -> torch.Tensor:
         beta = torch.distributions.Beta(torch.tensor(float(self.mix_alpha)), torch.tensor(float(self.mix_alpha)))

@@ -10,13 +10,13 @@ from typing import Any, Optional
 
 import torch
 
-from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES, MetricLoss, build_loss
+from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import PairLoss
+from gspdml.losses.wrapper import LossWrapper
 
 
 @LOSSES.register("xbm", "cross_batch_memory")
-class CrossBatchMemory(MetricLoss):
+class CrossBatchMemory(LossWrapper):
     """``L = L_base(batch, batch) + memory_weight * L_base(batch, memory)`` (XBM official code; spec §3.4).
 
     The memory is a ring buffer of ``memory_batches x B`` detached embeddings and their labels,
@@ -43,8 +43,6 @@ class CrossBatchMemory(MetricLoss):
     is not called ``weight``: in a loss list, ``weight`` is the weight of the whole XBM term.)
     """
 
-    nested = {"base": LOSSES}
-
     def __init__(
         self,
         base: Any,
@@ -55,16 +53,10 @@ class CrossBatchMemory(MetricLoss):
         embedding_dim: Optional[int] = None,
         num_classes: Optional[int] = None,
     ):
-        super().__init__()
-        if not isinstance(base, MetricLoss):
-            base = build_loss(base, "xbm.base", embedding_dim=embedding_dim, num_classes=num_classes)
-        if not isinstance(base, PairLoss):
-            raise ConfigError("xbm.base", f"must be a pair loss (c1, c2, triplet, ms, ...), got {type(base).__name__}")
-        if int(memory_batches) < 1:
-            raise ConfigError("xbm.memory_batches", f"must be >= 1, got {memory_batches!r}")
-        if int(start_step) < 0:
-            raise ConfigError("xbm.start_step", f"must be >= 0, got {start_step!r}")
-        self.base = base
+        super().__init__(base, embedding_dim, num_classes)
+        self.require_base(PairLoss, "a pair loss (c1, c2, triplet, ms, ...)")
+        self.require(int(memory_batches) >= 1, "memory_batches", f"must be >= 1, got {memory_batches!r}")
+        self.require(int(start_step) >= 0, "start_step", f"must be >= 0, got {start_step!r}")
         self.memory_batches, self.start_step = int(memory_batches), int(start_step)
         self.memory_weight, self.fill_before_start = float(memory_weight), bool(fill_before_start)
         self.register_buffer("memory", torch.zeros(0, 0))

@@ -12,7 +12,8 @@ class-disjoint halves. On each half, prototypes are fitted by ridge regression (
     V_k = argmin_A ||A Z_k - Y_k||_F^2 + ridge ||A||_F^2 = Y_k (Z_k^T Z_k + ridge I)^-1 Z_k^T
 
 and each half is re-expressed with the prototypes fitted on the *other* half,
-``Yhat_1 = V_2 Z_1``, ``Yhat_2 = V_1 Z_2``. The XML loss is the DML loss of these predictions
+``Yhat_1 = V_2 Z_1``, ``Yhat_2 = V_1 Z_2`` (the ridge-across-halves core shared with ZSR,
+:func:`gspdml.ops.halves.ridge_across_halves`). The XML loss is the DML loss of these predictions
 within each half (Eq. 2.10), and the total is (Eq. 2.11)::
 
     L = (1 - lambda) L_DML(embeddings) + lambda sum_k L_DML(Yhat_k, labels_k)
@@ -30,8 +31,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES, MetricLoss, build_loss
-from gspdml.losses.zsr import class_disjoint_halves, ridge_fit
+from gspdml.losses.base import LOSSES
+from gspdml.losses.wrapper import LossWrapper
+from gspdml.ops.halves import ridge_across_halves
 
 
 def soft_histogram(local: torch.Tensor, prototypes: torch.Tensor, eps: float) -> torch.Tensor:
@@ -43,7 +45,7 @@ def soft_histogram(local: torch.Tensor, prototypes: torch.Tensor, eps: float) ->
 
 
 @LOSSES.register("xml")
-class XML(MetricLoss):
+class XML(LossWrapper):
     """``(1 - mixing) base(embeddings) + mixing L_XML`` (see the module docstring).
 
     Args:
@@ -61,8 +63,6 @@ class XML(MetricLoss):
     Reads ``output.local`` and ``output.pooled``; the batch must be two class-disjoint halves.
     """
 
-    nested = {"base": LOSSES}
-
     def __init__(
         self,
         base: Any,
@@ -75,22 +75,16 @@ class XML(MetricLoss):
         normalize_predictions: bool = True,
         lr_multiplier: float = 1.0,
     ):
-        super().__init__()
-        if not 0.0 <= mixing <= 1.0:
-            raise ConfigError("mixing", f"the mixing weight lambda must be in [0, 1], got {mixing}")
-        if not ridge > 0.0:
-            raise ConfigError("ridge", f"the ridge weight must be positive, got {ridge}")
-        if num_prototypes < 1:
-            raise ConfigError("num_prototypes", f"need at least one prototype, got {num_prototypes}")
-        self.base = build_loss(base, "base", embedding_dim=embedding_dim, num_classes=num_classes)
-        self.eps, self.mixing, self.ridge = float(eps), float(mixing), float(ridge)
+        super().__init__(base, embedding_dim, num_classes)
+        self.mixing, self.ridge = self.require_mixing(mixing), self.require_positive("ridge", ridge)
+        self.require(num_prototypes >= 1, "num_prototypes", f"need at least one prototype, got {num_prototypes}")
+        self.eps = float(eps)
         self.normalize_predictions = bool(normalize_predictions)
         self.lr_multiplier = float(lr_multiplier)
         self.prototypes = nn.Parameter(nn.init.xavier_uniform_(torch.empty(num_prototypes, embedding_dim)))
 
     def cross_batch_loss(self, local: torch.Tensor, pooled: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """``L_XML`` of Eq. 2.10 for a batch ordered as two class-disjoint halves."""
-        first, second = class_disjoint_halves(labels, "xml")
         width = local.shape[1] if local.dim() == 4 else local.shape[-1]
         if width != self.prototypes.shape[1]:
             raise ConfigError(
@@ -100,12 +94,10 @@ class XML(MetricLoss):
         with torch.autocast(device_type=local.device.type, enabled=False):  # solves in float32
             z = soft_histogram(local.float(), self.prototypes.float(), self.eps)
             y = pooled.float()
-            for fit, predict in ((first, second), (second, first)):
-                predictor = ridge_fit(z[fit], y[fit], self.ridge)  # V^T, [m, d]
-                predicted = z[predict] @ predictor
+            for half, predicted in ridge_across_halves(z, y, labels, self.ridge, "xml"):
                 if self.normalize_predictions:
                     predicted = F.normalize(predicted, dim=1)
-                total = total + self.base(predicted, labels[predict])
+                total = total + self.base(predicted, labels[half])
         return total
 
     def forward(self, embeddings, labels, output=None):

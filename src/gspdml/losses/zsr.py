@@ -8,7 +8,8 @@ maps the GSP pseudo-attributes ``z`` (``output.attributes``) to learnable class 
     A_b = argmin_A sum_{i in b} ||A z_i - v_{y_i}||^2 + ridge ||A||_F^2
         = Y_b (Z_b^T Z_b + ridge I_|b|)^-1 Z_b^T = Y_b Z_b^T (Z_b Z_b^T + ridge I_m)^-1
 
-and the regressor of one half predicts the class embeddings of the other; ``L_ZS`` is the
+and the regressor of one half predicts the class embeddings of the other (the ridge-across-halves
+core shared with XML, :func:`gspdml.ops.halves.ridge_across_halves`); ``L_ZS`` is the
 soft-max cross-entropy of those predictions against *all* training classes (B6-B7; Eq. 4.4 is
 the same loss "rearranged")::
 
@@ -31,49 +32,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES, MetricLoss, build_loss
+from gspdml.losses.base import LOSSES
+from gspdml.losses.wrapper import LossWrapper
+from gspdml.ops.halves import ridge_across_halves
 
 REDUCTIONS = ("mean", "sum_of_halves")
 
 
-def ridge_fit(inputs: torch.Tensor, targets: torch.Tensor, ridge: float) -> torch.Tensor:
-    """Closed-form ridge regression, returned as the ``[m, d]`` matrix ``A^T`` with ``A z ~ t``.
-
-    ``inputs`` ``[b, m]`` (rows ``z_i``), ``targets`` ``[b, d]`` (rows ``t_i``). Solves the
-    smaller of the two equivalent systems (push-through identity, spec §5.1 (P3)):
-    ``Z^T (Z Z^T + ridge I_b)^-1 T`` when ``b <= m``, else ``(Z^T Z + ridge I_m)^-1 Z^T T``.
-    Differentiable in both arguments.
-    """
-    b, m = inputs.shape
-    if b <= m:
-        gram = inputs @ inputs.T + ridge * torch.eye(b, dtype=inputs.dtype, device=inputs.device)
-        return inputs.T @ torch.linalg.solve(gram, targets)
-    gram = inputs.T @ inputs + ridge * torch.eye(m, dtype=inputs.dtype, device=inputs.device)
-    return torch.linalg.solve(gram, inputs.T @ targets)
-
-
-def class_disjoint_halves(labels: torch.Tensor, loss_name: str) -> tuple[slice, slice]:
-    """The first and second half of the batch, checked to share no class.
-
-    The sampler orders every batch as two class-disjoint halves (config ``data.halves: true``);
-    anything else is a configuration error, reported with the offending classes.
-    """
-    size = labels.shape[0]
-    if size < 2 or size % 2:
-        raise ConfigError("data.halves", f"{loss_name} needs an even batch of two class-disjoint halves, got {size} samples")
-    first, second = slice(0, size // 2), slice(size // 2, size)
-    shared = sorted(set(labels[first].tolist()) & set(labels[second].tolist()))
-    if shared:
-        raise ConfigError(
-            "data.halves",
-            f"{loss_name} needs each batch ordered as two class-disjoint halves (set data.halves: true), "
-            f"but classes {shared[:8]} occur in both halves",
-        )
-    return first, second
-
-
 @LOSSES.register("zsr")
-class ZSR(MetricLoss):
+class ZSR(LossWrapper):
     """``(1 - mixing) base + mixing L_ZS`` (see the module docstring).
 
     Args:
@@ -95,8 +62,6 @@ class ZSR(MetricLoss):
     pooling provides none or the batch is not two class-disjoint halves.
     """
 
-    nested = {"base": LOSSES}
-
     def __init__(
         self,
         base: Any,
@@ -109,17 +74,10 @@ class ZSR(MetricLoss):
         class_dim: Optional[int] = None,
         lr_multiplier: float = 1.0,
     ):
-        super().__init__()
-        if not 0.0 <= mixing <= 1.0:
-            raise ConfigError("mixing", f"the mixing weight lambda must be in [0, 1], got {mixing}")
-        if not ridge > 0.0:
-            raise ConfigError("ridge", f"the ridge weight must be positive, got {ridge}")
-        if reduction not in REDUCTIONS:
-            raise ConfigError("reduction", f"unknown reduction {reduction!r}; allowed: {', '.join(REDUCTIONS)}")
-        if not logit_scale > 0.0:
-            raise ConfigError("logit_scale", f"must be positive, got {logit_scale}")
-        self.base = build_loss(base, "base", embedding_dim=embedding_dim, num_classes=num_classes)
-        self.mixing, self.ridge, self.logit_scale = float(mixing), float(ridge), float(logit_scale)
+        super().__init__(base, embedding_dim, num_classes)
+        self.mixing, self.ridge = self.require_mixing(mixing), self.require_positive("ridge", ridge)
+        self.logit_scale = self.require_positive("logit_scale", logit_scale)
+        self.require_choice("reduction", reduction, REDUCTIONS)
         self.reduction = reduction
         self.lr_multiplier = float(lr_multiplier)
         dim = int(class_dim or embedding_dim)
@@ -128,15 +86,12 @@ class ZSR(MetricLoss):
 
     def zero_shot_loss(self, attributes: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """``L_ZS`` of Eq. 4.4 on a batch ordered as two class-disjoint halves."""
-        first, second = class_disjoint_halves(labels, "zsr")
         half_means = []
         with torch.autocast(device_type=attributes.device.type, enabled=False):  # solves in float32
-            z = attributes.float()
             targets = self.class_embeddings[labels]
-            for fit, predict in ((first, second), (second, first)):
-                predictor = ridge_fit(z[fit], targets[fit], self.ridge)  # A^T, [m, d_v]
-                logits = self.logit_scale * (z[predict] @ predictor) @ self.class_embeddings.T
-                half_means.append(F.cross_entropy(logits, labels[predict]))
+            for half, predicted in ridge_across_halves(attributes.float(), targets, labels, self.ridge, "zsr"):
+                logits = self.logit_scale * predicted @ self.class_embeddings.T
+                half_means.append(F.cross_entropy(logits, labels[half]))
         total = half_means[0] + half_means[1]
         return total / 2 if self.reduction == "mean" else total
 

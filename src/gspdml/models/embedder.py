@@ -12,7 +12,7 @@ from gspdml.models.backbones import build_backbone
 from gspdml.models.output import EmbedderOutput
 from gspdml.errors import ConfigError
 from gspdml.pooling import POOLINGS, build_pooling
-from gspdml.pooling.gsp import clip_normalize
+from gspdml.ops.normalize import clip_normalize
 from gspdml.registry import parse_spec
 
 

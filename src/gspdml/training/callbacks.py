@@ -1,9 +1,10 @@
 """Hooks into the training loop for methods that act between steps.
 
 Any module of the model or of the loss that subclasses :class:`Callback` is found by the
-trainer and called at each hook (e.g. the CCP controller re-initialising proxies after a
-validation round, XBM counting warm-up steps, GSP's k-center prototype initialisation).
-State that must survive ``--resume`` goes in :meth:`state_dict` (tensors and plain scalars).
+trainer and called at each hook; the trainer also attaches a
+:class:`~gspdml.training.ccp_controller.CCPController` to every CCP loss (it re-initialises the
+proxies after validation rounds and adds the proximal gradient). State that must survive
+``--resume`` goes in :meth:`Callback.callback_state` (tensors and plain scalars).
 """
 
 from __future__ import annotations

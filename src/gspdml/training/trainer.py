@@ -51,6 +51,7 @@ from gspdml.losses.pairs import PairLoss
 from gspdml.losses.xbm import CrossBatchMemory
 from gspdml.models import Embedder, build_embedder
 from gspdml.training.callbacks import Callback
+from gspdml.training.ccp_controller import ccp_controllers
 from gspdml.training.checkpoint import atomic_write_text, check_writable_folder, load_state, save_state
 from gspdml.training.config_changes import check_resume_config
 from gspdml.training import distributed as ddp
@@ -133,6 +134,7 @@ class Trainer:
         self.step_decay = StepDecay(self.optimizer, **decay) if decay else None
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.callbacks: list[Callback] = _unique(m for part in (self.model, self.loss) for m in part.modules() if isinstance(m, Callback))
+        self.callbacks += ccp_controllers(self.loss)
         self.step, self.last_loss = 0, float("nan")
         self.best_metric, self.best_step, self.bad_rounds = float("-inf"), 0, 0
         self.stopped_early = self.finished = False

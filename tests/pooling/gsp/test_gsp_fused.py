@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from gspdml.pooling import GSP, partial_transport
-from gspdml.pooling.gsp_function import cost_parts, fused_gsp
+from gspdml.pooling import GSP
+from gspdml.pooling.gsp.transport import partial_transport
+from gspdml.pooling.gsp.fused import cost_parts, fused_gsp
 
 
 def inputs(b=3, d=6, n=10, m=4, seed=0):

@@ -4,10 +4,11 @@ import pytest
 import torch
 from torch import nn
 
-from gspdml.analysis.kcenter import greedy_k_center
+from gspdml.ops.kcenter import greedy_k_center
 from gspdml.errors import ConfigError
 from gspdml.models.embedder import build_embedder
-from gspdml.pooling import GSP, POOLINGS, build_pooling, partial_transport
+from gspdml.pooling import GSP, POOLINGS, build_pooling
+from gspdml.pooling.gsp.transport import partial_transport
 
 
 def features(b=4, d=8, h=3, w=5, seed=0):

@@ -1,15 +1,12 @@
-"""The C kernels of the GSP transport (gspdml/pooling/native) against the torch code they replace."""
+"""The C kernels of the GSP transport (gspdml/pooling/gsp/native) against the torch code they replace."""
 
-import importlib
 import warnings
 
 import pytest
 import torch
 
-from gspdml.pooling import native
-from gspdml.pooling.gsp_function import fused_gsp
-
-transport = importlib.import_module("gspdml.pooling.partial_transport")  # the module (the package exports the function)
+from gspdml.pooling.gsp import native, transport
+from gspdml.pooling.gsp.fused import fused_gsp
 
 
 @pytest.fixture
@@ -48,7 +45,7 @@ def test_solver_equals_the_torch_loop(mu, eps, iters, torch_only):
     results = []
     for enabled in (True, False):
         torch_only(enabled)
-        results.append(transport._solve_log(cost, mu, eps, iters, stop_when_stationary=True))
+        results.append(transport.solve_log(cost, mu, eps, iters, stop_when_stationary=True))
     (native_rho, native_t), (torch_rho, torch_t) = results
     torch.testing.assert_close(native_t, torch_t, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(native_rho.exp(), torch_rho.exp(), rtol=1e-4, atol=1e-7)
@@ -56,7 +53,7 @@ def test_solver_equals_the_torch_loop(mu, eps, iters, torch_only):
 
 def test_solver_hands_columns_below_the_floor_to_the_log_domain_code():
     cost = 1.0 + torch.rand(4, 8, 49)  # all >= 1 at eps = 200: log s_j < -200 < PLAIN_SUM_FLOOR
-    assert transport._solve_log_native(cost, 0.3, 200.0, 100, True) is None
+    assert transport.solve_log_native(cost, 0.3, 200.0, 100, True) is None
     rho, pi = transport.partial_transport(cost, 0.3, 200.0)
     assert torch.isfinite(rho).all() and torch.isfinite(pi).all()
 

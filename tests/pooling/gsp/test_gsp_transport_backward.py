@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from gspdml.pooling import partial_transport
+from gspdml.pooling.gsp.transport import partial_transport
 
 
 def plain_unrolled(cost, mu, eps, iters):

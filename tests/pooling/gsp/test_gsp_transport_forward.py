@@ -1,16 +1,13 @@
 """Forward pass of the GSP partial transport (seed 000 Prop. 4.1, Claim 4.1, (P1)/(P2))."""
 
-import importlib
-
 import numpy as np
 import pytest
 import torch
 from scipy.optimize import linprog
 
 from gspdml.errors import ConfigError
-from gspdml.pooling import partial_transport, partial_transport_lp
-
-transport = importlib.import_module("gspdml.pooling.partial_transport")  # the module (the package exports the function)
+from gspdml.pooling.gsp import transport
+from gspdml.pooling.gsp.transport import partial_transport, partial_transport_lp
 
 
 def random_cost(b, m, n, seed=0, scale=1.5, dtype=torch.float64):
@@ -145,7 +142,7 @@ def test_kernel_column_sums_equal_logsumexp(eps):
     eps = 1000 every exp(-eps c) underflows float32 unshifted."""
     cost = random_cost(4, 16, 49, seed=7, dtype=torch.float32) + 0.5
     reference = torch.logsumexp(-eps * cost.double(), dim=1)
-    torch.testing.assert_close(transport._log_kernel_column_sums(cost, eps).double(), reference, rtol=2e-6, atol=1e-6)
+    torch.testing.assert_close(transport.log_kernel_column_sums(cost, eps).double(), reference, rtol=2e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("eps", [5.0, 50.0])
@@ -153,10 +150,10 @@ def test_plain_sigmoid_sums_give_the_log_domain_solution(eps, monkeypatch):
     """Where no column is below the floor the loop sums sigmoids directly; forcing the log-domain
     sums gives the same iterates."""
     cost = random_cost(8, 16, 49, seed=8, dtype=torch.float32, scale=2.0)
-    assert (transport._log_kernel_column_sums(cost, eps).amax(dim=1) > transport.PLAIN_SUM_FLOOR).all()
-    plain = transport._solve_log(cost, 0.3, eps, 40)
+    assert (transport.log_kernel_column_sums(cost, eps).amax(dim=1) > transport.PLAIN_SUM_FLOOR).all()
+    plain = transport.solve_log(cost, 0.3, eps, 40)
     monkeypatch.setattr(transport, "PLAIN_SUM_FLOOR", float("inf"))
-    logged = transport._solve_log(cost, 0.3, eps, 40)
+    logged = transport.solve_log(cost, 0.3, eps, 40)
     for a, b in zip(plain, logged):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
@@ -165,9 +162,9 @@ def test_log_domain_sums_where_every_sigmoid_underflows():
     """All costs >= 1 at eps = 200: at t = 1 every sigmoid(a_j) underflows float32, the plain sum
     is log 0 = -inf, and the solver takes the log-domain sums and matches float64."""
     cost = 1.0 + random_cost(4, 8, 49, seed=9, dtype=torch.float32, scale=1.0)
-    log_s = transport._log_kernel_column_sums(cost, 200.0)
+    log_s = transport.log_kernel_column_sums(cost, 200.0)
     assert (log_s.amax(dim=1) < transport.PLAIN_SUM_FLOOR).all()
-    assert torch.isneginf(transport._plain_sigmoid_sum(log_s)).all()
+    assert torch.isneginf(transport.plain_sigmoid_sum(log_s)).all()
     rho, pi = partial_transport(cost, 0.3, 200.0, iters=300)
     rho64, pi64 = partial_transport(cost.double(), 0.3, 200.0, iters=300)
     torch.testing.assert_close(pi.sum((1, 2)), torch.full((4,), 0.3), rtol=1e-5, atol=0)

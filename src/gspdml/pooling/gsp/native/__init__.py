@@ -1,10 +1,10 @@
 """Native (C) kernels of the GSP transport: ``transport.c``, compiled on first use and cached.
 
-The kernels replace the solver loop of :func:`~gspdml.pooling.partial_transport._solve_log` and
-the elementwise part of the fused GSP backward (:mod:`gspdml.pooling.gsp_function`) for
+The kernels replace the solver loop of :func:`~gspdml.pooling.gsp.transport.solve_log` and
+the elementwise part of the fused GSP backward (:mod:`gspdml.pooling.gsp.fused`) for
 contiguous float32 CPU tensors, where torch spends most of their time dispatching small
 operations. The first use compiles ``transport.c`` with the C compiler (``$CC``, else ``cc``;
-``-O3 -march=native``, under a second) into ``$XDG_CACHE_HOME/gspdml`` (``~/.cache/gspdml``),
+``-O3 -march=native``) into ``$XDG_CACHE_HOME/gspdml`` (``~/.cache/gspdml``),
 keyed by the source, the flags and the CPU, and later processes load it from there. Without a
 compiler, or with ``GSPDML_NATIVE=0``, :func:`library` returns ``None`` and every caller runs
 the torch code, which the tests compare with these kernels.

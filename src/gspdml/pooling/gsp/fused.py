@@ -2,20 +2,20 @@
 
 Composed from autograd pieces, the layer reads and writes the ``[B, d, n]`` local features about
 ten times per training step (normalised copies, the costs' products, the weighted sum and the
-gradient of each), which makes it cost as much as the small demo network itself. Fused, it
-touches them a few times forward and backward together, and keeps nothing of size ``[B, m, n]``
-beyond the costs.
+gradient of each), which on a small network costs as much as the network itself
+(docs/benchmarks.md). Fused, it touches them a few times forward and backward together, and keeps
+nothing of size ``[B, m, n]`` beyond the costs.
 
 Precision: costs, transport and outputs are float32 (float64 for float64 features) whatever the
 features' dtype, because the costs of near pairs come from a cancelling difference (a bf16
 product would move them by up to 0.1). With bf16 features (an autocast network) the backward's
 two products with the features run in bf16, as autocast runs every other backward product, and
 the feature gradient comes back in bf16; the tests bound the difference to float32 (about 3e-3).
-Elementwise steps avoid the CPU kernels that are slow here (comparisons, ``where``, ``exp``; see
-:func:`_positive` and ``partial_transport.LOG2_E``); on float32 CPU tensors the steps from
-``G_rho`` to ``G_cross`` and the norms' sums run in the C kernel of :mod:`gspdml.pooling.native`.
+Elementwise steps avoid the CPU kernels that are slow (comparisons, ``where``, ``exp``; see
+:func:`_positive` and ``transport.LOG2_E``); on float32 CPU tensors the steps from
+``G_rho`` to ``G_cross`` and the norms' sums run in the C kernel of :mod:`gspdml.pooling.gsp.native`.
 
-Forward (seed 000 §4, Eq. 4.1 and 4.3; the costs as in :func:`~gspdml.pooling.gsp.prototype_costs`)::
+Forward (seed 000 §4, Eq. 4.1 and 4.3; the costs as in :func:`~gspdml.pooling.gsp.layer.prototype_costs`)::
 
     a_i = 1 / max(1, ||w_i||),  b_j = 1 / max(1, ||f_j||)
     c_ij = sqrt(min(1, ||w_i||^2) + min(1, ||f_j||^2) - 2 a_i b_j w_i . f_j)
@@ -35,8 +35,8 @@ Backward, from ``G_x [B, d]``, ``G_p [B, n]`` and ``G_z [B, m]``::
                                                                 memory layout of F)
     G_W = sum_b G_cross F^T + 2 Diag(G_||w||^2) W     (G_||w||^2 as for f, summed over b and j)
 
-The transport part is the same code as :func:`~gspdml.pooling.partial_transport.partial_transport`
-(``_solve_log``, ``_transport_plan``, ``closed_form_cost_gradient``); the tests compare this
+The transport part is the same code as :func:`~gspdml.pooling.gsp.transport.partial_transport`
+(``solve_log``, ``transport_plan``, ``closed_form_cost_gradient``); the tests compare this
 function with float64 autograd through the composed layer.
 """
 
@@ -48,8 +48,8 @@ from typing import Optional
 import torch
 from torch.autograd.function import once_differentiable
 
-from gspdml.pooling import native
-from gspdml.pooling.partial_transport import _solve_log, _transport_plan, closed_form_cost_gradient
+from gspdml.pooling.gsp import native
+from gspdml.pooling.gsp.transport import closed_form_cost_gradient, solve_log, transport_plan
 
 SMOOTHING = 1e-12  # added under the square root of the costs (finite gradient at c = 0)
 
@@ -69,7 +69,7 @@ def cost_parts(prototypes: torch.Tensor, features: torch.Tensor) -> tuple[torch.
 
 def _squared_column_norms(features: torch.Tensor) -> torch.Tensor:
     """``||f_j||^2`` ``[B, n]`` of ``features [B, d, n]``; through ``vector_norm`` when ``d`` is
-    the contiguous dimension (a channels_last map; about 2x faster there, 10x slower otherwise)."""
+    the contiguous dimension (a channels_last map; faster there, slower otherwise: docs/benchmarks.md)."""
     if features.stride(1) == 1:
         return torch.linalg.vector_norm(features, dim=1).square_()
     return features.square().sum(dim=1)
@@ -104,10 +104,10 @@ class _FusedGSP(torch.autograd.Function):
         work = torch.float64 if local.dtype == torch.float64 else torch.float32
         features = local.to(work)  # keeps the memory layout (channels_last stays d-contiguous)
         cost, w_squared, f_squared = cost_parts(prototypes.to(work), features)
-        log_rho, log_t = _solve_log(cost, mu, eps, iters, stop_when_stationary=True)
+        log_rho, log_t = solve_log(cost, mu, eps, iters, stop_when_stationary=True)
         weights = pooling_weights(log_rho.exp(), mu, background)
         vector = torch.bmm(weights.unsqueeze(1), features.transpose(1, 2)).squeeze(1)  # sum_j p_j f_j
-        attributes = _transport_plan(cost, eps, log_rho, log_t).sum(dim=2) / mu
+        attributes = transport_plan(cost, eps, log_rho, log_t).sum(dim=2) / mu
         ctx.save_for_backward(local, prototypes, cost, log_rho, log_t, weights, w_squared, f_squared)
         ctx.options = (mu, eps, background)
         return vector, weights, attributes
@@ -122,7 +122,7 @@ class _FusedGSP(torch.autograd.Function):
             grad_p = grad_p + grad_weights
         grad_rho = grad_p / (1.0 - mu) if background else -grad_p / mu
         grad_pi = None if grad_attributes is None else (grad_attributes / mu).contiguous()  # constant along features
-        grad_cross, sums_w, sums_f = _cost_gradients(cost, log_rho, log_t, grad_rho, grad_pi, w_squared, f_squared, eps)
+        grad_cross, sums_w, sums_f = cost_gradients(cost, log_rho, log_t, grad_rho, grad_pi, w_squared, f_squared, eps)
         grad_w_squared = _squared_norm_gradient(w_squared, *sums_w)
         grad_f_squared = _squared_norm_gradient(f_squared, *sums_f)
 
@@ -139,7 +139,7 @@ class _FusedGSP(torch.autograd.Function):
         return grad_local, grad_prototypes, None, None, None, None
 
 
-def _cost_gradients(
+def cost_gradients(
     cost: torch.Tensor, log_rho: torch.Tensor, log_t: torch.Tensor, grad_rho: torch.Tensor,
     grad_pi: Optional[torch.Tensor], w_squared: torch.Tensor, f_squared: torch.Tensor, eps: float,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
@@ -159,7 +159,7 @@ def _cost_gradients(
             *map(native.pointer, (grad_cross, sum_g_col, sum_gt_col, sum_g_row, sum_gt_row, scratch)),
         )
         return grad_cross, (sum_g_row, sum_gt_row), (sum_g_col.view(b, n), sum_gt_col.view(b, n))
-    pi = _transport_plan(cost, eps, log_rho, log_t)
+    pi = transport_plan(cost, eps, log_rho, log_t)
     grad_pi = None if grad_pi is None else grad_pi.unsqueeze(2)
     grad_cost = closed_form_cost_gradient(log_rho.exp(), pi, grad_rho, grad_pi, eps)
     # g = dL/dc * dc/d(c^2) = G_c / (2 c) where the square was positive, 0 where it was clamped
@@ -172,7 +172,7 @@ def _cost_gradients(
 
 def _positive(x: torch.Tensor) -> torch.Tensor:
     """``[x > 0]`` as 0/1 in ``x``'s dtype, by arithmetic (``sign(relu(x))``): comparisons and
-    ``where`` run branchy scalar code on the CPU (75-230 us per 65k floats here, vs 10 us)."""
+    ``where`` run branchy scalar code on the CPU (timings in docs/benchmarks.md)."""
     return x.relu().sign_()
 
 

@@ -1,6 +1,6 @@
 /* The elementwise and iterative parts of the GSP transport in C, for float32 on the CPU.
 
-   The torch code in gspdml/pooling/partial_transport.py and gsp_function.py computes the same
+   The torch code in gspdml/pooling/gsp/transport.py and fused.py computes the same
    quantities with about 60 small tensor operations per training step; each costs a few
    microseconds of dispatch on [B, m, n] = [64, 16, 64] tensors, which made the transport a
    tenth of a small network's step. Here every batch element is one pass of vectorised loops.

@@ -1,6 +1,7 @@
 """Greedy k-center (farthest-first traversal), seed 004 Algorithm 2 and Gonzalez (1985).
 
-Used for GSP prototype initialisation, CCP proxy re-initialisation and the GAP analysis.
+Used for GSP prototype initialisation (:mod:`gspdml.pooling.gsp.layer`), CCP proxy
+re-initialisation (:mod:`gspdml.losses.ccp_selection`) and the GAP analysis.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 GSP is a weighted sum of the local features whose weights come from an entropy-smoothed
 partial transport of the features' uniform mass to ``m`` learnable prototypes
-(:func:`~gspdml.pooling.partial_transport.partial_transport`)::
+(:func:`~gspdml.pooling.gsp.transport.partial_transport`)::
 
     c_ij = || clip(w_i) - clip(f_j) ||_2,   clip(u) = u / max(1, ||u||)    (seed 000 L65)
     rho, pi = (P2)(c; mu, eps, iters)                                       (Prop. 4.1)
@@ -44,27 +44,23 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from gspdml.analysis.kcenter import greedy_k_center
 from gspdml.errors import ConfigError
+from gspdml.ops.kcenter import greedy_k_center
+from gspdml.ops.normalize import clip_normalize
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, channels_first_locations, unflatten_weights
-from gspdml.pooling.gsp_function import cost_parts, fused_gsp, pooling_weights
-from gspdml.pooling.partial_transport import BACKWARDS, exporting, partial_transport
+from gspdml.pooling.gsp.fused import cost_parts, fused_gsp, pooling_weights
+from gspdml.pooling.gsp.transport import BACKWARDS, exporting, partial_transport
 
 INITS = ("kcenter", "random")
 Linear = Callable[[torch.Tensor], torch.Tensor]
 WEIGHTINGS = ("foreground", "background")
 
 
-def clip_normalize(u: torch.Tensor) -> torch.Tensor:
-    """``u / max(1, ||u||_2)`` along the last dimension: projection onto the unit ball (seed 000 L65)."""
-    return u / u.norm(dim=-1, keepdim=True).clamp_min(1.0)
-
-
 def prototype_costs(prototypes: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
     """Non-squared L2 costs ``[B, m, n]`` between clip-normalised prototypes ``[m, d]`` and the
     clip-normalised columns of ``features [B, d, n]``; the square root is smoothed by ``1e-12``
     so that a feature equal to a prototype has a finite gradient (see
-    :func:`~gspdml.pooling.gsp_function.cost_parts` for the form used)."""
+    :func:`~gspdml.pooling.gsp.fused.cost_parts` for the form used)."""
     return cost_parts(prototypes, features)[0]
 
 
@@ -190,7 +186,7 @@ class GSP(Pooling):
 
     def _fused(self) -> bool:
         """Training with the closed-form backward goes through the fused function
-        (:mod:`gspdml.pooling.gsp_function`); GeM, ``mu = 1``, the unrolled backward, inference and
+        (:mod:`gspdml.pooling.gsp.fused`); GeM, ``mu = 1``, the unrolled backward, inference and
         export compose autograd pieces (the same values)."""
         return self.backward == "closed_form" and self.gem_p == 1.0 and self.mu < 1.0 and torch.is_grad_enabled()
 

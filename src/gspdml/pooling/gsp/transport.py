@@ -21,10 +21,10 @@ finite for any ``eps`` (a plain ``exp(-eps c)`` underflows in float32 for ``eps 
 ``iters`` updates one extra ``(rho, t)`` update is made, as in the authors' code (spec
 reference-implementations.md §1.2), so that ``sum pi = mu`` holds to rounding and ``iters = 0``
 is still a valid (one-step) solve. The closed-form path stops before ``iters`` once the
-iterates are stationary at working precision (same result up to rounding, see :func:`_solve_log`).
+iterates are stationary at working precision (same result up to rounding, see :func:`solve_log`).
 Without autograd through the loop, contiguous float32 CPU costs go to the C kernel of
-:mod:`gspdml.pooling.native` (the same iteration; the torch code dispatches ~6 small operations
-per iteration, which made the loop a tenth of a small network's training step).
+:mod:`gspdml.pooling.gsp.native` (the same iteration; the torch code dispatches ~6 small operations
+per iteration; the measured cost is in docs/benchmarks.md).
 
 Backward: the closed form of Proposition 4.2 (seed 000 L106-110, proof A.3 L641-685) with the
 misprints corrected (spec gurbuz-thesis-spec.md §9 B3-B5)::
@@ -60,17 +60,17 @@ import torch
 import torch.nn.functional as F
 
 from gspdml.errors import ConfigError
-from gspdml.pooling import native
+from gspdml.pooling.gsp import native
 
 BACKWARDS = ("closed_form", "unrolled")
 STATIONARY_CHECK_EVERY = 5  # iterations between convergence checks of the closed-form path
 # exp(x) is computed as exp2(x log2 e): in torch 2.13's CPU kernels exp2 is vectorised and exp is
-# not (10 vs 43 us per 65k floats on this machine's AVX-512); the scale folds into an add.
+# not (timings in docs/benchmarks.md); the scale folds into an add.
 LOG2_E = 1.0 / math.log(2.0)
 # The t-iterates move monotonically from t = 1 to the fixed point, where max_j sigmoid(a_j) >= mu
 # (sum_j sigmoid(a_j) = mu n). So if max_j a_j > -80 at t = 1, it stays above min(-80, logit mu)
 # and sum_j sigmoid(a_j) >= sigmoid(-80) ~ 1.8e-35 cannot underflow in float32: the loop may sum
-# sigmoids directly (3 fast ops) instead of a log-sum-exp of log-sigmoids (about 3x slower here).
+# sigmoids directly (3 fast ops) instead of a log-sum-exp of log-sigmoids (slower; docs/benchmarks.md).
 PLAIN_SUM_FLOOR = -80.0
 
 
@@ -126,18 +126,18 @@ def _solve(
     cost: torch.Tensor, mu: float, eps: float, iters: int, stop_when_stationary: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The log-domain fixed point of Proposition 4.1 (differentiable by autograd); ``(rho, pi)``."""
-    log_rho, log_t = _solve_log(cost, mu, eps, iters, stop_when_stationary)
-    return log_rho.exp(), _transport_plan(cost, eps, log_rho, log_t)
+    log_rho, log_t = solve_log(cost, mu, eps, iters, stop_when_stationary)
+    return log_rho.exp(), transport_plan(cost, eps, log_rho, log_t)
 
 
-def _transport_plan(cost: torch.Tensor, eps: float, log_rho: torch.Tensor, log_t: torch.Tensor) -> torch.Tensor:
+def transport_plan(cost: torch.Tensor, eps: float, log_rho: torch.Tensor, log_t: torch.Tensor) -> torch.Tensor:
     """``pi = t K Diag(rho)`` with ``K = exp(-eps c)``, formed in the log domain as
     ``2^((log t + log rho_j) log2(e) - eps log2(e) c_ij)`` (one fused add, one ``exp2``)."""
     shift = (log_t + log_rho).unsqueeze(1) * LOG2_E  # [B, 1, n]
     return _exp2_(torch.add(shift, cost, alpha=-eps * LOG2_E))
 
 
-def _log_kernel_column_sums(cost: torch.Tensor, eps: float) -> torch.Tensor:
+def log_kernel_column_sums(cost: torch.Tensor, eps: float) -> torch.Tensor:
     """``log s_j = log sum_i exp(-eps c_ij)`` ``[B, n]``, shifted by the smallest cost of each
     column so that the largest term is ``2^0`` (no underflow of the whole column for any eps)."""
     low = cost.amin(dim=1, keepdim=True)  # [B, 1, n]
@@ -152,7 +152,7 @@ def _exp2_(x: torch.Tensor) -> torch.Tensor:
     return x.exp2_()
 
 
-def _solve_log(
+def solve_log(
     cost: torch.Tensor, mu: float, eps: float, iters: int, stop_when_stationary: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(log rho [B, n], log t [B, 1])`` at the fixed point of Proposition 4.1.
@@ -167,18 +167,18 @@ def _solve_log(
     iterations would return the same ``(rho, pi)`` up to rounding. ``iters`` is then a maximum.
     """
     if native.eligible(cost) and not exporting() and native.library() is not None:
-        solved = _solve_log_native(cost, mu, eps, iters, stop_when_stationary)
+        solved = solve_log_native(cost, mu, eps, iters, stop_when_stationary)
         if solved is not None:
             return solved
     n = cost.shape[-1]
-    log_s = _log_kernel_column_sums(cost, eps)  # log K^T 1_m, [B, n]
+    log_s = log_kernel_column_sums(cost, eps)  # log K^T 1_m, [B, n]
     log_mu_n = math.log(mu * n)
     log_t = torch.zeros(cost.shape[0], 1, dtype=cost.dtype, device=cost.device)  # t^(0) = 1
     rounding = 4.0 * torch.finfo(cost.dtype).eps
     # An export takes the log-domain sums always: a branch picked from the example input would be
     # frozen into the exported graph and be wrong (non-finite) for inputs that need the other one.
     plain = not exporting() and bool((log_s.amax(dim=1) > PLAIN_SUM_FLOOR).all())
-    log_sigmoid_sum = _plain_sigmoid_sum if plain else _log_sigmoid_sum
+    log_sigmoid_sum = plain_sigmoid_sum if plain else _log_sigmoid_sum
     for k in range(iters + 1):
         a = log_t + log_s
         previous, log_t = log_t, log_t + (log_mu_n - log_sigmoid_sum(a))
@@ -189,10 +189,10 @@ def _solve_log(
     return log_rho, log_t
 
 
-def _solve_log_native(
+def solve_log_native(
     cost: torch.Tensor, mu: float, eps: float, iters: int, stop_when_stationary: bool
 ) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
-    """:func:`_solve_log` by the C kernel (``native/transport.c``, same iteration and stopping
+    """:func:`solve_log` by the C kernel (``native/transport.c``, same iteration and stopping
     rule); ``None`` where a column is below :data:`PLAIN_SUM_FLOOR` (the torch code takes the
     log-domain sums there)."""
     b, m, n = cost.shape
@@ -217,7 +217,7 @@ def _logsigmoid(x: torch.Tensor) -> torch.Tensor:
     return F.logsigmoid(x)
 
 
-def _plain_sigmoid_sum(a: torch.Tensor) -> torch.Tensor:
+def plain_sigmoid_sum(a: torch.Tensor) -> torch.Tensor:
     """``log sum_j sigmoid(a_j)`` ``[B, 1]`` summed in the plain domain; exact unless every term
     underflows (see :data:`PLAIN_SUM_FLOOR`)."""
     return torch.sigmoid(a).sum(dim=1, keepdim=True).log_()
@@ -260,8 +260,8 @@ class _PartialTransport(torch.autograd.Function):
     @staticmethod
     def forward(ctx, cost, mu, eps, iters):
         with torch.no_grad():
-            log_rho, log_t = _solve_log(cost, mu, eps, iters, stop_when_stationary=True)
-            rho, pi = log_rho.exp(), _transport_plan(cost, eps, log_rho, log_t)
+            log_rho, log_t = solve_log(cost, mu, eps, iters, stop_when_stationary=True)
+            rho, pi = log_rho.exp(), transport_plan(cost, eps, log_rho, log_t)
         ctx.save_for_backward(cost, log_rho, log_t)
         ctx.eps = eps
         return rho, pi
@@ -269,7 +269,7 @@ class _PartialTransport(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_rho, grad_pi):
         cost, log_rho, log_t = ctx.saved_tensors
-        rho, pi = log_rho.exp(), _transport_plan(cost, ctx.eps, log_rho, log_t)
+        rho, pi = log_rho.exp(), transport_plan(cost, ctx.eps, log_rho, log_t)
         grad_rho = torch.zeros_like(rho) if grad_rho is None else grad_rho.to(rho.dtype)
         grad_pi = None if grad_pi is None else grad_pi.to(pi.dtype)
         return closed_form_cost_gradient(rho, pi, grad_rho, grad_pi, ctx.eps), None, None, None

@@ -4,6 +4,7 @@ import torch
 from torch import nn
 
 from gspdml.losses import build_loss
+from gspdml.training.ccp_controller import CCPController
 
 
 class _Trainer:
@@ -11,9 +12,9 @@ class _Trainer:
         self.model = model
 
 
-def _ccp(**kwargs):
+def _controller(**kwargs):
     spec = {"name": "ccp", "base": "c2", "proxies_per_class": 2, "pool_size": 3, **kwargs}
-    return build_loss(spec, embedding_dim=3, num_classes=2)
+    return CCPController(build_loss(spec, embedding_dim=3, num_classes=2))
 
 
 def _model():
@@ -24,12 +25,12 @@ def _model():
 def test_proximal_gradient_matches_autograd_of_squared_distance():
     model, lam = _model(), 0.37
     anchor = {n: p.detach() + torch.randn_like(p) for n, p in model.named_parameters()}
-    loss = _ccp(prox_lambda=lam)
-    loss._anchor, loss._lambda_active = anchor, True
+    ctl = _controller(prox_lambda=lam)
+    ctl.anchor, ctl.lambda_active = anchor, True
     base_grads = {n: torch.randn_like(p) for n, p in model.named_parameters()}
     for n, p in model.named_parameters():
         p.grad = base_grads[n].clone()
-    loss.on_after_backward(_Trainer(model))
+    ctl.on_after_backward(_Trainer(model))
 
     # independent reference: autograd of (lambda/2) ||theta - theta*||^2 in float64
     params = dict(model.named_parameters())
@@ -44,15 +45,15 @@ def test_proximal_gradient_matches_autograd_of_squared_distance():
 
 def test_no_proximal_term_in_first_problem_by_default_and_never_on_proxies():
     model = _model()
-    loss = _ccp()
-    loss._anchor = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
-    loss._lambda_active = loss.regularize_first  # what on_train_start sets
-    loss.proxies.grad = torch.ones_like(loss.proxies)
+    ctl = _controller()
+    ctl.anchor = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
+    ctl.lambda_active = ctl.ccp.regularize_first  # what on_train_start sets
+    ctl.ccp.proxies.grad = torch.ones_like(ctl.ccp.proxies)
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
-    loss.on_after_backward(_Trainer(model))
+    ctl.on_after_backward(_Trainer(model))
     assert all(torch.count_nonzero(p.grad) == 0 for p in model.parameters())
-    loss._lambda_active = True
-    loss.on_after_backward(_Trainer(model))
+    ctl.lambda_active = True
+    ctl.on_after_backward(_Trainer(model))
     assert all(torch.count_nonzero(p.grad) > 0 for p in model.parameters())
-    assert torch.equal(loss.proxies.grad, torch.ones_like(loss.proxies))
+    assert torch.equal(ctl.ccp.proxies.grad, torch.ones_like(ctl.ccp.proxies))

@@ -1,0 +1,75 @@
+"""Base class of the loss wrappers: XBM, CCP, ZSR, XML and Metrix hold a ``base`` loss.
+
+Each wrapper adds its own term to a loss it wraps (spec gurbuz-thesis-spec.md §3.4, §3, §5.1;
+seed 001 Eq. 2.11; seed 003 Eq. 2.10)::
+
+    XBM:     L = base(batch, batch) + w base(batch, memory)
+    CCP:     L = proxy_weight base(proxies, batch) + batch_weight base(batch, batch)
+    ZSR/XML: L = (1 - lambda) base(embeddings) + lambda L_extra
+    Metrix:  E = base.clean + w base.mixed
+
+:class:`LossWrapper` builds ``base`` from its spec (or takes a built loss) with the trainer's
+``embedding_dim`` and ``num_classes``, and every wrapper reports a bad option the same way: the
+field ``loss.<option>`` (``loss.base`` for the wrapped loss, ``loss.base.<option>`` for its
+options, as the registry names them), whatever the wrapper.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from torch import nn
+
+from gspdml.errors import ConfigError
+from gspdml.losses.base import LOSSES, MetricLoss, build_loss
+from gspdml.registry import Registry
+
+
+class LossWrapper(MetricLoss):
+    """A loss around ``self.base``; subclasses implement ``forward`` from it.
+
+    Class attributes: ``base_option``, the config option that holds the wrapped loss's spec
+    (``base``; Metrix's is ``loss``), and ``nested``, the registry it is built from (validated
+    by :meth:`gspdml.registry.Registry.check`).
+    """
+
+    base_option = "base"
+    nested: dict[str, Registry] = {"base": LOSSES}
+
+    def __init__(self, base: Any, embedding_dim: Optional[int], num_classes: Optional[int]):
+        super().__init__()
+        field = self.field(self.base_option)
+        if isinstance(base, nn.Module):
+            self.base = base
+        elif self.nested[self.base_option] is LOSSES:
+            self.base = build_loss(base, field, embedding_dim=embedding_dim, num_classes=num_classes)
+        else:
+            self.base = self.nested[self.base_option].build(base, field, embedding_dim=embedding_dim, num_classes=num_classes)
+
+    @staticmethod
+    def field(option: str) -> str:
+        """The dotted config field of one of the wrapper's options: ``loss.<option>``."""
+        return f"loss.{option}"
+
+    def require(self, ok: bool, option: str, message: str) -> None:
+        """Raise a :class:`ConfigError` naming ``loss.<option>`` unless ``ok``."""
+        if not ok:
+            raise ConfigError(self.field(option), message)
+
+    def require_choice(self, option: str, value: Any, allowed: tuple[str, ...]) -> None:
+        """``value`` must be one of ``allowed``; the error lists them."""
+        self.require(value in allowed, option, f"unknown value {value!r}; allowed: {', '.join(allowed)}")
+
+    def require_base(self, kind: type, description: str) -> None:
+        """The built ``base`` must be a ``kind`` (e.g. XBM and CCP need a pair loss)."""
+        self.require(isinstance(self.base, kind), self.base_option, f"must be {description}, got {type(self.base).__name__}")
+
+    def require_positive(self, option: str, value: float) -> float:
+        """``value`` must be ``> 0`` (a ridge weight, a logit scale)."""
+        self.require(value > 0.0, option, f"must be positive, got {value}")
+        return float(value)
+
+    def require_mixing(self, mixing: float) -> float:
+        """``lambda`` of ``(1 - lambda) base + lambda L_extra`` must lie in ``[0, 1]``."""
+        self.require(0.0 <= mixing <= 1.0, "mixing", f"the mixing weight lambda must be in [0, 1], got {mixing}")
+        return float(mixing)

@@ -1,0 +1,55 @@
+"""Class-disjoint batch halves and ridge prediction across them, the core shared by ZSR and XML.
+
+ZSR (seed 000 §4.3, Eq. 4.4, Algorithm 4; spec gurbuz-thesis-spec.md §5.1 (P3) and §9 B6-B8)
+and XML (seed 001 §2, Eq. 2.8-2.10) both split a batch into two class-disjoint halves
+``b1, b2``, fit a ridge regressor on one half and predict the other::
+
+    A_k     = argmin_A sum_{i in b_k} ||A z_i - t_i||^2 + ridge ||A||_F^2     (P3 / Eq. 2.8)
+    that_2  = A_1 z_j  for j in b2,      that_1 = A_2 z_j  for j in b1
+
+ZSR's targets ``t`` are the class embeddings ``v_y`` (it then scores ``that`` against all
+classes); XML's are the pooled vectors ``y`` (it then applies the DML loss to ``that``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from gspdml.errors import ConfigError
+from gspdml.ops.ridge import ridge_predict
+
+
+def class_disjoint_halves(labels: torch.Tensor, loss_name: str) -> tuple[slice, slice]:
+    """The first and second half of the batch, checked to share no class.
+
+    The sampler orders every batch as two class-disjoint halves (config ``data.halves: true``);
+    anything else is a configuration error, reported with the offending classes.
+    """
+    size = labels.shape[0]
+    if size < 2 or size % 2:
+        raise ConfigError("data.halves", f"{loss_name} needs an even batch of two class-disjoint halves, got {size} samples")
+    first, second = slice(0, size // 2), slice(size // 2, size)
+    shared = sorted(set(labels[first].tolist()) & set(labels[second].tolist()))
+    if shared:
+        raise ConfigError(
+            "data.halves",
+            f"{loss_name} needs each batch ordered as two class-disjoint halves (set data.halves: true), "
+            f"but classes {shared[:8]} occur in both halves",
+        )
+    return first, second
+
+
+def ridge_across_halves(
+    inputs: torch.Tensor, targets: torch.Tensor, labels: torch.Tensor, ridge: float, loss_name: str
+) -> Iterator[tuple[slice, torch.Tensor]]:
+    """``(half, that_half)`` for the second half predicted from the first, then the first from the
+    second (module docstring); ``inputs`` ``[B, m]``, ``targets`` ``[B, d]``, ``that`` ``[B/2, d]``.
+
+    The batch is checked by :func:`class_disjoint_halves` (a :class:`ConfigError` naming
+    ``loss_name`` otherwise). Differentiable in ``inputs`` and ``targets``.
+    """
+    first, second = class_disjoint_halves(labels, loss_name)
+    for fit, predict in ((first, second), (second, first)):
+        yield predict, ridge_predict(inputs[fit], targets[fit], inputs[predict], ridge)

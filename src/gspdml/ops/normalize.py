@@ -1,0 +1,16 @@
+"""Clip normalisation, the projection onto the unit ball (seed 000 L65; thesis seed 004 L649)::
+
+    clip(u) = u / max(1, ||u||_2)
+
+GSP measures its costs between clipped prototypes and features; CCP (and the embedder with
+``model.normalize: clip``) trains and evaluates clipped embeddings and proxies.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def clip_normalize(u: torch.Tensor) -> torch.Tensor:
+    """``u / max(1, ||u||_2)`` along the last dimension: projection onto the unit ball (seed 000 L65)."""
+    return u / u.norm(dim=-1, keepdim=True).clamp_min(1.0)

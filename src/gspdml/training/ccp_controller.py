@@ -1,0 +1,152 @@
+"""The training-event half of CCP (seed 004 Algorithm 1, L602-604 and L651; gurbuz-thesis-spec §3).
+
+The loss half, :class:`gspdml.losses.ccp.CCP`, holds the proxies and the options; this
+controller runs the projection problems around it::
+
+    grad theta += lambda (theta - theta*)           proximal gradient of (lambda/2)||theta - theta*||^2
+                                                    (sign corrected, spec §9 A5)
+    after `patience` validation rounds without improvement of `metric` (L651):
+        theta* <- best (or last) weights,  proxies <- greedy k-center over a fresh pool (Algorithm 2)
+
+Trainer interface used (via the :class:`~gspdml.training.callbacks.Callback` hooks):
+
+* ``trainer.model``: the network; its parameters get the proximal gradient (the proxies,
+  which live in the loss, do not).
+* ``trainer.optimizer``: a ``torch.optim.Optimizer``; the state of the proxy tensor is dropped
+  at each re-initialisation (fresh Adam moments and step count).
+* ``trainer.train_dataset``: the training split; ``.labels`` (int64 array) and item access.
+* ``trainer.embed(dataset) -> (embeddings [N, D], labels [N])``: embeds a dataset (here a
+  ``torch.utils.data.Subset`` of the training split, with its training augmentation) in eval
+  mode, in dataset order, and leaves the model's train/eval mode as it found it.
+
+Hooks: ``on_train_start`` (initial proxies), ``on_after_backward`` (proximal gradient; the
+gradients must be unscaled when AMP is used), ``on_evaluation`` (projection control),
+``callback_state``/``load_callback_state`` (resume).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch import nn
+from torch.utils.data import Subset
+
+from gspdml.errors import TrainingError
+from gspdml.losses.ccp import CCP
+from gspdml.losses.ccp_selection import sample_pool
+from gspdml.training.callbacks import Callback
+
+
+class CCPController(Callback):
+    """Runs the projection problems of one :class:`~gspdml.losses.ccp.CCP` loss (module docstring).
+
+    State: ``anchor`` (``theta*``, or None), ``lambda_active`` (proximal term on), ``best`` and
+    ``bad`` (the monitored metric's best value and the rounds since), ``best_params`` and
+    ``best_proxies`` (the snapshot of the best round), ``problems_finished``.
+    """
+
+    def __init__(self, ccp: CCP):
+        self.ccp = ccp
+        self.reset()
+
+    def reset(self) -> None:
+        self.initialised, self.lambda_active = False, False
+        self.anchor: Optional[dict[str, torch.Tensor]] = None
+        self.best_params: Optional[dict[str, torch.Tensor]] = None
+        self.best_proxies: Optional[torch.Tensor] = None
+        self.best, self.bad, self.problems_finished = float("-inf"), 0, 0
+
+    # ------------------------------------------------------------------ hooks
+    def on_train_start(self, trainer) -> None:
+        if self.initialised:  # resumed run: proxies and state come from the checkpoint
+            return
+        ccp = self.ccp
+        self.anchor = snapshot_params(trainer.model)
+        self.lambda_active = ccp.regularize_first
+        self.reinitialize_proxies(trainer, None, ccp.pool_size if ccp.init == "kcenter" else ccp.k)
+        self.initialised = True
+
+    def on_after_backward(self, trainer) -> None:
+        """Add ``lambda (theta - theta*)``, the gradient of ``(lambda/2)||theta - theta*||^2``."""
+        if not self.lambda_active or self.ccp.prox_lambda == 0 or self.anchor is None:
+            return
+        for name, param in trainer.model.named_parameters():
+            if param.grad is not None and name in self.anchor:
+                param.grad.add_(param.detach() - self.anchor[name].to(param), alpha=self.ccp.prox_lambda)
+
+    def on_evaluation(self, trainer, metrics: dict[str, float]) -> None:
+        metric = self.ccp.metric
+        if metric not in metrics:
+            raise TrainingError(f"CCP monitors '{metric}' but the evaluation returned {sorted(metrics)}")
+        value = float(metrics[metric])
+        if value > self.best:
+            self.best, self.bad = value, 0
+            self.best_params = snapshot_params(trainer.model)
+            self.best_proxies = self.ccp.proxies.detach().clone()
+        else:
+            self.bad += 1
+        if self.bad >= self.ccp.patience:
+            self.next_problem(trainer)
+
+    # ------------------------------------------------------------ projections
+    def next_problem(self, trainer) -> None:
+        """End the current projection problem: new ``theta*``, proximal term on, new proxies."""
+        if self.ccp.snapshot == "best" and self.best_params is not None:
+            anchor, old = self.best_params, self.best_proxies
+        else:
+            anchor, old = snapshot_params(trainer.model), self.ccp.proxies.detach().clone()
+        self.anchor, self.lambda_active = anchor, True
+        self.reinitialize_proxies(trainer, old, self.ccp.pool_size)
+        self.best, self.bad, self.best_params, self.best_proxies = float("-inf"), 0, None, None
+        self.problems_finished += 1
+
+    def reinitialize_proxies(self, trainer, old_proxies: Optional[torch.Tensor], pool_size: int) -> None:
+        """Algorithm 2: embed ``pool_size`` random training samples per class with the current
+        network, let the loss pick ``K`` per class relative to ``old_proxies``
+        (:meth:`~gspdml.losses.ccp.CCP.set_proxies_from_pool`), and reset the optimiser state
+        of the proxies."""
+        ccp, dataset = self.ccp, trainer.train_dataset
+        indices = sample_pool(dataset.labels, ccp.num_classes, pool_size)
+        embeddings, _ = trainer.embed(Subset(dataset, indices.reshape(-1).tolist()))
+        pool = torch.as_tensor(embeddings).reshape(ccp.num_classes, pool_size, -1)
+        ccp.set_proxies_from_pool(pool, old_proxies)
+        trainer.optimizer.state.pop(ccp.proxies, None)
+
+    # ----------------------------------------------------------------- resume
+    def callback_state(self) -> dict[str, torch.Tensor]:
+        """A flat ``{name: tensor}`` dict (safetensors-compatible)."""
+        state = {
+            "initialised": torch.tensor(self.initialised),
+            "lambda_active": torch.tensor(self.lambda_active),
+            "best": torch.tensor(self.best, dtype=torch.float64),
+            "bad": torch.tensor(self.bad),
+            "problems_finished": torch.tensor(self.problems_finished),
+        }
+        for prefix, params in (("anchor.", self.anchor), ("best_params.", self.best_params)):
+            state.update({prefix + k: v for k, v in (params or {}).items()})
+        if self.best_proxies is not None:
+            state["best_proxies"] = self.best_proxies
+        return state
+
+    def load_callback_state(self, state: dict[str, Any]) -> None:
+        self.reset()
+        self.initialised = bool(state["initialised"])
+        self.lambda_active = bool(state["lambda_active"])
+        self.best, self.bad = float(state["best"]), int(state["bad"])
+        self.problems_finished = int(state["problems_finished"])
+        for attr, prefix in (("anchor", "anchor."), ("best_params", "best_params.")):
+            params = {k[len(prefix):]: torch.as_tensor(v) for k, v in state.items() if k.startswith(prefix)}
+            setattr(self, attr, params or None)
+        if "best_proxies" in state:
+            self.best_proxies = torch.as_tensor(state["best_proxies"]).to(self.ccp.proxies)
+
+
+def ccp_controllers(loss: nn.Module) -> list[CCPController]:
+    """One controller for every CCP loss inside ``loss`` (a CCP term of a weighted sum included)."""
+    return [CCPController(module) for module in loss.modules() if isinstance(module, CCP)]
+
+
+def snapshot_params(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Detached copies of the model's parameters, by name (``theta*`` and best-round snapshots)."""
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
