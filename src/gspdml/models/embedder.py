@@ -35,7 +35,6 @@ class LocalHead(nn.Conv2d):
 
 
 HEAD_POSITIONS = ("local", "global")
-POOLED_NORMS = (None, "layer_norm")
 NORMALIZE = (True, False, "clip")
 
 

@@ -48,7 +48,7 @@ from torch.utils.data import Dataset, Subset
 
 from gspdml.errors import ConfigError
 from gspdml.models.output import EmbedderOutput
-from gspdml.training.inference import embed
+from gspdml.models.inference import embed
 
 MODES = ("auto", "off")
 
@@ -160,7 +160,7 @@ def broadcast_buffers(module: nn.Module) -> None:
 
 
 def embed_sharded(context: DistributedContext, model: nn.Module, dataset: Dataset, batch_size: int = 256, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`~gspdml.training.inference.embed` of ``dataset`` split over the ranks: rank ``r``
+    """:func:`~gspdml.models.inference.embed` of ``dataset`` split over the ranks: rank ``r``
     embeds the contiguous shard ``[r n / W, (r + 1) n / W)``; the shards are all-gathered and
     concatenated, so every rank returns the embeddings of the whole dataset in order."""
     n, world = len(dataset), context.world_size

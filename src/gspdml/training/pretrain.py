@@ -34,7 +34,7 @@ from gspdml.config import PRESETS_DIR, parse_yaml
 from gspdml.data.arrays import pixel_statistics
 from gspdml.data.cache import cache_dir, cache_key
 from gspdml.errors import ConfigError
-from gspdml.training.inference import autocast_context
+from gspdml.models.inference import autocast_context
 
 RECIPES_DIR = PRESETS_DIR / "pretrain"
 #: bump when the pre-training code changes what a recipe produces
