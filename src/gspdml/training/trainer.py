@@ -42,7 +42,6 @@ from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
 from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
 from gspdml.errors import ConfigError, GspdmlError, TrainingError
 from gspdml.losses import build_loss
-from gspdml.losses.base import MetricLoss
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses.xbm import CrossBatchMemory
 from gspdml.models import Embedder, build_embedder
@@ -212,10 +211,7 @@ class Trainer:
             tqdm.write(f"gspdml: {line}", file=sys.stderr)
 
     def _wrap_distributed(self) -> DistributedDataParallel:
-        """DDP around the embedder (SyncBatchNorm on GPU); losses that run the model themselves
-        (mixup) cannot be gathered and are refused."""
-        if type(self.loss).training_objective is not MetricLoss.training_objective:
-            raise ConfigError("trainer.distributed", f"loss {type(self.loss).__name__} runs the model itself (training_objective); it cannot be trained data-parallel")
+        """DDP around the embedder (SyncBatchNorm on GPU)."""
         if self.device.type == "cuda":
             self.model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(self.model)
         # every parameter keeps requires_grad (the backbone warm-up drops gradients instead), so
@@ -328,10 +324,8 @@ class Trainer:
             images = images.contiguous(memory_format=torch.channels_last)
         self._finite_embeddings.fill_(True)
         with autocast_context(self.precision, self.device):
-            if self.dist:
-                loss = ddp.global_objective(self.loss, self.forward_model, images, labels, self.dist)
-            else:
-                loss = self.loss.training_objective(self.model, images, labels)
+            model, labels = ddp.global_batch(self.forward_model, images, labels, self.dist) if self.dist else (self.model, labels)
+            loss = self.loss.training_objective(model, images, labels)
         self._check_finite(loss)
         self.optimizer.zero_grad(set_to_none=True)
         (self.scaler.scale(loss) if self.scaler else loss).backward()
