@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 import numpy as np
-import torch
 from torch import nn
 
 from gspdml.data.base import EvalSplit
@@ -40,18 +39,8 @@ def split_metrics(query, query_labels, gallery=None, gallery_labels=None, recall
     return flatten_metrics(retrieval_metrics(query, query_labels, gallery, gallery_labels, recall_at=tuple(recall_at)))
 
 
-def evaluate_split(
-    model: nn.Module,
-    split: EvalSplit,
-    *,
-    batch_size: int = 256,
-    device: torch.device | str = "cpu",
-    precision: str = "fp32",
-    recall_at: Iterable[int] = (1, 2, 4, 8),
-    num_workers: int = 0,
-    progress: bool = False,
-) -> dict[str, float]:
-    """Retrieval metrics of ``model`` on a split: leave-one-out, or query -> gallery."""
-    embeddings = split_embeddings(model, split, batch_size=batch_size, device=device, precision=precision,
-                                  num_workers=num_workers, progress=progress)
-    return split_metrics(*embeddings, recall_at=recall_at)
+def evaluate_split(model: nn.Module, split: EvalSplit, *, recall_at: Iterable[int] = (1, 2, 4, 8), **embedding: Any) -> dict[str, float]:
+    """Retrieval metrics of ``model`` on a split: leave-one-out, or query -> gallery;
+    ``embedding``: the options of :func:`gspdml.models.inference.embed` (``batch_size``,
+    ``device``, ``precision``, ``num_workers``, ``progress``)."""
+    return split_metrics(*split_embeddings(model, split, **embedding), recall_at=recall_at)
