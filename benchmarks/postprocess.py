@@ -48,7 +48,7 @@ def sop_synthetic(seed: int):
 def collage(run_dir: str):
     from gspdml.data import build_data
     from gspdml.training import load_run
-    from gspdml.training.inference import embed
+    from gspdml.models.inference import embed
 
     config, model = load_run(run_dir)
     data = build_data(config["data"]["dataset"], seed=int(config["seed"]))

@@ -36,7 +36,7 @@ from gspdml.data.recipes import image_transform
 from gspdml.losses import build_loss
 from gspdml.models import build_embedder
 from gspdml.training.host_memory import keep_freed_host_memory
-from gspdml.training.inference import autocast_context
+from gspdml.models.inference import autocast_context
 
 MODELS = {  # name: (backbone spec, input size, the GSP settings the model is trained with)
     "resnet50": ({"name": "resnet50"}, 227, {"num_prototypes": 64, "mu": 0.3, "eps": 5.0}),  # papers' CUB/Cars (seed 000 §4.4)

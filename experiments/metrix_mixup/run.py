@@ -56,7 +56,8 @@ def alignment_uniformity(embeddings: torch.Tensor, labels: torch.Tensor, t: floa
 def geometry(results) -> dict:
     """Alignment and uniformity of the test embeddings of each finished run."""
     from gspdml.data.base import build_data
-    from gspdml.training import embed, load_run
+    from gspdml.models.inference import embed
+    from gspdml.training import load_run
 
     values = {"alignment": [], "uniformity": []}
     for result in results:

@@ -59,7 +59,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from gspdml.data import build_data
-    from gspdml.training import evaluate_split, load_run
+    from gspdml.evaluation.splits import evaluate_split
+    from gspdml.training import load_run
 
     config, model = load_run(args.run_dir, weights=args.weights)
     data = build_data(config["data"]["dataset"], seed=int(config["seed"]))

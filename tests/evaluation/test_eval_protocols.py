@@ -7,16 +7,8 @@ import pytest
 import torch
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation import (
-    contiguous_class_folds,
-    fair_protocol_folds,
-    fair_protocol_results,
-    results_table_markdown,
-    retrieval_metrics,
-    train_test_classes,
-    tuning_protocol_folds,
-    write_results_table,
-)
+from gspdml.data.splits import contiguous_class_folds, fair_protocol_folds, train_test_classes, tuning_protocol_folds
+from gspdml.evaluation import fair_protocol_results, results_table_markdown, retrieval_metrics, write_results_table
 
 
 def test_train_test_split_by_sorted_class_ids():

@@ -15,8 +15,9 @@ common = load_common()
 def test_every_compared_pooling_embeds_in_128_dimensions(name):
     cfg = pooling.run_config(name, "C2", "frozen", smoke=True)
     from gspdml.models import build_embedder
+    from gspdml.training.pretrain import resolve_recipe_weights
 
-    model = build_embedder(cfg["model"], in_channels=1).eval()
+    model = build_embedder(resolve_recipe_weights(cfg["model"]), in_channels=1).eval()
     with torch.no_grad():
         embedding = model(torch.randn(2, 1, 32, 32)).embedding
     assert embedding.shape == (2, 128)

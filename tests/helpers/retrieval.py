@@ -14,7 +14,7 @@ from PIL import Image
 from gspdml.cli import build_parser
 from gspdml.models import build_embedder
 from gspdml.retrieval.cli import add_parser
-from gspdml.training.weights import save_weights
+from gspdml.training.run_dir import save_weights
 
 COLOURS = {"red": (200, 40, 40), "green": (40, 180, 60), "blue": (50, 60, 210)}
 MEAN, STD = [0.5, 0.5, 0.5], [0.25, 0.25, 0.25]

@@ -1,4 +1,4 @@
-"""The one embedding function (gspdml.training.inference.embed) on retrieval image files:
+"""The one embedding function (gspdml.models.inference.embed) on retrieval image files:
 batched result = per-image forward, positions as labels, progress bar, clear size error."""
 
 import pytest
@@ -8,7 +8,7 @@ from gspdml.errors import DataError
 from gspdml.retrieval.cli import load_model_and_transform
 from gspdml.retrieval.images import ImageFiles, list_image_folder
 from gspdml.retrieval.transforms import EvalTransform
-from gspdml.training.inference import embed
+from gspdml.models.inference import embed
 from tests.helpers.retrieval import MEAN, STD, write_image_folder, write_run
 
 

@@ -10,9 +10,11 @@ import yaml
 from gspdml.cli import main
 from gspdml.config import load_config
 from gspdml.errors import ConfigError, DataError
+from gspdml.models.pretrained import WeightsNotFoundError
 from gspdml.models import build_embedder
 from gspdml.training.optim import parameter_groups
-from gspdml.training.pretrain import load_recipe, pretrained_state, recipe_key, recipe_names, train_recipe, weights_path
+from gspdml.training.pretrain import (load_recipe, pretrained_state, recipe_key, recipe_names, resolve_recipe_weights, train_recipe,
+                                      weights_path)
 
 TINY = {"backbone": {"name": "small_cnn", "widths": [4, 8]},
         "data": {"source": "digits", "tiles_per_class": 1},
@@ -60,10 +62,10 @@ def test_a_config_loads_the_weights_by_recipe_and_the_frozen_regime_trains_nothi
     state, _ = pretrained_state(recipe_file, verbose=False)
     spec = {"name": "small_cnn", "widths": [4, 8], "weights": str(recipe_file)}
     config = load_config("demo-gap", [f"model.backbone={json.dumps(spec)}"])
-    model = build_embedder(config["model"], in_channels=1)
+    model = build_embedder(resolve_recipe_weights(config["model"]), in_channels=1)
     assert all(torch.equal(model.backbone.state_dict()[k], state[k]) for k in state)
     assert any(p.requires_grad for p in model.backbone.parameters())
-    frozen = build_embedder({**config["model"], "backbone": {**spec, "frozen": True}}, in_channels=1)
+    frozen = build_embedder(resolve_recipe_weights({**config["model"], "backbone": {**spec, "frozen": True}}), in_channels=1)
     assert all(torch.equal(frozen.backbone.state_dict()[k], state[k]) for k in state)
     assert not any(p.requires_grad for p in frozen.backbone.parameters())
     frozen.train()
@@ -72,9 +74,27 @@ def test_a_config_loads_the_weights_by_recipe_and_the_frozen_regime_trains_nothi
     assert "backbone" not in names and "projection" in names
 
 
+def test_a_cache_miss_trains_the_recipe_and_models_never_train(recipe_file):
+    """Resolving a recipe trains it on a cache miss and names the cached file; the model layer
+    only reads weight files and says how a recipe is resolved."""
+    model = {"backbone": {"name": "small_cnn", "widths": [4, 8], "weights": str(recipe_file)}, "pooling": {"name": "gap"}}
+    path = weights_path(load_recipe(recipe_file))
+    assert not path.is_file()
+    with pytest.raises(WeightsNotFoundError, match="resolve_recipe_weights"):
+        build_embedder(model, in_channels=1)
+    assert not path.is_file()
+    resolved = resolve_recipe_weights(model)
+    assert path.is_file() and resolved["backbone"]["weights"] == str(path) and model["backbone"]["weights"] == str(recipe_file)
+    assert resolve_recipe_weights({"backbone": "small_cnn"}) == {"backbone": "small_cnn"}
+    state, _ = pretrained_state(recipe_file, verbose=False)
+    built = build_embedder(resolved, in_channels=1)
+    assert all(torch.equal(built.backbone.state_dict()[k], state[k]) for k in state)
+
+
 def test_weights_that_do_not_fit_and_unknown_recipes_are_named(recipe_file):
     with pytest.raises(DataError, match="pre-training recipe"):
-        build_embedder({"backbone": {"name": "small_cnn", "weights": str(recipe_file)}, "pooling": {"name": "gap"}}, in_channels=1)
+        build_embedder(resolve_recipe_weights({"backbone": {"name": "small_cnn", "weights": str(recipe_file)}, "pooling": {"name": "gap"}}),
+                       in_channels=1)
     with pytest.raises(ConfigError, match="no pre-training recipe 'nope'.*resnet20-digits"):
         load_recipe("nope")
     with pytest.raises(ConfigError, match="pretrain.train"):

@@ -16,7 +16,7 @@ from gspdml.config import load_config
 from gspdml.errors import ConfigError
 from gspdml.training import Trainer, load_run, train
 from gspdml.training.config_changes import check_resume_config, config_differences
-from gspdml.training.weights import save_weights
+from gspdml.training.run_dir import save_weights
 from gspdml.models import build_embedder
 
 GSP = {"name": "gsp", "num_prototypes": 8, "memory_size": 512, "iters": 10}

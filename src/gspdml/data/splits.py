@@ -7,7 +7,7 @@ classes are carved off the training classes, never off the test classes, so that
 selection never looks at the test split (the fair protocol of §7.2).
 
 The one definition of the class splits of the evaluation protocols (used by the dataset readers
-and by :mod:`gspdml.evaluation.protocols`):
+and by the protocol runner):
 
 - :func:`train_test_classes`: the class-disjoint 50/50 split by sorted class id (the first
   ``C // 2`` classes train).
@@ -21,6 +21,9 @@ and by :mod:`gspdml.evaluation.protocols`):
   Difference from the reference code: for an odd total number of classes its block lengths come
   from the total count and the last training class of a fold is also its first validation class;
   here the blocks of a fold never overlap.
+- :func:`fair_protocol_folds`: 4 folds (3/4 train, 1/4 validation), the fair protocol (§7.2);
+  :func:`tuning_protocol_folds`: 5 folds (4/5 train, 1/5 validation), the hyper-parameter tuning
+  protocol of thesis §5.3 (L1302).
 - :func:`validation_classes`: the ``(fit, validation)`` classes of one run, given a fold
   (``val_fold``), an explicit list or a fraction.
 """
@@ -36,6 +39,8 @@ from torch.utils.data import Dataset
 from gspdml.errors import ConfigError
 
 FIELD = "data.dataset"
+FAIR_FOLDS = 4
+TUNING_FOLDS = 5
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,16 @@ def contiguous_class_folds(train_classes, num_folds: int, field: str = "num_fold
         positions = (start + np.arange(total)) % total
         folds.append(ClassFold(fold, np.sort(ids[positions[:train_len]]), np.sort(ids[positions[train_len:]])))
     return folds
+
+
+def fair_protocol_folds(train_classes, num_folds: int = FAIR_FOLDS) -> list[ClassFold]:
+    """Fair (Musgrave) protocol: 4 folds, each training on 3/4 of the training classes."""
+    return contiguous_class_folds(train_classes, num_folds)
+
+
+def tuning_protocol_folds(train_classes, num_folds: int = TUNING_FOLDS) -> list[ClassFold]:
+    """Hyper-parameter tuning protocol: 5 class partitions, train on 4/5, validate on 1/5."""
+    return contiguous_class_folds(train_classes, num_folds)
 
 
 def _sorted_classes(classes, field) -> np.ndarray:

@@ -319,7 +319,8 @@ def postprocessed_split_metrics(model, data, split, steps: Sequence[Any], *, bat
     :class:`~gspdml.data.base.DataSplits`) after the post-processing ``steps``; PCA-whitening
     learns on the embeddings of ``data.train`` (as the data section builds it)."""
     from gspdml.evaluation.metrics import metrics_from_results
-    from gspdml.training.inference import embed, flatten_metrics, split_embeddings
+    from gspdml.evaluation.splits import flatten_metrics
+    from gspdml.models.inference import embed, split_embeddings
 
     query, query_labels, gallery, gallery_labels = split_embeddings(model, split, batch_size=batch_size)
     train = embed(model, data.train, batch_size=batch_size)[0] if needs_training_embeddings(steps) else None

@@ -3,7 +3,7 @@
 The config describes one model; the protocol owns the fields that tell the models apart:
 
 - ``fair`` (thesis spec §7.2): the training classes are cut into 4 folds
-  (:func:`~gspdml.evaluation.protocols.fair_protocol_folds`); the model of fold f and seed s
+  (:func:`~gspdml.data.splits.fair_protocol_folds`); the model of fold f and seed s
   trains with ``data.dataset.val_fold: f`` (``num_folds: 4``), so the dataset itself carves the
   fold's validation classes off its training classes (:func:`gspdml.data.splits.validation_classes`,
   the same fold rule), and monitors them (``evaluation.split: val``). Each model embeds the test
@@ -50,7 +50,7 @@ import yaml
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.aggregate import fair_protocol_results
-from gspdml.evaluation.protocols import FAIR_FOLDS, TUNING_FOLDS, ClassFold, fair_protocol_folds, tuning_protocol_folds
+from gspdml.data.splits import FAIR_FOLDS, TUNING_FOLDS, ClassFold, fair_protocol_folds, tuning_protocol_folds
 from gspdml.evaluation.tables import CONVENTIONAL_COLUMNS, FAIR_COLUMNS, TUNING_COLUMNS, write_results_table
 
 FOLDS = {"fair": (FAIR_FOLDS, fair_protocol_folds), "tuning": (TUNING_FOLDS, tuning_protocol_folds)}
@@ -289,7 +289,7 @@ def _flatten(node, prefix: str = "") -> dict:
 def _load(run: ProtocolRun):
     from gspdml.data import build_data
     from gspdml.training import load_run
-    from gspdml.training.inference import resolve_device
+    from gspdml.models.inference import resolve_device
 
     device = resolve_device(run.config["trainer"]["device"])
     config, model = load_run(run.run_dir, device=str(device))
@@ -302,7 +302,7 @@ def _embedding_kwargs(config: dict, device) -> dict:
 
 def _test_embeddings(run: ProtocolRun) -> tuple:
     """(emb, labels) or (query, query_labels, gallery, gallery_labels) of the test split, cached."""
-    from gspdml.training.inference import split_embeddings
+    from gspdml.models.inference import split_embeddings
 
     cache = run.run_dir / TEST_CACHE
     if not cache.exists():
@@ -329,7 +329,7 @@ def _mean_std(per_model: dict, metrics: Sequence[str]) -> dict:
 
 
 def _tuning_summary(runs: list[ProtocolRun]) -> dict:
-    from gspdml.training import evaluate_split
+    from gspdml.evaluation.splits import evaluate_split
 
     per_model = {}
     for run in runs:

@@ -1,4 +1,4 @@
-"""The embedder: backbone -> local 1x1 head -> pooling -> L2-normalise (DESIGN.md)."""
+"""The embedder: backbone -> local 1x1 head -> pooling -> L2-normalise (docs/design.md)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,6 @@ class LocalHead(nn.Conv2d):
 
 
 HEAD_POSITIONS = ("local", "global")
-POOLED_NORMS = (None, "layer_norm")
 NORMALIZE = (True, False, "clip")
 
 

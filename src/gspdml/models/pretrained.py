@@ -1,5 +1,8 @@
 """Pretrained weights: find them on disk, read them, load them into a backbone.
 
+Pre-training recipes (:mod:`gspdml.training.pretrain`) reach a backbone as the file of their
+cached weights (:func:`read_recipe_weights`).
+
 gspdml never downloads weights by itself. ``pretrained: true`` looks in the usual caches
 (``$TORCH_HOME/hub/checkpoints`` for torch-hub style files, the Hugging Face cache for timm
 models), ``pretrained: <path>`` reads that file. When the file is missing, one
@@ -64,6 +67,20 @@ def resolve_weights_path(
             raise WeightsNotFoundError(field, f"weights file {str(path)!r} does not exist")
         return path
     raise ConfigError(field, f"expected true, false or a file path, got {pretrained!r}")
+
+
+def read_recipe_weights(weights: Union[str, os.PathLike]) -> dict[str, torch.Tensor]:
+    """The state dict in the file of a pre-training recipe's weights (``model.backbone.weights``
+    once :func:`gspdml.training.pretrain.resolve_recipe_weights` has replaced the recipe by it)."""
+    path = Path(weights)
+    if path.suffix != ".safetensors" or not path.is_file():
+        raise WeightsNotFoundError(
+            "model.backbone.weights",
+            f"{str(weights)!r} is not a file of pre-trained weights: a pre-training recipe (a name or a YAML "
+            "file) is trained on first use and replaced by the file of its weights by "
+            "gspdml.training.pretrain.resolve_recipe_weights, as the trainer and load_run do",
+        )
+    return read_state_dict(path)
 
 
 def read_state_dict(path: Union[str, os.PathLike]) -> dict[str, torch.Tensor]:

@@ -11,7 +11,7 @@ from torch import nn
 from gspdml.errors import ConfigError
 from gspdml.retrieval.images import ImageSource
 from gspdml.retrieval.index import RetrievalIndex
-from gspdml.retrieval.run import weights_digest
+from gspdml.training.run_dir import weights_digest
 from gspdml.retrieval.embedding import PartialEmbedding, embed_source, require_some
 
 

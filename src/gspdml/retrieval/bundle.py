@@ -32,14 +32,13 @@ from PIL import Image
 
 import gspdml
 from gspdml.errors import ConfigError, DataError
-from gspdml.models import Embedder, build_embedder
-from gspdml.retrieval.run import build_run_data, weights_digest
+from gspdml.models import Embedder
 from gspdml.retrieval.transforms import EvalTransform, eval_transform_from_config
-from gspdml.training.run import WEIGHT_FILES
-from gspdml.training.weights import load_weights
+from gspdml.training.run_dir import (CONFIG_FILE, RESULTS_FILE, WEIGHT_FILES, WEIGHTS_FILE, build_run_data, load_embedder,
+                                     read_weights, weights_digest)
 
 FORMAT = "gspdml-bundle"
-FILES = ("model.safetensors", "config.yaml", "preprocessing.json", "README.md", "bundle.json")
+FILES = (WEIGHTS_FILE, CONFIG_FILE, "preprocessing.json", "README.md", "bundle.json")
 
 
 def data_hash(config: dict[str, Any]) -> str:
@@ -114,18 +113,18 @@ def write_bundle(run_dir: str | Path, out: str | Path, weights: str = "final", o
     if weights not in WEIGHT_FILES:
         raise ConfigError("--weights", f"unknown weights {weights!r}; allowed: {', '.join(WEIGHT_FILES)}")
     weights_path = run_dir / WEIGHT_FILES[weights]
-    for path in (run_dir / "config.yaml", weights_path):
+    for path in (run_dir / CONFIG_FILE, weights_path):
         if not path.is_file():
             raise DataError(f"{path}: not found (is {run_dir} a finished gspdml run?)")
     if out.exists() and not overwrite:
         raise ConfigError("--out", f"{out} already exists; pass --overwrite to replace it")
-    config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
-    _, meta = load_weights(weights_path)
+    config = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    _, meta = read_weights(weights_path)
     transform = eval_transform_from_config(config, int(meta["in_channels"]))
     if not isinstance(transform, EvalTransform):
         raise ConfigError("data.eval_transform", f"{run_dir}: the run's evaluation transform is a dataset's own code, which a "
                           "bundle cannot carry; give the config an explicit data.eval_transform (see gspdml.retrieval.transforms)")
-    results_path = run_dir / "results.json"
+    results_path = run_dir / RESULTS_FILE
     results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
     try:
         data_digest = data_hash(config)
@@ -134,9 +133,9 @@ def write_bundle(run_dir: str | Path, out: str | Path, weights: str = "final", o
     staging = out.with_name(out.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    shutil.copyfile(weights_path, staging / "model.safetensors")
+    shutil.copyfile(weights_path, staging / WEIGHTS_FILE)
     digest = weights_digest(staging)
-    shutil.copyfile(run_dir / "config.yaml", staging / "config.yaml")
+    shutil.copyfile(run_dir / CONFIG_FILE, staging / CONFIG_FILE)
     (staging / "preprocessing.json").write_text(json.dumps(transform.describe(), indent=1), encoding="utf-8")
     (staging / "README.md").write_text(_model_card(config, results, digest, weights, data_digest), encoding="utf-8")
     (staging / "bundle.json").write_text(json.dumps({
@@ -186,14 +185,12 @@ def from_pretrained(name_or_path: str | Path, device: str = "cpu", *, cache_dir:
         raise DataError(f"{folder / 'bundle.json'}: not a gspdml bundle (format {info.get('format')!r})")
     digest = weights_digest(folder)
     if digest != info.get("weights"):
-        raise DataError(f"{folder / 'model.safetensors'}: sha256 {digest} differs from the bundle's {info.get('weights')}")
-    state, meta = load_weights(folder / "model.safetensors", device)
-    model = build_embedder(meta["model"], int(meta["in_channels"]))
-    model.load_state_dict(state)
+        raise DataError(f"{folder / WEIGHTS_FILE}: sha256 {digest} differs from the bundle's {info.get('weights')}")
+    model, _ = load_embedder(folder / WEIGHTS_FILE, device)
     spec = json.loads((folder / "preprocessing.json").read_text(encoding="utf-8"))
     transform = EvalTransform(**{key: tuple(value) if isinstance(value, list) else value for key, value in spec.items()})
-    config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
-    return BundledEncoder(model.to(device).eval(), transform, config, info)
+    config = yaml.safe_load((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    return BundledEncoder(model, transform, config, info)
 
 
 def _hub_snapshot(repo_id: str, cache_dir, local_files_only, revision) -> Path:

@@ -24,7 +24,7 @@ from gspdml.retrieval.index import META_FILE, RetrievalIndex
 from gspdml.retrieval.report import build_report, write_report
 from gspdml.retrieval.encoder import image_channels, load_model_and_transform
 from gspdml.training.checkpoint import check_writable_file, check_writable_folder
-from gspdml.training.inference import embed, resolve_device
+from gspdml.models.inference import embed, resolve_device
 
 
 def _say(line: str) -> None:

@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval.images import ImageSource
-from gspdml.training.inference import embed
+from gspdml.models.inference import embed
 
 ON_ERROR = ("raise", "skip")
 CHUNK_BATCHES = 8  # batches per chunk: what a late failure can cost at most

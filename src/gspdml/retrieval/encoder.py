@@ -27,7 +27,7 @@ from gspdml.retrieval.images import ImageFiles, folder_source
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.transforms import eval_transform_from_config
 from gspdml.training import load_run
-from gspdml.training.inference import embed, resolve_device
+from gspdml.models.inference import embed, resolve_device
 
 def image_channels(model: torch.nn.Module) -> int:
     """Input channels of an embedder (its backbone's first convolution)."""

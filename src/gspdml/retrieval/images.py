@@ -1,5 +1,5 @@
 """Where retrieval images come from: a folder, or a split of the run's dataset. They are
-embedded by :func:`gspdml.training.inference.embed`, like every evaluation split."""
+embedded by :func:`gspdml.models.inference.embed`, like every evaluation split."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from torch.utils.data import Dataset, Subset
 
 from gspdml.data.images import IMAGE_EXTENSIONS, list_images
 from gspdml.errors import ConfigError, DataError
-from gspdml.retrieval.run import build_run_data
+from gspdml.training.run_dir import build_run_data
 from gspdml.retrieval.transforms import ImageTransform, display_range, load_image
 
 SPLITS = ("train", "val", "test")

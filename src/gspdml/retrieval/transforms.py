@@ -39,7 +39,7 @@ from PIL import Image
 
 from gspdml.data.images import load_image as decode_image
 from gspdml.errors import ConfigError, DataError
-from gspdml.retrieval.run import build_run_data
+from gspdml.training.run_dir import build_run_data
 
 _KEYS = ("resize", "center_crop", "mean", "std", "channels", "bgr", "value_range")
 

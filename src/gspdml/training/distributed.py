@@ -8,6 +8,12 @@ single process that sees the global batch of ``classes_per_batch x samples_per_c
 * **Batches.** Every rank draws the same global class-balanced batch and keeps its contiguous
   slice (:class:`~gspdml.data.samplers.ClassBalancedBatchSampler` with ``rank``/``world_size``),
   so concatenating the slices in rank order restores the global order (ZSR/XML halves).
+* **One objective.** A step calls the loss's own
+  :meth:`~gspdml.losses.MetricLoss.training_objective` in one process and data-parallel alike;
+  data-parallel, it gets :func:`global_batch`: the model as a :class:`GlobalBatchModel`, whose
+  call on the step's images returns the outputs of the global batch, and the gathered labels.
+  A loss that runs the model on other inputs or on its parts (Metrix mixup at the input or
+  feature level) cannot be gathered and stops with a :class:`~gspdml.errors.ConfigError`.
 * **Pair losses on the global batch.** :func:`gather_with_grad` all-gathers each rank's
   embeddings (and every other tensor of the :class:`~gspdml.models.EmbedderOutput`, e.g. ZSR's
   attributes and XML's local features); the other ranks' rows are detached copies, the local
@@ -48,7 +54,7 @@ from torch.utils.data import Dataset, Subset
 
 from gspdml.errors import ConfigError
 from gspdml.models.output import EmbedderOutput
-from gspdml.training.inference import embed
+from gspdml.models.inference import embed
 
 MODES = ("auto", "off")
 
@@ -136,13 +142,34 @@ def gather_output(output: EmbedderOutput, context: DistributedContext) -> Embedd
     return dataclasses.replace(output, **{k: gather_with_grad(v, context) for k, v in fields.items() if isinstance(v, torch.Tensor)})
 
 
-def global_objective(loss: nn.Module, model: nn.Module, images: torch.Tensor, labels: torch.Tensor, context: DistributedContext) -> torch.Tensor:
-    """The loss of the global batch: embed the local slice (under the trainer's autocast), gather
-    outputs and labels, call the loss in float32 with autocast off (as
-    :meth:`~gspdml.losses.MetricLoss.training_objective` does in one process)."""
-    output = gather_output(model(images), context)
-    with torch.autocast(device_type=images.device.type, enabled=False):
-        return loss(output.embedding.float(), gather_with_grad(labels, context), output)
+class GlobalBatchModel:
+    """The model a loss's ``training_objective`` sees in a data-parallel step: called on the
+    step's images (this rank's slice), it runs the DDP-wrapped model and returns the gathered
+    output of the global batch (:func:`gather_output`). Any other input, or a part of the model
+    (``model.backbone``), would run on this rank's slice alone: refused with a ConfigError."""
+
+    def __init__(self, model: nn.Module, images: torch.Tensor, context: DistributedContext):
+        self._model, self._images, self._context = model, images, context
+
+    def __call__(self, images: torch.Tensor) -> EmbedderOutput:
+        if images is not self._images:
+            raise self._refusal("runs the model on inputs it builds itself")
+        return gather_output(self._model(images), self._context)
+
+    def __getattr__(self, name: str):
+        raise self._refusal(f"uses model.{name}")
+
+    @staticmethod
+    def _refusal(what: str) -> ConfigError:
+        return ConfigError("trainer.distributed", f"the loss {what} (e.g. Metrix mixup at the input or feature level); "
+                           "data-parallel training gathers only the model's output on the step's batch")
+
+
+def global_batch(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
+                 context: DistributedContext) -> tuple[GlobalBatchModel, torch.Tensor]:
+    """``(model, labels)`` of the global batch for the loss's ``training_objective``: the
+    :class:`GlobalBatchModel` of this step and the labels of every rank in rank order."""
+    return GlobalBatchModel(model, images, context), gather_with_grad(labels, context)
 
 
 def average_gradients(module: nn.Module) -> None:
@@ -160,7 +187,7 @@ def broadcast_buffers(module: nn.Module) -> None:
 
 
 def embed_sharded(context: DistributedContext, model: nn.Module, dataset: Dataset, batch_size: int = 256, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`~gspdml.training.inference.embed` of ``dataset`` split over the ranks: rank ``r``
+    """:func:`~gspdml.models.inference.embed` of ``dataset`` split over the ranks: rank ``r``
     embeds the contiguous shard ``[r n / W, (r + 1) n / W)``; the shards are all-gathered and
     concatenated, so every rank returns the embeddings of the whole dataset in order."""
     n, world = len(dataset), context.world_size

@@ -12,8 +12,7 @@ from typing import Any, Mapping
 
 from gspdml.errors import ConfigError
 from gspdml.training.checkpoint import atomic_write_text
-
-TENSORBOARD_DIR = "tensorboard"
+from gspdml.training.run_dir import TENSORBOARD_DIR
 
 
 def tensorboard_wanted(setting: Any) -> bool:

@@ -11,8 +11,11 @@ A *recipe* (YAML: ``backbone``, ``data``, ``train``; shipped ones in
 ``gspdml/presets/pretrain/``) fully determines the weights: the same recipe gives the same
 weights (seeded, single process), and they are stored under
 ``<cache>/pretrained/<name>-<hash(recipe)>.safetensors`` (:func:`gspdml.data.cache.cache_key`,
-written atomically), so a second use loads them in milliseconds and an edited recipe trains anew.
-A config loads them with ``model.backbone: {name: resnet20, weights: resnet20-digits}``.
+written atomically), so a second use only reads them and an edited recipe trains anew.
+A config loads them with ``model.backbone: {name: resnet20, weights: resnet20-digits}``: before
+the embedder is built, :func:`resolve_recipe_weights` replaces the recipe by the file of its
+weights (training it on a cache miss), and the backbone (:meth:`gspdml.models.backbones.Backbone.finish`)
+reads that file; models never train.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from gspdml.config import PRESETS_DIR, parse_yaml
 from gspdml.data.arrays import pixel_statistics
 from gspdml.data.cache import cache_dir, cache_key
 from gspdml.errors import ConfigError
-from gspdml.training.inference import autocast_context
+from gspdml.models.backbones import build_backbone
+from gspdml.models.inference import autocast_context
 
 RECIPES_DIR = PRESETS_DIR / "pretrain"
 #: bump when the pre-training code changes what a recipe produces
@@ -88,18 +92,37 @@ def weights_path(recipe: Mapping[str, Any]) -> Path:
     return cache_dir() / "pretrained" / f"{recipe['name']}-{recipe_key(recipe)}.safetensors"
 
 
+def resolve_recipe_weights(model: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``model`` section of a config with ``backbone.weights`` (a recipe's name or YAML file)
+    replaced by the cached file of the recipe's weights, trained now on a cache miss
+    (:func:`pretrained_weights_file`); a model without recipe weights is returned as given."""
+    backbone = model.get("backbone")
+    if not isinstance(backbone, Mapping) or backbone.get("weights") is None:
+        return dict(model)
+    return {**model, "backbone": {**backbone, "weights": str(pretrained_weights_file(backbone["weights"]))}}
+
+
 def pretrained_state(source, *, verbose: bool = True) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """The backbone weights of a recipe and their record (accuracy, seconds, key): loaded from
     the cache, or trained now and stored."""
-    from safetensors.torch import load_file, save_file
     from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    path = str(pretrained_weights_file(source, verbose=verbose))
+    with safe_open(path, "pt") as handle:
+        record = json.loads(handle.metadata()["record"])
+    return load_file(path), record
+
+
+def pretrained_weights_file(source, *, verbose: bool = True) -> Path:
+    """The cached weights file of a recipe (:func:`weights_path`), trained and stored atomically
+    first when it is not there yet."""
+    from safetensors.torch import save_file
 
     recipe = load_recipe(source)
     path = weights_path(recipe)
     if path.is_file():
-        with safe_open(str(path), "pt") as handle:
-            record = json.loads(handle.metadata()["record"])
-        return load_file(str(path)), record
+        return path
     if verbose:
         print(f"pre-training {recipe['name']} (key {recipe_key(recipe)}) -> {path}", flush=True)
     state, record = train_recipe(recipe)
@@ -114,7 +137,7 @@ def pretrained_state(source, *, verbose: bool = True) -> tuple[dict[str, torch.T
             os.unlink(tmp)
     if verbose:
         print(f"pre-trained {recipe['name']}: held-out tile accuracy {100 * record['val_accuracy']:.1f}% in {record['seconds']:.0f} s", flush=True)
-    return state, record
+    return path
 
 
 def _tiles(recipe: Mapping[str, Any], pool: str, seed: int) -> dict[str, np.ndarray]:
@@ -135,8 +158,6 @@ def train_recipe(recipe: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], di
     """Train ``backbone -> GAP -> linear`` with cross-entropy on the recipe's tiles (fresh glyph
     draws every epoch; Adam with a cosine learning-rate decay) and return the backbone's state
     dict and a record with the accuracy on tiles of the validation glyph pool."""
-    from gspdml.models.backbones import build_backbone
-
     opts = recipe["train"]
     start = time.perf_counter()
     torch.manual_seed(int(opts["seed"]))

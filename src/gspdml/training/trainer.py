@@ -1,13 +1,9 @@
 """The training loop: class-balanced batches, optimiser groups, validation rounds with early
 stopping and restore-best, reduce-on-plateau, atomic checkpoints and exact resume.
 
-A run directory holds ``config.yaml`` (the resolved config), ``metrics.jsonl`` (one JSON object
-per line: train losses and validation rounds), ``checkpoints/last.safetensors`` (everything needed
-to resume: weights, optimiser moments, sampler position, RNG states, counters, callback state),
-``checkpoints/best.safetensors`` (the best weights so far), ``model.safetensors`` (the final
-weights), ``results.json`` (test metrics) and, when the ``tensorboard`` package is installed,
-``tensorboard/`` (event files written from the records of ``metrics.jsonl``). The last checkpoint
-is written at every validation round, every ``trainer.checkpoint_every`` steps and on Ctrl-C (at
+The run directory's layout is :mod:`gspdml.training.run_dir`. The last checkpoint (everything
+needed to resume: weights, optimiser moments, sampler position, RNG states, counters, callback
+state) is written at every validation round, every ``trainer.checkpoint_every`` steps and on Ctrl-C (at
 the end of the current step). ``resume=True`` continues a stopped run from its last checkpoint
 and ends with the same weights as an uninterrupted run with the same seed; a config that differs
 from the saved one is refused (:mod:`gspdml.training.config_changes`).
@@ -46,7 +42,6 @@ from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
 from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
 from gspdml.errors import ConfigError, GspdmlError, TrainingError
 from gspdml.losses import build_loss
-from gspdml.losses.base import MetricLoss
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses.xbm import CrossBatchMemory
 from gspdml.models import Embedder, build_embedder
@@ -56,10 +51,13 @@ from gspdml.training.checkpoint import atomic_write_text, check_writable_folder,
 from gspdml.training.config_changes import check_resume_config
 from gspdml.training import distributed as ddp
 from gspdml.training.host_memory import keep_freed_host_memory
-from gspdml.training.inference import autocast_context, embed, resolve_device, split_embeddings, split_metrics
+from gspdml.evaluation.splits import split_metrics
+from gspdml.models.inference import autocast_context, embed, resolve_device, split_embeddings
 from gspdml.training.metrics_log import MetricsLog, tensorboard_wanted
 from gspdml.training.optim import PlateauSchedule, StepDecay, build_optimizer, clip_gradients
-from gspdml.training.weights import save_weights
+from gspdml.training.pretrain import resolve_recipe_weights
+from gspdml.training.run_dir import (BEST_WEIGHTS_FILE, CHECKPOINT_FILE, CONFIG_FILE, METRICS_FILE, RESULTS_FILE, TENSORBOARD_DIR,
+                                     WEIGHTS_FILE, save_weights)
 
 
 def seed_everything(seed: int) -> None:
@@ -77,14 +75,15 @@ class Trainer:
 
     def __init__(self, config: dict[str, Any], run_dir: Path | str, *, resume: bool = False, allow_changes: bool = False):
         self.config, self.run_dir = config, Path(run_dir)
-        self.checkpoint_path = self.run_dir / "checkpoints" / "last.safetensors"
-        self.best_path = self.run_dir / "checkpoints" / "best.safetensors"
+        self.checkpoint_path = self.run_dir / CHECKPOINT_FILE
+        self.best_path = self.run_dir / BEST_WEIGHTS_FILE
         if not resume and self.checkpoint_path.exists():
             raise ConfigError("name", f"{self.run_dir} already holds a run; resume it (--resume) or choose another name")
         if resume and not self.checkpoint_path.exists():
             raise ConfigError("name", f"nothing to resume: no checkpoint in {self.run_dir}")
         if resume:
-            saved = yaml.safe_load((self.run_dir / "config.yaml").read_text()) if (self.run_dir / "config.yaml").is_file() else {}
+            saved_path = self.run_dir / CONFIG_FILE
+            saved = yaml.safe_load(saved_path.read_text()) if saved_path.is_file() else {}
             changed = check_resume_config(_resolved(saved), _resolved(config), allow_changes)
         else:
             changed = {}
@@ -104,7 +103,7 @@ class Trainer:
         if self.eval_split is None:
             raise ConfigError("evaluation.split", f"dataset {config['data']['dataset']['name']!r} has no {config['evaluation']['split']} split")
         self.selects = self._check_selection_split()
-        self.model: Embedder = build_embedder(config["model"], self.data.channels).to(self.device)
+        self.model: Embedder = build_embedder(resolve_recipe_weights(config["model"]), self.data.channels).to(self.device)
         if self.precision == "bf16" and self.device.type == "cpu":
             self.model = self.model.to(memory_format=torch.channels_last)
         self.loss = build_loss(config["loss"], "loss", embedding_dim=self.model.embedding_dim, num_classes=self.data.num_classes).to(self.device)
@@ -138,7 +137,7 @@ class Trainer:
         self.step, self.last_loss = 0, float("nan")
         self.best_metric, self.best_step, self.bad_rounds = float("-inf"), 0, 0
         self.stopped_early = self.finished = False
-        self.log = MetricsLog(self.run_dir / "metrics.jsonl")
+        self.log = MetricsLog(self.run_dir / METRICS_FILE)
         self._interrupted = False
         if resume:
             self._restore(load_state(self.checkpoint_path)[0])
@@ -146,7 +145,7 @@ class Trainer:
         if self.is_main:
             if not resume or changed:
                 self.run_dir.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(self.run_dir / "config.yaml", dump_config(config))
+                atomic_write_text(self.run_dir / CONFIG_FILE, dump_config(config))
             self.log.truncate_after(self.step if resume else -1)
             if self.tensorboard:
                 self.log.open_tensorboard(self.step if resume else -1)
@@ -196,7 +195,7 @@ class Trainer:
         tr = self.config["trainer"]
         lines = [f"{'resuming' if resume else 'run'} {self.run_dir.resolve()} at step {self.step}",
                  f"device {self.device}, precision {self.precision}, "
-                 f"tensorboard {'on: ' + str(self.run_dir / 'tensorboard') if self.tensorboard else 'off'}, "
+                 f"tensorboard {'on: ' + str(self.run_dir / TENSORBOARD_DIR) if self.tensorboard else 'off'}, "
                  f"checkpoint {'every ' + str(tr['checkpoint_every']) + ' steps and ' if tr['checkpoint_every'] else ''}"
                  f"at every evaluation"]
         lines += [f"changed on resume: {key}: {old!r} -> {new!r}" for key, (old, new) in changed.items()]
@@ -214,10 +213,7 @@ class Trainer:
             tqdm.write(f"gspdml: {line}", file=sys.stderr)
 
     def _wrap_distributed(self) -> DistributedDataParallel:
-        """DDP around the embedder (SyncBatchNorm on GPU); losses that run the model themselves
-        (mixup) cannot be gathered and are refused."""
-        if type(self.loss).training_objective is not MetricLoss.training_objective:
-            raise ConfigError("trainer.distributed", f"loss {type(self.loss).__name__} runs the model itself (training_objective); it cannot be trained data-parallel")
+        """DDP around the embedder (SyncBatchNorm on GPU)."""
         if self.device.type == "cuda":
             self.model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(self.model)
         # every parameter keeps requires_grad (the backbone warm-up drops gradients instead), so
@@ -330,10 +326,8 @@ class Trainer:
             images = images.contiguous(memory_format=torch.channels_last)
         self._finite_embeddings.fill_(True)
         with autocast_context(self.precision, self.device):
-            if self.dist:
-                loss = ddp.global_objective(self.loss, self.forward_model, images, labels, self.dist)
-            else:
-                loss = self.loss.training_objective(self.model, images, labels)
+            model, labels = ddp.global_batch(self.forward_model, images, labels, self.dist) if self.dist else (self.model, labels)
+            loss = self.loss.training_objective(model, images, labels)
         self._check_finite(loss)
         self.optimizer.zero_grad(set_to_none=True)
         (self.scaler.scale(loss) if self.scaler else loss).backward()
@@ -427,7 +421,7 @@ class Trainer:
             state, _ = load_state(self.best_path, self.device)
             self.model.load_state_dict(state)
         if self.is_main:
-            save_weights(self.run_dir / "model.safetensors", self.model, self.data.channels, cfg)
+            save_weights(self.run_dir / WEIGHTS_FILE, self.model, self.data.channels, cfg)
         results: dict[str, Any] = {
             "name": cfg["name"], "steps": self.step, "best_step": self.best_step,
             "best_" + cfg["evaluation"]["metric"]: self.best_metric, "stopped_early": self.stopped_early,
@@ -437,7 +431,7 @@ class Trainer:
             results["test"] = self.evaluate(self.data.test)
             self._log({"step": self.step, "split": "test", "final": True, **results["test"]})
         if self.is_main:
-            atomic_write_text(self.run_dir / "results.json", json.dumps(results, indent=2))
+            atomic_write_text(self.run_dir / RESULTS_FILE, json.dumps(results, indent=2))
         return results
 
     # ------------------------------------------------------------------ checkpoints

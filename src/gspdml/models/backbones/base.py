@@ -49,15 +49,14 @@ class Backbone(nn.Module):
         self.freeze_batchnorm()
 
     def finish(self, weights=None, frozen: bool = False, freeze_bn: bool = False) -> None:
-        """The options every backbone shares, applied after its layers exist: ``weights`` (a
-        pre-training recipe's name or YAML file, :mod:`gspdml.training.pretrain`; trained on
-        first use, then read from the cache), ``frozen`` (:meth:`freeze`) and ``freeze_bn``."""
+        """The options every backbone shares, applied after its layers exist: ``weights`` (the
+        file of a pre-training recipe's weights: a config names the recipe, and
+        :func:`gspdml.training.pretrain.resolve_recipe_weights` turns it into its cached file,
+        training it on first use), ``frozen`` (:meth:`freeze`) and ``freeze_bn``."""
         if weights is not None:
-            from gspdml.models.pretrained import load_weights
-            from gspdml.training.pretrain import pretrained_state
+            from gspdml.models.pretrained import load_weights, read_recipe_weights
 
-            state, _ = pretrained_state(weights)
-            load_weights(self, state, source=f"pre-training recipe {weights!r}")
+            load_weights(self, read_recipe_weights(weights), source=f"pre-training recipe weights {weights}")
         if frozen:
             self.freeze()
         elif freeze_bn:

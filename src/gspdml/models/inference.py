@@ -1,12 +1,18 @@
-"""Embedding extraction and split evaluation, shared by the trainer, ``gspdml evaluate`` and the protocols."""
+"""Running a model over a dataset: embeddings ``[N, D]`` of ``(image, label)`` items, in order.
+
+:func:`embed` is the one embedding loop of the package (trainer evaluation, ``gspdml evaluate``,
+the protocols, retrieval indexes and searches): batches of :func:`stack_batch`, eval mode, the
+run's precision (:func:`autocast_context`: bf16 autocast on CPU or GPU, fp16 AMP, or fp32) on the
+device :func:`resolve_device` names. :func:`split_embeddings` embeds the query and gallery sets
+of an :class:`~gspdml.data.base.EvalSplit`; the metrics on them are :mod:`gspdml.evaluation.splits`.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable
 
-import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
@@ -17,6 +23,7 @@ from gspdml.errors import DataError
 
 
 def resolve_device(name: str) -> torch.device:
+    """``auto``: the GPU when there is one, else the CPU; any other name as torch reads it."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
@@ -87,20 +94,6 @@ def embed(
     return torch.cat(chunks), torch.cat(labels)
 
 
-def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """``{"recall_at_k": {1: .9}}`` -> ``{"recall_at_1": .9}``; numbers only (counts as integers), for JSON logs."""
-    flat: dict[str, float] = {}
-    for key, value in metrics.items():
-        if isinstance(value, Mapping):
-            stem = key[: -len("_k")] if key.endswith("_k") else key
-            flat.update({f"{stem}_{k}": float(v) for k, v in value.items()})
-        elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-            flat[key] = int(value)  # counts stay integers
-        elif isinstance(value, (float, np.floating)):
-            flat[key] = float(value)
-    return flat
-
-
 def split_embeddings(model: nn.Module, split: EvalSplit, embed_fn: Callable = embed, **kwargs: Any) -> tuple:
     """``(query, query_labels, gallery, gallery_labels)`` of a split (gallery ``None`` for
     leave-one-out); ``embed_fn(model, dataset, **kwargs)`` embeds one dataset."""
@@ -108,27 +101,3 @@ def split_embeddings(model: nn.Module, split: EvalSplit, embed_fn: Callable = em
     if split.gallery is None:
         return query, query_labels, None, None
     return (query, query_labels, *embed_fn(model, split.gallery, **kwargs))
-
-
-def split_metrics(query, query_labels, gallery=None, gallery_labels=None, recall_at: Iterable[int] = (1, 2, 4, 8)) -> dict[str, float]:
-    """Retrieval metrics, flattened: leave-one-out when ``gallery`` is None, else query -> gallery."""
-    from gspdml.evaluation import retrieval_metrics
-
-    return flatten_metrics(retrieval_metrics(query, query_labels, gallery, gallery_labels, recall_at=tuple(recall_at)))
-
-
-def evaluate_split(
-    model: nn.Module,
-    split: EvalSplit,
-    *,
-    batch_size: int = 256,
-    device: torch.device | str = "cpu",
-    precision: str = "fp32",
-    recall_at: Iterable[int] = (1, 2, 4, 8),
-    num_workers: int = 0,
-    progress: bool = False,
-) -> dict[str, float]:
-    """Retrieval metrics of ``model`` on a split: leave-one-out, or query -> gallery."""
-    embeddings = split_embeddings(model, split, batch_size=batch_size, device=device, precision=precision,
-                                  num_workers=num_workers, progress=progress)
-    return split_metrics(*embeddings, recall_at=recall_at)

@@ -1,0 +1,107 @@
+"""The run directory: the one place that knows its layout, and reading a run back.
+
+The trainer writes, under ``RUN_DIR``:
+
+* ``config.yaml`` (:data:`CONFIG_FILE`): the resolved config;
+* ``metrics.jsonl`` (:data:`METRICS_FILE`): one JSON object per line (train losses, validation rounds);
+* ``checkpoints/last.safetensors`` (:data:`CHECKPOINT_FILE`): everything ``--resume`` needs;
+* ``checkpoints/best.safetensors`` (:data:`BEST_WEIGHTS_FILE`): the best weights so far;
+* ``model.safetensors`` (:data:`WEIGHTS_FILE`): the final weights (the best ones when
+  ``evaluation.restore_best``);
+* ``results.json`` (:data:`RESULTS_FILE`): the final metrics;
+* ``tensorboard/`` (:data:`TENSORBOARD_DIR`), when enabled.
+
+Weight files are :func:`gspdml.training.checkpoint.save_state` files whose metadata holds what
+rebuilds the embedder (``in_channels`` and the ``model`` section of the config), so
+:func:`load_embedder` reads a run's weights, and a bundle's copy of them, without the config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+from torch import nn
+
+from gspdml.data import DataSplits, build_data
+from gspdml.errors import ConfigError, DataError
+from gspdml.models import Embedder, build_embedder
+from gspdml.training.checkpoint import load_state, save_state
+from gspdml.training.pretrain import resolve_recipe_weights
+
+CONFIG_FILE = "config.yaml"
+METRICS_FILE = "metrics.jsonl"
+CHECKPOINT_FILE = "checkpoints/last.safetensors"
+BEST_WEIGHTS_FILE = "checkpoints/best.safetensors"
+WEIGHTS_FILE = "model.safetensors"
+RESULTS_FILE = "results.json"
+TENSORBOARD_DIR = "tensorboard"
+#: the weights a run can be read back with: ``final`` (written at the end of training) or ``best``
+WEIGHT_FILES = {"final": WEIGHTS_FILE, "best": BEST_WEIGHTS_FILE}
+
+
+def save_weights(path: Path, model: nn.Module, in_channels: int, config: Mapping[str, Any]) -> None:
+    """Write ``model``'s weights with ``in_channels`` and ``config["model"]`` in the metadata."""
+    save_state(path, model.state_dict(), {"in_channels": in_channels, "model": dict(config["model"])})
+
+
+def read_weights(path: Path, device="cpu") -> tuple[dict, dict[str, Any]]:
+    """``(state_dict, meta)`` with ``meta["in_channels"]`` and ``meta["model"]`` (the model config)."""
+    return load_state(path, device)
+
+
+def load_embedder(path: Path, device="cpu") -> tuple[Embedder, dict[str, Any]]:
+    """The embedder a weights file describes, with its weights loaded (on ``device``, eval mode),
+    and the file's metadata."""
+    state, meta = read_weights(path, device)
+    model = build_embedder(resolve_recipe_weights(meta["model"]), int(meta["in_channels"]))
+    model.load_state_dict(state)
+    return model.to(device).eval(), meta
+
+
+def load_run(run_dir: Path | str, weights: str = "final", device: str = "cpu") -> tuple[dict[str, Any], Embedder]:
+    """The resolved config of a run and its embedder with the chosen weights loaded (eval mode).
+
+    ``weights``: ``final`` (``model.safetensors``, written at the end of training: the best
+    weights when ``evaluation.restore_best``) or ``best`` (the best so far, also mid-training).
+    """
+    run_dir = Path(run_dir)
+    config_path = run_dir / CONFIG_FILE
+    if not config_path.is_file():
+        raise ConfigError("run_dir", f"{run_dir} is not a gspdml run directory (no {CONFIG_FILE})")
+    if weights not in WEIGHT_FILES:
+        raise ConfigError("weights", f"unknown weights {weights!r}; allowed: {', '.join(WEIGHT_FILES)}")
+    path = run_dir / WEIGHT_FILES[weights]
+    if not path.is_file():
+        raise ConfigError("weights", f"{path} does not exist (has the run finished? try weights='best')")
+    config = yaml.safe_load(config_path.read_text())
+    model, _ = load_embedder(path, device)
+    uninitialised = [name for name, module in model.named_modules() if getattr(module, "is_initialised", True) is False]
+    if uninitialised:
+        raise ConfigError("weights", f"{path}: {', '.join(uninitialised)} was saved before its prototypes were initialised "
+                                     "(it pools as GAP); train the run again with this gspdml version, which initialises "
+                                     "them before the first evaluation")
+    return config, model
+
+
+def weights_digest(folder: str | Path) -> str:
+    """``sha256:<hex>`` of ``FOLDER/model.safetensors`` (a run or a bundle); indexes record it to
+    detect a model change."""
+    path = Path(folder) / WEIGHTS_FILE
+    if not path.is_file():
+        raise DataError(f"{path}: model weights not found")
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+def build_run_data(config: dict[str, Any]) -> DataSplits:
+    """The splits of the run's dataset (``data.dataset``, seeded with the run's ``seed``)."""
+    data = config.get("data") or {}
+    if "dataset" not in data:
+        raise ConfigError("data.dataset", "the run config names no dataset")
+    return build_data(data["dataset"], seed=int(config.get("seed", 0)), field="data.dataset")
