@@ -11,10 +11,11 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Subset
 
+from gspdml.data.eval_transform import display_range
 from gspdml.data.images import IMAGE_EXTENSIONS, list_images
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval.run import build_run_data
-from gspdml.retrieval.transforms import ImageTransform, display_range, load_image
+from gspdml.retrieval.preprocessing import ImageTransform, load_model_input
 
 SPLITS = ("train", "val", "test")
 #: folders of a split layout (``root/train/<class>/...``), as gspdml.data.folder reads them
@@ -56,7 +57,7 @@ class ImageFiles(Dataset):
         return len(self.paths)
 
     def __getitem__(self, i: int):
-        return load_image(self.paths[i], self.transform), i
+        return load_model_input(self.paths[i], self.transform), i
 
 
 def _tensor_to_display(image: torch.Tensor) -> np.ndarray:
