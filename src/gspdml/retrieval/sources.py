@@ -1,5 +1,5 @@
 """Where retrieval images come from: a folder, or a split of the run's dataset. They are
-embedded by :func:`gspdml.training.inference.embed`, like every evaluation split."""
+embedded by :func:`gspdml.models.inference.embed`, like every evaluation split."""
 
 from __future__ import annotations
 
