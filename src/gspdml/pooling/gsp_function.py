@@ -69,7 +69,7 @@ def cost_parts(prototypes: torch.Tensor, features: torch.Tensor) -> tuple[torch.
 
 def _squared_column_norms(features: torch.Tensor) -> torch.Tensor:
     """``||f_j||^2`` ``[B, n]`` of ``features [B, d, n]``; through ``vector_norm`` when ``d`` is
-    the contiguous dimension (a channels_last map; about 2x faster there, 10x slower otherwise)."""
+    the contiguous dimension (a channels_last map: faster there, slower otherwise; docs/benchmarks.md)."""
     if features.stride(1) == 1:
         return torch.linalg.vector_norm(features, dim=1).square_()
     return features.square().sum(dim=1)
@@ -172,7 +172,7 @@ def _cost_gradients(
 
 def _positive(x: torch.Tensor) -> torch.Tensor:
     """``[x > 0]`` as 0/1 in ``x``'s dtype, by arithmetic (``sign(relu(x))``): comparisons and
-    ``where`` run branchy scalar code on the CPU (75-230 us per 65k floats here, vs 10 us)."""
+    ``where`` run branchy scalar code on the CPU (timings in docs/benchmarks.md)."""
     return x.relu().sign_()
 
 

@@ -4,10 +4,10 @@ glibc's ``malloc`` serves blocks above ``M_MMAP_THRESHOLD`` (128 KiB, raised dyn
 the largest block freed so far) with fresh ``mmap`` pages and returns free heap memory above
 ``M_TRIM_THRESHOLD`` to the system. A training step allocates and frees the same activation
 and gradient tensors of several MiB every time, so the kernel maps and zeroes fresh pages on
-every step: on this project's 2-core VM 4,500-6,500 minor page faults per step of the demo
-model, about 3 GB/s for first-touch writes against 25 GB/s for reused memory. Raising both
+every step (thousands of minor page faults per step of the demo model; first-touch writes are
+several times slower than writes to reused memory; docs/benchmarks.md). Raising both
 thresholds (what ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` in the environment
-would do) keeps the blocks in the heap for reuse: ~20 faults per step and a 7-9% faster step
+would do) keeps the blocks in the heap for reuse: a few faults per step and a faster step
 (``benchmarks/gsp_layer.py`` prints both). The price is that up to ``trim`` bytes of freed memory
 stay with the process. Other C libraries (macOS, musl) are left alone.
 """
