@@ -83,6 +83,12 @@ class EvalTransform:
         return display_range(image.permute(1, 2, 0).numpy())
 
 
+def tensor_display(tensor: torch.Tensor) -> np.ndarray:
+    """A model input ``[C, H, W]`` of unknown normalisation as a picture ``[H, W, C]`` in [0, 1]
+    (:func:`display_range`)."""
+    return display_range(tensor.detach().float().cpu().permute(1, 2, 0).numpy())
+
+
 def display_range(image: np.ndarray) -> np.ndarray:
     """Images already in [0, 1] are kept; others (tensors of unknown normalisation) are min-max scaled."""
     low, high = float(image.min()), float(image.max())

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from gspdml.data.eval_transform import EvalTransform, display_range
+from gspdml.data.eval_transform import EvalTransform, tensor_display
 from gspdml.data.images import load_image
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval.run import build_run_data
@@ -70,7 +70,7 @@ class DatasetTransform:
         return self.function(image, torch.Generator().manual_seed(0))
 
     def to_display(self, tensor: torch.Tensor) -> np.ndarray:
-        return display_range(tensor.detach().float().cpu().permute(1, 2, 0).numpy())
+        return tensor_display(tensor)
 
     def describe(self) -> dict[str, Any]:
         return {"dataset_transform": repr(self.function), "channels": self.channels}

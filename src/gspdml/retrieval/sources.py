@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Subset
 
-from gspdml.data.eval_transform import display_range
+from gspdml.data.eval_transform import tensor_display
 from gspdml.data.images import IMAGE_EXTENSIONS, list_images
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval.run import build_run_data
@@ -60,10 +60,6 @@ class ImageFiles(Dataset):
         return load_model_input(self.paths[i], self.transform), i
 
 
-def _tensor_to_display(image: torch.Tensor) -> np.ndarray:
-    return display_range(image.detach().float().cpu().permute(1, 2, 0).numpy())
-
-
 @dataclass
 class ImageSource:
     """What an index or a report is built from: a dataset of ``(image, _)`` items plus one path
@@ -73,7 +69,7 @@ class ImageSource:
     dataset: Dataset
     paths: list[str]
     labels: list[Optional[str]]
-    to_display: Callable[[torch.Tensor], np.ndarray] = _tensor_to_display
+    to_display: Callable[[torch.Tensor], np.ndarray] = tensor_display
     skipped: list[str] = field(default_factory=list)  # hidden or system entries left out
 
     def subset(self, items: Sequence[int]) -> "ImageSource":
