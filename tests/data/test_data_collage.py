@@ -151,3 +151,8 @@ def test_averaging_over_tiles_mixes_in_the_background():
     target = _precision_at_1(tiles[np.arange(len(images)), position], labels)
     average = _precision_at_1(tiles.mean(1), labels)
     assert target > 0.8 and average < target - 0.4
+
+
+def test_the_embedded_digits_take_no_root():
+    with pytest.raises(ConfigError, match="data.dataset.root"):
+        build_data({"name": "collage_digits", "root": "/tmp", "cache": False, **SMALL}, seed=0)
