@@ -11,7 +11,7 @@ a cell border lie in other cells), generated in chunks from a seed into a ``.npy
 Every method runs in its own subprocess, so that its peak memory (VmHWM, the peak resident set,
 including the pages of the data file it touched) is its own:
 
-* ``exact``: :func:`gspdml.evaluation.knn.knn` on the whole array (read into memory); its
+* ``exact``: :func:`gspdml.evaluation.exact_knn.knn` on the whole array (read into memory); its
   neighbours are the ground truth, so its recall is 1 by definition;
 * ``ivf`` / ``ivfpq`` / ``hnsw``: :func:`gspdml.retrieval.ann.build` (data added in chunks read
   from the file), then one search per setting of the knob (``nprobe`` or ``ef``).
@@ -70,7 +70,7 @@ def make_data(folder: Path, n: int, queries: int, seed: int) -> Path:
 def run_exact(path: Path) -> dict:
     import torch
 
-    from gspdml.evaluation.knn import knn
+    from gspdml.evaluation.exact_knn import knn
 
     base = torch.from_numpy(np.load(path / "base.npy"))
     queries = torch.from_numpy(np.load(path / "queries.npy"))

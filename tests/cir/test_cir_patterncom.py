@@ -7,7 +7,7 @@ import torch
 
 from gspdml.cir.patterncom import TABLE_5_1, merged_class, read_patterncom, table_mismatches
 from gspdml.cir.protocol import domain_conversion_protocol, evaluate_protocol
-from gspdml.cir.metrics import ranking_metrics
+from gspdml.cir.ranking import ranking_metrics
 from gspdml.errors import DataError
 
 TREE = {"airplane": 4, "bridge": 2, "overpass": 2, "tennis_court": 3, "forest": 2}

@@ -8,7 +8,7 @@ import torch
 from tests.helpers.cir_sandbox import build_sandbox
 from gspdml.cir.baselines import baseline_scores
 from gspdml.cir.freedom import FreeDom, TextMemory
-from gspdml.cir.metrics import ranking_metrics
+from gspdml.cir.ranking import ranking_metrics
 from gspdml.cir.weicom import weicom_scores
 
 # method -> (standard AP, trapezoid AP) in %, for NOISE = 0.10 and 0.35 (spec §7.5).

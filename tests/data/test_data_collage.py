@@ -4,10 +4,11 @@ import torch
 from sklearn.datasets import load_digits
 
 from gspdml.data import build_data
-from gspdml.data import digits as digits_module
+from gspdml.data import collage as collage_module
 from gspdml.data.cache import cache_dir
-from gspdml.data.collage import SPLITS, build_collage_arrays
+from gspdml.data.collage import build_collage_arrays
 from gspdml.data.digits import digit_glyphs
+from gspdml.data.glyphs import SPLITS
 from gspdml.errors import ConfigError
 
 SMALL = dict(tile_size=16, grid=2, background_tiles=None, images_per_class=3,
@@ -94,7 +95,7 @@ def test_deterministic_and_cached(monkeypatch):
     def no_rebuild(*args, **kwargs):
         raise AssertionError("rebuilt although cached")
 
-    monkeypatch.setattr(digits_module, "build_collage_arrays", no_rebuild)
+    monkeypatch.setattr(collage_module, "build_collage_arrays", no_rebuild)
     again = build_data({"name": "collage_digits", **SMALL}, seed=3)
     assert torch.equal(first.test.query.images, again.test.query.images)
     monkeypatch.undo()
@@ -150,3 +151,8 @@ def test_averaging_over_tiles_mixes_in_the_background():
     target = _precision_at_1(tiles[np.arange(len(images)), position], labels)
     average = _precision_at_1(tiles.mean(1), labels)
     assert target > 0.8 and average < target - 0.4
+
+
+def test_the_embedded_digits_take_no_root():
+    with pytest.raises(ConfigError, match="data.dataset.root"):
+        build_data({"name": "collage_digits", "root": "/tmp", "cache": False, **SMALL}, seed=0)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gspdml.data import build_data
-from gspdml.data.collage import SPLITS
+from gspdml.data.glyphs import SPLITS
 from gspdml.data.fashion_mnist import read_idx
 from gspdml.errors import DataError
 

@@ -7,7 +7,7 @@ import pytest
 from sklearn.datasets import load_digits
 
 from gspdml.data import build_data
-from gspdml.data.collage import SPLITS, resize_glyphs
+from gspdml.data.glyphs import SPLITS, resize_glyphs
 from gspdml.data.shared_collage import build_shared_collage_arrays, partition, tile_classification_arrays
 from gspdml.errors import ConfigError
 

@@ -10,7 +10,7 @@ import gspdml
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval.bundle import FILES, write_bundle
 from gspdml.retrieval.cli import load_model_and_transform
-from gspdml.retrieval.images import ImageFiles
+from gspdml.retrieval.sources import ImageFiles
 from gspdml.models.inference import embed
 from gspdml.cli import main
 from tests.helpers.retrieval import write_image_folder, write_run

@@ -6,8 +6,8 @@ import torch
 
 from gspdml.errors import DataError
 from gspdml.retrieval.cli import load_model_and_transform
-from gspdml.retrieval.images import ImageFiles, list_image_folder
-from gspdml.retrieval.transforms import EvalTransform
+from gspdml.retrieval.sources import ImageFiles, list_image_folder
+from gspdml.data.eval_transform import EvalTransform
 from gspdml.models.inference import embed
 from tests.helpers.retrieval import MEAN, STD, write_image_folder, write_run
 

@@ -9,7 +9,7 @@ from gspdml.models import Embedder
 from gspdml.models.backbones.small_cnn import SmallCNN
 from gspdml.pooling import Pooled, Pooling, flatten_locations
 from gspdml.retrieval.export import ExportError, ExportMismatchError, export_embedder
-from gspdml.retrieval.images import folder_source
+from gspdml.retrieval.sources import folder_source
 from gspdml.training import load_run
 from gspdml.retrieval.cli import load_model_and_transform
 from tests.helpers.retrieval import run_cli, write_image_folder, write_run

@@ -10,7 +10,7 @@ from PIL import Image
 from gspdml.errors import ConfigError, DataError
 from gspdml.models import Embedder
 from gspdml.retrieval.build import append_to_index, model_info
-from gspdml.retrieval.images import folder_source
+from gspdml.retrieval.sources import folder_source
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.training import load_run
 from gspdml.retrieval.cli import load_model_and_transform

@@ -173,7 +173,7 @@ def test_report_on_unlabelled_images_marks_nothing(tmp_path):
 
 
 def test_split_layouts_are_labelled_by_class_and_hidden_entries_skipped(tmp_path):
-    from gspdml.retrieval.images import list_image_folder
+    from gspdml.retrieval.sources import list_image_folder
 
     write_image_folder(tmp_path / "split" / "train", classes=("red", "green"), per_class=2)
     write_image_folder(tmp_path / "split" / "test", classes=("blue",), per_class=2)

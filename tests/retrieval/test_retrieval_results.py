@@ -17,7 +17,7 @@ from gspdml.evaluation import RetrievalResults, metrics_from_results, retrieval_
 from gspdml.evaluation.results import encode_labels, relevant_counts
 from gspdml.retrieval.build import build_index
 from gspdml.retrieval.cli import load_model_and_transform
-from gspdml.retrieval.images import folder_source
+from gspdml.retrieval.sources import folder_source
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.report import retrieval_grid
 from tests.helpers.retrieval import run_cli, write_image_folder, write_run

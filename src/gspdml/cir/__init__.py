@@ -9,7 +9,7 @@ from .baselines import BASELINES, baseline_scores
 from .features import FeatureCache, encode_image_files, encode_texts
 from .freedom import VARIANTS as FREEDOM_VARIANTS
 from .freedom import FreeDom, TextLabels, TextMemory, expanded_inversion, nn_inversion, read_vocabulary
-from .metrics import average_precision, ranking_metrics
+from .ranking import average_precision, ranking_metrics
 from .patterncom import TABLE_5_1, read_patterncom, table_mismatches
 from .protocol import CompositionProtocol, CompositionQuery, domain_conversion_protocol, evaluate_protocol
 from .vl_model import (OptionalDependencyError, VisionLanguageEncoder, VisionLanguageModel, WeightsUnavailableError,

@@ -39,7 +39,7 @@ from gspdml.errors import ConfigError, DataError, GspdmlError
 from .baselines import baseline_scores
 from .features import FeatureCache, encode_image_files, encode_texts
 from .freedom import QUERY_AS_PROXY, VARIANTS, FreeDom, TextEmbeddingMemo, TextMemory, read_vocabulary
-from .metrics import AP_VARIANTS
+from .ranking import AP_VARIANTS
 from .protocol import CompositionProtocol, CompositionQuery, domain_conversion_protocol, evaluate_protocol
 from .weicom import default_lambda, weicom_scores
 

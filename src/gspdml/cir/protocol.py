@@ -20,7 +20,7 @@ import torch
 
 from gspdml.errors import ConfigError, DataError
 
-from .metrics import AP_VARIANTS, ranking_metrics
+from .ranking import AP_VARIANTS, ranking_metrics
 
 ScoreFunction = Callable[[torch.Tensor, list[str]], torch.Tensor]
 

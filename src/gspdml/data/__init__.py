@@ -5,7 +5,7 @@ Registered datasets: ``collage_digits`` (embedded default), ``collage_fashion``,
 """
 
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit, build_data
-from gspdml.data import cars, cub, digits, fashion_mnist, folder, inshop, shared_collage, sop  # noqa: F401  (register datasets)
+from gspdml.data import cars, collage, cub, fashion_mnist, folder, inshop, shared_collage, sop  # noqa: F401  (register datasets)
 from gspdml.data.files import ImageFileDataset
 from gspdml.data.images import load_image
 from gspdml.data.recipes import image_transform

@@ -18,26 +18,27 @@ Fashion-MNIST), which are too few classes for a zero-shot split, so richer class
   ``background_tiles = 0`` with ``grid = 1`` is the "distilled" baseline: the target tile alone).
 
 Each split draws its glyph images from its own disjoint pool, so no glyph image is shared
-between splits either.
+between splits either. One factory (:func:`glyph_collage`) serves both glyph sources of
+:mod:`gspdml.data.glyphs`: ``collage_digits`` (the embedded default dataset) and
+``collage_fashion``; :mod:`gspdml.data.shared_collage` is the variant faithful to the paper.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from gspdml.data.arrays import ArrayDataset, pixel_statistics
-from gspdml.data.base import DataSplits, EvalSplit
+from gspdml.data.base import DATASETS, DataSplits, EvalSplit
+from gspdml.data.cache import cached_arrays
+from gspdml.data.glyphs import FIELD, SPLITS, class_names, draw_glyphs, glyph_pools, resize_glyphs, source_glyphs, source_location
 from gspdml.data.seeded import SeededTransformDataset
 from gspdml.data.splits import carve_fold
 from gspdml.data.transforms import Compose, RandomShift, TilePermutation
 from gspdml.errors import ConfigError
 
-SPLITS = ("train", "val", "test")
-FIELD = "data.dataset"
+FORMAT_VERSION = 1
 
 
 def _check_split(values: Sequence, total: int, option: str) -> tuple:
@@ -47,34 +48,6 @@ def _check_split(values: Sequence, total: int, option: str) -> tuple:
     if sum(values) > total:
         raise ConfigError(f"{FIELD}.{option}", f"{values!r} asks for {sum(values)} but only {total} are available")
     return values
-
-
-def resize_glyphs(glyphs: np.ndarray, size: int) -> np.ndarray:
-    """Resize uint8 ``[N, h, w]`` glyphs to ``[N, size, size]`` (bilinear, antialiased)."""
-    if glyphs.shape[1:] == (size, size):
-        return glyphs
-    x = torch.from_numpy(glyphs.astype(np.float32))[:, None]
-    x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
-    return x[:, 0].round().clamp(0, 255).to(torch.uint8).numpy()
-
-
-def glyph_pools(glyph_labels: np.ndarray, fractions: Sequence[float], rng) -> list[dict[int, np.ndarray]]:
-    """Per split, per base class: the indices of the glyph images that split may use (disjoint)."""
-    total = float(sum(fractions))
-    bounds = np.cumsum([0.0, *fractions]) / total
-    pools: list[dict[int, np.ndarray]] = [{} for _ in SPLITS]
-    for c in np.unique(glyph_labels):
-        members = rng.permutation(np.flatnonzero(glyph_labels == c))
-        cuts = np.round(bounds * len(members)).astype(int)
-        for s in range(len(SPLITS)):
-            pools[s][int(c)] = np.sort(members[cuts[s]:cuts[s + 1]])
-    return pools
-
-
-def draw_glyphs(pool: np.ndarray, count: int, rng, what: str) -> np.ndarray:
-    if len(pool) == 0:
-        raise ConfigError(f"{FIELD}.glyph_split", f"no glyph images left for {what}; give that split a larger fraction")
-    return rng.choice(pool, size=count, replace=len(pool) < count)
 
 
 def build_collage_arrays(
@@ -211,3 +184,65 @@ def collage_splits(
         val=EvalSplit(val) if val is not None else None,
         test=EvalSplit(datasets["test"]) if datasets["test"] is not None else None,
     )
+
+
+def glyph_collage(source: str, tile_size: int) -> Callable[..., DataSplits]:
+    """The dataset factory of this module's collage over ``source`` glyphs
+    (:mod:`gspdml.data.glyphs`), with tiles of ``tile_size`` pixels by default; registered below
+    as ``collage_digits`` and ``collage_fashion``."""
+
+    def collage(
+        seed: int = 0,
+        root: Optional[str] = None,
+        tile_size: int = tile_size,
+        grid: int = 2,
+        background_tiles: Optional[int] = None,
+        images_per_class: int = 40,
+        class_split: Sequence[int] = (60, 20, 20),
+        background_split: Sequence[int] = (4, 3, 3),
+        glyph_split: Sequence[float] = (0.6, 0.2, 0.2),
+        augment: bool = False,
+        max_shift: int = 2,
+        shuffle_tiles: bool = True,
+        cache: bool = True,
+        val_fold: Optional[int] = None,
+        num_folds: int = 4,
+        val_classes: Optional[Sequence[int]] = None,
+    ) -> DataSplits:
+        """Zero-shot collage of glyph pairs over rotated-glyph backgrounds (train/val/test classes,
+        background classes and glyph images all disjoint; the module docstring).
+
+        ``root``: the folder of the glyph files (Fashion-MNIST only; the digits are embedded).
+        ``background_tiles`` defaults to ``grid² - 1``; 0 leaves only the target tile (with
+        ``grid: 1`` that is the "distilled" baseline). ``augment`` applies, to training items only,
+        a seeded random tile permutation (``shuffle_tiles``) and a shift of up to ``max_shift``
+        pixels, reproducible per ``(seed, epoch, index)``. Generated arrays are cached under
+        ``$GSPDML_CACHE`` (default ``~/.cache/gspdml``) unless ``cache`` is false. ``val_fold`` (of
+        ``num_folds``) or ``val_classes`` carve the validation classes off the training classes, for
+        the protocol folds (:func:`gspdml.data.splits.carve_fold`; needs ``class_split[1] = 0``).
+        """
+        if root is not None and source_location(source) is None:
+            raise ConfigError(f"{FIELD}.root", f"the {source} glyphs are embedded; they take no root")
+        params = dict(
+            seed=int(seed), tile_size=int(tile_size), grid=int(grid), background_tiles=background_tiles,
+            images_per_class=int(images_per_class), class_split=list(class_split),
+            background_split=list(background_split), glyph_split=[float(f) for f in glyph_split],
+        )
+        location = source_location(source, root)
+        key = {"version": FORMAT_VERSION, **({"root": location} if location is not None else {}), **params}
+        arrays = cached_arrays(f"collage_{source}", key, lambda: build_collage_arrays(*source_glyphs(source, root), **params),
+                               enabled=cache)
+        return collage_splits(arrays, class_names(source), seed=seed, grid=grid, augment=augment,
+                              max_shift=max_shift, shuffle_tiles=shuffle_tiles, dataset=f"collage_{source}",
+                              val_fold=val_fold, num_folds=num_folds, val_classes=val_classes)
+
+    collage.__name__ = collage.__qualname__ = f"collage_{source}"
+    collage.supplied_by_caller = ("seed",)
+    return collage
+
+
+#: the embedded default dataset: 16×16 tiles (two 8×8 digits side by side for the target, four
+#: 8×8 digits rotated by 90° for a background), a 2×2 grid, i.e. 32×32 single-channel images
+collage_digits = DATASETS.register("collage_digits")(glyph_collage("digits", tile_size=16))
+#: Fashion-MNIST items as glyphs: 28×28 tiles, each item downscaled to 14×14 (56×56 images)
+collage_fashion = DATASETS.register("collage_fashion")(glyph_collage("fashion", tile_size=28))

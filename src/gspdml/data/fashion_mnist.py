@@ -1,5 +1,5 @@
 """Fashion-MNIST (Xiao et al. 2017), read from its IDX files, as a zero-shot retrieval dataset and
-as a collage.
+as collage glyphs.
 
 The four files ``{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]`` are looked for in ``root``
 or, by default, in ``/usr/share/datasets/fashion-mnist`` (Debian package
@@ -9,8 +9,9 @@ and re-split by class.
 
 * ``fashion_mnist``: classes split by ``class_split`` (train, val, test counts over the 10 sorted
   classes); 28×28 single-channel images normalised with the training split's statistics.
-* ``collage_fashion``: the collage of :mod:`gspdml.data.collage` with Fashion-MNIST glyphs
-  (default 28×28 tiles, each glyph downscaled to 14×14; a 2×2 grid gives 56×56 images).
+* ``collage_fashion``: registered in :mod:`gspdml.data.collage`, which reads the glyphs with
+  :func:`load_fashion_mnist` (default 28×28 tiles, each glyph downscaled to 14×14; a 2×2 grid
+  gives 56×56 images).
 """
 
 from __future__ import annotations
@@ -23,14 +24,11 @@ import numpy as np
 
 from gspdml.data.arrays import ArrayDataset, pixel_statistics
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit
-from gspdml.data.cache import cached_arrays
-from gspdml.data.collage import build_collage_arrays, collage_splits
 from gspdml.data.splits import carve_fold
 from gspdml.errors import ConfigError, DataError
 
 DEFAULT_ROOT = "/usr/share/datasets/fashion-mnist"
 CLASS_NAMES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
-FORMAT_VERSION = 1
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -112,45 +110,4 @@ def fashion_mnist(
                       test=EvalSplit(datasets[2]) if datasets[2] else None)
 
 
-@DATASETS.register("collage_fashion")
-def collage_fashion(
-    seed: int = 0,
-    root: Optional[str] = None,
-    tile_size: int = 28,
-    grid: int = 2,
-    background_tiles: Optional[int] = None,
-    images_per_class: int = 40,
-    class_split: Sequence[int] = (60, 20, 20),
-    background_split: Sequence[int] = (4, 3, 3),
-    glyph_split: Sequence[float] = (0.6, 0.2, 0.2),
-    augment: bool = False,
-    max_shift: int = 2,
-    shuffle_tiles: bool = True,
-    cache: bool = True,
-    val_fold: Optional[int] = None,
-    num_folds: int = 4,
-    val_classes: Optional[Sequence[int]] = None,
-) -> DataSplits:
-    """The collage of :func:`gspdml.data.digits.collage_digits` with Fashion-MNIST items as
-    glyphs: target = two upright items side by side (ordered class pair), background = a
-    texture of four items of one class rotated by 90°. Same options (``val_fold`` / ``num_folds``
-    / ``val_classes``: protocol folds carved off the training classes)."""
-    params = dict(
-        seed=int(seed), tile_size=int(tile_size), grid=int(grid), background_tiles=background_tiles,
-        images_per_class=int(images_per_class), class_split=list(class_split),
-        background_split=list(background_split), glyph_split=[float(f) for f in glyph_split],
-    )
-
-    def build() -> dict[str, np.ndarray]:
-        glyphs, labels = load_fashion_mnist(root)
-        return build_collage_arrays(glyphs, labels, **params)
-
-    key = {"version": FORMAT_VERSION, "root": str(Path(root or DEFAULT_ROOT).expanduser().resolve()), **params}
-    arrays = cached_arrays("collage_fashion", key, build, enabled=cache)
-    return collage_splits(arrays, CLASS_NAMES, seed=seed, grid=grid, augment=augment,
-                          max_shift=max_shift, shuffle_tiles=shuffle_tiles, dataset="collage_fashion",
-                          val_fold=val_fold, num_folds=num_folds, val_classes=val_classes)
-
-
 fashion_mnist.supplied_by_caller = ("seed",)
-collage_fashion.supplied_by_caller = ("seed",)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gspdml.data.transforms import (CenterCrop, Compose, Normalize, RandomHorizontalFlip, RandomResizedCrop,
-                                    Resize, ToTensor)
+from gspdml.data.eval_transform import EvalTransform
+from gspdml.data.transforms import Compose, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize, ToTensor
 from gspdml.errors import ConfigError
 
 NORMALIZATIONS = {
@@ -28,7 +28,8 @@ RECIPES = {
 def image_transform(recipe: str = "mlrc", train: bool = False, normalization: str = "imagenet",
                     resize: int | None = None, crop: int | None = None, field: str = "data.dataset") -> Compose:
     """The transform of ``recipe`` (see :data:`RECIPES`) for training or evaluation, ending in
-    ``ToTensor`` and the backbone's ``normalization`` (:data:`NORMALIZATIONS`). ``resize`` and
+    ``ToTensor`` and the backbone's ``normalization`` (:data:`NORMALIZATIONS`); the evaluation
+    transform is the pipeline of :class:`gspdml.data.eval_transform.EvalTransform`. ``resize`` and
     ``crop`` override the recipe's sizes (e.g. 73/64 for fast CPU runs)."""
     if recipe not in RECIPES:
         raise ConfigError(f"{field}.transform", f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
@@ -36,8 +37,7 @@ def image_transform(recipe: str = "mlrc", train: bool = False, normalization: st
         raise ConfigError(f"{field}.normalization", f"unknown normalization {normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
     default_resize, default_crop, scale, resize_first = RECIPES[recipe]
     resize, crop = int(resize or default_resize), int(crop or default_crop)
-    if train and scale is not None:
-        steps = ([Resize(resize)] if resize_first else []) + [RandomResizedCrop(crop, scale, (3 / 4, 4 / 3)), RandomHorizontalFlip(0.5)]
-    else:
-        steps = [Resize(resize), CenterCrop(crop)]
+    if not (train and scale is not None):
+        return EvalTransform(3, resize=(resize,), center_crop=(crop, crop), **NORMALIZATIONS[normalization]).pipeline
+    steps = ([Resize(resize)] if resize_first else []) + [RandomResizedCrop(crop, scale, (3 / 4, 4 / 3)), RandomHorizontalFlip(0.5)]
     return Compose(steps + [ToTensor(), Normalize(**NORMALIZATIONS[normalization])])

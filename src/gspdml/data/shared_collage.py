@@ -34,10 +34,11 @@ import numpy as np
 
 from gspdml.data.base import DATASETS, DataSplits
 from gspdml.data.cache import cached_arrays
-from gspdml.data.collage import SPLITS, collage_splits, draw_glyphs, glyph_pools, resize_glyphs
+from gspdml.data.collage import collage_splits
+from gspdml.data.glyphs import (FIELD, SPLITS, check_source, class_names, draw_glyphs, glyph_pools, resize_glyphs,
+                                source_glyphs)
 from gspdml.errors import ConfigError
 
-FIELD = "data.dataset"
 #: the glyph pools of a split seed come from their own stream, so that the collage and the
 #: pre-training tiles (:func:`tile_classification_arrays`) split the source images identically
 POOL_STREAM = 0x9001
@@ -168,30 +169,7 @@ def tile_classification_arrays(
     return {"images": images, "labels": labels, "glyphs": used}
 
 
-
-SOURCES = ("digits", "fashion")
 FORMAT_VERSION = 1
-
-
-def source_glyphs(source: str, root: Optional[str] = None) -> tuple[np.ndarray, np.ndarray]:
-    """The glyph images and labels of a collage family (``digits``: scikit-learn's 8×8 digits;
-    ``fashion``: Fashion-MNIST from ``root`` or the Debian package's folder)."""
-    if source == "digits":
-        from gspdml.data.digits import digit_glyphs
-
-        return digit_glyphs()
-    if source == "fashion":
-        from gspdml.data.fashion_mnist import load_fashion_mnist
-
-        return load_fashion_mnist(root)
-    raise ConfigError(f"{FIELD}.source", f"{source!r} is not one of {', '.join(SOURCES)}")
-
-
-def class_names(source: str) -> list[str]:
-    """Names of the 10 base classes of ``source``."""
-    from gspdml.data.fashion_mnist import CLASS_NAMES
-
-    return list(CLASS_NAMES) if source == "fashion" else [str(d) for d in range(10)]
 
 
 @DATASETS.register("collage_shared")
@@ -211,15 +189,15 @@ def collage_shared(
     shuffle_tiles: bool = True,
     cache: bool = True,
 ) -> DataSplits:
-    """The Cifar-Collage analogue of this module's docstring over ``source`` glyphs (default: a
-    2×2 grid of 16-px tiles, 32×32 images; ``grid: 1`` keeps the target tile alone). ``augment`` shuffles the tiles and shifts training
+    """The Cifar-Collage analogue of this module's docstring over ``source`` glyphs
+    (:mod:`gspdml.data.glyphs`; default: a 2×2 grid of 16-px tiles, 32×32 images; ``grid: 1``
+    keeps the target tile alone). ``augment`` shuffles the tiles and shifts training
     images by up to ``max_shift`` pixels, seeded by the run ``seed``; the arrays are cached by
     content hash (:func:`gspdml.data.cache.cached_arrays`)."""
     params = dict(split_seed=int(split_seed), tile_size=int(tile_size), grid=int(grid), images_per_class=int(images_per_class),
                   shared_super=int(shared_super), sub_split=[int(v) for v in sub_split],
                   glyph_split=[float(f) for f in glyph_split])
-    if source not in SOURCES:
-        raise ConfigError(f"{FIELD}.source", f"{source!r} is not one of {', '.join(SOURCES)}")
+    check_source(source)
     key = {"version": FORMAT_VERSION, "source": source, "root": root, **params}
     arrays = cached_arrays(f"collage_shared_{source}", key, lambda: build_shared_collage_arrays(*source_glyphs(source, root), **params), enabled=cache)
     return collage_splits(arrays, class_names(source), seed=seed, grid=grid, augment=augment, max_shift=max_shift,

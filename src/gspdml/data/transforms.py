@@ -1,7 +1,8 @@
 """Seeded transforms: every random transform is ``transform(x, generator) -> x``.
 
 Tensor transforms (collages) and PIL image transforms (photographs; no torchvision needed); the
-recipes of the papers are assembled in :mod:`gspdml.data.recipes`.
+recipes of the papers are assembled in :mod:`gspdml.data.recipes`, and the deterministic
+evaluation transform (resize, centre crop, normalise) in :mod:`gspdml.data.eval_transform`.
 
 All randomness comes from the ``torch.Generator`` argument, which
 :class:`gspdml.data.seeded.SeededTransformDataset` seeds from ``(seed, epoch, index)``, so an
@@ -87,15 +88,24 @@ def _uniform(low: float, high: float, generator: torch.Generator) -> float:
     return low + (high - low) * float(torch.rand(1, generator=generator, dtype=torch.float64))
 
 
+def _pair(size) -> tuple[int, int]:
+    """``(h, w)`` of a size given as one int (a square) or as ``(h, w)``."""
+    return (int(size), int(size)) if isinstance(size, int) else (int(size[0]), int(size[1]))
+
+
 class Resize:
     """Resize so that the shorter side is ``size`` (the longer side keeps the aspect ratio,
-    truncated to an integer, as ``torchvision.transforms.Resize(int)`` does); bilinear."""
+    truncated to an integer, as ``torchvision.transforms.Resize(int)`` does), or to exactly
+    ``(h, w)`` when ``size`` is a pair; bilinear by default."""
 
-    def __init__(self, size: int, interpolation=Image.BILINEAR):
-        self.size, self.interpolation = int(size), interpolation
+    def __init__(self, size, interpolation=Image.BILINEAR):
+        self.size = int(size) if isinstance(size, int) else _pair(size)
+        self.interpolation = interpolation
 
     def __call__(self, image: Image.Image, generator: torch.Generator = None) -> Image.Image:
         w, h = image.size
+        if not isinstance(self.size, int):
+            return image.resize((self.size[1], self.size[0]), self.interpolation)
         short, long = (w, h) if w <= h else (h, w)
         if short == self.size:
             return image
@@ -108,24 +118,27 @@ class Resize:
 
 
 class CenterCrop:
-    """Crop the central ``size × size`` region (offsets ``round((H - h) / 2)``); an image smaller
-    than the crop is padded with black first."""
+    """Crop the central ``h × w`` region (``size``: an int for a square, or ``(h, w)``; offsets
+    ``round((H - h) / 2)`` and ``round((W - w) / 2)``, as torchvision's ``CenterCrop``). An image
+    smaller than the crop is first padded with black, centred, as torchvision does, so every
+    output has the crop's size."""
 
-    def __init__(self, size: int):
-        self.size = int(size)
+    def __init__(self, size):
+        self.size = _pair(size)
 
     def __call__(self, image: Image.Image, generator: torch.Generator = None) -> Image.Image:
         w, h = image.size
-        s = self.size
-        if w < s or h < s:
-            canvas = Image.new(image.mode, (max(w, s), max(h, s)))
-            canvas.paste(image, ((max(w, s) - w) // 2, (max(h, s) - h) // 2))
+        crop_h, crop_w = self.size
+        if w < crop_w or h < crop_h:
+            canvas = Image.new(image.mode, (max(w, crop_w), max(h, crop_h)))
+            canvas.paste(image, ((max(w, crop_w) - w) // 2, (max(h, crop_h) - h) // 2))
             image, (w, h) = canvas, canvas.size
-        top, left = int(round((h - s) / 2.0)), int(round((w - s) / 2.0))
-        return image.crop((left, top, left + s, top + s))
+        top, left = int(round((h - crop_h) / 2.0)), int(round((w - crop_w) / 2.0))
+        return image.crop((left, top, left + crop_w, top + crop_h))
 
     def __repr__(self) -> str:
-        return f"CenterCrop({self.size})"
+        crop_h, crop_w = self.size
+        return f"CenterCrop({crop_h})" if crop_h == crop_w else f"CenterCrop({self.size})"
 
 
 class RandomResizedCrop:

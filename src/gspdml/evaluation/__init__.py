@@ -3,7 +3,7 @@ retrieval metrics, aggregation and tables."""
 
 from gspdml.evaluation.aggregate import concatenate_embeddings, fair_protocol_results, l2_normalize
 from gspdml.evaluation.clustering import clustering_scores, kmeans_assignments
-from gspdml.evaluation.knn import knn, retrieve
+from gspdml.evaluation.exact_knn import knn, retrieve
 from gspdml.evaluation.metrics import metrics_from_results, per_query_scores, retrieval_metrics
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.evaluation.tables import results_table_markdown, write_results_table

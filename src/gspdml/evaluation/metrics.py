@@ -34,7 +34,7 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.clustering import clustering_scores
-from gspdml.evaluation.knn import DEFAULT_MEMORY_BUDGET, retrieve
+from gspdml.evaluation.exact_knn import DEFAULT_MEMORY_BUDGET, retrieve
 from gspdml.evaluation.results import RetrievalResults
 
 _PER_QUERY = ("map_at_r", "precision_at_1", "r_precision", "mean_average_precision", "mean_reciprocal_rank")
@@ -63,7 +63,7 @@ def retrieval_metrics(
     ``num_queries`` (queries scored), ``num_lone_queries`` (excluded) and ``k`` (neighbours
     searched). ``class_average=True`` adds ``class_averaged`` (same keys, mean of per-class means);
     ``per_class=True`` adds ``per_class`` ({label: {metric: value}}). See the module docstring for
-    the definitions, :func:`gspdml.evaluation.knn.knn` for the search and its tie rule.
+    the definitions, :func:`gspdml.evaluation.exact_knn.knn` for the search and its tie rule.
     """
     recall_at = _check_recall_at(recall_at)
     results = retrieve(
@@ -84,7 +84,7 @@ def metrics_from_results(
     per_class: bool = False,
 ) -> dict:
     """The kNN metrics of :func:`retrieval_metrics` from an existing search (no clustering):
-    the kNN engine's :func:`~gspdml.evaluation.knn.retrieve` or a search index's results, as long
+    the kNN engine's :func:`~gspdml.evaluation.exact_knn.retrieve` or a search index's results, as long
     as every query and reference has a label."""
     recall_at = _check_recall_at(recall_at)
     if not results.fully_labelled:

@@ -1,7 +1,7 @@
 """Retrieval post-processing, each step scored by the exact kNN engine.
 
 Steps (applied in this order, each optional; every one works on L2-normalised embeddings and
-searches with :func:`gspdml.evaluation.knn.knn`, so no N x N matrix is ever held):
+searches with :func:`gspdml.evaluation.exact_knn.knn`, so no N x N matrix is ever held):
 
 1. **PCA-whitening** learned on training embeddings X (Jégou & Chum, "Negative evidences and
    co-occurrences in image retrieval: the benefit of PCA and whitening", ECCV 2012, §2):
@@ -50,7 +50,7 @@ import torch
 import torch.nn.functional as F
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation.knn import exact_squared_distances, knn
+from gspdml.evaluation.exact_knn import exact_squared_distances, knn
 from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
 
 #: step name -> its options and their defaults (the order is the order of application)
@@ -265,7 +265,7 @@ def postprocessed_retrieve(query, query_labels, reference=None, reference_labels
                            train=None, min_k: int = 1) -> RetrievalResults:
     """Exact retrieval (leave-one-out when ``reference`` is None) after the post-processing
     ``steps`` (:func:`parse_steps`); ``train`` are the training embeddings that PCA-whitening
-    learns on. k is chosen as in :func:`gspdml.evaluation.knn.retrieve` (max R_i, at least
+    learns on. k is chosen as in :func:`gspdml.evaluation.exact_knn.retrieve` (max R_i, at least
     ``min_k``), at least the shortlist when re-ranking."""
     steps = {s["name"]: s for s in parse_steps(list(steps))}
     loo = reference is None

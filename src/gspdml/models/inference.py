@@ -50,7 +50,7 @@ def stack_batch(batch) -> tuple[torch.Tensor, torch.Tensor]:
     if len(shapes) > 1:
         raise DataError(
             f"images of different sizes {shapes} in one batch; give the run config a 'data.eval_transform' "
-            "with 'resize' and 'center_crop' (see gspdml.retrieval.transforms)"
+            "with 'resize' and 'center_crop' (see gspdml.retrieval.preprocessing)"
         )
     return torch.stack(images), torch.as_tensor([int(item[1]) for item in batch], dtype=torch.int64)
 

@@ -1,8 +1,9 @@
-"""Retrieval with a trained embedder: persistent indexes and search (``index``, ``knn``,
-``build``; a search returns :class:`gspdml.evaluation.RetrievalResults`), the image sources of a
-run (``transforms``, ``images``), the HTML run report (``report``, ``figures``) and
-TorchScript/ONNX export (``export``); CLI in ``cli``. From Python: :class:`Encoder` embeds new
-images with a run, :class:`RetrievalIndex` stores and searches them."""
+"""Retrieval with a trained embedder: persistent indexes and exact search (``index``,
+``exact_search``, ``build``; a search returns :class:`gspdml.evaluation.RetrievalResults`),
+approximate search (``ann``), the images of a run and how they are preprocessed (``sources``,
+``preprocessing``), the HTML run report (``report``, ``figures``) and TorchScript/ONNX export
+(``export``); CLI in ``cli``. From Python: :class:`Encoder` embeds new images with a run,
+:class:`RetrievalIndex` stores and searches them."""
 
 from gspdml.retrieval.encoder import Encoder
 from gspdml.retrieval.index import RetrievalIndex

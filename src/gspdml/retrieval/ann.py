@@ -9,13 +9,13 @@ for which ``||q - g||^2 = 2 - 2 cos(q, g)`` ranks alike):
 * ``ivfpq``: the same inverted file with product-quantised residuals (same paper, §3-4): each
   vector costs ``pq_m`` bytes; distances are approximate (asymmetric distance computation), so
   the shortlist of ``rerank`` x k candidates is re-ranked by the exact engine
-  (:func:`gspdml.evaluation.knn.exact_squared_distances`) on the stored float32 vectors.
+  (:func:`gspdml.evaluation.exact_knn.exact_squared_distances`) on the stored float32 vectors.
 * ``hnsw``: hierarchical navigable small-world graph (Malkov & Yashunin, TPAMI 2020), ``ef``
   candidates explored per query.
 
 Recall is measured, never assumed: :func:`measure_recall` takes ``sample`` indexed vectors that
 were kept out of the quantiser's training, searches each of them in the approximate index and
-with the exact engine (:func:`gspdml.evaluation.knn.knn`) with its own row excluded, and reports
+with the exact engine (:func:`gspdml.evaluation.exact_knn.knn`) with its own row excluded, and reports
 
     recall@k = (1 / |S|) sum_{q in S} |A_k(q) ∩ E_k(q)| / k
 
@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from gspdml.errors import ConfigError, DataError
-from gspdml.evaluation.knn import exact_squared_distances, knn
+from gspdml.evaluation.exact_knn import exact_squared_distances, knn
 
 BACKENDS = ("ivf", "ivfpq", "hnsw")
 ANN_FILE = "ann.faiss"

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from gspdml.errors import ConfigError
-from gspdml.retrieval.images import ImageSource
+from gspdml.retrieval.sources import ImageSource
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.training.run_dir import weights_digest
 from gspdml.retrieval.embedding import PartialEmbedding, embed_source, require_some

@@ -4,7 +4,7 @@ A bundle is a folder laid out as a Hugging Face model repository (it can be uplo
 
 * ``model.safetensors``: the run's weights (byte copy; its metadata rebuilds the embedder);
 * ``config.yaml``: the run's resolved config;
-* ``preprocessing.json``: the evaluation transform (:class:`~gspdml.retrieval.transforms.EvalTransform`
+* ``preprocessing.json``: the evaluation transform (:class:`~gspdml.data.eval_transform.EvalTransform`
   fields), so that images are embedded exactly as evaluation embedded them;
 * ``README.md``: the model card (method, backbone, protocol and split, metrics with the set they
   were measured on, data hash, library version), with hub metadata in its YAML header;
@@ -33,7 +33,8 @@ from PIL import Image
 import gspdml
 from gspdml.errors import ConfigError, DataError
 from gspdml.models import Embedder
-from gspdml.retrieval.transforms import EvalTransform, eval_transform_from_config
+from gspdml.data.eval_transform import EvalTransform
+from gspdml.retrieval.preprocessing import eval_transform_from_config
 from gspdml.training.run_dir import (CONFIG_FILE, RESULTS_FILE, WEIGHT_FILES, WEIGHTS_FILE, build_run_data, load_embedder,
                                      read_weights, weights_digest)
 
@@ -123,7 +124,7 @@ def write_bundle(run_dir: str | Path, out: str | Path, weights: str = "final", o
     transform = eval_transform_from_config(config, int(meta["in_channels"]))
     if not isinstance(transform, EvalTransform):
         raise ConfigError("data.eval_transform", f"{run_dir}: the run's evaluation transform is a dataset's own code, which a "
-                          "bundle cannot carry; give the config an explicit data.eval_transform (see gspdml.retrieval.transforms)")
+                          "bundle cannot carry; give the config an explicit data.eval_transform (see gspdml.retrieval.preprocessing)")
     results_path = run_dir / RESULTS_FILE
     results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
     try:

@@ -15,11 +15,11 @@ from pathlib import Path
 import torch
 
 from gspdml.errors import ConfigError, DataError
-from gspdml.retrieval import ann_cli, knn, search_steps
+from gspdml.retrieval import ann_cli, exact_search, search_steps
 from gspdml.retrieval.build import append_to_index, build_index, check_same_model, drop_missing_files, model_info
 from gspdml.retrieval.embedding import ON_ERROR, PartialEmbedding
 from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
-from gspdml.retrieval.images import SPLITS, ImageFiles, ImageSource, folder_source, split_source
+from gspdml.retrieval.sources import SPLITS, ImageFiles, ImageSource, folder_source, split_source
 from gspdml.retrieval.index import META_FILE, RetrievalIndex
 from gspdml.retrieval.report import build_report, write_report
 from gspdml.retrieval.encoder import image_channels, load_model_and_transform
@@ -195,7 +195,7 @@ def add_index_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--append", action="store_true",
                         help="add the images not yet in the index, keep the others, drop those whose file is gone")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
-    parser.add_argument("--metric", choices=knn.METRICS, default="euclidean", help="distance of the index (default euclidean)")
+    parser.add_argument("--metric", choices=exact_search.METRICS, default="euclidean", help="distance of the index (default euclidean)")
     _add_on_error(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_common(parser)
@@ -212,7 +212,7 @@ def add_search_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.add_argument("--save", metavar="FILE", help="also write the results (safetensors, read by gspdml.evaluation.RetrievalResults.load)")
     parser.add_argument("--run", help="run directory of the model (default: the one recorded in the index)")
-    parser.add_argument("--backend", choices=("auto", *knn.BACKENDS), default="auto", help="auto = faiss when installed")
+    parser.add_argument("--backend", choices=("auto", *exact_search.BACKENDS), default="auto", help="auto = faiss when installed")
     _add_common(parser)
     ann_cli.add_search_options(parser)
     search_steps.add_search_options(parser)

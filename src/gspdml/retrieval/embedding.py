@@ -18,7 +18,7 @@ from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
 from gspdml.errors import ConfigError, DataError
-from gspdml.retrieval.images import ImageSource
+from gspdml.retrieval.sources import ImageSource
 from gspdml.models.inference import embed
 
 ON_ERROR = ("raise", "skip")

@@ -23,9 +23,9 @@ import torch
 from PIL import Image
 
 from gspdml.retrieval.build import build_index, model_info
-from gspdml.retrieval.images import ImageFiles, folder_source
+from gspdml.retrieval.sources import ImageFiles, folder_source
 from gspdml.retrieval.index import RetrievalIndex
-from gspdml.retrieval.transforms import eval_transform_from_config
+from gspdml.retrieval.preprocessing import eval_transform_from_config
 from gspdml.training import load_run
 from gspdml.models.inference import embed, resolve_device
 

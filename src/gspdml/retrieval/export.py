@@ -1,7 +1,7 @@
 """Export a run's embedder to TorchScript or ONNX, and prove the export computes the same thing.
 
 The exported graph maps images ``[B, C, H, W]`` (already transformed as at evaluation, see
-:mod:`gspdml.retrieval.transforms`) to the embedding ``[B, D]``; the batch size is free. Poolings
+:mod:`gspdml.retrieval.preprocessing`) to the embedding ``[B, D]``; the batch size is free. Poolings
 with a fixed number of iterations (GSP's fixed-point loop) are unrolled by tracing, which runs
 without gradients: a pooling with a custom autograd function (GSP's closed-form backward) must
 take a plain-ops forward path then, since TorchScript and ONNX cannot hold a Python function.

@@ -9,7 +9,7 @@ On disk an index is a folder with two files, neither of which is ever unpickled:
 * ``vectors.safetensors``: one float32 tensor ``vectors [count, dim]`` (header metadata
   ``format: gspdml-index``).
 
-Search is exact (:mod:`gspdml.retrieval.knn`): a faiss flat index where faiss is installed, a
+Search is exact (:mod:`gspdml.retrieval.exact_search`): a faiss flat index where faiss is installed, a
 chunked torch search otherwise; both rank identically, so the file does not depend on the backend.
 """
 
@@ -26,7 +26,7 @@ from safetensors.torch import save_file
 
 from gspdml.errors import ConfigError, DataError
 from gspdml.evaluation.results import RetrievalResults
-from gspdml.retrieval import knn
+from gspdml.retrieval import exact_search
 from gspdml.training.checkpoint import atomic_write, atomic_write_text
 
 FORMAT = "gspdml-index"
@@ -48,8 +48,8 @@ class RetrievalIndex:
     skipped: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self):
-        if self.metric not in knn.METRICS:
-            raise ConfigError("metric", f"unknown metric {self.metric!r}; allowed: {', '.join(knn.METRICS)}")
+        if self.metric not in exact_search.METRICS:
+            raise ConfigError("metric", f"unknown metric {self.metric!r}; allowed: {', '.join(exact_search.METRICS)}")
         self.vectors = self.vectors.detach().float().cpu().contiguous()
         self.paths, self.labels = list(self.paths), list(self.labels)
         if self.vectors.dim() != 2 or not (self.vectors.shape[0] == len(self.paths) == len(self.labels)):
@@ -101,7 +101,7 @@ class RetrievalIndex:
         extra = 1 if exclude is not None else 0
         if not 1 <= k <= len(self) - extra:
             raise ConfigError("k", f"must be between 1 and {len(self) - extra} for this index of {len(self)} images, got {k}")
-        distances, indices = knn.search(queries, self.vectors, k + extra, self.metric, backend)
+        distances, indices = exact_search.search(queries, self.vectors, k + extra, self.metric, backend)
         excluded = None
         if exclude is not None:
             excluded = torch.as_tensor(list(exclude), dtype=torch.long)

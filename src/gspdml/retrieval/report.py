@@ -23,7 +23,7 @@ from gspdml.errors import DataError
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.retrieval.embedding import embed_source, require_some
 from gspdml.retrieval.figures import colour_bar_html, heatmap_overlay, png_data_uri, training_curves_svg
-from gspdml.retrieval.images import ImageSource
+from gspdml.retrieval.sources import ImageSource
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.training.checkpoint import atomic_write_text
 

@@ -12,7 +12,7 @@ import dataclasses
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.postprocess import STEPS, needs_training_embeddings, parse_steps, postprocessed_retrieve
-from gspdml.retrieval.images import split_source
+from gspdml.retrieval.sources import split_source
 from gspdml.models.inference import embed
 
 

@@ -5,10 +5,10 @@ the largest block freed so far) with fresh ``mmap`` pages and returns free heap 
 ``M_TRIM_THRESHOLD`` to the system. A training step allocates and frees the same activation
 and gradient tensors of several MiB every time, so the kernel maps and zeroes fresh pages on
 every step (thousands of minor page faults per step of the demo model; first-touch writes are
-several times slower than writes to reused memory). Raising both thresholds (what
-``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` in the environment would do) keeps the
-blocks in the heap for reuse and makes the step faster; ``benchmarks/gsp_layer.py`` prints the
-faults and step times with and without, and docs/benchmarks.md gives measured numbers. The price is that up to ``trim`` bytes of freed memory
+several times slower than writes to reused memory; docs/benchmarks.md). Raising both
+thresholds (what ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` in the environment
+would do) keeps the blocks in the heap for reuse: a few faults per step and a faster step
+(``benchmarks/gsp_layer.py`` prints both). The price is that up to ``trim`` bytes of freed memory
 stay with the process. Other C libraries (macOS, musl) are left alone.
 """
 

@@ -141,7 +141,8 @@ def pretrained_weights_file(source, *, verbose: bool = True) -> Path:
 
 
 def _tiles(recipe: Mapping[str, Any], pool: str, seed: int) -> dict[str, np.ndarray]:
-    from gspdml.data.shared_collage import source_glyphs, tile_classification_arrays
+    from gspdml.data.glyphs import source_glyphs
+    from gspdml.data.shared_collage import tile_classification_arrays
 
     data = recipe["data"]
     glyphs, labels = source_glyphs(data["source"], data["root"])

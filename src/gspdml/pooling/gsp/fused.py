@@ -69,7 +69,7 @@ def cost_parts(prototypes: torch.Tensor, features: torch.Tensor) -> tuple[torch.
 
 def _squared_column_norms(features: torch.Tensor) -> torch.Tensor:
     """``||f_j||^2`` ``[B, n]`` of ``features [B, d, n]``; through ``vector_norm`` when ``d`` is
-    the contiguous dimension (a channels_last map; faster there, slower otherwise: docs/benchmarks.md)."""
+    the contiguous dimension (a channels_last map: faster there, slower otherwise; docs/benchmarks.md)."""
     if features.stride(1) == 1:
         return torch.linalg.vector_norm(features, dim=1).square_()
     return features.square().sum(dim=1)

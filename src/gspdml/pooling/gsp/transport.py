@@ -65,12 +65,12 @@ from gspdml.pooling.gsp import native
 BACKWARDS = ("closed_form", "unrolled")
 STATIONARY_CHECK_EVERY = 5  # iterations between convergence checks of the closed-form path
 # exp(x) is computed as exp2(x log2 e): in torch 2.13's CPU kernels exp2 is vectorised and exp is
-# not (timings in docs/benchmarks.md); the scale folds into an add.
+# not (timed by benchmarks/cpu_kernels.py, docs/benchmarks.md); the scale folds into an add.
 LOG2_E = 1.0 / math.log(2.0)
 # The t-iterates move monotonically from t = 1 to the fixed point, where max_j sigmoid(a_j) >= mu
 # (sum_j sigmoid(a_j) = mu n). So if max_j a_j > -80 at t = 1, it stays above min(-80, logit mu)
 # and sum_j sigmoid(a_j) >= sigmoid(-80) ~ 1.8e-35 cannot underflow in float32: the loop may sum
-# sigmoids directly (3 fast ops) instead of a log-sum-exp of log-sigmoids (slower; docs/benchmarks.md).
+# sigmoids directly (3 fast ops) instead of a log-sum-exp of log-sigmoids (slower, docs/benchmarks.md).
 PLAIN_SUM_FLOOR = -80.0
 
 

@@ -1,4 +1,4 @@
-"""Search an index with the exact kNN engine of :mod:`gspdml.evaluation.knn`.
+"""Search an index with the exact kNN engine of :mod:`gspdml.evaluation.exact_knn`.
 
 The engine ranks by squared Euclidean distance with the pinned (distance, index) tie rule, in
 bounded memory, with torch or faiss candidate generation. An index reports one of two metrics:
@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation.knn import knn
+from gspdml.evaluation.exact_knn import knn
 
 METRICS = ("euclidean", "cosine")
 BACKENDS = ("torch", "faiss")

@@ -1,7 +1,9 @@
-"""The evaluation transform applied to image files before they meet the embedder.
+"""Which evaluation transform a run's image files get before they meet the embedder.
 
-Search must feed the model exactly what evaluation fed it, so the transform comes from the run,
-in this order:
+Search must feed the model exactly what evaluation fed it, so the transform comes from the run;
+it is built here, never implemented here: an
+:class:`~gspdml.data.eval_transform.EvalTransform` spec (the one evaluation pipeline of
+:mod:`gspdml.data`) or the dataset's own transform, in this order:
 
 1. an explicit ``data.eval_transform`` (or ``data.transform``, whose ``eval`` entry wins when it
    has one) in the run config::
@@ -13,7 +15,7 @@ in this order:
    * ``resize``: an int resizes the shorter side to it (aspect kept, longer side truncated),
      ``[h, w]`` resizes exactly (bilinear, as torchvision's ``Resize``);
    * ``center_crop``: an int or ``[h, w]``; the top-left corner is ``round((H - h) / 2)``, as
-     torchvision's ``CenterCrop``;
+     torchvision's ``CenterCrop``, and a smaller image is padded with black first;
    * ``mean`` / ``std``: per-channel ``(x * value_range - mean) / std`` of pixels x in [0, 1]
      (``value_range`` 1 by default, 255 for Caffe-style models), after reversing the channels
      when ``bgr: true`` (BN-Inception);
@@ -28,7 +30,6 @@ in this order:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
@@ -37,7 +38,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from gspdml.data.images import load_image as decode_image
+from gspdml.data.eval_transform import EvalTransform, tensor_display
+from gspdml.data.images import load_image
 from gspdml.errors import ConfigError, DataError
 from gspdml.training.run_dir import build_run_data
 
@@ -55,78 +57,6 @@ def _size(value: Any, field: str, allow_int: bool) -> Optional[tuple[int, ...]]:
 
 
 @dataclass(frozen=True)
-class EvalTransform:
-    """PIL image -> float tensor ``[C, H, W]``; see the module docstring for the steps."""
-
-    channels: int
-    resize: Optional[tuple[int, ...]] = None  # (shorter_side,) or (h, w)
-    center_crop: Optional[tuple[int, int]] = None
-    mean: Optional[tuple[float, ...]] = None
-    std: Optional[tuple[float, ...]] = None
-    bgr: bool = False
-    value_range: float = 1.0
-
-    @property
-    def output_size(self) -> Optional[tuple[int, int]]:
-        """``(h, w)`` of every output when the transform fixes it, else None."""
-        if self.center_crop is not None:
-            return self.center_crop
-        if self.resize is not None and len(self.resize) == 2:
-            return (self.resize[0], self.resize[1])
-        return None
-
-    def __call__(self, image: Image.Image) -> torch.Tensor:
-        image = image.convert("L" if self.channels == 1 else "RGB")
-        if self.resize is not None:
-            width, height = image.size
-            if len(self.resize) == 1:
-                short = self.resize[0]
-                if width <= height:
-                    size = (short, int(short * height / width))
-                else:
-                    size = (int(short * width / height), short)
-            else:
-                size = (self.resize[1], self.resize[0])
-            image = image.resize(size, Image.BILINEAR)
-        if self.center_crop is not None:
-            height_out, width_out = self.center_crop
-            width, height = image.size
-            if height_out > height or width_out > width:
-                raise ValueError(f"centre crop {height_out}x{width_out} is larger than the image ({height}x{width})")
-            top, left = int(round((height - height_out) / 2.0)), int(round((width - width_out) / 2.0))
-            image = image.crop((left, top, left + width_out, top + height_out))
-        array = np.asarray(image, dtype=np.float32) / 255.0
-        tensor = torch.from_numpy(array.reshape(array.shape[0], array.shape[1], -1)).permute(2, 0, 1).contiguous()
-        if self.bgr:
-            tensor = tensor.flip(0)
-        if self.mean is not None:
-            mean = torch.tensor(self.mean, dtype=torch.float32).view(-1, 1, 1)
-            std = torch.tensor(self.std, dtype=torch.float32).view(-1, 1, 1)
-            tensor = (tensor * self.value_range - mean) / std
-        return tensor
-
-    def describe(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def to_display(self, tensor: torch.Tensor) -> np.ndarray:
-        """Invert the normalisation: model input ``[C, H, W]`` -> image ``[H, W, C]`` in [0, 1]."""
-        image = tensor.detach().float().cpu()
-        if self.mean is not None:
-            image = (image * torch.tensor(self.std).view(-1, 1, 1) + torch.tensor(self.mean).view(-1, 1, 1)) / self.value_range
-        if self.bgr:
-            image = image.flip(0)
-        return display_range(image.permute(1, 2, 0).numpy())
-
-
-def display_range(image: np.ndarray) -> np.ndarray:
-    """Images already in [0, 1] are kept; others (tensors of unknown normalisation) are min-max scaled."""
-    low, high = float(image.min()), float(image.max())
-    if low >= 0.0 and high <= 1.0:
-        return image
-    return (image - low) / max(high - low, 1e-12)
-
-
-@dataclass(frozen=True)
 class DatasetTransform:
     """A dataset's own evaluation transform ``function(PIL image, generator) -> tensor`` (the
     convention of ``gspdml.data``), applied to image files converted to ``channels``."""
@@ -140,7 +70,7 @@ class DatasetTransform:
         return self.function(image, torch.Generator().manual_seed(0))
 
     def to_display(self, tensor: torch.Tensor) -> np.ndarray:
-        return display_range(tensor.detach().float().cpu().permute(1, 2, 0).numpy())
+        return tensor_display(tensor)
 
     def describe(self) -> dict[str, Any]:
         return {"dataset_transform": repr(self.function), "channels": self.channels}
@@ -168,7 +98,7 @@ def transform_from_dataset(dataset, in_channels: int) -> ImageTransform:
     raise ConfigError(
         "data.eval_transform",
         f"cannot tell how image files become the tensors of {type(dataset).__name__}; give the run config a "
-        "'data.eval_transform' (see gspdml.retrieval.transforms)",
+        "'data.eval_transform' (see gspdml.retrieval.preprocessing)",
     )
 
 
@@ -219,10 +149,10 @@ def eval_transform_from_config(config: dict[str, Any], in_channels: int) -> Imag
     )
 
 
-def load_image(path: str | Path, transform: ImageTransform) -> torch.Tensor:
+def load_model_input(path: str | Path, transform: ImageTransform) -> torch.Tensor:
     """Decode one image file (``gspdml.data.images.load_image``: EXIF orientation, alpha on
     white, 16-bit rescaled) and apply ``transform``; a file that fails names itself."""
-    image = decode_image(path)
+    image = load_image(path)
     try:
         return transform(image)
     except ValueError as err:

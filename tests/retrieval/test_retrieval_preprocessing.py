@@ -4,11 +4,13 @@ import torch
 from PIL import Image
 from torch.utils.data import Dataset
 
-from gspdml.data import DATASETS, DataSplits, EvalSplit
+from gspdml.data import DATASETS, DataSplits, EvalSplit, load_image
+from gspdml.data.recipes import NORMALIZATIONS, image_transform
 from gspdml.errors import ConfigError
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.training import load_run
-from gspdml.retrieval.transforms import DatasetTransform, EvalTransform, eval_transform_from_config, load_image
+from gspdml.data.eval_transform import EvalTransform
+from gspdml.retrieval.preprocessing import DatasetTransform, eval_transform_from_config, load_model_input
 from tests.helpers.retrieval import register_for_test, run_cli, write_run
 
 
@@ -22,13 +24,13 @@ def rgb_file(tmp_path, height=30, width=50, seed=0):
 def test_crop_and_normalisation_match_numpy(tmp_path):
     path, pixels = rgb_file(tmp_path)
     config = {"data": {"eval_transform": {"center_crop": [20, 25], "mean": [0.1, 0.2, 0.3], "std": [0.5, 0.25, 2.0]}}}
-    out = load_image(path, eval_transform_from_config(config, 3))
+    out = load_model_input(path, eval_transform_from_config(config, 3))
     top, left = int(round((30 - 20) / 2)), int(round((50 - 25) / 2))
     expected = (pixels[top : top + 20, left : left + 25] / 255.0 - [0.1, 0.2, 0.3]) / [0.5, 0.25, 2.0]
     np.testing.assert_allclose(out.permute(1, 2, 0).numpy(), expected, atol=1e-6)
 
     caffe = {"data": {"transform": {"eval": {"mean": [104.0, 117.0, 128.0], "std": [1, 1, 1], "bgr": True, "value_range": 255}}}}
-    out = load_image(path, eval_transform_from_config(caffe, 3))
+    out = load_model_input(path, eval_transform_from_config(caffe, 3))
     np.testing.assert_allclose(out.permute(1, 2, 0).numpy(), pixels[:, :, ::-1] - [104.0, 117.0, 128.0], atol=1e-4)
     transform = eval_transform_from_config(caffe, 3)
     np.testing.assert_allclose(transform.to_display(out), pixels / 255.0, atol=1e-6)
@@ -37,9 +39,9 @@ def test_crop_and_normalisation_match_numpy(tmp_path):
 def test_resize_keeps_aspect_and_exact_sizes(tmp_path):
     path, _ = rgb_file(tmp_path)
     shorter = eval_transform_from_config({"data": {"eval_transform": {"resize": 12}}}, 3)
-    assert tuple(load_image(path, shorter).shape) == (3, 12, 20)
+    assert tuple(load_model_input(path, shorter).shape) == (3, 12, 20)
     exact = eval_transform_from_config({"data": {"eval_transform": {"resize": [7, 9], "channels": 1}}}, 1)
-    out = load_image(path, exact)
+    out = load_model_input(path, exact)
     grey = np.asarray(Image.open(path).convert("L").resize((9, 7), Image.BILINEAR), dtype=np.float32) / 255
     np.testing.assert_allclose(out[0].numpy(), grey, atol=1e-6)
     assert exact.output_size == (7, 9) and shorter.output_size is None
@@ -50,7 +52,21 @@ def test_fallback_without_spec_uses_model_channels(tmp_path):
     transform = eval_transform_from_config({"model": {}}, 1)
     assert transform == EvalTransform(channels=1)
     grey = np.asarray(Image.open(path).convert("L"), dtype=np.float32) / 255
-    np.testing.assert_allclose(load_image(path, transform)[0].numpy(), grey)
+    np.testing.assert_allclose(load_model_input(path, transform)[0].numpy(), grey)
+
+
+def test_search_and_evaluation_pad_an_image_smaller_than_the_crop(tmp_path):
+    """One evaluation pipeline: a file smaller than the centre crop is padded with black (not
+    refused) by the run's transform exactly as by the dataset recipes' evaluation transform."""
+    path, pixels = rgb_file(tmp_path, height=6, width=10)
+    imagenet = NORMALIZATIONS["imagenet"]
+    spec = {"resize": 5, "center_crop": 9, "mean": list(imagenet["mean"]), "std": list(imagenet["std"])}
+    out = load_model_input(path, eval_transform_from_config({"data": {"eval_transform": spec}}, 3))
+    recipe = image_transform("center", train=False, normalization="imagenet", resize=5, crop=9)
+    torch.testing.assert_close(out, recipe(load_image(path), None), atol=0, rtol=0)
+    assert tuple(out.shape) == (3, 9, 9)
+    black = (0 - torch.tensor(imagenet["mean"])) / torch.tensor(imagenet["std"])
+    torch.testing.assert_close(out[:, :2, 0], black[:, None].expand(3, 2))  # 5 rows padded to 9: 2 above
 
 
 @pytest.mark.parametrize(
@@ -138,16 +154,16 @@ def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path, datase
     dataset = retrieval_test_arrays(seed=0).test.query
     for i in range(3):
         Image.fromarray(dataset.images[i]).save(tmp_path / f"{i}.png")
-        torch.testing.assert_close(load_image(tmp_path / f"{i}.png", transform), dataset[i][0], atol=1e-6, rtol=0)
+        torch.testing.assert_close(load_model_input(tmp_path / f"{i}.png", transform), dataset[i][0], atol=1e-6, rtol=0)
     Image.fromarray(dataset.images[0]).resize((24, 24), Image.NEAREST).save(tmp_path / "big.png")
-    assert tuple(load_image(tmp_path / "big.png", transform).shape) == (1, 12, 12)
+    assert tuple(load_model_input(tmp_path / "big.png", transform).shape) == (1, 12, 12)
 
 
 def test_transform_from_an_image_file_dataset_is_its_own(tmp_path, datasets):
     path, pixels = rgb_file(tmp_path, 12, 12)
     transform = eval_transform_from_config({"seed": 0, "data": {"dataset": {"name": "retrieval_test_files", "root": str(path)}}}, 3)
     assert isinstance(transform, DatasetTransform) and transform.output_size == (8, 8)
-    np.testing.assert_allclose(load_image(path, transform).numpy(), ImageFiles([path])[0][0].numpy())
+    np.testing.assert_allclose(load_model_input(path, transform).numpy(), ImageFiles([path])[0][0].numpy())
 
 
 def test_index_a_dataset_split(tmp_path, datasets):

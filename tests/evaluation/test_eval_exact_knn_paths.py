@@ -1,15 +1,12 @@
 """Exact kNN internals: the float32-certified re-ranking, the thresholded candidate pool and the
 worker threads all give the float64 brute-force answer (ordered by distance, then index)."""
 
-import importlib
-
 import pytest
 import torch
 
-from gspdml.evaluation import knn
+from gspdml.evaluation import exact_knn
+from gspdml.evaluation.exact_knn import knn
 from tests.helpers.knn_reference import brute_force
-
-knn_module = importlib.import_module("gspdml.evaluation.knn")
 
 
 def near_ties(n_far=30, n_close=12, dim=6, seed=0):
@@ -31,13 +28,13 @@ def test_near_ties_that_float32_cannot_order_use_float64(monkeypatch):
     d_ref, i_ref = brute_force(query, reference, 8)
     assert torch.equal(i_ref[0], torch.arange(11, 3, -1))  # the order float32 cannot see
     exact_rows = []
-    real = knn_module._Search._sorted_exact
+    real = exact_knn._Search._sorted_exact
 
     def spy(self, sub, c, k):
         exact_rows.extend(sub.tolist())
         return real(self, sub, c, k)
 
-    monkeypatch.setattr(knn_module._Search, "_sorted_exact", spy)
+    monkeypatch.setattr(exact_knn._Search, "_sorted_exact", spy)
     d, i = knn(query, reference, 8, precision="float32")
     assert torch.equal(i, i_ref)
     torch.testing.assert_close(d, d_ref, rtol=1e-14, atol=1e-14)
@@ -53,7 +50,7 @@ def test_certified_rows_equal_the_all_float64_path(monkeypatch, leave_one_out):
     r = None if leave_one_out else torch.randn(90, 16, generator=g)
     d_fast, i_fast = knn(x, r, 7)
     # An infinite error bound certifies nothing: exhaustive search, every row sorted in float64.
-    monkeypatch.setattr(knn_module, "similarity_error_bound", lambda *a, **kw: torch.tensor(float("inf")))
+    monkeypatch.setattr(exact_knn, "similarity_error_bound", lambda *a, **kw: torch.tensor(float("inf")))
     d_slow, i_slow = knn(x, r, 7)
     assert torch.equal(i_fast, i_slow)
     assert torch.equal(d_fast, d_slow)
@@ -68,7 +65,7 @@ def test_entries_above_returns_exactly_the_entries_reaching_tau(dtype, width):
     sim[2, :] = 0.5  # a row of equal values
     tau = torch.randn(9, generator=g)
     tau[0] = -float("inf")
-    row, col, val = knn_module._entries_above(sim, tau, 0)
+    row, col, val = exact_knn._entries_above(sim, tau, 0)
     expected = (sim.float() >= tau[:, None]).nonzero()
     assert (row[1:] >= row[:-1]).all()  # grouped by row, as the pool needs
     key = row * width + col
@@ -81,7 +78,7 @@ def test_first_block_threshold_keeps_every_row_top_k(width):
     g = torch.Generator().manual_seed(1)
     sim = torch.randn(6, width, generator=g)
     k = 9
-    row, col, _ = knn_module._entries_above(sim, torch.full((6,), -float("inf")), k)
+    row, col, _ = exact_knn._entries_above(sim, torch.full((6,), -float("inf")), k)
     kept = torch.zeros_like(sim, dtype=torch.bool)
     kept[row, col] = True
     top = sim.topk(k, dim=1).indices
@@ -93,7 +90,7 @@ def test_first_block_threshold_keeps_every_row_top_k(width):
 def test_pool_keeps_the_k_largest_and_the_threshold():
     g = torch.Generator().manual_seed(2)
     values = torch.randn(5, 40, generator=g)
-    pool = knn_module._Pool(5, 6, values.device)
+    pool = exact_knn._Pool(5, 6, values.device)
     for c0 in range(0, 40, 7):  # blocks of columns, entries in row-major order
         block = values[:, c0:c0 + 7]
         row, col = (block >= pool.tau[:, None]).nonzero(as_tuple=True)
@@ -110,7 +107,7 @@ def test_worker_threads_give_the_single_thread_answer(leave_one_out):
     x = torch.randn(700, 8, generator=g)
     x[600:640] = x[3]  # many exact duplicates across row blocks
     r = None if leave_one_out else torch.cat([torch.randn(300, 8, generator=g), x[:20]])
-    assert knn_module._cpu_workers(x.device, len(x)) > 1 or torch.get_num_threads() == 1
+    assert exact_knn._cpu_workers(x.device, len(x)) > 1 or torch.get_num_threads() == 1
     threads = torch.get_num_threads()
     d, i = knn(x, r, 12, memory_budget=200_000)
     assert torch.get_num_threads() == threads  # restored

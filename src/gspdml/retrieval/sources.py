@@ -11,10 +11,11 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Subset
 
+from gspdml.data.eval_transform import tensor_display
 from gspdml.data.images import IMAGE_EXTENSIONS, list_images
 from gspdml.errors import ConfigError, DataError
 from gspdml.training.run_dir import build_run_data
-from gspdml.retrieval.transforms import ImageTransform, display_range, load_image
+from gspdml.retrieval.preprocessing import ImageTransform, load_model_input
 
 SPLITS = ("train", "val", "test")
 #: folders of a split layout (``root/train/<class>/...``), as gspdml.data.folder reads them
@@ -56,11 +57,7 @@ class ImageFiles(Dataset):
         return len(self.paths)
 
     def __getitem__(self, i: int):
-        return load_image(self.paths[i], self.transform), i
-
-
-def _tensor_to_display(image: torch.Tensor) -> np.ndarray:
-    return display_range(image.detach().float().cpu().permute(1, 2, 0).numpy())
+        return load_model_input(self.paths[i], self.transform), i
 
 
 @dataclass
@@ -72,7 +69,7 @@ class ImageSource:
     dataset: Dataset
     paths: list[str]
     labels: list[Optional[str]]
-    to_display: Callable[[torch.Tensor], np.ndarray] = _tensor_to_display
+    to_display: Callable[[torch.Tensor], np.ndarray] = tensor_display
     skipped: list[str] = field(default_factory=list)  # hidden or system entries left out
 
     def subset(self, items: Sequence[int]) -> "ImageSource":

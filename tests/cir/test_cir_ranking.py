@@ -5,7 +5,7 @@ import pytest
 import torch
 from sklearn.metrics import average_precision_score
 
-from gspdml.cir.metrics import average_precision, precision_at_k_ranked, ranked_relevance, ranking_metrics, recall_at_k_ranked
+from gspdml.cir.ranking import average_precision, precision_at_k_ranked, ranked_relevance, ranking_metrics, recall_at_k_ranked
 from gspdml.errors import ConfigError
 
 

@@ -8,7 +8,7 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation import knn, retrieve
-from gspdml.evaluation.knn import exact_squared_distances
+from gspdml.evaluation.exact_knn import exact_squared_distances
 from tests.helpers.knn_reference import brute_force
 
 

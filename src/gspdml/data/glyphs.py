@@ -1,0 +1,90 @@
+"""The glyph images the collages are built from, and how the splits share them out.
+
+A *glyph source* has 10 base classes of small single-channel images: ``digits`` (scikit-learn's
+8×8 digits, embedded, see :mod:`gspdml.data.digits`) or ``fashion`` (Fashion-MNIST's 28×28
+items, see :mod:`gspdml.data.fashion_mnist`). Every collage resizes its glyphs with
+:func:`resize_glyphs`, gives each split its own disjoint pool of glyph images
+(:func:`glyph_pools`, so no source image appears in two splits) and draws from a pool with
+:func:`draw_glyphs`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from gspdml.errors import ConfigError
+
+SPLITS = ("train", "val", "test")
+FIELD = "data.dataset"
+SOURCES = ("digits", "fashion")
+
+
+def check_source(source: str) -> None:
+    if source not in SOURCES:
+        raise ConfigError(f"{FIELD}.source", f"{source!r} is not one of {', '.join(SOURCES)}")
+
+
+def source_glyphs(source: str, root: Optional[str] = None) -> tuple[np.ndarray, np.ndarray]:
+    """The glyph images (uint8 ``[N, h, w]``) and labels of ``source`` (``fashion``: read from
+    ``root`` or the Debian package's folder)."""
+    check_source(source)
+    if source == "digits":
+        from gspdml.data.digits import digit_glyphs
+
+        return digit_glyphs()
+    from gspdml.data.fashion_mnist import load_fashion_mnist
+
+    return load_fashion_mnist(root)
+
+
+def source_location(source: str, root: Optional[str] = None) -> Optional[str]:
+    """Where the glyphs of ``source`` are read from (an absolute folder), None when embedded."""
+    check_source(source)
+    if source == "digits":
+        return None
+    from gspdml.data.fashion_mnist import DEFAULT_ROOT
+
+    return str(Path(root or DEFAULT_ROOT).expanduser().resolve())
+
+
+def class_names(source: str) -> list[str]:
+    """Names of the 10 base classes of ``source``."""
+    check_source(source)
+    from gspdml.data.fashion_mnist import CLASS_NAMES
+
+    return list(CLASS_NAMES) if source == "fashion" else [str(d) for d in range(10)]
+
+
+def resize_glyphs(glyphs: np.ndarray, size: int) -> np.ndarray:
+    """Resize uint8 ``[N, h, w]`` glyphs to ``[N, size, size]`` (bilinear, antialiased)."""
+    if glyphs.shape[1:] == (size, size):
+        return glyphs
+    x = torch.from_numpy(glyphs.astype(np.float32))[:, None]
+    x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+    return x[:, 0].round().clamp(0, 255).to(torch.uint8).numpy()
+
+
+def glyph_pools(glyph_labels: np.ndarray, fractions: Sequence[float], rng) -> list[dict[int, np.ndarray]]:
+    """Per split, per base class: the indices of the glyph images that split may use (disjoint):
+    each class's images, permuted by ``rng``, are cut at the cumulative ``fractions``."""
+    total = float(sum(fractions))
+    bounds = np.cumsum([0.0, *fractions]) / total
+    pools: list[dict[int, np.ndarray]] = [{} for _ in SPLITS]
+    for c in np.unique(glyph_labels):
+        members = rng.permutation(np.flatnonzero(glyph_labels == c))
+        cuts = np.round(bounds * len(members)).astype(int)
+        for s in range(len(SPLITS)):
+            pools[s][int(c)] = np.sort(members[cuts[s]:cuts[s + 1]])
+    return pools
+
+
+def draw_glyphs(pool: np.ndarray, count: int, rng, what: str) -> np.ndarray:
+    """``count`` glyph indices from ``pool`` (with replacement only when the pool is smaller)."""
+    if len(pool) == 0:
+        raise ConfigError(f"{FIELD}.glyph_split", f"no glyph images left for {what}; give that split a larger fraction")
+    return rng.choice(pool, size=count, replace=len(pool) < count)
