@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from gspdml.errors import DataError
-from gspdml.retrieval.cli import load_model_and_transform
+from gspdml.retrieval.encoder import load_model_and_transform
 from gspdml.retrieval.images import ImageFiles, list_image_folder
 from gspdml.retrieval.transforms import EvalTransform
 from gspdml.training.inference import embed

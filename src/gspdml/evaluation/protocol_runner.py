@@ -1,4 +1,5 @@
-"""Run a whole evaluation protocol from one config: ``gspdml protocol fair|tuning|conventional CONFIG``.
+"""Run a whole evaluation protocol from one config: ``gspdml protocol fair|tuning|conventional CONFIG``
+(:mod:`gspdml.cli.protocol`).
 
 The config describes one model; the protocol owns the fields that tell the models apart:
 
@@ -134,27 +135,6 @@ def run_protocol(config: dict, protocol: str = "fair", *, seeds: Sequence[int] =
     }
     (root / "protocol.json").write_text(json.dumps(payload, indent=2) + "\n")
     return {**payload, "runs": status}
-
-
-def add_parser(subparsers) -> None:
-    """Register ``gspdml protocol {fair,tuning,conventional,two_stage} CONFIG [overrides] [--seeds ...] [--output-dir]``."""
-    p = subparsers.add_parser("protocol", help="train and aggregate all models of an evaluation protocol")
-    p.add_argument("protocol", choices=PROTOCOLS)
-    p.add_argument("config", help="YAML config file (one model)")
-    p.add_argument("overrides", nargs="*", help="overrides key.sub=value (values are YAML)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds per model (default 0 1 2)")
-    p.add_argument("--output-dir", type=Path, default=None, help="default: <output_dir>/<name>")
-    p.set_defaults(func=_cmd_protocol)
-
-
-def _cmd_protocol(args) -> int:
-    from gspdml.config import load_config
-    from gspdml.evaluation.tables import results_table_markdown
-
-    config = load_config(args.config, args.overrides)
-    result = run_protocol(config, args.protocol, seeds=args.seeds, output_dir=args.output_dir)
-    print(results_table_markdown({config["name"]: result}, columns=COLUMNS[args.protocol]), end="")
-    return 0
 
 
 # ---------------------------------------------------------------------------------- run configs

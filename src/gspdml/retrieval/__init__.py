@@ -1,7 +1,7 @@
 """Retrieval with a trained embedder: persistent indexes and search (``index``, ``knn``,
 ``build``; a search returns :class:`gspdml.evaluation.RetrievalResults`), the image sources of a
 run (``transforms``, ``images``), the HTML run report (``report``, ``figures``) and
-TorchScript/ONNX export (``export``); CLI in ``cli``. From Python: :class:`Encoder` embeds new
+TorchScript/ONNX export (``export``); its commands are in :mod:`gspdml.cli.retrieval`. From Python: :class:`Encoder` embeds new
 images with a run, :class:`RetrievalIndex` stores and searches them."""
 
 from gspdml.retrieval.encoder import Encoder
