@@ -1,11 +1,11 @@
-"""``gspdml demo [CONFIG ...] [--output-dir DIR] [--set key=value] [--fresh]`` (:mod:`gspdml.demo`)."""
+"""``gspdml demo [CONFIG ...] [--output-dir DIR] [--set key=value] [--fresh]`` (:mod:`gspdml.workflows.demo`)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from gspdml.demo import run_demo
+from gspdml.workflows.demo import run_demo
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

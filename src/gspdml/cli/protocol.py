@@ -1,5 +1,5 @@
 """``gspdml protocol fair|tuning|conventional|two_stage CONFIG [overrides] [--seeds ...] [--output-dir DIR]``
-(:mod:`gspdml.evaluation.protocol_runner`): train and aggregate every model of an evaluation protocol,
+(:mod:`gspdml.workflows.protocol`): train and aggregate every model of an evaluation protocol,
 then print its table."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gspdml.evaluation.protocol_runner import COLUMNS, PROTOCOLS, run_protocol
-from gspdml.evaluation.tables import results_table_markdown
+from gspdml.workflows.protocol import COLUMNS, PROTOCOLS, run_protocol
+from gspdml.workflows.tables import results_table_markdown
 
 
 def _cmd_protocol(args: argparse.Namespace) -> int:

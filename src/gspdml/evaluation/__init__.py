@@ -1,5 +1,5 @@
 """gspdml.evaluation: exact kNN, the retrieval-results type shared with search and reports,
-retrieval metrics, protocol folds, aggregation and tables."""
+retrieval metrics, protocol folds and the fair protocol's aggregation."""
 
 from gspdml.evaluation.aggregate import concatenate_embeddings, fair_protocol_results, l2_normalize
 from gspdml.evaluation.clustering import clustering_scores, kmeans_assignments
@@ -13,7 +13,6 @@ from gspdml.evaluation.protocols import (
     tuning_protocol_folds,
 )
 from gspdml.evaluation.results import RetrievalResults
-from gspdml.evaluation.tables import results_table_markdown, write_results_table
 
 __all__ = [
     "ClassFold",
@@ -28,10 +27,8 @@ __all__ = [
     "l2_normalize",
     "metrics_from_results",
     "per_query_scores",
-    "results_table_markdown",
     "retrieval_metrics",
     "retrieve",
     "train_test_classes",
     "tuning_protocol_folds",
-    "write_results_table",
 ]
