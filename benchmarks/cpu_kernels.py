@@ -1,8 +1,8 @@
 """Elementwise CPU kernels behind choices in the GSP code (``gspdml.pooling``), timed.
 
 Each row times one torch expression on float32 CPU tensors, against the alternative the code
-avoids (the comments at ``partial_transport.LOG2_E`` / ``PLAIN_SUM_FLOOR`` and the docstrings of
-``gsp_function._positive`` / ``_squared_column_norms`` name the row):
+avoids (the comments at ``gsp.transport.LOG2_E`` / ``PLAIN_SUM_FLOOR`` and the docstrings of
+``gsp.fused._positive`` / ``_squared_column_norms`` name the row):
 
 * ``exp`` vs ``exp2`` of 65,536 floats (exp is computed as ``exp2(x log2 e)``);
 * ``[x > 0]`` by comparison, by ``where``, and by arithmetic ``sign(relu(x))``;

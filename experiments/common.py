@@ -2,8 +2,9 @@
 
 Every script is run as ``python experiments/<name>/run.py [--smoke] [--out DIR] [--threads N]``,
 writes ``results.json`` and PNG plots to ``runs/experiments/<name>/`` by default, and prints
-its tables. The helpers here train one configuration over several seeds and collect the test
-metrics, format ``mean ± std`` cells, and draw pooling-weight maps.
+its tables. The helpers here train one configuration over several seeds (with the runner of
+:mod:`gspdml.workflows.runner`) and collect the test metrics, format ``mean ± std`` cells, and
+draw pooling-weight maps; tables are written with :mod:`gspdml.workflows.tables`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ if str(ROOT / "src") not in sys.path:  # run from a checkout without installing 
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import yaml  # noqa: E402
 
-from gspdml.analysis import sweeps  # noqa: E402
 from gspdml.config import load_config  # noqa: E402
+from gspdml.workflows import sweeps  # noqa: E402
 
 #: quiet, single-evaluation settings shared by every short training run of the experiments:
 #: no progress bar, one validation round at the very end (the final weights are the ones tested)
@@ -57,7 +57,8 @@ def parser(name: str, description: str, *, smoke_help: str | None = None, reuse:
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "experiments" / name, help="output directory")
     if reuse:
         p.add_argument("--reuse", action="store_true",
-                       help="keep finished runs in --out whose config is unchanged instead of retraining them")
+                       help="keep finished runs in --out whose config is unchanged (and resume stopped ones) instead of "
+                            "retraining them; a run of another config there is refused")
     p.add_argument("--threads", type=int, default=threads,
                    help="torch CPU threads (one process per core is fastest on a shared 2-core machine)")
     return p
@@ -101,8 +102,8 @@ def regime_config(preset: str, overrides: Iterable[str] = (), *, name: str, smok
 
 
 def target_share(run_dir: Path) -> dict[str, Any]:
-    """``{"target_share": ...}`` of a finished run (:func:`gspdml.demo.run_target_share`)."""
-    from gspdml.demo import run_target_share
+    """``{"target_share": ...}`` of a finished run (:func:`gspdml.workflows.demo.run_target_share`)."""
+    from gspdml.workflows.demo import run_target_share
 
     return {"target_share": run_target_share(run_dir)}
 
@@ -110,32 +111,29 @@ def target_share(run_dir: Path) -> dict[str, Any]:
 def train_seeds(cfg: Mapping[str, Any], seeds: Sequence[int], out: Path, reuse: bool = False,
                 measure: Callable[[Path], Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Train ``cfg`` once per seed into ``out/<name>/seed<k>``; returns the ``results.json`` of
-    each run plus its wall time in ``seconds``. An older run there is replaced, or, with
-    ``reuse``, kept when it finished with the same config. A run whose loss turns non-finite is
+    each run plus its wall time in ``seconds`` (also written to the run's ``experiment.json``).
+    Without ``reuse`` every run trains from scratch; with ``reuse`` the runner's reuse rule
+    applies (:mod:`gspdml.workflows.runner`: a finished run of the same config is kept, one with
+    a checkpoint resumed, one of another config refused). A run whose loss turns non-finite is
     recorded as ``{"failed": message}`` instead of stopping the experiment. ``measure(run_dir)``
     adds its entries to the record of each finished run (e.g. :func:`target_share`)."""
     from gspdml.errors import TrainingError
-    from gspdml.training import train
+    from gspdml.workflows.runner import run_planned, seed_plan
 
     results = []
-    for seed in seeds:
-        run_cfg = {**cfg, "seed": int(seed)}
-        run_dir = out / cfg["name"] / f"seed{seed}"
-        record = run_dir / "experiment.json"
-        if reuse and record.exists() and yaml.safe_load((run_dir / "config.yaml").read_text()) == yaml.safe_load(yaml.safe_dump(run_cfg)):
-            results.append(json.loads(record.read_text()))
-            continue
-        if run_dir.exists():
-            shutil.rmtree(run_dir)
+    for run in seed_plan(dict(cfg), seeds, lambda seed: out / cfg["name"] / f"seed{seed}", name=lambda seed: f"seed{seed}"):
+        record = run.run_dir / "experiment.json"
         start = time.perf_counter()
         try:
-            result = train(run_cfg, run_dir)
-            if measure is not None:
-                result = {**result, **measure(run_dir)}
+            outcome = run_planned(run, fresh=not reuse, hint="delete it or run without --reuse")
+            if outcome.status == "done" and record.is_file():
+                results.append(json.loads(record.read_text()))
+                continue
+            result = outcome.results if measure is None else {**outcome.results, **measure(run.run_dir)}
         except TrainingError as error:
             result = {"failed": str(error).split(";")[0]}
-            print(f"{cfg['name']} seed {seed}: {result['failed']}", flush=True)
-        results.append({**result, "seed": int(seed), "seconds": time.perf_counter() - start, "run_dir": str(run_dir)})
+            print(f"{cfg['name']} seed {run.config['seed']}: {result['failed']}", flush=True)
+        results.append({**result, "seed": run.config["seed"], "seconds": time.perf_counter() - start, "run_dir": str(run.run_dir)})
         write_json(record, results[-1])
     return results
 
@@ -159,12 +157,6 @@ def cell(entry: Mapping[str, Any], metric: str, digits: int = 2) -> str:
     mean, std = mean_std(values)
     text = f"{mean:.{digits}f} ± {std:.{digits}f}"
     return text + (f" ({failed}/{failed + len(values)} diverged)" if failed else "")
-
-
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def summary(results: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> dict[str, Any]:

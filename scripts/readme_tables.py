@@ -29,7 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from gspdml.demo import format_table  # noqa: E402
+from gspdml.workflows.demo import format_table  # noqa: E402
+from gspdml.workflows.tables import markdown_table  # noqa: E402
 
 
 def replace_block(text: str, marker: str, body: str) -> str:
@@ -70,9 +71,7 @@ def reproduction_rows(experiments: Path) -> list[list[str]]:
 
 def reproductions_block(experiments: Path) -> str:
     header = ["experiment", "paper's claim", "paper", "ours (mean ± std)", "verdict", "command"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in reproduction_rows(experiments)]
-    return "\n".join(lines)
+    return markdown_table(header, reproduction_rows(experiments))
 
 
 def experiment_block(stored: dict) -> str:

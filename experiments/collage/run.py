@@ -23,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common  # noqa: E402
 
+from gspdml.workflows.tables import markdown_table  # noqa: E402
+
 METHODS = {  # name: (preset, extra overrides, description)
     "distilled": ("demo-gap", ("data.dataset.grid=1",), "GAP on the target tile alone (no background)"),
     "gap": ("demo-gap", (), "global average pooling, then the embedding layer"),
@@ -113,7 +115,7 @@ def main(argv=None) -> dict:
         print(f"{method:10s} MAP@R {common.cell(table[method], 'map_at_r')}  target-tile weight {share(table[method])}", flush=True)
     rows = [[method, common.cell(entry, "map_at_r"), common.cell(entry, "precision_at_1"), share(entry), f"{entry['seconds']:.0f}"]
             for method, entry in table.items()]
-    text = common.markdown_table(["method", "MAP@R", "P@1", "target-tile weight", "time (s)"], rows)
+    text = markdown_table(["method", "MAP@R", "P@1", "target-tile weight", "time (s)"], rows)
     total = sum(entry["seconds"] for entry in table.values())
     print(f"\ncollage_shared (digits), {args.regime} ResNet20, seeds {list(plan['seeds'])}, test split, "
           f"mean ± std over seeds; training time {total:.0f} s\n{text}")

@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "experiments")]
 import common  # noqa: E402
 
 from experiments.gsp_mu_sweep.run import common_overrides  # noqa: E402
-from gspdml.analysis.sweeps import run_sweep  # noqa: E402
+from gspdml.workflows.sweeps import run_sweep  # noqa: E402
 
 
 def label(m: int, eps: float) -> str:

@@ -25,7 +25,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "experiments")]
 
 import common  # noqa: E402
 
-from gspdml.analysis.sweeps import run_sweep  # noqa: E402
+from gspdml.workflows.sweeps import run_sweep  # noqa: E402
 
 # a tiny collage and model that train in seconds (the test suite's smoke run)
 SMOKE_OVERRIDES = [

@@ -30,6 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common  # noqa: E402
 import torch  # noqa: E402
 
+from gspdml.workflows.tables import markdown_table  # noqa: E402
+
 VARIANTS = {
     "clean": ("loss.level=embedding", "loss.mix_weight=0.0"),
     "input": ("loss.level=input",),
@@ -112,7 +114,7 @@ def main(argv=None) -> dict:
     rows = [[variant, *(common.cell(entry, m) for m in METRICS),
              *(f"{entry[k]['mean']:.3f} ± {entry[k]['std']:.3f}" for k in ("alignment", "uniformity")), f"{entry['seconds']:.0f}"]
             for variant, entry in table.items()]
-    text = common.markdown_table(["mixup", "MAP@R", "P@1", "R@2", "alignment", "uniformity", "time (s)"], rows)
+    text = markdown_table(["mixup", "MAP@R", "P@1", "R@2", "alignment", "uniformity", "time (s)"], rows)
     print(f"\ncollage_digits, {plan['steps']} steps, seeds {list(plan['seeds'])}, test split, mean ± std over seeds\n{text}")
     payload = {"plan": {**plan, "variants": list(plan["variants"]), "wiring": args.wiring}, "results": table, "table": text, "plots": [str(plot(out, table))]}
     common.write_json(out / "results.json", payload)

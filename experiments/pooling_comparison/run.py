@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common  # noqa: E402
 
+from gspdml.workflows.tables import markdown_table  # noqa: E402
+
 #: name in the table: (pooling spec as a YAML override value, Table 4 Cifar-Collage MAP@R C2, PNCA);
 #: GSP is the preset demo-gsp itself (spec None)
 POOLINGS = {
@@ -144,7 +146,7 @@ def main(argv=None) -> dict:
     rows = [[name, *(common.cell(table[name][loss], "map_at_r") for loss in plan["losses"]),
              *(share(table[name][loss]) for loss in plan["losses"]),
              *(paper(POOLINGS[name][1 if loss == "C2" else 2]) for loss in plan["losses"])] for name in table]
-    text = common.markdown_table(header, rows)
+    text = markdown_table(header, rows)
     total = sum(entry["seconds"] for losses in table.values() for entry in losses.values())
     print(f"\ncollage_shared (digits), {args.regime} {args.backbone}, seeds {list(plan['seeds'])}, test MAP@R x100, "
           f"mean ± std over seeds; training time {total:.0f} s\n{text}")

@@ -35,6 +35,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from gspdml.workflows.tables import markdown_table  # noqa: E402
+
 #: row: (overrides removing the component, what is removed); applied to the full ProxyNCA++
 ABLATION = {
     "ProxyNCA++": ((), "all components (T = 1/9, GMP, layer norm, 16x4 batches, proxy lr x100, softmax over all proxies)"),
@@ -131,7 +133,7 @@ def temperature_sweep(args) -> dict:
         runs = common.train_seeds(sweep_config(temperature, args.smoke), plan["seeds"], out, reuse=args.reuse)
         table[f"1/{1 / temperature:.0f}" if temperature < 1 else f"{temperature:g}"] = common.summary(runs, METRICS)
     rows = [[t, common.cell(e, "recall_at_1"), common.cell(e, "map_at_r"), f"{e['seconds']:.0f}"] for t, e in table.items()]
-    text = common.markdown_table(["T", "R@1", "MAP@R", "time (s)"], rows)
+    text = markdown_table(["T", "R@1", "MAP@R", "time (s)"], rows)
     print(f"\nProxyNCA++ temperature sweep, collage_shared, frozen ResNet20, seeds {list(plan['seeds'])}\n{text}")
     payload = {"plan": {"seeds": list(plan["seeds"]), "temperatures": list(plan["temperatures"])}, "results": table, "table": text,
                "seconds": sum(e["seconds"] for e in table.values()), "threads": args.threads}
@@ -158,7 +160,7 @@ def main(argv=None) -> dict:
         table[row] = common.summary(common.train_seeds(cfg, plan["seeds"], out, reuse=args.reuse), METRICS)
         print(f"{row:12s} R@1 {common.cell(table[row], 'recall_at_1')}  ({table[row]['seconds']:.0f} s)", flush=True)
     rows = [[row, *(common.cell(entry, m) for m in METRICS)] for row, entry in table.items()]
-    text = common.markdown_table(["collage_digits", "R@1", "R@2", "R@4", "R@8", "MAP@R"], rows)
+    text = markdown_table(["collage_digits", "R@1", "R@2", "R@4", "R@8", "MAP@R"], rows)
     print(f"\nProxyNCA++ ablation, {plan['steps']} steps, seeds {list(plan['seeds'])}, test split, mean ± std over seeds\n{text}")
     payload = {"plan": {**plan, "rows": list(plan["rows"])}, "two_moons": moons, "ablation": table, "table": text,
                "removed": {row: ABLATION[row][1] for row in plan["rows"]}}

@@ -40,12 +40,13 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from gspdml.analysis.sweeps import mean_std  # noqa: E402
 from gspdml.analysis.synthetic_tokens import TokenBags, TokenVocabulary, sample_token_bags  # noqa: E402
 from gspdml.evaluation import retrieval_metrics  # noqa: E402
 from gspdml.losses.contrastive import C2Contrastive  # noqa: E402
 from gspdml.pooling import GSP  # noqa: E402
 from gspdml.pooling.simple import GAP  # noqa: E402
+from gspdml.workflows.sweeps import mean_std  # noqa: E402
+from gspdml.workflows.tables import markdown_table  # noqa: E402
 
 TOKEN_RANGE = 0.3  # seed 000 L550
 POOLINGS = ("gap", "gsp")
@@ -232,7 +233,7 @@ def main(argv=None) -> dict:
         p: {k: mean_std([r[k] for r in per_seed[p]]) for k in ("map_at_r", "precision_at_1", "class_token_weight")}
         for p in args.poolings
     }
-    table = common.markdown_table(["pooling", "test MAP@R (%)", "P@1 (%)", "pooling weight on class tokens"], [
+    table = markdown_table(["pooling", "test MAP@R (%)", "P@1 (%)", "pooling weight on class tokens"], [
         [p.upper(), f"{100 * summary[p]['map_at_r']['mean']:.2f} ± {100 * summary[p]['map_at_r']['std']:.2f}",
          f"{100 * summary[p]['precision_at_1']['mean']:.2f} ± {100 * summary[p]['precision_at_1']['std']:.2f}",
          f"{summary[p]['class_token_weight']['mean']:.3f} ± {summary[p]['class_token_weight']['std']:.3f}"] for p in args.poolings])

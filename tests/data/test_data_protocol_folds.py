@@ -16,7 +16,7 @@ from gspdml.config import PRESETS_DIR, load_config
 from gspdml.data import DATASETS, DataSplits, EvalSplit, build_data
 from gspdml.data.arrays import ArrayDataset
 from gspdml.errors import ConfigError
-from gspdml.evaluation.protocol_runner import plan_protocol
+from gspdml.workflows.protocol import plan_protocol
 
 CONFIGS = PRESETS_DIR
 

@@ -1,6 +1,4 @@
-"""Protocol folds (class lists), fair-protocol aggregation and the results table."""
-
-import json
+"""Protocol folds (class lists) and fair-protocol aggregation."""
 
 import numpy as np
 import pytest
@@ -8,7 +6,7 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.data.splits import contiguous_class_folds, fair_protocol_folds, train_test_classes, tuning_protocol_folds
-from gspdml.evaluation import fair_protocol_results, results_table_markdown, retrieval_metrics, write_results_table
+from gspdml.evaluation import fair_protocol_results, retrieval_metrics
 
 
 def test_train_test_split_by_sorted_class_ids():
@@ -139,15 +137,3 @@ def test_aggregation_rejects_missing_seeds_and_mismatched_labels():
     models[(1, 0)] = (models[(1, 0)][0], models[(1, 0)][1][::-1])
     with pytest.raises(ConfigError, match="labels differ"):
         fair_protocol_results(models)
-
-
-def test_results_table_layout(tmp_path):
-    summary = {space: {"precision_at_1": {"mean": 0.5, "std": 0.01}, "map_at_r": {"mean": 0.25, "std": 0.002}}
-               for space in ("128D", "512D")}
-    rows = {"C2+GSP": {"summary": summary, "num_realisations": 81}}
-    table = results_table_markdown(rows)
-    assert table.splitlines()[0] == "| Method | 512D P@1 | 512D MAP@R | 128D P@1 | 128D MAP@R |"
-    assert table.splitlines()[2] == "| C2+GSP | 50.00 ± 1.00 | 25.00 ± 0.20 | 50.00 ± 1.00 | 25.00 ± 0.20 |"
-    md, js = write_results_table(rows, tmp_path / "table.md")
-    assert md.read_text() == table
-    assert json.loads(js.read_text())["C2+GSP"]["num_realisations"] == 81

@@ -39,25 +39,24 @@ def test_config_trains_the_given_steps_and_evaluates_once():
     assert list(smoke["data"]["dataset"]["class_split"]) == [16, 2, 4] and smoke["data"]["dataset"]["images_per_class"] == 8
 
 
-def test_markdown_table_layout():
-    assert common.markdown_table(["a", "b"], [[1, "x"]]).splitlines() == ["| a | b |", "|---|---|", "| 1 | x |"]
-
-
 def test_train_seeds_reuses_only_finished_runs_with_the_same_config(monkeypatch, tmp_path):
+    """The runner's reuse rule (gspdml.workflows.runner) with --reuse; from scratch without it."""
     import yaml
 
     import gspdml.training
-    from gspdml.errors import TrainingError
+    from gspdml.errors import ConfigError, TrainingError
 
     calls = []
 
-    def fake_train(cfg, run_dir):
+    def fake_train(cfg, run_dir, **kwargs):
         calls.append((cfg["seed"], cfg["schedule"]["max_steps"]))
         run_dir.mkdir(parents=True)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
         if cfg["schedule"]["max_steps"] == 9:
             raise TrainingError("non-finite loss (nan) at step 4; training stopped")
-        return {"steps": cfg["schedule"]["max_steps"], "test": {"map_at_r": 0.1 * (1 + cfg["seed"])}}
+        results = {"steps": cfg["schedule"]["max_steps"], "test": {"map_at_r": 0.1 * (1 + cfg["seed"])}}
+        (run_dir / "results.json").write_text(json.dumps(results))
+        return results
 
     monkeypatch.setattr(gspdml.training, "train", fake_train)
     cfg = common.config("scratch-gap.yaml", steps=3, name="probe")
@@ -68,7 +67,10 @@ def test_train_seeds_reuses_only_finished_runs_with_the_same_config(monkeypatch,
     common.train_seeds(cfg, [1], tmp_path)
     assert calls[-1] == (1, 3)  # without reuse: retrained
     longer = common.config("scratch-gap.yaml", steps=5, name="probe")
-    common.train_seeds(longer, [0], tmp_path, reuse=True)
-    assert calls[-1] == (0, 5)  # the config changed: retrained
+    with pytest.raises(ConfigError, match="holds a run of another config .*schedule.max_steps.*run without --reuse"):
+        common.train_seeds(longer, [0], tmp_path, reuse=True)  # the config changed: refused, never overwritten
+    assert calls[-1] == (1, 3)
+    common.train_seeds(longer, [0], tmp_path)
+    assert calls[-1] == (0, 5)  # without reuse: retrained with the new config
     failed = common.train_seeds(common.config("scratch-gap.yaml", steps=9, name="probe"), [0], tmp_path)
     assert failed[0]["failed"] == "non-finite loss (nan) at step 4" and "test" not in failed[0]

@@ -1,5 +1,5 @@
 """experiments/gsp_mu_sweep and experiments/gsp_m_eps_grid (seed 000 Fig. 6 and Fig. 8), smoke
-runs on a tiny collage; gspdml.analysis.sweeps."""
+runs on a tiny collage; gspdml.workflows.sweeps."""
 
 import json
 import math
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gspdml.analysis.sweeps import mean_std
+from gspdml.workflows.sweeps import mean_std
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))

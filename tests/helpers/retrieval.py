@@ -13,7 +13,6 @@ from PIL import Image
 
 from gspdml.cli import build_parser
 from gspdml.models import build_embedder
-from gspdml.retrieval.cli import add_parser
 from gspdml.training.run_dir import save_weights
 
 COLOURS = {"red": (200, 40, 40), "green": (40, 180, 60), "blue": (50, 60, 210)}
@@ -74,7 +73,7 @@ def register_for_test(monkeypatch, registry, name: str, factory) -> None:
 
 
 def run_cli(*argv: str) -> int:
-    """Parse ``argv`` with the ``gspdml`` parser extended by the retrieval sub-commands (as
-    ``gspdml.cli`` wires them) and run the chosen one; errors propagate to the test."""
-    args = build_parser((add_parser,)).parse_args([str(a) for a in argv])
+    """Parse ``argv`` with the ``gspdml`` parser and run the chosen sub-command (without
+    ``gspdml.cli.main``'s error handling): errors propagate to the test."""
+    args = build_parser().parse_args([str(a) for a in argv])
     return args.func(args)

@@ -145,7 +145,7 @@ def test_ivfpq_search_reranks_by_exact_distance():
 
 def test_search_with_postprocessing_matches_the_library_call(tmp_path, capsys):
     from gspdml.evaluation.postprocess import postprocessed_retrieve
-    from gspdml.retrieval.cli import load_model_and_transform
+    from gspdml.retrieval.encoder import load_model_and_transform
     from gspdml.retrieval.sources import ImageFiles
     from gspdml.models.inference import embed
 

@@ -9,7 +9,7 @@ import torch
 import gspdml
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval.bundle import FILES, write_bundle
-from gspdml.retrieval.cli import load_model_and_transform
+from gspdml.retrieval.encoder import load_model_and_transform
 from gspdml.retrieval.sources import ImageFiles
 from gspdml.models.inference import embed
 from gspdml.cli import main

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from gspdml.errors import DataError
-from gspdml.retrieval.cli import load_model_and_transform
+from gspdml.retrieval.encoder import load_model_and_transform
 from gspdml.retrieval.sources import ImageFiles, list_image_folder
 from gspdml.data.eval_transform import EvalTransform
 from gspdml.models.inference import embed

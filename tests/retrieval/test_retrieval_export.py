@@ -11,7 +11,7 @@ from gspdml.pooling import Pooled, Pooling, flatten_locations
 from gspdml.retrieval.export import ExportError, ExportMismatchError, export_embedder
 from gspdml.retrieval.sources import folder_source
 from gspdml.training import load_run
-from gspdml.retrieval.cli import load_model_and_transform
+from gspdml.retrieval.encoder import load_model_and_transform
 from tests.helpers.retrieval import run_cli, write_image_folder, write_run
 
 

@@ -13,7 +13,7 @@ from gspdml.retrieval.build import append_to_index, model_info
 from gspdml.retrieval.sources import folder_source
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.training import load_run
-from gspdml.retrieval.cli import load_model_and_transform
+from gspdml.retrieval.encoder import load_model_and_transform
 from tests.helpers.retrieval import MEAN, STD, run_cli, write_image_folder, write_run
 
 

@@ -16,7 +16,7 @@ from gspdml.errors import ConfigError, DataError
 from gspdml.evaluation import RetrievalResults, metrics_from_results, retrieval_metrics, retrieve
 from gspdml.evaluation.results import encode_labels, relevant_counts
 from gspdml.retrieval.build import build_index
-from gspdml.retrieval.cli import load_model_and_transform
+from gspdml.retrieval.encoder import load_model_and_transform
 from gspdml.retrieval.sources import folder_source
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.report import retrieval_grid

@@ -1,5 +1,5 @@
 from gspdml.config import load_config
-from gspdml.demo import demo_configs, format_table
+from gspdml.workflows.demo import demo_configs, format_table
 
 
 def test_table_lists_test_metrics_in_percent_and_marks_reused_runs():

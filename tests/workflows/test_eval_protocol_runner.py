@@ -19,7 +19,7 @@ from gspdml.config import load_config
 from gspdml.data import build_data
 from gspdml.errors import ConfigError
 from gspdml.data.splits import fair_protocol_folds
-from gspdml.evaluation.protocol_runner import _fold_config, run_protocol
+from gspdml.workflows.protocol import _fold_config, run_protocol
 
 SEEDS = (0, 1)
 

@@ -1,12 +1,11 @@
 """gspdml.evaluation: exact kNN, the retrieval-results type shared with search and reports,
-retrieval metrics, aggregation and tables."""
+retrieval metrics and the fair protocol's aggregation."""
 
 from gspdml.evaluation.aggregate import concatenate_embeddings, fair_protocol_results, l2_normalize
 from gspdml.evaluation.clustering import clustering_scores, kmeans_assignments
 from gspdml.evaluation.exact_knn import knn, retrieve
 from gspdml.evaluation.metrics import metrics_from_results, per_query_scores, retrieval_metrics
 from gspdml.evaluation.results import RetrievalResults
-from gspdml.evaluation.tables import results_table_markdown, write_results_table
 
 __all__ = [
     "RetrievalResults",
@@ -18,8 +17,6 @@ __all__ = [
     "l2_normalize",
     "metrics_from_results",
     "per_query_scores",
-    "results_table_markdown",
     "retrieval_metrics",
     "retrieve",
-    "write_results_table",
 ]

@@ -2,8 +2,8 @@
 ``exact_search``, ``build``; a search returns :class:`gspdml.evaluation.RetrievalResults`),
 approximate search (``ann``), the images of a run and how they are preprocessed (``sources``,
 ``preprocessing``), the HTML run report (``report``, ``figures``) and TorchScript/ONNX export
-(``export``); CLI in ``cli``. From Python: :class:`Encoder` embeds new images with a run,
-:class:`RetrievalIndex` stores and searches them."""
+(``export``); its commands are in :mod:`gspdml.cli.retrieval`. From Python: :class:`Encoder`
+embeds new images with a run, :class:`RetrievalIndex` stores and searches them."""
 
 from gspdml.retrieval.encoder import Encoder
 from gspdml.retrieval.index import RetrievalIndex

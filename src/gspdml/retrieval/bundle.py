@@ -1,4 +1,4 @@
-"""Portable model bundles: ``gspdml bundle RUN_DIR --out DIR`` and :func:`from_pretrained`.
+"""Portable model bundles: :func:`write_bundle` (``gspdml bundle RUN_DIR --out DIR``, :mod:`gspdml.cli.bundle`) and :func:`from_pretrained`.
 
 A bundle is a folder laid out as a Hugging Face model repository (it can be uploaded as is):
 
@@ -17,7 +17,6 @@ unless ``local_files_only=True``).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -204,18 +203,3 @@ def _hub_snapshot(repo_id: str, cache_dir, local_files_only, revision) -> Path:
         return Path(snapshot_download(repo_id, cache_dir=cache_dir, local_files_only=local_files_only, revision=revision))
     except Exception as err:  # the hub client raises many types (offline, not found, auth)
         raise DataError(f"{repo_id}: cannot load the hub repository ({type(err).__name__}: {err})") from None
-
-
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("bundle", help="write a portable model bundle (weights, config, preprocessing, model card)")
-    parser.add_argument("run_dir", help="run directory (config.yaml + model.safetensors)")
-    parser.add_argument("--out", required=True, help="bundle folder to write (a hub-style repository layout)")
-    parser.add_argument("--weights", choices=tuple(WEIGHT_FILES), default="final", help="final (default) or best")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing bundle folder")
-    parser.set_defaults(func=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    out = write_bundle(args.run_dir, args.out, args.weights, args.overwrite)
-    print(f"wrote {out}: {', '.join(FILES)}")
-    return 0

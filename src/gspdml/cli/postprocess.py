@@ -1,4 +1,4 @@
-"""``gspdml search --postprocess STEP``: post-processing of :mod:`gspdml.evaluation.postprocess`
+"""``gspdml search --postprocess STEP`` (:mod:`gspdml.cli.retrieval`): post-processing of :mod:`gspdml.evaluation.postprocess`
 (PCA-whitening, alpha-DBA, alpha-QE, k-reciprocal re-ranking) on an index search.
 
 The index vectors are the database (DBA augments them for this search only, the index file is

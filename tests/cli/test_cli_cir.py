@@ -6,11 +6,10 @@ import numpy as np
 from PIL import Image
 
 from tests.helpers.cir_tiny_clip import build
-from gspdml.cir.cli import add_parser, main
 from gspdml.cir.features import encode_image_files, encode_texts
 from gspdml.cir.freedom import FreeDom, TextMemory
 from gspdml.cir.protocol import domain_conversion_protocol, evaluate_protocol
-from gspdml.cli import build_parser
+from gspdml.cli import build_parser, main
 
 MODEL = "python:tests.helpers.cir_tiny_clip:build"
 
@@ -31,15 +30,15 @@ def make_folder(root):
 
 
 def run(argv, capsys):
-    code = main(argv)
+    code = main(["cir", *argv])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
 
 def test_parser_wiring():
-    args = build_parser([add_parser]).parse_args(["cir", "weicom", "--images", "x", "--patterncom"])
+    args = build_parser().parse_args(["cir", "weicom", "--images", "x", "--patterncom"])
     assert args.cir_method == "weicom" and args.patterncom == "" and args.ap == "standard" and args.lam is None
-    args = build_parser([add_parser]).parse_args(["cir", "freedom", "--images", "x", "--labels", "l.csv"])
+    args = build_parser().parse_args(["cir", "freedom", "--images", "x", "--labels", "l.csv"])
     assert (args.k, args.n, args.m, args.variant, args.ap) == (20, 7, None, "L+a", "trapezoid")
 
 

@@ -9,15 +9,13 @@ poolings without spatial weights), the mechanism the GSP paper's Cifar Collage s
 from __future__ import annotations
 
 import json
-import shutil
-import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-import yaml
-
 from gspdml.config import load_config, preset_names
 from gspdml.errors import ConfigError
+from gspdml.workflows.runner import PlannedRun, run_planned
+from gspdml.workflows.tables import markdown_table
 
 COLUMNS = (("MAP@R", "map_at_r"), ("P@1", "precision_at_1"), ("R-prec.", "r_precision"), ("R@2", "recall_at_2"), ("R@4", "recall_at_4"))
 
@@ -32,23 +30,21 @@ def demo_configs(paths: Sequence[str]) -> list[str]:
 
 
 def run_demo(paths: Sequence[str], output_dir: Path, overrides: Iterable[str] = (), fresh: bool = False) -> list[dict[str, Any]]:
-    """Train (or resume, or reuse) every config into ``output_dir/<name>``, print the table and
-    write its rows to ``output_dir/summary.json`` (read by ``scripts/readme_tables.py``)."""
-    from gspdml.training import train
+    """Train (or resume, or reuse: :mod:`gspdml.workflows.runner`) every config into
+    ``output_dir/<name>``, print the table and write its rows to ``output_dir/summary.json``
+    (read by ``scripts/readme_tables.py``); ``fresh`` retrains runs that already exist."""
     from gspdml.training.checkpoint import atomic_write_text
 
     rows = []
     earlier = _earlier_seconds(output_dir / "summary.json")
     for path in demo_configs(paths):
         config = load_config(path, [*overrides, f"output_dir={output_dir}"])
-        run_dir = output_dir / config["name"]
-        resume = _prepare(run_dir, config, fresh)
-        finished = resume and (run_dir / "results.json").exists()
-        start = time.perf_counter()
-        results = train(config, run_dir, resume=resume)
-        seconds = earlier.get(config["name"]) if finished else time.perf_counter() - start
-        rows.append({"method": config["name"], "description": config["description"], "seconds": seconds, "reused": finished,
-                     **results, "target_share": run_target_share(run_dir)})
+        run = PlannedRun(config["name"], config, output_dir / config["name"])
+        outcome = run_planned(run, fresh=fresh, hint="pass --fresh to retrain it")
+        reused = outcome.status == "done"
+        rows.append({"method": config["name"], "description": config["description"],
+                     "seconds": earlier.get(config["name"]) if reused else outcome.seconds, "reused": reused,
+                     **outcome.results, "target_share": run_target_share(run.run_dir)})
     atomic_write_text(output_dir / "summary.json", json.dumps(rows, indent=2))
     print()
     print(format_table(rows))
@@ -79,29 +75,15 @@ def run_target_share(run_dir: Path):
     return target_tile_share(model, test.query, grid=int(dataset.get("grid", 2)))
 
 
-def _prepare(run_dir: Path, config: dict[str, Any], fresh: bool) -> bool:
-    """True when the run directory holds this very run to resume (or reuse when finished)."""
-    if not (run_dir / "checkpoints" / "last.safetensors").exists():
-        return False
-    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
-    if fresh or saved != yaml.safe_load(yaml.safe_dump(config)):
-        if not fresh:
-            raise ConfigError("demo", f"{run_dir} holds a run with another config; pass --fresh to retrain it")
-        shutil.rmtree(run_dir)
-        return False
-    return True
-
-
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """A Markdown table of test metrics (x100), one row per method."""
     header = ["method", *(name for name, _ in COLUMNS), "target-tile weight", "steps", "time (s)"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    body = []
     for row in rows:
         test = row.get("test", {})
-        cells = [row["method"], *(f"{100 * test[key]:.2f}" if key in test else "-" for _, key in COLUMNS)]
         share = row.get("target_share")
         seconds = "" if row["seconds"] is None else f"{row['seconds']:.0f}"
-        cells += ["-" if share is None else f"{share:.2f}", str(row["steps"]),
-                  f"{seconds} (reused)".strip() if row.get("reused") else seconds]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        body.append([row["method"], *(f"{100 * test[key]:.2f}" if key in test else "-" for _, key in COLUMNS),
+                     "-" if share is None else f"{share:.2f}", str(row["steps"]),
+                     f"{seconds} (reused)".strip() if row.get("reused") else seconds])
+    return markdown_table(header, body)

@@ -1,4 +1,5 @@
-"""Run a whole evaluation protocol from one config: ``gspdml protocol fair|tuning|conventional CONFIG``.
+"""Run a whole evaluation protocol from one config: ``gspdml protocol fair|tuning|conventional|two_stage CONFIG``
+(:mod:`gspdml.cli.protocol`).
 
 The config describes one model; the protocol owns the fields that tell the models apart:
 
@@ -28,11 +29,11 @@ The config describes one model; the protocol owns the fields that tell the model
   test split. Reported like ``conventional`` over the stage-2 models.
 
 Runs live in ``<root>/fold<f>-seed<s>/`` (``<root>/seed<s>/`` for ``conventional``), ``root`` =
-``<output_dir>/<name>`` of the config. They are resumable model by model: a run with
-``results.json`` is finished and skipped, a run with a checkpoint is resumed, the others start; a
-run directory holding a run of another config is refused. ``<root>/protocol.json`` keeps every
-number (per model and per realisation), ``<root>/results.md`` / ``.json`` the table row
-(:mod:`gspdml.evaluation.tables`).
+``<output_dir>/<name>`` of the config. They are resumable model by model, by the reuse rule of
+:mod:`gspdml.workflows.runner`: a finished run is reused, a run with a checkpoint is resumed, the
+others start; a run directory holding a run of another config is refused. ``<root>/protocol.json``
+keeps every number (per model and per realisation), ``<root>/results.md`` / ``.json`` the table
+row (:mod:`gspdml.workflows.tables`).
 """
 
 from __future__ import annotations
@@ -46,12 +47,12 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
-import yaml
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation.aggregate import fair_protocol_results
 from gspdml.data.splits import FAIR_FOLDS, TUNING_FOLDS, ClassFold, fair_protocol_folds, tuning_protocol_folds
-from gspdml.evaluation.tables import CONVENTIONAL_COLUMNS, FAIR_COLUMNS, TUNING_COLUMNS, write_results_table
+from gspdml.evaluation.aggregate import TABLE_METRICS, fair_protocol_results
+from gspdml.workflows.runner import PlannedRun, run_planned
+from gspdml.workflows.tables import CONVENTIONAL_COLUMNS, FAIR_COLUMNS, TUNING_COLUMNS, write_results_table
 
 FOLDS = {"fair": (FAIR_FOLDS, fair_protocol_folds), "tuning": (TUNING_FOLDS, tuning_protocol_folds)}
 #: how many of the protocol's folds are trained: all four for fair, the one 4/5 split for tuning
@@ -63,21 +64,15 @@ COLUMNS = {"fair": FAIR_COLUMNS, "tuning": TUNING_COLUMNS, "conventional": CONVE
            "two_stage": CONVENTIONAL_COLUMNS}
 PROTOCOLS = tuple(COLUMNS)
 TEST_CACHE = "test_embeddings.npz"
-TABLE_METRICS = ("precision_at_1", "map_at_r")
-#: config fields that do not change what a run computes (a finished run is reused across them)
-NEUTRAL_FIELDS = ("description", "output_dir", "data.num_workers", "data.eval_batch_size", "trainer.device",
-                  "trainer.progress", "trainer.log_every")
 
 
-@dataclass
-class ProtocolRun:
-    """One model of a protocol: its name (``fold<f>-seed<s>`` or ``seed<s>``), directory and config."""
+@dataclass(frozen=True)
+class ProtocolRun(PlannedRun):
+    """One model of a protocol: a :class:`PlannedRun` named ``fold<f>-seed<s>`` or ``seed<s>``,
+    with its fold (None outside fair and tuning) and seed."""
 
-    name: str
     fold: Optional[int]
     seed: int
-    run_dir: Path
-    config: dict
 
 
 def plan_protocol(config: dict, protocol: str, seeds: Sequence[int], root: Path) -> tuple[list[ProtocolRun], list[ClassFold]]:
@@ -90,11 +85,11 @@ def plan_protocol(config: dict, protocol: str, seeds: Sequence[int], root: Path)
     if protocol in ("conventional", "two_stage"):
         make = _conventional_config if protocol == "conventional" else _train_stage_config
         prefix = "seed" if protocol == "conventional" else "train-seed"
-        return [ProtocolRun(f"{prefix}{s}", None, int(s), root / f"{prefix}{s}", make(config, int(s))) for s in seeds], []
+        return [ProtocolRun(f"{prefix}{s}", make(config, int(s)), root / f"{prefix}{s}", None, int(s)) for s in seeds], []
     num_folds, make_folds = FOLDS[protocol]
     folds = make_folds(_training_classes(config, protocol, num_folds))[: FOLDS_USED[protocol]]
-    runs = [ProtocolRun(f"fold{f.index}-seed{s}", f.index, int(s), root / f"fold{f.index}-seed{s}",
-                        _fold_config(config, protocol, f.index, num_folds, int(s)))
+    runs = [ProtocolRun(f"fold{f.index}-seed{s}", _fold_config(config, protocol, f.index, num_folds, int(s)),
+                        root / f"fold{f.index}-seed{s}", f.index, int(s))
             for f in folds for s in seeds]
     return runs, folds
 
@@ -134,27 +129,6 @@ def run_protocol(config: dict, protocol: str = "fair", *, seeds: Sequence[int] =
     }
     (root / "protocol.json").write_text(json.dumps(payload, indent=2) + "\n")
     return {**payload, "runs": status}
-
-
-def add_parser(subparsers) -> None:
-    """Register ``gspdml protocol {fair,tuning,conventional,two_stage} CONFIG [overrides] [--seeds ...] [--output-dir]``."""
-    p = subparsers.add_parser("protocol", help="train and aggregate all models of an evaluation protocol")
-    p.add_argument("protocol", choices=PROTOCOLS)
-    p.add_argument("config", help="YAML config file (one model)")
-    p.add_argument("overrides", nargs="*", help="overrides key.sub=value (values are YAML)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds per model (default 0 1 2)")
-    p.add_argument("--output-dir", type=Path, default=None, help="default: <output_dir>/<name>")
-    p.set_defaults(func=_cmd_protocol)
-
-
-def _cmd_protocol(args) -> int:
-    from gspdml.config import load_config
-    from gspdml.evaluation.tables import results_table_markdown
-
-    config = load_config(args.config, args.overrides)
-    result = run_protocol(config, args.protocol, seeds=args.seeds, output_dir=args.output_dir)
-    print(results_table_markdown({config["name"]: result}, columns=COLUMNS[args.protocol]), end="")
-    return 0
 
 
 # ---------------------------------------------------------------------------------- run configs
@@ -227,7 +201,7 @@ def _run_two_stage(config: dict, seeds: Sequence[int], root: Path) -> tuple[list
         stage1 = json.loads((run.run_dir / "results.json").read_text())
         name = f"trainval-seed{run.seed}"
         ratio = _train_size(_conventional_config(config, run.seed)) / _train_size(run.config)
-        second.append(ProtocolRun(name, None, run.seed, root / name, _trainval_stage_config(config, run.seed, stage1, ratio)))
+        second.append(ProtocolRun(name, _trainval_stage_config(config, run.seed, stage1, ratio), root / name, None, run.seed))
         status[name] = _train_or_skip(second[-1])
     return second, [], status
 
@@ -253,36 +227,9 @@ def _training_classes(config: dict, protocol: str, num_folds: int) -> np.ndarray
 
 
 def _train_or_skip(run: ProtocolRun) -> str:
-    from gspdml.training import train
-
-    saved = run.run_dir / "config.yaml"
-    if saved.exists():
-        _check_same_config(saved, run)
-    if (run.run_dir / "results.json").exists():
-        return "done"
-    (run.run_dir / TEST_CACHE).unlink(missing_ok=True)  # embeddings of an earlier model
-    resume = (run.run_dir / "checkpoints" / "last.safetensors").exists()
-    train(run.config, run.run_dir, resume=resume)
-    return "resumed" if resume else "trained"
-
-
-def _check_same_config(saved: Path, run: ProtocolRun) -> None:
-    from gspdml.config import dump_config
-
-    old, new = _flatten(yaml.safe_load(saved.read_text())), _flatten(yaml.safe_load(dump_config(run.config)))
-    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in NEUTRAL_FIELDS)
-    if changed:
-        raise ConfigError("config", f"{run.run_dir} holds a run of another config (differs in {', '.join(changed[:5])}); "
-                                    "delete it or choose another --output-dir")
-
-
-def _flatten(node, prefix: str = "") -> dict:
-    if not isinstance(node, dict):
-        return {prefix: node}
-    out = {}
-    for key, value in node.items():
-        out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
+    """Train, resume or reuse one model (:mod:`gspdml.workflows.runner`); a model that trains
+    again drops the test embeddings cached from an earlier model."""
+    return run_planned(run, before_training=lambda r: (r.run_dir / TEST_CACHE).unlink(missing_ok=True)).status
 
 
 # ---------------------------------------------------------------------------------- aggregation

@@ -1,4 +1,6 @@
-"""Sub-commands ``index``, ``search``, ``report`` and ``export`` of the ``gspdml`` CLI.
+"""Sub-commands ``index``, ``search``, ``report`` and ``export`` of the ``gspdml`` CLI
+(:mod:`gspdml.retrieval`); the approximate-search options are in :mod:`gspdml.cli.ann`, the
+post-processing of a search in :mod:`gspdml.cli.postprocess`.
 
 ``add_parser(subparsers)`` registers all four on an ``argparse`` sub-parser collection; each sets
 ``func`` to a callable ``func(args) -> int`` (the exit status).
@@ -14,8 +16,9 @@ from pathlib import Path
 
 import torch
 
+from gspdml.cli import ann, postprocess
 from gspdml.errors import ConfigError, DataError
-from gspdml.retrieval import ann_cli, exact_search, search_steps
+from gspdml.retrieval import exact_search
 from gspdml.retrieval.build import append_to_index, build_index, check_same_model, drop_missing_files, model_info
 from gspdml.retrieval.embedding import ON_ERROR, PartialEmbedding
 from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
@@ -74,7 +77,7 @@ def run_index(args: argparse.Namespace) -> int:
     index.save(out)
     skipped = f", {len(index.skipped)} files skipped" if index.skipped else ""
     print(f"{message}{skipped}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}")
-    approximate = ann_cli.update_ann(index, out, args, added)
+    approximate = ann.update_ann(index, out, args, added)
     if approximate:
         print(approximate)
     return 0
@@ -121,9 +124,9 @@ def run_search(args: argparse.Namespace) -> int:
             raise DataError(f"{path}: query image not found")
     queries, _ = embed(model, ImageFiles(paths, [None] * len(paths), transform), args.batch_size, device)
     k = min(args.k, len(index))
-    results = search_steps.postprocessed_search(index, queries, k, paths, args, config, model, device)
+    results = postprocess.postprocessed_search(index, queries, k, paths, args, config, model, device)
     if results is None:
-        approximate = ann_cli.approximate_search(index, args.index, queries, k, paths, args)
+        approximate = ann.approximate_search(index, args.index, queries, k, paths, args)
         if approximate is None:
             results = index.search(queries, k, query_paths=paths, backend=args.backend)
         else:
@@ -199,7 +202,7 @@ def add_index_parser(subparsers) -> argparse.ArgumentParser:
     _add_on_error(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_common(parser)
-    ann_cli.add_index_options(parser)
+    ann.add_index_options(parser)
     parser.set_defaults(func=run_index)
     return parser
 
@@ -214,8 +217,8 @@ def add_search_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--run", help="run directory of the model (default: the one recorded in the index)")
     parser.add_argument("--backend", choices=("auto", *exact_search.BACKENDS), default="auto", help="auto = faiss when installed")
     _add_common(parser)
-    ann_cli.add_search_options(parser)
-    search_steps.add_search_options(parser)
+    ann.add_search_options(parser)
+    postprocess.add_search_options(parser)
     parser.set_defaults(func=run_search)
     return parser
 

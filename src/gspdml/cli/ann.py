@@ -1,4 +1,5 @@
-"""The approximate-search options of ``gspdml index`` and ``gspdml search``.
+"""The approximate-search options of ``gspdml index`` and ``gspdml search`` (:mod:`gspdml.cli.retrieval`)
+over :mod:`gspdml.retrieval.ann`.
 
 ``gspdml index --backend ivf|ivfpq|hnsw`` builds an approximate index next to the exact vectors
 of an index folder and measures its recall@k against the exact engine; ``--append`` adds the new

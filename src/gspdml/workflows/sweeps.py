@@ -1,11 +1,10 @@
 """Train a family of runs that differ by a few config overrides, over several seeds, and
 aggregate their test metrics (mean +- sample std over seeds) -- the shape of the GSP paper's
-hyper-parameter studies (seed 000 Fig. 6 effect of mu, Fig. 8 m-eps grid)."""
+hyper-parameter studies (seed 000 Fig. 6 effect of mu, Fig. 8 m-eps grid). Each run is trained
+from scratch (``fresh`` in :mod:`gspdml.workflows.runner`): a sweep measures every variant anew."""
 
 from __future__ import annotations
 
-import shutil
-import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -13,7 +12,7 @@ import numpy as np
 
 from gspdml.config import load_config
 from gspdml.errors import ConfigError
-from gspdml.training import train
+from gspdml.workflows.runner import PlannedRun, run_planned
 
 
 def mean_std(values: Sequence[float]) -> dict[str, float]:
@@ -49,12 +48,9 @@ def run_sweep(
             config = load_config(
                 base, [*overrides, *extra, f"seed={seed}", f"name={safe}-seed{seed}", f"output_dir={output_dir}"]
             )
-            run_dir = Path(output_dir) / config["name"]
-            shutil.rmtree(run_dir, ignore_errors=True)  # a finished run there would refuse to start again
-            start = time.perf_counter()
-            result = train(config, run_dir)
-            row = {"seed": seed, "seconds": time.perf_counter() - start, "steps": result["steps"]}
-            row.update({m: float(result["test"][m]) for m in metrics})
+            outcome = run_planned(PlannedRun(config["name"], config, Path(output_dir) / config["name"]), fresh=True)
+            row = {"seed": seed, "seconds": outcome.seconds, "steps": outcome.results["steps"]}
+            row.update({m: float(outcome.results["test"][m]) for m in metrics})
             rows.append(row)
             log(f"{label} seed {seed}: " + "  ".join(f"{m} {100 * row[m]:.2f}" for m in metrics)
                 + f"  ({row['steps']} steps, {row['seconds']:.0f} s)")

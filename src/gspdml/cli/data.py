@@ -1,4 +1,5 @@
-"""``gspdml data fetch NAME --root DIR`` and ``gspdml data verify DIR`` (:mod:`gspdml.data.fetch`)."""
+"""``gspdml data fetch NAME --root DIR`` and ``gspdml data verify DIR`` (:mod:`gspdml.data.fetch`,
+:mod:`gspdml.data.catalog`)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
-"""The ``gspdml`` command line.
+"""``gspdml train``, ``gspdml evaluate`` and ``gspdml config``: one run from a config.
 
-    gspdml train CONFIG [key.sub=value ...] [--resume [--allow-changes]]
-    gspdml evaluate RUN_DIR [--split test] [--weights final|best]
-    gspdml config CONFIG [key.sub=value ...]        # print the resolved, validated config
-    gspdml config --list                             # the shipped presets
-    gspdml demo [CONFIG ...]                         # the main job: train and compare methods
-    gspdml pretrain RECIPE [RECIPE ...]              # pre-train (or find cached) backbone weights
-    gspdml protocol fair|tuning|conventional|two_stage CONFIG  # a whole evaluation protocol, resumable
-    gspdml index|search|report|export ...            # retrieval (gspdml.retrieval.cli)
-    gspdml cir freedom|weicom ...                    # composed image retrieval (gspdml.cir.cli)
-    gspdml data fetch|verify ...                     # benchmark datasets (gspdml.data.cli)
-    gspdml bundle RUN_DIR --out DIR                  # portable model bundle (gspdml.retrieval.bundle)
+    gspdml train CONFIG [key.sub=value ...] [--resume [--allow-changes]] [--run-dir DIR] [--no-progress]
+    gspdml evaluate RUN_DIR [--split test|val] [--weights final|best] [--no-progress]
+    gspdml config CONFIG [key.sub=value ...] | --list
 """
 
 from __future__ import annotations
@@ -21,7 +13,6 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Callable, Optional, Sequence
 
 from gspdml.errors import GspdmlError
 
@@ -91,26 +82,8 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from gspdml.demo import run_demo
-
-    run_demo(args.configs, Path(args.output_dir), overrides=args.overrides, fresh=args.fresh)
-    return 0
-
-
-def _cmd_pretrain(args: argparse.Namespace) -> int:
-    from gspdml.training.pretrain import pretrained_state, weights_path, load_recipe
-
-    for recipe in args.recipes:
-        _, record = pretrained_state(recipe)
-        print(json.dumps({**record, "path": str(weights_path(load_recipe(recipe)))}, indent=2))
-    return 0
-
-
-def build_parser(extensions: Sequence[Callable[[argparse._SubParsersAction], None]] = ()) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gspdml", description="Deep metric learning with Generalized Sum Pooling.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``train``, ``evaluate`` and ``config``."""
     p = sub.add_parser("train", help="train one run described by a YAML config")
     p.add_argument("config", nargs="?", help="YAML config file or preset name (gspdml config --list)")
     p.add_argument("overrides", nargs="*", help="overrides key.sub=value (values are YAML)")
@@ -137,52 +110,3 @@ def build_parser(extensions: Sequence[Callable[[argparse._SubParsersAction], Non
     p.add_argument("overrides", nargs="*")
     p.add_argument("--list", action="store_true", help="list the shipped presets")
     p.set_defaults(func=_cmd_config, parser=p)
-
-    p = sub.add_parser("demo", help="train the demo methods on the embedded collage and print a table")
-    p.add_argument("configs", nargs="*", help="config files or preset names (default: the demo-* presets)")
-    p.add_argument("--output-dir", default="runs/demo")
-    p.add_argument("--set", dest="overrides", action="append", default=[], help="override for every run, key.sub=value")
-    p.add_argument("--fresh", action="store_true", help="retrain runs that already exist")
-    p.set_defaults(func=_cmd_demo)
-
-    p = sub.add_parser("pretrain", help="pre-train backbone weights from a recipe (cached by content hash)")
-    p.add_argument("recipes", nargs="+", help="recipe names (gspdml/presets/pretrain) or YAML files")
-    p.set_defaults(func=_cmd_pretrain)
-
-    for extend in extensions:
-        extend(sub)
-    return parser
-
-
-def _extensions() -> list[Callable]:
-    """Sub-commands contributed by other packages (each exposes ``add_parser(subparsers)``)."""
-    from gspdml.cir.cli import add_parser as cir
-    from gspdml.data.cli import add_parser as data
-    from gspdml.retrieval.bundle import add_parser as bundle
-    from gspdml.evaluation.protocol_runner import add_parser as protocol
-    from gspdml.retrieval.cli import add_parser as retrieval
-
-    return [protocol, retrieval, cir, data, bundle]
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = build_parser(_extensions())
-    args = parser.parse_args(argv)
-    try:
-        status = args.func(args)
-        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
-        return status
-    except GspdmlError as exc:
-        print(f"gspdml: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("gspdml: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        # the reader went away (gspdml search --json | head): stop quietly, as cat does
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -34,14 +34,14 @@ import numpy as np
 import torch
 
 from gspdml.data.images import IMAGE_EXTENSIONS
-from gspdml.errors import ConfigError, DataError, GspdmlError
+from gspdml.errors import ConfigError, DataError
 
-from .baselines import baseline_scores
-from .features import FeatureCache, encode_image_files, encode_texts
-from .freedom import QUERY_AS_PROXY, VARIANTS, FreeDom, TextEmbeddingMemo, TextMemory, read_vocabulary
-from .ranking import AP_VARIANTS
-from .protocol import CompositionProtocol, CompositionQuery, domain_conversion_protocol, evaluate_protocol
-from .weicom import default_lambda, weicom_scores
+from gspdml.cir.baselines import baseline_scores
+from gspdml.cir.features import FeatureCache, encode_image_files, encode_texts
+from gspdml.cir.freedom import QUERY_AS_PROXY, VARIANTS, FreeDom, TextEmbeddingMemo, TextMemory, read_vocabulary
+from gspdml.cir.ranking import AP_VARIANTS
+from gspdml.cir.protocol import CompositionProtocol, CompositionQuery, domain_conversion_protocol, evaluate_protocol
+from gspdml.cir.weicom import default_lambda, weicom_scores
 
 
 def _read_csv(path: str, required: Sequence[str]) -> list[dict]:
@@ -79,7 +79,7 @@ def _protocol(args: argparse.Namespace, images: Path, cache_dir: Optional[Path])
     if len(chosen) != 1:
         raise ConfigError("queries", "give exactly one of --labels, --queries" + (", --patterncom" if hasattr(args, "patterncom") else ""))
     if chosen == ["patterncom"]:
-        from .patterncom import read_patterncom, table_mismatches
+        from gspdml.cir.patterncom import read_patterncom, table_mismatches
 
         patterncom = read_patterncom(images, args.patterncom or None)
         mismatches = table_mismatches(patterncom)
@@ -154,7 +154,7 @@ def _score_function(args, model, database: torch.Tensor, queries: torch.Tensor, 
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .backends import load_model
+    from gspdml.cir.backends import load_model
 
     images = Path(args.images).expanduser().resolve()
     if not images.is_dir():
@@ -267,18 +267,3 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     weicom.add_argument("--patterncom", nargs="?", const="", default=None, metavar="DIR",
                         help="the PatternCom protocol; DIR holds <attribute>.csv (default <images>/PatternCom)")
 
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m gspdml.cir.cli freedom|weicom ...`` (the same as ``gspdml cir ...``)."""
-    from gspdml.cli import build_parser
-
-    args = build_parser([add_parser]).parse_args(["cir", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return args.func(args)
-    except GspdmlError as error:
-        print(f"gspdml: error: {error}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

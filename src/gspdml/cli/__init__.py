@@ -1,0 +1,61 @@
+"""The ``gspdml`` command line: the parser and ``main``; each command group lives in its own module.
+
+    gspdml train CONFIG [key.sub=value ...] [--resume [--allow-changes]]   (cli.train)
+    gspdml evaluate RUN_DIR [--split test] [--weights final|best]          (cli.train)
+    gspdml config CONFIG [key.sub=value ...]        # print the resolved, validated config
+    gspdml config --list                             # the shipped presets
+    gspdml demo [CONFIG ...]                         # the main job: train and compare methods (cli.demo)
+    gspdml pretrain RECIPE [RECIPE ...]              # pre-train (or find cached) backbone weights (cli.pretrain)
+    gspdml protocol fair|tuning|conventional|two_stage CONFIG  # a whole evaluation protocol, resumable (cli.protocol)
+    gspdml index|search|report|export ...            # retrieval (cli.retrieval, cli.ann, cli.postprocess)
+    gspdml cir freedom|weicom ...                    # composed image retrieval (cli.cir)
+    gspdml data fetch|verify ...                     # benchmark datasets (cli.data)
+    gspdml bundle RUN_DIR --out DIR                  # portable model bundle (cli.bundle)
+
+Only this package parses arguments; the domain modules below it take plain values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Optional, Sequence
+
+from gspdml.cli import bundle, cir, data, demo, pretrain, protocol, retrieval, train
+from gspdml.errors import GspdmlError
+
+#: the command groups, in the order ``gspdml --help`` lists them; each has ``add_parser(subparsers)``
+GROUPS = (train, demo, pretrain, protocol, retrieval, cir, data, bundle)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``gspdml`` parser with every sub-command; each sets ``func(args) -> exit status``."""
+    parser = argparse.ArgumentParser(prog="gspdml", description="Deep metric learning with Generalized Sum Pooling.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in GROUPS:
+        group.add_parser(sub)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return status
+    except GspdmlError as exc:
+        print(f"gspdml: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gspdml: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # the reader went away (gspdml search --json | head): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""``gspdml pretrain RECIPE [RECIPE ...]``: pre-train (or find cached) backbone weights (:mod:`gspdml.training.pretrain`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def _cmd_pretrain(args: argparse.Namespace) -> int:
+    from gspdml.training.pretrain import load_recipe, pretrained_state, weights_path
+
+    for recipe in args.recipes:
+        _, record = pretrained_state(recipe)
+        print(json.dumps({**record, "path": str(weights_path(load_recipe(recipe)))}, indent=2))
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("pretrain", help="pre-train backbone weights from a recipe (cached by content hash)")
+    p.add_argument("recipes", nargs="+", help="recipe names (gspdml/presets/pretrain) or YAML files")
+    p.set_defaults(func=_cmd_pretrain)

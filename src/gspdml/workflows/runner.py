@@ -1,0 +1,101 @@
+"""The one runner of the package: train a list of planned runs (configs × seeds), each into its
+own run directory, with one rule for what an existing run directory means.
+
+The reuse rule (every workflow follows it: protocols, sweeps, the demo, the experiments):
+
+1. a run directory whose ``config.yaml`` differs from the requested config in a key that changes
+   the weights (any key but :data:`gspdml.training.config_changes.HARMLESS`: description,
+   output_dir, loader workers, device, progress, logging) holds *another* run: it is refused with
+   a :class:`~gspdml.errors.ConfigError` naming the differing keys, never overwritten silently;
+2. the same config and a ``results.json``: the run finished; it is reused as is ("done");
+3. the same config and a checkpoint (``checkpoints/last.safetensors``): it is resumed
+   ("resumed"; harmless differences are accepted and written to its ``config.yaml``);
+4. anything else (no directory, or one that never reached a checkpoint): it is trained ("trained").
+
+``fresh=True`` is the caller's explicit "retrain from scratch": the directory is deleted first,
+whatever it holds (``gspdml demo --fresh``, sweeps, experiments run without ``--reuse``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import yaml
+
+from gspdml.errors import ConfigError
+from gspdml.training.config_changes import HARMLESS, config_differences
+
+RESULTS = "results.json"
+CHECKPOINT = Path("checkpoints") / "last.safetensors"
+STATUSES = ("trained", "resumed", "done")
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run to train: a name for tables and logs, its resolved config and its directory."""
+
+    name: str
+    config: dict
+    run_dir: Path
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What :func:`run_planned` did with a run: ``status`` in :data:`STATUSES`, the run's
+    ``results.json`` content, and the wall time of this call's training (None when reused)."""
+
+    run: PlannedRun
+    status: str
+    results: dict
+    seconds: Optional[float]
+
+
+def seed_plan(config: dict, seeds: Sequence[int], run_dir: Callable[[int], Path], name: Callable[[int], str] = str) -> list[PlannedRun]:
+    """``config`` once per seed (``seed`` set), into ``run_dir(seed)``, named ``name(seed)``."""
+    return [PlannedRun(name(int(s)), {**config, "seed": int(s)}, Path(run_dir(int(s)))) for s in seeds]
+
+
+def existing_status(run: PlannedRun, hint: str = "delete it or choose another --output-dir") -> str:
+    """What the reuse rule does with ``run``'s directory: "done", "resumed" or "trained"; raises
+    :class:`ConfigError` (ending with ``hint``) when it holds a run of another config."""
+    saved = run.run_dir / "config.yaml"
+    if saved.is_file():
+        differences = config_differences(yaml.safe_load(saved.read_text()) or {}, run.config)
+        changed = [key for key in differences if key not in HARMLESS]
+        if changed:
+            raise ConfigError("config", f"{run.run_dir} holds a run of another config (differs in {', '.join(changed[:5])}); {hint}")
+    if (run.run_dir / RESULTS).is_file():
+        return "done"
+    return "resumed" if (run.run_dir / CHECKPOINT).is_file() else "trained"
+
+
+def run_planned(run: PlannedRun, *, fresh: bool = False, hint: str = "delete it or choose another --output-dir",
+                before_training: Callable[[PlannedRun], None] = lambda run: None) -> Outcome:
+    """Train, resume or reuse ``run`` by the module's rule (``fresh``: delete its directory
+    first). ``before_training(run)`` is called when the run is about to (re)train, e.g. to drop
+    files derived from an earlier model."""
+    from gspdml.training import train
+
+    if fresh:
+        shutil.rmtree(run.run_dir, ignore_errors=True)
+    status = existing_status(run, hint)
+    if status == "done":
+        return Outcome(run, status, json.loads((run.run_dir / RESULTS).read_text()), None)
+    before_training(run)
+    start = time.perf_counter()
+    if status == "resumed":
+        results = train(run.config, run.run_dir, resume=True, allow_changes=True)
+    else:
+        results = train(run.config, run.run_dir)
+    return Outcome(run, status, results, time.perf_counter() - start)
+
+
+def run_all(runs: Iterable[PlannedRun], *, fresh: bool = False, **options: Any) -> list[Outcome]:
+    """:func:`run_planned` for every run, in order."""
+    return [run_planned(run, fresh=fresh, **options) for run in runs]
