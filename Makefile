@@ -32,6 +32,7 @@ system-deps:
 	bash scripts/system-deps.sh
 
 test: $(TESTDEPS) system-deps
+	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q
 
 experiments: $(TESTDEPS) system-deps
