@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gspdml.cir.patterncom import TABLE_5_1, merged_class, read_patterncom, table_mismatches
-from gspdml.cir.protocol import domain_conversion_protocol, evaluate_protocol
+from gspdml.cir.composition_protocol import domain_conversion_protocol, evaluate_protocol
 from gspdml.cir.ranking import ranking_metrics
 from gspdml.errors import DataError
 

@@ -8,7 +8,7 @@ from PIL import Image
 from tests.helpers.cir_tiny_clip import build
 from gspdml.cir.features import encode_image_files, encode_texts
 from gspdml.cir.freedom import FreeDom, TextMemory
-from gspdml.cir.protocol import domain_conversion_protocol, evaluate_protocol
+from gspdml.cir.composition_protocol import domain_conversion_protocol, evaluate_protocol
 from gspdml.cli import build_parser, main
 
 MODEL = "python:tests.helpers.cir_tiny_clip:build"

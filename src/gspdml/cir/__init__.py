@@ -11,7 +11,7 @@ from .freedom import VARIANTS as FREEDOM_VARIANTS
 from .freedom import FreeDom, TextLabels, TextMemory, expanded_inversion, nn_inversion, read_vocabulary
 from .ranking import average_precision, ranking_metrics
 from .patterncom import TABLE_5_1, read_patterncom, table_mismatches
-from .protocol import CompositionProtocol, CompositionQuery, domain_conversion_protocol, evaluate_protocol
+from .composition_protocol import CompositionProtocol, CompositionQuery, domain_conversion_protocol, evaluate_protocol
 from .vl_model import (OptionalDependencyError, VisionLanguageEncoder, VisionLanguageModel, WeightsUnavailableError,
                        load_state_dict_file, load_weights)
 from .weicom import cdf_normalize, default_lambda, weicom_fuse, weicom_scores

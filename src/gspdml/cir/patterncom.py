@@ -34,7 +34,7 @@ import numpy as np
 from gspdml.data.images import IMAGE_EXTENSIONS
 from gspdml.errors import DataError
 
-from .protocol import CompositionProtocol, CompositionQuery
+from .composition_protocol import CompositionProtocol, CompositionQuery
 
 CLASS_MERGES = {
     "denseresidential": "residential", "sparseresidential": "residential",

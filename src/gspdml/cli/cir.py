@@ -40,7 +40,7 @@ from gspdml.cir.baselines import baseline_scores
 from gspdml.cir.features import FeatureCache, encode_image_files, encode_texts
 from gspdml.cir.freedom import QUERY_AS_PROXY, VARIANTS, FreeDom, TextEmbeddingMemo, TextMemory, read_vocabulary
 from gspdml.cir.ranking import AP_VARIANTS
-from gspdml.cir.protocol import CompositionProtocol, CompositionQuery, domain_conversion_protocol, evaluate_protocol
+from gspdml.cir.composition_protocol import CompositionProtocol, CompositionQuery, domain_conversion_protocol, evaluate_protocol
 from gspdml.cir.weicom import default_lambda, weicom_scores
 
 

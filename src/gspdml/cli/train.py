@@ -50,7 +50,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from gspdml.data import build_data
-    from gspdml.evaluation.splits import evaluate_split
+    from gspdml.evaluation.split_metrics import evaluate_split
     from gspdml.training import load_run
 
     config, model = load_run(args.run_dir, weights=args.weights)

@@ -319,7 +319,7 @@ def postprocessed_split_metrics(model, data, split, steps: Sequence[Any], *, bat
     :class:`~gspdml.data.base.DataSplits`) after the post-processing ``steps``; PCA-whitening
     learns on the embeddings of ``data.train`` (as the data section builds it)."""
     from gspdml.evaluation.metrics import metrics_from_results
-    from gspdml.evaluation.splits import flatten_metrics
+    from gspdml.evaluation.split_metrics import flatten_metrics
     from gspdml.models.inference import embed, split_embeddings
 
     query, query_labels, gallery, gallery_labels = split_embeddings(model, split, batch_size=batch_size)

@@ -4,7 +4,7 @@
 the protocols, retrieval indexes and searches): batches of :func:`stack_batch`, eval mode, the
 run's precision (:func:`autocast_context`: bf16 autocast on CPU or GPU, fp16 AMP, or fp32) on the
 device :func:`resolve_device` names. :func:`split_embeddings` embeds the query and gallery sets
-of an :class:`~gspdml.data.base.EvalSplit`; the metrics on them are :mod:`gspdml.evaluation.splits`.
+of an :class:`~gspdml.data.base.EvalSplit`; the metrics on them are :mod:`gspdml.evaluation.split_metrics`.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ from gspdml.training.checkpoint import atomic_write_text, check_writable_folder,
 from gspdml.training.config_changes import check_resume_config
 from gspdml.training import distributed as ddp
 from gspdml.training.host_memory import keep_freed_host_memory
-from gspdml.evaluation.splits import split_metrics
+from gspdml.evaluation.split_metrics import split_metrics
 from gspdml.models.inference import autocast_context, embed, resolve_device, split_embeddings
 from gspdml.training.metrics_log import MetricsLog, tensorboard_wanted
 from gspdml.training.optim import PlateauSchedule, StepDecay, build_optimizer, clip_gradients

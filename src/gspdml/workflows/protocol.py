@@ -276,7 +276,7 @@ def _mean_std(per_model: dict, metrics: Sequence[str]) -> dict:
 
 
 def _tuning_summary(runs: list[ProtocolRun]) -> dict:
-    from gspdml.evaluation.splits import evaluate_split
+    from gspdml.evaluation.split_metrics import evaluate_split
 
     per_model = {}
     for run in runs:
