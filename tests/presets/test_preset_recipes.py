@@ -220,7 +220,7 @@ def loss_value(loss, path: str, name: str):
 
 
 #: the project's own reduced regimes (the demo and its from-scratch variant), not a paper's recipe;
-#: tests/core/test_demo.py pins that every demo method shares one budget and selection rule
+#: tests/workflows/test_demo.py pins that every demo method shares one budget and selection rule
 OWN_REGIMES = ("demo-", "scratch-")
 PRESETS = [name for name in preset_names() if "/" not in name and not name.startswith(OWN_REGIMES)]
 
