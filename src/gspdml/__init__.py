@@ -5,7 +5,9 @@ all inside :class:`gspdml.models.Embedder`, whose forward returns an
 :class:`gspdml.models.EmbedderOutput`.
 """
 
-__version__ = "0.1.0"
+from gspdml.version import __version__
+
+__all__ = ["__version__", "from_pretrained"]
 
 
 def from_pretrained(name_or_path, device="cpu", **hub_options):

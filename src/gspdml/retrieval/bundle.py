@@ -29,11 +29,11 @@ import torch
 import yaml
 from PIL import Image
 
-import gspdml
 from gspdml.errors import ConfigError, DataError
 from gspdml.models import Embedder
 from gspdml.data.eval_transform import EvalTransform
 from gspdml.retrieval.preprocessing import eval_transform_from_config
+from gspdml.version import __version__
 from gspdml.training.run_dir import (CONFIG_FILE, RESULTS_FILE, WEIGHT_FILES, WEIGHTS_FILE, build_run_data, load_embedder,
                                      read_weights, weights_digest)
 
@@ -80,7 +80,7 @@ def _model_card(config: dict, results: dict, digest: str, weights: str, data_dig
 {header}---
 # {config.get('name', 'gspdml model')}
 
-Image embedder trained with gspdml {gspdml.__version__} for deep metric learning.
+Image embedder trained with gspdml {__version__} for deep metric learning.
 
 - **Method**: pooling `{_name(pooling)}`, loss `{_name(loss)}`, embedding dimension {model.get('embedding_dim')}
 - **Backbone**: `{_name(backbone)}`
@@ -89,7 +89,7 @@ Image embedder trained with gspdml {gspdml.__version__} for deep metric learning
   `{config.get('evaluation', {}).get('metric', 'map_at_r')}`; weights `{weights}`
 - **Data hash**: `{data_digest}` (labels and file names of every split)
 - **Weights**: `{digest}`
-- **Library version**: gspdml {gspdml.__version__}
+- **Library version**: gspdml {__version__}
 
 ## Metrics (test split of `{dataset}`, from the run's results.json)
 
@@ -139,7 +139,7 @@ def write_bundle(run_dir: str | Path, out: str | Path, weights: str = "final", o
     (staging / "preprocessing.json").write_text(json.dumps(transform.describe(), indent=1), encoding="utf-8")
     (staging / "README.md").write_text(_model_card(config, results, digest, weights, data_digest), encoding="utf-8")
     (staging / "bundle.json").write_text(json.dumps({
-        "format": FORMAT, "version": 1, "library_version": gspdml.__version__, "weights": digest,
+        "format": FORMAT, "version": 1, "library_version": __version__, "weights": digest,
         "data_hash": data_digest, "metrics": results.get("test"), "evaluation_set": "test",
     }, indent=1), encoding="utf-8")
     if out.exists():
