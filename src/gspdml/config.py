@@ -288,6 +288,8 @@ def _number(config: Mapping[str, Any], dotted: str, *, minimum: float, integer: 
 
 
 def _check_values(c: Mapping[str, Any]) -> None:
+    from gspdml.models.embedder import HEAD_POSITIONS
+
     _require(isinstance(c["name"], str) and c["name"] != "" and "/" not in c["name"], "name", f"expected a non-empty name without '/', got {c['name']!r}")
     _number(c, "seed", minimum=0, integer=True)
     _number(c, "data.classes_per_batch", minimum=1, integer=True)
@@ -302,7 +304,7 @@ def _check_values(c: Mapping[str, Any]) -> None:
         _require(c["data"]["classes_per_batch"] % 2 == 0, "data.classes_per_batch",
                  f"must be even when data.halves is true (two class-disjoint halves), got {c['data']['classes_per_batch']}")
     _number(c, "model.embedding_dim", minimum=1, integer=True, allow_none=True)
-    _require(c["model"]["head"] in (None, "local", "global"), "model.head",
+    _require(c["model"]["head"] in (None, *HEAD_POSITIONS), "model.head",
              f"unknown head position {c['model']['head']!r}; allowed: null (the pooling's own), local (1x1 conv before pooling), global (linear after pooling)")
     _require(c["model"]["pooled_norm"] in (None, "layer_norm"), "model.pooled_norm",
              f"unknown pooled_norm {c['model']['pooled_norm']!r}; allowed: null, layer_norm")
