@@ -27,7 +27,6 @@ Usage: ``python experiments/ccp_proof_of_concept/run.py [--smoke] [--out DIR]``.
 from __future__ import annotations
 
 import copy
-import json
 import sys
 import time
 from pathlib import Path
@@ -48,6 +47,7 @@ from gspdml.analysis.covering import average_covering_radius, mean_inter_class_d
 from gspdml.evaluation import retrieval_metrics  # noqa: E402
 from gspdml.losses import build_loss  # noqa: E402
 from gspdml.losses.ccp_selection import sample_pool, select_proxies  # noqa: E402
+from gspdml.workflows.tables import markdown_table  # noqa: E402
 from gspdml.ops.normalize import clip_normalize  # noqa: E402
 
 SETTINGS = {  # full run; --smoke shrinks the step budget
@@ -218,6 +218,48 @@ def plot(per_seed: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+PAPER = "MAP@R 0.85 → 0.97 over CCP problems; sample-based 98.06 vs proxy-based 97.21 (MNIST)"
+COLUMNS = ("map_at_r", "avg_cover_radius", "inter_class_distance", "proxy_cover_radius", "steps")
+
+
+def mean_std(row: dict, metric: str = "map_at_r") -> str:
+    """``"mean ± std"`` of one metric of a summary row (steps as whole numbers)."""
+    digits = 0 if metric == "steps" else 3
+    return f"{row[metric]['mean']:.{digits}f} ± {row[metric]['std']:.{digits}f}"
+
+
+def summary_table(summary: dict) -> str:
+    """Markdown table of the per-problem means ± stds: the single-proxy problem, the CCP problems,
+    sample-based training."""
+    def cells(row):
+        return [mean_std(row, k) if k in row else "–" for k in COLUMNS]
+
+    rows = [["single-proxy DML", "0", *cells(summary["proxy"][0])]]
+    rows += [["CCP (K=4, b=16)", str(p), *cells(row)] for p, row in enumerate(summary["ccp"]) if p > 0]
+    rows.append(["sample-based", "–", *cells(summary["sample"][-1])])
+    return markdown_table(["training", "problem", "MAP@R", "avg. covering radius", "E‖x − x⁻‖", "proxy cover radius", "steps"], rows)
+
+
+def reproduction(runs: dict) -> list[dict]:
+    """README rows (Gürbüz thesis Fig. 3.2): MAP@R over the CCP problems against the single proxy
+    and against sample-based training, by the rule of :func:`common.verdict`."""
+    rows = []
+    for key, payload in runs.items():
+        summary = payload["summary"]
+        ccp, single, sample = summary["ccp"], summary["proxy"][0], summary["sample"][-1]
+        means = [row["map_at_r"]["mean"] for row in ccp]
+        rising = all(b >= a for a, b in zip(means, means[1:]))
+        ours = (f"MAP@R {' → '.join(f'{m:.3f}' for m in means)} over problems 0-{len(means) - 1} "
+                f"({'monotone' if rising else 'not monotone'}); last {mean_std(ccp[-1])}, "
+                f"sample-based {mean_std(sample)}")
+        verdicts = [f"CCP > single proxy: {common.verdict(ccp[-1], {'single proxy': single})}",
+                    f"CCP ≥ sample-based: {common.verdict(ccp[-1], {'sample-based': sample})}"]
+        rows.append({"experiment": f"CCP proof of concept, 2-D {key} embeddings (Gürbüz thesis Fig. 3.2)",
+                     "claim": "successive CCP problems raise MAP@R to sample-based training's level",
+                     "paper": PAPER, "ours": ours, "verdict": "; ".join(verdicts)})
+    return rows
+
+
 def main(argv=None) -> dict:
     args = common.parser("ccp_proof_of_concept", __doc__.splitlines()[0], reuse=False).parse_args(argv)
     common.setup(args)
@@ -242,7 +284,11 @@ def main(argv=None) -> dict:
     plot(per_seed, args.out / "ccp_iterations.png")
     results = {"smoke": args.smoke, "settings": cfg, "seeds": seeds, "summary": summary,
                "per_seed": [{m: s[m] for m in ("proxy", "ccp", "sample")} for s in per_seed], "seconds": time.time() - start}
-    (args.out / "results.json").write_text(json.dumps(results, indent=2))
+    common.write_json(args.out / "results.json", results)
+    if not args.smoke:
+        payload = {"plan": {"seeds": seeds}, "settings": cfg, "summary": summary, "table": summary_table(summary),
+                   "seconds": results["seconds"], "threads": args.threads}
+        common.publish("ccp_proof_of_concept", "digits", payload, reproduction, plots=[str(args.out / "ccp_iterations.png")])
     return results
 
 
