@@ -79,7 +79,13 @@ def test_overrides_parse_yaml_values_and_reach_spec_options():
         ({"loss": {"c2": {"margin": 1}}}, [], "loss.margin", "allowed: pos_margin, neg_margin, reduction"),
         ({"loss": [{"name": "c1"}, {"name": "nope"}]}, [], "loss[1]", "unknown loss 'nope'"),
         ({"data": {"halves": True, "classes_per_batch": 7}}, [], "data.classes_per_batch", "must be even"),
-        ({"evaluation": {"metric": "nmi"}}, [], "evaluation.metric", "allowed: map_at_r"),
+        ({"evaluation": {"metric": "nmi"}}, [], "evaluation.metric",
+         "unknown metric 'nmi'; allowed: map_at_r, precision_at_1, r_precision, nmi_r1_hmean"),
+        ({"evaluation": {"select_postprocessed": "yes"}}, [], "evaluation.select_postprocessed", "expected true or false"),
+        ({"evaluation": {"select_postprocessed": True}}, [], "evaluation.select_postprocessed",
+         "needs post-processing steps in evaluation.postprocess"),
+        ({"evaluation": {"select_postprocessed": True, "postprocess": ["qe"], "metric": "nmi_r1_hmean"}}, [],
+         "evaluation.select_postprocessed", "select post-processed rounds by one of map_at_r, precision_at_1, r_precision"),
         ({"trainer": {"precision": "fp8"}}, [], "trainer.precision", "allowed: fp32, bf16, fp16"),
         ({"schedule": {"plateau": {"factor": 2}}}, [], "schedule.plateau.factor", "(0, 1)"),
         ({}, ["optimizer.momentumm=0.5"], "optimizer.momentumm", "unknown key"),
@@ -91,6 +97,13 @@ def test_invalid_configs_fail_naming_field_and_allowed_values(data, overrides, f
         load_config(data, overrides)
     assert err.value.field == field
     assert fragment in str(err.value)
+
+
+def test_selection_options_are_accepted():
+    config = load_config({"evaluation": {"metric": "nmi_r1_hmean"}})
+    assert config["evaluation"]["metric"] == "nmi_r1_hmean" and config["evaluation"]["select_postprocessed"] is False
+    config = load_config({}, ["evaluation.postprocess=[qe]", "evaluation.select_postprocessed=true"])
+    assert config["evaluation"]["select_postprocessed"] is True
 
 
 def test_missing_file_and_include_cycle(tmp_path):

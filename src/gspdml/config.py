@@ -69,6 +69,7 @@ DEFAULTS: dict[str, Any] = {
         "restore_best": True,
         "recall_at": [1, 2, 4, 8],
         "postprocess": [],
+        "select_postprocessed": False,  # true: select by evaluation.metric after evaluation.postprocess
     },
     "trainer": {"precision": "fp32", "device": "auto", "log_every": 10, "progress": True, "distributed": "auto",
                 "keep_freed_memory": True, "checkpoint_every": None, "tensorboard": "auto"},
@@ -78,7 +79,6 @@ DEFAULTS: dict[str, Any] = {
 SPEC_FIELDS = ("data.dataset", "model.backbone", "model.pooling", "loss")
 OPTIMIZERS = ("adam", "adamw", "sgd")
 PRECISIONS = ("fp32", "bf16", "fp16")
-SELECTION_METRICS = ("map_at_r", "precision_at_1", "r_precision")
 TENSORBOARD = ("auto", True, False)
 PLATEAU_KEYS = {"factor": 0.5, "patience": 4, "min_lr": 1.0e-6}
 
@@ -344,16 +344,24 @@ def _check_values(c: Mapping[str, Any]) -> None:
         _require(isinstance(factor, (int, float)) and 0 < factor < 1, "schedule.plateau.factor", f"expected a number in (0, 1), got {factor!r}")
         patience = plateau.get("patience", PLATEAU_KEYS["patience"])
         _require(isinstance(patience, int) and patience >= 1, "schedule.plateau.patience", f"expected an integer >= 1, got {patience!r}")
+    from gspdml.evaluation.postprocess import parse_steps
+    from gspdml.evaluation.selection import SELECTION_METRICS, check_selection_metric, needs_clustering
+
     ev = c["evaluation"]
     _number(c, "evaluation.every", minimum=1, integer=True)
     _require(ev["split"] in ("val", "test"), "evaluation.split", f"unknown split {ev['split']!r}; allowed: val, test")
-    _require(ev["metric"] in SELECTION_METRICS, "evaluation.metric", f"unknown metric {ev['metric']!r}; allowed: {', '.join(SELECTION_METRICS)}")
+    check_selection_metric(ev["metric"], "evaluation.metric")
     _number(c, "evaluation.patience", minimum=1, integer=True, allow_none=True)
     ks = ev["recall_at"]
     _require(isinstance(ks, list) and all(isinstance(k, int) and k >= 1 for k in ks), "evaluation.recall_at", f"expected a list of integers >= 1, got {ks!r}")
-    from gspdml.evaluation.postprocess import parse_steps
-
     parse_steps(ev["postprocess"], "evaluation.postprocess")
+    select_pp = ev["select_postprocessed"]
+    _require(isinstance(select_pp, bool), "evaluation.select_postprocessed", f"expected true or false, got {select_pp!r}")
+    _require(not select_pp or bool(ev["postprocess"]), "evaluation.select_postprocessed",
+             "true needs post-processing steps in evaluation.postprocess (it selects by the post-processed metric)")
+    _require(not (select_pp and needs_clustering(ev["metric"])), "evaluation.select_postprocessed",
+             f"{ev['metric']} clusters the plain embeddings, post-processing has no clustering; select post-processed "
+             f"rounds by one of {', '.join(m for m in SELECTION_METRICS if not needs_clustering(m))}")
     tr = c["trainer"]
     _require(tr["precision"] in PRECISIONS, "trainer.precision", f"unknown precision {tr['precision']!r}; allowed: {', '.join(PRECISIONS)}")
     _require(tr["device"] == "auto" or isinstance(tr["device"], str), "trainer.device", f"expected 'auto', 'cpu' or 'cuda[:i]', got {tr['device']!r}")

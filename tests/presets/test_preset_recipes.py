@@ -155,6 +155,10 @@ TABLE = [
     (r"^proxynca-", "schedule.plateau.factor", 0.1, "PNCA code: ReduceLROnPlateau default factor 0.1"),
     (r"^proxynca-", "schedule.plateau.patience", 4, "PNCA code: patience 4"),
     (r"^proxynca-", "data.dataset.num_folds", 2, "PNCA code: train mode on half the training classes"),
+    (r"^proxynca-", "evaluation.metric", "precision_at_1",
+     "ProxyNCA++ paper §4.1: plateau and best epoch on validation R@1; PNCA code train.py: best chmean = "
+     "2 nmi R@1 / (nmi + R@1) with nmi = 1 unless --eval_nmi (not in the README's commands): the R@1 order"),
+    (r"^proxynca-", "evaluation.split", "val", "ProxyNCA++ paper §4.1: the second half of the training classes validates"),
     (r"^proxynca-(cub|cars)", "batch", 32, "ProxyNCA++ paper Table 1: 8 x 4"),
     (r"^proxynca-(sop|inshop)", "batch", 192, "ProxyNCA++ paper Table 1: 64 x 3"),
     # --- CPU demos: not paper recipes, but wired like the methods -----------------------------------

@@ -313,17 +313,28 @@ def needs_training_embeddings(steps: Sequence[Any]) -> bool:
     return any(step["name"] == "pca_whiten" for step in parse_steps(list(steps)))
 
 
+def postprocessed_metrics(query, query_labels, gallery=None, gallery_labels=None, *, steps: Sequence[Any] = (),
+                          train=None, recall_at: Sequence[int] = (1, 2, 4, 8)) -> dict[str, float]:
+    """Flattened retrieval metrics (:func:`gspdml.evaluation.split_metrics.flatten_metrics`) of
+    embeddings after the post-processing ``steps``: leave-one-out when ``gallery`` is None, else
+    query -> gallery; ``train``: the training embeddings PCA-whitening learns on (None when no
+    step needs them, :func:`needs_training_embeddings`). The one scoring path of the final
+    evaluation (:func:`postprocessed_split_metrics`) and of the trainer's validation rounds."""
+    from gspdml.evaluation.metrics import metrics_from_results
+    from gspdml.evaluation.split_metrics import flatten_metrics
+
+    results = postprocessed_retrieve(query, query_labels, gallery, gallery_labels, steps=steps, train=train,
+                                     min_k=max(recall_at, default=1))
+    return flatten_metrics(metrics_from_results(results, recall_at=recall_at))
+
+
 def postprocessed_split_metrics(model, data, split, steps: Sequence[Any], *, batch_size: int = 256,
                                 recall_at: Sequence[int] = (1, 2, 4, 8)) -> dict[str, float]:
     """Flattened retrieval metrics of ``model`` on an evaluation ``split`` of ``data`` (a
     :class:`~gspdml.data.base.DataSplits`) after the post-processing ``steps``; PCA-whitening
     learns on the embeddings of ``data.train`` (as the data section builds it)."""
-    from gspdml.evaluation.metrics import metrics_from_results
-    from gspdml.evaluation.split_metrics import flatten_metrics
     from gspdml.models.inference import embed, split_embeddings
 
     query, query_labels, gallery, gallery_labels = split_embeddings(model, split, batch_size=batch_size)
     train = embed(model, data.train, batch_size=batch_size)[0] if needs_training_embeddings(steps) else None
-    results = postprocessed_retrieve(query, query_labels, gallery, gallery_labels, steps=steps, train=train,
-                                     min_k=max(recall_at, default=1))
-    return flatten_metrics(metrics_from_results(results, recall_at=recall_at))
+    return postprocessed_metrics(query, query_labels, gallery, gallery_labels, steps=steps, train=train, recall_at=recall_at)

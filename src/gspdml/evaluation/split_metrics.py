@@ -34,9 +34,13 @@ def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
     return flat
 
 
-def split_metrics(query, query_labels, gallery=None, gallery_labels=None, recall_at: Iterable[int] = (1, 2, 4, 8)) -> dict[str, float]:
-    """Retrieval metrics, flattened: leave-one-out when ``gallery`` is None, else query -> gallery."""
-    return flatten_metrics(retrieval_metrics(query, query_labels, gallery, gallery_labels, recall_at=tuple(recall_at)))
+def split_metrics(query, query_labels, gallery=None, gallery_labels=None, recall_at: Iterable[int] = (1, 2, 4, 8),
+                  *, clustering: bool = False) -> dict[str, float]:
+    """Retrieval metrics, flattened: leave-one-out when ``gallery`` is None, else query -> gallery;
+    ``clustering=True`` adds ``nmi`` and ``ami`` of k-means on the query embeddings
+    (:mod:`gspdml.evaluation.clustering`)."""
+    return flatten_metrics(retrieval_metrics(query, query_labels, gallery, gallery_labels, recall_at=tuple(recall_at),
+                                             clustering=clustering))
 
 
 def evaluate_split(model: nn.Module, split: EvalSplit, *, recall_at: Iterable[int] = (1, 2, 4, 8), **embedding: Any) -> dict[str, float]:

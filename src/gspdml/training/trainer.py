@@ -51,6 +51,8 @@ from gspdml.training.checkpoint import atomic_write_text, check_writable_folder,
 from gspdml.training.config_changes import check_resume_config
 from gspdml.training import distributed as ddp
 from gspdml.training.host_memory import keep_freed_host_memory
+from gspdml.evaluation.postprocess import needs_training_embeddings
+from gspdml.evaluation.selection import round_metrics, selection_key, selection_value
 from gspdml.evaluation.split_metrics import split_metrics
 from gspdml.models.inference import autocast_context, embed, resolve_device, split_embeddings
 from gspdml.training.metrics_log import MetricsLog, tensorboard_wanted
@@ -234,8 +236,23 @@ class Trainer:
 
     def evaluate(self, split) -> dict[str, float]:
         """Retrieval metrics on ``split`` (computed by rank 0 and shared with every rank)."""
+        return self._score(split, functools.partial(split_metrics, recall_at=self.config["evaluation"]["recall_at"]))
+
+    def evaluate_round(self, split) -> dict[str, float]:
+        """The metrics of a validation round (and of the final test evaluation) on ``split``
+        (:func:`gspdml.evaluation.selection.round_metrics`): the retrieval metrics, NMI and the
+        harmonic mean when ``evaluation.metric`` needs them, and the post-processed metrics
+        (``postprocessed_*``) when ``evaluation.postprocess`` has steps; the training split is
+        embedded only for steps that learn on it (PCA-whitening)."""
+        ev = self.config["evaluation"]
+        train = self.embed(self.train_dataset)[0] if needs_training_embeddings(ev["postprocess"]) else None
+        return self._score(split, functools.partial(round_metrics, metric=ev["metric"], recall_at=ev["recall_at"],
+                                                    postprocess=ev["postprocess"], train=train))
+
+    def _score(self, split, score) -> dict[str, float]:
+        """``score(*embeddings of split)`` computed by rank 0 and shared with every rank."""
         embeddings = split_embeddings(self.model, split, self._embed_fn(), **self._embed_kwargs())
-        metrics = split_metrics(*embeddings, recall_at=self.config["evaluation"]["recall_at"]) if self.is_main else None
+        metrics = score(*embeddings) if self.is_main else None
         return self.dist.broadcast_object(metrics) if self.dist else metrics
 
     def _embed_fn(self):
@@ -384,8 +401,8 @@ class Trainer:
     def _validation_round(self) -> None:
         ev = self.config["evaluation"]
         self._finish_lazy_initialisation()
-        metrics = self.evaluate(self.eval_split)
-        value = metrics[ev["metric"]]
+        metrics = self.evaluate_round(self.eval_split)
+        value = selection_value(metrics, ev["metric"], ev["select_postprocessed"])
         if not self.selects:
             self.best_metric, self.best_step = value, self.step  # no selection: the latest round stands
             self._log({"step": self.step, "split": ev["split"], **metrics})
@@ -398,7 +415,7 @@ class Trainer:
         if self.selects:
             self._log({"step": self.step, "split": ev["split"], **metrics, "best": self.best_metric})
         self._say(f"step {self.step}/{self.config['schedule']['max_steps']}: loss {self.last_loss:.4f}, {ev['split']} "
-                  f"{ev['metric']} {value:.4f}" + (f" (best {self.best_metric:.4f} at step {self.best_step})" if self.selects else ""))
+                  f"{selection_key(ev['metric'], ev['select_postprocessed'])} {value:.4f}" + (f" (best {self.best_metric:.4f} at step {self.best_step})" if self.selects else ""))
         if self.plateau:
             self.plateau.step(value, at_step=self.step)
         for callback in self.callbacks:
@@ -424,11 +441,11 @@ class Trainer:
             save_weights(self.run_dir / WEIGHTS_FILE, self.model, self.data.channels, cfg)
         results: dict[str, Any] = {
             "name": cfg["name"], "steps": self.step, "best_step": self.best_step,
-            "best_" + cfg["evaluation"]["metric"]: self.best_metric, "stopped_early": self.stopped_early,
+            "best_" + selection_key(cfg["evaluation"]["metric"], cfg["evaluation"]["select_postprocessed"]): self.best_metric, "stopped_early": self.stopped_early,
             "lr_drop_steps": list(self.plateau.drops) if self.plateau else [],
         }
         if self.data.test is not None:
-            results["test"] = self.evaluate(self.data.test)
+            results["test"] = self.evaluate_round(self.data.test)
             self._log({"step": self.step, "split": "test", "final": True, **results["test"]})
         if self.is_main:
             atomic_write_text(self.run_dir / RESULTS_FILE, json.dumps(results, indent=2))
