@@ -1,7 +1,7 @@
 """GSP cost: closed-form backward (seed 000 Prop. 4.2) vs autograd through the iterations.
 
 Reproduces the computational analysis of seed 000 supplement §1.5 (Fig. 7; thesis Fig. 5.9,
-spec gurbuz-thesis-spec.md §8 E4) on random tensors, B = 32, d = 128, n in {49, 64},
+spec §8 E4) on random tensors, B = 32, d = 128, n in {49, 64},
 m in {64, 128}, iters in {10, 25, 50, 100, 200}:
 
 1. the pooling layer (costs + transport + weighting), forward + backward: GAP, GSP with the

@@ -1,5 +1,5 @@
 """Metrix: clean vs input / feature / embedding mixup on the embedded collage (seed 003 chapter 2,
-Tables 2.3 and 2.5; psomas-thesis-spec §1).
+Tables 2.3 and 2.5; psomas spec §1).
 
 Every variant trains the preset ``metrix-demo`` (small CNN, 64-D, contrastive loss, 16 classes
 x 2 samples, bf16 here) on ``collage_digits`` with the same budget and seeds. The wiring after

@@ -1,5 +1,5 @@
 """Synthetic token study: GAP vs GSP on bags of trainable tokens (seed 000 §5.1 L158, Fig. 3a,
-supplement §2.1 L540-550; thesis seed 004 §5.3.1, Fig. 5.4; spec gurbuz-thesis-spec.md §8 E3).
+supplement §2.1 L540-550; thesis seed 004 §5.3.1, Fig. 5.4; spec §8 E3).
 
 16 classes x 4 class tokens + 4 shared background tokens, all trainable (``d = 2``, Glorot
 uniform); a sample is a bag of 50 tokens with a class-token ratio ~ N(0.5, 0.1)

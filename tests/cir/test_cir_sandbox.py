@@ -1,5 +1,5 @@
 """End-to-end check of FreeDom, WeiCom, the baselines and both AP variants against the reference
-table of psomas-thesis-spec §7.5 (outputs of the spec's independent numpy code)."""
+table of psomas spec §7.5 (outputs of the spec's independent numpy code)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The synthetic composed-retrieval sandbox of psomas-thesis-spec §7.5, built with the same numpy
+"""The synthetic composed-retrieval sandbox of psomas spec §7.5, built with the same numpy
 RNG call order as the spec's code block, so its reference mAP table applies.
 
 A mock CLIP: class, domain and distractor-word vectors in R^64; the text encoder is

@@ -54,7 +54,7 @@ def unit(x):
 
 
 def leave_one_out(embeddings, labels):
-    """P@1 and MAP@R by a slow loop (spec/gurbuz-thesis-spec.md §7.4)."""
+    """P@1 and MAP@R by a slow loop (spec §7.4)."""
     x = unit(embeddings)
     p1, map_r = [], []
     for i in range(len(x)):

@@ -1,5 +1,5 @@
 """Bags of trainable tokens: the synthetic study of the GSP paper (seed 000 §5.1 L158 and
-supplement §2.1 L540-550; thesis seed 004 §5.3.1 L1220-1232; spec gurbuz-thesis-spec.md §8 E3).
+supplement §2.1 L540-550; thesis seed 004 §5.3.1 L1220-1232; spec §8 E3).
 
 A vocabulary holds ``num_classes x tokens_per_class`` class tokens followed by
 ``shared_tokens`` background tokens shared by all classes (default 16 x 4 + 4 = 68). A sample

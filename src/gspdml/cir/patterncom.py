@@ -1,5 +1,5 @@
 """PatternCom: the remote-sensing composed-retrieval benchmark built on PatternNet (seed 003 §5.4.1,
-L2245; Table 5.1, L2255–L2296; psomas-thesis-spec §4.3).
+L2245; Table 5.1, L2255–L2296; psomas spec §4.3).
 
 Input: a PatternNet folder tree (``ROOT/images/<class>/<file>`` or ``ROOT/<class>/<file>``; every
 image is in the database, 38 × 800 = 30,400 for the real dataset) and the PatternCom annotation
@@ -44,7 +44,7 @@ CLASS_MERGES = {
     "parkingspace": "parking", "parkinglot": "parking",
 }
 
-# attribute -> merged class -> value -> (#positives, #queries); psomas-thesis-spec §4.3 (three
+# attribute -> merged class -> value -> (#positives, #queries); psomas spec §4.3 (three
 # #queries cells derived there from the query rule).
 TABLE_5_1 = {
     "color": {

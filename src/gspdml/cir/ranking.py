@@ -2,7 +2,7 @@
 
 Every function takes ``scores [Q, N]`` (higher = more similar) and ``relevant [Q, N]`` (bool) and
 ranks the database per query by descending score; ties keep database order (a stable sort, like
-``np.argsort(-s, kind="stable")`` in the reference sandbox, psomas-thesis-spec §7.5). The whole
+``np.argsort(-s, kind="stable")`` in the reference sandbox, psomas spec §7.5). The whole
 database is ranked; nothing is removed (the query image stays in the database: it is never a
 positive in either protocol, spec §3.4 step 8 and §5 D9).
 

@@ -1,7 +1,7 @@
 """WeiCom: training-free composed retrieval by per-query CDF-normalised similarity fusion.
 
 Seed 003 §5.3.3, Eq. 5.2 (L2231–L2233) with the misprint "λ s'_q" read as λ s'_g
-(psomas-thesis-spec §5 D1: λ = 1 must be text-only, L2239):
+(psomas spec §5 D1: λ = 1 must be text-only, L2239):
 
     s_WC(q, x) = λ · s'_g(q, x) + (1 − λ) · s'_f(q, x)
 

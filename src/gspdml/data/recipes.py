@@ -14,7 +14,7 @@ NORMALIZATIONS = {
 
 # (resize, crop, train-time RandomResizedCrop scale, resize before the random crop)
 RECIPES = {
-    # MLRC / Musgrave et al. (spec/gurbuz-thesis-spec.md §3.3 and §9 A18): train Resize(256) ->
+    # MLRC / Musgrave et al. (spec §3.3 and §9 A18): train Resize(256) ->
     # RandomResizedCrop(227, scale=(0.16, 1), ratio=(3/4, 4/3)) -> flip; eval Resize(256) -> CenterCrop(227)
     "mlrc": (256, 227, (0.16, 1.0), True),
     # ProxyNCA++ (seed 002 line 163; reference-implementations §4.3): train RandomResizedCrop(256,

@@ -1,6 +1,6 @@
 """Class-balanced batch sampler: ``classes_per_batch`` classes × ``samples_per_class`` samples.
 
-This is the *m-per-class* sampler of spec/gurbuz-thesis-spec.md §7.5 (P classes × 4 images,
+This is the *m-per-class* sampler of spec §7.5 (P classes × 4 images,
 e.g. 8 × 4 for the fair protocol, 16 × 4 for the controlled experiments), built so that one
 epoch visits every sample:
 

@@ -1,7 +1,7 @@
 """Class-disjoint (zero-shot) splits: train/test classes, protocol folds, validation classes,
 class subsets and relabelling.
 
-Deep metric learning is evaluated on classes never seen in training (spec/gurbuz-thesis-spec.md
+Deep metric learning is evaluated on classes never seen in training (spec
 §7.1; CUB 100/100, Cars 98/98, SOP 11,318/11,316, In-Shop 3,997/3,985 classes). Validation
 classes are carved off the training classes, never off the test classes, so that model
 selection never looks at the test split (the fair protocol of §7.2).
@@ -12,7 +12,7 @@ and by the protocol runner):
 - :func:`train_test_classes`: the class-disjoint 50/50 split by sorted class id (the first
   ``C // 2`` classes train).
 - :func:`contiguous_class_folds`: the folds over the training classes, as powerful-benchmarker's
-  ``MLRCSplitManager`` builds them (spec/ecosystem.md §1.2): with T sorted training classes and F
+  ``MLRCSplitManager`` builds them (ecosystem §1.2): with T sorted training classes and F
   folds, the validation block has ``T // F`` classes, the training block the other
   ``T - T // F``; fold f starts its training block at position ``int(f / F * T)`` and takes the
   next ``T - T // F`` classes, wrapping around the end of the list, then validates on the next

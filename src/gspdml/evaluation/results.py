@@ -1,7 +1,7 @@
 """The one retrieval-results type: the exact kNN engine and the search index return it, the
 metrics score it, the CLI prints it and the HTML report draws it.
 
-After open-metric-learning's ``RetrievalResults`` (``spec/ecosystem.md`` §1.3 and §5, lesson 6):
+After open-metric-learning's ``RetrievalResults`` (ecosystem §1.3 and §5, lesson 6):
 one object carries the ranked neighbours of every query plus what is needed to judge and show
 them. Query i's row lists reference (gallery) rows ordered by (distance, index), nearest first.
 

@@ -1,4 +1,4 @@
-"""Closed-form ridge regression (problem (P3) of seed 000 L124; spec gurbuz-thesis-spec.md §5.1).
+"""Closed-form ridge regression (problem (P3) of seed 000 L124; spec §5.1).
 
 ::
 

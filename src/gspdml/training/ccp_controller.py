@@ -1,4 +1,4 @@
-"""The training-event half of CCP (seed 004 Algorithm 1, L602-604 and L651; gurbuz-thesis-spec §3).
+"""The training-event half of CCP (seed 004 Algorithm 1, L602-604 and L651; spec §3).
 
 The loss half, :class:`gspdml.losses.ccp.CCP`, holds the proxies and the options; this
 controller runs the projection problems around it::

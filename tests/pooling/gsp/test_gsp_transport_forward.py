@@ -57,7 +57,7 @@ def test_matches_plain_domain_iteration():
 
 
 def test_authors_reference_values():
-    """Cross-check A of spec reference-implementations.md §1.7 (TF and PyTorch code agree)."""
+    """Cross-check A of reference-implementations §1.7 (TF and PyTorch code agree)."""
     rs = np.random.RandomState(0)
     cost = torch.tensor(rs.uniform(0, 2, (2, 4, 3, 3))).reshape(2, 4, 9)
     rho, pi = partial_transport(cost, 0.3, 5.0, iters=100)

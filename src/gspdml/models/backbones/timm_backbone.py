@@ -4,7 +4,7 @@ timm (and torchvision, which timm imports) are imported only when such a backbon
 the rest of gspdml works without them. ``forward_features`` gives the last feature map before
 global pooling for CNNs (``[B, C, h, w]``) and the normalised token sequence for ViTs, from
 which the prefix tokens (CLS, registers) are dropped: ``[B, N, C]`` patch tokens, the input
-SimPool replaces the CLS token with (spec/psomas-thesis-spec.md, Ch. 3). ``output="map"``
+SimPool replaces the CLS token with (Psomas thesis, Ch. 3). ``output="map"``
 reshapes ViT tokens to ``[B, C, h, w]`` for consumers that need a spatial map.
 
 Pretrained weights are never fetched from the network here: ``pretrained: true`` looks for the

@@ -27,7 +27,7 @@ projection; ``use_gemp``). The transport weights always come from ``f``. Without
 variants act on ``f`` itself (a standalone layer, or a head that is not a linear map).
 
 Prototype initialisation (``init="kcenter"``, the authors' TF framework, spec
-reference-implementations.md §1.2): during training the layer behaves as GAP (uniform weights,
+reference-implementations §1.2): during training the layer behaves as GAP (uniform weights,
 zero attributes) for the first ``memory_size`` samples, storing their clip-normalised GAP
 vectors in a buffer; once it is full, greedy k-center over the memory picks the ``m``
 prototypes and the layer switches to transport pooling. The trainer finishes the initialisation

@@ -19,7 +19,7 @@ Only the column sums ``s = K^T 1_m`` enter the loop, so it runs on ``[B, n]`` ve
 in the log domain (``log s_j = logsumexp_i(-eps c_ij)``, ``log t`` and ``log rho``), so it stays
 finite for any ``eps`` (a plain ``exp(-eps c)`` underflows in float32 for ``eps c > 87``). After
 ``iters`` updates one extra ``(rho, t)`` update is made, as in the authors' code (spec
-reference-implementations.md §1.2), so that ``sum pi = mu`` holds to rounding and ``iters = 0``
+reference-implementations §1.2), so that ``sum pi = mu`` holds to rounding and ``iters = 0``
 is still a valid (one-step) solve. The closed-form path stops before ``iters`` once the
 iterates are stationary at working precision (same result up to rounding, see :func:`solve_log`).
 Without autograd through the loop, contiguous float32 CPU costs go to the C kernel of
@@ -27,7 +27,7 @@ Without autograd through the loop, contiguous float32 CPU costs go to the C kern
 per iteration; the measured cost is in docs/benchmarks.md).
 
 Backward: the closed form of Proposition 4.2 (seed 000 L106-110, proof A.3 L641-685) with the
-misprints corrected (spec gurbuz-thesis-spec.md §9 B3-B5)::
+misprints corrected (spec §9 B3-B5)::
 
     q     = rho * G_rho + (pi * G_pi)^T 1_m
     eta   = (rho * G_rho)^T 1_n - n q^T rho
@@ -281,7 +281,7 @@ def partial_transport_lp(cost: torch.Tensor, mu: float) -> tuple[torch.Tensor, t
     (P1) is a fractional knapsack: each feature ``j`` can ship at most ``1/n`` at unit cost
     ``min_i c_ij`` (to its nearest prototype), and ``mu`` must be shipped in total. So the
     ``floor(n mu)`` cheapest features ship their whole mass, the next one the remainder, and
-    the rest nothing (spec gurbuz-thesis-spec.md §5.1). Ties go to the lower index. Not
+    the rest nothing (spec §5.1). Ties go to the lower index. Not
     differentiable; for tests, toys and the ``eps -> inf`` limit.
 
     Returns ``(rho [B, n], pi [B, m, n])`` like :func:`partial_transport`.
