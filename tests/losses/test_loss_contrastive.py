@@ -52,5 +52,5 @@ def test_c2_matches_pytorch_metric_learning(make_batch, reducer):
 
 
 def test_c2_rejects_unknown_reduction():
-    with pytest.raises(ConfigError, match=r"c2.reduction: unknown reduction 'sum'; allowed: avg_nonzero, mean"):
+    with pytest.raises(ConfigError, match=r"loss\.reduction: expected one of 'avg_nonzero', 'mean', 'anchor_mean' for 'c2', got 'sum'"):
         LOSSES.build({"c2": {"reduction": "sum"}})

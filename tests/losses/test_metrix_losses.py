@@ -7,8 +7,14 @@ import torch
 from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning import miners as pml_miners
 
+from gspdml.losses import build_loss
 from gspdml.losses.contrastive import C2Contrastive
-from gspdml.losses.metrix_losses import MIXED_LOSSES
+
+
+def _metrix_base(spec, embedding_dim=6, num_classes=3):
+    """The base loss of Metrix, with the Metrix recipe's defaults (what ``MIXED_LOSSES`` built)."""
+    metrix = build_loss({"metrix": {"loss": spec, "level": "embedding"}}, embedding_dim=embedding_dim, num_classes=num_classes)
+    return metrix.base
 
 
 def _unit(x):
@@ -31,7 +37,7 @@ def _mixed_setup(seed=1, m=7):
 
 def test_clean_contrastive_is_c2_and_pml_contrastive():
     emb, labels = _batch()
-    loss = MIXED_LOSSES.build({"contrastive": {"pos_margin": 0.2, "neg_margin": 1.1}})
+    loss = _metrix_base({"contrastive": {"pos_margin": 0.2, "neg_margin": 1.1}})
     ours = loss.clean(emb, labels)
     torch.testing.assert_close(ours, C2Contrastive(0.2, 1.1)(emb, labels))
     torch.testing.assert_close(ours, pml.ContrastiveLoss(pos_margin=0.2, neg_margin=1.1)(emb, labels))
@@ -39,7 +45,7 @@ def test_clean_contrastive_is_c2_and_pml_contrastive():
 
 def test_clean_ms_is_pml_multi_similarity():
     emb, labels = _batch(seed=2)
-    ours = MIXED_LOSSES.build({"ms": {"alpha": 2.0, "beta": 40.0, "base": 0.5, "epsilon": None}}).clean(emb, labels)
+    ours = _metrix_base({"ms": {"alpha": 2.0, "beta": 40.0, "base": 0.5, "epsilon": None}}).clean(emb, labels)
     torch.testing.assert_close(ours, pml.MultiSimilarityLoss(alpha=2.0, beta=40.0, base=0.5)(emb, labels))
 
 
@@ -50,18 +56,18 @@ def test_clean_ms_with_the_metrix_miner_is_pml_loss_with_its_miner(seed):
     labels = torch.arange(16) % 4
     centres = torch.randn(4, 8, generator=g, dtype=torch.float64)  # clustered, so the miner drops easy pairs
     emb = _unit(centres[labels] + 0.7 * torch.randn(16, 8, generator=g, dtype=torch.float64))
-    loss = MIXED_LOSSES.build("ms")
+    loss = _metrix_base("ms")
     assert (loss.alpha, loss.beta, loss.base, loss.epsilon) == (17.97, 75.66, 0.77, 0.39)
     miner = pml_miners.MultiSimilarityMiner(epsilon=0.39)
     expected = pml.MultiSimilarityLoss(alpha=17.97, beta=75.66, base=0.77)(emb, labels, miner(emb, labels))
     torch.testing.assert_close(loss.clean(emb, labels), expected)
-    unmined = MIXED_LOSSES.build({"ms": {"epsilon": None}}).clean(emb, labels)
+    unmined = _metrix_base({"ms": {"epsilon": None}}).clean(emb, labels)
     assert abs(float(unmined) - float(expected)) > 1e-6
 
 
 def test_mixed_contrastive_equals_loop():
     emb, labels, mixed, triples, lam = _mixed_setup()
-    loss = MIXED_LOSSES.build({"contrastive": {"pos_margin": 0.1, "neg_margin": 1.3}})
+    loss = _metrix_base({"contrastive": {"pos_margin": 0.1, "neg_margin": 1.3}})
     pos, neg = [], []
     for j, (a, _, _) in enumerate(triples.tolist()):
         d = math.dist(emb[a].tolist(), mixed[j].tolist())
@@ -69,14 +75,14 @@ def test_mixed_contrastive_equals_loop():
         neg.append((1 - float(lam[j])) * max(1.3 - d, 0.0))
     nz = lambda v: sum(v) / max(1, sum(x > 0 for x in v))  # noqa: E731
     assert float(loss.mixed(emb, labels, mixed, triples, lam)) == pytest.approx(nz(pos) + nz(neg), rel=1e-10)
-    anchor_mean = MIXED_LOSSES.build({"contrastive": {"pos_margin": 0.1, "neg_margin": 1.3, "reduction": "anchor_mean"}})
+    anchor_mean = _metrix_base({"contrastive": {"pos_margin": 0.1, "neg_margin": 1.3, "reduction": "anchor_mean"}})
     expected = (sum(pos) + sum(neg)) / len(set(triples[:, 0].tolist()))
     assert float(anchor_mean.mixed(emb, labels, mixed, triples, lam)) == pytest.approx(expected, rel=1e-10)
 
 
 def test_mixed_similarity_contrastive_equals_eq_2_12():
     emb, labels, mixed, triples, lam = _mixed_setup(seed=3)
-    loss = MIXED_LOSSES.build({"contrastive_similarity": {"margin": 0.1}})
+    loss = _metrix_base({"contrastive_similarity": {"margin": 0.1}})
     per_anchor = {}
     for j, (a, _, _) in enumerate(triples.tolist()):
         s = float(emb[a] @ mixed[j])
@@ -88,7 +94,7 @@ def test_mixed_similarity_contrastive_equals_eq_2_12():
 def test_mixed_ms_equals_eq_2_13():
     emb, labels, mixed, triples, lam = _mixed_setup(seed=4)
     alpha, beta, base = 18.0, 75.0, 0.77
-    loss = MIXED_LOSSES.build({"ms": {"alpha": alpha, "beta": beta, "base": base}})
+    loss = _metrix_base({"ms": {"alpha": alpha, "beta": beta, "base": base}})
     pos, neg = {}, {}
     for j, (a, _, _) in enumerate(triples.tolist()):
         s, lj = float(emb[a] @ mixed[j]), float(lam[j])
@@ -104,7 +110,7 @@ def test_mixed_example_with_lambda_0_or_1_is_the_clean_negative_or_positive(name
     """A pos-neg mix with lambda = 1 is the positive, with lambda = 0 the negative (Eq. 2.11)."""
     emb, labels = _batch(seed=5)
     options = {"contrastive": {"neg_margin": 1.2}, "ms": {"alpha": 18.0, "beta": 75.0, "base": 0.77}}.get(name, {})
-    loss = MIXED_LOSSES.build({"name": name, **options})
+    loss = _metrix_base({"name": name, **options})
     a = 0
     p = int(torch.nonzero((labels == labels[a]) & (torch.arange(len(labels)) != a))[0])
     n = int(torch.nonzero(labels != labels[a])[0])
@@ -128,13 +134,13 @@ def test_mixed_example_with_lambda_0_or_1_is_the_clean_negative_or_positive(name
 
 def test_ms_is_stable_for_large_scales():
     emb, labels, mixed, triples, lam = _mixed_setup(seed=6)
-    loss = MIXED_LOSSES.build({"ms": {"alpha": 400.0, "beta": 900.0, "base": -0.9}})
+    loss = _metrix_base({"ms": {"alpha": 400.0, "beta": 900.0, "base": -0.9}})
     value = loss.mixed(emb.float(), labels, mixed.float(), triples, lam.float())
     assert torch.isfinite(value)
 
 
 def _proxy_anchor(variant, classes=3, dim=6, seed=7):
-    loss = MIXED_LOSSES.build({"proxy_anchor": {"variant": variant}}, embedding_dim=dim, num_classes=classes).double()
+    loss = _metrix_base({"proxy_anchor": {"variant": variant}}, embedding_dim=dim, num_classes=classes).double()
     g = torch.Generator().manual_seed(seed)
     loss.proxies.data.copy_(torch.randn(classes, dim, generator=g, dtype=torch.float64))
     return loss

@@ -146,7 +146,7 @@ def test_levels_that_need_the_model_refuse_plain_forward_and_bad_options_are_nam
         build_loss("metrix", embedding_dim=5, num_classes=3)(emb, labels)
     with pytest.raises(ConfigError, match="level"):
         build_loss({"metrix": {"level": "pixels"}}, embedding_dim=5, num_classes=3)
-    with pytest.raises(ConfigError, match=r"loss\.loss: unknown metrix loss 'triplet'"):
+    with pytest.raises(ConfigError, match=r"loss\.loss: must be a loss with label weights"):
         build_loss({"metrix": {"loss": "triplet"}}, embedding_dim=5, num_classes=3)
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from scipy import stats
 
-from gspdml.losses.metrix_losses import LabelledMultiSimilarity
+from gspdml.losses.multi_similarity import MultiSimilarity as LabelledMultiSimilarity
 from gspdml.losses.metrix_positivity import positive_probability, positivity_threshold
 
 

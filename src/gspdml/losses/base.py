@@ -50,6 +50,24 @@ class MetricLoss(nn.Module):
             return self(output.embedding.float(), labels, output)
 
 
+class LabelWeightedLoss:
+    """Mixin of the losses that are also defined on label *weights* (the positivity of a pair in
+    ``[0, 1]``, as Metrix's mixed examples carry; seed 003 Eqs. 2.7-2.9, psomas spec §1.8): the
+    base losses that :class:`~gspdml.losses.metrix.Metrix` can mix.
+
+    ``clean(embeddings, labels)`` is the loss with hard labels (the ordinary ``forward``);
+    ``mixed(embeddings, labels, mixed, triples, lam)`` the loss of anchor ``triples[j, 0]``
+    against mixed embedding ``mixed[j] = lam_j x_first + (1 - lam_j) x_second`` of positivity
+    ``lam[j]``. Both come from the same ``weighted_loss``; the hard labels are its 0/1 weights.
+    """
+
+    def clean(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self(embeddings, labels)
+
+    def mixed(self, embeddings, labels, mixed, triples, lam) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
 class WeightedSum(MetricLoss):
     """``sum_k w_k L_k`` over several losses, built from a YAML list of specs with ``weight``."""
 

@@ -1,61 +1,100 @@
-"""Contrastive losses C1 and C2 as used in the seeds' benchmarks (seed 004 §3.4)."""
+"""Contrastive losses C1 and C2 as used in the seeds' benchmarks (seed 004 §3.4), and the
+similarity contrastive loss of the Metrix thesis (seed 003 Eq. 2.1).
+
+Each is a :class:`~gspdml.losses.pairs.WeightedPairLoss`: one ``weighted_loss`` on pair
+weights, which hard labels give as 0/1 and Metrix's mixed examples as ``(lambda, 1 - lambda)``.
+"""
 
 from __future__ import annotations
+
+from typing import Literal
 
 import torch.nn.functional as F
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import (
-    PairLoss,
+    WeightedPairLoss,
+    anchor_mean,
     check_reduction,
     mean_nonzero,
-    mean_or_zero,
+    weighted_mean,
 )
 
 
 @LOSSES.register("c1", "contrastive_cosine")
-class C1Contrastive(PairLoss):
+class C1Contrastive(WeightedPairLoss):
     """C1, the cosine contrastive loss of XBM (Wang et al. 2020; seed 004 L737):
 
     ``L = (1/B) [ sum_{(i,j) pos} (1 - s_ij) + sum_{(i,j) neg} (s_ij - margin)_+ ]``
 
     with ``s_ij`` the cosine similarity of anchor ``i`` and reference ``j``, self-pairs
-    excluded by index, summed over ordered pairs and divided by the number of anchors ``B``.
+    excluded by index, summed over ordered pairs and divided by the number of anchors ``B``
+    (those with at least one pair: all of them, with hard labels). With label weights ``y``
+    (Metrix) a pair contributes ``y (1 - s) + (1 - y) (s - margin)_+``.
     """
+
+    #: the positive term is ``positive_offset - s``
+    positive_offset = 1.0
 
     def __init__(self, margin: float = 0.5):
         super().__init__()
         self.margin = margin
 
-    def pair_loss(self, anchors, reference, positive, negative):
-        sim = self.similarities(anchors, reference)
-        pos = ((1.0 - sim) * positive).sum()
-        neg = (F.relu(sim - self.margin) * negative).sum()
-        return (pos + neg) / anchors.shape[0]
+    def weighted_loss(self, values, positive_weights, negative_weights):
+        pos = (positive_weights * (self.positive_offset - values)).sum()
+        neg = (negative_weights * F.relu(values - self.margin)).sum()
+        return anchor_mean(pos + neg, positive_weights, negative_weights)
+
+
+@LOSSES.register("contrastive_similarity")
+class SimilarityContrastive(C1Contrastive):
+    """The similarity contrastive loss of the Metrix thesis (seed 003 Eq. 2.1, L486-489; with
+    label weights Eq. 2.12, L589-591), C1 with the positive term ``-s`` instead of ``1 - s``::
+
+        l(a) = sum_v -y s(a, v) + sum_v (1 - y) [s(a, v) - margin]_+
+
+    summed per anchor, mean over the anchors that have pairs. It differs from C1 by a constant
+    (the positive weight mass over the anchors), so its gradients are C1's.
+    """
+
+    positive_offset = 0.0
 
 
 @LOSSES.register("c2", "contrastive")
-class C2Contrastive(PairLoss):
+class C2Contrastive(WeightedPairLoss):
     """C2, contrastive loss with a positive margin (Hadsell et al. 2006; seed 004 Eq. 2.1.3, §3.4):
 
     ``l_pos = (d_ij - m_pos)_+``,  ``l_neg = (m_neg - d_ij)_+``,  ``d_ij = ||x_i - x_j||_2``
 
-    on L2-normalised embeddings. Reduction ``avg_nonzero`` (default, the authors' code and
-    pytorch-metric-learning's ``ContrastiveLoss``): the mean of the non-zero positive terms plus
-    the mean of the non-zero negative terms. ``mean``: each mean over all its pairs.
+    on L2-normalised embeddings. With label weights ``y`` (Metrix, seed 003 Eq. 2.12 in the form
+    of the authors' code, psomas spec §5 A3) a pair contributes ``y l_pos`` and ``(1 - y) l_neg``.
+    Reduction ``avg_nonzero`` (default, the authors' code and pytorch-metric-learning's
+    ``ContrastiveLoss``): the mean of the non-zero positive terms plus the mean of the non-zero
+    negative terms. ``mean``: each term summed and divided by its total weight (with hard labels,
+    the mean over its pairs). ``anchor_mean`` (the Metrix thesis, Eq. 2.3/2.10): the sum per
+    anchor, mean over the anchors that have pairs.
     Equivalent to the generalized contrastive loss of CCP with ``beta = (m_pos + m_neg) / 2``,
     ``alpha = (m_neg - m_pos) / 2``.
     """
 
-    def __init__(self, pos_margin: float = 0.0, neg_margin: float = 0.3841, reduction: str = "avg_nonzero"):
+    measure = "distance"
+    REDUCTIONS = ("avg_nonzero", "mean", "anchor_mean")
+
+    def __init__(
+        self,
+        pos_margin: float = 0.0,
+        neg_margin: float = 0.3841,
+        reduction: Literal["avg_nonzero", "mean", "anchor_mean"] = "avg_nonzero",
+    ):
         super().__init__()
         self.pos_margin, self.neg_margin = pos_margin, neg_margin
-        self.reduction = check_reduction("c2", reduction)
+        self.reduction = check_reduction("c2", reduction, self.REDUCTIONS)
 
-    def pair_loss(self, anchors, reference, positive, negative):
-        dist = self.distances(anchors, reference)
-        pos = F.relu(dist - self.pos_margin)[positive]
-        neg = F.relu(self.neg_margin - dist)[negative]
+    def weighted_loss(self, values, positive_weights, negative_weights):
+        pos = positive_weights * F.relu(values - self.pos_margin)
+        neg = negative_weights * F.relu(self.neg_margin - values)
         if self.reduction == "mean":
-            return mean_or_zero(pos, dist) + mean_or_zero(neg, dist)
+            return weighted_mean(pos, positive_weights) + weighted_mean(neg, negative_weights)
+        if self.reduction == "anchor_mean":
+            return anchor_mean(pos + neg, positive_weights, negative_weights)
         return mean_nonzero(pos) + mean_nonzero(neg)

@@ -4,8 +4,11 @@ Error function of one batch (seed 003 Eq. 2.10, L577)::
 
     E = (1/|X|) sum_a [ l(a) + w l~(a) ]
 
-``l`` is the clean loss and ``l~`` its label-weighted version over mixed examples
-(:mod:`gspdml.losses.metrix_losses`, Eqs. 2.7-2.13). Mixed examples (Eq. 2.4, L531-541)::
+``l`` is the clean loss and ``l~`` its label-weighted version over mixed examples (Eqs.
+2.7-2.13): the base loss, built from :data:`~gspdml.losses.LOSSES`, computes both from label
+weights (:class:`~gspdml.losses.base.LabelWeightedLoss`: ``c2``/``contrastive``,
+``contrastive_similarity``, ``c1``, ``ms``, ``proxy_anchor``). The Metrix recipe's options for
+those losses are in :data:`RECIPE_DEFAULTS`. Mixed examples (Eq. 2.4, L531-541)::
 
     input:      v = f(lambda x + (1 - lambda) x')
     feature:    v = f_m(lambda g_m(x) + (1 - lambda) g_m(x'))     ("Metrix", the default)
@@ -29,13 +32,35 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from gspdml.errors import TrainingError
-from gspdml.losses.base import LOSSES
-from gspdml.losses.metrix_losses import MIXED_LOSSES
-from gspdml.losses.wrapper import LossWrapper
+from gspdml.losses.base import LOSSES, LabelWeightedLoss
+from gspdml.losses.contrastive import C2Contrastive
 from gspdml.losses.metrix_pairs import KINDS, mixing_triples
+from gspdml.losses.multi_similarity import MultiSimilarity
+from gspdml.losses.wrapper import LossWrapper
+from gspdml.registry import parse_spec
 
 LEVELS = ("input", "feature", "embedding")
 PAIRS = ("random", *KINDS)
+
+#: The Metrix recipe's options of its base losses, used for each option the ``loss`` spec does
+#: not give (the base losses keep their own defaults outside Metrix). Source: the authors' code
+#: (psomas spec §5 A3: contrastive margin 0.5; MS (17.97, 75.66, 0.77) with
+#: ``MultiSimilarityMiner(epsilon=0.39)``, which the thesis rounds to 18, 75, 0.77, seed 003
+#: L672). Proxy anchor (alpha 32, delta 0.1, L672) and ``contrastive_similarity`` (margin 0.5)
+#: use their base defaults.
+RECIPE_DEFAULTS: dict[type, dict[str, Any]] = {
+    C2Contrastive: {"pos_margin": 0.0, "neg_margin": 0.5, "reduction": "avg_nonzero"},
+    MultiSimilarity: {"alpha": 17.97, "beta": 75.66, "base": 0.77, "epsilon": 0.39},
+}
+
+
+def with_recipe_defaults(spec: Any, field: str) -> Any:
+    """``spec`` of a base loss with the :data:`RECIPE_DEFAULTS` of its class filled in where unset."""
+    if isinstance(spec, nn.Module) or isinstance(spec, list):
+        return spec
+    name, options = parse_spec(spec, field)
+    defaults = RECIPE_DEFAULTS.get(LOSSES.get(name, field), {})
+    return {"name": name, **{k: v for k, v in defaults.items() if k not in options}, **options}
 
 
 @LOSSES.register("metrix")
@@ -43,9 +68,10 @@ class Metrix(LossWrapper):
     """Clean loss plus ``mix_weight`` times the mixed loss, mixing at ``level``.
 
     Args:
-        loss: spec of the label-weighted loss (``contrastive``, ``contrastive_similarity``, ``ms``,
-            ``proxy_anchor``; see :data:`~gspdml.losses.metrix_losses.MIXED_LOSSES`). With proxy
-            anchors, each mixed pair of examples is used once and every proxy is its anchor.
+        loss: spec of the base loss, one with label weights (``contrastive`` = ``c2``,
+            ``contrastive_similarity``, ``c1``, ``ms``, ``proxy_anchor``); options it does not
+            give come from :data:`RECIPE_DEFAULTS`. With proxy anchors, each mixed pair of
+            examples is used once and every proxy is its anchor.
         level: ``input``, ``feature`` (default) or ``embedding``.
         pairs: ``random`` (per iteration, the thesis), ``pos_neg`` or ``anc_neg``.
         mix_alpha: ``alpha`` of ``Beta(alpha, alpha)``.
@@ -61,7 +87,7 @@ class Metrix(LossWrapper):
     """
 
     base_option = "loss"
-    nested = {"loss": MIXED_LOSSES}
+    nested = {"loss": LOSSES}
 
     def __init__(
         self,
@@ -77,7 +103,10 @@ class Metrix(LossWrapper):
         renormalize: bool = True,
         mix_chunk: Optional[int] = None,
     ):
-        super().__init__(loss, embedding_dim, num_classes)
+        super().__init__(with_recipe_defaults(loss, self.field("loss")), embedding_dim, num_classes)
+        self.require_base(LabelWeightedLoss, "a loss with label weights (contrastive, contrastive_similarity, c1, ms, proxy_anchor)")
+        # Metrix L2-normalises the clean embeddings, and the mixed ones unless renormalize=False
+        self.base.normalize_inputs = False
         self.require_choice("level", level, LEVELS)
         self.require_choice("pairs", pairs, PAIRS)
         self.require_positive("mix_alpha", mix_alpha)

@@ -7,7 +7,7 @@ For Multi-Similarity with one mixed embedding ``v`` of label ``lambda`` (Eq. 2.1
 
 so ``P(Pos) = F_lambda(threshold)`` with ``F_lambda`` the CDF of anchor-to-mixed similarities
 (Eq. 2.23). ``beta``, ``gamma``, ``m`` are the thesis's names (``alpha``, ``beta``, ``base`` of
-:class:`~gspdml.losses.metrix_losses.LabelledMultiSimilarity`).
+:class:`~gspdml.losses.multi_similarity.MultiSimilarity`).
 """
 
 from __future__ import annotations

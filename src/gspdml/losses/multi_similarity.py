@@ -1,12 +1,15 @@
 """Multi-similarity loss and its miner (Wang et al. 2019, CVPR, Eq. 10 and Eq. 4-5; used with CCP
-and as a baseline in seed 004 §3.4, with ``(alpha, beta, lambda) = (scale_pos, scale_neg, base)``)."""
+and as a baseline in seed 004 §3.4, with ``(alpha, beta, lambda) = (scale_pos, scale_neg, base)``;
+with label weights, the Metrix thesis's Eq. 2.13, seed 003)."""
 
 from __future__ import annotations
+
+from typing import Optional
 
 import torch
 
 from gspdml.losses.base import LOSSES
-from gspdml.losses.pairs import PairLoss, log1p_sum_exp
+from gspdml.losses.pairs import WeightedPairLoss, log1p_sum_exp
 
 
 def multi_similarity_mining(
@@ -26,7 +29,7 @@ def multi_similarity_mining(
 
 
 @LOSSES.register("ms", "multi_similarity")
-class MultiSimilarity(PairLoss):
+class MultiSimilarity(WeightedPairLoss):
     """Multi-similarity loss (Wang et al. 2019, Eq. 10), per anchor ``i`` with mined sets P_i, N_i:
 
     ``L_i = 1/alpha log(1 + sum_{p in P_i} exp(-alpha (s_ip - base)))
@@ -35,12 +38,19 @@ class MultiSimilarity(PairLoss):
     on cosine similarities ``s``. ``alpha`` = scale_pos, ``beta`` = scale_neg, ``base`` = lambda
     (0.5 in the official code and pytorch-metric-learning). With ``mining: true`` (default) the
     pairs come from :func:`multi_similarity_mining` with ``epsilon`` (0.1, official code);
-    ``false`` uses all pairs. An empty set contributes 0. The mined sets of an anchor are either
-    both empty or both non-empty (a kept positive implies a kept negative and vice versa), so the
-    official code's "skip the anchor if either set is empty" and pytorch-metric-learning agree;
-    the official code also drops positives with ``s >= 1 - 1e-5`` (self by value), here the
-    anchor's own copy is dropped by index. Reduction: the sum over anchors divided by the number
-    of anchors ``B``, empty anchors included (official code; PML's ``MeanReducer``).
+    ``mining: false`` or ``epsilon: null`` uses all pairs. An empty set contributes 0. The mined
+    sets of an anchor are either both empty or both non-empty (a kept positive implies a kept
+    negative and vice versa), so the official code's "skip the anchor if either set is empty"
+    and pytorch-metric-learning agree; the official code also drops positives with
+    ``s >= 1 - 1e-5`` (self by value), here the anchor's own copy is dropped by index.
+    Reduction: the sum over anchors divided by the number of anchors that have pairs before
+    mining (``B``, empty mined anchors included: official code; PML's ``MeanReducer``).
+
+    With label weights ``y`` (Metrix, seed 003 Eq. 2.2 and Eq. 2.13, L491-494, L594-596)::
+
+        l(a) = (1/alpha) log(1 + sum y e^{-alpha (s - base)}) + (1/beta) log(1 + sum (1-y) e^{beta (s - base)})
+
+    (the thesis's beta, gamma, m are alpha, beta, base here); mixed embeddings are never mined.
     """
 
     def __init__(
@@ -48,17 +58,28 @@ class MultiSimilarity(PairLoss):
         alpha: float = 2.0,
         beta: float = 50.0,
         base: float = 0.5,
-        epsilon: float = 0.1,
+        epsilon: Optional[float] = 0.1,
         mining: bool = True,
     ):
         super().__init__()
-        self.alpha, self.beta, self.base, self.epsilon = float(alpha), float(beta), float(base), float(epsilon)
-        self.mining = bool(mining)
+        self.alpha, self.beta, self.base = float(alpha), float(beta), float(base)
+        self.epsilon = None if epsilon is None else float(epsilon)
+        self.mining = bool(mining) and epsilon is not None
+
+    def clean(self, embeddings, labels):
+        """The forward's loss: the in-batch pairs the miner keeps (similarities need no
+        row-by-row measure)."""
+        return self(embeddings, labels)
 
     def pair_loss(self, anchors, reference, positive, negative):
-        sim = self.similarities(anchors, reference)
-        if self.mining:
-            positive, negative = multi_similarity_mining(sim.detach(), positive, negative, self.epsilon)
-        pos = log1p_sum_exp(-self.alpha * (sim - self.base), positive) / self.alpha
-        neg = log1p_sum_exp(self.beta * (sim - self.base), negative) / self.beta
-        return (pos + neg).mean()
+        sim = self.pair_values(anchors, reference)
+        return self.weighted_loss(sim, positive.to(sim.dtype), negative.to(sim.dtype), mine=self.mining)
+
+    def weighted_loss(self, values, positive_weights, negative_weights, mine: bool = False):
+        anchors = ((positive_weights + negative_weights) > 0).any(1).sum()
+        if mine:
+            kept_pos, kept_neg = multi_similarity_mining(values.detach(), positive_weights > 0, negative_weights > 0, self.epsilon)
+            positive_weights, negative_weights = positive_weights * kept_pos, negative_weights * kept_neg
+        pos = log1p_sum_exp(-self.alpha * (values - self.base), positive_weights) / self.alpha
+        neg = log1p_sum_exp(self.beta * (values - self.base), negative_weights) / self.beta
+        return (pos + neg).sum() / anchors.clamp(min=1)

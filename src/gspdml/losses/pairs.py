@@ -13,17 +13,17 @@ import torch
 import torch.nn.functional as F
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import MetricLoss
+from gspdml.losses.base import LabelWeightedLoss, MetricLoss
 
 #: reductions shared by the pair losses (each loss's docstring says what it averages over)
 REDUCTIONS = ("avg_nonzero", "mean")
 
 
-def check_reduction(loss_name: str, reduction: str) -> str:
+def check_reduction(loss_name: str, reduction: str, allowed: tuple[str, ...] = REDUCTIONS) -> str:
     """Return ``reduction`` or raise a :class:`ConfigError` naming ``<loss>.reduction``."""
-    if reduction not in REDUCTIONS:
+    if reduction not in allowed:
         raise ConfigError(
-            f"{loss_name}.reduction", f"unknown reduction {reduction!r}; allowed: {', '.join(REDUCTIONS)}"
+            f"{loss_name}.reduction", f"unknown reduction {reduction!r}; allowed: {', '.join(allowed)}"
         )
     return reduction
 
@@ -45,9 +45,33 @@ def cosine_similarities(a: torch.Tensor, b: torch.Tensor, normalize: bool = True
     return a @ b.T
 
 
-def log1p_sum_exp(logits: torch.Tensor, mask: torch.Tensor, dim: int = 1) -> torch.Tensor:
-    """``log(1 + sum_{mask} exp(logits))`` along ``dim``, stably; 0 where the mask is empty."""
-    masked = logits.masked_fill(~mask, float("-inf"))
+def paired_distances(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+    """L2 distance ``[P]`` of row ``j`` of ``a`` and row ``j`` of ``b`` (the diagonal of
+    :func:`euclidean_distances`, from the differences: exact near 0, where mixed pairs lie)."""
+    if normalize:
+        a, b = F.normalize(a, dim=1), F.normalize(b, dim=1)
+    return torch.sqrt((a - b).pow(2).sum(1) + 1e-12)
+
+
+def paired_similarities(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+    """Cosine similarity ``[P]`` of row ``j`` of ``a`` and row ``j`` of ``b`` (the diagonal of
+    :func:`cosine_similarities`)."""
+    if normalize:
+        a, b = F.normalize(a, dim=1), F.normalize(b, dim=1)
+    return (a * b).sum(1)
+
+
+def log1p_sum_exp(logits: torch.Tensor, weights: torch.Tensor, dim: int = 1) -> torch.Tensor:
+    """``log(1 + sum_k w_k exp(logits_k))`` along ``dim``, stably; 0 where no weight is positive.
+
+    ``weights`` is a boolean mask (``w`` in {0, 1}) or non-negative label weights: a weight
+    enters as ``logits + log w``, so weight 1 leaves the logit as it is.
+    """
+    if weights.dtype == torch.bool:
+        masked = logits.masked_fill(~weights, float("-inf"))
+    else:
+        tiny = torch.finfo(logits.dtype).tiny
+        masked = torch.where(weights > 0, logits + torch.log(weights.to(logits.dtype).clamp(min=tiny)), float("-inf"))
     zero = torch.zeros_like(masked.narrow(dim, 0, 1))
     return torch.logsumexp(torch.cat([zero, masked], dim=dim), dim=dim)
 
@@ -71,6 +95,20 @@ def mean_nonzero(values: torch.Tensor) -> torch.Tensor:
     """
     count = (values > 0).sum()
     return values.sum() / count.clamp(min=1)
+
+
+def weighted_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``sum values / sum weights`` (``values`` already weighted); 0, keeping the graph, when the
+    weights sum to 0. With 0/1 weights: the mean over the selected entries."""
+    total = weights.sum()
+    return values.sum() / torch.where(total > 0, total, torch.ones_like(total))
+
+
+def anchor_mean(values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor) -> torch.Tensor:
+    """``sum values`` (``[A, R]``, already weighted) divided by the number of anchors (rows) that
+    have at least one pair of positive weight: per anchor the sum over its pairs, mean over anchors."""
+    anchors = ((positive_weights + negative_weights) > 0).any(1).sum()
+    return values.sum() / anchors.clamp(min=1)
 
 
 def mean_or_zero(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -134,3 +172,62 @@ class PairLoss(MetricLoss):
         self, anchors: torch.Tensor, reference: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor
     ) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+class WeightedPairLoss(LabelWeightedLoss, PairLoss):
+    """A pair loss defined on label weights: ``weighted_loss(values, positive_weights, negative_weights)``.
+
+    ``values`` ``[A, R]`` are the pair distances (``measure = "distance"``) or cosine similarities
+    (``"similarity"``) of anchors and references; the weights ``[A, R]`` in ``[0, 1]`` say how much
+    each pair counts as positive and as negative (a pair that does not exist has both 0). Hard
+    labels are the 0/1 weights of the masks (:meth:`pair_loss`); Metrix's mixed examples of
+    positivity ``lambda`` are weights ``(lambda, 1 - lambda)`` on their one anchor
+    (:meth:`labelled`, psomas spec §1.8). The arithmetic of a loss is its ``weighted_loss``, once.
+    """
+
+    measure = "similarity"
+
+    def pair_values(self, anchors: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+        """``[A, R]`` distances or similarities of all pairs."""
+        return self.distances(anchors, reference) if self.measure == "distance" else self.similarities(anchors, reference)
+
+    def paired_values(self, anchors: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        """``[P]`` distances or similarities of row ``j`` with row ``j``."""
+        measure = paired_distances if self.measure == "distance" else paired_similarities
+        return measure(anchors, candidates, self.normalize_inputs)
+
+    def pair_loss(self, anchors, reference, positive, negative):
+        values = self.pair_values(anchors, reference)
+        return self.weighted_loss(values, positive.to(values.dtype), negative.to(values.dtype))
+
+    def weighted_loss(
+        self, values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor
+    ) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def clean(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Seed 003 Eq. 2.7 with hard labels over all ordered in-batch pairs ``i != j`` (= Eq. 2.3):
+        the forward's loss, with each pair measured row by row as the mixed pairs are (distances
+        from the differences stay exact for near-identical embeddings, where the matrix form
+        ``|a|^2 + |b|^2 - 2 a.b`` cancels)."""
+        n = len(labels)
+        anchor, candidate = torch.nonzero(~torch.eye(n, dtype=torch.bool, device=labels.device), as_tuple=True)
+        y = (labels[anchor] == labels[candidate]).to(embeddings.dtype)
+        return self.labelled(embeddings, embeddings, anchor, candidate, y)
+
+    def labelled(self, anchors, candidates, anchor_index, candidate_index, y) -> torch.Tensor:
+        """The loss over the listed pairs ``(anchors[anchor_index[k]], candidates[candidate_index[k]])``
+        with positivity ``y[k]`` (seed 003 Eq. 2.7): weights ``y`` and ``1 - y`` on those pairs, 0
+        elsewhere. Each pair is measured row by row, then laid out as an ``[A, C]`` matrix."""
+        values = self.paired_values(anchors[anchor_index], candidates[candidate_index])
+        y = y.to(values.dtype)
+        index, shape = (anchor_index, candidate_index), (len(anchors), len(candidates))
+        dense = values.new_zeros(shape).index_put(index, values)
+        positive = y.new_zeros(shape).index_put(index, y)
+        negative = y.new_zeros(shape).index_put(index, 1 - y)
+        return self.weighted_loss(dense, positive, negative)
+
+    def mixed(self, embeddings, labels, mixed, triples, lam):
+        """Eq. 2.9: anchor ``triples[j, 0]`` against mixed embedding ``j`` with positivity ``lam[j]``."""
+        candidate = torch.arange(len(triples), device=triples.device)
+        return self.labelled(embeddings, mixed, triples[:, 0], candidate, lam)

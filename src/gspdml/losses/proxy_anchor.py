@@ -1,19 +1,23 @@
 """Proxy-Anchor loss (Kim et al. 2020, CVPR, Eq. 4; baseline of seed 004 §3.4 with
-``(delta, alpha) = (0.1, 32)``)."""
+``(delta, alpha) = (0.1, 32)``; with label weights, the Metrix thesis's proxy anchors, seed 003
+L498, Table 2.1)."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
 
+import torch
+import torch.nn.functional as F
 from torch import nn
 
-from gspdml.losses.base import LOSSES
+from gspdml.errors import ConfigError
+from gspdml.losses.base import LOSSES, LabelWeightedLoss
 from gspdml.losses.pairs import log1p_sum_exp
 from gspdml.losses.proxies import ProxyLoss
 
 
 @LOSSES.register("proxy_anchor", "proxyanchor")
-class ProxyAnchor(ProxyLoss):
+class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
     """Proxy-Anchor (Kim et al. 2020, Eq. 4), with ``s(x, p)`` the cosine similarity:
 
     ``L = 1/|P+| sum_{p in P+} log(1 + sum_{x in X_p+} exp(-alpha (s(x,p) - delta)))
@@ -24,7 +28,26 @@ class ProxyAnchor(ProxyLoss):
     (32). Reduction: as written (the two sums divided by ``|P+|`` and ``|P|``), as in the official
     code and pytorch-metric-learning's ``ProxyAnchorLoss``. Proxies initialised with Kaiming
     normal (fan-out) as in the official code.
+
+    With label weights (:meth:`weighted_loss`; Metrix, seed 003 L498, Table 2.1) ``[x in X_p+]``
+    becomes ``y_p(x)`` and ``[x in X_p-]`` a negative weight. A mixed embedding
+    ``v = mix_lambda(x, x')`` of classes ``c, c'`` has ``y_q = lambda [c = q] + (1 - lambda) [c' = q]``
+    for the two proxies ``q in {c, c'}``, for which it is a positive-negative mixture (Eq. 2.8 with
+    the proxy as the anchor), negative weight ``1 - y_q``. For every other proxy both parents are
+    negatives: Eq. 2.8 with the mixing pairs ``U+(a) x U-(a)`` has no such pair, so the mixed
+    embedding is not used there (weight 0 in both terms); ``P+`` are the proxies with positive mass.
+
+    ``variant: original`` (default; the formula above, Kim et al. 2020, spec A2).
+    ``variant: thesis_generic``: the MS form of the thesis's Table 2.1,
+    ``(1/alpha) log(1 + sum y e^{-alpha (s - delta)}) + (1/alpha) log(1 + sum (1 - y) e^{alpha (s - delta)})``
+    averaged over all proxies (thesis beta = gamma = alpha = 32, m = delta = 0.1; L672).
     """
+
+    VARIANTS = ("original", "thesis_generic")
+    #: Metrix: mixed examples are pairs of batch examples; their anchor is every proxy
+    anchorless = True
+    #: L2-normalise the embeddings (Metrix normalises them itself and turns this off)
+    normalize_inputs = True
 
     def __init__(
         self,
@@ -33,19 +56,42 @@ class ProxyAnchor(ProxyLoss):
         delta: float = 0.1,
         alpha: float = 32.0,
         lr_multiplier: float = 100.0,
+        variant: Literal["original", "thesis_generic"] = "original",
     ):
+        if variant not in self.VARIANTS:
+            raise ConfigError("proxy_anchor.variant", f"unknown variant {variant!r}; allowed: {', '.join(self.VARIANTS)}")
         super().__init__(num_classes, embedding_dim, 1, lr_multiplier)
-        self.delta, self.alpha = float(delta), float(alpha)
+        self.delta, self.alpha, self.variant = float(delta), float(alpha), variant
 
     def reset_proxies(self) -> None:
         nn.init.kaiming_normal_(self.proxies, mode="fan_out")
 
+    def cosines(self, embeddings: torch.Tensor) -> torch.Tensor:
+        if self.normalize_inputs:
+            return super().cosines(embeddings)
+        return embeddings @ F.normalize(self.proxies.to(embeddings.dtype), dim=1).T
+
     def forward(self, embeddings, labels, output=None):
         self.check_labels(labels)
-        cos = self.cosines(embeddings)  # [B, C]
         same = labels[:, None] == self.proxy_classes(labels.device)[None, :]
-        present = same.any(0)
-        pos = log1p_sum_exp(-self.alpha * (cos - self.delta), same, dim=0)
-        neg = log1p_sum_exp(self.alpha * (cos + self.delta), ~same, dim=0)
-        return pos[present].sum() / present.sum().clamp(min=1) + neg.sum() / self.num_classes
+        cos = self.cosines(embeddings)  # [B, C]
+        return self.weighted_loss(cos, same.to(cos.dtype), (~same).to(cos.dtype))
 
+    def weighted_loss(self, values, positive_weights, negative_weights):
+        """The loss from cosines ``[M, C]`` of embeddings and proxies and the weights ``[M, C]``
+        of each (embedding, proxy) pair as positive and as negative."""
+        present = (positive_weights > 0).any(0)
+        pos = log1p_sum_exp(-self.alpha * (values - self.delta), positive_weights, dim=0)
+        if self.variant == "original":
+            neg = log1p_sum_exp(self.alpha * (values + self.delta), negative_weights, dim=0)
+            return pos[present].sum() / present.sum().clamp(min=1) + neg.sum() / self.num_classes
+        neg = log1p_sum_exp(self.alpha * (values - self.delta), negative_weights, dim=0)
+        return (pos + neg).mean() / self.alpha
+
+    def mixed(self, embeddings, labels, mixed, triples, lam):
+        """Each mixed embedding against every proxy, with the soft labels of its two parents."""
+        lam = lam.to(mixed.dtype)[:, None]
+        first = F.one_hot(labels[triples[:, 1]], self.num_classes).to(mixed.dtype)
+        second = F.one_hot(labels[triples[:, 2]], self.num_classes).to(mixed.dtype)
+        y = lam * first + (1 - lam) * second
+        return self.weighted_loss(self.cosines(mixed), y, (first + second) * (1 - y))
