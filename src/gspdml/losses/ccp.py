@@ -1,4 +1,4 @@
-"""CCP: chance-constrained programming for DML (seed 004 chapter 3; gurbuz-thesis-spec §3).
+"""CCP: chance-constrained programming for DML (seed 004 chapter 3; spec §3).
 
 Each projection problem (seed 004 Eq. 3.2.11, L618) is a proxy-based version of a pair loss
 plus a proximal term towards the previous solution::

@@ -1,6 +1,6 @@
 """Proxy selection for CCP: a per-class pool of training samples and greedy k-center over it.
 
-Seed 004 Algorithm 2 "Greedy K-Center Proxy" (L627-631; gurbuz-thesis-spec §3.2, A7, A15):
+Seed 004 Algorithm 2 "Greedy K-Center Proxy" (L627-631; spec §3.2, A7, A15):
 for each class ``c`` draw ``b`` random samples, embed them with the current network, and add to
 the class's proxy set the pool points farthest (greedily) from the converged proxies of ``c``
 and from the points already picked, until as many new proxies as old ones are chosen. With

@@ -1,4 +1,4 @@
-"""Metrix: mixup for deep metric learning (seed 003 chapter 2; psomas-thesis-spec §1).
+"""Metrix: mixup for deep metric learning (seed 003 chapter 2; psomas spec §1).
 
 Error function of one batch (seed 003 Eq. 2.10, L577)::
 

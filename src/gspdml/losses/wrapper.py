@@ -1,6 +1,6 @@
 """Base class of the loss wrappers: XBM, CCP, ZSR, XML and Metrix hold a ``base`` loss.
 
-Each wrapper adds its own term to a loss it wraps (spec gurbuz-thesis-spec.md §3.4, §3, §5.1;
+Each wrapper adds its own term to a loss it wraps (spec §3.4, §3, §5.1;
 seed 001 Eq. 2.11; seed 003 Eq. 2.10)::
 
     XBM:     L = base(batch, batch) + w base(batch, memory)

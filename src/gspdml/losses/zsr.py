@@ -1,5 +1,5 @@
 """Cross-batch zero-shot regularisation (ZSR) of GSP (seed 000 §4.3, Eq. 4.4, Algorithms 1 and 4;
-thesis seed 004 Eq. 5.2.4-5.2.5; spec gurbuz-thesis-spec.md §5.1 (P3) and §9 B6-B8).
+thesis seed 004 Eq. 5.2.4-5.2.5; spec §5.1 (P3) and §9 B6-B8).
 
 The batch is split into two class-disjoint halves ``b1, b2``. On each half a ridge regressor
 maps the GSP pseudo-attributes ``z`` (``output.attributes``) to learnable class embeddings
