@@ -1,4 +1,5 @@
-"""The package's import graph has no cycle (docs/design.md, "Layers").
+"""The package's import graph has no cycle, and every module is reachable by its own name
+(docs/design.md, "Layers").
 
 ``lint-imports`` (run by ``make test``) checks that no import runs up the layers; a cycle inside
 one layer, or through the package root, it does not see. This test builds the graph with grimp
@@ -6,7 +7,13 @@ one layer, or through the package root, it does not see. This test builds the gr
 connected components of more than one module.
 """
 
+import importlib
+import pkgutil
+import sys
+
 import grimp
+
+import gspdml
 
 
 def cycles(graph) -> list[list[str]]:
@@ -64,3 +71,37 @@ def test_gspdml_has_no_import_cycle():
     assert len(graph.modules) > 100, "the graph misses most of the package"
     found = cycles(graph)
     assert not found, f"import cycles: {found}"
+
+
+def hidden_modules(package) -> list[str]:
+    """Modules ``package.x`` for which the attribute ``x`` of the package is something else (say a
+    function re-exported under the module's name), so ``import package.x as m`` and
+    ``package.x`` disagree. Walks sub-packages; skips ``__main__``."""
+    hidden = []
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name == "__main__":
+            continue
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        if getattr(package, info.name, module) is not module:
+            hidden.append(module.__name__)
+        if info.ispkg:
+            hidden += hidden_modules(module)
+    return hidden
+
+
+def test_hidden_module_finder_flags_a_shadowing_function(tmp_path, monkeypatch):
+    root = tmp_path / "shadowpkg"
+    root.mkdir()
+    (root / "knn.py").write_text("def knn():\n    return 1\n")
+    (root / "metrics.py").write_text("VALUE = 2\n")
+    (root / "__init__.py").write_text("from shadowpkg.knn import knn\nfrom shadowpkg import metrics\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert hidden_modules(importlib.import_module("shadowpkg")) == ["shadowpkg.knn"]
+    finally:
+        for name in [name for name in sys.modules if name.split(".")[0] == "shadowpkg"]:
+            del sys.modules[name]
+
+
+def test_no_package_attribute_hides_a_module():
+    assert hidden_modules(gspdml) == []
