@@ -2,6 +2,7 @@
 uninitialised GSP, a changed config on resume, pair losses without pairs; and what a run tells
 and keeps (Ctrl-C checkpoint, periodic checkpoints, TensorBoard read back by its own reader)."""
 
+import copy
 import json
 import os
 import signal
@@ -78,6 +79,20 @@ def test_config_differences_name_every_key(make_config):
     with pytest.raises(ConfigError, match="--allow-changes"):
         check_resume_config(saved, harmless, allow_changes=False)
     assert check_resume_config(saved, harmless, allow_changes=True) == {"trainer.progress": (False, True)}
+
+
+def test_a_key_the_saved_run_predates_is_no_difference_at_its_default(make_config):
+    """A run written before ``evaluation.select_postprocessed`` existed is the same run as one
+    asking for that option's default; asking for another value is a difference, and so is a key
+    the new config lacks."""
+    new = load_config(make_config())
+    saved = copy.deepcopy(new)
+    del saved["evaluation"]["select_postprocessed"]
+    assert config_differences(saved, new) == {}
+    other = copy.deepcopy(new)
+    other["evaluation"]["select_postprocessed"] = True
+    assert config_differences(saved, other) == {"evaluation.select_postprocessed": ("<absent>", True)}
+    assert config_differences(new, saved) == {"evaluation.select_postprocessed": (False, "<absent>")}
 
 
 def _write(config, path):

@@ -2,7 +2,12 @@
 ``config.yaml`` is refused, naming every differing key. Keys that cannot change the weights
 (logging, progress, the number of loader workers, the device) may be changed with
 ``--allow-changes``; the run directory's ``config.yaml`` is then rewritten, so it never
-contradicts the weights."""
+contradicts the weights.
+
+A key that the saved config lacks because the run predates it (a later version added the option)
+is no difference when the new config holds that option's default: options are added with a
+default that keeps the earlier behaviour, so the run trained as that default does. A lacking key
+with any other value is a difference, as is a key the new config lacks."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from gspdml.config import dump_config
+from gspdml.config import DEFAULTS, dump_config
 from gspdml.errors import ConfigError
 
 #: keys whose value does not change what the weights become
@@ -30,9 +35,14 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def config_differences(saved: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     """``{dotted key: (saved value, new value)}`` for every key whose value differs (a missing
-    key reads as ``<absent>``); both configs are compared as YAML writes them."""
+    key reads as ``<absent>``; a key the saved config predates, at its default, is no difference:
+    module docstring); both configs are compared as YAML writes them."""
     old, now = _flatten(yaml.safe_load(dump_config(saved))), _flatten(yaml.safe_load(dump_config(new)))
+    defaults = _flatten(yaml.safe_load(dump_config(DEFAULTS)))
     absent = "<absent>"
+    for key in set(now) - set(old):
+        if key in defaults and now[key] == defaults[key]:
+            old[key] = now[key]
     return {key: (old.get(key, absent), now.get(key, absent)) for key in sorted(set(old) | set(now))
             if old.get(key, absent) != now.get(key, absent)}
 

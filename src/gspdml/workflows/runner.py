@@ -6,7 +6,8 @@ The reuse rule (every workflow follows it: protocols, sweeps, the demo, the expe
 1. a run directory whose ``config.yaml`` differs from the requested config in a key that changes
    the weights (any key but :data:`gspdml.training.config_changes.HARMLESS`: description,
    output_dir, loader workers, device, progress, logging) holds *another* run: it is refused with
-   a :class:`~gspdml.errors.ConfigError` naming the differing keys, never overwritten silently;
+   a :class:`~gspdml.errors.ConfigError` naming the differing keys, never overwritten silently
+   (an option added after the run was written counts as equal at its default, as for ``--resume``);
 2. the same config and a ``results.json``: the run finished; it is reused as is ("done");
 3. the same config and a checkpoint (``checkpoints/last.safetensors``): it is resumed
    ("resumed"; harmless differences are accepted and written to its ``config.yaml``);
