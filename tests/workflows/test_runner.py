@@ -9,7 +9,8 @@ import yaml
 import gspdml.training
 from gspdml.config import load_config
 from gspdml.errors import ConfigError
-from gspdml.workflows.runner import CHECKPOINT, PlannedRun, existing_status, run_all, run_planned, seed_plan
+from gspdml.training.run_dir import CHECKPOINT_FILE
+from gspdml.workflows.runner import PlannedRun, existing_status, run_all, run_planned, seed_plan
 
 
 @pytest.fixture
@@ -20,9 +21,9 @@ def calls(monkeypatch):
 
     def fake_train(config, run_dir, resume=False, allow_changes=False):
         made.append((run_dir.name, resume, allow_changes))
-        (run_dir / CHECKPOINT).parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / CHECKPOINT_FILE).parent.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
-        (run_dir / CHECKPOINT).write_bytes(b"")
+        (run_dir / CHECKPOINT_FILE).write_bytes(b"")
         results = {"steps": config["schedule"]["max_steps"], "seed": config["seed"]}
         (run_dir / "results.json").write_text(json.dumps(results))
         return results

@@ -27,6 +27,7 @@ from gspdml.retrieval.index import META_FILE, RetrievalIndex
 from gspdml.retrieval.report import build_report, write_report
 from gspdml.retrieval.encoder import image_channels, load_model_and_transform
 from gspdml.training.checkpoint import check_writable_file, check_writable_folder
+from gspdml.training.run_dir import CONFIG_FILE
 from gspdml.models.inference import embed, resolve_device
 
 
@@ -102,7 +103,7 @@ def find_index_run(index: RetrievalIndex, index_path: str | Path, given: str | N
     candidates = [Path(recorded)] if recorded else []
     candidates += [Path(index_path).resolve() / relative] if relative else []
     for candidate in candidates:
-        if (candidate / "config.yaml").is_file():
+        if (candidate / CONFIG_FILE).is_file():
             return candidate
     if not recorded:
         raise ConfigError("--run", f"{index_path} does not record its run directory; pass --run RUN_DIR")

@@ -26,6 +26,7 @@ from gspdml.retrieval.figures import colour_bar_html, heatmap_overlay, png_data_
 from gspdml.retrieval.sources import ImageSource
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.training.checkpoint import atomic_write_text
+from gspdml.training.run_dir import METRICS_FILE, RESULTS_FILE
 
 esc = html.escape
 
@@ -57,7 +58,7 @@ window.addEventListener("load", function () {
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     """The records of ``RUN_DIR/metrics.jsonl`` (none when the file is absent)."""
-    path = Path(run_dir) / "metrics.jsonl"
+    path = Path(run_dir) / METRICS_FILE
     if not path.is_file():
         return []
     rows = []
@@ -74,7 +75,7 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def read_results(run_dir: str | Path) -> Optional[dict[str, Any]]:
-    path = Path(run_dir) / "results.json"
+    path = Path(run_dir) / RESULTS_FILE
     if not path.is_file():
         return None
     try:

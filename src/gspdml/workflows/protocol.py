@@ -51,6 +51,7 @@ import numpy as np
 from gspdml.errors import ConfigError
 from gspdml.data.splits import FAIR_FOLDS, TUNING_FOLDS, ClassFold, fair_protocol_folds, tuning_protocol_folds
 from gspdml.evaluation.aggregate import TABLE_METRICS, fair_protocol_results
+from gspdml.training.run_dir import RESULTS_FILE
 from gspdml.workflows.runner import PlannedRun, run_planned
 from gspdml.workflows.tables import CONVENTIONAL_COLUMNS, FAIR_COLUMNS, TUNING_COLUMNS, write_results_table
 
@@ -120,7 +121,7 @@ def run_protocol(config: dict, protocol: str = "fair", *, seeds: Sequence[int] =
         result = _conventional_summary(runs, config["evaluation"]["metric"])
         if protocol == "two_stage":
             result["stages"] = {run.name: json.loads((run.run_dir.parent / run.name.replace("trainval", "train")
-                                                      / "results.json").read_text()) for run in runs}
+                                                      / RESULTS_FILE).read_text()) for run in runs}
     write_results_table({config["name"]: result}, root / "results", columns=COLUMNS[protocol])
     payload = {
         "protocol": protocol, "name": config["name"], "seeds": [int(s) for s in seeds],
@@ -198,7 +199,7 @@ def _run_two_stage(config: dict, seeds: Sequence[int], root: Path) -> tuple[list
     status, second = {}, []
     for run in first:
         status[run.name] = _train_or_skip(run)
-        stage1 = json.loads((run.run_dir / "results.json").read_text())
+        stage1 = json.loads((run.run_dir / RESULTS_FILE).read_text())
         name = f"trainval-seed{run.seed}"
         ratio = _train_size(_conventional_config(config, run.seed)) / _train_size(run.config)
         second.append(ProtocolRun(name, _trainval_stage_config(config, run.seed, stage1, ratio), root / name, None, run.seed))
@@ -287,7 +288,7 @@ def _tuning_summary(runs: list[ProtocolRun]) -> dict:
 
 
 def _conventional_summary(runs: list[ProtocolRun], metric: str) -> dict:
-    per_model = {run.name: json.loads((run.run_dir / "results.json").read_text())["test"] for run in runs}
+    per_model = {run.name: json.loads((run.run_dir / RESULTS_FILE).read_text())["test"] for run in runs}
     best = max(per_model, key=lambda name: per_model[name][metric])
     return {
         "per_model": per_model, "best_run": best, "num_realisations": len(runs),

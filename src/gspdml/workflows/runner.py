@@ -31,9 +31,7 @@ import yaml
 
 from gspdml.errors import ConfigError
 from gspdml.training.config_changes import HARMLESS, config_differences
-
-RESULTS = "results.json"
-CHECKPOINT = Path("checkpoints") / "last.safetensors"
+from gspdml.training.run_dir import CHECKPOINT_FILE, CONFIG_FILE, RESULTS_FILE
 STATUSES = ("trained", "resumed", "done")
 
 
@@ -65,15 +63,15 @@ def seed_plan(config: dict, seeds: Sequence[int], run_dir: Callable[[int], Path]
 def existing_status(run: PlannedRun, hint: str = "delete it or choose another --output-dir") -> str:
     """What the reuse rule does with ``run``'s directory: "done", "resumed" or "trained"; raises
     :class:`ConfigError` (ending with ``hint``) when it holds a run of another config."""
-    saved = run.run_dir / "config.yaml"
+    saved = run.run_dir / CONFIG_FILE
     if saved.is_file():
         differences = config_differences(yaml.safe_load(saved.read_text()) or {}, run.config)
         changed = [key for key in differences if key not in HARMLESS]
         if changed:
             raise ConfigError("config", f"{run.run_dir} holds a run of another config (differs in {', '.join(changed[:5])}); {hint}")
-    if (run.run_dir / RESULTS).is_file():
+    if (run.run_dir / RESULTS_FILE).is_file():
         return "done"
-    return "resumed" if (run.run_dir / CHECKPOINT).is_file() else "trained"
+    return "resumed" if (run.run_dir / CHECKPOINT_FILE).is_file() else "trained"
 
 
 def run_planned(run: PlannedRun, *, fresh: bool = False, hint: str = "delete it or choose another --output-dir",
@@ -87,7 +85,7 @@ def run_planned(run: PlannedRun, *, fresh: bool = False, hint: str = "delete it 
         shutil.rmtree(run.run_dir, ignore_errors=True)
     status = existing_status(run, hint)
     if status == "done":
-        return Outcome(run, status, json.loads((run.run_dir / RESULTS).read_text()), None)
+        return Outcome(run, status, json.loads((run.run_dir / RESULTS_FILE).read_text()), None)
     before_training(run)
     start = time.perf_counter()
     if status == "resumed":
