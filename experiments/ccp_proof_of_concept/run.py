@@ -222,7 +222,7 @@ PAPER = "MAP@R 0.85 → 0.97 over CCP problems; sample-based 98.06 vs proxy-base
 COLUMNS = ("map_at_r", "avg_cover_radius", "inter_class_distance", "proxy_cover_radius", "steps")
 
 
-def mean_std(row: dict, metric: str = "map_at_r") -> str:
+def summary_cell(row: dict, metric: str = "map_at_r") -> str:
     """``"mean ± std"`` of one metric of a summary row (steps as whole numbers)."""
     digits = 0 if metric == "steps" else 3
     return f"{row[metric]['mean']:.{digits}f} ± {row[metric]['std']:.{digits}f}"
@@ -232,7 +232,7 @@ def summary_table(summary: dict) -> str:
     """Markdown table of the per-problem means ± stds: the single-proxy problem, the CCP problems,
     sample-based training."""
     def cells(row):
-        return [mean_std(row, k) if k in row else "–" for k in COLUMNS]
+        return [summary_cell(row, k) if k in row else "–" for k in COLUMNS]
 
     rows = [["single-proxy DML", "0", *cells(summary["proxy"][0])]]
     rows += [["CCP (K=4, b=16)", str(p), *cells(row)] for p, row in enumerate(summary["ccp"]) if p > 0]
@@ -250,8 +250,8 @@ def reproduction(runs: dict) -> list[dict]:
         means = [row["map_at_r"]["mean"] for row in ccp]
         rising = all(b >= a for a, b in zip(means, means[1:]))
         ours = (f"MAP@R {' → '.join(f'{m:.3f}' for m in means)} over problems 0-{len(means) - 1} "
-                f"({'monotone' if rising else 'not monotone'}); last {mean_std(ccp[-1])}, "
-                f"sample-based {mean_std(sample)}")
+                f"({'monotone' if rising else 'not monotone'}); last {summary_cell(ccp[-1])}, "
+                f"sample-based {summary_cell(sample)}")
         verdicts = [f"CCP > single proxy: {common.verdict(ccp[-1], {'single proxy': single})}",
                     f"CCP ≥ sample-based: {common.verdict(ccp[-1], {'sample-based': sample})}"]
         rows.append({"experiment": f"CCP proof of concept, 2-D {key} embeddings (Gürbüz thesis Fig. 3.2)",

@@ -20,3 +20,11 @@ def test_ccp_proof_of_concept_smoke(tmp_path):
         assert 0.0 <= row["map_at_r"] <= 1.0
         assert 0.0 <= row["avg_cover_radius"] <= 2.0 and 0.0 < row["inter_class_distance"] <= 2.0
     assert ccp[1]["proxy_cover_radius"] < ccp[0]["proxy_cover_radius"]
+    # the published rows: one table line per CCP problem, and verdicts by the experiments' rule
+    summary = results["summary"]
+    table = module.summary_table(summary)
+    assert table.count("\n") == 2 + len(summary["ccp"])  # header, rule, single proxy, CCP problems 1.., sample
+    [row] = module.reproduction({"digits": {"summary": summary}})
+    means = " → ".join(f"{r['map_at_r']['mean']:.3f}" for r in summary["ccp"])
+    assert row["ours"].startswith(f"MAP@R {means} over problems 0-{len(summary['ccp']) - 1}")
+    assert row["verdict"].startswith("CCP > single proxy: ") and "; CCP ≥ sample-based: " in row["verdict"]
