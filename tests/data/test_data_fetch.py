@@ -1,5 +1,6 @@
 """Dataset fetch against a real HTTP server on 127.0.0.1: resume, checksums, atomic extraction."""
 
+import dataclasses
 import hashlib
 import io
 import tarfile
@@ -12,8 +13,10 @@ import pytest
 
 from gspdml.data import catalog
 from gspdml.data.image_splits import OfficialSplits, Records
+from gspdml.data.cars import read_cars
 from gspdml.data.fetch import DOWNLOADS, Archive, DatasetSource, download, fetch
 from gspdml.errors import DataError
+from tests.helpers.datasets import make_cars_devkit
 
 
 def tar_gz(files: dict[str, bytes]) -> bytes:
@@ -89,6 +92,14 @@ def md5(data):
     return hashlib.md5(data).hexdigest()
 
 
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def toy(server, **pins) -> Archive:
+    return Archive("toy.tgz", url=server.url + "/toy.tgz", **({"md5": md5(ARCHIVE)} | pins))
+
+
 IMAGES = {f"Toy/images/{i:03d}.jpg": np.random.default_rng(i).bytes(5000) for i in range(40)}
 ARCHIVE = tar_gz(IMAGES)  # incompressible: ~200 kB
 
@@ -98,9 +109,9 @@ def test_interrupted_download_resumes_with_a_range_request(server, tmp_path):
     server.cut["/toy.tgz"] = 3000
     target = tmp_path / "toy.tgz"
     with pytest.raises(DataError, match="interrupted after 3000 of .* bytes; run the same command again to resume"):
-        download(server.url + "/toy.tgz", target, md5(ARCHIVE), progress=False)
+        download(toy(server), target, progress=False)
     assert (tmp_path / "toy.tgz.part").stat().st_size == 3000 and not target.exists()
-    digests = download(server.url + "/toy.tgz", target, md5(ARCHIVE), progress=False)
+    digests = download(toy(server), target, progress=False)
     assert server.ranges == [None, "bytes=3000-"]
     assert target.read_bytes() == ARCHIVE and not (tmp_path / "toy.tgz.part").exists()
     assert digests == {"md5": md5(ARCHIVE), "sha256": hashlib.sha256(ARCHIVE).hexdigest()}
@@ -117,7 +128,7 @@ def test_server_without_range_support_restarts_the_download(server, tmp_path):
         handler_get(self)
 
     server.httpd.RequestHandlerClass.do_GET = ignore_range
-    download(server.url + "/toy.tgz", tmp_path / "toy.tgz", md5(ARCHIVE), progress=False)
+    download(toy(server), tmp_path / "toy.tgz", progress=False)
     assert (tmp_path / "toy.tgz").read_bytes() == ARCHIVE
 
 
@@ -129,6 +140,33 @@ def test_wrong_checksum_is_refused_and_the_file_deleted(server, tmp_path):
     with pytest.raises(DataError, match=f"checksum mismatch for toy.tgz: MD5 {md5(bytes(corrupted))}, expected {md5(ARCHIVE)}"):
         fetch(source, tmp_path, progress=False)
     assert sorted(p.name for p in tmp_path.rglob("*")) == [DOWNLOADS]
+
+
+def test_every_pinned_digest_must_match(server, tmp_path):
+    server.files["/toy.tgz"] = ARCHIVE
+    with pytest.raises(DataError, match=f"SHA-256 {sha256(ARCHIVE)}, expected {'0' * 64}"):
+        download(toy(server, sha256="0" * 64), tmp_path / "toy.tgz", progress=False)  # the MD5 matches
+    assert not list(tmp_path.iterdir())
+    only_sha = toy(server, md5=None, sha256=sha256(b"other"))
+    with pytest.raises(DataError, match=f"SHA-256 {sha256(ARCHIVE)}, expected {sha256(b'other')}"):
+        download(only_sha, tmp_path / "toy.tgz", progress=False)
+    assert download(toy(server, sha256=sha256(ARCHIVE), size=len(ARCHIVE)), tmp_path / "toy.tgz", progress=False)["md5"] == md5(ARCHIVE)
+    with pytest.raises(ValueError, match="needs a pinned MD5 or SHA-256"):
+        Archive("toy.tgz", url=server.url + "/toy.tgz")
+
+
+def test_a_server_offering_another_size_is_refused_before_downloading(server, tmp_path):
+    server.files["/toy.tgz"] = ARCHIVE
+    with pytest.raises(DataError, match=f"offers {len(ARCHIVE)} bytes for toy.tgz, the pinned archive has {len(ARCHIVE) + 1}"):
+        download(toy(server, size=len(ARCHIVE) + 1), tmp_path / "toy.tgz", progress=False)
+    assert not list(tmp_path.iterdir())  # not even a partial file
+
+
+def test_the_catalog_pins_sha256_and_size_where_they_are_published():
+    cub, sop = catalog.SOURCES["cub"].archives[0], catalog.SOURCES["sop"].archives[0]
+    assert (cub.size, sop.size) == (1150585339, 3083860082) and len(cub.sha256) == len(sop.sha256) == 64
+    devkit = catalog.SOURCES["cars"].alternatives[0]
+    assert all(a.sha256 and a.size and a.url is None for a in devkit)
 
 
 def test_fetch_extracts_verifies_and_records_digests(server, tmp_path):
@@ -171,6 +209,31 @@ def test_datasets_without_url_print_manual_steps_and_check_placed_archives(tmp_p
         fetch(catalog.SOURCES["cars"], tmp_path, progress=False)
     with pytest.raises(DataError, match="Google Drive"):
         fetch(catalog.SOURCES["inshop"], tmp_path, progress=False)
+    (tmp_path / "car_ims.tgz").unlink()
+    (tmp_path / "car_devkit.tgz").write_bytes(b"not the devkit")
+    with pytest.raises(DataError, match=f"car_devkit.tgz: checksum mismatch: SHA-256 {sha256(b'not the devkit')}, expected b97deb46"):
+        fetch(catalog.SOURCES["cars"], tmp_path, progress=False)
+
+
+def test_placed_devkit_release_is_checked_extracted_and_read(tmp_path, write_image):
+    """The catalog's devkit set (names, what is extracted), pinned to archives generated here."""
+    tree = tmp_path / "tree"
+    make_cars_devkit(tree, write_image, classes=4, per_class=2)
+    files = {"cars_train.tgz": tar_gz({f"cars_train/{p.name}": p.read_bytes() for p in (tree / "cars_train").iterdir()}),
+             "cars_test.tgz": tar_gz({f"cars_test/{p.name}": p.read_bytes() for p in (tree / "cars_test").iterdir()}),
+             "car_devkit.tgz": tar_gz({f"devkit/{p.name}": p.read_bytes() for p in (tree / "devkit").iterdir()}),
+             "cars_test_annos_withlabels.mat": (tree / "cars_test_annos_withlabels.mat").read_bytes()}
+    devkit = tuple(dataclasses.replace(a, sha256=sha256(files[a.filename]), size=len(files[a.filename]))
+                   for a in catalog.CARS_DEVKIT)
+    real = catalog.SOURCES["cars"]
+    source = dataclasses.replace(real, alternatives=(devkit,), check=catalog.listed_images(read_cars, 8))
+    root = tmp_path / "root"
+    root.mkdir()
+    for name, data in files.items():
+        (root / name).write_bytes(data)
+    assert fetch(source, root, progress=False) == 8
+    assert {p.name for p in root.iterdir()} >= {"cars_train", "cars_test", "devkit", "cars_test_annos_withlabels.mat"}
+    assert catalog.detect(root) == "cars"
 
 
 def test_verify_uses_the_readers_and_finds_missing_images(tmp_path):

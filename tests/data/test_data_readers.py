@@ -8,7 +8,7 @@ import torch
 from gspdml.data import build_data, cub, inshop
 from gspdml.data.files import ImageFileDataset
 from gspdml.errors import ConfigError, DataError
-from tests.helpers.datasets import SMALL, cars_mat, make_cub, make_inshop, make_sop
+from tests.helpers.datasets import SMALL, cars_mat, make_cars_devkit, make_cub, make_inshop, make_sop
 
 
 def test_cub_zero_shot_split_and_validation(tmp_path, write_image):
@@ -83,6 +83,22 @@ def test_cars_from_annotations(tmp_path, write_image):
     assert data.test.query[0][0].shape == (3, 10, 10)
     scipy.io.savemat(str(tmp_path / "cars_annos.mat"), {"something": np.zeros(3)})
     with pytest.raises(DataError, match="cars_annos.mat: malformed"):
+        build_data({"name": "cars", "root": str(tmp_path)}, seed=0)
+
+
+def test_cars_devkit_release_merges_both_halves(tmp_path, write_image):
+    halves = make_cars_devkit(tmp_path, write_image)
+    data = build_data({"name": "cars", "root": str(tmp_path), "val_fraction": 0, **SMALL}, seed=0)
+    assert data.train.class_names == ["Car 1", "Car 2", "Car 3"] and data.test.query.class_names == ["Car 4", "Car 5", "Car 6"]
+    # every image of both classification halves, each under its own folder, filed by its class
+    expected = {str(tmp_path / folder / f): c for folder, rows in halves.items() for f, c in rows}
+    listed = {p: int(data.train.class_names[y].split()[1]) for p, y in zip(data.train.paths, data.train.labels)}
+    listed |= {p: int(data.test.query.class_names[y].split()[1]) for p, y in zip(data.test.query.paths, data.test.query.labels)}
+    assert listed == expected
+    (tmp_path / "cars_test_annos_withlabels.mat").rename(tmp_path / "devkit" / "cars_test_annos_withlabels.mat")
+    assert len(build_data({"name": "cars", "root": str(tmp_path), "val_fraction": 0, **SMALL}, seed=0).test.query) == 12
+    (tmp_path / "devkit" / "cars_test_annos_withlabels.mat").unlink()
+    with pytest.raises(DataError, match="devkit layout .* lacks .*cars_test_annos_withlabels.mat"):
         build_data({"name": "cars", "root": str(tmp_path)}, seed=0)
 
 

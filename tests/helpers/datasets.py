@@ -36,6 +36,30 @@ def cars_mat(path, rows, names):
     scipy.io.savemat(str(path), {"annotations": ann, "class_names": np.array(names, dtype=object)[None]})
 
 
+def devkit_mat(path, rows):
+    """A devkit annotation file: struct array ``annotations`` with ``fname`` and ``class``."""
+    ann = np.zeros((1, len(rows)), dtype=[("bbox_x1", "O"), ("class", "O"), ("fname", "O")])
+    for i, (fname, c) in enumerate(rows):
+        ann[0, i] = (np.array([[0]], dtype=np.uint8), np.array([[c]], dtype=np.uint8), np.array([fname]))
+    scipy.io.savemat(str(path), {"annotations": ann})
+
+
+def make_cars_devkit(root, write_image, classes=6, per_class=4):
+    """Cars196's devkit release: both classification halves mix every class, as the real one."""
+    halves = {"cars_train": [], "cars_test": []}
+    for i in range(classes * per_class):
+        folder = "cars_train" if i % 2 == 0 else "cars_test"
+        fname = f"{i + 1:05d}.jpg"
+        write_image(root / folder / fname, fmt="JPEG", seed=i)
+        halves[folder].append((fname, i % classes + 1))
+    (root / "devkit").mkdir(parents=True, exist_ok=True)
+    devkit_mat(root / "devkit" / "cars_train_annos.mat", halves["cars_train"])
+    devkit_mat(root / "cars_test_annos_withlabels.mat", halves["cars_test"])
+    names = np.array([f"Car {c}" for c in range(1, classes + 1)], dtype=object)[None]
+    scipy.io.savemat(str(root / "devkit" / "cars_meta.mat"), {"class_names": names})
+    return halves
+
+
 def make_sop(root, write_image, shared=False):
     base = root / "Stanford_Online_Products"
     splits = {"train": range(1, 5), "test": range(4 if shared else 5, 9)}

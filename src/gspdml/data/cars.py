@@ -1,8 +1,13 @@
-"""Cars196 (Krause et al. 2013) in either of its two common layouts:
+"""Cars196 (Krause et al. 2013) in any of its three common layouts:
 
 * the original: ``<root>/cars_annos.mat`` + ``<root>/car_ims/*.jpg`` (what most papers and
   powerful-benchmarker use). ``annotations`` holds ``relative_im_path``, ``class`` (1..196)
   and ``test``; the ``test`` flag is the *classification* split and is ignored;
+* the devkit release (what torchvision's ``StanfordCars`` and TensorFlow Datasets read):
+  ``<root>/cars_train/*.jpg`` listed by ``<root>/devkit/cars_train_annos.mat``,
+  ``<root>/cars_test/*.jpg`` listed by ``cars_test_annos_withlabels.mat`` (in ``<root>`` or
+  ``<root>/devkit``), class names in ``<root>/devkit/cars_meta.mat``. Its ``class`` ids are those
+  of ``cars_annos.mat``; the two classification halves are merged and re-split by class;
 * class folders: ``<root>/[car_data/[car_data/]]{train,test}/<class name>/*.jpg`` (the Kaggle
   "stanford-car-dataset-by-classes-folder" layout). Both folders hold all 196 classes, so they
   are merged and re-split by class. The class ids are the line numbers of ``names.csv`` when it is
@@ -29,6 +34,9 @@ from gspdml.errors import DataError
 SOURCE = "Cars196"
 EXPECTED = dict(images=16185, train_images=8054, test_images=8131, train_classes=98, test_classes=98)
 FOLDER_BASES = (".", "car_data", "car_data/car_data")
+#: the devkit release: (annotation file candidates, image folder) of its two halves
+DEVKIT_PARTS = ((("devkit/cars_train_annos.mat",), "cars_train"),
+                (("cars_test_annos_withlabels.mat", "devkit/cars_test_annos_withlabels.mat"), "cars_test"))
 
 
 def _scalar(value):
@@ -36,21 +44,50 @@ def _scalar(value):
     return np.asarray(value).reshape(-1)[0]
 
 
-def read_annotations(root: Path) -> Records:
-    """The records listed in ``cars_annos.mat``."""
-    path = require_file(root / "cars_annos.mat", SOURCE)
+def _load_mat(path: Path, fields: tuple[str, ...]) -> tuple[dict, list[str], np.ndarray]:
+    """``(mat, files, labels)`` of an annotation file whose struct array ``annotations`` has the
+    ``fields`` (file name field, class field); DataError naming the file when it does not."""
     try:
         mat = scipy.io.loadmat(str(path))
         annotations = np.asarray(mat["annotations"]).reshape(-1)
-        files = [str(_scalar(a["relative_im_path"])) for a in annotations]
-        labels = np.array([int(_scalar(a["class"])) for a in annotations])
+        files = [str(_scalar(a[fields[0]])) for a in annotations]
+        labels = np.array([int(_scalar(a[fields[1]])) for a in annotations])
     except (KeyError, ValueError, IndexError, TypeError, NotImplementedError, OSError) as error:
         raise DataError(f"{path}: malformed annotation file, expected a struct array 'annotations' with "
-                        f"fields relative_im_path and class ({type(error).__name__}: {error})") from None
-    names = {}
-    if "class_names" in mat:
-        names = {i + 1: str(_scalar(n)) for i, n in enumerate(np.asarray(mat["class_names"]).reshape(-1))}
-    return Records([str(root / f) for f in files], labels, names)
+                        f"fields {' and '.join(fields)} ({type(error).__name__}: {error})") from None
+    return mat, files, labels
+
+
+def _class_names(mat: dict) -> dict[int, str]:
+    if "class_names" not in mat:
+        return {}
+    return {i + 1: str(_scalar(n)) for i, n in enumerate(np.asarray(mat["class_names"]).reshape(-1))}
+
+
+def read_annotations(root: Path) -> Records:
+    """The records listed in ``cars_annos.mat``."""
+    mat, files, labels = _load_mat(require_file(root / "cars_annos.mat", SOURCE), ("relative_im_path", "class"))
+    return Records([str(root / f) for f in files], labels, _class_names(mat))
+
+
+def is_devkit(root: Path) -> bool:
+    return (root / DEVKIT_PARTS[0][0][0]).is_file()
+
+
+def read_devkit(root: Path) -> Records:
+    """The records of both halves of the devkit release (the test half needs its labelled
+    annotation file: the devkit's own ``cars_test_annos.mat`` has no classes)."""
+    paths, labels = [], []
+    for candidates, folder in DEVKIT_PARTS:
+        found = next((root / c for c in candidates if (root / c).is_file()), None)
+        if found is None:
+            raise DataError(f"{SOURCE}: devkit layout under {root} lacks {' or '.join(str(root / c) for c in candidates)}")
+        _, files, part_labels = _load_mat(found, ("fname", "class"))
+        paths += [str(root / folder / f) for f in files]
+        labels.append(part_labels)
+    meta = root / "devkit" / "cars_meta.mat"
+    names = _class_names(scipy.io.loadmat(str(meta))) if meta.is_file() else {}
+    return Records(paths, np.concatenate(labels), names)
 
 
 def read_class_folders(base: Path) -> Records:
@@ -83,11 +120,13 @@ def read_cars(root: str) -> OfficialSplits:
     root_path = Path(root).expanduser()
     if (root_path / "cars_annos.mat").is_file():
         records = read_annotations(root_path)
+    elif is_devkit(root_path):
+        records = read_devkit(root_path)
     else:
         base = next((root_path / b for b in FOLDER_BASES if (root_path / b / "train").is_dir() and (root_path / b / "test").is_dir()), None)
         if base is None:
-            raise DataError(f"{SOURCE}: missing {root_path / 'cars_annos.mat'} (with car_ims/), and no train/ and test/ "
-                            f"class folders under {', '.join(str(root_path / b) for b in FOLDER_BASES)}")
+            raise DataError(f"{SOURCE}: missing {root_path / 'cars_annos.mat'} (with car_ims/), no devkit release "
+                            f"({root_path / DEVKIT_PARTS[0][0][0]}), and no train/ and test/ class folders under {', '.join(str(root_path / b) for b in FOLDER_BASES)}")
         records = read_class_folders(base)
     train, test = split_first_half(records)
     official = OfficialSplits(train=train, test=test)

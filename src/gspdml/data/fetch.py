@@ -8,16 +8,19 @@ extraction, official image counts.
   paths or ``..`` are refused; the dataset is checked there (its reader: layout and official
   image counts; every listed image present) and only then moved into place, so an interrupted
   or failed fetch never leaves a half-extracted dataset where the readers look.
-* **Checksums**: the digests pinned below are the MD5 sums published with the archives'
-  download code by their users (pytorch-metric-learning's dataset classes and many others
-  quote the same values). No SHA-256 of these archives is published that we could source, so
-  none is invented: the fetch checks the MD5 and records the SHA-256 it computed in
-  ``ROOT/.gspdml-fetch-<name>.json`` for later audits.
-
+* **Checksums**: every archive has pinned digests, all of which must match. MD5: the sums
+  published with the archives' download code by their users (pytorch-metric-learning's dataset
+  classes, torchvision and many others quote the same values). SHA-256 and the size in bytes:
+  as TensorFlow Datasets publishes them in its ``url_checksums`` files (``caltech_birds2011``,
+  ``stanford_online_products``, ``cars196``). No digest is invented: an archive for which only
+  an MD5 is published (``car_ims.tgz``, ``cars_annos.mat``) is checked by MD5, and the fetch
+  records the SHA-256 it computed in ``ROOT/.gspdml-fetch-<name>.json`` for later audits. A
+  server that announces another size than the pinned one is refused before the download.
 Datasets that cannot be downloaded (Cars196: the Stanford URL is dead, torchvision issue #7545;
 In-Shop: Google Drive behind a licence form) print their manual steps; when the user has placed
-the archives in ROOT, ``fetch`` checks and extracts them the same way, and ``verify`` checks a
-dataset that is already extracted.
+the archives in ROOT, ``fetch`` checks and extracts them the same way (a dataset may accept
+several sets of archives, e.g. Cars196's ``car_ims.tgz`` release or its devkit release), and
+``verify`` checks a dataset that is already extracted.
 """
 
 from __future__ import annotations
@@ -44,20 +47,39 @@ DOWNLOADS = ".downloads"
 
 @dataclass(frozen=True)
 class Archive:
-    """One file of a dataset: where it comes from, its pinned digest, whether to extract it."""
+    """One file of a dataset: where it comes from, its pinned digests (at least one) and size,
+    whether to extract it."""
 
     filename: str
-    md5: str
+    md5: Optional[str] = None
     url: Optional[str] = None  # None: cannot be downloaded, the user places it
     extract: bool = True
+    sha256: Optional[str] = None
+    size: Optional[int] = None  # bytes
+
+    def __post_init__(self):
+        if self.md5 is None and self.sha256 is None:
+            raise ValueError(f"{self.filename}: an archive needs a pinned MD5 or SHA-256")
+
+    def mismatch(self, digests: dict[str, str]) -> Optional[str]:
+        """What differs between the computed ``digests`` and the pinned ones, or None."""
+        for kind, label in (("md5", "MD5"), ("sha256", "SHA-256")):
+            pinned = getattr(self, kind)
+            if pinned is not None and digests[kind] != pinned:
+                return f"{label} {digests[kind]}, expected {pinned}"
+        return None
 
 
 @dataclass(frozen=True)
 class DatasetSource:
+    """A dataset's archives (``alternatives``: other complete sets the user may place instead),
+    the check of the extracted folder, and the manual steps where an archive has no URL."""
+
     name: str
     archives: tuple[Archive, ...]
     check: Callable[[Path], int]  # raises DataError, returns the number of images
-    manual: str = ""  # the steps when an archive has no URL
+    manual: str = ""
+    alternatives: tuple[tuple[Archive, ...], ...] = ()
 
 
 def _digests(path: Path) -> dict[str, str]:
@@ -69,11 +91,13 @@ def _digests(path: Path) -> dict[str, str]:
     return {"md5": md5.hexdigest(), "sha256": sha256.hexdigest()}
 
 
-def download(url: str, target: Path, md5: str, progress: bool = True, timeout: float = 60.0) -> dict[str, str]:
-    """Download ``url`` to ``target`` (resuming ``target.part``) and check its MD5; returns its digests."""
+def download(archive: Archive, target: Path, progress: bool = True, timeout: float = 60.0) -> dict[str, str]:
+    """Download ``archive.url`` to ``target`` (resuming ``target.part``) and check its pinned
+    size and digests; returns its digests."""
+    url = archive.url
     if target.is_file():
         digests = _digests(target)
-        if digests["md5"] == md5:
+        if archive.mismatch(digests) is None:
             return digests
         target.unlink()
     part = target.with_name(target.name + ".part")
@@ -93,6 +117,9 @@ def download(url: str, target: Path, md5: str, progress: bool = True, timeout: f
             resumed = response.status == 206
             total = response.headers.get("Content-Length")
             total = int(total) + (have if resumed else 0) if total else None
+            if total is not None and archive.size is not None and total != archive.size:
+                raise DataError(f"{url}: the server offers {total} bytes for {target.name}, the pinned archive has "
+                                f"{archive.size}; not downloaded (changed upstream or a wrong URL)")
             with open(part, "ab" if resumed else "wb") as out, tqdm(
                 total=total, initial=have if resumed else 0, unit="B", unit_scale=True,
                 desc=target.name, disable=not progress,
@@ -108,9 +135,10 @@ def download(url: str, target: Path, md5: str, progress: bool = True, timeout: f
                 raise DataError(f"{url}: download interrupted after {part.stat().st_size} of {total} bytes; "
                                 "run the same command again to resume")
     digests = _digests(part)
-    if digests["md5"] != md5:
+    wrong = archive.mismatch(digests)
+    if wrong is not None:
         part.unlink()
-        raise DataError(f"{url}: checksum mismatch for {target.name}: MD5 {digests['md5']}, expected {md5}; "
+        raise DataError(f"{url}: checksum mismatch for {target.name}: {wrong}; "
                         "the file was deleted (corrupted or changed upstream)")
     os.replace(part, target)
     return digests
@@ -138,15 +166,31 @@ def extract(archive: Path, into: Path) -> None:
         raise DataError(f"{archive}: not a readable zip or tar archive ({err})") from None
 
 
-def _placed(source: DatasetSource, archive: Archive, root: Path) -> Path:
-    """An archive the user placed in ROOT (no public URL), checked against its pinned MD5."""
+def _archive_set(source: DatasetSource, root: Path) -> tuple[Archive, ...]:
+    """The set of archives to fetch: the first whose every archive has a URL or lies in ROOT.
+    Placed archives of the set the user went for (the one with most files in ROOT) are checked
+    first, so a wrong file is named even while another is still missing."""
+    sets = (source.archives, *source.alternatives)
+    for archives in sets:
+        if all(a.url is not None or (root / a.filename).is_file() for a in archives):
+            return archives
+    chosen = max(sets, key=lambda archives: sum((root / a.filename).is_file() for a in archives))
+    for archive in chosen:
+        path = root / archive.filename
+        if path.is_file() and (wrong := archive.mismatch(_digests(path))) is not None:
+            raise DataError(f"{path}: checksum mismatch: {wrong} (not the official file?)")
+    missing = [a.filename for a in chosen if a.url is None and not (root / a.filename).is_file()]
+    raise DataError(f"{source.name}: {', '.join(missing)} cannot be downloaded automatically.\n{source.manual}")
+
+
+def _placed(archive: Archive, root: Path) -> tuple[Path, dict[str, str]]:
+    """An archive the user placed in ROOT (no public URL), checked against its pinned digests."""
     path = root / archive.filename
-    if not path.is_file():
-        raise DataError(f"{source.name}: {archive.filename} cannot be downloaded automatically.\n{source.manual}")
-    found = _digests(path)["md5"]
-    if found != archive.md5:
-        raise DataError(f"{path}: checksum mismatch: MD5 {found}, expected {archive.md5} (not the official file?)")
-    return path
+    digests = _digests(path)
+    wrong = archive.mismatch(digests)
+    if wrong is not None:
+        raise DataError(f"{path}: checksum mismatch: {wrong} (not the official file?)")
+    return path, digests
 
 
 def fetch(source: DatasetSource, root: str | Path, progress: bool = True) -> int:
@@ -158,19 +202,19 @@ def fetch(source: DatasetSource, root: str | Path, progress: bool = True) -> int
         raise DataError(f"{source.name}: cannot be downloaded automatically.\n{source.manual}")
     root = Path(root).expanduser()
     root.mkdir(parents=True, exist_ok=True)
+    archives = _archive_set(source, root)
     paths, record = {}, {}
-    for archive in source.archives:
+    for archive in archives:
         if archive.url is None:
-            paths[archive.filename] = _placed(source, archive, root)
-            record[archive.filename] = _digests(paths[archive.filename])
+            paths[archive.filename], record[archive.filename] = _placed(archive, root)
         else:
             paths[archive.filename] = root / DOWNLOADS / archive.filename
-            record[archive.filename] = download(archive.url, paths[archive.filename], archive.md5, progress)
+            record[archive.filename] = download(archive, paths[archive.filename], progress)
     staging = root / f".extract-{source.name}.tmp"
     shutil.rmtree(staging, ignore_errors=True)  # left by an interrupted run
     staging.mkdir()
     try:
-        for archive in source.archives:
+        for archive in archives:
             if archive.extract:
                 extract(paths[archive.filename], staging)
             else:
