@@ -69,9 +69,25 @@ def reproduction_rows(experiments: Path) -> list[list[str]]:
     return rows
 
 
+def time_line(experiments: Path) -> str:
+    """The wall time of the published runs, per experiment and in total (what ``make
+    experiments`` spends training them one after the other), from the ``seconds`` of each payload."""
+    minutes = {}
+    for path in sorted(experiments.glob("*/results.json")):
+        runs = json.loads(path.read_text()).get("runs", {})
+        if runs:
+            minutes[path.parent.name] = sum(payload["seconds"] for payload in runs.values()) / 60
+    if not minutes:
+        return ""
+    parts = ", ".join(f"{name} {value:.0f}" for name, value in minutes.items())
+    return (f"Wall time of the published runs, one thread per process on the shared 2-core machine: "
+            f"{sum(minutes.values()):.0f} min in total ({parts} min); `make experiments` runs them one after the "
+            f"other, plus pre-training (minutes, cached) and the experiments not yet re-run.")
+
+
 def reproductions_block(experiments: Path) -> str:
     header = ["experiment", "paper's claim", "paper", "ours (mean ± std)", "verdict", "command"]
-    return markdown_table(header, reproduction_rows(experiments))
+    return "\n\n".join(filter(None, [markdown_table(header, reproduction_rows(experiments)), time_line(experiments)]))
 
 
 def experiment_block(stored: dict) -> str:

@@ -45,10 +45,21 @@ def test_tables_are_generated_and_check_tells_stale_from_current(tree, capsys):
     assert "| Collage, frozen | GSP > GAP | +17 | GSP 60.00 ± 1.00 | reproduced | `python experiments/collage/run.py` |" in text
     assert "| metrix_mixup | see its README | - | no published results.json: not re-run for this table" in text
     assert text.endswith("<!-- /reproductions-table -->\nend\n")
+    assert "machine: 0 min in total (collage 0 min);" in text  # 12.3 s
     experiment = (root / "experiments" / "collage" / "README.md").read_text()
     assert "**frozen** — seeds 0, 1, 2; training time 12 s" in experiment and "| gsp | 60.00 ± 1.00 |" in experiment
     assert "- Collage, frozen: **reproduced**" in experiment and "old" not in experiment
     assert readme_tables.main([*args, "--check"]) == 0
+
+
+def test_the_time_line_sums_every_run_of_every_published_experiment(tmp_path):
+    for name, seconds in (("a", [600.0]), ("b", [300.0, 630.0])):
+        (tmp_path / name).mkdir()
+        runs = {f"key{k}": {"seconds": value} for k, value in enumerate(seconds)}
+        (tmp_path / name / "results.json").write_text(json.dumps({"runs": runs}))
+    (tmp_path / "c").mkdir()  # not re-run: no results.json, not counted
+    line = readme_tables.time_line(tmp_path)
+    assert "machine: 25 min in total (a 10, b 15 min)" in line
 
 
 def test_a_readme_without_the_markers_is_refused(tree):
