@@ -384,8 +384,9 @@ class Trainer:
 
     def _freeze_backbone(self, frozen: bool) -> None:
         """Warm-up: the backbone gets no gradient (data-parallel runs drop it after the backward,
-        because DDP needs a fixed set of parameters that require gradients)."""
-        if self.dist is None:
+        because DDP needs a fixed set of parameters that require gradients). A backbone in the
+        frozen regime stays frozen after the warm-up: no gradient is computed through it."""
+        if self.dist is None and not getattr(self.model.backbone, "is_frozen", False):
             for param in self.model.backbone.parameters():
                 param.requires_grad_(not frozen)
 

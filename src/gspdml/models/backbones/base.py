@@ -26,6 +26,7 @@ class Backbone(nn.Module):
     supplied_by_caller = ("in_channels",)
     out_channels: int
     batchnorm_frozen: bool = False
+    is_frozen: bool = False  # the frozen regime (:meth:`freeze`): nothing of it ever trains
 
     def freeze_batchnorm(self) -> None:
         """Freeze every BatchNorm layer: running statistics are no longer updated (the layers
@@ -47,6 +48,7 @@ class Backbone(nn.Module):
         for param in self.parameters():
             param.requires_grad_(False)
         self.freeze_batchnorm()
+        self.is_frozen = True
 
     def finish(self, weights=None, frozen: bool = False, freeze_bn: bool = False) -> None:
         """The options every backbone shares, applied after its layers exist: ``weights`` (the
