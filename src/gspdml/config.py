@@ -47,6 +47,7 @@ DEFAULTS: dict[str, Any] = {
         "pooling": {"name": "gap"},
         "pooled_norm": None,
         "normalize": True,
+        "cache_backbone_features": False,  # frozen backbones only: each image's map computed once
     },
     "loss": {"name": "c2"},
     "optimizer": {
@@ -308,6 +309,10 @@ def _check_values(c: Mapping[str, Any]) -> None:
              f"unknown head position {c['model']['head']!r}; allowed: null (the pooling's own), local (1x1 conv before pooling), global (linear after pooling)")
     _require(c["model"]["pooled_norm"] in (None, "layer_norm"), "model.pooled_norm",
              f"unknown pooled_norm {c['model']['pooled_norm']!r}; allowed: null, layer_norm")
+    cache, backbone = c["model"]["cache_backbone_features"], c["model"]["backbone"]
+    _require(isinstance(cache, bool), "model.cache_backbone_features", f"expected true or false, got {cache!r}")
+    _require(not cache or (isinstance(backbone, Mapping) and backbone.get("frozen") is True), "model.cache_backbone_features",
+             "needs a frozen backbone (model.backbone.frozen: true): a trained backbone's maps change at every step")
     opt = c["optimizer"]
     _require(opt["name"] in OPTIMIZERS, "optimizer.name", f"unknown optimizer {opt['name']!r}; allowed: {', '.join(OPTIMIZERS)}")
     _number(c, "optimizer.lr", minimum=0, exclusive=True)

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.models.backbones import build_backbone
+from gspdml.models.feature_cache import SHARED, FeatureCache
 from gspdml.models.output import EmbedderOutput
 from gspdml.errors import ConfigError
 from gspdml.pooling import POOLINGS, build_pooling
@@ -64,6 +65,9 @@ class Embedder(nn.Module):
     A pooling that reads the backbone map as well (GSP's ``add_max_pool`` and GeMean+GSP) receives
     it with the head: ``pooling(head(F), source=F, project=head)``.
 
+    ``feature_cache`` (a :class:`~gspdml.models.feature_cache.FeatureCache`, for a frozen
+    backbone only) reads the maps of images seen before instead of running the backbone again.
+
     The parts are attributes ``backbone``, ``head``, ``pooling``, ``pooled_norm`` and
     ``projection``; the trainer builds optimiser groups (and the warm-up of the new layers) from
     these names.
@@ -77,16 +81,22 @@ class Embedder(nn.Module):
         normalize: Union[bool, str] = True,
         pooled_norm: Optional[nn.Module] = None,
         projection: Optional[nn.Linear] = None,
+        feature_cache: Optional[FeatureCache] = None,
     ):
         super().__init__()
+        if feature_cache is not None and not getattr(backbone, "is_frozen", False):
+            raise ConfigError("model.cache_backbone_features", "needs a frozen backbone (model.backbone.frozen: true): "
+                              "a trained backbone's maps change at every step")
         self.backbone, self.pooling = backbone, pooling
         self.head = head if head is not None else nn.Identity()
         self.pooled_norm = pooled_norm if pooled_norm is not None else nn.Identity()
         self.projection = projection if projection is not None else nn.Identity()
         self.normalize = normalize
+        self.feature_cache = feature_cache
 
     def forward(self, images: torch.Tensor) -> EmbedderOutput:
-        return self.embed_features(self.backbone(images))
+        maps = self.backbone(images) if self.feature_cache is None else self.feature_cache(self.backbone, images)
+        return self.embed_features(maps)
 
     def embed_features(self, maps: torch.Tensor) -> EmbedderOutput:
         """Everything after the backbone (head, pooling, normalisation) on backbone feature maps;
@@ -129,7 +139,8 @@ def build_embedder(model: dict[str, Any], in_channels: int) -> Embedder:
     normalize = model.get("normalize", True)
     if normalize not in NORMALIZE:
         raise ConfigError("model.normalize", f"unknown value {normalize!r}; allowed: true, false, clip")
-    return Embedder(backbone, pooling, head, normalize, pooled_norm, projection)
+    cache = SHARED if model.get("cache_backbone_features") else None
+    return Embedder(backbone, pooling, head, normalize, pooled_norm, projection, cache)
 
 
 def head_position(model: dict[str, Any]) -> str:
