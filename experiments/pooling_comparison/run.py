@@ -57,6 +57,11 @@ REGIMES = {"frozen": (), "finetune": common.FINETUNE}
 #: collage's map is computed once and cached for every run of the process: frozen regime only)
 BACKBONES = {"resnet20": (), "efficientnet_lite0": ("model.backbone={name: efficientnet_lite0, input_size: 256, frozen: true}",
                                                     "model.cache_backbone_features=true")}
+#: the glyphs of the faithful collage (``--source``): the embedded digits, or Fashion-MNIST items (28-px
+#: tiles of two 14-px items, 56-px collages; the ResNet20 then loads the recipe resnet20-fashion)
+SOURCES = {"digits": ((), ()),
+           "fashion": (("data.dataset={name: collage_shared, source: fashion, tile_size: 28}",),
+                       ("model.backbone.weights=resnet20-fashion",))}
 METRICS = ("map_at_r", "precision_at_1")
 FULL = dict(seeds=(0, 1, 2), poolings=("GAP", "GMP", "GMP+GAP", "GeMean", "GSP"), losses=("C2",))
 SMOKE = dict(seeds=(0,), poolings=("GAP", "GSP"), losses=("C2",))
@@ -91,12 +96,18 @@ def share(entry) -> str:
     return "-" if stats is None else f"{stats['mean']:.2f} ± {stats['std']:.2f}"
 
 
-def run_config(name: str, loss: str, regime: str, smoke: bool, backbone: str = "resnet20") -> dict:
+def run_key(regime: str, backbone: str = "resnet20", source: str = "digits") -> str:
+    """The published key of a run of the script, e.g. ``frozen``, ``efficientnet_lite0-frozen-fashion``."""
+    return "-".join([*([backbone] if backbone != "resnet20" else []), regime, *([source] if source != "digits" else [])])
+
+
+def run_config(name: str, loss: str, regime: str, smoke: bool, backbone: str = "resnet20", source: str = "digits") -> dict:
     spec = POOLINGS[name][0]
-    overrides = [f"loss={LOSSES[loss]}", *(BACKBONES[backbone] if not smoke else ()), *REGIMES[regime],
+    data, resnet_weights = SOURCES[source]
+    overrides = [f"loss={LOSSES[loss]}", *(data if not smoke else ()), *(BACKBONES[backbone] if not smoke else ()),
+                 *(resnet_weights if backbone == "resnet20" and not smoke else ()), *REGIMES[regime],
                  *([f"model.pooling={spec}"] if spec else [])]
-    slug = f"{regime}-{name}-{loss}".lower().replace(" ", "").replace("+", "p")
-    slug = slug if backbone == "resnet20" else f"{backbone}-{slug}"
+    slug = f"{run_key(regime, backbone, source)}-{name}-{loss}".lower().replace(" ", "").replace("+", "p")
     return common.regime_config("demo-gsp" if spec is None else "demo-base", overrides, name=slug, smoke=smoke)
 
 
@@ -112,7 +123,8 @@ def reproduction(runs: dict) -> list[dict]:
             column = 1 if loss == "C2" else 2
             ours = "; ".join(f"{n} {common.cell(e, 'map_at_r')}" for n, e in table.items())
             rows.append({
-                "experiment": f"Pooling comparison, {loss}, {payload['regime']} {payload.get('backbone', 'resnet20')} (GSP paper Table 4)",
+                "experiment": f"Pooling comparison, {loss}, {payload['regime']} {payload.get('backbone', 'resnet20')}, "
+                              f"{payload.get('source', 'digits')} collage (GSP paper Table 4)",
                 "claim": f"GSP beats every other pooling on Cifar Collage (compared here: {', '.join(others)})",
                 "paper": "; ".join(f"{n} {paper(POOLINGS[n][column])}" for n in table),
                 "ours": f"{ours}; GSP target-tile weight {share(table['GSP'])} (GAP 0.25)",
@@ -128,16 +140,17 @@ def main(argv=None) -> dict:
     parser.add_argument("--losses", nargs="+", choices=tuple(LOSSES), help="losses to run (default: C2)")
     parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")
     parser.add_argument("--backbone", choices=tuple(BACKBONES), default="resnet20", help="pre-trained backbone")
+    parser.add_argument("--source", choices=tuple(SOURCES), default="digits", help="glyphs of the collage")
     args = parser.parse_args(argv)
     out = common.setup(args)
     plan = dict(SMOKE if args.smoke else FULL)
-    key = args.regime if args.backbone == "resnet20" else f"{args.backbone}-{args.regime}"
+    key = run_key(args.regime, args.backbone, args.source)
     plan.update({k: tuple(v) for k, v in (("poolings", args.poolings), ("losses", args.losses), ("seeds", args.seeds)) if v})
     table: dict = {}
     for name in plan["poolings"]:
         table[name] = {}
         for loss in plan["losses"]:
-            cfg = run_config(name, loss, args.regime, args.smoke, args.backbone)
+            cfg = run_config(name, loss, args.regime, args.smoke, args.backbone, args.source)
             runs = common.train_seeds(cfg, plan["seeds"], out, reuse=args.reuse, measure=common.target_share)
             table[name][loss] = common.summary(runs, METRICS)
             print(f"{name:8s} {loss:10s} MAP@R {common.cell(table[name][loss], 'map_at_r')}  target-tile weight "
@@ -150,9 +163,9 @@ def main(argv=None) -> dict:
              *(paper(POOLINGS[name][1 if loss == "C2" else 2]) for loss in plan["losses"])] for name in table]
     text = markdown_table(header, rows)
     total = sum(entry["seconds"] for losses in table.values() for entry in losses.values())
-    print(f"\ncollage_shared (digits), {args.regime} {args.backbone}, seeds {list(plan['seeds'])}, test MAP@R x100, "
+    print(f"\ncollage_shared ({args.source}), {args.regime} {args.backbone}, seeds {list(plan['seeds'])}, test MAP@R x100, "
           f"mean ± std over seeds; training time {total:.0f} s\n{text}")
-    payload = {"plan": {k: list(v) for k, v in plan.items()}, "regime": args.regime, "backbone": args.backbone, "results": table, "table": text,
+    payload = {"plan": {k: list(v) for k, v in plan.items()}, "regime": args.regime, "backbone": args.backbone, "source": args.source, "results": table, "table": text,
                "seconds": total, "threads": args.threads, "plots": [str(bar_plot(out, table, plan["losses"], key))]}
     common.write_json(out / "results.json", payload)
     if not args.smoke:

@@ -56,3 +56,16 @@ def test_verdict_rule():
     assert common.verdict(entry(60, 2), {"GAP": entry(20, 3), "GMP": entry(30, 5)}) == "reproduced"
     assert common.verdict(entry(60, 2), {"GMP": entry(57, 2)}).startswith("partly")
     assert common.verdict(entry(60, 2), {"GAP": entry(20, 3), "GMP": entry(61, 1)}) == "not reproduced (GMP as high or higher)"
+
+
+def test_sources_and_backbones_set_their_data_weights_and_keys():
+    fashion = pooling.run_config("GMP", "C2", "frozen", smoke=False, source="fashion")
+    assert fashion["data"]["dataset"]["source"] == "fashion" and fashion["data"]["dataset"]["tile_size"] == 28
+    assert fashion["model"]["backbone"]["weights"] == "resnet20-fashion" and fashion["name"] == "frozen-fashion-gmp-c2"
+    digits = pooling.run_config("GMP", "C2", "frozen", smoke=False)
+    assert digits["model"]["backbone"]["weights"] == "resnet20-digits" and digits["name"] == "frozen-gmp-c2"
+    effnet = pooling.run_config("GSP", "ProxyNCA++", "frozen", smoke=False, backbone="efficientnet_lite0", source="fashion")
+    assert effnet["model"]["backbone"] == {"name": "efficientnet_lite0", "input_size": 256, "frozen": True}
+    assert effnet["model"]["cache_backbone_features"] is True and effnet["data"]["dataset"]["source"] == "fashion"
+    assert effnet["name"] == "efficientnet_lite0-frozen-fashion-gsp-proxyncapp"
+    assert pooling.run_key("finetune") == "finetune" and pooling.run_key("frozen", "efficientnet_lite0") == "efficientnet_lite0-frozen"
