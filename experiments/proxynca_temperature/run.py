@@ -1,5 +1,6 @@
-"""ProxyNCA++: temperature on two moons (seed 002 §3.4, Fig. 3, appendix B) and the ablation of
-its components on the embedded collage (seed 002 Table 7).
+"""ProxyNCA++: the temperature on two moons (seed 002 §3.4, Fig. 3, appendix B), the temperature
+sweep (seed 002 §3.4, Fig. 4a) and the component ablation (seed 002 Table 7) in the papers'
+regime.
 
 Two moons (appendix B, L419): scikit-learn ``make_moons(600, noise=0.3, random_state=0)``, a
 two-layer network 2 -> 100 -> ReLU -> 2, softmax cross-entropy of ``logits / T``. Every
@@ -8,24 +9,28 @@ appendix names no optimiser, and Adam's per-parameter step normalisation would c
 the ``1/T`` gradient scale); the plot shows the decision boundaries (seed 002 Fig. 3: a lower
 ``T`` gives a more refined boundary).
 
-Ablation (Table 7 analogue): ProxyNCA++ = ``proxynca_pp`` (+prob, +scale ``T = 1/9``, +fast
-proxies ``lr_multiplier = 100``) with GMP (+max), a non-affine LayerNorm on the pooled features
-before the embedding layer (+norm: ``model.head: global``, ``model.pooled_norm: layer_norm``) and
-16 x 4 class-balanced batches (+cbs), on ``collage_digits`` with the demo's small CNN; each row
-removes one component.
+ProxyNCA++ (seed 002 §3, Fig. 2) in the regime of ``make demo`` (preset ``demo-gmp``: faithful
+collage ``collage_shared``, frozen ResNet20 pre-trained on all tile classes, 16 x 4 batches,
+validation every 50 steps with reduce-on-plateau, early stopping and restore-best on the
+validation classes' MAP@R, at most 300 steps) with the paper's wiring and optimiser:
 
-Temperature sweep (``--sweep``; seed 002 §3.4 and Fig. 5: R@1 rises as T falls from 1 to about
-1/9 and falls again below; the "inverted U"): ProxyNCA++ with its wiring (GMP, non-affine layer
-norm, then the embedding layer) in the papers' regime of ``make demo`` (faithful collage
-``collage_shared``, frozen pre-trained ResNet20, validation early stopping and reduce-on-plateau)
-and with the paper's optimiser as coded (Adam ``eps = 1``, weight decay 0, proxies at
-``lr × 1e5``), for T in :data:`SWEEP_TEMPERATURES` and seeds 0, 1, 2. Full sweeps publish to
+* GMP, a non-affine LayerNorm on the pooled features, then the embedding layer (``model.head:
+  global``, ``model.pooled_norm: layer_norm``); ``proxynca_pp`` with the assignment probability;
+* the optimiser of the ProxyNCA++ code (seed 002 §4, Table 1: proxy lr 4e2 over base lr 4e-3):
+  Adam ``eps = 1``, weight decay 0, proxies at ``lr x 1e5``; the same for every row.
+
+Sweep: ``T`` in :data:`SWEEP_TEMPERATURES` (seed 002 §3.4 and its Fig. 4a: test R@1 peaks at ``T = 1/9`` and
+drops below it: an inverted U). Ablation (Table 7): each row changes one config key of the full
+ProxyNCA++ (``T = 1/9``); ``-fast`` keeps ``eps = 1`` and sets the multiplier to 1, so it ablates
+only the proxy speed. A row whose config equals a sweep point (the full model is ``T = 1/9``,
+``-scale`` is ``T = 1``) reuses that run. Full runs publish to
 ``experiments/proxynca_temperature/results.json``.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -35,28 +40,34 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from gspdml.retrieval.report import read_metrics  # noqa: E402
 from gspdml.workflows.tables import markdown_table  # noqa: E402
 
-#: row: (overrides removing the component, what is removed); applied to the full ProxyNCA++
+PRESET = "demo-gmp"
+#: ProxyNCA++'s wiring on top of ``demo-gmp`` (GMP, ``model.head: global``): the non-affine
+#: LayerNorm before the embedding layer (+norm) and the loss with the assignment probability (+prob)
+PROXYNCA_PP = ("model.pooled_norm=layer_norm", "loss={name: proxynca_pp, assignment_probability: true}")
+#: the optimiser of the ProxyNCA++ code (seed 002 §4, Table 1): Adam eps = 1, weight decay 0,
+#: proxies at 1e5 x the base learning rate (+fast); named here, never left to the class defaults
+PAPER_OPTIMISER = ("optimizer.eps=1.0", "optimizer.weight_decay=0.0", "loss.lr_multiplier=100000.0")
+FULL_TEMPERATURE = 1 / 9
+SWEEP_TEMPERATURES = (1 / 27, 1 / 9, 1 / 3, 1.0, 2.0)
+#: Table 7 row -> (the override that removes the component, what it removes, the paper's R@1 change)
 ABLATION = {
-    "ProxyNCA++": ((), "all components (T = 1/9, GMP, layer norm, 16x4 batches, proxy lr x100, softmax over all proxies)"),
-    "-norm": (("model.pooled_norm=null",), "no layer norm before the embedding layer"),
-    "-scale": (("loss.temperature=1.0",), "temperature T = 1"),
-    "-max": (("model.pooling={name: gap}",), "global average pooling"),
-    "-cbs": (("data.classes_per_batch=60", "data.samples_per_class=1"), "60 classes x 1 sample per batch"),
-    "-fast": (("loss.lr_multiplier=1.0",), "proxies at the base learning rate"),
-    "-prob": (("loss.assignment_probability=false",), "ProxyNCA's positive-excluded denominator (seed 002 Eq. 3)"),
+    "ProxyNCA++": ((), "nothing: T = 1/9, GMP, LayerNorm, 16 x 4 batches, proxies x1e5, assignment probability", 0.0),
+    "-scale": (("loss.temperature=1.0",), "T = 1", -10.8),
+    "-max": (("model.pooling={name: gap}",), "global average pooling", -3.2),
+    "-norm": (("model.pooled_norm=null",), "no LayerNorm before the embedding layer", -2.6),
+    "-cbs": (("data.sampler=random",), "random batches of 64 images", -2.6),
+    "-fast": (("loss.lr_multiplier=1.0",), "proxies at the base learning rate (Adam eps stays 1)", -1.9),
+    "-prob": (("loss.assignment_probability=false",), "ProxyNCA's positive-excluded denominator (seed 002 Eq. 3)", -1.1),
 }
-FULL_PROXYNCA = ("model.pooling={name: gmp}", "model.head=global", "model.pooled_norm=layer_norm", "loss={name: proxynca_pp, lr_multiplier: 100}")
+PAPER_FULL_R1 = 72.2  # seed 002 Table 7, CUB200, ResNet-50, 2048-D
 METRICS = ("recall_at_1", "recall_at_2", "recall_at_4", "recall_at_8", "map_at_r")
 TEMPERATURES = (1.0, 1 / 3, 1 / 9, 1 / 27)
-FULL = dict(steps=150, seeds=(0, 1), rows=tuple(ABLATION), moon_steps=2000)
-#: the sweep's temperatures (1/27 ... 2) and the optimiser of the ProxyNCA++ code (seed 002 §4; Adam eps = 1)
-SWEEP_TEMPERATURES = (1 / 27, 1 / 9, 1 / 3, 1.0, 2.0)
-PAPER_OPTIMISER = ("optimizer.eps=1.0", "optimizer.weight_decay=0.0", "loss.lr_multiplier=1.0e5")
-SWEEP = dict(seeds=(0, 1, 2), temperatures=SWEEP_TEMPERATURES)
-SWEEP_SMOKE = dict(seeds=(0,), temperatures=(1 / 9, 1.0))
-SMOKE = dict(steps=2, seeds=(0,), rows=("ProxyNCA++", "-scale"), moon_steps=20)
+PARTS = ("moons", "sweep", "ablation")
+FULL = dict(seeds=(0, 1, 2), temperatures=SWEEP_TEMPERATURES, rows=tuple(ABLATION), moon_steps=2000)
+SMOKE = dict(seeds=(0,), temperatures=(1 / 9, 1.0), rows=("ProxyNCA++", "-scale", "-fast"), moon_steps=20)
 
 
 def moons_classifier(temperature: float, steps: int, x: torch.Tensor, y: torch.Tensor) -> nn.Module:
@@ -87,13 +98,13 @@ def two_moons(out: Path, steps: int) -> dict:
     for i, temperature in enumerate(TEMPERATURES):
         net = moons_classifier(temperature, steps, x, y)
         with torch.no_grad():
-            accuracy[f"{temperature:.4g}"] = float((net(x).argmax(1) == y).float().mean())
+            accuracy[temperature_label(temperature)] = float((net(x).argmax(1) == y).float().mean())
             probability = torch.softmax(net(grid) / temperature, 1)[:, 1].reshape(gx.shape).numpy()
         axes = figure.add_subplot(1, len(TEMPERATURES), i + 1)
         axes.contourf(gx, gy, probability, levels=20, cmap="RdBu", alpha=0.8)
         axes.contour(gx, gy, probability, levels=[0.5], colors="k", linewidths=1)
         axes.scatter(points[:, 0], points[:, 1], c=labels, cmap="RdBu", edgecolors="k", s=8, linewidths=0.3)
-        axes.set_title(f"T = 1/{1 / temperature:.0f}  (train acc {100 * accuracy[f'{temperature:.4g}']:.1f}%)", fontsize=8)
+        axes.set_title(f"T = {temperature_label(temperature)}  (train acc {100 * accuracy[temperature_label(temperature)]:.1f}%)", fontsize=8)
         axes.set_xticks([])
         axes.set_yticks([])
     figure.tight_layout()
@@ -102,70 +113,213 @@ def two_moons(out: Path, steps: int) -> dict:
     return {"steps": steps, "train_accuracy": accuracy, "plot": str(path)}
 
 
-def sweep_config(temperature: float, smoke: bool) -> dict:
-    """ProxyNCA++ at ``temperature`` in the papers' regime with the paper's optimiser."""
-    overrides = [*FULL_PROXYNCA, f"loss.temperature={temperature!r}", *PAPER_OPTIMISER]
-    return common.regime_config("demo-base", overrides, name=f"sweep-T{temperature:.4f}", smoke=smoke)
+def temperature_label(temperature: float) -> str:
+    """``1/9`` for temperatures below 1, ``2`` otherwise."""
+    return f"1/{1 / temperature:.0f}" if temperature < 1 else f"{temperature:g}"
 
 
-def sweep_reproduction(runs: dict) -> list[dict]:
-    """README row: is the best temperature inside the sweep, with both ends lower (inverted U)?"""
+def proxynca_config(overrides, *, name: str, smoke: bool) -> dict:
+    """ProxyNCA++ with the paper's optimiser in the papers' regime, then ``overrides``."""
+    return common.regime_config(PRESET, [*PROXYNCA_PP, *PAPER_OPTIMISER, f"loss.temperature={FULL_TEMPERATURE!r}", *overrides],
+                                name=name, smoke=smoke)
+
+
+def sweep_config(temperature: float, smoke: bool = False) -> dict:
+    """The sweep point ``temperature``: the full ProxyNCA++ with only ``loss.temperature`` changed."""
+    return proxynca_config([f"loss.temperature={temperature!r}"], name="T" + temperature_label(temperature).replace("/", "-"), smoke=smoke)
+
+
+def ablation_config(row: str, smoke: bool = False) -> dict:
+    """The Table 7 row ``row``; a row equal to a sweep point is that point (same name, same run)."""
+    cfg = proxynca_config(ABLATION[row][0], name="full" if row == "ProxyNCA++" else f"no-{row[1:]}", smoke=smoke)
+    for temperature in SWEEP_TEMPERATURES:
+        twin = sweep_config(temperature, smoke)
+        if {**cfg, "name": twin["name"]} == twin:
+            return twin
+    return cfg
+
+
+def validation_gain(run_dir: Path) -> dict:
+    """First and best validation MAP@R of a run: did the embedding learn beyond its first round?"""
+    values = [r["map_at_r"] for r in read_metrics(run_dir) if r.get("split") == "val"]
+    return {"val_first": values[0], "val_best": max(values)}
+
+
+def summarize(runs: list[dict]) -> dict:
+    """:func:`common.summary` plus the validation MAP@R gain (best minus first round, x100)."""
+    entry = common.summary(runs, METRICS)
+    gains = [100.0 * (r["val_best"] - r["val_first"]) for r in runs if "val_best" in r]
+    mean, std = common.mean_std(gains) if gains else (float("nan"), float("nan"))
+    entry["val_gain"] = {"values": gains, "mean": mean, "std": std}
+    return entry
+
+
+class Trainings:
+    """Each config trained once per process (over the seeds), so that shared rows reuse their run."""
+
+    def __init__(self, seeds, out: Path, reuse: bool):
+        self.seeds, self.out, self.reuse, self.done = seeds, out, reuse, {}
+
+    def __call__(self, cfg: dict) -> dict:
+        if cfg["name"] not in self.done:
+            runs = common.train_seeds(cfg, self.seeds, self.out, reuse=self.reuse, measure=validation_gain)
+            self.done[cfg["name"]] = summarize(runs)
+            print(f"{cfg['name']:10s} R@1 {common.cell(self.done[cfg['name']], 'recall_at_1')}  "
+                  f"MAP@R {common.cell(self.done[cfg['name']], 'map_at_r')}  ({self.done[cfg['name']]['seconds']:.0f} s)", flush=True)
+        return self.done[cfg["name"]]
+
+
+def regime_plan(cfg: dict, seeds) -> dict:
+    return {"seeds": list(seeds), "max_steps": cfg["schedule"]["max_steps"], "eval_every": cfg["evaluation"]["every"],
+            "patience": cfg["evaluation"]["patience"], "optimizer": {k: cfg["optimizer"][k] for k in ("lr", "eps", "weight_decay")},
+            "lr_multiplier": cfg["loss"]["lr_multiplier"]}
+
+
+def temperature_sweep(plan: dict, train: Trainings, smoke: bool, out: Path) -> dict:
+    """Train every temperature over the seeds; R@1 / MAP@R per T, the plot of both against T."""
+    table = {temperature_label(t): train(sweep_config(t, smoke)) for t in plan["temperatures"]}
+    rows = [[t, common.cell(e, "recall_at_1"), common.cell(e, "map_at_r"), common.cell(e, "val_gain")] for t, e in table.items()]
+    text = markdown_table(["T", "test R@1", "test MAP@R", "val MAP@R gain (best - first round)"], rows)
+    sweep_plot(plan["temperatures"], table, out / "temperature_sweep.png")
+    return {"plan": {**regime_plan(sweep_config(plan["temperatures"][0], smoke), plan["seeds"]), "temperatures": list(table)},
+            "results": table, "table": text, "seconds": sum(e["seconds"] for e in table.values())}
+
+
+def sweep_plot(temperatures, table: dict, path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7.0, 3.0))
+    for i, metric in enumerate(("recall_at_1", "map_at_r")):
+        axes = figure.add_subplot(1, 2, i + 1)
+        means = np.array([e[metric]["mean"] for e in table.values()])
+        stds = np.array([e[metric]["std"] for e in table.values()])
+        axes.plot(temperatures, means, marker="o")
+        axes.fill_between(temperatures, means - stds, means + stds, alpha=0.3)
+        axes.set_xscale("log")
+        axes.set_xticks(temperatures, list(table))
+        axes.set_xlabel("temperature T")
+        axes.set_title(f"test {'R@1' if metric == 'recall_at_1' else 'MAP@R'} (mean ± std over seeds)", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=70)
+
+
+def ablation(plan: dict, train: Trainings, smoke: bool) -> dict:
+    """Table 7 analogue: each row's R@1 and MAP@R and their change from the full ProxyNCA++.
+    Rows that are not sweep points train first (a parallel sweep process may still be training those)."""
+    sweep_names = {sweep_config(t, smoke)["name"] for t in SWEEP_TEMPERATURES}
+    for row in sorted(plan["rows"], key=lambda r: ablation_config(r, smoke)["name"] in sweep_names):
+        train(ablation_config(row, smoke))
+    table = {row: train(ablation_config(row, smoke)) for row in plan["rows"]}
+    full = table["ProxyNCA++"]
+    rows = [[row, ", ".join(f"`{o}`" for o in ABLATION[row][0]) or "-", common.cell(e, "recall_at_1"),
+             f"{e['recall_at_1']['mean'] - full['recall_at_1']['mean']:+.2f}", f"{ABLATION[row][2]:+.1f}",
+             common.cell(e, "map_at_r"), f"{e['map_at_r']['mean'] - full['map_at_r']['mean']:+.2f}", common.cell(e, "val_gain")]
+            for row, e in table.items()]
+    text = markdown_table(["row", "change", "test R@1", "ΔR@1", "paper ΔR@1 (CUB)", "test MAP@R", "ΔMAP@R", "val MAP@R gain"], rows)
+    return {"plan": {**regime_plan(ablation_config("ProxyNCA++", smoke), plan["seeds"]), "rows": list(table)},
+            "results": table, "table": text, "seconds": sum(e["seconds"] for e in table.values()),
+            "removed": {row: ABLATION[row][1] for row in table}}
+
+
+def inverted_u(table: dict, metric: str) -> str:
+    """Verdict on the inverted U (``table`` ordered by T): *not reproduced* when the best mean is
+    at the lowest or highest T; otherwise :func:`common.verdict` of the peak against the two ends
+    (*reproduced*: the peak's mean - std above each end's mean + std)."""
+    ends = (next(iter(table)), list(table)[-1])
+    best = max(table, key=lambda t: table[t][metric]["mean"])
+    if best in ends:
+        return f"not reproduced (peak at the end, T = {best})"
+    return f"{common.verdict(table[best], {f'T = {t}': table[t] for t in ends}, metric)}; peak at T = {best}"
+
+
+def largest_drop(table: dict, metric: str) -> str:
+    """Verdict on "removing low temperature scaling costs the most": *not reproduced* when another
+    row loses more; otherwise :func:`common.verdict` of the full model against ``-scale``."""
+    full = table["ProxyNCA++"]
+    deltas = {row: e[metric]["mean"] - full[metric]["mean"] for row, e in table.items() if row != "ProxyNCA++"}
+    largest = min(deltas, key=deltas.get)
+    if largest != "-scale":
+        return f"not reproduced (largest drop {largest} {deltas[largest]:+.2f}, -scale {deltas['-scale']:+.2f})"
+    return common.verdict(full, {"-scale": table["-scale"]}, metric)
+
+
+def every_component_helps(table: dict, metric: str) -> str:
+    """Verdict on "every component helps": the rows the full model beats by more than one std each
+    (:func:`common.verdict`); *reproduced* when all, *partly* when some, *not reproduced* when none."""
+    full = table["ProxyNCA++"]
+    rows = [row for row in table if row != "ProxyNCA++"]
+    drops = [row for row in rows if common.verdict(full, {row: table[row]}, metric) == "reproduced"]
+    if len(drops) == len(rows):
+        return "reproduced"
+    return f"{'partly' if drops else 'not reproduced'} (a drop beyond one std in {len(drops)}/{len(rows)} rows: {', '.join(drops) or 'none'})"
+
+
+def moons_verdict(accuracy: dict) -> str:
+    """Training accuracy must not fall as T falls (``accuracy`` ordered from T = 1 down) and must rise overall."""
+    values = list(accuracy.values())
+    if all(b >= a for a, b in zip(values, values[1:])) and values[-1] > values[0]:
+        return "reproduced"
+    return "not reproduced (training accuracy does not rise as T falls)"
+
+
+def reproduction(runs: dict) -> list[dict]:
+    """README rows of every published part (two moons, sweep, ablation)."""
     rows = []
-    for payload in runs.values():
-        table = payload["results"]
-        best = max(table, key=lambda t: table[t]["recall_at_1"]["mean"])
-        ends = [t for t in (next(iter(table)), list(table)[-1]) if t != best]
-        inside = len(ends) == 2
-        lower = all(table[t]["recall_at_1"]["mean"] + table[t]["recall_at_1"]["std"] < table[best]["recall_at_1"]["mean"] - table[best]["recall_at_1"]["std"] for t in ends)
-        rows.append({"experiment": "ProxyNCA++ temperature sweep, frozen ResNet20 (ProxyNCA++ paper Fig. 5)",
-                     "claim": "R@1 peaks at an intermediate low temperature (inverted U)", "paper": "best T = 1/9 on CUB",
-                     "ours": "; ".join(f"T={t}: R@1 {common.cell(e, 'recall_at_1')}" for t, e in table.items()),
-                     "verdict": "reproduced" if inside and lower else ("partly (peak inside, ends within one std)" if inside else f"not reproduced (best at the end, T={best})")})
+    if "two-moons" in runs:
+        accuracy = runs["two-moons"]["train_accuracy"]
+        rows.append({"experiment": "ProxyNCA++ temperature on two moons (seed 002 Fig. 3)",
+                     "claim": "a lower T gives a more refined decision boundary", "paper": "figure (qualitative)",
+                     "ours": "training accuracy " + ", ".join(f"T={t}: {100 * a:.1f}%" for t, a in accuracy.items()),
+                     "verdict": moons_verdict(accuracy)})
+    if "sweep" in runs:
+        table = runs["sweep"]["results"]
+        rows.append({"experiment": "ProxyNCA++ temperature sweep, collage_shared, frozen ResNet20 (seed 002 §3.4, Fig. 4a)",
+                     "claim": "test R@1 peaks at an intermediate low temperature (inverted U)", "paper": "best T = 1/9 on CUB200",
+                     "ours": "; ".join(f"T={t}: R@1 {common.cell(e, 'recall_at_1')}, MAP@R {common.cell(e, 'map_at_r')}" for t, e in table.items()),
+                     "verdict": f"R@1: {inverted_u(table, 'recall_at_1')}; MAP@R: {inverted_u(table, 'map_at_r')}"})
+    if "ablation" in runs:
+        table = runs["ablation"]["results"]
+        full = table["ProxyNCA++"]
+        deltas = "; ".join(f"{row} {e['recall_at_1']['mean'] - full['recall_at_1']['mean']:+.2f} R@1 / "
+                           f"{e['map_at_r']['mean'] - full['map_at_r']['mean']:+.2f} MAP@R" for row, e in table.items() if row != "ProxyNCA++")
+        paper = f"R@1 {PAPER_FULL_R1}; " + ", ".join(f"{row} {ABLATION[row][2]:+.1f}" for row in table if row != "ProxyNCA++")
+        ours = f"full R@1 {common.cell(full, 'recall_at_1')}, MAP@R {common.cell(full, 'map_at_r')}; {deltas}"
+        experiment = "ProxyNCA++ ablation, collage_shared, frozen ResNet20 (seed 002 Table 7)"
+        rows.append({"experiment": experiment + ": -scale", "claim": "removing low temperature scaling costs the most R@1",
+                     "paper": paper, "ours": ours,
+                     "verdict": f"R@1: {largest_drop(table, 'recall_at_1')}; MAP@R: {largest_drop(table, 'map_at_r')}"})
+        rows.append({"experiment": experiment + ": every component", "claim": "removing any component lowers R@1",
+                     "paper": paper, "ours": ours,
+                     "verdict": f"R@1: {every_component_helps(table, 'recall_at_1')}; MAP@R: {every_component_helps(table, 'map_at_r')}"})
     return rows
-
-
-def temperature_sweep(args) -> dict:
-    """Train every temperature over the seeds, tabulate R@1 / MAP@R, publish full sweeps."""
-    out = common.setup(args)
-    plan = SWEEP_SMOKE if args.smoke else SWEEP
-    table = {}
-    for temperature in plan["temperatures"]:
-        runs = common.train_seeds(sweep_config(temperature, args.smoke), plan["seeds"], out, reuse=args.reuse)
-        table[f"1/{1 / temperature:.0f}" if temperature < 1 else f"{temperature:g}"] = common.summary(runs, METRICS)
-    rows = [[t, common.cell(e, "recall_at_1"), common.cell(e, "map_at_r"), f"{e['seconds']:.0f}"] for t, e in table.items()]
-    text = markdown_table(["T", "R@1", "MAP@R", "time (s)"], rows)
-    print(f"\nProxyNCA++ temperature sweep, collage_shared, frozen ResNet20, seeds {list(plan['seeds'])}\n{text}")
-    payload = {"plan": {"seeds": list(plan["seeds"]), "temperatures": list(plan["temperatures"])}, "results": table, "table": text,
-               "seconds": sum(e["seconds"] for e in table.values()), "threads": args.threads}
-    common.write_json(out / "sweep.json", payload)
-    if not args.smoke:
-        common.publish("proxynca_temperature", "sweep-frozen", payload, sweep_reproduction)
-    return payload
 
 
 def main(argv=None) -> dict:
     parser = common.parser("proxynca_temperature", __doc__.splitlines()[0])
-    parser.add_argument("--sweep", action="store_true", help="only the temperature sweep in the papers' regime")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
+                        help="which parts to run (a sweep and an ablation process can run side by side with --reuse)")
     args = parser.parse_args(argv)
-    if args.sweep:
-        return temperature_sweep(args)
     out = common.setup(args)
     plan = SMOKE if args.smoke else FULL
-    moons = two_moons(out, plan["moon_steps"])
-    print("two moons, training accuracy per temperature:", {t: f"{100 * a:.1f}%" for t, a in moons["train_accuracy"].items()})
-    table: dict = {}
-    for row in plan["rows"]:
-        overrides = [*FULL_PROXYNCA, *ABLATION[row][0]]
-        cfg = common.config("scratch-gap.yaml", overrides, steps=plan["steps"], name="full" if row == "ProxyNCA++" else f"no-{row[1:]}", smoke=args.smoke)
-        table[row] = common.summary(common.train_seeds(cfg, plan["seeds"], out, reuse=args.reuse), METRICS)
-        print(f"{row:12s} R@1 {common.cell(table[row], 'recall_at_1')}  ({table[row]['seconds']:.0f} s)", flush=True)
-    rows = [[row, *(common.cell(entry, m) for m in METRICS)] for row, entry in table.items()]
-    text = markdown_table(["collage_digits", "R@1", "R@2", "R@4", "R@8", "MAP@R"], rows)
-    print(f"\nProxyNCA++ ablation, {plan['steps']} steps, seeds {list(plan['seeds'])}, test split, mean ± std over seeds\n{text}")
-    payload = {"plan": {**plan, "rows": list(plan["rows"])}, "two_moons": moons, "ablation": table, "table": text,
-               "removed": {row: ABLATION[row][1] for row in plan["rows"]}}
-    common.write_json(out / "results.json", payload)
-    return payload
+    train = Trainings(plan["seeds"], out, args.reuse)
+    payloads, plots = {}, {"two-moons": [str(out / "two_moons.png")], "sweep": [str(out / "temperature_sweep.png")], "ablation": []}
+    if "moons" in args.parts:
+        start = time.perf_counter()
+        moons = two_moons(out, plan["moon_steps"])
+        rows = [["training accuracy (%)", *(f"{100 * a:.1f}" for a in moons["train_accuracy"].values())]]
+        payloads["two-moons"] = {**moons, "plan": {"seeds": [0], "steps": plan["moon_steps"]},
+                                 "table": markdown_table(["T", *moons["train_accuracy"]], rows), "seconds": time.perf_counter() - start}
+    if "sweep" in args.parts:
+        payloads["sweep"] = temperature_sweep(plan, train, args.smoke, out)
+    if "ablation" in args.parts:
+        payloads["ablation"] = ablation(plan, train, args.smoke)
+    for key, payload in payloads.items():
+        payload["threads"] = args.threads
+        print(f"\n{key}, seeds {payload['plan']['seeds']}\n{payload['table']}")
+        if not args.smoke:
+            common.publish("proxynca_temperature", key, payload, reproduction, plots=plots[key])
+    common.write_json(out / "results.json", {"runs": payloads, "reproduction": reproduction(payloads)})
+    return payloads
 
 
 if __name__ == "__main__":

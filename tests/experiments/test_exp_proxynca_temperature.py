@@ -1,12 +1,12 @@
-"""experiments/proxynca_temperature: each ablation row removes exactly its component."""
+"""experiments/proxynca_temperature: the configs of the sweep and of the Table 7 rows, the verdict
+rules on hand-made summaries, and a smoke run of all three parts."""
 
 import json
 
 import pytest
-from tests.helpers.experiments import load_common, load_experiment
+from tests.helpers.experiments import load_experiment
 
 proxynca = load_experiment("proxynca_temperature")
-common = load_common()
 
 
 def _flat(tree, prefix=""):
@@ -19,34 +19,94 @@ def _flat(tree, prefix=""):
     return out
 
 
-def _config(row):
-    return _flat(common.config("scratch-gap.yaml", [*proxynca.FULL_PROXYNCA, *proxynca.ABLATION[row][0]], steps=1, name="probe"))
+def _differences(a, b):
+    a, b = _flat(a), _flat(b)
+    return {key: b.get(key) for key in set(a) | set(b) if a.get(key) != b.get(key) and key != "name"}
+
+
+def _stat(mean, std=1.0):
+    return {"mean": mean, "std": std, "values": [mean]}
+
+
+def _entry(r1, std=1.0, map_at_r=None):
+    return {"recall_at_1": _stat(r1, std), "map_at_r": _stat(r1 if map_at_r is None else map_at_r, std), "failed": {}}
 
 
 @pytest.mark.parametrize("row, changed", [
+    ("ProxyNCA++", {}),
     ("-scale", {"loss.temperature": 1.0}),
     ("-max", {"model.pooling.name": "gap"}),
-    ("-cbs", {"data.classes_per_batch": 60, "data.samples_per_class": 1}),
+    ("-norm", {"model.pooled_norm": None}),
+    ("-cbs", {"data.sampler": "random"}),
     ("-fast", {"loss.lr_multiplier": 1.0}),
     ("-prob", {"loss.assignment_probability": False}),
 ])
-def test_each_ablation_row_differs_from_proxynca_pp_in_its_component_only(row, changed):
-    full, ablated = _config("ProxyNCA++"), _config(row)
-    assert full["loss.name"] == "proxynca_pp" and full["model.pooling.name"] == "gmp"
-    differences = {key: ablated.get(key) for key in set(full) | set(ablated) if full.get(key) != ablated.get(key)}
-    assert differences == changed
+def test_each_ablation_row_changes_exactly_its_component(row, changed):
+    assert _differences(proxynca.ablation_config("ProxyNCA++"), proxynca.ablation_config(row)) == changed
 
 
-def test_smoke_run_plots_two_moons_and_tabulates(tmp_path):
-    payload = proxynca.main(["--smoke", "--out", str(tmp_path)])
+def test_full_model_is_the_papers_proxynca_pp_in_the_papers_regime_with_the_papers_optimiser():
+    full = _flat(proxynca.ablation_config("ProxyNCA++"))
+    assert (full["loss.name"], full["loss.temperature"], full["loss.assignment_probability"]) == ("proxynca_pp", 1 / 9, True)
+    assert (full["model.pooling.name"], full["model.head"], full["model.pooled_norm"]) == ("gmp", "global", "layer_norm")
+    # fast proxies x1e5 go with Adam eps = 1 (never the class default x1, never eps 1e-8)
+    assert (full["optimizer.eps"], full["optimizer.weight_decay"], full["loss.lr_multiplier"]) == (1.0, 0.0, 1e5)
+    assert full["data.dataset.name"] == "collage_shared" and full["model.backbone.frozen"] is True
+    assert full["model.backbone.weights"] == "resnet20-digits"
+    assert (full["evaluation.split"], full["evaluation.restore_best"], full["evaluation.patience"]) == ("val", True, 6)
+    # the -fast row keeps eps = 1: it ablates the proxy speed only
+    assert _flat(proxynca.ablation_config("-fast"))["optimizer.eps"] == 1.0
+
+
+def test_sweep_points_change_only_the_temperature_and_shared_rows_are_the_same_run():
+    for temperature in proxynca.SWEEP_TEMPERATURES:
+        changed = _differences(proxynca.sweep_config(1 / 9), proxynca.sweep_config(temperature))
+        assert changed == ({} if temperature == 1 / 9 else {"loss.temperature": temperature})
+    assert proxynca.ablation_config("ProxyNCA++") == proxynca.sweep_config(1 / 9)  # name included: one run dir
+    assert proxynca.ablation_config("-scale") == proxynca.sweep_config(1.0)
+    assert proxynca.ablation_config("-max")["name"] == "no-max"
+    assert [proxynca.temperature_label(t) for t in proxynca.SWEEP_TEMPERATURES] == ["1/27", "1/9", "1/3", "1", "2"]
+
+
+def test_inverted_u_rule():
+    peak = {"1/27": _entry(50), "1/9": _entry(70), "1": _entry(60), "2": _entry(40)}
+    close = {"1/27": _entry(69.5), "1/9": _entry(70), "2": _entry(40)}
+    edge = {"1/27": _entry(80), "1/9": _entry(70), "2": _entry(40)}
+    assert proxynca.inverted_u(peak, "recall_at_1") == "reproduced; peak at T = 1/9"
+    assert proxynca.inverted_u(close, "recall_at_1").startswith("partly")
+    assert proxynca.inverted_u(edge, "recall_at_1") == "not reproduced (peak at the end, T = 1/27)"
+
+
+def test_ablation_rules():
+    table = {"ProxyNCA++": _entry(70), "-scale": _entry(60), "-max": _entry(66), "-prob": _entry(69.5)}
+    assert proxynca.largest_drop(table, "recall_at_1") == "reproduced"
+    assert proxynca.every_component_helps(table, "recall_at_1") == "partly (a drop beyond one std in 2/3 rows: -scale, -max)"
+    table["-max"] = _entry(55)
+    assert proxynca.largest_drop(table, "recall_at_1") == "not reproduced (largest drop -max -15.00, -scale -10.00)"
+    better = {"ProxyNCA++": _entry(70), "-scale": _entry(72), "-max": _entry(75)}
+    assert proxynca.every_component_helps(better, "recall_at_1").startswith("not reproduced (a drop beyond one std in 0/2")
+    assert proxynca.moons_verdict({"1": 0.90, "1/3": 0.91, "1/9": 0.91}) == "reproduced"
+    assert proxynca.moons_verdict({"1": 0.90, "1/3": 0.92, "1/9": 0.91}).startswith("not reproduced")
+
+
+def test_smoke_run_of_all_parts(tmp_path):
+    payloads = proxynca.main(["--smoke", "--out", str(tmp_path)])
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert open(saved["two_moons"]["plot"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
-    assert len(saved["two_moons"]["train_accuracy"]) == len(proxynca.TEMPERATURES)
-    assert list(payload["ablation"]) == list(proxynca.SMOKE["rows"])
-    for entry in payload["ablation"].values():
-        assert all(0.0 <= v <= 100.0 for m in proxynca.METRICS for v in entry[m]["values"])
-        r = [entry[f"recall_at_{k}"]["mean"] for k in (1, 2, 4, 8)]
-        assert r == sorted(r)  # recall@k grows with k
+    assert list(saved["runs"]) == ["two-moons", "sweep", "ablation"]
+    assert open(saved["runs"]["two-moons"]["plot"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "temperature_sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert list(payloads["sweep"]["results"]) == ["1/9", "1"]
+    assert list(payloads["ablation"]["results"]) == list(proxynca.SMOKE["rows"])
+    # the shared rows are the sweep's runs (trained once), -fast has its own
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["T1", "T1-9", "no-fast"]
+    assert payloads["ablation"]["results"]["ProxyNCA++"] is payloads["sweep"]["results"]["1/9"]
+    for entry in payloads["ablation"]["results"].values():
+        assert len(entry["recall_at_1"]["values"]) == 1 and all(0.0 <= v <= 100.0 for m in proxynca.METRICS for v in entry[m]["values"])
+    rows = saved["reproduction"]
+    assert [r["experiment"].split(" (")[0] for r in rows][:2] == ["ProxyNCA++ temperature on two moons",
+                                                                  "ProxyNCA++ temperature sweep, collage_shared, frozen ResNet20"]
+    assert rows[1]["verdict"].startswith("R@1: not reproduced (peak at the end")  # two temperatures: both are ends
+    assert "| -fast | `loss.lr_multiplier=1.0` |" in payloads["ablation"]["table"]
 
 
 def test_two_moons_classifier_learns_the_moons():
@@ -57,21 +117,3 @@ def test_two_moons_classifier_learns_the_moons():
     x, y = torch.tensor(points, dtype=torch.float32), torch.tensor(labels)
     net = proxynca.moons_classifier(1 / 9, 300, x, y)
     assert float((net(x).argmax(1) == y).float().mean()) > 0.85  # a linear boundary gets about 0.84
-
-
-def test_sweep_uses_the_papers_optimiser_and_regime_and_changes_only_the_temperature():
-    low, high = _flat(proxynca.sweep_config(1 / 27, smoke=False)), _flat(proxynca.sweep_config(2.0, smoke=False))
-    assert {k for k in low if low[k] != high.get(k)} == {"loss.temperature", "name"}
-    assert (low["optimizer.eps"], low["optimizer.weight_decay"], low["loss.lr_multiplier"]) == (1.0, 0.0, 1e5)
-    assert low["data.dataset.name"] == "collage_shared" and low["model.backbone.frozen"] is True
-    assert (low["model.pooling.name"], low["model.head"], low["model.pooled_norm"]) == ("gmp", "global", "layer_norm")
-
-
-def test_smoke_sweep_tabulates_and_the_inverted_u_rule(tmp_path):
-    payload = proxynca.main(["--sweep", "--smoke", "--out", str(tmp_path)])
-    assert list(payload["results"]) == ["1/9", "1"] and (tmp_path / "sweep.json").is_file()
-    stat = lambda m, s: {"recall_at_1": {"mean": m, "std": s, "values": [m]}, "failed": {}}  # noqa: E731
-    peak = {"results": {"1/27": stat(50, 1), "1/9": stat(70, 1), "2": stat(40, 1)}}
-    edge = {"results": {"1/27": stat(80, 1), "1/9": stat(70, 1), "2": stat(40, 1)}}
-    assert proxynca.sweep_reproduction({"a": peak})[0]["verdict"] == "reproduced"
-    assert proxynca.sweep_reproduction({"a": edge})[0]["verdict"].startswith("not reproduced (best at the end, T=1/27)")
