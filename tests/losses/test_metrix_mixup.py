@@ -17,7 +17,7 @@ from gspdml.pooling import POOLINGS
 from gspdml.pooling.simple import GAP
 
 
-def _triples_reference(labels, kind, sim=None, k=None):
+def _triples_reference(labels, kind, sim=None, k=None, positives="all"):
     rows = []
     n = len(labels)
     for a in range(n):
@@ -25,18 +25,47 @@ def _triples_reference(labels, kind, sim=None, k=None):
         if k is not None:
             negs = sorted(sorted(negs, key=lambda j: -float(sim[a, j]))[:k])
         firsts = [a] if kind == "anc_neg" else [p for p in range(n) if p != a and labels[p] == labels[a]]
+        if positives == "first":
+            firsts = firsts[:1]
         rows += [(a, p, q) for p in firsts for q in negs]
     return rows
 
 
 @pytest.mark.parametrize("kind", ["pos_neg", "anc_neg"])
 @pytest.mark.parametrize("k", [None, 1, 3])
-def test_mixing_triples_equal_loops(kind, k):
+@pytest.mark.parametrize("positives", ["all", "first"])
+def test_mixing_triples_equal_loops(kind, k, positives):
     g = torch.Generator().manual_seed(0)
     labels = torch.tensor([0, 0, 1, 2, 2, 2, 1, 3])
     sim = torch.randn(8, 8, generator=g)
-    got = mixing_triples(labels, kind, sim if k else None, k).tolist()
-    assert [tuple(r) for r in got] == _triples_reference(labels.tolist(), kind, sim, k)
+    got = mixing_triples(labels, kind, sim if k else None, k, positives).tolist()
+    assert [tuple(r) for r in got] == _triples_reference(labels.tolist(), kind, sim, k, positives)
+
+
+def test_first_positive_pairs_by_hand_and_through_the_loss():
+    """Eq. 2.8 mixes every positive with every negative; the authors' code only the anchor's
+    first positive (``pos[index_pos][0]``). Labels 0 1 0 1 0: anchors 0 and 4 have positives
+    {2, 4} and {0, 2}, so ``first`` keeps (0, 2, .) and (4, 0, .) and drops (0, 4, .), (4, 2, .)."""
+    labels = torch.tensor([0, 1, 0, 1, 0])
+    first = [(0, 2, 1), (0, 2, 3), (1, 3, 0), (1, 3, 2), (1, 3, 4), (2, 0, 1), (2, 0, 3),
+             (3, 1, 0), (3, 1, 2), (3, 1, 4), (4, 0, 1), (4, 0, 3)]
+    assert [tuple(r) for r in mixing_triples(labels, "pos_neg", positives="first").tolist()] == first
+    extra = {(0, 4, 1), (0, 4, 3), (2, 4, 1), (2, 4, 3), (4, 2, 1), (4, 2, 3)}
+    assert set(map(tuple, mixing_triples(labels, "pos_neg").tolist())) == set(first) | extra
+    assert mixing_triples(labels, "anc_neg", positives="first").tolist() == mixing_triples(labels, "anc_neg").tolist()
+
+    g = torch.Generator().manual_seed(5)
+    emb = F.normalize(torch.randn(5, 4, generator=g, dtype=torch.float64), dim=1)
+    loss = build_loss({"metrix": {"level": "embedding", "positives": "first", "loss": {"contrastive": {"neg_margin": 1.4}}}},
+                      embedding_dim=4, num_classes=2)
+    triples = torch.tensor(first)
+    mixed = F.normalize(0.3 * emb[triples[:, 1]] + 0.7 * emb[triples[:, 2]], dim=1)
+    expected = loss.base.clean(emb, labels) + 0.4 * loss.base.mixed(emb, labels, mixed, triples, torch.full((len(first),), 0.3))
+    torch.testing.assert_close(loss(emb, labels, kind="pos_neg", lam=0.3), expected)
+    every = build_loss({"metrix": {"level": "embedding", "loss": {"contrastive": {"neg_margin": 1.4}}}}, embedding_dim=4, num_classes=2)
+    assert not torch.allclose(every(emb, labels, kind="pos_neg", lam=0.3), expected)
+    with pytest.raises(ConfigError, match="positives"):
+        build_loss({"metrix": {"positives": "last"}}, embedding_dim=4, num_classes=2)
 
 
 def _balanced(seed=0, classes=3, per_class=3, dim=5):

@@ -18,8 +18,10 @@ with ``lambda ~ Beta(alpha, alpha)``, ``alpha = 2``, ``w = 0.4`` (L694), one ``l
 iteration (the authors' code; ``lambda_per_pair`` draws one per mixed example, spec A5). Here
 ``g_m`` is the embedder's backbone and ``f_m`` its head, pooling and normalisation. The mixing
 pairs (:mod:`gspdml.losses.metrix_pairs`) are positive-negative or anchor-negative, chosen
-uniformly at random at every iteration (L692); input mixup uses the ``k = 3`` hardest
-negatives (L684). Mixed embeddings are re-normalised (spec A6) unless ``renormalize=False``.
+uniformly at random at every iteration (L692); positive-negative pairs take every positive of
+the anchor (Eq. 2.8, ``positives: all``) or only its first one (the authors' code,
+``positives: first``); input mixup uses the ``k = 3`` hardest negatives (L684). Mixed
+embeddings are re-normalised (spec A6) unless ``renormalize=False``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from torch.utils.checkpoint import checkpoint
 from gspdml.errors import TrainingError
 from gspdml.losses.base import LOSSES, LabelWeightedLoss
 from gspdml.losses.contrastive import C2Contrastive
-from gspdml.losses.metrix_pairs import KINDS, mixing_triples
+from gspdml.losses.metrix_pairs import KINDS, POSITIVES, mixing_triples
 from gspdml.losses.multi_similarity import MultiSimilarity
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.registry import parse_spec
@@ -74,6 +76,9 @@ class Metrix(LossWrapper):
             examples is used once and every proxy is its anchor.
         level: ``input``, ``feature`` (default) or ``embedding``.
         pairs: ``random`` (per iteration, the thesis), ``pos_neg`` or ``anc_neg``.
+        positives: ``all`` (default): pos-neg pairs mix every positive of an anchor with every
+            negative, ``U+(a) x U-(a)`` (Eq. 2.8); ``first``: only the anchor's first positive
+            in batch order (the authors' code; docs/paper-vs-code.md).
         mix_alpha: ``alpha`` of ``Beta(alpha, alpha)``.
         mix_weight: ``w``.
         hard_negatives: ``k`` hardest negatives per anchor, input level only.
@@ -96,6 +101,7 @@ class Metrix(LossWrapper):
         loss: Any = "contrastive",
         level: str = "feature",
         pairs: str = "random",
+        positives: str = "all",
         mix_alpha: float = 2.0,
         mix_weight: float = 0.4,
         hard_negatives: int = 3,
@@ -109,12 +115,13 @@ class Metrix(LossWrapper):
         self.base.normalize_inputs = False
         self.require_choice("level", level, LEVELS)
         self.require_choice("pairs", pairs, PAIRS)
+        self.require_choice("positives", positives, POSITIVES)
         self.require_positive("mix_alpha", mix_alpha)
         self.require(hard_negatives >= 1, "hard_negatives", f"must be >= 1, got {hard_negatives}")
         self.require(mix_chunk is None or (mix_chunk >= 1 and level == "feature"), "mix_chunk",
                      f"must be null or >= 1 with level: feature, got {mix_chunk!r} at level {level!r}")
         self.lr_multiplier = getattr(self.base, "lr_multiplier", 1.0)
-        self.level, self.pairs, self.mix_alpha, self.mix_weight = level, pairs, mix_alpha, mix_weight
+        self.level, self.pairs, self.positives, self.mix_alpha, self.mix_weight = level, pairs, positives, mix_alpha, mix_weight
         self.hard_negatives, self.lambda_per_pair, self.renormalize = hard_negatives, lambda_per_pair, renormalize
         self.mix_chunk = mix_chunk
 
@@ -175,7 +182,7 @@ class Metrix(LossWrapper):
         e = F.normalize(embeddings, dim=1)
         clean = self.base.clean(e, labels)
         kind = kind or (KINDS[int(torch.randint(len(KINDS), ()))] if self.pairs == "random" else self.pairs)
-        triples = mixing_triples(labels, kind, e @ e.T if hard else None, hard)
+        triples = mixing_triples(labels, kind, e @ e.T if hard else None, hard, self.positives)
         if getattr(self.base, "anchorless", False):  # proxy anchors: each mixed pair once
             pairs = torch.unique(triples[:, 1:], dim=0)
             triples = torch.cat([pairs[:, :1], pairs], dim=1)
