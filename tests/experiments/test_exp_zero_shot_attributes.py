@@ -39,7 +39,8 @@ def test_zero_shot_attributes_smoke(module, tmp_path):
         selected, last = (results["per_seed"][w][model][0] for w in module.WEIGHTS)
         assert selected["best_step"] in (2, 4) and last["best_step"] == 4
     rows_per_table = 2 + len(module.DEFAULT_MODELS)  # header, rule, one row per model
-    assert results["table"].count("\n") == len(module.WEIGHTS) * rows_per_table + 3 * (len(module.WEIGHTS) - 1) + 1
+    assert results["table"].count("\n") == len(module.WEIGHTS) * rows_per_table + 3 * (len(module.WEIGHTS) - 1) + 3
+    assert results["table"].endswith(module.init_loss_note())  # the reason's numbers travel with the table
 
 
 def test_split_keeps_val_and_test_images_away_from_pretraining(module):
@@ -121,3 +122,10 @@ def test_merge_replaces_only_the_rerun_models(module, tmp_path, monkeypatch):
     assert new["table"] == module.summary_table(new["summary"])
     with pytest.raises(SystemExit, match="another plan"):
         module.merged("frozen", payload(["gap_xml0"], 0.6, 10.0, steps=300))
+
+
+def test_zsr_loss_at_init_grows_with_scale_and_few_classes(module):
+    """Class embeddings drawn with std sqrt(2 / c) have ||v||^2 ~ 2d/c: with 10 classes the
+    initial logits, hence L_ZS, are far larger than with 100, and larger with s = 9.5 than 1."""
+    ten_code, ten_paper, hundred_code = (module.zsr_loss_at_init(c, s, draws=2) for c, s in ((10, 9.5), (10, 1.0), (100, 9.5)))
+    assert ten_code > 5 * ten_paper > 5 * math.log(10) and ten_code > 5 * hundred_code
