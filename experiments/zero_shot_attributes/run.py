@@ -1,31 +1,42 @@
-"""Zero-shot attribute study (seed 000 §5 / Fig. 4 and App. 2.3; seed 001 Fig. 4; spec §5.4).
+"""Zero-shot attribute study in the papers' regime (seed 000 §5 / Fig. 4 and App. 2.3; thesis
+§5.3.3; seed 001 Fig. 4; spec §5.4).
 
-Training on all 10 classes of Fashion-MNIST (the stand-in for CIFAR-10; 500 images of every
-class are split 70/10/20 % into train/val/test) with a narrow small CNN (widths 16/32/64, a
-7x7 map of 64-D local features after the 1x1 head), ProxyNCA++, 8 prototypes, Adam 1e-3,
-120 steps of 10 classes x 4 images (sized for a shared 2-core CPU):
+The paper trains on CIFAR-10 (all 10 classes) a ResNet20 pre-trained on CIFAR-100 with 8 GSP
+prototypes and ProxyNCA++, with and without the zero-shot loss ``L_ZS``. Here (Fashion-MNIST as
+the offline CIFAR-10; dataset ``fashion_mnist_seen_classes``, registered below):
 
-* ``gsp``: small CNN + 1x1 head + GSP (m = 8) with ProxyNCA++; attributes = GSP's
-  pseudo-attributes ``z`` (transported mass per prototype, Eq. 4.3 of seed 000);
-* ``gsp_zsr``: the same with the cross-batch zero-shot regulariser (``zsr``, lambda = 0.5,
-  the CIFAR setting of spec §5.4), batches ordered as two class-disjoint halves;
-* ``gap_xml0`` / ``gap_xml``: GAP + ProxyNCA++ with XML's prototype histograms (seed 001
-  Eq. 2.4, m = 8) at mixing 0 (prototypes untouched by the loss: the "without L_XML" model)
-  and 0.5; attributes = the soft histogram of the local features over XML's prototypes.
+* data: 500 images of each of the 10 classes, 70/10/20 % train/val/test, **all classes on every
+  split**; train images come from the training glyph pool of the collage family (split seed 0)
+  and val/test images from its validation/test pools, so the backbone never saw a val/test image;
+* backbone: ResNet20 pre-trained by classification of the 100 Fashion pair-tile classes (recipe
+  ``resnet20-fashion``: 28-px tiles, the input size of Fashion-MNIST; training glyph pool only),
+  frozen (``--regime frozen``) or fine-tuned at a tenth of the learning rate (``--regime finetune``);
+* the collage regime for everything the study leaves open (spec §5.4): bias-free 1x1 head to
+  128-D local embeddings, GSP m = 8, μ = 0.2, ε = 10, 100 iterations; ZSR λ = 0.5; Adam 1e-3,
+  halve on a 5-round plateau, early stopping (6 rounds) and restore-best on validation MAP@R,
+  10 classes x 4 images per batch ordered as two class-disjoint halves for every model;
+* models: ``gsp`` (GSP + ProxyNCA++), ``gsp_zsr`` (+ ZSR λ = 0.5 with the default logit scale
+  9.5), ``gsp_zsr_s1`` (λ = 0.5, the paper's scale 1.0), ``gsp_zsr_l01`` (λ = 0.1, scale 9.5),
+  and XML's histograms (seed 001 Eq. 2.4, m = 8): ``gap_xml0`` (mixing 0, prototypes untrained)
+  and ``gap_xml`` (mixing 0.5); ``gsp_zsr_fast_v`` (not run by default) is a diagnostic: ZSR's
+  class embeddings at 100x the LR.
 
-On the test images, the class attribute vector is the mean ``z`` of the class and the class
-embedding the mean embedding. The cross-class prediction (ridge from attributes to class mean
-embeddings on 5 classes, nearest true mean among the other 5 with L2 and cosine distance) is
-repeated 1000 times (:func:`gspdml.analysis.zero_shot.cross_class_prediction`); chance is 0.2.
-``MAP_c`` is the test MAP@R over all classes (seen-class performance, seed 001 Fig. 4).
+Attributes of a test image: GSP's pseudo-attributes ``z = π 1 / μ`` (seed 000 Eq. 4.3) or XML's
+soft prototype histogram. Class attribute = mean ``z`` of the class, class embedding = mean
+embedding; the cross-class prediction (ridge on 5 classes, nearest true mean among the other 5,
+L2 and cosine, 1000 splits, :func:`gspdml.analysis.zero_shot.cross_class_prediction`; chance
+0.2). ``MAP_c`` = test MAP@R over all classes; ``entropy`` = entropy of the class histograms.
 
-Usage: ``python experiments/zero_shot_attributes/run.py [--smoke] [--out DIR]``.
+Usage: ``python experiments/zero_shot_attributes/run.py [--smoke] [--regime frozen|finetune]
+[--models ...] [--seeds ...] [--out DIR] [--threads 1]``.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -45,21 +56,64 @@ from gspdml.config import load_config  # noqa: E402
 from gspdml.data.arrays import ArrayDataset, pixel_statistics  # noqa: E402
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit  # noqa: E402
 from gspdml.data.fashion_mnist import CLASS_NAMES, load_fashion_mnist  # noqa: E402
+from gspdml.data.shared_collage import split_pools  # noqa: E402
 from gspdml.evaluation import retrieval_metrics  # noqa: E402
 from gspdml.losses.xml import soft_histogram  # noqa: E402
 from gspdml.training import Trainer  # noqa: E402
+from gspdml.training.callbacks import Callback  # noqa: E402
+from gspdml.training.checkpoint import load_state  # noqa: E402
+from gspdml.workflows.tables import markdown_table  # noqa: E402
 
 DATASET = "fashion_mnist_seen_classes"
-PROTOTYPES = 8
-MIXING = 0.5
-METHODS = {
-    "gsp": ({"name": "gsp", "num_prototypes": PROTOTYPES, "mu": 0.3, "eps": 10.0, "memory_size": 160},
-            {"name": "proxynca_pp", "lr_multiplier": 100}),
-    "gsp_zsr": ({"name": "gsp", "num_prototypes": PROTOTYPES, "mu": 0.3, "eps": 10.0, "memory_size": 160},
-                {"name": "zsr", "base": {"name": "proxynca_pp", "lr_multiplier": 100}, "mixing": MIXING}),
-    "gap_xml0": ({"name": "gap"}, {"name": "xml", "base": {"name": "proxynca_pp", "lr_multiplier": 100}, "num_prototypes": PROTOTYPES, "mixing": 0.0}),
-    "gap_xml": ({"name": "gap"}, {"name": "xml", "base": {"name": "proxynca_pp", "lr_multiplier": 100}, "num_prototypes": PROTOTYPES, "mixing": MIXING}),
+PUBLISHED = common.ROOT / "experiments" / "zero_shot_attributes" / "results.json"
+#: the glyph pools of the pre-training recipe resnet20-fashion (its split seed and glyph split)
+PRETRAIN_SPLIT_SEED, GLYPH_SPLIT = 0, (0.6, 0.2, 0.2)
+PROTOTYPES, MU, EPS, LAMBDA = 8, 0.2, 10.0, 0.5
+PNCA = {"name": "proxynca_pp", "lr_multiplier": 100}
+GSP = {"name": "gsp", "num_prototypes": PROTOTYPES, "mu": MU, "eps": EPS, "iters": 100, "memory_size": 1024}
+
+
+def zsr(mixing: float, logit_scale: float) -> dict:
+    return {"name": "zsr", "base": PNCA, "mixing": mixing, "logit_scale": logit_scale}
+
+
+def xml(mixing: float) -> dict:
+    return {"name": "xml", "base": PNCA, "num_prototypes": PROTOTYPES, "mixing": mixing}
+
+
+#: model: (label, pooling, loss)
+MODELS = {
+    "gsp": ("GSP + PNCA", GSP, PNCA),
+    "gsp_zsr": ("GSP + PNCA + ZSR (λ 0.5, s 9.5 = default)", GSP, zsr(LAMBDA, 9.5)),
+    "gsp_zsr_s1": ("GSP + PNCA + ZSR (λ 0.5, s 1 = paper)", GSP, zsr(LAMBDA, 1.0)),
+    "gsp_zsr_l01": ("GSP + PNCA + ZSR (λ 0.1, s 9.5)", GSP, zsr(0.1, 9.5)),
+    # λ 0 without learning rate: Adam's weight decay alone would shrink the gradient-less
+    # prototypes to ~0 (uniform histograms) within a few hundred steps
+    "gap_xml0": ("GAP + PNCA, XML prototypes at their initialisation (λ 0)", {"name": "gap"}, {**xml(0.0), "lr_multiplier": 0.0}),
+    "gap_xml": ("GAP + PNCA + XML (λ 0.5)", {"name": "gap"}, xml(LAMBDA)),
+    # a diagnostic, not a default model: the class embeddings at 100x the LR, as the proxies
+    "gsp_zsr_fast_v": ("GSP + PNCA + ZSR (λ 0.5, s 9.5, class embeddings at 100× LR: diagnostic)", GSP,
+                       {**zsr(LAMBDA, 9.5), "lr_multiplier": 100}),
 }
+DEFAULT_MODELS = ("gsp", "gsp_zsr", "gsp_zsr_s1", "gsp_zsr_l01", "gap_xml0", "gap_xml")
+ZSR_MODELS = ("gsp_zsr", "gsp_zsr_s1", "gsp_zsr_l01")
+BATCH = 10 * 4
+#: GSP's pseudo-attributes are zero until its prototypes are initialised from the first
+#: ``memory_size`` pooled samples; a model selected at or before this step never trained with L_ZS
+ZSR_STARTS = -(-GSP["memory_size"] // BATCH)
+REGIMES = {"frozen": (), "finetune": common.FINETUNE}
+BACKBONE = {"name": "resnet20", "weights": "resnet20-fashion", "frozen": True}
+SMOKE_BACKBONE = {"name": "small_cnn", "widths": [8, 16], "weights": "smoke-small_cnn-digits", "frozen": True}
+#: max steps, validation every, early-stopping patience (rounds), images per class, splits
+FULL = dict(seeds=(0, 1, 2), steps=600, every=25, patience=6, images=500, repeats=1000)
+SMOKE = dict(seeds=(0,), steps=4, every=2, patience=6, images=20, repeats=50)
+METRICS = ("l2", "cosine", "map_c", "entropy")
+#: the weights each model is measured at: the selected ones (the verdicts) and the last ones
+WEIGHTS = {"selected": "Selected model (best validation round, restored; the verdicts use these)",
+           "last": "Last weights (where early stopping or the step budget ended training)"}
+PAPER_ZSR = ("Fig. 4 (seed 000) / Fig. 5.6 (thesis): cross-class prediction 'substantially superior' with L_ZS "
+             "(thesis L1530: > 30 points); numbers only in the figure")
+PAPER_XML = "Fig. 4 (seed 001): higher MAP_x with L_XML at similar MAP_c; numbers only in the figure"
 
 
 @functools.lru_cache(maxsize=1)
@@ -67,39 +121,75 @@ def _fashion_mnist() -> tuple[np.ndarray, np.ndarray]:
     return load_fashion_mnist()
 
 
+def split_indices(labels: np.ndarray, seed: int, images_per_class: int) -> list[np.ndarray]:
+    """Train, val and test indices into the Fashion-MNIST arrays (see the dataset below)."""
+    pools = split_pools(labels, GLYPH_SPLIT, PRETRAIN_SPLIT_SEED)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x25A]))
+    counts = (int(0.7 * images_per_class), int(0.1 * images_per_class))
+    counts += (images_per_class - sum(counts),)
+    return [np.concatenate([rng.permutation(pool[c])[:n] for c in range(10)]) for pool, n in zip(pools, counts)]
+
+
 @DATASETS.register(DATASET)
 def fashion_mnist_seen_classes(seed: int = 0, images_per_class: int = 500) -> DataSplits:
-    """All 10 Fashion-MNIST classes on every split: a seeded 70/10/20 % split of
-    ``images_per_class`` random images of each class (the CIFAR-10 setting of the study)."""
+    """All 10 Fashion-MNIST classes on every split: per class ``images_per_class`` images split
+    70/10/20 %, train images drawn (seeded by ``seed``) from the training glyph pool of recipe
+    ``resnet20-fashion`` and val/test images from the validation/test pools it never saw."""
     images, labels = _fashion_mnist()  # read once per process, shared by the runs
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x25A]))
-    parts: list[list[np.ndarray]] = [[], [], []]
-    for c in range(10):
-        idx = rng.permutation(np.flatnonzero(labels == c))[:images_per_class]
-        a, b = int(0.7 * len(idx)), int(0.8 * len(idx))
-        for part, chosen in zip(parts, (idx[:a], idx[a:b], idx[b:])):
-            part.append(chosen)
-    train, val, test = (np.concatenate(p) for p in parts)
-    mean, std = pixel_statistics(images[train])
+    parts = split_indices(labels, seed, images_per_class)
+    mean, std = pixel_statistics(images[parts[0]])
     make = lambda idx: ArrayDataset(images[idx], labels[idx], mean, std, CLASS_NAMES)  # noqa: E731
-    return DataSplits(train=make(train), val=EvalSplit(make(val)), test=EvalSplit(make(test)))
+    return DataSplits(train=make(parts[0]), val=EvalSplit(make(parts[1])), test=EvalSplit(make(parts[2])))
 
 
-def train_method(method: str, seed: int, out: Path, steps: int, images_per_class: int) -> Trainer:
-    pooling, loss = METHODS[method]
+def model_config(model: str, seed: int, regime: str, plan: dict, smoke: bool) -> dict:
+    """The run config of ``model``: the same data, budget and selection rule for every model."""
+    _, pooling, loss = MODELS[model]
     config = load_config({
-        "name": f"{method}-seed{seed}", "output_dir": str(out), "seed": seed,
-        "data": {"dataset": {"name": DATASET, "images_per_class": images_per_class},
-                 "classes_per_batch": 10, "samples_per_class": 4, "halves": True},
-        "model": {"backbone": {"name": "small_cnn", "widths": [16, 32, 64]}, "embedding_dim": 64, "pooling": pooling,
-                  "head": "local"},  # XML's histograms read the projected local features
+        "name": f"{regime}-{model}-seed{seed}", "seed": seed,
+        "data": {"dataset": {"name": DATASET, "images_per_class": plan["images"]},
+                 "classes_per_batch": BATCH // 4, "samples_per_class": 4, "halves": True},
+        "model": {"backbone": SMOKE_BACKBONE if smoke else BACKBONE, "embedding_dim": 128, "pooling": pooling,
+                  "head": "local", "head_bias": False},  # the authors' bias-free 1x1 embedding conv; XML reads it too
         "loss": loss,
         "optimizer": {"name": "adam", "lr": 1.0e-3, "weight_decay": 1.0e-4},
-        "schedule": {"max_steps": steps},
-        "evaluation": {"every": steps, "patience": None, "restore_best": False},
-        "trainer": {"progress": False},
-    })
-    return common.train_fresh(config, out)
+        "schedule": {"max_steps": plan["steps"], "plateau": {"factor": 0.5, "patience": 5}},
+        "evaluation": {"every": plan["every"], "patience": plan["patience"], "restore_best": True, "metric": "map_at_r"},
+        "trainer": {"progress": False, "precision": "bf16"},
+    }, list(REGIMES[regime]))
+    return config
+
+
+class BestLossState(Callback):
+    """Keeps the loss's state (XML's prototypes, ZSR's class embeddings, the proxies) of the best
+    validation round: ``evaluation.restore_best`` restores the model's weights only."""
+
+    def __init__(self):
+        self.state = None
+
+    def on_evaluation(self, trainer, metrics) -> None:
+        if trainer.best_step == trainer.step:
+            self.state = copy.deepcopy(trainer.loss.state_dict())
+
+
+def train_and_measure(config: dict, out: Path, repeats: int) -> dict[str, tuple[dict, np.ndarray]]:
+    """Train ``config`` into ``out/<name>``; the study's metrics and class histograms of the
+    selected model (best validation round: its weights and its loss state) and of the last one
+    (where training ended, from the last checkpoint)."""
+    run_dir = out / config["name"]
+    shutil.rmtree(run_dir, ignore_errors=True)
+    trainer, keeper = Trainer(config, run_dir), BestLossState()
+    trainer.callbacks.append(keeper)
+    trainer.fit()  # restores the best round's model weights
+    trainer.loss.load_state_dict(keeper.state)
+    selected = measure(trainer, config["seed"], repeats)
+    selected[0].update(steps=trainer.step, best_step=trainer.best_step)
+    last_state, _ = load_state(trainer.checkpoint_path)
+    trainer.model.load_state_dict(last_state["model"])
+    trainer.loss.load_state_dict(last_state["loss"])
+    last = measure(trainer, config["seed"], repeats)
+    last[0].update(steps=trainer.step, best_step=trainer.step)
+    return {"selected": selected, "last": last}
 
 
 @torch.no_grad()
@@ -121,48 +211,186 @@ def test_attributes(trainer: Trainer) -> tuple[torch.Tensor, torch.Tensor, torch
     return torch.cat(embeddings), torch.cat(attributes), torch.cat(labels)
 
 
-def plot_histograms(histograms: dict[str, np.ndarray], path: Path) -> None:
-    fig, axes = plt.subplots(1, len(histograms), figsize=(4 * len(histograms), 4))
-    for ax, (method, hist) in zip(np.atleast_1d(axes), histograms.items()):
-        ax.imshow(hist / hist.sum(1, keepdims=True), cmap="viridis", aspect="auto")
-        ax.set_yticks(range(10), CLASS_NAMES if ax is np.atleast_1d(axes)[0] else [""] * 10, fontsize=7)
-        ax.set_xticks(range(hist.shape[1]))
-        ax.set_xlabel("prototype")
-        ax.set_title(f"{method}: class histograms", fontsize=9)
+def histogram_entropy(z: torch.Tensor) -> float:
+    """Mean entropy (nats) of the class histograms ``z`` ``[C, m]``, each normalised to sum 1."""
+    p = z / z.sum(1, keepdim=True)
+    return float(-(p * p.clamp_min(1e-12).log()).sum(1).mean())
+
+
+def measure(trainer: Trainer, seed: int, repeats: int) -> tuple[dict, np.ndarray]:
+    """The study's metrics of a trained model and its class histograms ``[10, m]``."""
+    embeddings, attributes, labels = test_attributes(trainer)
+    _, z = class_means(attributes, labels)
+    _, e = class_means(embeddings, labels)
+    row = cross_class_prediction(z, e, repeats=repeats, seed=seed)
+    row["map_c"] = float(retrieval_metrics(embeddings, labels)["map_at_r"])
+    row["entropy"] = histogram_entropy(z)
+    return row, z.numpy()
+
+
+def summarize(per_seed: dict[str, list[dict]]) -> dict:
+    """Per model and metric: values, mean and sample std over seeds (:func:`common.mean_std`)."""
+    out = {}
+    for model, rows in per_seed.items():
+        out[model] = {}
+        for metric in METRICS:
+            values = [r[metric] for r in rows]
+            mean, std = common.mean_std(values)
+            out[model][metric] = {"values": values, "mean": mean, "std": std}
+        out[model]["steps"] = [f"{r['best_step']}/{r['steps']}" for r in rows]
+    return out
+
+
+def cell(entry: dict, metric: str) -> str:
+    digits = 2 if metric == "entropy" else 3
+    return f"{entry[metric]['mean']:.{digits}f} ± {entry[metric]['std']:.{digits}f}"
+
+
+def zsr_loss_at_init(num_classes: int, logit_scale: float, draws: int = 5) -> float:
+    """Mean ``L_ZS`` of a freshly built ZSR (class embeddings as initialised, 128-D) on a batch
+    of 10 classes x 4 images in halves with random attributes ``z ~ Dirichlet(1)`` over 8 prototypes."""
+    from gspdml.losses import build_loss
+
+    labels, values = torch.arange(BATCH // 4).repeat_interleave(4), []
+    for draw in range(draws):
+        torch.manual_seed(draw)
+        loss = build_loss(zsr(LAMBDA, logit_scale), "loss", embedding_dim=128, num_classes=num_classes)
+        z = torch.distributions.Dirichlet(torch.ones(PROTOTYPES)).sample((len(labels),))
+        with torch.no_grad():
+            values.append(float(loss.zero_shot_loss(z, labels)))
+    return float(np.mean(values))
+
+
+def init_loss_note() -> str:
+    """One line: L_ZS at initialisation for this study's 10 classes and the benchmarks' 100."""
+    parts = [f"{c} classes, s {s:g}: {zsr_loss_at_init(c, s):.1f} (ln {c} = {np.log(c):.1f})" for c in (10, 100) for s in (9.5, 1.0)]
+    return "L_ZS at initialisation (random z, `zsr_loss_at_init`): " + "; ".join(parts) + "."
+
+
+def summary_table(summary: dict) -> str:
+    """Markdown tables, one per weights (:data:`WEIGHTS`): a row per model, mean ± std over seeds."""
+    header = ["model", "cross-class NN acc. (L2)", "cross-class NN acc. (cosine)", "MAP_c",
+              f"class-histogram entropy (nats; uniform {np.log(PROTOTYPES):.2f})", "measured step / last step, per seed"]
+    parts = []
+    for weights, title in WEIGHTS.items():
+        rows = [[MODELS[m][0], *(cell(entry, k) for k in METRICS), ", ".join(entry["steps"])]
+                for m, entry in summary[weights].items()]
+        parts.append(f"{title}:\n\n{markdown_table(header, rows)}")
+    return "\n\n".join([*parts, init_loss_note()])
+
+
+def zsr_verdict(ours: dict, no_zsr: dict, ours_last: dict) -> str:
+    """:func:`common.verdict` of a ZSR model against GSP without ZSR (L2 and cosine); *not
+    reproduced* whatever the numbers when every seed selected weights from before L_ZS acted
+    (step <= :data:`ZSR_STARTS`): then the selected model is no ZSR model."""
+    best = [int(step.split("/")[0]) for step in ours["steps"]]
+    if max(best) <= ZSR_STARTS:
+        return (f"not reproduced (every seed selected its step-{'/'.join(map(str, best))} weights, before L_ZS acted; "
+                f"trained with L_ZS, the last weights score L2 {cell(ours_last, 'l2')}, entropy {cell(ours_last, 'entropy')})")
+    return f"L2 {common.verdict(ours, {'no ZSR': no_zsr}, 'l2')}, cos {common.verdict(ours, {'no ZSR': no_zsr}, 'cosine')}"
+
+
+def reproduction(runs: dict) -> list[dict]:
+    """README rows per regime: ZSR (each variant) against GSP without ZSR, XML against untrained
+    prototypes, in cross-class NN accuracy (L2 and cosine) of the selected models by
+    :func:`common.verdict`; the last weights' L2 accuracy is quoted beside them."""
+    rows = []
+    for regime, payload in runs.items():
+        s, last = payload["summary"]["selected"], payload["summary"]["last"]
+        if "gsp" in s and any(m in s for m in ZSR_MODELS):
+            zsrs = [m for m in ZSR_MODELS if m in s]
+            ours = "; ".join(f"{MODELS[m][0]}: L2 {cell(s[m], 'l2')}, cos {cell(s[m], 'cosine')} (last weights: L2 {cell(last[m], 'l2')})"
+                             for m in ["gsp", *zsrs])
+            verdicts = [f"{MODELS[m][0].split('(')[1].rstrip(')')}: {zsr_verdict(s[m], s['gsp'], last[m])}" for m in zsrs]
+            rows.append({"experiment": f"Zero-shot attributes, ZSR, {regime} ResNet20 (seed 000 Fig. 4, App. 2.3)",
+                         "claim": "ZSR > no ZSR in cross-class NN accuracy of the pseudo-attributes (8 prototypes, PNCA)",
+                         "paper": PAPER_ZSR, "ours": ours + " (chance 0.2)", "verdict": "; ".join(verdicts)})
+        if "gap_xml" in s and "gap_xml0" in s:
+            x, x0 = s["gap_xml"], s["gap_xml0"]
+            rows.append({"experiment": f"Zero-shot attributes, XML, {regime} ResNet20 (seed 001 Fig. 4)",
+                         "claim": "XML-trained prototypes > prototypes at their initialisation in cross-class NN accuracy, similar MAP_c",
+                         "paper": PAPER_XML,
+                         "ours": f"XML: L2 {cell(x, 'l2')}, cos {cell(x, 'cosine')}, MAP_c {cell(x, 'map_c')}; "
+                                 f"λ 0: L2 {cell(x0, 'l2')}, cos {cell(x0, 'cosine')}, MAP_c {cell(x0, 'map_c')}",
+                         "verdict": f"L2 {common.verdict(x, {'λ 0': x0}, 'l2')}; cos {common.verdict(x, {'λ 0': x0}, 'cosine')}"})
+    return rows
+
+
+def plot_histograms(histograms: dict[str, dict[str, np.ndarray]], path: Path) -> None:
+    """Class histograms of seed 0: a row per weights (selected, last), a column per model."""
+    models = list(next(iter(histograms.values())))
+    fig, axes = plt.subplots(len(histograms), len(models), figsize=(3.2 * len(models), 3.6 * len(histograms)), squeeze=False)
+    for r, (weights, hists) in enumerate(histograms.items()):
+        for c, model in enumerate(models):
+            ax, hist = axes[r, c], hists[model]
+            ax.imshow(hist / hist.sum(1, keepdims=True), cmap="viridis", aspect="auto", vmin=0, vmax=1)
+            ax.set_yticks(range(10), CLASS_NAMES if c == 0 else [""] * 10, fontsize=7)
+            ax.set_xticks(range(hist.shape[1]))
+            ax.set_xlabel("prototype", fontsize=8)
+            ax.set_title(f"{model}: {weights} weights", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=60)
     plt.close(fig)
 
 
+def merged(key: str, payload: dict) -> dict:
+    """``payload``'s models put into the published run ``key`` (which must have the same seeds and
+    budget) in place of the same models there; the table is rebuilt and the times add up."""
+    stored = json.loads(PUBLISHED.read_text())["runs"][key]
+    same = ("seeds", "steps", "every", "patience", "images", "repeats")
+    if [stored["plan"][k] for k in same] != json.loads(json.dumps([payload["plan"][k] for k in same])):
+        raise SystemExit(f"--merge: the published run {key!r} has another plan: {stored['plan']}")
+    summary = {w: {**stored["summary"][w], **payload["summary"][w]} for w in WEIGHTS}
+    histograms = {w: {**stored["class_histograms_seed0"][w], **payload["class_histograms_seed0"][w]} for w in WEIGHTS}
+    plan = {**stored["plan"], "models": list(summary["selected"]), "merged": stored["plan"].get("merged", []) + payload["plan"]["models"]}
+    return {**stored, "plan": plan, "summary": summary, "table": summary_table(summary), "class_histograms_seed0": histograms,
+            "seconds": stored["seconds"] + payload["seconds"]}
+
+
 def main(argv=None) -> dict:
-    parser = common.parser("zero_shot_attributes", __doc__.splitlines()[0], reuse=False, threads=None)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="training seeds of the full run")
+    parser = common.parser("zero_shot_attributes", __doc__.splitlines()[0], reuse=False)
+    parser.add_argument("--regime", choices=tuple(REGIMES), default="frozen", help="backbone regime")
+    parser.add_argument("--models", nargs="+", choices=tuple(MODELS), default=list(DEFAULT_MODELS), help="models to train")
+    parser.add_argument("--key", help="name of the published run in results.json (default: the regime)")
+    parser.add_argument("--merge", action="store_true",
+                        help="replace only these models in the published run of this key (same plan), keeping its others")
+    parser.add_argument("--seeds", type=int, nargs="+", help="training seeds (default 0 1 2)")
+    parser.add_argument("--steps", type=int, help="max steps per run (early stopping usually ends it sooner)")
     args = parser.parse_args(argv)
     common.setup(args)
-    seeds, steps, images, repeats = ([0], 4, 40, 50) if args.smoke else (args.seeds, 120, 500, 1000)
-    start, per_seed, histograms = time.time(), {m: [] for m in METHODS}, {}
-    for seed in seeds:
-        for method in METHODS:
-            trainer = train_method(method, seed, args.out / "runs", steps, images)
-            embeddings, attributes, labels = test_attributes(trainer)
-            _, z = class_means(attributes, labels)
-            _, e = class_means(embeddings, labels)
-            row = cross_class_prediction(z, e, repeats=repeats, seed=seed)
-            row["map_c"] = float(retrieval_metrics(embeddings, labels)["map_at_r"])
-            row["attribute_entropy"] = float(-(z * z.clamp_min(1e-12).log()).sum(1).mean() / z.sum(1).mean())
-            per_seed[method].append(row)
-            if seed == seeds[0]:
-                histograms[method] = z.numpy()
-            print(method, seed, json.dumps({k: round(v, 4) for k, v in row.items()}), flush=True)
-    summary = {m: {k: {"mean": float(np.mean([r[k] for r in rows])), "std": float(np.std([r[k] for r in rows]))}
-                   for k in rows[0]} for m, rows in per_seed.items()}
-    for method, row in summary.items():
-        print(method, " ".join(f"{k}={v['mean']:.4f}±{v['std']:.4f}" for k, v in row.items()), flush=True)
-    plot_histograms(histograms, args.out / "class_histograms.png")
-    results = {"smoke": args.smoke, "seeds": seeds, "steps": steps, "images_per_class": images, "repeats": repeats,
-               "summary": summary, "per_seed": per_seed, "class_histograms_seed0": {m: h.tolist() for m, h in histograms.items()},
-               "seconds": time.time() - start}
-    (args.out / "results.json").write_text(json.dumps(results, indent=2))
+    plan = dict(SMOKE if args.smoke else FULL)
+    plan.update({k: v for k, v in (("seeds", args.seeds), ("steps", args.steps)) if v})
+    plan["models"] = args.models
+    start = time.time()
+    per_seed = {w: {m: [] for m in args.models} for w in WEIGHTS}
+    histograms: dict[str, dict[str, np.ndarray]] = {w: {} for w in WEIGHTS}
+    for seed in plan["seeds"]:
+        for model in args.models:
+            began = time.time()
+            measured = train_and_measure(model_config(model, seed, args.regime, plan, args.smoke), args.out / "runs", plan["repeats"])
+            for weights, (row, z) in measured.items():
+                row["seconds"] = time.time() - began
+                per_seed[weights][model].append(row)
+                histograms[weights].setdefault(model, z)
+                print(model, seed, weights, " ".join(f"{k}={v:.4f}" for k, v in row.items()), flush=True)
+    summary = {w: summarize(rows) for w, rows in per_seed.items()}
+    table = summary_table(summary)
+    print(table, flush=True)
+    plot = args.out / f"class_histograms_{args.key or args.regime}.png"
+    plot_histograms(histograms, plot)
+    seconds = time.time() - start
+    histograms_seed0 = {w: {m: h.tolist() for m, h in hists.items()} for w, hists in histograms.items()}
+    results = {"smoke": args.smoke, "regime": args.regime, "plan": plan, "summary": summary, "per_seed": per_seed,
+               "class_histograms_seed0": histograms_seed0, "table": table, "seconds": seconds}
+    common.write_json(args.out / "results.json", results)
+    if not args.smoke:
+        payload = {"plan": plan, "regime": args.regime, "summary": summary, "table": table, "seconds": seconds,
+                   "threads": args.threads, "class_histograms_seed0": histograms_seed0}
+        key = args.key or args.regime
+        if args.merge:
+            payload = merged(key, payload)
+            plot_histograms({w: {m: np.array(h) for m, h in hists.items()} for w, hists in payload["class_histograms_seed0"].items()}, plot)
+        common.publish("zero_shot_attributes", key, payload, reproduction, plots=[str(plot)])
     return results
 
 
