@@ -17,7 +17,11 @@ validation classes' MAP@R, at most 300 steps) with the paper's wiring and optimi
 * GMP, a non-affine LayerNorm on the pooled features, then the embedding layer (``model.head:
   global``, ``model.pooled_norm: layer_norm``); ``proxynca_pp`` with the assignment probability;
 * the optimiser of the ProxyNCA++ code (seed 002 §4, Table 1: proxy lr 4e2 over base lr 4e-3):
-  Adam ``eps = 1``, weight decay 0, proxies at ``lr x 1e5``; the same for every row.
+  Adam ``eps = 1``, weight decay 0, proxies at ``lr x 1e5``; the same for every row. Two settings
+  of it (:data:`OPTIMISERS`), each run over both parts: the demo's base lr 1e-3 (``--optimiser
+  paper``, keys ``sweep`` and ``ablation``) and the paper's base lr 4e-3 (``--optimiser paper-lr``,
+  keys ``sweep-paper-lr`` and ``ablation-paper-lr``), under which the embedding layer moves further
+  in the 300 steps.
 
 Sweep: ``T`` in :data:`SWEEP_TEMPERATURES` (seed 002 §3.4 and its Fig. 4a: test R@1 peaks at ``T = 1/9`` and
 drops below it: an inverted U). Ablation (Table 7): each row changes one config key of the full
@@ -50,6 +54,13 @@ PROXYNCA_PP = ("model.pooled_norm=layer_norm", "loss={name: proxynca_pp, assignm
 #: the optimiser of the ProxyNCA++ code (seed 002 §4, Table 1): Adam eps = 1, weight decay 0,
 #: proxies at 1e5 x the base learning rate (+fast); named here, never left to the class defaults
 PAPER_OPTIMISER = ("optimizer.eps=1.0", "optimizer.weight_decay=0.0", "loss.lr_multiplier=100000.0")
+#: the settings of the paper's optimiser, each over every row of both parts: name -> (overrides on
+#: top of PAPER_OPTIMISER, label). With eps = 1 an Adam step is about lr x gradient, so the base lr
+#: decides how far the embedding layer moves in the budget; 4e-3 is seed 002 Table 1's base lr.
+OPTIMISERS = {
+    "paper": ((), "paper's optimiser, base lr 1e-3"),
+    "paper-lr": (("optimizer.lr=0.004",), "paper's optimiser, paper's base lr 4e-3"),
+}
 FULL_TEMPERATURE = 1 / 9
 SWEEP_TEMPERATURES = (1 / 27, 1 / 9, 1 / 3, 1.0, 2.0)
 #: Table 7 row -> (the override that removes the component, what it removes, the paper's R@1 change)
@@ -118,22 +129,30 @@ def temperature_label(temperature: float) -> str:
     return f"1/{1 / temperature:.0f}" if temperature < 1 else f"{temperature:g}"
 
 
-def proxynca_config(overrides, *, name: str, smoke: bool) -> dict:
-    """ProxyNCA++ with the paper's optimiser in the papers' regime, then ``overrides``."""
-    return common.regime_config(PRESET, [*PROXYNCA_PP, *PAPER_OPTIMISER, f"loss.temperature={FULL_TEMPERATURE!r}", *overrides],
-                                name=name, smoke=smoke)
+def part_key(part: str, optimiser: str) -> str:
+    """``sweep`` / ``ablation`` for the paper's optimiser at lr 1e-3, ``<part>-<optimiser>`` otherwise;
+    also the suffix of run names and plots."""
+    return part if optimiser == "paper" else f"{part}-{optimiser}"
 
 
-def sweep_config(temperature: float, smoke: bool = False) -> dict:
+def proxynca_config(overrides, *, name: str, smoke: bool, optimiser: str = "paper") -> dict:
+    """ProxyNCA++ with the paper's optimiser (setting ``optimiser``) in the papers' regime, then ``overrides``."""
+    return common.regime_config(PRESET, [*PROXYNCA_PP, *PAPER_OPTIMISER, *OPTIMISERS[optimiser][0],
+                                         f"loss.temperature={FULL_TEMPERATURE!r}", *overrides],
+                                name=part_key(name, optimiser), smoke=smoke)
+
+
+def sweep_config(temperature: float, smoke: bool = False, optimiser: str = "paper") -> dict:
     """The sweep point ``temperature``: the full ProxyNCA++ with only ``loss.temperature`` changed."""
-    return proxynca_config([f"loss.temperature={temperature!r}"], name="T" + temperature_label(temperature).replace("/", "-"), smoke=smoke)
+    return proxynca_config([f"loss.temperature={temperature!r}"], name="T" + temperature_label(temperature).replace("/", "-"),
+                           smoke=smoke, optimiser=optimiser)
 
 
-def ablation_config(row: str, smoke: bool = False) -> dict:
+def ablation_config(row: str, smoke: bool = False, optimiser: str = "paper") -> dict:
     """The Table 7 row ``row``; a row equal to a sweep point is that point (same name, same run)."""
-    cfg = proxynca_config(ABLATION[row][0], name="full" if row == "ProxyNCA++" else f"no-{row[1:]}", smoke=smoke)
+    cfg = proxynca_config(ABLATION[row][0], name="full" if row == "ProxyNCA++" else f"no-{row[1:]}", smoke=smoke, optimiser=optimiser)
     for temperature in SWEEP_TEMPERATURES:
-        twin = sweep_config(temperature, smoke)
+        twin = sweep_config(temperature, smoke, optimiser)
         if {**cfg, "name": twin["name"]} == twin:
             return twin
     return cfg
@@ -175,17 +194,21 @@ def regime_plan(cfg: dict, seeds) -> dict:
             "lr_multiplier": cfg["loss"]["lr_multiplier"]}
 
 
-def temperature_sweep(plan: dict, train: Trainings, smoke: bool, out: Path) -> dict:
+def sweep_plot_name(optimiser: str) -> str:
+    return part_key("temperature_sweep", optimiser) + ".png"
+
+
+def temperature_sweep(plan: dict, train: Trainings, smoke: bool, out: Path, optimiser: str) -> dict:
     """Train every temperature over the seeds; R@1 / MAP@R per T, the plot of both against T."""
-    table = {temperature_label(t): train(sweep_config(t, smoke)) for t in plan["temperatures"]}
+    table = {temperature_label(t): train(sweep_config(t, smoke, optimiser)) for t in plan["temperatures"]}
     rows = [[t, common.cell(e, "recall_at_1"), common.cell(e, "map_at_r"), common.cell(e, "val_gain")] for t, e in table.items()]
     text = markdown_table(["T", "test R@1", "test MAP@R", "val MAP@R gain (best - first round)"], rows)
-    sweep_plot(plan["temperatures"], table, out / "temperature_sweep.png")
-    return {"plan": {**regime_plan(sweep_config(plan["temperatures"][0], smoke), plan["seeds"]), "temperatures": list(table)},
+    sweep_plot(plan["temperatures"], table, out / sweep_plot_name(optimiser), OPTIMISERS[optimiser][1])
+    return {"plan": {**regime_plan(sweep_config(plan["temperatures"][0], smoke, optimiser), plan["seeds"]), "temperatures": list(table)},
             "results": table, "table": text, "seconds": sum(e["seconds"] for e in table.values())}
 
 
-def sweep_plot(temperatures, table: dict, path: Path) -> None:
+def sweep_plot(temperatures, table: dict, path: Path, label: str) -> None:
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(7.0, 3.0))
@@ -198,25 +221,25 @@ def sweep_plot(temperatures, table: dict, path: Path) -> None:
         axes.set_xscale("log")
         axes.set_xticks(temperatures, list(table))
         axes.set_xlabel("temperature T")
-        axes.set_title(f"test {'R@1' if metric == 'recall_at_1' else 'MAP@R'} (mean ± std over seeds)", fontsize=8)
+        axes.set_title(f"test {'R@1' if metric == 'recall_at_1' else 'MAP@R'} (mean ± std over seeds)\n{label}", fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=70)
 
 
-def ablation(plan: dict, train: Trainings, smoke: bool) -> dict:
+def ablation(plan: dict, train: Trainings, smoke: bool, optimiser: str) -> dict:
     """Table 7 analogue: each row's R@1 and MAP@R and their change from the full ProxyNCA++.
     Rows that are not sweep points train first (a parallel sweep process may still be training those)."""
-    sweep_names = {sweep_config(t, smoke)["name"] for t in SWEEP_TEMPERATURES}
-    for row in sorted(plan["rows"], key=lambda r: ablation_config(r, smoke)["name"] in sweep_names):
-        train(ablation_config(row, smoke))
-    table = {row: train(ablation_config(row, smoke)) for row in plan["rows"]}
+    sweep_names = {sweep_config(t, smoke, optimiser)["name"] for t in SWEEP_TEMPERATURES}
+    for row in sorted(plan["rows"], key=lambda r: ablation_config(r, smoke, optimiser)["name"] in sweep_names):
+        train(ablation_config(row, smoke, optimiser))
+    table = {row: train(ablation_config(row, smoke, optimiser)) for row in plan["rows"]}
     full = table["ProxyNCA++"]
     rows = [[row, ", ".join(f"`{o}`" for o in ABLATION[row][0]) or "-", common.cell(e, "recall_at_1"),
              f"{e['recall_at_1']['mean'] - full['recall_at_1']['mean']:+.2f}", f"{ABLATION[row][2]:+.1f}",
              common.cell(e, "map_at_r"), f"{e['map_at_r']['mean'] - full['map_at_r']['mean']:+.2f}", common.cell(e, "val_gain")]
             for row, e in table.items()]
     text = markdown_table(["row", "change", "test R@1", "ΔR@1", "paper ΔR@1 (CUB)", "test MAP@R", "ΔMAP@R", "val MAP@R gain"], rows)
-    return {"plan": {**regime_plan(ablation_config("ProxyNCA++", smoke), plan["seeds"]), "rows": list(table)},
+    return {"plan": {**regime_plan(ablation_config("ProxyNCA++", smoke, optimiser), plan["seeds"]), "rows": list(table)},
             "results": table, "table": text, "seconds": sum(e["seconds"] for e in table.values()),
             "removed": {row: ABLATION[row][1] for row in table}}
 
@@ -263,7 +286,7 @@ def moons_verdict(accuracy: dict) -> str:
 
 
 def reproduction(runs: dict) -> list[dict]:
-    """README rows of every published part (two moons, sweep, ablation)."""
+    """README rows of every published part (two moons, then sweep and ablation per optimiser setting)."""
     rows = []
     if "two-moons" in runs:
         accuracy = runs["two-moons"]["train_accuracy"]
@@ -271,20 +294,30 @@ def reproduction(runs: dict) -> list[dict]:
                      "claim": "a lower T gives a more refined decision boundary", "paper": "figure (qualitative)",
                      "ours": "training accuracy " + ", ".join(f"T={t}: {100 * a:.1f}%" for t, a in accuracy.items()),
                      "verdict": moons_verdict(accuracy)})
-    if "sweep" in runs:
-        table = runs["sweep"]["results"]
-        rows.append({"experiment": "ProxyNCA++ temperature sweep, collage_shared, frozen ResNet20 (seed 002 §3.4, Fig. 4a)",
+    for optimiser, (_, label) in OPTIMISERS.items():
+        rows += optimiser_rows(runs, optimiser, label)
+    return rows
+
+
+def optimiser_rows(runs: dict, optimiser: str, label: str) -> list[dict]:
+    """The sweep's and the ablation's README rows of one optimiser setting (none when unpublished)."""
+    rows = []
+    setting = f"collage_shared, frozen ResNet20, {label}"
+    if part_key("sweep", optimiser) in runs:
+        table = runs[part_key("sweep", optimiser)]["results"]
+        rows.append({"experiment": f"ProxyNCA++ temperature sweep, {setting} (seed 002 §3.4, Fig. 4a)",
                      "claim": "test R@1 peaks at an intermediate low temperature (inverted U)", "paper": "best T = 1/9 on CUB200",
-                     "ours": "; ".join(f"T={t}: R@1 {common.cell(e, 'recall_at_1')}, MAP@R {common.cell(e, 'map_at_r')}" for t, e in table.items()),
+                     "ours": "; ".join(f"T={t}: R@1 {common.cell(e, 'recall_at_1')}, MAP@R {common.cell(e, 'map_at_r')}, "
+                                       f"val gain {common.cell(e, 'val_gain')}" for t, e in table.items()),
                      "verdict": f"R@1: {inverted_u(table, 'recall_at_1')}; MAP@R: {inverted_u(table, 'map_at_r')}"})
-    if "ablation" in runs:
-        table = runs["ablation"]["results"]
+    if part_key("ablation", optimiser) in runs:
+        table = runs[part_key("ablation", optimiser)]["results"]
         full = table["ProxyNCA++"]
         deltas = "; ".join(f"{row} {e['recall_at_1']['mean'] - full['recall_at_1']['mean']:+.2f} R@1 / "
                            f"{e['map_at_r']['mean'] - full['map_at_r']['mean']:+.2f} MAP@R" for row, e in table.items() if row != "ProxyNCA++")
         paper = f"R@1 {PAPER_FULL_R1}; " + ", ".join(f"{row} {ABLATION[row][2]:+.1f}" for row in table if row != "ProxyNCA++")
         ours = f"full R@1 {common.cell(full, 'recall_at_1')}, MAP@R {common.cell(full, 'map_at_r')}; {deltas}"
-        experiment = "ProxyNCA++ ablation, collage_shared, frozen ResNet20 (seed 002 Table 7)"
+        experiment = f"ProxyNCA++ ablation, {setting} (seed 002 Table 7)"
         rows.append({"experiment": experiment + ": -scale", "claim": "removing low temperature scaling costs the most R@1",
                      "paper": paper, "ours": ours,
                      "verdict": f"R@1: {largest_drop(table, 'recall_at_1')}; MAP@R: {largest_drop(table, 'map_at_r')}"})
@@ -298,26 +331,30 @@ def main(argv=None) -> dict:
     parser = common.parser("proxynca_temperature", __doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
                         help="which parts to run (a sweep and an ablation process can run side by side with --reuse)")
+    parser.add_argument("--optimiser", nargs="+", choices=list(OPTIMISERS), default=list(OPTIMISERS),
+                        help="settings of the paper's optimiser to run the sweep and the ablation with (keys sweep[-<setting>], ablation[-<setting>])")
     args = parser.parse_args(argv)
     out = common.setup(args)
     plan = SMOKE if args.smoke else FULL
     train = Trainings(plan["seeds"], out, args.reuse)
-    payloads, plots = {}, {"two-moons": [str(out / "two_moons.png")], "sweep": [str(out / "temperature_sweep.png")], "ablation": []}
+    payloads, plots = {}, {"two-moons": [str(out / "two_moons.png")]}
     if "moons" in args.parts:
         start = time.perf_counter()
         moons = two_moons(out, plan["moon_steps"])
         rows = [["training accuracy (%)", *(f"{100 * a:.1f}" for a in moons["train_accuracy"].values())]]
         payloads["two-moons"] = {**moons, "plan": {"seeds": [0], "steps": plan["moon_steps"]},
                                  "table": markdown_table(["T", *moons["train_accuracy"]], rows), "seconds": time.perf_counter() - start}
-    if "sweep" in args.parts:
-        payloads["sweep"] = temperature_sweep(plan, train, args.smoke, out)
-    if "ablation" in args.parts:
-        payloads["ablation"] = ablation(plan, train, args.smoke)
+    for optimiser in args.optimiser:
+        if "sweep" in args.parts:
+            payloads[part_key("sweep", optimiser)] = temperature_sweep(plan, train, args.smoke, out, optimiser)
+            plots[part_key("sweep", optimiser)] = [str(out / sweep_plot_name(optimiser))]
+        if "ablation" in args.parts:
+            payloads[part_key("ablation", optimiser)] = ablation(plan, train, args.smoke, optimiser)
     for key, payload in payloads.items():
         payload["threads"] = args.threads
         print(f"\n{key}, seeds {payload['plan']['seeds']}\n{payload['table']}")
         if not args.smoke:
-            common.publish("proxynca_temperature", key, payload, reproduction, plots=plots[key])
+            common.publish("proxynca_temperature", key, payload, reproduction, plots=plots.get(key, []))
     common.write_json(out / "results.json", {"runs": payloads, "reproduction": reproduction(payloads)})
     return payloads
 

@@ -1,7 +1,9 @@
-"""experiments/proxynca_temperature: the configs of the sweep and of the Table 7 rows, the verdict
-rules on hand-made summaries, and a smoke run of all three parts."""
+"""experiments/proxynca_temperature: the configs of the sweep and of the Table 7 rows under both
+settings of the paper's optimiser, the verdict rules on hand-made summaries, a smoke run of all
+three parts and the published results.json."""
 
 import json
+from pathlib import Path
 
 import pytest
 from tests.helpers.experiments import load_experiment
@@ -68,6 +70,22 @@ def test_sweep_points_change_only_the_temperature_and_shared_rows_are_the_same_r
     assert [proxynca.temperature_label(t) for t in proxynca.SWEEP_TEMPERATURES] == ["1/27", "1/9", "1/3", "1", "2"]
 
 
+def test_the_paper_lr_setting_changes_only_the_base_lr_of_every_config():
+    """Both parts under ``paper-lr`` are the ``paper`` configs with ``optimizer.lr`` 4e-3 (seed 002
+    Table 1) instead of the demo's 1e-3: same regime, seeds, budget, selection rule, eps and proxy
+    multiplier; only the run names differ (their own run directories)."""
+    configs = [(proxynca.sweep_config, t) for t in proxynca.SWEEP_TEMPERATURES] + [(proxynca.ablation_config, r) for r in proxynca.ABLATION]
+    for make, arg in configs:
+        paper, paper_lr = make(arg), make(arg, optimiser="paper-lr")
+        assert paper["optimizer"]["lr"] == 1e-3
+        assert _differences(paper, paper_lr) == {"optimizer.lr": 0.004}
+        assert paper_lr["name"] == paper["name"] + "-paper-lr"
+    assert proxynca.ablation_config("ProxyNCA++", optimiser="paper-lr") == proxynca.sweep_config(1 / 9, optimiser="paper-lr")
+    assert proxynca.ablation_config("-scale", optimiser="paper-lr") == proxynca.sweep_config(1.0, optimiser="paper-lr")
+    assert [proxynca.part_key(p, o) for p in ("sweep", "ablation") for o in proxynca.OPTIMISERS] == [
+        "sweep", "sweep-paper-lr", "ablation", "ablation-paper-lr"]
+
+
 def test_inverted_u_rule():
     peak = {"1/27": _entry(50), "1/9": _entry(70), "1": _entry(60), "2": _entry(40)}
     close = {"1/27": _entry(69.5), "1/9": _entry(70), "2": _entry(40)}
@@ -89,24 +107,52 @@ def test_ablation_rules():
     assert proxynca.moons_verdict({"1": 0.90, "1/3": 0.92, "1/9": 0.91}).startswith("not reproduced")
 
 
-def test_smoke_run_of_all_parts(tmp_path):
+def test_smoke_run_of_all_parts_under_both_optimiser_settings(tmp_path):
     payloads = proxynca.main(["--smoke", "--out", str(tmp_path)])
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert list(saved["runs"]) == ["two-moons", "sweep", "ablation"]
+    assert list(saved["runs"]) == ["two-moons", "sweep", "ablation", "sweep-paper-lr", "ablation-paper-lr"]
     assert open(saved["runs"]["two-moons"]["plot"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
-    assert (tmp_path / "temperature_sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert list(payloads["sweep"]["results"]) == ["1/9", "1"]
-    assert list(payloads["ablation"]["results"]) == list(proxynca.SMOKE["rows"])
-    # the shared rows are the sweep's runs (trained once), -fast has its own
-    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["T1", "T1-9", "no-fast"]
-    assert payloads["ablation"]["results"]["ProxyNCA++"] is payloads["sweep"]["results"]["1/9"]
-    for entry in payloads["ablation"]["results"].values():
-        assert len(entry["recall_at_1"]["values"]) == 1 and all(0.0 <= v <= 100.0 for m in proxynca.METRICS for v in entry[m]["values"])
+    for name in ("temperature_sweep.png", "temperature_sweep-paper-lr.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for suffix, lr in (("", 1e-3), ("-paper-lr", 0.004)):
+        sweep, table = payloads["sweep" + suffix], payloads["ablation" + suffix]
+        assert list(sweep["results"]) == ["1/9", "1"]
+        assert list(table["results"]) == list(proxynca.SMOKE["rows"])
+        assert sweep["plan"]["optimizer"] == table["plan"]["optimizer"] == {"lr": lr, "eps": 1.0, "weight_decay": 0.0}
+        # the shared rows are the sweep's runs (trained once), -fast has its own
+        assert table["results"]["ProxyNCA++"] is sweep["results"]["1/9"]
+        assert "| -fast | `loss.lr_multiplier=1.0` |" in table["table"]
+        for entry in table["results"].values():
+            assert len(entry["recall_at_1"]["values"]) == 1 and all(0.0 <= v <= 100.0 for m in proxynca.METRICS for v in entry[m]["values"])
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["T1", "T1-9", "T1-9-paper-lr", "T1-paper-lr", "no-fast", "no-fast-paper-lr"]
     rows = saved["reproduction"]
-    assert [r["experiment"].split(" (")[0] for r in rows][:2] == ["ProxyNCA++ temperature on two moons",
-                                                                  "ProxyNCA++ temperature sweep, collage_shared, frozen ResNet20"]
+    assert [r["experiment"].split(" (")[0] for r in rows] == [
+        "ProxyNCA++ temperature on two moons",
+        "ProxyNCA++ temperature sweep, collage_shared, frozen ResNet20, paper's optimiser, base lr 1e-3",
+        "ProxyNCA++ ablation, collage_shared, frozen ResNet20, paper's optimiser, base lr 1e-3",
+        "ProxyNCA++ ablation, collage_shared, frozen ResNet20, paper's optimiser, base lr 1e-3",
+        "ProxyNCA++ temperature sweep, collage_shared, frozen ResNet20, paper's optimiser, paper's base lr 4e-3",
+        "ProxyNCA++ ablation, collage_shared, frozen ResNet20, paper's optimiser, paper's base lr 4e-3",
+        "ProxyNCA++ ablation, collage_shared, frozen ResNet20, paper's optimiser, paper's base lr 4e-3"]
     assert rows[1]["verdict"].startswith("R@1: not reproduced (peak at the end")  # two temperatures: both are ends
-    assert "| -fast | `loss.lr_multiplier=1.0` |" in payloads["ablation"]["table"]
+    assert rows[4]["verdict"].startswith("R@1: not reproduced (peak at the end")
+    # the paper-lr rows are read from their own keys: dropping them drops only those rows
+    assert proxynca.reproduction({k: v for k, v in saved["runs"].items() if not k.endswith("-paper-lr")}) == rows[:4]
+
+
+def test_published_results_hold_both_settings_and_their_rows():
+    """The committed results.json: every part under both settings, 3 seeds, the optimiser of each
+    setting in its plan, and README rows that :func:`reproduction` recomputes from them."""
+    stored = json.loads((Path(proxynca.__file__).parent / "results.json").read_text())
+    runs = stored["runs"]
+    assert {"two-moons", "sweep", "ablation", "sweep-paper-lr", "ablation-paper-lr"} <= set(runs)
+    for optimiser, lr in (("paper", 1e-3), ("paper-lr", 0.004)):
+        for part in ("sweep", "ablation"):
+            plan = runs[proxynca.part_key(part, optimiser)]["plan"]
+            assert plan["seeds"] == [0, 1, 2] and plan["max_steps"] == 300 and plan["lr_multiplier"] == 1e5
+            assert plan["optimizer"] == {"lr": lr, "eps": 1.0, "weight_decay": 0.0}
+    assert stored["reproduction"] == proxynca.reproduction(runs)
+    assert len(stored["reproduction"]) == 7
 
 
 def test_two_moons_classifier_learns_the_moons():
