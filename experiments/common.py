@@ -180,13 +180,23 @@ def summary(results: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> dic
 def publish(experiment: str, key: str, payload: Mapping[str, Any], reproduction, plots: Sequence[str] = ()) -> Path:
     """Merge ``payload`` under ``runs[key]`` into ``experiments/<experiment>/results.json`` (the
     file the README's Reproductions table is generated from, ``scripts/readme_tables.py``),
-    recompute its ``reproduction`` rows with ``reproduction(runs)`` and copy ``plots`` beside it."""
+    recompute its ``reproduction`` rows with ``reproduction(runs)`` and copy ``plots`` beside it.
+    The read-merge-write holds an exclusive lock on the experiment's folder, so processes that
+    publish other keys of one experiment at the same time all keep theirs."""
+    import fcntl
+    import os
+
     path = ROOT / "experiments" / experiment / "results.json"
     for plot in plots:
         shutil.copyfile(plot, path.parent / Path(plot).name)
-    stored = json.loads(path.read_text()) if path.is_file() else {}
-    runs = {**stored.get("runs", {}), key: payload}
-    write_json(path, {"runs": runs, "reproduction": reproduction(runs)})
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        stored = json.loads(path.read_text()) if path.is_file() else {}
+        runs = {**stored.get("runs", {}), key: payload}
+        write_json(path, {"runs": runs, "reproduction": reproduction(runs)})
+    finally:
+        os.close(folder)  # releases the lock
     return path
 
 

@@ -74,3 +74,26 @@ def test_train_seeds_reuses_only_finished_runs_with_the_same_config(monkeypatch,
     assert calls[-1] == (0, 5)  # without reuse: retrained with the new config
     failed = common.train_seeds(common.config("scratch-gap.yaml", steps=9, name="probe"), [0], tmp_path)
     assert failed[0]["failed"] == "non-finite loss (nan) at step 4" and "test" not in failed[0]
+
+
+def _slow_rows(runs):
+    import time
+
+    time.sleep(0.05)  # widens the read-merge-write window
+    return [{"keys": sorted(runs)}]
+
+
+def _publish_key(key):
+    common.publish("toy", key, {"seconds": 1.0}, _slow_rows)
+
+
+def test_processes_publishing_other_keys_at_once_keep_all_of_them(tmp_path, monkeypatch):
+    import multiprocessing
+
+    monkeypatch.setattr(common, "ROOT", tmp_path)  # inherited by the forked processes
+    (tmp_path / "experiments" / "toy").mkdir(parents=True)
+    keys = [f"key{k}" for k in range(6)]
+    with multiprocessing.get_context("fork").Pool(len(keys)) as pool:
+        pool.map(_publish_key, keys)
+    stored = json.loads((tmp_path / "experiments" / "toy" / "results.json").read_text())
+    assert sorted(stored["runs"]) == keys and stored["reproduction"] == [{"keys": keys}]
