@@ -107,10 +107,10 @@ def reproduction(runs: dict) -> list[dict]:
     rows = []
     for key, payload in runs.items():
         table, mus = payload["results"], payload["plan"]["mus"]
-        for claim, rule in (("relatively low μ perform similarly", low_mu_alike),
-                            ("as μ grows the performance drops towards GAP (μ = 1)", drop_towards_gap)):
+        for part, claim, rule in (("low μ", "relatively low μ perform similarly", low_mu_alike),
+                                  ("growing μ", "as μ grows the performance drops towards GAP (μ = 1)", drop_towards_gap)):
             ours, verdict = rule(table, mus)
-            rows.append({"experiment": f"GSP μ sweep, C2, {key} ResNet20 (GSP paper Fig. 6)", "claim": claim,
+            rows.append({"experiment": f"GSP μ sweep, {part}, C2, {key} ResNet20 (GSP paper Fig. 6)", "claim": claim,
                          "paper": PAPER, "ours": ours, "verdict": verdict})
     return rows
 
