@@ -6,8 +6,8 @@
 - :mod:`~gspdml.workflows.tables`: the one Markdown/JSON table writer;
 - :mod:`~gspdml.workflows.protocol`: the evaluation protocols (fair, tuning, conventional,
   two_stage) over folds and seeds;
-- :mod:`~gspdml.workflows.sweeps`: a family of config variants over seeds (the papers'
-  hyper-parameter studies);
+- :mod:`~gspdml.workflows.sweeps`: the mean +- sample std a family of runs over seeds is
+  reported with;
 - :mod:`~gspdml.workflows.demo`: the main job, ``gspdml demo``.
 
 The experiment scripts (``experiments/*/run.py``, ``experiments/common.py``) train through the
