@@ -100,7 +100,7 @@ def experiment_block(stored: dict) -> str:
                      f"({payload.get('threads') or 'default'} thread(s) per process; the 2-core machine was shared with other work)\n\n"
                      f"{payload['table']}")
     verdicts = [f"- {row['experiment']}: **{row['verdict']}**" for row in stored.get("reproduction", [])]
-    return "\n\n".join(parts + (["Verdicts (rule: `experiments/common.py` `verdict`):\n" + "\n".join(verdicts)] if verdicts else []))
+    return "\n\n".join(parts + (["Verdicts (by the rules this README states; the shared one is `experiments/common.py` `verdict`):\n" + "\n".join(verdicts)] if verdicts else []))
 
 
 def update_experiment_readmes(experiments: Path, check: bool) -> list[Path]:
