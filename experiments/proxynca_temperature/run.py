@@ -23,6 +23,10 @@ validation classes' MAP@R, at most 300 steps) with the paper's wiring and optimi
   keys ``sweep-paper-lr`` and ``ablation-paper-lr``), under which the embedding layer moves further
   in the 300 steps.
 
+The sweep also runs in the fine-tuning regime (``--regime finetune``, :data:`REGIMES`: the
+backbone trains at 0.1 x the lr, ``common.FINETUNE``; key ``sweep-paper-lr-finetune`` under
+``--optimiser paper-lr``); the two moons and the ablation are frozen-only.
+
 Sweep: ``T`` in :data:`SWEEP_TEMPERATURES` (seed 002 §3.4 and its Fig. 4a: test R@1 peaks at ``T = 1/9`` and
 drops below it: an inverted U). Ablation (Table 7): each row changes one config key of the full
 ProxyNCA++ (``T = 1/9``); ``-fast`` keeps ``eps = 1`` and sets the multiplier to 1, so it ablates
@@ -60,6 +64,13 @@ PAPER_OPTIMISER = ("optimizer.eps=1.0", "optimizer.weight_decay=0.0", "loss.lr_m
 OPTIMISERS = {
     "paper": ((), "paper's optimiser, base lr 1e-3"),
     "paper-lr": (("optimizer.lr=0.004",), "paper's optimiser, paper's base lr 4e-3"),
+}
+#: the backbone regimes of the sweep: name -> (overrides, label). ``frozen`` adds nothing, so its
+#: configs (and run directories) are those of the frozen-only script; ``finetune`` trains the
+#: pre-trained backbone too, at 0.1 x the lr (``common.FINETUNE``)
+REGIMES = {
+    "frozen": ((), "frozen ResNet20"),
+    "finetune": (common.FINETUNE, "ResNet20 fine-tuned at 0.1x the lr"),
 }
 FULL_TEMPERATURE = 1 / 9
 SWEEP_TEMPERATURES = (1 / 27, 1 / 9, 1 / 3, 1.0, 2.0)
@@ -129,23 +140,25 @@ def temperature_label(temperature: float) -> str:
     return f"1/{1 / temperature:.0f}" if temperature < 1 else f"{temperature:g}"
 
 
-def part_key(part: str, optimiser: str) -> str:
-    """``sweep`` / ``ablation`` for the paper's optimiser at lr 1e-3, ``<part>-<optimiser>`` otherwise;
-    also the suffix of run names and plots."""
-    return part if optimiser == "paper" else f"{part}-{optimiser}"
+def part_key(part: str, optimiser: str, regime: str = "frozen") -> str:
+    """``sweep`` / ``ablation`` for the paper's optimiser at lr 1e-3, ``<part>-<optimiser>`` otherwise,
+    then ``-finetune`` in the fine-tuning regime; also the suffix of run names and plots."""
+    key = part if optimiser == "paper" else f"{part}-{optimiser}"
+    return key if regime == "frozen" else f"{key}-{regime}"
 
 
-def proxynca_config(overrides, *, name: str, smoke: bool, optimiser: str = "paper") -> dict:
-    """ProxyNCA++ with the paper's optimiser (setting ``optimiser``) in the papers' regime, then ``overrides``."""
-    return common.regime_config(PRESET, [*PROXYNCA_PP, *PAPER_OPTIMISER, *OPTIMISERS[optimiser][0],
+def proxynca_config(overrides, *, name: str, smoke: bool, optimiser: str = "paper", regime: str = "frozen") -> dict:
+    """ProxyNCA++ with the paper's optimiser (setting ``optimiser``) in the papers' regime with the
+    backbone ``regime``, then ``overrides``."""
+    return common.regime_config(PRESET, [*PROXYNCA_PP, *PAPER_OPTIMISER, *OPTIMISERS[optimiser][0], *REGIMES[regime][0],
                                          f"loss.temperature={FULL_TEMPERATURE!r}", *overrides],
-                                name=part_key(name, optimiser), smoke=smoke)
+                                name=part_key(name, optimiser, regime), smoke=smoke)
 
 
-def sweep_config(temperature: float, smoke: bool = False, optimiser: str = "paper") -> dict:
+def sweep_config(temperature: float, smoke: bool = False, optimiser: str = "paper", regime: str = "frozen") -> dict:
     """The sweep point ``temperature``: the full ProxyNCA++ with only ``loss.temperature`` changed."""
     return proxynca_config([f"loss.temperature={temperature!r}"], name="T" + temperature_label(temperature).replace("/", "-"),
-                           smoke=smoke, optimiser=optimiser)
+                           smoke=smoke, optimiser=optimiser, regime=regime)
 
 
 def ablation_config(row: str, smoke: bool = False, optimiser: str = "paper") -> dict:
@@ -191,20 +204,22 @@ class Trainings:
 def regime_plan(cfg: dict, seeds) -> dict:
     return {"seeds": list(seeds), "max_steps": cfg["schedule"]["max_steps"], "eval_every": cfg["evaluation"]["every"],
             "patience": cfg["evaluation"]["patience"], "optimizer": {k: cfg["optimizer"][k] for k in ("lr", "eps", "weight_decay")},
-            "lr_multiplier": cfg["loss"]["lr_multiplier"]}
+            "lr_multiplier": cfg["loss"]["lr_multiplier"],
+            "backbone": {"frozen": cfg["model"]["backbone"]["frozen"], "lr_multiplier": cfg["optimizer"]["lr_multipliers"]["backbone"]}}
 
 
-def sweep_plot_name(optimiser: str) -> str:
-    return part_key("temperature_sweep", optimiser) + ".png"
+def sweep_plot_name(optimiser: str, regime: str = "frozen") -> str:
+    return part_key("temperature_sweep", optimiser, regime) + ".png"
 
 
-def temperature_sweep(plan: dict, train: Trainings, smoke: bool, out: Path, optimiser: str) -> dict:
+def temperature_sweep(plan: dict, train: Trainings, smoke: bool, out: Path, optimiser: str, regime: str = "frozen") -> dict:
     """Train every temperature over the seeds; R@1 / MAP@R per T, the plot of both against T."""
-    table = {temperature_label(t): train(sweep_config(t, smoke, optimiser)) for t in plan["temperatures"]}
+    table = {temperature_label(t): train(sweep_config(t, smoke, optimiser, regime)) for t in plan["temperatures"]}
     rows = [[t, common.cell(e, "recall_at_1"), common.cell(e, "map_at_r"), common.cell(e, "val_gain")] for t, e in table.items()]
     text = markdown_table(["T", "test R@1", "test MAP@R", "val MAP@R gain (best - first round)"], rows)
-    sweep_plot(plan["temperatures"], table, out / sweep_plot_name(optimiser), OPTIMISERS[optimiser][1])
-    return {"plan": {**regime_plan(sweep_config(plan["temperatures"][0], smoke, optimiser), plan["seeds"]), "temperatures": list(table)},
+    sweep_plot(plan["temperatures"], table, out / sweep_plot_name(optimiser, regime), f"{REGIMES[regime][1]},\n{OPTIMISERS[optimiser][1]}")
+    first = sweep_config(plan["temperatures"][0], smoke, optimiser, regime)
+    return {"plan": {**regime_plan(first, plan["seeds"]), "temperatures": list(table)},
             "results": table, "table": text, "seconds": sum(e["seconds"] for e in table.values())}
 
 
@@ -286,7 +301,8 @@ def moons_verdict(accuracy: dict) -> str:
 
 
 def reproduction(runs: dict) -> list[dict]:
-    """README rows of every published part (two moons, then sweep and ablation per optimiser setting)."""
+    """README rows of every published part (two moons, sweep and ablation per optimiser setting,
+    then the fine-tuned sweeps)."""
     rows = []
     if "two-moons" in runs:
         accuracy = runs["two-moons"]["train_accuracy"]
@@ -296,20 +312,29 @@ def reproduction(runs: dict) -> list[dict]:
                      "verdict": moons_verdict(accuracy)})
     for optimiser, (_, label) in OPTIMISERS.items():
         rows += optimiser_rows(runs, optimiser, label)
+    for optimiser in OPTIMISERS:
+        rows += sweep_rows(runs, optimiser, "finetune")
     return rows
 
 
+def sweep_rows(runs: dict, optimiser: str, regime: str) -> list[dict]:
+    """The sweep's README row of one optimiser setting and backbone regime (none when unpublished)."""
+    key = part_key("sweep", optimiser, regime)
+    if key not in runs:
+        return []
+    table = runs[key]["results"]
+    setting = f"collage_shared, {REGIMES[regime][1]}, {OPTIMISERS[optimiser][1]}"
+    return [{"experiment": f"ProxyNCA++ temperature sweep, {setting} (seed 002 §3.4, Fig. 4a)",
+             "claim": "test R@1 peaks at an intermediate low temperature (inverted U)", "paper": "best T = 1/9 on CUB200",
+             "ours": "; ".join(f"T={t}: R@1 {common.cell(e, 'recall_at_1')}, MAP@R {common.cell(e, 'map_at_r')}, "
+                               f"val gain {common.cell(e, 'val_gain')}" for t, e in table.items()),
+             "verdict": f"R@1: {inverted_u(table, 'recall_at_1')}; MAP@R: {inverted_u(table, 'map_at_r')}"}]
+
+
 def optimiser_rows(runs: dict, optimiser: str, label: str) -> list[dict]:
-    """The sweep's and the ablation's README rows of one optimiser setting (none when unpublished)."""
-    rows = []
+    """The frozen sweep's and the ablation's README rows of one optimiser setting (none when unpublished)."""
+    rows = sweep_rows(runs, optimiser, "frozen")
     setting = f"collage_shared, frozen ResNet20, {label}"
-    if part_key("sweep", optimiser) in runs:
-        table = runs[part_key("sweep", optimiser)]["results"]
-        rows.append({"experiment": f"ProxyNCA++ temperature sweep, {setting} (seed 002 §3.4, Fig. 4a)",
-                     "claim": "test R@1 peaks at an intermediate low temperature (inverted U)", "paper": "best T = 1/9 on CUB200",
-                     "ours": "; ".join(f"T={t}: R@1 {common.cell(e, 'recall_at_1')}, MAP@R {common.cell(e, 'map_at_r')}, "
-                                       f"val gain {common.cell(e, 'val_gain')}" for t, e in table.items()),
-                     "verdict": f"R@1: {inverted_u(table, 'recall_at_1')}; MAP@R: {inverted_u(table, 'map_at_r')}"})
     if part_key("ablation", optimiser) in runs:
         table = runs[part_key("ablation", optimiser)]["results"]
         full = table["ProxyNCA++"]
@@ -327,15 +352,32 @@ def optimiser_rows(runs: dict, optimiser: str, label: str) -> list[dict]:
     return rows
 
 
+def select_temperatures(plan: dict, labels) -> tuple[dict, bool]:
+    """``plan`` with only the sweep points labelled ``labels`` (all when ``None``) and whether that
+    leaves some of them out (a partial sweep, which is not published)."""
+    if labels is None:
+        return plan, False
+    kept = tuple(t for t in plan["temperatures"] if temperature_label(t) in labels)
+    return {**plan, "temperatures": kept}, kept != plan["temperatures"]
+
+
 def main(argv=None) -> dict:
     parser = common.parser("proxynca_temperature", __doc__.splitlines()[0])
-    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
-                        help="which parts to run (a sweep and an ablation process can run side by side with --reuse)")
+    parser.add_argument("--parts", nargs="+", choices=PARTS,
+                        help="which parts to run (a sweep and an ablation process can run side by side with --reuse); "
+                             "default: all three (frozen), the sweep (finetune)")
     parser.add_argument("--optimiser", nargs="+", choices=list(OPTIMISERS), default=list(OPTIMISERS),
                         help="settings of the paper's optimiser to run the sweep and the ablation with (keys sweep[-<setting>], ablation[-<setting>])")
+    parser.add_argument("--regime", choices=list(REGIMES), default="frozen",
+                        help="backbone regime of the sweep (key sweep[-<setting>]-finetune for finetune); the moons and the ablation are frozen-only")
+    parser.add_argument("--temperatures", nargs="+", choices=[temperature_label(t) for t in SWEEP_TEMPERATURES],
+                        help="train only these sweep points, to split a sweep across processes with --reuse; a run with a partial sweep publishes nothing")
     args = parser.parse_args(argv)
+    args.parts = args.parts or (list(PARTS) if args.regime == "frozen" else ["sweep"])
+    if args.regime != "frozen" and args.parts != ["sweep"]:
+        parser.error(f"--regime {args.regime} runs the sweep only (--parts sweep)")
     out = common.setup(args)
-    plan = SMOKE if args.smoke else FULL
+    plan, partial = select_temperatures(SMOKE if args.smoke else FULL, args.temperatures)
     train = Trainings(plan["seeds"], out, args.reuse)
     payloads, plots = {}, {"two-moons": [str(out / "two_moons.png")]}
     if "moons" in args.parts:
@@ -346,14 +388,14 @@ def main(argv=None) -> dict:
                                  "table": markdown_table(["T", *moons["train_accuracy"]], rows), "seconds": time.perf_counter() - start}
     for optimiser in args.optimiser:
         if "sweep" in args.parts:
-            payloads[part_key("sweep", optimiser)] = temperature_sweep(plan, train, args.smoke, out, optimiser)
-            plots[part_key("sweep", optimiser)] = [str(out / sweep_plot_name(optimiser))]
+            payloads[part_key("sweep", optimiser, args.regime)] = temperature_sweep(plan, train, args.smoke, out, optimiser, args.regime)
+            plots[part_key("sweep", optimiser, args.regime)] = [str(out / sweep_plot_name(optimiser, args.regime))]
         if "ablation" in args.parts:
             payloads[part_key("ablation", optimiser)] = ablation(plan, train, args.smoke, optimiser)
     for key, payload in payloads.items():
         payload["threads"] = args.threads
         print(f"\n{key}, seeds {payload['plan']['seeds']}\n{payload['table']}")
-        if not args.smoke:
+        if not (args.smoke or partial):
             common.publish("proxynca_temperature", key, payload, reproduction, plots=plots.get(key, []))
     common.write_json(out / "results.json", {"runs": payloads, "reproduction": reproduction(payloads)})
     return payloads

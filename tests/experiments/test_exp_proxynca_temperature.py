@@ -1,6 +1,7 @@
 """experiments/proxynca_temperature: the configs of the sweep and of the Table 7 rows under both
-settings of the paper's optimiser, the verdict rules on hand-made summaries, a smoke run of all
-three parts and the published results.json."""
+settings of the paper's optimiser and of the sweep in the fine-tuning regime, the verdict rules on
+hand-made summaries, smoke runs of all three parts and of the fine-tuned sweep, and the published
+results.json."""
 
 import json
 from pathlib import Path
@@ -86,6 +87,40 @@ def test_the_paper_lr_setting_changes_only_the_base_lr_of_every_config():
         "sweep", "sweep-paper-lr", "ablation", "ablation-paper-lr"]
 
 
+def test_frozen_configs_are_unchanged_by_the_regime_option():
+    """The frozen sweep and ablation configs are the ones the published frozen runs trained (their
+    run directories are reused): rebuilt here from the preset and the overrides in their original
+    order, they serialise byte for byte as the script's, with and without ``regime="frozen"``."""
+    for optimiser, (lr_override, _) in proxynca.OPTIMISERS.items():
+        for smoke in (False, True):
+            for temperature in proxynca.SWEEP_TEMPERATURES:
+                label = proxynca.temperature_label(temperature).replace("/", "-")
+                name = f"T{label}" if optimiser == "paper" else f"T{label}-{optimiser}"
+                reference = proxynca.common.regime_config("demo-gmp", [
+                    *proxynca.PROXYNCA_PP, *proxynca.PAPER_OPTIMISER, *lr_override, "loss.temperature=0.1111111111111111",
+                    f"loss.temperature={temperature!r}"], name=name, smoke=smoke)
+                for cfg in (proxynca.sweep_config(temperature, smoke, optimiser),
+                            proxynca.sweep_config(temperature, smoke, optimiser, regime="frozen")):
+                    assert json.dumps(cfg) == json.dumps(reference)
+                    assert cfg["model"]["backbone"]["frozen"] is True and cfg["optimizer"]["lr_multipliers"]["backbone"] == 1.0
+
+
+def test_the_finetune_regime_changes_only_the_finetune_keys_and_the_name():
+    """The fine-tuned sweep point is the frozen one plus ``common.FINETUNE`` (backbone trained at
+    0.1 x the lr): same optimiser, seeds, budget and selection rule; its own run directory and key."""
+    assert proxynca.common.FINETUNE == ("model.backbone.frozen=false", "optimizer.lr_multipliers.backbone=0.1")
+    for optimiser in proxynca.OPTIMISERS:
+        for smoke in (False, True):
+            for temperature in proxynca.SWEEP_TEMPERATURES:
+                frozen = proxynca.sweep_config(temperature, smoke, optimiser)
+                finetune = proxynca.sweep_config(temperature, smoke, optimiser, regime="finetune")
+                assert _differences(frozen, finetune) == {"model.backbone.frozen": False, "optimizer.lr_multipliers.backbone": 0.1}
+                assert finetune["name"] == frozen["name"] + "-finetune"
+    assert proxynca.part_key("sweep", "paper-lr", "finetune") == "sweep-paper-lr-finetune"
+    assert proxynca.part_key("sweep", "paper", "finetune") == "sweep-finetune"
+    assert proxynca.sweep_plot_name("paper-lr", "finetune") == "temperature_sweep-paper-lr-finetune.png"
+
+
 def test_inverted_u_rule():
     peak = {"1/27": _entry(50), "1/9": _entry(70), "1": _entry(60), "2": _entry(40)}
     close = {"1/27": _entry(69.5), "1/9": _entry(70), "2": _entry(40)}
@@ -140,9 +175,47 @@ def test_smoke_run_of_all_parts_under_both_optimiser_settings(tmp_path):
     assert proxynca.reproduction({k: v for k, v in saved["runs"].items() if not k.endswith("-paper-lr")}) == rows[:4]
 
 
+def test_smoke_run_of_the_fine_tuned_sweep(tmp_path):
+    """``--regime finetune`` trains only the sweep, into its own run directories, under its own key
+    and row; the moons and the ablation are refused (frozen-only), a partial sweep publishes nothing."""
+    payloads = proxynca.main(["--smoke", "--out", str(tmp_path), "--regime", "finetune", "--optimiser", "paper-lr"])
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert list(payloads) == list(saved["runs"]) == ["sweep-paper-lr-finetune"]
+    sweep = payloads["sweep-paper-lr-finetune"]
+    assert list(sweep["results"]) == ["1/9", "1"]
+    assert sweep["plan"]["backbone"] == {"frozen": False, "lr_multiplier": 0.1}
+    assert sweep["plan"]["optimizer"] == {"lr": 0.004, "eps": 1.0, "weight_decay": 0.0}
+    assert (tmp_path / "temperature_sweep-paper-lr-finetune.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["T1-9-paper-lr-finetune", "T1-paper-lr-finetune"]
+    [row] = saved["reproduction"]
+    assert row["experiment"] == ("ProxyNCA++ temperature sweep, collage_shared, ResNet20 fine-tuned at 0.1x the lr, "
+                                 "paper's optimiser, paper's base lr 4e-3 (seed 002 §3.4, Fig. 4a)")
+    assert row["verdict"].startswith("R@1: not reproduced (peak at the end")
+    # the fine-tuned row comes after every frozen row, whatever else is published
+    frozen = proxynca.main(["--smoke", "--out", str(tmp_path / "frozen"), "--parts", "sweep", "--optimiser", "paper-lr"])
+    rows = proxynca.reproduction({**frozen, **payloads})
+    assert [r["experiment"] for r in rows] == [
+        "ProxyNCA++ temperature sweep, collage_shared, frozen ResNet20, paper's optimiser, paper's base lr 4e-3 (seed 002 §3.4, Fig. 4a)",
+        row["experiment"]]
+    assert frozen["sweep-paper-lr"]["plan"]["backbone"] == {"frozen": True, "lr_multiplier": 1.0}
+    for parts in (["ablation"], ["moons"], ["sweep", "ablation"]):
+        with pytest.raises(SystemExit):
+            proxynca.main(["--smoke", "--out", str(tmp_path), "--regime", "finetune", "--parts", *parts])
+
+
+def test_selecting_temperatures_splits_the_sweep_and_marks_it_partial():
+    assert proxynca.select_temperatures(proxynca.FULL, None) == (proxynca.FULL, False)
+    plan, partial = proxynca.select_temperatures(proxynca.FULL, ["2", "1/27", "1/3"])
+    assert plan["temperatures"] == (1 / 27, 1 / 3, 2.0) and partial
+    assert (plan["seeds"], plan["rows"]) == (proxynca.FULL["seeds"], proxynca.FULL["rows"])
+    every = [proxynca.temperature_label(t) for t in proxynca.SWEEP_TEMPERATURES]
+    assert proxynca.select_temperatures(proxynca.FULL, every) == (proxynca.FULL, False)
+
+
 def test_published_results_hold_both_settings_and_their_rows():
-    """The committed results.json: every part under both settings, 3 seeds, the optimiser of each
-    setting in its plan, and README rows that :func:`reproduction` recomputes from them."""
+    """The committed results.json: every part under both settings and the fine-tuned sweep, 3
+    seeds, the optimiser (and backbone regime) of each in its plan, and README rows that
+    :func:`reproduction` recomputes from them."""
     stored = json.loads((Path(proxynca.__file__).parent / "results.json").read_text())
     runs = stored["runs"]
     assert {"two-moons", "sweep", "ablation", "sweep-paper-lr", "ablation-paper-lr"} <= set(runs)
@@ -151,8 +224,13 @@ def test_published_results_hold_both_settings_and_their_rows():
             plan = runs[proxynca.part_key(part, optimiser)]["plan"]
             assert plan["seeds"] == [0, 1, 2] and plan["max_steps"] == 300 and plan["lr_multiplier"] == 1e5
             assert plan["optimizer"] == {"lr": lr, "eps": 1.0, "weight_decay": 0.0}
+    finetune = runs["sweep-paper-lr-finetune"]["plan"]
+    assert finetune["seeds"] == [0, 1, 2] and finetune["max_steps"] == 300 and finetune["lr_multiplier"] == 1e5
+    assert finetune["optimizer"] == {"lr": 0.004, "eps": 1.0, "weight_decay": 0.0}
+    assert finetune["backbone"] == {"frozen": False, "lr_multiplier": 0.1}
+    assert finetune["temperatures"] == list(runs["sweep-paper-lr"]["results"])
     assert stored["reproduction"] == proxynca.reproduction(runs)
-    assert len(stored["reproduction"]) == 7
+    assert len(stored["reproduction"]) == 8
 
 
 def test_two_moons_classifier_learns_the_moons():
