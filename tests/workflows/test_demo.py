@@ -33,3 +33,24 @@ def test_every_demo_method_has_the_same_data_backbone_budget_and_selection_rule(
     gsp = configs["demo-gsp"]["model"]["pooling"]
     assert (gsp["num_prototypes"], gsp["mu"], gsp["eps"]) == (128, 0.2, 10.0)
     assert configs["demo-gsp-zsr"]["loss"]["mixing"] == 0.5
+
+
+def test_missing_backbone_weights_are_pre_trained_before_any_run_is_timed(tmp_path, monkeypatch):
+    from gspdml.training.pretrain import load_recipe, weights_path
+    from gspdml.workflows import demo
+
+    monkeypatch.setenv("GSPDML_CACHE", str(tmp_path / "cache"))
+    weights = weights_path(load_recipe("smoke-small_cnn-digits"))
+    assert not weights.is_file()
+    seen = []
+
+    def timed_run(run, **kwargs):
+        seen.append(weights.is_file())
+        return run_planned(run, **kwargs)
+
+    run_planned = demo.run_planned
+    monkeypatch.setattr(demo, "run_planned", timed_run)
+    overrides = ["trainer.progress=false", "data.dataset.images_per_class=4", "schedule.max_steps=2", "evaluation.every=2",
+                 "model.backbone={name: small_cnn, widths: [8, 16], weights: smoke-small_cnn-digits, frozen: true}"]
+    rows = demo.run_demo(["demo-gap", "demo-gmp"], tmp_path / "demo", overrides)
+    assert seen == [True, True] and [row["method"] for row in rows] == ["gap", "gmp"]

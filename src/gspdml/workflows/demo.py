@@ -14,6 +14,7 @@ from typing import Any, Iterable, Sequence
 
 from gspdml.config import load_config, preset_names
 from gspdml.errors import ConfigError
+from gspdml.training.pretrain import resolve_recipe_weights
 from gspdml.workflows.runner import PlannedRun, run_planned
 from gspdml.workflows.tables import markdown_table
 
@@ -37,8 +38,10 @@ def run_demo(paths: Sequence[str], output_dir: Path, overrides: Iterable[str] = 
 
     rows = []
     earlier = _earlier_seconds(output_dir / "summary.json")
-    for path in demo_configs(paths):
-        config = load_config(path, [*overrides, f"output_dir={output_dir}"])
+    configs = [load_config(path, [*overrides, f"output_dir={output_dir}"]) for path in demo_configs(paths)]
+    for config in configs:  # pre-train missing backbone weights first: the time column is training only
+        resolve_recipe_weights(config["model"])
+    for config in configs:
         run = PlannedRun(config["name"], config, output_dir / config["name"])
         outcome = run_planned(run, fresh=fresh, hint="pass --fresh to retrain it")
         reused = outcome.status == "done"
