@@ -23,9 +23,10 @@ validation classes' MAP@R, at most 300 steps) with the paper's wiring and optimi
   keys ``sweep-paper-lr`` and ``ablation-paper-lr``), under which the embedding layer moves further
   in the 300 steps.
 
-The sweep also runs in the fine-tuning regime (``--regime finetune``, :data:`REGIMES`: the
-backbone trains at 0.1 x the lr, ``common.FINETUNE``; key ``sweep-paper-lr-finetune`` under
-``--optimiser paper-lr``); the two moons and the ablation are frozen-only.
+The sweep and the ablation also run in the fine-tuning regime (``--regime finetune``,
+:data:`REGIMES`: the backbone trains at 0.1 x the lr, ``common.FINETUNE``; keys
+``sweep-paper-lr-finetune`` and ``ablation-paper-lr-finetune`` under ``--optimiser paper-lr``);
+the two moons have no backbone and run once.
 
 Sweep: ``T`` in :data:`SWEEP_TEMPERATURES` (seed 002 §3.4 and its Fig. 4a: test R@1 peaks at ``T = 1/9`` and
 drops below it: an inverted U). Ablation (Table 7): each row changes one config key of the full
@@ -161,11 +162,12 @@ def sweep_config(temperature: float, smoke: bool = False, optimiser: str = "pape
                            smoke=smoke, optimiser=optimiser, regime=regime)
 
 
-def ablation_config(row: str, smoke: bool = False, optimiser: str = "paper") -> dict:
+def ablation_config(row: str, smoke: bool = False, optimiser: str = "paper", regime: str = "frozen") -> dict:
     """The Table 7 row ``row``; a row equal to a sweep point is that point (same name, same run)."""
-    cfg = proxynca_config(ABLATION[row][0], name="full" if row == "ProxyNCA++" else f"no-{row[1:]}", smoke=smoke, optimiser=optimiser)
+    cfg = proxynca_config(ABLATION[row][0], name="full" if row == "ProxyNCA++" else f"no-{row[1:]}", smoke=smoke,
+                          optimiser=optimiser, regime=regime)
     for temperature in SWEEP_TEMPERATURES:
-        twin = sweep_config(temperature, smoke, optimiser)
+        twin = sweep_config(temperature, smoke, optimiser, regime)
         if {**cfg, "name": twin["name"]} == twin:
             return twin
     return cfg
@@ -241,20 +243,23 @@ def sweep_plot(temperatures, table: dict, path: Path, label: str) -> None:
     figure.savefig(path, dpi=70)
 
 
-def ablation(plan: dict, train: Trainings, smoke: bool, optimiser: str) -> dict:
+def ablation(plan: dict, train: Trainings, smoke: bool, optimiser: str, regime: str = "frozen") -> dict:
     """Table 7 analogue: each row's R@1 and MAP@R and their change from the full ProxyNCA++.
     Rows that are not sweep points train first (a parallel sweep process may still be training those)."""
-    sweep_names = {sweep_config(t, smoke, optimiser)["name"] for t in SWEEP_TEMPERATURES}
-    for row in sorted(plan["rows"], key=lambda r: ablation_config(r, smoke, optimiser)["name"] in sweep_names):
-        train(ablation_config(row, smoke, optimiser))
-    table = {row: train(ablation_config(row, smoke, optimiser)) for row in plan["rows"]}
+    def config(row):
+        return ablation_config(row, smoke, optimiser, regime)
+
+    sweep_names = {sweep_config(t, smoke, optimiser, regime)["name"] for t in SWEEP_TEMPERATURES}
+    for row in sorted(plan["rows"], key=lambda r: config(r)["name"] in sweep_names):
+        train(config(row))
+    table = {row: train(config(row)) for row in plan["rows"]}
     full = table["ProxyNCA++"]
     rows = [[row, ", ".join(f"`{o}`" for o in ABLATION[row][0]) or "-", common.cell(e, "recall_at_1"),
              f"{e['recall_at_1']['mean'] - full['recall_at_1']['mean']:+.2f}", f"{ABLATION[row][2]:+.1f}",
              common.cell(e, "map_at_r"), f"{e['map_at_r']['mean'] - full['map_at_r']['mean']:+.2f}", common.cell(e, "val_gain")]
             for row, e in table.items()]
     text = markdown_table(["row", "change", "test R@1", "ΔR@1", "paper ΔR@1 (CUB)", "test MAP@R", "ΔMAP@R", "val MAP@R gain"], rows)
-    return {"plan": {**regime_plan(ablation_config("ProxyNCA++", smoke, optimiser), plan["seeds"]), "rows": list(table)},
+    return {"plan": {**regime_plan(config("ProxyNCA++"), plan["seeds"]), "rows": list(table)},
             "results": table, "table": text, "seconds": sum(e["seconds"] for e in table.values()),
             "removed": {row: ABLATION[row][1] for row in table}}
 
@@ -310,10 +315,9 @@ def reproduction(runs: dict) -> list[dict]:
                      "claim": "a lower T gives a more refined decision boundary", "paper": "figure (qualitative)",
                      "ours": "training accuracy " + ", ".join(f"T={t}: {100 * a:.1f}%" for t, a in accuracy.items()),
                      "verdict": moons_verdict(accuracy)})
-    for optimiser, (_, label) in OPTIMISERS.items():
-        rows += optimiser_rows(runs, optimiser, label)
-    for optimiser in OPTIMISERS:
-        rows += sweep_rows(runs, optimiser, "finetune")
+    for regime in REGIMES:
+        for optimiser in OPTIMISERS:
+            rows += regime_rows(runs, optimiser, regime)
     return rows
 
 
@@ -331,12 +335,13 @@ def sweep_rows(runs: dict, optimiser: str, regime: str) -> list[dict]:
              "verdict": f"R@1: {inverted_u(table, 'recall_at_1')}; MAP@R: {inverted_u(table, 'map_at_r')}"}]
 
 
-def optimiser_rows(runs: dict, optimiser: str, label: str) -> list[dict]:
-    """The frozen sweep's and the ablation's README rows of one optimiser setting (none when unpublished)."""
-    rows = sweep_rows(runs, optimiser, "frozen")
-    setting = f"collage_shared, frozen ResNet20, {label}"
-    if part_key("ablation", optimiser) in runs:
-        table = runs[part_key("ablation", optimiser)]["results"]
+def regime_rows(runs: dict, optimiser: str, regime: str) -> list[dict]:
+    """The sweep's and the ablation's README rows of one optimiser setting and backbone regime
+    (none when unpublished)."""
+    rows = sweep_rows(runs, optimiser, regime)
+    setting = f"collage_shared, {REGIMES[regime][1]}, {OPTIMISERS[optimiser][1]}"
+    if part_key("ablation", optimiser, regime) in runs:
+        table = runs[part_key("ablation", optimiser, regime)]["results"]
         full = table["ProxyNCA++"]
         deltas = "; ".join(f"{row} {e['recall_at_1']['mean'] - full['recall_at_1']['mean']:+.2f} R@1 / "
                            f"{e['map_at_r']['mean'] - full['map_at_r']['mean']:+.2f} MAP@R" for row, e in table.items() if row != "ProxyNCA++")
@@ -365,17 +370,17 @@ def main(argv=None) -> dict:
     parser = common.parser("proxynca_temperature", __doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="+", choices=PARTS,
                         help="which parts to run (a sweep and an ablation process can run side by side with --reuse); "
-                             "default: all three (frozen), the sweep (finetune)")
+                             "default: all three (frozen), the sweep and the ablation (finetune)")
     parser.add_argument("--optimiser", nargs="+", choices=list(OPTIMISERS), default=list(OPTIMISERS),
                         help="settings of the paper's optimiser to run the sweep and the ablation with (keys sweep[-<setting>], ablation[-<setting>])")
     parser.add_argument("--regime", choices=list(REGIMES), default="frozen",
-                        help="backbone regime of the sweep (key sweep[-<setting>]-finetune for finetune); the moons and the ablation are frozen-only")
+                        help="backbone regime of the sweep and the ablation (keys <part>[-<setting>]-finetune for finetune); the moons are frozen-only")
     parser.add_argument("--temperatures", nargs="+", choices=[temperature_label(t) for t in SWEEP_TEMPERATURES],
                         help="train only these sweep points, to split a sweep across processes with --reuse; a run with a partial sweep publishes nothing")
     args = parser.parse_args(argv)
-    args.parts = args.parts or (list(PARTS) if args.regime == "frozen" else ["sweep"])
-    if args.regime != "frozen" and args.parts != ["sweep"]:
-        parser.error(f"--regime {args.regime} runs the sweep only (--parts sweep)")
+    args.parts = args.parts or (list(PARTS) if args.regime == "frozen" else ["sweep", "ablation"])
+    if args.regime != "frozen" and "moons" in args.parts:
+        parser.error(f"--regime {args.regime}: the two moons have no backbone (--parts sweep ablation)")
     out = common.setup(args)
     plan, partial = select_temperatures(SMOKE if args.smoke else FULL, args.temperatures)
     train = Trainings(plan["seeds"], out, args.reuse)
@@ -391,7 +396,7 @@ def main(argv=None) -> dict:
             payloads[part_key("sweep", optimiser, args.regime)] = temperature_sweep(plan, train, args.smoke, out, optimiser, args.regime)
             plots[part_key("sweep", optimiser, args.regime)] = [str(out / sweep_plot_name(optimiser, args.regime))]
         if "ablation" in args.parts:
-            payloads[part_key("ablation", optimiser)] = ablation(plan, train, args.smoke, optimiser)
+            payloads[part_key("ablation", optimiser, args.regime)] = ablation(plan, train, args.smoke, optimiser, args.regime)
     for key, payload in payloads.items():
         payload["threads"] = args.threads
         print(f"\n{key}, seeds {payload['plan']['seeds']}\n{payload['table']}")

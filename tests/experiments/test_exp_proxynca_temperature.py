@@ -176,9 +176,9 @@ def test_smoke_run_of_all_parts_under_both_optimiser_settings(tmp_path):
 
 
 def test_smoke_run_of_the_fine_tuned_sweep(tmp_path):
-    """``--regime finetune`` trains only the sweep, into its own run directories, under its own key
-    and row; the moons and the ablation are refused (frozen-only), a partial sweep publishes nothing."""
-    payloads = proxynca.main(["--smoke", "--out", str(tmp_path), "--regime", "finetune", "--optimiser", "paper-lr"])
+    """``--regime finetune --parts sweep`` trains the sweep into its own run directories, under its
+    own key and row; the moons are refused (no backbone)."""
+    payloads = proxynca.main(["--smoke", "--out", str(tmp_path), "--regime", "finetune", "--optimiser", "paper-lr", "--parts", "sweep"])
     saved = json.loads((tmp_path / "results.json").read_text())
     assert list(payloads) == list(saved["runs"]) == ["sweep-paper-lr-finetune"]
     sweep = payloads["sweep-paper-lr-finetune"]
@@ -198,9 +198,25 @@ def test_smoke_run_of_the_fine_tuned_sweep(tmp_path):
         "ProxyNCA++ temperature sweep, collage_shared, frozen ResNet20, paper's optimiser, paper's base lr 4e-3 (seed 002 §3.4, Fig. 4a)",
         row["experiment"]]
     assert frozen["sweep-paper-lr"]["plan"]["backbone"] == {"frozen": True, "lr_multiplier": 1.0}
-    for parts in (["ablation"], ["moons"], ["sweep", "ablation"]):
+    for parts in (["moons"], ["sweep", "moons"]):
         with pytest.raises(SystemExit):
             proxynca.main(["--smoke", "--out", str(tmp_path), "--regime", "finetune", "--parts", *parts])
+
+
+def test_the_fine_tuned_ablation_changes_only_the_finetune_keys_and_publishes_its_own_rows(tmp_path):
+    for row in proxynca.ABLATION:
+        frozen = proxynca.ablation_config(row, False, "paper-lr")
+        finetune = proxynca.ablation_config(row, False, "paper-lr", "finetune")
+        assert _differences(frozen, finetune) == {"model.backbone.frozen": False, "optimizer.lr_multipliers.backbone": 0.1}, row
+        assert finetune["name"] == frozen["name"] + "-finetune"
+    payloads = proxynca.main(["--smoke", "--out", str(tmp_path), "--regime", "finetune", "--optimiser", "paper-lr"])
+    assert list(payloads) == ["sweep-paper-lr-finetune", "ablation-paper-lr-finetune"]
+    assert payloads["ablation-paper-lr-finetune"]["plan"]["backbone"] == {"frozen": False, "lr_multiplier": 0.1}
+    rows = proxynca.reproduction(payloads)
+    assert [r["experiment"].split(" (seed")[0] for r in rows] == [
+        "ProxyNCA++ temperature sweep, collage_shared, ResNet20 fine-tuned at 0.1x the lr, paper's optimiser, paper's base lr 4e-3",
+        "ProxyNCA++ ablation, collage_shared, ResNet20 fine-tuned at 0.1x the lr, paper's optimiser, paper's base lr 4e-3",
+        "ProxyNCA++ ablation, collage_shared, ResNet20 fine-tuned at 0.1x the lr, paper's optimiser, paper's base lr 4e-3"]
 
 
 def test_selecting_temperatures_splits_the_sweep_and_marks_it_partial():
