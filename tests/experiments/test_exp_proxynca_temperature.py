@@ -245,8 +245,11 @@ def test_published_results_hold_both_settings_and_their_rows():
     assert finetune["optimizer"] == {"lr": 0.004, "eps": 1.0, "weight_decay": 0.0}
     assert finetune["backbone"] == {"frozen": False, "lr_multiplier": 0.1}
     assert finetune["temperatures"] == list(runs["sweep-paper-lr"]["results"])
+    ablation = runs["ablation-paper-lr-finetune"]["plan"]
+    assert ablation["backbone"] == {"frozen": False, "lr_multiplier": 0.1} and ablation["rows"] == list(proxynca.ABLATION)
+    assert ablation["seeds"] == [0, 1, 2] and ablation["optimizer"] == {"lr": 0.004, "eps": 1.0, "weight_decay": 0.0}
     assert stored["reproduction"] == proxynca.reproduction(runs)
-    assert len(stored["reproduction"]) == 8
+    assert len(stored["reproduction"]) == 10
 
 
 def test_two_moons_classifier_learns_the_moons():
