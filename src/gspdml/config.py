@@ -290,6 +290,7 @@ def _number(config: Mapping[str, Any], dotted: str, *, minimum: float, integer: 
 
 def _check_values(c: Mapping[str, Any]) -> None:
     from gspdml.models.embedder import HEAD_POSITIONS
+    from gspdml.models.feature_cache import FROZEN_ONLY
 
     _require(isinstance(c["name"], str) and c["name"] != "" and "/" not in c["name"], "name", f"expected a non-empty name without '/', got {c['name']!r}")
     _number(c, "seed", minimum=0, integer=True)
@@ -312,7 +313,7 @@ def _check_values(c: Mapping[str, Any]) -> None:
     cache, backbone = c["model"]["cache_backbone_features"], c["model"]["backbone"]
     _require(isinstance(cache, bool), "model.cache_backbone_features", f"expected true or false, got {cache!r}")
     _require(not cache or (isinstance(backbone, Mapping) and backbone.get("frozen") is True), "model.cache_backbone_features",
-             "needs a frozen backbone (model.backbone.frozen: true): a trained backbone's maps change at every step")
+             FROZEN_ONLY)
     opt = c["optimizer"]
     _require(opt["name"] in OPTIMIZERS, "optimizer.name", f"unknown optimizer {opt['name']!r}; allowed: {', '.join(OPTIMIZERS)}")
     _number(c, "optimizer.lr", minimum=0, exclusive=True)

@@ -176,9 +176,8 @@ def _archive_set(source: DatasetSource, root: Path) -> tuple[Archive, ...]:
             return archives
     chosen = max(sets, key=lambda archives: sum((root / a.filename).is_file() for a in archives))
     for archive in chosen:
-        path = root / archive.filename
-        if path.is_file() and (wrong := archive.mismatch(_digests(path))) is not None:
-            raise DataError(f"{path}: checksum mismatch: {wrong} (not the official file?)")
+        if (root / archive.filename).is_file():
+            _placed(archive, root)  # raises on a wrong file
     missing = [a.filename for a in chosen if a.url is None and not (root / a.filename).is_file()]
     raise DataError(f"{source.name}: {', '.join(missing)} cannot be downloaded automatically.\n{source.manual}")
 

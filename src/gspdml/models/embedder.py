@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.models.backbones import build_backbone
-from gspdml.models.feature_cache import SHARED, FeatureCache
+from gspdml.models.feature_cache import FROZEN_ONLY, SHARED, FeatureCache
 from gspdml.models.output import EmbedderOutput
 from gspdml.errors import ConfigError
 from gspdml.pooling import POOLINGS, build_pooling
@@ -85,8 +85,7 @@ class Embedder(nn.Module):
     ):
         super().__init__()
         if feature_cache is not None and not getattr(backbone, "is_frozen", False):
-            raise ConfigError("model.cache_backbone_features", "needs a frozen backbone (model.backbone.frozen: true): "
-                              "a trained backbone's maps change at every step")
+            raise ConfigError("model.cache_backbone_features", FROZEN_ONLY)
         self.backbone, self.pooling = backbone, pooling
         self.head = head if head is not None else nn.Identity()
         self.pooled_norm = pooled_norm if pooled_norm is not None else nn.Identity()
