@@ -10,7 +10,9 @@ draw pooling-weight maps; tables are written with :mod:`gspdml.workflows.tables`
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
+import os
 import shutil
 import sys
 import time
@@ -183,9 +185,6 @@ def publish(experiment: str, key: str, payload: Mapping[str, Any], reproduction,
     recompute its ``reproduction`` rows with ``reproduction(runs)`` and copy ``plots`` beside it.
     The read-merge-write holds an exclusive lock on the experiment's folder, so processes that
     publish other keys of one experiment at the same time all keep theirs."""
-    import fcntl
-    import os
-
     path = ROOT / "experiments" / experiment / "results.json"
     for plot in plots:
         shutil.copyfile(plot, path.parent / Path(plot).name)
