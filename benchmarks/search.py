@@ -13,8 +13,12 @@ including the pages of the data file it touched) is its own:
 
 * ``exact``: :func:`gspdml.evaluation.exact_knn.knn` on the whole array (read into memory); its
   neighbours are the ground truth, so its recall is 1 by definition;
-* ``ivf`` / ``ivfpq`` / ``hnsw``: :func:`gspdml.retrieval.ann.build` (data added in chunks read
-  from the file), then one search per setting of the knob (``nprobe`` or ``ef``).
+* ``ivf`` / ``ivfpq`` / ``hnsw``: :func:`gspdml.retrieval.ann.build` (training sample and chunks
+  read from the file with ``pread``, not mapped, so the peak counts what the index holds, not the
+  page cache of the data file), then one search per setting of the knob (``nprobe`` or ``ef``).
+  The inverted files have one cell per ~125 vectors (8 per thousand: the data has 100 per
+  cluster, and cells that hold several clusters route queries to the wrong cell), trained by 10
+  k-means rounds on 16 vectors per cell.
 
 Columns: build s (training + adding), q/s (queries per second of one ``search`` call on all
 queries, with the threads the machine has), recall@10 (|A ∩ E| / 10 against the exact engine's
@@ -37,12 +41,49 @@ from evaluation import max_rss_mb
 
 DIM, K = 128, 10
 CHUNK = 1 << 18
-SETTINGS = {"ivf": ("nprobe", (8, 16, 32, 64, 128)), "ivfpq": ("nprobe", (16, 32, 64)), "hnsw": ("ef", (16, 32, 64, 128))}
+SETTINGS = {"ivf": ("nprobe", (1, 2, 4, 8, 16, 32)), "ivfpq": ("nprobe", (2, 4, 8, 16)), "hnsw": ("ef", (16, 32, 64, 128))}
+TRAIN_PER_LIST, KMEANS_ITERS = 16, 10
 
 
 def nlist_for(n: int) -> int:
-    """Cells of the inverted file: 2048 up to 1M vectors, 4096 above (~2,400 per cell at 10M)."""
-    return 2048 if n <= 1_000_000 else 4096
+    """Cells of the inverted file: 8 per thousand vectors (8,000 at 1M, 80,000 at 10M)."""
+    return n * 8 // 1000
+
+
+class RowFile:
+    """The rows of a float32 ``.npy`` matrix, read from the file on demand (slices, or sorted
+    row numbers) with ``pread``: what ``ann.build`` needs, without mapping the file."""
+
+    def __init__(self, path: Path):
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}[version]
+            shape, fortran, dtype = read_header(f)
+            self.offset = f.tell()
+        if fortran or dtype != np.float32 or len(shape) != 2:
+            raise SystemExit(f"{path}: expected a C-ordered float32 matrix, got {dtype} {shape}")
+        self.path, self.shape = path, shape
+        self.row_bytes = shape[1] * 4
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        with open(self.path, "rb") as f:
+            data = os.pread(f.fileno(), (stop - start) * self.row_bytes, self.offset + start * self.row_bytes)
+        return np.frombuffer(data, dtype=np.float32).reshape(stop - start, self.shape[1])
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            start, stop, _ = key.indices(len(self))
+            return self._read(start, stop)
+        rows = np.asarray(key)  # sorted row numbers: read chunk by chunk, keep the asked rows
+        parts = []
+        for start in range(0, len(self), CHUNK):
+            lo, hi = np.searchsorted(rows, [start, start + CHUNK])
+            if hi > lo:
+                parts.append(self._read(start, min(start + CHUNK, len(self)))[rows[lo:hi] - start])
+        return np.concatenate(parts)
 
 
 def make_data(folder: Path, n: int, queries: int, seed: int) -> Path:
@@ -86,19 +127,21 @@ def run_ann(path: Path, backend: str) -> dict:
 
     from gspdml.retrieval import ann
 
-    base = np.load(path / "base.npy", mmap_mode="c")  # read where touched (training sample, chunks, re-ranking)
+    base = RowFile(path / "base.npy")
     queries = np.load(path / "queries.npy")
     truth = np.load(path / "truth.npy")
-    params = ann.AnnParams(backend, nlist=nlist_for(len(base)), pq_m=32)
+    params = ann.AnnParams(backend, nlist=nlist_for(len(base)), train_per_list=TRAIN_PER_LIST,
+                           kmeans_iters=KMEANS_ITERS, pq_m=32)
     start = time.perf_counter()
     index = ann.build(base, params)
+    stored = np.load(path / "base.npy", mmap_mode="c")  # ivfpq re-ranking reads only its candidates' rows
     build_s = time.perf_counter() - start
     knob, values = SETTINGS[backend]
     rows = []
     for value in values:
         setattr(params, knob, value)
         start = time.perf_counter()
-        _, found = ann.search(index, params, queries, K, vectors=torch.from_numpy(base))
+        _, found = ann.search(index, params, queries, K, vectors=torch.from_numpy(stored))
         seconds = time.perf_counter() - start
         recall = np.mean([len(set(a) & set(e)) / K for a, e in zip(found.numpy(), truth)])
         rows.append({"setting": f"{knob} {value}", "qps": len(queries) / seconds, "recall": float(recall)})

@@ -83,11 +83,34 @@ def test_save_load_mmap_and_append_without_retraining(tmp_path):
     assert found[:, 0].tolist() == list(range(1990, 2000))
 
 
+@pytest.mark.parametrize("backend", ["ivf", "ivfpq"])
+def test_the_quantiser_is_the_kmeans_of_the_asked_sample_and_rounds(backend):
+    """The coarse centroids equal faiss.Kmeans run independently with the asked rounds on the
+    whole training pool (pool = nlist x train_per_list rows, so the sample is all of it). 300
+    vectors per cell is above faiss's own cap of 256: left in place, faiss would subsample."""
+    import faiss
+
+    x = clustered(2600, clusters=4)
+    pool = np.arange(2400)
+    params = ann.AnnParams(backend, nlist=8, train_per_list=300, kmeans_iters=3, pq_m=4)
+    index = ann.build(x, params, train_rows=pool)
+    reference = faiss.Kmeans(16, 8, niter=3, seed=params.seed, max_points_per_centroid=300)
+    reference.train(x[pool])
+    got = faiss.extract_index_ivf(index).quantizer.reconstruct_n(0, 8)
+    np.testing.assert_allclose(got, reference.centroids, rtol=0, atol=1e-5)
+    other = ann.build(x, ann.AnnParams(backend, nlist=8, train_per_list=300, pq_m=4), train_rows=pool)  # 25 rounds
+    assert np.abs(faiss.extract_index_ivf(other).quantizer.reconstruct_n(0, 8) - got).max() > 1e-3
+
+
 def test_bad_parameters_are_named():
     with pytest.raises(ConfigError, match="unknown approximate backend 'lsh'"):
         ann.AnnParams("lsh")
     with pytest.raises(ConfigError, match="--nprobe.*must be >= 1"):
         ann.AnnParams("ivf", nprobe=0)
+    with pytest.raises(ConfigError, match="--train-per-list.*must be >= 1, got 0"):
+        ann.AnnParams("ivf", train_per_list=0)
+    with pytest.raises(ConfigError, match="--kmeans-iters.*must be >= 1, got -2"):
+        ann.AnnParams("ivf", kmeans_iters=-2)
     with pytest.raises(ConfigError, match="--pq-m.*must divide the dimension 16, got 5"):
         ann.build(clustered(500), ann.AnnParams("ivfpq", nlist=4, pq_m=5))
 
@@ -131,6 +154,21 @@ def test_cli_builds_appends_and_searches_with_measured_recall(tmp_path, capsys):
     assert not (idx / ann.ANN_META).exists() and not (idx / ann.ANN_FILE).exists()
     with pytest.raises(ConfigError, match="has no approximate index"):
         run_cli("search", idx, query, "--nprobe", "4")
+
+
+def test_cli_passes_the_kmeans_settings_and_older_descriptions_still_load(tmp_path):
+    write_image_folder(tmp_path / "images", per_class=6)
+    write_run(tmp_path / "run")
+    idx = tmp_path / "idx"
+    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--no-progress", "--backend", "ivf",
+                   "--nlist", "2", "--train-per-list", "5", "--kmeans-iters", "2", "--recall-sample", "4") == 0
+    meta = json.loads((idx / ann.ANN_META).read_text())
+    assert (meta["params"]["train_per_list"], meta["params"]["kmeans_iters"], meta["params"]["nlist"]) == (5, 2, 2)
+    for key in ("train_per_list", "kmeans_iters"):  # written before these settings existed
+        del meta["params"][key]
+    (idx / ann.ANN_META).write_text(json.dumps(meta))
+    _, params, _ = ann.read_description(idx)
+    assert (params.train_per_list, params.kmeans_iters) == (64, 25)
 
 
 def test_ivfpq_search_reranks_by_exact_distance():

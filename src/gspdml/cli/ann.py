@@ -30,6 +30,8 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--backend", choices=(EXACT, *ann.BACKENDS), default=None,
                        help="also build a faiss index: ivf, ivfpq or hnsw (default: exact only; with --append: the index's own)")
     group.add_argument("--nlist", type=int, help="ivf/ivfpq: number of cells (default ~4 sqrt(N))")
+    group.add_argument("--train-per-list", type=int, default=64, help="ivf/ivfpq: k-means training vectors per cell (default 64)")
+    group.add_argument("--kmeans-iters", type=int, default=25, help="ivf/ivfpq: k-means iterations (default 25)")
     group.add_argument("--pq-m", type=int, help="ivfpq: bytes per vector (default dim / 4)")
     group.add_argument("--hnsw-m", type=int, default=32, help="hnsw: graph degree (default 32)")
     group.add_argument("--ef-construction", type=int, default=80, help="hnsw: candidates while building (default 80)")
@@ -87,7 +89,8 @@ def update_ann(index: RetrievalIndex, out: Path, args, added: int) -> str:
         for name in (ann.ANN_META, ann.ANN_FILE):  # a rebuilt exact index must not keep a stale one
             (out / name).unlink(missing_ok=True)
         return ""
-    params = _with_knobs(ann.AnnParams(args.backend, nlist=args.nlist, pq_m=args.pq_m, hnsw_m=args.hnsw_m,
+    params = _with_knobs(ann.AnnParams(args.backend, nlist=args.nlist, train_per_list=args.train_per_list,
+                                       kmeans_iters=args.kmeans_iters, pq_m=args.pq_m, hnsw_m=args.hnsw_m,
                                        ef_construction=args.ef_construction), args)
     built = ann.build_measured(_vectors(index), params, args.recall_k, args.recall_sample)
     built.save(out)

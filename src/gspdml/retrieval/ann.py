@@ -41,7 +41,6 @@ BACKENDS = ("ivf", "ivfpq", "hnsw")
 ANN_FILE = "ann.faiss"
 ANN_META = "ann.json"
 FORMAT = "gspdml-ann"
-_TRAIN_PER_LIST = 64
 _ADD_CHUNK = 1 << 18
 
 
@@ -51,6 +50,8 @@ class AnnParams:
 
     backend: str
     nlist: Optional[int] = None  # ivf / ivfpq: cells, default ~4 sqrt(N) (power of two)
+    train_per_list: int = 64  # ivf / ivfpq: k-means training vectors per cell
+    kmeans_iters: int = 25  # ivf / ivfpq: k-means iterations (faiss's default)
     pq_m: Optional[int] = None  # ivfpq: sub-quantisers (bytes per vector), default D / 4
     hnsw_m: int = 32  # hnsw: graph degree
     ef_construction: int = 80  # hnsw: candidates while building
@@ -62,7 +63,7 @@ class AnnParams:
     def __post_init__(self):
         if self.backend not in BACKENDS:
             raise ConfigError("--backend", f"unknown approximate backend {self.backend!r}; allowed: {', '.join(BACKENDS)}")
-        for name in ("hnsw_m", "ef_construction", "nprobe", "ef", "rerank"):
+        for name in ("train_per_list", "kmeans_iters", "hnsw_m", "ef_construction", "nprobe", "ef", "rerank"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')}", f"must be >= 1, got {getattr(self, name)}")
 
@@ -100,8 +101,10 @@ def default_nlist(n: int) -> int:
 def build(vectors, params: AnnParams, train_rows: Optional[np.ndarray] = None):
     """A faiss index holding every row of ``vectors`` [N, D] (ids = row numbers).
 
-    Quantisers (ivf, ivfpq) are trained on at most 64 vectors per cell drawn from ``train_rows``
-    (default all rows), so a held-out sample can stay out of training.
+    Quantisers (ivf, ivfpq) are trained by ``kmeans_iters`` rounds of k-means on at most
+    ``train_per_list`` vectors per cell drawn from ``train_rows`` (default all rows), so a held-out
+    sample can stay out of training. The cost of training grows as nlist² x train_per_list x
+    kmeans_iters: fine inverted files (nlist near N / 100) need the smaller settings.
     """
     faiss = _faiss()
     x = vectors.numpy() if isinstance(vectors, torch.Tensor) else vectors  # may be a memmap: read by chunks
@@ -125,8 +128,11 @@ def build(vectors, params: AnnParams, train_rows: Optional[np.ndarray] = None):
             params.pq_m = pq_m
             index = faiss.IndexIVFPQ(quantizer, dim, nlist, pq_m, 8)
         index.cp.seed = params.seed
+        index.cp.niter = params.kmeans_iters
+        index.cp.max_points_per_centroid = params.train_per_list  # faiss must not subsample further
+        index.cp.min_points_per_centroid = min(index.cp.min_points_per_centroid, params.train_per_list)  # asked for
         rng = np.random.default_rng(params.seed)
-        sample = np.sort(rng.choice(pool, min(len(pool), nlist * _TRAIN_PER_LIST), replace=False))
+        sample = np.sort(rng.choice(pool, min(len(pool), nlist * params.train_per_list), replace=False))
         index.train(_as_float32(x[sample]))
         index.quantizer_trains_alone = 0
     add(index, x)
