@@ -4,8 +4,10 @@
         [--hnsw-max 1000000] [--workdir /tmp]
 
 Data: N x 128 float32 vectors around N / 100 Gaussian cluster centres (centres N(0, 1), noise
-N(0, 0.8^2) per coordinate: clusters that touch, so that the nearest neighbours of a vector near
-a cell border lie in other cells), generated in chunks from a seed into a ``.npy`` file;
+N(0, 0.8^2) per coordinate: a vector's 10 nearest neighbours are members of its own cluster of
+about 100, squared distance ~164, while the centres themselves are random points in 128-d, with
+nothing between them for a graph or a coarse cell to follow), generated in chunks from a seed
+into a ``.npy`` file;
 ``--queries`` fresh vectors from the same mixture are the queries (not in the database).
 
 Every method runs in its own subprocess, so that its peak memory (VmHWM, the peak resident set,
