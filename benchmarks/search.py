@@ -11,7 +11,7 @@ into a ``.npy`` file;
 ``--queries`` fresh vectors from the same mixture are the queries (not in the database).
 
 Every method runs in its own subprocess, so that its peak memory (VmHWM, the peak resident set,
-including the pages of the data file it touched) is its own:
+including the pages of any file it maps) is its own:
 
 * ``exact``: :func:`gspdml.evaluation.exact_knn.knn` on the whole array (read into memory); its
   neighbours are the ground truth, so its recall is 1 by definition;
@@ -136,8 +136,8 @@ def run_ann(path: Path, backend: str) -> dict:
                            kmeans_iters=KMEANS_ITERS, pq_m=32)
     start = time.perf_counter()
     index = ann.build(base, params)
-    stored = np.load(path / "base.npy", mmap_mode="c")  # ivfpq re-ranking reads only its candidates' rows
     build_s = time.perf_counter() - start
+    stored = np.load(path / "base.npy", mmap_mode="c")  # ivfpq re-ranking reads only its candidates' rows
     knob, values = SETTINGS[backend]
     rows = []
     for value in values:
