@@ -1,7 +1,8 @@
 """Approximate search (faiss ivf, ivfpq, hnsw) against the exact engine, on clustered vectors.
 
     PYTHONPATH=src python benchmarks/search.py [--sizes 1000000 10000000] [--queries 1000]
-        [--hnsw-max 1000000] [--workdir /tmp]
+        [--hnsw-max 1000000] [--workdir /tmp] [--cells-per-thousand 8] [--train-per-list 16]
+        [--kmeans-iters 10] [--hnsw-m 32] [--ef-construction 80] [--nprobes 1 2 4] [--efs 64 256]
 
 Data: N x 128 float32 vectors around N / 100 Gaussian cluster centres (centres N(0, 1), noise
 N(0, 0.8^2) per coordinate: a vector's 10 nearest neighbours are members of its own cluster of
@@ -18,9 +19,9 @@ including the pages of any file it maps) is its own:
 * ``ivf`` / ``ivfpq`` / ``hnsw``: :func:`gspdml.retrieval.ann.build` (training sample and chunks
   read from the file with ``pread``, not mapped, so the peak counts what the index holds, not the
   page cache of the data file), then one search per setting of the knob (``nprobe`` or ``ef``).
-  The inverted files have one cell per ~125 vectors (8 per thousand: the data has 100 per
-  cluster, and cells that hold several clusters route queries to the wrong cell), trained by 10
-  k-means rounds on 16 vectors per cell.
+  By default the inverted files have one cell per ~125 vectors (8 per thousand: the data has
+  100 per cluster, and cells that hold several clusters route queries to the wrong cell),
+  trained by 10 k-means rounds on 16 vectors per cell; hnsw has M 32, efConstruction 80.
 
 Columns: build s (training + adding), q/s (queries per second of one ``search`` call on all
 queries, with the threads the machine has), recall@10 (|A ∩ E| / 10 against the exact engine's
@@ -44,12 +45,6 @@ from evaluation import max_rss_mb
 DIM, K = 128, 10
 CHUNK = 1 << 18
 SETTINGS = {"ivf": ("nprobe", (1, 2, 4, 8, 16, 32)), "ivfpq": ("nprobe", (2, 4, 8, 16)), "hnsw": ("ef", (16, 32, 64, 128))}
-TRAIN_PER_LIST, KMEANS_ITERS = 16, 10
-
-
-def nlist_for(n: int) -> int:
-    """Cells of the inverted file: 8 per thousand vectors (8,000 at 1M, 80,000 at 10M)."""
-    return n * 8 // 1000
 
 
 class RowFile:
@@ -124,7 +119,7 @@ def run_exact(path: Path) -> dict:
     return {"build_s": 0.0, "rows": [{"setting": "-", "qps": len(queries) / seconds, "recall": 1.0}]}
 
 
-def run_ann(path: Path, backend: str) -> dict:
+def run_ann(path: Path, backend: str, options: dict) -> dict:
     import torch
 
     from gspdml.retrieval import ann
@@ -132,13 +127,15 @@ def run_ann(path: Path, backend: str) -> dict:
     base = RowFile(path / "base.npy")
     queries = np.load(path / "queries.npy")
     truth = np.load(path / "truth.npy")
-    params = ann.AnnParams(backend, nlist=nlist_for(len(base)), train_per_list=TRAIN_PER_LIST,
-                           kmeans_iters=KMEANS_ITERS, pq_m=32)
+    params = ann.AnnParams(backend, nlist=len(base) * options["cells_per_thousand"] // 1000, pq_m=32,
+                           train_per_list=options["train_per_list"], kmeans_iters=options["kmeans_iters"],
+                           hnsw_m=options["hnsw_m"], ef_construction=options["ef_construction"])
     start = time.perf_counter()
     index = ann.build(base, params)
     build_s = time.perf_counter() - start
     stored = np.load(path / "base.npy", mmap_mode="c")  # ivfpq re-ranking reads only its candidates' rows
     knob, values = SETTINGS[backend]
+    values = options[knob] or values
     rows = []
     for value in values:
         setattr(params, knob, value)
@@ -150,14 +147,14 @@ def run_ann(path: Path, backend: str) -> dict:
     return {"build_s": build_s, "rows": rows}
 
 
-def worker(method: str, path: str) -> None:
-    result = run_exact(Path(path)) if method == "exact" else run_ann(Path(path), method)
+def worker(method: str, path: str, options: str) -> None:
+    result = run_exact(Path(path)) if method == "exact" else run_ann(Path(path), method, json.loads(options))
     print(json.dumps({**result, "peak_mb": max_rss_mb()}))
 
 
-def launch(method: str, path: Path) -> dict:
+def launch(method: str, path: Path, options: dict) -> dict:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-    out = subprocess.run([sys.executable, __file__, "--worker", method, str(path)], env=env,
+    out = subprocess.run([sys.executable, __file__, "--worker", method, str(path), json.dumps(options)], env=env,
                          capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"{method} failed:\n{out.stderr}")
@@ -172,24 +169,34 @@ def main() -> None:
     parser.add_argument("--hnsw-max", type=int, default=1_000_000, help="build hnsw only up to this many vectors")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/gspdml-search-bench"))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--worker", nargs=2, metavar=("METHOD", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--cells-per-thousand", type=int, default=8, help="ivf/ivfpq cells per 1,000 vectors")
+    parser.add_argument("--train-per-list", type=int, default=16, help="ivf/ivfpq k-means training vectors per cell")
+    parser.add_argument("--kmeans-iters", type=int, default=10, help="ivf/ivfpq k-means rounds")
+    parser.add_argument("--hnsw-m", type=int, default=32)
+    parser.add_argument("--ef-construction", type=int, default=80)
+    parser.add_argument("--nprobes", type=int, nargs="+", help=f"ivf/ivfpq settings searched (default {SETTINGS['ivf'][1]} / {SETTINGS['ivfpq'][1]})")
+    parser.add_argument("--efs", type=int, nargs="+", help=f"hnsw settings searched (default {SETTINGS['hnsw'][1]})")
+    parser.add_argument("--worker", nargs=3, metavar=("METHOD", "DIR", "OPTIONS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(*args.worker)
         return
+    options = {"cells_per_thousand": args.cells_per_thousand, "train_per_list": args.train_per_list,
+               "kmeans_iters": args.kmeans_iters, "hnsw_m": args.hnsw_m, "ef_construction": args.ef_construction,
+               "nprobe": args.nprobes, "ef": args.efs}
     header = f"{'N':>10} {'method':<7} {'setting':<11} {'build s':>8} {'q/s':>9} {'recall@10':>9} {'speed-up':>8} {'peak MB':>8}"
     print(header)
     print("-" * len(header), flush=True)
     for n in args.sizes:
         path = make_data(args.workdir, n, args.queries, args.seed)
-        exact = launch("exact", path)
+        exact = launch("exact", path, options)
         base_qps = exact["rows"][0]["qps"]
         print_rows(n, "exact", exact, base_qps)
         for backend in args.backends:
             if backend == "hnsw" and n > args.hnsw_max:
                 print(f"{n:>10} hnsw    not built: above --hnsw-max {args.hnsw_max}", flush=True)
                 continue
-            print_rows(n, backend, launch(backend, path), base_qps)
+            print_rows(n, backend, launch(backend, path, options), base_qps)
 
 
 def print_rows(n: int, name: str, result: dict, base_qps: float) -> None:
