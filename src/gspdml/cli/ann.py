@@ -30,11 +30,12 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--backend", choices=(EXACT, *ann.BACKENDS), default=None,
                        help="also build a faiss index: ivf, ivfpq or hnsw (default: exact only; with --append: the index's own)")
     group.add_argument("--nlist", type=int, help="ivf/ivfpq: number of cells (default ~4 sqrt(N))")
-    group.add_argument("--train-per-list", type=int, default=64, help="ivf/ivfpq: k-means training vectors per cell (default 64)")
-    group.add_argument("--kmeans-iters", type=int, default=25, help="ivf/ivfpq: k-means iterations (default 25)")
+    defaults = ann.AnnParams  # the build settings' defaults live in one place
+    group.add_argument("--train-per-list", type=int, default=defaults.train_per_list, help="ivf/ivfpq: k-means training vectors per cell (default %(default)s)")
+    group.add_argument("--kmeans-iters", type=int, default=defaults.kmeans_iters, help="ivf/ivfpq: k-means iterations (default %(default)s)")
     group.add_argument("--pq-m", type=int, help="ivfpq: bytes per vector (default dim / 4)")
-    group.add_argument("--hnsw-m", type=int, default=32, help="hnsw: graph degree (default 32)")
-    group.add_argument("--ef-construction", type=int, default=80, help="hnsw: candidates while building (default 80)")
+    group.add_argument("--hnsw-m", type=int, default=defaults.hnsw_m, help="hnsw: graph degree (default %(default)s)")
+    group.add_argument("--ef-construction", type=int, default=defaults.ef_construction, help="hnsw: candidates while building (default %(default)s)")
     _add_search_knobs(group)
     group.add_argument("--recall-k", type=int, default=10, help="k of the recall measured at build (default 10)")
     group.add_argument("--recall-sample", type=int, default=1000, help="held-out indexed vectors the recall is measured on (default 1000)")

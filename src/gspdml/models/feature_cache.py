@@ -71,9 +71,10 @@ class FeatureCache:
                 computed = backbone(images[missing])
             for i, tensor in zip(missing, computed):
                 fresh[i] = tensor
-                if self.stored_bytes + tensor.numel() * tensor.element_size() <= self.max_bytes:
+                size = tensor.numel() * tensor.element_size()
+                if self.stored_bytes + size <= self.max_bytes:
                     self._maps[keys[i]] = tensor.clone()
-                    self.stored_bytes += tensor.numel() * tensor.element_size()
+                    self.stored_bytes += size
         return torch.stack([fresh[i] if i in fresh else self._maps[key] for i, key in enumerate(keys)])
 
     def clear(self) -> None:
