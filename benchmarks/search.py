@@ -1,8 +1,8 @@
 """Approximate search (faiss ivf, ivfpq, hnsw) against the exact engine, on clustered vectors.
 
     PYTHONPATH=src python benchmarks/search.py [--sizes 1000000 10000000] [--queries 1000]
-        [--hnsw-max 1000000] [--workdir /tmp] [--cells-per-thousand 8] [--train-per-list 16]
-        [--kmeans-iters 10] [--hnsw-m 32] [--ef-construction 80] [--nprobes 1 2 4] [--efs 64 256]
+        [--hnsw-max 1000000] [--workdir /tmp] [--cells-per-thousand 12] [--train-per-list 16]
+        [--kmeans-iters 4] [--hnsw-m 32] [--ef-construction 80] [--nprobes 1 2 4] [--efs 64 256]
 
 Data: N x 128 float32 vectors around N / 100 Gaussian cluster centres (centres N(0, 1), noise
 N(0, 0.8^2) per coordinate: a vector's 10 nearest neighbours are members of its own cluster of
@@ -19,9 +19,10 @@ including the pages of any file it maps) is its own:
 * ``ivf`` / ``ivfpq`` / ``hnsw``: :func:`gspdml.retrieval.ann.build` (training sample and chunks
   read from the file with ``pread``, not mapped, so the peak counts what the index holds, not the
   page cache of the data file), then one search per setting of the knob (``nprobe`` or ``ef``).
-  By default the inverted files have one cell per ~125 vectors (8 per thousand: the data has
-  100 per cluster, and cells that hold several clusters route queries to the wrong cell),
-  trained by 10 k-means rounds on 16 vectors per cell; hnsw has M 32, efConstruction 80.
+  By default the inverted files have 12 cells per thousand vectors (more cells than the data has
+  clusters of 100: a cell that holds several clusters has its centroid between them, farther
+  from their members than the nearest of many random centroids, and routes queries wrongly),
+  trained by 4 k-means rounds on 16 vectors per cell; hnsw has M 32, efConstruction 80.
 
 Columns: build s (training + adding), q/s (queries per second of one ``search`` call on all
 queries, with the threads the machine has), recall@10 (|A ∩ E| / 10 against the exact engine's
@@ -169,9 +170,9 @@ def main() -> None:
     parser.add_argument("--hnsw-max", type=int, default=1_000_000, help="build hnsw only up to this many vectors")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/gspdml-search-bench"))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cells-per-thousand", type=int, default=8, help="ivf/ivfpq cells per 1,000 vectors")
+    parser.add_argument("--cells-per-thousand", type=int, default=12, help="ivf/ivfpq cells per 1,000 vectors")
     parser.add_argument("--train-per-list", type=int, default=16, help="ivf/ivfpq k-means training vectors per cell")
-    parser.add_argument("--kmeans-iters", type=int, default=10, help="ivf/ivfpq k-means rounds")
+    parser.add_argument("--kmeans-iters", type=int, default=4, help="ivf/ivfpq k-means rounds")
     parser.add_argument("--hnsw-m", type=int, default=32)
     parser.add_argument("--ef-construction", type=int, default=80)
     parser.add_argument("--nprobes", type=int, nargs="+", help=f"ivf/ivfpq settings searched (default {SETTINGS['ivf'][1]} / {SETTINGS['ivfpq'][1]})")

@@ -52,6 +52,31 @@ def test_measured_recall_matches_brute_force(backend, knob):
     assert 0.0 < measured["recall"] <= 1.0
 
 
+@pytest.mark.parametrize("backend", ["ivf", "ivfpq"])
+@pytest.mark.parametrize("nprobe", [1, 3, 16, 40])
+def test_search_in_parallel_mode_3_equals_faiss_default_mode(backend, nprobe):
+    """ann.search runs faiss's inverted files in parallel mode 3 (for speed); faiss's default
+    mode 0 is the reference, including nprobe above the 16 cells (all of them)."""
+    import faiss
+
+    x = clustered(2000)
+    params = ann.AnnParams(backend, nlist=16, pq_m=4, nprobe=nprobe, rerank=1)
+    index = ann.build(x, params)
+    queries = clustered(50, seed=1)
+    dist, rows = ann.search(index, params, queries, 7, vectors=x)
+    assert faiss.extract_index_ivf(index).parallel_mode == 3
+    faiss.extract_index_ivf(index).parallel_mode = 0
+    _, cand = index.search(queries, 7)
+    if backend == "ivfpq":  # rerank 1: the same 7 PQ candidates, re-ordered by exact distance
+        assert [set(r) for r in rows.tolist()] == [set(c) for c in cand.tolist()]
+        exact = ((torch.from_numpy(queries).double()[:, None] - torch.from_numpy(x).double()[rows]) ** 2).sum(-1)
+        torch.testing.assert_close(dist, exact, rtol=0, atol=1e-9)
+    else:
+        np.testing.assert_array_equal(rows.numpy(), cand)
+        reference = ((queries[:, None].astype(np.float64) - x[cand].astype(np.float64)) ** 2).sum(-1)
+        np.testing.assert_allclose(dist.numpy(), reference, rtol=1e-5, atol=1e-4)
+
+
 def test_recall_rises_with_nprobe_and_the_held_out_rows_skip_training():
     x = clustered(3000, clusters=64)
     rows, train_rows = ann.held_out(len(x), 100)
