@@ -19,6 +19,11 @@ def clustered(n, dim=16, clusters=20, seed=0):
     return (centres[rng.integers(0, clusters, n)] + 0.4 * rng.normal(size=(n, dim))).astype(np.float32)
 
 
+def squared_distances(queries, x, rows):
+    """float64 squared distances [Q, k] from each query to its rows of ``x``."""
+    return ((torch.from_numpy(queries).double()[:, None] - torch.from_numpy(x).double()[rows]) ** 2).sum(-1)
+
+
 def brute_force_recall(approx_rows, x, sample, k):
     """Python loop over the sample: exact neighbours from a float64 argsort (own row removed),
     |A ∩ E| / k averaged; the approximate lists come straight from faiss (own row removed)."""
@@ -69,12 +74,10 @@ def test_search_in_parallel_mode_3_equals_faiss_default_mode(backend, nprobe):
     _, cand = index.search(queries, 7)
     if backend == "ivfpq":  # rerank 1: the same 7 PQ candidates, re-ordered by exact distance
         assert [set(r) for r in rows.tolist()] == [set(c) for c in cand.tolist()]
-        exact = ((torch.from_numpy(queries).double()[:, None] - torch.from_numpy(x).double()[rows]) ** 2).sum(-1)
-        torch.testing.assert_close(dist, exact, rtol=0, atol=1e-9)
+        torch.testing.assert_close(dist, squared_distances(queries, x, rows), rtol=0, atol=1e-9)
     else:
         np.testing.assert_array_equal(rows.numpy(), cand)
-        reference = ((queries[:, None].astype(np.float64) - x[cand].astype(np.float64)) ** 2).sum(-1)
-        np.testing.assert_allclose(dist.numpy(), reference, rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(dist, squared_distances(queries, x, torch.from_numpy(cand)), rtol=1e-5, atol=1e-4)
 
 
 def test_recall_rises_with_nprobe_and_the_held_out_rows_skip_training():
@@ -201,8 +204,7 @@ def test_ivfpq_search_reranks_by_exact_distance():
     params = ann.AnnParams("ivfpq", nlist=8, pq_m=4, nprobe=8, rerank=8)
     index = ann.build(x, params)
     dist, rows = ann.search(index, params, x[:20], 5, vectors=x)
-    exact = ((torch.from_numpy(x[:20]).double()[:, None] - torch.from_numpy(x).double()[rows]) ** 2).sum(-1)
-    torch.testing.assert_close(dist, exact, rtol=0, atol=1e-9)
+    torch.testing.assert_close(dist, squared_distances(x[:20], x, rows), rtol=0, atol=1e-9)
     assert (dist[:, 1:] >= dist[:, :-1]).all()
 
 
