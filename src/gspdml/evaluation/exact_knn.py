@@ -49,6 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
+from gspdml.compat.hardware import auto_precision
 from gspdml.errors import ConfigError
 from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
 
@@ -491,19 +492,7 @@ def _resolve_precision(precision, device):
         return torch.float32
     if precision == "bfloat16":
         return torch.bfloat16
-    if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.get_device_capability(device)[0] >= 8 else torch.float32
-    return torch.bfloat16 if _cpu_has_native_bf16() else torch.float32
-
-
-@functools.lru_cache(maxsize=1)
-def _cpu_has_native_bf16() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = f.read()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    return torch.bfloat16 if auto_precision(device).precision == "bf16" else torch.float32
 
 
 def _unit_roundoff(dtype) -> float:
