@@ -86,7 +86,7 @@ def test_overrides_parse_yaml_values_and_reach_spec_options():
          "needs post-processing steps in evaluation.postprocess"),
         ({"evaluation": {"select_postprocessed": True, "postprocess": ["qe"], "metric": "nmi_r1_hmean"}}, [],
          "evaluation.select_postprocessed", "select post-processed rounds by one of map_at_r, precision_at_1, r_precision"),
-        ({"trainer": {"precision": "fp8"}}, [], "trainer.precision", "allowed: fp32, bf16, fp16"),
+        ({"trainer": {"precision": "fp8"}}, [], "trainer.precision", "allowed: auto, fp32, bf16, fp16"),
         ({"schedule": {"plateau": {"factor": 2}}}, [], "schedule.plateau.factor", "(0, 1)"),
         ({}, ["optimizer.momentumm=0.5"], "optimizer.momentumm", "unknown key"),
         ({}, ["optimizer.lr"], "", "key.sub=value"),

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping, Union
 
 import yaml
 
+from gspdml.compat.hardware import PRECISIONS
 from gspdml.errors import ConfigError
 from gspdml.registry import parse_spec
 
@@ -72,14 +73,13 @@ DEFAULTS: dict[str, Any] = {
         "postprocess": [],
         "select_postprocessed": False,  # true: select by evaluation.metric after evaluation.postprocess
     },
-    "trainer": {"precision": "fp32", "device": "auto", "log_every": 10, "progress": True, "distributed": "auto",
+    "trainer": {"precision": "auto", "device": "auto", "log_every": 10, "progress": True, "distributed": "auto",
                 "keep_freed_memory": True, "checkpoint_every": None, "tensorboard": "auto"},
 }
 
 #: fields whose value is a registry spec (free-form options below them)
 SPEC_FIELDS = ("data.dataset", "model.backbone", "model.pooling", "loss")
 OPTIMIZERS = ("adam", "adamw", "sgd")
-PRECISIONS = ("fp32", "bf16", "fp16")
 TENSORBOARD = ("auto", True, False)
 PLATEAU_KEYS = {"factor": 0.5, "patience": 4, "min_lr": 1.0e-6}
 

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from PIL import Image
 
+from gspdml.compat.hardware import auto_precision
 from gspdml.cli import main
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -77,7 +78,8 @@ def _whole_path(tmp_path, monkeypatch, capsys):
     for hidden in ("notebook", "mac", "inner"):
         assert str(faults[hidden]) in err
     assert f"{faults['corrupt']}" in err and "unusable" in err
-    assert "device cpu, precision fp32" in err and f"run {run}" in err
+    first = next(line for line in err.splitlines() if line.startswith("gspdml: run "))  # the run's first line
+    assert f"run {run} at step 0 on cpu, precision {auto_precision('cpu').precision} (auto: " in first
     # 9 classes: 4 test classes (the last, with the single image), 5 training classes of which at
     # least 2 validate (round(0.25 * 5) = 1 could not rank); the corrupt file left out of val
     assert "train: 3 classes, 15 images" in err and "val: 2 classes, 10 images" in err and "test: 4 classes, 16 images" in err

@@ -11,6 +11,7 @@
     gspdml cir freedom|weicom ...                    # composed image retrieval (cli.cir)
     gspdml data fetch|verify ...                     # benchmark datasets (cli.data)
     gspdml bundle RUN_DIR --out DIR                  # portable model bundle (cli.bundle)
+    gspdml doctor [--json]                           # versions, CPU/GPU, precision auto (cli.doctor)
 
 Only this package parses arguments; the domain modules below it take plain values.
 """
@@ -22,11 +23,11 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from gspdml.cli import bundle, cir, data, demo, pretrain, protocol, retrieval, train
+from gspdml.cli import bundle, cir, data, demo, doctor, pretrain, protocol, retrieval, train
 from gspdml.errors import GspdmlError
 
 #: the command groups, in the order ``gspdml --help`` lists them; each has ``add_parser(subparsers)``
-GROUPS = (train, demo, pretrain, protocol, retrieval, cir, data, bundle)
+GROUPS = (train, demo, pretrain, protocol, retrieval, cir, data, bundle, doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,6 +57,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,7 +2,8 @@
 
 :func:`embed` is the one embedding loop of the package (trainer evaluation, ``gspdml evaluate``,
 the protocols, retrieval indexes and searches): batches of :func:`stack_batch`, eval mode, the
-run's precision (:func:`autocast_context`: bf16 autocast on CPU or GPU, fp16 AMP, or fp32) on the
+run's precision (:func:`autocast_context`: bf16 autocast on CPU or GPU, fp16 AMP, fp32, or ``auto``:
+bf16 only where it is native, :mod:`gspdml.compat.hardware`) on the
 device :func:`resolve_device` names. :func:`split_embeddings` embeds the query and gallery sets
 of an :class:`~gspdml.data.base.EvalSplit`; the metrics on them are :mod:`gspdml.evaluation.split_metrics`.
 """
@@ -18,6 +19,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
+from gspdml.compat.hardware import resolve_precision
 from gspdml.data.base import EvalSplit
 from gspdml.errors import DataError
 
@@ -30,7 +32,9 @@ def resolve_device(name: str) -> torch.device:
 
 
 def autocast_context(precision: str, device: torch.device):
-    """bf16 autocast (CPU or GPU), fp16 AMP (GPU), or nothing for fp32."""
+    """bf16 autocast (CPU or GPU), fp16 AMP (GPU), or nothing for fp32; ``auto`` is what
+    :func:`gspdml.compat.hardware.resolve_precision` picks on ``device``."""
+    precision = resolve_precision(precision, device).precision
     if precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     if precision == "fp16":
@@ -69,6 +73,7 @@ def embed(
     of a dataset of ``(image, label)`` items, in eval mode (the model's mode is restored after);
     ``progress`` shows a progress bar over the batches."""
     device = torch.device(device)
+    precision = resolve_precision(precision, device).precision
     was_training = model.training
     model.eval()
     loader = DataLoader(

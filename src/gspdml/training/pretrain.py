@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,12 +39,13 @@ from gspdml.data.arrays import pixel_statistics
 from gspdml.data.cache import cache_dir, cache_key
 from gspdml.errors import ConfigError
 from gspdml.models.backbones import build_backbone
-from gspdml.models.inference import autocast_context
+from gspdml.compat.hardware import PrecisionChoice, resolve_precision
+from gspdml.models.inference import autocast_context, resolve_device
 
 RECIPES_DIR = PRESETS_DIR / "pretrain"
 #: bump when the pre-training code changes what a recipe produces
 CODE_VERSION = 1
-TRAIN_DEFAULTS = {"epochs": 10, "batch_size": 128, "lr": 2.0e-3, "weight_decay": 5.0e-4, "seed": 0, "precision": "bf16"}
+TRAIN_DEFAULTS = {"epochs": 10, "batch_size": 128, "lr": 2.0e-3, "weight_decay": 5.0e-4, "seed": 0, "precision": "auto"}
 DATA_DEFAULTS = {"source": "digits", "root": None, "split_seed": 0, "tile_size": 16, "tiles_per_class": 64,
                  "glyph_split": [0.6, 0.2, 0.2]}
 
@@ -84,8 +86,15 @@ def load_recipe(source: Union[str, Path, Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def recipe_key(recipe: Mapping[str, Any]) -> str:
-    """Content hash of everything that determines the weights (the description and name aside)."""
-    return cache_key({"code": CODE_VERSION, "backbone": recipe["backbone"], "data": recipe["data"], "train": recipe["train"]})
+    """Content hash of everything that determines the weights (the description and name aside),
+    with the precision as this machine resolves it (``auto`` trains in bf16 only where it is native,
+    and bf16 weights are not the fp32 ones)."""
+    train = {**recipe["train"], "precision": _precision(recipe).precision}
+    return cache_key({"code": CODE_VERSION, "backbone": recipe["backbone"], "data": recipe["data"], "train": train})
+
+
+def _precision(recipe: Mapping[str, Any]) -> PrecisionChoice:
+    return resolve_precision(recipe["train"]["precision"], resolve_device("auto"), field="pretrain.train.precision")
 
 
 def weights_path(recipe: Mapping[str, Any]) -> Path:
@@ -124,8 +133,9 @@ def pretrained_weights_file(source, *, verbose: bool = True) -> Path:
     if path.is_file():
         return path
     if verbose:
-        print(f"pre-training {recipe['name']} (key {recipe_key(recipe)}) -> {path}", flush=True)
-    state, record = train_recipe(recipe)
+        print(f"pre-training {recipe['name']} (key {recipe_key(recipe)}, {_precision(recipe).precision}: "
+              f"{_precision(recipe).reason}) -> {path}", flush=True)
+    state, record = train_recipe(recipe, verbose=verbose)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
     os.close(handle)
@@ -155,49 +165,63 @@ def _as_tensor(images: np.ndarray, mean: float, std: float) -> torch.Tensor:
     return ((torch.from_numpy(images).float()[:, None] / 255.0) - mean) / std
 
 
-def train_recipe(recipe: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+def train_recipe(recipe: Mapping[str, Any], *, verbose: bool = False) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Train ``backbone -> GAP -> linear`` with cross-entropy on the recipe's tiles (fresh glyph
-    draws every epoch; Adam with a cosine learning-rate decay) and return the backbone's state
-    dict and a record with the accuracy on tiles of the validation glyph pool."""
+    draws every epoch; Adam with a cosine learning-rate decay) on the GPU when there is one, in
+    the recipe's precision as this machine resolves it, and return the backbone's state dict and
+    a record with the accuracy on tiles of the validation glyph pool; ``verbose`` prints one line
+    per epoch (stderr)."""
     opts = recipe["train"]
     start = time.perf_counter()
+    device, precision = resolve_device("auto"), _precision(recipe).precision
     torch.manual_seed(int(opts["seed"]))
     first = _tiles(recipe, "train", seed=int(opts["seed"]) * 1000)
     mean, std = pixel_statistics(first["images"])
     classes = int(first["labels"].max()) + 1
     backbone = build_backbone(recipe["backbone"], in_channels=1, field="pretrain.backbone")
     classifier = nn.Linear(backbone.out_channels, classes)
-    model = nn.Sequential(backbone, nn.AdaptiveAvgPool2d(1), nn.Flatten(), classifier)
+    model = nn.Sequential(backbone, nn.AdaptiveAvgPool2d(1), nn.Flatten(), classifier).to(device)
+    layout = torch.channels_last if precision == "bf16" and device.type == "cpu" else torch.contiguous_format
     optimizer = torch.optim.Adam(model.parameters(), lr=float(opts["lr"]), weight_decay=float(opts["weight_decay"]))
+    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     epochs, batch = int(opts["epochs"]), int(opts["batch_size"])
     steps = epochs * -(-len(first["labels"]) // batch)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
     rng = np.random.default_rng(np.random.SeedSequence([int(opts["seed"]), 0xBA7C]))
-    device = torch.device("cpu")
     model.train()
     for epoch in range(epochs):
         tiles = first if epoch == 0 else _tiles(recipe, "train", seed=int(opts["seed"]) * 1000 + epoch)
-        x, y = _as_tensor(tiles["images"], mean, std), torch.from_numpy(tiles["labels"])
-        order = torch.from_numpy(rng.permutation(len(y)))
+        x, y = _as_tensor(tiles["images"], mean, std).to(device), torch.from_numpy(tiles["labels"]).to(device)
+        order = torch.from_numpy(rng.permutation(len(y))).to(device)
         for i in range(0, len(order), batch):
             index = order[i:i + batch]
-            with autocast_context(opts["precision"], device):
-                logits = model(x[index].contiguous(memory_format=torch.channels_last))
+            with autocast_context(precision, device):
+                logits = model(x[index].contiguous(memory_format=layout))
             loss = F.cross_entropy(logits.float(), y[index])
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+            (scaler.scale(loss) if scaler else loss).backward()
+            if scaler:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
             schedule.step()
-    accuracy = _accuracy(model, _tiles(recipe, "val", seed=int(opts["seed"]) * 1000 + 999), mean, std, opts["precision"])
+        if verbose:
+            print(f"pre-training {recipe['name']}: epoch {epoch + 1}/{epochs}, loss {float(loss):.3f}, "
+                  f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+    val = _tiles(recipe, "val", seed=int(opts["seed"]) * 1000 + 999)
+    accuracy = _accuracy(model, val, mean, std, precision, device)
     record = {"name": recipe["name"], "key": recipe_key(recipe), "classes": classes, "val_accuracy": accuracy,
-              "seconds": time.perf_counter() - start, "threads": torch.get_num_threads(), "mean": mean, "std": std}
-    return {k: v.detach().clone().contiguous() for k, v in backbone.state_dict().items()}, record
+              "seconds": time.perf_counter() - start, "threads": torch.get_num_threads(), "mean": mean, "std": std,
+              "device": str(device), "precision": precision}
+    return {k: v.detach().cpu().clone().contiguous() for k, v in backbone.state_dict().items()}, record
 
 
 @torch.no_grad()
-def _accuracy(model: nn.Module, tiles: Mapping[str, np.ndarray], mean: float, std: float, precision: str) -> float:
+def _accuracy(model: nn.Module, tiles: Mapping[str, np.ndarray], mean: float, std: float, precision: str,
+              device: torch.device) -> float:
     model.eval()
-    x, y = _as_tensor(tiles["images"], mean, std), torch.from_numpy(tiles["labels"])
-    with autocast_context(precision, torch.device("cpu")):
+    x, y = _as_tensor(tiles["images"], mean, std).to(device), torch.from_numpy(tiles["labels"]).to(device)
+    with autocast_context(precision, device):
         predicted = torch.cat([model(x[i:i + 512]).argmax(1) for i in range(0, len(y), 512)])
     return float((predicted == y).float().mean())

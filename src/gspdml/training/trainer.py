@@ -36,6 +36,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from gspdml.compat.hardware import resolve_precision
 from gspdml.config import dump_config, load_config
 from gspdml.data import build_data
 from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
@@ -96,9 +97,8 @@ class Trainer:
         self.is_main = self.dist is None or self.dist.is_main
         if self.device.type == "cpu" and config["trainer"]["keep_freed_memory"]:
             keep_freed_host_memory()  # no fresh pages to fault in at every step (glibc)
-        self.precision = config["trainer"]["precision"]
-        if self.precision == "fp16" and self.device.type != "cuda":
-            raise ConfigError("trainer.precision", "fp16 needs a CUDA device; use bf16 on CPU")
+        self.precision_choice = resolve_precision(config["trainer"]["precision"], self.device)
+        self.precision = self.precision_choice.precision
         self.data = build_data(config["data"]["dataset"], seed=int(config["seed"]))
         self.train_dataset = self.data.train
         self.eval_split = self.data.val if config["evaluation"]["split"] == "val" else self.data.test
@@ -195,8 +195,8 @@ class Trainer:
     def _print_header(self, resume: bool, changed: dict) -> None:
         """Where the run goes, on what, and on which data (stderr; stdout carries the results)."""
         tr = self.config["trainer"]
-        lines = [f"{'resuming' if resume else 'run'} {self.run_dir.resolve()} at step {self.step}",
-                 f"device {self.device}, precision {self.precision}, "
+        lines = [f"{'resuming' if resume else 'run'} {self.run_dir.resolve()} at step {self.step} on {self.device}, "
+                 f"precision {self.precision} ({self.precision_choice.reason})",
                  f"tensorboard {'on: ' + str(self.run_dir / TENSORBOARD_DIR) if self.tensorboard else 'off'}, "
                  f"checkpoint {'every ' + str(tr['checkpoint_every']) + ' steps and ' if tr['checkpoint_every'] else ''}"
                  f"at every evaluation"]

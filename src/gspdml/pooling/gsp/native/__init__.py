@@ -26,6 +26,8 @@ from typing import Optional
 
 import torch
 
+from gspdml.compat.hardware import cpu_flags
+
 SOURCE = Path(__file__).with_name("transport.c")
 FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-std=c11", "-fPIC", "-shared")
 _FLOAT_P, _I64, _F, _INT = ctypes.POINTER(ctypes.c_float), ctypes.c_int64, ctypes.c_float, ctypes.c_int
@@ -90,8 +92,4 @@ def _build(compiler: str) -> Path:
 
 def _cpu() -> str:
     """The CPU's identity for the cache key (``-march=native`` code runs only where it was built)."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        return next((line for line in lines if line.startswith("flags")), "") + platform.machine()
-    except OSError:
-        return platform.machine() + platform.processor()
+    return " ".join(sorted(cpu_flags())) + platform.machine() + platform.processor()
