@@ -5,6 +5,9 @@
 * between ``<!-- demo-table -->`` and ``<!-- /demo-table -->``: the table ``gspdml demo``
   printed (from the ``summary.json`` it writes into its output directory), with the gain of GSP
   over GAP and the wall time computed from it;
+* between ``<!-- timings -->`` and ``<!-- /timings -->``: the wall time of ``make demo`` and
+  ``make test`` per CPU class, from ``docs/timings.json`` (written by
+  ``scripts/time_readme_commands.py``, which times them on a fresh clone);
 * between ``<!-- reproductions-table -->`` and ``<!-- /reproductions-table -->``: one row per
   entry of the ``reproduction`` list of each ``experiments/<name>/results.json`` (claim, the
   paper's number, ours as mean ± std, verdict, command); experiments without such a file are
@@ -54,6 +57,20 @@ def demo_block(rows: list[dict]) -> str:
     if trained:
         lines.append(f"Training time of the table's runs: {sum(trained):.0f} s (pre-training excluded; see `gspdml pretrain`).")
     return "\n".join(lines)
+
+
+def timings_block(records: list[dict]) -> str:
+    """One row per (command, CPU class) of ``docs/timings.json``: the wall time, the precision
+    ``auto`` chose, and for the demo whether GSP stayed ahead of GMP and GAP."""
+    header = ["command", "CPU class", "CPU", "threads", "precision (auto)", "wall time", "GSP > GMP > GAP", "commit, date"]
+    rows = []
+    for r in records:
+        maps = r.get("map_at_r", {})
+        pattern = "-" if not maps else ("yes" if maps["gsp"] > maps["gmp"] > maps["gap"] else "no")
+        status = "" if r["exit"] == 0 else f" (exit {r['exit']})"
+        rows.append([f"`{r['command']}`", r["cpu_class"], r["cpu"], str(r["threads"]), r["precision"],
+                     f"{r['seconds'] / 60:.1f} min{status}", pattern, f"{r['commit']}, {r['date']}"])
+    return markdown_table(header, rows)
 
 
 def reproduction_rows(experiments: Path) -> list[list[str]]:
@@ -139,6 +156,9 @@ def main(argv=None) -> int:
         text = replace_block(text, "demo-table", demo_block(json.loads(args.demo.read_text())))
     else:
         print(f"readme_tables: {args.demo} not found (run `gspdml demo`); the demo table is left as it is", file=sys.stderr)
+    timings = args.readme.parent / "docs" / "timings.json"
+    if timings.is_file():
+        text = replace_block(text, "timings", timings_block(json.loads(timings.read_text())))
     text = replace_block(text, "reproductions-table", reproductions_block(args.experiments))
     stale = update_experiment_readmes(args.experiments, args.check)
     if args.check:

@@ -162,3 +162,18 @@ def _best_time(a: torch.Tensor, b: torch.Tensor, repeats: int) -> float:
         a @ b
         best = min(best, time.perf_counter() - start)
     return max(best, 1e-9)
+
+
+def cpu_class() -> str:
+    """The CPU's class for timings (what decides this library's speed on it): native bf16 (AMX or
+    AVX512-BF16), AVX-512 without bf16, AVX2 only, or older; an emulated class says so."""
+    flags = cpu_flags()
+    emulated = " (emulated)" if os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("ATEN_CPU_CAPABILITY") else ""
+    if cpu_native_bf16()[0]:
+        return "bf16 (AMX)" if "amx_bf16" in flags else "bf16 (AVX512-BF16)"
+    level = aten_capability()
+    if level.startswith("AVX512") and "avx512f" in flags:
+        return "AVX-512, no bf16" + emulated
+    if level == "AVX2" and "avx2" in flags:
+        return "AVX2 only" + emulated
+    return "no AVX2" + emulated

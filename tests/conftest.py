@@ -1,0 +1,29 @@
+"""The ``numerics`` marker: the tests whose assertions compare floating-point results of
+different kernels, precisions or summation orders. ``make test`` runs them a second time under
+``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``, as a CPU without AVX-512 or bf16 units
+computes them, so a tolerance that holds only on one CPU's rounding fails on any machine."""
+
+from pathlib import Path
+
+import pytest
+
+#: the numerically sensitive modules and folders, relative to tests/
+NUMERICS = (
+    "compat/test_compat_hardware.py",
+    "pooling/gsp/",
+    "pooling/test_pool_registry.py",
+    "evaluation/test_eval_exact_knn.py",
+    "evaluation/test_eval_exact_knn_paths.py",
+    "losses/test_loss_xml.py",
+    "losses/test_loss_zsr.py",
+    "models/test_feature_cache.py",
+    "training/test_dist_equivalence.py",
+)
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        relative = Path(item.fspath).resolve().relative_to(TESTS).as_posix()
+        if relative.startswith(NUMERICS):
+            item.add_marker(pytest.mark.numerics)
