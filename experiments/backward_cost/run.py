@@ -1,5 +1,5 @@
 """Closed-form vs autograd backward of GSP: time and memory against the number of fixed-point
-iterations k (seed 000 supplement §1.5 L504-513, Fig. 7; thesis Fig. 5.9; spec
+iterations k (GSP paper supplement §1.5, Fig. 7; thesis Fig. 5.9;
 §8 E4).
 
 The GSP layer (costs + transport + weighting) on random local features, B = 32, n = 7x7 = 49,
@@ -11,7 +11,7 @@ and the pseudo-attributes, for k in {10, 25, 50, 100, 200}:
   whose forward stops once the iterates are stationary);
 * ``unrolled``: autograd through all k iterations.
 
-Claim (seed 000 L513): with the closed form the overhead is small and k has a marginal effect;
+Claim (GSP paper supplement §1.5): with the closed form the overhead is small and k has a marginal effect;
 with autodiff the cost grows substantially with k. Timing and memory accounting come from
 ``benchmarks/gsp_layer.py`` (``measure``: best-of-``repeats`` wall time; memory = bytes of the
 tensors autograd keeps for backward beyond the inputs and parameters on CPU, peak CUDA allocation
