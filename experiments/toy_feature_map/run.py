@@ -1,4 +1,5 @@
-"""The 10x10x3 toy feature map of the GSP paper (GSP paper §4.2, Fig. 1; thesis Fig. 5.2): the linear program (P1) vs the entropy-smoothed (P2).
+"""The 10x10x3 toy feature map of the GSP paper (§4.2, Fig. 1; Gürbüz thesis Fig. 5.2): the linear
+program (P1) vs the entropy-smoothed (P2).
 
 Map: green background (0,1,0), a 5x5 red block (1,0,0) at rows/cols 0-4 and a 5x5 blue block
 (0,0,1) at rows/cols 5-9, plus N(0, 0.05^2) noise; prototypes red and blue; n = 100,

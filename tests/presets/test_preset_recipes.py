@@ -116,7 +116,7 @@ TABLE = [
     (rf"^{DS}-fair-.*-xml$", "model.pooling.name", "gap", "XML paper: GAP"),
     # --- CCP (thesis §3.2.4, §3.3.2.1) -----------------------------------------------------------
     (r"^ccp-(?!demo|base)", "model.normalize", "clip", "thesis §3.2.4 / ccp-dml lipschitz_cont: clip-normalised evaluation"),
-    (r"^ccp-(?!demo|base)", "loss:normalization", "clip", "thesis §3.2.4 / ccp-dml lipschitz_cont: clip-normalised loss"),
+    (r"^ccp-(?!demo|base)", "loss:normalization", "clip", "thesis §3.2.4 / ccp-dml lipschitz_cont: clip loss"),
     (r"^ccp-(cub|cars)-", "loss:k", 8, "thesis §3.3.2.1: 8 proxies per class on CUB and Cars"),
     (r"^ccp-(sop|inshop)-", "loss:k", 4, "thesis §3.3.2.1: 4 proxies per class on SOP and In-shop"),
     (r"^ccp-(cub|cars)-", "loss:pool_size", 12, "thesis §3.3.2.1: pool b = 12 on CUB and Cars"),

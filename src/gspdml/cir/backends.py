@@ -45,8 +45,9 @@ KNOWN_CHECKPOINTS = {
 
 
 def clip_preprocess(size: int = 224, mean=CLIP_MEAN, std=CLIP_STD):
-    """CLIP's evaluation transform (the standard OpenAI/open_clip ViT-L/14 transform; the thesis does not specify it): bicubic resize of the short side, centre crop,
-    CLIP mean/std. Returns ``PIL image -> [3, size, size]``."""
+    """CLIP's evaluation transform (the standard OpenAI/open_clip ViT-L/14 one; the thesis does not
+    specify it): bicubic resize of the short side, centre crop, CLIP mean/std. Returns
+    ``PIL image -> [3, size, size]``."""
     transform = Compose([Resize(size, Image.BICUBIC), CenterCrop(size), ToTensor(), Normalize(mean, std)])
     return lambda image: transform(image, None)
 

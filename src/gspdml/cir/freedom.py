@@ -10,7 +10,8 @@ memory, embeddings 𝒱 = g(V)), Z the visual memory (by default the database it
 * composition: early fusion β_E(W, t) = g(w_1 ⊕ … ⊕ w_m ⊕ t) (Eq. 4.10) or late fusion
   β_L(W, t, a) = Σ_i a_i g(w_i ⊕ t) (Eq. 4.12), ⊕ = space-joined string ("shark cartoon")
 * similarity s(q, x) = h(y, t)ᵀ f(x) (Eq. 4.1); FreeDom = h_{L⁺α} (Eq. 4.17): expansion, late
-  fusion, frequency weights. Defaults k = 20, n = 7 (§4.4.6), m = 7 (not stated in the text; it reproduces Tables 4.1 and 4.5 and is the code's default).
+  fusion, frequency weights. Defaults k = 20, n = 7 (§4.4.6), m = 7 (not stated in the text;
+  it reproduces Tables 4.1 and 4.5 and is the code's default).
 
 Where the official code (github.com/NikosEfth/freedom, ``calculate_rankings``) and the thesis text differ, this module
 follows the code by default and says so:

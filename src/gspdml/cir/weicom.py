@@ -11,7 +11,8 @@ where, for each query and each modality separately (§5.3.3),
 
 and Φ is the standard normal CDF, evaluated as ``0.5 · (1 + erf(z / √2))`` as in the official
 code's ``norm_cdf`` (github.com/billpsomas/rscir). σ is the *unbiased* std (N − 1), as coded
-(N = 30,400 makes the difference negligible). λ defaults: 0.3 for CLIP and 0.6 for RemoteCLIP (§5.4.3, Table 5.3; :data:`DEFAULT_LAMBDA`);
+(N = 30,400 makes the difference negligible). λ defaults: 0.3 for CLIP and 0.6 for RemoteCLIP
+(§5.4.3, Table 5.3; :data:`DEFAULT_LAMBDA`);
 0.5 is the code's CLI default and the "WeiCom" competitor of chapter 4 (§4.4.4), which sums the two
 CDFs (same ranking as λ = 0.5).
 """

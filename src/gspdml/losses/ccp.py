@@ -6,10 +6,11 @@ plus a proximal term towards the previous solution::
     theta^(k), rho* = argmin_{theta, rho}  (lambda/2) ||theta - theta*||^2 + (1/c) sum_i E_z[l(rho_i, z; theta)]
 
 solved by stochastic gradients (Algorithm 1, §3.2.3, with the sign of the proximal gradient
-corrected to ``lambda (theta - theta*)``: Algorithm 1 prints ``lambda (theta* - theta)``). When validation MAP@R has not improved for
-``patience`` rounds (§3.2.4, "Solving projections") the problem is finished: ``theta*`` becomes the snapshot of that
-problem and the proxies are re-initialised with pool samples chosen by greedy k-center
-(Algorithm 2, :mod:`gspdml.losses.ccp_selection`), farthest from the converged proxies.
+corrected to ``lambda (theta - theta*)``: Algorithm 1 prints ``lambda (theta* - theta)``). When
+validation MAP@R has not improved for ``patience`` rounds (§3.2.4, "Solving projections") the
+problem is finished: ``theta*`` becomes the snapshot of that problem and the proxies are
+re-initialised with pool samples chosen by greedy k-center (Algorithm 2,
+:mod:`gspdml.losses.ccp_selection`), farthest from the converged proxies.
 
 This module is the loss half: the proxies, the loss of one batch and the options of the whole
 method. The half that reacts to training events (initial proxies, proximal gradient, projection
@@ -132,7 +133,8 @@ class CCP(LossWrapper):
     def set_proxies_from_pool(self, pool: torch.Tensor, old_proxies: Optional[torch.Tensor]) -> None:
         """Algorithm 2: from the embeddings of ``b`` pool samples per class (``pool``
         ``[C, b, D]``) pick ``K`` per class by greedy k-center relative to ``old_proxies``
-        (``[C*K, D]``, k-major, compared after L2 normalisation, the space of the loss; Algorithm 2 does not say which space)
+        (``[C*K, D]``, k-major, compared after L2 normalisation, the space of the loss; Algorithm 2 leaves it
+        open)
         and make them the proxies."""
         pool = pool.to(self.proxies)
         old = None

@@ -21,7 +21,8 @@ pairs (:mod:`gspdml.losses.metrix_pairs`) are positive-negative or anchor-negati
 uniformly at random at every iteration (§2.4.2); positive-negative pairs take every positive of
 the anchor (Eq. 2.8, ``positives: all``) or only its first one (the authors' code,
 ``positives: first``); input mixup uses the ``k = 3`` hardest negatives (§2.4.2). Mixed
-embeddings are re-normalised (the code's ``LpDistance`` does so; the thesis's s(v, v') is a raw inner product) unless ``renormalize=False``.
+embeddings are re-normalised (the code's ``LpDistance`` does so; the thesis's s(v, v') is a raw inner
+product) unless ``renormalize=False``.
 """
 
 from __future__ import annotations

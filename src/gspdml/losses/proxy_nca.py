@@ -72,7 +72,7 @@ class ProxyNCAPlusPlus(ProxyNCA):
     +fast (fast proxies)      ``lr_multiplier`` (default 1: off). The paper's proxy/base lr ratio
                               4e2/4e-3 = 1e5 (1e4 on SOP) goes with Adam ``eps = 1``, which bounds
                               every step (presets ``proxynca-*``); the thesis runs x100 with Adam's
-                              ``eps = 1e-8`` (Gürbüz thesis §3.3.2.1, proxy-loss hyper-parameters; presets ``*-pnca-*``). Either
+                              ``eps = 1e-8`` (Gürbüz thesis §3.3.2.1; presets ``*-pnca-*``). Either
                               pairing is named by the config that uses it, never implied.
     +cbs (class-balanced)     sampler: ``data.classes_per_batch`` x ``data.samples_per_class``
                               (ProxyNCA++ paper Table 1: 8 x 4 on CUB/Cars, 64 x 3 on SOP/In-shop);

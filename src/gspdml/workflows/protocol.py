@@ -11,8 +11,8 @@ The config describes one model; the protocol owns the fields that tell the model
   split (cached as ``test_embeddings.npz`` in its run dir) and
   :func:`~gspdml.evaluation.aggregate.fair_protocol_results` gives the 128D / 512D numbers over
   all seeds^4 realisations (3^4 = 81 with three seeds).
-- ``tuning`` (Gürbüz thesis §5.3.4.1, hyper-parameter tuning: "a single model on the 4/5 of the training set while using 1/5
-  for the validation", repeated 3 times): one split of the training classes, fold 0 of the 5
+- ``tuning`` (Gürbüz thesis §5.3.4.1, hyper-parameter tuning: "a single model on the 4/5 of the training
+  set while using 1/5 for the validation", repeated 3 times): one split of the training classes, fold 0 of the 5
   contiguous folds (validation on the last fifth), one model per seed, early-stopping patience 10
   rounds on CUB and Cars and 7 on SOP and In-shop (other datasets keep ``evaluation.patience``);
   the result is the mean ± std over the seeds of each model's metrics on the validation classes.

@@ -57,7 +57,8 @@ def test_matches_plain_domain_iteration():
 
 
 def test_authors_reference_values():
-    """Cross-check against the authors' code (github.com/yetigurbuz/generalized-sum-pooling; its TF and PyTorch versions agree)."""
+    """Cross-check against the authors' code (github.com/yetigurbuz/generalized-sum-pooling; its TF and
+    PyTorch versions agree)."""
     rs = np.random.RandomState(0)
     cost = torch.tensor(rs.uniform(0, 2, (2, 4, 3, 3))).reshape(2, 4, 9)
     rho, pi = partial_transport(cost, 0.3, 5.0, iters=100)
