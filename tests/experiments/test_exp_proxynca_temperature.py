@@ -213,7 +213,7 @@ def test_the_fine_tuned_ablation_changes_only_the_finetune_keys_and_publishes_it
     assert list(payloads) == ["sweep-paper-lr-finetune", "ablation-paper-lr-finetune"]
     assert payloads["ablation-paper-lr-finetune"]["plan"]["backbone"] == {"frozen": False, "lr_multiplier": 0.1}
     rows = proxynca.reproduction(payloads)
-    assert [r["experiment"].split(" (seed")[0] for r in rows] == [
+    assert [r["experiment"].split(" (ProxyNCA++ paper")[0] for r in rows] == [
         "ProxyNCA++ temperature sweep, collage_shared, ResNet20 fine-tuned at 0.1x the lr, paper's optimiser, paper's base lr 4e-3",
         "ProxyNCA++ ablation, collage_shared, ResNet20 fine-tuned at 0.1x the lr, paper's optimiser, paper's base lr 4e-3",
         "ProxyNCA++ ablation, collage_shared, ResNet20 fine-tuned at 0.1x the lr, paper's optimiser, paper's base lr 4e-3"]
