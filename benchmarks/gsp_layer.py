@@ -1,6 +1,6 @@
 """GSP cost: closed-form backward (GSP paper Prop. 4.2) vs autograd through the iterations.
 
-Reproduces the computational analysis of GSP paper supplement §1.5 (Fig. 7; thesis Fig. 5.9)
+Reproduces the computational analysis of the GSP paper supplement §1.5 (Fig. 7; thesis Fig. 5.9)
 on random tensors, B = 32, d = 128, n in {49, 64},
 m in {64, 128}, iters in {10, 25, 50, 100, 200}:
 

@@ -28,7 +28,7 @@ FULL = dict(seeds=(0, 1, 2), ms=(16, 64, 128), epss=(0.5, 5.0, 20.0))
 SMOKE = dict(seeds=(0,), ms=(4, 64), epss=(0.5, 5.0))
 #: the paper's best C2 cell of the grid search (Fig. 8a)
 PAPER_BEST = (64, 5.0)
-#: Table 5 of GSP paper supplement §1.6, C2 MAP@R of the screening rows as (m, ε, MAP@R); μ and λ vary between rows
+#: Table 5 of the GSP paper supplement §1.6, C2 MAP@R of the screening rows as (m, ε, MAP@R); μ and λ vary between rows
 TABLE5_C2 = ((16, 0.5, 40.63), (16, 0.5, 40.41), (128, 0.5, 40.22), (128, 0.5, 40.07),
              (16, 20.0, 36.11), (16, 20.0, 39.11), (128, 20.0, 39.61), (128, 20.0, 35.36))
 

@@ -1,4 +1,4 @@
-"""SimPool against the numpy reference of Psomas thesis Algorithm 2 and its identities."""
+"""SimPool against the numpy reference of the Psomas thesis Algorithm 2 and its identities."""
 
 import numpy as np
 import pytest

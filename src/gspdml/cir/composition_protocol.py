@@ -5,7 +5,7 @@ per-group averaging of the two chapters.
   domain D_s is paired with every other target domain D_t as text; positives are the database
   images of the query's class in D_t. One group per (D_s, D_t) pair; AVG = mean over pairs.
 * Attribute modification (PatternCom, Psomas thesis §5.4.1): built by :mod:`gspdml.cir.patterncom`; one group
-  per attribute; AVG = mean over attributes (reproduces the AVG column of Psomas thesis Table 5.2).
+  per attribute; AVG = mean over attributes (reproduces the AVG column of the Psomas thesis Table 5.2).
 
 Every query ranks the whole database; a query image that is in the database stays there.
 """

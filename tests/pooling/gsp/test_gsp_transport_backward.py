@@ -1,4 +1,4 @@
-"""Backward pass of the GSP partial transport: the closed form of GSP paper Prop. 4.2 (corrected)."""
+"""Backward pass of the GSP partial transport: the closed form of the GSP paper Prop. 4.2 (corrected)."""
 
 import pytest
 import torch
