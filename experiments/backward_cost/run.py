@@ -1,6 +1,5 @@
 """Closed-form vs autograd backward of GSP: time and memory against the number of fixed-point
-iterations k (GSP paper supplement §1.5, Fig. 7; thesis Fig. 5.9;
-§8 E4).
+iterations k (GSP paper supplement §1.5, Fig. 7; Gürbüz thesis §5.3.4.4, Fig. 5.9).
 
 The GSP layer (costs + transport + weighting) on random local features, B = 32, n = 7x7 = 49,
 d = 128, m = 64, mu = 0.3, eps = 5, forward + backward of a linear read-out of the pooled vector

@@ -19,7 +19,7 @@ SUFFIXES = (".py", ".md", ".yaml", ".yml", ".txt", ".toml", ".c", ".json")
 FORBIDDEN = re.compile(
     r"\b[Ss]eeds?\s+00\d\b"                                         # seed 000 ... seed 004
     r"|\b(?:[Pp]somas\s+|[Gg]urbuz\s+|[Tt]hesis\s+)?spec(?:'s)?\s*§"  # spec §9 A6, psomas spec §1.8
-    r"|\bspec A\d{1,2}\b"                                             # spec A14
+    r"|\bspec A\d{1,2}\b|§\d+[ -][A-E]\d{1,2}\b"                       # spec A14; an item such as §9 A6
     r"|\becosystem §|\breference-implementations\b|\bref-impl\b"      # ecosystem §1.3
     r"|(?<![\w/.-])L\d{2,5}(?:\s*[–-]\s*L?\d{2,5})?\b(?![\w/])"      # L1264, L729-753 (not L2, L_ZS)
     r"|\blines? \d{2,5}(?:\s*[–-]\s*\d{2,5})?\b(?= *[;,)])"          # "line 163;", "lines 552-567)"
@@ -38,6 +38,7 @@ def hits(text: str) -> list[str]:
     ("ecosystem §1.3, reference-implementations §1.2, ref-impl §4.2, spec A14", ["ecosystem §", "reference-implementations",
                                                                                 "ref-impl", "spec A14"]),
     ("(seed 002 line 163;", ["seed 002", "line 163"]),
+    ("thesis Fig. 5.9;\n§8 E4), §8-E7", ["§8 E4", "§8-E7"]),
     ("Teh et al., ECCV 2020 (seed\n002), psomas spec\n§7.5", ["seed\n002", "psomas spec\n§"]),
     ("see ../shared/spec and /work/shared/seeds", ["../shared", "/work/shared"]),
 ])
