@@ -1,13 +1,13 @@
-"""GSP cost: closed-form backward (seed 000 Prop. 4.2) vs autograd through the iterations.
+"""GSP cost: closed-form backward (GSP paper Prop. 4.2) vs autograd through the iterations.
 
-Reproduces the computational analysis of seed 000 supplement §1.5 (Fig. 7; thesis Fig. 5.9,
-spec §8 E4) on random tensors, B = 32, d = 128, n in {49, 64},
+Reproduces the computational analysis of the GSP paper supplement §1.5 (Fig. 7; thesis Fig. 5.9)
+on random tensors, B = 32, d = 128, n in {49, 64},
 m in {64, 128}, iters in {10, 25, 50, 100, 200}:
 
 1. the pooling layer (costs + transport + weighting), forward + backward: GAP, GSP with the
    closed-form backward, GSP with autograd through the unrolled (log-domain) iterations;
 2. the transport solver alone (cost -> (rho, pi) -> a loss): closed form, the same loop
-   unrolled, and Algorithm 3 of seed 000 as printed (plain-domain K = exp(-eps c), a
+   unrolled, and Algorithm 3 of the GSP paper as printed (plain-domain K = exp(-eps c), a
    matrix-vector product with K in every iteration) unrolled;
 3. one Adam step of the small-CNN model of the ``scratch-*`` presets (small_cnn + 1x1 head to 128, 32x32 inputs, batch 64, C2)
    with GAP and with GSP, on a fixed batch;
@@ -106,7 +106,7 @@ def measure(
 
 
 def algorithm3_as_printed(cost: torch.Tensor, mu: float, eps: float, iters: int):
-    """Seed 000 Algorithm 3 literally: K = exp(-eps c), matrix-vector products with K per iteration."""
+    """GSP paper Algorithm 3 literally: K = exp(-eps c), matrix-vector products with K per iteration."""
     n = cost.shape[-1]
     kernel = torch.exp(-eps * cost)
     ones = torch.ones(cost.shape[0], 1, kernel.shape[1], dtype=cost.dtype, device=cost.device)

@@ -39,7 +39,7 @@ from gspdml.training.host_memory import keep_freed_host_memory
 from gspdml.models.inference import autocast_context
 
 MODELS = {  # name: (backbone spec, input size, the GSP settings the model is trained with)
-    "resnet50": ({"name": "resnet50"}, 227, {"num_prototypes": 64, "mu": 0.3, "eps": 5.0}),  # papers' CUB/Cars (seed 000 §4.4)
+    "resnet50": ({"name": "resnet50"}, 227, {"num_prototypes": 64, "mu": 0.3, "eps": 5.0}),  # papers' CUB/Cars (GSP paper §4.4)
     "small_cnn": ({"name": "small_cnn"}, 32, {"num_prototypes": 16, "mu": 0.25, "eps": 10.0}),  # the scratch-gsp preset
 }
 POOLS = ("gap", "gsp")

@@ -1,6 +1,5 @@
 """Closed-form vs autograd backward of GSP: time and memory against the number of fixed-point
-iterations k (seed 000 supplement §1.5 L504-513, Fig. 7; thesis Fig. 5.9; spec
-§8 E4).
+iterations k (GSP paper supplement §1.5, Fig. 7; Gürbüz thesis §5.3.4.4, Fig. 5.9).
 
 The GSP layer (costs + transport + weighting) on random local features, B = 32, n = 7x7 = 49,
 d = 128, m = 64, mu = 0.3, eps = 5, forward + backward of a linear read-out of the pooled vector
@@ -11,7 +10,7 @@ and the pseudo-attributes, for k in {10, 25, 50, 100, 200}:
   whose forward stops once the iterates are stationary);
 * ``unrolled``: autograd through all k iterations.
 
-Claim (seed 000 L513): with the closed form the overhead is small and k has a marginal effect;
+Claim (GSP paper supplement §1.5): with the closed form the overhead is small and k has a marginal effect;
 with autodiff the cost grows substantially with k. Timing and memory accounting come from
 ``benchmarks/gsp_layer.py`` (``measure``: best-of-``repeats`` wall time; memory = bytes of the
 tensors autograd keeps for backward beyond the inputs and parameters on CPU, peak CUDA allocation

@@ -1,15 +1,15 @@
-"""CCP proof of concept with 2-D embeddings (seed 004 §3.3.1, L659-671, Fig. 3.2; spec §8-E7).
+"""CCP proof of concept with 2-D embeddings (Gürbüz thesis §3.3.1, Fig. 3.2).
 
-sklearn's ``load_digits`` (8x8 digits, the spec's offline stand-in for MNIST) is split per class
+sklearn's ``load_digits`` (8x8 digits, an offline stand-in for MNIST) is split per class
 into train / validation / test (60 / 10 / 30 %). A small MLP maps images to 2-D embeddings that
-are clip-normalised, ``v / max(1, ||v||)`` (seed 004 L649). The loss is C2 (contrastive with
+are clip-normalised, ``v / max(1, ||v||)`` (Gürbüz thesis §3.2.4). The loss is C2 (contrastive with
 margins, the generalized contrastive loss of Eq. 3.2.2). Three trainings are compared:
 
 * ``proxy``: one proxy-based DML problem (Eq. 3.2.5) with one proxy per class, proxies as
   anchors and the batch as references, trained until validation MAP@R stops improving;
 * ``ccp``: CCP (Eq. 3.2.11, Algorithms 1-2) with ``K = 4`` proxies per class and pools of
-  ``b = 16`` samples (L663-665), started from the converged single-proxy solution (problem 0,
-  panel (a) of Fig. 3.2 as read in spec §3.6); each later problem re-initialises the proxies
+  ``b = 16`` samples (§3.3.1), started from the converged single-proxy solution (problem 0,
+  panel (a) of Fig. 3.2); each later problem re-initialises the proxies
   with greedy k-center picks farthest from the converged ones (:func:`gspdml.losses.ccp_selection.select_proxies`) and adds
   the proximal gradient ``lambda (theta - theta*)`` (lambda = 2e-4) towards the previous
   solution ``theta*``; every problem ends when validation MAP@R has not improved for
@@ -17,7 +17,7 @@ margins, the generalized contrastive loss of Eq. 3.2.2). Three trainings are com
 * ``sample``: sample-based DML, the same C2 loss over all pairs of the batch.
 
 After every (CCP) problem the test split gives MAP@R (leave-one-out), the average covering
-radius (seed 004 L671, :mod:`gspdml.analysis.covering`), the mean inter-class distance
+radius (Gürbüz thesis §3.3.1, :mod:`gspdml.analysis.covering`), the mean inter-class distance
 ``E ||x - x^-||`` and the proxy cover radius of the training split (mean over classes of
 ``max_x min_k ||x - rho_k||``, the quantity of Corollary 3.2.2.1).
 

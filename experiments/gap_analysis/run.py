@@ -1,19 +1,19 @@
-"""GAP analysis (seed 004 chapter 4, seed 001 Fig. 3; spec §4.2 and §8-E5).
+"""GAP analysis (Gürbüz thesis chapter 4, XML paper Fig. 3; Gürbüz thesis §4.3).
 
 2-D local features are scaled into the unit ball; 48 prototypes are picked among the pooled
 local features by greedy k-center and ``delta`` is their covering radius. For every image the
-prototype convex combination (PCC, Eq. 4.2.6) is compared with GAP: Prop. 4.2.1 (in the
-un-squared form of spec §4.1) says ``||PCC - GAP||_2 <= delta``; the run asserts it and reports
+prototype convex combination (PCC, Eq. 4.2.6) is compared with GAP: Prop. 4.2.1 (in its
+un-squared form) says ``||PCC - GAP||_2 <= delta``; the run asserts it and reports
 the largest ratio. Per class, the active prototypes (those receiving more than 1 % of the
 class's histogram mass; the count with any mass is reported too) and their convex hulls are
 plotted, and the fraction of class pairs whose hulls overlap is reported: overlapping hulls
-are GAP's weakness (seed 004 L1066-1080).
+are GAP's weakness (Gürbüz thesis §4.3-4.4, Fig. 4.3).
 
 Two sources of local features:
 
-* ``synthetic``: the spec's offline stand-in -- 16 semantic "parts" in the plane; each class
+* ``synthetic``: an offline stand-in -- 16 semantic "parts" in the plane; each class
   draws its local features from 4 class parts and 3 shared background parts (foreground ratio
-  ~ N(0.5, 0.1), as in the token study of seed 004 §5.3.1) plus Gaussian noise;
+  ~ N(0.5, 0.1), as in the token study of Gürbüz thesis §5.3.1) plus Gaussian noise;
 * ``trained``: the local features of a small CNN whose 1x1 head has 2 channels, trained with
   GAP + C2 on the Fashion-MNIST training classes (``gspdml.training.Trainer``); the analysis
   uses 64 images of each of the 10 classes (6 seen, 4 unseen).
@@ -103,7 +103,7 @@ def trained_local_features(seed: int, out: Path, steps: int, images_per_class: i
 
 def analyse(features: torch.Tensor, labels: torch.Tensor, num_prototypes: int = NUM_PROTOTYPES) -> dict:
     """Prototypes, covering radius, the PCC-GAP bound and active prototypes per class."""
-    features = features / (features.norm(dim=-1).max() * (1 + 1e-9))  # into the unit ball (L1044)
+    features = features / (features.norm(dim=-1).max() * (1 + 1e-9))  # into the unit ball (§4.3)
     pooled = features.reshape(-1, features.shape[-1])
     prototypes = pooled[greedy_k_center(pooled, num_prototypes)]
     delta = covering_radius(pooled, prototypes)

@@ -1,7 +1,7 @@
-"""The m-ε grid of GSP (seed 000 supplement L518-520: §1.6, Fig. 8a and Table 5; thesis Fig. 5.10)
+"""The m-ε grid of GSP (GSP paper supplement §1.6, Fig. 8a and Table 5; thesis Fig. 5.10)
 in the GSP paper's Cifar Collage regime.
 
-Seed 000 screens m, μ, ε, λ on CUB (Table 5: ε has the largest effect, the number of prototypes
+The GSP paper screens m, μ, ε, λ on CUB (Table 5: ε has the largest effect, the number of prototypes
 m no significant one) and then grid-searches m x ε: with C2 the best cell is m = 64, ε = 5.
 Here every cell is the preset ``demo-gsp`` (faithful collage ``collage_shared``, pre-trained
 frozen ResNet20, the authors' wiring, GSP μ = 0.2, C2, Adam 1e-3, plateau x0.5 patience 5, early
@@ -28,7 +28,7 @@ FULL = dict(seeds=(0, 1, 2), ms=(16, 64, 128), epss=(0.5, 5.0, 20.0))
 SMOKE = dict(seeds=(0,), ms=(4, 64), epss=(0.5, 5.0))
 #: the paper's best C2 cell of the grid search (Fig. 8a)
 PAPER_BEST = (64, 5.0)
-#: Table 5 of seed 000 supplement L518-520, C2 MAP@R of the screening rows as (m, ε, MAP@R); μ and λ vary between rows
+#: Table 5 of the GSP paper supplement §1.6, C2 MAP@R of the screening rows as (m, ε, MAP@R); μ and λ vary between rows
 TABLE5_C2 = ((16, 0.5, 40.63), (16, 0.5, 40.41), (128, 0.5, 40.22), (128, 0.5, 40.07),
              (16, 20.0, 36.11), (16, 20.0, 39.11), (128, 20.0, 39.61), (128, 20.0, 35.36))
 

@@ -1,7 +1,7 @@
-"""Effect of the transported fraction μ on GSP (seed 000 §5.3 L211-218, Fig. 6; thesis Fig. 5.8)
+"""Effect of the transported fraction μ on GSP (GSP paper §5.2.3, Fig. 6; thesis Fig. 5.8)
 in the GSP paper's Cifar Collage regime.
 
-Seed 000 sweeps μ on CUB with the C2 loss: relatively low values of μ perform similarly, and as μ
+The GSP paper sweeps μ on CUB with the C2 loss: relatively low values of μ perform similarly, and as μ
 grows the performance drops towards GAP (over-estimating the foreground ratio); μ = 1 is GAP
 exactly (Claim 4.1). Here every μ is the preset ``demo-gsp`` (faithful collage ``collage_shared``
 whose target tile is 1/4 of the image, pre-trained frozen ResNet20, the authors' wiring with a
@@ -29,7 +29,7 @@ FOREGROUND = 0.25
 METRICS = ("map_at_r", "precision_at_1")
 FULL = dict(seeds=(0, 1, 2), mus=(0.05, 0.1, 0.2, 0.5, 1.0))
 SMOKE = dict(seeds=(0,), mus=(0.2, 1.0))
-#: Table 5 of seed 000 supplement L518-520 (CUB, C2 MAP@R): the screening rows at μ = 0.3 and μ = 0.7
+#: Table 5 of the GSP paper supplement §1.6 (CUB, C2 MAP@R): the screening rows at μ = 0.3 and μ = 0.7
 TABLE5_C2_BY_MU = {0.3: (40.63, 40.22, 36.11, 39.61), 0.7: (40.41, 40.07, 39.11, 35.36)}
 PAPER = ("Fig. 6 (CUB, C2; no numbers in the text): low μ alike, then a drop towards GAP as μ grows; "
          "Tab. 5 screening, C2 MAP@R averaged over its m, ε, λ levels: "

@@ -1,5 +1,5 @@
-"""Metrix: clean vs input / feature / embedding mixup in the papers' regime (seed 003 chapter 2,
-Tables 2.3 and 2.5; psomas spec §1).
+"""Metrix: clean vs input / feature / embedding mixup in the papers' regime (Psomas thesis chapter 2,
+Tables 2.3 and 2.5).
 
 Every variant trains ``demo-base`` (the faithful collage ``collage_shared``, ResNet20 pre-trained
 on all 100 tile classes, 128-D, Adam 1e-3, plateau x0.5 after 5 validation rounds, early
@@ -7,7 +7,7 @@ stopping and restore-best on the validation classes' MAP@R, 16 x 4 batches, bf16
 ``metrix`` loss on the contrastive loss (margin 0.5) and the same budget, seeds and selection
 rule. ``--regime finetune`` (default; the thesis fine-tunes a pre-trained backbone) trains the
 backbone at a tenth of the learning rate, ``--regime frozen`` keeps it fixed. The wiring after
-the mixing point is the authors' (seed 003 L670): feature mixup mixes the backbone's last maps,
+the mixing point is the authors' (Psomas thesis §2.4.1): feature mixup mixes the backbone's last maps,
 then GAP+GMP and the embedding layer follow (``--wiring nonlinear``, default), so that mixing
 inputs, maps or embeddings are different operations; ``--wiring linear`` (GAP after a 1x1 head)
 is the earlier wiring, under which feature mixup of the maps equals mixup of the un-normalised
@@ -20,7 +20,7 @@ embeddings.
 Besides the test retrieval metrics it reports, on the test embeddings, the alignment and
 uniformity of Wang & Isola (ICML 2020): ``align = E_pos ||f(x) - f(y)||^2`` over same-class
 pairs and ``uniform = log E exp(-2 ||f(x) - f(y)||^2)`` over all pairs (both lower is better);
-seed 003 (L451) measures both on the test distributions to show that mixing improves them.
+The Psomas thesis (§2.1) measures both on the test distributions to show that mixing improves them.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ GEOMETRY = ("alignment", "uniformity")
 BUDGET = ("schedule.max_steps=200", "evaluation.every=25")
 FULL = dict(seeds=(0, 1, 2), variants=tuple(VARIANTS))
 SMOKE = dict(seeds=(0,), variants=("clean", "feature"))
-#: seed 003 Table 2.3 (contrastive, ResNet-50, d = 512, CUB200 R@1) and its Table 2.5 (Cars196)
+#: Psomas thesis Table 2.3 (contrastive, ResNet-50, d = 512, CUB200 R@1) and its Table 2.5 (Cars196)
 PAPER = "CUB200 R@1 64.7 → 66.3 input / 67.4 feature / 66.4 embedding (Table 2.3); feature best on Cars196 (Table 2.5)"
 
 
@@ -108,7 +108,7 @@ def reproduction(runs: dict) -> list[dict]:
             continue
         verdicts = [f"{m} > clean: {common.verdict(table[m], {'clean': table['clean']})}" for m in ("input", "feature", "embedding")]
         verdicts.append("feature best: " + common.verdict(table["feature"], {m: e for m, e in table.items() if m != "feature"}))
-        rows.append({"experiment": f"Metrix mixup, {key} (seed 003 Table 2.3, Table 2.5)",
+        rows.append({"experiment": f"Metrix mixup, {key} (Psomas thesis Table 2.3, Table 2.5)",
                      "claim": "each mixup type (input, feature, embedding) improves the clean contrastive loss; feature mixup is best",
                      "paper": PAPER, "ours": "MAP@R " + "; ".join(f"{m} {common.cell(e, 'map_at_r')}" for m, e in table.items()),
                      "verdict": "; ".join(verdicts)})

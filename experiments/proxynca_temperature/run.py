@@ -1,22 +1,22 @@
-"""ProxyNCA++: the temperature on two moons (seed 002 §3.4, Fig. 3, appendix B), the temperature
-sweep (seed 002 §3.4, Fig. 4a) and the component ablation (seed 002 Table 7) in the papers'
+"""ProxyNCA++: the temperature on two moons (ProxyNCA++ paper §3.4, Fig. 3, appendix B), the temperature
+sweep (ProxyNCA++ paper §3.4, Fig. 4a) and the component ablation (ProxyNCA++ paper Table 7) in the papers'
 regime.
 
-Two moons (appendix B, L419): scikit-learn ``make_moons(600, noise=0.3, random_state=0)``, a
+Two moons (App. B): scikit-learn ``make_moons(600, noise=0.3, random_state=0)``, a
 two-layer network 2 -> 100 -> ReLU -> 2, softmax cross-entropy of ``logits / T``. Every
 temperature gets the same initial weights and the same full-batch SGD budget (lr 0.05; the
 appendix names no optimiser, and Adam's per-parameter step normalisation would cancel most of
-the ``1/T`` gradient scale); the plot shows the decision boundaries (seed 002 Fig. 3: a lower
+the ``1/T`` gradient scale); the plot shows the decision boundaries (ProxyNCA++ paper Fig. 3: a lower
 ``T`` gives a more refined boundary).
 
-ProxyNCA++ (seed 002 §3, Fig. 2) in the regime of ``make demo`` (preset ``demo-gmp``: faithful
+ProxyNCA++ (ProxyNCA++ paper §3, Fig. 2) in the regime of ``make demo`` (preset ``demo-gmp``: faithful
 collage ``collage_shared``, frozen ResNet20 pre-trained on all tile classes, 16 x 4 batches,
 validation every 50 steps with reduce-on-plateau, early stopping and restore-best on the
 validation classes' MAP@R, at most 300 steps) with the paper's wiring and optimiser:
 
 * GMP, a non-affine LayerNorm on the pooled features, then the embedding layer (``model.head:
   global``, ``model.pooled_norm: layer_norm``); ``proxynca_pp`` with the assignment probability;
-* the optimiser of the ProxyNCA++ code (seed 002 §4, Table 1: proxy lr 4e2 over base lr 4e-3):
+* the optimiser of the ProxyNCA++ code (ProxyNCA++ paper §4, Table 1: proxy lr 4e2 over base lr 4e-3):
   Adam ``eps = 1``, weight decay 0, proxies at ``lr x 1e5``; the same for every row. Two settings
   of it (:data:`OPTIMISERS`), each run over both parts: the demo's base lr 1e-3 (``--optimiser
   paper``, keys ``sweep`` and ``ablation``) and the paper's base lr 4e-3 (``--optimiser paper-lr``,
@@ -28,7 +28,7 @@ The sweep and the ablation also run in the fine-tuning regime (``--regime finetu
 ``sweep-paper-lr-finetune`` and ``ablation-paper-lr-finetune`` under ``--optimiser paper-lr``);
 the two moons have no backbone and run once.
 
-Sweep: ``T`` in :data:`SWEEP_TEMPERATURES` (seed 002 §3.4 and its Fig. 4a: test R@1 peaks at ``T = 1/9`` and
+Sweep: ``T`` in :data:`SWEEP_TEMPERATURES` (ProxyNCA++ paper §3.4 and its Fig. 4a: test R@1 peaks at ``T = 1/9`` and
 drops below it: an inverted U). Ablation (Table 7): each row changes one config key of the full
 ProxyNCA++ (``T = 1/9``); ``-fast`` keeps ``eps = 1`` and sets the multiplier to 1, so it ablates
 only the proxy speed. A row whose config equals a sweep point (the full model is ``T = 1/9``,
@@ -56,12 +56,12 @@ PRESET = "demo-gmp"
 #: ProxyNCA++'s wiring on top of ``demo-gmp`` (GMP, ``model.head: global``): the non-affine
 #: LayerNorm before the embedding layer (+norm) and the loss with the assignment probability (+prob)
 PROXYNCA_PP = ("model.pooled_norm=layer_norm", "loss={name: proxynca_pp, assignment_probability: true}")
-#: the optimiser of the ProxyNCA++ code (seed 002 §4, Table 1): Adam eps = 1, weight decay 0,
+#: the optimiser of the ProxyNCA++ code (ProxyNCA++ paper §4, Table 1): Adam eps = 1, weight decay 0,
 #: proxies at 1e5 x the base learning rate (+fast); named here, never left to the class defaults
 PAPER_OPTIMISER = ("optimizer.eps=1.0", "optimizer.weight_decay=0.0", "loss.lr_multiplier=100000.0")
 #: the settings of the paper's optimiser, each over every row of both parts: name -> (overrides on
 #: top of PAPER_OPTIMISER, label). With eps = 1 an Adam step is about lr x gradient, so the base lr
-#: decides how far the embedding layer moves in the budget; 4e-3 is seed 002 Table 1's base lr.
+#: decides how far the embedding layer moves in the budget; 4e-3 is ProxyNCA++ paper Table 1's base lr.
 OPTIMISERS = {
     "paper": ((), "paper's optimiser, base lr 1e-3"),
     "paper-lr": (("optimizer.lr=0.004",), "paper's optimiser, paper's base lr 4e-3"),
@@ -83,9 +83,9 @@ ABLATION = {
     "-norm": (("model.pooled_norm=null",), "no LayerNorm before the embedding layer", -2.6),
     "-cbs": (("data.sampler=random",), "random batches of 64 images", -2.6),
     "-fast": (("loss.lr_multiplier=1.0",), "proxies at the base learning rate (Adam eps stays 1)", -1.9),
-    "-prob": (("loss.assignment_probability=false",), "ProxyNCA's positive-excluded denominator (seed 002 Eq. 3)", -1.1),
+    "-prob": (("loss.assignment_probability=false",), "ProxyNCA's positive-excluded denominator (ProxyNCA++ paper Eq. 3)", -1.1),
 }
-PAPER_FULL_R1 = 72.2  # seed 002 Table 7, CUB200, ResNet-50, 2048-D
+PAPER_FULL_R1 = 72.2  # ProxyNCA++ paper Table 7, CUB200, ResNet-50, 2048-D
 METRICS = ("recall_at_1", "recall_at_2", "recall_at_4", "recall_at_8", "map_at_r")
 TEMPERATURES = (1.0, 1 / 3, 1 / 9, 1 / 27)
 PARTS = ("moons", "sweep", "ablation")
@@ -311,7 +311,7 @@ def reproduction(runs: dict) -> list[dict]:
     rows = []
     if "two-moons" in runs:
         accuracy = runs["two-moons"]["train_accuracy"]
-        rows.append({"experiment": "ProxyNCA++ temperature on two moons (seed 002 Fig. 3)",
+        rows.append({"experiment": "ProxyNCA++ temperature on two moons (ProxyNCA++ paper Fig. 3)",
                      "claim": "a lower T gives a more refined decision boundary", "paper": "figure (qualitative)",
                      "ours": "training accuracy " + ", ".join(f"T={t}: {100 * a:.1f}%" for t, a in accuracy.items()),
                      "verdict": moons_verdict(accuracy)})
@@ -328,7 +328,7 @@ def sweep_rows(runs: dict, optimiser: str, regime: str) -> list[dict]:
         return []
     table = runs[key]["results"]
     setting = f"collage_shared, {REGIMES[regime][1]}, {OPTIMISERS[optimiser][1]}"
-    return [{"experiment": f"ProxyNCA++ temperature sweep, {setting} (seed 002 §3.4, Fig. 4a)",
+    return [{"experiment": f"ProxyNCA++ temperature sweep, {setting} (ProxyNCA++ paper §3.4, Fig. 4a)",
              "claim": "test R@1 peaks at an intermediate low temperature (inverted U)", "paper": "best T = 1/9 on CUB200",
              "ours": "; ".join(f"T={t}: R@1 {common.cell(e, 'recall_at_1')}, MAP@R {common.cell(e, 'map_at_r')}, "
                                f"val gain {common.cell(e, 'val_gain')}" for t, e in table.items()),
@@ -347,7 +347,7 @@ def regime_rows(runs: dict, optimiser: str, regime: str) -> list[dict]:
                            f"{e['map_at_r']['mean'] - full['map_at_r']['mean']:+.2f} MAP@R" for row, e in table.items() if row != "ProxyNCA++")
         paper = f"R@1 {PAPER_FULL_R1}; " + ", ".join(f"{row} {ABLATION[row][2]:+.1f}" for row in table if row != "ProxyNCA++")
         ours = f"full R@1 {common.cell(full, 'recall_at_1')}, MAP@R {common.cell(full, 'map_at_r')}; {deltas}"
-        experiment = f"ProxyNCA++ ablation, {setting} (seed 002 Table 7)"
+        experiment = f"ProxyNCA++ ablation, {setting} (ProxyNCA++ paper Table 7)"
         rows.append({"experiment": experiment + ": -scale", "claim": "removing low temperature scaling costs the most R@1",
                      "paper": paper, "ours": ours,
                      "verdict": f"R@1: {largest_drop(table, 'recall_at_1')}; MAP@R: {largest_drop(table, 'map_at_r')}"})

@@ -1,5 +1,5 @@
-"""Synthetic token study: GAP vs GSP on bags of trainable tokens (seed 000 §5.1 L158, Fig. 3a,
-supplement §2.1 L540-550; thesis seed 004 §5.3.1, Fig. 5.4; spec §8 E3).
+"""Synthetic token study: GAP vs GSP on bags of trainable tokens (GSP paper §5.1, Fig. 3a,
+supplement §2.1; Gürbüz thesis §5.3.1, Fig. 5.4).
 
 16 classes x 4 class tokens + 4 shared background tokens, all trainable (``d = 2``, Glorot
 uniform); a sample is a bag of 50 tokens with a class-token ratio ~ N(0.5, 0.1)
@@ -10,11 +10,11 @@ clamped to [-0.3, 0.3] after every step. Loss C2 (m+, m-) = (0, 0.3841); Adam; b
 samples per class of the same 16 classes; the study is not zero-shot), the best epoch restored,
 early stopping with a patience of 30 epochs; test = another 128 fresh samples per class. GSP:
 m = 64, mu = 0.3 (below the true 0.5), eps = 10, 100 iterations, random prototypes. Unspecified
-items follow spec §8 E3. To fit a few CPU minutes the defaults deviate from the papers' schedule
+items are our defaults. To fit a few CPU minutes the defaults deviate from the papers' schedule
 (LR 1e-4 until early stopping): LR 3e-3 for at most 6 epochs, 2 seeds (``--lr``, ``--epochs``,
 ``--seeds``).
 
-Claim (seed 000 Fig. 3a, thesis L1530): GAP class hulls overlap, GSP hulls separate; GSP
+Claim (GSP paper Fig. 3a, Gürbüz thesis §6.2): GAP class hulls overlap, GSP hulls separate; GSP
 gains about +70 points MAP@R; GSP learns to ignore the shared tokens.
 
     python experiments/synthetic_tokens/run.py [--smoke] [--out DIR] [--seeds 0 1 2]
@@ -48,7 +48,7 @@ from gspdml.pooling.simple import GAP  # noqa: E402
 from gspdml.workflows.sweeps import mean_std  # noqa: E402
 from gspdml.workflows.tables import markdown_table  # noqa: E402
 
-TOKEN_RANGE = 0.3  # seed 000 L550
+TOKEN_RANGE = 0.3  # GSP paper supplement §2.1
 POOLINGS = ("gap", "gsp")
 
 
@@ -89,7 +89,7 @@ class TokenModel(nn.Module):
 
     @torch.no_grad()
     def clamp_(self) -> None:
-        """Clamp tokens and prototypes to ``[-0.3, 0.3]`` (seed 000 L550; spec §8 E3)."""
+        """Clamp tokens and prototypes to ``[-0.3, 0.3]`` (GSP paper supplement §2.1)."""
         for p in self.parameters():
             p.clamp_(-TOKEN_RANGE, TOKEN_RANGE)
 
@@ -186,7 +186,7 @@ def plot(runs: dict, test: TokenBags, vocabulary: TokenVocabulary, path: Path, p
 
 
 def main(argv=None) -> dict:
-    parser = common.parser("synthetic_tokens", "GAP vs GSP on bags of trainable tokens (seed 000 §5.1)", smoke_help="2 epochs of 5 steps, 16 samples/class, 1 seed", reuse=False, threads=2)
+    parser = common.parser("synthetic_tokens", "GAP vs GSP on bags of trainable tokens (GSP paper §5.1)", smoke_help="2 epochs of 5 steps, 16 samples/class, 1 seed", reuse=False, threads=2)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--poolings", nargs="+", choices=POOLINGS, default=list(POOLINGS))
     parser.add_argument("--dim", type=int, default=2, help="token dimension (2 draws Fig. 3a directly)")
@@ -242,7 +242,7 @@ def main(argv=None) -> dict:
         gain = [g["map_at_r"] - a["map_at_r"] for g, a in zip(per_seed["gsp"], per_seed["gap"])]
         g = summary["gsp_minus_gap_map_at_r"] = mean_std(gain)
         print(f"\nGSP - GAP: {100 * g['mean']:+.2f} ± {100 * g['std']:.2f} MAP@R points over {len(args.seeds)} seed(s) "
-              f"(seed 000 / thesis L1530 claim: about +70)")
+              f"(GSP paper / Gürbüz thesis §6.2 claim: about +70)")
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     results = {"settings": settings, "per_seed": per_seed, "summary": summary, "seconds": time.perf_counter() - start,
                "table": table, "plan": {"seeds": list(args.seeds)}, "threads": args.threads}

@@ -1,17 +1,17 @@
-"""The 10x10x3 toy feature map of the GSP paper (seed 000 §4.2 L85-96, Fig. 1; thesis Fig. 5.2;
-spec §8 E2): the linear program (P1) vs the entropy-smoothed (P2).
+"""The 10x10x3 toy feature map of the GSP paper (§4.2, Fig. 1; Gürbüz thesis Fig. 5.2): the linear
+program (P1) vs the entropy-smoothed (P2).
 
 Map: green background (0,1,0), a 5x5 red block (1,0,0) at rows/cols 0-4 and a 5x5 blue block
 (0,0,1) at rows/cols 5-9, plus N(0, 0.05^2) noise; prototypes red and blue; n = 100,
-c_ij = ||clip(w_i) - clip(f_j)||. Pooling weights p_j = (1/n - rho_j)/mu (seed 000 Eq. 4.1).
+c_ij = ||clip(w_i) - clip(f_j)||. Pooling weights p_j = (1/n - rho_j)/mu (GSP paper Eq. 4.1).
 With the true mu = 0.5 both problems select the foreground; with an under-estimate mu = 0.2 the
 LP keeps only 20 of the 50 foreground pixels while (P2) with a moderate eps spreads the weight
-over the whole foreground (seed 000 L85-96).
+over the whole foreground (GSP paper §4.2).
 
     python experiments/toy_feature_map/run.py [--smoke] [--out DIR] [--seeds 0 1 2]
 
 Writes ``results.json`` (per noise seed and as mean ± std over the seeds: foreground mass and
-pixel counts per solution; the checks against the expected values of spec §8 E2, which must hold
+pixel counts per solution; the checks against the expected values of our float64 numpy reference, which must hold
 on every seed) and ``weights.png`` (Fig. 1 analogue, first seed); a full run publishes
 ``experiments/toy_feature_map/results.json``.
 """
@@ -37,7 +37,7 @@ from gspdml.workflows.tables import markdown_table  # noqa: E402
 SIDE, NOISE = 10, 0.05
 MUS = (0.5, 0.2)
 EPSILONS = (1.0, 5.0, 10.0, 20.0, 50.0)
-# spec §8 E2 (float64 numpy reference): foreground mass of (P2) at mu = 0.2, per eps
+# float64 numpy reference: foreground mass of (P2) at mu = 0.2, per eps
 EXPECTED_FOREGROUND_MASS = {1.0: 0.669, 5.0: 0.996, 10.0: 1.000, 20.0: 1.000, 50.0: 1.000}
 MASS_TOLERANCE = 0.02  # the noise draw differs from the reference's
 
@@ -57,7 +57,7 @@ def toy_map(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def pooling_weights(rho: torch.Tensor, mu: float) -> torch.Tensor:
-    """``p_j = (1/n - rho_j) / mu`` (seed 000 Eq. 4.1)."""
+    """``p_j = (1/n - rho_j) / mu`` (GSP paper Eq. 4.1)."""
     return (1.0 / rho.shape[-1] - rho) / mu
 
 
@@ -87,7 +87,7 @@ def solve_all(features: torch.Tensor, iters: int) -> dict[str, torch.Tensor]:
 
 
 def check(table: dict) -> dict:
-    """Compare with spec §8 E2; returns ``{claim: bool}``."""
+    """Compare with the expected values; returns ``{claim: bool}``."""
     checks = {
         "lp mu=0.5 selects all 50 foreground pixels and no background":
             table["lp mu=0.5"]["foreground_selected"] == 50 and table["lp mu=0.5"]["background_selected"] == 0,
@@ -126,7 +126,7 @@ def plot(features: torch.Tensor, weights: dict[str, torch.Tensor], path: Path) -
             ax.set_title(title, fontsize=7)
             ax.set_xticks([])
             ax.set_yticks([])
-    fig.suptitle("pooling weights (darker = higher), seed 000 Fig. 1", fontsize=8)
+    fig.suptitle("pooling weights (darker = higher), GSP paper Fig. 1", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
@@ -157,7 +157,7 @@ def checks_verdict(checks: dict[str, bool]) -> str:
 
 
 def reproduction(runs: dict) -> list[dict]:
-    """README rows: the LP's behaviour under an under-estimated μ, and (P2)'s remedy (spec §8 E2)."""
+    """README rows: the LP's behaviour under an under-estimated μ, and (P2)'s remedy (GSP paper Fig. 1)."""
     rows = []
     for key, payload in runs.items():
         table, checks = payload["summary"], payload["checks"]
@@ -167,7 +167,7 @@ def reproduction(runs: dict) -> list[dict]:
         rows.append({
             "experiment": f"Toy 10×10×3 feature map, {key}, LP (P1) (GSP paper Fig. 1)",
             "claim": "with an under-estimated μ = 0.2 the LP (P1) ignores informative pixels",
-            "paper": "Fig. 1 (qualitative); spec §8 E2: LP μ = 0.5 keeps all 50 foreground pixels, LP μ = 0.2 only 20",
+            "paper": "Fig. 1 (qualitative); reference: LP μ = 0.5 keeps all 50 foreground pixels, LP μ = 0.2 only 20",
             "ours": (f"LP μ = 0.5: {table['lp mu=0.5']['foreground_selected']['mean']:.0f} of 50; LP μ = 0.2: "
                      f"{table['lp mu=0.2']['foreground_selected']['mean']:.0f} of 50 "
                      f"({table['lp mu=0.2']['background_selected']['mean']:.0f} background)"),
@@ -176,7 +176,7 @@ def reproduction(runs: dict) -> list[dict]:
         rows.append({
             "experiment": f"Toy 10×10×3 feature map, {key}, entropy-smoothed (P2) (GSP paper Fig. 1)",
             "claim": "the entropy-smoothed (P2) with a moderate ε keeps the whole foreground at μ = 0.2",
-            "paper": "spec §8 E2: foreground mass " + " / ".join(f"{EXPECTED_FOREGROUND_MASS[eps]:.3f}" for eps in EPSILONS)
+            "paper": "reference: foreground mass " + " / ".join(f"{EXPECTED_FOREGROUND_MASS[eps]:.3f}" for eps in EPSILONS)
                      + f" for ε = {' / '.join(f'{eps:g}' for eps in EPSILONS)}; ε = 5: fg ≥ 1.44/n, bg ≤ 0.012/n",
             "ours": (f"foreground mass {masses} (mean of {len(payload['plan']['seeds'])} noise seeds); ε = 5: fg ≥ "
                      f"{table['p2 mu=0.2 eps=5']['min_foreground_weight_x_n']['mean']:.2f}/n, bg ≤ "

@@ -1,5 +1,5 @@
-"""Zero-shot attribute study in the papers' regime (seed 000 §5 / Fig. 4 and App. 2.3; thesis
-§5.3.3; seed 001 Fig. 4; spec §5.4).
+"""Zero-shot attribute study in the papers' regime (GSP paper §5 / Fig. 4 and App. 2.3; thesis
+§5.3.3; XML paper Fig. 4).
 
 The paper trains on CIFAR-10 (all 10 classes) a ResNet20 pre-trained on CIFAR-100 with 8 GSP
 prototypes and ProxyNCA++, with and without the zero-shot loss ``L_ZS``. Here (Fashion-MNIST as
@@ -11,17 +11,17 @@ the offline CIFAR-10; dataset ``fashion_mnist_seen_classes``, registered below):
 * backbone: ResNet20 pre-trained by classification of the 100 Fashion pair-tile classes (recipe
   ``resnet20-fashion``: 28-px tiles, the input size of Fashion-MNIST; training glyph pool only),
   frozen (``--regime frozen``) or fine-tuned at a tenth of the learning rate (``--regime finetune``);
-* the collage regime for everything the study leaves open (spec §5.4): bias-free 1x1 head to
+* the collage regime for everything the study leaves open (Gürbüz thesis §5.3.2): bias-free 1x1 head to
   128-D local embeddings, GSP m = 8, μ = 0.2, ε = 10, 100 iterations; ZSR λ = 0.5; Adam 1e-3,
   halve on a 5-round plateau, early stopping (6 rounds) and restore-best on validation MAP@R,
   10 classes x 4 images per batch ordered as two class-disjoint halves for every model;
 * models: ``gsp`` (GSP + ProxyNCA++), ``gsp_zsr`` (+ ZSR λ = 0.5 with the default logit scale
   9.5), ``gsp_zsr_s1`` (λ = 0.5, the paper's scale 1.0), ``gsp_zsr_l01`` (λ = 0.1, scale 9.5),
-  and XML's histograms (seed 001 Eq. 2.4, m = 8): ``gap_xml0`` (mixing 0, prototypes untrained)
+  and XML's histograms (XML paper Eq. 2.4, m = 8): ``gap_xml0`` (mixing 0, prototypes untrained)
   and ``gap_xml`` (mixing 0.5); ``gsp_zsr_fast_v`` (not run by default) is a diagnostic: ZSR's
   class embeddings at 100x the LR.
 
-Attributes of a test image: GSP's pseudo-attributes ``z = π 1 / μ`` (seed 000 Eq. 4.3) or XML's
+Attributes of a test image: GSP's pseudo-attributes ``z = π 1 / μ`` (GSP paper Eq. 4.3) or XML's
 soft prototype histogram. Class attribute = mean ``z`` of the class, class embedding = mean
 embedding; the cross-class prediction (ridge on 5 classes, nearest true mean among the other 5,
 L2 and cosine, 1000 splits, :func:`gspdml.analysis.zero_shot.cross_class_prediction`; chance
@@ -111,9 +111,9 @@ METRICS = ("l2", "cosine", "map_c", "entropy")
 #: the weights each model is measured at: the selected ones (the verdicts) and the last ones
 WEIGHTS = {"selected": "Selected model (best validation round, restored; the verdicts use these)",
            "last": "Last weights (where early stopping or the step budget ended training)"}
-PAPER_ZSR = ("Fig. 4 (seed 000) / Fig. 5.6 (thesis): cross-class prediction 'substantially superior' with L_ZS "
-             "(thesis L1530: > 30 points); numbers only in the figure")
-PAPER_XML = "Fig. 4 (seed 001): higher MAP_x with L_XML at similar MAP_c; numbers only in the figure"
+PAPER_ZSR = ("Fig. 4 (GSP paper) / Fig. 5.6 (thesis): cross-class prediction 'substantially superior' with L_ZS "
+             "(Gürbüz thesis §6.2: > 30 points); numbers only in the figure")
+PAPER_XML = "Fig. 4 (XML paper): higher MAP_x with L_XML at similar MAP_c; numbers only in the figure"
 
 
 @functools.lru_cache(maxsize=1)
@@ -203,7 +203,7 @@ def test_attributes(trainer: Trainer) -> tuple[torch.Tensor, torch.Tensor, torch
         output = model(torch.stack([x for x, _ in items]))
         if output.attributes is not None:
             z = output.attributes
-        else:  # XML: the soft prototype histogram of the local features (seed 001 Eq. 2.4)
+        else:  # XML: the soft prototype histogram of the local features (XML paper Eq. 2.4)
             z = soft_histogram(output.local.float(), trainer.loss.prototypes.float(), trainer.loss.eps)
         embeddings.append(output.embedding.float())
         attributes.append(z.float())
@@ -302,12 +302,12 @@ def reproduction(runs: dict) -> list[dict]:
             ours = "; ".join(f"{MODELS[m][0]}: L2 {cell(s[m], 'l2')}, cos {cell(s[m], 'cosine')} (last weights: L2 {cell(last[m], 'l2')})"
                              for m in ["gsp", *zsrs])
             verdicts = [f"{MODELS[m][0].split('(')[1].rstrip(')')}: {zsr_verdict(s[m], s['gsp'], last[m])}" for m in zsrs]
-            rows.append({"experiment": f"Zero-shot attributes, ZSR, {regime} ResNet20 (seed 000 Fig. 4, App. 2.3)",
+            rows.append({"experiment": f"Zero-shot attributes, ZSR, {regime} ResNet20 (GSP paper Fig. 4, App. 2.3)",
                          "claim": "ZSR > no ZSR in cross-class NN accuracy of the pseudo-attributes (8 prototypes, PNCA)",
                          "paper": PAPER_ZSR, "ours": ours + " (chance 0.2)", "verdict": "; ".join(verdicts)})
         if "gap_xml" in s and "gap_xml0" in s:
             x, x0 = s["gap_xml"], s["gap_xml0"]
-            rows.append({"experiment": f"Zero-shot attributes, XML, {regime} ResNet20 (seed 001 Fig. 4)",
+            rows.append({"experiment": f"Zero-shot attributes, XML, {regime} ResNet20 (XML paper Fig. 4)",
                          "claim": "XML-trained prototypes > prototypes at their initialisation in cross-class NN accuracy, similar MAP_c",
                          "paper": PAPER_XML,
                          "ours": f"XML: L2 {cell(x, 'l2')}, cos {cell(x, 'cosine')}, MAP_c {cell(x, 'map_c')}; "

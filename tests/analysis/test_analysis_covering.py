@@ -1,4 +1,4 @@
-"""Average covering radius and mean inter-class distance (seed 004 L671) vs python loops."""
+"""Average covering radius and mean inter-class distance (Gürbüz thesis §3.3.1) vs python loops."""
 
 import itertools
 import math

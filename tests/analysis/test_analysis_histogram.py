@@ -1,4 +1,4 @@
-"""Histogram operator, PCC and the PCC-GAP bound (seed 004 Eq. 4.2.5-4.2.6, Prop. 4.2.1)."""
+"""Histogram operator, PCC and the PCC-GAP bound (Gürbüz thesis Eq. 4.2.5-4.2.6, Prop. 4.2.1)."""
 
 import numpy as np
 import ot

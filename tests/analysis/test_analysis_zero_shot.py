@@ -1,4 +1,4 @@
-"""Cross-class zero-shot prediction protocol (seed 000 App. 2.3) against a numpy reference."""
+"""Cross-class zero-shot prediction protocol (GSP paper App. 2.3) against a numpy reference."""
 
 import numpy as np
 import pytest

@@ -28,7 +28,7 @@ class RecordingEncoder:
 
 
 def test_vote_matches_the_code_example():
-    # reference-implementations §7.4: [['dog','wolf'],['dog','fox'],['cat','dog']], miu = 3
+    # the test of github.com/NikosEfth/freedom: [['dog','wolf'],['dog','fox'],['cat','dog']], miu = 3
     words = ["dog", "wolf", "fox", "cat"]
     flat = torch.tensor([0, 1, 0, 2, 3, 0])
     chosen, weights = vote(flat, 3, "count_max")

@@ -63,7 +63,7 @@ def test_protocol_from_a_tiny_tree(tmp_path):
 
 
 def test_table_5_1_follows_the_query_rule():
-    # #queries(v) = #annotated images of the class - #positives(v); total > 21k queries (L2245)
+    # #queries(v) = #annotated images of the class - #positives(v); total > 21k queries (Psomas thesis §5.4.1)
     total = 0
     for by_class in TABLE_5_1.values():
         for values in by_class.values():

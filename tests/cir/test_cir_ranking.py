@@ -16,19 +16,19 @@ def ranked_vector(n, positive_ranks):
 
 
 def test_ap_hand_check_of_the_spec():
-    # positives at 0-based ranks {0, 3, 10}: standard (1/1 + 2/4 + 3/11)/3; trapezoid per spec §7.5.
+    # positives at 0-based ranks {0, 3, 10}: standard (1/1 + 2/4 + 3/11)/3; trapezoid (Radenović's AP).
     rel = ranked_vector(12, [0, 3, 10])
     scores = -torch.arange(12, dtype=torch.float64)            # already in rank order
     assert average_precision(scores, rel, "standard").item() == pytest.approx((1 + 2 / 4 + 3 / 11) / 3)
     assert average_precision(scores, rel, "standard").item() == pytest.approx(0.590909, abs=1e-6)
     trapezoid = ((1 + 1) / 2 + (1 / 3 + 2 / 4) / 2 + (2 / 10 + 3 / 11) / 2) / 3
     assert average_precision(scores, rel, "trapezoid").item() == pytest.approx(trapezoid)
-    # the spec prints 0.551008; the exact value is 0.5510101 (the spec's last digits are rounded)
+    # the reference table prints 0.551008; the exact value is 0.5510101 (its last digits are rounded)
     assert average_precision(scores, rel, "trapezoid").item() == pytest.approx(0.551008, abs=5e-6)
 
 
 def test_trapezoid_map_of_the_freedom_code_example():
-    # reference-implementations §7.4: compute_map([[0,1,0,1,0,0],[1,0,0,0,0,1]]) = 48.33
+    # the test of github.com/NikosEfth/freedom: compute_map([[0,1,0,1,0,0],[1,0,0,0,0,1]]) = 48.33
     rel = torch.tensor([[0, 1, 0, 1, 0, 0], [1, 0, 0, 0, 0, 1]], dtype=torch.bool)
     scores = -torch.arange(6, dtype=torch.float64).expand(2, 6)
     assert 100 * average_precision(scores, rel, "trapezoid").mean().item() == pytest.approx(48.3333, abs=1e-3)

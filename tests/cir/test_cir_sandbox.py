@@ -1,5 +1,5 @@
 """End-to-end check of FreeDom, WeiCom, the baselines and both AP variants against the reference
-table of psomas spec §7.5 (outputs of the spec's independent numpy code)."""
+table of an independent numpy implementation (tests/helpers/cir_sandbox.py)."""
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ from gspdml.cir.freedom import FreeDom, TextMemory
 from gspdml.cir.ranking import ranking_metrics
 from gspdml.cir.weicom import weicom_scores
 
-# method -> (standard AP, trapezoid AP) in %, for NOISE = 0.10 and 0.35 (spec §7.5).
+# method -> (standard AP, trapezoid AP) in %, for NOISE = 0.10 and 0.35.
 REFERENCE = {
     0.10: {"text": (14.31, 13.35), "image": (8.11, 7.65), "product": (99.21, 99.19), "sum": (94.18, 93.88),
            "weicom": (99.28, 99.26), "freedom": (93.34, 93.14)},

@@ -20,7 +20,7 @@ def test_cdf_normalisation_by_hand():
 
 
 def test_weicom_matches_scipy_on_the_reference_example():
-    # reference-implementations §8.4: seed 0, q, t ~ normalize(randn(16)), DB = normalize(randn(50, 16)), λ = 0.5
+    # as in github.com/billpsomas/rscir: seed 0, q, t ~ normalize(randn(16)), DB = normalize(randn(50, 16)), λ = 0.5
     torch.manual_seed(0)
     q = torch.nn.functional.normalize(torch.randn(1, 16, dtype=torch.float64), dim=-1)
     t = torch.nn.functional.normalize(torch.randn(1, 16, dtype=torch.float64), dim=-1)
@@ -29,7 +29,7 @@ def test_weicom_matches_scipy_on_the_reference_example():
     for lam in (0.0, 0.3, 0.5, 0.6, 1.0):
         want = lam * norm.cdf((s_txt - s_txt.mean()) / s_txt.std(ddof=1)) + (1 - lam) * norm.cdf((s_img - s_img.mean()) / s_img.std(ddof=1))
         np.testing.assert_allclose(weicom_scores(q, t, db, lam)[0].numpy(), want, atol=1e-12)
-    # λ = 0 ranks as image-only, λ = 1 as text-only (Φ is monotone, L2239)
+    # λ = 0 ranks as image-only, λ = 1 as text-only (Φ is monotone, Psomas thesis §5.3.3)
     assert torch.equal(weicom_scores(q, t, db, 0.0).argsort(), baseline_scores("image", q, t, db).argsort())
     assert torch.equal(weicom_scores(q, t, db, 1.0).argsort(), baseline_scores("text", q, t, db).argsort())
 

@@ -40,7 +40,7 @@ LAYOUTS = {  # dataset -> (tree generator, original ids of the training classes)
 
 def reference_folds(ids, num_folds):
     """Fold f: the training block starts at position int(f / F * T) of the sorted ids and runs
-    T - T // F classes, wrapping around; the next T // F classes validate (ecosystem §1.2)."""
+    T - T // F classes, wrapping around; the next T // F classes validate (powerful-benchmarker's MLRCSplitManager)."""
     t = len(ids)
     folds = []
     for f in range(num_folds):

@@ -43,7 +43,7 @@ def test_fair_folds_wrap_around_like_the_reference():
 
 
 def reference_split_manager(num_labels, folds=4, test_size=0.5):
-    """powerful-benchmarker's MLRCSplitManager as ecosystem §1.2 describes it: split
+    """powerful-benchmarker's MLRCSplitManager (Musgrave et al., ECCV 2020): split
     lengths from ratios of the total label count, the first half trains, and each fold keeps the
     labels inside wrapped, inclusive value ranges [a, b] of the sorted training labels."""
     labels = list(range(num_labels))

@@ -1,4 +1,4 @@
-"""experiments/backward_cost (seed 000 supplement §1.5, Fig. 7; spec §8 E4): smoke run, and the
+"""experiments/backward_cost (GSP paper supplement §1.5, Fig. 7; Gürbüz thesis Fig. 5.9): smoke run, and the
 time and memory verdict rules on hand-made measurements."""
 
 import json

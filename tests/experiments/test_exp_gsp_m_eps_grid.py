@@ -1,4 +1,4 @@
-"""experiments/gsp_m_eps_grid (seed 000 supplement L518-520: Table 5, Fig. 8a): main effects against a
+"""experiments/gsp_m_eps_grid (GSP paper supplement §1.6, Table 5, Fig. 8a): main effects against a
 hand computation, the two verdict rules on hand-made grids, and the smoke run's table."""
 
 import json

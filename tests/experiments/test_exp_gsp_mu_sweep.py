@@ -1,4 +1,4 @@
-"""experiments/gsp_mu_sweep (seed 000 §5.3 L211-218, Fig. 6): every μ is demo-gsp with only μ changed; the
+"""experiments/gsp_mu_sweep (GSP paper §5.2.3, Fig. 6): every μ is demo-gsp with only μ changed; the
 two verdict rules on hand-made summaries; the smoke run's table, wiring and μ = 1 = GAP."""
 
 import json

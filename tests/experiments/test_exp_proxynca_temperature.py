@@ -72,7 +72,7 @@ def test_sweep_points_change_only_the_temperature_and_shared_rows_are_the_same_r
 
 
 def test_the_paper_lr_setting_changes_only_the_base_lr_of_every_config():
-    """Both parts under ``paper-lr`` are the ``paper`` configs with ``optimizer.lr`` 4e-3 (seed 002
+    """Both parts under ``paper-lr`` are the ``paper`` configs with ``optimizer.lr`` 4e-3 (ProxyNCA++ paper
     Table 1) instead of the demo's 1e-3: same regime, seeds, budget, selection rule, eps and proxy
     multiplier; only the run names differ (their own run directories)."""
     configs = [(proxynca.sweep_config, t) for t in proxynca.SWEEP_TEMPERATURES] + [(proxynca.ablation_config, r) for r in proxynca.ABLATION]
@@ -189,13 +189,13 @@ def test_smoke_run_of_the_fine_tuned_sweep(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["T1-9-paper-lr-finetune", "T1-paper-lr-finetune"]
     [row] = saved["reproduction"]
     assert row["experiment"] == ("ProxyNCA++ temperature sweep, collage_shared, ResNet20 fine-tuned at 0.1x the lr, "
-                                 "paper's optimiser, paper's base lr 4e-3 (seed 002 §3.4, Fig. 4a)")
+                                 "paper's optimiser, paper's base lr 4e-3 (ProxyNCA++ paper §3.4, Fig. 4a)")
     assert row["verdict"].startswith("R@1: not reproduced (peak at the end")
     # the fine-tuned row comes after every frozen row, whatever else is published
     frozen = proxynca.main(["--smoke", "--out", str(tmp_path / "frozen"), "--parts", "sweep", "--optimiser", "paper-lr"])
     rows = proxynca.reproduction({**frozen, **payloads})
     assert [r["experiment"] for r in rows] == [
-        "ProxyNCA++ temperature sweep, collage_shared, frozen ResNet20, paper's optimiser, paper's base lr 4e-3 (seed 002 §3.4, Fig. 4a)",
+        "ProxyNCA++ temperature sweep, collage_shared, frozen ResNet20, paper's optimiser, paper's base lr 4e-3 (ProxyNCA++ paper §3.4, Fig. 4a)",
         row["experiment"]]
     assert frozen["sweep-paper-lr"]["plan"]["backbone"] == {"frozen": True, "lr_multiplier": 1.0}
     for parts in (["moons"], ["sweep", "moons"]):
@@ -213,7 +213,7 @@ def test_the_fine_tuned_ablation_changes_only_the_finetune_keys_and_publishes_it
     assert list(payloads) == ["sweep-paper-lr-finetune", "ablation-paper-lr-finetune"]
     assert payloads["ablation-paper-lr-finetune"]["plan"]["backbone"] == {"frozen": False, "lr_multiplier": 0.1}
     rows = proxynca.reproduction(payloads)
-    assert [r["experiment"].split(" (seed")[0] for r in rows] == [
+    assert [r["experiment"].split(" (ProxyNCA++ paper")[0] for r in rows] == [
         "ProxyNCA++ temperature sweep, collage_shared, ResNet20 fine-tuned at 0.1x the lr, paper's optimiser, paper's base lr 4e-3",
         "ProxyNCA++ ablation, collage_shared, ResNet20 fine-tuned at 0.1x the lr, paper's optimiser, paper's base lr 4e-3",
         "ProxyNCA++ ablation, collage_shared, ResNet20 fine-tuned at 0.1x the lr, paper's optimiser, paper's base lr 4e-3"]

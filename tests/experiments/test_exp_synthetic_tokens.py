@@ -1,5 +1,5 @@
-"""experiments/synthetic_tokens and gspdml.analysis.synthetic_tokens (seed 000 §5.1 and
-supplement §2.1; spec §8 E3)."""
+"""experiments/synthetic_tokens and gspdml.analysis.synthetic_tokens (GSP paper §5.1 and
+supplement §2.1; Gürbüz thesis §5.3.1)."""
 
 import argparse
 import json
@@ -29,7 +29,7 @@ def test_bags_follow_the_sampling_recipe():
     # class tokens belong to the bag's class, the others are shared ones (indices 64..67)
     assert torch.equal(owner[bags.foreground], labels[:, None].expand(-1, 50)[bags.foreground])
     assert bool((bags.tokens[~bags.foreground] >= 64).all()) and bool((owner[~bags.foreground] == -1).all())
-    # class-token ratio ~ N(0.5, 0.1), rounded to 1/50 (seed 000 L546)
+    # class-token ratio ~ N(0.5, 0.1), rounded to 1/50 (GSP paper supplement §2.1)
     ratio = bags.foreground.float().mean(1)
     assert abs(float(ratio.mean()) - 0.5) < 0.01 and abs(float(ratio.std()) - 0.1) < 0.01
     counts = bags.foreground.sum(1)

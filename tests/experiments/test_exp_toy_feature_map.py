@@ -1,4 +1,4 @@
-"""experiments/toy_feature_map (seed 000 Fig. 1, spec §8 E2): the full run is instantaneous; the
+"""experiments/toy_feature_map (GSP paper Fig. 1): the full run is instantaneous; the
 published rows follow the checks of every noise seed."""
 
 import copy
@@ -43,7 +43,7 @@ def test_reproduction_rows_follow_the_checks(smoke):
     rows = toy.reproduction({"noise": results})
     assert [row["verdict"] for row in rows] == ["reproduced", "reproduced"]
     assert rows[0]["ours"] == "LP μ = 0.5: 50 of 50; LP μ = 0.2: 20 of 50 (0 background)"
-    assert rows[1]["paper"].startswith("spec §8 E2: foreground mass 0.669 / 0.996 / 1.000 / 1.000 / 1.000")
+    assert rows[1]["paper"].startswith("reference: foreground mass 0.669 / 0.996 / 1.000 / 1.000 / 1.000")
     broken = copy.deepcopy(results)
     claim = "lp mu=0.2 selects only 20 of the 50 foreground pixels"
     broken["checks"][claim] = False

@@ -1,5 +1,5 @@
-"""The synthetic composed-retrieval sandbox of psomas spec §7.5, built with the same numpy
-RNG call order as the spec's code block, so its reference mAP table applies.
+"""The synthetic composed-retrieval sandbox (FreeDom, WeiCom and the baselines of Psomas
+thesis chapters 4-5), built with a fixed numpy RNG call order, so its reference mAP table applies.
 
 A mock CLIP: class, domain and distractor-word vectors in R^64; the text encoder is
 g(str) = l2(sum of its token vectors); an image is l2(c_class + d_domain + NOISE * eps).

@@ -1,4 +1,4 @@
-"""Greedy k-center (seed 004 Algorithm 2) written as plain loops, the independent reference of the
+"""Greedy k-center (Gürbüz thesis Algorithm 2) written as plain loops, the independent reference of the
 CCP proxy-selection and controller tests."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""CCP proxy selection (seed 004 Algorithm 2): the per-class pool and greedy k-center over it."""
+"""CCP proxy selection (Gürbüz thesis Algorithm 2): the per-class pool and greedy k-center over it."""
 
 import numpy as np
 import pytest

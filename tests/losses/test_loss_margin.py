@@ -27,7 +27,7 @@ def test_generalized_contrastive_equals_slow_loop(make_batch, valid_pairs, reduc
 
 
 def test_generalized_contrastive_is_c2_with_mapped_margins(make_batch):
-    """m_pos = beta - alpha, m_neg = beta + alpha (spec §2.2): each pair costs the same."""
+    """m_pos = beta - alpha, m_neg = beta + alpha (Gürbüz thesis §2.1.1): each pair costs the same."""
     emb, labels = make_batch(seed=6)
     beta, alpha = 1.0, 0.3
     gc = LOSSES.build({"gc": {"beta": beta, "alpha": alpha, "reduction": "avg_nonzero"}})

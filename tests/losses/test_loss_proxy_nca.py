@@ -34,7 +34,7 @@ def test_proxy_nca_equals_slow_loop(make_batch, assignment_probability):
 
 
 def test_proxynca_pp_is_cross_entropy_of_scaled_cosine(make_batch):
-    """seed 002 Eq. 6 at T = 1/9: -d/T = 18 cos - 18, so the loss is CE(18 cos) (ref-impl §4.2)."""
+    """ProxyNCA++ paper Eq. 6 at T = 1/9: -d/T = 18 cos - 18, so the loss is CE(18 cos) (the authors' code)."""
     emb, labels = make_batch(seed=25, classes=5, per_class=3)
     loss = _build("proxynca_pp")
     cos = F.normalize(emb, dim=1) @ F.normalize(loss.proxies, dim=1).T

@@ -1,4 +1,4 @@
-"""Cross-batch metric learning (seed 001 Eq. 2.4-2.11)."""
+"""Cross-batch metric learning (XML paper Eq. 2.4-2.11)."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Zero-shot regularisation (seed 000 §4.3, (P3), Eq. 4.4, Algorithm 4)."""
+"""Zero-shot regularisation (GSP paper §4.3, (P3), Eq. 4.4, Algorithm 4)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Positivity law of mixed MS embeddings (seed 003 Eqs. 2.16-2.23; psomas spec §7.1)."""
+"""Positivity law of mixed MS embeddings (Psomas thesis Eqs. 2.16-2.23)."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Benchmark presets: they load, and each protocol's settings match the thesis (seed 004 L1264-1338)."""
+"""Benchmark presets: they load, and each protocol's settings match the thesis (Gürbüz thesis §5.3.4.1)."""
 
 from pathlib import Path
 
@@ -35,7 +35,7 @@ def test_preset_follows_its_protocol(path):
     proxy = "-pnca-" in path.stem or "-pa-" in path.stem
     batch = (c["data"]["classes_per_batch"], c["data"]["samples_per_class"])
     if protocol == "fair":
-        sop_proxy_anchor = path.stem.startswith("sop-fair-pa-")  # thesis L1334: 5e-6
+        sop_proxy_anchor = path.stem.startswith("sop-fair-pa-")  # Gürbüz thesis §5.3.4.1, ProxyAnchor: 5e-6
         assert c["model"]["embedding_dim"] == 128 and opt["lr"] == (5e-6 if sop_proxy_anchor else 1e-5)
         assert c["schedule"]["plateau"] is None
         assert c["data"]["dataset"]["val_fold"] == 0 and c["data"]["dataset"]["num_folds"] == 4

@@ -1,4 +1,4 @@
-"""Closed-form ridge regression (problem (P3) of seed 000, spec §5.1) against least squares."""
+"""Closed-form ridge regression (problem (P3) of the GSP paper §4.3) against least squares."""
 
 import numpy as np
 import pytest

@@ -42,7 +42,7 @@ def test_slot_attention_normalises_over_locations_and_slots_compete():
         slots = pool.initial
         q = pool.wq(pool.norm_slots(slots))
         logits = k @ q.T / math.sqrt(8)
-        A = torch.softmax(logits, dim=1) + 1e-8  # softmax over slots (psomas spec §5 B2)
+        A = torch.softmax(logits, dim=1) + 1e-8  # softmax over slots (Locatello et al.; not Eq. 3.29's axis)
         A = A / A.sum(dim=0, keepdim=True)  # then normalised over locations
         updated = pool.gru(A.T @ v, slots)
         updated = updated + pool.mlp(pool.norm_mlp(updated))

@@ -1,4 +1,4 @@
-"""GAP+GMP, global k-max and WELDON against brute-force definitions (seed 002 Eq. 7)."""
+"""GAP+GMP, global k-max and WELDON against brute-force definitions (ProxyNCA++ paper Eq. 7)."""
 
 import itertools
 
@@ -10,7 +10,7 @@ from gspdml.pooling import build_pooling
 
 
 def brute_force_k_max(values, k):
-    """``max_h (1/k) sum_i h_i g_i`` over every binary ``h`` with ``sum h = k`` (seed 002 Eq. 7)."""
+    """``max_h (1/k) sum_i h_i g_i`` over every binary ``h`` with ``sum h = k`` (ProxyNCA++ paper Eq. 7)."""
     b, n, c = values.shape
     out = torch.empty(b, c, dtype=torch.float64)
     for i in range(b):

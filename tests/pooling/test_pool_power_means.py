@@ -1,4 +1,4 @@
-"""GeM and LSE: framework identities (psomas spec §7.3) and limits to GAP and GMP."""
+"""GeM and LSE: framework identities (Psomas thesis Eqs. 3.8-3.16) and limits to GAP and GMP."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""SimPool against the numpy reference of psomas spec §7.4 (Algorithm 2) and its identities."""
+"""SimPool against the numpy reference of the Psomas thesis Algorithm 2 and its identities."""
 
 import numpy as np
 import pytest
@@ -15,7 +15,7 @@ def layernorm(X, eps=1e-6):
 
 
 def reference_simpool(X, WQ, WK, gamma=2.0, eps=1e-6):
-    """Algorithm 2 for one image, tokens as rows (spec §7.4, written independently in numpy)."""
+    """Algorithm 2 for one image, tokens as rows (written independently in numpy)."""
     p, d = X.shape
     u0 = X.mean(0)
     Xn = layernorm(X)
@@ -57,7 +57,7 @@ def test_simpool_matches_the_numpy_reference(gamma):
 
 
 def test_numpy_reference_reproduces_the_spec_numbers():
-    """Guards the reference itself against the numbers printed in psomas spec §7.4."""
+    """Guards the reference itself against the numbers recorded from it."""
     X, WQ, WK = spec_inputs()
     u, a = reference_simpool(X, WQ, WK, 2.0)
     np.testing.assert_allclose(u, [2.727704, 2.686507, 2.484332, 2.699025, 2.56354, 2.670564, 2.557511, 2.811297], atol=1e-6)
@@ -69,7 +69,7 @@ def test_numpy_reference_reproduces_the_spec_numbers():
 @pytest.mark.parametrize("gamma", [2.0, 1.25])
 def test_uniform_attention_is_the_gem_style_mean(gamma):
     """W_Q = 0 gives a = 1_p / p, so SimPool reduces to the power mean of the shifted values
-    (spec §7.4: sqrt(mean((LN(X) - min + eps)^2)) for gamma = 2)."""
+    (Algorithm 2: sqrt(mean((LN(X) - min + eps)^2)) for gamma = 2)."""
     x = torch.randn(2, 8, 7, 7, dtype=torch.float64)
     d = 8
     out = simpool_with(np.zeros((d, d)), np.random.default_rng(1).standard_normal((d, d)), gamma=gamma)(x)

@@ -5,9 +5,9 @@ resolved config, ``head`` (where the projection goes, :func:`~gspdml.models.embe
 or ``loss:<attribute path>`` of the loss the trainer would build. Every preset must match rows of
 its family, so a new preset without rows fails, and so does a preset that drifts from its source.
 
-Sources: "thesis" = Gurbuz PhD thesis (seed 004), "GSP paper" = Gurbuz et al. (seed 000), "XML
-paper" = Gurbuz et al., ICIP 2023 (seed 001), "ProxyNCA++ paper" = Teh et al., ECCV 2020 (seed
-002), "Metrix" = Psomas thesis ch. 2 (seed 003); "TF code" = the GSP/CCP authors' TensorFlow
+Sources (docs/references.md): "thesis" = the Gürbüz thesis, "GSP paper" = Gürbüz et al., ICCV 2023,
+"XML paper" = Gürbüz & Alatan, ICIP 2023, "ProxyNCA++ paper" = Teh et al., ECCV 2020, "Metrix" =
+the Psomas thesis, ch. 2; "TF code" = the GSP/CCP authors' TensorFlow
 framework, "PNCA code" = the ProxyNCA++ release, "Metrix code" = the Metrix release.
 """
 
@@ -33,53 +33,53 @@ PROXY_GSP = rf"^{DS}-fair-(pnca|pa)-gsp$"
 
 TABLE = [
     # --- the TF framework (GSP, CCP): optimiser, clipping, projection ---------------------------
-    (TF, "optimizer.name", "adam", "thesis L1298-1302: Adam"),
+    (TF, "optimizer.name", "adam", "thesis §5.3.4.1: Adam"),
     (TF, "optimizer.betas", [0.9, 0.999], "TF code: configs leave Keras Adam's beta_2 = 0.999 (thesis text: .99)"),
     (TF, "optimizer.grad_clip_norm", 10.0, "TF code: default gradient transformers clip the norm at 10"),
     (TF, "optimizer.grad_clip_value", 10.0, "TF code: default gradient transformers clip values at 10"),
-    (TF, "optimizer.weight_decay", 1e-4, "thesis L1298: weight decay 1e-4"),
-    (TF, "model.backbone.name", "bn_inception", "thesis L1212: BN-Inception"),
+    (TF, "optimizer.weight_decay", 1e-4, "thesis §5.3.4.1: weight decay 1e-4"),
+    (TF, "model.backbone.name", "bn_inception", "thesis §5.2.4: BN-Inception"),
     (TF, "model.head_bias", False, "TF code: GlobalPooling / GSP feature_transform use_bias=False"),
-    # --- fair protocol (thesis Ch. 5 L1298; Ch. 3 for CCP) --------------------------------------
-    (rf"^{DS}-fair-", "model.embedding_dim", 128, "thesis L1298: 128-D fold models"),
-    (rf"^{DS}-fair-(?!pa-)", "optimizer.lr", 1e-5, "thesis L1298: constant lr 1e-5"),
-    (rf"^{SMALL}-fair-pa-", "optimizer.lr", 1e-5, "thesis L1298: constant lr 1e-5"),
-    (rf"^{LARGE}-fair-pa-", "optimizer.lr", By(sop=5e-6, inshop=1e-5), "thesis L1334: ProxyAnchor on SOP 5e-6"),
-    (rf"^{DS}-fair-", "schedule.plateau", None, "thesis L1298: constant learning rate"),
-    (rf"^{DS}-fair-", "data.dataset.val_fold", 0, "thesis L1298: one model per 3/4 partition (fold 0 here)"),
-    (rf"^{DS}-fair-", "data.dataset.num_folds", 4, "thesis L1298: 4 partitions"),
-    (rf"^{DS}-fair-", "evaluation.metric", "map_at_r", "thesis L1298: validation MAP@R"),
-    (rf"^{SMALL}-fair-", "evaluation.every", 100, "thesis L1298: every 100 steps on CUB and Cars"),
-    (rf"^{LARGE}-fair-", "evaluation.every", 1000, "thesis L1298: every 1000 steps on SOP and In-shop"),
-    (rf"^{SMALL}-fair-", "evaluation.patience", 15, "thesis L1298: patience 15 on CUB and Cars"),
-    (rf"^{LARGE}-fair-", "evaluation.patience", 10, "thesis L1298: patience 10 on SOP and In-shop"),
-    (rf"^{DS}-fair-(c2|ms|triplet|c1xbm)-", "data.classes_per_batch", 8, "thesis L1298: 8 classes x 4"),
-    (rf"^{DS}-fair-(c2|ms|triplet|c1xbm)-", "data.samples_per_class", 4, "thesis L1298: 8 classes x 4"),
-    (rf"^{DS}-fair-(pnca|pa)-", "data.classes_per_batch", 32, "thesis L745-751: proxy losses 32 x 1"),
-    (rf"^{DS}-fair-(pnca|pa)-", "data.samples_per_class", 1, "thesis L745-751: proxy losses 32 x 1"),
-    (rf"^{DS}-fair-(pnca|pa)-", "loss:lr_multiplier_of_proxies", 100.0, "thesis L745-751: proxies x100"),
+    # --- fair protocol (thesis §5.3.4.1; §3.3.2.1 for CCP) --------------------------------------
+    (rf"^{DS}-fair-", "model.embedding_dim", 128, "thesis §5.3.4.1: 128-D fold models"),
+    (rf"^{DS}-fair-(?!pa-)", "optimizer.lr", 1e-5, "thesis §5.3.4.1: constant lr 1e-5"),
+    (rf"^{SMALL}-fair-pa-", "optimizer.lr", 1e-5, "thesis §5.3.4.1: constant lr 1e-5"),
+    (rf"^{LARGE}-fair-pa-", "optimizer.lr", By(sop=5e-6, inshop=1e-5), "thesis §5.3.4.1: ProxyAnchor on SOP 5e-6"),
+    (rf"^{DS}-fair-", "schedule.plateau", None, "thesis §5.3.4.1: constant learning rate"),
+    (rf"^{DS}-fair-", "data.dataset.val_fold", 0, "thesis §5.3.4.1: one model per 3/4 partition (fold 0 here)"),
+    (rf"^{DS}-fair-", "data.dataset.num_folds", 4, "thesis §5.3.4.1: 4 partitions"),
+    (rf"^{DS}-fair-", "evaluation.metric", "map_at_r", "thesis §5.3.4.1: validation MAP@R"),
+    (rf"^{SMALL}-fair-", "evaluation.every", 100, "thesis §5.3.4.1: every 100 steps on CUB and Cars"),
+    (rf"^{LARGE}-fair-", "evaluation.every", 1000, "thesis §5.3.4.1: every 1000 steps on SOP and In-shop"),
+    (rf"^{SMALL}-fair-", "evaluation.patience", 15, "thesis §5.3.4.1: patience 15 on CUB and Cars"),
+    (rf"^{LARGE}-fair-", "evaluation.patience", 10, "thesis §5.3.4.1: patience 10 on SOP and In-shop"),
+    (rf"^{DS}-fair-(c2|ms|triplet|c1xbm)-", "data.classes_per_batch", 8, "thesis §5.3.4.1: 8 classes x 4"),
+    (rf"^{DS}-fair-(c2|ms|triplet|c1xbm)-", "data.samples_per_class", 4, "thesis §5.3.4.1: 8 classes x 4"),
+    (rf"^{DS}-fair-(pnca|pa)-", "data.classes_per_batch", 32, "thesis §3.3.2.1: proxy losses 32 x 1"),
+    (rf"^{DS}-fair-(pnca|pa)-", "data.samples_per_class", 1, "thesis §3.3.2.1: proxy losses 32 x 1"),
+    (rf"^{DS}-fair-(pnca|pa)-", "loss:lr_multiplier_of_proxies", 100.0, "thesis §3.3.2.1: proxies x100"),
     (rf"^{DS}-fair-pnca-", "optimizer.eps", 1e-8, "thesis: x100 proxies with Adam's usual eps"),
-    (rf"^{DS}-fair-pnca-", "loss:temperature_of_pnca", 0.11, "thesis L1334: temperature 0.11"),
-    # --- conventional protocol (thesis L1300) ----------------------------------------------------
-    (rf"^{DS}-conventional-", "model.embedding_dim", 512, "thesis L1300: 512-D"),
-    (rf"^cub-conventional-", "optimizer.lr", 1e-5, "thesis L1300: 1e-5 on CUB"),
-    (rf"^(cars|sop|inshop)-conventional-", "optimizer.lr", 1e-4, "thesis L1300: 1e-4 on Cars, SOP, In-shop"),
+    (rf"^{DS}-fair-pnca-", "loss:temperature_of_pnca", 0.11, "thesis §5.3.4.1: temperature 0.11"),
+    # --- conventional protocol (thesis §5.3.4.1) -------------------------------------------------
+    (rf"^{DS}-conventional-", "model.embedding_dim", 512, "thesis §5.3.4.1: 512-D"),
+    (rf"^cub-conventional-", "optimizer.lr", 1e-5, "thesis §5.3.4.1: 1e-5 on CUB"),
+    (rf"^(cars|sop|inshop)-conventional-", "optimizer.lr", 1e-4, "thesis §5.3.4.1: 1e-4 on Cars, SOP, In-shop"),
     (rf"^{DS}-conventional-", "schedule.plateau", {"factor": 0.5, "patience": 4, "min_lr": 1e-6},
-     "thesis L1300: reduce on plateau, patience 4; TF code: factor 0.5, min_lr 1e-6"),
-    (rf"^{DS}-conventional-", "data.classes_per_batch", 32, "thesis L1300: batch 128 = 32 x 4"),
-    (rf"^{DS}-conventional-", "evaluation.split", "test", "thesis L1300: P@1 monitored on the test split"),
-    (rf"^{DS}-conventional-", "evaluation.metric", "precision_at_1", "thesis L1300: validation P@1"),
-    (rf"^{SMALL}-conventional-", "evaluation.every", 25, "thesis L1300: every 25 steps on CUB and Cars"),
-    (rf"^{LARGE}-conventional-", "evaluation.every", 250, "thesis L1300: every 250 steps on SOP and In-shop"),
-    (rf"^{DS}-conventional-.*-gap$", "model.pooling.name", "gap_gmp", "thesis L1375: GAP+GMP baseline"),
+     "thesis §5.3.4.1: reduce on plateau, patience 4; TF code: factor 0.5, min_lr 1e-6"),
+    (rf"^{DS}-conventional-", "data.classes_per_batch", 32, "thesis §5.3.4.1: batch 128 = 32 x 4"),
+    (rf"^{DS}-conventional-", "evaluation.split", "test", "thesis §5.3.4.1: P@1 monitored on the test split"),
+    (rf"^{DS}-conventional-", "evaluation.metric", "precision_at_1", "thesis §5.3.4.1: validation P@1"),
+    (rf"^{SMALL}-conventional-", "evaluation.every", 25, "thesis §5.3.4.1: every 25 steps on CUB and Cars"),
+    (rf"^{LARGE}-conventional-", "evaluation.every", 250, "thesis §5.3.4.1: every 250 steps on SOP and In-shop"),
+    (rf"^{DS}-conventional-.*-gap$", "model.pooling.name", "gap_gmp", "thesis §5.3.4.2: GAP+GMP baseline"),
     # --- pooling placement (issue 15 item 1) ----------------------------------------------------
     (GSP, "head", "local", "GSP paper §4 / TF code: feature_transform (1x1) before the transport"),
     (rf"^{DS}-(fair|conventional)-.*-gap$", "head", "global", "TF code GlobalPooling: pool, then Dense"),
-    (r"^metrix-", "head", "global", "Metrix L670 / Metrix code: GAP(x)+GMP(x), then Linear(2048, 512)"),
+    (r"^metrix-", "head", "global", "Metrix §2.4.1 / Metrix code: GAP(x)+GMP(x), then Linear(2048, 512)"),
     (r"^proxynca-", "head", "global", "ProxyNCA++ paper §3: GMP, LayerNorm, then the embedding layer"),
     (r"^ccp-(?!demo)", "head", "global", "ccp-dml: GAP then Dense(128) (one operator for GAP)"),
     (rf"^{DS}-fair-.*-xml$", "head", "local", "XML paper §2.1: histograms of the projected local features"),
-    # --- GSP + ZSR (GSP paper §4.4; thesis L1316) ------------------------------------------------
+    # --- GSP + ZSR (GSP paper §4.4; thesis §5.3.4.1) ------------------------------------------------
     (GSP, "model.pooling.name", "gsp", "GSP paper"),
     (rf"^{SMALL}-(fair|conventional)-.*-gsp$", "model.pooling.num_prototypes", 64, "GSP paper §4.4: m = 64 on CUB and Cars"),
     (rf"^{LARGE}-(fair|conventional)-.*-gsp$", "model.pooling.num_prototypes", 128, "GSP paper §4.4: m = 128 on SOP and In-shop"),
@@ -88,23 +88,23 @@ TABLE = [
     (PROXY_GSP, "model.pooling.eps", 0.5, "GSP paper §4.4 / TF code: eps = 0.5 with proxy losses"),
     (rf"^{DS}-conventional-.*-gsp$", "model.pooling.add_max_pool", True, "TF code: augment_max_pool in the conventional configs"),
     (GSP, "data.halves", True, "GSP paper Alg. 4: class-disjoint halves"),
-    (GSP, "loss:mixing", 0.1, "thesis L1316: lambda = 0.1"),
+    (GSP, "loss:mixing", 0.1, "thesis §5.3.4.1: lambda = 0.1"),
     (GSP, "loss:ridge", 0.05, "TF code: regression_regularizer_weight 0.05"),
     (GSP, "loss:reduction", "mean", "TF code zsr_loss: one mean over the batch (scripts/zsr_defaults.py)"),
     (GSP, "loss:logit_scale", 9.5, "TF code zsr_loss: softmax scale 9.5"),
     # --- base losses -----------------------------------------------------------------------------
     (rf"^{DS}-fair-ms-gsp$", "loss:base.mining", False, "TF code: MS built without a miner"),
     (r"^ccp-.*-ms$", "loss:base.mining", False, "ccp-dml: MS built without a miner"),
-    (r"^cub-fair-ms-gsp$", "loss:base.alpha", 2.0, "thesis L729-753: MS (2, 40, 0.5) on CUB"),
-    (r"^cars-fair-ms-gsp$", "loss:base.beta", 75.83, "thesis L729-753: MS (14.35, 75.83, 0.66) on Cars"),
-    (r"^cub-fair-c2-gap$", "loss:neg_margin", 0.3841, "thesis L729-753: C2 (0, 0.3841) on CUB"),
-    (r"^cars-fair-c2-gsp$", "loss:base.pos_margin", 0.2652, "thesis L729-753: C2 (0.2652, 0.5409) on Cars"),
+    (r"^cub-fair-ms-gsp$", "loss:base.alpha", 2.0, "thesis §3.3.2.1: MS (2, 40, 0.5) on CUB"),
+    (r"^cars-fair-ms-gsp$", "loss:base.beta", 75.83, "thesis §3.3.2.1: MS (14.35, 75.83, 0.66) on Cars"),
+    (r"^cub-fair-c2-gap$", "loss:neg_margin", 0.3841, "thesis §3.3.2.1: C2 (0, 0.3841) on CUB"),
+    (r"^cars-fair-c2-gsp$", "loss:base.pos_margin", 0.2652, "thesis §3.3.2.1: C2 (0.2652, 0.5409) on Cars"),
     (rf"^{DS}-fair-triplet-gsp$", "loss:base.margin", By(cub=0.0961, cars=0.119, sop=0.0451, inshop=0.0451),
-     "thesis L729-753: triplet margins"),
-    (rf"^{DS}-fair-pa-", "loss:alpha_delta_of_pa", (32.0, 0.1), "thesis L729-753: ProxyAnchor (delta, alpha) = (0.1, 32)"),
-    # --- XBM (thesis L753; TF xbm loss) -----------------------------------------------------------
+     "thesis §3.3.2.1: triplet margins"),
+    (rf"^{DS}-fair-pa-", "loss:alpha_delta_of_pa", (32.0, 0.1), "thesis §3.3.2.1: ProxyAnchor (delta, alpha) = (0.1, 32)"),
+    # --- XBM (thesis §3.3.2.1; TF xbm loss) -----------------------------------------------------------
     (rf"^{DS}-(fair|conventional)-c1xbm-", "loss:xbm.memory_batches", By(cub=25, cars=25, sop=1400, inshop=400),
-     "thesis L753 / TF trainModel.py: 25, 25, 1400, 400 batches"),
+     "thesis §3.3.2.1 / TF trainModel.py: 25, 25, 1400, 400 batches"),
     (rf"^{DS}-(fair|conventional)-c1xbm-", "loss:xbm.start_step", 1000, "TF code: start_at = 1000"),
     (rf"^{DS}-(fair|conventional)-c1xbm-", "loss:xbm.fill_before_start", True, "TF code: enqueue from step 0"),
     # --- XML (XML paper §3) -----------------------------------------------------------------------
@@ -114,17 +114,17 @@ TABLE = [
     (rf"^{SMALL}-fair-.*-xml$", "loss:num_prototypes_of_xml", 64, "XML paper §3: m = 64 on CUB and Cars"),
     (rf"^{LARGE}-fair-.*-xml$", "loss:num_prototypes_of_xml", 128, "XML paper §3: m = 128 on SOP and In-shop"),
     (rf"^{DS}-fair-.*-xml$", "model.pooling.name", "gap", "XML paper: GAP"),
-    # --- CCP (thesis Ch. 3, L649, L755) -----------------------------------------------------------
-    (r"^ccp-(?!demo|base)", "model.normalize", "clip", "thesis L649 / ccp-dml lipschitz_cont: clip-normalised evaluation"),
-    (r"^ccp-(?!demo|base)", "loss:normalization", "clip", "thesis L649 / ccp-dml lipschitz_cont: clip-normalised loss"),
-    (r"^ccp-(cub|cars)-", "loss:k", 8, "thesis L755: 8 proxies per class on CUB and Cars"),
-    (r"^ccp-(sop|inshop)-", "loss:k", 4, "thesis L755: 4 proxies per class on SOP and In-shop"),
-    (r"^ccp-(cub|cars)-", "loss:pool_size", 12, "thesis L755: pool b = 12 on CUB and Cars"),
-    (r"^ccp-(?!demo|base)", "loss:prox_lambda", 2e-4, "thesis L755: lambda = 2e-4"),
-    (r"^ccp-(?!demo)", "model.embedding_dim", 128, "thesis L711: 128-D"),
-    # --- Metrix (seed 003 §2.4.1; Metrix code) ------------------------------------------------------
+    # --- CCP (thesis §3.2.4, §3.3.2.1) -----------------------------------------------------------
+    (r"^ccp-(?!demo|base)", "model.normalize", "clip", "thesis §3.2.4 / ccp-dml lipschitz_cont: clip-normalised evaluation"),
+    (r"^ccp-(?!demo|base)", "loss:normalization", "clip", "thesis §3.2.4 / ccp-dml lipschitz_cont: clip loss"),
+    (r"^ccp-(cub|cars)-", "loss:k", 8, "thesis §3.3.2.1: 8 proxies per class on CUB and Cars"),
+    (r"^ccp-(sop|inshop)-", "loss:k", 4, "thesis §3.3.2.1: 4 proxies per class on SOP and In-shop"),
+    (r"^ccp-(cub|cars)-", "loss:pool_size", 12, "thesis §3.3.2.1: pool b = 12 on CUB and Cars"),
+    (r"^ccp-(?!demo|base)", "loss:prox_lambda", 2e-4, "thesis §3.3.2.1: lambda = 2e-4"),
+    (r"^ccp-(?!demo)", "model.embedding_dim", 128, "thesis §3.3.2.1: 128-D"),
+    # --- Metrix (Psomas thesis §2.4.1; Metrix code) ------------------------------------------------------
     (r"^metrix-(?!demo)", "model.backbone.name", "resnet50", "Metrix §2.4.1: ResNet-50"),
-    (r"^metrix-(?!demo)", "model.pooling.name", "gap_gmp", "Metrix L670: GAP+GMP"),
+    (r"^metrix-(?!demo)", "model.pooling.name", "gap_gmp", "Metrix §2.4.1: GAP+GMP"),
     (r"^metrix-(?!demo)", "model.embedding_dim", 512, "Metrix §2.4.1: d = 512"),
     (r"^metrix-(?!demo)", "optimizer.name", "adamw", "Metrix §2.4.1: AdamW"),
     (r"^metrix-(?!demo)", "optimizer.weight_decay", 1e-4, "Metrix §2.4.1: weight decay 1e-4"),
@@ -166,7 +166,7 @@ TABLE = [
     (r"^(ccp|metrix)-demo$", "model.backbone.name", "small_cnn", "CPU demo: the small CNN"),
     (r"^(ccp|metrix)-demo$", "data.dataset.name", "collage_digits", "CPU demo: the digits collage"),
     (r"^(ccp|metrix)-demo$", "model.pooling.name", "gap", "CPU demo: GAP"),
-    (r"^ccp-demo$", "loss:normalization", "clip", "thesis L649: CCP's clip normalisation"),
+    (r"^ccp-demo$", "loss:normalization", "clip", "thesis §3.2.4: CCP's clip normalisation"),
     (r"^metrix-demo$", "loss:level", "feature", "Metrix §2.4.2: feature mixup"),
     (r"^(ccp|metrix)-demo$", "evaluation.metric", "map_at_r", "CPU demo: validation MAP@R"),
     # --- a user's own images (README "Train on your own images") -----------------------------------
@@ -182,7 +182,7 @@ TABLE = [
     (r"^own-images$", "model.pooling.mu", 0.3, "GSP paper §4.4: mu = 0.3"),
     (r"^own-images$", "model.pooling.eps", 5.0, "GSP paper §4.4: eps = 5 with pair losses"),
     (r"^own-images$", "loss.name", "c2", "thesis Ch. 5: the C2 contrastive loss"),
-    (r"^own-images$", "evaluation.metric", "map_at_r", "thesis L1298: validation MAP@R"),
+    (r"^own-images$", "evaluation.metric", "map_at_r", "thesis §5.3.4.1: validation MAP@R"),
 ]
 
 

@@ -1,4 +1,5 @@
-"""The proximal term of CCP: lambda (theta - theta*) added to the network gradients (spec A5)."""
+"""The proximal term of CCP: lambda (theta - theta*) added to the network gradients (Gürbüz thesis
+Algorithm 1, sign corrected)."""
 
 import torch
 from torch import nn

@@ -54,7 +54,7 @@ def unit(x):
 
 
 def leave_one_out(embeddings, labels):
-    """P@1 and MAP@R by a slow loop (spec §7.4)."""
+    """P@1 and MAP@R by a slow loop (Gürbüz thesis §1.2)."""
     x = unit(embeddings)
     p1, map_r = [], []
     for i in range(len(x)):
@@ -155,7 +155,7 @@ def test_fair_protocol_end_to_end_and_resumable(tmp_path, capsys):
 
 
 def test_tuning_protocol_is_one_four_fifths_split_times_the_seeds(tmp_path):
-    """Thesis L1302, by hand for 10 training classes 0..9: one model per seed on classes 0..7,
+    """Gürbüz thesis §5.3.4.1 (tuning), by hand for 10 training classes 0..9: one model per seed on classes 0..7,
     validated on the last fifth, classes 8 and 9; three seeds give three models, not 5 x 3."""
     config = load_config(tiny_config(tmp_path, class_split=[10, 0, 4]))
     out = run_protocol(config, "tuning", seeds=(0, 1, 2))
@@ -175,7 +175,7 @@ def test_tuning_protocol_is_one_four_fifths_split_times_the_seeds(tmp_path):
 @pytest.mark.parametrize("dataset, patience", [("cub", 10), ("cars196", 10), ("sop", 7), ("inshop", 7),
                                                ("collage_digits", 15)])
 def test_tuning_protocol_patience_is_the_thesis_value_per_dataset(dataset, patience):
-    """Thesis L1302: patience 10 on CUB and Cars, 7 on SOP and In-shop; other datasets keep theirs."""
+    """Gürbüz thesis §5.3.4.1 (tuning): patience 10 on CUB and Cars, 7 on SOP and In-shop; other datasets keep theirs."""
     config = load_config({"data": {"dataset": {"name": dataset}}, "evaluation": {"patience": 15}})
     assert _fold_config(config, "tuning", 0, 5, 0)["evaluation"]["patience"] == patience
     assert _fold_config(config, "fair", 0, 4, 0)["evaluation"]["patience"] == 15

@@ -1,4 +1,4 @@
-"""Embedding-geometry metrics of seed 004 Fig. 3.2-3.3 (CCP; spec §3.6, L671).
+"""Embedding-geometry metrics of Gürbüz thesis Fig. 3.2-3.3 (CCP; §3.3.1).
 
 * Average covering radius of a class with ``n`` samples: for ``k = 1..n`` the greedy k-center
   (farthest-first traversal, :func:`~gspdml.ops.kcenter.greedy_k_center`) chooses ``k``
@@ -24,7 +24,7 @@ def covering_radii(points: torch.Tensor) -> torch.Tensor:
 
 
 def average_covering_radius(embeddings: torch.Tensor, labels: torch.Tensor) -> float:
-    """Mean over classes of the mean of ``r_k`` over ``k = 1..n_c`` (seed 004 L671)."""
+    """Mean over classes of the mean of ``r_k`` over ``k = 1..n_c`` (Gürbüz thesis §3.3.1)."""
     embeddings, labels = embeddings.detach(), torch.as_tensor(labels)
     per_class = [covering_radii(embeddings[labels == c]).mean() for c in torch.unique(labels)]
     return float(torch.stack(per_class).mean())

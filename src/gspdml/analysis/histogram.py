@@ -1,9 +1,9 @@
 """Histogram operator and prototype convex-combination (PCC) embedding of GAP's analysis
-(seed 004 chapter 4: Definition 4.2.1, Eq. 4.2.5-4.2.6, Proposition 4.2.1; spec §4.1).
+(Gürbüz thesis chapter 4: Definition 4.2.1, Eq. 4.2.5-4.2.6, Proposition 4.2.1).
 
 For local features ``X = [x_j]_{j in [n]}`` and prototypes ``V = [nu_i]_{i in [m]}`` the
 histogram operator is the optimal transport of the uniform feature mass onto the prototypes
-with free prototype marginal (Eq. 4.2.5, seed 004 L985-990)::
+with free prototype marginal (Gürbüz thesis Definition 4.2.1, Eq. 4.2.5)::
 
     (p*, pi*) = argmin_{pi >= 0, sum_i pi_ij = 1/n, sum_j pi_ij = p_i}  sum_ij ||nu_i - x_j||_2 pi_ij
 
@@ -13,7 +13,7 @@ whose solution sends each feature's ``1/n`` to its nearest prototype (Claim 4.2.
 
 The PCC embedding is ``sum_i p*_i nu_i``. When the prototypes are a ``delta``-cover of the
 features, ``||PCC - GAP||_2 = ||(1/n) sum_j (nu_a(j) - x_j)|| <= (1/n) sum_j ||nu_a(j) - x_j||
-<= delta`` (the un-squared, tighter form of Prop. 4.2.1 derived in spec §4.1).
+<= delta`` (the un-squared, tighter form of Prop. 4.2.1, derived from its proof).
 """
 
 from __future__ import annotations
@@ -50,6 +50,6 @@ def pcc_embedding(features: torch.Tensor, prototypes: torch.Tensor) -> torch.Ten
 def active_prototypes(features: torch.Tensor, prototypes: torch.Tensor, threshold: float = 0.0) -> torch.Tensor:
     """Boolean ``[m]``: the prototypes that receive more than ``threshold`` of the mean histogram
     mass of a set of images ``[B, n, d]`` (one class). With ``threshold = 0`` a prototype is
-    active when it is the nearest prototype of at least one local feature (spec §4.2, step 6)."""
+    active when it is the nearest prototype of at least one local feature (Gürbüz thesis §4.3)."""
     histogram, _ = histogram_operator(features, prototypes)
     return histogram.reshape(-1, prototypes.shape[0]).mean(dim=0) > threshold

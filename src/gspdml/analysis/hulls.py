@@ -1,4 +1,4 @@
-"""Planar convex hulls of class point sets (active prototypes, seed 004 Fig. 4.3; GSP token
+"""Planar convex hulls of class point sets (active prototypes, Gürbüz thesis Fig. 4.3; GSP token
 study, Fig. 5.4) and whether two hulls overlap.
 
 ``convex_hull_2d`` is Andrew's monotone chain (counter-clockwise, collinear points dropped).

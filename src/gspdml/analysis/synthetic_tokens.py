@@ -1,12 +1,12 @@
-"""Bags of trainable tokens: the synthetic study of the GSP paper (seed 000 §5.1 L158 and
-supplement §2.1 L540-550; thesis seed 004 §5.3.1 L1220-1232; spec §8 E3).
+"""Bags of trainable tokens: the synthetic study of the GSP paper (§5.1 and
+supplement §2.1; Gürbüz thesis §5.3.1).
 
 A vocabulary holds ``num_classes x tokens_per_class`` class tokens followed by
 ``shared_tokens`` background tokens shared by all classes (default 16 x 4 + 4 = 68). A sample
 of class ``c`` is a bag of ``bag_size`` (50) token indices: draw the mixing ratio
 ``mu~ ~ N(ratio_mean, ratio_std^2)`` (N(0.5, 0.1^2)), take ``n_fg = round(bag_size mu~)``
 (clipped to ``[1, bag_size - 1]``) tokens uniformly with replacement from class ``c``'s tokens
-and the remaining ones from the shared tokens (seed 000 L546: mu~ = 0.4 gives 20 class tokens
+and the remaining ones from the shared tokens (GSP paper supplement §2.1: mu~ = 0.4 gives 20 class tokens
 and 30 shared ones). Looking the indices up in a trainable ``[V, d]`` table gives the local
 features ``[B, bag_size, d]`` of a pooling layer, mimicking a CNN's output.
 """

@@ -1,5 +1,5 @@
-"""Cross-class zero-shot prediction from class attribute vectors (seed 000 §5 "zero-shot
-prediction" and App. 2.3, L165 and L564; seed 001 Fig. 4 MAP_x; spec §5.4).
+"""Cross-class zero-shot prediction from class attribute vectors (GSP paper §5.1 "zero-shot
+prediction" and supplement §2.3; XML paper Fig. 4 MAP_x; Gürbüz thesis §5.3.3).
 
 Per class ``c`` the attribute vector ``z_c`` is the mean of the samples' pseudo-attributes
 (GSP's transported mass per prototype, or XML's prototype histogram) and ``e_c`` the mean

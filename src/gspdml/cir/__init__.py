@@ -1,4 +1,4 @@
-"""Composed image retrieval with a frozen vision–language model (seed 003, chapters 4–5):
+"""Composed image retrieval with a frozen vision–language model (Psomas thesis, chapters 4–5):
 FreeDom (domain conversion), WeiCom (remote sensing), their baselines, the PatternCom protocol
 and the mAP/Recall@k of the authors' code.
 

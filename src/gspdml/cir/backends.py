@@ -2,8 +2,8 @@
 
 Specs (``load_model(spec, weights=None)``):
 
-* ``clip`` = ``open_clip:ViT-L-14@openai`` — OpenAI CLIP ViT-L/14 (FreeDom, WeiCom; seed 003
-  L1920, L2247); ``remoteclip`` = ``open_clip:ViT-L-14@remoteclip`` — RemoteCLIP ViT-L/14.
+* ``clip`` = ``open_clip:ViT-L-14@openai`` — OpenAI CLIP ViT-L/14 (FreeDom, WeiCom; Psomas thesis
+  §4.4.1, §5.4.1); ``remoteclip`` = ``open_clip:ViT-L-14@remoteclip`` — RemoteCLIP ViT-L/14.
 * ``open_clip:ARCH[@TAG]`` — an open_clip architecture; weights from ``weights`` (a local
   state-dict file) or, for a tag, from the local Hugging Face / open_clip cache.
 * ``hf:REPO_OR_DIR`` — a transformers ``CLIPModel`` from a local directory or the local HF cache.
@@ -45,8 +45,9 @@ KNOWN_CHECKPOINTS = {
 
 
 def clip_preprocess(size: int = 224, mean=CLIP_MEAN, std=CLIP_STD):
-    """CLIP's evaluation transform (spec §5 C14): bicubic resize of the short side, centre crop,
-    CLIP mean/std. Returns ``PIL image -> [3, size, size]``."""
+    """CLIP's evaluation transform (the standard OpenAI/open_clip ViT-L/14 one; the thesis does not
+    specify it): bicubic resize of the short side, centre crop, CLIP mean/std. Returns
+    ``PIL image -> [3, size, size]``."""
     transform = Compose([Resize(size, Image.BICUBIC), CenterCrop(size), ToTensor(), Normalize(mean, std)])
     return lambda image: transform(image, None)
 

@@ -1,13 +1,13 @@
-"""The simple composed-retrieval baselines of chapters 4 and 5 (seed 003).
+"""The simple composed-retrieval baselines of chapters 4 and 5 (Psomas thesis).
 
 All inputs are ℓ2-normalised: ``image_queries [Q, D]`` (f(y)), ``text_queries [Q, D]`` (g(t)),
 ``database [N, D]`` (f(x)). Outputs are scores ``[Q, N]``.
 
-* ``text``:    s_g = g(t)ᵀ f(x)                        (h_T, seed 003 L1932; s_g, L2220)
-* ``image``:   s_f = f(y)ᵀ f(x)                        (h_V, L1932; s_f, L2220)
-* ``product``: s_g · s_f                              ("Text × Image", L1934)
-* ``sum``:     (g(t) + f(y))ᵀ f(x) = s_g + s_f          ("Text + Image", h_S, L1936)
-* ``average``: (s_g + s_f) / 2                         (Eq. 5.1, L2223; the same ranking as ``sum``)
+* ``text``:    s_g = g(t)ᵀ f(x)                        (h_T, Psomas thesis §4.4.2; s_g, §5.3.2)
+* ``image``:   s_f = f(y)ᵀ f(x)                        (h_V, §4.4.2; s_f, §5.3.2)
+* ``product``: s_g · s_f                              ("Text × Image", §4.4.2)
+* ``sum``:     (g(t) + f(y))ᵀ f(x) = s_g + s_f          ("Text + Image", h_S, §4.4.2)
+* ``average``: (s_g + s_f) / 2                         (Eq. 5.1, §5.3.2; the same ranking as ``sum``)
 """
 
 from __future__ import annotations

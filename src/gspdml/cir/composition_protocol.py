@@ -1,11 +1,11 @@
 """Composed-retrieval evaluation protocols: queries (image, text) with known positives, and the
 per-group averaging of the two chapters.
 
-* Domain conversion (FreeDom, seed 003 L1916–L1924, spec §3.6): every query image of source
+* Domain conversion (FreeDom, Psomas thesis §4.4.1): every query image of source
   domain D_s is paired with every other target domain D_t as text; positives are the database
   images of the query's class in D_t. One group per (D_s, D_t) pair; AVG = mean over pairs.
-* Attribute modification (PatternCom, spec §4.3): built by :mod:`gspdml.cir.patterncom`; one group
-  per attribute; AVG = mean over attributes (spec §5 D5).
+* Attribute modification (PatternCom, Psomas thesis §5.4.1): built by :mod:`gspdml.cir.patterncom`; one group
+  per attribute; AVG = mean over attributes (reproduces the AVG column of the Psomas thesis Table 5.2).
 
 Every query ranks the whole database; a query image that is in the database stays there.
 """
@@ -55,7 +55,7 @@ def domain_conversion_protocol(database: Sequence[str], classes: Sequence[str], 
                                query_domains: Optional[Sequence[str]] = None, domain_texts: Optional[dict] = None) -> CompositionProtocol:
     """The FreeDom protocol. Without separate query lists the database images are the queries
     (ImageNet-R, LTLL); ``domain_texts`` maps a domain label to its query text (e.g.
-    ``{"real": "photo"}``, reference-implementations §7.2), default the label itself."""
+    ``{"real": "photo"}``, github.com/NikosEfth/freedom), default the label itself."""
     if not len(database) == len(classes) == len(domains):
         raise DataError(f"{len(database)} database images but {len(classes)} classes and {len(domains)} domains")
     if query_images is None:

@@ -1,7 +1,7 @@
 """Embedding image databases and vocabularies once: a safetensors feature cache.
 
-A database of 30,400 images or a 20,931-word vocabulary costs hours of ViT-L/14 time on a CPU
-(psomas spec §6), so features are stored in ``<directory>/<kind>-<key>.safetensors``: one
+A database of 30,400 images or a 20,931-word vocabulary costs hours of ViT-L/14 time on a CPU,
+so features are stored in ``<directory>/<kind>-<key>.safetensors``: one
 float32 tensor ``features [N, D]`` plus JSON metadata (format, model id, kind and the item list).
 The key hashes the model id and the items — for images the resolved path, size and modification
 time of every file, so an edited image invalidates the entry. An entry whose metadata does not

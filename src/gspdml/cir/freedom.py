@@ -1,8 +1,8 @@
-"""FreeDom: training-free composed image retrieval for domain conversion (seed 003, chapter 4).
+"""FreeDom: training-free composed image retrieval for domain conversion (Psomas thesis, chapter 4).
 
-Notation of §4.3 (L1799–L1908): f / g are the image / text encoders (ℓ2-normalised outputs),
+Notation of §4.3: f / g are the image / text encoders (ℓ2-normalised outputs),
 y = f(y) the query image, t the query text (the target-domain name), V the vocabulary (text
-memory, embeddings 𝒱 = g(V)), Z the visual memory (by default the database itself, L1924).
+memory, embeddings 𝒱 = g(V)), Z the visual memory (by default the database itself, §4.4.1).
 
 * NN-inversion (Eq. 4.6):   φ_V(y) = g⁻¹(NN_m(f(y); g(V)))                     :func:`nn_inversion`
 * expansion (Eqs. 4.13–4.14): k proxy images 𝒴 = NN_k(y; 𝒵), n words each W_j = g⁻¹(NN_n(y_j; 𝒱)),
@@ -10,23 +10,24 @@ memory, embeddings 𝒱 = g(V)), Z the visual memory (by default the database it
 * composition: early fusion β_E(W, t) = g(w_1 ⊕ … ⊕ w_m ⊕ t) (Eq. 4.10) or late fusion
   β_L(W, t, a) = Σ_i a_i g(w_i ⊕ t) (Eq. 4.12), ⊕ = space-joined string ("shark cartoon")
 * similarity s(q, x) = h(y, t)ᵀ f(x) (Eq. 4.1); FreeDom = h_{L⁺α} (Eq. 4.17): expansion, late
-  fusion, frequency weights. Defaults k = 20, n = 7 (L1968), m = 7 (spec §5 C1).
+  fusion, frequency weights. Defaults k = 20, n = 7 (§4.4.6), m = 7 (not stated in the text;
+  it reproduces Tables 4.1 and 4.5 and is the code's default).
 
-Where the official code (reference-implementations §7.2) and the thesis text differ, this module
+Where the official code (github.com/NikosEfth/freedom, ``calculate_rankings``) and the thesis text differ, this module
 follows the code by default and says so:
 
 1. *Query as its own proxy.* The thesis takes NN_k(y; 𝒵); with 𝒵 = the database the query is its
-   own first neighbour (L1966, "k = 1 corresponds to no expansion"). The code prepends the query
+   own first neighbour (§4.4.6, "k = 1 corresponds to no expansion"). The code prepends the query
    (dropping the k-th neighbour) when a query is *not* in the memory (max similarity < 0.98) and
    decides that once for the whole batch. ``query_as_proxy="auto"`` (default) decides per query
    (a query's result then never depends on the other queries); ``"batch"`` reproduces the code;
    ``"never"`` is the thesis text literally; ``"always"`` always prepends.
 2. *Weights.* The thesis uses the frequency â_i; the code uses count / max count
-   (``weighting="count_max"``, default). Same ranking (spec §5 C2).
+   (``weighting="count_max"``, default). Same ranking.
 3. *Normalisation.* The thesis ℓ2-normalises h(q); the code does not (``renormalize=False``,
    default). Same ranking.
 4. *Ties* among equally frequent words (unspecified in the thesis): first occurrence wins, in
-   proxy order then word rank (the code's stable sort; spec §5 C3). Nearest-neighbour ties
+   proxy order then word rank (the code's stable sort; the thesis leaves ties open). Nearest-neighbour ties
    (equal similarities) keep memory order.
 5. Fewer than m distinct words (only when k·n is small): the code pads with zero-weight empty
    strings; here the missing entries are simply absent (same query vector).
@@ -122,7 +123,7 @@ class TextMemory:
 
     @classmethod
     def build(cls, words: Sequence[str], encode_text: TextEncoder, batch_size: int = 256) -> "TextMemory":
-        """Embed every word as raw text, no prompt template (spec §3.3)."""
+        """Embed every word as raw text, no prompt template (as the authors' code does)."""
         words = list(words)
         chunks = [encode_text(words[i:i + batch_size]) for i in range(0, len(words), batch_size)]
         return cls(words, torch.cat(chunks))
@@ -220,7 +221,7 @@ def expanded_inversion(queries: torch.Tensor, visual_memory: torch.Tensor, text_
 
 class TextEmbeddingMemo:
     """Embeds strings once: composed texts repeat across queries ("shark cartoon"), so the text
-    encoder runs once per unique string (spec §3.4, "cache g(word domain)")."""
+    encoder runs once per unique string ("cache g(word domain)")."""
 
     def __init__(self, encode_text: TextEncoder, batch_size: int = 256):
         self.encode_text, self.batch_size = encode_text, int(batch_size)

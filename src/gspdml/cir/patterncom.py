@@ -1,21 +1,21 @@
-"""PatternCom: the remote-sensing composed-retrieval benchmark built on PatternNet (seed 003 §5.4.1,
-L2245; Table 5.1, L2255–L2296; psomas spec §4.3).
+"""PatternCom: the remote-sensing composed-retrieval benchmark built on PatternNet (Psomas thesis
+§5.4.1, Table 5.1).
 
 Input: a PatternNet folder tree (``ROOT/images/<class>/<file>`` or ``ROOT/<class>/<file>``; every
 image is in the database, 38 × 800 = 30,400 for the real dataset) and the PatternCom annotation
 files ``<attribute>.csv`` (rows ``filename, …, value``: the first column names an image, the last
 its attribute value; a header row is skipped).
 
-Protocol, as coded in billpsomas/rscir (spec §4.3, reference-implementations §8.3):
+Protocol, as coded in billpsomas/rscir (Psomas thesis §5.4.1; github.com/billpsomas/rscir evaluation):
 
-* classes are merged first (:data:`CLASS_MERGES`, spec §5 D8): dense/sparse residential →
+* classes are merged first (:data:`CLASS_MERGES`; from the code only): dense/sparse residential →
   residential, closed road/intersection → road, bridge/overpass → roadpass, ferry terminal/harbor
   → pier, parking space/parking lot → parking;
 * every annotated image with value v is a query once for every *other* value v′ annotated in the
-  same merged class, with the bare value v′ as text (no template, spec §5 D4);
+  same merged class, with the bare value v′ as text (no template, as in the code; the thesis is silent);
 * positives: the images annotated with v′ in the same attribute and merged class;
-* the query image stays in the database (it is never a positive, spec §5 D9);
-* one group per attribute; AVG = mean over the attributes (spec §5 D5).
+* the query image stays in the database (it is never a positive);
+* one group per attribute; AVG = mean over the attributes (reproduces the printed AVG of Table 5.2).
 
 :data:`TABLE_5_1` holds the published statistics (#positives, #queries) and
 :func:`table_mismatches` compares a built protocol with them.
@@ -44,7 +44,7 @@ CLASS_MERGES = {
     "parkingspace": "parking", "parkinglot": "parking",
 }
 
-# attribute -> merged class -> value -> (#positives, #queries); psomas spec §4.3 (three
+# attribute -> merged class -> value -> (#positives, #queries); Psomas thesis Table 5.1 (three
 # #queries cells derived there from the query rule).
 TABLE_5_1 = {
     "color": {

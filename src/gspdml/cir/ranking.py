@@ -2,14 +2,14 @@
 
 Every function takes ``scores [Q, N]`` (higher = more similar) and ``relevant [Q, N]`` (bool) and
 ranks the database per query by descending score; ties keep database order (a stable sort, like
-``np.argsort(-s, kind="stable")`` in the reference sandbox, psomas spec §7.5). The whole
+``np.argsort(-s, kind="stable")`` in the numpy reference sandbox of tests/helpers/cir_sandbox.py). The whole
 database is ranked; nothing is removed (the query image stays in the database: it is never a
-positive in either protocol, spec §3.4 step 8 and §5 D9).
+positive in either protocol).
 
-Two AP variants exist because the two chapters' official code differ (spec §3.6, §4.3, §5 C12):
+Two AP variants exist because the two chapters' official code differ (the thesis does not name the variant):
 
 * ``"standard"`` — non-interpolated AP, the mean of precision@rank at every relevant rank
-  (WeiCom/PatternCom, seed 003 L2249 "the average of the precision values ... up to each relevant
+  (WeiCom/PatternCom, Psomas thesis §5.4.1 "the average of the precision values ... up to each relevant
   item"): with 0-based ranks ``r_0 < … < r_{P-1}`` of the P positives,
   ``AP = (1/P) Σ_j (j+1)/(r_j+1)``.
 * ``"trapezoid"`` — the Radenović et al. (cirtorch ``compute_ap``) trapezoidal rule used by the
@@ -76,14 +76,14 @@ def average_precision(scores: torch.Tensor, relevant: torch.Tensor, variant: str
 
 def recall_at_k_ranked(ranked: torch.Tensor, ks: Iterable[int]) -> dict[int, torch.Tensor]:
     """``{k: [Q]}`` with R@k = (#positives in the top k) / (#positives) — the definition of the
-    FreeDom and WeiCom code (spec §3.6, §5 C7), not "at least one positive in the top k"."""
+    FreeDom and WeiCom code, not "at least one positive in the top k"."""
     positives = ranked.sum(dim=1).to(torch.float64)
     return {k: ranked[:, :k].sum(dim=1).to(torch.float64) / positives.clamp(min=1.0) for k in _check_ks(ks)}
 
 
 def precision_at_k_ranked(ranked: torch.Tensor, ks: Iterable[int], capped: bool = True) -> dict[int, torch.Tensor]:
     """``{k: [Q]}`` with P@k = (#positives in the top k) / min(#positives, k) when ``capped`` (the
-    FreeDom code, spec §3.6) or / k otherwise."""
+    FreeDom code) or / k otherwise."""
     positives = ranked.sum(dim=1).to(torch.float64)
     out = {}
     for k in _check_ks(ks):

@@ -1,7 +1,7 @@
 """A frozen vision–language model behind one small interface, and safe weight loading.
 
 FreeDom and WeiCom need only an image encoder f and a text encoder g with ℓ2-normalised outputs
-(seed 003 L1809, L2218: "All embeddings are ℓ2-normalized"). Any model satisfying
+(Psomas thesis §4.3.1, §5.3.2: "All embeddings are ℓ2-normalized"). Any model satisfying
 :class:`VisionLanguageEncoder` works; :class:`VisionLanguageModel` builds one from a module's
 raw encoders plus its tokenizer and image preprocessing (open_clip, transformers and a user's
 own model are adapted in :mod:`gspdml.cir.backends`).

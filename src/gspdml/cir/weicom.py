@@ -1,18 +1,19 @@
 """WeiCom: training-free composed retrieval by per-query CDF-normalised similarity fusion.
 
-Seed 003 §5.3.3, Eq. 5.2 (L2231–L2233) with the misprint "λ s'_q" read as λ s'_g
-(psomas spec §5 D1: λ = 1 must be text-only, L2239):
+Psomas thesis §5.3.3, Eq. 5.2, with the misprint "λ s'_q" read as λ s'_g
+(λ = 1 must be text-only, as the text after Eq. 5.2 says):
 
     s_WC(q, x) = λ · s'_g(q, x) + (1 − λ) · s'_f(q, x)
 
-where, for each query and each modality separately (L2235–L2237),
+where, for each query and each modality separately (§5.3.3),
 
     s'(q, x) = Φ( (s(q, x) − μ_q) / σ_q ),   μ_q, σ_q = mean and std of s(q, ·) over the database,
 
 and Φ is the standard normal CDF, evaluated as ``0.5 · (1 + erf(z / √2))`` as in the official
-code's ``norm_cdf`` (reference-implementations §8.2). σ is the *unbiased* std (N − 1), as coded
-(spec §5 D3). λ defaults: 0.3 for CLIP and 0.6 for RemoteCLIP (L2334, :data:`DEFAULT_LAMBDA`);
-0.5 is the code's CLI default and the "WeiCom" competitor of chapter 4 (L1954), which sums the two
+code's ``norm_cdf`` (github.com/billpsomas/rscir). σ is the *unbiased* std (N − 1), as coded
+(N = 30,400 makes the difference negligible). λ defaults: 0.3 for CLIP and 0.6 for RemoteCLIP
+(§5.4.3, Table 5.3; :data:`DEFAULT_LAMBDA`);
+0.5 is the code's CLI default and the "WeiCom" competitor of chapter 4 (§4.4.4), which sums the two
 CDFs (same ranking as λ = 0.5).
 """
 

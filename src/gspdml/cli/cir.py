@@ -9,7 +9,7 @@ Queries come from one of:
 
 * ``--labels CSV`` (header ``path,class,domain``): the domain-conversion protocol — every labelled
   image is a query once per other domain, with that domain's name as text; positives share the
-  query's class and have the target domain (seed 003 L1916–L1924);
+  query's class and have the target domain (Psomas thesis §4.4.1);
 * ``--queries CSV`` (header ``image,text`` and optionally ``positives``, ``;``-separated paths):
   explicit queries; without positives only rankings are printed;
 * ``--patterncom [DIR]`` (weicom): the PatternCom protocol from a PatternNet tree (``--images``)
@@ -146,7 +146,7 @@ def _score_function(args, model, database: torch.Tensor, queries: torch.Tensor, 
         return lambda idx, targets: freedom.scores(queries[idx], targets, database)
     if args.method == "weicom":
         lam = getattr(args, "lam", None)
-        if lam is None:   # the chapter-4 competitor sums the two CDFs (λ = 0.5, spec §5 D2)
+        if lam is None:   # the chapter-4 competitor sums the two CDFs (λ = 0.5, Psomas thesis §4.4.4)
             lam = 0.5 if args.cir_method == "freedom" else default_lambda(args.model)
         args.lam = lam
         return lambda idx, targets: weicom_scores(queries[idx], texts(targets), database, lam)

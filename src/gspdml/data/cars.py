@@ -14,7 +14,7 @@
   present (the official order), else the sorted folder names (then the 98/98 split may differ
   from the papers', and a warning says so).
 
-Zero-shot split (spec §7.1): the first 98 classes (8,054 images) train, the last 98 (8,131) test.
+Zero-shot split (Gürbüz thesis §5.3.4.1): the first 98 classes (8,054 images) train, the last 98 (8,131) test.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Collage datasets in the manner of the GSP paper's *Cifar Collage* (seed 000 supplement §2.2,
-lines 552–567; spec §5.4 "CIFAR-Collage").
+"""Collage datasets in the manner of the GSP paper's *Cifar Collage* (GSP paper supplement §2.2;
+Gürbüz thesis §5.3.2).
 
 The paper stitches one image of a target class with 3 images of shared ("background") classes
 into a 2×2 collage; target *and* background classes are disjoint between train, validation and

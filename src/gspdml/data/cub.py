@@ -5,7 +5,7 @@
     <root>/[CUB_200_2011/]classes.txt             "<class_id> <name>" (optional)
     <root>/[CUB_200_2011/]images/<path>
 
-Zero-shot split (spec §7.1): the first 100 classes (5,864 images) train,
+Zero-shot split (Gürbüz thesis §5.3.4.1): the first 100 classes (5,864 images) train,
 the last 100 (5,924) test. ``train_test_split.txt`` is the *classification* split and is never read.
 """
 

@@ -4,7 +4,7 @@
                                             then "image_name item_id evaluation_status"
     <root>/[Img/]<image_name>               e.g. img/WOMEN/Dresses/id_00000002/02_1_front.jpg
 
-``evaluation_status`` is ``train``, ``query`` or ``gallery``. The zero-shot split (spec §7.1):
+``evaluation_status`` is ``train``, ``query`` or ``gallery``. The zero-shot split (Gürbüz thesis §5.3.4.1):
 3,997 training items (25,882 images); 3,985 test items with 14,218 query and 12,612 gallery
 images. Retrieval is query → gallery.
 """

@@ -14,10 +14,10 @@ NORMALIZATIONS = {
 
 # (resize, crop, train-time RandomResizedCrop scale, resize before the random crop)
 RECIPES = {
-    # MLRC / Musgrave et al. (spec §3.3 and §9 A18): train Resize(256) ->
+    # MLRC / Musgrave et al. (Gürbüz thesis §3.3.2.1: "random crop between 40 and 256", read as): train Resize(256) ->
     # RandomResizedCrop(227, scale=(0.16, 1), ratio=(3/4, 4/3)) -> flip; eval Resize(256) -> CenterCrop(227)
     "mlrc": (256, 227, (0.16, 1.0), True),
-    # ProxyNCA++ (seed 002 line 163; reference-implementations §4.3): train RandomResizedCrop(256,
+    # ProxyNCA++ (ProxyNCA++ paper §4.1; the authors' code, github.com/euwern/proxynca_pp): train RandomResizedCrop(256,
     # scale=(0.08, 1)) -> flip; eval Resize(288) -> CenterCrop(256)
     "proxynca": (288, 256, (0.08, 1.0), False),
     # no augmentation: Resize -> CenterCrop for training too (small images, debugging)

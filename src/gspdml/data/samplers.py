@@ -1,6 +1,6 @@
 """Class-balanced batch sampler: ``classes_per_batch`` classes × ``samples_per_class`` samples.
 
-This is the *m-per-class* sampler of spec §7.5 (P classes × 4 images,
+This is the *m-per-class* sampler of Gürbüz thesis §5.3.4.1 (P classes × 4 images,
 e.g. 8 × 4 for the fair protocol, 16 × 4 for the controlled experiments), built so that one
 epoch visits every sample:
 
@@ -23,7 +23,7 @@ position in it so that a resumed run continues with exactly the next batch.
 
 :class:`RandomBatchSampler` is the plain alternative (config ``data.sampler: random``): each epoch
 is a random permutation of the training set cut into batches of a fixed size, the last partial
-batch dropped. Metrix trains CUB and Cars on such random batches of 100 (seed 003 §2.4.1; its
+batch dropped. Metrix trains CUB and Cars on such random batches of 100 (Psomas thesis §2.4.1; its
 anchor-negative mixing needs examples whose class appears once in the batch).
 """
 

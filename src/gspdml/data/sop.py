@@ -4,7 +4,7 @@
     <root>/[Stanford_Online_Products/]Ebay_test.txt
     <root>/[Stanford_Online_Products/]<path>           e.g. bicycle_final/111085122871_0.JPG
 
-The official files are the zero-shot split (spec §7.1): 11,318 training classes (59,551 images)
+The official files are the zero-shot split (Gürbüz thesis §5.3.4.1): 11,318 training classes (59,551 images)
 and 11,316 test classes (60,502 images).
 """
 

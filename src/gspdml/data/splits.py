@@ -1,8 +1,8 @@
 """Class-disjoint (zero-shot) splits: train/test classes, protocol folds, validation classes,
 class subsets and relabelling.
 
-Deep metric learning is evaluated on classes never seen in training (spec
-§7.1; CUB 100/100, Cars 98/98, SOP 11,318/11,316, In-Shop 3,997/3,985 classes). Validation
+Deep metric learning is evaluated on classes never seen in training (Gürbüz
+thesis §5.3.4.1; CUB 100/100, Cars 98/98, SOP 11,318/11,316, In-Shop 3,997/3,985 classes). Validation
 classes are carved off the training classes, never off the test classes, so that model
 selection never looks at the test split (the fair protocol of §7.2).
 
@@ -12,7 +12,7 @@ and by the protocol runner):
 - :func:`train_test_classes`: the class-disjoint 50/50 split by sorted class id (the first
   ``C // 2`` classes train).
 - :func:`contiguous_class_folds`: the folds over the training classes, as powerful-benchmarker's
-  ``MLRCSplitManager`` builds them (ecosystem §1.2): with T sorted training classes and F
+  ``MLRCSplitManager`` builds them (Musgrave et al., ECCV 2020): with T sorted training classes and F
   folds, the validation block has ``T // F`` classes, the training block the other
   ``T - T // F``; fold f starts its training block at position ``int(f / F * T)`` and takes the
   next ``T - T // F`` classes, wrapping around the end of the list, then validates on the next
@@ -23,7 +23,7 @@ and by the protocol runner):
   here the blocks of a fold never overlap.
 - :func:`fair_protocol_folds`: 4 folds (3/4 train, 1/4 validation), the fair protocol (§7.2);
   :func:`tuning_protocol_folds`: 5 folds (4/5 train, 1/5 validation), the hyper-parameter tuning
-  protocol of thesis §5.3 (L1302).
+  protocol of Gürbüz thesis §5.3.4.1.
 - :func:`validation_classes`: the ``(fit, validation)`` classes of one run, given a fold
   (``val_fold``), an explicit list or a fraction.
 """
@@ -161,7 +161,7 @@ def validation_classes(
 
     * ``val_classes``: an explicit list (e.g. a fold of the evaluation protocol);
     * ``val_fold`` f of ``num_folds``: the validation classes of fold f of
-      :func:`contiguous_class_folds` (the fair protocol, spec §7.2 step 2; f = 0 validates on the
+      :func:`contiguous_class_folds` (the fair protocol, Gürbüz thesis §5.3.4.1; f = 0 validates on the
       last ``C // num_folds`` classes, f = 1 on the first ones, ...);
     * otherwise the last ``round(val_fraction · C)`` sorted classes (0 = no validation split),
       at least ``minimum`` of them while as many training classes are left (a validation split

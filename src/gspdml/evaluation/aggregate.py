@@ -1,6 +1,6 @@
 """Test results of the fair protocol: 128D average, 512D concatenation, 81 realisations.
 
-Thesis spec §7.2 steps 4-5 (Gürbüz thesis L1298-1306; Musgrave et al. 2020, §4):
+Gürbüz thesis §5.3.4.1 (fair evaluation, embedding vectors; Musgrave et al. 2020, §4):
 
 - "128D": the mean over the F fold models of each model's metric on its own (128-D) test
   embeddings.

@@ -2,7 +2,7 @@
 
 k-means runs on the given embeddings with as many clusters as distinct labels and a fixed seed;
 the scores are sklearn's ``normalized_mutual_info_score`` (arithmetic normalisation,
-NMI = 2 I(Y;C) / (H(Y) + H(C)), thesis spec §7.4) and ``adjusted_mutual_info_score``. Backends:
+NMI = 2 I(Y;C) / (H(Y) + H(C)), Musgrave et al., ECCV 2020) and ``adjusted_mutual_info_score``. Backends:
 "sklearn" (default; ``KMeans(n_init=1, random_state=seed)``, k-means++ initialisation) or "faiss"
 (``faiss.Kmeans(niter=20, seed=seed)``, the pytorch-metric-learning choice; needs the ``faiss``
 extra). Different k-means implementations give slightly different NMI, so compare numbers only

@@ -4,7 +4,7 @@ The neighbours of a query are the references ordered by the key (distance, index
 squared Euclidean distance first and, among equal distances, the smallest reference index first.
 In leave-one-out mode (``reference is None``) the query's own row is excluded **by index**, so
 exact duplicates of the query (other rows with the same vector) stay valid neighbours; this is
-the self-exclusion rule of pytorch-metric-learning's AccuracyCalculator (ecosystem §4.1), which
+the self-exclusion rule of pytorch-metric-learning's AccuracyCalculator (v2.8.1), which
 itself has no tie rule.
 
 How the answer is exact without ever holding the N_q x N_r distance matrix:

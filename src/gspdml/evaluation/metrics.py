@@ -1,6 +1,6 @@
 """Retrieval metrics of the fair (Musgrave) protocol, computed exactly from a kNN search.
 
-Definitions (Gürbüz thesis L316-326, spec §2.3 and spec §7.4; Musgrave et al.,
+Definitions (Gürbüz thesis §1.2; Musgrave et al.,
 "A Metric Learning Reality Check", ECCV 2020, §3.2). For query i with label y_i, R_i is the number
 of references labelled y_i (minus the query itself in leave-one-out mode) and rel_i(j) is 1 when
 the j-th nearest reference (order: distance, then index) has label y_i:

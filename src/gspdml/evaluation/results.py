@@ -1,7 +1,7 @@
 """The one retrieval-results type: the exact kNN engine and the search index return it, the
 metrics score it, the CLI prints it and the HTML report draws it.
 
-After open-metric-learning's ``RetrievalResults`` (ecosystem §1.3 and §5, lesson 6):
+After open-metric-learning's ``RetrievalResults`` (github.com/OML-Team/open-metric-learning):
 one object carries the ranked neighbours of every query plus what is needed to judge and show
 them. Query i's row lists reference (gallery) rows ordered by (distance, index), nearest first.
 
@@ -12,7 +12,7 @@ query itself is among the references). The number of relevant references of quer
 
     R_i = #{j : y_ref(j) = y_i} - [y_ref(excluded[i]) = y_i]
 
-(Musgrave et al., "A Metric Learning Reality Check", ECCV 2020, §3.2; thesis L316-326), the
+(Musgrave et al., "A Metric Learning Reality Check", ECCV 2020, §3.2; Gürbüz thesis §1.2), the
 quantity that MAP@R and R-precision divide by.
 """
 

@@ -52,7 +52,7 @@ class MetricLoss(nn.Module):
 
 class LabelWeightedLoss:
     """Mixin of the losses that are also defined on label *weights* (the positivity of a pair in
-    ``[0, 1]``, as Metrix's mixed examples carry; seed 003 Eqs. 2.7-2.9, psomas spec §1.8): the
+    ``[0, 1]``, as Metrix's mixed examples carry; Psomas thesis Eqs. 2.7-2.9, §2.4.2): the
     base losses that :class:`~gspdml.losses.metrix.Metrix` can mix.
 
     ``clean(embeddings, labels)`` is the loss with hard labels (the ordinary ``forward``);

@@ -1,15 +1,16 @@
-"""CCP: chance-constrained programming for DML (seed 004 chapter 3; spec §3).
+"""CCP: chance-constrained programming for DML (Gürbüz thesis chapter 3).
 
-Each projection problem (seed 004 Eq. 3.2.11, L618) is a proxy-based version of a pair loss
+Each projection problem (Gürbüz thesis Eq. 3.2.11) is a proxy-based version of a pair loss
 plus a proximal term towards the previous solution::
 
     theta^(k), rho* = argmin_{theta, rho}  (lambda/2) ||theta - theta*||^2 + (1/c) sum_i E_z[l(rho_i, z; theta)]
 
-solved by stochastic gradients (Algorithm 1, L602-604, with the sign of the proximal gradient
-corrected to ``lambda (theta - theta*)``, spec §9 A5). When validation MAP@R has not improved for
-``patience`` rounds (L651) the problem is finished: ``theta*`` becomes the snapshot of that
-problem and the proxies are re-initialised with pool samples chosen by greedy k-center
-(Algorithm 2, :mod:`gspdml.losses.ccp_selection`), farthest from the converged proxies.
+solved by stochastic gradients (Algorithm 1, §3.2.3, with the sign of the proximal gradient
+corrected to ``lambda (theta - theta*)``: Algorithm 1 prints ``lambda (theta* - theta)``). When
+validation MAP@R has not improved for ``patience`` rounds (§3.2.4, "Solving projections") the
+problem is finished: ``theta*`` becomes the snapshot of that problem and the proxies are
+re-initialised with pool samples chosen by greedy k-center (Algorithm 2,
+:mod:`gspdml.losses.ccp_selection`), farthest from the converged proxies.
 
 This module is the loss half: the proxies, the loss of one batch and the options of the whole
 method. The half that reacts to training events (initial proxies, proximal gradient, projection
@@ -46,30 +47,30 @@ class CCP(LossWrapper):
 
     where ``l(proxies, batch)`` is the base pair loss with the proxies as anchors and the batch
     as references (``proxy_as_anchor=True``, the thesis: "anchor samples being class proxies",
-    L621) or the batch as anchors and the proxies as references (``False``, [CODE]). The
-    in-batch term is not in the thesis; the authors' code uses ``batch_weight=0.1`` (spec A14).
+    §3.2.3) or the batch as anchors and the proxies as references (``False``, the authors' code). The
+    in-batch term is not in the thesis; the authors' code uses ``batch_weight=0.1``.
 
     Args:
         base: spec of the pair loss (a :class:`~gspdml.losses.pairs.PairLoss`).
-        proxies_per_class: ``K`` (CUB/Cars 8, SOP/In-Shop 4; L755).
+        proxies_per_class: ``K`` (CUB/Cars 8, SOP/In-Shop 4; §3.3.2.1, CCP hyper-parameters).
         pool_size: ``b`` samples per class in the k-center pool (CUB/Cars 12, SOP/In-Shop 7).
             ``b == K`` is random re-initialisation.
-        prox_lambda: ``lambda`` of the proximal term (2e-4, L755).
-        patience: validation rounds without improvement that end a projection problem (3, L651).
-        metric: the validation metric that is monitored (MAP@R, L651).
+        prox_lambda: ``lambda`` of the proximal term (2e-4, §3.3.2.1, CCP hyper-parameters).
+        patience: validation rounds without improvement that end a projection problem (3, §3.2.4, solving projections).
+        metric: the validation metric that is monitored (MAP@R, §3.2.4, solving projections).
         regularize_first: apply the proximal term in the first problem, towards the initial
-            weights (thesis Alg. 1); False = [CODE] (lambda = 0 until the first re-initialisation).
-        snapshot: ``best`` ([CODE]): the best-validation weights and proxies of a finished
+            weights (thesis Alg. 1); False = the authors' code (lambda = 0 until the first re-initialisation).
+        snapshot: ``best`` (the authors' code): the best-validation weights and proxies of a finished
             problem become ``theta*`` and the old k-center centres; ``last``: the weights and
             proxies at the moment it ends (thesis Alg. 1, ``theta* <- theta, rho* <- rho``).
             Training always continues from the current weights.
         init: initial proxies; ``random`` (thesis: embeddings of ``K`` random samples per
-            class) or ``kcenter`` ([CODE]: greedy k-center over a pool of ``b``, starting at
+            class) or ``kcenter`` (the authors' code: greedy k-center over a pool of ``b``, starting at
             the first pool point; the code's all-zero initial centres make the same choice
             when the embeddings are unit-norm).
         proxy_as_anchor, proxy_weight, batch_weight: see above.
         normalization: ``clip`` (default): embeddings and proxies enter the loss as
-            ``v / max(1, ||v||)`` (thesis L649; the authors' ``lipschitz_cont: true`` in every CCP
+            ``v / max(1, ||v||)`` (Gürbüz thesis §3.2.4; the authors' ``lipschitz_cont: true`` in every CCP
             config); ``l2``: the base loss L2-normalises them, as it does on its own. Evaluation
             sees the same embeddings as the loss when the
             embedder clips too (``model.normalize: clip``, as the CCP presets set it).
@@ -132,7 +133,8 @@ class CCP(LossWrapper):
     def set_proxies_from_pool(self, pool: torch.Tensor, old_proxies: Optional[torch.Tensor]) -> None:
         """Algorithm 2: from the embeddings of ``b`` pool samples per class (``pool``
         ``[C, b, D]``) pick ``K`` per class by greedy k-center relative to ``old_proxies``
-        (``[C*K, D]``, k-major, compared after L2 normalisation, the space of the loss; spec A7)
+        (``[C*K, D]``, k-major, compared after L2 normalisation, the space of the loss; Algorithm 2 leaves it
+        open)
         and make them the proxies."""
         pool = pool.to(self.proxies)
         old = None

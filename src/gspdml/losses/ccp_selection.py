@@ -1,11 +1,11 @@
 """Proxy selection for CCP: a per-class pool of training samples and greedy k-center over it.
 
-Seed 004 Algorithm 2 "Greedy K-Center Proxy" (L627-631; spec §3.2, A7, A15):
+Gürbüz thesis Algorithm 2 "Greedy K-Center Proxy" (§3.2.3; its spurious outer "repeat" dropped):
 for each class ``c`` draw ``b`` random samples, embed them with the current network, and add to
 the class's proxy set the pool points farthest (greedily) from the converged proxies of ``c``
 and from the points already picked, until as many new proxies as old ones are chosen. With
 ``b`` equal to the number of proxies per class every pool point is taken, which is random
-re-initialisation (L631, L851).
+re-initialisation (§3.2.3, §3.3.2.3).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Contrastive losses C1 and C2 as used in the seeds' benchmarks (seed 004 §3.4), and the
-similarity contrastive loss of the Metrix thesis (seed 003 Eq. 2.1).
+"""Contrastive losses C1 and C2 as used in the papers' benchmarks (Gürbüz thesis §3.3.2.1), and the
+similarity contrastive loss of the Metrix thesis (Psomas thesis Eq. 2.1).
 
 Each is a :class:`~gspdml.losses.pairs.WeightedPairLoss`: one ``weighted_loss`` on pair
 weights, which hard labels give as 0/1 and Metrix's mixed examples as ``(lambda, 1 - lambda)``.
@@ -23,7 +23,7 @@ from gspdml.losses.pairs import (
 
 @LOSSES.register("c1", "contrastive_cosine")
 class C1Contrastive(WeightedPairLoss):
-    """C1, the cosine contrastive loss of XBM (Wang et al. 2020; seed 004 L737):
+    """C1, the cosine contrastive loss of XBM (Wang et al. 2020; Gürbüz thesis §3.3.2.1, C1 hyper-parameters):
 
     ``L = (1/B) [ sum_{(i,j) pos} (1 - s_ij) + sum_{(i,j) neg} (s_ij - margin)_+ ]``
 
@@ -48,8 +48,8 @@ class C1Contrastive(WeightedPairLoss):
 
 @LOSSES.register("contrastive_similarity")
 class SimilarityContrastive(C1Contrastive):
-    """The similarity contrastive loss of the Metrix thesis (seed 003 Eq. 2.1, L486-489; with
-    label weights Eq. 2.12, L589-591), C1 with the positive term ``-s`` instead of ``1 - s``::
+    """The similarity contrastive loss of the Metrix thesis (Psomas thesis Eq. 2.1; with
+    label weights Eq. 2.12), C1 with the positive term ``-s`` instead of ``1 - s``::
 
         l(a) = sum_v -y s(a, v) + sum_v (1 - y) [s(a, v) - margin]_+
 
@@ -62,12 +62,12 @@ class SimilarityContrastive(C1Contrastive):
 
 @LOSSES.register("c2", "contrastive")
 class C2Contrastive(WeightedPairLoss):
-    """C2, contrastive loss with a positive margin (Hadsell et al. 2006; seed 004 Eq. 2.1.3, §3.4):
+    """C2, contrastive loss with a positive margin (Hadsell et al. 2006; Gürbüz thesis Eq. 2.1.3, §3.3.2.1):
 
     ``l_pos = (d_ij - m_pos)_+``,  ``l_neg = (m_neg - d_ij)_+``,  ``d_ij = ||x_i - x_j||_2``
 
-    on L2-normalised embeddings. With label weights ``y`` (Metrix, seed 003 Eq. 2.12 in the form
-    of the authors' code, psomas spec §5 A3) a pair contributes ``y l_pos`` and ``(1 - y) l_neg``.
+    on L2-normalised embeddings. With label weights ``y`` (Metrix, Psomas thesis Eq. 2.12 in the form
+    of the authors' code; the thesis gives no margin) a pair contributes ``y l_pos`` and ``(1 - y) l_neg``.
     Reduction ``avg_nonzero`` (default, the authors' code and pytorch-metric-learning's
     ``ContrastiveLoss``): the mean of the non-zero positive terms plus the mean of the non-zero
     negative terms. ``mean``: each term summed and divided by its total weight (with hard labels,

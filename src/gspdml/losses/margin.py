@@ -3,10 +3,10 @@
 ``l_ij = ( iota_ij (d_ij - beta) + alpha )_+``,  ``iota_ij = +1`` same class, ``-1`` otherwise,
 
 with ``d_ij`` the Euclidean distance of the L2-normalised embeddings. Source: Gurbuz thesis
-(seed 004) Lemma 3.2.1, L645 (generalized contrastive) and Eq. 2.1.3, L385 (margin loss of
+(Gürbüz thesis) Lemma 3.2.1 (generalized contrastive) and Eq. 2.1.3 (margin loss of
 Wu et al. 2017, "Sampling matters in deep embedding learning", Eq. 3). Positive pairs cost
 ``(d - (beta - alpha))_+`` and negative pairs ``((beta + alpha) - d)_+``, i.e. C2 with
-``m_pos = beta - alpha`` and ``m_neg = beta + alpha`` (spec §2.2).
+``m_pos = beta - alpha`` and ``m_neg = beta + alpha`` (Gürbüz thesis §2.1.1).
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ def _signed_margin_terms(
 
 @LOSSES.register("generalized_contrastive", "gc")
 class GeneralizedContrastive(PairLoss):
-    """Generalized contrastive loss of CCP (seed 004 Lemma 3.2.1, L645; spec §2.2):
+    """Generalized contrastive loss of CCP (Gürbüz thesis Lemma 3.2.1, §3.2.4):
     ``l_ij = (iota_ij (d_ij - beta) + alpha)_+`` over all ordered pairs ``i != j``.
 
     Reduction ``mean`` (default): the mean over all pairs, positive and negative together
-    (the batch risk of seed 004 Eq. 1.1.1 with the diagonal excluded). ``avg_nonzero``: the sum
+    (the batch risk of Gürbüz thesis Eq. 1.1.1 with the diagonal excluded). ``avg_nonzero``: the sum
     divided by the number of non-zero terms.
     """
 
@@ -64,7 +64,7 @@ class GeneralizedContrastive(PairLoss):
 
 @LOSSES.register("margin")
 class MarginLoss(GeneralizedContrastive):
-    """Margin loss (Wu et al. 2017, Eq. 3-5; seed 004 Eq. 2.1.3, L385) on all ordered pairs:
+    """Margin loss (Wu et al. 2017, Eq. 3-5; Gürbüz thesis Eq. 2.1.3) on all ordered pairs:
 
     ``L = sum_{(i,j)} (alpha + iota_ij (d_ij - beta_{y_i}))_+ / #{non-zero terms}
     + nu * mean_i beta_{y_i}``

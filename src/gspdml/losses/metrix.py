@@ -1,6 +1,6 @@
-"""Metrix: mixup for deep metric learning (seed 003 chapter 2; psomas spec §1).
+"""Metrix: mixup for deep metric learning (Psomas thesis chapter 2).
 
-Error function of one batch (seed 003 Eq. 2.10, L577)::
+Error function of one batch (Psomas thesis Eq. 2.10)::
 
     E = (1/|X|) sum_a [ l(a) + w l~(a) ]
 
@@ -8,20 +8,21 @@ Error function of one batch (seed 003 Eq. 2.10, L577)::
 2.7-2.13): the base loss, built from :data:`~gspdml.losses.LOSSES`, computes both from label
 weights (:class:`~gspdml.losses.base.LabelWeightedLoss`: ``c2``/``contrastive``,
 ``contrastive_similarity``, ``c1``, ``ms``, ``proxy_anchor``). The Metrix recipe's options for
-those losses are in :data:`RECIPE_DEFAULTS`. Mixed examples (Eq. 2.4, L531-541)::
+those losses are in :data:`RECIPE_DEFAULTS`. Mixed examples (Eq. 2.4)::
 
     input:      v = f(lambda x + (1 - lambda) x')
     feature:    v = f_m(lambda g_m(x) + (1 - lambda) g_m(x'))     ("Metrix", the default)
     embedding:  v = lambda f(x) + (1 - lambda) f(x')
 
-with ``lambda ~ Beta(alpha, alpha)``, ``alpha = 2``, ``w = 0.4`` (L694), one ``lambda`` per
-iteration (the authors' code; ``lambda_per_pair`` draws one per mixed example, spec A5). Here
+with ``lambda ~ Beta(alpha, alpha)``, ``alpha = 2``, ``w = 0.4`` (§2.4.2), one ``lambda`` per
+iteration (the authors' code; ``lambda_per_pair`` draws one per mixed example, as Eq. 2.8 suggests). Here
 ``g_m`` is the embedder's backbone and ``f_m`` its head, pooling and normalisation. The mixing
 pairs (:mod:`gspdml.losses.metrix_pairs`) are positive-negative or anchor-negative, chosen
-uniformly at random at every iteration (L692); positive-negative pairs take every positive of
+uniformly at random at every iteration (§2.4.2); positive-negative pairs take every positive of
 the anchor (Eq. 2.8, ``positives: all``) or only its first one (the authors' code,
-``positives: first``); input mixup uses the ``k = 3`` hardest negatives (L684). Mixed
-embeddings are re-normalised (spec A6) unless ``renormalize=False``.
+``positives: first``); input mixup uses the ``k = 3`` hardest negatives (§2.4.2). Mixed
+embeddings are re-normalised (the code's ``LpDistance`` does so; the thesis's s(v, v') is a raw inner
+product) unless ``renormalize=False``.
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ PAIRS = ("random", *KINDS)
 
 #: The Metrix recipe's options of its base losses, used for each option the ``loss`` spec does
 #: not give (the base losses keep their own defaults outside Metrix). Source: the authors' code
-#: (psomas spec §5 A3: contrastive margin 0.5; MS (17.97, 75.66, 0.77) with
-#: ``MultiSimilarityMiner(epsilon=0.39)``, which the thesis rounds to 18, 75, 0.77, seed 003
-#: L672). Proxy anchor (alpha 32, delta 0.1, L672) and ``contrastive_similarity`` (margin 0.5)
+#: (the thesis gives no contrastive margin; the code uses 0.5; MS (17.97, 75.66, 0.77) with
+#: ``MultiSimilarityMiner(epsilon=0.39)``, which the thesis rounds to 18, 75, 0.77, Psomas thesis
+#: §2.4.1). Proxy anchor (alpha 32, delta 0.1, §2.4.1) and ``contrastive_similarity`` (margin 0.5)
 #: use their base defaults.
 RECIPE_DEFAULTS: dict[type, dict[str, Any]] = {
     C2Contrastive: {"pos_margin": 0.0, "neg_margin": 0.5, "reduction": "avg_nonzero"},

@@ -1,4 +1,4 @@
-"""Which examples Metrix mixes (seed 003 §2 "mixing pairs", L680-694; psomas spec §1.8, A5, A7).
+"""Which examples Metrix mixes (Psomas thesis §2.4.2, "Mixing pairs").
 
 A mixing set is a list of triples ``(anchor, first, second)``: the anchor stays clean and the
 mixed example is ``mix_lambda(first, second) = lambda first + (1 - lambda) second`` with label
@@ -13,7 +13,7 @@ mixed example is ``mix_lambda(first, second) = lambda first + (1 - lambda) secon
   for every anchor (the thesis; the authors' code keeps only anchors without positives, A7).
 
 For input mixup ``U-(a)`` is replaced by the ``k`` hardest negatives of ``a``: highest clean
-similarity (L684).
+similarity (§2.4.2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""When does a mixed embedding act as a positive? (seed 003 Eqs. 2.14-2.23, L599-645).
+"""When does a mixed embedding act as a positive? (Psomas thesis §2.3.6, Eqs. 2.14-2.23).
 
 For Multi-Similarity with one mixed embedding ``v`` of label ``lambda`` (Eq. 2.15), the event
 ``Pos(a, v)``: ``d l~ / d s(a, v) <= 0`` holds exactly when (Eq. 2.22)::

@@ -1,6 +1,6 @@
 """Multi-similarity loss and its miner (Wang et al. 2019, CVPR, Eq. 10 and Eq. 4-5; used with CCP
-and as a baseline in seed 004 §3.4, with ``(alpha, beta, lambda) = (scale_pos, scale_neg, base)``;
-with label weights, the Metrix thesis's Eq. 2.13, seed 003)."""
+and as a baseline in Gürbüz thesis §3.3.2.1, with ``(alpha, beta, lambda) = (scale_pos, scale_neg, base)``;
+with label weights, Psomas thesis Eq. 2.13)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class MultiSimilarity(WeightedPairLoss):
     Reduction: the sum over anchors divided by the number of anchors that have pairs before
     mining (``B``, empty mined anchors included: official code; PML's ``MeanReducer``).
 
-    With label weights ``y`` (Metrix, seed 003 Eq. 2.2 and Eq. 2.13, L491-494, L594-596)::
+    With label weights ``y`` (Metrix, Psomas thesis Eq. 2.2 and Eq. 2.13)::
 
         l(a) = (1/alpha) log(1 + sum y e^{-alpha (s - base)}) + (1/beta) log(1 + sum (1-y) e^{beta (s - base)})
 

@@ -1,5 +1,5 @@
 """NormSoftmax (Zhai & Wu 2019, "Classification is a strong baseline for deep metric learning",
-Eq. 2; compared with ProxyNCA++ in seed 002 Tables 12-13)."""
+Eq. 2; compared with ProxyNCA++ in the ProxyNCA++ paper, Tables 12-13)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class NormSoftmax(ProxyLoss):
     """``L_i = -log softmax_c( cos(x_i, p_c) / T )[y_i]`` with one proxy (class weight) per class.
 
     ``T`` = ``temperature`` (0.05 in Zhai & Wu and pytorch-metric-learning's
-    ``NormalizedSoftmaxLoss``; 1/2 in seed 002's comparison). Reduction: mean over the batch.
+    ``NormalizedSoftmaxLoss``; 1/2 in the ProxyNCA++ paper's comparison). Reduction: mean over the batch.
     ProxyNCA++ equals NormSoftmax with temperature ``T / 2`` (``-d/T = (2 cos - 2)/T``).
     """
 

@@ -182,7 +182,7 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
     each pair counts as positive and as negative (a pair that does not exist has both 0). Hard
     labels are the 0/1 weights of the masks (:meth:`pair_loss`); Metrix's mixed examples of
     positivity ``lambda`` are weights ``(lambda, 1 - lambda)`` on their one anchor
-    (:meth:`labelled`, psomas spec §1.8). The arithmetic of a loss is its ``weighted_loss``, once.
+    (:meth:`labelled`, Psomas thesis §2.4.2). The arithmetic of a loss is its ``weighted_loss``, once.
     """
 
     measure = "similarity"
@@ -206,7 +206,7 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
         raise NotImplementedError
 
     def clean(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Seed 003 Eq. 2.7 with hard labels over all ordered in-batch pairs ``i != j`` (= Eq. 2.3):
+        """Psomas thesis Eq. 2.7 with hard labels over all ordered in-batch pairs ``i != j`` (= Eq. 2.3):
         the forward's loss, with each pair measured row by row as the mixed pairs are (distances
         from the differences stay exact for near-identical embeddings, where the matrix form
         ``|a|^2 + |b|^2 - 2 a.b`` cancels)."""
@@ -217,7 +217,7 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
 
     def labelled(self, anchors, candidates, anchor_index, candidate_index, y) -> torch.Tensor:
         """The loss over the listed pairs ``(anchors[anchor_index[k]], candidates[candidate_index[k]])``
-        with positivity ``y[k]`` (seed 003 Eq. 2.7): weights ``y`` and ``1 - y`` on those pairs, 0
+        with positivity ``y[k]`` (Psomas thesis Eq. 2.7): weights ``y`` and ``1 - y`` on those pairs, 0
         elsewhere. Each pair is measured row by row, then laid out as an ``[A, C]`` matrix."""
         values = self.paired_values(anchors[anchor_index], candidates[candidate_index])
         y = y.to(values.dtype)

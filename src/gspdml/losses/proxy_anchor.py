@@ -1,6 +1,6 @@
-"""Proxy-Anchor loss (Kim et al. 2020, CVPR, Eq. 4; baseline of seed 004 §3.4 with
-``(delta, alpha) = (0.1, 32)``; with label weights, the Metrix thesis's proxy anchors, seed 003
-L498, Table 2.1)."""
+"""Proxy-Anchor loss (Kim et al. 2020, CVPR, Eq. 4; baseline of Gürbüz thesis §3.3.2.1 with
+``(delta, alpha) = (0.1, 32)``; with label weights, the Metrix proxy anchors, Psomas thesis
+§2.3.1, Table 2.1)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
     code and pytorch-metric-learning's ``ProxyAnchorLoss``. Proxies initialised with Kaiming
     normal (fan-out) as in the official code.
 
-    With label weights (:meth:`weighted_loss`; Metrix, seed 003 L498, Table 2.1) ``[x in X_p+]``
+    With label weights (:meth:`weighted_loss`; Metrix, Psomas thesis §2.3.1, Table 2.1) ``[x in X_p+]``
     becomes ``y_p(x)`` and ``[x in X_p-]`` a negative weight. A mixed embedding
     ``v = mix_lambda(x, x')`` of classes ``c, c'`` has ``y_q = lambda [c = q] + (1 - lambda) [c' = q]``
     for the two proxies ``q in {c, c'}``, for which it is a positive-negative mixture (Eq. 2.8 with
@@ -37,10 +37,10 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
     negatives: Eq. 2.8 with the mixing pairs ``U+(a) x U-(a)`` has no such pair, so the mixed
     embedding is not used there (weight 0 in both terms); ``P+`` are the proxies with positive mass.
 
-    ``variant: original`` (default; the formula above, Kim et al. 2020, spec A2).
+    ``variant: original`` (default; the formula above, Kim et al. 2020; the thesis writes PA in MS form).
     ``variant: thesis_generic``: the MS form of the thesis's Table 2.1,
     ``(1/alpha) log(1 + sum y e^{-alpha (s - delta)}) + (1/alpha) log(1 + sum (1 - y) e^{alpha (s - delta)})``
-    averaged over all proxies (thesis beta = gamma = alpha = 32, m = delta = 0.1; L672).
+    averaged over all proxies (thesis beta = gamma = alpha = 32, m = delta = 0.1; Psomas thesis §2.4.1).
     """
 
     VARIANTS = ("original", "thesis_generic")

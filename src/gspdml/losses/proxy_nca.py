@@ -1,4 +1,4 @@
-"""ProxyNCA (Movshovitz-Attias et al. 2017) and ProxyNCA++ (Teh et al. 2020; seed 002 §3).
+"""ProxyNCA (Movshovitz-Attias et al. 2017) and ProxyNCA++ (Teh et al. 2020; ProxyNCA++ paper §3).
 
 Both use the squared Euclidean distance of L2-normalised embeddings and proxies,
 ``d_ic = || x_i/||x_i|| - p_c/||p_c|| ||^2 = 2 - 2 cos(x_i, p_c)``, and logits ``-d_ic / T``.
@@ -18,16 +18,16 @@ from gspdml.losses.proxies import ProxyLoss
 
 @LOSSES.register("proxy_nca", "proxynca")
 class ProxyNCA(ProxyLoss):
-    """ProxyNCA with temperature ``T`` (seed 002 Eq. 3 and Eq. 6):
+    """ProxyNCA with temperature ``T`` (ProxyNCA++ paper Eq. 3 and Eq. 6):
 
-    * ``assignment_probability: false`` (ProxyNCA, seed 002 Eq. 3): the positive proxy is
+    * ``assignment_probability: false`` (ProxyNCA, ProxyNCA++ paper Eq. 3): the positive proxy is
       excluded from the denominator, ``L_i = d_{i,y_i}/T + log sum_{c != y_i} exp(-d_ic/T)``;
-    * ``true`` (NCA form, seed 002 Eq. 4-6, "+prob"): softmax over all proxies, positive
+    * ``true`` (NCA form, ProxyNCA++ paper Eq. 4-6, "+prob"): softmax over all proxies, positive
       included, ``L_i = -log softmax_c(-d_ic/T)[y_i]`` (pytorch-metric-learning's
       ``ProxyNCALoss`` with ``softmax_scale = 1/T``).
 
     Reduction: mean over the batch. Proxies initialised ``N(0, 1/8^2)`` as in the ProxyNCA++
-    code; ``lr_multiplier`` 100 (seed 004 L745-751).
+    code; ``lr_multiplier`` 100 (Gürbüz thesis §3.3.2.1, proxy-loss hyper-parameters).
     """
 
     def __init__(
@@ -61,29 +61,29 @@ class ProxyNCA(ProxyLoss):
 
 @LOSSES.register("proxynca_pp", "proxy_nca_pp")
 class ProxyNCAPlusPlus(ProxyNCA):
-    """ProxyNCA++ (seed 002 Eq. 6): ``L_i = -log softmax_c(-d_ic / T)[y_i]``. Reduction: mean.
+    """ProxyNCA++ (ProxyNCA++ paper Eq. 6): ``L_i = -log softmax_c(-d_ic / T)[y_i]``. Reduction: mean.
 
-    Its six components (seed 002 §3, Fig. 2) and where each one is switched:
+    Its six components (ProxyNCA++ paper §3, Fig. 2) and where each one is switched:
 
     ========================  ===================================================================
     +prob (assignment prob.)  ``assignment_probability`` (default true; false = ProxyNCA Eq. 3)
     +scale (low temperature)  ``temperature`` (default 1/9 as coded, i.e. logits ``18 cos - 18``;
-                              seed 004 uses 0.1 in Ch. 3 and 0.11 in Ch. 5; 1 switches it off)
+                              Gürbüz thesis uses 0.1 in Ch. 3 and 0.11 in Ch. 5; 1 switches it off)
     +fast (fast proxies)      ``lr_multiplier`` (default 1: off). The paper's proxy/base lr ratio
                               4e2/4e-3 = 1e5 (1e4 on SOP) goes with Adam ``eps = 1``, which bounds
                               every step (presets ``proxynca-*``); the thesis runs x100 with Adam's
-                              ``eps = 1e-8`` (seed 004 L745-751; presets ``*-pnca-*``). Either
+                              ``eps = 1e-8`` (Gürbüz thesis §3.3.2.1; presets ``*-pnca-*``). Either
                               pairing is named by the config that uses it, never implied.
     +cbs (class-balanced)     sampler: ``data.classes_per_batch`` x ``data.samples_per_class``
-                              (seed 002 Table 1: 8 x 4 on CUB/Cars, 64 x 3 on SOP/In-shop);
-                              seed 004 runs the proxy baselines at 32 x 1 (no cbs)
+                              (ProxyNCA++ paper Table 1: 8 x 4 on CUB/Cars, 64 x 3 on SOP/In-shop);
+                              Gürbüz thesis runs the proxy baselines at 32 x 1 (no cbs)
     +max (global max pool)    ``model.pooling: gmp``
     +norm (LayerNorm)         non-affine LayerNorm on the pooled backbone features before the
                               embedding layer: a model setting, not a loss option
     ========================  ===================================================================
 
     The presets ``losses/proxynca_pp-*`` set these. Equal to the cross-entropy of
-    ``-d / T`` over all proxies (reference-implementations §4.2: ``CE(18 cos)`` at ``T = 1/9``).
+    ``-d / T`` over all proxies (the authors' code, github.com/euwern/proxynca_pp: ``CE(18 cos)`` at ``T = 1/9``).
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""SoftTriple loss (Qian et al. 2019, ICCV, Eq. 8-12; baseline of seed 004 §3.4)."""
+"""SoftTriple loss (Qian et al. 2019, ICCV, Eq. 8-12; baseline of Gürbüz thesis §3.3.2.1)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class SoftTriple(ProxyLoss):
     ``L = mean_i L_i + tau R``, with L2-normalised embeddings and centres. Parameters follow
     pytorch-metric-learning's ``SoftTripleLoss`` (``la`` = lambda, ``gamma`` = gamma with the
     logits divided by it, ``margin`` = delta) plus ``tau``, the regulariser weight
-    (``weight_reg_weight`` with ``SparseCentersRegularizer`` there). Seed 004 §3.4 writes the
+    (``weight_reg_weight`` with ``SparseCentersRegularizer`` there). Gürbüz thesis §3.3.2.1 writes the
     tuple as ``(lambda, gamma, tau, delta)``, e.g. ``(20, 0.1, 0.2, 0.01)`` on CUB. ``R = 0`` for
     ``K = 1``, where SoftTriple is a normalised softmax with margin. Reduction: mean over the
     batch, plus ``tau R``. Centres initialised Kaiming-uniform (``a = sqrt(5)``), as in the

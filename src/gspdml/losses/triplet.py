@@ -1,4 +1,4 @@
-"""Triplet margin loss with optional triplet mining (seed 004 Eq. 2.1.2, L381).
+"""Triplet margin loss with optional triplet mining (Gürbüz thesis Eq. 2.1.2).
 
 ``l_apn = ( d_ap - d_an + margin )_+`` with ``d`` the Euclidean distance of L2-normalised
 embeddings, over triplets (anchor a, positive p != a, negative n) of the batch, or of a batch of
@@ -19,7 +19,7 @@ MININGS = ("all", "semihard", "hard", "batch_hard")
 
 @LOSSES.register("triplet", "triplet_margin")
 class TripletMargin(PairLoss):
-    """Triplet loss ``(d_ap - d_an + margin)_+`` (seed 004 Eq. 2.1.2).
+    """Triplet loss ``(d_ap - d_an + margin)_+`` (Gürbüz thesis Eq. 2.1.2).
 
     ``mining`` selects the triplets (conventions of pytorch-metric-learning's
     ``TripletMarginMiner`` and ``BatchHardMiner``):

@@ -1,7 +1,7 @@
 """Base class of the loss wrappers: XBM, CCP, ZSR, XML and Metrix hold a ``base`` loss.
 
-Each wrapper adds its own term to a loss it wraps (spec §3.4, §3, §5.1;
-seed 001 Eq. 2.11; seed 003 Eq. 2.10)::
+Each wrapper adds its own term to a loss it wraps (Gürbüz thesis §3.3.2.1, Algorithm 1,
+Eqs. 5.2.4-5.2.5; XML paper Eq. 2.11; Psomas thesis Eq. 2.10)::
 
     XBM:     L = base(batch, batch) + w base(batch, memory)
     CCP:     L = proxy_weight base(proxies, batch) + batch_weight base(batch, batch)

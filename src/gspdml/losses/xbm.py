@@ -1,6 +1,6 @@
 """Cross-batch memory (XBM; Wang et al. 2020, CVPR) around any pair loss.
 
-Used with C1 and C2 in seed 004 §3.4 (L753): memory of (3, 25) batches on CUB/Cars, (100, 400)
+Used with C1 and C2 in Gürbüz thesis §3.3.2.1 (XBM hyper-parameters): memory of (3, 25) batches on CUB/Cars, (100, 400)
 on In-shop, (400, 1400) on SOP; the memory loss is switched on after 1K steps ("slow drift").
 """
 
@@ -17,7 +17,7 @@ from gspdml.losses.wrapper import LossWrapper
 
 @LOSSES.register("xbm", "cross_batch_memory")
 class CrossBatchMemory(LossWrapper):
-    """``L = L_base(batch, batch) + memory_weight * L_base(batch, memory)`` (XBM official code; spec §3.4).
+    """``L = L_base(batch, batch) + memory_weight * L_base(batch, memory)`` (XBM official code).
 
     The memory is a ring buffer of ``memory_batches x B`` detached embeddings and their labels,
     sized from the first training batch (``B`` = batch size). The batch is written into the memory

@@ -1,10 +1,10 @@
-"""Cross-batch metric learning (XML; Gürbüz & Alatan, ICIP 2023, seed 001 §2, Eq. 2.4-2.11).
+"""Cross-batch metric learning (XML; Gürbüz & Alatan, ICIP 2023, XML paper §2, Eq. 2.4-2.11).
 
 GAP is read as a convex combination of learnable prototypes ``nu_1..nu_m``. Each image gets a
 soft histogram over the prototypes, the entropy-smoothed histogram operator (Eq. 2.4), i.e. a
 "1x1 convolution + soft-max" over the local features averaged over locations::
 
-    z_i = (1/n) sum_j softmax_i(eps nu_i^T x_j)                       (seed 001 L69, eps = 10)
+    z_i = (1/n) sum_j softmax_i(eps nu_i^T x_j)                       (XML paper Eq. 2.4, eps = 10)
 
 Its pooled vectors ``Y`` (GAP, ``output.pooled``) and histograms ``Z`` are split into two
 class-disjoint halves. On each half, prototypes are fitted by ridge regression (Eq. 2.8)::
@@ -37,7 +37,7 @@ from gspdml.ops.halves import ridge_across_halves
 
 
 def soft_histogram(local: torch.Tensor, prototypes: torch.Tensor, eps: float) -> torch.Tensor:
-    """Eq. 2.4 of seed 001: ``z_i = mean_j softmax_i(eps nu_i^T x_j)``; ``local`` ``[B, d, H, W]``
+    """Eq. 2.4 of the XML paper: ``z_i = mean_j softmax_i(eps nu_i^T x_j)``; ``local`` ``[B, d, H, W]``
     (or tokens ``[B, n, d]``), ``prototypes`` ``[m, d]``; returns ``[B, m]`` rows summing to one."""
     tokens = local.flatten(2).transpose(1, 2) if local.dim() == 4 else local
     logits = eps * torch.einsum("bnd,md->bnm", tokens, prototypes)
@@ -52,7 +52,7 @@ class XML(LossWrapper):
         base: the DML loss spec (any pair or proxy loss) used for both terms.
         embedding_dim, num_classes: supplied by the trainer; the prototypes are
             ``num_prototypes x embedding_dim`` (the local features' width with a 1x1 head).
-        num_prototypes: ``m`` (64 for CUB/Cars, 128 for SOP/In-shop; seed 001 §3.1).
+        num_prototypes: ``m`` (64 for CUB/Cars, 128 for SOP/In-shop; XML paper §3.1).
         eps: soft-max inverse temperature of the histogram (10).
         mixing: ``lambda`` (0.01).
         ridge: the ridge weight of Eq. 2.8 (0.05).

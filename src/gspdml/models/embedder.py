@@ -46,11 +46,11 @@ class Embedder(nn.Module):
 
     * ``global`` -- pool the backbone map, then a linear ``projection`` of the pooled vector. This
       is how the papers' baselines are built (the GSP authors' TF ``GlobalPooling`` and ``GMeanP``:
-      GAP/GMP/GAP+GMP/GeM, then a Dense layer; Metrix, seed 003 L670: GAP+GMP, then the embedding
-      layer; ProxyNCA++, seed 002 §3: GMP, a LayerNorm without affine parameters
+      GAP/GMP/GAP+GMP/GeM, then a Dense layer; Metrix, Psomas thesis §2.4.1: GAP+GMP, then the embedding
+      layer; ProxyNCA++, ProxyNCA++ paper §3: GMP, a LayerNorm without affine parameters
       (``pooled_norm: layer_norm``), then the embedding layer).
-    * ``local`` -- a 1x1 convolution ``head`` applied to every location, then pooling (seed 004
-      L1212: the "local embedding"). GSP needs it: its transport costs live in embedding space.
+    * ``local`` -- a 1x1 convolution ``head`` applied to every location, then pooling (Gürbüz thesis
+      §5.2.4: the "local embedding"). GSP needs it: its transport costs live in embedding space.
 
     For a linear pooling (GAP) the two are the same operator; for max-like and power poolings (GMP,
     GAP+GMP, GeM, LSE, k-max, ...) they differ. ``model.head: null`` (the default) takes the
@@ -59,7 +59,7 @@ class Embedder(nn.Module):
     ``embedding_dim=None`` keeps the backbone width.
 
     ``normalize``: ``true`` L2-normalises the embedding, ``clip`` maps it to
-    ``v / max(1, ||v||)`` (the unit-ball projection CCP trains and evaluates with, thesis L649),
+    ``v / max(1, ||v||)`` (the unit-ball projection CCP trains and evaluates with, Gürbüz thesis §3.2.4),
     ``false`` leaves it as it is.
 
     A pooling that reads the backbone map as well (GSP's ``add_max_pool`` and GeMean+GSP) receives

@@ -18,7 +18,7 @@ class EmbedderOutput:
         weights: spatial pooling weights ``[B, H, W]`` (``[B, N]`` for token inputs) when the
             pooling has them (GSP, SimPool, attention poolings); rows sum to one where they are
             a distribution.
-        attributes: per-sample pseudo-attributes ``[B, m]`` (GSP's ``z = pi 1 / mu``, seed 000
+        attributes: per-sample pseudo-attributes ``[B, m]`` (GSP's ``z = pi 1 / mu``, GSP paper
             Eq. 4.3), read by the zero-shot regulariser.
         local: the local features the pooling consumed, ``[B, D, H, W]`` (after the 1x1 head),
             read by losses that build their own histograms (XML).

@@ -1,7 +1,7 @@
 """Class-disjoint batch halves and ridge prediction across them, the core shared by ZSR and XML.
 
-ZSR (seed 000 §4.3, Eq. 4.4, Algorithm 4; spec §5.1 (P3) and §9 B6-B8)
-and XML (seed 001 §2, Eq. 2.8-2.10) both split a batch into two class-disjoint halves
+ZSR (GSP paper §4.3, Eq. 4.4, Algorithm 4; Gürbüz thesis §5.2.3)
+and XML (XML paper §2, Eq. 2.8-2.10) both split a batch into two class-disjoint halves
 ``b1, b2``, fit a ridge regressor on one half and predict the other::
 
     A_k     = argmin_A sum_{i in b_k} ||A z_i - t_i||^2 + ridge ||A||_F^2     (P3 / Eq. 2.8)

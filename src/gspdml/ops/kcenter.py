@@ -1,4 +1,4 @@
-"""Greedy k-center (farthest-first traversal), seed 004 Algorithm 2 and Gonzalez (1985).
+"""Greedy k-center (farthest-first traversal), Gürbüz thesis Algorithm 2 and Gonzalez (1985).
 
 Used for GSP prototype initialisation (:mod:`gspdml.pooling.gsp.layer`), CCP proxy
 re-initialisation (:mod:`gspdml.losses.ccp_selection`) and the GAP analysis.

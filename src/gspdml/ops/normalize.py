@@ -1,4 +1,4 @@
-"""Clip normalisation, the projection onto the unit ball (seed 000 L65; thesis seed 004 L649)::
+"""Clip normalisation, the projection onto the unit ball (GSP paper §4.1; Gürbüz thesis §3.2.4)::
 
     clip(u) = u / max(1, ||u||_2)
 
@@ -12,5 +12,5 @@ import torch
 
 
 def clip_normalize(u: torch.Tensor) -> torch.Tensor:
-    """``u / max(1, ||u||_2)`` along the last dimension: projection onto the unit ball (seed 000 L65)."""
+    """``u / max(1, ||u||_2)`` along the last dimension: projection onto the unit ball (GSP paper §4.1)."""
     return u / u.norm(dim=-1, keepdim=True).clamp_min(1.0)

@@ -1,4 +1,4 @@
-"""Closed-form ridge regression (problem (P3) of seed 000 L124; spec §5.1).
+"""Closed-form ridge regression (problem (P3) of the GSP paper §4.3; Gürbüz thesis §5.2.3).
 
 ::
 
@@ -18,7 +18,7 @@ def ridge_fit(inputs: torch.Tensor, targets: torch.Tensor, ridge: float) -> torc
     """Closed-form ridge regression, returned as the ``[m, d]`` matrix ``A^T`` with ``A z ~ t``.
 
     ``inputs`` ``[b, m]`` (rows ``z_i``), ``targets`` ``[b, d]`` (rows ``t_i``). Solves the
-    smaller of the two equivalent systems (push-through identity, spec §5.1 (P3)):
+    smaller of the two equivalent systems (push-through identity):
     ``Z^T (Z Z^T + ridge I_b)^-1 T`` when ``b <= m``, else ``(Z^T Z + ridge I_m)^-1 Z^T T``.
     Differentiable in both arguments.
     """

@@ -71,7 +71,7 @@ class Pooling(nn.Module):
     #: the backbone map and then projects the pooled vector, as the papers' baselines do (the GSP
     #: authors' TF ``GlobalPooling``/``GMeanP``: pool, then a Dense layer; Metrix and ProxyNCA++
     #: likewise); ``"local"`` projects every location with a 1x1 convolution and then pools, which
-    #: a pooling needs when it works in embedding space (GSP's transport costs, seed 000 §4).
+    #: a pooling needs when it works in embedding space (GSP's transport costs, GSP paper §4).
     #: The two orders agree for linear poolings (GAP) and differ for max-like and power poolings.
     head_placement = "global"
 

@@ -1,4 +1,4 @@
-"""CBAM as a pooling layer (Woo et al., ECCV 2018; seed 003 Eqs. 3.37-3.43, L1240-L1290)."""
+"""CBAM as a pooling layer (Woo et al., ECCV 2018; Psomas thesis §3.3.2, Eqs. 3.37-3.43)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from gspdml.pooling.functional import require, require_map, wide
 
 @POOLINGS.register("cbam")
 class CBAM(Pooling):
-    """Convolutional block attention followed by GAP (seed 003 Eqs. 3.37-3.43):
+    """Convolutional block attention followed by GAP (Psomas thesis Eqs. 3.37-3.43):
 
     * channel attention ``q = sigmoid(MLP(GAP(X)) + MLP(GMP(X)))`` (Woo et al. Eq. 2; the
       shared MLP has a bottleneck ``C / reduction``), ``V = diag(q) X``;
     * spatial attention ``a = sigmoid(conv_k([mean_c V; max_c V]))`` (``k x k``, Eq. 3.41);
     * ``u = (1/n) V a`` (Eq. 3.43).
 
-    Seed 003 Eq. 3.38 averages the two MLP outputs (``MLP(U0) 1_2 / 2``); the original sums
+    Psomas thesis Eq. 3.38 averages the two MLP outputs (``MLP(U0) 1_2 / 2``); the original sums
     them, which is what is implemented. ``a`` (in (0, 1), not a distribution) is returned as
     ``weights``. Needs a feature map (the convolution is spatial).
     """

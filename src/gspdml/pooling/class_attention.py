@@ -1,4 +1,4 @@
-"""CaiT-style class-attention pooling (Touvron et al., ICCV 2021; seed 003 Eqs. 3.58-3.59, L1370)."""
+"""CaiT-style class-attention pooling (Touvron et al., ICCV 2021; Psomas thesis §3.3.2, Eqs. 3.58-3.59)."""
 
 from __future__ import annotations
 
@@ -48,9 +48,9 @@ class ClassAttentionBlock(nn.Module):
 @POOLINGS.register("class_attention")
 class ClassAttention(Pooling):
     """Class-attention pooling: a learned class token cross-attends to the fixed local features
-    for ``blocks`` CaiT class-attention blocks, then a final LayerNorm (seed 003 group 4; the
-    tournament's ``CAPooling``: 4 heads, 1 block, LayerScale 1e-5, MLP ratio 4, psomas spec
-    §2.5). The local features are not updated (``phi_X = id``). ``weights`` = the last block's
+    for ``blocks`` CaiT class-attention blocks, then a final LayerNorm (Psomas thesis §3.3.2, group 4; the
+    tournament's ``CAPooling``: 4 heads, 1 block, LayerScale 1e-5, MLP ratio 4, Psomas thesis
+    §3.4.2). The local features are not updated (``phi_X = id``). ``weights`` = the last block's
     class-token attention on the locations, averaged over heads and renormalised to sum to one
     (the class token also attends to itself).
     """

@@ -10,7 +10,7 @@ from gspdml.pooling.functional import full_precision, require, wide
 
 @POOLINGS.register("crow")
 class CroW(Pooling):
-    """CroW, a parameter-free, magnitude-based saliency pooling (seed 000 supplement §1.4).
+    """CroW, a parameter-free, magnitude-based saliency pooling (GSP paper supplement §1.4).
 
     For non-negative features ``X`` (``C x n``), Kalantidis et al. (Eqs. 3-5):
 

@@ -12,7 +12,7 @@ from gspdml.pooling.functional import require, wide
 
 @POOLINGS.register("delf")
 class DeLF(Pooling):
-    """Attention-weighted pooling of DeLF (Noh et al. 2017, Eq. 1; seed 000 supplement §1.4):
+    """Attention-weighted pooling of DeLF (Noh et al. 2017, Eq. 1; GSP paper supplement §1.4):
 
         alpha_i = softplus(w_2^T relu(W_1 f_i + b_1) + b_2),    u = (1/n) sum_i alpha_i f_i.
 

@@ -32,7 +32,7 @@ def generalized_mean(values: torch.Tensor, p: torch.Tensor | float, dim: int = 1
     """Weighted power mean ``(sum_j a_j max(x_j, eps)^p)^(1/p)`` over ``dim``, in float32.
 
     This is the pooling function ``f_alpha^{-1}(f_alpha(X) a)`` with ``f_alpha(x) = x^gamma``
-    (seed 003 Eq. 3.8-3.9, L1093); ``weights=None`` means ``a = 1_n / n`` (GeM, Eq. 3.13).
+    (Psomas thesis Eqs. 3.8-3.9); ``weights=None`` means ``a = 1_n / n`` (GeM, Eq. 3.13).
     Values are clamped at ``eps`` because the power mean is only defined for ``x >= 0``
     (Radenovic et al., 2018, clamp their input the same way). Computed as
     ``m (sum_j a_j (x_j / m)^p)^(1/p)`` with ``m = max_j x_j`` (the same function, so the same
@@ -52,7 +52,7 @@ def generalized_mean(values: torch.Tensor, p: torch.Tensor | float, dim: int = 1
 
 def top_k_mean(values: torch.Tensor, k: int, dim: int = 1, largest: bool = True) -> torch.Tensor:
     """Mean of the ``k`` largest (or smallest) entries along ``dim`` (global k-max pooling,
-    seed 002 Eq. 7: ``max_h (1/k) sum_i h_i g_i`` s.t. ``sum_i h_i = k``, ``h`` binary)."""
+    ProxyNCA++ paper Eq. 7: ``max_h (1/k) sum_i h_i g_i`` s.t. ``sum_i h_i = k``, ``h`` binary)."""
     n = values.shape[dim]
     if k > n:
         raise ValueError(f"k-max pooling: k={k} exceeds the number of locations {n}")

@@ -18,7 +18,7 @@ class GeneralizedMax(Pooling):
     with ``Phi = [f_1 .. f_n]`` (``C x n``). The dual form on the right (an ``n x n`` solve)
     gives the location weights ``alpha = (Phi^T Phi + lambda I)^{-1} 1_n`` and ``xi = Phi alpha``;
     ``alpha`` is returned as ``weights`` (signed, not a distribution). ``lam`` (lambda) is a
-    hyper-parameter (1.0 in the GSP authors' comparison, seed 000 supplement §1.4).
+    hyper-parameter (1.0 in the GSP authors' comparison, GSP paper supplement §1.4).
     Solved in float32 (float64 for float64 input); the matrix is positive definite for ``lam > 0``.
     """
 

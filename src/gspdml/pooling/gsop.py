@@ -11,7 +11,7 @@ from gspdml.pooling.functional import full_precision, require, wide
 
 @POOLINGS.register("gsop")
 class GSoP(Pooling):
-    """GSoP channel attention followed by GAP (Gao et al. 2019, Sec. 3.1 and Fig. 2; seed 000
+    """GSoP channel attention followed by GAP (Gao et al. 2019, Sec. 3.1 and Fig. 2; GSP paper
     supplement §1.4):
 
     1. reduce ``Y = relu(BN(W_r X))`` to ``c' = attention_dim`` channels (1x1 conv);

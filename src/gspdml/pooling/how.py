@@ -14,10 +14,10 @@ from gspdml.pooling.functional import full_precision, require, require_map, wide
 
 @POOLINGS.register("how", "t_smk")
 class HOW(Pooling):
-    """HOW's training-time aggregation (seed 003 Eqs. 3.17-3.20, L1132-L1150; Tolias et al. 2020,
-    the "trainable SMK" (T-SMK) of seed 000 supplement §1.4):
+    """HOW's training-time aggregation (Psomas thesis Eqs. 3.17-3.20; Tolias et al. 2020,
+    the "trainable SMK" (T-SMK) of the GSP paper supplement §1.4):
 
-        a_j = ||x_j||_2                          (attention = feature norm; psomas spec §5 B3)
+        a_j = ||x_j||_2                          (attention = feature norm; Eq. 3.17 prints squared norms)
         V = FC(avg_3(X))                         (3x3 local average, stride 1, no padding counted)
         z = V a = sum_j a_j v_j,   u = z / ||z|| (Eq. 3.20, l2 normalisation)
 

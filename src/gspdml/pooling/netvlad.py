@@ -21,7 +21,7 @@ class NetVLAD(Pooling):
         V_k = sum_i a_k(x_i) (x_i - c_k),  V_k <- V_k / ||V_k||  (Eq. 4 + intra-normalisation)
         u = [V_1; ...; V_K]                                     (``clusters * dim``)
 
-    Output size ``clusters x dim`` (seed 000 supplement §1.4 runs 8x16 = 128 and
+    Output size ``clusters x dim`` (GSP paper supplement §1.4 runs 8x16 = 128 and
     64x128 = 8192). ``dim`` differing from the input width adds a learned linear projection
     ``P`` (no bias); ``dim: null`` uses the input width without projection. The final
     L2-normalisation of NetVLAD is the embedder's (``model.normalize``). Centres start as

@@ -11,10 +11,10 @@ from gspdml.pooling.functional import require, top_k_mean
 @POOLINGS.register("gap_gmp")
 class GapGmp(Pooling):
     """GAP + GMP, ``x_c = (1/n) sum_i f_{i,c} + max_i f_{i,c}`` (Kim et al., 2020, as cited in
-    seed 000 supplement §1.4 L488 and main text L185; seed 003 Fig. 3.3 "GAP+max").
+    GSP paper supplement §1.4 and main text §5.2.2; Psomas thesis Fig. 3.3 "GAP+max").
 
     ``scale`` multiplies the sum: 1.0 is the sum used by Proxy-Anchor (Kim et al.), 0.5 the
-    average ``avgmax`` of the SimPool tournament code (psomas spec §2.5).
+    average ``avgmax`` of the SimPool tournament code (Psomas thesis §3.4.2, Fig. 3.3).
     """
 
     order_free = True
@@ -30,9 +30,9 @@ class GapGmp(Pooling):
 
 @POOLINGS.register("kmax")
 class KMax(Pooling):
-    """Global k-max pooling (seed 002 Eq. 7, L115): per channel, the mean of the ``k`` largest
+    """Global k-max pooling (ProxyNCA++ paper §3.5, Eq. 7): per channel, the mean of the ``k`` largest
     activations, ``max_h (1/k) sum_i h_i g_i`` s.t. ``sum_i h_i = k``. ``k = 1`` is GMP and
-    ``k = n`` (all locations) is GAP; seed 002 L117 finds smaller ``k`` better on CUB.
+    ``k = n`` (all locations) is GAP; the ProxyNCA++ paper (§3.5, Fig. 4b) finds smaller ``k`` better on CUB.
     """
 
     order_free = True
@@ -49,7 +49,7 @@ class KMax(Pooling):
 
 @POOLINGS.register("weldon")
 class Weldon(Pooling):
-    """WELDON (Durand et al., CVPR 2016, Eq. 3; seed 000 supplement §1.4): per channel, the mean
+    """WELDON (Durand et al., CVPR 2016, Eq. 3; GSP paper supplement §1.4): per channel, the mean
     of the ``k_max`` highest plus the mean of the ``k_min`` lowest activations,
     ``s = max_h (1/k+) sum h_i g_i + min_h (1/k-) sum h_i g_i``. The lowest regions give
     negative evidence. In WELDON the maps are class-wise 1x1-conv scores; here they are the

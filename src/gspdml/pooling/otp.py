@@ -15,7 +15,7 @@ from gspdml.pooling.functional import full_precision, require, wide
 
 def sinkhorn_log(cost: torch.Tensor, eps: float, iters: int) -> torch.Tensor:
     """Entropic OT plan with uniform marginals, ``P = argmin <P, C> - eps H(P)`` over
-    ``{P >= 0 : P 1_k = 1_n / n, P^T 1_n = 1_k / k}`` (seed 003 Eqs. 3.21-3.22), by ``iters``
+    ``{P >= 0 : P 1_k = 1_n / n, P^T 1_n = 1_k / k}`` (Psomas thesis Eqs. 3.21-3.22), by ``iters``
     log-domain Sinkhorn rounds (column then row scaling, so rows are exact on return).
     ``cost`` is ``[B, n, k]``; returns ``P`` ``[B, n, k]``."""
     n, k = cost.shape[-2:]
@@ -31,8 +31,8 @@ def sinkhorn_log(cost: torch.Tensor, eps: float, iters: int) -> torch.Tensor:
 
 @POOLINGS.register("otp")
 class OTP(Pooling):
-    """Optimal-transport kernel embedding (Mialon et al. 2021; seed 003 Eqs. 3.21-3.23, L1156;
-    seed 000 supplement §1.4 "OTP"):
+    """Optimal-transport kernel embedding (Mialon et al. 2021; Psomas thesis Eqs. 3.21-3.23;
+    GSP paper supplement §1.4 "OTP"):
 
         psi_i = P f_i                      (learned linear projection to ``dim``; Mialon's
                                             Nystrom kernel map is replaced by it, as in the

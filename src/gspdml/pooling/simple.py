@@ -9,7 +9,7 @@ from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
 
 @POOLINGS.register("gap")
 class GAP(Pooling):
-    """Global average pooling, ``x = (1/n) sum_i f_i`` (seed 004 Eq. 5.1.2)."""
+    """Global average pooling, ``x = (1/n) sum_i f_i`` (Gürbüz thesis Eq. 5.1.2)."""
 
     order_free = True
 

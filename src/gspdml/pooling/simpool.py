@@ -1,4 +1,4 @@
-"""SimPool: simple attention-based pooling (Psomas et al., ICCV 2023; seed 003 chapter 3)."""
+"""SimPool: simple attention-based pooling (Psomas et al., ICCV 2023; Psomas thesis chapter 3)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from gspdml.pooling.functional import full_precision, generalized_mean, require,
 
 @POOLINGS.register("simpool")
 class SimPool(Pooling):
-    """SimPool (seed 003 Algorithm 2, Eqs. 3.62-3.69, L1396-L1473):
+    """SimPool (Psomas thesis §3.3.3, Algorithm 2, Eqs. 3.62-3.69):
 
         u0 = X 1_p / p                                  GAP of the raw features (3.62)
         q = W_Q u0,  K = W_K LN(X)                      (3.63), (3.68)
@@ -23,24 +23,25 @@ class SimPool(Pooling):
         u = (V^gamma a)^(1/gamma)                       f_alpha pooling, gamma = (1 - alpha)/2 (3.67)
 
     ``gamma`` is a hyper-parameter: 2.0 for convolutional backbones, 1.25 for vision
-    transformers (L1642, L1669); the default ``"auto"`` takes 1.25 for token inputs ``[B, N, C]``
+    transformers (§3.4.4); the default ``"auto"`` takes 1.25 for token inputs ``[B, N, C]``
     (ViT) and 2.0 for feature maps ``[B, C, H, W]`` (CNNs). ``gamma: null`` is the
     attention-weighted average ``a`` of ``LN(X)`` without the shift (as coded). SimPool replaces
     the backbone's global pooling and reads the backbone features directly (the embedder's
     default placement projects after it). ``use_beta`` adds the learnable
-    scalar shift of the released code (initial 0; the DINO ViT setting, spec §5 B8).
+    scalar shift of the released code (initial 0; the DINO ViT setting; not in the thesis).
 
-    The minimum is taken per image (``min_scope: sample``, Eq. 3.66 and spec §5 B4), so a
+    The minimum is taken per image (``min_scope: sample``, Eq. 3.66; the released code
+    takes it over the whole batch), so a
     sample's output never depends on the rest of the batch; ``min_scope: batch`` reproduces
     the released code's batch-wide minimum. Parameters: ``W_Q``, ``W_K`` (``d x d``, no
-    bias) and the LayerNorm affine (eps 1e-6) (spec §5 B6). The attention ``a`` is returned
+    bias) and the LayerNorm affine (eps 1e-6), as in the released code. The attention ``a`` is returned
     as ``weights`` (a distribution over locations).
     """
 
     order_free = True
     weights_are_distribution = True
 
-    #: gamma of ``gamma: auto`` by input layout (L1642, L1669)
+    #: gamma of ``gamma: auto`` by input layout (Psomas thesis §3.4.4)
     AUTO_GAMMA = {"tokens": 1.25, "maps": 2.0}
 
     def __init__(self, in_channels: int, gamma: Union[float, str, None] = "auto", use_beta: bool = False,

@@ -1,4 +1,4 @@
-"""Slot-attention pooling (Locatello et al., NeurIPS 2020; seed 003 Eqs. 3.29-3.32, L1205-L1222)."""
+"""Slot-attention pooling (Locatello et al., NeurIPS 2020; Psomas thesis Eqs. 3.29-3.32)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from gspdml.pooling.functional import full_precision, require, wide
 
 @POOLINGS.register("slot")
 class SlotAttention(Pooling):
-    """Slot attention as a pooling (seed 003 group 2; Locatello et al. Algorithm 1):
+    """Slot attention as a pooling (Psomas thesis §3.3.2, group 2; Locatello et al. Algorithm 1):
 
         K = W_K LN(X),  V = W_V LN(X)
         repeat ``iters`` times:
             Q = W_Q LN(U)
             A = eta_2(softmax over slots of K^T Q / sqrt(d) + 1e-8)   (3.29, as in the original;
-                                                                        psomas spec §5 B2)
+                                                                        Eq. 3.29 misprinted)
             U <- GRU(V A, U);  U <- U + MLP(LN(U))                    (3.30-3.32)
         u = max over the k slots                                      (the SimPool tournament)
 

@@ -14,7 +14,7 @@ from gspdml.pooling.functional import full_precision, generalized_mean, require,
 @POOLINGS.register("solar")
 class SOLAR(Pooling):
     """Second-order (non-local) attention block followed by GeM (Ng et al. 2020, Sec. 3.1 and
-    Eqs. 1-2; seed 000 supplement §1.4):
+    Eqs. 1-2; GSP paper supplement §1.4):
 
         q_i = relu(W_q f_i),  k_j = relu(W_k f_j),  v_j = W_v f_j      (1x1 convs to C/reduction)
         A = softmax_j(q_i^T k_j / sqrt(c')),   z_i = sum_j A_ij v_j,   f'_i = f_i + W_o z_i,

@@ -1,6 +1,6 @@
 """A self-contained HTML report of a run: config, metrics, training curves, a retrieval grid and
-the pooling-weight heatmap of every query (the GSP paper's attention figures, seed 000
-Fig. 5.10/5.11, for the user's own images).
+the pooling-weight heatmap of every query (the pooling-weight maps of the
+GSP paper's Fig. 1, for the user's own images).
 
 Everything is inline (CSS, PNG data URIs, SVG), so the file can be mailed or archived alone.
 Every string that comes from a file name, a label or the config is escaped with

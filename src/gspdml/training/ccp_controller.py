@@ -1,11 +1,11 @@
-"""The training-event half of CCP (seed 004 Algorithm 1, L602-604 and L651; spec §3).
+"""The training-event half of CCP (Gürbüz thesis Algorithm 1 and §3.2.4).
 
 The loss half, :class:`gspdml.losses.ccp.CCP`, holds the proxies and the options; this
 controller runs the projection problems around it::
 
     grad theta += lambda (theta - theta*)           proximal gradient of (lambda/2)||theta - theta*||^2
-                                                    (sign corrected, spec §9 A5)
-    after `patience` validation rounds without improvement of `metric` (L651):
+                                                    (sign corrected: Algorithm 1 prints λ(θ* − θ))
+    after `patience` validation rounds without improvement of `metric` (§3.2.4):
         theta* <- best (or last) weights,  proxies <- greedy k-center over a fresh pool (Algorithm 2)
 
 Trainer interface used (via the :class:`~gspdml.training.callbacks.Callback` hooks):

@@ -17,8 +17,8 @@ single process that sees the global batch of ``classes_per_batch x samples_per_c
 * **Pair losses on the global batch.** :func:`gather_with_grad` all-gathers each rank's
   embeddings (and every other tensor of the :class:`~gspdml.models.EmbedderOutput`, e.g. ZSR's
   attributes and XML's local features); the other ranks' rows are detached copies, the local
-  rows keep their graph (pytorch-metric-learning's ``DistributedLossWrapper``, spec
-  ecosystem §1.1 "Distributed" and §3C, PML#10). Every rank then computes the *same* loss
+  rows keep their graph (pytorch-metric-learning's ``DistributedLossWrapper``;
+  pytorch-metric-learning issue #10). Every rank then computes the *same* loss
   ``L`` on the global batch, so rank ``r`` obtains ``dL/de_r`` for its own rows only; the
   gradient of a shared weight is ``sum_r dL/de_r . de_r/dw``. DDP *averages* gradients over
   ranks, hence the local rows' gradient is multiplied by ``world_size`` (PML#363) -- here in

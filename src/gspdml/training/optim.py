@@ -113,7 +113,7 @@ def clip_gradients(model: nn.Module, max_norm: Optional[float], max_value: Optio
 class StepDecay:
     """``lr = initial_lr * factor ** k`` for every group, ``k`` the number of decay points reached:
     every ``every`` steps (``StepLR`` counted in training steps; Metrix decays by 0.1, 0.5 or 0.25
-    every 10 epochs, seed 003 §2.4.1) or at the listed ``milestones`` (``MultiStepLR``; the
+    every 10 epochs, Psomas thesis §2.4.1) or at the listed ``milestones`` (``MultiStepLR``; the
     ProxyNCA++ trainval stage repeats the train stage's plateau drops). A function of the step
     count alone, so a resumed run needs no state."""
 

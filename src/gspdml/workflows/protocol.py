@@ -3,7 +3,7 @@
 
 The config describes one model; the protocol owns the fields that tell the models apart:
 
-- ``fair`` (thesis spec §7.2): the training classes are cut into 4 folds
+- ``fair`` (Gürbüz thesis §5.3.4.1, fair evaluation): the training classes are cut into 4 folds
   (:func:`~gspdml.data.splits.fair_protocol_folds`); the model of fold f and seed s
   trains with ``data.dataset.val_fold: f`` (``num_folds: 4``), so the dataset itself carves the
   fold's validation classes off its training classes (:func:`gspdml.data.splits.validation_classes`,
@@ -11,8 +11,8 @@ The config describes one model; the protocol owns the fields that tell the model
   split (cached as ``test_embeddings.npz`` in its run dir) and
   :func:`~gspdml.evaluation.aggregate.fair_protocol_results` gives the 128D / 512D numbers over
   all seeds^4 realisations (3^4 = 81 with three seeds).
-- ``tuning`` (thesis §5.3, L1302: "a single model on the 4/5 of the training set while using 1/5
-  for the validation", repeated 3 times): one split of the training classes, fold 0 of the 5
+- ``tuning`` (Gürbüz thesis §5.3.4.1, hyper-parameter tuning: "a single model on the 4/5 of the training
+  set while using 1/5 for the validation", repeated 3 times): one split of the training classes, fold 0 of the 5
   contiguous folds (validation on the last fifth), one model per seed, early-stopping patience 10
   rounds on CUB and Cars and 7 on SOP and In-shop (other datasets keep ``evaluation.patience``);
   the result is the mean ± std over the seeds of each model's metrics on the validation classes.
@@ -58,7 +58,7 @@ from gspdml.workflows.tables import CONVENTIONAL_COLUMNS, FAIR_COLUMNS, TUNING_C
 FOLDS = {"fair": (FAIR_FOLDS, fair_protocol_folds), "tuning": (TUNING_FOLDS, tuning_protocol_folds)}
 #: how many of the protocol's folds are trained: all four for fair, the one 4/5 split for tuning
 FOLDS_USED = {"fair": FAIR_FOLDS, "tuning": 1}
-#: tuning-protocol early-stopping patience per dataset (thesis L1302)
+#: tuning-protocol early-stopping patience per dataset (Gürbüz thesis §5.3.4.1, hyper-parameter tuning)
 TUNING_PATIENCE = {"cub200": 10, "cub": 10, "cars196": 10, "cars": 10, "sop": 7, "stanford_online_products": 7,
                    "inshop": 7, "in_shop": 7}
 COLUMNS = {"fair": FAIR_COLUMNS, "tuning": TUNING_COLUMNS, "conventional": CONVENTIONAL_COLUMNS,

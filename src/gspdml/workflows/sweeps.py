@@ -1,5 +1,5 @@
 """The statistic a family of runs over seeds is reported with: mean +- sample std (the GSP paper's
-hyper-parameter studies, seed 000 Fig. 6 and Fig. 8, and every experiment script; the runs
+hyper-parameter studies, GSP paper Fig. 6 and Fig. 8, and every experiment script; the runs
 themselves are trained by :mod:`gspdml.workflows.runner`)."""
 
 from __future__ import annotations

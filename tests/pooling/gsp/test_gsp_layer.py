@@ -1,4 +1,4 @@
-"""The GSP pooling layer (seed 000 Algorithm 2): weights, variants, k-center warm-up, state."""
+"""The GSP pooling layer (GSP paper Algorithm 2): weights, variants, k-center warm-up, state."""
 
 import pytest
 import torch

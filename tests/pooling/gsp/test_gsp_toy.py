@@ -1,4 +1,4 @@
-"""The toy of seed 000 Fig. 1 (spec §8 E2): a 10x10x3 map, half of it
+"""The toy of the GSP paper Fig. 1 (Gürbüz thesis Fig. 5.2): a 10x10x3 map, half of it
 green background, a red and a blue block, two prototypes (red, blue), under-estimated mu."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Backward pass of the GSP partial transport: the closed form of seed 000 Prop. 4.2 (corrected)."""
+"""Backward pass of the GSP partial transport: the closed form of the GSP paper Prop. 4.2 (corrected)."""
 
 import pytest
 import torch
@@ -21,7 +21,7 @@ def kkt_gradient(cost, mu, eps, grad_rho, grad_pi):
     """Implicit differentiation of the KKT system, with an explicit (n+1)x(n+1) solve.
 
     x = (rho, pi) = exp(-eps (c_bar + A^T lambda)) gives dx/dc = -eps (D - D A^T H^-1 A D),
-    D = Diag(x), H = A D A^T (seed 000 A.3); here H is inverted numerically.
+    D = Diag(x), H = A D A^T (GSP paper App. A.3); here H is inverted numerically.
     """
     m, n = cost.shape
     rho, pi = partial_transport(cost, mu, eps, iters=500)

@@ -1,4 +1,4 @@
-"""Forward pass of the GSP partial transport (seed 000 Prop. 4.1, Claim 4.1, (P1)/(P2))."""
+"""Forward pass of the GSP partial transport (GSP paper Prop. 4.1, Claim 4.1, (P1)/(P2))."""
 
 import numpy as np
 import pytest
@@ -57,7 +57,8 @@ def test_matches_plain_domain_iteration():
 
 
 def test_authors_reference_values():
-    """Cross-check A of reference-implementations §1.7 (TF and PyTorch code agree)."""
+    """Cross-check against the authors' code (github.com/yetigurbuz/generalized-sum-pooling; its TF and
+    PyTorch versions agree)."""
     rs = np.random.RandomState(0)
     cost = torch.tensor(rs.uniform(0, 2, (2, 4, 3, 3))).reshape(2, 4, 9)
     rho, pi = partial_transport(cost, 0.3, 5.0, iters=100)
@@ -71,7 +72,7 @@ def test_mu_one_is_gap_exactly():
     rho, pi = partial_transport(cost, 1.0, 5.0)
     assert torch.equal(rho, torch.zeros_like(rho))
     torch.testing.assert_close(pi.sum(1), torch.full_like(rho, 0.1))
-    # and the mu -> 1 limit of the iteration approaches it (spec §5.1: 4e-4 at mu = 0.999)
+    # and the mu -> 1 limit of the iteration approaches it (4e-4 at mu = 0.999)
     near_rho, near_pi = partial_transport(cost, 0.999, 5.0, iters=500)
     assert near_rho.max() < 1e-3
     torch.testing.assert_close(near_pi, pi, rtol=0, atol=5e-4)

@@ -20,7 +20,7 @@ class Backbone(nn.Module):
 
     :meth:`freeze_batchnorm` implements the ``freeze_bn`` option of the DML recipes (frozen
     BatchNorm statistics and affine parameters, e.g. powerful-benchmarker's
-    ``freeze_trunk_batchnorm`` and Proxy-Anchor's ``--bn-freeze``; ecosystem §1).
+    ``freeze_trunk_batchnorm`` and Proxy-Anchor's ``--bn-freeze``).
     """
 
     supplied_by_caller = ("in_channels",)

@@ -2,8 +2,8 @@
 
 Architecture: Ioffe & Szegedy, "Batch Normalization", ICML 2015, Fig. 5 / Table 1, in the
 Caffe model converted to PyTorch by the ``pretrainedmodels`` package (Cadene), which the DML
-literature uses (powerful-benchmarker, Proxy-Anchor, ProxyNCA; ecosystem §1; seed
-004 L641 "ImageNet-pretrained BN-Inception"). Layer names follow that conversion, so its
+literature uses (powerful-benchmarker, Proxy-Anchor, ProxyNCA; Gürbüz
+thesis §3.2.4 "ImageNet-pretrained BN-Inception"). Layer names follow that conversion, so its
 ImageNet checkpoint ``bn_inception-52deb4733.pth`` loads key for key (the classifier
 ``last_linear`` is dropped).
 
@@ -15,7 +15,7 @@ the output of block 5b is ``[B, 1024, 7, 7]``.
 
 Input. The Caffe weights expect BGR images in [0, 255] minus the mean (104, 117, 128)
 (``pretrainedmodels`` settings; GSP's TF code: "Caffe-style BGR input x255",
-reference-implementations §1.5). gspdml's transforms produce RGB tensors normalised with
+github.com/yetigurbuz/generalized-sum-pooling). gspdml's transforms produce RGB tensors normalised with
 the ImageNet mean/std, so ``input_space="imagenet"`` (default) converts them exactly:
 ``bgr255_c = 255 * (x_{2-c} * std_{2-c} + mean_{2-c}) - caffe_mean_c``. ``"rgb01"`` takes RGB in
 [0, 1]; ``"caffe"`` takes already-converted input.

@@ -5,7 +5,7 @@ the stride of a bottleneck stage sits in its 3x3 convolution), so torchvision's 
 checkpoints (``resnet50-0676ba61.pth`` ...) load key for key; ``fc`` is dropped. The output
 is the ``layer4`` map before global pooling: ``[B, 2048, h, w]`` (ResNet-50/101/152) or
 ``[B, 512, h, w]`` (ResNet-18/34), with h = w = 8 at 227 px and 7 at 224 px. The seeds use
-ResNet-50 in the conventional protocol (seed 004 Tab. 3.2b, Tab. 5.2) and in Metrix/ProxyNCA++.
+ResNet-50 in the conventional protocol (Gürbüz thesis Tab. 3.2b, Tab. 5.2) and in Metrix/ProxyNCA++.
 """
 
 from __future__ import annotations

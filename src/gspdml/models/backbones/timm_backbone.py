@@ -161,7 +161,7 @@ class ViT(TimmBackbone):
     backbone). Returns patch tokens ``[B, N, C]`` without the CLS token.
 
     ``class_token: false`` builds the encoder without a CLS token at all, so the patch tokens never
-    attend to one: SimPool's ViT setting (seed 003 L1676; the SimPool timm fork builds its ViT with
+    attend to one: SimPool's ViT setting (Psomas thesis §3.4.5; the SimPool timm fork builds its ViT with
     ``class_token=False`` and ``global_pool='simpool'``). With ``true`` (timm's default) the CLS
     token takes part in every block and is only dropped from the output."""
 

@@ -1,4 +1,4 @@
-"""Generalized Sum Pooling (seed 000 §4; thesis seed 004 Ch. 5), one module per part.
+"""Generalized Sum Pooling (GSP paper §4; Gürbüz thesis Ch. 5), one module per part.
 
 * :mod:`~gspdml.pooling.gsp.layer`: the pooling layer ``GSP`` (registered as ``gsp``);
 * :mod:`~gspdml.pooling.gsp.transport`: the partial-transport solver (P2) with its forward

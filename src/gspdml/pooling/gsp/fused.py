@@ -15,7 +15,7 @@ Elementwise steps avoid the CPU kernels that are slow (comparisons, ``where``, `
 :func:`_positive` and ``transport.LOG2_E``); on float32 CPU tensors the steps from
 ``G_rho`` to ``G_cross`` and the norms' sums run in the C kernel of :mod:`gspdml.pooling.gsp.native`.
 
-Forward (seed 000 §4, Eq. 4.1 and 4.3; the costs as in :func:`~gspdml.pooling.gsp.layer.prototype_costs`)::
+Forward (GSP paper §4, Eq. 4.1 and 4.3; the costs as in :func:`~gspdml.pooling.gsp.layer.prototype_costs`)::
 
     a_i = 1 / max(1, ||w_i||),  b_j = 1 / max(1, ||f_j||)
     c_ij = sqrt(min(1, ||w_i||^2) + min(1, ||f_j||^2) - 2 a_i b_j w_i . f_j)
@@ -93,7 +93,7 @@ def fused_gsp(
 
 def pooling_weights(rho: torch.Tensor, mu: float, background: bool = False) -> torch.Tensor:
     """GSP's weights from the residual mass: ``(1/n - rho) / mu``, or ``rho / (1 - mu)`` for the
-    background (seed 000 Eq. 4.1, App. B.2)."""
+    background (GSP paper Eq. 4.1, App. B.2)."""
     n = rho.shape[-1]
     return rho / (1.0 - mu) if background else (1.0 / n - rho) / mu
 

@@ -1,10 +1,10 @@
-"""Generalized Sum Pooling (GSP; Gürbüz et al., seed 000 §4, Algorithms 2-3; thesis seed 004 Ch. 5).
+"""Generalized Sum Pooling (GSP; Gürbüz et al., GSP paper §4, Algorithms 2-3; Gürbüz thesis Ch. 5).
 
 GSP is a weighted sum of the local features whose weights come from an entropy-smoothed
 partial transport of the features' uniform mass to ``m`` learnable prototypes
 (:func:`~gspdml.pooling.gsp.transport.partial_transport`)::
 
-    c_ij = || clip(w_i) - clip(f_j) ||_2,   clip(u) = u / max(1, ||u||)    (seed 000 L65)
+    c_ij = || clip(w_i) - clip(f_j) ||_2,   clip(u) = u / max(1, ||u||)    (GSP paper §4.1)
     rho, pi = (P2)(c; mu, eps, iters)                                       (Prop. 4.1)
     p_j = (1/n - rho_j) / mu,   x = sum_j p_j f_j                            (Eq. 4.1)
     z   = pi 1_n / mu   (pseudo-attributes, mass per prototype)             (Eq. 4.3)
@@ -15,8 +15,8 @@ partial transport of the features' uniform mass to ``m`` learnable prototypes
   clamped at ``1e-6`` before the power, as GeM requires non-negative inputs); ``learn_gem_p``
   makes ``p`` a learnable scalar (the authors' TF ``use_gemp``: learnable, initialised at 3);
 * ``add_max_pool``: the conventional-protocol branch, ``x + max_j f_j``;
-* ``weighting="background"``: pool with the residual weights ``rho_j / (1 - mu)`` (seed 000
-  App. B.2 L719: the prototypes then act as background representatives).
+* ``weighting="background"``: pool with the residual weights ``rho_j / (1 - mu)`` (GSP paper
+  App. B.2: the prototypes then act as background representatives).
 
 Inside the :class:`~gspdml.models.Embedder` the layer also receives the backbone map ``F`` and
 the 1x1 head ``W`` that made ``f = W F`` (``forward(f, source=F, project=W)``). The two variants
@@ -26,8 +26,8 @@ GeMean+GSP pools ``W GeM(n p_j F_j)`` (the weights applied to the raw map, GeM, 
 projection; ``use_gemp``). The transport weights always come from ``f``. Without ``source`` the
 variants act on ``f`` itself (a standalone layer, or a head that is not a linear map).
 
-Prototype initialisation (``init="kcenter"``, the authors' TF framework, spec
-reference-implementations §1.2): during training the layer behaves as GAP (uniform weights,
+Prototype initialisation (``init="kcenter"``, the authors' TF framework,
+github.com/yetigurbuz/generalized-sum-pooling): during training the layer behaves as GAP (uniform weights,
 zero attributes) for the first ``memory_size`` samples, storing their clip-normalised GAP
 vectors in a buffer; once it is full, greedy k-center over the memory picks the ``m``
 prototypes and the layer switches to transport pooling. The trainer finishes the initialisation
@@ -69,13 +69,13 @@ class GSP(Pooling):
     """Generalized Sum Pooling; see the module docstring for the equations.
 
     GSP projects each location and then pools (``head_placement = "local"``): its prototypes and
-    transport costs live in the embedding space (seed 000 §4; the TF layer's ``feature_transform``).
+    transport costs live in the embedding space (GSP paper §4; the TF layer's ``feature_transform``).
 
     Args:
         in_channels: local feature size ``d`` (supplied by the embedder).
-        num_prototypes: ``m`` (64 for CUB/Cars, 128 for SOP/In-shop; seed 000 §4.4).
+        num_prototypes: ``m`` (64 for CUB/Cars, 128 for SOP/In-shop; GSP paper §4.4).
         mu: transported fraction (0.3 in the papers; 1 gives GAP).
-        eps: entropy weight (5.0 with pair losses, 0.5 with proxy losses; seed 000 §4.4).
+        eps: entropy weight (5.0 with pair losses, 0.5 with proxy losses; GSP paper §4.4).
         iters: fixed-point iterations (100).
         gem_p: generalized-mean power; 1 is plain GSP, ``> 1`` GeMean+GSP (Algorithm 2).
         learn_gem_p: train ``gem_p`` as a parameter (the TF ``use_gemp`` path).

@@ -1,7 +1,7 @@
 """Entropy-smoothed partial optimal transport, the solver inside Generalized Sum Pooling.
 
-Problem (P2) of the GSP paper (seed 000 §4.2, L90; thesis seed 004 L1152 with the constraint
-misprint B2 fixed): for a cost ``c`` (``m`` prototypes x ``n`` features), a transport ratio
+Problem (P2) of the GSP paper (§4.2; Gürbüz thesis (P2) in §5.2.2, whose third
+constraint is misprinted as sum_i pi_ij = mu): for a cost ``c`` (``m`` prototypes x ``n`` features), a transport ratio
 ``mu`` and an inverse temperature ``eps``,
 
     min_{rho, pi >= 0}  sum_ij c_ij pi_ij + (1/eps) (sum_ij pi_ij log pi_ij + sum_j rho_j log rho_j)
@@ -9,7 +9,7 @@ misprint B2 fixed): for a cost ``c`` (``m`` prototypes x ``n`` features), a tran
 
 ``rho`` is the residual (discarded) mass of each feature, ``pi`` the transported mass.
 
-Forward: the fixed point of Proposition 4.1 (seed 000 L100-104, proof A.2 L583-639),
+Forward: the fixed point of Proposition 4.1 (GSP paper §4.2, proof in App. A.2),
 started from ``t = 1``::
 
     rho <- (1/n) / (1 + t K^T 1_m),    t <- mu / (1_m^T K rho),    K = exp(-eps c),
@@ -18,16 +18,16 @@ started from ``t = 1``::
 Only the column sums ``s = K^T 1_m`` enter the loop, so it runs on ``[B, n]`` vectors. It is run
 in the log domain (``log s_j = logsumexp_i(-eps c_ij)``, ``log t`` and ``log rho``), so it stays
 finite for any ``eps`` (a plain ``exp(-eps c)`` underflows in float32 for ``eps c > 87``). After
-``iters`` updates one extra ``(rho, t)`` update is made, as in the authors' code (spec
-reference-implementations §1.2), so that ``sum pi = mu`` holds to rounding and ``iters = 0``
+``iters`` updates one extra ``(rho, t)`` update is made, as in the authors' code
+(github.com/yetigurbuz/generalized-sum-pooling), so that ``sum pi = mu`` holds to rounding and ``iters = 0``
 is still a valid (one-step) solve. The closed-form path stops before ``iters`` once the
 iterates are stationary at working precision (same result up to rounding, see :func:`solve_log`).
 Without autograd through the loop, contiguous float32 CPU costs go to the C kernel of
 :mod:`gspdml.pooling.gsp.native` (the same iteration; the torch code dispatches ~6 small operations
 per iteration; the measured cost is in docs/benchmarks.md).
 
-Backward: the closed form of Proposition 4.2 (seed 000 L106-110, proof A.3 L641-685) with the
-misprints corrected (spec §9 B3-B5)::
+Backward: the closed form of Proposition 4.2 (GSP paper §4.2, proof in App. A.3) with the
+misprints of Gürbüz thesis Prop. 5.2.2 corrected (prefactor -eps, not -gamma; q sums over prototypes)::
 
     q     = rho * G_rho + (pi * G_pi)^T 1_m
     eta   = (rho * G_rho)^T 1_n - n q^T rho
@@ -47,8 +47,9 @@ and scalar ``log t`` of the solution, and recomputes ``pi = t K Diag(rho)`` from
 same operations as the forward (so bit for bit the same ``pi``): its memory does not grow with
 ``iters`` and adds no ``[B, m, n]`` tensor to what the caller already holds.
 
-``mu = 1`` is the GAP case (Claim 4.1, seed 000 L75): ``rho = 0`` and the limit of (P2) is
-``pi_ij = (1/n) softmax_i(-eps c_ij)`` (spec §9 B15); it is solved directly.
+``mu = 1`` is the GAP case (GSP paper §4.1, Claim 4.1): ``rho = 0`` and the limit of (P2) is
+``pi_ij = (1/n) softmax_i(-eps c_ij)`` (the "ZSP w/o GSP" row of Gürbüz thesis Table 5.3, where the
+iteration converges slowly); it is solved directly.
 """
 
 from __future__ import annotations
@@ -229,7 +230,7 @@ def _log_sigmoid_sum(a: torch.Tensor) -> torch.Tensor:
 
 
 def _gap_limit(cost: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """``mu = 1``: ``rho = 0`` and ``pi_ij = (1/n) softmax_i(-eps c_ij)`` (spec §9 B15)."""
+    """``mu = 1``: ``rho = 0`` and ``pi_ij = (1/n) softmax_i(-eps c_ij)`` (the μ → 1 limit of (P2))."""
     n = cost.shape[-1]
     pi = torch.softmax(-eps * cost, dim=1) / n
     return cost.new_zeros(cost.shape[0], n), pi
@@ -276,12 +277,12 @@ class _PartialTransport(torch.autograd.Function):
 
 
 def partial_transport_lp(cost: torch.Tensor, mu: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The linear program (P1) (seed 000 L69; thesis App. B.1 L1839), solved in closed form.
+    """The linear program (P1) (GSP paper §4.1; Gürbüz thesis App. B.1), solved in closed form.
 
     (P1) is a fractional knapsack: each feature ``j`` can ship at most ``1/n`` at unit cost
     ``min_i c_ij`` (to its nearest prototype), and ``mu`` must be shipped in total. So the
     ``floor(n mu)`` cheapest features ship their whole mass, the next one the remainder, and
-    the rest nothing (spec §5.1). Ties go to the lower index. Not
+    the rest nothing (GSP paper §4.1, (P1)). Ties go to the lower index. Not
     differentiable; for tests, toys and the ``eps -> inf`` limit.
 
     Returns ``(rho [B, n], pi [B, m, n])`` like :func:`partial_transport`.

@@ -5,7 +5,7 @@
    microseconds of dispatch on [B, m, n] = [64, 16, 64] tensors, which made the transport a
    tenth of a small network's step. Here every batch element is one pass of vectorised loops.
 
-   gsp_solve:     the fixed point of Proposition 4.1 (seed 000 L100-104) in the log domain, as
+   gsp_solve:     the fixed point of Proposition 4.1 (GSP paper §4.2, Prop. 4.1) in the log domain, as
                   _solve_log: log s_j = log sum_i exp(-eps c_ij) (shifted by the column minimum),
                   then from t = 1: a_j = log t + log s_j, log t <- log t + log(mu n)
                   - log sum_j sigmoid(a_j); stationarity checked every CHECK_EVERY iterations.
