@@ -46,7 +46,7 @@ SMOKE_DATA = ("data.dataset.images_per_class=8", "data.dataset.class_split=[16, 
 REGIME_SMOKE = ("data.dataset.images_per_class=4", "evaluation.every=2", "schedule.max_steps=2",
                 "model.backbone={name: small_cnn, widths: [8, 16], weights: smoke-small_cnn-digits, frozen: true}")
 #: the fine-tuning regime: the pre-trained backbone trains too, at a tenth of the learning rate
-FINETUNE = ("model.backbone.frozen=false", "optimizer.lr_multipliers.backbone=0.1")
+FINETUNE = ("model.backbone.frozen=false", "model.cache_backbone_features=false", "optimizer.lr_multipliers.backbone=0.1")
 
 
 def parser(name: str, description: str, *, smoke_help: str | None = None, reuse: bool = True,

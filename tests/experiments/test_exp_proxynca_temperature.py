@@ -105,16 +105,22 @@ def test_frozen_configs_are_unchanged_by_the_regime_option():
                     assert cfg["model"]["backbone"]["frozen"] is True and cfg["optimizer"]["lr_multipliers"]["backbone"] == 1.0
 
 
+#: what ``common.FINETUNE`` changes in a resolved config
+FINETUNE_KEYS = {"model.backbone.frozen": False, "model.cache_backbone_features": False, "optimizer.lr_multipliers.backbone": 0.1}
+
+
 def test_the_finetune_regime_changes_only_the_finetune_keys_and_the_name():
     """The fine-tuned sweep point is the frozen one plus ``common.FINETUNE`` (backbone trained at
-    0.1 x the lr): same optimiser, seeds, budget and selection rule; its own run directory and key."""
-    assert proxynca.common.FINETUNE == ("model.backbone.frozen=false", "optimizer.lr_multipliers.backbone=0.1")
+    0.1 x the lr, its maps no longer cached): same optimiser, seeds, budget and selection rule;
+    its own run directory and key."""
+    assert proxynca.common.FINETUNE == ("model.backbone.frozen=false", "model.cache_backbone_features=false",
+                                        "optimizer.lr_multipliers.backbone=0.1")
     for optimiser in proxynca.OPTIMISERS:
         for smoke in (False, True):
             for temperature in proxynca.SWEEP_TEMPERATURES:
                 frozen = proxynca.sweep_config(temperature, smoke, optimiser)
                 finetune = proxynca.sweep_config(temperature, smoke, optimiser, regime="finetune")
-                assert _differences(frozen, finetune) == {"model.backbone.frozen": False, "optimizer.lr_multipliers.backbone": 0.1}
+                assert _differences(frozen, finetune) == FINETUNE_KEYS
                 assert finetune["name"] == frozen["name"] + "-finetune"
     assert proxynca.part_key("sweep", "paper-lr", "finetune") == "sweep-paper-lr-finetune"
     assert proxynca.part_key("sweep", "paper", "finetune") == "sweep-finetune"
@@ -207,7 +213,7 @@ def test_the_fine_tuned_ablation_changes_only_the_finetune_keys_and_publishes_it
     for row in proxynca.ABLATION:
         frozen = proxynca.ablation_config(row, False, "paper-lr")
         finetune = proxynca.ablation_config(row, False, "paper-lr", "finetune")
-        assert _differences(frozen, finetune) == {"model.backbone.frozen": False, "optimizer.lr_multipliers.backbone": 0.1}, row
+        assert _differences(frozen, finetune) == FINETUNE_KEYS, row
         assert finetune["name"] == frozen["name"] + "-finetune"
     payloads = proxynca.main(["--smoke", "--out", str(tmp_path), "--regime", "finetune", "--optimiser", "paper-lr"])
     assert list(payloads) == ["sweep-paper-lr-finetune", "ablation-paper-lr-finetune"]

@@ -61,7 +61,7 @@ def test_a_changed_recipe_gets_a_new_key_and_other_weights():
 def test_a_config_loads_the_weights_by_recipe_and_the_frozen_regime_trains_nothing(recipe_file):
     state, _ = pretrained_state(recipe_file, verbose=False)
     spec = {"name": "small_cnn", "widths": [4, 8], "weights": str(recipe_file)}
-    config = load_config("demo-gap", [f"model.backbone={json.dumps(spec)}"])
+    config = load_config("demo-gap", [f"model.backbone={json.dumps(spec)}", "model.cache_backbone_features=false"])
     model = build_embedder(resolve_recipe_weights(config["model"]), in_channels=1)
     assert all(torch.equal(model.backbone.state_dict()[k], state[k]) for k in state)
     assert any(p.requires_grad for p in model.backbone.parameters())
