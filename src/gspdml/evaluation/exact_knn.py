@@ -540,9 +540,9 @@ def _translated(q, r, loo):
     """(q - c, r - c, u) with c the references' mean rounded to their dtype, each difference
     rounded to that dtype (unit roundoff u), when this at least halves the largest reference
     norm; else (q, r, 0.0)."""
-    c = (r.sum(0, dtype=torch.float64) / max(1, r.shape[0])).to(r.dtype)
+    c = (r.sum(0, dtype=torch.float64) / r.shape[0]).to(r.dtype)
     r_t = _minus(r, c)
-    if len(r) == 0 or float(squared_norms(r_t).max()) > float(squared_norms(r).max()) / 4:
+    if float(squared_norms(r_t).max()) > float(squared_norms(r).max()) / 4:
         return q, r, 0.0
     u = 2.0**-24 if r.dtype == torch.float32 else 2.0**-53
     return (r_t if loo else _minus(q, c)), r_t, u
