@@ -2,6 +2,7 @@
 
     PYTHONPATH=src python benchmarks/evaluation.py [--datasets sop inshop] [--repeats 3] [--seed 0]
     PYTHONPATH=src python benchmarks/evaluation.py --datasets --million [--million-queries 50000]
+    PYTHONPATH=src python benchmarks/evaluation.py --datasets --ties [--tie-sizes 10000 60000]
 
 Synthetic clustered embeddings (unit class centres + Gaussian noise, L2-normalised, float32):
 
@@ -12,6 +13,13 @@ Synthetic clustered embeddings (unit class centres + Gaussian noise, L2-normalis
   gallery mode, same cost per query as leave-one-out) and the full time is extrapolated
   linearly (x 1,000,000 / N), printed as "extrapolated". The metrics of that row are not the
   leave-one-out ones (each query finds itself at distance 0: P@1 = 1); only time and memory count.
+- ``--ties``: tied and near-tied embeddings, N x 128 leave-one-out for each N of ``--tie-sizes``,
+  labels of SOP-like classes (2-12 rows, mean 5.35, in row order): ``equal`` (every row the same
+  unit vector), ``two`` (two unit vectors, each row one of them at random), ``duplicated``
+  (N / 2.5 clustered vectors as ``sop``, each repeated 2 or 3 times with its label, rows
+  shuffled), ``collapsed`` (one unit vector plus Gaussian noise of norm ~1e-4, L2-normalised).
+  PML (faiss) orders tied neighbours its own way, so its metrics may differ from the exact
+  ones under the (distance, index) rule; the table prints the difference.
 
 Each method runs in its own subprocess on the same saved arrays, so its peak memory is its own:
 ``peak MB`` is the process's peak RSS (VmHWM), ``+MB`` the growth of peak RSS during the metric
@@ -77,6 +85,50 @@ def make_data(name, rng, dim=128, noise=0.14):
     raise ValueError(name)
 
 
+TIE_PATTERNS = ("equal", "two", "duplicated", "collapsed")
+
+
+def sop_like_labels(rng, n):
+    num_classes = round(n / 5.35)
+    return np.repeat(np.arange(num_classes), class_sizes(rng, num_classes, n, 2, 12, n / num_classes))
+
+
+def make_ties(pattern, n, rng, dim=128):
+    """One of TIE_PATTERNS at n rows (module docstring)."""
+    if pattern == "duplicated":
+        base = round(n / 2.5)
+        copies = class_sizes(rng, base, n, 2, 3, 2.5)
+        labels = sop_like_labels(rng, base)
+        x = clustered(rng, unit_centres(rng, labels.max() + 1, dim), labels, 0.14)
+        rows = rng.permutation(np.repeat(np.arange(base), copies))
+        return {"query": x[rows], "query_labels": labels[rows]}
+    points = unit_centres(rng, 2, dim)
+    if pattern == "equal":
+        x = np.repeat(points[:1], n, axis=0)
+    elif pattern == "two":
+        x = points[rng.integers(0, 2, n)]
+    elif pattern == "collapsed":
+        x = points[:1] + 1e-4 / math.sqrt(dim) * rng.standard_normal((n, dim), dtype=np.float32)
+        x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    else:
+        raise ValueError(pattern)
+    return {"query": np.ascontiguousarray(x), "query_labels": sop_like_labels(rng, n)}
+
+
+def run_ties(tmp: Path, rng, sizes, repeats) -> None:
+    """gspdml vs PML on each tie pattern and size, one table row each."""
+    header = f"{'pattern':<11} {'N':>7} {'gspdml s':>9} {'PML s':>8} {'PML/gspdml':>10} {'max |diff|':>10}"
+    print(header)
+    print("-" * len(header))
+    for n in sizes:
+        for pattern in TIE_PATTERNS:
+            path = save(tmp / f"{pattern}-{n}", make_ties(pattern, n, rng))
+            ours, pml = (launch(m, path, repeats) for m in ("gspdml", "pml"))
+            diff = max(abs(ours["metrics"][key] - pml["metrics"][key]) for key in KEYS)
+            print(f"{pattern:<11} {n:>7} {ours['seconds']:9.2f} {pml['seconds']:8.2f} "
+                  f"{pml['seconds'] / ours['seconds']:10.2f} {diff:10.2e}", flush=True)
+
+
 def max_rss_mb() -> float:
     """Peak resident memory of this process (VmHWM: unlike ru_maxrss it does not include the
     parent's memory at fork time)."""
@@ -132,6 +184,8 @@ def main() -> None:
     parser.add_argument("--million", action="store_true", help="also run 1,000,000 x 128 leave-one-out (gspdml)")
     parser.add_argument("--million-queries", type=int, default=0,
                         help="search only this many rows against the 1M and extrapolate (0: all)")
+    parser.add_argument("--ties", action="store_true", help="tied / near-tied embeddings table")
+    parser.add_argument("--tie-sizes", nargs="+", type=int, default=[10_000, 60_000])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--worker", nargs=4, metavar=("METHOD", "DIR", "REPEATS", "QUERIES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -140,6 +194,11 @@ def main() -> None:
         worker(method, path, int(repeats), int(queries))
         return
     rng = np.random.default_rng(args.seed)
+    if args.ties:
+        with tempfile.TemporaryDirectory() as tmp:
+            run_ties(Path(tmp), rng, args.tie_sizes, args.repeats)
+        if not args.datasets and not args.million:
+            return
     header = f"{'data':<8} {'method':<7} {'time s':>8} {'peak MB':>8} {'+MB':>7} {'MAP@R':>8} {'P@1':>8} {'R-prec':>8}"
     print(header)
     print("-" * len(header))

@@ -33,8 +33,28 @@ How the answer is exact without ever holding the N_q x N_r distance matrix:
    fail (many near-ties around the k-th neighbour, e.g. duplicated embeddings) are searched again
    with four times more candidates, up to all references, where the search is exhaustive.
 
+Two reductions keep tied and near-tied embeddings (a collapsed model) from reaching that
+exhaustive search:
+
+- *Identical references* (:func:`_identical_rows`) are grouped, groups numbered by their first
+  row. The search runs over the distinct vectors (and, in leave-one-out mode, for the distinct
+  queries only) with k_u = k (+1 in leave-one-out, where the query's own group may hold no other
+  row) neighbours under the key (distance, first row), and :func:`_expand` lists the rows of those
+  groups. This is exact: if a row j of group g is among a query's k nearest rows, fewer than k
+  groups (not counting the query's own) precede g, since each brings a row (its first valid one)
+  whose key (d_h, first_h) < (d_g, j). A group whose distance is strictly larger than that of k
+  valid rows cannot contribute, so a query lists at most k rows per distinct distance.
+- *Translation.* Distances do not change when both sides are translated by the references' mean
+  c, but the rounding bounds of steps 1-2 scale with the vectors' norms. When translating shrinks
+  the reference radius at least twofold (all embeddings near one point), steps 1-2 run on the
+  translated vectors (rounded to the input dtype, unit roundoff u) and every bound is widened by
+  that rounding: the translated distance differs from the exact one by at most
+  2.03 u (|q - c| + max_j |r_j - c|)^2 (:meth:`_Search.slack`). The float64 distances of step 2
+  are always computed from the untranslated inputs.
+
 The result therefore equals a float64 full sort by (distance, index), truncated at k, for every
-chunk size and memory budget; the tests check this against an unchunked brute force.
+chunk size and memory budget; the tests check this against an unchunked brute force. The work
+done is counted in a :class:`KnnStats` when one is passed to :func:`knn`.
 
 ``backend="faiss"`` replaces step 1 by ``faiss.IndexFlatL2`` (float32) and keeps steps 2-3.
 """
@@ -42,8 +62,10 @@ chunk size and memory budget; the tests check this against an unchunked brute fo
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -59,6 +81,31 @@ _FIRST_PARTS = 4
 _BLOCK_ROWS, _BLOCK_COLS = 256, 8192
 _BACKENDS = ("torch", "faiss")
 _PRECISIONS = ("auto", "float32", "bfloat16")
+_HASH_COLUMNS = 16
+
+
+@dataclasses.dataclass
+class KnnStats:
+    """Work counters of :func:`knn` calls (pass ``stats=KnnStats()``; counts accumulate).
+
+    ``passes``: candidate searches (the first and each retry of uncertified rows; one per
+    search over distinct vectors). ``candidates``: (query, reference) pairs handled row by row:
+    the candidates whose float32 distance is recomputed, plus the rows listed from groups of
+    identical references. ``exact_distances``: float64 distances computed.
+    ``distinct_references``: distinct reference vectors of the last call.
+    """
+
+    passes: int = 0
+    candidates: int = 0
+    exact_distances: int = 0
+    distinct_references: int = 0
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **counts: int) -> None:
+        """Adds to the named counters (thread-safe: re-ranking runs on worker threads)."""
+        with self._lock:
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + int(value))
 
 
 def retrieve(
@@ -117,6 +164,7 @@ def knn(
     precision: str = "auto",
     device=None,
     pad: int | None = None,
+    stats: KnnStats | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact k nearest references of each query, ordered by (squared L2 distance, index).
 
@@ -135,6 +183,7 @@ def knn(
             only, never the result.
         device: torch device for the search (default: the query tensor's device, else CPU).
         pad: extra candidates per row beyond k (default max(16, k // 2)).
+        stats: a :class:`KnnStats` that counts the work done (optional).
 
     Returns:
         distances float64 [N_q, k] (squared Euclidean) and indices int64 [N_q, k].
@@ -155,18 +204,149 @@ def knn(
     n_valid = r.shape[0] - int(loo)
     if not 1 <= k <= n_valid:
         raise ConfigError("k", f"must be in [1, {n_valid}] (number of searchable references), got {k}")
+    stats = KnnStats() if stats is None else stats
+    search = functools.partial(
+        _certified_knn, memory_budget=int(memory_budget), backend=backend, precision=precision, pad=pad, stats=stats
+    )
     with _exact_cuda_matmuls(q.device):
-        return _certified_knn(q, r, loo, k, n_valid, int(memory_budget), backend, precision, pad)
+        groups = _identical_rows(r)
+        stats.distinct_references = groups.size
+        if groups.size == r.shape[0]:
+            return search(q, r, loo, k)
+        return _deduplicated_knn(q, loo, k, groups, search, int(memory_budget), stats)
 
 
-def _certified_knn(q, r, loo, k, n_valid, memory_budget, backend, precision, pad):
+def _deduplicated_knn(q, loo, k, groups, search, memory_budget, stats):
+    """kNN over the distinct reference vectors, listed back as rows (module docstring)."""
+    distinct = groups.rows
+    k_u = min(k + int(loo), groups.size)
+    group_dist, group_idx = search(distinct if loo else q, distinct, False, k_u)
+    row_group = groups.of if loo else torch.arange(q.shape[0], device=q.device)
+    valid = groups.count[group_idx]
+    if loo:  # the query's own group holds one row less
+        valid = valid - (group_idx == torch.arange(groups.size, device=q.device)[:, None]).long()
+    caps = _group_caps(group_dist, valid, k)
+    per_row = max(1, int(caps.sum(1).max()))
+    step = max(1, memory_budget // (per_row * 8 * 8))
+    dist, idx = [], []
+    for s in range(0, len(row_group), step):
+        rows = torch.arange(s, min(s + step, len(row_group)), device=q.device)
+        g = row_group[rows]
+        d, i = _expand(rows, group_dist[g], group_idx[g], caps[g], groups, loo, k, stats)
+        dist.append(d)
+        idx.append(i)
+    return torch.cat(dist), torch.cat(idx)
+
+
+def _group_caps(group_dist, valid, k):
+    """Rows to list from each found group [n, k_u] (sorted by distance): a row of rank r in its
+    group has the C valid rows of strictly nearer groups and r rows of its own before it, so only
+    ranks r < k - C can be among the k nearest."""
+    before = valid.cumsum(1) - valid
+    new = torch.ones_like(group_dist, dtype=torch.bool)
+    new[:, 1:] = group_dist[:, 1:] != group_dist[:, :-1]
+    run_start = (torch.arange(new.shape[1], device=new.device) * new).cummax(1).values
+    strictly_nearer = before.gather(1, run_start)
+    return torch.minimum(valid, (k - strictly_nearer).clamp(min=0))
+
+
+def _expand(rows, group_dist, group_idx, caps, groups, loo, k, stats):
+    """The k nearest rows of each query ``rows`` [n] from its groups: the first ``caps`` valid rows
+    of each group (a group's rows ascending, the query itself skipped in leave-one-out mode),
+    in (distance, index) order.
+
+    The listed rows of a query come in group order, so by distance, and by index within a
+    group; only a run of equal distances that spans several groups (an exact tie between
+    distinct vectors) is reordered, by index (one sort of the key (run, index)).
+    """
+    n, k_u = caps.shape
+    flat_caps = caps.reshape(-1)
+    slot = torch.repeat_interleave(torch.arange(n * k_u, device=rows.device), flat_caps)
+    rank = torch.arange(len(slot), device=rows.device) - (flat_caps.cumsum(0) - flat_caps)[slot]
+    row = slot // k_u
+    g = group_idx.reshape(-1)[slot]
+    if loo:
+        rank += ((g == groups.of[rows[row]]) & (rank >= groups.position[rows[row]])).long()
+    idx = groups.members[groups.start[g] + rank]
+    dist = group_dist.reshape(-1)[slot]
+    stats.add(candidates=len(slot))
+    same_run = (row[1:] == row[:-1]) & (dist[1:] == dist[:-1])
+    if bool((same_run & (g[1:] != g[:-1])).any()):
+        run = torch.cat([row.new_zeros(1), (~same_run).long().cumsum(0)])
+        order = (run * len(groups.of) + idx).argsort()
+        dist, idx = dist[order], idx[order]
+    counts = torch.bincount(row, minlength=n)
+    take = ((counts.cumsum(0) - counts)[:, None] + torch.arange(k, device=rows.device)).reshape(-1)
+    return dist[take].view(n, k), idx[take].view(n, k)
+
+
+@dataclasses.dataclass
+class _Groups:
+    """Identical rows of a matrix x, groups numbered by first occurrence: ``of`` [N] the group of
+    each row, ``first`` [G] its first row, ``count`` [G], ``members`` [N] the rows sorted by
+    (group, index), ``start`` [G] where each group begins in ``members``, ``position`` [N] each
+    row's place within its group, ``rows`` [G, D] the distinct vectors x[first]."""
+
+    of: torch.Tensor
+    first: torch.Tensor
+    count: torch.Tensor
+    members: torch.Tensor
+    start: torch.Tensor
+    position: torch.Tensor
+    rows: torch.Tensor
+
+    @property
+    def size(self) -> int:
+        return len(self.first)
+
+
+def _identical_rows(x) -> _Groups:
+    """Groups of equal rows (by value: -0.0 equals 0.0).
+
+    Rows are keyed by an int64 hash of the bits of up to ``_HASH_COLUMNS`` columns (wrapping
+    sums of bits times fixed odd weights); equal rows always share a key, and every row is then
+    compared with its group's first row. Distinct rows that share a key make that check fail, and
+    the grouping falls back to ``torch.unique(x, dim=0)`` (exact, slower).
+    """
+    n, dim = x.shape
+    cols = torch.linspace(0, dim - 1, min(dim, _HASH_COLUMNS), device=x.device).long()
+    bits = (x[:, cols] + 0.0).view(torch.int32 if x.dtype == torch.float32 else torch.int64).long()
+    weights = torch.randint(0, 2**61, (len(cols),), generator=torch.Generator().manual_seed(0)) * 2 + 1
+    key = (bits * weights.to(x.device)).sum(1)
+    of, first = _first_occurrence(torch.unique(key, return_inverse=True)[1])
+    if not bool((x == x[first[of]]).all()):
+        of, first = _first_occurrence(torch.unique(x, dim=0, return_inverse=True)[1])
+    count = torch.bincount(of, minlength=len(first))
+    members = of.argsort(stable=True)
+    start = count.cumsum(0) - count
+    position = torch.empty_like(members)
+    position[members] = torch.arange(n, device=x.device)
+    return _Groups(of, first, count, members, start, position - start[of], x[first])
+
+
+def _first_occurrence(inverse):
+    """Renumbers group labels [N] by first row: (labels, first row of each group)."""
+    n = len(inverse)
+    rows = torch.arange(n, device=inverse.device)
+    first = torch.full((int(inverse.max()) + 1 if n else 0,), n, device=inverse.device).scatter_reduce_(
+        0, inverse, rows, "amin"
+    )
+    order = first.argsort()
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(len(order), device=order.device)
+    return rank[inverse], first[order]
+
+
+def _certified_knn(q, r, loo, k, *, memory_budget, backend, precision, pad, stats):
     """Candidates, certified re-ranking, and four times more candidates for uncertified rows."""
+    n_valid = r.shape[0] - int(loo)
     workers = _cpu_workers(q.device, q.shape[0])
-    search = _Search(q, r, loo, max(1, memory_budget // workers), _resolve_precision(precision, q.device))
+    search = _Search(q, r, loo, max(1, memory_budget // workers), _resolve_precision(precision, q.device), stats)
     rows = torch.arange(q.shape[0], device=q.device)
     k_cand = min(n_valid, k + (max(16, k // 2) if pad is None else int(pad)))
     if backend == "faiss":
-        cand_idx, bound = _faiss_candidates(q, r, loo, k_cand)
+        cand_idx, bound = _faiss_candidates(search.q, search.r, loo, k_cand)
+        bound = bound - search.slack(rows)
     else:
         cand_idx = bound = None
     dist = torch.empty(q.shape[0], k, dtype=torch.float64, device=q.device)
@@ -174,6 +354,7 @@ def _certified_knn(q, r, loo, k, n_valid, memory_budget, backend, precision, pad
     pending, extra = rows, 4
     with _row_parallel(workers) as run:
         while len(pending):
+            stats.add(passes=1)
             if cand_idx is None:
                 c_idx, c_bound = run(functools.partial(search.candidates, k_cand=k_cand), (pending,))
             else:
@@ -241,21 +422,34 @@ def similarity_error_bound(q_norm, r_max, dim, *, u_in, u_acc, u_out, bias=True)
 class _Search:
     """Blocked candidate generation and certified exact re-ranking for one query/reference pair."""
 
-    def __init__(self, q, r, loo, budget, dtype):
-        self.q, self.r, self.loo, self.budget, self.dtype = q, r, loo, budget, dtype
+    def __init__(self, q, r, loo, budget, dtype, stats):
+        self.exact_q, self.exact_r = q, r
+        self.loo, self.budget, self.dtype, self.stats = loo, budget, dtype, stats
         self.dim = q.shape[1]
-        self.q_sq = squared_norms(q)
-        self.r_sq = self.q_sq if loo else squared_norms(r)
+        self.q, self.r, self.shift_u = _translated(q, r, loo)
+        self.q_sq = squared_norms(self.q)
+        self.r_sq = self.q_sq if loo else squared_norms(self.r)
         self.r_max = float(self.r_sq.max().sqrt()) if len(self.r_sq) else 0.0
         r_min_sq = float(self.r_sq.min()) if len(self.r_sq) else 0.0
         u = _unit_roundoff(dtype)
         # Equal reference norms (unit embeddings): rank by q.r alone, |r|^2 enters the bound.
         self.bias = (self.r_max**2 - r_min_sq) > u * self.r_max**2
         self.r_floor = 0.0 if self.bias else r_min_sq
-        self.r_fast = r.to(dtype)
-        self.r32 = r if r.dtype == torch.float32 else r.float()
+        self.r_fast = self.r.to(dtype)
+        self.r32 = self.r if self.r.dtype == torch.float32 else self.r.float()
         self.neg_half_r_sq = (-0.5 * self.r_sq).to(dtype)
         self.error = functools.partial(similarity_error_bound, u_in=u, u_acc=2.0**-24, u_out=u, bias=self.bias)
+
+    def slack(self, rows):
+        """Bound on |translated - exact| squared distance of query ``rows`` to any reference (0
+        without translation): the translated vectors are within u |x - c| of x - c, so a distance
+        moves by at most 2 (1 + u) u (|q - c| + |r - c|)^2, inflated to 2.03."""
+        return 2.03 * self.shift_u * (self.q_sq[rows].sqrt() + self.r_max) ** 2
+
+    def exact(self, rows, cand):
+        """float64 distances of query ``rows`` to the references ``cand`` [n, m], counted."""
+        self.stats.add(exact_distances=cand.numel())
+        return exact_squared_distances(self.exact_q[rows], self.exact_r, cand, self.budget)
 
     def candidates(self, rows, k_cand):
         """Indices [n, k'] of the k' most similar references of ``rows`` and, per row, a lower
@@ -286,7 +480,7 @@ class _Search:
                 pool.add(row, col + c0, val)
             err = self.error(self.q_sq[sub].sqrt(), self.r_max, self.dim)
             out_idx.append(pool.idx)
-            out_bound.append(self.q_sq[sub] + self.r_floor - 2.0 * (pool.tau.double() + err))
+            out_bound.append(self.q_sq[sub] + self.r_floor - 2.0 * (pool.tau.double() + err) - self.slack(sub))
         return torch.cat(out_idx), torch.cat(out_bound)
 
     def rerank(self, rows, cand, k, keep):
@@ -303,6 +497,7 @@ class _Search:
         per_row = cand.shape[1] * self.dim * 4 * 2 + keep * self.dim * 8 * 3
         block_rows = max(1, self.budget // per_row)
         dists, idxs, bounds = [], [], []
+        self.stats.add(candidates=cand.numel())
         for start in range(0, len(rows), block_rows):
             sub, c = rows[start:start + block_rows], cand[start:start + block_rows]
             q32 = self.q[sub].float()
@@ -312,7 +507,7 @@ class _Search:
                 d32 = d32.masked_fill(c == sub[:, None], math.inf)
             e32 = 2.0 * similarity_error_bound(
                 self.q_sq[sub].sqrt(), self.r_max, self.dim, u_in=2.0**-24, u_acc=2.0**-24, u_out=0.0, bias=False
-            ) + 2.0**-50 * (self.q_sq[sub] + self.r_max**2)
+            ) + 2.0**-50 * (self.q_sq[sub] + self.r_max**2) + self.slack(sub)
             d32, pos = d32.topk(min(keep + 1, c.shape[1]), dim=1, largest=False)
             c = c.gather(1, pos)
             if keep < c.shape[1]:
@@ -324,7 +519,7 @@ class _Search:
             d = torch.empty(len(sub), k, dtype=torch.float64, device=c.device)
             i = torch.empty(len(sub), k, dtype=torch.int64, device=c.device)
             i[ranked] = c[ranked, :k]
-            d[ranked] = exact_squared_distances(self.q[sub[ranked]], self.r, i[ranked], self.budget)
+            d[ranked] = self.exact(sub[ranked], i[ranked])
             d[~ranked], i[~ranked] = self._sorted_exact(sub[~ranked], c[~ranked, :keep], k)
             dists.append(d)
             idxs.append(i)
@@ -332,13 +527,30 @@ class _Search:
 
     def _sorted_exact(self, sub, c, k):
         """float64 distances of the candidates ``c`` [n, m], sorted by (distance, index), first k."""
-        d = exact_squared_distances(self.q[sub], self.r, c, self.budget)
+        d = self.exact(sub, c)
         if self.loo:
             d = d.masked_fill(c == sub[:, None], math.inf)
         c, order = c.sort(dim=1)
         d = d.gather(1, order)
         d, order = d.sort(dim=1, stable=True)
         return d[:, :k], c.gather(1, order[:, :k])
+
+
+def _translated(q, r, loo):
+    """(q - c, r - c, u) with c the references' mean rounded to their dtype, each difference
+    rounded to that dtype (unit roundoff u), when this at least halves the largest reference
+    norm; else (q, r, 0.0)."""
+    c = (r.sum(0, dtype=torch.float64) / r.shape[0]).to(r.dtype)
+    r_t = _minus(r, c)
+    if float(squared_norms(r_t).max()) > float(squared_norms(r).max()) / 4:
+        return q, r, 0.0
+    u = 2.0**-24 if r.dtype == torch.float32 else 2.0**-53
+    return (r_t if loo else _minus(q, c)), r_t, u
+
+
+def _minus(x, c, rows: int = 65536):
+    """x - c computed in float64 and rounded to x's dtype, in blocks of rows."""
+    return torch.cat([(x[i:i + rows].double() - c).to(x.dtype) for i in range(0, len(x), rows)])
 
 
 def exact_squared_distances(q, r, cand, budget=DEFAULT_MEMORY_BUDGET):
