@@ -14,6 +14,7 @@ NUMERICS = (
     "pooling/test_pool_registry.py",
     "evaluation/test_eval_exact_knn.py",
     "evaluation/test_eval_exact_knn_paths.py",
+    "evaluation/test_eval_exact_knn_ties.py",
     "losses/test_loss_xml.py",
     "losses/test_loss_zsr.py",
     "models/test_feature_cache.py",
