@@ -1,7 +1,7 @@
 """Exact retrieval metrics: gspdml vs pytorch-metric-learning on SOP- and In-Shop-sized data.
 
     PYTHONPATH=src python benchmarks/evaluation.py [--datasets sop inshop] [--repeats 3] [--seed 0]
-    PYTHONPATH=src python benchmarks/evaluation.py --datasets --million [--million-queries 50000]
+    PYTHONPATH=src python benchmarks/evaluation.py --datasets --million [--million-queries 50000] [--device cuda]
     PYTHONPATH=src python benchmarks/evaluation.py --datasets --ties [--tie-sizes 10000 60000]
 
 Synthetic clustered embeddings (unit class centres + Gaussian noise, L2-normalised, float32):
@@ -27,7 +27,9 @@ calls (after imports and loading); ``time s`` is the best of ``--repeats`` calls
 ``AccuracyCalculator(k="max_bin_count")`` with its default faiss kNN; gspdml is
 :func:`gspdml.evaluation.retrieval_metrics` (exact: bf16/float32 candidates, certified float32 /
 float64 re-ranking). The table also prints the largest absolute difference of MAP@R, P@1 and
-R-precision and the speed ratio measured in the same run.
+R-precision and the speed ratio measured in the same run. ``--device cuda`` runs gspdml's search
+on the GPU (the arrays are copied there inside the timed call; the results come back to the CPU);
+PML keeps its own default (faiss on the CPU, or its GPU build where installed).
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ def make_ties(pattern, n, rng, dim=128):
     return {"query": np.ascontiguousarray(x), "query_labels": sop_like_labels(rng, n)}
 
 
-def run_ties(tmp: Path, rng, sizes, repeats) -> None:
+def run_ties(tmp: Path, rng, sizes, repeats, device: str = "cpu") -> None:
     """gspdml vs PML on each tie pattern and size, one table row each."""
     header = f"{'pattern':<11} {'N':>7} {'gspdml s':>9} {'PML s':>8} {'PML/gspdml':>10} {'max |diff|':>10}"
     print(header)
@@ -123,7 +125,7 @@ def run_ties(tmp: Path, rng, sizes, repeats) -> None:
     for n in sizes:
         for pattern in TIE_PATTERNS:
             path = save(tmp / f"{pattern}-{n}", make_ties(pattern, n, rng))
-            ours, pml = (launch(m, path, repeats) for m in ("gspdml", "pml"))
+            ours, pml = (launch(m, path, repeats, device=device) for m in ("gspdml", "pml"))
             diff = max(abs(ours["metrics"][key] - pml["metrics"][key]) for key in KEYS)
             print(f"{pattern:<11} {n:>7} {ours['seconds']:9.2f} {pml['seconds']:8.2f} "
                   f"{pml['seconds'] / ours['seconds']:10.2f} {diff:10.2e}", flush=True)
@@ -137,7 +139,7 @@ def max_rss_mb() -> float:
     return int(line.split()[1]) / 1024.0
 
 
-def worker(method: str, path: str, repeats: int, queries: int) -> None:
+def worker(method: str, path: str, repeats: int, queries: int, device: str) -> None:
     import torch
 
     data = {f.stem: np.load(f) for f in Path(path).glob("*.npy")}
@@ -148,7 +150,7 @@ def worker(method: str, path: str, repeats: int, queries: int) -> None:
         from gspdml.evaluation import retrieval_metrics
 
         def run():
-            return retrieval_metrics(**data, recall_at=(1,))
+            return retrieval_metrics(**data, recall_at=(1,), device=device)
     else:
         from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 
@@ -170,9 +172,9 @@ def worker(method: str, path: str, repeats: int, queries: int) -> None:
                       "metrics": {k: metrics[k] for k in KEYS}}))
 
 
-def launch(method: str, path: Path, repeats: int, queries: int = 0) -> dict:
+def launch(method: str, path: Path, repeats: int, queries: int = 0, device: str = "cpu") -> dict:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-    command = [sys.executable, __file__, "--worker", method, str(path), str(repeats), str(queries)]
+    command = [sys.executable, __file__, "--worker", method, str(path), str(repeats), str(queries), device]
     out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -187,16 +189,18 @@ def main() -> None:
     parser.add_argument("--ties", action="store_true", help="tied / near-tied embeddings table")
     parser.add_argument("--tie-sizes", nargs="+", type=int, default=[10_000, 60_000])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--worker", nargs=4, metavar=("METHOD", "DIR", "REPEATS", "QUERIES"), help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cpu", help="where gspdml searches: cpu or cuda[:i]")
+    parser.add_argument("--worker", nargs=5, metavar=("METHOD", "DIR", "REPEATS", "QUERIES", "DEVICE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        method, path, repeats, queries = args.worker
-        worker(method, path, int(repeats), int(queries))
+        method, path, repeats, queries, device = args.worker
+        worker(method, path, int(repeats), int(queries), device)
         return
     rng = np.random.default_rng(args.seed)
+    print(f"gspdml searches on {describe_device(args.device)}")
     if args.ties:
         with tempfile.TemporaryDirectory() as tmp:
-            run_ties(Path(tmp), rng, args.tie_sizes, args.repeats)
+            run_ties(Path(tmp), rng, args.tie_sizes, args.repeats, args.device)
         if not args.datasets and not args.million:
             return
     header = f"{'data':<8} {'method':<7} {'time s':>8} {'peak MB':>8} {'+MB':>7} {'MAP@R':>8} {'P@1':>8} {'R-prec':>8}"
@@ -205,7 +209,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.datasets:
             path = save(Path(tmp) / name, make_data(name, rng))
-            results = {m: launch(m, path, args.repeats) for m in ("gspdml", "pml")}
+            results = {m: launch(m, path, args.repeats, device=args.device) for m in ("gspdml", "pml")}
             for m, r in results.items():
                 print_row(name, m, r)
             diff = max(abs(results["gspdml"]["metrics"][k] - results["pml"]["metrics"][k]) for k in KEYS)
@@ -213,13 +217,24 @@ def main() -> None:
             print(f"{name:<8} max |metric difference| = {diff:.2e}; gspdml is {speed:.2f}x faster than PML", flush=True)
         if args.million:
             path = save(Path(tmp) / "million", make_data("million", rng))
-            r = launch("gspdml", path, 1, args.million_queries)
+            r = launch("gspdml", path, 1, args.million_queries, args.device)
             print_row("million", "gspdml", r)
             if args.million_queries:
                 full = r["seconds"] * 1_000_000 / args.million_queries
                 print(f"million  {args.million_queries:,} of 1,000,000 queries against all 1,000,000 in "
                       f"{r['seconds']:.1f} s -> extrapolated full leave-one-out run: {full:.0f} s "
                       f"({full / 60:.1f} min)", flush=True)
+
+
+def describe_device(name: str) -> str:
+    """``cpu (N threads)`` or ``cuda:i (GPU name)``; importing torch here, not at module level,
+    keeps the parent process light (the workers import it)."""
+    import torch
+
+    device = torch.device(name)
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return f"{device} ({torch.get_num_threads()} threads)"
 
 
 def save(folder: Path, data: dict) -> Path:

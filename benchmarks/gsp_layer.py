@@ -307,7 +307,8 @@ def main() -> None:
     kept = not args.system_malloc and keep_freed_host_memory()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    print(f"device={device} threads={torch.get_num_threads()} repeats={args.repeats} (best of); B=32, d=128, mu=0.3, eps=5\n")
+    name = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
+    print(f"device={device}{name} threads={torch.get_num_threads()} repeats={args.repeats} (best of); B=32, d=128, mu=0.3, eps=5\n")
     print("freed host memory kept in the process, as the trainer does" if kept else "system malloc thresholds")
     for name, table in (("layer", layer_table), ("solver", solver_table), ("step", training_step_table)):
         if args.only in (None, name):

@@ -2,15 +2,17 @@
 
 Rows:
 * a full training step (forward, C2 loss, backward, Adam step) of the embedder with batch 32
-  (8 classes x 4) for ResNet-50 at 227 px and the small CNN at 32 px, with GAP and with GSP in
-  the setting each is trained with (ResNet-50: m = 64, mu = 0.3, eps = 5 as in the papers; the
-  small CNN: the scratch-gsp preset's m = 16, mu = 0.25, eps = 10), in fp32 and in bf16 (CPU autocast +
-  channels_last, as ``trainer.precision: bf16`` does; fp16 AMP on CUDA);
+  (8 classes x 4; ``--batch``) for ResNet-50 at 227 px and the small CNN at 32 px (``--size``),
+  with GAP and with GSP in the setting each is trained with (ResNet-50: m = 64, mu = 0.3, eps = 5
+  as in the papers; the small CNN: the scratch-gsp preset's m = 16, mu = 0.25, eps = 10), in fp32
+  and in a low precision (``--low``; default: what ``trainer.precision: auto`` picks on the device,
+  bf16 on a CPU without bf16 units too): bf16 autocast (+ channels_last on the CPU, as
+  ``trainer.precision: bf16`` does) or fp16 AMP with a gradient scaler (CUDA);
 * on the CPU, each convolution of a model alone (forward + backward at its input shape in the
   training step), fp32 in the trainer's layout (NCHW) vs bf16 channels_last: the ceiling bf16 puts
   on a whole step (small CNN only with ``--conv-layers``);
 * the data pipeline alone: read + decode + MLRC training augmentation of JPEGs written on the
-  fly (500x375, the typical CUB photo size), one process.
+  fly (500x375, the typical CUB photo size), one process (``--images 0`` leaves it out).
 
 Targets: GSP within 10% of GAP; bf16 >= 2.5x fp32 on a CPU with bf16 matrix instructions. Other processes share the
 CPU, so compare ratios from one run, not absolute numbers across runs. On a crowded machine use
@@ -18,6 +20,7 @@ CPU, so compare ratios from one run, not absolute numbers across runs. On a crow
 process is descheduled (with several threads, descheduled OpenMP workers stall the others).
 
     PYTHONPATH=src python benchmarks/throughput.py [--steps 3] [--warmup 1] [--threads 2] [--clock wall|cpu] [--conv-layers]
+    PYTHONPATH=src python benchmarks/throughput.py --device cuda --models resnet50 --batch 64 --size 224 --images 0
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from gspdml.compat.hardware import auto_precision
 from gspdml.data.images import load_image
 from gspdml.data.recipes import image_transform
 from gspdml.losses import build_loss
@@ -50,22 +54,32 @@ def pooling_spec(pool: str, model: str) -> dict:
     return {"name": "gap"} if pool == "gap" else {"name": "gsp", **MODELS[model][2], "init": "random"}
 
 
+def low_precision(device: torch.device) -> str:
+    """The precision compared with fp32: what ``auto`` picks on ``device`` (bf16 where it is
+    native, fp16 on CUDA GPUs without bf16), bf16 where auto would stay in fp32."""
+    chosen = auto_precision(device).precision
+    return "bf16" if chosen == "fp32" else chosen
+
+
 def training_step_rate(
-    backbone: dict, size: int, pooling: dict, precision: str, device: torch.device, steps: int, warmup: int, clock
+    backbone: dict, size: int, pooling: dict, precision: str, device: torch.device, steps: int, warmup: int, clock,
+    batch: int = 32,
 ) -> float:
-    """Images per second of a full training step (mean over ``steps`` after ``warmup``)."""
+    """Images per second of a full training step (mean over ``steps`` after ``warmup``) on
+    batches of ``batch`` images, 4 per class."""
     torch.manual_seed(0)
     model = build_embedder({"backbone": backbone, "embedding_dim": 128, "pooling": pooling}, in_channels=3).to(device).train()
     channels_last = precision == "bf16" and device.type == "cpu"
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
-    loss_fn = build_loss({"name": "c2", "pos_margin": 0.0, "neg_margin": 0.3841}, "loss", embedding_dim=128, num_classes=8)
+    classes = batch // 4
+    loss_fn = build_loss({"name": "c2", "pos_margin": 0.0, "neg_margin": 0.3841}, "loss", embedding_dim=128, num_classes=classes)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-5, weight_decay=1e-4)
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
-    images = torch.randn(32, 3, size, size, device=device)
+    images = torch.randn(4 * classes, 3, size, size, device=device)
     if channels_last:
         images = images.contiguous(memory_format=torch.channels_last)
-    labels = torch.arange(8, device=device).repeat_interleave(4)
+    labels = torch.arange(classes, device=device).repeat_interleave(4)
 
     def step() -> None:
         with autocast_context(precision, device):
@@ -87,7 +101,7 @@ def training_step_rate(
     for _ in range(steps):
         step()
     _sync(device)
-    return 32 * steps / (clock() - start)
+    return 4 * classes * steps / (clock() - start)
 
 
 def conv_layer_rows(backbone: dict, size: int, steps: int, clock) -> list[tuple[str, float, float]]:
@@ -175,6 +189,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--batch", type=int, default=32, help="images per training step (4 per class)")
+    parser.add_argument("--size", type=int, default=None, help="input size in pixels (default: the model's own)")
+    parser.add_argument("--low", choices=("bf16", "fp16"), default=None,
+                        help="the precision compared with fp32 (default: what trainer.precision auto picks here)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="wall time, or CPU time of this process")
     parser.add_argument("--conv-layers", action="store_true", help="also time each convolution alone, fp32 vs bf16 (CPU)")
     parser.add_argument("--system-malloc", action="store_true",
@@ -185,18 +203,25 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     clock = time.perf_counter if args.clock == "wall" else time.process_time
-    low = "bf16" if device.type == "cpu" else "fp16"
+    if args.batch < 4 or args.batch % 4:
+        parser.error(f"--batch must be a positive multiple of 4 (4 images per class), got {args.batch}")
+    low = args.low or low_precision(device)
+    if low == "fp16" and device.type != "cuda":
+        parser.error("--low fp16 needs a CUDA device")
     per = "CPU-second" if args.clock == "cpu" else "second"
-    print(f"device {device}, {torch.get_num_threads()} threads, torch {torch.__version__}, batch 32 (8 x 4), images per {per}")
+    name = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
+    print(f"device {device}{name}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+          f"batch {args.batch} ({args.batch // 4} x 4), images per {per}")
     print("freed host memory kept in the process, as the trainer does" if kept else "system malloc thresholds")
     print(f"{'model':<10} {'px':>4} {'pool':<5} {'fp32 img/s':>11} {low + ' img/s':>11} {low + '/fp32':>10}")
     rates: dict[tuple[str, str, str], float] = {}
     for name in args.models:
         backbone, size, _ = MODELS[name]
+        size = args.size or size
         for pool in POOLS:
             for precision in ("fp32", low):
                 rates[name, pool, precision] = training_step_rate(
-                    backbone, size, pooling_spec(pool, name), precision, device, args.steps, args.warmup, clock
+                    backbone, size, pooling_spec(pool, name), precision, device, args.steps, args.warmup, clock, args.batch
                 )
             fp32, fast = rates[name, pool, "fp32"], rates[name, pool, low]
             print(f"{name:<10} {size:>4} {pool:<5} {fp32:>11.1f} {fast:>11.1f} {fast / fp32:>9.2f}x", flush=True)
@@ -206,6 +231,8 @@ def main() -> None:
         if args.conv_layers and device.type == "cpu":
             for layer, fp32_ms, bf16_ms in conv_layer_rows(backbone, size, args.steps, clock):
                 print(f"{name:<10} conv {layer}: fp32 NCHW {fp32_ms:.2f} ms, bf16 channels_last {bf16_ms:.2f} ms ({fp32_ms / bf16_ms:.2f}x)", flush=True)
+    if args.images < 1:
+        return
     rate = pipeline_rate(args.images, clock)
     print(f"data pipeline (read + decode + MLRC augmentation, 500x375 JPEG, 1 worker, 1 thread): {rate:.1f} img/s")
 

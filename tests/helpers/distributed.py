@@ -57,9 +57,10 @@ class CrashAfter(Callback):
             raise SimulatedCrash(f"simulated crash after step {self.step}")
 
 
-def train_rank(rank: int, world_size: int, port: int, jobs: list) -> None:
+def train_rank(rank: int, world_size: int, port: int, jobs: list, backend: str = "gloo") -> None:
     """``torch.multiprocessing.spawn`` target: run every ``(config, run_dir, resume, crash_after)``
-    job as rank ``rank`` in one gloo group (set up from the environment, as under ``torchrun``)."""
+    job as rank ``rank`` in one ``backend`` group (set up from the environment, as under
+    ``torchrun``; nccl: one GPU per rank, ``cuda:rank``)."""
     import torch
     import torch.distributed as dist
 
@@ -67,7 +68,9 @@ def train_rank(rank: int, world_size: int, port: int, jobs: list) -> None:
 
     torch.set_num_threads(1)
     torchrun_environment(rank, world_size, port)
-    dist.init_process_group("gloo")
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(backend)
     try:
         for config, run_dir, resume, crash_after in jobs:
             trainer = Trainer(config, run_dir, resume=resume)

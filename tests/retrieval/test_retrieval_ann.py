@@ -130,6 +130,31 @@ def test_the_quantiser_is_the_kmeans_of_the_asked_sample_and_rounds(backend):
     assert np.abs(faiss.extract_index_ivf(other).quantizer.reconstruct_n(0, 8) - got).max() > 1e-3
 
 
+@pytest.mark.parametrize("backend", ["ivf", "ivfpq"])
+def test_with_a_gpu_the_kmeans_assigns_through_a_gpu_flat_index_and_the_index_stays_on_the_cpu(backend, monkeypatch):
+    """faiss-gpu: the quantiser's k-means runs its assignments through the index
+    ``index_cpu_to_all_gpus`` returns (here a CPU flat index standing in for it, so the test runs
+    anywhere); the trained index equals the one built without a GPU and keeps no pointer to it."""
+    import faiss
+
+    x = clustered(2600, clusters=4)
+    params = ann.AnnParams(backend, nlist=8, train_per_list=300, kmeans_iters=3, pq_m=4)
+    plain = ann.build(x, params)
+    moved = []
+
+    def to_gpus(flat):
+        moved.append(flat)
+        return flat
+
+    monkeypatch.setattr(faiss, "get_num_gpus", lambda: 1)
+    monkeypatch.setattr(faiss, "index_cpu_to_all_gpus", to_gpus)
+    on_gpu = ann.build(x, params)
+    assert len(moved) == 1 and moved[0].ntotal == 8  # the k-means centroids went through it
+    ivf = faiss.extract_index_ivf(on_gpu)
+    assert ivf.clustering_index is None
+    np.testing.assert_array_equal(ivf.quantizer.reconstruct_n(0, 8), faiss.extract_index_ivf(plain).quantizer.reconstruct_n(0, 8))
+
+
 def test_bad_parameters_are_named():
     with pytest.raises(ConfigError, match="unknown approximate backend 'lsh'"):
         ann.AnnParams("lsh")

@@ -72,6 +72,7 @@ import numpy as np
 import torch
 
 from gspdml.compat.hardware import auto_precision
+from gspdml.compat.tf32 import without_tf32
 from gspdml.errors import ConfigError
 from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
 
@@ -684,19 +685,9 @@ def _faiss_candidates(q, r, loo, k_cand):
     return ids, last
 
 
-@contextlib.contextmanager
 def _exact_cuda_matmuls(device):
     """The error bounds assume float32 accumulation: no TF32, no reduced-precision bf16 sums."""
-    if device.type != "cuda":
-        yield
-        return
-    flags = torch.backends.cuda.matmul
-    saved = flags.allow_tf32, flags.allow_bf16_reduced_precision_reduction
-    flags.allow_tf32, flags.allow_bf16_reduced_precision_reduction = False, False
-    try:
-        yield
-    finally:
-        flags.allow_tf32, flags.allow_bf16_reduced_precision_reduction = saved
+    return without_tf32() if device.type == "cuda" else contextlib.nullcontext()
 
 
 def _resolve_precision(precision, device):

@@ -25,6 +25,7 @@ measure). The value is stored next to the index with the search parameter it was
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -91,9 +92,14 @@ def _faiss():
     return faiss
 
 
+def _host(vectors):
+    """``vectors`` as faiss reads them: a tensor (on any device) as a CPU numpy array, anything
+    else (a numpy array or memmap, read by chunks later) as given."""
+    return vectors.detach().cpu().numpy() if isinstance(vectors, torch.Tensor) else vectors
+
+
 def _as_float32(vectors) -> np.ndarray:
-    array = vectors.numpy() if isinstance(vectors, torch.Tensor) else np.asarray(vectors)
-    return np.ascontiguousarray(array, dtype=np.float32)
+    return np.ascontiguousarray(_host(vectors), dtype=np.float32)
 
 
 def default_nlist(n: int) -> int:
@@ -113,7 +119,7 @@ def build(vectors, params: AnnParams, train_rows: Optional[np.ndarray] = None):
     kmeans_iters: fine inverted files (nlist near N / 100) need the smaller settings.
     """
     faiss = _faiss()
-    x = vectors.numpy() if isinstance(vectors, torch.Tensor) else vectors  # may be a memmap: read by chunks
+    x = _host(vectors)  # may be a memmap: read by chunks
     n, dim = x.shape
     if params.backend == "hnsw":
         index = faiss.IndexHNSWFlat(dim, params.hnsw_m)
@@ -139,16 +145,33 @@ def build(vectors, params: AnnParams, train_rows: Optional[np.ndarray] = None):
         index.cp.min_points_per_centroid = min(index.cp.min_points_per_centroid, params.train_per_list)  # asked for
         rng = np.random.default_rng(params.seed)
         sample = np.sort(rng.choice(pool, min(len(pool), nlist * params.train_per_list), replace=False))
-        index.train(_as_float32(x[sample]))
+        with _gpu_clustering(faiss, index, dim):
+            index.train(_as_float32(x[sample]))
         index.quantizer_trains_alone = 0
     add(index, x)
     return index
 
 
+@contextlib.contextmanager
+def _gpu_clustering(faiss, index, dim: int):
+    """With faiss-gpu and a visible GPU, the quantiser's k-means assigns its training vectors on
+    every GPU (``clustering_index``, the costly part of training); the index stays a CPU index,
+    saved, memory-mapped and appended as before. Without a GPU nothing changes."""
+    if faiss.get_num_gpus() == 0:
+        yield
+        return
+    flat = faiss.index_cpu_to_all_gpus(faiss.IndexFlatL2(dim))  # referenced here while faiss uses it
+    index.clustering_index = flat
+    try:
+        yield
+    finally:
+        index.clustering_index = None
+
+
 def add(index, vectors) -> None:
     """Append rows (ids continue the row numbering), read and added by chunks; the quantiser is
     not retrained."""
-    x = vectors.numpy() if isinstance(vectors, torch.Tensor) else vectors
+    x = _host(vectors)
     for start in range(0, len(x), _ADD_CHUNK):
         index.add(_as_float32(x[start:start + _ADD_CHUNK]))
 
@@ -181,7 +204,7 @@ def search(index, params: AnnParams, queries, k: int, vectors=None):
     _, cand = index.search(q, min(index.ntotal, params.rerank * k))
     cand = torch.from_numpy(cand)
     missing = cand < 0  # fewer candidates than asked in the probed cells
-    ref = vectors if isinstance(vectors, torch.Tensor) else torch.from_numpy(vectors)
+    ref = torch.from_numpy(_host(vectors))
     exact = exact_squared_distances(torch.from_numpy(q), ref, cand.clamp(min=0))
     exact[missing] = float("inf")
     order = torch.argsort(exact, dim=1, stable=True)[:, :k]

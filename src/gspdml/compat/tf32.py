@@ -1,0 +1,35 @@
+"""Full float32 products on CUDA for a block of code, through the TF32 switches this torch has.
+
+torch >= 2.9 sets TF32 per backend with ``fp32_precision`` (``"ieee"`` or ``"tf32"``) and raises
+a RuntimeError when the legacy flags (``allow_tf32``) are read after the new ones were set
+differently, e.g. by a library that already uses the new API ("you have used mix of the legacy
+and new APIs to set the TF32 status"); older torch has only the legacy flags. :func:`without_tf32`
+uses the new switches where they exist and the legacy ones otherwise, and restores them after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+
+@contextlib.contextmanager
+def without_tf32(convolutions: bool = False):
+    """No TF32 in CUDA matmuls (and, with ``convolutions``, in cuDNN convolutions) and float32
+    sums in bf16 matmuls (no reduced-precision reduction) inside the block."""
+    switches = [(torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction", False)]
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        switches.append((torch.backends.cuda.matmul, "fp32_precision", "ieee"))
+        switches += [(torch.backends.cudnn.conv, "fp32_precision", "ieee")] if convolutions else []
+    else:
+        switches.append((torch.backends.cuda.matmul, "allow_tf32", False))
+        switches += [(torch.backends.cudnn, "allow_tf32", False)] if convolutions else []
+    saved = [getattr(owner, name) for owner, name, _ in switches]
+    try:
+        for owner, name, value in switches:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for (owner, name, _), value in zip(switches, saved):
+            setattr(owner, name, value)
