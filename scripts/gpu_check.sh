@@ -13,7 +13,8 @@
 # the script still writes every log and the table and exits 0 unless a stage failed or timed out.
 #
 #   scripts/gpu_check.sh                      # from the repository root; python3 with torch
-# Output: $OUT (else $TMPDIR/gspdml-gpu-check): logs/<stage>.log, runs/, summary.md (the table).
+# Output: $OUT (else $TMPDIR/gspdml-gpu-check): logs/<stage>.log and summary.md (the table); the demo run
+# directory goes to $TMPDIR/gspdml-gpu-runs (not to $OUT, which returns only a few files).
 # Variables: PYTHON (python3), GPU_CHECK_DEVICE (cuda; cpu runs the stages here, to test the
 # script), GPU_CHECK_QUICK=1 (a few steps per stage), GPU_CHECK_BUDGET (seconds, 450),
 # GPU_CHECK_MILLION_QUERIES (100000).
@@ -201,7 +202,7 @@ run_stage million "1M x 128 exact leave-one-out" 90 summary_million "device,$COR
     "$PYTHON" benchmarks/evaluation.py --datasets --million --million-queries "$MILLION_QUERIES" --device "$DEVICE"
 run_stage demo-gsp "gspdml train demo-gsp, bf16 ($DEVICE)" 150 summary_demo "device,$CORE,gspdml.cli,gspdml.training" \
     "$PYTHON" -m gspdml train demo-gsp trainer.precision=bf16 trainer.device="$DEVICE" \
-    output_dir="$OUT_DIR/runs" name="demo-gsp-$(date +%s)" schedule.max_steps="$(quick 20 300)" \
+    output_dir="${TMPDIR:-/tmp}/gspdml-gpu-runs" name="demo-gsp-$(date +%s)" schedule.max_steps="$(quick 20 300)" \
     evaluation.every="$(quick 10 50)" --no-progress
 
 {

@@ -464,7 +464,10 @@ class _Search:
         n_ref = self.r.shape[0]
         elem = torch.finfo(self.dtype).bits // 8 + 4  # the block + its group maxima and entries
         cols = min(n_ref, max(1, self.budget // (2 * elem)), _BLOCK_COLS)
-        block_rows = max(1, min(len(rows), self.budget // (cols * elem), _BLOCK_ROWS))
+        # CPU row blocks stay cache-sized (and are spread over worker threads); a GPU takes the
+        # largest block the budget allows, since each block costs launches and host syncs
+        cap = _BLOCK_ROWS if self.q.device.type == "cpu" else len(rows)
+        block_rows = max(1, min(len(rows), self.budget // (cols * elem), cap))
         out_idx, out_bound = [], []
         for start in range(0, len(rows), block_rows):
             sub = rows[start:start + block_rows]
