@@ -207,7 +207,7 @@ def train_recipe(recipe: Mapping[str, Any], *, verbose: bool = False) -> tuple[d
                 optimizer.step()
             schedule.step()
         if verbose:
-            print(f"pre-training {recipe['name']}: epoch {epoch + 1}/{epochs}, loss {float(loss):.3f}, "
+            print(f"pre-training {recipe['name']}: epoch {epoch + 1}/{epochs}, loss {loss.item():.3f}, "
                   f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     val = _tiles(recipe, "val", seed=int(opts["seed"]) * 1000 + 999)
     accuracy = _accuracy(model, val, mean, std, precision, device)
