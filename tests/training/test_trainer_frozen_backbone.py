@@ -23,6 +23,7 @@ def test_a_frozen_backbone_gets_no_gradient_in_training_steps(tmp_path):
 
 def test_the_warm_up_freezes_a_trainable_backbone_only_while_it_lasts(tmp_path):
     overrides = [*SMOKE[:-1], "model.backbone={name: small_cnn, widths: [8, 16], weights: smoke-small_cnn-digits}",
+                 "model.cache_backbone_features=false",
                  "schedule.warmup_steps=1"]
     trainer = Trainer(load_config("demo-gmp", overrides), tmp_path / "run")
     trainer._freeze_backbone(True)

@@ -47,7 +47,7 @@ def test_short_training_improves_validation_map_at_r(tmp_path, make_config, loss
         # GAP is one operator in both head placements; the local 1x1 head is what XML's histograms read
         model={"backbone": {"name": "small_cnn"}, "embedding_dim": 64, "pooling": options.get("pooling", "gap"), "head": "local"},
         optimizer={"lr": 2e-3}, schedule={"max_steps": 60}, evaluation={"every": 20, "patience": None},
-        trainer={"precision": "bf16", "progress": False},
+        trainer={"progress": False},  # precision auto: bf16 where the CPU has it
     ))
     trainer = Trainer(config, tmp_path / "run")
     before = trainer.evaluate(trainer.eval_split)["map_at_r"]
