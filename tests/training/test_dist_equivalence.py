@@ -4,7 +4,10 @@ cross-batch memory as one process trained on the whole batch with the same seed.
 Tolerance: float32; the two runs sum the same per-sample gradient terms in a different order
 (two half-batch backward passes + an all-reduce vs one backward pass), a few ulps per step
 (measured after one SGD step: <= 3e-8), which training dynamics amplify: after 6 steps of SGD
-with momentum (lr 0.02, proxies x100) weights, proxies and memory agree to ``atol = 2e-5`` (measured: <= 7e-6; momentum buffers to 2e-4).
+with momentum (lr 0.02, proxies x100) weights, proxies and memory agree to ``atol = 2e-4``, five
+times the largest difference measured on any CPU (7e-6 with AVX-512; 4.2e-5 in the XBM memory as
+an AVX2-only CPU computes it, ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``), and still
+three orders of magnitude below the memory's entries (about 0.4); momentum buffers to 2e-3.
 The comparison is meaningful because every weight tensor moved more than 10 times as far as the
 two runs differ (a bound taken from the run itself, so no CPU's rounding sits at its edge: on an
 AVX2 CPU a head bias moved only 2e-4); a wrong gradient scale (PML#363), proxies that get half
@@ -27,8 +30,8 @@ from gspdml.config import load_config
 from gspdml.training import Trainer, train
 from gspdml.training.checkpoint import load_state
 
-ATOL, RTOL = 2e-5, 1e-4
-OPTIMIZER_ATOL = 2e-4
+ATOL, RTOL = 2e-4, 1e-4
+OPTIMIZER_ATOL = 2e-3
 LOSSES = {
     "c2": {"name": "c2", "neg_margin": 0.5, "reduction": "mean"},
     "proxy_anchor": {"name": "proxy_anchor"},
@@ -113,7 +116,8 @@ def test_two_ranks_equal_one_process_on_the_global_batch(tmp_path):
         assert len(val_a) == len(val_b) == 3  # two validation rounds and the test split
         for x, y in zip(val_a, val_b):  # distributed evaluation: sharded embedding + gather
             assert x.keys() == y.keys()
-            assert [x[k] for k in x] == pytest.approx([y[k] for k in x], abs=1e-4)
+            # 1e-3: measured 1.4e-4 as an AVX2-only CPU computes it (a near-tied neighbour pair reordered)
+            assert [x[k] for k in x] == pytest.approx([y[k] for k in x], abs=1e-3)
 
 
 def _assert_resume_is_exact(straight, resumed):
