@@ -88,8 +88,8 @@ def load_recipe(source: Union[str, Path, Mapping[str, Any]]) -> dict[str, Any]:
 def recipe_key(recipe: Mapping[str, Any]) -> str:
     """Content hash of everything that determines the weights (the description and name aside),
     with the precision as this machine resolves it (``auto`` trains in bf16 only where it is native,
-    and bf16 weights are not the fp32 ones)."""
-    train = {**recipe["train"], "precision": _precision(recipe).precision}
+    and bf16 weights are not the fp32 ones) and the kind of device (a GPU's kernels round otherwise)."""
+    train = {**recipe["train"], "precision": _precision(recipe).precision, "device": resolve_device("auto").type}
     return cache_key({"code": CODE_VERSION, "backbone": recipe["backbone"], "data": recipe["data"], "train": train})
 
 
