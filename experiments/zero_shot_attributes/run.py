@@ -155,7 +155,7 @@ def model_config(model: str, seed: int, regime: str, plan: dict, smoke: bool) ->
         "optimizer": {"name": "adam", "lr": 1.0e-3, "weight_decay": 1.0e-4},
         "schedule": {"max_steps": plan["steps"], "plateau": {"factor": 0.5, "patience": 5}},
         "evaluation": {"every": plan["every"], "patience": plan["patience"], "restore_best": True, "metric": "map_at_r"},
-        "trainer": {"progress": False, "precision": "bf16"},
+        "trainer": {"progress": False},  # precision auto: bf16 only where the CPU or GPU has it
     }, list(REGIMES[regime]))
     return config
 
