@@ -3,7 +3,7 @@ Tables 2.3 and 2.5).
 
 Every variant trains ``demo-base`` (the faithful collage ``collage_shared``, ResNet20 pre-trained
 on all 100 tile classes, 128-D, Adam 1e-3, plateau x0.5 after 5 validation rounds, early
-stopping and restore-best on the validation classes' MAP@R, 16 x 4 batches, bf16) with the
+stopping and restore-best on the validation classes' MAP@R, 16 x 4 batches, precision auto) with the
 ``metrix`` loss on the contrastive loss (margin 0.5) and the same budget, seeds and selection
 rule. ``--regime finetune`` (default; the thesis fine-tunes a pre-trained backbone) trains the
 backbone at a tenth of the learning rate, ``--regime frozen`` keeps it fixed. The wiring after
