@@ -102,10 +102,6 @@ def test_explicit_bf16_with_bf16_units_does_not_warn(cpu):
         assert hardware.resolve_precision("bf16", "cpu") == hardware.PrecisionChoice("bf16", "as configured")
 
 
-def test_bf16_matmul_slowdown_is_a_positive_ratio():
-    assert hardware.bf16_matmul_slowdown.__wrapped__(size=32, repeats=1) > 0
-
-
 def test_the_emulation_variables_turn_bf16_off_in_a_real_process():
     """``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``, as a developer emulates an AVX2-only
     CPU: torch reads them at start, and ``auto`` falls back to fp32 whatever this CPU has."""

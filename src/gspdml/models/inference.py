@@ -19,7 +19,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
-from gspdml.compat.hardware import resolve_precision
+from gspdml.compat.hardware import auto_precision, resolve_precision
 from gspdml.data.base import EvalSplit
 from gspdml.errors import DataError
 
@@ -33,8 +33,10 @@ def resolve_device(name: str) -> torch.device:
 
 def autocast_context(precision: str, device: torch.device):
     """bf16 autocast (CPU or GPU), fp16 AMP (GPU), or nothing for fp32; ``auto`` is what
-    :func:`gspdml.compat.hardware.resolve_precision` picks on ``device``."""
-    precision = resolve_precision(precision, device).precision
+    :func:`gspdml.compat.hardware.auto_precision` picks on ``device`` (callers that run it every
+    step pass the precision they resolved once)."""
+    if precision == "auto":
+        precision = auto_precision(device).precision
     if precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     if precision == "fp16":

@@ -133,8 +133,9 @@ def pretrained_weights_file(source, *, verbose: bool = True) -> Path:
     if path.is_file():
         return path
     if verbose:
-        print(f"pre-training {recipe['name']} (key {recipe_key(recipe)}, {_precision(recipe).precision}: "
-              f"{_precision(recipe).reason}) -> {path}", flush=True)
+        choice = _precision(recipe)
+        print(f"pre-training {recipe['name']} (key {recipe_key(recipe)}, {choice.precision}: {choice.reason}) -> {path}",
+              flush=True)
     state, record = train_recipe(recipe, verbose=verbose)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
