@@ -48,6 +48,7 @@ class Registry:
     def __init__(self, kind: str):
         self.kind = kind
         self._entries: dict[str, Callable[..., Any]] = {}
+        self._primary: dict[str, str] = {}  # alias -> the name it was registered with
 
     def register(self, name: str, *aliases: str) -> Callable[[Callable], Callable]:
         def decorate(obj: Callable) -> Callable:
@@ -55,6 +56,7 @@ class Registry:
                 if key in self._entries and self._entries[key] is not obj:
                     raise ValueError(f"{self.kind} '{key}' is registered twice")
                 self._entries[key] = obj
+                self._primary[key] = name
             return obj
 
         return decorate
@@ -67,6 +69,10 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._entries)
+
+    def primary(self, name: str) -> str:
+        """The name ``name`` was registered with (itself unless it is an alias)."""
+        return self._primary[name]
 
     def get(self, name: str, field: str = "") -> Callable[..., Any]:
         try:

@@ -82,6 +82,10 @@ def describe(hint: Any) -> str:
     if origin in (list, tuple, collections.abc.Sequence):
         plural = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
         return f"a list of {plural.get(args[0], describe(args[0]))}" if args else "a list"
+    if hint is list:
+        return "a list"
+    if origin in (dict, collections.abc.Mapping) or hint in (dict, Mapping):
+        return "a mapping"
     words = {type(None): "null", bool: "true or false", int: "an integer", float: "a number", str: "a string"}
     return words.get(hint, getattr(hint, "__name__", str(hint)))
 

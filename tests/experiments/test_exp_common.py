@@ -4,6 +4,7 @@ import json
 import statistics
 
 import pytest
+from gspdml.config import dump_config
 from tests.helpers.experiments import load_common
 
 common = load_common()
@@ -51,7 +52,7 @@ def test_train_seeds_reuses_only_finished_runs_with_the_same_config(monkeypatch,
     def fake_train(cfg, run_dir, **kwargs):
         calls.append((cfg["seed"], cfg["schedule"]["max_steps"]))
         run_dir.mkdir(parents=True)
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
+        (run_dir / "config.yaml").write_text(dump_config(cfg))
         if cfg["schedule"]["max_steps"] == 9:
             raise TrainingError("non-finite loss (nan) at step 4; training stopped")
         results = {"steps": cfg["schedule"]["max_steps"], "test": {"map_at_r": 0.1 * (1 + cfg["seed"])}}

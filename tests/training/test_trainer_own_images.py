@@ -13,7 +13,7 @@ import yaml
 from safetensors.torch import load_file
 
 from gspdml.cli import main
-from gspdml.config import load_config
+from gspdml.config import dump_config, load_config
 from gspdml.errors import ConfigError
 from gspdml.training import Trainer, load_run, train
 from gspdml.training.config_changes import check_resume_config, config_differences
@@ -62,7 +62,7 @@ def test_gsp_is_initialised_before_the_first_evaluation_and_saved_initialised(ma
 def test_load_run_refuses_an_uninitialised_gsp(make_config, tmp_path):
     config = load_config(make_config(model={"pooling": GSP}))
     (tmp_path / "old").mkdir()
-    (tmp_path / "old" / "config.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "old" / "config.yaml").write_text(dump_config(config))
     save_weights(tmp_path / "old" / "model.safetensors", build_embedder(config["model"], 3), 3, config)
     with pytest.raises(ConfigError, match="before its prototypes were initialised"):
         load_run(tmp_path / "old")
@@ -96,7 +96,7 @@ def test_a_key_the_saved_run_predates_is_no_difference_at_its_default(make_confi
 
 
 def _write(config, path):
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(dump_config(config))
     return str(path)
 
 
@@ -163,6 +163,6 @@ def test_resume_of_a_run_saved_before_defaults_were_written_out(make_config, tmp
     train(config, tmp_path / "run")
     saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     del saved["trainer"]["checkpoint_every"], saved["data"]["dataset"]["num_folds"]  # as an older version wrote it
-    (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump(saved))
+    (tmp_path / "run" / "config.yaml").write_text(dump_config(saved))
     train(config, tmp_path / "run", resume=True)
     assert "changed on resume" not in capsys.readouterr().err

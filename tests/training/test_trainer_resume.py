@@ -8,10 +8,9 @@ import sys
 import time
 
 import torch
-import yaml
 from safetensors.torch import load_file
 
-from gspdml.config import load_config
+from gspdml.config import dump_config, load_config
 
 
 def _start(config_path, run_dir, *extra):
@@ -27,7 +26,7 @@ def _weights(run_dir):
 def test_sigkill_then_resume_gives_identical_weights_and_log(tmp_path, make_config):
     config = make_config(schedule={"max_steps": 24}, evaluation={"every": 6, "patience": None})
     path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump(load_config(config)))
+    path.write_text(dump_config(load_config(config)))
 
     straight = tmp_path / "straight"
     proc = _start(path, straight)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gspdml.cli import main
-from gspdml.config import load_config
+from gspdml.config import dump_config, load_config
 from gspdml.data import build_data
 from gspdml.errors import ConfigError
 from gspdml.data.splits import fair_protocol_folds
@@ -44,7 +44,7 @@ def tiny_config(tmp_path, **dataset):
         "trainer": {"progress": False, "log_every": 1},
     }
     path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(dump_config(config))
     return path
 
 

@@ -4,10 +4,9 @@ demo and experiment tests exercise it with real runs)."""
 import json
 
 import pytest
-import yaml
 
 import gspdml.training
-from gspdml.config import load_config
+from gspdml.config import dump_config, load_config
 from gspdml.errors import ConfigError
 from gspdml.training.run_dir import CHECKPOINT_FILE
 from gspdml.workflows.runner import PlannedRun, existing_status, run_all, run_planned, seed_plan
@@ -22,7 +21,7 @@ def calls(monkeypatch):
     def fake_train(config, run_dir, resume=False, allow_changes=False):
         made.append((run_dir.name, resume, allow_changes))
         (run_dir / CHECKPOINT_FILE).parent.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+        (run_dir / "config.yaml").write_text(dump_config(config))
         (run_dir / CHECKPOINT_FILE).write_bytes(b"")
         results = {"steps": config["schedule"]["max_steps"], "seed": config["seed"]}
         (run_dir / "results.json").write_text(json.dumps(results))

@@ -12,6 +12,7 @@
     gspdml data fetch|verify ...                     # benchmark datasets (cli.data)
     gspdml bundle RUN_DIR --out DIR                  # portable model bundle (cli.bundle)
     gspdml doctor [--json]                           # versions, CPU/GPU, precision auto (cli.doctor)
+    gspdml list poolings|losses|backbones|datasets|presets [PATTERN]  # what a config can name (cli.listing)
 
 Only this package parses arguments; the domain modules below it take plain values.
 """
@@ -23,11 +24,11 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from gspdml.cli import bundle, cir, data, demo, doctor, pretrain, protocol, retrieval, train
+from gspdml.cli import bundle, cir, data, demo, doctor, listing, pretrain, protocol, retrieval, train
 from gspdml.errors import GspdmlError
 
 #: the command groups, in the order ``gspdml --help`` lists them; each has ``add_parser(subparsers)``
-GROUPS = (train, demo, pretrain, protocol, retrieval, cir, data, bundle, doctor)
+GROUPS = (train, demo, pretrain, protocol, retrieval, cir, data, bundle, doctor, listing)
 
 
 def build_parser() -> argparse.ArgumentParser:

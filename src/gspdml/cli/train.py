@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -37,7 +38,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return 2
     config = load_config(args.config, args.overrides)
     if args.no_progress:
-        config["trainer"]["progress"] = False
+        config = dataclasses.replace(config, trainer=dataclasses.replace(config.trainer, progress=False))
     try:
         results = train(config, args.run_dir, resume=args.resume, allow_changes=args.allow_changes)
     except TrainingInterrupted as stop:

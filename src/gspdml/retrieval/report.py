@@ -17,8 +17,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
-import yaml
 
+from gspdml.config import dump_config
 from gspdml.errors import DataError
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.retrieval.embedding import embed_source, require_some
@@ -225,7 +225,7 @@ Blue frame: query; violet: its pooling weights upsampled to the image (colour = 
 </div>
 {_skipped_section(embedded.skipped)}
 <h2>Config</h2>
-<pre>{esc(yaml.safe_dump(config, sort_keys=False))}</pre>
+<pre>{esc(dump_config(config))}</pre>
 <script>{SCRIPT}</script>
 </body></html>
 """, embedded.skipped

@@ -12,6 +12,8 @@ from typing import Any, Iterator, Mapping, Optional
 import torch
 from torch import nn
 
+from gspdml.config import OptimizerConfig
+
 #: embedder parts -> the lr_multipliers key that applies to them (the global projection is a head)
 EMBEDDER_PARTS = {"backbone": "backbone", "head": "head", "pooling": "pooling", "projection": "head"}
 
@@ -56,15 +58,14 @@ def _check_each_parameter_once(groups: list[dict[str, Any]], *modules: nn.Module
         raise ValueError(f"{len(missing)} trainable parameters are in no optimiser group")
 
 
-def build_optimizer(cfg: Mapping[str, Any], model: nn.Module, loss: nn.Module) -> torch.optim.Optimizer:
+def build_optimizer(cfg: OptimizerConfig, model: nn.Module, loss: nn.Module) -> torch.optim.Optimizer:
     """Adam, AdamW or SGD over :func:`parameter_groups` (``optimizer`` section of the config)."""
-    groups = parameter_groups(model, loss, cfg["lr_multipliers"], float(cfg["lr"]))
-    common = {"lr": float(cfg["lr"]), "weight_decay": float(cfg["weight_decay"])}
-    name = cfg["name"]
-    if name == "sgd":
-        return torch.optim.SGD(groups, momentum=float(cfg["momentum"]), **common)
-    cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
-    return cls(groups, betas=tuple(cfg["betas"]), eps=float(cfg["eps"]), **common)
+    groups = parameter_groups(model, loss, dict(cfg.lr_multipliers), cfg.lr)
+    common = {"lr": cfg.lr, "weight_decay": cfg.weight_decay}
+    if cfg.name == "sgd":
+        return torch.optim.SGD(groups, momentum=cfg.momentum, **common)
+    cls = torch.optim.AdamW if cfg.name == "adamw" else torch.optim.Adam
+    return cls(groups, betas=cfg.betas, eps=cfg.eps, **common)
 
 
 class PlateauSchedule:

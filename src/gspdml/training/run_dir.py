@@ -22,9 +22,10 @@ import hashlib
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
 from torch import nn
 
+from gspdml.config import RunConfig
+from gspdml.config.migration import read_run_config
 from gspdml.data import DataSplits, build_data
 from gspdml.errors import ConfigError, DataError
 from gspdml.models import Embedder, build_embedder
@@ -61,7 +62,7 @@ def load_embedder(path: Path, device="cpu") -> tuple[Embedder, dict[str, Any]]:
     return model.to(device).eval(), meta
 
 
-def load_run(run_dir: Path | str, weights: str = "final", device: str = "cpu") -> tuple[dict[str, Any], Embedder]:
+def load_run(run_dir: Path | str, weights: str = "final", device: str = "cpu") -> tuple[RunConfig, Embedder]:
     """The resolved config of a run and its embedder with the chosen weights loaded (eval mode).
 
     ``weights``: ``final`` (``model.safetensors``, written at the end of training: the best
@@ -76,7 +77,7 @@ def load_run(run_dir: Path | str, weights: str = "final", device: str = "cpu") -
     path = run_dir / WEIGHT_FILES[weights]
     if not path.is_file():
         raise ConfigError("weights", f"{path} does not exist (has the run finished? try weights='best')")
-    config = yaml.safe_load(config_path.read_text())
+    config = read_run_config(config_path)
     model, _ = load_embedder(path, device)
     uninitialised = [name for name, module in model.named_modules() if getattr(module, "is_initialised", True) is False]
     if uninitialised:

@@ -40,13 +40,13 @@ def run_demo(paths: Sequence[str], output_dir: Path, overrides: Iterable[str] = 
     earlier = _earlier_seconds(output_dir / "summary.json")
     configs = [load_config(path, [*overrides, f"output_dir={output_dir}"]) for path in demo_configs(paths)]
     for config in configs:  # pre-train missing backbone weights first: the time column is training only
-        resolve_recipe_weights(config["model"])
+        resolve_recipe_weights(config.model)
     for config in configs:
-        run = PlannedRun(config["name"], config, output_dir / config["name"])
+        run = PlannedRun(config.name, config, output_dir / config.name)
         outcome = run_planned(run, fresh=fresh, hint="pass --fresh to retrain it")
         reused = outcome.status == "done"
-        rows.append({"method": config["name"], "description": config["description"],
-                     "seconds": earlier.get(config["name"]) if reused else outcome.seconds, "reused": reused,
+        rows.append({"method": config.name, "description": config.description,
+                     "seconds": earlier.get(config.name) if reused else outcome.seconds, "reused": reused,
                      **outcome.results, "target_share": run_target_share(run.run_dir)})
     atomic_write_text(output_dir / "summary.json", json.dumps(rows, indent=2))
     print()
@@ -71,8 +71,8 @@ def run_target_share(run_dir: Path):
     from gspdml.training import load_run
 
     config, model = load_run(run_dir)
-    dataset = config["data"]["dataset"]
-    test = build_data(dataset, seed=int(config["seed"])).test
+    dataset = config.data.dataset
+    test = build_data(dataset, seed=config.seed).test
     if test is None:
         return None
     return target_tile_share(model, test.query, grid=int(dataset.get("grid", 2)))

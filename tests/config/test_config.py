@@ -65,7 +65,7 @@ def test_overrides_parse_yaml_values_and_reach_spec_options():
     assert config["optimizer"]["lr"] == 1e-5
     assert config["model"]["pooling"] == {"name": "gmp"}
     assert config["loss"]["neg_margin"] == 0.5
-    assert config["evaluation"]["recall_at"] == [1, 10]
+    assert config.evaluation.recall_at == (1, 10)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,71 @@
+"""The component specs of a run config, checked by their registries before any work.
+
+Each spec's name must be registered and its options must fit the component's constructor (types
+from its annotations, :mod:`gspdml.typecheck`). Poolings and losses are cheap to build: building
+them here turns their own value checks (e.g. GSP's ``mu`` in (0, 1]) into errors before any data
+is read or any model is built. The dataset spec is completed with the reader's defaults, so
+``gspdml config`` and a run's ``config.yaml`` show every option in force, and its ``root`` /
+``path`` are made absolute (a run is read back from anywhere).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+from pathlib import Path
+from typing import Any, Iterator
+
+from gspdml.config.schema import plain
+from gspdml.errors import ConfigError
+
+#: dataset options that name files or folders (stored absolute)
+PATH_OPTIONS = ("root", "path")
+
+
+def check_components(config: Any) -> None:
+    """Check the dataset, backbone, pooling and loss specs of a :class:`RunConfig`."""
+    # Imported here: the registries fill up as the packages are imported.
+    from gspdml.data import DATASETS
+    from gspdml.losses import build_loss, check_loss
+    from gspdml.models.backbones import BACKBONES
+    from gspdml.pooling import POOLINGS, build_pooling
+
+    DATASETS.check(config.data.dataset, "data.dataset")
+    BACKBONES.check(config.model.backbone, "model.backbone")
+    POOLINGS.check(config.model.pooling, "model.pooling")
+    check_loss(config.loss, "loss")
+    dim = config.model.embedding_dim or 8
+    with field_prefix("model.pooling"):
+        build_pooling(config.model.pooling, in_channels=dim)
+    with field_prefix("loss"):
+        build_loss(config.loss, "loss", embedding_dim=dim, num_classes=2)
+
+
+def resolved_dataset(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with the reader's defaults filled in and its paths made absolute (relative to the
+    working directory)."""
+    from gspdml.data import DATASETS
+
+    factory = DATASETS.get(spec["name"], "data.dataset")
+    hidden = {"seed", *getattr(factory, "supplied_by_caller", ())}  # every factory gets the run's seed
+    resolved = copy.deepcopy(spec)
+    for name, param in inspect.signature(factory).parameters.items():
+        if name not in resolved and name not in hidden and param.default is not inspect.Parameter.empty:
+            resolved[name] = plain(param.default)  # YAML form: tuples as lists
+    for key in PATH_OPTIONS:
+        if isinstance(resolved.get(key), str):
+            resolved[key] = str(Path(resolved[key]).expanduser().resolve())
+    return resolved
+
+
+@contextlib.contextmanager
+def field_prefix(prefix: str) -> Iterator[None]:
+    """Re-raise a component's own ConfigError with the config path in front of its field."""
+    try:
+        yield
+    except ConfigError as exc:
+        if exc.field.startswith(prefix):
+            raise
+        field = f"{prefix}.{exc.field}" if exc.field else prefix
+        raise ConfigError(field, str(exc).split(": ", 1)[-1] if exc.field else str(exc)) from None

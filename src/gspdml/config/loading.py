@@ -1,0 +1,170 @@
+"""Reading a run config: YAML files and presets, ``base`` includes, command-line overrides.
+
+The file (or the preset of that name shipped inside the package, :func:`preset_path`) is read
+with its ``base`` includes (a list of YAML files, relative to the including file, merged in
+order, then the file itself on top), merged over the schema's defaults, and the overrides
+``key.sub=value`` (values parsed as YAML) are applied. The result is a plain mapping that
+:func:`gspdml.config.load_config` checks against the schema.
+
+Component specs (``data.dataset``, ``model.backbone``, ``model.pooling``, ``loss``) are brought
+to the canonical ``{name: ..., **options}`` form so overrides can address their options
+(``model.pooling.mu=0.2``); in a file, a spec mapping without a name (``pooling: {mu: 0.2}``)
+updates the options of the spec it builds on.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Union
+
+import yaml
+
+from gspdml.errors import ConfigError
+from gspdml.registry import parse_spec
+
+#: fields whose value is a registry spec (free-form options below them)
+SPEC_FIELDS = ("data.dataset", "model.backbone", "model.pooling", "loss")
+
+Source = Union[str, Path, Mapping[str, Any]]
+
+#: the presets shipped with the package (``gspdml train demo-gsp`` works from any directory)
+PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
+
+#: preset folders that hold no run config: include fragments and pre-training recipes
+NOT_RUN_CONFIGS = ("base/", "pretrain/")
+
+
+def preset_names() -> list[str]:
+    """Every shipped run config, by the name ``load_config`` takes (``demo-gsp``,
+    ``losses/c2-cub``); include fragments and pre-training recipes are left out."""
+    names = (str(p.relative_to(PRESETS_DIR).with_suffix("")) for p in PRESETS_DIR.rglob("*.yaml"))
+    return sorted(n for n in names if not n.startswith(NOT_RUN_CONFIGS))
+
+
+def preset_path(source: Union[str, Path]) -> Path:
+    """The file a config source names: an existing file as given, else the shipped preset of that
+    name (with or without ``.yaml``)."""
+    path = Path(source)
+    if path.is_file():
+        return path
+    name = str(source)
+    preset = PRESETS_DIR / (name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
+    if preset.is_file():
+        return preset
+    raise ConfigError("", f"config file not found: {path.resolve()} (and no preset named {name!r}; "
+                          f"presets: {', '.join(preset_names())})")
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML that also reads ``1e-5`` as a float (YAML 1.1 wants ``1.0e-5``)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def parse_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)
+
+
+def read_config(source: Source, defaults: Mapping[str, Any], overrides: Iterable[str] = ()) -> dict[str, Any]:
+    """``source`` with its bases merged over ``defaults`` and ``overrides`` applied, specs canonical."""
+    config = merge(copy.deepcopy(dict(defaults)), _read_with_bases(source, seen=()))
+    for item in overrides:
+        _apply_override(config, item)
+    canonicalise_specs(config, partial=False)
+    return config
+
+
+def _read_with_bases(source: Source, seen: tuple[Path, ...]) -> dict[str, Any]:
+    if isinstance(source, Mapping):
+        data, here = copy.deepcopy(dict(source)), Path.cwd()
+    else:
+        path = preset_path(source).resolve()
+        if path in seen:
+            raise ConfigError("base", f"include cycle: {' -> '.join(map(str, (*seen, path)))}")
+        try:
+            data = parse_yaml(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError("", f"{path}: not valid YAML ({exc})") from None
+        if not isinstance(data, dict):
+            raise ConfigError("", f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+        here, seen = path.parent, (*seen, path)
+    bases = data.pop("base", None) or []
+    if isinstance(bases, (str, Path)):
+        bases = [bases]
+    canonicalise_specs(data, partial=True)
+    merged: dict[str, Any] = {}
+    for base in bases:
+        # relative to the including file; else a shipped preset (a user's config may build on one)
+        local = here / base
+        merged = merge(merged, _read_with_bases(local if local.is_file() else base, seen))
+    return merge(merged, data)
+
+
+def merge(into: dict[str, Any], update: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+    """Deep merge of mappings; a spec that names another component replaces the old one whole."""
+    for key, value in update.items():
+        field = f"{where}.{key}" if where else key
+        current = into.get(key)
+        renamed = field in SPEC_FIELDS and isinstance(current, Mapping) and isinstance(value, Mapping) \
+            and current.get("name") != value.get("name", current.get("name"))
+        if isinstance(current, dict) and isinstance(value, Mapping) and not renamed:
+            into[key] = merge(current, value, field)
+        else:
+            into[key] = copy.deepcopy(value)
+    return into
+
+
+def canonicalise_specs(config: dict[str, Any], *, partial: bool) -> None:
+    """Specs to ``{name: ..., **options}``; with ``partial``, a mapping without a name that is not
+    the ``{gsp: {options}}`` form is kept as an update of the options it will be merged into."""
+    for field in SPEC_FIELDS:
+        section, _, key = field.rpartition(".")
+        parent = config.get(section) if section else config
+        if not isinstance(parent, dict) or not isinstance(parent.get(key), (str, Mapping)):
+            continue
+        spec = parent[key]
+        if partial and isinstance(spec, Mapping) and "name" not in spec and not _named_form(spec):
+            continue
+        name, kwargs = parse_spec(spec, field)
+        parent[key] = {"name": name, **kwargs}
+
+
+def _named_form(spec: Mapping[str, Any]) -> bool:
+    """``{gsp: {mu: 0.2}}`` (or ``{gsp: null}``): one key whose value is a mapping of options."""
+    return len(spec) == 1 and all(v is None or isinstance(v, Mapping) for v in spec.values())
+
+
+def _apply_override(config: dict[str, Any], item: str) -> None:
+    if "=" not in item:
+        raise ConfigError("", f"override {item!r} is not of the form key.sub=value")
+    dotted, text = item.split("=", 1)
+    try:
+        value = parse_yaml(text)
+    except yaml.YAMLError:
+        value = text
+    parts = dotted.strip().split(".")
+    node: Any = config
+    for i, part in enumerate(parts[:-1]):
+        here = ".".join(parts[: i + 1])
+        if not isinstance(node, dict):
+            raise ConfigError(here, f"cannot set {dotted!r}: {here} is not a mapping")
+        if part not in node:
+            if not _inside_spec(here):
+                raise ConfigError(here, f"unknown key; allowed: {', '.join(node)}")
+            node[part] = {}
+        node = node[part]
+    if not isinstance(node, dict):
+        raise ConfigError(dotted, f"cannot set {dotted!r}: its parent is not a mapping")
+    if parts[-1] not in node and not _inside_spec(dotted):
+        raise ConfigError(dotted, f"unknown key; allowed: {', '.join(node)}")
+    node[parts[-1]] = value
+
+
+def _inside_spec(dotted: str) -> bool:
+    return any(dotted == f or dotted.startswith(f + ".") for f in SPEC_FIELDS)

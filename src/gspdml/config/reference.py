@@ -1,0 +1,75 @@
+"""``docs/configuration.md``, generated from the run schema (:mod:`gspdml.config.sections`).
+
+``python -m gspdml.config.reference > docs/configuration.md`` rewrites it; a test fails when the
+file and the schema disagree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from typing import Any
+
+from gspdml.config.schema import Section, describe_field, section_type
+from gspdml.config.sections import RunConfig
+
+HEADER = """# Run configuration
+
+Every key of a run config, with its type, default and meaning. A run config is one YAML file (or
+a preset: `gspdml list presets`); `base:` includes other files, and `gspdml train CONFIG key.sub=value`
+overrides any key. `gspdml config CONFIG` prints the resolved config. Component specs
+(`data.dataset`, `model.backbone`, `model.pooling`, `loss`) are `{name: ..., options}`; their
+options are the component's constructor arguments (`gspdml list datasets|backbones|poolings|losses`).
+
+This page is generated from `src/gspdml/config/sections.py` by
+`python -m gspdml.config.reference`; do not edit it by hand.
+"""
+
+
+def _default(field: dataclasses.Field) -> str:
+    if field.default is not dataclasses.MISSING:
+        value = field.default
+    elif field.default_factory is not dataclasses.MISSING:
+        value = field.default_factory()
+    else:
+        return "required"
+    if isinstance(value, Section):
+        return "(below)"
+    return "`" + json.dumps(_plain(value)) + "`"
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _rows(section: type[Section], where: str, out: list[str], nested: list[tuple[type[Section], str]]) -> None:
+    hints = typing.get_type_hints(section)
+    for field in dataclasses.fields(section):
+        key = f"{where}.{field.name}" if where else field.name
+        sub = section_type(hints[field.name])
+        if sub is not None:
+            nested.append((sub, key))
+            kind = "a section" + (" or null" if field.default is None else "")
+            out.append(f"| `{key}` | {kind} | {_default(field)} | {field.metadata['doc']} |")
+            continue
+        kind = describe_field(hints[field.name], field.metadata)
+        out.append(f"| `{key}` | {kind} | {_default(field)} | {field.metadata['doc']} |")
+
+
+def render() -> str:
+    lines = [HEADER]
+    queue: list[tuple[type[Section], str]] = [(RunConfig, "")]
+    while queue:
+        section, where = queue.pop(0)
+        nested: list[tuple[type[Section], str]] = []
+        lines += [f"## `{where}`" if where else "## top level", "",
+                  "| key | type | default | meaning |", "|---|---|---|---|"]
+        _rows(section, where, lines, nested)
+        lines.append("")
+        queue += nested
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render(), end="")

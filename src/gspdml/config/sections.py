@@ -1,0 +1,217 @@
+"""The run schema: one frozen section per block of a run config, each field with its type,
+default, range and meaning. This module is the single source of every default and every value
+check of a run (``docs/configuration.md`` is generated from it by
+:mod:`gspdml.config.reference`).
+
+A component spec (``data.dataset``, ``model.backbone``, ``model.pooling``, ``loss``) is a
+mapping ``{name: ..., **options}``; its options are typed by the component's constructor and
+checked by its registry (:mod:`gspdml.config.components`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal, Optional, Union
+
+import torch
+
+from gspdml.compat.hardware import PRECISIONS
+from gspdml.config.schema import REQUIRED, Section, join, option
+from gspdml.errors import ConfigError
+
+#: a component spec in canonical form: ``{"name": ..., **options}``
+Spec = dict[str, Any]
+
+
+def _require(condition: bool, field: str, message: str) -> None:
+    if not condition:
+        raise ConfigError(field, message)
+
+
+def _run_name(value: str, field: str) -> None:
+    _require(value != "" and "/" not in value, field, f"expected a non-empty name without '/', got {value!r}")
+
+
+def _device(value: str, field: str) -> None:
+    if value == "auto":
+        return
+    try:
+        torch.device(value)
+    except RuntimeError:
+        raise ConfigError(field, f"expected 'auto', 'cpu' or 'cuda[:i]', got {value!r}") from None
+
+
+def _selection_metric(value: str, field: str) -> None:
+    from gspdml.evaluation.selection import check_selection_metric
+
+    check_selection_metric(value, field)
+
+
+def _postprocess(value: Any, field: str) -> None:
+    from gspdml.evaluation.postprocess import parse_steps
+
+    parse_steps(value, field)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig(Section):
+    dataset: Spec = option({"name": "collage_digits"}, "the dataset reader and its options (gspdml list datasets)")
+    classes_per_batch: int = option(16, "classes in one training batch", minimum=1)
+    samples_per_class: int = option(4, "images of each class in one training batch", minimum=1)
+    halves: bool = option(False, "split each batch into two class-disjoint halves (XML, ZSR)")
+    replacement: bool = option(False, "draw a class's images with replacement when it has too few")
+    sampler: Literal["balanced", "random"] = option(
+        "balanced", "balanced: classes_per_batch x samples_per_class; random: as many random images",
+        noun="sampler")
+    num_workers: int = option(0, "data-loading processes (0: in the training process)", minimum=0)
+    eval_batch_size: int = option(256, "images per batch when embedding an evaluation split", minimum=1)
+    eval_transform: Optional[dict[str, Any]] = option(
+        None, "image file -> model input at evaluation and retrieval (null: the dataset's own; "
+              "a trained run records it)")
+
+    def check(self, where: str) -> None:
+        _require(not (self.sampler == "random" and self.halves), join(where, "halves"),
+                 "class-disjoint halves need the balanced sampler (data.sampler: balanced)")
+        _require(not self.halves or self.classes_per_batch % 2 == 0, join(where, "classes_per_batch"),
+                 "must be even when data.halves is true (two class-disjoint halves), "
+                 f"got {self.classes_per_batch}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig(Section):
+    backbone: Spec = option({"name": "small_cnn"}, "the feature extractor and its options (gspdml list backbones)")
+    embedding_dim: Optional[int] = option(128, "size of the embedding (null: the pooled channels)", minimum=1)
+    head: Optional[Literal["local", "global"]] = option(
+        None, "where the head goes: local (1x1 conv before pooling), global (linear after it), "
+              "null (the pooling's own placement)", noun="head position")
+    head_bias: bool = option(True, "whether the head has a bias")
+    pooling: Spec = option({"name": "gap"}, "the pooling and its options (gspdml list poolings)")
+    pooled_norm: Optional[Literal["layer_norm"]] = option(None, "a normalisation of the pooled vector",
+                                                          noun="pooled_norm")
+    normalize: Union[bool, Literal["clip"]] = option(
+        True, "L2-normalise the embedding (clip: v / max(1, ||v||), CCP's unit ball)")
+    cache_backbone_features: bool = option(
+        False, "compute each image's backbone map once (frozen backbones only)")
+
+    def check(self, where: str) -> None:
+        from gspdml.models.feature_cache import FROZEN_ONLY
+
+        _require(not self.cache_backbone_features or self.backbone.get("frozen") is True,
+                 join(where, "cache_backbone_features"), FROZEN_ONLY)
+
+
+@dataclasses.dataclass(frozen=True)
+class LrMultipliers(Section):
+    backbone: float = option(1.0, "learning-rate factor of the backbone", minimum=0)
+    head: float = option(1.0, "learning-rate factor of the head", minimum=0)
+    pooling: float = option(1.0, "learning-rate factor of the pooling (losses declare their own)",
+                            minimum=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig(Section):
+    name: Literal["adam", "adamw", "sgd"] = option("adam", "the optimiser", noun="optimizer")
+    lr: float = option(1.0e-3, "base learning rate", minimum=0, exclusive=True)
+    weight_decay: float = option(1.0e-4, "L2 penalty (decoupled for adamw)", minimum=0)
+    betas: tuple[float, float] = option((0.9, 0.99), "Adam's moment decays", minimum=0, below=1)
+    momentum: float = option(0.9, "SGD's momentum", minimum=0, below=1)
+    eps: float = option(1.0e-8, "Adam's denominator term", minimum=0, exclusive=True)
+    lr_multipliers: LrMultipliers = option(LrMultipliers, "learning-rate factors per parameter group")
+    grad_clip_norm: Optional[float] = option(None, "clip the gradients' global norm to this",
+                                             minimum=0, exclusive=True)
+    grad_clip_value: Optional[float] = option(None, "clip each gradient entry to this",
+                                              minimum=0, exclusive=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plateau(Section):
+    factor: float = option(0.5, "learning-rate factor at a plateau", minimum=0, exclusive=True, below=1)
+    patience: int = option(4, "validation rounds without improvement before a drop", minimum=1)
+    min_lr: float = option(1.0e-6, "the learning rate does not drop below this", minimum=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepDecay(Section):
+    factor: float = option(REQUIRED, "learning-rate factor at each drop", minimum=0, exclusive=True)
+    every: Optional[int] = option(None, "drop every this many steps", minimum=1)
+    milestones: Optional[tuple[int, ...]] = option(None, "drop at these steps", minimum=1)
+
+    def check(self, where: str) -> None:
+        _require((self.every is None) != (self.milestones is None), where,
+                 "expected {every: steps, factor: number} or {milestones: [steps], factor: number}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in super().to_dict().items() if v is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleConfig(Section):
+    max_steps: int = option(2000, "training steps", minimum=1)
+    warmup_steps: int = option(0, "steps with the backbone frozen at the start", minimum=0)
+    plateau: Optional[Plateau] = option(None, "reduce the learning rate on a validation plateau")
+    step_decay: Optional[StepDecay] = option(None, "reduce the learning rate at fixed steps")
+
+    def check(self, where: str) -> None:
+        _require(self.plateau is None or self.step_decay is None, join(where, "step_decay"),
+                 "use either schedule.plateau or schedule.step_decay, not both")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationConfig(Section):
+    every: int = option(100, "steps between validation rounds", minimum=1)
+    split: Literal["val", "test"] = option("val", "the split validation rounds use", noun="split")
+    metric: str = option("map_at_r", "the selection metric", check=_selection_metric)
+    patience: Optional[int] = option(15, "rounds without improvement before early stopping "
+                                         "(null: never)", minimum=1)
+    restore_best: bool = option(True, "end with the weights of the best round")
+    recall_at: tuple[int, ...] = option((1, 2, 4, 8), "the K of Recall@K", minimum=1)
+    postprocess: tuple[Union[str, dict[str, Any]], ...] = option(
+        (), "post-processing steps (pca_whiten, dba, qe, k_reciprocal), reported as postprocessed_*",
+        check=_postprocess)
+    select_postprocessed: bool = option(False, "select by evaluation.metric after post-processing")
+
+    def check(self, where: str) -> None:
+        from gspdml.evaluation.selection import SELECTION_METRICS, needs_clustering
+
+        field = join(where, "select_postprocessed")
+        if not self.select_postprocessed:
+            return
+        _require(bool(self.postprocess), field, "true needs post-processing steps in evaluation.postprocess "
+                                                "(it selects by the post-processed metric)")
+        plain_metrics = ", ".join(m for m in SELECTION_METRICS if not needs_clustering(m))
+        _require(not needs_clustering(self.metric), field,
+                 f"{self.metric} clusters the plain embeddings, post-processing has no clustering; "
+                 f"select post-processed rounds by one of {plain_metrics}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerConfig(Section):
+    precision: Literal[PRECISIONS] = option(  # type: ignore[valid-type]
+        "auto", "auto: bf16 where the hardware has it, else fp32 (gspdml doctor)", noun="precision")
+    device: str = option("auto", "auto (the GPU when there is one), cpu, cuda[:i]", check=_device)
+    log_every: int = option(10, "steps between training-loss lines in metrics.jsonl", minimum=1)
+    progress: bool = option(True, "show a progress bar")
+    distributed: Literal["auto", "off"] = option(
+        "auto", "auto: data-parallel when launched by torchrun", noun="value")
+    keep_freed_memory: bool = option(True, "keep freed host memory mapped (faster steps on CPU)")
+    checkpoint_every: Optional[int] = option(None, "steps between checkpoints besides every round",
+                                             minimum=1)
+    tensorboard: Union[Literal["auto"], bool] = option(
+        "auto", "auto: when the tensorboard package is installed")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig(Section):
+    """One run, completely (see :mod:`gspdml.config`)."""
+
+    name: str = option("run", "the run's name (its folder under output_dir)", check=_run_name)
+    description: str = option("", "free text")
+    output_dir: str = option("runs", "where run folders go")
+    seed: int = option(0, "seed of everything random in the run", minimum=0)
+    data: DataConfig = option(DataConfig, "data: reader, batches, evaluation transform")
+    model: ModelConfig = option(ModelConfig, "the embedder")
+    loss: Union[Spec, list] = option({"name": "c2"}, "the loss and its options (gspdml list losses)")
+    optimizer: OptimizerConfig = option(OptimizerConfig, "optimiser and parameter groups")
+    schedule: ScheduleConfig = option(ScheduleConfig, "steps and learning-rate schedule")
+    evaluation: EvaluationConfig = option(EvaluationConfig, "validation rounds and model selection")
+    trainer: TrainerConfig = option(TrainerConfig, "precision, device, logging, checkpoints")
