@@ -81,7 +81,7 @@ def train_fresh(cfg: dict[str, Any], out: Path):
     :class:`~gspdml.training.Trainer` with its trained model."""
     from gspdml.training import Trainer
 
-    run_dir = out / cfg["name"]
+    run_dir = out / cfg.name
     shutil.rmtree(run_dir, ignore_errors=True)
     trainer = Trainer(cfg, run_dir)
     trainer.fit()
@@ -123,7 +123,7 @@ def train_seeds(cfg: Mapping[str, Any], seeds: Sequence[int], out: Path, reuse: 
     from gspdml.workflows.runner import run_planned, seed_plan
 
     results = []
-    for run in seed_plan(dict(cfg), seeds, lambda seed: out / cfg["name"] / f"seed{seed}", name=lambda seed: f"seed{seed}"):
+    for run in seed_plan(cfg, seeds, lambda seed: out / cfg.name / f"seed{seed}", name=lambda seed: f"seed{seed}"):
         record = run.run_dir / "experiment.json"
         start = time.perf_counter()
         try:
@@ -134,8 +134,8 @@ def train_seeds(cfg: Mapping[str, Any], seeds: Sequence[int], out: Path, reuse: 
             result = outcome.results if measure is None else {**outcome.results, **measure(run.run_dir)}
         except TrainingError as error:
             result = {"failed": str(error).split(";")[0]}
-            print(f"{cfg['name']} seed {run.config['seed']}: {result['failed']}", flush=True)
-        results.append({**result, "seed": run.config["seed"], "seconds": time.perf_counter() - start, "run_dir": str(run.run_dir)})
+            print(f"{cfg.name} seed {run.config.seed}: {result['failed']}", flush=True)
+        results.append({**result, "seed": run.config.seed, "seconds": time.perf_counter() - start, "run_dir": str(run.run_dir)})
         write_json(record, results[-1])
     return results
 

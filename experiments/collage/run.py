@@ -50,7 +50,7 @@ def weight_maps(out: Path, regime: str, methods, columns: int = 5) -> Path:
     rows = []
     for method in (m for m in methods if m.startswith("gsp")):
         cfg, model = load_run(out / f"{regime}-{method}" / "seed0")
-        data = build_data(cfg["data"]["dataset"], seed=int(cfg["seed"]))
+        data = build_data(cfg.data.dataset, seed=int(cfg.seed))
         for split, items in (("train", data.train), ("test", data.test.query)):
             indices = np.random.default_rng(0).choice(len(items), size=columns, replace=False).tolist()
             rows.append((f"{method} {split}", items, indices, common.pooling_weights(model, items, indices)))

@@ -83,7 +83,7 @@ def geometry(results) -> dict:
         if "test" not in result:
             continue
         cfg, model = load_run(result["run_dir"])
-        test = build_data(cfg["data"]["dataset"], seed=int(cfg["seed"])).test.query
+        test = build_data(cfg.data.dataset, seed=int(cfg.seed)).test.query
         for key, value in zip(GEOMETRY, alignment_uniformity(*embed(model, test))):
             values[key].append(value)
     return values

@@ -38,6 +38,7 @@ only the proxy speed. A row whose config equals a sweep point (the full model is
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -168,7 +169,7 @@ def ablation_config(row: str, smoke: bool = False, optimiser: str = "paper", reg
                           optimiser=optimiser, regime=regime)
     for temperature in SWEEP_TEMPERATURES:
         twin = sweep_config(temperature, smoke, optimiser, regime)
-        if {**cfg, "name": twin["name"]} == twin:
+        if dataclasses.replace(cfg, name=twin.name) == twin:
             return twin
     return cfg
 
@@ -195,19 +196,19 @@ class Trainings:
         self.seeds, self.out, self.reuse, self.done = seeds, out, reuse, {}
 
     def __call__(self, cfg: dict) -> dict:
-        if cfg["name"] not in self.done:
+        if cfg.name not in self.done:
             runs = common.train_seeds(cfg, self.seeds, self.out, reuse=self.reuse, measure=validation_gain)
-            self.done[cfg["name"]] = summarize(runs)
-            print(f"{cfg['name']:10s} R@1 {common.cell(self.done[cfg['name']], 'recall_at_1')}  "
-                  f"MAP@R {common.cell(self.done[cfg['name']], 'map_at_r')}  ({self.done[cfg['name']]['seconds']:.0f} s)", flush=True)
-        return self.done[cfg["name"]]
+            self.done[cfg.name] = summarize(runs)
+            print(f"{cfg.name:10s} R@1 {common.cell(self.done[cfg.name], 'recall_at_1')}  "
+                  f"MAP@R {common.cell(self.done[cfg.name], 'map_at_r')}  ({self.done[cfg.name]['seconds']:.0f} s)", flush=True)
+        return self.done[cfg.name]
 
 
 def regime_plan(cfg: dict, seeds) -> dict:
-    return {"seeds": list(seeds), "max_steps": cfg["schedule"]["max_steps"], "eval_every": cfg["evaluation"]["every"],
-            "patience": cfg["evaluation"]["patience"], "optimizer": {k: cfg["optimizer"][k] for k in ("lr", "eps", "weight_decay")},
-            "lr_multiplier": cfg["loss"]["lr_multiplier"],
-            "backbone": {"frozen": cfg["model"]["backbone"]["frozen"], "lr_multiplier": cfg["optimizer"]["lr_multipliers"]["backbone"]}}
+    return {"seeds": list(seeds), "max_steps": cfg.schedule.max_steps, "eval_every": cfg.evaluation.every,
+            "patience": cfg.evaluation.patience, "optimizer": {k: cfg.optimizer[k] for k in ("lr", "eps", "weight_decay")},
+            "lr_multiplier": cfg.loss["lr_multiplier"],
+            "backbone": {"frozen": cfg.model.backbone["frozen"], "lr_multiplier": cfg.optimizer.lr_multipliers.backbone}}
 
 
 def sweep_plot_name(optimiser: str, regime: str = "frozen") -> str:

@@ -176,18 +176,18 @@ def train_and_measure(config: dict, out: Path, repeats: int) -> dict[str, tuple[
     """Train ``config`` into ``out/<name>``; the study's metrics and class histograms of the
     selected model (best validation round: its weights and its loss state) and of the last one
     (where training ended, from the last checkpoint)."""
-    run_dir = out / config["name"]
+    run_dir = out / config.name
     shutil.rmtree(run_dir, ignore_errors=True)
     trainer, keeper = Trainer(config, run_dir), BestLossState()
     trainer.callbacks.append(keeper)
     trainer.fit()  # restores the best round's model weights
     trainer.loss.load_state_dict(keeper.state)
-    selected = measure(trainer, config["seed"], repeats)
+    selected = measure(trainer, config.seed, repeats)
     selected[0].update(steps=trainer.step, best_step=trainer.best_step)
     last_state, _ = load_state(trainer.checkpoint_path)
     trainer.model.load_state_dict(last_state["model"])
     trainer.loss.load_state_dict(last_state["loss"])
-    last = measure(trainer, config["seed"], repeats)
+    last = measure(trainer, config.seed, repeats)
     last[0].update(steps=trainer.step, best_step=trainer.step)
     return {"selected": selected, "last": last}
 

@@ -1,6 +1,7 @@
 """experiments/gsp_mu_sweep (GSP paper §5.2.3, Fig. 6): every μ is demo-gsp with only μ changed; the
 two verdict rules on hand-made summaries; the smoke run's table, wiring and μ = 1 = GAP."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -26,10 +27,9 @@ def sweep(*per_mu):
 def test_a_variant_is_demo_gsp_with_only_mu_changed():
     base = load_config("demo-gsp")
     cfg = mu_sweep.variant_config("demo-gsp", "mu=0.5", ["model.pooling.mu=0.5"], smoke=False)
-    assert cfg["name"] == "mu0.5" and cfg["model"]["pooling"]["mu"] == 0.5
-    cfg["model"]["pooling"]["mu"], cfg["name"] = base["model"]["pooling"]["mu"], base["name"]
-    cfg["trainer"]["progress"] = base["trainer"]["progress"]
-    assert cfg == base
+    assert cfg.name == "mu0.5" and cfg.model.pooling["mu"] == 0.5
+    model = dataclasses.replace(cfg.model, pooling={**cfg.model.pooling, "mu": base.model.pooling["mu"]})
+    assert dataclasses.replace(cfg, name=base.name, model=model, trainer=base.trainer) == base
 
 
 def test_low_mu_rule_compares_the_spread_with_the_seed_std():

@@ -16,7 +16,7 @@ from functools import reduce
 
 import pytest
 
-from gspdml.config import load_config, preset_names
+from gspdml.config import RunConfig, load_config, preset_names
 from gspdml.losses import build_loss
 from gspdml.models.embedder import head_position
 
@@ -193,7 +193,7 @@ def dataset_key(name: str) -> str:
     return ""
 
 
-def resolve(config: dict, name: str, key: str):
+def resolve(config: RunConfig, name: str, key: str):
     if key == "head":
         return head_position(config["model"])
     if key == "batch":
@@ -201,7 +201,7 @@ def resolve(config: dict, name: str, key: str):
     if key.startswith("loss:"):
         return loss_value(build_loss(config["loss"], "loss", embedding_dim=config["model"]["embedding_dim"] or 8,
                                      num_classes=10), key[5:], name)
-    return reduce(lambda node, part: node[part], key.split("."), config)
+    return reduce(lambda node, part: node[part], key.split("."), config.to_dict())
 
 
 def loss_value(loss, path: str, name: str):

@@ -2,7 +2,6 @@
 uninitialised GSP, a changed config on resume, pair losses without pairs; and what a run tells
 and keeps (Ctrl-C checkpoint, periodic checkpoints, TensorBoard read back by its own reader)."""
 
-import copy
 import json
 import os
 import signal
@@ -86,10 +85,10 @@ def test_a_key_the_saved_run_predates_is_no_difference_at_its_default(make_confi
     asking for that option's default; asking for another value is a difference, and so is a key
     the new config lacks."""
     new = load_config(make_config())
-    saved = copy.deepcopy(new)
+    saved = new.to_dict()
     del saved["evaluation"]["select_postprocessed"]
     assert config_differences(saved, new) == {}
-    other = copy.deepcopy(new)
+    other = new.to_dict()
     other["evaluation"]["select_postprocessed"] = True
     assert config_differences(saved, other) == {"evaluation.select_postprocessed": ("<absent>", True)}
     assert config_differences(new, saved) == {"evaluation.select_postprocessed": (False, "<absent>")}

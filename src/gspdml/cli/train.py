@@ -55,18 +55,18 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from gspdml.training import load_run
 
     config, model = load_run(args.run_dir, weights=args.weights)
-    data = build_data(config["data"]["dataset"], seed=int(config["seed"]))
+    data = build_data(config.data.dataset, seed=int(config.seed))
     split = getattr(data, args.split)
     if split is None:
-        raise GspdmlError(f"dataset {config['data']['dataset']['name']!r} has no {args.split} split")
-    metrics = evaluate_split(model, split, batch_size=config["data"]["eval_batch_size"], recall_at=config["evaluation"]["recall_at"],
+        raise GspdmlError(f"dataset {config.data.dataset['name']!r} has no {args.split} split")
+    metrics = evaluate_split(model, split, batch_size=config.data.eval_batch_size, recall_at=config.evaluation.recall_at,
                              progress=not args.no_progress)
-    if config["evaluation"]["postprocess"]:
+    if config.evaluation.postprocess:
         from gspdml.evaluation.postprocess import postprocessed_split_metrics
 
         metrics["postprocessed"] = postprocessed_split_metrics(
-            model, data, split, config["evaluation"]["postprocess"],
-            batch_size=config["data"]["eval_batch_size"], recall_at=config["evaluation"]["recall_at"])
+            model, data, split, config.evaluation.postprocess,
+            batch_size=config.data.eval_batch_size, recall_at=config.evaluation.recall_at)
     print(json.dumps({"run": str(args.run_dir), "split": args.split, "weights": args.weights, **metrics}, indent=2))
     return 0
 

@@ -23,16 +23,17 @@ import yaml
 from gspdml.config.components import check_components, resolved_dataset
 from gspdml.config.loading import (PRESETS_DIR, SPEC_FIELDS, Source, parse_yaml, preset_names, preset_path,
                                    read_config)
-from gspdml.config.sections import (DataConfig, EvaluationConfig, ModelConfig, OptimizerConfig, RunConfig,
-                                    ScheduleConfig, TrainerConfig)
+from gspdml.config.schema import plain
+from gspdml.config.sections import (DataConfig, EvaluationConfig, LrMultipliers, ModelConfig, OptimizerConfig,
+                                    Plateau, RunConfig, ScheduleConfig, StepDecay, TrainerConfig)
 from gspdml.version import __version__
 
 #: the defaults of every field, in the YAML form (derived from the schema)
 DEFAULTS: dict[str, Any] = RunConfig().to_dict()
 
 __all__ = [
-    "DEFAULTS", "PRESETS_DIR", "SPEC_FIELDS", "DataConfig", "EvaluationConfig", "ModelConfig",
-    "OptimizerConfig", "RunConfig", "ScheduleConfig", "Source", "TrainerConfig", "dump_config",
+    "DEFAULTS", "PRESETS_DIR", "SPEC_FIELDS", "DataConfig", "EvaluationConfig", "LrMultipliers", "ModelConfig",
+    "OptimizerConfig", "Plateau", "RunConfig", "ScheduleConfig", "Source", "StepDecay", "TrainerConfig", "dump_config",
     "load_config", "parse_yaml", "preset_names", "preset_path", "validated",
 ]
 
@@ -45,12 +46,11 @@ def load_config(source: Source, overrides: Iterable[str] = ()) -> RunConfig:
 def validated(config: RunConfig | Mapping[str, Any]) -> RunConfig:
     """``config`` checked again from scratch (one built with ``dataclasses.replace``, or a plain
     mapping in the YAML form)."""
-    plain = config.to_dict() if isinstance(config, RunConfig) else config
-    return _checked(read_config(plain, DEFAULTS))
+    return _checked(read_config(plain(config), DEFAULTS))
 
 
-def _checked(plain: Mapping[str, Any]) -> RunConfig:
-    config = RunConfig.from_mapping(plain, "")
+def _checked(values: Mapping[str, Any]) -> RunConfig:
+    config = RunConfig.from_mapping(values, "")
     check_components(config)
     data = dataclasses.replace(config.data, dataset=resolved_dataset(config.data.dataset))
     return dataclasses.replace(config, data=data)
@@ -58,5 +58,4 @@ def _checked(plain: Mapping[str, Any]) -> RunConfig:
 
 def dump_config(config: RunConfig | Mapping[str, Any]) -> str:
     """The YAML of a run config, under a header naming the release that wrote it."""
-    plain = config.to_dict() if isinstance(config, RunConfig) else dict(config)
-    return f"# gspdml {__version__} run config\n" + yaml.safe_dump(plain, sort_keys=False)
+    return f"# gspdml {__version__} run config\n" + yaml.safe_dump(plain(config), sort_keys=False)

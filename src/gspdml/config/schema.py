@@ -102,11 +102,12 @@ class Section(Mapping):
 
 
 def plain(value: Any) -> Any:
+    """``value`` in the YAML form: sections as mappings, tuples as lists, at any depth."""
     if isinstance(value, Section):
         return value.to_dict()
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {k: plain(v) for k, v in value.items()}
     return value
 

@@ -38,16 +38,16 @@ row (:mod:`gspdml.workflows.tables`).
 
 from __future__ import annotations
 
-import copy
 import inspect
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
+from gspdml.config import RunConfig, StepDecay
 from gspdml.errors import ConfigError
 from gspdml.data.splits import FAIR_FOLDS, TUNING_FOLDS, ClassFold, fair_protocol_folds, tuning_protocol_folds
 from gspdml.evaluation.aggregate import TABLE_METRICS, fair_protocol_results
@@ -76,7 +76,7 @@ class ProtocolRun(PlannedRun):
     seed: int
 
 
-def plan_protocol(config: dict, protocol: str, seeds: Sequence[int], root: Path) -> tuple[list[ProtocolRun], list[ClassFold]]:
+def plan_protocol(config: RunConfig, protocol: str, seeds: Sequence[int], root: Path) -> tuple[list[ProtocolRun], list[ClassFold]]:
     """Every model of ``protocol`` with the config it trains on, and the protocol's class folds
     (none for ``conventional``). Builds the dataset once to read its training class ids."""
     if protocol not in COLUMNS:
@@ -95,7 +95,7 @@ def plan_protocol(config: dict, protocol: str, seeds: Sequence[int], root: Path)
     return runs, folds
 
 
-def run_protocol(config: dict, protocol: str = "fair", *, seeds: Sequence[int] = (0, 1, 2), output_dir=None) -> dict:
+def run_protocol(config: RunConfig, protocol: str = "fair", *, seeds: Sequence[int] = (0, 1, 2), output_dir=None) -> dict:
     """Train (or resume, or skip) every model of ``protocol`` and aggregate; see the module doc.
 
     Args:
@@ -107,7 +107,7 @@ def run_protocol(config: dict, protocol: str = "fair", *, seeds: Sequence[int] =
     Returns the content of ``<root>/protocol.json`` plus ``runs``: {run name: "trained" |
     "resumed" | "done"} (what this call did with each model).
     """
-    root = Path(output_dir) if output_dir is not None else Path(config["output_dir"]) / config["name"]
+    root = Path(output_dir) if output_dir is not None else Path(config.output_dir) / config.name
     if protocol == "two_stage":
         runs, folds, status = _run_two_stage(config, seeds, root)
     else:
@@ -118,13 +118,13 @@ def run_protocol(config: dict, protocol: str = "fair", *, seeds: Sequence[int] =
     elif protocol == "tuning":
         result = _tuning_summary(runs)
     else:
-        result = _conventional_summary(runs, config["evaluation"]["metric"])
+        result = _conventional_summary(runs, config.evaluation.metric)
         if protocol == "two_stage":
             result["stages"] = {run.name: json.loads((run.run_dir.parent / run.name.replace("trainval", "train")
                                                       / RESULTS_FILE).read_text()) for run in runs}
-    write_results_table({config["name"]: result}, root / "results", columns=COLUMNS[protocol])
+    write_results_table({config.name: result}, root / "results", columns=COLUMNS[protocol])
     payload = {
-        "protocol": protocol, "name": config["name"], "seeds": [int(s) for s in seeds],
+        "protocol": protocol, "name": config.name, "seeds": [int(s) for s in seeds],
         "folds": [{"fold": f.index, "train_classes": len(f.train_classes), "val_classes": f.val_classes.tolist()} for f in folds],
         **result,
     }
@@ -133,68 +133,56 @@ def run_protocol(config: dict, protocol: str = "fair", *, seeds: Sequence[int] =
 
 
 # ---------------------------------------------------------------------------------- run configs
-def _dataset_options(config: dict) -> set:
+def _dataset_options(config: RunConfig) -> set:
     from gspdml.data import DATASETS
 
-    return set(inspect.signature(DATASETS.get(config["data"]["dataset"]["name"], "data.dataset.name")).parameters)
+    return set(inspect.signature(DATASETS.get(config.data.dataset["name"], "data.dataset.name")).parameters)
 
 
-def _fold_config(config: dict, protocol: str, fold: int, num_folds: int, seed: int) -> dict:
-    name = config["data"]["dataset"]["name"]
+def _fold_config(config: RunConfig, protocol: str, fold: int, num_folds: int, seed: int) -> RunConfig:
+    name = config.data.dataset["name"]
     if "val_fold" not in _dataset_options(config):
         raise ConfigError("data.dataset.name", f"dataset {name!r} has no val_fold option, so the {protocol} protocol "
                                                "cannot carve validation folds off its training classes")
-    run = copy.deepcopy(config)
-    run["name"], run["seed"] = f"{config['name']}-fold{fold}-seed{seed}", seed
-    spec = run["data"]["dataset"]
-    for option in ("val_classes", "val_fraction"):
-        spec.pop(option, None)
+    spec = {k: v for k, v in config.data.dataset.items() if k not in ("val_classes", "val_fraction")}
     spec.update(val_fold=fold, num_folds=num_folds)
-    run["evaluation"]["split"] = "val"
-    if protocol == "tuning" and name in TUNING_PATIENCE:
-        run["evaluation"]["patience"] = TUNING_PATIENCE[name]
-    return run
+    patience = TUNING_PATIENCE.get(name, config.evaluation.patience) if protocol == "tuning" else config.evaluation.patience
+    return replace(config, name=f"{config.name}-fold{fold}-seed{seed}", seed=seed,
+                   data=replace(config.data, dataset=spec),
+                   evaluation=replace(config.evaluation, split="val", patience=patience))
 
 
-def _conventional_config(config: dict, seed: int) -> dict:
-    run = copy.deepcopy(config)
-    run["name"], run["seed"] = f"{config['name']}-seed{seed}", seed
-    spec = run["data"]["dataset"]
-    for option in ("val_fold", "val_classes"):
-        spec.pop(option, None)
+def _conventional_config(config: RunConfig, seed: int) -> RunConfig:
+    spec = {k: v for k, v in config.data.dataset.items() if k not in ("val_fold", "val_classes")}
     if "val_fraction" in _dataset_options(config):
         spec["val_fraction"] = 0.0
-    run["evaluation"]["split"] = "test"
-    return run
+    return replace(config, name=f"{config.name}-seed{seed}", seed=seed, data=replace(config.data, dataset=spec),
+                   evaluation=replace(config.evaluation, split="test"))
 
 
-def _train_stage_config(config: dict, seed: int) -> dict:
+def _train_stage_config(config: RunConfig, seed: int) -> RunConfig:
     """Stage 1 of ``two_stage``: the first half of the training classes, validated on the second."""
-    if not config["schedule"]["plateau"]:
+    if not config.schedule.plateau:
         raise ConfigError("schedule.plateau", "the two_stage protocol records the plateau drops of its first stage; "
                                               "set schedule.plateau (ProxyNCA++: {factor: 0.1, patience: 4})")
-    run = _fold_config(config, "two_stage", 0, 2, seed)
-    run["name"] = f"{config['name']}-train-seed{seed}"
-    return run
+    return replace(_fold_config(config, "two_stage", 0, 2, seed), name=f"{config.name}-train-seed{seed}")
 
 
-def _trainval_stage_config(config: dict, seed: int, stage1: dict, ratio: float) -> dict:
+def _trainval_stage_config(config: RunConfig, seed: int, stage1: dict, ratio: float) -> RunConfig:
     """Stage 2 of ``two_stage``: all training classes, the stage-1 drops as milestones and the
     stage-1 best step as the length, both scaled by ``ratio`` (training images of stage 2 over
     stage 1, so that epochs line up), no selection (the last weights are the model)."""
     run = _conventional_config(config, seed)
-    run["name"] = f"{config['name']}-trainval-seed{seed}"
-    factor = float(config["schedule"]["plateau"].get("factor", 0.5))
     length = max(round(int(stage1["best_step"]) * ratio), 1)
     drops = [round(int(s) * ratio) for s in stage1["lr_drop_steps"]]
     drops = [s for s in drops if 1 <= s < length]
-    run["schedule"].update(plateau=None, max_steps=length,
-                           step_decay={"milestones": drops, "factor": factor} if drops else None)
-    run["evaluation"].update(patience=None, restore_best=False)
-    return run
+    decay = StepDecay(factor=config.schedule.plateau.factor, milestones=tuple(drops)) if drops else None
+    return replace(run, name=f"{config.name}-trainval-seed{seed}",
+                   schedule=replace(run.schedule, plateau=None, max_steps=length, step_decay=decay),
+                   evaluation=replace(run.evaluation, patience=None, restore_best=False))
 
 
-def _run_two_stage(config: dict, seeds: Sequence[int], root: Path) -> tuple[list[ProtocolRun], list, dict]:
+def _run_two_stage(config: RunConfig, seeds: Sequence[int], root: Path) -> tuple[list[ProtocolRun], list, dict]:
     first, _ = plan_protocol(config, "two_stage", seeds, root)
     status, second = {}, []
     for run in first:
@@ -207,18 +195,18 @@ def _run_two_stage(config: dict, seeds: Sequence[int], root: Path) -> tuple[list
     return second, [], status
 
 
-def _train_size(config: dict) -> int:
+def _train_size(config: RunConfig) -> int:
     from gspdml.data import build_data
 
-    return len(build_data(config["data"]["dataset"], seed=int(config["seed"])).train)
+    return len(build_data(config.data.dataset, seed=config.seed).train)
 
 
-def _training_classes(config: dict, protocol: str, num_folds: int) -> np.ndarray:
+def _training_classes(config: RunConfig, protocol: str, num_folds: int) -> np.ndarray:
     """All training class ids: those of fold 0's training and validation splits together."""
     from gspdml.data import build_data
 
-    spec = _fold_config(config, protocol, 0, num_folds, int(config["seed"]))["data"]["dataset"]
-    data = build_data(spec, seed=int(config["seed"]))
+    spec = _fold_config(config, protocol, 0, num_folds, config.seed).data.dataset
+    data = build_data(spec, seed=config.seed)
     parts = [data.train] + ([data.val.query] if data.val is not None else [])
     ids = [getattr(part, "classes", None) for part in parts]
     if any(i is None for i in ids):
@@ -239,13 +227,13 @@ def _load(run: ProtocolRun):
     from gspdml.training import load_run
     from gspdml.models.inference import resolve_device
 
-    device = resolve_device(run.config["trainer"]["device"])
+    device = resolve_device(run.config.trainer.device)
     config, model = load_run(run.run_dir, device=str(device))
-    return config, model, build_data(config["data"]["dataset"], seed=int(config["seed"])), device
+    return config, model, build_data(config.data.dataset, seed=config.seed), device
 
 
 def _embedding_kwargs(config: dict, device) -> dict:
-    return {"batch_size": config["data"]["eval_batch_size"], "device": device, "precision": config["trainer"]["precision"]}
+    return {"batch_size": config.data.eval_batch_size, "device": device, "precision": config.trainer.precision}
 
 
 def _test_embeddings(run: ProtocolRun) -> tuple:
@@ -282,7 +270,7 @@ def _tuning_summary(runs: list[ProtocolRun]) -> dict:
     per_model = {}
     for run in runs:
         config, model, data, device = _load(run)
-        per_model[run.name] = evaluate_split(model, data.val, recall_at=config["evaluation"]["recall_at"],
+        per_model[run.name] = evaluate_split(model, data.val, recall_at=config.evaluation.recall_at,
                                              **_embedding_kwargs(config, device))
     return {"per_model": per_model, "summary": {"val": _mean_std(per_model, TABLE_METRICS)}, "num_realisations": len(runs)}
 

@@ -19,6 +19,7 @@ whatever it holds (``gspdml demo --fresh``, sweeps, experiments run without ``--
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import time
@@ -29,6 +30,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 
+from gspdml.config import RunConfig
 from gspdml.errors import ConfigError
 from gspdml.training.config_changes import HARMLESS, config_differences
 from gspdml.training.run_dir import CHECKPOINT_FILE, CONFIG_FILE, RESULTS_FILE
@@ -40,7 +42,7 @@ class PlannedRun:
     """One run to train: a name for tables and logs, its resolved config and its directory."""
 
     name: str
-    config: dict
+    config: RunConfig
     run_dir: Path
 
 
@@ -55,9 +57,11 @@ class Outcome:
     seconds: Optional[float]
 
 
-def seed_plan(config: dict, seeds: Sequence[int], run_dir: Callable[[int], Path], name: Callable[[int], str] = str) -> list[PlannedRun]:
+def seed_plan(config: RunConfig, seeds: Sequence[int], run_dir: Callable[[int], Path],
+              name: Callable[[int], str] = str) -> list[PlannedRun]:
     """``config`` once per seed (``seed`` set), into ``run_dir(seed)``, named ``name(seed)``."""
-    return [PlannedRun(name(int(s)), {**config, "seed": int(s)}, Path(run_dir(int(s)))) for s in seeds]
+    return [PlannedRun(name(int(s)), dataclasses.replace(config, seed=int(s)), Path(run_dir(int(s))))
+            for s in seeds]
 
 
 def existing_status(run: PlannedRun, hint: str = "delete it or choose another --output-dir") -> str:
