@@ -39,6 +39,7 @@ DEFAULTS: dict[str, Any] = {
         "sampler": "balanced",   # or random: random batches of classes_per_batch x samples_per_class items
         "num_workers": 0,
         "eval_batch_size": 256,
+        "eval_transform": None,  # null: the dataset's own (recorded in config.yaml by the trainer)
     },
     "model": {
         "backbone": {"name": "small_cnn"},
@@ -289,6 +290,7 @@ def _number(config: Mapping[str, Any], dotted: str, *, minimum: float, integer: 
 
 
 def _check_values(c: Mapping[str, Any]) -> None:
+    from gspdml.data import eval_transform
     from gspdml.models.embedder import HEAD_POSITIONS
     from gspdml.models.feature_cache import FROZEN_ONLY
 
@@ -298,6 +300,7 @@ def _check_values(c: Mapping[str, Any]) -> None:
     _number(c, "data.samples_per_class", minimum=1, integer=True)
     _number(c, "data.num_workers", minimum=0, integer=True)
     _number(c, "data.eval_batch_size", minimum=1, integer=True)
+    eval_transform.parse_eval_transform(c["data"]["eval_transform"], "data.eval_transform")
     _require(c["data"]["sampler"] in ("balanced", "random"), "data.sampler",
              f"unknown sampler {c['data']['sampler']!r}; allowed: balanced, random")
     _require(not (c["data"]["sampler"] == "random" and c["data"]["halves"]), "data.halves",

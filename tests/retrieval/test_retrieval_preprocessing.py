@@ -29,7 +29,7 @@ def test_crop_and_normalisation_match_numpy(tmp_path):
     expected = (pixels[top : top + 20, left : left + 25] / 255.0 - [0.1, 0.2, 0.3]) / [0.5, 0.25, 2.0]
     np.testing.assert_allclose(out.permute(1, 2, 0).numpy(), expected, atol=1e-6)
 
-    caffe = {"data": {"transform": {"eval": {"mean": [104.0, 117.0, 128.0], "std": [1, 1, 1], "bgr": True, "value_range": 255}}}}
+    caffe = {"data": {"eval_transform": {"mean": [104.0, 117.0, 128.0], "std": [1, 1, 1], "bgr": True, "value_range": 255}}}
     out = load_model_input(path, eval_transform_from_config(caffe, 3))
     np.testing.assert_allclose(out.permute(1, 2, 0).numpy(), pixels[:, :, ::-1] - [104.0, 117.0, 128.0], atol=1e-4)
     transform = eval_transform_from_config(caffe, 3)
@@ -147,7 +147,7 @@ def datasets(monkeypatch):
 
 def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path, datasets):
     """A PNG of a dataset image, searched for, must become the tensor evaluation used."""
-    write_run(tmp_path / "run", channels=1, data={"dataset": {"name": "retrieval_test_arrays"}})
+    write_run(tmp_path / "run", channels=1, dataset={"name": "retrieval_test_arrays"}, eval_transform=None)
     config, model = load_run(tmp_path / "run")
     assert model.backbone.features[0][0].in_channels == 1
     transform = eval_transform_from_config(config, 1)
@@ -167,7 +167,7 @@ def test_transform_from_an_image_file_dataset_is_its_own(tmp_path, datasets):
 
 
 def test_index_a_dataset_split(tmp_path, datasets):
-    write_run(tmp_path / "run", channels=1, data={"dataset": {"name": "retrieval_test_arrays"}})
+    write_run(tmp_path / "run", channels=1, dataset={"name": "retrieval_test_arrays"}, eval_transform=None)
     assert run_cli("index", tmp_path / "run", "--split", "test", "--out", tmp_path / "idx", "--no-progress") == 0
     index = RetrievalIndex.load(tmp_path / "idx")
     dataset = retrieval_test_arrays(seed=0).test.query
@@ -181,7 +181,7 @@ def test_index_a_dataset_split(tmp_path, datasets):
 
 
 def test_report_on_the_run_test_split(tmp_path, datasets):
-    write_run(tmp_path / "run", channels=1, data={"dataset": {"name": "retrieval_test_arrays"}})
+    write_run(tmp_path / "run", channels=1, dataset={"name": "retrieval_test_arrays"}, eval_transform=None)
     assert run_cli("report", tmp_path / "run", "--queries", "3", "-k", "2", "--no-progress") == 0
     page = (tmp_path / "run" / "report.html").read_text()
     assert page.count('class="tile result') == 6 and page.count('class="tile query"') == 3
