@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import torch
+import yaml
 from PIL import Image
 from torch.utils.data import Dataset
 
@@ -9,7 +10,8 @@ from gspdml.data.recipes import NORMALIZATIONS, image_transform
 from gspdml.errors import ConfigError
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.training import load_run
-from gspdml.data.eval_transform import EvalTransform
+from gspdml.config import load_config
+from gspdml.data.eval_transform import EvalTransform, parse_eval_transform, run_eval_transform
 from gspdml.retrieval.preprocessing import DatasetTransform, eval_transform_from_config, load_model_input
 from tests.helpers.retrieval import register_for_test, run_cli, write_run
 
@@ -86,6 +88,36 @@ def test_bad_transform_specs_name_the_field(spec, field):
     assert err.value.field == field
 
 
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        ({"resize": 32, "flip": True}, "data.eval_transform.flip"),
+        ({"mean": [0.5, 0.5, 0.5]}, "data.eval_transform.std"),
+        ({"channels": 2}, "data.eval_transform.channels"),
+        ({"resize": [8, 8, 8]}, "data.eval_transform.resize"),
+        ({"center_crop": [8]}, "data.eval_transform.center_crop"),
+        ({"value_range": 0}, "data.eval_transform.value_range"),
+        ("resize 32", "data.eval_transform"),
+    ],
+)
+def test_load_config_checks_the_eval_transform(spec, field):
+    with pytest.raises(ConfigError) as err:
+        load_config({"data": {"eval_transform": spec}})
+    assert err.value.field == field
+
+
+def test_eval_transform_is_a_config_key_and_a_recorded_one_reads_back():
+    """Fails on the old code: load_config refused data.eval_transform ('unknown key'), the key
+    that the messages of retrieval told users to set."""
+    spec = {"resize": 256, "center_crop": 227, "mean": [104.0, 117.0, 128.0], "std": [1.0] * 3,
+            "bgr": True, "value_range": 255}
+    assert load_config({"data": {"eval_transform": spec}})["data"]["eval_transform"] == spec
+    assert load_config({})["data"]["eval_transform"] is None
+    for transform in (image_transform("mlrc"), image_transform("proxynca", normalization="bn_inception")):
+        text = yaml.safe_dump(transform.describe())  # as config.yaml records it
+        assert parse_eval_transform(yaml.safe_load(text), channels=3) == transform
+
+
 def glyphs(seed, count=6, size=12):
     return np.random.default_rng(seed).integers(0, 256, size=(count, size, size), dtype=np.uint8)
 
@@ -155,6 +187,7 @@ def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path, datase
     for i in range(3):
         Image.fromarray(dataset.images[i]).save(tmp_path / f"{i}.png")
         torch.testing.assert_close(load_model_input(tmp_path / f"{i}.png", transform), dataset[i][0], atol=1e-6, rtol=0)
+    assert parse_eval_transform(run_eval_transform(None, retrieval_test_arrays(seed=0)), channels=1) == transform
     Image.fromarray(dataset.images[0]).resize((24, 24), Image.NEAREST).save(tmp_path / "big.png")
     assert tuple(load_model_input(tmp_path / "big.png", transform).shape) == (1, 12, 12)
 
