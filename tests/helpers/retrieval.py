@@ -47,8 +47,8 @@ def write_image_folder(root: Path, classes=("red", "green", "blue"), per_class: 
     return paths
 
 
-def write_run(run_dir: Path, pooling="gap", seed: int = 0, eval_transform=EVAL_TRANSFORM, channels: int = 3,
-              dataset=None, initialise: bool = True) -> dict:
+def write_run(run_dir: Path, pooling="gap", seed: int = 0, eval_transform=EVAL_TRANSFORM,
+              channels: int = 3, dataset=None, initialise: bool = True) -> dict:
     """A run directory as the trainer writes it: config.yaml (the resolved config, which
     ``load_config`` accepts: asserted), model.safetensors, metrics.jsonl, results.json.
 
@@ -74,7 +74,7 @@ def write_run(run_dir: Path, pooling="gap", seed: int = 0, eval_transform=EVAL_T
             module.initialize_prototypes(torch.randn(module.num_prototypes, module.in_channels))
     save_weights(run_dir / "model.safetensors", model, channels, config)
     (run_dir / "config.yaml").write_text(dump_config(config), encoding="utf-8")
-    assert load_config(run_dir / "config.yaml") == config  # as `gspdml train RUN/config.yaml --resume` reads it
+    assert load_config(run_dir / "config.yaml") == config  # as `gspdml train` reads it back
     with open(run_dir / "metrics.jsonl", "w", encoding="utf-8") as handle:
         for step in range(0, 101, 10):
             handle.write(json.dumps({"step": step, "split": "train", "loss": 1.0 / (1 + step / 20)}) + "\n")

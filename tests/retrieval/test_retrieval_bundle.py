@@ -60,7 +60,8 @@ def awkward_images(folder):
     Image.fromarray(pixels).save(folder / "sideways.jpg", exif=exif, quality=95)
     Image.fromarray((rows * 2700 + cols * 40).astype(np.uint16)).save(folder / "deep.png")
     alpha = np.where(cols < 24, 0, 255).astype(np.uint8)[..., None]
-    Image.fromarray(np.concatenate([pixels // 4, alpha], axis=-1), "RGBA").save(folder / "transparent.png")
+    rgba = np.concatenate([pixels // 4, alpha], axis=-1)
+    Image.fromarray(rgba, "RGBA").save(folder / "transparent.png")
     return [str(folder / name) for name in ("sideways.jpg", "deep.png", "transparent.png")]
 
 
@@ -81,10 +82,11 @@ def test_bundle_decodes_images_as_the_run(run, tmp_path):
         with Image.open(path) as image:
             image.load()
             opened.append(image.copy())
-    torch.testing.assert_close(bundle(opened), bundled, rtol=0, atol=1e-6)  # PIL images: the same rules
+    # PIL images: the same rules as files
+    torch.testing.assert_close(bundle(opened), bundled, rtol=0, atol=1e-6)
     torch.testing.assert_close(encoder(opened), expected, rtol=0, atol=1e-6)
     decoding = json.loads((tmp_path / "bundle" / "preprocessing.json").read_text())["decoding"]
-    assert decoding["loader"] == "gspdml.data.images.load_image" and "exif" in " ".join(decoding).lower()
+    assert decoding["loader"] == "gspdml.data.images.load_image" and "exif_orientation" in decoding
 
 
 def test_bundle_refuses_overwrite_and_tampered_weights(run, tmp_path):

@@ -31,7 +31,8 @@ def test_crop_and_normalisation_match_numpy(tmp_path):
     expected = (pixels[top : top + 20, left : left + 25] / 255.0 - [0.1, 0.2, 0.3]) / [0.5, 0.25, 2.0]
     np.testing.assert_allclose(out.permute(1, 2, 0).numpy(), expected, atol=1e-6)
 
-    caffe = {"data": {"eval_transform": {"mean": [104.0, 117.0, 128.0], "std": [1, 1, 1], "bgr": True, "value_range": 255}}}
+    spec = {"mean": [104.0, 117.0, 128.0], "std": [1, 1, 1], "bgr": True, "value_range": 255}
+    caffe = {"data": {"eval_transform": spec}}
     out = load_model_input(path, eval_transform_from_config(caffe, 3))
     np.testing.assert_allclose(out.permute(1, 2, 0).numpy(), pixels[:, :, ::-1] - [104.0, 117.0, 128.0], atol=1e-4)
     transform = eval_transform_from_config(caffe, 3)
@@ -113,7 +114,8 @@ def test_eval_transform_is_a_config_key_and_a_recorded_one_reads_back():
             "bgr": True, "value_range": 255}
     assert load_config({"data": {"eval_transform": spec}})["data"]["eval_transform"] == spec
     assert load_config({})["data"]["eval_transform"] is None
-    for transform in (image_transform("mlrc"), image_transform("proxynca", normalization="bn_inception")):
+    recipes = (image_transform("mlrc"), image_transform("proxynca", normalization="bn_inception"))
+    for transform in recipes:
         text = yaml.safe_dump(transform.describe())  # as config.yaml records it
         assert parse_eval_transform(yaml.safe_load(text), channels=3) == transform
 
@@ -171,6 +173,11 @@ def retrieval_test_files(root, seed=0):
 retrieval_test_arrays.supplied_by_caller = retrieval_test_files.supplied_by_caller = ("seed",)
 
 
+def write_old_arrays_run(run_dir):
+    """A run on the grey arrays written before the trainer recorded its evaluation transform."""
+    write_run(run_dir, channels=1, dataset={"name": "retrieval_test_arrays"}, eval_transform=None)
+
+
 @pytest.fixture
 def datasets(monkeypatch):
     register_for_test(monkeypatch, DATASETS, "retrieval_test_arrays", retrieval_test_arrays)
@@ -179,7 +186,7 @@ def datasets(monkeypatch):
 
 def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path, datasets):
     """A PNG of a dataset image, searched for, must become the tensor evaluation used."""
-    write_run(tmp_path / "run", channels=1, dataset={"name": "retrieval_test_arrays"}, eval_transform=None)
+    write_old_arrays_run(tmp_path / "run")
     config, model = load_run(tmp_path / "run")
     assert model.backbone.features[0][0].in_channels == 1
     transform = eval_transform_from_config(config, 1)
@@ -187,7 +194,8 @@ def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path, datase
     for i in range(3):
         Image.fromarray(dataset.images[i]).save(tmp_path / f"{i}.png")
         torch.testing.assert_close(load_model_input(tmp_path / f"{i}.png", transform), dataset[i][0], atol=1e-6, rtol=0)
-    assert parse_eval_transform(run_eval_transform(None, retrieval_test_arrays(seed=0)), channels=1) == transform
+    recorded = run_eval_transform(None, retrieval_test_arrays(seed=0))  # what the trainer records
+    assert parse_eval_transform(recorded, channels=1) == transform
     Image.fromarray(dataset.images[0]).resize((24, 24), Image.NEAREST).save(tmp_path / "big.png")
     assert tuple(load_model_input(tmp_path / "big.png", transform).shape) == (1, 12, 12)
 
@@ -200,7 +208,7 @@ def test_transform_from_an_image_file_dataset_is_its_own(tmp_path, datasets):
 
 
 def test_index_a_dataset_split(tmp_path, datasets):
-    write_run(tmp_path / "run", channels=1, dataset={"name": "retrieval_test_arrays"}, eval_transform=None)
+    write_old_arrays_run(tmp_path / "run")
     assert run_cli("index", tmp_path / "run", "--split", "test", "--out", tmp_path / "idx", "--no-progress") == 0
     index = RetrievalIndex.load(tmp_path / "idx")
     dataset = retrieval_test_arrays(seed=0).test.query
@@ -214,7 +222,7 @@ def test_index_a_dataset_split(tmp_path, datasets):
 
 
 def test_report_on_the_run_test_split(tmp_path, datasets):
-    write_run(tmp_path / "run", channels=1, dataset={"name": "retrieval_test_arrays"}, eval_transform=None)
+    write_old_arrays_run(tmp_path / "run")
     assert run_cli("report", tmp_path / "run", "--queries", "3", "-k", "2", "--no-progress") == 0
     page = (tmp_path / "run" / "report.html").read_text()
     assert page.count('class="tile result') == 6 and page.count('class="tile query"') == 3

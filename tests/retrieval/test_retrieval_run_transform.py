@@ -21,7 +21,8 @@ from gspdml.training import train
 from gspdml.training.config_changes import config_differences
 from gspdml.workflows.runner import PlannedRun, existing_status
 from tests.helpers.images import folder_config, image_folder
-from tests.helpers.retrieval import EVAL_TRANSFORM, FOLDER_OPTIONS, run_cli, train_run, write_image_folder
+from tests.helpers.retrieval import (EVAL_TRANSFORM, FOLDER_OPTIONS, run_cli, train_run,
+                                     write_image_folder)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def test_the_trainer_records_the_datasets_eval_transform(trained):
     the key), so every reader of the run rebuilt the training dataset to find the transform."""
     images, run = trained
     saved = saved_config(run)
-    assert saved["data"]["eval_transform"] == EVAL_TRANSFORM  # what tests.helpers.retrieval.write_run writes
+    assert saved["data"]["eval_transform"] == EVAL_TRANSFORM  # what the write_run helper writes
     test_images = build_data(saved["data"]["dataset"], seed=saved["seed"]).test.query
     recorded = parse_eval_transform(saved["data"]["eval_transform"], channels=3)
     assert recorded == dataset_eval_transform(test_images) == test_images.transform
@@ -62,7 +63,7 @@ def test_the_trainer_refuses_an_eval_transform_that_contradicts_the_dataset(tmp_
     image_folder(tmp_path / "images", train={"a": 4, "b": 4}, test={"c": 3, "d": 3})
     config = folder_config(tmp_path / "images", tmp_path, **FOLDER_OPTIONS)
     config["data"]["eval_transform"] = {**EVAL_TRANSFORM, "center_crop": 28}
-    with pytest.raises(ConfigError, match="data.eval_transform: .* differs from the evaluation transform"):
+    with pytest.raises(ConfigError, match="data.eval_transform: .* differs from the evaluation"):
         train(load_config(config), tmp_path / "run")
     assert not (tmp_path / "run" / "config.yaml").exists()
 
@@ -86,28 +87,33 @@ def test_a_run_works_without_its_training_images(trained, tmp_path, monkeypatch)
     images, run = trained
     photos = [str(p) for p in write_image_folder(tmp_path / "photos", per_class=2)]
     opened = recording_opens(monkeypatch)
-    vectors = Encoder.from_run(run, device="cpu")(photos)
+    encode = Encoder.from_run(run, device="cpu")
+    vectors = encode(photos)
     assert main(["bundle", str(run), "--out", str(tmp_path / "bundle")]) == 0
     assert not [path for path in opened if path.startswith(str(images))]
 
     moved = images.with_name("moved-away")
     images.rename(moved)
     try:
-        torch.testing.assert_close(Encoder.from_run(run, device="cpu")(photos), vectors, rtol=0, atol=0)
-        assert run_cli("index", run, tmp_path / "photos", "--out", tmp_path / "index", "--no-progress") == 0
-        index = RetrievalIndex.load(tmp_path / "index")
+        again = Encoder.from_run(run, device="cpu")(photos)
+        torch.testing.assert_close(again, vectors, rtol=0, atol=0)
+        index_dir = tmp_path / "index"
+        assert run_cli("index", run, tmp_path / "photos", "--out", index_dir, "--no-progress") == 0
+        index = RetrievalIndex.load(index_dir)
         order = [photos.index(path) for path in index.paths]
         torch.testing.assert_close(index.vectors, vectors[order], rtol=0, atol=1e-6)
-        assert run_cli("search", tmp_path / "index", photos[0], "-k", "2", "--json") == 0
-        assert run_cli("report", run, "--images", tmp_path / "photos", "--out", tmp_path / "report.html",
-                       "--queries", "2", "-k", "2", "--no-progress") == 0
-        assert run_cli("export", run, "--format", "torchscript", "--out", tmp_path / "embedder.pt") == 0
+        assert run_cli("search", index_dir, photos[0], "-k", "2", "--json") == 0
+        assert run_cli("report", run, "--images", tmp_path / "photos", "--out",
+                       tmp_path / "report.html", "--queries", "2", "-k", "2", "--no-progress") == 0
+        exported = tmp_path / "embedder.pt"
+        assert run_cli("export", run, "--format", "torchscript", "--out", exported) == 0
         assert main(["bundle", str(run), "--out", str(tmp_path / "bundle"), "--overwrite"]) == 0
     finally:
         moved.rename(images)
     sidecar = json.loads((tmp_path / "embedder.pt.json").read_text())
     assert sidecar["transform"] == EVAL_TRANSFORM and sidecar["decoding"] == DECODING
-    assert "unavailable (image folder:" in json.loads((tmp_path / "bundle" / "bundle.json").read_text())["data_hash"]
+    info = json.loads((tmp_path / "bundle" / "bundle.json").read_text())
+    assert info["data_hash"].startswith("unavailable (image folder:")
 
 
 def test_bundle_of_a_trained_image_folder_run(trained, tmp_path, capsys):
@@ -120,6 +126,7 @@ def test_bundle_of_a_trained_image_folder_run(trained, tmp_path, capsys):
     assert preprocessing == {**EVAL_TRANSFORM, "decoding": DECODING}
     photos = [str(p) for p in write_image_folder(tmp_path / "photos", per_class=2)]
     bundled = gspdml.from_pretrained(tmp_path / "bundle")(photos)
-    torch.testing.assert_close(bundled, Encoder.from_run(run, device="cpu")(photos), rtol=0, atol=1e-6)
+    expected = Encoder.from_run(run, device="cpu")(photos)
+    torch.testing.assert_close(bundled, expected, rtol=0, atol=1e-6)
     data_hash = json.loads((tmp_path / "bundle" / "bundle.json").read_text())["data_hash"]
-    assert data_hash.startswith("sha256:")  # the training images are there: the model card names them
+    assert data_hash.startswith("sha256:")  # the training images are there to be hashed
