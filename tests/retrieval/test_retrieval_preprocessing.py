@@ -13,7 +13,8 @@ from gspdml.training import load_run
 from gspdml.config import load_config
 from gspdml.data.eval_transform import EvalTransform, parse_eval_transform, run_eval_transform
 from gspdml.retrieval.preprocessing import DatasetTransform, eval_transform_from_config, load_model_input
-from tests.helpers.retrieval import register_for_test, run_cli, write_run
+from gspdml.retrieval import Encoder
+from tests.helpers.retrieval import EVAL_TRANSFORM, register_for_test, run_cli, write_run
 
 
 def rgb_file(tmp_path, height=30, width=50, seed=0):
@@ -227,3 +228,17 @@ def test_report_on_the_run_test_split(tmp_path, datasets):
     page = (tmp_path / "run" / "report.html").read_text()
     assert page.count('class="tile result') == 6 and page.count('class="tile query"') == 3
     assert "ring" in page and "test/0" in page
+
+
+def test_an_old_run_without_its_images_says_how_to_record_the_transform(tmp_path):
+    """A run written before the trainer recorded its evaluation transform rebuilds its dataset to
+    find it; once the images have moved, the error says which key to add, and adding it works."""
+    write_run(tmp_path / "run", eval_transform=None)  # its image folder does not exist
+    with pytest.raises(ConfigError, match=r"data.eval_transform: .*is not a directory.*add "
+                                          r"data.eval_transform to the run's config.yaml"):
+        Encoder.from_run(tmp_path / "run", device="cpu")
+    config = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    config["data"]["eval_transform"] = EVAL_TRANSFORM
+    (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump(config))
+    encoder = Encoder.from_run(tmp_path / "run", device="cpu")
+    assert encoder.transform == parse_eval_transform(EVAL_TRANSFORM)

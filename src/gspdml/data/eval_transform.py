@@ -179,7 +179,7 @@ def parse_eval_transform(spec: Any, field: str = "data.eval_transform",
     else:
         channels_default = channels
     count = spec.get("channels", channels_default)
-    if count not in (1, 3) or isinstance(count, bool):
+    if not _positive_int(count) or count not in (1, 3):
         raise ConfigError(f"{field}.channels", f"expected 1 (grey) or 3 (RGB), got {count!r}")
     if channels is not None and count != channels:
         raise ConfigError(f"{field}.channels",
