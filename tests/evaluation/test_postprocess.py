@@ -170,6 +170,6 @@ def test_config_section_is_validated():
     from gspdml.config import load_config
 
     assert load_config("demo-gsp", ["evaluation.postprocess=[qe, {name: k_reciprocal, k1: 10}]"])["evaluation"]["postprocess"][1]["k1"] == 10
-    assert load_config("demo-gsp")["evaluation"]["postprocess"] == []
+    assert load_config("demo-gsp").evaluation.postprocess == ()
     with pytest.raises(ConfigError, match="evaluation.postprocess.k_reciprocal.k1.*expected an integer, got 'many'"):
         load_config("demo-gsp", ["evaluation.postprocess=[{name: k_reciprocal, k1: many}]"])

@@ -1,15 +1,18 @@
-"""Model bundles: round trip (identical embeddings), model card, hub layout from a local cache."""
+"""Model bundles: round trip (identical embeddings), decoding as the run, model card, hub layout
+from a local cache."""
 
 import json
 import shutil
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 import gspdml
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval.bundle import FILES, write_bundle
-from gspdml.retrieval.encoder import load_model_and_transform
+from gspdml.retrieval.encoder import Encoder, load_model_and_transform
 from gspdml.retrieval.sources import ImageFiles
 from gspdml.models.inference import embed
 from gspdml.cli import main
@@ -44,6 +47,46 @@ def test_bundle_round_trip_gives_identical_embeddings(run, tmp_path, capsys):
         assert fact in card
     info = json.loads((tmp_path / "bundle" / "bundle.json").read_text())
     assert info["weights"].startswith("sha256:") and info["evaluation_set"] == "test"
+
+
+def awkward_images(folder):
+    """Files the library's loader decodes differently from a bare ``Image.open``: a JPEG stored
+    sideways with an EXIF rotation tag, a 16-bit grey PNG, a PNG with transparent black pixels."""
+    folder.mkdir()
+    rows, cols = np.mgrid[0:24, 0:48]
+    pixels = np.stack([rows * 10, cols * 5, np.where(cols < 16, 230, 20)], axis=-1).astype(np.uint8)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # orientation: rotate 90 degrees clockwise to display
+    Image.fromarray(pixels).save(folder / "sideways.jpg", exif=exif, quality=95)
+    Image.fromarray((rows * 2700 + cols * 40).astype(np.uint16)).save(folder / "deep.png")
+    alpha = np.where(cols < 24, 0, 255).astype(np.uint8)[..., None]
+    rgba = np.concatenate([pixels // 4, alpha], axis=-1)
+    Image.fromarray(rgba, "RGBA").save(folder / "transparent.png")
+    return [str(folder / name) for name in ("sideways.jpg", "deep.png", "transparent.png")]
+
+
+def test_bundle_decodes_images_as_the_run(run, tmp_path):
+    """Fails on the old code: BundledEncoder opened files with Image.open (no EXIF rotation, 16-bit
+    values clipped, transparent pixels black), so these images embedded differently from the run
+    (cosine 0.997, 0.88, 0.91 here); Encoder converted PIL images the same bare way."""
+    run_dir, _ = run
+    write_bundle(run_dir, tmp_path / "bundle")
+    paths = awkward_images(tmp_path / "awkward")
+    bundle = gspdml.from_pretrained(tmp_path / "bundle")
+    encoder = Encoder.from_run(run_dir, device="cpu")
+    bundled, expected = bundle(paths), encoder(paths)
+    cosine = torch.nn.functional.cosine_similarity(bundled, expected)
+    assert (cosine > 0.9999).all(), cosine
+    opened = []
+    for path in paths:
+        with Image.open(path) as image:
+            image.load()
+            opened.append(image.copy())
+    # PIL images: the same rules as files
+    torch.testing.assert_close(bundle(opened), bundled, rtol=0, atol=1e-6)
+    torch.testing.assert_close(encoder(opened), expected, rtol=0, atol=1e-6)
+    decoding = json.loads((tmp_path / "bundle" / "preprocessing.json").read_text())["decoding"]
+    assert decoding["loader"] == "gspdml.data.images.load_image" and "exif_orientation" in decoding
 
 
 def test_bundle_refuses_overwrite_and_tampered_weights(run, tmp_path):

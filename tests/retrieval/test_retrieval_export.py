@@ -12,7 +12,7 @@ from gspdml.retrieval.export import ExportError, ExportMismatchError, export_emb
 from gspdml.retrieval.sources import folder_source
 from gspdml.training import load_run
 from gspdml.retrieval.encoder import load_model_and_transform
-from tests.helpers.retrieval import run_cli, write_image_folder, write_run
+from tests.helpers.retrieval import MEAN, run_cli, write_image_folder, write_run
 
 
 class BatchBranch(Pooling):
@@ -67,7 +67,7 @@ def test_torchscript_export_matches_pytorch(tmp_path, pooling):
     record = json.loads((run / "export" / "embedder.pt.json").read_text())
     assert record["input"]["shape"] == ["batch", 3, 32, 32] and record["output"]["shape"] == ["batch", 32]
     assert 0 <= record["check"]["max_abs_diff"] <= 1e-5
-    assert record["transform"]["mean"] == [0.5, 0.5, 0.5] and record["run"]["weights"].startswith("sha256:")
+    assert record["transform"]["mean"] == MEAN and record["run"]["weights"].startswith("sha256:")
 
     _, model = load_run(run)
     exported = torch.jit.load(str(path))
@@ -103,7 +103,7 @@ def test_check_catches_a_wrong_export(tmp_path):
 
 def test_export_needs_an_input_size(tmp_path):
     run = tmp_path / "run"
-    write_run(run, transform={"mean": [0.5] * 3, "std": [0.25] * 3})
+    write_run(run, eval_transform={"mean": [0.5] * 3, "std": [0.25] * 3})
     with pytest.raises(ConfigError, match="--image-size"):
         run_cli("export", run, "--format", "torchscript")
     assert run_cli("export", run, "--format", "torchscript", "--image-size", "24", "40") == 0

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import torch
+import yaml
 from PIL import Image
 from torch.utils.data import Dataset
 
@@ -9,9 +10,11 @@ from gspdml.data.recipes import NORMALIZATIONS, image_transform
 from gspdml.errors import ConfigError
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.training import load_run
-from gspdml.data.eval_transform import EvalTransform
+from gspdml.config import load_config
+from gspdml.data.eval_transform import EvalTransform, parse_eval_transform, run_eval_transform
 from gspdml.retrieval.preprocessing import DatasetTransform, eval_transform_from_config, load_model_input
-from tests.helpers.retrieval import register_for_test, run_cli, write_run
+from gspdml.retrieval import Encoder
+from tests.helpers.retrieval import EVAL_TRANSFORM, register_for_test, run_cli, write_run
 
 
 def rgb_file(tmp_path, height=30, width=50, seed=0):
@@ -29,7 +32,8 @@ def test_crop_and_normalisation_match_numpy(tmp_path):
     expected = (pixels[top : top + 20, left : left + 25] / 255.0 - [0.1, 0.2, 0.3]) / [0.5, 0.25, 2.0]
     np.testing.assert_allclose(out.permute(1, 2, 0).numpy(), expected, atol=1e-6)
 
-    caffe = {"data": {"transform": {"eval": {"mean": [104.0, 117.0, 128.0], "std": [1, 1, 1], "bgr": True, "value_range": 255}}}}
+    spec = {"mean": [104.0, 117.0, 128.0], "std": [1, 1, 1], "bgr": True, "value_range": 255}
+    caffe = {"data": {"eval_transform": spec}}
     out = load_model_input(path, eval_transform_from_config(caffe, 3))
     np.testing.assert_allclose(out.permute(1, 2, 0).numpy(), pixels[:, :, ::-1] - [104.0, 117.0, 128.0], atol=1e-4)
     transform = eval_transform_from_config(caffe, 3)
@@ -86,6 +90,37 @@ def test_bad_transform_specs_name_the_field(spec, field):
     assert err.value.field == field
 
 
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        ({"resize": 32, "flip": True}, "data.eval_transform.flip"),
+        ({"mean": [0.5, 0.5, 0.5]}, "data.eval_transform.std"),
+        ({"channels": 2}, "data.eval_transform.channels"),
+        ({"resize": [8, 8, 8]}, "data.eval_transform.resize"),
+        ({"center_crop": [8]}, "data.eval_transform.center_crop"),
+        ({"value_range": 0}, "data.eval_transform.value_range"),
+        ("resize 32", "data.eval_transform"),
+    ],
+)
+def test_load_config_checks_the_eval_transform(spec, field):
+    with pytest.raises(ConfigError) as err:
+        load_config({"data": {"eval_transform": spec}})
+    assert err.value.field == field
+
+
+def test_eval_transform_is_a_config_key_and_a_recorded_one_reads_back():
+    """Fails on the old code: load_config refused data.eval_transform ('unknown key'), the key
+    that the messages of retrieval told users to set."""
+    spec = {"resize": 256, "center_crop": 227, "mean": [104.0, 117.0, 128.0], "std": [1.0] * 3,
+            "bgr": True, "value_range": 255}
+    assert load_config({"data": {"eval_transform": spec}})["data"]["eval_transform"] == spec
+    assert load_config({})["data"]["eval_transform"] is None
+    recipes = (image_transform("mlrc"), image_transform("proxynca", normalization="bn_inception"))
+    for transform in recipes:
+        text = yaml.safe_dump(transform.describe())  # as config.yaml records it
+        assert parse_eval_transform(yaml.safe_load(text), channels=3) == transform
+
+
 def glyphs(seed, count=6, size=12):
     return np.random.default_rng(seed).integers(0, 256, size=(count, size, size), dtype=np.uint8)
 
@@ -139,6 +174,11 @@ def retrieval_test_files(root, seed=0):
 retrieval_test_arrays.supplied_by_caller = retrieval_test_files.supplied_by_caller = ("seed",)
 
 
+def write_old_arrays_run(run_dir):
+    """A run on the grey arrays written before the trainer recorded its evaluation transform."""
+    write_run(run_dir, channels=1, dataset={"name": "retrieval_test_arrays"}, eval_transform=None)
+
+
 @pytest.fixture
 def datasets(monkeypatch):
     register_for_test(monkeypatch, DATASETS, "retrieval_test_arrays", retrieval_test_arrays)
@@ -147,7 +187,7 @@ def datasets(monkeypatch):
 
 def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path, datasets):
     """A PNG of a dataset image, searched for, must become the tensor evaluation used."""
-    write_run(tmp_path / "run", channels=1, data={"dataset": {"name": "retrieval_test_arrays"}})
+    write_old_arrays_run(tmp_path / "run")
     config, model = load_run(tmp_path / "run")
     assert model.backbone.features[0][0].in_channels == 1
     transform = eval_transform_from_config(config, 1)
@@ -155,6 +195,8 @@ def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path, datase
     for i in range(3):
         Image.fromarray(dataset.images[i]).save(tmp_path / f"{i}.png")
         torch.testing.assert_close(load_model_input(tmp_path / f"{i}.png", transform), dataset[i][0], atol=1e-6, rtol=0)
+    recorded = run_eval_transform(None, retrieval_test_arrays(seed=0))  # what the trainer records
+    assert parse_eval_transform(recorded, channels=1) == transform
     Image.fromarray(dataset.images[0]).resize((24, 24), Image.NEAREST).save(tmp_path / "big.png")
     assert tuple(load_model_input(tmp_path / "big.png", transform).shape) == (1, 12, 12)
 
@@ -167,7 +209,7 @@ def test_transform_from_an_image_file_dataset_is_its_own(tmp_path, datasets):
 
 
 def test_index_a_dataset_split(tmp_path, datasets):
-    write_run(tmp_path / "run", channels=1, data={"dataset": {"name": "retrieval_test_arrays"}})
+    write_old_arrays_run(tmp_path / "run")
     assert run_cli("index", tmp_path / "run", "--split", "test", "--out", tmp_path / "idx", "--no-progress") == 0
     index = RetrievalIndex.load(tmp_path / "idx")
     dataset = retrieval_test_arrays(seed=0).test.query
@@ -181,8 +223,22 @@ def test_index_a_dataset_split(tmp_path, datasets):
 
 
 def test_report_on_the_run_test_split(tmp_path, datasets):
-    write_run(tmp_path / "run", channels=1, data={"dataset": {"name": "retrieval_test_arrays"}})
+    write_old_arrays_run(tmp_path / "run")
     assert run_cli("report", tmp_path / "run", "--queries", "3", "-k", "2", "--no-progress") == 0
     page = (tmp_path / "run" / "report.html").read_text()
     assert page.count('class="tile result') == 6 and page.count('class="tile query"') == 3
     assert "ring" in page and "test/0" in page
+
+
+def test_an_old_run_without_its_images_says_how_to_record_the_transform(tmp_path):
+    """A run written before the trainer recorded its evaluation transform rebuilds its dataset to
+    find it; once the images have moved, the error says which key to add, and adding it works."""
+    write_run(tmp_path / "run", eval_transform=None)  # its image folder does not exist
+    with pytest.raises(ConfigError, match=r"data.eval_transform: .*is not a directory.*add "
+                                          r"data.eval_transform to the run's config.yaml"):
+        Encoder.from_run(tmp_path / "run", device="cpu")
+    config = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    config["data"]["eval_transform"] = EVAL_TRANSFORM
+    (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump(config))
+    encoder = Encoder.from_run(tmp_path / "run", device="cpu")
+    assert encoder.transform == parse_eval_transform(EVAL_TRANSFORM)

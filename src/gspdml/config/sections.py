@@ -41,6 +41,12 @@ def _device(value: str, field: str) -> None:
         raise ConfigError(field, f"expected 'auto', 'cpu' or 'cuda[:i]', got {value!r}") from None
 
 
+def _eval_transform(value: Any, field: str) -> None:
+    from gspdml.data.eval_transform import parse_eval_transform
+
+    parse_eval_transform(value, field)
+
+
 def _selection_metric(value: str, field: str) -> None:
     from gspdml.evaluation.selection import check_selection_metric
 
@@ -67,7 +73,7 @@ class DataConfig(Section):
     eval_batch_size: int = option(256, "images per batch when embedding an evaluation split", minimum=1)
     eval_transform: Optional[dict[str, Any]] = option(
         None, "image file -> model input at evaluation and retrieval (null: the dataset's own; "
-              "a trained run records it)")
+              "a trained run records it)", check=_eval_transform)
 
     def check(self, where: str) -> None:
         _require(not (self.sampler == "random" and self.halves), join(where, "halves"),

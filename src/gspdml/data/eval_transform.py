@@ -15,6 +15,23 @@ The evaluation recipes of :func:`gspdml.data.recipes.image_transform`, the trans
 run applies to image files (:mod:`gspdml.retrieval.preprocessing`) and the one an exported bundle
 records (``preprocessing.json``) are all this spec; CLIP's preprocessing
 (:func:`gspdml.cir.backends.clip_preprocess`) is the same steps with bicubic resizing.
+
+The spec is the config key ``data.eval_transform`` (:func:`parse_eval_transform`, the one check
+of it)::
+
+    data:
+      eval_transform: {resize: 256, center_crop: 227, mean: [0.485, 0.456, 0.406],
+                       std: [0.229, 0.224, 0.225], channels: 3}
+
+* ``resize``: an int (or ``[s]``) resizes the shorter side to it, ``[h, w]`` resizes exactly;
+* ``center_crop``: an int or ``[h, w]``;
+* ``mean`` / ``std``: one value per channel, given together, std positive; ``value_range``
+  (default 1; 255 for Caffe-style models) and ``bgr`` (default false) as in step 4;
+* ``channels``: 1 (grey) or 3 (RGB); default: the model's, else the length of ``mean``, else 3.
+
+Null (the default) means the evaluation transform of the run's dataset; the trainer records it in
+the run's ``config.yaml`` (:func:`run_eval_transform`), so that a run embeds image files as its
+evaluation did without its training data.
 """
 
 from __future__ import annotations
@@ -28,7 +45,12 @@ import numpy as np
 import torch
 from PIL import Image
 
+from gspdml.data.base import DataSplits
 from gspdml.data.transforms import CenterCrop, Compose, Normalize, Resize, ToTensor
+from gspdml.errors import ConfigError
+
+#: the keys of a spec (the fields of :class:`EvalTransform`)
+KEYS = ("channels", "resize", "center_crop", "mean", "std", "bgr", "value_range")
 
 
 @dataclass(frozen=True)
@@ -71,7 +93,10 @@ class EvalTransform:
         return self.pipeline(image.convert("L" if self.channels == 1 else "RGB"), generator)
 
     def describe(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The spec (plain lists, as YAML and JSON write it), read back by
+        :func:`parse_eval_transform`."""
+        return {key: list(value) if isinstance(value, tuple) else value
+                for key, value in dataclasses.asdict(self).items()}
 
     def to_display(self, tensor: torch.Tensor) -> np.ndarray:
         """Invert the normalisation: model input ``[C, H, W]`` -> image ``[H, W, C]`` in [0, 1]."""
@@ -95,3 +120,120 @@ def display_range(image: np.ndarray) -> np.ndarray:
     if low >= 0.0 and high <= 1.0:
         return image
     return (image - low) / max(high - low, 1e-12)
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def _size(value: Any, field: str, shorter_side: bool) -> Optional[tuple[int, ...]]:
+    """A size option: an int (``resize``: the shorter side, ``(s,)``; ``center_crop``: a square),
+    ``[s]`` (``resize`` only) or ``[h, w]``."""
+    if value is None:
+        return None
+    if _positive_int(value):
+        return (value,) if shorter_side else (value, value)
+    lengths = (1, 2) if shorter_side else (2,)
+    if isinstance(value, (list, tuple)) and len(value) in lengths:
+        if all(map(_positive_int, value)):
+            return tuple(int(v) for v in value)
+    allowed = "a positive int, [size] or [height, width]" if shorter_side else \
+        "a positive int or [height, width]"
+    raise ConfigError(field, f"expected {allowed}, got {value!r}")
+
+
+def _per_channel(spec: dict, name: str, count: int, field: str) -> tuple[float, ...]:
+    values = spec[name]
+    numbers = isinstance(values, (list, tuple)) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    if not numbers or len(values) != count:
+        raise ConfigError(f"{field}.{name}",
+                          f"expected {count} numbers (one per channel), got {values!r}")
+    return tuple(float(v) for v in values)
+
+
+def parse_eval_transform(spec: Any, field: str = "data.eval_transform",
+                         channels: Optional[int] = None) -> Optional[EvalTransform]:
+    """The :class:`EvalTransform` of a spec (module docstring), None for None; every problem is a
+    :class:`ConfigError` naming ``field`` and the option. ``channels``: the model's input channels
+    when known (a spec with other channels is refused)."""
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        raise ConfigError(field, f"expected null or a mapping with keys {', '.join(KEYS)}, "
+                                 f"got {spec!r}")
+    unknown = sorted(set(spec) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"{field}.{unknown[0]}",
+                          f"unknown transform option; allowed: {', '.join(KEYS)}")
+    mean, std = spec.get("mean"), spec.get("std")
+    if (mean is None) != (std is None):
+        missing = "std" if std is None else "mean"
+        raise ConfigError(f"{field}.{missing}", "mean and std must be given together")
+    if channels is None:
+        channels_default = len(mean) if isinstance(mean, (list, tuple)) else 3
+    else:
+        channels_default = channels
+    count = spec.get("channels", channels_default)
+    if not _positive_int(count) or count not in (1, 3):
+        raise ConfigError(f"{field}.channels", f"expected 1 (grey) or 3 (RGB), got {count!r}")
+    if channels is not None and count != channels:
+        raise ConfigError(f"{field}.channels",
+                          f"{count} channels, but the model's first layer takes {channels}")
+    if mean is not None:
+        mean, std = (_per_channel(spec, name, count, field) for name in ("mean", "std"))
+        if min(std) <= 0:
+            raise ConfigError(f"{field}.std", f"must be positive, got {spec['std']!r}")
+    value_range, bgr = spec.get("value_range", 1.0), spec.get("bgr", False)
+    if not _positive_number(value_range):
+        raise ConfigError(f"{field}.value_range",
+                          f"expected a positive number, got {value_range!r}")
+    if not isinstance(bgr, bool):
+        raise ConfigError(f"{field}.bgr", f"expected true or false, got {bgr!r}")
+    resize = _size(spec.get("resize"), f"{field}.resize", shorter_side=True)
+    crop = _size(spec.get("center_crop"), f"{field}.center_crop", shorter_side=False)
+    return EvalTransform(count, resize, crop, mean, std, bgr, float(value_range))
+
+
+def dataset_eval_transform(dataset) -> Optional[EvalTransform]:
+    """The :class:`EvalTransform` that turns a decoded image file into what ``dataset`` (an
+    evaluation split) yields, or None when it cannot be described as one:
+
+    * a dataset of image files whose ``transform`` is an :class:`EvalTransform` (the readers of
+      :mod:`gspdml.data.image_splits`: image folders, CSV lists, CUB, Cars, SOP, In-Shop) lends it;
+    * a dataset without a ``transform`` whose items are uint8 pixels normalised by scalar
+      ``mean``/``std`` as ``(x - mean) / std`` (:class:`~gspdml.data.arrays.ArrayDataset`: the
+      collages, Fashion-MNIST) gives "resize to the size of its images, then normalise".
+    """
+    transform = getattr(dataset, "transform", None)
+    if transform is not None:
+        return transform if isinstance(transform, EvalTransform) else None
+    mean, std = getattr(dataset, "mean", None), getattr(dataset, "std", None)
+    if not (isinstance(mean, (int, float)) and isinstance(std, (int, float))):
+        return None
+    channels, height, width = (int(v) for v in dataset[0][0].shape[-3:])
+    return EvalTransform(channels, resize=(height, width), mean=(float(mean),) * channels,
+                         std=(float(std),) * channels)
+
+
+def run_eval_transform(spec: Any, splits: DataSplits,
+                       field: str = "data.eval_transform") -> Optional[dict]:
+    """What a run records as ``data.eval_transform`` in its ``config.yaml``: the evaluation
+    transform of its dataset (:func:`dataset_eval_transform` of the test split, else the
+    validation split), or the config's own ``spec`` where the dataset's cannot be described;
+    None when neither exists. A spec that contradicts the dataset's transform is refused: the
+    run is evaluated with the dataset's, and search must embed as evaluation did."""
+    given = parse_eval_transform(spec, field, splits.channels)
+    evaluation = splits.test or splits.val
+    own = dataset_eval_transform(evaluation.query) if evaluation is not None else None
+    if given is not None and own is not None and given != own:
+        raise ConfigError(field, f"{spec!r} differs from the evaluation transform of "
+                                 f"data.dataset, {own.describe()}, with which the run is "
+                                 "evaluated; leave it null (the trainer records the dataset's), "
+                                 "or change the dataset's options (resize, crop, normalization)")
+    chosen = own if own is not None else given
+    return None if chosen is None else chosen.describe()

@@ -7,6 +7,10 @@ names it.
   so transparent regions do not turn black;
 * 16-bit and floating-point grayscale are rescaled to 8 bits instead of being clipped;
 * a missing, truncated or undecodable file raises :class:`DataError` with its path.
+
+Search, indexes, exports and bundles decode with :func:`load_image` as the datasets do (a PIL
+image given instead of a file gets :func:`decode_image`, the same rules); :data:`DECODING` states
+the rules beside an exported model.
 """
 
 from __future__ import annotations
@@ -20,6 +24,15 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from gspdml.errors import DataError
 
+#: the decoding rules, as recorded beside exported models (ONNX/TorchScript sidecar, bundle)
+DECODING = {
+    "loader": "gspdml.data.images.load_image",
+    "exif_orientation": "applied (ImageOps.exif_transpose)",
+    "colour": "converted to RGB (palette, grey, 1-bit, CMYK, YCbCr, LAB)",
+    "transparency": "composited on white (RGBA, LA, palette with a transparent colour)",
+    "wide_grey": "16-bit grey divided by 65535 (by 255 when no value exceeds 255), float grey "
+                 "in [0, 1] (else by its maximum), to 8 bits",
+}
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
 #: folders that archivers and tools add beside the data (never classes, never images)
 SYSTEM_FOLDERS = ("__MACOSX",)
@@ -72,6 +85,12 @@ def to_rgb(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
+def decode_image(image: Image.Image) -> Image.Image:
+    """An opened image as :func:`load_image` returns its file: EXIF orientation applied, then
+    :func:`to_rgb`."""
+    return to_rgb(ImageOps.exif_transpose(image))
+
+
 def load_image(path: str | os.PathLike) -> Image.Image:
     """Decode ``path`` fully into an RGB image, applying its EXIF orientation."""
     try:
@@ -79,8 +98,7 @@ def load_image(path: str | os.PathLike) -> Image.Image:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(path) as image:
                 image.load()
-                image = ImageOps.exif_transpose(image)
-                return to_rgb(image)
+                return decode_image(image)
     except FileNotFoundError:
         raise DataError(f"{path}: image file not found") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombWarning,

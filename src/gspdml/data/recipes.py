@@ -26,11 +26,13 @@ RECIPES = {
 
 
 def image_transform(recipe: str = "mlrc", train: bool = False, normalization: str = "imagenet",
-                    resize: int | None = None, crop: int | None = None, field: str = "data.dataset") -> Compose:
+                    resize: int | None = None, crop: int | None = None,
+                    field: str = "data.dataset") -> Compose | EvalTransform:
     """The transform of ``recipe`` (see :data:`RECIPES`) for training or evaluation, ending in
     ``ToTensor`` and the backbone's ``normalization`` (:data:`NORMALIZATIONS`); the evaluation
-    transform is the pipeline of :class:`gspdml.data.eval_transform.EvalTransform`. ``resize`` and
-    ``crop`` override the recipe's sizes (e.g. 73/64 for fast CPU runs)."""
+    transform is an :class:`gspdml.data.eval_transform.EvalTransform` (so a run can record it as
+    its spec). ``resize`` and ``crop`` override the recipe's sizes (e.g. 73/64 for fast CPU
+    runs)."""
     if recipe not in RECIPES:
         raise ConfigError(f"{field}.transform", f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
     if normalization not in NORMALIZATIONS:
@@ -38,6 +40,7 @@ def image_transform(recipe: str = "mlrc", train: bool = False, normalization: st
     default_resize, default_crop, scale, resize_first = RECIPES[recipe]
     resize, crop = int(resize or default_resize), int(crop or default_crop)
     if not (train and scale is not None):
-        return EvalTransform(3, resize=(resize,), center_crop=(crop, crop), **NORMALIZATIONS[normalization]).pipeline
+        return EvalTransform(3, resize=(resize,), center_crop=(crop, crop),
+                             **NORMALIZATIONS[normalization])
     steps = ([Resize(resize)] if resize_first else []) + [RandomResizedCrop(crop, scale, (3 / 4, 4 / 3)), RandomHorizontalFlip(0.5)]
     return Compose(steps + [ToTensor(), Normalize(**NORMALIZATIONS[normalization])])

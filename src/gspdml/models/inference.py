@@ -55,8 +55,8 @@ def stack_batch(batch) -> tuple[torch.Tensor, torch.Tensor]:
     shapes = sorted({tuple(image.shape) for image in images})
     if len(shapes) > 1:
         raise DataError(
-            f"images of different sizes {shapes} in one batch; give the run config a 'data.eval_transform' "
-            "with 'resize' and 'center_crop' (see gspdml.retrieval.preprocessing)"
+            f"images of different sizes {shapes} in one batch; give the run's config.yaml a "
+            "'data.eval_transform' with 'resize' and 'center_crop' (see gspdml.data.eval_transform)"
         )
     return torch.stack(images), torch.as_tensor([int(item[1]) for item in batch], dtype=torch.int64)
 

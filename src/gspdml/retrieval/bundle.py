@@ -5,14 +5,21 @@ A bundle is a folder laid out as a Hugging Face model repository (it can be uplo
 * ``model.safetensors``: the run's weights (byte copy; its metadata rebuilds the embedder);
 * ``config.yaml``: the run's resolved config;
 * ``preprocessing.json``: the evaluation transform (:class:`~gspdml.data.eval_transform.EvalTransform`
-  fields), so that images are embedded exactly as evaluation embedded them;
+  fields) and, under ``decoding``, how a file is decoded before it
+  (:data:`gspdml.data.images.DECODING`), so that images are embedded exactly as evaluation
+  embedded them;
 * ``README.md``: the model card (method, backbone, protocol and split, metrics with the set they
   were measured on, data hash, library version), with hub metadata in its YAML header;
 * ``bundle.json``: format, version, library version, sha256 of the weights, data hash.
 
 ``from_pretrained(DIR)`` returns a :class:`BundledEncoder`; ``from_pretrained("owner/name")``
 resolves a hub repository with ``huggingface_hub.snapshot_download`` (its cache, or the network
-unless ``local_files_only=True``).
+unless ``local_files_only=True``). A bundle is read with gspdml installed (it rebuilds the
+:class:`~gspdml.models.Embedder`), which decodes images with the library's loader, as the run did.
+
+A bundle is written from the run directory alone: the evaluation transform comes from the run's
+``config.yaml`` (:mod:`gspdml.retrieval.preprocessing`); the data hash of the model card is
+computed where the run's dataset is still readable, else marked unavailable.
 """
 
 from __future__ import annotations
@@ -21,18 +28,19 @@ import hashlib
 import json
 import os
 import shutil
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import torch
 import yaml
-from PIL import Image
 
 from gspdml.errors import ConfigError, DataError
 from gspdml.models import Embedder
-from gspdml.data.eval_transform import EvalTransform
-from gspdml.retrieval.preprocessing import eval_transform_from_config
+from gspdml.data.eval_transform import EvalTransform, parse_eval_transform
+from gspdml.data.images import DECODING
+from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
 from gspdml.version import __version__
 from gspdml.training.run_dir import (CONFIG_FILE, RESULTS_FILE, WEIGHT_FILES, WEIGHTS_FILE, build_run_data, load_embedder,
                                      read_weights, weights_digest)
@@ -43,8 +51,11 @@ FILES = (WEIGHTS_FILE, CONFIG_FILE, "preprocessing.json", "README.md", "bundle.j
 
 def data_hash(config: dict[str, Any]) -> str:
     """``sha256:<hex>`` over the labels (and file names, where the dataset has them) of every
-    split of the run's dataset, in order: it changes when the data or the split changes."""
-    data = build_run_data(config)
+    split of the run's dataset, in order: it changes when the data or the split changes. The
+    reader's warnings (skipped files), shown when the run trained, are not repeated."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = build_run_data(config)
     digest = hashlib.sha256()
     parts = [("train", data.train)]
     for name in ("val", "test"):
@@ -122,8 +133,10 @@ def write_bundle(run_dir: str | Path, out: str | Path, weights: str = "final", o
     _, meta = read_weights(weights_path)
     transform = eval_transform_from_config(config, int(meta["in_channels"]))
     if not isinstance(transform, EvalTransform):
-        raise ConfigError("data.eval_transform", f"{run_dir}: the run's evaluation transform is a dataset's own code, which a "
-                          "bundle cannot carry; give the config an explicit data.eval_transform (see gspdml.retrieval.preprocessing)")
+        raise ConfigError("data.eval_transform",
+                          f"{run_dir}: the run's evaluation transform is its dataset's own code, "
+                          "which a bundle cannot carry; add data.eval_transform (the options of "
+                          "gspdml.data.eval_transform) to its config.yaml")
     results_path = run_dir / RESULTS_FILE
     results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
     try:
@@ -136,7 +149,9 @@ def write_bundle(run_dir: str | Path, out: str | Path, weights: str = "final", o
     shutil.copyfile(weights_path, staging / WEIGHTS_FILE)
     digest = weights_digest(staging)
     shutil.copyfile(run_dir / CONFIG_FILE, staging / CONFIG_FILE)
-    (staging / "preprocessing.json").write_text(json.dumps(transform.describe(), indent=1), encoding="utf-8")
+    preprocessing = {**transform.describe(), "decoding": DECODING}
+    (staging / "preprocessing.json").write_text(json.dumps(preprocessing, indent=1),
+                                                encoding="utf-8")
     (staging / "README.md").write_text(_model_card(config, results, digest, weights, data_digest), encoding="utf-8")
     (staging / "bundle.json").write_text(json.dumps({
         "format": FORMAT, "version": 1, "library_version": __version__, "weights": digest,
@@ -151,7 +166,8 @@ def write_bundle(run_dir: str | Path, out: str | Path, weights: str = "final", o
 @dataclass
 class BundledEncoder:
     """A ready embedder: ``encoder(images)`` -> L2-normalised embeddings ``[N, D]`` (float32, CPU)
-    of image files or PIL images, preprocessed as the run evaluated them."""
+    of image files or PIL images, decoded and preprocessed as the run evaluated them
+    (:func:`gspdml.retrieval.preprocessing.load_model_input`)."""
 
     model: Embedder
     transform: EvalTransform
@@ -165,8 +181,8 @@ class BundledEncoder:
         device = next(self.model.parameters()).device
         out = []
         for start in range(0, len(images), batch_size):
-            batch = [self.transform(image if isinstance(image, Image.Image) else Image.open(image))
-                     for image in images[start:start + batch_size]]
+            chunk = images[start:start + batch_size]
+            batch = [load_model_input(image, self.transform) for image in chunk]
             out.append(self.model(torch.stack(batch).to(device)).embedding.float().cpu())
         return torch.cat(out)
 
@@ -186,9 +202,13 @@ def from_pretrained(name_or_path: str | Path, device: str = "cpu", *, cache_dir:
     digest = weights_digest(folder)
     if digest != info.get("weights"):
         raise DataError(f"{folder / WEIGHTS_FILE}: sha256 {digest} differs from the bundle's {info.get('weights')}")
-    model, _ = load_embedder(folder / WEIGHTS_FILE, device)
+    model, meta = load_embedder(folder / WEIGHTS_FILE, device)
     spec = json.loads((folder / "preprocessing.json").read_text(encoding="utf-8"))
-    transform = EvalTransform(**{key: tuple(value) if isinstance(value, list) else value for key, value in spec.items()})
+    if not isinstance(spec, dict):
+        raise DataError(f"{folder / 'preprocessing.json'}: expected a JSON object, got {spec!r}")
+    spec.pop("decoding", None)  # the rules of gspdml.data.images, which load_model_input follows
+    transform = parse_eval_transform(spec, str(folder / "preprocessing.json"),
+                                     int(meta["in_channels"]))
     config = yaml.safe_load((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     return BundledEncoder(model, transform, config, info)
 

@@ -9,8 +9,9 @@
     results = RetrievalIndex.load("photos.index").search(encoder(["query.jpg"]), k=5)
 
 Images are decoded and preprocessed exactly as ``gspdml index``/``search`` do (the run's eval
-transform); an :class:`Encoder` also takes PIL images, or a tensor batch ``[B, C, H, W]`` that is
-already preprocessed.
+transform, recorded in its ``config.yaml``: the training data need not be there); an
+:class:`Encoder` also takes PIL images (decoded by the same rules as files: EXIF orientation,
+alpha on white, 16-bit rescaled), or a tensor batch ``[B, C, H, W]`` that is already preprocessed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from PIL import Image
 from gspdml.retrieval.build import build_index, model_info
 from gspdml.retrieval.sources import ImageFiles, folder_source
 from gspdml.retrieval.index import RetrievalIndex
-from gspdml.retrieval.preprocessing import eval_transform_from_config
+from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
 from gspdml.training import load_run
 from gspdml.models.inference import embed, resolve_device
 
@@ -68,7 +69,7 @@ class Encoder:
                                   for chunk in images.split(self.batch_size)])
         items = list(images)
         if all(isinstance(item, Image.Image) for item in items):
-            return self(torch.stack([self.transform(item.convert("RGB")) for item in items]))
+            return self(torch.stack([load_model_input(item, self.transform) for item in items]))
         paths = [str(Path(item)) for item in items]
         vectors, _ = embed(self.model, ImageFiles(paths, [None] * len(paths), self.transform), self.batch_size, self.device)
         return vectors

@@ -7,8 +7,9 @@ without gradients: a pooling with a custom autograd function (GSP's closed-form 
 take a plain-ops forward path then, since TorchScript and ONNX cannot hold a Python function.
 Every export is checked on seeded random inputs, with a batch size different from the one
 traced: the largest absolute difference from the PyTorch model must not exceed ``tolerance``
-(default 1e-5, fp32). A sidecar ``<file>.json`` records the input shape, the transform and the
-measured difference.
+(default 1e-5, fp32). A sidecar ``<file>.json`` records the input shape, how an image file
+becomes that input (``decoding``: :data:`gspdml.data.images.DECODING`, then ``transform``) and
+the measured difference.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch import nn
 
+from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, GspdmlError
 
 FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
@@ -137,6 +139,7 @@ def export_embedder(
         "file": path.name,
         "input": {"name": "images", "shape": ["batch", channels, size[0], size[1]], "dtype": "float32"},
         "output": {"name": "embedding", "shape": ["batch", int(model.embedding_dim)]},
+        "decoding": DECODING,
         "transform": transform.describe() if transform is not None else None,
         "run": info,
         "check": None,

@@ -7,7 +7,9 @@ contradicts the weights.
 A key that the saved config lacks because the run predates it (a later version added the option)
 is no difference when the new config holds that option's default: options are added with a
 default that keeps the earlier behaviour, so the run trained as that default does. A lacking key
-with any other value is a difference, as is a key the new config lacks."""
+with any other value is a difference, as is a key the new config lacks. A null
+``data.eval_transform`` means the dataset's own evaluation transform, which the trainer recorded
+in ``config.yaml``: it is no difference from the recorded one."""
 
 from __future__ import annotations
 
@@ -35,8 +37,13 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def config_differences(saved: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     """``{dotted key: (saved value, new value)}`` for every key whose value differs (a missing
-    key reads as ``<absent>``; a key the saved config predates, at its default, is no difference:
-    module docstring); both configs are compared as YAML writes them."""
+    key reads as ``<absent>``; a key the saved config predates, at its default, is no difference,
+    nor a null ``data.eval_transform``: module docstring); both configs are compared as YAML
+    writes them."""
+    recorded = (saved.get("data") or {}).get("eval_transform")
+    data = new.get("data")
+    if recorded and isinstance(data, Mapping) and data.get("eval_transform") is None:
+        new = {**new, "data": {**data, "eval_transform": recorded}}  # null: the recorded one
     old, now = _flatten(yaml.safe_load(dump_config(saved))), _flatten(yaml.safe_load(dump_config(new)))
     defaults = _flatten(yaml.safe_load(dump_config(DEFAULTS)))
     absent = "<absent>"

@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 from gspdml.compat.hardware import resolve_precision
 from gspdml.config import dump_config, load_config
 from gspdml.data import build_data
+from gspdml.data.eval_transform import run_eval_transform
 from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
 from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
 from gspdml.errors import ConfigError, GspdmlError, TrainingError
@@ -104,6 +105,9 @@ class Trainer:
         self.eval_split = self.data.val if config["evaluation"]["split"] == "val" else self.data.test
         if self.eval_split is None:
             raise ConfigError("evaluation.split", f"dataset {config['data']['dataset']['name']!r} has no {config['evaluation']['split']} split")
+        # config.yaml records the evaluation transform: search and bundles need no training data
+        spec = run_eval_transform(config["data"]["eval_transform"], self.data)
+        saved_config = {**config, "data": {**config["data"], "eval_transform": spec}}
         self.selects = self._check_selection_split()
         self.model: Embedder = build_embedder(resolve_recipe_weights(config["model"]), self.data.channels).to(self.device)
         if self.precision == "bf16" and self.device.type == "cpu":
@@ -147,7 +151,7 @@ class Trainer:
         if self.is_main:
             if not resume or changed:
                 self.run_dir.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(self.run_dir / CONFIG_FILE, dump_config(config))
+                atomic_write_text(self.run_dir / CONFIG_FILE, dump_config(saved_config))
             self.log.truncate_after(self.step if resume else -1)
             if self.tensorboard:
                 self.log.open_tensorboard(self.step if resume else -1)
