@@ -30,7 +30,7 @@ def test_preset_follows_its_protocol(path):
     assert c["model"]["backbone"] == {"name": "bn_inception", "pretrained": True, "freeze_bn": True, "input_space": "imagenet"}
     opt = c["optimizer"]
     # Adam beta_2 and clipping as the TF framework sets them (docs/paper-vs-code.md)
-    assert opt["name"] == "adam" and opt["betas"] == [0.9, 0.999] and opt["weight_decay"] == 1e-4
+    assert opt["name"] == "adam" and opt.betas == (0.9, 0.999) and opt["weight_decay"] == 1e-4
     assert (opt["grad_clip_norm"], opt["grad_clip_value"]) == (10.0, 10.0)
     proxy = "-pnca-" in path.stem or "-pa-" in path.stem
     batch = (c["data"]["classes_per_batch"], c["data"]["samples_per_class"])
