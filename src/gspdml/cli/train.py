@@ -50,23 +50,21 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from gspdml.data import build_data
-    from gspdml.evaluation.split_metrics import evaluate_split
+    from gspdml.evaluation.service import EvalSpec, evaluate
+    from gspdml.models.inference import resolve_device
     from gspdml.training import load_run
 
     config, model = load_run(args.run_dir, weights=args.weights)
+    device = resolve_device(config["trainer"]["device"])  # the run's device and precision, as the trainer evaluated
+    model = model.to(device)
     data = build_data(config["data"]["dataset"], seed=int(config["seed"]))
     split = getattr(data, args.split)
     if split is None:
         raise GspdmlError(f"dataset {config['data']['dataset']['name']!r} has no {args.split} split")
-    metrics = evaluate_split(model, split, batch_size=config["data"]["eval_batch_size"], recall_at=config["evaluation"]["recall_at"],
-                             progress=not args.no_progress)
-    if config["evaluation"]["postprocess"]:
-        from gspdml.evaluation.postprocess import postprocessed_split_metrics
-
-        metrics["postprocessed"] = postprocessed_split_metrics(
-            model, data, split, config["evaluation"]["postprocess"],
-            batch_size=config["data"]["eval_batch_size"], recall_at=config["evaluation"]["recall_at"])
-    print(json.dumps({"run": str(args.run_dir), "split": args.split, "weights": args.weights, **metrics}, indent=2))
+    report = evaluate(model, split, EvalSpec.from_evaluation(config["evaluation"]), device=device,
+                      precision=config["trainer"]["precision"], batch_size=config["data"]["eval_batch_size"],
+                      num_workers=config["data"]["num_workers"], train_split=data.train, progress=not args.no_progress)
+    print(json.dumps({"run": str(args.run_dir), "split": args.split, "weights": args.weights, **report.metrics}, indent=2))
     return 0
 
 

@@ -11,8 +11,8 @@ Gürbüz thesis §5.3.4.1 (fair evaluation, embedding vectors; Musgrave et al. 2
   (3^4 = 81 in Ch. 5); the tables report the mean and standard deviation over realisations. With
   one seed per fold there is one realisation (Ch. 3).
 
-The standard deviation is the population one (ddof = 0) by default; pass ``ddof=1`` for the
-sample one (the thesis does not say which).
+The mean and standard deviation are :func:`gspdml.evaluation.mean_std.mean_std`'s: the sample
+std (ddof = 1; the thesis does not say which), 0 for a single realisation.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from gspdml.errors import ConfigError
+from gspdml.evaluation.mean_std import mean_std
 from gspdml.evaluation.metrics import retrieval_metrics
 
 TABLE_METRICS = ("precision_at_1", "map_at_r")
@@ -46,7 +47,6 @@ def fair_protocol_results(
     test_embeddings: Mapping,
     *,
     metrics: Sequence[str] = TABLE_METRICS,
-    ddof: int = 0,
     **metric_kwargs,
 ) -> dict:
     """Aggregate the fold models of the fair protocol on the test split.
@@ -56,7 +56,6 @@ def fair_protocol_results(
             (leave-one-out, CUB/Cars/SOP) or ``(query, query_labels, gallery, gallery_labels)``
             (In-Shop). Every fold must have the same seeds, and every split the same labels.
         metrics: scalar keys of :func:`~gspdml.evaluation.retrieval_metrics` to aggregate.
-        ddof: degrees of freedom of the standard deviation over realisations.
         metric_kwargs: passed to :func:`retrieval_metrics` (e.g. ``memory_budget``).
 
     Returns:
@@ -83,16 +82,7 @@ def fair_protocol_results(
             gallery = concatenate_embeddings([splits[key][2] for key in keys])
             concat = retrieval_metrics(query, first[1], gallery, first[3], **metric_kwargs)
         realisations.append({"seeds": tuple(choice), "128D": average, "512D": _select(concat, metrics)})
-    summary = {
-        space: {
-            m: {
-                "mean": float(np.mean([r[space][m] for r in realisations])),
-                "std": float(np.std([r[space][m] for r in realisations], ddof=ddof)) if len(realisations) > ddof else float("nan"),
-            }
-            for m in metrics
-        }
-        for space in ("128D", "512D")
-    }
+    summary = {space: {m: mean_std([r[space][m] for r in realisations]) for m in metrics} for space in ("128D", "512D")}
     return {
         "per_model": per_model, "realisations": realisations, "summary": summary,
         "num_folds": len(folds), "seeds": list(seeds), "num_realisations": len(realisations),
