@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
+from typing import Optional
 
 import numpy as np
 import torch
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.mean_std import mean_std
-from gspdml.evaluation.metrics import retrieval_metrics
+from gspdml.evaluation.selection import POSTPROCESSED_PREFIX
+from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 
 TABLE_METRICS = ("precision_at_1", "map_at_r")
 
@@ -47,7 +49,8 @@ def fair_protocol_results(
     test_embeddings: Mapping,
     *,
     metrics: Sequence[str] = TABLE_METRICS,
-    **metric_kwargs,
+    spec: EvalSpec = EvalSpec(),
+    train_embeddings: Optional[Mapping] = None,
 ) -> dict:
     """Aggregate the fold models of the fair protocol on the test split.
 
@@ -55,8 +58,13 @@ def fair_protocol_results(
         test_embeddings: {(fold, seed): split} with ``split`` either ``(embeddings, labels)``
             (leave-one-out, CUB/Cars/SOP) or ``(query, query_labels, gallery, gallery_labels)``
             (In-Shop). Every fold must have the same seeds, and every split the same labels.
-        metrics: scalar keys of :func:`~gspdml.evaluation.retrieval_metrics` to aggregate.
-        metric_kwargs: passed to :func:`retrieval_metrics` (e.g. ``memory_budget``).
+        metrics: scalar keys of the evaluation service's report to aggregate; with
+            post-processing steps in ``spec`` their ``postprocessed_`` keys too.
+        spec: what each model and each concatenation is scored with
+            (:class:`~gspdml.evaluation.service.EvalSpec`: ``recall_at``, post-processing).
+        train_embeddings: {(fold, seed): embeddings} of the same training items, for a step
+            that learns on them (PCA-whitening); a realisation concatenates them as its test
+            embeddings.
 
     Returns:
         {"per_model": {(fold, seed): {metric: value}},
@@ -67,21 +75,24 @@ def fair_protocol_results(
     folds, seeds = _grid(test_embeddings)
     splits = {key: _as_split(value, key) for key, value in test_embeddings.items()}
     _check_same_labels(splits)
-    per_model = {
-        key: _select(retrieval_metrics(*split, **metric_kwargs), metrics) for key, split in splits.items()
-    }
+    if spec.postprocess:
+        metrics = (*metrics, *(POSTPROCESSED_PREFIX + m for m in metrics))
+    train = dict(train_embeddings or {})
+
+    def score(split, train_part):
+        return _select(evaluate_embeddings(*split, spec=spec, train=train_part).metrics, metrics)
+
+    per_model = {key: score(split, train.get(key)) for key, split in splits.items()}
     realisations = []
     for choice in itertools.product(seeds, repeat=len(folds)):
         keys = [(fold, seed) for fold, seed in zip(folds, choice)]
         average = {m: float(np.mean([per_model[key][m] for key in keys])) for m in metrics}
         first = splits[keys[0]]
-        query = concatenate_embeddings([splits[key][0] for key in keys])
-        if len(first) == 2:
-            concat = retrieval_metrics(query, first[1], **metric_kwargs)
-        else:
-            gallery = concatenate_embeddings([splits[key][2] for key in keys])
-            concat = retrieval_metrics(query, first[1], gallery, first[3], **metric_kwargs)
-        realisations.append({"seeds": tuple(choice), "128D": average, "512D": _select(concat, metrics)})
+        concat = [concatenate_embeddings([splits[key][0] for key in keys]), first[1]]
+        if len(first) == 4:
+            concat += [concatenate_embeddings([splits[key][2] for key in keys]), first[3]]
+        train_concat = concatenate_embeddings([train[key] for key in keys]) if train else None
+        realisations.append({"seeds": tuple(choice), "128D": average, "512D": score(concat, train_concat)})
     summary = {space: {m: mean_std([r[space][m] for r in realisations]) for m in metrics} for space in ("128D", "512D")}
     return {
         "per_model": per_model, "realisations": realisations, "summary": summary,
