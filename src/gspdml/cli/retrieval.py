@@ -114,7 +114,7 @@ def find_index_run(index: RetrievalIndex, index_path: str | Path, given: str | N
 def run_search(args: argparse.Namespace) -> int:
     if args.save:
         check_writable_file(args.save)
-    index = RetrievalIndex.load(args.index)
+    index = RetrievalIndex.load(args.index, mmap=True)
     run_dir = find_index_run(index, args.index, args.run)
     check_same_model(index, model_info(run_dir))
     device = resolve_device(args.device)
