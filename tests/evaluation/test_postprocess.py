@@ -174,3 +174,25 @@ def test_config_section_is_validated():
     assert load_config("demo-gsp")["evaluation"]["postprocess"] == []
     with pytest.raises(ConfigError, match="evaluation.postprocess.k_reciprocal.k1.*expected an integer, got 'many'"):
         load_config("demo-gsp", ["evaluation.postprocess=[{name: k_reciprocal, k1: many}]"])
+
+
+def test_steps_are_objects_built_from_the_spec_list():
+    """build_steps makes fit/apply objects from evaluation.postprocess's spec list, in the order
+    of application; objects and specs give the same retrieval."""
+    steps = pp.build_steps(["k_reciprocal:lambda=0.5,shortlist=20", "qe:k=3", {"name": "pca_whiten", "dim": 5}])
+    assert steps == (pp.PCAWhitening(5), pp.QueryExpansion(k=3, alpha=3.0),
+                     pp.KReciprocalReranking(k1=20, k2=6, lam=0.5, shortlist=20))
+    assert [s.name for s in steps] == ["pca_whiten", "qe", "k_reciprocal"] and steps[0].learns_on_training
+    db, db_labels = unit_clusters(70, seed=4)
+    q, q_labels = unit_clusters(12, seed=5)
+    train, _ = unit_clusters(90, seed=6)
+    objects = (pp.KReciprocalReranking(k1=5, k2=2, shortlist=15), pp.DatabaseAugmentation(k=2, alpha=1.0),
+               pp.PCAWhitening(6))
+    by_objects = pp.postprocessed_retrieve(q, q_labels, db, db_labels, steps=objects, train=train)
+    by_specs = pp.postprocessed_retrieve(q, q_labels, db, db_labels, train=train,
+                                         steps=["dba:k=2,alpha=1.0", "pca_whiten:dim=6", "k_reciprocal:k1=5,k2=2,shortlist=15"])
+    assert torch.equal(by_objects.indices, by_specs.indices) and torch.equal(by_objects.distances, by_specs.distances)
+    with pytest.raises(ConfigError, match=r"step\(s\) \['qe'\] given twice"):
+        pp.build_steps([pp.QueryExpansion(), "qe"])
+    with pytest.raises(ConfigError, match="apply a fitted whitening"):
+        pp.PCAWhitening(3)(torch.from_numpy(q))

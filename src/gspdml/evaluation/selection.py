@@ -36,26 +36,39 @@ from gspdml.errors import ConfigError
 from gspdml.evaluation.metric_registry import METRICS
 from gspdml.evaluation.metrics import harmonic_mean
 
-#: the values of ``evaluation.metric``
-SELECTION_METRICS = tuple(name for name, metric in METRICS.items() if metric.selectable)
-#: selection metrics that need k-means on the round's embeddings
-CLUSTERING_METRICS = tuple(name for name in SELECTION_METRICS if METRICS[name].needs_clustering)
 #: key prefix of the post-processed metrics of a round (``postprocessed_map_at_r``)
 POSTPROCESSED_PREFIX = "postprocessed_"
 
 __all__ = ["CLUSTERING_METRICS", "POSTPROCESSED_PREFIX", "SELECTION_METRICS", "check_selection_metric",
-           "harmonic_mean", "needs_clustering", "round_metrics", "selection_key", "selection_value"]
+           "harmonic_mean", "needs_clustering", "round_metrics", "selection_key", "selection_metrics",
+           "selection_value"]
+
+
+def selection_metrics() -> tuple[str, ...]:
+    """The values of ``evaluation.metric``: the registered ``selectable`` metrics."""
+    return tuple(name for name, metric in METRICS.items() if metric.selectable)
+
+
+def __getattr__(name: str):
+    """``SELECTION_METRICS`` (the values of ``evaluation.metric``) and ``CLUSTERING_METRICS``
+    (those that need k-means), read from the registry when asked, so a metric registered later
+    is one of them."""
+    if name == "SELECTION_METRICS":
+        return selection_metrics()
+    if name == "CLUSTERING_METRICS":
+        return tuple(m for m in selection_metrics() if METRICS[m].needs_clustering)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def needs_clustering(metric: str) -> bool:
     """Whether selecting by ``metric`` needs NMI (k-means on the round's embeddings)."""
-    return metric in CLUSTERING_METRICS
+    return metric in METRICS and METRICS[metric].needs_clustering
 
 
 def check_selection_metric(metric: Any, field: str = "evaluation.metric") -> None:
     """ConfigError naming ``field`` and the choices when ``metric`` is not a selection metric."""
-    if metric not in SELECTION_METRICS:
-        raise ConfigError(field, f"unknown metric {metric!r}; allowed: {', '.join(SELECTION_METRICS)}")
+    if metric not in selection_metrics():
+        raise ConfigError(field, f"unknown metric {metric!r}; allowed: {', '.join(selection_metrics())}")
 
 
 def round_metrics(query, query_labels, gallery=None, gallery_labels=None, *, metric: str = "map_at_r",
