@@ -1,12 +1,13 @@
-"""The approximate-search options of ``gspdml index`` and ``gspdml search`` (:mod:`gspdml.cli.retrieval`):
-argument parsing only; the index does the work (:meth:`gspdml.retrieval.index.RetrievalIndex.build_approximate`,
-``update_approximate``, ``tune_approximate``, ``search``; structures of :mod:`gspdml.retrieval.ann`).
+"""The approximate-search options of ``gspdml index`` and ``gspdml search``
+(:mod:`gspdml.cli.retrieval`): argument parsing only; the index does the work
+(:meth:`gspdml.retrieval.index.RetrievalIndex.build_approximate`, ``update_approximate``,
+``tune_approximate``, ``search``; the structures of :mod:`gspdml.retrieval.ann`).
 
 ``gspdml index --backend ivf|ivfpq|hnsw`` builds an approximate index next to the exact vectors
 of an index folder and measures its recall@k against the exact engine; ``--append`` adds the new
-rows to it (no retraining; rebuilt with its settings when rows were dropped) and re-measures. ``gspdml search`` uses it when present (``--exact``
-to bypass it), with ``--nprobe`` / ``--ef`` overriding the stored search setting, and prints the
-measured recall.
+rows to it (no retraining; rebuilt with its settings when rows were dropped) and re-measures.
+``gspdml search`` uses it when present (``--exact`` to bypass it), with ``--nprobe`` / ``--ef``
+overriding the stored search setting, and prints the measured recall.
 """
 
 from __future__ import annotations
@@ -67,12 +68,12 @@ def update_ann(index: RetrievalIndex, out: Path, args, added: int) -> str:
         existing = index.approximate
         if existing is None:
             if args.backend not in (None, EXACT):
-                raise ConfigError("--backend", f"{out} has no approximate index to append to; rebuild with "
-                                               f"--overwrite --backend {args.backend}")
+                raise ConfigError("--backend", f"{out} has no approximate index to append to; "
+                                               f"rebuild with --overwrite --backend {args.backend}")
             return ""
         if args.backend not in (None, existing.params.backend):
-            raise ConfigError("--backend", f"{out} holds a {existing.params.backend} index; --append cannot change it "
-                                           f"to {args.backend}")
+            raise ConfigError("--backend", f"{out} holds a {existing.params.backend} index; "
+                                           f"--append cannot change it to {args.backend}")
         index.tune_approximate(nprobe=args.nprobe, ef=args.ef)
         built = index.update_approximate(args.recall_k, args.recall_sample)
     index.save_approximate(out)
@@ -80,8 +81,8 @@ def update_ann(index: RetrievalIndex, out: Path, args, added: int) -> str:
 
 
 def _with_knobs(params: ann.AnnParams, args) -> ann.AnnParams:
-    knobs = {key: value for key, value in (("nprobe", args.nprobe), ("ef", args.ef)) if value is not None}
-    return replace(params, **knobs)
+    knobs = (("nprobe", args.nprobe), ("ef", args.ef))
+    return replace(params, **{key: value for key, value in knobs if value is not None})
 
 
 def approximate_search(index: RetrievalIndex, folder, queries: torch.Tensor, k: int, query_paths, args):
@@ -91,8 +92,8 @@ def approximate_search(index: RetrievalIndex, folder, queries: torch.Tensor, k: 
         return None
     if index.approximate is None:
         if args.nprobe is not None or args.ef is not None:
-            raise ConfigError("--nprobe" if args.nprobe is not None else "--ef",
-                              f"{folder} has no approximate index (build one with gspdml index --backend)")
+            raise ConfigError("--nprobe" if args.nprobe is not None else "--ef", f"{folder} has no "
+                              "approximate index (build one with gspdml index --backend)")
         return None
     index.tune_approximate(nprobe=args.nprobe, ef=args.ef)
     return index.search(queries, k, query_paths=query_paths), index.approximate.describe()

@@ -55,16 +55,19 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from gspdml.training import load_run
 
     config, model = load_run(args.run_dir, weights=args.weights)
-    device = resolve_device(config["trainer"]["device"])  # the run's device and precision, as the trainer evaluated
-    model = model.to(device)
+    device = resolve_device(config["trainer"]["device"])  # the run's device and precision:
+    model = model.to(device)  # what the trainer evaluated with
     data = build_data(config["data"]["dataset"], seed=int(config["seed"]))
     split = getattr(data, args.split)
     if split is None:
         raise GspdmlError(f"dataset {config['data']['dataset']['name']!r} has no {args.split} split")
     report = evaluate(model, split, EvalSpec.from_evaluation(config["evaluation"]), device=device,
-                      precision=config["trainer"]["precision"], batch_size=config["data"]["eval_batch_size"],
-                      num_workers=config["data"]["num_workers"], train_split=data.train, progress=not args.no_progress)
-    print(json.dumps({"run": str(args.run_dir), "split": args.split, "weights": args.weights, **report.metrics}, indent=2))
+                      precision=config["trainer"]["precision"],
+                      batch_size=config["data"]["eval_batch_size"],
+                      num_workers=config["data"]["num_workers"], train_split=data.train,
+                      progress=not args.no_progress)
+    header = {"run": str(args.run_dir), "split": args.split, "weights": args.weights}
+    print(json.dumps({**header, **report.metrics}, indent=2))
     return 0
 
 

@@ -92,8 +92,10 @@ def fair_protocol_results(
         if len(first) == 4:
             concat += [concatenate_embeddings([splits[key][2] for key in keys]), first[3]]
         train_concat = concatenate_embeddings([train[key] for key in keys]) if train else None
-        realisations.append({"seeds": tuple(choice), "128D": average, "512D": score(concat, train_concat)})
-    summary = {space: {m: mean_std([r[space][m] for r in realisations]) for m in metrics} for space in ("128D", "512D")}
+        realisations.append({"seeds": tuple(choice), "128D": average,
+                             "512D": score(concat, train_concat)})
+    summary = {space: {m: mean_std([r[space][m] for r in realisations]) for m in metrics}
+               for space in ("128D", "512D")}
     return {
         "per_model": per_model, "realisations": realisations, "summary": summary,
         "num_folds": len(folds), "seeds": list(seeds), "num_realisations": len(realisations),

@@ -128,8 +128,9 @@ def retrieve(
     ``k=None`` chooses the smallest k that MAP@R and R-precision need: max over queries of R_i
     (the number of relevant references; pytorch-metric-learning's ``k="max_bin_count"``; left
     out with ``class_size=False``, for metrics that read no R_i), raised to ``min_k`` (e.g. the
-    largest K of Recall@K) and capped at the number of searchable references. Labels may be any hashable numpy-compatible values (int64 ids stay exact; they are
-    re-coded, never cast to float).
+    largest K of Recall@K) and capped at the number of searchable references. Labels may be
+    any hashable numpy-compatible values (int64 ids stay exact; they are re-coded, never cast
+    to float).
     """
     loo = reference is None
     if loo and reference_labels is not None:

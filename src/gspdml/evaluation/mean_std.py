@@ -22,8 +22,9 @@ DDOF = 1
 
 
 def mean_std(values: Sequence[float]) -> dict[str, float]:
-    """``{"mean", "std"}`` of ``values`` with the sample (``ddof = 1``) std; 0 for a single value."""
+    """``{"mean", "std"}`` of ``values``, the std the sample one (``ddof = 1``); 0 for one value."""
     values = np.asarray(values, dtype=float)
     if values.size == 0:
         raise ConfigError("values", "mean_std needs at least one value, got none")
-    return {"mean": float(values.mean()), "std": float(values.std(ddof=DDOF)) if values.size > 1 else 0.0}
+    std = float(values.std(ddof=DDOF)) if values.size > 1 else 0.0
+    return {"mean": float(values.mean()), "std": std}

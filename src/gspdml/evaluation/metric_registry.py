@@ -50,7 +50,7 @@ class Metric:
     @property
     def needs_clustering(self) -> bool:
         """Whether computing it runs k-means (itself or through an input)."""
-        return self.kind == "clustering" or any(METRICS[name].needs_clustering for name in self.inputs)
+        return self.kind == "clustering" or any(METRICS[n].needs_clustering for n in self.inputs)
 
     def keys(self, recall_at=()) -> list[str]:
         """Its keys in a flat report: ``<name>_<K>`` per K for :data:`EACH_K`, else the name."""
@@ -61,12 +61,14 @@ class Metric:
 METRICS: dict[str, Metric] = {}
 
 
-def register(name: str, kind: str, *, depth=None, inputs: tuple[str, ...] = (), selectable: bool = False):
+def register(name: str, kind: str, *, depth=None, inputs: tuple[str, ...] = (),
+             selectable: bool = False):
     """Decorator: register ``score`` as the metric ``name`` (module docstring)."""
     if kind not in KINDS:
         raise ConfigError("kind", f"unknown metric kind {kind!r}; allowed: {', '.join(KINDS)}")
     if (kind == "query") != (depth is not None):
-        raise ConfigError("depth", f"metric {name!r}: a depth is what a per-query metric (and only one) declares")
+        raise ConfigError("depth", f"metric {name!r}: a depth is what a per-query metric (and only "
+                                   "one) declares")
 
     def add(score: Callable) -> Callable:
         if name in METRICS:

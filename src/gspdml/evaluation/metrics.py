@@ -44,8 +44,8 @@ from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_s
 from gspdml.errors import ConfigError
 from gspdml.evaluation.clustering import clustering_scores
 from gspdml.evaluation.exact_knn import DEFAULT_MEMORY_BUDGET, retrieve
-from gspdml.evaluation.metric_registry import (CLASS_SIZE, EACH_K, METRICS, Neighbours, check_metric_names,
-                                               metrics_of_kind, register)
+from gspdml.evaluation.metric_registry import (CLASS_SIZE, EACH_K, METRICS, Neighbours,
+                                               check_metric_names, metrics_of_kind, register)
 from gspdml.evaluation.results import RetrievalResults
 
 
@@ -144,8 +144,8 @@ def retrieval_metrics(
         class_size=any(METRICS[name].depth == CLASS_SIZE for name in names),
         memory_budget=memory_budget, backend=backend, device=device,
     )
-    out = metrics_from_results(results, recall_at=recall_at, metrics=names, class_average=class_average,
-                               per_class=per_class)
+    out = metrics_from_results(results, recall_at=recall_at, metrics=names,
+                               class_average=class_average, per_class=per_class)
     if clustering:
         out.update(clustering_scores(query, results.query_labels.numpy(), backend=kmeans_backend, seed=seed))
     return out
@@ -204,7 +204,8 @@ def per_query_scores(results: RetrievalResults, recall_at: Sequence[int] = (),
     for name in _query_metrics(metrics):
         metric = METRICS[name]
         if metric.depth == EACH_K:
-            out.update({key: metric.score(neighbours, K) for key, K in zip(metric.keys(recall_at), recall_at)})
+            keys = zip(metric.keys(recall_at), recall_at)
+            out.update({key: metric.score(neighbours, K) for key, K in keys})
         else:
             out[name] = metric.score(neighbours)
     return out
@@ -215,7 +216,8 @@ def _reduce(scores, names, recall_at, reduce):
     for name in names:
         metric = METRICS[name]
         if metric.depth == EACH_K:
-            out[f"{name}_k"] = {K: reduce(scores[key]) for key, K in zip(metric.keys(recall_at), recall_at)}
+            keys = zip(metric.keys(recall_at), recall_at)
+            out[f"{name}_k"] = {K: reduce(scores[key]) for key, K in keys}
         else:
             out[name] = reduce(scores[name])
     return out
@@ -228,7 +230,8 @@ def _query_metrics(metrics) -> tuple[str, ...]:
     names = set(check_metric_names(metrics))
     wrong = [n for n in names if METRICS[n].kind != "query"]
     if wrong:
-        raise ConfigError("metrics", f"{wrong} are not per-query metrics; allowed: {', '.join(metrics_of_kind('query'))}")
+        allowed = ", ".join(metrics_of_kind("query"))
+        raise ConfigError("metrics", f"{wrong} are not per-query metrics; allowed: {allowed}")
     return tuple(n for n in metrics_of_kind("query") if n in names)
 
 
@@ -244,7 +247,8 @@ def _check_depth(results: RetrievalResults, names, recall_at) -> None:
     for name in names:
         metric = METRICS[name]
         if metric.depth == CLASS_SIZE and results.k < min(results.r_max, searchable):
-            raise ConfigError("k", f"{name} needs k >= max R = {results.r_max}, search has k={results.k}")
+            raise ConfigError("k", f"{name} needs k >= max R = {results.r_max}, "
+                                   f"search has k={results.k}")
         needed = max(_fixed_depths(metric, recall_at), default=0)
         if needed > results.k and results.k < searchable:
             field = "recall_at" if metric.depth == EACH_K else "k"

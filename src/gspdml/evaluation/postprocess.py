@@ -141,7 +141,7 @@ def alpha_expand(x: torch.Tensor, database: torch.Tensor, k: int, alpha: float, 
     return out
 
 
-# --- the steps as objects: fit, then apply -----------------------------------------------------------
+# --- the steps as objects: fit, then apply ---------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,8 @@ class PostProcessor(ABC):
     learns_on_training: ClassVar[bool] = False
     shortlist: int = 0
 
-    def fit(self, *, train: Optional[torch.Tensor] = None, database: Optional[torch.Tensor] = None) -> "PostProcessor":
+    def fit(self, *, train: Optional[torch.Tensor] = None,
+            database: Optional[torch.Tensor] = None) -> "PostProcessor":
         """The step fitted to ``train`` (training embeddings) or ``database``; as it is when it
         learns nothing."""
         return self
@@ -190,7 +191,8 @@ class PCAWhitening(PostProcessor):
 
     def fit(self, *, train=None, database=None) -> "PCAWhitening":
         if train is None:
-            raise ConfigError("pca_whiten", "needs the training embeddings to learn the whitening on")
+            raise ConfigError("pca_whiten", "needs the training embeddings to learn the whitening "
+                                            "on")
         x = torch.as_tensor(train).double()
         if x.ndim != 2 or len(x) < 2:
             raise ConfigError("pca_whiten", f"needs training embeddings [n >= 2, D], got shape {tuple(x.shape)}")
@@ -206,14 +208,16 @@ class PCAWhitening(PostProcessor):
 
     def __call__(self, x) -> torch.Tensor:
         if self.projection is None:
-            raise ConfigError("pca_whiten", "apply a fitted whitening (PCAWhitening(dim).fit(train=embeddings))")
+            raise ConfigError("pca_whiten", "apply a fitted whitening "
+                                            "(PCAWhitening(dim).fit(train=embeddings))")
         out = [F.normalize((torch.as_tensor(x[i:i + 65536]).double() - self.mean) @ self.projection.T, dim=1)
                for i in range(0, len(x), 65536)]
         return torch.cat(out).float()
 
     def apply(self, stage: Stage) -> Stage:
         query = self(stage.query)
-        return replace(stage, query=query, database=query if stage.leave_one_out else self(stage.database))
+        database = query if stage.leave_one_out else self(stage.database)
+        return replace(stage, query=query, database=database)
 
 
 @dataclass(frozen=True)
@@ -226,8 +230,10 @@ class DatabaseAugmentation(PostProcessor):
     alpha: float = STEPS["dba"]["alpha"]
 
     def apply(self, stage: Stage) -> Stage:
-        database = alpha_expand(stage.database, stage.database, self.k, self.alpha, leave_one_out=True)
-        return replace(stage, database=database, query=database if stage.leave_one_out else stage.query)
+        database = alpha_expand(stage.database, stage.database, self.k, self.alpha,
+                                leave_one_out=True)
+        query = database if stage.leave_one_out else stage.query
+        return replace(stage, database=database, query=query)
 
 
 @dataclass(frozen=True)
@@ -240,7 +246,8 @@ class QueryExpansion(PostProcessor):
     alpha: float = STEPS["qe"]["alpha"]
 
     def apply(self, stage: Stage) -> Stage:
-        query = alpha_expand(stage.query, stage.database, self.k, self.alpha, leave_one_out=stage.leave_one_out)
+        query = alpha_expand(stage.query, stage.database, self.k, self.alpha,
+                             leave_one_out=stage.leave_one_out)
         return replace(stage, query=query)
 
 
@@ -257,17 +264,20 @@ class KReciprocalReranking(PostProcessor):
 
     def apply(self, stage: Stage) -> Stage:
         if stage.neighbours is None:
-            raise ConfigError("k_reciprocal", "re-ranks the neighbours of a search; the stage has none")
+            raise ConfigError("k_reciprocal", "re-ranks the neighbours of a search; the stage has "
+                                              "none")
         _, candidates = stage.neighbours
-        neighbours = k_reciprocal_rerank(stage.query, stage.database, candidates, self.k1, self.k2, self.lam,
-                                         stage.leave_one_out)
+        neighbours = k_reciprocal_rerank(stage.query, stage.database, candidates, self.k1, self.k2,
+                                         self.lam, stage.leave_one_out)
         return replace(stage, neighbours=neighbours)
 
 
-_CLASSES = {cls.name: cls for cls in (PCAWhitening, DatabaseAugmentation, QueryExpansion, KReciprocalReranking)}
+_CLASSES = {cls.name: cls
+            for cls in (PCAWhitening, DatabaseAugmentation, QueryExpansion, KReciprocalReranking)}
 
 
-def build_steps(steps: Sequence[Any], field: str = "evaluation.postprocess") -> tuple[PostProcessor, ...]:
+def build_steps(steps: Sequence[Any],
+                field: str = "evaluation.postprocess") -> tuple[PostProcessor, ...]:
     """The step objects of a spec list (:func:`parse_steps`; objects pass through), in the order
     of application."""
     if not isinstance(steps, (list, tuple)):
@@ -275,7 +285,8 @@ def build_steps(steps: Sequence[Any], field: str = "evaluation.postprocess") -> 
     objects = [s for s in steps if isinstance(s, PostProcessor)]
     specs = parse_steps([s for s in steps if not isinstance(s, PostProcessor)], field)
     for spec in specs:
-        options = {("lam" if key == "lambda" else key): value for key, value in spec.items() if key != "name"}
+        options = {("lam" if key == "lambda" else key): value
+                   for key, value in spec.items() if key != "name"}
         objects.append(_CLASSES[spec["name"]](**options))
     names = [step.name for step in objects]
     twice = sorted({n for n in names if names.count(n) > 1})

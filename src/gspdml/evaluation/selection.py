@@ -39,9 +39,9 @@ from gspdml.evaluation.metrics import harmonic_mean
 #: key prefix of the post-processed metrics of a round (``postprocessed_map_at_r``)
 POSTPROCESSED_PREFIX = "postprocessed_"
 
-__all__ = ["CLUSTERING_METRICS", "POSTPROCESSED_PREFIX", "SELECTION_METRICS", "check_selection_metric",
-           "harmonic_mean", "needs_clustering", "round_metrics", "selection_key", "selection_metrics",
-           "selection_value"]
+__all__ = ["CLUSTERING_METRICS", "POSTPROCESSED_PREFIX", "SELECTION_METRICS",
+           "check_selection_metric", "harmonic_mean", "needs_clustering", "round_metrics",
+           "selection_key", "selection_metrics", "selection_value"]
 
 
 def selection_metrics() -> tuple[str, ...]:
@@ -68,7 +68,8 @@ def needs_clustering(metric: str) -> bool:
 def check_selection_metric(metric: Any, field: str = "evaluation.metric") -> None:
     """ConfigError naming ``field`` and the choices when ``metric`` is not a selection metric."""
     if metric not in selection_metrics():
-        raise ConfigError(field, f"unknown metric {metric!r}; allowed: {', '.join(selection_metrics())}")
+        allowed = ", ".join(selection_metrics())
+        raise ConfigError(field, f"unknown metric {metric!r}; allowed: {allowed}")
 
 
 def round_metrics(query, query_labels, gallery=None, gallery_labels=None, *, metric: str = "map_at_r",
@@ -80,7 +81,8 @@ def round_metrics(query, query_labels, gallery=None, gallery_labels=None, *, met
     from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 
     spec = EvalSpec(recall_at=tuple(recall_at), selection=metric, postprocess=tuple(postprocess))
-    return evaluate_embeddings(query, query_labels, gallery, gallery_labels, spec, train=train).metrics
+    report = evaluate_embeddings(query, query_labels, gallery, gallery_labels, spec, train=train)
+    return report.metrics
 
 
 def selection_key(metric: str, postprocessed: bool = False) -> str:

@@ -29,10 +29,12 @@ import torch
 from torch import nn
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation.metric_registry import METRICS, check_metric_names, metrics_of_kind, with_inputs
+from gspdml.evaluation.metric_registry import (METRICS, check_metric_names, metrics_of_kind,
+                                               with_inputs)
 from gspdml.evaluation.metrics import flatten_metrics, retrieval_metrics
 from gspdml.evaluation.postprocess import PostProcessor, build_steps, postprocessed_metrics
-from gspdml.evaluation.selection import POSTPROCESSED_PREFIX, check_selection_metric, selection_value
+from gspdml.evaluation.selection import (POSTPROCESSED_PREFIX, check_selection_metric,
+                                         selection_value)
 from gspdml.models.inference import embed, resolve_device, split_embeddings
 
 
@@ -46,7 +48,8 @@ class EvalSpec:
         recall_at: the K of ``recall_at_<K>``.
         selection: the metric a run is selected by (``evaluation.metric``).
         postprocess: post-processing steps (objects, or the spec list of
-            ``evaluation.postprocess``, built by :func:`~gspdml.evaluation.postprocess.build_steps`).
+            ``evaluation.postprocess``, built by
+            :func:`~gspdml.evaluation.postprocess.build_steps`).
         clustering: run k-means (report ``nmi`` and ``ami``) even if no requested metric needs it.
     """
 
@@ -61,7 +64,8 @@ class EvalSpec:
         check_selection_metric(self.selection)
         object.__setattr__(self, "recall_at", tuple(int(K) for K in self.recall_at))
         object.__setattr__(self, "postprocess", build_steps(list(self.postprocess)))
-        asked = metrics_of_kind("query") if self.metrics is None else check_metric_names(self.metrics)
+        asked = (metrics_of_kind("query") if self.metrics is None
+                 else check_metric_names(self.metrics))
         object.__setattr__(self, "names", with_inputs((*asked, self.selection)))
 
     @classmethod
@@ -96,32 +100,36 @@ class EvalReport:
     def postprocessed(self) -> dict[str, float]:
         """The post-processed metrics without their prefix."""
         n = len(POSTPROCESSED_PREFIX)
-        return {key[n:]: value for key, value in self.metrics.items() if key.startswith(POSTPROCESSED_PREFIX)}
+        return {key[n:]: value for key, value in self.metrics.items()
+                if key.startswith(POSTPROCESSED_PREFIX)}
 
 
-def evaluate_embeddings(query, query_labels, gallery=None, gallery_labels=None, spec: EvalSpec = EvalSpec(),
-                        train=None) -> EvalReport:
+def evaluate_embeddings(query, query_labels, gallery=None, gallery_labels=None,
+                        spec: EvalSpec = EvalSpec(), train=None) -> EvalReport:
     """The report of ``spec`` on embeddings: leave-one-out when ``gallery`` is None, else query
     -> gallery; ``train``: the training embeddings a post-processing step learns on."""
     query_metrics = [name for name in spec.names if METRICS[name].kind == "query"]
-    metrics = flatten_metrics(retrieval_metrics(query, query_labels, gallery, gallery_labels, recall_at=spec.recall_at,
-                                                metrics=query_metrics, clustering=spec.needs_clustering))
+    nested = retrieval_metrics(query, query_labels, gallery, gallery_labels,
+                               recall_at=spec.recall_at, metrics=query_metrics,
+                               clustering=spec.needs_clustering)
+    metrics = flatten_metrics(nested)
     for name in spec.names:
         metric = METRICS[name]
         if metric.kind == "derived":
             metrics[name] = metric.score(metrics)
     if spec.postprocess:
         if spec.needs_training_embeddings and train is None:
-            raise ConfigError("train", "a post-processing step learns on the training embeddings; pass them")
-        after = postprocessed_metrics(query, query_labels, gallery, gallery_labels, steps=spec.postprocess,
-                                      train=train, recall_at=spec.recall_at)
+            raise ConfigError("train", "a post-processing step learns on the training embeddings; "
+                                       "pass them")
+        after = postprocessed_metrics(query, query_labels, gallery, gallery_labels,
+                                      steps=spec.postprocess, train=train, recall_at=spec.recall_at)
         metrics.update({POSTPROCESSED_PREFIX + key: value for key, value in after.items()})
     return EvalReport(metrics, spec.selection)
 
 
-def evaluate(model: nn.Module, split, spec: EvalSpec, *, device: torch.device | str, precision: str,
-             batch_size: int, num_workers: int = 0, train_split=None, embed_fn: Optional[Callable] = None,
-             progress: bool = False) -> EvalReport:
+def evaluate(model: nn.Module, split, spec: EvalSpec, *, device: torch.device | str,
+             precision: str, batch_size: int, num_workers: int = 0, train_split=None,
+             embed_fn: Optional[Callable] = None, progress: bool = False) -> EvalReport:
     """The report of ``spec`` for ``model`` on an :class:`~gspdml.data.base.EvalSplit`, embedded
     on ``device`` (``auto``: the GPU when there is one) at ``precision`` (a run's
     ``trainer.precision``; ``auto`` is resolved for the device). ``train_split``: the dataset
@@ -129,14 +137,17 @@ def evaluate(model: nn.Module, split, spec: EvalSpec, *, device: torch.device | 
     **options)`` replaces :func:`gspdml.models.inference.embed` (the trainer's data-parallel
     embedder)."""
     device = resolve_device(device) if isinstance(device, str) else device
-    options = {"batch_size": batch_size, "device": device, "precision": precision, "num_workers": num_workers}
+    options = {"batch_size": batch_size, "device": device, "precision": precision,
+               "num_workers": num_workers}
     if progress:
         options["progress"] = True
     embed_fn = embed_fn or embed
     train = None
     if spec.needs_training_embeddings:
         if train_split is None:
-            raise ConfigError("evaluation.postprocess", "PCA-whitening learns on the training split; pass train_split")
+            raise ConfigError("evaluation.postprocess", "PCA-whitening learns on the training "
+                                                        "split; pass train_split")
         train = embed_fn(model, train_split, **options)[0]
-    return evaluate_embeddings(*split_embeddings(model, split, embed_fn, **options), spec=spec, train=train)
+    embeddings = split_embeddings(model, split, embed_fn, **options)
+    return evaluate_embeddings(*embeddings, spec=spec, train=train)
 

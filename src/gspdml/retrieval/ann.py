@@ -287,7 +287,8 @@ class AnnIndex:
         os.replace(meta_tmp, folder / ANN_META)
 
     @classmethod
-    def load(cls, folder: str | Path, count: Optional[int], mmap: bool = True) -> Optional["AnnIndex"]:
+    def load(cls, folder: str | Path, count: Optional[int],
+             mmap: bool = True) -> Optional["AnnIndex"]:
         """The approximate index of an index folder, or None when it has none; ``count``: the
         number of vectors it must hold (None: any). ``mmap`` maps the file instead of reading it
         (faiss supports it for these structures; not for appending)."""
@@ -304,7 +305,8 @@ class AnnIndex:
             raise DataError(f"{folder / ANN_FILE}: cannot read the faiss index ({str(err).splitlines()[0]})") from None
         expected = meta.get("count") if count is None else count
         if index.ntotal != expected or meta.get("count") != expected:
-            raise DataError(f"{folder}: the approximate index holds {index.ntotal} vectors, the index {expected}; rebuild it")
+            raise DataError(f"{folder}: the approximate index holds {index.ntotal} vectors, the "
+                            f"index {expected}; rebuild it")
         return cls(index, params, recall, mmap)
 
 

@@ -123,7 +123,8 @@ class RetrievalIndex:
         if not 1 <= k <= len(self) - extra:
             raise ConfigError("k", f"must be between 1 and {len(self) - extra} for this index of {len(self)} images, got {k}")
         if self.approximate is None or exact:
-            distances, indices = exact_search.search(queries, self.vectors, k + extra, self.metric, backend)
+            distances, indices = exact_search.search(queries, self.vectors, k + extra, self.metric,
+                                                     backend)
         else:
             distances, indices = self._approximate_search(queries, k + extra, query_paths)
         excluded = None
@@ -147,7 +148,8 @@ class RetrievalIndex:
             self.approximate, self._removed = None, False
             return None
         params = ann.AnnParams(params) if isinstance(params, str) else params
-        self.approximate = ann.build_measured(self._approximate_vectors(), params, recall_k, recall_sample)
+        self.approximate = ann.build_measured(self._approximate_vectors(), params, recall_k,
+                                              recall_sample)
         self._removed = False
         return self.approximate
 
@@ -156,12 +158,14 @@ class RetrievalIndex:
         scanned per query) or ``ef`` (hnsw: candidates explored per query); None keeps it."""
         knobs = {key: value for key, value in (("nprobe", nprobe), ("ef", ef)) if value is not None}
         if knobs and self.approximate is None:
-            raise ConfigError(next(iter(knobs)), "this index has no approximate index (build one with "
-                                                 "build_approximate or gspdml index --backend)")
+            raise ConfigError(next(iter(knobs)), "this index has no approximate index (build "
+                                                 "one with build_approximate or gspdml index "
+                                                 "--backend)")
         if knobs:
             self.approximate.params = replace(self.approximate.params, **knobs)
 
-    def update_approximate(self, recall_k: int = 10, recall_sample: int = 1000) -> Optional[ann.AnnIndex]:
+    def update_approximate(self, recall_k: int = 10,
+                           recall_sample: int = 1000) -> Optional[ann.AnnIndex]:
         """Bring the approximate structure up to date with the rows: rebuilt with its parameters
         when rows were removed, else the added rows join it (no retraining); the recall is
         measured again. None when there is none."""
@@ -169,27 +173,33 @@ class RetrievalIndex:
         if found is None:
             return None
         if self._removed or found.count > len(self):
-            return self.build_approximate(found.params, recall_k=recall_k, recall_sample=recall_sample)
-        ann.append_measured(found, self._approximate_vectors(), len(self) - found.count, recall_k, recall_sample)
+            return self.build_approximate(found.params, recall_k=recall_k,
+                                          recall_sample=recall_sample)
+        ann.append_measured(found, self._approximate_vectors(), len(self) - found.count, recall_k,
+                            recall_sample)
         return found
 
     def _approximate_vectors(self) -> torch.Tensor:
         """What the approximate structure holds: unit vectors for cosine, the vectors otherwise."""
         return F.normalize(self.vectors, dim=1) if self.metric == "cosine" else self.vectors
 
-    def _approximate_search(self, queries: torch.Tensor, k: int, query_paths) -> tuple[torch.Tensor, torch.Tensor]:
+    def _approximate_search(self, queries: torch.Tensor, k: int,
+                            query_paths) -> tuple[torch.Tensor, torch.Tensor]:
         found = self.approximate
         if self._removed or found.count != len(self):
-            raise DataError(f"the approximate index holds {found.count} vectors, the index {len(self)}; rebuild it "
-                            "(update_approximate, or gspdml index --append)")
+            raise DataError(f"the approximate index holds {found.count} vectors, the index "
+                            f"{len(self)}; rebuild it (update_approximate, or gspdml index "
+                            "--append)")
         if self.metric == "cosine":
             queries = F.normalize(queries.float(), dim=1)
-        squared, rows = ann.search(found.index, found.params, queries, k, vectors=self._approximate_vectors())
+        squared, rows = ann.search(found.index, found.params, queries, k,
+                                   vectors=self._approximate_vectors())
         if (rows < 0).any():
             query = int((rows < 0).any(1).nonzero()[0, 0])
             name = query_paths[query] if query_paths is not None else f"#{query}"
-            raise ConfigError("nprobe", f"the approximate index found fewer than {k} neighbours for query {name}; "
-                                        "raise nprobe (--nprobe) or search the exact vectors (--exact)")
+            raise ConfigError("nprobe", f"the approximate index found fewer than {k} neighbours "
+                                        f"for query {name}; raise nprobe (--nprobe) or search "
+                                        "the exact vectors (--exact)")
         distances = squared / 2.0 if self.metric == "cosine" else squared.clamp(min=0).sqrt()
         return distances.float(), rows
 
@@ -261,9 +271,11 @@ class RetrievalIndex:
             )
         approximate = ann.AnnIndex.load(folder, None, mmap=mmap)
         if approximate is not None and approximate.count > count:
-            raise DataError(f"{folder}: the approximate index holds {approximate.count} vectors, the index {count}; "
-                            "rebuild it (gspdml index --overwrite --backend ...)")
-        return cls(vectors, paths, labels, meta.get("metric", "euclidean"), meta.get("model") or {}, approximate=approximate)
+            raise DataError(f"{folder}: the approximate index holds {approximate.count} vectors, "
+                            f"the index {count}; rebuild it (gspdml index --overwrite "
+                            "--backend ...)")
+        return cls(vectors, paths, labels, meta.get("metric", "euclidean"), meta.get("model") or {},
+                   approximate=approximate)
 
 
 def _read_vectors(path: Path) -> torch.Tensor:

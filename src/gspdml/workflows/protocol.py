@@ -134,7 +134,8 @@ def run_protocol(config: dict, protocol: str = "fair", *, seeds: Sequence[int] =
         if protocol == "two_stage":
             result["stages"] = {run.name: json.loads((run.run_dir.parent / run.name.replace("trainval", "train")
                                                       / RESULTS_FILE).read_text()) for run in runs}
-    write_results_table({config["name"]: result}, root / "results", columns=_columns(protocol, config))
+    write_results_table({config["name"]: result}, root / "results",
+                        columns=_columns(protocol, config))
     payload = {
         "protocol": protocol, "name": config["name"], "seeds": [int(s) for s in seeds],
         "folds": [{"fold": f.index, "train_classes": len(f.train_classes), "val_classes": f.val_classes.tolist()} for f in folds],
@@ -257,10 +258,11 @@ def _load(run: ProtocolRun):
 
 
 def _embedding_kwargs(config: dict, device) -> dict:
-    """How the trainer embedded for its evaluations: the run's device, precision, batch size and workers."""
+    """How the trainer embedded for its evaluations: the run's device, precision, batch size and
+    workers."""
     data = config["data"]
-    return {"batch_size": data["eval_batch_size"], "device": device, "precision": config["trainer"]["precision"],
-            "num_workers": data["num_workers"]}
+    return {"batch_size": data["eval_batch_size"], "device": device,
+            "precision": config["trainer"]["precision"], "num_workers": data["num_workers"]}
 
 
 def _spec(config: dict) -> EvalSpec:
@@ -286,7 +288,8 @@ def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
             arrays.update(gallery=gallery.numpy(), gallery_labels=gallery_labels.numpy())
         if with_train:
             every_class = _conventional_config(config, int(config["seed"]))["data"]["dataset"]
-            arrays["train"] = embed(model, build_data(every_class, seed=int(config["seed"])).train, **options)[0].numpy()
+            train = build_data(every_class, seed=int(config["seed"])).train
+            arrays["train"] = embed(model, train, **options)[0].numpy()
         np.savez(cache, **arrays)
     with np.load(cache) as f:
         names = ("query", "query_labels", "gallery", "gallery_labels") if "gallery" in f else ("query", "query_labels")
@@ -303,8 +306,8 @@ def _cached(cache: Path, with_train: bool) -> bool:
 def _fair_summary(runs: list[ProtocolRun]) -> dict:
     cached = {(run.fold, run.seed): _test_embeddings(run) for run in runs}
     train = {key: value[1] for key, value in cached.items() if value[1] is not None}
-    result = fair_protocol_results({key: value[0] for key, value in cached.items()}, spec=_spec(runs[0].config),
-                                   train_embeddings=train)
+    result = fair_protocol_results({key: value[0] for key, value in cached.items()},
+                                   spec=_spec(runs[0].config), train_embeddings=train)
     names = {(run.fold, run.seed): run.name for run in runs}
     return {**result, "per_model": {names[key]: value for key, value in result["per_model"].items()}}
 
@@ -312,7 +315,8 @@ def _fair_summary(runs: list[ProtocolRun]) -> dict:
 def _summary_metrics(config: dict) -> tuple[str, ...]:
     """The metrics a protocol summarises: the table's, and their post-processed twins when the
     config post-processes."""
-    twins = tuple(POSTPROCESSED_PREFIX + m for m in TABLE_METRICS) if config["evaluation"]["postprocess"] else ()
+    postprocess = config["evaluation"]["postprocess"]
+    twins = tuple(POSTPROCESSED_PREFIX + m for m in TABLE_METRICS) if postprocess else ()
     return (*TABLE_METRICS, *twins)
 
 
@@ -322,8 +326,10 @@ def _columns(protocol: str, config: dict) -> tuple:
     columns = COLUMNS[protocol]
     if not config["evaluation"]["postprocess"]:
         return columns
-    return tuple(c for group, metric, title in columns
-                 for c in ((group, metric, title), (group, POSTPROCESSED_PREFIX + metric, f"{title} (post-processed)")))
+    twin = POSTPROCESSED_PREFIX
+    return tuple(column for group, metric, title in columns
+                 for column in ((group, metric, title),
+                                (group, twin + metric, f"{title} (post-processed)")))
 
 
 def _mean_std(per_model: dict, metrics: Sequence[str]) -> dict:
@@ -339,7 +345,8 @@ def _tuning_summary(runs: list[ProtocolRun]) -> dict:
         per_model[run.name] = evaluate(model, data.val, _spec(config), train_split=data.train,
                                        **_embedding_kwargs(config, device)).metrics
     metrics = _summary_metrics(runs[0].config)
-    return {"per_model": per_model, "summary": {"val": _mean_std(per_model, metrics)}, "num_realisations": len(runs)}
+    summary = {"val": _mean_std(per_model, metrics)}
+    return {"per_model": per_model, "summary": summary, "num_realisations": len(runs)}
 
 
 def _conventional_summary(runs: list[ProtocolRun], metric: str) -> dict:
