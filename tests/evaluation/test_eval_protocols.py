@@ -149,19 +149,24 @@ def test_fair_protocol_scores_post_processed_embeddings_and_concatenations():
     g = torch.Generator().manual_seed(7)
     train = {key: torch.randn(40, 5, generator=g) for key in models}
     steps = ["pca_whiten:dim=4", "qe:k=1"]
-    out = fair_protocol_results(models, spec=EvalSpec(recall_at=(1,), postprocess=steps), train_embeddings=train)
+    spec = EvalSpec(recall_at=(1,), postprocess=steps)
+    out = fair_protocol_results(models, spec=spec, train_embeddings=train)
     key = (1, 0)
     expected = postprocessed_metrics(*models[key], steps=steps, train=train[key], recall_at=(1,))
     assert out["per_model"][key]["postprocessed_map_at_r"] == expected["map_at_r"]
-    assert out["per_model"][key]["map_at_r"] == retrieval_metrics(*models[key], recall_at=(1,))["map_at_r"]
+    plain = retrieval_metrics(*models[key], recall_at=(1,))
+    assert out["per_model"][key]["map_at_r"] == plain["map_at_r"]
     realisation = out["realisations"][1]
     keys = list(enumerate(realisation["seeds"]))
     concat = torch.from_numpy(unit(np.hstack([unit(models[k][0]) for k in keys])))
     concat_train = torch.from_numpy(unit(np.hstack([unit(train[k]) for k in keys])))
-    expected = postprocessed_metrics(concat, models[keys[0]][1], steps=steps, train=concat_train, recall_at=(1,))
-    assert realisation["512D"]["postprocessed_precision_at_1"] == pytest.approx(expected["precision_at_1"], abs=1e-12)
-    assert realisation["512D"]["postprocessed_map_at_r"] == pytest.approx(expected["map_at_r"], abs=1e-12)
-    assert set(out["summary"]["512D"]) == {"precision_at_1", "map_at_r", "postprocessed_precision_at_1",
-                                           "postprocessed_map_at_r"}
+    expected = postprocessed_metrics(concat, models[keys[0]][1], steps=steps, train=concat_train,
+                                     recall_at=(1,))
+    got = realisation["512D"]
+    assert got["postprocessed_precision_at_1"] == pytest.approx(expected["precision_at_1"],
+                                                               abs=1e-12)
+    assert got["postprocessed_map_at_r"] == pytest.approx(expected["map_at_r"], abs=1e-12)
+    assert set(out["summary"]["512D"]) == {"precision_at_1", "map_at_r",
+                                           "postprocessed_precision_at_1", "postprocessed_map_at_r"}
     with pytest.raises(ConfigError, match="training embeddings"):
         fair_protocol_results(models, spec=EvalSpec(postprocess=steps))

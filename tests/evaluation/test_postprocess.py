@@ -116,7 +116,8 @@ def test_k_reciprocal_matches_the_papers_equations(loo):
     q, _ = unit_clusters(7, seed=2)
     query = torch.from_numpy(db if loo else q)
     cands = torch.stack([torch.randperm(40, generator=torch.Generator().manual_seed(i))[:12] for i in range(len(query))])
-    got_d, got_i = k_reciprocal_rerank(query, torch.from_numpy(db), cands, k1=5, k2=3, lam=0.3, leave_one_out=loo)
+    got_d, got_i = k_reciprocal_rerank(query, torch.from_numpy(db), cands, k1=5, k2=3, lam=0.3,
+                                       leave_one_out=loo)
     items = db if loo else np.concatenate([db, q])
     probes = range(40) if loo else range(40, 47)
     want_d, want_i = slow_k_reciprocal(items.astype(np.float64), list(probes), cands.numpy(), 5, 3, 0.3)
@@ -179,19 +180,23 @@ def test_config_section_is_validated():
 def test_steps_are_objects_built_from_the_spec_list():
     """build_steps makes fit/apply objects from evaluation.postprocess's spec list, in the order
     of application; objects and specs give the same retrieval."""
-    steps = pp.build_steps(["k_reciprocal:lambda=0.5,shortlist=20", "qe:k=3", {"name": "pca_whiten", "dim": 5}])
+    steps = pp.build_steps(["k_reciprocal:lambda=0.5,shortlist=20", "qe:k=3",
+                            {"name": "pca_whiten", "dim": 5}])
     assert steps == (pp.PCAWhitening(5), pp.QueryExpansion(k=3, alpha=3.0),
                      pp.KReciprocalReranking(k1=20, k2=6, lam=0.5, shortlist=20))
-    assert [s.name for s in steps] == ["pca_whiten", "qe", "k_reciprocal"] and steps[0].learns_on_training
+    assert [s.name for s in steps] == ["pca_whiten", "qe", "k_reciprocal"]
+    assert steps[0].learns_on_training and not steps[1].learns_on_training
     db, db_labels = unit_clusters(70, seed=4)
     q, q_labels = unit_clusters(12, seed=5)
     train, _ = unit_clusters(90, seed=6)
-    objects = (pp.KReciprocalReranking(k1=5, k2=2, shortlist=15), pp.DatabaseAugmentation(k=2, alpha=1.0),
-               pp.PCAWhitening(6))
+    objects = (pp.KReciprocalReranking(k1=5, k2=2, shortlist=15),
+               pp.DatabaseAugmentation(k=2, alpha=1.0), pp.PCAWhitening(6))
     by_objects = pp.postprocessed_retrieve(q, q_labels, db, db_labels, steps=objects, train=train)
     by_specs = pp.postprocessed_retrieve(q, q_labels, db, db_labels, train=train,
-                                         steps=["dba:k=2,alpha=1.0", "pca_whiten:dim=6", "k_reciprocal:k1=5,k2=2,shortlist=15"])
-    assert torch.equal(by_objects.indices, by_specs.indices) and torch.equal(by_objects.distances, by_specs.distances)
+                                         steps=["dba:k=2,alpha=1.0", "pca_whiten:dim=6",
+                                                "k_reciprocal:k1=5,k2=2,shortlist=15"])
+    assert torch.equal(by_objects.indices, by_specs.indices)
+    assert torch.equal(by_objects.distances, by_specs.distances)
     with pytest.raises(ConfigError, match=r"step\(s\) \['qe'\] given twice"):
         pp.build_steps([pp.QueryExpansion(), "qe"])
     with pytest.raises(ConfigError, match="apply a fitted whitening"):

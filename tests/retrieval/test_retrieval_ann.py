@@ -269,12 +269,14 @@ def test_python_api_does_what_the_cli_does(tmp_path, capsys, backend):
     write_image_folder(tmp_path / "images", per_class=8)
     write_run(tmp_path / "run")
     idx = tmp_path / "idx"
-    settings = ["--nlist", "2", "--train-per-list", "8", "--nprobe", "1"] if backend == "ivf" else ["--ef", "2", "--hnsw-m", "2"]
-    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--no-progress", "--backend", backend,
-                   *settings, "--recall-k", "3", "--recall-sample", "6") == 0
+    ivf = backend == "ivf"
+    settings = (["--nlist", "2", "--train-per-list", "8", "--nprobe", "1"] if ivf
+                else ["--ef", "2", "--hnsw-m", "2"])
+    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--no-progress",
+                   "--backend", backend, *settings, "--recall-k", "3", "--recall-sample", "6") == 0
     cli_index = RetrievalIndex.load(idx)
     python = RetrievalIndex(cli_index.vectors, cli_index.paths, cli_index.labels, cli_index.metric)
-    knobs = {"nlist": 2, "train_per_list": 8, "nprobe": 1} if backend == "ivf" else {"ef": 2, "hnsw_m": 2}
+    knobs = {"nlist": 2, "train_per_list": 8, "nprobe": 1} if ivf else {"ef": 2, "hnsw_m": 2}
     built = python.build_approximate(ann.AnnParams(backend, **knobs), recall_k=3, recall_sample=6)
     assert built.recall == cli_index.approximate.recall
 
@@ -291,8 +293,8 @@ def test_python_api_does_what_the_cli_does(tmp_path, capsys, backend):
     assert exact.indices[0, 0] == got.indices[0, 0]  # the query's own image, found both ways
 
     write_image_folder(tmp_path / "images", classes=("yellow",), per_class=3, seed=5)
-    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--append", "--no-progress",
-                   "--recall-k", "3", "--recall-sample", "6") == 0
+    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--append",
+                   "--no-progress", "--recall-k", "3", "--recall-sample", "6") == 0
     grown = RetrievalIndex.load(idx)
     python.add(grown.vectors[len(python):], grown.paths[len(python):], grown.labels[len(python):])
     with pytest.raises(DataError, match="holds 24 vectors, the index 27"):

@@ -168,7 +168,8 @@ def test_tuning_protocol_is_one_four_fifths_split_times_the_seeds(tmp_path):
         result = json.loads((tmp_path / "runs" / "tiny" / name / "results.json").read_text())
         assert metrics["map_at_r"] == pytest.approx(result["best_map_at_r"], abs=1e-12)
     values = [m["map_at_r"] for m in out["per_model"].values()]
-    assert out["summary"]["val"]["map_at_r"] == pytest.approx({"mean": np.mean(values), "std": np.std(values, ddof=1)})
+    expected = {"mean": np.mean(values), "std": np.std(values, ddof=1)}
+    assert out["summary"]["val"]["map_at_r"] == pytest.approx(expected)
     assert (tmp_path / "runs" / "tiny" / "results.md").read_text().splitlines()[0] == "| Method | val P@1 | val MAP@R |"
 
 
@@ -254,17 +255,21 @@ def test_protocols_honour_evaluation_postprocess(tmp_path):
         assert len(train) == 8 * 4  # all training classes, whatever the fold
         expected = postprocessed_metrics(query, labels, steps=steps, train=train, recall_at=[1])
         assert out["per_model"][name]["postprocessed_map_at_r"] == expected["map_at_r"]
-    assert set(out["summary"]["512D"]) == {"precision_at_1", "map_at_r", "postprocessed_precision_at_1",
-                                           "postprocessed_map_at_r"}
+    assert set(out["summary"]["512D"]) == {"precision_at_1", "map_at_r",
+                                           "postprocessed_precision_at_1", "postprocessed_map_at_r"}
     header = (root / "results.md").read_text().splitlines()[0]
-    assert header == ("| Method | 512D P@1 | 512D P@1 (post-processed) | 512D MAP@R | 512D MAP@R (post-processed) | "
-                      "128D P@1 | 128D P@1 (post-processed) | 128D MAP@R | 128D MAP@R (post-processed) |")
+    titles = [f"{space} {metric}" for space in ("512D", "128D") for metric in ("P@1", "MAP@R")]
+    cells = " | ".join(f"{t} | {t} (post-processed)" for t in titles)
+    assert header == f"| Method | {cells} |"
 
     (tmp_path / "tuning").mkdir()
-    config = load_config(tiny_config(tmp_path / "tuning", class_split=[10, 0, 4]), [f"evaluation.postprocess={steps}"])
+    config = load_config(tiny_config(tmp_path / "tuning", class_split=[10, 0, 4]),
+                         [f"evaluation.postprocess={steps}"])
     out = run_protocol(config, "tuning", seeds=(0,))
-    log = (tmp_path / "tuning" / "runs" / "tiny" / "fold0-seed0" / "metrics.jsonl").read_text().splitlines()
+    run_dir = tmp_path / "tuning" / "runs" / "tiny" / "fold0-seed0"
+    log = (run_dir / "metrics.jsonl").read_text().splitlines()
     last_round = [r for r in map(json.loads, log) if r["split"] == "val"][-1]
     report = out["per_model"]["fold0-seed0"]
-    assert report == {key: value for key, value in last_round.items() if key not in ("step", "split", "best")}
-    assert out["summary"]["val"]["postprocessed_map_at_r"]["mean"] == report["postprocessed_map_at_r"]
+    assert report == {k: v for k, v in last_round.items() if k not in ("step", "split", "best")}
+    summary = out["summary"]["val"]
+    assert summary["postprocessed_map_at_r"]["mean"] == report["postprocessed_map_at_r"]

@@ -39,9 +39,8 @@ from gspdml.evaluation.metrics import harmonic_mean
 #: key prefix of the post-processed metrics of a round (``postprocessed_map_at_r``)
 POSTPROCESSED_PREFIX = "postprocessed_"
 
-__all__ = ["CLUSTERING_METRICS", "POSTPROCESSED_PREFIX", "SELECTION_METRICS",
-           "check_selection_metric", "harmonic_mean", "needs_clustering", "round_metrics",
-           "selection_key", "selection_metrics", "selection_value"]
+__all__ = ["POSTPROCESSED_PREFIX", "check_selection_metric", "harmonic_mean", "needs_clustering",
+           "round_metrics", "selection_key", "selection_metrics", "selection_value"]
 
 
 def selection_metrics() -> tuple[str, ...]:
