@@ -76,6 +76,9 @@ def test_the_flat_report_schema():
     twins = [k for k in post.metrics if k.startswith("postprocessed_")]
     assert twins == ["postprocessed_" + k for k in (*knn_metrics, *counts)]
     assert post.postprocessed()["map_at_r"] == post.metrics["postprocessed_map_at_r"]
+    one = evaluate_embeddings(x, labels, spec=EvalSpec(metrics=("map_at_r",), postprocess=steps))
+    assert list(one.postprocessed()) == ["map_at_r", *counts]
+    assert one.postprocessed()["map_at_r"] == post.postprocessed()["map_at_r"]
 
 
 def test_registration_errors_name_the_problem():

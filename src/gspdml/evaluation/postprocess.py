@@ -342,16 +342,18 @@ def _nearest(q, r, loo, k):
     return distances[keep].view(len(q), k), rows[keep].view(len(q), k)
 
 
-def postprocessed_metrics(query, query_labels, gallery=None, gallery_labels=None, *, steps: Sequence[Any] = (),
-                          train=None, recall_at: Sequence[int] = (1, 2, 4, 8)) -> dict[str, float]:
+def postprocessed_metrics(query, query_labels, gallery=None, gallery_labels=None, *,
+                          steps: Sequence[Any] = (), train=None,
+                          recall_at: Sequence[int] = (1, 2, 4, 8),
+                          metrics: Optional[Sequence[str]] = None) -> dict[str, float]:
     """Flat retrieval metrics (:func:`gspdml.evaluation.metrics.flatten_metrics`) of embeddings
     after the post-processing ``steps``: leave-one-out when ``gallery`` is None, else query ->
     gallery; ``train``: the training embeddings PCA-whitening learns on (None when no step
-    needs them, :func:`needs_training_embeddings`). The post-processed half of every report of
-    :mod:`gspdml.evaluation.service`."""
+    needs them, :func:`needs_training_embeddings`); ``metrics``: the per-query metrics (default
+    all). The post-processed half of every report of :mod:`gspdml.evaluation.service`."""
     results = postprocessed_retrieve(query, query_labels, gallery, gallery_labels, steps=steps, train=train,
                                      min_k=max(recall_at, default=1))
-    return flatten_metrics(metrics_from_results(results, recall_at=recall_at))
+    return flatten_metrics(metrics_from_results(results, recall_at=recall_at, metrics=metrics))
 
 
 def postprocessed_split_metrics(model, data, split, steps: Sequence[Any], *, batch_size: int = 256,

@@ -1,5 +1,6 @@
-"""The one evaluation service: what the trainer, ``gspdml evaluate``, the protocols and the
-post-processed search score a model or its embeddings with.
+"""The one evaluation service: what the trainer (its rounds and its test split, through
+:func:`~gspdml.evaluation.selection.round_metrics`), ``gspdml evaluate`` and the protocols score
+a model or its embeddings with; the post-processed search shares its post-processors.
 
 An :class:`EvalSpec` says what to compute: the per-query metrics (default every registered one,
 :mod:`gspdml.evaluation.metric_registry`), the K of Recall@K, the selection metric
@@ -17,7 +18,9 @@ its answer in one flat schema, that of ``results.json`` and ``metrics.jsonl``:
   :data:`POSTPROCESSED_PREFIX` (``postprocessed_map_at_r``, ...).
 
 :func:`evaluate` embeds a split with a model at the run's device and precision (and, for a step
-that learns on them, the training split) and calls :func:`evaluate_embeddings`.
+that learns on them, the training split) and calls :func:`evaluate_embeddings`. With bf16 on a
+CPU the model's weights are put in channels-last memory format first, as the trainer keeps them,
+so that the same kernels give the same numbers as its evaluations.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from gspdml.evaluation.metrics import flatten_metrics, retrieval_metrics
 from gspdml.evaluation.postprocess import PostProcessor, build_steps, postprocessed_metrics
 from gspdml.evaluation.selection import (POSTPROCESSED_PREFIX, check_selection_metric,
                                          selection_value)
+from gspdml.compat.hardware import resolve_precision
 from gspdml.models.inference import embed, resolve_device, split_embeddings
 
 
@@ -122,7 +126,8 @@ def evaluate_embeddings(query, query_labels, gallery=None, gallery_labels=None,
             raise ConfigError("train", "a post-processing step learns on the training embeddings; "
                                        "pass them")
         after = postprocessed_metrics(query, query_labels, gallery, gallery_labels,
-                                      steps=spec.postprocess, train=train, recall_at=spec.recall_at)
+                                      steps=spec.postprocess, train=train, recall_at=spec.recall_at,
+                                      metrics=query_metrics)
         metrics.update({POSTPROCESSED_PREFIX + key: value for key, value in after.items()})
     return EvalReport(metrics, spec.selection)
 
@@ -137,6 +142,8 @@ def evaluate(model: nn.Module, split, spec: EvalSpec, *, device: torch.device | 
     **options)`` replaces :func:`gspdml.models.inference.embed` (the trainer's data-parallel
     embedder)."""
     device = resolve_device(device) if isinstance(device, str) else device
+    if resolve_precision(precision, device).precision == "bf16" and device.type == "cpu":
+        model = model.to(memory_format=torch.channels_last)  # as the trainer holds it
     options = {"batch_size": batch_size, "device": device, "precision": precision,
                "num_workers": num_workers}
     if progress:
