@@ -26,8 +26,7 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.mean_std import mean_std
-from gspdml.evaluation.selection import POSTPROCESSED_PREFIX
-from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
+from gspdml.evaluation.service import EvalSpec, evaluate_embeddings, with_postprocessed
 
 TABLE_METRICS = ("precision_at_1", "map_at_r")
 
@@ -75,8 +74,7 @@ def fair_protocol_results(
     folds, seeds = _grid(test_embeddings)
     splits = {key: _as_split(value, key) for key, value in test_embeddings.items()}
     _check_same_labels(splits)
-    if spec.postprocess:
-        metrics = (*metrics, *(POSTPROCESSED_PREFIX + m for m in metrics))
+    metrics = with_postprocessed(metrics, spec)
     train = dict(train_embeddings or {})
 
     def score(split, train_part):

@@ -26,7 +26,7 @@ so that the same kernels give the same numbers as its evaluations.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import torch
 from torch import nn
@@ -106,6 +106,13 @@ class EvalReport:
         n = len(POSTPROCESSED_PREFIX)
         return {key[n:]: value for key, value in self.metrics.items()
                 if key.startswith(POSTPROCESSED_PREFIX)}
+
+
+def with_postprocessed(metrics: Sequence[str], spec: EvalSpec) -> tuple[str, ...]:
+    """``metrics`` (report keys), then their post-processed twins when ``spec`` post-processes:
+    the keys a summary over several reports aggregates."""
+    twins = tuple(POSTPROCESSED_PREFIX + m for m in metrics) if spec.postprocess else ()
+    return (*metrics, *twins)
 
 
 def evaluate_embeddings(query, query_labels, gallery=None, gallery_labels=None,

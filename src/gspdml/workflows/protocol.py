@@ -62,7 +62,7 @@ from gspdml.data.splits import FAIR_FOLDS, TUNING_FOLDS, ClassFold, fair_protoco
 from gspdml.evaluation.aggregate import TABLE_METRICS, fair_protocol_results
 from gspdml.evaluation.mean_std import mean_std
 from gspdml.evaluation.selection import POSTPROCESSED_PREFIX
-from gspdml.evaluation.service import EvalSpec, evaluate
+from gspdml.evaluation.service import EvalSpec, evaluate, with_postprocessed
 from gspdml.training.run_dir import RESULTS_FILE
 from gspdml.workflows.runner import PlannedRun, run_planned
 from gspdml.workflows.tables import CONVENTIONAL_COLUMNS, FAIR_COLUMNS, TUNING_COLUMNS, write_results_table
@@ -312,14 +312,6 @@ def _fair_summary(runs: list[ProtocolRun]) -> dict:
     return {**result, "per_model": {names[key]: value for key, value in result["per_model"].items()}}
 
 
-def _summary_metrics(config: dict) -> tuple[str, ...]:
-    """The metrics a protocol summarises: the table's, and their post-processed twins when the
-    config post-processes."""
-    postprocess = config["evaluation"]["postprocess"]
-    twins = tuple(POSTPROCESSED_PREFIX + m for m in TABLE_METRICS) if postprocess else ()
-    return (*TABLE_METRICS, *twins)
-
-
 def _columns(protocol: str, config: dict) -> tuple:
     """The table columns of ``protocol``, each followed by its post-processed twin when the
     config post-processes."""
@@ -344,7 +336,7 @@ def _tuning_summary(runs: list[ProtocolRun]) -> dict:
         config, model, data, device = _load(run)
         per_model[run.name] = evaluate(model, data.val, _spec(config), train_split=data.train,
                                        **_embedding_kwargs(config, device)).metrics
-    metrics = _summary_metrics(runs[0].config)
+    metrics = with_postprocessed(TABLE_METRICS, _spec(runs[0].config))
     summary = {"val": _mean_std(per_model, metrics)}
     return {"per_model": per_model, "summary": summary, "num_realisations": len(runs)}
 
@@ -352,7 +344,7 @@ def _tuning_summary(runs: list[ProtocolRun]) -> dict:
 def _conventional_summary(runs: list[ProtocolRun], metric: str) -> dict:
     per_model = {run.name: json.loads((run.run_dir / RESULTS_FILE).read_text())["test"] for run in runs}
     best = max(per_model, key=lambda name: per_model[name][metric])
-    metrics = _summary_metrics(runs[0].config)
+    metrics = with_postprocessed(TABLE_METRICS, _spec(runs[0].config))
     return {
         "per_model": per_model, "best_run": best, "num_realisations": len(runs),
         "summary": {"best": {m: {"mean": per_model[best][m]} for m in metrics},
