@@ -13,7 +13,6 @@ overriding the stored search setting, and prints the measured recall.
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -50,10 +49,12 @@ def _add_search_knobs(group) -> None:
     group.add_argument("--ef", type=int, help="hnsw: candidates explored per query (more: slower, higher recall)")
 
 
-def update_ann(index: RetrievalIndex, out: Path, args, added: int) -> str:
+def update_ann(index: RetrievalIndex, out: Path, args) -> str:
     """Build, grow or drop the approximate structure of ``index`` (saved in the folder ``out``)
     as the options ask, through the index's own methods; returns a line for the user ('' when
-    there is nothing to say). ``added``: the rows this command appended (reported by the caller)."""
+    there is nothing to say)."""
+    knobs = {key: value for key, value in (("nprobe", args.nprobe), ("ef", args.ef))
+             if value is not None}
     if not args.append:
         if args.backend in (None, EXACT):
             index.build_approximate(EXACT)
@@ -61,8 +62,8 @@ def update_ann(index: RetrievalIndex, out: Path, args, added: int) -> str:
             return ""
         params = ann.AnnParams(args.backend, nlist=args.nlist, train_per_list=args.train_per_list,
                                kmeans_iters=args.kmeans_iters, pq_m=args.pq_m, hnsw_m=args.hnsw_m,
-                               ef_construction=args.ef_construction)
-        built = index.build_approximate(_with_knobs(params, args), recall_k=args.recall_k,
+                               ef_construction=args.ef_construction, **knobs)
+        built = index.build_approximate(params, recall_k=args.recall_k,
                                         recall_sample=args.recall_sample)
     else:
         existing = index.approximate
@@ -74,15 +75,10 @@ def update_ann(index: RetrievalIndex, out: Path, args, added: int) -> str:
         if args.backend not in (None, existing.params.backend):
             raise ConfigError("--backend", f"{out} holds a {existing.params.backend} index; "
                                            f"--append cannot change it to {args.backend}")
-        index.tune_approximate(nprobe=args.nprobe, ef=args.ef)
+        index.tune_approximate(**knobs)
         built = index.update_approximate(args.recall_k, args.recall_sample)
     index.save_approximate(out)
     return built.describe()
-
-
-def _with_knobs(params: ann.AnnParams, args) -> ann.AnnParams:
-    knobs = (("nprobe", args.nprobe), ("ef", args.ef))
-    return replace(params, **{key: value for key, value in knobs if value is not None})
 
 
 def approximate_search(index: RetrievalIndex, folder, queries: torch.Tensor, k: int, query_paths, args):

@@ -69,7 +69,7 @@ def run_index(args: argparse.Namespace) -> int:
                       f"{len(dropped)} dropped)"
         else:
             index = build_index(model, source, info, args.metric, args.batch_size, device, progress, args.on_error)
-            added, message = len(index), f"indexed {len(index)} images"
+            message = f"indexed {len(index)} images"
     except PartialEmbedding as stop:
         kept = _keep_partial(index, stop, out, args.metric, info)
         raise DataError(f"{stop}; {kept} images embedded before it are saved in {out}: fix or remove the file (or pass "
@@ -78,7 +78,7 @@ def run_index(args: argparse.Namespace) -> int:
     index.save(out)
     skipped = f", {len(index.skipped)} files skipped" if index.skipped else ""
     print(f"{message}{skipped}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}")
-    approximate = ann.update_ann(index, out, args, added)
+    approximate = ann.update_ann(index, out, args)
     if approximate:
         print(approximate)
     return 0
