@@ -56,3 +56,23 @@ def test_evaluate_reproduces_the_results_json_test_metrics_exactly(tmp_path, cap
         "run": str(run_dir), "split": "test", "weights": "final"}
     assert printed == expected
     assert list(printed) == list(expected)  # the same order, too
+
+
+def test_evaluate_runs_on_the_run_device_unless_told(tmp_path, capsys, monkeypatch):
+    """The device is the run's trainer.device unless --device names another (the old command
+    always embedded on the CPU and had no --device)."""
+    import torch
+
+    from gspdml.models import inference
+
+    run_dir = tiny_run(tmp_path)
+    asked = []
+
+    def spy(name):
+        asked.append(name)
+        return torch.device("cpu")
+
+    monkeypatch.setattr(inference, "resolve_device", spy)
+    evaluate_command(capsys, run_dir)
+    evaluate_command(capsys, run_dir, "--device", "cuda:1")
+    assert asked == ["auto", "cuda:1"]  # tiny_run keeps trainer.device's default, auto

@@ -1,7 +1,7 @@
 """``gspdml train``, ``gspdml evaluate`` and ``gspdml config``: one run from a config.
 
     gspdml train CONFIG [key.sub=value ...] [--resume [--allow-changes]] [--run-dir DIR] [--no-progress]
-    gspdml evaluate RUN_DIR [--split test|val] [--weights final|best] [--no-progress]
+    gspdml evaluate RUN_DIR [--split test|val] [--weights final|best] [--device D] [--no-progress]
     gspdml config CONFIG [key.sub=value ...] | --list
 """
 
@@ -55,8 +55,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from gspdml.training import load_run
 
     config, model = load_run(args.run_dir, weights=args.weights)
-    device = resolve_device(config["trainer"]["device"])  # the run's device and precision:
-    model = model.to(device)  # what the trainer evaluated with
+    # the run's device (by default) and precision: what the trainer evaluated with
+    device = resolve_device(args.device or config["trainer"]["device"])
+    model = model.to(device)
     data = build_data(config["data"]["dataset"], seed=int(config["seed"]))
     split = getattr(data, args.split)
     if split is None:
@@ -103,6 +104,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="final: model.safetensors, written when training ends (the best validation round's weights "
                         "when evaluation.restore_best, else the last step's); best: checkpoints/best.safetensors, "
                         "the best round so far (readable while training runs)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1, auto, ... (default: the run's trainer.device, "
+                                    "which reproduces its results.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_evaluate)
 
