@@ -104,8 +104,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="final: model.safetensors, written when training ends (the best validation round's weights "
                         "when evaluation.restore_best, else the last step's); best: checkpoints/best.safetensors, "
                         "the best round so far (readable while training runs)")
-    p.add_argument("--device", help="cpu, cuda, cuda:1, auto, ... (default: the run's trainer.device, "
-                                    "which reproduces its results.json)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1, auto, ... (default: the run's "
+                                    "trainer.device, which reproduces its results.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_evaluate)
 
