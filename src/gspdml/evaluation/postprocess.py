@@ -20,20 +20,11 @@ searches with :func:`gspdml.evaluation.exact_knn.knn`, so no N x N matrix is eve
    q' = normalise( q + sum_{y in N_k(q)} max(q.y, 0)^alpha y ); in leave-one-out retrieval the
    query's own database row is not one of its N_k(q).
 4. **k-reciprocal re-ranking** (Zhong, Zheng, Cao & Li, "Re-ranking person re-identification with
-   k-reciprocal encoding", CVPR 2017, §3) over all items (queries and database; the database
-   alone in leave-one-out retrieval), with d the squared Euclidean distance and N(p, k) = p and
-   its k nearest other items:
-
-   - R(p, k) = {g in N(p, k) : p in N(g, k)}  (eq. 4);
-   - R*(p, k) = R(p, k) ∪ R(q, k/2) for each q in R(p, k) with
-     |R(p, k) ∩ R(q, k/2)| >= 2/3 |R(q, k/2)|  (eq. 6, k/2 rounded);
-   - V_p[g] = exp(-d(p, g)) for g in R*(p, k1), else 0  (eq. 7);
-   - local query expansion V_p <- mean of V_g over g in N(p, k2 - 1)  (eq. 9, k2 items);
-   - d_J(p, g) = 1 - sum_j min(V_p[j], V_g[j]) / sum_j max(V_p[j], V_g[j])  (eq. 10-11);
-   - d*(p, g) = (1 - lambda) d_J(p, g) + lambda d(p, g)  (eq. 12).
-
-   d* re-ranks each query's ``shortlist`` nearest database items (bounded memory: V is sparse,
-   |R*| ~ k1 entries a row); the other items keep their order after them.
+   k-reciprocal encoding", CVPR 2017, §3, eq. 4-12; the equations are in
+   :mod:`gspdml.evaluation.k_reciprocal`): the Jaccard distance of the items' k-reciprocal
+   encodings, mixed with the squared Euclidean distance, d* = (1 - lambda) d_J + lambda d
+   (eq. 12), re-ranks each query's ``shortlist`` nearest database items (bounded memory: the
+   encodings are sparse, ~k1 entries a row); the other items keep their order after them.
 
 The result is a :class:`~gspdml.evaluation.results.RetrievalResults` whose distances are those
 the final ranking used (squared Euclidean, or d* after k-reciprocal re-ranking).
