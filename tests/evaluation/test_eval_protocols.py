@@ -6,7 +6,7 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.data.splits import contiguous_class_folds, fair_protocol_folds, train_test_classes, tuning_protocol_folds
-from gspdml.evaluation import fair_protocol_results, retrieval_metrics
+from gspdml.evaluation import EvalSpec, fair_protocol_results, retrieval_metrics
 
 
 def test_train_test_split_by_sorted_class_ids():
@@ -97,7 +97,7 @@ def unit(x):
 
 def test_fair_protocol_has_81_realisations_with_128d_mean_and_512d_concatenation():
     models = fake_models()
-    out = fair_protocol_results(models, recall_at=(1,))
+    out = fair_protocol_results(models, spec=EvalSpec(recall_at=(1,)))
     assert out["num_realisations"] == 81 and len(out["realisations"]) == 81
     assert len({r["seeds"] for r in out["realisations"]}) == 81
     per_model = {key: retrieval_metrics(*split, recall_at=(1,)) for key, split in models.items()}
@@ -110,7 +110,7 @@ def test_fair_protocol_has_81_realisations_with_128d_mean_and_512d_concatenation
         assert realisation["512D"]["map_at_r"] == pytest.approx(direct["map_at_r"])
     values = [r["512D"]["map_at_r"] for r in out["realisations"]]
     assert out["summary"]["512D"]["map_at_r"]["mean"] == pytest.approx(np.mean(values))
-    assert out["summary"]["512D"]["map_at_r"]["std"] == pytest.approx(np.std(values))
+    assert out["summary"]["512D"]["map_at_r"]["std"] == pytest.approx(np.std(values, ddof=1))
     assert out["summary"]["512D"]["map_at_r"]["mean"] > out["summary"]["128D"]["map_at_r"]["mean"]
 
 
@@ -118,7 +118,7 @@ def test_query_gallery_splits_and_a_single_seed():
     g = torch.Generator().manual_seed(1)
     q_labels, g_labels = np.arange(20) % 5, np.arange(30) % 5
     models = {(f, 0): (torch.randn(20, 4, generator=g), q_labels, torch.randn(30, 4, generator=g), g_labels) for f in range(4)}
-    out = fair_protocol_results(models, recall_at=(1,))
+    out = fair_protocol_results(models, spec=EvalSpec(recall_at=(1,)))
     assert out["num_realisations"] == 1 and out["summary"]["128D"]["precision_at_1"]["std"] == 0.0
     keys = [(f, 0) for f in range(4)]
     direct = retrieval_metrics(
@@ -137,3 +137,36 @@ def test_aggregation_rejects_missing_seeds_and_mismatched_labels():
     models[(1, 0)] = (models[(1, 0)][0], models[(1, 0)][1][::-1])
     with pytest.raises(ConfigError, match="labels differ"):
         fair_protocol_results(models)
+
+
+def test_fair_protocol_scores_post_processed_embeddings_and_concatenations():
+    """With evaluation.postprocess the per-model and 512D numbers gain their post-processed
+    twins: those of the steps on each model's embeddings and on the concatenations (test and
+    training embeddings alike, so PCA-whitening learns in the space it is applied to)."""
+    from gspdml.evaluation.postprocess import postprocessed_metrics
+
+    models = fake_models(num_folds=2, seeds=(0, 1))
+    g = torch.Generator().manual_seed(7)
+    train = {key: torch.randn(40, 5, generator=g) for key in models}
+    steps = ["pca_whiten:dim=4", "qe:k=1"]
+    spec = EvalSpec(recall_at=(1,), postprocess=steps)
+    out = fair_protocol_results(models, spec=spec, train_embeddings=train)
+    key = (1, 0)
+    expected = postprocessed_metrics(*models[key], steps=steps, train=train[key], recall_at=(1,))
+    assert out["per_model"][key]["postprocessed_map_at_r"] == expected["map_at_r"]
+    plain = retrieval_metrics(*models[key], recall_at=(1,))
+    assert out["per_model"][key]["map_at_r"] == plain["map_at_r"]
+    realisation = out["realisations"][1]
+    keys = list(enumerate(realisation["seeds"]))
+    concat = torch.from_numpy(unit(np.hstack([unit(models[k][0]) for k in keys])))
+    concat_train = torch.from_numpy(unit(np.hstack([unit(train[k]) for k in keys])))
+    expected = postprocessed_metrics(concat, models[keys[0]][1], steps=steps, train=concat_train,
+                                     recall_at=(1,))
+    got = realisation["512D"]
+    assert got["postprocessed_precision_at_1"] == pytest.approx(expected["precision_at_1"],
+                                                               abs=1e-12)
+    assert got["postprocessed_map_at_r"] == pytest.approx(expected["map_at_r"], abs=1e-12)
+    assert set(out["summary"]["512D"]) == {"precision_at_1", "map_at_r",
+                                           "postprocessed_precision_at_1", "postprocessed_map_at_r"}
+    with pytest.raises(ConfigError, match="training embeddings"):
+        fair_protocol_results(models, spec=EvalSpec(postprocess=steps))

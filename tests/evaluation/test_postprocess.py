@@ -8,6 +8,7 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation import postprocess as pp
+from gspdml.evaluation.k_reciprocal import k_reciprocal_rerank
 from gspdml.evaluation.metrics import metrics_from_results
 
 
@@ -57,10 +58,10 @@ def test_pca_whitening_matches_numpy_eigendecomposition():
     projection = vectors.real[:, top] / np.sqrt(values.real[top] + 1e-6 * values.real.max())
     expected = (test - mean) @ projection
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
-    got = pp.PCAWhitening.fit(train, 4)(test).numpy()
+    got = pp.PCAWhitening(4).fit(train=train)(test).numpy()
     # eigenvectors are defined up to sign: compare the sign-free Gram matrices
     np.testing.assert_allclose(got @ got.T, expected @ expected.T, atol=1e-5)
-    white = pp.PCAWhitening.fit(train)
+    white = pp.PCAWhitening().fit(train=train)
     centred = (torch.from_numpy(train).double() - white.mean) @ white.projection.T
     np.testing.assert_allclose((centred.T @ centred / len(train)).numpy(), np.eye(6), atol=1e-4)
 
@@ -115,7 +116,8 @@ def test_k_reciprocal_matches_the_papers_equations(loo):
     q, _ = unit_clusters(7, seed=2)
     query = torch.from_numpy(db if loo else q)
     cands = torch.stack([torch.randperm(40, generator=torch.Generator().manual_seed(i))[:12] for i in range(len(query))])
-    got_d, got_i = pp.k_reciprocal_rerank(query, torch.from_numpy(db), cands, k1=5, k2=3, lam=0.3, leave_one_out=loo)
+    got_d, got_i = k_reciprocal_rerank(query, torch.from_numpy(db), cands, k1=5, k2=3, lam=0.3,
+                                       leave_one_out=loo)
     items = db if loo else np.concatenate([db, q])
     probes = range(40) if loo else range(40, 47)
     want_d, want_i = slow_k_reciprocal(items.astype(np.float64), list(probes), cands.numpy(), 5, 3, 0.3)
@@ -141,7 +143,7 @@ def test_pipeline_query_gallery_with_every_step():
     train, _ = unit_clusters(120, seed=6)
     steps = ["pca_whiten:dim=6", {"name": "dba", "k": 2}, "qe", {"name": "k_reciprocal", "k1": 6, "k2": 3, "shortlist": 20}]
     res = pp.postprocessed_retrieve(q, q_labels, db, db_labels, steps=steps, train=train)
-    white = pp.PCAWhitening.fit(train, 6)
+    white = pp.PCAWhitening(6).fit(train=train)
     wq, wdb = white(torch.from_numpy(q)).numpy(), white(torch.from_numpy(db)).numpy()
     wdb = slow_alpha_expand(wdb, wdb.astype(np.float64), 2, 3.0, True)
     wq = slow_alpha_expand(wq, wdb, 2, 3.0, False)
@@ -173,3 +175,29 @@ def test_config_section_is_validated():
     assert load_config("demo-gsp").evaluation.postprocess == ()
     with pytest.raises(ConfigError, match="evaluation.postprocess.k_reciprocal.k1.*expected an integer, got 'many'"):
         load_config("demo-gsp", ["evaluation.postprocess=[{name: k_reciprocal, k1: many}]"])
+
+
+def test_steps_are_objects_built_from_the_spec_list():
+    """build_steps makes fit/apply objects from evaluation.postprocess's spec list, in the order
+    of application; objects and specs give the same retrieval."""
+    steps = pp.build_steps(["k_reciprocal:lambda=0.5,shortlist=20", "qe:k=3",
+                            {"name": "pca_whiten", "dim": 5}])
+    assert steps == (pp.PCAWhitening(5), pp.QueryExpansion(k=3, alpha=3.0),
+                     pp.KReciprocalReranking(k1=20, k2=6, lam=0.5, shortlist=20))
+    assert [s.name for s in steps] == ["pca_whiten", "qe", "k_reciprocal"]
+    assert steps[0].learns_on_training and not steps[1].learns_on_training
+    db, db_labels = unit_clusters(70, seed=4)
+    q, q_labels = unit_clusters(12, seed=5)
+    train, _ = unit_clusters(90, seed=6)
+    objects = (pp.KReciprocalReranking(k1=5, k2=2, shortlist=15),
+               pp.DatabaseAugmentation(k=2, alpha=1.0), pp.PCAWhitening(6))
+    by_objects = pp.postprocessed_retrieve(q, q_labels, db, db_labels, steps=objects, train=train)
+    by_specs = pp.postprocessed_retrieve(q, q_labels, db, db_labels, train=train,
+                                         steps=["dba:k=2,alpha=1.0", "pca_whiten:dim=6",
+                                                "k_reciprocal:k1=5,k2=2,shortlist=15"])
+    assert torch.equal(by_objects.indices, by_specs.indices)
+    assert torch.equal(by_objects.distances, by_specs.distances)
+    with pytest.raises(ConfigError, match=r"step\(s\) \['qe'\] given twice"):
+        pp.build_steps([pp.QueryExpansion(), "qe"])
+    with pytest.raises(ConfigError, match="apply a fitted whitening"):
+        pp.PCAWhitening(3)(torch.from_numpy(q))

@@ -254,3 +254,51 @@ def test_search_with_postprocessing_matches_the_library_call(tmp_path, capsys):
     assert got == [index.paths[j] for j in want.indices[0, :4].tolist()]
     with pytest.raises(ConfigError, match="unknown post-processing step 'rerank'"):
         run_cli("search", idx, query, "--postprocess", "rerank")
+
+
+@pytest.mark.parametrize("backend", ["ivf", "hnsw"])
+def test_python_api_does_what_the_cli_does(tmp_path, capsys, backend):
+    """An index built in Python with build_approximate (same settings) measures the same recall
+    and searches the same neighbours as ``gspdml index --backend`` / ``gspdml search``, and
+    appending rows then update_approximate equals ``gspdml index --append``. Before, approximate
+    search existed only in the CLI: RetrievalIndex had no build_approximate."""
+    from gspdml.models.inference import embed
+    from gspdml.retrieval.encoder import load_model_and_transform
+    from gspdml.retrieval.sources import ImageFiles
+
+    write_image_folder(tmp_path / "images", per_class=8)
+    write_run(tmp_path / "run")
+    idx = tmp_path / "idx"
+    ivf = backend == "ivf"
+    settings = (["--nlist", "2", "--train-per-list", "8", "--nprobe", "1"] if ivf
+                else ["--ef", "2", "--hnsw-m", "2"])
+    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--no-progress",
+                   "--backend", backend, *settings, "--recall-k", "3", "--recall-sample", "6") == 0
+    cli_index = RetrievalIndex.load(idx)
+    python = RetrievalIndex(cli_index.vectors, cli_index.paths, cli_index.labels, cli_index.metric)
+    knobs = {"nlist": 2, "train_per_list": 8, "nprobe": 1} if ivf else {"ef": 2, "hnsw_m": 2}
+    built = python.build_approximate(ann.AnnParams(backend, **knobs), recall_k=3, recall_sample=6)
+    assert built.recall == cli_index.approximate.recall
+
+    query = python.paths[5]
+    capsys.readouterr()
+    assert run_cli("search", idx, query, "-k", "5", "--json") == 0
+    cli_rows = json.loads(capsys.readouterr().out)[0]["results"]
+    _, model, transform = load_model_and_transform(tmp_path / "run", torch.device("cpu"))
+    vector, _ = embed(model, ImageFiles([query], [None], transform), 4)
+    got = python.search(vector, 5)
+    assert [python.paths[j] for j in got.indices[0].tolist()] == [r["path"] for r in cli_rows]
+    assert got.distances[0].tolist() == pytest.approx([r["distance"] for r in cli_rows], abs=1e-6)
+    exact = python.search(vector, 5, exact=True)
+    assert exact.indices[0, 0] == got.indices[0, 0]  # the query's own image, found both ways
+
+    write_image_folder(tmp_path / "images", classes=("yellow",), per_class=3, seed=5)
+    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--append",
+                   "--no-progress", "--recall-k", "3", "--recall-sample", "6") == 0
+    grown = RetrievalIndex.load(idx)
+    python.add(grown.vectors[len(python):], grown.paths[len(python):], grown.labels[len(python):])
+    with pytest.raises(DataError, match="holds 24 vectors, the index 27"):
+        python.search(vector, 5)
+    assert python.update_approximate(recall_k=3, recall_sample=6).recall == grown.approximate.recall
+    python.save(tmp_path / "python")
+    assert RetrievalIndex.load(tmp_path / "python").approximate.count == 27

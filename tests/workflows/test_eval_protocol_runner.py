@@ -118,7 +118,7 @@ def test_fair_protocol_end_to_end_and_resumable(tmp_path, capsys):
     values = [r["512D"]["map_at_r"] for r in protocol["realisations"]]
     summary = protocol["summary"]
     assert summary["512D"]["map_at_r"]["mean"] == pytest.approx(np.mean(values))
-    assert summary["512D"]["map_at_r"]["std"] == pytest.approx(np.std(values))
+    assert summary["512D"]["map_at_r"]["std"] == pytest.approx(np.std(values, ddof=1))
 
     # the table, in the layout of thesis Tab. 5.1, printed and written as Markdown and JSON
     table = (root / "results.md").read_text()
@@ -168,7 +168,8 @@ def test_tuning_protocol_is_one_four_fifths_split_times_the_seeds(tmp_path):
         result = json.loads((tmp_path / "runs" / "tiny" / name / "results.json").read_text())
         assert metrics["map_at_r"] == pytest.approx(result["best_map_at_r"], abs=1e-12)
     values = [m["map_at_r"] for m in out["per_model"].values()]
-    assert out["summary"]["val"]["map_at_r"] == pytest.approx({"mean": np.mean(values), "std": np.std(values)})
+    expected = {"mean": np.mean(values), "std": np.std(values, ddof=1)}
+    assert out["summary"]["val"]["map_at_r"] == pytest.approx(expected)
     assert (tmp_path / "runs" / "tiny" / "results.md").read_text().splitlines()[0] == "| Method | val P@1 | val MAP@R |"
 
 
@@ -234,3 +235,41 @@ def test_two_stage_protocol_replays_the_train_stage_drops_and_length(tmp_path):
     assert sorted(out["per_model"]) == ["trainval-seed0"] and out["stages"]["trainval-seed0"] == stage1
     with pytest.raises(ConfigError, match="schedule.plateau"):
         run_protocol(load_config(tiny_config(tmp_path)), "two_stage", seeds=(0,))
+
+
+def test_protocols_honour_evaluation_postprocess(tmp_path):
+    """With evaluation.postprocess every summarised metric gains its post-processed twin, in
+    the table too. Fair: PCA-whitening learns on each model's embeddings of all 8 training
+    classes (cached beside the test embeddings). Tuning: each model's report is the trainer's
+    own last validation round, post-processed metrics included. The old protocols ignored the
+    steps (no postprocessed_* anywhere)."""
+    from gspdml.evaluation.postprocess import postprocessed_metrics
+
+    steps = ["pca_whiten:dim=4", "qe:k=1"]
+    config = load_config(tiny_config(tmp_path), [f"evaluation.postprocess={steps}"])
+    out = run_protocol(config, "fair", seeds=(0,))
+    root = tmp_path / "runs" / "tiny"
+    for name in ("fold0-seed0", "fold3-seed0"):
+        with np.load(root / name / "test_embeddings.npz") as cached:
+            query, labels, train = cached["query"], cached["query_labels"], cached["train"]
+        assert len(train) == 8 * 4  # all training classes, whatever the fold
+        expected = postprocessed_metrics(query, labels, steps=steps, train=train, recall_at=[1])
+        assert out["per_model"][name]["postprocessed_map_at_r"] == expected["map_at_r"]
+    assert set(out["summary"]["512D"]) == {"precision_at_1", "map_at_r",
+                                           "postprocessed_precision_at_1", "postprocessed_map_at_r"}
+    header = (root / "results.md").read_text().splitlines()[0]
+    titles = [f"{space} {metric}" for space in ("512D", "128D") for metric in ("P@1", "MAP@R")]
+    cells = " | ".join(f"{t} | {t} (post-processed)" for t in titles)
+    assert header == f"| Method | {cells} |"
+
+    (tmp_path / "tuning").mkdir()
+    config = load_config(tiny_config(tmp_path / "tuning", class_split=[10, 0, 4]),
+                         [f"evaluation.postprocess={steps}"])
+    out = run_protocol(config, "tuning", seeds=(0,))
+    run_dir = tmp_path / "tuning" / "runs" / "tiny" / "fold0-seed0"
+    log = (run_dir / "metrics.jsonl").read_text().splitlines()
+    last_round = [r for r in map(json.loads, log) if r["split"] == "val"][-1]
+    report = out["per_model"]["fold0-seed0"]
+    assert report == {k: v for k, v in last_round.items() if k not in ("step", "split", "best")}
+    summary = out["summary"]["val"]
+    assert summary["postprocessed_map_at_r"]["mean"] == report["postprocessed_map_at_r"]

@@ -1,28 +1,25 @@
-"""The approximate-search options of ``gspdml index`` and ``gspdml search`` (:mod:`gspdml.cli.retrieval`)
-over :mod:`gspdml.retrieval.ann`.
+"""The approximate-search options of ``gspdml index`` and ``gspdml search``
+(:mod:`gspdml.cli.retrieval`): argument parsing only; the index does the work
+(:meth:`gspdml.retrieval.index.RetrievalIndex.build_approximate`, ``update_approximate``,
+``tune_approximate``, ``search``; the structures of :mod:`gspdml.retrieval.ann`).
 
 ``gspdml index --backend ivf|ivfpq|hnsw`` builds an approximate index next to the exact vectors
 of an index folder and measures its recall@k against the exact engine; ``--append`` adds the new
-rows to it (no retraining) and re-measures. ``gspdml search`` uses it when present (``--exact``
-to bypass it), with ``--nprobe`` / ``--ef`` overriding the stored search setting, and prints the
-measured recall.
+rows to it (no retraining; rebuilt with its settings when rows were dropped) and re-measures.
+``gspdml search`` uses it when present (``--exact`` to bypass it), with ``--nprobe`` / ``--ef``
+overriding the stored search setting, and prints the measured recall.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation.results import RetrievalResults
 from gspdml.retrieval import ann
-from gspdml.retrieval.index import RetrievalIndex
-
-EXACT = "exact"
+from gspdml.retrieval.index import EXACT, RetrievalIndex
 
 
 def add_index_options(parser: argparse.ArgumentParser) -> None:
@@ -52,72 +49,47 @@ def _add_search_knobs(group) -> None:
     group.add_argument("--ef", type=int, help="hnsw: candidates explored per query (more: slower, higher recall)")
 
 
-def _vectors(index: RetrievalIndex) -> torch.Tensor:
-    """What the approximate index stores: unit vectors for cosine, the vectors otherwise."""
-    return F.normalize(index.vectors, dim=1) if index.metric == "cosine" else index.vectors
-
-
-def _with_knobs(params: ann.AnnParams, args) -> ann.AnnParams:
-    knobs = {key: value for key, value in (("nprobe", args.nprobe), ("ef", args.ef)) if value is not None}
-    return replace(params, **knobs)
-
-
-def update_ann(index: RetrievalIndex, out: Path, args, added: int) -> str:
-    """Build, grow or drop the approximate index of the folder ``out`` after ``index`` was
-    saved there; returns a line for the user ('' when there is nothing to say). An append whose
-    approximate index no longer lines up with the rows it started from (vanished files dropped,
-    or rows saved after a failed run) rebuilds it with its stored settings."""
-    described = ann.read_description(out) if args.append else None
-    if described is not None and described[0].get("count") != len(index) - added:
-        if args.backend not in (None, described[1].backend):
-            raise ConfigError("--backend", f"{out} holds a {described[1].backend} index; --append cannot change it to {args.backend}")
-        built = ann.build_measured(_vectors(index), _with_knobs(described[1], args), args.recall_k, args.recall_sample)
-        built.save(out)
-        return built.describe()
-    if args.append:
-        existing = ann.AnnIndex.load(out, len(index) - added, mmap=False)
+def update_ann(index: RetrievalIndex, out: Path, args) -> str:
+    """Build, grow or drop the approximate structure of ``index`` (saved in the folder ``out``)
+    as the options ask, through the index's own methods; returns a line for the user ('' when
+    there is nothing to say)."""
+    knobs = {key: value for key, value in (("nprobe", args.nprobe), ("ef", args.ef))
+             if value is not None}
+    if not args.append:
+        if args.backend in (None, EXACT):
+            index.build_approximate(EXACT)
+            index.save_approximate(out)
+            return ""
+        params = ann.AnnParams(args.backend, nlist=args.nlist, train_per_list=args.train_per_list,
+                               kmeans_iters=args.kmeans_iters, pq_m=args.pq_m, hnsw_m=args.hnsw_m,
+                               ef_construction=args.ef_construction, **knobs)
+        built = index.build_approximate(params, recall_k=args.recall_k,
+                                        recall_sample=args.recall_sample)
+    else:
+        existing = index.approximate
         if existing is None:
             if args.backend not in (None, EXACT):
-                raise ConfigError("--backend", f"{out} has no approximate index to append to; rebuild with --overwrite --backend {args.backend}")
+                raise ConfigError("--backend", f"{out} has no approximate index to append to; "
+                                               f"rebuild with --overwrite --backend {args.backend}")
             return ""
         if args.backend not in (None, existing.params.backend):
-            raise ConfigError("--backend", f"{out} holds a {existing.params.backend} index; --append cannot change it to {args.backend}")
-        existing.params = _with_knobs(existing.params, args)
-        ann.append_measured(existing, _vectors(index), added, args.recall_k, args.recall_sample)
-        existing.save(out)
-        return existing.describe()
-    if args.backend in (None, EXACT):
-        for name in (ann.ANN_META, ann.ANN_FILE):  # a rebuilt exact index must not keep a stale one
-            (out / name).unlink(missing_ok=True)
-        return ""
-    params = _with_knobs(ann.AnnParams(args.backend, nlist=args.nlist, train_per_list=args.train_per_list,
-                                       kmeans_iters=args.kmeans_iters, pq_m=args.pq_m, hnsw_m=args.hnsw_m,
-                                       ef_construction=args.ef_construction), args)
-    built = ann.build_measured(_vectors(index), params, args.recall_k, args.recall_sample)
-    built.save(out)
+            raise ConfigError("--backend", f"{out} holds a {existing.params.backend} index; "
+                                           f"--append cannot change it to {args.backend}")
+        index.tune_approximate(**knobs)
+        built = index.update_approximate(args.recall_k, args.recall_sample)
+    index.save_approximate(out)
     return built.describe()
 
 
 def approximate_search(index: RetrievalIndex, folder, queries: torch.Tensor, k: int, query_paths, args):
-    """``(results, line)`` from the folder's approximate index, or None when it has none or
-    ``--exact`` was given."""
+    """``(results, line)`` of the index's approximate structure (with ``--nprobe`` / ``--ef``),
+    or None when it has none or ``--exact`` was given."""
     if args.exact:
         return None
-    found = ann.AnnIndex.load(folder, len(index))
-    if found is None:
+    if index.approximate is None:
         if args.nprobe is not None or args.ef is not None:
-            raise ConfigError("--nprobe" if args.nprobe is not None else "--ef", f"{folder} has no approximate index (build one with gspdml index --backend)")
+            raise ConfigError("--nprobe" if args.nprobe is not None else "--ef", f"{folder} has no "
+                              "approximate index (build one with gspdml index --backend)")
         return None
-    found.params = _with_knobs(found.params, args)
-    if index.metric == "cosine":
-        queries = F.normalize(queries.float(), dim=1)
-    squared, rows = ann.search(found.index, found.params, queries, k, vectors=_vectors(index))
-    if (rows < 0).any():
-        query = int((rows < 0).any(1).nonzero()[0, 0])
-        raise ConfigError("--nprobe", f"the approximate index found fewer than {k} neighbours for query {query_paths[query]}; raise --nprobe or search with --exact")
-    distances = squared / 2.0 if index.metric == "cosine" else squared.clamp(min=0).sqrt()
-    results = RetrievalResults.from_labels(
-        rows, distances.float(), [None] * len(rows), index.labels, metric=index.metric,
-        query_paths=query_paths, reference_paths=index.paths,
-    )
-    return results, found.describe()
+    index.tune_approximate(nprobe=args.nprobe, ef=args.ef)
+    return index.search(queries, k, query_paths=query_paths), index.approximate.describe()

@@ -69,7 +69,7 @@ def run_index(args: argparse.Namespace) -> int:
                       f"{len(dropped)} dropped)"
         else:
             index = build_index(model, source, info, args.metric, args.batch_size, device, progress, args.on_error)
-            added, message = len(index), f"indexed {len(index)} images"
+            message = f"indexed {len(index)} images"
     except PartialEmbedding as stop:
         kept = _keep_partial(index, stop, out, args.metric, info)
         raise DataError(f"{stop}; {kept} images embedded before it are saved in {out}: fix or remove the file (or pass "
@@ -78,7 +78,7 @@ def run_index(args: argparse.Namespace) -> int:
     index.save(out)
     skipped = f", {len(index.skipped)} files skipped" if index.skipped else ""
     print(f"{message}{skipped}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}")
-    approximate = ann.update_ann(index, out, args, added)
+    approximate = ann.update_ann(index, out, args)
     if approximate:
         print(approximate)
     return 0
@@ -114,7 +114,7 @@ def find_index_run(index: RetrievalIndex, index_path: str | Path, given: str | N
 def run_search(args: argparse.Namespace) -> int:
     if args.save:
         check_writable_file(args.save)
-    index = RetrievalIndex.load(args.index)
+    index = RetrievalIndex.load(args.index, mmap=True)
     run_dir = find_index_run(index, args.index, args.run)
     check_same_model(index, model_info(run_dir))
     device = resolve_device(args.device)

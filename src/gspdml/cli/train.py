@@ -1,7 +1,7 @@
 """``gspdml train``, ``gspdml evaluate`` and ``gspdml config``: one run from a config.
 
     gspdml train CONFIG [key.sub=value ...] [--resume [--allow-changes]] [--run-dir DIR] [--no-progress]
-    gspdml evaluate RUN_DIR [--split test|val] [--weights final|best] [--no-progress]
+    gspdml evaluate RUN_DIR [--split test|val] [--weights final|best] [--device D] [--no-progress]
     gspdml config CONFIG [key.sub=value ...] | --list
 """
 
@@ -51,23 +51,25 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from gspdml.data import build_data
-    from gspdml.evaluation.split_metrics import evaluate_split
+    from gspdml.evaluation.service import EvalSpec, evaluate
+    from gspdml.models.inference import resolve_device
     from gspdml.training import load_run
 
     config, model = load_run(args.run_dir, weights=args.weights)
-    data = build_data(config.data.dataset, seed=int(config.seed))
+    # the run's device (by default) and precision: what the trainer evaluated with
+    device = resolve_device(args.device or config.trainer.device)
+    model = model.to(device)
+    data = build_data(config.data.dataset, seed=config.seed)
     split = getattr(data, args.split)
     if split is None:
         raise GspdmlError(f"dataset {config.data.dataset['name']!r} has no {args.split} split")
-    metrics = evaluate_split(model, split, batch_size=config.data.eval_batch_size, recall_at=config.evaluation.recall_at,
-                             progress=not args.no_progress)
-    if config.evaluation.postprocess:
-        from gspdml.evaluation.postprocess import postprocessed_split_metrics
-
-        metrics["postprocessed"] = postprocessed_split_metrics(
-            model, data, split, config.evaluation.postprocess,
-            batch_size=config.data.eval_batch_size, recall_at=config.evaluation.recall_at)
-    print(json.dumps({"run": str(args.run_dir), "split": args.split, "weights": args.weights, **metrics}, indent=2))
+    report = evaluate(model, split, EvalSpec.from_evaluation(config.evaluation), device=device,
+                      precision=config.trainer.precision,
+                      batch_size=config.data.eval_batch_size,
+                      num_workers=config.data.num_workers, train_split=data.train,
+                      progress=not args.no_progress)
+    header = {"run": str(args.run_dir), "split": args.split, "weights": args.weights}
+    print(json.dumps({**header, **report.metrics}, indent=2))
     return 0
 
 
@@ -103,6 +105,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="final: model.safetensors, written when training ends (the best validation round's weights "
                         "when evaluation.restore_best, else the last step's); best: checkpoints/best.safetensors, "
                         "the best round so far (readable while training runs)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1, auto, ... (default: the run's "
+                                    "trainer.device, which reproduces its results.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_evaluate)
 

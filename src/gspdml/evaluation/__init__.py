@@ -1,21 +1,29 @@
 """gspdml.evaluation: exact kNN, the retrieval-results type shared with search and reports,
-retrieval metrics and the fair protocol's aggregation."""
+the metric registry and the retrieval metrics, post-processing, the evaluation service
+(:func:`evaluate`, :func:`evaluate_embeddings`) and the fair protocol's aggregation."""
 
 from gspdml.evaluation.aggregate import concatenate_embeddings, fair_protocol_results, l2_normalize
 from gspdml.evaluation.clustering import clustering_scores, kmeans_assignments
 from gspdml.evaluation.exact_knn import KnnStats, knn, retrieve
+from gspdml.evaluation.mean_std import mean_std
 from gspdml.evaluation.metrics import metrics_from_results, per_query_scores, retrieval_metrics
 from gspdml.evaluation.results import RetrievalResults
+from gspdml.evaluation.service import EvalReport, EvalSpec, evaluate, evaluate_embeddings
 
 __all__ = [
+    "EvalReport",
+    "EvalSpec",
     "KnnStats",
     "RetrievalResults",
     "clustering_scores",
     "concatenate_embeddings",
+    "evaluate",
+    "evaluate_embeddings",
     "fair_protocol_results",
     "kmeans_assignments",
     "knn",
     "l2_normalize",
+    "mean_std",
     "metrics_from_results",
     "per_query_scores",
     "retrieval_metrics",

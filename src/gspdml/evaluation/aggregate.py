@@ -11,20 +11,22 @@ Gürbüz thesis §5.3.4.1 (fair evaluation, embedding vectors; Musgrave et al. 2
   (3^4 = 81 in Ch. 5); the tables report the mean and standard deviation over realisations. With
   one seed per fold there is one realisation (Ch. 3).
 
-The standard deviation is the population one (ddof = 0) by default; pass ``ddof=1`` for the
-sample one (the thesis does not say which).
+The mean and standard deviation are :func:`gspdml.evaluation.mean_std.mean_std`'s: the sample
+std (ddof = 1; the thesis does not say which), 0 for a single realisation.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
+from typing import Optional
 
 import numpy as np
 import torch
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation.metrics import retrieval_metrics
+from gspdml.evaluation.mean_std import mean_std
+from gspdml.evaluation.service import EvalSpec, evaluate_embeddings, with_postprocessed
 
 TABLE_METRICS = ("precision_at_1", "map_at_r")
 
@@ -46,8 +48,8 @@ def fair_protocol_results(
     test_embeddings: Mapping,
     *,
     metrics: Sequence[str] = TABLE_METRICS,
-    ddof: int = 0,
-    **metric_kwargs,
+    spec: EvalSpec = EvalSpec(),
+    train_embeddings: Optional[Mapping] = None,
 ) -> dict:
     """Aggregate the fold models of the fair protocol on the test split.
 
@@ -55,9 +57,13 @@ def fair_protocol_results(
         test_embeddings: {(fold, seed): split} with ``split`` either ``(embeddings, labels)``
             (leave-one-out, CUB/Cars/SOP) or ``(query, query_labels, gallery, gallery_labels)``
             (In-Shop). Every fold must have the same seeds, and every split the same labels.
-        metrics: scalar keys of :func:`~gspdml.evaluation.retrieval_metrics` to aggregate.
-        ddof: degrees of freedom of the standard deviation over realisations.
-        metric_kwargs: passed to :func:`retrieval_metrics` (e.g. ``memory_budget``).
+        metrics: scalar keys of the evaluation service's report to aggregate; with
+            post-processing steps in ``spec`` their ``postprocessed_`` keys too.
+        spec: what each model and each concatenation is scored with
+            (:class:`~gspdml.evaluation.service.EvalSpec`: ``recall_at``, post-processing).
+        train_embeddings: {(fold, seed): embeddings} of the same training items, for a step
+            that learns on them (PCA-whitening); a realisation concatenates them as its test
+            embeddings.
 
     Returns:
         {"per_model": {(fold, seed): {metric: value}},
@@ -68,31 +74,26 @@ def fair_protocol_results(
     folds, seeds = _grid(test_embeddings)
     splits = {key: _as_split(value, key) for key, value in test_embeddings.items()}
     _check_same_labels(splits)
-    per_model = {
-        key: _select(retrieval_metrics(*split, **metric_kwargs), metrics) for key, split in splits.items()
-    }
+    metrics = with_postprocessed(metrics, spec)
+    train = dict(train_embeddings or {})
+
+    def score(split, train_part):
+        return _select(evaluate_embeddings(*split, spec=spec, train=train_part).metrics, metrics)
+
+    per_model = {key: score(split, train.get(key)) for key, split in splits.items()}
     realisations = []
     for choice in itertools.product(seeds, repeat=len(folds)):
         keys = [(fold, seed) for fold, seed in zip(folds, choice)]
         average = {m: float(np.mean([per_model[key][m] for key in keys])) for m in metrics}
         first = splits[keys[0]]
-        query = concatenate_embeddings([splits[key][0] for key in keys])
-        if len(first) == 2:
-            concat = retrieval_metrics(query, first[1], **metric_kwargs)
-        else:
-            gallery = concatenate_embeddings([splits[key][2] for key in keys])
-            concat = retrieval_metrics(query, first[1], gallery, first[3], **metric_kwargs)
-        realisations.append({"seeds": tuple(choice), "128D": average, "512D": _select(concat, metrics)})
-    summary = {
-        space: {
-            m: {
-                "mean": float(np.mean([r[space][m] for r in realisations])),
-                "std": float(np.std([r[space][m] for r in realisations], ddof=ddof)) if len(realisations) > ddof else float("nan"),
-            }
-            for m in metrics
-        }
-        for space in ("128D", "512D")
-    }
+        concat = [concatenate_embeddings([splits[key][0] for key in keys]), first[1]]
+        if len(first) == 4:
+            concat += [concatenate_embeddings([splits[key][2] for key in keys]), first[3]]
+        train_concat = concatenate_embeddings([train[key] for key in keys]) if train else None
+        realisations.append({"seeds": tuple(choice), "128D": average,
+                             "512D": score(concat, train_concat)})
+    summary = {space: {m: mean_std([r[space][m] for r in realisations]) for m in metrics}
+               for space in ("128D", "512D")}
     return {
         "per_model": per_model, "realisations": realisations, "summary": summary,
         "num_folds": len(folds), "seeds": list(seeds), "num_realisations": len(realisations),

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_score
 
 from gspdml.errors import ConfigError
+from gspdml.evaluation.metric_registry import METRICS, metrics_of_kind
 
 _BACKENDS = ("sklearn", "faiss")
 
@@ -41,10 +41,9 @@ def kmeans_assignments(embeddings, num_clusters: int, *, backend: str = "sklearn
 
 
 def clustering_scores(embeddings, labels, *, backend: str = "sklearn", seed: int = 0) -> dict:
-    """{"nmi": ..., "ami": ...} of k-means clusters (one per distinct label) against ``labels``."""
+    """Every registered clustering metric (``{"nmi": ..., "ami": ...}``,
+    :mod:`gspdml.evaluation.metrics`) of one k-means (one cluster per distinct label) against
+    ``labels``."""
     labels = np.asarray(labels)
     clusters = kmeans_assignments(embeddings, len(np.unique(labels)), backend=backend, seed=seed)
-    return {
-        "nmi": float(normalized_mutual_info_score(labels, clusters)),
-        "ami": float(adjusted_mutual_info_score(labels, clusters)),
-    }
+    return {name: METRICS[name].score(labels, clusters) for name in metrics_of_kind("clustering")}

@@ -117,6 +117,7 @@ def retrieve(
     *,
     k: int | None = None,
     min_k: int = 1,
+    class_size: bool = True,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     backend: str = "torch",
     precision: str = "auto",
@@ -125,10 +126,11 @@ def retrieve(
     """Labels + exact kNN -> :class:`RetrievalResults`.
 
     ``k=None`` chooses the smallest k that MAP@R and R-precision need: max over queries of R_i
-    (the number of relevant references; pytorch-metric-learning's ``k="max_bin_count"``), raised
-    to ``min_k`` (e.g. the largest K of Recall@K) and capped at the number of searchable
-    references. Labels may be any hashable numpy-compatible values (int64 ids stay exact; they are
-    re-coded, never cast to float).
+    (the number of relevant references; pytorch-metric-learning's ``k="max_bin_count"``; left
+    out with ``class_size=False``, for metrics that read no R_i), raised to ``min_k`` (e.g. the
+    largest K of Recall@K) and capped at the number of searchable references. Labels may be
+    any hashable numpy-compatible values (int64 ids stay exact; they are re-coded, never cast
+    to float).
     """
     loo = reference is None
     if loo and reference_labels is not None:
@@ -141,7 +143,7 @@ def retrieve(
     n_ref = len(r_codes) - int(loo)
     r_max = int(num_relevant.max()) if len(num_relevant) else 0
     if k is None:
-        k = min(max(r_max, int(min_k), 1), n_ref)
+        k = min(max(r_max if class_size else 0, int(min_k), 1), n_ref)
     distances, indices = knn(
         query, reference, k, memory_budget=memory_budget, backend=backend,
         precision=precision, device=device,

@@ -22,22 +22,90 @@ the mean over classes of the per-class means. Per-query arithmetic is float64.
 NMI and AMI cluster the query embeddings with k-means into as many clusters as there are query
 labels (fixed seed) and compare with sklearn's ``normalized_mutual_info_score`` (arithmetic mean)
 and ``adjusted_mutual_info_score``. Clustering is much slower than the kNN metrics, so it runs
-only with ``clustering=True``; otherwise ``nmi`` and ``ami`` are None.
+only with ``clustering=True``; otherwise ``nmi`` and ``ami`` are None. ``nmi_r1_hmean`` is the
+harmonic mean 2 NMI R@1 / (NMI + R@1) (0 when both are 0), the validation score of the
+ProxyNCA++ release (:mod:`gspdml.evaluation.selection`).
+
+Every metric here is one registration (:func:`gspdml.evaluation.metric_registry.register`) that
+declares what it needs: a per-query function with the neighbours it reads (1, R_i, or K for
+each K of Recall@K), a function of a clustering, or a function of other metrics' values. The
+nested results of :func:`retrieval_metrics`, the flat reports of
+:mod:`gspdml.evaluation.service` and the selection metrics all read the registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
+from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_score
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.clustering import clustering_scores
 from gspdml.evaluation.exact_knn import DEFAULT_MEMORY_BUDGET, retrieve
+from gspdml.evaluation.metric_registry import (CLASS_SIZE, EACH_K, METRICS, Neighbours,
+                                               check_metric_names, metrics_of_kind, register)
 from gspdml.evaluation.results import RetrievalResults
 
-_PER_QUERY = ("map_at_r", "precision_at_1", "r_precision", "mean_average_precision", "mean_reciprocal_rank")
+
+# --- the registered metrics (gspdml.evaluation.metric_registry) ----------------------------------
+
+
+@register("map_at_r", "query", depth=CLASS_SIZE, selectable=True)
+def map_at_r(n: Neighbours) -> torch.Tensor:
+    return (n.hits * n.precision_at * n.within_r).sum(1) / n.r
+
+
+@register("precision_at_1", "query", depth=1, selectable=True)
+def precision_at_1(n: Neighbours) -> torch.Tensor:
+    return n.hits[:, 0]
+
+
+@register("r_precision", "query", depth=CLASS_SIZE, selectable=True)
+def r_precision(n: Neighbours) -> torch.Tensor:
+    return (n.hits * n.within_r).sum(1) / n.r
+
+
+@register("mean_average_precision", "query", depth=CLASS_SIZE)
+def mean_average_precision(n: Neighbours) -> torch.Tensor:
+    return (n.hits * n.precision_at).sum(1) / n.r
+
+
+@register("mean_reciprocal_rank", "query", depth=CLASS_SIZE)
+def mean_reciprocal_rank(n: Neighbours) -> torch.Tensor:
+    rel = n.relevance
+    first = torch.where(rel.any(1), rel.to(torch.int8).argmax(1).to(torch.float64) + 1, torch.inf)
+    return 1.0 / first
+
+
+@register("recall_at", "query", depth=EACH_K)
+def recall_at(n: Neighbours, K: int) -> torch.Tensor:
+    return n.relevance_all[:, :K].any(1).to(torch.float64)
+
+
+@register("nmi", "clustering")
+def nmi(labels: np.ndarray, clusters: np.ndarray) -> float:
+    return float(normalized_mutual_info_score(labels, clusters))
+
+
+@register("ami", "clustering")
+def ami(labels: np.ndarray, clusters: np.ndarray) -> float:
+    return float(adjusted_mutual_info_score(labels, clusters))
+
+
+def harmonic_mean(a: float, b: float) -> float:
+    """2ab / (a + b); 0 when a + b = 0 (both scores are 0)."""
+    a, b = float(a), float(b)
+    return 0.0 if a + b == 0 else 2.0 * a * b / (a + b)
+
+
+@register("nmi_r1_hmean", "derived", inputs=("nmi", "precision_at_1"), selectable=True)
+def nmi_r1_hmean(values) -> float:
+    return harmonic_mean(values["nmi"], values["precision_at_1"])
+
+
+# --- computing them -------------------------------------------------------------------------------
 
 
 def retrieval_metrics(
@@ -47,6 +115,7 @@ def retrieval_metrics(
     reference_labels=None,
     *,
     recall_at: Sequence[int] = (1, 2, 4, 8),
+    metrics: Sequence[str] | None = None,
     clustering: bool = False,
     class_average: bool = False,
     per_class: bool = False,
@@ -59,18 +128,24 @@ def retrieval_metrics(
     """Exact retrieval metrics of ``query`` against ``reference`` (leave-one-out when None).
 
     Returns a dict with ``map_at_r``, ``precision_at_1``, ``r_precision``, ``recall_at_k``
-    ({K: value}), ``mean_average_precision``, ``mean_reciprocal_rank``, ``nmi``, ``ami``,
+    ({K: value}), ``mean_average_precision``, ``mean_reciprocal_rank`` (``metrics``: the
+    per-query metrics to compute, default all registered ones), ``nmi``, ``ami``,
     ``num_queries`` (queries scored), ``num_lone_queries`` (excluded) and ``k`` (neighbours
-    searched). ``class_average=True`` adds ``class_averaged`` (same keys, mean of per-class means);
-    ``per_class=True`` adds ``per_class`` ({label: {metric: value}}). See the module docstring for
-    the definitions, :func:`gspdml.evaluation.exact_knn.knn` for the search and its tie rule.
+    searched: as deep as the metrics need). ``class_average=True`` adds ``class_averaged`` (same
+    keys, mean of per-class means); ``per_class=True`` adds ``per_class`` ({label: {metric:
+    value}}). See the module docstring for the definitions,
+    :func:`gspdml.evaluation.exact_knn.knn` for the search and its tie rule.
     """
     recall_at = _check_recall_at(recall_at)
+    names = _query_metrics(metrics)
+    fixed = [K for name in names for K in _fixed_depths(METRICS[name], recall_at)]
     results = retrieve(
-        query, query_labels, reference, reference_labels,
-        min_k=max(recall_at, default=1), memory_budget=memory_budget, backend=backend, device=device,
+        query, query_labels, reference, reference_labels, min_k=max(fixed, default=1),
+        class_size=any(METRICS[name].depth == CLASS_SIZE for name in names),
+        memory_budget=memory_budget, backend=backend, device=device,
     )
-    out = metrics_from_results(results, recall_at=recall_at, class_average=class_average, per_class=per_class)
+    out = metrics_from_results(results, recall_at=recall_at, metrics=names,
+                               class_average=class_average, per_class=per_class)
     if clustering:
         out.update(clustering_scores(query, results.query_labels.numpy(), backend=kmeans_backend, seed=seed))
     return out
@@ -80,26 +155,27 @@ def metrics_from_results(
     results: RetrievalResults,
     *,
     recall_at: Sequence[int] = (1, 2, 4, 8),
+    metrics: Sequence[str] | None = None,
     class_average: bool = False,
     per_class: bool = False,
 ) -> dict:
-    """The kNN metrics of :func:`retrieval_metrics` from an existing search (no clustering):
-    the kNN engine's :func:`~gspdml.evaluation.exact_knn.retrieve` or a search index's results, as long
-    as every query and reference has a label."""
+    """The per-query metrics of :func:`retrieval_metrics` from an existing search (no
+    clustering): the kNN engine's :func:`~gspdml.evaluation.exact_knn.retrieve` or a search
+    index's results, as long as every query and reference has a label and the search is as deep
+    as each metric declares."""
     recall_at = _check_recall_at(recall_at)
+    names = _query_metrics(metrics)
     if not results.fully_labelled:
         unknown = int((results.query_labels < 0).sum()), int((results.reference_labels < 0).sum())
         raise ConfigError("labels", f"metrics need every label; {unknown[0]} queries and {unknown[1]} references have none")
-    if results.k < min(results.r_max, results.num_searchable):
-        raise ConfigError("k", f"MAP@R needs k >= max R = {results.r_max}, search has k={results.k}")
-    if recall_at and max(recall_at) > results.k and results.k < results.num_searchable:
-        raise ConfigError("recall_at", f"Recall@{max(recall_at)} needs k >= {max(recall_at)}, search has k={results.k}")
-    scores = per_query_scores(results, recall_at)
+    _check_depth(results, names, recall_at)
+    scores = per_query_scores(results, recall_at, names)
     keep = ~results.lone_queries
     labels = results.query_labels[keep]
     scores = {name: v[keep] for name, v in scores.items()}
-    out = _reduce(scores, recall_at, lambda v: v.mean().item() if len(v) else float("nan"))
-    out.update(nmi=None, ami=None, num_queries=int(keep.sum()), num_lone_queries=int((~keep).sum()), k=results.k)
+    out = _reduce(scores, names, recall_at, lambda v: v.mean().item() if len(v) else float("nan"))
+    out.update({name: None for name in metrics_of_kind("clustering")})
+    out.update(num_queries=int(keep.sum()), num_lone_queries=int((~keep).sum()), k=results.k)
     if class_average or per_class:
         classes, inverse = torch.unique(labels, return_inverse=True)
         counts = torch.bincount(inverse, minlength=len(classes)).double()
@@ -108,43 +184,75 @@ def metrics_from_results(
             for name, v in scores.items()
         }
         if class_average:
-            out["class_averaged"] = _reduce(by_class, recall_at, lambda v: v.mean().item() if len(v) else float("nan"))
+            out["class_averaged"] = _reduce(by_class, names, recall_at,
+                                            lambda v: v.mean().item() if len(v) else float("nan"))
         if per_class:
             values = results.label_values[classes.numpy()]
             out["per_class"] = {
-                _plain(value): _reduce(by_class, recall_at, lambda v, c=c: v[c].item())
+                _plain(value): _reduce(by_class, names, recall_at, lambda v, c=c: v[c].item())
                 for c, value in enumerate(values)
             }
     return out
 
 
-def per_query_scores(results: RetrievalResults, recall_at: Sequence[int] = ()) -> dict[str, torch.Tensor]:
-    """float64 [N_q] score of every query for each metric (lone queries give NaN for the
-    R-normalised ones); keys ``recall_at_<K>`` for Recall@K."""
-    rel_full = results.relevance()
-    rel = rel_full[:, : max(results.r_max, 1)]
-    r = results.num_relevant.to(torch.float64)
-    ranks = torch.arange(1, rel.shape[1] + 1, dtype=torch.float64)
-    hits = rel.to(torch.float64)
-    precision_at = hits.cumsum(1) / ranks
-    within_r = ranks[None, :] <= r[:, None]
-    out = {
-        "precision_at_1": hits[:, 0],
-        "r_precision": (hits * within_r).sum(1) / r,
-        "map_at_r": (hits * precision_at * within_r).sum(1) / r,
-        "mean_average_precision": (hits * precision_at).sum(1) / r,
-    }
-    first = torch.where(rel.any(1), rel.to(torch.int8).argmax(1).to(torch.float64) + 1, torch.inf)
-    out["mean_reciprocal_rank"] = 1.0 / first
-    for K in recall_at:
-        out[f"recall_at_{K}"] = rel_full[:, :K].any(1).to(torch.float64)
+def per_query_scores(results: RetrievalResults, recall_at: Sequence[int] = (),
+                     metrics: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
+    """float64 [N_q] score of every query for each per-query metric (default all registered;
+    lone queries give NaN for the R-normalised ones); keys ``recall_at_<K>`` for Recall@K."""
+    neighbours = Neighbours(results)
+    out = {}
+    for name in _query_metrics(metrics):
+        metric = METRICS[name]
+        if metric.depth == EACH_K:
+            keys = zip(metric.keys(recall_at), recall_at)
+            out.update({key: metric.score(neighbours, K) for key, K in keys})
+        else:
+            out[name] = metric.score(neighbours)
     return out
 
 
-def _reduce(scores, recall_at, reduce):
-    out = {name: reduce(scores[name]) for name in _PER_QUERY}
-    out["recall_at_k"] = {K: reduce(scores[f"recall_at_{K}"]) for K in recall_at}
+def _reduce(scores, names, recall_at, reduce):
+    out = {}
+    for name in names:
+        metric = METRICS[name]
+        if metric.depth == EACH_K:
+            keys = zip(metric.keys(recall_at), recall_at)
+            out[f"{name}_k"] = {K: reduce(scores[key]) for key, K in keys}
+        else:
+            out[name] = reduce(scores[name])
     return out
+
+
+def _query_metrics(metrics) -> tuple[str, ...]:
+    """The per-query metrics asked for (default all registered), in registry order."""
+    if metrics is None:
+        return metrics_of_kind("query")
+    names = set(check_metric_names(metrics))
+    wrong = [n for n in names if METRICS[n].kind != "query"]
+    if wrong:
+        allowed = ", ".join(metrics_of_kind("query"))
+        raise ConfigError("metrics", f"{wrong} are not per-query metrics; allowed: {allowed}")
+    return tuple(n for n in metrics_of_kind("query") if n in names)
+
+
+def _fixed_depths(metric, recall_at) -> list[int]:
+    """The neighbour counts a metric needs besides R_i."""
+    if metric.depth == EACH_K:
+        return list(recall_at)
+    return [] if metric.depth == CLASS_SIZE else [int(metric.depth)]
+
+
+def _check_depth(results: RetrievalResults, names, recall_at) -> None:
+    searchable = results.num_searchable
+    for name in names:
+        metric = METRICS[name]
+        if metric.depth == CLASS_SIZE and results.k < min(results.r_max, searchable):
+            raise ConfigError("k", f"{name} needs k >= max R = {results.r_max}, "
+                                   f"search has k={results.k}")
+        needed = max(_fixed_depths(metric, recall_at), default=0)
+        if needed > results.k and results.k < searchable:
+            field = "recall_at" if metric.depth == EACH_K else "k"
+            raise ConfigError(field, f"{name} needs k >= {needed}, search has k={results.k}")
 
 
 def _check_recall_at(recall_at) -> tuple[int, ...]:
@@ -156,3 +264,18 @@ def _check_recall_at(recall_at) -> tuple[int, ...]:
 
 def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
+
+
+def flatten_metrics(metrics) -> dict[str, float]:
+    """``{"recall_at_k": {1: .9}}`` -> ``{"recall_at_1": .9}``; numbers only (counts as
+    integers, None left out), the flat schema of logs and ``results.json``."""
+    flat: dict[str, float] = {}
+    for key, value in metrics.items():
+        if isinstance(value, Mapping):
+            stem = key[: -len("_k")] if key.endswith("_k") else key
+            flat.update({f"{stem}_{k}": float(v) for k, v in value.items()})
+        elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            flat[key] = int(value)  # counts stay integers
+        elif isinstance(value, (float, np.floating)):
+            flat[key] = float(value)
+    return flat

@@ -20,37 +20,35 @@ searches with :func:`gspdml.evaluation.exact_knn.knn`, so no N x N matrix is eve
    q' = normalise( q + sum_{y in N_k(q)} max(q.y, 0)^alpha y ); in leave-one-out retrieval the
    query's own database row is not one of its N_k(q).
 4. **k-reciprocal re-ranking** (Zhong, Zheng, Cao & Li, "Re-ranking person re-identification with
-   k-reciprocal encoding", CVPR 2017, §3) over all items (queries and database; the database
-   alone in leave-one-out retrieval), with d the squared Euclidean distance and N(p, k) = p and
-   its k nearest other items:
-
-   - R(p, k) = {g in N(p, k) : p in N(g, k)}  (eq. 4);
-   - R*(p, k) = R(p, k) ∪ R(q, k/2) for each q in R(p, k) with
-     |R(p, k) ∩ R(q, k/2)| >= 2/3 |R(q, k/2)|  (eq. 6, k/2 rounded);
-   - V_p[g] = exp(-d(p, g)) for g in R*(p, k1), else 0  (eq. 7);
-   - local query expansion V_p <- mean of V_g over g in N(p, k2 - 1)  (eq. 9, k2 items);
-   - d_J(p, g) = 1 - sum_j min(V_p[j], V_g[j]) / sum_j max(V_p[j], V_g[j])  (eq. 10-11);
-   - d*(p, g) = (1 - lambda) d_J(p, g) + lambda d(p, g)  (eq. 12).
-
-   d* re-ranks each query's ``shortlist`` nearest database items (bounded memory: V is sparse,
-   |R*| ~ k1 entries a row); the other items keep their order after them.
+   k-reciprocal encoding", CVPR 2017, §3, eq. 4-12; the equations are in
+   :mod:`gspdml.evaluation.k_reciprocal`): the Jaccard distance of the items' k-reciprocal
+   encodings, mixed with the squared Euclidean distance, d* = (1 - lambda) d_J + lambda d
+   (eq. 12), re-ranks each query's ``shortlist`` nearest database items (bounded memory: the
+   encodings are sparse, ~k1 entries a row); the other items keep their order after them.
 
 The result is a :class:`~gspdml.evaluation.results.RetrievalResults` whose distances are those
 the final ranking used (squared Euclidean, or d* after k-reciprocal re-ranking).
+
+Each step is a :class:`PostProcessor` object (:class:`PCAWhitening`,
+:class:`DatabaseAugmentation`, :class:`QueryExpansion`, :class:`KReciprocalReranking`) with
+``fit`` (learn from the training embeddings or the database) and ``apply``;
+:func:`build_steps` makes them from the spec list of ``evaluation.postprocess`` or
+``gspdml search --postprocess`` (:func:`parse_steps`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Mapping, Optional, Sequence
 
-import numpy as np
-import scipy.sparse
 import torch
 import torch.nn.functional as F
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation.exact_knn import exact_squared_distances, knn
+from gspdml.evaluation.exact_knn import knn
+from gspdml.evaluation.k_reciprocal import k_reciprocal_rerank
+from gspdml.evaluation.metrics import flatten_metrics, metrics_from_results
 from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
 
 #: step name -> its options and their defaults (the order is the order of application)
@@ -118,37 +116,6 @@ def _check_options(name, options, field) -> None:
             raise ConfigError(f"{field}.{key}", f"must be {'in [0, 1]' if key == 'lambda' else f'>= {low}'}, got {value}")
 
 
-# --- 1. PCA-whitening ------------------------------------------------------------------------
-
-
-@dataclass
-class PCAWhitening:
-    """x -> normalise(P (x - mean)), learned by :meth:`fit` (module docstring, step 1)."""
-
-    mean: torch.Tensor
-    projection: torch.Tensor  # P [d, D]
-
-    @classmethod
-    def fit(cls, train, dim: Optional[int] = None) -> "PCAWhitening":
-        x = torch.as_tensor(train).double()
-        if x.ndim != 2 or len(x) < 2:
-            raise ConfigError("pca_whiten", f"needs training embeddings [n >= 2, D], got shape {tuple(x.shape)}")
-        dim = x.shape[1] if dim is None else int(dim)
-        if not 1 <= dim <= x.shape[1]:
-            raise ConfigError("pca_whiten.dim", f"must be between 1 and the embedding dimension {x.shape[1]}, got {dim}")
-        mean = x.mean(0)
-        centred = x - mean
-        eigenvalues, eigenvectors = torch.linalg.eigh(centred.T @ centred / len(x))
-        eigenvalues, eigenvectors = eigenvalues.flip(0)[:dim], eigenvectors.flip(1)[:, :dim]
-        scale = (eigenvalues.clamp(min=0) + 1e-6 * eigenvalues[0].clamp(min=1e-12)).rsqrt()
-        return cls(mean, scale[:, None] * eigenvectors.T)
-
-    def __call__(self, x) -> torch.Tensor:
-        out = [F.normalize((torch.as_tensor(x[i:i + 65536]).double() - self.mean) @ self.projection.T, dim=1)
-               for i in range(0, len(x), 65536)]
-        return torch.cat(out).float()
-
-
 # --- 2-3. alpha-weighted expansion --------------------------------------------------------------
 
 
@@ -165,97 +132,163 @@ def alpha_expand(x: torch.Tensor, database: torch.Tensor, k: int, alpha: float, 
     return out
 
 
-# --- 4. k-reciprocal re-ranking -----------------------------------------------------------------
+# --- the steps as objects: fit, then apply ---------------------------------------------------
 
 
-def reciprocal_sets(neighbours: torch.Tensor, k: int) -> torch.Tensor:
-    """R(p, k) for every item as a padded [N, k + 1] array (-1 = no member), from
-    ``neighbours`` [N, >= k + 1]: each item first, then its nearest others."""
-    top = neighbours[:, :k + 1]
-    out = torch.full_like(top, -1)
-    items = torch.arange(len(top))
-    for s in range(0, len(top), _BLOCK):
-        block = top[s:s + _BLOCK]
-        reciprocal = (top[block] == items[s:s + _BLOCK, None, None]).any(-1)
-        out[s:s + _BLOCK] = torch.where(reciprocal, block, -1)
-    return out
+@dataclass(frozen=True)
+class Stage:
+    """What a post-processing step reads and returns: unit ``query`` and ``database`` embeddings
+    (the same tensor in leave-one-out retrieval), the training embeddings a step may learn on,
+    and, after the search, each query's ``neighbours`` ``(distances [N_q, k], database rows)``."""
+
+    query: torch.Tensor
+    database: torch.Tensor
+    leave_one_out: bool
+    train: Optional[torch.Tensor] = None
+    neighbours: Optional[tuple[torch.Tensor, torch.Tensor]] = None
 
 
-def expanded_sets(neighbours: torch.Tensor, k1: int) -> list[np.ndarray]:
-    """R*(p, k1) of every item (eq. 6), each as a sorted array of item numbers."""
-    full, half = reciprocal_sets(neighbours, k1), reciprocal_sets(neighbours, max(1, round(k1 / 2)))
-    half_size = (half >= 0).sum(1)
-    out = []
-    for s in range(0, len(full), _BLOCK // 8):
-        rp = full[s:s + _BLOCK // 8]  # [b, k1 + 1]
-        cand = half[rp.clamp(min=0)]  # [b, k1 + 1, h + 1]: R(q, k1/2) for q in R(p, k1)
-        shared = ((cand[..., None] == rp[:, None, None, :]) & (cand[..., None] >= 0)).any(-1).sum(-1)
-        accept = (rp >= 0) & (3 * shared >= 2 * half_size[rp.clamp(min=0)])
-        members = torch.cat([rp, torch.where(accept[..., None], cand, -1).flatten(1)], 1).numpy()
-        out += [np.unique(row[row >= 0]) for row in members]
-    return out
+class PostProcessor(ABC):
+    """One step: :meth:`fit` learns what the step needs from the training embeddings or the
+    database and returns the fitted step; :meth:`apply` returns the next :class:`Stage`.
+    ``shortlist > 0`` marks a re-ranking step, applied to that many neighbours of the search;
+    the others change the embeddings before it."""
+
+    name: ClassVar[str]
+    learns_on_training: ClassVar[bool] = False
+    shortlist: int = 0
+
+    def fit(self, *, train: Optional[torch.Tensor] = None,
+            database: Optional[torch.Tensor] = None) -> "PostProcessor":
+        """The step fitted to ``train`` (training embeddings) or ``database``; as it is when it
+        learns nothing."""
+        return self
+
+    @abstractmethod
+    def apply(self, stage: Stage) -> Stage:
+        """The stage after this step."""
 
 
-def _encoding(x: torch.Tensor, sets: list[np.ndarray], neighbours: torch.Tensor, k2: int) -> scipy.sparse.csr_matrix:
-    """V after local query expansion (eq. 7 and 9), sparse [N, N]."""
-    rows = np.repeat(np.arange(len(sets)), [len(s) for s in sets])
-    cols = np.concatenate(sets)
-    d = torch.cat([exact_squared_distances(x[rows[i:i + _BLOCK * 8]], x, torch.from_numpy(cols[i:i + _BLOCK * 8])[:, None])[:, 0]
-                   for i in range(0, len(cols), _BLOCK * 8)])
-    v = scipy.sparse.csr_matrix((np.exp(-d.numpy()), (rows, cols)), shape=(len(x), len(x)))
-    if k2 <= 1:
-        return v
-    near = neighbours[:, :k2].numpy()
-    average = scipy.sparse.csr_matrix((np.full(near.size, 1.0 / k2), (np.repeat(np.arange(len(x)), k2), near.ravel())), shape=v.shape)
-    return (average @ v).tocsr()
+@dataclass(frozen=True)
+class PCAWhitening(PostProcessor):
+    """x -> normalise(P (x - mean)) with ``dim`` components, learned by :meth:`fit` on the
+    training embeddings (module docstring, step 1)."""
+
+    name: ClassVar[str] = "pca_whiten"
+    learns_on_training: ClassVar[bool] = True
+    dim: Optional[int] = STEPS["pca_whiten"]["dim"]
+    mean: Optional[torch.Tensor] = None
+    projection: Optional[torch.Tensor] = None  # P [d, D]
+
+    def fit(self, *, train=None, database=None) -> "PCAWhitening":
+        if train is None:
+            raise ConfigError("pca_whiten", "needs the training embeddings to learn the whitening "
+                                            "on")
+        x = torch.as_tensor(train).double()
+        if x.ndim != 2 or len(x) < 2:
+            raise ConfigError("pca_whiten", f"needs training embeddings [n >= 2, D], got shape {tuple(x.shape)}")
+        dim = x.shape[1] if self.dim is None else int(self.dim)
+        if not 1 <= dim <= x.shape[1]:
+            raise ConfigError("pca_whiten.dim", f"must be between 1 and the embedding dimension {x.shape[1]}, got {dim}")
+        mean = x.mean(0)
+        centred = x - mean
+        eigenvalues, eigenvectors = torch.linalg.eigh(centred.T @ centred / len(x))
+        eigenvalues, eigenvectors = eigenvalues.flip(0)[:dim], eigenvectors.flip(1)[:, :dim]
+        scale = (eigenvalues.clamp(min=0) + 1e-6 * eigenvalues[0].clamp(min=1e-12)).rsqrt()
+        return replace(self, mean=mean, projection=scale[:, None] * eigenvectors.T)
+
+    def __call__(self, x) -> torch.Tensor:
+        if self.projection is None:
+            raise ConfigError("pca_whiten", "apply a fitted whitening "
+                                            "(PCAWhitening(dim).fit(train=embeddings))")
+        out = [F.normalize((torch.as_tensor(x[i:i + 65536]).double() - self.mean) @ self.projection.T, dim=1)
+               for i in range(0, len(x), 65536)]
+        return torch.cat(out).float()
+
+    def apply(self, stage: Stage) -> Stage:
+        query = self(stage.query)
+        database = query if stage.leave_one_out else self(stage.database)
+        return replace(stage, query=query, database=database)
 
 
-def _min_sums(v: scipy.sparse.csr_matrix, p: np.ndarray, g: np.ndarray) -> torch.Tensor:
-    """sum_j min(V_p[j], V_g[j]) for the pairs (p [n], g [n, m]): V_p dense for a block of
-    probes, each V_g as its padded non-zeros (columns, values), gathered from V_p."""
-    counts = np.diff(v.indptr)
-    width = max(1, int(counts.max()))
-    cols = torch.full((v.shape[0], width), v.shape[1], dtype=torch.int32)  # padding: an all-zero column
-    vals = torch.zeros(v.shape[0], width, dtype=torch.float64)
-    slot = np.arange(v.nnz) - np.repeat(v.indptr[:-1], counts)
-    row = np.repeat(np.arange(v.shape[0]), counts)
-    cols[row, slot] = torch.from_numpy(v.indices.astype(np.int32))
-    vals[row, slot] = torch.from_numpy(v.data)
-    g = torch.from_numpy(g)
-    per_block = max(1, min(_BLOCK, (64 * 2**20) // (8 * max(v.shape[1], g.shape[1] * width * 3))))
-    out = torch.empty(g.shape, dtype=torch.float64)
-    for s in range(0, len(p), per_block):
-        rows = p[s:s + per_block]
-        dense = torch.zeros(len(rows), v.shape[1] + 1, dtype=torch.float64)
-        dense[:, :-1] = torch.from_numpy(v[rows].toarray())
-        gc, gv = cols[g[s:s + per_block]].long(), vals[g[s:s + per_block]]
-        seen = dense.gather(1, gc.flatten(1)).view(gc.shape)
-        out[s:s + per_block] = torch.minimum(seen, gv).sum(-1)
-    return out
+@dataclass(frozen=True)
+class DatabaseAugmentation(PostProcessor):
+    """alpha-DBA: every database vector expanded by its ``k`` nearest others (module docstring,
+    step 2); in leave-one-out retrieval the queries are the augmented database."""
+
+    name: ClassVar[str] = "dba"
+    k: int = STEPS["dba"]["k"]
+    alpha: float = STEPS["dba"]["alpha"]
+
+    def apply(self, stage: Stage) -> Stage:
+        database = alpha_expand(stage.database, stage.database, self.k, self.alpha,
+                                leave_one_out=True)
+        query = database if stage.leave_one_out else stage.query
+        return replace(stage, database=database, query=query)
 
 
-def k_reciprocal_rerank(query, database, candidates: torch.Tensor, k1: int, k2: int, lam: float,
-                        leave_one_out: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(d* [Nq, m] float64, candidates re-ordered)``: the candidates [Nq, m] (database rows) of
-    each query re-ranked by d* (module docstring, step 4), ties by row."""
-    items = database if leave_one_out else torch.cat([database, query])
-    n_items = len(items)
-    if n_items <= k1:
-        raise ConfigError("k_reciprocal.k1", f"must be below the number of items {n_items}, got {k1}")
-    _, others = knn(items, None, k1)
-    neighbours = torch.cat([torch.arange(n_items)[:, None], others], 1)
-    v = _encoding(items, expanded_sets(neighbours, k1), neighbours, k2)
-    probe = np.arange(len(query)) + (0 if leave_one_out else len(database))
-    cand = candidates.numpy()
-    both = _min_sums(v, probe, cand)
-    mass = torch.from_numpy(np.asarray(v.sum(1)).ravel())
-    jaccard = 1.0 - both / (mass[probe][:, None] + mass[candidates] - both)
-    d = exact_squared_distances(query, database, candidates)
-    final = (1.0 - lam) * jaccard + lam * d
-    order = torch.argsort(candidates, dim=1)
-    final, candidates = final.gather(1, order), candidates.gather(1, order)
-    final, order = final.sort(dim=1, stable=True)
-    return final, candidates.gather(1, order)
+@dataclass(frozen=True)
+class QueryExpansion(PostProcessor):
+    """alpha-QE: every query expanded by its ``k`` nearest database vectors (module docstring,
+    step 3)."""
+
+    name: ClassVar[str] = "qe"
+    k: int = STEPS["qe"]["k"]
+    alpha: float = STEPS["qe"]["alpha"]
+
+    def apply(self, stage: Stage) -> Stage:
+        query = alpha_expand(stage.query, stage.database, self.k, self.alpha,
+                             leave_one_out=stage.leave_one_out)
+        return replace(stage, query=query)
+
+
+@dataclass(frozen=True)
+class KReciprocalReranking(PostProcessor):
+    """The ``shortlist`` nearest database items of each query re-ranked by d*
+    (:mod:`gspdml.evaluation.k_reciprocal`; module docstring, step 4)."""
+
+    name: ClassVar[str] = "k_reciprocal"
+    k1: int = STEPS["k_reciprocal"]["k1"]
+    k2: int = STEPS["k_reciprocal"]["k2"]
+    lam: float = STEPS["k_reciprocal"]["lambda"]
+    shortlist: int = STEPS["k_reciprocal"]["shortlist"]
+
+    def apply(self, stage: Stage) -> Stage:
+        if stage.neighbours is None:
+            raise ConfigError("k_reciprocal", "re-ranks the neighbours of a search; the stage has "
+                                              "none")
+        _, candidates = stage.neighbours
+        neighbours = k_reciprocal_rerank(stage.query, stage.database, candidates, self.k1, self.k2,
+                                         self.lam, stage.leave_one_out)
+        return replace(stage, neighbours=neighbours)
+
+
+_CLASSES = {cls.name: cls
+            for cls in (PCAWhitening, DatabaseAugmentation, QueryExpansion, KReciprocalReranking)}
+
+
+def build_steps(steps: Sequence[Any],
+                field: str = "evaluation.postprocess") -> tuple[PostProcessor, ...]:
+    """The step objects of a spec list (:func:`parse_steps`; objects pass through), in the order
+    of application."""
+    if not isinstance(steps, (list, tuple)):
+        raise ConfigError(field, f"expected a list of steps ({', '.join(STEPS)}), got {steps!r}")
+    objects = [s for s in steps if isinstance(s, PostProcessor)]
+    specs = parse_steps([s for s in steps if not isinstance(s, PostProcessor)], field)
+    for spec in specs:
+        options = {("lam" if key == "lambda" else key): value
+                   for key, value in spec.items() if key != "name"}
+        objects.append(_CLASSES[spec["name"]](**options))
+    names = [step.name for step in objects]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(field, f"step(s) {twice} given twice")
+    return tuple(sorted(objects, key=lambda step: list(STEPS).index(step.name)))
+
+
+def needs_training_embeddings(steps: Sequence[Any]) -> bool:
+    """Whether a step learns on the training embeddings (PCA-whitening)."""
+    return any(step.learns_on_training for step in build_steps(steps))
 
 
 # --- the pipeline ------------------------------------------------------------------------------------
@@ -264,10 +297,11 @@ def k_reciprocal_rerank(query, database, candidates: torch.Tensor, k1: int, k2: 
 def postprocessed_retrieve(query, query_labels, reference=None, reference_labels=None, *, steps: Sequence[Any] = (),
                            train=None, min_k: int = 1) -> RetrievalResults:
     """Exact retrieval (leave-one-out when ``reference`` is None) after the post-processing
-    ``steps`` (:func:`parse_steps`); ``train`` are the training embeddings that PCA-whitening
-    learns on. k is chosen as in :func:`gspdml.evaluation.exact_knn.retrieve` (max R_i, at least
-    ``min_k``), at least the shortlist when re-ranking."""
-    steps = {s["name"]: s for s in parse_steps(list(steps))}
+    ``steps`` (step objects or their specs, :func:`build_steps`); ``train`` are the training
+    embeddings that PCA-whitening learns on. Each step is fitted on the stage it applies to. k
+    is chosen as in :func:`gspdml.evaluation.exact_knn.retrieve` (max R_i, at least ``min_k``),
+    at least the shortlist of a re-ranking step."""
+    steps = build_steps(steps)
     loo = reference is None
     values, q_codes, r_codes = encode_labels(query_labels, None if loo else reference_labels)
     excluded = torch.arange(len(q_codes)) if loo else None
@@ -275,26 +309,16 @@ def postprocessed_retrieve(query, query_labels, reference=None, reference_labels
     r = q if loo else F.normalize(torch.as_tensor(reference).float(), dim=1)
     if len(q) != len(q_codes) or len(r) != len(r_codes):
         raise ConfigError("labels", f"{len(q_codes)} query and {len(r_codes)} reference labels for {len(q)} and {len(r)} embeddings")
-    if "pca_whiten" in steps:
-        if train is None:
-            raise ConfigError("pca_whiten", "needs the training embeddings to learn the whitening on")
-        whiten = PCAWhitening.fit(train, steps["pca_whiten"]["dim"])
-        q = whiten(q)
-        r = q if loo else whiten(r)
-    if "dba" in steps:
-        r = alpha_expand(r, r, steps["dba"]["k"], steps["dba"]["alpha"], leave_one_out=True)
-        q = r if loo else q
-    if "qe" in steps:
-        q = alpha_expand(q, r, steps["qe"]["k"], steps["qe"]["alpha"], leave_one_out=loo)
-    n_ref = len(r) - int(loo)
+    stage = Stage(q, r, loo, None if train is None else torch.as_tensor(train))
+    for step in (s for s in steps if not s.shortlist):
+        stage = step.fit(train=stage.train, database=stage.database).apply(stage)
+    n_ref = len(stage.database) - int(loo)
     r_max = int(relevant_counts(q_codes, r_codes, len(values), excluded).max()) if len(q_codes) else 0
-    k = min(max(r_max, int(min_k), 1), n_ref)
-    kr = steps.get("k_reciprocal")
-    if kr:
-        k = min(max(k, kr["shortlist"]), n_ref)
-    distances, indices = _nearest(q, r, loo, k)
-    if kr:
-        distances, indices = k_reciprocal_rerank(q, r, indices, kr["k1"], kr["k2"], kr["lambda"], loo)
+    k = min(max(r_max, int(min_k), 1, *(s.shortlist for s in steps)), n_ref)
+    stage = replace(stage, neighbours=_nearest(stage.query, stage.database, loo, k))
+    for step in (s for s in steps if s.shortlist):
+        stage = step.fit(train=stage.train, database=stage.database).apply(stage)
+    distances, indices = stage.neighbours
     return RetrievalResults(indices, distances, q_codes, r_codes, values, excluded=excluded)
 
 
@@ -309,32 +333,29 @@ def _nearest(q, r, loo, k):
     return distances[keep].view(len(q), k), rows[keep].view(len(q), k)
 
 
-def needs_training_embeddings(steps: Sequence[Any]) -> bool:
-    return any(step["name"] == "pca_whiten" for step in parse_steps(list(steps)))
-
-
-def postprocessed_metrics(query, query_labels, gallery=None, gallery_labels=None, *, steps: Sequence[Any] = (),
-                          train=None, recall_at: Sequence[int] = (1, 2, 4, 8)) -> dict[str, float]:
-    """Flattened retrieval metrics (:func:`gspdml.evaluation.split_metrics.flatten_metrics`) of
-    embeddings after the post-processing ``steps``: leave-one-out when ``gallery`` is None, else
-    query -> gallery; ``train``: the training embeddings PCA-whitening learns on (None when no
-    step needs them, :func:`needs_training_embeddings`). The one scoring path of the final
-    evaluation (:func:`postprocessed_split_metrics`) and of the trainer's validation rounds."""
-    from gspdml.evaluation.metrics import metrics_from_results
-    from gspdml.evaluation.split_metrics import flatten_metrics
-
+def postprocessed_metrics(query, query_labels, gallery=None, gallery_labels=None, *,
+                          steps: Sequence[Any] = (), train=None,
+                          recall_at: Sequence[int] = (1, 2, 4, 8),
+                          metrics: Optional[Sequence[str]] = None) -> dict[str, float]:
+    """Flat retrieval metrics (:func:`gspdml.evaluation.metrics.flatten_metrics`) of embeddings
+    after the post-processing ``steps``: leave-one-out when ``gallery`` is None, else query ->
+    gallery; ``train``: the training embeddings PCA-whitening learns on (None when no step
+    needs them, :func:`needs_training_embeddings`); ``metrics``: the per-query metrics (default
+    all). The post-processed half of every report of :mod:`gspdml.evaluation.service`."""
     results = postprocessed_retrieve(query, query_labels, gallery, gallery_labels, steps=steps, train=train,
                                      min_k=max(recall_at, default=1))
-    return flatten_metrics(metrics_from_results(results, recall_at=recall_at))
+    return flatten_metrics(metrics_from_results(results, recall_at=recall_at, metrics=metrics))
 
 
 def postprocessed_split_metrics(model, data, split, steps: Sequence[Any], *, batch_size: int = 256,
                                 recall_at: Sequence[int] = (1, 2, 4, 8)) -> dict[str, float]:
-    """Flattened retrieval metrics of ``model`` on an evaluation ``split`` of ``data`` (a
-    :class:`~gspdml.data.base.DataSplits`) after the post-processing ``steps``; PCA-whitening
-    learns on the embeddings of ``data.train`` (as the data section builds it)."""
-    from gspdml.models.inference import embed, split_embeddings
+    """Flat retrieval metrics of ``model`` on an evaluation ``split`` of ``data`` (a
+    :class:`~gspdml.data.base.DataSplits`) after the post-processing ``steps``, embedded on the
+    CPU in fp32 (:func:`gspdml.evaluation.service.evaluate`); PCA-whitening learns on the
+    embeddings of ``data.train``."""
+    from gspdml.evaluation.service import EvalSpec, evaluate
 
-    query, query_labels, gallery, gallery_labels = split_embeddings(model, split, batch_size=batch_size)
-    train = embed(model, data.train, batch_size=batch_size)[0] if needs_training_embeddings(steps) else None
-    return postprocessed_metrics(query, query_labels, gallery, gallery_labels, steps=steps, train=train, recall_at=recall_at)
+    spec = EvalSpec(recall_at=tuple(recall_at), postprocess=tuple(steps))
+    report = evaluate(model, split, spec, device="cpu", precision="fp32", batch_size=batch_size,
+                      train_split=data.train)
+    return report.postprocessed()

@@ -1,10 +1,12 @@
 """The metrics of a validation round and the number a run is selected by (``evaluation.metric``).
 
-A round scores the embeddings of the evaluation split with :func:`round_metrics`: the flattened
-retrieval metrics of :func:`gspdml.evaluation.split_metrics.split_metrics`, plus what the
-selection metric needs and the post-processed metrics when ``evaluation.postprocess`` is set.
+A round is scored by the evaluation service (:mod:`gspdml.evaluation.service`, an
+:class:`~gspdml.evaluation.service.EvalSpec` with the selection metric): the flat retrieval
+metrics, plus what the selection metric needs and the post-processed metrics when
+``evaluation.postprocess`` is set; :func:`round_metrics` is that call on embeddings.
 
-Selection metrics (:data:`SELECTION_METRICS`):
+Selection metrics (:data:`SELECTION_METRICS`, the metrics registered as ``selectable`` in
+:mod:`gspdml.evaluation.metrics`):
 
 - ``map_at_r``, ``precision_at_1``, ``r_precision``: :mod:`gspdml.evaluation.metrics`.
 - ``nmi_r1_hmean``: the harmonic mean of NMI and R@1,
@@ -20,11 +22,10 @@ Selection metrics (:data:`SELECTION_METRICS`):
   leave-one-out on a validation split). k-means is much slower than the kNN metrics, so a round
   computes NMI only when the selection metric needs it (:func:`needs_clustering`).
 
-Post-processed metrics (``evaluation.postprocess``) are the same flattened metrics after the
-steps of :mod:`gspdml.evaluation.postprocess`, computed by
-:func:`~gspdml.evaluation.postprocess.postprocessed_metrics` (the function the final evaluation
-uses) and stored under :data:`POSTPROCESSED_PREFIX` (``postprocessed_map_at_r``, ...);
-``evaluation.select_postprocessed`` makes the selection read them (:func:`selection_value`).
+Post-processed metrics (``evaluation.postprocess``) are the same flat metrics after the steps
+of :mod:`gspdml.evaluation.postprocess`, stored under :data:`POSTPROCESSED_PREFIX`
+(``postprocessed_map_at_r``, ...); ``evaluation.select_postprocessed`` makes the selection read
+them (:func:`selection_value`).
 """
 
 from __future__ import annotations
@@ -32,57 +33,59 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from gspdml.errors import ConfigError
+from gspdml.evaluation.metric_registry import METRICS
+from gspdml.evaluation.metrics import harmonic_mean
 
-#: the values of ``evaluation.metric``
-SELECTION_METRICS = ("map_at_r", "precision_at_1", "r_precision", "nmi_r1_hmean")
-#: selection metrics that need k-means on the round's embeddings
-CLUSTERING_METRICS = ("nmi_r1_hmean",)
 #: key prefix of the post-processed metrics of a round (``postprocessed_map_at_r``)
 POSTPROCESSED_PREFIX = "postprocessed_"
 
+__all__ = ["POSTPROCESSED_PREFIX", "check_selection_metric", "harmonic_mean", "needs_clustering",
+           "round_metrics", "selection_key", "selection_metrics", "selection_value"]
 
-def harmonic_mean(a: float, b: float) -> float:
-    """2ab / (a + b); 0 when a + b = 0 (both scores are 0)."""
-    a, b = float(a), float(b)
-    return 0.0 if a + b == 0 else 2.0 * a * b / (a + b)
+
+def selection_metrics() -> tuple[str, ...]:
+    """The values of ``evaluation.metric``: the registered ``selectable`` metrics."""
+    return tuple(name for name, metric in METRICS.items() if metric.selectable)
+
+
+def __getattr__(name: str):
+    """``SELECTION_METRICS`` (the values of ``evaluation.metric``) and ``CLUSTERING_METRICS``
+    (those that need k-means), read from the registry when asked, so a metric registered later
+    is one of them."""
+    if name == "SELECTION_METRICS":
+        return selection_metrics()
+    if name == "CLUSTERING_METRICS":
+        return tuple(m for m in selection_metrics() if METRICS[m].needs_clustering)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def needs_clustering(metric: str) -> bool:
     """Whether selecting by ``metric`` needs NMI (k-means on the round's embeddings)."""
-    return metric in CLUSTERING_METRICS
+    return metric in METRICS and METRICS[metric].needs_clustering
 
 
 def check_selection_metric(metric: Any, field: str = "evaluation.metric") -> None:
     """ConfigError naming ``field`` and the choices when ``metric`` is not a selection metric."""
-    if metric not in SELECTION_METRICS:
-        raise ConfigError(field, f"unknown metric {metric!r}; allowed: {', '.join(SELECTION_METRICS)}")
+    if metric not in selection_metrics():
+        allowed = ", ".join(selection_metrics())
+        raise ConfigError(field, f"unknown metric {metric!r}; allowed: {allowed}")
 
 
 def round_metrics(query, query_labels, gallery=None, gallery_labels=None, *, metric: str = "map_at_r",
-                  recall_at: Iterable[int] = (1, 2, 4, 8), postprocess: Sequence[Any] = (), train=None) -> dict[str, float]:
-    """Flattened metrics of one evaluation of the embeddings (leave-one-out when ``gallery`` is
-    None): the retrieval metrics; ``nmi``, ``ami`` and ``nmi_r1_hmean`` when ``metric`` needs
-    them (k-means with a fixed seed); the metrics after the ``postprocess`` steps under
-    :data:`POSTPROCESSED_PREFIX` when there are steps (``train``: the training embeddings, for
-    the steps that learn on them)."""
-    from gspdml.evaluation.postprocess import postprocessed_metrics
-    from gspdml.evaluation.split_metrics import split_metrics
+                  recall_at: Iterable[int] = (1, 2, 4, 8), postprocess: Sequence[Any] = (),
+                  train=None) -> dict[str, float]:
+    """The flat report (:func:`gspdml.evaluation.service.evaluate_embeddings`) of the embeddings
+    of one round, selected by ``metric`` (leave-one-out when ``gallery`` is None; ``train``: the
+    training embeddings, for the steps that learn on them)."""
+    from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 
-    check_selection_metric(metric)
-    recall_at = tuple(recall_at)
-    metrics = split_metrics(query, query_labels, gallery, gallery_labels, recall_at=recall_at,
-                            clustering=needs_clustering(metric))
-    if needs_clustering(metric):
-        metrics["nmi_r1_hmean"] = harmonic_mean(metrics["nmi"], metrics["precision_at_1"])
-    if postprocess:
-        after = postprocessed_metrics(query, query_labels, gallery, gallery_labels, steps=postprocess, train=train,
-                                      recall_at=recall_at)
-        metrics.update({POSTPROCESSED_PREFIX + key: value for key, value in after.items()})
-    return metrics
+    spec = EvalSpec(recall_at=tuple(recall_at), selection=metric, postprocess=tuple(postprocess))
+    report = evaluate_embeddings(query, query_labels, gallery, gallery_labels, spec, train=train)
+    return report.metrics
 
 
 def selection_key(metric: str, postprocessed: bool = False) -> str:
-    """The key of :func:`round_metrics` that selection reads."""
+    """The key of a round's metrics that selection reads."""
     return POSTPROCESSED_PREFIX + metric if postprocessed else metric
 
 

@@ -287,9 +287,11 @@ class AnnIndex:
         os.replace(meta_tmp, folder / ANN_META)
 
     @classmethod
-    def load(cls, folder: str | Path, count: int, mmap: bool = True) -> Optional["AnnIndex"]:
-        """The approximate index of an index folder, or None when it has none. ``mmap`` maps the
-        file instead of reading it (faiss supports it for these structures; not for appending)."""
+    def load(cls, folder: str | Path, count: Optional[int],
+             mmap: bool = True) -> Optional["AnnIndex"]:
+        """The approximate index of an index folder, or None when it has none; ``count``: the
+        number of vectors it must hold (None: any). ``mmap`` maps the file instead of reading it
+        (faiss supports it for these structures; not for appending)."""
         folder = Path(folder)
         described = read_description(folder)
         if described is None:
@@ -301,8 +303,10 @@ class AnnIndex:
             index = faiss.read_index(str(folder / ANN_FILE), flags)
         except RuntimeError as err:
             raise DataError(f"{folder / ANN_FILE}: cannot read the faiss index ({str(err).splitlines()[0]})") from None
-        if index.ntotal != count or meta.get("count") != count:
-            raise DataError(f"{folder}: the approximate index holds {index.ntotal} vectors, the index {count}; rebuild it")
+        expected = meta.get("count") if count is None else count
+        if index.ntotal != expected or meta.get("count") != expected:
+            raise DataError(f"{folder}: the approximate index holds {index.ntotal} vectors, the "
+                            f"index {expected}; rebuild it")
         return cls(index, params, recall, mmap)
 
 

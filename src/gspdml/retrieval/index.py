@@ -11,25 +11,35 @@ On disk an index is a folder with two files, neither of which is ever unpickled:
 
 Search is exact (:mod:`gspdml.retrieval.exact_search`): a faiss flat index where faiss is installed, a
 chunked torch search otherwise; both rank identically, so the file does not depend on the backend.
+
+Approximate search is a backend of the index: :meth:`RetrievalIndex.build_approximate` builds a
+faiss ``ivf``, ``ivfpq`` or ``hnsw`` structure over the vectors (:mod:`gspdml.retrieval.ann`,
+``ann.faiss`` + ``ann.json`` in the folder, recall measured against the exact engine), which
+:meth:`~RetrievalIndex.search` then uses unless ``exact=True``. Rows added later join it without
+retraining and rows removed make it rebuild (:meth:`~RetrievalIndex.update_approximate`).
+``gspdml index --backend`` and ``gspdml search`` call these methods (:mod:`gspdml.cli.ann`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import torch
+import torch.nn.functional as F
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from gspdml.errors import ConfigError, DataError
 from gspdml.evaluation.results import RetrievalResults
-from gspdml.retrieval import exact_search
+from gspdml.retrieval import ann, exact_search
 from gspdml.training.checkpoint import atomic_write, atomic_write_text
 
 FORMAT = "gspdml-index"
+#: the backend name of exact search only (no approximate structure)
+EXACT = "exact"
 VERSION = 1
 META_FILE = "index.json"
 VECTORS_FILE = "vectors.safetensors"
@@ -46,6 +56,10 @@ class RetrievalIndex:
     model: dict[str, Any] = field(default_factory=dict)
     #: files left out by the last build or append (``{path: problem}``; not saved)
     skipped: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    #: the approximate search structure, or None (exact search only)
+    approximate: Optional[ann.AnnIndex] = field(default=None, repr=False, compare=False)
+    #: whether rows were removed since the approximate structure was built (it must be rebuilt)
+    _removed: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.metric not in exact_search.METRICS:
@@ -75,8 +89,11 @@ class RetrievalIndex:
         self.labels += list(labels)
 
     def remove(self, rows: Sequence[int]) -> None:
-        """Drop the given rows (positions)."""
+        """Drop the given rows (positions); an approximate structure is rebuilt by the next
+        :meth:`update_approximate`."""
         keep = sorted(set(range(len(self))) - set(rows))
+        if len(keep) < len(self) and self.approximate is not None:
+            self._removed = True
         self.vectors = self.vectors[keep].contiguous()
         self.paths = [self.paths[i] for i in keep]
         self.labels = [self.labels[i] for i in keep]
@@ -89,19 +106,27 @@ class RetrievalIndex:
         query_labels: Optional[Sequence[Optional[str]]] = None,
         exclude: Optional[Sequence[int]] = None,
         backend: str = "auto",
+        exact: bool = False,
     ) -> RetrievalResults:
         """The ``k`` nearest index rows of each query, as :class:`RetrievalResults` with the
         index's paths and labels as references (distances in the index's metric).
 
-        ``exclude[q]`` is a row to leave out of query q's results (leave-one-out retrieval when
-        the queries are themselves in the index); it costs one extra neighbour per query.
+        The approximate structure answers when there is one (:meth:`build_approximate`) and
+        ``exact`` is False; otherwise the exact engine, with ``backend`` ``auto``, ``torch`` or
+        ``faiss`` generating its candidates. ``exclude[q]`` is a row to leave out of query q's
+        results (leave-one-out retrieval when the queries are themselves in the index); it costs
+        one extra neighbour per query.
         """
         n_queries = queries.shape[0]
         query_labels = list(query_labels) if query_labels is not None else [None] * n_queries
         extra = 1 if exclude is not None else 0
         if not 1 <= k <= len(self) - extra:
             raise ConfigError("k", f"must be between 1 and {len(self) - extra} for this index of {len(self)} images, got {k}")
-        distances, indices = exact_search.search(queries, self.vectors, k + extra, self.metric, backend)
+        if self.approximate is None or exact:
+            distances, indices = exact_search.search(queries, self.vectors, k + extra, self.metric,
+                                                     backend)
+        else:
+            distances, indices = self._approximate_search(queries, k + extra, query_paths)
         excluded = None
         if exclude is not None:
             excluded = torch.as_tensor(list(exclude), dtype=torch.long)
@@ -113,8 +138,74 @@ class RetrievalIndex:
             query_paths=query_paths, reference_paths=self.paths,
         )
 
+    # ------------------------------------------------------------------ approximate search
+    def build_approximate(self, params: Union[ann.AnnParams, str], *, recall_k: int = 10,
+                          recall_sample: int = 1000) -> Optional[ann.AnnIndex]:
+        """Build the approximate structure ``params`` (an :class:`~gspdml.retrieval.ann.AnnParams`,
+        or a backend name with the default parameters) over the vectors and measure its
+        recall@``recall_k`` on ``recall_sample`` held-out rows; ``"exact"`` drops it (None)."""
+        if params == EXACT:
+            self.approximate, self._removed = None, False
+            return None
+        params = ann.AnnParams(params) if isinstance(params, str) else params
+        self.approximate = ann.build_measured(self._approximate_vectors(), params, recall_k,
+                                              recall_sample)
+        self._removed = False
+        return self.approximate
+
+    def tune_approximate(self, *, nprobe: Optional[int] = None, ef: Optional[int] = None) -> None:
+        """Set the search knob of the approximate structure: ``nprobe`` (ivf, ivfpq: cells
+        scanned per query) or ``ef`` (hnsw: candidates explored per query); None keeps it."""
+        knobs = {key: value for key, value in (("nprobe", nprobe), ("ef", ef)) if value is not None}
+        if knobs and self.approximate is None:
+            raise ConfigError(next(iter(knobs)), "this index has no approximate index (build "
+                                                 "one with build_approximate or gspdml index "
+                                                 "--backend)")
+        if knobs:
+            self.approximate.params = replace(self.approximate.params, **knobs)
+
+    def update_approximate(self, recall_k: int = 10,
+                           recall_sample: int = 1000) -> Optional[ann.AnnIndex]:
+        """Bring the approximate structure up to date with the rows: rebuilt with its parameters
+        when rows were removed, else the added rows join it (no retraining); the recall is
+        measured again. None when there is none."""
+        found = self.approximate
+        if found is None:
+            return None
+        if self._removed or found.count > len(self):
+            return self.build_approximate(found.params, recall_k=recall_k,
+                                          recall_sample=recall_sample)
+        ann.append_measured(found, self._approximate_vectors(), len(self) - found.count, recall_k,
+                            recall_sample)
+        return found
+
+    def _approximate_vectors(self) -> torch.Tensor:
+        """What the approximate structure holds: unit vectors for cosine, the vectors otherwise."""
+        return F.normalize(self.vectors, dim=1) if self.metric == "cosine" else self.vectors
+
+    def _approximate_search(self, queries: torch.Tensor, k: int,
+                            query_paths) -> tuple[torch.Tensor, torch.Tensor]:
+        found = self.approximate
+        if self._removed or found.count != len(self):
+            raise DataError(f"the approximate index holds {found.count} vectors, the index "
+                            f"{len(self)}; rebuild it (update_approximate, or gspdml index "
+                            "--append)")
+        if self.metric == "cosine":
+            queries = F.normalize(queries.float(), dim=1)
+        squared, rows = ann.search(found.index, found.params, queries, k,
+                                   vectors=self._approximate_vectors())
+        if (rows < 0).any():
+            query = int((rows < 0).any(1).nonzero()[0, 0])
+            name = query_paths[query] if query_paths is not None else f"#{query}"
+            raise ConfigError("nprobe", f"the approximate index found fewer than {k} neighbours "
+                                        f"for query {name}; raise nprobe (--nprobe) or search "
+                                        "the exact vectors (--exact)")
+        distances = squared / 2.0 if self.metric == "cosine" else squared.clamp(min=0).sqrt()
+        return distances.float(), rows
+
     def save(self, path: str | Path) -> None:
-        """Write the folder (vectors first, then the metadata, each replaced atomically)."""
+        """Write the folder (vectors first, then the metadata, each replaced atomically), and the
+        approximate structure (:meth:`save_approximate`)."""
         folder = Path(path)
         if folder.exists() and not folder.is_dir():
             raise DataError(f"{folder}: exists and is not an index folder")
@@ -132,10 +223,23 @@ class RetrievalIndex:
         atomic_write(folder / VECTORS_FILE,
                      lambda tmp: save_file({"vectors": self.vectors}, tmp, metadata={"format": FORMAT, "version": str(VERSION)}))
         atomic_write_text(folder / META_FILE, json.dumps(meta, indent=1))
+        self.save_approximate(folder)
+
+    def save_approximate(self, path: str | Path) -> None:
+        """Write the approximate structure into the index folder, or remove a stale one from it
+        when the index has none."""
+        folder = Path(path)
+        if self.approximate is not None:
+            self.approximate.save(folder)
+            return
+        for name in (ann.ANN_META, ann.ANN_FILE):
+            (folder / name).unlink(missing_ok=True)
 
     @classmethod
-    def load(cls, path: str | Path) -> "RetrievalIndex":
-        """Read an index folder; anything else is refused with an error that says why."""
+    def load(cls, path: str | Path, mmap: bool = False) -> "RetrievalIndex":
+        """Read an index folder, with its approximate structure when it has one (``mmap``: mapped
+        from the file, for searching; not for adding rows); anything else is refused with an
+        error that says why."""
         folder = Path(path)
         if folder.is_file() and folder.name == META_FILE:
             folder = folder.parent
@@ -165,7 +269,13 @@ class RetrievalIndex:
                 f"{len(paths) if isinstance(paths, list) else paths!r} paths, "
                 f"{len(labels) if isinstance(labels, list) else labels!r} labels"
             )
-        return cls(vectors, paths, labels, meta.get("metric", "euclidean"), meta.get("model") or {})
+        approximate = ann.AnnIndex.load(folder, None, mmap=mmap)
+        if approximate is not None and approximate.count > count:
+            raise DataError(f"{folder}: the approximate index holds {approximate.count} vectors, "
+                            f"the index {count}; rebuild it (gspdml index --overwrite "
+                            "--backend ...)")
+        return cls(vectors, paths, labels, meta.get("metric", "euclidean"), meta.get("model") or {},
+                   approximate=approximate)
 
 
 def _read_vectors(path: Path) -> torch.Tensor:

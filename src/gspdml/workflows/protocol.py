@@ -28,6 +28,15 @@ The config describes one model; the protocol owns the fields that tell the model
   training-set sizes), stops at the best epoch, keeps its last weights and is evaluated on the
   test split. Reported like ``conventional`` over the stage-2 models.
 
+Every mean ± std is :func:`gspdml.evaluation.mean_std.mean_std` (the sample std). Every model is
+scored by the evaluation service (:mod:`gspdml.evaluation.service`) with the run's
+``evaluation`` spec, device and precision, so ``evaluation.postprocess`` adds the post-processed
+twin of every summarised metric and table column (``postprocessed_map_at_r``, "MAP@R
+(post-processed)"). In the fair protocol a step that learns on training embeddings
+(PCA-whitening) learns on the embeddings of all the protocol's training classes by each model
+(the same items for every fold model), concatenated for the 512D numbers like the test
+embeddings.
+
 Runs live in ``<root>/fold<f>-seed<s>/`` (``<root>/seed<s>/`` for ``conventional``), ``root`` =
 ``<output_dir>/<name>`` of the config. They are resumable model by model, by the reuse rule of
 :mod:`gspdml.workflows.runner`: a finished run is reused, a run with a checkpoint is resumed, the
@@ -51,6 +60,9 @@ from gspdml.config import RunConfig, StepDecay
 from gspdml.errors import ConfigError
 from gspdml.data.splits import FAIR_FOLDS, TUNING_FOLDS, ClassFold, fair_protocol_folds, tuning_protocol_folds
 from gspdml.evaluation.aggregate import TABLE_METRICS, fair_protocol_results
+from gspdml.evaluation.mean_std import mean_std
+from gspdml.evaluation.selection import POSTPROCESSED_PREFIX
+from gspdml.evaluation.service import EvalSpec, evaluate, with_postprocessed
 from gspdml.training.run_dir import RESULTS_FILE
 from gspdml.workflows.runner import PlannedRun, run_planned
 from gspdml.workflows.tables import CONVENTIONAL_COLUMNS, FAIR_COLUMNS, TUNING_COLUMNS, write_results_table
@@ -122,7 +134,8 @@ def run_protocol(config: RunConfig, protocol: str = "fair", *, seeds: Sequence[i
         if protocol == "two_stage":
             result["stages"] = {run.name: json.loads((run.run_dir.parent / run.name.replace("trainval", "train")
                                                       / RESULTS_FILE).read_text()) for run in runs}
-    write_results_table({config.name: result}, root / "results", columns=COLUMNS[protocol])
+    write_results_table({config.name: result}, root / "results",
+                        columns=_columns(protocol, config))
     payload = {
         "protocol": protocol, "name": config.name, "seeds": [int(s) for s in seeds],
         "folds": [{"fold": f.index, "train_classes": len(f.train_classes), "val_classes": f.val_classes.tolist()} for f in folds],
@@ -232,54 +245,95 @@ def _load(run: ProtocolRun):
     return config, model, build_data(config.data.dataset, seed=config.seed), device
 
 
-def _embedding_kwargs(config: dict, device) -> dict:
-    return {"batch_size": config.data.eval_batch_size, "device": device, "precision": config.trainer.precision}
+def _embedding_kwargs(config: RunConfig, device) -> dict:
+    """How the trainer embedded for its evaluations: the run's device, precision, batch size and
+    workers."""
+    return {"batch_size": config.data.eval_batch_size, "device": device,
+            "precision": config.trainer.precision, "num_workers": config.data.num_workers}
 
 
-def _test_embeddings(run: ProtocolRun) -> tuple:
-    """(emb, labels) or (query, query_labels, gallery, gallery_labels) of the test split, cached."""
-    from gspdml.models.inference import split_embeddings
+def _spec(config: RunConfig) -> EvalSpec:
+    return EvalSpec.from_evaluation(config.evaluation)
+
+
+def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
+    """The test split's (emb, labels) or (query, query_labels, gallery, gallery_labels), and the
+    embeddings of all the protocol's training classes when a post-processing step learns on
+    them (the same items for every fold model, so that realisations can concatenate them);
+    cached in the run directory."""
+    from gspdml.data import build_data
+    from gspdml.models.inference import embed, split_embeddings
 
     cache = run.run_dir / TEST_CACHE
-    if not cache.exists():
+    with_train = _spec(run.config).needs_training_embeddings
+    if not _cached(cache, with_train):
         config, model, data, device = _load(run)
-        query, query_labels, gallery, gallery_labels = split_embeddings(model, data.test, **_embedding_kwargs(config, device))
+        options = _embedding_kwargs(config, device)
+        query, query_labels, gallery, gallery_labels = split_embeddings(model, data.test, **options)
         arrays = {"query": query.numpy(), "query_labels": query_labels.numpy()}
         if gallery is not None:
             arrays.update(gallery=gallery.numpy(), gallery_labels=gallery_labels.numpy())
+        if with_train:
+            every_class = _conventional_config(config, config.seed).data.dataset
+            train = build_data(every_class, seed=config.seed).train
+            arrays["train"] = embed(model, train, **options)[0].numpy()
         np.savez(cache, **arrays)
     with np.load(cache) as f:
         names = ("query", "query_labels", "gallery", "gallery_labels") if "gallery" in f else ("query", "query_labels")
-        return tuple(f[n] for n in names)
+        return tuple(f[n] for n in names), (f["train"] if with_train else None)
+
+
+def _cached(cache: Path, with_train: bool) -> bool:
+    if not cache.exists():
+        return False
+    with np.load(cache) as f:
+        return not with_train or "train" in f.files
 
 
 def _fair_summary(runs: list[ProtocolRun]) -> dict:
-    result = fair_protocol_results({(run.fold, run.seed): _test_embeddings(run) for run in runs}, recall_at=(1,))
+    cached = {(run.fold, run.seed): _test_embeddings(run) for run in runs}
+    train = {key: value[1] for key, value in cached.items() if value[1] is not None}
+    result = fair_protocol_results({key: value[0] for key, value in cached.items()},
+                                   spec=_spec(runs[0].config), train_embeddings=train)
     names = {(run.fold, run.seed): run.name for run in runs}
     return {**result, "per_model": {names[key]: value for key, value in result["per_model"].items()}}
 
 
+def _columns(protocol: str, config: dict) -> tuple:
+    """The table columns of ``protocol``, each followed by its post-processed twin when the
+    config post-processes."""
+    columns = COLUMNS[protocol]
+    if not config.evaluation["postprocess"]:
+        return columns
+    twin = POSTPROCESSED_PREFIX
+    return tuple(column for group, metric, title in columns
+                 for column in ((group, metric, title),
+                                (group, twin + metric, f"{title} (post-processed)")))
+
+
 def _mean_std(per_model: dict, metrics: Sequence[str]) -> dict:
-    return {m: {"mean": float(np.mean([v[m] for v in per_model.values()])),
-                "std": float(np.std([v[m] for v in per_model.values()]))} for m in metrics}
+    return {m: mean_std([v[m] for v in per_model.values()]) for m in metrics}
 
 
 def _tuning_summary(runs: list[ProtocolRun]) -> dict:
-    from gspdml.evaluation.split_metrics import evaluate_split
-
+    """Each model's report on its validation classes, by the evaluation service with the run's
+    spec, device and precision (the trainer's own last round on them)."""
     per_model = {}
     for run in runs:
         config, model, data, device = _load(run)
-        per_model[run.name] = evaluate_split(model, data.val, recall_at=config.evaluation.recall_at,
-                                             **_embedding_kwargs(config, device))
-    return {"per_model": per_model, "summary": {"val": _mean_std(per_model, TABLE_METRICS)}, "num_realisations": len(runs)}
+        per_model[run.name] = evaluate(model, data.val, _spec(config), train_split=data.train,
+                                       **_embedding_kwargs(config, device)).metrics
+    metrics = with_postprocessed(TABLE_METRICS, _spec(runs[0].config))
+    summary = {"val": _mean_std(per_model, metrics)}
+    return {"per_model": per_model, "summary": summary, "num_realisations": len(runs)}
 
 
 def _conventional_summary(runs: list[ProtocolRun], metric: str) -> dict:
     per_model = {run.name: json.loads((run.run_dir / RESULTS_FILE).read_text())["test"] for run in runs}
     best = max(per_model, key=lambda name: per_model[name][metric])
+    metrics = with_postprocessed(TABLE_METRICS, _spec(runs[0].config))
     return {
         "per_model": per_model, "best_run": best, "num_realisations": len(runs),
-        "summary": {"best": {m: {"mean": per_model[best][m]} for m in TABLE_METRICS},
-                    "repeats": _mean_std(per_model, TABLE_METRICS)},
+        "summary": {"best": {m: {"mean": per_model[best][m]} for m in metrics},
+                    "repeats": _mean_std(per_model, metrics)},
     }

@@ -1,0 +1,142 @@
+"""The registry of evaluation metrics: adding a metric is one :func:`register` call.
+
+A :class:`Metric` declares what it needs, so the evaluation service
+(:mod:`gspdml.evaluation.service`) searches as deep as the requested metrics need and runs
+k-means only when one of them needs it. Three kinds:
+
+- ``"query"``: a per-query function ``score(neighbours) -> float64 [N_q]`` over a
+  :class:`Neighbours` (the ranked relevance of each query's nearest references and its class
+  size R_i), averaged over the queries with R_i > 0 (:mod:`gspdml.evaluation.metrics`). ``depth``
+  is how many neighbours a query needs: a number, :data:`CLASS_SIZE` (R_i, as MAP@R) or
+  :data:`EACH_K` (one value per K of ``recall_at``, reported as ``<name>_<K>``, with
+  ``score(neighbours, K)``);
+- ``"clustering"``: ``score(labels, clusters) -> float`` after k-means of the query embeddings
+  into one cluster per label (:mod:`gspdml.evaluation.clustering`);
+- ``"derived"``: ``score(values) -> float`` from the values of the metrics named in ``inputs``.
+
+``selectable`` marks the metrics a run may be selected by (``evaluation.metric``,
+:mod:`gspdml.evaluation.selection`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable, Union
+
+import torch
+
+from gspdml.errors import ConfigError
+from gspdml.evaluation.results import RetrievalResults
+
+#: ``depth`` of a metric that needs the first R_i neighbours of query i (its class size)
+CLASS_SIZE = "class_size"
+#: ``depth`` of a metric reported once per K of ``recall_at``, needing K neighbours
+EACH_K = "each_k"
+KINDS = ("query", "clustering", "derived")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One registered metric (module docstring): its name, kind, function and needs."""
+
+    name: str
+    kind: str
+    score: Callable
+    depth: Union[int, str, None] = None
+    inputs: tuple[str, ...] = ()
+    selectable: bool = False
+
+    @property
+    def needs_clustering(self) -> bool:
+        """Whether computing it runs k-means (itself or through an input)."""
+        return self.kind == "clustering" or any(METRICS[n].needs_clustering for n in self.inputs)
+
+    def keys(self, recall_at=()) -> list[str]:
+        """Its keys in a flat report: ``<name>_<K>`` per K for :data:`EACH_K`, else the name."""
+        return [f"{self.name}_{K}" for K in recall_at] if self.depth == EACH_K else [self.name]
+
+
+#: name -> metric, in the order of the flat report within each kind
+METRICS: dict[str, Metric] = {}
+
+
+def register(name: str, kind: str, *, depth=None, inputs: tuple[str, ...] = (),
+             selectable: bool = False):
+    """Decorator: register ``score`` as the metric ``name`` (module docstring)."""
+    if kind not in KINDS:
+        raise ConfigError("kind", f"unknown metric kind {kind!r}; allowed: {', '.join(KINDS)}")
+    if (kind == "query") != (depth is not None):
+        raise ConfigError("depth", f"metric {name!r}: a depth is what a per-query metric (and only "
+                                   "one) declares")
+
+    def add(score: Callable) -> Callable:
+        if name in METRICS:
+            raise ConfigError("name", f"metric {name!r} is registered twice")
+        unknown = [i for i in inputs if i not in METRICS]
+        if unknown:
+            raise ConfigError("inputs", f"metric {name!r} reads unregistered metrics {unknown}")
+        METRICS[name] = Metric(name, kind, score, depth, tuple(inputs), selectable)
+        return score
+
+    return add
+
+
+def metrics_of_kind(kind: str) -> tuple[str, ...]:
+    return tuple(name for name, metric in METRICS.items() if metric.kind == kind)
+
+
+def check_metric_names(names, field: str = "metrics") -> tuple[str, ...]:
+    """``names`` as a tuple, or a ConfigError naming ``field`` and the registered metrics."""
+    names = (names,) if isinstance(names, str) else tuple(names)
+    unknown = [n for n in names if n not in METRICS]
+    if unknown:
+        raise ConfigError(field, f"unknown metric(s) {unknown}; allowed: {', '.join(METRICS)}")
+    return names
+
+
+def with_inputs(names) -> tuple[str, ...]:
+    """``names`` and every metric they are derived from, in registry order."""
+    wanted = set()
+
+    def visit(name):
+        if name not in wanted:
+            wanted.add(name)
+            for other in METRICS[name].inputs:
+                visit(other)
+
+    for name in check_metric_names(names):
+        visit(name)
+    return tuple(name for name in METRICS if name in wanted)
+
+
+class Neighbours:
+    """What the per-query metrics read from a search: the relevance of each query's neighbours,
+    nearest first, and R_i; the float64 quantities several metrics share are computed once.
+
+    With r_max = max_i R_i: ``relevance_all`` [N_q, k]; ``relevance`` its first max(r_max, 1)
+    columns; ``hits`` that as float64; ``ranks`` 1..; ``precision_at`` [i, j] = P_i(j), the
+    precision at rank j; ``within_r`` [i, j] = j <= R_i; ``r`` R_i as float64.
+    """
+
+    def __init__(self, results: RetrievalResults):
+        self.results = results
+        self.relevance_all = results.relevance()
+        self.relevance = self.relevance_all[:, : max(results.r_max, 1)]
+        self.r = results.num_relevant.to(torch.float64)
+
+    @functools.cached_property
+    def ranks(self) -> torch.Tensor:
+        return torch.arange(1, self.relevance.shape[1] + 1, dtype=torch.float64)
+
+    @functools.cached_property
+    def hits(self) -> torch.Tensor:
+        return self.relevance.to(torch.float64)
+
+    @functools.cached_property
+    def precision_at(self) -> torch.Tensor:
+        return self.hits.cumsum(1) / self.ranks
+
+    @functools.cached_property
+    def within_r(self) -> torch.Tensor:
+        return self.ranks[None, :] <= self.r[:, None]

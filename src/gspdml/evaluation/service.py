@@ -1,0 +1,167 @@
+"""The one evaluation service: what the trainer (its rounds and its test split, through
+:func:`~gspdml.evaluation.selection.round_metrics`), ``gspdml evaluate`` and the protocols score
+a model or its embeddings with; the post-processed search shares its post-processors.
+
+An :class:`EvalSpec` says what to compute: the per-query metrics (default every registered one,
+:mod:`gspdml.evaluation.metric_registry`), the K of Recall@K, the selection metric
+(``evaluation.metric``; the metrics it needs are added, e.g. NMI and AMI for ``nmi_r1_hmean``)
+and the post-processing steps (:mod:`gspdml.evaluation.postprocess`). An :class:`EvalReport` is
+its answer in one flat schema, that of ``results.json`` and ``metrics.jsonl``:
+
+- the per-query metrics (``map_at_r``, ``precision_at_1``, ``r_precision``,
+  ``mean_average_precision``, ``mean_reciprocal_rank``, ``recall_at_<K>``), leave-one-out when
+  the split has no gallery, else query -> gallery;
+- the clustering metrics (``nmi``, ``ami``) when a requested metric needs k-means;
+- the counts ``num_queries``, ``num_lone_queries`` and ``k``;
+- the derived metrics requested (``nmi_r1_hmean``);
+- with post-processing steps, the per-query metrics and counts again after them, under
+  :data:`POSTPROCESSED_PREFIX` (``postprocessed_map_at_r``, ...).
+
+:func:`evaluate` embeds a split with a model at the run's device and precision (and, for a step
+that learns on them, the training split) and calls :func:`evaluate_embeddings`. With bf16 on a
+CPU the model's weights are put in channels-last memory format first, as the trainer keeps them,
+so that the same kernels give the same numbers as its evaluations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import torch
+from torch import nn
+
+from gspdml.errors import ConfigError
+from gspdml.evaluation.metric_registry import (METRICS, check_metric_names, metrics_of_kind,
+                                               with_inputs)
+from gspdml.evaluation.metrics import flatten_metrics, retrieval_metrics
+from gspdml.evaluation.postprocess import PostProcessor, build_steps, postprocessed_metrics
+from gspdml.evaluation.selection import (POSTPROCESSED_PREFIX, check_selection_metric,
+                                         selection_value)
+from gspdml.compat.hardware import resolve_precision
+from gspdml.models.inference import embed, resolve_device, split_embeddings
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    """What an evaluation computes (module docstring).
+
+    Attributes:
+        metrics: registered metric names to report; None: every per-query metric. Naming a
+            clustering or derived metric adds it (and k-means); the selection metric is added.
+        recall_at: the K of ``recall_at_<K>``.
+        selection: the metric a run is selected by (``evaluation.metric``).
+        postprocess: post-processing steps (objects, or the spec list of
+            ``evaluation.postprocess``, built by
+            :func:`~gspdml.evaluation.postprocess.build_steps`).
+        clustering: run k-means (report ``nmi`` and ``ami``) even if no requested metric needs it.
+    """
+
+    metrics: Optional[tuple[str, ...]] = None
+    recall_at: tuple[int, ...] = (1, 2, 4, 8)
+    selection: str = "map_at_r"
+    postprocess: tuple[PostProcessor, ...] = ()
+    clustering: bool = False
+    names: tuple[str, ...] = field(init=False, repr=False)
+
+    def __post_init__(self):
+        check_selection_metric(self.selection)
+        object.__setattr__(self, "recall_at", tuple(int(K) for K in self.recall_at))
+        object.__setattr__(self, "postprocess", build_steps(list(self.postprocess)))
+        asked = (metrics_of_kind("query") if self.metrics is None
+                 else check_metric_names(self.metrics))
+        object.__setattr__(self, "names", with_inputs((*asked, self.selection)))
+
+    @classmethod
+    def from_evaluation(cls, evaluation: Mapping[str, Any]) -> "EvalSpec":
+        """The spec of a run config's ``evaluation`` section (``recall_at``, ``metric``,
+        ``postprocess``), as the trainer scores its rounds and its test split."""
+        return cls(recall_at=tuple(evaluation["recall_at"]), selection=evaluation["metric"],
+                   postprocess=tuple(evaluation["postprocess"]))
+
+    @property
+    def needs_clustering(self) -> bool:
+        return self.clustering or any(METRICS[name].needs_clustering for name in self.names)
+
+    @property
+    def needs_training_embeddings(self) -> bool:
+        """Whether a post-processing step learns on the training embeddings (PCA-whitening)."""
+        return any(step.learns_on_training for step in self.postprocess)
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    """The flat metrics of one evaluation (module docstring) and the metric selection reads."""
+
+    metrics: dict[str, float]
+    selection: str = "map_at_r"
+
+    def selection_value(self, postprocessed: bool = False) -> float:
+        """The number a round is selected by: the selection metric, read after post-processing
+        when ``postprocessed`` (``evaluation.select_postprocessed``)."""
+        return selection_value(self.metrics, self.selection, postprocessed)
+
+    def postprocessed(self) -> dict[str, float]:
+        """The post-processed metrics without their prefix."""
+        n = len(POSTPROCESSED_PREFIX)
+        return {key[n:]: value for key, value in self.metrics.items()
+                if key.startswith(POSTPROCESSED_PREFIX)}
+
+
+def with_postprocessed(metrics: Sequence[str], spec: EvalSpec) -> tuple[str, ...]:
+    """``metrics`` (report keys), then their post-processed twins when ``spec`` post-processes:
+    the keys a summary over several reports aggregates."""
+    twins = tuple(POSTPROCESSED_PREFIX + m for m in metrics) if spec.postprocess else ()
+    return (*metrics, *twins)
+
+
+def evaluate_embeddings(query, query_labels, gallery=None, gallery_labels=None,
+                        spec: EvalSpec = EvalSpec(), train=None) -> EvalReport:
+    """The report of ``spec`` on embeddings: leave-one-out when ``gallery`` is None, else query
+    -> gallery; ``train``: the training embeddings a post-processing step learns on."""
+    query_metrics = [name for name in spec.names if METRICS[name].kind == "query"]
+    nested = retrieval_metrics(query, query_labels, gallery, gallery_labels,
+                               recall_at=spec.recall_at, metrics=query_metrics,
+                               clustering=spec.needs_clustering)
+    metrics = flatten_metrics(nested)
+    for name in spec.names:
+        metric = METRICS[name]
+        if metric.kind == "derived":
+            metrics[name] = metric.score(metrics)
+    if spec.postprocess:
+        if spec.needs_training_embeddings and train is None:
+            raise ConfigError("train", "a post-processing step learns on the training embeddings; "
+                                       "pass them")
+        after = postprocessed_metrics(query, query_labels, gallery, gallery_labels,
+                                      steps=spec.postprocess, train=train, recall_at=spec.recall_at,
+                                      metrics=query_metrics)
+        metrics.update({POSTPROCESSED_PREFIX + key: value for key, value in after.items()})
+    return EvalReport(metrics, spec.selection)
+
+
+def evaluate(model: nn.Module, split, spec: EvalSpec, *, device: torch.device | str,
+             precision: str, batch_size: int, num_workers: int = 0, train_split=None,
+             embed_fn: Optional[Callable] = None, progress: bool = False) -> EvalReport:
+    """The report of ``spec`` for ``model`` on an :class:`~gspdml.data.base.EvalSplit`, embedded
+    on ``device`` (``auto``: the GPU when there is one) at ``precision`` (a run's
+    ``trainer.precision``; ``auto`` is resolved for the device). ``train_split``: the dataset
+    embedded for a step that learns on training embeddings. ``embed_fn(model, dataset,
+    **options)`` replaces :func:`gspdml.models.inference.embed` (the trainer's data-parallel
+    embedder)."""
+    device = resolve_device(device) if isinstance(device, str) else device
+    if resolve_precision(precision, device).precision == "bf16" and device.type == "cpu":
+        model = model.to(memory_format=torch.channels_last)  # as the trainer holds it
+    options = {"batch_size": batch_size, "device": device, "precision": precision,
+               "num_workers": num_workers}
+    if progress:
+        options["progress"] = True
+    embed_fn = embed_fn or embed
+    train = None
+    if spec.needs_training_embeddings:
+        if train_split is None:
+            raise ConfigError("evaluation.postprocess", "PCA-whitening learns on the training "
+                                                        "split; pass train_split")
+        train = embed_fn(model, train_split, **options)[0]
+    embeddings = split_embeddings(model, split, embed_fn, **options)
+    return evaluate_embeddings(*embeddings, spec=spec, train=train)
+
