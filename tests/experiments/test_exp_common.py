@@ -6,6 +6,7 @@ import statistics
 import pytest
 from gspdml.config import dump_config, load_config
 from gspdml.errors import ConfigError
+from gspdml.training.config_changes import config_differences
 from tests.helpers.experiments import load_common
 
 common = load_common()
@@ -31,20 +32,9 @@ def test_summary_and_cell_report_finished_and_diverged_runs():
     json.dumps(entry)  # the summary goes to results.json as is
 
 
-def _flat(tree, prefix=""):
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def _changes(before, after):
     """``{dotted key: new value}`` of every key whose value differs between two configs."""
-    a, b = _flat(before.to_dict()), _flat(after.to_dict())
-    return {key: b.get(key) for key in set(a) | set(b) if a.get(key) != b.get(key)}
+    return {key: new for key, (_, new) in config_differences(before, after).items()}
 
 
 #: what the fine-tuning regime changes in a ``demo-*`` preset
