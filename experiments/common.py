@@ -2,22 +2,27 @@
 
 Every script is run as ``python experiments/<name>/run.py [--smoke] [--out DIR] [--threads N]``,
 writes ``results.json`` and PNG plots to ``runs/experiments/<name>/`` by default, and prints
-its tables. The helpers here train one configuration over several seeds (with the runner of
-:mod:`gspdml.workflows.runner`) and collect the test metrics, format ``mean ± std`` cells, and
-draw pooling-weight maps; tables are written with :mod:`gspdml.workflows.tables`.
+its tables. The helpers here derive the configs of an experiment from a preset with typed
+functions on :func:`dataclasses.replace` (:func:`papers_regime`, :func:`finetuned`,
+:func:`with_pooling`, ..., then :func:`named`, which checks the result again), train one
+configuration over several seeds (with the runner of :mod:`gspdml.workflows.runner`) and collect
+the test metrics, format ``mean ± std`` cells, and draw pooling-weight maps; tables are written
+with :mod:`gspdml.workflows.tables`.
 """
 
 from __future__ import annotations
 
 import argparse
 import fcntl
+import functools
 import json
 import os
 import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "src") not in sys.path:  # run from a checkout without installing the package
@@ -26,27 +31,8 @@ if str(ROOT / "src") not in sys.path:  # run from a checkout without installing 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from gspdml.config import load_config  # noqa: E402
+from gspdml.config import RunConfig, load_config, validated  # noqa: E402
 from gspdml.workflows import sweeps  # noqa: E402
-
-#: quiet, single-evaluation settings shared by every short training run of the experiments:
-#: no progress bar, one validation round at the very end (the final weights are the ones tested)
-QUIET = ("trainer.progress=false", "schedule.plateau=null", "evaluation.patience=null")
-#: the collages' validation split shrunk to 2 classes: it is not used for model selection here
-#: (the final weights are tested) and exact evaluation dominates short runs on 2 CPU cores;
-#: train classes and images are unchanged (test classes are the next 20 of the seeded order)
-SMALL_VAL = "data.dataset.class_split=[60, 2, 20]"
-#: ``--smoke``: a tiny collage (16 train classes x 8 images, 4 test classes) so that a smoke
-#: run, data generation included, takes seconds
-SMOKE_DATA = ("data.dataset.images_per_class=8", "data.dataset.class_split=[16, 2, 4]")
-
-
-#: ``--smoke`` in the papers' regime (:func:`regime_config`): 4 images per class of the faithful
-#: collage and a tiny pre-trained, frozen backbone (recipe ``smoke-small_cnn-digits``)
-REGIME_SMOKE = ("data.dataset.images_per_class=4", "evaluation.every=2", "schedule.max_steps=2",
-                "model.backbone={name: small_cnn, widths: [8, 16], weights: smoke-small_cnn-digits, frozen: true}")
-#: the fine-tuning regime: the pre-trained backbone trains too, at a tenth of the learning rate
-FINETUNE = ("model.backbone.frozen=false", "model.cache_backbone_features=false", "optimizer.lr_multipliers.backbone=0.1")
 
 
 def parser(name: str, description: str, *, smoke_help: str | None = None, reuse: bool = True,
@@ -76,7 +62,7 @@ def setup(args: argparse.Namespace) -> Path:
     return args.out
 
 
-def train_fresh(cfg: dict[str, Any], out: Path):
+def train_fresh(cfg: RunConfig, out: Path):
     """Train ``cfg`` into ``out/<name>`` (replacing an older run there); returns the
     :class:`~gspdml.training.Trainer` with its trained model."""
     from gspdml.training import Trainer
@@ -88,19 +74,103 @@ def train_fresh(cfg: dict[str, Any], out: Path):
     return trainer
 
 
-def config(path: str, overrides: Iterable[str] = (), *, steps: int, name: str, smoke: bool = False) -> dict[str, Any]:
-    """Resolved config of the preset ``path`` with ``overrides``, trained for ``steps`` steps and
-    evaluated once, at the end (on the tiny collage of :data:`SMOKE_DATA` when ``smoke``)."""
-    data = SMOKE_DATA if smoke else (SMALL_VAL,)
-    return load_config(path, [*QUIET, *data, f"schedule.max_steps={steps}", f"evaluation.every={steps}",
-                                                 *overrides, f"name={name}"])
+# Configs: a preset is read once (:func:`preset`); every variant of it is derived by the typed
+# functions below (each a ``dataclasses.replace``) and checked again by :func:`named`.
+
+#: a change of a config: a function of it (e.g. :func:`finetuned`)
+Change = Callable[[RunConfig], RunConfig]
 
 
-def regime_config(preset: str, overrides: Iterable[str] = (), *, name: str, smoke: bool = False) -> dict[str, Any]:
-    """Resolved config of a ``demo-*`` preset (the papers' regime: faithful collage, pre-trained
-    backbone, validation early stopping and reduce-on-plateau, the same budget for every method)
-    with ``overrides``; ``smoke`` shrinks it to seconds (:data:`REGIME_SMOKE`)."""
-    return load_config(preset, ["trainer.progress=false", *(REGIME_SMOKE if smoke else ()), *overrides, f"name={name}"])
+@functools.cache
+def preset(name: str) -> RunConfig:
+    """The resolved preset ``name``, read once per process (the functions below never change a
+    config in place, so its variants share it)."""
+    return load_config(name)
+
+
+def papers_regime(name: str, smoke: bool = False) -> RunConfig:
+    """The ``demo-*`` preset ``name`` (the papers' regime: faithful collage, pre-trained backbone,
+    validation early stopping and reduce-on-plateau, the same budget for every method) without a
+    progress bar; ``smoke`` shrinks it to seconds (:func:`smoke_sized`)."""
+    cfg = preset(name)
+    cfg = replace(cfg, trainer=replace(cfg.trainer, progress=False))
+    return smoke_sized(cfg) if smoke else cfg
+
+
+def smoke_sized(cfg: RunConfig) -> RunConfig:
+    """``--smoke`` in the papers' regime: 4 images per class of the faithful collage, 2 steps and
+    one validation round, a tiny pre-trained, frozen backbone (recipe
+    ``smoke-small_cnn-digits``)."""
+    cfg = with_steps(with_dataset(cfg, images_per_class=4), 2, every=2)
+    return with_backbone(cfg, name="small_cnn", widths=[8, 16], weights="smoke-small_cnn-digits",
+                         frozen=True)
+
+
+def finetuned(cfg: RunConfig) -> RunConfig:
+    """The fine-tuning regime: the pre-trained backbone trains too, at a tenth of the learning
+    rate (so its feature maps are no longer cached)."""
+    cfg = with_model(with_backbone(cfg, frozen=False), cache_backbone_features=False)
+    return with_optimizer(cfg, lr_multipliers=replace(cfg.optimizer.lr_multipliers, backbone=0.1))
+
+
+#: ``--regime``: the pre-trained backbone frozen (as the ``demo-*`` presets have it) or fine-tuned
+REGIMES: dict[str, Change] = {
+    "frozen": lambda cfg: cfg,
+    "finetune": finetuned,
+}
+
+
+def with_steps(cfg: RunConfig, steps: int, *, every: int) -> RunConfig:
+    """``cfg`` trained for ``steps`` steps, with a validation round every ``every`` steps."""
+    return replace(cfg, schedule=replace(cfg.schedule, max_steps=steps),
+                   evaluation=replace(cfg.evaluation, every=every))
+
+
+def with_data(cfg: RunConfig, **fields: Any) -> RunConfig:
+    """``cfg`` with ``fields`` of its ``data`` section replaced (e.g. ``sampler="random"``)."""
+    return replace(cfg, data=replace(cfg.data, **fields))
+
+
+def with_model(cfg: RunConfig, **fields: Any) -> RunConfig:
+    """``cfg`` with ``fields`` of its ``model`` section replaced (e.g. ``head="local"``)."""
+    return replace(cfg, model=replace(cfg.model, **fields))
+
+
+def with_optimizer(cfg: RunConfig, **fields: Any) -> RunConfig:
+    """``cfg`` with ``fields`` of its ``optimizer`` section replaced (e.g. ``lr=0.004``)."""
+    return replace(cfg, optimizer=replace(cfg.optimizer, **fields))
+
+
+def _respecified(spec: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """A component spec with ``options`` set; ``options`` that give a ``name`` are a new spec
+    (the component's defaults for the rest), as a ``key={name: ...}`` override is."""
+    return dict(options) if "name" in options else {**spec, **options}
+
+
+def with_dataset(cfg: RunConfig, **options: Any) -> RunConfig:
+    """``cfg`` with ``options`` of ``data.dataset`` set (:func:`_respecified`)."""
+    return with_data(cfg, dataset=_respecified(cfg.data.dataset, options))
+
+
+def with_backbone(cfg: RunConfig, **options: Any) -> RunConfig:
+    """``cfg`` with ``options`` of ``model.backbone`` set (:func:`_respecified`)."""
+    return with_model(cfg, backbone=_respecified(cfg.model.backbone, options))
+
+
+def with_pooling(cfg: RunConfig, **options: Any) -> RunConfig:
+    """``cfg`` with ``options`` of ``model.pooling`` set (:func:`_respecified`)."""
+    return with_model(cfg, pooling=_respecified(cfg.model.pooling, options))
+
+
+def with_loss(cfg: RunConfig, **options: Any) -> RunConfig:
+    """``cfg`` with ``options`` of ``loss`` set (:func:`_respecified`)."""
+    return replace(cfg, loss=_respecified(cfg.loss, options))
+
+
+def named(cfg: RunConfig, name: str) -> RunConfig:
+    """``cfg`` named ``name`` (its run folder), checked again from scratch
+    (:func:`gspdml.config.validated`): the last step of every config an experiment trains."""
+    return validated(replace(cfg, name=name))
 
 
 def target_share(run_dir: Path) -> dict[str, Any]:
@@ -110,7 +180,7 @@ def target_share(run_dir: Path) -> dict[str, Any]:
     return {"target_share": run_target_share(run_dir)}
 
 
-def train_seeds(cfg: Mapping[str, Any], seeds: Sequence[int], out: Path, reuse: bool = False,
+def train_seeds(cfg: RunConfig, seeds: Sequence[int], out: Path, reuse: bool = False,
                 measure: Callable[[Path], Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Train ``cfg`` once per seed into ``out/<name>/seed<k>``; returns the ``results.json`` of
     each run plus its wall time in ``seconds`` (also written to the run's ``experiment.json``).

@@ -23,21 +23,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common  # noqa: E402
 
+from gspdml.config import RunConfig  # noqa: E402
 from gspdml.workflows.tables import markdown_table  # noqa: E402
 
-METHODS = {  # name: (preset, extra overrides, description)
-    "distilled": ("demo-gap", ("data.dataset.grid=1",), "GAP on the target tile alone (no background)"),
-    "gap": ("demo-gap", (), "global average pooling, then the embedding layer"),
-    "gsp": ("demo-gsp", (), "generalized sum pooling"),
-    "gsp_zsr": ("demo-gsp-zsr", (), "GSP + zero-shot regulariser"),
+METHODS = {  # name: (preset, options of its data.dataset, description)
+    "distilled": ("demo-gap", {"grid": 1}, "GAP on the target tile alone (no background)"),
+    "gap": ("demo-gap", {}, "global average pooling, then the embedding layer"),
+    "gsp": ("demo-gsp", {}, "generalized sum pooling"),
+    "gsp_zsr": ("demo-gsp-zsr", {}, "GSP + zero-shot regulariser"),
 }
-REGIMES = {"frozen": (), "finetune": common.FINETUNE}
 METRICS = ("map_at_r", "precision_at_1")
 #: what the papers state in numbers: the gain of GSP over GAP (Gurbuz thesis §5.4 summary); the
 #: effect of ZSR is only said to be "more substantial" than on the benchmarks (GSP paper §5.2)
 PAPER = "GSP − GAP ≈ +17 MAP@R; ZSR helps (no number)"
 FULL = dict(seeds=(0, 1, 2), methods=tuple(METHODS))
 SMOKE = dict(seeds=(0,), methods=("distilled", "gsp"))
+
+
+def run_config(method: str, regime: str, smoke: bool = False) -> RunConfig:
+    """The config of ``method`` in the backbone ``regime`` (``common.REGIMES``)."""
+    preset, dataset, _ = METHODS[method]
+    cfg = common.REGIMES[regime](common.papers_regime(preset, smoke))
+    return common.named(common.with_dataset(cfg, **dataset), f"{regime}-{method}")
 
 
 def weight_maps(out: Path, regime: str, methods, columns: int = 5) -> Path:
@@ -99,7 +106,8 @@ def reproduction(runs: dict) -> list[dict]:
 
 def main(argv=None) -> dict:
     parser = common.parser("collage", __doc__.splitlines()[0])
-    parser.add_argument("--regime", choices=tuple(REGIMES), default="frozen", help="backbone regime")
+    parser.add_argument("--regime", choices=tuple(common.REGIMES), default="frozen",
+                        help="backbone regime")
     parser.add_argument("--methods", nargs="+", choices=tuple(METHODS), help="methods to run (default: all)")
     parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")
     args = parser.parse_args(argv)
@@ -108,8 +116,7 @@ def main(argv=None) -> dict:
     plan.update({k: tuple(v) for k, v in (("methods", args.methods), ("seeds", args.seeds)) if v})
     table: dict = {}
     for method in plan["methods"]:
-        preset, overrides, _ = METHODS[method]
-        cfg = common.regime_config(preset, [*REGIMES[args.regime], *overrides], name=f"{args.regime}-{method}", smoke=args.smoke)
+        cfg = run_config(method, args.regime, args.smoke)
         runs = common.train_seeds(cfg, plan["seeds"], out, reuse=args.reuse, measure=common.target_share)
         table[method] = common.summary(runs, METRICS)
         print(f"{method:10s} MAP@R {common.cell(table[method], 'map_at_r')}  target-tile weight {share(table[method])}", flush=True)

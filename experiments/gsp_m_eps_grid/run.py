@@ -15,6 +15,7 @@ seeds); a full run publishes ``experiments/gsp_m_eps_grid/results.json``.
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -135,7 +136,7 @@ def main(argv=None) -> dict:
     out = common.setup(args)
     plan = dict(SMOKE if args.smoke else FULL)
     plan.update({k: tuple(v) for k, v in (("ms", args.ms), ("epss", args.epss), ("seeds", args.seeds)) if v})
-    variants = {label(m, e): [f"model.pooling.num_prototypes={m}", f"model.pooling.eps={e}"]
+    variants = {label(m, e): functools.partial(common.with_pooling, num_prototypes=m, eps=e)
                 for m in plan["ms"] for e in plan["epss"]}
     table = train_variants("demo-gsp", variants, plan["seeds"], out, args.smoke, args.reuse)
     text = grid_table(table, plan["ms"], plan["epss"])

@@ -16,12 +16,14 @@ seeds) and the pooling weight on the target tile; a full run publishes
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/: common (which adds src/)
 import common  # noqa: E402
 
+from gspdml.config import RunConfig  # noqa: E402
 from gspdml.workflows.tables import markdown_table  # noqa: E402
 
 #: share of the image covered by the collage's target tile (one tile of the 2 x 2 grid)
@@ -36,19 +38,20 @@ PAPER = ("Fig. 6 (CUB, C2; no numbers in the text): low μ alike, then a drop to
          + ", ".join(f"μ = {mu:g} {sum(v) / len(v):.2f}" for mu, v in TABLE5_C2_BY_MU.items()))
 
 
-def variant_config(preset: str, label: str, overrides: list[str], smoke: bool) -> dict:
-    """The papers' regime (:func:`common.regime_config` of ``preset``) with only ``overrides``
-    changed, named after ``label`` (``"m=64 eps=5"`` -> ``m64_eps5``)."""
-    return common.regime_config(preset, overrides, name=label.replace(" ", "_").replace("=", ""), smoke=smoke)
+def variant_config(preset: str, label: str, change: common.Change, smoke: bool) -> RunConfig:
+    """The papers' regime (:func:`common.papers_regime` of ``preset``) with only ``change``
+    applied, named after ``label`` (``"m=64 eps=5"`` -> ``m64_eps5``)."""
+    cfg = change(common.papers_regime(preset, smoke))
+    return common.named(cfg, label.replace(" ", "_").replace("=", ""))
 
 
-def train_variants(preset: str, variants: dict[str, list[str]], seeds, out: Path, smoke: bool, reuse: bool,
-                   measure=None) -> dict[str, dict]:
-    """Train ``preset`` with each variant's overrides over ``seeds``; ``{label: common.summary}``.
-    Every variant has the same budget, selection rule and seeds (only its overrides differ)."""
+def train_variants(preset: str, variants: dict[str, common.Change], seeds, out: Path, smoke: bool,
+                   reuse: bool, measure=None) -> dict[str, dict]:
+    """Train ``preset`` with each variant's change over ``seeds``; ``{label: common.summary}``.
+    Every variant has the same budget, selection rule and seeds (only its change differs)."""
     table = {}
-    for label, overrides in variants.items():
-        cfg = variant_config(preset, label, overrides, smoke)
+    for label, change in variants.items():
+        cfg = variant_config(preset, label, change, smoke)
         table[label] = common.summary(common.train_seeds(cfg, seeds, out, reuse=reuse, measure=measure), METRICS)
         print(f"{label:12s} MAP@R {common.cell(table[label], 'map_at_r')}  ({table[label]['seconds']:.0f} s)", flush=True)
     return table
@@ -140,7 +143,7 @@ def main(argv=None) -> dict:
     out = common.setup(args)
     plan = dict(SMOKE if args.smoke else FULL)
     plan.update({k: tuple(v) for k, v in (("mus", args.mus), ("seeds", args.seeds)) if v})
-    variants = {label(mu): [f"model.pooling.mu={mu}"] for mu in plan["mus"]}
+    variants = {label(mu): functools.partial(common.with_pooling, mu=mu) for mu in plan["mus"]}
     table = train_variants("demo-gsp", variants, plan["seeds"], out, args.smoke, args.reuse, measure=common.target_share)
     text = results_table(table, plan["mus"])
     total = sum(entry["seconds"] for entry in table.values())

@@ -33,33 +33,41 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common  # noqa: E402
 import torch  # noqa: E402
 
+from gspdml.config import RunConfig  # noqa: E402
 from gspdml.workflows.tables import markdown_table  # noqa: E402
 
-LOSS = "loss={name: metrix, loss: {contrastive: {pos_margin: 0.0, neg_margin: 0.5}}, mix_alpha: 2.0, mix_weight: 0.4}"
+#: the ``metrix`` loss on the contrastive loss (margin 0.5), ``w = 0.4``, ``alpha = 2``
+LOSS = {"name": "metrix", "loss": {"contrastive": {"pos_margin": 0.0, "neg_margin": 0.5}},
+        "mix_alpha": 2.0, "mix_weight": 0.4}
+#: variant: the options of :data:`LOSS` it sets
 VARIANTS = {
-    "clean": ("loss.level=embedding", "loss.mix_weight=0.0"),
-    "input": ("loss.level=input",),
-    "feature": ("loss.level=feature",),
-    "embedding": ("loss.level=embedding",),
+    "clean": {"level": "embedding", "mix_weight": 0.0},
+    "input": {"level": "input"},
+    "feature": {"level": "feature"},
+    "embedding": {"level": "embedding"},
 }
-#: what follows the backbone map (the mixing point of feature mixup); the demo presets project
-#: after pooling (``model.head: global``)
-WIRINGS = {"nonlinear": ("model.pooling={name: gap_gmp}",), "linear": ("model.pooling={name: gap}", "model.head=local")}
-REGIMES = {"finetune": common.FINETUNE, "frozen": ()}
+#: what follows the backbone map (the mixing point of feature mixup), as fields of the ``model``
+#: section; the demo presets project after pooling (``model.head: global``)
+WIRINGS = {"nonlinear": {"pooling": {"name": "gap_gmp"}},
+           "linear": {"pooling": {"name": "gap"}, "head": "local"}}
 METRICS = ("map_at_r", "precision_at_1")
 GEOMETRY = ("alignment", "uniformity")
 #: the demo presets' selection rule, evaluated every 25 steps of a 200-step budget (CPU-sized)
-BUDGET = ("schedule.max_steps=200", "evaluation.every=25")
+BUDGET = {"steps": 200, "every": 25}
 FULL = dict(seeds=(0, 1, 2), variants=tuple(VARIANTS))
 SMOKE = dict(seeds=(0,), variants=("clean", "feature"))
 #: Psomas thesis Table 2.3 (contrastive, ResNet-50, d = 512, CUB200 R@1) and its Table 2.5 (Cars196)
 PAPER = "CUB200 R@1 64.7 → 66.3 input / 67.4 feature / 66.4 embedding (Table 2.3); feature best on Cars196 (Table 2.5)"
 
 
-def run_config(variant: str, regime: str = "finetune", wiring: str = "nonlinear", smoke: bool = False) -> dict:
+def run_config(variant: str, regime: str = "finetune", wiring: str = "nonlinear",
+               smoke: bool = False) -> RunConfig:
     """Resolved config of one variant: ``demo-base`` with the Metrix loss, the regime and wiring."""
-    overrides = [LOSS, *VARIANTS[variant], *WIRINGS[wiring], *REGIMES[regime], *(() if smoke else BUDGET)]
-    return common.regime_config("demo-base", overrides, name=f"{regime}-{wiring}-{variant}", smoke=smoke)
+    cfg = common.with_loss(common.papers_regime("demo-base", smoke), **LOSS)
+    cfg = common.with_loss(cfg, **VARIANTS[variant])
+    cfg = common.REGIMES[regime](common.with_model(cfg, **WIRINGS[wiring]))
+    cfg = cfg if smoke else common.with_steps(cfg, **BUDGET)
+    return common.named(cfg, f"{regime}-{wiring}-{variant}")
 
 
 def alignment_uniformity(embeddings: torch.Tensor, labels: torch.Tensor, t: float = 2.0) -> tuple[float, float]:
@@ -139,7 +147,8 @@ def plot(out: Path, table: dict) -> Path:
 
 def main(argv=None) -> dict:
     parser = common.parser("metrix_mixup", __doc__.splitlines()[0])
-    parser.add_argument("--regime", choices=tuple(REGIMES), default="finetune", help="backbone regime")
+    parser.add_argument("--regime", choices=tuple(common.REGIMES), default="finetune",
+                        help="backbone regime")
     parser.add_argument("--wiring", choices=tuple(WIRINGS), default="nonlinear", help="what follows the mixing point")
     parser.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), help="variants to run (default: all)")
     parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")

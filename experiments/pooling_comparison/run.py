@@ -25,43 +25,50 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common  # noqa: E402
 
+from gspdml.config import RunConfig  # noqa: E402
 from gspdml.workflows.tables import markdown_table  # noqa: E402
 
-#: name in the table: (pooling spec as a YAML override value, Table 4 Cifar-Collage MAP@R C2, PNCA);
+#: name in the table: (pooling spec, Table 4 Cifar-Collage MAP@R C2, PNCA);
 #: GSP is the preset demo-gsp itself (spec None)
 POOLINGS = {
-    "CBAM": ("{name: cbam}", 7.87, 10.99),
-    "CroW": ("{name: crow}", 10.09, 11.48),
-    "DeLF": ("{name: delf}", 11.44, 24.83),
-    "GeMax": ("{name: gemax}", 7.04, 7.83),
-    "GeMean": ("{name: gem}", 10.97, 10.60),
-    "GSoP": ("{name: gsop}", 11.15, 17.73),
-    "SOLAR": ("{name: solar}", 17.30, 20.36),
-    "T-SMK": ("{name: t_smk}", 9.21, 13.15),
-    "WELDON": ("{name: weldon}", 13.81, 20.38),
-    "LSE": ("{name: lse}", None, None),
-    "k-max": ("{name: kmax}", None, None),
-    "SimPool": ("{name: simpool}", None, None),
-    "GAP": ("{name: gap}", 8.09, 10.68),
-    "GMP": ("{name: gmp}", 9.53, 11.25),
-    "GMP+GAP": ("{name: gap_gmp}", 10.01, 11.85),
+    "CBAM": ({"name": "cbam"}, 7.87, 10.99),
+    "CroW": ({"name": "crow"}, 10.09, 11.48),
+    "DeLF": ({"name": "delf"}, 11.44, 24.83),
+    "GeMax": ({"name": "gemax"}, 7.04, 7.83),
+    "GeMean": ({"name": "gem"}, 10.97, 10.60),
+    "GSoP": ({"name": "gsop"}, 11.15, 17.73),
+    "SOLAR": ({"name": "solar"}, 17.30, 20.36),
+    "T-SMK": ({"name": "t_smk"}, 9.21, 13.15),
+    "WELDON": ({"name": "weldon"}, 13.81, 20.38),
+    "LSE": ({"name": "lse"}, None, None),
+    "k-max": ({"name": "kmax"}, None, None),
+    "SimPool": ({"name": "simpool"}, None, None),
+    "GAP": ({"name": "gap"}, 8.09, 10.68),
+    "GMP": ({"name": "gmp"}, 9.53, 11.25),
+    "GMP+GAP": ({"name": "gap_gmp"}, 10.01, 11.85),
     "GSP": (None, 22.68, 27.61),
 }
 LOSSES = {
-    "C2": "{name: c2, pos_margin: 0.0, neg_margin: 0.5}",
-    "ProxyNCA++": "{name: proxynca_pp, lr_multiplier: 100}",
+    "C2": {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.5},
+    "ProxyNCA++": {"name": "proxynca_pp", "lr_multiplier": 100},
 }
-REGIMES = {"frozen": (), "finetune": common.FINETUNE}
-#: the backbones: the pre-trained ResNet20 of the demo presets, or the real ImageNet EfficientNet-Lite0
-#: (preset collage-efficientnet-lite0; ~10 s per 64-image batch at 256 px on one CPU core, so each
-#: collage's map is computed once and cached for every run of the process: frozen regime only)
-BACKBONES = {"resnet20": (), "efficientnet_lite0": ("model.backbone={name: efficientnet_lite0, input_size: 256, frozen: true}",
-                                                    "model.cache_backbone_features=true")}
-#: the glyphs of the faithful collage (``--source``): the embedded digits, or Fashion-MNIST items (28-px
-#: tiles of two 14-px items, 56-px collages; the ResNet20 then loads the recipe resnet20-fashion)
-SOURCES = {"digits": ((), ()),
-           "fashion": (("data.dataset={name: collage_shared, source: fashion, tile_size: 28}",),
-                       ("model.backbone.weights=resnet20-fashion",))}
+#: the backbones, as fields of the ``model`` section: the pre-trained ResNet20 of the demo presets,
+#: or the real ImageNet EfficientNet-Lite0 (preset collage-efficientnet-lite0; ~10 s per 64-image
+#: batch at 256 px on one CPU core, so each collage's map is computed once and cached for every run
+#: of the process: frozen regime only)
+BACKBONES = {
+    "resnet20": {},
+    "efficientnet_lite0": {
+        "backbone": {"name": "efficientnet_lite0", "input_size": 256, "frozen": True},
+        "cache_backbone_features": True,
+    },
+}
+#: the glyphs of the faithful collage (``--source``): (the ``data.dataset`` options, the ResNet20's
+#: ``model.backbone`` options). The embedded digits, or Fashion-MNIST items (28-px tiles of two
+#: 14-px items, 56-px collages; the ResNet20 then loads the recipe resnet20-fashion)
+SOURCES = {"digits": ({}, {}),
+           "fashion": ({"name": "collage_shared", "source": "fashion", "tile_size": 28},
+                       {"weights": "resnet20-fashion"})}
 METRICS = ("map_at_r", "precision_at_1")
 FULL = dict(seeds=(0, 1, 2), poolings=("GAP", "GMP", "GMP+GAP", "GeMean", "GSP"), losses=("C2",))
 SMOKE = dict(seeds=(0,), poolings=("GAP", "GSP"), losses=("C2",))
@@ -101,14 +108,18 @@ def run_key(regime: str, backbone: str = "resnet20", source: str = "digits") -> 
     return "-".join([*([backbone] if backbone != "resnet20" else []), regime, *([source] if source != "digits" else [])])
 
 
-def run_config(name: str, loss: str, regime: str, smoke: bool, backbone: str = "resnet20", source: str = "digits") -> dict:
+def run_config(name: str, loss: str, regime: str, smoke: bool, backbone: str = "resnet20",
+               source: str = "digits") -> RunConfig:
     spec = POOLINGS[name][0]
-    data, resnet_weights = SOURCES[source]
-    overrides = [f"loss={LOSSES[loss]}", *(data if not smoke else ()), *(BACKBONES[backbone] if not smoke else ()),
-                 *(resnet_weights if backbone == "resnet20" and not smoke else ()), *REGIMES[regime],
-                 *([f"model.pooling={spec}"] if spec else [])]
+    dataset, resnet_weights = SOURCES[source]
+    cfg = common.papers_regime("demo-gsp" if spec is None else "demo-base", smoke)
+    cfg = common.with_loss(cfg, **LOSSES[loss])
+    if not smoke:
+        cfg = common.with_model(common.with_dataset(cfg, **dataset), **BACKBONES[backbone])
+        cfg = common.with_backbone(cfg, **resnet_weights) if backbone == "resnet20" else cfg
+    cfg = common.REGIMES[regime](cfg)
     slug = f"{run_key(regime, backbone, source)}-{name}-{loss}".lower().replace(" ", "").replace("+", "p")
-    return common.regime_config("demo-gsp" if spec is None else "demo-base", overrides, name=slug, smoke=smoke)
+    return common.named(common.with_pooling(cfg, **spec) if spec else cfg, slug)
 
 
 def reproduction(runs: dict) -> list[dict]:
@@ -135,7 +146,8 @@ def reproduction(runs: dict) -> list[dict]:
 
 def main(argv=None) -> dict:
     parser = common.parser("pooling_comparison", __doc__.splitlines()[0])
-    parser.add_argument("--regime", choices=tuple(REGIMES), default="frozen", help="backbone regime")
+    parser.add_argument("--regime", choices=tuple(common.REGIMES), default="frozen",
+                        help="backbone regime")
     parser.add_argument("--poolings", nargs="+", choices=tuple(POOLINGS), help="poolings to run (default: the Table 4 core)")
     parser.add_argument("--losses", nargs="+", choices=tuple(LOSSES), help="losses to run (default: C2)")
     parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")

@@ -24,7 +24,7 @@ validation classes' MAP@R, at most 300 steps) with the paper's wiring and optimi
   in the 300 steps.
 
 The sweep and the ablation also run in the fine-tuning regime (``--regime finetune``,
-:data:`REGIMES`: the backbone trains at 0.1 x the lr, ``common.FINETUNE``; keys
+:data:`REGIMES`: the backbone trains at 0.1 x the lr, ``common.finetuned``; keys
 ``sweep-paper-lr-finetune`` and ``ablation-paper-lr-finetune`` under ``--optimiser paper-lr``);
 the two moons have no backbone and run once.
 
@@ -39,6 +39,7 @@ only the proxy speed. A row whose config equals a sweep point (the full model is
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import time
 from pathlib import Path
@@ -50,41 +51,62 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from gspdml.config import RunConfig  # noqa: E402
 from gspdml.retrieval.report import read_metrics  # noqa: E402
 from gspdml.workflows.tables import markdown_table  # noqa: E402
 
 PRESET = "demo-gmp"
-#: ProxyNCA++'s wiring on top of ``demo-gmp`` (GMP, ``model.head: global``): the non-affine
-#: LayerNorm before the embedding layer (+norm) and the loss with the assignment probability (+prob)
-PROXYNCA_PP = ("model.pooled_norm=layer_norm", "loss={name: proxynca_pp, assignment_probability: true}")
-#: the optimiser of the ProxyNCA++ code (ProxyNCA++ paper §4, Table 1): Adam eps = 1, weight decay 0,
-#: proxies at 1e5 x the base learning rate (+fast); named here, never left to the class defaults
-PAPER_OPTIMISER = ("optimizer.eps=1.0", "optimizer.weight_decay=0.0", "loss.lr_multiplier=100000.0")
-#: the settings of the paper's optimiser, each over every row of both parts: name -> (overrides on
-#: top of PAPER_OPTIMISER, label). With eps = 1 an Adam step is about lr x gradient, so the base lr
-#: decides how far the embedding layer moves in the budget; 4e-3 is ProxyNCA++ paper Table 1's base lr.
+
+
+def proxynca_pp(cfg: RunConfig) -> RunConfig:
+    """ProxyNCA++'s wiring on top of ``demo-gmp`` (GMP, ``model.head: global``): the non-affine
+    LayerNorm before the embedding layer (+norm) and the loss with the assignment probability
+    (+prob)."""
+    cfg = common.with_model(cfg, pooled_norm="layer_norm")
+    return common.with_loss(cfg, name="proxynca_pp", assignment_probability=True)
+
+
+def paper_optimiser(cfg: RunConfig) -> RunConfig:
+    """The optimiser of the ProxyNCA++ code (ProxyNCA++ paper §4, Table 1): Adam eps = 1, weight
+    decay 0, proxies at 1e5 x the base learning rate (+fast); named here, never left to the class
+    defaults."""
+    cfg = common.with_optimizer(cfg, eps=1.0, weight_decay=0.0)
+    return common.with_loss(cfg, lr_multiplier=100000.0)
+
+
+#: the settings of the paper's optimiser, each over every row of both parts: name -> (fields of the
+#: ``optimizer`` section on top of :func:`paper_optimiser`, label). With eps = 1 an Adam step is
+#: about lr x gradient, so the base lr decides how far the embedding layer moves in the budget;
+#: 4e-3 is ProxyNCA++ paper Table 1's base lr.
 OPTIMISERS = {
-    "paper": ((), "paper's optimiser, base lr 1e-3"),
-    "paper-lr": (("optimizer.lr=0.004",), "paper's optimiser, paper's base lr 4e-3"),
+    "paper": ({}, "paper's optimiser, base lr 1e-3"),
+    "paper-lr": ({"lr": 0.004}, "paper's optimiser, paper's base lr 4e-3"),
 }
-#: the backbone regimes of the sweep: name -> (overrides, label). ``frozen`` adds nothing, so its
-#: configs (and run directories) are those of the frozen-only script; ``finetune`` trains the
-#: pre-trained backbone too, at 0.1 x the lr (``common.FINETUNE``)
-REGIMES = {
-    "frozen": ((), "frozen ResNet20"),
-    "finetune": (common.FINETUNE, "ResNet20 fine-tuned at 0.1x the lr"),
-}
+#: the backbone regimes of the sweep (``common.REGIMES``): name -> label. ``frozen`` changes
+#: nothing, so its configs (and run directories) are those of the frozen-only script; ``finetune``
+#: trains the pre-trained backbone too, at 0.1 x the lr (``common.finetuned``)
+REGIMES = {"frozen": "frozen ResNet20", "finetune": "ResNet20 fine-tuned at 0.1x the lr"}
 FULL_TEMPERATURE = 1 / 9
 SWEEP_TEMPERATURES = (1 / 27, 1 / 9, 1 / 3, 1.0, 2.0)
-#: Table 7 row -> (the override that removes the component, what it removes, the paper's R@1 change)
+#: Table 7 row -> (the change that removes the component, that change as the table prints it, what
+#: it removes, the paper's R@1 change)
 ABLATION = {
-    "ProxyNCA++": ((), "nothing: T = 1/9, GMP, LayerNorm, 16 x 4 batches, proxies x1e5, assignment probability", 0.0),
-    "-scale": (("loss.temperature=1.0",), "T = 1", -10.8),
-    "-max": (("model.pooling={name: gap}",), "global average pooling", -3.2),
-    "-norm": (("model.pooled_norm=null",), "no LayerNorm before the embedding layer", -2.6),
-    "-cbs": (("data.sampler=random",), "random batches of 64 images", -2.6),
-    "-fast": (("loss.lr_multiplier=1.0",), "proxies at the base learning rate (Adam eps stays 1)", -1.9),
-    "-prob": (("loss.assignment_probability=false",), "ProxyNCA's positive-excluded denominator (ProxyNCA++ paper Eq. 3)", -1.1),
+    "ProxyNCA++": (lambda cfg: cfg, "",
+                   ("nothing: T = 1/9, GMP, LayerNorm, 16 x 4 batches, proxies x1e5, assignment "
+                    "probability"), 0.0),
+    "-scale": (lambda cfg: common.with_loss(cfg, temperature=1.0), "loss.temperature=1.0", "T = 1",
+               -10.8),
+    "-max": (lambda cfg: common.with_pooling(cfg, name="gap"), "model.pooling={name: gap}",
+             "global average pooling", -3.2),
+    "-norm": (lambda cfg: common.with_model(cfg, pooled_norm=None), "model.pooled_norm=null",
+              "no LayerNorm before the embedding layer", -2.6),
+    "-cbs": (lambda cfg: common.with_data(cfg, sampler="random"), "data.sampler=random",
+             "random batches of 64 images", -2.6),
+    "-fast": (lambda cfg: common.with_loss(cfg, lr_multiplier=1.0), "loss.lr_multiplier=1.0",
+              "proxies at the base learning rate (Adam eps stays 1)", -1.9),
+    "-prob": (lambda cfg: common.with_loss(cfg, assignment_probability=False),
+              "loss.assignment_probability=false",
+              "ProxyNCA's positive-excluded denominator (ProxyNCA++ paper Eq. 3)", -1.1),
 }
 PAPER_FULL_R1 = 72.2  # ProxyNCA++ paper Table 7, CUB200, ResNet-50, 2048-D
 METRICS = ("recall_at_1", "recall_at_2", "recall_at_4", "recall_at_8", "map_at_r")
@@ -149,21 +171,26 @@ def part_key(part: str, optimiser: str, regime: str = "frozen") -> str:
     return key if regime == "frozen" else f"{key}-{regime}"
 
 
-def proxynca_config(overrides, *, name: str, smoke: bool, optimiser: str = "paper", regime: str = "frozen") -> dict:
+def proxynca_config(change: common.Change, *, name: str, smoke: bool,
+                    optimiser: str = "paper", regime: str = "frozen") -> RunConfig:
     """ProxyNCA++ with the paper's optimiser (setting ``optimiser``) in the papers' regime with the
-    backbone ``regime``, then ``overrides``."""
-    return common.regime_config(PRESET, [*PROXYNCA_PP, *PAPER_OPTIMISER, *OPTIMISERS[optimiser][0], *REGIMES[regime][0],
-                                         f"loss.temperature={FULL_TEMPERATURE!r}", *overrides],
-                                name=part_key(name, optimiser, regime), smoke=smoke)
+    backbone ``regime``, then ``change``."""
+    cfg = paper_optimiser(proxynca_pp(common.papers_regime(PRESET, smoke)))
+    cfg = common.REGIMES[regime](common.with_optimizer(cfg, **OPTIMISERS[optimiser][0]))
+    cfg = change(common.with_loss(cfg, temperature=FULL_TEMPERATURE))
+    return common.named(cfg, part_key(name, optimiser, regime))
 
 
-def sweep_config(temperature: float, smoke: bool = False, optimiser: str = "paper", regime: str = "frozen") -> dict:
+def sweep_config(temperature: float, smoke: bool = False, optimiser: str = "paper",
+                 regime: str = "frozen") -> RunConfig:
     """The sweep point ``temperature``: the full ProxyNCA++ with only ``loss.temperature`` changed."""
-    return proxynca_config([f"loss.temperature={temperature!r}"], name="T" + temperature_label(temperature).replace("/", "-"),
-                           smoke=smoke, optimiser=optimiser, regime=regime)
+    return proxynca_config(functools.partial(common.with_loss, temperature=temperature),
+                           name="T" + temperature_label(temperature).replace("/", "-"), smoke=smoke,
+                           optimiser=optimiser, regime=regime)
 
 
-def ablation_config(row: str, smoke: bool = False, optimiser: str = "paper", regime: str = "frozen") -> dict:
+def ablation_config(row: str, smoke: bool = False, optimiser: str = "paper",
+                    regime: str = "frozen") -> RunConfig:
     """The Table 7 row ``row``; a row equal to a sweep point is that point (same name, same run)."""
     cfg = proxynca_config(ABLATION[row][0], name="full" if row == "ProxyNCA++" else f"no-{row[1:]}", smoke=smoke,
                           optimiser=optimiser, regime=regime)
@@ -195,7 +222,7 @@ class Trainings:
     def __init__(self, seeds, out: Path, reuse: bool):
         self.seeds, self.out, self.reuse, self.done = seeds, out, reuse, {}
 
-    def __call__(self, cfg: dict) -> dict:
+    def __call__(self, cfg: RunConfig) -> dict:
         if cfg.name not in self.done:
             runs = common.train_seeds(cfg, self.seeds, self.out, reuse=self.reuse, measure=validation_gain)
             self.done[cfg.name] = summarize(runs)
@@ -204,9 +231,10 @@ class Trainings:
         return self.done[cfg.name]
 
 
-def regime_plan(cfg: dict, seeds) -> dict:
+def regime_plan(cfg: RunConfig, seeds) -> dict:
+    optimizer = {key: getattr(cfg.optimizer, key) for key in ("lr", "eps", "weight_decay")}
     return {"seeds": list(seeds), "max_steps": cfg.schedule.max_steps, "eval_every": cfg.evaluation.every,
-            "patience": cfg.evaluation.patience, "optimizer": {k: cfg.optimizer[k] for k in ("lr", "eps", "weight_decay")},
+            "patience": cfg.evaluation.patience, "optimizer": optimizer,
             "lr_multiplier": cfg.loss["lr_multiplier"],
             "backbone": {"frozen": cfg.model.backbone["frozen"], "lr_multiplier": cfg.optimizer.lr_multipliers.backbone}}
 
@@ -220,7 +248,8 @@ def temperature_sweep(plan: dict, train: Trainings, smoke: bool, out: Path, opti
     table = {temperature_label(t): train(sweep_config(t, smoke, optimiser, regime)) for t in plan["temperatures"]}
     rows = [[t, common.cell(e, "recall_at_1"), common.cell(e, "map_at_r"), common.cell(e, "val_gain")] for t, e in table.items()]
     text = markdown_table(["T", "test R@1", "test MAP@R", "val MAP@R gain (best - first round)"], rows)
-    sweep_plot(plan["temperatures"], table, out / sweep_plot_name(optimiser, regime), f"{REGIMES[regime][1]},\n{OPTIMISERS[optimiser][1]}")
+    sweep_plot(plan["temperatures"], table, out / sweep_plot_name(optimiser, regime),
+               f"{REGIMES[regime]},\n{OPTIMISERS[optimiser][1]}")
     first = sweep_config(plan["temperatures"][0], smoke, optimiser, regime)
     return {"plan": {**regime_plan(first, plan["seeds"]), "temperatures": list(table)},
             "results": table, "table": text, "seconds": sum(e["seconds"] for e in table.values())}
@@ -250,19 +279,21 @@ def ablation(plan: dict, train: Trainings, smoke: bool, optimiser: str, regime: 
     def config(row):
         return ablation_config(row, smoke, optimiser, regime)
 
-    sweep_names = {sweep_config(t, smoke, optimiser, regime)["name"] for t in SWEEP_TEMPERATURES}
-    for row in sorted(plan["rows"], key=lambda r: config(r)["name"] in sweep_names):
+    sweep_names = {sweep_config(t, smoke, optimiser, regime).name for t in SWEEP_TEMPERATURES}
+    for row in sorted(plan["rows"], key=lambda r: config(r).name in sweep_names):
         train(config(row))
     table = {row: train(config(row)) for row in plan["rows"]}
     full = table["ProxyNCA++"]
-    rows = [[row, ", ".join(f"`{o}`" for o in ABLATION[row][0]) or "-", common.cell(e, "recall_at_1"),
-             f"{e['recall_at_1']['mean'] - full['recall_at_1']['mean']:+.2f}", f"{ABLATION[row][2]:+.1f}",
+    rows = [[row, f"`{ABLATION[row][1]}`" if ABLATION[row][1] else "-",
+             common.cell(e, "recall_at_1"),
+             f"{e['recall_at_1']['mean'] - full['recall_at_1']['mean']:+.2f}",
+             f"{ABLATION[row][3]:+.1f}",
              common.cell(e, "map_at_r"), f"{e['map_at_r']['mean'] - full['map_at_r']['mean']:+.2f}", common.cell(e, "val_gain")]
             for row, e in table.items()]
     text = markdown_table(["row", "change", "test R@1", "ΔR@1", "paper ΔR@1 (CUB)", "test MAP@R", "ΔMAP@R", "val MAP@R gain"], rows)
     return {"plan": {**regime_plan(config("ProxyNCA++"), plan["seeds"]), "rows": list(table)},
             "results": table, "table": text, "seconds": sum(e["seconds"] for e in table.values()),
-            "removed": {row: ABLATION[row][1] for row in table}}
+            "removed": {row: ABLATION[row][2] for row in table}}
 
 
 def inverted_u(table: dict, metric: str) -> str:
@@ -328,7 +359,7 @@ def sweep_rows(runs: dict, optimiser: str, regime: str) -> list[dict]:
     if key not in runs:
         return []
     table = runs[key]["results"]
-    setting = f"collage_shared, {REGIMES[regime][1]}, {OPTIMISERS[optimiser][1]}"
+    setting = f"collage_shared, {REGIMES[regime]}, {OPTIMISERS[optimiser][1]}"
     return [{"experiment": f"ProxyNCA++ temperature sweep, {setting} (ProxyNCA++ paper §3.4, Fig. 4a)",
              "claim": "test R@1 peaks at an intermediate low temperature (inverted U)", "paper": "best T = 1/9 on CUB200",
              "ours": "; ".join(f"T={t}: R@1 {common.cell(e, 'recall_at_1')}, MAP@R {common.cell(e, 'map_at_r')}, "
@@ -340,13 +371,14 @@ def regime_rows(runs: dict, optimiser: str, regime: str) -> list[dict]:
     """The sweep's and the ablation's README rows of one optimiser setting and backbone regime
     (none when unpublished)."""
     rows = sweep_rows(runs, optimiser, regime)
-    setting = f"collage_shared, {REGIMES[regime][1]}, {OPTIMISERS[optimiser][1]}"
+    setting = f"collage_shared, {REGIMES[regime]}, {OPTIMISERS[optimiser][1]}"
     if part_key("ablation", optimiser, regime) in runs:
         table = runs[part_key("ablation", optimiser, regime)]["results"]
         full = table["ProxyNCA++"]
         deltas = "; ".join(f"{row} {e['recall_at_1']['mean'] - full['recall_at_1']['mean']:+.2f} R@1 / "
                            f"{e['map_at_r']['mean'] - full['map_at_r']['mean']:+.2f} MAP@R" for row, e in table.items() if row != "ProxyNCA++")
-        paper = f"R@1 {PAPER_FULL_R1}; " + ", ".join(f"{row} {ABLATION[row][2]:+.1f}" for row in table if row != "ProxyNCA++")
+        paper = f"R@1 {PAPER_FULL_R1}; " + ", ".join(
+            f"{row} {ABLATION[row][3]:+.1f}" for row in table if row != "ProxyNCA++")
         ours = f"full R@1 {common.cell(full, 'recall_at_1')}, MAP@R {common.cell(full, 'map_at_r')}; {deltas}"
         experiment = f"ProxyNCA++ ablation, {setting} (ProxyNCA++ paper Table 7)"
         rows.append({"experiment": experiment + ": -scale", "claim": "removing low temperature scaling costs the most R@1",

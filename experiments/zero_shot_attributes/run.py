@@ -52,7 +52,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from gspdml.analysis.zero_shot import class_means, cross_class_prediction  # noqa: E402
-from gspdml.config import load_config  # noqa: E402
+from gspdml.config import RunConfig, load_config, validated  # noqa: E402
 from gspdml.data.arrays import ArrayDataset, pixel_statistics  # noqa: E402
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit  # noqa: E402
 from gspdml.data.fashion_mnist import CLASS_NAMES, load_fashion_mnist  # noqa: E402
@@ -101,7 +101,6 @@ BATCH = 10 * 4
 #: GSP's pseudo-attributes are zero until its prototypes are initialised from the first
 #: ``memory_size`` pooled samples; a model selected at or before this step never trained with L_ZS
 ZSR_STARTS = -(-GSP["memory_size"] // BATCH)
-REGIMES = {"frozen": (), "finetune": common.FINETUNE}
 BACKBONE = {"name": "resnet20", "weights": "resnet20-fashion", "frozen": True}
 SMOKE_BACKBONE = {"name": "small_cnn", "widths": [8, 16], "weights": "smoke-small_cnn-digits", "frozen": True}
 #: max steps, validation every, early-stopping patience (rounds), images per class, splits
@@ -142,8 +141,9 @@ def fashion_mnist_seen_classes(seed: int = 0, images_per_class: int = 500) -> Da
     return DataSplits(train=make(parts[0]), val=EvalSplit(make(parts[1])), test=EvalSplit(make(parts[2])))
 
 
-def model_config(model: str, seed: int, regime: str, plan: dict, smoke: bool) -> dict:
-    """The run config of ``model``: the same data, budget and selection rule for every model."""
+def model_config(model: str, seed: int, regime: str, plan: dict, smoke: bool) -> RunConfig:
+    """The run config of ``model`` in the backbone ``regime`` (``common.REGIMES``): the same data,
+    budget and selection rule for every model."""
     _, pooling, loss = MODELS[model]
     config = load_config({
         "name": f"{regime}-{model}-seed{seed}", "seed": seed,
@@ -156,8 +156,8 @@ def model_config(model: str, seed: int, regime: str, plan: dict, smoke: bool) ->
         "schedule": {"max_steps": plan["steps"], "plateau": {"factor": 0.5, "patience": 5}},
         "evaluation": {"every": plan["every"], "patience": plan["patience"], "restore_best": True, "metric": "map_at_r"},
         "trainer": {"progress": False},  # precision auto: bf16 only where the CPU or GPU has it
-    }, list(REGIMES[regime]))
-    return config
+    })
+    return validated(common.REGIMES[regime](config))
 
 
 class BestLossState(Callback):
@@ -172,7 +172,8 @@ class BestLossState(Callback):
             self.state = copy.deepcopy(trainer.loss.state_dict())
 
 
-def train_and_measure(config: dict, out: Path, repeats: int) -> dict[str, tuple[dict, np.ndarray]]:
+def train_and_measure(config: RunConfig, out: Path,
+                      repeats: int) -> dict[str, tuple[dict, np.ndarray]]:
     """Train ``config`` into ``out/<name>``; the study's metrics and class histograms of the
     selected model (best validation round: its weights and its loss state) and of the last one
     (where training ended, from the last checkpoint)."""
@@ -349,7 +350,8 @@ def merged(key: str, payload: dict) -> dict:
 
 def main(argv=None) -> dict:
     parser = common.parser("zero_shot_attributes", __doc__.splitlines()[0], reuse=False)
-    parser.add_argument("--regime", choices=tuple(REGIMES), default="frozen", help="backbone regime")
+    parser.add_argument("--regime", choices=tuple(common.REGIMES), default="frozen",
+                        help="backbone regime")
     parser.add_argument("--models", nargs="+", choices=tuple(MODELS), default=list(DEFAULT_MODELS), help="models to train")
     parser.add_argument("--key", help="name of the published run in results.json (default: the regime)")
     parser.add_argument("--merge", action="store_true",

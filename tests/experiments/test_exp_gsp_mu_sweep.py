@@ -2,6 +2,7 @@
 two verdict rules on hand-made summaries; the smoke run's table, wiring and μ = 1 = GAP."""
 
 import dataclasses
+import functools
 import json
 
 import numpy as np
@@ -26,7 +27,8 @@ def sweep(*per_mu):
 
 def test_a_variant_is_demo_gsp_with_only_mu_changed():
     base = load_config("demo-gsp")
-    cfg = mu_sweep.variant_config("demo-gsp", "mu=0.5", ["model.pooling.mu=0.5"], smoke=False)
+    change = functools.partial(mu_sweep.common.with_pooling, mu=0.5)
+    cfg = mu_sweep.variant_config("demo-gsp", "mu=0.5", change, smoke=False)
     assert cfg.name == "mu0.5" and cfg.model.pooling["mu"] == 0.5
     model = dataclasses.replace(cfg.model, pooling={**cfg.model.pooling, "mu": base.model.pooling["mu"]})
     assert dataclasses.replace(cfg, name=base.name, model=model, trainer=base.trainer) == base

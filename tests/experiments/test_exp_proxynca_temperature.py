@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from tests.helpers.experiments import load_experiment
 
+from gspdml.config import load_config
+
 proxynca = load_experiment("proxynca_temperature")
 
 
@@ -45,7 +47,12 @@ def _entry(r1, std=1.0, map_at_r=None):
     ("-prob", {"loss.assignment_probability": False}),
 ])
 def test_each_ablation_row_changes_exactly_its_component(row, changed):
-    assert _differences(proxynca.ablation_config("ProxyNCA++"), proxynca.ablation_config(row)) == changed
+    full, ablated = proxynca.ablation_config("ProxyNCA++"), proxynca.ablation_config(row)
+    assert _differences(full, ablated) == changed
+    # the change the ablation table prints, as an override of the full model, is the row's config
+    printed = proxynca.ABLATION[row][1]
+    overrides = [*([printed] if printed else []), f"name={ablated.name}"]
+    assert load_config(full.to_dict(), overrides) == ablated
 
 
 def test_full_model_is_the_papers_proxynca_pp_in_the_papers_regime_with_the_papers_optimiser():
@@ -87,34 +94,43 @@ def test_the_paper_lr_setting_changes_only_the_base_lr_of_every_config():
         "sweep", "sweep-paper-lr", "ablation", "ablation-paper-lr"]
 
 
+#: the settings of the paper's optimiser as override strings
+OPTIMISER_OVERRIDES = {"paper": [], "paper-lr": ["optimizer.lr=0.004"]}
+
+
 def test_frozen_configs_are_unchanged_by_the_regime_option():
-    """The frozen sweep and ablation configs are the ones the published frozen runs trained (their
-    run directories are reused): rebuilt here from the preset and the overrides in their original
-    order, they serialise byte for byte as the script's, with and without ``regime="frozen"``."""
-    for optimiser, (lr_override, _) in proxynca.OPTIMISERS.items():
+    """The frozen sweep configs are the ones the published frozen runs trained (their run
+    directories are reused): rebuilt here from the papers' regime and the override strings the
+    script used before its configs were derived by ``dataclasses.replace``, in their original order,
+    they equal the script's, with and without ``regime="frozen"``."""
+    for optimiser, lr_override in OPTIMISER_OVERRIDES.items():
         for smoke in (False, True):
+            regime = proxynca.common.papers_regime("demo-gmp", smoke).to_dict()
             for temperature in proxynca.SWEEP_TEMPERATURES:
                 label = proxynca.temperature_label(temperature).replace("/", "-")
                 name = f"T{label}" if optimiser == "paper" else f"T{label}-{optimiser}"
-                reference = proxynca.common.regime_config("demo-gmp", [
-                    *proxynca.PROXYNCA_PP, *proxynca.PAPER_OPTIMISER, *lr_override, "loss.temperature=0.1111111111111111",
-                    f"loss.temperature={temperature!r}"], name=name, smoke=smoke)
+                reference = load_config(regime, [
+                    "model.pooled_norm=layer_norm",
+                    "loss={name: proxynca_pp, assignment_probability: true}",
+                    "optimizer.eps=1.0", "optimizer.weight_decay=0.0",
+                    "loss.lr_multiplier=100000.0", *lr_override,
+                    "loss.temperature=0.1111111111111111", f"loss.temperature={temperature!r}",
+                    f"name={name}"])
                 for cfg in (proxynca.sweep_config(temperature, smoke, optimiser),
                             proxynca.sweep_config(temperature, smoke, optimiser, regime="frozen")):
                     assert cfg == reference
-                    assert cfg["model"]["backbone"]["frozen"] is True and cfg["optimizer"]["lr_multipliers"]["backbone"] == 1.0
+                    assert cfg.model.backbone["frozen"] is True
+                    assert cfg.optimizer.lr_multipliers.backbone == 1.0
 
 
-#: what ``common.FINETUNE`` changes in a resolved config
+#: what ``common.finetuned`` changes in a resolved config
 FINETUNE_KEYS = {"model.backbone.frozen": False, "model.cache_backbone_features": False, "optimizer.lr_multipliers.backbone": 0.1}
 
 
 def test_the_finetune_regime_changes_only_the_finetune_keys_and_the_name():
-    """The fine-tuned sweep point is the frozen one plus ``common.FINETUNE`` (backbone trained at
+    """The fine-tuned sweep point is the frozen one plus ``common.finetuned`` (backbone trained at
     0.1 x the lr, its maps no longer cached): same optimiser, seeds, budget and selection rule;
     its own run directory and key."""
-    assert proxynca.common.FINETUNE == ("model.backbone.frozen=false", "model.cache_backbone_features=false",
-                                        "optimizer.lr_multipliers.backbone=0.1")
     for optimiser in proxynca.OPTIMISERS:
         for smoke in (False, True):
             for temperature in proxynca.SWEEP_TEMPERATURES:
