@@ -5,7 +5,7 @@ the protocols, retrieval indexes and searches): batches of :func:`stack_batch`, 
 run's precision (:func:`autocast_context`: bf16 autocast on CPU or GPU, fp16 AMP, fp32, or ``auto``:
 bf16 only where it is native, :mod:`gspdml.compat.hardware`) on the
 device :func:`resolve_device` names. :func:`split_embeddings` embeds the query and gallery sets
-of an :class:`~gspdml.data.base.EvalSplit`; the metrics on them are :mod:`gspdml.evaluation.split_metrics`.
+of an :class:`~gspdml.data.base.EvalSplit`; the metrics on them are :mod:`gspdml.evaluation.service`.
 """
 
 from __future__ import annotations
