@@ -73,6 +73,9 @@ class Embedder(nn.Module):
     these names.
     """
 
+    #: the EmbedderOutput fields it always fills besides ``embedding`` (its pooling declares the rest)
+    provides = frozenset({"local", "pooled"})
+
     def __init__(
         self,
         backbone: nn.Module,
