@@ -49,7 +49,7 @@ def test_short_training_improves_validation_map_at_r(tmp_path, make_config, loss
         optimizer={"lr": 2e-3}, schedule={"max_steps": 60}, evaluation={"every": 20, "patience": None},
         trainer={"progress": False},  # precision auto: bf16 where the CPU has it
     ))
-    trainer = Trainer(config, tmp_path / "run")
+    trainer = Trainer.from_config(config, tmp_path / "run")
     before = trainer.evaluate(trainer.eval_split)["map_at_r"]
     trainer.fit()
     assert trainer.best_metric > before

@@ -28,6 +28,7 @@ from torch import nn
 from gspdml.data import DataSplits, build_data
 from gspdml.errors import ConfigError, DataError
 from gspdml.models import Embedder, build_embedder
+from gspdml.pooling.base import LazyInitialised
 from gspdml.training.checkpoint import load_state, save_state
 from gspdml.training.pretrain import resolve_recipe_weights
 
@@ -78,9 +79,10 @@ def load_run(run_dir: Path | str, weights: str = "final", device: str = "cpu") -
         raise ConfigError("weights", f"{path} does not exist (has the run finished? try weights='best')")
     config = yaml.safe_load(config_path.read_text())
     model, _ = load_embedder(path, device)
-    uninitialised = [name for name, module in model.named_modules() if getattr(module, "is_initialised", True) is False]
+    uninitialised = [name for name, module in model.named_modules()
+                     if isinstance(module, LazyInitialised) and not module.is_initialised]
     if uninitialised:
-        raise ConfigError("weights", f"{path}: {', '.join(uninitialised)} was saved before its prototypes were initialised "
+        raise ConfigError("weights", f"{path}: {', '.join(uninitialised)} was saved before it was initialised "
                                      "(it pools as GAP); train the run again with this gspdml version, which initialises "
                                      "them before the first evaluation")
     return config, model
