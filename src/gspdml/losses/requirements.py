@@ -12,7 +12,8 @@ it fills (:meth:`BatchRequirements.check_output`), so no loss checks its batch a
   there is no positive pair and the loss is 0 at every step); a memory (XBM) brings the
   positives of earlier batches, so it needs 1.
 * ``reads``: the :class:`~gspdml.models.EmbedderOutput` fields besides ``embedding`` the loss
-  reads (ZSR: ``attributes``; XML: ``local``).
+  reads (ZSR: ``attributes``; XML: ``local``), or ``embed_features`` when it embeds backbone maps
+  itself (Metrix at feature level: ``model.backbone`` and ``model.embed_features``).
 """
 
 from __future__ import annotations
