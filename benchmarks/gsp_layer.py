@@ -284,7 +284,8 @@ def demo_trainer_table(repeats: int, warmup: int = 30, timed: int = 40, chunk: i
             for name in means:
                 overrides = [f"schedule.max_steps={warmup + timed}", "evaluation.every=100000", "trainer.progress=false"]
                 clock = StepClock()
-                trainer = Trainer.from_config(load_config(f"scratch-{name}", overrides), Path(folder) / f"{name}-{repeat}",
+                config = load_config(f"scratch-{name}", overrides)
+                trainer = Trainer.from_config(config, Path(folder) / f"{name}-{repeat}",
                                               callbacks={"clock": clock})
                 trainer.fit()
                 means[name].extend(clock.chunk_means(warmup, chunk))

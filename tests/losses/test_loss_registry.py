@@ -25,7 +25,10 @@ NAMES = LOSSES.names()
 CLASSES, DIM = 8, 16
 GSP = {"name": "gsp", "num_prototypes": 4, "init": "random", "iters": 10}
 # XBM switches its memory on from the second step (the default waits 1000 steps)
-OPTIONS = {"xbm": {"start_step": 0, "memory_batches": 2}, "cross_batch_memory": {"start_step": 0, "memory_batches": 2}}
+OPTIONS = {
+    "xbm": {"start_step": 0, "memory_batches": 2},
+    "cross_batch_memory": {"start_step": 0, "memory_batches": 2},
+}
 
 
 def make_loss(name):
@@ -39,8 +42,12 @@ def make_loss(name):
 def make_model(reads=frozenset()):
     torch.manual_seed(1)
     pooling = GSP if "attributes" in reads else "gap"
-    model = {"backbone": {"name": "small_cnn", "widths": [8, 8, 8]}, "embedding_dim": DIM, "pooling": pooling,
-             "head": "local"}
+    model = {
+        "backbone": {"name": "small_cnn", "widths": [8, 8, 8]},
+        "embedding_dim": DIM,
+        "pooling": pooling,
+        "head": "local",
+    }
     return build_embedder(model, 3).train()
 
 
@@ -49,10 +56,14 @@ def batch(classes, per_class, seed=2, halves=False):
     of the classes in the first half of the batch when ``halves``, shuffled within each half."""
     gen = torch.Generator().manual_seed(seed)
     first = torch.tensor(classes[: len(classes) // 2]).repeat_interleave(per_class)
-    second = torch.tensor(classes[len(classes) // 2:]).repeat_interleave(per_class)
+    second = torch.tensor(classes[len(classes) // 2 :]).repeat_interleave(per_class)
     if halves:
-        labels = torch.cat([first[torch.randperm(len(first), generator=gen)],
-                            second[torch.randperm(len(second), generator=gen)]])
+        labels = torch.cat(
+            [
+                first[torch.randperm(len(first), generator=gen)],
+                second[torch.randperm(len(second), generator=gen)],
+            ]
+        )
     else:
         labels = torch.cat([first, second])[torch.randperm(len(first) + len(second), generator=gen)]
     return torch.randn(len(labels), 3, 16, 16, generator=gen), labels
@@ -120,7 +131,9 @@ def test_one_sample_per_class_is_declared_only_by_losses_that_learn_from_it(name
     needs = requirements_of(loss)
     if needs.samples_per_class > 1:
         with pytest.raises(ConfigError, match="data.samples_per_class"):
-            needs.check_batches({"halves": needs.halves, "sampler": "balanced", "samples_per_class": 1})
+            needs.check_batches(
+                {"halves": needs.halves, "sampler": "balanced", "samples_per_class": 1}
+            )
         return
     model = make_model(needs.reads)
     for seed in (3, 4):

@@ -104,8 +104,9 @@ def test_halves_are_declared_and_checked_once_not_at_every_step():
     batch that cannot be split in two."""
     loss = make_zsr()
     assert loss.batch_requirements().halves and "attributes" in loss.batch_requirements().reads
-    with pytest.raises(ConfigError, match=r"data\.halves: the loss needs each batch ordered as two class-disjoint"):
-        loss.batch_requirements().check_batches({"halves": False, "sampler": "balanced", "samples_per_class": 2})
+    data = {"halves": False, "sampler": "balanced", "samples_per_class": 2}
+    with pytest.raises(ConfigError, match=r"data\.halves: the loss needs each batch ordered"):
+        loss.batch_requirements().check_batches(data)
     emb, labels, z = batch()
     mixed = labels[torch.tensor([0, 6, 1, 7, 2, 8, 3, 9, 4, 10, 5, 11])]
     assert torch.isfinite(loss(emb, mixed, EmbedderOutput(emb, attributes=z)))

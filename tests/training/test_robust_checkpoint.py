@@ -44,7 +44,8 @@ class FaultAtStep(Callback):
 
 
 def _fit_with_fault(config, install, remove):
-    trainer = Trainer.from_config(config, config["output_dir"] + "/run", callbacks={"fault": FaultAtStep(4, install, remove)})
+    fault = FaultAtStep(4, install, remove)
+    trainer = Trainer.from_config(config, config["output_dir"] + "/run", callbacks={"fault": fault})
     try:
         with pytest.raises(CheckpointWriteError, match=f"cannot write {trainer.checkpoint_path}") as info:
             trainer.fit()

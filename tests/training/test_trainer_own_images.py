@@ -41,10 +41,11 @@ def test_without_selection_the_last_step_is_kept_and_said(make_config, capsys, t
 
 
 def test_pair_losses_need_two_samples_per_class(make_config, tmp_path):
-    with pytest.raises(ConfigError, match="data.samples_per_class: the loss needs at least 2 samples per class"):
+    with pytest.raises(ConfigError, match="data.samples_per_class: the loss needs at least 2"):
         Trainer.from_config(load_config(make_config(data={"samples_per_class": 1})), tmp_path / "a")
     # a proxy loss trains on one sample per class
-    Trainer.from_config(load_config(make_config(data={"samples_per_class": 1}, loss={"name": "proxy_anchor"})), tmp_path / "b")
+    proxy = load_config(make_config(data={"samples_per_class": 1}, loss={"name": "proxy_anchor"}))
+    Trainer.from_config(proxy, tmp_path / "b")
 
 
 def test_gsp_is_initialised_before_the_first_evaluation_and_saved_initialised(make_config, tmp_path, capsys):
@@ -55,8 +56,9 @@ def test_gsp_is_initialised_before_the_first_evaluation_and_saved_initialised(ma
     _, model = load_run(tmp_path / "run", weights="best")
     assert model.pooling.is_initialised and int(model.pooling.memory_filled) == 80
     with pytest.raises(ConfigError, match="evaluation.every: pooling needs 8 training samples"):
-        Trainer.from_config(load_config(make_config(model={"pooling": GSP}, data={"classes_per_batch": 2, "samples_per_class": 2},
-                                        evaluation={"every": 1, "patience": None})), tmp_path / "x")
+        Trainer.from_config(load_config(make_config(
+            model={"pooling": GSP}, data={"classes_per_batch": 2, "samples_per_class": 2},
+            evaluation={"every": 1, "patience": None})), tmp_path / "x")
 
 
 def test_load_run_refuses_an_uninitialised_gsp(make_config, tmp_path):

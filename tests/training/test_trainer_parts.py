@@ -25,8 +25,11 @@ class Blobs(Dataset):
 
     def __init__(self, classes, per_class, seed, with_labels=True):
         gen = torch.Generator().manual_seed(seed)
-        self.items = [(torch.randn(3, 1, 1, generator=gen) + 0.3 * torch.randn(3, 8, 8, generator=gen), c)
-                      for c in classes for _ in range(per_class)]
+        self.items = [
+            (torch.randn(3, 1, 1, generator=gen) + 0.3 * torch.randn(3, 8, 8, generator=gen), c)
+            for c in classes
+            for _ in range(per_class)
+        ]
         if with_labels:
             self.labels = torch.tensor([label for _, label in self.items]).numpy()
 
@@ -55,17 +58,23 @@ class Contrastive(nn.Module):
     def forward(self, embeddings, labels):
         distances = torch.cdist(embeddings, embeddings)
         same = labels[:, None] == labels[None, :]
-        return (distances[same].pow(2).mean() + F.relu(0.8 - distances[~same]).pow(2).mean())
+        return distances[same].pow(2).mean() + F.relu(0.8 - distances[~same]).pow(2).mean()
 
 
 def user_data(with_labels=True):
     train = SeededTransformDataset(Blobs(range(6), 8, seed=0, with_labels=with_labels), seed=1)
-    return DataSplits(train, EvalSplit(Blobs(range(6, 10), 5, seed=2)), EvalSplit(Blobs(range(10, 14), 5, seed=3)))
+    return DataSplits(
+        train, EvalSplit(Blobs(range(6, 10), 5, seed=2)), EvalSplit(Blobs(range(10, 14), 5, seed=3))
+    )
 
 
 def config_for(make_config, **sections):
-    base = {"data": {"classes_per_batch": 3, "samples_per_class": 4}, "schedule": {"max_steps": 12},
-            "evaluation": {"every": 4, "patience": None}, "optimizer": {"lr": 1e-2}}
+    base = {
+        "data": {"classes_per_batch": 3, "samples_per_class": 4},
+        "schedule": {"max_steps": 12},
+        "evaluation": {"every": 4, "patience": None},
+        "optimizer": {"lr": 1e-2},
+    }
     return load_config(make_config(**{**base, **sections}))
 
 
@@ -90,14 +99,24 @@ def test_a_plain_dataset_is_refused_before_step_1_naming_the_adapter(make_config
     data = user_data()
     data.train = Blobs(range(6), 8, seed=0)  # not adapted: takes integer indices only
     with pytest.raises(DataError, match=r"\(index, epoch\) keys.*SeededTransformDataset"):
-        Trainer(RunParts(TensorEmbedder(Net()), Contrastive(), data), config_for(make_config), tmp_path / "run")
+        Trainer(
+            RunParts(TensorEmbedder(Net()), Contrastive(), data),
+            config_for(make_config),
+            tmp_path / "run",
+        )
 
 
-def test_a_loss_reading_an_output_field_the_model_lacks_is_refused_before_step_1(make_config, tmp_path):
+def test_a_loss_reading_an_output_field_the_model_lacks_is_refused_before_step_1(
+    make_config, tmp_path
+):
     zsr = build_loss({"name": "zsr", "base": "c2"}, embedding_dim=8, num_classes=6)
     parts = RunParts(TensorEmbedder(Net()), zsr, user_data())
-    config = config_for(make_config, data={"classes_per_batch": 4, "samples_per_class": 2, "halves": True})
-    with pytest.raises(ConfigError, match="model.pooling: the loss reads the embedder output's attributes.*gsp"):
+    config = config_for(
+        make_config, data={"classes_per_batch": 4, "samples_per_class": 2, "halves": True}
+    )
+    with pytest.raises(
+        ConfigError, match="model.pooling: the loss reads the embedder output's attributes.*gsp"
+    ):
         Trainer(parts, config, tmp_path / "run")
 
 
@@ -131,13 +150,17 @@ class LazyShift(LazyInitialised, nn.Module):
         return x + self.shift
 
 
-def test_a_user_lazily_initialised_module_is_checked_and_finished_before_the_first_evaluation(make_config, tmp_path):
+def test_a_user_lazily_initialised_module_is_checked_and_finished_before_the_first_evaluation(
+    make_config, tmp_path
+):
     net = nn.Sequential(Net(), LazyShift(needed=24))
     config = config_for(make_config, schedule={"max_steps": 4})
     Trainer(RunParts(TensorEmbedder(net), Contrastive(), user_data()), config, tmp_path / "a").fit()
     assert net[1].finished_at == 4 * 12  # 4 steps of 3 x 4 samples, finished at the first round
     late = nn.Sequential(Net(), LazyShift(needed=49))
-    with pytest.raises(ConfigError, match="evaluation.every: module.1 needs 49 training samples.*only 48"):
+    with pytest.raises(
+        ConfigError, match="evaluation.every: module.1 needs 49 training samples.*only 48"
+    ):
         Trainer(RunParts(TensorEmbedder(late), Contrastive(), user_data()), config, tmp_path / "b")
 
 

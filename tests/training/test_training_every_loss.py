@@ -49,8 +49,8 @@ def test_short_training_improves_validation_map_at_r(tmp_path, make_config, loss
         data={"dataset": {"name": "collage_digits", "images_per_class": 16}, "classes_per_batch": 32 if samples == 1 else 8,
               "samples_per_class": samples, "halves": needs.halves},
         # GAP is one operator in both head placements; the local 1x1 head is what XML's histograms read
-        model={"backbone": {"name": "small_cnn"}, "embedding_dim": 64, "pooling": GSP if "attributes" in needs.reads else "gap",
-               "head": "local"},
+        model={"backbone": {"name": "small_cnn"}, "embedding_dim": 64, "head": "local",
+               "pooling": GSP if "attributes" in needs.reads else "gap"},
         optimizer={"lr": 2e-3}, schedule={"max_steps": 60}, evaluation={"every": 20, "patience": None},
         trainer={"progress": False},  # precision auto: bf16 where the CPU has it
     ))

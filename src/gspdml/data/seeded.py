@@ -18,7 +18,8 @@ to it (docs/design.md, "Contracts").
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -69,7 +70,7 @@ class SeededTransformDataset(Dataset):
     ``channels`` and ``class_names`` are the wrapped dataset's.
     """
 
-    def __init__(self, dataset: Dataset, transform: Optional[Callable] = None, seed: int = 0):
+    def __init__(self, dataset: Dataset, transform: Callable | None = None, seed: int = 0):
         self.dataset = dataset
         self.transform = transform
         self.seed = int(seed)

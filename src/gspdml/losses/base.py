@@ -43,7 +43,7 @@ class MetricLoss(nn.Module):
     #: what this loss itself needs of a batch and of the embedder output
     requires = BatchRequirements()
     #: the name of the training-event controller ``training/`` attaches to it (None: none)
-    controller: Optional[str] = None
+    controller: str | None = None
 
     def batch_requirements(self) -> BatchRequirements:
         """What the whole loss needs (its own ``requires``; wrappers add their parts')."""
@@ -105,7 +105,8 @@ class WeightedSum(MetricLoss):
 
 class ModuleLoss(MetricLoss):
     """A user loss: any module with ``forward(embeddings, labels) -> scalar``; it reads no other
-    output field and declares no batch requirement (subclass :class:`MetricLoss` to declare some)."""
+    output field and declares no batch requirement (subclass :class:`MetricLoss` to declare
+    some)."""
 
     def __init__(self, module: nn.Module):
         super().__init__()

@@ -67,7 +67,7 @@ class CrossBatchMemory(LossWrapper):
         self.register_buffer("step", torch.zeros((), dtype=torch.long))
 
     def batch_requirements(self) -> BatchRequirements:
-        """The base loss's, except that the memory brings positives: one sample per class will do."""
+        """The base loss's, except that the memory brings positives: one sample per class does."""
         return super().batch_requirements().with_memory()
 
     @property

@@ -76,7 +76,8 @@ class Pooling(nn.Module):
     #: The two orders agree for linear poolings (GAP) and differ for max-like and power poolings.
     head_placement = "global"
     #: the optional :class:`~gspdml.models.EmbedderOutput` fields this pooling fills (``weights``,
-    #: ``attributes``); a loss that reads one is refused before training unless the model declares it
+    #: ``attributes``); a loss that reads one is refused before training unless the model
+    #: declares it
     provides: frozenset[str] = frozenset()
 
     def __init__(self, in_channels: int):

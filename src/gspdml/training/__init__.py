@@ -1,4 +1,5 @@
-"""Training: the parts of a run, the loop, optimiser groups, checkpoints, backbone pre-training recipes, and the run directory."""
+"""Training: the parts of a run, the loop, optimiser groups, checkpoints, backbone pre-training
+recipes, and the run directory."""
 
 from gspdml.training.callbacks import Callback
 from gspdml.training.parts import RunParts, TensorEmbedder, build_run

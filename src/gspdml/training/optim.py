@@ -33,7 +33,7 @@ def parameter_groups(model: nn.Module, loss: nn.Module, multipliers: Mapping[str
     groups: list[dict[str, Any]] = []
     for part, key in EMBEDDER_PARTS.items():
         module = getattr(model, part, None)
-        params = [p for p in module.parameters() if p.requires_grad] if isinstance(module, nn.Module) else []
+        params = [p for p in module.parameters() if p.requires_grad] if module is not None else []
         if params:
             mult = float(multipliers.get(key, 1.0))
             groups.append({"name": part, "params": params, "lr": lr * mult, "initial_lr": lr * mult})

@@ -12,8 +12,9 @@ embedder (a tensor-returning one wrapped in :class:`TensorEmbedder`), a register
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from torch import nn
@@ -24,9 +25,9 @@ from gspdml.losses import MetricLoss, as_metric_loss, build_loss
 from gspdml.models import build_embedder
 from gspdml.models.output import EmbedderOutput
 from gspdml.training.callbacks import Callback
-from gspdml.training.rng import seed_everything
 from gspdml.training.ccp_controller import CCPController
 from gspdml.training.pretrain import resolve_recipe_weights
+from gspdml.training.rng import seed_everything
 
 #: the controllers a loss can declare (``MetricLoss.controller``), by name
 CONTROLLERS = {"ccp": CCPController}
@@ -68,11 +69,15 @@ def build_run(config: Mapping[str, Any]) -> RunParts:
     seed_everything(int(config["seed"]))
     data = build_data(config["data"]["dataset"], seed=int(config["seed"]))
     model = build_embedder(resolve_recipe_weights(config["model"]), data.channels)
-    loss = build_loss(config["loss"], "loss", embedding_dim=model.embedding_dim, num_classes=data.num_classes)
+    loss = build_loss(
+        config["loss"], "loss", embedding_dim=model.embedding_dim, num_classes=data.num_classes
+    )
     return RunParts(model, loss, data)
 
 
-def find_callbacks(model: nn.Module, loss: nn.Module, extra: Mapping[str, Callback]) -> dict[str, Callback]:
+def find_callbacks(
+    model: nn.Module, loss: nn.Module, extra: Mapping[str, Callback]
+) -> dict[str, Callback]:
     """Every callback of a run by a stable name: the modules of the model and the loss that are
     :class:`Callback` (``model.<module path>``, ``loss.<module path>``), the controller each loss
     module declares (``<controller>:loss.<module path>``), then ``extra``."""
@@ -84,11 +89,17 @@ def find_callbacks(model: nn.Module, loss: nn.Module, extra: Mapping[str, Callba
     for name, module in loss.named_modules(prefix="loss"):
         if isinstance(module, MetricLoss) and module.controller is not None:
             if module.controller not in CONTROLLERS:
-                raise ConfigError("loss", f"{name} declares the unknown controller {module.controller!r}; "
-                                          f"known: {', '.join(CONTROLLERS)}")
+                raise ConfigError(
+                    "loss",
+                    f"{name} declares the unknown controller {module.controller!r}; "
+                    f"known: {', '.join(CONTROLLERS)}",
+                )
             found[f"{module.controller}:{name}"] = CONTROLLERS[module.controller](module)
     for name, callback in extra.items():
         if name in found:
-            raise ConfigError("callbacks", f"two callbacks are named {name!r}; give the user callback another name")
+            raise ConfigError(
+                "callbacks",
+                f"two callbacks are named {name!r}; give the user callback another name",
+            )
         found[name] = callback
     return found

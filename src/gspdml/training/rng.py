@@ -21,8 +21,13 @@ def rng_state() -> dict[str, Any]:
     return {
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached": float(cached)},
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
         "python": [list(x) if isinstance(x, tuple) else x for x in random.getstate()],
     }
 
@@ -32,6 +37,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
     if state["cuda"]:
         torch.cuda.set_rng_state_all(state["cuda"])
     n = state["numpy"]
-    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"]))
+    np.random.set_state(
+        (n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"])
+    )
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))

@@ -82,9 +82,10 @@ def load_run(run_dir: Path | str, weights: str = "final", device: str = "cpu") -
     uninitialised = [name for name, module in model.named_modules()
                      if isinstance(module, LazyInitialised) and not module.is_initialised]
     if uninitialised:
-        raise ConfigError("weights", f"{path}: {', '.join(uninitialised)} was saved before it was initialised "
-                                     "(it pools as GAP); train the run again with this gspdml version, which initialises "
-                                     "them before the first evaluation")
+        raise ConfigError("weights", f"{path}: {', '.join(uninitialised)} was saved before it was "
+                                     "initialised (GSP: it pools as GAP); train the run again with "
+                                     "this gspdml version, which initialises it before the first "
+                                     "evaluation")
     return config, model
 
 

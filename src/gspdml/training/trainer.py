@@ -29,7 +29,8 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 import torch
 import yaml
@@ -43,8 +44,8 @@ from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
 from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
 from gspdml.errors import ConfigError, GspdmlError, TrainingError
 from gspdml.training.callbacks import Callback
-from gspdml.training.checkpoint import (CheckpointError, atomic_write_text, check_writable_folder, load_state,
-                                        save_state)
+from gspdml.training.checkpoint import (CheckpointError, atomic_write_text, check_writable_folder,
+                                        load_state, save_state)
 from gspdml.training.config_changes import check_resume_config
 from gspdml.training import distributed as ddp
 from gspdml.training.host_memory import keep_freed_host_memory
@@ -55,11 +56,11 @@ from gspdml.models.inference import autocast_context, embed, resolve_device, spl
 from gspdml.training.metrics_log import MetricsLog, tensorboard_wanted
 from gspdml.training.optim import PlateauSchedule, StepDecay, build_optimizer, clip_gradients
 from gspdml.training.parts import RunParts, build_run, find_callbacks
-from gspdml.training.preflight import (check_lazy_initialisation, check_loss_declarations, check_training_dataset,
-                                       check_warmup, lazy_modules)
+from gspdml.training.preflight import (check_lazy_initialisation, check_loss_declarations,
+                                       check_training_dataset, check_warmup, lazy_modules)
 from gspdml.training.rng import rng_state, set_rng_state
-from gspdml.training.run_dir import (BEST_WEIGHTS_FILE, CHECKPOINT_FILE, CONFIG_FILE, METRICS_FILE, RESULTS_FILE,
-                                     TENSORBOARD_DIR, WEIGHTS_FILE, save_weights)
+from gspdml.training.run_dir import (BEST_WEIGHTS_FILE, CHECKPOINT_FILE, CONFIG_FILE, METRICS_FILE,
+                                     RESULTS_FILE, TENSORBOARD_DIR, WEIGHTS_FILE, save_weights)
 
 
 class Trainer:
@@ -71,8 +72,8 @@ class Trainer:
     ``train_dataset``, ``device``, ``step``, :meth:`embed` and :meth:`evaluate`.
     """
 
-    def __init__(self, parts: RunParts, config: dict[str, Any], run_dir: Path | str, *, resume: bool = False,
-                 allow_changes: bool = False):
+    def __init__(self, parts: RunParts, config: dict[str, Any], run_dir: Path | str, *,
+                 resume: bool = False, allow_changes: bool = False):
         self.config, self.run_dir = config, Path(run_dir)
         self.checkpoint_path = self.run_dir / CHECKPOINT_FILE
         self.best_path = self.run_dir / BEST_WEIGHTS_FILE
@@ -95,13 +96,15 @@ class Trainer:
             self._restore(load_state(self.checkpoint_path)[0])
         data, ev = config["data"], config["evaluation"]
         first = min(ev["every"], config["schedule"]["max_steps"]) - self.step
-        check_lazy_initialisation(self.model, first, data["classes_per_batch"] * data["samples_per_class"])
+        batch = data["classes_per_batch"] * data["samples_per_class"]
+        check_lazy_initialisation(self.model, first, batch)
         if self.is_main:
             self._open_run_dir(resume, changed)
 
     @classmethod
     def from_config(cls, config: dict[str, Any], run_dir: Path | str, *, resume: bool = False,
-                    allow_changes: bool = False, callbacks: Mapping[str, Callback] | None = None) -> Trainer:
+                    allow_changes: bool = False,
+                    callbacks: Mapping[str, Callback] | None = None) -> Trainer:
         """The trainer of the parts ``config`` describes, with the user's ``callbacks`` (by name):
         the run directory is checked first, then the parts are built
         (:func:`~gspdml.training.parts.build_run`, pre-training included)."""
@@ -115,7 +118,8 @@ class Trainer:
         """Processes, device and precision (``trainer`` section)."""
         tr = self.config["trainer"]
         self.tensorboard = tensorboard_wanted(tr["tensorboard"])
-        self.dist, self.device = ddp.setup_distributed(tr.get("distributed", "auto"), resolve_device(tr["device"]))
+        device = resolve_device(tr["device"])
+        self.dist, self.device = ddp.setup_distributed(tr.get("distributed", "auto"), device)
         self.is_main = self.dist is None or self.dist.is_main
         if self.device.type == "cpu" and tr["keep_freed_memory"]:
             keep_freed_host_memory()  # no fresh pages to fault in at every step (glibc)
@@ -143,17 +147,19 @@ class Trainer:
         check_training_dataset(self.train_dataset)
 
     def _build_sampler(self):
-        """Batches of ``(index, epoch)`` items: augmentation is a function of (seed, epoch, index)."""
-        data_cfg, seed = self.config["data"], int(self.config["seed"])
+        """Batches of ``(index, epoch)`` items: augmentation is a function of (seed, epoch,
+        index)."""
+        data, seed = self.config["data"], int(self.config["seed"])
         rank, world = (self.dist.rank, self.dist.world_size) if self.dist else (0, 1)
         labels = self.train_dataset.labels
-        if data_cfg["sampler"] == "random":  # batches of classes_per_batch x samples_per_class random items
-            return RandomBatchSampler(labels, data_cfg["classes_per_batch"] * data_cfg["samples_per_class"],
+        if data["sampler"] == "random":  # classes_per_batch x samples_per_class random items
+            return RandomBatchSampler(labels, data["classes_per_batch"] * data["samples_per_class"],
                                       seed=seed, rank=rank, world_size=world, with_epoch=True)
+        names = getattr(self.train_dataset, "class_names", None)  # optional (dataset protocol)
         return ClassBalancedBatchSampler(
-            labels, data_cfg["classes_per_batch"], data_cfg["samples_per_class"], halves=bool(data_cfg["halves"]),
-            replacement=bool(data_cfg["replacement"]), seed=seed, rank=rank, world_size=world,
-            class_names=getattr(self.train_dataset, "class_names", None), with_epoch=True,
+            labels, data["classes_per_batch"], data["samples_per_class"],
+            halves=bool(data["halves"]), replacement=bool(data["replacement"]), seed=seed,
+            rank=rank, world_size=world, class_names=names, with_epoch=True,
         )
 
     def _setup_optimisation(self) -> None:
@@ -161,7 +167,8 @@ class Trainer:
         cfg = self.config
         self.optimizer = build_optimizer(cfg["optimizer"], self.model, self.loss)
         plateau, decay = cfg["schedule"]["plateau"], cfg["schedule"]["step_decay"]
-        self.plateau = PlateauSchedule(self.optimizer, float(cfg["optimizer"]["lr"]), **plateau) if plateau else None
+        lr = float(cfg["optimizer"]["lr"])
+        self.plateau = PlateauSchedule(self.optimizer, lr, **plateau) if plateau else None
         self.step_decay = StepDecay(self.optimizer, **decay) if decay else None
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
 
@@ -465,7 +472,7 @@ class Trainer:
                 "stopped_early": self.stopped_early, "finished": self.finished,
             },
             "rng": rng_state(),
-            "callbacks": {name: callback.callback_state() for name, callback in self.callbacks.items()},
+            "callbacks": {name: c.callback_state() for name, c in self.callbacks.items()},
         }
         save_state(self.checkpoint_path, state, {"step": self.step})
 
@@ -485,28 +492,32 @@ class Trainer:
         """The trainer's own counters, and nothing else a checkpoint might hold."""
         unknown = sorted(set(counters) - set(COUNTERS))
         if unknown:
-            raise CheckpointError(f"{self.checkpoint_path}: unknown trainer state {unknown}; known: {', '.join(COUNTERS)}")
+            raise CheckpointError(f"{self.checkpoint_path}: unknown trainer state {unknown}; "
+                                  f"known: {', '.join(COUNTERS)}")
         for key, kind in COUNTERS.items():
             setattr(self, key, kind(counters[key]))
 
     def _restore_callbacks(self, saved: dict[str, Any]) -> None:
         """Each callback's state by its name (a callback without saved state starts afresh; the
         empty state of a stateless callback that is gone is dropped)."""
+        saved = saved or {}  # an older gspdml's list without callbacks reads as none
         if not isinstance(saved, dict):
-            raise CheckpointError(f"{self.checkpoint_path} keeps callback state by position (an older gspdml); "
-                                  "resume it with that version")
-        unknown = sorted(name for name, state in saved.items() if state and name not in self.callbacks)
+            raise CheckpointError(f"{self.checkpoint_path} keeps callback state by position (an "
+                                  "older gspdml); resume it with that version")
+        unknown = sorted(name for name, kept in saved.items()
+                         if kept and name not in self.callbacks)
         if unknown:
-            raise CheckpointError(f"{self.checkpoint_path} holds the state of callbacks {unknown}, which this run "
-                                  f"does not have (it has: {', '.join(self.callbacks) or 'none'})")
+            raise CheckpointError(f"{self.checkpoint_path} holds the state of callbacks {unknown}, "
+                                  f"which this run does not have (it has: "
+                                  f"{', '.join(self.callbacks) or 'none'})")
         for name, callback in self.callbacks.items():
             if name in saved:
                 callback.load_callback_state(saved[name])
 
 
 #: the trainer's counters a checkpoint restores, with their types
-COUNTERS = {"step": int, "best_metric": float, "best_step": int, "bad_rounds": int, "stopped_early": bool,
-            "finished": bool}
+COUNTERS = {"step": int, "best_metric": float, "best_step": int, "bad_rounds": int,
+            "stopped_early": bool, "finished": bool}
 
 
 class TrainingInterrupted(GspdmlError):
@@ -526,13 +537,15 @@ def _resolved(config: dict[str, Any]) -> dict[str, Any]:
         return config
 
 
-def run_dir_changes(run_dir: Path, config: dict[str, Any], resume: bool, allow_changes: bool) -> dict:
+def run_dir_changes(run_dir: Path, config: dict[str, Any], resume: bool,
+                    allow_changes: bool) -> dict:
     """Refuse a run directory that already holds a run (unless resuming), that holds nothing to
     resume, whose saved config differs (:mod:`gspdml.training.config_changes`) or that cannot be
     written; returns the allowed changes ``{key: (old, new)}``."""
     checkpoint = run_dir / CHECKPOINT_FILE
     if not resume and checkpoint.exists():
-        raise ConfigError("name", f"{run_dir} already holds a run; resume it (--resume) or choose another name")
+        raise ConfigError("name", f"{run_dir} already holds a run; resume it (--resume) or choose "
+                                  "another name")
     if resume and not checkpoint.exists():
         raise ConfigError("name", f"nothing to resume: no checkpoint in {run_dir}")
     changed = {}

@@ -47,8 +47,8 @@ from torch import nn
 from gspdml.errors import ConfigError
 from gspdml.ops.kcenter import greedy_k_center
 from gspdml.ops.normalize import clip_normalize
-from gspdml.pooling.base import (POOLINGS, LazyInitialised, Pooled, Pooling, channels_first_locations,
-                                 unflatten_weights)
+from gspdml.pooling.base import (POOLINGS, LazyInitialised, Pooled, Pooling,
+                                 channels_first_locations, unflatten_weights)
 from gspdml.pooling.gsp.fused import cost_parts, fused_gsp, pooling_weights
 from gspdml.pooling.gsp.transport import BACKWARDS, exporting, partial_transport
 
