@@ -70,8 +70,8 @@ def check_warmup(model: nn.Module, warmup_steps: int) -> None:
 
 def check_training_dataset(dataset: Dataset) -> None:
     """``dataset`` follows :class:`~gspdml.data.seeded.TrainingDataset`: one label per item, and
-    item ``(0, 0)`` is ``(image tensor, label)``. Reading it leaves every random generator as it
-    was."""
+    item ``(0, 0)`` is ``(image tensor, label)``. Reading it leaves the host's random generators
+    as they were."""
     labels = getattr(dataset, "labels", None)
     if labels is None or len(labels) != len(dataset):
         raise DataError(
@@ -82,7 +82,7 @@ def check_training_dataset(dataset: Dataset) -> None:
         raise DataError(
             f"the training dataset's labels must be integers, got {np.asarray(labels).dtype}"
         )
-    state = rng_state()
+    state = rng_state(cuda=False)
     try:
         item = dataset[(0, 0)]
     except (IndexError, KeyError, TypeError, ValueError) as error:
