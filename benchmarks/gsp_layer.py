@@ -283,9 +283,10 @@ def demo_trainer_table(repeats: int, warmup: int = 30, timed: int = 40, chunk: i
         for repeat in range(max(1, repeats // 5)):
             for name in means:
                 overrides = [f"schedule.max_steps={warmup + timed}", "evaluation.every=100000", "trainer.progress=false"]
-                trainer = Trainer(load_config(f"scratch-{name}", overrides), Path(folder) / f"{name}-{repeat}")
                 clock = StepClock()
-                trainer.callbacks.append(clock)
+                config = load_config(f"scratch-{name}", overrides)
+                trainer = Trainer.from_config(config, Path(folder) / f"{name}-{repeat}",
+                                              callbacks={"clock": clock})
                 trainer.fit()
                 means[name].extend(clock.chunk_means(warmup, chunk))
     gap, gsp = min(means["gap"]) * 1e3, min(means["gsp"]) * 1e3

@@ -69,7 +69,7 @@ def train_fresh(cfg: RunConfig, out: Path):
 
     run_dir = out / cfg.name
     shutil.rmtree(run_dir, ignore_errors=True)
-    trainer = Trainer(cfg, run_dir)
+    trainer = Trainer.from_config(cfg, run_dir)
     trainer.fit()
     return trainer
 

@@ -43,7 +43,7 @@ def run(variant: str, seed: int, steps: int, out: Path) -> dict:
         "evaluation": {"every": max(steps // 5, 1), "patience": None, "metric": "map_at_r"},
         "trainer": {"progress": False, "precision": "fp32"},
     })
-    results = Trainer(config, out / config["name"]).fit()
+    results = Trainer.from_config(config, out / config["name"]).fit()
     return {"variant": variant, "seed": seed, "steps": steps, "val_map_at_r": results["best_map_at_r"],
             "test_map_at_r": results["test"]["map_at_r"], "test_precision_at_1": results["test"]["precision_at_1"]}
 

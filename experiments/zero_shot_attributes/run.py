@@ -179,8 +179,8 @@ def train_and_measure(config: RunConfig, out: Path,
     (where training ended, from the last checkpoint)."""
     run_dir = out / config.name
     shutil.rmtree(run_dir, ignore_errors=True)
-    trainer, keeper = Trainer(config, run_dir), BestLossState()
-    trainer.callbacks.append(keeper)
+    keeper = BestLossState()
+    trainer = Trainer.from_config(config, run_dir, callbacks={"best_loss_state": keeper})
     trainer.fit()  # restores the best round's model weights
     trainer.loss.load_state_dict(keeper.state)
     selected = measure(trainer, config.seed, repeats)

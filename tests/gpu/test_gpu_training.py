@@ -25,7 +25,7 @@ def test_a_tiny_run_trains_on_cuda_with_a_finite_loss(make_config, tmp_path, pre
         model={"pooling": POOLINGS[pooling]}, schedule={"max_steps": 6}, evaluation={"every": 3, "patience": None},
         trainer={"device": "cuda", "precision": precision, "progress": False},
     ))
-    trainer = Trainer(config, tmp_path / "run")
+    trainer = Trainer.from_config(config, tmp_path / "run")
     assert {p.device.type for p in trainer.model.parameters()} == {"cuda"}
     assert (trainer.scaler is not None) == (precision == "fp16")
     results = trainer.fit()

@@ -73,9 +73,8 @@ def train_rank(rank: int, world_size: int, port: int, jobs: list, backend: str =
     dist.init_process_group(backend)
     try:
         for config, run_dir, resume, crash_after in jobs:
-            trainer = Trainer(config, run_dir, resume=resume)
-            if crash_after is not None:
-                trainer.callbacks.append(CrashAfter(crash_after))
+            callbacks = {"crash": CrashAfter(crash_after)} if crash_after is not None else {}
+            trainer = Trainer.from_config(config, run_dir, resume=resume, callbacks=callbacks)
             try:
                 trainer.fit()
             except SimulatedCrash:

@@ -66,8 +66,9 @@ def test_only_a_frozen_backbone_may_be_cached():
 def test_training_with_the_cache_matches_training_without(tmp_path):
     overrides = ["trainer.progress=false", "trainer.precision=fp32", "data.dataset.images_per_class=6", "schedule.max_steps=4",
                  "evaluation.every=2", "model.backbone={name: small_cnn, widths: [8, 16], weights: smoke-small_cnn-digits, frozen: true}"]
-    plain = Trainer(load_config("demo-gmp", overrides), tmp_path / "plain").fit()
-    cached_trainer = Trainer(load_config("demo-gmp", [*overrides, "model.cache_backbone_features=true"]), tmp_path / "cached")
+    plain = Trainer.from_config(load_config("demo-gmp", overrides), tmp_path / "plain").fit()
+    cached_config = load_config("demo-gmp", [*overrides, "model.cache_backbone_features=true"])
+    cached_trainer = Trainer.from_config(cached_config, tmp_path / "cached")
     cached = cached_trainer.fit()
     assert cached_trainer.model.feature_cache.hits > 0
     assert cached["test"]["map_at_r"] == pytest.approx(plain["test"]["map_at_r"], abs=1e-6)

@@ -132,7 +132,7 @@ def _assert_resume_is_exact(straight, resumed):
 
 def _initial_state(cfg, run_dir):
     """Weights and loss state before the first step (a trainer that has not trained yet)."""
-    trainer = Trainer(copy.deepcopy(cfg), run_dir)
+    trainer = Trainer.from_config(copy.deepcopy(cfg), run_dir)
     return trainer.model.state_dict(), trainer.loss.state_dict()
 
 

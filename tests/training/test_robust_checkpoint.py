@@ -44,8 +44,8 @@ class FaultAtStep(Callback):
 
 
 def _fit_with_fault(config, install, remove):
-    trainer = Trainer(config, config["output_dir"] + "/run")
-    trainer.callbacks.append(FaultAtStep(4, install, remove))
+    fault = FaultAtStep(4, install, remove)
+    trainer = Trainer.from_config(config, config["output_dir"] + "/run", callbacks={"fault": fault})
     try:
         with pytest.raises(CheckpointWriteError, match=f"cannot write {trainer.checkpoint_path}") as info:
             trainer.fit()
@@ -76,7 +76,7 @@ def test_file_size_limit_while_checkpointing(config):
     trainer, info = _fit_with_fault(config, install, remove)
     assert "File too large" in str(info.value) or "27" in str(info.value)
     _assert_previous_checkpoint_survives(trainer, saved["bytes"])
-    resumed = Trainer(config, trainer.run_dir, resume=True)
+    resumed = Trainer.from_config(config, trainer.run_dir, resume=True)
     assert resumed.step == 2
     assert resumed.fit()["steps"] == 4
 

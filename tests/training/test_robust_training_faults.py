@@ -40,8 +40,7 @@ class DivergeAfter(Callback):
 def test_nan_embeddings_stop_the_run_and_keep_the_last_good_checkpoint(root, tmp_path):
     config = load_config({**folder_config(root, tmp_path / "runs"), "schedule": {"max_steps": 6},
                           "evaluation": {"every": 2, "split": "test", "patience": None, "recall_at": [1]}})
-    trainer = Trainer(config, tmp_path / "run")
-    trainer.callbacks.append(DivergeAfter(3))
+    trainer = Trainer.from_config(config, tmp_path / "run", callbacks={"diverge": DivergeAfter(3)})
     with pytest.raises(TrainingError, match=rf"non-finite embeddings \(loss nan\) at step 4; .*{trainer.checkpoint_path} is intact"):
         trainer.fit()
     state, meta = load_state(trainer.checkpoint_path)
@@ -49,7 +48,7 @@ def test_nan_embeddings_stop_the_run_and_keep_the_last_good_checkpoint(root, tmp
     assert all(torch.isfinite(v).all() for v in state["model"].values())
     assert not (tmp_path / "run" / "model.safetensors").exists()
     # the surviving checkpoint resumes (here without the fault) to the end
-    assert Trainer(config, tmp_path / "run", resume=True).fit()["steps"] == 6
+    assert Trainer.from_config(config, tmp_path / "run", resume=True).fit()["steps"] == 6
 
 
 def test_one_sample_class_is_named_or_sampled_with_replacement(tmp_path):

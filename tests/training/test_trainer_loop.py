@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import pytest
@@ -6,12 +7,18 @@ from torch import nn
 
 from gspdml.config import load_config
 from gspdml.errors import TrainingError
-from gspdml.losses import LOSSES, MetricLoss
-from gspdml.training import Trainer, load_run
+from gspdml.losses import MetricLoss
+from gspdml.training import Trainer, build_run, load_run
 from gspdml.training.checkpoint import load_state
 
 
-@LOSSES.register("test_proxies")
+def with_loss(config, make_loss):
+    """The parts of ``config`` with a test loss injected (no registry entry needed)."""
+    parts = build_run(config)
+    loss = make_loss(parts.model.embedding_dim, parts.data.num_classes)
+    return dataclasses.replace(parts, loss=loss)
+
+
 class ProxyCE(MetricLoss):
     """A proxy loss owning parameters with a x100 learning rate (test only)."""
 
@@ -25,9 +32,9 @@ class ProxyCE(MetricLoss):
 
 
 def test_every_parameter_is_optimised_with_its_multiplier_and_warmup_freezes_the_backbone(tmp_path, make_config):
-    config = load_config(make_config(loss={"name": "test_proxies"}, schedule={"max_steps": 6, "warmup_steps": 3},
+    config = load_config(make_config(schedule={"max_steps": 6, "warmup_steps": 3},
                                      optimizer={"lr": 1e-3, "lr_multipliers": {"head": 2.0}}, model={"head": "local"}))
-    trainer = Trainer(config, tmp_path / "run")
+    trainer = Trainer(with_loss(config, ProxyCE), config, tmp_path / "run")
     groups = {g["name"]: g for g in trainer.optimizer.param_groups}
     assert groups["head"]["lr"] == pytest.approx(2e-3)
     assert groups["loss x100"]["lr"] == pytest.approx(0.1)
@@ -50,7 +57,7 @@ def test_early_stopping_restores_the_best_weights(tmp_path, make_config):
     # lr so large that validation quickly stops improving
     config = load_config(make_config(optimizer={"lr": 0.5}, schedule={"max_steps": 200},
                                      evaluation={"every": 2, "patience": 2}))
-    results = Trainer(config, tmp_path / "run").fit()
+    results = Trainer.from_config(config, tmp_path / "run").fit()
     assert results["stopped_early"] and results["steps"] < 200
     records = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     val = [r for r in records if r["split"] == "val"]
@@ -66,13 +73,12 @@ def test_early_stopping_restores_the_best_weights(tmp_path, make_config):
 def test_plateau_halves_the_learning_rate(tmp_path, make_config):
     config = load_config(make_config(optimizer={"lr": 0.5}, schedule={"max_steps": 16, "plateau": {"factor": 0.5, "patience": 1}},
                                      evaluation={"every": 2, "patience": None}))
-    trainer = Trainer(config, tmp_path / "run")
+    trainer = Trainer.from_config(config, tmp_path / "run")
     trainer.fit()
     assert trainer.plateau.scale < 1.0
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.5 * trainer.plateau.scale)
 
 
-@LOSSES.register("test_nan_after")
 class NanAfter(MetricLoss):
     def __init__(self, steps: int = 7):
         super().__init__()
@@ -85,8 +91,9 @@ class NanAfter(MetricLoss):
 
 
 def test_non_finite_loss_stops_with_a_message_and_the_last_checkpoint_intact(tmp_path, make_config):
-    config = load_config(make_config(loss={"name": "test_nan_after", "steps": 7}, evaluation={"every": 5, "patience": None}))
-    trainer = Trainer(config, tmp_path / "run")
+    config = load_config(make_config(evaluation={"every": 5, "patience": None}))
+    parts = with_loss(config, lambda dim, classes: NanAfter(steps=7))
+    trainer = Trainer(parts, config, tmp_path / "run")
     with pytest.raises(TrainingError, match="non-finite loss .* step 8.*intact"):
         trainer.fit()
     state, meta = load_state(tmp_path / "run" / "checkpoints" / "last.safetensors")

@@ -25,7 +25,7 @@ GSP = {"name": "gsp", "num_prototypes": 8, "memory_size": 512, "iters": 10}
 def test_a_validation_split_that_cannot_rank_is_refused_for_selection(make_config, tmp_path):
     one_class = {"dataset": {"name": "collage_digits", "images_per_class": 8, "class_split": [12, 1, 6]}}
     with pytest.raises(ConfigError, match="evaluation.split: the val split cannot select a model: 1 classes"):
-        Trainer(load_config(make_config(data=one_class)), tmp_path / "run")
+        Trainer.from_config(load_config(make_config(data=one_class)), tmp_path / "run")
 
 
 def test_without_selection_the_last_step_is_kept_and_said(make_config, capsys, tmp_path):
@@ -40,22 +40,24 @@ def test_without_selection_the_last_step_is_kept_and_said(make_config, capsys, t
 
 
 def test_pair_losses_need_two_samples_per_class(make_config, tmp_path):
-    with pytest.raises(ConfigError, match="data.samples_per_class: pair losses need at least 2"):
-        Trainer(load_config(make_config(data={"samples_per_class": 1})), tmp_path / "a")
+    with pytest.raises(ConfigError, match="data.samples_per_class: the loss needs at least 2"):
+        Trainer.from_config(load_config(make_config(data={"samples_per_class": 1})), tmp_path / "a")
     # a proxy loss trains on one sample per class
-    Trainer(load_config(make_config(data={"samples_per_class": 1}, loss={"name": "proxy_anchor"})), tmp_path / "b")
+    proxy = load_config(make_config(data={"samples_per_class": 1}, loss={"name": "proxy_anchor"}))
+    Trainer.from_config(proxy, tmp_path / "b")
 
 
 def test_gsp_is_initialised_before_the_first_evaluation_and_saved_initialised(make_config, tmp_path, capsys):
     # 5 steps of 16 samples fill 80 of the 512 memory slots by the first evaluation
     config = load_config(make_config(model={"pooling": GSP}, schedule={"max_steps": 10}))
     train(config, tmp_path / "run")
-    assert "prototypes initialised at step 5 from 80 samples" in capsys.readouterr().err
+    assert "pooling: initialised at step 5 from 80 samples" in capsys.readouterr().err
     _, model = load_run(tmp_path / "run", weights="best")
     assert model.pooling.is_initialised and int(model.pooling.memory_filled) == 80
     with pytest.raises(ConfigError, match="evaluation.every: pooling needs 8 training samples"):
-        Trainer(load_config(make_config(model={"pooling": GSP}, data={"classes_per_batch": 2, "samples_per_class": 2},
-                                        evaluation={"every": 1, "patience": None})), tmp_path / "x")
+        Trainer.from_config(load_config(make_config(
+            model={"pooling": GSP}, data={"classes_per_batch": 2, "samples_per_class": 2},
+            evaluation={"every": 1, "patience": None})), tmp_path / "x")
 
 
 def test_load_run_refuses_an_uninitialised_gsp(make_config, tmp_path):
@@ -63,7 +65,7 @@ def test_load_run_refuses_an_uninitialised_gsp(make_config, tmp_path):
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "config.yaml").write_text(dump_config(config))
     save_weights(tmp_path / "old" / "model.safetensors", build_embedder(config["model"], 3), 3, config)
-    with pytest.raises(ConfigError, match="before its prototypes were initialised"):
+    with pytest.raises(ConfigError, match="pooling was saved before it was initialised"):
         load_run(tmp_path / "old")
 
 

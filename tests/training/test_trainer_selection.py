@@ -21,7 +21,7 @@ def rounds(run_dir, split="val"):
 
 def test_rounds_log_nmi_and_select_the_best_harmonic_mean(tmp_path, make_config):
     config = load_config(make_config(evaluation={"every": 5, "patience": None, "metric": "nmi_r1_hmean"}))
-    results = Trainer(config, tmp_path / "run").fit()
+    results = Trainer.from_config(config, tmp_path / "run").fit()
     val = rounds(tmp_path / "run")
     assert len(val) == 6
     for r in val:
@@ -49,7 +49,7 @@ def test_selection_follows_the_harmonic_mean_not_map_at_r(tmp_path, make_config,
     monkeypatch.setattr(metrics_module, "clustering_scores", scripted)
     config = load_config(make_config(evaluation={"every": 2, "patience": None, "metric": "nmi_r1_hmean"},
                                      optimizer={"lr": 3e-2}))
-    results = Trainer(config, tmp_path / "run").fit()
+    results = Trainer.from_config(config, tmp_path / "run").fit()
     val = rounds(tmp_path / "run")
     by_map = max(val, key=lambda r: r["map_at_r"])
     by_hmean = max(val, key=lambda r: r["nmi_r1_hmean"])
@@ -75,9 +75,8 @@ def test_rounds_log_post_processed_metrics_and_select_by_the_option(tmp_path, ma
     steps = [{"name": "pca_whiten", "dim": 8}, "dba", "qe"]
     config = load_config(make_config(evaluation={"every": 5, "patience": None, "postprocess": steps,
                                                  "select_postprocessed": select_postprocessed}))
-    trainer = Trainer(config, tmp_path / "run")
     check = RecomputePostprocessed(steps)
-    trainer.callbacks.append(check)
+    trainer = Trainer.from_config(config, tmp_path / "run", callbacks={"check": check})
     results = trainer.fit()
     val = rounds(tmp_path / "run")
     assert [r["step"] for r in val] == [step for step, _, _ in check.seen] == [5, 10, 15, 20, 25, 30]
@@ -99,10 +98,10 @@ def test_rounds_log_post_processed_metrics_and_select_by_the_option(tmp_path, ma
 
 def test_only_whitening_embeds_the_training_split_and_plain_rounds_log_no_extra_metrics(tmp_path, make_config, monkeypatch):
     config = load_config(make_config(evaluation={"every": 10, "patience": None, "postprocess": ["qe"]}))
-    trainer = Trainer(config, tmp_path / "run")
+    trainer = Trainer.from_config(config, tmp_path / "run")
     monkeypatch.setattr(trainer, "embed", lambda dataset: pytest.fail("qe needs no training embeddings"))
     trainer.fit()
     assert all("postprocessed_map_at_r" in r for r in rounds(tmp_path / "run"))
     plain = load_config(make_config(evaluation={"every": 10, "patience": None}))
-    Trainer(plain, tmp_path / "plain").fit()
+    Trainer.from_config(plain, tmp_path / "plain").fit()
     assert not any(k.startswith("postprocessed_") or k == "nmi" for r in rounds(tmp_path / "plain") for k in r)

@@ -10,9 +10,16 @@ before creating the DataLoader iterator (enough with the default ``persistent_wo
 which re-sends the dataset to the workers on every ``iter``), or the sampler yields
 ``(index, epoch)`` pairs (:class:`~gspdml.data.samplers.ClassBalancedBatchSampler` with
 ``with_epoch=True``), which also works with persistent workers.
+
+The trainer's samplers yield ``(index, epoch)`` pairs, so a training split follows
+:class:`TrainingDataset`; :class:`SeededTransformDataset` adapts any ``(image, label)`` dataset
+to it (docs/design.md, "Contracts").
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -27,19 +34,50 @@ def seeded_generator(seed: int, epoch: int, index: int) -> torch.Generator:
     return generator
 
 
-class SeededTransformDataset(Dataset):
-    """Wrap ``dataset`` (items ``(image, label)``) and apply ``transform(image, generator)``.
+class TrainingDataset(Protocol):
+    """The protocol of a training split.
 
-    Indices may be ints (the epoch is :attr:`epoch`, set with :meth:`set_epoch`) or
-    ``(index, epoch)`` pairs. ``labels``, ``classes``, ``paths``, ``channels`` and ``class_names``
-    are those of the wrapped dataset.
+    * ``dataset[(index, epoch)]`` is ``(image, label)``: ``image`` a float tensor ``[C, H, W]``,
+      ``label`` an int in ``[0, num_classes)``; its augmentation is a function of
+      ``(seed, epoch, index)`` alone (:func:`seeded_generator`), so a resumed run and any number
+      of DataLoader workers see the same images. A plain integer ``index`` reads the item at the
+      current epoch (``set_epoch``; 0 by default): CCP's proxy pool and PCA-whitening embed the
+      training split in order.
+    * ``labels``: the int64 array of every item's label, read without decoding images (samplers).
+    * ``len(dataset)`` items; optional ``channels`` (3 when absent), ``class_names`` and ``paths``.
     """
 
-    def __init__(self, dataset: Dataset, transform, seed: int = 0):
+    labels: np.ndarray
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, key: tuple[int, int] | int) -> tuple[torch.Tensor, int]: ...
+
+
+def item_labels(dataset: Dataset) -> np.ndarray:
+    """The int64 label of every item: ``dataset.labels`` when it has them, else read once item
+    by item (each image is decoded once)."""
+    if hasattr(dataset, "labels"):
+        return np.asarray(dataset.labels, dtype=np.int64)
+    return np.asarray([int(dataset[i][1]) for i in range(len(dataset))], dtype=np.int64)
+
+
+class SeededTransformDataset(Dataset):
+    """Wrap ``dataset`` (items ``(image, label)``, plain integer indices) and apply
+    ``transform(image, generator)``: the adapter of any such dataset to :class:`TrainingDataset`.
+
+    Indices may be ints (the epoch is :attr:`epoch`, set with :meth:`set_epoch`) or
+    ``(index, epoch)`` pairs. ``transform=None`` leaves images as they are. ``labels`` are those
+    of the wrapped dataset (read once from its items when it has none); ``classes``, ``paths``,
+    ``channels`` and ``class_names`` are the wrapped dataset's.
+    """
+
+    def __init__(self, dataset: Dataset, transform: Callable | None = None, seed: int = 0):
         self.dataset = dataset
         self.transform = transform
         self.seed = int(seed)
         self.epoch = 0
+        self.labels = item_labels(dataset)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -48,11 +86,13 @@ class SeededTransformDataset(Dataset):
         return len(self.dataset)
 
     def __getattr__(self, name: str):
-        if name in ("labels", "classes", "paths", "channels", "class_names"):
+        if name in ("classes", "paths", "channels", "class_names"):
             return getattr(self.__dict__["dataset"], name)
         raise AttributeError(name)
 
     def __getitem__(self, key):
         index, epoch = (key if isinstance(key, tuple) else (key, self.epoch))
         image, label = self.dataset[int(index)]
+        if self.transform is None:
+            return image, label
         return self.transform(image, seeded_generator(self.seed, epoch, index)), label

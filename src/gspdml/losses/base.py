@@ -12,6 +12,12 @@ Conventions (docs/design.md):
 * Wrappers (XBM, CCP, ZSR, XML, Metrix) subclass :class:`~gspdml.losses.wrapper.LossWrapper`:
   they hold a ``base`` loss and are registered like any other.
 * Arguments named ``embedding_dim`` and ``num_classes`` are supplied by the trainer, not the config.
+* A loss declares what it needs of a batch and of the embedder output in ``requires`` (a
+  :class:`~gspdml.losses.requirements.BatchRequirements`; wrappers and sums combine theirs with
+  their parts' in :meth:`MetricLoss.batch_requirements`), and the training-event controller it
+  needs in ``controller`` (``"ccp"``; ``training/`` attaches it). The trainer checks these once.
+* A user loss, any ``nn.Module`` with ``forward(embeddings, labels)``, becomes a loss through
+  :func:`as_metric_loss`.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any, Optional, Sequence
 import torch
 from torch import nn
 
+from gspdml.losses.requirements import BatchRequirements, combined
 from gspdml.models.output import EmbedderOutput
 from gspdml.registry import Registry, parse_spec
 
@@ -33,6 +40,14 @@ class MetricLoss(nn.Module):
     supplied_by_caller = ("embedding_dim", "num_classes")
     #: learning-rate multiplier for this loss's own parameters (e.g. 100 for proxies)
     lr_multiplier: float = 1.0
+    #: what this loss itself needs of a batch and of the embedder output
+    requires = BatchRequirements()
+    #: the name of the training-event controller ``training/`` attaches to it (None: none)
+    controller: str | None = None
+
+    def batch_requirements(self) -> BatchRequirements:
+        """What the whole loss needs (its own ``requires``; wrappers add their parts')."""
+        return self.requires
 
     def forward(
         self, embeddings: torch.Tensor, labels: torch.Tensor, output: Optional[EmbedderOutput] = None
@@ -83,6 +98,27 @@ class WeightedSum(MetricLoss):
         for weight, loss in zip(self.weights, self.losses):
             total = total + weight * loss(embeddings, labels, output)
         return total
+
+    def batch_requirements(self) -> BatchRequirements:
+        return self.requires.combine(combined(self.losses))
+
+
+class ModuleLoss(MetricLoss):
+    """A user loss: any module with ``forward(embeddings, labels) -> scalar``; it reads no other
+    output field and declares no batch requirement (subclass :class:`MetricLoss` to declare
+    some)."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, embeddings, labels, output=None):
+        return self.module(embeddings, labels)
+
+
+def as_metric_loss(loss: nn.Module) -> MetricLoss:
+    """``loss`` itself when it is a :class:`MetricLoss`, else wrapped in :class:`ModuleLoss`."""
+    return loss if isinstance(loss, MetricLoss) else ModuleLoss(loss)
 
 
 def _split_weight(spec: Any, field: str) -> tuple[Any, float]:

@@ -15,7 +15,8 @@ re-initialised with pool samples chosen by greedy k-center (Algorithm 2,
 This module is the loss half: the proxies, the loss of one batch and the options of the whole
 method. The half that reacts to training events (initial proxies, proximal gradient, projection
 control, resume state) is :class:`gspdml.training.ccp_controller.CCPController`, which the
-trainer attaches to every CCP loss; it calls :meth:`CCP.set_proxies_from_pool`.
+trainer attaches to every loss that declares ``controller = "ccp"``; it calls
+:meth:`CCP.set_proxies_from_pool`.
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ class CCP(LossWrapper):
             sees the same embeddings as the loss when the
             embedder clips too (``model.normalize: clip``, as the CCP presets set it).
     """
+
+    #: the projection problems run between steps (gspdml.training.ccp_controller)
+    controller = "ccp"
 
     def __init__(
         self,

@@ -39,6 +39,7 @@ from gspdml.losses.base import LOSSES, LabelWeightedLoss
 from gspdml.losses.contrastive import C2Contrastive
 from gspdml.losses.metrix_pairs import KINDS, POSITIVES, mixing_triples
 from gspdml.losses.multi_similarity import MultiSimilarity
+from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.registry import parse_spec
 
@@ -125,6 +126,8 @@ class Metrix(LossWrapper):
         self.level, self.pairs, self.positives, self.mix_alpha, self.mix_weight = level, pairs, positives, mix_alpha, mix_weight
         self.hard_negatives, self.lambda_per_pair, self.renormalize = hard_negatives, lambda_per_pair, renormalize
         self.mix_chunk = mix_chunk
+        if level == "feature":  # mixes backbone maps and embeds them with the rest of the model
+            self.requires = BatchRequirements(reads=frozenset({"embed_features"}))
 
     # ------------------------------------------------------------ entry points
     def forward(self, embeddings, labels, output=None, *, kind: Optional[str] = None, lam=None):

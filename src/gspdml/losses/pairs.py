@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LabelWeightedLoss, MetricLoss
+from gspdml.losses.requirements import BatchRequirements
 
 #: reductions shared by the pair losses (each loss's docstring says what it averages over)
 REDUCTIONS = ("avg_nonzero", "mean")
@@ -145,6 +146,8 @@ class PairLoss(MetricLoss):
     """
 
     normalize_inputs = True
+    #: a positive pair needs two samples of a class in the batch
+    requires = BatchRequirements(samples_per_class=2)
 
     def distances(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return euclidean_distances(a, b, self.normalize_inputs)

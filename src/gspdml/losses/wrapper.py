@@ -22,6 +22,7 @@ from torch import nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, MetricLoss, build_loss
+from gspdml.losses.requirements import BatchRequirements, requirements_of
 from gspdml.registry import Registry
 
 
@@ -45,6 +46,10 @@ class LossWrapper(MetricLoss):
             self.base = build_loss(base, field, embedding_dim=embedding_dim, num_classes=num_classes)
         else:
             self.base = self.nested[self.base_option].build(base, field, embedding_dim=embedding_dim, num_classes=num_classes)
+
+    def batch_requirements(self) -> BatchRequirements:
+        """The wrapper's own requirements and its base loss's."""
+        return self.requires.combine(requirements_of(self.base))
 
     @staticmethod
     def field(option: str) -> str:

@@ -12,6 +12,7 @@ import torch
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import PairLoss
+from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
 
 
@@ -64,6 +65,10 @@ class CrossBatchMemory(LossWrapper):
         self.register_buffer("pointer", torch.zeros((), dtype=torch.long))
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
         self.register_buffer("step", torch.zeros((), dtype=torch.long))
+
+    def batch_requirements(self) -> BatchRequirements:
+        """The base loss's, except that the memory brings positives: one sample per class does."""
+        return super().batch_requirements().with_memory()
 
     @property
     def active(self) -> bool:

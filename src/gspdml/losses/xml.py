@@ -32,6 +32,7 @@ from torch import nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
+from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.halves import ridge_across_halves
 
@@ -60,8 +61,11 @@ class XML(LossWrapper):
         lr_multiplier: learning-rate multiplier of the prototypes (1.0: they are a 1x1
             convolution of the network in the paper, trained at the network's rate).
 
-    Reads ``output.local`` and ``output.pooled``; the batch must be two class-disjoint halves.
+    Reads ``output.local`` (and ``output.pooled``, the embeddings when absent) and needs two
+    class-disjoint halves: declared in ``requires``, checked by the trainer before step 1.
     """
+
+    requires = BatchRequirements(halves=True, reads=frozenset({"local"}))
 
     def __init__(
         self,

@@ -33,6 +33,7 @@ from torch import nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
+from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.halves import ridge_across_halves
 
@@ -58,9 +59,11 @@ class ZSR(LossWrapper):
             raise it when the base learning rate is tiny (e.g. 1e-5) so the class embeddings
             can move away from their random initialisation. The base loss keeps its own.
 
-    Reads ``output.attributes`` (GSP's ``z``); fails with a :class:`ConfigError` when the
-    pooling provides none or the batch is not two class-disjoint halves.
+    Reads ``output.attributes`` (GSP's ``z``) and needs two class-disjoint halves: declared in
+    ``requires``, checked by the trainer before step 1.
     """
+
+    requires = BatchRequirements(halves=True, reads=frozenset({"attributes"}))
 
     def __init__(
         self,

@@ -73,6 +73,10 @@ class Embedder(nn.Module):
     these names.
     """
 
+    #: the EmbedderOutput fields it always fills besides ``embedding`` (its pooling declares the
+    #: rest), and ``embed_features``: backbone maps can be embedded on their own (Metrix mixes them)
+    provides = frozenset({"local", "pooled", "embed_features"})
+
     def __init__(
         self,
         backbone: nn.Module,

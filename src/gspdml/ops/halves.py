@@ -21,24 +21,17 @@ from gspdml.errors import ConfigError
 from gspdml.ops.ridge import ridge_predict
 
 
-def class_disjoint_halves(labels: torch.Tensor, loss_name: str) -> tuple[slice, slice]:
-    """The first and second half of the batch, checked to share no class.
+def batch_halves(size: int, loss_name: str) -> tuple[slice, slice]:
+    """The first and second half of a batch of ``size`` samples.
 
-    The sampler orders every batch as two class-disjoint halves (config ``data.halves: true``);
-    anything else is a configuration error, reported with the offending classes.
+    That the halves share no class is the sampler's guarantee (config ``data.halves: true``),
+    checked once before training from the loss's declared requirements
+    (:class:`gspdml.losses.requirements.BatchRequirements`), not here at every step: reading the
+    labels would wait for the device.
     """
-    size = labels.shape[0]
     if size < 2 or size % 2:
         raise ConfigError("data.halves", f"{loss_name} needs an even batch of two class-disjoint halves, got {size} samples")
-    first, second = slice(0, size // 2), slice(size // 2, size)
-    shared = sorted(set(labels[first].tolist()) & set(labels[second].tolist()))
-    if shared:
-        raise ConfigError(
-            "data.halves",
-            f"{loss_name} needs each batch ordered as two class-disjoint halves (set data.halves: true), "
-            f"but classes {shared[:8]} occur in both halves",
-        )
-    return first, second
+    return slice(0, size // 2), slice(size // 2, size)
 
 
 def ridge_across_halves(
@@ -47,9 +40,9 @@ def ridge_across_halves(
     """``(half, that_half)`` for the second half predicted from the first, then the first from the
     second (module docstring); ``inputs`` ``[B, m]``, ``targets`` ``[B, d]``, ``that`` ``[B/2, d]``.
 
-    The batch is checked by :func:`class_disjoint_halves` (a :class:`ConfigError` naming
-    ``loss_name`` otherwise). Differentiable in ``inputs`` and ``targets``.
+    The batch must be two class-disjoint halves (:func:`batch_halves`). Differentiable in
+    ``inputs`` and ``targets``.
     """
-    first, second = class_disjoint_halves(labels, loss_name)
+    first, second = batch_halves(labels.shape[0], loss_name)
     for fit, predict in ((first, second), (second, first)):
         yield predict, ridge_predict(inputs[fit], targets[fit], inputs[predict], ridge)

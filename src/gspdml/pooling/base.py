@@ -7,6 +7,7 @@ size, e.g. NetVLAD) and, when the method has them, the spatial weights and attri
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 from typing import Optional
 
@@ -74,6 +75,10 @@ class Pooling(nn.Module):
     #: a pooling needs when it works in embedding space (GSP's transport costs, GSP paper §4).
     #: The two orders agree for linear poolings (GAP) and differ for max-like and power poolings.
     head_placement = "global"
+    #: the optional :class:`~gspdml.models.EmbedderOutput` fields this pooling fills (``weights``,
+    #: ``attributes``); a loss that reads one is refused before training unless the model
+    #: declares it
+    provides: frozenset[str] = frozenset()
 
     def __init__(self, in_channels: int):
         super().__init__()
@@ -84,6 +89,33 @@ class Pooling(nn.Module):
 
     def forward(self, x: torch.Tensor) -> Pooled:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+class LazyInitialised(abc.ABC):
+    """A module that finishes its initialisation from the training samples it sees (GSP's
+    k-center prototypes). The trainer finds every such module of the model and, before step 1,
+    refuses a run in which it cannot have seen :attr:`samples_needed` samples by the first
+    evaluation; at that evaluation at the latest it calls :meth:`finish_initialisation`, so no
+    half-initialised weights are evaluated, selected or saved."""
+
+    @property
+    @abc.abstractmethod
+    def is_initialised(self) -> bool:
+        """Whether the initialisation is finished."""
+
+    @property
+    @abc.abstractmethod
+    def samples_needed(self) -> int:
+        """Training samples that must have been seen for :meth:`finish_initialisation`."""
+
+    @property
+    @abc.abstractmethod
+    def samples_seen(self) -> int:
+        """Training samples seen (and remembered) so far."""
+
+    @abc.abstractmethod
+    def finish_initialisation(self) -> int:
+        """Initialise now from the samples seen; returns how many were used (0: already done)."""
 
 
 def build_pooling(spec, in_channels: int, field: str = "model.pooling") -> Pooling:

@@ -1,10 +1,12 @@
 """Hooks into the training loop for methods that act between steps.
 
-Any module of the model or of the loss that subclasses :class:`Callback` is found by the
-trainer and called at each hook; the trainer also attaches a
-:class:`~gspdml.training.ccp_controller.CCPController` to every CCP loss (it re-initialises the
-proxies after validation rounds and adds the proximal gradient). State that must survive
-``--resume`` goes in :meth:`Callback.callback_state` (tensors and plain scalars).
+The trainer calls, at each hook, every module of the model or of the loss that subclasses
+:class:`Callback`, the controller each loss declares (``MetricLoss.controller``: CCP's
+:class:`~gspdml.training.ccp_controller.CCPController` re-initialises the proxies after
+validation rounds and adds the proximal gradient) and the user's ``RunParts.callbacks``
+(:func:`gspdml.training.parts.find_callbacks`). Each has a stable name; state that must survive
+``--resume`` goes in :meth:`Callback.callback_state` (tensors and plain scalars) and is restored
+by that name.
 """
 
 from __future__ import annotations

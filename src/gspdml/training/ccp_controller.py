@@ -8,6 +8,9 @@ controller runs the projection problems around it::
     after `patience` validation rounds without improvement of `metric` (§3.2.4):
         theta* <- best (or last) weights,  proxies <- greedy k-center over a fresh pool (Algorithm 2)
 
+The trainer attaches one to every loss module that declares ``controller = "ccp"``
+(:func:`gspdml.training.parts.find_callbacks`).
+
 Trainer interface used (via the :class:`~gspdml.training.callbacks.Callback` hooks):
 
 * ``trainer.model``: the network; its parameters get the proximal gradient (the proxies,
@@ -140,11 +143,6 @@ class CCPController(Callback):
             setattr(self, attr, params or None)
         if "best_proxies" in state:
             self.best_proxies = torch.as_tensor(state["best_proxies"]).to(self.ccp.proxies)
-
-
-def ccp_controllers(loss: nn.Module) -> list[CCPController]:
-    """One controller for every CCP loss inside ``loss`` (a CCP term of a weighted sum included)."""
-    return [CCPController(module) for module in loss.modules() if isinstance(module, CCP)]
 
 
 def snapshot_params(model: nn.Module) -> dict[str, torch.Tensor]:

@@ -1,7 +1,8 @@
 """Optimiser groups built from the model and every loss, and a reduce-on-plateau schedule.
 
 Every trainable parameter lands in exactly one group: ``backbone``, ``head`` and ``pooling`` of
-the embedder with the config's ``optimizer.lr_multipliers``, and the parameters of each loss
+the embedder with the config's ``optimizer.lr_multipliers`` (the parameters of a model without
+these parts in one ``model`` group at the base rate), and the parameters of each loss
 with the ``lr_multiplier`` the loss declares (e.g. proxies at x100). Nobody can forget the proxies.
 """
 
@@ -33,10 +34,15 @@ def parameter_groups(model: nn.Module, loss: nn.Module, multipliers: Mapping[str
     """Groups with ``name``, ``params``, ``lr`` and ``initial_lr`` (= base lr x multiplier)."""
     groups: list[dict[str, Any]] = []
     for part, key in EMBEDDER_PARTS.items():
-        params = [p for p in getattr(model, part).parameters() if p.requires_grad]
+        module = getattr(model, part, None)
+        params = [p for p in module.parameters() if p.requires_grad] if module is not None else []
         if params:
             mult = float(multipliers.get(key, 1.0))
             groups.append({"name": part, "params": params, "lr": lr * mult, "initial_lr": lr * mult})
+    named = {id(p) for group in groups for p in group["params"]}
+    rest = [p for p in model.parameters() if p.requires_grad and id(p) not in named]
+    if rest:  # a model without the embedder's parts (a user's): one group at the base rate
+        groups.append({"name": "model", "params": rest, "lr": lr, "initial_lr": lr})
     by_multiplier: dict[float, list[nn.Parameter]] = {}
     for mult, param in _loss_parameters(loss):
         by_multiplier.setdefault(mult, []).append(param)

@@ -25,10 +25,12 @@ from typing import Any, Mapping
 from torch import nn
 
 from gspdml.config import RunConfig
+from gspdml.config.schema import plain
 from gspdml.config.migration import read_run_config
 from gspdml.data import DataSplits, build_data
 from gspdml.errors import ConfigError, DataError
 from gspdml.models import Embedder, build_embedder
+from gspdml.pooling.base import LazyInitialised
 from gspdml.training.checkpoint import load_state, save_state
 from gspdml.training.pretrain import resolve_recipe_weights
 
@@ -43,9 +45,9 @@ TENSORBOARD_DIR = "tensorboard"
 WEIGHT_FILES = {"final": WEIGHTS_FILE, "best": BEST_WEIGHTS_FILE}
 
 
-def save_weights(path: Path, model: nn.Module, in_channels: int, config: Mapping[str, Any]) -> None:
-    """Write ``model``'s weights with ``in_channels`` and ``config["model"]`` in the metadata."""
-    save_state(path, model.state_dict(), {"in_channels": in_channels, "model": dict(config["model"])})
+def save_weights(path: Path, model: nn.Module, in_channels: int, config: RunConfig) -> None:
+    """Write ``model``'s weights with ``in_channels`` and ``config.model`` in the metadata."""
+    save_state(path, model.state_dict(), {"in_channels": in_channels, "model": plain(config.model)})
 
 
 def read_weights(path: Path, device="cpu") -> tuple[dict, dict[str, Any]]:
@@ -79,11 +81,13 @@ def load_run(run_dir: Path | str, weights: str = "final", device: str = "cpu") -
         raise ConfigError("weights", f"{path} does not exist (has the run finished? try weights='best')")
     config = read_run_config(config_path)
     model, _ = load_embedder(path, device)
-    uninitialised = [name for name, module in model.named_modules() if getattr(module, "is_initialised", True) is False]
+    uninitialised = [name for name, module in model.named_modules()
+                     if isinstance(module, LazyInitialised) and not module.is_initialised]
     if uninitialised:
-        raise ConfigError("weights", f"{path}: {', '.join(uninitialised)} was saved before its prototypes were initialised "
-                                     "(it pools as GAP); train the run again with this gspdml version, which initialises "
-                                     "them before the first evaluation")
+        raise ConfigError("weights", f"{path}: {', '.join(uninitialised)} was saved before it was "
+                                     "initialised (GSP: it pools as GAP); train the run again with "
+                                     "this gspdml version, which initialises it before the first "
+                                     "evaluation")
     return config, model
 
 

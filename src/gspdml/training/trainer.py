@@ -8,9 +8,12 @@ the end of the current step). ``resume=True`` continues a stopped run from its l
 and ends with the same weights as an uninterrupted run with the same seed; a config that differs
 from the saved one is refused (:mod:`gspdml.training.config_changes`).
 
-Before any work the trainer checks what would make the result silently worse: a validation split
-that cannot rank (refused when it selects the model), pair losses without positive pairs, a GSP
-that could not initialise its prototypes by the first evaluation, an unwritable run directory.
+Before step 1 the trainer checks, once, what would make the result silently worse or fail later
+(:mod:`gspdml.training.preflight`): a validation split that cannot rank (refused when it selects
+the model), batches that do not meet what the loss declares (positive pairs, class-disjoint
+halves), output fields the loss reads and the model does not declare, a lazily initialised module
+(GSP's k-center prototypes) that could not initialise by the first evaluation, a training split
+that does not follow the dataset protocol, an unwritable run directory.
 It prints the run directory, device, precision and split on stderr, and one line per evaluation.
 
 Launched by ``torchrun`` (``WORLD_SIZE > 1``, ``trainer.distributed: auto``), the trainer runs
@@ -21,15 +24,15 @@ only rank 0 writes the run directory.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 import functools
 import json
-import random
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
-import numpy as np
 import torch
 import yaml
 from torch.nn.parallel import DistributedDataParallel
@@ -37,109 +40,55 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from gspdml.compat.hardware import resolve_precision
-from gspdml.config import dump_config, load_config
-from gspdml.data import build_data
+from gspdml.config import RunConfig, dump_config, validated
 from gspdml.data.eval_transform import run_eval_transform
 from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
 from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
 from gspdml.errors import ConfigError, GspdmlError, TrainingError
-from gspdml.losses import build_loss
-from gspdml.losses.pairs import PairLoss
-from gspdml.losses.xbm import CrossBatchMemory
-from gspdml.models import Embedder, build_embedder
 from gspdml.training.callbacks import Callback
-from gspdml.training.ccp_controller import ccp_controllers
-from gspdml.training.checkpoint import atomic_write_text, check_writable_folder, load_state, save_state
+from gspdml.training.checkpoint import (CheckpointError, atomic_write_text, check_writable_folder,
+                                        load_state, save_state)
 from gspdml.training.config_changes import check_resume_config
 from gspdml.training import distributed as ddp
 from gspdml.training.host_memory import keep_freed_host_memory
-from gspdml.evaluation.postprocess import needs_training_embeddings
-from gspdml.evaluation.selection import round_metrics, selection_key, selection_value
-from gspdml.evaluation.split_metrics import split_metrics
+from gspdml.evaluation.selection import selection_key, selection_value
+from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 from gspdml.models.inference import autocast_context, embed, resolve_device, split_embeddings
 from gspdml.training.metrics_log import MetricsLog, tensorboard_wanted
 from gspdml.training.optim import PlateauSchedule, StepDecay, build_optimizer, clip_gradients
-from gspdml.training.pretrain import resolve_recipe_weights
-from gspdml.training.run_dir import (BEST_WEIGHTS_FILE, CHECKPOINT_FILE, CONFIG_FILE, METRICS_FILE, RESULTS_FILE, TENSORBOARD_DIR,
-                                     WEIGHTS_FILE, save_weights)
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+from gspdml.training.parts import RunParts, build_run, find_callbacks
+from gspdml.training.preflight import (check_lazy_initialisation, check_loss_declarations,
+                                       check_training_dataset, check_warmup, lazy_modules)
+from gspdml.training.rng import rng_state, set_rng_state
+from gspdml.training.run_dir import (BEST_WEIGHTS_FILE, CHECKPOINT_FILE, CONFIG_FILE, METRICS_FILE,
+                                     RESULTS_FILE, TENSORBOARD_DIR, WEIGHTS_FILE, save_weights)
 
 
 class Trainer:
-    """Trains one run described by a resolved config (see :mod:`gspdml.config`).
+    """Trains the parts of one run (:class:`~gspdml.training.parts.RunParts`: an embedder, a
+    loss, the data) as a resolved config's ``data`` (batches), ``optimizer``, ``schedule``,
+    ``evaluation`` and ``trainer`` sections say; :func:`train` builds the parts from the config.
 
     Public attributes used by callbacks: ``config``, ``model``, ``loss``, ``optimizer``,
     ``train_dataset``, ``device``, ``step``, :meth:`embed` and :meth:`evaluate`.
     """
 
-    def __init__(self, config: dict[str, Any], run_dir: Path | str, *, resume: bool = False, allow_changes: bool = False):
+    def __init__(self, parts: RunParts, config: RunConfig | Mapping[str, Any], run_dir: Path | str,
+                 *, resume: bool = False, allow_changes: bool = False):
+        config = validated(config)  # one built with dataclasses.replace is checked here
         self.config, self.run_dir = config, Path(run_dir)
         self.checkpoint_path = self.run_dir / CHECKPOINT_FILE
         self.best_path = self.run_dir / BEST_WEIGHTS_FILE
-        if not resume and self.checkpoint_path.exists():
-            raise ConfigError("name", f"{self.run_dir} already holds a run; resume it (--resume) or choose another name")
-        if resume and not self.checkpoint_path.exists():
-            raise ConfigError("name", f"nothing to resume: no checkpoint in {self.run_dir}")
-        if resume:
-            saved_path = self.run_dir / CONFIG_FILE
-            saved = yaml.safe_load(saved_path.read_text()) if saved_path.is_file() else {}
-            changed = check_resume_config(_resolved(saved), _resolved(config), allow_changes)
-        else:
-            changed = {}
-        check_writable_folder(self.run_dir)  # before any work: a read-only or impossible run directory
-        self.tensorboard = tensorboard_wanted(config["trainer"]["tensorboard"])
-        seed_everything(int(config["seed"]))
-        self.dist, self.device = ddp.setup_distributed(config["trainer"].get("distributed", "auto"), resolve_device(config["trainer"]["device"]))
-        self.is_main = self.dist is None or self.dist.is_main
-        if self.device.type == "cpu" and config["trainer"]["keep_freed_memory"]:
-            keep_freed_host_memory()  # no fresh pages to fault in at every step (glibc)
-        self.precision_choice = resolve_precision(config["trainer"]["precision"], self.device)
-        self.precision = self.precision_choice.precision
-        self.data = build_data(config["data"]["dataset"], seed=int(config["seed"]))
-        self.train_dataset = self.data.train
-        self.eval_split = self.data.val if config["evaluation"]["split"] == "val" else self.data.test
-        if self.eval_split is None:
-            raise ConfigError("evaluation.split", f"dataset {config['data']['dataset']['name']!r} has no {config['evaluation']['split']} split")
-        # config.yaml records the evaluation transform: search and bundles need no training data
-        spec = run_eval_transform(config["data"]["eval_transform"], self.data)
-        saved_config = {**config, "data": {**config["data"], "eval_transform": spec}}
-        self.selects = self._check_selection_split()
-        self.model: Embedder = build_embedder(resolve_recipe_weights(config["model"]), self.data.channels).to(self.device)
-        if self.precision == "bf16" and self.device.type == "cpu":
-            self.model = self.model.to(memory_format=torch.channels_last)
-        self.loss = build_loss(config["loss"], "loss", embedding_dim=self.model.embedding_dim, num_classes=self.data.num_classes).to(self.device)
-        self._check_batch_composition()
-        data_cfg = config["data"]
-        world = (self.dist.rank, self.dist.world_size) if self.dist else (0, 1)
-        # items are (index, epoch): augmentation is a function of (seed, epoch, index)
-        if data_cfg["sampler"] == "random":  # batches of classes_per_batch x samples_per_class random items
-            self.sampler = RandomBatchSampler(
-                self.train_dataset.labels, data_cfg["classes_per_batch"] * data_cfg["samples_per_class"],
-                seed=int(config["seed"]), rank=world[0], world_size=world[1], with_epoch=True,
-            )
-        else:
-            self.sampler = ClassBalancedBatchSampler(
-                self.train_dataset.labels, data_cfg["classes_per_batch"], data_cfg["samples_per_class"],
-                halves=bool(data_cfg["halves"]), replacement=bool(data_cfg["replacement"]), seed=int(config["seed"]),
-                rank=world[0], world_size=world[1], class_names=getattr(self.train_dataset, "class_names", None),
-                with_epoch=True,
-            )
+        changed = run_dir_changes(self.run_dir, config, resume, allow_changes)
+        self._setup_device()
+        self._take_parts(parts)
+        self._check_parts()
+        self.sampler = self._build_sampler()
         self.forward_model: torch.nn.Module = self._wrap_distributed() if self.dist else self.model
         self._finite_embeddings = torch.ones((), dtype=torch.bool, device=self.device)
         self.model.register_forward_hook(self._watch_embeddings)
-        self.optimizer = build_optimizer(config["optimizer"], self.model, self.loss)
-        plateau = config["schedule"]["plateau"]
-        self.plateau = PlateauSchedule(self.optimizer, float(config["optimizer"]["lr"]), **plateau) if plateau else None
-        decay = config["schedule"]["step_decay"]
-        self.step_decay = StepDecay(self.optimizer, **decay) if decay else None
-        self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
-        self.callbacks: list[Callback] = _unique(m for part in (self.model, self.loss) for m in part.modules() if isinstance(m, Callback))
-        self.callbacks += ccp_controllers(self.loss)
+        self._setup_optimisation()
+        self.callbacks = find_callbacks(self.model, self.loss, parts.callbacks)
         self.step, self.last_loss = 0, float("nan")
         self.best_metric, self.best_step, self.bad_rounds = float("-inf"), 0, 0
         self.stopped_early = self.finished = False
@@ -147,69 +96,128 @@ class Trainer:
         self._interrupted = False
         if resume:
             self._restore(load_state(self.checkpoint_path)[0])
-        self._check_lazy_initialisation()
+        data, ev = config.data, config.evaluation
+        first = min(ev.every, config.schedule.max_steps) - self.step
+        batch = data.classes_per_batch * data.samples_per_class
+        check_lazy_initialisation(self.model, first, batch)
         if self.is_main:
-            if not resume or changed:
-                self.run_dir.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(self.run_dir / CONFIG_FILE, dump_config(saved_config))
-            self.log.truncate_after(self.step if resume else -1)
-            if self.tensorboard:
-                self.log.open_tensorboard(self.step if resume else -1)
-            self._print_header(resume, changed)
+            self._open_run_dir(resume, changed)
+
+    @classmethod
+    def from_config(cls, config: RunConfig | Mapping[str, Any], run_dir: Path | str, *,
+                    resume: bool = False, allow_changes: bool = False,
+                    callbacks: Mapping[str, Callback] | None = None) -> Trainer:
+        """The trainer of the parts ``config`` describes, with the user's ``callbacks`` (by name):
+        the config and the run directory are checked first, then the parts are built
+        (:func:`~gspdml.training.parts.build_run`, pre-training included)."""
+        config = validated(config)
+        run_dir_changes(Path(run_dir), config, resume, allow_changes)
+        parts = build_run(config)
+        parts.callbacks.update(callbacks or {})
+        return cls(parts, config, run_dir, resume=resume, allow_changes=allow_changes)
+
+    # ------------------------------------------------------------------ construction steps
+    def _setup_device(self) -> None:
+        """Processes, device and precision (``trainer`` section)."""
+        tr = self.config.trainer
+        self.tensorboard = tensorboard_wanted(tr.tensorboard)
+        device = resolve_device(tr.device)
+        self.dist, self.device = ddp.setup_distributed(tr.distributed, device)
+        self.is_main = self.dist is None or self.dist.is_main
+        if self.device.type == "cpu" and tr.keep_freed_memory:
+            keep_freed_host_memory()  # no fresh pages to fault in at every step (glibc)
+        self.precision_choice = resolve_precision(tr.precision, self.device)
+        self.precision = self.precision_choice.precision
+
+    def _take_parts(self, parts: RunParts) -> None:
+        """The model and the loss on the device; the training and evaluation splits."""
+        self.data = parts.data
+        self.train_dataset = parts.data.train
+        split = self.config.evaluation.split
+        self.eval_split = parts.data.val if split == "val" else parts.data.test
+        if self.eval_split is None:
+            raise ConfigError("evaluation.split", f"the data has no {split} split")
+        # config.yaml records the evaluation transform: search and bundles need no training data
+        spec = run_eval_transform(self.config.data.eval_transform, parts.data)
+        self.config = replace(self.config, data=replace(self.config.data, eval_transform=spec))
+        self.model = parts.model.to(self.device)
+        if self.precision == "bf16" and self.device.type == "cpu":
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.loss = parts.loss.to(self.device)
+
+    def _check_parts(self) -> None:
+        """Everything the parts declare, against the config, once before step 1."""
+        self.selects = self._check_selection_split()
+        check_loss_declarations(self.loss, self.model, self.config.data)
+        check_warmup(self.model, self.config.schedule.warmup_steps)
+        check_training_dataset(self.train_dataset)
+
+    def _build_sampler(self):
+        """Batches of ``(index, epoch)`` items: augmentation is a function of (seed, epoch,
+        index)."""
+        data, seed = self.config.data, self.config.seed
+        rank, world = (self.dist.rank, self.dist.world_size) if self.dist else (0, 1)
+        labels = self.train_dataset.labels
+        if data.sampler == "random":  # classes_per_batch x samples_per_class random items
+            return RandomBatchSampler(labels, data.classes_per_batch * data.samples_per_class,
+                                      seed=seed, rank=rank, world_size=world, with_epoch=True)
+        names = getattr(self.train_dataset, "class_names", None)  # optional (dataset protocol)
+        return ClassBalancedBatchSampler(
+            labels, data.classes_per_batch, data.samples_per_class,
+            halves=data.halves, replacement=data.replacement, seed=seed,
+            rank=rank, world_size=world, class_names=names, with_epoch=True,
+        )
+
+    def _setup_optimisation(self) -> None:
+        """Optimiser groups, learning-rate schedules and the fp16 gradient scaler."""
+        cfg = self.config
+        self.optimizer = build_optimizer(cfg.optimizer, self.model, self.loss)
+        plateau, decay = cfg.schedule.plateau, cfg.schedule.step_decay
+        lr = cfg.optimizer.lr
+        self.plateau = PlateauSchedule(self.optimizer, lr, **plateau) if plateau else None
+        self.step_decay = StepDecay(self.optimizer, **decay) if decay else None
+        self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
+
+    def _open_run_dir(self, resume: bool, changed: dict) -> None:
+        """The resolved config, the metrics log from the current step on, and the header."""
+        if not resume or changed:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.run_dir / CONFIG_FILE, dump_config(self.config))
+        self.log.truncate_after(self.step if resume else -1)
+        if self.tensorboard:
+            self.log.open_tensorboard(self.step if resume else -1)
+        self._print_header(resume, changed)
 
     # ------------------------------------------------------------------ checks and messages
     def _check_selection_split(self) -> bool:
         """Whether validation rounds can select a model. A split that cannot rank (one class, or
         no class with a second image) makes every round score the same: refused when the config
         selects by it (restore_best, patience, plateau), else training runs without selection."""
-        ev = self.config["evaluation"]
+        ev = self.config.evaluation
         problem = ranking_problem(self.eval_split)
         if problem is None:
             return True
-        if ev["restore_best"] or ev["patience"] or self.config["schedule"]["plateau"]:
-            raise ConfigError("evaluation.split", f"the {ev['split']} split cannot select a model: {problem}. Give it more "
+        if ev.restore_best or ev.patience or self.config.schedule.plateau:
+            raise ConfigError("evaluation.split", f"the {ev.split} split cannot select a model: {problem}. Give it more "
                               "classes (data.dataset.val_fraction, data.dataset.val_classes, or a val/ folder), or train "
                               "without model selection: evaluation.restore_best: false, evaluation.patience: null "
                               "(and no schedule.plateau)")
         return False
 
-    def _check_batch_composition(self) -> None:
-        """Pair losses need a positive pair in the batch: one sample per class makes them 0."""
-        pairs = any(isinstance(m, PairLoss) for m in self.loss.modules())
-        memory = any(isinstance(m, CrossBatchMemory) for m in self.loss.modules())
-        data = self.config["data"]
-        if pairs and not memory and data["sampler"] == "balanced" and data["samples_per_class"] < 2:
-            raise ConfigError("data.samples_per_class", "pair losses need at least 2 samples per class in a batch "
-                                                        "(with 1 there is no positive pair and the loss is 0 at every step)")
-
-    def _check_lazy_initialisation(self) -> None:
-        """A layer that initialises from training samples (GSP's k-center prototypes) must have
-        seen enough of them by the first evaluation, where it is initialised at the latest."""
-        cfg = self.config
-        batch = cfg["data"]["classes_per_batch"] * cfg["data"]["samples_per_class"]
-        first = min(cfg["evaluation"]["every"], cfg["schedule"]["max_steps"]) - self.step
-        for name, module in self.model.named_modules():
-            if getattr(module, "is_initialised", True) is False:
-                seen = int(module.memory_filled) + max(first, 0) * batch
-                if seen < module.num_prototypes:
-                    raise ConfigError("evaluation.every", f"{name} needs {module.num_prototypes} training samples to "
-                                      f"initialise its prototypes before the first evaluation, but sees only {seen} "
-                                      f"({first} steps of {batch}); evaluate later or use fewer prototypes")
-
     def _print_header(self, resume: bool, changed: dict) -> None:
         """Where the run goes, on what, and on which data (stderr; stdout carries the results)."""
-        tr = self.config["trainer"]
+        tr = self.config.trainer
         lines = [f"{'resuming' if resume else 'run'} {self.run_dir.resolve()} at step {self.step} on {self.device}, "
                  f"precision {self.precision} ({self.precision_choice.reason})",
                  f"tensorboard {'on: ' + str(self.run_dir / TENSORBOARD_DIR) if self.tensorboard else 'off'}, "
-                 f"checkpoint {'every ' + str(tr['checkpoint_every']) + ' steps and ' if tr['checkpoint_every'] else ''}"
+                 f"checkpoint {'every ' + str(tr.checkpoint_every) + ' steps and ' if tr.checkpoint_every else ''}"
                  f"at every evaluation"]
         lines += [f"changed on resume: {key}: {old!r} -> {new!r}" for key, (old, new) in changed.items()]
         lines += describe_splits(self.data)
-        size = image_size_note(self.train_dataset, self.config["data"]["dataset"])
+        size = image_size_note(self.train_dataset, self.config.data.dataset)
         lines += [size] if size else []
         if not self.selects:
-            lines.append(f"the {self.config['evaluation']['split']} split cannot rank ({ranking_problem(self.eval_split)}): "
+            lines.append(f"the {self.config.evaluation.split} split cannot rank ({ranking_problem(self.eval_split)}): "
                          "training without model selection; the final weights are those of the last step")
         for line in lines:
             print(f"gspdml: {line}", file=sys.stderr)
@@ -240,23 +248,21 @@ class Trainer:
 
     def evaluate(self, split) -> dict[str, float]:
         """Retrieval metrics on ``split`` (computed by rank 0 and shared with every rank)."""
-        return self._score(split, functools.partial(split_metrics, recall_at=self.config["evaluation"]["recall_at"]))
+        return self._score(split, EvalSpec(recall_at=self.config.evaluation.recall_at))
 
     def evaluate_round(self, split) -> dict[str, float]:
-        """The metrics of a validation round (and of the final test evaluation) on ``split``
-        (:func:`gspdml.evaluation.selection.round_metrics`): the retrieval metrics, NMI and the
-        harmonic mean when ``evaluation.metric`` needs them, and the post-processed metrics
-        (``postprocessed_*``) when ``evaluation.postprocess`` has steps; the training split is
-        embedded only for steps that learn on it (PCA-whitening)."""
-        ev = self.config["evaluation"]
-        train = self.embed(self.train_dataset)[0] if needs_training_embeddings(ev["postprocess"]) else None
-        return self._score(split, functools.partial(round_metrics, metric=ev["metric"], recall_at=ev["recall_at"],
-                                                    postprocess=ev["postprocess"], train=train))
+        """The metrics of a validation round (and of the final test evaluation) on ``split``: the
+        report of the run's ``evaluation`` section (:class:`~gspdml.evaluation.service.EvalSpec`,
+        the one evaluation service, as ``gspdml evaluate`` and the protocols score); the training
+        split is embedded only for steps that learn on it (PCA-whitening)."""
+        spec = EvalSpec.from_evaluation(self.config.evaluation)
+        train = self.embed(self.train_dataset)[0] if spec.needs_training_embeddings else None
+        return self._score(split, spec, train)
 
-    def _score(self, split, score) -> dict[str, float]:
-        """``score(*embeddings of split)`` computed by rank 0 and shared with every rank."""
+    def _score(self, split, spec: EvalSpec, train=None) -> dict[str, float]:
+        """The metrics of ``spec`` on ``split``, computed by rank 0 and shared with every rank."""
         embeddings = split_embeddings(self.model, split, self._embed_fn(), **self._embed_kwargs())
-        metrics = score(*embeddings) if self.is_main else None
+        metrics = evaluate_embeddings(*embeddings, spec=spec, train=train).metrics if self.is_main else None
         return self.dist.broadcast_object(metrics) if self.dist else metrics
 
     def _embed_fn(self):
@@ -266,20 +272,20 @@ class Trainer:
         return functools.partial(ddp.embed_sharded, self.dist)
 
     def _embed_kwargs(self) -> dict[str, Any]:
-        data = self.config["data"]
-        return {"batch_size": data["eval_batch_size"], "device": self.device, "precision": self.precision, "num_workers": data["num_workers"]}
+        data = self.config.data
+        return {"batch_size": data.eval_batch_size, "device": self.device, "precision": self.precision, "num_workers": data.num_workers}
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> dict[str, Any]:
         """Train until ``schedule.max_steps`` or early stopping; then restore the best weights,
         save them and evaluate the test split. Returns the content of ``results.json``."""
         cfg = self.config
-        max_steps, every = cfg["schedule"]["max_steps"], cfg["evaluation"]["every"]
-        for callback in self.callbacks:
+        max_steps, every = cfg.schedule.max_steps, cfg.evaluation.every
+        for callback in self.callbacks.values():
             callback.on_train_start(self)
-        checkpoint_every = cfg["trainer"]["checkpoint_every"]
-        bar = tqdm(total=max_steps, initial=self.step, disable=not (cfg["trainer"]["progress"] and self.is_main),
-                   desc=cfg["name"], dynamic_ncols=True, file=sys.stderr)
+        checkpoint_every = cfg.trainer.checkpoint_every
+        bar = tqdm(total=max_steps, initial=self.step, disable=not (cfg.trainer.progress and self.is_main),
+                   desc=cfg.name, dynamic_ncols=True, file=sys.stderr)
         try:
             with self._interruptible():
                 while not self.finished:
@@ -333,7 +339,7 @@ class Trainer:
         """Batches from the one after the last consumed batch (one batch per step) to the end of
         its epoch; positioning by the step count stays exact with workers that read ahead."""
         self.sampler.advance_to(self.step)
-        workers = self.config["data"]["num_workers"]
+        workers = self.config.data.num_workers
         return DataLoader(self.train_dataset, batch_sampler=self.sampler, num_workers=workers,
                           pin_memory=self.device.type == "cuda", persistent_workers=False)
 
@@ -341,7 +347,8 @@ class Trainer:
         cfg = self.config
         self.model.train()
         self.loss.train()
-        self._freeze_backbone(self.step < cfg["schedule"]["warmup_steps"])
+        if cfg.schedule.warmup_steps:
+            self._freeze_backbone(self.step < cfg.schedule.warmup_steps)
         images, labels = images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
         if self.precision == "bf16" and self.device.type == "cpu":
             images = images.contiguous(memory_format=torch.channels_last)
@@ -354,14 +361,14 @@ class Trainer:
         (self.scaler.scale(loss) if self.scaler else loss).backward()
         if self.dist:
             ddp.average_gradients(self.loss)
-            if self.step < cfg["schedule"]["warmup_steps"]:
+            if self.step < cfg.schedule.warmup_steps:
                 for param in self.model.backbone.parameters():
                     param.grad = None
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
-        for callback in self.callbacks:
+        for callback in self.callbacks.values():
             callback.on_after_backward(self)
-        clip_gradients(self.model, cfg["optimizer"]["grad_clip_norm"], cfg["optimizer"]["grad_clip_value"])
+        clip_gradients(self.model, cfg.optimizer.grad_clip_norm, cfg.optimizer.grad_clip_value)
         if self.scaler:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -370,10 +377,10 @@ class Trainer:
         self.step += 1
         if self.step_decay:
             self.step_decay.apply(self.step)
-        for callback in self.callbacks:
+        for callback in self.callbacks.values():
             callback.on_step_end(self)
         value = float(loss.detach())
-        if self.step % cfg["trainer"]["log_every"] == 0:
+        if self.step % cfg.trainer.log_every == 0:
             self._log({"step": self.step, "split": "train", "loss": value, "lr": self.optimizer.param_groups[0]["lr"]})
         return value
 
@@ -395,22 +402,22 @@ class Trainer:
                 param.requires_grad_(not frozen)
 
     def _finish_lazy_initialisation(self) -> None:
-        """Layers that initialise from data seen in training (GSP's k-center prototypes) finish
+        """Modules that initialise from data seen in training (GSP's k-center prototypes) finish
         now, from what they have seen, so no weights are evaluated, selected or saved before."""
-        for name, module in self.model.named_modules():
-            if getattr(module, "is_initialised", True) is False:
+        for name, module in lazy_modules(self.model):
+            if not module.is_initialised:
                 used = module.finish_initialisation()
-                self._say(f"{name or 'model'}: prototypes initialised at step {self.step} from {used} samples "
+                self._say(f"{name or 'model'}: initialised at step {self.step} from {used} samples "
                           f"(before the first evaluation)")
 
     def _validation_round(self) -> None:
-        ev = self.config["evaluation"]
+        ev = self.config.evaluation
         self._finish_lazy_initialisation()
         metrics = self.evaluate_round(self.eval_split)
-        value = selection_value(metrics, ev["metric"], ev["select_postprocessed"])
+        value = selection_value(metrics, ev.metric, ev.select_postprocessed)
         if not self.selects:
             self.best_metric, self.best_step = value, self.step  # no selection: the latest round stands
-            self._log({"step": self.step, "split": ev["split"], **metrics})
+            self._log({"step": self.step, "split": ev.split, **metrics})
         elif value > self.best_metric:
             self.best_metric, self.best_step, self.bad_rounds = value, self.step, 0
             if self.is_main:
@@ -418,16 +425,16 @@ class Trainer:
         else:
             self.bad_rounds += 1
         if self.selects:
-            self._log({"step": self.step, "split": ev["split"], **metrics, "best": self.best_metric})
-        self._say(f"step {self.step}/{self.config['schedule']['max_steps']}: loss {self.last_loss:.4f}, {ev['split']} "
-                  f"{selection_key(ev['metric'], ev['select_postprocessed'])} {value:.4f}" + (f" (best {self.best_metric:.4f} at step {self.best_step})" if self.selects else ""))
+            self._log({"step": self.step, "split": ev.split, **metrics, "best": self.best_metric})
+        self._say(f"step {self.step}/{self.config.schedule.max_steps}: loss {self.last_loss:.4f}, {ev.split} "
+                  f"{selection_key(ev.metric, ev.select_postprocessed)} {value:.4f}" + (f" (best {self.best_metric:.4f} at step {self.best_step})" if self.selects else ""))
         if self.plateau:
             self.plateau.step(value, at_step=self.step)
-        for callback in self.callbacks:
+        for callback in self.callbacks.values():
             callback.on_evaluation(self, metrics)
-        patience = ev["patience"]
+        patience = ev.patience
         self.stopped_early = bool(patience) and self.bad_rounds >= patience
-        self.finished = self.stopped_early or self.step >= self.config["schedule"]["max_steps"]
+        self.finished = self.stopped_early or self.step >= self.config.schedule.max_steps
         if self.is_main:
             self._save_checkpoint()
         if self.dist:
@@ -439,14 +446,14 @@ class Trainer:
 
     def _finish(self) -> dict[str, Any]:
         cfg = self.config
-        if cfg["evaluation"]["restore_best"] and self.selects and self.best_path.exists():
+        if cfg.evaluation.restore_best and self.selects and self.best_path.exists():
             state, _ = load_state(self.best_path, self.device)
             self.model.load_state_dict(state)
         if self.is_main:
             save_weights(self.run_dir / WEIGHTS_FILE, self.model, self.data.channels, cfg)
         results: dict[str, Any] = {
-            "name": cfg["name"], "steps": self.step, "best_step": self.best_step,
-            "best_" + selection_key(cfg["evaluation"]["metric"], cfg["evaluation"]["select_postprocessed"]): self.best_metric, "stopped_early": self.stopped_early,
+            "name": cfg.name, "steps": self.step, "best_step": self.best_step,
+            "best_" + selection_key(cfg.evaluation.metric, cfg.evaluation.select_postprocessed): self.best_metric, "stopped_early": self.stopped_early,
             "lr_drop_steps": list(self.plateau.drops) if self.plateau else [],
         }
         if self.data.test is not None:
@@ -468,8 +475,8 @@ class Trainer:
                 "step": self.step, "best_metric": self.best_metric, "best_step": self.best_step, "bad_rounds": self.bad_rounds,
                 "stopped_early": self.stopped_early, "finished": self.finished,
             },
-            "rng": _rng_state(),
-            "callbacks": [c.callback_state() for c in self.callbacks],
+            "rng": rng_state(),
+            "callbacks": {name: c.callback_state() for name, c in self.callbacks.items()},
         }
         save_state(self.checkpoint_path, state, {"step": self.step})
 
@@ -481,11 +488,40 @@ class Trainer:
             self.plateau.load_state_dict(state["plateau"])
         if self.scaler and state["scaler"]:
             self.scaler.load_state_dict(state["scaler"])
-        for key, value in state["trainer"].items():
-            setattr(self, key, value)
-        for callback, callback_state in zip(self.callbacks, state["callbacks"]):
-            callback.load_callback_state(callback_state)
-        _set_rng_state(state["rng"])
+        self._restore_counters(state["trainer"])
+        self._restore_callbacks(state["callbacks"])
+        set_rng_state(state["rng"])
+
+    def _restore_counters(self, counters: dict[str, Any]) -> None:
+        """The trainer's own counters, and nothing else a checkpoint might hold."""
+        unknown = sorted(set(counters) - set(COUNTERS))
+        if unknown:
+            raise CheckpointError(f"{self.checkpoint_path}: unknown trainer state {unknown}; "
+                                  f"known: {', '.join(COUNTERS)}")
+        for key, kind in COUNTERS.items():
+            setattr(self, key, kind(counters[key]))
+
+    def _restore_callbacks(self, saved: dict[str, Any]) -> None:
+        """Each callback's state by its name (a callback without saved state starts afresh; the
+        empty state of a stateless callback that is gone is dropped)."""
+        saved = saved or {}  # an older gspdml's list without callbacks reads as none
+        if not isinstance(saved, dict):
+            raise CheckpointError(f"{self.checkpoint_path} keeps callback state by position (an "
+                                  "older gspdml); resume it with that version")
+        unknown = sorted(name for name, kept in saved.items()
+                         if kept and name not in self.callbacks)
+        if unknown:
+            raise CheckpointError(f"{self.checkpoint_path} holds the state of callbacks {unknown}, "
+                                  f"which this run does not have (it has: "
+                                  f"{', '.join(self.callbacks) or 'none'})")
+        for name, callback in self.callbacks.items():
+            if name in saved:
+                callback.load_callback_state(saved[name])
+
+
+#: the trainer's counters a checkpoint restores, with their types
+COUNTERS = {"step": int, "best_metric": float, "best_step": int, "bad_rounds": int,
+            "stopped_early": bool, "finished": bool}
 
 
 class TrainingInterrupted(GspdmlError):
@@ -496,47 +532,39 @@ class TrainingInterrupted(GspdmlError):
         super().__init__(f"interrupted at step {step}; checkpoint written to {checkpoint}")
 
 
-def _resolved(config: dict[str, Any]) -> dict[str, Any]:
+def _resolved(config: Mapping[str, Any]) -> Mapping[str, Any]:
     """``config`` with this version's defaults filled in (so that a default written out by one
     side only does not read as a change on resume); as given if it does not load."""
     try:
-        return load_config(config)
+        return validated(config)
     except GspdmlError:
         return config
 
 
-def _unique(items: Iterable[Callback]) -> list[Callback]:
-    seen, out = set(), []
-    for item in items:
-        if id(item) not in seen:
-            seen.add(id(item))
-            out.append(item)
-    return out
+def run_dir_changes(run_dir: Path, config: RunConfig, resume: bool,
+                    allow_changes: bool) -> dict:
+    """Refuse a run directory that already holds a run (unless resuming), that holds nothing to
+    resume, whose saved config differs (:mod:`gspdml.training.config_changes`) or that cannot be
+    written; returns the allowed changes ``{key: (old, new)}``."""
+    checkpoint = run_dir / CHECKPOINT_FILE
+    if not resume and checkpoint.exists():
+        raise ConfigError("name", f"{run_dir} already holds a run; resume it (--resume) or choose "
+                                  "another name")
+    if resume and not checkpoint.exists():
+        raise ConfigError("name", f"nothing to resume: no checkpoint in {run_dir}")
+    changed = {}
+    if resume:
+        saved_path = run_dir / CONFIG_FILE
+        saved = yaml.safe_load(saved_path.read_text()) if saved_path.is_file() else {}
+        changed = check_resume_config(_resolved(saved), _resolved(config), allow_changes)
+    check_writable_folder(run_dir)  # before any work: a read-only or impossible run directory
+    return changed
 
 
-def _rng_state() -> dict[str, Any]:
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos), "has_gauss": int(has_gauss), "cached": float(cached)},
-        "python": [list(x) if isinstance(x, tuple) else x for x in random.getstate()],
-    }
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    if state["cuda"]:
-        torch.cuda.set_rng_state_all(state["cuda"])
-    n = state["numpy"]
-    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"]))
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-
-
-def train(config: dict[str, Any], run_dir: Optional[Path | str] = None, resume: bool = False,
+def train(config: RunConfig | Mapping[str, Any], run_dir: Optional[Path | str] = None, resume: bool = False,
           allow_changes: bool = False) -> dict[str, Any]:
-    """Train the run described by a resolved config; returns the test results (``results.json``).
-    ``allow_changes``: see :mod:`gspdml.training.config_changes`."""
-    run_dir = Path(run_dir) if run_dir is not None else Path(config["output_dir"]) / config["name"]
-    return Trainer(config, run_dir, resume=resume, allow_changes=allow_changes).fit()
+    """Train the run described by a resolved config (:meth:`Trainer.from_config`); returns the test
+    results (``results.json``). ``allow_changes``: see :mod:`gspdml.training.config_changes`."""
+    config = validated(config)
+    run_dir = Path(run_dir) if run_dir is not None else Path(config.output_dir) / config.name
+    return Trainer.from_config(config, run_dir, resume=resume, allow_changes=allow_changes).fit()

@@ -47,7 +47,8 @@ from torch import nn
 from gspdml.errors import ConfigError
 from gspdml.ops.kcenter import greedy_k_center
 from gspdml.ops.normalize import clip_normalize
-from gspdml.pooling.base import POOLINGS, Pooled, Pooling, channels_first_locations, unflatten_weights
+from gspdml.pooling.base import (POOLINGS, LazyInitialised, Pooled, Pooling,
+                                 channels_first_locations, unflatten_weights)
 from gspdml.pooling.gsp.fused import cost_parts, fused_gsp, pooling_weights
 from gspdml.pooling.gsp.transport import BACKWARDS, exporting, partial_transport
 
@@ -65,7 +66,7 @@ def prototype_costs(prototypes: torch.Tensor, features: torch.Tensor) -> torch.T
 
 
 @POOLINGS.register("gsp")
-class GSP(Pooling):
+class GSP(Pooling, LazyInitialised):
     """Generalized Sum Pooling; see the module docstring for the equations.
 
     GSP projects each location and then pools (``head_placement = "local"``): its prototypes and
@@ -88,6 +89,7 @@ class GSP(Pooling):
     """
 
     head_placement = "local"
+    provides = frozenset({"weights", "attributes"})
 
     def __init__(
         self,
@@ -218,6 +220,15 @@ class GSP(Pooling):
     def is_initialised(self) -> bool:
         """False while a k-center layer still pools as GAP (its memory is not full yet)."""
         return bool(self.initialized)
+
+    @property
+    def samples_needed(self) -> int:
+        """k-center picks ``m`` prototypes among the remembered samples: it needs ``m``."""
+        return self.num_prototypes
+
+    @property
+    def samples_seen(self) -> int:
+        return int(self.memory_filled)
 
     @torch.no_grad()
     def finish_initialisation(self) -> int:

@@ -1,0 +1,106 @@
+"""The parts of a run, built from a config or given by the user, before any training.
+
+:func:`build_run` turns a resolved config into :class:`RunParts`: it seeds every random number
+generator from ``seed``, reads the dataset's splits, pre-trains the backbone when the model names
+a recipe (:func:`~gspdml.training.pretrain.resolve_recipe_weights`: the one step that may take
+long, explicit here and never a side effect of building a trainer), builds the embedder and the
+loss. :class:`~gspdml.training.trainer.Trainer` trains any parts: a user's ``nn.Module``
+embedder (a tensor-returning one wrapped in :class:`TensorEmbedder`), a registered or user loss
+(:func:`~gspdml.losses.as_metric_loss`) and any ``(image, label)`` dataset
+(:class:`~gspdml.data.seeded.SeededTransformDataset` adapts it to the training protocol).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from gspdml.config import RunConfig
+from gspdml.data import DataSplits, build_data
+from gspdml.errors import ConfigError
+from gspdml.losses import MetricLoss, as_metric_loss, build_loss
+from gspdml.models import build_embedder
+from gspdml.models.output import EmbedderOutput
+from gspdml.training.callbacks import Callback
+from gspdml.training.ccp_controller import CCPController
+from gspdml.training.pretrain import resolve_recipe_weights
+from gspdml.training.rng import seed_everything
+
+#: the controllers a loss can declare (``MetricLoss.controller``), by name
+CONTROLLERS = {"ccp": CCPController}
+
+
+class TensorEmbedder(nn.Module):
+    """A user embedder whose forward returns the embedding tensor ``[B, D]``, seen as one that
+    returns an :class:`~gspdml.models.EmbedderOutput` (with the embedding only)."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, images: torch.Tensor) -> EmbedderOutput:
+        return EmbedderOutput(self.module(images))
+
+
+@dataclass
+class RunParts:
+    """What a trainer trains and on what.
+
+    ``model`` returns an :class:`~gspdml.models.EmbedderOutput`; ``loss`` is a
+    :class:`~gspdml.losses.MetricLoss` (a plain module becomes one); ``data`` holds the training
+    split (:class:`~gspdml.data.seeded.TrainingDataset`) and the evaluation splits; ``callbacks``
+    are the user's, by a stable name (the checkpoint keeps their state under it).
+    """
+
+    model: nn.Module
+    loss: nn.Module
+    data: DataSplits
+    callbacks: dict[str, Callback] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.loss = as_metric_loss(self.loss)
+
+
+def build_run(config: RunConfig) -> RunParts:
+    """The parts a resolved config describes (module docstring), seeded by ``config.seed``."""
+    seed_everything(config.seed)
+    data = build_data(config.data.dataset, seed=config.seed)
+    model = build_embedder(resolve_recipe_weights(config.model), data.channels)
+    loss = build_loss(
+        config.loss, "loss", embedding_dim=model.embedding_dim, num_classes=data.num_classes
+    )
+    return RunParts(model, loss, data)
+
+
+def find_callbacks(
+    model: nn.Module, loss: nn.Module, extra: Mapping[str, Callback]
+) -> dict[str, Callback]:
+    """Every callback of a run by a stable name: the modules of the model and the loss that are
+    :class:`Callback` (``model.<module path>``, ``loss.<module path>``), the controller each loss
+    module declares (``<controller>:loss.<module path>``), then ``extra``."""
+    found: dict[str, Callback] = {}
+    for prefix, part in (("model", model), ("loss", loss)):
+        for name, module in part.named_modules(prefix=prefix):
+            if isinstance(module, Callback) and all(module is not c for c in found.values()):
+                found[name] = module
+    for name, module in loss.named_modules(prefix="loss"):
+        if isinstance(module, MetricLoss) and module.controller is not None:
+            if module.controller not in CONTROLLERS:
+                raise ConfigError(
+                    "loss",
+                    f"{name} declares the unknown controller {module.controller!r}; "
+                    f"known: {', '.join(CONTROLLERS)}",
+                )
+            found[f"{module.controller}:{name}"] = CONTROLLERS[module.controller](module)
+    for name, callback in extra.items():
+        if name in found:
+            raise ConfigError(
+                "callbacks",
+                f"two callbacks are named {name!r}; give the user callback another name",
+            )
+        found[name] = callback
+    return found

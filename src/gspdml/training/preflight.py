@@ -1,0 +1,101 @@
+"""The checks a trainer runs once, before step 1, on the parts it was given and its config.
+
+Each reads a declaration, never a type: the loss's
+:class:`~gspdml.losses.requirements.BatchRequirements` against the batches the config's
+sampler builds and the output fields the model declares; every
+:class:`~gspdml.pooling.base.LazyInitialised` module against the samples it sees by the first
+evaluation; the training split against :class:`~gspdml.data.seeded.TrainingDataset`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from gspdml.errors import ConfigError, DataError
+from gspdml.losses.requirements import model_provides, requirements_of
+from gspdml.pooling.base import LazyInitialised
+from gspdml.training.rng import rng_state, set_rng_state
+
+ADAPTER = ("wrap a plain (image, label) dataset in "
+           "gspdml.data.seeded.SeededTransformDataset(dataset, seed=...)")
+
+
+def check_loss_declarations(loss: nn.Module, model: nn.Module, data: Mapping[str, Any]) -> None:
+    """The batches of the ``data`` config section and the model's declared output fields meet
+    what the loss declares it needs."""
+    requirements = requirements_of(loss)
+    requirements.check_batches(data)
+    requirements.check_output(model_provides(model))
+
+
+def lazy_modules(model: nn.Module) -> list[tuple[str, LazyInitialised]]:
+    """``(name, module)`` of every :class:`LazyInitialised` module of ``model``."""
+    return [
+        (name, module)
+        for name, module in model.named_modules()
+        if isinstance(module, LazyInitialised)
+    ]
+
+
+def check_lazy_initialisation(model: nn.Module, steps: int, batch_size: int) -> None:
+    """A module that initialises from training samples must have seen enough of them after
+    ``steps`` steps of ``batch_size`` samples, by the first evaluation."""
+    for name, module in lazy_modules(model):
+        seen = module.samples_seen + max(steps, 0) * batch_size
+        if not module.is_initialised and seen < module.samples_needed:
+            raise ConfigError(
+                "evaluation.every",
+                f"{name} needs {module.samples_needed} training samples to "
+                f"initialise before the first evaluation, but sees only {seen} "
+                f"({steps} steps of {batch_size}); evaluate later or make it "
+                "need fewer (e.g. fewer prototypes)",
+            )
+
+
+def check_warmup(model: nn.Module, warmup_steps: int) -> None:
+    """The warm-up freezes the model's ``backbone`` part: a model without one cannot warm up."""
+    if warmup_steps and not isinstance(getattr(model, "backbone", None), nn.Module):
+        raise ConfigError(
+            "schedule.warmup_steps",
+            f"the warm-up freezes the model's backbone, but "
+            f"{type(model).__name__} has no backbone part; set it to 0",
+        )
+
+
+def check_training_dataset(dataset: Dataset) -> None:
+    """``dataset`` follows :class:`~gspdml.data.seeded.TrainingDataset`: one label per item, and
+    item ``(0, 0)`` is ``(image tensor, label)``. Reading it leaves the host's random generators
+    as they were."""
+    labels = getattr(dataset, "labels", None)
+    if labels is None or len(labels) != len(dataset):
+        raise DataError(
+            f"the training dataset needs a labels array with one label per item "
+            f"({len(dataset)} items); {ADAPTER}"
+        )
+    if not np.issubdtype(np.asarray(labels).dtype, np.integer):
+        raise DataError(
+            f"the training dataset's labels must be integers, got {np.asarray(labels).dtype}"
+        )
+    state = rng_state(cuda=False)
+    try:
+        item = dataset[(0, 0)]
+    except (IndexError, KeyError, TypeError, ValueError) as error:
+        raise DataError(
+            f"the training dataset takes (index, epoch) keys, but item (0, 0) failed with "
+            f"{type(error).__name__}: {error}; {ADAPTER}"
+        ) from error
+    finally:
+        set_rng_state(state)
+    if not (
+        isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], torch.Tensor)
+    ):
+        raise DataError(
+            f"the training dataset's items must be (image tensor, label), item (0, 0) is "
+            f"{type(item).__name__}; {ADAPTER}"
+        )
