@@ -189,7 +189,7 @@ def test_conventional_protocol_monitors_the_test_split(tmp_path, capsys):
     results = {}
     for seed in (0, 1):
         saved = yaml.safe_load((root / f"seed{seed}" / "config.yaml").read_text())
-        assert saved["evaluation"]["split"] == "test" and "val_fold" not in saved["data"]["dataset"]
+        assert saved["evaluation"]["split"] == "test" and saved["data"]["dataset"]["val_fold"] is None  # the default: no fold
         log = [json.loads(line) for line in (root / f"seed{seed}" / "metrics.jsonl").read_text().splitlines()]
         assert {r["split"] for r in log} == {"train", "test"}  # no validation split is looked at
         results[f"seed{seed}"] = json.loads((root / f"seed{seed}" / "results.json").read_text())["test"]
@@ -228,7 +228,7 @@ def test_two_stage_protocol_replays_the_train_stage_drops_and_length(tmp_path):
     assert stage2["schedule"]["max_steps"] == length
     assert stage2["schedule"]["plateau"] is None
     assert stage2["schedule"]["step_decay"] == ({"milestones": expected, "factor": 0.1} if expected else None)
-    assert "val_fold" not in stage2["data"]["dataset"]  # all training classes
+    assert stage2["data"]["dataset"]["val_fold"] is None  # all training classes
     assert not stage2["evaluation"]["restore_best"]
     first = yaml.safe_load((root / "train-seed0" / "config.yaml").read_text())["data"]["dataset"]
     assert (first["val_fold"], first["num_folds"]) == (0, 2)

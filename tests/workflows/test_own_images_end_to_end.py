@@ -83,7 +83,7 @@ def _whole_path(tmp_path, monkeypatch, capsys):
     # 9 classes: 4 test classes (the last, with the single image), 5 training classes of which at
     # least 2 validate (round(0.25 * 5) = 1 could not rank); the corrupt file left out of val
     assert "train: 3 classes, 15 images" in err and "val: 2 classes, 10 images" in err and "test: 4 classes, 16 images" in err
-    assert "prototypes initialised at step 3" in err
+    assert "pooling: initialised at step 3" in err
     assert [line.split(":")[1].strip() for line in err.splitlines() if "val map_at_r" in line] == ["step 3/6", "step 6/6"]
     results = json.loads(out)
     assert results["test"]["num_lone_queries"] == 1 and isinstance(results["test"]["num_queries"], int)

@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from gspdml.config import RunConfig
+from gspdml.config import RunConfig, validated
 from gspdml.errors import ConfigError
 from gspdml.training.config_changes import HARMLESS, config_differences
 from gspdml.training.run_dir import CHECKPOINT_FILE, CONFIG_FILE, RESULTS_FILE
@@ -69,7 +69,8 @@ def existing_status(run: PlannedRun, hint: str = "delete it or choose another --
     :class:`ConfigError` (ending with ``hint``) when it holds a run of another config."""
     saved = run.run_dir / CONFIG_FILE
     if saved.is_file():
-        differences = config_differences(yaml.safe_load(saved.read_text()) or {}, run.config)
+        # the requested config as the trainer writes it (dataset defaults filled in)
+        differences = config_differences(yaml.safe_load(saved.read_text()) or {}, validated(run.config))
         changed = [key for key in differences if key not in HARMLESS]
         if changed:
             raise ConfigError("config", f"{run.run_dir} holds a run of another config (differs in {', '.join(changed[:5])}); {hint}")
