@@ -11,15 +11,19 @@ from typing import Optional, Sequence
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+
+from gspdml.data.base import LabelledDataset
 
 
-class ArrayDataset(Dataset):
+class ArrayDataset(LabelledDataset):
     """``images`` uint8 ``[N, H, W]`` (one channel) or ``[N, C, H, W]``; ``labels`` int ``[N]``.
 
     ``mean``/``std`` are per-dataset scalars applied to pixel values scaled to [0, 1]; pass the
     training split's statistics to every split so that all splits share one normalisation.
     """
+
+    #: collages: the grid position of each image's target tile (set by the collage builders)
+    tile_positions: Optional[np.ndarray] = None
 
     def __init__(
         self,

@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Optional
+from typing import Any, Callable, Optional, cast
 
 import numpy as np
 import torch
@@ -77,7 +77,7 @@ class EvalTransform:
     @cached_property
     def pipeline(self) -> Compose:
         """Steps 2 to 4 as seeded transforms ``(x, generator) -> x`` of :mod:`gspdml.data.transforms`."""
-        steps = []
+        steps: list[Callable[..., Any]] = []
         if self.resize is not None:
             steps.append(Resize(self.resize[0] if len(self.resize) == 1 else self.resize))
         if self.center_crop is not None:
@@ -195,7 +195,9 @@ def parse_eval_transform(spec: Any, field: str = "data.eval_transform",
     if not isinstance(bgr, bool):
         raise ConfigError(f"{field}.bgr", f"expected true or false, got {bgr!r}")
     resize = _size(spec.get("resize"), f"{field}.resize", shorter_side=True)
-    crop = _size(spec.get("center_crop"), f"{field}.center_crop", shorter_side=False)
+    # a crop is always (h, w): _size with shorter_side=False returns pairs only
+    crop = cast(Optional[tuple[int, int]],
+                _size(spec.get("center_crop"), f"{field}.center_crop", shorter_side=False))
     return EvalTransform(count, resize, crop, mean, std, bgr, float(value_range))
 
 

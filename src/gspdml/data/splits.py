@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
-from torch.utils.data import Dataset
+import numpy.typing as npt
 
+from gspdml.data.base import LabelledDataset
 from gspdml.errors import ConfigError
 
 FIELD = "data.dataset"
@@ -95,7 +96,7 @@ def _sorted_classes(classes, field) -> np.ndarray:
     return np.unique(ids.astype(np.int64))
 
 
-def contiguous_labels(labels: np.ndarray, classes: Sequence[int]) -> np.ndarray:
+def contiguous_labels(labels: npt.ArrayLike, classes: npt.ArrayLike) -> np.ndarray:
     """Map each label to its position in ``sorted(classes)`` (labels must all be in ``classes``)."""
     order = np.unique(np.asarray(classes))
     labels = np.asarray(labels)
@@ -105,7 +106,7 @@ def contiguous_labels(labels: np.ndarray, classes: Sequence[int]) -> np.ndarray:
     return position.astype(np.int64)
 
 
-class ClassSubset(Dataset):
+class ClassSubset(LabelledDataset):
     """The items of ``dataset`` whose label is in ``classes``; with ``relabel`` their labels become
     positions in ``sorted(classes)`` (contiguous ``0..k-1``, as a training split needs), and
     :attr:`classes` keeps the sorted labels of ``dataset`` they stand for.
@@ -113,7 +114,7 @@ class ClassSubset(Dataset):
     Keys may be ints or ``(index, epoch)`` pairs, passed on to ``dataset`` with the index mapped.
     """
 
-    def __init__(self, dataset: Dataset, classes: Sequence[int], relabel: bool = True):
+    def __init__(self, dataset: LabelledDataset, classes: npt.ArrayLike, relabel: bool = True):
         classes = np.unique(np.asarray(classes, dtype=np.int64))
         base_labels = np.asarray(dataset.labels)
         absent = np.setdiff1d(classes, base_labels)
@@ -150,7 +151,7 @@ class ClassSubset(Dataset):
 
 
 def validation_classes(
-    train_classes: Sequence[int],
+    train_classes: npt.ArrayLike,
     val_fraction: float = 0.25,
     val_fold: Optional[int] = None,
     num_folds: int = 4,
@@ -193,8 +194,9 @@ def validation_classes(
     return fit, val
 
 
-def carve_fold(train: Dataset, val: Optional[Dataset], *, dataset: str, val_fold: Optional[int], num_folds: int,
-               val_classes: Optional[Sequence[int]]) -> tuple[Dataset, Optional[Dataset]]:
+def carve_fold(train: LabelledDataset, val: Optional[LabelledDataset], *, dataset: str,
+               val_fold: Optional[int], num_folds: int, val_classes: Optional[Sequence[int]]
+               ) -> tuple[LabelledDataset, Optional[LabelledDataset]]:
     """``(train, val)`` of a dataset with its own class-disjoint splits (collages, Fashion-MNIST):
     unchanged without ``val_fold`` / ``val_classes``; otherwise the validation classes are carved off
     the training split (:func:`validation_classes`, both parts relabelled ``0..k-1``), which needs
