@@ -19,7 +19,6 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar
 from gspdml.errors import ConfigError
 from gspdml.typecheck import first_mismatch
 
-
 _Factory = TypeVar("_Factory", bound=Callable[..., Any])
 
 
@@ -27,7 +26,8 @@ def supplied_by_caller(*names: str) -> Callable[[_Factory], _Factory]:
     """Mark the arguments of a factory function that its caller passes (the run's ``seed``), not
     the config: they are no options (a class declares its ``supplied_by_caller`` attribute)."""
     def mark(factory: _Factory) -> _Factory:
-        setattr(factory, "supplied_by_caller", names)
+        # a function takes attributes; the registry reads this one with getattr
+        factory.supplied_by_caller = names  # type: ignore[attr-defined]
         return factory
     return mark
 

@@ -29,7 +29,7 @@ def convex_hull_2d(points) -> np.ndarray:
     if len(unique) < 3:
         return np.array(unique, dtype=np.int64)
 
-    def chain(indices):
+    def chain(indices: list[int]) -> list[int]:
         out: list[int] = []
         for i in indices:
             while len(out) >= 2 and _cross(pts[out[-2]], pts[out[-1]], pts[i]) <= 0:
@@ -53,12 +53,12 @@ def hulls_overlap(first, second, tol: float = 1e-12) -> bool:
     """Whether the convex hulls of two planar point sets intersect (touching counts)."""
     a = np.asarray(first, dtype=np.float64)[convex_hull_2d(first)]
     b = np.asarray(second, dtype=np.float64)[convex_hull_2d(second)]
-    axes = [(b[None, :, :] - a[:, None, :]).reshape(-1, 2)]
+    normals = [(b[None, :, :] - a[:, None, :]).reshape(-1, 2)]
     for hull in (a, b):
         if len(hull) >= 2:
             edges = np.roll(hull, -1, axis=0) - hull
-            axes.append(np.stack([-edges[:, 1], edges[:, 0]], axis=1))
-    axes = np.concatenate(axes)
+            normals.append(np.stack([-edges[:, 1], edges[:, 0]], axis=1))
+    axes = np.concatenate(normals)
     axes = axes[np.linalg.norm(axes, axis=1) > 0]
     if len(axes) == 0:  # both hulls are the same single point
         return True

@@ -21,7 +21,7 @@ import importlib
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from gspdml.data.transforms import CenterCrop, Compose, Normalize, Resize, ToTensor
 from gspdml.errors import ConfigError
@@ -37,7 +37,7 @@ ALIASES = {"clip": "open_clip:ViT-L-14@openai", "remoteclip": "open_clip:ViT-L-1
 # uses QuickGELU. The OpenAI weights need QuickGELU (open_clip's pretrained config). RemoteCLIP is
 # loaded into plain ViT-L-14 as in its README; the WeiCom code (billpsomas/rscir) also builds plain
 # ViT-L-14 for the OpenAI weights — pass quick_gelu=False for that parity.
-KNOWN_CHECKPOINTS = {
+KNOWN_CHECKPOINTS: dict[tuple[str, Optional[str]], dict[str, Any]] = {
     ("ViT-L-14", "openai"): dict(repo="timm/vit_large_patch14_clip_224.openai",
                                  files=("open_clip_model.safetensors", "open_clip_pytorch_model.bin"), quick_gelu=True),
     ("ViT-L-14", "remoteclip"): dict(repo="chendelong/RemoteCLIP", files=("RemoteCLIP-ViT-L-14.pt",), quick_gelu=False),
@@ -48,7 +48,8 @@ def clip_preprocess(size: int = 224, mean=CLIP_MEAN, std=CLIP_STD):
     """CLIP's evaluation transform (the standard OpenAI/open_clip ViT-L/14 one; the thesis does not
     specify it): bicubic resize of the short side, centre crop, CLIP mean/std. Returns
     ``PIL image -> [3, size, size]``."""
-    transform = Compose([Resize(size, Image.BICUBIC), CenterCrop(size), ToTensor(), Normalize(mean, std)])
+    transform = Compose([Resize(size, Image.Resampling.BICUBIC), CenterCrop(size), ToTensor(),
+                         Normalize(mean, std)])
     return lambda image: transform(image, None)
 
 

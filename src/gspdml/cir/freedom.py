@@ -294,11 +294,11 @@ class FreeDom:
         """The text labels (and weights) of each query image ``[Q, D]``; a query image that
         occurs several times (one row per target text) is inverted once."""
         unique, inverse = torch.unique(image_queries, dim=0, return_inverse=True)
-        if not self.expansion:   # every word occurs once, so all weightings are uniform
-            labels = nn_inversion(unique, self.text_memory, self.m)
-        else:
+        if self.expansion and self.visual_memory is not None:  # __init__: expansion has one
             labels = expanded_inversion(unique, self.visual_memory, self.text_memory, self.k, self.n, self.m,
                                         self.weighting, self.query_as_proxy, self._memory_words)
+        else:   # every word occurs once, so all weightings are uniform
+            labels = nn_inversion(unique, self.text_memory, self.m)
         return [labels[i] for i in inverse.tolist()]
 
     def query_embeddings(self, image_queries: torch.Tensor, targets: Sequence[str]) -> torch.Tensor:

@@ -119,7 +119,7 @@ def load_state_dict_file(path: str | Path) -> dict[str, torch.Tensor]:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
 
-            state = load_file(str(path))
+            state: Any = load_file(str(path))
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:

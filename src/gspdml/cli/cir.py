@@ -129,7 +129,8 @@ def _features(args, model, protocol: CompositionProtocol, cache: Optional[Featur
     database = encode_image_files(model, protocol.database, args.batch_size, cache)
     index = {path: i for i, path in enumerate(protocol.database)}
     outside = {p: i for i, p in enumerate(p for p in protocol.query_images if p not in index)}
-    extra = encode_image_files(model, list(outside), args.batch_size, cache) if outside else None
+    extra = (encode_image_files(model, list(outside), args.batch_size, cache) if outside
+             else database[:0])
     rows = [database[index[p]] if p in index else extra[outside[p]] for p in protocol.query_images]
     return database, torch.stack(rows)
 

@@ -26,8 +26,9 @@ def without_tf32(convolutions: bool = False) -> Iterator[None]:
         (matmul, "allow_bf16_reduced_precision_reduction", False)]
     if hasattr(matmul, "fp32_precision"):
         switches.append((matmul, "fp32_precision", "ieee"))
-        if convolutions:  # torch.backends.cudnn.conv (torch >= 2.9) is not in torch's stubs
-            switches.append((getattr(torch.backends.cudnn, "conv"), "fp32_precision", "ieee"))
+        if convolutions:  # torch.backends.cudnn.conv is set up at import; its stubs omit it
+            conv = torch.backends.cudnn.conv  # type: ignore[attr-defined]
+            switches.append((conv, "fp32_precision", "ieee"))
     else:
         switches.append((matmul, "allow_tf32", False))
         switches += [(torch.backends.cudnn, "allow_tf32", False)] if convolutions else []

@@ -171,7 +171,8 @@ def collage_splits(
 
     def part(split: str) -> ArrayDataset:
         names = [f"{base_names[a]}|{base_names[b]}" for a, b in arrays[f"{split}_pairs"]]
-        images = ArrayDataset(arrays[f"{split}_images"], arrays[f"{split}_labels"], mean, std, names)
+        images = ArrayDataset(arrays[f"{split}_images"], arrays[f"{split}_labels"], mean, std,
+                              names)
         images.tile_positions = arrays[f"{split}_position"]
         return images
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Optional, cast
+from typing import Any, Callable, Optional, cast, overload
 
 import numpy as np
 import torch
@@ -154,6 +154,16 @@ def _per_channel(spec: dict, name: str, count: int, field: str) -> tuple[float, 
         raise ConfigError(f"{field}.{name}",
                           f"expected {count} numbers (one per channel), got {values!r}")
     return tuple(float(v) for v in values)
+
+
+@overload
+def parse_eval_transform(spec: dict[str, Any], field: str = ...,
+                         channels: Optional[int] = ...) -> EvalTransform: ...
+
+
+@overload
+def parse_eval_transform(spec: Any, field: str = ...,
+                         channels: Optional[int] = ...) -> Optional[EvalTransform]: ...
 
 
 def parse_eval_transform(spec: Any, field: str = "data.eval_transform",

@@ -95,13 +95,13 @@ def download(archive: Archive, target: Path, progress: bool = True, timeout: flo
     """Download ``archive.url`` to ``target`` (resuming ``target.part``) and check its pinned
     size and digests; returns its digests."""
     url = archive.url
-    if url is None:
-        raise DataError(f"{archive.filename}: has no download URL; place it in the dataset root")
     if target.is_file():
         digests = _digests(target)
         if archive.mismatch(digests) is None:
             return digests
         target.unlink()
+    if url is None:
+        raise DataError(f"{archive.filename}: has no download URL; place it in the dataset root")
     part = target.with_name(target.name + ".part")
     target.parent.mkdir(parents=True, exist_ok=True)
     have = part.stat().st_size if part.exists() else 0

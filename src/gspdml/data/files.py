@@ -83,7 +83,8 @@ class ImageFileDataset(LabelledDataset):
         self.seed = int(seed)
         self.epoch = 0
         self.class_names = list(class_names) if class_names is not None else None
-        self.classes = np.asarray(classes, dtype=np.int64) if classes is not None else np.unique(label_array)
+        self.classes = (np.asarray(classes, dtype=np.int64) if classes is not None
+                        else np.unique(label_array))
         self._warned: set[str] = set()
 
     @staticmethod

@@ -60,8 +60,9 @@ class OfficialSplits:
     def check_disjoint(self, source: str) -> None:
         """Raise :class:`DataError` when two splits share a class (a classification split)."""
         evaluation = [r for r in (self.test, self.query, self.gallery) if r is not None]
-        parts: dict[str, npt.ArrayLike] = {"train": self.train.classes, "val": self.val.classes if self.val is not None else [],
-                 "evaluation": np.unique(np.concatenate([r.labels for r in evaluation]))}
+        parts: dict[str, npt.ArrayLike] = {
+            "train": self.train.classes, "val": self.val.classes if self.val is not None else [],
+            "evaluation": np.unique(np.concatenate([r.labels for r in evaluation]))}
         for a, b in (("train", "val"), ("train", "evaluation"), ("val", "evaluation")):
             shared = np.intersect1d(parts[a], parts[b])
             if len(shared):
@@ -142,7 +143,8 @@ def build_image_splits(
         raise DataError("the reader returned neither test records nor query and gallery records")
     notes = [f"skipped {len(official.skipped)} hidden or system entries: {_listing(official.skipped)}"] if official.skipped else []
     parts: dict[str, list[Optional[LabelledDataset]]] = {
-        "train": [train], "val": [val_split.query] if val_split else [], "test": [test.query, test.gallery]}
+        "train": [train], "val": [val_split.query] if val_split else [],
+        "test": [test.query, test.gallery]}
     for name, datasets in parts.items():
         for part in datasets:
             if isinstance(part, ImageFileDataset) and part.skipped:

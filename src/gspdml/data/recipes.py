@@ -44,5 +44,6 @@ def image_transform(recipe: str = "mlrc", train: bool = False, normalization: st
     if not (train and scale is not None):
         return EvalTransform(3, resize=(resize,), center_crop=(crop, crop),
                              **NORMALIZATIONS[normalization])
-    steps: list[Callable[..., Any]] = ([Resize(resize)] if resize_first else []) + [RandomResizedCrop(crop, scale, (3 / 4, 4 / 3)), RandomHorizontalFlip(0.5)]
+    steps: list[Callable[..., Any]] = [Resize(resize)] if resize_first else []
+    steps += [RandomResizedCrop(crop, scale, (3 / 4, 4 / 3)), RandomHorizontalFlip(0.5)]
     return Compose(steps + [ToTensor(), Normalize(**NORMALIZATIONS[normalization])])

@@ -60,7 +60,8 @@ def pair_tile(left: np.ndarray, right: np.ndarray, tile_size: int) -> np.ndarray
     return tile
 
 
-def partition(base: Iterable[int], *, split_seed: int, shared_super: int, sub_split: Sequence[int]) -> dict[str, np.ndarray]:
+def partition(base: Iterable[int], *, split_seed: int, shared_super: int,
+              sub_split: Sequence[int]) -> dict[str, np.ndarray]:
     """Seeded split of the ordered pairs of ``base`` classes. Returns, per split ``s``,
     ``s_targets`` and ``s_backgrounds``: arrays ``[C, 2]`` of pairs ``(super, sub)``."""
     base = np.asarray(sorted(int(b) for b in base))
@@ -196,9 +197,10 @@ def collage_shared(
     keeps the target tile alone). ``augment`` shuffles the tiles and shifts training
     images by up to ``max_shift`` pixels, seeded by the run ``seed``; the arrays are cached by
     content hash (:func:`gspdml.data.cache.cached_arrays`)."""
-    params: dict[str, Any] = dict(split_seed=int(split_seed), tile_size=int(tile_size), grid=int(grid), images_per_class=int(images_per_class),
-                  shared_super=int(shared_super), sub_split=[int(v) for v in sub_split],
-                  glyph_split=[float(f) for f in glyph_split])
+    params: dict[str, Any] = dict(
+        split_seed=int(split_seed), tile_size=int(tile_size), grid=int(grid),
+        images_per_class=int(images_per_class), shared_super=int(shared_super),
+        sub_split=[int(v) for v in sub_split], glyph_split=[float(f) for f in glyph_split])
     check_source(source)
     key = {"version": FORMAT_VERSION, "source": source, "root": root, **params}
     arrays = cached_arrays(f"collage_shared_{source}", key, lambda: build_shared_collage_arrays(*source_glyphs(source, root), **params), enabled=cache)

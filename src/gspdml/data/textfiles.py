@@ -26,7 +26,8 @@ def require_file(path: Path, source: str) -> Path:
     return path
 
 
-def read_columns(path: Path, columns: Sequence[str], source: str, skip: int = 0, numeric: Sequence[str] = ()) -> list[dict[str, Any]]:
+def read_columns(path: Path, columns: Sequence[str], source: str, skip: int = 0,
+                 numeric: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Rows of a whitespace-separated text file as dicts; ``skip`` header lines; the columns
     named in ``numeric`` must be integers. Blank lines are ignored."""
     require_file(path, source)

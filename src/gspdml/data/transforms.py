@@ -102,7 +102,8 @@ class Resize:
         self.size = int(size) if isinstance(size, int) else _pair(size)
         self.interpolation = interpolation
 
-    def __call__(self, image: Image.Image, generator: Optional[torch.Generator] = None) -> Image.Image:
+    def __call__(self, image: Image.Image,
+                 generator: Optional[torch.Generator] = None) -> Image.Image:
         w, h = image.size
         if not isinstance(self.size, int):
             return image.resize((self.size[1], self.size[0]), self.interpolation)
@@ -126,7 +127,8 @@ class CenterCrop:
     def __init__(self, size):
         self.size = _pair(size)
 
-    def __call__(self, image: Image.Image, generator: Optional[torch.Generator] = None) -> Image.Image:
+    def __call__(self, image: Image.Image,
+                 generator: Optional[torch.Generator] = None) -> Image.Image:
         w, h = image.size
         crop_h, crop_w = self.size
         if w < crop_w or h < crop_h:
@@ -202,7 +204,8 @@ class RandomHorizontalFlip:
 class ToTensor:
     """An RGB PIL image to a float tensor ``[3, H, W]`` in [0, 1]."""
 
-    def __call__(self, image: Image.Image, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    def __call__(self, image: Image.Image,
+                 generator: Optional[torch.Generator] = None) -> torch.Tensor:
         array = np.asarray(image, dtype=np.uint8)
         if array.ndim == 2:
             array = array[:, :, None]
@@ -222,7 +225,8 @@ class Normalize:
         self.std = torch.tensor(std, dtype=torch.float32)[:, None, None]
         self.bgr, self.value_range = bool(bgr), float(value_range)
 
-    def __call__(self, x: torch.Tensor, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor,
+                 generator: Optional[torch.Generator] = None) -> torch.Tensor:
         if self.bgr:
             x = x.flip(0)
         return (x * self.value_range - self.mean) / self.std

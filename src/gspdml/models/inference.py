@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import nn
@@ -44,7 +44,7 @@ def autocast_context(precision: str, device: torch.device):
     return contextlib.nullcontext()
 
 
-def stack_batch(batch) -> tuple[torch.Tensor, torch.Tensor]:
+def stack_batch(batch: Sequence[tuple[Any, Any]]) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
     """Collate ``(image, label)`` items into images ``[B, C, H, W]`` and int64 labels ``[B]``;
     images of different sizes get an error that says how to fix the config. Items whose image is
     None (skipped files, see gspdml.retrieval.embedding) are left out; a batch of only those is None."""

@@ -24,6 +24,7 @@ from torch import nn
 
 from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, GspdmlError
+from gspdml.models import Embedder
 
 FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
 TOLERANCE = 1e-5
@@ -101,7 +102,7 @@ def max_difference(module: nn.Module, exported: Callable, inputs: torch.Tensor) 
 
 
 def export_embedder(
-    model: nn.Module,
+    model: Embedder,
     fmt: str,
     path: str | Path,
     channels: int,
@@ -122,6 +123,7 @@ def export_embedder(
     path.parent.mkdir(parents=True, exist_ok=True)
     module = EmbeddingOnly(model.cpu().eval()).eval()
     example = sample_images(channels, size, 2, seed)
+    exported: Optional[Callable[[torch.Tensor], torch.Tensor]]
     try:
         if fmt == "torchscript":
             exported = export_torchscript(module, example, path)
@@ -144,7 +146,7 @@ def export_embedder(
         "run": info,
         "check": None,
     }
-    if check:
+    if check and exported is not None:  # export_onnx returns None only without the check
         inputs = sample_images(channels, size, 5, seed + 1)
         difference = max_difference(module, exported, inputs)
         record["check"] = {"inputs": "5 seeded N(0, 1) images", "max_abs_diff": difference, "tolerance": tolerance}

@@ -3,6 +3,7 @@ embedded by :func:`gspdml.models.inference.embed`, like every evaluation split."
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -22,7 +23,8 @@ SPLITS = ("train", "val", "test")
 SPLIT_FOLDERS = ("train", "val", "test", "query", "gallery")
 
 
-def list_image_folder(root: str | Path) -> tuple[list[str], list[Optional[str]], list[str]]:
+def list_image_folder(
+        root: str | os.PathLike[str]) -> tuple[list[str], list[Optional[str]], list[str]]:
     """Image files under ``root`` (recursive, sorted), their labels, and the hidden or system
     files and folders that were skipped (:func:`gspdml.data.images.list_images`).
 
@@ -79,7 +81,7 @@ class ImageSource:
                            self.to_display, self.skipped)
 
 
-def folder_source(root: str | Path, transform: ImageTransform) -> ImageSource:
+def folder_source(root: str | os.PathLike[str], transform: ImageTransform) -> ImageSource:
     paths, labels, skipped = list_image_folder(root)
     return ImageSource(ImageFiles(paths, labels, transform), paths, labels, transform.to_display, skipped)
 
@@ -98,5 +100,7 @@ def split_source(config: dict[str, Any], split: str) -> ImageSource:
     paths = getattr(dataset, "paths", None)
     names = [str(p) for p in paths] if paths is not None else [f"{split}/{i}" for i in range(len(dataset))]
     class_names = getattr(dataset, "class_names", None)
-    labels = [str(class_names[label]) if class_names is not None else str(int(label)) for label in dataset.labels]
+    labels: list[Optional[str]] = [
+        str(class_names[label]) if class_names is not None else str(int(label))
+        for label in dataset.labels]
     return ImageSource(dataset, names, labels)

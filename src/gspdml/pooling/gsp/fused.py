@@ -149,11 +149,12 @@ def cost_gradients(
     w_clip, f_clip = w_squared.clamp_max(1.0), f_squared.clamp_max(1.0)
     w_scale, f_scale = w_squared.clamp_min(1.0).rsqrt(), f_squared.clamp_min(1.0).rsqrt()
     tensors = (cost, log_rho, log_t, grad_rho, w_squared, f_squared) + (() if grad_pi is None else (grad_pi,))
-    if native.eligible(*tensors) and native.library() is not None:
+    kernels = native.library() if native.eligible(*tensors) else None
+    if kernels is not None:
         b, m, n = cost.shape
         grad_cross, sums = torch.empty_like(cost), cost.new_empty(2 * b * n + 2 * m + m * n + 4 * n)
         sum_g_col, sum_gt_col, sum_g_row, sum_gt_row, scratch = sums.split([b * n, b * n, m, m, m * n + 4 * n])
-        native.library().gsp_backward(
+        kernels.gsp_backward(
             *map(native.pointer, (cost, log_rho, log_t, grad_rho, grad_pi, w_clip, w_scale, f_clip, f_scale)),
             b, m, n, eps, SMOOTHING, math.sqrt(SMOOTHING),
             *map(native.pointer, (grad_cross, sum_g_col, sum_gt_col, sum_g_row, sum_gt_row, scratch)),

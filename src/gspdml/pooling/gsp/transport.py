@@ -196,10 +196,13 @@ def solve_log_native(
     """:func:`solve_log` by the C kernel (``native/transport.c``, same iteration and stopping
     rule); ``None`` where a column is below :data:`PLAIN_SUM_FLOOR` (the torch code takes the
     log-domain sums there)."""
+    kernels = native.library()
+    if kernels is None:  # callers check first
+        return None
     b, m, n = cost.shape
     a, log_t = cost.new_empty(b, n), cost.new_empty(b, 1)
     scratch = cost.new_empty(2 * n + 2 * b)
-    failed = native.library().gsp_solve(
+    failed = kernels.gsp_solve(
         native.pointer(cost), b, m, n, mu, eps, iters, int(stop_when_stationary), PLAIN_SUM_FLOOR,
         native.pointer(a), native.pointer(log_t), native.pointer(scratch),
     )
