@@ -90,6 +90,13 @@ def test_bad_transform_specs_name_the_field(spec, field):
     assert err.value.field == field
 
 
+def test_an_eval_transform_built_in_code_needs_mean_and_std_together():
+    """Built directly (not parsed), a mean without std used to fail only when applied, as a
+    TypeError from ``torch.tensor(None)``."""
+    with pytest.raises(ConfigError, match="mean and std must be given together"):
+        EvalTransform(3, mean=(0.5, 0.5, 0.5))
+
+
 @pytest.mark.parametrize(
     "spec, field",
     [

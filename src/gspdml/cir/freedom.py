@@ -38,7 +38,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -117,7 +117,7 @@ class TextMemory:
     words: list[str]
     embeddings: torch.Tensor
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.embeddings.ndim != 2 or self.embeddings.shape[0] != len(self.words):
             raise ConfigError("vocabulary", f"{len(self.words)} words but embeddings of shape {tuple(self.embeddings.shape)}")
 
@@ -284,7 +284,7 @@ class FreeDom:
 
     @classmethod
     def variant(cls, name: str, encode_text: TextEncoder, text_memory: TextMemory,
-                visual_memory: Optional[torch.Tensor] = None, **overrides) -> "FreeDom":
+                visual_memory: Optional[torch.Tensor] = None, **overrides: Any) -> "FreeDom":
         """One of the ablation variants by name: ``single``, ``E``, ``L``, ``E+``, ``L+``, ``L+a``."""
         if name not in VARIANTS:
             raise ConfigError("variant", f"unknown FreeDom variant {name!r}; choose one of {', '.join(VARIANTS)}")

@@ -7,7 +7,7 @@ images stay uint8 (a quarter of the memory of float32) and each item is returned
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -61,7 +61,7 @@ class ArrayDataset(LabelledDataset):
     def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Union[int, tuple[int, int]]) -> tuple[torch.Tensor, int]:
         """``key`` is an index or an ``(index, epoch)`` pair (the epoch does not matter here)."""
         index = int(key[0]) if isinstance(key, tuple) else int(key)
         image = self.images[index].to(torch.float32).div_(255.0)

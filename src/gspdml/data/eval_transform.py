@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from gspdml.data.base import DataSplits
+from gspdml.data.base import DataSplits, LabelledDataset
 from gspdml.data.transforms import CenterCrop, Compose, Normalize, Resize, ToTensor
 from gspdml.errors import ConfigError
 
@@ -65,6 +65,11 @@ class EvalTransform:
     bgr: bool = False
     value_range: float = 1.0
 
+    def __post_init__(self) -> None:
+        if (self.mean is None) != (self.std is None):
+            raise ConfigError("eval_transform", "mean and std must be given together, got "
+                                                f"mean={self.mean!r}, std={self.std!r}")
+
     @property
     def output_size(self) -> Optional[tuple[int, int]]:
         """``(h, w)`` of every output when the transform fixes it, else None."""
@@ -83,7 +88,7 @@ class EvalTransform:
         if self.center_crop is not None:
             steps.append(CenterCrop(self.center_crop))
         steps.append(ToTensor())
-        if self.mean is not None:
+        if self.mean is not None and self.std is not None:  # both or neither (__post_init__)
             steps.append(Normalize(self.mean, self.std, bgr=self.bgr, value_range=self.value_range))
         elif self.bgr:
             steps.append(Normalize((0.0,) * self.channels, (1.0,) * self.channels, bgr=True))
@@ -211,7 +216,7 @@ def parse_eval_transform(spec: Any, field: str = "data.eval_transform",
     return EvalTransform(count, resize, crop, mean, std, bgr, float(value_range))
 
 
-def dataset_eval_transform(dataset) -> Optional[EvalTransform]:
+def dataset_eval_transform(dataset: LabelledDataset) -> Optional[EvalTransform]:
     """The :class:`EvalTransform` that turns a decoded image file into what ``dataset`` (an
     evaluation split) yields, or None when it cannot be described as one:
 

@@ -71,7 +71,8 @@ def load_fashion_mnist(root: Optional[str] = None) -> tuple[np.ndarray, np.ndarr
     return np.concatenate(images), np.concatenate(labels)
 
 
-def _limit_per_class(labels: np.ndarray, limit: Optional[int], rng) -> np.ndarray:
+def _limit_per_class(labels: np.ndarray, limit: Optional[int],
+                     rng: np.random.Generator) -> np.ndarray:
     """Indices keeping at most ``limit`` random items of each class (all when None), sorted."""
     keep = [rng.permutation(np.flatnonzero(labels == c))[:limit] for c in np.unique(labels)]
     return np.sort(np.concatenate(keep))

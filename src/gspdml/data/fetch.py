@@ -35,7 +35,7 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 from tqdm import tqdm
 
@@ -57,7 +57,7 @@ class Archive:
     sha256: Optional[str] = None
     size: Optional[int] = None  # bytes
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.md5 is None and self.sha256 is None:
             raise ValueError(f"{self.filename}: an archive needs a pinned MD5 or SHA-256")
 
@@ -146,7 +146,7 @@ def download(archive: Archive, target: Path, progress: bool = True, timeout: flo
     return digests
 
 
-def _safe_members(names, archive: Path) -> None:
+def _safe_members(names: Iterable[str], archive: Path) -> None:
     for name in names:
         parts = Path(name).parts
         if Path(name).is_absolute() or ".." in parts:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
+from PIL import Image
 
 from gspdml.data.base import LabelledDataset
 from gspdml.data.images import check_image, load_image
@@ -99,13 +100,13 @@ class ImageFileDataset(LabelledDataset):
     def __len__(self) -> int:
         return len(self.paths)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Union[int, tuple[int, int]]) -> tuple[Any, int]:
         index, epoch = key if isinstance(key, tuple) else (key, self.epoch)
         index = int(index)
         image = self._load(index)
         return self.transform(image, seeded_generator(self.seed, epoch, index)), int(self.labels[index])
 
-    def _load(self, index: int):
+    def _load(self, index: int) -> Image.Image:
         try:
             return load_image(self.paths[index])
         except DataError as error:

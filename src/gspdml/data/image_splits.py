@@ -70,6 +70,10 @@ class OfficialSplits:
                                 f"(e.g. {shared[:5].tolist()}); that is a classification split, not a zero-shot one")
 
 
+#: a reader of a dataset's files: ``reader(root, ...) -> OfficialSplits``
+Reader = Callable[..., OfficialSplits]
+
+
 def split_first_half(records: Records) -> tuple[Records, Records]:
     """The first half of the sorted class ids for training, the rest for test
     (:func:`~gspdml.data.splits.train_test_classes`)."""
@@ -169,7 +173,8 @@ IMAGE_OPTION_TYPES = dict(
 )
 
 
-def register_image_dataset(name: str, *aliases: str, min_val_classes: int = 1):
+def register_image_dataset(name: str, *aliases: str, min_val_classes: int = 1
+                           ) -> Callable[[Reader], Reader]:
     """Register ``reader(root, ...) -> OfficialSplits`` as a dataset factory taking the reader's
     own arguments, ``seed`` (supplied by the caller) and :data:`IMAGE_OPTIONS`:
 
@@ -184,11 +189,11 @@ def register_image_dataset(name: str, *aliases: str, min_val_classes: int = 1):
     as many training classes remain (a user's small folder: one validation class cannot rank).
     """
 
-    def decorate(reader):
+    def decorate(reader: Reader) -> Reader:
         own = list(inspect.signature(reader).parameters.values())
         required = [p.name for p in own if p.default is inspect.Parameter.empty]
 
-        def factory(seed: int = 0, **kwargs):
+        def factory(seed: int = 0, **kwargs: Any) -> DataSplits:
             for arg in required:
                 if arg not in kwargs:
                     raise ConfigError(f"data.dataset.{arg}", f"required by dataset '{name}'")
@@ -198,7 +203,8 @@ def register_image_dataset(name: str, *aliases: str, min_val_classes: int = 1):
 
         keyword = inspect.Parameter.KEYWORD_ONLY
         hints = typing.get_type_hints(reader)
-        factory.__signature__ = inspect.Signature(
+        # inspect.signature reads __signature__, which a function takes like any attribute
+        factory.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
             [p.replace(kind=keyword, annotation=hints.get(p.name, p.annotation)) for p in own]
             + [inspect.Parameter("seed", keyword, default=0, annotation=int)]
             + [inspect.Parameter(k, keyword, default=v, annotation=IMAGE_OPTION_TYPES[k]) for k, v in IMAGE_OPTIONS.items()]

@@ -31,7 +31,7 @@ and by the protocol runner):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -53,7 +53,7 @@ class ClassFold:
     val_classes: np.ndarray
 
 
-def train_test_classes(classes) -> tuple[np.ndarray, np.ndarray]:
+def train_test_classes(classes: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """``(train classes, test classes)``: the first ``C // 2`` sorted distinct class ids train,
     the rest test (CUB 100/100, Cars 98/98; powerful-benchmarker's 50/50 class split)."""
     ids = _sorted_classes(classes, "classes")
@@ -63,7 +63,8 @@ def train_test_classes(classes) -> tuple[np.ndarray, np.ndarray]:
     return ids[:half], ids[half:]
 
 
-def contiguous_class_folds(train_classes, num_folds: int, field: str = "num_folds") -> list[ClassFold]:
+def contiguous_class_folds(train_classes: npt.ArrayLike, num_folds: int,
+                           field: str = "num_folds") -> list[ClassFold]:
     """The ``num_folds`` wrap-around contiguous folds of the sorted training classes (module doc)."""
     ids = _sorted_classes(train_classes, "train_classes")
     total = len(ids)
@@ -79,17 +80,19 @@ def contiguous_class_folds(train_classes, num_folds: int, field: str = "num_fold
     return folds
 
 
-def fair_protocol_folds(train_classes, num_folds: int = FAIR_FOLDS) -> list[ClassFold]:
+def fair_protocol_folds(train_classes: npt.ArrayLike,
+                        num_folds: int = FAIR_FOLDS) -> list[ClassFold]:
     """Fair (Musgrave) protocol: 4 folds, each training on 3/4 of the training classes."""
     return contiguous_class_folds(train_classes, num_folds)
 
 
-def tuning_protocol_folds(train_classes, num_folds: int = TUNING_FOLDS) -> list[ClassFold]:
+def tuning_protocol_folds(train_classes: npt.ArrayLike,
+                          num_folds: int = TUNING_FOLDS) -> list[ClassFold]:
     """Hyper-parameter tuning protocol: 5 class partitions, train on 4/5, validate on 1/5."""
     return contiguous_class_folds(train_classes, num_folds)
 
 
-def _sorted_classes(classes, field) -> np.ndarray:
+def _sorted_classes(classes: npt.ArrayLike, field: str) -> np.ndarray:
     ids = np.asarray(classes)
     if ids.ndim != 1 or ids.dtype.kind not in "iu":
         raise ConfigError(field, f"expected a 1-D array of integer class ids, got shape {ids.shape} dtype {ids.dtype}")
@@ -142,7 +145,7 @@ class ClassSubset(LabelledDataset):
     def __len__(self) -> int:
         return len(self.indices)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Union[int, tuple[int, int]]) -> tuple[Any, int]:
         if isinstance(key, tuple):
             item = self.dataset[(int(self.indices[key[0]]), key[1])]
         else:

@@ -12,7 +12,7 @@ item's augmentation is the same whatever the number of DataLoader workers and af
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -88,7 +88,7 @@ def _uniform(low: float, high: float, generator: torch.Generator) -> float:
     return low + (high - low) * float(torch.rand(1, generator=generator, dtype=torch.float64))
 
 
-def _pair(size) -> tuple[int, int]:
+def _pair(size: Union[int, Sequence[int]]) -> tuple[int, int]:
     """``(h, w)`` of a size given as one int (a square) or as ``(h, w)``."""
     return (int(size), int(size)) if isinstance(size, int) else (int(size[0]), int(size[1]))
 
@@ -98,7 +98,8 @@ class Resize:
     truncated to an integer, as ``torchvision.transforms.Resize(int)`` does), or to exactly
     ``(h, w)`` when ``size`` is a pair; bilinear by default."""
 
-    def __init__(self, size, interpolation: int = Image.Resampling.BILINEAR):
+    def __init__(self, size: Union[int, Sequence[int]],
+                 interpolation: int = Image.Resampling.BILINEAR):
         self.size = int(size) if isinstance(size, int) else _pair(size)
         self.interpolation = interpolation
 
@@ -124,7 +125,7 @@ class CenterCrop:
     smaller than the crop is first padded with black, centred, as torchvision does, so every
     output has the crop's size."""
 
-    def __init__(self, size):
+    def __init__(self, size: Union[int, Sequence[int]]):
         self.size = _pair(size)
 
     def __call__(self, image: Image.Image,
@@ -189,7 +190,7 @@ class RandomHorizontalFlip:
     def __init__(self, p: float = 0.5):
         self.p = float(p)
 
-    def __call__(self, image, generator: torch.Generator):
+    def __call__(self, image: Any, generator: torch.Generator) -> Any:
         flip = float(torch.rand(1, generator=generator)) < self.p
         if not flip:
             return image
@@ -220,7 +221,8 @@ class Normalize:
     ``bgr`` (the Caffe convention of BN-Inception: BGR, values in [0, 255], mean (104, 117, 128),
     std 1)."""
 
-    def __init__(self, mean, std, bgr: bool = False, value_range: float = 1.0):
+    def __init__(self, mean: Sequence[float], std: Sequence[float], bgr: bool = False,
+                 value_range: float = 1.0):
         self.mean = torch.tensor(mean, dtype=torch.float32)[:, None, None]
         self.std = torch.tensor(std, dtype=torch.float32)[:, None, None]
         self.bgr, self.value_range = bool(bgr), float(value_range)

@@ -36,7 +36,7 @@ class _Positions(Dataset):
     def __len__(self) -> int:
         return len(self.items)
 
-    def __getitem__(self, j: int):
+    def __getitem__(self, j: int) -> tuple[Optional[torch.Tensor], int]:
         position = self.items[j]
         try:
             return self.dataset[position][0], position

@@ -23,12 +23,14 @@ from typing import Sequence, Union
 import torch
 from PIL import Image
 
+from gspdml.config import RunConfig
 from gspdml.errors import ConfigError
 from gspdml.models import Embedder
 from gspdml.retrieval.build import build_index, model_info
 from gspdml.retrieval.sources import ImageFiles, folder_source
 from gspdml.retrieval.index import RetrievalIndex
-from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
+from gspdml.retrieval.preprocessing import (ImageTransform, eval_transform_from_config,
+                                            load_model_input)
 from gspdml.training import load_run
 from gspdml.models.inference import embed, resolve_device
 
@@ -38,7 +40,8 @@ def image_channels(model: Embedder) -> int:
     return int(first.in_channels)
 
 
-def load_model_and_transform(run_dir: str | os.PathLike, device: torch.device, weights: str = "final"):
+def load_model_and_transform(run_dir: str | os.PathLike[str], device: torch.device,
+                             weights: str = "final") -> tuple[RunConfig, Embedder, ImageTransform]:
     """``(config, model on device in eval mode, eval transform)`` of a run."""
     config, model = load_run(Path(run_dir), weights=weights)
     return config, model.to(device).eval(), eval_transform_from_config(config, image_channels(model))

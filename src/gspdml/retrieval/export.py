@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable, Optional
 
 import torch
@@ -25,6 +26,7 @@ from torch import nn
 from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, GspdmlError
 from gspdml.models import Embedder
+from gspdml.retrieval.preprocessing import ImageTransform
 
 FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
 TOLERANCE = 1e-5
@@ -53,7 +55,7 @@ def sample_images(channels: int, size: tuple[int, int], batch: int, seed: int) -
     return torch.randn(batch, channels, *size, generator=torch.Generator().manual_seed(seed))
 
 
-def _onnx_modules():
+def _onnx_modules() -> ModuleType:
     try:
         import onnx  # noqa: F401
     except ImportError:
@@ -107,7 +109,7 @@ def export_embedder(
     path: str | Path,
     channels: int,
     size: tuple[int, int],
-    transform=None,
+    transform: Optional[ImageTransform] = None,
     info: Optional[dict[str, Any]] = None,
     check: bool = True,
     tolerance: float = TOLERANCE,

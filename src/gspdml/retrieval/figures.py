@@ -14,7 +14,7 @@ from PIL import Image
 from gspdml.errors import ConfigError
 
 
-def _matplotlib():
+def _matplotlib() -> tuple[Any, Any]:  # (Figure, colormaps) of the optional matplotlib
     try:
         import matplotlib  # noqa: F401
         from matplotlib import colormaps

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -58,7 +58,7 @@ class ImageFiles(Dataset):
     def __len__(self) -> int:
         return len(self.paths)
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         return load_model_input(self.paths[i], self.transform), i
 
 
@@ -86,14 +86,15 @@ def folder_source(root: str | os.PathLike[str], transform: ImageTransform) -> Im
     return ImageSource(ImageFiles(paths, labels, transform), paths, labels, transform.to_display, skipped)
 
 
-def split_source(config: dict[str, Any], split: str) -> ImageSource:
+def split_source(config: Mapping[str, Any], split: str) -> ImageSource:
     """A split of the run's dataset (``data.dataset`` of its config). Evaluation splits give their
     gallery when they have one, else their query set. Items are named by the dataset's ``paths``
     when it has them, ``<split>/<position>`` otherwise; labels are the dataset's ``class_names``
     when it has them, the class ids as text otherwise."""
     if split not in SPLITS:
         raise ConfigError("split", f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
-    part = getattr(build_run_data(config), split)
+    # build_run_data reads any mapping; training/run_dir.py annotates it as a dict
+    part = getattr(build_run_data(config), split)  # type: ignore[arg-type]
     if part is None:
         raise ConfigError("split", f"the dataset has no {split!r} split")
     dataset = part if split == "train" else (part.gallery if part.gallery is not None else part.query)

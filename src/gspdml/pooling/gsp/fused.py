@@ -43,7 +43,7 @@ function with float64 autograd through the composed layer.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -100,7 +100,8 @@ def pooling_weights(rho: torch.Tensor, mu: float, background: bool = False) -> t
 
 class _FusedGSP(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, local, prototypes, mu, eps, iters, background):
+    def forward(ctx: Any, local: torch.Tensor, prototypes: torch.Tensor, mu: float, eps: float,
+                iters: int, background: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         work = torch.float64 if local.dtype == torch.float64 else torch.float32
         features = local.to(work)  # keeps the memory layout (channels_last stays d-contiguous)
         cost, w_squared, f_squared = cost_parts(prototypes.to(work), features)
@@ -114,7 +115,8 @@ class _FusedGSP(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad_vector, grad_weights, grad_attributes):
+    def backward(ctx: Any, grad_vector: torch.Tensor, grad_weights: Optional[torch.Tensor],
+                 grad_attributes: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], ...]:
         local, prototypes, cost, log_rho, log_t, weights, w_squared, f_squared = ctx.saved_tensors
         mu, eps, background = ctx.options
         grad_p = torch.bmm(grad_vector.to(local.dtype).unsqueeze(1), local).squeeze(1).to(cost.dtype)  # F^T G_x

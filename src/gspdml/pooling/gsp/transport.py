@@ -55,7 +55,7 @@ iteration converges slowly); it is solved directly.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
@@ -262,7 +262,8 @@ class _PartialTransport(torch.autograd.Function):
     """(P2) with the closed-form backward of Proposition 4.2; saves ``(cost, log rho, log t)``."""
 
     @staticmethod
-    def forward(ctx, cost, mu, eps, iters):
+    def forward(ctx: Any, cost: torch.Tensor, mu: float, eps: float,
+                iters: int) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad():
             log_rho, log_t = solve_log(cost, mu, eps, iters, stop_when_stationary=True)
             rho, pi = log_rho.exp(), transport_plan(cost, eps, log_rho, log_t)
@@ -271,7 +272,8 @@ class _PartialTransport(torch.autograd.Function):
         return rho, pi
 
     @staticmethod
-    def backward(ctx, grad_rho, grad_pi):
+    def backward(ctx: Any, grad_rho: Optional[torch.Tensor],
+                 grad_pi: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], ...]:
         cost, log_rho, log_t = ctx.saved_tensors
         rho, pi = log_rho.exp(), transport_plan(cost, ctx.eps, log_rho, log_t)
         grad_rho = torch.zeros_like(rho) if grad_rho is None else grad_rho.to(rho.dtype)
