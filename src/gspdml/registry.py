@@ -14,10 +14,22 @@ any work with an error that names the field and the allowed options.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from gspdml.errors import ConfigError
 from gspdml.typecheck import first_mismatch
+
+_Factory = TypeVar("_Factory", bound=Callable[..., Any])
+
+
+def supplied_by_caller(*names: str) -> Callable[[_Factory], _Factory]:
+    """Mark the arguments of a factory function that its caller passes (the run's ``seed``), not
+    the config: they are no options (a class declares its ``supplied_by_caller`` attribute)."""
+    def mark(factory: _Factory) -> _Factory:
+        # a function takes attributes; the registry reads this one with getattr
+        factory.supplied_by_caller = names  # type: ignore[attr-defined]
+        return factory
+    return mark
 
 
 def parse_spec(spec: Any, field: str) -> tuple[str, dict[str, Any]]:

@@ -132,6 +132,13 @@ def test_server_without_range_support_restarts_the_download(server, tmp_path):
     assert (tmp_path / "toy.tgz").read_bytes() == ARCHIVE
 
 
+def test_an_archive_without_url_is_named_not_passed_to_urllib(tmp_path):
+    """The old code handed ``url=None`` to urllib (a ValueError: unknown url type)."""
+    placed_only = Archive("manual.zip", md5=md5(b"x"))
+    with pytest.raises(DataError, match="manual.zip: has no download URL"):
+        download(placed_only, tmp_path / "manual.zip", progress=False)
+
+
 def test_wrong_checksum_is_refused_and_the_file_deleted(server, tmp_path):
     corrupted = bytearray(ARCHIVE)
     corrupted[100] ^= 0xFF

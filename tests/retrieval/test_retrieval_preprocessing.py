@@ -90,6 +90,13 @@ def test_bad_transform_specs_name_the_field(spec, field):
     assert err.value.field == field
 
 
+def test_an_eval_transform_built_in_code_needs_mean_and_std_together():
+    """Built directly (not parsed), a mean without std used to fail only when applied, as a
+    TypeError from ``torch.tensor(None)``."""
+    with pytest.raises(ConfigError, match="mean and std must be given together"):
+        EvalTransform(3, mean=(0.5, 0.5, 0.5))
+
+
 @pytest.mark.parametrize(
     "spec, field",
     [
@@ -242,3 +249,13 @@ def test_an_old_run_without_its_images_says_how_to_record_the_transform(tmp_path
     (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump(config))
     encoder = Encoder.from_run(tmp_path / "run", device="cpu")
     assert encoder.transform == parse_eval_transform(EVAL_TRANSFORM)
+
+
+def test_an_encoder_names_pil_images_mixed_with_file_paths(tmp_path):
+    """The old code passed the PIL image to ``Path`` (a TypeError that named no argument)."""
+    write_run(tmp_path / "run")
+    path, pixels = rgb_file(tmp_path)
+    encoder = Encoder.from_run(tmp_path / "run", device="cpu")
+    assert encoder([path]).shape == encoder([Image.fromarray(pixels)]).shape == (1, encoder.dim)
+    with pytest.raises(ConfigError, match="images: 1 PIL images among 1 file paths"):
+        encoder([path, Image.fromarray(pixels)])

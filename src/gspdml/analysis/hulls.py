@@ -11,13 +11,14 @@ what ``hulls_overlap`` checks.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 
 def _cross(o: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
     return float((a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0]))
 
 
-def convex_hull_2d(points) -> np.ndarray:
+def convex_hull_2d(points: npt.ArrayLike) -> np.ndarray:
     """Indices of the hull vertices of ``points`` ``[N, 2]`` in counter-clockwise order, starting
     at the lowest-x (then lowest-y) point. One point (or identical points) gives one index, a
     collinear set its two extreme points."""
@@ -29,7 +30,7 @@ def convex_hull_2d(points) -> np.ndarray:
     if len(unique) < 3:
         return np.array(unique, dtype=np.int64)
 
-    def chain(indices):
+    def chain(indices: list[int]) -> list[int]:
         out: list[int] = []
         for i in indices:
             while len(out) >= 2 and _cross(pts[out[-2]], pts[out[-1]], pts[i]) <= 0:
@@ -41,7 +42,7 @@ def convex_hull_2d(points) -> np.ndarray:
     return np.array(lower[:-1] + upper[:-1], dtype=np.int64)
 
 
-def hull_area(points) -> float:
+def hull_area(points: npt.ArrayLike) -> float:
     """Area of the convex hull of ``points`` ``[N, 2]`` (shoelace formula; 0 for degenerate hulls)."""
     pts = np.asarray(points, dtype=np.float64)
     hull = pts[convex_hull_2d(pts)]
@@ -49,16 +50,16 @@ def hull_area(points) -> float:
     return float(0.5 * abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))))
 
 
-def hulls_overlap(first, second, tol: float = 1e-12) -> bool:
+def hulls_overlap(first: npt.ArrayLike, second: npt.ArrayLike, tol: float = 1e-12) -> bool:
     """Whether the convex hulls of two planar point sets intersect (touching counts)."""
     a = np.asarray(first, dtype=np.float64)[convex_hull_2d(first)]
     b = np.asarray(second, dtype=np.float64)[convex_hull_2d(second)]
-    axes = [(b[None, :, :] - a[:, None, :]).reshape(-1, 2)]
+    normals = [(b[None, :, :] - a[:, None, :]).reshape(-1, 2)]
     for hull in (a, b):
         if len(hull) >= 2:
             edges = np.roll(hull, -1, axis=0) - hull
-            axes.append(np.stack([-edges[:, 1], edges[:, 0]], axis=1))
-    axes = np.concatenate(axes)
+            normals.append(np.stack([-edges[:, 1], edges[:, 0]], axis=1))
+    axes = np.concatenate(normals)
     axes = axes[np.linalg.norm(axes, axis=1) > 0]
     if len(axes) == 0:  # both hulls are the same single point
         return True

@@ -29,7 +29,7 @@ class TokenVocabulary:
     tokens_per_class: int = 4
     shared_tokens: int = 4
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for field in ("num_classes", "tokens_per_class", "shared_tokens"):
             if getattr(self, field) < 1:
                 raise ConfigError(field, f"must be >= 1, got {getattr(self, field)}")

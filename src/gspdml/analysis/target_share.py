@@ -16,9 +16,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from gspdml.data.base import LabelledDataset
+
 
 @torch.no_grad()
-def target_tile_share(model: nn.Module, dataset, grid: int, batch_size: int = 256) -> Optional[float]:
+def target_tile_share(model: nn.Module, dataset: LabelledDataset, grid: int,
+                      batch_size: int = 256) -> Optional[float]:
     """Mean over ``dataset`` of the share of pooling weight inside the target tile; ``None`` when
     the pooling has no spatial weights (GMP, GeM) or the dataset records no target positions."""
     positions = getattr(dataset, "tile_positions", None)

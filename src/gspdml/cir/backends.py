@@ -21,13 +21,16 @@ import importlib
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional, Sequence
+
+import torch
 
 from gspdml.data.transforms import CenterCrop, Compose, Normalize, Resize, ToTensor
 from gspdml.errors import ConfigError
 from PIL import Image
 
-from .vl_model import VisionLanguageModel, WeightsUnavailableError, load_weights, require
+from .vl_model import (VisionLanguageEncoder, VisionLanguageModel, WeightsUnavailableError,
+                       load_weights, require)
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -37,18 +40,20 @@ ALIASES = {"clip": "open_clip:ViT-L-14@openai", "remoteclip": "open_clip:ViT-L-1
 # uses QuickGELU. The OpenAI weights need QuickGELU (open_clip's pretrained config). RemoteCLIP is
 # loaded into plain ViT-L-14 as in its README; the WeiCom code (billpsomas/rscir) also builds plain
 # ViT-L-14 for the OpenAI weights — pass quick_gelu=False for that parity.
-KNOWN_CHECKPOINTS = {
+KNOWN_CHECKPOINTS: dict[tuple[str, Optional[str]], dict[str, Any]] = {
     ("ViT-L-14", "openai"): dict(repo="timm/vit_large_patch14_clip_224.openai",
                                  files=("open_clip_model.safetensors", "open_clip_pytorch_model.bin"), quick_gelu=True),
     ("ViT-L-14", "remoteclip"): dict(repo="chendelong/RemoteCLIP", files=("RemoteCLIP-ViT-L-14.pt",), quick_gelu=False),
 }
 
 
-def clip_preprocess(size: int = 224, mean=CLIP_MEAN, std=CLIP_STD):
+def clip_preprocess(size: int = 224, mean: Sequence[float] = CLIP_MEAN,
+                    std: Sequence[float] = CLIP_STD) -> Callable[[Image.Image], torch.Tensor]:
     """CLIP's evaluation transform (the standard OpenAI/open_clip ViT-L/14 one; the thesis does not
     specify it): bicubic resize of the short side, centre crop, CLIP mean/std. Returns
     ``PIL image -> [3, size, size]``."""
-    transform = Compose([Resize(size, Image.BICUBIC), CenterCrop(size), ToTensor(), Normalize(mean, std)])
+    transform = Compose([Resize(size, Image.Resampling.BICUBIC), CenterCrop(size), ToTensor(),
+                         Normalize(mean, std)])
     return lambda image: transform(image, None)
 
 
@@ -71,12 +76,12 @@ def cached_hub_file(repo: str, filenames: tuple[str, ...]) -> Optional[Path]:
     return None
 
 
-def _offline():
+def _offline() -> None:
     """Forbid hub downloads for the libraries about to be imported (and for huggingface_hub if an
     earlier import already read its settings)."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    constants = sys.modules.get("huggingface_hub.constants")
+    constants: Any = sys.modules.get("huggingface_hub.constants")  # its settings are plain globals
     if constants is not None:
         constants.HF_HUB_OFFLINE = True
 
@@ -85,7 +90,8 @@ def _missing(what: str, looked: str, provide: str) -> WeightsUnavailableError:
     return WeightsUnavailableError(f"weights for {what} are not available offline (looked in {looked}); {provide}")
 
 
-def load_model(spec: str, weights: Optional[str] = None, device: str = "cpu", quick_gelu: Optional[bool] = None):
+def load_model(spec: str, weights: Optional[str] = None, device: str = "cpu",
+               quick_gelu: Optional[bool] = None) -> VisionLanguageEncoder:
     """A :class:`~gspdml.cir.vl_model.VisionLanguageEncoder` for ``spec`` (see the module docstring)."""
     spec = ALIASES.get(spec, spec)
     kind, _, rest = spec.partition(":")
@@ -105,7 +111,8 @@ def load_model(spec: str, weights: Optional[str] = None, device: str = "cpu", qu
                                "hf:REPO_OR_DIR or python:MODULE:FUNCTION")
 
 
-def _open_clip(arch: str, tag: Optional[str], weights: Optional[str], device: str, quick_gelu: Optional[bool]):
+def _open_clip(arch: str, tag: Optional[str], weights: Optional[str], device: str,
+               quick_gelu: Optional[bool]) -> VisionLanguageModel:
     known = KNOWN_CHECKPOINTS.get((arch, tag), {})
     if weights is not None:
         path = Path(weights).expanduser()
@@ -154,7 +161,7 @@ def _cached_open_clip(arch: str, tag: str, known: dict) -> Path:
     return found
 
 
-def _transformers(source: str, weights: Optional[str], device: str):
+def _transformers(source: str, weights: Optional[str], device: str) -> VisionLanguageModel:
     if weights is not None:
         raise ConfigError("weights", "hf: models load their weights from their directory; do not pass --weights")
     local = Path(source).expanduser()
@@ -174,10 +181,10 @@ def _transformers(source: str, weights: Optional[str], device: str):
     model = transformers.CLIPModel.from_pretrained(str(directory), local_files_only=True)
     processor = transformers.CLIPProcessor.from_pretrained(str(directory), local_files_only=True)
 
-    def tokenize(texts):
+    def tokenize(texts: list[str]) -> dict[str, torch.Tensor]:
         return dict(processor.tokenizer(texts, padding=True, truncation=True, return_tensors="pt"))
 
-    def preprocess(image):
+    def preprocess(image: Image.Image) -> torch.Tensor:
         return processor.image_processor(images=[image], return_tensors="pt")["pixel_values"][0]
 
     return VisionLanguageModel(lambda pixels: model.get_image_features(pixel_values=pixels), model.get_text_features,

@@ -13,7 +13,7 @@ Every query ranks the whole database; a query image that is in the database stay
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -76,7 +76,8 @@ def domain_conversion_protocol(database: Sequence[str], classes: Sequence[str], 
 
 
 def evaluate_protocol(protocol: CompositionProtocol, score: ScoreFunction, ap: str = "standard",
-                      recall_at: Iterable[int] = (), chunk: int = 256, keep_top: int = 0) -> dict:
+                      recall_at: Iterable[int] = (), chunk: int = 256,
+                      keep_top: int = 0) -> dict[str, Any]:
     """Run ``score(query_image_indices [B], texts) -> [B, N]`` over all queries in chunks.
 
     Returns ``{"map", "recall@k"…, "groups": {group: {"map", "recall@k"…, "queries"}}, "queries",
@@ -96,8 +97,8 @@ def evaluate_protocol(protocol: CompositionProtocol, score: ScoreFunction, ap: s
         if scores.shape != (len(batch), len(protocol.database)):
             raise DataError(f"score function returned shape {tuple(scores.shape)}, expected {(len(batch), len(protocol.database))}")
         metrics = ranking_metrics(scores, protocol.relevance(batch), ap=[ap], recall_at=recall_at)
-        for name, values in metrics.items():
-            per_query.setdefault(name, []).append(values)
+        for name, column in metrics.items():
+            per_query.setdefault(name, []).append(column)
         if keep_top:   # the same stable order as the metrics
             top = torch.sort(-scores, dim=1, stable=True).indices[:, :keep_top]
             top_scores = torch.gather(scores, 1, top)
@@ -107,12 +108,13 @@ def evaluate_protocol(protocol: CompositionProtocol, score: ScoreFunction, ap: s
     values = {name: torch.cat(parts) for name, parts in per_query.items()}
     groups = np.array([q.group for q in protocol.queries])
     names = {f"ap_{ap}": "map", **{f"recall@{k}": f"recall@{k}" for k in recall_at}}
-    table = {}
+    table: dict[str, dict[str, float]] = {}
     for group in protocol.groups():
         mask = torch.from_numpy(groups == group)
         table[group] = {out: 100.0 * values[name][mask].mean().item() for name, out in names.items()}
         table[group]["queries"] = int(mask.sum())
-    result = {out: float(np.mean([row[out] for row in table.values()])) for out in names.values()}
+    result: dict[str, Any] = {out: float(np.mean([row[out] for row in table.values()]))
+                              for out in names.values()}
     result.update(groups=table, queries=len(protocol.queries), ap=ap)
     if keep_top:
         result["rankings"] = rankings

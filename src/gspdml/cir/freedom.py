@@ -38,7 +38,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -117,7 +117,7 @@ class TextMemory:
     words: list[str]
     embeddings: torch.Tensor
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.embeddings.ndim != 2 or self.embeddings.shape[0] != len(self.words):
             raise ConfigError("vocabulary", f"{len(self.words)} words but embeddings of shape {tuple(self.embeddings.shape)}")
 
@@ -284,7 +284,7 @@ class FreeDom:
 
     @classmethod
     def variant(cls, name: str, encode_text: TextEncoder, text_memory: TextMemory,
-                visual_memory: Optional[torch.Tensor] = None, **overrides) -> "FreeDom":
+                visual_memory: Optional[torch.Tensor] = None, **overrides: Any) -> "FreeDom":
         """One of the ablation variants by name: ``single``, ``E``, ``L``, ``E+``, ``L+``, ``L+a``."""
         if name not in VARIANTS:
             raise ConfigError("variant", f"unknown FreeDom variant {name!r}; choose one of {', '.join(VARIANTS)}")
@@ -294,11 +294,11 @@ class FreeDom:
         """The text labels (and weights) of each query image ``[Q, D]``; a query image that
         occurs several times (one row per target text) is inverted once."""
         unique, inverse = torch.unique(image_queries, dim=0, return_inverse=True)
-        if not self.expansion:   # every word occurs once, so all weightings are uniform
-            labels = nn_inversion(unique, self.text_memory, self.m)
-        else:
+        if self.expansion and self.visual_memory is not None:  # __init__: expansion has one
             labels = expanded_inversion(unique, self.visual_memory, self.text_memory, self.k, self.n, self.m,
                                         self.weighting, self.query_as_proxy, self._memory_words)
+        else:   # every word occurs once, so all weightings are uniform
+            labels = nn_inversion(unique, self.text_memory, self.m)
         return [labels[i] for i in inverse.tolist()]
 
     def query_embeddings(self, image_queries: torch.Tensor, targets: Sequence[str]) -> torch.Tensor:

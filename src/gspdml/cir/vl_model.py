@@ -13,6 +13,7 @@ with ``torch.load(weights_only=True)`` (the restricted unpickler: no code in the
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union, runtime_checkable
 
 import torch
@@ -31,7 +32,7 @@ class OptionalDependencyError(GspdmlError, ImportError):
     """An optional library (open_clip, transformers) is needed for the requested model."""
 
 
-def require(module: str, extra: str, package: str):
+def require(module: str, extra: str, package: str) -> ModuleType:
     """Import an optional library or raise one error naming the pip extra that provides it."""
     import importlib
 
@@ -119,7 +120,7 @@ def load_state_dict_file(path: str | Path) -> dict[str, torch.Tensor]:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
 
-            state = load_file(str(path))
+            state: Any = load_file(str(path))
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
@@ -143,7 +144,7 @@ def load_weights(module: torch.nn.Module, path: str | Path) -> torch.nn.Module:
     unexpected = sorted(set(state) - set(own))
     wrong = sorted(k for k in set(own) & set(state) if own[k].shape != state[k].shape)
     if missing or unexpected or wrong:
-        def some(keys):
+        def some(keys: list[str]) -> str:
             return ", ".join(keys[:5]) + (f" (+{len(keys) - 5} more)" if len(keys) > 5 else "")
         problems = [f"{label}: {some(keys)}" for label, keys in
                     (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)) if keys]

@@ -28,7 +28,7 @@ import csv
 import json
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
@@ -40,7 +40,9 @@ from gspdml.cir.baselines import baseline_scores
 from gspdml.cir.features import FeatureCache, encode_image_files, encode_texts
 from gspdml.cir.freedom import QUERY_AS_PROXY, VARIANTS, FreeDom, TextEmbeddingMemo, TextMemory, read_vocabulary
 from gspdml.cir.ranking import AP_VARIANTS
-from gspdml.cir.composition_protocol import CompositionProtocol, CompositionQuery, domain_conversion_protocol, evaluate_protocol
+from gspdml.cir.composition_protocol import (CompositionProtocol, CompositionQuery, ScoreFunction,
+                                             domain_conversion_protocol, evaluate_protocol)
+from gspdml.cir.vl_model import VisionLanguageEncoder
 from gspdml.cir.weicom import default_lambda, weicom_scores
 
 
@@ -125,16 +127,19 @@ def _domain_texts(pairs: Sequence[str]) -> dict[str, str]:
     return texts
 
 
-def _features(args, model, protocol: CompositionProtocol, cache: Optional[FeatureCache]) -> tuple[torch.Tensor, torch.Tensor]:
+def _features(args: argparse.Namespace, model: VisionLanguageEncoder, protocol: CompositionProtocol,
+              cache: Optional[FeatureCache]) -> tuple[torch.Tensor, torch.Tensor]:
     database = encode_image_files(model, protocol.database, args.batch_size, cache)
     index = {path: i for i, path in enumerate(protocol.database)}
     outside = {p: i for i, p in enumerate(p for p in protocol.query_images if p not in index)}
-    extra = encode_image_files(model, list(outside), args.batch_size, cache) if outside else None
+    extra = (encode_image_files(model, list(outside), args.batch_size, cache) if outside
+             else database[:0])
     rows = [database[index[p]] if p in index else extra[outside[p]] for p in protocol.query_images]
     return database, torch.stack(rows)
 
 
-def _score_function(args, model, database: torch.Tensor, queries: torch.Tensor, cache: Optional[FeatureCache]):
+def _score_function(args: argparse.Namespace, model: VisionLanguageEncoder, database: torch.Tensor,
+                    queries: torch.Tensor, cache: Optional[FeatureCache]) -> ScoreFunction:
     texts = TextEmbeddingMemo(model.encode_text)
     if args.method == "freedom":
         words = read_vocabulary(args.vocabulary)
@@ -182,7 +187,8 @@ def _default_cache() -> Path:
     return cache_dir() / "cir-features"
 
 
-def _report(args, model, protocol: CompositionProtocol, result: dict, has_positives: bool, images: Path) -> dict:
+def _report(args: argparse.Namespace, model: VisionLanguageEncoder, protocol: CompositionProtocol,
+            result: dict[str, Any], has_positives: bool, images: Path) -> dict[str, Any]:
     def shown(path: str) -> str:
         return str(Path(path).relative_to(images)) if Path(path).is_relative_to(images) else path
 

@@ -23,7 +23,7 @@ def run_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
     names = ("cub", "cars", "sop", "inshop")
     data = subparsers.add_parser("data", help="download and verify the benchmark datasets")
     sub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")

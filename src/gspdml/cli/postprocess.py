@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import Any, Mapping, Optional, Sequence
+
+import torch
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.postprocess import STEPS, needs_training_embeddings, parse_steps, postprocessed_retrieve
+from gspdml.evaluation.results import RetrievalResults
+from gspdml.models import Embedder
+from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.sources import split_source
 from gspdml.models.inference import embed
 
@@ -23,7 +29,10 @@ def add_search_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def postprocessed_search(index, queries, k: int, query_paths, args, config, model, device):
+def postprocessed_search(index: RetrievalIndex, queries: torch.Tensor, k: int,
+                         query_paths: Sequence[str], args: argparse.Namespace,
+                         config: Mapping[str, Any], model: Embedder,
+                         device: torch.device | str) -> Optional[RetrievalResults]:
     """Results of the exact search after ``args.postprocess`` (distances: squared Euclidean of the
     processed unit vectors, or d* after k-reciprocal re-ranking), or None without steps."""
     if not args.postprocess:

@@ -10,20 +10,27 @@ uses the new switches where they exist and the legacy ones otherwise, and restor
 from __future__ import annotations
 
 import contextlib
+from typing import Iterator
 
 import torch
 
 
 @contextlib.contextmanager
-def without_tf32(convolutions: bool = False):
+def without_tf32(convolutions: bool = False) -> Iterator[None]:
     """No TF32 in CUDA matmuls (and, with ``convolutions``, in cuDNN convolutions) and float32
     sums in bf16 matmuls (no reduced-precision reduction) inside the block."""
-    switches = [(torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction", False)]
-    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-        switches.append((torch.backends.cuda.matmul, "fp32_precision", "ieee"))
-        switches += [(torch.backends.cudnn.conv, "fp32_precision", "ieee")] if convolutions else []
+    # (owner, switch, value inside the block); the owners are torch.backends modules and objects
+    # whose switches differ between torch releases, hence object
+    matmul = torch.backends.cuda.matmul
+    switches: list[tuple[object, str, object]] = [
+        (matmul, "allow_bf16_reduced_precision_reduction", False)]
+    if hasattr(matmul, "fp32_precision"):
+        switches.append((matmul, "fp32_precision", "ieee"))
+        if convolutions:  # torch.backends.cudnn.conv is set up at import; its stubs omit it
+            conv = torch.backends.cudnn.conv  # type: ignore[attr-defined]
+            switches.append((conv, "fp32_precision", "ieee"))
     else:
-        switches.append((torch.backends.cuda.matmul, "allow_tf32", False))
+        switches.append((matmul, "allow_tf32", False))
         switches += [(torch.backends.cudnn, "allow_tf32", False)] if convolutions else []
     saved = [getattr(owner, name) for owner, name, _ in switches]
     try:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Mapping
-from typing import Any, Callable, Iterator, Literal, Optional, Union
+from typing import Any, Callable, Iterator, Literal, Optional, TypeVar, Union
 
 from gspdml.errors import ConfigError
 from gspdml.typecheck import check_value, describe
@@ -28,6 +28,8 @@ from gspdml.typecheck import check_value, describe
 
 #: the default of a field that has none: the key must be given
 REQUIRED = dataclasses.MISSING
+
+_SectionT = TypeVar("_SectionT", bound="Section")
 
 
 def option(default: Any, doc: str, *, minimum: Optional[float] = None, exclusive: bool = False,
@@ -56,11 +58,11 @@ def join(where: str, key: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Section(Mapping):
+class Section(Mapping[str, Any]):
     """A frozen, checked group of options (see the module docstring)."""
 
     @classmethod
-    def from_mapping(cls, values: Any, where: str) -> Section:
+    def from_mapping(cls: type[_SectionT], values: Any, where: str) -> _SectionT:
         if not isinstance(values, Mapping):
             raise ConfigError(where, f"expected a mapping of options, got {values!r}")
         names = [f.name for f in dataclasses.fields(cls)]

@@ -7,19 +7,23 @@ images stay uint8 (a quarter of the memory of float32) and each item is returned
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+
+from gspdml.data.base import LabelledDataset
 
 
-class ArrayDataset(Dataset):
+class ArrayDataset(LabelledDataset):
     """``images`` uint8 ``[N, H, W]`` (one channel) or ``[N, C, H, W]``; ``labels`` int ``[N]``.
 
     ``mean``/``std`` are per-dataset scalars applied to pixel values scaled to [0, 1]; pass the
     training split's statistics to every split so that all splits share one normalisation.
     """
+
+    #: collages: the grid position of each image's target tile (set by the collage builders)
+    tile_positions: Optional[np.ndarray] = None
 
     def __init__(
         self,
@@ -57,7 +61,7 @@ class ArrayDataset(Dataset):
     def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Union[int, tuple[int, int]]) -> tuple[torch.Tensor, int]:
         """``key`` is an index or an ``(index, epoch)`` pair (the epoch does not matter here)."""
         index = int(key[0]) if isinstance(key, tuple) else int(key)
         image = self.images[index].to(torch.float32).div_(255.0)

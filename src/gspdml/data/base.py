@@ -4,6 +4,7 @@
   ``image`` a float tensor ``[C, H, W]`` and ``label`` an int.
 * It exposes ``labels``: an int64 numpy array of every item's label (samplers and evaluation
   read labels without decoding images). Training splits use contiguous labels ``0..C-1``.
+  :class:`LabelledDataset` declares this for the type checker.
 * It may expose ``paths`` (one per item) for reports and search, and ``channels`` (image
   channels, for the backbone's first layer).
 * The splits a factory returns expose ``classes``: the dataset's own id of each class (label
@@ -16,8 +17,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
+import numpy as np
 from torch.utils.data import Dataset
 
 from gspdml.registry import Registry
@@ -25,20 +27,30 @@ from gspdml.registry import Registry
 DATASETS = Registry("dataset")
 
 
+class LabelledDataset(Dataset):
+    """A dataset of ``(image, label)`` items with the ``labels`` of all of them (module
+    docstring); readers derive from it."""
+
+    labels: np.ndarray
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+
 @dataclass
 class EvalSplit:
     """An evaluation split: leave-one-out on ``query`` when ``gallery`` is None (CUB, Cars, SOP),
     query -> gallery retrieval otherwise (In-Shop)."""
 
-    query: Dataset
-    gallery: Optional[Dataset] = None
+    query: LabelledDataset
+    gallery: Optional[LabelledDataset] = None
 
 
 @dataclass
 class DataSplits:
     """The splits of one dataset. Train, validation and test classes are disjoint (zero-shot)."""
 
-    train: Dataset
+    train: LabelledDataset
     val: Optional[EvalSplit] = None
     test: Optional[EvalSplit] = None
     #: what the reader left out or changed (hidden folders, unusable files), shown at the start of a run
@@ -53,5 +65,5 @@ class DataSplits:
         return int(self.train.labels.max()) + 1
 
 
-def build_data(spec, seed: int, field: str = "data") -> DataSplits:
+def build_data(spec: Any, seed: int, field: str = "data") -> DataSplits:
     return DATASETS.build(spec, field, seed=seed)

@@ -50,7 +50,8 @@ def cached_arrays(
     handle, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "wb") as file:
-            np.savez(file, **arrays)
+            # savez's default, named so that the type checker knows **arrays does not fill it
+            np.savez(file, allow_pickle=True, **arrays)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

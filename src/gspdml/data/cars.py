@@ -19,6 +19,8 @@ Zero-shot split (Gürbüz thesis §5.3.4.1): the first 98 classes (8,054 images)
 
 from __future__ import annotations
 
+from typing import Any
+
 import warnings
 from pathlib import Path
 
@@ -39,7 +41,7 @@ DEVKIT_PARTS = ((("devkit/cars_train_annos.mat",), "cars_train"),
                 (("cars_test_annos_withlabels.mat", "devkit/cars_test_annos_withlabels.mat"), "cars_test"))
 
 
-def _scalar(value):
+def _scalar(value: Any) -> Any:
     """A MATLAB struct field (nested 1x1 arrays) as a Python scalar."""
     return np.asarray(value).reshape(-1)[0]
 

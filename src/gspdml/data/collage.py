@@ -25,23 +25,25 @@ between splits either. One factory (:func:`glyph_collage`) serves both glyph sou
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, TypeVar, cast
 
 import numpy as np
 
 from gspdml.data.arrays import ArrayDataset, pixel_statistics
-from gspdml.data.base import DATASETS, DataSplits, EvalSplit
+from gspdml.data.base import DATASETS, DataSplits, EvalSplit, LabelledDataset
 from gspdml.data.cache import cached_arrays
 from gspdml.data.glyphs import FIELD, SPLITS, class_names, draw_glyphs, glyph_pools, resize_glyphs, source_glyphs, source_location
 from gspdml.data.seeded import SeededTransformDataset
 from gspdml.data.splits import carve_fold
 from gspdml.data.transforms import Compose, RandomShift, TilePermutation
 from gspdml.errors import ConfigError
+from gspdml.registry import supplied_by_caller
 
 FORMAT_VERSION = 1
+_Count = TypeVar("_Count", int, float)
 
 
-def _check_split(values: Sequence, total: int, option: str) -> tuple:
+def _check_split(values: Sequence[_Count], total: float, option: str) -> tuple[_Count, ...]:
     values = tuple(values)
     if len(values) != 3 or any(v < 0 for v in values):
         raise ConfigError(f"{FIELD}.{option}", f"expected three non-negative numbers (train, val, test), got {values!r}")
@@ -166,23 +168,25 @@ def collage_splits(
     training classes (the protocol folds of :func:`gspdml.data.splits.carve_fold`; the collage
     must then have no validation classes of its own, ``class_split[1] = 0``)."""
     mean, std = pixel_statistics(arrays["train_images"])
-    datasets = {}
-    for split in SPLITS:
-        if len(arrays[f"{split}_labels"]) == 0:
-            datasets[split] = None
-            continue
+
+    def part(split: str) -> ArrayDataset:
         names = [f"{base_names[a]}|{base_names[b]}" for a, b in arrays[f"{split}_pairs"]]
-        datasets[split] = ArrayDataset(arrays[f"{split}_images"], arrays[f"{split}_labels"], mean, std, names)
-        datasets[split].tile_positions = arrays[f"{split}_position"]  # the target tile of each image
-    train, val = carve_fold(datasets["train"], datasets["val"], dataset=dataset, val_fold=val_fold,
+        images = ArrayDataset(arrays[f"{split}_images"], arrays[f"{split}_labels"], mean, std,
+                              names)
+        images.tile_positions = arrays[f"{split}_position"]
+        return images
+
+    val_part, test_part = (part(s) if len(arrays[f"{s}_labels"]) else None for s in SPLITS[1:])
+    train, val = carve_fold(part("train"), val_part, dataset=dataset, val_fold=val_fold,
                             num_folds=num_folds, val_classes=val_classes)
     if augment:
         steps = ([TilePermutation(grid)] if shuffle_tiles and grid > 1 else []) + ([RandomShift(max_shift)] if max_shift else [])
-        train = SeededTransformDataset(train, Compose(steps), seed=seed)
+        # SeededTransformDataset forwards the labels of the dataset it wraps
+        train = cast(LabelledDataset, SeededTransformDataset(train, Compose(steps), seed=seed))
     return DataSplits(
         train=train,
         val=EvalSplit(val) if val is not None else None,
-        test=EvalSplit(datasets["test"]) if datasets["test"] is not None else None,
+        test=EvalSplit(test_part) if test_part is not None else None,
     )
 
 
@@ -223,7 +227,7 @@ def glyph_collage(source: str, tile_size: int) -> Callable[..., DataSplits]:
         """
         if root is not None and source_location(source) is None:
             raise ConfigError(f"{FIELD}.root", f"the {source} glyphs are embedded; they take no root")
-        params = dict(
+        params: dict[str, Any] = dict(
             seed=int(seed), tile_size=int(tile_size), grid=int(grid), background_tiles=background_tiles,
             images_per_class=int(images_per_class), class_split=list(class_split),
             background_split=list(background_split), glyph_split=[float(f) for f in glyph_split],
@@ -237,8 +241,7 @@ def glyph_collage(source: str, tile_size: int) -> Callable[..., DataSplits]:
                               val_fold=val_fold, num_folds=num_folds, val_classes=val_classes)
 
     collage.__name__ = collage.__qualname__ = f"collage_{source}"
-    collage.supplied_by_caller = ("seed",)
-    return collage
+    return supplied_by_caller("seed")(collage)
 
 
 #: the embedded default dataset: 16×16 tiles (two 8×8 digits side by side for the target, four

@@ -39,13 +39,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Optional
+from typing import Any, Callable, Optional, cast, overload
 
 import numpy as np
 import torch
 from PIL import Image
 
-from gspdml.data.base import DataSplits
+from gspdml.data.base import DataSplits, LabelledDataset
 from gspdml.data.transforms import CenterCrop, Compose, Normalize, Resize, ToTensor
 from gspdml.errors import ConfigError
 
@@ -65,6 +65,11 @@ class EvalTransform:
     bgr: bool = False
     value_range: float = 1.0
 
+    def __post_init__(self) -> None:
+        if (self.mean is None) != (self.std is None):
+            raise ConfigError("eval_transform", "mean and std must be given together, got "
+                                                f"mean={self.mean!r}, std={self.std!r}")
+
     @property
     def output_size(self) -> Optional[tuple[int, int]]:
         """``(h, w)`` of every output when the transform fixes it, else None."""
@@ -77,13 +82,13 @@ class EvalTransform:
     @cached_property
     def pipeline(self) -> Compose:
         """Steps 2 to 4 as seeded transforms ``(x, generator) -> x`` of :mod:`gspdml.data.transforms`."""
-        steps = []
+        steps: list[Callable[..., Any]] = []
         if self.resize is not None:
             steps.append(Resize(self.resize[0] if len(self.resize) == 1 else self.resize))
         if self.center_crop is not None:
             steps.append(CenterCrop(self.center_crop))
         steps.append(ToTensor())
-        if self.mean is not None:
+        if self.mean is not None and self.std is not None:  # both or neither (__post_init__)
             steps.append(Normalize(self.mean, self.std, bgr=self.bgr, value_range=self.value_range))
         elif self.bgr:
             steps.append(Normalize((0.0,) * self.channels, (1.0,) * self.channels, bgr=True))
@@ -156,6 +161,16 @@ def _per_channel(spec: dict, name: str, count: int, field: str) -> tuple[float, 
     return tuple(float(v) for v in values)
 
 
+@overload
+def parse_eval_transform(spec: dict[str, Any], field: str = ...,
+                         channels: Optional[int] = ...) -> EvalTransform: ...
+
+
+@overload
+def parse_eval_transform(spec: Any, field: str = ...,
+                         channels: Optional[int] = ...) -> Optional[EvalTransform]: ...
+
+
 def parse_eval_transform(spec: Any, field: str = "data.eval_transform",
                          channels: Optional[int] = None) -> Optional[EvalTransform]:
     """The :class:`EvalTransform` of a spec (module docstring), None for None; every problem is a
@@ -195,11 +210,13 @@ def parse_eval_transform(spec: Any, field: str = "data.eval_transform",
     if not isinstance(bgr, bool):
         raise ConfigError(f"{field}.bgr", f"expected true or false, got {bgr!r}")
     resize = _size(spec.get("resize"), f"{field}.resize", shorter_side=True)
-    crop = _size(spec.get("center_crop"), f"{field}.center_crop", shorter_side=False)
+    # a crop is always (h, w): _size with shorter_side=False returns pairs only
+    crop = cast(Optional[tuple[int, int]],
+                _size(spec.get("center_crop"), f"{field}.center_crop", shorter_side=False))
     return EvalTransform(count, resize, crop, mean, std, bgr, float(value_range))
 
 
-def dataset_eval_transform(dataset) -> Optional[EvalTransform]:
+def dataset_eval_transform(dataset: LabelledDataset) -> Optional[EvalTransform]:
     """The :class:`EvalTransform` that turns a decoded image file into what ``dataset`` (an
     evaluation split) yields, or None when it cannot be described as one:
 

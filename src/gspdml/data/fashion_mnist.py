@@ -26,6 +26,7 @@ from gspdml.data.arrays import ArrayDataset, pixel_statistics
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit
 from gspdml.data.splits import carve_fold
 from gspdml.errors import ConfigError, DataError
+from gspdml.registry import supplied_by_caller
 
 DEFAULT_ROOT = "/usr/share/datasets/fashion-mnist"
 CLASS_NAMES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
@@ -70,13 +71,15 @@ def load_fashion_mnist(root: Optional[str] = None) -> tuple[np.ndarray, np.ndarr
     return np.concatenate(images), np.concatenate(labels)
 
 
-def _limit_per_class(labels: np.ndarray, limit: Optional[int], rng) -> np.ndarray:
+def _limit_per_class(labels: np.ndarray, limit: Optional[int],
+                     rng: np.random.Generator) -> np.ndarray:
     """Indices keeping at most ``limit`` random items of each class (all when None), sorted."""
     keep = [rng.permutation(np.flatnonzero(labels == c))[:limit] for c in np.unique(labels)]
     return np.sort(np.concatenate(keep))
 
 
 @DATASETS.register("fashion_mnist")
+@supplied_by_caller("seed")
 def fashion_mnist(
     seed: int = 0,
     root: Optional[str] = None,
@@ -103,11 +106,11 @@ def fashion_mnist(
         chosen = np.isin(labels, classes)
         parts.append((images[chosen], np.searchsorted(classes, labels[chosen]), [CLASS_NAMES[c] for c in classes]))
     mean, std = pixel_statistics(parts[0][0])
-    datasets = [ArrayDataset(x, y, mean, std, names) if len(y) else None for x, y, names in parts]
-    train, val = carve_fold(datasets[0], datasets[1], dataset="fashion_mnist", val_fold=val_fold,
-                            num_folds=num_folds, val_classes=val_classes)
+    val_part, test_part = (ArrayDataset(x, y, mean, std, names) if len(y) else None
+                           for x, y, names in parts[1:])
+    x, y, names = parts[0]  # the training classes (class_split[0] >= 1)
+    train, val = carve_fold(ArrayDataset(x, y, mean, std, names), val_part,
+                            dataset="fashion_mnist", val_fold=val_fold, num_folds=num_folds,
+                            val_classes=val_classes)
     return DataSplits(train=train, val=EvalSplit(val) if val is not None else None,
-                      test=EvalSplit(datasets[2]) if datasets[2] else None)
-
-
-fashion_mnist.supplied_by_caller = ("seed",)
+                      test=EvalSplit(test_part) if test_part else None)

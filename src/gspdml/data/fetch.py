@@ -35,7 +35,7 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 from tqdm import tqdm
 
@@ -57,7 +57,7 @@ class Archive:
     sha256: Optional[str] = None
     size: Optional[int] = None  # bytes
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.md5 is None and self.sha256 is None:
             raise ValueError(f"{self.filename}: an archive needs a pinned MD5 or SHA-256")
 
@@ -100,6 +100,8 @@ def download(archive: Archive, target: Path, progress: bool = True, timeout: flo
         if archive.mismatch(digests) is None:
             return digests
         target.unlink()
+    if url is None:
+        raise DataError(f"{archive.filename}: has no download URL; place it in the dataset root")
     part = target.with_name(target.name + ".part")
     target.parent.mkdir(parents=True, exist_ok=True)
     have = part.stat().st_size if part.exists() else 0
@@ -144,7 +146,7 @@ def download(archive: Archive, target: Path, progress: bool = True, timeout: flo
     return digests
 
 
-def _safe_members(names, archive: Path) -> None:
+def _safe_members(names: Iterable[str], archive: Path) -> None:
     for name in names:
         parts = Path(name).parts
         if Path(name).is_absolute() or ".." in parts:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
-from torch.utils.data import Dataset
+import numpy.typing as npt
+from PIL import Image
 
+from gspdml.data.base import LabelledDataset
 from gspdml.data.images import check_image, load_image
 from gspdml.data.seeded import seeded_generator
 from gspdml.data.transforms import ToTensor
@@ -25,7 +27,7 @@ def _check_choice(value: str, allowed: Sequence[str], option: str) -> str:
     return value
 
 
-class ImageFileDataset(Dataset):
+class ImageFileDataset(LabelledDataset):
     """Items ``(transform(load_image(path), generator), label)``.
 
     Args:
@@ -49,21 +51,21 @@ class ImageFileDataset(Dataset):
     def __init__(
         self,
         paths: Sequence[str],
-        labels: Sequence[int],
+        labels: npt.ArrayLike,
         transform: Optional[Callable] = None,
         *,
         seed: int = 0,
         on_error: str = "raise",
         check: str = "exists",
         class_names: Optional[Sequence[str]] = None,
-        classes: Optional[Sequence[int]] = None,
+        classes: Optional[npt.ArrayLike] = None,
     ):
         self.on_error = _check_choice(on_error, ON_ERROR, "on_error")
         _check_choice(check, CHECKS, "check")
         paths = [os.fspath(p) for p in paths]
-        labels = np.asarray(labels, dtype=np.int64)
-        if len(paths) != len(labels):
-            raise ValueError(f"{len(paths)} paths but {len(labels)} labels")
+        label_array = np.asarray(labels, dtype=np.int64)
+        if len(paths) != len(label_array):
+            raise ValueError(f"{len(paths)} paths but {len(label_array)} labels")
         self.skipped: list[tuple[str, str]] = []
         if check != "none":
             problems = [(p, self._problem(p, check)) for p in paths]
@@ -75,14 +77,15 @@ class ImageFileDataset(Dataset):
                 keep = np.array([p not in bad for p in paths])
                 self.skipped = list(bad.items())
                 warnings.warn(f"skipped {len(bad)} unusable image files: {listing}", stacklevel=2)
-                paths, labels = [p for p, k in zip(paths, keep) if k], labels[keep]
+                paths, label_array = [p for p, k in zip(paths, keep) if k], label_array[keep]
         self.paths = paths
-        self.labels = labels
+        self.labels = label_array
         self.transform = transform or ToTensor()
         self.seed = int(seed)
         self.epoch = 0
         self.class_names = list(class_names) if class_names is not None else None
-        self.classes = np.asarray(classes, dtype=np.int64) if classes is not None else np.unique(labels)
+        self.classes = (np.asarray(classes, dtype=np.int64) if classes is not None
+                        else np.unique(label_array))
         self._warned: set[str] = set()
 
     @staticmethod
@@ -97,13 +100,13 @@ class ImageFileDataset(Dataset):
     def __len__(self) -> int:
         return len(self.paths)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Union[int, tuple[int, int]]) -> tuple[Any, int]:
         index, epoch = key if isinstance(key, tuple) else (key, self.epoch)
         index = int(index)
         image = self._load(index)
         return self.transform(image, seeded_generator(self.seed, epoch, index)), int(self.labels[index])
 
-    def _load(self, index: int):
+    def _load(self, index: int) -> Image.Image:
         try:
             return load_image(self.paths[index])
         except DataError as error:

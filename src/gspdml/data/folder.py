@@ -66,7 +66,8 @@ def _assemble(parts: dict[str, tuple[list[str], list[str]]], source: str, test_f
             raise DataError(f"{source}: need a train split and either a test split or query and gallery splits, found {sorted(records)}")
         if "test" in records and ({"query", "gallery"} & set(records)):
             raise DataError(f"{source}: give either a test split or query and gallery splits, not both")
-        official = OfficialSplits(**{k: v for k, v in records.items()})
+        official = OfficialSplits(records["train"], records.get("test"), records.get("query"),
+                                  records.get("gallery"), records.get("val"))
     official.check_disjoint(source)
     return official
 

@@ -12,15 +12,17 @@ from __future__ import annotations
 import inspect
 import typing
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
-from gspdml.data.base import DATASETS, DataSplits, EvalSplit
+from gspdml.data.base import DATASETS, DataSplits, EvalSplit, LabelledDataset
 from gspdml.data.files import ImageFileDataset
 from gspdml.data.recipes import image_transform
 from gspdml.data.splits import contiguous_labels, train_test_classes, validation_classes
 from gspdml.errors import ConfigError, DataError
+from gspdml.registry import supplied_by_caller
 
 
 @dataclass
@@ -31,7 +33,7 @@ class Records:
     labels: np.ndarray
     names: dict[int, str] = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.labels = np.asarray(self.labels, dtype=np.int64)
 
     def __len__(self) -> int:
@@ -41,7 +43,7 @@ class Records:
     def classes(self) -> np.ndarray:
         return np.unique(self.labels)
 
-    def subset(self, classes: Sequence[int]) -> "Records":
+    def subset(self, classes: npt.ArrayLike) -> "Records":
         keep = np.isin(self.labels, np.asarray(classes))
         return Records([p for p, k in zip(self.paths, keep) if k], self.labels[keep], self.names)
 
@@ -58,13 +60,18 @@ class OfficialSplits:
     def check_disjoint(self, source: str) -> None:
         """Raise :class:`DataError` when two splits share a class (a classification split)."""
         evaluation = [r for r in (self.test, self.query, self.gallery) if r is not None]
-        parts = {"train": self.train.classes, "val": self.val.classes if self.val is not None else [],
-                 "evaluation": np.unique(np.concatenate([r.labels for r in evaluation]))}
+        parts: dict[str, npt.ArrayLike] = {
+            "train": self.train.classes, "val": self.val.classes if self.val is not None else [],
+            "evaluation": np.unique(np.concatenate([r.labels for r in evaluation]))}
         for a, b in (("train", "val"), ("train", "evaluation"), ("val", "evaluation")):
             shared = np.intersect1d(parts[a], parts[b])
             if len(shared):
                 raise DataError(f"{source}: {len(shared)} classes are in both the {a} and the {b} split "
                                 f"(e.g. {shared[:5].tolist()}); that is a classification split, not a zero-shot one")
+
+
+#: a reader of a dataset's files: ``reader(root, ...) -> OfficialSplits``
+Reader = Callable[..., OfficialSplits]
 
 
 def split_first_half(records: Records) -> tuple[Records, Records]:
@@ -122,7 +129,8 @@ def build_image_splits(
     train_tf = image_transform(transform, True, normalization, resize, crop)
     eval_tf = image_transform(transform, False, normalization, resize, crop)
 
-    def dataset(records: Records, classes: np.ndarray, tf, train: bool = False) -> ImageFileDataset:
+    def dataset(records: Records, classes: np.ndarray, tf: Callable[..., Any],
+                train: bool = False) -> ImageFileDataset:
         part = records.subset(classes)
         names = [records.names.get(int(c), str(c)) for c in classes]
         return ImageFileDataset(part.paths, contiguous_labels(part.labels, classes), tf, seed=seed if train else 0,
@@ -132,14 +140,18 @@ def build_image_splits(
     val_split = EvalSplit(dataset(official.val if official.val is not None else official.train, val, eval_tf)) if len(val) else None
     if official.test is not None:
         test = EvalSplit(dataset(official.test, official.test.classes, eval_tf))
-    else:
+    elif official.query is not None and official.gallery is not None:
         classes = np.union1d(official.query.classes, official.gallery.classes)
         test = EvalSplit(dataset(official.query, classes, eval_tf), dataset(official.gallery, classes, eval_tf))
+    else:
+        raise DataError("the reader returned neither test records nor query and gallery records")
     notes = [f"skipped {len(official.skipped)} hidden or system entries: {_listing(official.skipped)}"] if official.skipped else []
-    parts = {"train": [train], "val": [val_split.query] if val_split else [], "test": [test.query, test.gallery]}
+    parts: dict[str, list[Optional[LabelledDataset]]] = {
+        "train": [train], "val": [val_split.query] if val_split else [],
+        "test": [test.query, test.gallery]}
     for name, datasets in parts.items():
         for part in datasets:
-            if part is not None and part.skipped:
+            if isinstance(part, ImageFileDataset) and part.skipped:
                 notes.append(f"{name}: skipped {len(part.skipped)} unusable image files (on_error: skip): "
                              + _listing([f"{p} ({why})" for p, why in part.skipped]))
     return DataSplits(train=train, val=val_split, test=test, notes=notes)
@@ -161,7 +173,8 @@ IMAGE_OPTION_TYPES = dict(
 )
 
 
-def register_image_dataset(name: str, *aliases: str, min_val_classes: int = 1):
+def register_image_dataset(name: str, *aliases: str, min_val_classes: int = 1
+                           ) -> Callable[[Reader], Reader]:
     """Register ``reader(root, ...) -> OfficialSplits`` as a dataset factory taking the reader's
     own arguments, ``seed`` (supplied by the caller) and :data:`IMAGE_OPTIONS`:
 
@@ -176,11 +189,11 @@ def register_image_dataset(name: str, *aliases: str, min_val_classes: int = 1):
     as many training classes remain (a user's small folder: one validation class cannot rank).
     """
 
-    def decorate(reader):
+    def decorate(reader: Reader) -> Reader:
         own = list(inspect.signature(reader).parameters.values())
         required = [p.name for p in own if p.default is inspect.Parameter.empty]
 
-        def factory(seed: int = 0, **kwargs):
+        def factory(seed: int = 0, **kwargs: Any) -> DataSplits:
             for arg in required:
                 if arg not in kwargs:
                     raise ConfigError(f"data.dataset.{arg}", f"required by dataset '{name}'")
@@ -190,15 +203,15 @@ def register_image_dataset(name: str, *aliases: str, min_val_classes: int = 1):
 
         keyword = inspect.Parameter.KEYWORD_ONLY
         hints = typing.get_type_hints(reader)
-        factory.__signature__ = inspect.Signature(
+        # inspect.signature reads __signature__, which a function takes like any attribute
+        factory.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
             [p.replace(kind=keyword, annotation=hints.get(p.name, p.annotation)) for p in own]
             + [inspect.Parameter("seed", keyword, default=0, annotation=int)]
             + [inspect.Parameter(k, keyword, default=v, annotation=IMAGE_OPTION_TYPES[k]) for k, v in IMAGE_OPTIONS.items()]
         )
         factory.__name__ = factory.__qualname__ = name
         factory.__doc__ = reader.__doc__
-        factory.supplied_by_caller = ("seed",)
-        DATASETS.register(name, *aliases)(factory)
+        DATASETS.register(name, *aliases)(supplied_by_caller("seed")(factory))
         return reader
 
     return decorate

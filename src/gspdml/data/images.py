@@ -44,12 +44,13 @@ def is_hidden(name: str) -> bool:
     return name.startswith(".") or name in SYSTEM_FOLDERS
 
 
-def list_images(folder: str | os.PathLike) -> tuple[list[Path], list[Path]]:
+def list_images(folder: str | os.PathLike[str]) -> tuple[list[Path], list[Path]]:
     """``(images, skipped)`` under ``folder``: the image files (by extension, recursive, sorted),
     and the hidden or system folders that were not entered and hidden image files that were not
     read (:func:`is_hidden`)."""
-    images, skipped = [], []
-    for here, folders, files in os.walk(folder):
+    images: list[Path] = []
+    skipped: list[Path] = []
+    for here, folders, files in os.walk(os.fspath(folder)):
         base = Path(here)
         skipped += [base / name for name in folders if is_hidden(name)]
         folders[:] = sorted(name for name in folders if not is_hidden(name))

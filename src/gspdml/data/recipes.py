@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from gspdml.data.eval_transform import EvalTransform
 from gspdml.data.transforms import Compose, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize, ToTensor
 from gspdml.errors import ConfigError
 
-NORMALIZATIONS = {
+NORMALIZATIONS: dict[str, dict[str, Any]] = {
     "imagenet": dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
     "bn_inception": dict(mean=(104.0, 117.0, 128.0), std=(1.0, 1.0, 1.0), bgr=True, value_range=255.0),
     "none": dict(mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0)),
@@ -42,5 +44,6 @@ def image_transform(recipe: str = "mlrc", train: bool = False, normalization: st
     if not (train and scale is not None):
         return EvalTransform(3, resize=(resize,), center_crop=(crop, crop),
                              **NORMALIZATIONS[normalization])
-    steps = ([Resize(resize)] if resize_first else []) + [RandomResizedCrop(crop, scale, (3 / 4, 4 / 3)), RandomHorizontalFlip(0.5)]
+    steps: list[Callable[..., Any]] = [Resize(resize)] if resize_first else []
+    steps += [RandomResizedCrop(crop, scale, (3 / 4, 4 / 3)), RandomHorizontalFlip(0.5)]
     return Compose(steps + [ToTensor(), Normalize(**NORMALIZATIONS[normalization])])

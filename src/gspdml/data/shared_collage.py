@@ -28,7 +28,7 @@ The construction depends on ``split_seed`` only (a fixed benchmark); the run see
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from gspdml.data.collage import collage_splits
 from gspdml.data.glyphs import (FIELD, SPLITS, check_source, class_names, draw_glyphs, glyph_pools, resize_glyphs,
                                 source_glyphs)
 from gspdml.errors import ConfigError
+from gspdml.registry import supplied_by_caller
 
 #: the glyph pools of a split seed come from their own stream, so that the collage and the
 #: pre-training tiles (:func:`tile_classification_arrays`) split the source images identically
@@ -59,7 +60,8 @@ def pair_tile(left: np.ndarray, right: np.ndarray, tile_size: int) -> np.ndarray
     return tile
 
 
-def partition(base: Sequence[int], *, split_seed: int, shared_super: int, sub_split: Sequence[int]) -> dict[str, np.ndarray]:
+def partition(base: Iterable[int], *, split_seed: int, shared_super: int,
+              sub_split: Sequence[int]) -> dict[str, np.ndarray]:
     """Seeded split of the ordered pairs of ``base`` classes. Returns, per split ``s``,
     ``s_targets`` and ``s_backgrounds``: arrays ``[C, 2]`` of pairs ``(super, sub)``."""
     base = np.asarray(sorted(int(b) for b in base))
@@ -173,6 +175,7 @@ FORMAT_VERSION = 1
 
 
 @DATASETS.register("collage_shared")
+@supplied_by_caller("seed")
 def collage_shared(
     seed: int = 0,
     source: str = "digits",
@@ -194,14 +197,12 @@ def collage_shared(
     keeps the target tile alone). ``augment`` shuffles the tiles and shifts training
     images by up to ``max_shift`` pixels, seeded by the run ``seed``; the arrays are cached by
     content hash (:func:`gspdml.data.cache.cached_arrays`)."""
-    params = dict(split_seed=int(split_seed), tile_size=int(tile_size), grid=int(grid), images_per_class=int(images_per_class),
-                  shared_super=int(shared_super), sub_split=[int(v) for v in sub_split],
-                  glyph_split=[float(f) for f in glyph_split])
+    params: dict[str, Any] = dict(
+        split_seed=int(split_seed), tile_size=int(tile_size), grid=int(grid),
+        images_per_class=int(images_per_class), shared_super=int(shared_super),
+        sub_split=[int(v) for v in sub_split], glyph_split=[float(f) for f in glyph_split])
     check_source(source)
     key = {"version": FORMAT_VERSION, "source": source, "root": root, **params}
     arrays = cached_arrays(f"collage_shared_{source}", key, lambda: build_shared_collage_arrays(*source_glyphs(source, root), **params), enabled=cache)
     return collage_splits(arrays, class_names(source), seed=seed, grid=grid, augment=augment, max_shift=max_shift,
                           shuffle_tiles=shuffle_tiles, dataset="collage_shared")
-
-
-collage_shared.supplied_by_caller = ("seed",)

@@ -31,11 +31,12 @@ and by the protocol runner):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
-from torch.utils.data import Dataset
+import numpy.typing as npt
 
+from gspdml.data.base import LabelledDataset
 from gspdml.errors import ConfigError
 
 FIELD = "data.dataset"
@@ -52,7 +53,7 @@ class ClassFold:
     val_classes: np.ndarray
 
 
-def train_test_classes(classes) -> tuple[np.ndarray, np.ndarray]:
+def train_test_classes(classes: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """``(train classes, test classes)``: the first ``C // 2`` sorted distinct class ids train,
     the rest test (CUB 100/100, Cars 98/98; powerful-benchmarker's 50/50 class split)."""
     ids = _sorted_classes(classes, "classes")
@@ -62,7 +63,8 @@ def train_test_classes(classes) -> tuple[np.ndarray, np.ndarray]:
     return ids[:half], ids[half:]
 
 
-def contiguous_class_folds(train_classes, num_folds: int, field: str = "num_folds") -> list[ClassFold]:
+def contiguous_class_folds(train_classes: npt.ArrayLike, num_folds: int,
+                           field: str = "num_folds") -> list[ClassFold]:
     """The ``num_folds`` wrap-around contiguous folds of the sorted training classes (module doc)."""
     ids = _sorted_classes(train_classes, "train_classes")
     total = len(ids)
@@ -78,24 +80,26 @@ def contiguous_class_folds(train_classes, num_folds: int, field: str = "num_fold
     return folds
 
 
-def fair_protocol_folds(train_classes, num_folds: int = FAIR_FOLDS) -> list[ClassFold]:
+def fair_protocol_folds(train_classes: npt.ArrayLike,
+                        num_folds: int = FAIR_FOLDS) -> list[ClassFold]:
     """Fair (Musgrave) protocol: 4 folds, each training on 3/4 of the training classes."""
     return contiguous_class_folds(train_classes, num_folds)
 
 
-def tuning_protocol_folds(train_classes, num_folds: int = TUNING_FOLDS) -> list[ClassFold]:
+def tuning_protocol_folds(train_classes: npt.ArrayLike,
+                          num_folds: int = TUNING_FOLDS) -> list[ClassFold]:
     """Hyper-parameter tuning protocol: 5 class partitions, train on 4/5, validate on 1/5."""
     return contiguous_class_folds(train_classes, num_folds)
 
 
-def _sorted_classes(classes, field) -> np.ndarray:
+def _sorted_classes(classes: npt.ArrayLike, field: str) -> np.ndarray:
     ids = np.asarray(classes)
     if ids.ndim != 1 or ids.dtype.kind not in "iu":
         raise ConfigError(field, f"expected a 1-D array of integer class ids, got shape {ids.shape} dtype {ids.dtype}")
     return np.unique(ids.astype(np.int64))
 
 
-def contiguous_labels(labels: np.ndarray, classes: Sequence[int]) -> np.ndarray:
+def contiguous_labels(labels: npt.ArrayLike, classes: npt.ArrayLike) -> np.ndarray:
     """Map each label to its position in ``sorted(classes)`` (labels must all be in ``classes``)."""
     order = np.unique(np.asarray(classes))
     labels = np.asarray(labels)
@@ -105,7 +109,7 @@ def contiguous_labels(labels: np.ndarray, classes: Sequence[int]) -> np.ndarray:
     return position.astype(np.int64)
 
 
-class ClassSubset(Dataset):
+class ClassSubset(LabelledDataset):
     """The items of ``dataset`` whose label is in ``classes``; with ``relabel`` their labels become
     positions in ``sorted(classes)`` (contiguous ``0..k-1``, as a training split needs), and
     :attr:`classes` keeps the sorted labels of ``dataset`` they stand for.
@@ -113,7 +117,7 @@ class ClassSubset(Dataset):
     Keys may be ints or ``(index, epoch)`` pairs, passed on to ``dataset`` with the index mapped.
     """
 
-    def __init__(self, dataset: Dataset, classes: Sequence[int], relabel: bool = True):
+    def __init__(self, dataset: LabelledDataset, classes: npt.ArrayLike, relabel: bool = True):
         classes = np.unique(np.asarray(classes, dtype=np.int64))
         base_labels = np.asarray(dataset.labels)
         absent = np.setdiff1d(classes, base_labels)
@@ -141,7 +145,7 @@ class ClassSubset(Dataset):
     def __len__(self) -> int:
         return len(self.indices)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Union[int, tuple[int, int]]) -> tuple[Any, int]:
         if isinstance(key, tuple):
             item = self.dataset[(int(self.indices[key[0]]), key[1])]
         else:
@@ -150,7 +154,7 @@ class ClassSubset(Dataset):
 
 
 def validation_classes(
-    train_classes: Sequence[int],
+    train_classes: npt.ArrayLike,
     val_fraction: float = 0.25,
     val_fold: Optional[int] = None,
     num_folds: int = 4,
@@ -193,8 +197,9 @@ def validation_classes(
     return fit, val
 
 
-def carve_fold(train: Dataset, val: Optional[Dataset], *, dataset: str, val_fold: Optional[int], num_folds: int,
-               val_classes: Optional[Sequence[int]]) -> tuple[Dataset, Optional[Dataset]]:
+def carve_fold(train: LabelledDataset, val: Optional[LabelledDataset], *, dataset: str,
+               val_fold: Optional[int], num_folds: int, val_classes: Optional[Sequence[int]]
+               ) -> tuple[LabelledDataset, Optional[LabelledDataset]]:
     """``(train, val)`` of a dataset with its own class-disjoint splits (collages, Fashion-MNIST):
     unchanged without ``val_fold`` / ``val_classes``; otherwise the validation classes are carved off
     the training split (:func:`validation_classes`, both parts relabelled ``0..k-1``), which needs

@@ -3,17 +3,17 @@ and the check that a validation split can rank at all."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from gspdml.data.base import DataSplits, EvalSplit
+from gspdml.data.base import DataSplits, EvalSplit, LabelledDataset
 
 #: a split that selects a model must rank: at least this many classes with two or more images
 MIN_RANKING_CLASSES = 2
 
 
-def _count(dataset) -> str:
+def _count(dataset: LabelledDataset) -> str:
     labels = np.asarray(dataset.labels)
     return f"{len(np.unique(labels))} classes, {len(labels)} images"
 
@@ -45,7 +45,7 @@ def ranking_problem(split: EvalSplit) -> Optional[str]:
             f"item; retrieval metrics need at least {MIN_RANKING_CLASSES}")
 
 
-def image_size_note(dataset, spec: dict) -> Optional[str]:
+def image_size_note(dataset: LabelledDataset, spec: Mapping[str, Any]) -> Optional[str]:
     """The size images are trained at, next to the size of the first training image, for
     file-based datasets (a 28-px image trained at 227 px costs 60x the compute for nothing)."""
     paths, crop = getattr(dataset, "paths", None), spec.get("crop", _NO_CROP)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from gspdml.errors import DataError
 
@@ -26,11 +26,12 @@ def require_file(path: Path, source: str) -> Path:
     return path
 
 
-def read_columns(path: Path, columns: Sequence[str], source: str, skip: int = 0, numeric: Sequence[str] = ()) -> list[dict]:
+def read_columns(path: Path, columns: Sequence[str], source: str, skip: int = 0,
+                 numeric: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Rows of a whitespace-separated text file as dicts; ``skip`` header lines; the columns
     named in ``numeric`` must be integers. Blank lines are ignored."""
     require_file(path, source)
-    rows = []
+    rows: list[dict[str, Any]] = []
     with open(path, encoding="utf-8") as file:
         for number, line in enumerate(file, 1):
             if number <= skip or not line.strip():
@@ -38,7 +39,7 @@ def read_columns(path: Path, columns: Sequence[str], source: str, skip: int = 0,
             parts = line.split()
             if len(parts) != len(columns):
                 raise DataError(f"{path}:{number}: expected {len(columns)} columns ({' '.join(columns)}), got {line.strip()!r}")
-            row = dict(zip(columns, parts))
+            row: dict[str, Any] = dict(zip(columns, parts))
             for name in numeric:
                 try:
                     row[name] = int(row[name])

@@ -12,7 +12,7 @@ item's augmentation is the same whatever the number of DataLoader workers and af
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -23,10 +23,10 @@ from PIL import Image
 class Compose:
     """Apply ``transforms`` in order, all drawing from the same generator."""
 
-    def __init__(self, transforms: Sequence):
+    def __init__(self, transforms: Sequence[Callable[..., Any]]):
         self.transforms = list(transforms)
 
-    def __call__(self, x, generator: torch.Generator):
+    def __call__(self, x: Any, generator: Optional[torch.Generator]) -> Any:
         for transform in self.transforms:
             x = transform(x, generator)
         return x
@@ -88,7 +88,7 @@ def _uniform(low: float, high: float, generator: torch.Generator) -> float:
     return low + (high - low) * float(torch.rand(1, generator=generator, dtype=torch.float64))
 
 
-def _pair(size) -> tuple[int, int]:
+def _pair(size: Union[int, Sequence[int]]) -> tuple[int, int]:
     """``(h, w)`` of a size given as one int (a square) or as ``(h, w)``."""
     return (int(size), int(size)) if isinstance(size, int) else (int(size[0]), int(size[1]))
 
@@ -98,11 +98,13 @@ class Resize:
     truncated to an integer, as ``torchvision.transforms.Resize(int)`` does), or to exactly
     ``(h, w)`` when ``size`` is a pair; bilinear by default."""
 
-    def __init__(self, size, interpolation=Image.BILINEAR):
+    def __init__(self, size: Union[int, Sequence[int]],
+                 interpolation: int = Image.Resampling.BILINEAR):
         self.size = int(size) if isinstance(size, int) else _pair(size)
         self.interpolation = interpolation
 
-    def __call__(self, image: Image.Image, generator: torch.Generator = None) -> Image.Image:
+    def __call__(self, image: Image.Image,
+                 generator: Optional[torch.Generator] = None) -> Image.Image:
         w, h = image.size
         if not isinstance(self.size, int):
             return image.resize((self.size[1], self.size[0]), self.interpolation)
@@ -123,10 +125,11 @@ class CenterCrop:
     smaller than the crop is first padded with black, centred, as torchvision does, so every
     output has the crop's size."""
 
-    def __init__(self, size):
+    def __init__(self, size: Union[int, Sequence[int]]):
         self.size = _pair(size)
 
-    def __call__(self, image: Image.Image, generator: torch.Generator = None) -> Image.Image:
+    def __call__(self, image: Image.Image,
+                 generator: Optional[torch.Generator] = None) -> Image.Image:
         w, h = image.size
         crop_h, crop_w = self.size
         if w < crop_w or h < crop_h:
@@ -146,10 +149,14 @@ class RandomResizedCrop:
     and resize it to ``size × size`` (the sampling rule of torchvision's RandomResizedCrop:
     10 attempts, then a centre crop with the ratio clamped to ``ratio``)."""
 
-    def __init__(self, size: int, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), interpolation=Image.BILINEAR):
+    def __init__(self, size: int, scale: Sequence[float] = (0.08, 1.0),
+                 ratio: Sequence[float] = (3 / 4, 4 / 3),
+                 interpolation: int = Image.Resampling.BILINEAR):
         if not (0 < scale[0] <= scale[1] and 0 < ratio[0] <= ratio[1]):
             raise ValueError(f"need 0 < scale[0] <= scale[1] and 0 < ratio[0] <= ratio[1], got {scale}, {ratio}")
-        self.size, self.scale, self.ratio = int(size), tuple(scale), tuple(ratio)
+        self.size = int(size)
+        self.scale: tuple[float, float] = (scale[0], scale[1])
+        self.ratio: tuple[float, float] = (ratio[0], ratio[1])
         self.interpolation = interpolation
 
     def box(self, width: int, height: int, generator: torch.Generator) -> tuple[int, int, int, int]:
@@ -183,13 +190,13 @@ class RandomHorizontalFlip:
     def __init__(self, p: float = 0.5):
         self.p = float(p)
 
-    def __call__(self, image, generator: torch.Generator):
+    def __call__(self, image: Any, generator: torch.Generator) -> Any:
         flip = float(torch.rand(1, generator=generator)) < self.p
         if not flip:
             return image
         if isinstance(image, torch.Tensor):
             return image.flip(-1)
-        return image.transpose(Image.FLIP_LEFT_RIGHT)
+        return image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
 
     def __repr__(self) -> str:
         return f"RandomHorizontalFlip({self.p})"
@@ -198,7 +205,8 @@ class RandomHorizontalFlip:
 class ToTensor:
     """An RGB PIL image to a float tensor ``[3, H, W]`` in [0, 1]."""
 
-    def __call__(self, image: Image.Image, generator: torch.Generator = None) -> torch.Tensor:
+    def __call__(self, image: Image.Image,
+                 generator: Optional[torch.Generator] = None) -> torch.Tensor:
         array = np.asarray(image, dtype=np.uint8)
         if array.ndim == 2:
             array = array[:, :, None]
@@ -213,12 +221,14 @@ class Normalize:
     ``bgr`` (the Caffe convention of BN-Inception: BGR, values in [0, 255], mean (104, 117, 128),
     std 1)."""
 
-    def __init__(self, mean, std, bgr: bool = False, value_range: float = 1.0):
+    def __init__(self, mean: Sequence[float], std: Sequence[float], bgr: bool = False,
+                 value_range: float = 1.0):
         self.mean = torch.tensor(mean, dtype=torch.float32)[:, None, None]
         self.std = torch.tensor(std, dtype=torch.float32)[:, None, None]
         self.bgr, self.value_range = bool(bgr), float(value_range)
 
-    def __call__(self, x: torch.Tensor, generator: torch.Generator = None) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor,
+                 generator: Optional[torch.Generator] = None) -> torch.Tensor:
         if self.bgr:
             x = x.flip(0)
         return (x * self.value_range - self.mean) / self.std

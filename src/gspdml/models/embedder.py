@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, cast
 
 import torch
 import torch.nn.functional as F
@@ -12,7 +12,7 @@ from gspdml.models.backbones import build_backbone
 from gspdml.models.feature_cache import FROZEN_ONLY, SHARED, FeatureCache
 from gspdml.models.output import EmbedderOutput
 from gspdml.errors import ConfigError
-from gspdml.pooling import POOLINGS, build_pooling
+from gspdml.pooling import POOLINGS, Pooling, build_pooling
 from gspdml.ops.normalize import clip_normalize
 from gspdml.registry import parse_spec
 
@@ -80,7 +80,7 @@ class Embedder(nn.Module):
     def __init__(
         self,
         backbone: nn.Module,
-        pooling: nn.Module,
+        pooling: Pooling,
         head: Optional[nn.Module] = None,
         normalize: Union[bool, str] = True,
         pooled_norm: Optional[nn.Module] = None,
@@ -152,7 +152,7 @@ def head_position(model: dict[str, Any]) -> str:
     position = model.get("head")
     if position is None:
         name, _ = parse_spec(model["pooling"], "model.pooling")
-        position = POOLINGS.get(name).head_placement
+        position = cast(type[Pooling], POOLINGS.get(name)).head_placement  # a registry of classes
     if position not in HEAD_POSITIONS:
         raise ConfigError("model.head", f"unknown head position {position!r}; allowed: {', '.join(HEAD_POSITIONS)}")
     return position

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager, Optional, Sequence
 
 import torch
 from torch import nn
@@ -31,7 +31,7 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def autocast_context(precision: str, device: torch.device):
+def autocast_context(precision: str, device: torch.device) -> ContextManager[object]:
     """bf16 autocast (CPU or GPU), fp16 AMP (GPU), or nothing for fp32; ``auto`` is what
     :func:`gspdml.compat.hardware.auto_precision` picks on ``device`` (callers that run it every
     step pass the precision they resolved once)."""
@@ -44,7 +44,7 @@ def autocast_context(precision: str, device: torch.device):
     return contextlib.nullcontext()
 
 
-def stack_batch(batch) -> tuple[torch.Tensor, torch.Tensor]:
+def stack_batch(batch: Sequence[tuple[Any, Any]]) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
     """Collate ``(image, label)`` items into images ``[B, C, H, W]`` and int64 labels ``[B]``;
     images of different sizes get an error that says how to fix the config. Items whose image is
     None (skipped files, see gspdml.retrieval.embedding) are left out; a batch of only those is None."""

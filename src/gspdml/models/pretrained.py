@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import torch
 from torch import nn
@@ -51,22 +51,28 @@ def resolve_weights_path(
     if pretrained is None or pretrained is False:
         return None
     if pretrained is True:
-        directory = torch_hub_checkpoint_dir()
-        for name in filenames:
-            if (directory / name).is_file():
-                return directory / name
-        source = f" (download it from {url} where there is internet)" if url else ""
-        raise WeightsNotFoundError(
-            field,
-            f"pretrained weights{' for ' + what if what else ''} not found: put {filenames[0]} into "
-            f"{directory}{source}, or set {field} to the path of a local weights file",
-        )
+        return hub_checkpoint(field=field, filenames=filenames, url=url, what=what)
     if isinstance(pretrained, (str, os.PathLike)):
         path = Path(pretrained).expanduser()
         if not path.is_file():
             raise WeightsNotFoundError(field, f"weights file {str(path)!r} does not exist")
         return path
     raise ConfigError(field, f"expected true, false or a file path, got {pretrained!r}")
+
+
+def hub_checkpoint(*, field: str, filenames: Sequence[str], url: Optional[str] = None,
+                   what: str = "") -> Path:
+    """The first of ``filenames`` in :func:`torch_hub_checkpoint_dir` (``pretrained: true``)."""
+    directory = torch_hub_checkpoint_dir()
+    for name in filenames:
+        if (directory / name).is_file():
+            return directory / name
+    source = f" (download it from {url} where there is internet)" if url else ""
+    raise WeightsNotFoundError(
+        field,
+        f"pretrained weights{' for ' + what if what else ''} not found: put {filenames[0]} into "
+        f"{directory}{source}, or set {field} to the path of a local weights file",
+    )
 
 
 def read_recipe_weights(weights: Union[str, os.PathLike]) -> dict[str, torch.Tensor]:
@@ -94,7 +100,7 @@ def read_state_dict(path: Union[str, os.PathLike]) -> dict[str, torch.Tensor]:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
 
-            state = load_file(str(path))
+            state: Any = load_file(str(path))
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - any reader failure is a bad file

@@ -59,7 +59,8 @@ class SimPool(Pooling):
 
     def forward(self, x: torch.Tensor) -> Pooled:
         tokens, spatial = flatten_locations(x)  # [B, p, d]
-        gamma = self.AUTO_GAMMA["tokens" if x.dim() == 3 else "maps"] if self.gamma == "auto" else self.gamma
+        layout = "tokens" if x.dim() == 3 else "maps"
+        gamma = self.AUTO_GAMMA[layout] if isinstance(self.gamma, str) else self.gamma  # str: auto
         query = self.wq(tokens.mean(dim=1))  # [B, d]
         normed = self.norm(tokens)
         keys = self.wk(normed)

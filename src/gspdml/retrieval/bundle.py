@@ -72,7 +72,7 @@ def data_hash(config: dict[str, Any]) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def _name(spec) -> Any:
+def _name(spec: Any) -> Any:
     """The name of a registry spec (a name or a mapping with ``name``)."""
     return spec.get("name") if isinstance(spec, dict) else spec
 
@@ -213,7 +213,8 @@ def from_pretrained(name_or_path: str | Path, device: str = "cpu", *, cache_dir:
     return BundledEncoder(model, transform, config, info)
 
 
-def _hub_snapshot(repo_id: str, cache_dir, local_files_only, revision) -> Path:
+def _hub_snapshot(repo_id: str, cache_dir: Optional[str], local_files_only: bool,
+                  revision: Optional[str]) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError:

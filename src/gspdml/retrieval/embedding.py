@@ -36,7 +36,7 @@ class _Positions(Dataset):
     def __len__(self) -> int:
         return len(self.items)
 
-    def __getitem__(self, j: int):
+    def __getitem__(self, j: int) -> tuple[Optional[torch.Tensor], int]:
         position = self.items[j]
         try:
             return self.dataset[position][0], position
@@ -71,7 +71,9 @@ def embed_source(model: nn.Module, source: ImageSource, batch_size: int = 64, de
         raise ConfigError("--on-error", f"got {on_error!r}; allowed: {', '.join(ON_ERROR)}")
     items = list(range(len(source.paths))) if items is None else list(items)
     chunk = batch_size * CHUNK_BATCHES
-    vectors, done, skipped = [], [], {}
+    vectors: list[torch.Tensor] = []
+    done: list[int] = []
+    skipped: dict[str, str] = {}
     bar = tqdm(total=len(items), desc="embedding", unit="image", disable=not progress, file=sys.stderr)
     for start in range(0, len(items), chunk):
         part = _Positions(source.dataset, items[start:start + chunk], on_error == "skip")
@@ -83,11 +85,10 @@ def embed_source(model: nn.Module, source: ImageSource, batch_size: int = 64, de
         except ValueError:  # an empty result: every item of the chunk failed and was skipped
             if len(part.failed) != len(part):
                 raise
-            chunk_vectors = positions = None
-        skipped.update({source.paths[i]: why for i, why in part.failed.items()})
-        if chunk_vectors is not None:
+        else:
             vectors.append(chunk_vectors)
             done += positions.tolist()
+        skipped.update({source.paths[i]: why for i, why in part.failed.items()})
         bar.update(len(part))
     bar.close()
     if not done:  # every item failed and was skipped (or there were none)

@@ -23,22 +23,27 @@ from typing import Sequence, Union
 import torch
 from PIL import Image
 
+from gspdml.config import RunConfig
+from gspdml.errors import ConfigError
+from gspdml.models import Embedder
 from gspdml.retrieval.build import build_index, model_info
 from gspdml.retrieval.sources import ImageFiles, folder_source
 from gspdml.retrieval.index import RetrievalIndex
-from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
+from gspdml.retrieval.preprocessing import (ImageTransform, eval_transform_from_config,
+                                            load_model_input)
 from gspdml.training import load_run
 from gspdml.models.inference import embed, resolve_device
 
-def image_channels(model: torch.nn.Module) -> int:
+def image_channels(model: Embedder) -> int:
     """Input channels of an embedder (its backbone's first convolution)."""
     first = next(m for m in model.backbone.modules() if isinstance(m, torch.nn.Conv2d))
     return int(first.in_channels)
 
 
-def load_model_and_transform(run_dir: str | os.PathLike, device: torch.device, weights: str = "final"):
+def load_model_and_transform(run_dir: str | os.PathLike[str], device: torch.device,
+                             weights: str = "final") -> tuple[RunConfig, Embedder, ImageTransform]:
     """``(config, model on device in eval mode, eval transform)`` of a run."""
-    config, model = load_run(run_dir, weights=weights)
+    config, model = load_run(Path(run_dir), weights=weights)
     return config, model.to(device).eval(), eval_transform_from_config(config, image_channels(model))
 
 
@@ -68,9 +73,14 @@ class Encoder:
                 return torch.cat([self.model(chunk.to(self.device)).embedding.float().cpu()
                                   for chunk in images.split(self.batch_size)])
         items = list(images)
-        if all(isinstance(item, Image.Image) for item in items):
-            return self(torch.stack([load_model_input(item, self.transform) for item in items]))
-        paths = [str(Path(item)) for item in items]
+        pictures = [item for item in items if isinstance(item, Image.Image)]
+        files = [item for item in items if not isinstance(item, Image.Image)]
+        if not files:
+            return self(torch.stack([load_model_input(item, self.transform) for item in pictures]))
+        if pictures:
+            raise ConfigError("images", f"{len(pictures)} PIL images among {len(files)} file "
+                                        "paths; pass either image files or PIL images")
+        paths = [str(Path(item)) for item in files]
         vectors, _ = embed(self.model, ImageFiles(paths, [None] * len(paths), self.transform), self.batch_size, self.device)
         return vectors
 

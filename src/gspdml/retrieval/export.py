@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable, Optional
 
 import torch
@@ -24,6 +25,8 @@ from torch import nn
 
 from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, GspdmlError
+from gspdml.models import Embedder
+from gspdml.retrieval.preprocessing import ImageTransform
 
 FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
 TOLERANCE = 1e-5
@@ -52,7 +55,7 @@ def sample_images(channels: int, size: tuple[int, int], batch: int, seed: int) -
     return torch.randn(batch, channels, *size, generator=torch.Generator().manual_seed(seed))
 
 
-def _onnx_modules():
+def _onnx_modules() -> ModuleType:
     try:
         import onnx  # noqa: F401
     except ImportError:
@@ -101,12 +104,12 @@ def max_difference(module: nn.Module, exported: Callable, inputs: torch.Tensor) 
 
 
 def export_embedder(
-    model: nn.Module,
+    model: Embedder,
     fmt: str,
     path: str | Path,
     channels: int,
     size: tuple[int, int],
-    transform=None,
+    transform: Optional[ImageTransform] = None,
     info: Optional[dict[str, Any]] = None,
     check: bool = True,
     tolerance: float = TOLERANCE,
@@ -122,6 +125,7 @@ def export_embedder(
     path.parent.mkdir(parents=True, exist_ok=True)
     module = EmbeddingOnly(model.cpu().eval()).eval()
     example = sample_images(channels, size, 2, seed)
+    exported: Optional[Callable[[torch.Tensor], torch.Tensor]]
     try:
         if fmt == "torchscript":
             exported = export_torchscript(module, example, path)
@@ -144,7 +148,7 @@ def export_embedder(
         "run": info,
         "check": None,
     }
-    if check:
+    if check and exported is not None:  # export_onnx returns None only without the check
         inputs = sample_images(channels, size, 5, seed + 1)
         difference = max_difference(module, exported, inputs)
         record["check"] = {"inputs": "5 seeded N(0, 1) images", "max_abs_diff": difference, "tolerance": tolerance}

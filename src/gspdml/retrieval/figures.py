@@ -14,7 +14,7 @@ from PIL import Image
 from gspdml.errors import ConfigError
 
 
-def _matplotlib():
+def _matplotlib() -> tuple[Any, Any]:  # (Figure, colormaps) of the optional matplotlib
     try:
         import matplotlib  # noqa: F401
         from matplotlib import colormaps
@@ -33,7 +33,8 @@ def png_data_uri(image: np.ndarray, max_side: int = 160) -> str:
     picture = Image.fromarray(pixels)
     if max(picture.size) > max_side:
         scale = max_side / max(picture.size)
-        picture = picture.resize((max(1, round(picture.width * scale)), max(1, round(picture.height * scale))), Image.LANCZOS)
+        size = (max(1, round(picture.width * scale)), max(1, round(picture.height * scale)))
+        picture = picture.resize(size, Image.Resampling.LANCZOS)
     buffer = io.BytesIO()
     picture.save(buffer, format="PNG")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 import numpy as np
 import torch
@@ -81,13 +81,13 @@ def transform_from_splits(splits: DataSplits, in_channels: int) -> ImageTransfor
         return described
     function = getattr(dataset, "transform", None)
     if callable(function):
-        size = tuple(int(v) for v in dataset[0][0].shape[-2:])
-        return DatasetTransform(function, in_channels, size)
+        height, width = (int(v) for v in dataset[0][0].shape[-2:])
+        return DatasetTransform(function, in_channels, (height, width))
     raise ConfigError(FIELD, "cannot tell how image files become the tensors of "
                              f"{type(dataset).__name__}; {RECORD_HINT}")
 
 
-def eval_transform_from_config(config: dict[str, Any], in_channels: int) -> ImageTransform:
+def eval_transform_from_config(config: Mapping[str, Any], in_channels: int) -> ImageTransform:
     """The run's evaluation transform (module docstring, in that order); ``in_channels`` is the
     model's."""
     data = config.get("data") or {}
@@ -97,7 +97,8 @@ def eval_transform_from_config(config: dict[str, Any], in_channels: int) -> Imag
     if "dataset" not in data:
         return EvalTransform(channels=in_channels)
     try:
-        splits = build_run_data(config)
+        # build_run_data reads any mapping; training/run_dir.py annotates it as a dict
+        splits = build_run_data(config)  # type: ignore[arg-type]
     except DataError as err:
         message = f"its dataset, rebuilt to find it, is unreadable ({err}); {RECORD_HINT}"
         raise ConfigError(FIELD, f"the run records no evaluation transform; {message}") from None

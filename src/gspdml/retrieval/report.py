@@ -13,7 +13,7 @@ import html
 import json
 import random
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -166,7 +166,7 @@ def retrieval_grid(results: RetrievalResults, pictures: dict[int, np.ndarray], q
 @torch.inference_mode()
 def build_report(
     run_dir: str | Path,
-    config: dict[str, Any],
+    config: Mapping[str, Any],
     model: torch.nn.Module,
     source: ImageSource,
     queries: int = 8,

@@ -3,9 +3,10 @@ embedded by :func:`gspdml.models.inference.embed`, like every evaluation split."
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -22,7 +23,8 @@ SPLITS = ("train", "val", "test")
 SPLIT_FOLDERS = ("train", "val", "test", "query", "gallery")
 
 
-def list_image_folder(root: str | Path) -> tuple[list[str], list[Optional[str]], list[str]]:
+def list_image_folder(
+        root: str | os.PathLike[str]) -> tuple[list[str], list[Optional[str]], list[str]]:
     """Image files under ``root`` (recursive, sorted), their labels, and the hidden or system
     files and folders that were skipped (:func:`gspdml.data.images.list_images`).
 
@@ -56,7 +58,7 @@ class ImageFiles(Dataset):
     def __len__(self) -> int:
         return len(self.paths)
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         return load_model_input(self.paths[i], self.transform), i
 
 
@@ -79,24 +81,27 @@ class ImageSource:
                            self.to_display, self.skipped)
 
 
-def folder_source(root: str | Path, transform: ImageTransform) -> ImageSource:
+def folder_source(root: str | os.PathLike[str], transform: ImageTransform) -> ImageSource:
     paths, labels, skipped = list_image_folder(root)
     return ImageSource(ImageFiles(paths, labels, transform), paths, labels, transform.to_display, skipped)
 
 
-def split_source(config: dict[str, Any], split: str) -> ImageSource:
+def split_source(config: Mapping[str, Any], split: str) -> ImageSource:
     """A split of the run's dataset (``data.dataset`` of its config). Evaluation splits give their
     gallery when they have one, else their query set. Items are named by the dataset's ``paths``
     when it has them, ``<split>/<position>`` otherwise; labels are the dataset's ``class_names``
     when it has them, the class ids as text otherwise."""
     if split not in SPLITS:
         raise ConfigError("split", f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
-    part = getattr(build_run_data(config), split)
+    # build_run_data reads any mapping; training/run_dir.py annotates it as a dict
+    part = getattr(build_run_data(config), split)  # type: ignore[arg-type]
     if part is None:
         raise ConfigError("split", f"the dataset has no {split!r} split")
     dataset = part if split == "train" else (part.gallery if part.gallery is not None else part.query)
     paths = getattr(dataset, "paths", None)
     names = [str(p) for p in paths] if paths is not None else [f"{split}/{i}" for i in range(len(dataset))]
     class_names = getattr(dataset, "class_names", None)
-    labels = [str(class_names[label]) if class_names is not None else str(int(label)) for label in dataset.labels]
+    labels: list[Optional[str]] = [
+        str(class_names[label]) if class_names is not None else str(int(label))
+        for label in dataset.labels]
     return ImageSource(dataset, names, labels)

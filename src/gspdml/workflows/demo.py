@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from gspdml.config import load_config, preset_names
 from gspdml.errors import ConfigError
@@ -63,7 +63,7 @@ def _earlier_seconds(summary: Path) -> dict[str, float]:
         return {}
 
 
-def run_target_share(run_dir: Path):
+def run_target_share(run_dir: Path) -> Optional[float]:
     """The trained run's mean pooling-weight share on the target tile of the test collages, or
     ``None`` (no spatial weights, or a dataset without target positions)."""
     from gspdml.analysis.target_share import target_tile_share

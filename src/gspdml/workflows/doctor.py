@@ -10,6 +10,7 @@ from importlib import metadata
 import os
 import platform
 import sys
+from types import ModuleType
 
 import torch
 
@@ -81,7 +82,7 @@ def _gspdml() -> dict[str, str]:
     }
 
 
-def _native_state(native) -> str:
+def _native_state(native: ModuleType) -> str:
     if os.environ.get("GSPDML_NATIVE", "1") == "0":
         return "off (GSPDML_NATIVE=0): the torch code runs"
     compiler = native.find_compiler()

@@ -7,11 +7,13 @@ import fnmatch
 import inspect
 from typing import Callable, Optional
 
+from gspdml.registry import Registry
+
 #: what ``gspdml list`` can list
 KINDS = ("poolings", "losses", "backbones", "datasets", "presets")
 
 
-def _registry(kind: str):
+def _registry(kind: str) -> Registry:
     if kind == "poolings":
         from gspdml.pooling import POOLINGS as registry
     elif kind == "losses":

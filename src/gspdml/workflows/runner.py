@@ -93,10 +93,10 @@ def run_planned(run: PlannedRun, *, fresh: bool = False, hint: str = "delete it 
         return Outcome(run, status, json.loads((run.run_dir / RESULTS_FILE).read_text()), None)
     before_training(run)
     start = time.perf_counter()
-    if status == "resumed":
-        results = train(run.config, run.run_dir, resume=True, allow_changes=True)
-    else:
-        results = train(run.config, run.run_dir)
+    resumed = status == "resumed"
+    # train reads the RunConfig as a mapping; training/trainer.py still annotates it as a dict
+    results = train(run.config, run.run_dir,  # type: ignore[arg-type]
+                    resume=resumed, allow_changes=resumed)
     return Outcome(run, status, results, time.perf_counter() - start)
 
 

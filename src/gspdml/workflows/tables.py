@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, numb
     return "\n".join(lines)
 
 
-def write_table(path, markdown: str, payload: Any) -> tuple[Path, Path]:
+def write_table(path: str | os.PathLike[str], markdown: str, payload: Any) -> tuple[Path, Path]:
     """Write ``<path>.md`` (``markdown``) and ``<path>.json`` (``payload``); returns both paths.
     A ``.md`` or ``.json`` suffix of ``path`` is dropped first."""
     base = Path(path)
@@ -75,8 +76,8 @@ def results_table_markdown(rows: Mapping[str, Mapping], *, columns: Columns = FA
     return markdown_table(["Method", *(title for _, _, title in columns)], body, numbers_right=True) + "\n"
 
 
-def write_results_table(rows: Mapping[str, Mapping], path, *, columns: Columns = FAIR_COLUMNS,
-                        digits: int = 2) -> tuple[Path, Path]:
+def write_results_table(rows: Mapping[str, Mapping], path: str | os.PathLike[str], *,
+                        columns: Columns = FAIR_COLUMNS, digits: int = 2) -> tuple[Path, Path]:
     """Write ``<path>.md`` (the results table) and ``<path>.json`` ({row: summary}); returns both paths."""
     payload = {name: {"summary": _summary(r)[0], "num_realisations": _summary(r)[1]} for name, r in rows.items()}
     return write_table(path, results_table_markdown(rows, columns=columns, digits=digits), payload)

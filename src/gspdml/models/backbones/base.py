@@ -7,6 +7,9 @@ Token backbones (ViT) return ``[B, N, C]`` patch tokens instead of a map.
 
 from __future__ import annotations
 
+import os
+from typing import Any, Union
+
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
@@ -50,7 +53,8 @@ class Backbone(nn.Module):
         self.freeze_batchnorm()
         self.is_frozen = True
 
-    def finish(self, weights=None, frozen: bool = False, freeze_bn: bool = False) -> None:
+    def finish(self, weights: Union[str, os.PathLike[str], None] = None, frozen: bool = False,
+               freeze_bn: bool = False) -> None:
         """The options every backbone shares, applied after its layers exist: ``weights`` (the
         file of a pre-training recipe's weights: a config names the recipe, and
         :func:`gspdml.training.pretrain.resolve_recipe_weights` turns it into its cached file,
@@ -73,5 +77,5 @@ class Backbone(nn.Module):
         return self
 
 
-def build_backbone(spec, in_channels: int, field: str = "model.backbone") -> Backbone:
+def build_backbone(spec: Any, in_channels: int, field: str = "model.backbone") -> Backbone:
     return BACKBONES.build(spec, field, in_channels=in_channels)

@@ -69,6 +69,9 @@ class BNInception(Backbone):
     module docstring).
     """
 
+    input_scale: torch.Tensor  # buffers (_input_conversion)
+    input_shift: torch.Tensor
+
     def __init__(
         self,
         in_channels: int = 3,

@@ -77,6 +77,10 @@ class CifarResNet(Backbone):
     (:meth:`Backbone.finish`).
     """
 
+    layer1: nn.Sequential  # added by add_module
+    layer2: nn.Sequential
+    layer3: nn.Sequential
+
     def __init__(
         self,
         in_channels: int = 3,

@@ -10,7 +10,7 @@ ResNet-50 in the conventional protocol (Gürbüz thesis Tab. 3.2b, Tab. 5.2) and
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 import torch
 from torch import nn
@@ -66,7 +66,7 @@ class Bottleneck(nn.Module):
         return self.relu(out + shortcut)
 
 
-def _projection(c_in: int, c_out: int, stride: int):
+def _projection(c_in: int, c_out: int, stride: int) -> Optional[nn.Sequential]:
     """1x1 convolution + BN on the shortcut when the shape changes (option B of He et al.)."""
     if stride == 1 and c_in == c_out:
         return None
@@ -81,9 +81,13 @@ class ResNet(Backbone):
     or a path), ``freeze_bn``. Input: RGB normalised with the ImageNet mean/std.
     """
 
-    block: ClassVar[type]
+    block: ClassVar[type[BasicBlock] | type[Bottleneck]]
     depths: ClassVar[tuple[int, int, int, int]]
     weight_files: ClassVar[tuple[str, ...]]
+    layer1: nn.Sequential  # added by add_module
+    layer2: nn.Sequential
+    layer3: nn.Sequential
+    layer4: nn.Sequential
 
     def __init__(self, in_channels: int = 3, pretrained: PretrainedSpec = False, freeze_bn: bool = False):
         super().__init__()

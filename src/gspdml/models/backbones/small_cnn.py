@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import torch
 from torch import nn
 
 from gspdml.models.backbones.base import BACKBONES, Backbone
@@ -44,5 +45,5 @@ class SmallCNN(Backbone):
         self.out_channels = c_in
         self.finish(weights, frozen, freeze_bn)
 
-    def forward(self, images):
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.features(images)

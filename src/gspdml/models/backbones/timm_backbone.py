@@ -26,7 +26,12 @@ import torch
 
 from gspdml.errors import ConfigError, DataError
 from gspdml.models.backbones.base import BACKBONES, Backbone
-from gspdml.models.pretrained import PretrainedSpec, WeightsNotFoundError, resolve_weights_path
+from gspdml.models.pretrained import (
+    PretrainedSpec,
+    WeightsNotFoundError,
+    hub_checkpoint,
+    resolve_weights_path,
+)
 
 FIELD = "model.backbone"
 OUTPUTS = ("auto", "tokens", "map")
@@ -87,7 +92,8 @@ def cached_timm_weights(timm: ModuleType, model: str, field: str) -> Path:
         )
     if cfg.url:
         filename = cfg.url.rsplit("/", 1)[-1]
-        return resolve_weights_path(True, field=field, filenames=(filename,), url=cfg.url, what=f"timm model {model!r}")
+        return hub_checkpoint(field=field, filenames=(filename,), url=cfg.url,
+                              what=f"timm model {model!r}")
     raise ConfigError(field, f"timm lists no downloadable weights for {model!r}; give a file path instead")
 
 

@@ -43,7 +43,7 @@ function with float64 autograd through the composed layer.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -100,7 +100,8 @@ def pooling_weights(rho: torch.Tensor, mu: float, background: bool = False) -> t
 
 class _FusedGSP(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, local, prototypes, mu, eps, iters, background):
+    def forward(ctx: Any, local: torch.Tensor, prototypes: torch.Tensor, mu: float, eps: float,
+                iters: int, background: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         work = torch.float64 if local.dtype == torch.float64 else torch.float32
         features = local.to(work)  # keeps the memory layout (channels_last stays d-contiguous)
         cost, w_squared, f_squared = cost_parts(prototypes.to(work), features)
@@ -114,7 +115,8 @@ class _FusedGSP(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad_vector, grad_weights, grad_attributes):
+    def backward(ctx: Any, grad_vector: torch.Tensor, grad_weights: Optional[torch.Tensor],
+                 grad_attributes: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], ...]:
         local, prototypes, cost, log_rho, log_t, weights, w_squared, f_squared = ctx.saved_tensors
         mu, eps, background = ctx.options
         grad_p = torch.bmm(grad_vector.to(local.dtype).unsqueeze(1), local).squeeze(1).to(cost.dtype)  # F^T G_x
@@ -149,11 +151,12 @@ def cost_gradients(
     w_clip, f_clip = w_squared.clamp_max(1.0), f_squared.clamp_max(1.0)
     w_scale, f_scale = w_squared.clamp_min(1.0).rsqrt(), f_squared.clamp_min(1.0).rsqrt()
     tensors = (cost, log_rho, log_t, grad_rho, w_squared, f_squared) + (() if grad_pi is None else (grad_pi,))
-    if native.eligible(*tensors) and native.library() is not None:
+    kernels = native.library() if native.eligible(*tensors) else None
+    if kernels is not None:
         b, m, n = cost.shape
         grad_cross, sums = torch.empty_like(cost), cost.new_empty(2 * b * n + 2 * m + m * n + 4 * n)
         sum_g_col, sum_gt_col, sum_g_row, sum_gt_row, scratch = sums.split([b * n, b * n, m, m, m * n + 4 * n])
-        native.library().gsp_backward(
+        kernels.gsp_backward(
             *map(native.pointer, (cost, log_rho, log_t, grad_rho, grad_pi, w_clip, w_scale, f_clip, f_scale)),
             b, m, n, eps, SMOOTHING, math.sqrt(SMOOTHING),
             *map(native.pointer, (grad_cross, sum_g_col, sum_gt_col, sum_g_row, sum_gt_row, scratch)),

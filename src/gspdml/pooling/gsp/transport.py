@@ -55,7 +55,7 @@ iteration converges slowly); it is solved directly.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
@@ -196,10 +196,13 @@ def solve_log_native(
     """:func:`solve_log` by the C kernel (``native/transport.c``, same iteration and stopping
     rule); ``None`` where a column is below :data:`PLAIN_SUM_FLOOR` (the torch code takes the
     log-domain sums there)."""
+    kernels = native.library()
+    if kernels is None:  # callers check first
+        return None
     b, m, n = cost.shape
     a, log_t = cost.new_empty(b, n), cost.new_empty(b, 1)
     scratch = cost.new_empty(2 * n + 2 * b)
-    failed = native.library().gsp_solve(
+    failed = kernels.gsp_solve(
         native.pointer(cost), b, m, n, mu, eps, iters, int(stop_when_stationary), PLAIN_SUM_FLOOR,
         native.pointer(a), native.pointer(log_t), native.pointer(scratch),
     )
@@ -259,7 +262,8 @@ class _PartialTransport(torch.autograd.Function):
     """(P2) with the closed-form backward of Proposition 4.2; saves ``(cost, log rho, log t)``."""
 
     @staticmethod
-    def forward(ctx, cost, mu, eps, iters):
+    def forward(ctx: Any, cost: torch.Tensor, mu: float, eps: float,
+                iters: int) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad():
             log_rho, log_t = solve_log(cost, mu, eps, iters, stop_when_stationary=True)
             rho, pi = log_rho.exp(), transport_plan(cost, eps, log_rho, log_t)
@@ -268,7 +272,8 @@ class _PartialTransport(torch.autograd.Function):
         return rho, pi
 
     @staticmethod
-    def backward(ctx, grad_rho, grad_pi):
+    def backward(ctx: Any, grad_rho: Optional[torch.Tensor],
+                 grad_pi: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], ...]:
         cost, log_rho, log_t = ctx.saved_tensors
         rho, pi = log_rho.exp(), transport_plan(cost, ctx.eps, log_rho, log_t)
         grad_rho = torch.zeros_like(rho) if grad_rho is None else grad_rho.to(rho.dtype)

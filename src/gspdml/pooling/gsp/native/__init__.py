@@ -71,7 +71,7 @@ def eligible(*tensors: torch.Tensor) -> bool:
     )
 
 
-def pointer(tensor: Optional[torch.Tensor]):
+def pointer(tensor: Optional[torch.Tensor]) -> Optional[ctypes._Pointer[ctypes.c_float]]:
     """A ``float *`` to a contiguous float32 tensor (NULL for ``None``)."""
     return None if tensor is None else ctypes.cast(tensor.data_ptr(), _FLOAT_P)
 
