@@ -29,7 +29,9 @@ def cases() -> list[tuple[str, str, object]]:
     x = torch.randn(65536)
     a = torch.randn(64, 64) * 4
     features = torch.randn(64, 128, 64)
-    channels_last = features.transpose(1, 2).contiguous().transpose(1, 2)  # same values, d contiguous
+    channels_last = (
+        features.transpose(1, 2).contiguous().transpose(1, 2)
+    )  # same values, d contiguous
     return [
         ("exp of 65k floats", "torch.exp", lambda: torch.exp(x)),
         ("exp of 65k floats", "torch.exp2", lambda: torch.exp2(x)),
@@ -37,10 +39,22 @@ def cases() -> list[tuple[str, str, object]]:
         ("[x > 0] of 65k floats", "torch.where", lambda: torch.where(x > 0, 1.0, 0.0)),
         ("[x > 0] of 65k floats", "x.relu().sign_()", lambda: x.relu().sign_()),
         ("sum_j sigmoid(a_j), [64, 64]", "sigmoid().sum()", lambda: torch.sigmoid(a).sum(dim=1)),
-        ("sum_j sigmoid(a_j), [64, 64]", "logsumexp(logsigmoid)", lambda: torch.nn.functional.logsigmoid(a).logsumexp(dim=1)),
-        ("||f_j||^2, d contiguous", "vector_norm", lambda: torch.linalg.vector_norm(channels_last, dim=1).square_()),
+        (
+            "sum_j sigmoid(a_j), [64, 64]",
+            "logsumexp(logsigmoid)",
+            lambda: torch.nn.functional.logsigmoid(a).logsumexp(dim=1),
+        ),
+        (
+            "||f_j||^2, d contiguous",
+            "vector_norm",
+            lambda: torch.linalg.vector_norm(channels_last, dim=1).square_(),
+        ),
         ("||f_j||^2, d contiguous", "square().sum()", lambda: channels_last.square().sum(dim=1)),
-        ("||f_j||^2, n contiguous", "vector_norm", lambda: torch.linalg.vector_norm(features, dim=1).square_()),
+        (
+            "||f_j||^2, n contiguous",
+            "vector_norm",
+            lambda: torch.linalg.vector_norm(features, dim=1).square_(),
+        ),
         ("||f_j||^2, n contiguous", "square().sum()", lambda: features.square().sum(dim=1)),
     ]
 

@@ -46,7 +46,11 @@ from pathlib import Path
 
 import numpy as np
 
-KEYS = {"map_at_r": "mean_average_precision_at_r", "precision_at_1": "precision_at_1", "r_precision": "r_precision"}
+KEYS = {
+    "map_at_r": "mean_average_precision_at_r",
+    "precision_at_1": "precision_at_1",
+    "r_precision": "r_precision",
+}
 
 
 def class_sizes(rng, num_classes, total, low, high, mean):
@@ -62,7 +66,9 @@ def class_sizes(rng, num_classes, total, low, high, mean):
 
 
 def clustered(rng, centres, labels, noise):
-    x = centres[labels] + noise * rng.standard_normal((len(labels), centres.shape[1]), dtype=np.float32)
+    x = centres[labels] + noise * rng.standard_normal(
+        (len(labels), centres.shape[1]), dtype=np.float32
+    )
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
@@ -74,16 +80,26 @@ def unit_centres(rng, num, dim):
 def make_data(name, rng, dim=128, noise=0.14):
     if name == "sop":
         labels = np.repeat(np.arange(11316), class_sizes(rng, 11316, 60502, 2, 12, 5.35))
-        return {"query": clustered(rng, unit_centres(rng, 11316, dim), labels, noise), "query_labels": labels}
+        return {
+            "query": clustered(rng, unit_centres(rng, 11316, dim), labels, noise),
+            "query_labels": labels,
+        }
     if name == "inshop":
         centres = unit_centres(rng, 3985, dim)
         q_labels = np.repeat(np.arange(3985), class_sizes(rng, 3985, 14218, 1, 8, 14218 / 3985))
         g_labels = np.repeat(np.arange(3985), class_sizes(rng, 3985, 12612, 1, 8, 12612 / 3985))
-        return {"query": clustered(rng, centres, q_labels, noise), "query_labels": q_labels,
-                "reference": clustered(rng, centres, g_labels, noise), "reference_labels": g_labels}
+        return {
+            "query": clustered(rng, centres, q_labels, noise),
+            "query_labels": q_labels,
+            "reference": clustered(rng, centres, g_labels, noise),
+            "reference_labels": g_labels,
+        }
     if name == "million":
         labels = np.repeat(np.arange(100_000), class_sizes(rng, 100_000, 1_000_000, 5, 15, 10.0))
-        return {"query": clustered(rng, unit_centres(rng, 100_000, dim), labels, noise), "query_labels": labels}
+        return {
+            "query": clustered(rng, unit_centres(rng, 100_000, dim), labels, noise),
+            "query_labels": labels,
+        }
     raise ValueError(name)
 
 
@@ -92,7 +108,9 @@ TIE_PATTERNS = ("equal", "two", "duplicated", "collapsed")
 
 def sop_like_labels(rng, n):
     num_classes = round(n / 5.35)
-    return np.repeat(np.arange(num_classes), class_sizes(rng, num_classes, n, 2, 12, n / num_classes))
+    return np.repeat(
+        np.arange(num_classes), class_sizes(rng, num_classes, n, 2, 12, n / num_classes)
+    )
 
 
 def make_ties(pattern, n, rng, dim=128):
@@ -127,8 +145,11 @@ def run_ties(tmp: Path, rng, sizes, repeats, device: str = "cpu") -> None:
             path = save(tmp / f"{pattern}-{n}", make_ties(pattern, n, rng))
             ours, pml = (launch(m, path, repeats, device=device) for m in ("gspdml", "pml"))
             diff = max(abs(ours["metrics"][key] - pml["metrics"][key]) for key in KEYS)
-            print(f"{pattern:<11} {n:>7} {ours['seconds']:9.2f} {pml['seconds']:8.2f} "
-                  f"{pml['seconds'] / ours['seconds']:10.2f} {diff:10.2e}", flush=True)
+            print(
+                f"{pattern:<11} {n:>7} {ours['seconds']:9.2f} {pml['seconds']:8.2f} "
+                f"{pml['seconds'] / ours['seconds']:10.2f} {diff:10.2e}",
+                flush=True,
+            )
 
 
 def max_rss_mb() -> float:
@@ -144,8 +165,12 @@ def worker(method: str, path: str, repeats: int, queries: int, device: str) -> N
 
     data = {f.stem: np.load(f) for f in Path(path).glob("*.npy")}
     if queries:  # the first rows against all rows: query/gallery mode, cost of leave-one-out
-        data = {"query": data["query"][:queries], "query_labels": data["query_labels"][:queries],
-                "reference": data["query"], "reference_labels": data["query_labels"]}
+        data = {
+            "query": data["query"][:queries],
+            "query_labels": data["query_labels"][:queries],
+            "reference": data["query"],
+            "reference_labels": data["query_labels"],
+        }
     if method == "gspdml":
         from gspdml.evaluation import retrieval_metrics
 
@@ -157,7 +182,12 @@ def worker(method: str, path: str, repeats: int, queries: int, device: str) -> N
         calc = AccuracyCalculator(include=tuple(KEYS.values()), k="max_bin_count")
 
         def run():
-            out = calc.get_accuracy(data["query"], data["query_labels"], data.get("reference"), data.get("reference_labels"))
+            out = calc.get_accuracy(
+                data["query"],
+                data["query_labels"],
+                data.get("reference"),
+                data.get("reference_labels"),
+            )
             return {ours: out[theirs] for ours, theirs in KEYS.items()}
 
     torch.zeros(1)  # torch initialised before the baseline
@@ -168,29 +198,61 @@ def worker(method: str, path: str, repeats: int, queries: int, device: str) -> N
         metrics = run()
         seconds = min(seconds, time.perf_counter() - start)
     peak = max_rss_mb()
-    print(json.dumps({"seconds": seconds, "peak_mb": peak, "delta_mb": peak - before,
-                      "metrics": {k: metrics[k] for k in KEYS}}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "peak_mb": peak,
+                "delta_mb": peak - before,
+                "metrics": {k: metrics[k] for k in KEYS},
+            }
+        )
+    )
 
 
 def launch(method: str, path: Path, repeats: int, queries: int = 0, device: str = "cpu") -> dict:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-    command = [sys.executable, __file__, "--worker", method, str(path), str(repeats), str(queries), device]
+    command = [
+        sys.executable,
+        __file__,
+        "--worker",
+        method,
+        str(path),
+        str(repeats),
+        str(queries),
+        device,
+    ]
     out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", nargs="*", default=["sop", "inshop"], choices=["sop", "inshop"])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--datasets", nargs="*", default=["sop", "inshop"], choices=["sop", "inshop"]
+    )
     parser.add_argument("--repeats", type=int, default=3, help="time = best of this many calls")
-    parser.add_argument("--million", action="store_true", help="also run 1,000,000 x 128 leave-one-out (gspdml)")
-    parser.add_argument("--million-queries", type=int, default=0,
-                        help="search only this many rows against the 1M and extrapolate (0: all)")
+    parser.add_argument(
+        "--million", action="store_true", help="also run 1,000,000 x 128 leave-one-out (gspdml)"
+    )
+    parser.add_argument(
+        "--million-queries",
+        type=int,
+        default=0,
+        help="search only this many rows against the 1M and extrapolate (0: all)",
+    )
     parser.add_argument("--ties", action="store_true", help="tied / near-tied embeddings table")
     parser.add_argument("--tie-sizes", nargs="+", type=int, default=[10_000, 60_000])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="where gspdml searches: cpu or cuda[:i]")
-    parser.add_argument("--worker", nargs=5, metavar=("METHOD", "DIR", "REPEATS", "QUERIES", "DEVICE"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--worker",
+        nargs=5,
+        metavar=("METHOD", "DIR", "REPEATS", "QUERIES", "DEVICE"),
+        help=argparse.SUPPRESS,
+    )
     args = parser.parse_args()
     if args.worker:
         method, path, repeats, queries, device = args.worker
@@ -209,21 +271,31 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.datasets:
             path = save(Path(tmp) / name, make_data(name, rng))
-            results = {m: launch(m, path, args.repeats, device=args.device) for m in ("gspdml", "pml")}
+            results = {
+                m: launch(m, path, args.repeats, device=args.device) for m in ("gspdml", "pml")
+            }
             for m, r in results.items():
                 print_row(name, m, r)
-            diff = max(abs(results["gspdml"]["metrics"][k] - results["pml"]["metrics"][k]) for k in KEYS)
+            diff = max(
+                abs(results["gspdml"]["metrics"][k] - results["pml"]["metrics"][k]) for k in KEYS
+            )
             speed = results["pml"]["seconds"] / results["gspdml"]["seconds"]
-            print(f"{name:<8} max |metric difference| = {diff:.2e}; gspdml is {speed:.2f}x faster than PML", flush=True)
+            print(
+                f"{name:<8} max |metric difference| = {diff:.2e}; gspdml is {speed:.2f}x faster than PML",
+                flush=True,
+            )
         if args.million:
             path = save(Path(tmp) / "million", make_data("million", rng))
             r = launch("gspdml", path, 1, args.million_queries, args.device)
             print_row("million", "gspdml", r)
             if args.million_queries:
                 full = r["seconds"] * 1_000_000 / args.million_queries
-                print(f"million  {args.million_queries:,} of 1,000,000 queries against all 1,000,000 in "
-                      f"{r['seconds']:.1f} s -> extrapolated full leave-one-out run: {full:.0f} s "
-                      f"({full / 60:.1f} min)", flush=True)
+                print(
+                    f"million  {args.million_queries:,} of 1,000,000 queries against all 1,000,000 in "
+                    f"{r['seconds']:.1f} s -> extrapolated full leave-one-out run: {full:.0f} s "
+                    f"({full / 60:.1f} min)",
+                    flush=True,
+                )
 
 
 def describe_device(name: str) -> str:
@@ -247,8 +319,11 @@ def save(folder: Path, data: dict) -> Path:
 
 def print_row(name, method, r):
     mt = r["metrics"]
-    print(f"{name:<8} {method:<7} {r['seconds']:8.2f} {r['peak_mb']:8.0f} {r['delta_mb']:7.0f} "
-          f"{mt['map_at_r']:8.5f} {mt['precision_at_1']:8.5f} {mt['r_precision']:8.5f}", flush=True)
+    print(
+        f"{name:<8} {method:<7} {r['seconds']:8.2f} {r['peak_mb']:8.0f} {r['delta_mb']:7.0f} "
+        f"{mt['map_at_r']:8.5f} {mt['precision_at_1']:8.5f} {mt['r_precision']:8.5f}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -83,7 +83,11 @@ def elapsed_ms(step: Callable[[], None], device) -> float:
 
 
 def measure(
-    forward: Callable[[], torch.Tensor], inputs: list[torch.Tensor], device, repeats: int, existing: list[torch.Tensor] = ()
+    forward: Callable[[], torch.Tensor],
+    inputs: list[torch.Tensor],
+    device,
+    repeats: int,
+    existing: list[torch.Tensor] = (),
 ) -> tuple[float, float]:
     """(best milliseconds of forward + backward, MiB kept for backward beyond ``inputs`` and
     ``existing`` (CPU) or peak CUDA allocation above the start (GPU))."""
@@ -118,7 +122,9 @@ def algorithm3_as_printed(cost: torch.Tensor, mu: float, eps: float, iters: int)
 
 
 def layer_table(device, repeats: int) -> None:
-    print("| n | m | iters | GAP ms | GSP closed ms | GSP unrolled ms | time unrolled/closed | GSP closed MiB | GSP unrolled MiB | memory unrolled/closed |")
+    print(
+        "| n | m | iters | GAP ms | GSP closed ms | GSP unrolled ms | time unrolled/closed | GSP closed MiB | GSP unrolled MiB | memory unrolled/closed |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     torch.manual_seed(0)
     for n in (49, 64):
@@ -139,8 +145,16 @@ def layer_table(device, repeats: int) -> None:
             for iters in ITERS:
                 res = {}
                 for backward in ("closed_form", "unrolled"):
-                    layer = GSP(128, num_prototypes=m, iters=iters, init="random", backward=backward).to(device)
-                    res[backward] = measure(objective(layer), [local], device, repeats, list(layer.parameters()) + [target])
+                    layer = GSP(
+                        128, num_prototypes=m, iters=iters, init="random", backward=backward
+                    ).to(device)
+                    res[backward] = measure(
+                        objective(layer),
+                        [local],
+                        device,
+                        repeats,
+                        list(layer.parameters()) + [target],
+                    )
                 (c_ms, c_mib), (u_ms, u_mib) = res["closed_form"], res["unrolled"]
                 print(
                     f"| {n} | {m} | {iters} | {gap_ms:.2f} | {c_ms:.2f} | {u_ms:.2f} | {u_ms / c_ms:.1f}x "
@@ -150,8 +164,10 @@ def layer_table(device, repeats: int) -> None:
 
 
 def solver_table(device, repeats: int) -> None:
-    print("| n | m | iters | closed ms | unrolled ms | Alg. 3 printed ms | closed MiB | unrolled MiB | Alg. 3 printed MiB "
-          "| unrolled/closed time, memory | Alg. 3/closed time, memory |")
+    print(
+        "| n | m | iters | closed ms | unrolled ms | Alg. 3 printed ms | closed MiB | unrolled MiB | Alg. 3 printed MiB "
+        "| unrolled/closed time, memory | Alg. 3/closed time, memory |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     torch.manual_seed(0)
     for n in (49, 64):
@@ -161,17 +177,24 @@ def solver_table(device, repeats: int) -> None:
             for iters in ITERS:
                 solvers = {
                     "closed": lambda: partial_transport(cost, 0.3, 5.0, iters),
-                    "unrolled": lambda: partial_transport(cost, 0.3, 5.0, iters, backward="unrolled"),
+                    "unrolled": lambda: partial_transport(
+                        cost, 0.3, 5.0, iters, backward="unrolled"
+                    ),
                     "printed": lambda: algorithm3_as_printed(cost, 0.3, 5.0, iters),
                 }
                 res = {}
                 for name, solve in solvers.items():
+
                     def forward(solve=solve):
                         rho, pi = solve()
                         return (rho * g_rho).sum() + (pi * g_pi).sum()
 
                     res[name] = measure(forward, [cost], device, repeats, [g_rho, g_pi])
-                (c_ms, c_mib), (u_ms, u_mib), (p_ms, p_mib) = res["closed"], res["unrolled"], res["printed"]
+                (c_ms, c_mib), (u_ms, u_mib), (p_ms, p_mib) = (
+                    res["closed"],
+                    res["unrolled"],
+                    res["printed"],
+                )
                 print(
                     f"| {n} | {m} | {iters} | {c_ms:.2f} | {u_ms:.2f} | {p_ms:.2f} | {c_mib:.2f} | {u_mib:.2f} | {p_mib:.2f} "
                     f"| {u_ms / c_ms:.1f}x, {u_mib / c_mib:.1f}x | {p_ms / c_ms:.1f}x, {p_mib / c_mib:.1f}x |",
@@ -195,24 +218,38 @@ def training_step_table(device, repeats: int) -> None:
     models = {  # name: (pooling, head placement)
         "gap": ({"name": "gap"}, "local"),
         "gap, pool then project (default)": ({"name": "gap"}, None),
-        "gsp m=16 iters=100 (scratch-gsp)": ({"name": "gsp", "num_prototypes": 16, "mu": 0.25, "eps": 10.0, "init": "random"}, None),
+        "gsp m=16 iters=100 (scratch-gsp)": (
+            {"name": "gsp", "num_prototypes": 16, "mu": 0.25, "eps": 10.0, "init": "random"},
+            None,
+        ),
         "gsp m=64 iters=100": ({"name": "gsp", "num_prototypes": 64, "init": "random"}, None),
     }
     for precision in ("fp32", "bf16"):
-        steps = {name: _adam_step(pooling, head, images, labels, loss, precision, device) for name, (pooling, head) in models.items()}
+        steps = {
+            name: _adam_step(pooling, head, images, labels, loss, precision, device)
+            for name, (pooling, head) in models.items()
+        }
         times: dict[str, list[float]] = {name: [] for name in steps}
         for _ in range(repeats):
             for name, step in steps.items():
                 times[name].append(elapsed_ms(step, device))
         reference = min(times["gap"])
         for name, values in times.items():
-            print(f"| {precision} | {name} | {min(values):.1f} | {100 * (min(values) / reference - 1):+.1f}% |", flush=True)
+            print(
+                f"| {precision} | {name} | {min(values):.1f} | {100 * (min(values) / reference - 1):+.1f}% |",
+                flush=True,
+            )
 
 
-def _adam_step(pooling: dict, head, images, labels, loss, precision: str, device) -> Callable[[], None]:
+def _adam_step(
+    pooling: dict, head, images, labels, loss, precision: str, device
+) -> Callable[[], None]:
     """A warmed-up closure running one training step of the small-CNN model with ``pooling``
     (``head``: the projection's placement, None for the pooling's own)."""
-    model = build_embedder({"backbone": {"name": "small_cnn"}, "embedding_dim": 128, "head": head, "pooling": pooling}, 3).to(device)
+    model = build_embedder(
+        {"backbone": {"name": "small_cnn"}, "embedding_dim": 128, "head": head, "pooling": pooling},
+        3,
+    ).to(device)
     bf16 = precision == "bf16"
     if bf16 and device.type == "cpu":
         model = model.to(memory_format=torch.channels_last)
@@ -237,13 +274,20 @@ def native_table(repeats: int) -> None:
         print("native GSP kernels unavailable (no C compiler, or GSPDML_NATIVE=0)")
         return
     torch.manual_seed(0)
-    features, prototypes = torch.randn(64, 128, 64), torch.nn.init.xavier_uniform_(torch.empty(16, 128))
+    features, prototypes = (
+        torch.randn(64, 128, 64),
+        torch.nn.init.xavier_uniform_(torch.empty(16, 128)),
+    )
     cost, w_squared, f_squared = cost_parts(prototypes, features)
     log_rho, log_t = transport.solve_log(cost, 0.25, 10.0, 100, stop_when_stationary=True)
     grad_rho = torch.randn(64, 64) * 1e-3
     parts = {
-        "solver (100 iterations at most)": lambda: transport.solve_log(cost, 0.25, 10.0, 100, stop_when_stationary=True),
-        "backward chain": lambda: fused.cost_gradients(cost, log_rho, log_t, grad_rho, None, w_squared, f_squared, 10.0),
+        "solver (100 iterations at most)": lambda: transport.solve_log(
+            cost, 0.25, 10.0, 100, stop_when_stationary=True
+        ),
+        "backward chain": lambda: fused.cost_gradients(
+            cost, log_rho, log_t, grad_rho, None, w_squared, f_squared, 10.0
+        ),
     }
     library = native.library
     print("| demo size, one call | C kernel ms | torch code ms | torch / C |")
@@ -256,7 +300,9 @@ def native_table(repeats: int) -> None:
                 times.append(min(elapsed_ms(part, torch.device("cpu")) for _ in range(repeats)))
             finally:
                 native.library = library
-        print(f"| {name} | {times[0]:.3f} | {times[1]:.3f} | {times[1] / times[0]:.1f}x |", flush=True)
+        print(
+            f"| {name} | {times[0]:.3f} | {times[1]:.3f} | {times[1] / times[0]:.1f}x |", flush=True
+        )
 
 
 class StepClock(Callback):
@@ -271,7 +317,9 @@ class StepClock(Callback):
     def chunk_means(self, skip: int, size: int) -> list[float]:
         """Mean step time of each run of ``size`` steps after the first ``skip``."""
         steps = [b - a for a, b in zip(self.ends[skip:], self.ends[skip + 1 :])]
-        return [statistics.fmean(steps[i : i + size]) for i in range(0, len(steps) - size + 1, size)]
+        return [
+            statistics.fmean(steps[i : i + size]) for i in range(0, len(steps) - size + 1, size)
+        ]
 
 
 def demo_trainer_table(repeats: int, warmup: int = 30, timed: int = 40, chunk: int = 10) -> None:
@@ -282,11 +330,16 @@ def demo_trainer_table(repeats: int, warmup: int = 30, timed: int = 40, chunk: i
     with tempfile.TemporaryDirectory() as folder:
         for repeat in range(max(1, repeats // 5)):
             for name in means:
-                overrides = [f"schedule.max_steps={warmup + timed}", "evaluation.every=100000", "trainer.progress=false"]
+                overrides = [
+                    f"schedule.max_steps={warmup + timed}",
+                    "evaluation.every=100000",
+                    "trainer.progress=false",
+                ]
                 clock = StepClock()
                 config = load_config(f"scratch-{name}", overrides)
-                trainer = Trainer.from_config(config, Path(folder) / f"{name}-{repeat}",
-                                              callbacks={"clock": clock})
+                trainer = Trainer.from_config(
+                    config, Path(folder) / f"{name}-{repeat}", callbacks={"clock": clock}
+                )
                 trainer.fit()
                 means[name].extend(clock.chunk_means(warmup, chunk))
     gap, gsp = min(means["gap"]) * 1e3, min(means["gsp"]) * 1e3
@@ -299,19 +352,39 @@ def demo_trainer_table(repeats: int, warmup: int = 30, timed: int = 40, chunk: i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads (1 gives stable timings on a shared machine)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads (1 gives stable timings on a shared machine)",
+    )
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--only", choices=("layer", "solver", "step", "loop", "native"), default=None)
-    parser.add_argument("--system-malloc", action="store_true",
-                        help="leave glibc's thresholds alone (the trainer keeps freed memory, trainer.keep_freed_memory)")
+    parser.add_argument(
+        "--only", choices=("layer", "solver", "step", "loop", "native"), default=None
+    )
+    parser.add_argument(
+        "--system-malloc",
+        action="store_true",
+        help="leave glibc's thresholds alone (the trainer keeps freed memory, trainer.keep_freed_memory)",
+    )
     args = parser.parse_args()
     kept = not args.system_malloc and keep_freed_host_memory()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     name = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
-    print(f"device={device}{name} threads={torch.get_num_threads()} repeats={args.repeats} (best of); B=32, d=128, mu=0.3, eps=5\n")
-    print("freed host memory kept in the process, as the trainer does" if kept else "system malloc thresholds")
-    for name, table in (("layer", layer_table), ("solver", solver_table), ("step", training_step_table)):
+    print(
+        f"device={device}{name} threads={torch.get_num_threads()} repeats={args.repeats} (best of); B=32, d=128, mu=0.3, eps=5\n"
+    )
+    print(
+        "freed host memory kept in the process, as the trainer does"
+        if kept
+        else "system malloc thresholds"
+    )
+    for name, table in (
+        ("layer", layer_table),
+        ("solver", solver_table),
+        ("step", training_step_table),
+    ):
         if args.only in (None, name):
             table(device, args.repeats)
             print()

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from search import RowFile, make_data
 
 
@@ -37,7 +36,9 @@ def best_qps(search, queries: np.ndarray, repeats: int) -> tuple[float, np.ndarr
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--size", type=int, default=1_000_000)
     parser.add_argument("--nlists", type=int, nargs="+", default=[2000, 8000, 20000])
     parser.add_argument("--nprobes", type=int, nargs="+", default=[1, 8])
@@ -65,9 +66,14 @@ def main() -> None:
             faiss.omp_set_num_threads(1)
             single, _ = best_qps(lambda q: index.search(q, 10)[1], queries, args.repeats)
             faiss.omp_set_num_threads(threads)
-            mode3, mode3_rows = best_qps(lambda q: ann.search(index, params, q, 10)[1].numpy(), queries, args.repeats)
+            mode3, mode3_rows = best_qps(
+                lambda q: ann.search(index, params, q, 10)[1].numpy(), queries, args.repeats
+            )
             same = bool((mode0_rows == mode3_rows).all())
-            print(f"{nlist:>6} {nprobe:>6} {mode0:9.0f} {single:9.0f} {mode3:9.0f} {mode3 / mode0:5.1f}x {str(same):>5}", flush=True)
+            print(
+                f"{nlist:>6} {nprobe:>6} {mode0:9.0f} {single:9.0f} {mode3:9.0f} {mode3 / mode0:5.1f}x {str(same):>5}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -56,10 +56,18 @@ def main(argv=None) -> list[dict]:
     print(f"{'batch':20s} {'mix_chunk':>9s} {'mixed maps':>10s} {'peak MiB':>9s} {'seconds':>8s}")
     for label, classes, per_class, chunk in CASES[:2] if args.smoke else CASES:
         code = CHILD.format(classes=classes, per_class=per_class, chunk=chunk)
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        row = {"batch": label, "mix_chunk": chunk, **json.loads(out.stdout.strip().splitlines()[-1])}
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+        row = {
+            "batch": label,
+            "mix_chunk": chunk,
+            **json.loads(out.stdout.strip().splitlines()[-1]),
+        }
         rows.append(row)
-        print(f"{label:20s} {str(chunk):>9s} {row['mixed']:>10d} {row['peak_mib']:>9.0f} {row['seconds']:>8.1f}")
+        print(
+            f"{label:20s} {str(chunk):>9s} {row['mixed']:>10d} {row['peak_mib']:>9.0f} {row['seconds']:>8.1f}"
+        )
     return rows
 
 

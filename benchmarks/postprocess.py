@@ -23,7 +23,6 @@ import argparse
 import time
 
 import numpy as np
-
 from evaluation import class_sizes, clustered, make_data, max_rss_mb, unit_centres
 
 ROWS = {
@@ -47,8 +46,8 @@ def sop_synthetic(seed: int):
 
 def collage(run_dir: str):
     from gspdml.data import build_data
-    from gspdml.training import load_run
     from gspdml.models.inference import embed
+    from gspdml.training import load_run
 
     config, model = load_run(run_dir)
     data = build_data(config["data"]["dataset"], seed=int(config["seed"]))
@@ -66,16 +65,25 @@ def table(name: str, query, labels, train) -> None:
         results = postprocessed_retrieve(query, labels, steps=steps, train=train, min_k=1)
         seconds = time.perf_counter() - start
         m = metrics_from_results(results, recall_at=(1,))
-        print(f"{name:<9} {row:<26} {m['map_at_r']:8.4f} {m['precision_at_1']:8.4f} {seconds:8.1f} {max_rss_mb():8.0f}", flush=True)
+        print(
+            f"{name:<9} {row:<26} {m['map_at_r']:8.4f} {m['precision_at_1']:8.4f} {seconds:8.1f} {max_rss_mb():8.0f}",
+            flush=True,
+        )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", help="a trained collage run directory (skip the collage rows without it)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--run", help="a trained collage run directory (skip the collage rows without it)"
+    )
     parser.add_argument("--skip-sop", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    header = f"{'data':<9} {'post-processing':<26} {'MAP@R':>8} {'P@1':>8} {'time s':>8} {'peak MB':>8}"
+    header = (
+        f"{'data':<9} {'post-processing':<26} {'MAP@R':>8} {'P@1':>8} {'time s':>8} {'peak MB':>8}"
+    )
     print(header)
     print("-" * len(header), flush=True)
     if args.run:

@@ -53,15 +53,21 @@ def conv_case(bf16: bool):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             y = conv(x)
         y.float().sum().backward()
+
     return step
 
 
 def resnet20_case(bf16: bool):
     layout = torch.channels_last if bf16 else torch.contiguous_format
     backbone = build_backbone({"name": "resnet20"}, in_channels=1, field="benchmark")
-    model = nn.Sequential(backbone, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(backbone.out_channels, 100)).to(memory_format=layout)
+    model = nn.Sequential(
+        backbone, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(backbone.out_channels, 100)
+    ).to(memory_format=layout)
     optimizer = torch.optim.Adam(model.parameters())
-    x, y = torch.randn(128, 1, 16, 16).contiguous(memory_format=layout), torch.randint(0, 100, (128,))
+    x, y = (
+        torch.randn(128, 1, 16, 16).contiguous(memory_format=layout),
+        torch.randint(0, 100, (128,)),
+    )
 
     def step():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -70,19 +76,28 @@ def resnet20_case(bf16: bool):
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+
     return step
 
 
-CASES = {"matmul 1024²": matmul_case, "conv 3×3 64ch fwd+bwd": conv_case, "ResNet20 pre-training step": resnet20_case}
+CASES = {
+    "matmul 1024²": matmul_case,
+    "conv 3×3 64ch fwd+bwd": conv_case,
+    "ResNet20 pre-training step": resnet20_case,
+}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     choice = hardware.auto_precision("cpu")
-    print(f"CPU: {hardware.cpu_model()}; class: {hardware.cpu_class()}; torch kernels {hardware.aten_capability()}; "
-          f"{torch.get_num_threads()} threads; auto picks {choice.precision} ({choice.reason})\n")
+    print(
+        f"CPU: {hardware.cpu_model()}; class: {hardware.cpu_class()}; torch kernels {hardware.aten_capability()}; "
+        f"{torch.get_num_threads()} threads; auto picks {choice.precision} ({choice.reason})\n"
+    )
     print("| case | fp32 ms | bf16 ms | bf16 / fp32 |")
     print("|---|---:|---:|---:|")
     for name, case in CASES.items():

@@ -40,12 +40,15 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from evaluation import max_rss_mb
 
 DIM, K = 128, 10
 CHUNK = 1 << 18
-SETTINGS = {"ivf": ("nprobe", (1, 2, 4, 8, 16, 32)), "ivfpq": ("nprobe", (2, 4, 8, 16)), "hnsw": ("ef", (16, 32, 64, 128))}
+SETTINGS = {
+    "ivf": ("nprobe", (1, 2, 4, 8, 16, 32)),
+    "ivfpq": ("nprobe", (2, 4, 8, 16)),
+    "hnsw": ("ef", (16, 32, 64, 128)),
+}
 
 
 class RowFile:
@@ -55,7 +58,10 @@ class RowFile:
     def __init__(self, path: Path):
         with open(path, "rb") as f:
             version = np.lib.format.read_magic(f)
-            read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}[version]
+            read_header = {
+                (1, 0): np.lib.format.read_array_header_1_0,
+                (2, 0): np.lib.format.read_array_header_2_0,
+            }[version]
             shape, fortran, dtype = read_header(f)
             self.offset = f.tell()
         if fortran or dtype != np.float32 or len(shape) != 2:
@@ -68,7 +74,9 @@ class RowFile:
 
     def _read(self, start: int, stop: int) -> np.ndarray:
         with open(self.path, "rb") as f:
-            data = os.pread(f.fileno(), (stop - start) * self.row_bytes, self.offset + start * self.row_bytes)
+            data = os.pread(
+                f.fileno(), (stop - start) * self.row_bytes, self.offset + start * self.row_bytes
+            )
         return np.frombuffer(data, dtype=np.float32).reshape(stop - start, self.shape[1])
 
     def __getitem__(self, key):
@@ -94,11 +102,15 @@ def make_data(folder: Path, n: int, queries: int, seed: int) -> Path:
     centres = rng.standard_normal((max(1, n // 100), DIM), dtype=np.float32)
 
     def draw(count):
-        return centres[rng.integers(0, len(centres), count)] + 0.8 * rng.standard_normal((count, DIM), dtype=np.float32)
+        return centres[rng.integers(0, len(centres), count)] + 0.8 * rng.standard_normal(
+            (count, DIM), dtype=np.float32
+        )
 
-    base = np.lib.format.open_memmap(path / "base.tmp.npy", mode="w+", dtype=np.float32, shape=(n, DIM))
+    base = np.lib.format.open_memmap(
+        path / "base.tmp.npy", mode="w+", dtype=np.float32, shape=(n, DIM)
+    )
     for start in range(0, n, CHUNK):
-        base[start:start + CHUNK] = draw(min(CHUNK, n - start))
+        base[start : start + CHUNK] = draw(min(CHUNK, n - start))
     base.flush()
     del base
     os.replace(path / "base.tmp.npy", path / "base.npy")
@@ -117,7 +129,10 @@ def run_exact(path: Path) -> dict:
     _, rows = knn(queries, base, K)
     seconds = time.perf_counter() - start
     np.save(path / "truth.npy", rows.numpy())
-    return {"build_s": 0.0, "rows": [{"setting": "-", "qps": len(queries) / seconds, "recall": 1.0}]}
+    return {
+        "build_s": 0.0,
+        "rows": [{"setting": "-", "qps": len(queries) / seconds, "recall": 1.0}],
+    }
 
 
 def run_ann(path: Path, backend: str, options: dict) -> dict:
@@ -128,13 +143,21 @@ def run_ann(path: Path, backend: str, options: dict) -> dict:
     base = RowFile(path / "base.npy")
     queries = np.load(path / "queries.npy")
     truth = np.load(path / "truth.npy")
-    params = ann.AnnParams(backend, nlist=len(base) * options["cells_per_thousand"] // 1000, pq_m=32,
-                           train_per_list=options["train_per_list"], kmeans_iters=options["kmeans_iters"],
-                           hnsw_m=options["hnsw_m"], ef_construction=options["ef_construction"])
+    params = ann.AnnParams(
+        backend,
+        nlist=len(base) * options["cells_per_thousand"] // 1000,
+        pq_m=32,
+        train_per_list=options["train_per_list"],
+        kmeans_iters=options["kmeans_iters"],
+        hnsw_m=options["hnsw_m"],
+        ef_construction=options["ef_construction"],
+    )
     start = time.perf_counter()
     index = ann.build(base, params)
     build_s = time.perf_counter() - start
-    stored = np.load(path / "base.npy", mmap_mode="c")  # ivfpq re-ranking reads only its candidates' rows
+    stored = np.load(
+        path / "base.npy", mmap_mode="c"
+    )  # ivfpq re-ranking reads only its candidates' rows
     knob, values = SETTINGS[backend]
     values = options[knob] or values
     rows = []
@@ -144,47 +167,82 @@ def run_ann(path: Path, backend: str, options: dict) -> dict:
         _, found = ann.search(index, params, queries, K, vectors=torch.from_numpy(stored))
         seconds = time.perf_counter() - start
         recall = np.mean([len(set(a) & set(e)) / K for a, e in zip(found.numpy(), truth)])
-        rows.append({"setting": f"{knob} {value}", "qps": len(queries) / seconds, "recall": float(recall)})
+        rows.append(
+            {"setting": f"{knob} {value}", "qps": len(queries) / seconds, "recall": float(recall)}
+        )
     return {"build_s": build_s, "rows": rows}
 
 
 def worker(method: str, path: str, options: str) -> None:
-    result = run_exact(Path(path)) if method == "exact" else run_ann(Path(path), method, json.loads(options))
+    result = (
+        run_exact(Path(path))
+        if method == "exact"
+        else run_ann(Path(path), method, json.loads(options))
+    )
     print(json.dumps({**result, "peak_mb": max_rss_mb()}))
 
 
 def launch(method: str, path: Path, options: dict) -> dict:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-    out = subprocess.run([sys.executable, __file__, "--worker", method, str(path), json.dumps(options)], env=env,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", method, str(path), json.dumps(options)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if out.returncode:
         raise SystemExit(f"{method} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--queries", type=int, default=1000)
-    parser.add_argument("--backends", nargs="+", default=["ivf", "ivfpq", "hnsw"], choices=list(SETTINGS))
-    parser.add_argument("--hnsw-max", type=int, default=1_000_000, help="build hnsw only up to this many vectors")
+    parser.add_argument(
+        "--backends", nargs="+", default=["ivf", "ivfpq", "hnsw"], choices=list(SETTINGS)
+    )
+    parser.add_argument(
+        "--hnsw-max", type=int, default=1_000_000, help="build hnsw only up to this many vectors"
+    )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/gspdml-search-bench"))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cells-per-thousand", type=int, default=12, help="ivf/ivfpq cells per 1,000 vectors")
-    parser.add_argument("--train-per-list", type=int, default=16, help="ivf/ivfpq k-means training vectors per cell")
+    parser.add_argument(
+        "--cells-per-thousand", type=int, default=12, help="ivf/ivfpq cells per 1,000 vectors"
+    )
+    parser.add_argument(
+        "--train-per-list", type=int, default=16, help="ivf/ivfpq k-means training vectors per cell"
+    )
     parser.add_argument("--kmeans-iters", type=int, default=4, help="ivf/ivfpq k-means rounds")
     parser.add_argument("--hnsw-m", type=int, default=32)
     parser.add_argument("--ef-construction", type=int, default=80)
-    parser.add_argument("--nprobes", type=int, nargs="+", help=f"ivf/ivfpq settings searched (default {SETTINGS['ivf'][1]} / {SETTINGS['ivfpq'][1]})")
-    parser.add_argument("--efs", type=int, nargs="+", help=f"hnsw settings searched (default {SETTINGS['hnsw'][1]})")
-    parser.add_argument("--worker", nargs=3, metavar=("METHOD", "DIR", "OPTIONS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--nprobes",
+        type=int,
+        nargs="+",
+        help=f"ivf/ivfpq settings searched (default {SETTINGS['ivf'][1]} / {SETTINGS['ivfpq'][1]})",
+    )
+    parser.add_argument(
+        "--efs", type=int, nargs="+", help=f"hnsw settings searched (default {SETTINGS['hnsw'][1]})"
+    )
+    parser.add_argument(
+        "--worker", nargs=3, metavar=("METHOD", "DIR", "OPTIONS"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.worker:
         worker(*args.worker)
         return
-    options = {"cells_per_thousand": args.cells_per_thousand, "train_per_list": args.train_per_list,
-               "kmeans_iters": args.kmeans_iters, "hnsw_m": args.hnsw_m, "ef_construction": args.ef_construction,
-               "nprobe": args.nprobes, "ef": args.efs}
+    options = {
+        "cells_per_thousand": args.cells_per_thousand,
+        "train_per_list": args.train_per_list,
+        "kmeans_iters": args.kmeans_iters,
+        "hnsw_m": args.hnsw_m,
+        "ef_construction": args.ef_construction,
+        "nprobe": args.nprobes,
+        "ef": args.efs,
+    }
     header = f"{'N':>10} {'method':<7} {'setting':<11} {'build s':>8} {'q/s':>9} {'recall@10':>9} {'speed-up':>8} {'peak MB':>8}"
     print(header)
     print("-" * len(header), flush=True)
@@ -202,8 +260,12 @@ def main() -> None:
 
 def print_rows(n: int, name: str, result: dict, base_qps: float) -> None:
     for row in result["rows"]:
-        print(f"{n:>10} {name:<7} {row['setting']:<11} {result['build_s']:8.1f} {row['qps']:9.0f} "
-              f"{row['recall']:9.4f} {row['qps'] / base_qps:7.1f}x {result['peak_mb']:8.0f}", flush=True)
+        print(
+            f"{n:>10} {name:<7} {row['setting']:<11} {result['build_s']:8.1f} {row['qps']:9.0f} "
+            f"{row['recall']:9.4f} {row['qps'] / base_qps:7.1f}x {result['peak_mb']:8.0f}",
+            flush=True,
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -39,19 +39,29 @@ from gspdml.data.images import load_image
 from gspdml.data.recipes import image_transform
 from gspdml.losses import build_loss
 from gspdml.models import build_embedder
-from gspdml.training.host_memory import keep_freed_host_memory
 from gspdml.models.inference import autocast_context
+from gspdml.training.host_memory import keep_freed_host_memory
 
 MODELS = {  # name: (backbone spec, input size, the GSP settings the model is trained with)
-    "resnet50": ({"name": "resnet50"}, 227, {"num_prototypes": 64, "mu": 0.3, "eps": 5.0}),  # papers' CUB/Cars (GSP paper §4.4)
-    "small_cnn": ({"name": "small_cnn"}, 32, {"num_prototypes": 16, "mu": 0.25, "eps": 10.0}),  # the scratch-gsp preset
+    "resnet50": (
+        {"name": "resnet50"},
+        227,
+        {"num_prototypes": 64, "mu": 0.3, "eps": 5.0},
+    ),  # papers' CUB/Cars (GSP paper §4.4)
+    "small_cnn": (
+        {"name": "small_cnn"},
+        32,
+        {"num_prototypes": 16, "mu": 0.25, "eps": 10.0},
+    ),  # the scratch-gsp preset
 }
 POOLS = ("gap", "gsp")
 
 
 def pooling_spec(pool: str, model: str) -> dict:
     """GAP, or GSP with the model's settings (random prototypes: no k-center warm-up to time)."""
-    return {"name": "gap"} if pool == "gap" else {"name": "gsp", **MODELS[model][2], "init": "random"}
+    return (
+        {"name": "gap"} if pool == "gap" else {"name": "gsp", **MODELS[model][2], "init": "random"}
+    )
 
 
 def low_precision(device: torch.device) -> str:
@@ -62,18 +72,36 @@ def low_precision(device: torch.device) -> str:
 
 
 def training_step_rate(
-    backbone: dict, size: int, pooling: dict, precision: str, device: torch.device, steps: int, warmup: int, clock,
+    backbone: dict,
+    size: int,
+    pooling: dict,
+    precision: str,
+    device: torch.device,
+    steps: int,
+    warmup: int,
+    clock,
     batch: int = 32,
 ) -> float:
     """Images per second of a full training step (mean over ``steps`` after ``warmup``) on
     batches of ``batch`` images, 4 per class."""
     torch.manual_seed(0)
-    model = build_embedder({"backbone": backbone, "embedding_dim": 128, "pooling": pooling}, in_channels=3).to(device).train()
+    model = (
+        build_embedder(
+            {"backbone": backbone, "embedding_dim": 128, "pooling": pooling}, in_channels=3
+        )
+        .to(device)
+        .train()
+    )
     channels_last = precision == "bf16" and device.type == "cpu"
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     classes = batch // 4
-    loss_fn = build_loss({"name": "c2", "pos_margin": 0.0, "neg_margin": 0.3841}, "loss", embedding_dim=128, num_classes=classes)
+    loss_fn = build_loss(
+        {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.3841},
+        "loss",
+        embedding_dim=128,
+        num_classes=classes,
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-5, weight_decay=1e-4)
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     images = torch.randn(4 * classes, 3, size, size, device=device)
@@ -107,15 +135,22 @@ def training_step_rate(
 def conv_layer_rows(backbone: dict, size: int, steps: int, clock) -> list[tuple[str, float, float]]:
     """``(layer, fp32 NCHW ms, bf16 channels_last ms)`` of forward + backward of every
     convolution of ``backbone`` alone, at the input shape it sees in a batch of 32."""
-    model = build_embedder({"backbone": backbone, "embedding_dim": 128, "pooling": {"name": "gap"}}, in_channels=3)
+    model = build_embedder(
+        {"backbone": backbone, "embedding_dim": 128, "pooling": {"name": "gap"}}, in_channels=3
+    )
     shapes: dict[str, torch.Size] = {}
 
     def record(name: str):
         def hook(module, args, output) -> None:
             shapes[name] = args[0].shape
+
         return hook
 
-    hooks = [m.register_forward_hook(record(name)) for name, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)]
+    hooks = [
+        m.register_forward_hook(record(name))
+        for name, m in model.named_modules()
+        if isinstance(m, torch.nn.Conv2d)
+    ]
     with torch.no_grad():
         model(torch.randn(32, 3, size, size))
     for hook in hooks:
@@ -127,7 +162,9 @@ def conv_layer_rows(backbone: dict, size: int, steps: int, clock) -> list[tuple[
         for bf16 in (False, True):
             layout = torch.channels_last if bf16 else torch.contiguous_format
             layer = conv.to(memory_format=layout)
-            x = torch.randn(shape).contiguous(memory_format=layout).requires_grad_(shape[1] != 3)  # images need no gradient
+            x = (
+                torch.randn(shape).contiguous(memory_format=layout).requires_grad_(shape[1] != 3)
+            )  # images need no gradient
 
             def step(layer=layer, x=x, bf16=bf16) -> None:
                 with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -186,17 +223,39 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="timed training steps per row")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps before timing")
     parser.add_argument("--images", type=int, default=200, help="JPEGs for the data-pipeline row")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)"
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--batch", type=int, default=32, help="images per training step (4 per class)")
-    parser.add_argument("--size", type=int, default=None, help="input size in pixels (default: the model's own)")
-    parser.add_argument("--low", choices=("bf16", "fp16"), default=None,
-                        help="the precision compared with fp32 (default: what trainer.precision auto picks here)")
-    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="wall time, or CPU time of this process")
-    parser.add_argument("--conv-layers", action="store_true", help="also time each convolution alone, fp32 vs bf16 (CPU)")
-    parser.add_argument("--system-malloc", action="store_true",
-                        help="leave glibc's thresholds alone (the trainer keeps freed memory, trainer.keep_freed_memory)")
+    parser.add_argument(
+        "--batch", type=int, default=32, help="images per training step (4 per class)"
+    )
+    parser.add_argument(
+        "--size", type=int, default=None, help="input size in pixels (default: the model's own)"
+    )
+    parser.add_argument(
+        "--low",
+        choices=("bf16", "fp16"),
+        default=None,
+        help="the precision compared with fp32 (default: what trainer.precision auto picks here)",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall time, or CPU time of this process",
+    )
+    parser.add_argument(
+        "--conv-layers",
+        action="store_true",
+        help="also time each convolution alone, fp32 vs bf16 (CPU)",
+    )
+    parser.add_argument(
+        "--system-malloc",
+        action="store_true",
+        help="leave glibc's thresholds alone (the trainer keeps freed memory, trainer.keep_freed_memory)",
+    )
     args = parser.parse_args()
     kept = not args.system_malloc and keep_freed_host_memory()
     if args.threads:
@@ -204,16 +263,26 @@ def main() -> None:
     device = torch.device(args.device)
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     if args.batch < 4 or args.batch % 4:
-        parser.error(f"--batch must be a positive multiple of 4 (4 images per class), got {args.batch}")
+        parser.error(
+            f"--batch must be a positive multiple of 4 (4 images per class), got {args.batch}"
+        )
     low = args.low or low_precision(device)
     if low == "fp16" and device.type != "cuda":
         parser.error("--low fp16 needs a CUDA device")
     per = "CPU-second" if args.clock == "cpu" else "second"
     name = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
-    print(f"device {device}{name}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
-          f"batch {args.batch} ({args.batch // 4} x 4), images per {per}")
-    print("freed host memory kept in the process, as the trainer does" if kept else "system malloc thresholds")
-    print(f"{'model':<10} {'px':>4} {'pool':<5} {'fp32 img/s':>11} {low + ' img/s':>11} {low + '/fp32':>10}")
+    print(
+        f"device {device}{name}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+        f"batch {args.batch} ({args.batch // 4} x 4), images per {per}"
+    )
+    print(
+        "freed host memory kept in the process, as the trainer does"
+        if kept
+        else "system malloc thresholds"
+    )
+    print(
+        f"{'model':<10} {'px':>4} {'pool':<5} {'fp32 img/s':>11} {low + ' img/s':>11} {low + '/fp32':>10}"
+    )
     rates: dict[tuple[str, str, str], float] = {}
     for name in args.models:
         backbone, size, _ = MODELS[name]
@@ -221,20 +290,36 @@ def main() -> None:
         for pool in POOLS:
             for precision in ("fp32", low):
                 rates[name, pool, precision] = training_step_rate(
-                    backbone, size, pooling_spec(pool, name), precision, device, args.steps, args.warmup, clock, args.batch
+                    backbone,
+                    size,
+                    pooling_spec(pool, name),
+                    precision,
+                    device,
+                    args.steps,
+                    args.warmup,
+                    clock,
+                    args.batch,
                 )
             fp32, fast = rates[name, pool, "fp32"], rates[name, pool, low]
-            print(f"{name:<10} {size:>4} {pool:<5} {fp32:>11.1f} {fast:>11.1f} {fast / fp32:>9.2f}x", flush=True)
+            print(
+                f"{name:<10} {size:>4} {pool:<5} {fp32:>11.1f} {fast:>11.1f} {fast / fp32:>9.2f}x",
+                flush=True,
+            )
         for precision in ("fp32", low):
             ratio = rates[name, "gsp", precision] / rates[name, "gap", precision]
             print(f"{name:<10} {'':>4} gsp/gap {precision}: {ratio:.2f}", flush=True)
         if args.conv_layers and device.type == "cpu":
             for layer, fp32_ms, bf16_ms in conv_layer_rows(backbone, size, args.steps, clock):
-                print(f"{name:<10} conv {layer}: fp32 NCHW {fp32_ms:.2f} ms, bf16 channels_last {bf16_ms:.2f} ms ({fp32_ms / bf16_ms:.2f}x)", flush=True)
+                print(
+                    f"{name:<10} conv {layer}: fp32 NCHW {fp32_ms:.2f} ms, bf16 channels_last {bf16_ms:.2f} ms ({fp32_ms / bf16_ms:.2f}x)",
+                    flush=True,
+                )
     if args.images < 1:
         return
     rate = pipeline_rate(args.images, clock)
-    print(f"data pipeline (read + decode + MLRC augmentation, 500x375 JPEG, 1 worker, 1 thread): {rate:.1f} img/s")
+    print(
+        f"data pipeline (read + decode + MLRC augmentation, 500x375 JPEG, 1 worker, 1 thread): {rate:.1f} img/s"
+    )
 
 
 if __name__ == "__main__":

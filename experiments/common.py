@@ -35,20 +35,39 @@ from gspdml.config import RunConfig, load_config, validated  # noqa: E402
 from gspdml.workflows import sweeps  # noqa: E402
 
 
-def parser(name: str, description: str, *, smoke_help: str | None = None, reuse: bool = True,
-           threads: int | None = 1) -> argparse.ArgumentParser:
+def parser(
+    name: str,
+    description: str,
+    *,
+    smoke_help: str | None = None,
+    reuse: bool = True,
+    threads: int | None = 1,
+) -> argparse.ArgumentParser:
     """The command line shared by every experiment script (``run_all.py`` passes ``--smoke``,
     ``--out`` and ``--threads`` to each). ``reuse`` adds ``--reuse`` for scripts that train
     with :func:`train_seeds`; ``threads=None`` leaves torch's own thread count as the default."""
     p = argparse.ArgumentParser(prog=f"experiments/{name}/run.py", description=description)
-    p.add_argument("--smoke", action="store_true", help=smoke_help or "a tiny version that runs in seconds (used by the tests)")
-    p.add_argument("--out", type=Path, default=ROOT / "runs" / "experiments" / name, help="output directory")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help=smoke_help or "a tiny version that runs in seconds (used by the tests)",
+    )
+    p.add_argument(
+        "--out", type=Path, default=ROOT / "runs" / "experiments" / name, help="output directory"
+    )
     if reuse:
-        p.add_argument("--reuse", action="store_true",
-                       help="keep finished runs in --out whose config is unchanged (and resume stopped ones) instead of "
-                            "retraining them; a run of another config there is refused")
-    p.add_argument("--threads", type=int, default=threads,
-                   help="torch CPU threads (one process per core is fastest on a shared 2-core machine)")
+        p.add_argument(
+            "--reuse",
+            action="store_true",
+            help="keep finished runs in --out whose config is unchanged (and resume stopped ones) instead of "
+            "retraining them; a run of another config there is refused",
+        )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=threads,
+        help="torch CPU threads (one process per core is fastest on a shared 2-core machine)",
+    )
     return p
 
 
@@ -102,8 +121,9 @@ def smoke_sized(cfg: RunConfig) -> RunConfig:
     one validation round, a tiny pre-trained, frozen backbone (recipe
     ``smoke-small_cnn-digits``)."""
     cfg = with_steps(with_dataset(cfg, images_per_class=4), 2, every=2)
-    return with_backbone(cfg, name="small_cnn", widths=[8, 16], weights="smoke-small_cnn-digits",
-                         frozen=True)
+    return with_backbone(
+        cfg, name="small_cnn", widths=[8, 16], weights="smoke-small_cnn-digits", frozen=True
+    )
 
 
 def finetuned(cfg: RunConfig) -> RunConfig:
@@ -122,8 +142,11 @@ REGIMES: dict[str, Change] = {
 
 def with_steps(cfg: RunConfig, steps: int, *, every: int) -> RunConfig:
     """``cfg`` trained for ``steps`` steps, with a validation round every ``every`` steps."""
-    return replace(cfg, schedule=replace(cfg.schedule, max_steps=steps),
-                   evaluation=replace(cfg.evaluation, every=every))
+    return replace(
+        cfg,
+        schedule=replace(cfg.schedule, max_steps=steps),
+        evaluation=replace(cfg.evaluation, every=every),
+    )
 
 
 def with_data(cfg: RunConfig, **fields: Any) -> RunConfig:
@@ -180,8 +203,13 @@ def target_share(run_dir: Path) -> dict[str, Any]:
     return {"target_share": run_target_share(run_dir)}
 
 
-def train_seeds(cfg: RunConfig, seeds: Sequence[int], out: Path, reuse: bool = False,
-                measure: Callable[[Path], Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+def train_seeds(
+    cfg: RunConfig,
+    seeds: Sequence[int],
+    out: Path,
+    reuse: bool = False,
+    measure: Callable[[Path], Mapping[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """Train ``cfg`` once per seed into ``out/<name>/seed<k>``; returns the ``results.json`` of
     each run plus its wall time in ``seconds`` (also written to the run's ``experiment.json``).
     Without ``reuse`` every run trains from scratch; with ``reuse`` the runner's reuse rule
@@ -193,7 +221,9 @@ def train_seeds(cfg: RunConfig, seeds: Sequence[int], out: Path, reuse: bool = F
     from gspdml.workflows.runner import run_planned, seed_plan
 
     results = []
-    for run in seed_plan(cfg, seeds, lambda seed: out / cfg.name / f"seed{seed}", name=lambda seed: f"seed{seed}"):
+    for run in seed_plan(
+        cfg, seeds, lambda seed: out / cfg.name / f"seed{seed}", name=lambda seed: f"seed{seed}"
+    ):
         record = run.run_dir / "experiment.json"
         start = time.perf_counter()
         try:
@@ -201,11 +231,20 @@ def train_seeds(cfg: RunConfig, seeds: Sequence[int], out: Path, reuse: bool = F
             if outcome.status == "done" and record.is_file():
                 results.append(json.loads(record.read_text()))
                 continue
-            result = outcome.results if measure is None else {**outcome.results, **measure(run.run_dir)}
+            result = (
+                outcome.results if measure is None else {**outcome.results, **measure(run.run_dir)}
+            )
         except TrainingError as error:
             result = {"failed": str(error).split(";")[0]}
             print(f"{cfg.name} seed {run.config.seed}: {result['failed']}", flush=True)
-        results.append({**result, "seed": run.config.seed, "seconds": time.perf_counter() - start, "run_dir": str(run.run_dir)})
+        results.append(
+            {
+                **result,
+                "seed": run.config.seed,
+                "seconds": time.perf_counter() - start,
+                "run_dir": str(run.run_dir),
+            }
+        )
         write_json(record, results[-1])
     return results
 
@@ -235,7 +274,8 @@ def summary(results: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> dic
     """JSON-friendly summary of the runs of one configuration: per metric the per-seed values
     (x100), their mean and std; and the total training time."""
     out: dict[str, Any] = {
-        "seconds": sum(r["seconds"] for r in results), "steps": [r.get("steps") for r in results],
+        "seconds": sum(r["seconds"] for r in results),
+        "steps": [r.get("steps") for r in results],
         "failed": {r["seed"]: r["failed"] for r in results if "failed" in r},
     }
     for metric in metrics:
@@ -249,7 +289,9 @@ def summary(results: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> dic
     return out
 
 
-def publish(experiment: str, key: str, payload: Mapping[str, Any], reproduction, plots: Sequence[str] = ()) -> Path:
+def publish(
+    experiment: str, key: str, payload: Mapping[str, Any], reproduction, plots: Sequence[str] = ()
+) -> Path:
     """Merge ``payload`` under ``runs[key]`` into ``experiments/<experiment>/results.json`` (the
     file the README's Reproductions table is generated from, ``scripts/readme_tables.py``),
     recompute its ``reproduction`` rows with ``reproduction(runs)`` and copy ``plots`` beside it.
@@ -269,12 +311,16 @@ def publish(experiment: str, key: str, payload: Mapping[str, Any], reproduction,
     return path
 
 
-def verdict(ours: Mapping[str, Any], others: Mapping[str, Mapping[str, Any]], metric: str = "map_at_r") -> str:
+def verdict(
+    ours: Mapping[str, Any], others: Mapping[str, Mapping[str, Any]], metric: str = "map_at_r"
+) -> str:
     """The rule every README verdict of "method beats the others" uses: *reproduced* when its
     mean minus one std exceeds every other mean plus one std, *partly* when its mean is the
     highest but within those bands, *not reproduced* otherwise (naming who is higher)."""
     low = ours[metric]["mean"] - ours[metric]["std"]
-    higher = [name for name, entry in others.items() if entry[metric]["mean"] >= ours[metric]["mean"]]
+    higher = [
+        name for name, entry in others.items() if entry[metric]["mean"] >= ours[metric]["mean"]
+    ]
     if higher:
         return f"not reproduced ({', '.join(higher)} as high or higher)"
     if all(low > entry[metric]["mean"] + entry[metric]["std"] for entry in others.values()):
@@ -303,7 +349,9 @@ def display_image(dataset, index: int) -> np.ndarray:
 
 
 @torch.no_grad()
-def pooling_weights(model: torch.nn.Module, dataset, indices: Sequence[int]) -> list[torch.Tensor | None]:
+def pooling_weights(
+    model: torch.nn.Module, dataset, indices: Sequence[int]
+) -> list[torch.Tensor | None]:
     """The spatial pooling weights ``[h, w]`` the trained ``model`` gives each item (``None`` for
     poolings without weights, e.g. GAP, which weighs every location equally)."""
     model.eval()
@@ -312,7 +360,11 @@ def pooling_weights(model: torch.nn.Module, dataset, indices: Sequence[int]) -> 
     return [None] * len(indices) if weights is None else list(weights.float())
 
 
-def weight_map_figure(rows: Sequence[tuple[str, Any, Sequence[int], Sequence[torch.Tensor | None]]], path: Path, title: str) -> None:
+def weight_map_figure(
+    rows: Sequence[tuple[str, Any, Sequence[int], Sequence[torch.Tensor | None]]],
+    path: Path,
+    title: str,
+) -> None:
     """One row of images per ``(label, dataset, indices, weights)`` with their pooling-weight
     heatmaps overlaid (:func:`gspdml.retrieval.figures.heatmap_overlay`); saved as PNG."""
     from matplotlib.figure import Figure
@@ -325,7 +377,11 @@ def weight_map_figure(rows: Sequence[tuple[str, Any, Sequence[int], Sequence[tor
         for c, (index, w) in enumerate(zip(indices, weights)):
             axes = figure.add_subplot(len(rows), columns, r * columns + c + 1)
             image = display_image(dataset, index)
-            axes.imshow(heatmap_overlay(image, w) if w is not None else image.repeat(3 // image.shape[2], axis=2))
+            axes.imshow(
+                heatmap_overlay(image, w)
+                if w is not None
+                else image.repeat(3 // image.shape[2], axis=2)
+            )
             axes.set_xticks([])
             axes.set_yticks([])
             if c == 0:

@@ -35,10 +35,23 @@ def command(script: Path, out: Path, smoke: bool, threads: int | None) -> list[s
 
 def main(argv=None) -> int:
     scripts = discover()
-    parser = argparse.ArgumentParser(prog="experiments/run_all.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="experiments/run_all.py", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--smoke", action="store_true", help="pass --smoke to every script")
-    parser.add_argument("--out", type=Path, default=HERE.parent / "runs" / "experiments", help="parent output directory")
-    parser.add_argument("--only", nargs="+", metavar="NAME", choices=sorted(scripts), help="run only these experiments")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=HERE.parent / "runs" / "experiments",
+        help="parent output directory",
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="NAME",
+        choices=sorted(scripts),
+        help="run only these experiments",
+    )
     parser.add_argument("--threads", type=int, default=None, help="pass --threads to every script")
     args = parser.parse_args(argv)
     failed, times = [], {}
@@ -50,7 +63,13 @@ def main(argv=None) -> int:
         if status:
             failed.append(name)
             print(f"=== {name} FAILED (exit status {status})", flush=True)
-    print("\n" + "\n".join(f"{name:28s} {seconds:7.1f} s{'  FAILED' if name in failed else ''}" for name, seconds in times.items()))
+    print(
+        "\n"
+        + "\n".join(
+            f"{name:28s} {seconds:7.1f} s{'  FAILED' if name in failed else ''}"
+            for name, seconds in times.items()
+        )
+    )
     return 1 if failed else 0
 
 

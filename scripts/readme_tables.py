@@ -55,21 +55,42 @@ def demo_block(rows: list[dict]) -> str:
         lines.append(f"GSP − GAP: {gain:+.2f} MAP@R (test classes, one seed).")
     trained = [row["seconds"] for row in rows if row.get("seconds") is not None]
     if trained:
-        lines.append(f"Training time of the table's runs: {sum(trained):.0f} s (pre-training excluded; see `gspdml pretrain`).")
+        lines.append(
+            f"Training time of the table's runs: {sum(trained):.0f} s (pre-training excluded; see `gspdml pretrain`)."
+        )
     return "\n".join(lines)
 
 
 def timings_block(records: list[dict]) -> str:
     """One row per (command, CPU class) of ``docs/timings.json``: the wall time, the precision
     ``auto`` chose, and for the demo whether GSP stayed ahead of GMP and GAP."""
-    header = ["command", "CPU class", "CPU", "threads", "precision (auto)", "wall time", "GSP > GMP > GAP", "commit, date"]
+    header = [
+        "command",
+        "CPU class",
+        "CPU",
+        "threads",
+        "precision (auto)",
+        "wall time",
+        "GSP > GMP > GAP",
+        "commit, date",
+    ]
     rows = []
     for r in records:
         maps = r.get("map_at_r", {})
         pattern = "-" if not maps else ("yes" if maps["gsp"] > maps["gmp"] > maps["gap"] else "no")
         status = "" if r["exit"] == 0 else f" (exit {r['exit']})"
-        rows.append([f"`{r['command']}`", r["cpu_class"], r["cpu"], str(r["threads"]), r["precision"],
-                     f"{r['seconds'] / 60:.1f} min{status}", pattern, f"{r['commit']}, {r['date']}"])
+        rows.append(
+            [
+                f"`{r['command']}`",
+                r["cpu_class"],
+                r["cpu"],
+                str(r["threads"]),
+                r["precision"],
+                f"{r['seconds'] / 60:.1f} min{status}",
+                pattern,
+                f"{r['commit']}, {r['date']}",
+            ]
+        )
     return markdown_table(header, rows)
 
 
@@ -80,9 +101,27 @@ def reproduction_rows(experiments: Path) -> list[list[str]]:
         path = folder / "results.json"
         entries = json.loads(path.read_text()).get("reproduction", []) if path.is_file() else []
         if not entries:
-            rows.append([folder.name, "see its README", "-", "no published results.json: not re-run for this table (its README gives the earlier result)", "-", command])
+            rows.append(
+                [
+                    folder.name,
+                    "see its README",
+                    "-",
+                    "no published results.json: not re-run for this table (its README gives the earlier result)",
+                    "-",
+                    command,
+                ]
+            )
         for entry in entries:
-            rows.append([entry["experiment"], entry["claim"], entry["paper"], entry["ours"], entry["verdict"], command])
+            rows.append(
+                [
+                    entry["experiment"],
+                    entry["claim"],
+                    entry["paper"],
+                    entry["ours"],
+                    entry["verdict"],
+                    command,
+                ]
+            )
     return rows
 
 
@@ -97,14 +136,20 @@ def time_line(experiments: Path) -> str:
     if not minutes:
         return ""
     parts = ", ".join(f"{name} {value:.0f}" for name, value in minutes.items())
-    return (f"Wall time of the published runs, one thread per process on the shared 2-core machine: "
-            f"{sum(minutes.values()):.0f} min in total ({parts} min); `make experiments` runs them one after the "
-            f"other, plus pre-training (minutes, cached) and the experiments not yet re-run.")
+    return (
+        f"Wall time of the published runs, one thread per process on the shared 2-core machine: "
+        f"{sum(minutes.values()):.0f} min in total ({parts} min); `make experiments` runs them one after the "
+        f"other, plus pre-training (minutes, cached) and the experiments not yet re-run."
+    )
 
 
 def reproductions_block(experiments: Path) -> str:
     header = ["experiment", "paper's claim", "paper", "ours (mean ± std)", "verdict", "command"]
-    return "\n\n".join(filter(None, [markdown_table(header, reproduction_rows(experiments)), time_line(experiments)]))
+    return "\n\n".join(
+        filter(
+            None, [markdown_table(header, reproduction_rows(experiments)), time_line(experiments)]
+        )
+    )
 
 
 def experiment_block(stored: dict) -> str:
@@ -113,11 +158,25 @@ def experiment_block(stored: dict) -> str:
     parts = []
     for key, payload in stored.get("runs", {}).items():
         seeds = payload.get("plan", {}).get("seeds", [])
-        parts.append(f"**{key}** — seeds {', '.join(map(str, seeds))}; training time {payload['seconds']:.0f} s "
-                     f"({payload.get('threads') or 'default'} thread(s) per process; the 2-core machine was shared with other work)\n\n"
-                     f"{payload['table']}")
-    verdicts = [f"- {row['experiment']}: **{row['verdict']}**" for row in stored.get("reproduction", [])]
-    return "\n\n".join(parts + (["Verdicts (by the rules this README states; the shared one is `experiments/common.py` `verdict`):\n" + "\n".join(verdicts)] if verdicts else []))
+        parts.append(
+            f"**{key}** — seeds {', '.join(map(str, seeds))}; training time {payload['seconds']:.0f} s "
+            f"({payload.get('threads') or 'default'} thread(s) per process; the 2-core machine was shared with other work)\n\n"
+            f"{payload['table']}"
+        )
+    verdicts = [
+        f"- {row['experiment']}: **{row['verdict']}**" for row in stored.get("reproduction", [])
+    ]
+    return "\n\n".join(
+        parts
+        + (
+            [
+                "Verdicts (by the rules this README states; the shared one is `experiments/common.py` `verdict`):\n"
+                + "\n".join(verdicts)
+            ]
+            if verdicts
+            else []
+        )
+    )
 
 
 def update_experiment_readmes(experiments: Path, check: bool) -> list[Path]:
@@ -144,18 +203,30 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/readme_tables.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--demo", type=Path, default=ROOT / "runs" / "demo" / "summary.json", help="summary.json of `gspdml demo`")
+    parser = argparse.ArgumentParser(
+        prog="scripts/readme_tables.py", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--demo",
+        type=Path,
+        default=ROOT / "runs" / "demo" / "summary.json",
+        help="summary.json of `gspdml demo`",
+    )
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     parser.add_argument("--experiments", type=Path, default=ROOT / "experiments")
-    parser.add_argument("--check", action="store_true", help="only report whether the README is up to date")
+    parser.add_argument(
+        "--check", action="store_true", help="only report whether the README is up to date"
+    )
     args = parser.parse_args(argv)
     original = args.readme.read_text()
     text = original
     if args.demo.is_file():
         text = replace_block(text, "demo-table", demo_block(json.loads(args.demo.read_text())))
     else:
-        print(f"readme_tables: {args.demo} not found (run `gspdml demo`); the demo table is left as it is", file=sys.stderr)
+        print(
+            f"readme_tables: {args.demo} not found (run `gspdml demo`); the demo table is left as it is",
+            file=sys.stderr,
+        )
     timings = args.readme.parent / "docs" / "timings.json"
     if timings.is_file():
         text = replace_block(text, "timings", timings_block(json.loads(timings.read_text())))
@@ -163,7 +234,10 @@ def main(argv=None) -> int:
     stale = update_experiment_readmes(args.experiments, args.check)
     if args.check:
         stale = ([args.readme] if text != original else []) + stale
-        print("\n".join(f"{path} differs from the result files" for path in stale) or "READMEs are up to date")
+        print(
+            "\n".join(f"{path} differs from the result files" for path in stale)
+            or "READMEs are up to date"
+        )
         return 1 if stale else 0
     if text != original:
         write_atomic(args.readme, text)

@@ -37,12 +37,19 @@ EMULATE_AVX2 = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 
 def machine(env: dict[str, str]) -> dict[str, str]:
     """The CPU class, model and torch threads as the command's environment sees them."""
-    code = ("import json, torch; from gspdml.compat import hardware as h; "
-            "import os; print(json.dumps({'class': h.cpu_class(), 'model': h.cpu_model(), 'threads': torch.get_num_threads(), "
-            "'cores': len(os.sched_getaffinity(0)), "
-            "'precision': h.auto_precision('cpu').precision}))")
-    out = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(ROOT / "src")},
-                         capture_output=True, text=True, check=True).stdout
+    code = (
+        "import json, torch; from gspdml.compat import hardware as h; "
+        "import os; print(json.dumps({'class': h.cpu_class(), 'model': h.cpu_model(), 'threads': torch.get_num_threads(), "
+        "'cores': len(os.sched_getaffinity(0)), "
+        "'precision': h.auto_precision('cpu').precision}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "PYTHONPATH": str(ROOT / "src")},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return json.loads(out)
 
 
@@ -52,34 +59,80 @@ def time_command(command: str, venv: Path | None, env: dict[str, str], commit: s
     as ``make demo`` runs it once installed, ``python -m gspdml demo``, in this tree."""
     with tempfile.TemporaryDirectory(prefix="gspdml-timing-") as folder:
         if venv is None:
-            clone, args = ROOT, [sys.executable, "-m", "gspdml", "demo", "--output-dir", str(Path(folder) / "runs" / "demo")]
+            clone, args = (
+                ROOT,
+                [
+                    sys.executable,
+                    "-m",
+                    "gspdml",
+                    "demo",
+                    "--output-dir",
+                    str(Path(folder) / "runs" / "demo"),
+                ],
+            )
         else:
             clone = Path(folder) / "repo"
-            subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], check=True)
-            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True, check=True).stdout.strip()
+            subprocess.run(
+                ["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], check=True
+            )
+            commit = subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                cwd=clone,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
             # the clone's code, the given virtualenv's packages; its install markers count as up to date
-            args = ["make", *(f"--old-file={venv / marker}" for marker in (".gspdml-core", ".gspdml-test")), command, f"VENV={venv}"]
-        run_env = {**env, "GSPDML_CACHE": str(Path(folder) / "cache"), "PYTHONPATH": str(clone / "src")}
+            args = [
+                "make",
+                *(f"--old-file={venv / marker}" for marker in (".gspdml-core", ".gspdml-test")),
+                command,
+                f"VENV={venv}",
+            ]
+        run_env = {
+            **env,
+            "GSPDML_CACHE": str(Path(folder) / "cache"),
+            "PYTHONPATH": str(clone / "src"),
+        }
         start = time.perf_counter()
         done = subprocess.run(args, cwd=clone, env=run_env, capture_output=True, text=True)
         seconds = time.perf_counter() - start
         sys.stdout.write(done.stdout[-3000:])
         sys.stderr.write(done.stderr[-3000:])
-        record = {"command": f"make {command}", "seconds": round(seconds, 1), "exit": done.returncode, "commit": commit,
-                  "date": datetime.date.today().isoformat()}
+        record = {
+            "command": f"make {command}",
+            "seconds": round(seconds, 1),
+            "exit": done.returncode,
+            "commit": commit,
+            "date": datetime.date.today().isoformat(),
+        }
         summary = (clone if venv is not None else Path(folder)) / "runs" / "demo" / "summary.json"
         if command == "demo" and summary.is_file():
-            record["map_at_r"] = {row["method"]: row["test"]["map_at_r"] for row in json.loads(summary.read_text())}
+            record["map_at_r"] = {
+                row["method"]: row["test"]["map_at_r"] for row in json.loads(summary.read_text())
+            }
         return record
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("commands", nargs="+", choices=["demo", "test"])
-    parser.add_argument("--emulate-avx2", action="store_true", help="run under ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2")
-    parser.add_argument("--venv", type=Path, default=ROOT / ".venv", help="an installed virtualenv (make install)")
-    parser.add_argument("--in-place", metavar="COMMIT", help="no git or make here (a lent GPU machine): run the demo in "
-                        "this tree with this python, and record it under COMMIT")
+    parser.add_argument(
+        "--emulate-avx2",
+        action="store_true",
+        help="run under ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2",
+    )
+    parser.add_argument(
+        "--venv", type=Path, default=ROOT / ".venv", help="an installed virtualenv (make install)"
+    )
+    parser.add_argument(
+        "--in-place",
+        metavar="COMMIT",
+        help="no git or make here (a lent GPU machine): run the demo in "
+        "this tree with this python, and record it under COMMIT",
+    )
     args = parser.parse_args()
     if args.in_place and args.commands != ["demo"]:
         parser.error("--in-place times the demo only")
@@ -90,11 +143,25 @@ def main() -> None:
     records = json.loads(TIMINGS.read_text()) if TIMINGS.is_file() else []
     for command in args.commands:
         venv = None if args.in_place else args.venv.resolve()
-        record = {**time_command(command, venv, env, args.in_place), "cpu_class": cpu["class"], "cpu": cpu["model"],
-                  "threads": cpu["threads"], "cores": cpu["cores"], "precision": cpu["precision"]}
+        record = {
+            **time_command(command, venv, env, args.in_place),
+            "cpu_class": cpu["class"],
+            "cpu": cpu["model"],
+            "threads": cpu["threads"],
+            "cores": cpu["cores"],
+            "precision": cpu["precision"],
+        }
         print(json.dumps(record), flush=True)
-        records = [r for r in records if (r["command"], r["cpu_class"]) != (record["command"], record["cpu_class"])] + [record]
-        atomic_write_text(TIMINGS, json.dumps(sorted(records, key=lambda r: (r["command"], r["cpu_class"])), indent=2) + "\n")
+        records = [
+            r
+            for r in records
+            if (r["command"], r["cpu_class"]) != (record["command"], record["cpu_class"])
+        ] + [record]
+        atomic_write_text(
+            TIMINGS,
+            json.dumps(sorted(records, key=lambda r: (r["command"], r["cpu_class"])), indent=2)
+            + "\n",
+        )
 
 
 if __name__ == "__main__":

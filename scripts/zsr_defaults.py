@@ -30,22 +30,49 @@ VARIANTS = {
 
 
 def run(variant: str, seed: int, steps: int, out: Path) -> dict:
-    config = load_config({
-        "name": f"{variant.split(':')[0].replace(' ', '').replace(',', '-').replace('=', '')}-seed{seed}",
-        "output_dir": str(out), "seed": seed,
-        "data": {"dataset": {"name": "collage_digits"}, "classes_per_batch": 8, "samples_per_class": 4, "halves": True},
-        "model": {"backbone": {"name": "small_cnn"}, "embedding_dim": 64,
-                  "pooling": {"name": "gsp", "num_prototypes": 16, "mu": 0.3, "eps": 10.0, "memory_size": 128}},
-        "loss": {"name": "zsr", "base": {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.5}, "mixing": 0.3,
-                 **VARIANTS[variant]},
-        "optimizer": {"name": "adam", "lr": 1.0e-3, "weight_decay": 1.0e-4},
-        "schedule": {"max_steps": steps},
-        "evaluation": {"every": max(steps // 5, 1), "patience": None, "metric": "map_at_r"},
-        "trainer": {"progress": False, "precision": "fp32"},
-    })
+    config = load_config(
+        {
+            "name": f"{variant.split(':')[0].replace(' ', '').replace(',', '-').replace('=', '')}-seed{seed}",
+            "output_dir": str(out),
+            "seed": seed,
+            "data": {
+                "dataset": {"name": "collage_digits"},
+                "classes_per_batch": 8,
+                "samples_per_class": 4,
+                "halves": True,
+            },
+            "model": {
+                "backbone": {"name": "small_cnn"},
+                "embedding_dim": 64,
+                "pooling": {
+                    "name": "gsp",
+                    "num_prototypes": 16,
+                    "mu": 0.3,
+                    "eps": 10.0,
+                    "memory_size": 128,
+                },
+            },
+            "loss": {
+                "name": "zsr",
+                "base": {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.5},
+                "mixing": 0.3,
+                **VARIANTS[variant],
+            },
+            "optimizer": {"name": "adam", "lr": 1.0e-3, "weight_decay": 1.0e-4},
+            "schedule": {"max_steps": steps},
+            "evaluation": {"every": max(steps // 5, 1), "patience": None, "metric": "map_at_r"},
+            "trainer": {"progress": False, "precision": "fp32"},
+        }
+    )
     results = Trainer.from_config(config, out / config["name"]).fit()
-    return {"variant": variant, "seed": seed, "steps": steps, "val_map_at_r": results["best_map_at_r"],
-            "test_map_at_r": results["test"]["map_at_r"], "test_precision_at_1": results["test"]["precision_at_1"]}
+    return {
+        "variant": variant,
+        "seed": seed,
+        "steps": steps,
+        "val_map_at_r": results["best_map_at_r"],
+        "test_map_at_r": results["test"]["map_at_r"],
+        "test_precision_at_1": results["test"]["precision_at_1"],
+    }
 
 
 def main(argv=None) -> list[dict]:
@@ -53,12 +80,16 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--out", type=Path, default=Path("runs/zsr_defaults"))
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--report", type=Path, help="print the table of a stored results.json and exit")
+    parser.add_argument(
+        "--report", type=Path, help="print the table of a stored results.json and exit"
+    )
     args = parser.parse_args(argv)
     if args.report:
         rows = json.loads(args.report.read_text())
     else:
-        rows = [run(variant, seed, args.steps, args.out) for seed in args.seeds for variant in VARIANTS]
+        rows = [
+            run(variant, seed, args.steps, args.out) for seed in args.seeds for variant in VARIANTS
+        ]
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.json").write_text(json.dumps(rows, indent=2))
     report(rows)
@@ -67,7 +98,9 @@ def main(argv=None) -> list[dict]:
 
 def report(rows: list[dict]) -> None:
     seeds, steps = sorted({r["seed"] for r in rows}), rows[0]["steps"]
-    print(f"{'variant':28s} {'test MAP@R':>18s} {'test P@1':>18s}  ({len(seeds)} seeds, {steps} steps)")
+    print(
+        f"{'variant':28s} {'test MAP@R':>18s} {'test P@1':>18s}  ({len(seeds)} seeds, {steps} steps)"
+    )
     for variant in VARIANTS:
         mine = [r for r in rows if r["variant"] == variant]
         cells = []

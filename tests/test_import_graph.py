@@ -19,9 +19,12 @@ import gspdml
 def imports_on_a_cycle(graph) -> list[tuple[str, str]]:
     """The direct imports ``(importer, imported)`` that lie on a cycle: those whose imported
     module leads back to its importer through some chain of imports."""
-    return sorted((importer, imported) for importer in graph.modules
-                  for imported in graph.find_modules_directly_imported_by(importer)
-                  if graph.chain_exists(importer=imported, imported=importer))
+    return sorted(
+        (importer, imported)
+        for importer in graph.modules
+        for imported in graph.find_modules_directly_imported_by(importer)
+        if graph.chain_exists(importer=imported, imported=importer)
+    )
 
 
 def test_cycle_finder_finds_a_planted_cycle():
@@ -62,7 +65,9 @@ def test_hidden_module_finder_flags_a_shadowing_function(tmp_path, monkeypatch):
     root.mkdir()
     (root / "knn.py").write_text("def knn():\n    return 1\n")
     (root / "metrics.py").write_text("VALUE = 2\n")
-    (root / "__init__.py").write_text("from shadowpkg.knn import knn\nfrom shadowpkg import metrics\n")
+    (root / "__init__.py").write_text(
+        "from shadowpkg.knn import knn\nfrom shadowpkg import metrics\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         assert hidden_modules(importlib.import_module("shadowpkg")) == ["shadowpkg.knn"]

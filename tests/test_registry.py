@@ -26,7 +26,9 @@ def test_registry_errors_name_field_and_allowed_values():
     with pytest.raises(ConfigError) as err:
         reg.build("b", "model.thing")
     assert "model.thing" in str(err.value) and "allowed: a" in str(err.value)
-    with pytest.raises(ConfigError, match=r"model.thing.beta: unknown option for 'a'; allowed: alpha"):
+    with pytest.raises(
+        ConfigError, match=r"model.thing.beta: unknown option for 'a'; allowed: alpha"
+    ):
         reg.build({"a": {"beta": 2}}, "model.thing", size=3)
     with pytest.raises(ConfigError, match="model.thing.size"):
         reg.check({"a": {"size": 2}}, "model.thing")

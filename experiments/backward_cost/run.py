@@ -33,7 +33,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "experiments")]
 
 import common  # noqa: E402
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -90,11 +89,17 @@ def plot(results: dict, path: Path) -> None:
     ax_t.axhline(gap["ms_mean"], color="gray", lw=1, label="GAP")
     ax_m.axhline(gap["mib"], color="gray", lw=1, label="GAP")
     ax_t.set(xlabel="iterations k", ylabel="forward + backward (ms)", title="time")
-    ax_m.set(xlabel="iterations k", ylabel="MiB kept for backward" if results["device"] == "cpu" else "peak MiB",
-             title="memory")
+    ax_m.set(
+        xlabel="iterations k",
+        ylabel="MiB kept for backward" if results["device"] == "cpu" else "peak MiB",
+        title="memory",
+    )
     for ax in (ax_t, ax_m):
         ax.legend(fontsize=8)
-    fig.suptitle(f"GSP layer, B={results['batch']}, n={results['n']}, d={results['dim']}, m={results['m']}", fontsize=9)
+    fig.suptitle(
+        f"GSP layer, B={results['batch']}, n={results['n']}, d={results['dim']}, m={results['m']}",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
@@ -124,44 +129,76 @@ def memory_verdict(closed: list[dict], unrolled: list[dict]) -> str:
     rising = all(b["mib"] > a["mib"] for a, b in zip(unrolled, unrolled[1:]))
     if constant and rising:
         return "reproduced"
-    return "partly (only one of: closed form constant, autodiff rising)" if constant or rising else "not reproduced"
+    return (
+        "partly (only one of: closed form constant, autodiff rising)"
+        if constant or rising
+        else "not reproduced"
+    )
 
 
 def results_table(results: dict) -> str:
-    rows = [[str(c["iters"]), f"{c['ms_mean']:.2f} ± {c['ms_std']:.2f}", f"{u['ms_mean']:.2f} ± {u['ms_std']:.2f}",
-             f"{c['mib']:.2f}", f"{u['mib']:.2f}"] for c, u in zip(results["gsp"]["closed_form"], results["gsp"]["unrolled"])]
+    rows = [
+        [
+            str(c["iters"]),
+            f"{c['ms_mean']:.2f} ± {c['ms_std']:.2f}",
+            f"{u['ms_mean']:.2f} ± {u['ms_std']:.2f}",
+            f"{c['mib']:.2f}",
+            f"{u['mib']:.2f}",
+        ]
+        for c, u in zip(results["gsp"]["closed_form"], results["gsp"]["unrolled"])
+    ]
     gap = results["gap"]
     rows.append(["GAP", f"{gap['ms_mean']:.2f} ± {gap['ms_std']:.2f}", "", f"{gap['mib']:.2f}", ""])
-    return markdown_table(["k", "closed-form ms", "unrolled ms", "closed-form MiB", "unrolled MiB"], rows)
+    return markdown_table(
+        ["k", "closed-form ms", "unrolled ms", "closed-form MiB", "unrolled MiB"], rows
+    )
 
 
 def reproduction(runs: dict) -> list[dict]:
     """README rows: time and memory of the closed-form backward against autodiff (Fig. 7)."""
     rows = []
     for key, payload in runs.items():
-        closed, unrolled, iters = payload["gsp"]["closed_form"], payload["gsp"]["unrolled"], payload["plan"]["iters"]
+        closed, unrolled, iters = (
+            payload["gsp"]["closed_form"],
+            payload["gsp"]["unrolled"],
+            payload["plan"]["iters"],
+        )
         span = f"k = {iters[0]} → {iters[-1]}"
-        rows.append({
-            "experiment": f"GSP backward cost, time, {key} (GSP paper supplement §1.5, Fig. 7)",
-            "claim": "with the closed-form gradient k has a marginal effect on the cost; with autodiff it grows substantially",
-            "paper": "Fig. 7 (CUB, C2; no numbers in the text): closed form flat in k, autodiff rising",
-            "ours": (f"{span}: closed form {closed[0]['ms_mean']:.2f} → {closed[-1]['ms_mean']:.2f} ms (×{growth(closed):.2f}), "
-                     f"autodiff {unrolled[0]['ms_mean']:.2f} → {unrolled[-1]['ms_mean']:.2f} ms (×{growth(unrolled):.2f})"),
-            "verdict": time_verdict(closed, unrolled),
-        })
-        rows.append({
-            "experiment": f"GSP backward cost, memory, {key} (GSP paper supplement §1.5)",
-            "claim": "the closed form discards the iterates (memory constant in k); autodiff stores every iteration",
-            "paper": "§1.5: memory efficient, the intermediate outputs are discarded (no numbers)",
-            "ours": (f"{span}: closed form {closed[0]['mib']:.2f} → {closed[-1]['mib']:.2f} MiB, "
-                     f"autodiff {unrolled[0]['mib']:.2f} → {unrolled[-1]['mib']:.2f} MiB"),
-            "verdict": memory_verdict(closed, unrolled),
-        })
+        rows.append(
+            {
+                "experiment": f"GSP backward cost, time, {key} (GSP paper supplement §1.5, Fig. 7)",
+                "claim": "with the closed-form gradient k has a marginal effect on the cost; with autodiff it grows substantially",
+                "paper": "Fig. 7 (CUB, C2; no numbers in the text): closed form flat in k, autodiff rising",
+                "ours": (
+                    f"{span}: closed form {closed[0]['ms_mean']:.2f} → {closed[-1]['ms_mean']:.2f} ms (×{growth(closed):.2f}), "
+                    f"autodiff {unrolled[0]['ms_mean']:.2f} → {unrolled[-1]['ms_mean']:.2f} ms (×{growth(unrolled):.2f})"
+                ),
+                "verdict": time_verdict(closed, unrolled),
+            }
+        )
+        rows.append(
+            {
+                "experiment": f"GSP backward cost, memory, {key} (GSP paper supplement §1.5)",
+                "claim": "the closed form discards the iterates (memory constant in k); autodiff stores every iteration",
+                "paper": "§1.5: memory efficient, the intermediate outputs are discarded (no numbers)",
+                "ours": (
+                    f"{span}: closed form {closed[0]['mib']:.2f} → {closed[-1]['mib']:.2f} MiB, "
+                    f"autodiff {unrolled[0]['mib']:.2f} → {unrolled[-1]['mib']:.2f} MiB"
+                ),
+                "verdict": memory_verdict(closed, unrolled),
+            }
+        )
     return rows
 
 
 def main(argv=None) -> dict:
-    parser = common.parser("backward_cost", "GSP closed-form vs autograd backward: time and memory vs iterations", smoke_help="tiny tensors, k in {2, 8}, one trial", reuse=False, threads=1)
+    parser = common.parser(
+        "backward_cost",
+        "GSP closed-form vs autograd backward: time and memory vs iterations",
+        smoke_help="tiny tensors, k in {2, 8}, one trial",
+        reuse=False,
+        threads=1,
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--iters", type=int, nargs="+", default=[10, 25, 50, 100, 200])
     parser.add_argument("--batch", type=int, default=32)
@@ -172,39 +209,95 @@ def main(argv=None) -> dict:
     parser.add_argument("--trials", type=int, default=5)
     args = parser.parse_args(argv)
     if args.smoke:
-        args.iters, args.batch, args.side, args.dim, args.m, args.repeats, args.trials = [2, 8], 4, 3, 8, 4, 1, 1
+        args.iters, args.batch, args.side, args.dim, args.m, args.repeats, args.trials = (
+            [2, 8],
+            4,
+            3,
+            8,
+            4,
+            1,
+            1,
+        )
     start = time.perf_counter()
     keep_freed_host_memory()
     device = torch.device(args.device)
     common.setup(args)
     torch.manual_seed(INPUT_SEED)
-    local = torch.randn(args.batch, args.dim, args.side, args.side, device=device, requires_grad=True)
+    local = torch.randn(
+        args.batch, args.dim, args.side, args.side, device=device, requires_grad=True
+    )
     target = torch.randn(args.batch, args.dim, device=device)
-    results = {"device": device.type, "threads": args.threads, "batch": args.batch, "n": args.side**2, "dim": args.dim,
-               "m": args.m, "mu": 0.3, "eps": 5.0, "iters": args.iters, "repeats": args.repeats, "trials": args.trials}
-    results["gap"] = measure_trials(layer_objective(GAP(args.dim), local, target), [local], device, args.repeats, args.trials)
+    results = {
+        "device": device.type,
+        "threads": args.threads,
+        "batch": args.batch,
+        "n": args.side**2,
+        "dim": args.dim,
+        "m": args.m,
+        "mu": 0.3,
+        "eps": 5.0,
+        "iters": args.iters,
+        "repeats": args.repeats,
+        "trials": args.trials,
+    }
+    results["gap"] = measure_trials(
+        layer_objective(GAP(args.dim), local, target), [local], device, args.repeats, args.trials
+    )
     results["gsp"] = {name: [] for name in BACKWARDS}
-    print(f"device={device} threads={args.threads}; GAP: {results['gap']['ms_mean']:.2f} ms, {results['gap']['mib']:.2f} MiB")
+    print(
+        f"device={device} threads={args.threads}; GAP: {results['gap']['ms_mean']:.2f} ms, {results['gap']['mib']:.2f} MiB"
+    )
     print("| k | closed-form ms | unrolled ms | closed-form MiB | unrolled MiB |")
     print("|---|---|---|---|---|")
     for iters in args.iters:
         for name in BACKWARDS:
-            layer = GSP(args.dim, num_prototypes=args.m, mu=0.3, eps=5.0, iters=iters, init="random", backward=name).to(device)
-            row = measure_trials(layer_objective(layer, local, target), [local], device, args.repeats, args.trials,
-                                 [*layer.parameters(), target])
+            layer = GSP(
+                args.dim,
+                num_prototypes=args.m,
+                mu=0.3,
+                eps=5.0,
+                iters=iters,
+                init="random",
+                backward=name,
+            ).to(device)
+            row = measure_trials(
+                layer_objective(layer, local, target),
+                [local],
+                device,
+                args.repeats,
+                args.trials,
+                [*layer.parameters(), target],
+            )
             results["gsp"][name].append({"iters": iters, **row})
         c, u = results["gsp"]["closed_form"][-1], results["gsp"]["unrolled"][-1]
-        print(f"| {iters} | {c['ms_mean']:.2f} ± {c['ms_std']:.2f} | {u['ms_mean']:.2f} ± {u['ms_std']:.2f} "
-              f"| {c['mib']:.2f} | {u['mib']:.2f} |", flush=True)
+        print(
+            f"| {iters} | {c['ms_mean']:.2f} ± {c['ms_std']:.2f} | {u['ms_mean']:.2f} ± {u['ms_std']:.2f} "
+            f"| {c['mib']:.2f} | {u['mib']:.2f} |",
+            flush=True,
+        )
     results["seconds"] = time.perf_counter() - start
     results["table"] = results_table(results)
     common.write_json(args.out / "results.json", results)
     if not args.smoke:
         plot(results, args.out / "backward_cost.png")
-        plan = {"seeds": [INPUT_SEED], **{k: results[k] for k in ("iters", "batch", "n", "dim", "m", "mu", "eps", "repeats", "trials")}}
-        payload = {"plan": plan,
-                   **{k: results[k] for k in ("device", "gap", "gsp", "table", "seconds", "threads")}}
-        common.publish("backward_cost", results["device"], payload, reproduction, plots=[str(args.out / "backward_cost.png")])
+        plan = {
+            "seeds": [INPUT_SEED],
+            **{
+                k: results[k]
+                for k in ("iters", "batch", "n", "dim", "m", "mu", "eps", "repeats", "trials")
+            },
+        }
+        payload = {
+            "plan": plan,
+            **{k: results[k] for k in ("device", "gap", "gsp", "table", "seconds", "threads")},
+        }
+        common.publish(
+            "backward_cost",
+            results["device"],
+            payload,
+            reproduction,
+            plots=[str(args.out / "backward_cost.png")],
+        )
     return results
 
 

@@ -31,9 +31,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/: common (which adds src/)
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # experiments/: common (which adds src/)
 import common  # noqa: E402
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -47,13 +48,21 @@ from gspdml.analysis.covering import average_covering_radius, mean_inter_class_d
 from gspdml.evaluation import retrieval_metrics  # noqa: E402
 from gspdml.losses import build_loss  # noqa: E402
 from gspdml.losses.ccp_selection import sample_pool, select_proxies  # noqa: E402
-from gspdml.workflows.tables import markdown_table  # noqa: E402
 from gspdml.ops.normalize import clip_normalize  # noqa: E402
+from gspdml.workflows.tables import markdown_table  # noqa: E402
 
 SETTINGS = {  # full run; --smoke shrinks the step budget
-    "classes_per_batch": 8, "samples_per_class": 4, "lr": 1e-3, "prox_lambda": 2e-4,
-    "proxies_per_class": 4, "pool_size": 16, "ccp_problems": 5, "eval_every": 50, "patience": 4,
-    "max_steps_per_problem": 3000, "loss": {"name": "c2", "pos_margin": 0.1, "neg_margin": 0.5},
+    "classes_per_batch": 8,
+    "samples_per_class": 4,
+    "lr": 1e-3,
+    "prox_lambda": 2e-4,
+    "proxies_per_class": 4,
+    "pool_size": 16,
+    "ccp_problems": 5,
+    "eval_every": 50,
+    "patience": 4,
+    "max_steps_per_problem": 3000,
+    "loss": {"name": "c2", "pos_margin": 0.1, "neg_margin": 0.5},
 }
 
 
@@ -71,14 +80,18 @@ def digit_splits(seed: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
 
 
 def make_network() -> nn.Module:
-    return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 2))
+    return nn.Sequential(
+        nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 2)
+    )
 
 
 def embed(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return clip_normalize(net(x))
 
 
-def class_batch(labels: torch.Tensor, classes: int, per_class: int, gen: torch.Generator) -> torch.Tensor:
+def class_batch(
+    labels: torch.Tensor, classes: int, per_class: int, gen: torch.Generator
+) -> torch.Tensor:
     chosen = torch.randperm(10, generator=gen)[:classes]
     picks = []
     for c in chosen:
@@ -87,7 +100,9 @@ def class_batch(labels: torch.Tensor, classes: int, per_class: int, gen: torch.G
     return torch.cat(picks)
 
 
-def measure(net: nn.Module, data: dict, proxies: torch.Tensor | None, proxy_labels: torch.Tensor | None) -> dict:
+def measure(
+    net: nn.Module, data: dict, proxies: torch.Tensor | None, proxy_labels: torch.Tensor | None
+) -> dict:
     with torch.no_grad():
         test, labels = embed(net, data["test"][0]), data["test"][1]
         row = {
@@ -99,7 +114,9 @@ def measure(net: nn.Module, data: dict, proxies: torch.Tensor | None, proxy_labe
             train, train_labels = embed(net, data["train"][0]), data["train"][1]
             d = torch.cdist(train, clip_normalize(proxies))
             d[train_labels[:, None] != proxy_labels[None, :]] = float("inf")
-            row["proxy_cover_radius"] = float(torch.stack([d[train_labels == c].amin(1).max() for c in range(10)]).mean())
+            row["proxy_cover_radius"] = float(
+                torch.stack([d[train_labels == c].amin(1).max() for c in range(10)]).mean()
+            )
     return row
 
 
@@ -108,7 +125,9 @@ def val_map(net: nn.Module, data: dict) -> float:
         return float(retrieval_metrics(embed(net, data["val"][0]), data["val"][1])["map_at_r"])
 
 
-def solve_problem(net, proxies, proxy_labels, anchor, data, cfg, gen, max_steps) -> tuple[int, torch.Tensor | None]:
+def solve_problem(
+    net, proxies, proxy_labels, anchor, data, cfg, gen, max_steps
+) -> tuple[int, torch.Tensor | None]:
     """One DML problem: Adam steps until validation MAP@R stalls for ``patience`` rounds; the best
     network (and proxies) are restored. ``proxies`` None = sample-based (all batch pairs);
     ``anchor`` = ``theta*`` of the proximal term or None. Returns (steps, best proxies)."""
@@ -123,7 +142,9 @@ def solve_problem(net, proxies, proxy_labels, anchor, data, cfg, gen, max_steps)
         if proxies is None:
             loss = loss_fn(emb, y[idx])
         else:
-            loss = loss_fn(clip_normalize(proxies), proxy_labels, reference=emb, reference_labels=y[idx])
+            loss = loss_fn(
+                clip_normalize(proxies), proxy_labels, reference=emb, reference_labels=y[idx]
+            )
         optimizer.zero_grad()
         loss.backward()
         if anchor is not None:
@@ -135,7 +156,10 @@ def solve_problem(net, proxies, proxy_labels, anchor, data, cfg, gen, max_steps)
             value = val_map(net, data)
             if value > best:
                 best, bad = value, 0
-                best_state = (copy.deepcopy(net.state_dict()), None if proxies is None else proxies.detach().clone())
+                best_state = (
+                    copy.deepcopy(net.state_dict()),
+                    None if proxies is None else proxies.detach().clone(),
+                )
             else:
                 bad += 1
     if best_state is not None:
@@ -166,7 +190,9 @@ def run_seed(seed: int, cfg: dict) -> dict:
     net = make_network()
     # problem 0: single-proxy DML (one proxy per class, initialised with a random sample each)
     proxies = init_proxies(net, data, 1, 1, None, gen)
-    steps, converged = solve_problem(net, proxies, torch.arange(10), None, data, cfg, gen, cfg["max_steps_per_problem"])
+    steps, converged = solve_problem(
+        net, proxies, torch.arange(10), None, data, cfg, gen, cfg["max_steps_per_problem"]
+    )
     rows = [{"problem": 0, "steps": steps, **measure(net, data, converged, torch.arange(10))}]
     out = {"proxy": list(rows), "proxy_final": final_state(net, data, converged)}
     # CCP problems 1..: K proxies per class by greedy k-center, proximal term towards theta*
@@ -174,7 +200,9 @@ def run_seed(seed: int, cfg: dict) -> dict:
     for problem in range(1, cfg["ccp_problems"]):
         anchor = {n: p.detach().clone() for n, p in net.named_parameters()}
         proxies = init_proxies(net, data, k, cfg["pool_size"], converged, gen)
-        steps, converged = solve_problem(net, proxies, labels, anchor, data, cfg, gen, cfg["max_steps_per_problem"])
+        steps, converged = solve_problem(
+            net, proxies, labels, anchor, data, cfg, gen, cfg["max_steps_per_problem"]
+        )
         rows.append({"problem": problem, "steps": steps, **measure(net, data, converged, labels)})
     out["ccp"], out["ccp_final"] = rows, final_state(net, data, converged)
     torch.manual_seed(seed)
@@ -186,8 +214,11 @@ def run_seed(seed: int, cfg: dict) -> dict:
 
 def final_state(net, data, proxies) -> dict:
     with torch.no_grad():
-        return {"test": embed(net, data["test"][0]).tolist(), "labels": data["test"][1].tolist(),
-                "proxies": clip_normalize(proxies).tolist()}
+        return {
+            "test": embed(net, data["test"][0]).tolist(),
+            "labels": data["test"][1].tolist(),
+            "proxies": clip_normalize(proxies).tolist(),
+        }
 
 
 def plot(per_seed: list[dict], path: Path) -> None:
@@ -195,21 +226,42 @@ def plot(per_seed: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(1, 6, figsize=(22, 3.8))
     for ax, key in zip(axes, keys):
         ccp = np.array([[r[key] for r in s["ccp"]] for s in per_seed])
-        ax.errorbar(np.arange(ccp.shape[1]), ccp.mean(0), yerr=ccp.std(0), marker="o", label="CCP (K=4, b=16); 0 = single proxy")
+        ax.errorbar(
+            np.arange(ccp.shape[1]),
+            ccp.mean(0),
+            yerr=ccp.std(0),
+            marker="o",
+            label="CCP (K=4, b=16); 0 = single proxy",
+        )
         for method, style in (("proxy", "--"), ("sample", ":")):
             if key in per_seed[0][method][-1]:
-                ax.axhline(np.mean([s[method][-1][key] for s in per_seed]), ls=style, c="k" if method == "proxy" else "tab:green",
-                           label="single-proxy DML" if method == "proxy" else "sample-based")
+                ax.axhline(
+                    np.mean([s[method][-1][key] for s in per_seed]),
+                    ls=style,
+                    c="k" if method == "proxy" else "tab:green",
+                    label="single-proxy DML" if method == "proxy" else "sample-based",
+                )
         ax.set_xlabel("CCP problem")
         ax.set_title(key)
     axes[0].legend(fontsize=7)
     cmap = plt.get_cmap("tab10")
     for ax, method in zip(axes[4:], ("proxy", "ccp")):
         final = per_seed[0][f"{method}_final"]
-        emb, lab, prox = np.array(final["test"]), np.array(final["labels"]), np.array(final["proxies"])
+        emb, lab, prox = (
+            np.array(final["test"]),
+            np.array(final["labels"]),
+            np.array(final["proxies"]),
+        )
         ax.scatter(emb[:, 0], emb[:, 1], s=4, c=[cmap(v) for v in lab])
-        ax.scatter(prox[:, 0], prox[:, 1], s=40, marker="*", edgecolors="k", linewidths=0.5,
-                   c=[cmap(r % 10) for r in range(len(prox))])  # k-major rows: class = row % 10
+        ax.scatter(
+            prox[:, 0],
+            prox[:, 1],
+            s=40,
+            marker="*",
+            edgecolors="k",
+            linewidths=0.5,
+            c=[cmap(r % 10) for r in range(len(prox))],
+        )  # k-major rows: class = row % 10
         ax.add_patch(plt.Circle((0, 0), 1.0, fill=False, ls="--", lw=0.5))
         ax.set_aspect("equal")
         ax.set_title(f"{method}: test embeddings, proxies (*)")
@@ -231,13 +283,27 @@ def summary_cell(row: dict, metric: str = "map_at_r") -> str:
 def summary_table(summary: dict) -> str:
     """Markdown table of the per-problem means ± stds: the single-proxy problem, the CCP problems,
     sample-based training."""
+
     def cells(row):
         return [summary_cell(row, k) if k in row else "–" for k in COLUMNS]
 
     rows = [["single-proxy DML", "0", *cells(summary["proxy"][0])]]
-    rows += [["CCP (K=4, b=16)", str(p), *cells(row)] for p, row in enumerate(summary["ccp"]) if p > 0]
+    rows += [
+        ["CCP (K=4, b=16)", str(p), *cells(row)] for p, row in enumerate(summary["ccp"]) if p > 0
+    ]
     rows.append(["sample-based", "–", *cells(summary["sample"][-1])])
-    return markdown_table(["training", "problem", "MAP@R", "avg. covering radius", "E‖x − x⁻‖", "proxy cover radius", "steps"], rows)
+    return markdown_table(
+        [
+            "training",
+            "problem",
+            "MAP@R",
+            "avg. covering radius",
+            "E‖x − x⁻‖",
+            "proxy cover radius",
+            "steps",
+        ],
+        rows,
+    )
 
 
 def reproduction(runs: dict) -> list[dict]:
@@ -249,19 +315,31 @@ def reproduction(runs: dict) -> list[dict]:
         ccp, single, sample = summary["ccp"], summary["proxy"][0], summary["sample"][-1]
         means = [row["map_at_r"]["mean"] for row in ccp]
         rising = all(b >= a for a, b in zip(means, means[1:]))
-        ours = (f"MAP@R {' → '.join(f'{m:.3f}' for m in means)} over problems 0-{len(means) - 1} "
-                f"({'monotone' if rising else 'not monotone'}); last {summary_cell(ccp[-1])}, "
-                f"sample-based {summary_cell(sample)}")
-        verdicts = [f"CCP > single proxy: {common.verdict(ccp[-1], {'single proxy': single})}",
-                    f"CCP ≥ sample-based: {common.verdict(ccp[-1], {'sample-based': sample})}"]
-        rows.append({"experiment": f"CCP proof of concept, 2-D {key} embeddings (Gürbüz thesis Fig. 3.2)",
-                     "claim": "successive CCP problems raise MAP@R to sample-based training's level",
-                     "paper": PAPER, "ours": ours, "verdict": "; ".join(verdicts)})
+        ours = (
+            f"MAP@R {' → '.join(f'{m:.3f}' for m in means)} over problems 0-{len(means) - 1} "
+            f"({'monotone' if rising else 'not monotone'}); last {summary_cell(ccp[-1])}, "
+            f"sample-based {summary_cell(sample)}"
+        )
+        verdicts = [
+            f"CCP > single proxy: {common.verdict(ccp[-1], {'single proxy': single})}",
+            f"CCP ≥ sample-based: {common.verdict(ccp[-1], {'sample-based': sample})}",
+        ]
+        rows.append(
+            {
+                "experiment": f"CCP proof of concept, 2-D {key} embeddings (Gürbüz thesis Fig. 3.2)",
+                "claim": "successive CCP problems raise MAP@R to sample-based training's level",
+                "paper": PAPER,
+                "ours": ours,
+                "verdict": "; ".join(verdicts),
+            }
+        )
     return rows
 
 
 def main(argv=None) -> dict:
-    args = common.parser("ccp_proof_of_concept", __doc__.splitlines()[0], reuse=False).parse_args(argv)
+    args = common.parser("ccp_proof_of_concept", __doc__.splitlines()[0], reuse=False).parse_args(
+        argv
+    )
     common.setup(args)
     cfg = dict(SETTINGS)
     seeds = [0, 1, 2]
@@ -274,21 +352,50 @@ def main(argv=None) -> dict:
     for method in ("proxy", "ccp", "sample"):
         rows = [[r for r in s[method]] for s in per_seed]
         summary[method] = [
-            {k: {"mean": float(np.mean([seed_rows[p][k] for seed_rows in rows])), "std": float(np.std([seed_rows[p][k] for seed_rows in rows]))}
-             for k in rows[0][p] if k != "problem"}
+            {
+                k: {
+                    "mean": float(np.mean([seed_rows[p][k] for seed_rows in rows])),
+                    "std": float(np.std([seed_rows[p][k] for seed_rows in rows])),
+                }
+                for k in rows[0][p]
+                if k != "problem"
+            }
             for p in range(len(rows[0]))
         ]
     for method, problems in summary.items():
         for p, row in enumerate(problems):
-            print(method, p, " ".join(f"{k}={v['mean']:.4f}±{v['std']:.4f}" for k, v in row.items()), flush=True)
+            print(
+                method,
+                p,
+                " ".join(f"{k}={v['mean']:.4f}±{v['std']:.4f}" for k, v in row.items()),
+                flush=True,
+            )
     plot(per_seed, args.out / "ccp_iterations.png")
-    results = {"smoke": args.smoke, "settings": cfg, "seeds": seeds, "summary": summary,
-               "per_seed": [{m: s[m] for m in ("proxy", "ccp", "sample")} for s in per_seed], "seconds": time.time() - start}
+    results = {
+        "smoke": args.smoke,
+        "settings": cfg,
+        "seeds": seeds,
+        "summary": summary,
+        "per_seed": [{m: s[m] for m in ("proxy", "ccp", "sample")} for s in per_seed],
+        "seconds": time.time() - start,
+    }
     common.write_json(args.out / "results.json", results)
     if not args.smoke:
-        payload = {"plan": {"seeds": seeds}, "settings": cfg, "summary": summary, "table": summary_table(summary),
-                   "seconds": results["seconds"], "threads": args.threads}
-        common.publish("ccp_proof_of_concept", "digits", payload, reproduction, plots=[str(args.out / "ccp_iterations.png")])
+        payload = {
+            "plan": {"seeds": seeds},
+            "settings": cfg,
+            "summary": summary,
+            "table": summary_table(summary),
+            "seconds": results["seconds"],
+            "threads": args.threads,
+        }
+        common.publish(
+            "ccp_proof_of_concept",
+            "digits",
+            payload,
+            reproduction,
+            plots=[str(args.out / "ccp_iterations.png")],
+        )
     return results
 
 

@@ -59,10 +59,18 @@ def weight_maps(out: Path, regime: str, methods, columns: int = 5) -> Path:
         cfg, model = load_run(out / f"{regime}-{method}" / "seed0")
         data = build_data(cfg.data.dataset, seed=int(cfg.seed))
         for split, items in (("train", data.train), ("test", data.test.query)):
-            indices = np.random.default_rng(0).choice(len(items), size=columns, replace=False).tolist()
-            rows.append((f"{method} {split}", items, indices, common.pooling_weights(model, items, indices)))
+            indices = (
+                np.random.default_rng(0).choice(len(items), size=columns, replace=False).tolist()
+            )
+            rows.append(
+                (f"{method} {split}", items, indices, common.pooling_weights(model, items, indices))
+            )
     path = out / f"weights-{regime}.png"
-    common.weight_map_figure(rows, path, f"{regime} ResNet20: GSP pooling weights, training and unseen-class test collages")
+    common.weight_map_figure(
+        rows,
+        path,
+        f"{regime} ResNet20: GSP pooling weights, training and unseen-class test collages",
+    )
     return path
 
 
@@ -72,7 +80,12 @@ def bar_plot(out: Path, table: dict, regime: str) -> Path:
     figure = Figure(figsize=(4.5, 3.0))
     axes = figure.add_subplot(1, 1, 1)
     names = list(table)
-    axes.bar(names, [table[m]["map_at_r"]["mean"] for m in names], yerr=[table[m]["map_at_r"]["std"] for m in names], capsize=2)
+    axes.bar(
+        names,
+        [table[m]["map_at_r"]["mean"] for m in names],
+        yerr=[table[m]["map_at_r"]["std"] for m in names],
+        capsize=2,
+    )
     axes.set_ylabel("test MAP@R (%)")
     axes.grid(axis="y", alpha=0.3)
     figure.tight_layout()
@@ -97,18 +110,26 @@ def reproduction(runs: dict) -> list[dict]:
         verdicts = [f"GSP > GAP: {common.verdict(table['gsp'], {'GAP': table['gap']})}"]
         if "gsp_zsr" in table:
             verdicts.append(f"ZSR > GSP: {common.verdict(table['gsp_zsr'], {'GSP': table['gsp']})}")
-        rows.append({"experiment": f"Collage, {regime} ResNet20 (GSP paper Fig. 3b)",
-                     "claim": "GSP and ZSR raise MAP@R over GAP; GSP weights select the target tile",
-                     "paper": PAPER, "ours": f"{ours}; GSP target-tile weight {share(table['gsp'])} (GAP 0.25)",
-                     "verdict": "; ".join(verdicts)})
+        rows.append(
+            {
+                "experiment": f"Collage, {regime} ResNet20 (GSP paper Fig. 3b)",
+                "claim": "GSP and ZSR raise MAP@R over GAP; GSP weights select the target tile",
+                "paper": PAPER,
+                "ours": f"{ours}; GSP target-tile weight {share(table['gsp'])} (GAP 0.25)",
+                "verdict": "; ".join(verdicts),
+            }
+        )
     return rows
 
 
 def main(argv=None) -> dict:
     parser = common.parser("collage", __doc__.splitlines()[0])
-    parser.add_argument("--regime", choices=tuple(common.REGIMES), default="frozen",
-                        help="backbone regime")
-    parser.add_argument("--methods", nargs="+", choices=tuple(METHODS), help="methods to run (default: all)")
+    parser.add_argument(
+        "--regime", choices=tuple(common.REGIMES), default="frozen", help="backbone regime"
+    )
+    parser.add_argument(
+        "--methods", nargs="+", choices=tuple(METHODS), help="methods to run (default: all)"
+    )
     parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")
     args = parser.parse_args(argv)
     out = common.setup(args)
@@ -117,22 +138,52 @@ def main(argv=None) -> dict:
     table: dict = {}
     for method in plan["methods"]:
         cfg = run_config(method, args.regime, args.smoke)
-        runs = common.train_seeds(cfg, plan["seeds"], out, reuse=args.reuse, measure=common.target_share)
+        runs = common.train_seeds(
+            cfg, plan["seeds"], out, reuse=args.reuse, measure=common.target_share
+        )
         table[method] = common.summary(runs, METRICS)
-        print(f"{method:10s} MAP@R {common.cell(table[method], 'map_at_r')}  target-tile weight {share(table[method])}", flush=True)
-    rows = [[method, common.cell(entry, "map_at_r"), common.cell(entry, "precision_at_1"), share(entry), f"{entry['seconds']:.0f}"]
-            for method, entry in table.items()]
+        print(
+            f"{method:10s} MAP@R {common.cell(table[method], 'map_at_r')}  target-tile weight {share(table[method])}",
+            flush=True,
+        )
+    rows = [
+        [
+            method,
+            common.cell(entry, "map_at_r"),
+            common.cell(entry, "precision_at_1"),
+            share(entry),
+            f"{entry['seconds']:.0f}",
+        ]
+        for method, entry in table.items()
+    ]
     text = markdown_table(["method", "MAP@R", "P@1", "target-tile weight", "time (s)"], rows)
     total = sum(entry["seconds"] for entry in table.values())
-    print(f"\ncollage_shared (digits), {args.regime} ResNet20, seeds {list(plan['seeds'])}, test split, "
-          f"mean ± std over seeds; training time {total:.0f} s\n{text}")
-    plots = [str(bar_plot(out, table, args.regime)), str(weight_maps(out, args.regime, plan["methods"]))]
-    payload = {"plan": {k: list(v) for k, v in plan.items()}, "regime": args.regime, "results": table, "table": text,
-               "seconds": total, "threads": args.threads, "plots": plots}
+    print(
+        f"\ncollage_shared (digits), {args.regime} ResNet20, seeds {list(plan['seeds'])}, test split, "
+        f"mean ± std over seeds; training time {total:.0f} s\n{text}"
+    )
+    plots = [
+        str(bar_plot(out, table, args.regime)),
+        str(weight_maps(out, args.regime, plan["methods"])),
+    ]
+    payload = {
+        "plan": {k: list(v) for k, v in plan.items()},
+        "regime": args.regime,
+        "results": table,
+        "table": text,
+        "seconds": total,
+        "threads": args.threads,
+        "plots": plots,
+    }
     common.write_json(out / "results.json", payload)
     if not args.smoke:
-        common.publish("collage", args.regime, {k: v for k, v in payload.items() if k != "plots"}, reproduction,
-                       plots=payload["plots"])
+        common.publish(
+            "collage",
+            args.regime,
+            {k: v for k, v in payload.items() if k != "plots"},
+            reproduction,
+            plots=payload["plots"],
+        )
     return payload
 
 

@@ -28,9 +28,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/: common (which adds src/)
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # experiments/: common (which adds src/)
 import common  # noqa: E402
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -48,15 +49,25 @@ MASS_THRESHOLD = 0.01  # a prototype is 'active' for a class above 1% of its mea
 IMAGES_PER_CLASS = 64
 
 
-def synthetic_local_features(seed: int, num_classes: int = 10, images_per_class: int = IMAGES_PER_CLASS,
-                             locations: int = 64, parts: int = 16, class_parts: int = 4,
-                             background_parts: int = 3, noise: float = 0.03) -> tuple[torch.Tensor, torch.Tensor]:
+def synthetic_local_features(
+    seed: int,
+    num_classes: int = 10,
+    images_per_class: int = IMAGES_PER_CLASS,
+    locations: int = 64,
+    parts: int = 16,
+    class_parts: int = 4,
+    background_parts: int = 3,
+    noise: float = 0.03,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Local features ``[N, locations, 2]`` and labels ``[N]`` (see the module docstring)."""
     rng = np.random.default_rng(seed)
     radius, angle = 0.8 * np.sqrt(rng.random(parts)), 2 * np.pi * rng.random(parts)
     centres = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
     background = rng.choice(parts, background_parts, replace=False)
-    own = [rng.choice(np.setdiff1d(np.arange(parts), background), class_parts, replace=False) for _ in range(num_classes)]
+    own = [
+        rng.choice(np.setdiff1d(np.arange(parts), background), class_parts, replace=False)
+        for _ in range(num_classes)
+    ]
     features, labels = [], []
     for c in range(num_classes):
         for _ in range(images_per_class):
@@ -67,22 +78,36 @@ def synthetic_local_features(seed: int, num_classes: int = 10, images_per_class:
     return torch.tensor(np.stack(features)), torch.tensor(labels)
 
 
-def trained_local_features(seed: int, out: Path, steps: int, images_per_class: int) -> tuple[torch.Tensor, torch.Tensor]:
+def trained_local_features(
+    seed: int, out: Path, steps: int, images_per_class: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Train small_cnn + 2-D head + GAP with C2 on Fashion-MNIST and return the 2-D local
     features ``[N, H*W, 2]`` of ``IMAGES_PER_CLASS`` images of every class (train, val, test)."""
     from gspdml.config import load_config
 
-    config = load_config({
-        "name": f"cnn2d-seed{seed}", "output_dir": str(out), "seed": seed,
-        "data": {"dataset": {"name": "fashion_mnist", "images_per_class": images_per_class},
-                 "classes_per_batch": 6, "samples_per_class": 8},
-        "model": {"backbone": {"name": "small_cnn"}, "embedding_dim": 2, "pooling": {"name": "gap"}, "head": "local"},
-        "loss": {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.5},
-        "optimizer": {"name": "adam", "lr": 1.0e-3, "weight_decay": 1.0e-4},
-        "schedule": {"max_steps": steps},
-        "evaluation": {"every": steps, "patience": None, "restore_best": False},
-        "trainer": {"progress": False},
-    })
+    config = load_config(
+        {
+            "name": f"cnn2d-seed{seed}",
+            "output_dir": str(out),
+            "seed": seed,
+            "data": {
+                "dataset": {"name": "fashion_mnist", "images_per_class": images_per_class},
+                "classes_per_batch": 6,
+                "samples_per_class": 8,
+            },
+            "model": {
+                "backbone": {"name": "small_cnn"},
+                "embedding_dim": 2,
+                "pooling": {"name": "gap"},
+                "head": "local",
+            },
+            "loss": {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.5},
+            "optimizer": {"name": "adam", "lr": 1.0e-3, "weight_decay": 1.0e-4},
+            "schedule": {"max_steps": steps},
+            "evaluation": {"every": steps, "patience": None, "restore_best": False},
+            "trainer": {"progress": False},
+        }
+    )
     trainer = common.train_fresh(config, out)
     model = trainer.model.eval()
     generator = torch.Generator().manual_seed(seed)
@@ -101,7 +126,9 @@ def trained_local_features(seed: int, out: Path, steps: int, images_per_class: i
     return torch.cat(features).double(), torch.cat(labels)
 
 
-def analyse(features: torch.Tensor, labels: torch.Tensor, num_prototypes: int = NUM_PROTOTYPES) -> dict:
+def analyse(
+    features: torch.Tensor, labels: torch.Tensor, num_prototypes: int = NUM_PROTOTYPES
+) -> dict:
     """Prototypes, covering radius, the PCC-GAP bound and active prototypes per class."""
     features = features / (features.norm(dim=-1).max() * (1 + 1e-9))  # into the unit ball (§4.3)
     pooled = features.reshape(-1, features.shape[-1])
@@ -111,20 +138,31 @@ def analyse(features: torch.Tensor, labels: torch.Tensor, num_prototypes: int = 
     distance = (pcc - gap).norm(dim=1)
     ratio = distance / delta
     if not bool((ratio <= 1 + 1e-9).all()):
-        raise AssertionError(f"Prop. 4.2.1 violated: max ||PCC - GAP|| / delta = {float(ratio.max()):.4f}")
+        raise AssertionError(
+            f"Prop. 4.2.1 violated: max ||PCC - GAP|| / delta = {float(ratio.max()):.4f}"
+        )
     classes = torch.unique(labels).tolist()
     any_mass = {c: active_prototypes(features[labels == c], prototypes) for c in classes}
-    active = {c: active_prototypes(features[labels == c], prototypes, MASS_THRESHOLD) for c in classes}
+    active = {
+        c: active_prototypes(features[labels == c], prototypes, MASS_THRESHOLD) for c in classes
+    }
     hulls = [prototypes[active[c]].numpy() for c in classes]
     return {
-        "prototypes": prototypes, "features": features, "gap": gap, "pcc": pcc, "active": active,
+        "prototypes": prototypes,
+        "features": features,
+        "gap": gap,
+        "pcc": pcc,
+        "active": active,
         "summary": {
             "covering_radius": delta,
-            "max_ratio": float(ratio.max()), "mean_ratio": float(ratio.mean()),
+            "max_ratio": float(ratio.max()),
+            "mean_ratio": float(ratio.mean()),
             "max_distance": float(distance.max()),
             "active_per_class_any_mass": float(np.mean([int(a.sum()) for a in any_mass.values()])),
             "active_per_class": float(np.mean([int(a.sum()) for a in active.values()])),
-            "prototypes_shared_by_2plus_classes": int((torch.stack(list(active.values())).sum(0) >= 2).sum()),
+            "prototypes_shared_by_2plus_classes": int(
+                (torch.stack(list(active.values())).sum(0) >= 2).sum()
+            ),
             "hull_overlap_fraction": overlap_fraction(hulls),
         },
     }
@@ -150,7 +188,10 @@ def plot(result: dict, labels: torch.Tensor, title: str, path: Path) -> None:
         axes[1].fill(closed[:, 0], closed[:, 1], color=cmap(i % 10), alpha=0.15)
         axes[1].plot(closed[:, 0], closed[:, 1], color=cmap(i % 10), lw=1, label=f"class {c}")
     axes[1].scatter(proto[:, 0], proto[:, 1], s=8, c="k")
-    axes[1].set_title(f"hulls of active prototypes (mass > {MASS_THRESHOLD:.0%}), overlap {result['summary']['hull_overlap_fraction']:.2f}", fontsize=9)
+    axes[1].set_title(
+        f"hulls of active prototypes (mass > {MASS_THRESHOLD:.0%}), overlap {result['summary']['hull_overlap_fraction']:.2f}",
+        fontsize=9,
+    )
     axes[1].legend(fontsize=6, ncol=2)
     gap, pcc, lab = result["gap"].numpy(), result["pcc"].numpy(), labels.numpy()
     for i, c in enumerate(result["active"]):
@@ -184,12 +225,31 @@ def summary_table(sources: dict) -> str:
     rows = []
     for source, entry in sources.items():
         s = entry["summary"]
-        rows.append([source, pm(s["covering_radius"]), pm(s["max_ratio"]), pm(s["mean_ratio"]), pm(s["max_distance"]),
-                     f"{pm(s['active_per_class'], 1)} / {pm(s['active_per_class_any_mass'], 1)}",
-                     f"{pm(s['prototypes_shared_by_2plus_classes'], 1)} of {NUM_PROTOTYPES}", pm(s["hull_overlap_fraction"], 2)])
-    return markdown_table(["features", "δ (covering radius)", "max ‖PCC−GAP‖/δ", "mean ratio", "max ‖PCC−GAP‖",
-                           "active prototypes / class (>1 % / any)", "prototypes active in ≥ 2 classes",
-                           "class-hull pairs overlapping"], rows)
+        rows.append(
+            [
+                source,
+                pm(s["covering_radius"]),
+                pm(s["max_ratio"]),
+                pm(s["mean_ratio"]),
+                pm(s["max_distance"]),
+                f"{pm(s['active_per_class'], 1)} / {pm(s['active_per_class_any_mass'], 1)}",
+                f"{pm(s['prototypes_shared_by_2plus_classes'], 1)} of {NUM_PROTOTYPES}",
+                pm(s["hull_overlap_fraction"], 2),
+            ]
+        )
+    return markdown_table(
+        [
+            "features",
+            "δ (covering radius)",
+            "max ‖PCC−GAP‖/δ",
+            "mean ratio",
+            "max ‖PCC−GAP‖",
+            "active prototypes / class (>1 % / any)",
+            "prototypes active in ≥ 2 classes",
+            "class-hull pairs overlapping",
+        ],
+        rows,
+    )
 
 
 def holds_everywhere(flags: dict[str, bool]) -> str:
@@ -206,26 +266,43 @@ def reproduction(runs: dict) -> list[dict]:
     rows = []
     for key, payload in runs.items():
         sources = payload["sources"]
-        bound = {name: all(r["max_ratio"] <= 1.0 for r in e["per_seed"]) for name, e in sources.items()}
-        overlap = {name: all(r["hull_overlap_fraction"] > 0 and r["prototypes_shared_by_2plus_classes"] > 0 for r in e["per_seed"])
-                   for name, e in sources.items()}
-        rows.append({
-            "experiment": f"GAP analysis, {key} (Gürbüz thesis Prop. 4.2.1, Fig. 4.1)",
-            "claim": "every GAP embedding lies within the covering radius δ of its prototype convex combination",
-            "paper": "the bound for every image; δ = 0.057 (CIFAR-10, ResNet20, 48 prototypes)",
-            "ours": "; ".join(f"{name}: δ = {pm(e['summary']['covering_radius'])}, max ‖PCC − GAP‖/δ = "
-                              f"{pm(e['summary']['max_ratio'])}" for name, e in sources.items()),
-            "verdict": holds_everywhere(bound),
-        })
-        rows.append({
-            "experiment": f"GAP analysis, {key} (Gürbüz thesis Fig. 4.3)",
-            "claim": "class convex hulls of active prototypes overlap (shared prototypes)",
-            "paper": "overlapping class hulls (Fig. 4.3; no numbers)",
-            "ours": "; ".join(f"{name}: overlapping hull pairs {pm(e['summary']['hull_overlap_fraction'], 2)}, prototypes "
-                              f"active in ≥ 2 classes {pm(e['summary']['prototypes_shared_by_2plus_classes'], 1)} of "
-                              f"{NUM_PROTOTYPES}" for name, e in sources.items()),
-            "verdict": holds_everywhere(overlap),
-        })
+        bound = {
+            name: all(r["max_ratio"] <= 1.0 for r in e["per_seed"]) for name, e in sources.items()
+        }
+        overlap = {
+            name: all(
+                r["hull_overlap_fraction"] > 0 and r["prototypes_shared_by_2plus_classes"] > 0
+                for r in e["per_seed"]
+            )
+            for name, e in sources.items()
+        }
+        rows.append(
+            {
+                "experiment": f"GAP analysis, {key} (Gürbüz thesis Prop. 4.2.1, Fig. 4.1)",
+                "claim": "every GAP embedding lies within the covering radius δ of its prototype convex combination",
+                "paper": "the bound for every image; δ = 0.057 (CIFAR-10, ResNet20, 48 prototypes)",
+                "ours": "; ".join(
+                    f"{name}: δ = {pm(e['summary']['covering_radius'])}, max ‖PCC − GAP‖/δ = "
+                    f"{pm(e['summary']['max_ratio'])}"
+                    for name, e in sources.items()
+                ),
+                "verdict": holds_everywhere(bound),
+            }
+        )
+        rows.append(
+            {
+                "experiment": f"GAP analysis, {key} (Gürbüz thesis Fig. 4.3)",
+                "claim": "class convex hulls of active prototypes overlap (shared prototypes)",
+                "paper": "overlapping class hulls (Fig. 4.3; no numbers)",
+                "ours": "; ".join(
+                    f"{name}: overlapping hull pairs {pm(e['summary']['hull_overlap_fraction'], 2)}, prototypes "
+                    f"active in ≥ 2 classes {pm(e['summary']['prototypes_shared_by_2plus_classes'], 1)} of "
+                    f"{NUM_PROTOTYPES}"
+                    for name, e in sources.items()
+                ),
+                "verdict": holds_everywhere(overlap),
+            }
+        )
     return rows
 
 
@@ -233,28 +310,61 @@ def main(argv=None) -> dict:
     args = common.parser("gap_analysis", __doc__.splitlines()[0], reuse=False).parse_args(argv)
     common.setup(args)
     seeds = [0] if args.smoke else [0, 1, 2]
-    results: dict = {"smoke": args.smoke, "plan": {"seeds": seeds}, "num_prototypes": NUM_PROTOTYPES, "sources": {}}
+    results: dict = {
+        "smoke": args.smoke,
+        "plan": {"seeds": seeds},
+        "num_prototypes": NUM_PROTOTYPES,
+        "sources": {},
+    }
     for source in ("synthetic", "trained"):
         start, rows = time.time(), []
         for seed in seeds:
             if source == "synthetic":
-                features, labels = synthetic_local_features(seed, images_per_class=16 if args.smoke else IMAGES_PER_CLASS)
+                features, labels = synthetic_local_features(
+                    seed, images_per_class=16 if args.smoke else IMAGES_PER_CLASS
+                )
             else:
-                features, labels = trained_local_features(seed, args.out / "runs", steps=5 if args.smoke else 300,
-                                                          images_per_class=80 if args.smoke else 400)
+                features, labels = trained_local_features(
+                    seed,
+                    args.out / "runs",
+                    steps=5 if args.smoke else 300,
+                    images_per_class=80 if args.smoke else 400,
+                )
             result = analyse(features, labels)
             rows.append(result["summary"])
             if seed == seeds[0]:
-                plot(result, labels, f"GAP analysis, {source} 2-D local features (seed {seed})", args.out / f"{source}.png")
-            print(source, seed, json.dumps({k: round(v, 4) for k, v in result["summary"].items()}), flush=True)
-        results["sources"][source] = {"per_seed": rows, "summary": aggregate(rows), "seconds": time.time() - start}
-    results.update(table=summary_table(results["sources"]), threads=args.threads,
-                   seconds=sum(entry["seconds"] for entry in results["sources"].values()))
+                plot(
+                    result,
+                    labels,
+                    f"GAP analysis, {source} 2-D local features (seed {seed})",
+                    args.out / f"{source}.png",
+                )
+            print(
+                source,
+                seed,
+                json.dumps({k: round(v, 4) for k, v in result["summary"].items()}),
+                flush=True,
+            )
+        results["sources"][source] = {
+            "per_seed": rows,
+            "summary": aggregate(rows),
+            "seconds": time.time() - start,
+        }
+    results.update(
+        table=summary_table(results["sources"]),
+        threads=args.threads,
+        seconds=sum(entry["seconds"] for entry in results["sources"].values()),
+    )
     print(results["table"])
     common.write_json(args.out / "results.json", results)
     if not args.smoke:
-        common.publish("gap_analysis", "2-D local features", {k: results[k] for k in ("plan", "sources", "table", "seconds", "threads")},
-                       reproduction, plots=[str(args.out / f"{source}.png") for source in results["sources"]])
+        common.publish(
+            "gap_analysis",
+            "2-D local features",
+            {k: results[k] for k in ("plan", "sources", "table", "seconds", "threads")},
+            reproduction,
+            plots=[str(args.out / f"{source}.png") for source in results["sources"]],
+        )
     return results
 
 

@@ -20,7 +20,9 @@ import functools
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/: common (which adds src/)
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # experiments/: common (which adds src/)
 import common  # noqa: E402
 
 from gspdml.config import RunConfig  # noqa: E402
@@ -33,9 +35,11 @@ FULL = dict(seeds=(0, 1, 2), mus=(0.05, 0.1, 0.2, 0.5, 1.0))
 SMOKE = dict(seeds=(0,), mus=(0.2, 1.0))
 #: Table 5 of the GSP paper supplement §1.6 (CUB, C2 MAP@R): the screening rows at μ = 0.3 and μ = 0.7
 TABLE5_C2_BY_MU = {0.3: (40.63, 40.22, 36.11, 39.61), 0.7: (40.41, 40.07, 39.11, 35.36)}
-PAPER = ("Fig. 6 (CUB, C2; no numbers in the text): low μ alike, then a drop towards GAP as μ grows; "
-         "Tab. 5 screening, C2 MAP@R averaged over its m, ε, λ levels: "
-         + ", ".join(f"μ = {mu:g} {sum(v) / len(v):.2f}" for mu, v in TABLE5_C2_BY_MU.items()))
+PAPER = (
+    "Fig. 6 (CUB, C2; no numbers in the text): low μ alike, then a drop towards GAP as μ grows; "
+    "Tab. 5 screening, C2 MAP@R averaged over its m, ε, λ levels: "
+    + ", ".join(f"μ = {mu:g} {sum(v) / len(v):.2f}" for mu, v in TABLE5_C2_BY_MU.items())
+)
 
 
 def variant_config(preset: str, label: str, change: common.Change, smoke: bool) -> RunConfig:
@@ -45,15 +49,27 @@ def variant_config(preset: str, label: str, change: common.Change, smoke: bool) 
     return common.named(cfg, label.replace(" ", "_").replace("=", ""))
 
 
-def train_variants(preset: str, variants: dict[str, common.Change], seeds, out: Path, smoke: bool,
-                   reuse: bool, measure=None) -> dict[str, dict]:
+def train_variants(
+    preset: str,
+    variants: dict[str, common.Change],
+    seeds,
+    out: Path,
+    smoke: bool,
+    reuse: bool,
+    measure=None,
+) -> dict[str, dict]:
     """Train ``preset`` with each variant's change over ``seeds``; ``{label: common.summary}``.
     Every variant has the same budget, selection rule and seeds (only its change differs)."""
     table = {}
     for label, change in variants.items():
         cfg = variant_config(preset, label, change, smoke)
-        table[label] = common.summary(common.train_seeds(cfg, seeds, out, reuse=reuse, measure=measure), METRICS)
-        print(f"{label:12s} MAP@R {common.cell(table[label], 'map_at_r')}  ({table[label]['seconds']:.0f} s)", flush=True)
+        table[label] = common.summary(
+            common.train_seeds(cfg, seeds, out, reuse=reuse, measure=measure), METRICS
+        )
+        print(
+            f"{label:12s} MAP@R {common.cell(table[label], 'map_at_r')}  ({table[label]['seconds']:.0f} s)",
+            flush=True,
+        )
     return table
 
 
@@ -67,8 +83,15 @@ def share(entry: dict) -> str:
 
 
 def results_table(table: dict[str, dict], mus) -> str:
-    rows = [[f"{mu:g}" + (" (= GAP)" if mu == 1.0 else ""), common.cell(table[label(mu)], "map_at_r"),
-             common.cell(table[label(mu)], "precision_at_1"), share(table[label(mu)])] for mu in mus]
+    rows = [
+        [
+            f"{mu:g}" + (" (= GAP)" if mu == 1.0 else ""),
+            common.cell(table[label(mu)], "map_at_r"),
+            common.cell(table[label(mu)], "precision_at_1"),
+            share(table[label(mu)]),
+        ]
+        for mu in mus
+    ]
     return markdown_table(["μ", "test MAP@R (%)", "test P@1 (%)", "target-tile weight"], rows)
 
 
@@ -96,9 +119,11 @@ def drop_towards_gap(table: dict[str, dict], mus) -> tuple[str, str]:
     higher = {f"μ={mu:g}": table[label(mu)] for mu in mus if mu > FOREGROUND}
     tail = [table[label(mu)]["map_at_r"]["mean"] for mu in mus if mu >= max(low)]
     falling = all(b <= a for a, b in zip(tail, tail[1:]))
-    ours = (f"best low μ = {best:g}: {common.cell(table[label(best)], 'map_at_r')}; "
-            + "; ".join(f"{name} {common.cell(entry, 'map_at_r')}" for name, entry in higher.items())
-            + f"; means from μ = {max(low):g} on {'fall' if falling else 'do not fall'} monotonically")
+    ours = (
+        f"best low μ = {best:g}: {common.cell(table[label(best)], 'map_at_r')}; "
+        + "; ".join(f"{name} {common.cell(entry, 'map_at_r')}" for name, entry in higher.items())
+        + f"; means from μ = {max(low):g} on {'fall' if falling else 'do not fall'} monotonically"
+    )
     verdict = common.verdict(table[label(best)], higher)
     if verdict == "reproduced" and not falling:
         verdict = "partly (the means do not fall monotonically with μ)"
@@ -110,11 +135,20 @@ def reproduction(runs: dict) -> list[dict]:
     rows = []
     for key, payload in runs.items():
         table, mus = payload["results"], payload["plan"]["mus"]
-        for part, claim, rule in (("low μ", "relatively low μ perform similarly", low_mu_alike),
-                                  ("growing μ", "as μ grows the performance drops towards GAP (μ = 1)", drop_towards_gap)):
+        for part, claim, rule in (
+            ("low μ", "relatively low μ perform similarly", low_mu_alike),
+            ("growing μ", "as μ grows the performance drops towards GAP (μ = 1)", drop_towards_gap),
+        ):
             ours, verdict = rule(table, mus)
-            rows.append({"experiment": f"GSP μ sweep, {part}, C2, {key} ResNet20 (GSP paper Fig. 6)", "claim": claim,
-                         "paper": PAPER, "ours": ours, "verdict": verdict})
+            rows.append(
+                {
+                    "experiment": f"GSP μ sweep, {part}, C2, {key} ResNet20 (GSP paper Fig. 6)",
+                    "claim": claim,
+                    "paper": PAPER,
+                    "ours": ours,
+                    "verdict": verdict,
+                }
+            )
     return rows
 
 
@@ -137,24 +171,47 @@ def plot(table: dict[str, dict], mus, path: Path) -> Path:
 
 def main(argv=None) -> dict:
     parser = common.parser("gsp_mu_sweep", __doc__.splitlines()[0])
-    parser.add_argument("--mus", type=float, nargs="+", help="transported fractions μ (default 0.05 0.1 0.2 0.5 1)")
+    parser.add_argument(
+        "--mus", type=float, nargs="+", help="transported fractions μ (default 0.05 0.1 0.2 0.5 1)"
+    )
     parser.add_argument("--seeds", type=int, nargs="+", help="seeds (default 0 1 2)")
     args = parser.parse_args(argv)
     out = common.setup(args)
     plan = dict(SMOKE if args.smoke else FULL)
     plan.update({k: tuple(v) for k, v in (("mus", args.mus), ("seeds", args.seeds)) if v})
     variants = {label(mu): functools.partial(common.with_pooling, mu=mu) for mu in plan["mus"]}
-    table = train_variants("demo-gsp", variants, plan["seeds"], out, args.smoke, args.reuse, measure=common.target_share)
+    table = train_variants(
+        "demo-gsp",
+        variants,
+        plan["seeds"],
+        out,
+        args.smoke,
+        args.reuse,
+        measure=common.target_share,
+    )
     text = results_table(table, plan["mus"])
     total = sum(entry["seconds"] for entry in table.values())
-    print(f"\ncollage_shared (digits), frozen ResNet20, GSP m = 128, ε = 10, C2, seeds {list(plan['seeds'])}, "
-          f"training time {total:.0f} s\n{text}")
-    payload = {"plan": {k: list(v) for k, v in plan.items()}, "results": table, "table": text, "seconds": total,
-               "threads": args.threads, "plots": [str(plot(table, plan["mus"], out / "mu_sweep.png"))]}
+    print(
+        f"\ncollage_shared (digits), frozen ResNet20, GSP m = 128, ε = 10, C2, seeds {list(plan['seeds'])}, "
+        f"training time {total:.0f} s\n{text}"
+    )
+    payload = {
+        "plan": {k: list(v) for k, v in plan.items()},
+        "results": table,
+        "table": text,
+        "seconds": total,
+        "threads": args.threads,
+        "plots": [str(plot(table, plan["mus"], out / "mu_sweep.png"))],
+    }
     common.write_json(out / "results.json", payload)
     if not args.smoke:
-        common.publish("gsp_mu_sweep", "frozen", {k: v for k, v in payload.items() if k != "plots"}, reproduction,
-                       plots=payload["plots"])
+        common.publish(
+            "gsp_mu_sweep",
+            "frozen",
+            {k: v for k, v in payload.items() if k != "plots"},
+            reproduction,
+            plots=payload["plots"],
+        )
     return payload
 
 

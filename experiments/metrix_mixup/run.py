@@ -37,8 +37,12 @@ from gspdml.config import RunConfig  # noqa: E402
 from gspdml.workflows.tables import markdown_table  # noqa: E402
 
 #: the ``metrix`` loss on the contrastive loss (margin 0.5), ``w = 0.4``, ``alpha = 2``
-LOSS = {"name": "metrix", "loss": {"contrastive": {"pos_margin": 0.0, "neg_margin": 0.5}},
-        "mix_alpha": 2.0, "mix_weight": 0.4}
+LOSS = {
+    "name": "metrix",
+    "loss": {"contrastive": {"pos_margin": 0.0, "neg_margin": 0.5}},
+    "mix_alpha": 2.0,
+    "mix_weight": 0.4,
+}
 #: variant: the options of :data:`LOSS` it sets
 VARIANTS = {
     "clean": {"level": "embedding", "mix_weight": 0.0},
@@ -48,8 +52,10 @@ VARIANTS = {
 }
 #: what follows the backbone map (the mixing point of feature mixup), as fields of the ``model``
 #: section; the demo presets project after pooling (``model.head: global``)
-WIRINGS = {"nonlinear": {"pooling": {"name": "gap_gmp"}},
-           "linear": {"pooling": {"name": "gap"}, "head": "local"}}
+WIRINGS = {
+    "nonlinear": {"pooling": {"name": "gap_gmp"}},
+    "linear": {"pooling": {"name": "gap"}, "head": "local"},
+}
 METRICS = ("map_at_r", "precision_at_1")
 GEOMETRY = ("alignment", "uniformity")
 #: the demo presets' selection rule, evaluated every 25 steps of a 200-step budget (CPU-sized)
@@ -60,8 +66,9 @@ SMOKE = dict(seeds=(0,), variants=("clean", "feature"))
 PAPER = "CUB200 R@1 64.7 → 66.3 input / 67.4 feature / 66.4 embedding (Table 2.3); feature best on Cars196 (Table 2.5)"
 
 
-def run_config(variant: str, regime: str = "finetune", wiring: str = "nonlinear",
-               smoke: bool = False) -> RunConfig:
+def run_config(
+    variant: str, regime: str = "finetune", wiring: str = "nonlinear", smoke: bool = False
+) -> RunConfig:
     """Resolved config of one variant: ``demo-base`` with the Metrix loss, the regime and wiring."""
     cfg = common.with_loss(common.papers_regime("demo-base", smoke), **LOSS)
     cfg = common.with_loss(cfg, **VARIANTS[variant])
@@ -70,14 +77,18 @@ def run_config(variant: str, regime: str = "finetune", wiring: str = "nonlinear"
     return common.named(cfg, f"{regime}-{wiring}-{variant}")
 
 
-def alignment_uniformity(embeddings: torch.Tensor, labels: torch.Tensor, t: float = 2.0) -> tuple[float, float]:
+def alignment_uniformity(
+    embeddings: torch.Tensor, labels: torch.Tensor, t: float = 2.0
+) -> tuple[float, float]:
     """Wang & Isola's alignment (``alpha = 2``: mean squared distance of same-class pairs) and
     uniformity (``log`` mean ``exp(-t d^2)`` over all pairs ``i != j``) of L2-normalised rows."""
     e = torch.nn.functional.normalize(embeddings.double(), dim=1)
     squared = torch.cdist(e, e).pow(2)
     off_diagonal = ~torch.eye(len(e), dtype=torch.bool)
     positive = (labels[:, None] == labels[None, :]) & off_diagonal
-    return float(squared[positive].mean()), float(torch.log(torch.exp(-t * squared[off_diagonal]).mean()))
+    return float(squared[positive].mean()), float(
+        torch.log(torch.exp(-t * squared[off_diagonal]).mean())
+    )
 
 
 def geometry(results) -> dict:
@@ -102,7 +113,9 @@ def paired_gain(entry: dict, clean: dict | None) -> str:
     fixes the collage and the initial weights); ``-`` without a clean run."""
     if clean is None or len(entry["map_at_r"]["values"]) != len(clean["map_at_r"]["values"]):
         return "-"
-    mean, std = common.mean_std([a - b for a, b in zip(entry["map_at_r"]["values"], clean["map_at_r"]["values"])])
+    mean, std = common.mean_std(
+        [a - b for a, b in zip(entry["map_at_r"]["values"], clean["map_at_r"]["values"])]
+    )
     return f"{mean:+.2f} ± {std:.2f}"
 
 
@@ -114,12 +127,24 @@ def reproduction(runs: dict) -> list[dict]:
         table = payload["results"]
         if set(table) != set(VARIANTS):
             continue
-        verdicts = [f"{m} > clean: {common.verdict(table[m], {'clean': table['clean']})}" for m in ("input", "feature", "embedding")]
-        verdicts.append("feature best: " + common.verdict(table["feature"], {m: e for m, e in table.items() if m != "feature"}))
-        rows.append({"experiment": f"Metrix mixup, {key} (Psomas thesis Table 2.3, Table 2.5)",
-                     "claim": "each mixup type (input, feature, embedding) improves the clean contrastive loss; feature mixup is best",
-                     "paper": PAPER, "ours": "MAP@R " + "; ".join(f"{m} {common.cell(e, 'map_at_r')}" for m, e in table.items()),
-                     "verdict": "; ".join(verdicts)})
+        verdicts = [
+            f"{m} > clean: {common.verdict(table[m], {'clean': table['clean']})}"
+            for m in ("input", "feature", "embedding")
+        ]
+        verdicts.append(
+            "feature best: "
+            + common.verdict(table["feature"], {m: e for m, e in table.items() if m != "feature"})
+        )
+        rows.append(
+            {
+                "experiment": f"Metrix mixup, {key} (Psomas thesis Table 2.3, Table 2.5)",
+                "claim": "each mixup type (input, feature, embedding) improves the clean contrastive loss; feature mixup is best",
+                "paper": PAPER,
+                "ours": "MAP@R "
+                + "; ".join(f"{m} {common.cell(e, 'map_at_r')}" for m, e in table.items()),
+                "verdict": "; ".join(verdicts),
+            }
+        )
     return rows
 
 
@@ -130,11 +155,21 @@ def plot(out: Path, table: dict) -> Path:
     figure = Figure(figsize=(7.5, 3.0))
     bars, scatter = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
     names = list(table)
-    bars.bar(names, [table[n]["map_at_r"]["mean"] for n in names], yerr=[table[n]["map_at_r"]["std"] for n in names], capsize=3)
+    bars.bar(
+        names,
+        [table[n]["map_at_r"]["mean"] for n in names],
+        yerr=[table[n]["map_at_r"]["std"] for n in names],
+        capsize=3,
+    )
     bars.set_ylabel("test MAP@R (%)")
     bars.grid(axis="y", alpha=0.3)
     for name in names:
-        scatter.scatter(table[name]["uniformity"]["values"], table[name]["alignment"]["values"], label=name, s=20)
+        scatter.scatter(
+            table[name]["uniformity"]["values"],
+            table[name]["alignment"]["values"],
+            label=name,
+            s=20,
+        )
     scatter.set_xlabel("uniformity (lower is better)")
     scatter.set_ylabel("alignment (lower is better)")
     scatter.legend(fontsize=7)
@@ -147,10 +182,18 @@ def plot(out: Path, table: dict) -> Path:
 
 def main(argv=None) -> dict:
     parser = common.parser("metrix_mixup", __doc__.splitlines()[0])
-    parser.add_argument("--regime", choices=tuple(common.REGIMES), default="finetune",
-                        help="backbone regime")
-    parser.add_argument("--wiring", choices=tuple(WIRINGS), default="nonlinear", help="what follows the mixing point")
-    parser.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), help="variants to run (default: all)")
+    parser.add_argument(
+        "--regime", choices=tuple(common.REGIMES), default="finetune", help="backbone regime"
+    )
+    parser.add_argument(
+        "--wiring",
+        choices=tuple(WIRINGS),
+        default="nonlinear",
+        help="what follows the mixing point",
+    )
+    parser.add_argument(
+        "--variants", nargs="+", choices=tuple(VARIANTS), help="variants to run (default: all)"
+    )
     parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")
     args = parser.parse_args(argv)
     out = common.setup(args)
@@ -165,20 +208,57 @@ def main(argv=None) -> dict:
             mean, std = common.mean_std(values) if values else (float("nan"), float("nan"))
             entry[key] = {"values": values, "mean": mean, "std": std}
         table[variant] = entry
-        print(f"{variant:10s} MAP@R {common.cell(entry, 'map_at_r')}  ({entry['seconds']:.0f} s)", flush=True)
-    rows = [[variant, *(common.cell(entry, m) for m in METRICS), paired_gain(entry, table.get("clean")),
-             *(f"{entry[k]['mean']:.3f} ± {entry[k]['std']:.3f}" for k in GEOMETRY), f"{entry['seconds']:.0f}"]
-            for variant, entry in table.items()]
-    text = markdown_table(["mixup", "MAP@R", "P@1", "MAP@R − clean, same seed", "alignment", "uniformity", "time (s)"], rows)
+        print(
+            f"{variant:10s} MAP@R {common.cell(entry, 'map_at_r')}  ({entry['seconds']:.0f} s)",
+            flush=True,
+        )
+    rows = [
+        [
+            variant,
+            *(common.cell(entry, m) for m in METRICS),
+            paired_gain(entry, table.get("clean")),
+            *(f"{entry[k]['mean']:.3f} ± {entry[k]['std']:.3f}" for k in GEOMETRY),
+            f"{entry['seconds']:.0f}",
+        ]
+        for variant, entry in table.items()
+    ]
+    text = markdown_table(
+        [
+            "mixup",
+            "MAP@R",
+            "P@1",
+            "MAP@R − clean, same seed",
+            "alignment",
+            "uniformity",
+            "time (s)",
+        ],
+        rows,
+    )
     total = sum(entry["seconds"] for entry in table.values())
     key = f"{args.regime} ResNet20, {args.wiring} wiring"
-    print(f"\ncollage_shared (digits), {key}, seeds {list(plan['seeds'])}, test split, mean ± std over seeds; "
-          f"training time {total:.0f} s\n{text}")
-    payload = {"plan": {k: list(v) for k, v in plan.items()}, "regime": args.regime, "wiring": args.wiring, "results": table,
-               "table": text, "seconds": total, "threads": args.threads, "plots": [str(plot(out, table))]}
+    print(
+        f"\ncollage_shared (digits), {key}, seeds {list(plan['seeds'])}, test split, mean ± std over seeds; "
+        f"training time {total:.0f} s\n{text}"
+    )
+    payload = {
+        "plan": {k: list(v) for k, v in plan.items()},
+        "regime": args.regime,
+        "wiring": args.wiring,
+        "results": table,
+        "table": text,
+        "seconds": total,
+        "threads": args.threads,
+        "plots": [str(plot(out, table))],
+    }
     common.write_json(out / "results.json", payload)
     if not args.smoke and set(plan["variants"]) == set(VARIANTS):
-        common.publish("metrix_mixup", key, {k: v for k, v in payload.items() if k != "plots"}, reproduction, plots=payload["plots"])
+        common.publish(
+            "metrix_mixup",
+            key,
+            {k: v for k, v in payload.items() if k != "plots"},
+            reproduction,
+            plots=payload["plots"],
+        )
     return payload
 
 

@@ -66,9 +66,13 @@ BACKBONES = {
 #: the glyphs of the faithful collage (``--source``): (the ``data.dataset`` options, the ResNet20's
 #: ``model.backbone`` options). The embedded digits, or Fashion-MNIST items (28-px tiles of two
 #: 14-px items, 56-px collages; the ResNet20 then loads the recipe resnet20-fashion)
-SOURCES = {"digits": ({}, {}),
-           "fashion": ({"name": "collage_shared", "source": "fashion", "tile_size": 28},
-                       {"weights": "resnet20-fashion"})}
+SOURCES = {
+    "digits": ({}, {}),
+    "fashion": (
+        {"name": "collage_shared", "source": "fashion", "tile_size": 28},
+        {"weights": "resnet20-fashion"},
+    ),
+}
 METRICS = ("map_at_r", "precision_at_1")
 FULL = dict(seeds=(0, 1, 2), poolings=("GAP", "GMP", "GMP+GAP", "GeMean", "GSP"), losses=("C2",))
 SMOKE = dict(seeds=(0,), poolings=("GAP", "GSP"), losses=("C2",))
@@ -82,9 +86,17 @@ def bar_plot(out: Path, table: dict, losses, key: str) -> Path:
     axes = figure.add_subplot(1, 1, 1)
     width = 0.8 / len(losses)
     for k, loss in enumerate(losses):
-        axes.bar([i + width * k for i in range(len(names))], [table[n][loss]["map_at_r"]["mean"] for n in names], width,
-                 yerr=[table[n][loss]["map_at_r"]["std"] for n in names], label=loss, capsize=2)
-    axes.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], names, rotation=45, fontsize=7)
+        axes.bar(
+            [i + width * k for i in range(len(names))],
+            [table[n][loss]["map_at_r"]["mean"] for n in names],
+            width,
+            yerr=[table[n][loss]["map_at_r"]["std"] for n in names],
+            label=loss,
+            capsize=2,
+        )
+    axes.set_xticks(
+        [i + 0.4 - width / 2 for i in range(len(names))], names, rotation=45, fontsize=7
+    )
     axes.set_ylabel("test MAP@R (%)")
     axes.legend(fontsize=7)
     axes.grid(axis="y", alpha=0.3)
@@ -105,11 +117,23 @@ def share(entry) -> str:
 
 def run_key(regime: str, backbone: str = "resnet20", source: str = "digits") -> str:
     """The published key of a run of the script, e.g. ``frozen``, ``efficientnet_lite0-frozen-fashion``."""
-    return "-".join([*([backbone] if backbone != "resnet20" else []), regime, *([source] if source != "digits" else [])])
+    return "-".join(
+        [
+            *([backbone] if backbone != "resnet20" else []),
+            regime,
+            *([source] if source != "digits" else []),
+        ]
+    )
 
 
-def run_config(name: str, loss: str, regime: str, smoke: bool, backbone: str = "resnet20",
-               source: str = "digits") -> RunConfig:
+def run_config(
+    name: str,
+    loss: str,
+    regime: str,
+    smoke: bool,
+    backbone: str = "resnet20",
+    source: str = "digits",
+) -> RunConfig:
     spec = POOLINGS[name][0]
     dataset, resnet_weights = SOURCES[source]
     cfg = common.papers_regime("demo-gsp" if spec is None else "demo-base", smoke)
@@ -118,14 +142,18 @@ def run_config(name: str, loss: str, regime: str, smoke: bool, backbone: str = "
         cfg = common.with_model(common.with_dataset(cfg, **dataset), **BACKBONES[backbone])
         cfg = common.with_backbone(cfg, **resnet_weights) if backbone == "resnet20" else cfg
     cfg = common.REGIMES[regime](cfg)
-    slug = f"{run_key(regime, backbone, source)}-{name}-{loss}".lower().replace(" ", "").replace("+", "p")
+    slug = (
+        f"{run_key(regime, backbone, source)}-{name}-{loss}".lower()
+        .replace(" ", "")
+        .replace("+", "p")
+    )
     return common.named(common.with_pooling(cfg, **spec) if spec else cfg, slug)
 
 
 def reproduction(runs: dict) -> list[dict]:
     """README rows: per regime and loss, GSP against the other poolings of the run."""
     rows = []
-    for regime, payload in runs.items():
+    for payload in runs.values():
         for loss in payload["plan"]["losses"]:
             table = {name: losses[loss] for name, losses in payload["results"].items()}
             if "GSP" not in table or len(table) < 2:
@@ -133,56 +161,110 @@ def reproduction(runs: dict) -> list[dict]:
             others = {n: e for n, e in table.items() if n != "GSP"}
             column = 1 if loss == "C2" else 2
             ours = "; ".join(f"{n} {common.cell(e, 'map_at_r')}" for n, e in table.items())
-            rows.append({
-                "experiment": f"Pooling comparison, {loss}, {payload['regime']} {payload.get('backbone', 'resnet20')}, "
-                              f"{payload.get('source', 'digits')} collage (GSP paper Table 4)",
-                "claim": f"GSP beats every other pooling on Cifar Collage (compared here: {', '.join(others)})",
-                "paper": "; ".join(f"{n} {paper(POOLINGS[n][column])}" for n in table),
-                "ours": f"{ours}; GSP target-tile weight {share(table['GSP'])} (GAP 0.25)",
-                "verdict": common.verdict(table["GSP"], others),
-            })
+            rows.append(
+                {
+                    "experiment": f"Pooling comparison, {loss}, {payload['regime']} {payload.get('backbone', 'resnet20')}, "
+                    f"{payload.get('source', 'digits')} collage (GSP paper Table 4)",
+                    "claim": f"GSP beats every other pooling on Cifar Collage (compared here: {', '.join(others)})",
+                    "paper": "; ".join(f"{n} {paper(POOLINGS[n][column])}" for n in table),
+                    "ours": f"{ours}; GSP target-tile weight {share(table['GSP'])} (GAP 0.25)",
+                    "verdict": common.verdict(table["GSP"], others),
+                }
+            )
     return rows
 
 
 def main(argv=None) -> dict:
     parser = common.parser("pooling_comparison", __doc__.splitlines()[0])
-    parser.add_argument("--regime", choices=tuple(common.REGIMES), default="frozen",
-                        help="backbone regime")
-    parser.add_argument("--poolings", nargs="+", choices=tuple(POOLINGS), help="poolings to run (default: the Table 4 core)")
-    parser.add_argument("--losses", nargs="+", choices=tuple(LOSSES), help="losses to run (default: C2)")
+    parser.add_argument(
+        "--regime", choices=tuple(common.REGIMES), default="frozen", help="backbone regime"
+    )
+    parser.add_argument(
+        "--poolings",
+        nargs="+",
+        choices=tuple(POOLINGS),
+        help="poolings to run (default: the Table 4 core)",
+    )
+    parser.add_argument(
+        "--losses", nargs="+", choices=tuple(LOSSES), help="losses to run (default: C2)"
+    )
     parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")
-    parser.add_argument("--backbone", choices=tuple(BACKBONES), default="resnet20", help="pre-trained backbone")
-    parser.add_argument("--source", choices=tuple(SOURCES), default="digits", help="glyphs of the collage")
+    parser.add_argument(
+        "--backbone", choices=tuple(BACKBONES), default="resnet20", help="pre-trained backbone"
+    )
+    parser.add_argument(
+        "--source", choices=tuple(SOURCES), default="digits", help="glyphs of the collage"
+    )
     args = parser.parse_args(argv)
     out = common.setup(args)
     plan = dict(SMOKE if args.smoke else FULL)
     key = run_key(args.regime, args.backbone, args.source)
-    plan.update({k: tuple(v) for k, v in (("poolings", args.poolings), ("losses", args.losses), ("seeds", args.seeds)) if v})
+    plan.update(
+        {
+            k: tuple(v)
+            for k, v in (
+                ("poolings", args.poolings),
+                ("losses", args.losses),
+                ("seeds", args.seeds),
+            )
+            if v
+        }
+    )
     table: dict = {}
     for name in plan["poolings"]:
         table[name] = {}
         for loss in plan["losses"]:
             cfg = run_config(name, loss, args.regime, args.smoke, args.backbone, args.source)
-            runs = common.train_seeds(cfg, plan["seeds"], out, reuse=args.reuse, measure=common.target_share)
+            runs = common.train_seeds(
+                cfg, plan["seeds"], out, reuse=args.reuse, measure=common.target_share
+            )
             table[name][loss] = common.summary(runs, METRICS)
-            print(f"{name:8s} {loss:10s} MAP@R {common.cell(table[name][loss], 'map_at_r')}  target-tile weight "
-                  f"{share(table[name][loss])}  ({table[name][loss]['seconds']:.0f} s)", flush=True)
-    header = ["pooling (128D MAP@R)", *(f"{args.regime} {loss}" for loss in plan["losses"]),
-              *(f"target-tile weight {loss}" for loss in plan["losses"]),
-              *(f"paper Cifar Collage {loss}" for loss in plan["losses"])]
-    rows = [[name, *(common.cell(table[name][loss], "map_at_r") for loss in plan["losses"]),
-             *(share(table[name][loss]) for loss in plan["losses"]),
-             *(paper(POOLINGS[name][1 if loss == "C2" else 2]) for loss in plan["losses"])] for name in table]
+            print(
+                f"{name:8s} {loss:10s} MAP@R {common.cell(table[name][loss], 'map_at_r')}  target-tile weight "
+                f"{share(table[name][loss])}  ({table[name][loss]['seconds']:.0f} s)",
+                flush=True,
+            )
+    header = [
+        "pooling (128D MAP@R)",
+        *(f"{args.regime} {loss}" for loss in plan["losses"]),
+        *(f"target-tile weight {loss}" for loss in plan["losses"]),
+        *(f"paper Cifar Collage {loss}" for loss in plan["losses"]),
+    ]
+    rows = [
+        [
+            name,
+            *(common.cell(table[name][loss], "map_at_r") for loss in plan["losses"]),
+            *(share(table[name][loss]) for loss in plan["losses"]),
+            *(paper(POOLINGS[name][1 if loss == "C2" else 2]) for loss in plan["losses"]),
+        ]
+        for name in table
+    ]
     text = markdown_table(header, rows)
     total = sum(entry["seconds"] for losses in table.values() for entry in losses.values())
-    print(f"\ncollage_shared ({args.source}), {args.regime} {args.backbone}, seeds {list(plan['seeds'])}, test MAP@R x100, "
-          f"mean ± std over seeds; training time {total:.0f} s\n{text}")
-    payload = {"plan": {k: list(v) for k, v in plan.items()}, "regime": args.regime, "backbone": args.backbone, "source": args.source, "results": table, "table": text,
-               "seconds": total, "threads": args.threads, "plots": [str(bar_plot(out, table, plan["losses"], key))]}
+    print(
+        f"\ncollage_shared ({args.source}), {args.regime} {args.backbone}, seeds {list(plan['seeds'])}, test MAP@R x100, "
+        f"mean ± std over seeds; training time {total:.0f} s\n{text}"
+    )
+    payload = {
+        "plan": {k: list(v) for k, v in plan.items()},
+        "regime": args.regime,
+        "backbone": args.backbone,
+        "source": args.source,
+        "results": table,
+        "table": text,
+        "seconds": total,
+        "threads": args.threads,
+        "plots": [str(bar_plot(out, table, plan["losses"], key))],
+    }
     common.write_json(out / "results.json", payload)
     if not args.smoke:
-        common.publish("pooling_comparison", key, {k: v for k, v in payload.items() if k != "plots"}, reproduction,
-                       plots=payload["plots"])
+        common.publish(
+            "pooling_comparison",
+            key,
+            {k: v for k, v in payload.items() if k != "plots"},
+            reproduction,
+            plots=payload["plots"],
+        )
     return payload
 
 

@@ -91,29 +91,57 @@ SWEEP_TEMPERATURES = (1 / 27, 1 / 9, 1 / 3, 1.0, 2.0)
 #: Table 7 row -> (the change that removes the component, that change as the table prints it, what
 #: it removes, the paper's R@1 change)
 ABLATION = {
-    "ProxyNCA++": (lambda cfg: cfg, "",
-                   ("nothing: T = 1/9, GMP, LayerNorm, 16 x 4 batches, proxies x1e5, assignment "
-                    "probability"), 0.0),
-    "-scale": (lambda cfg: common.with_loss(cfg, temperature=1.0), "loss.temperature=1.0", "T = 1",
-               -10.8),
-    "-max": (lambda cfg: common.with_pooling(cfg, name="gap"), "model.pooling={name: gap}",
-             "global average pooling", -3.2),
-    "-norm": (lambda cfg: common.with_model(cfg, pooled_norm=None), "model.pooled_norm=null",
-              "no LayerNorm before the embedding layer", -2.6),
-    "-cbs": (lambda cfg: common.with_data(cfg, sampler="random"), "data.sampler=random",
-             "random batches of 64 images", -2.6),
-    "-fast": (lambda cfg: common.with_loss(cfg, lr_multiplier=1.0), "loss.lr_multiplier=1.0",
-              "proxies at the base learning rate (Adam eps stays 1)", -1.9),
-    "-prob": (lambda cfg: common.with_loss(cfg, assignment_probability=False),
-              "loss.assignment_probability=false",
-              "ProxyNCA's positive-excluded denominator (ProxyNCA++ paper Eq. 3)", -1.1),
+    "ProxyNCA++": (
+        lambda cfg: cfg,
+        "",
+        ("nothing: T = 1/9, GMP, LayerNorm, 16 x 4 batches, proxies x1e5, assignment probability"),
+        0.0,
+    ),
+    "-scale": (
+        lambda cfg: common.with_loss(cfg, temperature=1.0),
+        "loss.temperature=1.0",
+        "T = 1",
+        -10.8,
+    ),
+    "-max": (
+        lambda cfg: common.with_pooling(cfg, name="gap"),
+        "model.pooling={name: gap}",
+        "global average pooling",
+        -3.2,
+    ),
+    "-norm": (
+        lambda cfg: common.with_model(cfg, pooled_norm=None),
+        "model.pooled_norm=null",
+        "no LayerNorm before the embedding layer",
+        -2.6,
+    ),
+    "-cbs": (
+        lambda cfg: common.with_data(cfg, sampler="random"),
+        "data.sampler=random",
+        "random batches of 64 images",
+        -2.6,
+    ),
+    "-fast": (
+        lambda cfg: common.with_loss(cfg, lr_multiplier=1.0),
+        "loss.lr_multiplier=1.0",
+        "proxies at the base learning rate (Adam eps stays 1)",
+        -1.9,
+    ),
+    "-prob": (
+        lambda cfg: common.with_loss(cfg, assignment_probability=False),
+        "loss.assignment_probability=false",
+        "ProxyNCA's positive-excluded denominator (ProxyNCA++ paper Eq. 3)",
+        -1.1,
+    ),
 }
 PAPER_FULL_R1 = 72.2  # ProxyNCA++ paper Table 7, CUB200, ResNet-50, 2048-D
 METRICS = ("recall_at_1", "recall_at_2", "recall_at_4", "recall_at_8", "map_at_r")
 TEMPERATURES = (1.0, 1 / 3, 1 / 9, 1 / 27)
 PARTS = ("moons", "sweep", "ablation")
 FULL = dict(seeds=(0, 1, 2), temperatures=SWEEP_TEMPERATURES, rows=tuple(ABLATION), moon_steps=2000)
-SMOKE = dict(seeds=(0,), temperatures=(1 / 9, 1.0), rows=("ProxyNCA++", "-scale", "-fast"), moon_steps=20)
+SMOKE = dict(
+    seeds=(0,), temperatures=(1 / 9, 1.0), rows=("ProxyNCA++", "-scale", "-fast"), moon_steps=20
+)
 
 
 def moons_classifier(temperature: float, steps: int, x: torch.Tensor, y: torch.Tensor) -> nn.Module:
@@ -149,8 +177,13 @@ def two_moons(out: Path, steps: int) -> dict:
         axes = figure.add_subplot(1, len(TEMPERATURES), i + 1)
         axes.contourf(gx, gy, probability, levels=20, cmap="RdBu", alpha=0.8)
         axes.contour(gx, gy, probability, levels=[0.5], colors="k", linewidths=1)
-        axes.scatter(points[:, 0], points[:, 1], c=labels, cmap="RdBu", edgecolors="k", s=8, linewidths=0.3)
-        axes.set_title(f"T = {temperature_label(temperature)}  (train acc {100 * accuracy[temperature_label(temperature)]:.1f}%)", fontsize=8)
+        axes.scatter(
+            points[:, 0], points[:, 1], c=labels, cmap="RdBu", edgecolors="k", s=8, linewidths=0.3
+        )
+        axes.set_title(
+            f"T = {temperature_label(temperature)}  (train acc {100 * accuracy[temperature_label(temperature)]:.1f}%)",
+            fontsize=8,
+        )
         axes.set_xticks([])
         axes.set_yticks([])
     figure.tight_layout()
@@ -171,8 +204,14 @@ def part_key(part: str, optimiser: str, regime: str = "frozen") -> str:
     return key if regime == "frozen" else f"{key}-{regime}"
 
 
-def proxynca_config(change: common.Change, *, name: str, smoke: bool,
-                    optimiser: str = "paper", regime: str = "frozen") -> RunConfig:
+def proxynca_config(
+    change: common.Change,
+    *,
+    name: str,
+    smoke: bool,
+    optimiser: str = "paper",
+    regime: str = "frozen",
+) -> RunConfig:
     """ProxyNCA++ with the paper's optimiser (setting ``optimiser``) in the papers' regime with the
     backbone ``regime``, then ``change``."""
     cfg = paper_optimiser(proxynca_pp(common.papers_regime(PRESET, smoke)))
@@ -181,19 +220,30 @@ def proxynca_config(change: common.Change, *, name: str, smoke: bool,
     return common.named(cfg, part_key(name, optimiser, regime))
 
 
-def sweep_config(temperature: float, smoke: bool = False, optimiser: str = "paper",
-                 regime: str = "frozen") -> RunConfig:
+def sweep_config(
+    temperature: float, smoke: bool = False, optimiser: str = "paper", regime: str = "frozen"
+) -> RunConfig:
     """The sweep point ``temperature``: the full ProxyNCA++ with only ``loss.temperature`` changed."""
-    return proxynca_config(functools.partial(common.with_loss, temperature=temperature),
-                           name="T" + temperature_label(temperature).replace("/", "-"), smoke=smoke,
-                           optimiser=optimiser, regime=regime)
+    return proxynca_config(
+        functools.partial(common.with_loss, temperature=temperature),
+        name="T" + temperature_label(temperature).replace("/", "-"),
+        smoke=smoke,
+        optimiser=optimiser,
+        regime=regime,
+    )
 
 
-def ablation_config(row: str, smoke: bool = False, optimiser: str = "paper",
-                    regime: str = "frozen") -> RunConfig:
+def ablation_config(
+    row: str, smoke: bool = False, optimiser: str = "paper", regime: str = "frozen"
+) -> RunConfig:
     """The Table 7 row ``row``; a row equal to a sweep point is that point (same name, same run)."""
-    cfg = proxynca_config(ABLATION[row][0], name="full" if row == "ProxyNCA++" else f"no-{row[1:]}", smoke=smoke,
-                          optimiser=optimiser, regime=regime)
+    cfg = proxynca_config(
+        ABLATION[row][0],
+        name="full" if row == "ProxyNCA++" else f"no-{row[1:]}",
+        smoke=smoke,
+        optimiser=optimiser,
+        regime=regime,
+    )
     for temperature in SWEEP_TEMPERATURES:
         twin = sweep_config(temperature, smoke, optimiser, regime)
         if dataclasses.replace(cfg, name=twin.name) == twin:
@@ -224,35 +274,66 @@ class Trainings:
 
     def __call__(self, cfg: RunConfig) -> dict:
         if cfg.name not in self.done:
-            runs = common.train_seeds(cfg, self.seeds, self.out, reuse=self.reuse, measure=validation_gain)
+            runs = common.train_seeds(
+                cfg, self.seeds, self.out, reuse=self.reuse, measure=validation_gain
+            )
             self.done[cfg.name] = summarize(runs)
-            print(f"{cfg.name:10s} R@1 {common.cell(self.done[cfg.name], 'recall_at_1')}  "
-                  f"MAP@R {common.cell(self.done[cfg.name], 'map_at_r')}  ({self.done[cfg.name]['seconds']:.0f} s)", flush=True)
+            print(
+                f"{cfg.name:10s} R@1 {common.cell(self.done[cfg.name], 'recall_at_1')}  "
+                f"MAP@R {common.cell(self.done[cfg.name], 'map_at_r')}  ({self.done[cfg.name]['seconds']:.0f} s)",
+                flush=True,
+            )
         return self.done[cfg.name]
 
 
 def regime_plan(cfg: RunConfig, seeds) -> dict:
     optimizer = {key: getattr(cfg.optimizer, key) for key in ("lr", "eps", "weight_decay")}
-    return {"seeds": list(seeds), "max_steps": cfg.schedule.max_steps, "eval_every": cfg.evaluation.every,
-            "patience": cfg.evaluation.patience, "optimizer": optimizer,
-            "lr_multiplier": cfg.loss["lr_multiplier"],
-            "backbone": {"frozen": cfg.model.backbone["frozen"], "lr_multiplier": cfg.optimizer.lr_multipliers.backbone}}
+    return {
+        "seeds": list(seeds),
+        "max_steps": cfg.schedule.max_steps,
+        "eval_every": cfg.evaluation.every,
+        "patience": cfg.evaluation.patience,
+        "optimizer": optimizer,
+        "lr_multiplier": cfg.loss["lr_multiplier"],
+        "backbone": {
+            "frozen": cfg.model.backbone["frozen"],
+            "lr_multiplier": cfg.optimizer.lr_multipliers.backbone,
+        },
+    }
 
 
 def sweep_plot_name(optimiser: str, regime: str = "frozen") -> str:
     return part_key("temperature_sweep", optimiser, regime) + ".png"
 
 
-def temperature_sweep(plan: dict, train: Trainings, smoke: bool, out: Path, optimiser: str, regime: str = "frozen") -> dict:
+def temperature_sweep(
+    plan: dict, train: Trainings, smoke: bool, out: Path, optimiser: str, regime: str = "frozen"
+) -> dict:
     """Train every temperature over the seeds; R@1 / MAP@R per T, the plot of both against T."""
-    table = {temperature_label(t): train(sweep_config(t, smoke, optimiser, regime)) for t in plan["temperatures"]}
-    rows = [[t, common.cell(e, "recall_at_1"), common.cell(e, "map_at_r"), common.cell(e, "val_gain")] for t, e in table.items()]
-    text = markdown_table(["T", "test R@1", "test MAP@R", "val MAP@R gain (best - first round)"], rows)
-    sweep_plot(plan["temperatures"], table, out / sweep_plot_name(optimiser, regime),
-               f"{REGIMES[regime]},\n{OPTIMISERS[optimiser][1]}")
+    table = {
+        temperature_label(t): train(sweep_config(t, smoke, optimiser, regime))
+        for t in plan["temperatures"]
+    }
+    rows = [
+        [t, common.cell(e, "recall_at_1"), common.cell(e, "map_at_r"), common.cell(e, "val_gain")]
+        for t, e in table.items()
+    ]
+    text = markdown_table(
+        ["T", "test R@1", "test MAP@R", "val MAP@R gain (best - first round)"], rows
+    )
+    sweep_plot(
+        plan["temperatures"],
+        table,
+        out / sweep_plot_name(optimiser, regime),
+        f"{REGIMES[regime]},\n{OPTIMISERS[optimiser][1]}",
+    )
     first = sweep_config(plan["temperatures"][0], smoke, optimiser, regime)
-    return {"plan": {**regime_plan(first, plan["seeds"]), "temperatures": list(table)},
-            "results": table, "table": text, "seconds": sum(e["seconds"] for e in table.values())}
+    return {
+        "plan": {**regime_plan(first, plan["seeds"]), "temperatures": list(table)},
+        "results": table,
+        "table": text,
+        "seconds": sum(e["seconds"] for e in table.values()),
+    }
 
 
 def sweep_plot(temperatures, table: dict, path: Path, label: str) -> None:
@@ -268,14 +349,20 @@ def sweep_plot(temperatures, table: dict, path: Path, label: str) -> None:
         axes.set_xscale("log")
         axes.set_xticks(temperatures, list(table))
         axes.set_xlabel("temperature T")
-        axes.set_title(f"test {'R@1' if metric == 'recall_at_1' else 'MAP@R'} (mean ± std over seeds)\n{label}", fontsize=8)
+        axes.set_title(
+            f"test {'R@1' if metric == 'recall_at_1' else 'MAP@R'} (mean ± std over seeds)\n{label}",
+            fontsize=8,
+        )
     figure.tight_layout()
     figure.savefig(path, dpi=70)
 
 
-def ablation(plan: dict, train: Trainings, smoke: bool, optimiser: str, regime: str = "frozen") -> dict:
+def ablation(
+    plan: dict, train: Trainings, smoke: bool, optimiser: str, regime: str = "frozen"
+) -> dict:
     """Table 7 analogue: each row's R@1 and MAP@R and their change from the full ProxyNCA++.
     Rows that are not sweep points train first (a parallel sweep process may still be training those)."""
+
     def config(row):
         return ablation_config(row, smoke, optimiser, regime)
 
@@ -284,16 +371,39 @@ def ablation(plan: dict, train: Trainings, smoke: bool, optimiser: str, regime: 
         train(config(row))
     table = {row: train(config(row)) for row in plan["rows"]}
     full = table["ProxyNCA++"]
-    rows = [[row, f"`{ABLATION[row][1]}`" if ABLATION[row][1] else "-",
-             common.cell(e, "recall_at_1"),
-             f"{e['recall_at_1']['mean'] - full['recall_at_1']['mean']:+.2f}",
-             f"{ABLATION[row][3]:+.1f}",
-             common.cell(e, "map_at_r"), f"{e['map_at_r']['mean'] - full['map_at_r']['mean']:+.2f}", common.cell(e, "val_gain")]
-            for row, e in table.items()]
-    text = markdown_table(["row", "change", "test R@1", "ΔR@1", "paper ΔR@1 (CUB)", "test MAP@R", "ΔMAP@R", "val MAP@R gain"], rows)
-    return {"plan": {**regime_plan(config("ProxyNCA++"), plan["seeds"]), "rows": list(table)},
-            "results": table, "table": text, "seconds": sum(e["seconds"] for e in table.values()),
-            "removed": {row: ABLATION[row][2] for row in table}}
+    rows = [
+        [
+            row,
+            f"`{ABLATION[row][1]}`" if ABLATION[row][1] else "-",
+            common.cell(e, "recall_at_1"),
+            f"{e['recall_at_1']['mean'] - full['recall_at_1']['mean']:+.2f}",
+            f"{ABLATION[row][3]:+.1f}",
+            common.cell(e, "map_at_r"),
+            f"{e['map_at_r']['mean'] - full['map_at_r']['mean']:+.2f}",
+            common.cell(e, "val_gain"),
+        ]
+        for row, e in table.items()
+    ]
+    text = markdown_table(
+        [
+            "row",
+            "change",
+            "test R@1",
+            "ΔR@1",
+            "paper ΔR@1 (CUB)",
+            "test MAP@R",
+            "ΔMAP@R",
+            "val MAP@R gain",
+        ],
+        rows,
+    )
+    return {
+        "plan": {**regime_plan(config("ProxyNCA++"), plan["seeds"]), "rows": list(table)},
+        "results": table,
+        "table": text,
+        "seconds": sum(e["seconds"] for e in table.values()),
+        "removed": {row: ABLATION[row][2] for row in table},
+    }
 
 
 def inverted_u(table: dict, metric: str) -> str:
@@ -311,7 +421,11 @@ def largest_drop(table: dict, metric: str) -> str:
     """Verdict on "removing low temperature scaling costs the most": *not reproduced* when another
     row loses more; otherwise :func:`common.verdict` of the full model against ``-scale``."""
     full = table["ProxyNCA++"]
-    deltas = {row: e[metric]["mean"] - full[metric]["mean"] for row, e in table.items() if row != "ProxyNCA++"}
+    deltas = {
+        row: e[metric]["mean"] - full[metric]["mean"]
+        for row, e in table.items()
+        if row != "ProxyNCA++"
+    }
     largest = min(deltas, key=deltas.get)
     if largest != "-scale":
         return f"not reproduced (largest drop {largest} {deltas[largest]:+.2f}, -scale {deltas['-scale']:+.2f})"
@@ -343,10 +457,16 @@ def reproduction(runs: dict) -> list[dict]:
     rows = []
     if "two-moons" in runs:
         accuracy = runs["two-moons"]["train_accuracy"]
-        rows.append({"experiment": "ProxyNCA++ temperature on two moons (ProxyNCA++ paper Fig. 3)",
-                     "claim": "a lower T gives a more refined decision boundary", "paper": "figure (qualitative)",
-                     "ours": "training accuracy " + ", ".join(f"T={t}: {100 * a:.1f}%" for t, a in accuracy.items()),
-                     "verdict": moons_verdict(accuracy)})
+        rows.append(
+            {
+                "experiment": "ProxyNCA++ temperature on two moons (ProxyNCA++ paper Fig. 3)",
+                "claim": "a lower T gives a more refined decision boundary",
+                "paper": "figure (qualitative)",
+                "ours": "training accuracy "
+                + ", ".join(f"T={t}: {100 * a:.1f}%" for t, a in accuracy.items()),
+                "verdict": moons_verdict(accuracy),
+            }
+        )
     for regime in REGIMES:
         for optimiser in OPTIMISERS:
             rows += regime_rows(runs, optimiser, regime)
@@ -360,11 +480,19 @@ def sweep_rows(runs: dict, optimiser: str, regime: str) -> list[dict]:
         return []
     table = runs[key]["results"]
     setting = f"collage_shared, {REGIMES[regime]}, {OPTIMISERS[optimiser][1]}"
-    return [{"experiment": f"ProxyNCA++ temperature sweep, {setting} (ProxyNCA++ paper §3.4, Fig. 4a)",
-             "claim": "test R@1 peaks at an intermediate low temperature (inverted U)", "paper": "best T = 1/9 on CUB200",
-             "ours": "; ".join(f"T={t}: R@1 {common.cell(e, 'recall_at_1')}, MAP@R {common.cell(e, 'map_at_r')}, "
-                               f"val gain {common.cell(e, 'val_gain')}" for t, e in table.items()),
-             "verdict": f"R@1: {inverted_u(table, 'recall_at_1')}; MAP@R: {inverted_u(table, 'map_at_r')}"}]
+    return [
+        {
+            "experiment": f"ProxyNCA++ temperature sweep, {setting} (ProxyNCA++ paper §3.4, Fig. 4a)",
+            "claim": "test R@1 peaks at an intermediate low temperature (inverted U)",
+            "paper": "best T = 1/9 on CUB200",
+            "ours": "; ".join(
+                f"T={t}: R@1 {common.cell(e, 'recall_at_1')}, MAP@R {common.cell(e, 'map_at_r')}, "
+                f"val gain {common.cell(e, 'val_gain')}"
+                for t, e in table.items()
+            ),
+            "verdict": f"R@1: {inverted_u(table, 'recall_at_1')}; MAP@R: {inverted_u(table, 'map_at_r')}",
+        }
+    ]
 
 
 def regime_rows(runs: dict, optimiser: str, regime: str) -> list[dict]:
@@ -375,18 +503,35 @@ def regime_rows(runs: dict, optimiser: str, regime: str) -> list[dict]:
     if part_key("ablation", optimiser, regime) in runs:
         table = runs[part_key("ablation", optimiser, regime)]["results"]
         full = table["ProxyNCA++"]
-        deltas = "; ".join(f"{row} {e['recall_at_1']['mean'] - full['recall_at_1']['mean']:+.2f} R@1 / "
-                           f"{e['map_at_r']['mean'] - full['map_at_r']['mean']:+.2f} MAP@R" for row, e in table.items() if row != "ProxyNCA++")
+        deltas = "; ".join(
+            f"{row} {e['recall_at_1']['mean'] - full['recall_at_1']['mean']:+.2f} R@1 / "
+            f"{e['map_at_r']['mean'] - full['map_at_r']['mean']:+.2f} MAP@R"
+            for row, e in table.items()
+            if row != "ProxyNCA++"
+        )
         paper = f"R@1 {PAPER_FULL_R1}; " + ", ".join(
-            f"{row} {ABLATION[row][3]:+.1f}" for row in table if row != "ProxyNCA++")
+            f"{row} {ABLATION[row][3]:+.1f}" for row in table if row != "ProxyNCA++"
+        )
         ours = f"full R@1 {common.cell(full, 'recall_at_1')}, MAP@R {common.cell(full, 'map_at_r')}; {deltas}"
         experiment = f"ProxyNCA++ ablation, {setting} (ProxyNCA++ paper Table 7)"
-        rows.append({"experiment": experiment + ": -scale", "claim": "removing low temperature scaling costs the most R@1",
-                     "paper": paper, "ours": ours,
-                     "verdict": f"R@1: {largest_drop(table, 'recall_at_1')}; MAP@R: {largest_drop(table, 'map_at_r')}"})
-        rows.append({"experiment": experiment + ": every component", "claim": "removing any component lowers R@1",
-                     "paper": paper, "ours": ours,
-                     "verdict": f"R@1: {every_component_helps(table, 'recall_at_1')}; MAP@R: {every_component_helps(table, 'map_at_r')}"})
+        rows.append(
+            {
+                "experiment": experiment + ": -scale",
+                "claim": "removing low temperature scaling costs the most R@1",
+                "paper": paper,
+                "ours": ours,
+                "verdict": f"R@1: {largest_drop(table, 'recall_at_1')}; MAP@R: {largest_drop(table, 'map_at_r')}",
+            }
+        )
+        rows.append(
+            {
+                "experiment": experiment + ": every component",
+                "claim": "removing any component lowers R@1",
+                "paper": paper,
+                "ours": ours,
+                "verdict": f"R@1: {every_component_helps(table, 'recall_at_1')}; MAP@R: {every_component_helps(table, 'map_at_r')}",
+            }
+        )
     return rows
 
 
@@ -401,19 +546,38 @@ def select_temperatures(plan: dict, labels) -> tuple[dict, bool]:
 
 def main(argv=None) -> dict:
     parser = common.parser("proxynca_temperature", __doc__.splitlines()[0])
-    parser.add_argument("--parts", nargs="+", choices=PARTS,
-                        help="which parts to run (a sweep and an ablation process can run side by side with --reuse); "
-                             "default: all three (frozen), the sweep and the ablation (finetune)")
-    parser.add_argument("--optimiser", nargs="+", choices=list(OPTIMISERS), default=list(OPTIMISERS),
-                        help="settings of the paper's optimiser to run the sweep and the ablation with (keys sweep[-<setting>], ablation[-<setting>])")
-    parser.add_argument("--regime", choices=list(REGIMES), default="frozen",
-                        help="backbone regime of the sweep and the ablation (keys <part>[-<setting>]-finetune for finetune); the moons are frozen-only")
-    parser.add_argument("--temperatures", nargs="+", choices=[temperature_label(t) for t in SWEEP_TEMPERATURES],
-                        help="train only these sweep points, to split a sweep across processes with --reuse; a run with a partial sweep publishes nothing")
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=PARTS,
+        help="which parts to run (a sweep and an ablation process can run side by side with --reuse); "
+        "default: all three (frozen), the sweep and the ablation (finetune)",
+    )
+    parser.add_argument(
+        "--optimiser",
+        nargs="+",
+        choices=list(OPTIMISERS),
+        default=list(OPTIMISERS),
+        help="settings of the paper's optimiser to run the sweep and the ablation with (keys sweep[-<setting>], ablation[-<setting>])",
+    )
+    parser.add_argument(
+        "--regime",
+        choices=list(REGIMES),
+        default="frozen",
+        help="backbone regime of the sweep and the ablation (keys <part>[-<setting>]-finetune for finetune); the moons are frozen-only",
+    )
+    parser.add_argument(
+        "--temperatures",
+        nargs="+",
+        choices=[temperature_label(t) for t in SWEEP_TEMPERATURES],
+        help="train only these sweep points, to split a sweep across processes with --reuse; a run with a partial sweep publishes nothing",
+    )
     args = parser.parse_args(argv)
     args.parts = args.parts or (list(PARTS) if args.regime == "frozen" else ["sweep", "ablation"])
     if args.regime != "frozen" and "moons" in args.parts:
-        parser.error(f"--regime {args.regime}: the two moons have no backbone (--parts sweep ablation)")
+        parser.error(
+            f"--regime {args.regime}: the two moons have no backbone (--parts sweep ablation)"
+        )
     out = common.setup(args)
     plan, partial = select_temperatures(SMOKE if args.smoke else FULL, args.temperatures)
     train = Trainings(plan["seeds"], out, args.reuse)
@@ -421,21 +585,37 @@ def main(argv=None) -> dict:
     if "moons" in args.parts:
         start = time.perf_counter()
         moons = two_moons(out, plan["moon_steps"])
-        rows = [["training accuracy (%)", *(f"{100 * a:.1f}" for a in moons["train_accuracy"].values())]]
-        payloads["two-moons"] = {**moons, "plan": {"seeds": [0], "steps": plan["moon_steps"]},
-                                 "table": markdown_table(["T", *moons["train_accuracy"]], rows), "seconds": time.perf_counter() - start}
+        rows = [
+            ["training accuracy (%)", *(f"{100 * a:.1f}" for a in moons["train_accuracy"].values())]
+        ]
+        payloads["two-moons"] = {
+            **moons,
+            "plan": {"seeds": [0], "steps": plan["moon_steps"]},
+            "table": markdown_table(["T", *moons["train_accuracy"]], rows),
+            "seconds": time.perf_counter() - start,
+        }
     for optimiser in args.optimiser:
         if "sweep" in args.parts:
-            payloads[part_key("sweep", optimiser, args.regime)] = temperature_sweep(plan, train, args.smoke, out, optimiser, args.regime)
-            plots[part_key("sweep", optimiser, args.regime)] = [str(out / sweep_plot_name(optimiser, args.regime))]
+            payloads[part_key("sweep", optimiser, args.regime)] = temperature_sweep(
+                plan, train, args.smoke, out, optimiser, args.regime
+            )
+            plots[part_key("sweep", optimiser, args.regime)] = [
+                str(out / sweep_plot_name(optimiser, args.regime))
+            ]
         if "ablation" in args.parts:
-            payloads[part_key("ablation", optimiser, args.regime)] = ablation(plan, train, args.smoke, optimiser, args.regime)
+            payloads[part_key("ablation", optimiser, args.regime)] = ablation(
+                plan, train, args.smoke, optimiser, args.regime
+            )
     for key, payload in payloads.items():
         payload["threads"] = args.threads
         print(f"\n{key}, seeds {payload['plan']['seeds']}\n{payload['table']}")
         if not (args.smoke or partial):
-            common.publish("proxynca_temperature", key, payload, reproduction, plots=plots.get(key, []))
-    common.write_json(out / "results.json", {"runs": payloads, "reproduction": reproduction(payloads)})
+            common.publish(
+                "proxynca_temperature", key, payload, reproduction, plots=plots.get(key, [])
+            )
+    common.write_json(
+        out / "results.json", {"runs": payloads, "reproduction": reproduction(payloads)}
+    )
     return payloads
 
 

@@ -35,7 +35,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "experiments")]
 
 import common  # noqa: E402
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
@@ -66,14 +65,23 @@ class TokenModel(nn.Module):
     def __init__(self, pooling: str, vocabulary: TokenVocabulary, dim: int, args):
         super().__init__()
         self.tokens = nn.Parameter(nn.init.xavier_uniform_(torch.empty(vocabulary.size, dim)))
-        self.fixed_rows = torch.arange(vocabulary.size) >= vocabulary.num_classes * vocabulary.tokens_per_class
+        self.fixed_rows = (
+            torch.arange(vocabulary.size) >= vocabulary.num_classes * vocabulary.tokens_per_class
+        )
         if args.shared == "fixed":
             self.tokens.register_hook(lambda grad: grad.masked_fill(self.fixed_rows[:, None], 0.0))
         if pooling == "gap":
             self.pooling = GAP(dim)
         else:
-            self.pooling = GSP(dim, num_prototypes=args.prototypes, mu=args.mu, eps=args.eps, iters=args.iters,
-                               init=args.init, memory_size=args.memory)
+            self.pooling = GSP(
+                dim,
+                num_prototypes=args.prototypes,
+                mu=args.mu,
+                eps=args.eps,
+                iters=args.iters,
+                init=args.init,
+                memory_size=args.memory,
+            )
         self.warmup_steps = args.warmup_steps if pooling == "gsp" and args.init == "kcenter" else 0
         self.steps = 0
         self.clamp_()
@@ -84,7 +92,11 @@ class TokenModel(nn.Module):
             self.steps += 1
             return features.mean(1), torch.full(tokens.shape, 1.0 / tokens.shape[1])
         out = self.pooling(features)
-        weights = out.weights if out.weights is not None else torch.full(tokens.shape, 1.0 / tokens.shape[1])
+        weights = (
+            out.weights
+            if out.weights is not None
+            else torch.full(tokens.shape, 1.0 / tokens.shape[1])
+        )
         return out.vector, weights
 
     @torch.no_grad()
@@ -111,7 +123,9 @@ def evaluate(model: TokenModel, bags: TokenBags) -> dict:
     }
 
 
-def train_one(pooling: str, seed: int, args, vocabulary: TokenVocabulary, val: TokenBags, test: TokenBags) -> dict:
+def train_one(
+    pooling: str, seed: int, args, vocabulary: TokenVocabulary, val: TokenBags, test: TokenBags
+) -> dict:
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     model = TokenModel(pooling, vocabulary, args.dim, args)
@@ -136,12 +150,16 @@ def train_one(pooling: str, seed: int, args, vocabulary: TokenVocabulary, val: T
             break
     model.load_state_dict(best_state)
     result = evaluate(model, test)
-    result.update(val_map_at_r=best, best_epoch=best_epoch, epochs_run=len(history), val_history=history)
+    result.update(
+        val_map_at_r=best, best_epoch=best_epoch, epochs_run=len(history), val_history=history
+    )
     result["model"] = model
     return result
 
 
-def plot(runs: dict, test: TokenBags, vocabulary: TokenVocabulary, path: Path, per_class: int) -> None:
+def plot(
+    runs: dict, test: TokenBags, vocabulary: TokenVocabulary, path: Path, per_class: int
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -149,7 +167,9 @@ def plot(runs: dict, test: TokenBags, vocabulary: TokenVocabulary, path: Path, p
     from scipy.spatial import ConvexHull
 
     colors = plt.get_cmap("tab20")(np.arange(vocabulary.num_classes) % 20)
-    keep = torch.cat([torch.nonzero(test.labels == c)[:per_class, 0] for c in range(vocabulary.num_classes)])
+    keep = torch.cat(
+        [torch.nonzero(test.labels == c)[:per_class, 0] for c in range(vocabulary.num_classes)]
+    )
     fig, axes = plt.subplots(1, 3, figsize=(13, 4.3))
     for ax, pooling in zip(axes[:2], POOLINGS):
         run = runs[pooling]
@@ -162,7 +182,10 @@ def plot(runs: dict, test: TokenBags, vocabulary: TokenVocabulary, path: Path, p
                 ring = np.append(hull.vertices, hull.vertices[0])
                 ax.fill(cls[ring, 0], cls[ring, 1], color=colors[c], alpha=0.15)
                 ax.plot(cls[ring, 0], cls[ring, 1], color=colors[c], lw=0.8)
-        ax.set_title(f"{pooling.upper()} global representations, MAP@R {100 * run['map_at_r']:.1f}", fontsize=9)
+        ax.set_title(
+            f"{pooling.upper()} global representations, MAP@R {100 * run['map_at_r']:.1f}",
+            fontsize=9,
+        )
         ax.set_aspect("equal")
     # learned GSP tokens, sized by the mean pooling weight (x n) each token occurrence receives
     run = runs["gsp"]
@@ -186,30 +209,61 @@ def plot(runs: dict, test: TokenBags, vocabulary: TokenVocabulary, path: Path, p
 
 
 def main(argv=None) -> dict:
-    parser = common.parser("synthetic_tokens", "GAP vs GSP on bags of trainable tokens (GSP paper §5.1)", smoke_help="2 epochs of 5 steps, 16 samples/class, 1 seed", reuse=False, threads=2)
+    parser = common.parser(
+        "synthetic_tokens",
+        "GAP vs GSP on bags of trainable tokens (GSP paper §5.1)",
+        smoke_help="2 epochs of 5 steps, 16 samples/class, 1 seed",
+        reuse=False,
+        threads=2,
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--poolings", nargs="+", choices=POOLINGS, default=list(POOLINGS))
-    parser.add_argument("--dim", type=int, default=2, help="token dimension (2 draws Fig. 3a directly)")
-    parser.add_argument("--lr", type=float, default=3e-3, help="the papers use 1e-4 with far more epochs")
+    parser.add_argument(
+        "--dim", type=int, default=2, help="token dimension (2 draws Fig. 3a directly)"
+    )
+    parser.add_argument(
+        "--lr", type=float, default=3e-3, help="the papers use 1e-4 with far more epochs"
+    )
     parser.add_argument("--epochs", type=int, default=6, help="maximum epochs")
     parser.add_argument("--steps-per-epoch", type=int, default=100)
-    parser.add_argument("--patience", type=int, default=30, help="epochs without validation improvement")
+    parser.add_argument(
+        "--patience", type=int, default=30, help="epochs without validation improvement"
+    )
     parser.add_argument("--samples-per-class", type=int, default=4)
     parser.add_argument("--eval-per-class", type=int, default=128)
     parser.add_argument("--prototypes", type=int, default=64)
     parser.add_argument("--mu", type=float, default=0.3)
     parser.add_argument("--eps", type=float, default=10.0)
     parser.add_argument("--iters", type=int, default=100)
-    parser.add_argument("--init", choices=("kcenter", "random"), default="kcenter",
-                        help="GSP prototypes: GAP warm-up then k-center on a memory (authors' code), or random")
-    parser.add_argument("--warmup-steps", type=int, default=200,
-                        help="GAP steps before the memory fills (authors' code: 4096, scaled to this shorter schedule)")
-    parser.add_argument("--memory", type=int, default=1024, help="GAP vectors collected for k-center")
-    parser.add_argument("--shared", choices=("trainable", "fixed"), default="trainable",
-                        help="whether the shared background tokens train (authors' code) or stay fixed")
+    parser.add_argument(
+        "--init",
+        choices=("kcenter", "random"),
+        default="kcenter",
+        help="GSP prototypes: GAP warm-up then k-center on a memory (authors' code), or random",
+    )
+    parser.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=200,
+        help="GAP steps before the memory fills (authors' code: 4096, scaled to this shorter schedule)",
+    )
+    parser.add_argument(
+        "--memory", type=int, default=1024, help="GAP vectors collected for k-center"
+    )
+    parser.add_argument(
+        "--shared",
+        choices=("trainable", "fixed"),
+        default="trainable",
+        help="whether the shared background tokens train (authors' code) or stay fixed",
+    )
     args = parser.parse_args(argv)
     if args.smoke:
-        args.epochs, args.steps_per_epoch, args.eval_per_class, args.seeds = 2, 5, 16, args.seeds[:1]
+        args.epochs, args.steps_per_epoch, args.eval_per_class, args.seeds = (
+            2,
+            5,
+            16,
+            args.seeds[:1],
+        )
         args.warmup_steps, args.memory = 3, args.prototypes
     start = time.perf_counter()
     common.setup(args)
@@ -218,39 +272,81 @@ def main(argv=None) -> dict:
     per_seed: dict[str, list[dict]] = {p: [] for p in args.poolings}
     last = {}
     for seed in args.seeds:
-        val = sample_token_bags(vocabulary, eval_labels, generator=torch.Generator().manual_seed(10_000 + seed))
-        test = sample_token_bags(vocabulary, eval_labels, generator=torch.Generator().manual_seed(20_000 + seed))
+        val = sample_token_bags(
+            vocabulary, eval_labels, generator=torch.Generator().manual_seed(10_000 + seed)
+        )
+        test = sample_token_bags(
+            vocabulary, eval_labels, generator=torch.Generator().manual_seed(20_000 + seed)
+        )
         for pooling in args.poolings:
             run = train_one(pooling, seed, args, vocabulary, val, test)
             last[pooling] = run
-            row = {k: run[k] for k in ("map_at_r", "precision_at_1", "class_token_weight", "class_token_ratio",
-                                       "val_map_at_r", "best_epoch", "epochs_run")}
+            row = {
+                k: run[k]
+                for k in (
+                    "map_at_r",
+                    "precision_at_1",
+                    "class_token_weight",
+                    "class_token_ratio",
+                    "val_map_at_r",
+                    "best_epoch",
+                    "epochs_run",
+                )
+            }
             per_seed[pooling].append({"seed": seed, **row})
-            print(f"seed {seed} {pooling}: test MAP@R {100 * row['map_at_r']:.2f}  P@1 {100 * row['precision_at_1']:.2f}  "
-                  f"weight on class tokens {row['class_token_weight']:.3f} (ratio {row['class_token_ratio']:.3f})  "
-                  f"best epoch {row['best_epoch']}/{row['epochs_run']}", flush=True)
+            print(
+                f"seed {seed} {pooling}: test MAP@R {100 * row['map_at_r']:.2f}  P@1 {100 * row['precision_at_1']:.2f}  "
+                f"weight on class tokens {row['class_token_weight']:.3f} (ratio {row['class_token_ratio']:.3f})  "
+                f"best epoch {row['best_epoch']}/{row['epochs_run']}",
+                flush=True,
+            )
     summary = {
-        p: {k: mean_std([r[k] for r in per_seed[p]]) for k in ("map_at_r", "precision_at_1", "class_token_weight")}
+        p: {
+            k: mean_std([r[k] for r in per_seed[p]])
+            for k in ("map_at_r", "precision_at_1", "class_token_weight")
+        }
         for p in args.poolings
     }
-    table = markdown_table(["pooling", "test MAP@R (%)", "P@1 (%)", "pooling weight on class tokens"], [
-        [p.upper(), f"{100 * summary[p]['map_at_r']['mean']:.2f} ± {100 * summary[p]['map_at_r']['std']:.2f}",
-         f"{100 * summary[p]['precision_at_1']['mean']:.2f} ± {100 * summary[p]['precision_at_1']['std']:.2f}",
-         f"{summary[p]['class_token_weight']['mean']:.3f} ± {summary[p]['class_token_weight']['std']:.3f}"] for p in args.poolings])
+    table = markdown_table(
+        ["pooling", "test MAP@R (%)", "P@1 (%)", "pooling weight on class tokens"],
+        [
+            [
+                p.upper(),
+                f"{100 * summary[p]['map_at_r']['mean']:.2f} ± {100 * summary[p]['map_at_r']['std']:.2f}",
+                f"{100 * summary[p]['precision_at_1']['mean']:.2f} ± {100 * summary[p]['precision_at_1']['std']:.2f}",
+                f"{summary[p]['class_token_weight']['mean']:.3f} ± {summary[p]['class_token_weight']['std']:.3f}",
+            ]
+            for p in args.poolings
+        ],
+    )
     print(f"\n{table}")
     if set(args.poolings) == set(POOLINGS):
         gain = [g["map_at_r"] - a["map_at_r"] for g, a in zip(per_seed["gsp"], per_seed["gap"])]
         g = summary["gsp_minus_gap_map_at_r"] = mean_std(gain)
-        print(f"\nGSP - GAP: {100 * g['mean']:+.2f} ± {100 * g['std']:.2f} MAP@R points over {len(args.seeds)} seed(s) "
-              f"(GSP paper / Gürbüz thesis §6.2 claim: about +70)")
+        print(
+            f"\nGSP - GAP: {100 * g['mean']:+.2f} ± {100 * g['std']:.2f} MAP@R points over {len(args.seeds)} seed(s) "
+            f"(GSP paper / Gürbüz thesis §6.2 claim: about +70)"
+        )
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    results = {"settings": settings, "per_seed": per_seed, "summary": summary, "seconds": time.perf_counter() - start,
-               "table": table, "plan": {"seeds": list(args.seeds)}, "threads": args.threads}
+    results = {
+        "settings": settings,
+        "per_seed": per_seed,
+        "summary": summary,
+        "seconds": time.perf_counter() - start,
+        "table": table,
+        "plan": {"seeds": list(args.seeds)},
+        "threads": args.threads,
+    }
     common.write_json(args.out / "results.json", results)
     if not args.smoke and set(args.poolings) == set(POOLINGS):
         plot(last, test, vocabulary, args.out / f"embeddings-{args.shared}.png", per_class=32)
-        common.publish("synthetic_tokens", f"shared-{args.shared}", results, reproduction,
-                       plots=[str(args.out / f"embeddings-{args.shared}.png")])
+        common.publish(
+            "synthetic_tokens",
+            f"shared-{args.shared}",
+            results,
+            reproduction,
+            plots=[str(args.out / f"embeddings-{args.shared}.png")],
+        )
     return results
 
 
@@ -266,13 +362,23 @@ def reproduction(runs: dict) -> list[dict]:
     rows = []
     for key, payload in runs.items():
         gain, summary = payload["summary"]["gsp_minus_gap_map_at_r"], payload["summary"]
-        cells = {p: {"map_at_r": {k: 100 * summary[p]["map_at_r"][k] for k in ("mean", "std")}} for p in POOLINGS}
-        rows.append({"experiment": f"Synthetic tokens, {key.replace('-', ' ')} (GSP paper Fig. 3a)",
-                     "claim": "GSP ≈ +70 MAP@R over GAP", "paper": "+70",
-                     "ours": f"GAP {100 * summary['gap']['map_at_r']['mean']:.2f} ± {100 * summary['gap']['map_at_r']['std']:.2f}, "
-                             f"GSP {100 * summary['gsp']['map_at_r']['mean']:.2f} ± {100 * summary['gsp']['map_at_r']['std']:.2f} "
-                             f"(GSP − GAP {100 * gain['mean']:+.2f} ± {100 * gain['std']:.2f})",
-                     "verdict": size_verdict(common.verdict(cells["gsp"], {"GAP": cells["gap"]}), 100 * gain["mean"])})
+        cells = {
+            p: {"map_at_r": {k: 100 * summary[p]["map_at_r"][k] for k in ("mean", "std")}}
+            for p in POOLINGS
+        }
+        rows.append(
+            {
+                "experiment": f"Synthetic tokens, {key.replace('-', ' ')} (GSP paper Fig. 3a)",
+                "claim": "GSP ≈ +70 MAP@R over GAP",
+                "paper": "+70",
+                "ours": f"GAP {100 * summary['gap']['map_at_r']['mean']:.2f} ± {100 * summary['gap']['map_at_r']['std']:.2f}, "
+                f"GSP {100 * summary['gsp']['map_at_r']['mean']:.2f} ± {100 * summary['gsp']['map_at_r']['std']:.2f} "
+                f"(GSP − GAP {100 * gain['mean']:+.2f} ± {100 * gain['std']:.2f})",
+                "verdict": size_verdict(
+                    common.verdict(cells["gsp"], {"GAP": cells["gap"]}), 100 * gain["mean"]
+                ),
+            }
+        )
     return rows
 
 

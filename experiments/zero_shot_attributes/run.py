@@ -41,9 +41,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/: common (which adds src/)
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # experiments/: common (which adds src/)
 import common  # noqa: E402
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -70,7 +71,14 @@ PUBLISHED = common.ROOT / "experiments" / "zero_shot_attributes" / "results.json
 PRETRAIN_SPLIT_SEED, GLYPH_SPLIT = 0, (0.6, 0.2, 0.2)
 PROTOTYPES, MU, EPS, LAMBDA = 8, 0.2, 10.0, 0.5
 PNCA = {"name": "proxynca_pp", "lr_multiplier": 100}
-GSP = {"name": "gsp", "num_prototypes": PROTOTYPES, "mu": MU, "eps": EPS, "iters": 100, "memory_size": 1024}
+GSP = {
+    "name": "gsp",
+    "num_prototypes": PROTOTYPES,
+    "mu": MU,
+    "eps": EPS,
+    "iters": 100,
+    "memory_size": 1024,
+}
 
 
 def zsr(mixing: float, logit_scale: float) -> dict:
@@ -89,11 +97,18 @@ MODELS = {
     "gsp_zsr_l01": ("GSP + PNCA + ZSR (λ 0.1, s 9.5)", GSP, zsr(0.1, 9.5)),
     # λ 0 without learning rate: Adam's weight decay alone would shrink the gradient-less
     # prototypes to ~0 (uniform histograms) within a few hundred steps
-    "gap_xml0": ("GAP + PNCA, XML prototypes at their initialisation (λ 0)", {"name": "gap"}, {**xml(0.0), "lr_multiplier": 0.0}),
+    "gap_xml0": (
+        "GAP + PNCA, XML prototypes at their initialisation (λ 0)",
+        {"name": "gap"},
+        {**xml(0.0), "lr_multiplier": 0.0},
+    ),
     "gap_xml": ("GAP + PNCA + XML (λ 0.5)", {"name": "gap"}, xml(LAMBDA)),
     # a diagnostic, not a default model: the class embeddings at 100x the LR, as the proxies
-    "gsp_zsr_fast_v": ("GSP + PNCA + ZSR (λ 0.5, s 9.5, class embeddings at 100× LR: diagnostic)", GSP,
-                       {**zsr(LAMBDA, 9.5), "lr_multiplier": 100}),
+    "gsp_zsr_fast_v": (
+        "GSP + PNCA + ZSR (λ 0.5, s 9.5, class embeddings at 100× LR: diagnostic)",
+        GSP,
+        {**zsr(LAMBDA, 9.5), "lr_multiplier": 100},
+    ),
 }
 DEFAULT_MODELS = ("gsp", "gsp_zsr", "gsp_zsr_s1", "gsp_zsr_l01", "gap_xml0", "gap_xml")
 ZSR_MODELS = ("gsp_zsr", "gsp_zsr_s1", "gsp_zsr_l01")
@@ -102,17 +117,28 @@ BATCH = 10 * 4
 #: ``memory_size`` pooled samples; a model selected at or before this step never trained with L_ZS
 ZSR_STARTS = -(-GSP["memory_size"] // BATCH)
 BACKBONE = {"name": "resnet20", "weights": "resnet20-fashion", "frozen": True}
-SMOKE_BACKBONE = {"name": "small_cnn", "widths": [8, 16], "weights": "smoke-small_cnn-digits", "frozen": True}
+SMOKE_BACKBONE = {
+    "name": "small_cnn",
+    "widths": [8, 16],
+    "weights": "smoke-small_cnn-digits",
+    "frozen": True,
+}
 #: max steps, validation every, early-stopping patience (rounds), images per class, splits
 FULL = dict(seeds=(0, 1, 2), steps=600, every=25, patience=6, images=500, repeats=1000)
 SMOKE = dict(seeds=(0,), steps=4, every=2, patience=6, images=20, repeats=50)
 METRICS = ("l2", "cosine", "map_c", "entropy")
 #: the weights each model is measured at: the selected ones (the verdicts) and the last ones
-WEIGHTS = {"selected": "Selected model (best validation round, restored; the verdicts use these)",
-           "last": "Last weights (where early stopping or the step budget ended training)"}
-PAPER_ZSR = ("Fig. 4 (GSP paper) / Fig. 5.6 (thesis): cross-class prediction 'substantially superior' with L_ZS "
-             "(Gürbüz thesis §6.2: > 30 points); numbers only in the figure")
-PAPER_XML = "Fig. 4 (XML paper): higher MAP_x with L_XML at similar MAP_c; numbers only in the figure"
+WEIGHTS = {
+    "selected": "Selected model (best validation round, restored; the verdicts use these)",
+    "last": "Last weights (where early stopping or the step budget ended training)",
+}
+PAPER_ZSR = (
+    "Fig. 4 (GSP paper) / Fig. 5.6 (thesis): cross-class prediction 'substantially superior' with L_ZS "
+    "(Gürbüz thesis §6.2: > 30 points); numbers only in the figure"
+)
+PAPER_XML = (
+    "Fig. 4 (XML paper): higher MAP_x with L_XML at similar MAP_c; numbers only in the figure"
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -126,7 +152,10 @@ def split_indices(labels: np.ndarray, seed: int, images_per_class: int) -> list[
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x25A]))
     counts = (int(0.7 * images_per_class), int(0.1 * images_per_class))
     counts += (images_per_class - sum(counts),)
-    return [np.concatenate([rng.permutation(pool[c])[:n] for c in range(10)]) for pool, n in zip(pools, counts)]
+    return [
+        np.concatenate([rng.permutation(pool[c])[:n] for c in range(10)])
+        for pool, n in zip(pools, counts)
+    ]
 
 
 @DATASETS.register(DATASET)
@@ -138,25 +167,44 @@ def fashion_mnist_seen_classes(seed: int = 0, images_per_class: int = 500) -> Da
     parts = split_indices(labels, seed, images_per_class)
     mean, std = pixel_statistics(images[parts[0]])
     make = lambda idx: ArrayDataset(images[idx], labels[idx], mean, std, CLASS_NAMES)  # noqa: E731
-    return DataSplits(train=make(parts[0]), val=EvalSplit(make(parts[1])), test=EvalSplit(make(parts[2])))
+    return DataSplits(
+        train=make(parts[0]), val=EvalSplit(make(parts[1])), test=EvalSplit(make(parts[2]))
+    )
 
 
 def model_config(model: str, seed: int, regime: str, plan: dict, smoke: bool) -> RunConfig:
     """The run config of ``model`` in the backbone ``regime`` (``common.REGIMES``): the same data,
     budget and selection rule for every model."""
     _, pooling, loss = MODELS[model]
-    config = load_config({
-        "name": f"{regime}-{model}-seed{seed}", "seed": seed,
-        "data": {"dataset": {"name": DATASET, "images_per_class": plan["images"]},
-                 "classes_per_batch": BATCH // 4, "samples_per_class": 4, "halves": True},
-        "model": {"backbone": SMOKE_BACKBONE if smoke else BACKBONE, "embedding_dim": 128, "pooling": pooling,
-                  "head": "local", "head_bias": False},  # the authors' bias-free 1x1 embedding conv; XML reads it too
-        "loss": loss,
-        "optimizer": {"name": "adam", "lr": 1.0e-3, "weight_decay": 1.0e-4},
-        "schedule": {"max_steps": plan["steps"], "plateau": {"factor": 0.5, "patience": 5}},
-        "evaluation": {"every": plan["every"], "patience": plan["patience"], "restore_best": True, "metric": "map_at_r"},
-        "trainer": {"progress": False},  # precision auto: bf16 only where the CPU or GPU has it
-    })
+    config = load_config(
+        {
+            "name": f"{regime}-{model}-seed{seed}",
+            "seed": seed,
+            "data": {
+                "dataset": {"name": DATASET, "images_per_class": plan["images"]},
+                "classes_per_batch": BATCH // 4,
+                "samples_per_class": 4,
+                "halves": True,
+            },
+            "model": {
+                "backbone": SMOKE_BACKBONE if smoke else BACKBONE,
+                "embedding_dim": 128,
+                "pooling": pooling,
+                "head": "local",
+                "head_bias": False,
+            },  # the authors' bias-free 1x1 embedding conv; XML reads it too
+            "loss": loss,
+            "optimizer": {"name": "adam", "lr": 1.0e-3, "weight_decay": 1.0e-4},
+            "schedule": {"max_steps": plan["steps"], "plateau": {"factor": 0.5, "patience": 5}},
+            "evaluation": {
+                "every": plan["every"],
+                "patience": plan["patience"],
+                "restore_best": True,
+                "metric": "map_at_r",
+            },
+            "trainer": {"progress": False},  # precision auto: bf16 only where the CPU or GPU has it
+        }
+    )
     return validated(common.REGIMES[regime](config))
 
 
@@ -172,8 +220,9 @@ class BestLossState(Callback):
             self.state = copy.deepcopy(trainer.loss.state_dict())
 
 
-def train_and_measure(config: RunConfig, out: Path,
-                      repeats: int) -> dict[str, tuple[dict, np.ndarray]]:
+def train_and_measure(
+    config: RunConfig, out: Path, repeats: int
+) -> dict[str, tuple[dict, np.ndarray]]:
     """Train ``config`` into ``out/<name>``; the study's metrics and class histograms of the
     selected model (best validation round: its weights and its loss state) and of the last one
     (where training ended, from the last checkpoint)."""
@@ -205,7 +254,9 @@ def test_attributes(trainer: Trainer) -> tuple[torch.Tensor, torch.Tensor, torch
         if output.attributes is not None:
             z = output.attributes
         else:  # XML: the soft prototype histogram of the local features (XML paper Eq. 2.4)
-            z = soft_histogram(output.local.float(), trainer.loss.prototypes.float(), trainer.loss.eps)
+            z = soft_histogram(
+                output.local.float(), trainer.loss.prototypes.float(), trainer.loss.eps
+            )
         embeddings.append(output.embedding.float())
         attributes.append(z.float())
         labels.append(torch.tensor([y for _, y in items]))
@@ -255,7 +306,9 @@ def zsr_loss_at_init(num_classes: int, logit_scale: float, draws: int = 5) -> fl
     labels, values = torch.arange(BATCH // 4).repeat_interleave(4), []
     for draw in range(draws):
         torch.manual_seed(draw)
-        loss = build_loss(zsr(LAMBDA, logit_scale), "loss", embedding_dim=128, num_classes=num_classes)
+        loss = build_loss(
+            zsr(LAMBDA, logit_scale), "loss", embedding_dim=128, num_classes=num_classes
+        )
         z = torch.distributions.Dirichlet(torch.ones(PROTOTYPES)).sample((len(labels),))
         with torch.no_grad():
             values.append(float(loss.zero_shot_loss(z, labels)))
@@ -264,18 +317,30 @@ def zsr_loss_at_init(num_classes: int, logit_scale: float, draws: int = 5) -> fl
 
 def init_loss_note() -> str:
     """One line: L_ZS at initialisation for this study's 10 classes and the benchmarks' 100."""
-    parts = [f"{c} classes, s {s:g}: {zsr_loss_at_init(c, s):.1f} (ln {c} = {np.log(c):.1f})" for c in (10, 100) for s in (9.5, 1.0)]
+    parts = [
+        f"{c} classes, s {s:g}: {zsr_loss_at_init(c, s):.1f} (ln {c} = {np.log(c):.1f})"
+        for c in (10, 100)
+        for s in (9.5, 1.0)
+    ]
     return "L_ZS at initialisation (random z, `zsr_loss_at_init`): " + "; ".join(parts) + "."
 
 
 def summary_table(summary: dict) -> str:
     """Markdown tables, one per weights (:data:`WEIGHTS`): a row per model, mean ± std over seeds."""
-    header = ["model", "cross-class NN acc. (L2)", "cross-class NN acc. (cosine)", "MAP_c",
-              f"class-histogram entropy (nats; uniform {np.log(PROTOTYPES):.2f})", "measured step / last step, per seed"]
+    header = [
+        "model",
+        "cross-class NN acc. (L2)",
+        "cross-class NN acc. (cosine)",
+        "MAP_c",
+        f"class-histogram entropy (nats; uniform {np.log(PROTOTYPES):.2f})",
+        "measured step / last step, per seed",
+    ]
     parts = []
     for weights, title in WEIGHTS.items():
-        rows = [[MODELS[m][0], *(cell(entry, k) for k in METRICS), ", ".join(entry["steps"])]
-                for m, entry in summary[weights].items()]
+        rows = [
+            [MODELS[m][0], *(cell(entry, k) for k in METRICS), ", ".join(entry["steps"])]
+            for m, entry in summary[weights].items()
+        ]
         parts.append(f"{title}:\n\n{markdown_table(header, rows)}")
     return "\n\n".join([*parts, init_loss_note()])
 
@@ -286,8 +351,10 @@ def zsr_verdict(ours: dict, no_zsr: dict, ours_last: dict) -> str:
     (step <= :data:`ZSR_STARTS`): then the selected model is no ZSR model."""
     best = [int(step.split("/")[0]) for step in ours["steps"]]
     if max(best) <= ZSR_STARTS:
-        return (f"not reproduced (every seed selected its step-{'/'.join(map(str, best))} weights, before L_ZS acted; "
-                f"trained with L_ZS, the last weights score L2 {cell(ours_last, 'l2')}, entropy {cell(ours_last, 'entropy')})")
+        return (
+            f"not reproduced (every seed selected its step-{'/'.join(map(str, best))} weights, before L_ZS acted; "
+            f"trained with L_ZS, the last weights score L2 {cell(ours_last, 'l2')}, entropy {cell(ours_last, 'entropy')})"
+        )
     return f"L2 {common.verdict(ours, {'no ZSR': no_zsr}, 'l2')}, cos {common.verdict(ours, {'no ZSR': no_zsr}, 'cosine')}"
 
 
@@ -300,31 +367,53 @@ def reproduction(runs: dict) -> list[dict]:
         s, last = payload["summary"]["selected"], payload["summary"]["last"]
         if "gsp" in s and any(m in s for m in ZSR_MODELS):
             zsrs = [m for m in ZSR_MODELS if m in s]
-            ours = "; ".join(f"{MODELS[m][0]}: L2 {cell(s[m], 'l2')}, cos {cell(s[m], 'cosine')} (last weights: L2 {cell(last[m], 'l2')})"
-                             for m in ["gsp", *zsrs])
-            verdicts = [f"{MODELS[m][0].split('(')[1].rstrip(')')}: {zsr_verdict(s[m], s['gsp'], last[m])}" for m in zsrs]
-            rows.append({"experiment": f"Zero-shot attributes, ZSR, {regime} ResNet20 (GSP paper Fig. 4, App. 2.3)",
-                         "claim": "ZSR > no ZSR in cross-class NN accuracy of the pseudo-attributes (8 prototypes, PNCA)",
-                         "paper": PAPER_ZSR, "ours": ours + " (chance 0.2)", "verdict": "; ".join(verdicts)})
+            ours = "; ".join(
+                f"{MODELS[m][0]}: L2 {cell(s[m], 'l2')}, cos {cell(s[m], 'cosine')} (last weights: L2 {cell(last[m], 'l2')})"
+                for m in ["gsp", *zsrs]
+            )
+            verdicts = [
+                f"{MODELS[m][0].split('(')[1].rstrip(')')}: {zsr_verdict(s[m], s['gsp'], last[m])}"
+                for m in zsrs
+            ]
+            rows.append(
+                {
+                    "experiment": f"Zero-shot attributes, ZSR, {regime} ResNet20 (GSP paper Fig. 4, App. 2.3)",
+                    "claim": "ZSR > no ZSR in cross-class NN accuracy of the pseudo-attributes (8 prototypes, PNCA)",
+                    "paper": PAPER_ZSR,
+                    "ours": ours + " (chance 0.2)",
+                    "verdict": "; ".join(verdicts),
+                }
+            )
         if "gap_xml" in s and "gap_xml0" in s:
             x, x0 = s["gap_xml"], s["gap_xml0"]
-            rows.append({"experiment": f"Zero-shot attributes, XML, {regime} ResNet20 (XML paper Fig. 4)",
-                         "claim": "XML-trained prototypes > prototypes at their initialisation in cross-class NN accuracy, similar MAP_c",
-                         "paper": PAPER_XML,
-                         "ours": f"XML: L2 {cell(x, 'l2')}, cos {cell(x, 'cosine')}, MAP_c {cell(x, 'map_c')}; "
-                                 f"λ 0: L2 {cell(x0, 'l2')}, cos {cell(x0, 'cosine')}, MAP_c {cell(x0, 'map_c')}",
-                         "verdict": f"L2 {common.verdict(x, {'λ 0': x0}, 'l2')}; cos {common.verdict(x, {'λ 0': x0}, 'cosine')}"})
+            rows.append(
+                {
+                    "experiment": f"Zero-shot attributes, XML, {regime} ResNet20 (XML paper Fig. 4)",
+                    "claim": "XML-trained prototypes > prototypes at their initialisation in cross-class NN accuracy, similar MAP_c",
+                    "paper": PAPER_XML,
+                    "ours": f"XML: L2 {cell(x, 'l2')}, cos {cell(x, 'cosine')}, MAP_c {cell(x, 'map_c')}; "
+                    f"λ 0: L2 {cell(x0, 'l2')}, cos {cell(x0, 'cosine')}, MAP_c {cell(x0, 'map_c')}",
+                    "verdict": f"L2 {common.verdict(x, {'λ 0': x0}, 'l2')}; cos {common.verdict(x, {'λ 0': x0}, 'cosine')}",
+                }
+            )
     return rows
 
 
 def plot_histograms(histograms: dict[str, dict[str, np.ndarray]], path: Path) -> None:
     """Class histograms of seed 0: a row per weights (selected, last), a column per model."""
     models = list(next(iter(histograms.values())))
-    fig, axes = plt.subplots(len(histograms), len(models), figsize=(3.2 * len(models), 3.6 * len(histograms)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(histograms),
+        len(models),
+        figsize=(3.2 * len(models), 3.6 * len(histograms)),
+        squeeze=False,
+    )
     for r, (weights, hists) in enumerate(histograms.items()):
         for c, model in enumerate(models):
             ax, hist = axes[r, c], hists[model]
-            ax.imshow(hist / hist.sum(1, keepdims=True), cmap="viridis", aspect="auto", vmin=0, vmax=1)
+            ax.imshow(
+                hist / hist.sum(1, keepdims=True), cmap="viridis", aspect="auto", vmin=0, vmax=1
+            )
             ax.set_yticks(range(10), CLASS_NAMES if c == 0 else [""] * 10, fontsize=7)
             ax.set_xticks(range(hist.shape[1]))
             ax.set_xlabel("prototype", fontsize=8)
@@ -339,25 +428,54 @@ def merged(key: str, payload: dict) -> dict:
     budget) in place of the same models there; the table is rebuilt and the times add up."""
     stored = json.loads(PUBLISHED.read_text())["runs"][key]
     same = ("seeds", "steps", "every", "patience", "images", "repeats")
-    if [stored["plan"][k] for k in same] != json.loads(json.dumps([payload["plan"][k] for k in same])):
+    if [stored["plan"][k] for k in same] != json.loads(
+        json.dumps([payload["plan"][k] for k in same])
+    ):
         raise SystemExit(f"--merge: the published run {key!r} has another plan: {stored['plan']}")
     summary = {w: {**stored["summary"][w], **payload["summary"][w]} for w in WEIGHTS}
-    histograms = {w: {**stored["class_histograms_seed0"][w], **payload["class_histograms_seed0"][w]} for w in WEIGHTS}
-    plan = {**stored["plan"], "models": list(summary["selected"]), "merged": stored["plan"].get("merged", []) + payload["plan"]["models"]}
-    return {**stored, "plan": plan, "summary": summary, "table": summary_table(summary), "class_histograms_seed0": histograms,
-            "seconds": stored["seconds"] + payload["seconds"]}
+    histograms = {
+        w: {**stored["class_histograms_seed0"][w], **payload["class_histograms_seed0"][w]}
+        for w in WEIGHTS
+    }
+    plan = {
+        **stored["plan"],
+        "models": list(summary["selected"]),
+        "merged": stored["plan"].get("merged", []) + payload["plan"]["models"],
+    }
+    return {
+        **stored,
+        "plan": plan,
+        "summary": summary,
+        "table": summary_table(summary),
+        "class_histograms_seed0": histograms,
+        "seconds": stored["seconds"] + payload["seconds"],
+    }
 
 
 def main(argv=None) -> dict:
     parser = common.parser("zero_shot_attributes", __doc__.splitlines()[0], reuse=False)
-    parser.add_argument("--regime", choices=tuple(common.REGIMES), default="frozen",
-                        help="backbone regime")
-    parser.add_argument("--models", nargs="+", choices=tuple(MODELS), default=list(DEFAULT_MODELS), help="models to train")
-    parser.add_argument("--key", help="name of the published run in results.json (default: the regime)")
-    parser.add_argument("--merge", action="store_true",
-                        help="replace only these models in the published run of this key (same plan), keeping its others")
+    parser.add_argument(
+        "--regime", choices=tuple(common.REGIMES), default="frozen", help="backbone regime"
+    )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=tuple(MODELS),
+        default=list(DEFAULT_MODELS),
+        help="models to train",
+    )
+    parser.add_argument(
+        "--key", help="name of the published run in results.json (default: the regime)"
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="replace only these models in the published run of this key (same plan), keeping its others",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", help="training seeds (default 0 1 2)")
-    parser.add_argument("--steps", type=int, help="max steps per run (early stopping usually ends it sooner)")
+    parser.add_argument(
+        "--steps", type=int, help="max steps per run (early stopping usually ends it sooner)"
+    )
     args = parser.parse_args(argv)
     common.setup(args)
     plan = dict(SMOKE if args.smoke else FULL)
@@ -369,29 +487,62 @@ def main(argv=None) -> dict:
     for seed in plan["seeds"]:
         for model in args.models:
             began = time.time()
-            measured = train_and_measure(model_config(model, seed, args.regime, plan, args.smoke), args.out / "runs", plan["repeats"])
+            measured = train_and_measure(
+                model_config(model, seed, args.regime, plan, args.smoke),
+                args.out / "runs",
+                plan["repeats"],
+            )
             for weights, (row, z) in measured.items():
                 row["seconds"] = time.time() - began
                 per_seed[weights][model].append(row)
                 histograms[weights].setdefault(model, z)
-                print(model, seed, weights, " ".join(f"{k}={v:.4f}" for k, v in row.items()), flush=True)
+                print(
+                    model,
+                    seed,
+                    weights,
+                    " ".join(f"{k}={v:.4f}" for k, v in row.items()),
+                    flush=True,
+                )
     summary = {w: summarize(rows) for w, rows in per_seed.items()}
     table = summary_table(summary)
     print(table, flush=True)
     plot = args.out / f"class_histograms_{args.key or args.regime}.png"
     plot_histograms(histograms, plot)
     seconds = time.time() - start
-    histograms_seed0 = {w: {m: h.tolist() for m, h in hists.items()} for w, hists in histograms.items()}
-    results = {"smoke": args.smoke, "regime": args.regime, "plan": plan, "summary": summary, "per_seed": per_seed,
-               "class_histograms_seed0": histograms_seed0, "table": table, "seconds": seconds}
+    histograms_seed0 = {
+        w: {m: h.tolist() for m, h in hists.items()} for w, hists in histograms.items()
+    }
+    results = {
+        "smoke": args.smoke,
+        "regime": args.regime,
+        "plan": plan,
+        "summary": summary,
+        "per_seed": per_seed,
+        "class_histograms_seed0": histograms_seed0,
+        "table": table,
+        "seconds": seconds,
+    }
     common.write_json(args.out / "results.json", results)
     if not args.smoke:
-        payload = {"plan": plan, "regime": args.regime, "summary": summary, "table": table, "seconds": seconds,
-                   "threads": args.threads, "class_histograms_seed0": histograms_seed0}
+        payload = {
+            "plan": plan,
+            "regime": args.regime,
+            "summary": summary,
+            "table": table,
+            "seconds": seconds,
+            "threads": args.threads,
+            "class_histograms_seed0": histograms_seed0,
+        }
         key = args.key or args.regime
         if args.merge:
             payload = merged(key, payload)
-            plot_histograms({w: {m: np.array(h) for m, h in hists.items()} for w, hists in payload["class_histograms_seed0"].items()}, plot)
+            plot_histograms(
+                {
+                    w: {m: np.array(h) for m, h in hists.items()}
+                    for w, hists in payload["class_histograms_seed0"].items()
+                },
+                plot,
+            )
         common.publish("zero_shot_attributes", key, payload, reproduction, plots=[str(plot)])
     return results
 

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 __all__ = ["__version__", "from_pretrained"]
 
 
-def from_pretrained(name_or_path: str | Path, device: str = "cpu",
-                    **hub_options: Any) -> BundledEncoder:
+def from_pretrained(
+    name_or_path: str | Path, device: str = "cpu", **hub_options: Any
+) -> BundledEncoder:
     """A ready encoder from a bundle folder written by ``gspdml bundle`` or a hub repository
     (see :func:`gspdml.retrieval.bundle.from_pretrained`)."""
     from gspdml.retrieval.bundle import from_pretrained as load

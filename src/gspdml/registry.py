@@ -25,10 +25,12 @@ _Factory = TypeVar("_Factory", bound=Callable[..., Any])
 def supplied_by_caller(*names: str) -> Callable[[_Factory], _Factory]:
     """Mark the arguments of a factory function that its caller passes (the run's ``seed``), not
     the config: they are no options (a class declares its ``supplied_by_caller`` attribute)."""
+
     def mark(factory: _Factory) -> _Factory:
         # a function takes attributes; the registry reads this one with getattr
         factory.supplied_by_caller = names  # type: ignore[attr-defined]
         return factory
+
     return mark
 
 
@@ -41,11 +43,13 @@ def parse_spec(spec: Any, field: str) -> tuple[str, dict[str, Any]]:
             kwargs = {k: v for k, v in spec.items() if k != "name"}
             return str(spec["name"]), kwargs
         if len(spec) == 1:
-            (name, kwargs), = spec.items()
+            ((name, kwargs),) = spec.items()
             if kwargs is None:
                 kwargs = {}
             if not isinstance(kwargs, Mapping):
-                raise ConfigError(f"{field}.{name}", f"expected a mapping of options, got {kwargs!r}")
+                raise ConfigError(
+                    f"{field}.{name}", f"expected a mapping of options, got {kwargs!r}"
+                )
             return str(name), dict(kwargs)
     raise ConfigError(field, f"expected a name or a mapping with 'name', got {spec!r}")
 
@@ -91,7 +95,9 @@ class Registry:
             return self._entries[name]
         except KeyError:
             allowed = ", ".join(self.names())
-            raise ConfigError(field or self.kind, f"unknown {self.kind} {name!r}; allowed: {allowed}") from None
+            raise ConfigError(
+                field or self.kind, f"unknown {self.kind} {name!r}; allowed: {allowed}"
+            ) from None
 
     def check(self, spec: Any, field: str) -> tuple[str, dict[str, Any]]:
         """Validate a spec without building it; returns ``(name, kwargs)``."""
@@ -135,8 +141,14 @@ def _check_kwargs(factory: Callable, name: str, kwargs: Mapping[str, Any], field
     allowed = [p for p in accepted if p not in hidden]
     for key in kwargs:
         if key not in accepted or key in hidden:
-            raise ConfigError(f"{field}.{key}", f"unknown option for '{name}'; allowed: {', '.join(allowed)}")
-    mismatch = first_mismatch(factory, {k: v for k, v in kwargs.items() if k not in getattr(factory, "nested", {})})
+            raise ConfigError(
+                f"{field}.{key}", f"unknown option for '{name}'; allowed: {', '.join(allowed)}"
+            )
+    mismatch = first_mismatch(
+        factory, {k: v for k, v in kwargs.items() if k not in getattr(factory, "nested", {})}
+    )
     if mismatch:
         key, expected = mismatch
-        raise ConfigError(f"{field}.{key}", f"expected {expected} for '{name}', got {kwargs[key]!r}")
+        raise ConfigError(
+            f"{field}.{key}", f"expected {expected} for '{name}', got {kwargs[key]!r}"
+        )

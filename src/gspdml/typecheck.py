@@ -35,7 +35,11 @@ def option_types(factory: Callable) -> dict[str, Any]:
     for name, param in params.items():
         hint = hints.get(name, param.annotation)
         if isinstance(hint, str) or hint is inspect.Parameter.empty:
-            hint = type(param.default) if param.default not in (inspect.Parameter.empty, None) else _NOTHING
+            hint = (
+                type(param.default)
+                if param.default not in (inspect.Parameter.empty, None)
+                else _NOTHING
+            )
         if hint is not _NOTHING:
             types[name] = hint
     return types
@@ -65,7 +69,14 @@ def check_value(value: Any, hint: Any) -> bool:
     if origin in (list, tuple, collections.abc.Sequence) or hint in (list, tuple):
         if not isinstance(value, (list, tuple)):
             return False
-        item = args[0] if args and (origin is not tuple or len(args) == 2 and args[1] is Ellipsis or len(set(args)) == 1) else Any
+        item = (
+            args[0]
+            if args
+            and (
+                origin is not tuple or len(args) == 2 and args[1] is Ellipsis or len(set(args)) == 1
+            )
+            else Any
+        )
         return all(check_value(v, item) for v in value)
     if origin in (dict, collections.abc.Mapping) or hint in (dict, Mapping):
         return isinstance(value, Mapping)
@@ -86,7 +97,13 @@ def describe(hint: Any) -> str:
         return "a list"
     if origin in (dict, collections.abc.Mapping) or hint in (dict, Mapping):
         return "a mapping"
-    words = {type(None): "null", bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    words = {
+        type(None): "null",
+        bool: "true or false",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+    }
     return words.get(hint, getattr(hint, "__name__", str(hint)))
 
 

@@ -6,15 +6,21 @@ import math
 import pytest
 import torch
 
-from gspdml.analysis.covering import average_covering_radius, covering_radii, mean_inter_class_distance
+from gspdml.analysis.covering import (
+    average_covering_radius,
+    covering_radii,
+    mean_inter_class_distance,
+)
 
 
 def _greedy_radius(points: list, k: int) -> float:
     """Farthest-first from index 0 re-run for each k, then the covering radius, in plain python."""
     centres = [0]
     while len(centres) < k:
-        far = max((i for i in range(len(points)) if i not in centres),
-                  key=lambda i: (min(math.dist(points[i], points[c]) for c in centres), -i))
+        far = max(
+            (i for i in range(len(points)) if i not in centres),
+            key=lambda i: (min(math.dist(points[i], points[c]) for c in centres), -i),
+        )
         centres.append(far)
     return max(min(math.dist(p, points[c]) for c in centres) for p in points)
 
@@ -42,8 +48,11 @@ def test_mean_inter_class_distance_against_pair_loop():
     gen = torch.Generator().manual_seed(2)
     emb = torch.randn(11, 2, generator=gen, dtype=torch.float64)
     labels = torch.tensor([0, 1, 2, 0, 1, 1, 2, 0, 0, 2, 1])
-    pairs = [math.dist(emb[i].tolist(), emb[j].tolist())
-             for i, j in itertools.product(range(11), repeat=2) if labels[i] != labels[j]]
+    pairs = [
+        math.dist(emb[i].tolist(), emb[j].tolist())
+        for i, j in itertools.product(range(11), repeat=2)
+        if labels[i] != labels[j]
+    ]
     expected = sum(pairs) / len(pairs)
     assert mean_inter_class_distance(emb, labels) == pytest.approx(expected, abs=1e-12)
     assert mean_inter_class_distance(emb, labels, chunk=3) == pytest.approx(expected, abs=1e-12)

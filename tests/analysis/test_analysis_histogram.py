@@ -6,7 +6,12 @@ import pytest
 import torch
 from scipy.optimize import linprog
 
-from gspdml.analysis.histogram import active_prototypes, histogram_operator, nearest_prototype, pcc_embedding
+from gspdml.analysis.histogram import (
+    active_prototypes,
+    histogram_operator,
+    nearest_prototype,
+    pcc_embedding,
+)
 from gspdml.ops.kcenter import covering_radius, greedy_k_center
 
 
@@ -17,7 +22,9 @@ def _lp_histogram(features: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
     columns = np.zeros((n, m * n))
     for j in range(n):
         columns[j, j::n] = 1.0  # sum_i pi_ij = 1/n
-    result = linprog(cost.ravel(), A_eq=columns, b_eq=np.full(n, 1.0 / n), bounds=(0, None), method="highs")
+    result = linprog(
+        cost.ravel(), A_eq=columns, b_eq=np.full(n, 1.0 / n), bounds=(0, None), method="highs"
+    )
     assert result.status == 0
     return result.x.reshape(m, n).sum(axis=1)
 
@@ -44,7 +51,9 @@ def test_nearest_prototype_against_python_loop():
 def test_pcc_gap_distance_bounded_by_covering_radius_and_ot():
     gen = torch.Generator().manual_seed(2)
     images = torch.randn(40, 16, 2, generator=gen, dtype=torch.float64)
-    images = images / images.norm(dim=-1, keepdim=True).clamp_min(1.0) * 0.99  # inside the unit ball
+    images = (
+        images / images.norm(dim=-1, keepdim=True).clamp_min(1.0) * 0.99
+    )  # inside the unit ball
     pooled = images.reshape(-1, 2)
     prototypes = pooled[greedy_k_center(pooled, 24)]
     delta = covering_radius(pooled, prototypes)
@@ -52,7 +61,9 @@ def test_pcc_gap_distance_bounded_by_covering_radius_and_ot():
     gaps = (pcc - gap).norm(dim=1)
     assert (gaps <= delta + 1e-12).all()
     assert (gaps.pow(2) <= delta + 1e-12).all()  # the printed (squared) form of Prop. 4.2.1
-    for b in range(5):  # ||PCC - GAP|| <= W1((p*, V), (1/n, X)) (Kantorovich-Rubinstein with f linear)
+    for b in range(
+        5
+    ):  # ||PCC - GAP|| <= W1((p*, V), (1/n, X)) (Kantorovich-Rubinstein with f linear)
         p, _ = histogram_operator(images[b], prototypes)
         cost = torch.cdist(prototypes, images[b]).numpy()
         w1 = ot.emd2(p.numpy(), np.full(16, 1 / 16), cost)

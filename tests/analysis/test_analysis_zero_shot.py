@@ -7,7 +7,9 @@ import torch
 from gspdml.analysis.zero_shot import class_means, cross_class_prediction
 
 
-def _reference(attributes: np.ndarray, embeddings: np.ndarray, repeats: int, ridge: float, seed: int) -> dict:
+def _reference(
+    attributes: np.ndarray, embeddings: np.ndarray, repeats: int, ridge: float, seed: int
+) -> dict:
     """Same splits (torch.randperm with the same generator), ridge by lstsq on the augmented system."""
     gen = torch.Generator().manual_seed(seed)
     c, m = attributes.shape
@@ -22,7 +24,10 @@ def _reference(attributes: np.ndarray, embeddings: np.ndarray, repeats: int, rid
         for i, u in enumerate(unseen):
             pred = attributes[u] @ weights
             dists = [np.linalg.norm(pred - embeddings[v]) for v in unseen]
-            sims = [pred @ embeddings[v] / np.linalg.norm(pred) / np.linalg.norm(embeddings[v]) for v in unseen]
+            sims = [
+                pred @ embeddings[v] / np.linalg.norm(pred) / np.linalg.norm(embeddings[v])
+                for v in unseen
+            ]
             hits_l2 += int(np.argmin(dists) == i)
             hits_cos += int(np.argmax(sims) == i)
         l2.append(hits_l2 / len(unseen))
@@ -33,7 +38,9 @@ def _reference(attributes: np.ndarray, embeddings: np.ndarray, repeats: int, rid
 def test_matches_numpy_reference():
     rng = np.random.default_rng(0)
     attributes, embeddings = rng.random((10, 8)), rng.normal(size=(10, 6))
-    got = cross_class_prediction(torch.from_numpy(attributes), torch.from_numpy(embeddings), repeats=50, seed=3)
+    got = cross_class_prediction(
+        torch.from_numpy(attributes), torch.from_numpy(embeddings), repeats=50, seed=3
+    )
     ref = _reference(attributes, embeddings, 50, 0.05, 3)
     assert got["l2"] == pytest.approx(ref["l2"], abs=1e-12)
     assert got["cosine"] == pytest.approx(ref["cosine"], abs=1e-12)
@@ -44,9 +51,13 @@ def test_linear_attributes_transfer_perfectly_and_noise_does_not():
     basis = rng.normal(size=(3, 8))  # attributes in a 3-D subspace: any 5 classes determine the map
     attributes = rng.normal(size=(10, 3)) @ basis
     embeddings = attributes @ rng.normal(size=(8, 4))
-    got = cross_class_prediction(torch.from_numpy(attributes), torch.from_numpy(embeddings), repeats=100, ridge=1e-9)
+    got = cross_class_prediction(
+        torch.from_numpy(attributes), torch.from_numpy(embeddings), repeats=100, ridge=1e-9
+    )
     assert got["l2"] == pytest.approx(1.0) and got["cosine"] == pytest.approx(1.0)
-    unrelated = cross_class_prediction(torch.from_numpy(attributes), torch.from_numpy(rng.normal(size=(10, 4))), repeats=300)
+    unrelated = cross_class_prediction(
+        torch.from_numpy(attributes), torch.from_numpy(rng.normal(size=(10, 4))), repeats=300
+    )
     assert unrelated["l2"] < 0.5  # chance is 0.2 for five held-out classes
 
 

@@ -9,9 +9,9 @@ import torch
 from PIL import Image
 from safetensors import safe_open
 
-from tests.helpers.cir_tiny_clip import TinyCLIP, wrap
 from gspdml.cir.features import FeatureCache, encode_image_files, encode_texts
 from gspdml.errors import DataError
+from tests.helpers.cir_tiny_clip import TinyCLIP, wrap
 
 
 class Counting:
@@ -52,17 +52,25 @@ def test_image_features_are_cached_and_invalidated(tmp_path):
     torch.testing.assert_close(first, direct)
     calls = model.calls
     again = encode_image_files(model, paths, batch_size=2, cache=cache)
-    assert model.calls == calls and torch.equal(again, first)          # served from the cache
+    assert model.calls == calls and torch.equal(again, first)  # served from the cache
     (entry,) = (tmp_path / "cache").glob("images-*.safetensors")
     with safe_open(str(entry), framework="pt") as handle:
         meta = json.loads(handle.metadata()["gspdml"])
-    assert meta["model"] == "tiny-clip" and meta["kind"] == "images" and meta["items"][0][0] == str(paths[0].resolve())
-    Image.new("RGB", (30, 30), (1, 2, 3)).save(paths[1])                 # an edited file invalidates the entry
+    assert (
+        meta["model"] == "tiny-clip"
+        and meta["kind"] == "images"
+        and meta["items"][0][0] == str(paths[0].resolve())
+    )
+    Image.new("RGB", (30, 30), (1, 2, 3)).save(paths[1])  # an edited file invalidates the entry
     changed = encode_image_files(model, paths, batch_size=2, cache=cache)
-    assert model.calls > calls and not torch.equal(changed[1], first[1]) and torch.equal(changed[0], first[0])
+    assert (
+        model.calls > calls
+        and not torch.equal(changed[1], first[1])
+        and torch.equal(changed[0], first[0])
+    )
     other = Counting(wrap(TinyCLIP(seed=3), model_id="other"))
     encode_image_files(other, paths, cache=cache)
-    assert other.calls == 1                                             # another model id never reuses features
+    assert other.calls == 1  # another model id never reuses features
 
 
 def test_text_features_cache_and_corrupt_entries(tmp_path):
@@ -76,9 +84,11 @@ def test_text_features_cache_and_corrupt_entries(tmp_path):
     path.write_bytes(b"not safetensors")
     model.calls = 0
     torch.testing.assert_close(encode_texts(model, words, batch_size=3, cache=cache), first)
-    assert model.calls == 3                                             # recomputed and rewritten
+    assert model.calls == 3  # recomputed and rewritten
     assert encode_texts(model, words, cache=cache) is not None and model.calls == 3
-    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]   # no temporary files left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        path.name
+    ]  # no temporary files left behind
 
 
 def test_errors_name_the_problem(tmp_path):

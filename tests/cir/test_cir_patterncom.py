@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from gspdml.cir.patterncom import TABLE_5_1, merged_class, read_patterncom, table_mismatches
 from gspdml.cir.composition_protocol import domain_conversion_protocol, evaluate_protocol
+from gspdml.cir.patterncom import TABLE_5_1, merged_class, read_patterncom, table_mismatches
 from gspdml.cir.ranking import ranking_metrics
 from gspdml.errors import DataError
 
@@ -17,15 +17,21 @@ def make_tree(root):
     for folder, count in TREE.items():
         (root / "images" / folder).mkdir(parents=True)
         for i in range(count):
-            (root / "images" / folder / f"{folder}{i:03d}.jpg").write_bytes(b"")   # never decoded here
+            (root / "images" / folder / f"{folder}{i:03d}.jpg").write_bytes(
+                b""
+            )  # never decoded here
     ann = root / "PatternCom"
     ann.mkdir()
-    (ann / "color.csv").write_text("filename,attribute,value\n"
-                                   "airplane000.jpg,color,white\nairplane001.jpg,color,white\n"
-                                   "airplane002.jpg,color,purple\nairplane003.jpg,color,white\n"
-                                   "tennis_court000.jpg,color,blue\ntennis_court001.jpg,color,brown\ntennis_court002.jpg,color,red\n")
-    (ann / "context.csv").write_text("bridge000.jpg,context,water\nbridge001.jpg,context,water\n"
-                                     "overpass000.jpg,context,concrete\noverpass001.jpg,context,concrete\n")
+    (ann / "color.csv").write_text(
+        "filename,attribute,value\n"
+        "airplane000.jpg,color,white\nairplane001.jpg,color,white\n"
+        "airplane002.jpg,color,purple\nairplane003.jpg,color,white\n"
+        "tennis_court000.jpg,color,blue\ntennis_court001.jpg,color,brown\ntennis_court002.jpg,color,red\n"
+    )
+    (ann / "context.csv").write_text(
+        "bridge000.jpg,context,water\nbridge001.jpg,context,water\n"
+        "overpass000.jpg,context,concrete\noverpass001.jpg,context,concrete\n"
+    )
     return root
 
 
@@ -43,22 +49,34 @@ def test_protocol_from_a_tiny_tree(tmp_path):
     names = [p.split("/")[-1] for p in pc.protocol.database]
     assert len(names) == 13 and pc.protocol.query_images == pc.protocol.database
     idx = {n: i for i, n in enumerate(names)}
-    got = [(names[q.image], q.text, sorted(names[i] for i in q.positives), q.group) for q in pc.protocol.queries]
+    got = [
+        (names[q.image], q.text, sorted(names[i] for i in q.positives), q.group)
+        for q in pc.protocol.queries
+    ]
     white = ["airplane000.jpg", "airplane001.jpg", "airplane003.jpg"]
-    assert got[:4] == [("airplane000.jpg", "purple", ["airplane002.jpg"], "color"),
-                       ("airplane001.jpg", "purple", ["airplane002.jpg"], "color"),
-                       ("airplane002.jpg", "white", white, "color"),
-                       ("airplane003.jpg", "purple", ["airplane002.jpg"], "color")]
-    assert got[4:6] == [("tennis_court000.jpg", "brown", ["tennis_court001.jpg"], "color"),
-                        ("tennis_court000.jpg", "red", ["tennis_court002.jpg"], "color")]
+    assert got[:4] == [
+        ("airplane000.jpg", "purple", ["airplane002.jpg"], "color"),
+        ("airplane001.jpg", "purple", ["airplane002.jpg"], "color"),
+        ("airplane002.jpg", "white", white, "color"),
+        ("airplane003.jpg", "purple", ["airplane002.jpg"], "color"),
+    ]
+    assert got[4:6] == [
+        ("tennis_court000.jpg", "brown", ["tennis_court001.jpg"], "color"),
+        ("tennis_court000.jpg", "red", ["tennis_court002.jpg"], "color"),
+    ]
     assert len(got) == 4 + 6 + 4
     # bridge and overpass are one class (roadpass): a bridge query asks for the overpasses
     assert ("bridge000.jpg", "concrete", ["overpass000.jpg", "overpass001.jpg"], "context") in got
     stats = pc.statistics()
-    assert stats[("color", "airplane", "white")] == (3, 1) and stats[("color", "airplane", "purple")] == (1, 3)
+    assert stats[("color", "airplane", "white")] == (3, 1) and stats[
+        ("color", "airplane", "purple")
+    ] == (1, 3)
     assert stats[("context", "roadpass", "water")] == (2, 2)
     assert stats[("color", "tennis court", "brown")] == (1, 2)
-    assert "color/airplane/white: (#positives, #queries) = (3, 1), Table 5.1 has (672, 53)" in table_mismatches(pc)
+    assert (
+        "color/airplane/white: (#positives, #queries) = (3, 1), Table 5.1 has (672, 53)"
+        in table_mismatches(pc)
+    )
     assert idx["forest000.jpg"] not in {q.image for q in pc.protocol.queries}
 
 
@@ -76,8 +94,12 @@ def test_table_5_1_follows_the_query_rule():
 
 def test_bad_annotations_name_file_and_line(tmp_path):
     root = make_tree(tmp_path)
-    (root / "PatternCom" / "shape.csv").write_text("filename,attribute,value\nriver001.jpg,shape,curved\n")
-    with pytest.raises(DataError, match=r"shape.csv:2: image 'river001.jpg' is not in the PatternNet folder tree"):
+    (root / "PatternCom" / "shape.csv").write_text(
+        "filename,attribute,value\nriver001.jpg,shape,curved\n"
+    )
+    with pytest.raises(
+        DataError, match=r"shape.csv:2: image 'river001.jpg' is not in the PatternNet folder tree"
+    ):
         read_patterncom(root)
     with pytest.raises(DataError, match="no <attribute>.csv"):
         read_patterncom(root, annotations=tmp_path / "nowhere")
@@ -86,20 +108,33 @@ def test_bad_annotations_name_file_and_line(tmp_path):
 def test_evaluation_averages_groups(tmp_path):
     pc = read_patterncom(make_tree(tmp_path))
     rng = np.random.default_rng(0)
-    table = torch.from_numpy(rng.standard_normal((len(pc.protocol.query_images), len(pc.protocol.database))))
-    text_bias = {t: rng.standard_normal(len(pc.protocol.database)) for t in {q.text for q in pc.protocol.queries}}
+    table = torch.from_numpy(
+        rng.standard_normal((len(pc.protocol.query_images), len(pc.protocol.database)))
+    )
+    text_bias = {
+        t: rng.standard_normal(len(pc.protocol.database))
+        for t in {q.text for q in pc.protocol.queries}
+    }
 
     def score(images, texts):
         return table[images] + torch.from_numpy(np.stack([text_bias[t] for t in texts]))
 
-    result = evaluate_protocol(pc.protocol, score, ap="standard", recall_at=[1, 3], chunk=5, keep_top=2)
+    result = evaluate_protocol(
+        pc.protocol, score, ap="standard", recall_at=[1, 3], chunk=5, keep_top=2
+    )
     groups = {}
     for group in ("color", "context"):
         qs = [q for q in pc.protocol.queries if q.group == group]
-        metrics = ranking_metrics(score(torch.tensor([q.image for q in qs]), [q.text for q in qs]), pc.protocol.relevance(qs), recall_at=[3])
+        metrics = ranking_metrics(
+            score(torch.tensor([q.image for q in qs]), [q.text for q in qs]),
+            pc.protocol.relevance(qs),
+            recall_at=[3],
+        )
         groups[group] = 100 * metrics["ap_standard"].mean().item()
         assert result["groups"][group]["map"] == pytest.approx(groups[group])
-        assert result["groups"][group]["recall@3"] == pytest.approx(100 * metrics["recall@3"].mean().item())
+        assert result["groups"][group]["recall@3"] == pytest.approx(
+            100 * metrics["recall@3"].mean().item()
+        )
         assert result["groups"][group]["queries"] == len(qs)
     assert result["map"] == pytest.approx((groups["color"] + groups["context"]) / 2)
     assert len(result["rankings"]) == 14 and len(result["rankings"][0]["indices"]) == 2

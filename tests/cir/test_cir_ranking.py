@@ -5,7 +5,13 @@ import pytest
 import torch
 from sklearn.metrics import average_precision_score
 
-from gspdml.cir.ranking import average_precision, precision_at_k_ranked, ranked_relevance, ranking_metrics, recall_at_k_ranked
+from gspdml.cir.ranking import (
+    average_precision,
+    precision_at_k_ranked,
+    ranked_relevance,
+    ranking_metrics,
+    recall_at_k_ranked,
+)
 from gspdml.errors import ConfigError
 
 
@@ -18,8 +24,10 @@ def ranked_vector(n, positive_ranks):
 def test_ap_hand_check_of_the_spec():
     # positives at 0-based ranks {0, 3, 10}: standard (1/1 + 2/4 + 3/11)/3; trapezoid (Radenović's AP).
     rel = ranked_vector(12, [0, 3, 10])
-    scores = -torch.arange(12, dtype=torch.float64)            # already in rank order
-    assert average_precision(scores, rel, "standard").item() == pytest.approx((1 + 2 / 4 + 3 / 11) / 3)
+    scores = -torch.arange(12, dtype=torch.float64)  # already in rank order
+    assert average_precision(scores, rel, "standard").item() == pytest.approx(
+        (1 + 2 / 4 + 3 / 11) / 3
+    )
     assert average_precision(scores, rel, "standard").item() == pytest.approx(0.590909, abs=1e-6)
     trapezoid = ((1 + 1) / 2 + (1 / 3 + 2 / 4) / 2 + (2 / 10 + 3 / 11) / 2) / 3
     assert average_precision(scores, rel, "trapezoid").item() == pytest.approx(trapezoid)
@@ -31,11 +39,13 @@ def test_trapezoid_map_of_the_freedom_code_example():
     # the test of github.com/NikosEfth/freedom: compute_map([[0,1,0,1,0,0],[1,0,0,0,0,1]]) = 48.33
     rel = torch.tensor([[0, 1, 0, 1, 0, 0], [1, 0, 0, 0, 0, 1]], dtype=torch.bool)
     scores = -torch.arange(6, dtype=torch.float64).expand(2, 6)
-    assert 100 * average_precision(scores, rel, "trapezoid").mean().item() == pytest.approx(48.3333, abs=1e-3)
+    assert 100 * average_precision(scores, rel, "trapezoid").mean().item() == pytest.approx(
+        48.3333, abs=1e-3
+    )
 
 
 def slow_ap(scores, rel, variant):
-    order = sorted(range(len(scores)), key=lambda i: -scores[i])      # Python's sort is stable
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])  # Python's sort is stable
     hits, total, npos = 0, 0.0, sum(rel)
     for rank, i in enumerate(order):
         if rel[i]:
@@ -48,9 +58,9 @@ def slow_ap(scores, rel, variant):
 
 def test_ap_matches_slow_loop_and_sklearn_with_ties():
     rng = np.random.default_rng(3)
-    scores = np.round(rng.standard_normal((20, 40)), 1)              # many exact ties
+    scores = np.round(rng.standard_normal((20, 40)), 1)  # many exact ties
     rel = rng.random((20, 40)) < 0.2
-    rel[0] = False                                                      # a query without positives
+    rel[0] = False  # a query without positives
     for variant in ("standard", "trapezoid"):
         got = average_precision(torch.from_numpy(scores), torch.from_numpy(rel), variant).numpy()
         want = [slow_ap(list(s), list(r), variant) for s, r in zip(scores, rel)]
@@ -58,7 +68,9 @@ def test_ap_matches_slow_loop_and_sklearn_with_ties():
     distinct = rng.standard_normal((5, 30))
     rel = rng.random((5, 30)) < 0.3
     got = average_precision(torch.from_numpy(distinct), torch.from_numpy(rel), "standard").numpy()
-    np.testing.assert_allclose(got, [average_precision_score(r, s) for s, r in zip(distinct, rel)], atol=1e-12)
+    np.testing.assert_allclose(
+        got, [average_precision_score(r, s) for s, r in zip(distinct, rel)], atol=1e-12
+    )
 
 
 def test_recall_and_precision_at_k():
@@ -67,7 +79,7 @@ def test_recall_and_precision_at_k():
     assert recall[1].tolist() == [1 / 3, 0.0]
     assert recall[4].tolist() == [2 / 3, 0.0]
     assert recall[10].tolist() == [1.0, 1.0]
-    capped = precision_at_k_ranked(ranked, [1, 5], capped=True)      # / min(#positives, k)
+    capped = precision_at_k_ranked(ranked, [1, 5], capped=True)  # / min(#positives, k)
     assert capped[1].tolist() == [1.0, 0.0]
     assert capped[5].tolist() == [1.0, 0.0]
     plain = precision_at_k_ranked(ranked, [5], capped=False)
@@ -77,7 +89,9 @@ def test_recall_and_precision_at_k():
 def test_ranking_is_stable_and_metrics_share_it():
     scores = torch.tensor([[0.5, 0.9, 0.5, 0.1]])
     rel = torch.tensor([[False, False, True, False]])
-    assert ranked_relevance(scores, rel).tolist() == [[False, False, True, False]]   # 0.5 tie: index 0 first
+    assert ranked_relevance(scores, rel).tolist() == [
+        [False, False, True, False]
+    ]  # 0.5 tie: index 0 first
     metrics = ranking_metrics(scores, rel, recall_at=[2, 3])
     assert metrics["ap_standard"].item() == pytest.approx(1 / 3)
     assert metrics["recall@2"].item() == 0.0 and metrics["recall@3"].item() == 1.0

@@ -5,18 +5,30 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers.cir_sandbox import build_sandbox
 from gspdml.cir.baselines import baseline_scores
 from gspdml.cir.freedom import FreeDom, TextMemory
 from gspdml.cir.ranking import ranking_metrics
 from gspdml.cir.weicom import weicom_scores
+from tests.helpers.cir_sandbox import build_sandbox
 
 # method -> (standard AP, trapezoid AP) in %, for NOISE = 0.10 and 0.35.
 REFERENCE = {
-    0.10: {"text": (14.31, 13.35), "image": (8.11, 7.65), "product": (99.21, 99.19), "sum": (94.18, 93.88),
-           "weicom": (99.28, 99.26), "freedom": (93.34, 93.14)},
-    0.35: {"text": (11.80, 10.71), "image": (5.19, 4.60), "product": (18.82, 17.33), "sum": (18.11, 16.25),
-           "weicom": (21.24, 19.69), "freedom": (23.42, 21.87)},
+    0.10: {
+        "text": (14.31, 13.35),
+        "image": (8.11, 7.65),
+        "product": (99.21, 99.19),
+        "sum": (94.18, 93.88),
+        "weicom": (99.28, 99.26),
+        "freedom": (93.34, 93.14),
+    },
+    0.35: {
+        "text": (11.80, 10.71),
+        "image": (5.19, 4.60),
+        "product": (18.82, 17.33),
+        "sum": (18.11, 16.25),
+        "weicom": (21.24, 19.69),
+        "freedom": (23.42, 21.87),
+    },
 }
 
 
@@ -28,9 +40,14 @@ def test_sandbox_reproduces_reference_table(noise):
     targets = [box.domain_words[t] for _, t in pairs]
     image_queries = box.images[query_index]
     text_queries = box.encode_text(targets)
-    relevant = torch.from_numpy(np.stack([(box.classes == box.classes[q]) & (box.domains == t) for q, t in pairs]))
+    relevant = torch.from_numpy(
+        np.stack([(box.classes == box.classes[q]) & (box.domains == t) for q, t in pairs])
+    )
 
-    scores = {name: baseline_scores(name, image_queries, text_queries, box.images) for name in ("text", "image", "product", "sum")}
+    scores = {
+        name: baseline_scores(name, image_queries, text_queries, box.images)
+        for name in ("text", "image", "product", "sum")
+    }
     scores["weicom"] = weicom_scores(image_queries, text_queries, box.images, lam=0.5)
     memory = TextMemory.build(box.vocabulary, box.encode_text)
     freedom = FreeDom(box.encode_text, memory, box.images, k=20, n=7, m=7)

@@ -13,10 +13,14 @@ from gspdml.errors import ConfigError
 def test_cdf_normalisation_by_hand():
     # mean 1, unbiased std 1 -> z = (-1, 0, 1)
     got = cdf_normalize(torch.tensor([[0.0, 1.0, 2.0]], dtype=torch.float64))
-    np.testing.assert_allclose(got.numpy(), [[0.15865525393145707, 0.5, 0.8413447460685429]], atol=1e-12)
+    np.testing.assert_allclose(
+        got.numpy(), [[0.15865525393145707, 0.5, 0.8413447460685429]], atol=1e-12
+    )
     biased = cdf_normalize(torch.tensor([[0.0, 1.0, 2.0]], dtype=torch.float64), unbiased=False)
-    np.testing.assert_allclose(biased.numpy(), [norm.cdf([-np.sqrt(1.5), 0, np.sqrt(1.5)])], atol=1e-12)
-    assert cdf_normalize(torch.full((1, 4), 0.3)).tolist() == [[0.5] * 4]     # constant row, no NaN
+    np.testing.assert_allclose(
+        biased.numpy(), [norm.cdf([-np.sqrt(1.5), 0, np.sqrt(1.5)])], atol=1e-12
+    )
+    assert cdf_normalize(torch.full((1, 4), 0.3)).tolist() == [[0.5] * 4]  # constant row, no NaN
 
 
 def test_weicom_matches_scipy_on_the_reference_example():
@@ -27,11 +31,17 @@ def test_weicom_matches_scipy_on_the_reference_example():
     db = torch.nn.functional.normalize(torch.randn(50, 16, dtype=torch.float64), dim=-1)
     s_img, s_txt = (db @ q[0]).numpy(), (db @ t[0]).numpy()
     for lam in (0.0, 0.3, 0.5, 0.6, 1.0):
-        want = lam * norm.cdf((s_txt - s_txt.mean()) / s_txt.std(ddof=1)) + (1 - lam) * norm.cdf((s_img - s_img.mean()) / s_img.std(ddof=1))
+        want = lam * norm.cdf((s_txt - s_txt.mean()) / s_txt.std(ddof=1)) + (1 - lam) * norm.cdf(
+            (s_img - s_img.mean()) / s_img.std(ddof=1)
+        )
         np.testing.assert_allclose(weicom_scores(q, t, db, lam)[0].numpy(), want, atol=1e-12)
     # λ = 0 ranks as image-only, λ = 1 as text-only (Φ is monotone, Psomas thesis §5.3.3)
-    assert torch.equal(weicom_scores(q, t, db, 0.0).argsort(), baseline_scores("image", q, t, db).argsort())
-    assert torch.equal(weicom_scores(q, t, db, 1.0).argsort(), baseline_scores("text", q, t, db).argsort())
+    assert torch.equal(
+        weicom_scores(q, t, db, 0.0).argsort(), baseline_scores("image", q, t, db).argsort()
+    )
+    assert torch.equal(
+        weicom_scores(q, t, db, 1.0).argsort(), baseline_scores("text", q, t, db).argsort()
+    )
 
 
 def test_normalisation_is_per_query():
@@ -39,7 +49,9 @@ def test_normalisation_is_per_query():
     got = cdf_normalize(scores)
     np.testing.assert_allclose(got[1].numpy(), norm.cdf([-1.0, 1.0, 0.0]), atol=1e-12)
     fused = weicom_fuse(scores, scores.flip(1), lam=0.25)
-    np.testing.assert_allclose(fused.numpy(), (0.25 * cdf_normalize(scores.flip(1)) + 0.75 * got).numpy())
+    np.testing.assert_allclose(
+        fused.numpy(), (0.25 * cdf_normalize(scores.flip(1)) + 0.75 * got).numpy()
+    )
 
 
 def test_lambda_defaults_and_errors():

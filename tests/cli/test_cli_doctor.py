@@ -25,11 +25,24 @@ def test_doctor_reports_versions_cpu_cuda_kernels_and_the_auto_precision(capsys)
 
 def test_doctor_text_names_every_section_and_the_emulated_cpu():
     """Under the AVX2 emulation the report says no native bf16 and auto = fp32, in plain text."""
-    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "GSPDML_NATIVE": "0"}
-    out = subprocess.run([sys.executable, "-m", "gspdml", "doctor"], env=env, capture_output=True, text=True, check=True).stdout
+    env = {
+        **os.environ,
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "GSPDML_NATIVE": "0",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "gspdml", "doctor"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     for section in ("versions:", "cpu:", "cuda:", "gspdml:", "environment:"):
         assert section in out.splitlines()
-    lines = {line.split("  ")[1].strip(): line for line in out.splitlines() if line.startswith("  ")}
+    lines = {
+        line.split("  ")[1].strip(): line for line in out.splitlines() if line.startswith("  ")
+    }
     assert "AVX2" in lines["torch kernels"]
     assert "no:" in lines["native bf16"]
     assert "fp32:" in lines["precision auto"] or torch.cuda.is_available()

@@ -13,8 +13,13 @@ def modules_importing(name: str) -> list[str]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            imported = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                        else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            imported = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if any(module.split(".")[0] == name for module in imported):
                 found.append(path.relative_to(PACKAGE).as_posix())
                 break

@@ -38,7 +38,11 @@ def test_convolutions_too_and_everything_is_restored_after_an_error():
     with pytest.raises(KeyError), without_tf32(convolutions=True):
         assert torch.backends.cudnn.conv.fp32_precision == "ieee"
         raise KeyError("inside")
-    assert torch.backends.cuda.matmul.fp32_precision == torch.backends.cudnn.conv.fp32_precision == "tf32"
+    assert (
+        torch.backends.cuda.matmul.fp32_precision
+        == torch.backends.cudnn.conv.fp32_precision
+        == "tf32"
+    )
     assert torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction == reduced
 
 

@@ -22,19 +22,22 @@ FIXTURE = Path(__file__).parent / "fixtures" / "run-0.1.0"
 
 # The keys the hand validator of 0.1.0 never checked: each was accepted (bool()-ed or read as
 # given) and the run silently got something else than the user wrote.
-@pytest.mark.parametrize("override, field, expected", [
-    ("model.head_bias=maybe", "model.head_bias", "expected true or false"),
-    ("data.halves=2", "data.halves", "expected true or false"),
-    ("data.replacement=1", "data.replacement", "expected true or false"),
-    ("evaluation.restore_best=sometimes", "evaluation.restore_best", "expected true or false"),
-    ("optimizer.momentum=fast", "optimizer.momentum", "expected a number in [0, 1)"),
-    ("optimizer.momentum=1.5", "optimizer.momentum", "expected a number in [0, 1)"),
-    ("optimizer.eps=0", "optimizer.eps", "expected a number > 0"),
-    ("model.normalize=maybe", "model.normalize", "expected true or false or one of 'clip'"),
-    ("trainer.device=gpu0", "trainer.device", "expected 'auto', 'cpu' or 'cuda[:i]'"),
-    ("description=[1]", "description", "expected a string"),
-    ("data.eval_transform=3", "data.eval_transform", "expected a mapping or null"),
-])
+@pytest.mark.parametrize(
+    "override, field, expected",
+    [
+        ("model.head_bias=maybe", "model.head_bias", "expected true or false"),
+        ("data.halves=2", "data.halves", "expected true or false"),
+        ("data.replacement=1", "data.replacement", "expected true or false"),
+        ("evaluation.restore_best=sometimes", "evaluation.restore_best", "expected true or false"),
+        ("optimizer.momentum=fast", "optimizer.momentum", "expected a number in [0, 1)"),
+        ("optimizer.momentum=1.5", "optimizer.momentum", "expected a number in [0, 1)"),
+        ("optimizer.eps=0", "optimizer.eps", "expected a number > 0"),
+        ("model.normalize=maybe", "model.normalize", "expected true or false or one of 'clip'"),
+        ("trainer.device=gpu0", "trainer.device", "expected 'auto', 'cpu' or 'cuda[:i]'"),
+        ("description=[1]", "description", "expected a string"),
+        ("data.eval_transform=3", "data.eval_transform", "expected a mapping or null"),
+    ],
+)
 def test_every_key_is_checked_at_load_time(override, field, expected):
     with pytest.raises(ConfigError) as err:
         load_config("demo-gap", [override])
@@ -44,8 +47,13 @@ def test_every_key_is_checked_at_load_time(override, field, expected):
 def test_the_cli_refuses_an_unchecked_key_of_the_old_validator(tmp_path):
     """``gspdml config demo-gap model.head_bias=maybe`` printed a config (and the run got a bias)."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    done = subprocess.run([sys.executable, "-m", "gspdml", "config", "demo-gap", "model.head_bias=maybe"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "gspdml", "config", "demo-gap", "model.head_bias=maybe"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     assert done.returncode != 0
     assert "gspdml: error: model.head_bias: expected true or false, got 'maybe'" in done.stderr
 
@@ -67,8 +75,15 @@ def test_values_are_stored_immutably_and_typed():
 
 def test_the_reference_page_is_generated_from_the_schema():
     page = (REPO / "docs" / "configuration.md").read_text()
-    assert page == render(), "docs/configuration.md is stale: python -m gspdml.config.reference > docs/configuration.md"
-    for key in ("model.head_bias", "data.eval_transform", "schedule.plateau.patience", "trainer.precision"):
+    assert page == render(), (
+        "docs/configuration.md is stale: python -m gspdml.config.reference > docs/configuration.md"
+    )
+    for key in (
+        "model.head_bias",
+        "data.eval_transform",
+        "schedule.plateau.patience",
+        "trainer.precision",
+    ):
         assert f"| `{key}` |" in page
 
 
@@ -92,7 +107,11 @@ def test_a_base_file_can_update_part_of_a_spec(tmp_path):
     "expected a mapping of options, got 0.2")."""
     (tmp_path / "base.yaml").write_text("model:\n  pooling: {name: gsp, num_prototypes: 16}\n")
     (tmp_path / "run.yaml").write_text("base: base.yaml\nmodel:\n  pooling: {mu: 0.2}\n")
-    assert load_config(tmp_path / "run.yaml").model.pooling == {"name": "gsp", "num_prototypes": 16, "mu": 0.2}
+    assert load_config(tmp_path / "run.yaml").model.pooling == {
+        "name": "gsp",
+        "num_prototypes": 16,
+        "mu": 0.2,
+    }
     (tmp_path / "alone.yaml").write_text("model:\n  pooling: {mu: 0.2}\n")
     with pytest.raises(ConfigError, match="model.pooling"):
         load_config(tmp_path / "alone.yaml")
@@ -118,5 +137,7 @@ def test_a_run_directory_of_release_0_1_0_loads(tmp_path):
 def test_a_run_config_with_a_bad_value_names_its_file(tmp_path):
     text = (FIXTURE / "config.yaml").read_text().replace("head_bias: true", "head_bias: maybe")
     (tmp_path / "config.yaml").write_text(text)
-    with pytest.raises(ConfigError, match=r"model.head_bias: .*config.yaml: expected true or false"):
+    with pytest.raises(
+        ConfigError, match=r"model.head_bias: .*config.yaml: expected true or false"
+    ):
         read_run_config(tmp_path / "config.yaml")

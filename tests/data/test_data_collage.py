@@ -11,8 +11,15 @@ from gspdml.data.digits import digit_glyphs
 from gspdml.data.glyphs import SPLITS
 from gspdml.errors import ConfigError
 
-SMALL = dict(tile_size=16, grid=2, background_tiles=None, images_per_class=3,
-             class_split=(60, 20, 20), background_split=(4, 3, 3), glyph_split=(0.6, 0.2, 0.2))
+SMALL = dict(
+    tile_size=16,
+    grid=2,
+    background_tiles=None,
+    images_per_class=3,
+    class_split=(60, 20, 20),
+    background_split=(4, 3, 3),
+    glyph_split=(0.6, 0.2, 0.2),
+)
 
 
 @pytest.fixture(autouse=True)
@@ -37,12 +44,20 @@ def test_target_background_and_glyph_disjointness(arrays, raw_digits):
     _, digit_labels = raw_digits
     pair_sets = [{tuple(p) for p in arrays[f"{s}_pairs"]} for s in SPLITS]
     assert [len(p) for p in pair_sets] == [60, 20, 20]
-    assert not (pair_sets[0] & pair_sets[1]) and not (pair_sets[0] & pair_sets[2]) and not (pair_sets[1] & pair_sets[2])
+    assert (
+        not (pair_sets[0] & pair_sets[1])
+        and not (pair_sets[0] & pair_sets[2])
+        and not (pair_sets[1] & pair_sets[2])
+    )
     backgrounds = [set(arrays[f"{s}_background_set"].tolist()) for s in SPLITS]
     assert [len(b) for b in backgrounds] == [4, 3, 3]
     assert set.union(*backgrounds) == set(range(10))
     glyph_sets = [set(arrays[f"{s}_glyphs"].ravel().tolist()) for s in SPLITS]
-    assert not (glyph_sets[0] & glyph_sets[1]) and not (glyph_sets[0] & glyph_sets[2]) and not (glyph_sets[1] & glyph_sets[2])
+    assert (
+        not (glyph_sets[0] & glyph_sets[1])
+        and not (glyph_sets[0] & glyph_sets[2])
+        and not (glyph_sets[1] & glyph_sets[2])
+    )
     for s, used in zip(SPLITS, backgrounds):
         assert set(arrays[f"{s}_background_classes"].ravel().tolist()) <= used
         # the glyphs of each background tile are images of its background digit
@@ -51,7 +66,11 @@ def test_target_background_and_glyph_disjointness(arrays, raw_digits):
 
 
 def _tiles(image, grid, size):
-    return [image[r * size:(r + 1) * size, c * size:(c + 1) * size] for r in range(grid) for c in range(grid)]
+    return [
+        image[r * size : (r + 1) * size, c * size : (c + 1) * size]
+        for r in range(grid)
+        for c in range(grid)
+    ]
 
 
 def test_each_image_has_exactly_one_target_tile(arrays, raw_digits):
@@ -59,12 +78,18 @@ def test_each_image_has_exactly_one_target_tile(arrays, raw_digits):
     upright = {d: {g.tobytes() for g in images[digit_labels == d]} for d in range(10)}
     rotated_any = {np.rot90(g).tobytes() for g in images}
     for s in SPLITS:
-        for image, label, position in zip(arrays[f"{s}_images"], arrays[f"{s}_labels"], arrays[f"{s}_position"]):
+        for image, label, position in zip(
+            arrays[f"{s}_images"], arrays[f"{s}_labels"], arrays[f"{s}_position"]
+        ):
             a, b = arrays[f"{s}_pairs"][label]
             found = []
             for t, tile in enumerate(_tiles(image, 2, 16)):
                 band_blank = not tile[:4].any() and not tile[12:].any()
-                if band_blank and tile[4:12, :8].tobytes() in upright[a] and tile[4:12, 8:].tobytes() in upright[b]:
+                if (
+                    band_blank
+                    and tile[4:12, :8].tobytes() in upright[a]
+                    and tile[4:12, 8:].tobytes() in upright[b]
+                ):
                     found.append(t)
                 else:  # every other tile is a texture of four rotated digits
                     cells = [tile[:8, :8], tile[:8, 8:], tile[8:, :8], tile[8:, 8:]]
@@ -107,16 +132,27 @@ def test_deterministic_and_cached(monkeypatch):
 
 def test_distilled_and_partial_backgrounds():
     glyphs, labels = digit_glyphs()
-    alone = build_collage_arrays(glyphs, labels, seed=0, **{**SMALL, "grid": 1, "background_tiles": 0})
+    alone = build_collage_arrays(
+        glyphs, labels, seed=0, **{**SMALL, "grid": 1, "background_tiles": 0}
+    )
     assert alone["train_images"].shape == (180, 16, 16)
     assert not alone["train_images"][:, :4].any()  # only the target tile, with its blank band
-    one = build_collage_arrays(glyphs, labels, seed=0, **{**SMALL, "background_tiles": 1, "tile_size": 24})
+    one = build_collage_arrays(
+        glyphs, labels, seed=0, **{**SMALL, "background_tiles": 1, "tile_size": 24}
+    )
     blank = [sum(not t.any() for t in _tiles(im, 2, 24)) for im in one["train_images"]]
     assert one["train_images"].shape[1:] == (48, 48) and set(blank) == {2}
 
 
-@pytest.mark.parametrize("option, value", [("background_tiles", 4), ("class_split", (90, 20, 0)),
-                                           ("background_split", (6, 3, 3)), ("tile_size", 15)])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("background_tiles", 4),
+        ("class_split", (90, 20, 0)),
+        ("background_split", (6, 3, 3)),
+        ("tile_size", 15),
+    ],
+)
 def test_bad_options_name_the_field(option, value):
     with pytest.raises(ConfigError, match=f"data.dataset.{option}"):
         build_data({"name": "collage_digits", "cache": False, **{**SMALL, option: value}}, seed=0)
@@ -146,7 +182,11 @@ def test_averaging_over_tiles_mixes_in_the_background():
     """Why the collage needs feature selection: the target tile alone retrieves its class far
     better than the average over all tiles (what GAP does to pixel features)."""
     arrays = build_collage_arrays(*digit_glyphs(), seed=0, **{**SMALL, "images_per_class": 10})
-    images, labels, position = arrays["test_images"].astype(float), arrays["test_labels"], arrays["test_position"]
+    images, labels, position = (
+        arrays["test_images"].astype(float),
+        arrays["test_labels"],
+        arrays["test_position"],
+    )
     tiles = images.reshape(-1, 2, 16, 2, 16).transpose(0, 1, 3, 2, 4).reshape(len(images), 4, 256)
     target = _precision_at_1(tiles[np.arange(len(images)), position], labels)
     average = _precision_at_1(tiles.mean(1), labels)

@@ -12,11 +12,30 @@ from tests.data.test_data_fashion import write_idx
 
 PINNED = [
     ({"name": "collage_digits", "images_per_class": 3}, "86cb7f64a1be4927"),
-    ({"name": "collage_digits", "images_per_class": 2, "grid": 3, "background_tiles": 4, "tile_size": 12}, "1c57b6e66f217efa"),
-    ({"name": "collage_fashion", "images_per_class": 2, "class_split": [10, 5, 5], "glyph_split": [0.5, 0.25, 0.25]},
-     "49e426edba4de48d"),
+    (
+        {
+            "name": "collage_digits",
+            "images_per_class": 2,
+            "grid": 3,
+            "background_tiles": 4,
+            "tile_size": 12,
+        },
+        "1c57b6e66f217efa",
+    ),
+    (
+        {
+            "name": "collage_fashion",
+            "images_per_class": 2,
+            "class_split": [10, 5, 5],
+            "glyph_split": [0.5, 0.25, 0.25],
+        },
+        "49e426edba4de48d",
+    ),
     ({"name": "collage_shared", "images_per_class": 2}, "14aa9a7bb940a45d"),
-    ({"name": "collage_shared", "images_per_class": 2, "source": "fashion", "tile_size": 28}, "fd2f441dd8ec39e6"),
+    (
+        {"name": "collage_shared", "images_per_class": 2, "source": "fashion", "tile_size": 28},
+        "fd2f441dd8ec39e6",
+    ),
 ]
 
 
@@ -36,7 +55,11 @@ def fashion_root(tmp_path_factory):
 
 def digest(data) -> str:
     h = hashlib.sha256()
-    for part in (data.train, data.val.query if data.val else None, data.test.query if data.test else None):
+    for part in (
+        data.train,
+        data.val.query if data.val else None,
+        data.test.query if data.test else None,
+    ):
         if part is not None:
             h.update(np.asarray(part.images).tobytes())
             h.update(np.asarray(part.labels).tobytes())
@@ -44,7 +67,9 @@ def digest(data) -> str:
     return h.hexdigest()[:16]
 
 
-@pytest.mark.parametrize("spec, expected", PINNED, ids=[f"{s['name']}-{i}" for i, (s, _) in enumerate(PINNED)])
+@pytest.mark.parametrize(
+    "spec, expected", PINNED, ids=[f"{s['name']}-{i}" for i, (s, _) in enumerate(PINNED)]
+)
 def test_collages_are_pinned(spec, expected, fashion_root):
     if spec.get("name") == "collage_fashion" or spec.get("source") == "fashion":
         spec = {**spec, "root": str(fashion_root)}

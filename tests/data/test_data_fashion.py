@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from gspdml.data import build_data
-from gspdml.data.glyphs import SPLITS
 from gspdml.data.fashion_mnist import read_idx
+from gspdml.data.glyphs import SPLITS
 from gspdml.errors import DataError
 
 
@@ -43,7 +43,9 @@ def test_idx_round_trip_and_errors(tmp_path):
 
 
 def test_fashion_mnist_class_disjoint(fashion_root):
-    data = build_data({"name": "fashion_mnist", "root": str(fashion_root), "class_split": [6, 2, 2]}, seed=0)
+    data = build_data(
+        {"name": "fashion_mnist", "root": str(fashion_root), "class_split": [6, 2, 2]}, seed=0
+    )
     assert data.channels == 1 and data.num_classes == 6
     assert len(data.train) == 6 * 15 and len(data.val.query) == 30 and len(data.test.query) == 30
     assert data.test.query.class_names == ["Bag", "Ankle boot"]
@@ -52,13 +54,23 @@ def test_fashion_mnist_class_disjoint(fashion_root):
         assert np.array_equal(raw, dataset.labels + first_class)
     x = torch.stack([data.train[i][0] for i in range(len(data.train))])
     assert abs(float(x.mean())) < 1e-4 and abs(float(x.std()) - 1) < 1e-3
-    few = build_data({"name": "fashion_mnist", "root": str(fashion_root), "images_per_class": 5}, seed=0)
+    few = build_data(
+        {"name": "fashion_mnist", "root": str(fashion_root), "images_per_class": 5}, seed=0
+    )
     assert np.bincount(few.train.labels).tolist() == [5] * 6
 
 
 def test_collage_fashion_splits(fashion_root):
-    data = build_data({"name": "collage_fashion", "root": str(fashion_root), "images_per_class": 2,
-                       "class_split": [10, 5, 5], "glyph_split": [1, 1, 1]}, seed=0)
+    data = build_data(
+        {
+            "name": "collage_fashion",
+            "root": str(fashion_root),
+            "images_per_class": 2,
+            "class_split": [10, 5, 5],
+            "glyph_split": [1, 1, 1],
+        },
+        seed=0,
+    )
     assert data.train[0][0].shape == (1, 56, 56) and data.num_classes == 10
     names = [set(d.class_names) for d in (data.train, data.val.query, data.test.query)]
     assert not (names[0] & names[1] or names[0] & names[2] or names[1] & names[2])

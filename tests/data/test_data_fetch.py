@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from gspdml.data import catalog
-from gspdml.data.image_splits import OfficialSplits, Records
 from gspdml.data.cars import read_cars
 from gspdml.data.fetch import DOWNLOADS, Archive, DatasetSource, download, fetch
+from gspdml.data.image_splits import OfficialSplits, Records
 from gspdml.errors import DataError
 from tests.helpers.datasets import make_cars_devkit
 
@@ -60,7 +60,7 @@ class Server:
                 self.end_headers()
                 body = data[start:]
                 if not header and self.path in outer.cut:
-                    body = body[:outer.cut.pop(self.path)]
+                    body = body[: outer.cut.pop(self.path)]
                 self.wfile.write(body)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -85,6 +85,7 @@ def count_check(expected):
         if len(images) != expected:
             raise DataError(f"{folder}: {len(images)} images, expected {expected}")
         return len(images)
+
     return check
 
 
@@ -108,7 +109,9 @@ def test_interrupted_download_resumes_with_a_range_request(server, tmp_path):
     server.files["/toy.tgz"] = ARCHIVE
     server.cut["/toy.tgz"] = 3000
     target = tmp_path / "toy.tgz"
-    with pytest.raises(DataError, match="interrupted after 3000 of .* bytes; run the same command again to resume"):
+    with pytest.raises(
+        DataError, match="interrupted after 3000 of .* bytes; run the same command again to resume"
+    ):
         download(toy(server), target, progress=False)
     assert (tmp_path / "toy.tgz.part").stat().st_size == 3000 and not target.exists()
     digests = download(toy(server), target, progress=False)
@@ -143,8 +146,13 @@ def test_wrong_checksum_is_refused_and_the_file_deleted(server, tmp_path):
     corrupted = bytearray(ARCHIVE)
     corrupted[100] ^= 0xFF
     server.files["/toy.tgz"] = bytes(corrupted)
-    source = DatasetSource("toy", (Archive("toy.tgz", md5(ARCHIVE), server.url + "/toy.tgz"),), count_check(40))
-    with pytest.raises(DataError, match=f"checksum mismatch for toy.tgz: MD5 {md5(bytes(corrupted))}, expected {md5(ARCHIVE)}"):
+    source = DatasetSource(
+        "toy", (Archive("toy.tgz", md5(ARCHIVE), server.url + "/toy.tgz"),), count_check(40)
+    )
+    with pytest.raises(
+        DataError,
+        match=f"checksum mismatch for toy.tgz: MD5 {md5(bytes(corrupted))}, expected {md5(ARCHIVE)}",
+    ):
         fetch(source, tmp_path, progress=False)
     assert sorted(p.name for p in tmp_path.rglob("*")) == [DOWNLOADS]
 
@@ -152,26 +160,35 @@ def test_wrong_checksum_is_refused_and_the_file_deleted(server, tmp_path):
 def test_every_pinned_digest_must_match(server, tmp_path):
     server.files["/toy.tgz"] = ARCHIVE
     with pytest.raises(DataError, match=f"SHA-256 {sha256(ARCHIVE)}, expected {'0' * 64}"):
-        download(toy(server, sha256="0" * 64), tmp_path / "toy.tgz", progress=False)  # the MD5 matches
+        download(
+            toy(server, sha256="0" * 64), tmp_path / "toy.tgz", progress=False
+        )  # the MD5 matches
     assert not list(tmp_path.iterdir())
     only_sha = toy(server, md5=None, sha256=sha256(b"other"))
     with pytest.raises(DataError, match=f"SHA-256 {sha256(ARCHIVE)}, expected {sha256(b'other')}"):
         download(only_sha, tmp_path / "toy.tgz", progress=False)
-    assert download(toy(server, sha256=sha256(ARCHIVE), size=len(ARCHIVE)), tmp_path / "toy.tgz", progress=False)["md5"] == md5(ARCHIVE)
+    assert download(
+        toy(server, sha256=sha256(ARCHIVE), size=len(ARCHIVE)), tmp_path / "toy.tgz", progress=False
+    )["md5"] == md5(ARCHIVE)
     with pytest.raises(ValueError, match="needs a pinned MD5 or SHA-256"):
         Archive("toy.tgz", url=server.url + "/toy.tgz")
 
 
 def test_a_server_offering_another_size_is_refused_before_downloading(server, tmp_path):
     server.files["/toy.tgz"] = ARCHIVE
-    with pytest.raises(DataError, match=f"offers {len(ARCHIVE)} bytes for toy.tgz, the pinned archive has {len(ARCHIVE) + 1}"):
+    with pytest.raises(
+        DataError,
+        match=f"offers {len(ARCHIVE)} bytes for toy.tgz, the pinned archive has {len(ARCHIVE) + 1}",
+    ):
         download(toy(server, size=len(ARCHIVE) + 1), tmp_path / "toy.tgz", progress=False)
     assert not list(tmp_path.iterdir())  # not even a partial file
 
 
 def test_the_catalog_pins_sha256_and_size_where_they_are_published():
     cub, sop = catalog.SOURCES["cub"].archives[0], catalog.SOURCES["sop"].archives[0]
-    assert (cub.size, sop.size) == (1150585339, 3083860082) and len(cub.sha256) == len(sop.sha256) == 64
+    assert (cub.size, sop.size) == (1150585339, 3083860082) and len(cub.sha256) == len(
+        sop.sha256
+    ) == 64
     devkit = catalog.SOURCES["cars"].alternatives[0]
     assert all(a.sha256 and a.size and a.url is None for a in devkit)
 
@@ -179,11 +196,21 @@ def test_the_catalog_pins_sha256_and_size_where_they_are_published():
 def test_fetch_extracts_verifies_and_records_digests(server, tmp_path):
     server.files["/toy.tgz"] = ARCHIVE
     server.files["/meta.mat"] = b"annotations"
-    source = DatasetSource("toy", (Archive("toy.tgz", md5(ARCHIVE), server.url + "/toy.tgz"),
-                                   Archive("meta.mat", md5(b"annotations"), server.url + "/meta.mat", extract=False)),
-                           count_check(40))
+    source = DatasetSource(
+        "toy",
+        (
+            Archive("toy.tgz", md5(ARCHIVE), server.url + "/toy.tgz"),
+            Archive("meta.mat", md5(b"annotations"), server.url + "/meta.mat", extract=False),
+        ),
+        count_check(40),
+    )
     assert fetch(source, tmp_path, progress=False) == 40
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".downloads", ".gspdml-fetch-toy.json", "Toy", "meta.mat"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".downloads",
+        ".gspdml-fetch-toy.json",
+        "Toy",
+        "meta.mat",
+    ]
     assert (tmp_path / "Toy/images/007.jpg").read_bytes() == IMAGES["Toy/images/007.jpg"]
     assert hashlib.sha256(ARCHIVE).hexdigest() in (tmp_path / ".gspdml-fetch-toy.json").read_text()
     server.files.clear()  # a second fetch reuses the checked download
@@ -193,7 +220,9 @@ def test_fetch_extracts_verifies_and_records_digests(server, tmp_path):
 def test_a_failed_check_leaves_nothing_half_extracted(server, tmp_path):
     short = tar_gz({f"Toy/images/{i:03d}.jpg": b"x" for i in range(39)})
     server.files["/toy.tgz"] = short
-    source = DatasetSource("toy", (Archive("toy.tgz", md5(short), server.url + "/toy.tgz"),), count_check(40))
+    source = DatasetSource(
+        "toy", (Archive("toy.tgz", md5(short), server.url + "/toy.tgz"),), count_check(40)
+    )
     with pytest.raises(DataError, match="39 images, expected 40"):
         fetch(source, tmp_path, progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == [DOWNLOADS]
@@ -202,7 +231,9 @@ def test_a_failed_check_leaves_nothing_half_extracted(server, tmp_path):
 def test_unsafe_archive_members_are_refused(server, tmp_path):
     evil = tar_gz({"../escape.jpg": b"x"})
     server.files["/evil.tgz"] = evil
-    source = DatasetSource("evil", (Archive("evil.tgz", md5(evil), server.url + "/evil.tgz"),), count_check(1))
+    source = DatasetSource(
+        "evil", (Archive("evil.tgz", md5(evil), server.url + "/evil.tgz"),), count_check(1)
+    )
     with pytest.raises(DataError, match=r"refusing archive member '\.\./escape\.jpg'"):
         fetch(source, tmp_path, progress=False)
     assert not (tmp_path.parent / "escape.jpg").exists()
@@ -212,13 +243,19 @@ def test_datasets_without_url_print_manual_steps_and_check_placed_archives(tmp_p
     with pytest.raises(DataError, match="torchvision issue #7545"):
         fetch(catalog.SOURCES["cars"], tmp_path, progress=False)
     (tmp_path / "car_ims.tgz").write_bytes(b"not the archive")
-    with pytest.raises(DataError, match=f"car_ims.tgz: checksum mismatch: MD5 {md5(b'not the archive')}, expected d5c8f0aa"):
+    with pytest.raises(
+        DataError,
+        match=f"car_ims.tgz: checksum mismatch: MD5 {md5(b'not the archive')}, expected d5c8f0aa",
+    ):
         fetch(catalog.SOURCES["cars"], tmp_path, progress=False)
     with pytest.raises(DataError, match="Google Drive"):
         fetch(catalog.SOURCES["inshop"], tmp_path, progress=False)
     (tmp_path / "car_ims.tgz").unlink()
     (tmp_path / "car_devkit.tgz").write_bytes(b"not the devkit")
-    with pytest.raises(DataError, match=f"car_devkit.tgz: checksum mismatch: SHA-256 {sha256(b'not the devkit')}, expected b97deb46"):
+    with pytest.raises(
+        DataError,
+        match=f"car_devkit.tgz: checksum mismatch: SHA-256 {sha256(b'not the devkit')}, expected b97deb46",
+    ):
         fetch(catalog.SOURCES["cars"], tmp_path, progress=False)
 
 
@@ -226,20 +263,37 @@ def test_placed_devkit_release_is_checked_extracted_and_read(tmp_path, write_ima
     """The catalog's devkit set (names, what is extracted), pinned to archives generated here."""
     tree = tmp_path / "tree"
     make_cars_devkit(tree, write_image, classes=4, per_class=2)
-    files = {"cars_train.tgz": tar_gz({f"cars_train/{p.name}": p.read_bytes() for p in (tree / "cars_train").iterdir()}),
-             "cars_test.tgz": tar_gz({f"cars_test/{p.name}": p.read_bytes() for p in (tree / "cars_test").iterdir()}),
-             "car_devkit.tgz": tar_gz({f"devkit/{p.name}": p.read_bytes() for p in (tree / "devkit").iterdir()}),
-             "cars_test_annos_withlabels.mat": (tree / "cars_test_annos_withlabels.mat").read_bytes()}
-    devkit = tuple(dataclasses.replace(a, sha256=sha256(files[a.filename]), size=len(files[a.filename]))
-                   for a in catalog.CARS_DEVKIT)
+    files = {
+        "cars_train.tgz": tar_gz(
+            {f"cars_train/{p.name}": p.read_bytes() for p in (tree / "cars_train").iterdir()}
+        ),
+        "cars_test.tgz": tar_gz(
+            {f"cars_test/{p.name}": p.read_bytes() for p in (tree / "cars_test").iterdir()}
+        ),
+        "car_devkit.tgz": tar_gz(
+            {f"devkit/{p.name}": p.read_bytes() for p in (tree / "devkit").iterdir()}
+        ),
+        "cars_test_annos_withlabels.mat": (tree / "cars_test_annos_withlabels.mat").read_bytes(),
+    }
+    devkit = tuple(
+        dataclasses.replace(a, sha256=sha256(files[a.filename]), size=len(files[a.filename]))
+        for a in catalog.CARS_DEVKIT
+    )
     real = catalog.SOURCES["cars"]
-    source = dataclasses.replace(real, alternatives=(devkit,), check=catalog.listed_images(read_cars, 8))
+    source = dataclasses.replace(
+        real, alternatives=(devkit,), check=catalog.listed_images(read_cars, 8)
+    )
     root = tmp_path / "root"
     root.mkdir()
     for name, data in files.items():
         (root / name).write_bytes(data)
     assert fetch(source, root, progress=False) == 8
-    assert {p.name for p in root.iterdir()} >= {"cars_train", "cars_test", "devkit", "cars_test_annos_withlabels.mat"}
+    assert {p.name for p in root.iterdir()} >= {
+        "cars_train",
+        "cars_test",
+        "devkit",
+        "cars_test_annos_withlabels.mat",
+    }
     assert catalog.detect(root) == "cars"
 
 
@@ -250,7 +304,9 @@ def test_verify_uses_the_readers_and_finds_missing_images(tmp_path):
     (base / "images").mkdir(parents=True)
     (base / "images.txt").write_text("1 a/1.jpg\n2 b/2.jpg\n")
     (base / "image_class_labels.txt").write_text("1 1\n2 2\n")
-    with pytest.raises(DataError, match="the dataset lists 2 images; the official dataset has 11788"):
+    with pytest.raises(
+        DataError, match="the dataset lists 2 images; the official dataset has 11788"
+    ):
         catalog.verify(tmp_path)
     (tmp_path / "a.jpg").write_bytes(b"x")
 

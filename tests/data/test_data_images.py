@@ -23,9 +23,9 @@ def test_grayscale_and_palette_become_rgb(tmp_path):
 
 def test_transparency_is_composited_on_white(tmp_path):
     rgba = np.zeros((2, 3, 4), dtype=np.uint8)
-    rgba[0, 0] = (200, 0, 0, 255)      # opaque red
-    rgba[0, 1] = (200, 0, 0, 0)        # fully transparent
-    rgba[0, 2] = (0, 0, 0, 128)        # half-transparent black
+    rgba[0, 0] = (200, 0, 0, 255)  # opaque red
+    rgba[0, 1] = (200, 0, 0, 0)  # fully transparent
+    rgba[0, 2] = (0, 0, 0, 128)  # half-transparent black
     Image.fromarray(rgba, "RGBA").save(tmp_path / "a.png")
     out = np.asarray(load_image(tmp_path / "a.png")).astype(int)
     assert tuple(out[0, 0]) == (200, 0, 0) and tuple(out[0, 1]) == (255, 255, 255)
@@ -46,7 +46,7 @@ def test_cmyk_jpeg(tmp_path):
     cmyk.save(tmp_path / "c.jpg", quality=100)
     out = np.asarray(load_image(tmp_path / "c.jpg")).astype(int)
     assert out.shape == (16, 16, 3)
-    assert np.abs(out[4, 12] - 255).max() <= 3                # no ink: white
+    assert np.abs(out[4, 12] - 255).max() <= 3  # no ink: white
     assert np.abs(out[4, 3] - np.array([0, 255, 255])).max() <= 3  # cyan = no red
 
 

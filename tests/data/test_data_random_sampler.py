@@ -31,13 +31,17 @@ def test_random_batches_contain_singleton_classes_and_resume_exactly():
     resumed = RandomBatchSampler(labels, 20, seed=0)
     resumed.load_state_dict(run.state_dict())
     assert (resumed.epoch, resumed.position) == (1, 3)
-    assert next(iter(resumed)) == RandomBatchSampler(labels, 20, seed=0).epoch_batches(1)[3].tolist()
+    assert (
+        next(iter(resumed)) == RandomBatchSampler(labels, 20, seed=0).epoch_batches(1)[3].tolist()
+    )
 
 
 def test_ranks_split_each_global_batch():
     labels = np.arange(24)
     whole = RandomBatchSampler(labels, 8, seed=1).epoch_batches(0)
-    parts = [RandomBatchSampler(labels, 8, seed=1, rank=r, world_size=2).epoch_batches(0) for r in (0, 1)]
+    parts = [
+        RandomBatchSampler(labels, 8, seed=1, rank=r, world_size=2).epoch_batches(0) for r in (0, 1)
+    ]
     for b, (a0, a1) in enumerate(zip(*parts)):
         assert np.concatenate([a0, a1]).tolist() == whole[b].tolist()
 

@@ -26,7 +26,7 @@ def test_batches_are_class_balanced_and_halves_disjoint():
         assert sorted(Counter(labels).values()) == [3, 3, 3, 3]
         assert not set(labels[:6]) & set(labels[6:])
         # a class is contiguous in the batch: its m samples form one chunk
-        assert all(len(set(labels[k:k + 3])) == 1 for k in range(0, 12, 3))
+        assert all(len(set(labels[k : k + 3])) == 1 for k in range(0, 12, 3))
 
 
 def test_every_sample_each_epoch_and_length():
@@ -40,7 +40,7 @@ def test_every_sample_each_epoch_and_length():
         assert set(np.concatenate(batches)) == set(range(len(LABELS)))
         for batch in batches:  # no sample twice inside a chunk unless its class is too small
             for k in range(0, len(batch), 3):
-                chunk = batch[k:k + 3]
+                chunk = batch[k : k + 3]
                 if SIZES[LABELS[chunk[0]]] >= 3:
                     assert len(set(chunk)) == 3
 
@@ -81,7 +81,7 @@ def test_resume_continues_with_the_next_batch(consumed):
     resumed = ClassBalancedBatchSampler(LABELS, 4, 3, seed=9, replacement=True)
     resumed.load_state_dict(state)
     rest = epoch(resumed)
-    assert taken + rest == stream[:consumed + len(rest)]
+    assert taken + rest == stream[: consumed + len(rest)]
     assert rest and (consumed + len(rest)) % len(reference) == 0
     jumped = ClassBalancedBatchSampler(LABELS, 4, 3, seed=9, replacement=True)
     jumped.advance_to(consumed)
@@ -96,7 +96,10 @@ def test_resume_rejects_other_seed():
 
 
 def test_small_class_error_names_class_and_count():
-    with pytest.raises(ConfigError, match=r"data.samples_per_class: class 6 \(shoe\) has 3 samples, fewer than samples_per_class=4"):
+    with pytest.raises(
+        ConfigError,
+        match=r"data.samples_per_class: class 6 \(shoe\) has 3 samples, fewer than samples_per_class=4",
+    ):
         ClassBalancedBatchSampler(LABELS, 4, 4, class_names={c: "shoe" for c in SIZES})
     s = ClassBalancedBatchSampler(LABELS, 4, 4, replacement=True)
     batches = epoch(s)
@@ -109,8 +112,12 @@ def test_small_class_error_names_class_and_count():
 
 def test_distributed_slices_form_the_global_batch():
     full = epoch(ClassBalancedBatchSampler(LABELS, 4, 3, seed=4, replacement=True))
-    parts = [epoch(ClassBalancedBatchSampler(LABELS, 4, 3, seed=4, replacement=True, rank=r, world_size=3))
-             for r in range(3)]
+    parts = [
+        epoch(
+            ClassBalancedBatchSampler(LABELS, 4, 3, seed=4, replacement=True, rank=r, world_size=3)
+        )
+        for r in range(3)
+    ]
     assert [sum((p[k] for p in parts), []) for k in range(len(full))] == full
     with pytest.raises(ConfigError, match="world_size"):
         ClassBalancedBatchSampler(LABELS, 4, 3, world_size=5, replacement=True)

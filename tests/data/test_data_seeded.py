@@ -31,7 +31,9 @@ def test_same_item_same_augmentation_regardless_of_workers():
 def test_seeded_generator_is_a_function_of_its_key():
     draw = lambda *key: torch.rand(4, generator=seeded_generator(*key))  # noqa: E731
     assert torch.equal(draw(1, 2, 3), draw(1, 2, 3))
-    assert len({tuple(draw(*k).tolist()) for k in [(1, 2, 3), (1, 3, 2), (2, 2, 3), (1, 2, 4)]}) == 4
+    assert (
+        len({tuple(draw(*k).tolist()) for k in [(1, 2, 3), (1, 3, 2), (2, 2, 3), (1, 2, 4)]}) == 4
+    )
 
 
 def test_random_shift_matches_a_slow_reference():
@@ -52,5 +54,7 @@ def test_random_shift_matches_a_slow_reference():
 def test_tile_permutation_moves_whole_tiles():
     x = torch.arange(3 * 6 * 6, dtype=torch.float32).reshape(3, 6, 6)
     y = TilePermutation(3)(x, torch.Generator().manual_seed(1))
-    tiles = lambda z: sorted(z[:, r:r + 2, c:c + 2].numpy().tobytes() for r in (0, 2, 4) for c in (0, 2, 4))  # noqa: E731
+    tiles = lambda z: sorted(
+        z[:, r : r + 2, c : c + 2].numpy().tobytes() for r in (0, 2, 4) for c in (0, 2, 4)
+    )  # noqa: E731
     assert tiles(x) == tiles(y) and not torch.equal(x, y)

@@ -8,11 +8,22 @@ from sklearn.datasets import load_digits
 
 from gspdml.data import build_data
 from gspdml.data.glyphs import SPLITS, resize_glyphs
-from gspdml.data.shared_collage import build_shared_collage_arrays, partition, tile_classification_arrays
+from gspdml.data.shared_collage import (
+    build_shared_collage_arrays,
+    partition,
+    tile_classification_arrays,
+)
 from gspdml.errors import ConfigError
 
-SETTING = dict(split_seed=3, tile_size=16, grid=2, images_per_class=3, shared_super=2, sub_split=(4, 2, 4),
-               glyph_split=(0.6, 0.2, 0.2))
+SETTING = dict(
+    split_seed=3,
+    tile_size=16,
+    grid=2,
+    images_per_class=3,
+    shared_super=2,
+    sub_split=(4, 2, 4),
+    glyph_split=(0.6, 0.2, 0.2),
+)
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +58,11 @@ def test_targets_backgrounds_and_source_images_are_disjoint_across_splits(arrays
     glyphs = [set(arrays[f"{s}_glyphs"].ravel().tolist()) for s in SPLITS]
     for i in range(3):
         for j in range(i + 1, 3):
-            assert not targets[i] & targets[j] and not backgrounds[i] & backgrounds[j] and not glyphs[i] & glyphs[j]
+            assert (
+                not targets[i] & targets[j]
+                and not backgrounds[i] & backgrounds[j]
+                and not glyphs[i] & glyphs[j]
+            )
     assert not set.union(*targets) & set.union(*backgrounds)
     # background classes are the sub-classes of the shared super-classes only
     shared = {a for a, _ in set.union(*backgrounds)}
@@ -56,7 +71,11 @@ def test_targets_backgrounds_and_source_images_are_disjoint_across_splits(arrays
 
 def test_each_collage_holds_its_target_once_and_backgrounds_of_its_split_elsewhere(arrays):
     for s in SPLITS:
-        tiles, position, labels = arrays[f"{s}_tile_pairs"], arrays[f"{s}_position"], arrays[f"{s}_labels"]
+        tiles, position, labels = (
+            arrays[f"{s}_tile_pairs"],
+            arrays[f"{s}_position"],
+            arrays[f"{s}_labels"],
+        )
         n = len(labels)
         assert n == 3 * len(arrays[f"{s}_pairs"])
         np.testing.assert_array_equal(tiles[np.arange(n), position], arrays[f"{s}_pairs"][labels])
@@ -67,28 +86,39 @@ def test_each_collage_holds_its_target_once_and_backgrounds_of_its_split_elsewhe
 
 def test_target_and_background_tiles_come_from_the_same_source_and_preprocessing(arrays, digits):
     images, labels = digits
-    cells = resize_glyphs(images, 8)  # 8x8 digits at 8 px: unchanged, so the tiles are raw digit pixels
+    cells = resize_glyphs(
+        images, 8
+    )  # 8x8 digits at 8 px: unchanged, so the tiles are raw digit pixels
     np.testing.assert_array_equal(cells, images)
     for s in SPLITS:
-        collages, used, tiles = arrays[f"{s}_images"], arrays[f"{s}_glyphs"], arrays[f"{s}_tile_pairs"]
+        collages, used, tiles = (
+            arrays[f"{s}_images"],
+            arrays[f"{s}_glyphs"],
+            arrays[f"{s}_tile_pairs"],
+        )
         # every tile, target or background, shows its class's two digits upright in rows 4..11
         np.testing.assert_array_equal(labels[used], tiles)
         for i in range(len(collages)):
             for t in range(4):
                 r, c = divmod(t, 2)
-                tile = collages[i, 16 * r:16 * r + 16, 16 * c:16 * c + 16]
+                tile = collages[i, 16 * r : 16 * r + 16, 16 * c : 16 * c + 16]
                 assert not tile[:4].any() and not tile[12:].any()
                 np.testing.assert_array_equal(tile[4:12, :8], images[used[i, t, 0]])
                 np.testing.assert_array_equal(tile[4:12, 8:], images[used[i, t, 1]])
 
 
 def test_pretraining_tiles_cover_every_class_from_training_images_only(arrays, digits):
-    tiles = tile_classification_arrays(*digits, split_seed=3, tile_size=16, tiles_per_class=2,
-                                       glyph_split=(0.6, 0.2, 0.2), seed=0)
+    tiles = tile_classification_arrays(
+        *digits, split_seed=3, tile_size=16, tiles_per_class=2, glyph_split=(0.6, 0.2, 0.2), seed=0
+    )
     assert sorted(set(tiles["labels"].tolist())) == list(range(100))
-    held_out = set(arrays["val_glyphs"].ravel().tolist()) | set(arrays["test_glyphs"].ravel().tolist())
+    held_out = set(arrays["val_glyphs"].ravel().tolist()) | set(
+        arrays["test_glyphs"].ravel().tolist()
+    )
     assert not set(tiles["glyphs"].ravel().tolist()) & held_out
-    np.testing.assert_array_equal(digits[1][tiles["glyphs"]], np.stack([tiles["labels"] // 10, tiles["labels"] % 10], 1))
+    np.testing.assert_array_equal(
+        digits[1][tiles["glyphs"]], np.stack([tiles["labels"] // 10, tiles["labels"] % 10], 1)
+    )
 
 
 def test_the_split_depends_on_split_seed_only_and_bad_splits_are_named():

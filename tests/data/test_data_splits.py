@@ -19,7 +19,11 @@ def test_class_subset_relabels_and_keeps_items():
     base = Labelled([5, 3, 9, 3, 5, 7])
     sub = ClassSubset(base, [9, 3])
     assert sub.indices.tolist() == [1, 2, 3] and sub.labels.tolist() == [0, 1, 0]
-    assert [sub[i][0].item() for i in range(3)] == [1, 2, 3] and [sub[i][1] for i in range(3)] == [0, 1, 0]
+    assert [sub[i][0].item() for i in range(3)] == [1, 2, 3] and [sub[i][1] for i in range(3)] == [
+        0,
+        1,
+        0,
+    ]
     assert sub.paths == ["img1", "img2", "img3"] and sub.class_names == ["class3", "class9"]
     kept = ClassSubset(base, [9, 3], relabel=False)
     assert kept.labels.tolist() == [3, 9, 3] and kept[1][1] == 9
@@ -33,9 +37,13 @@ def test_validation_classes_variants():
     assert val.tolist() == list(range(25, 30)) and fit.tolist() == list(range(10, 25))
     # fold f trains on the 15 classes from position 5f (wrapping) and validates on the next 5
     blocks = [validation_classes(classes, val_fold=f, num_folds=4)[1].tolist() for f in range(4)]
-    assert blocks == [list(range(25, 30))] + [list(range(10 + 5 * (f - 1), 15 + 5 * (f - 1))) for f in range(1, 4)]
+    assert blocks == [list(range(25, 30))] + [
+        list(range(10 + 5 * (f - 1), 15 + 5 * (f - 1))) for f in range(1, 4)
+    ]
     # 10 classes, 4 folds: 2 validation classes each, training blocks start at int(f * 10 / 4) = 0, 2, 5, 7
-    uneven = [validation_classes(np.arange(10), val_fold=f, num_folds=4)[1].tolist() for f in range(4)]
+    uneven = [
+        validation_classes(np.arange(10), val_fold=f, num_folds=4)[1].tolist() for f in range(4)
+    ]
     assert uneven == [[8, 9], [0, 1], [3, 4], [5, 6]]
     fit, val = validation_classes(classes, val_classes=[12, 20])
     assert val.tolist() == [12, 20] and len(fit) == 18 and not set(fit) & set(val)

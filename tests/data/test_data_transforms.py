@@ -27,7 +27,9 @@ def test_resize_shorter_side_and_center_crop():
 
 
 def test_random_resized_crop_respects_scale_ratio_and_box():
-    crop = RandomResizedCrop(50, scale=(0.16, 1.0), ratio=(3 / 4, 4 / 3), interpolation=Image.NEAREST)
+    crop = RandomResizedCrop(
+        50, scale=(0.16, 1.0), ratio=(3 / 4, 4 / 3), interpolation=Image.NEAREST
+    )
     g = torch.Generator().manual_seed(0)
     width, height = 200, 150
     image = coordinates(width, height)
@@ -43,7 +45,9 @@ def test_random_resized_crop_respects_scale_ratio_and_box():
         g.set_state(state)
         out = np.asarray(crop(image, g)).astype(int)
         # nearest-neighbour resize of the box: the corners show the box's first and last pixels
-        assert abs(out[0, 0, 0] - left) <= math.ceil(w / 50) and abs(out[0, 0, 1] - top) <= math.ceil(h / 50)
+        assert abs(out[0, 0, 0] - left) <= math.ceil(w / 50) and abs(
+            out[0, 0, 1] - top
+        ) <= math.ceil(h / 50)
         assert abs(out[-1, -1, 0] - (left + w - 1)) <= math.ceil(w / 50)
         assert abs(out[-1, -1, 1] - (top + h - 1)) <= math.ceil(h / 50)
     assert min(areas) < 0.3 and max(areas) > 0.8  # the whole range is used

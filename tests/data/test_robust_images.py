@@ -35,7 +35,14 @@ def root(tmp_path):
 
 
 def _dataset(root, **options):
-    spec = {"name": "image_folder", "root": str(root), "val_fraction": 0.0, "resize": 18, "crop": 16, **options}
+    spec = {
+        "name": "image_folder",
+        "root": str(root),
+        "val_fraction": 0.0,
+        "resize": 18,
+        "crop": 16,
+        **options,
+    }
     return build_data(spec, seed=0).train
 
 

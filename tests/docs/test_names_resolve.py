@@ -21,7 +21,9 @@ SKIP = {"tests/docs/test_names_resolve.py"}  # this file's own bad examples
 
 
 def _tracked_text_files() -> list[Path]:
-    listed = subprocess.run(["git", "ls-files", "*.md", "*.py"], cwd=ROOT, capture_output=True, text=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "*.md", "*.py"], cwd=ROOT, capture_output=True, text=True
+    )
     if listed.returncode != 0:
         pytest.fail(f"git ls-files failed in {ROOT}: {listed.stderr.strip()}")
     return [ROOT / name for name in listed.stdout.split() if name not in SKIP]
@@ -50,10 +52,16 @@ def stale_names(text: str) -> set[str]:
 
 
 def test_the_scan_flags_moved_names():
-    text = ("see gspdml.evaluation.knn.retrieve, gspdml.pooling.gsp.transport.partial_transport, "
-            "gspdml.retrieval.knn, src/gspdml/pooling/partial_transport.py and tests/gsp/test_gsp_layer.py")
-    assert stale_names(text) == {"gspdml.evaluation.knn.retrieve", "gspdml.retrieval.knn",
-                                 "src/gspdml/pooling/partial_transport.py", "tests/gsp/test_gsp_layer.py"}
+    text = (
+        "see gspdml.evaluation.knn.retrieve, gspdml.pooling.gsp.transport.partial_transport, "
+        "gspdml.retrieval.knn, src/gspdml/pooling/partial_transport.py and tests/gsp/test_gsp_layer.py"
+    )
+    assert stale_names(text) == {
+        "gspdml.evaluation.knn.retrieve",
+        "gspdml.retrieval.knn",
+        "src/gspdml/pooling/partial_transport.py",
+        "tests/gsp/test_gsp_layer.py",
+    }
 
 
 def test_every_name_in_the_repository_resolves():
@@ -61,4 +69,6 @@ def test_every_name_in_the_repository_resolves():
     for path in _tracked_text_files():
         for name in stale_names(path.read_text(encoding="utf-8")):
             stale.setdefault(name, []).append(str(path.relative_to(ROOT)))
-    assert not stale, "names that no longer exist:\n" + "\n".join(f"{k}: {', '.join(v)}" for k, v in sorted(stale.items()))
+    assert not stale, "names that no longer exist:\n" + "\n".join(
+        f"{k}: {', '.join(v)}" for k, v in sorted(stale.items())
+    )

@@ -24,6 +24,8 @@ def test_python_quick_start_runs(tmp_path, monkeypatch):
     assert (tmp_path / "runs" / "scratch" / "gsp" / "model.safetensors").exists()
     assert 0.0 < namespace["results"]["test"]["map_at_r"] <= 1.0
     assert namespace["out"].weights.shape == (4, 8, 8) and namespace["rho"].shape == (2, 49)
+
+
 FAST = ["schedule.max_steps=6", "evaluation.every=3", "--no-progress"]
 
 
@@ -37,7 +39,7 @@ def _write_images(root: Path, classes: int = 8, per_class: int = 5) -> list[tupl
     rng = np.random.default_rng(0)
     rows = []
     names = ["red", "blue"] + [f"c{i}" for i in range(2, classes)]
-    for c, name in enumerate(names):
+    for name in names:
         (root / name).mkdir(parents=True)
         colour = rng.integers(0, 255, 3)
         for i in range(per_class):
@@ -53,16 +55,24 @@ def test_own_images_section_runs(tmp_path, monkeypatch):
     python = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     monkeypatch.chdir(tmp_path)
     rows = _write_images(tmp_path / "images")
-    (tmp_path / "images" / "images.csv").write_text("path,label\n" + "".join(f"{p},{label}\n" for p, label in rows))
+    (tmp_path / "images" / "images.csv").write_text(
+        "path,label\n" + "".join(f"{p},{label}\n" for p, label in rows)
+    )
     Path("own-folder.yaml").write_text(folder_config)
-    Path("own-csv.yaml").write_text(csv_config.replace("path: images.csv", "path: images/images.csv"))
+    Path("own-csv.yaml").write_text(
+        csv_config.replace("path: images.csv", "path: images/images.csv")
+    )
 
     assert main(["train", "own-folder.yaml", *FAST]) == 0
     assert main(["train", "own-csv.yaml", *FAST]) == 0
     for run, option in (("my-folder", "root"), ("my-csv", "path")):
-        saved = yaml.safe_load((tmp_path / "runs" / run / "config.yaml").read_text())["data"]["dataset"]
+        saved = yaml.safe_load((tmp_path / "runs" / run / "config.yaml").read_text())["data"][
+            "dataset"
+        ]
         assert Path(saved[option]).is_absolute() and Path(saved[option]).exists()
-        assert {"val_fraction", "transform", "normalization", "check"} <= set(saved)  # defaults filled in
+        assert {"val_fraction", "transform", "normalization", "check"} <= set(
+            saved
+        )  # defaults filled in
 
     namespace: dict = {}
     exec(compile(python, "README.md", "exec"), namespace)
@@ -70,5 +80,8 @@ def test_own_images_section_runs(tmp_path, monkeypatch):
     assert len(index) == len(rows) and namespace["queries"].shape == (2, index.dim)
     # each query is itself in the index: its nearest neighbour is itself, at distance 0
     top = [row["results"][0] for row in results.rows()]
-    assert [Path(r["path"]).relative_to(tmp_path).as_posix() for r in top] == ["images/red/0.png", "images/blue/1.png"]
+    assert [Path(r["path"]).relative_to(tmp_path).as_posix() for r in top] == [
+        "images/red/0.png",
+        "images/blue/1.png",
+    ]
     assert all(abs(r["distance"]) < 1e-3 for r in top)

@@ -11,7 +11,13 @@ spec = importlib.util.spec_from_file_location("readme_tables", SCRIPT)
 readme_tables = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(readme_tables)
 
-ROW = {"experiment": "Collage, frozen", "claim": "GSP > GAP", "paper": "+17", "ours": "GSP 60.00 ± 1.00", "verdict": "reproduced"}
+ROW = {
+    "experiment": "Collage, frozen",
+    "claim": "GSP > GAP",
+    "paper": "+17",
+    "ours": "GSP 60.00 ± 1.00",
+    "verdict": "reproduced",
+}
 
 
 @pytest.fixture
@@ -20,19 +26,58 @@ def tree(tmp_path):
     for name in ("collage", "metrix_mixup"):
         (experiments / name).mkdir(parents=True)
         (experiments / name / "run.py").write_text("")
-    (experiments / "collage" / "results.json").write_text(json.dumps({
-        "runs": {"frozen": {"plan": {"seeds": [0, 1, 2]}, "seconds": 12.3, "threads": 1, "table": "| method | MAP@R |\n|---|---|\n| gsp | 60.00 ± 1.00 |"}},
-        "reproduction": [ROW]}))
-    (experiments / "collage" / "README.md").write_text("# Collage\n<!-- results -->\nold\n<!-- /results -->\nend\n")
+    (experiments / "collage" / "results.json").write_text(
+        json.dumps(
+            {
+                "runs": {
+                    "frozen": {
+                        "plan": {"seeds": [0, 1, 2]},
+                        "seconds": 12.3,
+                        "threads": 1,
+                        "table": "| method | MAP@R |\n|---|---|\n| gsp | 60.00 ± 1.00 |",
+                    }
+                },
+                "reproduction": [ROW],
+            }
+        )
+    )
+    (experiments / "collage" / "README.md").write_text(
+        "# Collage\n<!-- results -->\nold\n<!-- /results -->\nend\n"
+    )
     demo = tmp_path / "summary.json"
-    demo.write_text(json.dumps([
-        {"method": "gap", "steps": 300, "seconds": 10.0, "target_share": None, "test": {"map_at_r": 0.07}},
-        {"method": "gsp", "steps": 250, "seconds": 20.0, "target_share": 0.81, "test": {"map_at_r": 0.55}},
-    ]))
+    demo.write_text(
+        json.dumps(
+            [
+                {
+                    "method": "gap",
+                    "steps": 300,
+                    "seconds": 10.0,
+                    "target_share": None,
+                    "test": {"map_at_r": 0.07},
+                },
+                {
+                    "method": "gsp",
+                    "steps": 250,
+                    "seconds": 20.0,
+                    "target_share": 0.81,
+                    "test": {"map_at_r": 0.55},
+                },
+            ]
+        )
+    )
     readme = tmp_path / "README.md"
-    readme.write_text("intro\n<!-- demo-table -->\ntyped by hand\n<!-- /demo-table -->\nmiddle\n"
-                      "<!-- reproductions-table -->\nold\n<!-- /reproductions-table -->\nend\n")
-    return tmp_path, ["--readme", str(readme), "--demo", str(demo), "--experiments", str(experiments)]
+    readme.write_text(
+        "intro\n<!-- demo-table -->\ntyped by hand\n<!-- /demo-table -->\nmiddle\n"
+        "<!-- reproductions-table -->\nold\n<!-- /reproductions-table -->\nend\n"
+    )
+    return tmp_path, [
+        "--readme",
+        str(readme),
+        "--demo",
+        str(demo),
+        "--experiments",
+        str(experiments),
+    ]
 
 
 def test_tables_are_generated_and_check_tells_stale_from_current(tree, capsys):
@@ -40,14 +85,28 @@ def test_tables_are_generated_and_check_tells_stale_from_current(tree, capsys):
     assert readme_tables.main([*args, "--check"]) == 1
     assert readme_tables.main(args) == 0
     text = (root / "README.md").read_text()
-    assert "typed by hand" not in text and text.startswith("intro\n<!-- demo-table -->\n| method | MAP@R |")
-    assert "| gsp | 55.00 | - | - | - | - | 0.81 | 250 | 20 |" in text and "GSP − GAP: +48.00 MAP@R" in text
-    assert "| Collage, frozen | GSP > GAP | +17 | GSP 60.00 ± 1.00 | reproduced | `python experiments/collage/run.py` |" in text
-    assert "| metrix_mixup | see its README | - | no published results.json: not re-run for this table" in text
+    assert "typed by hand" not in text and text.startswith(
+        "intro\n<!-- demo-table -->\n| method | MAP@R |"
+    )
+    assert (
+        "| gsp | 55.00 | - | - | - | - | 0.81 | 250 | 20 |" in text
+        and "GSP − GAP: +48.00 MAP@R" in text
+    )
+    assert (
+        "| Collage, frozen | GSP > GAP | +17 | GSP 60.00 ± 1.00 | reproduced | `python experiments/collage/run.py` |"
+        in text
+    )
+    assert (
+        "| metrix_mixup | see its README | - | no published results.json: not re-run for this table"
+        in text
+    )
     assert text.endswith("<!-- /reproductions-table -->\nend\n")
     assert "machine: 0 min in total (collage 0 min);" in text  # 12.3 s
     experiment = (root / "experiments" / "collage" / "README.md").read_text()
-    assert "**frozen** — seeds 0, 1, 2; training time 12 s" in experiment and "| gsp | 60.00 ± 1.00 |" in experiment
+    assert (
+        "**frozen** — seeds 0, 1, 2; training time 12 s" in experiment
+        and "| gsp | 60.00 ± 1.00 |" in experiment
+    )
     assert "- Collage, frozen: **reproduced**" in experiment and "old" not in experiment
     assert readme_tables.main([*args, "--check"]) == 0
 

@@ -19,7 +19,7 @@ def with_duplicates(n, dim, seed, unit=False):
         x = torch.nn.functional.normalize(x, dim=1)
     x[5] = x[6]
     x[7] = x[6]
-    x[n // 2:n // 2 + 5] = x[0]
+    x[n // 2 : n // 2 + 5] = x[0]
     return x
 
 
@@ -75,10 +75,15 @@ def test_faiss_backend_missing_names_the_extra(monkeypatch):
 
 def test_exact_distances_do_not_depend_on_blocking():
     g = torch.Generator().manual_seed(4)
-    q, r = torch.randn(7, 33, generator=g, dtype=torch.float64), torch.randn(50, 33, generator=g, dtype=torch.float64)
+    q, r = (
+        torch.randn(7, 33, generator=g, dtype=torch.float64),
+        torch.randn(50, 33, generator=g, dtype=torch.float64),
+    )
     cand = torch.randint(0, 50, (7, 20), generator=g)
     whole = exact_squared_distances(q, r, cand)
-    pieces = torch.cat([exact_squared_distances(q[i:i + 1], r, cand[i:i + 1], budget=1) for i in range(7)])
+    pieces = torch.cat(
+        [exact_squared_distances(q[i : i + 1], r, cand[i : i + 1], budget=1) for i in range(7)]
+    )
     assert torch.equal(whole, pieces)
     torch.testing.assert_close(whole, ((q[:, None] - r[cand]) ** 2).sum(-1))
 
@@ -103,8 +108,13 @@ def test_large_integer_labels_are_not_rounded():
 
 @pytest.mark.parametrize(
     "kwargs, field",
-    [({"k": 0}, "k"), ({"k": 5}, "k"), ({"backend": "annoy"}, "backend"), ({"memory_budget": 0}, "memory_budget"),
-     ({"precision": "int8"}, "precision")],
+    [
+        ({"k": 0}, "k"),
+        ({"k": 5}, "k"),
+        ({"backend": "annoy"}, "backend"),
+        ({"memory_budget": 0}, "memory_budget"),
+        ({"precision": "int8"}, "precision"),
+    ],
 )
 def test_bad_arguments_name_the_field(kwargs, field):
     with pytest.raises(ConfigError) as err:

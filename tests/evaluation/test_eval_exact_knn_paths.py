@@ -14,12 +14,19 @@ def near_ties(n_far=30, n_close=12, dim=6, seed=0):
     cannot order them) and whose distance order is the reverse of their index order; the other
     queries are generic."""
     g = torch.Generator().manual_seed(seed)
-    directions = torch.nn.functional.normalize(torch.randn(n_close, dim, generator=g, dtype=torch.float64), dim=1)
+    directions = torch.nn.functional.normalize(
+        torch.randn(n_close, dim, generator=g, dtype=torch.float64), dim=1
+    )
     radii = 1.0 + 1e-11 * torch.arange(n_close, 0, -1, dtype=torch.float64)
     close = directions * radii[:, None]
     far = 3.0 + torch.randn(n_far, dim, generator=g, dtype=torch.float64)
     reference = torch.cat([close, far])
-    query = torch.cat([torch.zeros(3, dim, dtype=torch.float64), torch.randn(20, dim, generator=g, dtype=torch.float64)])
+    query = torch.cat(
+        [
+            torch.zeros(3, dim, dtype=torch.float64),
+            torch.randn(20, dim, generator=g, dtype=torch.float64),
+        ]
+    )
     return query, reference
 
 
@@ -50,7 +57,9 @@ def test_certified_rows_equal_the_all_float64_path(monkeypatch, leave_one_out):
     r = None if leave_one_out else torch.randn(90, 16, generator=g)
     d_fast, i_fast = knn(x, r, 7)
     # An infinite error bound certifies nothing: exhaustive search, every row sorted in float64.
-    monkeypatch.setattr(exact_knn, "similarity_error_bound", lambda *a, **kw: torch.tensor(float("inf")))
+    monkeypatch.setattr(
+        exact_knn, "similarity_error_bound", lambda *a, **kw: torch.tensor(float("inf"))
+    )
     d_slow, i_slow = knn(x, r, 7)
     assert torch.equal(i_fast, i_slow)
     assert torch.equal(d_fast, d_slow)
@@ -92,7 +101,7 @@ def test_pool_keeps_the_k_largest_and_the_threshold():
     values = torch.randn(5, 40, generator=g)
     pool = exact_knn._Pool(5, 6, values.device)
     for c0 in range(0, 40, 7):  # blocks of columns, entries in row-major order
-        block = values[:, c0:c0 + 7]
+        block = values[:, c0 : c0 + 7]
         row, col = (block >= pool.tau[:, None]).nonzero(as_tuple=True)
         pool.add(row, col + c0, block[row, col])
     top = values.topk(6, dim=1)

@@ -27,8 +27,19 @@ def test_spec_toy_example_with_a_tie():
     # 1-D [0, 1, 2, 10, 11], labels [a, a, b, b, b]. Query 1 is equidistant from 0 (a) and 2 (b):
     # the tie rule (distance, index) ranks 0 first, so its P@1 is 1. Query 2 ranks 1, 0 (both a)
     # before its own class: P@1 = R-precision = MAP@R = 0. Queries 0, 3, 4 are perfect.
-    m = retrieval_metrics(column([0, 1, 2, 10, 11]), np.array(["a", "a", "b", "b", "b"]), class_average=True, per_class=True)
-    for key in ("precision_at_1", "r_precision", "map_at_r", "mean_average_precision", "mean_reciprocal_rank"):
+    m = retrieval_metrics(
+        column([0, 1, 2, 10, 11]),
+        np.array(["a", "a", "b", "b", "b"]),
+        class_average=True,
+        per_class=True,
+    )
+    for key in (
+        "precision_at_1",
+        "r_precision",
+        "map_at_r",
+        "mean_average_precision",
+        "mean_reciprocal_rank",
+    ):
         assert m[key] == pytest.approx(0.8)
     assert m["recall_at_k"] == pytest.approx({1: 0.8, 2: 0.8, 4: 1.0, 8: 1.0})
     assert m["class_averaged"]["precision_at_1"] == pytest.approx((1.0 + 2.0 / 3.0) / 2)
@@ -56,7 +67,9 @@ def test_query_gallery_mode_excludes_and_counts_lone_queries():
     # Gallery [0 (a), 4 (b), 5 (a)]; queries 1 (a), 4.5 (b), 9 (c: no gallery item).
     # q0: 0 (a), 4 (b), 5 (a): R = 2, rel [1, 0] -> MAP@R 1/2, R-prec 1/2.
     # q1: 4 and 5 tie at 0.25 -> 4 (b) first: R = 1 -> 1.
-    m = retrieval_metrics(column([1, 4.5, 9]), ["a", "b", "c"], column([0, 4, 5]), ["a", "b", "a"], recall_at=(1,))
+    m = retrieval_metrics(
+        column([1, 4.5, 9]), ["a", "b", "c"], column([0, 4, 5]), ["a", "b", "a"], recall_at=(1,)
+    )
     assert m["num_queries"] == 2 and m["num_lone_queries"] == 1
     assert m["map_at_r"] == pytest.approx(0.75)
     assert m["r_precision"] == pytest.approx(0.75)
@@ -70,7 +83,9 @@ def test_all_lone_queries_give_nan():
 
 def normalized(n, dim, seed):
     g = torch.Generator().manual_seed(seed)
-    return torch.nn.functional.normalize(torch.randn(n, dim, generator=g, dtype=torch.float64), dim=1)
+    return torch.nn.functional.normalize(
+        torch.randn(n, dim, generator=g, dtype=torch.float64), dim=1
+    )
 
 
 def pml(query, query_labels, reference=None, reference_labels=None, **kwargs):
@@ -95,7 +110,10 @@ def test_leave_one_out_equals_pml():
 def test_query_reference_equals_pml_with_lone_labels():
     q, r = normalized(200, 12, 2), normalized(300, 12, 3)
     g = torch.Generator().manual_seed(4)
-    q_labels, r_labels = torch.randint(0, 45, (200,), generator=g), torch.randint(0, 40, (300,), generator=g)
+    q_labels, r_labels = (
+        torch.randint(0, 45, (200,), generator=g),
+        torch.randint(0, 40, (300,), generator=g),
+    )
     ours = retrieval_metrics(q, q_labels, r, r_labels)
     assert ours["num_lone_queries"] == int((q_labels >= 40).sum()) > 0
     assert_matches_pml(ours, pml(q, q_labels, r, r_labels))
@@ -120,7 +138,9 @@ def test_recall_at_k_equals_a_python_loop():
     order = d.argsort(dim=1).numpy()
     m = retrieval_metrics(x, labels, recall_at=(1, 3, 10))
     for K in (1, 3, 10):
-        hits = [labels[i] in labels[order[i, :K]] for i in range(120) if (labels == labels[i]).sum() > 1]
+        hits = [
+            labels[i] in labels[order[i, :K]] for i in range(120) if (labels == labels[i]).sum() > 1
+        ]
         assert m["recall_at_k"][K] == pytest.approx(np.mean(hits))
 
 
@@ -134,5 +154,7 @@ def test_clustering_scores_on_separated_clusters():
     # faiss k-means (random-subset initialisation) may stop in a local optimum: check consistency.
     clusters = kmeans_assignments(x, 5, backend="faiss", seed=3)
     assert set(clusters.tolist()) <= set(range(5))
-    nmi = retrieval_metrics(x, labels, clustering=True, kmeans_backend="faiss", seed=3, recall_at=(1,))["nmi"]
+    nmi = retrieval_metrics(
+        x, labels, clustering=True, kmeans_backend="faiss", seed=3, recall_at=(1,)
+    )["nmi"]
     assert nmi == pytest.approx(normalized_mutual_info_score(labels, clusters))

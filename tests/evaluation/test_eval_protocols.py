@@ -4,8 +4,13 @@ import numpy as np
 import pytest
 import torch
 
+from gspdml.data.splits import (
+    contiguous_class_folds,
+    fair_protocol_folds,
+    train_test_classes,
+    tuning_protocol_folds,
+)
 from gspdml.errors import ConfigError
-from gspdml.data.splits import contiguous_class_folds, fair_protocol_folds, train_test_classes, tuning_protocol_folds
 from gspdml.evaluation import EvalSpec, fair_protocol_results, retrieval_metrics
 
 
@@ -35,7 +40,9 @@ def test_fair_folds_wrap_around_like_the_reference():
     assert folds[1].val_classes.tolist() == list(range(25))
     assert folds[1].train_classes.tolist() == list(range(25, 100))
     assert folds[3].train_classes.tolist() == list(range(50)) + list(range(75, 100))  # wraps
-    cars = fair_protocol_folds(np.arange(98))  # 74 train / 24 val, starts int(f/4*98) = 0, 24, 49, 73
+    cars = fair_protocol_folds(
+        np.arange(98)
+    )  # 74 train / 24 val, starts int(f/4*98) = 0, 24, 49, 73
     assert [len(f.train_classes) for f in cars] == [74] * 4
     assert cars[2].val_classes.tolist() == list(range(25, 49))
     assert cars[3].val_classes.tolist() == list(range(49, 73))
@@ -48,8 +55,11 @@ def reference_split_manager(num_labels, folds=4, test_size=0.5):
     labels inside wrapped, inclusive value ranges [a, b] of the sorted training labels."""
     labels = list(range(num_labels))
     val_ratio = (1.0 / folds) * (1 - test_size)
-    lengths = {"train": int(num_labels * (1 - val_ratio) * (1 - test_size)), "val": int(num_labels * val_ratio),
-               "test": int(num_labels * test_size)}
+    lengths = {
+        "train": int(num_labels * (1 - val_ratio) * (1 - test_size)),
+        "val": int(num_labels * val_ratio),
+        "test": int(num_labels * test_size),
+    }
     lengths["train"] += num_labels - sum(lengths.values())
     trainval = labels[: lengths["test"]]
     out = []
@@ -57,10 +67,19 @@ def reference_split_manager(num_labels, folds=4, test_size=0.5):
         start = int(float(fold) / folds * len(trainval))
         rules = {}
         for part in ("train", "val"):
-            a, b = trainval[start % len(trainval)], trainval[(start + lengths[part] - 1) % len(trainval)]
-            rules[part] = (lambda x, a=a, b=b: a <= x <= b) if a < b else (lambda x, a=a, b=b: x >= a or x <= b)
+            a, b = (
+                trainval[start % len(trainval)],
+                trainval[(start + lengths[part] - 1) % len(trainval)],
+            )
+            rules[part] = (
+                (lambda x, a=a, b=b: a <= x <= b)
+                if a < b
+                else (lambda x, a=a, b=b: x >= a or x <= b)
+            )
             start += lengths[part]
-        out.append(([x for x in trainval if rules["train"](x)], [x for x in trainval if rules["val"](x)]))
+        out.append(
+            ([x for x in trainval if rules["train"](x)], [x for x in trainval if rules["val"](x)])
+        )
     return trainval, out
 
 
@@ -85,8 +104,12 @@ def fake_models(num_folds=4, seeds=(0, 1, 2), n=60, dim=5):
     labels = np.repeat(np.arange(12), n // 12)
     centers = torch.randn(12, dim, generator=g, dtype=torch.float64)
     return {
-        (f, s): ((centers[labels] + 1.5 * torch.randn(n, dim, generator=g, dtype=torch.float64)).float(), labels)
-        for f in range(num_folds) for s in seeds
+        (f, s): (
+            (centers[labels] + 1.5 * torch.randn(n, dim, generator=g, dtype=torch.float64)).float(),
+            labels,
+        )
+        for f in range(num_folds)
+        for s in seeds
     }
 
 
@@ -103,7 +126,9 @@ def test_fair_protocol_has_81_realisations_with_128d_mean_and_512d_concatenation
     per_model = {key: retrieval_metrics(*split, recall_at=(1,)) for key, split in models.items()}
     for realisation in out["realisations"][::10]:
         keys = list(enumerate(realisation["seeds"]))
-        assert realisation["128D"]["map_at_r"] == pytest.approx(np.mean([per_model[k]["map_at_r"] for k in keys]))
+        assert realisation["128D"]["map_at_r"] == pytest.approx(
+            np.mean([per_model[k]["map_at_r"] for k in keys])
+        )
         concat = unit(np.hstack([unit(models[k][0]) for k in keys]))
         direct = retrieval_metrics(torch.from_numpy(concat), models[keys[0]][1], recall_at=(1,))
         assert realisation["512D"]["precision_at_1"] == pytest.approx(direct["precision_at_1"])
@@ -117,13 +142,24 @@ def test_fair_protocol_has_81_realisations_with_128d_mean_and_512d_concatenation
 def test_query_gallery_splits_and_a_single_seed():
     g = torch.Generator().manual_seed(1)
     q_labels, g_labels = np.arange(20) % 5, np.arange(30) % 5
-    models = {(f, 0): (torch.randn(20, 4, generator=g), q_labels, torch.randn(30, 4, generator=g), g_labels) for f in range(4)}
+    models = {
+        (f, 0): (
+            torch.randn(20, 4, generator=g),
+            q_labels,
+            torch.randn(30, 4, generator=g),
+            g_labels,
+        )
+        for f in range(4)
+    }
     out = fair_protocol_results(models, spec=EvalSpec(recall_at=(1,)))
     assert out["num_realisations"] == 1 and out["summary"]["128D"]["precision_at_1"]["std"] == 0.0
     keys = [(f, 0) for f in range(4)]
     direct = retrieval_metrics(
-        torch.from_numpy(unit(np.hstack([unit(models[k][0]) for k in keys]))), q_labels,
-        torch.from_numpy(unit(np.hstack([unit(models[k][2]) for k in keys]))), g_labels, recall_at=(1,),
+        torch.from_numpy(unit(np.hstack([unit(models[k][0]) for k in keys]))),
+        q_labels,
+        torch.from_numpy(unit(np.hstack([unit(models[k][2]) for k in keys]))),
+        g_labels,
+        recall_at=(1,),
     )
     assert out["realisations"][0]["512D"]["map_at_r"] == pytest.approx(direct["map_at_r"])
 
@@ -160,13 +196,19 @@ def test_fair_protocol_scores_post_processed_embeddings_and_concatenations():
     keys = list(enumerate(realisation["seeds"]))
     concat = torch.from_numpy(unit(np.hstack([unit(models[k][0]) for k in keys])))
     concat_train = torch.from_numpy(unit(np.hstack([unit(train[k]) for k in keys])))
-    expected = postprocessed_metrics(concat, models[keys[0]][1], steps=steps, train=concat_train,
-                                     recall_at=(1,))
+    expected = postprocessed_metrics(
+        concat, models[keys[0]][1], steps=steps, train=concat_train, recall_at=(1,)
+    )
     got = realisation["512D"]
-    assert got["postprocessed_precision_at_1"] == pytest.approx(expected["precision_at_1"],
-                                                               abs=1e-12)
+    assert got["postprocessed_precision_at_1"] == pytest.approx(
+        expected["precision_at_1"], abs=1e-12
+    )
     assert got["postprocessed_map_at_r"] == pytest.approx(expected["map_at_r"], abs=1e-12)
-    assert set(out["summary"]["512D"]) == {"precision_at_1", "map_at_r",
-                                           "postprocessed_precision_at_1", "postprocessed_map_at_r"}
+    assert set(out["summary"]["512D"]) == {
+        "precision_at_1",
+        "map_at_r",
+        "postprocessed_precision_at_1",
+        "postprocessed_map_at_r",
+    }
     with pytest.raises(ConfigError, match="training embeddings"):
         fair_protocol_results(models, spec=EvalSpec(postprocess=steps))

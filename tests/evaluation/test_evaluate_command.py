@@ -17,18 +17,32 @@ def _private_cache(tmp_path_factory, monkeypatch):
 
 def tiny_run(tmp_path, **evaluation):
     """A run on a small digits collage that trains in a few seconds; returns its directory."""
-    config = load_config({
-        "name": "tiny", "output_dir": str(tmp_path / "runs"), "seed": 3,
-        "data": {"dataset": {"name": "collage_digits", "images_per_class": 8,
-                             "class_split": [12, 6, 6]},
-                 "classes_per_batch": 4, "samples_per_class": 4, "eval_batch_size": 16},
-        "model": {"backbone": {"name": "small_cnn", "widths": [8, 16, 16]}, "embedding_dim": 16},
-        "loss": {"name": "c2", "neg_margin": 0.5},
-        "optimizer": {"lr": 3e-3},
-        "schedule": {"max_steps": 6},
-        "evaluation": {"every": 3, "patience": None, **evaluation},
-        "trainer": {"progress": False, "log_every": 1, "precision": "bf16"},
-    })
+    config = load_config(
+        {
+            "name": "tiny",
+            "output_dir": str(tmp_path / "runs"),
+            "seed": 3,
+            "data": {
+                "dataset": {
+                    "name": "collage_digits",
+                    "images_per_class": 8,
+                    "class_split": [12, 6, 6],
+                },
+                "classes_per_batch": 4,
+                "samples_per_class": 4,
+                "eval_batch_size": 16,
+            },
+            "model": {
+                "backbone": {"name": "small_cnn", "widths": [8, 16, 16]},
+                "embedding_dim": 16,
+            },
+            "loss": {"name": "c2", "neg_margin": 0.5},
+            "optimizer": {"lr": 3e-3},
+            "schedule": {"max_steps": 6},
+            "evaluation": {"every": 3, "patience": None, **evaluation},
+            "trainer": {"progress": False, "log_every": 1, "precision": "bf16"},
+        }
+    )
     train(config)
     return tmp_path / "runs" / "tiny"
 
@@ -39,12 +53,22 @@ def evaluate_command(capsys, run_dir, *options):
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("evaluation", [
-    {},
-    {"metric": "nmi_r1_hmean", "recall_at": [1, 3]},
-    {"postprocess": [{"name": "pca_whiten", "dim": 8}, "dba", "qe",
-                     {"name": "k_reciprocal", "k1": 4, "k2": 2, "shortlist": 12}]},
-], ids=["plain", "nmi-selection", "postprocessed"])
+@pytest.mark.parametrize(
+    "evaluation",
+    [
+        {},
+        {"metric": "nmi_r1_hmean", "recall_at": [1, 3]},
+        {
+            "postprocess": [
+                {"name": "pca_whiten", "dim": 8},
+                "dba",
+                "qe",
+                {"name": "k_reciprocal", "k1": 4, "k2": 2, "shortlist": 12},
+            ]
+        },
+    ],
+    ids=["plain", "nmi-selection", "postprocessed"],
+)
 def test_evaluate_reproduces_the_results_json_test_metrics_exactly(tmp_path, capsys, evaluation):
     """A bf16 run (emulated on a CPU without bf16 units): the old command embedded in fp32,
     left NMI out and nested the post-processed metrics under "postprocessed", so every case
@@ -53,7 +77,10 @@ def test_evaluate_reproduces_the_results_json_test_metrics_exactly(tmp_path, cap
     expected = json.loads((run_dir / "results.json").read_text())["test"]
     printed = evaluate_command(capsys, run_dir)
     assert {key: printed.pop(key) for key in ("run", "split", "weights")} == {
-        "run": str(run_dir), "split": "test", "weights": "final"}
+        "run": str(run_dir),
+        "split": "test",
+        "weights": "final",
+    }
     assert printed == expected
     assert list(printed) == list(expected)  # the same order, too
 

@@ -7,8 +7,7 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation import metric_registry as registry
-from gspdml.evaluation import retrieval_metrics
-from gspdml.evaluation import selection
+from gspdml.evaluation import retrieval_metrics, selection
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 
 
@@ -34,7 +33,8 @@ def slow_precision_at(x, labels, depth):
 def precision_at_5():
     """A metric added by one registration (removed after the test)."""
     registry.register("precision_at_5", "query", depth=5, selectable=True)(
-        lambda n: n.relevance_all[:, :5].to(torch.float64).mean(1))
+        lambda n: n.relevance_all[:, :5].to(torch.float64).mean(1)
+    )
     yield registry.METRICS["precision_at_5"]
     del registry.METRICS["precision_at_5"]
 
@@ -44,15 +44,19 @@ def test_one_registration_reaches_results_report_selection_and_search_depth(prec
     expected = slow_precision_at(x, labels, 5)
     nested = retrieval_metrics(x, labels, recall_at=(1,))
     assert nested["precision_at_5"] == pytest.approx(expected, abs=1e-12)
-    report = evaluate_embeddings(x, labels, spec=EvalSpec(recall_at=(1,),
-                                                          selection="precision_at_5"))
+    report = evaluate_embeddings(
+        x, labels, spec=EvalSpec(recall_at=(1,), selection="precision_at_5")
+    )
     assert report.metrics["precision_at_5"] == pytest.approx(expected, abs=1e-12)
     assert report.selection_value() == report.metrics["precision_at_5"]
     assert "precision_at_5" in selection.SELECTION_METRICS
     selection.check_selection_metric("precision_at_5")
     # the declared depths decide how deep the search goes: R_i = 11 for MAP@R, 5 alone for P@5
-    only = evaluate_embeddings(x, labels, spec=EvalSpec(metrics=("precision_at_5",), recall_at=(1,),
-                                                        selection="precision_at_5"))
+    only = evaluate_embeddings(
+        x,
+        labels,
+        spec=EvalSpec(metrics=("precision_at_5",), recall_at=(1,), selection="precision_at_5"),
+    )
     assert only.metrics["k"] == 5
     assert set(only.metrics) == {"precision_at_5", "num_queries", "num_lone_queries", "k"}
     assert report.metrics["k"] == 11
@@ -62,8 +66,14 @@ def test_the_flat_report_schema():
     x, labels = clusters()
     spec = EvalSpec(recall_at=(1, 3), selection="nmi_r1_hmean")
     report = evaluate_embeddings(x, labels, spec=spec)
-    knn_metrics = ["map_at_r", "precision_at_1", "r_precision", "mean_average_precision",
-                   "mean_reciprocal_rank", "recall_at_1"]
+    knn_metrics = [
+        "map_at_r",
+        "precision_at_1",
+        "r_precision",
+        "mean_average_precision",
+        "mean_reciprocal_rank",
+        "recall_at_1",
+    ]
     counts = ["num_queries", "num_lone_queries", "k"]
     expected = [*knn_metrics, "recall_at_3", "nmi", "ami", *counts, "nmi_r1_hmean"]
     assert list(report.metrics) == expected

@@ -44,9 +44,13 @@ def test_alpha_expansion_matches_the_equation():
     q, _ = unit_clusters(9, seed=1)
     db = torch.from_numpy(x)
     got = pp.alpha_expand(db, db, 3, 3.0, leave_one_out=True)
-    np.testing.assert_allclose(got.numpy(), slow_alpha_expand(x, x.astype(np.float64), 3, 3.0, True), atol=1e-6)
+    np.testing.assert_allclose(
+        got.numpy(), slow_alpha_expand(x, x.astype(np.float64), 3, 3.0, True), atol=1e-6
+    )
     got = pp.alpha_expand(torch.from_numpy(q), db, 4, 0.0, leave_one_out=False)
-    np.testing.assert_allclose(got.numpy(), slow_alpha_expand(q, x.astype(np.float64), 4, 0.0, False), atol=1e-6)
+    np.testing.assert_allclose(
+        got.numpy(), slow_alpha_expand(q, x.astype(np.float64), 4, 0.0, False), atol=1e-6
+    )
 
 
 def test_pca_whitening_matches_numpy_eigendecomposition():
@@ -115,12 +119,20 @@ def test_k_reciprocal_matches_the_papers_equations(loo):
     db, _ = unit_clusters(40)
     q, _ = unit_clusters(7, seed=2)
     query = torch.from_numpy(db if loo else q)
-    cands = torch.stack([torch.randperm(40, generator=torch.Generator().manual_seed(i))[:12] for i in range(len(query))])
-    got_d, got_i = k_reciprocal_rerank(query, torch.from_numpy(db), cands, k1=5, k2=3, lam=0.3,
-                                       leave_one_out=loo)
+    cands = torch.stack(
+        [
+            torch.randperm(40, generator=torch.Generator().manual_seed(i))[:12]
+            for i in range(len(query))
+        ]
+    )
+    got_d, got_i = k_reciprocal_rerank(
+        query, torch.from_numpy(db), cands, k1=5, k2=3, lam=0.3, leave_one_out=loo
+    )
     items = db if loo else np.concatenate([db, q])
     probes = range(40) if loo else range(40, 47)
-    want_d, want_i = slow_k_reciprocal(items.astype(np.float64), list(probes), cands.numpy(), 5, 3, 0.3)
+    want_d, want_i = slow_k_reciprocal(
+        items.astype(np.float64), list(probes), cands.numpy(), 5, 3, 0.3
+    )
     np.testing.assert_allclose(got_d.numpy(), want_d, atol=1e-9)
     np.testing.assert_array_equal(got_i.numpy(), want_i)
 
@@ -131,25 +143,36 @@ def test_pipeline_leave_one_out_with_query_expansion_excludes_the_query_row():
     expanded = slow_alpha_expand(x, x.astype(np.float64), 2, 3.0, True)
     for i in range(80):
         dist = [sq(expanded[i], y) for y in x]
-        assert res.indices[i].tolist() == order(dist, i)[:res.k]
+        assert res.indices[i].tolist() == order(dist, i)[: res.k]
     assert res.excluded.tolist() == list(range(80))
     plain = pp.postprocessed_retrieve(x, labels)
-    assert metrics_from_results(res)["num_queries"] == metrics_from_results(plain)["num_queries"] == 80
+    assert (
+        metrics_from_results(res)["num_queries"] == metrics_from_results(plain)["num_queries"] == 80
+    )
 
 
 def test_pipeline_query_gallery_with_every_step():
     db, db_labels = unit_clusters(90, seed=4)
     q, q_labels = unit_clusters(15, seed=5)
     train, _ = unit_clusters(120, seed=6)
-    steps = ["pca_whiten:dim=6", {"name": "dba", "k": 2}, "qe", {"name": "k_reciprocal", "k1": 6, "k2": 3, "shortlist": 20}]
+    steps = [
+        "pca_whiten:dim=6",
+        {"name": "dba", "k": 2},
+        "qe",
+        {"name": "k_reciprocal", "k1": 6, "k2": 3, "shortlist": 20},
+    ]
     res = pp.postprocessed_retrieve(q, q_labels, db, db_labels, steps=steps, train=train)
     white = pp.PCAWhitening(6).fit(train=train)
     wq, wdb = white(torch.from_numpy(q)).numpy(), white(torch.from_numpy(db)).numpy()
     wdb = slow_alpha_expand(wdb, wdb.astype(np.float64), 2, 3.0, True)
     wq = slow_alpha_expand(wq, wdb, 2, 3.0, False)
-    assert res.k == max(20, int(np.bincount(db_labels).max()))  # the shortlist, or max R_i when larger
-    shortlist = np.array([order([sq(v, y) for y in wdb])[:res.k] for v in wq])
-    want_d, want_i = slow_k_reciprocal(np.concatenate([wdb, wq]), list(range(90, 105)), shortlist, 6, 3, 0.3)
+    assert res.k == max(
+        20, int(np.bincount(db_labels).max())
+    )  # the shortlist, or max R_i when larger
+    shortlist = np.array([order([sq(v, y) for y in wdb])[: res.k] for v in wq])
+    want_d, want_i = slow_k_reciprocal(
+        np.concatenate([wdb, wq]), list(range(90, 105)), shortlist, 6, 3, 0.3
+    )
     np.testing.assert_array_equal(res.indices.numpy(), want_i)
     np.testing.assert_allclose(res.distances.numpy(), want_d, atol=1e-5)
 
@@ -157,7 +180,9 @@ def test_pipeline_query_gallery_with_every_step():
 def test_bad_steps_are_named():
     with pytest.raises(ConfigError, match="unknown post-processing step 'qex'"):
         pp.parse_steps(["qex"])
-    with pytest.raises(ConfigError, match=r"evaluation.postprocess.qe.*unknown option\(s\) \['beta'\]"):
+    with pytest.raises(
+        ConfigError, match=r"evaluation.postprocess.qe.*unknown option\(s\) \['beta'\]"
+    ):
         pp.parse_steps([{"name": "qe", "beta": 1}])
     with pytest.raises(ConfigError, match=r"k_reciprocal.lambda.*must be in \[0, 1\], got 2"):
         pp.parse_steps(["k_reciprocal:lambda=2"])
@@ -165,36 +190,59 @@ def test_bad_steps_are_named():
         pp.parse_steps(["qe", "qe"])
     with pytest.raises(ConfigError, match="needs the training embeddings"):
         pp.postprocessed_retrieve(*unit_clusters(20), steps=["pca_whiten"])
-    assert [s["name"] for s in pp.parse_steps(["k_reciprocal", "qe", "dba"])] == ["dba", "qe", "k_reciprocal"]
+    assert [s["name"] for s in pp.parse_steps(["k_reciprocal", "qe", "dba"])] == [
+        "dba",
+        "qe",
+        "k_reciprocal",
+    ]
 
 
 def test_config_section_is_validated():
     from gspdml.config import load_config
 
-    assert load_config("demo-gsp", ["evaluation.postprocess=[qe, {name: k_reciprocal, k1: 10}]"])["evaluation"]["postprocess"][1]["k1"] == 10
+    assert (
+        load_config("demo-gsp", ["evaluation.postprocess=[qe, {name: k_reciprocal, k1: 10}]"])[
+            "evaluation"
+        ]["postprocess"][1]["k1"]
+        == 10
+    )
     assert load_config("demo-gsp").evaluation.postprocess == ()
-    with pytest.raises(ConfigError, match="evaluation.postprocess.k_reciprocal.k1.*expected an integer, got 'many'"):
+    with pytest.raises(
+        ConfigError, match="evaluation.postprocess.k_reciprocal.k1.*expected an integer, got 'many'"
+    ):
         load_config("demo-gsp", ["evaluation.postprocess=[{name: k_reciprocal, k1: many}]"])
 
 
 def test_steps_are_objects_built_from_the_spec_list():
     """build_steps makes fit/apply objects from evaluation.postprocess's spec list, in the order
     of application; objects and specs give the same retrieval."""
-    steps = pp.build_steps(["k_reciprocal:lambda=0.5,shortlist=20", "qe:k=3",
-                            {"name": "pca_whiten", "dim": 5}])
-    assert steps == (pp.PCAWhitening(5), pp.QueryExpansion(k=3, alpha=3.0),
-                     pp.KReciprocalReranking(k1=20, k2=6, lam=0.5, shortlist=20))
+    steps = pp.build_steps(
+        ["k_reciprocal:lambda=0.5,shortlist=20", "qe:k=3", {"name": "pca_whiten", "dim": 5}]
+    )
+    assert steps == (
+        pp.PCAWhitening(5),
+        pp.QueryExpansion(k=3, alpha=3.0),
+        pp.KReciprocalReranking(k1=20, k2=6, lam=0.5, shortlist=20),
+    )
     assert [s.name for s in steps] == ["pca_whiten", "qe", "k_reciprocal"]
     assert steps[0].learns_on_training and not steps[1].learns_on_training
     db, db_labels = unit_clusters(70, seed=4)
     q, q_labels = unit_clusters(12, seed=5)
     train, _ = unit_clusters(90, seed=6)
-    objects = (pp.KReciprocalReranking(k1=5, k2=2, shortlist=15),
-               pp.DatabaseAugmentation(k=2, alpha=1.0), pp.PCAWhitening(6))
+    objects = (
+        pp.KReciprocalReranking(k1=5, k2=2, shortlist=15),
+        pp.DatabaseAugmentation(k=2, alpha=1.0),
+        pp.PCAWhitening(6),
+    )
     by_objects = pp.postprocessed_retrieve(q, q_labels, db, db_labels, steps=objects, train=train)
-    by_specs = pp.postprocessed_retrieve(q, q_labels, db, db_labels, train=train,
-                                         steps=["dba:k=2,alpha=1.0", "pca_whiten:dim=6",
-                                                "k_reciprocal:k1=5,k2=2,shortlist=15"])
+    by_specs = pp.postprocessed_retrieve(
+        q,
+        q_labels,
+        db,
+        db_labels,
+        train=train,
+        steps=["dba:k=2,alpha=1.0", "pca_whiten:dim=6", "k_reciprocal:k1=5,k2=2,shortlist=15"],
+    )
     assert torch.equal(by_objects.indices, by_specs.indices)
     assert torch.equal(by_objects.distances, by_specs.distances)
     with pytest.raises(ConfigError, match=r"step\(s\) \['qe'\] given twice"):

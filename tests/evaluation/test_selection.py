@@ -11,8 +11,14 @@ from sklearn.metrics import normalized_mutual_info_score
 from gspdml.errors import ConfigError
 from gspdml.evaluation import clustering
 from gspdml.evaluation.postprocess import postprocessed_metrics
-from gspdml.evaluation.selection import (POSTPROCESSED_PREFIX, SELECTION_METRICS, harmonic_mean, needs_clustering,
-                                         round_metrics, selection_value)
+from gspdml.evaluation.selection import (
+    POSTPROCESSED_PREFIX,
+    SELECTION_METRICS,
+    harmonic_mean,
+    needs_clustering,
+    round_metrics,
+    selection_value,
+)
 from gspdml.evaluation.split_metrics import split_metrics
 
 
@@ -45,14 +51,23 @@ def test_nmi_of_a_fixed_clustering_matches_sklearn_and_the_hand_value(monkeypatc
     np.add.at(table, (labels, fixed), 1)
     p = table / table.sum()
     py, pc = p.sum(1), p.sum(0)
-    mutual = sum(p[i, j] * math.log(p[i, j] / (py[i] * pc[j])) for i in range(3) for j in range(3) if p[i, j] > 0)
+    mutual = sum(
+        p[i, j] * math.log(p[i, j] / (py[i] * pc[j]))
+        for i in range(3)
+        for j in range(3)
+        if p[i, j] > 0
+    )
     entropy = lambda q: -sum(v * math.log(v) for v in q if v > 0)
     assert metrics["nmi"] == pytest.approx(2 * mutual / (entropy(py) + entropy(pc)))
-    assert metrics["nmi_r1_hmean"] == pytest.approx(harmonic_mean(metrics["nmi"], metrics["precision_at_1"]))
+    assert metrics["nmi_r1_hmean"] == pytest.approx(
+        harmonic_mean(metrics["nmi"], metrics["precision_at_1"])
+    )
     assert metrics["precision_at_1"] == pytest.approx(split_metrics(x, labels)["precision_at_1"])
 
 
-def test_kmeans_nmi_of_separated_classes_is_one_and_only_computed_when_selection_needs_it(monkeypatch):
+def test_kmeans_nmi_of_separated_classes_is_one_and_only_computed_when_selection_needs_it(
+    monkeypatch,
+):
     x, labels = clusters(noise=0.05)
     metrics = round_metrics(x, labels, metric="nmi_r1_hmean")
     assert metrics["nmi"] == pytest.approx(1.0) and metrics["precision_at_1"] == 1.0
@@ -84,7 +99,13 @@ def test_postprocessed_round_metrics_are_the_post_processing_functions(gallery):
     args = (x[:40], labels[:40], x[40:], labels[40:]) if gallery else (x, labels)
     metrics = round_metrics(*args, metric="map_at_r", postprocess=steps, train=train)
     expected = postprocessed_metrics(*args, steps=steps, train=train)
-    assert {k[len(POSTPROCESSED_PREFIX):]: v for k, v in metrics.items() if k.startswith(POSTPROCESSED_PREFIX)} == expected
-    assert {k: v for k, v in metrics.items() if not k.startswith(POSTPROCESSED_PREFIX)} == split_metrics(*args)
+    assert {
+        k[len(POSTPROCESSED_PREFIX) :]: v
+        for k, v in metrics.items()
+        if k.startswith(POSTPROCESSED_PREFIX)
+    } == expected
+    assert {
+        k: v for k, v in metrics.items() if not k.startswith(POSTPROCESSED_PREFIX)
+    } == split_metrics(*args)
     assert selection_value(metrics, "map_at_r", postprocessed=True) == expected["map_at_r"]
     assert selection_value(metrics, "map_at_r") == metrics["map_at_r"]

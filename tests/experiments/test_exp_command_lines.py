@@ -33,9 +33,17 @@ print(json.dumps(result))
 
 def test_every_script_accepts_the_options_of_run_all(tmp_path):
     scripts = run_all.discover()
-    jobs = [(name, str(path), run_all.command(path, tmp_path, smoke=True, threads=1)[2:]) for name, path in scripts.items()]
-    out = subprocess.run([sys.executable, "-c", PROGRAM, json.dumps(jobs)], capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": ":".join(sys.path), "MPLBACKEND": "Agg"})
+    jobs = [
+        (name, str(path), run_all.command(path, tmp_path, smoke=True, threads=1)[2:])
+        for name, path in scripts.items()
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", PROGRAM, json.dumps(jobs)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": ":".join(sys.path), "MPLBACKEND": "Agg"},
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert sorted(result) == sorted(scripts)
     for name, _, command in jobs:

@@ -4,6 +4,7 @@ import json
 import statistics
 
 import pytest
+
 from gspdml.config import dump_config, load_config
 from gspdml.errors import ConfigError
 from gspdml.training.config_changes import config_differences
@@ -14,7 +15,9 @@ common = load_common()
 
 def test_mean_std_is_the_sample_statistics():
     values = [61.25, 58.5, 63.0]
-    assert common.mean_std(values) == pytest.approx((statistics.fmean(values), statistics.stdev(values)))
+    assert common.mean_std(values) == pytest.approx(
+        (statistics.fmean(values), statistics.stdev(values))
+    )
     assert common.mean_std([7.0]) == (7.0, 0.0)
 
 
@@ -27,7 +30,10 @@ def test_summary_and_cell_report_finished_and_diverged_runs():
     entry = common.summary(results, ["map_at_r"])
     assert entry["map_at_r"]["values"] == pytest.approx([25.0, 35.0])
     assert entry["seconds"] == 6.0 and list(entry["failed"]) == [2]
-    assert common.cell(entry, "map_at_r") == f"30.00 ± {statistics.stdev([25.0, 35.0]):.2f} (1/3 diverged)"
+    assert (
+        common.cell(entry, "map_at_r")
+        == f"30.00 ± {statistics.stdev([25.0, 35.0]):.2f} (1/3 diverged)"
+    )
     assert common.cell(common.summary(results[2:], ["map_at_r"]), "map_at_r") == "diverged"
     json.dumps(entry)  # the summary goes to results.json as is
 
@@ -38,12 +44,20 @@ def _changes(before, after):
 
 
 #: what the fine-tuning regime changes in a ``demo-*`` preset
-FINETUNE = {"model.backbone.frozen": False, "model.cache_backbone_features": False,
-            "optimizer.lr_multipliers.backbone": 0.1}
+FINETUNE = {
+    "model.backbone.frozen": False,
+    "model.cache_backbone_features": False,
+    "optimizer.lr_multipliers.backbone": 0.1,
+}
 #: what ``--smoke`` changes in the papers' regime
-SMOKE = {"data.dataset.images_per_class": 4, "schedule.max_steps": 2, "evaluation.every": 2,
-         "model.backbone.name": "small_cnn", "model.backbone.widths": [8, 16],
-         "model.backbone.weights": "smoke-small_cnn-digits"}
+SMOKE = {
+    "data.dataset.images_per_class": 4,
+    "schedule.max_steps": 2,
+    "evaluation.every": 2,
+    "model.backbone.name": "small_cnn",
+    "model.backbone.widths": [8, 16],
+    "model.backbone.weights": "smoke-small_cnn-digits",
+}
 
 
 def test_derived_configs_are_the_preset_plus_exactly_the_intended_changes():
@@ -53,8 +67,10 @@ def test_derived_configs_are_the_preset_plus_exactly_the_intended_changes():
     regime = common.papers_regime("demo-gsp")
     assert _changes(preset, regime) == {"trainer.progress": False}
     assert _changes(regime, common.papers_regime("demo-gsp", smoke=True)) == SMOKE
-    assert _changes(regime, common.with_steps(regime, 120, every=40)) == {"schedule.max_steps": 120,
-                                                                         "evaluation.every": 40}
+    assert _changes(regime, common.with_steps(regime, 120, every=40)) == {
+        "schedule.max_steps": 120,
+        "evaluation.every": 40,
+    }
     assert _changes(regime, common.REGIMES["frozen"](regime)) == {}
     assert _changes(regime, common.REGIMES["finetune"](regime)) == FINETUNE
     assert _changes(regime, common.named(regime, "probe")) == {"name": "probe"}
@@ -63,13 +79,18 @@ def test_derived_configs_are_the_preset_plus_exactly_the_intended_changes():
 
 def test_options_update_a_spec_and_a_name_starts_a_new_one():
     gsp = common.preset("demo-gsp")
-    assert _changes(gsp, common.with_pooling(gsp, mu=0.5, eps=5.0)) == {"model.pooling.mu": 0.5,
-                                                                        "model.pooling.eps": 5.0}
+    assert _changes(gsp, common.with_pooling(gsp, mu=0.5, eps=5.0)) == {
+        "model.pooling.mu": 0.5,
+        "model.pooling.eps": 5.0,
+    }
     assert common.with_pooling(gsp, name="gap").model.pooling == {"name": "gap"}  # no GSP options
     c2 = {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.4}
     assert common.with_loss(gsp, neg_margin=0.4).loss == c2
     assert common.with_backbone(gsp, weights="resnet20-fashion").model.backbone == {
-        "name": "resnet20", "weights": "resnet20-fashion", "frozen": True}
+        "name": "resnet20",
+        "weights": "resnet20-fashion",
+        "frozen": True,
+    }
     fashion = common.with_dataset(gsp, name="collage_shared", source="fashion", tile_size=28)
     assert fashion.data.dataset == {"name": "collage_shared", "source": "fashion", "tile_size": 28}
     resolved = common.named(fashion, "f").data.dataset  # the reader's defaults for the rest
@@ -79,12 +100,21 @@ def test_options_update_a_spec_and_a_name_starts_a_new_one():
 def test_the_typed_derivation_equals_the_override_strings_it_replaced():
     """The smoke-sized, fine-tuned papers' regime as the experiments built it before, from override
     strings: the same config."""
-    overrides = ["trainer.progress=false", "data.dataset.images_per_class=4", "evaluation.every=2",
-                 "schedule.max_steps=2",
-                 ("model.backbone={name: small_cnn, widths: [8, 16], "
-                  "weights: smoke-small_cnn-digits, frozen: true}"),
-                 "model.backbone.frozen=false", "model.cache_backbone_features=false",
-                 "optimizer.lr_multipliers.backbone=0.1", "model.pooling.mu=0.5", "name=probe"]
+    overrides = [
+        "trainer.progress=false",
+        "data.dataset.images_per_class=4",
+        "evaluation.every=2",
+        "schedule.max_steps=2",
+        (
+            "model.backbone={name: small_cnn, widths: [8, 16], "
+            "weights: smoke-small_cnn-digits, frozen: true}"
+        ),
+        "model.backbone.frozen=false",
+        "model.cache_backbone_features=false",
+        "optimizer.lr_multipliers.backbone=0.1",
+        "model.pooling.mu=0.5",
+        "name=probe",
+    ]
     derived = common.finetuned(common.papers_regime("demo-gsp", smoke=True))
     derived = common.with_pooling(derived, mu=0.5)
     assert common.named(derived, "probe") == load_config("demo-gsp", overrides)
@@ -110,7 +140,6 @@ def _probe(steps):
 
 def test_train_seeds_reuses_only_finished_runs_with_the_same_config(monkeypatch, tmp_path):
     """The runner's reuse rule (gspdml.workflows.runner) with --reuse; from scratch without it."""
-    import yaml
 
     import gspdml.training
     from gspdml.errors import TrainingError
@@ -136,8 +165,12 @@ def test_train_seeds_reuses_only_finished_runs_with_the_same_config(monkeypatch,
     common.train_seeds(cfg, [1], tmp_path)
     assert calls[-1] == (1, 3)  # without reuse: retrained
     longer = _probe(5)
-    with pytest.raises(ConfigError, match="holds a run of another config .*schedule.max_steps.*run without --reuse"):
-        common.train_seeds(longer, [0], tmp_path, reuse=True)  # the config changed: refused, never overwritten
+    with pytest.raises(
+        ConfigError, match="holds a run of another config .*schedule.max_steps.*run without --reuse"
+    ):
+        common.train_seeds(
+            longer, [0], tmp_path, reuse=True
+        )  # the config changed: refused, never overwritten
     assert calls[-1] == (1, 3)
     common.train_seeds(longer, [0], tmp_path)
     assert calls[-1] == (0, 5)  # without reuse: retrained with the new config

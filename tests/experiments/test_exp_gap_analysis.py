@@ -20,7 +20,10 @@ def test_gap_analysis_smoke(tmp_path):
             assert row["max_distance"] <= row["covering_radius"]
             assert 1 <= row["active_per_class"] <= row["active_per_class_any_mass"] <= 48
             assert 0.0 <= row["hull_overlap_fraction"] <= 1.0
-    assert [line.split(" | ")[0].lstrip("| ") for line in results["table"].splitlines()[2:]] == ["synthetic", "trained"]
+    assert [line.split(" | ")[0].lstrip("| ") for line in results["table"].splitlines()[2:]] == [
+        "synthetic",
+        "trained",
+    ]
     delta = results["sources"]["synthetic"]["per_seed"][0]["covering_radius"]
     assert f"| synthetic | {delta:.3f} ± 0.000 |" in results["table"]  # one seed: std 0
 
@@ -30,7 +33,10 @@ def test_gap_analysis_smoke(tmp_path):
     broken["sources"]["trained"]["per_seed"][0]["hull_overlap_fraction"] = 0.0
     broken["sources"]["synthetic"]["per_seed"][0]["max_ratio"] = 1.2
     rows = gap_analysis.reproduction({"2-D": broken})
-    assert [row["verdict"] for row in rows] == ["partly (holds for trained only)", "partly (holds for synthetic only)"]
+    assert [row["verdict"] for row in rows] == [
+        "partly (holds for trained only)",
+        "partly (holds for synthetic only)",
+    ]
 
 
 def test_aggregate_uses_the_sample_std():

@@ -5,6 +5,7 @@ import json
 
 import pytest
 import torch
+
 from tests.helpers.experiments import load_common, load_experiment
 
 pooling = load_experiment("pooling_comparison")
@@ -29,21 +30,30 @@ def test_every_compared_pooling_embeds_in_128_dimensions(name):
 
 def test_finetune_regime_trains_the_backbone_at_a_tenth_of_the_rate():
     cfg = pooling.run_config("GAP", "C2", "finetune", smoke=True)
-    assert cfg["model"]["backbone"]["frozen"] is False and cfg["optimizer"]["lr_multipliers"]["backbone"] == 0.1
+    assert (
+        cfg["model"]["backbone"]["frozen"] is False
+        and cfg["optimizer"]["lr_multipliers"]["backbone"] == 0.1
+    )
 
 
 def test_smoke_run_prints_the_table4_layout(tmp_path):
     payload = pooling.main(["--smoke", "--out", str(tmp_path)])
     saved = json.loads((tmp_path / "results.json").read_text())
     lines = saved["table"].splitlines()
-    assert lines[0].startswith("| pooling (128D MAP@R) | frozen C2 | target-tile weight C2 | paper Cifar Collage C2 |")
-    assert [line.split(" | ")[0].lstrip("| ") for line in lines[2:]] == list(pooling.SMOKE["poolings"])
+    assert lines[0].startswith(
+        "| pooling (128D MAP@R) | frozen C2 | target-tile weight C2 | paper Cifar Collage C2 |"
+    )
+    assert [line.split(" | ")[0].lstrip("| ") for line in lines[2:]] == list(
+        pooling.SMOKE["poolings"]
+    )
     for name in pooling.SMOKE["poolings"]:
         values = payload["results"][name]["C2"]["map_at_r"]["values"]
         assert len(values) == len(pooling.SMOKE["seeds"]) and all(0.0 <= v <= 100.0 for v in values)
     share = payload["results"]["GSP"]["C2"]["target_share"]["values"][0]
     assert 0.0 <= share <= 1.0 and "target_share" not in payload["results"]["GAP"]["C2"]
-    assert "| GSP |" in saved["table"] and "| 22.68 |" in saved["table"]  # the paper's Cifar-Collage C2 value
+    assert (
+        "| GSP |" in saved["table"] and "| 22.68 |" in saved["table"]
+    )  # the paper's Cifar-Collage C2 value
     rows = pooling.reproduction({"frozen": saved})
     assert len(rows) == 1 and rows[0]["paper"] == "GAP 8.09; GSP 22.68"
 
@@ -55,17 +65,41 @@ def entry(mean, std):
 def test_verdict_rule():
     assert common.verdict(entry(60, 2), {"GAP": entry(20, 3), "GMP": entry(30, 5)}) == "reproduced"
     assert common.verdict(entry(60, 2), {"GMP": entry(57, 2)}).startswith("partly")
-    assert common.verdict(entry(60, 2), {"GAP": entry(20, 3), "GMP": entry(61, 1)}) == "not reproduced (GMP as high or higher)"
+    assert (
+        common.verdict(entry(60, 2), {"GAP": entry(20, 3), "GMP": entry(61, 1)})
+        == "not reproduced (GMP as high or higher)"
+    )
 
 
 def test_sources_and_backbones_set_their_data_weights_and_keys():
     fashion = pooling.run_config("GMP", "C2", "frozen", smoke=False, source="fashion")
-    assert fashion["data"]["dataset"]["source"] == "fashion" and fashion["data"]["dataset"]["tile_size"] == 28
-    assert fashion["model"]["backbone"]["weights"] == "resnet20-fashion" and fashion["name"] == "frozen-fashion-gmp-c2"
+    assert (
+        fashion["data"]["dataset"]["source"] == "fashion"
+        and fashion["data"]["dataset"]["tile_size"] == 28
+    )
+    assert (
+        fashion["model"]["backbone"]["weights"] == "resnet20-fashion"
+        and fashion["name"] == "frozen-fashion-gmp-c2"
+    )
     digits = pooling.run_config("GMP", "C2", "frozen", smoke=False)
-    assert digits["model"]["backbone"]["weights"] == "resnet20-digits" and digits["name"] == "frozen-gmp-c2"
-    effnet = pooling.run_config("GSP", "ProxyNCA++", "frozen", smoke=False, backbone="efficientnet_lite0", source="fashion")
-    assert effnet["model"]["backbone"] == {"name": "efficientnet_lite0", "input_size": 256, "frozen": True}
-    assert effnet["model"]["cache_backbone_features"] is True and effnet["data"]["dataset"]["source"] == "fashion"
+    assert (
+        digits["model"]["backbone"]["weights"] == "resnet20-digits"
+        and digits["name"] == "frozen-gmp-c2"
+    )
+    effnet = pooling.run_config(
+        "GSP", "ProxyNCA++", "frozen", smoke=False, backbone="efficientnet_lite0", source="fashion"
+    )
+    assert effnet["model"]["backbone"] == {
+        "name": "efficientnet_lite0",
+        "input_size": 256,
+        "frozen": True,
+    }
+    assert (
+        effnet["model"]["cache_backbone_features"] is True
+        and effnet["data"]["dataset"]["source"] == "fashion"
+    )
     assert effnet["name"] == "efficientnet_lite0-frozen-fashion-gsp-proxyncapp"
-    assert pooling.run_key("finetune") == "finetune" and pooling.run_key("frozen", "efficientnet_lite0") == "efficientnet_lite0-frozen"
+    assert (
+        pooling.run_key("finetune") == "finetune"
+        and pooling.run_key("frozen", "efficientnet_lite0") == "efficientnet_lite0-frozen"
+    )

@@ -24,9 +24,14 @@ def test_runs_each_script_with_smoke_and_reports_failures(monkeypatch, tmp_path,
         return 3 if "metrix_mixup" in args[1] else 0
 
     monkeypatch.setattr(run_all.subprocess, "call", fake_call)
-    status = run_all.main(["--smoke", "--out", str(tmp_path), "--only", "collage", "metrix_mixup", "--threads", "2"])
+    status = run_all.main(
+        ["--smoke", "--out", str(tmp_path), "--only", "collage", "metrix_mixup", "--threads", "2"]
+    )
     assert status == 1
-    assert [args[1] for args in calls] == [str(EXPERIMENTS / "collage" / "run.py"), str(EXPERIMENTS / "metrix_mixup" / "run.py")]
+    assert [args[1] for args in calls] == [
+        str(EXPERIMENTS / "collage" / "run.py"),
+        str(EXPERIMENTS / "metrix_mixup" / "run.py"),
+    ]
     assert calls[0][2:] == ["--out", str(tmp_path / "collage"), "--smoke", "--threads", "2"]
     assert "metrix_mixup FAILED (exit status 3)" in capsys.readouterr().out
     calls.clear()

@@ -28,7 +28,9 @@ def test_bags_follow_the_sampling_recipe():
     owner = vocab.token_class(bags.tokens)
     # class tokens belong to the bag's class, the others are shared ones (indices 64..67)
     assert torch.equal(owner[bags.foreground], labels[:, None].expand(-1, 50)[bags.foreground])
-    assert bool((bags.tokens[~bags.foreground] >= 64).all()) and bool((owner[~bags.foreground] == -1).all())
+    assert bool((bags.tokens[~bags.foreground] >= 64).all()) and bool(
+        (owner[~bags.foreground] == -1).all()
+    )
     # class-token ratio ~ N(0.5, 0.1), rounded to 1/50 (GSP paper supplement §2.1)
     ratio = bags.foreground.float().mean(1)
     assert abs(float(ratio.mean()) - 0.5) < 0.01 and abs(float(ratio.std()) - 0.1) < 0.01
@@ -69,20 +71,33 @@ def test_tokens_and_prototypes_are_clamped(tmp_path):
         model.pooling.prototypes.add_(1.0)
     model.clamp_()
     for p in (model.tokens, model.pooling.prototypes):
-        assert float(p.detach().abs().max()) <= synthetic.TOKEN_RANGE + 1e-7  # float32 rounding of 0.3
+        assert (
+            float(p.detach().abs().max()) <= synthetic.TOKEN_RANGE + 1e-7
+        )  # float32 rounding of 0.3
     vectors, weights = model(torch.randint(68, (5, 50), generator=torch.Generator().manual_seed(0)))
     assert vectors.shape == (5, 2) and weights.shape == (5, 50)
     assert float(weights.detach().min()) >= 0.0  # (10 iterations: the sum is only approximately 1)
 
 
 def _args(**kw):
-    base = dict(prototypes=4, mu=0.3, eps=10.0, iters=20, init="kcenter", memory=8, warmup_steps=2, shared="trainable")
+    base = dict(
+        prototypes=4,
+        mu=0.3,
+        eps=10.0,
+        iters=20,
+        init="kcenter",
+        memory=8,
+        warmup_steps=2,
+        shared="trainable",
+    )
     return argparse.Namespace(**{**base, **kw})
 
 
 def test_fixed_shared_tokens_do_not_move_and_gsp_starts_with_a_gap_warm_up():
     vocab = TokenVocabulary()
-    bags = sample_token_bags(vocab, torch.arange(16).repeat_interleave(2), generator=torch.Generator().manual_seed(0))
+    bags = sample_token_bags(
+        vocab, torch.arange(16).repeat_interleave(2), generator=torch.Generator().manual_seed(0)
+    )
     for shared in ("fixed", "trainable"):
         torch.manual_seed(0)
         model = synthetic.TokenModel("gsp", vocab, 2, _args(shared=shared))

@@ -23,7 +23,9 @@ def smoke(tmp_path_factory):
 def test_toy_reproduces_the_expected_foreground_masses(smoke):
     out, results = smoke
     saved = json.loads((out / "results.json").read_text())
-    assert saved["all_checks_pass"] and all(saved["checks"].values()) and saved["plan"]["seeds"] == [0]
+    assert (
+        saved["all_checks_pass"] and all(saved["checks"].values()) and saved["plan"]["seeds"] == [0]
+    )
     table = results["per_seed"][0]["table"]
     assert set(table) == {f"lp mu={mu}" for mu in toy.MUS} | {
         f"p2 mu={mu} eps={eps:g}" for mu in toy.MUS for eps in toy.EPSILONS
@@ -43,22 +45,31 @@ def test_reproduction_rows_follow_the_checks(smoke):
     rows = toy.reproduction({"noise": results})
     assert [row["verdict"] for row in rows] == ["reproduced", "reproduced"]
     assert rows[0]["ours"] == "LP μ = 0.5: 50 of 50; LP μ = 0.2: 20 of 50 (0 background)"
-    assert rows[1]["paper"].startswith("reference: foreground mass 0.669 / 0.996 / 1.000 / 1.000 / 1.000")
+    assert rows[1]["paper"].startswith(
+        "reference: foreground mass 0.669 / 0.996 / 1.000 / 1.000 / 1.000"
+    )
     broken = copy.deepcopy(results)
     claim = "lp mu=0.2 selects only 20 of the 50 foreground pixels"
     broken["checks"][claim] = False
     rows = toy.reproduction({"noise": broken})
-    assert rows[0]["verdict"] == f"not reproduced (fails: {claim})" and rows[1]["verdict"] == "reproduced"
+    assert (
+        rows[0]["verdict"] == f"not reproduced (fails: {claim})"
+        and rows[1]["verdict"] == "reproduced"
+    )
 
 
 def test_three_noise_seeds_give_a_mean_and_a_sample_std():
-    tables = [{name: toy.summarize(p, fg) for name, p in toy.solve_all(features, iters=100).items()}
-              for features, fg in (toy.toy_map(seed) for seed in (0, 1, 2))]
+    tables = [
+        {name: toy.summarize(p, fg) for name, p in toy.solve_all(features, iters=100).items()}
+        for features, fg in (toy.toy_map(seed) for seed in (0, 1, 2))
+    ]
     summary = toy.summarize_seeds(tables)
     values = [t["p2 mu=0.2 eps=1"]["foreground_mass"] for t in tables]
     mean = sum(values) / 3
     assert summary["p2 mu=0.2 eps=1"]["foreground_mass"]["mean"] == pytest.approx(mean)
-    assert summary["p2 mu=0.2 eps=1"]["foreground_mass"]["std"] == pytest.approx((sum((v - mean) ** 2 for v in values) / 2) ** 0.5)
+    assert summary["p2 mu=0.2 eps=1"]["foreground_mass"]["std"] == pytest.approx(
+        (sum((v - mean) ** 2 for v in values) / 2) ** 0.5
+    )
 
 
 def test_pooling_weights_are_a_distribution():

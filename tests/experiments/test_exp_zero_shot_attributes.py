@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def module():
-    spec = importlib.util.spec_from_file_location("exp_zero_shot", ROOT / "experiments" / "zero_shot_attributes" / "run.py")
+    spec = importlib.util.spec_from_file_location(
+        "exp_zero_shot", ROOT / "experiments" / "zero_shot_attributes" / "run.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -23,7 +25,9 @@ def module():
 
 def test_zero_shot_attributes_smoke(module, tmp_path):
     results = module.main(["--smoke", "--out", str(tmp_path)])
-    assert (tmp_path / "results.json").is_file() and (tmp_path / "class_histograms_frozen.png").stat().st_size > 5_000
+    assert (tmp_path / "results.json").is_file() and (
+        tmp_path / "class_histograms_frozen.png"
+    ).stat().st_size > 5_000
     assert set(results["summary"]) == set(module.WEIGHTS)
     for weights in module.WEIGHTS:
         assert set(results["summary"][weights]) == set(module.DEFAULT_MODELS)
@@ -32,15 +36,24 @@ def test_zero_shot_attributes_smoke(module, tmp_path):
             assert hist.shape == (10, module.PROTOTYPES)
             np.testing.assert_allclose(hist.sum(1), 1.0, atol=1e-3)  # mean of per-image histograms
             row = results["per_seed"][weights][model][0]
-            assert 0.0 <= row["l2"] <= 1.0 and 0.0 <= row["cosine"] <= 1.0 and 0.0 <= row["map_c"] <= 1.0
+            assert (
+                0.0 <= row["l2"] <= 1.0
+                and 0.0 <= row["cosine"] <= 1.0
+                and 0.0 <= row["map_c"] <= 1.0
+            )
             assert 0.0 <= row["entropy"] <= math.log(module.PROTOTYPES) + 1e-6
             assert row["steps"] == results["plan"]["steps"]
     for model in module.DEFAULT_MODELS:  # selected: a validation round's step; last: the last step
         selected, last = (results["per_seed"][w][model][0] for w in module.WEIGHTS)
         assert selected["best_step"] in (2, 4) and last["best_step"] == 4
     rows_per_table = 2 + len(module.DEFAULT_MODELS)  # header, rule, one row per model
-    assert results["table"].count("\n") == len(module.WEIGHTS) * rows_per_table + 3 * (len(module.WEIGHTS) - 1) + 3
-    assert results["table"].endswith(module.init_loss_note())  # the reason's numbers travel with the table
+    assert (
+        results["table"].count("\n")
+        == len(module.WEIGHTS) * rows_per_table + 3 * (len(module.WEIGHTS) - 1) + 3
+    )
+    assert results["table"].endswith(
+        module.init_loss_note()
+    )  # the reason's numbers travel with the table
 
 
 def test_split_keeps_val_and_test_images_away_from_pretraining(module):
@@ -50,8 +63,15 @@ def test_split_keeps_val_and_test_images_away_from_pretraining(module):
 
     images, labels = module._fashion_mnist()
     data = load_recipe("resnet20-fashion")["data"]
-    tiles = tile_classification_arrays(images, labels, split_seed=data["split_seed"], tile_size=data["tile_size"],
-                                       tiles_per_class=data["tiles_per_class"], glyph_split=data["glyph_split"], seed=0)
+    tiles = tile_classification_arrays(
+        images,
+        labels,
+        split_seed=data["split_seed"],
+        tile_size=data["tile_size"],
+        tiles_per_class=data["tiles_per_class"],
+        glyph_split=data["glyph_split"],
+        seed=0,
+    )
     seen = set(tiles["glyphs"].ravel().tolist())
     train, val, test = module.split_indices(labels, seed=3, images_per_class=500)
     assert [len(p) for p in (train, val, test)] == [3500, 500, 1000]
@@ -62,57 +82,116 @@ def test_split_keeps_val_and_test_images_away_from_pretraining(module):
 
 
 def test_histogram_entropy_by_hand(module):
-    z = torch.tensor([[1.0] * 8, [2.0] + [0.0] * 7, [1.0, 1.0] + [0.0] * 6])  # uniform, one-hot, two equal
-    assert module.histogram_entropy(z) == pytest.approx((math.log(8) + 0.0 + math.log(2)) / 3, abs=1e-6)
+    z = torch.tensor(
+        [[1.0] * 8, [2.0] + [0.0] * 7, [1.0, 1.0] + [0.0] * 6]
+    )  # uniform, one-hot, two equal
+    assert module.histogram_entropy(z) == pytest.approx(
+        (math.log(8) + 0.0 + math.log(2)) / 3, abs=1e-6
+    )
 
 
 def test_table_and_verdicts(module):
     def rows(l2):
-        return [{"l2": v, "cosine": v, "map_c": 0.5, "entropy": 1.0, "steps": 100, "best_step": 50} for v in l2]
+        return [
+            {"l2": v, "cosine": v, "map_c": 0.5, "entropy": 1.0, "steps": 100, "best_step": 50}
+            for v in l2
+        ]
 
-    per_seed = {"gsp": rows([0.50, 0.52, 0.54]), "gsp_zsr": rows([0.80, 0.82, 0.84]),
-                "gsp_zsr_s1": rows([0.30, 0.31, 0.32]), "gsp_zsr_l01": rows([0.51, 0.53, 0.60]),
-                "gap_xml0": rows([0.40, 0.41, 0.42]), "gap_xml": rows([0.35, 0.40, 0.50])}
+    per_seed = {
+        "gsp": rows([0.50, 0.52, 0.54]),
+        "gsp_zsr": rows([0.80, 0.82, 0.84]),
+        "gsp_zsr_s1": rows([0.30, 0.31, 0.32]),
+        "gsp_zsr_l01": rows([0.51, 0.53, 0.60]),
+        "gap_xml0": rows([0.40, 0.41, 0.42]),
+        "gap_xml": rows([0.35, 0.40, 0.50]),
+    }
     summary = module.summarize(per_seed)
-    assert summary["gsp"]["l2"]["mean"] == pytest.approx(0.52) and summary["gsp"]["l2"]["std"] == pytest.approx(0.02)
+    assert summary["gsp"]["l2"]["mean"] == pytest.approx(0.52) and summary["gsp"]["l2"][
+        "std"
+    ] == pytest.approx(0.02)
     assert summary["gsp"]["steps"] == ["50/100"] * 3
-    last = module.summarize({m: rows([0.2, 0.2, 0.2]) for m in per_seed})  # the verdicts must not read these
+    last = module.summarize(
+        {m: rows([0.2, 0.2, 0.2]) for m in per_seed}
+    )  # the verdicts must not read these
     [zsr, xml] = module.reproduction({"frozen": {"summary": {"selected": summary, "last": last}}})
     verdicts = zsr["verdict"].split("; ")
     assert verdicts[0].startswith("λ 0.5, s 9.5 = default: L2 reproduced, cos reproduced")
-    assert verdicts[1].startswith("λ 0.5, s 1 = paper: L2 not reproduced (no ZSR as high or higher)")
+    assert verdicts[1].startswith(
+        "λ 0.5, s 1 = paper: L2 not reproduced (no ZSR as high or higher)"
+    )
     assert verdicts[2].startswith("λ 0.1, s 9.5: L2 partly")
-    assert "GSP + PNCA: L2 0.520 ± 0.020, cos 0.520 ± 0.020 (last weights: L2 0.200 ± 0.000)" in zsr["ours"]
+    assert (
+        "GSP + PNCA: L2 0.520 ± 0.020, cos 0.520 ± 0.020 (last weights: L2 0.200 ± 0.000)"
+        in zsr["ours"]
+    )
     assert xml["verdict"].startswith("L2 partly") and "MAP_c 0.500 ± 0.000" in xml["ours"]
     table = module.summary_table({"selected": summary, "last": last})
-    assert table.count("| GSP + PNCA |") == 2 and "| 0.520 ± 0.020 |" in table and "| 0.200 ± 0.000 |" in table
+    assert (
+        table.count("| GSP + PNCA |") == 2
+        and "| 0.520 ± 0.020 |" in table
+        and "| 0.200 ± 0.000 |" in table
+    )
 
 
 def test_zsr_selected_before_it_acted_is_not_reproduced(module):
     """A ZSR model whose every seed kept weights from before the prototypes were initialised (zero
     attributes, so L_ZS never acted) is no evidence for ZSR, however high its accuracy."""
-    def entry(l2, steps):
-        return {"l2": {"mean": l2, "std": 0.01}, "cosine": {"mean": l2, "std": 0.01}, "entropy": {"mean": 0.1, "std": 0.0},
-                "steps": steps}
 
-    early, late = [f"{module.ZSR_STARTS}/175", "25/175", "0/175"], ["25/175", f"{module.ZSR_STARTS + 1}/300", "25/175"]
+    def entry(l2, steps):
+        return {
+            "l2": {"mean": l2, "std": 0.01},
+            "cosine": {"mean": l2, "std": 0.01},
+            "entropy": {"mean": 0.1, "std": 0.0},
+            "steps": steps,
+        }
+
+    early, late = (
+        [f"{module.ZSR_STARTS}/175", "25/175", "0/175"],
+        ["25/175", f"{module.ZSR_STARTS + 1}/300", "25/175"],
+    )
     no_zsr, last = entry(0.4, ["500/600"] * 3), entry(0.2, ["175/175"] * 3)
     verdict = module.zsr_verdict(entry(0.6, early), no_zsr, last)
-    assert verdict.startswith(f"not reproduced (every seed selected its step-{module.ZSR_STARTS}/25/0 weights, before L_ZS acted")
+    assert verdict.startswith(
+        f"not reproduced (every seed selected its step-{module.ZSR_STARTS}/25/0 weights, before L_ZS acted"
+    )
     assert "last weights score L2 0.200 ± 0.010" in verdict
     assert module.zsr_verdict(entry(0.6, late), no_zsr, last) == "L2 reproduced, cos reproduced"
-    assert module.ZSR_STARTS * module.BATCH >= module.GSP["memory_size"] > (module.ZSR_STARTS - 1) * module.BATCH
+    assert (
+        module.ZSR_STARTS * module.BATCH
+        >= module.GSP["memory_size"]
+        > (module.ZSR_STARTS - 1) * module.BATCH
+    )
 
 
 def test_merge_replaces_only_the_rerun_models(module, tmp_path, monkeypatch):
     def payload(models, l2, seconds, steps=600):
-        rows = {m: [{"l2": l2, "cosine": l2, "map_c": 0.3, "entropy": 1.0, "steps": 600, "best_step": 500}] * 3 for m in models}
+        rows = {
+            m: [
+                {
+                    "l2": l2,
+                    "cosine": l2,
+                    "map_c": 0.3,
+                    "entropy": 1.0,
+                    "steps": 600,
+                    "best_step": 500,
+                }
+            ]
+            * 3
+            for m in models
+        }
         summary = {w: module.summarize(rows) for w in module.WEIGHTS}
-        return {"plan": {**module.FULL, "steps": steps, "seeds": [0, 1, 2], "models": models}, "summary": summary, "table": "",
-                "seconds": seconds, "class_histograms_seed0": {w: {m: [[1.0]] for m in models} for w in module.WEIGHTS}}
+        return {
+            "plan": {**module.FULL, "steps": steps, "seeds": [0, 1, 2], "models": models},
+            "summary": summary,
+            "table": "",
+            "seconds": seconds,
+            "class_histograms_seed0": {w: {m: [[1.0]] for m in models} for w in module.WEIGHTS},
+        }
 
     published = tmp_path / "results.json"
-    published.write_text(module.json.dumps({"runs": {"frozen": payload(["gsp", "gap_xml0", "gap_xml"], 0.3, 100.0)}}))
+    published.write_text(
+        module.json.dumps({"runs": {"frozen": payload(["gsp", "gap_xml0", "gap_xml"], 0.3, 100.0)}})
+    )
     monkeypatch.setattr(module, "PUBLISHED", published)
     new = module.merged("frozen", payload(["gap_xml0"], 0.6, 10.0))
     assert list(new["summary"]["selected"]) == ["gsp", "gap_xml0", "gap_xml"]  # order kept
@@ -127,5 +206,7 @@ def test_merge_replaces_only_the_rerun_models(module, tmp_path, monkeypatch):
 def test_zsr_loss_at_init_grows_with_scale_and_few_classes(module):
     """Class embeddings drawn with std sqrt(2 / c) have ||v||^2 ~ 2d/c: with 10 classes the
     initial logits, hence L_ZS, are far larger than with 100, and larger with s = 9.5 than 1."""
-    ten_code, ten_paper, hundred_code = (module.zsr_loss_at_init(c, s, draws=2) for c, s in ((10, 9.5), (10, 1.0), (100, 9.5)))
+    ten_code, ten_paper, hundred_code = (
+        module.zsr_loss_at_init(c, s, draws=2) for c, s in ((10, 9.5), (10, 1.0), (100, 9.5))
+    )
     assert ten_code > 5 * ten_paper > 5 * math.log(10) and ten_code > 5 * hundred_code

@@ -13,14 +13,26 @@ from gspdml.training.run_dir import CHECKPOINT_FILE
 from tests.helpers.cuda import CUDA
 from tests.helpers.distributed import free_port, train_rank
 
-pytestmark = [*CUDA, pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs CUDA with two GPUs for nccl")]
+pytestmark = [
+    *CUDA,
+    pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs CUDA with two GPUs for nccl"),
+]
 
 
 def test_two_gpus_train_one_run_over_nccl(make_config, tmp_path):
-    config = load_config(make_config(
-        model={"pooling": {"name": "gsp", "num_prototypes": 8, "iters": 30, "init": "random"}},
-        schedule={"max_steps": 4}, evaluation={"every": 2, "patience": None}, trainer={"device": "cuda", "progress": False},
-    ))
-    mp.spawn(train_rank, args=(2, free_port(), [(config, tmp_path / "run", False, None)], "nccl"), nprocs=2, join=True)
+    config = load_config(
+        make_config(
+            model={"pooling": {"name": "gsp", "num_prototypes": 8, "iters": 30, "init": "random"}},
+            schedule={"max_steps": 4},
+            evaluation={"every": 2, "patience": None},
+            trainer={"device": "cuda", "progress": False},
+        )
+    )
+    mp.spawn(
+        train_rank,
+        args=(2, free_port(), [(config, tmp_path / "run", False, None)], "nccl"),
+        nprocs=2,
+        join=True,
+    )
     state, _ = load_state(tmp_path / "run" / CHECKPOINT_FILE)
     assert state["trainer"]["step"] == 4 and math.isfinite(state["trainer"]["best_metric"])

@@ -16,7 +16,7 @@ def tied_points(n, dim, seed):
     """Points on a coarse integer grid (many exactly equal distances) with duplicated rows."""
     generator = torch.Generator().manual_seed(seed)
     x = torch.randint(-3, 4, (n, dim), generator=generator).float()
-    x[n // 2:n // 2 + 6] = x[0]
+    x[n // 2 : n // 2 + 6] = x[0]
     return x
 
 
@@ -27,7 +27,9 @@ def test_cuda_search_equals_the_cpu_search_and_the_brute_force(leave_one_out, pr
     q = tied_points(700, 16, 0)
     r = None if leave_one_out else tied_points(900, 16, 1)
     d_cpu, i_cpu = knn(q, r, 12, memory_budget=budget, precision=precision)
-    d_cuda, i_cuda = knn(q.cuda(), None if r is None else r.cuda(), 12, memory_budget=budget, precision=precision)
+    d_cuda, i_cuda = knn(
+        q.cuda(), None if r is None else r.cuda(), 12, memory_budget=budget, precision=precision
+    )
     assert d_cuda.device.type == i_cuda.device.type == "cuda"
     assert torch.equal(i_cuda.cpu(), i_cpu) and torch.equal(d_cuda.cpu(), d_cpu)
     d_ref, i_ref = brute_force(q, r, 12)
@@ -37,5 +39,9 @@ def test_cuda_search_equals_the_cpu_search_and_the_brute_force(leave_one_out, pr
 def test_cpu_tensors_searched_on_cuda_give_the_cpu_metrics():
     generator = torch.Generator().manual_seed(2)
     labels = torch.arange(200).repeat_interleave(5)
-    x = torch.nn.functional.normalize(torch.randn(200, 32, generator=generator)[labels] + 0.3 * torch.randn(1000, 32, generator=generator), dim=1)
+    x = torch.nn.functional.normalize(
+        torch.randn(200, 32, generator=generator)[labels]
+        + 0.3 * torch.randn(1000, 32, generator=generator),
+        dim=1,
+    )
     assert retrieval_metrics(x, labels, device="cuda") == retrieval_metrics(x, labels)

@@ -21,9 +21,15 @@ def gsp_outputs(device, dtype, training=True, autocast=False, backward="closed_f
     on random features, built in float64 on the CPU so that every device and dtype starts alike."""
     torch.manual_seed(0)  # the prototypes' initialisation
     generator = torch.Generator().manual_seed(0)
-    local = torch.randn(4, 32, 7, 7, dtype=torch.float64, generator=generator).to(device, dtype).requires_grad_()
+    local = (
+        torch.randn(4, 32, 7, 7, dtype=torch.float64, generator=generator)
+        .to(device, dtype)
+        .requires_grad_()
+    )
     target = torch.randn(4, 32, dtype=torch.float64, generator=generator).to(device, dtype)
-    layer = GSP(32, num_prototypes=8, mu=0.3, eps=5.0, iters=100, init="random", backward=backward).double()
+    layer = GSP(
+        32, num_prototypes=8, mu=0.3, eps=5.0, iters=100, init="random", backward=backward
+    ).double()
     layer = layer.to(device, dtype).train(training)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
         out = layer(local.to(torch.bfloat16) if autocast else local)
@@ -38,7 +44,9 @@ def assert_close_to_max(got, want, tolerance):
         assert a.dtype == b.dtype and a.shape == b.shape
         scale = b.detach().abs().max().double().cpu()
         error = (a.detach().double().cpu() - b.detach().double().cpu()).abs().max()
-        assert error <= tolerance * scale, f"max error {float(error):.3g} above {tolerance} x {float(scale):.3g}"
+        assert error <= tolerance * scale, (
+            f"max error {float(error):.3g} above {tolerance} x {float(scale):.3g}"
+        )
 
 
 @pytest.mark.parametrize("backward", ["closed_form", "unrolled"])

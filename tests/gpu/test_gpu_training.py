@@ -15,16 +15,23 @@ from gspdml.training import Trainer
 from tests.helpers.cuda import CUDA, full_float32
 
 pytestmark = CUDA
-POOLINGS = {"gap": {"name": "gap"}, "gsp": {"name": "gsp", "num_prototypes": 8, "iters": 30, "init": "random"}}
+POOLINGS = {
+    "gap": {"name": "gap"},
+    "gsp": {"name": "gsp", "num_prototypes": 8, "iters": 30, "init": "random"},
+}
 
 
 @pytest.mark.parametrize("pooling", sorted(POOLINGS))
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_a_tiny_run_trains_on_cuda_with_a_finite_loss(make_config, tmp_path, precision, pooling):
-    config = load_config(make_config(
-        model={"pooling": POOLINGS[pooling]}, schedule={"max_steps": 6}, evaluation={"every": 3, "patience": None},
-        trainer={"device": "cuda", "precision": precision, "progress": False},
-    ))
+    config = load_config(
+        make_config(
+            model={"pooling": POOLINGS[pooling]},
+            schedule={"max_steps": 6},
+            evaluation={"every": 3, "patience": None},
+            trainer={"device": "cuda", "precision": precision, "progress": False},
+        )
+    )
     trainer = Trainer.from_config(config, tmp_path / "run")
     assert {p.device.type for p in trainer.model.parameters()} == {"cuda"}
     assert (trainer.scaler is not None) == (precision == "fp16")
@@ -37,12 +44,23 @@ def test_a_tiny_run_trains_on_cuda_with_a_finite_loss(make_config, tmp_path, pre
 
 def test_embed_on_cuda_equals_the_cpu_and_returns_cpu_tensors():
     torch.manual_seed(0)
-    model = build_embedder({"backbone": {"name": "small_cnn", "widths": [8, 16, 16]}, "embedding_dim": 16, "pooling": {"name": "gap"}}, 3)
+    model = build_embedder(
+        {
+            "backbone": {"name": "small_cnn", "widths": [8, 16, 16]},
+            "embedding_dim": 16,
+            "pooling": {"name": "gap"},
+        },
+        3,
+    )
     items = [(torch.randn(3, 32, 32), label) for label in range(40)]
     cpu, cpu_labels = embed(model, items, batch_size=16)
     with full_float32():
         cuda, cuda_labels = embed(model.cuda(), items, batch_size=16, device="cuda")
-    assert cuda.device.type == "cpu" and cuda.dtype == torch.float32 and torch.equal(cuda_labels, cpu_labels)
+    assert (
+        cuda.device.type == "cpu"
+        and cuda.dtype == torch.float32
+        and torch.equal(cuda_labels, cpu_labels)
+    )
     torch.testing.assert_close(cuda, cpu, rtol=1e-4, atol=1e-5)
     mixed, _ = embed(model, items, batch_size=16, device="cuda", precision="bf16")
     assert mixed.dtype == torch.float32 and (mixed - cpu).abs().max() <= 3e-2 * cpu.abs().max()

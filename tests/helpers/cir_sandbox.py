@@ -19,11 +19,11 @@ def _l2(x):
 
 @dataclass
 class Sandbox:
-    images: torch.Tensor        # [800, 64] float64, database = queries = visual memory
-    classes: np.ndarray         # [800]
-    domains: np.ndarray         # [800]
+    images: torch.Tensor  # [800, 64] float64, database = queries = visual memory
+    classes: np.ndarray  # [800]
+    domains: np.ndarray  # [800]
     domain_words: list
-    vocabulary: list            # 10 class words + 200 distractors
+    vocabulary: list  # 10 class words + 200 distractors
     tokens: dict
 
     def encode_text(self, texts):
@@ -32,7 +32,12 @@ class Sandbox:
 
     def pairs(self):
         """(query index, target domain index) for every query and every other domain."""
-        return [(q, t) for q in range(len(self.classes)) for t in range(len(self.domain_words)) if t != self.domains[q]]
+        return [
+            (q, t)
+            for q in range(len(self.classes))
+            for t in range(len(self.domain_words))
+            if t != self.domains[q]
+        ]
 
 
 def build_sandbox(noise: float) -> Sandbox:
@@ -44,7 +49,11 @@ def build_sandbox(noise: float) -> Sandbox:
     class_words = [f"class{k}" for k in range(C)]
     domain_words = [f"domain{j}" for j in range(D)]
     distr_words = [f"word{i}" for i in range(200)]
-    tokens = {**dict(zip(class_words, cls_vec)), **dict(zip(domain_words, dom_vec)), **dict(zip(distr_words, distr_vec))}
+    tokens = {
+        **dict(zip(class_words, cls_vec)),
+        **dict(zip(domain_words, dom_vec)),
+        **dict(zip(distr_words, distr_vec)),
+    }
     images, classes, domains = [], [], []
     for k in range(C):
         for j in range(D):
@@ -52,5 +61,11 @@ def build_sandbox(noise: float) -> Sandbox:
                 images.append(_l2(cls_vec[k] + dom_vec[j] + noise * rng.standard_normal(d)))
                 classes.append(k)
                 domains.append(j)
-    return Sandbox(torch.from_numpy(np.array(images)), np.array(classes), np.array(domains), domain_words,
-                   class_words + distr_words, tokens)
+    return Sandbox(
+        torch.from_numpy(np.array(images)),
+        np.array(classes),
+        np.array(domains),
+        domain_words,
+        class_words + distr_words,
+        tokens,
+    )

@@ -17,8 +17,13 @@ class TinyCLIP(nn.Module):
         super().__init__()
         with torch.random.fork_rng():
             torch.manual_seed(seed)
-            self.visual = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-                                        nn.Flatten(), nn.Linear(8, dim))
+            self.visual = nn.Sequential(
+                nn.Conv2d(3, 8, 3, stride=2, padding=1),
+                nn.ReLU(),
+                nn.AdaptiveAvgPool2d(1),
+                nn.Flatten(),
+                nn.Linear(8, dim),
+            )
             self.token_embedding = nn.Embedding(VOCAB, 12)
             self.text_projection = nn.Linear(12, dim)
 
@@ -35,14 +40,24 @@ def tokenize(texts):
     """Words to ids 1..VOCAB-1 by a fixed polynomial hash of their characters; 0 pads."""
     rows = []
     for text in texts:
-        ids = [1 + sum(ord(c) * 31 ** i for i, c in enumerate(word)) % (VOCAB - 1) for word in text.lower().split()][:LENGTH]
+        ids = [
+            1 + sum(ord(c) * 31**i for i, c in enumerate(word)) % (VOCAB - 1)
+            for word in text.lower().split()
+        ][:LENGTH]
         rows.append(ids + [0] * (LENGTH - len(ids)))
     return torch.tensor(rows, dtype=torch.long)
 
 
 def wrap(module: TinyCLIP, model_id: str = "tiny-clip", device: str = "cpu") -> VisionLanguageModel:
-    return VisionLanguageModel(module.encode_image, module.encode_text, tokenize, clip_preprocess(IMAGE_SIZE),
-                               model_id, module=module, device=device)
+    return VisionLanguageModel(
+        module.encode_image,
+        module.encode_text,
+        tokenize,
+        clip_preprocess(IMAGE_SIZE),
+        model_id,
+        module=module,
+        device=device,
+    )
 
 
 def build(weights=None, device="cpu"):

@@ -6,7 +6,12 @@ import torch
 from gspdml.compat.tf32 import without_tf32
 
 #: ``pytestmark = CUDA``: a ``gpu`` test, skipped where torch sees no CUDA device
-CUDA = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (torch.cuda.is_available() is False)")]
+CUDA = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="needs CUDA (torch.cuda.is_available() is False)"
+    ),
+]
 
 
 def full_float32():

@@ -16,7 +16,7 @@ def make_cub(root, write_image, classes=6, per_class=3):
     n = 0
     for c in range(1, classes + 1):
         names.append(f"{c} {c:03d}.Bird_{c}")
-        for k in range(per_class + c % 2):  # uneven class sizes
+        for _ in range(per_class + c % 2):  # uneven class sizes
             n += 1
             rel = f"{c:03d}.Bird_{c}/img_{n}.jpg"
             write_image(base / "images" / rel, fmt="JPEG", seed=n)
@@ -32,15 +32,25 @@ def make_cub(root, write_image, classes=6, per_class=3):
 def cars_mat(path, rows, names):
     ann = np.zeros((1, len(rows)), dtype=[("relative_im_path", "O"), ("class", "O"), ("test", "O")])
     for i, (rel, c, t) in enumerate(rows):
-        ann[0, i] = (np.array([rel]), np.array([[c]], dtype=np.uint8), np.array([[t]], dtype=np.uint8))
-    scipy.io.savemat(str(path), {"annotations": ann, "class_names": np.array(names, dtype=object)[None]})
+        ann[0, i] = (
+            np.array([rel]),
+            np.array([[c]], dtype=np.uint8),
+            np.array([[t]], dtype=np.uint8),
+        )
+    scipy.io.savemat(
+        str(path), {"annotations": ann, "class_names": np.array(names, dtype=object)[None]}
+    )
 
 
 def devkit_mat(path, rows):
     """A devkit annotation file: struct array ``annotations`` with ``fname`` and ``class``."""
     ann = np.zeros((1, len(rows)), dtype=[("bbox_x1", "O"), ("class", "O"), ("fname", "O")])
     for i, (fname, c) in enumerate(rows):
-        ann[0, i] = (np.array([[0]], dtype=np.uint8), np.array([[c]], dtype=np.uint8), np.array([fname]))
+        ann[0, i] = (
+            np.array([[0]], dtype=np.uint8),
+            np.array([[c]], dtype=np.uint8),
+            np.array([fname]),
+        )
     scipy.io.savemat(str(path), {"annotations": ann})
 
 

@@ -22,8 +22,12 @@ class PlainCNN(Backbone):
     def __init__(self, in_channels: int = 3, width: int = 8):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(in_channels, width, 3, padding=1), nn.ReLU(), nn.AvgPool2d(2),
-            nn.Conv2d(width, width, 3, padding=1), nn.ReLU(), nn.AvgPool2d(2),
+            nn.Conv2d(in_channels, width, 3, padding=1),
+            nn.ReLU(),
+            nn.AvgPool2d(2),
+            nn.Conv2d(width, width, 3, padding=1),
+            nn.ReLU(),
+            nn.AvgPool2d(2),
         )
         self.out_channels = width
 
@@ -38,8 +42,14 @@ def free_port() -> int:
 
 
 def torchrun_environment(rank: int, world_size: int, port: int) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
-                      WORLD_SIZE=str(world_size), OMP_NUM_THREADS="1")
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        OMP_NUM_THREADS="1",
+    )
 
 
 class SimulatedCrash(Exception):

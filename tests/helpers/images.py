@@ -33,8 +33,14 @@ def image_folder(root: Path, train: dict[str, int], test: dict[str, int]) -> Pat
 def png_header(path: Path, width: int, height: int) -> Path:
     """A PNG signature and IHDR chunk (8-bit RGB) claiming ``width x height`` pixels, without
     image data: what a decompression bomb looks like to a reader that parses the header."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
 
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b""))
@@ -44,10 +50,22 @@ def png_header(path: Path, width: int, height: int) -> Path:
 def folder_config(root: Path, output_dir: Path, **dataset) -> dict:
     """A run on an image folder that trains in about a second (20 px images, 16 px crops)."""
     return {
-        "name": "robust", "output_dir": str(output_dir), "seed": 1,
-        "data": {"dataset": {"name": "image_folder", "root": str(root), "val_fraction": 0.0, "resize": 18, "crop": 16,
-                             "normalization": "none", **dataset},
-                 "classes_per_batch": 2, "samples_per_class": 2},
+        "name": "robust",
+        "output_dir": str(output_dir),
+        "seed": 1,
+        "data": {
+            "dataset": {
+                "name": "image_folder",
+                "root": str(root),
+                "val_fraction": 0.0,
+                "resize": 18,
+                "crop": 16,
+                "normalization": "none",
+                **dataset,
+            },
+            "classes_per_batch": 2,
+            "samples_per_class": 2,
+        },
         "model": {"backbone": {"name": "small_cnn", "widths": [4, 8]}, "embedding_dim": 8},
         "loss": {"name": "c2", "neg_margin": 0.5},
         "schedule": {"max_steps": 2},

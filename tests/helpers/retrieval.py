@@ -26,11 +26,20 @@ MEAN, STD = list(NORMALIZATIONS["imagenet"]["mean"]), list(NORMALIZATIONS["image
 FOLDER_OPTIONS = {"transform": "center", "resize": 32, "crop": 32, "normalization": "imagenet"}
 #: what the trainer records as data.eval_transform for :data:`FOLDER_OPTIONS` (pinned by
 #: tests/retrieval/test_retrieval_run_transform.py on a trained run)
-EVAL_TRANSFORM = {"channels": 3, "resize": [32], "center_crop": [32, 32], "mean": MEAN, "std": STD,
-                  "bgr": False, "value_range": 1.0}
+EVAL_TRANSFORM = {
+    "channels": 3,
+    "resize": [32],
+    "center_crop": [32, 32],
+    "mean": MEAN,
+    "std": STD,
+    "bgr": False,
+    "value_range": 1.0,
+}
 
 
-def write_image_folder(root: Path, classes=("red", "green", "blue"), per_class: int = 3, size=(40, 36), seed: int = 0):
+def write_image_folder(
+    root: Path, classes=("red", "green", "blue"), per_class: int = 3, size=(40, 36), seed: int = 0
+):
     """PNG files ``root/<class>/<i>.png``: a class colour with a bright square at a random place."""
     rng = np.random.default_rng(seed)
     paths = []
@@ -47,8 +56,15 @@ def write_image_folder(root: Path, classes=("red", "green", "blue"), per_class: 
     return paths
 
 
-def write_run(run_dir: Path, pooling="gap", seed: int = 0, eval_transform=EVAL_TRANSFORM,
-              channels: int = 3, dataset=None, initialise: bool = True) -> dict:
+def write_run(
+    run_dir: Path,
+    pooling="gap",
+    seed: int = 0,
+    eval_transform=EVAL_TRANSFORM,
+    channels: int = 3,
+    dataset=None,
+    initialise: bool = True,
+) -> dict:
     """A run directory as the trainer writes it: config.yaml (the resolved config, which
     ``load_config`` accepts: asserted), model.safetensors, metrics.jsonl, results.json.
 
@@ -60,13 +76,20 @@ def write_run(run_dir: Path, pooling="gap", seed: int = 0, eval_transform=EVAL_T
     run_dir.mkdir(parents=True, exist_ok=True)
     if dataset is None:
         dataset = {"name": "image_folder", "root": f"{run_dir}-images", **FOLDER_OPTIONS}
-    config = load_config({
-        "name": run_dir.name,
-        "seed": seed,
-        "data": {"dataset": dataset, "eval_transform": eval_transform},
-        "model": {"backbone": {"name": "small_cnn"}, "embedding_dim": 32, "pooling": pooling, "normalize": True},
-        "loss": {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.3841},
-    })
+    config = load_config(
+        {
+            "name": run_dir.name,
+            "seed": seed,
+            "data": {"dataset": dataset, "eval_transform": eval_transform},
+            "model": {
+                "backbone": {"name": "small_cnn"},
+                "embedding_dim": 32,
+                "pooling": pooling,
+                "normalize": True,
+            },
+            "loss": {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.3841},
+        }
+    )
     torch.manual_seed(seed)
     model = build_embedder(config["model"], in_channels=channels)
     for module in model.modules():
@@ -77,10 +100,26 @@ def write_run(run_dir: Path, pooling="gap", seed: int = 0, eval_transform=EVAL_T
     assert load_config(run_dir / "config.yaml") == config  # as `gspdml train` reads it back
     with open(run_dir / "metrics.jsonl", "w", encoding="utf-8") as handle:
         for step in range(0, 101, 10):
-            handle.write(json.dumps({"step": step, "split": "train", "loss": 1.0 / (1 + step / 20)}) + "\n")
+            handle.write(
+                json.dumps({"step": step, "split": "train", "loss": 1.0 / (1 + step / 20)}) + "\n"
+            )
             if step % 50 == 0:
-                handle.write(json.dumps({"step": step, "split": "val", "map_at_r": 0.1 + step / 400, "precision_at_1": 0.3 + step / 300}) + "\n")
-    (run_dir / "results.json").write_text(json.dumps({"map_at_r": 0.31, "precision_at_1": 0.62, "recall_at_k": {"1": 0.62, "2": 0.75}}))
+                handle.write(
+                    json.dumps(
+                        {
+                            "step": step,
+                            "split": "val",
+                            "map_at_r": 0.1 + step / 400,
+                            "precision_at_1": 0.3 + step / 300,
+                        }
+                    )
+                    + "\n"
+                )
+    (run_dir / "results.json").write_text(
+        json.dumps(
+            {"map_at_r": 0.31, "precision_at_1": 0.62, "recall_at_k": {"1": 0.62, "2": 0.75}}
+        )
+    )
     return config
 
 

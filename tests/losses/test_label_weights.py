@@ -18,16 +18,22 @@ from gspdml.losses.metrix import RECIPE_DEFAULTS
 
 def _batch(seed=0, n=12, dim=5, classes=4):
     g = torch.Generator().manual_seed(seed)
-    emb = torch.nn.functional.normalize(torch.randn(n, dim, generator=g, dtype=torch.float64), dim=1)
+    emb = torch.nn.functional.normalize(
+        torch.randn(n, dim, generator=g, dtype=torch.float64), dim=1
+    )
     labels = torch.arange(n) % classes
     return emb, labels
 
 
 PAIR_SPECS = [
-    "c1", {"c1": {"margin": 0.2}}, "contrastive_similarity", "c2",
+    "c1",
+    {"c1": {"margin": 0.2}},
+    "contrastive_similarity",
+    "c2",
     {"c2": {"pos_margin": 0.1, "neg_margin": 0.9, "reduction": "mean"}},
     {"c2": {"neg_margin": 0.9, "reduction": "anchor_mean"}},
-    {"ms": {"mining": False}}, {"ms": {"epsilon": None, "alpha": 17.97, "beta": 75.66, "base": 0.77}},
+    {"ms": {"mining": False}},
+    {"ms": {"epsilon": None, "alpha": 17.97, "beta": 75.66, "base": 0.77}},
 ]
 
 
@@ -58,14 +64,18 @@ def test_weighted_pair_loss_with_0_1_weights_is_the_hard_label_loss(spec):
 @pytest.mark.parametrize("variant", ["original", "thesis_generic"])
 def test_proxy_anchor_weighted_with_0_1_weights_is_the_hard_label_loss(variant):
     emb, labels = _batch(seed=1)
-    loss = LOSSES.build({"proxy_anchor": {"variant": variant}}, embedding_dim=5, num_classes=4).double()
+    loss = LOSSES.build(
+        {"proxy_anchor": {"variant": variant}}, embedding_dim=5, num_classes=4
+    ).double()
     a = emb.clone().requires_grad_(True)
     hard = loss(a, labels)
     b = emb.clone().requires_grad_(True)
     one_hot = torch.nn.functional.one_hot(labels, 4).double()
     weighted = loss.weighted_loss(loss.cosines(b), one_hot, 1 - one_hot)
     torch.testing.assert_close(weighted, hard, rtol=1e-12, atol=1e-14)
-    torch.testing.assert_close(torch.autograd.grad(weighted, b)[0], torch.autograd.grad(hard, a)[0], rtol=1e-10, atol=1e-14)
+    torch.testing.assert_close(
+        torch.autograd.grad(weighted, b)[0], torch.autograd.grad(hard, a)[0], rtol=1e-10, atol=1e-14
+    )
 
 
 def test_ms_soft_mining_switches_agree():
@@ -82,24 +92,41 @@ def test_base_defaults_stay_outside_metrix_and_the_recipe_fills_them_inside():
     assert LOSSES.build("proxy_anchor", embedding_dim=5, num_classes=4).variant == "original"
 
     def base(spec):
-        return build_loss({"metrix": {"loss": spec, "level": "embedding"}}, embedding_dim=5, num_classes=4).base
+        return build_loss(
+            {"metrix": {"loss": spec, "level": "embedding"}}, embedding_dim=5, num_classes=4
+        ).base
 
-    assert (base("contrastive").neg_margin, base("c2").neg_margin, base("contrastive").reduction) == (0.5, 0.5, "avg_nonzero")
+    assert (
+        base("contrastive").neg_margin,
+        base("c2").neg_margin,
+        base("contrastive").reduction,
+    ) == (0.5, 0.5, "avg_nonzero")
     m = base("ms")
     assert (m.alpha, m.beta, m.base, m.epsilon, m.mining) == (17.97, 75.66, 0.77, 0.39, True)
     assert not base({"ms": {"mining": False}}).mining and not base({"ms": {"epsilon": None}}).mining
-    assert base({"ms": {"alpha": 18.0}}).alpha == 18.0 and base({"ms": {"alpha": 18.0}}).beta == 75.66
+    assert (
+        base({"ms": {"alpha": 18.0}}).alpha == 18.0 and base({"ms": {"alpha": 18.0}}).beta == 75.66
+    )
     assert base("contrastive_similarity").margin == 0.5
     pa = base("proxy_anchor")
     assert (pa.alpha, pa.delta, pa.variant, pa.lr_multiplier) == (32.0, 0.1, "original", 100.0)
     assert set(RECIPE_DEFAULTS) == {type(LOSSES.build("c2")), type(LOSSES.build("ms"))}
 
 
-@pytest.mark.parametrize("spec, field", [
-    ({"contrastive": {"reduction": "sum"}}, r"loss\.loss\.reduction: expected one of 'avg_nonzero', 'mean', 'anchor_mean'"),
-    ({"proxy_anchor": {"variant": "kim"}}, r"loss\.loss\.variant: expected one of 'original', 'thesis_generic'"),
-    ("triplet", r"loss\.loss: must be a loss with label weights"),
-])
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        (
+            {"contrastive": {"reduction": "sum"}},
+            r"loss\.loss\.reduction: expected one of 'avg_nonzero', 'mean', 'anchor_mean'",
+        ),
+        (
+            {"proxy_anchor": {"variant": "kim"}},
+            r"loss\.loss\.variant: expected one of 'original', 'thesis_generic'",
+        ),
+        ("triplet", r"loss\.loss: must be a loss with label weights"),
+    ],
+)
 def test_metrix_base_errors_name_the_wrapper_field(spec, field):
     with pytest.raises(ConfigError, match=field):
         build_loss({"metrix": {"loss": spec}}, embedding_dim=5, num_classes=4)
@@ -130,7 +157,9 @@ SPECS = {
     "contrastive": {"contrastive": {"pos_margin": 0.0, "neg_margin": 0.5}},
     "ms": {"ms": {"alpha": 17.97, "beta": 75.66, "base": 0.77, "epsilon": 0.39}},
     "proxy_anchor": {"proxy_anchor": {"alpha": 32.0, "delta": 0.1}},
-    "default": "contrastive", "ms_default": "ms", "similarity": "contrastive_similarity",
+    "default": "contrastive",
+    "ms_default": "ms",
+    "similarity": "contrastive_similarity",
     "anchor_mean": {"contrastive": {"reduction": "anchor_mean"}},
     "thesis_generic": {"proxy_anchor": {"variant": "thesis_generic"}},
 }
@@ -141,7 +170,9 @@ def test_metrix_loss_and_gradient_are_those_of_the_former_mixed_losses(name, kin
     g = torch.Generator().manual_seed(0)
     emb = torch.randn(12, 5, generator=g, dtype=torch.float64)
     labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3, 0, 1, 2, 3])
-    loss = build_loss({"metrix": {"loss": SPECS[name], "level": "embedding"}}, embedding_dim=5, num_classes=4).double()
+    loss = build_loss(
+        {"metrix": {"loss": SPECS[name], "level": "embedding"}}, embedding_dim=5, num_classes=4
+    ).double()
     if hasattr(loss.base, "proxies"):
         loss.base.proxies.data.copy_(torch.randn(4, 5, generator=g, dtype=torch.float64))
     emb.requires_grad_(True)
@@ -153,8 +184,9 @@ def test_metrix_loss_and_gradient_are_those_of_the_former_mixed_losses(name, kin
 
 
 def test_every_metrix_preset_uses_a_pinned_base_spec():
-    import yaml
     from pathlib import Path
+
+    import yaml
 
     presets = Path(__file__).resolve().parents[2] / "src" / "gspdml" / "presets"
     found = 0

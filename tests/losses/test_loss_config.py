@@ -1,5 +1,3 @@
-from pathlib import Path
-
 import pytest
 import torch
 import yaml
@@ -33,7 +31,9 @@ def test_xbm_nested_in_a_weighted_list_with_a_proxy_loss(make_batch):
     emb, labels = make_batch(seed=100)
     value = loss(emb, labels)
     c2 = LOSSES.build({"c2": {"neg_margin": 1.0}})
-    expected = 0.5 * (1 + 3.0) * c2(emb, labels) + 0.25 * proxy(emb, labels)  # first step: memory == batch
+    expected = 0.5 * (1 + 3.0) * c2(emb, labels) + 0.25 * proxy(
+        emb, labels
+    )  # first step: memory == batch
     assert value.item() == pytest.approx(expected.item(), rel=1e-12)
     assert int(xbm.filled) == len(labels)
     # every parameter the trainer must optimise is reachable from the built loss
@@ -55,7 +55,9 @@ def test_preset_is_a_valid_config_fragment(path):
     loss = build_loss(preset["loss"], num_classes=6, embedding_dim=8)
     data = preset["data"]
     assert data["classes_per_batch"] * data["samples_per_class"] >= 32
-    if list(loss.parameters()):  # proxy baselines: proxies get a learning-rate multiplier and a warm-up
+    if list(
+        loss.parameters()
+    ):  # proxy baselines: proxies get a learning-rate multiplier and a warm-up
         assert loss.lr_multiplier >= 100 and preset["schedule"]["warmup_steps"] > 0
     emb = torch.nn.functional.normalize(torch.randn(12, 8), dim=1)
     assert torch.isfinite(loss.train()(emb, torch.arange(6).repeat(2)))
@@ -63,6 +65,16 @@ def test_preset_is_a_valid_config_fragment(path):
 
 def test_there_is_a_preset_per_baseline_loss_and_dataset():
     names = {p.stem for p in PRESETS}
-    for loss in ("c1", "c2", "triplet", "ms", "proxy_anchor", "proxynca_pp", "soft_triple", "xbm-c1", "xbm-c2"):
+    for loss in (
+        "c1",
+        "c2",
+        "triplet",
+        "ms",
+        "proxy_anchor",
+        "proxynca_pp",
+        "soft_triple",
+        "xbm-c1",
+        "xbm-c2",
+    ):
         for dataset in ("cub", "cars", "sop", "inshop"):
             assert f"{loss}-{dataset}" in names

@@ -46,11 +46,18 @@ def test_c2_equals_slow_loop_with_reference(make_batch, valid_pairs, reduction):
 def test_c2_matches_pytorch_metric_learning(make_batch, reducer):
     emb, labels = make_batch(seed=4, classes=8, per_class=8, dim=16)
     reduction = "mean" if isinstance(reducer, pml_reducers.MeanReducer) else "avg_nonzero"
-    ours = LOSSES.build({"c2": {"pos_margin": 0.2652, "neg_margin": 1.2, "reduction": reduction}})(emb, labels)
-    theirs = pml_losses.ContrastiveLoss(pos_margin=0.2652, neg_margin=1.2, reducer=reducer)(emb, labels)
+    ours = LOSSES.build({"c2": {"pos_margin": 0.2652, "neg_margin": 1.2, "reduction": reduction}})(
+        emb, labels
+    )
+    theirs = pml_losses.ContrastiveLoss(pos_margin=0.2652, neg_margin=1.2, reducer=reducer)(
+        emb, labels
+    )
     assert ours.item() == pytest.approx(theirs.item(), rel=1e-9)
 
 
 def test_c2_rejects_unknown_reduction():
-    with pytest.raises(ConfigError, match=r"loss\.reduction: expected one of 'avg_nonzero', 'mean', 'anchor_mean' for 'c2', got 'sum'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"loss\.reduction: expected one of 'avg_nonzero', 'mean', 'anchor_mean' for 'c2', got 'sum'",
+    ):
         LOSSES.build({"c2": {"reduction": "sum"}})

@@ -18,7 +18,7 @@ def _slow_lifted(emb, labels, neg_margin, pos_margin):
             if labels[i] != labels[j]:
                 continue
             inner = sum(math.exp(neg_margin - d[i][k]) for k in range(n) if labels[k] != labels[i])
-            inner += sum(math.exp(neg_margin - d[j][l]) for l in range(n) if labels[l] != labels[j])
+            inner += sum(math.exp(neg_margin - d[j][m]) for m in range(n) if labels[m] != labels[j])
             terms.append(max(math.log(inner) + d[i][j] - pos_margin, 0.0) ** 2)
     return sum(terms) / (2 * len(terms))
 
@@ -40,7 +40,9 @@ def test_lifted_against_reference_uses_row_and_column_negatives(make_batch):
     emb, labels = make_batch(seed=21, classes=3, per_class=2)
     ref, ref_labels = make_batch(seed=22, classes=3, per_class=3)
     loss = LOSSES.build({"lifted": {}})
-    ours = loss(emb, labels, reference=ref, reference_labels=ref_labels, reference_self=torch.full((6,), -1))
+    ours = loss(
+        emb, labels, reference=ref, reference_labels=ref_labels, reference_self=torch.full((6,), -1)
+    )
     e, r = emb.detach(), ref.detach()
     d = torch.cdist(e, r)
     terms = []
@@ -48,8 +50,12 @@ def test_lifted_against_reference_uses_row_and_column_negatives(make_batch):
         for j in range(len(r)):
             if labels[i] != ref_labels[j]:
                 continue
-            inner = sum(math.exp(1.0 - d[i, k]) for k in range(len(r)) if ref_labels[k] != labels[i])
-            inner += sum(math.exp(1.0 - d[l, j]) for l in range(len(e)) if labels[l] != ref_labels[j])
+            inner = sum(
+                math.exp(1.0 - d[i, k]) for k in range(len(r)) if ref_labels[k] != labels[i]
+            )
+            inner += sum(
+                math.exp(1.0 - d[m, j]) for m in range(len(e)) if labels[m] != ref_labels[j]
+            )
             terms.append(max(math.log(inner) + float(d[i, j]), 0.0) ** 2 / 2)
     assert ours.item() == pytest.approx(sum(terms) / len(terms), rel=1e-9)
 

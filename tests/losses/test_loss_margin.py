@@ -20,7 +20,9 @@ def _terms(emb, labels, beta_of, alpha, valid_pairs):
 @pytest.mark.parametrize("reduction", ["mean", "avg_nonzero"])
 def test_generalized_contrastive_equals_slow_loop(make_batch, valid_pairs, reduction):
     emb, labels = make_batch(seed=5)
-    loss = LOSSES.build({"generalized_contrastive": {"beta": 0.9, "alpha": 0.3, "reduction": reduction}})
+    loss = LOSSES.build(
+        {"generalized_contrastive": {"beta": 0.9, "alpha": 0.3, "reduction": reduction}}
+    )
     terms = _terms(emb, labels, lambda i: 0.9, 0.3, valid_pairs)
     divisor = len(terms) if reduction == "mean" else sum(t > 0 for t in terms)
     assert loss(emb, labels).item() == pytest.approx(sum(terms) / divisor, rel=1e-10)
@@ -35,7 +37,11 @@ def test_generalized_contrastive_is_c2_with_mapped_margins(make_batch):
     same = labels[0] == labels
     # anchor 0 against its positives only (its own copy is row 0 of that set), then its negatives only
     for mask, self_column in ((same, 0), (~same, -1)):
-        args = dict(reference=emb[mask], reference_labels=labels[mask], reference_self=torch.tensor([self_column]))
+        args = dict(
+            reference=emb[mask],
+            reference_labels=labels[mask],
+            reference_self=torch.tensor([self_column]),
+        )
         ours = gc(emb[:1], labels[:1], **args)
         assert ours.item() == pytest.approx(c2(emb[:1], labels[:1], **args).item(), rel=1e-10)
         assert ours.item() > 0
@@ -44,7 +50,16 @@ def test_generalized_contrastive_is_c2_with_mapped_margins(make_batch):
 def test_margin_loss_per_class_learnable_beta(make_batch, valid_pairs):
     emb, labels = make_batch(seed=7)
     loss = LOSSES.build(
-        {"margin": {"alpha": 0.2, "beta": 1.0, "learn_beta": True, "beta_per_class": True, "nu": 0.1}}, num_classes=4
+        {
+            "margin": {
+                "alpha": 0.2,
+                "beta": 1.0,
+                "learn_beta": True,
+                "beta_per_class": True,
+                "nu": 0.1,
+            }
+        },
+        num_classes=4,
     )
     with torch.no_grad():
         loss.beta.copy_(torch.tensor([0.8, 1.0, 1.2, 1.4]))

@@ -46,9 +46,15 @@ def test_ms_mining_changes_the_loss(make_batch):
 @pytest.mark.parametrize("mining", [True, False])
 def test_ms_matches_pytorch_metric_learning(make_batch, mining):
     emb, labels = make_batch(seed=17, classes=8, per_class=8, dim=16)
-    ours = LOSSES.build({"multi_similarity": {"alpha": 2, "beta": 40, "base": 0.5, "mining": mining}})(emb, labels)
+    ours = LOSSES.build(
+        {"multi_similarity": {"alpha": 2, "beta": 40, "base": 0.5, "mining": mining}}
+    )(emb, labels)
     pml = pml_losses.MultiSimilarityLoss(alpha=2, beta=40, base=0.5)
-    theirs = pml(emb, labels, pml_miners.MultiSimilarityMiner(epsilon=0.1)(emb, labels)) if mining else pml(emb, labels)
+    theirs = (
+        pml(emb, labels, pml_miners.MultiSimilarityMiner(epsilon=0.1)(emb, labels))
+        if mining
+        else pml(emb, labels)
+    )
     assert ours.item() == pytest.approx(theirs.item(), rel=1e-9)
     ours.backward()
     assert emb.grad.abs().sum() > 0
@@ -58,7 +64,13 @@ def test_ms_against_reference_set_excludes_self_by_index(make_batch):
     emb, labels = make_batch(seed=18, classes=4, per_class=4)
     loss = LOSSES.build({"ms": {"mining": False}})  # the miner would drop the easy self-pair anyway
     in_batch = loss(emb, labels)
-    as_reference = loss(emb, labels, reference=emb.detach(), reference_labels=labels, reference_self=torch.arange(16))
+    as_reference = loss(
+        emb,
+        labels,
+        reference=emb.detach(),
+        reference_labels=labels,
+        reference_self=torch.arange(16),
+    )
     with_self = loss(emb, labels, reference=emb.detach(), reference_labels=labels)
     assert as_reference.item() == pytest.approx(in_batch.item(), rel=1e-12)
     assert abs(with_self.item() - in_batch.item()) > 1e-6

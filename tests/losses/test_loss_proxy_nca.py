@@ -20,7 +20,9 @@ def _slow_proxy_nca(emb, labels, proxies, temperature, exclude_positive):
     for i in range(len(e)):
         logits = [-float(((e[i] - p[c]) ** 2).sum()) / temperature for c in range(len(p))]
         y = int(labels[i])
-        denominator = sum(math.exp(v) for c, v in enumerate(logits) if not (exclude_positive and c == y))
+        denominator = sum(
+            math.exp(v) for c, v in enumerate(logits) if not (exclude_positive and c == y)
+        )
         total += -logits[y] + math.log(denominator)
     return total / len(e)
 
@@ -28,7 +30,9 @@ def _slow_proxy_nca(emb, labels, proxies, temperature, exclude_positive):
 @pytest.mark.parametrize("assignment_probability", [False, True])
 def test_proxy_nca_equals_slow_loop(make_batch, assignment_probability):
     emb, labels = make_batch(seed=24, classes=5, per_class=2)
-    loss = _build({"proxy_nca": {"temperature": 1 / 3, "assignment_probability": assignment_probability}})
+    loss = _build(
+        {"proxy_nca": {"temperature": 1 / 3, "assignment_probability": assignment_probability}}
+    )
     expected = _slow_proxy_nca(emb, labels, loss.proxies, 1 / 3, not assignment_probability)
     assert loss(emb, labels).item() == pytest.approx(expected, rel=1e-10)
 
@@ -47,7 +51,9 @@ def test_proxynca_pp_is_cross_entropy_of_scaled_cosine(make_batch):
 def test_proxy_nca_matches_pytorch_metric_learning(make_batch):
     emb, labels = make_batch(seed=26, classes=8, per_class=8, dim=16)
     ours = _build({"proxynca_pp": {"temperature": 0.11}}, classes=8, dim=16)
-    theirs = pml_losses.ProxyNCALoss(num_classes=8, embedding_size=16, softmax_scale=1 / 0.11).double()
+    theirs = pml_losses.ProxyNCALoss(
+        num_classes=8, embedding_size=16, softmax_scale=1 / 0.11
+    ).double()
     theirs.proxies.data.copy_(ours.proxies.data)
     assert ours(emb, labels).item() == pytest.approx(theirs(emb, labels).item(), rel=1e-9)
 
@@ -74,12 +80,15 @@ def test_proxy_losses_name_missing_trainer_arguments_and_bad_labels(make_batch):
 def test_norm_softmax_matches_loop_and_pytorch_metric_learning(make_batch):
     emb, labels = make_batch(seed=29, classes=8, per_class=4, dim=16)
     ours = _build({"norm_softmax": {"temperature": 0.05}}, classes=8, dim=16)
-    theirs = pml_losses.NormalizedSoftmaxLoss(num_classes=8, embedding_size=16, temperature=0.05).double()
+    theirs = pml_losses.NormalizedSoftmaxLoss(
+        num_classes=8, embedding_size=16, temperature=0.05
+    ).double()
     theirs.W.data.copy_(ours.proxies.data.T)
     value = ours(emb, labels)
     e, p = F.normalize(emb.detach(), dim=1), F.normalize(ours.proxies.detach(), dim=1)
     slow = sum(
-        -float(e[i] @ p[labels[i]]) / 0.05 + math.log(sum(math.exp(float(e[i] @ p[c]) / 0.05) for c in range(8)))
+        -float(e[i] @ p[labels[i]]) / 0.05
+        + math.log(sum(math.exp(float(e[i] @ p[c]) / 0.05) for c in range(8)))
         for i in range(len(e))
     ) / len(e)
     assert value.item() == pytest.approx(slow, rel=1e-10)

@@ -19,7 +19,9 @@ def _slow_soft_triple(emb, labels, centers, classes, k, la, gamma, tau, margin):
         for c in range(classes):
             sims = [float(e[i] @ w[c * k + j]) for j in range(k)]
             z = sum(math.exp(v / gamma) for v in sims)
-            s.append(sum(math.exp(v / gamma) / z * v for v in sims) - (margin if c == labels[i] else 0.0))
+            s.append(
+                sum(math.exp(v / gamma) / z * v for v in sims) - (margin if c == labels[i] else 0.0)
+            )
         y = int(labels[i])
         total += -la * s[y] + math.log(sum(math.exp(la * v) for v in s))
     reg = 0.0
@@ -34,14 +36,18 @@ def _slow_soft_triple(emb, labels, centers, classes, k, la, gamma, tau, margin):
 @pytest.mark.parametrize("k", [1, 3])
 def test_soft_triple_equals_slow_loop(make_batch, k):
     emb, labels = make_batch(seed=31, classes=4, per_class=3)
-    loss = LOSSES.build({"soft_triple": {"centers_per_class": k, **SETTINGS}}, num_classes=5, embedding_dim=8).double()
+    loss = LOSSES.build(
+        {"soft_triple": {"centers_per_class": k, **SETTINGS}}, num_classes=5, embedding_dim=8
+    ).double()
     expected = _slow_soft_triple(emb, labels, loss.proxies, 5, k, **SETTINGS)
     assert loss(emb, labels).item() == pytest.approx(expected, rel=1e-10)
 
 
 def test_soft_triple_matches_pytorch_metric_learning(make_batch):
     emb, labels = make_batch(seed=32, classes=8, per_class=4, dim=16)
-    loss = LOSSES.build({"softtriple": {"centers_per_class": 4, **SETTINGS}}, num_classes=8, embedding_dim=16).double()
+    loss = LOSSES.build(
+        {"softtriple": {"centers_per_class": 4, **SETTINGS}}, num_classes=8, embedding_dim=16
+    ).double()
     theirs = pml_losses.SoftTripleLoss(
         num_classes=8,
         embedding_size=16,
@@ -49,7 +55,9 @@ def test_soft_triple_matches_pytorch_metric_learning(make_batch):
         la=SETTINGS["la"],
         gamma=SETTINGS["gamma"],
         margin=SETTINGS["margin"],
-        weight_regularizer=pml_regularizers.SparseCentersRegularizer(num_classes=8, centers_per_class=4),
+        weight_regularizer=pml_regularizers.SparseCentersRegularizer(
+            num_classes=8, centers_per_class=4
+        ),
         weight_reg_weight=SETTINGS["tau"],
     ).double()
     theirs.fc.data.copy_(loss.proxies.data.T)

@@ -12,7 +12,9 @@ from gspdml.losses import LOSSES
 
 def _slow_triplet(emb, labels, ref, ref_labels, ref_self, margin, mining, reduction):
     e, r = emb.detach(), ref.detach()
-    d = [[math.sqrt(float(((e[i] - r[j]) ** 2).sum())) for j in range(len(r))] for i in range(len(e))]
+    d = [
+        [math.sqrt(float(((e[i] - r[j]) ** 2).sum())) for j in range(len(r))] for i in range(len(e))
+    ]
     selected = []
     for a in range(len(e)):
         for p in range(len(r)):
@@ -65,12 +67,18 @@ def test_triplet_memory_guard_names_the_option(make_batch):
 def test_triplet_matches_pytorch_metric_learning_miner(make_batch, mining):
     emb, labels = make_batch(seed=12, classes=8, per_class=8, dim=16)
     margin = 0.1190
-    ours = LOSSES.build({"triplet": {"margin": margin, "mining": mining, "reduction": "mean"}})(emb, labels)
+    ours = LOSSES.build({"triplet": {"margin": margin, "mining": mining, "reduction": "mean"}})(
+        emb, labels
+    )
     pml = pml_losses.TripletMarginLoss(margin=margin, reducer=pml_reducers.MeanReducer())
     if mining == "all":  # PML's miner "all" keeps only margin violators; no miner = every triplet
         theirs = pml(emb, labels)
     else:
-        theirs = pml(emb, labels, pml_miners.TripletMarginMiner(margin=margin, type_of_triplets=mining)(emb, labels))
+        theirs = pml(
+            emb,
+            labels,
+            pml_miners.TripletMarginMiner(margin=margin, type_of_triplets=mining)(emb, labels),
+        )
     assert ours.item() == pytest.approx(theirs.item(), rel=1e-9)
 
 
@@ -84,10 +92,16 @@ def test_triplet_all_matches_pml_avg_nonzero_default(make_batch):
 @pytest.mark.parametrize("reduction", ["avg_nonzero", "mean"])
 def test_triplet_batch_hard_matches_pml_batch_hard_miner(make_batch, reduction):
     emb, labels = make_batch(seed=14, classes=8, per_class=4, dim=16)
-    ours = LOSSES.build({"triplet": {"margin": 0.3, "mining": "batch_hard", "reduction": reduction}})(emb, labels)
-    reducer = pml_reducers.MeanReducer() if reduction == "mean" else pml_reducers.AvgNonZeroReducer()
+    ours = LOSSES.build(
+        {"triplet": {"margin": 0.3, "mining": "batch_hard", "reduction": reduction}}
+    )(emb, labels)
+    reducer = (
+        pml_reducers.MeanReducer() if reduction == "mean" else pml_reducers.AvgNonZeroReducer()
+    )
     miner = pml_miners.BatchHardMiner()
-    theirs = pml_losses.TripletMarginLoss(margin=0.3, reducer=reducer)(emb, labels, miner(emb, labels))
+    theirs = pml_losses.TripletMarginLoss(margin=0.3, reducer=reducer)(
+        emb, labels, miner(emb, labels)
+    )
     assert ours.item() == pytest.approx(theirs.item(), rel=1e-9)
     ours.backward()
     assert emb.grad.abs().sum() > 0
@@ -95,7 +109,9 @@ def test_triplet_batch_hard_matches_pml_batch_hard_miner(make_batch, reduction):
 
 def test_triplet_rejects_unknown_mining():
     allowed = "all, semihard, hard, batch_hard"
-    with pytest.raises(ConfigError, match=rf"triplet.mining: unknown mining 'easy'; allowed: {allowed}"):
+    with pytest.raises(
+        ConfigError, match=rf"triplet.mining: unknown mining 'easy'; allowed: {allowed}"
+    ):
         LOSSES.build({"triplet": {"mining": "easy"}})
 
 
@@ -105,8 +121,14 @@ def test_triplet_mining_boundaries_on_a_hand_built_tie():
     positive has d_an - d_ap = 2 - sqrt(2) > margin and is in neither."""
     emb = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, -1.0]], dtype=torch.float64)
     labels = torch.tensor([0, 0, 1])
-    hard = LOSSES.build({"triplet": {"margin": 0.3, "mining": "hard", "reduction": "mean"}})(emb, labels)
-    semihard = LOSSES.build({"triplet": {"margin": 0.3, "mining": "semihard", "reduction": "mean"}})(emb, labels)
-    every = LOSSES.build({"triplet": {"margin": 0.3, "mining": "all", "reduction": "mean"}})(emb, labels)
+    hard = LOSSES.build({"triplet": {"margin": 0.3, "mining": "hard", "reduction": "mean"}})(
+        emb, labels
+    )
+    semihard = LOSSES.build(
+        {"triplet": {"margin": 0.3, "mining": "semihard", "reduction": "mean"}}
+    )(emb, labels)
+    every = LOSSES.build({"triplet": {"margin": 0.3, "mining": "all", "reduction": "mean"}})(
+        emb, labels
+    )
     assert hard.item() == pytest.approx(0.3, abs=1e-5) and semihard.item() == 0.0
     assert every.item() == pytest.approx(0.3 / 2, abs=1e-5)

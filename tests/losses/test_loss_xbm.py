@@ -1,9 +1,9 @@
 import pytest
 import torch
-from safetensors.torch import load as load_safetensors
-from safetensors.torch import save as save_safetensors
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import reducers as pml_reducers
+from safetensors.torch import load as load_safetensors
+from safetensors.torch import save as save_safetensors
 
 from gspdml.errors import ConfigError
 from gspdml.losses import LOSSES
@@ -20,7 +20,9 @@ def test_memory_is_a_ring_buffer_in_write_order(make_batch):
     for emb, labels in batches:
         loss(emb, labels)
     # 2 batches of 4 rows: the third batch overwrote the first
-    assert torch.equal(loss.memory[:4], batches[2][0].detach()) and torch.equal(loss.memory[4:], batches[1][0].detach())
+    assert torch.equal(loss.memory[:4], batches[2][0].detach()) and torch.equal(
+        loss.memory[4:], batches[1][0].detach()
+    )
     assert torch.equal(loss.memory_labels, torch.cat([batches[2][1], batches[1][1]]))
     assert (int(loss.pointer), int(loss.filled), int(loss.step)) == (4, 8, 3)
     assert not loss.memory.requires_grad and loss.memory.dtype == torch.float64
@@ -35,7 +37,9 @@ def test_batch_is_enqueued_before_the_loss_and_self_pairs_are_removed(make_batch
     value = loss(emb, labels)
     assert value.item() == pytest.approx(1.5 * base(emb, labels).item(), rel=1e-12)
     with_self = base(emb, labels, reference=emb.detach(), reference_labels=labels)
-    assert abs(with_self.item() - base(emb, labels).item()) > 1e-3  # self-pairs would change the value
+    assert (
+        abs(with_self.item() - base(emb, labels).item()) > 1e-3
+    )  # self-pairs would change the value
 
 
 def test_memory_term_starts_after_warmup_and_eval_mode_leaves_memory_alone(make_batch):
@@ -60,7 +64,9 @@ def test_state_dict_restores_memory_and_step_into_a_fresh_module(make_batch):
         loss(*make_batch(seed=60 + seed))
     state = load_safetensors(save_safetensors(dict(loss.state_dict())))  # the checkpoint format
     resumed = _xbm(base="ms", memory_batches=2, start_step=1).train()
-    resumed.load_state_dict(load_safetensors(save_safetensors(dict(resumed.state_dict()))))  # not yet allocated
+    resumed.load_state_dict(
+        load_safetensors(save_safetensors(dict(resumed.state_dict())))
+    )  # not yet allocated
     resumed.load_state_dict(state)
     emb, labels = make_batch(seed=70)
     assert resumed(emb, labels).item() == pytest.approx(loss(emb, labels).item(), rel=1e-12)
@@ -69,9 +75,13 @@ def test_state_dict_restores_memory_and_step_into_a_fresh_module(make_batch):
 
 def test_xbm_matches_pml_cross_batch_memory_plus_in_batch_loss(make_batch):
     """XBM official: L(batch, batch) + w L(batch, memory) == PML plain loss + w * CrossBatchMemory."""
-    pml_base = pml_losses.ContrastiveLoss(pos_margin=0.1, neg_margin=1.1, reducer=pml_reducers.MeanReducer())
+    pml_base = pml_losses.ContrastiveLoss(
+        pos_margin=0.1, neg_margin=1.1, reducer=pml_reducers.MeanReducer()
+    )
     pml_xbm = pml_losses.CrossBatchMemory(
-        pml_losses.ContrastiveLoss(pos_margin=0.1, neg_margin=1.1, reducer=pml_reducers.MeanReducer()),
+        pml_losses.ContrastiveLoss(
+            pos_margin=0.1, neg_margin=1.1, reducer=pml_reducers.MeanReducer()
+        ),
         embedding_size=8,
         memory_size=32,
     )
@@ -119,8 +129,13 @@ def test_tf_start_rule_enqueues_from_step_0_and_reads_a_full_memory(make_batch):
     # ring slots after five writes of one batch each: slot 0 <- 0, 3; slot 1 <- 1, 4; slot 2 <- 2
     memory = torch.cat([batches[3][0], batches[4][0], batches[2][0]]).detach()
     memory_labels = torch.cat([batches[3][1], batches[4][1], batches[2][1]])
-    expected = base(emb, labels) + base(emb, labels, reference=memory, reference_labels=memory_labels,
-                                        reference_self=torch.arange(size, 2 * size))
+    expected = base(emb, labels) + base(
+        emb,
+        labels,
+        reference=memory,
+        reference_labels=memory_labels,
+        reference_self=torch.arange(size, 2 * size),
+    )
     assert loss(emb, labels).item() == pytest.approx(expected.item(), rel=1e-12)
     assert torch.equal(loss.memory, memory.to(loss.memory.dtype))
 

@@ -10,7 +10,11 @@ from gspdml.models.output import EmbedderOutput
 
 
 def make_xml(**kwargs):
-    return build_loss({"name": "xml", "base": {"name": "c2"}, "num_prototypes": 5, **kwargs}, embedding_dim=6, num_classes=10)
+    return build_loss(
+        {"name": "xml", "base": {"name": "c2"}, "num_prototypes": 5, **kwargs},
+        embedding_dim=6,
+        num_classes=10,
+    )
 
 
 def batch(seed=0):
@@ -28,7 +32,9 @@ def histogram_loop(local, prototypes, eps):
     for i in range(b):
         for y in range(h):
             for x in range(w):
-                out[i] += torch.softmax(eps * (prototypes.double() @ local[i, :, y, x].double()), 0) / (h * w)
+                out[i] += torch.softmax(
+                    eps * (prototypes.double() @ local[i, :, y, x].double()), 0
+                ) / (h * w)
     return out
 
 
@@ -41,7 +47,11 @@ def reference_xml(loss, local, pooled, labels):
     for k in range(2):
         fit, pred = halves[1 - k], halves[k]
         zk, yk = z[fit].T, y[fit].T  # m x b, d x b (the paper's column layout)
-        v = torch.linalg.inv(zk @ zk.T + 0.05 * torch.eye(zk.shape[0], dtype=torch.float64)) @ zk @ yk.T  # m x d
+        v = (
+            torch.linalg.inv(zk @ zk.T + 0.05 * torch.eye(zk.shape[0], dtype=torch.float64))
+            @ zk
+            @ yk.T
+        )  # m x d
         predicted = F.normalize((v.T @ z[pred].T).T, dim=1)
         total += loss.base(predicted.float(), labels[pred]).double()
     return total
@@ -51,7 +61,9 @@ def test_loss_matches_equations():
     loss = make_xml(mixing=0.2)
     local, pooled, emb, labels = batch()
     got = loss(emb, labels, EmbedderOutput(emb, local=local, pooled=pooled))
-    expected = 0.8 * loss.base(emb, labels).double() + 0.2 * reference_xml(loss, local, pooled, labels)
+    expected = 0.8 * loss.base(emb, labels).double() + 0.2 * reference_xml(
+        loss, local, pooled, labels
+    )
     torch.testing.assert_close(got.double(), expected, rtol=1e-4, atol=1e-5)
 
 

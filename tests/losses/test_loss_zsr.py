@@ -12,7 +12,9 @@ from gspdml.pooling import GSP
 
 
 def make_zsr(**kwargs):
-    return build_loss({"name": "zsr", "base": {"name": "c2"}, **kwargs}, embedding_dim=6, num_classes=10)
+    return build_loss(
+        {"name": "zsr", "base": {"name": "c2"}, **kwargs}, embedding_dim=6, num_classes=10
+    )
 
 
 def batch(seed=0):
@@ -32,7 +34,9 @@ def reference_zs(loss, z, labels, scale, reduction):
     total = 0.0
     for fit, pred in ((slice(0, 6), slice(6, 12)), (slice(6, 12), slice(0, 6))):
         zf, yf = z[fit], v[labels[fit]]
-        a = yf.T @ torch.linalg.inv(zf @ zf.T + 0.05 * torch.eye(6, dtype=torch.float64)) @ zf  # d_v x m
+        a = (
+            yf.T @ torch.linalg.inv(zf @ zf.T + 0.05 * torch.eye(6, dtype=torch.float64)) @ zf
+        )  # d_v x m
         ce = 0.0
         for i in range(pred.start, pred.stop):
             logits = scale * (v @ (a @ z[i]))
@@ -64,7 +68,11 @@ def test_hand_computed_reduction_and_scale_on_a_two_sample_batch():
     z = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
     ratio_1 = 1.0 / (2.0 + 0.5)  # predict sample 0 from sample 1: z1.z0 / (z1.z1 + 0.5), along v_1
     ratio_0 = 1.0 / (1.0 + 0.5)  # predict sample 1 from sample 0: z0.z1 / (z0.z0 + 0.5), along v_0
-    for scale, reduction, factor in ((1.0, "sum_of_halves", 1.0), (9.5, "mean", 0.5), (9.5, "sum_of_halves", 1.0)):
+    for scale, reduction, factor in (
+        (1.0, "sum_of_halves", 1.0),
+        (9.5, "mean", 0.5),
+        (9.5, "sum_of_halves", 1.0),
+    ):
         loss.logit_scale, loss.reduction = scale, reduction
         # sample 0 (class 0) is predicted along v_1: logits 0 (true class), s r1, and 0 for the 8 others
         l0 = np.log(8 + np.exp(scale * ratio_1) + 1)

@@ -4,8 +4,8 @@ import pytest
 import torch
 from scipy import stats
 
-from gspdml.losses.multi_similarity import MultiSimilarity as LabelledMultiSimilarity
 from gspdml.losses.metrix_positivity import positive_probability, positivity_threshold
+from gspdml.losses.multi_similarity import MultiSimilarity as LabelledMultiSimilarity
 
 
 def _dloss_ds(loss, s, lam):
@@ -13,7 +13,9 @@ def _dloss_ds(loss, s, lam):
     s = torch.tensor(s, dtype=torch.float64, requires_grad=True)
     anchor = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
     v = torch.stack([s, torch.sqrt(1 - s * s)])[None]
-    value = loss.labelled(anchor, v, torch.tensor([0]), torch.tensor([0]), torch.tensor([lam], dtype=torch.float64))
+    value = loss.labelled(
+        anchor, v, torch.tensor([0]), torch.tensor([0]), torch.tensor([lam], dtype=torch.float64)
+    )
     return float(torch.autograd.grad(value, s)[0])
 
 
@@ -25,7 +27,9 @@ def test_sign_of_the_mixed_ms_gradient_follows_eq_2_22():
     sims = torch.rand(400, generator=rng, dtype=torch.float64) * 1.98 - 0.99
     agree = 0
     for lam, s in zip(lams.tolist(), sims.tolist()):
-        agree += (_dloss_ds(loss, s, lam) <= 0) == (s <= float(positivity_threshold(lam, beta, gamma, m)))
+        agree += (_dloss_ds(loss, s, lam) <= 0) == (
+            s <= float(positivity_threshold(lam, beta, gamma, m))
+        )
     assert agree == 400
     assert float(positivity_threshold(0.5, beta, gamma, m)) == pytest.approx(m)
 

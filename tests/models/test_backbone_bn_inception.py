@@ -15,7 +15,9 @@ def cadene_bninception_module():
     """The reference module file of `pretrainedmodels` 0.7.4, loaded without its package
     (whose __init__ needs `six` and network-only dataset helpers)."""
     root = importlib.util.find_spec("pretrainedmodels").submodule_search_locations[0]
-    spec = importlib.util.spec_from_file_location("cadene_bninception", os.path.join(root, "models", "bninception.py"))
+    spec = importlib.util.spec_from_file_location(
+        "cadene_bninception", os.path.join(root, "models", "bninception.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -41,13 +43,18 @@ def randomised_reference(seed=0):
 def test_matches_cadene_bninception_features_with_its_checkpoint_layout(tmp_path, monkeypatch):
     ref = randomised_reference()
     # The published checkpoint stores BatchNorm vectors as [1, C] and includes the classifier.
-    state = {k: (v.unsqueeze(0) if "_bn." in k and v.dim() == 1 else v) for k, v in ref.state_dict().items()}
+    state = {
+        k: (v.unsqueeze(0) if "_bn." in k and v.dim() == 1 else v)
+        for k, v in ref.state_dict().items()
+    }
     checkpoints = tmp_path / "hub" / "checkpoints"
     checkpoints.mkdir(parents=True)
     torch.save(state, checkpoints / "bn_inception-52deb4733.pth")
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
 
-    model = build_backbone({"name": "bn_inception", "pretrained": True, "input_space": "caffe"}, 3).eval()
+    model = build_backbone(
+        {"name": "bn_inception", "pretrained": True, "input_space": "caffe"}, 3
+    ).eval()
     ours = model.state_dict()
     assert set(ours) == {k for k in state if not k.startswith("last_linear.")}
     for key, value in ours.items():
@@ -78,7 +85,9 @@ def test_imagenet_input_space_equals_manual_caffe_conversion():
     std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
     bgr255 = rgb01[:, [2, 1, 0]] * 255 - torch.tensor([104.0, 117.0, 128.0]).view(1, 3, 1, 1)
     with torch.no_grad():
-        torch.testing.assert_close(imagenet((rgb01 - mean) / std), caffe(bgr255), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(
+            imagenet((rgb01 - mean) / std), caffe(bgr255), rtol=1e-4, atol=1e-4
+        )
 
 
 def test_rejects_unknown_input_space():

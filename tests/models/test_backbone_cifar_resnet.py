@@ -16,7 +16,14 @@ def test_parameter_count_matches_he_et_al_table6(depth, millions):
     assert round(total / 1e6, digits) == millions
 
 
-@pytest.mark.parametrize("spec", ["resnet20", {"name": "resnet20", "preact": True}, {"name": "resnet20", "preact": True, "shortcut": "pad"}])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "resnet20",
+        {"name": "resnet20", "preact": True},
+        {"name": "resnet20", "preact": True, "shortcut": "pad"},
+    ],
+)
 def test_output_map_is_64_channels_at_quarter_resolution(spec):
     model = build_backbone(spec, 3)
     assert model(torch.randn(2, 3, 32, 32)).shape == (2, 64, 8, 8)
@@ -35,5 +42,7 @@ def test_pad_shortcut_is_subsampled_input_with_zero_channels():
 def test_bad_options_name_the_field():
     with pytest.raises(ConfigError, match="model.backbone.depth: must be 6n\\+2"):
         build_backbone({"name": "resnet20", "depth": 21}, 3)
-    with pytest.raises(ConfigError, match="model.backbone.pretrained: resnet20 has no published checkpoint"):
+    with pytest.raises(
+        ConfigError, match="model.backbone.pretrained: resnet20 has no published checkpoint"
+    ):
         build_backbone({"name": "resnet20", "pretrained": True}, 3)

@@ -12,7 +12,9 @@ def batchnorm_names(model):
     return {name for name, m in model.named_modules() if isinstance(m, nn.BatchNorm2d)}
 
 
-@pytest.mark.parametrize("spec", [{"name": "resnet20", "freeze_bn": True}, {"name": "small_cnn", "freeze_bn": True}])
+@pytest.mark.parametrize(
+    "spec", [{"name": "resnet20", "freeze_bn": True}, {"name": "small_cnn", "freeze_bn": True}]
+)
 def test_frozen_batchnorm_survives_train_mode_and_adam_with_weight_decay(spec):
     torch.manual_seed(0)
     model = build_embedder({"backbone": spec, "embedding_dim": 16, "pooling": "gap"}, in_channels=3)

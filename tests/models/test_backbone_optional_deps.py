@@ -46,7 +46,9 @@ SCRIPT = textwrap.dedent(
 
 def test_core_works_with_torchvision_and_timm_unavailable():
     env = dict(os.environ, PYTHONPATH=str(SRC))
-    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert "LOADED: []" in result.stdout
     assert "ERROR: model.backbone: this backbone needs the optional 'timm' extra" in result.stdout

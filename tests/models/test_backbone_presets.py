@@ -1,7 +1,5 @@
 """Benchmark presets: they load, and each protocol's settings match the thesis (Gürbüz thesis §5.3.4.1)."""
 
-from pathlib import Path
-
 import pytest
 
 from gspdml.config import PRESETS_DIR, load_config
@@ -17,7 +15,9 @@ def test_every_dataset_has_fair_and_conventional_gap_and_gsp_presets():
     for d in DATASETS:
         for protocol in ("fair", "conventional"):
             stems = {n for n in names if n.startswith(f"{d}-{protocol}-")}
-            assert any(n.endswith("-gap") for n in stems) and any(n.endswith("-gsp") for n in stems), (d, protocol)
+            assert any(n.endswith("-gap") for n in stems) and any(
+                n.endswith("-gsp") for n in stems
+            ), (d, protocol)
 
 
 @pytest.mark.parametrize("path", PRESETS, ids=[p.stem for p in PRESETS])
@@ -26,8 +26,16 @@ def test_preset_follows_its_protocol(path):
     dataset, protocol, *_ = path.stem.split("-")
     large = dataset in LARGE
     assert c["name"] == path.stem
-    assert c["data"]["dataset"]["name"] == DATASETS[dataset] and c["data"]["dataset"]["transform"] == "mlrc"
-    assert c["model"]["backbone"] == {"name": "bn_inception", "pretrained": True, "freeze_bn": True, "input_space": "imagenet"}
+    assert (
+        c["data"]["dataset"]["name"] == DATASETS[dataset]
+        and c["data"]["dataset"]["transform"] == "mlrc"
+    )
+    assert c["model"]["backbone"] == {
+        "name": "bn_inception",
+        "pretrained": True,
+        "freeze_bn": True,
+        "input_space": "imagenet",
+    }
     opt = c["optimizer"]
     # Adam beta_2 and clipping as the TF framework sets them (docs/paper-vs-code.md)
     assert opt["name"] == "adam" and opt.betas == (0.9, 0.999) and opt["weight_decay"] == 1e-4
@@ -35,25 +43,39 @@ def test_preset_follows_its_protocol(path):
     proxy = "-pnca-" in path.stem or "-pa-" in path.stem
     batch = (c["data"]["classes_per_batch"], c["data"]["samples_per_class"])
     if protocol == "fair":
-        sop_proxy_anchor = path.stem.startswith("sop-fair-pa-")  # Gürbüz thesis §5.3.4.1, ProxyAnchor: 5e-6
-        assert c["model"]["embedding_dim"] == 128 and opt["lr"] == (5e-6 if sop_proxy_anchor else 1e-5)
+        sop_proxy_anchor = path.stem.startswith(
+            "sop-fair-pa-"
+        )  # Gürbüz thesis §5.3.4.1, ProxyAnchor: 5e-6
+        assert c["model"]["embedding_dim"] == 128 and opt["lr"] == (
+            5e-6 if sop_proxy_anchor else 1e-5
+        )
         assert c["schedule"]["plateau"] is None
         assert c["data"]["dataset"]["val_fold"] == 0 and c["data"]["dataset"]["num_folds"] == 4
         assert (c["evaluation"]["split"], c["evaluation"]["metric"]) == ("val", "map_at_r")
-        assert (c["evaluation"]["every"], c["evaluation"]["patience"]) == ((1000, 10) if large else (100, 15))
+        assert (c["evaluation"]["every"], c["evaluation"]["patience"]) == (
+            (1000, 10) if large else (100, 15)
+        )
         assert batch == ((32, 1) if proxy else (8, 4))
     else:
         assert protocol == "conventional"
-        assert c["model"]["embedding_dim"] == 512 and opt["lr"] == (1e-5 if dataset == "cub" else 1e-4)
+        assert c["model"]["embedding_dim"] == 512 and opt["lr"] == (
+            1e-5 if dataset == "cub" else 1e-4
+        )
         assert c["schedule"]["plateau"]["patience"] == 4
         assert (c["evaluation"]["split"], c["evaluation"]["metric"]) == ("test", "precision_at_1")
-        assert (c["evaluation"]["every"], c["evaluation"]["patience"]) == ((250, 10) if large else (25, 15))
+        assert (c["evaluation"]["every"], c["evaluation"]["patience"]) == (
+            (250, 10) if large else (25, 15)
+        )
         assert batch == (32, 4) and c["data"]["dataset"]["val_fraction"] == 0
     pooling = c["model"]["pooling"]
     if path.stem.endswith("-gsp"):
         assert pooling["num_prototypes"] == (128 if large else 64) and pooling["mu"] == 0.3
         assert pooling["eps"] == (0.5 if proxy else 5.0)
-        assert c["loss"]["name"] == "zsr" and c["loss"]["mixing"] == 0.1 and c["data"]["halves"] is True
+        assert (
+            c["loss"]["name"] == "zsr"
+            and c["loss"]["mixing"] == 0.1
+            and c["data"]["halves"] is True
+        )
     else:
         assert pooling["name"] == ("gap" if protocol == "fair" else "gap_gmp")
     if proxy:

@@ -26,7 +26,9 @@ def randomised_torchvision(name):
     return reference
 
 
-def test_loads_torchvision_checkpoint_from_torch_hub_cache_and_matches_its_forward(tmp_path, monkeypatch):
+def test_loads_torchvision_checkpoint_from_torch_hub_cache_and_matches_its_forward(
+    tmp_path, monkeypatch
+):
     reference = randomised_torchvision("resnet18")
     (tmp_path / "hub" / "checkpoints").mkdir(parents=True)
     torch.save(reference.state_dict(), tmp_path / "hub" / "checkpoints" / "resnet18-f37072fd.pth")
@@ -43,7 +45,9 @@ def test_loads_torchvision_checkpoint_from_torch_hub_cache_and_matches_its_forwa
 def test_resnet50_bottlenecks_match_torchvision():
     reference = randomised_torchvision("resnet50")
     model = ResNet50().eval()
-    model.load_state_dict({k: v for k, v in reference.state_dict().items() if not k.startswith("fc.")})
+    model.load_state_dict(
+        {k: v for k, v in reference.state_dict().items() if not k.startswith("fc.")}
+    )
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         out = model(x)
@@ -52,7 +56,12 @@ def test_resnet50_bottlenecks_match_torchvision():
 
 
 def test_checkpoint_names_are_torchvisions():
-    for cls, weights in [(ResNet18, "ResNet18"), (ResNet34, "ResNet34"), (ResNet50, "ResNet50"), (ResNet101, "ResNet101")]:
+    for cls, weights in [
+        (ResNet18, "ResNet18"),
+        (ResNet34, "ResNet34"),
+        (ResNet50, "ResNet50"),
+        (ResNet101, "ResNet101"),
+    ]:
         urls = [w.url.rsplit("/", 1)[-1] for w in getattr(torchvision.models, f"{weights}_Weights")]
         assert list(cls.weight_files) == urls
 

@@ -10,7 +10,9 @@ from gspdml.models.backbones.timm_backbone import import_timm
 
 def test_vit_returns_patch_tokens_without_the_cls_token():
     torch.manual_seed(0)
-    backbone = build_backbone({"name": "vit", "model": "vit_tiny_patch16_224", "img_size": 64}, 3).eval()
+    backbone = build_backbone(
+        {"name": "vit", "model": "vit_tiny_patch16_224", "img_size": 64}, 3
+    ).eval()
     x = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
         tokens = backbone(x)
@@ -37,13 +39,17 @@ def test_timm_cnn_returns_the_map_before_pooling():
 def test_bad_timm_options_name_the_field():
     with pytest.raises(ConfigError, match="model.backbone.model: timm has no model 'no_such_net'"):
         build_backbone({"name": "timm", "model": "no_such_net"}, 3)
-    with pytest.raises(ConfigError, match="model.backbone.output: 'grid' is not one of auto, tokens, map"):
+    with pytest.raises(
+        ConfigError, match="model.backbone.output: 'grid' is not one of auto, tokens, map"
+    ):
         build_backbone({"name": "timm", "model": "resnet18", "output": "grid"}, 3)
 
 
 def test_vit_without_class_token_has_no_cls_in_the_encoder():
     """SimPool's ViT: the encoder itself has no CLS token (not only the output)."""
-    backbone = build_backbone({"name": "vit", "model": "vit_tiny_patch16_224", "img_size": 64, "class_token": False}, 3)
+    backbone = build_backbone(
+        {"name": "vit", "model": "vit_tiny_patch16_224", "img_size": 64, "class_token": False}, 3
+    )
     assert backbone.model.cls_token is None and backbone.prefix_tokens == 0
     with torch.no_grad():
         tokens = backbone.eval()(torch.randn(2, 3, 64, 64))

@@ -10,7 +10,9 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 def run(code):
     env = dict(os.environ, PYTHONPATH=str(SRC))
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_shim_is_needed_exactly_when_plain_import_fails_and_makes_models_work():

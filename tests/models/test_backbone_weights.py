@@ -14,9 +14,14 @@ from gspdml.models.pretrained import WeightsNotFoundError, load_weights, read_st
 
 @pytest.mark.parametrize(
     "spec, filename",
-    [({"name": "bn_inception", "pretrained": True}, "bn_inception-52deb4733.pth"), ({"name": "resnet50", "pretrained": True}, "resnet50-0676ba61.pth")],
+    [
+        ({"name": "bn_inception", "pretrained": True}, "bn_inception-52deb4733.pth"),
+        ({"name": "resnet50", "pretrained": True}, "resnet50-0676ba61.pth"),
+    ],
 )
-def test_missing_torch_hub_weights_fail_at_once_naming_file_and_folder(spec, filename, tmp_path, monkeypatch):
+def test_missing_torch_hub_weights_fail_at_once_naming_file_and_folder(
+    spec, filename, tmp_path, monkeypatch
+):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
     start = time.perf_counter()
     with pytest.raises(WeightsNotFoundError) as error:
@@ -38,7 +43,9 @@ def test_missing_timm_weights_fail_at_once_without_network(tmp_path, monkeypatch
         build_backbone({"name": "timm", "model": "resnet18", "pretrained": True}, 3)
     assert time.perf_counter() - start < 2.0
     message = str(error.value)
-    assert "timm/resnet18" in message and "model.safetensors" in message and str(tmp_path) in message
+    assert (
+        "timm/resnet18" in message and "model.safetensors" in message and str(tmp_path) in message
+    )
 
 
 def test_timm_weights_are_found_in_the_hugging_face_cache_and_loaded(tmp_path, monkeypatch):
@@ -63,22 +70,33 @@ def test_timm_weights_are_found_in_the_hugging_face_cache_and_loaded(tmp_path, m
 
 
 def test_path_weights_missing_or_mismatched_are_named(tmp_path):
-    with pytest.raises(WeightsNotFoundError, match="model.backbone.pretrained: weights file .*nowhere.pth' does not exist"):
+    with pytest.raises(
+        WeightsNotFoundError,
+        match="model.backbone.pretrained: weights file .*nowhere.pth' does not exist",
+    ):
         build_backbone({"name": "resnet18", "pretrained": str(tmp_path / "nowhere.pth")}, 3)
     wrong = tmp_path / "resnet20.pth"
     torch.save(build_backbone("resnet20", 3).state_dict(), wrong)
-    with pytest.raises(DataError, match=r"resnet20.pth: weights do not fit ResNet18: missing \d+ keys .*shape mismatch"):
+    with pytest.raises(
+        DataError,
+        match=r"resnet20.pth: weights do not fit ResNet18: missing \d+ keys .*shape mismatch",
+    ):
         build_backbone({"name": "resnet18", "pretrained": str(wrong)}, 3)
 
 
 def test_read_state_dict_unwraps_checkpoints_and_safetensors(tmp_path):
     model = build_backbone("resnet20", 3)
     state = model.state_dict()
-    torch.save({"state_dict": {"module." + k: v for k, v in state.items()}, "epoch": 3}, tmp_path / "wrapped.pth")
+    torch.save(
+        {"state_dict": {"module." + k: v for k, v in state.items()}, "epoch": 3},
+        tmp_path / "wrapped.pth",
+    )
     save_file({k: v.contiguous() for k, v in state.items()}, str(tmp_path / "plain.safetensors"))
     for name in ("wrapped.pth", "plain.safetensors"):
         loaded = read_state_dict(tmp_path / name)
-        assert loaded.keys() == state.keys() and all(torch.equal(loaded[k], state[k]) for k in state)
+        assert loaded.keys() == state.keys() and all(
+            torch.equal(loaded[k], state[k]) for k in state
+        )
     (tmp_path / "broken.pth").write_bytes(b"not a checkpoint")
     with pytest.raises(DataError, match="broken.pth: cannot read weights"):
         read_state_dict(tmp_path / "broken.pth")
@@ -91,5 +109,8 @@ def test_load_weights_reshapes_only_leading_singleton_axes():
     load_weights(model, state, source="mem")
     assert torch.equal(model.bn1.weight, torch.full((16,), 2.0))
     state["bn1.weight"] = torch.full((16, 1), 2.0)
-    with pytest.raises(DataError, match=r"mem: .*shape mismatch for 1 keys \(e.g. bn1.weight \(16, 1\) vs \(16,\)\)"):
+    with pytest.raises(
+        DataError,
+        match=r"mem: .*shape mismatch for 1 keys \(e.g. bn1.weight \(16, 1\) vs \(16,\)\)",
+    ):
         load_weights(model, state, source="mem")

@@ -22,7 +22,13 @@ def feature_map(dtype=torch.float32):
 
 def embedders(pooling, **model):
     """A pool-then-project and a project-then-pool embedder sharing one weight matrix."""
-    spec = {"backbone": BACKBONE, "embedding_dim": 6, "pooling": pooling, "normalize": False, **model}
+    spec = {
+        "backbone": BACKBONE,
+        "embedding_dim": 6,
+        "pooling": pooling,
+        "normalize": False,
+        **model,
+    }
     torch.manual_seed(0)
     first_pool = build_embedder({**spec, "head": "global"}, in_channels=1)
     first_project = build_embedder({**spec, "head": "local"}, in_channels=1)
@@ -53,9 +59,13 @@ def test_gmp_pool_then_project_is_the_projection_of_the_channel_maxima():
     pool_then_project, project_then_pool = embedders("gmp")
     maps = feature_map()
     weight, bias = pool_then_project.projection.weight, pool_then_project.projection.bias
-    torch.testing.assert_close(pool_then_project.embed_features(maps).pooled, maps.amax(dim=(2, 3)) @ weight.T + bias)
+    torch.testing.assert_close(
+        pool_then_project.embed_features(maps).pooled, maps.amax(dim=(2, 3)) @ weight.T + bias
+    )
     local = torch.einsum("bchw,dc->bdhw", maps, weight) + bias[None, :, None, None]
-    torch.testing.assert_close(project_then_pool.embed_features(maps).pooled, local.amax(dim=(2, 3)))
+    torch.testing.assert_close(
+        project_then_pool.embed_features(maps).pooled, local.amax(dim=(2, 3))
+    )
 
 
 @pytest.mark.parametrize("name", sorted(POOLINGS.names()))
@@ -68,8 +78,16 @@ def test_every_pooling_states_its_placement_and_only_gsp_projects_first(name):
 def gsp_embedder(**pooling):
     spec = {"name": "gsp", "num_prototypes": 4, "init": "random", **pooling}
     torch.manual_seed(0)
-    return build_embedder({"backbone": BACKBONE, "embedding_dim": 6, "head_bias": False, "pooling": spec,
-                           "normalize": False}, in_channels=1).eval()
+    return build_embedder(
+        {
+            "backbone": BACKBONE,
+            "embedding_dim": 6,
+            "head_bias": False,
+            "pooling": spec,
+            "normalize": False,
+        },
+        in_channels=1,
+    ).eval()
 
 
 def test_gsp_add_max_pool_adds_the_projection_of_the_backbone_maximum():
@@ -77,7 +95,9 @@ def test_gsp_add_max_pool_adds_the_projection_of_the_backbone_maximum():
     maps = feature_map()
     weight = plain.head.weight.flatten(1)
     gsp = plain.embed_features(maps).pooled
-    torch.testing.assert_close(with_max.embed_features(maps).pooled, gsp + maps.amax(dim=(2, 3)) @ weight.T)
+    torch.testing.assert_close(
+        with_max.embed_features(maps).pooled, gsp + maps.amax(dim=(2, 3)) @ weight.T
+    )
     projected_max = torch.einsum("bchw,dc->bdhw", maps, weight).amax(dim=(2, 3))
     assert (with_max.embed_features(maps).pooled - (gsp + projected_max)).abs().max() > 1e-2
 

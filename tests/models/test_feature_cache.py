@@ -9,7 +9,11 @@ from gspdml.models.embedder import build_embedder
 from gspdml.models.feature_cache import FeatureCache
 from gspdml.training.trainer import Trainer
 
-MODEL = {"backbone": {"name": "small_cnn", "widths": [4, 8], "frozen": True}, "pooling": {"name": "gmp"}, "embedding_dim": 16}
+MODEL = {
+    "backbone": {"name": "small_cnn", "widths": [4, 8], "frozen": True},
+    "pooling": {"name": "gmp"},
+    "embedding_dim": 16,
+}
 
 
 def test_cached_maps_equal_the_backbone_and_are_computed_once():
@@ -58,14 +62,25 @@ def test_the_budget_bounds_what_is_stored():
 
 def test_only_a_frozen_backbone_may_be_cached():
     with pytest.raises(ConfigError, match="model.cache_backbone_features: needs a frozen backbone"):
-        load_config("demo-gap", ["model.backbone={name: small_cnn}", "model.cache_backbone_features=true"])
+        load_config(
+            "demo-gap", ["model.backbone={name: small_cnn}", "model.cache_backbone_features=true"]
+        )
     with pytest.raises(ConfigError, match="needs a frozen backbone"):
-        build_embedder({**MODEL, "backbone": {"name": "small_cnn"}, "cache_backbone_features": True}, in_channels=1)
+        build_embedder(
+            {**MODEL, "backbone": {"name": "small_cnn"}, "cache_backbone_features": True},
+            in_channels=1,
+        )
 
 
 def test_training_with_the_cache_matches_training_without(tmp_path):
-    overrides = ["trainer.progress=false", "trainer.precision=fp32", "data.dataset.images_per_class=6", "schedule.max_steps=4",
-                 "evaluation.every=2", "model.backbone={name: small_cnn, widths: [8, 16], weights: smoke-small_cnn-digits, frozen: true}"]
+    overrides = [
+        "trainer.progress=false",
+        "trainer.precision=fp32",
+        "data.dataset.images_per_class=6",
+        "schedule.max_steps=4",
+        "evaluation.every=2",
+        "model.backbone={name: small_cnn, widths: [8, 16], weights: smoke-small_cnn-digits, frozen: true}",
+    ]
     plain = Trainer.from_config(load_config("demo-gmp", overrides), tmp_path / "plain").fit()
     cached_config = load_config("demo-gmp", [*overrides, "model.cache_backbone_features=true"])
     cached_trainer = Trainer.from_config(cached_config, tmp_path / "cached")

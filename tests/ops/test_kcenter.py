@@ -16,7 +16,9 @@ def test_farthest_first_order_and_initial_centers():
 
 def test_pool_equal_to_k_returns_the_whole_pool():
     pts = torch.randn(7, 3)
-    assert sorted(greedy_k_center(pts, 7, initial_centers=torch.randn(2, 3)).tolist()) == list(range(7))
+    assert sorted(greedy_k_center(pts, 7, initial_centers=torch.randn(2, 3)).tolist()) == list(
+        range(7)
+    )
 
 
 def test_two_approximation_against_brute_force():
@@ -25,5 +27,7 @@ def test_two_approximation_against_brute_force():
         pts = torch.rand(9, 2, generator=gen)
         for k in (1, 2, 3, 4):
             greedy = covering_radius(pts, pts[greedy_k_center(pts, k, first=trial % 9)])
-            best = min(covering_radius(pts, pts[list(c)]) for c in itertools.combinations(range(9), k))
+            best = min(
+                covering_radius(pts, pts[list(c)]) for c in itertools.combinations(range(9), k)
+            )
             assert greedy <= 2 * best + 1e-6

@@ -21,7 +21,9 @@ def test_ridge_fit_equals_lstsq_and_both_inversions_agree(b, m):
     z = torch.rand(b, m, generator=g, dtype=torch.float64)
     t = torch.randn(b, 5, generator=g, dtype=torch.float64)
     got = ridge_fit(z, t, 0.05)
-    np.testing.assert_allclose(got.numpy(), lstsq_ridge(z.numpy(), t.numpy(), 0.05), rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(
+        got.numpy(), lstsq_ridge(z.numpy(), t.numpy(), 0.05), rtol=1e-9, atol=1e-10
+    )
     dual = z.T @ torch.linalg.inv(z @ z.T + 0.05 * torch.eye(b, dtype=torch.float64)) @ t
     primal = torch.linalg.inv(z.T @ z + 0.05 * torch.eye(m, dtype=torch.float64)) @ z.T @ t
     torch.testing.assert_close(dual, primal)

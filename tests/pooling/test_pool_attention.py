@@ -21,8 +21,10 @@ def test_solar_is_gem_of_the_non_local_enhanced_map():
         for i in range(2):
             feats = x[i].flatten(1).T  # [n, C]
             q, k, v = torch.relu(pool.query(feats)), torch.relu(pool.key(feats)), pool.value(feats)
-            scores = torch.tensor([[float(q[a] @ k[b]) / math.sqrt(2) for b in range(6)] for a in range(6)],
-                                  dtype=torch.float64)
+            scores = torch.tensor(
+                [[float(q[a] @ k[b]) / math.sqrt(2) for b in range(6)] for a in range(6)],
+                dtype=torch.float64,
+            )
             A = torch.exp(scores) / torch.exp(scores).sum(dim=1, keepdim=True)
             enhanced = feats + pool.out(A @ v)
             p = pool.p
@@ -42,7 +44,9 @@ def test_slot_attention_normalises_over_locations_and_slots_compete():
         slots = pool.initial
         q = pool.wq(pool.norm_slots(slots))
         logits = k @ q.T / math.sqrt(8)
-        A = torch.softmax(logits, dim=1) + 1e-8  # softmax over slots (Locatello et al.; not Eq. 3.29's axis)
+        A = (
+            torch.softmax(logits, dim=1) + 1e-8
+        )  # softmax over slots (Locatello et al.; not Eq. 3.29's axis)
         A = A / A.sum(dim=0, keepdim=True)  # then normalised over locations
         updated = pool.gru(A.T @ v, slots)
         updated = updated + pool.mlp(pool.norm_mlp(updated))

@@ -22,7 +22,9 @@ def test_gemax_equalises_similarities_when_lambda_is_small():
     """With n <= C and lambda -> 0, Phi^T xi = 1: every local feature has similarity one with
     the pooled vector, however often it repeats (the point of GeMax)."""
     base = torch.randn(1, 32, 1, 3, dtype=torch.float64)
-    repeated = torch.cat([base[..., :1].expand(-1, -1, -1, 4), base[..., 1:]], dim=3)  # first feature x4
+    repeated = torch.cat(
+        [base[..., :1].expand(-1, -1, -1, 4), base[..., 1:]], dim=3
+    )  # first feature x4
     out = build_pooling({"gemax": {"lam": 1e-9}}, 32)(repeated).vector
     similarities = repeated.flatten(2)[0].T @ out[0]
     np.testing.assert_allclose(similarities.numpy(), np.ones(6), atol=1e-6)

@@ -15,7 +15,10 @@ def brute_force_k_max(values, k):
     out = torch.empty(b, c, dtype=torch.float64)
     for i in range(b):
         for j in range(c):
-            out[i, j] = max(sum(float(values[i, s, j]) for s in subset) / k for subset in itertools.combinations(range(n), k))
+            out[i, j] = max(
+                sum(float(values[i, s, j]) for s in subset) / k
+                for subset in itertools.combinations(range(n), k)
+            )
     return out
 
 
@@ -24,7 +27,9 @@ def test_kmax_matches_the_combinatorial_definition():
     tokens = x.flatten(2).transpose(1, 2)
     for k in (1, 2, 4):
         pooled = build_pooling({"name": "kmax", "k": k}, in_channels=5)(x).vector
-        torch.testing.assert_close(pooled.double(), brute_force_k_max(tokens, k), rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(
+            pooled.double(), brute_force_k_max(tokens, k), rtol=1e-6, atol=1e-6
+        )
 
 
 def test_kmax_limits_are_gmp_and_gap():
@@ -46,13 +51,19 @@ def test_weldon_is_top_mean_plus_bottom_mean():
     tokens = x.flatten(2).transpose(1, 2)
     pooled = build_pooling({"weldon": {"k_max": 2, "k_min": 3}}, 5)(x).vector
     bottom = -brute_force_k_max(-tokens, 3)
-    torch.testing.assert_close(pooled.double(), brute_force_k_max(tokens, 2) + bottom, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        pooled.double(), brute_force_k_max(tokens, 2) + bottom, rtol=1e-6, atol=1e-6
+    )
     only_top = build_pooling({"weldon": {"k_max": 2, "k_min": 0}}, 5)(x).vector
-    torch.testing.assert_close(only_top.double(), brute_force_k_max(tokens, 2), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        only_top.double(), brute_force_k_max(tokens, 2), rtol=1e-6, atol=1e-6
+    )
 
 
 def test_gap_gmp_is_the_scaled_sum():
     x = torch.randn(2, 4, 3, 3)
     expected = x.mean(dim=(2, 3)) + x.amax(dim=(2, 3))
     torch.testing.assert_close(build_pooling("gap_gmp", 4)(x).vector, expected)
-    torch.testing.assert_close(build_pooling({"gap_gmp": {"scale": 0.5}}, 4)(x).vector, 0.5 * expected)
+    torch.testing.assert_close(
+        build_pooling({"gap_gmp": {"scale": 0.5}}, 4)(x).vector, 0.5 * expected
+    )

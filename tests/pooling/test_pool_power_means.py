@@ -17,17 +17,25 @@ def positive_map(seed=0):
 def test_gem_p1_is_gap_and_large_p_tends_to_gmp():
     x = positive_map()
     gap, gmp = x.mean(dim=(2, 3)), x.amax(dim=(2, 3))
-    torch.testing.assert_close(build_pooling({"gem": {"p": 1.0}}, 8)(x).vector, gap, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        build_pooling({"gem": {"p": 1.0}}, 8)(x).vector, gap, rtol=1e-5, atol=1e-6
+    )
     large = build_pooling({"gem": {"p": 200.0}}, 8)(x).vector
     # (1/n)^(1/p) <= GeM / max <= 1: with n = 49, p = 200 the gap is at most 2 %
     assert (large <= gmp + 1e-5).all() and (large >= gmp * 49 ** (-1 / 200) - 1e-5).all()
-    assert (large - gmp).abs().max() < (build_pooling({"gem": {"p": 10.0}}, 8)(x).vector - gmp).abs().max()
+    assert (large - gmp).abs().max() < (
+        build_pooling({"gem": {"p": 10.0}}, 8)(x).vector - gmp
+    ).abs().max()
 
 
 def test_power_mean_identities_in_float64():
     x = positive_map().flatten(2).transpose(1, 2).double()  # [B, n, C]
-    torch.testing.assert_close(generalized_mean(x, 2.0).double(), x.pow(2).mean(1).sqrt(), rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(generalized_mean(x, -1.0).double(), 1 / (1 / x).mean(1), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        generalized_mean(x, 2.0).double(), x.pow(2).mean(1).sqrt(), rtol=1e-5, atol=1e-6
+    )
+    torch.testing.assert_close(
+        generalized_mean(x, -1.0).double(), 1 / (1 / x).mean(1), rtol=1e-5, atol=1e-6
+    )
     geometric = x.log().mean(1).exp()
     torch.testing.assert_close(generalized_mean(x, 1e-4).double(), geometric, rtol=1e-3, atol=1e-4)
 
@@ -58,6 +66,11 @@ def test_lse_matches_its_formula_and_limits():
         expected = torch.log(torch.exp(r * flat).mean(dim=2)) / r  # Eq. 3.15, direct
         pooled = build_pooling({"lse": {"r": r}}, 5)(x).vector
         torch.testing.assert_close(pooled.double(), expected, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(build_pooling({"lse": {"r": 1e-4}}, 5)(x).vector.double(), flat.mean(2), rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(
+        build_pooling({"lse": {"r": 1e-4}}, 5)(x).vector.double(),
+        flat.mean(2),
+        rtol=1e-3,
+        atol=1e-3,
+    )
     sharp = build_pooling({"lse": {"r": 1e4}}, 5)(x).vector.double()  # no overflow: stable form
     torch.testing.assert_close(sharp, flat.amax(2), rtol=0, atol=math.log(16) / 1e4 + 1e-6)

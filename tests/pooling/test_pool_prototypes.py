@@ -12,11 +12,18 @@ from gspdml.pooling.otp import sinkhorn_log
 
 def test_netvlad_matches_a_loop_over_clusters_and_locations():
     torch.manual_seed(0)
-    pool = build_pooling({"netvlad": {"clusters": 3, "dim": 4, "alpha": 2.0}}, in_channels=6).double()
+    pool = build_pooling(
+        {"netvlad": {"clusters": 3, "dim": 4, "alpha": 2.0}}, in_channels=6
+    ).double()
     x = torch.randn(2, 6, 2, 3, dtype=torch.float64)
     out = pool(x).vector.detach()
     assert out.shape == (2, 12) and pool.out_channels() == 12
-    P, W, b, c = pool.project.weight.detach(), pool.assign.weight.detach(), pool.assign.bias.detach(), pool.centres.detach()
+    P, W, b, c = (
+        pool.project.weight.detach(),
+        pool.assign.weight.detach(),
+        pool.assign.bias.detach(),
+        pool.centres.detach(),
+    )
     for i in range(2):
         descriptors = [F.normalize(P @ x[i, :, r, s], dim=0) for r in range(2) for s in range(3)]
         blocks = []
@@ -40,8 +47,14 @@ def test_sinkhorn_plan_matches_pot_and_has_the_marginals():
     cost = torch.rand(2, 9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     plan = sinkhorn_log(cost, eps=0.2, iters=500)
     for i in range(2):
-        expected = ot.sinkhorn(np.full(9, 1 / 9), np.full(4, 1 / 4), cost[i].numpy(), reg=0.2, numItermax=10000,
-                               stopThr=1e-13)
+        expected = ot.sinkhorn(
+            np.full(9, 1 / 9),
+            np.full(4, 1 / 4),
+            cost[i].numpy(),
+            reg=0.2,
+            numItermax=10000,
+            stopThr=1e-13,
+        )
         np.testing.assert_allclose(plan[i].numpy(), expected, rtol=1e-6, atol=1e-10)
     torch.testing.assert_close(plan.sum(dim=2), torch.full((2, 9), 1 / 9, dtype=torch.float64))
     torch.testing.assert_close(plan.sum(dim=1), torch.full((2, 4), 1 / 4, dtype=torch.float64))
@@ -49,7 +62,9 @@ def test_sinkhorn_plan_matches_pot_and_has_the_marginals():
 
 def test_otp_outputs_convex_combinations_of_projected_features():
     torch.manual_seed(0)
-    pool = build_pooling({"otp": {"prototypes": 4, "dim": 5, "eps": 0.5, "iters": 200}}, in_channels=6).double()
+    pool = build_pooling(
+        {"otp": {"prototypes": 4, "dim": 5, "eps": 0.5, "iters": 200}}, in_channels=6
+    ).double()
     x = torch.randn(2, 6, 3, 3, dtype=torch.float64)
     with torch.no_grad():
         psi = pool.project(x.flatten(2).transpose(1, 2))
@@ -66,7 +81,9 @@ def test_otp_outputs_convex_combinations_of_projected_features():
 def test_otp_small_eps_assigns_each_reference_its_nearest_features():
     """eps -> 0 approaches the exact OT plan (an LP), here checked with POT's emd solver."""
     torch.manual_seed(0)
-    pool = build_pooling({"otp": {"prototypes": 3, "dim": None, "eps": 0.01, "iters": 300}}, in_channels=4).double()
+    pool = build_pooling(
+        {"otp": {"prototypes": 3, "dim": None, "eps": 0.01, "iters": 300}}, in_channels=4
+    ).double()
     psi = torch.randn(1, 6, 4, dtype=torch.float64)
     with torch.no_grad():
         plan = pool.transport_plan(psi)[0].numpy()
@@ -78,6 +95,7 @@ def test_otp_small_eps_assigns_each_reference_its_nearest_features():
 
 def test_invalid_sizes_are_config_errors():
     from gspdml.errors import ConfigError
+
     with pytest.raises(ConfigError, match="model.pooling.clusters"):
         build_pooling({"netvlad": {"clusters": 0}}, 8)
     with pytest.raises(ConfigError, match="model.pooling.eps"):

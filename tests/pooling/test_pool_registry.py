@@ -68,7 +68,9 @@ def test_tokens_equal_the_flattened_map_or_are_refused(name):
     torch.testing.assert_close(from_tokens.vector, from_map.vector, rtol=1e-5, atol=1e-5)
     if from_map.weights is not None:
         assert from_tokens.weights.shape == (3, H * W)
-        torch.testing.assert_close(from_tokens.weights, from_map.weights.flatten(1), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(
+            from_tokens.weights, from_map.weights.flatten(1), rtol=1e-5, atol=1e-6
+        )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -84,7 +86,9 @@ def test_permutation_invariance_over_locations(name):
     if declared is not None:
         assert invariant == declared, f"{name}: order_free={declared} but invariance is {invariant}"
     if invariant and a.weights is not None:
-        torch.testing.assert_close(b.weights.flatten(1), a.weights.flatten(1)[:, perm], rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(
+            b.weights.flatten(1), a.weights.flatten(1)[:, perm], rtol=1e-4, atol=1e-6
+        )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -100,7 +104,9 @@ def test_gradients_reach_every_parameter_and_the_input(name):
     assert x.grad is not None and x.grad.abs().sum() > 0
     for pname, param in pool.named_parameters():
         if param.requires_grad:
-            assert param.grad is not None and param.grad.abs().sum() > 0, f"{name}: no gradient for {pname}"
+            assert param.grad is not None and param.grad.abs().sum() > 0, (
+                f"{name}: no gradient for {pname}"
+            )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -140,8 +146,14 @@ def test_bf16_autocast_is_finite_and_close_to_fp32(name):
 @pytest.mark.parametrize("embedding_dim", [32, None])
 def test_every_pooling_works_in_the_embedder_with_and_without_head(name, embedding_dim):
     torch.manual_seed(0)
-    model = build_embedder({"backbone": {"name": "small_cnn", "widths": [8, 16, 16, 32]}, "embedding_dim": embedding_dim,
-                            "pooling": {"name": name}}, in_channels=3).eval()
+    model = build_embedder(
+        {
+            "backbone": {"name": "small_cnn", "widths": [8, 16, 16, 32]},
+            "embedding_dim": embedding_dim,
+            "pooling": {"name": name},
+        },
+        in_channels=3,
+    ).eval()
     out = model(torch.rand(2, 3, 32, 32))
     assert out.embedding.shape == (2, model.embedding_dim)
     torch.testing.assert_close(out.embedding.norm(dim=1), torch.ones(2))

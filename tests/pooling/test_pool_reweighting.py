@@ -21,7 +21,9 @@ def test_crow_matches_the_paper_formulas():
     for i in range(2):
         X = x[i].clamp_min(0)  # post-ReLU features
         aggregated = X.sum(dim=0)
-        S = (aggregated / math.sqrt((aggregated**2).sum())).clamp_min(1e-12).sqrt()  # a = b = 2; floor keeps d/dS finite
+        S = (
+            (aggregated / math.sqrt((aggregated**2).sum())).clamp_min(1e-12).sqrt()
+        )  # a = b = 2; floor keeps d/dS finite
         Q = torch.tensor([(X[c] > 0).double().mean() for c in range(5)], dtype=torch.float64)
         omega = torch.log((Q.sum() + 1e-6) / (Q + 1e-6))
         expected = torch.stack([omega[c] * (S * X[c]).sum() for c in range(5)])
@@ -61,7 +63,9 @@ def test_cbam_matches_channel_then_spatial_attention():
         a = torch.empty(2, 5, 5, dtype=torch.float64)
         for r in range(5):
             for s in range(5):
-                a[:, r, s] = torch.sigmoid((padded[:, :, r : r + 3, s : s + 3] * kernel).sum(dim=(1, 2, 3)) + bias)
+                a[:, r, s] = torch.sigmoid(
+                    (padded[:, :, r : r + 3, s : s + 3] * kernel).sum(dim=(1, 2, 3)) + bias
+                )
     torch.testing.assert_close(out.weights, a)
     torch.testing.assert_close(out.vector, (V * a[:, None]).mean(dim=(2, 3)))
 
@@ -74,12 +78,21 @@ def test_gsop_channel_weights_come_from_the_covariance():
         for i in range(2):
             feats = x[i].flatten(1).T  # [n, C]
             bn = pool.bn
-            Y = torch.relu((feats @ pool.reduce.weight.T - bn.running_mean) / torch.sqrt(bn.running_var + bn.eps)
-                           * bn.weight + bn.bias)  # [n, c']
+            Y = torch.relu(
+                (feats @ pool.reduce.weight.T - bn.running_mean)
+                / torch.sqrt(bn.running_var + bn.eps)
+                * bn.weight
+                + bn.bias
+            )  # [n, c']
             centred = Y - Y.mean(dim=0)
             cov = centred.T @ centred / 9
-            rows = torch.stack([pool.row_conv.weight[4 * r + j, 0] @ cov[r] + pool.row_conv.bias[4 * r + j]
-                                for r in range(3) for j in range(4)])
+            rows = torch.stack(
+                [
+                    pool.row_conv.weight[4 * r + j, 0] @ cov[r] + pool.row_conv.bias[4 * r + j]
+                    for r in range(3)
+                    for j in range(4)
+                ]
+            )
             q = torch.sigmoid(pool.expand(rows))
             torch.testing.assert_close(out[i], q * feats.mean(dim=0))
 

@@ -60,10 +60,18 @@ def test_numpy_reference_reproduces_the_spec_numbers():
     """Guards the reference itself against the numbers recorded from it."""
     X, WQ, WK = spec_inputs()
     u, a = reference_simpool(X, WQ, WK, 2.0)
-    np.testing.assert_allclose(u, [2.727704, 2.686507, 2.484332, 2.699025, 2.56354, 2.670564, 2.557511, 2.811297], atol=1e-6)
+    np.testing.assert_allclose(
+        u,
+        [2.727704, 2.686507, 2.484332, 2.699025, 2.56354, 2.670564, 2.557511, 2.811297],
+        atol=1e-6,
+    )
     assert np.argmax(a) == 23 and abs(a.max() - 0.020878) < 1e-6
     u_none, _ = reference_simpool(X, WQ, WK, None)
-    np.testing.assert_allclose(u_none, [0.119758, 0.06229, -0.152436, -0.013717, -0.13027, 0.04557, -0.095523, 0.164328], atol=1e-6)
+    np.testing.assert_allclose(
+        u_none,
+        [0.119758, 0.06229, -0.152436, -0.013717, -0.13027, 0.04557, -0.095523, 0.164328],
+        atol=1e-6,
+    )
 
 
 @pytest.mark.parametrize("gamma", [2.0, 1.25])
@@ -72,7 +80,9 @@ def test_uniform_attention_is_the_gem_style_mean(gamma):
     (Algorithm 2: sqrt(mean((LN(X) - min + eps)^2)) for gamma = 2)."""
     x = torch.randn(2, 8, 7, 7, dtype=torch.float64)
     d = 8
-    out = simpool_with(np.zeros((d, d)), np.random.default_rng(1).standard_normal((d, d)), gamma=gamma)(x)
+    out = simpool_with(
+        np.zeros((d, d)), np.random.default_rng(1).standard_normal((d, d)), gamma=gamma
+    )(x)
     torch.testing.assert_close(out.weights, torch.full((2, 7, 7), 1 / 49, dtype=torch.float64))
     tokens = torch.nn.functional.layer_norm(x.flatten(2).transpose(1, 2), (d,), eps=1e-6)
     shifted = tokens - tokens.amin(dim=(1, 2), keepdim=True) + 1e-6
@@ -83,7 +93,9 @@ def test_uniform_attention_is_the_gem_style_mean(gamma):
 
 def test_batch_minimum_scope_makes_samples_depend_on_the_batch():
     x = torch.randn(3, 16, 4, 4, generator=torch.Generator().manual_seed(0))
-    minima = torch.nn.functional.layer_norm(x.flatten(2).transpose(1, 2), (16,), eps=1e-6).amin(dim=(1, 2))
+    minima = torch.nn.functional.layer_norm(x.flatten(2).transpose(1, 2), (16,), eps=1e-6).amin(
+        dim=(1, 2)
+    )
     x = x[minima.argsort(descending=True)]  # sample 0 does not hold the batch minimum
     torch.manual_seed(0)
     per_sample = build_pooling("simpool", 16)

@@ -20,6 +20,7 @@ from gspdml.config import RunConfig, load_config, preset_names
 from gspdml.losses import build_loss
 from gspdml.models.embedder import head_position
 
+
 class By(dict):
     """An expected value per dataset (cub, cars, sop, inshop)."""
 
@@ -34,9 +35,24 @@ PROXY_GSP = rf"^{DS}-fair-(pnca|pa)-gsp$"
 TABLE = [
     # --- the TF framework (GSP, CCP): optimiser, clipping, projection ---------------------------
     (TF, "optimizer.name", "adam", "thesis §5.3.4.1: Adam"),
-    (TF, "optimizer.betas", [0.9, 0.999], "TF code: configs leave Keras Adam's beta_2 = 0.999 (thesis text: .99)"),
-    (TF, "optimizer.grad_clip_norm", 10.0, "TF code: default gradient transformers clip the norm at 10"),
-    (TF, "optimizer.grad_clip_value", 10.0, "TF code: default gradient transformers clip values at 10"),
+    (
+        TF,
+        "optimizer.betas",
+        [0.9, 0.999],
+        "TF code: configs leave Keras Adam's beta_2 = 0.999 (thesis text: .99)",
+    ),
+    (
+        TF,
+        "optimizer.grad_clip_norm",
+        10.0,
+        "TF code: default gradient transformers clip the norm at 10",
+    ),
+    (
+        TF,
+        "optimizer.grad_clip_value",
+        10.0,
+        "TF code: default gradient transformers clip values at 10",
+    ),
     (TF, "optimizer.weight_decay", 1e-4, "thesis §5.3.4.1: weight decay 1e-4"),
     (TF, "model.backbone.name", "bn_inception", "thesis §5.2.4: BN-Inception"),
     (TF, "model.head_bias", False, "TF code: GlobalPooling / GSP feature_transform use_bias=False"),
@@ -44,79 +60,251 @@ TABLE = [
     (rf"^{DS}-fair-", "model.embedding_dim", 128, "thesis §5.3.4.1: 128-D fold models"),
     (rf"^{DS}-fair-(?!pa-)", "optimizer.lr", 1e-5, "thesis §5.3.4.1: constant lr 1e-5"),
     (rf"^{SMALL}-fair-pa-", "optimizer.lr", 1e-5, "thesis §5.3.4.1: constant lr 1e-5"),
-    (rf"^{LARGE}-fair-pa-", "optimizer.lr", By(sop=5e-6, inshop=1e-5), "thesis §5.3.4.1: ProxyAnchor on SOP 5e-6"),
+    (
+        rf"^{LARGE}-fair-pa-",
+        "optimizer.lr",
+        By(sop=5e-6, inshop=1e-5),
+        "thesis §5.3.4.1: ProxyAnchor on SOP 5e-6",
+    ),
     (rf"^{DS}-fair-", "schedule.plateau", None, "thesis §5.3.4.1: constant learning rate"),
-    (rf"^{DS}-fair-", "data.dataset.val_fold", 0, "thesis §5.3.4.1: one model per 3/4 partition (fold 0 here)"),
+    (
+        rf"^{DS}-fair-",
+        "data.dataset.val_fold",
+        0,
+        "thesis §5.3.4.1: one model per 3/4 partition (fold 0 here)",
+    ),
     (rf"^{DS}-fair-", "data.dataset.num_folds", 4, "thesis §5.3.4.1: 4 partitions"),
     (rf"^{DS}-fair-", "evaluation.metric", "map_at_r", "thesis §5.3.4.1: validation MAP@R"),
-    (rf"^{SMALL}-fair-", "evaluation.every", 100, "thesis §5.3.4.1: every 100 steps on CUB and Cars"),
-    (rf"^{LARGE}-fair-", "evaluation.every", 1000, "thesis §5.3.4.1: every 1000 steps on SOP and In-shop"),
+    (
+        rf"^{SMALL}-fair-",
+        "evaluation.every",
+        100,
+        "thesis §5.3.4.1: every 100 steps on CUB and Cars",
+    ),
+    (
+        rf"^{LARGE}-fair-",
+        "evaluation.every",
+        1000,
+        "thesis §5.3.4.1: every 1000 steps on SOP and In-shop",
+    ),
     (rf"^{SMALL}-fair-", "evaluation.patience", 15, "thesis §5.3.4.1: patience 15 on CUB and Cars"),
-    (rf"^{LARGE}-fair-", "evaluation.patience", 10, "thesis §5.3.4.1: patience 10 on SOP and In-shop"),
-    (rf"^{DS}-fair-(c2|ms|triplet|c1xbm)-", "data.classes_per_batch", 8, "thesis §5.3.4.1: 8 classes x 4"),
-    (rf"^{DS}-fair-(c2|ms|triplet|c1xbm)-", "data.samples_per_class", 4, "thesis §5.3.4.1: 8 classes x 4"),
-    (rf"^{DS}-fair-(pnca|pa)-", "data.classes_per_batch", 32, "thesis §3.3.2.1: proxy losses 32 x 1"),
-    (rf"^{DS}-fair-(pnca|pa)-", "data.samples_per_class", 1, "thesis §3.3.2.1: proxy losses 32 x 1"),
-    (rf"^{DS}-fair-(pnca|pa)-", "loss:lr_multiplier_of_proxies", 100.0, "thesis §3.3.2.1: proxies x100"),
+    (
+        rf"^{LARGE}-fair-",
+        "evaluation.patience",
+        10,
+        "thesis §5.3.4.1: patience 10 on SOP and In-shop",
+    ),
+    (
+        rf"^{DS}-fair-(c2|ms|triplet|c1xbm)-",
+        "data.classes_per_batch",
+        8,
+        "thesis §5.3.4.1: 8 classes x 4",
+    ),
+    (
+        rf"^{DS}-fair-(c2|ms|triplet|c1xbm)-",
+        "data.samples_per_class",
+        4,
+        "thesis §5.3.4.1: 8 classes x 4",
+    ),
+    (
+        rf"^{DS}-fair-(pnca|pa)-",
+        "data.classes_per_batch",
+        32,
+        "thesis §3.3.2.1: proxy losses 32 x 1",
+    ),
+    (
+        rf"^{DS}-fair-(pnca|pa)-",
+        "data.samples_per_class",
+        1,
+        "thesis §3.3.2.1: proxy losses 32 x 1",
+    ),
+    (
+        rf"^{DS}-fair-(pnca|pa)-",
+        "loss:lr_multiplier_of_proxies",
+        100.0,
+        "thesis §3.3.2.1: proxies x100",
+    ),
     (rf"^{DS}-fair-pnca-", "optimizer.eps", 1e-8, "thesis: x100 proxies with Adam's usual eps"),
     (rf"^{DS}-fair-pnca-", "loss:temperature_of_pnca", 0.11, "thesis §5.3.4.1: temperature 0.11"),
     # --- conventional protocol (thesis §5.3.4.1) -------------------------------------------------
     (rf"^{DS}-conventional-", "model.embedding_dim", 512, "thesis §5.3.4.1: 512-D"),
-    (rf"^cub-conventional-", "optimizer.lr", 1e-5, "thesis §5.3.4.1: 1e-5 on CUB"),
-    (rf"^(cars|sop|inshop)-conventional-", "optimizer.lr", 1e-4, "thesis §5.3.4.1: 1e-4 on Cars, SOP, In-shop"),
-    (rf"^{DS}-conventional-", "schedule.plateau", {"factor": 0.5, "patience": 4, "min_lr": 1e-6},
-     "thesis §5.3.4.1: reduce on plateau, patience 4; TF code: factor 0.5, min_lr 1e-6"),
+    (r"^cub-conventional-", "optimizer.lr", 1e-5, "thesis §5.3.4.1: 1e-5 on CUB"),
+    (
+        r"^(cars|sop|inshop)-conventional-",
+        "optimizer.lr",
+        1e-4,
+        "thesis §5.3.4.1: 1e-4 on Cars, SOP, In-shop",
+    ),
+    (
+        rf"^{DS}-conventional-",
+        "schedule.plateau",
+        {"factor": 0.5, "patience": 4, "min_lr": 1e-6},
+        "thesis §5.3.4.1: reduce on plateau, patience 4; TF code: factor 0.5, min_lr 1e-6",
+    ),
     (rf"^{DS}-conventional-", "data.classes_per_batch", 32, "thesis §5.3.4.1: batch 128 = 32 x 4"),
-    (rf"^{DS}-conventional-", "evaluation.split", "test", "thesis §5.3.4.1: P@1 monitored on the test split"),
-    (rf"^{DS}-conventional-", "evaluation.metric", "precision_at_1", "thesis §5.3.4.1: validation P@1"),
-    (rf"^{SMALL}-conventional-", "evaluation.every", 25, "thesis §5.3.4.1: every 25 steps on CUB and Cars"),
-    (rf"^{LARGE}-conventional-", "evaluation.every", 250, "thesis §5.3.4.1: every 250 steps on SOP and In-shop"),
-    (rf"^{DS}-conventional-.*-gap$", "model.pooling.name", "gap_gmp", "thesis §5.3.4.2: GAP+GMP baseline"),
+    (
+        rf"^{DS}-conventional-",
+        "evaluation.split",
+        "test",
+        "thesis §5.3.4.1: P@1 monitored on the test split",
+    ),
+    (
+        rf"^{DS}-conventional-",
+        "evaluation.metric",
+        "precision_at_1",
+        "thesis §5.3.4.1: validation P@1",
+    ),
+    (
+        rf"^{SMALL}-conventional-",
+        "evaluation.every",
+        25,
+        "thesis §5.3.4.1: every 25 steps on CUB and Cars",
+    ),
+    (
+        rf"^{LARGE}-conventional-",
+        "evaluation.every",
+        250,
+        "thesis §5.3.4.1: every 250 steps on SOP and In-shop",
+    ),
+    (
+        rf"^{DS}-conventional-.*-gap$",
+        "model.pooling.name",
+        "gap_gmp",
+        "thesis §5.3.4.2: GAP+GMP baseline",
+    ),
     # --- pooling placement (issue 15 item 1) ----------------------------------------------------
     (GSP, "head", "local", "GSP paper §4 / TF code: feature_transform (1x1) before the transport"),
-    (rf"^{DS}-(fair|conventional)-.*-gap$", "head", "global", "TF code GlobalPooling: pool, then Dense"),
-    (r"^metrix-", "head", "global", "Metrix §2.4.1 / Metrix code: GAP(x)+GMP(x), then Linear(2048, 512)"),
-    (r"^proxynca-", "head", "global", "ProxyNCA++ paper §3: GMP, LayerNorm, then the embedding layer"),
+    (
+        rf"^{DS}-(fair|conventional)-.*-gap$",
+        "head",
+        "global",
+        "TF code GlobalPooling: pool, then Dense",
+    ),
+    (
+        r"^metrix-",
+        "head",
+        "global",
+        "Metrix §2.4.1 / Metrix code: GAP(x)+GMP(x), then Linear(2048, 512)",
+    ),
+    (
+        r"^proxynca-",
+        "head",
+        "global",
+        "ProxyNCA++ paper §3: GMP, LayerNorm, then the embedding layer",
+    ),
     (r"^ccp-(?!demo)", "head", "global", "ccp-dml: GAP then Dense(128) (one operator for GAP)"),
-    (rf"^{DS}-fair-.*-xml$", "head", "local", "XML paper §2.1: histograms of the projected local features"),
+    (
+        rf"^{DS}-fair-.*-xml$",
+        "head",
+        "local",
+        "XML paper §2.1: histograms of the projected local features",
+    ),
     # --- GSP + ZSR (GSP paper §4.4; thesis §5.3.4.1) ------------------------------------------------
     (GSP, "model.pooling.name", "gsp", "GSP paper"),
-    (rf"^{SMALL}-(fair|conventional)-.*-gsp$", "model.pooling.num_prototypes", 64, "GSP paper §4.4: m = 64 on CUB and Cars"),
-    (rf"^{LARGE}-(fair|conventional)-.*-gsp$", "model.pooling.num_prototypes", 128, "GSP paper §4.4: m = 128 on SOP and In-shop"),
+    (
+        rf"^{SMALL}-(fair|conventional)-.*-gsp$",
+        "model.pooling.num_prototypes",
+        64,
+        "GSP paper §4.4: m = 64 on CUB and Cars",
+    ),
+    (
+        rf"^{LARGE}-(fair|conventional)-.*-gsp$",
+        "model.pooling.num_prototypes",
+        128,
+        "GSP paper §4.4: m = 128 on SOP and In-shop",
+    ),
     (GSP, "model.pooling.mu", 0.3, "GSP paper §4.4: mu = 0.3"),
     (PAIR_GSP, "model.pooling.eps", 5.0, "GSP paper §4.4: eps = 5 with pair losses"),
     (PROXY_GSP, "model.pooling.eps", 0.5, "GSP paper §4.4 / TF code: eps = 0.5 with proxy losses"),
-    (rf"^{DS}-conventional-.*-gsp$", "model.pooling.add_max_pool", True, "TF code: augment_max_pool in the conventional configs"),
+    (
+        rf"^{DS}-conventional-.*-gsp$",
+        "model.pooling.add_max_pool",
+        True,
+        "TF code: augment_max_pool in the conventional configs",
+    ),
     (GSP, "data.halves", True, "GSP paper Alg. 4: class-disjoint halves"),
     (GSP, "loss:mixing", 0.1, "thesis §5.3.4.1: lambda = 0.1"),
     (GSP, "loss:ridge", 0.05, "TF code: regression_regularizer_weight 0.05"),
-    (GSP, "loss:reduction", "mean", "TF code zsr_loss: one mean over the batch (scripts/zsr_defaults.py)"),
+    (
+        GSP,
+        "loss:reduction",
+        "mean",
+        "TF code zsr_loss: one mean over the batch (scripts/zsr_defaults.py)",
+    ),
     (GSP, "loss:logit_scale", 9.5, "TF code zsr_loss: softmax scale 9.5"),
     # --- base losses -----------------------------------------------------------------------------
     (rf"^{DS}-fair-ms-gsp$", "loss:base.mining", False, "TF code: MS built without a miner"),
     (r"^ccp-.*-ms$", "loss:base.mining", False, "ccp-dml: MS built without a miner"),
     (r"^cub-fair-ms-gsp$", "loss:base.alpha", 2.0, "thesis §3.3.2.1: MS (2, 40, 0.5) on CUB"),
-    (r"^cars-fair-ms-gsp$", "loss:base.beta", 75.83, "thesis §3.3.2.1: MS (14.35, 75.83, 0.66) on Cars"),
+    (
+        r"^cars-fair-ms-gsp$",
+        "loss:base.beta",
+        75.83,
+        "thesis §3.3.2.1: MS (14.35, 75.83, 0.66) on Cars",
+    ),
     (r"^cub-fair-c2-gap$", "loss:neg_margin", 0.3841, "thesis §3.3.2.1: C2 (0, 0.3841) on CUB"),
-    (r"^cars-fair-c2-gsp$", "loss:base.pos_margin", 0.2652, "thesis §3.3.2.1: C2 (0.2652, 0.5409) on Cars"),
-    (rf"^{DS}-fair-triplet-gsp$", "loss:base.margin", By(cub=0.0961, cars=0.119, sop=0.0451, inshop=0.0451),
-     "thesis §3.3.2.1: triplet margins"),
-    (rf"^{DS}-fair-pa-", "loss:alpha_delta_of_pa", (32.0, 0.1), "thesis §3.3.2.1: ProxyAnchor (delta, alpha) = (0.1, 32)"),
+    (
+        r"^cars-fair-c2-gsp$",
+        "loss:base.pos_margin",
+        0.2652,
+        "thesis §3.3.2.1: C2 (0.2652, 0.5409) on Cars",
+    ),
+    (
+        rf"^{DS}-fair-triplet-gsp$",
+        "loss:base.margin",
+        By(cub=0.0961, cars=0.119, sop=0.0451, inshop=0.0451),
+        "thesis §3.3.2.1: triplet margins",
+    ),
+    (
+        rf"^{DS}-fair-pa-",
+        "loss:alpha_delta_of_pa",
+        (32.0, 0.1),
+        "thesis §3.3.2.1: ProxyAnchor (delta, alpha) = (0.1, 32)",
+    ),
     # --- XBM (thesis §3.3.2.1; TF xbm loss) -----------------------------------------------------------
-    (rf"^{DS}-(fair|conventional)-c1xbm-", "loss:xbm.memory_batches", By(cub=25, cars=25, sop=1400, inshop=400),
-     "thesis §3.3.2.1 / TF trainModel.py: 25, 25, 1400, 400 batches"),
+    (
+        rf"^{DS}-(fair|conventional)-c1xbm-",
+        "loss:xbm.memory_batches",
+        By(cub=25, cars=25, sop=1400, inshop=400),
+        "thesis §3.3.2.1 / TF trainModel.py: 25, 25, 1400, 400 batches",
+    ),
     (rf"^{DS}-(fair|conventional)-c1xbm-", "loss:xbm.start_step", 1000, "TF code: start_at = 1000"),
-    (rf"^{DS}-(fair|conventional)-c1xbm-", "loss:xbm.fill_before_start", True, "TF code: enqueue from step 0"),
+    (
+        rf"^{DS}-(fair|conventional)-c1xbm-",
+        "loss:xbm.fill_before_start",
+        True,
+        "TF code: enqueue from step 0",
+    ),
     # --- XML (XML paper §3) -----------------------------------------------------------------------
     (rf"^{DS}-fair-.*-xml$", "loss:eps", 10.0, "XML paper §3: varepsilon = 10"),
     (rf"^{DS}-fair-.*-xml$", "loss:mixing", 0.01, "XML paper §3: lambda = 0.01"),
     (rf"^{DS}-fair-.*-xml$", "loss:ridge", 0.05, "XML paper §3: epsilon = 0.05"),
-    (rf"^{SMALL}-fair-.*-xml$", "loss:num_prototypes_of_xml", 64, "XML paper §3: m = 64 on CUB and Cars"),
-    (rf"^{LARGE}-fair-.*-xml$", "loss:num_prototypes_of_xml", 128, "XML paper §3: m = 128 on SOP and In-shop"),
+    (
+        rf"^{SMALL}-fair-.*-xml$",
+        "loss:num_prototypes_of_xml",
+        64,
+        "XML paper §3: m = 64 on CUB and Cars",
+    ),
+    (
+        rf"^{LARGE}-fair-.*-xml$",
+        "loss:num_prototypes_of_xml",
+        128,
+        "XML paper §3: m = 128 on SOP and In-shop",
+    ),
     (rf"^{DS}-fair-.*-xml$", "model.pooling.name", "gap", "XML paper: GAP"),
     # --- CCP (thesis §3.2.4, §3.3.2.1) -----------------------------------------------------------
-    (r"^ccp-(?!demo|base)", "model.normalize", "clip", "thesis §3.2.4 / ccp-dml lipschitz_cont: clip-normalised evaluation"),
-    (r"^ccp-(?!demo|base)", "loss:normalization", "clip", "thesis §3.2.4 / ccp-dml lipschitz_cont: clip loss"),
+    (
+        r"^ccp-(?!demo|base)",
+        "model.normalize",
+        "clip",
+        "thesis §3.2.4 / ccp-dml lipschitz_cont: clip-normalised evaluation",
+    ),
+    (
+        r"^ccp-(?!demo|base)",
+        "loss:normalization",
+        "clip",
+        "thesis §3.2.4 / ccp-dml lipschitz_cont: clip loss",
+    ),
     (r"^ccp-(cub|cars)-", "loss:k", 8, "thesis §3.3.2.1: 8 proxies per class on CUB and Cars"),
     (r"^ccp-(sop|inshop)-", "loss:k", 4, "thesis §3.3.2.1: 4 proxies per class on SOP and In-shop"),
     (r"^ccp-(cub|cars)-", "loss:pool_size", 12, "thesis §3.3.2.1: pool b = 12 on CUB and Cars"),
@@ -128,7 +316,12 @@ TABLE = [
     (r"^metrix-(?!demo)", "model.embedding_dim", 512, "Metrix §2.4.1: d = 512"),
     (r"^metrix-(?!demo)", "optimizer.name", "adamw", "Metrix §2.4.1: AdamW"),
     (r"^metrix-(?!demo)", "optimizer.weight_decay", 1e-4, "Metrix §2.4.1: weight decay 1e-4"),
-    (r"^metrix-(cub|cars)-", "data.sampler", "random", "Metrix code: random batches on CUB and Cars"),
+    (
+        r"^metrix-(cub|cars)-",
+        "data.sampler",
+        "random",
+        "Metrix code: random batches on CUB and Cars",
+    ),
     (r"^metrix-(cub|cars)-", "batch", 100, "Metrix §2.4.1: batch size 100"),
     (r"^metrix-(sop|inshop)-", "batch", 100, "Metrix Table 2.2: balanced 20 x 5"),
     (r"^metrix-(?!demo|base)", "data.dataset.crop", 224, "Metrix §2.4.1: 224 crops"),
@@ -136,11 +329,30 @@ TABLE = [
     (r"^metrix-(?!demo|base)", "loss:mix_alpha", 2.0, "Metrix §2.4.2: Beta(2, 2)"),
     (r"^metrix-(?!demo|base)", "loss:mix_weight", 0.4, "Metrix §2.4.2: w = 0.4"),
     (r"^metrix-(?!demo|base)", "loss:level", "feature", "Metrix §2.4.2: feature mixup"),
-    (r"^metrix-.*-contrastive$", "schedule.step_decay.factor", By(cub=0.1, cars=0.1, sop=0.25, inshop=0.25),
-     "Metrix §2.4.1: decay 0.1 (Cont) on CUB/Cars, 0.25 on SOP/In-shop"),
-    (r"^metrix-.*-(ms|proxy-anchor)$", "schedule.step_decay.factor", 0.5, "Metrix §2.4.1: decay 0.5 for MS and PA"),
-    (r"^metrix-.*-ms$", "loss:ms_constants", (17.97, 75.66, 0.77, 0.39), "Metrix code: MS (17.97, 75.66, 0.77), miner 0.39"),
-    (r"^metrix-(sop|inshop)-", "loss:mix_chunk", 256, "bounded memory at SOP scale (benchmarks/metrix_memory.py)"),
+    (
+        r"^metrix-.*-contrastive$",
+        "schedule.step_decay.factor",
+        By(cub=0.1, cars=0.1, sop=0.25, inshop=0.25),
+        "Metrix §2.4.1: decay 0.1 (Cont) on CUB/Cars, 0.25 on SOP/In-shop",
+    ),
+    (
+        r"^metrix-.*-(ms|proxy-anchor)$",
+        "schedule.step_decay.factor",
+        0.5,
+        "Metrix §2.4.1: decay 0.5 for MS and PA",
+    ),
+    (
+        r"^metrix-.*-ms$",
+        "loss:ms_constants",
+        (17.97, 75.66, 0.77, 0.39),
+        "Metrix code: MS (17.97, 75.66, 0.77), miner 0.39",
+    ),
+    (
+        r"^metrix-(sop|inshop)-",
+        "loss:mix_chunk",
+        256,
+        "bounded memory at SOP scale (benchmarks/metrix_memory.py)",
+    ),
     # --- ProxyNCA++ as published (ProxyNCA++ paper §4.1; PNCA code) ----------------------------------
     (r"^proxynca-", "model.backbone.name", "resnet50", "ProxyNCA++ paper §4.1: ResNet-50"),
     (r"^proxynca-", "model.embedding_dim", 2048, "PNCA code: sz_embedding 2048"),
@@ -149,16 +361,45 @@ TABLE = [
     (r"^proxynca-", "optimizer.eps", 1.0, "PNCA code: Adam eps = 1"),
     (r"^proxynca-", "optimizer.weight_decay", 0.0, "PNCA code: weight decay 0"),
     (r"^proxynca-", "optimizer.grad_clip_value", 10.0, "PNCA code: clip_grad_value_(model, 10)"),
-    (r"^proxynca-", "optimizer.lr", By(cub=4e-3, cars=4e-3, sop=2.4e-2, inshop=2.4e-2), "PNCA code: base lr"),
-    (r"^proxynca-", "loss:lr_multiplier", By(cub=1e5, cars=1e5, sop=1e4, inshop=1e5), "PNCA code: proxy lr / base lr"),
+    (
+        r"^proxynca-",
+        "optimizer.lr",
+        By(cub=4e-3, cars=4e-3, sop=2.4e-2, inshop=2.4e-2),
+        "PNCA code: base lr",
+    ),
+    (
+        r"^proxynca-",
+        "loss:lr_multiplier",
+        By(cub=1e5, cars=1e5, sop=1e4, inshop=1e5),
+        "PNCA code: proxy lr / base lr",
+    ),
     (r"^proxynca-", "loss:temperature", 1 / 9, "PNCA code: scale 3 = sqrt(1/T)"),
-    (r"^proxynca-", "schedule.plateau.factor", 0.1, "PNCA code: ReduceLROnPlateau default factor 0.1"),
+    (
+        r"^proxynca-",
+        "schedule.plateau.factor",
+        0.1,
+        "PNCA code: ReduceLROnPlateau default factor 0.1",
+    ),
     (r"^proxynca-", "schedule.plateau.patience", 4, "PNCA code: patience 4"),
-    (r"^proxynca-", "data.dataset.num_folds", 2, "PNCA code: train mode on half the training classes"),
-    (r"^proxynca-", "evaluation.metric", "precision_at_1",
-     "ProxyNCA++ paper §4.1: plateau and best epoch on validation R@1; PNCA code train.py: best chmean = "
-     "2 nmi R@1 / (nmi + R@1) with nmi = 1 unless --eval_nmi (not in the README's commands): the R@1 order"),
-    (r"^proxynca-", "evaluation.split", "val", "ProxyNCA++ paper §4.1: the second half of the training classes validates"),
+    (
+        r"^proxynca-",
+        "data.dataset.num_folds",
+        2,
+        "PNCA code: train mode on half the training classes",
+    ),
+    (
+        r"^proxynca-",
+        "evaluation.metric",
+        "precision_at_1",
+        "ProxyNCA++ paper §4.1: plateau and best epoch on validation R@1; PNCA code train.py: best chmean = "
+        "2 nmi R@1 / (nmi + R@1) with nmi = 1 unless --eval_nmi (not in the README's commands): the R@1 order",
+    ),
+    (
+        r"^proxynca-",
+        "evaluation.split",
+        "val",
+        "ProxyNCA++ paper §4.1: the second half of the training classes validates",
+    ),
     (r"^proxynca-(cub|cars)", "batch", 32, "ProxyNCA++ paper Table 1: 8 x 4"),
     (r"^proxynca-(sop|inshop)", "batch", 192, "ProxyNCA++ paper Table 1: 64 x 3"),
     # --- CPU demos: not paper recipes, but wired like the methods -----------------------------------
@@ -170,12 +411,27 @@ TABLE = [
     (r"^metrix-demo$", "loss:level", "feature", "Metrix §2.4.2: feature mixup"),
     (r"^(ccp|metrix)-demo$", "evaluation.metric", "map_at_r", "CPU demo: validation MAP@R"),
     # --- a user's own images (README "Train on your own images") -----------------------------------
-    (r"^collage-", "optimizer.lr", 1.0e-3, "GSP paper supplement §2.2: Adam, initial learning rate 0.001"),
-    (r"^collage-", "schedule.plateau.factor", 0.5, "GSP paper supplement §2.2: reduce on plateau, decay 0.5"),
+    (
+        r"^collage-",
+        "optimizer.lr",
+        1.0e-3,
+        "GSP paper supplement §2.2: Adam, initial learning rate 0.001",
+    ),
+    (
+        r"^collage-",
+        "schedule.plateau.factor",
+        0.5,
+        "GSP paper supplement §2.2: reduce on plateau, decay 0.5",
+    ),
     (r"^collage-", "schedule.plateau.patience", 5, "GSP paper supplement §2.2: patience 5"),
     (r"^collage-", "data.classes_per_batch", 16, "GSP paper supplement §2.2: 16 classes a batch"),
     (r"^collage-", "data.samples_per_class", 4, "GSP paper supplement §2.2: 4 samples a class"),
-    (r"^collage-", "data.dataset.name", "collage_shared", "GSP paper supplement §2.2: shared background classes, disjoint across splits"),
+    (
+        r"^collage-",
+        "data.dataset.name",
+        "collage_shared",
+        "GSP paper supplement §2.2: shared background classes, disjoint across splits",
+    ),
     (r"^own-images$", "data.dataset.name", "image_folder", "README: a folder of class folders"),
     (r"^own-images$", "data.dataset.transform", "mlrc", "thesis §3.3: the MLRC augmentation"),
     (r"^own-images$", "model.pooling.name", "gsp", "GSP paper §4: generalized sum pooling"),
@@ -199,15 +455,23 @@ def resolve(config: RunConfig, name: str, key: str):
     if key == "batch":
         return config["data"]["classes_per_batch"] * config["data"]["samples_per_class"]
     if key.startswith("loss:"):
-        return loss_value(build_loss(config["loss"], "loss", embedding_dim=config["model"]["embedding_dim"] or 8,
-                                     num_classes=10), key[5:], name)
+        return loss_value(
+            build_loss(
+                config["loss"],
+                "loss",
+                embedding_dim=config["model"]["embedding_dim"] or 8,
+                num_classes=10,
+            ),
+            key[5:],
+            name,
+        )
     return reduce(lambda node, part: node[part], key.split("."), config.to_dict())
 
 
 def loss_value(loss, path: str, name: str):
     """Attributes of the built loss; a few paths name a composite value."""
     if path == "lr_multiplier_of_proxies":
-        return float(getattr(getattr(loss, "base", loss), "lr_multiplier"))
+        return float(getattr(loss, "base", loss).lr_multiplier)
     if path == "temperature_of_pnca":
         return getattr(loss, "base", loss).temperature
     if path == "num_prototypes_of_xml":
@@ -219,7 +483,10 @@ def loss_value(loss, path: str, name: str):
         ms = loss.base
         return (ms.alpha, ms.beta, ms.base, ms.epsilon)
     if path.startswith("xbm."):
-        loss, path = (loss.base if hasattr(loss, "base") and not hasattr(loss, "memory") else loss), path[4:]
+        loss, path = (
+            (loss.base if hasattr(loss, "base") and not hasattr(loss, "memory") else loss),
+            path[4:],
+        )
     return reduce(getattr, path.split("."), loss)
 
 
@@ -232,18 +499,28 @@ PRESETS = [name for name in preset_names() if "/" not in name and not name.start
 @pytest.mark.parametrize("name", PRESETS)
 def test_preset_matches_its_sources(name):
     config = load_config(name)
-    rows = [(key, expected, source) for pattern, key, expected, source in TABLE if re.search(pattern, name)]
+    rows = [
+        (key, expected, source)
+        for pattern, key, expected, source in TABLE
+        if re.search(pattern, name)
+    ]
     assert len(rows) >= 5, f"{name}: no table rows cite its sources; add them to TABLE"
     for key, expected, source in rows:
         if isinstance(expected, By):
             expected = expected[dataset_key(name)]
         got = resolve(config, name, key)
         if isinstance(expected, float) and isinstance(got, (int, float)):
-            assert got == pytest.approx(expected), f"{name}: {key} = {got!r}, expected {expected!r} ({source})"
+            assert got == pytest.approx(expected), (
+                f"{name}: {key} = {got!r}, expected {expected!r} ({source})"
+            )
         else:
             assert got == expected, f"{name}: {key} = {got!r}, expected {expected!r} ({source})"
 
 
 def test_every_table_row_is_used():
-    unused = [(pattern, key) for pattern, key, _, _ in TABLE if not any(re.search(pattern, n) for n in PRESETS)]
+    unused = [
+        (pattern, key)
+        for pattern, key, _, _ in TABLE
+        if not any(re.search(pattern, n) for n in PRESETS)
+    ]
     assert not unused

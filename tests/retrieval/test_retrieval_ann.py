@@ -16,12 +16,16 @@ from tests.helpers.retrieval import run_cli, write_image_folder, write_run
 def clustered(n, dim=16, clusters=20, seed=0):
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(clusters, dim))
-    return (centres[rng.integers(0, clusters, n)] + 0.4 * rng.normal(size=(n, dim))).astype(np.float32)
+    return (centres[rng.integers(0, clusters, n)] + 0.4 * rng.normal(size=(n, dim))).astype(
+        np.float32
+    )
 
 
 def squared_distances(queries, x, rows):
     """float64 squared distances [Q, k] from each query to its rows of ``x``."""
-    return ((torch.from_numpy(queries).double()[:, None] - torch.from_numpy(x).double()[rows]) ** 2).sum(-1)
+    return (
+        (torch.from_numpy(queries).double()[:, None] - torch.from_numpy(x).double()[rows]) ** 2
+    ).sum(-1)
 
 
 def brute_force_recall(approx_rows, x, sample, k):
@@ -37,7 +41,15 @@ def brute_force_recall(approx_rows, x, sample, k):
     return total / len(sample)
 
 
-@pytest.mark.parametrize("backend,knob", [("ivf", {"nprobe": 1}), ("ivf", {"nprobe": 8}), ("ivfpq", {"nprobe": 2, "rerank": 1}), ("hnsw", {"ef": 4})])
+@pytest.mark.parametrize(
+    "backend,knob",
+    [
+        ("ivf", {"nprobe": 1}),
+        ("ivf", {"nprobe": 8}),
+        ("ivfpq", {"nprobe": 2, "rerank": 1}),
+        ("hnsw", {"ef": 4}),
+    ],
+)
 def test_measured_recall_matches_brute_force(backend, knob):
     x = clustered(1500)
     params = ann.AnnParams(backend, nlist=16, pq_m=4, hnsw_m=4, ef_construction=8, **knob)
@@ -47,8 +59,13 @@ def test_measured_recall_matches_brute_force(backend, knob):
     ann.configure(index, params)
     if backend == "ivfpq":  # the reference re-ranks the PQ candidates by exact distance itself
         _, cand = index.search(x[rows], params.rerank * 6)
-        approx = [sorted((j for j in c if j >= 0), key=lambda j: (((x[j] - x[q]).astype(np.float64) ** 2).sum(), j))[:6]
-                  for q, c in zip(rows, cand)]
+        approx = [
+            sorted(
+                (j for j in c if j >= 0),
+                key=lambda j: (((x[j] - x[q]).astype(np.float64) ** 2).sum(), j),
+            )[:6]
+            for q, c in zip(rows, cand)
+        ]
     else:
         approx = index.search(x[rows], 6)[1]
     expected = brute_force_recall(approx, x, rows, 5)
@@ -77,7 +94,9 @@ def test_search_in_parallel_mode_3_equals_faiss_default_mode(backend, nprobe):
         torch.testing.assert_close(dist, squared_distances(queries, x, rows), rtol=0, atol=1e-9)
     else:
         np.testing.assert_array_equal(rows.numpy(), cand)
-        torch.testing.assert_close(dist, squared_distances(queries, x, torch.from_numpy(cand)), rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(
+            dist, squared_distances(queries, x, torch.from_numpy(cand)), rtol=1e-5, atol=1e-4
+        )
 
 
 def test_recall_rises_with_nprobe_and_the_held_out_rows_skip_training():
@@ -102,11 +121,14 @@ def test_save_load_mmap_and_append_without_retraining(tmp_path):
         ann.AnnIndex.load(tmp_path, 1499)
 
     import faiss
+
     centroids = faiss.extract_index_ivf(built.index).quantizer.reconstruct_n(0, 16)
     grown = ann.AnnIndex.load(tmp_path, 1500, mmap=False)
     ann.append_measured(grown, x, 500, k=5, sample=50)
     assert grown.count == 2000
-    np.testing.assert_array_equal(faiss.extract_index_ivf(grown.index).quantizer.reconstruct_n(0, 16), centroids)
+    np.testing.assert_array_equal(
+        faiss.extract_index_ivf(grown.index).quantizer.reconstruct_n(0, 16), centroids
+    )
     _, found = ann.search(grown.index, grown.params, x[1990:], 1)  # appended rows find themselves
     assert found[:, 0].tolist() == list(range(1990, 2000))
 
@@ -126,12 +148,16 @@ def test_the_quantiser_is_the_kmeans_of_the_asked_sample_and_rounds(backend):
     reference.train(x[pool])
     got = faiss.extract_index_ivf(index).quantizer.reconstruct_n(0, 8)
     np.testing.assert_allclose(got, reference.centroids, rtol=0, atol=1e-5)
-    other = ann.build(x, ann.AnnParams(backend, nlist=8, train_per_list=300, pq_m=4), train_rows=pool)  # 25 rounds
+    other = ann.build(
+        x, ann.AnnParams(backend, nlist=8, train_per_list=300, pq_m=4), train_rows=pool
+    )  # 25 rounds
     assert np.abs(faiss.extract_index_ivf(other).quantizer.reconstruct_n(0, 8) - got).max() > 1e-3
 
 
 @pytest.mark.parametrize("backend", ["ivf", "ivfpq"])
-def test_with_a_gpu_the_kmeans_assigns_through_a_gpu_flat_index_and_the_index_stays_on_the_cpu(backend, monkeypatch):
+def test_with_a_gpu_the_kmeans_assigns_through_a_gpu_flat_index_and_the_index_stays_on_the_cpu(
+    backend, monkeypatch
+):
     """faiss-gpu: the quantiser's k-means runs its assignments through the index
     ``index_cpu_to_all_gpus`` returns (here a CPU flat index standing in for it, so the test runs
     anywhere); the trained index equals the one built without a GPU and keeps no pointer to it."""
@@ -152,7 +178,10 @@ def test_with_a_gpu_the_kmeans_assigns_through_a_gpu_flat_index_and_the_index_st
     assert len(moved) == 1 and moved[0].ntotal == 8  # the k-means centroids went through it
     ivf = faiss.extract_index_ivf(on_gpu)
     assert ivf.clustering_index is None
-    np.testing.assert_array_equal(ivf.quantizer.reconstruct_n(0, 8), faiss.extract_index_ivf(plain).quantizer.reconstruct_n(0, 8))
+    np.testing.assert_array_equal(
+        ivf.quantizer.reconstruct_n(0, 8),
+        faiss.extract_index_ivf(plain).quantizer.reconstruct_n(0, 8),
+    )
 
 
 def test_bad_parameters_are_named():
@@ -172,11 +201,30 @@ def test_cli_builds_appends_and_searches_with_measured_recall(tmp_path, capsys):
     write_image_folder(tmp_path / "images", per_class=6)
     write_run(tmp_path / "run")
     idx = tmp_path / "idx"
-    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--no-progress",
-                   "--backend", "hnsw", "--recall-k", "3", "--recall-sample", "10") == 0
+    assert (
+        run_cli(
+            "index",
+            tmp_path / "run",
+            tmp_path / "images",
+            "--out",
+            idx,
+            "--no-progress",
+            "--backend",
+            "hnsw",
+            "--recall-k",
+            "3",
+            "--recall-sample",
+            "10",
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     meta = json.loads((idx / ann.ANN_META).read_text())
-    assert meta["recall"]["k"] == 3 and meta["recall"]["sample"] == 10 and meta["params"]["backend"] == "hnsw"
+    assert (
+        meta["recall"]["k"] == 3
+        and meta["recall"]["sample"] == 10
+        and meta["params"]["backend"] == "hnsw"
+    )
     assert f"recall@3 = {meta['recall']['recall']:.4f}" in out
 
     index = RetrievalIndex.load(idx)
@@ -190,20 +238,67 @@ def test_cli_builds_appends_and_searches_with_measured_recall(tmp_path, capsys):
     assert approximate == exact  # 18 vectors, ef 64: the graph search is exhaustive
     assert run_cli("search", idx, query, "-k", "4", "--ef", "8") == 0
     line = capsys.readouterr().out.splitlines()[0]
-    assert "(hnsw, ef 8): recall@3" in line and line.endswith("at ef 64 (this search uses other settings: recall not measured for them)")
+    assert "(hnsw, ef 8): recall@3" in line and line.endswith(
+        "at ef 64 (this search uses other settings: recall not measured for them)"
+    )
 
     write_image_folder(tmp_path / "images", classes=("yellow",), per_class=3, seed=5)
-    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--append", "--no-progress") == 0
+    assert (
+        run_cli(
+            "index",
+            tmp_path / "run",
+            tmp_path / "images",
+            "--out",
+            idx,
+            "--append",
+            "--no-progress",
+        )
+        == 0
+    )
     assert ann.AnnIndex.load(idx, 21).count == 21
-    Path(index.paths[0]).unlink()  # a vanished file: the append drops its row and rebuilds the hnsw index
-    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--append", "--no-progress") == 0
+    Path(
+        index.paths[0]
+    ).unlink()  # a vanished file: the append drops its row and rebuilds the hnsw index
+    assert (
+        run_cli(
+            "index",
+            tmp_path / "run",
+            tmp_path / "images",
+            "--out",
+            idx,
+            "--append",
+            "--no-progress",
+        )
+        == 0
+    )
     assert "1 dropped" in capsys.readouterr().out
     rebuilt = ann.AnnIndex.load(idx, 20)
     assert rebuilt.count == 20 and rebuilt.params.backend == "hnsw"
     with pytest.raises(ConfigError, match="holds a hnsw index; --append cannot change it to ivf"):
-        run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--append", "--backend", "ivf", "--no-progress")
+        run_cli(
+            "index",
+            tmp_path / "run",
+            tmp_path / "images",
+            "--out",
+            idx,
+            "--append",
+            "--backend",
+            "ivf",
+            "--no-progress",
+        )
 
-    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--overwrite", "--no-progress") == 0
+    assert (
+        run_cli(
+            "index",
+            tmp_path / "run",
+            tmp_path / "images",
+            "--out",
+            idx,
+            "--overwrite",
+            "--no-progress",
+        )
+        == 0
+    )
     assert not (idx / ann.ANN_META).exists() and not (idx / ann.ANN_FILE).exists()
     with pytest.raises(ConfigError, match="has no approximate index"):
         run_cli("search", idx, query, "--nprobe", "4")
@@ -213,10 +308,33 @@ def test_cli_passes_the_kmeans_settings_and_older_descriptions_still_load(tmp_pa
     write_image_folder(tmp_path / "images", per_class=6)
     write_run(tmp_path / "run")
     idx = tmp_path / "idx"
-    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--no-progress", "--backend", "ivf",
-                   "--nlist", "2", "--train-per-list", "5", "--kmeans-iters", "2", "--recall-sample", "4") == 0
+    assert (
+        run_cli(
+            "index",
+            tmp_path / "run",
+            tmp_path / "images",
+            "--out",
+            idx,
+            "--no-progress",
+            "--backend",
+            "ivf",
+            "--nlist",
+            "2",
+            "--train-per-list",
+            "5",
+            "--kmeans-iters",
+            "2",
+            "--recall-sample",
+            "4",
+        )
+        == 0
+    )
     meta = json.loads((idx / ann.ANN_META).read_text())
-    assert (meta["params"]["train_per_list"], meta["params"]["kmeans_iters"], meta["params"]["nlist"]) == (5, 2, 2)
+    assert (
+        meta["params"]["train_per_list"],
+        meta["params"]["kmeans_iters"],
+        meta["params"]["nlist"],
+    ) == (5, 2, 2)
     for key in ("train_per_list", "kmeans_iters"):  # written before these settings existed
         del meta["params"][key]
     (idx / ann.ANN_META).write_text(json.dumps(meta))
@@ -235,9 +353,9 @@ def test_ivfpq_search_reranks_by_exact_distance():
 
 def test_search_with_postprocessing_matches_the_library_call(tmp_path, capsys):
     from gspdml.evaluation.postprocess import postprocessed_retrieve
+    from gspdml.models.inference import embed
     from gspdml.retrieval.encoder import load_model_and_transform
     from gspdml.retrieval.sources import ImageFiles
-    from gspdml.models.inference import embed
 
     write_image_folder(tmp_path / "images", per_class=5)
     write_run(tmp_path / "run")
@@ -246,11 +364,27 @@ def test_search_with_postprocessing_matches_the_library_call(tmp_path, capsys):
     index = RetrievalIndex.load(idx)
     query = index.paths[3]
     capsys.readouterr()
-    assert run_cli("search", idx, query, "-k", "4", "--json", "--postprocess", "dba:k=2", "--postprocess", "qe:k=1,alpha=2.0") == 0
+    assert (
+        run_cli(
+            "search",
+            idx,
+            query,
+            "-k",
+            "4",
+            "--json",
+            "--postprocess",
+            "dba:k=2",
+            "--postprocess",
+            "qe:k=1,alpha=2.0",
+        )
+        == 0
+    )
     got = [r["path"] for r in json.loads(capsys.readouterr().out)[0]["results"]]
     _, model, transform = load_model_and_transform(tmp_path / "run", torch.device("cpu"))
     vector, _ = embed(model, ImageFiles([query], [None], transform), 4)
-    want = postprocessed_retrieve(vector, [None], index.vectors, index.labels, steps=["dba:k=2", "qe:k=1,alpha=2.0"], min_k=4)
+    want = postprocessed_retrieve(
+        vector, [None], index.vectors, index.labels, steps=["dba:k=2", "qe:k=1,alpha=2.0"], min_k=4
+    )
     assert got == [index.paths[j] for j in want.indices[0, :4].tolist()]
     with pytest.raises(ConfigError, match="unknown post-processing step 'rerank'"):
         run_cli("search", idx, query, "--postprocess", "rerank")
@@ -270,10 +404,29 @@ def test_python_api_does_what_the_cli_does(tmp_path, capsys, backend):
     write_run(tmp_path / "run")
     idx = tmp_path / "idx"
     ivf = backend == "ivf"
-    settings = (["--nlist", "2", "--train-per-list", "8", "--nprobe", "1"] if ivf
-                else ["--ef", "2", "--hnsw-m", "2"])
-    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--no-progress",
-                   "--backend", backend, *settings, "--recall-k", "3", "--recall-sample", "6") == 0
+    settings = (
+        ["--nlist", "2", "--train-per-list", "8", "--nprobe", "1"]
+        if ivf
+        else ["--ef", "2", "--hnsw-m", "2"]
+    )
+    assert (
+        run_cli(
+            "index",
+            tmp_path / "run",
+            tmp_path / "images",
+            "--out",
+            idx,
+            "--no-progress",
+            "--backend",
+            backend,
+            *settings,
+            "--recall-k",
+            "3",
+            "--recall-sample",
+            "6",
+        )
+        == 0
+    )
     cli_index = RetrievalIndex.load(idx)
     python = RetrievalIndex(cli_index.vectors, cli_index.paths, cli_index.labels, cli_index.metric)
     knobs = {"nlist": 2, "train_per_list": 8, "nprobe": 1} if ivf else {"ef": 2, "hnsw_m": 2}
@@ -293,10 +446,26 @@ def test_python_api_does_what_the_cli_does(tmp_path, capsys, backend):
     assert exact.indices[0, 0] == got.indices[0, 0]  # the query's own image, found both ways
 
     write_image_folder(tmp_path / "images", classes=("yellow",), per_class=3, seed=5)
-    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", idx, "--append",
-                   "--no-progress", "--recall-k", "3", "--recall-sample", "6") == 0
+    assert (
+        run_cli(
+            "index",
+            tmp_path / "run",
+            tmp_path / "images",
+            "--out",
+            idx,
+            "--append",
+            "--no-progress",
+            "--recall-k",
+            "3",
+            "--recall-sample",
+            "6",
+        )
+        == 0
+    )
     grown = RetrievalIndex.load(idx)
-    python.add(grown.vectors[len(python):], grown.paths[len(python):], grown.labels[len(python):])
+    python.add(
+        grown.vectors[len(python) :], grown.paths[len(python) :], grown.labels[len(python) :]
+    )
     with pytest.raises(DataError, match="holds 24 vectors, the index 27"):
         python.search(vector, 5)
     assert python.update_approximate(recall_k=3, recall_sample=6).recall == grown.approximate.recall

@@ -10,12 +10,12 @@ import torch
 from PIL import Image
 
 import gspdml
+from gspdml.cli import main
 from gspdml.errors import ConfigError, DataError
+from gspdml.models.inference import embed
 from gspdml.retrieval.bundle import FILES, write_bundle
 from gspdml.retrieval.encoder import Encoder, load_model_and_transform
 from gspdml.retrieval.sources import ImageFiles
-from gspdml.models.inference import embed
-from gspdml.cli import main
 from tests.helpers.retrieval import write_image_folder, write_run
 
 
@@ -24,7 +24,9 @@ def run(tmp_path):
     images = write_image_folder(tmp_path / "images", per_class=2)
     write_run(tmp_path / "run", pooling="gsp", seed=3)
     # results.json as the trainer writes it: the test-split metrics under "test"
-    (tmp_path / "run" / "results.json").write_text(json.dumps({"name": "run", "test": {"map_at_r": 0.31, "precision_at_1": 0.62}}))
+    (tmp_path / "run" / "results.json").write_text(
+        json.dumps({"name": "run", "test": {"map_at_r": 0.31, "precision_at_1": 0.62}})
+    )
     return tmp_path / "run", [str(p) for p in images]
 
 
@@ -42,8 +44,15 @@ def test_bundle_round_trip_gives_identical_embeddings(run, tmp_path, capsys):
 
     card = (tmp_path / "bundle" / "README.md").read_text()
     assert card.startswith("---\nlibrary_name: gspdml\n")
-    for fact in ("pooling `gsp`", "loss `c2`", "**Backbone**: `small_cnn`", f"gspdml {gspdml.__version__}",
-                 "| map_at_r | 0.3100 |", "| precision_at_1 | 0.6200 |", "**Data hash**: `unavailable"):
+    for fact in (
+        "pooling `gsp`",
+        "loss `c2`",
+        "**Backbone**: `small_cnn`",
+        f"gspdml {gspdml.__version__}",
+        "| map_at_r | 0.3100 |",
+        "| precision_at_1 | 0.6200 |",
+        "**Data hash**: `unavailable",
+    ):
         assert fact in card
     info = json.loads((tmp_path / "bundle" / "bundle.json").read_text())
     assert info["weights"].startswith("sha256:") and info["evaluation_set"] == "test"
@@ -114,7 +123,11 @@ def test_hub_repository_layout_loads_from_a_local_cache_without_network(run, tmp
     shutil.copytree(tmp_path / "bundle", repo / "snapshots" / commit)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
-    encoder = gspdml.from_pretrained("someone/gsp-demo", cache_dir=str(tmp_path / "cache"), local_files_only=True)
+    encoder = gspdml.from_pretrained(
+        "someone/gsp-demo", cache_dir=str(tmp_path / "cache"), local_files_only=True
+    )
     assert torch.equal(encoder(paths), run_embeddings(run_dir, paths))
     with pytest.raises(DataError, match="someone/absent: cannot load the hub repository"):
-        gspdml.from_pretrained("someone/absent", cache_dir=str(tmp_path / "cache"), local_files_only=True)
+        gspdml.from_pretrained(
+            "someone/absent", cache_dir=str(tmp_path / "cache"), local_files_only=True
+        )

@@ -4,11 +4,11 @@ batched result = per-image forward, positions as labels, progress bar, clear siz
 import pytest
 import torch
 
+from gspdml.data.eval_transform import EvalTransform
 from gspdml.errors import DataError
+from gspdml.models.inference import embed
 from gspdml.retrieval.encoder import load_model_and_transform
 from gspdml.retrieval.sources import ImageFiles, list_image_folder
-from gspdml.data.eval_transform import EvalTransform
-from gspdml.models.inference import embed
 from tests.helpers.retrieval import MEAN, STD, write_image_folder, write_run
 
 
@@ -36,7 +36,11 @@ def test_images_of_different_sizes_name_the_fix(tmp_path):
     large = write_image_folder(tmp_path / "b", classes=("red",), per_class=1, size=(30, 24))
     write_run(tmp_path / "run")
     _, model, _ = load_model_and_transform(tmp_path / "run", torch.device("cpu"))
-    files = ImageFiles([str(small[0]), str(large[0])], [None, None], EvalTransform(3, mean=tuple(MEAN), std=tuple(STD)))
+    files = ImageFiles(
+        [str(small[0]), str(large[0])],
+        [None, None],
+        EvalTransform(3, mean=tuple(MEAN), std=tuple(STD)),
+    )
     with pytest.raises(DataError, match=r"different sizes.*data.eval_transform"):
         embed(model, files, batch_size=2)
     assert embed(model, files, batch_size=1)[0].shape == (2, 32)

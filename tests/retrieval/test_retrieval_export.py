@@ -8,10 +8,10 @@ from gspdml.errors import ConfigError
 from gspdml.models import Embedder
 from gspdml.models.backbones.small_cnn import SmallCNN
 from gspdml.pooling import Pooled, Pooling, flatten_locations
+from gspdml.retrieval.encoder import load_model_and_transform
 from gspdml.retrieval.export import ExportError, ExportMismatchError, export_embedder
 from gspdml.retrieval.sources import folder_source
 from gspdml.training import load_run
-from gspdml.retrieval.encoder import load_model_and_transform
 from tests.helpers.retrieval import MEAN, run_cli, write_image_folder, write_run
 
 
@@ -58,14 +58,19 @@ def real_images(tmp_path, run):
 GSP = {"name": "gsp", "init": "random", "num_prototypes": 8, "iters": 20}
 
 
-@pytest.mark.parametrize("pooling", ["gap", "gmp", "simpool", GSP], ids=["gap", "gmp", "simpool", "gsp"])
+@pytest.mark.parametrize(
+    "pooling", ["gap", "gmp", "simpool", GSP], ids=["gap", "gmp", "simpool", "gsp"]
+)
 def test_torchscript_export_matches_pytorch(tmp_path, pooling):
     run = tmp_path / "run"
     write_run(run, pooling=pooling)
     assert run_cli("export", run, "--format", "torchscript") == 0
     path = run / "export" / "embedder.pt"
     record = json.loads((run / "export" / "embedder.pt.json").read_text())
-    assert record["input"]["shape"] == ["batch", 3, 32, 32] and record["output"]["shape"] == ["batch", 32]
+    assert record["input"]["shape"] == ["batch", 3, 32, 32] and record["output"]["shape"] == [
+        "batch",
+        32,
+    ]
     assert 0 <= record["check"]["max_abs_diff"] <= 1e-5
     assert record["transform"]["mean"] == MEAN and record["run"]["weights"].startswith("sha256:")
 
@@ -91,12 +96,17 @@ def test_onnx_export_matches_pytorch(tmp_path, pooling):
     images = real_images(tmp_path, run)
     (actual,) = session.run(None, {"images": images.numpy()})
     with torch.no_grad():
-        torch.testing.assert_close(torch.from_numpy(actual), model(images).embedding, atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            torch.from_numpy(actual), model(images).embedding, atol=1e-5, rtol=0
+        )
 
 
 def test_check_catches_a_wrong_export(tmp_path):
     model = small_embedder(BatchBranch(32))
-    with pytest.warns(torch.jit.TracerWarning), pytest.raises(ExportMismatchError, match="differ from PyTorch"):
+    with (
+        pytest.warns(torch.jit.TracerWarning),
+        pytest.raises(ExportMismatchError, match="differ from PyTorch"),
+    ):
         export_embedder(model, "torchscript", tmp_path / "bad.pt", channels=3, size=(32, 32))
     assert json.loads((tmp_path / "bad.pt.json").read_text())["check"]["max_abs_diff"] > 1e-3
 
@@ -107,7 +117,12 @@ def test_export_needs_an_input_size(tmp_path):
     with pytest.raises(ConfigError, match="--image-size"):
         run_cli("export", run, "--format", "torchscript")
     assert run_cli("export", run, "--format", "torchscript", "--image-size", "24", "40") == 0
-    assert json.loads((run / "export" / "embedder.pt.json").read_text())["input"]["shape"] == ["batch", 3, 24, 40]
+    assert json.loads((run / "export" / "embedder.pt.json").read_text())["input"]["shape"] == [
+        "batch",
+        3,
+        24,
+        40,
+    ]
 
 
 def test_autograd_functions_fail_torchscript_clearly_and_onnx_inlines_them(tmp_path):
@@ -130,7 +145,9 @@ def test_gsp_export_at_large_eps_traces_no_data_dependent_branch(tmp_path, fmt):
     with warnings.catch_warnings():
         # a branch on a tensor is a conversion to a Python boolean (sizes may become constants:
         # the export fixes the image size)
-        warnings.filterwarnings("error", message=".*Python boolean", category=torch.jit.TracerWarning)
+        warnings.filterwarnings(
+            "error", message=".*Python boolean", category=torch.jit.TracerWarning
+        )
         assert run_cli("export", run, "--format", fmt, "--out", out) == 0
     _, model = load_run(run)
     images = real_images(tmp_path, run)

@@ -10,10 +10,10 @@ from PIL import Image
 from gspdml.errors import ConfigError, DataError
 from gspdml.models import Embedder
 from gspdml.retrieval.build import append_to_index, model_info
-from gspdml.retrieval.sources import folder_source
-from gspdml.retrieval.index import RetrievalIndex
-from gspdml.training import load_run
 from gspdml.retrieval.encoder import load_model_and_transform
+from gspdml.retrieval.index import RetrievalIndex
+from gspdml.retrieval.sources import folder_source
+from gspdml.training import load_run
 from tests.helpers.retrieval import MEAN, STD, run_cli, write_image_folder, write_run
 
 
@@ -24,10 +24,14 @@ def reference_embeddings(model, paths):
     for path in paths:
         image = Image.open(path).convert("RGB")
         w, h = image.size
-        image = image.resize((32, int(32 * h / w)) if w <= h else (int(32 * w / h), 32), Image.BILINEAR)
+        image = image.resize(
+            (32, int(32 * h / w)) if w <= h else (int(32 * w / h), 32), Image.BILINEAR
+        )
         array = np.asarray(image, dtype=np.float32) / 255.0
         top, left = int(round((array.shape[0] - 32) / 2)), int(round((array.shape[1] - 32) / 2))
-        array = (array[top : top + 32, left : left + 32] - np.array(MEAN, np.float32)) / np.array(STD, np.float32)
+        array = (array[top : top + 32, left : left + 32] - np.array(MEAN, np.float32)) / np.array(
+            STD, np.float32
+        )
         images.append(torch.from_numpy(array).permute(2, 0, 1))
     with torch.no_grad():
         return model.eval()(torch.stack(images)).embedding
@@ -45,12 +49,24 @@ def brute_force_ranking(queries, vectors):
 def test_index_cli_build_load_search(tmp_path, capsys):
     images = write_image_folder(tmp_path / "images")
     write_run(tmp_path / "run")
-    assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "idx", "--no-progress") == 0
+    assert (
+        run_cli(
+            "index",
+            tmp_path / "run",
+            tmp_path / "images",
+            "--out",
+            tmp_path / "idx",
+            "--no-progress",
+        )
+        == 0
+    )
     index = RetrievalIndex.load(tmp_path / "idx")
     assert index.paths == sorted(str(p.resolve()) for p in images)
     assert index.labels == [os.path.basename(os.path.dirname(p)) for p in index.paths]
     assert index.dim == 32 and index.metric == "euclidean"
-    assert index.model["run_dir"] == str((tmp_path / "run").resolve()) and index.model["weights"].startswith("sha256:")
+    assert index.model["run_dir"] == str((tmp_path / "run").resolve()) and index.model[
+        "weights"
+    ].startswith("sha256:")
     _, model = load_run(tmp_path / "run")
     expected = reference_embeddings(model, index.paths)
     torch.testing.assert_close(index.vectors, expected, atol=1e-5, rtol=0)
@@ -61,13 +77,17 @@ def test_index_cli_build_load_search(tmp_path, capsys):
     (answer,) = json.loads(capsys.readouterr().out)
     ranking = brute_force_ranking(expected[4:5], expected)[0][:3]
     assert [r["path"] for r in answer["results"]] == [index.paths[j] for j in ranking]
-    assert answer["results"][0]["path"] == query and answer["results"][0]["distance"] == pytest.approx(0, abs=1e-3)
+    assert answer["results"][0]["path"] == query and answer["results"][0][
+        "distance"
+    ] == pytest.approx(0, abs=1e-3)
     distances = [float(torch.linalg.vector_norm(expected[4] - expected[j])) for j in ranking]
     assert [r["distance"] for r in answer["results"]] == pytest.approx(distances, abs=1e-4)
 
     assert run_cli("search", tmp_path / "idx", query, "-k", "2") == 0
     text = capsys.readouterr().out.splitlines()
-    assert text[0] == f"query: {query}" and text[1].split()[0] == "1" and text[1].split()[2] == query
+    assert (
+        text[0] == f"query: {query}" and text[1].split()[0] == "1" and text[1].split()[2] == query
+    )
     with pytest.raises(DataError, match="missing.png: query image not found"):
         run_cli("search", tmp_path / "idx", tmp_path / "missing.png")
 
@@ -75,18 +95,25 @@ def test_index_cli_build_load_search(tmp_path, capsys):
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])
 def test_exact_and_faiss_backends_rank_identically(metric):
     generator = torch.Generator().manual_seed(0)
-    vectors, queries = torch.randn(300, 16, generator=generator), torch.randn(20, 16, generator=generator)
+    vectors, queries = (
+        torch.randn(300, 16, generator=generator),
+        torch.randn(20, 16, generator=generator),
+    )
     index = RetrievalIndex(vectors, [f"g{i}" for i in range(300)], [None] * 300, metric=metric)
     exact = index.search(queries, 10, backend="torch")
     faiss = index.search(queries, 10, backend="faiss")
     assert torch.equal(exact.indices, faiss.indices)
     torch.testing.assert_close(exact.distances, faiss.distances, atol=1e-4, rtol=0)
     if metric == "cosine":
-        reference = 1 - torch.nn.functional.cosine_similarity(queries.double()[:, None], vectors.double()[None], dim=2)
+        reference = 1 - torch.nn.functional.cosine_similarity(
+            queries.double()[:, None], vectors.double()[None], dim=2
+        )
     else:
         reference = torch.cdist(queries.double(), vectors.double())
     assert torch.equal(exact.indices, reference.argsort(dim=1, stable=True)[:, :10])
-    torch.testing.assert_close(exact.distances.double(), reference.sort(dim=1).values[:, :10], atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        exact.distances.double(), reference.sort(dim=1).values[:, :10], atol=1e-4, rtol=0
+    )
 
 
 def test_leave_one_out_excludes_the_query_row():
@@ -107,7 +134,9 @@ def test_leave_one_out_excludes_the_query_row():
 def test_append_embeds_only_new_images(tmp_path):
     write_image_folder(tmp_path / "images", classes=("red", "green"))
     write_run(tmp_path / "run")
-    run_cli("index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "idx", "--no-progress")
+    run_cli(
+        "index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "idx", "--no-progress"
+    )
     before = RetrievalIndex.load(tmp_path / "idx")
     original = before.vectors.clone()
     new_files = write_image_folder(tmp_path / "images", classes=("blue",), per_class=4, seed=3)
@@ -115,23 +144,45 @@ def test_append_embeds_only_new_images(tmp_path):
     _, model, transform = load_model_and_transform(tmp_path / "run", torch.device("cpu"))
     embedded = []
     model.register_forward_pre_hook(lambda module, inputs: embedded.append(inputs[0].shape[0]))
-    added = append_to_index(before, model, folder_source(tmp_path / "images", transform), model_info(tmp_path / "run"), batch_size=3, progress=False)
+    added = append_to_index(
+        before,
+        model,
+        folder_source(tmp_path / "images", transform),
+        model_info(tmp_path / "run"),
+        batch_size=3,
+        progress=False,
+    )
     assert added == 4 and sum(embedded) == 4
 
     # the CLI does the same, and the old rows stay bit-identical
     calls = []
     hook = torch.nn.modules.module.register_module_forward_pre_hook(
-        lambda module, inputs: calls.append(inputs[0].shape[0]) if isinstance(module, Embedder) else None
+        lambda module, inputs: (
+            calls.append(inputs[0].shape[0]) if isinstance(module, Embedder) else None
+        )
     )
     try:
-        assert run_cli("index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "idx", "--append", "--no-progress") == 0
+        assert (
+            run_cli(
+                "index",
+                tmp_path / "run",
+                tmp_path / "images",
+                "--out",
+                tmp_path / "idx",
+                "--append",
+                "--no-progress",
+            )
+            == 0
+        )
     finally:
         hook.remove()
     assert sum(calls) == 4
     after = RetrievalIndex.load(tmp_path / "idx")
     assert torch.equal(after.vectors[:6], original)
     assert after.paths[6:] == [str(p.resolve()) for p in new_files]
-    run_cli("index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "full", "--no-progress")
+    run_cli(
+        "index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "full", "--no-progress"
+    )
     full = RetrievalIndex.load(tmp_path / "full")
     order = [full.paths.index(p) for p in after.paths]
     torch.testing.assert_close(after.vectors, full.vectors[order], atol=1e-5, rtol=0)
@@ -142,11 +193,28 @@ def test_append_refuses_other_model(tmp_path):
     write_image_folder(tmp_path / "images", per_class=1)
     write_run(tmp_path / "run")
     write_run(tmp_path / "other", seed=5)
-    run_cli("index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "idx", "--no-progress")
+    run_cli(
+        "index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "idx", "--no-progress"
+    )
     with pytest.raises(ConfigError, match="not those that built the index"):
-        run_cli("index", tmp_path / "other", tmp_path / "images", "--out", tmp_path / "idx", "--append", "--no-progress")
+        run_cli(
+            "index",
+            tmp_path / "other",
+            tmp_path / "images",
+            "--out",
+            tmp_path / "idx",
+            "--append",
+            "--no-progress",
+        )
     with pytest.raises(ConfigError, match="already holds an index"):
-        run_cli("index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "idx", "--no-progress")
+        run_cli(
+            "index",
+            tmp_path / "run",
+            tmp_path / "images",
+            "--out",
+            tmp_path / "idx",
+            "--no-progress",
+        )
 
 
 class _Trap:
@@ -191,17 +259,29 @@ def test_load_refuses_non_index_and_pickle_files(tmp_path):
     (tmp_path / "idx2" / "index.json").write_text(json.dumps({**meta, "version": 99}))
     with pytest.raises(DataError, match="index version 99"):
         RetrievalIndex.load(tmp_path / "idx2")
-    (tmp_path / "idx2" / "index.json").write_text(json.dumps({**meta, "count": 2, "paths": ["a", "b"]}))
+    (tmp_path / "idx2" / "index.json").write_text(
+        json.dumps({**meta, "count": 2, "paths": ["a", "b"]})
+    )
     with pytest.raises(DataError, match="inconsistent index"):
         RetrievalIndex.load(tmp_path / "idx2")
 
 
 def test_save_load_round_trip(tmp_path):
     vectors = torch.randn(5, 3)
-    index = RetrievalIndex(vectors, [f"p{i}" for i in range(5)], ["x", None, "y", "x", None], metric="cosine", model={"weights": "sha256:0"})
+    index = RetrievalIndex(
+        vectors,
+        [f"p{i}" for i in range(5)],
+        ["x", None, "y", "x", None],
+        metric="cosine",
+        model={"weights": "sha256:0"},
+    )
     index.save(tmp_path / "idx")
     loaded = RetrievalIndex.load(tmp_path / "idx" / "index.json")
-    assert torch.equal(loaded.vectors, vectors) and loaded.labels == index.labels and loaded.metric == "cosine"
+    assert (
+        torch.equal(loaded.vectors, vectors)
+        and loaded.labels == index.labels
+        and loaded.metric == "cosine"
+    )
     assert loaded.model == {"weights": "sha256:0"} and loaded.paths == index.paths
 
 
@@ -211,7 +291,21 @@ def test_broken_image_and_empty_folder_are_named(tmp_path):
     broken = tmp_path / "images" / "red" / "broken.png"
     broken.write_bytes(b"\x89PNG\r\n\x1a\n not really")
     with pytest.raises(DataError, match="broken.png"):
-        run_cli("index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "idx", "--no-progress")
+        run_cli(
+            "index",
+            tmp_path / "run",
+            tmp_path / "images",
+            "--out",
+            tmp_path / "idx",
+            "--no-progress",
+        )
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="no image files"):
-        run_cli("index", tmp_path / "run", tmp_path / "empty", "--out", tmp_path / "idx", "--no-progress")
+        run_cli(
+            "index",
+            tmp_path / "run",
+            tmp_path / "empty",
+            "--out",
+            tmp_path / "idx",
+            "--no-progress",
+        )

@@ -5,15 +5,19 @@ import yaml
 from PIL import Image
 from torch.utils.data import Dataset
 
+from gspdml.config import load_config
 from gspdml.data import DATASETS, DataSplits, EvalSplit, load_image
+from gspdml.data.eval_transform import EvalTransform, parse_eval_transform, run_eval_transform
 from gspdml.data.recipes import NORMALIZATIONS, image_transform
 from gspdml.errors import ConfigError
-from gspdml.retrieval.index import RetrievalIndex
-from gspdml.training import load_run
-from gspdml.config import load_config
-from gspdml.data.eval_transform import EvalTransform, parse_eval_transform, run_eval_transform
-from gspdml.retrieval.preprocessing import DatasetTransform, eval_transform_from_config, load_model_input
 from gspdml.retrieval import Encoder
+from gspdml.retrieval.index import RetrievalIndex
+from gspdml.retrieval.preprocessing import (
+    DatasetTransform,
+    eval_transform_from_config,
+    load_model_input,
+)
+from gspdml.training import load_run
 from tests.helpers.retrieval import EVAL_TRANSFORM, register_for_test, run_cli, write_run
 
 
@@ -26,16 +30,30 @@ def rgb_file(tmp_path, height=30, width=50, seed=0):
 
 def test_crop_and_normalisation_match_numpy(tmp_path):
     path, pixels = rgb_file(tmp_path)
-    config = {"data": {"eval_transform": {"center_crop": [20, 25], "mean": [0.1, 0.2, 0.3], "std": [0.5, 0.25, 2.0]}}}
+    config = {
+        "data": {
+            "eval_transform": {
+                "center_crop": [20, 25],
+                "mean": [0.1, 0.2, 0.3],
+                "std": [0.5, 0.25, 2.0],
+            }
+        }
+    }
     out = load_model_input(path, eval_transform_from_config(config, 3))
     top, left = int(round((30 - 20) / 2)), int(round((50 - 25) / 2))
-    expected = (pixels[top : top + 20, left : left + 25] / 255.0 - [0.1, 0.2, 0.3]) / [0.5, 0.25, 2.0]
+    expected = (pixels[top : top + 20, left : left + 25] / 255.0 - [0.1, 0.2, 0.3]) / [
+        0.5,
+        0.25,
+        2.0,
+    ]
     np.testing.assert_allclose(out.permute(1, 2, 0).numpy(), expected, atol=1e-6)
 
     spec = {"mean": [104.0, 117.0, 128.0], "std": [1, 1, 1], "bgr": True, "value_range": 255}
     caffe = {"data": {"eval_transform": spec}}
     out = load_model_input(path, eval_transform_from_config(caffe, 3))
-    np.testing.assert_allclose(out.permute(1, 2, 0).numpy(), pixels[:, :, ::-1] - [104.0, 117.0, 128.0], atol=1e-4)
+    np.testing.assert_allclose(
+        out.permute(1, 2, 0).numpy(), pixels[:, :, ::-1] - [104.0, 117.0, 128.0], atol=1e-4
+    )
     transform = eval_transform_from_config(caffe, 3)
     np.testing.assert_allclose(transform.to_display(out), pixels / 255.0, atol=1e-6)
 
@@ -44,9 +62,14 @@ def test_resize_keeps_aspect_and_exact_sizes(tmp_path):
     path, _ = rgb_file(tmp_path)
     shorter = eval_transform_from_config({"data": {"eval_transform": {"resize": 12}}}, 3)
     assert tuple(load_model_input(path, shorter).shape) == (3, 12, 20)
-    exact = eval_transform_from_config({"data": {"eval_transform": {"resize": [7, 9], "channels": 1}}}, 1)
+    exact = eval_transform_from_config(
+        {"data": {"eval_transform": {"resize": [7, 9], "channels": 1}}}, 1
+    )
     out = load_model_input(path, exact)
-    grey = np.asarray(Image.open(path).convert("L").resize((9, 7), Image.BILINEAR), dtype=np.float32) / 255
+    grey = (
+        np.asarray(Image.open(path).convert("L").resize((9, 7), Image.BILINEAR), dtype=np.float32)
+        / 255
+    )
     np.testing.assert_allclose(out[0].numpy(), grey, atol=1e-6)
     assert exact.output_size == (7, 9) and shorter.output_size is None
 
@@ -64,13 +87,20 @@ def test_search_and_evaluation_pad_an_image_smaller_than_the_crop(tmp_path):
     refused) by the run's transform exactly as by the dataset recipes' evaluation transform."""
     path, pixels = rgb_file(tmp_path, height=6, width=10)
     imagenet = NORMALIZATIONS["imagenet"]
-    spec = {"resize": 5, "center_crop": 9, "mean": list(imagenet["mean"]), "std": list(imagenet["std"])}
+    spec = {
+        "resize": 5,
+        "center_crop": 9,
+        "mean": list(imagenet["mean"]),
+        "std": list(imagenet["std"]),
+    }
     out = load_model_input(path, eval_transform_from_config({"data": {"eval_transform": spec}}, 3))
     recipe = image_transform("center", train=False, normalization="imagenet", resize=5, crop=9)
     torch.testing.assert_close(out, recipe(load_image(path), None), atol=0, rtol=0)
     assert tuple(out.shape) == (3, 9, 9)
     black = (0 - torch.tensor(imagenet["mean"])) / torch.tensor(imagenet["std"])
-    torch.testing.assert_close(out[:, :2, 0], black[:, None].expand(3, 2))  # 5 rows padded to 9: 2 above
+    torch.testing.assert_close(
+        out[:, :2, 0], black[:, None].expand(3, 2)
+    )  # 5 rows padded to 9: 2 above
 
 
 @pytest.mark.parametrize(
@@ -118,8 +148,14 @@ def test_load_config_checks_the_eval_transform(spec, field):
 def test_eval_transform_is_a_config_key_and_a_recorded_one_reads_back():
     """Fails on the old code: load_config refused data.eval_transform ('unknown key'), the key
     that the messages of retrieval told users to set."""
-    spec = {"resize": 256, "center_crop": 227, "mean": [104.0, 117.0, 128.0], "std": [1.0] * 3,
-            "bgr": True, "value_range": 255}
+    spec = {
+        "resize": 256,
+        "center_crop": 227,
+        "mean": [104.0, 117.0, 128.0],
+        "std": [1.0] * 3,
+        "bgr": True,
+        "value_range": 255,
+    }
     assert load_config({"data": {"eval_transform": spec}})["data"]["eval_transform"] == spec
     assert load_config({})["data"]["eval_transform"] is None
     recipes = (image_transform("mlrc"), image_transform("proxynca", normalization="bn_inception"))
@@ -146,7 +182,9 @@ class GreyArrays(Dataset):
         return len(self.images)
 
     def __getitem__(self, i):
-        return ((torch.from_numpy(self.images[i]).float() / 255 - self.mean) / self.std)[None], int(self.labels[i])
+        return ((torch.from_numpy(self.images[i]).float() / 255 - self.mean) / self.std)[None], int(
+            self.labels[i]
+        )
 
 
 class ImageFiles(Dataset):
@@ -171,7 +209,10 @@ class ImageFiles(Dataset):
 
 
 def retrieval_test_arrays(seed=0):
-    return DataSplits(train=GreyArrays(glyphs(seed), 0.4, 0.3), test=EvalSplit(GreyArrays(glyphs(seed + 1), 0.4, 0.3)))
+    return DataSplits(
+        train=GreyArrays(glyphs(seed), 0.4, 0.3),
+        test=EvalSplit(GreyArrays(glyphs(seed + 1), 0.4, 0.3)),
+    )
 
 
 def retrieval_test_files(root, seed=0):
@@ -201,7 +242,9 @@ def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path, datase
     dataset = retrieval_test_arrays(seed=0).test.query
     for i in range(3):
         Image.fromarray(dataset.images[i]).save(tmp_path / f"{i}.png")
-        torch.testing.assert_close(load_model_input(tmp_path / f"{i}.png", transform), dataset[i][0], atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            load_model_input(tmp_path / f"{i}.png", transform), dataset[i][0], atol=1e-6, rtol=0
+        )
     recorded = run_eval_transform(None, retrieval_test_arrays(seed=0))  # what the trainer records
     assert parse_eval_transform(recorded, channels=1) == transform
     Image.fromarray(dataset.images[0]).resize((24, 24), Image.NEAREST).save(tmp_path / "big.png")
@@ -210,17 +253,29 @@ def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path, datase
 
 def test_transform_from_an_image_file_dataset_is_its_own(tmp_path, datasets):
     path, pixels = rgb_file(tmp_path, 12, 12)
-    transform = eval_transform_from_config({"seed": 0, "data": {"dataset": {"name": "retrieval_test_files", "root": str(path)}}}, 3)
+    transform = eval_transform_from_config(
+        {"seed": 0, "data": {"dataset": {"name": "retrieval_test_files", "root": str(path)}}}, 3
+    )
     assert isinstance(transform, DatasetTransform) and transform.output_size == (8, 8)
-    np.testing.assert_allclose(load_model_input(path, transform).numpy(), ImageFiles([path])[0][0].numpy())
+    np.testing.assert_allclose(
+        load_model_input(path, transform).numpy(), ImageFiles([path])[0][0].numpy()
+    )
 
 
 def test_index_a_dataset_split(tmp_path, datasets):
     write_old_arrays_run(tmp_path / "run")
-    assert run_cli("index", tmp_path / "run", "--split", "test", "--out", tmp_path / "idx", "--no-progress") == 0
+    assert (
+        run_cli(
+            "index", tmp_path / "run", "--split", "test", "--out", tmp_path / "idx", "--no-progress"
+        )
+        == 0
+    )
     index = RetrievalIndex.load(tmp_path / "idx")
     dataset = retrieval_test_arrays(seed=0).test.query
-    assert index.paths == [f"test/{i}" for i in range(6)] and index.labels == ["ring", "bar", "dot"] * 2
+    assert (
+        index.paths == [f"test/{i}" for i in range(6)]
+        and index.labels == ["ring", "bar", "dot"] * 2
+    )
     _, model = load_run(tmp_path / "run")
     with torch.no_grad():
         expected = model(torch.stack([dataset[i][0] for i in range(6)])).embedding
@@ -241,8 +296,11 @@ def test_an_old_run_without_its_images_says_how_to_record_the_transform(tmp_path
     """A run written before the trainer recorded its evaluation transform rebuilds its dataset to
     find it; once the images have moved, the error says which key to add, and adding it works."""
     write_run(tmp_path / "run", eval_transform=None)  # its image folder does not exist
-    with pytest.raises(ConfigError, match=r"data.eval_transform: .*is not a directory.*add "
-                                          r"data.eval_transform to the run's config.yaml"):
+    with pytest.raises(
+        ConfigError,
+        match=r"data.eval_transform: .*is not a directory.*add "
+        r"data.eval_transform to the run's config.yaml",
+    ):
         Encoder.from_run(tmp_path / "run", device="cpu")
     config = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     config["data"]["eval_transform"] = EVAL_TRANSFORM

@@ -15,18 +15,33 @@ from gspdml.retrieval.report import SCRIPT, choose_queries, read_metrics
 from tests.helpers.retrieval import run_cli, write_image_folder, write_run
 
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--enable-logging=stderr",
+    "--v=0",
 ]
 
 
 def chromium(page, profile, *args):
-    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    binary = (
+        shutil.which("chromium")
+        or shutil.which("chromium-browser")
+        or shutil.which("google-chrome")
+    )
     if binary is None:
-        pytest.fail("headless Chromium not found: install it with `apt-get install -y chromium` (Debian)")
+        pytest.fail(
+            "headless Chromium not found: install it with `apt-get install -y chromium` (Debian)"
+        )
     done = subprocess.run(
         [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
-        capture_output=True, text=True, timeout=90,
+        capture_output=True,
+        text=True,
+        timeout=90,
     )
     console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
     return done, console
@@ -62,7 +77,22 @@ def test_report_in_headless_chromium(tmp_path):
     write_image_folder(tmp_path / "images", classes=("red", "green", "blue", "<b>x&y"), per_class=3)
     write_run(tmp_path / "run", pooling="simpool")  # attention weights [B, 8, 8] -> heatmaps
     page = tmp_path / "report.html"
-    assert run_cli("report", tmp_path / "run", "--images", tmp_path / "images", "--out", page, "--queries", "6", "-k", "4", "--no-progress") == 0
+    assert (
+        run_cli(
+            "report",
+            tmp_path / "run",
+            "--images",
+            tmp_path / "images",
+            "--out",
+            page,
+            "--queries",
+            "6",
+            "-k",
+            "4",
+            "--no-progress",
+        )
+        == 0
+    )
 
     done, console = chromium(page, tmp_path / "profile", "--dump-dom")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -85,7 +115,9 @@ def test_report_in_headless_chromium(tmp_path):
     assert any("svg" == tag for tag in dom.tags)
 
     shot = tmp_path / "report.png"
-    done, console = chromium(page, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,1600")
+    done, console = chromium(
+        page, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,1600"
+    )
     assert done.returncode == 0 and console == [], console
     pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=np.float64)
     assert pixels.shape == (1600, 1200, 3)
@@ -96,7 +128,9 @@ def test_console_check_catches_broken_pages(tmp_path):
     """The console check of the report test must be able to fail: a page with an undecodable
     image (reported by the report's own script) and a script error."""
     page = tmp_path / "broken.html"
-    page.write_text(f'<!doctype html><img src="data:image/png;base64,AAAA" alt="bad"><script>{SCRIPT}</script><script>nope()</script>')
+    page.write_text(
+        f'<!doctype html><img src="data:image/png;base64,AAAA" alt="bad"><script>{SCRIPT}</script><script>nope()</script>'
+    )
     _, console = chromium(page, tmp_path / "profile", "--dump-dom")
     assert any("image failed to decode: bad" in line for line in console), console
     assert any("nope is not defined" in line for line in console), console
@@ -106,7 +140,17 @@ def test_report_without_spatial_weights_says_so(tmp_path):
     write_image_folder(tmp_path / "images", per_class=2)
     write_run(tmp_path / "run", pooling="gap")
     (tmp_path / "run" / "metrics.jsonl").unlink()
-    run_cli("report", tmp_path / "run", "--images", tmp_path / "images", "--queries", "3", "-k", "2", "--no-progress")
+    run_cli(
+        "report",
+        tmp_path / "run",
+        "--images",
+        tmp_path / "images",
+        "--queries",
+        "3",
+        "-k",
+        "2",
+        "--no-progress",
+    )
     dom = Tiles()
     dom.feed((tmp_path / "run" / "report.html").read_text())
     heat = [f for f in dom.figures if "heatmap" in f["classes"]]
@@ -125,8 +169,12 @@ def bilinear_reference(grid, size):
             y0, x0 = int(np.floor(y)), int(np.floor(x))
             y1, x1 = min(y0 + 1, h - 1), min(x0 + 1, w - 1)
             dy, dx = y - y0, x - x0
-            out[i, j] = (grid[y0, x0] * (1 - dy) * (1 - dx) + grid[y0, x1] * (1 - dy) * dx
-                         + grid[y1, x0] * dy * (1 - dx) + grid[y1, x1] * dy * dx)
+            out[i, j] = (
+                grid[y0, x0] * (1 - dy) * (1 - dx)
+                + grid[y0, x1] * (1 - dy) * dx
+                + grid[y1, x0] * dy * (1 - dx)
+                + grid[y1, x1] * dy * dx
+            )
     return out
 
 
@@ -154,7 +202,10 @@ def test_bad_metrics_line_names_file_and_line(tmp_path):
 def test_png_data_uri_round_trips_and_shrinks_large_images():
     image = np.random.default_rng(0).random((20, 30, 3))
     uri = png_data_uri(image)
-    decoded = np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))), dtype=np.float64) / 255
+    decoded = (
+        np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))), dtype=np.float64)
+        / 255
+    )
     np.testing.assert_allclose(decoded, image, atol=0.5 / 255 + 1e-9)
     large = png_data_uri(np.zeros((400, 200, 1)), max_side=160)
     assert Image.open(io.BytesIO(base64.b64decode(large.split(",", 1)[1]))).size == (80, 160)
@@ -165,11 +216,23 @@ def test_report_on_unlabelled_images_marks_nothing(tmp_path):
     for path in write_image_folder(tmp_path / "nested", per_class=1):
         path.rename(tmp_path / "flat" / f"{path.parent.name}.png")
     write_run(tmp_path / "run")
-    run_cli("report", tmp_path / "run", "--images", tmp_path / "flat", "--queries", "2", "-k", "2", "--no-progress")
+    run_cli(
+        "report",
+        tmp_path / "run",
+        "--images",
+        tmp_path / "flat",
+        "--queries",
+        "2",
+        "-k",
+        "2",
+        "--no-progress",
+    )
     dom = Tiles()
     dom.feed((tmp_path / "run" / "report.html").read_text())
     results = [f for f in dom.figures if "result" in f["classes"]]
-    assert len(results) == 4 and all("unknown" in f["classes"] and "(no label)" in f["text"] for f in results)
+    assert len(results) == 4 and all(
+        "unknown" in f["classes"] and "(no label)" in f["text"] for f in results
+    )
 
 
 def test_split_layouts_are_labelled_by_class_and_hidden_entries_skipped(tmp_path):
@@ -181,13 +244,22 @@ def test_split_layouts_are_labelled_by_class_and_hidden_entries_skipped(tmp_path
     paths, labels, skipped = list_image_folder(tmp_path / "split")
     assert labels == ["blue", "blue", "green", "green", "red", "red"]
     assert skipped == [str((tmp_path / "split" / ".ipynb_checkpoints").resolve())]
-    write_image_folder(tmp_path / "plain", classes=("train", "red"), per_class=1)  # a class named "train"
+    write_image_folder(
+        tmp_path / "plain", classes=("train", "red"), per_class=1
+    )  # a class named "train"
     assert list_image_folder(tmp_path / "plain")[1] == ["red", "train"]
 
 
 def test_report_heatmaps_come_with_a_colour_bar(tmp_path):
-    write_run(tmp_path / "run", pooling={"name": "gsp", "init": "random", "num_prototypes": 4, "iters": 5})
+    write_run(
+        tmp_path / "run", pooling={"name": "gsp", "init": "random", "num_prototypes": 4, "iters": 5}
+    )
     write_image_folder(tmp_path / "images", per_class=2)
-    assert run_cli("report", tmp_path / "run", "--images", tmp_path / "images", "--no-progress") == 0
+    assert (
+        run_cli("report", tmp_path / "run", "--images", tmp_path / "images", "--no-progress") == 0
+    )
     page = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
-    assert page.count('class="colourbar"') == 1 and "colour bar: weight / largest weight, 0 to 1" in page
+    assert (
+        page.count('class="colourbar"') == 1
+        and "colour bar: weight / largest weight, 0 to 1" in page
+    )

@@ -17,9 +17,9 @@ from gspdml.evaluation import RetrievalResults, metrics_from_results, retrieval_
 from gspdml.evaluation.results import encode_labels, relevant_counts
 from gspdml.retrieval.build import build_index
 from gspdml.retrieval.encoder import load_model_and_transform
-from gspdml.retrieval.sources import folder_source
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.report import retrieval_grid
+from gspdml.retrieval.sources import folder_source
 from tests.helpers.retrieval import run_cli, write_image_folder, write_run
 
 
@@ -37,7 +37,11 @@ def slow_map_at_r(ranking, query_labels, reference_labels, excluded=None):
     """Mean over non-lone queries of (1/R) sum_{j<=R} rel(j) P(j) (Musgrave et al. 2020, §3.2)."""
     scores = []
     for i, order in enumerate(ranking):
-        r = sum(1 for j, y in enumerate(reference_labels) if y == query_labels[i] and (excluded is None or j != excluded[i]))
+        r = sum(
+            1
+            for j, y in enumerate(reference_labels)
+            if y == query_labels[i] and (excluded is None or j != excluded[i])
+        )
         if r == 0:
             continue
         hits, total = 0, 0.0
@@ -68,7 +72,9 @@ def test_knn_results_feed_the_metrics():
     expected = [[names[j] == names[i] for j in row[:5]] for i, row in enumerate(ranking)]
     assert results.relevance().tolist() == expected
     metrics = metrics_from_results(results, recall_at=(1,), per_class=True)
-    assert metrics["map_at_r"] == pytest.approx(slow_map_at_r(ranking, names.tolist(), names.tolist(), list(range(len(x)))))
+    assert metrics["map_at_r"] == pytest.approx(
+        slow_map_at_r(ranking, names.tolist(), names.tolist(), list(range(len(x))))
+    )
     assert set(metrics["per_class"]) == set(names.tolist())  # original string labels, not codes
     assert metrics["map_at_r"] == retrieval_metrics(x, labels, recall_at=(1,))["map_at_r"]
 
@@ -80,7 +86,11 @@ def test_index_search_results_give_the_same_metrics_as_the_knn_engine(metric):
     index = RetrievalIndex(x, [f"img/{i}.png" for i in range(len(x))], names, metric=metric)
     everyone = list(range(len(x)))
     results = index.search(x, 8, query_paths=index.paths, query_labels=names, exclude=everyone)
-    assert results.metric == metric and results.leave_one_out and results.num_relevant.tolist() == [6] * len(x)
+    assert (
+        results.metric == metric
+        and results.leave_one_out
+        and results.num_relevant.tolist() == [6] * len(x)
+    )
     vectors = torch.nn.functional.normalize(x.double(), dim=1) if metric == "cosine" else x
     ranking = slow_ranking(vectors, vectors, excluded=everyone)
     assert results.indices.tolist() == [row[:8] for row in ranking]
@@ -93,10 +103,18 @@ def test_index_search_results_give_the_same_metrics_as_the_knn_engine(metric):
 
 def test_unknown_labels_are_never_correct_and_refused_by_the_metrics():
     results = RetrievalResults.from_labels(
-        torch.tensor([[1, 2], [0, 2], [0, 1]]), torch.tensor([[1.0, 4.0], [1.0, 3.0], [4.0, 3.0]]),
-        ["a", "a", None], ["a", "a", None], excluded=[0, 1, 2], metric="euclidean",
+        torch.tensor([[1, 2], [0, 2], [0, 1]]),
+        torch.tensor([[1.0, 4.0], [1.0, 3.0], [4.0, 3.0]]),
+        ["a", "a", None],
+        ["a", "a", None],
+        excluded=[0, 1, 2],
+        metric="euclidean",
     )
-    assert [[r["correct"] for r in row["results"]] for row in results.rows()] == [[True, None], [True, None], [None, None]]
+    assert [[r["correct"] for r in row["results"]] for row in results.rows()] == [
+        [True, None],
+        [True, None],
+        [None, None],
+    ]
     assert results.relevance().tolist() == [[True, False], [True, False], [False, False]]
     assert results.num_relevant.tolist() == [1, 1, 0] and not results.fully_labelled
     assert results.rows()[2]["label"] is None and results.rows()[0]["results"][0]["label"] == "a"
@@ -106,7 +124,9 @@ def test_unknown_labels_are_never_correct_and_refused_by_the_metrics():
 
 def test_labels_are_coded_once_for_both_sides():
     values, q, r = encode_labels(["b", None, "a"], np.array(["a", "c", "b"]))
-    assert values.tolist() == ["a", "b", "c"] and q.tolist() == [1, -1, 0] and r.tolist() == [0, 2, 1]
+    assert (
+        values.tolist() == ["a", "b", "c"] and q.tolist() == [1, -1, 0] and r.tolist() == [0, 2, 1]
+    )
     ids = torch.tensor([2**40 + 1, 2**40, 2**40 + 1])
     values, q, r = encode_labels(ids)
     assert values.tolist() == [2**40, 2**40 + 1] and q.tolist() == [1, 0, 1] and r is q
@@ -125,7 +145,9 @@ def test_relevant_counts_match_a_loop():
     counts = relevant_counts(q, r, 4, excluded)
     for i in range(40):
         yi = int(q[i])
-        expected = 0 if yi < 0 else sum(1 for j in range(30) if int(r[j]) == yi and j != int(excluded[i]))
+        expected = (
+            0 if yi < 0 else sum(1 for j in range(30) if int(r[j]) == yi and j != int(excluded[i]))
+        )
         assert int(counts[i]) == expected
 
 
@@ -143,9 +165,18 @@ def test_bad_results_are_named():
 
 def assert_same(a: RetrievalResults, b: RetrievalResults):
     for name in ("indices", "distances", "query_labels", "reference_labels", "num_relevant"):
-        assert torch.equal(getattr(a, name), getattr(b, name)) and getattr(a, name).dtype == getattr(b, name).dtype, name
-    assert (a.excluded is None) == (b.excluded is None) and (a.excluded is None or torch.equal(a.excluded, b.excluded))
-    assert a.label_values.tolist() == b.label_values.tolist() and a.metric == b.metric and a.r_max == b.r_max
+        assert (
+            torch.equal(getattr(a, name), getattr(b, name))
+            and getattr(a, name).dtype == getattr(b, name).dtype
+        ), name
+    assert (a.excluded is None) == (b.excluded is None) and (
+        a.excluded is None or torch.equal(a.excluded, b.excluded)
+    )
+    assert (
+        a.label_values.tolist() == b.label_values.tolist()
+        and a.metric == b.metric
+        and a.r_max == b.r_max
+    )
     assert a.query_paths == b.query_paths and a.reference_paths == b.reference_paths
     assert a.rows() == b.rows()
 
@@ -157,7 +188,11 @@ def test_save_load_round_trip(tmp_path):
     for name, results in {
         "loo": retrieve(x, ids),
         "query_gallery": retrieve(x, ids, gallery, gallery_labels + 2**40, min_k=9),
-        "index": RetrievalIndex(gallery, [f"g/{i}.png" for i in range(len(gallery))], [None] + ["x"] * (len(gallery) - 1)).search(
+        "index": RetrievalIndex(
+            gallery,
+            [f"g/{i}.png" for i in range(len(gallery))],
+            [None] + ["x"] * (len(gallery) - 1),
+        ).search(
             x[:4], 3, query_paths=["q0", "q1", "q2", "q3"], query_labels=["x", None, "y", "x"]
         ),
     }.items():
@@ -165,7 +200,9 @@ def test_save_load_round_trip(tmp_path):
         loaded = RetrievalResults.load(tmp_path / f"{name}.safetensors")
         assert_same(results, loaded)
         if results.fully_labelled:
-            assert metrics_from_results(loaded, recall_at=(1,)) == metrics_from_results(results, recall_at=(1,))
+            assert metrics_from_results(loaded, recall_at=(1,)) == metrics_from_results(
+                results, recall_at=(1,)
+            )
     assert json.loads(json.dumps(loaded.rows()))[1]["label"] is None
 
 
@@ -182,12 +219,26 @@ def test_load_refuses_other_files(tmp_path):
     good = retrieve(torch.randn(6, 2), [0, 0, 1, 1, 2, 2])
     good.save(tmp_path / "r.safetensors")
     tensors = {n: getattr(good, n) for n in ("indices", "distances", "query_labels")}
-    save_file(tensors, str(tmp_path / "partial.safetensors"), metadata={"format": "gspdml-retrieval-results", "version": "1"})
+    save_file(
+        tensors,
+        str(tmp_path / "partial.safetensors"),
+        metadata={"format": "gspdml-retrieval-results", "version": "1"},
+    )
     with pytest.raises(DataError, match="without tensor"):
         RetrievalResults.load(tmp_path / "partial.safetensors")
     tensors["reference_labels"] = torch.tensor([0, 0, 9, 1, 1, 2])
-    save_file(tensors, str(tmp_path / "bad.safetensors"), metadata={"format": "gspdml-retrieval-results", "version": "1",
-              "metric": "squared_euclidean", "label_values": "[0, 1, 2]", "query_paths": "null", "reference_paths": "null"})
+    save_file(
+        tensors,
+        str(tmp_path / "bad.safetensors"),
+        metadata={
+            "format": "gspdml-retrieval-results",
+            "version": "1",
+            "metric": "squared_euclidean",
+            "label_values": "[0, 1, 2]",
+            "query_paths": "null",
+            "reference_paths": "null",
+        },
+    )
     with pytest.raises(DataError, match="inconsistent.*reference_labels"):
         RetrievalResults.load(tmp_path / "bad.safetensors")
 
@@ -223,7 +274,13 @@ def test_index_search_to_report_grid_on_generated_images(tmp_path):
     source = folder_source(tmp_path / "images", transform)
     index = build_index(model, source, {"weights": "none"}, progress=False)
     chosen = [0, 4, 8]
-    results = index.search(index.vectors[chosen], 3, [index.paths[i] for i in chosen], [index.labels[i] for i in chosen], exclude=chosen)
+    results = index.search(
+        index.vectors[chosen],
+        3,
+        [index.paths[i] for i in chosen],
+        [index.labels[i] for i in chosen],
+        exclude=chosen,
+    )
     results.save(tmp_path / "results.safetensors")
     loaded = RetrievalResults.load(tmp_path / "results.safetensors")
     pictures = {i: np.full((4, 4, 3), i / 10) for i in range(len(index))}
@@ -238,7 +295,11 @@ def test_index_search_to_report_grid_on_generated_images(tmp_path):
     for q, own in enumerate(chosen):
         for rank, (tile, j) in enumerate(zip(found[3 * q : 3 * q + 3], ranking[q][:3]), start=1):
             folder = Path(index.paths[j]).parent.name  # the label is the image's folder
-            assert tile["alt"] == index.paths[j] and f"#{rank} " in tile["text"] and folder in tile["text"]
+            assert (
+                tile["alt"] == index.paths[j]
+                and f"#{rank} " in tile["text"]
+                and folder in tile["text"]
+            )
             assert ("correct" in tile["classes"]) == (folder == Path(index.paths[own]).parent.name)
             distance = math.dist(index.vectors[own].tolist(), index.vectors[j].tolist())
             assert f"d={distance:.3f}" in tile["text"]
@@ -247,15 +308,22 @@ def test_index_search_to_report_grid_on_generated_images(tmp_path):
 def test_search_cli_prints_the_shared_rows(tmp_path, capsys):
     write_image_folder(tmp_path / "images", classes=("red", "green"), per_class=2)
     write_run(tmp_path / "run")
-    run_cli("index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "idx", "--no-progress")
+    run_cli(
+        "index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "idx", "--no-progress"
+    )
     index = RetrievalIndex.load(tmp_path / "idx")
     capsys.readouterr()
     saved = tmp_path / "out" / "results.safetensors"
-    assert run_cli("search", tmp_path / "idx", index.paths[0], "-k", "4", "--json", "--save", saved) == 0
+    assert (
+        run_cli("search", tmp_path / "idx", index.paths[0], "-k", "4", "--json", "--save", saved)
+        == 0
+    )
     (row,) = json.loads(capsys.readouterr().out)
     assert RetrievalResults.load(saved).rows() == [row]
     assert row["query"] == index.paths[0] and row["label"] is None and row["metric"] == "euclidean"
     assert [r["index"] for r in row["results"]] == slow_ranking(index.vectors[:1], index.vectors)[0]
     assert [r["path"] for r in row["results"]] == [index.paths[r["index"]] for r in row["results"]]
-    assert [r["label"] for r in row["results"]] == [index.labels[r["index"]] for r in row["results"]]
+    assert [r["label"] for r in row["results"]] == [
+        index.labels[r["index"]] for r in row["results"]
+    ]
     assert all(r["correct"] is None for r in row["results"])  # a query image has no label

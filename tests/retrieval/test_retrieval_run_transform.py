@@ -21,8 +21,13 @@ from gspdml.training import train
 from gspdml.training.config_changes import config_differences
 from gspdml.workflows.runner import PlannedRun, existing_status
 from tests.helpers.images import folder_config, image_folder
-from tests.helpers.retrieval import (EVAL_TRANSFORM, FOLDER_OPTIONS, run_cli, train_run,
-                                     write_image_folder)
+from tests.helpers.retrieval import (
+    EVAL_TRANSFORM,
+    FOLDER_OPTIONS,
+    run_cli,
+    train_run,
+    write_image_folder,
+)
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +108,22 @@ def test_a_run_works_without_its_training_images(trained, tmp_path, monkeypatch)
         order = [photos.index(path) for path in index.paths]
         torch.testing.assert_close(index.vectors, vectors[order], rtol=0, atol=1e-6)
         assert run_cli("search", index_dir, photos[0], "-k", "2", "--json") == 0
-        assert run_cli("report", run, "--images", tmp_path / "photos", "--out",
-                       tmp_path / "report.html", "--queries", "2", "-k", "2", "--no-progress") == 0
+        assert (
+            run_cli(
+                "report",
+                run,
+                "--images",
+                tmp_path / "photos",
+                "--out",
+                tmp_path / "report.html",
+                "--queries",
+                "2",
+                "-k",
+                "2",
+                "--no-progress",
+            )
+            == 0
+        )
         exported = tmp_path / "embedder.pt"
         assert run_cli("export", run, "--format", "torchscript", "--out", exported) == 0
         assert main(["bundle", str(run), "--out", str(tmp_path / "bundle"), "--overwrite"]) == 0

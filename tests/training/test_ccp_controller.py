@@ -32,7 +32,9 @@ class FakeTrainer:
     def __init__(self, model, loss, dataset):
         self.model, self.loss, self.train_dataset = model, loss, dataset
         self.controller = CCPController(loss)
-        self.optimizer = torch.optim.Adam(list(model.parameters()) + list(loss.parameters()), lr=1e-2)
+        self.optimizer = torch.optim.Adam(
+            list(model.parameters()) + list(loss.parameters()), lr=1e-2
+        )
 
     def embed(self, dataset):
         was_training = self.model.training
@@ -56,7 +58,14 @@ def _setup(**kwargs):
     labels = torch.arange(CLASSES).repeat_interleave(8)
     x = torch.randn(len(labels), 6)
     model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, DIM))
-    spec = {"ccp": {"base": {"c2": {"neg_margin": 1.2}}, "proxies_per_class": K, "pool_size": POOL, **kwargs}}
+    spec = {
+        "ccp": {
+            "base": {"c2": {"neg_margin": 1.2}},
+            "proxies_per_class": K,
+            "pool_size": POOL,
+            **kwargs,
+        }
+    }
     loss = build_loss(spec, embedding_dim=DIM, num_classes=CLASSES)
     trainer = FakeTrainer(model, loss, FakeDataset(x, labels))
     return trainer, trainer.controller, x, labels
@@ -88,7 +97,9 @@ def test_projection_ends_after_patience_with_best_snapshot_kcenter_and_fresh_ada
     trainer.step(x, labels)
     torch.manual_seed(11)
     pool_idx = sample_pool(trainer.train_dataset.labels, CLASSES, POOL)
-    pool_emb = trainer.embed(trainer.train_dataset)[0][pool_idx.reshape(-1)].reshape(CLASSES, POOL, DIM)
+    pool_emb = trainer.embed(trainer.train_dataset)[0][pool_idx.reshape(-1)].reshape(
+        CLASSES, POOL, DIM
+    )
     torch.manual_seed(11)
     ctl.on_evaluation(trainer, {"map_at_r": 0.05})  # third round without improvement
 
@@ -120,7 +131,12 @@ def test_callback_state_round_trip_and_resume_keeps_proxies():
     fresh.load_callback_state(state)
     fresh.on_train_start(trainer)  # a resumed run must not re-initialise the proxies
     assert torch.equal(fresh.ccp.proxies, ctl.ccp.proxies)
-    assert (fresh.best, fresh.bad, fresh.problems_finished, fresh.lambda_active) == (0.3, 0, 1, True)
+    assert (fresh.best, fresh.bad, fresh.problems_finished, fresh.lambda_active) == (
+        0.3,
+        0,
+        1,
+        True,
+    )
     for n, p in ctl.anchor.items():
         assert torch.equal(fresh.anchor[n], p)
     torch.testing.assert_close(fresh.best_proxies, ctl.best_proxies)

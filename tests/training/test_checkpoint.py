@@ -10,7 +10,10 @@ def test_round_trip_of_nested_state_with_int_keys_and_optimizer(tmp_path):
     opt = torch.optim.Adam(model.parameters(), lr=0.1, betas=(0.9, 0.99))
     model(torch.randn(4, 3)).sum().backward()
     opt.step()
-    state = {"opt": opt.state_dict(), "nested": {1: [1.5, None, "x", float("inf")], "t": torch.arange(3)}}
+    state = {
+        "opt": opt.state_dict(),
+        "nested": {1: [1.5, None, "x", float("inf")], "t": torch.arange(3)},
+    }
     save_state(tmp_path / "c.safetensors", state, {"step": 7})
     loaded, meta = load_state(tmp_path / "c.safetensors")
     assert meta == {"step": 7}
@@ -19,7 +22,10 @@ def test_round_trip_of_nested_state_with_int_keys_and_optimizer(tmp_path):
     opt2 = torch.optim.Adam(torch.nn.Linear(3, 2).parameters(), lr=0.5)
     opt2.load_state_dict(loaded["opt"])
     assert opt2.param_groups[0]["lr"] == 0.1 and tuple(opt2.param_groups[0]["betas"]) == (0.9, 0.99)
-    assert torch.equal(opt2.state[opt2.param_groups[0]["params"][0]]["exp_avg"], opt.state[opt.param_groups[0]["params"][0]]["exp_avg"])
+    assert torch.equal(
+        opt2.state[opt2.param_groups[0]["params"][0]]["exp_avg"],
+        opt.state[opt.param_groups[0]["params"][0]]["exp_avg"],
+    )
 
 
 def test_a_failed_write_leaves_the_previous_checkpoint_and_no_temporary(tmp_path, monkeypatch):

@@ -25,32 +25,52 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from tests.helpers.distributed import free_port, train_rank
 from gspdml.config import load_config
 from gspdml.training import Trainer, train
 from gspdml.training.checkpoint import load_state
+from tests.helpers.distributed import free_port, train_rank
 
 ATOL, RTOL = 2e-4, 1e-4
 OPTIMIZER_ATOL = 2e-3
 LOSSES = {
     "c2": {"name": "c2", "neg_margin": 0.5, "reduction": "mean"},
     "proxy_anchor": {"name": "proxy_anchor"},
-    "xbm": {"name": "xbm", "base": {"name": "c2", "neg_margin": 0.5, "reduction": "mean"}, "memory_batches": 2, "start_step": 2},
+    "xbm": {
+        "name": "xbm",
+        "base": {"name": "c2", "neg_margin": 0.5, "reduction": "mean"},
+        "memory_batches": 2,
+        "start_step": 2,
+    },
 }
 
 
 def _config(tmp_path, loss, **trainer):
-    return load_config({
-        "name": "ddp", "output_dir": str(tmp_path), "seed": 5,
-        "data": {"dataset": {"name": "collage_digits", "images_per_class": 8, "class_split": [12, 6, 6]},
-                 "classes_per_batch": 4, "samples_per_class": 4},
-        "model": {"backbone": {"name": "plain_cnn_for_ddp_tests"}, "embedding_dim": 16, "head": "local"},  # 1x1 head, then GAP
-        "loss": loss,
-        "optimizer": {"name": "sgd", "lr": 0.02, "momentum": 0.9, "weight_decay": 0.0},
-        "schedule": {"max_steps": 6},
-        "evaluation": {"every": 3, "patience": None, "restore_best": False},
-        "trainer": {"progress": False, "log_every": 1, **trainer},
-    })
+    return load_config(
+        {
+            "name": "ddp",
+            "output_dir": str(tmp_path),
+            "seed": 5,
+            "data": {
+                "dataset": {
+                    "name": "collage_digits",
+                    "images_per_class": 8,
+                    "class_split": [12, 6, 6],
+                },
+                "classes_per_batch": 4,
+                "samples_per_class": 4,
+            },
+            "model": {
+                "backbone": {"name": "plain_cnn_for_ddp_tests"},
+                "embedding_dim": 16,
+                "head": "local",
+            },  # 1x1 head, then GAP
+            "loss": loss,
+            "optimizer": {"name": "sgd", "lr": 0.02, "momentum": 0.9, "weight_decay": 0.0},
+            "schedule": {"max_steps": 6},
+            "evaluation": {"every": 3, "patience": None, "restore_best": False},
+            "trainer": {"progress": False, "log_every": 1, **trainer},
+        }
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +90,9 @@ def _assert_close_states(a, b, where="", atol=ATOL):
     if isinstance(a, torch.Tensor):
         assert a.shape == b.shape, where
         a, b = a.double(), b.double()
-        assert torch.allclose(a, b, atol=atol, rtol=RTOL), f"{where}: max diff {(a - b).abs().max()} of max {a.abs().max()}"
+        assert torch.allclose(a, b, atol=atol, rtol=RTOL), (
+            f"{where}: max diff {(a - b).abs().max()} of max {a.abs().max()}"
+        )
     elif isinstance(a, dict):
         assert a.keys() == b.keys(), where
         for key in a:
@@ -96,21 +118,35 @@ def test_two_ranks_equal_one_process_on_the_global_batch(tmp_path):
         assert a["trainer"]["step"] == b["trainer"]["step"] == 6
         _assert_close_states(a["model"], b["model"], f"{name}.model")
         initial, initial_loss = _initial_state(cfg, tmp_path / name / "init")
-        for key, value in b["model"].items():  # training moved every weight far more than the runs differ
-            moved, differ = (value - initial[key]).abs().max(), (value - a["model"][key]).abs().max()
+        for key, value in b[
+            "model"
+        ].items():  # training moved every weight far more than the runs differ
+            moved, differ = (
+                (value - initial[key]).abs().max(),
+                (value - a["model"][key]).abs().max(),
+            )
             assert moved > 10 * differ, f"{key}: moved {moved}, the two runs differ by {differ}"
-        _assert_close_states(a["loss"], b["loss"], f"{name}.loss")  # proxies; XBM memory, labels, pointer
+        _assert_close_states(
+            a["loss"], b["loss"], f"{name}.loss"
+        )  # proxies; XBM memory, labels, pointer
         if name == "xbm":  # the memory holds the global batches (2 x 16 rows) of both runs
             assert b["loss"]["memory"].shape == (32, 16)
             assert torch.equal(a["loss"]["memory_labels"], b["loss"]["memory_labels"])
         if name == "proxy_anchor":  # the proxies moved, and identically
             assert (b["loss"]["proxies"] - initial_loss["proxies"]).abs().max() > 1e-3
         # momentum buffers: sums of gradients, which are more sensitive than the weights
-        _assert_close_states(a["optimizer"]["state"], b["optimizer"]["state"], f"{name}.optimizer", atol=OPTIMIZER_ATOL)
+        _assert_close_states(
+            a["optimizer"]["state"],
+            b["optimizer"]["state"],
+            f"{name}.optimizer",
+            atol=OPTIMIZER_ATOL,
+        )
         log_a = [r for r in _log(single) if r["split"] == "train"]
         log_b = [r for r in _log(tmp_path / name / "ddp") if r["split"] == "train"]
         assert [r["step"] for r in log_a] == [r["step"] for r in log_b] == list(range(1, 7))
-        assert [r["loss"] for r in log_a] == pytest.approx([r["loss"] for r in log_b], rel=1e-4, abs=1e-6)
+        assert [r["loss"] for r in log_a] == pytest.approx(
+            [r["loss"] for r in log_b], rel=1e-4, abs=1e-6
+        )
         val_a = [r for r in _log(single) if r["split"] != "train"]
         val_b = [r for r in _log(tmp_path / name / "ddp") if r["split"] != "train"]
         assert len(val_a) == len(val_b) == 3  # two validation rounds and the test split
@@ -146,7 +182,12 @@ def test_a_loss_with_its_own_objective_trains_data_parallel_as_on_the_global_bat
     """One training step for both paths: Metrix at the embedding level overrides
     ``training_objective`` and trains on 2 ranks as one process on the global batch; mixup inside
     the network (feature level) cannot be gathered and stops with a ConfigError naming the field."""
-    metrix = {"name": "metrix", "level": "embedding", "pairs": "pos_neg", "loss": {"name": "contrastive", "reduction": "anchor_mean"}}
+    metrix = {
+        "name": "metrix",
+        "level": "embedding",
+        "pairs": "pos_neg",
+        "loss": {"name": "contrastive", "reduction": "anchor_mean"},
+    }
     cfg = _config(tmp_path / "metrix", metrix)
     _spawn([(cfg, tmp_path / "metrix" / "ddp", False, None)])
     train(copy.deepcopy(cfg), tmp_path / "metrix" / "single")

@@ -47,12 +47,18 @@ def test_step_decay_by_hand():
         assert optimizer.param_groups[0]["lr"] == pytest.approx(lr)
 
 
-@pytest.mark.parametrize("schedule, field", [
-    ({"step_decay": {"every": 0, "factor": 0.5}}, "schedule.step_decay.every"),
-    ({"step_decay": {"every": 10}}, "schedule.step_decay"),
-    ({"step_decay": {"milestones": [0, 3], "factor": 0.1}}, "schedule.step_decay.milestones"),
-    ({"step_decay": {"every": 10, "factor": 0.5}, "plateau": {"factor": 0.5}}, "schedule.step_decay"),
-])
+@pytest.mark.parametrize(
+    "schedule, field",
+    [
+        ({"step_decay": {"every": 0, "factor": 0.5}}, "schedule.step_decay.every"),
+        ({"step_decay": {"every": 10}}, "schedule.step_decay"),
+        ({"step_decay": {"milestones": [0, 3], "factor": 0.1}}, "schedule.step_decay.milestones"),
+        (
+            {"step_decay": {"every": 10, "factor": 0.5}, "plateau": {"factor": 0.5}},
+            "schedule.step_decay",
+        ),
+    ],
+)
 def test_bad_step_decay_is_named(schedule, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         load_config({"schedule": schedule})

@@ -10,15 +10,24 @@ import yaml
 from gspdml.cli import main
 from gspdml.config import load_config
 from gspdml.errors import ConfigError, DataError
-from gspdml.models.pretrained import WeightsNotFoundError
 from gspdml.models import build_embedder
+from gspdml.models.pretrained import WeightsNotFoundError
 from gspdml.training.optim import parameter_groups
-from gspdml.training.pretrain import (load_recipe, pretrained_state, recipe_key, recipe_names, resolve_recipe_weights, train_recipe,
-                                      weights_path)
+from gspdml.training.pretrain import (
+    load_recipe,
+    pretrained_state,
+    recipe_key,
+    recipe_names,
+    resolve_recipe_weights,
+    train_recipe,
+    weights_path,
+)
 
-TINY = {"backbone": {"name": "small_cnn", "widths": [4, 8]},
-        "data": {"source": "digits", "tiles_per_class": 1},
-        "train": {"epochs": 1, "batch_size": 50, "precision": "fp32"}}
+TINY = {
+    "backbone": {"name": "small_cnn", "widths": [4, 8]},
+    "data": {"source": "digits", "tiles_per_class": 1},
+    "train": {"epochs": 1, "batch_size": 50, "precision": "fp32"},
+}
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +58,12 @@ def test_same_recipe_same_weights_and_a_cache_hit(recipe_file):
 
 def test_a_changed_recipe_gets_a_new_key_and_other_weights():
     base = load_recipe(TINY)
-    for section, key, value in (("train", "lr", 1e-2), ("train", "seed", 1), ("data", "split_seed", 1), ("backbone", "widths", [4, 4])):
+    for section, key, value in (
+        ("train", "lr", 1e-2),
+        ("train", "seed", 1),
+        ("data", "split_seed", 1),
+        ("backbone", "widths", [4, 4]),
+    ):
         changed = load_recipe({**TINY, section: {**TINY[section], key: value}})
         assert recipe_key(changed) != recipe_key(base), (section, key)
     assert recipe_key(load_recipe({**TINY, "description": "same weights"})) == recipe_key(base)
@@ -61,30 +75,46 @@ def test_a_changed_recipe_gets_a_new_key_and_other_weights():
 def test_a_config_loads_the_weights_by_recipe_and_the_frozen_regime_trains_nothing(recipe_file):
     state, _ = pretrained_state(recipe_file, verbose=False)
     spec = {"name": "small_cnn", "widths": [4, 8], "weights": str(recipe_file)}
-    config = load_config("demo-gap", [f"model.backbone={json.dumps(spec)}", "model.cache_backbone_features=false"])
+    config = load_config(
+        "demo-gap", [f"model.backbone={json.dumps(spec)}", "model.cache_backbone_features=false"]
+    )
     model = build_embedder(resolve_recipe_weights(config["model"]), in_channels=1)
     assert all(torch.equal(model.backbone.state_dict()[k], state[k]) for k in state)
     assert any(p.requires_grad for p in model.backbone.parameters())
-    frozen = build_embedder(resolve_recipe_weights({**config["model"], "backbone": {**spec, "frozen": True}}), in_channels=1)
+    frozen = build_embedder(
+        resolve_recipe_weights({**config["model"], "backbone": {**spec, "frozen": True}}),
+        in_channels=1,
+    )
     assert all(torch.equal(frozen.backbone.state_dict()[k], state[k]) for k in state)
     assert not any(p.requires_grad for p in frozen.backbone.parameters())
     frozen.train()
-    assert not any(m.training for m in frozen.backbone.modules() if isinstance(m, torch.nn.BatchNorm2d))
-    names = [g["name"] for g in parameter_groups(frozen, torch.nn.Module(), {"backbone": 1.0}, 1e-3)]
+    assert not any(
+        m.training for m in frozen.backbone.modules() if isinstance(m, torch.nn.BatchNorm2d)
+    )
+    names = [
+        g["name"] for g in parameter_groups(frozen, torch.nn.Module(), {"backbone": 1.0}, 1e-3)
+    ]
     assert "backbone" not in names and "projection" in names
 
 
 def test_a_cache_miss_trains_the_recipe_and_models_never_train(recipe_file):
     """Resolving a recipe trains it on a cache miss and names the cached file; the model layer
     only reads weight files and says how a recipe is resolved."""
-    model = {"backbone": {"name": "small_cnn", "widths": [4, 8], "weights": str(recipe_file)}, "pooling": {"name": "gap"}}
+    model = {
+        "backbone": {"name": "small_cnn", "widths": [4, 8], "weights": str(recipe_file)},
+        "pooling": {"name": "gap"},
+    }
     path = weights_path(load_recipe(recipe_file))
     assert not path.is_file()
     with pytest.raises(WeightsNotFoundError, match="resolve_recipe_weights"):
         build_embedder(model, in_channels=1)
     assert not path.is_file()
     resolved = resolve_recipe_weights(model)
-    assert path.is_file() and resolved["backbone"]["weights"] == str(path) and model["backbone"]["weights"] == str(recipe_file)
+    assert (
+        path.is_file()
+        and resolved["backbone"]["weights"] == str(path)
+        and model["backbone"]["weights"] == str(recipe_file)
+    )
     assert resolve_recipe_weights({"backbone": "small_cnn"}) == {"backbone": "small_cnn"}
     state, _ = pretrained_state(recipe_file, verbose=False)
     built = build_embedder(resolved, in_channels=1)
@@ -93,8 +123,15 @@ def test_a_cache_miss_trains_the_recipe_and_models_never_train(recipe_file):
 
 def test_weights_that_do_not_fit_and_unknown_recipes_are_named(recipe_file):
     with pytest.raises(DataError, match="pre-training recipe"):
-        build_embedder(resolve_recipe_weights({"backbone": {"name": "small_cnn", "weights": str(recipe_file)}, "pooling": {"name": "gap"}}),
-                       in_channels=1)
+        build_embedder(
+            resolve_recipe_weights(
+                {
+                    "backbone": {"name": "small_cnn", "weights": str(recipe_file)},
+                    "pooling": {"name": "gap"},
+                }
+            ),
+            in_channels=1,
+        )
     with pytest.raises(ConfigError, match="no pre-training recipe 'nope'.*resnet20-digits"):
         load_recipe("nope")
     with pytest.raises(ConfigError, match="pretrain.train"):
@@ -115,6 +152,10 @@ def test_cli_pretrain_prints_the_record_and_reports_bad_recipes(recipe_file, cap
     assert trained.startswith("pre-training tiny")
     assert main(["pretrain", str(recipe_file)]) == 0  # cached: only the record is printed
     printed = json.loads(capsys.readouterr().out)
-    assert printed["classes"] == 100 and printed["path"].endswith(".safetensors") and 0 <= printed["val_accuracy"] <= 1
+    assert (
+        printed["classes"] == 100
+        and printed["path"].endswith(".safetensors")
+        and 0 <= printed["val_accuracy"] <= 1
+    )
     assert main(["pretrain", "no-such-recipe"]) == 2
     assert "gspdml: error" in capsys.readouterr().err

@@ -24,8 +24,13 @@ from tests.helpers.images import folder_config, image_folder
 @pytest.fixture
 def config(tmp_path):
     root = image_folder(tmp_path / "images", train={"a": 4, "b": 4, "c": 4}, test={"d": 2, "e": 2})
-    return load_config({**folder_config(root, tmp_path / "runs"), "schedule": {"max_steps": 4},
-                        "evaluation": {"every": 2, "split": "test", "patience": None, "recall_at": [1]}})
+    return load_config(
+        {
+            **folder_config(root, tmp_path / "runs"),
+            "schedule": {"max_steps": 4},
+            "evaluation": {"every": 2, "split": "test", "patience": None, "recall_at": [1]},
+        }
+    )
 
 
 class FaultAtStep(Callback):
@@ -47,7 +52,9 @@ def _fit_with_fault(config, install, remove):
     fault = FaultAtStep(4, install, remove)
     trainer = Trainer.from_config(config, config["output_dir"] + "/run", callbacks={"fault": fault})
     try:
-        with pytest.raises(CheckpointWriteError, match=f"cannot write {trainer.checkpoint_path}") as info:
+        with pytest.raises(
+            CheckpointWriteError, match=f"cannot write {trainer.checkpoint_path}"
+        ) as info:
             trainer.fit()
     finally:
         remove()
@@ -59,7 +66,10 @@ def _assert_previous_checkpoint_survives(trainer, before):
     assert path.read_bytes() == before
     state, meta = load_state(path)
     assert meta["step"] == 2 and state["trainer"]["step"] == 2
-    assert sorted(p.name for p in path.parent.iterdir()) == ["best.safetensors", "last.safetensors"]  # no temporary file
+    assert sorted(p.name for p in path.parent.iterdir()) == [
+        "best.safetensors",
+        "last.safetensors",
+    ]  # no temporary file
 
 
 def test_file_size_limit_while_checkpointing(config):

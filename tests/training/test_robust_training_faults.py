@@ -33,15 +33,25 @@ class DivergeAfter(Callback):
         if trainer.step == self.step:
             with torch.no_grad():
                 projection = trainer.model.projection  # GAP: pool, then project
-                layer = projection if isinstance(projection, torch.nn.Linear) else trainer.model.head
+                layer = (
+                    projection if isinstance(projection, torch.nn.Linear) else trainer.model.head
+                )
                 layer.weight.view(-1)[0] = math.nan
 
 
 def test_nan_embeddings_stop_the_run_and_keep_the_last_good_checkpoint(root, tmp_path):
-    config = load_config({**folder_config(root, tmp_path / "runs"), "schedule": {"max_steps": 6},
-                          "evaluation": {"every": 2, "split": "test", "patience": None, "recall_at": [1]}})
+    config = load_config(
+        {
+            **folder_config(root, tmp_path / "runs"),
+            "schedule": {"max_steps": 6},
+            "evaluation": {"every": 2, "split": "test", "patience": None, "recall_at": [1]},
+        }
+    )
     trainer = Trainer.from_config(config, tmp_path / "run", callbacks={"diverge": DivergeAfter(3)})
-    with pytest.raises(TrainingError, match=rf"non-finite embeddings \(loss nan\) at step 4; .*{trainer.checkpoint_path} is intact"):
+    with pytest.raises(
+        TrainingError,
+        match=rf"non-finite embeddings \(loss nan\) at step 4; .*{trainer.checkpoint_path} is intact",
+    ):
         trainer.fit()
     state, meta = load_state(trainer.checkpoint_path)
     assert meta["step"] == 2 and state["trainer"]["step"] == 2
@@ -52,11 +62,17 @@ def test_nan_embeddings_stop_the_run_and_keep_the_last_good_checkpoint(root, tmp
 
 
 def test_one_sample_class_is_named_or_sampled_with_replacement(tmp_path):
-    root = image_folder(tmp_path / "images", train={"alpha": 3, "lonely": 1, "gamma": 3}, test={"d": 2, "e": 2})
+    root = image_folder(
+        tmp_path / "images", train={"alpha": 3, "lonely": 1, "gamma": 3}, test={"d": 2, "e": 2}
+    )
     config = load_config(folder_config(root, tmp_path / "runs"))
-    with pytest.raises(ConfigError, match=r"data.samples_per_class: class 2 \(lonely\) has 1 samples"):
+    with pytest.raises(
+        ConfigError, match=r"data.samples_per_class: class 2 \(lonely\) has 1 samples"
+    ):
         train(config)
-    config = load_config(folder_config(root, tmp_path / "runs"), ["data.replacement=true", "name=replacement"])
+    config = load_config(
+        folder_config(root, tmp_path / "runs"), ["data.replacement=true", "name=replacement"]
+    )
     assert train(config)["steps"] == 2
 
 
@@ -71,7 +87,10 @@ def test_missing_files_named_in_the_config(tmp_path, root, capsys):
     config = load_config(folder_config(missing / "images", tmp_path / "runs"))
     with pytest.raises(DataError, match=f"{missing / 'images'} is not a directory"):
         train(config)
-    config = load_config(folder_config(root, tmp_path / "runs"), ["data.dataset={name: csv, path: %s}" % (missing / "list.csv")])
+    config = load_config(
+        folder_config(root, tmp_path / "runs"),
+        ["data.dataset={name: csv, path: %s}" % (missing / "list.csv")],
+    )
     with pytest.raises(DataError, match=f"{missing / 'list.csv'}: CSV file not found"):
         train(config)
     with pytest.raises(ConfigError, match="not a gspdml run directory"):

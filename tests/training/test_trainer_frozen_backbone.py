@@ -5,8 +5,13 @@ import torch
 from gspdml.config import load_config
 from gspdml.training.trainer import Trainer
 
-SMOKE = ["trainer.progress=false", "data.dataset.images_per_class=4", "schedule.max_steps=2", "evaluation.every=2",
-         "model.backbone={name: small_cnn, widths: [8, 16], weights: smoke-small_cnn-digits, frozen: true}"]
+SMOKE = [
+    "trainer.progress=false",
+    "data.dataset.images_per_class=4",
+    "schedule.max_steps=2",
+    "evaluation.every=2",
+    "model.backbone={name: small_cnn, widths: [8, 16], weights: smoke-small_cnn-digits, frozen: true}",
+]
 
 
 def test_a_frozen_backbone_gets_no_gradient_in_training_steps(tmp_path):
@@ -22,9 +27,12 @@ def test_a_frozen_backbone_gets_no_gradient_in_training_steps(tmp_path):
 
 
 def test_the_warm_up_freezes_a_trainable_backbone_only_while_it_lasts(tmp_path):
-    overrides = [*SMOKE[:-1], "model.backbone={name: small_cnn, widths: [8, 16], weights: smoke-small_cnn-digits}",
-                 "model.cache_backbone_features=false",
-                 "schedule.warmup_steps=1"]
+    overrides = [
+        *SMOKE[:-1],
+        "model.backbone={name: small_cnn, widths: [8, 16], weights: smoke-small_cnn-digits}",
+        "model.cache_backbone_features=false",
+        "schedule.warmup_steps=1",
+    ]
     trainer = Trainer.from_config(load_config("demo-gmp", overrides), tmp_path / "run")
     trainer._freeze_backbone(True)
     assert not any(p.requires_grad for p in trainer.model.backbone.parameters())

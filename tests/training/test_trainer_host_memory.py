@@ -31,8 +31,13 @@ PROGRAM = textwrap.dedent("""
 
 
 def _faults(mode: str) -> int:
-    out = subprocess.run([sys.executable, "-c", PROGRAM, mode], capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": ":".join(sys.path), "OMP_NUM_THREADS": "1"})
+    out = subprocess.run(
+        [sys.executable, "-c", PROGRAM, mode],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": ":".join(sys.path), "OMP_NUM_THREADS": "1"},
+    )
     return int(out.stdout.strip())
 
 

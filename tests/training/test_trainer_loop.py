@@ -31,9 +31,16 @@ class ProxyCE(MetricLoss):
         return nn.functional.cross_entropy(self.scale * embeddings @ self.proxies.T, labels)
 
 
-def test_every_parameter_is_optimised_with_its_multiplier_and_warmup_freezes_the_backbone(tmp_path, make_config):
-    config = load_config(make_config(schedule={"max_steps": 6, "warmup_steps": 3},
-                                     optimizer={"lr": 1e-3, "lr_multipliers": {"head": 2.0}}, model={"head": "local"}))
+def test_every_parameter_is_optimised_with_its_multiplier_and_warmup_freezes_the_backbone(
+    tmp_path, make_config
+):
+    config = load_config(
+        make_config(
+            schedule={"max_steps": 6, "warmup_steps": 3},
+            optimizer={"lr": 1e-3, "lr_multipliers": {"head": 2.0}},
+            model={"head": "local"},
+        )
+    )
     trainer = Trainer(with_loss(config, ProxyCE), config, tmp_path / "run")
     groups = {g["name"]: g for g in trainer.optimizer.param_groups}
     assert groups["head"]["lr"] == pytest.approx(2e-3)
@@ -50,19 +57,30 @@ def test_every_parameter_is_optimised_with_its_multiplier_and_warmup_freezes_the
     assert not torch.equal(head0, trainer.model.head.weight)
     assert not torch.equal(proxies0, trainer.loss.proxies)
     trainer._train_step(*next(loader))
-    assert not all(torch.equal(a, b) for a, b in zip(backbone0, trainer.model.backbone.parameters()))
+    assert not all(
+        torch.equal(a, b) for a, b in zip(backbone0, trainer.model.backbone.parameters())
+    )
 
 
 def test_early_stopping_restores_the_best_weights(tmp_path, make_config):
     # lr so large that validation quickly stops improving
-    config = load_config(make_config(optimizer={"lr": 0.5}, schedule={"max_steps": 200},
-                                     evaluation={"every": 2, "patience": 2}))
+    config = load_config(
+        make_config(
+            optimizer={"lr": 0.5},
+            schedule={"max_steps": 200},
+            evaluation={"every": 2, "patience": 2},
+        )
+    )
     results = Trainer.from_config(config, tmp_path / "run").fit()
     assert results["stopped_early"] and results["steps"] < 200
-    records = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
     val = [r for r in records if r["split"] == "val"]
     best = max(val, key=lambda r: r["map_at_r"])
-    assert results["best_step"] == best["step"] and results["best_map_at_r"] == pytest.approx(best["map_at_r"])
+    assert results["best_step"] == best["step"] and results["best_map_at_r"] == pytest.approx(
+        best["map_at_r"]
+    )
     assert val[-1]["step"] - results["best_step"] == 2 * 2
     best_state, _ = load_state(tmp_path / "run" / "checkpoints" / "best.safetensors")
     _, model = load_run(tmp_path / "run")
@@ -71,8 +89,13 @@ def test_early_stopping_restores_the_best_weights(tmp_path, make_config):
 
 
 def test_plateau_halves_the_learning_rate(tmp_path, make_config):
-    config = load_config(make_config(optimizer={"lr": 0.5}, schedule={"max_steps": 16, "plateau": {"factor": 0.5, "patience": 1}},
-                                     evaluation={"every": 2, "patience": None}))
+    config = load_config(
+        make_config(
+            optimizer={"lr": 0.5},
+            schedule={"max_steps": 16, "plateau": {"factor": 0.5, "patience": 1}},
+            evaluation={"every": 2, "patience": None},
+        )
+    )
     trainer = Trainer.from_config(config, tmp_path / "run")
     trainer.fit()
     assert trainer.plateau.scale < 1.0
@@ -86,7 +109,7 @@ class NanAfter(MetricLoss):
 
     def forward(self, embeddings, labels, output=None):
         self.calls += 1
-        value = (embeddings ** 2).sum() * 0.0 + 1.0
+        value = (embeddings**2).sum() * 0.0 + 1.0
         return value * float("nan") if self.calls > self.steps else value
 
 

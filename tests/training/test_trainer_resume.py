@@ -14,7 +14,17 @@ from gspdml.config import dump_config, load_config
 
 
 def _start(config_path, run_dir, *extra):
-    cmd = [sys.executable, "-m", "gspdml", "train", str(config_path), "--run-dir", str(run_dir), "--no-progress", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gspdml",
+        "train",
+        str(config_path),
+        "--run-dir",
+        str(run_dir),
+        "--no-progress",
+        *extra,
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
@@ -53,7 +63,9 @@ def test_sigkill_then_resume_gives_identical_weights_and_log(tmp_path, make_conf
     log_a = (straight / "metrics.jsonl").read_text().splitlines()
     log_b = (killed / "metrics.jsonl").read_text().splitlines()
     assert log_a == log_b
-    assert json.loads((straight / "results.json").read_text()) == json.loads((killed / "results.json").read_text())
+    assert json.loads((straight / "results.json").read_text()) == json.loads(
+        (killed / "results.json").read_text()
+    )
 
 
 def test_resume_refuses_a_missing_run_and_train_refuses_to_overwrite(tmp_path, make_config):
@@ -80,11 +92,15 @@ def test_resume_refuses_a_missing_run_and_train_refuses_to_overwrite(tmp_path, m
 def test_resuming_a_finished_run_rewrites_its_final_test_record_once(tmp_path, make_config):
     from gspdml.training import train
 
-    config = load_config(make_config(schedule={"max_steps": 4}, evaluation={"every": 2, "patience": None}))
+    config = load_config(
+        make_config(schedule={"max_steps": 4}, evaluation={"every": 2, "patience": None})
+    )
     run_dir = tmp_path / "r"
     first = train(config, run_dir)
     log_before = (run_dir / "metrics.jsonl").read_text()
-    (run_dir / "results.json").unlink()  # e.g. the protocol runner resumes a run whose results are gone
+    (
+        run_dir / "results.json"
+    ).unlink()  # e.g. the protocol runner resumes a run whose results are gone
     again = train(config, run_dir, resume=True)
     assert again["test"] == first["test"]
     assert (run_dir / "metrics.jsonl").read_text() == log_before

@@ -35,7 +35,9 @@ def _cases():
         loss = preset["loss"]
         if "xbm" in loss:  # switch a small memory on for the last third of the short run
             loss["xbm"].update(start_step=40, memory_batches=2)
-        yield pytest.param(loss, {"samples_per_class": preset["data"]["samples_per_class"]}, id=path.stem)
+        yield pytest.param(
+            loss, {"samples_per_class": preset["data"]["samples_per_class"]}, id=path.stem
+        )
     for name, (loss, options) in EXTRA.items():
         yield pytest.param(loss, options, id=name)
 
@@ -44,16 +46,28 @@ def _cases():
 def test_short_training_improves_validation_map_at_r(tmp_path, make_config, loss, options):
     samples = options.get("samples_per_class", 4)
     needs = requirements_of(build_loss(loss, embedding_dim=64, num_classes=16))
-    config = load_config(make_config(
-        loss=loss,
-        data={"dataset": {"name": "collage_digits", "images_per_class": 16}, "classes_per_batch": 32 if samples == 1 else 8,
-              "samples_per_class": samples, "halves": needs.halves},
-        # GAP is one operator in both head placements; the local 1x1 head is what XML's histograms read
-        model={"backbone": {"name": "small_cnn"}, "embedding_dim": 64, "head": "local",
-               "pooling": GSP if "attributes" in needs.reads else "gap"},
-        optimizer={"lr": 2e-3}, schedule={"max_steps": 60}, evaluation={"every": 20, "patience": None},
-        trainer={"progress": False},  # precision auto: bf16 where the CPU has it
-    ))
+    config = load_config(
+        make_config(
+            loss=loss,
+            data={
+                "dataset": {"name": "collage_digits", "images_per_class": 16},
+                "classes_per_batch": 32 if samples == 1 else 8,
+                "samples_per_class": samples,
+                "halves": needs.halves,
+            },
+            # GAP is one operator in both head placements; the local 1x1 head is what XML's histograms read
+            model={
+                "backbone": {"name": "small_cnn"},
+                "embedding_dim": 64,
+                "head": "local",
+                "pooling": GSP if "attributes" in needs.reads else "gap",
+            },
+            optimizer={"lr": 2e-3},
+            schedule={"max_steps": 60},
+            evaluation={"every": 20, "patience": None},
+            trainer={"progress": False},  # precision auto: bf16 where the CPU has it
+        )
+    )
     trainer = Trainer.from_config(config, tmp_path / "run")
     before = trainer.evaluate(trainer.eval_split)["map_at_r"]
     trainer.fit()

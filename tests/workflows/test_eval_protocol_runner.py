@@ -17,8 +17,8 @@ import yaml
 from gspdml.cli import main
 from gspdml.config import dump_config, load_config
 from gspdml.data import build_data
-from gspdml.errors import ConfigError
 from gspdml.data.splits import fair_protocol_folds
+from gspdml.errors import ConfigError
 from gspdml.workflows.protocol import _fold_config, run_protocol
 
 SEEDS = (0, 1)
@@ -32,11 +32,26 @@ def _private_cache(tmp_path_factory, monkeypatch):
 def tiny_config(tmp_path, **dataset):
     """8 training classes (4 folds of 6 + 2), 4 test classes, 16x16 collages, 2 steps per model."""
     config = {
-        "name": "tiny", "output_dir": str(tmp_path / "runs"), "seed": 5,
-        "data": {"dataset": {"name": "collage_digits", "tile_size": 8, "images_per_class": 4,
-                             "class_split": [8, 0, 4], "background_split": [4, 0, 3], **dataset},
-                 "classes_per_batch": 3, "samples_per_class": 2, "eval_batch_size": 64},
-        "model": {"backbone": {"name": "small_cnn", "widths": [4, 8], "pool_after": [0]}, "embedding_dim": 6},
+        "name": "tiny",
+        "output_dir": str(tmp_path / "runs"),
+        "seed": 5,
+        "data": {
+            "dataset": {
+                "name": "collage_digits",
+                "tile_size": 8,
+                "images_per_class": 4,
+                "class_split": [8, 0, 4],
+                "background_split": [4, 0, 3],
+                **dataset,
+            },
+            "classes_per_batch": 3,
+            "samples_per_class": 2,
+            "eval_batch_size": 64,
+        },
+        "model": {
+            "backbone": {"name": "small_cnn", "widths": [4, 8], "pool_after": [0]},
+            "embedding_dim": 6,
+        },
         "loss": {"name": "c2", "neg_margin": 0.5},
         "optimizer": {"lr": 3e-3},
         "schedule": {"max_steps": 2},
@@ -110,7 +125,9 @@ def test_fair_protocol_end_to_end_and_resumable(tmp_path, capsys):
     for realisation in protocol["realisations"]:
         chosen = [f"fold{f}-seed{s}" for f, s in enumerate(realisation["seeds"])]
         for metric in ("precision_at_1", "map_at_r"):
-            assert realisation["128D"][metric] == pytest.approx(np.mean([per_model[n][metric] for n in chosen]), abs=1e-12)
+            assert realisation["128D"][metric] == pytest.approx(
+                np.mean([per_model[n][metric] for n in chosen]), abs=1e-12
+            )
         concatenated = unit(np.hstack([unit(tests[n][0]) for n in chosen]))
         p1, map_r = leave_one_out(concatenated, labels)
         assert realisation["512D"]["precision_at_1"] == pytest.approx(p1, abs=1e-12)
@@ -125,8 +142,12 @@ def test_fair_protocol_end_to_end_and_resumable(tmp_path, capsys):
     assert printed == table
     header, rule, row = table.splitlines()
     assert header == "| Method | 512D P@1 | 512D MAP@R | 128D P@1 | 128D MAP@R |"
-    cells = [(space, metric) for space in ("512D", "128D") for metric in ("precision_at_1", "map_at_r")]
-    expected = " | ".join(f"{100 * summary[s][m]['mean']:.2f} ± {100 * summary[s][m]['std']:.2f}" for s, m in cells)
+    cells = [
+        (space, metric) for space in ("512D", "128D") for metric in ("precision_at_1", "map_at_r")
+    ]
+    expected = " | ".join(
+        f"{100 * summary[s][m]['mean']:.2f} ± {100 * summary[s][m]['std']:.2f}" for s, m in cells
+    )
     assert row == f"| tiny | {expected} |"
     written = json.loads((root / "results.json").read_text())["tiny"]
     assert written["summary"] == summary and written["num_realisations"] == 16
@@ -137,17 +158,28 @@ def test_fair_protocol_end_to_end_and_resumable(tmp_path, capsys):
     assert set(run_protocol(config, "fair", seeds=SEEDS)["runs"].values()) == {"done"}
     assert mtimes(root) == before
     shutil.rmtree(root / "fold2-seed1")  # a lost model is trained again
-    (root / "fold1-seed0" / "results.json").unlink()  # a model killed after its last checkpoint is finished
+    (
+        root / "fold1-seed0" / "results.json"
+    ).unlink()  # a model killed after its last checkpoint is finished
     steps = training_steps(root / "fold1-seed0")
     again = run_protocol(config, "fair", seeds=SEEDS)
-    assert again["runs"] == {n: {"fold2-seed1": "trained", "fold1-seed0": "resumed"}.get(n, "done") for n in names}
+    assert again["runs"] == {
+        n: {"fold2-seed1": "trained", "fold1-seed0": "resumed"}.get(n, "done") for n in names
+    }
     untouched = {"fold2-seed1", "fold1-seed0"}
-    assert {n: t for n, t in mtimes(root).items() if n not in untouched} == {n: t for n, t in before.items() if n not in untouched}
-    assert training_steps(root / "fold1-seed0") == steps and len(training_steps(root / "fold2-seed1")) == 2
+    assert {n: t for n, t in mtimes(root).items() if n not in untouched} == {
+        n: t for n, t in before.items() if n not in untouched
+    }
+    assert (
+        training_steps(root / "fold1-seed0") == steps
+        and len(training_steps(root / "fold2-seed1")) == 2
+    )
     # the same seed trains the same model again: every number is reproduced
     for name in names:
         assert again["per_model"][name] == pytest.approx(per_model[name], abs=1e-12)
-    assert again["summary"]["512D"]["map_at_r"]["mean"] == pytest.approx(summary["512D"]["map_at_r"]["mean"])
+    assert again["summary"]["512D"]["map_at_r"]["mean"] == pytest.approx(
+        summary["512D"]["map_at_r"]["mean"]
+    )
 
     changed = load_config(config_path, ["loss.neg_margin=0.4"])
     with pytest.raises(ConfigError, match="holds a run of another config .*loss.neg_margin"):
@@ -170,11 +202,15 @@ def test_tuning_protocol_is_one_four_fifths_split_times_the_seeds(tmp_path):
     values = [m["map_at_r"] for m in out["per_model"].values()]
     expected = {"mean": np.mean(values), "std": np.std(values, ddof=1)}
     assert out["summary"]["val"]["map_at_r"] == pytest.approx(expected)
-    assert (tmp_path / "runs" / "tiny" / "results.md").read_text().splitlines()[0] == "| Method | val P@1 | val MAP@R |"
+    assert (tmp_path / "runs" / "tiny" / "results.md").read_text().splitlines()[
+        0
+    ] == "| Method | val P@1 | val MAP@R |"
 
 
-@pytest.mark.parametrize("dataset, patience", [("cub", 10), ("cars196", 10), ("sop", 7), ("inshop", 7),
-                                               ("collage_digits", 15)])
+@pytest.mark.parametrize(
+    "dataset, patience",
+    [("cub", 10), ("cars196", 10), ("sop", 7), ("inshop", 7), ("collage_digits", 15)],
+)
 def test_tuning_protocol_patience_is_the_thesis_value_per_dataset(dataset, patience):
     """Gürbüz thesis §5.3.4.1 (tuning): patience 10 on CUB and Cars, 7 on SOP and In-shop; other datasets keep theirs."""
     config = load_config({"data": {"dataset": {"name": dataset}}, "evaluation": {"patience": 15}})
@@ -184,22 +220,44 @@ def test_tuning_protocol_patience_is_the_thesis_value_per_dataset(dataset, patie
 
 def test_conventional_protocol_monitors_the_test_split(tmp_path, capsys):
     config_path = tiny_config(tmp_path)
-    assert main(["protocol", "conventional", str(config_path), "data.dataset.val_fold=1", "--seeds", "0", "1"]) == 0
+    assert (
+        main(
+            [
+                "protocol",
+                "conventional",
+                str(config_path),
+                "data.dataset.val_fold=1",
+                "--seeds",
+                "0",
+                "1",
+            ]
+        )
+        == 0
+    )
     root = tmp_path / "runs" / "tiny"
     results = {}
     for seed in (0, 1):
         saved = yaml.safe_load((root / f"seed{seed}" / "config.yaml").read_text())
-        assert saved["evaluation"]["split"] == "test" and saved["data"]["dataset"]["val_fold"] is None  # the default: no fold
-        log = [json.loads(line) for line in (root / f"seed{seed}" / "metrics.jsonl").read_text().splitlines()]
+        assert (
+            saved["evaluation"]["split"] == "test" and saved["data"]["dataset"]["val_fold"] is None
+        )  # the default: no fold
+        log = [
+            json.loads(line)
+            for line in (root / f"seed{seed}" / "metrics.jsonl").read_text().splitlines()
+        ]
         assert {r["split"] for r in log} == {"train", "test"}  # no validation split is looked at
-        results[f"seed{seed}"] = json.loads((root / f"seed{seed}" / "results.json").read_text())["test"]
+        results[f"seed{seed}"] = json.loads((root / f"seed{seed}" / "results.json").read_text())[
+            "test"
+        ]
     protocol = json.loads((root / "protocol.json").read_text())
     best = max(results, key=lambda name: results[name]["map_at_r"])
     assert protocol["best_run"] == best
     assert protocol["summary"]["best"]["precision_at_1"]["mean"] == results[best]["precision_at_1"]
     header, _, row = capsys.readouterr().out.splitlines()
     assert header == "| Method | R@1 | MAP@R | R@1 (all repeats) | MAP@R (all repeats) |"
-    assert row.startswith(f"| tiny | {100 * results[best]['precision_at_1']:.2f} | {100 * results[best]['map_at_r']:.2f} | ")
+    assert row.startswith(
+        f"| tiny | {100 * results[best]['precision_at_1']:.2f} | {100 * results[best]['map_at_r']:.2f} | "
+    )
 
 
 def test_protocol_errors_name_the_problem(tmp_path):
@@ -215,8 +273,14 @@ def test_protocol_errors_name_the_problem(tmp_path):
 def test_two_stage_protocol_replays_the_train_stage_drops_and_length(tmp_path):
     """ProxyNCA++'s train -> trainval: stage 2 runs on all training classes for the stage-1 best
     step, with the rate cut by the plateau factor at each stage-1 drop before that step."""
-    config = load_config(tiny_config(tmp_path), ["schedule.max_steps=12", "evaluation.every=1",
-                                                 "schedule.plateau={factor: 0.1, patience: 1, min_lr: 1.0e-9}"])
+    config = load_config(
+        tiny_config(tmp_path),
+        [
+            "schedule.max_steps=12",
+            "evaluation.every=1",
+            "schedule.plateau={factor: 0.1, patience: 1, min_lr: 1.0e-9}",
+        ],
+    )
     out = run_protocol(config, "two_stage", seeds=(0,))
     root = tmp_path / "runs" / "tiny"
     stage1 = json.loads((root / "train-seed0" / "results.json").read_text())
@@ -227,12 +291,16 @@ def test_two_stage_protocol_replays_the_train_stage_drops_and_length(tmp_path):
     expected = [round(s * ratio) for s in stage1["lr_drop_steps"] if 1 <= round(s * ratio) < length]
     assert stage2["schedule"]["max_steps"] == length
     assert stage2["schedule"]["plateau"] is None
-    assert stage2["schedule"]["step_decay"] == ({"milestones": expected, "factor": 0.1} if expected else None)
+    assert stage2["schedule"]["step_decay"] == (
+        {"milestones": expected, "factor": 0.1} if expected else None
+    )
     assert stage2["data"]["dataset"]["val_fold"] is None  # all training classes
     assert not stage2["evaluation"]["restore_best"]
     first = yaml.safe_load((root / "train-seed0" / "config.yaml").read_text())["data"]["dataset"]
     assert (first["val_fold"], first["num_folds"]) == (0, 2)
-    assert sorted(out["per_model"]) == ["trainval-seed0"] and out["stages"]["trainval-seed0"] == stage1
+    assert (
+        sorted(out["per_model"]) == ["trainval-seed0"] and out["stages"]["trainval-seed0"] == stage1
+    )
     with pytest.raises(ConfigError, match="schedule.plateau"):
         run_protocol(load_config(tiny_config(tmp_path)), "two_stage", seeds=(0,))
 
@@ -255,16 +323,22 @@ def test_protocols_honour_evaluation_postprocess(tmp_path):
         assert len(train) == 8 * 4  # all training classes, whatever the fold
         expected = postprocessed_metrics(query, labels, steps=steps, train=train, recall_at=[1])
         assert out["per_model"][name]["postprocessed_map_at_r"] == expected["map_at_r"]
-    assert set(out["summary"]["512D"]) == {"precision_at_1", "map_at_r",
-                                           "postprocessed_precision_at_1", "postprocessed_map_at_r"}
+    assert set(out["summary"]["512D"]) == {
+        "precision_at_1",
+        "map_at_r",
+        "postprocessed_precision_at_1",
+        "postprocessed_map_at_r",
+    }
     header = (root / "results.md").read_text().splitlines()[0]
     titles = [f"{space} {metric}" for space in ("512D", "128D") for metric in ("P@1", "MAP@R")]
     cells = " | ".join(f"{t} | {t} (post-processed)" for t in titles)
     assert header == f"| Method | {cells} |"
 
     (tmp_path / "tuning").mkdir()
-    config = load_config(tiny_config(tmp_path / "tuning", class_split=[10, 0, 4]),
-                         [f"evaluation.postprocess={steps}"])
+    config = load_config(
+        tiny_config(tmp_path / "tuning", class_split=[10, 0, 4]),
+        [f"evaluation.postprocess={steps}"],
+    )
     out = run_protocol(config, "tuning", seeds=(0,))
     run_dir = tmp_path / "tuning" / "runs" / "tiny" / "fold0-seed0"
     log = (run_dir / "metrics.jsonl").read_text().splitlines()

@@ -33,12 +33,19 @@ def calls(monkeypatch):
 
 def test_finished_runs_are_reused_stopped_ones_resumed_others_trained(tmp_path, calls):
     config = load_config("scratch-gap", ["schedule.max_steps=3"])
-    runs = seed_plan(config, [0, 1], lambda seed: tmp_path / f"seed{seed}", name=lambda seed: f"seed{seed}")
+    runs = seed_plan(
+        config, [0, 1], lambda seed: tmp_path / f"seed{seed}", name=lambda seed: f"seed{seed}"
+    )
     assert [(r.name, r.config["seed"]) for r in runs] == [("seed0", 0), ("seed1", 1)]
     first = run_all(runs)
-    assert [o.status for o in first] == ["trained", "trained"] and all(o.seconds is not None for o in first)
+    assert [o.status for o in first] == ["trained", "trained"] and all(
+        o.seconds is not None for o in first
+    )
     again = run_all(runs)
-    assert [o.status for o in again] == ["done", "done"] and [o.seconds for o in again] == [None, None]
+    assert [o.status for o in again] == ["done", "done"] and [o.seconds for o in again] == [
+        None,
+        None,
+    ]
     assert [o.results for o in again] == [o.results for o in first] and len(calls) == 2
     (tmp_path / "seed1" / "results.json").unlink()  # stopped after its last checkpoint
     assert run_planned(runs[1]).status == "resumed" and calls[-1] == ("seed1", True, True)
@@ -47,10 +54,15 @@ def test_finished_runs_are_reused_stopped_ones_resumed_others_trained(tmp_path, 
 def test_harmless_differences_reuse_and_others_refuse(tmp_path, calls):
     config = load_config("scratch-gap", ["schedule.max_steps=3"])
     run_planned(PlannedRun("a", config, tmp_path / "a"))
-    quiet = load_config("scratch-gap", ["schedule.max_steps=3", "trainer.progress=false", "description=other"])
+    quiet = load_config(
+        "scratch-gap", ["schedule.max_steps=3", "trainer.progress=false", "description=other"]
+    )
     assert existing_status(PlannedRun("a", quiet, tmp_path / "a")) == "done"
     longer = PlannedRun("a", load_config("scratch-gap", ["schedule.max_steps=5"]), tmp_path / "a")
-    with pytest.raises(ConfigError, match=r"holds a run of another config \(differs in schedule.max_steps\); pass --fresh"):
+    with pytest.raises(
+        ConfigError,
+        match=r"holds a run of another config \(differs in schedule.max_steps\); pass --fresh",
+    ):
         run_planned(longer, hint="pass --fresh")
     assert run_planned(longer, fresh=True).status == "trained" and calls[-1] == ("a", False, False)
     assert json.loads((tmp_path / "a" / "results.json").read_text())["steps"] == 5

@@ -3,12 +3,23 @@ thesis-layout results tables, written as Markdown beside JSON."""
 
 import json
 
-from gspdml.workflows.tables import markdown_table, results_table_markdown, write_results_table, write_table
+from gspdml.workflows.tables import (
+    markdown_table,
+    results_table_markdown,
+    write_results_table,
+    write_table,
+)
 
 
 def test_markdown_table_layout():
-    assert markdown_table(["a", "b"], [[1, "x"]]).splitlines() == ["| a | b |", "|---|---|", "| 1 | x |"]
-    assert markdown_table(["a", "b", "c"], [], numbers_right=True).splitlines()[1] == "|---|---:|---:|"
+    assert markdown_table(["a", "b"], [[1, "x"]]).splitlines() == [
+        "| a | b |",
+        "|---|---|",
+        "| 1 | x |",
+    ]
+    assert (
+        markdown_table(["a", "b", "c"], [], numbers_right=True).splitlines()[1] == "|---|---:|---:|"
+    )
 
 
 def test_write_table_writes_markdown_beside_json(tmp_path):
@@ -18,12 +29,20 @@ def test_write_table_writes_markdown_beside_json(tmp_path):
 
 
 def test_results_table_layout(tmp_path):
-    summary = {space: {"precision_at_1": {"mean": 0.5, "std": 0.01}, "map_at_r": {"mean": 0.25, "std": 0.002}}
-               for space in ("128D", "512D")}
+    summary = {
+        space: {
+            "precision_at_1": {"mean": 0.5, "std": 0.01},
+            "map_at_r": {"mean": 0.25, "std": 0.002},
+        }
+        for space in ("128D", "512D")
+    }
     rows = {"C2+GSP": {"summary": summary, "num_realisations": 81}}
     table = results_table_markdown(rows)
     assert table.splitlines()[0] == "| Method | 512D P@1 | 512D MAP@R | 128D P@1 | 128D MAP@R |"
-    assert table.splitlines()[2] == "| C2+GSP | 50.00 ± 1.00 | 25.00 ± 0.20 | 50.00 ± 1.00 | 25.00 ± 0.20 |"
+    assert (
+        table.splitlines()[2]
+        == "| C2+GSP | 50.00 ± 1.00 | 25.00 ± 0.20 | 50.00 ± 1.00 | 25.00 ± 0.20 |"
+    )
     md, js = write_results_table(rows, tmp_path / "table.md")
     assert md.read_text() == table
     assert json.loads(js.read_text())["C2+GSP"]["num_realisations"] == 81

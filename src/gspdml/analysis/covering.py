@@ -30,7 +30,9 @@ def average_covering_radius(embeddings: torch.Tensor, labels: torch.Tensor) -> f
     return float(torch.stack(per_class).mean())
 
 
-def mean_inter_class_distance(embeddings: torch.Tensor, labels: torch.Tensor, chunk: int = 4096) -> float:
+def mean_inter_class_distance(
+    embeddings: torch.Tensor, labels: torch.Tensor, chunk: int = 4096
+) -> float:
     """``E ||x - x^-||_2`` over all ordered pairs with different labels (computed in row chunks)."""
     embeddings, labels = embeddings.detach(), torch.as_tensor(labels)
     total, count = embeddings.new_zeros((), dtype=torch.float64), 0

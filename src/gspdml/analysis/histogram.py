@@ -27,12 +27,16 @@ def nearest_prototype(features: torch.Tensor, prototypes: torch.Tensor) -> torch
     ``features`` ``[..., n, d]``, ``prototypes`` ``[m, d]``; returns int64 ``[..., n]``.
     """
     if features.shape[-1] != prototypes.shape[-1]:
-        raise ValueError(f"features have {features.shape[-1]} channels but prototypes {prototypes.shape[-1]}")
+        raise ValueError(
+            f"features have {features.shape[-1]} channels but prototypes {prototypes.shape[-1]}"
+        )
     flat = features.reshape(-1, features.shape[-1])
     return torch.cdist(flat, prototypes.to(flat)).argmin(dim=1).reshape(features.shape[:-1])
 
 
-def histogram_operator(features: torch.Tensor, prototypes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def histogram_operator(
+    features: torch.Tensor, prototypes: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The histogram ``p*`` ``[..., m]`` and the plan ``pi*`` ``[..., m, n]`` of Eq. 4.2.6 for
     features ``[..., n, d]`` (one image is ``[n, d]``, a batch ``[B, n, d]``)."""
     assignment = nearest_prototype(features, prototypes)
@@ -47,7 +51,9 @@ def pcc_embedding(features: torch.Tensor, prototypes: torch.Tensor) -> torch.Ten
     return histogram @ prototypes.to(histogram)
 
 
-def active_prototypes(features: torch.Tensor, prototypes: torch.Tensor, threshold: float = 0.0) -> torch.Tensor:
+def active_prototypes(
+    features: torch.Tensor, prototypes: torch.Tensor, threshold: float = 0.0
+) -> torch.Tensor:
     """Boolean ``[m]``: the prototypes that receive more than ``threshold`` of the mean histogram
     mass of a set of images ``[B, n, d]`` (one class). With ``threshold = 0`` a prototype is
     active when it is the nearest prototype of at least one local feature (Gürbüz thesis §4.3)."""

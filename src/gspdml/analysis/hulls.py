@@ -26,7 +26,9 @@ def convex_hull_2d(points: npt.ArrayLike) -> np.ndarray:
     if pts.ndim != 2 or pts.shape[1] != 2 or len(pts) == 0:
         raise ValueError(f"expected a non-empty [N, 2] array, got shape {pts.shape}")
     order = np.lexsort((pts[:, 1], pts[:, 0]))
-    unique = [order[0]] + [i for prev, i in zip(order, order[1:]) if not np.array_equal(pts[i], pts[prev])]
+    unique = [order[0]] + [
+        i for prev, i in zip(order, order[1:]) if not np.array_equal(pts[i], pts[prev])
+    ]
     if len(unique) < 3:
         return np.array(unique, dtype=np.int64)
 

@@ -67,15 +67,21 @@ def sample_token_bags(
     """One bag per entry of ``labels`` (see the module docstring); class tokens come first in
     each bag (the order is irrelevant to the poolings that use it)."""
     if bag_size < 2:
-        raise ConfigError("bag_size", f"a bag needs at least one class and one shared token, got {bag_size}")
+        raise ConfigError(
+            "bag_size", f"a bag needs at least one class and one shared token, got {bag_size}"
+        )
     labels = torch.as_tensor(labels, dtype=torch.long)
     if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= vocabulary.num_classes):
-        raise ConfigError("labels", f"classes must be in [0, {vocabulary.num_classes}), got {labels.tolist()}")
+        raise ConfigError(
+            "labels", f"classes must be in [0, {vocabulary.num_classes}), got {labels.tolist()}"
+        )
     s = labels.numel()
     ratio = ratio_mean + ratio_std * torch.randn(s, generator=generator)
     n_fg = torch.round(bag_size * ratio).long().clamp(1, bag_size - 1)  # [S]
     foreground = torch.arange(bag_size)[None, :] < n_fg[:, None]  # [S, bag_size]
     k = vocabulary.tokens_per_class
     class_pick = labels[:, None] * k + torch.randint(k, (s, bag_size), generator=generator)
-    shared_pick = vocabulary.num_classes * k + torch.randint(vocabulary.shared_tokens, (s, bag_size), generator=generator)
+    shared_pick = vocabulary.num_classes * k + torch.randint(
+        vocabulary.shared_tokens, (s, bag_size), generator=generator
+    )
     return TokenBags(torch.where(foreground, class_pick, shared_pick), labels, foreground)

@@ -20,8 +20,9 @@ from gspdml.data.base import LabelledDataset
 
 
 @torch.no_grad()
-def target_tile_share(model: nn.Module, dataset: LabelledDataset, grid: int,
-                      batch_size: int = 256) -> Optional[float]:
+def target_tile_share(
+    model: nn.Module, dataset: LabelledDataset, grid: int, batch_size: int = 256
+) -> Optional[float]:
     """Mean over ``dataset`` of the share of pooling weight inside the target tile; ``None`` when
     the pooling has no spatial weights (GMP, GeM) or the dataset records no target positions."""
     positions = getattr(dataset, "tile_positions", None)
@@ -32,11 +33,19 @@ def target_tile_share(model: nn.Module, dataset: LabelledDataset, grid: int,
     shares = []
     try:
         for start in range(0, len(dataset), batch_size):
-            images = torch.stack([dataset[i][0] for i in range(start, min(start + batch_size, len(dataset)))])
+            images = torch.stack(
+                [dataset[i][0] for i in range(start, min(start + batch_size, len(dataset)))]
+            )
             weights = model(images).weights
             if weights is None:
                 return None
-            shares.append(tile_mass(weights.float().reshape(len(images), *weights.shape[-2:]), positions[start:start + len(images)], grid))
+            shares.append(
+                tile_mass(
+                    weights.float().reshape(len(images), *weights.shape[-2:]),
+                    positions[start : start + len(images)],
+                    grid,
+                )
+            )
     finally:
         model.train(was_training)
     return float(np.concatenate(shares).mean())
@@ -48,7 +57,9 @@ def tile_mass(weights: torch.Tensor, positions: np.ndarray, grid: int) -> np.nda
     b, h, w = weights.shape
     if h % grid or w % grid:
         raise ValueError(f"a {h}x{w} weight map does not split into {grid}x{grid} tiles")
-    tiles = weights.reshape(b, grid, h // grid, grid, w // grid).sum(dim=(2, 4)).reshape(b, grid * grid)
+    tiles = (
+        weights.reshape(b, grid, h // grid, grid, w // grid).sum(dim=(2, 4)).reshape(b, grid * grid)
+    )
     total = tiles.sum(1).clamp_min(1e-12)
     picked = tiles[torch.arange(b), torch.as_tensor(np.asarray(positions), dtype=torch.long)]
     return (picked / total).numpy()

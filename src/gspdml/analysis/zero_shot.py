@@ -29,8 +29,14 @@ def class_means(values: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tenso
     return classes, torch.stack([values[labels == c].mean(dim=0) for c in classes])
 
 
-def cross_class_prediction(attributes: torch.Tensor, embeddings: torch.Tensor, repeats: int = 1000,
-                           fit_classes: int | None = None, ridge: float = 0.05, seed: int = 0) -> dict[str, float]:
+def cross_class_prediction(
+    attributes: torch.Tensor,
+    embeddings: torch.Tensor,
+    repeats: int = 1000,
+    fit_classes: int | None = None,
+    ridge: float = 0.05,
+    seed: int = 0,
+) -> dict[str, float]:
     """Mean nearest-class-mean accuracy of the cross-class ridge prediction (module docstring).
 
     Args:
@@ -42,10 +48,14 @@ def cross_class_prediction(attributes: torch.Tensor, embeddings: torch.Tensor, r
     """
     num_classes = attributes.shape[0]
     if embeddings.shape[0] != num_classes:
-        raise ValueError(f"{num_classes} attribute vectors but {embeddings.shape[0]} class embeddings")
+        raise ValueError(
+            f"{num_classes} attribute vectors but {embeddings.shape[0]} class embeddings"
+        )
     fit = num_classes // 2 if fit_classes is None else fit_classes
     if not 1 <= fit < num_classes - 1:
-        raise ValueError(f"the fitting half must leave at least two classes to predict; got {fit} of {num_classes}")
+        raise ValueError(
+            f"the fitting half must leave at least two classes to predict; got {fit} of {num_classes}"
+        )
     attributes, embeddings = attributes.double(), embeddings.double()
     gen = torch.Generator().manual_seed(seed)
     scores: dict[str, list[float]] = {"l2": [], "cosine": []}
@@ -55,9 +65,16 @@ def cross_class_prediction(attributes: torch.Tensor, embeddings: torch.Tensor, r
         predicted = ridge_predict(attributes[seen], embeddings[seen], attributes[unseen], ridge)
         truth = torch.arange(len(unseen))
         l2 = torch.cdist(predicted, embeddings[unseen]).argmin(dim=1)
-        cosine = (F.normalize(predicted, dim=1) @ F.normalize(embeddings[unseen], dim=1).T).argmax(dim=1)
+        cosine = (F.normalize(predicted, dim=1) @ F.normalize(embeddings[unseen], dim=1).T).argmax(
+            dim=1
+        )
         scores["l2"].append(float((l2 == truth).double().mean()))
         scores["cosine"].append(float((cosine == truth).double().mean()))
     result = {k: float(torch.tensor(v, dtype=torch.float64).mean()) for k, v in scores.items()}
-    result.update({f"{k}_std": float(torch.tensor(v, dtype=torch.float64).std(unbiased=False)) for k, v in scores.items()})
+    result.update(
+        {
+            f"{k}_std": float(torch.tensor(v, dtype=torch.float64).std(unbiased=False))
+            for k, v in scores.items()
+        }
+    )
     return result

@@ -24,13 +24,18 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import torch
+from PIL import Image
 
 from gspdml.data.transforms import CenterCrop, Compose, Normalize, Resize, ToTensor
 from gspdml.errors import ConfigError
-from PIL import Image
 
-from .vl_model import (VisionLanguageEncoder, VisionLanguageModel, WeightsUnavailableError,
-                       load_weights, require)
+from .vl_model import (
+    VisionLanguageEncoder,
+    VisionLanguageModel,
+    WeightsUnavailableError,
+    load_weights,
+    require,
+)
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -41,19 +46,26 @@ ALIASES = {"clip": "open_clip:ViT-L-14@openai", "remoteclip": "open_clip:ViT-L-1
 # loaded into plain ViT-L-14 as in its README; the WeiCom code (billpsomas/rscir) also builds plain
 # ViT-L-14 for the OpenAI weights — pass quick_gelu=False for that parity.
 KNOWN_CHECKPOINTS: dict[tuple[str, Optional[str]], dict[str, Any]] = {
-    ("ViT-L-14", "openai"): dict(repo="timm/vit_large_patch14_clip_224.openai",
-                                 files=("open_clip_model.safetensors", "open_clip_pytorch_model.bin"), quick_gelu=True),
-    ("ViT-L-14", "remoteclip"): dict(repo="chendelong/RemoteCLIP", files=("RemoteCLIP-ViT-L-14.pt",), quick_gelu=False),
+    ("ViT-L-14", "openai"): dict(
+        repo="timm/vit_large_patch14_clip_224.openai",
+        files=("open_clip_model.safetensors", "open_clip_pytorch_model.bin"),
+        quick_gelu=True,
+    ),
+    ("ViT-L-14", "remoteclip"): dict(
+        repo="chendelong/RemoteCLIP", files=("RemoteCLIP-ViT-L-14.pt",), quick_gelu=False
+    ),
 }
 
 
-def clip_preprocess(size: int = 224, mean: Sequence[float] = CLIP_MEAN,
-                    std: Sequence[float] = CLIP_STD) -> Callable[[Image.Image], torch.Tensor]:
+def clip_preprocess(
+    size: int = 224, mean: Sequence[float] = CLIP_MEAN, std: Sequence[float] = CLIP_STD
+) -> Callable[[Image.Image], torch.Tensor]:
     """CLIP's evaluation transform (the standard OpenAI/open_clip ViT-L/14 one; the thesis does not
     specify it): bicubic resize of the short side, centre crop, CLIP mean/std. Returns
     ``PIL image -> [3, size, size]``."""
-    transform = Compose([Resize(size, Image.Resampling.BICUBIC), CenterCrop(size), ToTensor(),
-                         Normalize(mean, std)])
+    transform = Compose(
+        [Resize(size, Image.Resampling.BICUBIC), CenterCrop(size), ToTensor(), Normalize(mean, std)]
+    )
     return lambda image: transform(image, None)
 
 
@@ -61,7 +73,11 @@ def hf_cache_dirs() -> list[Path]:
     """The Hugging Face hub cache directories, in the order huggingface_hub resolves them."""
     if os.environ.get("HF_HUB_CACHE"):
         return [Path(os.environ["HF_HUB_CACHE"]).expanduser()]
-    home = Path(os.environ.get("HF_HOME", Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")) / "huggingface")).expanduser()
+    home = Path(
+        os.environ.get(
+            "HF_HOME", Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")) / "huggingface"
+        )
+    ).expanduser()
     return [home / "hub"]
 
 
@@ -87,11 +103,14 @@ def _offline() -> None:
 
 
 def _missing(what: str, looked: str, provide: str) -> WeightsUnavailableError:
-    return WeightsUnavailableError(f"weights for {what} are not available offline (looked in {looked}); {provide}")
+    return WeightsUnavailableError(
+        f"weights for {what} are not available offline (looked in {looked}); {provide}"
+    )
 
 
-def load_model(spec: str, weights: Optional[str] = None, device: str = "cpu",
-               quick_gelu: Optional[bool] = None) -> VisionLanguageEncoder:
+def load_model(
+    spec: str, weights: Optional[str] = None, device: str = "cpu", quick_gelu: Optional[bool] = None
+) -> VisionLanguageEncoder:
     """A :class:`~gspdml.cir.vl_model.VisionLanguageEncoder` for ``spec`` (see the module docstring)."""
     spec = ALIASES.get(spec, spec)
     kind, _, rest = spec.partition(":")
@@ -107,19 +126,29 @@ def load_model(spec: str, weights: Optional[str] = None, device: str = "cpu",
         except (ImportError, AttributeError) as error:
             raise ConfigError("model", f"cannot import factory {rest!r}: {error}") from None
         return factory(weights=weights, device=device)
-    raise ConfigError("model", f"unknown model spec {spec!r}; use clip, remoteclip, open_clip:ARCH[@TAG], "
-                               "hf:REPO_OR_DIR or python:MODULE:FUNCTION")
+    raise ConfigError(
+        "model",
+        f"unknown model spec {spec!r}; use clip, remoteclip, open_clip:ARCH[@TAG], "
+        "hf:REPO_OR_DIR or python:MODULE:FUNCTION",
+    )
 
 
-def _open_clip(arch: str, tag: Optional[str], weights: Optional[str], device: str,
-               quick_gelu: Optional[bool]) -> VisionLanguageModel:
+def _open_clip(
+    arch: str, tag: Optional[str], weights: Optional[str], device: str, quick_gelu: Optional[bool]
+) -> VisionLanguageModel:
     known = KNOWN_CHECKPOINTS.get((arch, tag), {})
     if weights is not None:
         path = Path(weights).expanduser()
         if not path.is_file():
-            raise _missing(f"open_clip {arch}", str(path), "pass an existing checkpoint file as weights (--weights PATH)")
+            raise _missing(
+                f"open_clip {arch}",
+                str(path),
+                "pass an existing checkpoint file as weights (--weights PATH)",
+            )
     elif tag is None:
-        raise ConfigError("weights", f"open_clip:{arch} without a @TAG needs a local checkpoint (--weights PATH)")
+        raise ConfigError(
+            "weights", f"open_clip:{arch} without a @TAG needs a local checkpoint (--weights PATH)"
+        )
     else:
         path = _cached_open_clip(arch, tag, known)
     _offline()
@@ -131,12 +160,19 @@ def _open_clip(arch: str, tag: Optional[str], weights: Optional[str], device: st
     size = size[0] if isinstance(size, (tuple, list)) else size
     if weights is None:
         model_id = f"open_clip:{arch}@{tag}"
-    else:   # the file's identity, so that the feature cache never mixes two checkpoints
+    else:  # the file's identity, so that the feature cache never mixes two checkpoints
         stat = path.stat()
         model_id = f"open_clip:{arch}@{path.resolve()}#{stat.st_size}-{stat.st_mtime_ns}"
     model_id += "+quickgelu" if use_quick_gelu else ""
-    return VisionLanguageModel(model.encode_image, model.encode_text, open_clip.get_tokenizer(arch),
-                               clip_preprocess(int(size)), model_id, module=model, device=device)
+    return VisionLanguageModel(
+        model.encode_image,
+        model.encode_text,
+        open_clip.get_tokenizer(arch),
+        clip_preprocess(int(size)),
+        model_id,
+        module=model,
+        device=device,
+    )
 
 
 def _cached_open_clip(arch: str, tag: str, known: dict) -> Path:
@@ -154,27 +190,46 @@ def _cached_open_clip(arch: str, tag: str, known: dict) -> Path:
     if found is None and url_file and (Path("~/.cache/clip").expanduser() / url_file).is_file():
         found = Path("~/.cache/clip").expanduser() / url_file
     if found is None:
-        looked = ", ".join(str(d / ("models--" + repo.replace("/", "--"))) for d in hf_cache_dirs()) if repo else "~/.cache/clip"
-        raise _missing(f"open_clip {arch}@{tag}", looked,
-                       f"download {' or '.join(files)} from the hub repo {repo!r} on a connected machine and pass it "
-                       "with --weights PATH (a state-dict file), or copy the hub cache here")
+        looked = (
+            ", ".join(str(d / ("models--" + repo.replace("/", "--"))) for d in hf_cache_dirs())
+            if repo
+            else "~/.cache/clip"
+        )
+        raise _missing(
+            f"open_clip {arch}@{tag}",
+            looked,
+            f"download {' or '.join(files)} from the hub repo {repo!r} on a connected machine and pass it "
+            "with --weights PATH (a state-dict file), or copy the hub cache here",
+        )
     return found
 
 
 def _transformers(source: str, weights: Optional[str], device: str) -> VisionLanguageModel:
     if weights is not None:
-        raise ConfigError("weights", "hf: models load their weights from their directory; do not pass --weights")
+        raise ConfigError(
+            "weights", "hf: models load their weights from their directory; do not pass --weights"
+        )
     local = Path(source).expanduser()
     if local.is_dir():
         if not (local / "config.json").is_file():
-            raise _missing(f"hf:{source}", str(local), "the directory must hold config.json and the model weights")
+            raise _missing(
+                f"hf:{source}",
+                str(local),
+                "the directory must hold config.json and the model weights",
+            )
         directory = local
     else:
         found = cached_hub_file(source, ("model.safetensors", "pytorch_model.bin"))
         if found is None or not (found.parent / "config.json").is_file():
-            looked = ", ".join(str(d / ("models--" + source.replace("/", "--"))) for d in hf_cache_dirs())
-            raise _missing(f"hf:{source}", looked, "pass a local directory saved with CLIPModel.save_pretrained "
-                                                   "(hf:/path/to/dir) or copy the hub cache here")
+            looked = ", ".join(
+                str(d / ("models--" + source.replace("/", "--"))) for d in hf_cache_dirs()
+            )
+            raise _missing(
+                f"hf:{source}",
+                looked,
+                "pass a local directory saved with CLIPModel.save_pretrained "
+                "(hf:/path/to/dir) or copy the hub cache here",
+            )
         directory = found.parent
     _offline()
     transformers = require("transformers", "transformers", "transformers")
@@ -187,5 +242,12 @@ def _transformers(source: str, weights: Optional[str], device: str) -> VisionLan
     def preprocess(image: Image.Image) -> torch.Tensor:
         return processor.image_processor(images=[image], return_tensors="pt")["pixel_values"][0]
 
-    return VisionLanguageModel(lambda pixels: model.get_image_features(pixel_values=pixels), model.get_text_features,
-                               tokenize, preprocess, f"hf:{source}", module=model, device=device)
+    return VisionLanguageModel(
+        lambda pixels: model.get_image_features(pixel_values=pixels),
+        model.get_text_features,
+        tokenize,
+        preprocess,
+        f"hf:{source}",
+        module=model,
+        device=device,
+    )

@@ -19,19 +19,31 @@ from gspdml.errors import ConfigError
 BASELINES = ("text", "image", "product", "sum", "average")
 
 
-def unimodal_scores(image_queries: torch.Tensor, text_queries: torch.Tensor, database: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def unimodal_scores(
+    image_queries: torch.Tensor, text_queries: torch.Tensor, database: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(s_f, s_g)``: image→database and text→database cosine similarities ``[Q, N]``."""
     if image_queries.shape != text_queries.shape:
-        raise ConfigError("queries", f"image and text queries must have the same shape, got {tuple(image_queries.shape)} and {tuple(text_queries.shape)}")
+        raise ConfigError(
+            "queries",
+            f"image and text queries must have the same shape, got {tuple(image_queries.shape)} and {tuple(text_queries.shape)}",
+        )
     if image_queries.shape[-1] != database.shape[-1]:
-        raise ConfigError("database", f"query dimension {image_queries.shape[-1]} != database dimension {database.shape[-1]}")
+        raise ConfigError(
+            "database",
+            f"query dimension {image_queries.shape[-1]} != database dimension {database.shape[-1]}",
+        )
     return image_queries @ database.T, text_queries @ database.T
 
 
-def baseline_scores(method: str, image_queries: torch.Tensor, text_queries: torch.Tensor, database: torch.Tensor) -> torch.Tensor:
+def baseline_scores(
+    method: str, image_queries: torch.Tensor, text_queries: torch.Tensor, database: torch.Tensor
+) -> torch.Tensor:
     """Scores ``[Q, N]`` of one baseline (see the module docstring)."""
     if method not in BASELINES:
-        raise ConfigError("method", f"unknown baseline {method!r}; choose one of {', '.join(BASELINES)}")
+        raise ConfigError(
+            "method", f"unknown baseline {method!r}; choose one of {', '.join(BASELINES)}"
+        )
     s_image, s_text = unimodal_scores(image_queries, text_queries, database)
     if method == "text":
         return s_text

@@ -27,9 +27,9 @@ ScoreFunction = Callable[[torch.Tensor, list[str]], torch.Tensor]
 
 @dataclass
 class CompositionQuery:
-    image: int                  # index into CompositionProtocol.query_images
+    image: int  # index into CompositionProtocol.query_images
     text: str
-    positives: np.ndarray       # database indices
+    positives: np.ndarray  # database indices
     group: str = "all"
 
 
@@ -50,17 +50,29 @@ class CompositionProtocol:
         return list(dict.fromkeys(q.group for q in self.queries))
 
 
-def domain_conversion_protocol(database: Sequence[str], classes: Sequence[str], domains: Sequence[str],
-                               query_images: Optional[Sequence[str]] = None, query_classes: Optional[Sequence[str]] = None,
-                               query_domains: Optional[Sequence[str]] = None, domain_texts: Optional[dict] = None) -> CompositionProtocol:
+def domain_conversion_protocol(
+    database: Sequence[str],
+    classes: Sequence[str],
+    domains: Sequence[str],
+    query_images: Optional[Sequence[str]] = None,
+    query_classes: Optional[Sequence[str]] = None,
+    query_domains: Optional[Sequence[str]] = None,
+    domain_texts: Optional[dict] = None,
+) -> CompositionProtocol:
     """The FreeDom protocol. Without separate query lists the database images are the queries
     (ImageNet-R, LTLL); ``domain_texts`` maps a domain label to its query text (e.g.
     ``{"real": "photo"}``, github.com/NikosEfth/freedom), default the label itself."""
     if not len(database) == len(classes) == len(domains):
-        raise DataError(f"{len(database)} database images but {len(classes)} classes and {len(domains)} domains")
+        raise DataError(
+            f"{len(database)} database images but {len(classes)} classes and {len(domains)} domains"
+        )
     if query_images is None:
         query_images, query_classes, query_domains = database, classes, domains
-    elif query_classes is None or query_domains is None or not len(query_images) == len(query_classes) == len(query_domains):
+    elif (
+        query_classes is None
+        or query_domains is None
+        or not len(query_images) == len(query_classes) == len(query_domains)
+    ):
         raise DataError("separate query images need a class and a domain each")
     domain_texts = dict(domain_texts or {})
     db_classes, db_domains = np.asarray(classes), np.asarray(domains)
@@ -71,13 +83,22 @@ def domain_conversion_protocol(database: Sequence[str], classes: Sequence[str], 
             if target == source:
                 continue
             positives = np.flatnonzero((db_classes == cls) & (db_domains == target))
-            protocol.queries.append(CompositionQuery(index, domain_texts.get(target, target), positives, f"{source}->{target}"))
+            protocol.queries.append(
+                CompositionQuery(
+                    index, domain_texts.get(target, target), positives, f"{source}->{target}"
+                )
+            )
     return protocol
 
 
-def evaluate_protocol(protocol: CompositionProtocol, score: ScoreFunction, ap: str = "standard",
-                      recall_at: Iterable[int] = (), chunk: int = 256,
-                      keep_top: int = 0) -> dict[str, Any]:
+def evaluate_protocol(
+    protocol: CompositionProtocol,
+    score: ScoreFunction,
+    ap: str = "standard",
+    recall_at: Iterable[int] = (),
+    chunk: int = 256,
+    keep_top: int = 0,
+) -> dict[str, Any]:
     """Run ``score(query_image_indices [B], texts) -> [B, N]`` over all queries in chunks.
 
     Returns ``{"map", "recall@k"…, "groups": {group: {"map", "recall@k"…, "queries"}}, "queries",
@@ -85,36 +106,48 @@ def evaluate_protocol(protocol: CompositionProtocol, score: ScoreFunction, ap: s
     when ``keep_top`` > 0, ``"rankings"``: per query the top database indices, scores and AP.
     """
     if ap not in AP_VARIANTS:
-        raise ConfigError("ap", f"unknown AP variant {ap!r}; choose one of {', '.join(AP_VARIANTS)}")
+        raise ConfigError(
+            "ap", f"unknown AP variant {ap!r}; choose one of {', '.join(AP_VARIANTS)}"
+        )
     if not protocol.queries:
         raise DataError("the protocol has no queries")
     recall_at = list(recall_at)
     per_query: dict[str, list[torch.Tensor]] = {}
     rankings = []
     for start in range(0, len(protocol.queries), chunk):
-        batch = protocol.queries[start:start + chunk]
+        batch = protocol.queries[start : start + chunk]
         scores = score(torch.tensor([q.image for q in batch]), [q.text for q in batch])
         if scores.shape != (len(batch), len(protocol.database)):
-            raise DataError(f"score function returned shape {tuple(scores.shape)}, expected {(len(batch), len(protocol.database))}")
+            raise DataError(
+                f"score function returned shape {tuple(scores.shape)}, expected {(len(batch), len(protocol.database))}"
+            )
         metrics = ranking_metrics(scores, protocol.relevance(batch), ap=[ap], recall_at=recall_at)
         for name, column in metrics.items():
             per_query.setdefault(name, []).append(column)
-        if keep_top:   # the same stable order as the metrics
+        if keep_top:  # the same stable order as the metrics
             top = torch.sort(-scores, dim=1, stable=True).indices[:, :keep_top]
             top_scores = torch.gather(scores, 1, top)
             for row in range(len(batch)):
-                rankings.append({"indices": top[row].tolist(), "scores": top_scores[row].tolist(),
-                                 "ap": float(metrics[f"ap_{ap}"][row])})
+                rankings.append(
+                    {
+                        "indices": top[row].tolist(),
+                        "scores": top_scores[row].tolist(),
+                        "ap": float(metrics[f"ap_{ap}"][row]),
+                    }
+                )
     values = {name: torch.cat(parts) for name, parts in per_query.items()}
     groups = np.array([q.group for q in protocol.queries])
     names = {f"ap_{ap}": "map", **{f"recall@{k}": f"recall@{k}" for k in recall_at}}
     table: dict[str, dict[str, float]] = {}
     for group in protocol.groups():
         mask = torch.from_numpy(groups == group)
-        table[group] = {out: 100.0 * values[name][mask].mean().item() for name, out in names.items()}
+        table[group] = {
+            out: 100.0 * values[name][mask].mean().item() for name, out in names.items()
+        }
         table[group]["queries"] = int(mask.sum())
-    result: dict[str, Any] = {out: float(np.mean([row[out] for row in table.values()]))
-                              for out in names.values()}
+    result: dict[str, Any] = {
+        out: float(np.mean([row[out] for row in table.values()])) for out in names.values()
+    }
     result.update(groups=table, queries=len(protocol.queries), ap=ap)
     if keep_top:
         result["rankings"] = rankings

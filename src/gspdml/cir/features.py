@@ -34,7 +34,9 @@ def _image_items(paths: Sequence[str | Path]) -> list[list]:
     for path in paths:
         resolved = Path(path).expanduser().resolve()
         stat = resolved.stat() if resolved.is_file() else None
-        items.append([str(resolved), stat.st_size if stat else -1, stat.st_mtime_ns if stat else -1])
+        items.append(
+            [str(resolved), stat.st_size if stat else -1, stat.st_mtime_ns if stat else -1]
+        )
     return items
 
 
@@ -58,19 +60,25 @@ class FeatureCache:
                 if meta != {"format": FORMAT, "model": model_id, "kind": kind, "items": items}:
                     return None
                 return handle.get_tensor("features")
-        except Exception:   # a corrupt entry is recomputed and replaced
+        except Exception:  # a corrupt entry is recomputed and replaced
             return None
 
     def store(self, model_id: str, kind: str, items: list, features: torch.Tensor) -> Path:
         path = self.path(model_id, kind, items)
         meta = {"format": FORMAT, "model": model_id, "kind": kind, "items": items}
         tensors = {"features": features.detach().to("cpu", torch.float32).contiguous()}
-        atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata={"gspdml": json.dumps(meta)}))
+        atomic_write(
+            path, lambda tmp: save_file(tensors, tmp, metadata={"gspdml": json.dumps(meta)})
+        )
         return path
 
 
-def encode_image_files(model: VisionLanguageEncoder, paths: Sequence[str | Path], batch_size: int = 32,
-                       cache: Optional[FeatureCache] = None) -> torch.Tensor:
+def encode_image_files(
+    model: VisionLanguageEncoder,
+    paths: Sequence[str | Path],
+    batch_size: int = 32,
+    cache: Optional[FeatureCache] = None,
+) -> torch.Tensor:
     """f(x) ``[N, D]`` of image files (decoded by :func:`gspdml.data.images.load_image`, which
     names an unreadable file), from ``cache`` when it holds them."""
     if not paths:
@@ -80,7 +88,9 @@ def encode_image_files(model: VisionLanguageEncoder, paths: Sequence[str | Path]
         return stored
     chunks = []
     for start in range(0, len(paths), batch_size):
-        pixels = torch.stack([model.preprocess(load_image(p)) for p in paths[start:start + batch_size]])
+        pixels = torch.stack(
+            [model.preprocess(load_image(p)) for p in paths[start : start + batch_size]]
+        )
         chunks.append(model.encode_image(pixels))
     features = torch.cat(chunks)
     if cache is not None:
@@ -88,15 +98,21 @@ def encode_image_files(model: VisionLanguageEncoder, paths: Sequence[str | Path]
     return features
 
 
-def encode_texts(model: VisionLanguageEncoder, texts: Sequence[str], batch_size: int = 256,
-                 cache: Optional[FeatureCache] = None) -> torch.Tensor:
+def encode_texts(
+    model: VisionLanguageEncoder,
+    texts: Sequence[str],
+    batch_size: int = 256,
+    cache: Optional[FeatureCache] = None,
+) -> torch.Tensor:
     """g(t) ``[N, D]`` of strings (a vocabulary, target texts), from ``cache`` when it holds them."""
     items = list(texts)
     if not items:
         raise DataError("no texts to encode")
     if cache is not None and (stored := cache.load(model.model_id, "texts", items)) is not None:
         return stored
-    features = torch.cat([model.encode_text(items[i:i + batch_size]) for i in range(0, len(items), batch_size)])
+    features = torch.cat(
+        [model.encode_text(items[i : i + batch_size]) for i in range(0, len(items), batch_size)]
+    )
     if cache is not None:
         cache.store(model.model_id, "texts", items, features)
     return features

@@ -53,12 +53,12 @@ IN_MEMORY_THRESHOLD = 0.98
 
 # The ablation variants of Table 4.4 / §4.3.2 as constructor keyword arguments.
 VARIANTS = {
-    "single": dict(expansion=False, fusion="late", weighting="uniform", m=1),   # h_1, Eq. 4.7
-    "E": dict(expansion=False, fusion="early", weighting="uniform"),            # h_E, Eq. 4.9
-    "L": dict(expansion=False, fusion="late", weighting="uniform"),             # h_L, Eq. 4.11
-    "E+": dict(expansion=True, fusion="early", weighting="uniform"),            # h_E+, Eq. 4.15
-    "L+": dict(expansion=True, fusion="late", weighting="uniform"),             # h_L+, Eq. 4.16
-    "L+a": dict(expansion=True, fusion="late", weighting="count_max"),          # h_L+α, Eq. 4.17 (FreeDom)
+    "single": dict(expansion=False, fusion="late", weighting="uniform", m=1),  # h_1, Eq. 4.7
+    "E": dict(expansion=False, fusion="early", weighting="uniform"),  # h_E, Eq. 4.9
+    "L": dict(expansion=False, fusion="late", weighting="uniform"),  # h_L, Eq. 4.11
+    "E+": dict(expansion=True, fusion="early", weighting="uniform"),  # h_E+, Eq. 4.15
+    "L+": dict(expansion=True, fusion="late", weighting="uniform"),  # h_L+, Eq. 4.16
+    "L+a": dict(expansion=True, fusion="late", weighting="count_max"),  # h_L+α, Eq. 4.17 (FreeDom)
 }
 
 
@@ -88,22 +88,31 @@ def read_vocabulary(path: str | Path) -> list[str]:
     return words
 
 
-def nearest(queries: torch.Tensor, memory: torch.Tensor, count: int, block_elements: int = 1 << 22) -> torch.Tensor:
+def nearest(
+    queries: torch.Tensor, memory: torch.Tensor, count: int, block_elements: int = 1 << 22
+) -> torch.Tensor:
     """Indices ``[Q, count]`` of the ``count`` most similar memory rows (cosine, descending);
     equal similarities keep memory order, also at the cut-off — the same result as a stable full
     sort (``np.argsort(-s, kind="stable")[:count]``) at the cost of a top-k. Queries are processed
     in blocks of about ``block_elements`` similarities (a 20k-word vocabulary stays small)."""
     if not 1 <= count <= memory.shape[0]:
-        raise ConfigError("k", f"asked for {count} neighbours but the memory holds {memory.shape[0]} items")
+        raise ConfigError(
+            "k", f"asked for {count} neighbours but the memory holds {memory.shape[0]} items"
+        )
     rows = max(1, block_elements // memory.shape[0])
-    return torch.cat([_nearest_block(queries[i:i + rows], memory, count) for i in range(0, queries.shape[0], rows)])
+    return torch.cat(
+        [
+            _nearest_block(queries[i : i + rows], memory, count)
+            for i in range(0, queries.shape[0], rows)
+        ]
+    )
 
 
 def _nearest_block(queries: torch.Tensor, memory: torch.Tensor, count: int) -> torch.Tensor:
     similarity = queries @ memory.T
     kth = torch.topk(similarity, count, dim=1).values[:, -1:]
     above, tied = similarity > kth, similarity == kth
-    room = count - above.sum(dim=1, keepdim=True)                  # tied rows that still fit, first ones first
+    room = count - above.sum(dim=1, keepdim=True)  # tied rows that still fit, first ones first
     chosen = above | (tied & (tied.cumsum(dim=1) <= room))
     indices = chosen.nonzero(as_tuple=True)[1].reshape(-1, count)  # ascending memory order per row
     values = torch.gather(similarity, 1, indices)
@@ -119,13 +128,18 @@ class TextMemory:
 
     def __post_init__(self) -> None:
         if self.embeddings.ndim != 2 or self.embeddings.shape[0] != len(self.words):
-            raise ConfigError("vocabulary", f"{len(self.words)} words but embeddings of shape {tuple(self.embeddings.shape)}")
+            raise ConfigError(
+                "vocabulary",
+                f"{len(self.words)} words but embeddings of shape {tuple(self.embeddings.shape)}",
+            )
 
     @classmethod
-    def build(cls, words: Sequence[str], encode_text: TextEncoder, batch_size: int = 256) -> "TextMemory":
+    def build(
+        cls, words: Sequence[str], encode_text: TextEncoder, batch_size: int = 256
+    ) -> "TextMemory":
         """Embed every word as raw text, no prompt template (as the authors' code does)."""
         words = list(words)
-        chunks = [encode_text(words[i:i + batch_size]) for i in range(0, len(words), batch_size)]
+        chunks = [encode_text(words[i : i + batch_size]) for i in range(0, len(words), batch_size)]
         return cls(words, torch.cat(chunks))
 
 
@@ -137,16 +151,22 @@ class TextLabels:
     weights: list[float] = field(default_factory=list)
 
 
-def vote(word_indices: torch.Tensor, m: int, weighting: str = "count_max") -> tuple[list[int], list[float]]:
+def vote(
+    word_indices: torch.Tensor, m: int, weighting: str = "count_max"
+) -> tuple[list[int], list[float]]:
     """The m most frequent entries of the ordered multiset ``word_indices`` (proxy-major, then word
     rank) and their weights: count / max count, count, or 1. Ties: first occurrence first."""
     if weighting not in WEIGHTINGS:
-        raise ConfigError("weighting", f"unknown weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}")
+        raise ConfigError(
+            "weighting", f"unknown weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}"
+        )
     flat = word_indices.reshape(-1)
     unique, inverse, counts = torch.unique(flat, return_inverse=True, return_counts=True)
     positions = torch.arange(flat.numel(), device=flat.device)
-    first = torch.full_like(unique, flat.numel()).scatter_reduce(0, inverse, positions, reduce="amin")
-    key = -counts * (flat.numel() + 1) + first          # by count descending, then first occurrence
+    first = torch.full_like(unique, flat.numel()).scatter_reduce(
+        0, inverse, positions, reduce="amin"
+    )
+    key = -counts * (flat.numel() + 1) + first  # by count descending, then first occurrence
     chosen = torch.argsort(key)[:m]
     chosen_counts = counts[chosen].to(torch.float64)
     if weighting == "count_max":
@@ -158,16 +178,26 @@ def vote(word_indices: torch.Tensor, m: int, weighting: str = "count_max") -> tu
     return unique[chosen].tolist(), weights.tolist()
 
 
-def proxy_indices(queries: torch.Tensor, memory: torch.Tensor, k: int, query_as_proxy: str = "auto",
-                  threshold: float = IN_MEMORY_THRESHOLD) -> torch.Tensor:
+def proxy_indices(
+    queries: torch.Tensor,
+    memory: torch.Tensor,
+    k: int,
+    query_as_proxy: str = "auto",
+    threshold: float = IN_MEMORY_THRESHOLD,
+) -> torch.Tensor:
     """Memory indices ``[Q, k]`` of the k proxy images of every query (Eq. 4.13), with ``-1``
     standing for the query itself where the code's rule prepends it (module docstring, item 1)."""
     if query_as_proxy not in QUERY_AS_PROXY:
-        raise ConfigError("query_as_proxy", f"unknown rule {query_as_proxy!r}; choose one of {', '.join(QUERY_AS_PROXY)}")
+        raise ConfigError(
+            "query_as_proxy",
+            f"unknown rule {query_as_proxy!r}; choose one of {', '.join(QUERY_AS_PROXY)}",
+        )
     if k < 1:
         raise ConfigError("k", f"must be >= 1, got {k}")
     neighbours = nearest(queries, memory, k)
-    outside = (queries * memory[neighbours[:, 0]]).sum(dim=-1) < threshold   # max similarity to the memory
+    outside = (queries * memory[neighbours[:, 0]]).sum(
+        dim=-1
+    ) < threshold  # max similarity to the memory
     if query_as_proxy == "never":
         prepend = torch.zeros_like(outside)
     elif query_as_proxy == "always":
@@ -176,12 +206,17 @@ def proxy_indices(queries: torch.Tensor, memory: torch.Tensor, k: int, query_as_
         prepend = outside.any().expand_as(outside)
     else:
         prepend = outside
-    with_query = torch.cat([torch.full_like(neighbours[:, :1], -1), neighbours[:, :k - 1]], dim=1)
+    with_query = torch.cat([torch.full_like(neighbours[:, :1], -1), neighbours[:, : k - 1]], dim=1)
     return torch.where(prepend[:, None], with_query, neighbours)
 
 
-def proxy_embeddings(queries: torch.Tensor, memory: torch.Tensor, k: int, query_as_proxy: str = "auto",
-                     threshold: float = IN_MEMORY_THRESHOLD) -> torch.Tensor:
+def proxy_embeddings(
+    queries: torch.Tensor,
+    memory: torch.Tensor,
+    k: int,
+    query_as_proxy: str = "auto",
+    threshold: float = IN_MEMORY_THRESHOLD,
+) -> torch.Tensor:
     """The k proxy images of every query as embeddings ``[Q, k, D]`` (see :func:`proxy_indices`)."""
     indices = proxy_indices(queries, memory, k, query_as_proxy, threshold)
     return torch.where((indices < 0)[..., None], queries[:, None], memory[indices.clamp(min=0)])
@@ -193,15 +228,23 @@ def nn_inversion(queries: torch.Tensor, text_memory: TextMemory, m: int) -> list
     return [TextLabels([text_memory.words[i] for i in row], [1.0] * m) for row in indices.tolist()]
 
 
-def expanded_inversion(queries: torch.Tensor, visual_memory: torch.Tensor, text_memory: TextMemory,
-                       k: int = 20, n: int = 7, m: int = 7, weighting: str = "count_max",
-                       query_as_proxy: str = "auto", memory_words: Optional[dict[int, list[int]]] = None) -> list[TextLabels]:
+def expanded_inversion(
+    queries: torch.Tensor,
+    visual_memory: torch.Tensor,
+    text_memory: TextMemory,
+    k: int = 20,
+    n: int = 7,
+    m: int = 7,
+    weighting: str = "count_max",
+    query_as_proxy: str = "auto",
+    memory_words: Optional[dict[int, list[int]]] = None,
+) -> list[TextLabels]:
     """φ⁺_{X,V}(y) (Eqs. 4.13–4.14) with frequency weights â (Eq. 4.17).
 
     The n words of a memory image do not depend on the query, so they are looked up once per
     memory image and kept in ``memory_words`` (``{memory index: word indices}``) when given —
     with the database as memory that divides the vocabulary search by up to k."""
-    proxies = proxy_indices(queries, visual_memory, k, query_as_proxy)                 # [Q, k], -1 = the query
+    proxies = proxy_indices(queries, visual_memory, k, query_as_proxy)  # [Q, k], -1 = the query
     memory_words = {} if memory_words is None else memory_words
     missing = sorted(set(proxies[proxies >= 0].tolist()) - set(memory_words))
     if missing:
@@ -213,7 +256,9 @@ def expanded_inversion(queries: torch.Tensor, visual_memory: torch.Tensor, text_
         own = dict(zip(itself, nearest(queries[itself], text_memory.embeddings, n).tolist()))
     labels = []
     for row, indices in enumerate(proxies.tolist()):
-        words = [w for j in indices for w in (own[row] if j < 0 else memory_words[j])]   # proxy-major, then word rank
+        words = [
+            w for j in indices for w in (own[row] if j < 0 else memory_words[j])
+        ]  # proxy-major, then word rank
         chosen, weights = vote(torch.tensor(words), m, weighting)
         labels.append(TextLabels([text_memory.words[i] for i in chosen], weights))
     return labels
@@ -230,17 +275,24 @@ class TextEmbeddingMemo:
     def __call__(self, texts: Sequence[str]) -> torch.Tensor:
         missing = list(dict.fromkeys(t for t in texts if t not in self._rows))
         for start in range(0, len(missing), self.batch_size):
-            chunk = missing[start:start + self.batch_size]
+            chunk = missing[start : start + self.batch_size]
             for text, row in zip(chunk, self.encode_text(chunk)):
                 self._rows[text] = row
         return torch.stack([self._rows[t] for t in texts])
 
 
-def compose(labels: Sequence[TextLabels], targets: Sequence[str], encode_text: TextEncoder,
-            fusion: str = "late", renormalize: bool = False) -> torch.Tensor:
+def compose(
+    labels: Sequence[TextLabels],
+    targets: Sequence[str],
+    encode_text: TextEncoder,
+    fusion: str = "late",
+    renormalize: bool = False,
+) -> torch.Tensor:
     """Composed queries h(y, t) ``[Q, D]``: β_L (Eq. 4.12) or β_E (Eq. 4.10) per query."""
     if fusion not in FUSIONS:
-        raise ConfigError("fusion", f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
+        raise ConfigError(
+            "fusion", f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}"
+        )
     if len(labels) != len(targets):
         raise ConfigError("targets", f"{len(labels)} queries but {len(targets)} target texts")
     rows = []
@@ -263,31 +315,60 @@ class FreeDom:
     per string. ``visual_memory`` (``[M, D]``, ℓ2-normalised) is usually the database.
     """
 
-    def __init__(self, encode_text: TextEncoder, text_memory: TextMemory, visual_memory: Optional[torch.Tensor] = None,
-                 k: int = 20, n: int = 7, m: int = 7, weighting: str = "count_max", fusion: str = "late",
-                 expansion: bool = True, query_as_proxy: str = "auto", renormalize: bool = False):
+    def __init__(
+        self,
+        encode_text: TextEncoder,
+        text_memory: TextMemory,
+        visual_memory: Optional[torch.Tensor] = None,
+        k: int = 20,
+        n: int = 7,
+        m: int = 7,
+        weighting: str = "count_max",
+        fusion: str = "late",
+        expansion: bool = True,
+        query_as_proxy: str = "auto",
+        renormalize: bool = False,
+    ):
         for name, value in (("k", k), ("n", n), ("m", m)):
             if int(value) < 1:
                 raise ConfigError(name, f"must be >= 1, got {value}")
         if weighting not in WEIGHTINGS:
-            raise ConfigError("weighting", f"unknown weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}")
+            raise ConfigError(
+                "weighting",
+                f"unknown weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}",
+            )
         if fusion not in FUSIONS:
-            raise ConfigError("fusion", f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
+            raise ConfigError(
+                "fusion", f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}"
+            )
         if expansion and visual_memory is None:
-            raise ConfigError("visual_memory", "expanded inversion needs a visual memory (usually the database embeddings)")
+            raise ConfigError(
+                "visual_memory",
+                "expanded inversion needs a visual memory (usually the database embeddings)",
+            )
         self.encode_text = TextEmbeddingMemo(encode_text)
         self.text_memory, self.visual_memory = text_memory, visual_memory
         self.k, self.n, self.m = int(k), int(n), int(m)
         self.weighting, self.fusion, self.expansion = weighting, fusion, bool(expansion)
         self.query_as_proxy, self.renormalize = query_as_proxy, bool(renormalize)
-        self._memory_words: dict[int, list[int]] = {}     # n words of each memory image, filled on demand
+        self._memory_words: dict[
+            int, list[int]
+        ] = {}  # n words of each memory image, filled on demand
 
     @classmethod
-    def variant(cls, name: str, encode_text: TextEncoder, text_memory: TextMemory,
-                visual_memory: Optional[torch.Tensor] = None, **overrides: Any) -> "FreeDom":
+    def variant(
+        cls,
+        name: str,
+        encode_text: TextEncoder,
+        text_memory: TextMemory,
+        visual_memory: Optional[torch.Tensor] = None,
+        **overrides: Any,
+    ) -> "FreeDom":
         """One of the ablation variants by name: ``single``, ``E``, ``L``, ``E+``, ``L+``, ``L+a``."""
         if name not in VARIANTS:
-            raise ConfigError("variant", f"unknown FreeDom variant {name!r}; choose one of {', '.join(VARIANTS)}")
+            raise ConfigError(
+                "variant", f"unknown FreeDom variant {name!r}; choose one of {', '.join(VARIANTS)}"
+            )
         return cls(encode_text, text_memory, visual_memory, **{**VARIANTS[name], **overrides})
 
     def invert(self, image_queries: torch.Tensor) -> list[TextLabels]:
@@ -295,18 +376,33 @@ class FreeDom:
         occurs several times (one row per target text) is inverted once."""
         unique, inverse = torch.unique(image_queries, dim=0, return_inverse=True)
         if self.expansion and self.visual_memory is not None:  # __init__: expansion has one
-            labels = expanded_inversion(unique, self.visual_memory, self.text_memory, self.k, self.n, self.m,
-                                        self.weighting, self.query_as_proxy, self._memory_words)
-        else:   # every word occurs once, so all weightings are uniform
+            labels = expanded_inversion(
+                unique,
+                self.visual_memory,
+                self.text_memory,
+                self.k,
+                self.n,
+                self.m,
+                self.weighting,
+                self.query_as_proxy,
+                self._memory_words,
+            )
+        else:  # every word occurs once, so all weightings are uniform
             labels = nn_inversion(unique, self.text_memory, self.m)
         return [labels[i] for i in inverse.tolist()]
 
     def query_embeddings(self, image_queries: torch.Tensor, targets: Sequence[str]) -> torch.Tensor:
         """h(y, t) ``[Q, D]`` for query images ``[Q, D]`` and their target texts."""
         if image_queries.ndim != 2 or image_queries.shape[0] != len(targets):
-            raise ConfigError("targets", f"{image_queries.shape[0]} query images but {len(targets)} target texts")
-        return compose(self.invert(image_queries), targets, self.encode_text, self.fusion, self.renormalize)
+            raise ConfigError(
+                "targets", f"{image_queries.shape[0]} query images but {len(targets)} target texts"
+            )
+        return compose(
+            self.invert(image_queries), targets, self.encode_text, self.fusion, self.renormalize
+        )
 
-    def scores(self, image_queries: torch.Tensor, targets: Sequence[str], database: torch.Tensor) -> torch.Tensor:
+    def scores(
+        self, image_queries: torch.Tensor, targets: Sequence[str], database: torch.Tensor
+    ) -> torch.Tensor:
         """s(q, x) = h(y, t)ᵀ f(x) (Eq. 4.1), ``[Q, N]``."""
         return self.query_embeddings(image_queries, targets) @ database.T

@@ -37,11 +37,16 @@ from gspdml.errors import DataError
 from .composition_protocol import CompositionProtocol, CompositionQuery
 
 CLASS_MERGES = {
-    "denseresidential": "residential", "sparseresidential": "residential",
-    "closedroad": "road", "intersection": "road",
-    "bridge": "roadpass", "overpass": "roadpass",
-    "ferryterminal": "pier", "harbor": "pier",
-    "parkingspace": "parking", "parkinglot": "parking",
+    "denseresidential": "residential",
+    "sparseresidential": "residential",
+    "closedroad": "road",
+    "intersection": "road",
+    "bridge": "roadpass",
+    "overpass": "roadpass",
+    "ferryterminal": "pier",
+    "harbor": "pier",
+    "parkingspace": "parking",
+    "parkinglot": "parking",
 }
 
 # attribute -> merged class -> value -> (#positives, #queries); Psomas thesis Table 5.1 (three
@@ -51,7 +56,13 @@ TABLE_5_1 = {
         "airplane": {"white": (672, 53), "purple": (53, 672)},
         "nursing home": {"white": (85, 383), "gray": (383, 85)},
         "crosswalk": {"white": (412, 388), "yellow": (388, 412)},
-        "tennis court": {"blue": (339, 287), "brown": (2, 624), "gray": (50, 576), "green": (211, 415), "red": (24, 602)},
+        "tennis court": {
+            "blue": (339, 287),
+            "brown": (2, 624),
+            "gray": (50, 576),
+            "green": (211, 415),
+            "red": (24, 602),
+        },
     },
     "context": {"roadpass": {"concrete": (800, 800), "water": (800, 800)}},
     "density": {"residential": {"sparse": (800, 800), "dense": (800, 800)}},
@@ -60,12 +71,32 @@ TABLE_5_1 = {
         "pier": {"with boats": (1345, 255), "without boats": (255, 1345)},
     },
     "quantity": {
-        "storage tank": {"one": (356, 261), "two": (119, 498), "three": (65, 552), "four": (77, 540)},
-        "wastewater treatment plant": {"one": (724, 78), "two": (44, 758), "three": (10, 792), "four": (24, 778)},
-        "basketball court": {"one": (340, 383), "two": (286, 437), "three": (21, 702), "half": (61, 662), "two-halfs": (15, 708)},
+        "storage tank": {
+            "one": (356, 261),
+            "two": (119, 498),
+            "three": (65, 552),
+            "four": (77, 540),
+        },
+        "wastewater treatment plant": {
+            "one": (724, 78),
+            "two": (44, 758),
+            "three": (10, 792),
+            "four": (24, 778),
+        },
+        "basketball court": {
+            "one": (340, 383),
+            "two": (286, 437),
+            "three": (21, 702),
+            "half": (61, 662),
+            "two-halfs": (15, 708),
+        },
     },
     "shape": {
-        "swimming pool": {"rectangular": (261, 299), "oval": (52, 508), "kidney-shaped": (247, 313)},
+        "swimming pool": {
+            "rectangular": (261, 299),
+            "oval": (52, 508),
+            "kidney-shaped": (247, 313),
+        },
         "river": {"curved": (177, 623), "straight": (623, 177)},
         "road": {"cross": (800, 800), "round": (800, 800)},
     },
@@ -86,12 +117,14 @@ def merged_class(folder: str) -> str:
 @dataclass
 class PatternCom:
     protocol: CompositionProtocol
-    classes: list[str]                               # merged class of every database image
-    annotations: dict[str, list[tuple[int, str]]]    # attribute -> [(database index, value)]
+    classes: list[str]  # merged class of every database image
+    annotations: dict[str, list[tuple[int, str]]]  # attribute -> [(database index, value)]
 
     def statistics(self) -> dict[tuple[str, str, str], tuple[int, int]]:
         """``(attribute, class, value) -> (#positives, #queries)`` as in Table 5.1."""
-        positives = Counter((a, self.classes[i], v) for a, rows in self.annotations.items() for i, v in rows)
+        positives = Counter(
+            (a, self.classes[i], v) for a, rows in self.annotations.items() for i, v in rows
+        )
         queries = Counter((q.group, self.classes[q.image], q.text) for q in self.protocol.queries)
         return {key: (count, queries.get(key, 0)) for key, count in positives.items()}
 
@@ -118,12 +151,14 @@ def _read_annotations(path: Path, index: dict[str, int]) -> list[tuple[int, str]
                 continue
             name = row[0].strip()
             if number == 1 and not name.lower().endswith(IMAGE_EXTENSIONS):
-                continue                                             # header
+                continue  # header
             if len(row) < 2 or not row[-1].strip():
                 raise DataError(f"{path}:{number}: expected 'filename, ..., value', got {row!r}")
             key = Path(name).name
             if key not in index:
-                raise DataError(f"{path}:{number}: image {name!r} is not in the PatternNet folder tree")
+                raise DataError(
+                    f"{path}:{number}: image {name!r} is not in the PatternNet folder tree"
+                )
             rows.append((index[key], row[-1].strip()))
     if not rows:
         raise DataError(f"{path}: no annotations")
@@ -144,7 +179,9 @@ def read_patterncom(root: str | Path, annotations: str | Path | None = None) -> 
     names = [Path(p).name for p in paths]
     duplicates = [n for n, c in Counter(names).items() if c > 1]
     if duplicates:
-        raise DataError(f"PatternNet: file names must be unique across class folders; repeated: {', '.join(duplicates[:5])}")
+        raise DataError(
+            f"PatternNet: file names must be unique across class folders; repeated: {', '.join(duplicates[:5])}"
+        )
     index = {name: i for i, name in enumerate(names)}
     protocol = CompositionProtocol(paths, paths)
     annotated = {}
@@ -152,22 +189,31 @@ def read_patterncom(root: str | Path, annotations: str | Path | None = None) -> 
         attribute = file.stem
         rows = _read_annotations(file, index)
         annotated[attribute] = rows
-        members: dict[str, dict[str, list[int]]] = {}               # class -> value -> images (first-seen order)
+        members: dict[str, dict[str, list[int]]] = {}  # class -> value -> images (first-seen order)
         for image, value in rows:
             members.setdefault(classes[image], {}).setdefault(value, []).append(image)
         for image, value in rows:
             for other, positives in members[classes[image]].items():
                 if other != value:
-                    protocol.queries.append(CompositionQuery(image, other, np.asarray(positives), attribute))
+                    protocol.queries.append(
+                        CompositionQuery(image, other, np.asarray(positives), attribute)
+                    )
     return PatternCom(protocol, classes, annotated)
 
 
 def table_mismatches(patterncom: PatternCom) -> list[str]:
     """Differences between a built protocol and Table 5.1 (empty for the real benchmark)."""
-    published = {(a, c, v): counts for a, by_class in TABLE_5_1.items() for c, values in by_class.items() for v, counts in values.items()}
+    published = {
+        (a, c, v): counts
+        for a, by_class in TABLE_5_1.items()
+        for c, values in by_class.items()
+        for v, counts in values.items()
+    }
     found = patterncom.statistics()
     problems = []
     for key in sorted(set(published) | set(found)):
         if published.get(key) != found.get(key):
-            problems.append(f"{'/'.join(key)}: (#positives, #queries) = {found.get(key)}, Table 5.1 has {published.get(key)}")
+            problems.append(
+                f"{'/'.join(key)}: (#positives, #queries) = {found.get(key)}, Table 5.1 has {published.get(key)}"
+            )
     return problems

@@ -37,7 +37,10 @@ def _check(scores: torch.Tensor, relevant: torch.Tensor) -> tuple[torch.Tensor, 
     if scores.ndim == 1:
         scores, relevant = scores[None], relevant[None]
     if scores.ndim != 2 or scores.shape != relevant.shape:
-        raise ConfigError("relevant", f"expected scores [Q, N] and relevant [Q, N] of the same shape, got {tuple(scores.shape)} and {tuple(relevant.shape)}")
+        raise ConfigError(
+            "relevant",
+            f"expected scores [Q, N] and relevant [Q, N] of the same shape, got {tuple(scores.shape)} and {tuple(relevant.shape)}",
+        )
     return scores, relevant
 
 
@@ -52,24 +55,30 @@ def average_precision_ranked(ranked: torch.Tensor, variant: str = "standard") ->
     """AP per row of a ranked relevance matrix ``[Q, N]`` (see the module docstring for the
     two variants); float64 ``[Q]``. Works on the positives only: O(#positives) after ranking."""
     if variant not in AP_VARIANTS:
-        raise ConfigError("ap", f"unknown AP variant {variant!r}; choose one of {', '.join(AP_VARIANTS)}")
+        raise ConfigError(
+            "ap", f"unknown AP variant {variant!r}; choose one of {', '.join(AP_VARIANTS)}"
+        )
     ranked = torch.as_tensor(ranked, dtype=torch.bool)
     if ranked.ndim == 1:
         ranked = ranked[None]
-    rows, ranks = ranked.nonzero(as_tuple=True)                  # row-major: ranks ascend within a row
+    rows, ranks = ranked.nonzero(as_tuple=True)  # row-major: ranks ascend within a row
     positives = ranked.sum(dim=1)
-    first = torch.cumsum(positives, 0) - positives               # offset of each row's first positive
+    first = torch.cumsum(positives, 0) - positives  # offset of each row's first positive
     j = (torch.arange(rows.numel(), device=ranked.device) - first[rows]).to(torch.float64)
     r = ranks.to(torch.float64)
-    per_positive = (j + 1.0) / (r + 1.0)                         # precision after the j-th positive
+    per_positive = (j + 1.0) / (r + 1.0)  # precision after the j-th positive
     if variant == "trapezoid":
         before = torch.where(r == 0, torch.ones_like(j), j / r.clamp(min=1.0))
         per_positive = 0.5 * (before + per_positive)
-    total = torch.zeros(ranked.shape[0], dtype=torch.float64, device=ranked.device).index_add_(0, rows, per_positive)
-    return total / positives.clamp(min=1).to(torch.float64)      # 0 for a row without positives
+    total = torch.zeros(ranked.shape[0], dtype=torch.float64, device=ranked.device).index_add_(
+        0, rows, per_positive
+    )
+    return total / positives.clamp(min=1).to(torch.float64)  # 0 for a row without positives
 
 
-def average_precision(scores: torch.Tensor, relevant: torch.Tensor, variant: str = "standard") -> torch.Tensor:
+def average_precision(
+    scores: torch.Tensor, relevant: torch.Tensor, variant: str = "standard"
+) -> torch.Tensor:
     """AP of every query ``[Q]`` (float64) from ``scores [Q, N]`` and ``relevant [Q, N]``."""
     return average_precision_ranked(ranked_relevance(scores, relevant), variant)
 
@@ -78,28 +87,42 @@ def recall_at_k_ranked(ranked: torch.Tensor, ks: Iterable[int]) -> dict[int, tor
     """``{k: [Q]}`` with R@k = (#positives in the top k) / (#positives) — the definition of the
     FreeDom and WeiCom code, not "at least one positive in the top k"."""
     positives = ranked.sum(dim=1).to(torch.float64)
-    return {k: ranked[:, :k].sum(dim=1).to(torch.float64) / positives.clamp(min=1.0) for k in _check_ks(ks)}
+    return {
+        k: ranked[:, :k].sum(dim=1).to(torch.float64) / positives.clamp(min=1.0)
+        for k in _check_ks(ks)
+    }
 
 
-def precision_at_k_ranked(ranked: torch.Tensor, ks: Iterable[int], capped: bool = True) -> dict[int, torch.Tensor]:
+def precision_at_k_ranked(
+    ranked: torch.Tensor, ks: Iterable[int], capped: bool = True
+) -> dict[int, torch.Tensor]:
     """``{k: [Q]}`` with P@k = (#positives in the top k) / min(#positives, k) when ``capped`` (the
     FreeDom code) or / k otherwise."""
     positives = ranked.sum(dim=1).to(torch.float64)
     out = {}
     for k in _check_ks(ks):
-        denominator = positives.clamp(max=float(k)) if capped else torch.full_like(positives, float(k))
+        denominator = (
+            positives.clamp(max=float(k)) if capped else torch.full_like(positives, float(k))
+        )
         out[k] = ranked[:, :k].sum(dim=1).to(torch.float64) / denominator.clamp(min=1.0)
     return out
 
 
-def ranking_metrics(scores: torch.Tensor, relevant: torch.Tensor, ap: Iterable[str] = AP_VARIANTS,
-                    recall_at: Iterable[int] = (), precision_at: Iterable[int] = ()) -> dict[str, torch.Tensor]:
+def ranking_metrics(
+    scores: torch.Tensor,
+    relevant: torch.Tensor,
+    ap: Iterable[str] = AP_VARIANTS,
+    recall_at: Iterable[int] = (),
+    precision_at: Iterable[int] = (),
+) -> dict[str, torch.Tensor]:
     """Per-query metrics from one ranking: ``ap_<variant>``, ``recall@<k>``, ``precision@<k>``,
     each a float64 tensor ``[Q]`` (average them for mAP, mean R@k, …)."""
     ranked = ranked_relevance(scores, relevant)
     out = {f"ap_{variant}": average_precision_ranked(ranked, variant) for variant in ap}
     out.update({f"recall@{k}": v for k, v in recall_at_k_ranked(ranked, recall_at).items()})
-    out.update({f"precision@{k}": v for k, v in precision_at_k_ranked(ranked, precision_at).items()})
+    out.update(
+        {f"precision@{k}": v for k, v in precision_at_k_ranked(ranked, precision_at).items()}
+    )
     return out
 
 

@@ -41,7 +41,8 @@ def require(module: str, extra: str, package: str) -> ModuleType:
     except Exception as error:  # a missing package, or an installed one that fails to import
         raise OptionalDependencyError(
             f"this model needs the optional package {package!r} ({module} failed to import: {type(error).__name__}: {error}); "
-            f"install it with: pip install 'gspdml[{extra}]'  (or pip install {package})") from None
+            f"install it with: pip install 'gspdml[{extra}]'  (or pip install {package})"
+        ) from None
 
 
 @runtime_checkable
@@ -70,9 +71,16 @@ class VisionLanguageModel:
     ``module`` (if given) in eval mode on ``device``.
     """
 
-    def __init__(self, image_encoder: Callable, text_encoder: Callable, tokenize: Callable[[list[str]], Tokens],
-                 preprocess: Callable[[Image.Image], torch.Tensor], model_id: str,
-                 module: Optional[torch.nn.Module] = None, device: str | torch.device = "cpu"):
+    def __init__(
+        self,
+        image_encoder: Callable,
+        text_encoder: Callable,
+        tokenize: Callable[[list[str]], Tokens],
+        preprocess: Callable[[Image.Image], torch.Tensor],
+        model_id: str,
+        module: Optional[torch.nn.Module] = None,
+        device: str | torch.device = "cpu",
+    ):
         self.image_encoder, self.text_encoder = image_encoder, text_encoder
         self.tokenize, self._preprocess = tokenize, preprocess
         self.model_id, self.module, self.device = str(model_id), module, torch.device(device)
@@ -85,16 +93,22 @@ class VisionLanguageModel:
     @torch.no_grad()
     def encode_image(self, images: torch.Tensor) -> torch.Tensor:
         if images.ndim != 4:
-            raise DataError(f"{self.model_id}: encode_image expects preprocessed images [N, C, H, W], got shape {tuple(images.shape)}")
+            raise DataError(
+                f"{self.model_id}: encode_image expects preprocessed images [N, C, H, W], got shape {tuple(images.shape)}"
+            )
         return _normalized(self.image_encoder(images.to(self.device)))
 
     @torch.no_grad()
     def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
         if isinstance(texts, str):
-            raise DataError(f"{self.model_id}: encode_text expects a list of strings, got a single string {texts!r}")
+            raise DataError(
+                f"{self.model_id}: encode_text expects a list of strings, got a single string {texts!r}"
+            )
         tokens = self.tokenize(list(texts))
         if isinstance(tokens, Mapping):
-            return _normalized(self.text_encoder(**{k: v.to(self.device) for k, v in tokens.items()}))
+            return _normalized(
+                self.text_encoder(**{k: v.to(self.device) for k, v in tokens.items()})
+            )
         return _normalized(self.text_encoder(tokens.to(self.device)))
 
     def __repr__(self) -> str:
@@ -102,7 +116,7 @@ class VisionLanguageModel:
 
 
 def _normalized(features: Any) -> torch.Tensor:
-    if not isinstance(features, torch.Tensor):           # e.g. a transformers output object
+    if not isinstance(features, torch.Tensor):  # e.g. a transformers output object
         features = features.pooler_output
     return torch.nn.functional.normalize(features.float(), dim=-1).cpu()
 
@@ -124,15 +138,19 @@ def load_state_dict_file(path: str | Path) -> dict[str, torch.Tensor]:
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        raise DataError(f"{path}: cannot read weights ({type(error).__name__}: {error}); expected a state dict "
-                        "saved with torch.save or safetensors (TorchScript archives are not supported)") from None
+        raise DataError(
+            f"{path}: cannot read weights ({type(error).__name__}: {error}); expected a state dict "
+            "saved with torch.save or safetensors (TorchScript archives are not supported)"
+        ) from None
     for key in ("state_dict", "model"):
         if isinstance(state, Mapping) and key in state and isinstance(state[key], Mapping):
             state = state[key]
-    if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+    if not isinstance(state, Mapping) or not all(
+        isinstance(v, torch.Tensor) for v in state.values()
+    ):
         raise DataError(f"{path}: not a state dict of tensors")
     if state and all(k.startswith("module.") for k in state):
-        state = {k[len("module."):]: v for k, v in state.items()}
+        state = {k[len("module.") :]: v for k, v in state.items()}
     return dict(state)
 
 
@@ -144,10 +162,21 @@ def load_weights(module: torch.nn.Module, path: str | Path) -> torch.nn.Module:
     unexpected = sorted(set(state) - set(own))
     wrong = sorted(k for k in set(own) & set(state) if own[k].shape != state[k].shape)
     if missing or unexpected or wrong:
+
         def some(keys: list[str]) -> str:
             return ", ".join(keys[:5]) + (f" (+{len(keys) - 5} more)" if len(keys) > 5 else "")
-        problems = [f"{label}: {some(keys)}" for label, keys in
-                    (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)) if keys]
-        raise DataError(f"{path}: weights do not fit {type(module).__name__}; " + "; ".join(problems))
+
+        problems = [
+            f"{label}: {some(keys)}"
+            for label, keys in (
+                ("missing", missing),
+                ("unexpected", unexpected),
+                ("wrong shape", wrong),
+            )
+            if keys
+        ]
+        raise DataError(
+            f"{path}: weights do not fit {type(module).__name__}; " + "; ".join(problems)
+        )
     module.load_state_dict(state)
     return module

@@ -48,24 +48,41 @@ def cdf_normalize(scores: torch.Tensor, unbiased: bool = True, eps: float = 1e-1
     A constant row (std 0) maps to 0.5 everywhere instead of NaN.
     """
     if scores.shape[-1] < 2:
-        raise ConfigError("database", f"CDF normalisation needs at least 2 database items, got {scores.shape[-1]}")
+        raise ConfigError(
+            "database", f"CDF normalisation needs at least 2 database items, got {scores.shape[-1]}"
+        )
     mean = scores.mean(dim=-1, keepdim=True)
     std = scores.std(dim=-1, keepdim=True, unbiased=unbiased)
     z = (scores - mean) / std.clamp(min=eps)
     return 0.5 * (1.0 + torch.erf(z / math.sqrt(2.0)))
 
 
-def weicom_fuse(image_scores: torch.Tensor, text_scores: torch.Tensor, lam: float = FALLBACK_LAMBDA, unbiased: bool = True) -> torch.Tensor:
+def weicom_fuse(
+    image_scores: torch.Tensor,
+    text_scores: torch.Tensor,
+    lam: float = FALLBACK_LAMBDA,
+    unbiased: bool = True,
+) -> torch.Tensor:
     """Eq. 5.2 from raw similarities ``[Q, N]``: λ·Φ̂(s_g) + (1 − λ)·Φ̂(s_f)."""
     lam = float(lam)
     if not 0.0 <= lam <= 1.0:
         raise ConfigError("lambda", f"must be in [0, 1] (0 = image only, 1 = text only), got {lam}")
     if image_scores.shape != text_scores.shape:
-        raise ConfigError("scores", f"image and text scores must have the same shape, got {tuple(image_scores.shape)} and {tuple(text_scores.shape)}")
-    return lam * cdf_normalize(text_scores, unbiased) + (1.0 - lam) * cdf_normalize(image_scores, unbiased)
+        raise ConfigError(
+            "scores",
+            f"image and text scores must have the same shape, got {tuple(image_scores.shape)} and {tuple(text_scores.shape)}",
+        )
+    return lam * cdf_normalize(text_scores, unbiased) + (1.0 - lam) * cdf_normalize(
+        image_scores, unbiased
+    )
 
 
-def weicom_scores(image_queries: torch.Tensor, text_queries: torch.Tensor, database: torch.Tensor, lam: float = FALLBACK_LAMBDA) -> torch.Tensor:
+def weicom_scores(
+    image_queries: torch.Tensor,
+    text_queries: torch.Tensor,
+    database: torch.Tensor,
+    lam: float = FALLBACK_LAMBDA,
+) -> torch.Tensor:
     """WeiCom scores ``[Q, N]`` from ℓ2-normalised f(y) ``[Q, D]``, g(t) ``[Q, D]`` and f(X) ``[N, D]``."""
     s_image, s_text = unimodal_scores(image_queries, text_queries, database)
     return weicom_fuse(s_image, s_text, lam)

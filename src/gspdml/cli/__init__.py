@@ -24,7 +24,18 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from gspdml.cli import bundle, cir, data, demo, doctor, listing, pretrain, protocol, retrieval, train
+from gspdml.cli import (
+    bundle,
+    cir,
+    data,
+    demo,
+    doctor,
+    listing,
+    pretrain,
+    protocol,
+    retrieval,
+    train,
+)
 from gspdml.errors import GspdmlError
 
 #: the command groups, in the order ``gspdml --help`` lists them; each has ``add_parser(subparsers)``
@@ -33,7 +44,9 @@ GROUPS = (train, demo, pretrain, protocol, retrieval, cir, data, bundle, doctor,
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``gspdml`` parser with every sub-command; each sets ``func(args) -> exit status``."""
-    parser = argparse.ArgumentParser(prog="gspdml", description="Deep metric learning with Generalized Sum Pooling.")
+    parser = argparse.ArgumentParser(
+        prog="gspdml", description="Deep metric learning with Generalized Sum Pooling."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.add_parser(sub)
@@ -57,4 +70,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # the reader went away (gspdml search --json | head): stop quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-

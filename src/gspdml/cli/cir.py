@@ -33,17 +33,28 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
-from gspdml.data.images import IMAGE_EXTENSIONS
-from gspdml.errors import ConfigError, DataError
-
 from gspdml.cir.baselines import baseline_scores
+from gspdml.cir.composition_protocol import (
+    CompositionProtocol,
+    CompositionQuery,
+    ScoreFunction,
+    domain_conversion_protocol,
+    evaluate_protocol,
+)
 from gspdml.cir.features import FeatureCache, encode_image_files, encode_texts
-from gspdml.cir.freedom import QUERY_AS_PROXY, VARIANTS, FreeDom, TextEmbeddingMemo, TextMemory, read_vocabulary
+from gspdml.cir.freedom import (
+    QUERY_AS_PROXY,
+    VARIANTS,
+    FreeDom,
+    TextEmbeddingMemo,
+    TextMemory,
+    read_vocabulary,
+)
 from gspdml.cir.ranking import AP_VARIANTS
-from gspdml.cir.composition_protocol import (CompositionProtocol, CompositionQuery, ScoreFunction,
-                                             domain_conversion_protocol, evaluate_protocol)
 from gspdml.cir.vl_model import VisionLanguageEncoder
 from gspdml.cir.weicom import default_lambda, weicom_scores
+from gspdml.data.images import IMAGE_EXTENSIONS
+from gspdml.errors import ConfigError, DataError
 
 
 def _read_csv(path: str, required: Sequence[str]) -> list[dict]:
@@ -55,7 +66,9 @@ def _read_csv(path: str, required: Sequence[str]) -> list[dict]:
     columns = rows[0].keys() if rows else []
     missing = [c for c in required if c not in columns]
     if not rows or missing:
-        raise DataError(f"{file}: needs a header with columns {', '.join(required)} and at least one row (missing: {', '.join(missing) or 'rows'})")
+        raise DataError(
+            f"{file}: needs a header with columns {', '.join(required)} and at least one row (missing: {', '.join(missing) or 'rows'})"
+        )
     for number, row in enumerate(rows, 2):
         if any(not (row.get(c) or "").strip() for c in required):
             raise DataError(f"{file}:{number}: empty {'/'.join(required)} value in {dict(row)}")
@@ -68,26 +81,44 @@ def _resolve(images: Path, path: str) -> str:
 
 
 def _image_files(images: Path, exclude: Optional[Path]) -> list[str]:
-    files = sorted(str(p.resolve()) for p in images.rglob("*")
-                   if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file() and not (exclude and exclude in p.resolve().parents))
+    files = sorted(
+        str(p.resolve())
+        for p in images.rglob("*")
+        if p.suffix.lower() in IMAGE_EXTENSIONS
+        and p.is_file()
+        and not (exclude and exclude in p.resolve().parents)
+    )
     if not files:
         raise DataError(f"no image files under {images}")
     return files
 
 
-def _protocol(args: argparse.Namespace, images: Path, cache_dir: Optional[Path]) -> tuple[CompositionProtocol, bool]:
+def _protocol(
+    args: argparse.Namespace, images: Path, cache_dir: Optional[Path]
+) -> tuple[CompositionProtocol, bool]:
     """The protocol and whether it has positives (metrics)."""
-    chosen = [name for name in ("labels", "queries", "patterncom") if getattr(args, name, None) is not None]
+    chosen = [
+        name
+        for name in ("labels", "queries", "patterncom")
+        if getattr(args, name, None) is not None
+    ]
     if len(chosen) != 1:
-        raise ConfigError("queries", "give exactly one of --labels, --queries" + (", --patterncom" if hasattr(args, "patterncom") else ""))
+        raise ConfigError(
+            "queries",
+            "give exactly one of --labels, --queries"
+            + (", --patterncom" if hasattr(args, "patterncom") else ""),
+        )
     if chosen == ["patterncom"]:
         from gspdml.cir.patterncom import read_patterncom, table_mismatches
 
         patterncom = read_patterncom(images, args.patterncom or None)
         mismatches = table_mismatches(patterncom)
         if mismatches:
-            print(f"note: the annotations differ from Table 5.1 in {len(mismatches)} (attribute, class, value) cells, "
-                  f"e.g. {mismatches[0]}", file=sys.stderr)
+            print(
+                f"note: the annotations differ from Table 5.1 in {len(mismatches)} (attribute, class, value) cells, "
+                f"e.g. {mismatches[0]}",
+                file=sys.stderr,
+            )
         return patterncom.protocol, True
     database = _image_files(images, cache_dir)
     if chosen == ["labels"]:
@@ -96,10 +127,14 @@ def _protocol(args: argparse.Namespace, images: Path, cache_dir: Optional[Path])
         index = {path: i for i, path in enumerate(database)}
         unknown = [p for p in labelled if p not in index]
         if unknown:
-            raise DataError(f"{args.labels}: {len(unknown)} labelled images are not under {images}, e.g. {unknown[0]}")
+            raise DataError(
+                f"{args.labels}: {len(unknown)} labelled images are not under {images}, e.g. {unknown[0]}"
+            )
         classes = [row["class"].strip() for row in rows]
         domains = [row["domain"].strip() for row in rows]
-        return domain_conversion_protocol(labelled, classes, domains, domain_texts=_domain_texts(args.domain_text)), True
+        return domain_conversion_protocol(
+            labelled, classes, domains, domain_texts=_domain_texts(args.domain_text)
+        ), True
     rows = _read_csv(args.queries, ("image", "text"))
     index = {path: i for i, path in enumerate(database)}
     query_images = list(dict.fromkeys(_resolve(images, row["image"]) for row in rows))
@@ -111,9 +146,17 @@ def _protocol(args: argparse.Namespace, images: Path, cache_dir: Optional[Path])
         for path in filter(None, (p.strip() for p in (row.get("positives") or "").split(";"))):
             resolved = _resolve(images, path)
             if resolved not in index:
-                raise DataError(f"{args.queries}:{number}: positive {path!r} is not an image under {images}")
+                raise DataError(
+                    f"{args.queries}:{number}: positive {path!r} is not an image under {images}"
+                )
             positives.append(index[resolved])
-        protocol.queries.append(CompositionQuery(position[_resolve(images, row["image"])], row["text"].strip(), np.asarray(positives, dtype=np.int64)))
+        protocol.queries.append(
+            CompositionQuery(
+                position[_resolve(images, row["image"])],
+                row["text"].strip(),
+                np.asarray(positives, dtype=np.int64),
+            )
+        )
     return protocol, has_positives
 
 
@@ -127,19 +170,31 @@ def _domain_texts(pairs: Sequence[str]) -> dict[str, str]:
     return texts
 
 
-def _features(args: argparse.Namespace, model: VisionLanguageEncoder, protocol: CompositionProtocol,
-              cache: Optional[FeatureCache]) -> tuple[torch.Tensor, torch.Tensor]:
+def _features(
+    args: argparse.Namespace,
+    model: VisionLanguageEncoder,
+    protocol: CompositionProtocol,
+    cache: Optional[FeatureCache],
+) -> tuple[torch.Tensor, torch.Tensor]:
     database = encode_image_files(model, protocol.database, args.batch_size, cache)
     index = {path: i for i, path in enumerate(protocol.database)}
     outside = {p: i for i, p in enumerate(p for p in protocol.query_images if p not in index)}
-    extra = (encode_image_files(model, list(outside), args.batch_size, cache) if outside
-             else database[:0])
+    extra = (
+        encode_image_files(model, list(outside), args.batch_size, cache)
+        if outside
+        else database[:0]
+    )
     rows = [database[index[p]] if p in index else extra[outside[p]] for p in protocol.query_images]
     return database, torch.stack(rows)
 
 
-def _score_function(args: argparse.Namespace, model: VisionLanguageEncoder, database: torch.Tensor,
-                    queries: torch.Tensor, cache: Optional[FeatureCache]) -> ScoreFunction:
+def _score_function(
+    args: argparse.Namespace,
+    model: VisionLanguageEncoder,
+    database: torch.Tensor,
+    queries: torch.Tensor,
+    cache: Optional[FeatureCache],
+) -> ScoreFunction:
     texts = TextEmbeddingMemo(model.encode_text)
     if args.method == "freedom":
         words = read_vocabulary(args.vocabulary)
@@ -151,7 +206,9 @@ def _score_function(args: argparse.Namespace, model: VisionLanguageEncoder, data
         return lambda idx, targets: freedom.scores(queries[idx], targets, database)
     if args.method == "weicom":
         lam = getattr(args, "lam", None)
-        if lam is None:   # the chapter-4 competitor sums the two CDFs (λ = 0.5, Psomas thesis §4.4.4)
+        if (
+            lam is None
+        ):  # the chapter-4 competitor sums the two CDFs (λ = 0.5, Psomas thesis §4.4.4)
             lam = 0.5 if args.cir_method == "freedom" else default_lambda(args.model)
         args.lam = lam
         return lambda idx, targets: weicom_scores(queries[idx], texts(targets), database, lam)
@@ -165,14 +222,25 @@ def _run(args: argparse.Namespace) -> int:
     if not images.is_dir():
         raise DataError(f"--images: {images} is not a directory")
     if args.method == "freedom" and not args.vocabulary:
-        raise ConfigError("vocabulary", "FreeDom needs a text memory: --vocabulary FILE (one word per line, or the Open Images class-name CSV)")
-    cache_dir = None if args.no_cache else Path(args.cache).expanduser().resolve() if args.cache else _default_cache()
+        raise ConfigError(
+            "vocabulary",
+            "FreeDom needs a text memory: --vocabulary FILE (one word per line, or the Open Images class-name CSV)",
+        )
+    cache_dir = (
+        None
+        if args.no_cache
+        else Path(args.cache).expanduser().resolve()
+        if args.cache
+        else _default_cache()
+    )
     cache = FeatureCache(cache_dir) if cache_dir else None
     protocol, has_positives = _protocol(args, images, cache_dir)
     model = load_model(args.model, weights=args.weights, device=args.device)
     database, queries = _features(args, model, protocol, cache)
     score = _score_function(args, model, database, queries, cache)
-    result = evaluate_protocol(protocol, score, ap=args.ap, recall_at=args.recall_at, keep_top=args.top)
+    result = evaluate_protocol(
+        protocol, score, ap=args.ap, recall_at=args.recall_at, keep_top=args.top
+    )
     report = _report(args, model, protocol, result, has_positives, images)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -187,29 +255,57 @@ def _default_cache() -> Path:
     return cache_dir() / "cir-features"
 
 
-def _report(args: argparse.Namespace, model: VisionLanguageEncoder, protocol: CompositionProtocol,
-            result: dict[str, Any], has_positives: bool, images: Path) -> dict[str, Any]:
+def _report(
+    args: argparse.Namespace,
+    model: VisionLanguageEncoder,
+    protocol: CompositionProtocol,
+    result: dict[str, Any],
+    has_positives: bool,
+    images: Path,
+) -> dict[str, Any]:
     def shown(path: str) -> str:
         return str(Path(path).relative_to(images)) if Path(path).is_relative_to(images) else path
 
-    settings = {"method": args.method, "model": model.model_id, "database": len(protocol.database), "queries": len(protocol.queries)}
+    settings = {
+        "method": args.method,
+        "model": model.model_id,
+        "database": len(protocol.database),
+        "queries": len(protocol.queries),
+    }
     if args.method == "freedom":
-        settings.update(variant=args.variant, k=args.k, n=args.n, m=args.m if args.m is not None else VARIANTS[args.variant].get("m", 7),
-                        query_as_proxy=args.query_as_proxy)
+        settings.update(
+            variant=args.variant,
+            k=args.k,
+            n=args.n,
+            m=args.m if args.m is not None else VARIANTS[args.variant].get("m", 7),
+            query_as_proxy=args.query_as_proxy,
+        )
     if args.method == "weicom":
         settings["lambda"] = args.lam
     rankings = []
     for query, ranking in zip(protocol.queries, result["rankings"]):
         positives = set(query.positives.tolist())
-        entry = {"image": shown(protocol.query_images[query.image]), "text": query.text, "group": query.group,
-                 "top": [{"path": shown(protocol.database[i]), "score": round(s, 6), "positive": i in positives}
-                         for i, s in zip(ranking["indices"], ranking["scores"])]}
+        entry = {
+            "image": shown(protocol.query_images[query.image]),
+            "text": query.text,
+            "group": query.group,
+            "top": [
+                {
+                    "path": shown(protocol.database[i]),
+                    "score": round(s, 6),
+                    "positive": i in positives,
+                }
+                for i, s in zip(ranking["indices"], ranking["scores"])
+            ],
+        }
         if has_positives:
             entry["ap"] = 100.0 * ranking["ap"]
         rankings.append(entry)
     report = {"settings": settings, "queries": rankings}
     if has_positives:
-        report["metrics"] = {key: value for key, value in result.items() if key not in ("rankings", "queries")}
+        report["metrics"] = {
+            key: value for key, value in result.items() if key not in ("rankings", "queries")
+        }
     return report
 
 
@@ -220,34 +316,70 @@ def _print_text(report: dict, show: int) -> None:
         ap = f"  AP {query['ap']:.2f}" if "ap" in query else ""
         print(f"\n[{number}] {query['image']} + {query['text']!r}{ap}")
         for rank, hit in enumerate(query["top"], 1):
-            print(f"  {rank:3d}. {'+' if hit['positive'] else ' '} {hit['score']:.4f}  {hit['path']}")
+            print(
+                f"  {rank:3d}. {'+' if hit['positive'] else ' '} {hit['score']:.4f}  {hit['path']}"
+            )
     if len(report["queries"]) > show:
         print(f"\n... {len(report['queries']) - show} more queries (--show N, or --json for all)")
     metrics = report.get("metrics")
     if metrics:
         recall = [k for k in metrics if k.startswith("recall@")]
-        print(f"\n{'group':30s} {'queries':>8s} {'mAP':>7s}" + "".join(f" {k:>10s}" for k in recall))
+        print(
+            f"\n{'group':30s} {'queries':>8s} {'mAP':>7s}" + "".join(f" {k:>10s}" for k in recall)
+        )
         for group, row in metrics["groups"].items():
-            print(f"{group:30s} {row['queries']:8d} {row['map']:7.2f}" + "".join(f" {row[k]:10.2f}" for k in recall))
-        print(f"{'AVG (mean over groups)':30s} {'':8s} {metrics['map']:7.2f}" + "".join(f" {metrics[k]:10.2f}" for k in recall)
-              + f"   [AP: {metrics['ap']}]")
+            print(
+                f"{group:30s} {row['queries']:8d} {row['map']:7.2f}"
+                + "".join(f" {row[k]:10.2f}" for k in recall)
+            )
+        print(
+            f"{'AVG (mean over groups)':30s} {'':8s} {metrics['map']:7.2f}"
+            + "".join(f" {metrics[k]:10.2f}" for k in recall)
+            + f"   [AP: {metrics['ap']}]"
+        )
 
 
 def _common(parser: argparse.ArgumentParser, methods: Sequence[str], default_ap: str) -> None:
-    parser.add_argument("--images", required=True, help="folder of database images (searched recursively)")
-    parser.add_argument("--labels", help="CSV path,class,domain: the domain-conversion protocol over these images")
-    parser.add_argument("--domain-text", action="append", default=[], metavar="LABEL=TEXT",
-                        help="query text of a --labels domain (repeatable), e.g. real=photo, New=Today")
+    parser.add_argument(
+        "--images", required=True, help="folder of database images (searched recursively)"
+    )
+    parser.add_argument(
+        "--labels", help="CSV path,class,domain: the domain-conversion protocol over these images"
+    )
+    parser.add_argument(
+        "--domain-text",
+        action="append",
+        default=[],
+        metavar="LABEL=TEXT",
+        help="query text of a --labels domain (repeatable), e.g. real=photo, New=Today",
+    )
     parser.add_argument("--queries", help="CSV image,text[,positives]: explicit composed queries")
-    parser.add_argument("--method", choices=methods, default=methods[0], help=f"default: {methods[0]}")
-    parser.add_argument("--model", default="clip", help="clip | remoteclip | open_clip:ARCH[@TAG] | hf:REPO_OR_DIR | python:MODULE:FUNCTION")
+    parser.add_argument(
+        "--method", choices=methods, default=methods[0], help=f"default: {methods[0]}"
+    )
+    parser.add_argument(
+        "--model",
+        default="clip",
+        help="clip | remoteclip | open_clip:ARCH[@TAG] | hf:REPO_OR_DIR | python:MODULE:FUNCTION",
+    )
     parser.add_argument("--weights", help="local checkpoint (state dict) for the model")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch-size", type=int, default=32, help="images per encoder batch")
-    parser.add_argument("--cache", help="feature cache folder (default: $GSPDML_CACHE/cir-features)")
-    parser.add_argument("--no-cache", action="store_true", help="do not read or write cached features")
-    parser.add_argument("--ap", choices=AP_VARIANTS, default=default_ap, help=f"AP definition (default {default_ap}, as the authors' code)")
-    parser.add_argument("--recall-at", type=int, nargs="*", default=[], metavar="K", help="also report R@K")
+    parser.add_argument(
+        "--cache", help="feature cache folder (default: $GSPDML_CACHE/cir-features)"
+    )
+    parser.add_argument(
+        "--no-cache", action="store_true", help="do not read or write cached features"
+    )
+    parser.add_argument(
+        "--ap",
+        choices=AP_VARIANTS,
+        default=default_ap,
+        help=f"AP definition (default {default_ap}, as the authors' code)",
+    )
+    parser.add_argument(
+        "--recall-at", type=int, nargs="*", default=[], metavar="K", help="also report R@K"
+    )
     parser.add_argument("--top", type=int, default=5, help="results listed per query")
     parser.add_argument("--show", type=int, default=10, help="queries printed in text mode")
     parser.add_argument("--json", action="store_true", help="print everything as JSON")
@@ -256,20 +388,42 @@ def _common(parser: argparse.ArgumentParser, methods: Sequence[str], default_ap:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Add ``cir`` with the sub-commands ``freedom`` and ``weicom`` to a ``gspdml`` parser."""
-    parser = subparsers.add_parser("cir", help="composed image retrieval with a frozen vision-language model")
+    parser = subparsers.add_parser(
+        "cir", help="composed image retrieval with a frozen vision-language model"
+    )
     sub = parser.add_subparsers(dest="cir_method", required=True, metavar="METHOD")
-    freedom = sub.add_parser("freedom", help="FreeDom (training-free domain conversion) and its baselines")
+    freedom = sub.add_parser(
+        "freedom", help="FreeDom (training-free domain conversion) and its baselines"
+    )
     _common(freedom, ("freedom", "text", "image", "product", "sum", "weicom"), "trapezoid")
-    freedom.add_argument("--vocabulary", help="text memory: one word per line, or a CSV (Open Images class names)")
-    freedom.add_argument("--variant", choices=list(VARIANTS), default="L+a", help="L+a is FreeDom (Eq. 4.17)")
+    freedom.add_argument(
+        "--vocabulary", help="text memory: one word per line, or a CSV (Open Images class names)"
+    )
+    freedom.add_argument(
+        "--variant", choices=list(VARIANTS), default="L+a", help="L+a is FreeDom (Eq. 4.17)"
+    )
     freedom.add_argument("--k", type=int, default=20, help="proxy images (default 20)")
     freedom.add_argument("--n", type=int, default=7, help="words per proxy (default 7)")
-    freedom.add_argument("--m", type=int, default=None, help="text labels kept (default 7; 1 for --variant single)")
+    freedom.add_argument(
+        "--m", type=int, default=None, help="text labels kept (default 7; 1 for --variant single)"
+    )
     freedom.add_argument("--query-as-proxy", choices=QUERY_AS_PROXY, default="auto")
-    weicom = sub.add_parser("weicom", help="WeiCom (CDF-normalised similarity fusion) and its baselines")
+    weicom = sub.add_parser(
+        "weicom", help="WeiCom (CDF-normalised similarity fusion) and its baselines"
+    )
     _common(weicom, ("weicom", "text", "image", "average"), "standard")
-    weicom.add_argument("--lambda", dest="lam", type=float, default=None,
-                        help="text weight λ (default 0.3 for clip, 0.6 for remoteclip, else 0.5)")
-    weicom.add_argument("--patterncom", nargs="?", const="", default=None, metavar="DIR",
-                        help="the PatternCom protocol; DIR holds <attribute>.csv (default <images>/PatternCom)")
-
+    weicom.add_argument(
+        "--lambda",
+        dest="lam",
+        type=float,
+        default=None,
+        help="text weight λ (default 0.3 for clip, 0.6 for remoteclip, else 0.5)",
+    )
+    weicom.add_argument(
+        "--patterncom",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        help="the PatternCom protocol; DIR holds <attribute>.csv (default <images>/PatternCom)",
+    )

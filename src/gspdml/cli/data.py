@@ -27,12 +27,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     names = ("cub", "cars", "sop", "inshop")
     data = subparsers.add_parser("data", help="download and verify the benchmark datasets")
     sub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
-    fetch = sub.add_parser("fetch", help="download (resumable), check the checksums, extract and verify a dataset")
+    fetch = sub.add_parser(
+        "fetch", help="download (resumable), check the checksums, extract and verify a dataset"
+    )
     fetch.add_argument("name", choices=names)
     fetch.add_argument("--root", required=True, help="folder to put the dataset in")
     fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
     fetch.set_defaults(func=run_fetch)
-    verify = sub.add_parser("verify", help="check a dataset placed by hand: layout, official counts, every image present")
+    verify = sub.add_parser(
+        "verify",
+        help="check a dataset placed by hand: layout, official counts, every image present",
+    )
     verify.add_argument("root", help="dataset folder")
-    verify.add_argument("--dataset", choices=names, help="which dataset (default: detected from the layout)")
+    verify.add_argument(
+        "--dataset", choices=names, help="which dataset (default: detected from the layout)"
+    )
     verify.set_defaults(func=run_verify)

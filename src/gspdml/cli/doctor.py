@@ -15,6 +15,9 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("doctor", help="print versions, CPU/GPU capabilities and the precision 'auto' picks (for bug reports)")
+    p = sub.add_parser(
+        "doctor",
+        help="print versions, CPU/GPU capabilities and the precision 'auto' picks (for bug reports)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_cmd_doctor)

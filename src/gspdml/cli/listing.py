@@ -23,7 +23,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from gspdml.workflows.listing import KINDS
 
-    p = sub.add_parser("list", help="list the poolings, losses, backbones, datasets or presets a config can name")
+    p = sub.add_parser(
+        "list", help="list the poolings, losses, backbones, datasets or presets a config can name"
+    )
     p.add_argument("kind", choices=KINDS)
     p.add_argument("pattern", nargs="?", help="shell-style filter on the names, e.g. 'gsp*'")
     p.add_argument("--json", action="store_true", help="print [{name, summary}] as JSON")

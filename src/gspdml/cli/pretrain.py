@@ -16,6 +16,10 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("pretrain", help="pre-train backbone weights from a recipe (cached by content hash)")
-    p.add_argument("recipes", nargs="+", help="recipe names (gspdml/presets/pretrain) or YAML files")
+    p = sub.add_parser(
+        "pretrain", help="pre-train backbone weights from a recipe (cached by content hash)"
+    )
+    p.add_argument(
+        "recipes", nargs="+", help="recipe names (gspdml/presets/pretrain) or YAML files"
+    )
     p.set_defaults(func=_cmd_pretrain)

@@ -25,6 +25,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("protocol", choices=PROTOCOLS)
     p.add_argument("config", help="YAML config file (one model)")
     p.add_argument("overrides", nargs="*", help="overrides key.sub=value (values are YAML)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds per model (default 0 1 2)")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=[0, 1, 2],
+        help="training seeds per model (default 0 1 2)",
+    )
     p.add_argument("--output-dir", type=Path, default=None, help="default: <output_dir>/<name>")
     p.set_defaults(func=_cmd_protocol)

@@ -18,17 +18,23 @@ import torch
 
 from gspdml.cli import ann, postprocess
 from gspdml.errors import ConfigError, DataError
+from gspdml.models.inference import embed, resolve_device
 from gspdml.retrieval import exact_search
-from gspdml.retrieval.build import append_to_index, build_index, check_same_model, drop_missing_files, model_info
+from gspdml.retrieval.build import (
+    append_to_index,
+    build_index,
+    check_same_model,
+    drop_missing_files,
+    model_info,
+)
 from gspdml.retrieval.embedding import ON_ERROR, PartialEmbedding
+from gspdml.retrieval.encoder import image_channels, load_model_and_transform
 from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
-from gspdml.retrieval.sources import SPLITS, ImageFiles, ImageSource, folder_source, split_source
 from gspdml.retrieval.index import META_FILE, RetrievalIndex
 from gspdml.retrieval.report import build_report, write_report
-from gspdml.retrieval.encoder import image_channels, load_model_and_transform
+from gspdml.retrieval.sources import SPLITS, ImageFiles, ImageSource, folder_source, split_source
 from gspdml.training.checkpoint import check_writable_file, check_writable_folder
 from gspdml.training.run_dir import CONFIG_FILE
-from gspdml.models.inference import embed, resolve_device
 
 
 def _say(line: str) -> None:
@@ -45,18 +51,31 @@ def _report_skipped(source: ImageSource, skipped: dict[str, str]) -> None:
 
 def run_index(args: argparse.Namespace) -> int:
     if (args.images is None) == (args.split is None):
-        raise ConfigError("images", "give either an IMAGES_DIR or --split (a split of the run's dataset), not both")
+        raise ConfigError(
+            "images",
+            "give either an IMAGES_DIR or --split (a split of the run's dataset), not both",
+        )
     out = Path(args.out)
     exists = (out / META_FILE).exists()
     if exists and not (args.append or args.overwrite):
-        raise ConfigError("--out", f"{out} already holds an index; pass --append to add images or --overwrite to rebuild it")
+        raise ConfigError(
+            "--out",
+            f"{out} already holds an index; pass --append to add images or --overwrite to rebuild it",
+        )
     if args.append and not exists:
         raise ConfigError("--append", f"{out} holds no index to append to")
     check_writable_folder(out)
     device = resolve_device(args.device)
     config, model, transform = load_model_and_transform(args.run_dir, device)
-    source = folder_source(args.images, transform) if args.images is not None else split_source(config, args.split)
-    info = {**model_info(args.run_dir), "run_dir_from_index": os.path.relpath(Path(args.run_dir).resolve(), out.resolve())}
+    source = (
+        folder_source(args.images, transform)
+        if args.images is not None
+        else split_source(config, args.split)
+    )
+    info = {
+        **model_info(args.run_dir),
+        "run_dir_from_index": os.path.relpath(Path(args.run_dir).resolve(), out.resolve()),
+    }
     progress = not args.no_progress
     index = RetrievalIndex.load(out) if args.append else None
     try:
@@ -64,20 +83,30 @@ def run_index(args: argparse.Namespace) -> int:
             dropped = drop_missing_files(index)
             for path in dropped:
                 _say(f"dropped {path}: the file no longer exists")
-            added = append_to_index(index, model, source, info, args.batch_size, device, progress, args.on_error)
-            message = f"added {added} images ({len(source.paths) - added - len(index.skipped)} already indexed, " \
-                      f"{len(dropped)} dropped)"
+            added = append_to_index(
+                index, model, source, info, args.batch_size, device, progress, args.on_error
+            )
+            message = (
+                f"added {added} images ({len(source.paths) - added - len(index.skipped)} already indexed, "
+                f"{len(dropped)} dropped)"
+            )
         else:
-            index = build_index(model, source, info, args.metric, args.batch_size, device, progress, args.on_error)
+            index = build_index(
+                model, source, info, args.metric, args.batch_size, device, progress, args.on_error
+            )
             message = f"indexed {len(index)} images"
     except PartialEmbedding as stop:
         kept = _keep_partial(index, stop, out, args.metric, info)
-        raise DataError(f"{stop}; {kept} images embedded before it are saved in {out}: fix or remove the file (or pass "
-                        f"--on-error skip), then run the same command with --append to add the rest") from None
+        raise DataError(
+            f"{stop}; {kept} images embedded before it are saved in {out}: fix or remove the file (or pass "
+            f"--on-error skip), then run the same command with --append to add the rest"
+        ) from None
     _report_skipped(source, index.skipped)
     index.save(out)
     skipped = f", {len(index.skipped)} files skipped" if index.skipped else ""
-    print(f"{message}{skipped}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}")
+    print(
+        f"{message}{skipped}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}"
+    )
     approximate = ann.update_ann(index, out, args)
     if approximate:
         print(approximate)
@@ -89,7 +118,9 @@ def _keep_partial(index, stop: PartialEmbedding, out: Path, metric: str, info: d
     if index is None:
         if stop.done is None:
             return 0
-        index = RetrievalIndex(stop.done.vectors, stop.done.source.paths, stop.done.source.labels, metric, info)
+        index = RetrievalIndex(
+            stop.done.vectors, stop.done.source.paths, stop.done.source.labels, metric, info
+        )
     index.save(out)
     return len(index)
 
@@ -106,9 +137,14 @@ def find_index_run(index: RetrievalIndex, index_path: str | Path, given: str | N
         if (candidate / CONFIG_FILE).is_file():
             return candidate
     if not recorded:
-        raise ConfigError("--run", f"{index_path} does not record its run directory; pass --run RUN_DIR")
-    raise ConfigError("--run", f"the run that built {index_path}, {recorded}, is gone (moved or deleted); pass "
-                               f"--run RUN_DIR with its new place (its weights are checked against the index)")
+        raise ConfigError(
+            "--run", f"{index_path} does not record its run directory; pass --run RUN_DIR"
+        )
+    raise ConfigError(
+        "--run",
+        f"the run that built {index_path}, {recorded}, is gone (moved or deleted); pass "
+        f"--run RUN_DIR with its new place (its weights are checked against the index)",
+    )
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -123,9 +159,13 @@ def run_search(args: argparse.Namespace) -> int:
     for path in paths:
         if not Path(path).is_file():
             raise DataError(f"{path}: query image not found")
-    queries, _ = embed(model, ImageFiles(paths, [None] * len(paths), transform), args.batch_size, device)
+    queries, _ = embed(
+        model, ImageFiles(paths, [None] * len(paths), transform), args.batch_size, device
+    )
     k = min(args.k, len(index))
-    results = postprocess.postprocessed_search(index, queries, k, paths, args, config, model, device)
+    results = postprocess.postprocessed_search(
+        index, queries, k, paths, args, config, model, device
+    )
     if results is None:
         approximate = ann.approximate_search(index, args.index, queries, k, paths, args)
         if approximate is None:
@@ -154,8 +194,19 @@ def run_report(args: argparse.Namespace) -> int:
         source = folder_source(args.images, transform)
     else:
         source = split_source(config, args.split or "test")
-    page, skipped = build_report(args.run_dir, config, model, source, args.queries, args.k, args.seed, args.batch_size,
-                                 device, not args.no_progress, args.on_error)
+    page, skipped = build_report(
+        args.run_dir,
+        config,
+        model,
+        source,
+        args.queries,
+        args.k,
+        args.seed,
+        args.batch_size,
+        device,
+        not args.no_progress,
+        args.on_error,
+    )
     _report_skipped(source, skipped)
     write_report(out, page)
     print(f"wrote {out}" + (f" ({len(skipped)} files skipped)" if skipped else ""))
@@ -163,43 +214,83 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    out = Path(args.out) if args.out else Path(args.run_dir) / "export" / f"embedder{FORMATS[args.format]}"
+    out = (
+        Path(args.out)
+        if args.out
+        else Path(args.run_dir) / "export" / f"embedder{FORMATS[args.format]}"
+    )
     check_writable_file(out)
     config, model, transform = load_model_and_transform(args.run_dir, torch.device("cpu"))
     size = tuple(args.image_size) if args.image_size else transform.output_size
     if size is None:
-        raise ConfigError("--image-size", "the run's eval transform does not fix the image size; pass --image-size H W")
+        raise ConfigError(
+            "--image-size",
+            "the run's eval transform does not fix the image size; pass --image-size H W",
+        )
     record = export_embedder(
-        model, args.format, out, image_channels(model), size, transform, model_info(args.run_dir),
-        check=not args.no_check, tolerance=args.tolerance,
+        model,
+        args.format,
+        out,
+        image_channels(model),
+        size,
+        transform,
+        model_info(args.run_dir),
+        check=not args.no_check,
+        tolerance=args.tolerance,
     )
     check = record["check"]
-    verdict = f"max |difference| to PyTorch {check['max_abs_diff']:.2e} <= {check['tolerance']:g}" if check else "not checked"
+    verdict = (
+        f"max |difference| to PyTorch {check['max_abs_diff']:.2e} <= {check['tolerance']:g}"
+        if check
+        else "not checked"
+    )
     print(f"wrote {out} ({args.format}, input {record['input']['shape']}); {verdict}")
     return 0
 
 
 def _add_on_error(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--on-error", choices=ON_ERROR, default="raise",
-                        help="an image that cannot be decoded: raise (stop; an index keeps the images done before it) "
-                             "or skip (leave it out, named on stderr)")
+    parser.add_argument(
+        "--on-error",
+        choices=ON_ERROR,
+        default="raise",
+        help="an image that cannot be decoded: raise (stop; an index keeps the images done before it) "
+        "or skip (leave it out, named on stderr)",
+    )
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
-    parser.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1, ...")
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="images per forward pass (default 64)"
+    )
+    parser.add_argument(
+        "--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1, ..."
+    )
 
 
 def add_index_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("index", help="embed a folder of images (or a dataset split) into a search index")
+    parser = subparsers.add_parser(
+        "index", help="embed a folder of images (or a dataset split) into a search index"
+    )
     parser.add_argument("run_dir", help="run directory (config.yaml + model.safetensors)")
-    parser.add_argument("images", nargs="?", help="folder of images; sub-folder names are the labels")
+    parser.add_argument(
+        "images", nargs="?", help="folder of images; sub-folder names are the labels"
+    )
     parser.add_argument("--out", required=True, help="index folder to write")
-    parser.add_argument("--split", choices=SPLITS, help="index a split of the run's dataset instead of a folder")
-    parser.add_argument("--append", action="store_true",
-                        help="add the images not yet in the index, keep the others, drop those whose file is gone")
+    parser.add_argument(
+        "--split", choices=SPLITS, help="index a split of the run's dataset instead of a folder"
+    )
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="add the images not yet in the index, keep the others, drop those whose file is gone",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
-    parser.add_argument("--metric", choices=exact_search.METRICS, default="euclidean", help="distance of the index (default euclidean)")
+    parser.add_argument(
+        "--metric",
+        choices=exact_search.METRICS,
+        default="euclidean",
+        help="distance of the index (default euclidean)",
+    )
     _add_on_error(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_common(parser)
@@ -209,14 +300,27 @@ def add_index_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def add_search_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("search", help="rank the indexed images by distance to query images")
+    parser = subparsers.add_parser(
+        "search", help="rank the indexed images by distance to query images"
+    )
     parser.add_argument("index", help="index folder written by 'gspdml index'")
     parser.add_argument("queries", nargs="+", metavar="QUERY_IMAGE", help="query image files")
     parser.add_argument("-k", type=int, default=10, help="results per query (default 10)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    parser.add_argument("--save", metavar="FILE", help="also write the results (safetensors, read by gspdml.evaluation.RetrievalResults.load)")
-    parser.add_argument("--run", help="run directory of the model (default: the one recorded in the index)")
-    parser.add_argument("--backend", choices=("auto", *exact_search.BACKENDS), default="auto", help="auto = faiss when installed")
+    parser.add_argument(
+        "--save",
+        metavar="FILE",
+        help="also write the results (safetensors, read by gspdml.evaluation.RetrievalResults.load)",
+    )
+    parser.add_argument(
+        "--run", help="run directory of the model (default: the one recorded in the index)"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("auto", *exact_search.BACKENDS),
+        default="auto",
+        help="auto = faiss when installed",
+    )
     _add_common(parser)
     ann.add_search_options(parser)
     postprocess.add_search_options(parser)
@@ -226,11 +330,23 @@ def add_search_parser(subparsers) -> argparse.ArgumentParser:
 
 def add_report_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("report", help="write a self-contained HTML report of a run")
-    parser.add_argument("run_dir", help="run directory (config.yaml, model.safetensors, metrics.jsonl, results.json)")
-    parser.add_argument("--images", help="folder of labelled images for the retrieval grid (default: the run's test split)")
-    parser.add_argument("--split", choices=SPLITS, help="split of the run's dataset for the retrieval grid (default test)")
+    parser.add_argument(
+        "run_dir",
+        help="run directory (config.yaml, model.safetensors, metrics.jsonl, results.json)",
+    )
+    parser.add_argument(
+        "--images",
+        help="folder of labelled images for the retrieval grid (default: the run's test split)",
+    )
+    parser.add_argument(
+        "--split",
+        choices=SPLITS,
+        help="split of the run's dataset for the retrieval grid (default test)",
+    )
     parser.add_argument("--out", help="HTML file to write (default RUN_DIR/report.html)")
-    parser.add_argument("--queries", type=int, default=8, help="query rows in the retrieval grid (default 8)")
+    parser.add_argument(
+        "--queries", type=int, default=8, help="query rows in the retrieval grid (default 8)"
+    )
     parser.add_argument("-k", type=int, default=5, help="results per query (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the query choice (default 0)")
     _add_on_error(parser)
@@ -241,13 +357,30 @@ def add_report_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def add_export_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("export", help="export the embedder to TorchScript or ONNX, checked against PyTorch")
+    parser = subparsers.add_parser(
+        "export", help="export the embedder to TorchScript or ONNX, checked against PyTorch"
+    )
     parser.add_argument("run_dir", help="run directory (config.yaml + model.safetensors)")
-    parser.add_argument("--format", required=True, choices=tuple(FORMATS), help="torchscript (.pt) or onnx (.onnx)")
+    parser.add_argument(
+        "--format", required=True, choices=tuple(FORMATS), help="torchscript (.pt) or onnx (.onnx)"
+    )
     parser.add_argument("--out", help="file to write (default RUN_DIR/export/embedder.pt|.onnx)")
-    parser.add_argument("--image-size", type=int, nargs=2, metavar=("H", "W"), help="input size when the eval transform does not fix it")
-    parser.add_argument("--tolerance", type=float, default=TOLERANCE, help=f"largest allowed |difference| to PyTorch (default {TOLERANCE:g})")
-    parser.add_argument("--no-check", action="store_true", help="skip the comparison with the PyTorch model")
+    parser.add_argument(
+        "--image-size",
+        type=int,
+        nargs=2,
+        metavar=("H", "W"),
+        help="input size when the eval transform does not fix it",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=TOLERANCE,
+        help=f"largest allowed |difference| to PyTorch (default {TOLERANCE:g})",
+    )
+    parser.add_argument(
+        "--no-check", action="store_true", help="skip the comparison with the PyTorch model"
+    )
     parser.set_defaults(func=run_export)
     return parser
 

@@ -1,8 +1,8 @@
 """``gspdml train``, ``gspdml evaluate`` and ``gspdml config``: one run from a config.
 
-    gspdml train CONFIG [key.sub=value ...] [--resume [--allow-changes]] [--run-dir DIR] [--no-progress]
-    gspdml evaluate RUN_DIR [--split test|val] [--weights final|best] [--device D] [--no-progress]
-    gspdml config CONFIG [key.sub=value ...] | --list
+gspdml train CONFIG [key.sub=value ...] [--resume [--allow-changes]] [--run-dir DIR] [--no-progress]
+gspdml evaluate RUN_DIR [--split test|val] [--weights final|best] [--device D] [--no-progress]
+gspdml config CONFIG [key.sub=value ...] | --list
 """
 
 from __future__ import annotations
@@ -33,12 +33,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     if args.config is None:
         args.parser.print_usage(sys.stderr)
-        print("gspdml train: give a config file or a preset name (e.g. gspdml train demo-gsp); presets: gspdml config --list",
-              file=sys.stderr)
+        print(
+            "gspdml train: give a config file or a preset name (e.g. gspdml train demo-gsp); presets: gspdml config --list",
+            file=sys.stderr,
+        )
         return 2
     config = load_config(args.config, args.overrides)
     if args.no_progress:
-        config = dataclasses.replace(config, trainer=dataclasses.replace(config.trainer, progress=False))
+        config = dataclasses.replace(
+            config, trainer=dataclasses.replace(config.trainer, progress=False)
+        )
     try:
         results = train(config, args.run_dir, resume=args.resume, allow_changes=args.allow_changes)
     except TrainingInterrupted as stop:
@@ -63,11 +67,17 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     split = getattr(data, args.split)
     if split is None:
         raise GspdmlError(f"dataset {config.data.dataset['name']!r} has no {args.split} split")
-    report = evaluate(model, split, EvalSpec.from_evaluation(config.evaluation), device=device,
-                      precision=config.trainer.precision,
-                      batch_size=config.data.eval_batch_size,
-                      num_workers=config.data.num_workers, train_split=data.train,
-                      progress=not args.no_progress)
+    report = evaluate(
+        model,
+        split,
+        EvalSpec.from_evaluation(config.evaluation),
+        device=device,
+        precision=config.trainer.precision,
+        batch_size=config.data.eval_batch_size,
+        num_workers=config.data.num_workers,
+        train_split=data.train,
+        progress=not args.no_progress,
+    )
     header = {"run": str(args.run_dir), "split": args.split, "weights": args.weights}
     print(json.dumps({**header, **report.metrics}, indent=2))
     return 0
@@ -88,29 +98,49 @@ def _cmd_config(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``train``, ``evaluate`` and ``config``."""
     p = sub.add_parser("train", help="train one run described by a YAML config")
-    p.add_argument("config", nargs="?", help="YAML config file or preset name (gspdml config --list)")
+    p.add_argument(
+        "config", nargs="?", help="YAML config file or preset name (gspdml config --list)"
+    )
     p.add_argument("overrides", nargs="*", help="overrides key.sub=value (values are YAML)")
     p.add_argument("--run-dir", type=Path, default=None, help="default: <output_dir>/<name>")
-    p.add_argument("--resume", action="store_true", help="continue a stopped run from its last checkpoint (same config)")
-    p.add_argument("--allow-changes", action="store_true",
-                   help="with --resume: accept changed keys that do not affect the weights (logging, progress, "
-                        "workers, device); config.yaml is updated")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (one line per evaluation still)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a stopped run from its last checkpoint (same config)",
+    )
+    p.add_argument(
+        "--allow-changes",
+        action="store_true",
+        help="with --resume: accept changed keys that do not affect the weights (logging, progress, "
+        "workers, device); config.yaml is updated",
+    )
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (one line per evaluation still)"
+    )
     p.set_defaults(func=_cmd_train, parser=p)
 
     p = sub.add_parser("evaluate", help="re-evaluate a run's weights on a split")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--split", choices=("test", "val"), default="test")
-    p.add_argument("--weights", choices=("final", "best"), default="final",
-                   help="final: model.safetensors, written when training ends (the best validation round's weights "
-                        "when evaluation.restore_best, else the last step's); best: checkpoints/best.safetensors, "
-                        "the best round so far (readable while training runs)")
-    p.add_argument("--device", help="cpu, cuda, cuda:1, auto, ... (default: the run's "
-                                    "trainer.device, which reproduces its results.json)")
+    p.add_argument(
+        "--weights",
+        choices=("final", "best"),
+        default="final",
+        help="final: model.safetensors, written when training ends (the best validation round's weights "
+        "when evaluation.restore_best, else the last step's); best: checkpoints/best.safetensors, "
+        "the best round so far (readable while training runs)",
+    )
+    p.add_argument(
+        "--device",
+        help="cpu, cuda, cuda:1, auto, ... (default: the run's "
+        "trainer.device, which reproduces its results.json)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_evaluate)
 
-    p = sub.add_parser("config", help="print the resolved, validated config (with the dataset's defaults)")
+    p = sub.add_parser(
+        "config", help="print the resolved, validated config (with the dataset's defaults)"
+    )
     p.add_argument("config", nargs="?", help="YAML config file or preset name")
     p.add_argument("overrides", nargs="*")
     p.add_argument("--list", action="store_true", help="list the shipped presets")

@@ -38,7 +38,15 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 #: the cpuinfo flags of native bf16 dot products
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 #: oneDNN ISA caps (``ONEDNN_MAX_CPU_ISA``) below the first one with bf16 dot products
-ONEDNN_CAPS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
+ONEDNN_CAPS_WITHOUT_BF16 = (
+    "SSE41",
+    "AVX",
+    "AVX2",
+    "AVX2_VNNI",
+    "AVX2_VNNI_2",
+    "AVX512_CORE",
+    "AVX512_CORE_VNNI",
+)
 #: torch's own vectorised-kernel levels (``ATEN_CPU_CAPABILITY``) without bf16 instructions
 ATEN_LEVELS_WITHOUT_BF16 = ("DEFAULT", "AVX2")
 
@@ -85,13 +93,19 @@ def cpu_native_bf16() -> tuple[bool, str]:
     """Whether this CPU computes bf16 products natively, and why (names the flag or variable)."""
     present = [flag for flag in BF16_FLAGS if flag in cpu_flags()]
     if not present:
-        return False, f"the CPU has no bf16 dot products (no {' or '.join(BF16_FLAGS)} in its flags)"
+        return (
+            False,
+            f"the CPU has no bf16 dot products (no {' or '.join(BF16_FLAGS)} in its flags)",
+        )
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
     if cap in ONEDNN_CAPS_WITHOUT_BF16:
         return False, f"ONEDNN_MAX_CPU_ISA={cap} keeps oneDNN below its bf16 kernels"
     level = aten_capability()
     if level in ATEN_LEVELS_WITHOUT_BF16:
-        return False, f"torch's CPU kernels run at {level} (ATEN_CPU_CAPABILITY), without bf16 instructions"
+        return (
+            False,
+            f"torch's CPU kernels run at {level} (ATEN_CPU_CAPABILITY), without bf16 instructions",
+        )
     return True, f"the CPU has native bf16 ({', '.join(present)})"
 
 
@@ -102,7 +116,10 @@ def cuda_precision(device: torch.device) -> PrecisionChoice:
     if major >= 8:
         return PrecisionChoice("bf16", f"{name} has bf16 tensor cores")
     if major >= 7:
-        return PrecisionChoice("fp16", f"{name} has fp16 tensor cores but no bf16; a gradient scaler keeps small gradients")
+        return PrecisionChoice(
+            "fp16",
+            f"{name} has fp16 tensor cores but no bf16; a gradient scaler keeps small gradients",
+        )
     return PrecisionChoice("fp32", f"{name} has no tensor cores")
 
 
@@ -118,18 +135,24 @@ def auto_precision(device: torch.device | str = "cpu") -> PrecisionChoice:
     return PrecisionChoice("bf16" if native else "fp32", why)
 
 
-def resolve_precision(requested: str, device: torch.device | str = "cpu", field: str = "trainer.precision") -> PrecisionChoice:
+def resolve_precision(
+    requested: str, device: torch.device | str = "cpu", field: str = "trainer.precision"
+) -> PrecisionChoice:
     """The concrete precision of a run: ``auto`` as :func:`auto_precision` picks it, an explicit
     one as given (fp16 only on CUDA). An explicit ``bf16`` on a CPU without bf16 units is kept and
     warns once with the slowdown measured on this machine."""
     if requested not in PRECISIONS:
-        raise ConfigError(field, f"unknown precision {requested!r}; allowed: {', '.join(PRECISIONS)}")
+        raise ConfigError(
+            field, f"unknown precision {requested!r}; allowed: {', '.join(PRECISIONS)}"
+        )
     device = torch.device(device)
     if requested == "auto":
         choice = auto_precision(device)
         return PrecisionChoice(choice.precision, f"auto: {choice.reason}")
     if requested == "fp16" and device.type != "cuda":
-        raise ConfigError(field, "fp16 needs a CUDA device; use auto (bf16 where the CPU has it, else fp32)")
+        raise ConfigError(
+            field, "fp16 needs a CUDA device; use auto (bf16 where the CPU has it, else fp32)"
+        )
     if requested == "bf16" and device.type == "cpu" and not cpu_native_bf16()[0]:
         _warn_emulated_bf16()
         return PrecisionChoice("bf16", f"as configured, emulated: {cpu_native_bf16()[1]}")
@@ -142,7 +165,8 @@ def _warn_emulated_bf16() -> None:
     warnings.warn(
         f"precision bf16 on a CPU without bf16 units: {why}; a bf16 matmul measured "
         f"{bf16_matmul_slowdown():.0f}x slower than float32 here. Use precision auto or fp32.",
-        RuntimeWarning, stacklevel=3,
+        RuntimeWarning,
+        stacklevel=3,
     )
 
 
@@ -168,7 +192,11 @@ def cpu_class() -> str:
     """The CPU's class for timings (what decides this library's speed on it): native bf16 (AMX or
     AVX512-BF16), AVX-512 without bf16, AVX2 only, or older; an emulated class says so."""
     flags = cpu_flags()
-    emulated = " (emulated)" if os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("ATEN_CPU_CAPABILITY") else ""
+    emulated = (
+        " (emulated)"
+        if os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("ATEN_CPU_CAPABILITY")
+        else ""
+    )
     if cpu_native_bf16()[0]:
         return "bf16 (AMX)" if "amx_bf16" in flags else "bf16 (AVX512-BF16)"
     level = aten_capability()

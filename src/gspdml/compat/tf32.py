@@ -23,7 +23,8 @@ def without_tf32(convolutions: bool = False) -> Iterator[None]:
     # whose switches differ between torch releases, hence object
     matmul = torch.backends.cuda.matmul
     switches: list[tuple[object, str, object]] = [
-        (matmul, "allow_bf16_reduced_precision_reduction", False)]
+        (matmul, "allow_bf16_reduced_precision_reduction", False)
+    ]
     if hasattr(matmul, "fp32_precision"):
         switches.append((matmul, "fp32_precision", "ieee"))
         if convolutions:  # torch.backends.cudnn.conv is set up at import; its stubs omit it

@@ -45,7 +45,8 @@ def _extension_path(spec: importlib.machinery.ModuleSpec) -> Optional[str]:
     """Path of torchvision's ``_C`` extension, found without importing torchvision."""
     for directory in spec.submodule_search_locations or ():
         finder = importlib.machinery.FileFinder(
-            directory, (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES)
+            directory,
+            (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
         )
         found = finder.find_spec("_C")
         if found is not None and found.origin:

@@ -21,20 +21,54 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from gspdml.config.components import check_components, resolved_dataset
-from gspdml.config.loading import (PRESETS_DIR, SPEC_FIELDS, Source, parse_yaml, preset_names, preset_path,
-                                   read_config)
+from gspdml.config.loading import (
+    PRESETS_DIR,
+    SPEC_FIELDS,
+    Source,
+    parse_yaml,
+    preset_names,
+    preset_path,
+    read_config,
+)
 from gspdml.config.schema import plain
-from gspdml.config.sections import (DataConfig, EvaluationConfig, LrMultipliers, ModelConfig, OptimizerConfig,
-                                    Plateau, RunConfig, ScheduleConfig, StepDecay, TrainerConfig)
+from gspdml.config.sections import (
+    DataConfig,
+    EvaluationConfig,
+    LrMultipliers,
+    ModelConfig,
+    OptimizerConfig,
+    Plateau,
+    RunConfig,
+    ScheduleConfig,
+    StepDecay,
+    TrainerConfig,
+)
 from gspdml.version import __version__
 
 #: the defaults of every field, in the YAML form (derived from the schema)
 DEFAULTS: dict[str, Any] = RunConfig().to_dict()
 
 __all__ = [
-    "DEFAULTS", "PRESETS_DIR", "SPEC_FIELDS", "DataConfig", "EvaluationConfig", "LrMultipliers", "ModelConfig",
-    "OptimizerConfig", "Plateau", "RunConfig", "ScheduleConfig", "Source", "StepDecay", "TrainerConfig", "dump_config",
-    "load_config", "parse_yaml", "preset_names", "preset_path", "validated",
+    "DEFAULTS",
+    "PRESETS_DIR",
+    "SPEC_FIELDS",
+    "DataConfig",
+    "EvaluationConfig",
+    "LrMultipliers",
+    "ModelConfig",
+    "OptimizerConfig",
+    "Plateau",
+    "RunConfig",
+    "ScheduleConfig",
+    "Source",
+    "StepDecay",
+    "TrainerConfig",
+    "dump_config",
+    "load_config",
+    "parse_yaml",
+    "preset_names",
+    "preset_path",
+    "validated",
 ]
 
 

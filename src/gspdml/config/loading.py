@@ -53,8 +53,11 @@ def preset_path(source: Union[str, Path]) -> Path:
     preset = PRESETS_DIR / (name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
     if preset.is_file():
         return preset
-    raise ConfigError("", f"config file not found: {path.resolve()} (and no preset named {name!r}; "
-                          f"presets: {', '.join(preset_names())})")
+    raise ConfigError(
+        "",
+        f"config file not found: {path.resolve()} (and no preset named {name!r}; "
+        f"presets: {', '.join(preset_names())})",
+    )
 
 
 class _Loader(yaml.SafeLoader):
@@ -62,7 +65,8 @@ class _Loader(yaml.SafeLoader):
 
 
 _Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
     list("-+0123456789"),
 )
 
@@ -71,7 +75,9 @@ def parse_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)
 
 
-def read_config(source: Source, defaults: Mapping[str, Any], overrides: Iterable[str] = ()) -> dict[str, Any]:
+def read_config(
+    source: Source, defaults: Mapping[str, Any], overrides: Iterable[str] = ()
+) -> dict[str, Any]:
     """``source`` with its bases merged over ``defaults`` and ``overrides`` applied, specs canonical."""
     config = merge(copy.deepcopy(dict(defaults)), _read_with_bases(source, seen=()))
     for item in overrides:
@@ -92,7 +98,9 @@ def _read_with_bases(source: Source, seen: tuple[Path, ...]) -> dict[str, Any]:
         except yaml.YAMLError as exc:
             raise ConfigError("", f"{path}: not valid YAML ({exc})") from None
         if not isinstance(data, dict):
-            raise ConfigError("", f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+            raise ConfigError(
+                "", f"{path}: expected a mapping at the top level, got {type(data).__name__}"
+            )
         here, seen = path.parent, (*seen, path)
     bases = data.pop("base", None) or []
     if isinstance(bases, (str, Path)):
@@ -111,8 +119,12 @@ def merge(into: dict[str, Any], update: Mapping[str, Any], where: str = "") -> d
     for key, value in update.items():
         field = f"{where}.{key}" if where else key
         current = into.get(key)
-        renamed = field in SPEC_FIELDS and isinstance(current, Mapping) and isinstance(value, Mapping) \
+        renamed = (
+            field in SPEC_FIELDS
+            and isinstance(current, Mapping)
+            and isinstance(value, Mapping)
             and current.get("name") != value.get("name", current.get("name"))
+        )
         if isinstance(current, dict) and isinstance(value, Mapping) and not renamed:
             into[key] = merge(current, value, field)
         else:

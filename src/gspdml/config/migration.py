@@ -30,8 +30,12 @@ def read_run_config(path: str | Path) -> RunConfig:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError("", f"{path}: cannot read the run config ({exc})") from None
     if not isinstance(raw, dict):
-        raise ConfigError("", f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+        raise ConfigError(
+            "", f"{path}: expected a mapping at the top level, got {type(raw).__name__}"
+        )
     try:
         return validated(raw)
     except ConfigError as exc:
-        raise ConfigError(exc.field, f"{path}: {str(exc).split(': ', 1)[-1] if exc.field else exc}") from None
+        raise ConfigError(
+            exc.field, f"{path}: {str(exc).split(': ', 1)[-1] if exc.field else exc}"
+        ) from None

@@ -43,7 +43,9 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _rows(section: type[Section], where: str, out: list[str], nested: list[tuple[type[Section], str]]) -> None:
+def _rows(
+    section: type[Section], where: str, out: list[str], nested: list[tuple[type[Section], str]]
+) -> None:
     hints = typing.get_type_hints(section)
     for field in dataclasses.fields(section):
         key = f"{where}.{field.name}" if where else field.name
@@ -63,8 +65,12 @@ def render() -> str:
     while queue:
         section, where = queue.pop(0)
         nested: list[tuple[type[Section], str]] = []
-        lines += [f"## `{where}`" if where else "## top level", "",
-                  "| key | type | default | meaning |", "|---|---|---|---|"]
+        lines += [
+            f"## `{where}`" if where else "## top level",
+            "",
+            "| key | type | default | meaning |",
+            "|---|---|---|---|",
+        ]
         _rows(section, where, lines, nested)
         lines.append("")
         queue += nested

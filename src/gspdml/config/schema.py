@@ -25,19 +25,31 @@ from typing import Any, Callable, Iterator, Literal, Optional, TypeVar, Union
 from gspdml.errors import ConfigError
 from gspdml.typecheck import check_value, describe
 
-
 #: the default of a field that has none: the key must be given
 REQUIRED = dataclasses.MISSING
 
 _SectionT = TypeVar("_SectionT", bound="Section")
 
 
-def option(default: Any, doc: str, *, minimum: Optional[float] = None, exclusive: bool = False,
-           below: Optional[float] = None, noun: str = "value",
-           check: Optional[Callable[[Any, str], None]] = None) -> Any:
+def option(
+    default: Any,
+    doc: str,
+    *,
+    minimum: Optional[float] = None,
+    exclusive: bool = False,
+    below: Optional[float] = None,
+    noun: str = "value",
+    check: Optional[Callable[[Any, str], None]] = None,
+) -> Any:
     """A schema field (see the module docstring); a mutable default is copied per instance."""
-    meta = {"doc": doc, "minimum": minimum, "exclusive": exclusive, "below": below, "noun": noun,
-            "check": check}
+    meta = {
+        "doc": doc,
+        "minimum": minimum,
+        "exclusive": exclusive,
+        "below": below,
+        "noun": noun,
+        "check": check,
+    }
     if default is REQUIRED:
         return dataclasses.field(metadata=meta)
     if isinstance(default, (dict, list)):
@@ -68,14 +80,24 @@ class Section(Mapping[str, Any]):
         names = [f.name for f in dataclasses.fields(cls)]
         for key in values:
             if key not in names:
-                raise ConfigError(join(where, str(key)), f"unknown key; allowed: {', '.join(names)}")
+                raise ConfigError(
+                    join(where, str(key)), f"unknown key; allowed: {', '.join(names)}"
+                )
         hints = typing.get_type_hints(cls)
-        kwargs = {f.name: convert(values[f.name], hints[f.name], f, join(where, f.name))
-                  for f in dataclasses.fields(cls) if f.name in values}
-        missing = [f.name for f in dataclasses.fields(cls) if f.default is REQUIRED
-                   and f.default_factory is REQUIRED and f.name not in values]
+        kwargs = {
+            f.name: convert(values[f.name], hints[f.name], f, join(where, f.name))
+            for f in dataclasses.fields(cls)
+            if f.name in values
+        }
+        missing = [
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.default is REQUIRED and f.default_factory is REQUIRED and f.name not in values
+        ]
         if missing:
-            raise ConfigError(where, f"missing {', '.join(missing)} (given: {', '.join(values) or 'nothing'})")
+            raise ConfigError(
+                where, f"missing {', '.join(missing)} (given: {', '.join(values) or 'nothing'})"
+            )
         section = cls(**kwargs)
         section.check(where)
         return section
@@ -142,7 +164,11 @@ def convert(value: Any, hint: Any, spec: dataclasses.Field, field: str) -> Any:
         raise ConfigError(field, f"expected {describe_field(hint, meta)}, got {value!r}")
     items = list(value) if isinstance(value, (list, tuple)) else [value]
     for item in items:
-        if isinstance(item, (int, float)) and not isinstance(item, bool) and not _in_range(item, meta):
+        if (
+            isinstance(item, (int, float))
+            and not isinstance(item, bool)
+            and not _in_range(item, meta)
+        ):
             raise ConfigError(field, f"expected {describe_field(hint, meta)}, got {value!r}")
     if meta["check"] is not None:
         meta["check"](value, field)

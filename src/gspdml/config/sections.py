@@ -29,7 +29,11 @@ def _require(condition: bool, field: str, message: str) -> None:
 
 
 def _run_name(value: str, field: str) -> None:
-    _require(value != "" and "/" not in value, field, f"expected a non-empty name without '/', got {value!r}")
+    _require(
+        value != "" and "/" not in value,
+        field,
+        f"expected a non-empty name without '/', got {value!r}",
+    )
 
 
 def _device(value: str, field: str) -> None:
@@ -61,57 +65,86 @@ def _postprocess(value: Any, field: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig(Section):
-    dataset: Spec = option({"name": "collage_digits"}, "the dataset reader and its options (gspdml list datasets)")
+    dataset: Spec = option(
+        {"name": "collage_digits"}, "the dataset reader and its options (gspdml list datasets)"
+    )
     classes_per_batch: int = option(16, "classes in one training batch", minimum=1)
     samples_per_class: int = option(4, "images of each class in one training batch", minimum=1)
     halves: bool = option(False, "split each batch into two class-disjoint halves (XML, ZSR)")
     replacement: bool = option(False, "draw a class's images with replacement when it has too few")
     sampler: Literal["balanced", "random"] = option(
-        "balanced", "balanced: classes_per_batch x samples_per_class; random: as many random images",
-        noun="sampler")
+        "balanced",
+        "balanced: classes_per_batch x samples_per_class; random: as many random images",
+        noun="sampler",
+    )
     num_workers: int = option(0, "data-loading processes (0: in the training process)", minimum=0)
-    eval_batch_size: int = option(256, "images per batch when embedding an evaluation split", minimum=1)
+    eval_batch_size: int = option(
+        256, "images per batch when embedding an evaluation split", minimum=1
+    )
     eval_transform: Optional[dict[str, Any]] = option(
-        None, "image file -> model input at evaluation and retrieval (null: the dataset's own; "
-              "a trained run records it)", check=_eval_transform)
+        None,
+        "image file -> model input at evaluation and retrieval (null: the dataset's own; "
+        "a trained run records it)",
+        check=_eval_transform,
+    )
 
     def check(self, where: str) -> None:
-        _require(not (self.sampler == "random" and self.halves), join(where, "halves"),
-                 "class-disjoint halves need the balanced sampler (data.sampler: balanced)")
-        _require(not self.halves or self.classes_per_batch % 2 == 0, join(where, "classes_per_batch"),
-                 "must be even when data.halves is true (two class-disjoint halves), "
-                 f"got {self.classes_per_batch}")
+        _require(
+            not (self.sampler == "random" and self.halves),
+            join(where, "halves"),
+            "class-disjoint halves need the balanced sampler (data.sampler: balanced)",
+        )
+        _require(
+            not self.halves or self.classes_per_batch % 2 == 0,
+            join(where, "classes_per_batch"),
+            "must be even when data.halves is true (two class-disjoint halves), "
+            f"got {self.classes_per_batch}",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig(Section):
-    backbone: Spec = option({"name": "small_cnn"}, "the feature extractor and its options (gspdml list backbones)")
-    embedding_dim: Optional[int] = option(128, "size of the embedding (null: the pooled channels)", minimum=1)
+    backbone: Spec = option(
+        {"name": "small_cnn"}, "the feature extractor and its options (gspdml list backbones)"
+    )
+    embedding_dim: Optional[int] = option(
+        128, "size of the embedding (null: the pooled channels)", minimum=1
+    )
     head: Optional[Literal["local", "global"]] = option(
-        None, "where the head goes: local (1x1 conv before pooling), global (linear after it), "
-              "null (the pooling's own placement)", noun="head position")
+        None,
+        "where the head goes: local (1x1 conv before pooling), global (linear after it), "
+        "null (the pooling's own placement)",
+        noun="head position",
+    )
     head_bias: bool = option(True, "whether the head has a bias")
     pooling: Spec = option({"name": "gap"}, "the pooling and its options (gspdml list poolings)")
-    pooled_norm: Optional[Literal["layer_norm"]] = option(None, "a normalisation of the pooled vector",
-                                                          noun="pooled_norm")
+    pooled_norm: Optional[Literal["layer_norm"]] = option(
+        None, "a normalisation of the pooled vector", noun="pooled_norm"
+    )
     normalize: Union[bool, Literal["clip"]] = option(
-        True, "L2-normalise the embedding (clip: v / max(1, ||v||), CCP's unit ball)")
+        True, "L2-normalise the embedding (clip: v / max(1, ||v||), CCP's unit ball)"
+    )
     cache_backbone_features: bool = option(
-        False, "compute each image's backbone map once (frozen backbones only)")
+        False, "compute each image's backbone map once (frozen backbones only)"
+    )
 
     def check(self, where: str) -> None:
         from gspdml.models.feature_cache import FROZEN_ONLY
 
-        _require(not self.cache_backbone_features or self.backbone.get("frozen") is True,
-                 join(where, "cache_backbone_features"), FROZEN_ONLY)
+        _require(
+            not self.cache_backbone_features or self.backbone.get("frozen") is True,
+            join(where, "cache_backbone_features"),
+            FROZEN_ONLY,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class LrMultipliers(Section):
     backbone: float = option(1.0, "learning-rate factor of the backbone", minimum=0)
     head: float = option(1.0, "learning-rate factor of the head", minimum=0)
-    pooling: float = option(1.0, "learning-rate factor of the pooling (losses declare their own)",
-                            minimum=0)
+    pooling: float = option(
+        1.0, "learning-rate factor of the pooling (losses declare their own)", minimum=0
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,16 +155,22 @@ class OptimizerConfig(Section):
     betas: tuple[float, float] = option((0.9, 0.99), "Adam's moment decays", minimum=0, below=1)
     momentum: float = option(0.9, "SGD's momentum", minimum=0, below=1)
     eps: float = option(1.0e-8, "Adam's denominator term", minimum=0, exclusive=True)
-    lr_multipliers: LrMultipliers = option(LrMultipliers, "learning-rate factors per parameter group")
-    grad_clip_norm: Optional[float] = option(None, "clip the gradients' global norm to this",
-                                             minimum=0, exclusive=True)
-    grad_clip_value: Optional[float] = option(None, "clip each gradient entry to this",
-                                              minimum=0, exclusive=True)
+    lr_multipliers: LrMultipliers = option(
+        LrMultipliers, "learning-rate factors per parameter group"
+    )
+    grad_clip_norm: Optional[float] = option(
+        None, "clip the gradients' global norm to this", minimum=0, exclusive=True
+    )
+    grad_clip_value: Optional[float] = option(
+        None, "clip each gradient entry to this", minimum=0, exclusive=True
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class Plateau(Section):
-    factor: float = option(0.5, "learning-rate factor at a plateau", minimum=0, exclusive=True, below=1)
+    factor: float = option(
+        0.5, "learning-rate factor at a plateau", minimum=0, exclusive=True, below=1
+    )
     patience: int = option(4, "validation rounds without improvement before a drop", minimum=1)
     min_lr: float = option(1.0e-6, "the learning rate does not drop below this", minimum=0)
 
@@ -143,8 +182,11 @@ class StepDecay(Section):
     milestones: Optional[tuple[int, ...]] = option(None, "drop at these steps", minimum=1)
 
     def check(self, where: str) -> None:
-        _require((self.every is None) != (self.milestones is None), where,
-                 "expected {every: steps, factor: number} or {milestones: [steps], factor: number}")
+        _require(
+            (self.every is None) != (self.milestones is None),
+            where,
+            "expected {every: steps, factor: number} or {milestones: [steps], factor: number}",
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in super().to_dict().items() if v is not None}
@@ -158,8 +200,11 @@ class ScheduleConfig(Section):
     step_decay: Optional[StepDecay] = option(None, "reduce the learning rate at fixed steps")
 
     def check(self, where: str) -> None:
-        _require(self.plateau is None or self.step_decay is None, join(where, "step_decay"),
-                 "use either schedule.plateau or schedule.step_decay, not both")
+        _require(
+            self.plateau is None or self.step_decay is None,
+            join(where, "step_decay"),
+            "use either schedule.plateau or schedule.step_decay, not both",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,13 +212,16 @@ class EvaluationConfig(Section):
     every: int = option(100, "steps between validation rounds", minimum=1)
     split: Literal["val", "test"] = option("val", "the split validation rounds use", noun="split")
     metric: str = option("map_at_r", "the selection metric", check=_selection_metric)
-    patience: Optional[int] = option(15, "rounds without improvement before early stopping "
-                                         "(null: never)", minimum=1)
+    patience: Optional[int] = option(
+        15, "rounds without improvement before early stopping (null: never)", minimum=1
+    )
     restore_best: bool = option(True, "end with the weights of the best round")
     recall_at: tuple[int, ...] = option((1, 2, 4, 8), "the K of Recall@K", minimum=1)
     postprocess: tuple[Union[str, dict[str, Any]], ...] = option(
-        (), "post-processing steps (pca_whiten, dba, qe, k_reciprocal), reported as postprocessed_*",
-        check=_postprocess)
+        (),
+        "post-processing steps (pca_whiten, dba, qe, k_reciprocal), reported as postprocessed_*",
+        check=_postprocess,
+    )
     select_postprocessed: bool = option(False, "select by evaluation.metric after post-processing")
 
     def check(self, where: str) -> None:
@@ -182,28 +230,39 @@ class EvaluationConfig(Section):
         field = join(where, "select_postprocessed")
         if not self.select_postprocessed:
             return
-        _require(bool(self.postprocess), field, "true needs post-processing steps in evaluation.postprocess "
-                                                "(it selects by the post-processed metric)")
+        _require(
+            bool(self.postprocess),
+            field,
+            "true needs post-processing steps in evaluation.postprocess "
+            "(it selects by the post-processed metric)",
+        )
         plain_metrics = ", ".join(m for m in SELECTION_METRICS if not needs_clustering(m))
-        _require(not needs_clustering(self.metric), field,
-                 f"{self.metric} clusters the plain embeddings, post-processing has no clustering; "
-                 f"select post-processed rounds by one of {plain_metrics}")
+        _require(
+            not needs_clustering(self.metric),
+            field,
+            f"{self.metric} clusters the plain embeddings, post-processing has no clustering; "
+            f"select post-processed rounds by one of {plain_metrics}",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainerConfig(Section):
     precision: Literal[PRECISIONS] = option(  # type: ignore[valid-type]
-        "auto", "auto: bf16 where the hardware has it, else fp32 (gspdml doctor)", noun="precision")
+        "auto", "auto: bf16 where the hardware has it, else fp32 (gspdml doctor)", noun="precision"
+    )
     device: str = option("auto", "auto (the GPU when there is one), cpu, cuda[:i]", check=_device)
     log_every: int = option(10, "steps between training-loss lines in metrics.jsonl", minimum=1)
     progress: bool = option(True, "show a progress bar")
     distributed: Literal["auto", "off"] = option(
-        "auto", "auto: data-parallel when launched by torchrun", noun="value")
+        "auto", "auto: data-parallel when launched by torchrun", noun="value"
+    )
     keep_freed_memory: bool = option(True, "keep freed host memory mapped (faster steps on CPU)")
-    checkpoint_every: Optional[int] = option(None, "steps between checkpoints besides every round",
-                                             minimum=1)
+    checkpoint_every: Optional[int] = option(
+        None, "steps between checkpoints besides every round", minimum=1
+    )
     tensorboard: Union[Literal["auto"], bool] = option(
-        "auto", "auto: when the tensorboard package is installed")
+        "auto", "auto: when the tensorboard package is installed"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,7 +275,9 @@ class RunConfig(Section):
     seed: int = option(0, "seed of everything random in the run", minimum=0)
     data: DataConfig = option(DataConfig, "data: reader, batches, evaluation transform")
     model: ModelConfig = option(ModelConfig, "the embedder")
-    loss: Union[Spec, list] = option({"name": "c2"}, "the loss and its options (gspdml list losses)")
+    loss: Union[Spec, list] = option(
+        {"name": "c2"}, "the loss and its options (gspdml list losses)"
+    )
     optimizer: OptimizerConfig = option(OptimizerConfig, "optimiser and parameter groups")
     schedule: ScheduleConfig = option(ScheduleConfig, "steps and learning-rate schedule")
     evaluation: EvaluationConfig = option(EvaluationConfig, "validation rounds and model selection")

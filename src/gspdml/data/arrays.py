@@ -35,7 +35,9 @@ class ArrayDataset(LabelledDataset):
     ):
         images = np.asarray(images)
         if images.dtype != np.uint8 or images.ndim not in (3, 4):
-            raise ValueError(f"images must be uint8 [N,H,W] or [N,C,H,W], got {images.dtype} {images.shape}")
+            raise ValueError(
+                f"images must be uint8 [N,H,W] or [N,C,H,W], got {images.dtype} {images.shape}"
+            )
         if images.ndim == 3:
             images = images[:, None]
         labels = np.asarray(labels, dtype=np.int64)

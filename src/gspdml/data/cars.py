@@ -19,26 +19,35 @@ Zero-shot split (Gürbüz thesis §5.3.4.1): the first 98 classes (8,054 images)
 
 from __future__ import annotations
 
-from typing import Any
-
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.io
 
-from gspdml.data.image_splits import (OfficialSplits, Records, check_counts, register_image_dataset, split_counts,
-                                      split_first_half)
+from gspdml.data.image_splits import (
+    OfficialSplits,
+    Records,
+    check_counts,
+    register_image_dataset,
+    split_counts,
+    split_first_half,
+)
 from gspdml.data.images import IMAGE_EXTENSIONS
 from gspdml.data.textfiles import require_file
 from gspdml.errors import DataError
 
 SOURCE = "Cars196"
-EXPECTED = dict(images=16185, train_images=8054, test_images=8131, train_classes=98, test_classes=98)
+EXPECTED = dict(
+    images=16185, train_images=8054, test_images=8131, train_classes=98, test_classes=98
+)
 FOLDER_BASES = (".", "car_data", "car_data/car_data")
 #: the devkit release: (annotation file candidates, image folder) of its two halves
-DEVKIT_PARTS = ((("devkit/cars_train_annos.mat",), "cars_train"),
-                (("cars_test_annos_withlabels.mat", "devkit/cars_test_annos_withlabels.mat"), "cars_test"))
+DEVKIT_PARTS = (
+    (("devkit/cars_train_annos.mat",), "cars_train"),
+    (("cars_test_annos_withlabels.mat", "devkit/cars_test_annos_withlabels.mat"), "cars_test"),
+)
 
 
 def _scalar(value: Any) -> Any:
@@ -55,20 +64,26 @@ def _load_mat(path: Path, fields: tuple[str, ...]) -> tuple[dict, list[str], np.
         files = [str(_scalar(a[fields[0]])) for a in annotations]
         labels = np.array([int(_scalar(a[fields[1]])) for a in annotations])
     except (KeyError, ValueError, IndexError, TypeError, NotImplementedError, OSError) as error:
-        raise DataError(f"{path}: malformed annotation file, expected a struct array 'annotations' with "
-                        f"fields {' and '.join(fields)} ({type(error).__name__}: {error})") from None
+        raise DataError(
+            f"{path}: malformed annotation file, expected a struct array 'annotations' with "
+            f"fields {' and '.join(fields)} ({type(error).__name__}: {error})"
+        ) from None
     return mat, files, labels
 
 
 def _class_names(mat: dict) -> dict[int, str]:
     if "class_names" not in mat:
         return {}
-    return {i + 1: str(_scalar(n)) for i, n in enumerate(np.asarray(mat["class_names"]).reshape(-1))}
+    return {
+        i + 1: str(_scalar(n)) for i, n in enumerate(np.asarray(mat["class_names"]).reshape(-1))
+    }
 
 
 def read_annotations(root: Path) -> Records:
     """The records listed in ``cars_annos.mat``."""
-    mat, files, labels = _load_mat(require_file(root / "cars_annos.mat", SOURCE), ("relative_im_path", "class"))
+    mat, files, labels = _load_mat(
+        require_file(root / "cars_annos.mat", SOURCE), ("relative_im_path", "class")
+    )
     return Records([str(root / f) for f in files], labels, _class_names(mat))
 
 
@@ -83,7 +98,9 @@ def read_devkit(root: Path) -> Records:
     for candidates, folder in DEVKIT_PARTS:
         found = next((root / c for c in candidates if (root / c).is_file()), None)
         if found is None:
-            raise DataError(f"{SOURCE}: devkit layout under {root} lacks {' or '.join(str(root / c) for c in candidates)}")
+            raise DataError(
+                f"{SOURCE}: devkit layout under {root} lacks {' or '.join(str(root / c) for c in candidates)}"
+            )
         _, files, part_labels = _load_mat(found, ("fname", "class"))
         paths += [str(root / folder / f) for f in files]
         labels.append(part_labels)
@@ -94,17 +111,39 @@ def read_devkit(root: Path) -> Records:
 
 def read_class_folders(base: Path) -> Records:
     """The images of ``base/{train,test}/<class>/``, labelled by ``names.csv`` order if present."""
-    folders = sorted({d.name for part in ("train", "test") for d in (base / part).iterdir() if d.is_dir()})
-    names_file = next((p for p in (base / "names.csv", base.parent / "names.csv", base.parent.parent / "names.csv") if p.is_file()), None)
+    folders = sorted(
+        {d.name for part in ("train", "test") for d in (base / part).iterdir() if d.is_dir()}
+    )
+    names_file = next(
+        (
+            p
+            for p in (
+                base / "names.csv",
+                base.parent / "names.csv",
+                base.parent.parent / "names.csv",
+            )
+            if p.is_file()
+        ),
+        None,
+    )
     if names_file is not None:
-        order = [line.strip() for line in names_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        order = [
+            line.strip()
+            for line in names_file.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
         unknown = sorted(set(folders) - set(order))
         if unknown:
-            raise DataError(f"{names_file}: class folders missing from the class list, e.g. {unknown[:3]}")
+            raise DataError(
+                f"{names_file}: class folders missing from the class list, e.g. {unknown[:3]}"
+            )
         ids = {name: i + 1 for i, name in enumerate(order)}
     else:
-        warnings.warn(f"{SOURCE}: no names.csv next to {base}; class ids follow the sorted folder names, "
-                      "so the 98/98 split may differ from the published one", stacklevel=3)
+        warnings.warn(
+            f"{SOURCE}: no names.csv next to {base}; class ids follow the sorted folder names, "
+            "so the 98/98 split may differ from the published one",
+            stacklevel=3,
+        )
         ids = {name: i + 1 for i, name in enumerate(folders)}
     paths, labels = [], []
     for part in ("train", "test"):
@@ -125,10 +164,19 @@ def read_cars(root: str) -> OfficialSplits:
     elif is_devkit(root_path):
         records = read_devkit(root_path)
     else:
-        base = next((root_path / b for b in FOLDER_BASES if (root_path / b / "train").is_dir() and (root_path / b / "test").is_dir()), None)
+        base = next(
+            (
+                root_path / b
+                for b in FOLDER_BASES
+                if (root_path / b / "train").is_dir() and (root_path / b / "test").is_dir()
+            ),
+            None,
+        )
         if base is None:
-            raise DataError(f"{SOURCE}: missing {root_path / 'cars_annos.mat'} (with car_ims/), no devkit release "
-                            f"({root_path / DEVKIT_PARTS[0][0][0]}), and no train/ and test/ class folders under {', '.join(str(root_path / b) for b in FOLDER_BASES)}")
+            raise DataError(
+                f"{SOURCE}: missing {root_path / 'cars_annos.mat'} (with car_ims/), no devkit release "
+                f"({root_path / DEVKIT_PARTS[0][0][0]}), and no train/ and test/ class folders under {', '.join(str(root_path / b) for b in FOLDER_BASES)}"
+            )
         records = read_class_folders(base)
     train, test = split_first_half(records)
     official = OfficialSplits(train=train, test=test)

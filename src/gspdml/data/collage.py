@@ -32,7 +32,16 @@ import numpy as np
 from gspdml.data.arrays import ArrayDataset, pixel_statistics
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit, LabelledDataset
 from gspdml.data.cache import cached_arrays
-from gspdml.data.glyphs import FIELD, SPLITS, class_names, draw_glyphs, glyph_pools, resize_glyphs, source_glyphs, source_location
+from gspdml.data.glyphs import (
+    FIELD,
+    SPLITS,
+    class_names,
+    draw_glyphs,
+    glyph_pools,
+    resize_glyphs,
+    source_glyphs,
+    source_location,
+)
 from gspdml.data.seeded import SeededTransformDataset
 from gspdml.data.splits import carve_fold
 from gspdml.data.transforms import Compose, RandomShift, TilePermutation
@@ -46,9 +55,14 @@ _Count = TypeVar("_Count", int, float)
 def _check_split(values: Sequence[_Count], total: float, option: str) -> tuple[_Count, ...]:
     values = tuple(values)
     if len(values) != 3 or any(v < 0 for v in values):
-        raise ConfigError(f"{FIELD}.{option}", f"expected three non-negative numbers (train, val, test), got {values!r}")
+        raise ConfigError(
+            f"{FIELD}.{option}",
+            f"expected three non-negative numbers (train, val, test), got {values!r}",
+        )
     if sum(values) > total:
-        raise ConfigError(f"{FIELD}.{option}", f"{values!r} asks for {sum(values)} but only {total} are available")
+        raise ConfigError(
+            f"{FIELD}.{option}", f"{values!r} asks for {sum(values)} but only {total} are available"
+        )
     return values
 
 
@@ -82,7 +96,10 @@ def build_collage_arrays(
     if background_tiles is None:
         background_tiles = grid * grid - 1
     if not 0 <= background_tiles <= grid * grid - 1:
-        raise ConfigError(f"{FIELD}.background_tiles", f"must be in [0, {grid * grid - 1}] for a {grid}x{grid} grid, got {background_tiles}")
+        raise ConfigError(
+            f"{FIELD}.background_tiles",
+            f"must be in [0, {grid * grid - 1}] for a {grid}x{grid} grid, got {background_tiles}",
+        )
     if images_per_class < 1:
         raise ConfigError(f"{FIELD}.images_per_class", f"must be >= 1, got {images_per_class}")
     base = np.unique(glyph_labels).astype(int)
@@ -93,7 +110,10 @@ def build_collage_arrays(
     if class_split[0] < 1:
         raise ConfigError(f"{FIELD}.class_split", "the training split needs at least one class")
     if background_tiles and any(n == 0 for n, c in zip(background_split, class_split) if c):
-        raise ConfigError(f"{FIELD}.background_split", f"every used split needs a background class, got {background_split!r}")
+        raise ConfigError(
+            f"{FIELD}.background_split",
+            f"every used split needs a background class, got {background_split!r}",
+        )
 
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xC0FFEE]))
     pair_order = pairs[rng.permutation(len(pairs))]
@@ -108,8 +128,8 @@ def build_collage_arrays(
     out: dict[str, np.ndarray] = {}
     c0 = b0 = 0
     for s, split in enumerate(SPLITS):
-        split_pairs = pair_order[c0:c0 + class_split[s]]
-        split_backgrounds = np.sort(background_order[b0:b0 + background_split[s]])
+        split_pairs = pair_order[c0 : c0 + class_split[s]]
+        split_backgrounds = np.sort(background_order[b0 : b0 + background_split[s]])
         c0, b0 = c0 + class_split[s], b0 + background_split[s]
         n = len(split_pairs) * images_per_class
         images = np.zeros((n, side, side), dtype=np.uint8)
@@ -123,28 +143,46 @@ def build_collage_arrays(
             if a == b:
                 left, right = draw_glyphs(pools[s][a], 2, rng, f"class {a} in {split}")
             else:
-                (left,), (right,) = draw_glyphs(pools[s][a], 1, rng, f"class {a} in {split}"), draw_glyphs(pools[s][b], 1, rng, f"class {b} in {split}")
+                (left,), (right,) = (
+                    draw_glyphs(pools[s][a], 1, rng, f"class {a} in {split}"),
+                    draw_glyphs(pools[s][b], 1, rng, f"class {b} in {split}"),
+                )
             used[i, :2] = left, right
             r, c = divmod(int(position[i]), grid)
-            tile = images[i, r * tile_size:(r + 1) * tile_size, c * tile_size:(c + 1) * tile_size]
-            tile[top:top + cell, :cell] = upright[left]
-            tile[top:top + cell, cell:] = upright[right]
+            tile = images[
+                i, r * tile_size : (r + 1) * tile_size, c * tile_size : (c + 1) * tile_size
+            ]
+            tile[top : top + cell, :cell] = upright[left]
+            tile[top : top + cell, cell:] = upright[right]
             free = np.setdiff1d(np.arange(grid * grid), [position[i]])
             bg_positions[i] = np.sort(rng.choice(free, size=background_tiles, replace=False))
             bg_classes[i] = rng.choice(split_backgrounds, size=background_tiles)
             for t in range(background_tiles):
-                cells = draw_glyphs(pools[s][int(bg_classes[i, t])], 4, rng, f"background class {bg_classes[i, t]} in {split}")
-                used[i, 2 + 4 * t:6 + 4 * t] = cells
+                cells = draw_glyphs(
+                    pools[s][int(bg_classes[i, t])],
+                    4,
+                    rng,
+                    f"background class {bg_classes[i, t]} in {split}",
+                )
+                used[i, 2 + 4 * t : 6 + 4 * t] = cells
                 r, c = divmod(int(bg_positions[i, t]), grid)
-                tile = images[i, r * tile_size:(r + 1) * tile_size, c * tile_size:(c + 1) * tile_size]
+                tile = images[
+                    i, r * tile_size : (r + 1) * tile_size, c * tile_size : (c + 1) * tile_size
+                ]
                 tile[:cell, :cell], tile[:cell, cell:] = rotated[cells[0]], rotated[cells[1]]
                 tile[cell:, :cell], tile[cell:, cell:] = rotated[cells[2]], rotated[cells[3]]
-        out.update({
-            f"{split}_images": images, f"{split}_labels": labels, f"{split}_pairs": split_pairs,
-            f"{split}_position": position, f"{split}_background_positions": bg_positions,
-            f"{split}_background_classes": bg_classes, f"{split}_glyphs": used,
-            f"{split}_background_set": split_backgrounds,
-        })
+        out.update(
+            {
+                f"{split}_images": images,
+                f"{split}_labels": labels,
+                f"{split}_pairs": split_pairs,
+                f"{split}_position": position,
+                f"{split}_background_positions": bg_positions,
+                f"{split}_background_classes": bg_classes,
+                f"{split}_glyphs": used,
+                f"{split}_background_set": split_backgrounds,
+            }
+        )
     return out
 
 
@@ -171,16 +209,25 @@ def collage_splits(
 
     def part(split: str) -> ArrayDataset:
         names = [f"{base_names[a]}|{base_names[b]}" for a, b in arrays[f"{split}_pairs"]]
-        images = ArrayDataset(arrays[f"{split}_images"], arrays[f"{split}_labels"], mean, std,
-                              names)
+        images = ArrayDataset(
+            arrays[f"{split}_images"], arrays[f"{split}_labels"], mean, std, names
+        )
         images.tile_positions = arrays[f"{split}_position"]
         return images
 
     val_part, test_part = (part(s) if len(arrays[f"{s}_labels"]) else None for s in SPLITS[1:])
-    train, val = carve_fold(part("train"), val_part, dataset=dataset, val_fold=val_fold,
-                            num_folds=num_folds, val_classes=val_classes)
+    train, val = carve_fold(
+        part("train"),
+        val_part,
+        dataset=dataset,
+        val_fold=val_fold,
+        num_folds=num_folds,
+        val_classes=val_classes,
+    )
     if augment:
-        steps = ([TilePermutation(grid)] if shuffle_tiles and grid > 1 else []) + ([RandomShift(max_shift)] if max_shift else [])
+        steps = ([TilePermutation(grid)] if shuffle_tiles and grid > 1 else []) + (
+            [RandomShift(max_shift)] if max_shift else []
+        )
         # SeededTransformDataset forwards the labels of the dataset it wraps
         train = cast(LabelledDataset, SeededTransformDataset(train, Compose(steps), seed=seed))
     return DataSplits(
@@ -226,19 +273,44 @@ def glyph_collage(source: str, tile_size: int) -> Callable[..., DataSplits]:
         the protocol folds (:func:`gspdml.data.splits.carve_fold`; needs ``class_split[1] = 0``).
         """
         if root is not None and source_location(source) is None:
-            raise ConfigError(f"{FIELD}.root", f"the {source} glyphs are embedded; they take no root")
+            raise ConfigError(
+                f"{FIELD}.root", f"the {source} glyphs are embedded; they take no root"
+            )
         params: dict[str, Any] = dict(
-            seed=int(seed), tile_size=int(tile_size), grid=int(grid), background_tiles=background_tiles,
-            images_per_class=int(images_per_class), class_split=list(class_split),
-            background_split=list(background_split), glyph_split=[float(f) for f in glyph_split],
+            seed=int(seed),
+            tile_size=int(tile_size),
+            grid=int(grid),
+            background_tiles=background_tiles,
+            images_per_class=int(images_per_class),
+            class_split=list(class_split),
+            background_split=list(background_split),
+            glyph_split=[float(f) for f in glyph_split],
         )
         location = source_location(source, root)
-        key = {"version": FORMAT_VERSION, **({"root": location} if location is not None else {}), **params}
-        arrays = cached_arrays(f"collage_{source}", key, lambda: build_collage_arrays(*source_glyphs(source, root), **params),
-                               enabled=cache)
-        return collage_splits(arrays, class_names(source), seed=seed, grid=grid, augment=augment,
-                              max_shift=max_shift, shuffle_tiles=shuffle_tiles, dataset=f"collage_{source}",
-                              val_fold=val_fold, num_folds=num_folds, val_classes=val_classes)
+        key = {
+            "version": FORMAT_VERSION,
+            **({"root": location} if location is not None else {}),
+            **params,
+        }
+        arrays = cached_arrays(
+            f"collage_{source}",
+            key,
+            lambda: build_collage_arrays(*source_glyphs(source, root), **params),
+            enabled=cache,
+        )
+        return collage_splits(
+            arrays,
+            class_names(source),
+            seed=seed,
+            grid=grid,
+            augment=augment,
+            max_shift=max_shift,
+            shuffle_tiles=shuffle_tiles,
+            dataset=f"collage_{source}",
+            val_fold=val_fold,
+            num_folds=num_folds,
+            val_classes=val_classes,
+        )
 
     collage.__name__ = collage.__qualname__ = f"collage_{source}"
     return supplied_by_caller("seed")(collage)

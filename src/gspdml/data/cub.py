@@ -13,13 +13,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from gspdml.data.image_splits import (OfficialSplits, Records, check_counts, register_image_dataset, split_counts,
-                                      split_first_half)
+from gspdml.data.image_splits import (
+    OfficialSplits,
+    Records,
+    check_counts,
+    register_image_dataset,
+    split_counts,
+    split_first_half,
+)
 from gspdml.data.textfiles import find_dir, read_columns
 from gspdml.errors import DataError
 
 SOURCE = "CUB-200-2011"
-EXPECTED = dict(images=11788, train_images=5864, test_images=5924, train_classes=100, test_classes=100)
+EXPECTED = dict(
+    images=11788, train_images=5864, test_images=5924, train_classes=100, test_classes=100
+)
 
 
 @register_image_dataset("cub200", "cub")
@@ -27,14 +35,28 @@ def read_cub(root: str) -> OfficialSplits:
     """CUB-200-2011, zero-shot 100/100 class split (see :mod:`gspdml.data.cub`)."""
     base = find_dir(root, "images.txt", [".", "CUB_200_2011"], SOURCE)
     images = read_columns(base / "images.txt", ["id", "path"], SOURCE, numeric=["id"])
-    labels = {r["id"]: r["label"] for r in read_columns(base / "image_class_labels.txt", ["id", "label"], SOURCE, numeric=["id", "label"])}
+    labels = {
+        r["id"]: r["label"]
+        for r in read_columns(
+            base / "image_class_labels.txt", ["id", "label"], SOURCE, numeric=["id", "label"]
+        )
+    }
     missing = [r["id"] for r in images if r["id"] not in labels]
     if missing:
-        raise DataError(f"{base / 'image_class_labels.txt'}: no class for image ids {missing[:5]} ({len(missing)} in all)")
+        raise DataError(
+            f"{base / 'image_class_labels.txt'}: no class for image ids {missing[:5]} ({len(missing)} in all)"
+        )
     names = {}
     if (base / "classes.txt").is_file():
-        names = {r["id"]: r["name"] for r in read_columns(base / "classes.txt", ["id", "name"], SOURCE, numeric=["id"])}
-    records = Records([str(base / "images" / r["path"]) for r in images], np.array([labels[r["id"]] for r in images]), names)
+        names = {
+            r["id"]: r["name"]
+            for r in read_columns(base / "classes.txt", ["id", "name"], SOURCE, numeric=["id"])
+        }
+    records = Records(
+        [str(base / "images" / r["path"]) for r in images],
+        np.array([labels[r["id"]] for r in images]),
+        names,
+    )
     train, test = split_first_half(records)
     official = OfficialSplits(train=train, test=test)
     official.check_disjoint(SOURCE)

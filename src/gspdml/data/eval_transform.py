@@ -67,8 +67,10 @@ class EvalTransform:
 
     def __post_init__(self) -> None:
         if (self.mean is None) != (self.std is None):
-            raise ConfigError("eval_transform", "mean and std must be given together, got "
-                                                f"mean={self.mean!r}, std={self.std!r}")
+            raise ConfigError(
+                "eval_transform",
+                f"mean and std must be given together, got mean={self.mean!r}, std={self.std!r}",
+            )
 
     @property
     def output_size(self) -> Optional[tuple[int, int]]:
@@ -94,20 +96,27 @@ class EvalTransform:
             steps.append(Normalize((0.0,) * self.channels, (1.0,) * self.channels, bgr=True))
         return Compose(steps)
 
-    def __call__(self, image: Image.Image, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    def __call__(
+        self, image: Image.Image, generator: Optional[torch.Generator] = None
+    ) -> torch.Tensor:
         return self.pipeline(image.convert("L" if self.channels == 1 else "RGB"), generator)
 
     def describe(self) -> dict[str, Any]:
         """The spec (plain lists, as YAML and JSON write it), read back by
         :func:`parse_eval_transform`."""
-        return {key: list(value) if isinstance(value, tuple) else value
-                for key, value in dataclasses.asdict(self).items()}
+        return {
+            key: list(value) if isinstance(value, tuple) else value
+            for key, value in dataclasses.asdict(self).items()
+        }
 
     def to_display(self, tensor: torch.Tensor) -> np.ndarray:
         """Invert the normalisation: model input ``[C, H, W]`` -> image ``[H, W, C]`` in [0, 1]."""
         image = tensor.detach().float().cpu()
         if self.mean is not None:
-            image = (image * torch.tensor(self.std).view(-1, 1, 1) + torch.tensor(self.mean).view(-1, 1, 1)) / self.value_range
+            image = (
+                image * torch.tensor(self.std).view(-1, 1, 1)
+                + torch.tensor(self.mean).view(-1, 1, 1)
+            ) / self.value_range
         if self.bgr:
             image = image.flip(0)
         return display_range(image.permute(1, 2, 0).numpy())
@@ -146,45 +155,55 @@ def _size(value: Any, field: str, shorter_side: bool) -> Optional[tuple[int, ...
     if isinstance(value, (list, tuple)) and len(value) in lengths:
         if all(map(_positive_int, value)):
             return tuple(int(v) for v in value)
-    allowed = "a positive int, [size] or [height, width]" if shorter_side else \
-        "a positive int or [height, width]"
+    allowed = (
+        "a positive int, [size] or [height, width]"
+        if shorter_side
+        else "a positive int or [height, width]"
+    )
     raise ConfigError(field, f"expected {allowed}, got {value!r}")
 
 
 def _per_channel(spec: dict, name: str, count: int, field: str) -> tuple[float, ...]:
     values = spec[name]
     numbers = isinstance(values, (list, tuple)) and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
+    )
     if not numbers or len(values) != count:
-        raise ConfigError(f"{field}.{name}",
-                          f"expected {count} numbers (one per channel), got {values!r}")
+        raise ConfigError(
+            f"{field}.{name}", f"expected {count} numbers (one per channel), got {values!r}"
+        )
     return tuple(float(v) for v in values)
 
 
 @overload
-def parse_eval_transform(spec: dict[str, Any], field: str = ...,
-                         channels: Optional[int] = ...) -> EvalTransform: ...
+def parse_eval_transform(
+    spec: dict[str, Any], field: str = ..., channels: Optional[int] = ...
+) -> EvalTransform: ...
 
 
 @overload
-def parse_eval_transform(spec: Any, field: str = ...,
-                         channels: Optional[int] = ...) -> Optional[EvalTransform]: ...
+def parse_eval_transform(
+    spec: Any, field: str = ..., channels: Optional[int] = ...
+) -> Optional[EvalTransform]: ...
 
 
-def parse_eval_transform(spec: Any, field: str = "data.eval_transform",
-                         channels: Optional[int] = None) -> Optional[EvalTransform]:
+def parse_eval_transform(
+    spec: Any, field: str = "data.eval_transform", channels: Optional[int] = None
+) -> Optional[EvalTransform]:
     """The :class:`EvalTransform` of a spec (module docstring), None for None; every problem is a
     :class:`ConfigError` naming ``field`` and the option. ``channels``: the model's input channels
     when known (a spec with other channels is refused)."""
     if spec is None:
         return None
     if not isinstance(spec, dict):
-        raise ConfigError(field, f"expected null or a mapping with keys {', '.join(KEYS)}, "
-                                 f"got {spec!r}")
+        raise ConfigError(
+            field, f"expected null or a mapping with keys {', '.join(KEYS)}, got {spec!r}"
+        )
     unknown = sorted(set(spec) - set(KEYS))
     if unknown:
-        raise ConfigError(f"{field}.{unknown[0]}",
-                          f"unknown transform option; allowed: {', '.join(KEYS)}")
+        raise ConfigError(
+            f"{field}.{unknown[0]}", f"unknown transform option; allowed: {', '.join(KEYS)}"
+        )
     mean, std = spec.get("mean"), spec.get("std")
     if (mean is None) != (std is None):
         missing = "std" if std is None else "mean"
@@ -197,22 +216,26 @@ def parse_eval_transform(spec: Any, field: str = "data.eval_transform",
     if not _positive_int(count) or count not in (1, 3):
         raise ConfigError(f"{field}.channels", f"expected 1 (grey) or 3 (RGB), got {count!r}")
     if channels is not None and count != channels:
-        raise ConfigError(f"{field}.channels",
-                          f"{count} channels, but the model's first layer takes {channels}")
+        raise ConfigError(
+            f"{field}.channels", f"{count} channels, but the model's first layer takes {channels}"
+        )
     if mean is not None:
         mean, std = (_per_channel(spec, name, count, field) for name in ("mean", "std"))
         if min(std) <= 0:
             raise ConfigError(f"{field}.std", f"must be positive, got {spec['std']!r}")
     value_range, bgr = spec.get("value_range", 1.0), spec.get("bgr", False)
     if not _positive_number(value_range):
-        raise ConfigError(f"{field}.value_range",
-                          f"expected a positive number, got {value_range!r}")
+        raise ConfigError(
+            f"{field}.value_range", f"expected a positive number, got {value_range!r}"
+        )
     if not isinstance(bgr, bool):
         raise ConfigError(f"{field}.bgr", f"expected true or false, got {bgr!r}")
     resize = _size(spec.get("resize"), f"{field}.resize", shorter_side=True)
     # a crop is always (h, w): _size with shorter_side=False returns pairs only
-    crop = cast(Optional[tuple[int, int]],
-                _size(spec.get("center_crop"), f"{field}.center_crop", shorter_side=False))
+    crop = cast(
+        Optional[tuple[int, int]],
+        _size(spec.get("center_crop"), f"{field}.center_crop", shorter_side=False),
+    )
     return EvalTransform(count, resize, crop, mean, std, bgr, float(value_range))
 
 
@@ -233,12 +256,17 @@ def dataset_eval_transform(dataset: LabelledDataset) -> Optional[EvalTransform]:
     if not (isinstance(mean, (int, float)) and isinstance(std, (int, float))):
         return None
     channels, height, width = (int(v) for v in dataset[0][0].shape[-3:])
-    return EvalTransform(channels, resize=(height, width), mean=(float(mean),) * channels,
-                         std=(float(std),) * channels)
+    return EvalTransform(
+        channels,
+        resize=(height, width),
+        mean=(float(mean),) * channels,
+        std=(float(std),) * channels,
+    )
 
 
-def run_eval_transform(spec: Any, splits: DataSplits,
-                       field: str = "data.eval_transform") -> Optional[dict]:
+def run_eval_transform(
+    spec: Any, splits: DataSplits, field: str = "data.eval_transform"
+) -> Optional[dict]:
     """What a run records as ``data.eval_transform`` in its ``config.yaml``: the evaluation
     transform of its dataset (:func:`dataset_eval_transform` of the test split, else the
     validation split), or the config's own ``spec`` where the dataset's cannot be described;
@@ -248,9 +276,12 @@ def run_eval_transform(spec: Any, splits: DataSplits,
     evaluation = splits.test or splits.val
     own = dataset_eval_transform(evaluation.query) if evaluation is not None else None
     if given is not None and own is not None and given != own:
-        raise ConfigError(field, f"{spec!r} differs from the evaluation transform of "
-                                 f"data.dataset, {own.describe()}, with which the run is "
-                                 "evaluated; leave it null (the trainer records the dataset's), "
-                                 "or change the dataset's options (resize, crop, normalization)")
+        raise ConfigError(
+            field,
+            f"{spec!r} differs from the evaluation transform of "
+            f"data.dataset, {own.describe()}, with which the run is "
+            "evaluated; leave it null (the trainer records the dataset's), "
+            "or change the dataset's options (resize, crop, normalization)",
+        )
     chosen = own if own is not None else given
     return None if chosen is None else chosen.describe()

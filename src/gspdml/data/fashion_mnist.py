@@ -29,7 +29,18 @@ from gspdml.errors import ConfigError, DataError
 from gspdml.registry import supplied_by_caller
 
 DEFAULT_ROOT = "/usr/share/datasets/fashion-mnist"
-CLASS_NAMES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+CLASS_NAMES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -54,7 +65,9 @@ def _find(root: Path, stem: str) -> Path:
     for name in (f"{stem}.gz", stem):
         if (root / name).is_file():
             return root / name
-    raise DataError(f"Fashion-MNIST: missing {root / stem}[.gz] (apt-get install dataset-fashion-mnist, or pass root)")
+    raise DataError(
+        f"Fashion-MNIST: missing {root / stem}[.gz] (apt-get install dataset-fashion-mnist, or pass root)"
+    )
 
 
 def load_fashion_mnist(root: Optional[str] = None) -> tuple[np.ndarray, np.ndarray]:
@@ -65,14 +78,17 @@ def load_fashion_mnist(root: Optional[str] = None) -> tuple[np.ndarray, np.ndarr
         x = read_idx(_find(base, f"{part}-images-idx3-ubyte"))
         y = read_idx(_find(base, f"{part}-labels-idx1-ubyte"))
         if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
-            raise DataError(f"Fashion-MNIST: {part} images {x.shape} and labels {y.shape} do not match")
+            raise DataError(
+                f"Fashion-MNIST: {part} images {x.shape} and labels {y.shape} do not match"
+            )
         images.append(x)
         labels.append(y.astype(np.int64))
     return np.concatenate(images), np.concatenate(labels)
 
 
-def _limit_per_class(labels: np.ndarray, limit: Optional[int],
-                     rng: np.random.Generator) -> np.ndarray:
+def _limit_per_class(
+    labels: np.ndarray, limit: Optional[int], rng: np.random.Generator
+) -> np.ndarray:
     """Indices keeping at most ``limit`` random items of each class (all when None), sorted."""
     keep = [rng.permutation(np.flatnonzero(labels == c))[:limit] for c in np.unique(labels)]
     return np.sort(np.concatenate(keep))
@@ -95,22 +111,42 @@ def fashion_mnist(
     ``val_fold`` (of ``num_folds``) or ``val_classes`` carve the validation classes off the
     training classes (:func:`gspdml.data.splits.carve_fold`; needs ``class_split[1] = 0``)."""
     if len(class_split) != 3 or min(class_split) < 0 or class_split[0] < 1 or sum(class_split) > 10:
-        raise ConfigError("data.dataset.class_split", f"expected (train, val, test) class counts summing to <= 10 with train >= 1, got {tuple(class_split)}")
+        raise ConfigError(
+            "data.dataset.class_split",
+            f"expected (train, val, test) class counts summing to <= 10 with train >= 1, got {tuple(class_split)}",
+        )
     images, labels = load_fashion_mnist(root)
-    keep = _limit_per_class(labels, images_per_class, np.random.default_rng(np.random.SeedSequence([seed, 0xFA5])))
+    keep = _limit_per_class(
+        labels, images_per_class, np.random.default_rng(np.random.SeedSequence([seed, 0xFA5]))
+    )
     images, labels = images[keep], labels[keep]
     bounds = np.cumsum([0, *class_split])
     parts = []
     for s in range(3):
         classes = np.arange(bounds[s], bounds[s + 1])
         chosen = np.isin(labels, classes)
-        parts.append((images[chosen], np.searchsorted(classes, labels[chosen]), [CLASS_NAMES[c] for c in classes]))
+        parts.append(
+            (
+                images[chosen],
+                np.searchsorted(classes, labels[chosen]),
+                [CLASS_NAMES[c] for c in classes],
+            )
+        )
     mean, std = pixel_statistics(parts[0][0])
-    val_part, test_part = (ArrayDataset(x, y, mean, std, names) if len(y) else None
-                           for x, y, names in parts[1:])
+    val_part, test_part = (
+        ArrayDataset(x, y, mean, std, names) if len(y) else None for x, y, names in parts[1:]
+    )
     x, y, names = parts[0]  # the training classes (class_split[0] >= 1)
-    train, val = carve_fold(ArrayDataset(x, y, mean, std, names), val_part,
-                            dataset="fashion_mnist", val_fold=val_fold, num_folds=num_folds,
-                            val_classes=val_classes)
-    return DataSplits(train=train, val=EvalSplit(val) if val is not None else None,
-                      test=EvalSplit(test_part) if test_part else None)
+    train, val = carve_fold(
+        ArrayDataset(x, y, mean, std, names),
+        val_part,
+        dataset="fashion_mnist",
+        val_fold=val_fold,
+        num_folds=num_folds,
+        val_classes=val_classes,
+    )
+    return DataSplits(
+        train=train,
+        val=EvalSplit(val) if val is not None else None,
+        test=EvalSplit(test_part) if test_part else None,
+    )

@@ -91,7 +91,9 @@ def _digests(path: Path) -> dict[str, str]:
     return {"md5": md5.hexdigest(), "sha256": sha256.hexdigest()}
 
 
-def download(archive: Archive, target: Path, progress: bool = True, timeout: float = 60.0) -> dict[str, str]:
+def download(
+    archive: Archive, target: Path, progress: bool = True, timeout: float = 60.0
+) -> dict[str, str]:
     """Download ``archive.url`` to ``target`` (resuming ``target.part``) and check its pinned
     size and digests; returns its digests."""
     url = archive.url
@@ -120,28 +122,43 @@ def download(archive: Archive, target: Path, progress: bool = True, timeout: flo
             total = response.headers.get("Content-Length")
             total = int(total) + (have if resumed else 0) if total else None
             if total is not None and archive.size is not None and total != archive.size:
-                raise DataError(f"{url}: the server offers {total} bytes for {target.name}, the pinned archive has "
-                                f"{archive.size}; not downloaded (changed upstream or a wrong URL)")
-            with open(part, "ab" if resumed else "wb") as out, tqdm(
-                total=total, initial=have if resumed else 0, unit="B", unit_scale=True,
-                desc=target.name, disable=not progress,
-            ) as bar:
+                raise DataError(
+                    f"{url}: the server offers {total} bytes for {target.name}, the pinned archive has "
+                    f"{archive.size}; not downloaded (changed upstream or a wrong URL)"
+                )
+            with (
+                open(part, "ab" if resumed else "wb") as out,
+                tqdm(
+                    total=total,
+                    initial=have if resumed else 0,
+                    unit="B",
+                    unit_scale=True,
+                    desc=target.name,
+                    disable=not progress,
+                ) as bar,
+            ):
                 try:
                     for block in iter(lambda: response.read(CHUNK), b""):
                         out.write(block)
                         bar.update(len(block))
                 except OSError as err:
-                    raise DataError(f"{url}: download interrupted after {part.stat().st_size} bytes ({err}); "
-                                    "run the same command again to resume") from None
+                    raise DataError(
+                        f"{url}: download interrupted after {part.stat().st_size} bytes ({err}); "
+                        "run the same command again to resume"
+                    ) from None
             if total is not None and part.stat().st_size < total:
-                raise DataError(f"{url}: download interrupted after {part.stat().st_size} of {total} bytes; "
-                                "run the same command again to resume")
+                raise DataError(
+                    f"{url}: download interrupted after {part.stat().st_size} of {total} bytes; "
+                    "run the same command again to resume"
+                )
     digests = _digests(part)
     wrong = archive.mismatch(digests)
     if wrong is not None:
         part.unlink()
-        raise DataError(f"{url}: checksum mismatch for {target.name}: {wrong}; "
-                        "the file was deleted (corrupted or changed upstream)")
+        raise DataError(
+            f"{url}: checksum mismatch for {target.name}: {wrong}; "
+            "the file was deleted (corrupted or changed upstream)"
+        )
     os.replace(part, target)
     return digests
 
@@ -181,7 +198,9 @@ def _archive_set(source: DatasetSource, root: Path) -> tuple[Archive, ...]:
         if (root / archive.filename).is_file():
             _placed(archive, root)  # raises on a wrong file
     missing = [a.filename for a in chosen if a.url is None and not (root / a.filename).is_file()]
-    raise DataError(f"{source.name}: {', '.join(missing)} cannot be downloaded automatically.\n{source.manual}")
+    raise DataError(
+        f"{source.name}: {', '.join(missing)} cannot be downloaded automatically.\n{source.manual}"
+    )
 
 
 def _placed(archive: Archive, root: Path) -> tuple[Path, dict[str, str]]:
@@ -229,6 +248,8 @@ def fetch(source: DatasetSource, root: str | Path, progress: bool = True) -> int
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     manifest = root / f".gspdml-fetch-{source.name}.json"
-    manifest.with_suffix(".tmp").write_text(json.dumps({"dataset": source.name, "images": count, "archives": record}, indent=1))
+    manifest.with_suffix(".tmp").write_text(
+        json.dumps({"dataset": source.name, "images": count, "archives": record}, indent=1)
+    )
     os.replace(manifest.with_suffix(".tmp"), manifest)
     return count

@@ -73,7 +73,9 @@ class ImageFileDataset(LabelledDataset):
             if bad:
                 listing = "; ".join(f"{p}: {why}" for p, why in list(bad.items())[:5])
                 if self.on_error == "raise":
-                    raise DataError(f"{len(bad)} of {len(paths)} image files are unusable (on_error: skip drops them): {listing}")
+                    raise DataError(
+                        f"{len(bad)} of {len(paths)} image files are unusable (on_error: skip drops them): {listing}"
+                    )
                 keep = np.array([p not in bad for p in paths])
                 self.skipped = list(bad.items())
                 warnings.warn(f"skipped {len(bad)} unusable image files: {listing}", stacklevel=2)
@@ -84,8 +86,9 @@ class ImageFileDataset(LabelledDataset):
         self.seed = int(seed)
         self.epoch = 0
         self.class_names = list(class_names) if class_names is not None else None
-        self.classes = (np.asarray(classes, dtype=np.int64) if classes is not None
-                        else np.unique(label_array))
+        self.classes = (
+            np.asarray(classes, dtype=np.int64) if classes is not None else np.unique(label_array)
+        )
         self._warned: set[str] = set()
 
     @staticmethod
@@ -104,7 +107,9 @@ class ImageFileDataset(LabelledDataset):
         index, epoch = key if isinstance(key, tuple) else (key, self.epoch)
         index = int(index)
         image = self._load(index)
-        return self.transform(image, seeded_generator(self.seed, epoch, index)), int(self.labels[index])
+        return self.transform(image, seeded_generator(self.seed, epoch, index)), int(
+            self.labels[index]
+        )
 
     def _load(self, index: int) -> Image.Image:
         try:
@@ -122,6 +127,11 @@ class ImageFileDataset(LabelledDataset):
                 continue
             if self.paths[index] not in self._warned:
                 self._warned.add(self.paths[index])
-                warnings.warn(f"{first_error}; using {self.paths[other]} of the same class instead", stacklevel=2)
+                warnings.warn(
+                    f"{first_error}; using {self.paths[other]} of the same class instead",
+                    stacklevel=2,
+                )
             return image
-        raise DataError(f"{first_error}; no other image of class {self.labels[index]} can be decoded either")
+        raise DataError(
+            f"{first_error}; no other image of class {self.labels[index]} can be decoded either"
+        )

@@ -37,8 +37,12 @@ def split_last_fraction(records: Records, test_fraction: float, source: str) -> 
     classes = records.classes
     count = min(max(int(round(test_fraction * len(classes))), 1), len(classes) - 1)
     if len(classes) < 2:
-        raise DataError(f"{source}: found {len(classes)} class; at least 2 are needed for a class-disjoint split")
-    return OfficialSplits(train=records.subset(classes[:-count]), test=records.subset(classes[-count:]))
+        raise DataError(
+            f"{source}: found {len(classes)} class; at least 2 are needed for a class-disjoint split"
+        )
+    return OfficialSplits(
+        train=records.subset(classes[:-count]), test=records.subset(classes[-count:])
+    )
 
 
 def _class_ids(names: list[str]) -> dict[str, int]:
@@ -50,24 +54,41 @@ def _class_ids(names: list[str]) -> dict[str, int]:
         return {name: i for i, name in enumerate(unique)}
 
 
-def _assemble(parts: dict[str, tuple[list[str], list[str]]], source: str, test_fraction: float) -> OfficialSplits:
+def _assemble(
+    parts: dict[str, tuple[list[str], list[str]]], source: str, test_fraction: float
+) -> OfficialSplits:
     """Build :class:`OfficialSplits` from ``{split: (paths, label names)}``."""
     ids = _class_ids([label for _, labels in parts.values() for label in labels])
     names = {i: n for n, i in ids.items()}
-    records = {split: Records(paths, np.array([ids[x] for x in labels], dtype=np.int64), names)
-               for split, (paths, labels) in parts.items()}
+    records = {
+        split: Records(paths, np.array([ids[x] for x in labels], dtype=np.int64), names)
+        for split, (paths, labels) in parts.items()
+    }
     if set(records) == {"all"}:
         official = split_last_fraction(records["all"], test_fraction, source)
     else:
         unknown = sorted(set(records) - set(SPLIT_NAMES))
         if unknown:
-            raise DataError(f"{source}: unknown split names {unknown}; allowed: {', '.join(SPLIT_NAMES)}")
-        if "train" not in records or not ({"test"} <= set(records) or {"query", "gallery"} <= set(records)):
-            raise DataError(f"{source}: need a train split and either a test split or query and gallery splits, found {sorted(records)}")
+            raise DataError(
+                f"{source}: unknown split names {unknown}; allowed: {', '.join(SPLIT_NAMES)}"
+            )
+        if "train" not in records or not (
+            {"test"} <= set(records) or {"query", "gallery"} <= set(records)
+        ):
+            raise DataError(
+                f"{source}: need a train split and either a test split or query and gallery splits, found {sorted(records)}"
+            )
         if "test" in records and ({"query", "gallery"} & set(records)):
-            raise DataError(f"{source}: give either a test split or query and gallery splits, not both")
-        official = OfficialSplits(records["train"], records.get("test"), records.get("query"),
-                                  records.get("gallery"), records.get("val"))
+            raise DataError(
+                f"{source}: give either a test split or query and gallery splits, not both"
+            )
+        official = OfficialSplits(
+            records["train"],
+            records.get("test"),
+            records.get("query"),
+            records.get("gallery"),
+            records.get("val"),
+        )
     official.check_disjoint(source)
     return official
 
@@ -94,14 +115,18 @@ def read_image_folder(root: str, test_fraction: float = 0.5) -> OfficialSplits:
     parts = {}
     for split, folder in layout.items():
         paths, labels = [], []
-        skipped += [str(p) for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS]  # no class
+        skipped += [
+            str(p) for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS
+        ]  # no class
         for class_dir in _visible_folders(folder, skipped):
             images, hidden = list_images(class_dir)
             skipped += [str(p) for p in hidden]
             paths += [str(p) for p in images]
             labels += [class_dir.name] * len(images)
         if not paths:
-            raise DataError(f"image folder: no images in class folders under {folder} (extensions: {', '.join(IMAGE_EXTENSIONS)})")
+            raise DataError(
+                f"image folder: no images in class folders under {folder} (extensions: {', '.join(IMAGE_EXTENSIONS)})"
+            )
         parts[split] = (paths, labels)
     official = _assemble(parts, f"image folder {base}", test_fraction)
     official.skipped = sorted(set(skipped))
@@ -120,7 +145,9 @@ def read_csv(path: str, root: Optional[str] = None, test_fraction: float = 0.5) 
         reader = csv.DictReader(file)
         header = [c.strip() for c in (reader.fieldnames or [])]
         if not {"path", "label"} <= set(header):
-            raise DataError(f"{csv_path}:1: the header must name the columns path,label[,split], got {header}")
+            raise DataError(
+                f"{csv_path}:1: the header must name the columns path,label[,split], got {header}"
+            )
         reader.fieldnames = header
         has_split = "split" in header
         for row in reader:
@@ -131,7 +158,9 @@ def read_csv(path: str, root: Optional[str] = None, test_fraction: float = 0.5) 
             split = (row.get("split") or "").strip().lower() if has_split else "all"
             split = "val" if split == "validation" else split
             if split not in SPLIT_NAMES + ("all",) or (has_split and split == "all"):
-                raise DataError(f"{csv_path}:{line}: unknown split {row.get('split')!r}; allowed: {', '.join(SPLIT_NAMES)}")
+                raise DataError(
+                    f"{csv_path}:{line}: unknown split {row.get('split')!r}; allowed: {', '.join(SPLIT_NAMES)}"
+                )
             paths, labels = parts.setdefault(split, ([], []))
             paths.append(str(base / file_name))
             labels.append(label)

@@ -69,8 +69,9 @@ def resize_glyphs(glyphs: np.ndarray, size: int) -> np.ndarray:
     return x[:, 0].round().clamp(0, 255).to(torch.uint8).numpy()
 
 
-def glyph_pools(glyph_labels: np.ndarray, fractions: Sequence[float],
-                rng: np.random.Generator) -> list[dict[int, np.ndarray]]:
+def glyph_pools(
+    glyph_labels: np.ndarray, fractions: Sequence[float], rng: np.random.Generator
+) -> list[dict[int, np.ndarray]]:
     """Per split, per base class: the indices of the glyph images that split may use (disjoint):
     each class's images, permuted by ``rng``, are cut at the cumulative ``fractions``."""
     total = float(sum(fractions))
@@ -80,12 +81,15 @@ def glyph_pools(glyph_labels: np.ndarray, fractions: Sequence[float],
         members = rng.permutation(np.flatnonzero(glyph_labels == c))
         cuts = np.round(bounds * len(members)).astype(int)
         for s in range(len(SPLITS)):
-            pools[s][int(c)] = np.sort(members[cuts[s]:cuts[s + 1]])
+            pools[s][int(c)] = np.sort(members[cuts[s] : cuts[s + 1]])
     return pools
 
 
 def draw_glyphs(pool: np.ndarray, count: int, rng: np.random.Generator, what: str) -> np.ndarray:
     """``count`` glyph indices from ``pool`` (with replacement only when the pool is smaller)."""
     if len(pool) == 0:
-        raise ConfigError(f"{FIELD}.glyph_split", f"no glyph images left for {what}; give that split a larger fraction")
+        raise ConfigError(
+            f"{FIELD}.glyph_split",
+            f"no glyph images left for {what}; give that split a larger fraction",
+        )
     return rng.choice(pool, size=count, replace=len(pool) < count)

@@ -61,13 +61,17 @@ class OfficialSplits:
         """Raise :class:`DataError` when two splits share a class (a classification split)."""
         evaluation = [r for r in (self.test, self.query, self.gallery) if r is not None]
         parts: dict[str, npt.ArrayLike] = {
-            "train": self.train.classes, "val": self.val.classes if self.val is not None else [],
-            "evaluation": np.unique(np.concatenate([r.labels for r in evaluation]))}
+            "train": self.train.classes,
+            "val": self.val.classes if self.val is not None else [],
+            "evaluation": np.unique(np.concatenate([r.labels for r in evaluation])),
+        }
         for a, b in (("train", "val"), ("train", "evaluation"), ("val", "evaluation")):
             shared = np.intersect1d(parts[a], parts[b])
             if len(shared):
-                raise DataError(f"{source}: {len(shared)} classes are in both the {a} and the {b} split "
-                                f"(e.g. {shared[:5].tolist()}); that is a classification split, not a zero-shot one")
+                raise DataError(
+                    f"{source}: {len(shared)} classes are in both the {a} and the {b} split "
+                    f"(e.g. {shared[:5].tolist()}); that is a classification split, not a zero-shot one"
+                )
 
 
 #: a reader of a dataset's files: ``reader(root, ...) -> OfficialSplits``
@@ -97,7 +101,9 @@ def check_counts(source: str, found: dict[str, int], expected: dict[str, int]) -
     wrong = {k: (found.get(k), v) for k, v in expected.items() if found.get(k) != v}
     if wrong:
         listing = ", ".join(f"{k} {got} (expected {want})" for k, (got, want) in wrong.items())
-        raise DataError(f"{source}: the split does not match the published zero-shot split: {listing}")
+        raise DataError(
+            f"{source}: the split does not match the published zero-shot split: {listing}"
+        )
 
 
 def build_image_splits(
@@ -119,41 +125,75 @@ def build_image_splits(
     """Datasets for training (fit classes, relabelled ``0..C-1``), validation and test."""
     if official.val is not None:
         if val_fold is not None or val_classes is not None:
-            raise ConfigError("data.dataset.val_classes", "the data has its own validation split, but val_fold / val_classes "
-                                                          "(and the protocol folds) carve validation classes off the training "
-                                                          "classes: drop them, or move the 'val' images into 'train'")
+            raise ConfigError(
+                "data.dataset.val_classes",
+                "the data has its own validation split, but val_fold / val_classes "
+                "(and the protocol folds) carve validation classes off the training "
+                "classes: drop them, or move the 'val' images into 'train'",
+            )
         fit, val = official.train.classes, official.val.classes
     else:
-        fit, val = validation_classes(official.train.classes, val_fraction, val_fold, num_folds, val_classes,
-                                      minimum=min_val_classes)
+        fit, val = validation_classes(
+            official.train.classes,
+            val_fraction,
+            val_fold,
+            num_folds,
+            val_classes,
+            minimum=min_val_classes,
+        )
     train_tf = image_transform(transform, True, normalization, resize, crop)
     eval_tf = image_transform(transform, False, normalization, resize, crop)
 
-    def dataset(records: Records, classes: np.ndarray, tf: Callable[..., Any],
-                train: bool = False) -> ImageFileDataset:
+    def dataset(
+        records: Records, classes: np.ndarray, tf: Callable[..., Any], train: bool = False
+    ) -> ImageFileDataset:
         part = records.subset(classes)
         names = [records.names.get(int(c), str(c)) for c in classes]
-        return ImageFileDataset(part.paths, contiguous_labels(part.labels, classes), tf, seed=seed if train else 0,
-                                on_error=on_error, check=check, class_names=names, classes=classes)
+        return ImageFileDataset(
+            part.paths,
+            contiguous_labels(part.labels, classes),
+            tf,
+            seed=seed if train else 0,
+            on_error=on_error,
+            check=check,
+            class_names=names,
+            classes=classes,
+        )
 
     train = dataset(official.train, fit, train_tf, train=True)
-    val_split = EvalSplit(dataset(official.val if official.val is not None else official.train, val, eval_tf)) if len(val) else None
+    val_split = (
+        EvalSplit(
+            dataset(official.val if official.val is not None else official.train, val, eval_tf)
+        )
+        if len(val)
+        else None
+    )
     if official.test is not None:
         test = EvalSplit(dataset(official.test, official.test.classes, eval_tf))
     elif official.query is not None and official.gallery is not None:
         classes = np.union1d(official.query.classes, official.gallery.classes)
-        test = EvalSplit(dataset(official.query, classes, eval_tf), dataset(official.gallery, classes, eval_tf))
+        test = EvalSplit(
+            dataset(official.query, classes, eval_tf), dataset(official.gallery, classes, eval_tf)
+        )
     else:
         raise DataError("the reader returned neither test records nor query and gallery records")
-    notes = [f"skipped {len(official.skipped)} hidden or system entries: {_listing(official.skipped)}"] if official.skipped else []
+    notes = (
+        [f"skipped {len(official.skipped)} hidden or system entries: {_listing(official.skipped)}"]
+        if official.skipped
+        else []
+    )
     parts: dict[str, list[Optional[LabelledDataset]]] = {
-        "train": [train], "val": [val_split.query] if val_split else [],
-        "test": [test.query, test.gallery]}
+        "train": [train],
+        "val": [val_split.query] if val_split else [],
+        "test": [test.query, test.gallery],
+    }
     for name, datasets in parts.items():
         for part in datasets:
             if isinstance(part, ImageFileDataset) and part.skipped:
-                notes.append(f"{name}: skipped {len(part.skipped)} unusable image files (on_error: skip): "
-                             + _listing([f"{p} ({why})" for p, why in part.skipped]))
+                notes.append(
+                    f"{name}: skipped {len(part.skipped)} unusable image files (on_error: skip): "
+                    + _listing([f"{p} ({why})" for p, why in part.skipped])
+                )
     return DataSplits(train=train, val=val_split, test=test, notes=notes)
 
 
@@ -163,18 +203,35 @@ def _listing(items: Sequence[str], shown: int = 10) -> str:
 
 
 IMAGE_OPTIONS = dict(
-    val_fraction=0.25, val_fold=None, num_folds=4, val_classes=None, transform="mlrc",
-    normalization="imagenet", resize=None, crop=None, on_error="raise", check="exists",
+    val_fraction=0.25,
+    val_fold=None,
+    num_folds=4,
+    val_classes=None,
+    transform="mlrc",
+    normalization="imagenet",
+    resize=None,
+    crop=None,
+    on_error="raise",
+    check="exists",
 )
 #: the type of each option, checked at config time (gspdml.typecheck)
 IMAGE_OPTION_TYPES = dict(
-    val_fraction=float, val_fold=Optional[int], num_folds=int, val_classes=Optional[list[int]], transform=str,
-    normalization=str, resize=Optional[int], crop=Optional[int], on_error=str, check=str,
+    val_fraction=float,
+    val_fold=Optional[int],
+    num_folds=int,
+    val_classes=Optional[list[int]],
+    transform=str,
+    normalization=str,
+    resize=Optional[int],
+    crop=Optional[int],
+    on_error=str,
+    check=str,
 )
 
 
-def register_image_dataset(name: str, *aliases: str, min_val_classes: int = 1
-                           ) -> Callable[[Reader], Reader]:
+def register_image_dataset(
+    name: str, *aliases: str, min_val_classes: int = 1
+) -> Callable[[Reader], Reader]:
     """Register ``reader(root, ...) -> OfficialSplits`` as a dataset factory taking the reader's
     own arguments, ``seed`` (supplied by the caller) and :data:`IMAGE_OPTIONS`:
 
@@ -198,8 +255,12 @@ def register_image_dataset(name: str, *aliases: str, min_val_classes: int = 1
                 if arg not in kwargs:
                     raise ConfigError(f"data.dataset.{arg}", f"required by dataset '{name}'")
             reader_args = {p.name: kwargs.pop(p.name) for p in own if p.name in kwargs}
-            return build_image_splits(reader(**reader_args), seed=seed, min_val_classes=min_val_classes,
-                                      **{**IMAGE_OPTIONS, **kwargs})
+            return build_image_splits(
+                reader(**reader_args),
+                seed=seed,
+                min_val_classes=min_val_classes,
+                **{**IMAGE_OPTIONS, **kwargs},
+            )
 
         keyword = inspect.Parameter.KEYWORD_ONLY
         hints = typing.get_type_hints(reader)
@@ -207,7 +268,10 @@ def register_image_dataset(name: str, *aliases: str, min_val_classes: int = 1
         factory.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
             [p.replace(kind=keyword, annotation=hints.get(p.name, p.annotation)) for p in own]
             + [inspect.Parameter("seed", keyword, default=0, annotation=int)]
-            + [inspect.Parameter(k, keyword, default=v, annotation=IMAGE_OPTION_TYPES[k]) for k, v in IMAGE_OPTIONS.items()]
+            + [
+                inspect.Parameter(k, keyword, default=v, annotation=IMAGE_OPTION_TYPES[k])
+                for k, v in IMAGE_OPTIONS.items()
+            ]
         )
         factory.__name__ = factory.__qualname__ = name
         factory.__doc__ = reader.__doc__

@@ -31,9 +31,20 @@ DECODING = {
     "colour": "converted to RGB (palette, grey, 1-bit, CMYK, YCbCr, LAB)",
     "transparency": "composited on white (RGBA, LA, palette with a transparent colour)",
     "wide_grey": "16-bit grey divided by 65535 (by 255 when no value exceeds 255), float grey "
-                 "in [0, 1] (else by its maximum), to 8 bits",
+    "in [0, 1] (else by its maximum), to 8 bits",
 }
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
+IMAGE_EXTENSIONS = (
+    ".jpg",
+    ".jpeg",
+    ".png",
+    ".bmp",
+    ".gif",
+    ".tif",
+    ".tiff",
+    ".webp",
+    ".ppm",
+    ".pgm",
+)
 #: folders that archivers and tools add beside the data (never classes, never images)
 SYSTEM_FOLDERS = ("__MACOSX",)
 
@@ -102,8 +113,14 @@ def load_image(path: str | os.PathLike) -> Image.Image:
                 return decode_image(image)
     except FileNotFoundError:
         raise DataError(f"{path}: image file not found") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombWarning,
-            Image.DecompressionBombError) as error:
+    except (
+        UnidentifiedImageError,
+        OSError,
+        SyntaxError,
+        ValueError,
+        Image.DecompressionBombWarning,
+        Image.DecompressionBombError,
+    ) as error:
         raise DataError(f"{path}: cannot decode image ({type(error).__name__}: {error})") from None
 
 
@@ -118,7 +135,13 @@ def check_image(path: str | os.PathLike) -> str | None:
                 image.size  # noqa: B018 (the header is parsed by open)
     except FileNotFoundError:
         return "file not found"
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombWarning,
-            Image.DecompressionBombError) as error:
+    except (
+        UnidentifiedImageError,
+        OSError,
+        SyntaxError,
+        ValueError,
+        Image.DecompressionBombWarning,
+        Image.DecompressionBombError,
+    ) as error:
         return f"{type(error).__name__}: {error}"
     return None

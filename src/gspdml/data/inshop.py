@@ -15,13 +15,25 @@ from pathlib import Path
 
 import numpy as np
 
-from gspdml.data.image_splits import OfficialSplits, Records, check_counts, register_image_dataset, split_counts
+from gspdml.data.image_splits import (
+    OfficialSplits,
+    Records,
+    check_counts,
+    register_image_dataset,
+    split_counts,
+)
 from gspdml.data.textfiles import find_dir, read_columns
 from gspdml.errors import DataError
 
 SOURCE = "In-Shop"
-EXPECTED = dict(images=52712, train_images=25882, query_images=14218, gallery_images=12612,
-                train_classes=3997, test_classes=3985)
+EXPECTED = dict(
+    images=52712,
+    train_images=25882,
+    query_images=14218,
+    gallery_images=12612,
+    train_classes=3997,
+    test_classes=3985,
+)
 STATUSES = ("train", "query", "gallery")
 
 
@@ -45,12 +57,16 @@ def read_inshop(root: str) -> OfficialSplits:
     parts = {}
     for status in STATUSES:
         chosen = [r for r in rows if r["evaluation_status"] == status]
-        parts[status] = Records([str(image_root / r["image_name"]) for r in chosen],
-                                np.array([_item_number(r["item_id"], listing) for r in chosen], dtype=np.int64),
-                                {_item_number(r["item_id"], listing): r["item_id"] for r in chosen})
+        parts[status] = Records(
+            [str(image_root / r["image_name"]) for r in chosen],
+            np.array([_item_number(r["item_id"], listing) for r in chosen], dtype=np.int64),
+            {_item_number(r["item_id"], listing): r["item_id"] for r in chosen},
+        )
     unknown = sorted({r["evaluation_status"] for r in rows} - set(STATUSES))
     if unknown:
-        raise DataError(f"{listing}: unknown evaluation_status {unknown}; expected one of {', '.join(STATUSES)}")
+        raise DataError(
+            f"{listing}: unknown evaluation_status {unknown}; expected one of {', '.join(STATUSES)}"
+        )
     official = OfficialSplits(train=parts["train"], query=parts["query"], gallery=parts["gallery"])
     official.check_disjoint(SOURCE)
     found = split_counts(parts)

@@ -5,12 +5,21 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from gspdml.data.eval_transform import EvalTransform
-from gspdml.data.transforms import Compose, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize, ToTensor
+from gspdml.data.transforms import (
+    Compose,
+    Normalize,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    Resize,
+    ToTensor,
+)
 from gspdml.errors import ConfigError
 
 NORMALIZATIONS: dict[str, dict[str, Any]] = {
     "imagenet": dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
-    "bn_inception": dict(mean=(104.0, 117.0, 128.0), std=(1.0, 1.0, 1.0), bgr=True, value_range=255.0),
+    "bn_inception": dict(
+        mean=(104.0, 117.0, 128.0), std=(1.0, 1.0, 1.0), bgr=True, value_range=255.0
+    ),
     "none": dict(mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0)),
 }
 
@@ -27,23 +36,34 @@ RECIPES = {
 }
 
 
-def image_transform(recipe: str = "mlrc", train: bool = False, normalization: str = "imagenet",
-                    resize: int | None = None, crop: int | None = None,
-                    field: str = "data.dataset") -> Compose | EvalTransform:
+def image_transform(
+    recipe: str = "mlrc",
+    train: bool = False,
+    normalization: str = "imagenet",
+    resize: int | None = None,
+    crop: int | None = None,
+    field: str = "data.dataset",
+) -> Compose | EvalTransform:
     """The transform of ``recipe`` (see :data:`RECIPES`) for training or evaluation, ending in
     ``ToTensor`` and the backbone's ``normalization`` (:data:`NORMALIZATIONS`); the evaluation
     transform is an :class:`gspdml.data.eval_transform.EvalTransform` (so a run can record it as
     its spec). ``resize`` and ``crop`` override the recipe's sizes (e.g. 73/64 for fast CPU
     runs)."""
     if recipe not in RECIPES:
-        raise ConfigError(f"{field}.transform", f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
+        raise ConfigError(
+            f"{field}.transform", f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}"
+        )
     if normalization not in NORMALIZATIONS:
-        raise ConfigError(f"{field}.normalization", f"unknown normalization {normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
+        raise ConfigError(
+            f"{field}.normalization",
+            f"unknown normalization {normalization!r}; allowed: {', '.join(NORMALIZATIONS)}",
+        )
     default_resize, default_crop, scale, resize_first = RECIPES[recipe]
     resize, crop = int(resize or default_resize), int(crop or default_crop)
     if not (train and scale is not None):
-        return EvalTransform(3, resize=(resize,), center_crop=(crop, crop),
-                             **NORMALIZATIONS[normalization])
+        return EvalTransform(
+            3, resize=(resize,), center_crop=(crop, crop), **NORMALIZATIONS[normalization]
+        )
     steps: list[Callable[..., Any]] = [Resize(resize)] if resize_first else []
     steps += [RandomResizedCrop(crop, scale, (3 / 4, 4 / 3)), RandomHorizontalFlip(0.5)]
     return Compose(steps + [ToTensor(), Normalize(**NORMALIZATIONS[normalization])])

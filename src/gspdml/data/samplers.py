@@ -61,16 +61,30 @@ class EpochBatchSampler(Sampler[list]):
         self.epoch, self.position = divmod(int(batches_done), len(self))
 
     def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed,
-                "num_samples": self.num_samples, "batches_per_epoch": len(self)}
+        return {
+            "epoch": self.epoch,
+            "position": self.position,
+            "seed": self.seed,
+            "num_samples": self.num_samples,
+            "batches_per_epoch": len(self),
+        }
 
     def load_state_dict(self, state: dict) -> None:
-        for key, mine in (("seed", self.seed), ("num_samples", self.num_samples), ("batches_per_epoch", len(self))):
+        for key, mine in (
+            ("seed", self.seed),
+            ("num_samples", self.num_samples),
+            ("batches_per_epoch", len(self)),
+        ):
             if key in state and int(state[key]) != mine:
-                raise ConfigError(f"{FIELD}.sampler", f"saved sampler state has {key}={state[key]}, this sampler has {mine}; resume with the same data and seed")
+                raise ConfigError(
+                    f"{FIELD}.sampler",
+                    f"saved sampler state has {key}={state[key]}, this sampler has {mine}; resume with the same data and seed",
+                )
         epoch, position = int(state["epoch"]), int(state["position"])
         if not 0 <= position <= len(self):
-            raise ConfigError(f"{FIELD}.sampler", f"saved position {position} is outside [0, {len(self)}]")
+            raise ConfigError(
+                f"{FIELD}.sampler", f"saved position {position} is outside [0, {len(self)}]"
+            )
         self.epoch, self.position = divmod(epoch * len(self) + position, len(self))
 
     def __iter__(self) -> Iterator[list]:
@@ -125,20 +139,39 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
     ):
         labels = np.asarray(labels)
         if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
-            raise ConfigError(f"{FIELD}.labels", f"expected a 1-D integer array of labels, got {labels.dtype} {labels.shape}")
+            raise ConfigError(
+                f"{FIELD}.labels",
+                f"expected a 1-D integer array of labels, got {labels.dtype} {labels.shape}",
+            )
         if classes_per_batch < 1:
-            raise ConfigError(f"{FIELD}.classes_per_batch", f"must be >= 1, got {classes_per_batch}")
+            raise ConfigError(
+                f"{FIELD}.classes_per_batch", f"must be >= 1, got {classes_per_batch}"
+            )
         if samples_per_class < 1:
-            raise ConfigError(f"{FIELD}.samples_per_class", f"must be >= 1, got {samples_per_class}")
+            raise ConfigError(
+                f"{FIELD}.samples_per_class", f"must be >= 1, got {samples_per_class}"
+            )
         if halves and classes_per_batch % 2:
-            raise ConfigError(f"{FIELD}.classes_per_batch", f"halves need an even number of classes per batch, got {classes_per_batch}")
+            raise ConfigError(
+                f"{FIELD}.classes_per_batch",
+                f"halves need an even number of classes per batch, got {classes_per_batch}",
+            )
         if world_size < 1 or not 0 <= rank < world_size:
-            raise ConfigError(f"{FIELD}.rank", f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
+            raise ConfigError(
+                f"{FIELD}.rank",
+                f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}",
+            )
         if (classes_per_batch * samples_per_class) % world_size:
-            raise ConfigError(f"{FIELD}.world_size", f"batch size {classes_per_batch * samples_per_class} is not divisible by world_size={world_size}")
+            raise ConfigError(
+                f"{FIELD}.world_size",
+                f"batch size {classes_per_batch * samples_per_class} is not divisible by world_size={world_size}",
+            )
         self.classes, inverse = np.unique(labels, return_inverse=True)
         if len(self.classes) < classes_per_batch:
-            raise ConfigError(f"{FIELD}.classes_per_batch", f"{classes_per_batch} classes per batch but the dataset has only {len(self.classes)} classes")
+            raise ConfigError(
+                f"{FIELD}.classes_per_batch",
+                f"{classes_per_batch} classes per batch but the dataset has only {len(self.classes)} classes",
+            )
         order = np.argsort(inverse, kind="stable")
         counts = np.bincount(inverse, minlength=len(self.classes))
         self.members = np.split(order, np.cumsum(counts)[:-1])
@@ -186,7 +219,7 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
                     parts.append(rng.choice(members, size=m, replace=len(members) < m))
             batches.append(np.concatenate([parts[j] for j in rng.permutation(len(parts))]))
         n = p * m // self.world_size
-        return [b[self.rank * n:(self.rank + 1) * n] for b in batches]
+        return [b[self.rank * n : (self.rank + 1) * n] for b in batches]
 
     def _chunks(self, members: np.ndarray, rng) -> list[np.ndarray]:
         """Shuffle one class and cut it into chunks of m, topping up the last chunk."""
@@ -194,10 +227,10 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
         if len(members) < m:
             return [rng.choice(members, size=m, replace=True)]
         shuffled = rng.permutation(members)
-        chunks = [shuffled[i:i + m] for i in range(0, len(shuffled), m)]
+        chunks = [shuffled[i : i + m] for i in range(0, len(shuffled), m)]
         short = m - len(chunks[-1])
         if short:
-            rest = shuffled[:len(shuffled) - len(chunks[-1])]
+            rest = shuffled[: len(shuffled) - len(chunks[-1])]
             chunks[-1] = np.concatenate([chunks[-1], rng.choice(rest, size=short, replace=False)])
         return chunks
 
@@ -208,16 +241,38 @@ class RandomBatchSampler(EpochBatchSampler):
     Same interface as :class:`ClassBalancedBatchSampler` (``rank``/``world_size`` slice each global
     batch; ``with_epoch`` yields ``(index, epoch)`` pairs)."""
 
-    def __init__(self, labels: Sequence[int], batch_size: int, *, seed: int = 0, rank: int = 0, world_size: int = 1,
-                 with_epoch: bool = False):
+    def __init__(
+        self,
+        labels: Sequence[int],
+        batch_size: int,
+        *,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        with_epoch: bool = False,
+    ):
         labels = np.asarray(labels)
         if batch_size < 1:
-            raise ConfigError(f"{FIELD}.classes_per_batch", f"random batches need a batch size >= 1, got {batch_size}")
+            raise ConfigError(
+                f"{FIELD}.classes_per_batch",
+                f"random batches need a batch size >= 1, got {batch_size}",
+            )
         if batch_size > len(labels):
-            raise ConfigError(f"{FIELD}.classes_per_batch", f"random batches of {batch_size} but the training set has only {len(labels)} items")
+            raise ConfigError(
+                f"{FIELD}.classes_per_batch",
+                f"random batches of {batch_size} but the training set has only {len(labels)} items",
+            )
         if world_size < 1 or not 0 <= rank < world_size or batch_size % world_size:
-            raise ConfigError(f"{FIELD}.world_size", f"batch size {batch_size} over world_size={world_size} (rank {rank}) does not divide")
-        self.global_batch, self.seed, self.rank, self.world_size = int(batch_size), int(seed), int(rank), int(world_size)
+            raise ConfigError(
+                f"{FIELD}.world_size",
+                f"batch size {batch_size} over world_size={world_size} (rank {rank}) does not divide",
+            )
+        self.global_batch, self.seed, self.rank, self.world_size = (
+            int(batch_size),
+            int(seed),
+            int(rank),
+            int(world_size),
+        )
         self.with_epoch, self.num_samples = bool(with_epoch), len(labels)
         self._batches_per_epoch = len(labels) // self.global_batch
 
@@ -230,4 +285,7 @@ class RandomBatchSampler(EpochBatchSampler):
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, int(epoch), 0x7A11D0]))
         order = rng.permutation(self.num_samples)[: len(self) * self.global_batch]
         n = self.batch_size
-        return [b[self.rank * n:(self.rank + 1) * n] for b in order.reshape(len(self), self.global_batch)]
+        return [
+            b[self.rank * n : (self.rank + 1) * n]
+            for b in order.reshape(len(self), self.global_batch)
+        ]

@@ -91,7 +91,7 @@ class SeededTransformDataset(Dataset):
         raise AttributeError(name)
 
     def __getitem__(self, key):
-        index, epoch = (key if isinstance(key, tuple) else (key, self.epoch))
+        index, epoch = key if isinstance(key, tuple) else (key, self.epoch)
         image, label = self.dataset[int(index)]
         if self.transform is None:
             return image, label

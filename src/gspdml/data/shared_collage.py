@@ -35,8 +35,16 @@ import numpy as np
 from gspdml.data.base import DATASETS, DataSplits
 from gspdml.data.cache import cached_arrays
 from gspdml.data.collage import collage_splits
-from gspdml.data.glyphs import (FIELD, SPLITS, check_source, class_names, draw_glyphs, glyph_pools, resize_glyphs,
-                                source_glyphs)
+from gspdml.data.glyphs import (
+    FIELD,
+    SPLITS,
+    check_source,
+    class_names,
+    draw_glyphs,
+    glyph_pools,
+    resize_glyphs,
+    source_glyphs,
+)
 from gspdml.errors import ConfigError
 from gspdml.registry import supplied_by_caller
 
@@ -45,9 +53,15 @@ from gspdml.registry import supplied_by_caller
 POOL_STREAM = 0x9001
 
 
-def split_pools(glyph_labels: np.ndarray, glyph_split: Sequence[float], split_seed: int) -> list[dict[int, np.ndarray]]:
+def split_pools(
+    glyph_labels: np.ndarray, glyph_split: Sequence[float], split_seed: int
+) -> list[dict[int, np.ndarray]]:
     """Per split, per base class: the glyph images that split may use (disjoint across splits)."""
-    return glyph_pools(np.asarray(glyph_labels), glyph_split, np.random.default_rng(np.random.SeedSequence([split_seed, POOL_STREAM])))
+    return glyph_pools(
+        np.asarray(glyph_labels),
+        glyph_split,
+        np.random.default_rng(np.random.SeedSequence([split_seed, POOL_STREAM])),
+    )
 
 
 def pair_tile(left: np.ndarray, right: np.ndarray, tile_size: int) -> np.ndarray:
@@ -55,31 +69,43 @@ def pair_tile(left: np.ndarray, right: np.ndarray, tile_size: int) -> np.ndarray
     cell = tile_size // 2
     tile = np.zeros((tile_size, tile_size), dtype=np.uint8)
     top = cell // 2
-    tile[top:top + cell, :cell] = left
-    tile[top:top + cell, cell:] = right
+    tile[top : top + cell, :cell] = left
+    tile[top : top + cell, cell:] = right
     return tile
 
 
-def partition(base: Iterable[int], *, split_seed: int, shared_super: int,
-              sub_split: Sequence[int]) -> dict[str, np.ndarray]:
+def partition(
+    base: Iterable[int], *, split_seed: int, shared_super: int, sub_split: Sequence[int]
+) -> dict[str, np.ndarray]:
     """Seeded split of the ordered pairs of ``base`` classes. Returns, per split ``s``,
     ``s_targets`` and ``s_backgrounds``: arrays ``[C, 2]`` of pairs ``(super, sub)``."""
     base = np.asarray(sorted(int(b) for b in base))
     sub_split = tuple(int(v) for v in sub_split)
     if len(sub_split) != 3 or min(sub_split) < 0 or sum(sub_split) > len(base) or sub_split[0] < 1:
-        raise ConfigError(f"{FIELD}.sub_split", f"expected (train, val, test) sub-class counts, train >= 1, summing to <= {len(base)}, got {sub_split}")
+        raise ConfigError(
+            f"{FIELD}.sub_split",
+            f"expected (train, val, test) sub-class counts, train >= 1, summing to <= {len(base)}, got {sub_split}",
+        )
     if not 1 <= shared_super < len(base):
-        raise ConfigError(f"{FIELD}.shared_super", f"must be in [1, {len(base) - 1}], got {shared_super}")
+        raise ConfigError(
+            f"{FIELD}.shared_super", f"must be in [1, {len(base) - 1}], got {shared_super}"
+        )
     rng = np.random.default_rng(np.random.SeedSequence([split_seed, 0x5AED]))
     supers = rng.permutation(base)
     bounds = np.cumsum([0, *sub_split])
-    out: dict[str, list] = {f"{s}_{kind}": [] for s in SPLITS for kind in ("targets", "backgrounds")}
+    out: dict[str, list] = {
+        f"{s}_{kind}": [] for s in SPLITS for kind in ("targets", "backgrounds")
+    }
     for rank, a in enumerate(supers):
         kind = "backgrounds" if rank < shared_super else "targets"
         subs = rng.permutation(base)
         for s, split in enumerate(SPLITS):
-            out[f"{split}_{kind}"] += [(int(a), int(b)) for b in sorted(subs[bounds[s]:bounds[s + 1]])]
-    return {key: np.asarray(sorted(pairs), dtype=np.int64).reshape(-1, 2) for key, pairs in out.items()}
+            out[f"{split}_{kind}"] += [
+                (int(a), int(b)) for b in sorted(subs[bounds[s] : bounds[s + 1]])
+            ]
+    return {
+        key: np.asarray(sorted(pairs), dtype=np.int64).reshape(-1, 2) for key, pairs in out.items()
+    }
 
 
 def build_shared_collage_arrays(
@@ -102,10 +128,18 @@ def build_shared_collage_arrays(
     if tile_size < 2 or tile_size % 2:
         raise ConfigError(f"{FIELD}.tile_size", f"must be an even number >= 2, got {tile_size}")
     if grid < 1:
-        raise ConfigError(f"{FIELD}.grid", f"must be >= 1 (1: the target tile alone, the paper's \"distilled\" baseline), got {grid}")
+        raise ConfigError(
+            f"{FIELD}.grid",
+            f'must be >= 1 (1: the target tile alone, the paper\'s "distilled" baseline), got {grid}',
+        )
     if images_per_class < 1:
         raise ConfigError(f"{FIELD}.images_per_class", f"must be >= 1, got {images_per_class}")
-    classes = partition(np.unique(glyph_labels), split_seed=split_seed, shared_super=shared_super, sub_split=sub_split)
+    classes = partition(
+        np.unique(glyph_labels),
+        split_seed=split_seed,
+        shared_super=shared_super,
+        sub_split=sub_split,
+    )
     rng = np.random.default_rng(np.random.SeedSequence([split_seed, 0xC011]))
     pools = split_pools(glyph_labels, glyph_split, split_seed)
     cells = resize_glyphs(glyphs, tile_size // 2)
@@ -117,7 +151,10 @@ def build_shared_collage_arrays(
         labels = np.repeat(np.arange(len(targets)), images_per_class)
         position = rng.integers(0, tiles, size=n)
         if n and tiles > 1 and not len(backgrounds):
-            raise ConfigError(f"{FIELD}.sub_split", f"the {split} split has target classes but no background class")
+            raise ConfigError(
+                f"{FIELD}.sub_split",
+                f"the {split} split has target classes but no background class",
+            )
         tile_pairs = np.zeros((n, tiles, 2), dtype=np.int64)
         if tiles > 1 and n:
             tile_pairs[:] = backgrounds[rng.integers(0, len(backgrounds), size=(n, tiles))]
@@ -127,12 +164,25 @@ def build_shared_collage_arrays(
         for i in range(n):
             for t in range(tiles):
                 a, b = tile_pairs[i, t]
-                used[i, t] = [draw_glyphs(pools[s][int(c)], 1, rng, f"class {c} in {split}")[0] for c in (a, b)]
+                used[i, t] = [
+                    draw_glyphs(pools[s][int(c)], 1, rng, f"class {c} in {split}")[0]
+                    for c in (a, b)
+                ]
                 r, c = divmod(t, grid)
-                images[i, r * tile_size:(r + 1) * tile_size, c * tile_size:(c + 1) * tile_size] = pair_tile(cells[used[i, t, 0]], cells[used[i, t, 1]], tile_size)
-        out.update({f"{split}_images": images, f"{split}_labels": labels, f"{split}_pairs": targets,
-                    f"{split}_background_set": backgrounds, f"{split}_position": position,
-                    f"{split}_tile_pairs": tile_pairs, f"{split}_glyphs": used})
+                images[
+                    i, r * tile_size : (r + 1) * tile_size, c * tile_size : (c + 1) * tile_size
+                ] = pair_tile(cells[used[i, t, 0]], cells[used[i, t, 1]], tile_size)
+        out.update(
+            {
+                f"{split}_images": images,
+                f"{split}_labels": labels,
+                f"{split}_pairs": targets,
+                f"{split}_background_set": backgrounds,
+                f"{split}_position": position,
+                f"{split}_tile_pairs": tile_pairs,
+                f"{split}_glyphs": used,
+            }
+        )
     return out
 
 
@@ -166,7 +216,9 @@ def tile_classification_arrays(
     used = np.zeros((n, 2), dtype=np.int64)
     for i in range(n):
         a, b = pairs[labels[i]]
-        used[i] = [draw_glyphs(pools[int(c)], 1, rng, f"class {c} in the {pool} pool")[0] for c in (a, b)]
+        used[i] = [
+            draw_glyphs(pools[int(c)], 1, rng, f"class {c} in the {pool} pool")[0] for c in (a, b)
+        ]
         images[i] = pair_tile(cells[used[i, 0]], cells[used[i, 1]], tile_size)
     return {"images": images, "labels": labels, "glyphs": used}
 
@@ -198,11 +250,29 @@ def collage_shared(
     images by up to ``max_shift`` pixels, seeded by the run ``seed``; the arrays are cached by
     content hash (:func:`gspdml.data.cache.cached_arrays`)."""
     params: dict[str, Any] = dict(
-        split_seed=int(split_seed), tile_size=int(tile_size), grid=int(grid),
-        images_per_class=int(images_per_class), shared_super=int(shared_super),
-        sub_split=[int(v) for v in sub_split], glyph_split=[float(f) for f in glyph_split])
+        split_seed=int(split_seed),
+        tile_size=int(tile_size),
+        grid=int(grid),
+        images_per_class=int(images_per_class),
+        shared_super=int(shared_super),
+        sub_split=[int(v) for v in sub_split],
+        glyph_split=[float(f) for f in glyph_split],
+    )
     check_source(source)
     key = {"version": FORMAT_VERSION, "source": source, "root": root, **params}
-    arrays = cached_arrays(f"collage_shared_{source}", key, lambda: build_shared_collage_arrays(*source_glyphs(source, root), **params), enabled=cache)
-    return collage_splits(arrays, class_names(source), seed=seed, grid=grid, augment=augment, max_shift=max_shift,
-                          shuffle_tiles=shuffle_tiles, dataset="collage_shared")
+    arrays = cached_arrays(
+        f"collage_shared_{source}",
+        key,
+        lambda: build_shared_collage_arrays(*source_glyphs(source, root), **params),
+        enabled=cache,
+    )
+    return collage_splits(
+        arrays,
+        class_names(source),
+        seed=seed,
+        grid=grid,
+        augment=augment,
+        max_shift=max_shift,
+        shuffle_tiles=shuffle_tiles,
+        dataset="collage_shared",
+    )

@@ -12,11 +12,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from gspdml.data.image_splits import OfficialSplits, Records, check_counts, register_image_dataset, split_counts
+from gspdml.data.image_splits import (
+    OfficialSplits,
+    Records,
+    check_counts,
+    register_image_dataset,
+    split_counts,
+)
 from gspdml.data.textfiles import find_dir, read_columns
 
 SOURCE = "Stanford Online Products"
-EXPECTED = dict(images=120053, train_images=59551, test_images=60502, train_classes=11318, test_classes=11316)
+EXPECTED = dict(
+    images=120053, train_images=59551, test_images=60502, train_classes=11318, test_classes=11316
+)
 COLUMNS = ["image_id", "class_id", "super_class_id", "path"]
 
 
@@ -26,8 +34,16 @@ def read_sop(root: str) -> OfficialSplits:
     base = find_dir(root, "Ebay_train.txt", [".", "Stanford_Online_Products"], SOURCE)
     parts = {}
     for name in ("train", "test"):
-        rows = read_columns(base / f"Ebay_{name}.txt", COLUMNS, SOURCE, skip=1, numeric=["image_id", "class_id", "super_class_id"])
-        parts[name] = Records([str(base / r["path"]) for r in rows], np.array([r["class_id"] for r in rows]))
+        rows = read_columns(
+            base / f"Ebay_{name}.txt",
+            COLUMNS,
+            SOURCE,
+            skip=1,
+            numeric=["image_id", "class_id", "super_class_id"],
+        )
+        parts[name] = Records(
+            [str(base / r["path"]) for r in rows], np.array([r["class_id"] for r in rows])
+        )
     official = OfficialSplits(train=parts["train"], test=parts["test"])
     official.check_disjoint(SOURCE)
     check_counts(SOURCE, split_counts(parts), EXPECTED)

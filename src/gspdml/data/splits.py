@@ -58,36 +58,47 @@ def train_test_classes(classes: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     the rest test (CUB 100/100, Cars 98/98; powerful-benchmarker's 50/50 class split)."""
     ids = _sorted_classes(classes, "classes")
     if len(ids) < 2:
-        raise ConfigError("classes", f"need at least 2 classes for a train/test split, got {len(ids)}")
+        raise ConfigError(
+            "classes", f"need at least 2 classes for a train/test split, got {len(ids)}"
+        )
     half = len(ids) // 2
     return ids[:half], ids[half:]
 
 
-def contiguous_class_folds(train_classes: npt.ArrayLike, num_folds: int,
-                           field: str = "num_folds") -> list[ClassFold]:
+def contiguous_class_folds(
+    train_classes: npt.ArrayLike, num_folds: int, field: str = "num_folds"
+) -> list[ClassFold]:
     """The ``num_folds`` wrap-around contiguous folds of the sorted training classes (module doc)."""
     ids = _sorted_classes(train_classes, "train_classes")
     total = len(ids)
     if not 2 <= num_folds <= total:
-        raise ConfigError(field, f"must be in [2, {total}] (number of training classes), got {num_folds}")
+        raise ConfigError(
+            field, f"must be in [2, {total}] (number of training classes), got {num_folds}"
+        )
     val_len = total // num_folds
     train_len = total - val_len
     folds = []
     for fold in range(num_folds):
         start = int(float(fold) / num_folds * total)
         positions = (start + np.arange(total)) % total
-        folds.append(ClassFold(fold, np.sort(ids[positions[:train_len]]), np.sort(ids[positions[train_len:]])))
+        folds.append(
+            ClassFold(
+                fold, np.sort(ids[positions[:train_len]]), np.sort(ids[positions[train_len:]])
+            )
+        )
     return folds
 
 
-def fair_protocol_folds(train_classes: npt.ArrayLike,
-                        num_folds: int = FAIR_FOLDS) -> list[ClassFold]:
+def fair_protocol_folds(
+    train_classes: npt.ArrayLike, num_folds: int = FAIR_FOLDS
+) -> list[ClassFold]:
     """Fair (Musgrave) protocol: 4 folds, each training on 3/4 of the training classes."""
     return contiguous_class_folds(train_classes, num_folds)
 
 
-def tuning_protocol_folds(train_classes: npt.ArrayLike,
-                          num_folds: int = TUNING_FOLDS) -> list[ClassFold]:
+def tuning_protocol_folds(
+    train_classes: npt.ArrayLike, num_folds: int = TUNING_FOLDS
+) -> list[ClassFold]:
     """Hyper-parameter tuning protocol: 5 class partitions, train on 4/5, validate on 1/5."""
     return contiguous_class_folds(train_classes, num_folds)
 
@@ -95,7 +106,10 @@ def tuning_protocol_folds(train_classes: npt.ArrayLike,
 def _sorted_classes(classes: npt.ArrayLike, field: str) -> np.ndarray:
     ids = np.asarray(classes)
     if ids.ndim != 1 or ids.dtype.kind not in "iu":
-        raise ConfigError(field, f"expected a 1-D array of integer class ids, got shape {ids.shape} dtype {ids.dtype}")
+        raise ConfigError(
+            field,
+            f"expected a 1-D array of integer class ids, got shape {ids.shape} dtype {ids.dtype}",
+        )
     return np.unique(ids.astype(np.int64))
 
 
@@ -104,7 +118,9 @@ def contiguous_labels(labels: npt.ArrayLike, classes: npt.ArrayLike) -> np.ndarr
     order = np.unique(np.asarray(classes))
     labels = np.asarray(labels)
     position = np.searchsorted(order, labels)
-    if len(labels) and (position.max() >= len(order) or not np.array_equal(order[position], labels)):
+    if len(labels) and (
+        position.max() >= len(order) or not np.array_equal(order[position], labels)
+    ):
         raise ValueError("some labels are not in the given classes")
     return position.astype(np.int64)
 
@@ -122,12 +138,19 @@ class ClassSubset(LabelledDataset):
         base_labels = np.asarray(dataset.labels)
         absent = np.setdiff1d(classes, base_labels)
         if len(absent):
-            raise ConfigError(f"{FIELD}.classes", f"{len(absent)} classes are not in the dataset, e.g. {absent[:5].tolist()}")
+            raise ConfigError(
+                f"{FIELD}.classes",
+                f"{len(absent)} classes are not in the dataset, e.g. {absent[:5].tolist()}",
+            )
         self.dataset = dataset
         self.classes = classes
         self.indices = np.flatnonzero(np.isin(base_labels, classes))
         self.original_labels = base_labels[self.indices]
-        self.labels = contiguous_labels(self.original_labels, classes) if relabel else self.original_labels.copy()
+        self.labels = (
+            contiguous_labels(self.original_labels, classes)
+            if relabel
+            else self.original_labels.copy()
+        )
         names = getattr(dataset, "class_names", None)
         self.class_names = [names[c] for c in classes] if (names is not None and relabel) else names
         paths = getattr(dataset, "paths", None)
@@ -178,11 +201,16 @@ def validation_classes(
         val = np.unique(np.asarray(val_classes, dtype=np.int64))
         outside = np.setdiff1d(val, classes)
         if len(outside):
-            raise ConfigError(f"{FIELD}.val_classes", f"{len(outside)} are not training classes, e.g. {outside[:5].tolist()}")
+            raise ConfigError(
+                f"{FIELD}.val_classes",
+                f"{len(outside)} are not training classes, e.g. {outside[:5].tolist()}",
+            )
     elif val_fold is not None:
         folds = contiguous_class_folds(classes, num_folds, f"{FIELD}.num_folds")
         if not 0 <= val_fold < num_folds:
-            raise ConfigError(f"{FIELD}.val_fold", f"must be in [0, {num_folds - 1}], got {val_fold}")
+            raise ConfigError(
+                f"{FIELD}.val_fold", f"must be in [0, {num_folds - 1}], got {val_fold}"
+            )
         val = folds[val_fold].val_classes
     else:
         if not 0 <= val_fraction < 1:
@@ -190,16 +218,25 @@ def validation_classes(
         count = int(round(val_fraction * len(classes)))
         if val_fraction > 0:
             count = max(count, min(minimum, len(classes) - minimum), 1)
-        val = classes[len(classes) - count:]
+        val = classes[len(classes) - count :]
     fit = np.setdiff1d(classes, val)
     if len(fit) == 0:
-        raise ConfigError(f"{FIELD}.val_classes", "no training classes are left after taking the validation classes")
+        raise ConfigError(
+            f"{FIELD}.val_classes",
+            "no training classes are left after taking the validation classes",
+        )
     return fit, val
 
 
-def carve_fold(train: LabelledDataset, val: Optional[LabelledDataset], *, dataset: str,
-               val_fold: Optional[int], num_folds: int, val_classes: Optional[Sequence[int]]
-               ) -> tuple[LabelledDataset, Optional[LabelledDataset]]:
+def carve_fold(
+    train: LabelledDataset,
+    val: Optional[LabelledDataset],
+    *,
+    dataset: str,
+    val_fold: Optional[int],
+    num_folds: int,
+    val_classes: Optional[Sequence[int]],
+) -> tuple[LabelledDataset, Optional[LabelledDataset]]:
     """``(train, val)`` of a dataset with its own class-disjoint splits (collages, Fashion-MNIST):
     unchanged without ``val_fold`` / ``val_classes``; otherwise the validation classes are carved off
     the training split (:func:`validation_classes`, both parts relabelled ``0..k-1``), which needs
@@ -208,8 +245,13 @@ def carve_fold(train: LabelledDataset, val: Optional[LabelledDataset], *, datase
         return train, val
     if val is not None:
         option = "val_fold" if val_fold is not None else "val_classes"
-        raise ConfigError(f"{FIELD}.{option}", f"dataset {dataset!r} already has {len(np.unique(val.labels))} validation "
-                                               "classes of its own (class_split[1]); set class_split[1] to 0 so that the "
-                                               "validation classes are carved off the training classes")
-    fit, held_out = validation_classes(np.unique(train.labels), 0.0, val_fold, num_folds, val_classes)
+        raise ConfigError(
+            f"{FIELD}.{option}",
+            f"dataset {dataset!r} already has {len(np.unique(val.labels))} validation "
+            "classes of its own (class_split[1]); set class_split[1] to 0 so that the "
+            "validation classes are carved off the training classes",
+        )
+    fit, held_out = validation_classes(
+        np.unique(train.labels), 0.0, val_fold, num_folds, val_classes
+    )
     return ClassSubset(train, fit), ClassSubset(train, held_out)

@@ -28,8 +28,12 @@ def describe_split(split: Optional[EvalSplit]) -> str:
 
 def describe_splits(data: DataSplits) -> list[str]:
     """One line per split (classes and images), then the data's own notes (what was skipped)."""
-    return [f"train: {_count(data.train)}", f"val: {describe_split(data.val)}", f"test: {describe_split(data.test)}",
-            *data.notes]
+    return [
+        f"train: {_count(data.train)}",
+        f"val: {describe_split(data.val)}",
+        f"test: {describe_split(data.test)}",
+        *data.notes,
+    ]
 
 
 def ranking_problem(split: EvalSplit) -> Optional[str]:
@@ -41,8 +45,10 @@ def ranking_problem(split: EvalSplit) -> Optional[str]:
     usable = int((counts >= (2 if split.gallery is None else 1)).sum())
     if usable >= MIN_RANKING_CLASSES and len(classes) >= 2:
         return None
-    return (f"{len(classes)} classes and {len(labels)} images, {usable} class(es) with a query that has a relevant "
-            f"item; retrieval metrics need at least {MIN_RANKING_CLASSES}")
+    return (
+        f"{len(classes)} classes and {len(labels)} images, {usable} class(es) with a query that has a relevant "
+        f"item; retrieval metrics need at least {MIN_RANKING_CLASSES}"
+    )
 
 
 def image_size_note(dataset: LabelledDataset, spec: Mapping[str, Any]) -> Optional[str]:

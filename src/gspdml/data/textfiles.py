@@ -26,8 +26,9 @@ def require_file(path: Path, source: str) -> Path:
     return path
 
 
-def read_columns(path: Path, columns: Sequence[str], source: str, skip: int = 0,
-                 numeric: Sequence[str] = ()) -> list[dict[str, Any]]:
+def read_columns(
+    path: Path, columns: Sequence[str], source: str, skip: int = 0, numeric: Sequence[str] = ()
+) -> list[dict[str, Any]]:
     """Rows of a whitespace-separated text file as dicts; ``skip`` header lines; the columns
     named in ``numeric`` must be integers. Blank lines are ignored."""
     require_file(path, source)
@@ -38,13 +39,17 @@ def read_columns(path: Path, columns: Sequence[str], source: str, skip: int = 0,
                 continue
             parts = line.split()
             if len(parts) != len(columns):
-                raise DataError(f"{path}:{number}: expected {len(columns)} columns ({' '.join(columns)}), got {line.strip()!r}")
+                raise DataError(
+                    f"{path}:{number}: expected {len(columns)} columns ({' '.join(columns)}), got {line.strip()!r}"
+                )
             row: dict[str, Any] = dict(zip(columns, parts))
             for name in numeric:
                 try:
                     row[name] = int(row[name])
                 except ValueError:
-                    raise DataError(f"{path}:{number}: column {name} must be an integer, got {row[name]!r}") from None
+                    raise DataError(
+                        f"{path}:{number}: column {name} must be an integer, got {row[name]!r}"
+                    ) from None
             rows.append(row)
     if not rows:
         raise DataError(f"{path}: no entries")

@@ -56,7 +56,7 @@ class RandomShift:
             return x
         padded = F.pad(x[None], (s, s, s, s), mode="replicate")[0]
         h, w = x.shape[-2:]
-        return padded[:, s - dy:s - dy + h, s - dx:s - dx + w].contiguous()
+        return padded[:, s - dy : s - dy + h, s - dx : s - dx + w].contiguous()
 
     def __repr__(self) -> str:
         return f"RandomShift({self.max_shift})"
@@ -76,9 +76,18 @@ class TilePermutation:
         c, h, w = x.shape
         if h % g or w % g:
             raise ValueError(f"image of size {h}x{w} cannot be cut into a {g}x{g} grid")
-        tiles = x.reshape(c, g, h // g, g, w // g).permute(1, 3, 0, 2, 4).reshape(g * g, c, h // g, w // g)
+        tiles = (
+            x.reshape(c, g, h // g, g, w // g)
+            .permute(1, 3, 0, 2, 4)
+            .reshape(g * g, c, h // g, w // g)
+        )
         tiles = tiles[torch.randperm(g * g, generator=generator)]
-        return tiles.reshape(g, g, c, h // g, w // g).permute(2, 0, 3, 1, 4).reshape(c, h, w).contiguous()
+        return (
+            tiles.reshape(g, g, c, h // g, w // g)
+            .permute(2, 0, 3, 1, 4)
+            .reshape(c, h, w)
+            .contiguous()
+        )
 
     def __repr__(self) -> str:
         return f"TilePermutation({self.grid})"
@@ -98,13 +107,15 @@ class Resize:
     truncated to an integer, as ``torchvision.transforms.Resize(int)`` does), or to exactly
     ``(h, w)`` when ``size`` is a pair; bilinear by default."""
 
-    def __init__(self, size: Union[int, Sequence[int]],
-                 interpolation: int = Image.Resampling.BILINEAR):
+    def __init__(
+        self, size: Union[int, Sequence[int]], interpolation: int = Image.Resampling.BILINEAR
+    ):
         self.size = int(size) if isinstance(size, int) else _pair(size)
         self.interpolation = interpolation
 
-    def __call__(self, image: Image.Image,
-                 generator: Optional[torch.Generator] = None) -> Image.Image:
+    def __call__(
+        self, image: Image.Image, generator: Optional[torch.Generator] = None
+    ) -> Image.Image:
         w, h = image.size
         if not isinstance(self.size, int):
             return image.resize((self.size[1], self.size[0]), self.interpolation)
@@ -128,8 +139,9 @@ class CenterCrop:
     def __init__(self, size: Union[int, Sequence[int]]):
         self.size = _pair(size)
 
-    def __call__(self, image: Image.Image,
-                 generator: Optional[torch.Generator] = None) -> Image.Image:
+    def __call__(
+        self, image: Image.Image, generator: Optional[torch.Generator] = None
+    ) -> Image.Image:
         w, h = image.size
         crop_h, crop_w = self.size
         if w < crop_w or h < crop_h:
@@ -149,11 +161,17 @@ class RandomResizedCrop:
     and resize it to ``size × size`` (the sampling rule of torchvision's RandomResizedCrop:
     10 attempts, then a centre crop with the ratio clamped to ``ratio``)."""
 
-    def __init__(self, size: int, scale: Sequence[float] = (0.08, 1.0),
-                 ratio: Sequence[float] = (3 / 4, 4 / 3),
-                 interpolation: int = Image.Resampling.BILINEAR):
+    def __init__(
+        self,
+        size: int,
+        scale: Sequence[float] = (0.08, 1.0),
+        ratio: Sequence[float] = (3 / 4, 4 / 3),
+        interpolation: int = Image.Resampling.BILINEAR,
+    ):
         if not (0 < scale[0] <= scale[1] and 0 < ratio[0] <= ratio[1]):
-            raise ValueError(f"need 0 < scale[0] <= scale[1] and 0 < ratio[0] <= ratio[1], got {scale}, {ratio}")
+            raise ValueError(
+                f"need 0 < scale[0] <= scale[1] and 0 < ratio[0] <= ratio[1], got {scale}, {ratio}"
+            )
         self.size = int(size)
         self.scale: tuple[float, float] = (scale[0], scale[1])
         self.ratio: tuple[float, float] = (ratio[0], ratio[1])
@@ -180,7 +198,9 @@ class RandomResizedCrop:
 
     def __call__(self, image: Image.Image, generator: torch.Generator) -> Image.Image:
         top, left, h, w = self.box(*image.size, generator)
-        return image.resize((self.size, self.size), self.interpolation, box=(left, top, left + w, top + h))
+        return image.resize(
+            (self.size, self.size), self.interpolation, box=(left, top, left + w, top + h)
+        )
 
     def __repr__(self) -> str:
         return f"RandomResizedCrop({self.size}, scale={self.scale}, ratio={self.ratio})"
@@ -205,8 +225,9 @@ class RandomHorizontalFlip:
 class ToTensor:
     """An RGB PIL image to a float tensor ``[3, H, W]`` in [0, 1]."""
 
-    def __call__(self, image: Image.Image,
-                 generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    def __call__(
+        self, image: Image.Image, generator: Optional[torch.Generator] = None
+    ) -> torch.Tensor:
         array = np.asarray(image, dtype=np.uint8)
         if array.ndim == 2:
             array = array[:, :, None]
@@ -221,18 +242,23 @@ class Normalize:
     ``bgr`` (the Caffe convention of BN-Inception: BGR, values in [0, 255], mean (104, 117, 128),
     std 1)."""
 
-    def __init__(self, mean: Sequence[float], std: Sequence[float], bgr: bool = False,
-                 value_range: float = 1.0):
+    def __init__(
+        self,
+        mean: Sequence[float],
+        std: Sequence[float],
+        bgr: bool = False,
+        value_range: float = 1.0,
+    ):
         self.mean = torch.tensor(mean, dtype=torch.float32)[:, None, None]
         self.std = torch.tensor(std, dtype=torch.float32)[:, None, None]
         self.bgr, self.value_range = bool(bgr), float(value_range)
 
-    def __call__(self, x: torch.Tensor,
-                 generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    def __call__(
+        self, x: torch.Tensor, generator: Optional[torch.Generator] = None
+    ) -> torch.Tensor:
         if self.bgr:
             x = x.flip(0)
         return (x * self.value_range - self.mean) / self.std
 
     def __repr__(self) -> str:
         return f"Normalize(mean={self.mean.flatten().tolist()}, std={self.std.flatten().tolist()}, bgr={self.bgr}, value_range={self.value_range})"
-

@@ -48,7 +48,7 @@ def fair_protocol_results(
     test_embeddings: Mapping,
     *,
     metrics: Sequence[str] = TABLE_METRICS,
-    spec: EvalSpec = EvalSpec(),
+    spec: Optional[EvalSpec] = None,
     train_embeddings: Optional[Mapping] = None,
 ) -> dict:
     """Aggregate the fold models of the fair protocol on the test split.
@@ -60,7 +60,8 @@ def fair_protocol_results(
         metrics: scalar keys of the evaluation service's report to aggregate; with
             post-processing steps in ``spec`` their ``postprocessed_`` keys too.
         spec: what each model and each concatenation is scored with
-            (:class:`~gspdml.evaluation.service.EvalSpec`: ``recall_at``, post-processing).
+            (:class:`~gspdml.evaluation.service.EvalSpec`: ``recall_at``, post-processing;
+            None: the default spec).
         train_embeddings: {(fold, seed): embeddings} of the same training items, for a step
             that learns on them (PCA-whitening); a realisation concatenates them as its test
             embeddings.
@@ -71,6 +72,7 @@ def fair_protocol_results(
          "summary": {"128D": {metric: {"mean", "std"}}, "512D": {...}},
          "num_folds", "seeds", "num_realisations"}
     """
+    spec = spec if spec is not None else EvalSpec()
     folds, seeds = _grid(test_embeddings)
     splits = {key: _as_split(value, key) for key, value in test_embeddings.items()}
     _check_same_labels(splits)
@@ -90,13 +92,20 @@ def fair_protocol_results(
         if len(first) == 4:
             concat += [concatenate_embeddings([splits[key][2] for key in keys]), first[3]]
         train_concat = concatenate_embeddings([train[key] for key in keys]) if train else None
-        realisations.append({"seeds": tuple(choice), "128D": average,
-                             "512D": score(concat, train_concat)})
-    summary = {space: {m: mean_std([r[space][m] for r in realisations]) for m in metrics}
-               for space in ("128D", "512D")}
+        realisations.append(
+            {"seeds": tuple(choice), "128D": average, "512D": score(concat, train_concat)}
+        )
+    summary = {
+        space: {m: mean_std([r[space][m] for r in realisations]) for m in metrics}
+        for space in ("128D", "512D")
+    }
     return {
-        "per_model": per_model, "realisations": realisations, "summary": summary,
-        "num_folds": len(folds), "seeds": list(seeds), "num_realisations": len(realisations),
+        "per_model": per_model,
+        "realisations": realisations,
+        "summary": summary,
+        "num_folds": len(folds),
+        "seeds": list(seeds),
+        "num_realisations": len(realisations),
     }
 
 
@@ -117,7 +126,8 @@ def _grid(test_embeddings: Mapping) -> tuple[list, list]:
 def _as_split(value, key):
     if not isinstance(value, (tuple, list)) or len(value) not in (2, 4):
         raise ConfigError(
-            f"test_embeddings[{key}]", "expected (embeddings, labels) or (query, query_labels, gallery, gallery_labels)"
+            f"test_embeddings[{key}]",
+            "expected (embeddings, labels) or (query, query_labels, gallery, gallery_labels)",
         )
     return tuple(value)
 
@@ -126,10 +136,16 @@ def _check_same_labels(splits):
     first_key, first = next(iter(splits.items()))
     for key, split in splits.items():
         if len(split) != len(first):
-            raise ConfigError(f"test_embeddings[{key}]", f"mixes leave-one-out and query/gallery splits with {first_key}")
+            raise ConfigError(
+                f"test_embeddings[{key}]",
+                f"mixes leave-one-out and query/gallery splits with {first_key}",
+            )
         for pos in range(1, len(split), 2):
             if not np.array_equal(np.asarray(split[pos]), np.asarray(first[pos])):
-                raise ConfigError(f"test_embeddings[{key}]", f"labels differ from those of {first_key}; embed the same test items in the same order")
+                raise ConfigError(
+                    f"test_embeddings[{key}]",
+                    f"labels differ from those of {first_key}; embed the same test items in the same order",
+                )
 
 
 def _select(result: dict, metrics) -> dict:

@@ -20,24 +20,33 @@ from gspdml.evaluation.metric_registry import METRICS, metrics_of_kind
 _BACKENDS = ("sklearn", "faiss")
 
 
-def kmeans_assignments(embeddings, num_clusters: int, *, backend: str = "sklearn", seed: int = 0) -> np.ndarray:
+def kmeans_assignments(
+    embeddings, num_clusters: int, *, backend: str = "sklearn", seed: int = 0
+) -> np.ndarray:
     """Cluster index (int64 [N]) of each embedding after k-means with a fixed seed."""
     x = np.ascontiguousarray(torch.as_tensor(embeddings).detach().cpu().numpy(), dtype=np.float32)
     if backend == "sklearn":
         from sklearn.cluster import KMeans
 
-        return KMeans(n_clusters=num_clusters, n_init=1, random_state=seed).fit_predict(x).astype(np.int64)
+        return (
+            KMeans(n_clusters=num_clusters, n_init=1, random_state=seed)
+            .fit_predict(x)
+            .astype(np.int64)
+        )
     if backend == "faiss":
         try:
             import faiss
         except ImportError as exc:
             raise ConfigError(
-                "kmeans_backend", "'faiss' needs faiss; install the extra: pip install gspdml[faiss]"
+                "kmeans_backend",
+                "'faiss' needs faiss; install the extra: pip install gspdml[faiss]",
             ) from exc
         km = faiss.Kmeans(x.shape[1], num_clusters, niter=20, seed=seed, verbose=False)
         km.train(x)
         return km.index.search(x, 1)[1][:, 0].astype(np.int64)
-    raise ConfigError("kmeans_backend", f"unknown k-means backend {backend!r}; allowed: {list(_BACKENDS)}")
+    raise ConfigError(
+        "kmeans_backend", f"unknown k-means backend {backend!r}; allowed: {list(_BACKENDS)}"
+    )
 
 
 def clustering_scores(embeddings, labels, *, backend: str = "sklearn", seed: int = 0) -> dict:

@@ -100,7 +100,9 @@ class KnnStats:
     candidates: int = 0
     exact_distances: int = 0
     distinct_references: int = 0
-    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
+    _lock: threading.Lock = dataclasses.field(
+        default_factory=threading.Lock, repr=False, compare=False
+    )
 
     def add(self, **counts: int) -> None:
         """Adds to the named counters (thread-safe: re-ranking runs on worker threads)."""
@@ -145,11 +147,18 @@ def retrieve(
     if k is None:
         k = min(max(r_max if class_size else 0, int(min_k), 1), n_ref)
     distances, indices = knn(
-        query, reference, k, memory_budget=memory_budget, backend=backend,
-        precision=precision, device=device,
+        query,
+        reference,
+        k,
+        memory_budget=memory_budget,
+        backend=backend,
+        precision=precision,
+        device=device,
     )
     if len(indices) != len(q_codes):
-        raise ConfigError("query_labels", f"has {len(q_codes)} entries for {len(indices)} embeddings")
+        raise ConfigError(
+            "query_labels", f"has {len(q_codes)} entries for {len(indices)} embeddings"
+        )
     if not loo and len(r_codes) != len(reference):
         raise ConfigError(
             "reference_labels", f"has {len(r_codes)} entries for {len(reference)} embeddings"
@@ -194,9 +203,13 @@ def knn(
     if backend not in _BACKENDS:
         raise ConfigError("backend", f"unknown kNN backend {backend!r}; allowed: {list(_BACKENDS)}")
     if precision not in _PRECISIONS:
-        raise ConfigError("precision", f"unknown precision {precision!r}; allowed: {list(_PRECISIONS)}")
+        raise ConfigError(
+            "precision", f"unknown precision {precision!r}; allowed: {list(_PRECISIONS)}"
+        )
     if int(memory_budget) <= 0:
-        raise ConfigError("memory_budget", f"must be a positive number of bytes, got {memory_budget}")
+        raise ConfigError(
+            "memory_budget", f"must be a positive number of bytes, got {memory_budget}"
+        )
     q = _as_matrix(query, "query", device)
     loo = reference is None
     r = q if loo else _as_matrix(reference, "reference", q.device)
@@ -206,10 +219,17 @@ def knn(
         )
     n_valid = r.shape[0] - int(loo)
     if not 1 <= k <= n_valid:
-        raise ConfigError("k", f"must be in [1, {n_valid}] (number of searchable references), got {k}")
+        raise ConfigError(
+            "k", f"must be in [1, {n_valid}] (number of searchable references), got {k}"
+        )
     stats = KnnStats() if stats is None else stats
     search = functools.partial(
-        _certified_knn, memory_budget=int(memory_budget), backend=backend, precision=precision, pad=pad, stats=stats
+        _certified_knn,
+        memory_budget=int(memory_budget),
+        backend=backend,
+        precision=precision,
+        pad=pad,
+        stats=stats,
     )
     with _exact_cuda_matmuls(q.device):
         groups = _identical_rows(r)
@@ -314,7 +334,9 @@ def _identical_rows(x) -> _Groups:
     n, dim = x.shape
     cols = torch.linspace(0, dim - 1, min(dim, _HASH_COLUMNS), device=x.device).long()
     bits = (x[:, cols] + 0.0).view(torch.int32 if x.dtype == torch.float32 else torch.int64).long()
-    weights = torch.randint(0, 2**61, (len(cols),), generator=torch.Generator().manual_seed(0)) * 2 + 1
+    weights = (
+        torch.randint(0, 2**61, (len(cols),), generator=torch.Generator().manual_seed(0)) * 2 + 1
+    )
     key = (bits * weights.to(x.device)).sum(1)
     of, first = _first_occurrence(torch.unique(key, return_inverse=True)[1])
     if not bool((x == x[first[of]]).all()):
@@ -331,9 +353,9 @@ def _first_occurrence(inverse):
     """Renumbers group labels [N] by first row: (labels, first row of each group)."""
     n = len(inverse)
     rows = torch.arange(n, device=inverse.device)
-    first = torch.full((int(inverse.max()) + 1 if n else 0,), n, device=inverse.device).scatter_reduce_(
-        0, inverse, rows, "amin"
-    )
+    first = torch.full(
+        (int(inverse.max()) + 1 if n else 0,), n, device=inverse.device
+    ).scatter_reduce_(0, inverse, rows, "amin")
     order = first.argsort()
     rank = torch.empty_like(order)
     rank[order] = torch.arange(len(order), device=order.device)
@@ -344,7 +366,9 @@ def _certified_knn(q, r, loo, k, *, memory_budget, backend, precision, pad, stat
     """Candidates, certified re-ranking, and four times more candidates for uncertified rows."""
     n_valid = r.shape[0] - int(loo)
     workers = _cpu_workers(q.device, q.shape[0])
-    search = _Search(q, r, loo, max(1, memory_budget // workers), _resolve_precision(precision, q.device), stats)
+    search = _Search(
+        q, r, loo, max(1, memory_budget // workers), _resolve_precision(precision, q.device), stats
+    )
     rows = torch.arange(q.shape[0], device=q.device)
     k_cand = min(n_valid, k + (max(16, k // 2) if pad is None else int(pad)))
     if backend == "faiss":
@@ -359,12 +383,16 @@ def _certified_knn(q, r, loo, k, *, memory_budget, backend, precision, pad, stat
         while len(pending):
             stats.add(passes=1)
             if cand_idx is None:
-                c_idx, c_bound = run(functools.partial(search.candidates, k_cand=k_cand), (pending,))
+                c_idx, c_bound = run(
+                    functools.partial(search.candidates, k_cand=k_cand), (pending,)
+                )
             else:
                 c_idx, c_bound = cand_idx[pending], bound[pending]
                 cand_idx = bound = None
             keep = min(c_idx.shape[1], k + extra)
-            d, i, rerank_bound = run(functools.partial(search.rerank, k=k, keep=keep), (pending, c_idx))
+            d, i, rerank_bound = run(
+                functools.partial(search.rerank, k=k, keep=keep), (pending, c_idx)
+            )
             ok = ((c_bound > d[:, -1]) | (k_cand >= n_valid)) & (rerank_bound > d[:, -1])
             dist[pending[ok]], idx[pending[ok]] = d[ok], i[ok]
             pending = pending[~ok]
@@ -393,7 +421,9 @@ def _row_parallel(workers):
     executor = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
 
     def run(fn, args):
-        slices = [tuple(a[s:s + _BLOCK_ROWS] for a in args) for s in range(0, len(args[0]), _BLOCK_ROWS)]
+        slices = [
+            tuple(a[s : s + _BLOCK_ROWS] for a in args) for s in range(0, len(args[0]), _BLOCK_ROWS)
+        ]
         parts = list(executor.map(lambda a: fn(*a), slices))
         return tuple(torch.cat(out) for out in zip(*parts))
 
@@ -441,7 +471,9 @@ class _Search:
         self.r_fast = self.r.to(dtype)
         self.r32 = self.r if self.r.dtype == torch.float32 else self.r.float()
         self.neg_half_r_sq = (-0.5 * self.r_sq).to(dtype)
-        self.error = functools.partial(similarity_error_bound, u_in=u, u_acc=2.0**-24, u_out=u, bias=self.bias)
+        self.error = functools.partial(
+            similarity_error_bound, u_in=u, u_acc=2.0**-24, u_out=u, bias=self.bias
+        )
 
     def slack(self, rows):
         """Bound on |translated - exact| squared distance of query ``rows`` to any reference (0
@@ -472,13 +504,17 @@ class _Search:
         block_rows = max(1, min(len(rows), self.budget // (cols * elem), cap))
         out_idx, out_bound = [], []
         for start in range(0, len(rows), block_rows):
-            sub = rows[start:start + block_rows]
+            sub = rows[start : start + block_rows]
             q_fast = self.q[sub].to(self.dtype)
             pool = _Pool(len(sub), k_cand, q_fast.device)
             for c0 in range(0, n_ref, cols):
                 c1 = min(n_ref, c0 + cols)
                 r_t = self.r_fast[c0:c1].T
-                sim = torch.addmm(self.neg_half_r_sq[c0:c1], q_fast, r_t) if self.bias else q_fast @ r_t
+                sim = (
+                    torch.addmm(self.neg_half_r_sq[c0:c1], q_fast, r_t)
+                    if self.bias
+                    else q_fast @ r_t
+                )
                 if self.loo:
                     own = (sub >= c0) & (sub < c1)
                     sim[own.nonzero()[:, 0], sub[own] - c0] = -math.inf
@@ -486,7 +522,9 @@ class _Search:
                 pool.add(row, col + c0, val)
             err = self.error(self.q_sq[sub].sqrt(), self.r_max, self.dim)
             out_idx.append(pool.idx)
-            out_bound.append(self.q_sq[sub] + self.r_floor - 2.0 * (pool.tau.double() + err) - self.slack(sub))
+            out_bound.append(
+                self.q_sq[sub] + self.r_floor - 2.0 * (pool.tau.double() + err) - self.slack(sub)
+            )
         return torch.cat(out_idx), torch.cat(out_bound)
 
     def rerank(self, rows, cand, k, keep):
@@ -505,22 +543,35 @@ class _Search:
         dists, idxs, bounds = [], [], []
         self.stats.add(candidates=cand.numel())
         for start in range(0, len(rows), block_rows):
-            sub, c = rows[start:start + block_rows], cand[start:start + block_rows]
+            sub, c = rows[start : start + block_rows], cand[start : start + block_rows]
             q32 = self.q[sub].float()
             dot = torch.bmm(_rows_of(self.r32, c), q32[:, :, None])[:, :, 0].double()
             d32 = self.q_sq[sub, None] + self.r_sq[c] - 2.0 * dot
             if self.loo:
                 d32 = d32.masked_fill(c == sub[:, None], math.inf)
-            e32 = 2.0 * similarity_error_bound(
-                self.q_sq[sub].sqrt(), self.r_max, self.dim, u_in=2.0**-24, u_acc=2.0**-24, u_out=0.0, bias=False
-            ) + 2.0**-50 * (self.q_sq[sub] + self.r_max**2) + self.slack(sub)
+            e32 = (
+                2.0
+                * similarity_error_bound(
+                    self.q_sq[sub].sqrt(),
+                    self.r_max,
+                    self.dim,
+                    u_in=2.0**-24,
+                    u_acc=2.0**-24,
+                    u_out=0.0,
+                    bias=False,
+                )
+                + 2.0**-50 * (self.q_sq[sub] + self.r_max**2)
+                + self.slack(sub)
+            )
             d32, pos = d32.topk(min(keep + 1, c.shape[1]), dim=1, largest=False)
             c = c.gather(1, pos)
             if keep < c.shape[1]:
                 bounds.append(d32[:, keep] - e32)
             else:
-                bounds.append(torch.full((len(sub),), math.inf, dtype=torch.float64, device=c.device))
-            gaps = d32[:, 1:k + 1] - d32[:, :min(k, d32.shape[1] - 1)]
+                bounds.append(
+                    torch.full((len(sub),), math.inf, dtype=torch.float64, device=c.device)
+                )
+            gaps = d32[:, 1 : k + 1] - d32[:, : min(k, d32.shape[1] - 1)]
             ranked = (gaps > 2.0 * e32[:, None]).all(1)
             d = torch.empty(len(sub), k, dtype=torch.float64, device=c.device)
             i = torch.empty(len(sub), k, dtype=torch.int64, device=c.device)
@@ -556,7 +607,7 @@ def _translated(q, r, loo):
 
 def _minus(x, c, rows: int = 65536):
     """x - c computed in float64 and rounded to x's dtype, in blocks of rows."""
-    return torch.cat([(x[i:i + rows].double() - c).to(x.dtype) for i in range(0, len(x), rows)])
+    return torch.cat([(x[i : i + rows].double() - c).to(x.dtype) for i in range(0, len(x), rows)])
 
 
 def exact_squared_distances(q, r, cand, budget=DEFAULT_MEMORY_BUDGET):
@@ -571,14 +622,14 @@ def exact_squared_distances(q, r, cand, budget=DEFAULT_MEMORY_BUDGET):
     step = max(1, budget // max(1, n * q.shape[1] * 8 * 2))
     q64 = q[:, None, :].double()
     for c0 in range(0, m, step):
-        sq = _rows_of(r, cand[:, c0:c0 + step]).double().sub_(q64)
+        sq = _rows_of(r, cand[:, c0 : c0 + step]).double().sub_(q64)
         sq.mul_(sq)
         width = sq.shape[-1]
         while width > 1:
             half = (width + 1) // 2
-            sq[..., :width // 2].add_(sq[..., half:width])
+            sq[..., : width // 2].add_(sq[..., half:width])
             width = half
-        out[:, c0:c0 + step] = sq[..., 0]
+        out[:, c0 : c0 + step] = sq[..., 0]
     return out
 
 
@@ -589,7 +640,7 @@ def _rows_of(x, index):
 
 def squared_norms(x, rows: int = 65536):
     """float64 squared Euclidean norm of each row, computed in blocks of rows."""
-    return torch.cat([x[i:i + rows].double().pow(2).sum(1) for i in range(0, len(x), rows)])
+    return torch.cat([x[i : i + rows].double().pow(2).sum(1) for i in range(0, len(x), rows)])
 
 
 class _Pool:
@@ -646,7 +697,7 @@ def _entries_above(sim, tau, k_first):
         if source.shape[1] >= k_first:
             parts = min(source.shape[1], _FIRST_PARTS * k_first)
             per = source.shape[1] // parts
-            disjoint = source[:, :per * parts].float().view(n, per, parts).amax(1)
+            disjoint = source[:, : per * parts].float().view(n, per, parts).amax(1)
             t = torch.maximum(t, disjoint.topk(k_first, dim=1).values[:, -1])
     flat = sim.reshape(-1)
     g_row, g_col = (gmax >= t[:, None]).nonzero(as_tuple=True)
@@ -683,7 +734,9 @@ def _faiss_candidates(q, r, loo, k_cand):
     # faiss d2 = |q|^2 + |r|^2 - 2 q.r in float32: translate the last one to a similarity bound.
     q_sq = squared_norms(q)
     r_max = float(squared_norms(r).max().sqrt())
-    err = similarity_error_bound(q_sq.sqrt(), r_max, q.shape[1], u_in=2.0**-24, u_acc=2.0**-24, u_out=2.0**-24)
+    err = similarity_error_bound(
+        q_sq.sqrt(), r_max, q.shape[1], u_in=2.0**-24, u_acc=2.0**-24, u_out=2.0**-24
+    )
     last = d2[:, -1].double() - 2.0 * err - 2.0**-23 * (q_sq + r_max**2)
     if n_search >= r32.shape[0]:
         last = torch.full_like(last, math.inf)
@@ -710,10 +763,16 @@ def _unit_roundoff(dtype) -> float:
 def _as_matrix(x, name, device):
     t = torch.as_tensor(x)
     if t.ndim != 2 or not t.is_floating_point():
-        raise ConfigError(name, f"expected a 2-D float array [N, D], got shape {tuple(t.shape)} dtype {t.dtype}")
+        raise ConfigError(
+            name, f"expected a 2-D float array [N, D], got shape {tuple(t.shape)} dtype {t.dtype}"
+        )
     if device is None:
         device = t.device
-    t = t.detach().to(device=device, dtype=t.dtype if t.dtype in (torch.float32, torch.float64) else torch.float32)
-    if not all(torch.isfinite(t[i:i + 65536].sum(dtype=torch.float64)) for i in range(0, len(t), 65536)):
+    t = t.detach().to(
+        device=device, dtype=t.dtype if t.dtype in (torch.float32, torch.float64) else torch.float32
+    )
+    if not all(
+        torch.isfinite(t[i : i + 65536].sum(dtype=torch.float64)) for i in range(0, len(t), 65536)
+    ):
         raise ConfigError(name, "contains NaN or infinite values")
     return t.contiguous()

@@ -27,16 +27,17 @@ from gspdml.evaluation.exact_knn import exact_squared_distances, knn
 
 _BLOCK = 4096
 
+
 def reciprocal_sets(neighbours: torch.Tensor, k: int) -> torch.Tensor:
     """R(p, k) for every item as a padded [N, k + 1] array (-1 = no member), from
     ``neighbours`` [N, >= k + 1]: each item first, then its nearest others."""
-    top = neighbours[:, :k + 1]
+    top = neighbours[:, : k + 1]
     out = torch.full_like(top, -1)
     items = torch.arange(len(top))
     for s in range(0, len(top), _BLOCK):
-        block = top[s:s + _BLOCK]
-        reciprocal = (top[block] == items[s:s + _BLOCK, None, None]).any(-1)
-        out[s:s + _BLOCK] = torch.where(reciprocal, block, -1)
+        block = top[s : s + _BLOCK]
+        reciprocal = (top[block] == items[s : s + _BLOCK, None, None]).any(-1)
+        out[s : s + _BLOCK] = torch.where(reciprocal, block, -1)
     return out
 
 
@@ -46,26 +47,39 @@ def expanded_sets(neighbours: torch.Tensor, k1: int) -> list[np.ndarray]:
     half_size = (half >= 0).sum(1)
     out = []
     for s in range(0, len(full), _BLOCK // 8):
-        rp = full[s:s + _BLOCK // 8]  # [b, k1 + 1]
+        rp = full[s : s + _BLOCK // 8]  # [b, k1 + 1]
         cand = half[rp.clamp(min=0)]  # [b, k1 + 1, h + 1]: R(q, k1/2) for q in R(p, k1)
-        shared = ((cand[..., None] == rp[:, None, None, :]) & (cand[..., None] >= 0)).any(-1).sum(-1)
+        shared = (
+            ((cand[..., None] == rp[:, None, None, :]) & (cand[..., None] >= 0)).any(-1).sum(-1)
+        )
         accept = (rp >= 0) & (3 * shared >= 2 * half_size[rp.clamp(min=0)])
         members = torch.cat([rp, torch.where(accept[..., None], cand, -1).flatten(1)], 1).numpy()
         out += [np.unique(row[row >= 0]) for row in members]
     return out
 
 
-def _encoding(x: torch.Tensor, sets: list[np.ndarray], neighbours: torch.Tensor, k2: int) -> scipy.sparse.csr_matrix:
+def _encoding(
+    x: torch.Tensor, sets: list[np.ndarray], neighbours: torch.Tensor, k2: int
+) -> scipy.sparse.csr_matrix:
     """V after local query expansion (eq. 7 and 9), sparse [N, N]."""
     rows = np.repeat(np.arange(len(sets)), [len(s) for s in sets])
     cols = np.concatenate(sets)
-    d = torch.cat([exact_squared_distances(x[rows[i:i + _BLOCK * 8]], x, torch.from_numpy(cols[i:i + _BLOCK * 8])[:, None])[:, 0]
-                   for i in range(0, len(cols), _BLOCK * 8)])
+    d = torch.cat(
+        [
+            exact_squared_distances(
+                x[rows[i : i + _BLOCK * 8]], x, torch.from_numpy(cols[i : i + _BLOCK * 8])[:, None]
+            )[:, 0]
+            for i in range(0, len(cols), _BLOCK * 8)
+        ]
+    )
     v = scipy.sparse.csr_matrix((np.exp(-d.numpy()), (rows, cols)), shape=(len(x), len(x)))
     if k2 <= 1:
         return v
     near = neighbours[:, :k2].numpy()
-    average = scipy.sparse.csr_matrix((np.full(near.size, 1.0 / k2), (np.repeat(np.arange(len(x)), k2), near.ravel())), shape=v.shape)
+    average = scipy.sparse.csr_matrix(
+        (np.full(near.size, 1.0 / k2), (np.repeat(np.arange(len(x)), k2), near.ravel())),
+        shape=v.shape,
+    )
     return (average @ v).tocsr()
 
 
@@ -74,7 +88,9 @@ def _min_sums(v: scipy.sparse.csr_matrix, p: np.ndarray, g: np.ndarray) -> torch
     probes, each V_g as its padded non-zeros (columns, values), gathered from V_p."""
     counts = np.diff(v.indptr)
     width = max(1, int(counts.max()))
-    cols = torch.full((v.shape[0], width), v.shape[1], dtype=torch.int32)  # padding: an all-zero column
+    cols = torch.full(
+        (v.shape[0], width), v.shape[1], dtype=torch.int32
+    )  # padding: an all-zero column
     vals = torch.zeros(v.shape[0], width, dtype=torch.float64)
     slot = np.arange(v.nnz) - np.repeat(v.indptr[:-1], counts)
     row = np.repeat(np.arange(v.shape[0]), counts)
@@ -84,23 +100,26 @@ def _min_sums(v: scipy.sparse.csr_matrix, p: np.ndarray, g: np.ndarray) -> torch
     per_block = max(1, min(_BLOCK, (64 * 2**20) // (8 * max(v.shape[1], g.shape[1] * width * 3))))
     out = torch.empty(g.shape, dtype=torch.float64)
     for s in range(0, len(p), per_block):
-        rows = p[s:s + per_block]
+        rows = p[s : s + per_block]
         dense = torch.zeros(len(rows), v.shape[1] + 1, dtype=torch.float64)
         dense[:, :-1] = torch.from_numpy(v[rows].toarray())
-        gc, gv = cols[g[s:s + per_block]].long(), vals[g[s:s + per_block]]
+        gc, gv = cols[g[s : s + per_block]].long(), vals[g[s : s + per_block]]
         seen = dense.gather(1, gc.flatten(1)).view(gc.shape)
-        out[s:s + per_block] = torch.minimum(seen, gv).sum(-1)
+        out[s : s + per_block] = torch.minimum(seen, gv).sum(-1)
     return out
 
 
-def k_reciprocal_rerank(query, database, candidates: torch.Tensor, k1: int, k2: int, lam: float,
-                        leave_one_out: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def k_reciprocal_rerank(
+    query, database, candidates: torch.Tensor, k1: int, k2: int, lam: float, leave_one_out: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(d* [Nq, m] float64, candidates re-ordered)``: the candidates [Nq, m] (database rows) of
     each query re-ranked by d* (module docstring), ties by row."""
     items = database if leave_one_out else torch.cat([database, query])
     n_items = len(items)
     if n_items <= k1:
-        raise ConfigError("k_reciprocal.k1", f"must be below the number of items {n_items}, got {k1}")
+        raise ConfigError(
+            "k_reciprocal.k1", f"must be below the number of items {n_items}, got {k1}"
+        )
     _, others = knn(items, None, k1)
     neighbours = torch.cat([torch.arange(n_items)[:, None], others], 1)
     v = _encoding(items, expanded_sets(neighbours, k1), neighbours, k2)

@@ -61,14 +61,16 @@ class Metric:
 METRICS: dict[str, Metric] = {}
 
 
-def register(name: str, kind: str, *, depth=None, inputs: tuple[str, ...] = (),
-             selectable: bool = False):
+def register(
+    name: str, kind: str, *, depth=None, inputs: tuple[str, ...] = (), selectable: bool = False
+):
     """Decorator: register ``score`` as the metric ``name`` (module docstring)."""
     if kind not in KINDS:
         raise ConfigError("kind", f"unknown metric kind {kind!r}; allowed: {', '.join(KINDS)}")
     if (kind == "query") != (depth is not None):
-        raise ConfigError("depth", f"metric {name!r}: a depth is what a per-query metric (and only "
-                                   "one) declares")
+        raise ConfigError(
+            "depth", f"metric {name!r}: a depth is what a per-query metric (and only one) declares"
+        )
 
     def add(score: Callable) -> Callable:
         if name in METRICS:

@@ -44,10 +44,16 @@ from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_s
 from gspdml.errors import ConfigError
 from gspdml.evaluation.clustering import clustering_scores
 from gspdml.evaluation.exact_knn import DEFAULT_MEMORY_BUDGET, retrieve
-from gspdml.evaluation.metric_registry import (CLASS_SIZE, EACH_K, METRICS, Neighbours,
-                                               check_metric_names, metrics_of_kind, register)
+from gspdml.evaluation.metric_registry import (
+    CLASS_SIZE,
+    EACH_K,
+    METRICS,
+    Neighbours,
+    check_metric_names,
+    metrics_of_kind,
+    register,
+)
 from gspdml.evaluation.results import RetrievalResults
-
 
 # --- the registered metrics (gspdml.evaluation.metric_registry) ----------------------------------
 
@@ -140,14 +146,29 @@ def retrieval_metrics(
     names = _query_metrics(metrics)
     fixed = [K for name in names for K in _fixed_depths(METRICS[name], recall_at)]
     results = retrieve(
-        query, query_labels, reference, reference_labels, min_k=max(fixed, default=1),
+        query,
+        query_labels,
+        reference,
+        reference_labels,
+        min_k=max(fixed, default=1),
         class_size=any(METRICS[name].depth == CLASS_SIZE for name in names),
-        memory_budget=memory_budget, backend=backend, device=device,
+        memory_budget=memory_budget,
+        backend=backend,
+        device=device,
     )
-    out = metrics_from_results(results, recall_at=recall_at, metrics=names,
-                               class_average=class_average, per_class=per_class)
+    out = metrics_from_results(
+        results,
+        recall_at=recall_at,
+        metrics=names,
+        class_average=class_average,
+        per_class=per_class,
+    )
     if clustering:
-        out.update(clustering_scores(query, results.query_labels.numpy(), backend=kmeans_backend, seed=seed))
+        out.update(
+            clustering_scores(
+                query, results.query_labels.numpy(), backend=kmeans_backend, seed=seed
+            )
+        )
     return out
 
 
@@ -167,7 +188,10 @@ def metrics_from_results(
     names = _query_metrics(metrics)
     if not results.fully_labelled:
         unknown = int((results.query_labels < 0).sum()), int((results.reference_labels < 0).sum())
-        raise ConfigError("labels", f"metrics need every label; {unknown[0]} queries and {unknown[1]} references have none")
+        raise ConfigError(
+            "labels",
+            f"metrics need every label; {unknown[0]} queries and {unknown[1]} references have none",
+        )
     _check_depth(results, names, recall_at)
     scores = per_query_scores(results, recall_at, names)
     keep = ~results.lone_queries
@@ -184,8 +208,9 @@ def metrics_from_results(
             for name, v in scores.items()
         }
         if class_average:
-            out["class_averaged"] = _reduce(by_class, names, recall_at,
-                                            lambda v: v.mean().item() if len(v) else float("nan"))
+            out["class_averaged"] = _reduce(
+                by_class, names, recall_at, lambda v: v.mean().item() if len(v) else float("nan")
+            )
         if per_class:
             values = results.label_values[classes.numpy()]
             out["per_class"] = {
@@ -195,8 +220,9 @@ def metrics_from_results(
     return out
 
 
-def per_query_scores(results: RetrievalResults, recall_at: Sequence[int] = (),
-                     metrics: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
+def per_query_scores(
+    results: RetrievalResults, recall_at: Sequence[int] = (), metrics: Sequence[str] | None = None
+) -> dict[str, torch.Tensor]:
     """float64 [N_q] score of every query for each per-query metric (default all registered;
     lone queries give NaN for the R-normalised ones); keys ``recall_at_<K>`` for Recall@K."""
     neighbours = Neighbours(results)
@@ -247,8 +273,9 @@ def _check_depth(results: RetrievalResults, names, recall_at) -> None:
     for name in names:
         metric = METRICS[name]
         if metric.depth == CLASS_SIZE and results.k < min(results.r_max, searchable):
-            raise ConfigError("k", f"{name} needs k >= max R = {results.r_max}, "
-                                   f"search has k={results.k}")
+            raise ConfigError(
+                "k", f"{name} needs k >= max R = {results.r_max}, search has k={results.k}"
+            )
         needed = max(_fixed_depths(metric, recall_at), default=0)
         if needed > results.k and results.k < searchable:
             field = "recall_at" if metric.depth == EACH_K else "k"

@@ -61,7 +61,9 @@ STEPS: dict[str, dict[str, Any]] = {
 _BLOCK = 4096
 
 
-def parse_steps(steps: Sequence[Any], field: str = "evaluation.postprocess") -> list[dict[str, Any]]:
+def parse_steps(
+    steps: Sequence[Any], field: str = "evaluation.postprocess"
+) -> list[dict[str, Any]]:
     """Validated steps with their defaults filled in, in the order of application.
 
     Each step is a name (``"qe"``) or a mapping ``{"name": "qe", "k": 3, "alpha": 3}``; the
@@ -74,12 +76,17 @@ def parse_steps(steps: Sequence[Any], field: str = "evaluation.postprocess") -> 
         spec = _step_mapping(step, field)
         name = spec.pop("name", None)
         if name not in STEPS:
-            raise ConfigError(field, f"unknown post-processing step {name!r}; allowed: {', '.join(STEPS)}")
+            raise ConfigError(
+                field, f"unknown post-processing step {name!r}; allowed: {', '.join(STEPS)}"
+            )
         if name in parsed:
             raise ConfigError(field, f"step {name!r} given twice")
         unknown = set(spec) - set(STEPS[name])
         if unknown:
-            raise ConfigError(f"{field}.{name}", f"unknown option(s) {sorted(unknown)}; allowed: {sorted(STEPS[name])}")
+            raise ConfigError(
+                f"{field}.{name}",
+                f"unknown option(s) {sorted(unknown)}; allowed: {sorted(STEPS[name])}",
+            )
         options = {**STEPS[name], **spec}
         _check_options(name, options, f"{field}.{name}")
         parsed[name] = {"name": name, **options}
@@ -98,9 +105,13 @@ def _step_mapping(step, field) -> dict:
         if not sep:
             raise ConfigError(field, f"{step!r}: expected key=value, got {item!r}")
         try:
-            spec[key.strip()] = None if value.strip() == "none" else float(value) if "." in value else int(value)
+            spec[key.strip()] = (
+                None if value.strip() == "none" else float(value) if "." in value else int(value)
+            )
         except ValueError:
-            raise ConfigError(field, f"{step!r}: {key.strip()} must be a number, got {value!r}") from None
+            raise ConfigError(
+                field, f"{step!r}: {key.strip()} must be a number, got {value!r}"
+            ) from None
     return spec
 
 
@@ -109,26 +120,40 @@ def _check_options(name, options, field) -> None:
         if key == "dim" and value is None:
             continue
         integer = key in ("dim", "k", "k1", "k2", "shortlist")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-            raise ConfigError(f"{field}.{key}", f"expected {'an integer' if integer else 'a number'}, got {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (integer and not isinstance(value, int))
+        ):
+            raise ConfigError(
+                f"{field}.{key}",
+                f"expected {'an integer' if integer else 'a number'}, got {value!r}",
+            )
         low = 0.0 if key in ("alpha", "lambda") else 1
         if value < low or (key == "lambda" and value > 1):
-            raise ConfigError(f"{field}.{key}", f"must be {'in [0, 1]' if key == 'lambda' else f'>= {low}'}, got {value}")
+            raise ConfigError(
+                f"{field}.{key}",
+                f"must be {'in [0, 1]' if key == 'lambda' else f'>= {low}'}, got {value}",
+            )
 
 
 # --- 2-3. alpha-weighted expansion --------------------------------------------------------------
 
 
-def alpha_expand(x: torch.Tensor, database: torch.Tensor, k: int, alpha: float, leave_one_out: bool) -> torch.Tensor:
+def alpha_expand(
+    x: torch.Tensor, database: torch.Tensor, k: int, alpha: float, leave_one_out: bool
+) -> torch.Tensor:
     """normalise(x + sum_{y in N_k(x)} max(x.y, 0)^alpha y) for unit rows x against the unit
     ``database`` (module docstring, steps 2-3); ``leave_one_out``: x is the database and row i
     is not its own neighbour."""
     _, rows = knn(x, None if leave_one_out else database, k)
     out = torch.empty_like(x)
     for s in range(0, len(x), _BLOCK):
-        xs, neighbours = x[s:s + _BLOCK], database[rows[s:s + _BLOCK]]
+        xs, neighbours = x[s : s + _BLOCK], database[rows[s : s + _BLOCK]]
         weights = torch.einsum("nd,nkd->nk", xs, neighbours).clamp(min=0).pow(alpha)
-        out[s:s + _BLOCK] = F.normalize(xs + torch.einsum("nk,nkd->nd", weights, neighbours), dim=1)
+        out[s : s + _BLOCK] = F.normalize(
+            xs + torch.einsum("nk,nkd->nd", weights, neighbours), dim=1
+        )
     return out
 
 
@@ -158,8 +183,9 @@ class PostProcessor(ABC):
     learns_on_training: ClassVar[bool] = False
     shortlist: int = 0
 
-    def fit(self, *, train: Optional[torch.Tensor] = None,
-            database: Optional[torch.Tensor] = None) -> "PostProcessor":
+    def fit(
+        self, *, train: Optional[torch.Tensor] = None, database: Optional[torch.Tensor] = None
+    ) -> "PostProcessor":
         """The step fitted to ``train`` (training embeddings) or ``database``; as it is when it
         learns nothing."""
         return self
@@ -182,14 +208,20 @@ class PCAWhitening(PostProcessor):
 
     def fit(self, *, train=None, database=None) -> "PCAWhitening":
         if train is None:
-            raise ConfigError("pca_whiten", "needs the training embeddings to learn the whitening "
-                                            "on")
+            raise ConfigError(
+                "pca_whiten", "needs the training embeddings to learn the whitening on"
+            )
         x = torch.as_tensor(train).double()
         if x.ndim != 2 or len(x) < 2:
-            raise ConfigError("pca_whiten", f"needs training embeddings [n >= 2, D], got shape {tuple(x.shape)}")
+            raise ConfigError(
+                "pca_whiten", f"needs training embeddings [n >= 2, D], got shape {tuple(x.shape)}"
+            )
         dim = x.shape[1] if self.dim is None else int(self.dim)
         if not 1 <= dim <= x.shape[1]:
-            raise ConfigError("pca_whiten.dim", f"must be between 1 and the embedding dimension {x.shape[1]}, got {dim}")
+            raise ConfigError(
+                "pca_whiten.dim",
+                f"must be between 1 and the embedding dimension {x.shape[1]}, got {dim}",
+            )
         mean = x.mean(0)
         centred = x - mean
         eigenvalues, eigenvectors = torch.linalg.eigh(centred.T @ centred / len(x))
@@ -199,10 +231,15 @@ class PCAWhitening(PostProcessor):
 
     def __call__(self, x) -> torch.Tensor:
         if self.projection is None:
-            raise ConfigError("pca_whiten", "apply a fitted whitening "
-                                            "(PCAWhitening(dim).fit(train=embeddings))")
-        out = [F.normalize((torch.as_tensor(x[i:i + 65536]).double() - self.mean) @ self.projection.T, dim=1)
-               for i in range(0, len(x), 65536)]
+            raise ConfigError(
+                "pca_whiten", "apply a fitted whitening (PCAWhitening(dim).fit(train=embeddings))"
+            )
+        out = [
+            F.normalize(
+                (torch.as_tensor(x[i : i + 65536]).double() - self.mean) @ self.projection.T, dim=1
+            )
+            for i in range(0, len(x), 65536)
+        ]
         return torch.cat(out).float()
 
     def apply(self, stage: Stage) -> Stage:
@@ -221,8 +258,9 @@ class DatabaseAugmentation(PostProcessor):
     alpha: float = STEPS["dba"]["alpha"]
 
     def apply(self, stage: Stage) -> Stage:
-        database = alpha_expand(stage.database, stage.database, self.k, self.alpha,
-                                leave_one_out=True)
+        database = alpha_expand(
+            stage.database, stage.database, self.k, self.alpha, leave_one_out=True
+        )
         query = database if stage.leave_one_out else stage.query
         return replace(stage, database=database, query=query)
 
@@ -237,8 +275,9 @@ class QueryExpansion(PostProcessor):
     alpha: float = STEPS["qe"]["alpha"]
 
     def apply(self, stage: Stage) -> Stage:
-        query = alpha_expand(stage.query, stage.database, self.k, self.alpha,
-                             leave_one_out=stage.leave_one_out)
+        query = alpha_expand(
+            stage.query, stage.database, self.k, self.alpha, leave_one_out=stage.leave_one_out
+        )
         return replace(stage, query=query)
 
 
@@ -255,20 +294,25 @@ class KReciprocalReranking(PostProcessor):
 
     def apply(self, stage: Stage) -> Stage:
         if stage.neighbours is None:
-            raise ConfigError("k_reciprocal", "re-ranks the neighbours of a search; the stage has "
-                                              "none")
+            raise ConfigError(
+                "k_reciprocal", "re-ranks the neighbours of a search; the stage has none"
+            )
         _, candidates = stage.neighbours
-        neighbours = k_reciprocal_rerank(stage.query, stage.database, candidates, self.k1, self.k2,
-                                         self.lam, stage.leave_one_out)
+        neighbours = k_reciprocal_rerank(
+            stage.query, stage.database, candidates, self.k1, self.k2, self.lam, stage.leave_one_out
+        )
         return replace(stage, neighbours=neighbours)
 
 
-_CLASSES = {cls.name: cls
-            for cls in (PCAWhitening, DatabaseAugmentation, QueryExpansion, KReciprocalReranking)}
+_CLASSES = {
+    cls.name: cls
+    for cls in (PCAWhitening, DatabaseAugmentation, QueryExpansion, KReciprocalReranking)
+}
 
 
-def build_steps(steps: Sequence[Any],
-                field: str = "evaluation.postprocess") -> tuple[PostProcessor, ...]:
+def build_steps(
+    steps: Sequence[Any], field: str = "evaluation.postprocess"
+) -> tuple[PostProcessor, ...]:
     """The step objects of a spec list (:func:`parse_steps`; objects pass through), in the order
     of application."""
     if not isinstance(steps, (list, tuple)):
@@ -276,8 +320,11 @@ def build_steps(steps: Sequence[Any],
     objects = [s for s in steps if isinstance(s, PostProcessor)]
     specs = parse_steps([s for s in steps if not isinstance(s, PostProcessor)], field)
     for spec in specs:
-        options = {("lam" if key == "lambda" else key): value
-                   for key, value in spec.items() if key != "name"}
+        options = {
+            ("lam" if key == "lambda" else key): value
+            for key, value in spec.items()
+            if key != "name"
+        }
         objects.append(_CLASSES[spec["name"]](**options))
     names = [step.name for step in objects]
     twice = sorted({n for n in names if names.count(n) > 1})
@@ -294,8 +341,16 @@ def needs_training_embeddings(steps: Sequence[Any]) -> bool:
 # --- the pipeline ------------------------------------------------------------------------------------
 
 
-def postprocessed_retrieve(query, query_labels, reference=None, reference_labels=None, *, steps: Sequence[Any] = (),
-                           train=None, min_k: int = 1) -> RetrievalResults:
+def postprocessed_retrieve(
+    query,
+    query_labels,
+    reference=None,
+    reference_labels=None,
+    *,
+    steps: Sequence[Any] = (),
+    train=None,
+    min_k: int = 1,
+) -> RetrievalResults:
     """Exact retrieval (leave-one-out when ``reference`` is None) after the post-processing
     ``steps`` (step objects or their specs, :func:`build_steps`); ``train`` are the training
     embeddings that PCA-whitening learns on. Each step is fitted on the stage it applies to. k
@@ -308,12 +363,17 @@ def postprocessed_retrieve(query, query_labels, reference=None, reference_labels
     q = F.normalize(torch.as_tensor(query).float(), dim=1)
     r = q if loo else F.normalize(torch.as_tensor(reference).float(), dim=1)
     if len(q) != len(q_codes) or len(r) != len(r_codes):
-        raise ConfigError("labels", f"{len(q_codes)} query and {len(r_codes)} reference labels for {len(q)} and {len(r)} embeddings")
+        raise ConfigError(
+            "labels",
+            f"{len(q_codes)} query and {len(r_codes)} reference labels for {len(q)} and {len(r)} embeddings",
+        )
     stage = Stage(q, r, loo, None if train is None else torch.as_tensor(train))
     for step in (s for s in steps if not s.shortlist):
         stage = step.fit(train=stage.train, database=stage.database).apply(stage)
     n_ref = len(stage.database) - int(loo)
-    r_max = int(relevant_counts(q_codes, r_codes, len(values), excluded).max()) if len(q_codes) else 0
+    r_max = (
+        int(relevant_counts(q_codes, r_codes, len(values), excluded).max()) if len(q_codes) else 0
+    )
     k = min(max(r_max, int(min_k), 1, *(s.shortlist for s in steps)), n_ref)
     stage = replace(stage, neighbours=_nearest(stage.query, stage.database, loo, k))
     for step in (s for s in steps if s.shortlist):
@@ -333,22 +393,43 @@ def _nearest(q, r, loo, k):
     return distances[keep].view(len(q), k), rows[keep].view(len(q), k)
 
 
-def postprocessed_metrics(query, query_labels, gallery=None, gallery_labels=None, *,
-                          steps: Sequence[Any] = (), train=None,
-                          recall_at: Sequence[int] = (1, 2, 4, 8),
-                          metrics: Optional[Sequence[str]] = None) -> dict[str, float]:
+def postprocessed_metrics(
+    query,
+    query_labels,
+    gallery=None,
+    gallery_labels=None,
+    *,
+    steps: Sequence[Any] = (),
+    train=None,
+    recall_at: Sequence[int] = (1, 2, 4, 8),
+    metrics: Optional[Sequence[str]] = None,
+) -> dict[str, float]:
     """Flat retrieval metrics (:func:`gspdml.evaluation.metrics.flatten_metrics`) of embeddings
     after the post-processing ``steps``: leave-one-out when ``gallery`` is None, else query ->
     gallery; ``train``: the training embeddings PCA-whitening learns on (None when no step
     needs them, :func:`needs_training_embeddings`); ``metrics``: the per-query metrics (default
     all). The post-processed half of every report of :mod:`gspdml.evaluation.service`."""
-    results = postprocessed_retrieve(query, query_labels, gallery, gallery_labels, steps=steps, train=train,
-                                     min_k=max(recall_at, default=1))
+    results = postprocessed_retrieve(
+        query,
+        query_labels,
+        gallery,
+        gallery_labels,
+        steps=steps,
+        train=train,
+        min_k=max(recall_at, default=1),
+    )
     return flatten_metrics(metrics_from_results(results, recall_at=recall_at, metrics=metrics))
 
 
-def postprocessed_split_metrics(model, data, split, steps: Sequence[Any], *, batch_size: int = 256,
-                                recall_at: Sequence[int] = (1, 2, 4, 8)) -> dict[str, float]:
+def postprocessed_split_metrics(
+    model,
+    data,
+    split,
+    steps: Sequence[Any],
+    *,
+    batch_size: int = 256,
+    recall_at: Sequence[int] = (1, 2, 4, 8),
+) -> dict[str, float]:
     """Flat retrieval metrics of ``model`` on an evaluation ``split`` of ``data`` (a
     :class:`~gspdml.data.base.DataSplits`) after the post-processing ``steps``, embedded on the
     CPU in fp32 (:func:`gspdml.evaluation.service.evaluate`); PCA-whitening learns on the
@@ -356,6 +437,13 @@ def postprocessed_split_metrics(model, data, split, steps: Sequence[Any], *, bat
     from gspdml.evaluation.service import EvalSpec, evaluate
 
     spec = EvalSpec(recall_at=tuple(recall_at), postprocess=tuple(steps))
-    report = evaluate(model, split, spec, device="cpu", precision="fp32", batch_size=batch_size,
-                      train_split=data.train)
+    report = evaluate(
+        model,
+        split,
+        spec,
+        device="cpu",
+        precision="fp32",
+        batch_size=batch_size,
+        train_split=data.train,
+    )
     return report.postprocessed()

@@ -86,34 +86,66 @@ class RetrievalResults:
             if getattr(self, name) is not None:
                 put(name, tuple(str(p) for p in getattr(self, name)))
         self._check()
-        num_relevant = relevant_counts(self.query_labels, self.reference_labels, len(self.label_values), self.excluded)
+        num_relevant = relevant_counts(
+            self.query_labels, self.reference_labels, len(self.label_values), self.excluded
+        )
         put("num_relevant", num_relevant)
         put("r_max", int(num_relevant.max()) if len(num_relevant) else 0)
 
     def _check(self) -> None:
         n_q, n_r = len(self.query_labels), len(self.reference_labels)
         if self.metric not in METRICS:
-            raise ConfigError("metric", f"unknown results metric {self.metric!r}; allowed: {', '.join(METRICS)}")
-        if self.indices.dtype != torch.int64 or self.indices.dim() != 2 or self.indices.shape[0] != n_q:
             raise ConfigError(
-                "indices", f"expected int64 [{n_q}, k] (one row per query label), got {self.indices.dtype} {tuple(self.indices.shape)}"
+                "metric", f"unknown results metric {self.metric!r}; allowed: {', '.join(METRICS)}"
+            )
+        if (
+            self.indices.dtype != torch.int64
+            or self.indices.dim() != 2
+            or self.indices.shape[0] != n_q
+        ):
+            raise ConfigError(
+                "indices",
+                f"expected int64 [{n_q}, k] (one row per query label), got {self.indices.dtype} {tuple(self.indices.shape)}",
             )
         if self.distances.shape != self.indices.shape or not self.distances.is_floating_point():
             raise ConfigError(
-                "distances", f"expected float {tuple(self.indices.shape)} like indices, got {self.distances.dtype} {tuple(self.distances.shape)}"
+                "distances",
+                f"expected float {tuple(self.indices.shape)} like indices, got {self.distances.dtype} {tuple(self.distances.shape)}",
             )
-        if self.indices.numel() and not (0 <= int(self.indices.min()) and int(self.indices.max()) < n_r):
-            raise ConfigError("indices", f"reference rows must lie in [0, {n_r}), got [{int(self.indices.min())}, {int(self.indices.max())}]")
-        for name, codes in (("query_labels", self.query_labels), ("reference_labels", self.reference_labels)):
-            if codes.dtype != torch.int64 or codes.dim() != 1:
-                raise ConfigError(name, f"expected int64 label codes [N], got {codes.dtype} {tuple(codes.shape)}")
-            if codes.numel() and not (UNKNOWN <= int(codes.min()) and int(codes.max()) < len(self.label_values)):
-                raise ConfigError(name, f"label codes must lie in [-1, {len(self.label_values)}), got [{int(codes.min())}, {int(codes.max())}]")
-        if self.excluded is not None and (
-            self.excluded.shape != (n_q,) or (n_q and not (0 <= int(self.excluded.min()) and int(self.excluded.max()) < n_r))
+        if self.indices.numel() and not (
+            0 <= int(self.indices.min()) and int(self.indices.max()) < n_r
         ):
-            raise ConfigError("excluded", f"expected one reference row in [0, {n_r}) per query ({n_q}), got shape {tuple(self.excluded.shape)}")
-        for name, paths, n in (("query_paths", self.query_paths, n_q), ("reference_paths", self.reference_paths, n_r)):
+            raise ConfigError(
+                "indices",
+                f"reference rows must lie in [0, {n_r}), got [{int(self.indices.min())}, {int(self.indices.max())}]",
+            )
+        for name, codes in (
+            ("query_labels", self.query_labels),
+            ("reference_labels", self.reference_labels),
+        ):
+            if codes.dtype != torch.int64 or codes.dim() != 1:
+                raise ConfigError(
+                    name, f"expected int64 label codes [N], got {codes.dtype} {tuple(codes.shape)}"
+                )
+            if codes.numel() and not (
+                UNKNOWN <= int(codes.min()) and int(codes.max()) < len(self.label_values)
+            ):
+                raise ConfigError(
+                    name,
+                    f"label codes must lie in [-1, {len(self.label_values)}), got [{int(codes.min())}, {int(codes.max())}]",
+                )
+        if self.excluded is not None and (
+            self.excluded.shape != (n_q,)
+            or (n_q and not (0 <= int(self.excluded.min()) and int(self.excluded.max()) < n_r))
+        ):
+            raise ConfigError(
+                "excluded",
+                f"expected one reference row in [0, {n_r}) per query ({n_q}), got shape {tuple(self.excluded.shape)}",
+            )
+        for name, paths, n in (
+            ("query_paths", self.query_paths, n_q),
+            ("reference_paths", self.reference_paths, n_r),
+        ):
             if paths is not None and len(paths) != n:
                 raise ConfigError(name, f"has {len(paths)} entries for {n} rows")
 
@@ -152,7 +184,9 @@ class RetrievalResults:
     @property
     def fully_labelled(self) -> bool:
         """Whether every query and reference has a label (the metrics need that)."""
-        return bool((self.query_labels != UNKNOWN).all() and (self.reference_labels != UNKNOWN).all())
+        return bool(
+            (self.query_labels != UNKNOWN).all() and (self.reference_labels != UNKNOWN).all()
+        )
 
     def relevance(self) -> torch.Tensor:
         """Bool [N_q, k]: whether each retrieved reference has the query's (known) label."""
@@ -169,7 +203,9 @@ class RetrievalResults:
         where unknown, ``correct`` is None where either label is unknown."""
         q_labels, r_labels = self.query_labels.tolist(), self.reference_labels.tolist()
         out = []
-        for q, (dist_row, index_row) in enumerate(zip(self.distances.tolist(), self.indices.tolist())):
+        for q, (dist_row, index_row) in enumerate(
+            zip(self.distances.tolist(), self.indices.tolist())
+        ):
             q_code = q_labels[q]
             results = [
                 {
@@ -182,13 +218,15 @@ class RetrievalResults:
                 }
                 for rank, (d, j) in enumerate(zip(dist_row, index_row), start=1)
             ]
-            out.append({
-                "query_index": q,
-                "query": None if self.query_paths is None else self.query_paths[q],
-                "label": self.label(q_code),
-                "metric": self.metric,
-                "results": results,
-            })
+            out.append(
+                {
+                    "query_index": q,
+                    "query": None if self.query_paths is None else self.query_paths[q],
+                    "label": self.label(q_code),
+                    "metric": self.metric,
+                    "results": results,
+                }
+            )
         return out
 
     def format_text(self) -> str:
@@ -196,7 +234,9 @@ class RetrievalResults:
         lines = []
         for row in self.rows():
             name = row["query"] if row["query"] is not None else f"#{row['query_index']}"
-            lines.append(f"query: {name}" + (f"  [{row['label']}]" if row["label"] is not None else ""))
+            lines.append(
+                f"query: {name}" + (f"  [{row['label']}]" if row["label"] is not None else "")
+            )
             for result in row["results"]:
                 label = f"  [{result['label']}]" if result["label"] is not None else ""
                 path = result["path"] if result["path"] is not None else f"#{result['index']}"
@@ -207,12 +247,17 @@ class RetrievalResults:
         """Write one safetensors file (replaced atomically): the tensors, plus the metric, label
         values and paths as JSON in its header metadata. Label values must be ints or strings."""
         path = Path(path)
-        tensors = {name: getattr(self, name).clone() for name in _TENSORS}  # copies: the codes may share memory
+        tensors = {
+            name: getattr(self, name).clone() for name in _TENSORS
+        }  # copies: the codes may share memory
         if self.excluded is not None:
             tensors["excluded"] = self.excluded.clone()
         values = [self.label(c) for c in range(len(self.label_values))]
         if any(not isinstance(v, (int, str)) for v in values):
-            raise ConfigError("label_values", f"only int or string labels can be saved, got {self.label_values.dtype}")
+            raise ConfigError(
+                "label_values",
+                f"only int or string labels can be saved, got {self.label_values.dtype}",
+            )
         metadata = {
             "format": FORMAT,
             "version": str(VERSION),
@@ -236,15 +281,23 @@ class RetrievalResults:
             with safe_open(str(path), framework="pt", device="cpu") as handle:
                 meta = handle.metadata() or {}
                 if meta.get("format") != FORMAT:
-                    raise DataError(f"{path}: not gspdml retrieval results (format is {meta.get('format')!r})")
+                    raise DataError(
+                        f"{path}: not gspdml retrieval results (format is {meta.get('format')!r})"
+                    )
                 if not meta.get("version", "").isdigit() or int(meta["version"]) > VERSION:
-                    raise DataError(f"{path}: results version {meta.get('version')!r}; this gspdml reads up to {VERSION}")
+                    raise DataError(
+                        f"{path}: results version {meta.get('version')!r}; this gspdml reads up to {VERSION}"
+                    )
                 missing = [name for name in _TENSORS if name not in handle.keys()]
                 if missing:
-                    raise DataError(f"{path}: retrieval results without tensor(s) {', '.join(missing)}")
+                    raise DataError(
+                        f"{path}: retrieval results without tensor(s) {', '.join(missing)}"
+                    )
                 tensors = {name: handle.get_tensor(name) for name in handle.keys()}
         except (SafetensorError, OSError) as err:
-            raise DataError(f"{path}: not a gspdml retrieval results file (not safetensors: {err})") from None
+            raise DataError(
+                f"{path}: not a gspdml retrieval results file (not safetensors: {err})"
+            ) from None
         try:
             values = json.loads(meta["label_values"])
             label_values = np.asarray(values) if values else np.zeros(0, dtype=np.int64)
@@ -260,19 +313,30 @@ class RetrievalResults:
             raise DataError(f"{path}: inconsistent retrieval results ({err})") from None
 
 
-def relevant_counts(query_codes: torch.Tensor, reference_codes: torch.Tensor, num_labels: int, excluded: Optional[torch.Tensor] = None) -> torch.Tensor:
+def relevant_counts(
+    query_codes: torch.Tensor,
+    reference_codes: torch.Tensor,
+    num_labels: int,
+    excluded: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
     """int64 [N_q]: R_i = references sharing query i's label, minus the excluded row when it does
     (0 for unknown labels)."""
     known = reference_codes[reference_codes != UNKNOWN]
     counts = torch.bincount(known, minlength=num_labels)
     q_known = query_codes != UNKNOWN
-    out = torch.where(q_known, counts[query_codes.clamp(min=0)] if num_labels else torch.zeros_like(query_codes), 0)
+    out = torch.where(
+        q_known,
+        counts[query_codes.clamp(min=0)] if num_labels else torch.zeros_like(query_codes),
+        0,
+    )
     if excluded is not None:
         out = out - (q_known & (reference_codes[excluded] == query_codes)).to(torch.int64)
     return out
 
 
-def encode_labels(query_labels, reference_labels=None) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
+def encode_labels(
+    query_labels, reference_labels=None
+) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
     """One coding for both sides: ``(values [L], query codes [N_q], reference codes [N_r])``,
     int64 codes with ``values[code]`` the original label and -1 for None. ``reference_labels=None``
     codes the queries only (leave-one-out: the references are the queries).
@@ -282,20 +346,32 @@ def encode_labels(query_labels, reference_labels=None) -> tuple[np.ndarray, torc
     arrays = [_as_label_array(query_labels, "query_labels")]
     if reference_labels is not None:
         arrays.append(_as_label_array(reference_labels, "reference_labels"))
-    known = [np.array([v is not None for v in a], dtype=bool) if a.dtype == object else np.ones(len(a), bool) for a in arrays]
+    known = [
+        np.array([v is not None for v in a], dtype=bool)
+        if a.dtype == object
+        else np.ones(len(a), bool)
+        for a in arrays
+    ]
     parts = [a[m] for a, m in zip(arrays, known)]
     kinds = set()
     for part in (p for p in parts if len(p)):
-        kinds |= {_label_kind(v) for v in part.tolist()} if part.dtype == object else {_LABEL_KINDS.get(part.dtype.kind, part.dtype.name)}
+        kinds |= (
+            {_label_kind(v) for v in part.tolist()}
+            if part.dtype == object
+            else {_LABEL_KINDS.get(part.dtype.kind, part.dtype.name)}
+        )
     if len(kinds) > 1 or not kinds <= set(_LABEL_KINDS.values()):
-        raise ConfigError("labels", f"labels must be all integers or all strings (or None), got {', '.join(sorted(kinds))}")
+        raise ConfigError(
+            "labels",
+            f"labels must be all integers or all strings (or None), got {', '.join(sorted(kinds))}",
+        )
     parts = [np.asarray(p.tolist()) if p.dtype == object else p for p in parts if len(p)]
     present = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     values, inverse = np.unique(present, return_inverse=True)
     codes, start = [], 0
     for mask in known:
         code = np.full(len(mask), UNKNOWN, dtype=np.int64)
-        code[mask] = inverse.reshape(-1)[start:start + int(mask.sum())]
+        code[mask] = inverse.reshape(-1)[start : start + int(mask.sum())]
         start += int(mask.sum())
         codes.append(torch.from_numpy(code))
     return values, codes[0], codes[-1]
@@ -304,7 +380,11 @@ def encode_labels(query_labels, reference_labels=None) -> tuple[np.ndarray, torc
 def _as_label_array(labels, name: str) -> np.ndarray:
     if isinstance(labels, torch.Tensor):
         labels = labels.detach().cpu().numpy()
-    arr = np.asarray(labels) if not isinstance(labels, (list, tuple)) or None not in labels else np.array(labels, dtype=object)
+    arr = (
+        np.asarray(labels)
+        if not isinstance(labels, (list, tuple)) or None not in labels
+        else np.array(labels, dtype=object)
+    )
     if arr.ndim != 1:
         raise ConfigError(name, f"expected a 1-D array of labels, got shape {arr.shape}")
     if arr.size == 0:

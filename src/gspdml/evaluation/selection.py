@@ -39,8 +39,16 @@ from gspdml.evaluation.metrics import harmonic_mean
 #: key prefix of the post-processed metrics of a round (``postprocessed_map_at_r``)
 POSTPROCESSED_PREFIX = "postprocessed_"
 
-__all__ = ["POSTPROCESSED_PREFIX", "check_selection_metric", "harmonic_mean", "needs_clustering",
-           "round_metrics", "selection_key", "selection_metrics", "selection_value"]
+__all__ = [
+    "POSTPROCESSED_PREFIX",
+    "check_selection_metric",
+    "harmonic_mean",
+    "needs_clustering",
+    "round_metrics",
+    "selection_key",
+    "selection_metrics",
+    "selection_value",
+]
 
 
 def selection_metrics() -> tuple[str, ...]:
@@ -71,9 +79,17 @@ def check_selection_metric(metric: Any, field: str = "evaluation.metric") -> Non
         raise ConfigError(field, f"unknown metric {metric!r}; allowed: {allowed}")
 
 
-def round_metrics(query, query_labels, gallery=None, gallery_labels=None, *, metric: str = "map_at_r",
-                  recall_at: Iterable[int] = (1, 2, 4, 8), postprocess: Sequence[Any] = (),
-                  train=None) -> dict[str, float]:
+def round_metrics(
+    query,
+    query_labels,
+    gallery=None,
+    gallery_labels=None,
+    *,
+    metric: str = "map_at_r",
+    recall_at: Iterable[int] = (1, 2, 4, 8),
+    postprocess: Sequence[Any] = (),
+    train=None,
+) -> dict[str, float]:
     """The flat report (:func:`gspdml.evaluation.service.evaluate_embeddings`) of the embeddings
     of one round, selected by ``metric`` (leave-one-out when ``gallery`` is None; ``train``: the
     training embeddings, for the steps that learn on them)."""
@@ -89,7 +105,9 @@ def selection_key(metric: str, postprocessed: bool = False) -> str:
     return POSTPROCESSED_PREFIX + metric if postprocessed else metric
 
 
-def selection_value(metrics: Mapping[str, float], metric: str, postprocessed: bool = False) -> float:
+def selection_value(
+    metrics: Mapping[str, float], metric: str, postprocessed: bool = False
+) -> float:
     """The number a round is selected by: ``metric``, read after post-processing when
     ``postprocessed`` (``evaluation.select_postprocessed``)."""
     return float(metrics[selection_key(metric, postprocessed)])

@@ -31,14 +31,21 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import torch
 from torch import nn
 
+from gspdml.compat.hardware import resolve_precision
 from gspdml.errors import ConfigError
-from gspdml.evaluation.metric_registry import (METRICS, check_metric_names, metrics_of_kind,
-                                               with_inputs)
+from gspdml.evaluation.metric_registry import (
+    METRICS,
+    check_metric_names,
+    metrics_of_kind,
+    with_inputs,
+)
 from gspdml.evaluation.metrics import flatten_metrics, retrieval_metrics
 from gspdml.evaluation.postprocess import PostProcessor, build_steps, postprocessed_metrics
-from gspdml.evaluation.selection import (POSTPROCESSED_PREFIX, check_selection_metric,
-                                         selection_value)
-from gspdml.compat.hardware import resolve_precision
+from gspdml.evaluation.selection import (
+    POSTPROCESSED_PREFIX,
+    check_selection_metric,
+    selection_value,
+)
 from gspdml.models.inference import embed, resolve_device, split_embeddings
 
 
@@ -68,16 +75,20 @@ class EvalSpec:
         check_selection_metric(self.selection)
         object.__setattr__(self, "recall_at", tuple(int(K) for K in self.recall_at))
         object.__setattr__(self, "postprocess", build_steps(list(self.postprocess)))
-        asked = (metrics_of_kind("query") if self.metrics is None
-                 else check_metric_names(self.metrics))
+        asked = (
+            metrics_of_kind("query") if self.metrics is None else check_metric_names(self.metrics)
+        )
         object.__setattr__(self, "names", with_inputs((*asked, self.selection)))
 
     @classmethod
     def from_evaluation(cls, evaluation: Mapping[str, Any]) -> "EvalSpec":
         """The spec of a run config's ``evaluation`` section (``recall_at``, ``metric``,
         ``postprocess``), as the trainer scores its rounds and its test split."""
-        return cls(recall_at=tuple(evaluation["recall_at"]), selection=evaluation["metric"],
-                   postprocess=tuple(evaluation["postprocess"]))
+        return cls(
+            recall_at=tuple(evaluation["recall_at"]),
+            selection=evaluation["metric"],
+            postprocess=tuple(evaluation["postprocess"]),
+        )
 
     @property
     def needs_clustering(self) -> bool:
@@ -104,8 +115,11 @@ class EvalReport:
     def postprocessed(self) -> dict[str, float]:
         """The post-processed metrics without their prefix."""
         n = len(POSTPROCESSED_PREFIX)
-        return {key[n:]: value for key, value in self.metrics.items()
-                if key.startswith(POSTPROCESSED_PREFIX)}
+        return {
+            key[n:]: value
+            for key, value in self.metrics.items()
+            if key.startswith(POSTPROCESSED_PREFIX)
+        }
 
 
 def with_postprocessed(metrics: Sequence[str], spec: EvalSpec) -> tuple[str, ...]:
@@ -115,14 +129,21 @@ def with_postprocessed(metrics: Sequence[str], spec: EvalSpec) -> tuple[str, ...
     return (*metrics, *twins)
 
 
-def evaluate_embeddings(query, query_labels, gallery=None, gallery_labels=None,
-                        spec: EvalSpec = EvalSpec(), train=None) -> EvalReport:
+def evaluate_embeddings(
+    query, query_labels, gallery=None, gallery_labels=None, spec: EvalSpec = EvalSpec(), train=None
+) -> EvalReport:
     """The report of ``spec`` on embeddings: leave-one-out when ``gallery`` is None, else query
     -> gallery; ``train``: the training embeddings a post-processing step learns on."""
     query_metrics = [name for name in spec.names if METRICS[name].kind == "query"]
-    nested = retrieval_metrics(query, query_labels, gallery, gallery_labels,
-                               recall_at=spec.recall_at, metrics=query_metrics,
-                               clustering=spec.needs_clustering)
+    nested = retrieval_metrics(
+        query,
+        query_labels,
+        gallery,
+        gallery_labels,
+        recall_at=spec.recall_at,
+        metrics=query_metrics,
+        clustering=spec.needs_clustering,
+    )
     metrics = flatten_metrics(nested)
     for name in spec.names:
         metric = METRICS[name]
@@ -130,18 +151,36 @@ def evaluate_embeddings(query, query_labels, gallery=None, gallery_labels=None,
             metrics[name] = metric.score(metrics)
     if spec.postprocess:
         if spec.needs_training_embeddings and train is None:
-            raise ConfigError("train", "a post-processing step learns on the training embeddings; "
-                                       "pass them")
-        after = postprocessed_metrics(query, query_labels, gallery, gallery_labels,
-                                      steps=spec.postprocess, train=train, recall_at=spec.recall_at,
-                                      metrics=query_metrics)
+            raise ConfigError(
+                "train", "a post-processing step learns on the training embeddings; pass them"
+            )
+        after = postprocessed_metrics(
+            query,
+            query_labels,
+            gallery,
+            gallery_labels,
+            steps=spec.postprocess,
+            train=train,
+            recall_at=spec.recall_at,
+            metrics=query_metrics,
+        )
         metrics.update({POSTPROCESSED_PREFIX + key: value for key, value in after.items()})
     return EvalReport(metrics, spec.selection)
 
 
-def evaluate(model: nn.Module, split, spec: EvalSpec, *, device: torch.device | str,
-             precision: str, batch_size: int, num_workers: int = 0, train_split=None,
-             embed_fn: Optional[Callable] = None, progress: bool = False) -> EvalReport:
+def evaluate(
+    model: nn.Module,
+    split,
+    spec: EvalSpec,
+    *,
+    device: torch.device | str,
+    precision: str,
+    batch_size: int,
+    num_workers: int = 0,
+    train_split=None,
+    embed_fn: Optional[Callable] = None,
+    progress: bool = False,
+) -> EvalReport:
     """The report of ``spec`` for ``model`` on an :class:`~gspdml.data.base.EvalSplit`, embedded
     on ``device`` (``auto``: the GPU when there is one) at ``precision`` (a run's
     ``trainer.precision``; ``auto`` is resolved for the device). ``train_split``: the dataset
@@ -151,17 +190,22 @@ def evaluate(model: nn.Module, split, spec: EvalSpec, *, device: torch.device | 
     device = resolve_device(device) if isinstance(device, str) else device
     if resolve_precision(precision, device).precision == "bf16" and device.type == "cpu":
         model = model.to(memory_format=torch.channels_last)  # as the trainer holds it
-    options = {"batch_size": batch_size, "device": device, "precision": precision,
-               "num_workers": num_workers}
+    options = {
+        "batch_size": batch_size,
+        "device": device,
+        "precision": precision,
+        "num_workers": num_workers,
+    }
     if progress:
         options["progress"] = True
     embed_fn = embed_fn or embed
     train = None
     if spec.needs_training_embeddings:
         if train_split is None:
-            raise ConfigError("evaluation.postprocess", "PCA-whitening learns on the training "
-                                                        "split; pass train_split")
+            raise ConfigError(
+                "evaluation.postprocess",
+                "PCA-whitening learns on the training split; pass train_split",
+            )
         train = embed_fn(model, train_split, **options)[0]
     embeddings = split_embeddings(model, split, embed_fn, **options)
     return evaluate_embeddings(*embeddings, spec=spec, train=train)
-

@@ -10,8 +10,15 @@ from typing import Iterable
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 
 
-def split_metrics(query, query_labels, gallery=None, gallery_labels=None, recall_at: Iterable[int] = (1, 2, 4, 8),
-                  *, clustering: bool = False) -> dict[str, float]:
+def split_metrics(
+    query,
+    query_labels,
+    gallery=None,
+    gallery_labels=None,
+    recall_at: Iterable[int] = (1, 2, 4, 8),
+    *,
+    clustering: bool = False,
+) -> dict[str, float]:
     """Flat retrieval metrics (:class:`~gspdml.evaluation.service.EvalReport`);
     ``clustering=True`` adds ``nmi`` and ``ami`` of k-means on the query embeddings
     (:mod:`gspdml.evaluation.clustering`)."""

@@ -50,11 +50,16 @@ class MetricLoss(nn.Module):
         return self.requires
 
     def forward(
-        self, embeddings: torch.Tensor, labels: torch.Tensor, output: Optional[EmbedderOutput] = None
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        output: Optional[EmbedderOutput] = None,
     ) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def training_objective(self, model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def training_objective(
+        self, model: nn.Module, images: torch.Tensor, labels: torch.Tensor
+    ) -> torch.Tensor:
         """The trainer's entry point for one batch. The default embeds (under the trainer's
         autocast) and computes the loss in float32 with autocast off: similarities, softmaxes and
         square roots of distances lose too much in bfloat16 (e.g. SoftTriple's centre
@@ -79,7 +84,9 @@ class LabelWeightedLoss:
     def clean(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return self(embeddings, labels)
 
-    def mixed(self, embeddings, labels, mixed, triples, lam) -> torch.Tensor:  # pragma: no cover - abstract
+    def mixed(
+        self, embeddings, labels, mixed, triples, lam
+    ) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
 

@@ -99,9 +99,14 @@ class CCP(LossWrapper):
         normalization: str = "clip",
     ):
         super().__init__(base, embedding_dim, num_classes)
-        self.require(proxies_per_class >= 1, "proxies_per_class", f"must be >= 1, got {proxies_per_class}")
-        self.require(pool_size >= proxies_per_class, "pool_size",
-                     f"must be >= proxies_per_class ({proxies_per_class}), got {pool_size}")
+        self.require(
+            proxies_per_class >= 1, "proxies_per_class", f"must be >= 1, got {proxies_per_class}"
+        )
+        self.require(
+            pool_size >= proxies_per_class,
+            "pool_size",
+            f"must be >= proxies_per_class ({proxies_per_class}), got {pool_size}",
+        )
         self.require(prox_lambda >= 0, "prox_lambda", f"must be >= 0, got {prox_lambda}")
         self.require(patience >= 1, "patience", f"must be >= 1, got {patience}")
         self.require_choice("snapshot", snapshot, SNAPSHOTS)
@@ -111,13 +116,19 @@ class CCP(LossWrapper):
         self.num_classes, self.k, self.pool_size = num_classes, proxies_per_class, pool_size
         self.prox_lambda, self.patience, self.metric = prox_lambda, patience, metric
         self.regularize_first, self.snapshot, self.init = regularize_first, snapshot, init
-        self.proxy_as_anchor, self.proxy_weight, self.batch_weight = proxy_as_anchor, proxy_weight, batch_weight
+        self.proxy_as_anchor, self.proxy_weight, self.batch_weight = (
+            proxy_as_anchor,
+            proxy_weight,
+            batch_weight,
+        )
         self.normalization = normalization
         if normalization == "clip":  # the pair loss measures the clipped vectors as they are
             self.base.normalize_inputs = False
         # k-major layout: row k * C + c is proxy k of class c
         self.proxies = nn.Parameter(torch.zeros(num_classes * proxies_per_class, embedding_dim))
-        self.register_buffer("proxy_labels", torch.arange(num_classes).repeat(proxies_per_class), persistent=False)
+        self.register_buffer(
+            "proxy_labels", torch.arange(num_classes).repeat(proxies_per_class), persistent=False
+        )
 
     # ------------------------------------------------------------------ loss
     def forward(self, embeddings, labels, output=None):
@@ -125,16 +136,22 @@ class CCP(LossWrapper):
         if self.normalization == "clip":
             embeddings, proxies = clip_normalize(embeddings), clip_normalize(proxies)
         if self.proxy_as_anchor:
-            loss = self.base(proxies, self.proxy_labels, reference=embeddings, reference_labels=labels)
+            loss = self.base(
+                proxies, self.proxy_labels, reference=embeddings, reference_labels=labels
+            )
         else:
-            loss = self.base(embeddings, labels, reference=proxies, reference_labels=self.proxy_labels)
+            loss = self.base(
+                embeddings, labels, reference=proxies, reference_labels=self.proxy_labels
+            )
         loss = self.proxy_weight * loss
         if self.batch_weight:
             loss = loss + self.batch_weight * self.base(embeddings, labels)
         return loss
 
     # ---------------------------------------------------------------- proxies
-    def set_proxies_from_pool(self, pool: torch.Tensor, old_proxies: Optional[torch.Tensor]) -> None:
+    def set_proxies_from_pool(
+        self, pool: torch.Tensor, old_proxies: Optional[torch.Tensor]
+    ) -> None:
         """Algorithm 2: from the embeddings of ``b`` pool samples per class (``pool``
         ``[C, b, D]``) pick ``K`` per class by greedy k-center relative to ``old_proxies``
         (``[C*K, D]``, k-major, compared after L2 normalisation, the space of the loss; Algorithm 2 leaves it
@@ -143,8 +160,14 @@ class CCP(LossWrapper):
         pool = pool.to(self.proxies)
         old = None
         if old_proxies is not None:
-            old = F.normalize(old_proxies.to(self.proxies), dim=1).reshape(self.k, self.num_classes, -1).transpose(0, 1)
+            old = (
+                F.normalize(old_proxies.to(self.proxies), dim=1)
+                .reshape(self.k, self.num_classes, -1)
+                .transpose(0, 1)
+            )
         picks = select_proxies(pool, old, self.k).to(pool.device)
-        chosen = pool[torch.arange(self.num_classes, device=pool.device)[:, None], picks]  # [C, K, D]
+        chosen = pool[
+            torch.arange(self.num_classes, device=pool.device)[:, None], picks
+        ]  # [C, K, D]
         with torch.no_grad():
             self.proxies.copy_(chosen.transpose(0, 1).reshape(-1, chosen.shape[-1]))

@@ -18,7 +18,12 @@ import torch
 from gspdml.ops.kcenter import greedy_k_center
 
 
-def sample_pool(labels: np.ndarray, num_classes: int, pool_size: int, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+def sample_pool(
+    labels: np.ndarray,
+    num_classes: int,
+    pool_size: int,
+    generator: Optional[torch.Generator] = None,
+) -> torch.Tensor:
     """Dataset indices ``[num_classes, pool_size]`` of ``pool_size`` random samples per class.
 
     Sampling is without replacement; a class with fewer samples than ``pool_size`` is padded
@@ -29,7 +34,9 @@ def sample_pool(labels: np.ndarray, num_classes: int, pool_size: int, generator:
     order = torch.argsort(labels_t, stable=True)
     counts = torch.bincount(labels_t, minlength=num_classes)
     if len(counts) > num_classes:
-        raise ValueError(f"training labels go up to {len(counts) - 1} but num_classes is {num_classes}")
+        raise ValueError(
+            f"training labels go up to {len(counts) - 1} but num_classes is {num_classes}"
+        )
     starts = torch.cumsum(counts, 0) - counts
     pool = torch.empty(num_classes, pool_size, dtype=torch.long)
     for c in range(num_classes):
@@ -39,7 +46,12 @@ def sample_pool(labels: np.ndarray, num_classes: int, pool_size: int, generator:
         if n >= pool_size:
             picks = torch.randperm(n, generator=generator)[:pool_size]
         else:
-            picks = torch.cat([torch.randperm(n, generator=generator), torch.randint(n, (pool_size - n,), generator=generator)])
+            picks = torch.cat(
+                [
+                    torch.randperm(n, generator=generator),
+                    torch.randint(n, (pool_size - n,), generator=generator),
+                ]
+            )
         pool[c] = order[starts[c] + picks]
     return pool
 

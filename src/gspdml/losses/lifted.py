@@ -13,7 +13,9 @@ from gspdml.losses.pairs import PairLoss
 def _masked_logsumexp(values: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
     """``log sum_{mask} exp(values)`` along ``dim``; a huge negative number where the mask is empty
     (so that the term vanishes after ``relu`` without NaN gradients)."""
-    return torch.logsumexp(values.masked_fill(~mask, torch.finfo(values.dtype).min), dim=dim, keepdim=True)
+    return torch.logsumexp(
+        values.masked_fill(~mask, torch.finfo(values.dtype).min), dim=dim, keepdim=True
+    )
 
 
 @LOSSES.register("lifted", "lifted_structure")

@@ -30,7 +30,11 @@ from gspdml.losses.pairs import (
 
 
 def _signed_margin_terms(
-    dist: torch.Tensor, beta: Union[float, torch.Tensor], alpha: float, positive: torch.Tensor, negative: torch.Tensor
+    dist: torch.Tensor,
+    beta: Union[float, torch.Tensor],
+    alpha: float,
+    positive: torch.Tensor,
+    negative: torch.Tensor,
 ) -> torch.Tensor:
     """The per-pair losses ``(iota (d - beta) + alpha)_+`` of the valid pairs, flattened;
     ``beta`` is a number or a column ``[B, 1]`` (one boundary per anchor)."""
@@ -56,7 +60,9 @@ class GeneralizedContrastive(PairLoss):
 
     def pair_loss(self, anchors, reference, positive, negative):
         dist = self.distances(anchors, reference)
-        return self._reduce(_signed_margin_terms(dist, self.beta, self.alpha, positive, negative), dist)
+        return self._reduce(
+            _signed_margin_terms(dist, self.beta, self.alpha, positive, negative), dist
+        )
 
     def _reduce(self, terms: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
         return mean_nonzero(terms) if self.reduction == "avg_nonzero" else mean_or_zero(terms, like)
@@ -92,14 +98,23 @@ class MarginLoss(GeneralizedContrastive):
     ):
         super().__init__(beta=beta, alpha=alpha, reduction=reduction)
         if beta_per_class and not num_classes:
-            raise ConfigError("margin.beta_per_class", "needs num_classes, which the trainer supplies")
+            raise ConfigError(
+                "margin.beta_per_class", "needs num_classes, which the trainer supplies"
+            )
         size = int(num_classes) if beta_per_class else 1
         init = torch.full((size,), float(beta))
         self.beta = nn.Parameter(init) if learn_beta else init
         self.nu, self.lr_multiplier = float(nu), float(lr_multiplier)
 
     def forward(
-        self, embeddings, labels, output=None, *, reference=None, reference_labels=None, reference_self=None
+        self,
+        embeddings,
+        labels,
+        output=None,
+        *,
+        reference=None,
+        reference_labels=None,
+        reference_self=None,
     ):
         reference, reference_labels, reference_self = resolve_reference(
             embeddings, labels, reference, reference_labels, reference_self

@@ -112,7 +112,10 @@ class Metrix(LossWrapper):
         mix_chunk: Optional[int] = None,
     ):
         super().__init__(with_recipe_defaults(loss, self.field("loss")), embedding_dim, num_classes)
-        self.require_base(LabelWeightedLoss, "a loss with label weights (contrastive, contrastive_similarity, c1, ms, proxy_anchor)")
+        self.require_base(
+            LabelWeightedLoss,
+            "a loss with label weights (contrastive, contrastive_similarity, c1, ms, proxy_anchor)",
+        )
         # Metrix L2-normalises the clean embeddings, and the mixed ones unless renormalize=False
         self.base.normalize_inputs = False
         self.require_choice("level", level, LEVELS)
@@ -120,11 +123,24 @@ class Metrix(LossWrapper):
         self.require_choice("positives", positives, POSITIVES)
         self.require_positive("mix_alpha", mix_alpha)
         self.require(hard_negatives >= 1, "hard_negatives", f"must be >= 1, got {hard_negatives}")
-        self.require(mix_chunk is None or (mix_chunk >= 1 and level == "feature"), "mix_chunk",
-                     f"must be null or >= 1 with level: feature, got {mix_chunk!r} at level {level!r}")
+        self.require(
+            mix_chunk is None or (mix_chunk >= 1 and level == "feature"),
+            "mix_chunk",
+            f"must be null or >= 1 with level: feature, got {mix_chunk!r} at level {level!r}",
+        )
         self.lr_multiplier = getattr(self.base, "lr_multiplier", 1.0)
-        self.level, self.pairs, self.positives, self.mix_alpha, self.mix_weight = level, pairs, positives, mix_alpha, mix_weight
-        self.hard_negatives, self.lambda_per_pair, self.renormalize = hard_negatives, lambda_per_pair, renormalize
+        self.level, self.pairs, self.positives, self.mix_alpha, self.mix_weight = (
+            level,
+            pairs,
+            positives,
+            mix_alpha,
+            mix_weight,
+        )
+        self.hard_negatives, self.lambda_per_pair, self.renormalize = (
+            hard_negatives,
+            lambda_per_pair,
+            renormalize,
+        )
         self.mix_chunk = mix_chunk
         if level == "feature":  # mixes backbone maps and embeds them with the rest of the model
             self.requires = BatchRequirements(reads=frozenset({"embed_features"}))
@@ -143,7 +159,9 @@ class Metrix(LossWrapper):
 
         return self.objective(embeddings, labels, mix, kind=kind, lam=lam)
 
-    def training_objective(self, model: nn.Module, images, labels, *, kind: Optional[str] = None, lam=None):
+    def training_objective(
+        self, model: nn.Module, images, labels, *, kind: Optional[str] = None, lam=None
+    ):
         if self.level == "embedding":
             output = model(images)
             return self(output.embedding, labels, output, kind=kind, lam=lam)
@@ -152,15 +170,21 @@ class Metrix(LossWrapper):
             clean = model.embed_features(maps).embedding
 
             def embed_mixed(triples, weights):
-                return model.embed_features(_mix(weights, maps[triples[:, 1]], maps[triples[:, 2]])).embedding
+                return model.embed_features(
+                    _mix(weights, maps[triples[:, 1]], maps[triples[:, 2]])
+                ).embedding
 
             def mix(triples, weights):
                 if self.mix_chunk is None or len(triples) <= self.mix_chunk:
                     return embed_mixed(triples, weights)
-                return torch.cat([
-                    checkpoint(embed_mixed, t, w, use_reentrant=False)
-                    for t, w in zip(triples.split(self.mix_chunk), weights.split(self.mix_chunk))
-                ])
+                return torch.cat(
+                    [
+                        checkpoint(embed_mixed, t, w, use_reentrant=False)
+                        for t, w in zip(
+                            triples.split(self.mix_chunk), weights.split(self.mix_chunk)
+                        )
+                    ]
+                )
 
             return self.objective(clean, labels, mix, kind=kind, lam=lam)
         clean = model(images).embedding
@@ -185,14 +209,20 @@ class Metrix(LossWrapper):
         mixed embeddings; ``kind`` and ``lam`` (a scalar or ``[M]``) override the random draws."""
         e = F.normalize(embeddings, dim=1)
         clean = self.base.clean(e, labels)
-        kind = kind or (KINDS[int(torch.randint(len(KINDS), ()))] if self.pairs == "random" else self.pairs)
+        kind = kind or (
+            KINDS[int(torch.randint(len(KINDS), ()))] if self.pairs == "random" else self.pairs
+        )
         triples = mixing_triples(labels, kind, e @ e.T if hard else None, hard, self.positives)
         if getattr(self.base, "anchorless", False):  # proxy anchors: each mixed pair once
             pairs = torch.unique(triples[:, 1:], dim=0)
             triples = torch.cat([pairs[:, :1], pairs], dim=1)
         if len(triples) == 0:
             return clean
-        weights = self._draw_lambda(len(triples), e) if lam is None else torch.as_tensor(lam, dtype=e.dtype, device=e.device)
+        weights = (
+            self._draw_lambda(len(triples), e)
+            if lam is None
+            else torch.as_tensor(lam, dtype=e.dtype, device=e.device)
+        )
         weights = weights.expand(len(triples))
         mixed = mix(triples, weights)
         if self.renormalize:
@@ -200,7 +230,9 @@ class Metrix(LossWrapper):
         return clean + self.mix_weight * self.base.mixed(e, labels, mixed, triples, weights)
 
     def _draw_lambda(self, count: int, like: torch.Tensor) -> torch.Tensor:
-        beta = torch.distributions.Beta(torch.tensor(float(self.mix_alpha)), torch.tensor(float(self.mix_alpha)))
+        beta = torch.distributions.Beta(
+            torch.tensor(float(self.mix_alpha)), torch.tensor(float(self.mix_alpha))
+        )
         draws = beta.sample((count,) if self.lambda_per_pair else ())
         return draws.to(dtype=like.dtype, device=like.device)
 

@@ -27,7 +27,10 @@ POSITIVES = ("all", "first")
 
 
 def mixing_triples(
-    labels: torch.Tensor, kind: str, similarity: Optional[torch.Tensor] = None, hard_negatives: Optional[int] = None,
+    labels: torch.Tensor,
+    kind: str,
+    similarity: Optional[torch.Tensor] = None,
+    hard_negatives: Optional[int] = None,
     positives: str = "all",
 ) -> torch.Tensor:
     """int64 ``[M, 3]`` rows ``(anchor, first, second)``, sorted by anchor.

@@ -15,14 +15,18 @@ from __future__ import annotations
 import torch
 
 
-def positivity_threshold(lam: torch.Tensor, beta: float = 18.0, gamma: float = 75.0, m: float = 0.77) -> torch.Tensor:
+def positivity_threshold(
+    lam: torch.Tensor, beta: float = 18.0, gamma: float = 75.0, m: float = 0.77
+) -> torch.Tensor:
     """Eq. 2.22: the largest similarity at which a mixed embedding with factor ``lam`` in (0, 1)
     is still pulled towards the anchor."""
     lam = torch.as_tensor(lam, dtype=torch.float64)
     return torch.log(lam / (1 - lam)) / (beta + gamma) + m
 
 
-def positive_probability(similarities: torch.Tensor, lam: float, beta: float = 18.0, gamma: float = 75.0, m: float = 0.77) -> float:
+def positive_probability(
+    similarities: torch.Tensor, lam: float, beta: float = 18.0, gamma: float = 75.0, m: float = 0.77
+) -> float:
     """Eq. 2.23 with the empirical CDF: the fraction of anchor-to-mixed similarities (all
     mixed with factor ``lam``) that lie at or below the threshold of Eq. 2.22."""
     threshold = positivity_threshold(lam, beta, gamma, m)

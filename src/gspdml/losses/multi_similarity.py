@@ -73,13 +73,20 @@ class MultiSimilarity(WeightedPairLoss):
 
     def pair_loss(self, anchors, reference, positive, negative):
         sim = self.pair_values(anchors, reference)
-        return self.weighted_loss(sim, positive.to(sim.dtype), negative.to(sim.dtype), mine=self.mining)
+        return self.weighted_loss(
+            sim, positive.to(sim.dtype), negative.to(sim.dtype), mine=self.mining
+        )
 
     def weighted_loss(self, values, positive_weights, negative_weights, mine: bool = False):
         anchors = ((positive_weights + negative_weights) > 0).any(1).sum()
         if mine:
-            kept_pos, kept_neg = multi_similarity_mining(values.detach(), positive_weights > 0, negative_weights > 0, self.epsilon)
-            positive_weights, negative_weights = positive_weights * kept_pos, negative_weights * kept_neg
+            kept_pos, kept_neg = multi_similarity_mining(
+                values.detach(), positive_weights > 0, negative_weights > 0, self.epsilon
+            )
+            positive_weights, negative_weights = (
+                positive_weights * kept_pos,
+                negative_weights * kept_neg,
+            )
         pos = log1p_sum_exp(-self.alpha * (values - self.base), positive_weights) / self.alpha
         neg = log1p_sum_exp(self.beta * (values - self.base), negative_weights) / self.beta
         return (pos + neg).sum() / anchors.clamp(min=1)

@@ -24,7 +24,8 @@ def check_reduction(loss_name: str, reduction: str, allowed: tuple[str, ...] = R
     """Return ``reduction`` or raise a :class:`ConfigError` naming ``<loss>.reduction``."""
     if reduction not in allowed:
         raise ConfigError(
-            f"{loss_name}.reduction", f"unknown reduction {reduction!r}; allowed: {', '.join(allowed)}"
+            f"{loss_name}.reduction",
+            f"unknown reduction {reduction!r}; allowed: {', '.join(allowed)}",
         )
     return reduction
 
@@ -35,7 +36,9 @@ def euclidean_distances(a: torch.Tensor, b: torch.Tensor, normalize: bool = True
     ``normalize=False`` measures the rows as given (``LpDistance(normalize_embeddings=False)``)."""
     if normalize:
         a, b = F.normalize(a, dim=1), F.normalize(b, dim=1)
-    squared = (a.pow(2).sum(1, keepdim=True) + b.pow(2).sum(1)[None, :] - 2.0 * a @ b.T).clamp(min=0.0)
+    squared = (a.pow(2).sum(1, keepdim=True) + b.pow(2).sum(1)[None, :] - 2.0 * a @ b.T).clamp(
+        min=0.0
+    )
     return torch.sqrt(squared + 1e-12)
 
 
@@ -72,7 +75,9 @@ def log1p_sum_exp(logits: torch.Tensor, weights: torch.Tensor, dim: int = 1) -> 
         masked = logits.masked_fill(~weights, float("-inf"))
     else:
         tiny = torch.finfo(logits.dtype).tiny
-        masked = torch.where(weights > 0, logits + torch.log(weights.to(logits.dtype).clamp(min=tiny)), float("-inf"))
+        masked = torch.where(
+            weights > 0, logits + torch.log(weights.to(logits.dtype).clamp(min=tiny)), float("-inf")
+        )
     zero = torch.zeros_like(masked.narrow(dim, 0, 1))
     return torch.logsumexp(torch.cat([zero, masked], dim=dim), dim=dim)
 
@@ -105,7 +110,9 @@ def weighted_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     return values.sum() / torch.where(total > 0, total, torch.ones_like(total))
 
 
-def anchor_mean(values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor) -> torch.Tensor:
+def anchor_mean(
+    values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor
+) -> torch.Tensor:
     """``sum values`` (``[A, R]``, already weighted) divided by the number of anchors (rows) that
     have at least one pair of positive weight: per anchor the sum over its pairs, mean over anchors."""
     anchors = ((positive_weights + negative_weights) > 0).any(1).sum()
@@ -172,7 +179,11 @@ class PairLoss(MetricLoss):
         return self.pair_loss(embeddings, reference, positive, negative)
 
     def pair_loss(
-        self, anchors: torch.Tensor, reference: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor
+        self,
+        anchors: torch.Tensor,
+        reference: torch.Tensor,
+        positive: torch.Tensor,
+        negative: torch.Tensor,
     ) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -192,7 +203,11 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
 
     def pair_values(self, anchors: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
         """``[A, R]`` distances or similarities of all pairs."""
-        return self.distances(anchors, reference) if self.measure == "distance" else self.similarities(anchors, reference)
+        return (
+            self.distances(anchors, reference)
+            if self.measure == "distance"
+            else self.similarities(anchors, reference)
+        )
 
     def paired_values(self, anchors: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         """``[P]`` distances or similarities of row ``j`` with row ``j``."""
@@ -214,7 +229,9 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
         from the differences stay exact for near-identical embeddings, where the matrix form
         ``|a|^2 + |b|^2 - 2 a.b`` cancels)."""
         n = len(labels)
-        anchor, candidate = torch.nonzero(~torch.eye(n, dtype=torch.bool, device=labels.device), as_tuple=True)
+        anchor, candidate = torch.nonzero(
+            ~torch.eye(n, dtype=torch.bool, device=labels.device), as_tuple=True
+        )
         y = (labels[anchor] == labels[candidate]).to(embeddings.dtype)
         return self.labelled(embeddings, embeddings, anchor, candidate, y)
 

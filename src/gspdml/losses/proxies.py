@@ -34,13 +34,18 @@ class ProxyLoss(MetricLoss):
         for field, value in (("num_classes", num_classes), ("embedding_dim", embedding_dim)):
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(
-                    f"{name}.{field}", f"must be a positive integer supplied by the trainer, got {value!r}"
+                    f"{name}.{field}",
+                    f"must be a positive integer supplied by the trainer, got {value!r}",
                 )
         if int(proxies_per_class) < 1:
-            raise ConfigError(f"{name}.proxies_per_class", f"must be >= 1, got {proxies_per_class!r}")
+            raise ConfigError(
+                f"{name}.proxies_per_class", f"must be >= 1, got {proxies_per_class!r}"
+            )
         self.num_classes, self.proxies_per_class = num_classes, int(proxies_per_class)
         self.lr_multiplier = float(lr_multiplier)
-        self.proxies = nn.Parameter(torch.empty(num_classes * self.proxies_per_class, embedding_dim))
+        self.proxies = nn.Parameter(
+            torch.empty(num_classes * self.proxies_per_class, embedding_dim)
+        )
         self.reset_proxies()
 
     def reset_proxies(self) -> None:
@@ -49,7 +54,9 @@ class ProxyLoss(MetricLoss):
 
     def proxy_classes(self, device: torch.device) -> torch.Tensor:
         """Class of each proxy row ``[num_classes * proxies_per_class]``."""
-        return torch.arange(self.num_classes, device=device).repeat_interleave(self.proxies_per_class)
+        return torch.arange(self.num_classes, device=device).repeat_interleave(
+            self.proxies_per_class
+        )
 
     def cosines(self, embeddings: torch.Tensor) -> torch.Tensor:
         """Cosine similarities ``[B, num_classes * proxies_per_class]`` of embeddings and proxies."""

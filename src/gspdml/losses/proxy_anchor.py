@@ -59,7 +59,10 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
         variant: Literal["original", "thesis_generic"] = "original",
     ):
         if variant not in self.VARIANTS:
-            raise ConfigError("proxy_anchor.variant", f"unknown variant {variant!r}; allowed: {', '.join(self.VARIANTS)}")
+            raise ConfigError(
+                "proxy_anchor.variant",
+                f"unknown variant {variant!r}; allowed: {', '.join(self.VARIANTS)}",
+            )
         super().__init__(num_classes, embedding_dim, 1, lr_multiplier)
         self.delta, self.alpha, self.variant = float(delta), float(alpha), variant
 

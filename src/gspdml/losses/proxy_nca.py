@@ -39,7 +39,10 @@ class ProxyNCA(ProxyLoss):
         lr_multiplier: float = 100.0,
     ):
         super().__init__(num_classes, embedding_dim, 1, lr_multiplier)
-        self.temperature, self.assignment_probability = float(temperature), bool(assignment_probability)
+        self.temperature, self.assignment_probability = (
+            float(temperature),
+            bool(assignment_probability),
+        )
 
     def reset_proxies(self) -> None:
         nn.init.normal_(self.proxies, std=1.0 / 8.0)
@@ -94,4 +97,6 @@ class ProxyNCAPlusPlus(ProxyNCA):
         assignment_probability: bool = True,
         lr_multiplier: float = 1.0,
     ):
-        super().__init__(num_classes, embedding_dim, temperature, assignment_probability, lr_multiplier)
+        super().__init__(
+            num_classes, embedding_dim, temperature, assignment_probability, lr_multiplier
+        )

@@ -48,14 +48,21 @@ class SoftTriple(ProxyLoss):
         lr_multiplier: float = 100.0,
     ):
         super().__init__(num_classes, embedding_dim, centers_per_class, lr_multiplier)
-        self.la, self.gamma, self.tau, self.margin = float(la), float(gamma), float(tau), float(margin)
+        self.la, self.gamma, self.tau, self.margin = (
+            float(la),
+            float(gamma),
+            float(tau),
+            float(margin),
+        )
 
     def reset_proxies(self) -> None:
         nn.init.kaiming_uniform_(self.proxies, a=math.sqrt(5))
 
     def class_similarities(self, embeddings: torch.Tensor) -> torch.Tensor:
         """``S_ic`` ``[B, C]`` (Eq. 8)."""
-        sim = self.cosines(embeddings).view(len(embeddings), self.num_classes, self.proxies_per_class)
+        sim = self.cosines(embeddings).view(
+            len(embeddings), self.num_classes, self.proxies_per_class
+        )
         return (F.softmax(sim / self.gamma, dim=2) * sim).sum(2)
 
     def center_regularizer(self) -> torch.Tensor:

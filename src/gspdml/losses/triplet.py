@@ -41,11 +41,17 @@ class TripletMargin(PairLoss):
     """
 
     def __init__(
-        self, margin: float = 0.05, mining: str = "all", reduction: str = "avg_nonzero", max_elements: int = 2**26
+        self,
+        margin: float = 0.05,
+        mining: str = "all",
+        reduction: str = "avg_nonzero",
+        max_elements: int = 2**26,
     ):
         super().__init__()
         if mining not in MININGS:
-            raise ConfigError("triplet.mining", f"unknown mining {mining!r}; allowed: {', '.join(MININGS)}")
+            raise ConfigError(
+                "triplet.mining", f"unknown mining {mining!r}; allowed: {', '.join(MININGS)}"
+            )
         self.margin, self.mining, self.max_elements = float(margin), mining, int(max_elements)
         self.reduction = check_reduction("triplet", reduction)
 
@@ -57,7 +63,9 @@ class TripletMargin(PairLoss):
         for rows in self._anchor_chunks(*dist.shape):
             losses, keep = self._triplets(dist[rows], positive[rows], negative[rows])
             total = total + losses[keep].sum()
-            count = count + ((losses[keep] > 0).sum() if self.reduction == "avg_nonzero" else keep.sum())
+            count = count + (
+                (losses[keep] > 0).sum() if self.reduction == "avg_nonzero" else keep.sum()
+            )
         return total / count.clamp(min=1)
 
     def _anchor_chunks(self, num_anchors: int, num_reference: int) -> list[slice]:
@@ -83,7 +91,9 @@ class TripletMargin(PairLoss):
             keep = keep & (gap <= min(0.0, self.margin))
         return F.relu(self.margin - gap), keep
 
-    def _batch_hard(self, dist: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
+    def _batch_hard(
+        self, dist: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor
+    ) -> torch.Tensor:
         hardest_pos = dist.masked_fill(~positive, float("-inf")).amax(1)
         hardest_neg = dist.masked_fill(~negative, float("inf")).amin(1)
         valid = positive.any(1) & negative.any(1)

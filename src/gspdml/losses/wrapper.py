@@ -43,9 +43,13 @@ class LossWrapper(MetricLoss):
         if isinstance(base, nn.Module):
             self.base = base
         elif self.nested[self.base_option] is LOSSES:
-            self.base = build_loss(base, field, embedding_dim=embedding_dim, num_classes=num_classes)
+            self.base = build_loss(
+                base, field, embedding_dim=embedding_dim, num_classes=num_classes
+            )
         else:
-            self.base = self.nested[self.base_option].build(base, field, embedding_dim=embedding_dim, num_classes=num_classes)
+            self.base = self.nested[self.base_option].build(
+                base, field, embedding_dim=embedding_dim, num_classes=num_classes
+            )
 
     def batch_requirements(self) -> BatchRequirements:
         """The wrapper's own requirements and its base loss's."""
@@ -63,11 +67,17 @@ class LossWrapper(MetricLoss):
 
     def require_choice(self, option: str, value: Any, allowed: tuple[str, ...]) -> None:
         """``value`` must be one of ``allowed``; the error lists them."""
-        self.require(value in allowed, option, f"unknown value {value!r}; allowed: {', '.join(allowed)}")
+        self.require(
+            value in allowed, option, f"unknown value {value!r}; allowed: {', '.join(allowed)}"
+        )
 
     def require_base(self, kind: type, description: str) -> None:
         """The built ``base`` must be a ``kind`` (e.g. XBM and CCP need a pair loss)."""
-        self.require(isinstance(self.base, kind), self.base_option, f"must be {description}, got {type(self.base).__name__}")
+        self.require(
+            isinstance(self.base, kind),
+            self.base_option,
+            f"must be {description}, got {type(self.base).__name__}",
+        )
 
     def require_positive(self, option: str, value: float) -> float:
         """``value`` must be ``> 0`` (a ridge weight, a logit scale)."""
@@ -76,5 +86,9 @@ class LossWrapper(MetricLoss):
 
     def require_mixing(self, mixing: float) -> float:
         """``lambda`` of ``(1 - lambda) base + lambda L_extra`` must lie in ``[0, 1]``."""
-        self.require(0.0 <= mixing <= 1.0, "mixing", f"the mixing weight lambda must be in [0, 1], got {mixing}")
+        self.require(
+            0.0 <= mixing <= 1.0,
+            "mixing",
+            f"the mixing weight lambda must be in [0, 1], got {mixing}",
+        )
         return float(mixing)

@@ -56,7 +56,9 @@ class CrossBatchMemory(LossWrapper):
     ):
         super().__init__(base, embedding_dim, num_classes)
         self.require_base(PairLoss, "a pair loss (c1, c2, triplet, ms, ...)")
-        self.require(int(memory_batches) >= 1, "memory_batches", f"must be >= 1, got {memory_batches!r}")
+        self.require(
+            int(memory_batches) >= 1, "memory_batches", f"must be >= 1, got {memory_batches!r}"
+        )
         self.require(int(start_step) >= 0, "start_step", f"must be >= 0, got {start_step!r}")
         self.memory_batches, self.start_step = int(memory_batches), int(start_step)
         self.memory_weight, self.fill_before_start = float(memory_weight), bool(fill_before_start)
@@ -73,7 +75,9 @@ class CrossBatchMemory(LossWrapper):
     @property
     def active(self) -> bool:
         """Whether the memory term is on at the current step (see the class docstring)."""
-        first = self.start_step + self.memory_batches - 1 if self.fill_before_start else self.start_step
+        first = (
+            self.start_step + self.memory_batches - 1 if self.fill_before_start else self.start_step
+        )
         return int(self.step) >= first
 
     @property
@@ -105,7 +109,9 @@ class CrossBatchMemory(LossWrapper):
         batch = len(embeddings)
         if self.memory.numel() == 0:
             dtype = torch.promote_types(embeddings.dtype, torch.float32)
-            self._allocate(self.memory_batches * batch, embeddings.shape[1], embeddings.device, dtype)
+            self._allocate(
+                self.memory_batches * batch, embeddings.shape[1], embeddings.device, dtype
+            )
         size = len(self.memory)
         if batch > size:
             raise ValueError(f"xbm: batch of {batch} does not fit a memory of {size} rows")

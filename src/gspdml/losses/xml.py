@@ -81,18 +81,27 @@ class XML(LossWrapper):
     ):
         super().__init__(base, embedding_dim, num_classes)
         self.mixing, self.ridge = self.require_mixing(mixing), self.require_positive("ridge", ridge)
-        self.require(num_prototypes >= 1, "num_prototypes", f"need at least one prototype, got {num_prototypes}")
+        self.require(
+            num_prototypes >= 1,
+            "num_prototypes",
+            f"need at least one prototype, got {num_prototypes}",
+        )
         self.eps = float(eps)
         self.normalize_predictions = bool(normalize_predictions)
         self.lr_multiplier = float(lr_multiplier)
-        self.prototypes = nn.Parameter(nn.init.xavier_uniform_(torch.empty(num_prototypes, embedding_dim)))
+        self.prototypes = nn.Parameter(
+            nn.init.xavier_uniform_(torch.empty(num_prototypes, embedding_dim))
+        )
 
-    def cross_batch_loss(self, local: torch.Tensor, pooled: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def cross_batch_loss(
+        self, local: torch.Tensor, pooled: torch.Tensor, labels: torch.Tensor
+    ) -> torch.Tensor:
         """``L_XML`` of Eq. 2.10 for a batch ordered as two class-disjoint halves."""
         width = local.shape[1] if local.dim() == 4 else local.shape[-1]
         if width != self.prototypes.shape[1]:
             raise ConfigError(
-                "loss", f"xml prototypes have {self.prototypes.shape[1]} channels but the local features have {width}"
+                "loss",
+                f"xml prototypes have {self.prototypes.shape[1]} channels but the local features have {width}",
             )
         total = pooled.new_zeros((), dtype=torch.float32)
         with torch.autocast(device_type=local.device.type, enabled=False):  # solves in float32
@@ -106,7 +115,12 @@ class XML(LossWrapper):
 
     def forward(self, embeddings, labels, output=None):
         if output is None or output.local is None:
-            raise ConfigError("loss", "xml reads the local features (output.local) of the embedder; none were given")
+            raise ConfigError(
+                "loss",
+                "xml reads the local features (output.local) of the embedder; none were given",
+            )
         pooled = output.pooled if output.pooled is not None else embeddings
         dml = self.base(embeddings, labels, output)
-        return (1.0 - self.mixing) * dml + self.mixing * self.cross_batch_loss(output.local, pooled, labels)
+        return (1.0 - self.mixing) * dml + self.mixing * self.cross_batch_loss(
+            output.local, pooled, labels
+        )

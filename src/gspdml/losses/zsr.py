@@ -85,14 +85,18 @@ class ZSR(LossWrapper):
         self.lr_multiplier = float(lr_multiplier)
         dim = int(class_dim or embedding_dim)
         # he_normal as in the authors' code: std sqrt(2 / num_classes)
-        self.class_embeddings = nn.Parameter(nn.init.kaiming_normal_(torch.empty(num_classes, dim), mode="fan_out"))
+        self.class_embeddings = nn.Parameter(
+            nn.init.kaiming_normal_(torch.empty(num_classes, dim), mode="fan_out")
+        )
 
     def zero_shot_loss(self, attributes: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """``L_ZS`` of Eq. 4.4 on a batch ordered as two class-disjoint halves."""
         half_means = []
         with torch.autocast(device_type=attributes.device.type, enabled=False):  # solves in float32
             targets = self.class_embeddings[labels]
-            for half, predicted in ridge_across_halves(attributes.float(), targets, labels, self.ridge, "zsr"):
+            for half, predicted in ridge_across_halves(
+                attributes.float(), targets, labels, self.ridge, "zsr"
+            ):
                 logits = self.logit_scale * predicted @ self.class_embeddings.T
                 half_means.append(F.cross_entropy(logits, labels[half]))
         total = half_means[0] + half_means[1]
@@ -102,7 +106,8 @@ class ZSR(LossWrapper):
         attributes = None if output is None else output.attributes
         if attributes is None:
             raise ConfigError(
-                "loss", "zsr reads the pooling's pseudo-attributes, but the model gave none (use model.pooling: gsp)"
+                "loss",
+                "zsr reads the pooling's pseudo-attributes, but the model gave none (use model.pooling: gsp)",
             )
         dml = self.base(embeddings, labels, output)
         return (1.0 - self.mixing) * dml + self.mixing * self.zero_shot_loss(attributes, labels)

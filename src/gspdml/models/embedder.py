@@ -8,12 +8,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gspdml.errors import ConfigError
 from gspdml.models.backbones import build_backbone
 from gspdml.models.feature_cache import FROZEN_ONLY, SHARED, FeatureCache
 from gspdml.models.output import EmbedderOutput
-from gspdml.errors import ConfigError
-from gspdml.pooling import POOLINGS, Pooling, build_pooling
 from gspdml.ops.normalize import clip_normalize
+from gspdml.pooling import POOLINGS, Pooling, build_pooling
 from gspdml.registry import parse_spec
 
 
@@ -98,7 +98,11 @@ class Embedder(nn.Module):
         self.feature_cache = feature_cache
 
     def forward(self, images: torch.Tensor) -> EmbedderOutput:
-        maps = self.backbone(images) if self.feature_cache is None else self.feature_cache(self.backbone, images)
+        maps = (
+            self.backbone(images)
+            if self.feature_cache is None
+            else self.feature_cache(self.backbone, images)
+        )
         return self.embed_features(maps)
 
     def embed_features(self, maps: torch.Tensor) -> EmbedderOutput:
@@ -141,7 +145,9 @@ def build_embedder(model: dict[str, Any], in_channels: int) -> Embedder:
         projection = nn.Linear(pooling.out_channels(), int(dim), bias=bias)
     normalize = model.get("normalize", True)
     if normalize not in NORMALIZE:
-        raise ConfigError("model.normalize", f"unknown value {normalize!r}; allowed: true, false, clip")
+        raise ConfigError(
+            "model.normalize", f"unknown value {normalize!r}; allowed: true, false, clip"
+        )
     cache = SHARED if model.get("cache_backbone_features") else None
     return Embedder(backbone, pooling, head, normalize, pooled_norm, projection, cache)
 
@@ -154,5 +160,8 @@ def head_position(model: dict[str, Any]) -> str:
         name, _ = parse_spec(model["pooling"], "model.pooling")
         position = cast(type[Pooling], POOLINGS.get(name)).head_placement  # a registry of classes
     if position not in HEAD_POSITIONS:
-        raise ConfigError("model.head", f"unknown head position {position!r}; allowed: {', '.join(HEAD_POSITIONS)}")
+        raise ConfigError(
+            "model.head",
+            f"unknown head position {position!r}; allowed: {', '.join(HEAD_POSITIONS)}",
+        )
     return position

@@ -39,7 +39,9 @@ class FeatureCache:
         self.stored_bytes = 0
         self.hits = self.misses = 0
         self._maps: dict[tuple[str, str, tuple], torch.Tensor] = {}
-        self._weights: dict[int, tuple[tuple, str]] = {}  # id(backbone) -> (tensor versions, digest)
+        self._weights: dict[
+            int, tuple[tuple, str]
+        ] = {}  # id(backbone) -> (tensor versions, digest)
 
     def weights_digest(self, backbone: nn.Module) -> str:
         """Digest of the backbone's state, recomputed only when a tensor was replaced or modified."""
@@ -60,8 +62,15 @@ class FeatureCache:
         device = images.device.type
         precision = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
         weights = self.weights_digest(backbone)
-        keys = [(weights, hashlib.blake2b(_tensor_bytes(image), digest_size=16).hexdigest() + str(tuple(image.shape)), precision)
-                for image in images]
+        keys = [
+            (
+                weights,
+                hashlib.blake2b(_tensor_bytes(image), digest_size=16).hexdigest()
+                + str(tuple(image.shape)),
+                precision,
+            )
+            for image in images
+        ]
         missing = [i for i, key in enumerate(keys) if key not in self._maps]
         self.hits += len(keys) - len(missing)
         self.misses += len(missing)
@@ -75,7 +84,9 @@ class FeatureCache:
                 if self.stored_bytes + size <= self.max_bytes:
                     self._maps[keys[i]] = tensor.clone()
                     self.stored_bytes += size
-        return torch.stack([fresh[i] if i in fresh else self._maps[key] for i, key in enumerate(keys)])
+        return torch.stack(
+            [fresh[i] if i in fresh else self._maps[key] for i, key in enumerate(keys)]
+        )
 
     def clear(self) -> None:
         self._maps.clear()

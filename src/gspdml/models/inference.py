@@ -79,12 +79,18 @@ def embed(
     was_training = model.training
     model.eval()
     loader = DataLoader(
-        dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers,
-        pin_memory=device.type == "cuda", collate_fn=stack_batch,
+        dataset,
+        batch_size=batch_size,
+        shuffle=False,
+        num_workers=num_workers,
+        pin_memory=device.type == "cuda",
+        collate_fn=stack_batch,
     )
     chunks, labels = [], []
     try:
-        for batch in tqdm(loader, desc="embedding", unit="batch", disable=not progress, file=sys.stderr):
+        for batch in tqdm(
+            loader, desc="embedding", unit="batch", disable=not progress, file=sys.stderr
+        ):
             if batch is None:
                 continue
             images, targets = batch
@@ -101,7 +107,9 @@ def embed(
     return torch.cat(chunks), torch.cat(labels)
 
 
-def split_embeddings(model: nn.Module, split: EvalSplit, embed_fn: Callable = embed, **kwargs: Any) -> tuple:
+def split_embeddings(
+    model: nn.Module, split: EvalSplit, embed_fn: Callable = embed, **kwargs: Any
+) -> tuple:
     """``(query, query_labels, gallery, gallery_labels)`` of a split (gallery ``None`` for
     leave-one-out); ``embed_fn(model, dataset, **kwargs)`` embeds one dataset."""
     query, query_labels = embed_fn(model, split.query, **kwargs)

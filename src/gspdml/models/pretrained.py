@@ -60,8 +60,9 @@ def resolve_weights_path(
     raise ConfigError(field, f"expected true, false or a file path, got {pretrained!r}")
 
 
-def hub_checkpoint(*, field: str, filenames: Sequence[str], url: Optional[str] = None,
-                   what: str = "") -> Path:
+def hub_checkpoint(
+    *, field: str, filenames: Sequence[str], url: Optional[str] = None, what: str = ""
+) -> Path:
     """The first of ``filenames`` in :func:`torch_hub_checkpoint_dir` (``pretrained: true``)."""
     directory = torch_hub_checkpoint_dir()
     for name in filenames:
@@ -108,9 +109,11 @@ def read_state_dict(path: Union[str, os.PathLike]) -> dict[str, torch.Tensor]:
     for wrapper in ("state_dict", "model"):
         if isinstance(state, Mapping) and isinstance(state.get(wrapper), Mapping):
             state = state[wrapper]
-    if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+    if not isinstance(state, Mapping) or not all(
+        isinstance(v, torch.Tensor) for v in state.values()
+    ):
         raise DataError(f"{path}: expected a mapping of parameter names to tensors")
-    return {(k[len("module."):] if k.startswith("module.") else k): v for k, v in state.items()}
+    return {(k[len("module.") :] if k.startswith("module.") else k): v for k, v in state.items()}
 
 
 def load_weights(
@@ -153,13 +156,19 @@ def load_weights(
     if unexpected:
         problems.append(f"unexpected {len(unexpected)} keys (e.g. {', '.join(unexpected[:3])})")
     if mismatched:
-        problems.append(f"shape mismatch for {len(mismatched)} keys (e.g. {'; '.join(mismatched[:3])})")
+        problems.append(
+            f"shape mismatch for {len(mismatched)} keys (e.g. {'; '.join(mismatched[:3])})"
+        )
     if problems:
-        raise DataError(f"{source}: weights do not fit {type(module).__name__}: " + "; ".join(problems))
+        raise DataError(
+            f"{source}: weights do not fit {type(module).__name__}: " + "; ".join(problems)
+        )
     module.load_state_dict(adapted, strict=False)
 
 
 def _drops_leading_ones(stored: torch.Size, wanted: torch.Size) -> bool:
     """True when ``stored`` is ``wanted`` with extra leading size-1 axes (``[1, C]`` vs ``[C]``)."""
     extra = len(stored) - len(wanted)
-    return extra > 0 and all(s == 1 for s in stored[:extra]) and tuple(stored[extra:]) == tuple(wanted)
+    return (
+        extra > 0 and all(s == 1 for s in stored[:extra]) and tuple(stored[extra:]) == tuple(wanted)
+    )

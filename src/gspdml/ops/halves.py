@@ -30,7 +30,10 @@ def batch_halves(size: int, loss_name: str) -> tuple[slice, slice]:
     labels would wait for the device.
     """
     if size < 2 or size % 2:
-        raise ConfigError("data.halves", f"{loss_name} needs an even batch of two class-disjoint halves, got {size} samples")
+        raise ConfigError(
+            "data.halves",
+            f"{loss_name} needs an even batch of two class-disjoint halves, got {size} samples",
+        )
     return slice(0, size // 2), slice(size // 2, size)
 
 

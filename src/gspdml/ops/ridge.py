@@ -30,7 +30,9 @@ def ridge_fit(inputs: torch.Tensor, targets: torch.Tensor, ridge: float) -> torc
     return torch.linalg.solve(gram, inputs.T @ targets)
 
 
-def ridge_predict(fit_inputs: torch.Tensor, fit_targets: torch.Tensor, inputs: torch.Tensor, ridge: float) -> torch.Tensor:
+def ridge_predict(
+    fit_inputs: torch.Tensor, fit_targets: torch.Tensor, inputs: torch.Tensor, ridge: float
+) -> torch.Tensor:
     """``Z_new A^T``: the targets predicted for ``inputs`` ``[n, m]`` by the ridge regressor fitted
     on ``(fit_inputs [b, m], fit_targets [b, d])`` (:func:`ridge_fit`); returns ``[n, d]``."""
     return inputs @ ridge_fit(fit_inputs, fit_targets, ridge)

@@ -3,14 +3,31 @@
 Every layer is registered in :data:`POOLINGS` under its config name.
 """
 
+from gspdml.pooling import (  # noqa: F401  (gap_gmp, kmax, weldon, gem, lse, gemax)  # noqa: F401  (attention and re-weighting poolings)  # noqa: F401  (prototype ensembles: clusters x dim outputs)  # noqa: F401  (SimPool chapter)
+    cbam,
+    class_attention,
+    crow,
+    delf,
+    generalized_max,
+    gsop,
+    how,
+    netvlad,
+    order_statistics,
+    otp,
+    power_means,
+    simple,  # noqa: F401  (registers gap, gmp)
+    simpool,
+    slot_attention,
+    solar,
+)
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, build_pooling, flatten_locations
-from gspdml.pooling import simple  # noqa: F401  (registers gap, gmp)
 from gspdml.pooling.gsp.layer import GSP  # noqa: F401  (registers gsp)
-from gspdml.pooling import order_statistics, power_means, generalized_max  # noqa: F401  (gap_gmp, kmax, weldon, gem, lse, gemax)
-from gspdml.pooling import crow, delf, cbam, gsop, solar, how  # noqa: F401  (attention and re-weighting poolings)
-from gspdml.pooling import netvlad, otp  # noqa: F401  (prototype ensembles: clusters x dim outputs)
-from gspdml.pooling import simpool, slot_attention, class_attention  # noqa: F401  (SimPool chapter)
 
 __all__ = [
-    "GSP", "POOLINGS", "Pooled", "Pooling", "build_pooling", "flatten_locations",
+    "GSP",
+    "POOLINGS",
+    "Pooled",
+    "Pooling",
+    "build_pooling",
+    "flatten_locations",
 ]

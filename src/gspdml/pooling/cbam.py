@@ -29,9 +29,15 @@ class CBAM(Pooling):
     def __init__(self, in_channels: int, reduction: int = 16, kernel_size: int = 7):
         super().__init__(in_channels)
         require(reduction >= 1, "reduction", f"must be a positive integer, got {reduction!r}")
-        require(kernel_size >= 1 and kernel_size % 2 == 1, "kernel_size", f"must be a positive odd integer, got {kernel_size!r}")
+        require(
+            kernel_size >= 1 and kernel_size % 2 == 1,
+            "kernel_size",
+            f"must be a positive odd integer, got {kernel_size!r}",
+        )
         hidden = max(in_channels // int(reduction), 1)
-        self.mlp = nn.Sequential(nn.Linear(in_channels, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, in_channels))
+        self.mlp = nn.Sequential(
+            nn.Linear(in_channels, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, in_channels)
+        )
         self.spatial = nn.Conv2d(2, 1, kernel_size, padding=kernel_size // 2)
 
     def forward(self, x: torch.Tensor) -> Pooled:

@@ -38,7 +38,9 @@ class ClassAttentionBlock(nn.Module):
         k = self.wk(z).reshape(b, n + 1, h, d // h).transpose(1, 2)
         v = self.wv(z).reshape(b, n + 1, h, d // h).transpose(1, 2)
         with full_precision(tokens):
-            attention = torch.softmax(wide(q) @ wide(k).transpose(-1, -2) / math.sqrt(d // h), dim=-1)
+            attention = torch.softmax(
+                wide(q) @ wide(k).transpose(-1, -2) / math.sqrt(d // h), dim=-1
+            )
             mixed = (attention @ wide(v)).transpose(1, 2).reshape(b, 1, d)
         cls = cls + self.scale1 * self.proj(mixed)
         cls = cls + self.scale2 * self.mlp(self.norm2(cls))
@@ -58,17 +60,28 @@ class ClassAttention(Pooling):
     order_free = True
     weights_are_distribution = True
 
-    def __init__(self, in_channels: int, heads: int = 4, blocks: int = 1, mlp_ratio: float = 4.0,
-                 layer_scale_init: float = 1e-5):
+    def __init__(
+        self,
+        in_channels: int,
+        heads: int = 4,
+        blocks: int = 1,
+        mlp_ratio: float = 4.0,
+        layer_scale_init: float = 1e-5,
+    ):
         super().__init__(in_channels)
-        require(heads >= 1 and in_channels % heads == 0, "heads",
-                f"must divide the input width {in_channels}, got {heads!r}")
+        require(
+            heads >= 1 and in_channels % heads == 0,
+            "heads",
+            f"must divide the input width {in_channels}, got {heads!r}",
+        )
         require(blocks >= 1, "blocks", f"must be a positive integer, got {blocks!r}")
         require(mlp_ratio > 0, "mlp_ratio", f"must be positive, got {mlp_ratio!r}")
         self.cls = nn.Parameter(torch.empty(1, 1, in_channels))
         nn.init.trunc_normal_(self.cls, std=0.02)
-        self.blocks = nn.ModuleList(ClassAttentionBlock(in_channels, int(heads), float(mlp_ratio), layer_scale_init)
-                                    for _ in range(int(blocks)))
+        self.blocks = nn.ModuleList(
+            ClassAttentionBlock(in_channels, int(heads), float(mlp_ratio), layer_scale_init)
+            for _ in range(int(blocks))
+        )
         self.norm = nn.LayerNorm(in_channels, eps=1e-6)
 
     def forward(self, x: torch.Tensor) -> Pooled:

@@ -26,7 +26,14 @@ class CroW(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, a: float = 2.0, b: float = 2.0, rectify: bool = True, eps: float = 1e-6):
+    def __init__(
+        self,
+        in_channels: int,
+        a: float = 2.0,
+        b: float = 2.0,
+        rectify: bool = True,
+        eps: float = 1e-6,
+    ):
         super().__init__(in_channels)
         require(a > 0, "a", f"must be positive, got {a!r}")
         require(b > 0, "b", f"must be positive, got {b!r}")
@@ -42,8 +49,10 @@ class CroW(Pooling):
             norm = aggregated.norm(p=self.a, dim=1, keepdim=True).clamp_min(self.eps)
             # clamped above 0: the root (b = 2) has an infinite derivative at a location whose
             # features are all zero, which made training diverge
-            spatial_w = (aggregated / norm).clamp_min(self.eps ** 2).pow(1.0 / self.b)
+            spatial_w = (aggregated / norm).clamp_min(self.eps**2).pow(1.0 / self.b)
             nonzero = (feats > 0).to(feats.dtype).mean(dim=1)  # Q [B, C]
-            channel_w = torch.log((nonzero.sum(dim=1, keepdim=True) + self.eps) / (nonzero + self.eps))
+            channel_w = torch.log(
+                (nonzero.sum(dim=1, keepdim=True) + self.eps) / (nonzero + self.eps)
+            )
             pooled = channel_w * (feats * spatial_w.unsqueeze(-1)).sum(dim=1)
         return Pooled(pooled, weights=unflatten_weights(spatial_w, spatial))

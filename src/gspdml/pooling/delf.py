@@ -28,7 +28,9 @@ class DeLF(Pooling):
     def __init__(self, in_channels: int, hidden: int = 512):
         super().__init__(in_channels)
         require(hidden >= 1, "hidden", f"must be a positive integer, got {hidden!r}")
-        self.score = nn.Sequential(nn.Linear(in_channels, int(hidden)), nn.ReLU(inplace=True), nn.Linear(int(hidden), 1))
+        self.score = nn.Sequential(
+            nn.Linear(in_channels, int(hidden)), nn.ReLU(inplace=True), nn.Linear(int(hidden), 1)
+        )
 
     def forward(self, x: torch.Tensor) -> Pooled:
         local, spatial = flatten_locations(x)

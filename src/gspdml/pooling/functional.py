@@ -27,8 +27,13 @@ def wide(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
-def generalized_mean(values: torch.Tensor, p: torch.Tensor | float, dim: int = 1,
-                     weights: torch.Tensor | None = None, eps: float = 1e-6) -> torch.Tensor:
+def generalized_mean(
+    values: torch.Tensor,
+    p: torch.Tensor | float,
+    dim: int = 1,
+    weights: torch.Tensor | None = None,
+    eps: float = 1e-6,
+) -> torch.Tensor:
     """Weighted power mean ``(sum_j a_j max(x_j, eps)^p)^(1/p)`` over ``dim``, in float32.
 
     This is the pooling function ``f_alpha^{-1}(f_alpha(X) a)`` with ``f_alpha(x) = x^gamma``
@@ -68,5 +73,7 @@ def require(condition: bool, option: str, message: str) -> None:
 def require_map(x: torch.Tensor, name: str) -> None:
     """Layers with spatial convolutions need ``[B, C, H, W]``; tokens have no 2-D layout."""
     if x.dim() != 4:
-        raise ValueError(f"{name} pooling needs a feature map [B, C, H, W] (it convolves over space), "
-                         f"got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} pooling needs a feature map [B, C, H, W] (it convolves over space), "
+            f"got shape {tuple(x.shape)}"
+        )

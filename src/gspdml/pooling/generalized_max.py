@@ -34,7 +34,9 @@ class GeneralizedMax(Pooling):
         with full_precision(local):
             phi = wide(local)  # [B, n, C], rows are the f_i
             n = phi.shape[1]
-            gram = phi @ phi.transpose(1, 2) + self.lam * torch.eye(n, device=phi.device, dtype=phi.dtype)
+            gram = phi @ phi.transpose(1, 2) + self.lam * torch.eye(
+                n, device=phi.device, dtype=phi.dtype
+            )
             ones = torch.ones(phi.shape[0], n, 1, device=phi.device, dtype=phi.dtype)
             # Cholesky (the Gram matrix is SPD for lam > 0); the _ex form returns NaN instead of
             # raising on non-finite features, so a diverging run stops with the trainer's message

@@ -28,7 +28,9 @@ class GSoP(Pooling):
 
     def __init__(self, in_channels: int, attention_dim: int = 128):
         super().__init__(in_channels)
-        require(attention_dim >= 2, "attention_dim", f"must be an integer >= 2, got {attention_dim!r}")
+        require(
+            attention_dim >= 2, "attention_dim", f"must be an integer >= 2, got {attention_dim!r}"
+        )
         c = int(attention_dim)
         self.reduce = nn.Linear(in_channels, c, bias=False)
         self.bn = nn.BatchNorm1d(c)

@@ -34,7 +34,11 @@ class HOW(Pooling):
     def __init__(self, in_channels: int, dim: Optional[int] = None, kernel_size: int = 3):
         super().__init__(in_channels)
         require(dim is None or dim >= 1, "dim", f"must be a positive integer or null, got {dim!r}")
-        require(kernel_size >= 1 and kernel_size % 2 == 1, "kernel_size", f"must be a positive odd integer, got {kernel_size!r}")
+        require(
+            kernel_size >= 1 and kernel_size % 2 == 1,
+            "kernel_size",
+            f"must be a positive odd integer, got {kernel_size!r}",
+        )
         self.dim = int(dim) if dim is not None else in_channels
         self.kernel_size = int(kernel_size)
         self.fc = nn.Conv2d(in_channels, self.dim, kernel_size=1)
@@ -44,7 +48,9 @@ class HOW(Pooling):
 
     def forward(self, x: torch.Tensor) -> Pooled:
         require_map(x, "how")
-        smoothed = F.avg_pool2d(x, self.kernel_size, stride=1, padding=self.kernel_size // 2, count_include_pad=False)
+        smoothed = F.avg_pool2d(
+            x, self.kernel_size, stride=1, padding=self.kernel_size // 2, count_include_pad=False
+        )
         values = self.fc(smoothed)
         with full_precision(x):
             attention = wide(x).pow(2).sum(dim=1).add(1e-10).sqrt()  # [B, H, W]

@@ -31,15 +31,25 @@ class NetVLAD(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, clusters: int = 8, dim: Optional[int] = 16, alpha: float = 10.0,
-                 normalize_input: bool = True):
+    def __init__(
+        self,
+        in_channels: int,
+        clusters: int = 8,
+        dim: Optional[int] = 16,
+        alpha: float = 10.0,
+        normalize_input: bool = True,
+    ):
         super().__init__(in_channels)
         require(clusters >= 1, "clusters", f"must be a positive integer, got {clusters!r}")
         require(dim is None or dim >= 1, "dim", f"must be a positive integer or null, got {dim!r}")
         self.dim = int(dim) if dim is not None else in_channels
         self.clusters = int(clusters)
         self.normalize_input = bool(normalize_input)
-        self.project = nn.Linear(in_channels, self.dim, bias=False) if self.dim != in_channels else nn.Identity()
+        self.project = (
+            nn.Linear(in_channels, self.dim, bias=False)
+            if self.dim != in_channels
+            else nn.Identity()
+        )
         centres = F.normalize(torch.randn(self.clusters, self.dim), dim=1)
         self.centres = nn.Parameter(centres)
         self.assign = nn.Linear(self.dim, self.clusters)
@@ -57,7 +67,14 @@ class NetVLAD(Pooling):
             feats = wide(feats)
             if self.normalize_input:
                 feats = F.normalize(feats, dim=-1)
-            soft = torch.softmax(F.linear(feats, self.assign.weight.to(feats.dtype), self.assign.bias.to(feats.dtype)), dim=-1)  # [B, n, K]
-            residual_sum = soft.transpose(1, 2) @ feats - soft.sum(dim=1).unsqueeze(-1) * self.centres.to(feats.dtype)
+            soft = torch.softmax(
+                F.linear(
+                    feats, self.assign.weight.to(feats.dtype), self.assign.bias.to(feats.dtype)
+                ),
+                dim=-1,
+            )  # [B, n, K]
+            residual_sum = soft.transpose(1, 2) @ feats - soft.sum(dim=1).unsqueeze(
+                -1
+            ) * self.centres.to(feats.dtype)
             vlad = F.normalize(residual_sum, dim=-1)  # [B, K, dim]
         return Pooled(vlad.flatten(1))

@@ -60,8 +60,16 @@ class Weldon(Pooling):
 
     def __init__(self, in_channels: int, k_max: int = 3, k_min: int = 3):
         super().__init__(in_channels)
-        require(int(k_max) == k_max and k_max >= 1, "k_max", f"must be a positive integer, got {k_max!r}")
-        require(int(k_min) == k_min and k_min >= 0, "k_min", f"must be a non-negative integer, got {k_min!r}")
+        require(
+            int(k_max) == k_max and k_max >= 1,
+            "k_max",
+            f"must be a positive integer, got {k_max!r}",
+        )
+        require(
+            int(k_min) == k_min and k_min >= 0,
+            "k_min",
+            f"must be a non-negative integer, got {k_min!r}",
+        )
         self.k_max, self.k_min = int(k_max), int(k_min)
 
     def forward(self, x: torch.Tensor) -> Pooled:

@@ -48,8 +48,14 @@ class OTP(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, prototypes: int = 8, dim: Optional[int] = 16, eps: float = 0.1,
-                 iters: int = 10):
+    def __init__(
+        self,
+        in_channels: int,
+        prototypes: int = 8,
+        dim: Optional[int] = 16,
+        eps: float = 0.1,
+        iters: int = 10,
+    ):
         super().__init__(in_channels)
         require(prototypes >= 1, "prototypes", f"must be a positive integer, got {prototypes!r}")
         require(dim is None or dim >= 1, "dim", f"must be a positive integer or null, got {dim!r}")
@@ -57,7 +63,11 @@ class OTP(Pooling):
         require(iters >= 1, "iters", f"must be a positive integer, got {iters!r}")
         self.dim = int(dim) if dim is not None else in_channels
         self.prototypes, self.eps, self.iters = int(prototypes), float(eps), int(iters)
-        self.project = nn.Linear(in_channels, self.dim, bias=False) if self.dim != in_channels else nn.Identity()
+        self.project = (
+            nn.Linear(in_channels, self.dim, bias=False)
+            if self.dim != in_channels
+            else nn.Identity()
+        )
         self.references = nn.Parameter(F.normalize(torch.randn(self.prototypes, self.dim), dim=1))
 
     def out_channels(self) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
+from typing import Union
 
 import torch
 from torch import nn
@@ -44,12 +44,25 @@ class SimPool(Pooling):
     #: gamma of ``gamma: auto`` by input layout (Psomas thesis §3.4.4)
     AUTO_GAMMA = {"tokens": 1.25, "maps": 2.0}
 
-    def __init__(self, in_channels: int, gamma: Union[float, str, None] = "auto", use_beta: bool = False,
-                 min_scope: str = "sample", eps: float = 1e-6):
+    def __init__(
+        self,
+        in_channels: int,
+        gamma: Union[float, str, None] = "auto",
+        use_beta: bool = False,
+        min_scope: str = "sample",
+        eps: float = 1e-6,
+    ):
         super().__init__(in_channels)
-        require(gamma is None or gamma == "auto" or (not isinstance(gamma, str) and gamma > 0), "gamma",
-                f"must be positive, auto or null, got {gamma!r}")
-        require(min_scope in ("sample", "batch"), "min_scope", f"must be 'sample' or 'batch', got {min_scope!r}")
+        require(
+            gamma is None or gamma == "auto" or (not isinstance(gamma, str) and gamma > 0),
+            "gamma",
+            f"must be positive, auto or null, got {gamma!r}",
+        )
+        require(
+            min_scope in ("sample", "batch"),
+            "min_scope",
+            f"must be 'sample' or 'batch', got {min_scope!r}",
+        )
         self.gamma = gamma if gamma in (None, "auto") else float(gamma)
         self.min_scope, self.eps = min_scope, float(eps)
         self.norm = nn.LayerNorm(in_channels, eps=1e-6)
@@ -72,8 +85,14 @@ class SimPool(Pooling):
             if gamma is None:
                 pooled = (weights * values).sum(dim=1)
             else:
-                low = values.amin(dim=(1, 2), keepdim=True) if self.min_scope == "sample" else values.min()
-                pooled = generalized_mean(values - low + self.eps, gamma, dim=1, weights=weights, eps=self.eps)
+                low = (
+                    values.amin(dim=(1, 2), keepdim=True)
+                    if self.min_scope == "sample"
+                    else values.min()
+                )
+                pooled = generalized_mean(
+                    values - low + self.eps, gamma, dim=1, weights=weights, eps=self.eps
+                )
             if self.beta is not None:
                 pooled = pooled + self.beta.to(pooled.dtype)
         return Pooled(pooled, weights=unflatten_weights(attention, spatial))

@@ -41,7 +41,11 @@ class SlotAttention(Pooling):
         d, hidden = in_channels, max(int(hidden), in_channels)
         self.iters = int(iters)
         self.initial = nn.Parameter(torch.randn(int(slots), d) / math.sqrt(d))
-        self.norm_input, self.norm_slots, self.norm_mlp = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.norm_input, self.norm_slots, self.norm_mlp = (
+            nn.LayerNorm(d),
+            nn.LayerNorm(d),
+            nn.LayerNorm(d),
+        )
         self.wq, self.wk, self.wv = (nn.Linear(d, d, bias=False) for _ in range(3))
         self.gru = nn.GRUCell(d, d)
         self.mlp = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, d))
@@ -61,4 +65,6 @@ class SlotAttention(Pooling):
                 updates = attention.transpose(1, 2) @ wide(values)  # [B, k, d]
             slots = self.gru(updates.reshape(-1, d), slots.reshape(-1, d)).reshape(b, -1, d)
             slots = slots + self.mlp(self.norm_mlp(slots))
-        return Pooled(wide(slots).amax(dim=1), weights=unflatten_weights(attention.mean(dim=-1), spatial))
+        return Pooled(
+            wide(slots).amax(dim=1), weights=unflatten_weights(attention.mean(dim=-1), spatial)
+        )

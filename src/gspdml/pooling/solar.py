@@ -41,7 +41,9 @@ class SOLAR(Pooling):
         local, spatial = flatten_locations(x)
         q, k, v = torch.relu(self.query(local)), torch.relu(self.key(local)), self.value(local)
         with full_precision(q):
-            attention = torch.softmax(wide(q) @ wide(k).transpose(1, 2) / math.sqrt(q.shape[-1]), dim=-1)
+            attention = torch.softmax(
+                wide(q) @ wide(k).transpose(1, 2) / math.sqrt(q.shape[-1]), dim=-1
+            )
             z = attention @ wide(v)
         enhanced = local + self.out(z)
         pooled = generalized_mean(enhanced, self.p, dim=1)

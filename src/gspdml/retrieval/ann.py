@@ -69,10 +69,23 @@ class AnnParams:
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
-            raise ConfigError("--backend", f"unknown approximate backend {self.backend!r}; allowed: {', '.join(BACKENDS)}")
-        for name in ("train_per_list", "kmeans_iters", "hnsw_m", "ef_construction", "nprobe", "ef", "rerank"):
+            raise ConfigError(
+                "--backend",
+                f"unknown approximate backend {self.backend!r}; allowed: {', '.join(BACKENDS)}",
+            )
+        for name in (
+            "train_per_list",
+            "kmeans_iters",
+            "hnsw_m",
+            "ef_construction",
+            "nprobe",
+            "ef",
+            "rerank",
+        ):
             if int(getattr(self, name)) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')}", f"must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(
+                    f"--{name.replace('_', '-')}", f"must be >= 1, got {getattr(self, name)}"
+                )
 
     def search_setting(self) -> dict:
         """The knob that trades speed for recall, as stored with a recall value."""
@@ -88,7 +101,9 @@ def _faiss():
     try:
         import faiss
     except ImportError as exc:
-        raise ConfigError("--backend", "approximate indexes need faiss: pip install gspdml[faiss]") from exc
+        raise ConfigError(
+            "--backend", "approximate indexes need faiss: pip install gspdml[faiss]"
+        ) from exc
     return faiss
 
 
@@ -128,7 +143,10 @@ def build(vectors, params: AnnParams, train_rows: Optional[np.ndarray] = None):
         pool = np.arange(n) if train_rows is None else np.asarray(train_rows)
         nlist = params.nlist or default_nlist(len(pool))
         if not 1 <= nlist <= len(pool):
-            raise ConfigError("--nlist", f"must be between 1 and the number of training vectors {len(pool)}, got {nlist}")
+            raise ConfigError(
+                "--nlist",
+                f"must be between 1 and the number of training vectors {len(pool)}, got {nlist}",
+            )
         params.nlist = nlist
         quantizer = faiss.IndexFlatL2(dim)
         if params.backend == "ivf":
@@ -142,9 +160,13 @@ def build(vectors, params: AnnParams, train_rows: Optional[np.ndarray] = None):
         index.cp.seed = params.seed
         index.cp.niter = params.kmeans_iters
         index.cp.max_points_per_centroid = params.train_per_list  # faiss must not subsample further
-        index.cp.min_points_per_centroid = min(index.cp.min_points_per_centroid, params.train_per_list)  # asked for
+        index.cp.min_points_per_centroid = min(
+            index.cp.min_points_per_centroid, params.train_per_list
+        )  # asked for
         rng = np.random.default_rng(params.seed)
-        sample = np.sort(rng.choice(pool, min(len(pool), nlist * params.train_per_list), replace=False))
+        sample = np.sort(
+            rng.choice(pool, min(len(pool), nlist * params.train_per_list), replace=False)
+        )
         with _gpu_clustering(faiss, index, dim):
             index.train(_as_float32(x[sample]))
         index.quantizer_trains_alone = 0
@@ -160,7 +182,9 @@ def _gpu_clustering(faiss, index, dim: int):
     if faiss.get_num_gpus() == 0:
         yield
         return
-    flat = faiss.index_cpu_to_all_gpus(faiss.IndexFlatL2(dim))  # referenced here while faiss uses it
+    flat = faiss.index_cpu_to_all_gpus(
+        faiss.IndexFlatL2(dim)
+    )  # referenced here while faiss uses it
     index.clustering_index = flat
     try:
         yield
@@ -173,7 +197,7 @@ def add(index, vectors) -> None:
     not retrained."""
     x = _host(vectors)
     for start in range(0, len(x), _ADD_CHUNK):
-        index.add(_as_float32(x[start:start + _ADD_CHUNK]))
+        index.add(_as_float32(x[start : start + _ADD_CHUNK]))
 
 
 def configure(index, params: AnnParams) -> None:
@@ -221,13 +245,21 @@ def measure_recall(index, params: AnnParams, vectors, rows, k: int) -> dict:
     rows = torch.as_tensor(np.asarray(rows), dtype=torch.long)
     k = min(int(k), len(x) - 1)
     if k < 1 or not len(rows):
-        raise ConfigError("--recall-sample", f"recall needs at least 2 indexed vectors and 1 sample, got {len(x)} and {len(rows)}")
+        raise ConfigError(
+            "--recall-sample",
+            f"recall needs at least 2 indexed vectors and 1 sample, got {len(x)} and {len(rows)}",
+        )
     queries = x[rows]
     _, exact = knn(queries, x, k + 1)
     _, approx = search(index, params, queries, k + 1, vectors=x)
     exact, approx = _drop_own(exact, rows, k), _drop_own(approx, rows, k)
     hits = (approx[:, :, None] == exact[:, None, :]).any(2) & (approx >= 0)
-    return {"k": k, "recall": float(hits.sum(1).double().div(k).mean()), "sample": len(rows), **params.search_setting()}
+    return {
+        "k": k,
+        "recall": float(hits.sum(1).double().div(k).mean()),
+        "sample": len(rows),
+        **params.search_setting(),
+    }
 
 
 def _drop_own(neighbours, rows, k):
@@ -266,10 +298,16 @@ class AnnIndex:
 
     def describe(self) -> str:
         setting = ", ".join(f"{key} {value}" for key, value in self.params.search_setting().items())
-        measured = ", ".join(f"{key} {value}" for key, value in self.recall.items() if key in ("nprobe", "ef", "rerank"))
-        line = (f"approximate search ({self.params.backend}, {setting}): recall@{self.recall['k']} = "
-                f"{self.recall['recall']:.4f} against exact search, measured on {self.recall['sample']} held-out "
-                f"indexed vectors at {measured}")
+        measured = ", ".join(
+            f"{key} {value}"
+            for key, value in self.recall.items()
+            if key in ("nprobe", "ef", "rerank")
+        )
+        line = (
+            f"approximate search ({self.params.backend}, {setting}): recall@{self.recall['k']} = "
+            f"{self.recall['recall']:.4f} against exact search, measured on {self.recall['sample']} held-out "
+            f"indexed vectors at {measured}"
+        )
         if setting != measured:
             line += " (this search uses other settings: recall not measured for them)"
         return line
@@ -279,7 +317,13 @@ class AnnIndex:
         faiss = _faiss()
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        meta = {"format": FORMAT, "version": 1, "count": self.count, "params": asdict(self.params), "recall": self.recall}
+        meta = {
+            "format": FORMAT,
+            "version": 1,
+            "count": self.count,
+            "params": asdict(self.params),
+            "recall": self.recall,
+        }
         index_tmp, meta_tmp = folder / (ANN_FILE + ".tmp"), folder / (ANN_META + ".tmp")
         faiss.write_index(self.index, str(index_tmp))
         meta_tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
@@ -287,8 +331,9 @@ class AnnIndex:
         os.replace(meta_tmp, folder / ANN_META)
 
     @classmethod
-    def load(cls, folder: str | Path, count: Optional[int],
-             mmap: bool = True) -> Optional["AnnIndex"]:
+    def load(
+        cls, folder: str | Path, count: Optional[int], mmap: bool = True
+    ) -> Optional["AnnIndex"]:
         """The approximate index of an index folder, or None when it has none; ``count``: the
         number of vectors it must hold (None: any). ``mmap`` maps the file instead of reading it
         (faiss supports it for these structures; not for appending)."""
@@ -302,11 +347,15 @@ class AnnIndex:
         try:
             index = faiss.read_index(str(folder / ANN_FILE), flags)
         except RuntimeError as err:
-            raise DataError(f"{folder / ANN_FILE}: cannot read the faiss index ({str(err).splitlines()[0]})") from None
+            raise DataError(
+                f"{folder / ANN_FILE}: cannot read the faiss index ({str(err).splitlines()[0]})"
+            ) from None
         expected = meta.get("count") if count is None else count
         if index.ntotal != expected or meta.get("count") != expected:
-            raise DataError(f"{folder}: the approximate index holds {index.ntotal} vectors, the "
-                            f"index {expected}; rebuild it")
+            raise DataError(
+                f"{folder}: the approximate index holds {index.ntotal} vectors, the "
+                f"index {expected}; rebuild it"
+            )
         return cls(index, params, recall, mmap)
 
 
@@ -318,7 +367,9 @@ def read_description(folder: Path) -> Optional[tuple[dict, AnnParams, dict]]:
         meta = json.loads((folder / ANN_META).read_text(encoding="utf-8"))
         return meta, AnnParams(**meta["params"]), dict(meta["recall"])
     except (ValueError, KeyError, TypeError) as err:
-        raise DataError(f"{folder / ANN_META}: not a gspdml approximate-index description ({err})") from None
+        raise DataError(
+            f"{folder / ANN_META}: not a gspdml approximate-index description ({err})"
+        ) from None
 
 
 def build_measured(vectors, params: AnnParams, k: int = 10, sample: int = 1000) -> AnnIndex:
@@ -331,6 +382,6 @@ def build_measured(vectors, params: AnnParams, k: int = 10, sample: int = 1000) 
 def append_measured(ann: AnnIndex, vectors, new_rows: int, k: int, sample: int) -> None:
     """Add the last ``new_rows`` rows of ``vectors`` and re-measure the recall on all of them."""
     if new_rows:
-        add(ann.index, vectors[len(vectors) - new_rows:])
+        add(ann.index, vectors[len(vectors) - new_rows :])
     rows, _ = held_out(len(vectors), sample, ann.params.seed)
     ann.recall = measure_recall(ann.index, ann.params, vectors, rows, k)

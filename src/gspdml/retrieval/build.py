@@ -9,10 +9,10 @@ import torch
 from torch import nn
 
 from gspdml.errors import ConfigError
-from gspdml.retrieval.sources import ImageSource
-from gspdml.retrieval.index import RetrievalIndex
-from gspdml.training.run_dir import weights_digest
 from gspdml.retrieval.embedding import PartialEmbedding, embed_source, require_some
+from gspdml.retrieval.index import RetrievalIndex
+from gspdml.retrieval.sources import ImageSource
+from gspdml.training.run_dir import weights_digest
 
 
 def model_info(run_dir: str | Path) -> dict[str, Any]:
@@ -33,8 +33,12 @@ def build_index(
     """Embed every item of ``source`` that decodes and index it; the index's ``skipped`` names
     the files left out (``on_error="skip"``). A failure with ``"raise"`` is a
     :class:`~gspdml.retrieval.embedding.PartialEmbedding` holding the work done before it."""
-    embedded = require_some(embed_source(model, source, batch_size, device, progress, on_error), "index")
-    index = RetrievalIndex(embedded.vectors, embedded.source.paths, embedded.source.labels, metric, info)
+    embedded = require_some(
+        embed_source(model, source, batch_size, device, progress, on_error), "index"
+    )
+    index = RetrievalIndex(
+        embedded.vectors, embedded.source.paths, embedded.source.labels, metric, info
+    )
     index.skipped = embedded.skipped
     return index
 
@@ -51,7 +55,11 @@ def check_same_model(index: RetrievalIndex, info: dict[str, Any]) -> None:
 
 def drop_missing_files(index: RetrievalIndex) -> list[str]:
     """Remove the rows whose file (an absolute path) no longer exists; returns their paths."""
-    gone = [i for i, path in enumerate(index.paths) if Path(path).is_absolute() and not Path(path).exists()]
+    gone = [
+        i
+        for i, path in enumerate(index.paths)
+        if Path(path).is_absolute() and not Path(path).exists()
+    ]
     paths = [index.paths[i] for i in gone]
     index.remove(gone)
     return paths

@@ -36,14 +36,22 @@ from typing import Any, Optional, Sequence
 import torch
 import yaml
 
-from gspdml.errors import ConfigError, DataError
-from gspdml.models import Embedder
 from gspdml.data.eval_transform import EvalTransform, parse_eval_transform
 from gspdml.data.images import DECODING
+from gspdml.errors import ConfigError, DataError
+from gspdml.models import Embedder
 from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
+from gspdml.training.run_dir import (
+    CONFIG_FILE,
+    RESULTS_FILE,
+    WEIGHT_FILES,
+    WEIGHTS_FILE,
+    build_run_data,
+    load_embedder,
+    read_weights,
+    weights_digest,
+)
 from gspdml.version import __version__
-from gspdml.training.run_dir import (CONFIG_FILE, RESULTS_FILE, WEIGHT_FILES, WEIGHTS_FILE, build_run_data, load_embedder,
-                                     read_weights, weights_digest)
 
 FORMAT = "gspdml-bundle"
 FILES = (WEIGHTS_FILE, CONFIG_FILE, "preprocessing.json", "README.md", "bundle.json")
@@ -84,20 +92,30 @@ def _model_card(config: dict, results: dict, digest: str, weights: str, data_dig
     pooling = model.get("pooling")
     backbone = model.get("backbone")
     metrics = results.get("test") or {}
-    rows = "\n".join(f"| {key} | {value:.4f} |" for key, value in metrics.items() if isinstance(value, float) and not key.startswith("num"))
-    header = yaml.safe_dump({"library_name": "gspdml", "tags": ["deep-metric-learning", "image-retrieval", str(_name(pooling))],
-                             "datasets": [str(dataset)]}, sort_keys=False)
+    rows = "\n".join(
+        f"| {key} | {value:.4f} |"
+        for key, value in metrics.items()
+        if isinstance(value, float) and not key.startswith("num")
+    )
+    header = yaml.safe_dump(
+        {
+            "library_name": "gspdml",
+            "tags": ["deep-metric-learning", "image-retrieval", str(_name(pooling))],
+            "datasets": [str(dataset)],
+        },
+        sort_keys=False,
+    )
     return f"""---
 {header}---
-# {config.get('name', 'gspdml model')}
+# {config.get("name", "gspdml model")}
 
 Image embedder trained with gspdml {__version__} for deep metric learning.
 
-- **Method**: pooling `{_name(pooling)}`, loss `{_name(loss)}`, embedding dimension {model.get('embedding_dim')}
+- **Method**: pooling `{_name(pooling)}`, loss `{_name(loss)}`, embedding dimension {model.get("embedding_dim")}
 - **Backbone**: `{_name(backbone)}`
 - **Protocol and split**: dataset `{dataset}`, zero-shot split (training classes disjoint from the
-  evaluation classes); model selected on `{config.get('evaluation', {}).get('split', 'val')}` by
-  `{config.get('evaluation', {}).get('metric', 'map_at_r')}`; weights `{weights}`
+  evaluation classes); model selected on `{config.get("evaluation", {}).get("split", "val")}` by
+  `{config.get("evaluation", {}).get("metric", "map_at_r")}`; weights `{weights}`
 - **Data hash**: `{data_digest}` (labels and file names of every split)
 - **Weights**: `{digest}`
 - **Library version**: gspdml {__version__}
@@ -106,7 +124,7 @@ Image embedder trained with gspdml {__version__} for deep metric learning.
 
 | metric | value |
 |---|---|
-{rows or '| (no test metrics recorded) | |'}
+{rows or "| (no test metrics recorded) | |"}
 
 ## Use
 
@@ -118,11 +136,15 @@ embeddings = encoder(["image1.jpg", "image2.jpg"])
 """
 
 
-def write_bundle(run_dir: str | Path, out: str | Path, weights: str = "final", overwrite: bool = False) -> Path:
+def write_bundle(
+    run_dir: str | Path, out: str | Path, weights: str = "final", overwrite: bool = False
+) -> Path:
     """Write the bundle of a run to ``out`` (built in a temporary folder, then renamed)."""
     run_dir, out = Path(run_dir), Path(out)
     if weights not in WEIGHT_FILES:
-        raise ConfigError("--weights", f"unknown weights {weights!r}; allowed: {', '.join(WEIGHT_FILES)}")
+        raise ConfigError(
+            "--weights", f"unknown weights {weights!r}; allowed: {', '.join(WEIGHT_FILES)}"
+        )
     weights_path = run_dir / WEIGHT_FILES[weights]
     for path in (run_dir / CONFIG_FILE, weights_path):
         if not path.is_file():
@@ -133,10 +155,12 @@ def write_bundle(run_dir: str | Path, out: str | Path, weights: str = "final", o
     _, meta = read_weights(weights_path)
     transform = eval_transform_from_config(config, int(meta["in_channels"]))
     if not isinstance(transform, EvalTransform):
-        raise ConfigError("data.eval_transform",
-                          f"{run_dir}: the run's evaluation transform is its dataset's own code, "
-                          "which a bundle cannot carry; add data.eval_transform (the options of "
-                          "gspdml.data.eval_transform) to its config.yaml")
+        raise ConfigError(
+            "data.eval_transform",
+            f"{run_dir}: the run's evaluation transform is its dataset's own code, "
+            "which a bundle cannot carry; add data.eval_transform (the options of "
+            "gspdml.data.eval_transform) to its config.yaml",
+        )
     results_path = run_dir / RESULTS_FILE
     results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
     try:
@@ -150,13 +174,27 @@ def write_bundle(run_dir: str | Path, out: str | Path, weights: str = "final", o
     digest = weights_digest(staging)
     shutil.copyfile(run_dir / CONFIG_FILE, staging / CONFIG_FILE)
     preprocessing = {**transform.describe(), "decoding": DECODING}
-    (staging / "preprocessing.json").write_text(json.dumps(preprocessing, indent=1),
-                                                encoding="utf-8")
-    (staging / "README.md").write_text(_model_card(config, results, digest, weights, data_digest), encoding="utf-8")
-    (staging / "bundle.json").write_text(json.dumps({
-        "format": FORMAT, "version": 1, "library_version": __version__, "weights": digest,
-        "data_hash": data_digest, "metrics": results.get("test"), "evaluation_set": "test",
-    }, indent=1), encoding="utf-8")
+    (staging / "preprocessing.json").write_text(
+        json.dumps(preprocessing, indent=1), encoding="utf-8"
+    )
+    (staging / "README.md").write_text(
+        _model_card(config, results, digest, weights, data_digest), encoding="utf-8"
+    )
+    (staging / "bundle.json").write_text(
+        json.dumps(
+            {
+                "format": FORMAT,
+                "version": 1,
+                "library_version": __version__,
+                "weights": digest,
+                "data_hash": data_digest,
+                "metrics": results.get("test"),
+                "evaluation_set": "test",
+            },
+            indent=1,
+        ),
+        encoding="utf-8",
+    )
     if out.exists():
         shutil.rmtree(out)
     os.replace(staging, out)
@@ -181,14 +219,20 @@ class BundledEncoder:
         device = next(self.model.parameters()).device
         out = []
         for start in range(0, len(images), batch_size):
-            chunk = images[start:start + batch_size]
+            chunk = images[start : start + batch_size]
             batch = [load_model_input(image, self.transform) for image in chunk]
             out.append(self.model(torch.stack(batch).to(device)).embedding.float().cpu())
         return torch.cat(out)
 
 
-def from_pretrained(name_or_path: str | Path, device: str = "cpu", *, cache_dir: Optional[str] = None,
-                    local_files_only: bool = False, revision: Optional[str] = None) -> BundledEncoder:
+def from_pretrained(
+    name_or_path: str | Path,
+    device: str = "cpu",
+    *,
+    cache_dir: Optional[str] = None,
+    local_files_only: bool = False,
+    revision: Optional[str] = None,
+) -> BundledEncoder:
     """The encoder of a bundle folder, or of a hub repository ``owner/name`` (needs huggingface_hub)."""
     folder = Path(name_or_path).expanduser()
     if not folder.is_dir():
@@ -198,29 +242,43 @@ def from_pretrained(name_or_path: str | Path, device: str = "cpu", *, cache_dir:
         raise DataError(f"{folder}: not a gspdml bundle (missing {', '.join(missing)})")
     info = json.loads((folder / "bundle.json").read_text(encoding="utf-8"))
     if info.get("format") != FORMAT:
-        raise DataError(f"{folder / 'bundle.json'}: not a gspdml bundle (format {info.get('format')!r})")
+        raise DataError(
+            f"{folder / 'bundle.json'}: not a gspdml bundle (format {info.get('format')!r})"
+        )
     digest = weights_digest(folder)
     if digest != info.get("weights"):
-        raise DataError(f"{folder / WEIGHTS_FILE}: sha256 {digest} differs from the bundle's {info.get('weights')}")
+        raise DataError(
+            f"{folder / WEIGHTS_FILE}: sha256 {digest} differs from the bundle's {info.get('weights')}"
+        )
     model, meta = load_embedder(folder / WEIGHTS_FILE, device)
     spec = json.loads((folder / "preprocessing.json").read_text(encoding="utf-8"))
     if not isinstance(spec, dict):
         raise DataError(f"{folder / 'preprocessing.json'}: expected a JSON object, got {spec!r}")
     spec.pop("decoding", None)  # the rules of gspdml.data.images, which load_model_input follows
-    transform = parse_eval_transform(spec, str(folder / "preprocessing.json"),
-                                     int(meta["in_channels"]))
+    transform = parse_eval_transform(
+        spec, str(folder / "preprocessing.json"), int(meta["in_channels"])
+    )
     config = yaml.safe_load((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     return BundledEncoder(model, transform, config, info)
 
 
-def _hub_snapshot(repo_id: str, cache_dir: Optional[str], local_files_only: bool,
-                  revision: Optional[str]) -> Path:
+def _hub_snapshot(
+    repo_id: str, cache_dir: Optional[str], local_files_only: bool, revision: Optional[str]
+) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
-        raise DataError(f"{repo_id}: no such folder; loading a hub repository needs huggingface_hub "
-                        "(pip install gspdml[hub])") from None
+        raise DataError(
+            f"{repo_id}: no such folder; loading a hub repository needs huggingface_hub "
+            "(pip install gspdml[hub])"
+        ) from None
     try:
-        return Path(snapshot_download(repo_id, cache_dir=cache_dir, local_files_only=local_files_only, revision=revision))
+        return Path(
+            snapshot_download(
+                repo_id, cache_dir=cache_dir, local_files_only=local_files_only, revision=revision
+            )
+        )
     except Exception as err:  # the hub client raises many types (offline, not found, auth)
-        raise DataError(f"{repo_id}: cannot load the hub repository ({type(err).__name__}: {err})") from None
+        raise DataError(
+            f"{repo_id}: cannot load the hub repository ({type(err).__name__}: {err})"
+        ) from None

@@ -18,8 +18,8 @@ from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
 from gspdml.errors import ConfigError, DataError
-from gspdml.retrieval.sources import ImageSource
 from gspdml.models.inference import embed
+from gspdml.retrieval.sources import ImageSource
 
 ON_ERROR = ("raise", "skip")
 CHUNK_BATCHES = 8  # batches per chunk: what a late failure can cost at most
@@ -64,8 +64,15 @@ class PartialEmbedding(DataError):
         super().__init__(str(error))
 
 
-def embed_source(model: nn.Module, source: ImageSource, batch_size: int = 64, device: str | torch.device = "cpu",
-                 progress: bool = True, on_error: str = "raise", items: Optional[list[int]] = None) -> Embedded:
+def embed_source(
+    model: nn.Module,
+    source: ImageSource,
+    batch_size: int = 64,
+    device: str | torch.device = "cpu",
+    progress: bool = True,
+    on_error: str = "raise",
+    items: Optional[list[int]] = None,
+) -> Embedded:
     """Embed ``items`` (default: all) of ``source``; see the module docstring."""
     if on_error not in ON_ERROR:
         raise ConfigError("--on-error", f"got {on_error!r}; allowed: {', '.join(ON_ERROR)}")
@@ -74,14 +81,18 @@ def embed_source(model: nn.Module, source: ImageSource, batch_size: int = 64, de
     vectors: list[torch.Tensor] = []
     done: list[int] = []
     skipped: dict[str, str] = {}
-    bar = tqdm(total=len(items), desc="embedding", unit="image", disable=not progress, file=sys.stderr)
+    bar = tqdm(
+        total=len(items), desc="embedding", unit="image", disable=not progress, file=sys.stderr
+    )
     for start in range(0, len(items), chunk):
-        part = _Positions(source.dataset, items[start:start + chunk], on_error == "skip")
+        part = _Positions(source.dataset, items[start : start + chunk], on_error == "skip")
         try:
             chunk_vectors, positions = embed(model, part, batch_size, device)
         except DataError as error:
             bar.close()
-            raise PartialEmbedding(error, _result(vectors, done, source, skipped) if done else None) from None
+            raise PartialEmbedding(
+                error, _result(vectors, done, source, skipped) if done else None
+            ) from None
         except ValueError:  # an empty result: every item of the chunk failed and was skipped
             if len(part.failed) != len(part):
                 raise
@@ -104,5 +115,7 @@ def require_some(embedded: Embedded, what: str) -> Embedded:
     return embedded
 
 
-def _result(vectors: list[torch.Tensor], done: list[int], source: ImageSource, skipped: dict[str, str]) -> Embedded:
+def _result(
+    vectors: list[torch.Tensor], done: list[int], source: ImageSource, skipped: dict[str, str]
+) -> Embedded:
     return Embedded(torch.cat(vectors), source.subset(done), skipped)

@@ -26,13 +26,17 @@ from PIL import Image
 from gspdml.config import RunConfig
 from gspdml.errors import ConfigError
 from gspdml.models import Embedder
-from gspdml.retrieval.build import build_index, model_info
-from gspdml.retrieval.sources import ImageFiles, folder_source
-from gspdml.retrieval.index import RetrievalIndex
-from gspdml.retrieval.preprocessing import (ImageTransform, eval_transform_from_config,
-                                            load_model_input)
-from gspdml.training import load_run
 from gspdml.models.inference import embed, resolve_device
+from gspdml.retrieval.build import build_index, model_info
+from gspdml.retrieval.index import RetrievalIndex
+from gspdml.retrieval.preprocessing import (
+    ImageTransform,
+    eval_transform_from_config,
+    load_model_input,
+)
+from gspdml.retrieval.sources import ImageFiles, folder_source
+from gspdml.training import load_run
+
 
 def image_channels(model: Embedder) -> int:
     """Input channels of an embedder (its backbone's first convolution)."""
@@ -40,11 +44,16 @@ def image_channels(model: Embedder) -> int:
     return int(first.in_channels)
 
 
-def load_model_and_transform(run_dir: str | os.PathLike[str], device: torch.device,
-                             weights: str = "final") -> tuple[RunConfig, Embedder, ImageTransform]:
+def load_model_and_transform(
+    run_dir: str | os.PathLike[str], device: torch.device, weights: str = "final"
+) -> tuple[RunConfig, Embedder, ImageTransform]:
     """``(config, model on device in eval mode, eval transform)`` of a run."""
     config, model = load_run(Path(run_dir), weights=weights)
-    return config, model.to(device).eval(), eval_transform_from_config(config, image_channels(model))
+    return (
+        config,
+        model.to(device).eval(),
+        eval_transform_from_config(config, image_channels(model)),
+    )
 
 
 Images = Union[torch.Tensor, Sequence[Union[str, os.PathLike, Image.Image]]]
@@ -53,12 +62,30 @@ Images = Union[torch.Tensor, Sequence[Union[str, os.PathLike, Image.Image]]]
 class Encoder:
     """A run's embedder with its eval transform (:meth:`from_run`); calling it embeds images."""
 
-    def __init__(self, run_dir: str | os.PathLike, weights: str = "final", device: str = "auto", batch_size: int = 64):
-        self.run_dir, self.device, self.batch_size = Path(run_dir), resolve_device(device), int(batch_size)
-        self.config, self.model, self.transform = load_model_and_transform(self.run_dir, self.device, weights)
+    def __init__(
+        self,
+        run_dir: str | os.PathLike,
+        weights: str = "final",
+        device: str = "auto",
+        batch_size: int = 64,
+    ):
+        self.run_dir, self.device, self.batch_size = (
+            Path(run_dir),
+            resolve_device(device),
+            int(batch_size),
+        )
+        self.config, self.model, self.transform = load_model_and_transform(
+            self.run_dir, self.device, weights
+        )
 
     @classmethod
-    def from_run(cls, run_dir: str | os.PathLike, weights: str = "final", device: str = "auto", batch_size: int = 64) -> "Encoder":
+    def from_run(
+        cls,
+        run_dir: str | os.PathLike,
+        weights: str = "final",
+        device: str = "auto",
+        batch_size: int = 64,
+    ) -> "Encoder":
         """The embedder of ``run_dir`` (``weights``: ``final`` or ``best``, see ``gspdml evaluate --help``)."""
         return cls(run_dir, weights, device, batch_size)
 
@@ -70,24 +97,49 @@ class Encoder:
         """Embeddings ``[N, D]`` (float32, CPU) of image files, PIL images or a preprocessed batch."""
         if isinstance(images, torch.Tensor):
             with torch.no_grad():
-                return torch.cat([self.model(chunk.to(self.device)).embedding.float().cpu()
-                                  for chunk in images.split(self.batch_size)])
+                return torch.cat(
+                    [
+                        self.model(chunk.to(self.device)).embedding.float().cpu()
+                        for chunk in images.split(self.batch_size)
+                    ]
+                )
         items = list(images)
         pictures = [item for item in items if isinstance(item, Image.Image)]
         files = [item for item in items if not isinstance(item, Image.Image)]
         if not files:
             return self(torch.stack([load_model_input(item, self.transform) for item in pictures]))
         if pictures:
-            raise ConfigError("images", f"{len(pictures)} PIL images among {len(files)} file "
-                                        "paths; pass either image files or PIL images")
+            raise ConfigError(
+                "images",
+                f"{len(pictures)} PIL images among {len(files)} file "
+                "paths; pass either image files or PIL images",
+            )
         paths = [str(Path(item)) for item in files]
-        vectors, _ = embed(self.model, ImageFiles(paths, [None] * len(paths), self.transform), self.batch_size, self.device)
+        vectors, _ = embed(
+            self.model,
+            ImageFiles(paths, [None] * len(paths), self.transform),
+            self.batch_size,
+            self.device,
+        )
         return vectors
 
-    def index(self, folder: str | os.PathLike, metric: str = "euclidean", on_error: str = "raise",
-              progress: bool = False) -> RetrievalIndex:
+    def index(
+        self,
+        folder: str | os.PathLike,
+        metric: str = "euclidean",
+        on_error: str = "raise",
+        progress: bool = False,
+    ) -> RetrievalIndex:
         """A :class:`RetrievalIndex` of every image under ``folder`` (labels: class sub-folders),
         as ``gspdml index RUN_DIR FOLDER`` builds it."""
         source = folder_source(folder, self.transform)
-        return build_index(self.model, source, model_info(self.run_dir), metric, self.batch_size, self.device, progress,
-                           on_error)
+        return build_index(
+            self.model,
+            source,
+            model_info(self.run_dir),
+            metric,
+            self.batch_size,
+            self.device,
+            progress,
+            on_error,
+        )

@@ -24,7 +24,13 @@ METRICS = ("euclidean", "cosine")
 BACKENDS = ("torch", "faiss")
 
 
-def search(queries: torch.Tensor, vectors: torch.Tensor, k: int, metric: str = "euclidean", backend: str = "auto"):
+def search(
+    queries: torch.Tensor,
+    vectors: torch.Tensor,
+    k: int,
+    metric: str = "euclidean",
+    backend: str = "auto",
+):
     """``(distances [Q, k] float32, indices [Q, k] int64)`` of the ``k`` nearest index vectors,
     nearest first; ``backend="auto"`` is faiss where it is installed, torch otherwise."""
     if metric not in METRICS:
@@ -32,9 +38,13 @@ def search(queries: torch.Tensor, vectors: torch.Tensor, k: int, metric: str = "
     if backend == "auto":
         backend = "faiss" if importlib.util.find_spec("faiss") is not None else "torch"
     if backend not in BACKENDS:
-        raise ConfigError("backend", f"unknown backend {backend!r}; allowed: auto, {', '.join(BACKENDS)}")
+        raise ConfigError(
+            "backend", f"unknown backend {backend!r}; allowed: auto, {', '.join(BACKENDS)}"
+        )
     if queries.dim() != 2 or vectors.dim() != 2 or queries.shape[1] != vectors.shape[1]:
-        raise ValueError(f"queries {tuple(queries.shape)} and index vectors {tuple(vectors.shape)} must be [*, D] with the same D")
+        raise ValueError(
+            f"queries {tuple(queries.shape)} and index vectors {tuple(vectors.shape)} must be [*, D] with the same D"
+        )
     if metric == "cosine":
         queries, vectors = F.normalize(queries.float(), dim=1), F.normalize(vectors.float(), dim=1)
     squared, indices = knn(queries, vectors, k, backend=backend)

@@ -59,17 +59,23 @@ def _onnx_modules() -> ModuleType:
     try:
         import onnx  # noqa: F401
     except ImportError:
-        raise ConfigError("--format", "ONNX export needs the 'onnx' package: pip install 'gspdml[onnx]' (onnx, onnxruntime)") from None
+        raise ConfigError(
+            "--format",
+            "ONNX export needs the 'onnx' package: pip install 'gspdml[onnx]' (onnx, onnxruntime)",
+        ) from None
     try:
         import onnxruntime
     except ImportError:
         raise ConfigError(
-            "--format", "checking the ONNX export needs 'onnxruntime': pip install 'gspdml[onnx]' (or pass --no-check)"
+            "--format",
+            "checking the ONNX export needs 'onnxruntime': pip install 'gspdml[onnx]' (or pass --no-check)",
         ) from None
     return onnxruntime
 
 
-def export_torchscript(module: nn.Module, example: torch.Tensor, path: Path) -> Callable[[torch.Tensor], torch.Tensor]:
+def export_torchscript(
+    module: nn.Module, example: torch.Tensor, path: Path
+) -> Callable[[torch.Tensor], torch.Tensor]:
     """Trace, save, and return the *reloaded* file as a function (what a user would load)."""
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore", category=DeprecationWarning)
@@ -79,27 +85,39 @@ def export_torchscript(module: nn.Module, example: torch.Tensor, path: Path) -> 
     return lambda images: loaded(images)
 
 
-def export_onnx(module: nn.Module, example: torch.Tensor, path: Path, check: bool = True) -> Optional[Callable]:
+def export_onnx(
+    module: nn.Module, example: torch.Tensor, path: Path, check: bool = True
+) -> Optional[Callable]:
     """Export with the TorchScript-based exporter (opset 17, dynamic batch); return an
     onnxruntime session as a function when ``check``."""
     onnxruntime = _onnx_modules() if check else None
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore", category=DeprecationWarning)
         torch.onnx.export(
-            module, (example,), str(path), input_names=["images"], output_names=["embedding"],
-            dynamic_axes={"images": {0: "batch"}, "embedding": {0: "batch"}}, opset_version=17, dynamo=False,
+            module,
+            (example,),
+            str(path),
+            input_names=["images"],
+            output_names=["embedding"],
+            dynamic_axes={"images": {0: "batch"}, "embedding": {0: "batch"}},
+            opset_version=17,
+            dynamo=False,
         )
     if onnxruntime is None:
         return None
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return lambda images: torch.from_numpy(session.run(["embedding"], {"images": images.numpy()})[0])
+    return lambda images: torch.from_numpy(
+        session.run(["embedding"], {"images": images.numpy()})[0]
+    )
 
 
 def max_difference(module: nn.Module, exported: Callable, inputs: torch.Tensor) -> float:
     with torch.inference_mode():
         expected, actual = module(inputs).float(), exported(inputs).float()
     if actual.shape != expected.shape:
-        raise ExportMismatchError(f"exported model returns shape {tuple(actual.shape)}, PyTorch {tuple(expected.shape)}")
+        raise ExportMismatchError(
+            f"exported model returns shape {tuple(actual.shape)}, PyTorch {tuple(expected.shape)}"
+        )
     return float((actual - expected).abs().max())
 
 
@@ -135,13 +153,20 @@ def export_embedder(
         cause = str(err).strip().splitlines()
         raise ExportError(
             f"{fmt} export of the embedder failed: {cause[0] if cause else type(err).__name__}"
-            + (" (a Python autograd function in the forward pass cannot be saved; it needs a plain-ops path without gradients)"
-               if "Python function" in str(err) else "")
+            + (
+                " (a Python autograd function in the forward pass cannot be saved; it needs a plain-ops path without gradients)"
+                if "Python function" in str(err)
+                else ""
+            )
         ) from None
     record: dict[str, Any] = {
         "format": fmt,
         "file": path.name,
-        "input": {"name": "images", "shape": ["batch", channels, size[0], size[1]], "dtype": "float32"},
+        "input": {
+            "name": "images",
+            "shape": ["batch", channels, size[0], size[1]],
+            "dtype": "float32",
+        },
         "output": {"name": "embedding", "shape": ["batch", int(model.embedding_dim)]},
         "decoding": DECODING,
         "transform": transform.describe() if transform is not None else None,
@@ -151,8 +176,14 @@ def export_embedder(
     if check and exported is not None:  # export_onnx returns None only without the check
         inputs = sample_images(channels, size, 5, seed + 1)
         difference = max_difference(module, exported, inputs)
-        record["check"] = {"inputs": "5 seeded N(0, 1) images", "max_abs_diff": difference, "tolerance": tolerance}
+        record["check"] = {
+            "inputs": "5 seeded N(0, 1) images",
+            "max_abs_diff": difference,
+            "tolerance": tolerance,
+        }
     path.with_name(path.name + ".json").write_text(json.dumps(record, indent=1), encoding="utf-8")
     if check and not difference <= tolerance:  # NaN fails too
-        raise ExportMismatchError(f"{path}: exported embeddings differ from PyTorch by {difference:.3g} > {tolerance:g}")
+        raise ExportMismatchError(
+            f"{path}: exported embeddings differ from PyTorch by {difference:.3g} > {tolerance:g}"
+        )
     return record

@@ -20,7 +20,9 @@ def _matplotlib() -> tuple[Any, Any]:  # (Figure, colormaps) of the optional mat
         from matplotlib import colormaps
         from matplotlib.figure import Figure
     except ImportError:
-        raise ConfigError("report", "the report draws with matplotlib: pip install 'gspdml[plots]'") from None
+        raise ConfigError(
+            "report", "the report draws with matplotlib: pip install 'gspdml[plots]'"
+        ) from None
     return Figure, colormaps
 
 
@@ -45,7 +47,9 @@ def upsample_weights(weights: torch.Tensor, size: tuple[int, int]) -> np.ndarray
     the largest is 1 (weights are relative: a uniform map, GAP's, shows as uniform)."""
     if weights.dim() != 2:
         raise ValueError(f"expected spatial weights [h, w], got shape {tuple(weights.shape)}")
-    grid = F.interpolate(weights.detach().float().cpu()[None, None], size=size, mode="bilinear", align_corners=False)[0, 0]
+    grid = F.interpolate(
+        weights.detach().float().cpu()[None, None], size=size, mode="bilinear", align_corners=False
+    )[0, 0]
     grid = grid.clamp_min(0)
     return (grid / grid.max().clamp_min(1e-12)).numpy()
 
@@ -63,12 +67,16 @@ def colour_bar_html(width: int = 160, height: int = 12) -> str:
     0 to 1), as an inline PNG with tick labels."""
     _, colormaps = _matplotlib()
     ramp = colormaps["jet"](np.linspace(0.0, 1.0, width))[None, :, :3].repeat(height, axis=0)
-    ticks = "".join(f'<span style="position:absolute;left:{round(f * width) - 8}px;width:16px;text-align:center">{f:g}</span>'
-                    for f in (0.0, 0.25, 0.5, 0.75, 1.0))
-    return (f'<div class="colourbar" title="pooling weight / largest weight of the image">'
-            f'<img src="{png_data_uri(ramp, max_side=width)}" alt="colour bar: weight / largest weight, 0 to 1" '
-            f'width="{width}" height="{height}">'
-            f'<div style="position:relative;width:{width}px;height:14px;font-size:10px">{ticks}</div></div>')
+    ticks = "".join(
+        f'<span style="position:absolute;left:{round(f * width) - 8}px;width:16px;text-align:center">{f:g}</span>'
+        for f in (0.0, 0.25, 0.5, 0.75, 1.0)
+    )
+    return (
+        f'<div class="colourbar" title="pooling weight / largest weight of the image">'
+        f'<img src="{png_data_uri(ramp, max_side=width)}" alt="colour bar: weight / largest weight, 0 to 1" '
+        f'width="{width}" height="{height}">'
+        f'<div style="position:relative;width:{width}px;height:14px;font-size:10px">{ticks}</div></div>'
+    )
 
 
 def training_curves_svg(rows: Sequence[dict[str, Any]]) -> str:
@@ -80,12 +88,23 @@ def training_curves_svg(rows: Sequence[dict[str, Any]]) -> str:
     Figure, _ = _matplotlib()
     panels = [
         ("loss", [("train", "loss")]),
-        ("retrieval", [(split, metric) for split in ("val", "test") for metric in ("map_at_r", "precision_at_1")]),
+        (
+            "retrieval",
+            [
+                (split, metric)
+                for split in ("val", "test")
+                for metric in ("map_at_r", "precision_at_1")
+            ],
+        ),
     ]
     series = {}
     for _, keys in panels:
         for split, metric in keys:
-            points = [(r["step"], r[metric]) for r in rows if r.get("split") == split and isinstance(r.get(metric), (int, float))]
+            points = [
+                (r["step"], r[metric])
+                for r in rows
+                if r.get("split") == split and isinstance(r.get(metric), (int, float))
+            ]
             if points:
                 series[(split, metric)] = sorted(points)
     if not series:
@@ -97,7 +116,13 @@ def training_curves_svg(rows: Sequence[dict[str, Any]]) -> str:
         axes = figure.add_subplot(1, len(used), i + 1)
         for split, metric in keys:
             steps, values = zip(*series[(split, metric)])
-            axes.plot(steps, values, marker="o" if len(steps) < 30 else None, markersize=3, label=f"{split} {metric}")
+            axes.plot(
+                steps,
+                values,
+                marker="o" if len(steps) < 30 else None,
+                markersize=3,
+                label=f"{split} {metric}",
+            )
         axes.set_xlabel("step")
         axes.set_title("training loss" if title == "loss" else "retrieval metrics")
         axes.grid(alpha=0.3)

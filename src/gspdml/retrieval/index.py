@@ -63,10 +63,15 @@ class RetrievalIndex:
 
     def __post_init__(self):
         if self.metric not in exact_search.METRICS:
-            raise ConfigError("metric", f"unknown metric {self.metric!r}; allowed: {', '.join(exact_search.METRICS)}")
+            raise ConfigError(
+                "metric",
+                f"unknown metric {self.metric!r}; allowed: {', '.join(exact_search.METRICS)}",
+            )
         self.vectors = self.vectors.detach().float().cpu().contiguous()
         self.paths, self.labels = list(self.paths), list(self.labels)
-        if self.vectors.dim() != 2 or not (self.vectors.shape[0] == len(self.paths) == len(self.labels)):
+        if self.vectors.dim() != 2 or not (
+            self.vectors.shape[0] == len(self.paths) == len(self.labels)
+        ):
             raise ValueError(
                 f"index needs vectors [N, D] with N paths and N labels; got {tuple(self.vectors.shape)}, "
                 f"{len(self.paths)} paths, {len(self.labels)} labels"
@@ -79,11 +84,20 @@ class RetrievalIndex:
     def dim(self) -> int:
         return int(self.vectors.shape[1])
 
-    def add(self, vectors: torch.Tensor, paths: Sequence[str], labels: Sequence[Optional[str]]) -> None:
+    def add(
+        self, vectors: torch.Tensor, paths: Sequence[str], labels: Sequence[Optional[str]]
+    ) -> None:
         """Append rows; old rows are kept as they are (never re-embedded)."""
         vectors = vectors.detach().float().cpu()
-        if vectors.dim() != 2 or vectors.shape[1] != self.dim or vectors.shape[0] != len(paths) or len(paths) != len(labels):
-            raise ValueError(f"cannot add vectors {tuple(vectors.shape)} with {len(paths)} paths to an index of dim {self.dim}")
+        if (
+            vectors.dim() != 2
+            or vectors.shape[1] != self.dim
+            or vectors.shape[0] != len(paths)
+            or len(paths) != len(labels)
+        ):
+            raise ValueError(
+                f"cannot add vectors {tuple(vectors.shape)} with {len(paths)} paths to an index of dim {self.dim}"
+            )
         self.vectors = torch.cat([self.vectors, vectors]).contiguous()
         self.paths += list(paths)
         self.labels += list(labels)
@@ -121,10 +135,14 @@ class RetrievalIndex:
         query_labels = list(query_labels) if query_labels is not None else [None] * n_queries
         extra = 1 if exclude is not None else 0
         if not 1 <= k <= len(self) - extra:
-            raise ConfigError("k", f"must be between 1 and {len(self) - extra} for this index of {len(self)} images, got {k}")
+            raise ConfigError(
+                "k",
+                f"must be between 1 and {len(self) - extra} for this index of {len(self)} images, got {k}",
+            )
         if self.approximate is None or exact:
-            distances, indices = exact_search.search(queries, self.vectors, k + extra, self.metric,
-                                                     backend)
+            distances, indices = exact_search.search(
+                queries, self.vectors, k + extra, self.metric, backend
+            )
         else:
             distances, indices = self._approximate_search(queries, k + extra, query_paths)
         excluded = None
@@ -132,15 +150,25 @@ class RetrievalIndex:
             excluded = torch.as_tensor(list(exclude), dtype=torch.long)
             keep = indices != excluded.view(-1, 1)
             keep[keep.all(dim=1), -1] = False  # excluded row not among the k + 1: drop the farthest
-            distances, indices = distances[keep].view(n_queries, k), indices[keep].view(n_queries, k)
+            distances, indices = (
+                distances[keep].view(n_queries, k),
+                indices[keep].view(n_queries, k),
+            )
         return RetrievalResults.from_labels(
-            indices, distances, query_labels, self.labels, excluded=excluded, metric=self.metric,
-            query_paths=query_paths, reference_paths=self.paths,
+            indices,
+            distances,
+            query_labels,
+            self.labels,
+            excluded=excluded,
+            metric=self.metric,
+            query_paths=query_paths,
+            reference_paths=self.paths,
         )
 
     # ------------------------------------------------------------------ approximate search
-    def build_approximate(self, params: Union[ann.AnnParams, str], *, recall_k: int = 10,
-                          recall_sample: int = 1000) -> Optional[ann.AnnIndex]:
+    def build_approximate(
+        self, params: Union[ann.AnnParams, str], *, recall_k: int = 10, recall_sample: int = 1000
+    ) -> Optional[ann.AnnIndex]:
         """Build the approximate structure ``params`` (an :class:`~gspdml.retrieval.ann.AnnParams`,
         or a backend name with the default parameters) over the vectors and measure its
         recall@``recall_k`` on ``recall_sample`` held-out rows; ``"exact"`` drops it (None)."""
@@ -148,8 +176,9 @@ class RetrievalIndex:
             self.approximate, self._removed = None, False
             return None
         params = ann.AnnParams(params) if isinstance(params, str) else params
-        self.approximate = ann.build_measured(self._approximate_vectors(), params, recall_k,
-                                              recall_sample)
+        self.approximate = ann.build_measured(
+            self._approximate_vectors(), params, recall_k, recall_sample
+        )
         self._removed = False
         return self.approximate
 
@@ -158,14 +187,18 @@ class RetrievalIndex:
         scanned per query) or ``ef`` (hnsw: candidates explored per query); None keeps it."""
         knobs = {key: value for key, value in (("nprobe", nprobe), ("ef", ef)) if value is not None}
         if knobs and self.approximate is None:
-            raise ConfigError(next(iter(knobs)), "this index has no approximate index (build "
-                                                 "one with build_approximate or gspdml index "
-                                                 "--backend)")
+            raise ConfigError(
+                next(iter(knobs)),
+                "this index has no approximate index (build "
+                "one with build_approximate or gspdml index "
+                "--backend)",
+            )
         if knobs:
             self.approximate.params = replace(self.approximate.params, **knobs)
 
-    def update_approximate(self, recall_k: int = 10,
-                           recall_sample: int = 1000) -> Optional[ann.AnnIndex]:
+    def update_approximate(
+        self, recall_k: int = 10, recall_sample: int = 1000
+    ) -> Optional[ann.AnnIndex]:
         """Bring the approximate structure up to date with the rows: rebuilt with its parameters
         when rows were removed, else the added rows join it (no retraining); the recall is
         measured again. None when there is none."""
@@ -173,33 +206,42 @@ class RetrievalIndex:
         if found is None:
             return None
         if self._removed or found.count > len(self):
-            return self.build_approximate(found.params, recall_k=recall_k,
-                                          recall_sample=recall_sample)
-        ann.append_measured(found, self._approximate_vectors(), len(self) - found.count, recall_k,
-                            recall_sample)
+            return self.build_approximate(
+                found.params, recall_k=recall_k, recall_sample=recall_sample
+            )
+        ann.append_measured(
+            found, self._approximate_vectors(), len(self) - found.count, recall_k, recall_sample
+        )
         return found
 
     def _approximate_vectors(self) -> torch.Tensor:
         """What the approximate structure holds: unit vectors for cosine, the vectors otherwise."""
         return F.normalize(self.vectors, dim=1) if self.metric == "cosine" else self.vectors
 
-    def _approximate_search(self, queries: torch.Tensor, k: int,
-                            query_paths) -> tuple[torch.Tensor, torch.Tensor]:
+    def _approximate_search(
+        self, queries: torch.Tensor, k: int, query_paths
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         found = self.approximate
         if self._removed or found.count != len(self):
-            raise DataError(f"the approximate index holds {found.count} vectors, the index "
-                            f"{len(self)}; rebuild it (update_approximate, or gspdml index "
-                            "--append)")
+            raise DataError(
+                f"the approximate index holds {found.count} vectors, the index "
+                f"{len(self)}; rebuild it (update_approximate, or gspdml index "
+                "--append)"
+            )
         if self.metric == "cosine":
             queries = F.normalize(queries.float(), dim=1)
-        squared, rows = ann.search(found.index, found.params, queries, k,
-                                   vectors=self._approximate_vectors())
+        squared, rows = ann.search(
+            found.index, found.params, queries, k, vectors=self._approximate_vectors()
+        )
         if (rows < 0).any():
             query = int((rows < 0).any(1).nonzero()[0, 0])
             name = query_paths[query] if query_paths is not None else f"#{query}"
-            raise ConfigError("nprobe", f"the approximate index found fewer than {k} neighbours "
-                                        f"for query {name}; raise nprobe (--nprobe) or search "
-                                        "the exact vectors (--exact)")
+            raise ConfigError(
+                "nprobe",
+                f"the approximate index found fewer than {k} neighbours "
+                f"for query {name}; raise nprobe (--nprobe) or search "
+                "the exact vectors (--exact)",
+            )
         distances = squared / 2.0 if self.metric == "cosine" else squared.clamp(min=0).sqrt()
         return distances.float(), rows
 
@@ -220,8 +262,12 @@ class RetrievalIndex:
             "paths": self.paths,
             "labels": self.labels,
         }
-        atomic_write(folder / VECTORS_FILE,
-                     lambda tmp: save_file({"vectors": self.vectors}, tmp, metadata={"format": FORMAT, "version": str(VERSION)}))
+        atomic_write(
+            folder / VECTORS_FILE,
+            lambda tmp: save_file(
+                {"vectors": self.vectors}, tmp, metadata={"format": FORMAT, "version": str(VERSION)}
+            ),
+        )
         atomic_write_text(folder / META_FILE, json.dumps(meta, indent=1))
         self.save_approximate(folder)
 
@@ -243,7 +289,9 @@ class RetrievalIndex:
         folder = Path(path)
         if folder.is_file() and folder.name == META_FILE:
             folder = folder.parent
-        not_index = f"{folder}: not a gspdml index (expected a folder with {META_FILE} and {VECTORS_FILE})"
+        not_index = (
+            f"{folder}: not a gspdml index (expected a folder with {META_FILE} and {VECTORS_FILE})"
+        )
         if not (folder / META_FILE).is_file() or not (folder / VECTORS_FILE).is_file():
             raise DataError(not_index)
         try:
@@ -251,9 +299,13 @@ class RetrievalIndex:
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise DataError(f"{folder / META_FILE}: not a gspdml index ({err})") from None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise DataError(f"{folder / META_FILE}: not a gspdml index (format is {meta.get('format') if isinstance(meta, dict) else None!r})")
+            raise DataError(
+                f"{folder / META_FILE}: not a gspdml index (format is {meta.get('format') if isinstance(meta, dict) else None!r})"
+            )
         if not isinstance(meta.get("version"), int) or meta["version"] > VERSION:
-            raise DataError(f"{folder / META_FILE}: index version {meta.get('version')!r}; this gspdml reads up to {VERSION}")
+            raise DataError(
+                f"{folder / META_FILE}: index version {meta.get('version')!r}; this gspdml reads up to {VERSION}"
+            )
         vectors = _read_vectors(folder / VECTORS_FILE)
         count, dim = meta.get("count"), meta.get("dim")
         paths, labels = meta.get("paths"), meta.get("labels")
@@ -271,11 +323,19 @@ class RetrievalIndex:
             )
         approximate = ann.AnnIndex.load(folder, None, mmap=mmap)
         if approximate is not None and approximate.count > count:
-            raise DataError(f"{folder}: the approximate index holds {approximate.count} vectors, "
-                            f"the index {count}; rebuild it (gspdml index --overwrite "
-                            "--backend ...)")
-        return cls(vectors, paths, labels, meta.get("metric", "euclidean"), meta.get("model") or {},
-                   approximate=approximate)
+            raise DataError(
+                f"{folder}: the approximate index holds {approximate.count} vectors, "
+                f"the index {count}; rebuild it (gspdml index --overwrite "
+                "--backend ...)"
+            )
+        return cls(
+            vectors,
+            paths,
+            labels,
+            meta.get("metric", "euclidean"),
+            meta.get("model") or {},
+            approximate=approximate,
+        )
 
 
 def _read_vectors(path: Path) -> torch.Tensor:
@@ -283,10 +343,16 @@ def _read_vectors(path: Path) -> torch.Tensor:
         with safe_open(str(path), framework="pt", device="cpu") as handle:
             header = handle.metadata() or {}
             if header.get("format") != FORMAT or "vectors" not in handle.keys():
-                raise DataError(f"{path}: a safetensors file, but not the vectors of a gspdml index")
+                raise DataError(
+                    f"{path}: a safetensors file, but not the vectors of a gspdml index"
+                )
             vectors = handle.get_tensor("vectors")
     except (SafetensorError, OSError) as err:
-        raise DataError(f"{path}: not a gspdml index vector file (not safetensors: {err})") from None
+        raise DataError(
+            f"{path}: not a gspdml index vector file (not safetensors: {err})"
+        ) from None
     if vectors.dtype != torch.float32 or vectors.dim() != 2:
-        raise DataError(f"{path}: vectors must be float32 [count, dim], got {vectors.dtype} {tuple(vectors.shape)}")
+        raise DataError(
+            f"{path}: vectors must be float32 [count, dim], got {vectors.dtype} {tuple(vectors.shape)}"
+        )
     return vectors

@@ -31,17 +31,23 @@ import torch
 from PIL import Image
 
 from gspdml.data import DataSplits
-from gspdml.data.eval_transform import (EvalTransform, dataset_eval_transform, parse_eval_transform,
-                                       tensor_display)
+from gspdml.data.eval_transform import (
+    EvalTransform,
+    dataset_eval_transform,
+    parse_eval_transform,
+    tensor_display,
+)
 from gspdml.data.images import decode_image, load_image
 from gspdml.errors import ConfigError, DataError
 from gspdml.training.run_dir import build_run_data
 
 #: how to make a run written before the trainer recorded its transform readable without its data
 FIELD = "data.eval_transform"
-RECORD_HINT = ("add data.eval_transform to the run's config.yaml (its options: "
-               "gspdml.data.eval_transform), or train the run again with this version, "
-               "which records it")
+RECORD_HINT = (
+    "add data.eval_transform to the run's config.yaml (its options: "
+    "gspdml.data.eval_transform), or train the run again with this version, "
+    "which records it"
+)
 
 
 @dataclass(frozen=True)
@@ -73,8 +79,10 @@ def transform_from_splits(splits: DataSplits, in_channels: int) -> ImageTransfor
     dataset's own callable ``transform`` (:class:`DatasetTransform`)."""
     evaluation = splits.test or splits.val
     if evaluation is None:
-        raise ConfigError(FIELD, "the run's dataset has no evaluation split to take the transform "
-                                 f"from; {RECORD_HINT}")
+        raise ConfigError(
+            FIELD,
+            f"the run's dataset has no evaluation split to take the transform from; {RECORD_HINT}",
+        )
     dataset = evaluation.query
     described = dataset_eval_transform(dataset)
     if described is not None:
@@ -83,8 +91,11 @@ def transform_from_splits(splits: DataSplits, in_channels: int) -> ImageTransfor
     if callable(function):
         height, width = (int(v) for v in dataset[0][0].shape[-2:])
         return DatasetTransform(function, in_channels, (height, width))
-    raise ConfigError(FIELD, "cannot tell how image files become the tensors of "
-                             f"{type(dataset).__name__}; {RECORD_HINT}")
+    raise ConfigError(
+        FIELD,
+        "cannot tell how image files become the tensors of "
+        f"{type(dataset).__name__}; {RECORD_HINT}",
+    )
 
 
 def eval_transform_from_config(config: Mapping[str, Any], in_channels: int) -> ImageTransform:
@@ -104,13 +115,17 @@ def eval_transform_from_config(config: Mapping[str, Any], in_channels: int) -> I
         raise ConfigError(FIELD, f"the run records no evaluation transform; {message}") from None
     transform = transform_from_splits(splits, in_channels)
     if transform.channels != in_channels:
-        raise ConfigError(FIELD, f"the dataset's images have {transform.channels} channels, but "
-                                 f"the model's first layer takes {in_channels}")
+        raise ConfigError(
+            FIELD,
+            f"the dataset's images have {transform.channels} channels, but "
+            f"the model's first layer takes {in_channels}",
+        )
     return transform
 
 
-def load_model_input(item: str | os.PathLike | Image.Image,
-                     transform: ImageTransform) -> torch.Tensor:
+def load_model_input(
+    item: str | os.PathLike | Image.Image, transform: ImageTransform
+) -> torch.Tensor:
     """Decode one image file (``gspdml.data.images.load_image``: EXIF orientation, alpha on
     white, 16-bit rescaled) or PIL image (the same rules) and apply ``transform``; a file that
     fails names itself."""

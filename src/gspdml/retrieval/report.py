@@ -22,9 +22,14 @@ from gspdml.config import dump_config
 from gspdml.errors import DataError
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.retrieval.embedding import embed_source, require_some
-from gspdml.retrieval.figures import colour_bar_html, heatmap_overlay, png_data_uri, training_curves_svg
-from gspdml.retrieval.sources import ImageSource
+from gspdml.retrieval.figures import (
+    colour_bar_html,
+    heatmap_overlay,
+    png_data_uri,
+    training_curves_svg,
+)
 from gspdml.retrieval.index import RetrievalIndex
+from gspdml.retrieval.sources import ImageSource
 from gspdml.training.checkpoint import atomic_write_text
 from gspdml.training.run_dir import METRICS_FILE, RESULTS_FILE
 
@@ -69,7 +74,9 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
             except json.JSONDecodeError as err:
                 raise DataError(f"{path}:{number}: not a JSON object: {err}") from None
             if not isinstance(record, dict):
-                raise DataError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+                raise DataError(
+                    f"{path}:{number}: expected a JSON object, got {type(record).__name__}"
+                )
             rows.append(record)
     return rows
 
@@ -119,14 +126,29 @@ def _format(value: Any) -> str:
 def _metrics_section(results: Optional[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
     parts = []
     if results:
-        body = "".join(f"<tr><td>{esc(k)}</td><td>{_format(v)}</td></tr>" for k, v in _flatten(results))
-        parts.append(f"<h3>Results (results.json)</h3><table><tr><th>metric</th><th>value</th></tr>{body}</table>")
-    val = [r for r in rows if r.get("split") == "val" and isinstance(r.get("map_at_r"), (int, float))]
+        body = "".join(
+            f"<tr><td>{esc(k)}</td><td>{_format(v)}</td></tr>" for k, v in _flatten(results)
+        )
+        parts.append(
+            f"<h3>Results (results.json)</h3><table><tr><th>metric</th><th>value</th></tr>{body}</table>"
+        )
+    val = [
+        r for r in rows if r.get("split") == "val" and isinstance(r.get("map_at_r"), (int, float))
+    ]
     if val:
         best = max(val, key=lambda r: r["map_at_r"])
-        body = "".join(f"<tr><td>{esc(str(k))}</td><td>{_format(v)}</td></tr>" for k, v in _flatten(best) if k != "split")
-        parts.append(f"<h3>Best validation round (by map_at_r)</h3><table><tr><th>field</th><th>value</th></tr>{body}</table>")
-    return "\n".join(parts) or '<p class="muted">No metrics recorded (no results.json or metrics.jsonl).</p>'
+        body = "".join(
+            f"<tr><td>{esc(str(k))}</td><td>{_format(v)}</td></tr>"
+            for k, v in _flatten(best)
+            if k != "split"
+        )
+        parts.append(
+            f"<h3>Best validation round (by map_at_r)</h3><table><tr><th>field</th><th>value</th></tr>{body}</table>"
+        )
+    return (
+        "\n".join(parts)
+        or '<p class="muted">No metrics recorded (no results.json or metrics.jsonl).</p>'
+    )
 
 
 def _label(label: Any) -> str:
@@ -137,7 +159,12 @@ def _tile(kind: str, image_uri: str, caption: str, alt: str) -> str:
     return f'<figure class="tile {kind}"><img src="{image_uri}" alt="{esc(alt)}"><figcaption>{caption}</figcaption></figure>'
 
 
-def retrieval_grid(results: RetrievalResults, pictures: dict[int, np.ndarray], queries: Sequence[int], heatmaps: Sequence[Optional[np.ndarray]]) -> str:
+def retrieval_grid(
+    results: RetrievalResults,
+    pictures: dict[int, np.ndarray],
+    queries: Sequence[int],
+    heatmaps: Sequence[Optional[np.ndarray]],
+) -> str:
     """HTML rows, one per query of ``results``: the query, its heatmap (or an empty cell), then its
     ranked references, framed green/red by :meth:`RetrievalResults.rows`' ``correct`` (grey when
     a label is unknown). ``pictures`` maps a reference row to its picture; ``queries[q]`` is the
@@ -145,20 +172,39 @@ def retrieval_grid(results: RetrievalResults, pictures: dict[int, np.ndarray], q
     rows = []
     for item, row, heatmap in zip(queries, results.rows(), heatmaps):
         name = row["query"] if row["query"] is not None else f"#{item}"
-        cells = [_tile("query", png_data_uri(pictures[item]), f"query<br>{_label(row['label'])}", f"query {name}")]
+        cells = [
+            _tile(
+                "query",
+                png_data_uri(pictures[item]),
+                f"query<br>{_label(row['label'])}",
+                f"query {name}",
+            )
+        ]
         if heatmap is not None:
-            cells.append(_tile("heatmap", png_data_uri(heatmap), "pooling weights", f"pooling weights {name}"))
+            cells.append(
+                _tile(
+                    "heatmap", png_data_uri(heatmap), "pooling weights", f"pooling weights {name}"
+                )
+            )
         else:
-            cells.append('<figure class="tile heatmap"><div class="none">none</div><figcaption>no pooling weights</figcaption></figure>')
+            cells.append(
+                '<figure class="tile heatmap"><div class="none">none</div><figcaption>no pooling weights</figcaption></figure>'
+            )
         cells.append('<div class="sep"></div>')
         for result in row["results"]:
-            kind, symbol = {True: ("correct", "&#10003;"), False: ("wrong", "&#10007;"), None: ("unknown", "?")}[result["correct"]]
+            kind, symbol = {
+                True: ("correct", "&#10003;"),
+                False: ("wrong", "&#10007;"),
+                None: ("unknown", "?"),
+            }[result["correct"]]
             path = result["path"] if result["path"] is not None else f"#{result['index']}"
             caption = (
                 f'<span class="mark">{symbol}</span> #{result["rank"]} d={result["distance"]:.3f}<br>'
                 f'{_label(result["label"])}<br><span class="muted">{esc(Path(path).name)}</span>'
             )
-            cells.append(_tile(f"result {kind}", png_data_uri(pictures[result["index"]]), caption, path))
+            cells.append(
+                _tile(f"result {kind}", png_data_uri(pictures[result["index"]]), caption, path)
+            )
         rows.append(f'<div class="row" title="{esc(name)}">{"".join(cells)}</div>')
     return "\n".join(rows)
 
@@ -186,27 +232,36 @@ def build_report(
     (GAP, GMP) get an empty cell.
     """
     model = model.eval()
-    embedded = require_some(embed_source(model, source, batch_size, device, progress, on_error), "report")
+    embedded = require_some(
+        embed_source(model, source, batch_size, device, progress, on_error), "report"
+    )
     vectors, source = embedded.vectors, embedded.source
     index = RetrievalIndex(vectors, source.paths, source.labels)
     chosen = choose_queries(source.labels, min(queries, len(index)), seed)
     k = min(k, len(index) - 1)
     results = index.search(
-        vectors[chosen], k, [source.paths[i] for i in chosen], [source.labels[i] for i in chosen], exclude=chosen
+        vectors[chosen],
+        k,
+        [source.paths[i] for i in chosen],
+        [source.labels[i] for i in chosen],
+        exclude=chosen,
     )
     shown = sorted(set(chosen) | set(results.indices.flatten().tolist()))
     inputs = {i: source.dataset[i][0] for i in shown}
     pictures = {i: source.to_display(image) for i, image in inputs.items()}
     weights = model(torch.stack([inputs[i] for i in chosen]).to(device)).weights
     heatmaps = [
-        heatmap_overlay(pictures[i], weights[q]) if weights is not None and weights.dim() == 3 else None
+        heatmap_overlay(pictures[i], weights[q])
+        if weights is not None and weights.dim() == 3
+        else None
         for q, i in enumerate(chosen)
     ]
     rows = read_metrics(run_dir)
     curves = training_curves_svg(rows)
     name = str(config.get("name") or Path(run_dir).resolve().name)
     pooling = config.get("model", {}).get("pooling")
-    return f"""<!doctype html>
+    return (
+        f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gspdml report: {esc(name)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>
 <body>
@@ -228,7 +283,9 @@ Blue frame: query; violet: its pooling weights upsampled to the image (colour = 
 <pre>{esc(dump_config(config))}</pre>
 <script>{SCRIPT}</script>
 </body></html>
-""", embedded.skipped
+""",
+        embedded.skipped,
+    )
 
 
 def _skipped_section(skipped: dict[str, str]) -> str:

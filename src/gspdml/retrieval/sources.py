@@ -15,8 +15,8 @@ from torch.utils.data import Dataset, Subset
 from gspdml.data.eval_transform import tensor_display
 from gspdml.data.images import IMAGE_EXTENSIONS, list_images
 from gspdml.errors import ConfigError, DataError
-from gspdml.training.run_dir import build_run_data
 from gspdml.retrieval.preprocessing import ImageTransform, load_model_input
+from gspdml.training.run_dir import build_run_data
 
 SPLITS = ("train", "val", "test")
 #: folders of a split layout (``root/train/<class>/...``), as gspdml.data.folder reads them
@@ -24,7 +24,8 @@ SPLIT_FOLDERS = ("train", "val", "test", "query", "gallery")
 
 
 def list_image_folder(
-        root: str | os.PathLike[str]) -> tuple[list[str], list[Optional[str]], list[str]]:
+    root: str | os.PathLike[str],
+) -> tuple[list[str], list[Optional[str]], list[str]]:
     """Image files under ``root`` (recursive, sorted), their labels, and the hidden or system
     files and folders that were skipped (:func:`gspdml.data.images.list_images`).
 
@@ -50,7 +51,9 @@ def list_image_folder(
 class ImageFiles(Dataset):
     """Image files as a dataset of ``(image tensor, position)``, decoded with ``transform``."""
 
-    def __init__(self, paths: Sequence[str], labels: Sequence[Optional[str]], transform: ImageTransform):
+    def __init__(
+        self, paths: Sequence[str], labels: Sequence[Optional[str]], transform: ImageTransform
+    ):
         if len(paths) != len(labels):
             raise ValueError(f"{len(paths)} paths but {len(labels)} labels")
         self.paths, self.item_labels, self.transform = list(paths), list(labels), transform
@@ -77,13 +80,20 @@ class ImageSource:
     def subset(self, items: Sequence[int]) -> "ImageSource":
         """The source restricted to ``items`` (positions), in that order."""
         items = list(items)
-        return ImageSource(Subset(self.dataset, items), [self.paths[i] for i in items], [self.labels[i] for i in items],
-                           self.to_display, self.skipped)
+        return ImageSource(
+            Subset(self.dataset, items),
+            [self.paths[i] for i in items],
+            [self.labels[i] for i in items],
+            self.to_display,
+            self.skipped,
+        )
 
 
 def folder_source(root: str | os.PathLike[str], transform: ImageTransform) -> ImageSource:
     paths, labels, skipped = list_image_folder(root)
-    return ImageSource(ImageFiles(paths, labels, transform), paths, labels, transform.to_display, skipped)
+    return ImageSource(
+        ImageFiles(paths, labels, transform), paths, labels, transform.to_display, skipped
+    )
 
 
 def split_source(config: Mapping[str, Any], split: str) -> ImageSource:
@@ -97,11 +107,18 @@ def split_source(config: Mapping[str, Any], split: str) -> ImageSource:
     part = getattr(build_run_data(config), split)  # type: ignore[arg-type]
     if part is None:
         raise ConfigError("split", f"the dataset has no {split!r} split")
-    dataset = part if split == "train" else (part.gallery if part.gallery is not None else part.query)
+    dataset = (
+        part if split == "train" else (part.gallery if part.gallery is not None else part.query)
+    )
     paths = getattr(dataset, "paths", None)
-    names = [str(p) for p in paths] if paths is not None else [f"{split}/{i}" for i in range(len(dataset))]
+    names = (
+        [str(p) for p in paths]
+        if paths is not None
+        else [f"{split}/{i}" for i in range(len(dataset))]
+    )
     class_names = getattr(dataset, "class_names", None)
     labels: list[Optional[str]] = [
         str(class_names[label]) if class_names is not None else str(int(label))
-        for label in dataset.labels]
+        for label in dataset.labels
+    ]
     return ImageSource(dataset, names, labels)

@@ -76,12 +76,16 @@ class CCPController(Callback):
             return
         for name, param in trainer.model.named_parameters():
             if param.grad is not None and name in self.anchor:
-                param.grad.add_(param.detach() - self.anchor[name].to(param), alpha=self.ccp.prox_lambda)
+                param.grad.add_(
+                    param.detach() - self.anchor[name].to(param), alpha=self.ccp.prox_lambda
+                )
 
     def on_evaluation(self, trainer, metrics: dict[str, float]) -> None:
         metric = self.ccp.metric
         if metric not in metrics:
-            raise TrainingError(f"CCP monitors '{metric}' but the evaluation returned {sorted(metrics)}")
+            raise TrainingError(
+                f"CCP monitors '{metric}' but the evaluation returned {sorted(metrics)}"
+            )
         value = float(metrics[metric])
         if value > self.best:
             self.best, self.bad = value, 0
@@ -104,7 +108,9 @@ class CCPController(Callback):
         self.best, self.bad, self.best_params, self.best_proxies = float("-inf"), 0, None, None
         self.problems_finished += 1
 
-    def reinitialize_proxies(self, trainer, old_proxies: Optional[torch.Tensor], pool_size: int) -> None:
+    def reinitialize_proxies(
+        self, trainer, old_proxies: Optional[torch.Tensor], pool_size: int
+    ) -> None:
         """Algorithm 2: embed ``pool_size`` random training samples per class with the current
         network, let the loss pick ``K`` per class relative to ``old_proxies``
         (:meth:`~gspdml.losses.ccp.CCP.set_proxies_from_pool`), and reset the optimiser state
@@ -139,7 +145,11 @@ class CCPController(Callback):
         self.best, self.bad = float(state["best"]), int(state["bad"])
         self.problems_finished = int(state["problems_finished"])
         for attr, prefix in (("anchor", "anchor."), ("best_params", "best_params.")):
-            params = {k[len(prefix):]: torch.as_tensor(v) for k, v in state.items() if k.startswith(prefix)}
+            params = {
+                k[len(prefix) :]: torch.as_tensor(v)
+                for k, v in state.items()
+                if k.startswith(prefix)
+            }
             setattr(self, attr, params or None)
         if "best_proxies" in state:
             self.best_proxies = torch.as_tensor(state["best_proxies"]).to(self.ccp.proxies)

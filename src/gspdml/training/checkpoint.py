@@ -42,9 +42,15 @@ def save_state(path: PathLike, state: Any, meta: Mapping[str, Any] | None = None
     structure = _encode(state, tensors)
     header = {"format": FORMAT, "structure": structure, "meta": dict(meta or {})}
     try:
-        atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata={"gspdml": json.dumps(header)}))
-    except Exception as exc:  # OSError (disk full, permissions), or safetensors' own error wrapping one
-        raise CheckpointWriteError(f"cannot write {path}: {exc}; the previous file, if any, is intact") from exc
+        atomic_write(
+            Path(path), lambda tmp: save_file(tensors, tmp, metadata={"gspdml": json.dumps(header)})
+        )
+    except (
+        Exception
+    ) as exc:  # OSError (disk full, permissions), or safetensors' own error wrapping one
+        raise CheckpointWriteError(
+            f"cannot write {path}: {exc}; the previous file, if any, is intact"
+        ) from exc
 
 
 def load_state(path: PathLike, device: str | torch.device = "cpu") -> tuple[Any, dict[str, Any]]:

@@ -21,8 +21,17 @@ from gspdml.config import DEFAULTS, dump_config
 from gspdml.errors import ConfigError
 
 #: keys whose value does not change what the weights become
-HARMLESS = ("description", "output_dir", "data.num_workers", "data.eval_batch_size", "trainer.device",
-            "trainer.progress", "trainer.log_every", "trainer.tensorboard", "trainer.checkpoint_every")
+HARMLESS = (
+    "description",
+    "output_dir",
+    "data.num_workers",
+    "data.eval_batch_size",
+    "trainer.device",
+    "trainer.progress",
+    "trainer.log_every",
+    "trainer.tensorboard",
+    "trainer.checkpoint_every",
+)
 
 
 def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -35,7 +44,9 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def config_differences(saved: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+def config_differences(
+    saved: Mapping[str, Any], new: Mapping[str, Any]
+) -> dict[str, tuple[Any, Any]]:
     """``{dotted key: (saved value, new value)}`` for every key whose value differs (a missing
     key reads as ``<absent>``; a key the saved config predates, at its default, is no difference,
     nor a null ``data.eval_transform``: module docstring); both configs are compared as YAML
@@ -44,17 +55,25 @@ def config_differences(saved: Mapping[str, Any], new: Mapping[str, Any]) -> dict
     data = new.get("data")
     if recorded and isinstance(data, Mapping) and data.get("eval_transform") is None:
         new = {**new, "data": {**data, "eval_transform": recorded}}  # null: the recorded one
-    old, now = _flatten(yaml.safe_load(dump_config(saved))), _flatten(yaml.safe_load(dump_config(new)))
+    old, now = (
+        _flatten(yaml.safe_load(dump_config(saved))),
+        _flatten(yaml.safe_load(dump_config(new))),
+    )
     defaults = _flatten(yaml.safe_load(dump_config(DEFAULTS)))
     absent = "<absent>"
     for key in set(now) - set(old):
         if key in defaults and now[key] == defaults[key]:
             old[key] = now[key]
-    return {key: (old.get(key, absent), now.get(key, absent)) for key in sorted(set(old) | set(now))
-            if old.get(key, absent) != now.get(key, absent)}
+    return {
+        key: (old.get(key, absent), now.get(key, absent))
+        for key in sorted(set(old) | set(now))
+        if old.get(key, absent) != now.get(key, absent)
+    }
 
 
-def check_resume_config(saved: Mapping[str, Any], new: Mapping[str, Any], allow_changes: bool) -> dict[str, tuple[Any, Any]]:
+def check_resume_config(
+    saved: Mapping[str, Any], new: Mapping[str, Any], allow_changes: bool
+) -> dict[str, tuple[Any, Any]]:
     """Raise :class:`ConfigError` unless ``new`` equals ``saved``, or differs only in
     :data:`HARMLESS` keys and ``allow_changes``; returns the differences that were accepted."""
     changes = config_differences(saved, new)
@@ -63,10 +82,16 @@ def check_resume_config(saved: Mapping[str, Any], new: Mapping[str, Any], allow_
     listing = "; ".join(f"{key}: {old!r} -> {value!r}" for key, (old, value) in changes.items())
     harmful = [key for key in changes if key not in HARMLESS]
     if harmful:
-        raise ConfigError("--resume", f"the config differs from the run's config.yaml in {listing}; resume with the "
-                                      f"saved config (gspdml train RUN_DIR/config.yaml --resume), or start a new run "
-                                      f"(another name). {', '.join(harmful)} change(s) what the weights become")
+        raise ConfigError(
+            "--resume",
+            f"the config differs from the run's config.yaml in {listing}; resume with the "
+            f"saved config (gspdml train RUN_DIR/config.yaml --resume), or start a new run "
+            f"(another name). {', '.join(harmful)} change(s) what the weights become",
+        )
     if not allow_changes:
-        raise ConfigError("--resume", f"the config differs from the run's config.yaml in {listing}; these keys do not "
-                                      f"change the weights: pass --allow-changes to resume with them")
+        raise ConfigError(
+            "--resume",
+            f"the config differs from the run's config.yaml in {listing}; these keys do not "
+            f"change the weights: pass --allow-changes to resume with them",
+        )
     return changes

@@ -53,8 +53,8 @@ from torch import nn
 from torch.utils.data import Dataset, Subset
 
 from gspdml.errors import ConfigError
-from gspdml.models.output import EmbedderOutput
 from gspdml.models.inference import embed
+from gspdml.models.output import EmbedderOutput
 
 MODES = ("auto", "off")
 
@@ -92,16 +92,22 @@ def launched_world_size() -> int:
     try:
         return int(value)
     except ValueError:
-        raise ConfigError("trainer.distributed", f"environment variable WORLD_SIZE={value!r} is not an integer") from None
+        raise ConfigError(
+            "trainer.distributed", f"environment variable WORLD_SIZE={value!r} is not an integer"
+        ) from None
 
 
-def setup_distributed(mode: str, device: torch.device) -> tuple[Optional[DistributedContext], torch.device]:
+def setup_distributed(
+    mode: str, device: torch.device
+) -> tuple[Optional[DistributedContext], torch.device]:
     """Join the process group when ``mode`` is ``auto`` and ``WORLD_SIZE > 1``.
 
     Returns ``(context or None, device)``; on CUDA the device becomes ``cuda:LOCAL_RANK``.
     """
     if mode not in MODES:
-        raise ConfigError("trainer.distributed", f"unknown mode {mode!r}; allowed: {', '.join(MODES)}")
+        raise ConfigError(
+            "trainer.distributed", f"unknown mode {mode!r}; allowed: {', '.join(MODES)}"
+        )
     if mode == "off" or launched_world_size() <= 1:
         return None, device
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -132,14 +138,23 @@ def gather_with_grad(tensor: torch.Tensor, context: DistributedContext) -> torch
     by ``world_size``, see the module docstring), the other ranks' rows are constants."""
     parts = [torch.empty_like(tensor) for _ in range(context.world_size)]
     dist.all_gather(parts, tensor.detach().contiguous())
-    parts[context.rank] = _ScaleGradient.apply(tensor, float(context.world_size)) if tensor.requires_grad else tensor
+    parts[context.rank] = (
+        _ScaleGradient.apply(tensor, float(context.world_size)) if tensor.requires_grad else tensor
+    )
     return torch.cat(parts)
 
 
 def gather_output(output: EmbedderOutput, context: DistributedContext) -> EmbedderOutput:
     """:func:`gather_with_grad` applied to every tensor of an embedder output."""
     fields = {f.name: getattr(output, f.name) for f in dataclasses.fields(output)}
-    return dataclasses.replace(output, **{k: gather_with_grad(v, context) for k, v in fields.items() if isinstance(v, torch.Tensor)})
+    return dataclasses.replace(
+        output,
+        **{
+            k: gather_with_grad(v, context)
+            for k, v in fields.items()
+            if isinstance(v, torch.Tensor)
+        },
+    )
 
 
 class GlobalBatchModel:
@@ -161,12 +176,16 @@ class GlobalBatchModel:
 
     @staticmethod
     def _refusal(what: str) -> ConfigError:
-        return ConfigError("trainer.distributed", f"the loss {what} (e.g. Metrix mixup at the input or feature level); "
-                           "data-parallel training gathers only the model's output on the step's batch")
+        return ConfigError(
+            "trainer.distributed",
+            f"the loss {what} (e.g. Metrix mixup at the input or feature level); "
+            "data-parallel training gathers only the model's output on the step's batch",
+        )
 
 
-def global_batch(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
-                 context: DistributedContext) -> tuple[GlobalBatchModel, torch.Tensor]:
+def global_batch(
+    model: nn.Module, images: torch.Tensor, labels: torch.Tensor, context: DistributedContext
+) -> tuple[GlobalBatchModel, torch.Tensor]:
     """``(model, labels)`` of the global batch for the loss's ``training_objective``: the
     :class:`GlobalBatchModel` of this step and the labels of every rank in rank order."""
     return GlobalBatchModel(model, images, context), gather_with_grad(labels, context)
@@ -186,7 +205,9 @@ def broadcast_buffers(module: nn.Module) -> None:
         dist.broadcast(buffer, src=0)
 
 
-def embed_sharded(context: DistributedContext, model: nn.Module, dataset: Dataset, batch_size: int = 256, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+def embed_sharded(
+    context: DistributedContext, model: nn.Module, dataset: Dataset, batch_size: int = 256, **kwargs
+) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`~gspdml.models.inference.embed` of ``dataset`` split over the ranks: rank ``r``
     embeds the contiguous shard ``[r n / W, (r + 1) n / W)``; the shards are all-gathered and
     concatenated, so every rank returns the embeddings of the whole dataset in order."""
@@ -196,10 +217,16 @@ def embed_sharded(context: DistributedContext, model: nn.Module, dataset: Datase
     start, size = bounds[context.rank], sizes[context.rank]
     width = int(model.embedding_dim)
     if size:
-        emb, labels = embed(model, Subset(dataset, range(start, start + size)), batch_size, **kwargs)
+        emb, labels = embed(
+            model, Subset(dataset, range(start, start + size)), batch_size, **kwargs
+        )
     else:
         emb, labels = torch.zeros(0, width), torch.zeros(0, dtype=torch.int64)
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    device = (
+        torch.device("cuda", torch.cuda.current_device())
+        if dist.get_backend() == "nccl"
+        else torch.device("cpu")
+    )
     longest = max(sizes)
     padded_emb = torch.zeros(longest, width, device=device)
     padded_labels = torch.zeros(longest, dtype=torch.int64, device=device)
@@ -208,5 +235,7 @@ def embed_sharded(context: DistributedContext, model: nn.Module, dataset: Datase
     all_labels = [torch.empty_like(padded_labels) for _ in range(world)]
     dist.all_gather(all_emb, padded_emb)
     dist.all_gather(all_labels, padded_labels)
-    return (torch.cat([e[:s] for e, s in zip(all_emb, sizes)]).cpu(),
-            torch.cat([y[:s] for y, s in zip(all_labels, sizes)]).cpu())
+    return (
+        torch.cat([e[:s] for e, s in zip(all_emb, sizes)]).cpu(),
+        torch.cat([y[:s] for y, s in zip(all_labels, sizes)]).cpu(),
+    )

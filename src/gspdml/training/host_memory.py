@@ -24,7 +24,9 @@ TRIM_THRESHOLD = 256 << 20
 
 
 @functools.lru_cache(maxsize=None)
-def keep_freed_host_memory(mmap_threshold: int = MMAP_THRESHOLD, trim_threshold: int = TRIM_THRESHOLD) -> bool:
+def keep_freed_host_memory(
+    mmap_threshold: int = MMAP_THRESHOLD, trim_threshold: int = TRIM_THRESHOLD
+) -> bool:
     """Raise glibc's mmap and trim thresholds for this process; ``True`` when it took effect
     (once per process; later calls return the first answer)."""
     library = ctypes.util.find_library("c")
@@ -36,4 +38,6 @@ def keep_freed_host_memory(mmap_threshold: int = MMAP_THRESHOLD, trim_threshold:
     except (OSError, AttributeError):  # not glibc
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(M_TRIM_THRESHOLD, trim_threshold))
+    return bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(
+        mallopt(M_TRIM_THRESHOLD, trim_threshold)
+    )

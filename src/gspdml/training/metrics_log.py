@@ -20,8 +20,11 @@ def tensorboard_wanted(setting: Any) -> bool:
     ``true`` without it is an error naming the package."""
     installed = importlib.util.find_spec("tensorboard") is not None
     if setting is True and not installed:
-        raise ConfigError("trainer.tensorboard", "true needs the tensorboard package (pip install 'gspdml[tensorboard]'), "
-                                                 "or set it to auto or false")
+        raise ConfigError(
+            "trainer.tensorboard",
+            "true needs the tensorboard package (pip install 'gspdml[tensorboard]'), "
+            "or set it to auto or false",
+        )
     return bool(installed and setting in ("auto", True))
 
 
@@ -58,9 +61,16 @@ class MetricsLog:
         return folder
 
     def _write_scalars(self, record: Mapping[str, Any]) -> None:
-        step, split = int(record.get("step", 0)), "test_final" if record.get("final") else record.get("split", "train")
+        step, split = (
+            int(record.get("step", 0)),
+            "test_final" if record.get("final") else record.get("split", "train"),
+        )
         for key, value in record.items():
-            if key not in ("step", "split", "final") and isinstance(value, (int, float)) and not isinstance(value, bool):
+            if (
+                key not in ("step", "split", "final")
+                and isinstance(value, (int, float))
+                and not isinstance(value, bool)
+            ):
                 self._writer.add_scalar(f"{split}/{key}", float(value), step)
         self._writer.flush()
 
@@ -72,4 +82,6 @@ class MetricsLog:
 
 def _finite(record: Mapping[str, Any]) -> dict[str, Any]:
     """JSON has no inf/nan: write them as null."""
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
+    return {
+        k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()
+    }

@@ -16,10 +16,17 @@ from torch import nn
 from gspdml.config import OptimizerConfig
 
 #: embedder parts -> the lr_multipliers key that applies to them (the global projection is a head)
-EMBEDDER_PARTS = {"backbone": "backbone", "head": "head", "pooling": "pooling", "projection": "head"}
+EMBEDDER_PARTS = {
+    "backbone": "backbone",
+    "head": "head",
+    "pooling": "pooling",
+    "projection": "head",
+}
 
 
-def _loss_parameters(module: nn.Module, inherited: float = 1.0) -> Iterator[tuple[float, nn.Parameter]]:
+def _loss_parameters(
+    module: nn.Module, inherited: float = 1.0
+) -> Iterator[tuple[float, nn.Parameter]]:
     """(multiplier, parameter) for every parameter below ``module``; a submodule that declares
     ``lr_multiplier`` sets it for itself and its children, others inherit their parent's."""
     multiplier = float(getattr(module, "lr_multiplier", inherited))
@@ -30,7 +37,9 @@ def _loss_parameters(module: nn.Module, inherited: float = 1.0) -> Iterator[tupl
         yield from _loss_parameters(child, multiplier)
 
 
-def parameter_groups(model: nn.Module, loss: nn.Module, multipliers: Mapping[str, float], lr: float) -> list[dict[str, Any]]:
+def parameter_groups(
+    model: nn.Module, loss: nn.Module, multipliers: Mapping[str, float], lr: float
+) -> list[dict[str, Any]]:
     """Groups with ``name``, ``params``, ``lr`` and ``initial_lr`` (= base lr x multiplier)."""
     groups: list[dict[str, Any]] = []
     for part, key in EMBEDDER_PARTS.items():
@@ -38,7 +47,9 @@ def parameter_groups(model: nn.Module, loss: nn.Module, multipliers: Mapping[str
         params = [p for p in module.parameters() if p.requires_grad] if module is not None else []
         if params:
             mult = float(multipliers.get(key, 1.0))
-            groups.append({"name": part, "params": params, "lr": lr * mult, "initial_lr": lr * mult})
+            groups.append(
+                {"name": part, "params": params, "lr": lr * mult, "initial_lr": lr * mult}
+            )
     named = {id(p) for group in groups for p in group["params"]}
     rest = [p for p in model.parameters() if p.requires_grad and id(p) not in named]
     if rest:  # a model without the embedder's parts (a user's): one group at the base rate
@@ -47,7 +58,9 @@ def parameter_groups(model: nn.Module, loss: nn.Module, multipliers: Mapping[str
     for mult, param in _loss_parameters(loss):
         by_multiplier.setdefault(mult, []).append(param)
     for mult, params in sorted(by_multiplier.items()):
-        groups.append({"name": f"loss x{mult:g}", "params": params, "lr": lr * mult, "initial_lr": lr * mult})
+        groups.append(
+            {"name": f"loss x{mult:g}", "params": params, "lr": lr * mult, "initial_lr": lr * mult}
+        )
     _check_each_parameter_once(groups, model, loss)
     return groups
 
@@ -57,14 +70,18 @@ def _check_each_parameter_once(groups: list[dict[str, Any]], *modules: nn.Module
     for group in groups:
         for param in group["params"]:
             if id(param) in seen:
-                raise ValueError(f"a parameter appears in two optimiser groups (second: {group['name']})")
+                raise ValueError(
+                    f"a parameter appears in two optimiser groups (second: {group['name']})"
+                )
             seen.add(id(param))
     missing = [p for m in modules for p in m.parameters() if p.requires_grad and id(p) not in seen]
     if missing:
         raise ValueError(f"{len(missing)} trainable parameters are in no optimiser group")
 
 
-def build_optimizer(cfg: OptimizerConfig, model: nn.Module, loss: nn.Module) -> torch.optim.Optimizer:
+def build_optimizer(
+    cfg: OptimizerConfig, model: nn.Module, loss: nn.Module
+) -> torch.optim.Optimizer:
     """Adam, AdamW or SGD over :func:`parameter_groups` (``optimizer`` section of the config)."""
     groups = parameter_groups(model, loss, dict(cfg.lr_multipliers), cfg.lr)
     common = {"lr": cfg.lr, "weight_decay": cfg.weight_decay}
@@ -79,7 +96,14 @@ class PlateauSchedule:
     without improvement of the monitored metric (higher is better); the base learning rate
     ``base_lr`` never drops below ``min_lr`` (groups keep their multipliers)."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, base_lr: float, factor: float = 0.5, patience: int = 4, min_lr: float = 1e-6):
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        base_lr: float,
+        factor: float = 0.5,
+        patience: int = 4,
+        min_lr: float = 1e-6,
+    ):
         self.optimizer, self.base_lr = optimizer, base_lr
         self.factor, self.patience, self.min_lr = factor, patience, min_lr
         self.scale, self.best, self.bad_rounds = 1.0, float("-inf"), 0
@@ -98,10 +122,19 @@ class PlateauSchedule:
                 group["lr"] = group["initial_lr"] * self.scale
 
     def state_dict(self) -> dict:
-        return {"scale": self.scale, "best": self.best, "bad_rounds": self.bad_rounds, "drops": list(self.drops)}
+        return {
+            "scale": self.scale,
+            "best": self.best,
+            "bad_rounds": self.bad_rounds,
+            "drops": list(self.drops),
+        }
 
     def load_state_dict(self, state: Mapping) -> None:
-        self.scale, self.best, self.bad_rounds = float(state["scale"]), float(state["best"]), int(state["bad_rounds"])
+        self.scale, self.best, self.bad_rounds = (
+            float(state["scale"]),
+            float(state["best"]),
+            int(state["bad_rounds"]),
+        )
         self.drops = [int(s) for s in state.get("drops", [])]
 
 
@@ -124,13 +157,18 @@ class StepDecay:
     ProxyNCA++ trainval stage repeats the train stage's plateau drops). A function of the step
     count alone, so a resumed run needs no state."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, factor: float, every: Optional[int] = None,
-                 milestones: Optional[list[int]] = None):
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        factor: float,
+        every: Optional[int] = None,
+        milestones: Optional[list[int]] = None,
+    ):
         self.optimizer, self.factor = optimizer, float(factor)
         self.every, self.milestones = every, sorted(int(m) for m in milestones or ())
 
     def apply(self, step: int) -> None:
         reached = step // self.every if self.every else sum(1 for m in self.milestones if step >= m)
-        scale = self.factor ** reached
+        scale = self.factor**reached
         for group in self.optimizer.param_groups:
             group["lr"] = group["initial_lr"] * scale

@@ -22,8 +22,10 @@ from gspdml.losses.requirements import model_provides, requirements_of
 from gspdml.pooling.base import LazyInitialised
 from gspdml.training.rng import rng_state, set_rng_state
 
-ADAPTER = ("wrap a plain (image, label) dataset in "
-           "gspdml.data.seeded.SeededTransformDataset(dataset, seed=...)")
+ADAPTER = (
+    "wrap a plain (image, label) dataset in "
+    "gspdml.data.seeded.SeededTransformDataset(dataset, seed=...)"
+)
 
 
 def check_loss_declarations(loss: nn.Module, model: nn.Module, data: Mapping[str, Any]) -> None:

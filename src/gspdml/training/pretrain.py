@@ -30,24 +30,37 @@ from typing import Any, Mapping, Union
 
 import numpy as np
 import torch
-import yaml
 import torch.nn.functional as F
+import yaml
 from torch import nn
 
+from gspdml.compat.hardware import PrecisionChoice, resolve_precision
 from gspdml.config import PRESETS_DIR, parse_yaml
 from gspdml.data.arrays import pixel_statistics
 from gspdml.data.cache import cache_dir, cache_key
 from gspdml.errors import ConfigError
 from gspdml.models.backbones import build_backbone
-from gspdml.compat.hardware import PrecisionChoice, resolve_precision
 from gspdml.models.inference import autocast_context, resolve_device
 
 RECIPES_DIR = PRESETS_DIR / "pretrain"
 #: bump when the pre-training code changes what a recipe produces
 CODE_VERSION = 1
-TRAIN_DEFAULTS = {"epochs": 10, "batch_size": 128, "lr": 2.0e-3, "weight_decay": 5.0e-4, "seed": 0, "precision": "auto"}
-DATA_DEFAULTS = {"source": "digits", "root": None, "split_seed": 0, "tile_size": 16, "tiles_per_class": 64,
-                 "glyph_split": [0.6, 0.2, 0.2]}
+TRAIN_DEFAULTS = {
+    "epochs": 10,
+    "batch_size": 128,
+    "lr": 2.0e-3,
+    "weight_decay": 5.0e-4,
+    "seed": 0,
+    "precision": "auto",
+}
+DATA_DEFAULTS = {
+    "source": "digits",
+    "root": None,
+    "split_seed": 0,
+    "tile_size": 16,
+    "tiles_per_class": 64,
+    "glyph_split": [0.6, 0.2, 0.2],
+}
 
 
 def recipe_names() -> list[str]:
@@ -65,7 +78,10 @@ def load_recipe(source: Union[str, Path, Mapping[str, Any]]) -> dict[str, Any]:
         if not path.is_file():
             path = RECIPES_DIR / f"{source}.yaml"
         if not path.is_file():
-            raise ConfigError("model.backbone.weights", f"no pre-training recipe {str(source)!r} (a YAML file, or one of: {', '.join(recipe_names())})")
+            raise ConfigError(
+                "model.backbone.weights",
+                f"no pre-training recipe {str(source)!r} (a YAML file, or one of: {', '.join(recipe_names())})",
+            )
         try:
             raw, name = parse_yaml(path.read_text()) or {}, path.stem
         except yaml.YAMLError as error:
@@ -74,13 +90,19 @@ def load_recipe(source: Union[str, Path, Mapping[str, Any]]) -> dict[str, Any]:
             raise ConfigError("pretrain", f"{path}: expected a mapping with backbone, data, train")
     unknown = set(raw) - {"name", "description", "backbone", "data", "train"}
     if unknown or "backbone" not in raw:
-        raise ConfigError("pretrain", f"a recipe has keys backbone (required), data, train, description; got {sorted(raw)}")
+        raise ConfigError(
+            "pretrain",
+            f"a recipe has keys backbone (required), data, train, description; got {sorted(raw)}",
+        )
     recipe = {"name": raw.get("name", name), "backbone": raw["backbone"]}
     for section, defaults in (("data", DATA_DEFAULTS), ("train", TRAIN_DEFAULTS)):
         given = dict(raw.get(section) or {})
         extra = set(given) - set(defaults)
         if extra:
-            raise ConfigError(f"pretrain.{section}", f"unknown keys {sorted(extra)}; allowed: {', '.join(defaults)}")
+            raise ConfigError(
+                f"pretrain.{section}",
+                f"unknown keys {sorted(extra)}; allowed: {', '.join(defaults)}",
+            )
         recipe[section] = {**defaults, **given}
     return recipe
 
@@ -89,12 +111,25 @@ def recipe_key(recipe: Mapping[str, Any]) -> str:
     """Content hash of everything that determines the weights (the description and name aside),
     with the precision as this machine resolves it (``auto`` trains in bf16 only where it is native,
     and bf16 weights are not the fp32 ones) and the kind of device (a GPU's kernels round otherwise)."""
-    train = {**recipe["train"], "precision": _precision(recipe).precision, "device": resolve_device("auto").type}
-    return cache_key({"code": CODE_VERSION, "backbone": recipe["backbone"], "data": recipe["data"], "train": train})
+    train = {
+        **recipe["train"],
+        "precision": _precision(recipe).precision,
+        "device": resolve_device("auto").type,
+    }
+    return cache_key(
+        {
+            "code": CODE_VERSION,
+            "backbone": recipe["backbone"],
+            "data": recipe["data"],
+            "train": train,
+        }
+    )
 
 
 def _precision(recipe: Mapping[str, Any]) -> PrecisionChoice:
-    return resolve_precision(recipe["train"]["precision"], resolve_device("auto"), field="pretrain.train.precision")
+    return resolve_precision(
+        recipe["train"]["precision"], resolve_device("auto"), field="pretrain.train.precision"
+    )
 
 
 def weights_path(recipe: Mapping[str, Any]) -> Path:
@@ -108,10 +143,15 @@ def resolve_recipe_weights(model: Mapping[str, Any]) -> dict[str, Any]:
     backbone = model.get("backbone")
     if not isinstance(backbone, Mapping) or backbone.get("weights") is None:
         return dict(model)
-    return {**model, "backbone": {**backbone, "weights": str(pretrained_weights_file(backbone["weights"]))}}
+    return {
+        **model,
+        "backbone": {**backbone, "weights": str(pretrained_weights_file(backbone["weights"]))},
+    }
 
 
-def pretrained_state(source, *, verbose: bool = True) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+def pretrained_state(
+    source, *, verbose: bool = True
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """The backbone weights of a recipe and their record (accuracy, seconds, key): loaded from
     the cache, or trained now and stored."""
     from safetensors import safe_open
@@ -134,8 +174,10 @@ def pretrained_weights_file(source, *, verbose: bool = True) -> Path:
         return path
     if verbose:
         choice = _precision(recipe)
-        print(f"pre-training {recipe['name']} (key {recipe_key(recipe)}, {choice.precision}: {choice.reason}) -> {path}",
-              flush=True)
+        print(
+            f"pre-training {recipe['name']} (key {recipe_key(recipe)}, {choice.precision}: {choice.reason}) -> {path}",
+            flush=True,
+        )
     state, record = train_recipe(recipe, verbose=verbose)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
@@ -147,7 +189,10 @@ def pretrained_weights_file(source, *, verbose: bool = True) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     if verbose:
-        print(f"pre-trained {recipe['name']}: held-out tile accuracy {100 * record['val_accuracy']:.1f}% in {record['seconds']:.0f} s", flush=True)
+        print(
+            f"pre-trained {recipe['name']}: held-out tile accuracy {100 * record['val_accuracy']:.1f}% in {record['seconds']:.0f} s",
+            flush=True,
+        )
     return path
 
 
@@ -157,16 +202,25 @@ def _tiles(recipe: Mapping[str, Any], pool: str, seed: int) -> dict[str, np.ndar
 
     data = recipe["data"]
     glyphs, labels = source_glyphs(data["source"], data["root"])
-    return tile_classification_arrays(glyphs, labels, split_seed=data["split_seed"], tile_size=data["tile_size"],
-                                      tiles_per_class=data["tiles_per_class"], glyph_split=data["glyph_split"],
-                                      seed=seed, pool=pool)
+    return tile_classification_arrays(
+        glyphs,
+        labels,
+        split_seed=data["split_seed"],
+        tile_size=data["tile_size"],
+        tiles_per_class=data["tiles_per_class"],
+        glyph_split=data["glyph_split"],
+        seed=seed,
+        pool=pool,
+    )
 
 
 def _as_tensor(images: np.ndarray, mean: float, std: float) -> torch.Tensor:
     return ((torch.from_numpy(images).float()[:, None] / 255.0) - mean) / std
 
 
-def train_recipe(recipe: Mapping[str, Any], *, verbose: bool = False) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+def train_recipe(
+    recipe: Mapping[str, Any], *, verbose: bool = False
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Train ``backbone -> GAP -> linear`` with cross-entropy on the recipe's tiles (fresh glyph
     draws every epoch; Adam with a cosine learning-rate decay) on the GPU when there is one, in
     the recipe's precision as this machine resolves it, and return the backbone's state dict and
@@ -182,8 +236,14 @@ def train_recipe(recipe: Mapping[str, Any], *, verbose: bool = False) -> tuple[d
     backbone = build_backbone(recipe["backbone"], in_channels=1, field="pretrain.backbone")
     classifier = nn.Linear(backbone.out_channels, classes)
     model = nn.Sequential(backbone, nn.AdaptiveAvgPool2d(1), nn.Flatten(), classifier).to(device)
-    layout = torch.channels_last if precision == "bf16" and device.type == "cpu" else torch.contiguous_format
-    optimizer = torch.optim.Adam(model.parameters(), lr=float(opts["lr"]), weight_decay=float(opts["weight_decay"]))
+    layout = (
+        torch.channels_last
+        if precision == "bf16" and device.type == "cpu"
+        else torch.contiguous_format
+    )
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=float(opts["lr"]), weight_decay=float(opts["weight_decay"])
+    )
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     epochs, batch = int(opts["epochs"]), int(opts["batch_size"])
     steps = epochs * -(-len(first["labels"]) // batch)
@@ -191,11 +251,16 @@ def train_recipe(recipe: Mapping[str, Any], *, verbose: bool = False) -> tuple[d
     rng = np.random.default_rng(np.random.SeedSequence([int(opts["seed"]), 0xBA7C]))
     model.train()
     for epoch in range(epochs):
-        tiles = first if epoch == 0 else _tiles(recipe, "train", seed=int(opts["seed"]) * 1000 + epoch)
-        x, y = _as_tensor(tiles["images"], mean, std).to(device), torch.from_numpy(tiles["labels"]).to(device)
+        tiles = (
+            first if epoch == 0 else _tiles(recipe, "train", seed=int(opts["seed"]) * 1000 + epoch)
+        )
+        x, y = (
+            _as_tensor(tiles["images"], mean, std).to(device),
+            torch.from_numpy(tiles["labels"]).to(device),
+        )
         order = torch.from_numpy(rng.permutation(len(y))).to(device)
         for i in range(0, len(order), batch):
-            index = order[i:i + batch]
+            index = order[i : i + batch]
             with autocast_context(precision, device):
                 logits = model(x[index].contiguous(memory_format=layout))
             loss = F.cross_entropy(logits.float(), y[index])
@@ -208,21 +273,45 @@ def train_recipe(recipe: Mapping[str, Any], *, verbose: bool = False) -> tuple[d
                 optimizer.step()
             schedule.step()
         if verbose:
-            print(f"pre-training {recipe['name']}: epoch {epoch + 1}/{epochs}, loss {loss.item():.3f}, "
-                  f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+            print(
+                f"pre-training {recipe['name']}: epoch {epoch + 1}/{epochs}, loss {loss.item():.3f}, "
+                f"{time.perf_counter() - start:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     val = _tiles(recipe, "val", seed=int(opts["seed"]) * 1000 + 999)
     accuracy = _accuracy(model, val, mean, std, precision, device)
-    record = {"name": recipe["name"], "key": recipe_key(recipe), "classes": classes, "val_accuracy": accuracy,
-              "seconds": time.perf_counter() - start, "threads": torch.get_num_threads(), "mean": mean, "std": std,
-              "device": str(device), "precision": precision}
-    return {k: v.detach().cpu().clone().contiguous() for k, v in backbone.state_dict().items()}, record
+    record = {
+        "name": recipe["name"],
+        "key": recipe_key(recipe),
+        "classes": classes,
+        "val_accuracy": accuracy,
+        "seconds": time.perf_counter() - start,
+        "threads": torch.get_num_threads(),
+        "mean": mean,
+        "std": std,
+        "device": str(device),
+        "precision": precision,
+    }
+    return {
+        k: v.detach().cpu().clone().contiguous() for k, v in backbone.state_dict().items()
+    }, record
 
 
 @torch.no_grad()
-def _accuracy(model: nn.Module, tiles: Mapping[str, np.ndarray], mean: float, std: float, precision: str,
-              device: torch.device) -> float:
+def _accuracy(
+    model: nn.Module,
+    tiles: Mapping[str, np.ndarray],
+    mean: float,
+    std: float,
+    precision: str,
+    device: torch.device,
+) -> float:
     model.eval()
-    x, y = _as_tensor(tiles["images"], mean, std).to(device), torch.from_numpy(tiles["labels"]).to(device)
+    x, y = (
+        _as_tensor(tiles["images"], mean, std).to(device),
+        torch.from_numpy(tiles["labels"]).to(device),
+    )
     with autocast_context(precision, device):
-        predicted = torch.cat([model(x[i:i + 512]).argmax(1) for i in range(0, len(y), 512)])
+        predicted = torch.cat([model(x[i : i + 512]).argmax(1) for i in range(0, len(y), 512)])
     return float((predicted == y).float().mean())

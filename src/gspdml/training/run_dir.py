@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from torch import nn
 
 from gspdml.config import RunConfig
-from gspdml.config.schema import plain
 from gspdml.config.migration import read_run_config
+from gspdml.config.schema import plain
 from gspdml.data import DataSplits, build_data
 from gspdml.errors import ConfigError, DataError
 from gspdml.models import Embedder, build_embedder
@@ -64,7 +64,9 @@ def load_embedder(path: Path, device="cpu") -> tuple[Embedder, dict[str, Any]]:
     return model.to(device).eval(), meta
 
 
-def load_run(run_dir: Path | str, weights: str = "final", device: str = "cpu") -> tuple[RunConfig, Embedder]:
+def load_run(
+    run_dir: Path | str, weights: str = "final", device: str = "cpu"
+) -> tuple[RunConfig, Embedder]:
     """The resolved config of a run and its embedder with the chosen weights loaded (eval mode).
 
     ``weights``: ``final`` (``model.safetensors``, written at the end of training: the best
@@ -75,19 +77,29 @@ def load_run(run_dir: Path | str, weights: str = "final", device: str = "cpu") -
     if not config_path.is_file():
         raise ConfigError("run_dir", f"{run_dir} is not a gspdml run directory (no {CONFIG_FILE})")
     if weights not in WEIGHT_FILES:
-        raise ConfigError("weights", f"unknown weights {weights!r}; allowed: {', '.join(WEIGHT_FILES)}")
+        raise ConfigError(
+            "weights", f"unknown weights {weights!r}; allowed: {', '.join(WEIGHT_FILES)}"
+        )
     path = run_dir / WEIGHT_FILES[weights]
     if not path.is_file():
-        raise ConfigError("weights", f"{path} does not exist (has the run finished? try weights='best')")
+        raise ConfigError(
+            "weights", f"{path} does not exist (has the run finished? try weights='best')"
+        )
     config = read_run_config(config_path)
     model, _ = load_embedder(path, device)
-    uninitialised = [name for name, module in model.named_modules()
-                     if isinstance(module, LazyInitialised) and not module.is_initialised]
+    uninitialised = [
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, LazyInitialised) and not module.is_initialised
+    ]
     if uninitialised:
-        raise ConfigError("weights", f"{path}: {', '.join(uninitialised)} was saved before it was "
-                                     "initialised (GSP: it pools as GAP); train the run again with "
-                                     "this gspdml version, which initialises it before the first "
-                                     "evaluation")
+        raise ConfigError(
+            "weights",
+            f"{path}: {', '.join(uninitialised)} was saved before it was "
+            "initialised (GSP: it pools as GAP); train the run again with "
+            "this gspdml version, which initialises it before the first "
+            "evaluation",
+        )
     return config, model
 
 

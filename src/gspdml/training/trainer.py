@@ -24,13 +24,13 @@ only rank 0 writes the run directory.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
 import functools
 import json
 import signal
 import sys
-from pathlib import Path
 from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, Optional
 
 import torch
@@ -45,23 +45,41 @@ from gspdml.data.eval_transform import run_eval_transform
 from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
 from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
 from gspdml.errors import ConfigError, GspdmlError, TrainingError
-from gspdml.training.callbacks import Callback
-from gspdml.training.checkpoint import (CheckpointError, atomic_write_text, check_writable_folder,
-                                        load_state, save_state)
-from gspdml.training.config_changes import check_resume_config
-from gspdml.training import distributed as ddp
-from gspdml.training.host_memory import keep_freed_host_memory
 from gspdml.evaluation.selection import selection_key, selection_value
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 from gspdml.models.inference import autocast_context, embed, resolve_device, split_embeddings
+from gspdml.training import distributed as ddp
+from gspdml.training.callbacks import Callback
+from gspdml.training.checkpoint import (
+    CheckpointError,
+    atomic_write_text,
+    check_writable_folder,
+    load_state,
+    save_state,
+)
+from gspdml.training.config_changes import check_resume_config
+from gspdml.training.host_memory import keep_freed_host_memory
 from gspdml.training.metrics_log import MetricsLog, tensorboard_wanted
 from gspdml.training.optim import PlateauSchedule, StepDecay, build_optimizer, clip_gradients
 from gspdml.training.parts import RunParts, build_run, find_callbacks
-from gspdml.training.preflight import (check_lazy_initialisation, check_loss_declarations,
-                                       check_training_dataset, check_warmup, lazy_modules)
+from gspdml.training.preflight import (
+    check_lazy_initialisation,
+    check_loss_declarations,
+    check_training_dataset,
+    check_warmup,
+    lazy_modules,
+)
 from gspdml.training.rng import rng_state, set_rng_state
-from gspdml.training.run_dir import (BEST_WEIGHTS_FILE, CHECKPOINT_FILE, CONFIG_FILE, METRICS_FILE,
-                                     RESULTS_FILE, TENSORBOARD_DIR, WEIGHTS_FILE, save_weights)
+from gspdml.training.run_dir import (
+    BEST_WEIGHTS_FILE,
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    METRICS_FILE,
+    RESULTS_FILE,
+    TENSORBOARD_DIR,
+    WEIGHTS_FILE,
+    save_weights,
+)
 
 
 class Trainer:
@@ -73,8 +91,15 @@ class Trainer:
     ``train_dataset``, ``device``, ``step``, :meth:`embed` and :meth:`evaluate`.
     """
 
-    def __init__(self, parts: RunParts, config: RunConfig | Mapping[str, Any], run_dir: Path | str,
-                 *, resume: bool = False, allow_changes: bool = False):
+    def __init__(
+        self,
+        parts: RunParts,
+        config: RunConfig | Mapping[str, Any],
+        run_dir: Path | str,
+        *,
+        resume: bool = False,
+        allow_changes: bool = False,
+    ):
         config = validated(config)  # one built with dataclasses.replace is checked here
         self.config, self.run_dir = config, Path(run_dir)
         self.checkpoint_path = self.run_dir / CHECKPOINT_FILE
@@ -104,9 +129,15 @@ class Trainer:
             self._open_run_dir(resume, changed)
 
     @classmethod
-    def from_config(cls, config: RunConfig | Mapping[str, Any], run_dir: Path | str, *,
-                    resume: bool = False, allow_changes: bool = False,
-                    callbacks: Mapping[str, Callback] | None = None) -> Trainer:
+    def from_config(
+        cls,
+        config: RunConfig | Mapping[str, Any],
+        run_dir: Path | str,
+        *,
+        resume: bool = False,
+        allow_changes: bool = False,
+        callbacks: Mapping[str, Callback] | None = None,
+    ) -> Trainer:
         """The trainer of the parts ``config`` describes, with the user's ``callbacks`` (by name):
         the config and the run directory are checked first, then the parts are built
         (:func:`~gspdml.training.parts.build_run`, pre-training included)."""
@@ -159,13 +190,26 @@ class Trainer:
         rank, world = (self.dist.rank, self.dist.world_size) if self.dist else (0, 1)
         labels = self.train_dataset.labels
         if data.sampler == "random":  # classes_per_batch x samples_per_class random items
-            return RandomBatchSampler(labels, data.classes_per_batch * data.samples_per_class,
-                                      seed=seed, rank=rank, world_size=world, with_epoch=True)
+            return RandomBatchSampler(
+                labels,
+                data.classes_per_batch * data.samples_per_class,
+                seed=seed,
+                rank=rank,
+                world_size=world,
+                with_epoch=True,
+            )
         names = getattr(self.train_dataset, "class_names", None)  # optional (dataset protocol)
         return ClassBalancedBatchSampler(
-            labels, data.classes_per_batch, data.samples_per_class,
-            halves=data.halves, replacement=data.replacement, seed=seed,
-            rank=rank, world_size=world, class_names=names, with_epoch=True,
+            labels,
+            data.classes_per_batch,
+            data.samples_per_class,
+            halves=data.halves,
+            replacement=data.replacement,
+            seed=seed,
+            rank=rank,
+            world_size=world,
+            class_names=names,
+            with_epoch=True,
         )
 
     def _setup_optimisation(self) -> None:
@@ -198,27 +242,36 @@ class Trainer:
         if problem is None:
             return True
         if ev.restore_best or ev.patience or self.config.schedule.plateau:
-            raise ConfigError("evaluation.split", f"the {ev.split} split cannot select a model: {problem}. Give it more "
-                              "classes (data.dataset.val_fraction, data.dataset.val_classes, or a val/ folder), or train "
-                              "without model selection: evaluation.restore_best: false, evaluation.patience: null "
-                              "(and no schedule.plateau)")
+            raise ConfigError(
+                "evaluation.split",
+                f"the {ev.split} split cannot select a model: {problem}. Give it more "
+                "classes (data.dataset.val_fraction, data.dataset.val_classes, or a val/ folder), or train "
+                "without model selection: evaluation.restore_best: false, evaluation.patience: null "
+                "(and no schedule.plateau)",
+            )
         return False
 
     def _print_header(self, resume: bool, changed: dict) -> None:
         """Where the run goes, on what, and on which data (stderr; stdout carries the results)."""
         tr = self.config.trainer
-        lines = [f"{'resuming' if resume else 'run'} {self.run_dir.resolve()} at step {self.step} on {self.device}, "
-                 f"precision {self.precision} ({self.precision_choice.reason})",
-                 f"tensorboard {'on: ' + str(self.run_dir / TENSORBOARD_DIR) if self.tensorboard else 'off'}, "
-                 f"checkpoint {'every ' + str(tr.checkpoint_every) + ' steps and ' if tr.checkpoint_every else ''}"
-                 f"at every evaluation"]
-        lines += [f"changed on resume: {key}: {old!r} -> {new!r}" for key, (old, new) in changed.items()]
+        lines = [
+            f"{'resuming' if resume else 'run'} {self.run_dir.resolve()} at step {self.step} on {self.device}, "
+            f"precision {self.precision} ({self.precision_choice.reason})",
+            f"tensorboard {'on: ' + str(self.run_dir / TENSORBOARD_DIR) if self.tensorboard else 'off'}, "
+            f"checkpoint {'every ' + str(tr.checkpoint_every) + ' steps and ' if tr.checkpoint_every else ''}"
+            f"at every evaluation",
+        ]
+        lines += [
+            f"changed on resume: {key}: {old!r} -> {new!r}" for key, (old, new) in changed.items()
+        ]
         lines += describe_splits(self.data)
         size = image_size_note(self.train_dataset, self.config.data.dataset)
         lines += [size] if size else []
         if not self.selects:
-            lines.append(f"the {self.config.evaluation.split} split cannot rank ({ranking_problem(self.eval_split)}): "
-                         "training without model selection; the final weights are those of the last step")
+            lines.append(
+                f"the {self.config.evaluation.split} split cannot rank ({ranking_problem(self.eval_split)}): "
+                "training without model selection; the final weights are those of the last step"
+            )
         for line in lines:
             print(f"gspdml: {line}", file=sys.stderr)
 
@@ -232,8 +285,11 @@ class Trainer:
             self.model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(self.model)
         # every parameter keeps requires_grad (the backbone warm-up drops gradients instead), so
         # DDP's reducer sees a fixed set; unused parameters (optional pooling parts) are allowed.
-        return DistributedDataParallel(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                                       find_unused_parameters=True)
+        return DistributedDataParallel(
+            self.model,
+            device_ids=[self.device.index] if self.device.type == "cuda" else None,
+            find_unused_parameters=True,
+        )
 
     def _watch_embeddings(self, module, inputs, output) -> None:
         """Forward hook: remember (without a device sync) whether a training embedding was non-finite."""
@@ -262,7 +318,11 @@ class Trainer:
     def _score(self, split, spec: EvalSpec, train=None) -> dict[str, float]:
         """The metrics of ``spec`` on ``split``, computed by rank 0 and shared with every rank."""
         embeddings = split_embeddings(self.model, split, self._embed_fn(), **self._embed_kwargs())
-        metrics = evaluate_embeddings(*embeddings, spec=spec, train=train).metrics if self.is_main else None
+        metrics = (
+            evaluate_embeddings(*embeddings, spec=spec, train=train).metrics
+            if self.is_main
+            else None
+        )
         return self.dist.broadcast_object(metrics) if self.dist else metrics
 
     def _embed_fn(self):
@@ -273,7 +333,12 @@ class Trainer:
 
     def _embed_kwargs(self) -> dict[str, Any]:
         data = self.config.data
-        return {"batch_size": data.eval_batch_size, "device": self.device, "precision": self.precision, "num_workers": data.num_workers}
+        return {
+            "batch_size": data.eval_batch_size,
+            "device": self.device,
+            "precision": self.precision,
+            "num_workers": data.num_workers,
+        }
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> dict[str, Any]:
@@ -284,18 +349,28 @@ class Trainer:
         for callback in self.callbacks.values():
             callback.on_train_start(self)
         checkpoint_every = cfg.trainer.checkpoint_every
-        bar = tqdm(total=max_steps, initial=self.step, disable=not (cfg.trainer.progress and self.is_main),
-                   desc=cfg.name, dynamic_ncols=True, file=sys.stderr)
+        bar = tqdm(
+            total=max_steps,
+            initial=self.step,
+            disable=not (cfg.trainer.progress and self.is_main),
+            desc=cfg.name,
+            dynamic_ncols=True,
+            file=sys.stderr,
+        )
         try:
             with self._interruptible():
                 while not self.finished:
                     for images, labels in self._loader():  # the rest of the current epoch
                         self.last_loss = self._train_step(images, labels)
                         bar.update(1)
-                        bar.set_postfix(loss=f"{self.last_loss:.4f}", best=f"{self.best_metric:.4f}")
+                        bar.set_postfix(
+                            loss=f"{self.last_loss:.4f}", best=f"{self.best_metric:.4f}"
+                        )
                         if self.step % every == 0 or self.step >= max_steps:
                             self._validation_round()
-                        elif checkpoint_every and self.step % checkpoint_every == 0 and self.is_main:
+                        elif (
+                            checkpoint_every and self.step % checkpoint_every == 0 and self.is_main
+                        ):
                             self._save_checkpoint()
                         if self._interrupted:
                             self._stop_interrupted()
@@ -316,6 +391,7 @@ class Trainer:
         """Ctrl-C (SIGINT) ends the current step, writes a checkpoint and stops with
         :class:`TrainingInterrupted`; a second Ctrl-C stops at once. Only the main thread of a
         single process can take signals; elsewhere Ctrl-C stops as usual (the last checkpoint stays)."""
+
         def request_stop(signum, frame):
             self._interrupted = True
             signal.signal(signal.SIGINT, previous)  # a second Ctrl-C interrupts at once
@@ -340,8 +416,13 @@ class Trainer:
         its epoch; positioning by the step count stays exact with workers that read ahead."""
         self.sampler.advance_to(self.step)
         workers = self.config.data.num_workers
-        return DataLoader(self.train_dataset, batch_sampler=self.sampler, num_workers=workers,
-                          pin_memory=self.device.type == "cuda", persistent_workers=False)
+        return DataLoader(
+            self.train_dataset,
+            batch_sampler=self.sampler,
+            num_workers=workers,
+            pin_memory=self.device.type == "cuda",
+            persistent_workers=False,
+        )
 
     def _train_step(self, images: torch.Tensor, labels: torch.Tensor) -> float:
         cfg = self.config
@@ -349,12 +430,19 @@ class Trainer:
         self.loss.train()
         if cfg.schedule.warmup_steps:
             self._freeze_backbone(self.step < cfg.schedule.warmup_steps)
-        images, labels = images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
+        images, labels = (
+            images.to(self.device, non_blocking=True),
+            labels.to(self.device, non_blocking=True),
+        )
         if self.precision == "bf16" and self.device.type == "cpu":
             images = images.contiguous(memory_format=torch.channels_last)
         self._finite_embeddings.fill_(True)
         with autocast_context(self.precision, self.device):
-            model, labels = ddp.global_batch(self.forward_model, images, labels, self.dist) if self.dist else (self.model, labels)
+            model, labels = (
+                ddp.global_batch(self.forward_model, images, labels, self.dist)
+                if self.dist
+                else (self.model, labels)
+            )
             loss = self.loss.training_objective(model, images, labels)
         self._check_finite(loss)
         self.optimizer.zero_grad(set_to_none=True)
@@ -381,7 +469,14 @@ class Trainer:
             callback.on_step_end(self)
         value = float(loss.detach())
         if self.step % cfg.trainer.log_every == 0:
-            self._log({"step": self.step, "split": "train", "loss": value, "lr": self.optimizer.param_groups[0]["lr"]})
+            self._log(
+                {
+                    "step": self.step,
+                    "split": "train",
+                    "loss": value,
+                    "lr": self.optimizer.param_groups[0]["lr"],
+                }
+            )
         return value
 
     def _check_finite(self, loss: torch.Tensor) -> None:
@@ -390,8 +485,14 @@ class Trainer:
         finite_loss = torch.isfinite(loss.detach())
         if bool(finite_loss & self._finite_embeddings):
             return
-        what = f"non-finite embeddings (loss {loss.item()})" if not bool(self._finite_embeddings) else f"non-finite loss ({loss.item()})"
-        raise TrainingError(f"{what} at step {self.step + 1}; training stopped, the last good checkpoint {self.checkpoint_path} is intact")
+        what = (
+            f"non-finite embeddings (loss {loss.item()})"
+            if not bool(self._finite_embeddings)
+            else f"non-finite loss ({loss.item()})"
+        )
+        raise TrainingError(
+            f"{what} at step {self.step + 1}; training stopped, the last good checkpoint {self.checkpoint_path} is intact"
+        )
 
     def _freeze_backbone(self, frozen: bool) -> None:
         """Warm-up: the backbone gets no gradient (data-parallel runs drop it after the backward,
@@ -407,8 +508,10 @@ class Trainer:
         for name, module in lazy_modules(self.model):
             if not module.is_initialised:
                 used = module.finish_initialisation()
-                self._say(f"{name or 'model'}: initialised at step {self.step} from {used} samples "
-                          f"(before the first evaluation)")
+                self._say(
+                    f"{name or 'model'}: initialised at step {self.step} from {used} samples "
+                    f"(before the first evaluation)"
+                )
 
     def _validation_round(self) -> None:
         ev = self.config.evaluation
@@ -416,7 +519,10 @@ class Trainer:
         metrics = self.evaluate_round(self.eval_split)
         value = selection_value(metrics, ev.metric, ev.select_postprocessed)
         if not self.selects:
-            self.best_metric, self.best_step = value, self.step  # no selection: the latest round stands
+            self.best_metric, self.best_step = (
+                value,
+                self.step,
+            )  # no selection: the latest round stands
             self._log({"step": self.step, "split": ev.split, **metrics})
         elif value > self.best_metric:
             self.best_metric, self.best_step, self.bad_rounds = value, self.step, 0
@@ -426,8 +532,11 @@ class Trainer:
             self.bad_rounds += 1
         if self.selects:
             self._log({"step": self.step, "split": ev.split, **metrics, "best": self.best_metric})
-        self._say(f"step {self.step}/{self.config.schedule.max_steps}: loss {self.last_loss:.4f}, {ev.split} "
-                  f"{selection_key(ev.metric, ev.select_postprocessed)} {value:.4f}" + (f" (best {self.best_metric:.4f} at step {self.best_step})" if self.selects else ""))
+        self._say(
+            f"step {self.step}/{self.config.schedule.max_steps}: loss {self.last_loss:.4f}, {ev.split} "
+            f"{selection_key(ev.metric, ev.select_postprocessed)} {value:.4f}"
+            + (f" (best {self.best_metric:.4f} at step {self.best_step})" if self.selects else "")
+        )
         if self.plateau:
             self.plateau.step(value, at_step=self.step)
         for callback in self.callbacks.values():
@@ -452,8 +561,14 @@ class Trainer:
         if self.is_main:
             save_weights(self.run_dir / WEIGHTS_FILE, self.model, self.data.channels, cfg)
         results: dict[str, Any] = {
-            "name": cfg.name, "steps": self.step, "best_step": self.best_step,
-            "best_" + selection_key(cfg.evaluation.metric, cfg.evaluation.select_postprocessed): self.best_metric, "stopped_early": self.stopped_early,
+            "name": cfg.name,
+            "steps": self.step,
+            "best_step": self.best_step,
+            "best_"
+            + selection_key(
+                cfg.evaluation.metric, cfg.evaluation.select_postprocessed
+            ): self.best_metric,
+            "stopped_early": self.stopped_early,
             "lr_drop_steps": list(self.plateau.drops) if self.plateau else [],
         }
         if self.data.test is not None:
@@ -472,8 +587,12 @@ class Trainer:
             "plateau": self.plateau.state_dict() if self.plateau else None,
             "scaler": self.scaler.state_dict() if self.scaler else None,
             "trainer": {
-                "step": self.step, "best_metric": self.best_metric, "best_step": self.best_step, "bad_rounds": self.bad_rounds,
-                "stopped_early": self.stopped_early, "finished": self.finished,
+                "step": self.step,
+                "best_metric": self.best_metric,
+                "best_step": self.best_step,
+                "bad_rounds": self.bad_rounds,
+                "stopped_early": self.stopped_early,
+                "finished": self.finished,
             },
             "rng": rng_state(),
             "callbacks": {name: c.callback_state() for name, c in self.callbacks.items()},
@@ -496,8 +615,10 @@ class Trainer:
         """The trainer's own counters, and nothing else a checkpoint might hold."""
         unknown = sorted(set(counters) - set(COUNTERS))
         if unknown:
-            raise CheckpointError(f"{self.checkpoint_path}: unknown trainer state {unknown}; "
-                                  f"known: {', '.join(COUNTERS)}")
+            raise CheckpointError(
+                f"{self.checkpoint_path}: unknown trainer state {unknown}; "
+                f"known: {', '.join(COUNTERS)}"
+            )
         for key, kind in COUNTERS.items():
             setattr(self, key, kind(counters[key]))
 
@@ -506,22 +627,33 @@ class Trainer:
         empty state of a stateless callback that is gone is dropped)."""
         saved = saved or {}  # an older gspdml's list without callbacks reads as none
         if not isinstance(saved, dict):
-            raise CheckpointError(f"{self.checkpoint_path} keeps callback state by position (an "
-                                  "older gspdml); resume it with that version")
-        unknown = sorted(name for name, kept in saved.items()
-                         if kept and name not in self.callbacks)
+            raise CheckpointError(
+                f"{self.checkpoint_path} keeps callback state by position (an "
+                "older gspdml); resume it with that version"
+            )
+        unknown = sorted(
+            name for name, kept in saved.items() if kept and name not in self.callbacks
+        )
         if unknown:
-            raise CheckpointError(f"{self.checkpoint_path} holds the state of callbacks {unknown}, "
-                                  f"which this run does not have (it has: "
-                                  f"{', '.join(self.callbacks) or 'none'})")
+            raise CheckpointError(
+                f"{self.checkpoint_path} holds the state of callbacks {unknown}, "
+                f"which this run does not have (it has: "
+                f"{', '.join(self.callbacks) or 'none'})"
+            )
         for name, callback in self.callbacks.items():
             if name in saved:
                 callback.load_callback_state(saved[name])
 
 
 #: the trainer's counters a checkpoint restores, with their types
-COUNTERS = {"step": int, "best_metric": float, "best_step": int, "bad_rounds": int,
-            "stopped_early": bool, "finished": bool}
+COUNTERS = {
+    "step": int,
+    "best_metric": float,
+    "best_step": int,
+    "bad_rounds": int,
+    "stopped_early": bool,
+    "finished": bool,
+}
 
 
 class TrainingInterrupted(GspdmlError):
@@ -541,15 +673,15 @@ def _resolved(config: Mapping[str, Any]) -> Mapping[str, Any]:
         return config
 
 
-def run_dir_changes(run_dir: Path, config: RunConfig, resume: bool,
-                    allow_changes: bool) -> dict:
+def run_dir_changes(run_dir: Path, config: RunConfig, resume: bool, allow_changes: bool) -> dict:
     """Refuse a run directory that already holds a run (unless resuming), that holds nothing to
     resume, whose saved config differs (:mod:`gspdml.training.config_changes`) or that cannot be
     written; returns the allowed changes ``{key: (old, new)}``."""
     checkpoint = run_dir / CHECKPOINT_FILE
     if not resume and checkpoint.exists():
-        raise ConfigError("name", f"{run_dir} already holds a run; resume it (--resume) or choose "
-                                  "another name")
+        raise ConfigError(
+            "name", f"{run_dir} already holds a run; resume it (--resume) or choose another name"
+        )
     if resume and not checkpoint.exists():
         raise ConfigError("name", f"nothing to resume: no checkpoint in {run_dir}")
     changed = {}
@@ -561,8 +693,12 @@ def run_dir_changes(run_dir: Path, config: RunConfig, resume: bool,
     return changed
 
 
-def train(config: RunConfig | Mapping[str, Any], run_dir: Optional[Path | str] = None, resume: bool = False,
-          allow_changes: bool = False) -> dict[str, Any]:
+def train(
+    config: RunConfig | Mapping[str, Any],
+    run_dir: Optional[Path | str] = None,
+    resume: bool = False,
+    allow_changes: bool = False,
+) -> dict[str, Any]:
     """Train the run described by a resolved config (:meth:`Trainer.from_config`); returns the test
     results (``results.json``). ``allow_changes``: see :mod:`gspdml.training.config_changes`."""
     config = validated(config)

@@ -18,19 +18,29 @@ from gspdml.training.pretrain import resolve_recipe_weights
 from gspdml.workflows.runner import PlannedRun, run_planned
 from gspdml.workflows.tables import markdown_table
 
-COLUMNS = (("MAP@R", "map_at_r"), ("P@1", "precision_at_1"), ("R-prec.", "r_precision"), ("R@2", "recall_at_2"), ("R@4", "recall_at_4"))
+COLUMNS = (
+    ("MAP@R", "map_at_r"),
+    ("P@1", "precision_at_1"),
+    ("R-prec.", "r_precision"),
+    ("R@2", "recall_at_2"),
+    ("R@4", "recall_at_4"),
+)
 
 
 def demo_configs(paths: Sequence[str]) -> list[str]:
     """The configs given, else the shipped ``demo-*`` presets (sorted by name, so that demo-gsp
     comes before its variant demo-gsp-zsr)."""
-    found = list(paths) or [n for n in preset_names() if n.startswith("demo-") and not n.endswith("-base")]
+    found = list(paths) or [
+        n for n in preset_names() if n.startswith("demo-") and not n.endswith("-base")
+    ]
     if not found:
         raise ConfigError("configs", "no demo configs given and no demo-* preset is shipped")
     return found
 
 
-def run_demo(paths: Sequence[str], output_dir: Path, overrides: Iterable[str] = (), fresh: bool = False) -> list[dict[str, Any]]:
+def run_demo(
+    paths: Sequence[str], output_dir: Path, overrides: Iterable[str] = (), fresh: bool = False
+) -> list[dict[str, Any]]:
     """Train (or resume, or reuse: :mod:`gspdml.workflows.runner`) every config into
     ``output_dir/<name>``, print the table and write its rows to ``output_dir/summary.json``
     (read by ``scripts/readme_tables.py``); ``fresh`` retrains runs that already exist."""
@@ -38,27 +48,44 @@ def run_demo(paths: Sequence[str], output_dir: Path, overrides: Iterable[str] = 
 
     rows = []
     earlier = _earlier_seconds(output_dir / "summary.json")
-    configs = [load_config(path, [*overrides, f"output_dir={output_dir}"]) for path in demo_configs(paths)]
-    for config in configs:  # pre-train missing backbone weights first: the time column is training only
+    configs = [
+        load_config(path, [*overrides, f"output_dir={output_dir}"]) for path in demo_configs(paths)
+    ]
+    for (
+        config
+    ) in configs:  # pre-train missing backbone weights first: the time column is training only
         resolve_recipe_weights(config.model)
     for config in configs:
         run = PlannedRun(config.name, config, output_dir / config.name)
         outcome = run_planned(run, fresh=fresh, hint="pass --fresh to retrain it")
         reused = outcome.status == "done"
-        rows.append({"method": config.name, "description": config.description,
-                     "seconds": earlier.get(config.name) if reused else outcome.seconds, "reused": reused,
-                     **outcome.results, "target_share": run_target_share(run.run_dir)})
+        rows.append(
+            {
+                "method": config.name,
+                "description": config.description,
+                "seconds": earlier.get(config.name) if reused else outcome.seconds,
+                "reused": reused,
+                **outcome.results,
+                "target_share": run_target_share(run.run_dir),
+            }
+        )
     atomic_write_text(output_dir / "summary.json", json.dumps(rows, indent=2))
     print()
     print(format_table(rows))
-    print(f"\nrun directories: {output_dir}/<method>  (re-evaluate with: gspdml evaluate {output_dir}/<method>)")
+    print(
+        f"\nrun directories: {output_dir}/<method>  (re-evaluate with: gspdml evaluate {output_dir}/<method>)"
+    )
     return rows
 
 
 def _earlier_seconds(summary: Path) -> dict[str, float]:
     """Training time of each method in an earlier ``summary.json`` (kept for reused runs)."""
     try:
-        return {row["method"]: row["seconds"] for row in json.loads(summary.read_text()) if row.get("seconds") is not None}
+        return {
+            row["method"]: row["seconds"]
+            for row in json.loads(summary.read_text())
+            if row.get("seconds") is not None
+        }
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 
@@ -86,7 +113,13 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         test = row.get("test", {})
         share = row.get("target_share")
         seconds = "" if row["seconds"] is None else f"{row['seconds']:.0f}"
-        body.append([row["method"], *(f"{100 * test[key]:.2f}" if key in test else "-" for _, key in COLUMNS),
-                     "-" if share is None else f"{share:.2f}", str(row["steps"]),
-                     f"{seconds} (reused)".strip() if row.get("reused") else seconds])
+        body.append(
+            [
+                row["method"],
+                *(f"{100 * test[key]:.2f}" if key in test else "-" for _, key in COLUMNS),
+                "-" if share is None else f"{share:.2f}",
+                str(row["steps"]),
+                f"{seconds} (reused)".strip() if row.get("reused") else seconds,
+            ]
+        )
     return markdown_table(header, body)

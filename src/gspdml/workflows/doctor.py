@@ -6,10 +6,10 @@ precision ``trainer.precision: auto`` would pick here, with the reason.
 
 from __future__ import annotations
 
-from importlib import metadata
 import os
 import platform
 import sys
+from importlib import metadata
 from types import ModuleType
 
 import torch
@@ -19,9 +19,26 @@ from gspdml.version import __version__
 
 #: packages whose installed versions a report names, by distribution (read from their metadata,
 #: not imported: a broken install must not break the report that helps to find it)
-PACKAGES = ("numpy", "scipy", "safetensors", "faiss-cpu", "faiss-gpu", "timm", "torchvision", "onnxruntime", "pytorch-metric-learning")
+PACKAGES = (
+    "numpy",
+    "scipy",
+    "safetensors",
+    "faiss-cpu",
+    "faiss-gpu",
+    "timm",
+    "torchvision",
+    "onnxruntime",
+    "pytorch-metric-learning",
+)
 #: variables that change what the CPU or the kernels do
-ENVIRONMENT = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "GSPDML_NATIVE", "GSPDML_CACHE", "CUDA_VISIBLE_DEVICES")
+ENVIRONMENT = (
+    "ONEDNN_MAX_CPU_ISA",
+    "ATEN_CPU_CAPABILITY",
+    "OMP_NUM_THREADS",
+    "GSPDML_NATIVE",
+    "GSPDML_CACHE",
+    "CUDA_VISIBLE_DEVICES",
+)
 
 
 def doctor_report() -> dict[str, dict[str, str]]:
@@ -36,7 +53,12 @@ def doctor_report() -> dict[str, dict[str, str]]:
 
 
 def _versions() -> dict[str, str]:
-    versions = {"gspdml": __version__, "python": sys.version.split()[0], "platform": platform.platform(), "torch": torch.__version__}
+    versions = {
+        "gspdml": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+    }
     for name in PACKAGES:
         try:
             versions[name] = metadata.version(name)
@@ -47,7 +69,11 @@ def _versions() -> dict[str, str]:
 
 def _cpu() -> dict[str, str]:
     native, why = hardware.cpu_native_bf16()
-    simd = [flag for flag in ("avx2", "avx512f", "avx512_vnni", *hardware.BF16_FLAGS) if flag in hardware.cpu_flags()]
+    simd = [
+        flag
+        for flag in ("avx2", "avx512f", "avx512_vnni", *hardware.BF16_FLAGS)
+        if flag in hardware.cpu_flags()
+    ]
     return {
         "model": hardware.cpu_model(),
         "cores": str(os.cpu_count()),
@@ -60,12 +86,16 @@ def _cpu() -> dict[str, str]:
 
 def _cuda() -> dict[str, str]:
     if not torch.cuda.is_available():
-        return {"devices": f"none (torch {torch.__version__} built for CUDA {torch.version.cuda or '-'})"}
+        return {
+            "devices": f"none (torch {torch.__version__} built for CUDA {torch.version.cuda or '-'})"
+        }
     devices = {"runtime": str(torch.version.cuda)}
     for index in range(torch.cuda.device_count()):
         major, minor = torch.cuda.get_device_capability(index)
         memory = torch.cuda.get_device_properties(index).total_memory / 2**30
-        devices[f"cuda:{index}"] = f"{torch.cuda.get_device_name(index)}, compute capability {major}.{minor}, {memory:.0f} GiB"
+        devices[f"cuda:{index}"] = (
+            f"{torch.cuda.get_device_name(index)}, compute capability {major}.{minor}, {memory:.0f} GiB"
+        )
     return devices
 
 
@@ -88,7 +118,11 @@ def _native_state(native: ModuleType) -> str:
     compiler = native.find_compiler()
     if compiler is None:
         return "off: no C compiler ($CC or cc); the torch code runs"
-    return f"loaded (built with {compiler})" if native.library() is not None else "off: the build failed (see the warning); the torch code runs"
+    return (
+        f"loaded (built with {compiler})"
+        if native.library() is not None
+        else "off: the build failed (see the warning); the torch code runs"
+    )
 
 
 def format_report(report: dict[str, dict[str, str]]) -> str:

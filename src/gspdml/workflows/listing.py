@@ -50,9 +50,16 @@ def listing(kind: str, pattern: Optional[str] = None) -> list[tuple[str, str]]:
 
         return [(name, _preset_summary(name)) for name in preset_names() if _matches(name, pattern)]
     registry = _registry(kind)
-    return [(name, _summary(registry.get(name)) if registry.primary(name) == name
-             else f"alias of {registry.primary(name)}")
-            for name in registry.names() if _matches(name, pattern)]
+    return [
+        (
+            name,
+            _summary(registry.get(name))
+            if registry.primary(name) == name
+            else f"alias of {registry.primary(name)}",
+        )
+        for name in registry.names()
+        if _matches(name, pattern)
+    ]
 
 
 def _matches(name: str, pattern: Optional[str]) -> bool:

@@ -57,24 +57,47 @@ from typing import Optional
 import numpy as np
 
 from gspdml.config import RunConfig, StepDecay
+from gspdml.data.splits import (
+    FAIR_FOLDS,
+    TUNING_FOLDS,
+    ClassFold,
+    fair_protocol_folds,
+    tuning_protocol_folds,
+)
 from gspdml.errors import ConfigError
-from gspdml.data.splits import FAIR_FOLDS, TUNING_FOLDS, ClassFold, fair_protocol_folds, tuning_protocol_folds
 from gspdml.evaluation.aggregate import TABLE_METRICS, fair_protocol_results
 from gspdml.evaluation.mean_std import mean_std
 from gspdml.evaluation.selection import POSTPROCESSED_PREFIX
 from gspdml.evaluation.service import EvalSpec, evaluate, with_postprocessed
 from gspdml.training.run_dir import RESULTS_FILE
 from gspdml.workflows.runner import PlannedRun, run_planned
-from gspdml.workflows.tables import CONVENTIONAL_COLUMNS, FAIR_COLUMNS, TUNING_COLUMNS, write_results_table
+from gspdml.workflows.tables import (
+    CONVENTIONAL_COLUMNS,
+    FAIR_COLUMNS,
+    TUNING_COLUMNS,
+    write_results_table,
+)
 
 FOLDS = {"fair": (FAIR_FOLDS, fair_protocol_folds), "tuning": (TUNING_FOLDS, tuning_protocol_folds)}
 #: how many of the protocol's folds are trained: all four for fair, the one 4/5 split for tuning
 FOLDS_USED = {"fair": FAIR_FOLDS, "tuning": 1}
 #: tuning-protocol early-stopping patience per dataset (Gürbüz thesis §5.3.4.1, hyper-parameter tuning)
-TUNING_PATIENCE = {"cub200": 10, "cub": 10, "cars196": 10, "cars": 10, "sop": 7, "stanford_online_products": 7,
-                   "inshop": 7, "in_shop": 7}
-COLUMNS = {"fair": FAIR_COLUMNS, "tuning": TUNING_COLUMNS, "conventional": CONVENTIONAL_COLUMNS,
-           "two_stage": CONVENTIONAL_COLUMNS}
+TUNING_PATIENCE = {
+    "cub200": 10,
+    "cub": 10,
+    "cars196": 10,
+    "cars": 10,
+    "sop": 7,
+    "stanford_online_products": 7,
+    "inshop": 7,
+    "in_shop": 7,
+}
+COLUMNS = {
+    "fair": FAIR_COLUMNS,
+    "tuning": TUNING_COLUMNS,
+    "conventional": CONVENTIONAL_COLUMNS,
+    "two_stage": CONVENTIONAL_COLUMNS,
+}
 PROTOCOLS = tuple(COLUMNS)
 TEST_CACHE = "test_embeddings.npz"
 
@@ -88,26 +111,45 @@ class ProtocolRun(PlannedRun):
     seed: int
 
 
-def plan_protocol(config: RunConfig, protocol: str, seeds: Sequence[int], root: Path) -> tuple[list[ProtocolRun], list[ClassFold]]:
+def plan_protocol(
+    config: RunConfig, protocol: str, seeds: Sequence[int], root: Path
+) -> tuple[list[ProtocolRun], list[ClassFold]]:
     """Every model of ``protocol`` with the config it trains on, and the protocol's class folds
     (none for ``conventional``). Builds the dataset once to read its training class ids."""
     if protocol not in COLUMNS:
-        raise ConfigError("protocol", f"unknown protocol {protocol!r}; allowed: {', '.join(PROTOCOLS)}")
+        raise ConfigError(
+            "protocol", f"unknown protocol {protocol!r}; allowed: {', '.join(PROTOCOLS)}"
+        )
     if not seeds or len(set(seeds)) != len(seeds):
-        raise ConfigError("seeds", f"need at least one seed and no repeated seeds, got {list(seeds)}")
+        raise ConfigError(
+            "seeds", f"need at least one seed and no repeated seeds, got {list(seeds)}"
+        )
     if protocol in ("conventional", "two_stage"):
         make = _conventional_config if protocol == "conventional" else _train_stage_config
         prefix = "seed" if protocol == "conventional" else "train-seed"
-        return [ProtocolRun(f"{prefix}{s}", make(config, int(s)), root / f"{prefix}{s}", None, int(s)) for s in seeds], []
+        return [
+            ProtocolRun(f"{prefix}{s}", make(config, int(s)), root / f"{prefix}{s}", None, int(s))
+            for s in seeds
+        ], []
     num_folds, make_folds = FOLDS[protocol]
     folds = make_folds(_training_classes(config, protocol, num_folds))[: FOLDS_USED[protocol]]
-    runs = [ProtocolRun(f"fold{f.index}-seed{s}", _fold_config(config, protocol, f.index, num_folds, int(s)),
-                        root / f"fold{f.index}-seed{s}", f.index, int(s))
-            for f in folds for s in seeds]
+    runs = [
+        ProtocolRun(
+            f"fold{f.index}-seed{s}",
+            _fold_config(config, protocol, f.index, num_folds, int(s)),
+            root / f"fold{f.index}-seed{s}",
+            f.index,
+            int(s),
+        )
+        for f in folds
+        for s in seeds
+    ]
     return runs, folds
 
 
-def run_protocol(config: RunConfig, protocol: str = "fair", *, seeds: Sequence[int] = (0, 1, 2), output_dir=None) -> dict:
+def run_protocol(
+    config: RunConfig, protocol: str = "fair", *, seeds: Sequence[int] = (0, 1, 2), output_dir=None
+) -> dict:
     """Train (or resume, or skip) every model of ``protocol`` and aggregate; see the module doc.
 
     Args:
@@ -132,13 +174,27 @@ def run_protocol(config: RunConfig, protocol: str = "fair", *, seeds: Sequence[i
     else:
         result = _conventional_summary(runs, config.evaluation.metric)
         if protocol == "two_stage":
-            result["stages"] = {run.name: json.loads((run.run_dir.parent / run.name.replace("trainval", "train")
-                                                      / RESULTS_FILE).read_text()) for run in runs}
-    write_results_table({config.name: result}, root / "results",
-                        columns=_columns(protocol, config))
+            result["stages"] = {
+                run.name: json.loads(
+                    (
+                        run.run_dir.parent / run.name.replace("trainval", "train") / RESULTS_FILE
+                    ).read_text()
+                )
+                for run in runs
+            }
+    write_results_table({config.name: result}, root / "results", columns=_columns(protocol, config))
     payload = {
-        "protocol": protocol, "name": config.name, "seeds": [int(s) for s in seeds],
-        "folds": [{"fold": f.index, "train_classes": len(f.train_classes), "val_classes": f.val_classes.tolist()} for f in folds],
+        "protocol": protocol,
+        "name": config.name,
+        "seeds": [int(s) for s in seeds],
+        "folds": [
+            {
+                "fold": f.index,
+                "train_classes": len(f.train_classes),
+                "val_classes": f.val_classes.tolist(),
+            }
+            for f in folds
+        ],
         **result,
     }
     (root / "protocol.json").write_text(json.dumps(payload, indent=2) + "\n")
@@ -149,36 +205,63 @@ def run_protocol(config: RunConfig, protocol: str = "fair", *, seeds: Sequence[i
 def _dataset_options(config: RunConfig) -> set:
     from gspdml.data import DATASETS
 
-    return set(inspect.signature(DATASETS.get(config.data.dataset["name"], "data.dataset.name")).parameters)
+    return set(
+        inspect.signature(DATASETS.get(config.data.dataset["name"], "data.dataset.name")).parameters
+    )
 
 
-def _fold_config(config: RunConfig, protocol: str, fold: int, num_folds: int, seed: int) -> RunConfig:
+def _fold_config(
+    config: RunConfig, protocol: str, fold: int, num_folds: int, seed: int
+) -> RunConfig:
     name = config.data.dataset["name"]
     if "val_fold" not in _dataset_options(config):
-        raise ConfigError("data.dataset.name", f"dataset {name!r} has no val_fold option, so the {protocol} protocol "
-                                               "cannot carve validation folds off its training classes")
-    spec = {k: v for k, v in config.data.dataset.items() if k not in ("val_classes", "val_fraction")}
+        raise ConfigError(
+            "data.dataset.name",
+            f"dataset {name!r} has no val_fold option, so the {protocol} protocol "
+            "cannot carve validation folds off its training classes",
+        )
+    spec = {
+        k: v for k, v in config.data.dataset.items() if k not in ("val_classes", "val_fraction")
+    }
     spec.update(val_fold=fold, num_folds=num_folds)
-    patience = TUNING_PATIENCE.get(name, config.evaluation.patience) if protocol == "tuning" else config.evaluation.patience
-    return replace(config, name=f"{config.name}-fold{fold}-seed{seed}", seed=seed,
-                   data=replace(config.data, dataset=spec),
-                   evaluation=replace(config.evaluation, split="val", patience=patience))
+    patience = (
+        TUNING_PATIENCE.get(name, config.evaluation.patience)
+        if protocol == "tuning"
+        else config.evaluation.patience
+    )
+    return replace(
+        config,
+        name=f"{config.name}-fold{fold}-seed{seed}",
+        seed=seed,
+        data=replace(config.data, dataset=spec),
+        evaluation=replace(config.evaluation, split="val", patience=patience),
+    )
 
 
 def _conventional_config(config: RunConfig, seed: int) -> RunConfig:
     spec = {k: v for k, v in config.data.dataset.items() if k not in ("val_fold", "val_classes")}
     if "val_fraction" in _dataset_options(config):
         spec["val_fraction"] = 0.0
-    return replace(config, name=f"{config.name}-seed{seed}", seed=seed, data=replace(config.data, dataset=spec),
-                   evaluation=replace(config.evaluation, split="test"))
+    return replace(
+        config,
+        name=f"{config.name}-seed{seed}",
+        seed=seed,
+        data=replace(config.data, dataset=spec),
+        evaluation=replace(config.evaluation, split="test"),
+    )
 
 
 def _train_stage_config(config: RunConfig, seed: int) -> RunConfig:
     """Stage 1 of ``two_stage``: the first half of the training classes, validated on the second."""
     if not config.schedule.plateau:
-        raise ConfigError("schedule.plateau", "the two_stage protocol records the plateau drops of its first stage; "
-                                              "set schedule.plateau (ProxyNCA++: {factor: 0.1, patience: 4})")
-    return replace(_fold_config(config, "two_stage", 0, 2, seed), name=f"{config.name}-train-seed{seed}")
+        raise ConfigError(
+            "schedule.plateau",
+            "the two_stage protocol records the plateau drops of its first stage; "
+            "set schedule.plateau (ProxyNCA++: {factor: 0.1, patience: 4})",
+        )
+    return replace(
+        _fold_config(config, "two_stage", 0, 2, seed), name=f"{config.name}-train-seed{seed}"
+    )
 
 
 def _trainval_stage_config(config: RunConfig, seed: int, stage1: dict, ratio: float) -> RunConfig:
@@ -189,13 +272,20 @@ def _trainval_stage_config(config: RunConfig, seed: int, stage1: dict, ratio: fl
     length = max(round(int(stage1["best_step"]) * ratio), 1)
     drops = [round(int(s) * ratio) for s in stage1["lr_drop_steps"]]
     drops = [s for s in drops if 1 <= s < length]
-    decay = StepDecay(factor=config.schedule.plateau.factor, milestones=tuple(drops)) if drops else None
-    return replace(run, name=f"{config.name}-trainval-seed{seed}",
-                   schedule=replace(run.schedule, plateau=None, max_steps=length, step_decay=decay),
-                   evaluation=replace(run.evaluation, patience=None, restore_best=False))
+    decay = (
+        StepDecay(factor=config.schedule.plateau.factor, milestones=tuple(drops)) if drops else None
+    )
+    return replace(
+        run,
+        name=f"{config.name}-trainval-seed{seed}",
+        schedule=replace(run.schedule, plateau=None, max_steps=length, step_decay=decay),
+        evaluation=replace(run.evaluation, patience=None, restore_best=False),
+    )
 
 
-def _run_two_stage(config: RunConfig, seeds: Sequence[int], root: Path) -> tuple[list[ProtocolRun], list, dict]:
+def _run_two_stage(
+    config: RunConfig, seeds: Sequence[int], root: Path
+) -> tuple[list[ProtocolRun], list, dict]:
     first, _ = plan_protocol(config, "two_stage", seeds, root)
     status, second = {}, []
     for run in first:
@@ -203,7 +293,15 @@ def _run_two_stage(config: RunConfig, seeds: Sequence[int], root: Path) -> tuple
         stage1 = json.loads((run.run_dir / RESULTS_FILE).read_text())
         name = f"trainval-seed{run.seed}"
         ratio = _train_size(_conventional_config(config, run.seed)) / _train_size(run.config)
-        second.append(ProtocolRun(name, _trainval_stage_config(config, run.seed, stage1, ratio), root / name, None, run.seed))
+        second.append(
+            ProtocolRun(
+                name,
+                _trainval_stage_config(config, run.seed, stage1, ratio),
+                root / name,
+                None,
+                run.seed,
+            )
+        )
         status[name] = _train_or_skip(second[-1])
     return second, [], status
 
@@ -223,22 +321,27 @@ def _training_classes(config: RunConfig, protocol: str, num_folds: int) -> np.nd
     parts = [data.train] + ([data.val.query] if data.val is not None else [])
     ids = [getattr(part, "classes", None) for part in parts]
     if any(i is None for i in ids):
-        raise ConfigError("data.dataset", f"dataset {spec['name']!r} does not expose the class ids of its splits "
-                                          f"(`classes`), which the {protocol} protocol needs")
+        raise ConfigError(
+            "data.dataset",
+            f"dataset {spec['name']!r} does not expose the class ids of its splits "
+            f"(`classes`), which the {protocol} protocol needs",
+        )
     return np.unique(np.concatenate(ids))
 
 
 def _train_or_skip(run: ProtocolRun) -> str:
     """Train, resume or reuse one model (:mod:`gspdml.workflows.runner`); a model that trains
     again drops the test embeddings cached from an earlier model."""
-    return run_planned(run, before_training=lambda r: (r.run_dir / TEST_CACHE).unlink(missing_ok=True)).status
+    return run_planned(
+        run, before_training=lambda r: (r.run_dir / TEST_CACHE).unlink(missing_ok=True)
+    ).status
 
 
 # ---------------------------------------------------------------------------------- aggregation
 def _load(run: ProtocolRun):
     from gspdml.data import build_data
-    from gspdml.training import load_run
     from gspdml.models.inference import resolve_device
+    from gspdml.training import load_run
 
     device = resolve_device(run.config.trainer.device)
     config, model = load_run(run.run_dir, device=str(device))
@@ -248,8 +351,12 @@ def _load(run: ProtocolRun):
 def _embedding_kwargs(config: RunConfig, device) -> dict:
     """How the trainer embedded for its evaluations: the run's device, precision, batch size and
     workers."""
-    return {"batch_size": config.data.eval_batch_size, "device": device,
-            "precision": config.trainer.precision, "num_workers": config.data.num_workers}
+    return {
+        "batch_size": config.data.eval_batch_size,
+        "device": device,
+        "precision": config.trainer.precision,
+        "num_workers": config.data.num_workers,
+    }
 
 
 def _spec(config: RunConfig) -> EvalSpec:
@@ -279,7 +386,11 @@ def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
             arrays["train"] = embed(model, train, **options)[0].numpy()
         np.savez(cache, **arrays)
     with np.load(cache) as f:
-        names = ("query", "query_labels", "gallery", "gallery_labels") if "gallery" in f else ("query", "query_labels")
+        names = (
+            ("query", "query_labels", "gallery", "gallery_labels")
+            if "gallery" in f
+            else ("query", "query_labels")
+        )
         return tuple(f[n] for n in names), (f["train"] if with_train else None)
 
 
@@ -293,10 +404,16 @@ def _cached(cache: Path, with_train: bool) -> bool:
 def _fair_summary(runs: list[ProtocolRun]) -> dict:
     cached = {(run.fold, run.seed): _test_embeddings(run) for run in runs}
     train = {key: value[1] for key, value in cached.items() if value[1] is not None}
-    result = fair_protocol_results({key: value[0] for key, value in cached.items()},
-                                   spec=_spec(runs[0].config), train_embeddings=train)
+    result = fair_protocol_results(
+        {key: value[0] for key, value in cached.items()},
+        spec=_spec(runs[0].config),
+        train_embeddings=train,
+    )
     names = {(run.fold, run.seed): run.name for run in runs}
-    return {**result, "per_model": {names[key]: value for key, value in result["per_model"].items()}}
+    return {
+        **result,
+        "per_model": {names[key]: value for key, value in result["per_model"].items()},
+    }
 
 
 def _columns(protocol: str, config: dict) -> tuple:
@@ -306,9 +423,11 @@ def _columns(protocol: str, config: dict) -> tuple:
     if not config.evaluation["postprocess"]:
         return columns
     twin = POSTPROCESSED_PREFIX
-    return tuple(column for group, metric, title in columns
-                 for column in ((group, metric, title),
-                                (group, twin + metric, f"{title} (post-processed)")))
+    return tuple(
+        column
+        for group, metric, title in columns
+        for column in ((group, metric, title), (group, twin + metric, f"{title} (post-processed)"))
+    )
 
 
 def _mean_std(per_model: dict, metrics: Sequence[str]) -> dict:
@@ -321,19 +440,30 @@ def _tuning_summary(runs: list[ProtocolRun]) -> dict:
     per_model = {}
     for run in runs:
         config, model, data, device = _load(run)
-        per_model[run.name] = evaluate(model, data.val, _spec(config), train_split=data.train,
-                                       **_embedding_kwargs(config, device)).metrics
+        per_model[run.name] = evaluate(
+            model,
+            data.val,
+            _spec(config),
+            train_split=data.train,
+            **_embedding_kwargs(config, device),
+        ).metrics
     metrics = with_postprocessed(TABLE_METRICS, _spec(runs[0].config))
     summary = {"val": _mean_std(per_model, metrics)}
     return {"per_model": per_model, "summary": summary, "num_realisations": len(runs)}
 
 
 def _conventional_summary(runs: list[ProtocolRun], metric: str) -> dict:
-    per_model = {run.name: json.loads((run.run_dir / RESULTS_FILE).read_text())["test"] for run in runs}
+    per_model = {
+        run.name: json.loads((run.run_dir / RESULTS_FILE).read_text())["test"] for run in runs
+    }
     best = max(per_model, key=lambda name: per_model[name][metric])
     metrics = with_postprocessed(TABLE_METRICS, _spec(runs[0].config))
     return {
-        "per_model": per_model, "best_run": best, "num_realisations": len(runs),
-        "summary": {"best": {m: {"mean": per_model[best][m]} for m in metrics},
-                    "repeats": _mean_std(per_model, metrics)},
+        "per_model": per_model,
+        "best_run": best,
+        "num_realisations": len(runs),
+        "summary": {
+            "best": {m: {"mean": per_model[best][m]} for m in metrics},
+            "repeats": _mean_std(per_model, metrics),
+        },
     }

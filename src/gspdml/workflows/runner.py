@@ -34,6 +34,7 @@ from gspdml.config import RunConfig, validated
 from gspdml.errors import ConfigError
 from gspdml.training.config_changes import HARMLESS, config_differences
 from gspdml.training.run_dir import CHECKPOINT_FILE, CONFIG_FILE, RESULTS_FILE
+
 STATUSES = ("trained", "resumed", "done")
 
 
@@ -57,11 +58,17 @@ class Outcome:
     seconds: Optional[float]
 
 
-def seed_plan(config: RunConfig, seeds: Sequence[int], run_dir: Callable[[int], Path],
-              name: Callable[[int], str] = str) -> list[PlannedRun]:
+def seed_plan(
+    config: RunConfig,
+    seeds: Sequence[int],
+    run_dir: Callable[[int], Path],
+    name: Callable[[int], str] = str,
+) -> list[PlannedRun]:
     """``config`` once per seed (``seed`` set), into ``run_dir(seed)``, named ``name(seed)``."""
-    return [PlannedRun(name(int(s)), dataclasses.replace(config, seed=int(s)), Path(run_dir(int(s))))
-            for s in seeds]
+    return [
+        PlannedRun(name(int(s)), dataclasses.replace(config, seed=int(s)), Path(run_dir(int(s))))
+        for s in seeds
+    ]
 
 
 def existing_status(run: PlannedRun, hint: str = "delete it or choose another --output-dir") -> str:
@@ -70,17 +77,27 @@ def existing_status(run: PlannedRun, hint: str = "delete it or choose another --
     saved = run.run_dir / CONFIG_FILE
     if saved.is_file():
         # the requested config as the trainer writes it (dataset defaults filled in)
-        differences = config_differences(yaml.safe_load(saved.read_text()) or {}, validated(run.config))
+        differences = config_differences(
+            yaml.safe_load(saved.read_text()) or {}, validated(run.config)
+        )
         changed = [key for key in differences if key not in HARMLESS]
         if changed:
-            raise ConfigError("config", f"{run.run_dir} holds a run of another config (differs in {', '.join(changed[:5])}); {hint}")
+            raise ConfigError(
+                "config",
+                f"{run.run_dir} holds a run of another config (differs in {', '.join(changed[:5])}); {hint}",
+            )
     if (run.run_dir / RESULTS_FILE).is_file():
         return "done"
     return "resumed" if (run.run_dir / CHECKPOINT_FILE).is_file() else "trained"
 
 
-def run_planned(run: PlannedRun, *, fresh: bool = False, hint: str = "delete it or choose another --output-dir",
-                before_training: Callable[[PlannedRun], None] = lambda run: None) -> Outcome:
+def run_planned(
+    run: PlannedRun,
+    *,
+    fresh: bool = False,
+    hint: str = "delete it or choose another --output-dir",
+    before_training: Callable[[PlannedRun], None] = lambda run: None,
+) -> Outcome:
     """Train, resume or reuse ``run`` by the module's rule (``fresh``: delete its directory
     first). ``before_training(run)`` is called when the run is about to (re)train, e.g. to drop
     files derived from an earlier model."""
@@ -95,8 +112,12 @@ def run_planned(run: PlannedRun, *, fresh: bool = False, hint: str = "delete it 
     start = time.perf_counter()
     resumed = status == "resumed"
     # train reads the RunConfig as a mapping; training/trainer.py still annotates it as a dict
-    results = train(run.config, run.run_dir,  # type: ignore[arg-type]
-                    resume=resumed, allow_changes=resumed)
+    results = train(
+        run.config,
+        run.run_dir,  # type: ignore[arg-type]
+        resume=resumed,
+        allow_changes=resumed,
+    )
     return Outcome(run, status, results, time.perf_counter() - start)
 
 

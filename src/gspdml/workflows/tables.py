@@ -46,7 +46,9 @@ TUNING_COLUMNS = (
 Columns = Sequence[tuple[str, str, str]]
 
 
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, numbers_right: bool = False) -> str:
+def markdown_table(
+    header: Sequence[str], rows: Iterable[Sequence[Any]], *, numbers_right: bool = False
+) -> str:
     """A Markdown table (no trailing newline); ``numbers_right`` right-aligns every column but the first."""
     rule = "|---|" + ("---:|" if numbers_right else "---|") * (len(header) - 1)
     lines = ["| " + " | ".join(header) + " |", rule]
@@ -66,20 +68,35 @@ def write_table(path: str | os.PathLike[str], markdown: str, payload: Any) -> tu
     return md, js
 
 
-def results_table_markdown(rows: Mapping[str, Mapping], *, columns: Columns = FAIR_COLUMNS, digits: int = 2) -> str:
+def results_table_markdown(
+    rows: Mapping[str, Mapping], *, columns: Columns = FAIR_COLUMNS, digits: int = 2
+) -> str:
     """A results table: one row per method, ``columns`` = (group, metric, title) triples."""
     body = []
     for name, result in rows.items():
         summary, count = _summary(result)
         cells = [summary.get(group, {}).get(metric) for group, metric, _ in columns]
-        body.append([name, *("–" if cell is None else _format(cell, count, digits) for cell in cells)])
-    return markdown_table(["Method", *(title for _, _, title in columns)], body, numbers_right=True) + "\n"
+        body.append(
+            [name, *("–" if cell is None else _format(cell, count, digits) for cell in cells)]
+        )
+    return (
+        markdown_table(["Method", *(title for _, _, title in columns)], body, numbers_right=True)
+        + "\n"
+    )
 
 
-def write_results_table(rows: Mapping[str, Mapping], path: str | os.PathLike[str], *,
-                        columns: Columns = FAIR_COLUMNS, digits: int = 2) -> tuple[Path, Path]:
+def write_results_table(
+    rows: Mapping[str, Mapping],
+    path: str | os.PathLike[str],
+    *,
+    columns: Columns = FAIR_COLUMNS,
+    digits: int = 2,
+) -> tuple[Path, Path]:
     """Write ``<path>.md`` (the results table) and ``<path>.json`` ({row: summary}); returns both paths."""
-    payload = {name: {"summary": _summary(r)[0], "num_realisations": _summary(r)[1]} for name, r in rows.items()}
+    payload = {
+        name: {"summary": _summary(r)[0], "num_realisations": _summary(r)[1]}
+        for name, r in rows.items()
+    }
     return write_table(path, results_table_markdown(rows, columns=columns, digits=digits), payload)
 
 

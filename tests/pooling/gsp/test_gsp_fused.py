@@ -4,23 +4,30 @@ import pytest
 import torch
 
 from gspdml.pooling import GSP
-from gspdml.pooling.gsp.transport import partial_transport
 from gspdml.pooling.gsp.fused import cost_parts, fused_gsp
+from gspdml.pooling.gsp.transport import partial_transport
 
 
 def inputs(b=3, d=6, n=10, m=4, seed=0):
     """Features and prototypes with norms on both sides of 1 (the clip is active for some)."""
     g = torch.Generator().manual_seed(seed)
     local = torch.randn(b, d, n, generator=g, dtype=torch.float64)
-    local = local / local.norm(dim=1, keepdim=True) * torch.linspace(0.3, 2.0, n, dtype=torch.float64)
+    local = (
+        local / local.norm(dim=1, keepdim=True) * torch.linspace(0.3, 2.0, n, dtype=torch.float64)
+    )
     prototypes = torch.randn(m, d, generator=g, dtype=torch.float64)
-    prototypes = prototypes / prototypes.norm(dim=1, keepdim=True) * torch.linspace(0.5, 1.7, m, dtype=torch.float64)[:, None]
+    prototypes = (
+        prototypes
+        / prototypes.norm(dim=1, keepdim=True)
+        * torch.linspace(0.5, 1.7, m, dtype=torch.float64)[:, None]
+    )
     return local.requires_grad_(), prototypes.requires_grad_()
 
 
 def composed(local, prototypes, mu, eps, background):
     """GSP written with plain autograd: explicit clip-normalisation, cdist-style costs, autograd
     through 400 unrolled transport iterations, weights, weighted sum and attributes."""
+
     def clip(u):
         return u / u.norm(dim=-1, keepdim=True).clamp_min(1.0)
 
@@ -36,12 +43,20 @@ def composed(local, prototypes, mu, eps, background):
 def test_values_and_gradients_equal_autograd_through_the_composed_layer(background):
     local, prototypes = inputs()
     g = torch.Generator().manual_seed(1)
-    upstream = [torch.randn(3, 6, generator=g, dtype=torch.float64), torch.randn(3, 10, generator=g, dtype=torch.float64),
-                torch.randn(3, 4, generator=g, dtype=torch.float64)]
+    upstream = [
+        torch.randn(3, 6, generator=g, dtype=torch.float64),
+        torch.randn(3, 10, generator=g, dtype=torch.float64),
+        torch.randn(3, 4, generator=g, dtype=torch.float64),
+    ]
     results = []
-    for function in (lambda *a: fused_gsp(*a, iters=400, background=background), lambda *a: composed(*a, background)):
+    for function in (
+        lambda *a: fused_gsp(*a, iters=400, background=background),
+        lambda *a: composed(*a, background),
+    ):
         outputs = function(local, prototypes, 0.3, 5.0)
-        grads = torch.autograd.grad(sum((o * u).sum() for o, u in zip(outputs, upstream)), (local, prototypes))
+        grads = torch.autograd.grad(
+            sum((o * u).sum() for o, u in zip(outputs, upstream)), (local, prototypes)
+        )
         results.append((outputs, grads))
     (fused_out, fused_grads), (ref_out, ref_grads) = results
     for a, b in zip(fused_out, ref_out):
@@ -50,17 +65,24 @@ def test_values_and_gradients_equal_autograd_through_the_composed_layer(backgrou
         torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-10)
 
 
-@pytest.mark.parametrize("mu,eps,background", [(0.3, 5.0, False), (0.6, 0.5, True), (0.2, 20.0, False)])
+@pytest.mark.parametrize(
+    "mu,eps,background", [(0.3, 5.0, False), (0.6, 0.5, True), (0.2, 20.0, False)]
+)
 def test_gradcheck(mu, eps, background):
     local, prototypes = inputs(b=2, d=4, n=6, m=3, seed=2)
-    assert torch.autograd.gradcheck(lambda x, w: fused_gsp(x, w, mu, eps, 1000, background), (local, prototypes))
+    assert torch.autograd.gradcheck(
+        lambda x, w: fused_gsp(x, w, mu, eps, 1000, background), (local, prototypes)
+    )
 
 
 def test_a_feature_on_a_prototype_has_finite_gradients_equal_to_autograd():
     local, prototypes = inputs(seed=3)
     with torch.no_grad():
         local[0, :, 0] = prototypes[1]  # cost 0: the square root is smoothed, the square clamped
-    for function in (lambda x, w: fused_gsp(x, w, 0.3, 5.0, 400), lambda x, w: composed(x, w, 0.3, 5.0, False)):
+    for function in (
+        lambda x, w: fused_gsp(x, w, 0.3, 5.0, 400),
+        lambda x, w: composed(x, w, 0.3, 5.0, False),
+    ):
         local.grad = prototypes.grad = None
         vector, _, attributes = function(local, prototypes)
         (vector.sum() + attributes.square().sum()).backward()
@@ -80,7 +102,11 @@ def test_gsp_layer_trains_through_the_fused_function_with_the_gradient_of_the_un
         layer = GSP(8, num_prototypes=5, iters=300, init="random", backward=backward)
         x.grad = None
         out = layer(x)
-        (out.vector.square().sum() + out.attributes.square().sum() + (out.weights * torch.arange(15.0).view(3, 5)).sum()).backward()
+        (
+            out.vector.square().sum()
+            + out.attributes.square().sum()
+            + (out.weights * torch.arange(15.0).view(3, 5)).sum()
+        ).backward()
         grads[backward] = (x.grad.clone(), layer.prototypes.grad.clone(), out.vector.detach())
     for a, b in zip(grads["closed_form"], grads["unrolled"]):
         torch.testing.assert_close(a, b, rtol=2e-4, atol=1e-6)
@@ -102,8 +128,12 @@ def test_float32_features_on_prototypes_match_autograd_of_the_same_formula():
     local[:, :, :6] = prototypes.T  # coincident pairs; keep those whose square rounds below 0
     cost = cost_parts(prototypes, local)[0]
     clamped = cost == torch.tensor(1e-12).sqrt()
-    near_but_not_clamped = (cost < 1e-3).any(dim=1) & ~clamped.any(dim=1)  # rounding noise either way
-    local = torch.where(near_but_not_clamped[:, None, :], torch.randn(local.shape, generator=g) * 0.4, local)
+    near_but_not_clamped = (cost < 1e-3).any(dim=1) & ~clamped.any(
+        dim=1
+    )  # rounding noise either way
+    local = torch.where(
+        near_but_not_clamped[:, None, :], torch.randn(local.shape, generator=g) * 0.4, local
+    )
     assert clamped.sum() >= 4 and (cost_parts(prototypes, local)[0] < 1e-3).sum() == clamped.sum()
     local.requires_grad_()
     prototypes.requires_grad_()
@@ -116,7 +146,11 @@ def test_float32_features_on_prototypes_match_autograd_of_the_same_formula():
             rho, pi = partial_transport(cost_parts(prototypes, local)[0], 0.3, 5.0, 100)
             weights = (1.0 / 12 - rho) / 0.3
             vector, attributes = (local * weights[:, None, :]).sum(2), pi.sum(2) / 0.3
-        grads.append(torch.autograd.grad((vector * upstream[0]).sum() + (attributes * upstream[1]).sum(), (local, prototypes)))
+        grads.append(
+            torch.autograd.grad(
+                (vector * upstream[0]).sum() + (attributes * upstream[1]).sum(), (local, prototypes)
+            )
+        )
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4 * float(b.abs().max()))
 
@@ -130,7 +164,9 @@ def test_feature_major_memory_layout_gives_the_same_results():
     results = []
     for x in (local, feature_major):
         vector, weights, attributes = fused_gsp(x, prototypes, 0.3, 5.0, 200)
-        grads = torch.autograd.grad(vector.square().sum() + attributes.square().sum() + weights[:, 0].sum(), (x, prototypes))
+        grads = torch.autograd.grad(
+            vector.square().sum() + attributes.square().sum() + weights[:, 0].sum(), (x, prototypes)
+        )
         results.append((vector, *grads))
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
@@ -147,7 +183,11 @@ def test_bf16_features_give_float32_outputs_and_bf16_gradient_products(feature_m
     values = (torch.randn(8, 10, 32, generator=g) * 0.3).bfloat16()  # [B, n, d]
     local = values.transpose(1, 2) if feature_major else values.transpose(1, 2).contiguous()
     prototypes = torch.randn(5, 32, generator=g) * 0.3
-    upstream = torch.randn(8, 32, generator=g), torch.randn(8, 10, generator=g), torch.randn(8, 5, generator=g)
+    upstream = (
+        torch.randn(8, 32, generator=g),
+        torch.randn(8, 10, generator=g),
+        torch.randn(8, 5, generator=g),
+    )
     results = []
     for x in (local, local.float()):
         x, w = x.detach().requires_grad_(), prototypes.clone().requires_grad_()

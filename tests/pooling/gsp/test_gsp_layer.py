@@ -4,9 +4,9 @@ import pytest
 import torch
 from torch import nn
 
-from gspdml.ops.kcenter import greedy_k_center
 from gspdml.errors import ConfigError
 from gspdml.models.embedder import build_embedder
+from gspdml.ops.kcenter import greedy_k_center
 from gspdml.pooling import GSP, POOLINGS, build_pooling
 from gspdml.pooling.gsp.transport import partial_transport
 
@@ -142,7 +142,11 @@ def test_state_dict_round_trip_keeps_the_warm_up_state():
 
 def test_works_in_the_embedder_under_bf16_autocast():
     model = build_embedder(
-        {"backbone": {"name": "small_cnn"}, "embedding_dim": 16, "pooling": {"name": "gsp", "num_prototypes": 4, "init": "random"}},
+        {
+            "backbone": {"name": "small_cnn"},
+            "embedding_dim": 16,
+            "pooling": {"name": "gsp", "num_prototypes": 4, "init": "random"},
+        },
         in_channels=3,
     )
     images = torch.randn(2, 3, 32, 32)

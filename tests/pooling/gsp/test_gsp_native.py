@@ -12,8 +12,10 @@ from gspdml.pooling.gsp.fused import fused_gsp
 @pytest.fixture
 def torch_only(monkeypatch):
     """Run the torch code paths: as if no compiler were there."""
+
     def use(enabled: bool):
         monkeypatch.setattr(native, "library", native.library if enabled else (lambda: None))
+
     return use
 
 
@@ -21,7 +23,9 @@ def test_the_kernels_build_wherever_a_compiler_is_found():
     assert native.library() is not None or native.find_compiler() is None
 
 
-def test_disabled_or_failed_builds_fall_back_with_a_warning_only_for_failures(monkeypatch, tmp_path):
+def test_disabled_or_failed_builds_fall_back_with_a_warning_only_for_failures(
+    monkeypatch, tmp_path
+):
     native.library.cache_clear()
     try:
         monkeypatch.setenv("GSPDML_NATIVE", "0")
@@ -36,7 +40,9 @@ def test_disabled_or_failed_builds_fall_back_with_a_warning_only_for_failures(mo
         native.library.cache_clear()
 
 
-@pytest.mark.parametrize("mu,eps,iters", [(0.3, 5.0, 100), (0.25, 10.0, 100), (0.7, 0.5, 7), (0.05, 30.0, 300)])
+@pytest.mark.parametrize(
+    "mu,eps,iters", [(0.3, 5.0, 100), (0.25, 10.0, 100), (0.7, 0.5, 7), (0.05, 30.0, 300)]
+)
 def test_solver_equals_the_torch_loop(mu, eps, iters, torch_only):
     """Same iteration, same stopping rule: the same (log rho, log t) up to float32 rounding (the
     kernels' exp2 and log are within a few ulp of torch's)."""
@@ -66,14 +72,20 @@ def test_fused_backward_equals_the_torch_code(with_attributes, torch_only):
     local = torch.randn(8, 24, 30, generator=g) * torch.linspace(0.02, 0.4, 30)
     prototypes = torch.randn(10, 24, generator=g) * 0.25
     prototypes[0] *= 8.0  # one prototype outside the unit ball
-    upstream = [torch.randn(8, 24, generator=g), torch.randn(8, 30, generator=g), torch.randn(8, 10, generator=g)]
+    upstream = [
+        torch.randn(8, 24, generator=g),
+        torch.randn(8, 30, generator=g),
+        torch.randn(8, 10, generator=g),
+    ]
     grads = []
     for enabled in (True, False):
         torch_only(enabled)
         x, w = local.clone().requires_grad_(), prototypes.clone().requires_grad_()
         outputs = fused_gsp(x, w, 0.3, 5.0, 100)
         used = outputs if with_attributes else outputs[:2]
-        grads.append(torch.autograd.grad(sum((o * u).sum() for o, u in zip(used, upstream)), (x, w)))
+        grads.append(
+            torch.autograd.grad(sum((o * u).sum() for o, u in zip(used, upstream)), (x, w))
+        )
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5 * float(b.abs().max()))
 

@@ -4,8 +4,8 @@ green background, a red and a blue block, two prototypes (red, blue), under-esti
 import pytest
 import torch
 
-from gspdml.pooling.gsp.transport import partial_transport, partial_transport_lp
 from gspdml.pooling.gsp.layer import prototype_costs
+from gspdml.pooling.gsp.transport import partial_transport, partial_transport_lp
 
 
 @pytest.fixture(scope="module")

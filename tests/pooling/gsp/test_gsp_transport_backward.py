@@ -39,7 +39,9 @@ def kkt_gradient(cost, mu, eps, grad_rho, grad_pi):
 
 def upstream(b, m, n, seed):
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(b, n, generator=g, dtype=torch.float64), torch.randn(b, m, n, generator=g, dtype=torch.float64)
+    return torch.randn(b, n, generator=g, dtype=torch.float64), torch.randn(
+        b, m, n, generator=g, dtype=torch.float64
+    )
 
 
 @pytest.mark.parametrize("mu,eps", [(0.3, 5.0), (0.6, 0.5), (0.1, 20.0)])
@@ -63,7 +65,9 @@ def test_closed_form_equals_kkt_implicit_differentiation():
     c = cost.clone().requires_grad_()
     rho, pi = partial_transport(c, 0.4, 3.0, iters=300)
     ((rho * g_rho[0]).sum() + (pi * g_pi[0]).sum()).backward()
-    torch.testing.assert_close(c.grad, kkt_gradient(cost, 0.4, 3.0, g_rho[0], g_pi[0]), rtol=1e-8, atol=1e-11)
+    torch.testing.assert_close(
+        c.grad, kkt_gradient(cost, 0.4, 3.0, g_rho[0], g_pi[0]), rtol=1e-8, atol=1e-11
+    )
 
 
 def test_unrolled_option_equals_closed_form():
@@ -110,13 +114,19 @@ def test_backward_memory_does_not_grow_with_iters():
     assert saved(200, "unrolled")[0] > 10 * saved(10, "unrolled")[0] / 2
 
 
-@pytest.mark.parametrize("mu,eps", [(0.3, 100.0), (1.0, 5.0), (1.0, 100.0), (0.999, 5.0), (0.3, 1000.0)])
+@pytest.mark.parametrize(
+    "mu,eps", [(0.3, 100.0), (1.0, 5.0), (1.0, 100.0), (0.999, 5.0), (0.3, 1000.0)]
+)
 def test_gradients_finite_in_hard_regimes(mu, eps):
     g = torch.Generator().manual_seed(0)
     cost = (torch.rand(4, 16, 49, generator=g) * 2.0).requires_grad_()
     rho, pi = partial_transport(cost, mu, eps)
-    ((rho * torch.linspace(-1, 1, 49)).sum() + (pi * pi.detach().sign()).sum() + pi.pow(2).sum()).backward()
-    assert torch.isfinite(rho).all() and torch.isfinite(pi).all() and torch.isfinite(cost.grad).all()
+    (
+        (rho * torch.linspace(-1, 1, 49)).sum() + (pi * pi.detach().sign()).sum() + pi.pow(2).sum()
+    ).backward()
+    assert (
+        torch.isfinite(rho).all() and torch.isfinite(pi).all() and torch.isfinite(cost.grad).all()
+    )
 
 
 def test_bf16_autocast_runs_in_float32():

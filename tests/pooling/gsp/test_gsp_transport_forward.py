@@ -24,7 +24,9 @@ def linprog_p1(cost: np.ndarray, mu: float):
         a_eq[j, n + np.arange(m) * n + j] = 1.0
     a_eq[n, n:] = 1.0
     b_eq = np.r_[np.full(n, 1.0 / n), mu]
-    res = linprog(np.r_[np.zeros(n), cost.ravel()], A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
+    res = linprog(
+        np.r_[np.zeros(n), cost.ravel()], A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs"
+    )
     assert res.status == 0
     return res.x[:n], res.x[n:].reshape(m, n), res.fun
 
@@ -37,7 +39,9 @@ def test_constraints_hold(mu, eps):
     assert rho.shape == (3, 12) and pi.shape == (3, 5, 12)
     assert (rho >= 0).all() and (pi >= 0).all()
     torch.testing.assert_close(rho + pi.sum(1), torch.full_like(rho, 1.0 / n), rtol=0, atol=1e-12)
-    torch.testing.assert_close(pi.sum((1, 2)), torch.full((3,), mu, dtype=torch.float64), rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        pi.sum((1, 2)), torch.full((3,), mu, dtype=torch.float64), rtol=0, atol=1e-12
+    )
     weights = (1.0 / n - rho) / mu
     torch.testing.assert_close(weights.sum(1), torch.ones(3, dtype=torch.float64))
 
@@ -63,7 +67,9 @@ def test_authors_reference_values():
     cost = torch.tensor(rs.uniform(0, 2, (2, 4, 3, 3))).reshape(2, 4, 9)
     rho, pi = partial_transport(cost, 0.3, 5.0, iters=100)
     plan = torch.cat([rho[:, None], pi], 1)
-    expected = torch.tensor([1.0450490e-01, 1.0409396e-03, 5.4403512e-03, 1.0505107e-04, 1.9872262e-05])
+    expected = torch.tensor(
+        [1.0450490e-01, 1.0409396e-03, 5.4403512e-03, 1.0505107e-04, 1.9872262e-05]
+    )
     torch.testing.assert_close(plan[0, :, 0].float(), expected, rtol=1e-6, atol=1e-9)
 
 
@@ -81,7 +87,9 @@ def test_mu_one_is_gap_exactly():
 def test_tiny_eps_gives_uniform_weights():
     cost = random_cost(1, 4, 12)
     rho, _ = partial_transport(cost, 0.3, 1e-8)
-    torch.testing.assert_close((1 / 12 - rho) / 0.3, torch.full_like(rho, 1 / 12), rtol=1e-7, atol=0)
+    torch.testing.assert_close(
+        (1 / 12 - rho) / 0.3, torch.full_like(rho, 1 / 12), rtol=1e-7, atol=0
+    )
 
 
 def test_lp_closed_form_equals_linprog():
@@ -98,7 +106,12 @@ def test_large_eps_approaches_lp():
     cost, mu = random_cost(1, 3, 10, seed=0)[0], 0.35
     _, lp_pi, lp_value = linprog_p1(cost.numpy(), mu)
     gaps, distances = [], []
-    for eps, iters in ((1.0, 100), (10.0, 100), (100.0, 300), (1000.0, 1500)):  # slower convergence as eps grows
+    for eps, iters in (
+        (1.0, 100),
+        (10.0, 100),
+        (100.0, 300),
+        (1000.0, 1500),
+    ):  # slower convergence as eps grows
         _, pi = partial_transport(cost, mu, eps, iters=iters)
         gaps.append(float((cost * pi).sum()) - lp_value)
         distances.append(float(np.abs(pi.numpy() - lp_pi).sum()))
@@ -118,7 +131,12 @@ def test_two_dimensional_cost_and_bad_arguments():
     cost = random_cost(1, 3, 5)
     rho, pi = partial_transport(cost[0], 0.3, 5.0)
     assert rho.shape == (5,) and pi.shape == (3, 5)
-    for kwargs, field in (({"mu": 0.0}, "mu"), ({"mu": 1.5}, "mu"), ({"eps": -1.0}, "eps"), ({"iters": -2}, "iters")):
+    for kwargs, field in (
+        ({"mu": 0.0}, "mu"),
+        ({"mu": 1.5}, "mu"),
+        ({"eps": -1.0}, "eps"),
+        ({"iters": -2}, "iters"),
+    ):
         args = {"mu": 0.3, "eps": 5.0, "iters": 10, **kwargs}
         with pytest.raises(ConfigError, match=field):
             partial_transport(cost, **args)
@@ -143,7 +161,9 @@ def test_kernel_column_sums_equal_logsumexp(eps):
     eps = 1000 every exp(-eps c) underflows float32 unshifted."""
     cost = random_cost(4, 16, 49, seed=7, dtype=torch.float32) + 0.5
     reference = torch.logsumexp(-eps * cost.double(), dim=1)
-    torch.testing.assert_close(transport.log_kernel_column_sums(cost, eps).double(), reference, rtol=2e-6, atol=1e-6)
+    torch.testing.assert_close(
+        transport.log_kernel_column_sums(cost, eps).double(), reference, rtol=2e-6, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("eps", [5.0, 50.0])
@@ -151,7 +171,9 @@ def test_plain_sigmoid_sums_give_the_log_domain_solution(eps, monkeypatch):
     """Where no column is below the floor the loop sums sigmoids directly; forcing the log-domain
     sums gives the same iterates."""
     cost = random_cost(8, 16, 49, seed=8, dtype=torch.float32, scale=2.0)
-    assert (transport.log_kernel_column_sums(cost, eps).amax(dim=1) > transport.PLAIN_SUM_FLOOR).all()
+    assert (
+        transport.log_kernel_column_sums(cost, eps).amax(dim=1) > transport.PLAIN_SUM_FLOOR
+    ).all()
     plain = transport.solve_log(cost, 0.3, eps, 40)
     monkeypatch.setattr(transport, "PLAIN_SUM_FLOOR", float("inf"))
     logged = transport.solve_log(cost, 0.3, eps, 40)

@@ -53,8 +53,12 @@ class Backbone(nn.Module):
         self.freeze_batchnorm()
         self.is_frozen = True
 
-    def finish(self, weights: Union[str, os.PathLike[str], None] = None, frozen: bool = False,
-               freeze_bn: bool = False) -> None:
+    def finish(
+        self,
+        weights: Union[str, os.PathLike[str], None] = None,
+        frozen: bool = False,
+        freeze_bn: bool = False,
+    ) -> None:
         """The options every backbone shares, applied after its layers exist: ``weights`` (the
         file of a pre-training recipe's weights: a config names the recipe, and
         :func:`gspdml.training.pretrain.resolve_recipe_weights` turns it into its cached file,
@@ -62,7 +66,9 @@ class Backbone(nn.Module):
         if weights is not None:
             from gspdml.models.pretrained import load_weights, read_recipe_weights
 
-            load_weights(self, read_recipe_weights(weights), source=f"pre-training recipe weights {weights}")
+            load_weights(
+                self, read_recipe_weights(weights), source=f"pre-training recipe weights {weights}"
+            )
         if frozen:
             self.freeze()
         elif freeze_bn:

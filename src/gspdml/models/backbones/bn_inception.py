@@ -27,14 +27,18 @@ statistics follow the last batch; gspdml uses PyTorch's default 0.1. DML recipes
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gspdml.errors import ConfigError
 from gspdml.models.backbones.base import BACKBONES, Backbone
-from gspdml.models.pretrained import PretrainedSpec, load_weights, read_state_dict, resolve_weights_path
+from gspdml.models.pretrained import (
+    PretrainedSpec,
+    load_weights,
+    read_state_dict,
+    resolve_weights_path,
+)
 
 WEIGHTS_FILENAMES = ("bn_inception-52deb4733.pth", "bn_inception-239d2248.pth")
 WEIGHTS_URL = "http://data.lip6.fr/cadene/pretrainedmodels/bn_inception-52deb4733.pth"
@@ -81,12 +85,22 @@ class BNInception(Backbone):
     ):
         super().__init__()
         if input_space not in INPUT_SPACES:
-            raise ConfigError("model.backbone.input_space", f"{input_space!r} is not one of {', '.join(INPUT_SPACES)}")
+            raise ConfigError(
+                "model.backbone.input_space",
+                f"{input_space!r} is not one of {', '.join(INPUT_SPACES)}",
+            )
         if input_space != "caffe" and in_channels != 3:
-            raise ConfigError("model.backbone.input_space", f"{input_space!r} needs RGB images, got {in_channels} channels; use 'caffe'")
+            raise ConfigError(
+                "model.backbone.input_space",
+                f"{input_space!r} needs RGB images, got {in_channels} channels; use 'caffe'",
+            )
         self.input_space = input_space
         weights = resolve_weights_path(  # first, so that a missing file fails before any work
-            pretrained, field="model.backbone.pretrained", filenames=WEIGHTS_FILENAMES, url=WEIGHTS_URL, what="BN-Inception"
+            pretrained,
+            field="model.backbone.pretrained",
+            filenames=WEIGHTS_FILENAMES,
+            url=WEIGHTS_URL,
+            what="BN-Inception",
         )
         self._blocks: list[tuple[int, list[list[str]]]] = []  # (stride, branches of unit names)
         self._add_unit("conv1_7x7_s2", in_channels, 64, 7, stride=2)
@@ -99,7 +113,12 @@ class BNInception(Backbone):
         self.register_buffer("input_scale", scale, persistent=False)
         self.register_buffer("input_shift", shift, persistent=False)
         if weights is not None:
-            load_weights(self, read_state_dict(weights), source=str(weights), ignore_prefixes=("last_linear.",))
+            load_weights(
+                self,
+                read_state_dict(weights),
+                source=str(weights),
+                ignore_prefixes=("last_linear.",),
+            )
         if freeze_bn:
             self.freeze_batchnorm()
 
@@ -108,19 +127,39 @@ class BNInception(Backbone):
         self.add_module(f"{name}_bn", nn.BatchNorm2d(c_out))
         return name
 
-    def _add_block(self, block: str, c_in: int, n1: int, n3r: int, n3: int, nd_r: int, nd: int, pool: str, proj: int) -> None:
+    def _add_block(
+        self,
+        block: str,
+        c_in: int,
+        n1: int,
+        n3r: int,
+        n3: int,
+        nd_r: int,
+        nd: int,
+        pool: str,
+        proj: int,
+    ) -> None:
         p = f"inception_{block}"
         stride = 1 if n1 else 2
         branches = []
         if n1:
             branches.append([self._add_unit(f"{p}_1x1", c_in, n1, 1)])
-        branches.append([self._add_unit(f"{p}_3x3_reduce", c_in, n3r, 1), self._add_unit(f"{p}_3x3", n3r, n3, 3, stride)])
-        branches.append([
-            self._add_unit(f"{p}_double_3x3_reduce", c_in, nd_r, 1),
-            self._add_unit(f"{p}_double_3x3_1", nd_r, nd, 3),
-            self._add_unit(f"{p}_double_3x3_2", nd, nd, 3, stride),
-        ])
-        branches.append([f"{pool}_pool"] + ([self._add_unit(f"{p}_pool_proj", c_in, proj, 1)] if proj else []))
+        branches.append(
+            [
+                self._add_unit(f"{p}_3x3_reduce", c_in, n3r, 1),
+                self._add_unit(f"{p}_3x3", n3r, n3, 3, stride),
+            ]
+        )
+        branches.append(
+            [
+                self._add_unit(f"{p}_double_3x3_reduce", c_in, nd_r, 1),
+                self._add_unit(f"{p}_double_3x3_1", nd_r, nd, 3),
+                self._add_unit(f"{p}_double_3x3_2", nd, nd, 3, stride),
+            ]
+        )
+        branches.append(
+            [f"{pool}_pool"] + ([self._add_unit(f"{p}_pool_proj", c_in, proj, 1)] if proj else [])
+        )
         self._blocks.append((stride, branches))
 
     def _unit(self, name: str, x: torch.Tensor) -> torch.Tensor:
@@ -132,9 +171,13 @@ class BNInception(Backbone):
             y = x
             for name in branch:
                 if name == "avg_pool":
-                    y = F.avg_pool2d(y, 3, stride=1, padding=1, ceil_mode=True, count_include_pad=True)
+                    y = F.avg_pool2d(
+                        y, 3, stride=1, padding=1, ceil_mode=True, count_include_pad=True
+                    )
                 elif name == "max_pool":
-                    y = F.max_pool2d(y, 3, stride=stride, padding=1 if stride == 1 else 0, ceil_mode=True)
+                    y = F.max_pool2d(
+                        y, 3, stride=stride, padding=1 if stride == 1 else 0, ceil_mode=True
+                    )
                 else:
                     y = self._unit(name, y)
             outputs.append(y)

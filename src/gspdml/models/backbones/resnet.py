@@ -16,7 +16,12 @@ import torch
 from torch import nn
 
 from gspdml.models.backbones.base import BACKBONES, Backbone
-from gspdml.models.pretrained import PretrainedSpec, load_weights, read_state_dict, resolve_weights_path
+from gspdml.models.pretrained import (
+    PretrainedSpec,
+    load_weights,
+    read_state_dict,
+    resolve_weights_path,
+)
 
 _TORCHVISION_URL = "https://download.pytorch.org/models/"
 
@@ -70,7 +75,9 @@ def _projection(c_in: int, c_out: int, stride: int) -> Optional[nn.Sequential]:
     """1x1 convolution + BN on the shortcut when the shape changes (option B of He et al.)."""
     if stride == 1 and c_in == c_out:
         return None
-    return nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False), nn.BatchNorm2d(c_out))
+    return nn.Sequential(
+        nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False), nn.BatchNorm2d(c_out)
+    )
 
 
 class ResNet(Backbone):
@@ -89,7 +96,9 @@ class ResNet(Backbone):
     layer3: nn.Sequential
     layer4: nn.Sequential
 
-    def __init__(self, in_channels: int = 3, pretrained: PretrainedSpec = False, freeze_bn: bool = False):
+    def __init__(
+        self, in_channels: int = 3, pretrained: PretrainedSpec = False, freeze_bn: bool = False
+    ):
         super().__init__()
         weights = resolve_weights_path(  # first, so that a missing file fails before any work
             pretrained,
@@ -113,7 +122,9 @@ class ResNet(Backbone):
         self.out_channels = c_in
         self._init_weights()
         if weights is not None:
-            load_weights(self, read_state_dict(weights), source=str(weights), ignore_prefixes=("fc.",))
+            load_weights(
+                self, read_state_dict(weights), source=str(weights), ignore_prefixes=("fc.",)
+            )
         if freeze_bn:
             self.freeze_batchnorm()
 
@@ -140,9 +151,17 @@ class ResNet34(ResNet):
 
 @BACKBONES.register("resnet50")
 class ResNet50(ResNet):
-    block, depths, weight_files = Bottleneck, (3, 4, 6, 3), ("resnet50-0676ba61.pth", "resnet50-11ad3fa6.pth")
+    block, depths, weight_files = (
+        Bottleneck,
+        (3, 4, 6, 3),
+        ("resnet50-0676ba61.pth", "resnet50-11ad3fa6.pth"),
+    )
 
 
 @BACKBONES.register("resnet101")
 class ResNet101(ResNet):
-    block, depths, weight_files = Bottleneck, (3, 4, 23, 3), ("resnet101-63fe2227.pth", "resnet101-cd907fc2.pth")
+    block, depths, weight_files = (
+        Bottleneck,
+        (3, 4, 23, 3),
+        ("resnet101-63fe2227.pth", "resnet101-cd907fc2.pth"),
+    )

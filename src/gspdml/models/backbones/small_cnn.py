@@ -11,7 +11,11 @@ from gspdml.models.backbones.base import BACKBONES, Backbone
 
 
 def _conv_block(c_in: int, c_out: int) -> nn.Sequential:
-    return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(inplace=True))
+    return nn.Sequential(
+        nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
+        nn.BatchNorm2d(c_out),
+        nn.ReLU(inplace=True),
+    )
 
 
 @BACKBONES.register("small_cnn")

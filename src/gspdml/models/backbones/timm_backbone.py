@@ -73,7 +73,9 @@ def cached_timm_weights(timm: ModuleType, model: str, field: str) -> Path:
     """The on-disk file of timm's default pretrained weights for ``model``, without network."""
     cfg = timm.models.get_pretrained_cfg(model, allow_unregistered=False)
     if cfg is None:
-        raise ConfigError(field, f"timm has no pretrained weights for {model!r}; give a file path instead")
+        raise ConfigError(
+            field, f"timm has no pretrained weights for {model!r}; give a file path instead"
+        )
     if cfg.hf_hub_id:
         from huggingface_hub import try_to_load_from_cache
         from huggingface_hub.constants import HF_HUB_CACHE
@@ -92,9 +94,12 @@ def cached_timm_weights(timm: ModuleType, model: str, field: str) -> Path:
         )
     if cfg.url:
         filename = cfg.url.rsplit("/", 1)[-1]
-        return hub_checkpoint(field=field, filenames=(filename,), url=cfg.url,
-                              what=f"timm model {model!r}")
-    raise ConfigError(field, f"timm lists no downloadable weights for {model!r}; give a file path instead")
+        return hub_checkpoint(
+            field=field, filenames=(filename,), url=cfg.url, what=f"timm model {model!r}"
+        )
+    raise ConfigError(
+        field, f"timm lists no downloadable weights for {model!r}; give a file path instead"
+    )
 
 
 @BACKBONES.register("timm")
@@ -121,7 +126,9 @@ class TimmBackbone(Backbone):
             raise ConfigError(f"{FIELD}.output", f"{output!r} is not one of {', '.join(OUTPUTS)}")
         timm = import_timm()
         if not timm.is_model(model):
-            raise ConfigError(f"{FIELD}.model", f"timm has no model {model!r} (see timm.list_models())")
+            raise ConfigError(
+                f"{FIELD}.model", f"timm has no model {model!r} (see timm.list_models())"
+            )
         field = f"{FIELD}.pretrained"
         kwargs: dict[str, Any] = dict(model_kwargs or {}, num_classes=0, in_chans=in_channels)
         weights = None
@@ -130,7 +137,9 @@ class TimmBackbone(Backbone):
         elif pretrained:
             weights = resolve_weights_path(pretrained, field=field, filenames=())
         if weights is not None:
-            kwargs.update(pretrained=True, pretrained_cfg_overlay={"file": str(weights), "source": ""})
+            kwargs.update(
+                pretrained=True, pretrained_cfg_overlay={"file": str(weights), "source": ""}
+            )
         try:
             with _hub_offline():
                 self.model = timm.create_model(model, **kwargs)
@@ -139,7 +148,9 @@ class TimmBackbone(Backbone):
                 raise
             raise DataError(f"{weights}: cannot load into timm model {model!r}: {error}") from error
         except (ValueError, TypeError) as error:
-            raise ConfigError(f"{FIELD}.model", f"timm cannot build {model!r} with {kwargs}: {error}") from error
+            raise ConfigError(
+                f"{FIELD}.model", f"timm cannot build {model!r} with {kwargs}: {error}"
+            ) from error
         self.output = output
         self.prefix_tokens = int(getattr(self.model, "num_prefix_tokens", 0))
         self.out_channels = int(self.model.num_features)
@@ -155,9 +166,15 @@ class TimmBackbone(Backbone):
         tokens = features[:, self.prefix_tokens :]
         if self.output != "map":
             return tokens
-        grid = self.model.patch_embed.dynamic_feat_size(images.shape[-2:]) if hasattr(self.model, "patch_embed") else None
+        grid = (
+            self.model.patch_embed.dynamic_feat_size(images.shape[-2:])
+            if hasattr(self.model, "patch_embed")
+            else None
+        )
         if grid is None or grid[0] * grid[1] != tokens.shape[1]:
-            raise ValueError(f"cannot arrange {tokens.shape[1]} tokens of {type(self.model).__name__} as a map")
+            raise ValueError(
+                f"cannot arrange {tokens.shape[1]} tokens of {type(self.model).__name__} as a map"
+            )
         return tokens.transpose(1, 2).reshape(tokens.shape[0], tokens.shape[2], grid[0], grid[1])
 
 
@@ -183,5 +200,7 @@ class ViT(TimmBackbone):
     ):
         kwargs = dict(model_kwargs or {}, img_size=img_size)
         if not class_token:
-            kwargs.update(class_token=False, global_pool="avg")  # timm's pool is unused: features end here
+            kwargs.update(
+                class_token=False, global_pool="avg"
+            )  # timm's pool is unused: features end here
         super().__init__(model, in_channels, pretrained, False, output, kwargs)

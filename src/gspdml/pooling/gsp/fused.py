@@ -54,15 +54,21 @@ from gspdml.pooling.gsp.transport import closed_form_cost_gradient, solve_log, t
 SMOOTHING = 1e-12  # added under the square root of the costs (finite gradient at c = 0)
 
 
-def cost_parts(prototypes: torch.Tensor, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def cost_parts(
+    prototypes: torch.Tensor, features: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(c [B, m, n], ||w||^2 [m], ||f||^2 [B, n])`` for prototypes ``[m, d]`` and ``features
     [B, d, n]``: the clip-normalised L2 costs from one product of the raw features (no normalised
     copy of them, no square root of a norm). ``c^2`` is floored at ``SMOOTHING`` rather than
     shifted by it; ``sqrt(max(s + S, S)) = sqrt(max(s, 0) + S)``."""
     w_squared, f_squared = prototypes.square().sum(dim=1), _squared_column_norms(features)
     w_scale, f_scale = w_squared.clamp_min(1.0).rsqrt(), f_squared.clamp_min(1.0).rsqrt()
-    scaled_cross = torch.bmm((prototypes * w_scale[:, None]).expand(features.shape[0], -1, -1), features)  # a_i w_i.f_j
-    squared = torch.addcmul(f_squared.clamp_max(1.0)[:, None, :], scaled_cross, f_scale[:, None, :], value=-2.0)
+    scaled_cross = torch.bmm(
+        (prototypes * w_scale[:, None]).expand(features.shape[0], -1, -1), features
+    )  # a_i w_i.f_j
+    squared = torch.addcmul(
+        f_squared.clamp_max(1.0)[:, None, :], scaled_cross, f_scale[:, None, :], value=-2.0
+    )
     squared.add_((w_squared.clamp_max(1.0) + SMOOTHING)[None, :, None])
     return squared.clamp_min_(SMOOTHING).sqrt_(), w_squared, f_squared
 
@@ -76,7 +82,12 @@ def _squared_column_norms(features: torch.Tensor) -> torch.Tensor:
 
 
 def fused_gsp(
-    local: torch.Tensor, prototypes: torch.Tensor, mu: float, eps: float, iters: int, background: bool = False
+    local: torch.Tensor,
+    prototypes: torch.Tensor,
+    mu: float,
+    eps: float,
+    iters: int,
+    background: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(x [B, d], p [B, n], z [B, m])`` of GSP on ``local [B, d, n]``, with the closed-form
     backward above; ``0 < mu < 1``. ``background`` pools with the residual weights
@@ -100,66 +111,123 @@ def pooling_weights(rho: torch.Tensor, mu: float, background: bool = False) -> t
 
 class _FusedGSP(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, local: torch.Tensor, prototypes: torch.Tensor, mu: float, eps: float,
-                iters: int, background: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(
+        ctx: Any,
+        local: torch.Tensor,
+        prototypes: torch.Tensor,
+        mu: float,
+        eps: float,
+        iters: int,
+        background: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         work = torch.float64 if local.dtype == torch.float64 else torch.float32
         features = local.to(work)  # keeps the memory layout (channels_last stays d-contiguous)
         cost, w_squared, f_squared = cost_parts(prototypes.to(work), features)
         log_rho, log_t = solve_log(cost, mu, eps, iters, stop_when_stationary=True)
         weights = pooling_weights(log_rho.exp(), mu, background)
-        vector = torch.bmm(weights.unsqueeze(1), features.transpose(1, 2)).squeeze(1)  # sum_j p_j f_j
+        vector = torch.bmm(weights.unsqueeze(1), features.transpose(1, 2)).squeeze(
+            1
+        )  # sum_j p_j f_j
         attributes = transport_plan(cost, eps, log_rho, log_t).sum(dim=2) / mu
-        ctx.save_for_backward(local, prototypes, cost, log_rho, log_t, weights, w_squared, f_squared)
+        ctx.save_for_backward(
+            local, prototypes, cost, log_rho, log_t, weights, w_squared, f_squared
+        )
         ctx.options = (mu, eps, background)
         return vector, weights, attributes
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad_vector: torch.Tensor, grad_weights: Optional[torch.Tensor],
-                 grad_attributes: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], ...]:
+    def backward(
+        ctx: Any,
+        grad_vector: torch.Tensor,
+        grad_weights: Optional[torch.Tensor],
+        grad_attributes: Optional[torch.Tensor],
+    ) -> tuple[Optional[torch.Tensor], ...]:
         local, prototypes, cost, log_rho, log_t, weights, w_squared, f_squared = ctx.saved_tensors
         mu, eps, background = ctx.options
-        grad_p = torch.bmm(grad_vector.to(local.dtype).unsqueeze(1), local).squeeze(1).to(cost.dtype)  # F^T G_x
+        grad_p = (
+            torch.bmm(grad_vector.to(local.dtype).unsqueeze(1), local).squeeze(1).to(cost.dtype)
+        )  # F^T G_x
         if grad_weights is not None:
             grad_p = grad_p + grad_weights
         grad_rho = grad_p / (1.0 - mu) if background else -grad_p / mu
-        grad_pi = None if grad_attributes is None else (grad_attributes / mu).contiguous()  # constant along features
-        grad_cross, sums_w, sums_f = cost_gradients(cost, log_rho, log_t, grad_rho, grad_pi, w_squared, f_squared, eps)
+        grad_pi = (
+            None if grad_attributes is None else (grad_attributes / mu).contiguous()
+        )  # constant along features
+        grad_cross, sums_w, sums_f = cost_gradients(
+            cost, log_rho, log_t, grad_rho, grad_pi, w_squared, f_squared, eps
+        )
         grad_w_squared = _squared_norm_gradient(w_squared, *sums_w)
         grad_f_squared = _squared_norm_gradient(f_squared, *sums_f)
 
         products = local.dtype
-        left = torch.cat([prototypes.T.to(products).expand(local.shape[0], -1, -1), grad_vector.to(products).unsqueeze(2)], dim=2)
+        left = torch.cat(
+            [
+                prototypes.T.to(products).expand(local.shape[0], -1, -1),
+                grad_vector.to(products).unsqueeze(2),
+            ],
+            dim=2,
+        )
         right = torch.cat([grad_cross, weights.unsqueeze(1)], dim=1).to(products)
-        norm_term = local * (2.0 * grad_f_squared).to(products).unsqueeze(1)  # same memory layout as local
-        if local.stride(1) == 1:  # d contiguous (a channels_last map): build the gradient as [B, n, d]
-            grad_local = torch.baddbmm(norm_term.transpose(1, 2), right.transpose(1, 2), left.transpose(1, 2)).transpose(1, 2)
+        norm_term = local * (2.0 * grad_f_squared).to(products).unsqueeze(
+            1
+        )  # same memory layout as local
+        if (
+            local.stride(1) == 1
+        ):  # d contiguous (a channels_last map): build the gradient as [B, n, d]
+            grad_local = torch.baddbmm(
+                norm_term.transpose(1, 2), right.transpose(1, 2), left.transpose(1, 2)
+            ).transpose(1, 2)
         else:
             grad_local = torch.baddbmm(norm_term, left, right)
-        grad_prototypes = torch.bmm(grad_cross.to(products), local.transpose(1, 2)).sum(dim=0, dtype=prototypes.dtype)
-        grad_prototypes.addcmul_(prototypes, (2.0 * grad_w_squared).to(prototypes.dtype).unsqueeze(1))
+        grad_prototypes = torch.bmm(grad_cross.to(products), local.transpose(1, 2)).sum(
+            dim=0, dtype=prototypes.dtype
+        )
+        grad_prototypes.addcmul_(
+            prototypes, (2.0 * grad_w_squared).to(prototypes.dtype).unsqueeze(1)
+        )
         return grad_local, grad_prototypes, None, None, None, None
 
 
 def cost_gradients(
-    cost: torch.Tensor, log_rho: torch.Tensor, log_t: torch.Tensor, grad_rho: torch.Tensor,
-    grad_pi: Optional[torch.Tensor], w_squared: torch.Tensor, f_squared: torch.Tensor, eps: float,
+    cost: torch.Tensor,
+    log_rho: torch.Tensor,
+    log_t: torch.Tensor,
+    grad_rho: torch.Tensor,
+    grad_pi: Optional[torch.Tensor],
+    w_squared: torch.Tensor,
+    f_squared: torch.Tensor,
+    eps: float,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
     """From the transport's gradients ``G_rho [B, n]`` and ``G_pi [B, m]`` (or ``None``):
     ``G_cross [B, m, n]``, ``(sum g, sum g t)`` per prototype ``[m]`` and per feature ``[B, n]``
     (the backward steps of the module docstring), by the C kernel where it applies."""
     w_clip, f_clip = w_squared.clamp_max(1.0), f_squared.clamp_max(1.0)
     w_scale, f_scale = w_squared.clamp_min(1.0).rsqrt(), f_squared.clamp_min(1.0).rsqrt()
-    tensors = (cost, log_rho, log_t, grad_rho, w_squared, f_squared) + (() if grad_pi is None else (grad_pi,))
+    tensors = (cost, log_rho, log_t, grad_rho, w_squared, f_squared) + (
+        () if grad_pi is None else (grad_pi,)
+    )
     kernels = native.library() if native.eligible(*tensors) else None
     if kernels is not None:
         b, m, n = cost.shape
         grad_cross, sums = torch.empty_like(cost), cost.new_empty(2 * b * n + 2 * m + m * n + 4 * n)
-        sum_g_col, sum_gt_col, sum_g_row, sum_gt_row, scratch = sums.split([b * n, b * n, m, m, m * n + 4 * n])
+        sum_g_col, sum_gt_col, sum_g_row, sum_gt_row, scratch = sums.split(
+            [b * n, b * n, m, m, m * n + 4 * n]
+        )
         kernels.gsp_backward(
-            *map(native.pointer, (cost, log_rho, log_t, grad_rho, grad_pi, w_clip, w_scale, f_clip, f_scale)),
-            b, m, n, eps, SMOOTHING, math.sqrt(SMOOTHING),
-            *map(native.pointer, (grad_cross, sum_g_col, sum_gt_col, sum_g_row, sum_gt_row, scratch)),
+            *map(
+                native.pointer,
+                (cost, log_rho, log_t, grad_rho, grad_pi, w_clip, w_scale, f_clip, f_scale),
+            ),
+            b,
+            m,
+            n,
+            eps,
+            SMOOTHING,
+            math.sqrt(SMOOTHING),
+            *map(
+                native.pointer, (grad_cross, sum_g_col, sum_gt_col, sum_g_row, sum_gt_row, scratch)
+            ),
         )
         return grad_cross, (sum_g_row, sum_gt_row), (sum_g_col.view(b, n), sum_gt_col.view(b, n))
     pi = transport_plan(cost, eps, log_rho, log_t)
@@ -179,7 +247,9 @@ def _positive(x: torch.Tensor) -> torch.Tensor:
     return x.relu().sign_()
 
 
-def _squared_norm_gradient(squared: torch.Tensor, sum_g: torch.Tensor, sum_gt: torch.Tensor) -> torch.Tensor:
+def _squared_norm_gradient(
+    squared: torch.Tensor, sum_g: torch.Tensor, sum_gt: torch.Tensor
+) -> torch.Tensor:
     """``dL/d||v||^2`` through ``min(1, ||v||^2)`` (inside the ball) and the clip scale
     ``1 / max(1, ||v||)`` (outside, where ``d scale / d||v||^2 = -scale^3 / 2`` and the scale
     enters the costs as ``t / scale``)."""

@@ -47,8 +47,14 @@ from torch import nn
 from gspdml.errors import ConfigError
 from gspdml.ops.kcenter import greedy_k_center
 from gspdml.ops.normalize import clip_normalize
-from gspdml.pooling.base import (POOLINGS, LazyInitialised, Pooled, Pooling,
-                                 channels_first_locations, unflatten_weights)
+from gspdml.pooling.base import (
+    POOLINGS,
+    LazyInitialised,
+    Pooled,
+    Pooling,
+    channels_first_locations,
+    unflatten_weights,
+)
 from gspdml.pooling.gsp.fused import cost_parts, fused_gsp, pooling_weights
 from gspdml.pooling.gsp.transport import BACKWARDS, exporting, partial_transport
 
@@ -108,7 +114,9 @@ class GSP(Pooling, LazyInitialised):
     ):
         super().__init__(in_channels)
         if num_prototypes < 1:
-            raise ConfigError("num_prototypes", f"need at least one prototype, got {num_prototypes}")
+            raise ConfigError(
+                "num_prototypes", f"need at least one prototype, got {num_prototypes}"
+            )
         if not 0.0 < mu <= 1.0:
             raise ConfigError("mu", f"the transported fraction must be in (0, 1], got {mu}")
         if not eps > 0.0:
@@ -118,24 +126,42 @@ class GSP(Pooling, LazyInitialised):
         if gem_p < 1.0:
             raise ConfigError("gem_p", f"the generalized-mean power must be >= 1, got {gem_p}")
         if learn_gem_p and gem_p == 1.0:
-            raise ConfigError("learn_gem_p", "a learnable GeM power needs GeMean+GSP (gem_p > 1, e.g. 3)")
+            raise ConfigError(
+                "learn_gem_p", "a learnable GeM power needs GeMean+GSP (gem_p > 1, e.g. 3)"
+            )
         if weighting not in WEIGHTINGS:
-            raise ConfigError("weighting", f"unknown weighting {weighting!r}; allowed: {', '.join(WEIGHTINGS)}")
+            raise ConfigError(
+                "weighting", f"unknown weighting {weighting!r}; allowed: {', '.join(WEIGHTINGS)}"
+            )
         if weighting == "background" and mu >= 1.0:
-            raise ConfigError("weighting", "background weighting needs mu < 1 (at mu = 1 nothing is left over)")
+            raise ConfigError(
+                "weighting", "background weighting needs mu < 1 (at mu = 1 nothing is left over)"
+            )
         if init not in INITS:
-            raise ConfigError("init", f"unknown initialisation {init!r}; allowed: {', '.join(INITS)}")
+            raise ConfigError(
+                "init", f"unknown initialisation {init!r}; allowed: {', '.join(INITS)}"
+            )
         if init == "kcenter" and memory_size < num_prototypes:
             raise ConfigError(
-                "memory_size", f"k-center needs at least num_prototypes={num_prototypes} samples, got {memory_size}"
+                "memory_size",
+                f"k-center needs at least num_prototypes={num_prototypes} samples, got {memory_size}",
             )
         if backward not in BACKWARDS:
-            raise ConfigError("backward", f"unknown backward {backward!r}; allowed: {', '.join(BACKWARDS)}")
-        self.num_prototypes, self.mu, self.eps, self.iters = num_prototypes, float(mu), float(eps), int(iters)
+            raise ConfigError(
+                "backward", f"unknown backward {backward!r}; allowed: {', '.join(BACKWARDS)}"
+            )
+        self.num_prototypes, self.mu, self.eps, self.iters = (
+            num_prototypes,
+            float(mu),
+            float(eps),
+            int(iters),
+        )
         self.gem_p, self.add_max_pool, self.weighting = float(gem_p), bool(add_max_pool), weighting
         self.init, self.backward = init, backward
         self.gem_power = nn.Parameter(torch.tensor(float(gem_p))) if learn_gem_p else None
-        self.prototypes = nn.Parameter(nn.init.xavier_uniform_(torch.empty(num_prototypes, in_channels)))
+        self.prototypes = nn.Parameter(
+            nn.init.xavier_uniform_(torch.empty(num_prototypes, in_channels))
+        )
         size = memory_size if init == "kcenter" else 0
         self.register_buffer("memory", torch.zeros(size, in_channels))
         self.register_buffer("memory_filled", torch.zeros((), dtype=torch.long))
@@ -153,7 +179,10 @@ class GSP(Pooling, LazyInitialised):
         return self.add_max_pool or self.gem_p != 1.0
 
     def forward(
-        self, x: torch.Tensor, source: Optional[torch.Tensor] = None, project: Optional[Linear] = None
+        self,
+        x: torch.Tensor,
+        source: Optional[torch.Tensor] = None,
+        project: Optional[Linear] = None,
     ) -> Pooled:
         """Pool ``x`` (``[B, d, H, W]`` or ``[B, N, d]``); ``source`` is the backbone map that the
         linear map ``project`` (``[*, C] -> [*, d]``, no bias) turned into ``x`` (module docstring)."""
@@ -167,10 +196,17 @@ class GSP(Pooling, LazyInitialised):
             initialized = exporting() or bool(self.initialized)
             if initialized and self._fused():
                 vector, weights, attributes = fused_gsp(
-                    local, self.prototypes.to(work), self.mu, self.eps, self.iters, self.weighting == "background"
+                    local,
+                    self.prototypes.to(work),
+                    self.mu,
+                    self.eps,
+                    self.iters,
+                    self.weighting == "background",
                 )
             else:
-                local = local.to(work).contiguous()  # the composed ops run fastest with locations contiguous
+                local = local.to(
+                    work
+                ).contiguous()  # the composed ops run fastest with locations contiguous
                 if initialized:
                     weights, attributes = self._transport_weights(local)
                 else:
@@ -183,19 +219,28 @@ class GSP(Pooling, LazyInitialised):
                 else:
                     vector = self._aggregate(local, weights)
             if self.add_max_pool:
-                vector = vector + (project(raw.to(work).amax(dim=2)) if raw is not None else local.amax(dim=2))
+                vector = vector + (
+                    project(raw.to(work).amax(dim=2)) if raw is not None else local.amax(dim=2)
+                )
         return Pooled(vector, unflatten_weights(weights, spatial), attributes)
 
     def _fused(self) -> bool:
         """Training with the closed-form backward goes through the fused function
         (:mod:`gspdml.pooling.gsp.fused`); GeM, ``mu = 1``, the unrolled backward, inference and
         export compose autograd pieces (the same values)."""
-        return self.backward == "closed_form" and self.gem_p == 1.0 and self.mu < 1.0 and torch.is_grad_enabled()
+        return (
+            self.backward == "closed_form"
+            and self.gem_p == 1.0
+            and self.mu < 1.0
+            and torch.is_grad_enabled()
+        )
 
     def _transport_weights(self, local: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         cost = prototype_costs(self.prototypes.to(local.dtype), local)
         rho, pi = partial_transport(cost, self.mu, self.eps, self.iters, backward=self.backward)
-        return pooling_weights(rho, self.mu, self.weighting == "background"), pi.sum(dim=2) / self.mu
+        return pooling_weights(rho, self.mu, self.weighting == "background"), pi.sum(
+            dim=2
+        ) / self.mu
 
     def _aggregate(self, local: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """``sum_j p_j f_j`` (or its GeM form) of ``local [B, d, n]`` with weights ``[B, n]``."""
@@ -203,7 +248,9 @@ class GSP(Pooling, LazyInitialised):
             return (local * weights.unsqueeze(1)).sum(dim=2)
         n = local.shape[2]
         p = self.gem_power.to(local.dtype) if self.gem_power is not None else self.gem_p
-        scaled = (n * weights.to(local.dtype)).unsqueeze(1) * local  # (1 - n rho)/mu * f, Algorithm 2
+        scaled = (n * weights.to(local.dtype)).unsqueeze(
+            1
+        ) * local  # (1 - n rho)/mu * f, Algorithm 2
         return scaled.clamp_min(1e-6).pow(p).mean(dim=2).pow(1.0 / p)
 
     @torch.no_grad()
@@ -246,7 +293,9 @@ class GSP(Pooling, LazyInitialised):
         """Set the prototypes to ``m`` points chosen by greedy k-center and switch to transport
         pooling (in place, so an optimiser built earlier keeps training them)."""
         if points.shape[0] < self.num_prototypes:
-            raise ConfigError("memory_size", f"k-center needs {self.num_prototypes} points, got {points.shape[0]}")
+            raise ConfigError(
+                "memory_size", f"k-center needs {self.num_prototypes} points, got {points.shape[0]}"
+            )
         chosen = greedy_k_center(points, self.num_prototypes).to(points.device)
         self.prototypes.copy_(points[chosen].to(self.prototypes))
         self.initialized.fill_(True)

@@ -108,7 +108,13 @@ def partial_transport(
         else:
             # Without gradients the forward alone is needed; an export (trace) records exactly
             # ``iters`` iterations, so the exported model does not depend on the traced input.
-            rho, pi = _solve(cost, mu, eps, iters, stop_when_stationary=backward == "closed_form" and not exporting())
+            rho, pi = _solve(
+                cost,
+                mu,
+                eps,
+                iters,
+                stop_when_stationary=backward == "closed_form" and not exporting(),
+            )
     return (rho[0], pi[0]) if squeeze else (rho, pi)
 
 
@@ -118,9 +124,13 @@ def _check(mu: float, eps: float, iters: int, backward: str) -> None:
     if not float(eps) > 0.0 or not math.isfinite(float(eps)):
         raise ConfigError("eps", f"the entropy weight must be a positive finite number, got {eps}")
     if int(iters) != iters or iters < 0:
-        raise ConfigError("iters", f"the number of iterations must be a non-negative integer, got {iters}")
+        raise ConfigError(
+            "iters", f"the number of iterations must be a non-negative integer, got {iters}"
+        )
     if backward not in BACKWARDS:
-        raise ConfigError("backward", f"unknown backward {backward!r}; allowed: {', '.join(BACKWARDS)}")
+        raise ConfigError(
+            "backward", f"unknown backward {backward!r}; allowed: {', '.join(BACKWARDS)}"
+        )
 
 
 def _solve(
@@ -131,7 +141,9 @@ def _solve(
     return log_rho.exp(), transport_plan(cost, eps, log_rho, log_t)
 
 
-def transport_plan(cost: torch.Tensor, eps: float, log_rho: torch.Tensor, log_t: torch.Tensor) -> torch.Tensor:
+def transport_plan(
+    cost: torch.Tensor, eps: float, log_rho: torch.Tensor, log_t: torch.Tensor
+) -> torch.Tensor:
     """``pi = t K Diag(rho)`` with ``K = exp(-eps c)``, formed in the log domain as
     ``2^((log t + log rho_j) log2(e) - eps log2(e) c_ij)`` (one fused add, one ``exp2``)."""
     shift = (log_t + log_rho).unsqueeze(1) * LOG2_E  # [B, 1, n]
@@ -142,7 +154,9 @@ def log_kernel_column_sums(cost: torch.Tensor, eps: float) -> torch.Tensor:
     """``log s_j = log sum_i exp(-eps c_ij)`` ``[B, n]``, shifted by the smallest cost of each
     column so that the largest term is ``2^0`` (no underflow of the whole column for any eps)."""
     low = cost.amin(dim=1, keepdim=True)  # [B, 1, n]
-    shifted = _exp2_(torch.add(low * (eps * LOG2_E), cost, alpha=-eps * LOG2_E))  # exp(-eps (c - low))
+    shifted = _exp2_(
+        torch.add(low * (eps * LOG2_E), cost, alpha=-eps * LOG2_E)
+    )  # exp(-eps (c - low))
     return shifted.sum(dim=1).log_().sub_(low.squeeze(1), alpha=eps)
 
 
@@ -203,8 +217,18 @@ def solve_log_native(
     a, log_t = cost.new_empty(b, n), cost.new_empty(b, 1)
     scratch = cost.new_empty(2 * n + 2 * b)
     failed = kernels.gsp_solve(
-        native.pointer(cost), b, m, n, mu, eps, iters, int(stop_when_stationary), PLAIN_SUM_FLOOR,
-        native.pointer(a), native.pointer(log_t), native.pointer(scratch),
+        native.pointer(cost),
+        b,
+        m,
+        n,
+        mu,
+        eps,
+        iters,
+        int(stop_when_stationary),
+        PLAIN_SUM_FLOOR,
+        native.pointer(a),
+        native.pointer(log_t),
+        native.pointer(scratch),
     )
     return None if failed else (F.logsigmoid(-a) - math.log(n), log_t)
 
@@ -240,14 +264,20 @@ def _gap_limit(cost: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tens
 
 
 def closed_form_cost_gradient(
-    rho: torch.Tensor, pi: torch.Tensor, grad_rho: torch.Tensor, grad_pi: Optional[torch.Tensor], eps: float
+    rho: torch.Tensor,
+    pi: torch.Tensor,
+    grad_rho: torch.Tensor,
+    grad_pi: Optional[torch.Tensor],
+    eps: float,
 ) -> torch.Tensor:
     """``dL/dc`` of Proposition 4.2 (corrected, stable form; see the module docstring), computed as
     ``eps n pi Diag(q - (eta / kappa) rho) - eps pi * G_pi``. ``grad_pi`` is ``[B, m, n]``, or
     ``[B, m, 1]`` when it is constant along the features, or ``None`` (no gradient reaches pi)."""
     n = rho.shape[-1]
     weighted = None if grad_pi is None else pi * grad_pi  # pi * G_pi, [B, m, n]
-    column = torch.zeros_like(rho) if weighted is None else weighted.sum(dim=1)  # (pi * G_pi)^T 1_m, [B, n]
+    column = (
+        torch.zeros_like(rho) if weighted is None else weighted.sum(dim=1)
+    )  # (pi * G_pi)^T 1_m, [B, n]
     sigma = pi.sum(dim=1)  # transported mass per feature, [B, n]
     q = rho * grad_rho + column
     # eta / kappa = sum_j rho_j (sigma_j G_rho_j - column_j) / sum_j rho_j sigma_j
@@ -262,8 +292,9 @@ class _PartialTransport(torch.autograd.Function):
     """(P2) with the closed-form backward of Proposition 4.2; saves ``(cost, log rho, log t)``."""
 
     @staticmethod
-    def forward(ctx: Any, cost: torch.Tensor, mu: float, eps: float,
-                iters: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        ctx: Any, cost: torch.Tensor, mu: float, eps: float, iters: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad():
             log_rho, log_t = solve_log(cost, mu, eps, iters, stop_when_stationary=True)
             rho, pi = log_rho.exp(), transport_plan(cost, eps, log_rho, log_t)
@@ -272,8 +303,9 @@ class _PartialTransport(torch.autograd.Function):
         return rho, pi
 
     @staticmethod
-    def backward(ctx: Any, grad_rho: Optional[torch.Tensor],
-                 grad_pi: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], ...]:
+    def backward(
+        ctx: Any, grad_rho: Optional[torch.Tensor], grad_pi: Optional[torch.Tensor]
+    ) -> tuple[Optional[torch.Tensor], ...]:
         cost, log_rho, log_t = ctx.saved_tensors
         rho, pi = log_rho.exp(), transport_plan(cost, ctx.eps, log_rho, log_t)
         grad_rho = torch.zeros_like(rho) if grad_rho is None else grad_rho.to(rho.dtype)
@@ -302,7 +334,9 @@ def partial_transport_lp(cost: torch.Tensor, mu: float) -> tuple[torch.Tensor, t
     rank = torch.empty_like(order)
     rank.scatter_(1, order, torch.arange(n, device=cost.device).expand(b, n))
     # mass shipped by the feature of rank r: 1/n for r < floor(n mu), the remainder at r = floor(n mu)
-    shipped_by_rank = (mu - torch.arange(n, dtype=cost.dtype, device=cost.device) / n).clamp(0.0, 1.0 / n)
+    shipped_by_rank = (mu - torch.arange(n, dtype=cost.dtype, device=cost.device) / n).clamp(
+        0.0, 1.0 / n
+    )
     shipped = shipped_by_rank[rank]  # [B, n]
     pi = torch.zeros_like(cost)
     pi.scatter_(1, best_proto.unsqueeze(1), shipped.unsqueeze(1))

@@ -30,9 +30,17 @@ from gspdml.compat.hardware import cpu_flags
 
 SOURCE = Path(__file__).with_name("transport.c")
 FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-std=c11", "-fPIC", "-shared")
-_FLOAT_P, _I64, _F, _INT = ctypes.POINTER(ctypes.c_float), ctypes.c_int64, ctypes.c_float, ctypes.c_int
+_FLOAT_P, _I64, _F, _INT = (
+    ctypes.POINTER(ctypes.c_float),
+    ctypes.c_int64,
+    ctypes.c_float,
+    ctypes.c_int,
+)
 SIGNATURES = {
-    "gsp_solve": (_INT, [_FLOAT_P, _I64, _I64, _I64, _F, _F, _I64, _INT, _F, _FLOAT_P, _FLOAT_P, _FLOAT_P]),
+    "gsp_solve": (
+        _INT,
+        [_FLOAT_P, _I64, _I64, _I64, _F, _F, _I64, _INT, _F, _FLOAT_P, _FLOAT_P, _FLOAT_P],
+    ),
     "gsp_backward": (None, [_FLOAT_P] * 9 + [_I64, _I64, _I64, _F, _F, _F] + [_FLOAT_P] * 6),
 }
 
@@ -48,7 +56,11 @@ def library() -> Optional[ctypes.CDLL]:
         lib = ctypes.CDLL(str(_build(compiler)))
     except (OSError, subprocess.CalledProcessError) as err:
         detail = getattr(err, "stderr", None) or err
-        warnings.warn(f"gspdml: the native GSP kernels did not build ({detail}); using the torch code", RuntimeWarning)
+        warnings.warn(
+            f"gspdml: the native GSP kernels did not build ({detail}); using the torch code",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
     for name, (result, arguments) in SIGNATURES.items():
         function = getattr(lib, name)
@@ -66,7 +78,10 @@ def eligible(*tensors: torch.Tensor) -> bool:
     recording through them (the kernels have no backward of their own)."""
     recording = torch.is_grad_enabled()
     return all(
-        t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous() and not (recording and t.requires_grad)
+        t.device.type == "cpu"
+        and t.dtype == torch.float32
+        and t.is_contiguous()
+        and not (recording and t.requires_grad)
         for t in tensors
     )
 
@@ -78,14 +93,23 @@ def pointer(tensor: Optional[torch.Tensor]) -> Optional[ctypes._Pointer[ctypes.c
 
 def _build(compiler: str) -> Path:
     source = SOURCE.read_bytes()
-    key = hashlib.sha256(b"\0".join([source, " ".join(FLAGS).encode(), compiler.encode(), _cpu().encode()])).hexdigest()[:16]
+    key = hashlib.sha256(
+        b"\0".join([source, " ".join(FLAGS).encode(), compiler.encode(), _cpu().encode()])
+    ).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gspdml"
     target = cache / f"transport-{key}{'.dylib' if platform.system() == 'Darwin' else '.so'}"
     if not target.exists():
         cache.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache) as folder:  # build aside, then move in atomically
+        with tempfile.TemporaryDirectory(
+            dir=cache
+        ) as folder:  # build aside, then move in atomically
             built = Path(folder) / target.name
-            subprocess.run([compiler, *FLAGS, "-o", str(built), str(SOURCE)], check=True, capture_output=True, text=True)
+            subprocess.run(
+                [compiler, *FLAGS, "-o", str(built), str(SOURCE)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             os.replace(built, target)
     return target
 
