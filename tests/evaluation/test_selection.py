@@ -16,10 +16,16 @@ from gspdml.evaluation.selection import (
     SELECTION_METRICS,
     harmonic_mean,
     needs_clustering,
-    round_metrics,
     selection_value,
 )
+from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 from gspdml.evaluation.split_metrics import split_metrics
+
+
+def round_metrics(*embeddings, metric, postprocess=(), train=None):
+    """The flat report of a round selected by ``metric``, as the trainer scores it."""
+    spec = EvalSpec(selection=metric, postprocess=tuple(postprocess))
+    return evaluate_embeddings(*embeddings, spec=spec, train=train).metrics
 
 
 def clusters(n=60, dim=8, classes=5, noise=0.6, seed=0):

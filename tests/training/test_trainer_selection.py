@@ -8,8 +8,8 @@ import pytest
 
 from gspdml.config import load_config
 from gspdml.evaluation import metrics as metrics_module
-from gspdml.evaluation.postprocess import postprocessed_split_metrics
 from gspdml.evaluation.selection import harmonic_mean
+from gspdml.evaluation.service import EvalSpec, evaluate
 from gspdml.training import Trainer
 from gspdml.training.callbacks import Callback
 
@@ -72,14 +72,18 @@ class RecomputePostprocessed(Callback):
         self.steps, self.seen = steps, []
 
     def on_evaluation(self, trainer, metrics):
-        expected = postprocessed_split_metrics(
-            trainer.model,
-            trainer.data,
-            trainer.eval_split,
-            self.steps,
-            batch_size=trainer.config["data"]["eval_batch_size"],
-            recall_at=trainer.config["evaluation"]["recall_at"],
+        spec = EvalSpec(
+            recall_at=trainer.config.evaluation.recall_at, postprocess=tuple(self.steps)
         )
+        expected = evaluate(
+            trainer.model,
+            trainer.eval_split,
+            spec,
+            device="cpu",
+            precision="fp32",
+            batch_size=trainer.config.data.eval_batch_size,
+            train_split=trainer.data.train,
+        ).postprocessed()
         self.seen.append((trainer.step, expected, dict(metrics)))
 
 

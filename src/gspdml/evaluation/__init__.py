@@ -5,10 +5,10 @@ the metric registry and the retrieval metrics, post-processing, the evaluation s
 from gspdml.evaluation.aggregate import concatenate_embeddings, fair_protocol_results, l2_normalize
 from gspdml.evaluation.clustering import clustering_scores, kmeans_assignments
 from gspdml.evaluation.exact_knn import KnnStats, knn, retrieve
-from gspdml.evaluation.mean_std import mean_std
 from gspdml.evaluation.metrics import metrics_from_results, per_query_scores, retrieval_metrics
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.evaluation.service import EvalReport, EvalSpec, evaluate, evaluate_embeddings
+from gspdml.evaluation.statistics import mean_std
 
 __all__ = [
     "EvalReport",

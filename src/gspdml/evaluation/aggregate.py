@@ -11,7 +11,7 @@ Gürbüz thesis §5.3.4.1 (fair evaluation, embedding vectors; Musgrave et al. 2
   (3^4 = 81 in Ch. 5); the tables report the mean and standard deviation over realisations. With
   one seed per fold there is one realisation (Ch. 3).
 
-The mean and standard deviation are :func:`gspdml.evaluation.mean_std.mean_std`'s: the sample
+The mean and standard deviation are :func:`gspdml.evaluation.statistics.mean_std`'s: the sample
 std (ddof = 1; the thesis does not say which), 0 for a single realisation.
 """
 
@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation.mean_std import mean_std
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings, with_postprocessed
+from gspdml.evaluation.statistics import mean_std
 
 TABLE_METRICS = ("precision_at_1", "map_at_r")
 

@@ -419,31 +419,3 @@ def postprocessed_metrics(
         min_k=max(recall_at, default=1),
     )
     return flatten_metrics(metrics_from_results(results, recall_at=recall_at, metrics=metrics))
-
-
-def postprocessed_split_metrics(
-    model,
-    data,
-    split,
-    steps: Sequence[Any],
-    *,
-    batch_size: int = 256,
-    recall_at: Sequence[int] = (1, 2, 4, 8),
-) -> dict[str, float]:
-    """Flat retrieval metrics of ``model`` on an evaluation ``split`` of ``data`` (a
-    :class:`~gspdml.data.base.DataSplits`) after the post-processing ``steps``, embedded on the
-    CPU in fp32 (:func:`gspdml.evaluation.service.evaluate`); PCA-whitening learns on the
-    embeddings of ``data.train``."""
-    from gspdml.evaluation.service import EvalSpec, evaluate
-
-    spec = EvalSpec(recall_at=tuple(recall_at), postprocess=tuple(steps))
-    report = evaluate(
-        model,
-        split,
-        spec,
-        device="cpu",
-        precision="fp32",
-        batch_size=batch_size,
-        train_split=data.train,
-    )
-    return report.postprocessed()

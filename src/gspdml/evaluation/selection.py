@@ -3,7 +3,7 @@
 A round is scored by the evaluation service (:mod:`gspdml.evaluation.service`, an
 :class:`~gspdml.evaluation.service.EvalSpec` with the selection metric): the flat retrieval
 metrics, plus what the selection metric needs and the post-processed metrics when
-``evaluation.postprocess`` is set; :func:`round_metrics` is that call on embeddings.
+``evaluation.postprocess`` is set.
 
 Selection metrics (:data:`SELECTION_METRICS`, the metrics registered as ``selectable`` in
 :mod:`gspdml.evaluation.metrics`):
@@ -30,7 +30,7 @@ them (:func:`selection_value`).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.metric_registry import METRICS
@@ -44,7 +44,6 @@ __all__ = [
     "check_selection_metric",
     "harmonic_mean",
     "needs_clustering",
-    "round_metrics",
     "selection_key",
     "selection_metrics",
     "selection_value",
@@ -77,27 +76,6 @@ def check_selection_metric(metric: Any, field: str = "evaluation.metric") -> Non
     if metric not in selection_metrics():
         allowed = ", ".join(selection_metrics())
         raise ConfigError(field, f"unknown metric {metric!r}; allowed: {allowed}")
-
-
-def round_metrics(
-    query,
-    query_labels,
-    gallery=None,
-    gallery_labels=None,
-    *,
-    metric: str = "map_at_r",
-    recall_at: Iterable[int] = (1, 2, 4, 8),
-    postprocess: Sequence[Any] = (),
-    train=None,
-) -> dict[str, float]:
-    """The flat report (:func:`gspdml.evaluation.service.evaluate_embeddings`) of the embeddings
-    of one round, selected by ``metric`` (leave-one-out when ``gallery`` is None; ``train``: the
-    training embeddings, for the steps that learn on them)."""
-    from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
-
-    spec = EvalSpec(recall_at=tuple(recall_at), selection=metric, postprocess=tuple(postprocess))
-    report = evaluate_embeddings(query, query_labels, gallery, gallery_labels, spec, train=train)
-    return report.metrics
 
 
 def selection_key(metric: str, postprocessed: bool = False) -> str:

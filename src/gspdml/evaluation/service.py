@@ -1,5 +1,5 @@
 """The one evaluation service: what the trainer (its rounds and its test split, through
-:func:`~gspdml.evaluation.selection.round_metrics`), ``gspdml evaluate`` and the protocols score
+:class:`~gspdml.training.trainer.Trainer`), ``gspdml evaluate`` and the protocols score
 a model or its embeddings with; the post-processed search shares its post-processors.
 
 An :class:`EvalSpec` says what to compute: the per-query metrics (default every registered one,

@@ -28,7 +28,7 @@ The config describes one model; the protocol owns the fields that tell the model
   training-set sizes), stops at the best epoch, keeps its last weights and is evaluated on the
   test split. Reported like ``conventional`` over the stage-2 models.
 
-Every mean ± std is :func:`gspdml.evaluation.mean_std.mean_std` (the sample std). Every model is
+Every mean ± std is :func:`gspdml.evaluation.statistics.mean_std` (the sample std). Every model is
 scored by the evaluation service (:mod:`gspdml.evaluation.service`) with the run's
 ``evaluation`` spec, device and precision, so ``evaluation.postprocess`` adds the post-processed
 twin of every summarised metric and table column (``postprocessed_map_at_r``, "MAP@R
@@ -66,9 +66,9 @@ from gspdml.data.splits import (
 )
 from gspdml.errors import ConfigError
 from gspdml.evaluation.aggregate import TABLE_METRICS, fair_protocol_results
-from gspdml.evaluation.mean_std import mean_std
 from gspdml.evaluation.selection import POSTPROCESSED_PREFIX
 from gspdml.evaluation.service import EvalSpec, evaluate, with_postprocessed
+from gspdml.evaluation.statistics import mean_std
 from gspdml.training.run_dir import RESULTS_FILE
 from gspdml.workflows.runner import PlannedRun, run_planned
 from gspdml.workflows.tables import (
