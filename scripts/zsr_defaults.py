@@ -56,6 +56,7 @@ def run(variant: str, seed: int, steps: int, out: Path) -> dict:
                 "name": "zsr",
                 "base": {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.5},
                 "mixing": 0.3,
+                "class_init": "he_normal",  # the published table's setting (the authors' code)
                 **VARIANTS[variant],
             },
             "optimizer": {"name": "adam", "lr": 1.0e-3, "weight_decay": 1.0e-4},

@@ -82,7 +82,14 @@ GSP = {
 
 
 def zsr(mixing: float, logit_scale: float) -> dict:
-    return {"name": "zsr", "base": PNCA, "mixing": mixing, "logit_scale": logit_scale}
+    # the published study ran the authors' init; its re-run with the unit default is pending
+    return {
+        "name": "zsr",
+        "base": PNCA,
+        "mixing": mixing,
+        "logit_scale": logit_scale,
+        "class_init": "he_normal",
+    }
 
 
 def xml(mixing: float) -> dict:

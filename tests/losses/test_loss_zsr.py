@@ -1,5 +1,8 @@
 """Zero-shot regularisation (GSP paper §4.3, (P3), Eq. 4.4, Algorithm 4)."""
 
+import math
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -147,3 +150,59 @@ def test_bf16_autocast_solves_in_float32():
         got = loss.zero_shot_loss(z, labels)
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, expected)
+
+
+# ------------------------------------------------------ the initial scale of the class embeddings
+def _zero_shot_loss_at_init(class_init, num_classes, seed):
+    """L_ZS per half at initialisation: 128-D class embeddings, 16 classes x 4 samples (fewer
+    classes when there are fewer), peaked GSP-like attributes (nonnegative, summing to 1)."""
+    torch.manual_seed(seed)
+    loss = build_loss(
+        {"name": "zsr", "base": {"name": "c2"}, "class_init": class_init},
+        embedding_dim=128,
+        num_classes=num_classes,
+    )
+    classes = torch.randperm(num_classes)[: min(num_classes, 16)]
+    labels = classes.repeat_interleave(4)
+    z = torch.softmax(3.0 * torch.randn(len(labels), 128), dim=1)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the he_normal start warns (tested below)
+        return loss.zero_shot_loss(z, labels).item()
+
+
+@pytest.mark.parametrize("num_classes", [10, 100])
+def test_the_default_init_keeps_the_zero_shot_loss_near_chance(num_classes):
+    """Unit-scale class embeddings (the default) start L_ZS within 2 ln c whatever c; the authors'
+    he_normal (std sqrt(2/c)) starts it at tens of ln c at 10 classes."""
+    chance = math.log(num_classes)
+    for seed in range(3):
+        assert _zero_shot_loss_at_init("unit", num_classes, seed) < 2 * chance
+    if num_classes == 10:
+        assert _zero_shot_loss_at_init("he_normal", 10, 0) > 10 * chance
+
+
+def test_the_class_init_scales():
+    unit = make_zsr().class_embeddings.detach()
+    literal = make_zsr(class_init="he_normal").class_embeddings.detach()
+    assert make_zsr().class_init == "unit"
+    # 10 x 6: unit std 1/sqrt(6) ~ 0.41, he_normal std sqrt(2/10) ~ 0.45; by the variance of rows
+    big = build_loss(
+        {"name": "zsr", "base": {"name": "c2"}}, embedding_dim=256, num_classes=1000
+    ).class_embeddings.detach()
+    assert big.pow(2).sum(1).mean().item() == pytest.approx(1.0, rel=0.05)
+    assert unit.shape == literal.shape == (10, 6)
+    with pytest.raises(ConfigError, match=r"loss\.class_init: .*'xavier'.*unit, he_normal"):
+        make_zsr(class_init="xavier")
+
+
+def test_a_first_training_step_far_above_chance_warns_once():
+    emb, labels, z = batch()
+    loss = make_zsr(class_init="he_normal")
+    with torch.no_grad():
+        loss.class_embeddings.mul_(10.0)  # the collapse regime: logits far beyond chance
+    with pytest.warns(RuntimeWarning, match=r"zero-shot loss starts at .*loss.class_init: unit"):
+        loss(emb, labels, EmbedderOutput(emb, attributes=z))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loss(emb, labels, EmbedderOutput(emb, attributes=z))  # once only
+        make_zsr()(emb, labels, EmbedderOutput(emb, attributes=z))  # near chance: silent

@@ -25,6 +25,8 @@ authors' code; ``scripts/zsr_defaults.py`` is the measured comparison behind tha
 
 from __future__ import annotations
 
+import math
+import warnings
 from typing import Any, Optional
 
 import torch
@@ -38,6 +40,10 @@ from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.halves import ridge_across_halves
 
 REDUCTIONS = ("mean", "sum_of_halves")
+#: the initial scale of the class embeddings ``v`` (see :class:`ZSR`)
+CLASS_INITS = ("unit", "he_normal")
+#: L_ZS at step 0 above this many ln(num_classes) is warned about (the collapse regime)
+FAR_ABOVE_CHANCE = 5.0
 
 
 @LOSSES.register("zsr")
@@ -58,6 +64,15 @@ class ZSR(LossWrapper):
             trained with the network, as in the authors' framework (no multiplier is reported);
             raise it when the base learning rate is tiny (e.g. 1e-5) so the class embeddings
             can move away from their random initialisation. The base loss keeps its own.
+        class_init: the initial class embeddings ``v``. ``"unit"`` (the default): entries
+            N(0, 1/d), so ``||v_y||^2 ~ 1`` whatever the number of classes c. ``"he_normal"``:
+            the authors' literal code (TF ``he_normal`` with fan_in = c; PyTorch
+            ``kaiming_normal_`` with ``mode="fan_out"``, the same std sqrt(2/c)), so
+            ``||v_y||^2 ~ 2d/c``: with s = 9.5 the logits at initialisation span
+            ``s ||v||^2 ~ 24-32`` at the benchmarks' 75-100 classes but ~235 at 10 classes, where
+            L_ZS starts about 50 ln c above chance and the network escapes by a constant
+            attribute vector (collapse; ``docs/paper-vs-code.md``). The scale is a by-product of
+            the fan, so the default keeps the class count out of it.
 
     Reads ``output.attributes`` (GSP's ``z``) and needs two class-disjoint halves: declared in
     ``requires``, checked by the trainer before step 1.
@@ -76,6 +91,7 @@ class ZSR(LossWrapper):
         reduction: str = "mean",
         class_dim: Optional[int] = None,
         lr_multiplier: float = 1.0,
+        class_init: str = "unit",
     ):
         super().__init__(base, embedding_dim, num_classes)
         self.mixing, self.ridge = self.require_mixing(mixing), self.require_positive("ridge", ridge)
@@ -83,11 +99,11 @@ class ZSR(LossWrapper):
         self.require_choice("reduction", reduction, REDUCTIONS)
         self.reduction = reduction
         self.lr_multiplier = float(lr_multiplier)
+        self.require_choice("class_init", class_init, CLASS_INITS)
+        self.class_init = class_init
         dim = int(class_dim or embedding_dim)
-        # he_normal as in the authors' code: std sqrt(2 / num_classes)
-        self.class_embeddings = nn.Parameter(
-            nn.init.kaiming_normal_(torch.empty(num_classes, dim), mode="fan_out")
-        )
+        self.class_embeddings = nn.Parameter(initial_class_embeddings(num_classes, dim, class_init))
+        self._first_loss_checked = False
 
     def zero_shot_loss(self, attributes: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """``L_ZS`` of Eq. 4.4 on a batch ordered as two class-disjoint halves."""
@@ -100,7 +116,15 @@ class ZSR(LossWrapper):
                 logits = self.logit_scale * predicted @ self.class_embeddings.T
                 half_means.append(F.cross_entropy(logits, labels[half]))
         total = half_means[0] + half_means[1]
-        return total / 2 if self.reduction == "mean" else total
+        loss = total / 2 if self.reduction == "mean" else total
+        if not self._first_loss_checked and self.training:
+            self._first_loss_checked = True  # one host sync, at the first training step
+            warn_far_above_chance(
+                float(loss.detach()) / (1 if self.reduction == "mean" else 2),
+                self.class_embeddings.shape[0],
+                self.class_init,
+            )
+        return loss
 
     def forward(self, embeddings, labels, output=None):
         attributes = None if output is None else output.attributes
@@ -111,3 +135,26 @@ class ZSR(LossWrapper):
             )
         dml = self.base(embeddings, labels, output)
         return (1.0 - self.mixing) * dml + self.mixing * self.zero_shot_loss(attributes, labels)
+
+
+def initial_class_embeddings(num_classes: int, dim: int, rule: str) -> torch.Tensor:
+    """``v`` at initialisation: ``"unit"`` N(0, 1/d) entries; ``"he_normal"`` std sqrt(2/c) (the
+    authors' code: fan = the number of classes)."""
+    if rule == "unit":
+        return torch.randn(num_classes, dim) / math.sqrt(dim)
+    return nn.init.kaiming_normal_(torch.empty(num_classes, dim), mode="fan_out")
+
+
+def warn_far_above_chance(loss: float, num_classes: int, class_init: str) -> None:
+    """Warn when L_ZS (per half) at the first step is more than :data:`FAR_ABOVE_CHANCE` times
+    ln(c), the loss of uniform predictions: the regime in which the attributes collapse."""
+    chance = math.log(num_classes)
+    if loss > FAR_ABOVE_CHANCE * chance:
+        warnings.warn(
+            f"gspdml: ZSR's zero-shot loss starts at {loss:.1f}, {loss / chance:.0f}x ln({num_classes}) "
+            f"(uniform predictions); with loss.class_init: {class_init} the class embeddings are too "
+            "large for this many classes and the attributes tend to collapse to a constant; "
+            "use loss.class_init: unit (or a smaller loss.logit_scale)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
