@@ -50,7 +50,7 @@ def collage(run_dir: str):
     from gspdml.training import load_run
 
     config, model = load_run(run_dir)
-    data = build_data(config["data"]["dataset"], seed=int(config["seed"]))
+    data = build_data(config.data.dataset, seed=config.seed)
     query, labels = embed(model, data.test.query, 256)
     train, _ = embed(model, data.train, 256)
     return query.numpy(), labels.numpy(), train.numpy()

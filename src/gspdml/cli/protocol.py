@@ -16,7 +16,7 @@ def _cmd_protocol(args: argparse.Namespace) -> int:
 
     config = load_config(args.config, args.overrides)
     result = run_protocol(config, args.protocol, seeds=args.seeds, output_dir=args.output_dir)
-    print(results_table_markdown({config["name"]: result}, columns=COLUMNS[args.protocol]), end="")
+    print(results_table_markdown({config.name: result}, columns=COLUMNS[args.protocol]), end="")
     return 0
 
 
