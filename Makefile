@@ -31,11 +31,12 @@ demo: $(CORE)
 system-deps:
 	bash scripts/system-deps.sh
 
-# layers, formatting and lint, the suite, then its numerically sensitive subset (tests/conftest.py) as an AVX2-only CPU runs it
+# layers, formatting, lint and types, the suite, then its numerically sensitive subset (tests/conftest.py) as an AVX2-only CPU runs it
 test: $(TESTDEPS) system-deps
 	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/ruff format --check --quiet src tests experiments scripts benchmarks
 	$(VENV)/bin/ruff check --quiet src tests experiments scripts benchmarks
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PY) -m pytest -q -m numerics
 

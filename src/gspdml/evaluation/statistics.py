@@ -23,8 +23,8 @@ DDOF = 1
 
 def mean_std(values: Sequence[float]) -> dict[str, float]:
     """``{"mean", "std"}`` of ``values``, the std the sample one (``ddof = 1``); 0 for one value."""
-    values = np.asarray(values, dtype=float)
-    if values.size == 0:
+    array = np.asarray(values, dtype=float)
+    if array.size == 0:
         raise ConfigError("values", "mean_std needs at least one value, got none")
-    std = float(values.std(ddof=DDOF)) if values.size > 1 else 0.0
-    return {"mean": float(values.mean()), "std": std}
+    std = float(array.std(ddof=DDOF)) if array.size > 1 else 0.0
+    return {"mean": float(array.mean()), "std": std}

@@ -8,11 +8,14 @@ import importlib.util
 import json
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from gspdml.errors import ConfigError
 from gspdml.training.checkpoint import atomic_write_text
 from gspdml.training.run_dir import TENSORBOARD_DIR
+
+if TYPE_CHECKING:  # imported when tensorboard is wanted (an optional package)
+    from torch.utils.tensorboard import SummaryWriter
 
 
 def tensorboard_wanted(setting: Any) -> bool:
@@ -31,7 +34,7 @@ def tensorboard_wanted(setting: Any) -> bool:
 class MetricsLog:
     def __init__(self, path: Path):
         self.path = path
-        self._writer = None
+        self._writer: Optional[SummaryWriter] = None
 
     def write(self, record: Mapping[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,6 +64,9 @@ class MetricsLog:
         return folder
 
     def _write_scalars(self, record: Mapping[str, Any]) -> None:
+        writer = self._writer
+        if writer is None:
+            return
         step, split = (
             int(record.get("step", 0)),
             "test_final" if record.get("final") else record.get("split", "train"),
@@ -71,8 +77,8 @@ class MetricsLog:
                 and isinstance(value, (int, float))
                 and not isinstance(value, bool)
             ):
-                self._writer.add_scalar(f"{split}/{key}", float(value), step)
-        self._writer.flush()
+                writer.add_scalar(f"{split}/{key}", float(value), step)
+        writer.flush()
 
     def close(self) -> None:
         if self._writer is not None:

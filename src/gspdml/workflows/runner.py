@@ -111,13 +111,7 @@ def run_planned(
     before_training(run)
     start = time.perf_counter()
     resumed = status == "resumed"
-    # train reads the RunConfig as a mapping; training/trainer.py still annotates it as a dict
-    results = train(
-        run.config,
-        run.run_dir,  # type: ignore[arg-type]
-        resume=resumed,
-        allow_changes=resumed,
-    )
+    results = train(run.config, run.run_dir, resume=resumed, allow_changes=resumed)
     return Outcome(run, status, results, time.perf_counter() - start)
 
 
