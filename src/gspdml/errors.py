@@ -1,5 +1,10 @@
 """Exceptions that name the problem: the file, the config field, the value."""
 
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
 
 class GspdmlError(Exception):
     """Base class of every error gspdml raises on purpose."""
@@ -23,3 +28,9 @@ class DataError(GspdmlError):
 
 class TrainingError(GspdmlError):
     """Training cannot continue (e.g. non-finite loss); the last good checkpoint is left intact."""
+
+
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """``; did you mean 'x'?`` naming the closest of ``choices`` (difflib), or nothing."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, did_you_mean
 from gspdml.typecheck import first_mismatch
 
 _Factory = TypeVar("_Factory", bound=Callable[..., Any])
@@ -96,7 +96,9 @@ class Registry:
         except KeyError:
             allowed = ", ".join(self.names())
             raise ConfigError(
-                field or self.kind, f"unknown {self.kind} {name!r}; allowed: {allowed}"
+                field or self.kind,
+                f"unknown {self.kind} {name!r}{did_you_mean(name, self.names())}; "
+                f"allowed: {allowed}",
             ) from None
 
     def check(self, spec: Any, field: str) -> tuple[str, dict[str, Any]]:

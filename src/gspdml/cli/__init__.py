@@ -42,20 +42,45 @@ from gspdml.errors import GspdmlError
 GROUPS = (train, demo, pretrain, protocol, retrieval, cir, data, bundle, doctor, listing)
 
 
+class Parser(argparse.ArgumentParser):
+    """Every ``gspdml`` parser: options are never abbreviated (``--resum`` is an error, not
+    ``--resume``), so a typo cannot silently pick another option."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``gspdml`` parser with every sub-command; each sets ``func(args) -> exit status``."""
-    parser = argparse.ArgumentParser(
-        prog="gspdml", description="Deep metric learning with Generalized Sum Pooling."
+    parser = Parser(prog="gspdml", description="Deep metric learning with Generalized Sum Pooling.")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.add_parser(sub)
     return parser
 
 
+def parse(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """The arguments, with ``key.sub=value`` overrides accepted anywhere on the line (also after
+    an option, ``gspdml train demo-gsp --no-progress model.pooling.mu=0.2``) for the commands
+    that take overrides; any other unknown word is an error, as argparse reports it."""
+    args, extra = parser.parse_known_args(argv)
+    overrides = [word for word in extra if "=" in word and not word.startswith("-")]
+    unknown = [word for word in extra if word not in overrides]
+    if overrides and not hasattr(args, "overrides"):
+        unknown = extra
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if overrides:
+        args.overrides = [*args.overrides, *overrides]
+    return args
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     try:
         status = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit

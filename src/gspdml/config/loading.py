@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping, Union
 
 import yaml
 
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, did_you_mean
 from gspdml.registry import parse_spec
 
 #: fields whose value is a registry spec (free-form options below them)
@@ -55,8 +55,8 @@ def preset_path(source: Union[str, Path]) -> Path:
         return preset
     raise ConfigError(
         "",
-        f"config file not found: {path.resolve()} (and no preset named {name!r}; "
-        f"presets: {', '.join(preset_names())})",
+        f"config file not found: {path.resolve()} (and no preset named {name!r}"
+        f"{did_you_mean(name, preset_names())}; gspdml list presets shows them all)",
     )
 
 
@@ -168,13 +168,15 @@ def _apply_override(config: dict[str, Any], item: str) -> None:
             raise ConfigError(here, f"cannot set {dotted!r}: {here} is not a mapping")
         if part not in node:
             if not _inside_spec(here):
-                raise ConfigError(here, f"unknown key; allowed: {', '.join(node)}")
+                suggestion = did_you_mean(part, list(node))
+                raise ConfigError(here, f"unknown key{suggestion}; allowed: {', '.join(node)}")
             node[part] = {}
         node = node[part]
     if not isinstance(node, dict):
         raise ConfigError(dotted, f"cannot set {dotted!r}: its parent is not a mapping")
     if parts[-1] not in node and not _inside_spec(dotted):
-        raise ConfigError(dotted, f"unknown key; allowed: {', '.join(node)}")
+        suggestion = did_you_mean(parts[-1], list(node))
+        raise ConfigError(dotted, f"unknown key{suggestion}; allowed: {', '.join(node)}")
     node[parts[-1]] = value
 
 

@@ -22,7 +22,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Callable, Iterator, Literal, Optional, TypeVar, Union
 
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, did_you_mean
 from gspdml.typecheck import check_value, describe
 
 #: the default of a field that has none: the key must be given
@@ -81,7 +81,8 @@ class Section(Mapping[str, Any]):
         for key in values:
             if key not in names:
                 raise ConfigError(
-                    join(where, str(key)), f"unknown key; allowed: {', '.join(names)}"
+                    join(where, str(key)),
+                    f"unknown key{did_you_mean(key, names)}; allowed: {', '.join(names)}",
                 )
         hints = typing.get_type_hints(cls)
         kwargs = {

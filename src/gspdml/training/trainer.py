@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import shutil
 import signal
 import sys
 from collections.abc import Mapping
@@ -700,7 +701,17 @@ def train(
     allow_changes: bool = False,
 ) -> dict[str, Any]:
     """Train the run described by a resolved config (:meth:`Trainer.from_config`); returns the test
-    results (``results.json``). ``allow_changes``: see :mod:`gspdml.training.config_changes`."""
+    results (``results.json``). ``allow_changes``: see :mod:`gspdml.training.config_changes`.
+
+    A run that fails before its first checkpoint leaves nothing to resume: the run directory is
+    removed again when this call created it (Ctrl-C always writes a checkpoint first)."""
     config = validated(config)
     run_dir = Path(run_dir) if run_dir is not None else Path(config.output_dir) / config.name
-    return Trainer.from_config(config, run_dir, resume=resume, allow_changes=allow_changes).fit()
+    created = not run_dir.exists()
+    try:
+        trainer = Trainer.from_config(config, run_dir, resume=resume, allow_changes=allow_changes)
+        return trainer.fit()
+    except BaseException:
+        if created and not (run_dir / CHECKPOINT_FILE).exists():
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
