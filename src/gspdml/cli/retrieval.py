@@ -35,6 +35,7 @@ from gspdml.retrieval.report import build_report, write_report
 from gspdml.retrieval.sources import SPLITS, ImageFiles, ImageSource, folder_source, split_source
 from gspdml.training.checkpoint import check_writable_file, check_writable_folder
 from gspdml.training.run_dir import CONFIG_FILE
+from gspdml.training.run_lock import FolderLock
 
 
 def _say(line: str) -> None:
@@ -65,6 +66,15 @@ def run_index(args: argparse.Namespace) -> int:
     if args.append and not exists:
         raise ConfigError("--append", f"{out} holds no index to append to")
     check_writable_folder(out)
+    lock = FolderLock(out, "gspdml index")  # one writer: a concurrent second one fails at once
+    try:
+        return _write_index(args, out)
+    finally:
+        lock.release()
+
+
+def _write_index(args: argparse.Namespace, out: Path) -> int:
+    """Embed the images and save the index in ``out`` (locked by the caller)."""
     device = resolve_device(args.device)
     config, model, transform = load_model_and_transform(args.run_dir, device)
     source = (

@@ -81,6 +81,7 @@ from gspdml.training.run_dir import (
     WEIGHTS_FILE,
     save_weights,
 )
+from gspdml.training.run_lock import FolderLock, check_unlocked
 
 
 class Trainer:
@@ -107,6 +108,16 @@ class Trainer:
         self.best_path = self.run_dir / BEST_WEIGHTS_FILE
         changed = run_dir_changes(self.run_dir, config, resume, allow_changes)
         self._setup_device()
+        # one writer per run directory (rank 0 writes it), until the end of fit
+        self._lock = FolderLock(self.run_dir, "gspdml train") if self.is_main else None
+        try:
+            self._construct(parts, resume, changed)
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _construct(self, parts: RunParts, resume: bool, changed: dict) -> None:
+        """The construction steps after the run directory is locked."""
         self._take_parts(parts)
         self._check_parts()
         self.sampler = self._build_sampler()
@@ -122,8 +133,8 @@ class Trainer:
         self._interrupted = False
         if resume:
             self._restore(load_state(self.checkpoint_path)[0])
-        data, ev = config.data, config.evaluation
-        first = min(ev.every, config.schedule.max_steps) - self.step
+        data, ev = self.config.data, self.config.evaluation
+        first = min(ev.every, self.config.schedule.max_steps) - self.step
         batch = data.classes_per_batch * data.samples_per_class
         check_lazy_initialisation(self.model, first, batch)
         if self.is_main:
@@ -144,6 +155,7 @@ class Trainer:
         (:func:`~gspdml.training.parts.build_run`, pre-training included)."""
         config = validated(config)
         run_dir_changes(Path(run_dir), config, resume, allow_changes)
+        check_unlocked(run_dir)  # before pre-training and data reading, which can take minutes
         parts = build_run(config)
         parts.callbacks.update(callbacks or {})
         return cls(parts, config, run_dir, resume=resume, allow_changes=allow_changes)
@@ -384,8 +396,13 @@ class Trainer:
             return results
         finally:
             self.log.close()
+            self._release_lock()
             if self.dist:
                 self.dist.close()
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
 
     @contextlib.contextmanager
     def _interruptible(self):

@@ -1,0 +1,98 @@
+"""One writer per run folder: a second ``gspdml train`` into a folder that a running training
+holds fails at once naming the holder, and the first run's files stay its own (two real
+processes). Before, the second run interleaved its lines into metrics.jsonl and replaced
+config.yaml while the weights and results came from the first."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gspdml.training.run_lock import LOCK_FILE, FolderLock, FolderLocked, check_unlocked
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _gspdml(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "gspdml", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _held(lock: Path) -> bool:
+    return lock.is_file() and lock.read_text().strip() != ""
+
+
+@pytest.mark.slow
+def test_a_second_training_into_a_held_folder_fails_naming_the_first(make_config, tmp_path):
+    first_config = tmp_path / "first.yaml"
+    first_config.write_text(
+        yaml.safe_dump(make_config(schedule={"max_steps": 400}, evaluation={"every": 400}))
+    )
+    second_config = tmp_path / "second.yaml"
+    second_config.write_text(yaml.safe_dump(make_config(model={"embedding_dim": 8})))
+    run_dir = tmp_path / "run"
+    first = _gspdml("train", first_config, "--run-dir", run_dir, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        while not _held(run_dir / LOCK_FILE) and first.poll() is None:
+            assert time.monotonic() < deadline, "the first training never took its lock"
+            time.sleep(0.2)
+        assert first.poll() is None, first.communicate()
+        second = _gspdml("train", second_config, "--run-dir", run_dir, cwd=tmp_path)
+        _, err = second.communicate(timeout=120)
+        assert second.returncode == 2
+        assert f"{run_dir} is being written by pid {first.pid}" in err
+        assert "gspdml train" in err
+    finally:
+        first.send_signal(signal.SIGINT)  # Ctrl-C: stops at a step boundary, checkpoint written
+        first.communicate(timeout=120)
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["model"]["embedding_dim"] == 16  # the first run's config, not the second's
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    steps = [json.loads(line)["step"] for line in lines]
+    assert steps == sorted(steps) and len(steps) == len(set(steps))  # one writer's lines
+
+
+def test_the_lock_is_exclusive_names_its_holder_and_is_released(tmp_path):
+    held = FolderLock(tmp_path / "run", "gspdml index")
+    with pytest.raises(FolderLocked, match=r"being written by pid \d+ on .*\(gspdml index: "):
+        FolderLock(tmp_path / "run", "gspdml train")
+    with pytest.raises(FolderLocked):
+        check_unlocked(tmp_path / "run")
+    held.release()
+    held.release()  # idempotent
+    check_unlocked(tmp_path / "run")
+    FolderLock(tmp_path / "run", "gspdml train").release()
+
+
+def test_a_lock_file_left_by_a_killed_process_is_taken_over(tmp_path):
+    """flock dies with its process: a SIGKILLed holder leaves a file, not a lock."""
+    folder = tmp_path / "run"
+    code = (
+        "import sys, time; from gspdml.training.run_lock import FolderLock; "
+        f"FolderLock({str(folder)!r}, 'holder'); print('held', flush=True); time.sleep(60)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(FolderLocked):
+        FolderLock(folder, "second")
+    holder.kill()
+    holder.wait()
+    assert (folder / LOCK_FILE).read_text()  # the dead holder's record is still there
+    FolderLock(folder, "second").release()
