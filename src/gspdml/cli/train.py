@@ -44,7 +44,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
             config, trainer=dataclasses.replace(config.trainer, progress=False)
         )
     try:
-        results = train(config, args.run_dir, resume=args.resume, allow_changes=args.allow_changes)
+        results = train(
+            config,
+            args.run_dir,
+            resume=args.resume,
+            allow_changes=args.allow_changes,
+            allow_data_change=args.allow_data_change,
+        )
     except TrainingInterrupted as stop:
         print(f"gspdml: {stop}; continue with:\n  {_resume_command(args)}", file=sys.stderr)
         return 130
@@ -113,6 +119,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="with --resume: accept changed keys that do not affect the weights (logging, progress, "
         "workers, device); config.yaml is updated",
+    )
+    p.add_argument(
+        "--allow-data-change",
+        action="store_true",
+        help="with --resume: continue although the data differs from what the run started on "
+        "(classes, files; data.json records it)",
     )
     p.add_argument(
         "--no-progress", action="store_true", help="no progress bar (one line per evaluation still)"

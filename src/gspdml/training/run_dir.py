@@ -3,6 +3,8 @@
 The trainer writes, under ``RUN_DIR``:
 
 * ``config.yaml`` (:data:`CONFIG_FILE`): the resolved config;
+* ``data.json`` (:data:`DATA_FILE`): what the run trains on
+  (:mod:`gspdml.training.data_fingerprint`), checked by ``--resume``;
 * ``metrics.jsonl`` (:data:`METRICS_FILE`): one JSON object per line (train losses, validation rounds);
 * ``checkpoints/last.safetensors`` (:data:`CHECKPOINT_FILE`): everything ``--resume`` needs;
 * ``checkpoints/best.safetensors`` (:data:`BEST_WEIGHTS_FILE`): the best weights so far;
@@ -35,6 +37,7 @@ from gspdml.training.checkpoint import load_state, save_state
 from gspdml.training.pretrain import resolve_recipe_weights
 
 CONFIG_FILE = "config.yaml"
+DATA_FILE = "data.json"
 METRICS_FILE = "metrics.jsonl"
 CHECKPOINT_FILE = "checkpoints/last.safetensors"
 BEST_WEIGHTS_FILE = "checkpoints/best.safetensors"

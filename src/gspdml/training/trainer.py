@@ -59,6 +59,7 @@ from gspdml.training.checkpoint import (
     save_state,
 )
 from gspdml.training.config_changes import check_resume_config
+from gspdml.training.data_fingerprint import differences, fingerprint
 from gspdml.training.host_memory import keep_freed_host_memory
 from gspdml.training.metrics_log import MetricsLog, tensorboard_wanted
 from gspdml.training.optim import PlateauSchedule, StepDecay, build_optimizer, clip_gradients
@@ -75,6 +76,7 @@ from gspdml.training.run_dir import (
     BEST_WEIGHTS_FILE,
     CHECKPOINT_FILE,
     CONFIG_FILE,
+    DATA_FILE,
     METRICS_FILE,
     RESULTS_FILE,
     TENSORBOARD_DIR,
@@ -101,6 +103,7 @@ class Trainer:
         *,
         resume: bool = False,
         allow_changes: bool = False,
+        allow_data_change: bool = False,
     ):
         config = validated(config)  # one built with dataclasses.replace is checked here
         self.config, self.run_dir = config, Path(run_dir)
@@ -111,14 +114,19 @@ class Trainer:
         # one writer per run directory (rank 0 writes it), until the end of fit
         self._lock = FolderLock(self.run_dir, "gspdml train") if self.is_main else None
         try:
-            self._construct(parts, resume, changed)
+            self._construct(parts, resume, changed, allow_data_change)
         except BaseException:
             self._release_lock()
             raise
 
-    def _construct(self, parts: RunParts, resume: bool, changed: dict) -> None:
+    def _construct(
+        self, parts: RunParts, resume: bool, changed: dict, allow_data_change: bool
+    ) -> None:
         """The construction steps after the run directory is locked."""
         self._take_parts(parts)
+        self.data_record = fingerprint(self.data)
+        if resume and self.is_main and not allow_data_change:
+            self._check_same_data()
         self._check_parts()
         self.sampler = self._build_sampler()
         self.forward_model: torch.nn.Module = self._wrap_distributed() if self.dist else self.model
@@ -148,6 +156,7 @@ class Trainer:
         *,
         resume: bool = False,
         allow_changes: bool = False,
+        allow_data_change: bool = False,
         callbacks: Mapping[str, Callback] | None = None,
     ) -> Trainer:
         """The trainer of the parts ``config`` describes, with the user's ``callbacks`` (by name):
@@ -158,7 +167,14 @@ class Trainer:
         check_unlocked(run_dir)  # before pre-training and data reading, which can take minutes
         parts = build_run(config)
         parts.callbacks.update(callbacks or {})
-        return cls(parts, config, run_dir, resume=resume, allow_changes=allow_changes)
+        return cls(
+            parts,
+            config,
+            run_dir,
+            resume=resume,
+            allow_changes=allow_changes,
+            allow_data_change=allow_data_change,
+        )
 
     # ------------------------------------------------------------------ construction steps
     def _setup_device(self) -> None:
@@ -240,12 +256,28 @@ class Trainer:
         if not resume or changed:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.run_dir / CONFIG_FILE, dump_config(self.config))
+        atomic_write_text(self.run_dir / DATA_FILE, json.dumps(self.data_record, indent=1))
         self.log.truncate_after(self.step if resume else -1)
         if self.tensorboard:
             self.log.open_tensorboard(self.step if resume else -1)
         self._print_header(resume, changed)
 
     # ------------------------------------------------------------------ checks and messages
+    def _check_same_data(self) -> None:
+        """``--resume`` on the data the run started on (``data.json``; a run written before the
+        record existed is not checked)."""
+        saved_path = self.run_dir / DATA_FILE
+        if not saved_path.is_file():
+            return
+        changes = differences(json.loads(saved_path.read_text()), self.data_record)
+        if changes:
+            raise ConfigError(
+                "--resume",
+                f"the data changed since {self.run_dir} started: {'; '.join(changes)}. Resume on "
+                "the data it trained on, start a new run, or pass --allow-data-change to continue "
+                "on this data",
+            )
+
     def _check_selection_split(self) -> bool:
         """Whether validation rounds can select a model. A split that cannot rank (one class, or
         no class with a second image) makes every round score the same: refused when the config
@@ -716,9 +748,12 @@ def train(
     run_dir: Optional[Path | str] = None,
     resume: bool = False,
     allow_changes: bool = False,
+    allow_data_change: bool = False,
 ) -> dict[str, Any]:
     """Train the run described by a resolved config (:meth:`Trainer.from_config`); returns the test
-    results (``results.json``). ``allow_changes``: see :mod:`gspdml.training.config_changes`.
+    results (``results.json``). ``allow_changes``: see :mod:`gspdml.training.config_changes`;
+    ``allow_data_change``: resume although the data differs from what the run started on
+    (:mod:`gspdml.training.data_fingerprint`).
 
     A run that fails before its first checkpoint leaves nothing to resume: the run directory is
     removed again when this call created it (Ctrl-C always writes a checkpoint first)."""
@@ -726,7 +761,13 @@ def train(
     run_dir = Path(run_dir) if run_dir is not None else Path(config.output_dir) / config.name
     created = not run_dir.exists()
     try:
-        trainer = Trainer.from_config(config, run_dir, resume=resume, allow_changes=allow_changes)
+        trainer = Trainer.from_config(
+            config,
+            run_dir,
+            resume=resume,
+            allow_changes=allow_changes,
+            allow_data_change=allow_data_change,
+        )
         return trainer.fit()
     except BaseException:
         if created and not (run_dir / CHECKPOINT_FILE).exists():
