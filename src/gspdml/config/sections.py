@@ -63,12 +63,20 @@ def _postprocess(value: Any, field: str) -> None:
     parse_steps(value, field)
 
 
+#: the most classes ``data.classes_per_batch: auto`` puts in a batch
+AUTO_CLASSES_PER_BATCH = 16
+
+
 @dataclasses.dataclass(frozen=True)
 class DataConfig(Section):
     dataset: Spec = option(
         {"name": "collage_digits"}, "the dataset reader and its options (gspdml list datasets)"
     )
-    classes_per_batch: int = option(16, "classes in one training batch", minimum=1)
+    classes_per_batch: Union[int, Literal["auto"]] = option(
+        16,
+        "classes in one training batch (auto: every training class, at most 16; even with halves)",
+        minimum=1,
+    )
     samples_per_class: int = option(4, "images of each class in one training batch", minimum=1)
     halves: bool = option(False, "split each batch into two class-disjoint halves (XML, ZSR)")
     replacement: bool = option(False, "draw a class's images with replacement when it has too few")
@@ -88,6 +96,13 @@ class DataConfig(Section):
         check=_eval_transform,
     )
 
+    def batch_classes(self, training_classes: int) -> int:
+        """``classes_per_batch`` for a training split of ``training_classes`` classes."""
+        if self.classes_per_batch != "auto":
+            return self.classes_per_batch
+        count = min(training_classes, AUTO_CLASSES_PER_BATCH)
+        return count - count % 2 if self.halves else count
+
     def check(self, where: str) -> None:
         _require(
             not (self.sampler == "random" and self.halves),
@@ -95,7 +110,7 @@ class DataConfig(Section):
             "class-disjoint halves need the balanced sampler (data.sampler: balanced)",
         )
         _require(
-            not self.halves or self.classes_per_batch % 2 == 0,
+            not self.halves or self.classes_per_batch == "auto" or self.classes_per_batch % 2 == 0,
             join(where, "classes_per_batch"),
             "must be even when data.halves is true (two class-disjoint halves), "
             f"got {self.classes_per_batch}",

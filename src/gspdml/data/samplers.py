@@ -170,7 +170,10 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
         if len(self.classes) < classes_per_batch:
             raise ConfigError(
                 f"{FIELD}.classes_per_batch",
-                f"{classes_per_batch} classes per batch but the dataset has only {len(self.classes)} classes",
+                f"{classes_per_batch} classes per batch but the training split has only "
+                f"{len(self.classes)} classes; set data.classes_per_batch to at most "
+                f"{len(self.classes)} (or auto), or give the training split more classes "
+                "(for an image folder: a smaller data.dataset.test_fraction or val_fraction)",
             )
         order = np.argsort(inverse, kind="stable")
         counts = np.bincount(inverse, minlength=len(self.classes))

@@ -221,9 +221,22 @@ def validation_classes(
         val = classes[len(classes) - count :]
     fit = np.setdiff1d(classes, val)
     if len(fit) == 0:
+        given = (
+            "val_classes"
+            if val_classes is not None
+            else "val_fold"
+            if val_fold is not None
+            else None
+        )
+        field = f"{FIELD}.{given or 'val_fraction'}"
         raise ConfigError(
-            f"{FIELD}.val_classes",
-            "no training classes are left after taking the validation classes",
+            field,
+            f"the training classes ({len(classes)} after the test split) all went to validation "
+            f"({'the classes you listed' if given else f'val_fraction {val_fraction}'}), so none "
+            "is left to train on; give the dataset more classes, or fewer test classes (for an "
+            "image folder: a smaller data.dataset.test_fraction), or no validation split "
+            "(data.dataset.val_fraction=0 with evaluation.restore_best=false "
+            "evaluation.patience=null)",
         )
     return fit, val
 

@@ -143,7 +143,7 @@ class Trainer:
             self._restore(load_state(self.checkpoint_path)[0])
         data, ev = self.config.data, self.config.evaluation
         first = min(ev.every, self.config.schedule.max_steps) - self.step
-        batch = data.classes_per_batch * data.samples_per_class
+        batch = self.classes_per_batch * data.samples_per_class
         check_lazy_initialisation(self.model, first, batch)
         if self.is_main:
             self._open_run_dir(resume, changed)
@@ -218,10 +218,11 @@ class Trainer:
         data, seed = self.config.data, self.config.seed
         rank, world = (self.dist.rank, self.dist.world_size) if self.dist else (0, 1)
         labels = self.train_dataset.labels
+        self.classes_per_batch = data.batch_classes(len(torch.as_tensor(labels).unique()))
         if data.sampler == "random":  # classes_per_batch x samples_per_class random items
             return RandomBatchSampler(
                 labels,
-                data.classes_per_batch * data.samples_per_class,
+                self.classes_per_batch * data.samples_per_class,
                 seed=seed,
                 rank=rank,
                 world_size=world,
@@ -230,7 +231,7 @@ class Trainer:
         names = getattr(self.train_dataset, "class_names", None)  # optional (dataset protocol)
         return ClassBalancedBatchSampler(
             labels,
-            data.classes_per_batch,
+            self.classes_per_batch,
             data.samples_per_class,
             halves=data.halves,
             replacement=data.replacement,
@@ -310,6 +311,15 @@ class Trainer:
             f"changed on resume: {key}: {old!r} -> {new!r}" for key, (old, new) in changed.items()
         ]
         lines += describe_splits(self.data)
+        auto = (
+            " (data.classes_per_batch: auto)"
+            if self.config.data.classes_per_batch == "auto"
+            else ""
+        )
+        lines.append(
+            f"batches of {self.classes_per_batch} classes x {self.config.data.samples_per_class} "
+            f"images{auto}"
+        )
         size = image_size_note(self.train_dataset, self.config.data.dataset)
         lines += [size] if size else []
         if not self.selects:
