@@ -85,7 +85,7 @@ def read_recipe_weights(weights: Union[str, os.PathLike]) -> dict[str, torch.Ten
             "model.backbone.weights",
             f"{str(weights)!r} is not a file of pre-trained weights: a pre-training recipe (a name or a YAML "
             "file) is trained on first use and replaced by the file of its weights by "
-            "gspdml.training.pretrain.resolve_recipe_weights, as the trainer and load_run do",
+            "gspdml.training.pretrain.resolve_recipe_weights, as the trainer does",
         )
     return read_state_dict(path)
 

@@ -21,8 +21,9 @@ rebuilds the embedder (``in_channels`` and the ``model`` section of the config),
 from __future__ import annotations
 
 import hashlib
+import inspect
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from torch import nn
 
@@ -32,10 +33,13 @@ from gspdml.config.schema import plain
 from gspdml.data import DataSplits, build_data
 from gspdml.errors import ConfigError, DataError
 from gspdml.models import Embedder, build_embedder
+from gspdml.models.backbones import BACKBONES
 from gspdml.pooling.base import LazyInitialised
+from gspdml.registry import parse_spec
 from gspdml.training.checkpoint import load_state, save_state
-from gspdml.training.pretrain import resolve_recipe_weights
 
+#: backbone options that only choose initial weights, and their "none" value
+INITIAL_WEIGHTS_OFF = {"weights": None, "pretrained": False}
 CONFIG_FILE = "config.yaml"
 DATA_FILE = "data.json"
 METRICS_FILE = "metrics.jsonl"
@@ -60,11 +64,24 @@ def read_weights(path: Path, device="cpu") -> tuple[dict, dict[str, Any]]:
 
 def load_embedder(path: Path, device="cpu") -> tuple[Embedder, dict[str, Any]]:
     """The embedder a weights file describes, with its weights loaded (on ``device``, eval mode),
-    and the file's metadata."""
+    and the file's metadata.
+
+    The file holds every parameter and buffer, so the embedder is built without the backbone's
+    initial weights (``weights``: a pre-training recipe or file; ``pretrained``): loading a
+    received run or bundle never trains a recipe, downloads or reads a weight file the metadata
+    names, or writes anywhere."""
     state, meta = read_weights(path, device)
-    model = build_embedder(resolve_recipe_weights(meta["model"]), int(meta["in_channels"]))
+    model = build_embedder(without_initial_weights(meta["model"]), int(meta["in_channels"]))
     model.load_state_dict(state)
     return model.to(device).eval(), meta
+
+
+def without_initial_weights(model: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``model`` section with the backbone's initial-weight options off."""
+    name, options = parse_spec(model["backbone"], "model.backbone")
+    accepted = inspect.signature(BACKBONES.get(name, "model.backbone")).parameters
+    options = {**options, **{k: v for k, v in INITIAL_WEIGHTS_OFF.items() if k in accepted}}
+    return {**model, "backbone": {"name": name, **options}}
 
 
 def load_run(
