@@ -60,8 +60,35 @@ def preset_path(source: Union[str, Path]) -> Path:
     )
 
 
+#: at most this many nodes in one config once its aliases are expanded: a few nested anchors
+#: (``&a [*b, *b]``) can otherwise stand for billions of nodes, which anything that walks the
+#: result (a dump, a report) would expand (a "billion laughs" file)
+MAX_EXPANDED_NODES = 100_000
+
+
 class _Loader(yaml.SafeLoader):
-    """Safe YAML that also reads ``1e-5`` as a float (YAML 1.1 wants ``1.0e-5``)."""
+    """Safe YAML that also reads ``1e-5`` as a float (YAML 1.1 wants ``1.0e-5``), refuses a key
+    given twice in one mapping (the last would silently win) and a document larger than
+    :data:`MAX_EXPANDED_NODES` nodes with its aliases expanded."""
+
+    def compose_document(self) -> Any:
+        node = super().compose_document()
+        sizes: dict[int, int] = {}
+        if _expanded_size(node, sizes) > MAX_EXPANDED_NODES:
+            raise yaml.YAMLError(
+                f"its aliases (*name) expand to more than {MAX_EXPANDED_NODES} nodes"
+            )
+        return node
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.YAMLError(f"key {key!r} given twice in one mapping{key_node.start_mark}")
+            if isinstance(key, (str, int, float, bool)):
+                seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 _Loader.add_implicit_resolver(
@@ -71,8 +98,29 @@ _Loader.add_implicit_resolver(
 )
 
 
+def _expanded_size(node: Any, sizes: dict[int, int]) -> int:
+    """Nodes under ``node`` with every alias expanded (memoised: an alias is counted in full
+    wherever it stands, computed once)."""
+    if id(node) not in sizes:
+        sizes[id(node)] = 1  # a cycle (a node inside itself) counts once
+        children: list = []
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        sizes[id(node)] = 1 + sum(
+            min(_expanded_size(c, sizes), MAX_EXPANDED_NODES + 1) for c in children
+        )
+    return sizes[id(node)]
+
+
 def parse_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)
+    """The data of a YAML config (see :class:`_Loader`); a :class:`yaml.YAMLError` names what
+    is wrong, also for nesting too deep to read."""
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except RecursionError:
+        raise yaml.YAMLError("nested too deeply to read (thousands of levels)") from None
 
 
 def read_config(

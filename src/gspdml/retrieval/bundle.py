@@ -36,6 +36,7 @@ from typing import Any, Optional, Sequence
 import torch
 import yaml
 
+from gspdml.config import parse_yaml
 from gspdml.data.eval_transform import EvalTransform, parse_eval_transform
 from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, DataError
@@ -151,7 +152,7 @@ def write_bundle(
             raise DataError(f"{path}: not found (is {run_dir} a finished gspdml run?)")
     if out.exists() and not overwrite:
         raise ConfigError("--out", f"{out} already exists; pass --overwrite to replace it")
-    config = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    config = parse_yaml((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
     _, meta = read_weights(weights_path)
     transform = eval_transform_from_config(config, int(meta["in_channels"]))
     if not isinstance(transform, EvalTransform):
@@ -258,7 +259,7 @@ def from_pretrained(
     transform = parse_eval_transform(
         spec, str(folder / "preprocessing.json"), int(meta["in_channels"])
     )
-    config = yaml.safe_load((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    config = parse_yaml((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     return BundledEncoder(model, transform, config, info)
 
 

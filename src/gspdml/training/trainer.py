@@ -35,13 +35,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 import torch
-import yaml
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from gspdml.compat.hardware import resolve_precision
-from gspdml.config import RunConfig, dump_config, validated
+from gspdml.config import RunConfig, dump_config, parse_yaml, validated
 from gspdml.data.eval_transform import run_eval_transform
 from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
 from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
@@ -747,7 +746,7 @@ def run_dir_changes(run_dir: Path, config: RunConfig, resume: bool, allow_change
     changed = {}
     if resume:
         saved_path = run_dir / CONFIG_FILE
-        saved = yaml.safe_load(saved_path.read_text()) if saved_path.is_file() else {}
+        saved = parse_yaml(saved_path.read_text()) if saved_path.is_file() else {}
         changed = check_resume_config(_resolved(saved), _resolved(config), allow_changes)
     check_writable_folder(run_dir)  # before any work: a read-only or impossible run directory
     return changed

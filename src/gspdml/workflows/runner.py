@@ -28,9 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import yaml
-
-from gspdml.config import RunConfig, validated
+from gspdml.config import RunConfig, parse_yaml, validated
 from gspdml.errors import ConfigError
 from gspdml.training.config_changes import HARMLESS, config_differences
 from gspdml.training.run_dir import CHECKPOINT_FILE, CONFIG_FILE, RESULTS_FILE
@@ -77,9 +75,7 @@ def existing_status(run: PlannedRun, hint: str = "delete it or choose another --
     saved = run.run_dir / CONFIG_FILE
     if saved.is_file():
         # the requested config as the trainer writes it (dataset defaults filled in)
-        differences = config_differences(
-            yaml.safe_load(saved.read_text()) or {}, validated(run.config)
-        )
+        differences = config_differences(parse_yaml(saved.read_text()) or {}, validated(run.config))
         changed = [key for key in differences if key not in HARMLESS]
         if changed:
             raise ConfigError(
