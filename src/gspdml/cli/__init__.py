@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from gspdml.cli import (
     bundle,
@@ -46,7 +46,7 @@ class Parser(argparse.ArgumentParser):
     """Every ``gspdml`` parser: options are never abbreviated (``--resum`` is an error, not
     ``--resume``), so a typo cannot silently pick another option."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
 
