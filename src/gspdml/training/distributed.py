@@ -97,6 +97,17 @@ def launched_world_size() -> int:
         ) from None
 
 
+def launched_rank() -> int:
+    """``RANK`` as set by ``torchrun`` (0 when not launched by it)."""
+    value = os.environ.get("RANK", "0")
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(
+            "trainer.distributed", f"environment variable RANK={value!r} is not an integer"
+        ) from None
+
+
 def setup_distributed(
     mode: str, device: torch.device
 ) -> tuple[Optional[DistributedContext], torch.device]:

@@ -163,7 +163,8 @@ class Trainer:
         (:func:`~gspdml.training.parts.build_run`, pre-training included)."""
         config = validated(config)
         run_dir_changes(Path(run_dir), config, resume, allow_changes)
-        check_unlocked(run_dir)  # before pre-training and data reading, which can take minutes
+        if ddp.launched_rank() == 0:  # rank 0 alone takes the lock; the others would see it held
+            check_unlocked(run_dir)  # before pre-training and data reading, which can take minutes
         parts = build_run(config)
         parts.callbacks.update(callbacks or {})
         return cls(
