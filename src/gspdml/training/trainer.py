@@ -49,6 +49,7 @@ from gspdml.evaluation.selection import selection_key, selection_value
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 from gspdml.models.inference import autocast_context, embed, resolve_device, split_embeddings
 from gspdml.training import distributed as ddp
+from gspdml.training.baseline import BackboneGap, backbone_is_pretrained, comparison, worse_than
 from gspdml.training.callbacks import Callback
 from gspdml.training.checkpoint import (
     CheckpointError,
@@ -117,6 +118,7 @@ class Trainer:
         self.step, self.last_loss = 0, float("nan")
         self.best_metric, self.best_step, self.bad_rounds = float("-inf"), 0, 0
         self.stopped_early = self.finished = False
+        self.baseline: dict[str, dict[str, float]] = {}  # evaluated before step 1, checkpointed
         self.log = MetricsLog(self.run_dir / METRICS_FILE)
         self._interrupted = False
         if resume:
@@ -357,6 +359,8 @@ class Trainer:
             dynamic_ncols=True,
             file=sys.stderr,
         )
+        if self.step == 0:
+            self._evaluate_baseline()
         try:
             with self._interruptible():
                 while not self.finished:
@@ -553,6 +557,42 @@ class Trainer:
         if self.is_main:
             self.log.write(record)
 
+    def _evaluate_baseline(self) -> None:
+        """The test-split metrics of the model as built (``step0``) and, for a pretrained
+        backbone, of its own average-pooled features (``backbone_gap``), with the protocol of the
+        final evaluation; taken before step 1 and kept in the checkpoint, so a resumed run reports
+        the same numbers. The random state is put back, so training is the same with or without."""
+        if not self.config.evaluation.baseline or self.data.test is None:
+            return
+        if any(not module.is_initialised for _, module in lazy_modules(self.model)):
+            self._say("baseline: step0 skipped (the model initialises from training data)")
+        else:
+            state = rng_state()
+            self.baseline["step0"] = self.evaluate_round(self.data.test)
+            set_rng_state(state)
+        if backbone_is_pretrained(self.config.model.backbone):
+            state = rng_state()
+            spec = EvalSpec.from_evaluation(self.config.evaluation)
+            gap = BackboneGap(self.model.backbone)
+            embeddings = split_embeddings(
+                gap, self.data.test, self._embed_fn(), **self._embed_kwargs()
+            )
+            metrics = evaluate_embeddings(*embeddings, spec=spec).metrics if self.is_main else None
+            self.baseline["backbone_gap"] = (
+                self.dist.broadcast_object(metrics) if self.dist else metrics
+            )
+            set_rng_state(state)
+
+    def _report_baseline(self, test: dict[str, float]) -> None:
+        """The console line comparing the trained model with each baseline, and a warning for
+        each baseline that scores higher."""
+        if not self.baseline:
+            return
+        metric = selection_key(self.config.evaluation.metric)
+        self._say(comparison(metric, test[metric], self.baseline))
+        for line in worse_than(metric, test[metric], self.baseline):
+            self._say(f"warning: {line}")
+
     def _finish(self) -> dict[str, Any]:
         cfg = self.config
         if cfg.evaluation.restore_best and self.selects and self.best_path.exists():
@@ -574,6 +614,9 @@ class Trainer:
         if self.data.test is not None:
             results["test"] = self.evaluate_round(self.data.test)
             self._log({"step": self.step, "split": "test", "final": True, **results["test"]})
+            if self.baseline:
+                results["baseline"] = self.baseline
+                self._report_baseline(results["test"])
         if self.is_main:
             atomic_write_text(self.run_dir / RESULTS_FILE, json.dumps(results, indent=2))
         return results
@@ -593,6 +636,7 @@ class Trainer:
                 "bad_rounds": self.bad_rounds,
                 "stopped_early": self.stopped_early,
                 "finished": self.finished,
+                "baseline": self.baseline,
             },
             "rng": rng_state(),
             "callbacks": {name: c.callback_state() for name, c in self.callbacks.items()},
@@ -620,7 +664,7 @@ class Trainer:
                 f"known: {', '.join(COUNTERS)}"
             )
         for key, kind in COUNTERS.items():
-            setattr(self, key, kind(counters[key]))
+            setattr(self, key, kind(counters.get(key, {}) if key == "baseline" else counters[key]))
 
     def _restore_callbacks(self, saved: dict[str, Any]) -> None:
         """Each callback's state by its name (a callback without saved state starts afresh; the
@@ -653,6 +697,7 @@ COUNTERS = {
     "bad_rounds": int,
     "stopped_early": bool,
     "finished": bool,
+    "baseline": dict,  # older checkpoints have none: their run reports no baseline
 }
 
 
