@@ -3,10 +3,13 @@
 
 import json
 
+import yaml
+
 from gspdml.config import load_config
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 from gspdml.models.inference import split_embeddings
 from gspdml.training import train
+from gspdml.training.baseline import BackboneGap
 from gspdml.training.parts import build_run
 
 
@@ -56,3 +59,28 @@ def test_a_run_better_than_its_baseline_does_not_warn(tmp_path, make_config, cap
 def test_the_baseline_can_be_turned_off(tmp_path, make_config):
     off = make_config(schedule={"max_steps": 5}, evaluation={"baseline": False})
     assert "baseline" not in train(load_config(off), tmp_path / "off")
+
+
+def test_a_pretrained_backbone_reports_its_own_pooled_features(tmp_path, make_config):
+    recipe = tmp_path / "tiny_recipe.yaml"
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "backbone": {"name": "small_cnn", "widths": [4, 8]},
+                "data": {"source": "digits", "tiles_per_class": 1},
+                "train": {"epochs": 1, "batch_size": 50, "precision": "fp32"},
+            }
+        )
+    )
+    backbone = {"name": "small_cnn", "widths": [4, 8], "weights": str(recipe)}
+    config = load_config(make_config(model={"backbone": backbone}, schedule={"max_steps": 5}))
+    results = train(config, tmp_path / "r")
+    assert results["baseline"]["backbone_gap"].keys() == results["test"].keys()
+
+    parts = build_run(config)  # the pretrained backbone as the run starts from it
+    gap = BackboneGap(parts.model.backbone)
+    embeddings = split_embeddings(gap, parts.data.test, batch_size=config.data.eval_batch_size)
+    spec = EvalSpec.from_evaluation(config.evaluation)
+    assert (
+        results["baseline"]["backbone_gap"] == evaluate_embeddings(*embeddings, spec=spec).metrics
+    )

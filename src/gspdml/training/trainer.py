@@ -308,18 +308,26 @@ class Trainer:
         """Retrieval metrics on ``split`` (computed by rank 0 and shared with every rank)."""
         return self._score(split, EvalSpec(recall_at=self.config.evaluation.recall_at))
 
-    def evaluate_round(self, split) -> dict[str, float]:
+    def evaluate_round(self, split, model: Optional[torch.nn.Module] = None) -> dict[str, float]:
         """The metrics of a validation round (and of the final test evaluation) on ``split``: the
         report of the run's ``evaluation`` section (:class:`~gspdml.evaluation.service.EvalSpec`,
         the one evaluation service, as ``gspdml evaluate`` and the protocols score); the training
-        split is embedded only for steps that learn on it (PCA-whitening)."""
+        split is embedded only for steps that learn on it (PCA-whitening). ``model``: another
+        model to score the same way (a baseline), instead of the trained one."""
+        model = self.model if model is None else model
         spec = EvalSpec.from_evaluation(self.config.evaluation)
-        train = self.embed(self.train_dataset)[0] if spec.needs_training_embeddings else None
-        return self._score(split, spec, train)
+        train = (
+            self._embed_fn()(model, self.train_dataset, **self._embed_kwargs())[0]
+            if spec.needs_training_embeddings
+            else None
+        )
+        return self._score(split, spec, train, model)
 
-    def _score(self, split, spec: EvalSpec, train=None) -> dict[str, float]:
-        """The metrics of ``spec`` on ``split``, computed by rank 0 and shared with every rank."""
-        embeddings = split_embeddings(self.model, split, self._embed_fn(), **self._embed_kwargs())
+    def _score(self, split, spec: EvalSpec, train=None, model=None) -> dict[str, float]:
+        """The metrics of ``spec`` on ``split`` (of ``model``, by default the trained one),
+        computed by rank 0 and shared with every rank."""
+        model = self.model if model is None else model
+        embeddings = split_embeddings(model, split, self._embed_fn(), **self._embed_kwargs())
         metrics = (
             evaluate_embeddings(*embeddings, spec=spec, train=train).metrics
             if self.is_main
@@ -564,24 +572,15 @@ class Trainer:
         the same numbers. The random state is put back, so training is the same with or without."""
         if not self.config.evaluation.baseline or self.data.test is None:
             return
+        state = rng_state()
         if any(not module.is_initialised for _, module in lazy_modules(self.model)):
             self._say("baseline: step0 skipped (the model initialises from training data)")
         else:
-            state = rng_state()
             self.baseline["step0"] = self.evaluate_round(self.data.test)
-            set_rng_state(state)
         if backbone_is_pretrained(self.config.model.backbone):
-            state = rng_state()
-            spec = EvalSpec.from_evaluation(self.config.evaluation)
             gap = BackboneGap(self.model.backbone)
-            embeddings = split_embeddings(
-                gap, self.data.test, self._embed_fn(), **self._embed_kwargs()
-            )
-            metrics = evaluate_embeddings(*embeddings, spec=spec).metrics if self.is_main else None
-            self.baseline["backbone_gap"] = (
-                self.dist.broadcast_object(metrics) if self.dist else metrics
-            )
-            set_rng_state(state)
+            self.baseline["backbone_gap"] = self.evaluate_round(self.data.test, gap)
+        set_rng_state(state)
 
     def _report_baseline(self, test: dict[str, float]) -> None:
         """The console line comparing the trained model with each baseline, and a warning for
