@@ -131,3 +131,24 @@ def test_hub_repository_layout_loads_from_a_local_cache_without_network(run, tmp
         gspdml.from_pretrained(
             "someone/absent", cache_dir=str(tmp_path / "cache"), local_files_only=True
         )
+
+
+def test_model_card_states_the_baselines(run, tmp_path):
+    run_dir, _ = run
+    (run_dir / "results.json").write_text(
+        json.dumps(
+            {
+                "test": {"map_at_r": 0.31, "precision_at_1": 0.62},
+                "baseline": {
+                    "step0": {"map_at_r": 0.12, "precision_at_1": 0.4},
+                    "backbone_gap": {"map_at_r": 0.45, "precision_at_1": 0.7},
+                },
+            }
+        )
+    )
+    write_bundle(run_dir, tmp_path / "bundle")
+    card = (tmp_path / "bundle" / "README.md").read_text()
+    assert "## Baselines (same test split and protocol)" in card
+    assert "| metric | trained | step0 | backbone_gap |" in card
+    assert "| map_at_r | 0.3100 | 0.1200 | 0.4500 |" in card
+    assert "| precision_at_1 | 0.6200 | 0.4000 | 0.7000 |" in card

@@ -1,6 +1,7 @@
 import base64
 import html.parser
 import io
+import json
 import shutil
 import subprocess
 
@@ -263,3 +264,18 @@ def test_report_heatmaps_come_with_a_colour_bar(tmp_path):
         page.count('class="colourbar"') == 1
         and "colour bar: weight / largest weight, 0 to 1" in page
     )
+
+
+def test_report_shows_the_baselines_beside_the_test_metrics(tmp_path):
+    write_image_folder(tmp_path / "images", per_class=2)
+    write_run(tmp_path / "run", pooling="gap")
+    results = {
+        "test": {"map_at_r": 0.25, "precision_at_1": 0.5},
+        "baseline": {"step0": {"map_at_r": 0.375, "precision_at_1": 0.625}},
+    }
+    (tmp_path / "run" / "results.json").write_text(json.dumps(results))
+    run_cli("report", tmp_path / "run", "--images", tmp_path / "images", "--no-progress")
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert "<h3>Test metrics beside the baselines</h3>" in page
+    assert "<th>metric</th><th>trained</th><th>step0</th>" in page
+    assert "<tr><td>map_at_r</td><td>0.2500</td><td>0.3750</td></tr>" in page

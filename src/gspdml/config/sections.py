@@ -238,6 +238,11 @@ class EvaluationConfig(Section):
         check=_postprocess,
     )
     select_postprocessed: bool = option(False, "select by evaluation.metric after post-processing")
+    baseline: bool = option(
+        True,
+        "also evaluate the test split with the step-0 model and a pretrained backbone's own "
+        "average-pooled features, and warn when training scored worse",
+    )
 
     def check(self, where: str) -> None:
         from gspdml.evaluation.selection import SELECTION_METRICS, needs_clustering

@@ -40,6 +40,7 @@ from gspdml.config import parse_yaml
 from gspdml.data.eval_transform import EvalTransform, parse_eval_transform
 from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, DataError
+from gspdml.evaluation.baseline_rows import baseline_rows
 from gspdml.models import Embedder
 from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
 from gspdml.training.run_dir import (
@@ -86,6 +87,33 @@ def _name(spec: Any) -> Any:
     return spec.get("name") if isinstance(spec, dict) else spec
 
 
+def _baseline_section(results: dict) -> str:
+    """The model card's table of the test metrics beside the run's baselines, if it has any."""
+    columns, rows = baseline_rows(results)
+    if not rows:
+        return ""
+    lines = [
+        "| "
+        + " | ".join(
+            str(v) if i == 0 else ("-" if v is None else f"{v:.4f}") for i, v in enumerate(row)
+        )
+        + " |"
+        for row in rows
+    ]
+    return (
+        "\n## Baselines (same test split and protocol)\n\n"
+        "`step0`: the model as built, before training; `backbone_gap`: the pretrained backbone's "
+        "own features, average-pooled and L2-normalised.\n\n"
+        "| "
+        + " | ".join(columns)
+        + " |\n|"
+        + "---|" * len(columns)
+        + "\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+
+
 def _model_card(config: dict, results: dict, digest: str, weights: str, data_digest: str) -> str:
     model, data = config.get("model", {}), config.get("data", {})
     dataset = _name(data.get("dataset")) or "unknown"
@@ -126,7 +154,7 @@ Image embedder trained with gspdml {__version__} for deep metric learning.
 | metric | value |
 |---|---|
 {rows or "| (no test metrics recorded) | |"}
-
+{_baseline_section(results)}
 ## Use
 
 ```python

@@ -20,6 +20,7 @@ import torch
 
 from gspdml.config import dump_config
 from gspdml.errors import DataError
+from gspdml.evaluation.baseline_rows import baseline_rows
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.retrieval.embedding import embed_source, require_some
 from gspdml.retrieval.figures import (
@@ -123,15 +124,30 @@ def _format(value: Any) -> str:
     return esc(str(value))
 
 
+def _baseline_table(results: dict[str, Any]) -> list[str]:
+    """The test metrics beside the baselines (step-0 model, pretrained backbone), if any."""
+    columns, rows = baseline_rows(results)
+    if not rows:
+        return []
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_format(v) if v is not None else '-'}</td>" for v in row) + "</tr>"
+        for row in rows
+    )
+    return [f"<h3>Test metrics beside the baselines</h3><table><tr>{head}</tr>{body}</table>"]
+
+
 def _metrics_section(results: Optional[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
     parts = []
     if results:
+        shown = {k: v for k, v in results.items() if k != "baseline"}
         body = "".join(
-            f"<tr><td>{esc(k)}</td><td>{_format(v)}</td></tr>" for k, v in _flatten(results)
+            f"<tr><td>{esc(k)}</td><td>{_format(v)}</td></tr>" for k, v in _flatten(shown)
         )
         parts.append(
             f"<h3>Results (results.json)</h3><table><tr><th>metric</th><th>value</th></tr>{body}</table>"
         )
+        parts += _baseline_table(results)
     val = [
         r for r in rows if r.get("split") == "val" and isinstance(r.get("map_at_r"), (int, float))
     ]

@@ -49,6 +49,7 @@ from gspdml.evaluation.selection import selection_key, selection_value
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 from gspdml.models.inference import autocast_context, embed, resolve_device, split_embeddings
 from gspdml.training import distributed as ddp
+from gspdml.training.baseline import BackboneGap, backbone_is_pretrained, comparison, worse_than
 from gspdml.training.callbacks import Callback
 from gspdml.training.checkpoint import (
     CheckpointError,
@@ -136,6 +137,7 @@ class Trainer:
         self.step, self.last_loss = 0, float("nan")
         self.best_metric, self.best_step, self.bad_rounds = float("-inf"), 0, 0
         self.stopped_early = self.finished = False
+        self.baseline: dict[str, dict[str, float]] = {}  # evaluated before step 1, checkpointed
         self.log = MetricsLog(self.run_dir / METRICS_FILE)
         self._interrupted = False
         if resume:
@@ -361,18 +363,26 @@ class Trainer:
         """Retrieval metrics on ``split`` (computed by rank 0 and shared with every rank)."""
         return self._score(split, EvalSpec(recall_at=self.config.evaluation.recall_at))
 
-    def evaluate_round(self, split) -> dict[str, float]:
+    def evaluate_round(self, split, model: Optional[torch.nn.Module] = None) -> dict[str, float]:
         """The metrics of a validation round (and of the final test evaluation) on ``split``: the
         report of the run's ``evaluation`` section (:class:`~gspdml.evaluation.service.EvalSpec`,
         the one evaluation service, as ``gspdml evaluate`` and the protocols score); the training
-        split is embedded only for steps that learn on it (PCA-whitening)."""
+        split is embedded only for steps that learn on it (PCA-whitening). ``model``: another
+        model to score the same way (a baseline), instead of the trained one."""
+        model = self.model if model is None else model
         spec = EvalSpec.from_evaluation(self.config.evaluation)
-        train = self.embed(self.train_dataset)[0] if spec.needs_training_embeddings else None
-        return self._score(split, spec, train)
+        train = (
+            self._embed_fn()(model, self.train_dataset, **self._embed_kwargs())[0]
+            if spec.needs_training_embeddings
+            else None
+        )
+        return self._score(split, spec, train, model)
 
-    def _score(self, split, spec: EvalSpec, train=None) -> dict[str, float]:
-        """The metrics of ``spec`` on ``split``, computed by rank 0 and shared with every rank."""
-        embeddings = split_embeddings(self.model, split, self._embed_fn(), **self._embed_kwargs())
+    def _score(self, split, spec: EvalSpec, train=None, model=None) -> dict[str, float]:
+        """The metrics of ``spec`` on ``split`` (of ``model``, by default the trained one),
+        computed by rank 0 and shared with every rank."""
+        model = self.model if model is None else model
+        embeddings = split_embeddings(model, split, self._embed_fn(), **self._embed_kwargs())
         metrics = (
             evaluate_embeddings(*embeddings, spec=spec, train=train).metrics
             if self.is_main
@@ -412,6 +422,8 @@ class Trainer:
             dynamic_ncols=True,
             file=sys.stderr,
         )
+        if self.step == 0:
+            self._evaluate_baseline()
         try:
             with self._interruptible():
                 while not self.finished:
@@ -613,6 +625,33 @@ class Trainer:
         if self.is_main:
             self.log.write(record)
 
+    def _evaluate_baseline(self) -> None:
+        """The test-split metrics of the model as built (``step0``) and, for a pretrained
+        backbone, of its own average-pooled features (``backbone_gap``), with the protocol of the
+        final evaluation; taken before step 1 and kept in the checkpoint, so a resumed run reports
+        the same numbers. The random state is put back, so training is the same with or without."""
+        if not self.config.evaluation.baseline or self.data.test is None:
+            return
+        state = rng_state()
+        if any(not module.is_initialised for _, module in lazy_modules(self.model)):
+            self._say("baseline: step0 skipped (the model initialises from training data)")
+        else:
+            self.baseline["step0"] = self.evaluate_round(self.data.test)
+        if backbone_is_pretrained(self.config.model.backbone):
+            gap = BackboneGap(self.model.backbone)
+            self.baseline["backbone_gap"] = self.evaluate_round(self.data.test, gap)
+        set_rng_state(state)
+
+    def _report_baseline(self, test: dict[str, float]) -> None:
+        """The console line comparing the trained model with each baseline, and a warning for
+        each baseline that scores higher."""
+        if not self.baseline:
+            return
+        metric = selection_key(self.config.evaluation.metric)
+        self._say(comparison(metric, test[metric], self.baseline))
+        for line in worse_than(metric, test[metric], self.baseline):
+            self._say(f"warning: {line}")
+
     def _finish(self) -> dict[str, Any]:
         cfg = self.config
         if cfg.evaluation.restore_best and self.selects and self.best_path.exists():
@@ -634,6 +673,9 @@ class Trainer:
         if self.data.test is not None:
             results["test"] = self.evaluate_round(self.data.test)
             self._log({"step": self.step, "split": "test", "final": True, **results["test"]})
+            if self.baseline:
+                results["baseline"] = self.baseline
+                self._report_baseline(results["test"])
         if self.is_main:
             atomic_write_text(self.run_dir / RESULTS_FILE, json.dumps(results, indent=2))
         return results
@@ -653,6 +695,7 @@ class Trainer:
                 "bad_rounds": self.bad_rounds,
                 "stopped_early": self.stopped_early,
                 "finished": self.finished,
+                "baseline": self.baseline,
             },
             "rng": rng_state(),
             "callbacks": {name: c.callback_state() for name, c in self.callbacks.items()},
@@ -680,7 +723,7 @@ class Trainer:
                 f"known: {', '.join(COUNTERS)}"
             )
         for key, kind in COUNTERS.items():
-            setattr(self, key, kind(counters[key]))
+            setattr(self, key, kind(counters.get(key, {}) if key == "baseline" else counters[key]))
 
     def _restore_callbacks(self, saved: dict[str, Any]) -> None:
         """Each callback's state by its name (a callback without saved state starts afresh; the
@@ -713,6 +756,7 @@ COUNTERS = {
     "bad_rounds": int,
     "stopped_early": bool,
     "finished": bool,
+    "baseline": dict,  # older checkpoints have none: their run reports no baseline
 }
 
 
