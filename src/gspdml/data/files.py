@@ -94,7 +94,9 @@ class ImageFileDataset(LabelledDataset):
     @staticmethod
     def _problem(path: str, check: str) -> Optional[str]:
         if check == "exists":
-            return None if os.path.isfile(path) else "file not found"
+            if os.path.isfile(path):
+                return None
+            return "not a regular file" if os.path.exists(path) else "file not found"
         return check_image(path)
 
     def set_epoch(self, epoch: int) -> None:

@@ -6,7 +6,8 @@ names it.
 * transparent images (RGBA, LA, palette with a transparent colour) are composited on white,
   so transparent regions do not turn black;
 * 16-bit and floating-point grayscale are rescaled to 8 bits instead of being clipped;
-* a missing, truncated or undecodable file raises :class:`DataError` with its path.
+* a missing, truncated or undecodable file, an image with a NaN or infinite pixel, and a path
+  that is not a regular file (a pipe) raise :class:`DataError` with its path.
 
 Search, indexes, exports and bundles decode with :func:`load_image` as the datasets do (a PIL
 image given instead of a file gets :func:`decode_image`, the same rules); :data:`DECODING` states
@@ -16,6 +17,7 @@ the rules beside an exported model.
 from __future__ import annotations
 
 import os
+import stat
 import warnings
 from pathlib import Path
 
@@ -32,6 +34,7 @@ DECODING = {
     "transparency": "composited on white (RGBA, LA, palette with a transparent colour)",
     "wide_grey": "16-bit grey divided by 65535 (by 255 when no value exceeds 255), float grey "
     "in [0, 1] (else by its maximum), to 8 bits",
+    "non_finite": "an image with a NaN or infinite pixel is refused (an error naming the file)",
 }
 IMAGE_EXTENSIONS = (
     ".jpg",
@@ -57,17 +60,30 @@ def is_hidden(name: str) -> bool:
 
 def list_images(folder: str | os.PathLike[str]) -> tuple[list[Path], list[Path]]:
     """``(images, skipped)`` under ``folder``: the image files (by extension, recursive, sorted),
-    and the hidden or system folders that were not entered and hidden image files that were not
-    read (:func:`is_hidden`)."""
+    and what was not read: hidden or system folders and hidden image files (:func:`is_hidden`),
+    image-named entries that are not regular files (pipes, sockets, devices: reading one would
+    block or never end), and a linked folder seen before or above ``folder`` (a link cycle, a
+    second link to one folder). Symbolic links to folders are followed, as the training reader follows a linked
+    class folder, so every command sees the same files."""
     images: list[Path] = []
     skipped: list[Path] = []
-    for here, folders, files in os.walk(os.fspath(folder)):
+    top = os.path.realpath(folder)
+    seen = {top}
+    for here, folders, files in os.walk(os.fspath(folder), followlinks=True):
         base = Path(here)
-        skipped += [base / name for name in folders if is_hidden(name)]
-        folders[:] = sorted(name for name in folders if not is_hidden(name))
+        entered = []
+        for name in sorted(folders):
+            real = os.path.realpath(base / name)
+            if is_hidden(name) or real in seen or top.startswith(real + os.sep):
+                skipped.append(base / name)
+            else:
+                seen.add(real)
+                entered.append(name)
+        folders[:] = entered
         for name in files:
             if name.lower().endswith(IMAGE_EXTENSIONS):
-                (skipped if is_hidden(name) else images).append(base / name)
+                regular = os.path.isfile(base / name)  # follows a link to a file
+                (skipped if is_hidden(name) or not regular else images).append(base / name)
     return sorted(images), sorted(skipped)
 
 
@@ -75,6 +91,9 @@ def _wide_to_8bit(image: Image.Image) -> Image.Image:
     """Rescale 16-bit or float grayscale to ``L``: integers by their bit depth, floats in [0, 1]
     (or their own range when they exceed it)."""
     values = np.asarray(image, dtype=np.float64)
+    bad = int(np.count_nonzero(~np.isfinite(values)))
+    if bad:  # NaN/inf has no grey level; decoding it as black would hide a broken file
+        raise ValueError(f"{bad} of {values.size} pixels are not finite (NaN or infinity)")
     if image.mode == "F":
         top = 1.0 if values.max(initial=0.0) <= 1.0 else values.max()
     else:
@@ -104,7 +123,9 @@ def decode_image(image: Image.Image) -> Image.Image:
 
 
 def load_image(path: str | os.PathLike) -> Image.Image:
-    """Decode ``path`` fully into an RGB image, applying its EXIF orientation."""
+    """Decode ``path`` fully into an RGB image, applying its EXIF orientation. A path that is not
+    a regular file (a named pipe called ``x.png``) is refused before it is opened."""
+    _check_regular(path)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -124,17 +145,31 @@ def load_image(path: str | os.PathLike) -> Image.Image:
         raise DataError(f"{path}: cannot decode image ({type(error).__name__}: {error})") from None
 
 
+def _check_regular(path: str | os.PathLike) -> None:
+    if not isinstance(path, (str, os.PathLike)):
+        return  # an open file object: already readable
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise DataError(f"{path}: image file not found") from None
+    except OSError as error:
+        raise DataError(f"{path}: cannot read ({error.strerror})") from None
+    if not stat.S_ISREG(mode):
+        raise DataError(f"{path}: not a regular file (a pipe, socket or device is never read)")
+
+
 def check_image(path: str | os.PathLike) -> str | None:
     """A cheap check (the file exists and its header is a known image format); returns the
     problem as text, or None when the file looks fine. Decoding errors beyond the header are
     only found by :func:`load_image`."""
     try:
+        _check_regular(path)
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(path) as image:
                 image.size  # noqa: B018 (the header is parsed by open)
-    except FileNotFoundError:
-        return "file not found"
+    except DataError as error:
+        return str(error).removeprefix(f"{path}: ")
     except (
         UnidentifiedImageError,
         OSError,
