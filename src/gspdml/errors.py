@@ -34,3 +34,11 @@ def did_you_mean(word: str, choices: Sequence[str]) -> str:
     """``; did you mean 'x'?`` naming the closest of ``choices`` (difflib), or nothing."""
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=3, cutoff=0.6)
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print or write as UTF-8: control characters (a newline that would forge an
+    output line, an escape sequence that would reach the terminal) and the undecodable bytes of a
+    non-UTF-8 file name (surrogates, as Python decodes them) become backslash escapes (``\\n``,
+    ``\\x1b``, ``\\udcff``); printable text is unchanged."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)

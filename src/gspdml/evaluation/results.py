@@ -29,7 +29,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from gspdml.errors import ConfigError, DataError
+from gspdml.errors import ConfigError, DataError, printable
 
 UNKNOWN = -1
 METRICS = ("squared_euclidean", "euclidean", "cosine")
@@ -230,16 +230,25 @@ class RetrievalResults:
         return out
 
     def format_text(self) -> str:
-        """Plain text: per query, rank, distance, path (or ``#row``) and label of each result."""
+        """Plain text: per query, rank, distance, path (or ``#row``) and label of each result;
+        names are :func:`~gspdml.errors.printable` (one line per result, nothing reaches the
+        terminal as a control sequence)."""
         lines = []
         for row in self.rows():
-            name = row["query"] if row["query"] is not None else f"#{row['query_index']}"
+            name = printable(row["query"]) if row["query"] is not None else f"#{row['query_index']}"
             lines.append(
-                f"query: {name}" + (f"  [{row['label']}]" if row["label"] is not None else "")
+                f"query: {name}"
+                + (f"  [{printable(str(row['label']))}]" if row["label"] is not None else "")
             )
             for result in row["results"]:
-                label = f"  [{result['label']}]" if result["label"] is not None else ""
-                path = result["path"] if result["path"] is not None else f"#{result['index']}"
+                label = (
+                    f"  [{printable(str(result['label']))}]" if result["label"] is not None else ""
+                )
+                path = (
+                    printable(result["path"])
+                    if result["path"] is not None
+                    else f"#{result['index']}"
+                )
                 lines.append(f"  {result['rank']:>3}  {result['distance']:.6f}  {path}{label}")
         return "\n".join(lines)
 

@@ -4,6 +4,10 @@ Items are embedded in chunks. With ``on_error="skip"`` an item that fails to dec
 and named; with ``"raise"`` the first failure stops the work with :class:`PartialEmbedding`,
 which carries the embeddings of every item done before it, so the caller can keep them (an
 index saves them and tells how to continue with ``--append``).
+
+A model that returns a NaN or infinite embedding is broken (damaged weights, an overflow): the
+work stops with :class:`NonFiniteEmbedding` naming the files, whatever ``on_error`` says, so no
+index or report is built on it (every later search would blame the query).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from torch import nn
 from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
-from gspdml.errors import ConfigError, DataError
+from gspdml.errors import ConfigError, DataError, GspdmlError
 from gspdml.models.inference import embed
 from gspdml.retrieval.sources import ImageSource
 
@@ -64,6 +68,21 @@ class PartialEmbedding(DataError):
         super().__init__(str(error))
 
 
+class NonFiniteEmbedding(GspdmlError):
+    """The model returned a NaN or infinite embedding."""
+
+
+def _check_finite(vectors: torch.Tensor, positions: torch.Tensor, source: ImageSource) -> None:
+    bad = (~torch.isfinite(vectors).all(dim=1)).nonzero().flatten()
+    if len(bad):
+        names = ", ".join(source.paths[int(positions[i])] for i in bad[:3])
+        raise NonFiniteEmbedding(
+            f"the model returned a NaN or infinite embedding for {len(bad)} of {len(vectors)} "
+            f"images (e.g. {names}); its weights are damaged or it overflows in this precision: "
+            "nothing was written; check the run's weights (gspdml evaluate) or use another run"
+        )
+
+
 def embed_source(
     model: nn.Module,
     source: ImageSource,
@@ -97,6 +116,7 @@ def embed_source(
             if len(part.failed) != len(part):
                 raise
         else:
+            _check_finite(chunk_vectors, positions, source)
             vectors.append(chunk_vectors)
             done += positions.tolist()
         skipped.update({source.paths[i]: why for i, why in part.failed.items()})

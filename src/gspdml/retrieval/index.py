@@ -139,7 +139,12 @@ class RetrievalIndex:
                 "k",
                 f"must be between 1 and {len(self) - extra} for this index of {len(self)} images, got {k}",
             )
-        if self.approximate is None or exact:
+        if n_queries == 0:  # nothing to search: empty results, not an engine's error
+            distances, indices = (
+                torch.empty(0, k + extra),
+                torch.empty(0, k + extra, dtype=torch.long),
+            )
+        elif self.approximate is None or exact:
             distances, indices = exact_search.search(
                 queries, self.vectors, k + extra, self.metric, backend
             )

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from gspdml.config import dump_config
-from gspdml.errors import DataError
+from gspdml.errors import DataError, printable
 from gspdml.evaluation.baseline_rows import baseline_rows
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.retrieval.embedding import embed_source, require_some
@@ -34,7 +34,12 @@ from gspdml.retrieval.sources import ImageSource
 from gspdml.training.checkpoint import atomic_write_text
 from gspdml.training.run_dir import METRICS_FILE, RESULTS_FILE
 
-esc = html.escape
+
+def esc(text: str) -> str:
+    """HTML-escaped :func:`~gspdml.errors.printable` text (a non-UTF-8 file name is shown with
+    backslash escapes instead of failing the page's UTF-8 write)."""
+    return html.escape(printable(text))
+
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d232a;background:#fafbfc}

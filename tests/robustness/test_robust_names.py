@@ -1,0 +1,68 @@
+"""Hardening items 10, 19 and 21 (zero queries): hostile file names and empty searches.
+
+* A file name that is not UTF-8 (bytes ``\\xff``) made ``gspdml report`` fail after all its
+  embedding work (``UnicodeEncodeError`` writing the page); it is now shown with backslash escapes.
+* ``gspdml search`` printed names raw: a newline in a file name forged a result line and an escape
+  sequence reached the terminal; names are now printed escaped, one line per result.
+* Searching with zero queries failed inside ``torch.cat``; it returns empty results.
+"""
+
+import os
+import subprocess
+import sys
+
+import torch
+
+from gspdml.errors import printable
+from gspdml.retrieval.index import RetrievalIndex
+from tests.helpers.retrieval import write_image_folder, write_run
+
+HOSTILE = b"\xff\x1b[31mx\n  9  0.000000  forged"
+
+
+def _hostile_folder(tmp_path):
+    write_image_folder(tmp_path / "images", classes=("red", "green"), per_class=2)
+    red = os.fsencode(tmp_path / "images" / "red")
+    os.rename(red + b"/0.png", red + b"/" + HOSTILE + b".png")
+    write_run(tmp_path / "run")
+
+
+def _gspdml(*argv):
+    done = subprocess.run(
+        [sys.executable, "-m", "gspdml", *map(str, argv)], capture_output=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    return done.stdout
+
+
+def test_printable_escapes_control_characters_and_undecodable_bytes():
+    name = os.fsdecode(b"a\xffb\x1b[0m\nc\td.png")
+    assert printable(name) == "a\\udcffb\\x1b[0m\\nc\\td.png"
+    assert printable("caf\u00e9 \u732b.png") == "caf\u00e9 \u732b.png"  # printable text unchanged
+
+
+def test_report_writes_a_page_for_a_non_utf8_file_name(tmp_path):
+    _hostile_folder(tmp_path)
+    out = tmp_path / "report.html"
+    _gspdml("report", tmp_path / "run", "--images", tmp_path / "images", "--out", out)
+    page = out.read_text(encoding="utf-8")
+    assert "\\udcff\\x1b[31mx\\n" in page and "\x1b" not in page
+
+
+def test_search_prints_one_line_per_result_whatever_the_names(tmp_path):
+    _hostile_folder(tmp_path)
+    _gspdml("index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "idx")
+    query = tmp_path / "images" / "green" / "0.png"
+    lines = _gspdml("search", tmp_path / "idx", query, "-k", 4).decode("utf-8").splitlines()
+    assert len(lines) == 5 and lines[0] == f"query: {query}"
+    assert not any(line.lstrip().startswith("9 ") for line in lines)  # no forged result line
+    assert b"\x1b" not in "\n".join(lines).encode()
+    assert sum("\\udcff\\x1b[31mx\\n" in line for line in lines) == 1
+
+
+def test_searching_zero_queries_returns_empty_results():
+    index = RetrievalIndex(torch.randn(5, 4), [f"{i}.png" for i in range(5)], [None] * 5)
+    results = index.search(torch.empty(0, 4), 3)
+    assert results.indices.shape == (0, 3) and results.rows() == [] and results.format_text() == ""
+    left_out = index.search(torch.empty(0, 4), 3, exclude=[])
+    assert left_out.distances.shape == (0, 3)
