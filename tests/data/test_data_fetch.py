@@ -31,10 +31,11 @@ def tar_gz(files: dict[str, bytes]) -> bytes:
 
 class Server:
     """Serves ``files`` {path: bytes} with Range support; ``cut[path] = n`` makes the next full
-    (non-range) response of that path stop after n bytes (a dropped connection)."""
+    (non-range) response of that path stop after n bytes (a dropped connection); paths in
+    ``unsized`` are sent without a Content-Length (the body ends when the connection closes)."""
 
     def __init__(self):
-        self.files, self.cut, self.ranges = {}, {}, []
+        self.files, self.cut, self.ranges, self.unsized = {}, {}, [], set()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -56,7 +57,8 @@ class Server:
                 self.send_response(206 if header else 200)
                 if header:
                     self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-                self.send_header("Content-Length", str(len(data) - start))
+                if self.path not in outer.unsized:
+                    self.send_header("Content-Length", str(len(data) - start))
                 self.end_headers()
                 body = data[start:]
                 if not header and self.path in outer.cut:
@@ -182,6 +184,20 @@ def test_a_server_offering_another_size_is_refused_before_downloading(server, tm
     ):
         download(toy(server, size=len(ARCHIVE) + 1), tmp_path / "toy.tgz", progress=False)
     assert not list(tmp_path.iterdir())  # not even a partial file
+
+
+def test_a_server_announcing_no_size_is_stopped_one_byte_past_the_pinned_size(server, tmp_path):
+    """Hardening item 14: the size was checked only against Content-Length, so a server sending
+    none streamed 20 MiB for a 1,000-byte archive; now the download stops at the pinned size + 1
+    byte, the partial file is deleted and the error says so. A matching unsized body still
+    downloads."""
+    server.files["/toy.tgz"] = ARCHIVE
+    server.unsized.add("/toy.tgz")
+    with pytest.raises(DataError, match="sent more than the pinned 1000 bytes of toy.tgz"):
+        download(toy(server, size=1000), tmp_path / "toy.tgz", progress=False)
+    assert not list(tmp_path.iterdir())
+    pinned = toy(server, size=len(ARCHIVE))
+    assert download(pinned, tmp_path / "toy.tgz", progress=False)["md5"] == md5(ARCHIVE)
 
 
 def test_the_catalog_pins_sha256_and_size_where_they_are_published():

@@ -2,7 +2,8 @@
 
 Entries are ``.npz`` files named by a hash of everything that determines their content, written
 to a temporary file in the same directory and renamed into place (``os.replace`` is atomic), so
-concurrent runs never read a half-written file.
+concurrent runs never read a half-written file. An entry that cannot be read (empty, truncated,
+not a zip archive) is rebuilt and replaced, with a warning naming it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import hashlib
 import json
 import os
 import tempfile
+import warnings
+import zipfile
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -43,8 +46,13 @@ def cached_arrays(
         try:
             with np.load(path, allow_pickle=False) as stored:
                 return {key: stored[key] for key in stored.files}
-        except (OSError, ValueError):
-            pass  # an unreadable entry (e.g. disk trouble) is rebuilt and replaced below
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as error:
+            # an empty, truncated or damaged entry (a full disk, a copy cut short) is rebuilt
+            warnings.warn(
+                f"dataset cache entry {path} is damaged ({type(error).__name__}: {error}); "
+                "rebuilding it",
+                stacklevel=2,
+            )
     arrays = build()
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)

@@ -15,7 +15,8 @@ extraction, official image counts.
   ``stanford_online_products``, ``cars196``). No digest is invented: an archive for which only
   an MD5 is published (``car_ims.tgz``, ``cars_annos.mat``) is checked by MD5, and the fetch
   records the SHA-256 it computed in ``ROOT/.gspdml-fetch-<name>.json`` for later audits. A
-  server that announces another size than the pinned one is refused before the download.
+  server that announces another size than the pinned one is refused before the download; one
+  that announces none is stopped one byte past the pinned size.
 Datasets that cannot be downloaded (Cars196: the Stanford URL is dead, torchvision issue #7545;
 In-Shop: Google Drive behind a licence form) print their manual steps; when the user has placed
 the archives in ROOT, ``fetch`` checks and extracts them the same way (a dataset may accept
@@ -91,6 +92,12 @@ def _digests(path: Path) -> dict[str, str]:
     return {"md5": md5.hexdigest(), "sha256": sha256.hexdigest()}
 
 
+def _next_read(written: int, size: Optional[int]) -> int:
+    """Bytes to ask for next: a chunk, but never more than one byte beyond the pinned ``size``
+    (that byte shows the server sends too much, whether or not it announced a length)."""
+    return CHUNK if size is None else max(1, min(CHUNK, size - written + 1))
+
+
 def download(
     archive: Archive, target: Path, progress: bool = True, timeout: float = 60.0
 ) -> dict[str, str]:
@@ -137,8 +144,12 @@ def download(
                     disable=not progress,
                 ) as bar,
             ):
+                written = have if resumed else 0
                 try:
-                    for block in iter(lambda: response.read(CHUNK), b""):
+                    while block := response.read(_next_read(written, archive.size)):
+                        written += len(block)
+                        if archive.size is not None and written > archive.size:
+                            break
                         out.write(block)
                         bar.update(len(block))
                 except OSError as err:
@@ -146,6 +157,13 @@ def download(
                         f"{url}: download interrupted after {part.stat().st_size} bytes ({err}); "
                         "run the same command again to resume"
                     ) from None
+            if archive.size is not None and written > archive.size:
+                part.unlink()
+                raise DataError(
+                    f"{url}: the server sent more than the pinned {archive.size} bytes of "
+                    f"{target.name} (it announced no size); stopped and deleted (changed upstream, "
+                    "a wrong URL or a hostile server)"
+                )
             if total is not None and part.stat().st_size < total:
                 raise DataError(
                     f"{url}: download interrupted after {part.stat().st_size} of {total} bytes; "
