@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import json
+import os
 from collections.abc import Sequence
+from typing import Any
 
 
 class GspdmlError(Exception):
@@ -42,3 +45,28 @@ def printable(text: str) -> str:
     non-UTF-8 file name (surrogates, as Python decodes them) become backslash escapes (``\\n``,
     ``\\x1b``, ``\\udcff``); printable text is unchanged."""
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+#: the largest JSON side file (bundle.json, preprocessing.json, index.json) read whole
+MAX_JSON_BYTES = 16 << 20
+
+
+def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The JSON object stored in ``path`` (a file received with a bundle, a run or an index), or
+    a :class:`DataError` naming the file: missing, larger than :data:`MAX_JSON_BYTES`, not UTF-8,
+    not JSON, nested too deep, or not an object."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_JSON_BYTES:
+            raise DataError(f"{path}: {size} bytes, more than a gspdml JSON file holds")
+        with open(path, encoding="utf-8") as handle:
+            value = json.load(handle)
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise DataError(
+            f"{path}: not a readable JSON file ({type(error).__name__}: {error})"
+        ) from None
+    if not isinstance(value, dict):
+        raise DataError(f"{path}: expected a JSON object, got {type(value).__name__}")
+    return value

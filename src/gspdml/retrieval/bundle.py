@@ -39,7 +39,7 @@ import yaml
 from gspdml.config import parse_yaml
 from gspdml.data.eval_transform import EvalTransform, parse_eval_transform
 from gspdml.data.images import DECODING
-from gspdml.errors import ConfigError, DataError
+from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.evaluation.baseline_rows import baseline_rows
 from gspdml.models import Embedder
 from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
@@ -269,7 +269,7 @@ def from_pretrained(
     missing = [name for name in FILES if not (folder / name).is_file()]
     if missing:
         raise DataError(f"{folder}: not a gspdml bundle (missing {', '.join(missing)})")
-    info = json.loads((folder / "bundle.json").read_text(encoding="utf-8"))
+    info = read_json_object(folder / "bundle.json")
     if info.get("format") != FORMAT:
         raise DataError(
             f"{folder / 'bundle.json'}: not a gspdml bundle (format {info.get('format')!r})"
@@ -280,9 +280,7 @@ def from_pretrained(
             f"{folder / WEIGHTS_FILE}: sha256 {digest} differs from the bundle's {info.get('weights')}"
         )
     model, meta = load_embedder(folder / WEIGHTS_FILE, device)
-    spec = json.loads((folder / "preprocessing.json").read_text(encoding="utf-8"))
-    if not isinstance(spec, dict):
-        raise DataError(f"{folder / 'preprocessing.json'}: expected a JSON object, got {spec!r}")
+    spec = read_json_object(folder / "preprocessing.json")
     spec.pop("decoding", None)  # the rules of gspdml.data.images, which load_model_input follows
     transform = parse_eval_transform(
         spec, str(folder / "preprocessing.json"), int(meta["in_channels"])

@@ -68,7 +68,13 @@ def load_state(path: PathLike, device: str | torch.device = "cpu") -> tuple[Any,
         raise
     except Exception as exc:  # safetensors raises its own error types for corrupt files
         raise CheckpointError(f"cannot read checkpoint {path}: {exc}") from None
-    return _decode(header["structure"], tensors), header["meta"]
+    try:
+        return _decode(header["structure"], tensors), header["meta"]
+    except (KeyError, TypeError, ValueError, RecursionError) as exc:
+        raise CheckpointError(
+            f"{path}: malformed checkpoint structure ({type(exc).__name__}: {exc}); the file was "
+            "not written by gspdml or is damaged"
+        ) from None
 
 
 def _encode(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
