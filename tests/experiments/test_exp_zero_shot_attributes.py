@@ -115,11 +115,13 @@ def test_table_and_verdicts(module):
     )  # the verdicts must not read these
     [zsr, xml] = module.reproduction({"frozen": {"summary": {"selected": summary, "last": last}}})
     verdicts = zsr["verdict"].split("; ")
-    assert verdicts[0].startswith("λ 0.5, s 9.5 = default: L2 reproduced, cos reproduced")
-    assert verdicts[1].startswith(
-        "λ 0.5, s 1 = paper: L2 not reproduced (no ZSR as high or higher)"
+    assert verdicts[0].startswith(
+        "λ 0.5, s 9.5, unit init = default: L2 reproduced, cos reproduced"
     )
-    assert verdicts[2].startswith("λ 0.1, s 9.5: L2 partly")
+    assert verdicts[1].startswith(
+        "λ 0.5, s 1 = paper, unit init: L2 not reproduced (no ZSR as high or higher)"
+    )
+    assert verdicts[2].startswith("λ 0.1, s 9.5, unit init: L2 partly")
     assert (
         "GSP + PNCA: L2 0.520 ± 0.020, cos 0.520 ± 0.020 (last weights: L2 0.200 ± 0.000)"
         in zsr["ours"]
@@ -204,9 +206,13 @@ def test_merge_replaces_only_the_rerun_models(module, tmp_path, monkeypatch):
 
 
 def test_zsr_loss_at_init_grows_with_scale_and_few_classes(module):
-    """Class embeddings drawn with std sqrt(2 / c) have ||v||^2 ~ 2d/c: with 10 classes the
-    initial logits, hence L_ZS, are far larger than with 100, and larger with s = 9.5 than 1."""
+    """Class embeddings drawn he_normal (the authors' code: std sqrt(2 / c)) have ||v||^2 ~ 2d/c:
+    with 10 classes the initial logits, hence L_ZS, are far larger than with 100, and larger with
+    s = 9.5 than 1. The unit init (std 1/sqrt(d)) keeps L_ZS within a few ln c at either count."""
     ten_code, ten_paper, hundred_code = (
-        module.zsr_loss_at_init(c, s, draws=2) for c, s in ((10, 9.5), (10, 1.0), (100, 9.5))
+        module.zsr_loss_at_init(c, s, "he_normal", draws=2)
+        for c, s in ((10, 9.5), (10, 1.0), (100, 9.5))
     )
     assert ten_code > 5 * ten_paper > 5 * math.log(10) and ten_code > 5 * hundred_code
+    for c in (10, 100):
+        assert module.zsr_loss_at_init(c, 9.5, draws=2) < 3 * math.log(c)
