@@ -44,6 +44,23 @@ def test_every_key_is_checked_at_load_time(override, field, expected):
     assert err.value.field == field and expected in str(err.value)
 
 
+# An image dataset's recipe options: `gspdml config` accepted them and `train` failed later,
+# after reading the data (practitioner issue, CLI traps).
+@pytest.mark.parametrize(
+    "override, field, expected",
+    [
+        ("data.dataset.transform=blah", "data.dataset.transform", "unknown recipe 'blah'"),
+        ("data.dataset.normalization=blah", "data.dataset.normalization", "unknown normalization"),
+        ("data.dataset.crop=-3", "data.dataset.crop", "must be a positive integer"),
+        ("data.dataset.resize=0", "data.dataset.resize", "must be a positive integer"),
+    ],
+)
+def test_an_image_recipe_is_checked_at_load_time(tmp_path, override, field, expected):
+    with pytest.raises(ConfigError) as err:
+        load_config("own-images", [f"data.dataset.root={tmp_path}", override])
+    assert err.value.field == field and expected in str(err.value)
+
+
 def test_the_cli_refuses_an_unchecked_key_of_the_old_validator(tmp_path):
     """``gspdml config demo-gap model.head_bias=maybe`` printed a config (and the run got a bias)."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}

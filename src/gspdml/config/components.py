@@ -27,11 +27,13 @@ def check_components(config: Any) -> None:
     """Check the dataset, backbone, pooling and loss specs of a :class:`RunConfig`."""
     # Imported here: the registries fill up as the packages are imported.
     from gspdml.data import DATASETS
+    from gspdml.data.recipes import check_recipe
     from gspdml.losses import build_loss, check_loss
     from gspdml.models.backbones import BACKBONES
     from gspdml.pooling import POOLINGS, build_pooling
 
     DATASETS.check(config.data.dataset, "data.dataset")
+    check_recipe(config.data.dataset, "data.dataset")
     BACKBONES.check(config.model.backbone, "model.backbone")
     POOLINGS.check(config.model.pooling, "model.pooling")
     check_loss(config.loss, "loss")

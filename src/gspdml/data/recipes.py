@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from gspdml.data.eval_transform import EvalTransform
 from gspdml.data.transforms import (
@@ -58,6 +58,11 @@ def image_transform(
             f"{field}.normalization",
             f"unknown normalization {normalization!r}; allowed: {', '.join(NORMALIZATIONS)}",
         )
+    for option, size in (("resize", resize), ("crop", crop)):
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ConfigError(
+                f"{field}.{option}", f"must be a positive integer (pixels), got {size!r}"
+            )
     default_resize, default_crop, scale, resize_first = RECIPES[recipe]
     resize, crop = int(resize or default_resize), int(crop or default_crop)
     if not (train and scale is not None):
@@ -67,3 +72,15 @@ def image_transform(
     steps: list[Callable[..., Any]] = [Resize(resize)] if resize_first else []
     steps += [RandomResizedCrop(crop, scale, (3 / 4, 4 / 3)), RandomHorizontalFlip(0.5)]
     return Compose(steps + [ToTensor(), Normalize(**NORMALIZATIONS[normalization])])
+
+
+def check_recipe(spec: Mapping[str, Any], field: str = "data.dataset") -> None:
+    """Build the training and evaluation transforms an image dataset's spec names (``transform``,
+    ``normalization``, ``resize``, ``crop``; cheap, no file is read), so an unknown recipe or
+    normalization fails when the config is loaded (``gspdml config`` included), with the message
+    the reader would give later. Specs without ``transform`` (arrays, features) pass."""
+    if "transform" not in spec:
+        return
+    options = {k: spec[k] for k in ("normalization", "resize", "crop") if k in spec}
+    for train in (True, False):
+        image_transform(spec["transform"], train, field=field, **options)
