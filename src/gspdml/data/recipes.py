@@ -31,6 +31,10 @@ RECIPES = {
     # ProxyNCA++ (ProxyNCA++ paper §4.1; the authors' code, github.com/euwern/proxynca_pp): train RandomResizedCrop(256,
     # scale=(0.08, 1)) -> flip; eval Resize(288) -> CenterCrop(256)
     "proxynca": (288, 256, (0.08, 1.0), False),
+    # LIBC (the authors' code, github.com/dvl-tum/intra_batch, transform GL_orig_RE): train
+    # RandomResizedCrop(227, scale=(0.08, 1)) -> flip (then random erasing, not applied here:
+    # docs/paper-vs-code.md); eval Resize(256) -> CenterCrop(227)
+    "libc": (256, 227, (0.08, 1.0), False),
     # no augmentation: Resize -> CenterCrop for training too (small images, debugging)
     "center": (256, 227, None, True),
 }
