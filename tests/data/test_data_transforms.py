@@ -69,7 +69,9 @@ def test_normalizations_by_hand():
     assert torch.allclose(rgb[:, 1, 1], torch.tensor(expected))
 
 
-@pytest.mark.parametrize("recipe, size", [("mlrc", 227), ("proxynca", 256), ("center", 227)])
+@pytest.mark.parametrize(
+    "recipe, size", [("mlrc", 227), ("proxynca", 256), ("libc", 227), ("center", 227)]
+)
 def test_recipes_give_their_sizes_and_are_seeded(recipe, size):
     image = coordinates(256, 200)
     train, evaluation = image_transform(recipe, True), image_transform(recipe, False)

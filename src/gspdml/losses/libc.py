@@ -33,7 +33,8 @@ from gspdml.models.output import EmbedderOutput
 
 @LOSSES.register("libc")
 class LIBC(MetricLoss):
-    """The LIBC objective of the module docstring.
+    """LIBC (Seidenschwarz et al., ICML 2021): label-smoothed CE of the backbone vectors plus of
+    their intra-batch message passing refinement (see the module docstring).
 
     Args:
         embedding_dim, num_classes: supplied by the trainer (the MPN's width and the classes).
