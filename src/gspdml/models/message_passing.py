@@ -1,9 +1,10 @@
 """Message passing over the mini-batch: the network of LIBC (Seidenschwarz, Elezi & Leal-Taixé,
-"Learning Intra-Batch Connections for Deep Metric Learning", ICML 2021, §3).
+"Learning Intra-Batch Connections for Deep Metric Learning", ICML 2021: Fig. 1 and the method
+section; the layer as the authors' code, dvl-tum/intra_batch ``net/gnn_base.py``, defines it).
 
 The ``B`` embeddings of a batch are the nodes of a fully connected graph (every node also sends
-to itself). One message passing layer is a transformer encoder block over the batch (LIBC §3.2;
-post-norm, as the authors' ``DotAttentionLayer``)::
+to itself). One message passing layer is a transformer encoder block over the batch
+(dot-product self-attention; post-norm, as the authors' ``DotAttentionLayer``)::
 
     a^h_ij = softmax_j( (W^h_q x_i)^T (W^h_k x_j) / sqrt(d / H) )         head h = 1..H
     m_i    = W_o [ sum_j a^1_ij W^1_v x_j ; ... ; sum_j a^H_ij W^H_v x_j ]
