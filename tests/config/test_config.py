@@ -93,7 +93,12 @@ def test_overrides_parse_yaml_values_and_reach_spec_options():
     "data, overrides, field, fragment",
     [
         ({"optimiser": {}}, [], "optimiser", "allowed: name, description"),
-        ({"optimizer": {"name": "rmsprop"}}, [], "optimizer.name", "allowed: adam, adamw, sgd"),
+        (
+            {"optimizer": {"name": "rmsprop"}},
+            [],
+            "optimizer.name",
+            "allowed: adam, adamw, radam, sgd",
+        ),
         ({"optimizer": {"lr": -1}}, [], "optimizer.lr", "> 0"),
         ({"model": {"pooling": "avg"}}, [], "model.pooling", "unknown pooling 'avg'; allowed: "),
         (

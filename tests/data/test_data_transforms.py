@@ -6,7 +6,14 @@ import torch
 from PIL import Image
 
 from gspdml.data.recipes import NORMALIZATIONS, image_transform
-from gspdml.data.transforms import CenterCrop, Normalize, RandomResizedCrop, Resize, ToTensor
+from gspdml.data.transforms import (
+    CenterCrop,
+    Normalize,
+    RandomErasing,
+    RandomResizedCrop,
+    Resize,
+    ToTensor,
+)
 from gspdml.errors import ConfigError
 
 
@@ -69,7 +76,9 @@ def test_normalizations_by_hand():
     assert torch.allclose(rgb[:, 1, 1], torch.tensor(expected))
 
 
-@pytest.mark.parametrize("recipe, size", [("mlrc", 227), ("proxynca", 256), ("center", 227)])
+@pytest.mark.parametrize(
+    "recipe, size", [("mlrc", 227), ("proxynca", 256), ("libc", 227), ("center", 227)]
+)
 def test_recipes_give_their_sizes_and_are_seeded(recipe, size):
     image = coordinates(256, 200)
     train, evaluation = image_transform(recipe, True), image_transform(recipe, False)
@@ -95,3 +104,55 @@ def test_flip_probability_and_overrides():
         image_transform("nope")
     with pytest.raises(ConfigError, match="normalization"):
         image_transform("mlrc", normalization="caffe")
+
+
+def erased_box(before, after):
+    """``(top, left, height, width)`` of the changed pixels, checked to form one rectangle."""
+    changed = (before != after).any(dim=0)
+    rows, cols = changed.any(dim=1).nonzero()[:, 0], changed.any(dim=0).nonzero()[:, 0]
+    top, left = int(rows.min()), int(cols.min())
+    h, w = int(rows.max()) - top + 1, int(cols.max()) - left + 1
+    assert int(changed.sum()) == h * w  # a full rectangle
+    return top, left, h, w
+
+
+def test_random_erasing_sets_one_rectangle_of_the_drawn_area_and_shape():
+    image = torch.rand(3, 60, 40, generator=torch.Generator().manual_seed(0)) + 5  # never 0..1
+    erase = RandomErasing(p=1.0, area=(0.02, 0.4), min_aspect=0.3, value=(0.1, 0.2, 0.3))
+    fitted = 0
+    for seed in range(50):
+        out = erase(image, torch.Generator().manual_seed(seed))
+        if torch.equal(out, image):  # no draw fitted in 100 attempts (rare)
+            continue
+        fitted += 1
+        top, left, h, w = erased_box(image, out)
+        box = out[:, top : top + h, left : left + w]
+        assert torch.equal(box, torch.tensor([0.1, 0.2, 0.3])[:, None, None].expand_as(box))
+        # the rounded sqrt(S r) x sqrt(S / r): area and aspect within the drawn ranges
+        area = h * w / (60 * 40)
+        assert 0.02 * 0.8 <= area <= 0.4 * 1.2, (h, w)
+        assert 0.3 * 0.8 <= h / w <= (1 / 0.3) * 1.25, (h, w)
+        assert h < 60 and w < 40
+    assert fitted >= 45
+    assert torch.all(image >= 5)  # the input is not modified in place
+
+
+def test_random_erasing_probability_and_seeding():
+    image = torch.full((3, 32, 32), 7.0)
+    erase = RandomErasing(p=0.5)
+    erased = sum(
+        not torch.equal(erase(image, torch.Generator().manual_seed(s)), image) for s in range(400)
+    )
+    assert 150 < erased < 250  # Binomial(400, 0.5): 200 +- 10
+    a = erase(image, torch.Generator().manual_seed(11))
+    assert torch.equal(a, erase(image, torch.Generator().manual_seed(11)))
+    assert torch.equal(RandomErasing(p=0.0)(image, torch.Generator().manual_seed(1)), image)
+    with pytest.raises(ValueError, match="min_aspect"):
+        RandomErasing(min_aspect=2.0)
+
+
+def test_libc_recipe_erases_after_normalising():
+    train = image_transform("libc", True, normalization="none")
+    assert isinstance(train.transforms[-1], RandomErasing)
+    assert isinstance(train.transforms[-2], Normalize)
+    assert not any(isinstance(t, Resize) for t in train.transforms)  # crops the raw image

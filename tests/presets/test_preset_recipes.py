@@ -8,7 +8,9 @@ its family, so a new preset without rows fails, and so does a preset that drifts
 Sources (docs/references.md): "thesis" = the Gürbüz thesis, "GSP paper" = Gürbüz et al., ICCV 2023,
 "XML paper" = Gürbüz & Alatan, ICIP 2023, "ProxyNCA++ paper" = Teh et al., ECCV 2020, "Metrix" =
 the Psomas thesis, ch. 2; "TF code" = the GSP/CCP authors' TensorFlow
-framework, "PNCA code" = the ProxyNCA++ release, "Metrix code" = the Metrix release.
+framework, "PNCA code" = the ProxyNCA++ release, "Metrix code" = the Metrix release, "LIBC code" =
+the LIBC release (dvl-tum/intra_batch, config/config_*_train.yaml), "GSP LIBC configs" = the GSP
+authors' LIBC integration (their PyTorch framework's intra-batch configs).
 """
 
 import re
@@ -439,6 +441,87 @@ TABLE = [
     (r"^own-images$", "model.pooling.eps", 5.0, "GSP paper §4.4: eps = 5 with pair losses"),
     (r"^own-images$", "loss.name", "c2", "thesis Ch. 5: the C2 contrastive loss"),
     (r"^own-images$", "evaluation.metric", "map_at_r", "thesis §5.3.4.1: validation MAP@R"),
+    # --- LIBC (Seidenschwarz et al., ICML 2021) and its GSP / XML rows ----------------------------
+    # Reported R@1 (ResNet-50, 512-D, conventional): LIBC 70.30 / 88.10 / 81.40 / 92.80 on CUB /
+    # Cars / SOP / In-Shop (GSP paper suppl. Table 3b, XML paper Table 1, thesis Table 5.2);
+    # LIBC+GSP 70.70 / 88.43 / 81.65 / 93.30 (GSP paper suppl. Table 3b); LIBC+XML 70.49 / 88.38 /
+    # 81.48 / 93.04 (XML paper Table 1).
+    (r"^libc-", "model.backbone.name", "resnet50", "GSP paper suppl. Table 3b: ResNet-50"),
+    (r"^libc-", "model.embedding_dim", 512, "GSP paper suppl. §1.3: 512-D for XBM and LIBC"),
+    (r"^libc-", "optimizer.name", "radam", "LIBC code: RAdam"),
+    (r"^libc-", "optimizer.betas", [0.9, 0.999], "LIBC code: RAdam's default betas"),
+    (r"^libc-", "evaluation.split", "test", "LIBC code: R@1 on the test split every epoch"),
+    (r"^libc-", "evaluation.patience", None, "LIBC code: 70 epochs, the best one kept"),
+    (r"^libc-", "schedule.step_decay.factor", 0.1, "LIBC code: lr / 10 after epochs 30 and 50"),
+    (r"^libc-", "data.dataset.transform", "libc", "LIBC code: GL_orig_RE crop 227 from 256"),
+    (r"^libc-[a-z]+(-xml)?$", "model.pooling.name", "gmp", "LIBC code: global max pooling"),
+    (
+        rf"^libc-{DS}$",
+        "batch",
+        By(cub=54, cars=70, sop=90, inshop=56),
+        "LIBC code: 6x9, 10x7, 15x6, 14x4 classes x samples",
+    ),
+    (rf"^libc-{DS}-(gsp|xml)$", "batch", 128, "GSP LIBC configs: 32 classes x 4"),
+    (
+        r"^libc-",
+        "optimizer.lr",
+        By(
+            cub=1.563663718906821e-4,
+            cars=3.6683239911604993e-4,
+            sop=2.472471515853406e-4,
+            inshop=1.1265974954242144e-4,
+        ),
+        "LIBC code: per-dataset lr",
+    ),
+    (
+        r"^libc-",
+        "optimizer.weight_decay",
+        By(
+            cub=6.059722614369727e-6,
+            cars=2.551918610962277e-9,
+            sop=2.7650277063275255e-13,
+            inshop=1.0554824926510768e-7,
+        ),
+        "LIBC code: per-dataset weight decay",
+    ),
+    (
+        r"^libc-",
+        "loss:libc.temperature",
+        By(cub=0.2, cars=1 / 9, sop=0.6046908988578005, inshop=0.18591347176280537),
+        "LIBC code: temperatur",
+    ),
+    (r"^libc-", "loss:libc.label_smoothing", 0.1, "LIBC code: lsce / lsgnn, epsilon 0.1"),
+    (
+        r"^libc-",
+        "loss:libc.mpn_layers",
+        By(cub=1, cars=2, sop=1, inshop=1),
+        "LIBC code: num_layers",
+    ),
+    (r"^libc-", "loss:libc.mpn_heads", By(cub=2, cars=8, sop=8, inshop=4), "LIBC code: num_heads"),
+    (
+        r"^libc-",
+        "loss:libc.concat_layers",
+        By(cub=False, cars=True, sop=False, inshop=False),
+        "LIBC code: cat (Cars)",
+    ),
+    (r"^libc-.*-gsp$", "model.pooling.name", "gsp", "GSP paper suppl. Table 3b: LIBC+GSP"),
+    (
+        r"^libc-.*-gsp$",
+        "model.pooling.num_prototypes",
+        By(cub=64, cars=64, sop=128, inshop=128),
+        "GSP paper §5: m = 64 (CUB, Cars), 128 (SOP, In-Shop)",
+    ),
+    (r"^libc-.*-gsp$", "loss.name", "zsr", "GSP LIBC configs: fns lsgnn_lsce_zsr"),
+    (r"^libc-.*-gsp$", "loss:mixing", 0.1, "GSP LIBC configs: scaling_zsr 0.1"),
+    (r"^libc-.*-xml$", "loss.name", "xml", "XML paper Table 1: LIBC+XML"),
+    (r"^libc-.*-xml$", "loss:mixing", 0.01, "XML paper §3: lambda = 0.01"),
+    (r"^libc-.*-xml$", "loss:eps", 10.0, "XML paper §3: eps = 10"),
+    (
+        r"^libc-.*-xml$",
+        "loss:num_prototypes_of_xml",
+        By(cub=64, cars=64, sop=128, inshop=128),
+        "XML paper §3: m = 64 (CUB, Cars), 128 (SOP, In-Shop)",
+    ),
 ]
 
 
@@ -474,6 +557,13 @@ def loss_value(loss, path: str, name: str):
         return float(getattr(loss, "base", loss).lr_multiplier)
     if path == "temperature_of_pnca":
         return getattr(loss, "base", loss).temperature
+    if path.startswith("libc."):
+        libc, path = (loss if hasattr(loss, "mpn") else loss.base), path[5:]
+        if path == "mpn_layers":
+            return len(libc.mpn.layers)
+        if path == "mpn_heads":
+            return libc.mpn.layers[0].attention.num_heads
+        return getattr(libc, path)
     if path == "num_prototypes_of_xml":
         return loss.prototypes.shape[0]
     if path == "alpha_delta_of_pa":

@@ -1,12 +1,14 @@
-"""Gradient clipping (norm, then value; network only) and the step decay, by hand."""
+"""Gradient clipping (norm, then value; network only), the step decay and RAdam's first step, by
+hand."""
 
 import pytest
 import torch
 from torch import nn
 
-from gspdml.config import load_config
+from gspdml.config import OptimizerConfig, load_config
 from gspdml.errors import ConfigError
-from gspdml.training.optim import StepDecay, clip_gradients
+from gspdml.losses import ModuleLoss
+from gspdml.training.optim import StepDecay, build_optimizer, clip_gradients
 
 
 def model_with_gradient(values):
@@ -67,3 +69,21 @@ def test_bad_step_decay_is_named(schedule, field):
 def test_bad_clip_value_is_named():
     with pytest.raises(ConfigError, match=r"optimizer\.grad_clip_value"):
         load_config({"optimizer": {"grad_clip_value": -1}})
+
+
+def test_radam_first_step_is_the_unadapted_momentum_step_by_hand():
+    """RAdam (LIBC's optimiser) while the variance is not tractable (rho_t <= 5, the first steps)
+    steps by the bias-corrected first moment alone: theta_1 = theta_0 - lr (g + wd theta_0);
+    Adam would step by about lr sign(g)."""
+    model = nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor([[1.0, -2.0]]))
+    cfg = OptimizerConfig(name="radam", lr=0.1, weight_decay=0.01, betas=(0.9, 0.999))
+    optimizer = build_optimizer(cfg, model, ModuleLoss(nn.Identity()))
+    assert isinstance(optimizer, torch.optim.RAdam)
+    model.weight.grad = torch.tensor([[0.5, 3.0]])
+    optimizer.step()
+    expected = torch.tensor([[1.0, -2.0]]) - 0.1 * (
+        torch.tensor([[0.5, 3.0]]) + 0.01 * torch.tensor([[1.0, -2.0]])
+    )
+    torch.testing.assert_close(model.weight.detach(), expected)

@@ -164,7 +164,9 @@ class LrMultipliers(Section):
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig(Section):
-    name: Literal["adam", "adamw", "sgd"] = option("adam", "the optimiser", noun="optimizer")
+    name: Literal["adam", "adamw", "radam", "sgd"] = option(
+        "adam", "the optimiser", noun="optimizer"
+    )
     lr: float = option(1.0e-3, "base learning rate", minimum=0, exclusive=True)
     weight_decay: float = option(1.0e-4, "L2 penalty (decoupled for adamw)", minimum=0)
     betas: tuple[float, float] = option((0.9, 0.99), "Adam's moment decays", minimum=0, below=1)

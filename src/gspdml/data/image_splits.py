@@ -237,7 +237,7 @@ def register_image_dataset(
 
     * ``val_fraction`` / ``val_fold`` + ``num_folds`` / ``val_classes``: the validation classes,
       carved off the training classes (:func:`~gspdml.data.splits.validation_classes`);
-    * ``transform`` (``mlrc`` | ``proxynca`` | ``center``), ``normalization`` (``imagenet`` |
+    * ``transform`` (``mlrc`` | ``proxynca`` | ``libc`` | ``center``), ``normalization`` (``imagenet`` |
       ``bn_inception`` | ``none``), ``resize``, ``crop``: see :func:`~gspdml.data.recipes.image_transform`;
     * ``on_error`` (``raise`` | ``skip``) and ``check`` (``exists`` | ``header`` | ``none``): see
       :class:`~gspdml.data.files.ImageFileDataset`.

@@ -8,6 +8,7 @@ from gspdml.data.eval_transform import EvalTransform
 from gspdml.data.transforms import (
     Compose,
     Normalize,
+    RandomErasing,
     RandomHorizontalFlip,
     RandomResizedCrop,
     Resize,
@@ -31,8 +32,19 @@ RECIPES = {
     # ProxyNCA++ (ProxyNCA++ paper §4.1; the authors' code, github.com/euwern/proxynca_pp): train RandomResizedCrop(256,
     # scale=(0.08, 1)) -> flip; eval Resize(288) -> CenterCrop(256)
     "proxynca": (288, 256, (0.08, 1.0), False),
+    # LIBC (the authors' code, github.com/dvl-tum/intra_batch, transform GL_orig_RE): train
+    # RandomResizedCrop(227, scale=(0.08, 1)) -> flip -> normalise -> random erasing
+    # (AFTER_NORMALIZATION); eval Resize(256) -> CenterCrop(227)
+    "libc": (256, 227, (0.08, 1.0), False),
     # no augmentation: Resize -> CenterCrop for training too (small images, debugging)
     "center": (256, 227, None, True),
+}
+
+#: train-time steps after the normalisation, per recipe
+AFTER_NORMALIZATION: dict[str, list[Callable[..., Any]]] = {
+    # the LIBC code's RandomErasing: p 0.5, area (0.02, 0.4), aspect from 0.3, filled with the
+    # constants (0.4914, 0.4822, 0.4465) in normalised units
+    "libc": [RandomErasing(0.5, (0.02, 0.4), 0.3, (0.4914, 0.4822, 0.4465))],
 }
 
 
@@ -71,7 +83,8 @@ def image_transform(
         )
     steps: list[Callable[..., Any]] = [Resize(resize)] if resize_first else []
     steps += [RandomResizedCrop(crop, scale, (3 / 4, 4 / 3)), RandomHorizontalFlip(0.5)]
-    return Compose(steps + [ToTensor(), Normalize(**NORMALIZATIONS[normalization])])
+    steps += [ToTensor(), Normalize(**NORMALIZATIONS[normalization])]
+    return Compose(steps + AFTER_NORMALIZATION.get(recipe, []))
 
 
 def check_recipe(spec: Mapping[str, Any], field: str = "data.dataset") -> None:

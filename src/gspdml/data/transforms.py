@@ -262,3 +262,50 @@ class Normalize:
 
     def __repr__(self) -> str:
         return f"Normalize(mean={self.mean.flatten().tolist()}, std={self.std.flatten().tolist()}, bgr={self.bgr}, value_range={self.value_range})"
+
+
+class RandomErasing:
+    """Random erasing (Zhong et al., "Random Erasing Data Augmentation", AAAI 2020, Algorithm 1)
+    on a tensor image ``[C, H, W]``: with probability ``p``, draw an area
+    ``S_e ~ U(area) · H W`` and an aspect ratio ``r ~ U(min_aspect, 1 / min_aspect)``, a
+    rectangle ``round(sqrt(S_e r)) x round(sqrt(S_e / r))`` (height x width) at a uniform
+    position, and set it to ``value`` (one number per channel); up to 100 draws until the
+    rectangle fits inside the image, else the image is left as it is."""
+
+    ATTEMPTS = 100
+
+    def __init__(
+        self,
+        p: float = 0.5,
+        area: tuple[float, float] = (0.02, 0.4),
+        min_aspect: float = 0.3,
+        value: Sequence[float] = (0.0, 0.0, 0.0),
+    ):
+        if not (0.0 <= p <= 1.0 and 0.0 < area[0] <= area[1] < 1.0 and 0.0 < min_aspect <= 1.0):
+            raise ValueError(
+                f"need 0 <= p <= 1, 0 < area[0] <= area[1] < 1 and 0 < min_aspect <= 1; "
+                f"got p={p}, area={area}, min_aspect={min_aspect}"
+            )
+        self.p, self.area, self.min_aspect = float(p), (float(area[0]), float(area[1])), min_aspect
+        self.value = torch.tensor(value, dtype=torch.float32)[:, None, None]
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        if _uniform(0.0, 1.0, generator) >= self.p:
+            return x
+        height, width = x.shape[-2:]
+        for _ in range(self.ATTEMPTS):
+            target = _uniform(*self.area, generator) * height * width
+            aspect = _uniform(self.min_aspect, 1.0 / self.min_aspect, generator)
+            h, w = round(math.sqrt(target * aspect)), round(math.sqrt(target / aspect))
+            if h < height and w < width:
+                top, left = _randint(0, height - h, generator), _randint(0, width - w, generator)
+                x = x.clone()
+                x[:, top : top + h, left : left + w] = self.value.to(x.dtype)
+                return x
+        return x
+
+    def __repr__(self) -> str:
+        return (
+            f"RandomErasing(p={self.p}, area={self.area}, min_aspect={self.min_aspect}, "
+            f"value={self.value.flatten().tolist()})"
+        )

@@ -82,12 +82,13 @@ def _check_each_parameter_once(groups: list[dict[str, Any]], *modules: nn.Module
 def build_optimizer(
     cfg: OptimizerConfig, model: nn.Module, loss: nn.Module
 ) -> torch.optim.Optimizer:
-    """Adam, AdamW or SGD over :func:`parameter_groups` (``optimizer`` section of the config)."""
+    """Adam, AdamW, RAdam (Liu et al., ICLR 2020: rectified Adam, LIBC's optimiser; L2 weight
+    decay as Adam's) or SGD over :func:`parameter_groups` (``optimizer`` section of the config)."""
     groups = parameter_groups(model, loss, dict(cfg.lr_multipliers), cfg.lr)
     common = {"lr": cfg.lr, "weight_decay": cfg.weight_decay}
     if cfg.name == "sgd":
         return torch.optim.SGD(groups, momentum=cfg.momentum, **common)
-    cls = torch.optim.AdamW if cfg.name == "adamw" else torch.optim.Adam
+    cls = {"adamw": torch.optim.AdamW, "radam": torch.optim.RAdam}.get(cfg.name, torch.optim.Adam)
     return cls(groups, betas=cfg.betas, eps=cfg.eps, **common)
 
 

@@ -1,0 +1,96 @@
+"""Message passing over the mini-batch: the network of LIBC (Seidenschwarz, Elezi & Leal-Taixé,
+"Learning Intra-Batch Connections for Deep Metric Learning", ICML 2021: Fig. 1 and the method
+section; the layer as the authors' code, dvl-tum/intra_batch ``net/gnn_base.py``, defines it).
+
+The ``B`` embeddings of a batch are the nodes of a fully connected graph (every node also sends
+to itself). One message passing layer is a transformer encoder block over the batch
+(dot-product self-attention; post-norm, as the authors' ``DotAttentionLayer``)::
+
+    a^h_ij = softmax_j( (W^h_q x_i)^T (W^h_k x_j) / sqrt(d / H) )         head h = 1..H
+    m_i    = W_o [ sum_j a^1_ij W^1_v x_j ; ... ; sum_j a^H_ij W^H_v x_j ]
+    x'_i   = LayerNorm( x_i + Dropout(m_i) )
+    x''_i  = LayerNorm( x'_i + Dropout(W_2 Dropout(ReLU(W_1 x'_i))) )      W_1: d -> 4d
+
+Dropout also acts on the attention weights ``a`` (after the soft-max). A layer is permutation
+equivariant over the batch: permuting the rows of the input permutes those of the output. The
+network first maps the embeddings with a linear layer ``d -> d`` (the authors' ``dim_red`` with
+reduction 1), then applies ``L`` layers, and returns every layer's output.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class BatchAttention(nn.Module):
+    """Multi-head scaled dot-product attention of every embedding of the batch to every other
+    (and itself): the message ``m_i`` of the module docstring. Query, key, value and output maps
+    are biased linear layers with Xavier-uniform weights and zero biases (the authors' init)."""
+
+    def __init__(self, dim: int, num_heads: int, dropout: float = 0.1):
+        super().__init__()
+        if dim % num_heads:
+            raise ValueError(f"the width {dim} is not divisible by {num_heads} heads")
+        self.num_heads = num_heads
+        self.query, self.key, self.value, self.out = (nn.Linear(dim, dim) for _ in range(4))
+        for layer in (self.query, self.key, self.value, self.out):
+            nn.init.xavier_uniform_(layer.weight)
+            nn.init.zeros_(layer.bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def heads(self, x: torch.Tensor) -> torch.Tensor:
+        """``[B, d] -> [H, B, d / H]``: each head reads its own slice of the channels."""
+        return x.view(x.shape[0], self.num_heads, -1).transpose(0, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.heads(self.query(x)), self.heads(self.key(x)), self.heads(self.value(x))
+        scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])  # [H, receiver i, sender j]
+        weights = self.dropout(torch.softmax(scores, dim=-1))
+        messages = (weights @ v).transpose(0, 1).reshape(x.shape)  # heads concatenated
+        return self.out(messages)
+
+
+class MessagePassingLayer(nn.Module):
+    """One layer of the module docstring: attention, residual and LayerNorm, then the MLP
+    (``d -> 4d -> d``, ReLU), residual and LayerNorm."""
+
+    def __init__(self, dim: int, num_heads: int, dropout: float = 0.1, hidden_factor: int = 4):
+        super().__init__()
+        self.attention = BatchAttention(dim, num_heads, dropout)
+        self.attention_dropout = nn.Dropout(dropout)
+        self.norm1 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(
+            nn.Linear(dim, hidden_factor * dim),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden_factor * dim, dim),
+            nn.Dropout(dropout),
+        )
+        self.norm2 = nn.LayerNorm(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm1(x + self.attention_dropout(self.attention(x)))
+        return self.norm2(x + self.mlp(x))
+
+
+class MessagePassingNetwork(nn.Module):
+    """A linear map ``d -> d`` and ``num_layers`` :class:`MessagePassingLayer`; ``forward``
+    returns the output of every layer (``[B, d]`` each), the last one being the refined
+    embeddings."""
+
+    def __init__(self, dim: int, num_layers: int = 1, num_heads: int = 2, dropout: float = 0.1):
+        super().__init__()
+        self.input = nn.Linear(dim, dim)
+        self.layers = nn.ModuleList(
+            MessagePassingLayer(dim, num_heads, dropout) for _ in range(num_layers)
+        )
+
+    def forward(self, embeddings: torch.Tensor) -> list[torch.Tensor]:
+        x, outputs = self.input(embeddings), []
+        for layer in self.layers:
+            x = layer(x)
+            outputs.append(x)
+        return outputs
