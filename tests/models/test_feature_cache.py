@@ -33,6 +33,24 @@ def test_cached_maps_equal_the_backbone_and_are_computed_once():
     assert half.dtype == torch.bfloat16 and cache.misses == 9
 
 
+def test_computing_maps_prints_progress_and_a_pass_over_cached_maps_does_not(monkeypatch, capsys):
+    monkeypatch.setenv("GSPDML_PROGRESS_SECONDS", "0")  # a line at every batch with new maps
+    model = build_embedder(MODEL, in_channels=1).eval()
+    cache = FeatureCache()
+    images = torch.randn(4, 1, 16, 16)
+    cache(model.backbone, images[:3])
+    cache(model.backbone, images)  # one new map
+    cache(model.backbone, images)  # all cached: quiet
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and all(
+        line.startswith("gspdml: feature cache (each backbone map is computed once): ")
+        for line in lines
+    )
+    assert " 3 maps, " in lines[0] and " 4 maps, " in lines[1], lines
+    FeatureCache(progress=False)(model.backbone, images)
+    assert capsys.readouterr().err == ""
+
+
 def test_changed_weights_are_never_read_from_the_cache():
     model = build_embedder(MODEL, in_channels=1).eval()
     cache = FeatureCache()

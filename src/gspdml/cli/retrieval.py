@@ -302,7 +302,7 @@ def add_index_parser(subparsers) -> argparse.ArgumentParser:
         help="distance of the index (default euclidean)",
     )
     _add_on_error(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help="no progress lines (stderr)")
     _add_common(parser)
     ann.add_index_options(parser)
     parser.set_defaults(func=run_index)
@@ -360,7 +360,7 @@ def add_report_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("-k", type=int, default=5, help="results per query (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the query choice (default 0)")
     _add_on_error(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help="no progress lines (stderr)")
     _add_common(parser)
     parser.set_defaults(func=run_report)
     return parser
