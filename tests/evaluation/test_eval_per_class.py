@@ -9,29 +9,7 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation import EvalSpec, evaluate_embeddings, evaluate_queries
-
-
-def slow_query_scores(x, labels, i, recall_at):
-    """MAP@R, P@1, R-precision and R@K of query i, leave-one-out, by a loop over its ranking."""
-    others = [j for j in range(len(labels)) if j != i]
-    distance = {j: float(((x[i] - x[j]) ** 2).sum()) for j in others}
-    ranking = sorted(others, key=lambda j: (distance[j], j))
-    relevant = [labels[j] == labels[i] for j in ranking]
-    r = sum(relevant)
-    if r == 0:
-        return None
-    hits, average = 0, 0.0
-    for rank, rel in enumerate(relevant[:r], start=1):
-        if rel:
-            hits += 1
-            average += hits / rank
-    scores = {
-        "map_at_r": average / r,
-        "precision_at_1": float(relevant[0]),
-        "r_precision": sum(relevant[:r]) / r,
-    }
-    scores.update({f"recall_at_{K}": float(any(relevant[:K])) for K in recall_at})
-    return scores
+from tests.helpers.knn_reference import slow_query_scores
 
 
 def test_per_class_metrics_match_a_slow_loop():

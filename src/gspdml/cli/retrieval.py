@@ -201,9 +201,10 @@ def run_report(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     config, model, transform = load_model_and_transform(args.run_dir, device)
     if args.images is not None:
-        source = folder_source(args.images, transform)
+        source, where = folder_source(args.images, transform), f"the images of {args.images}"
     else:
-        source = split_source(config, args.split or "test")
+        split = args.split or "test"
+        source, where = split_source(config, split), f"the {split} split"
     page, skipped = build_report(
         args.run_dir,
         config,
@@ -216,6 +217,8 @@ def run_report(args: argparse.Namespace) -> int:
         device,
         not args.no_progress,
         args.on_error,
+        args.worst,
+        where,
     )
     _report_skipped(source, skipped)
     write_report(out, page)
@@ -356,6 +359,12 @@ def add_report_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--out", help="HTML file to write (default RUN_DIR/report.html)")
     parser.add_argument(
         "--queries", type=int, default=8, help="query rows in the retrieval grid (default 8)"
+    )
+    parser.add_argument(
+        "--worst",
+        type=int,
+        default=8,
+        help="rows of the worst queries (lowest MAP@R) with their neighbours (default 8)",
     )
     parser.add_argument("-k", type=int, default=5, help="results per query (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the query choice (default 0)")
