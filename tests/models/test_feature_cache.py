@@ -90,7 +90,10 @@ def test_only_a_frozen_backbone_may_be_cached():
         )
 
 
-def test_training_with_the_cache_matches_training_without(tmp_path):
+def test_training_with_the_cache_matches_training_without(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(
+        "GSPDML_PROGRESS_SECONDS", "0"
+    )  # trainer.progress=false must still silence it
     overrides = [
         "trainer.progress=false",
         "trainer.precision=fp32",
@@ -104,5 +107,6 @@ def test_training_with_the_cache_matches_training_without(tmp_path):
     cached_trainer = Trainer.from_config(cached_config, tmp_path / "cached")
     cached = cached_trainer.fit()
     assert cached_trainer.model.feature_cache.hits > 0
+    assert "feature cache" not in capsys.readouterr().err
     assert cached["test"]["map_at_r"] == pytest.approx(plain["test"]["map_at_r"], abs=1e-6)
     assert cached["steps"] == plain["steps"]

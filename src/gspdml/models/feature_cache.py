@@ -100,8 +100,10 @@ class FeatureCache:
     def _count(self, computed: int) -> None:
         """Progress lines of the maps computed (none for hits: a pass over cached data is fast)."""
         if self._meter is None:
-            what = "feature cache (each backbone map is computed once)"
-            self._meter = Progress(what, unit="maps", enabled=self.progress)
+            self._meter = Progress(
+                "feature cache (each backbone map is computed once)", unit="maps"
+            )
+        self._meter.enabled = self.progress  # a run's trainer.progress sets it
         self._meter.update(computed, note=f"{self.stored_bytes / 2**20:.0f} MiB kept")
 
     def clear(self) -> None:

@@ -414,6 +414,8 @@ class Trainer:
         for callback in self.callbacks.values():
             callback.on_train_start(self)
         checkpoint_every = cfg.trainer.checkpoint_every
+        if getattr(self.model, "feature_cache", None) is not None:  # its first pass prints progress
+            self.model.feature_cache.progress = cfg.trainer.progress and self.is_main
         bar = tqdm(
             total=max_steps,
             initial=self.step,
