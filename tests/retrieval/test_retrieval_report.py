@@ -12,7 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
-from gspdml.errors import DataError
+from gspdml.errors import ConfigError, DataError
 from gspdml.models.inference import embed
 from gspdml.retrieval.encoder import load_model_and_transform
 from gspdml.retrieval.figures import (
@@ -379,6 +379,8 @@ def test_report_shows_split_classes_per_class_metrics_worst_queries_and_weights_
 
     # 4. the test marker sits at the step of the weights, and the page says so
     assert "are those of step 50: the best validation round" in page
+    with pytest.raises(ConfigError, match="--worst: must be >= 0, got -1"):
+        run_cli("report", tmp_path / "run", "--images", tmp_path / "images", "--worst", "-1")
     # self-contained: every image and link is inline (a data: URI or an anchor in the page)
     assert re.findall(r'(?:src|href)="(?!data:|#)|url\((?!#)', page) == []
 

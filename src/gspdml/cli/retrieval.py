@@ -196,6 +196,10 @@ def run_search(args: argparse.Namespace) -> int:
 def run_report(args: argparse.Namespace) -> int:
     if args.images is not None and args.split is not None:
         raise ConfigError("--split", "give either --images or --split, not both")
+    counts = (("--queries", args.queries, 0), ("--worst", args.worst, 0), ("-k", args.k, 1))
+    for option, value, least in counts:
+        if value < least:
+            raise ConfigError(option, f"must be >= {least}, got {value}")
     out = Path(args.out) if args.out else Path(args.run_dir) / "report.html"
     check_writable_file(out)
     device = resolve_device(args.device)
