@@ -287,7 +287,7 @@ def build_report(
         [source.labels[i] for i in chosen],
         exclude=chosen,
     )
-    recall_at = tuple((config.get("evaluation") or {}).get("recall_at", (1, 2, 4, 8)))
+    recall_at = tuple(config["evaluation"]["recall_at"])
     evaluation = _evaluate(vectors, source.labels, recall_at, k)
     hardest = evaluation.worst(worst) if evaluation is not None else []
     shown = set(chosen) | set(sample.indices.flatten().tolist()) | set(hardest)

@@ -143,8 +143,8 @@ def weights_step(results: Optional[Mapping[str, Any]], config: Mapping[str, Any]
         return None
     if "weights_step" in results:
         return int(results["weights_step"])
-    restore = (config.get("evaluation") or {}).get("restore_best", True)
-    return int(results["best_step"] if restore and "best_step" in results else results["steps"])
+    restore = config["evaluation"]["restore_best"] and "best_step" in results
+    return int(results["best_step"] if restore else results["steps"])
 
 
 def weights_step_note(results: Optional[Mapping[str, Any]], step: Optional[int]) -> str:
