@@ -12,3 +12,29 @@ def brute_force(query, reference, k):
         d.fill_diagonal_(float("inf"))
     order = torch.sort(d, dim=1, stable=True).indices[:, :k]
     return d.gather(1, order), order
+
+
+def slow_query_scores(x, labels, i, recall_at=(1,)):
+    """MAP@R, P@1, R-precision and R@K of query i (leave-one-out), by a loop over its ranking
+    (squared euclidean distance in float64, ties by position; Musgrave et al., "A Metric
+    Learning Reality Check", §3.2); None for a query alone in its class."""
+    x = [[float(v) for v in row] for row in x]
+    others = [j for j in range(len(labels)) if j != i]
+    distance = {j: sum((a - b) ** 2 for a, b in zip(x[i], x[j])) for j in others}
+    ranking = sorted(others, key=lambda j: (distance[j], j))
+    relevant = [labels[j] == labels[i] for j in ranking]
+    r = sum(relevant)
+    if r == 0:
+        return None
+    hits, average = 0, 0.0
+    for rank, rel in enumerate(relevant[:r], start=1):
+        if rel:
+            hits += 1
+            average += hits / rank
+    scores = {
+        "map_at_r": average / r,
+        "precision_at_1": float(relevant[0]),
+        "r_precision": sum(relevant[:r]) / r,
+    }
+    scores.update({f"recall_at_{K}": float(any(relevant[:K])) for K in recall_at})
+    return scores

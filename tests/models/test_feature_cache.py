@@ -33,6 +33,24 @@ def test_cached_maps_equal_the_backbone_and_are_computed_once():
     assert half.dtype == torch.bfloat16 and cache.misses == 9
 
 
+def test_computing_maps_prints_progress_and_a_pass_over_cached_maps_does_not(monkeypatch, capsys):
+    monkeypatch.setenv("GSPDML_PROGRESS_SECONDS", "0")  # a line at every batch with new maps
+    model = build_embedder(MODEL, in_channels=1).eval()
+    cache = FeatureCache()
+    images = torch.randn(4, 1, 16, 16)
+    cache(model.backbone, images[:3])
+    cache(model.backbone, images)  # one new map
+    cache(model.backbone, images)  # all cached: quiet
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and all(
+        line.startswith("gspdml: feature cache (each backbone map is computed once): ")
+        for line in lines
+    )
+    assert " 3 maps, " in lines[0] and " 4 maps, " in lines[1], lines
+    FeatureCache(progress=False)(model.backbone, images)
+    assert capsys.readouterr().err == ""
+
+
 def test_changed_weights_are_never_read_from_the_cache():
     model = build_embedder(MODEL, in_channels=1).eval()
     cache = FeatureCache()
@@ -72,7 +90,10 @@ def test_only_a_frozen_backbone_may_be_cached():
         )
 
 
-def test_training_with_the_cache_matches_training_without(tmp_path):
+def test_training_with_the_cache_matches_training_without(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(
+        "GSPDML_PROGRESS_SECONDS", "0"
+    )  # trainer.progress=false must still silence it
     overrides = [
         "trainer.progress=false",
         "trainer.precision=fp32",
@@ -86,5 +107,6 @@ def test_training_with_the_cache_matches_training_without(tmp_path):
     cached_trainer = Trainer.from_config(cached_config, tmp_path / "cached")
     cached = cached_trainer.fit()
     assert cached_trainer.model.feature_cache.hits > 0
+    assert "feature cache" not in capsys.readouterr().err
     assert cached["test"]["map_at_r"] == pytest.approx(plain["test"]["map_at_r"], abs=1e-6)
     assert cached["steps"] == plain["steps"]

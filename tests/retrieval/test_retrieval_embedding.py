@@ -1,5 +1,5 @@
 """The one embedding function (gspdml.models.inference.embed) on retrieval image files:
-batched result = per-image forward, positions as labels, progress bar, clear size error."""
+batched result = per-image forward, positions as labels, progress lines, clear size error."""
 
 import pytest
 import torch
@@ -12,7 +12,8 @@ from gspdml.retrieval.sources import ImageFiles, list_image_folder
 from tests.helpers.retrieval import MEAN, STD, write_image_folder, write_run
 
 
-def test_batched_embedding_of_image_files_matches_single_forwards(tmp_path, capsys):
+def test_batched_embedding_of_image_files_matches_single_forwards(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GSPDML_PROGRESS_SECONDS", "0")  # a progress line at every batch
     write_image_folder(tmp_path / "images", per_class=3)
     write_run(tmp_path / "run", pooling="gsp")
     _, model, transform = load_model_and_transform(tmp_path / "run", torch.device("cpu"))
@@ -21,7 +22,10 @@ def test_batched_embedding_of_image_files_matches_single_forwards(tmp_path, caps
     model.train()
     capsys.readouterr()
     vectors, positions = embed(model, files, batch_size=4, progress=True)
-    assert "embedding" in capsys.readouterr().err and model.training  # bar shown, mode restored
+    err = capsys.readouterr().err.splitlines()
+    assert model.training  # mode restored
+    assert err[0] == "gspdml: embedding 9 images: 4/9 images (44%)" + err[0].split("(44%)")[1]
+    assert len(err) == 4 and "9/9 images (100%), done in" in err[-1], err
     assert positions.tolist() == list(range(len(paths))) and positions.dtype == torch.int64
     model.eval()
     with torch.no_grad():

@@ -309,3 +309,32 @@ def test_broken_image_and_empty_folder_are_named(tmp_path):
             tmp_path / "idx",
             "--no-progress",
         )
+
+
+def test_index_prints_progress_lines_on_stderr(tmp_path, monkeypatch, capsys):
+    """The command as `gspdml index` parses and runs it, a line at every batch
+    (GSPDML_PROGRESS_SECONDS=0): the count and share of images, then the closing line."""
+    write_image_folder(tmp_path / "images", per_class=3)
+    write_run(tmp_path / "run")
+    monkeypatch.setenv("GSPDML_PROGRESS_SECONDS", "0")
+    index = tmp_path / "index"
+    run_cli("index", tmp_path / "run", tmp_path / "images", "--out", index, "--batch-size", "4")
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("gspdml: embedding 9 images: ")]
+    assert [line.split(": ")[2].split(",")[0] for line in lines] == [
+        "4/9 images (44%)",
+        "8/9 images (89%)",
+        "9/9 images (100%)",
+        "9/9 images (100%)",
+    ], err
+    assert "done in" in lines[-1] and "done in" not in lines[-2]
+    run_cli(
+        "index",
+        tmp_path / "run",
+        tmp_path / "images",
+        "--out",
+        index,
+        "--overwrite",
+        "--no-progress",
+    )
+    assert "embedding" not in capsys.readouterr().err

@@ -2,17 +2,29 @@ import base64
 import html.parser
 import io
 import json
+import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
-from gspdml.errors import DataError
-from gspdml.retrieval.figures import png_data_uri, upsample_weights
+from gspdml.errors import ConfigError, DataError
+from gspdml.models.inference import embed
+from gspdml.retrieval.encoder import load_model_and_transform
+from gspdml.retrieval.figures import (
+    curve_series,
+    png_data_uri,
+    training_curves_svg,
+    upsample_weights,
+)
 from gspdml.retrieval.report import SCRIPT, choose_queries, read_metrics
+from gspdml.retrieval.report_tables import weights_step
+from gspdml.retrieval.sources import ImageFiles
+from tests.helpers.knn_reference import slow_query_scores
 from tests.helpers.retrieval import run_cli, write_image_folder, write_run
 
 CHROMIUM_FLAGS = [
@@ -90,6 +102,8 @@ def test_report_in_headless_chromium(tmp_path):
             "6",
             "-k",
             "4",
+            "--worst",
+            "0",
             "--no-progress",
         )
         == 0
@@ -150,6 +164,8 @@ def test_report_without_spatial_weights_says_so(tmp_path):
         "3",
         "-k",
         "2",
+        "--worst",
+        "0",
         "--no-progress",
     )
     dom = Tiles()
@@ -279,3 +295,113 @@ def test_report_shows_the_baselines_beside_the_test_metrics(tmp_path):
     assert "<h3>Test metrics beside the baselines</h3>" in page
     assert "<th>metric</th><th>trained</th><th>step0</th>" in page
     assert "<tr><td>map_at_r</td><td>0.2500</td><td>0.3750</td></tr>" in page
+
+
+def write_trained_records(run_dir):
+    """What training leaves beside the weights: data.json with class names that are not in the
+    report's image folder (so they can only come from the record), a test record logged at the
+    last step (100) while the weights are those of the best validation round (50)."""
+    record = {
+        "train": {"items": 40, "class_names": ["sneaker", "<boot>"], "num_files": 40},
+        "test.query": {"items": 12, "class_names": ["red", "green", "blue"], "num_files": 12},
+    }
+    (run_dir / "data.json").write_text(json.dumps(record))
+    with open(run_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
+        test = {"step": 100, "split": "test", "final": True, "weights_step": 50}
+        handle.write(json.dumps({**test, "map_at_r": 0.2, "precision_at_1": 0.5}) + "\n")
+    results = {"steps": 100, "best_step": 50, "weights_step": 50, "test": {"map_at_r": 0.2}}
+    (run_dir / "results.json").write_text(json.dumps(results))
+
+
+def table_rows(page, table_id):
+    """The cell texts of each body row of the table with ``id=table_id``."""
+    body = page.split(f'id="{table_id}"', 1)[1].split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in body.split("</tr>") if "<td" in row]
+
+
+def test_report_shows_split_classes_per_class_metrics_worst_queries_and_weights_step(tmp_path):
+    # three classes of the same grey (only the noise differs): an untrained model confuses them
+    paths = write_image_folder(tmp_path / "images", classes=("p", "q", "r"), per_class=4)
+    write_run(tmp_path / "run", pooling="simpool")  # its data folder does not exist: not read
+    write_trained_records(tmp_path / "run")
+    run_cli(
+        "report", tmp_path / "run", "--images", tmp_path / "images", "--worst", "3", "-k", "3",
+        "--queries", "2", "--no-progress",
+    )  # fmt: skip
+    page = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+
+    # 1. the classes of each split, as recorded (escaped)
+    assert "<tr><td>train</td><td>40</td><td>2</td><td>sneaker, &lt;boot&gt;</td></tr>" in page
+    assert "<tr><td>test.query</td><td>12</td><td>3</td><td>red, green, blue</td></tr>" in page
+
+    # 2. per-class metrics against a slow loop over the same embeddings, worst class first
+    _, model, transform = load_model_and_transform(tmp_path / "run", torch.device("cpu"))
+    labels = [p.parent.name for p in sorted(paths)]
+    files = ImageFiles([str(p) for p in sorted(paths)], labels, transform)
+    x = embed(model, files, batch_size=4)[0].double().numpy()
+    per_query = [slow_query_scores(x, labels, i, (1, 2, 4, 8)) for i in range(len(labels))]
+    rows = table_rows(page, "per-class")
+    assert [row[0] for row in rows] and len(rows) == 3
+    for name, images, map_r, r1, r_precision, r2, r4, r8 in rows:
+        mine = [s for s, label in zip(per_query, labels) if label == name]
+        assert int(images) == len(mine) == 4
+        for shown, key in zip(
+            (map_r, r1, r_precision, r2, r4, r8),
+            (
+                "map_at_r",
+                "precision_at_1",
+                "r_precision",
+                "recall_at_2",
+                "recall_at_4",
+                "recall_at_8",
+            ),
+        ):
+            assert float(shown) == pytest.approx(np.mean([s[key] for s in mine]), abs=6e-5), key
+    assert [float(row[2]) for row in rows] == sorted(float(row[2]) for row in rows)
+    assert len({row[2] for row in rows}) > 1  # the classes do differ: the order is tested
+
+    # 3. the worst queries (lowest MAP@R by the slow loop), their neighbours marked by label
+    worst = page.split('<div id="worst">', 1)[1].split('<div id="grid">', 1)[0]
+    queries = re.findall(r'alt="query ([^"]+)"', worst)
+    lowest = sorted(per_query[i]["map_at_r"] for i in range(len(labels)))[:3]
+    by_path = {str(p): per_query[i]["map_at_r"] for i, p in enumerate(sorted(paths))}
+    assert len(queries) == 3 and [by_path[q] for q in queries] == pytest.approx(lowest)
+    for block in worst.split('<div class="row"')[1:]:
+        query_label = Path(re.search(r'alt="query ([^"]+)"', block).group(1)).parent.name
+        tiles = re.findall(
+            r'<figure class="tile result (\w+)"><img src="data:image/png;base64,[^"]+" alt="([^"]+)"',
+            block,
+        )
+        assert len(tiles) == 3
+        assert all(
+            (kind == "correct") == (Path(path).parent.name == query_label) for kind, path in tiles
+        )
+
+    # 4. the test marker sits at the step of the weights, and the page says so
+    assert "are those of step 50: the best validation round" in page
+    with pytest.raises(ConfigError, match="--worst: must be >= 0, got -1"):
+        run_cli("report", tmp_path / "run", "--images", tmp_path / "images", "--worst", "-1")
+    # self-contained: every image and link is inline (a data: URI or an anchor in the page)
+    assert re.findall(r'(?:src|href)="(?!data:|#)|url\((?!#)', page) == []
+
+
+def test_test_metrics_are_drawn_at_the_step_of_the_weights():
+    rows = [
+        {"step": 50, "split": "val", "map_at_r": 0.4},
+        {"step": 100, "split": "val", "map_at_r": 0.3},
+        {"step": 100, "split": "test", "final": True, "map_at_r": 0.35, "precision_at_1": 0.6},
+    ]
+    series = curve_series(rows, selected_step=50)
+    assert series[("test", "map_at_r")] == [(50, 0.35)] and series[("test", "precision_at_1")] == [
+        (50, 0.6)
+    ]
+    assert series[("val", "map_at_r")] == [(50, 0.4), (100, 0.3)]
+    assert curve_series(rows)[("test", "map_at_r")] == [(100, 0.35)]  # no step known: as logged
+    svg = training_curves_svg(rows, selected_step=50)
+    assert "weights: step 50" in svg
+    results = {"steps": 100, "best_step": 50}  # a run from before weights_step was recorded
+    assert weights_step(results, {"evaluation": {"restore_best": True}}) == 50
+    assert weights_step(results, {"evaluation": {"restore_best": False}}) == 100
+    assert (
+        weights_step({**results, "weights_step": 70}, {}) == 70 and weights_step(None, {}) is None
+    )

@@ -146,10 +146,20 @@ def test_weights_that_do_not_fit_and_unknown_recipes_are_named(recipe_file):
     assert {"resnet20-digits", "small_cnn-digits"} <= set(recipe_names())
 
 
-def test_cli_pretrain_prints_the_record_and_reports_bad_recipes(recipe_file, capsys):
+def test_cli_pretrain_prints_the_record_and_reports_bad_recipes(recipe_file, capsys, monkeypatch):
+    monkeypatch.setenv("GSPDML_PROGRESS_SECONDS", "0")  # a progress line at every step
     assert main(["pretrain", str(recipe_file)]) == 0
-    trained = capsys.readouterr().out
-    assert trained.startswith("pre-training tiny")
+    trained = capsys.readouterr()
+    assert trained.out.startswith("pre-training tiny")
+    progress = [
+        line for line in trained.err.splitlines() if line.startswith("gspdml: pre-training")
+    ]
+    assert [line.split(": ")[2].split(",")[0] for line in progress] == [
+        "1/2 steps (50%)",  # 100 tile classes x 1 tile, batches of 50, one epoch
+        "2/2 steps (100%)",
+        "2/2 steps (100%)",
+    ], trained.err
+    assert progress[0].endswith("epoch 1/1") and "done in" in progress[-1]
     assert main(["pretrain", str(recipe_file)]) == 0  # cached: only the record is printed
     printed = json.loads(capsys.readouterr().out)
     assert (

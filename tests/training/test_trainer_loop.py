@@ -8,6 +8,8 @@ from torch import nn
 from gspdml.config import load_config
 from gspdml.errors import TrainingError
 from gspdml.losses import MetricLoss
+from gspdml.retrieval.figures import curve_series
+from gspdml.retrieval.report_tables import weights_step
 from gspdml.training import Trainer, build_run, load_run
 from gspdml.training.checkpoint import load_state
 
@@ -82,6 +84,13 @@ def test_early_stopping_restores_the_best_weights(tmp_path, make_config):
         best["map_at_r"]
     )
     assert val[-1]["step"] - results["best_step"] == 2 * 2
+    # the saved weights and the test metrics are of the best round, and say so (the report draws
+    # the test marker there, not at the last step)
+    test = [r for r in records if r["split"] == "test"]
+    assert results["weights_step"] == results["best_step"] < results["steps"] == test[0]["step"]
+    assert test[0]["weights_step"] == results["best_step"]
+    marker = curve_series(records, weights_step(results, config))[("test", "map_at_r")]
+    assert marker == [(results["best_step"], results["test"]["map_at_r"])]
     best_state, _ = load_state(tmp_path / "run" / "checkpoints" / "best.safetensors")
     _, model = load_run(tmp_path / "run")
     for key, value in model.state_dict().items():

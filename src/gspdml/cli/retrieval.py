@@ -196,14 +196,19 @@ def run_search(args: argparse.Namespace) -> int:
 def run_report(args: argparse.Namespace) -> int:
     if args.images is not None and args.split is not None:
         raise ConfigError("--split", "give either --images or --split, not both")
+    counts = (("--queries", args.queries, 0), ("--worst", args.worst, 0), ("-k", args.k, 1))
+    for option, value, least in counts:
+        if value < least:
+            raise ConfigError(option, f"must be >= {least}, got {value}")
     out = Path(args.out) if args.out else Path(args.run_dir) / "report.html"
     check_writable_file(out)
     device = resolve_device(args.device)
     config, model, transform = load_model_and_transform(args.run_dir, device)
     if args.images is not None:
-        source = folder_source(args.images, transform)
+        source, where = folder_source(args.images, transform), f"the images of {args.images}"
     else:
-        source = split_source(config, args.split or "test")
+        split = args.split or "test"
+        source, where = split_source(config, split), f"the {split} split"
     page, skipped = build_report(
         args.run_dir,
         config,
@@ -216,6 +221,8 @@ def run_report(args: argparse.Namespace) -> int:
         device,
         not args.no_progress,
         args.on_error,
+        args.worst,
+        where,
     )
     _report_skipped(source, skipped)
     write_report(out, page)
@@ -302,7 +309,7 @@ def add_index_parser(subparsers) -> argparse.ArgumentParser:
         help="distance of the index (default euclidean)",
     )
     _add_on_error(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help="no progress lines (stderr)")
     _add_common(parser)
     ann.add_index_options(parser)
     parser.set_defaults(func=run_index)
@@ -357,10 +364,16 @@ def add_report_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--queries", type=int, default=8, help="query rows in the retrieval grid (default 8)"
     )
+    parser.add_argument(
+        "--worst",
+        type=int,
+        default=8,
+        help="rows of the worst queries (lowest MAP@R) with their neighbours (default 8)",
+    )
     parser.add_argument("-k", type=int, default=5, help="results per query (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the query choice (default 0)")
     _add_on_error(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help="no progress lines (stderr)")
     _add_common(parser)
     parser.set_defaults(func=run_report)
     return parser

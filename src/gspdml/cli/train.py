@@ -147,7 +147,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="cpu, cuda, cuda:1, auto, ... (default: the run's "
         "trainer.device, which reproduces its results.json)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines (stderr)")
     p.set_defaults(func=_cmd_evaluate)
 
     p = sub.add_parser(

@@ -274,7 +274,7 @@ class TrainerConfig(Section):
     )
     device: str = option("auto", "auto (the GPU when there is one), cpu, cuda[:i]", check=_device)
     log_every: int = option(10, "steps between training-loss lines in metrics.jsonl", minimum=1)
-    progress: bool = option(True, "show a progress bar")
+    progress: bool = option(True, "show a progress bar (and the feature cache's progress lines)")
     distributed: Literal["auto", "off"] = option(
         "auto", "auto: data-parallel when launched by torchrun", noun="value"
     )

@@ -144,14 +144,13 @@ def retrieval_metrics(
     """
     recall_at = _check_recall_at(recall_at)
     names = _query_metrics(metrics)
-    fixed = [K for name in names for K in _fixed_depths(METRICS[name], recall_at)]
-    results = retrieve(
+    results = search_for_metrics(
         query,
         query_labels,
         reference,
         reference_labels,
-        min_k=max(fixed, default=1),
-        class_size=any(METRICS[name].depth == CLASS_SIZE for name in names),
+        recall_at=recall_at,
+        metrics=names,
         memory_budget=memory_budget,
         backend=backend,
         device=device,
@@ -170,6 +169,38 @@ def retrieval_metrics(
             )
         )
     return out
+
+
+def search_for_metrics(
+    query,
+    query_labels,
+    reference=None,
+    reference_labels=None,
+    *,
+    recall_at: Sequence[int] = (1, 2, 4, 8),
+    metrics: Sequence[str] | None = None,
+    min_k: int = 1,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    backend: str = "torch",
+    device=None,
+) -> RetrievalResults:
+    """The exact search (:func:`~gspdml.evaluation.exact_knn.retrieve`) as deep as the per-query
+    ``metrics`` (default all registered) declare: R_i for MAP@R, the largest K of Recall@K, and at
+    least ``min_k`` neighbours (e.g. to show them)."""
+    recall_at = _check_recall_at(recall_at)
+    names = _query_metrics(metrics)
+    fixed = [K for name in names for K in _fixed_depths(METRICS[name], recall_at)]
+    return retrieve(
+        query,
+        query_labels,
+        reference,
+        reference_labels,
+        min_k=max([*fixed, int(min_k)]),
+        class_size=any(METRICS[name].depth == CLASS_SIZE for name in names),
+        memory_budget=memory_budget,
+        backend=backend,
+        device=device,
+    )
 
 
 def metrics_from_results(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -196,6 +196,22 @@ class RetrievalResults:
     def label(self, code: int) -> Any:
         """The original label of a code (a plain Python value), None for -1."""
         return None if code == UNKNOWN else self.label_values[code].item()
+
+    def select(self, queries: Sequence[int], k: Optional[int] = None) -> "RetrievalResults":
+        """The results of ``queries`` (positions, in that order) with their first ``k``
+        neighbours (default: all ``self.k``); the references stay the same."""
+        rows = torch.as_tensor(list(queries), dtype=torch.int64)
+        k = self.k if k is None else min(int(k), self.k)
+        return replace(
+            self,
+            indices=self.indices[rows, :k],
+            distances=self.distances[rows, :k],
+            query_labels=self.query_labels[rows],
+            excluded=None if self.excluded is None else self.excluded[rows],
+            query_paths=None
+            if self.query_paths is None
+            else tuple(self.query_paths[i] for i in rows.tolist()),
+        )
 
     def rows(self) -> list[dict[str, Any]]:
         """JSON-ready: one entry per query, ``{"query_index", "query" (path), "label", "metric",

@@ -39,8 +39,15 @@ from gspdml.evaluation.metric_registry import (
     metrics_of_kind,
     with_inputs,
 )
-from gspdml.evaluation.metrics import flatten_metrics, retrieval_metrics
+from gspdml.evaluation.metrics import (
+    flatten_metrics,
+    metrics_from_results,
+    per_query_scores,
+    retrieval_metrics,
+    search_for_metrics,
+)
 from gspdml.evaluation.postprocess import PostProcessor, build_steps, postprocessed_metrics
+from gspdml.evaluation.results import RetrievalResults
 from gspdml.evaluation.selection import (
     POSTPROCESSED_PREFIX,
     check_selection_metric,
@@ -166,6 +173,80 @@ def evaluate_embeddings(
         )
         metrics.update({POSTPROCESSED_PREFIX + key: value for key, value in after.items()})
     return EvalReport(metrics, spec.selection)
+
+
+@dataclass(frozen=True)
+class QueryEvaluation:
+    """The per-query side of an evaluation (:func:`evaluate_queries`): the search the metrics
+    are computed from, every query's scores, and their means per class.
+
+    Attributes:
+        results: the exact search, query i's neighbours nearest first (as deep as the metrics
+            need, at least the ``min_k`` asked for).
+        scores: ``{key: float64 [N_q]}`` for each per-query metric of the spec, with the keys of
+            the flat report (``map_at_r``, ``precision_at_1``, ``recall_at_<K>``, ...); NaN for
+            the R-normalised scores of a lone query (R_i = 0).
+        per_class: ``{label: {key: mean over the class's scored queries}}`` for every class with
+            a scored query, plus ``num_queries`` (its queries) and ``num_lone_queries`` (those
+            not scored); the mean over all classes' queries is the report's value.
+    """
+
+    results: RetrievalResults
+    scores: dict[str, torch.Tensor]
+    per_class: dict[Any, dict[str, float]]
+
+    def worst(self, count: int, key: str = "map_at_r") -> list[int]:
+        """The ``count`` scored queries with the lowest ``key`` (ties: lower P@1, then the
+        query's position), worst first."""
+        if key not in self.scores:
+            raise ConfigError("key", f"no per-query score {key!r}; have: {', '.join(self.scores)}")
+        scored = (~self.results.lone_queries).nonzero().flatten().tolist()
+        first = self.scores.get("precision_at_1", self.scores[key])
+        scored.sort(key=lambda i: (float(self.scores[key][i]), float(first[i]), i))
+        return scored[:count]
+
+
+def evaluate_queries(
+    query, query_labels, gallery=None, gallery_labels=None, spec: EvalSpec = EvalSpec(), min_k=1
+) -> QueryEvaluation:
+    """The per-query metrics of ``spec`` on embeddings, query by query and class by class
+    (leave-one-out when ``gallery`` is None): the same search and registered metrics as
+    :func:`evaluate_embeddings`, whose per-query values average to its report. Scores the plain
+    search: a spec with post-processing steps is refused."""
+    if spec.postprocess:
+        raise ConfigError(
+            "postprocess", "per-query scores are of the plain search; give a spec without steps"
+        )
+    names = [name for name in spec.names if METRICS[name].kind == "query"]
+    results = search_for_metrics(
+        query,
+        query_labels,
+        gallery,
+        gallery_labels,
+        recall_at=spec.recall_at,
+        metrics=names,
+        min_k=min_k,
+    )
+    nested = metrics_from_results(results, recall_at=spec.recall_at, metrics=names, per_class=True)
+    counts = _class_counts(results)
+    per_class = {
+        label: {**flatten_metrics(values), **counts[label]}
+        for label, values in nested["per_class"].items()
+    }
+    return QueryEvaluation(results, per_query_scores(results, spec.recall_at, names), per_class)
+
+
+def _class_counts(results: RetrievalResults) -> dict[Any, dict[str, int]]:
+    """``{label: {"num_queries", "num_lone_queries"}}`` of the queries of ``results``."""
+    lone = results.lone_queries
+    counts: dict[Any, dict[str, int]] = {}
+    for code in torch.unique(results.query_labels).tolist():
+        of_class = results.query_labels == code
+        counts[results.label(code)] = {
+            "num_queries": int(of_class.sum()),
+            "num_lone_queries": int((of_class & lone).sum()),
+        }
+    return counts
 
 
 def evaluate(

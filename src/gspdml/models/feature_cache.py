@@ -12,6 +12,10 @@ so a changed backbone, image or precision never reads a stale map. Maps are kept
 budget, after which new ones are computed and not stored. Cached maps equal a fresh forward of
 the backbone up to the rounding its kernels give to another batch composition; a backbone that
 is random at training time (dropout left in training mode) would be made deterministic.
+
+Computing the maps is the slow part of a first pass over the data (minutes for thousands of
+images at 256 px), so the cache prints progress lines as it computes them
+(:class:`gspdml.progress.Progress`: the maps computed so far, their rate, the bytes kept).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import hashlib
 
 import torch
 from torch import nn
+
+from gspdml.progress import Progress
 
 #: default byte budget of the process-wide cache
 MAX_BYTES = 4 << 30
@@ -34,8 +40,10 @@ def _tensor_bytes(tensor: torch.Tensor) -> bytes:
 class FeatureCache:
     """Feature maps by (weights, image, autocast state); see the module docstring."""
 
-    def __init__(self, max_bytes: int = MAX_BYTES):
+    def __init__(self, max_bytes: int = MAX_BYTES, progress: bool = True):
         self.max_bytes = max_bytes
+        self.progress = progress
+        self._meter: Progress | None = None
         self.stored_bytes = 0
         self.hits = self.misses = 0
         self._maps: dict[tuple[str, str, tuple], torch.Tensor] = {}
@@ -84,14 +92,25 @@ class FeatureCache:
                 if self.stored_bytes + size <= self.max_bytes:
                     self._maps[keys[i]] = tensor.clone()
                     self.stored_bytes += size
+            self._count(len(missing))
         return torch.stack(
             [fresh[i] if i in fresh else self._maps[key] for i, key in enumerate(keys)]
         )
+
+    def _count(self, computed: int) -> None:
+        """Progress lines of the maps computed (none for hits: a pass over cached data is fast)."""
+        if self._meter is None:
+            self._meter = Progress(
+                "feature cache (each backbone map is computed once)", unit="maps"
+            )
+        self._meter.enabled = self.progress  # a run's trainer.progress sets it
+        self._meter.update(computed, note=f"{self.stored_bytes / 2**20:.0f} MiB kept")
 
     def clear(self) -> None:
         self._maps.clear()
         self._weights.clear()
         self.stored_bytes = self.hits = self.misses = 0
+        self._meter = None
 
 
 #: the cache every embedder with ``cache_backbone_features`` shares, so that the runs of one

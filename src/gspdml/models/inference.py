@@ -11,17 +11,16 @@ of an :class:`~gspdml.data.base.EvalSplit`; the metrics on them are :mod:`gspdml
 from __future__ import annotations
 
 import contextlib
-import sys
-from typing import Any, Callable, ContextManager, Optional, Sequence
+from typing import Any, Callable, ContextManager, Optional, Sequence, Sized, cast
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
-from tqdm import tqdm
 
 from gspdml.compat.hardware import auto_precision, resolve_precision
 from gspdml.data.base import EvalSplit
 from gspdml.errors import DataError
+from gspdml.progress import Progress
 
 
 def resolve_device(name: str) -> torch.device:
@@ -69,11 +68,12 @@ def embed(
     device: torch.device | str = "cpu",
     precision: str = "fp32",
     num_workers: int = 0,
-    progress: bool = False,
+    progress: bool | Progress = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Embeddings ``[N, D]`` (float32, on the CPU, in dataset order) and labels ``[N]`` (int64)
     of a dataset of ``(image, label)`` items, in eval mode (the model's mode is restored after);
-    ``progress`` shows a progress bar over the batches."""
+    ``progress``: True prints progress lines (:class:`gspdml.progress.Progress`); a ``Progress``
+    of the caller's is counted on by the images embedded (a phase that embeds in parts)."""
     device = torch.device(device)
     precision = resolve_precision(precision, device).precision
     was_training = model.training
@@ -86,11 +86,15 @@ def embed(
         pin_memory=device.type == "cuda",
         collate_fn=stack_batch,
     )
+    total = len(cast(Sized, dataset))
+    meter = (
+        progress
+        if isinstance(progress, Progress)
+        else Progress(f"embedding {total} images", total, "images", enabled=progress)
+    )
     chunks, labels = [], []
     try:
-        for batch in tqdm(
-            loader, desc="embedding", unit="batch", disable=not progress, file=sys.stderr
-        ):
+        for batch in loader:
             if batch is None:
                 continue
             images, targets = batch
@@ -100,8 +104,11 @@ def embed(
             with autocast_context(precision, device):
                 chunks.append(model(images).embedding.float().cpu())
             labels.append(targets)
+            meter.update(len(targets))
     finally:
         model.train(was_training)
+    if meter is not progress:
+        meter.close()
     if not chunks:
         raise ValueError("cannot embed an empty dataset")
     return torch.cat(chunks), torch.cat(labels)

@@ -12,17 +12,16 @@ index or report is built on it (every later search would blame the query).
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
 from torch import nn
 from torch.utils.data import Dataset
-from tqdm.auto import tqdm
 
 from gspdml.errors import ConfigError, DataError, GspdmlError
 from gspdml.models.inference import embed
+from gspdml.progress import Progress
 from gspdml.retrieval.sources import ImageSource
 
 ON_ERROR = ("raise", "skip")
@@ -100,15 +99,12 @@ def embed_source(
     vectors: list[torch.Tensor] = []
     done: list[int] = []
     skipped: dict[str, str] = {}
-    bar = tqdm(
-        total=len(items), desc="embedding", unit="image", disable=not progress, file=sys.stderr
-    )
+    meter = Progress(f"embedding {len(items)} images", len(items), "images", enabled=progress)
     for start in range(0, len(items), chunk):
         part = _Positions(source.dataset, items[start : start + chunk], on_error == "skip")
         try:
-            chunk_vectors, positions = embed(model, part, batch_size, device)
+            chunk_vectors, positions = embed(model, part, batch_size, device, progress=meter)
         except DataError as error:
-            bar.close()
             raise PartialEmbedding(
                 error, _result(vectors, done, source, skipped) if done else None
             ) from None
@@ -120,8 +116,8 @@ def embed_source(
             vectors.append(chunk_vectors)
             done += positions.tolist()
         skipped.update({source.paths[i]: why for i, why in part.failed.items()})
-        bar.update(len(part))
-    bar.close()
+        meter.update(len(part.failed))
+    meter.close()
     if not done:  # every item failed and was skipped (or there were none)
         return Embedded(torch.empty(0, 0), source.subset([]), skipped)
     return _result(vectors, done, source, skipped)

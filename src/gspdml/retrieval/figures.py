@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
@@ -79,37 +79,56 @@ def colour_bar_html(width: int = 160, height: int = 12) -> str:
     )
 
 
-def training_curves_svg(rows: Sequence[dict[str, Any]]) -> str:
-    """Inline SVG: training loss and validation/test MAP@R (and P@1) against the step.
-
-    ``rows`` are the records of ``metrics.jsonl`` (``step``, ``split`` and metric values).
-    Returns an empty string when no record has a plottable value.
-    """
-    Figure, _ = _matplotlib()
-    panels = [
-        ("loss", [("train", "loss")]),
-        (
-            "retrieval",
-            [
-                (split, metric)
-                for split in ("val", "test")
-                for metric in ("map_at_r", "precision_at_1")
-            ],
+#: the metric panels of :func:`training_curves_svg`: (title, [(split, metric), ...])
+PANELS = (
+    ("loss", (("train", "loss"),)),
+    (
+        "retrieval",
+        tuple(
+            (split, metric)
+            for split in ("val", "test")
+            for metric in ("map_at_r", "precision_at_1")
         ),
-    ]
+    ),
+)
+
+
+def curve_series(
+    rows: Sequence[dict[str, Any]], selected_step: Optional[int] = None
+) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """``{(split, metric): [(step, value), ...]}`` of the records of ``metrics.jsonl`` (sorted by
+    step), for the keys of :data:`PANELS` that have values. The test split's values are placed at
+    ``selected_step`` when given: the step its weights come from (the best validation round with
+    ``evaluation.restore_best``), not the step at which training stopped."""
     series = {}
-    for _, keys in panels:
+    for _, keys in PANELS:
         for split, metric in keys:
             points = [
-                (r["step"], r[metric])
+                (
+                    selected_step if split == "test" and selected_step is not None else r["step"],
+                    r[metric],
+                )
                 for r in rows
                 if r.get("split") == split and isinstance(r.get(metric), (int, float))
             ]
             if points:
                 series[(split, metric)] = sorted(points)
+    return series
+
+
+def training_curves_svg(rows: Sequence[dict[str, Any]], selected_step: Optional[int] = None) -> str:
+    """Inline SVG: training loss and validation/test MAP@R (and P@1) against the step
+    (:func:`curve_series`), with a dotted vertical line at ``selected_step`` (the step of the
+    weights) in the retrieval panel.
+
+    ``rows`` are the records of ``metrics.jsonl`` (``step``, ``split`` and metric values).
+    Returns an empty string when no record has a plottable value.
+    """
+    Figure, _ = _matplotlib()
+    series = curve_series(rows, selected_step)
     if not series:
         return ""
-    used = [(title, [key for key in keys if key in series]) for title, keys in panels]
+    used = [(title, [key for key in keys if key in series]) for title, keys in PANELS]
     used = [(title, keys) for title, keys in used if keys]
     figure = Figure(figsize=(4.6 * len(used), 3.2))
     for i, (title, keys) in enumerate(used):
@@ -119,9 +138,17 @@ def training_curves_svg(rows: Sequence[dict[str, Any]]) -> str:
             axes.plot(
                 steps,
                 values,
-                marker="o" if len(steps) < 30 else None,
-                markersize=3,
+                marker="o" if len(steps) < 30 or split == "test" else None,
+                markersize=6 if split == "test" else 3,
+                linestyle="none" if split == "test" else "-",
                 label=f"{split} {metric}",
+            )
+        if title == "retrieval" and selected_step is not None:
+            axes.axvline(
+                selected_step,
+                color="#5b6570",
+                linestyle=":",
+                label=f"weights: step {selected_step}",
             )
         axes.set_xlabel("step")
         axes.set_title("training loss" if title == "loss" else "retrieval metrics")

@@ -1,6 +1,12 @@
-"""A self-contained HTML report of a run: config, metrics, training curves, a retrieval grid and
-the pooling-weight heatmap of every query (the pooling-weight maps of the
-GSP paper's Fig. 1, for the user's own images).
+"""A self-contained HTML report of a run: the classes of each split, the metrics beside the
+baselines, the training curves with the step the weights come from, the per-class metrics of the
+report's images (worst first), its worst queries and a sample of queries with their neighbours,
+each with the pooling-weight heatmap of the query (the pooling-weight maps of the GSP paper's
+Fig. 1, for the user's own images), and the config.
+
+The split's classes come from what the run recorded (``data.json``), never from the training
+images. The per-query and per-class numbers are those of the one evaluation service
+(:func:`gspdml.evaluation.service.evaluate_queries`, the registered metrics).
 
 Everything is inline (CSS, PNG data URIs, SVG), so the file can be mailed or archived alone.
 Every string that comes from a file name, a label or the config is escaped with
@@ -12,6 +18,7 @@ from __future__ import annotations
 import html
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -22,6 +29,7 @@ from gspdml.config import dump_config
 from gspdml.errors import DataError, printable
 from gspdml.evaluation.baseline_rows import baseline_rows
 from gspdml.evaluation.results import RetrievalResults
+from gspdml.evaluation.service import EvalSpec, QueryEvaluation, evaluate_queries
 from gspdml.retrieval.embedding import embed_source, require_some
 from gspdml.retrieval.figures import (
     colour_bar_html,
@@ -30,6 +38,14 @@ from gspdml.retrieval.figures import (
     training_curves_svg,
 )
 from gspdml.retrieval.index import RetrievalIndex
+from gspdml.retrieval.report_tables import (
+    SORT_SCRIPT,
+    per_class_section,
+    read_data_record,
+    split_classes_section,
+    weights_step,
+    weights_step_note,
+)
 from gspdml.retrieval.sources import ImageSource
 from gspdml.training.checkpoint import atomic_write_text
 from gspdml.training.run_dir import METRICS_FILE, RESULTS_FILE
@@ -54,6 +70,7 @@ pre{background:#f0f2f5;padding:10px;font-size:12px;overflow:auto;max-height:360p
 .correct img{border-color:#1e9e4a} .wrong img{border-color:#d33a2c}
 .mark{font-weight:bold} .correct .mark{color:#1e9e4a} .wrong .mark{color:#d33a2c}
 .sep{width:2px;align-self:stretch;background:#dde1e6}
+.sortable th{cursor:pointer} .sortable th:hover{background:#dfe4ea}
 .none{width:104px;height:104px;border:4px dashed #c4c9cf;display:flex;align-items:center;justify-content:center;margin:0 auto;color:#5b6570}
 svg{max-width:100%;height:auto} .colourbar{margin:0 0 12px} .colourbar img{display:block;image-rendering:auto}
 """
@@ -185,19 +202,22 @@ def retrieval_grid(
     pictures: dict[int, np.ndarray],
     queries: Sequence[int],
     heatmaps: Sequence[Optional[np.ndarray]],
+    notes: Optional[Sequence[str]] = None,
 ) -> str:
     """HTML rows, one per query of ``results``: the query, its heatmap (or an empty cell), then its
     ranked references, framed green/red by :meth:`RetrievalResults.rows`' ``correct`` (grey when
     a label is unknown). ``pictures`` maps a reference row to its picture; ``queries[q]`` is the
-    picture key of query q (queries are references of the same source)."""
+    picture key of query q (queries are references of the same source); ``notes[q]``: a line of
+    text (already HTML) under query q."""
     rows = []
-    for item, row, heatmap in zip(queries, results.rows(), heatmaps):
+    notes = notes if notes is not None else [""] * len(queries)
+    for item, row, heatmap, note in zip(queries, results.rows(), heatmaps, notes):
         name = row["query"] if row["query"] is not None else f"#{item}"
         cells = [
             _tile(
                 "query",
                 png_data_uri(pictures[item]),
-                f"query<br>{_label(row['label'])}",
+                f"query<br>{_label(row['label'])}" + (f"<br>{note}" if note else ""),
                 f"query {name}",
             )
         ]
@@ -243,14 +263,19 @@ def build_report(
     device: str | torch.device = "cpu",
     progress: bool = True,
     on_error: str = "raise",
+    worst: int = 8,
+    where: str = "the test split",
 ) -> tuple[str, dict[str, str]]:
     """The report page as a string, and the files left out (``{path: problem}``, with
     ``on_error="skip"``; the page lists them too).
 
-    Retrieval is leave-one-out within ``source``: every item is in the gallery, and each query's
-    own row is excluded from its results. Heatmaps show ``EmbedderOutput.weights`` of the query
-    (``[H', W']`` over the feature map) upsampled to the image; poolings without spatial weights
-    (GAP, GMP) get an empty cell.
+    Retrieval is leave-one-out within ``source`` (``where`` names it on the page): every item is
+    in the gallery, and each query's own row is excluded from its results. When every item has a
+    label, the per-class metrics and the ``worst`` queries (lowest MAP@R) come from
+    :func:`~gspdml.evaluation.service.evaluate_queries` with the run's ``evaluation.recall_at``.
+    The grid shows ``queries`` items that visit the classes in turn (:func:`choose_queries`).
+    Heatmaps show ``EmbedderOutput.weights`` of the query (``[H', W']`` over the feature map)
+    upsampled to the image; poolings without spatial weights (GAP, GMP) get an empty cell.
     """
     model = model.eval()
     embedded = require_some(
@@ -260,25 +285,26 @@ def build_report(
     index = RetrievalIndex(vectors, source.paths, source.labels)
     chosen = choose_queries(source.labels, min(queries, len(index)), seed)
     k = min(k, len(index) - 1)
-    results = index.search(
+    sample = index.search(
         vectors[chosen],
         k,
         [source.paths[i] for i in chosen],
         [source.labels[i] for i in chosen],
         exclude=chosen,
     )
-    shown = sorted(set(chosen) | set(results.indices.flatten().tolist()))
-    inputs = {i: source.dataset[i][0] for i in shown}
+    recall_at = tuple(config["evaluation"]["recall_at"])
+    evaluation = _evaluate(vectors, source.labels, recall_at, k)
+    hardest = evaluation.worst(worst) if evaluation is not None else []
+    shown = set(chosen) | set(sample.indices.flatten().tolist()) | set(hardest)
+    if evaluation is not None:
+        shown |= set(evaluation.results.indices[hardest, :k].flatten().tolist())
+    inputs = {i: source.dataset[i][0] for i in sorted(shown)}
     pictures = {i: source.to_display(image) for i, image in inputs.items()}
-    weights = model(torch.stack([inputs[i] for i in chosen]).to(device)).weights
-    heatmaps = [
-        heatmap_overlay(pictures[i], weights[q])
-        if weights is not None and weights.dim() == 3
-        else None
-        for q, i in enumerate(chosen)
-    ]
+    heatmaps = _heatmaps(model, inputs, pictures, sorted(set(chosen) | set(hardest)), device)
+    results = read_results(run_dir)
     rows = read_metrics(run_dir)
-    curves = training_curves_svg(rows)
+    step = weights_step(results, config)
+    curves = training_curves_svg(rows, step)
     name = str(config.get("name") or Path(run_dir).resolve().name)
     pooling = config.get("model", {}).get("pooling")
     return (
@@ -288,24 +314,105 @@ def build_report(
 <body>
 <h1>gspdml run report: {esc(name)}</h1>
 <div class="muted">{esc(str(Path(run_dir).resolve()))} &middot; pooling {esc(json.dumps(pooling))} &middot; {len(index)} images, {esc(index.metric)} distance</div>
+<h2>Data: the classes of each split</h2>
+{split_classes_section(read_data_record(run_dir))}
 <h2>Metrics</h2>
-{_metrics_section(read_results(run_dir), rows)}
+{_metrics_section(results, rows)}
 <h2>Training curves</h2>
 {curves or '<p class="muted">No curves: metrics.jsonl is missing or has no loss / map_at_r values.</p>'}
+{weights_step_note(results, step)}
+<h2>Per-class metrics</h2>
+{_per_class(evaluation, recall_at, where)}
+<h2>Worst queries</h2>
+{colour_bar_html() if any(h is not None for h in heatmaps.values()) else ""}
+{_worst_section(evaluation, hardest, k, source, pictures, heatmaps)}
 <h2>Retrieval</h2>
 <p class="muted">{len(chosen)} queries, top {k} of the other {len(index) - 1} images each (leave-one-out).
 Blue frame: query; violet: its pooling weights upsampled to the image (colour = weight / largest weight, jet: blue 0 to red 1); green &#10003;: same label as the query, red &#10007;: different.</p>
-{colour_bar_html() if any(h is not None for h in heatmaps) else ""}
 <div id="grid">
-{retrieval_grid(results, pictures, chosen, heatmaps)}
+{retrieval_grid(sample, pictures, chosen, [heatmaps[i] for i in chosen])}
 </div>
 {_skipped_section(embedded.skipped)}
 <h2>Config</h2>
 <pre>{esc(dump_config(config))}</pre>
-<script>{SCRIPT}</script>
+<script>{SCRIPT}{SORT_SCRIPT}</script>
 </body></html>
 """,
         embedded.skipped,
+    )
+
+
+def _evaluate(
+    vectors: torch.Tensor, labels: Sequence[Optional[str]], recall_at: Sequence[int], k: int
+) -> Optional[QueryEvaluation]:
+    """Per-query and per-class scores of the images (None when some image has no label, or no
+    class has two images: nothing to score)."""
+    if any(label is None for label in labels) or len(set(labels)) == len(labels):
+        return None
+    return evaluate_queries(
+        vectors, list(labels), spec=EvalSpec(recall_at=tuple(recall_at)), min_k=k
+    )
+
+
+def _heatmaps(
+    model: torch.nn.Module,
+    inputs: dict[int, torch.Tensor],
+    pictures: dict[int, np.ndarray],
+    items: list[int],
+    device: str | torch.device,
+) -> dict[int, Optional[np.ndarray]]:
+    """The pooling-weight overlay of each of ``items`` (None for poolings without spatial weights)."""
+    if not items:
+        return {}
+    weights = model(torch.stack([inputs[i] for i in items]).to(device)).weights
+    spatial = weights is not None and weights.dim() == 3
+    return {
+        i: heatmap_overlay(pictures[i], weights[q]) if spatial else None
+        for q, i in enumerate(items)
+    }
+
+
+def _per_class(
+    evaluation: Optional[QueryEvaluation],
+    recall_at: Sequence[int],
+    where: str,
+) -> str:
+    if evaluation is None:
+        return (
+            f'<p class="muted">No per-class metrics: {esc(where)} has unlabelled images or no '
+            "class with two images.</p>"
+        )
+    lone = int(evaluation.results.lone_queries.sum())
+    return per_class_section(evaluation, recall_at, where, lone)
+
+
+def _worst_section(
+    evaluation: Optional[QueryEvaluation],
+    hardest: list[int],
+    k: int,
+    source: ImageSource,
+    pictures: dict[int, np.ndarray],
+    heatmaps: dict[int, Optional[np.ndarray]],
+) -> str:
+    """The queries with the lowest MAP@R and their top ``k`` of the ranking they were scored on."""
+    if evaluation is None:
+        return '<p class="muted">No worst queries: the images cannot be scored (see above).</p>'
+    if not hardest:
+        return '<p class="muted">No rows of worst queries were asked for.</p>'
+    ranked = replace(
+        evaluation.results.select(hardest, k),
+        query_paths=tuple(source.paths[i] for i in hardest),
+        reference_paths=tuple(source.paths),
+    )
+    notes = [
+        f"MAP@R {float(evaluation.scores['map_at_r'][i]):.3f}"
+        + f", R-prec. {float(evaluation.scores['r_precision'][i]):.3f}"
+        for i in hardest
+    ]
+    return (
+        f'<p class="muted">The {len(hardest)} queries with the lowest MAP@R, each with its top {k} '
+        "in the ranking the metrics scored (distances: squared euclidean).</p>"
+        f'<div id="worst">{retrieval_grid(ranked, pictures, hardest, [heatmaps[i] for i in hardest], notes)}</div>'
     )
 
 

@@ -73,7 +73,7 @@ class MetricsLog:
         )
         for key, value in record.items():
             if (
-                key not in ("step", "split", "final")
+                key not in ("step", "split", "final", "weights_step")
                 and isinstance(value, (int, float))
                 and not isinstance(value, bool)
             ):

@@ -41,6 +41,7 @@ from gspdml.data.cache import cache_dir, cache_key
 from gspdml.errors import ConfigError
 from gspdml.models.backbones import build_backbone
 from gspdml.models.inference import autocast_context, resolve_device
+from gspdml.progress import Progress
 
 RECIPES_DIR = PRESETS_DIR / "pretrain"
 #: bump when the pre-training code changes what a recipe produces
@@ -225,7 +226,7 @@ def train_recipe(
     draws every epoch; Adam with a cosine learning-rate decay) on the GPU when there is one, in
     the recipe's precision as this machine resolves it, and return the backbone's state dict and
     a record with the accuracy on tiles of the validation glyph pool; ``verbose`` prints one line
-    per epoch (stderr)."""
+    per epoch and progress lines within (:class:`gspdml.progress.Progress`, stderr)."""
     opts = recipe["train"]
     start = time.perf_counter()
     device, precision = resolve_device("auto"), _precision(recipe).precision
@@ -249,6 +250,7 @@ def train_recipe(
     steps = epochs * -(-len(first["labels"]) // batch)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
     rng = np.random.default_rng(np.random.SeedSequence([int(opts["seed"]), 0xBA7C]))
+    meter = Progress(f"pre-training {recipe['name']}", steps, "steps", enabled=verbose)
     model.train()
     for epoch in range(epochs):
         tiles = (
@@ -272,6 +274,7 @@ def train_recipe(
             else:
                 optimizer.step()
             schedule.step()
+            meter.update(1, note=f"epoch {epoch + 1}/{epochs}")
         if verbose:
             print(
                 f"pre-training {recipe['name']}: epoch {epoch + 1}/{epochs}, loss {loss.item():.3f}, "
@@ -279,6 +282,7 @@ def train_recipe(
                 file=sys.stderr,
                 flush=True,
             )
+    meter.close()
     val = _tiles(recipe, "val", seed=int(opts["seed"]) * 1000 + 999)
     accuracy = _accuracy(model, val, mean, std, precision, device)
     record = {

@@ -414,6 +414,8 @@ class Trainer:
         for callback in self.callbacks.values():
             callback.on_train_start(self)
         checkpoint_every = cfg.trainer.checkpoint_every
+        if getattr(self.model, "feature_cache", None) is not None:  # its first pass prints progress
+            self.model.feature_cache.progress = cfg.trainer.progress and self.is_main
         bar = tqdm(
             total=max_steps,
             initial=self.step,
@@ -654,15 +656,18 @@ class Trainer:
 
     def _finish(self) -> dict[str, Any]:
         cfg = self.config
+        weights_step = self.step  # the step the saved (and tested) weights come from
         if cfg.evaluation.restore_best and self.selects and self.best_path.exists():
             state, _ = load_state(self.best_path, self.device)
             self.model.load_state_dict(state)
+            weights_step = self.best_step
         if self.is_main:
             save_weights(self.run_dir / WEIGHTS_FILE, self.model, self.data.channels, cfg)
         results: dict[str, Any] = {
             "name": cfg.name,
             "steps": self.step,
             "best_step": self.best_step,
+            "weights_step": weights_step,
             "best_"
             + selection_key(
                 cfg.evaluation.metric, cfg.evaluation.select_postprocessed
@@ -672,7 +677,15 @@ class Trainer:
         }
         if self.data.test is not None:
             results["test"] = self.evaluate_round(self.data.test)
-            self._log({"step": self.step, "split": "test", "final": True, **results["test"]})
+            self._log(
+                {
+                    "step": self.step,
+                    "split": "test",
+                    "final": True,
+                    "weights_step": weights_step,
+                    **results["test"],
+                }
+            )
             if self.baseline:
                 results["baseline"] = self.baseline
                 self._report_baseline(results["test"])
