@@ -66,3 +66,14 @@ def test_searching_zero_queries_returns_empty_results():
     assert results.indices.shape == (0, 3) and results.rows() == [] and results.format_text() == ""
     left_out = index.search(torch.empty(0, 4), 3, exclude=[])
     assert left_out.distances.shape == (0, 3)
+
+
+def test_report_on_a_single_image_names_the_problem_before_embedding(tmp_path):
+    """``report`` on one image said "k: must be between 1 and 0"."""
+    write_image_folder(tmp_path / "images", classes=("red",), per_class=1)
+    write_run(tmp_path / "run")
+    command = [sys.executable, "-m", "gspdml", "report", str(tmp_path / "run")]
+    command += ["--images", str(tmp_path / "images"), "--out", str(tmp_path / "r.html")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and not (tmp_path / "r.html").exists()
+    assert "leave-one-out retrieval needs at least 2 images (images given: 1)" in done.stderr

@@ -250,6 +250,14 @@ def retrieval_grid(
     return "\n".join(rows)
 
 
+def _require_two(count: int, what: str) -> None:
+    if count < 2:
+        raise DataError(
+            f"report: leave-one-out retrieval needs at least 2 images ({what}: {count}); "
+            "give --images a folder with more"
+        )
+
+
 @torch.inference_mode()
 def build_report(
     run_dir: str | Path,
@@ -278,10 +286,12 @@ def build_report(
     upsampled to the image; poolings without spatial weights (GAP, GMP) get an empty cell.
     """
     model = model.eval()
+    _require_two(len(source.paths), "images given")  # before the embedding work
     embedded = require_some(
         embed_source(model, source, batch_size, device, progress, on_error), "report"
     )
     vectors, source = embedded.vectors, embedded.source
+    _require_two(len(source.paths), "images decoded")
     index = RetrievalIndex(vectors, source.paths, source.labels)
     chosen = choose_queries(source.labels, min(queries, len(index)), seed)
     k = min(k, len(index) - 1)
