@@ -33,7 +33,7 @@ from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
 from gspdml.retrieval.index import META_FILE, RetrievalIndex
 from gspdml.retrieval.report import build_report, write_report
 from gspdml.retrieval.sources import SPLITS, ImageFiles, ImageSource, folder_source, split_source
-from gspdml.training.checkpoint import check_writable_file, check_writable_folder
+from gspdml.output_files import check_writable_file, check_writable_folder
 from gspdml.training.run_dir import CONFIG_FILE
 from gspdml.training.run_lock import FolderLock
 
