@@ -19,6 +19,7 @@ import torch
 from gspdml.cli import ann, postprocess
 from gspdml.errors import ConfigError, DataError
 from gspdml.models.inference import embed, resolve_device
+from gspdml.output_files import check_writable_file, check_writable_folder
 from gspdml.retrieval import exact_search
 from gspdml.retrieval.build import (
     append_to_index,
@@ -33,7 +34,6 @@ from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
 from gspdml.retrieval.index import META_FILE, RetrievalIndex
 from gspdml.retrieval.report import build_report, write_report
 from gspdml.retrieval.sources import SPLITS, ImageFiles, ImageSource, folder_source, split_source
-from gspdml.output_files import check_writable_file, check_writable_folder
 from gspdml.training.run_dir import CONFIG_FILE
 from gspdml.training.run_lock import FolderLock
 

@@ -34,8 +34,8 @@ from safetensors.torch import save_file
 
 from gspdml.errors import ConfigError, DataError
 from gspdml.evaluation.results import RetrievalResults
-from gspdml.retrieval import ann, exact_search
 from gspdml.output_files import atomic_write, atomic_write_text
+from gspdml.retrieval import ann, exact_search
 
 FORMAT = "gspdml-index"
 #: the backend name of exact search only (no approximate structure)
