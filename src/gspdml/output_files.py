@@ -9,7 +9,9 @@
   failure (``ENOSPC``, ``EFBIG``, permissions) removes the temporary file and raises
   :class:`OutputError` naming the target; the previous file is untouched. A process killed
   while writing leaves only the temporary file, which :func:`remove_stale_temporaries` removes
-  (the writer of a folder calls it while it holds the folder's lock).
+  (the writer of a folder calls it while it holds the folder's lock);
+* :func:`replace_folder`: a folder built beside its target takes the target's place; the
+  previous folder is moved aside first and removed only once the new one is in place.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable, Union
@@ -87,7 +90,7 @@ def atomic_write(path: PathLike, write: Callable[[str], object]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     except OSError as exc:
-        raise _output_error(path, exc) from exc
+        raise output_error(path, exc) from exc
     os.close(fd)
     try:
         write(tmp)
@@ -99,7 +102,7 @@ def atomic_write(path: PathLike, write: Callable[[str], object]) -> None:
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError) and not isinstance(exc, OutputError):
-            raise _output_error(path, exc) from exc
+            raise output_error(path, exc) from exc
         raise
 
 
@@ -113,7 +116,28 @@ def atomic_write_bytes(path: PathLike, data: bytes) -> None:
     atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
-def _output_error(path: Path, exc: OSError) -> OutputError:
+def replace_folder(staging: PathLike, target: PathLike) -> None:
+    """Put the folder ``staging`` in the place of ``target`` (same parent folder). An existing
+    ``target`` is renamed aside first, put back if the second rename fails, and removed after it;
+    no moment leaves neither folder on disk."""
+    staging, target = Path(staging), Path(target)
+    aside = None
+    if target.exists():
+        aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+        os.replace(target, aside)
+    try:
+        os.replace(staging, target)
+    except BaseException:
+        if aside is not None:
+            os.replace(aside, target)
+        raise
+    fsync_folder(target.parent)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def output_error(path: PathLike, exc: OSError) -> OutputError:
+    """The :class:`OutputError` of a failed write of ``path`` (a full disk says so)."""
     full = exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
     hint = " (free some space or write elsewhere)" if full else ""
     return OutputError(
