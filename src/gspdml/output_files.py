@@ -29,6 +29,8 @@ from gspdml.errors import GspdmlError
 PathLike = Union[str, Path]
 PROBE_BYTES = 64 * 1024  # written by the output check: a full disk fails it
 TEMP_SUFFIX = ".tmp"
+#: the errors of a full disk, a quota, or a file-size limit
+DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 # the name tempfile.mkstemp gives: prefix ".NAME.", eight random characters, the suffix
 _TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
 
@@ -138,7 +140,7 @@ def replace_folder(staging: PathLike, target: PathLike) -> None:
 
 def output_error(path: PathLike, exc: OSError) -> OutputError:
     """The :class:`OutputError` of a failed write of ``path`` (a full disk says so)."""
-    full = exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+    full = exc.errno in DISK_FULL
     hint = " (free some space or write elsewhere)" if full else ""
     return OutputError(
         f"cannot write {path}: {exc.strerror or exc}{hint}; the previous file, if any, is intact"
