@@ -119,7 +119,8 @@ class Trainer:
     ) -> None:
         """The construction steps after the run directory is locked."""
         if self.is_main:  # the files a killed writer of this folder was writing
-            remove_stale_temporaries(self.run_dir)
+            for folder in {self.run_dir, self.checkpoint_path.parent, self.best_path.parent}:
+                remove_stale_temporaries(folder)
         self._take_parts(parts)
         self.data_record = fingerprint(self.data)
         if resume and self.is_main and not allow_data_change:
