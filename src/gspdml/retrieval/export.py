@@ -106,7 +106,7 @@ def export_onnx(
         torch.onnx.export(
             module,
             (example,),
-            buffer,
+            buffer,  # type: ignore[arg-type]  # the TorchScript exporter writes to a file object
             input_names=["images"],
             output_names=["embedding"],
             dynamic_axes={"images": {0: "batch"}, "embedding": {0: "batch"}},
