@@ -35,7 +35,12 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from gspdml.errors import DataError
-from gspdml.output_files import atomic_write, atomic_write_text, fsync_folder
+from gspdml.output_files import (
+    atomic_write,
+    atomic_write_text,
+    fsync_folder,
+    remove_stale_temporaries,
+)
 
 MANIFEST_FILE = "manifest.json"
 FORMAT = "gspdml-index-manifest"
@@ -118,6 +123,7 @@ def write_generation(
     for stale in folder.glob(PREFIX + "*"):
         if stale.name != current and stale.is_dir():
             shutil.rmtree(stale, ignore_errors=True)
+    remove_stale_temporaries(folder)  # a manifest whose writer was killed before its rename
     number = int(previous.get("generation", 0)) + 1 if previous else 1
     directory = folder / f"{PREFIX}{number:06d}-{secrets.token_hex(4)}"
     try:
