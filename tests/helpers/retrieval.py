@@ -15,6 +15,7 @@ from gspdml.cli import build_parser
 from gspdml.config import dump_config, load_config
 from gspdml.data.recipes import NORMALIZATIONS
 from gspdml.models import build_embedder
+from gspdml.retrieval.generations import MANIFEST_FILE, read_manifest
 from gspdml.training import train
 from gspdml.training.run_dir import save_weights
 from tests.helpers.images import folder_config, image_folder
@@ -142,3 +143,21 @@ def run_cli(*argv: str) -> int:
     ``gspdml.cli.main``'s error handling): errors propagate to the test."""
     args = build_parser().parse_args([str(a) for a in argv])
     return args.func(args)
+
+
+def index_file(folder: Path, name: str) -> Path:
+    """The file ``name`` of an index folder's current generation (the manifest names it)."""
+    manifest = read_manifest(Path(folder))
+    assert manifest is not None, f"{folder} has no manifest"
+    return Path(folder) / manifest["folder"] / name
+
+
+def without_manifest(folder: Path) -> Path:
+    """Turn an index folder into the layout written before manifests (the files at the top
+    level), so that the checks of that read path are reached; returns ``folder``."""
+    generation = index_file(folder, "")
+    for path in generation.iterdir():
+        path.rename(Path(folder) / path.name)
+    generation.rmdir()
+    (Path(folder) / MANIFEST_FILE).unlink()
+    return Path(folder)

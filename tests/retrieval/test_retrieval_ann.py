@@ -10,7 +10,7 @@ import torch
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval import ann
 from gspdml.retrieval.index import RetrievalIndex
-from tests.helpers.retrieval import run_cli, write_image_folder, write_run
+from tests.helpers.retrieval import index_file, run_cli, write_image_folder, write_run
 
 
 def clustered(n, dim=16, clusters=20, seed=0):
@@ -219,7 +219,7 @@ def test_cli_builds_appends_and_searches_with_measured_recall(tmp_path, capsys):
         == 0
     )
     out = capsys.readouterr().out
-    meta = json.loads((idx / ann.ANN_META).read_text())
+    meta = json.loads(index_file(idx, ann.ANN_META).read_text())
     assert (
         meta["recall"]["k"] == 3
         and meta["recall"]["sample"] == 10
@@ -255,7 +255,7 @@ def test_cli_builds_appends_and_searches_with_measured_recall(tmp_path, capsys):
         )
         == 0
     )
-    assert ann.AnnIndex.load(idx, 21).count == 21
+    assert ann.AnnIndex.load(index_file(idx, ""), 21).count == 21
     Path(
         index.paths[0]
     ).unlink()  # a vanished file: the append drops its row and rebuilds the hnsw index
@@ -272,7 +272,7 @@ def test_cli_builds_appends_and_searches_with_measured_recall(tmp_path, capsys):
         == 0
     )
     assert "1 dropped" in capsys.readouterr().out
-    rebuilt = ann.AnnIndex.load(idx, 20)
+    rebuilt = ann.AnnIndex.load(index_file(idx, ""), 20)
     assert rebuilt.count == 20 and rebuilt.params.backend == "hnsw"
     with pytest.raises(ConfigError, match="holds a hnsw index; --append cannot change it to ivf"):
         run_cli(
@@ -299,7 +299,8 @@ def test_cli_builds_appends_and_searches_with_measured_recall(tmp_path, capsys):
         )
         == 0
     )
-    assert not (idx / ann.ANN_META).exists() and not (idx / ann.ANN_FILE).exists()
+    assert not index_file(idx, ann.ANN_META).exists() and not index_file(idx, ann.ANN_FILE).exists()
+    assert [p.name for p in idx.iterdir() if p.is_dir()] == [index_file(idx, "").name]
     with pytest.raises(ConfigError, match="has no approximate index"):
         run_cli("search", idx, query, "--nprobe", "4")
 
@@ -329,7 +330,7 @@ def test_cli_passes_the_kmeans_settings_and_older_descriptions_still_load(tmp_pa
         )
         == 0
     )
-    meta = json.loads((idx / ann.ANN_META).read_text())
+    meta = json.loads(index_file(idx, ann.ANN_META).read_text())
     assert (
         meta["params"]["train_per_list"],
         meta["params"]["kmeans_iters"],
@@ -337,8 +338,8 @@ def test_cli_passes_the_kmeans_settings_and_older_descriptions_still_load(tmp_pa
     ) == (5, 2, 2)
     for key in ("train_per_list", "kmeans_iters"):  # written before these settings existed
         del meta["params"][key]
-    (idx / ann.ANN_META).write_text(json.dumps(meta))
-    _, params, _ = ann.read_description(idx)
+    index_file(idx, ann.ANN_META).write_text(json.dumps(meta))
+    _, params, _ = ann.read_description(index_file(idx, ""))
     assert (params.train_per_list, params.kmeans_iters) == (64, 25)
 
 

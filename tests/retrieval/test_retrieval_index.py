@@ -14,7 +14,14 @@ from gspdml.retrieval.encoder import load_model_and_transform
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.sources import folder_source
 from gspdml.training import load_run
-from tests.helpers.retrieval import MEAN, STD, run_cli, write_image_folder, write_run
+from tests.helpers.retrieval import (
+    MEAN,
+    STD,
+    run_cli,
+    without_manifest,
+    write_image_folder,
+    write_run,
+)
 
 
 def reference_embeddings(model, paths):
@@ -243,6 +250,7 @@ def test_load_refuses_non_index_and_pickle_files(tmp_path):
 
     index = RetrievalIndex(torch.randn(3, 4), ["a", "b", "c"], [None] * 3)
     index.save(tmp_path / "idx")
+    without_manifest(tmp_path / "idx")  # else the manifest's sha256 refuses any altered file
     (tmp_path / "idx" / "vectors.safetensors").write_bytes(pickle.dumps(_Trap(marker)))
     with pytest.raises(DataError, match="not safetensors"):
         RetrievalIndex.load(tmp_path / "idx")
@@ -252,6 +260,7 @@ def test_load_refuses_non_index_and_pickle_files(tmp_path):
     assert not os.path.exists(marker)
 
     index.save(tmp_path / "idx2")
+    without_manifest(tmp_path / "idx2")
     meta = json.loads((tmp_path / "idx2" / "index.json").read_text())
     (tmp_path / "idx2" / "index.json").write_text(json.dumps({**meta, "format": "something-else"}))
     with pytest.raises(DataError, match="format is 'something-else'"):

@@ -211,9 +211,12 @@ def test_choose_queries_visits_classes_in_turn():
 
 
 def test_bad_metrics_line_names_file_and_line(tmp_path):
-    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n{oops\n')
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n{oops\n{"step": 2}\n')
     with pytest.raises(DataError, match=r"metrics.jsonl:2"):
         read_metrics(tmp_path)
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2, "lo')  # a torn last line
+    with pytest.warns(RuntimeWarning, match=r"metrics.jsonl: the last line \(2\) is torn"):
+        assert read_metrics(tmp_path) == [{"step": 1}]
 
 
 def test_png_data_uri_round_trips_and_shrinks_large_images():

@@ -20,7 +20,7 @@ from gspdml.retrieval.encoder import load_model_and_transform
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.report import retrieval_grid
 from gspdml.retrieval.sources import folder_source
-from tests.helpers.retrieval import run_cli, write_image_folder, write_run
+from tests.helpers.retrieval import index_file, run_cli, write_image_folder, write_run
 
 
 def slow_ranking(queries, references, excluded=None):
@@ -215,7 +215,7 @@ def test_load_refuses_other_files(tmp_path):
         RetrievalResults.load(trap)
     RetrievalIndex(torch.randn(3, 2), ["a", "b", "c"], [None] * 3).save(tmp_path / "idx")
     with pytest.raises(DataError, match="format is 'gspdml-index'"):
-        RetrievalResults.load(tmp_path / "idx" / "vectors.safetensors")
+        RetrievalResults.load(index_file(tmp_path / "idx", "vectors.safetensors"))
     good = retrieve(torch.randn(6, 2), [0, 0, 1, 1, 2, 2])
     good.save(tmp_path / "r.safetensors")
     tensors = {n: getattr(good, n) for n in ("indices", "distances", "query_labels")}

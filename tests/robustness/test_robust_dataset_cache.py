@@ -21,7 +21,7 @@ def test_a_damaged_cache_entry_is_rebuilt_with_a_warning(tmp_path, monkeypatch, 
     damaged = {"empty": b"", "truncated": whole[: len(whole) // 2], "garbage": b"PK\x03\x04junk"}
     path.write_bytes(damaged[damage])
 
-    with pytest.warns(UserWarning, match=f"dataset cache entry {path} is damaged"):
+    with pytest.warns(RuntimeWarning, match=f"{path}: damaged"):
         arrays = cached_arrays("toy", params, _build)
     assert all(np.array_equal(arrays[k], v) for k, v in _build().items())
     with np.load(path) as stored:  # replaced by a good entry: the next run reads it

@@ -19,6 +19,7 @@ from PIL import Image
 
 from gspdml.cli import main
 from gspdml.compat.hardware import auto_precision
+from tests.helpers.retrieval import index_file
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 HOSTILE = ["sp ace.png", "ünï cödé.png", "<b>&'quote\".png", "-dash.png", "semi;colon.png"]
@@ -174,7 +175,7 @@ def _whole_path(tmp_path, monkeypatch, capsys):
         and str(faults["corrupt"]) in err
         and "16 images embedded before it are saved" in err
     )
-    assert len(json.loads((index / "index.json").read_text())["paths"]) == 16
+    assert len(json.loads(index_file(index, "index.json").read_text())["paths"]) == 16
     code, out, err = gspdml(
         capsys,
         "index",
@@ -189,12 +190,12 @@ def _whole_path(tmp_path, monkeypatch, capsys):
     )
     assert code == 0 and f"skipped {faults['corrupt']}" in err and str(faults["mac"]) in err
     assert out.startswith("added 25 images (16 already indexed, 0 dropped), 1 files skipped")
-    meta = json.loads((index / "index.json").read_text())
+    meta = json.loads(index_file(index, "index.json").read_text())
     assert len(meta["paths"]) == 8 * 5 + 1
     assert {
         Path(p).name for p, label in zip(meta["paths"], meta["labels"]) if label == "red"
     } == set(HOSTILE)
-    assert stat.S_IMODE((index / "vectors.safetensors").stat().st_mode) == 0o640
+    assert stat.S_IMODE(index_file(index, "vectors.safetensors").stat().st_mode) == 0o640
 
     # search: JSON into a closed pipe ends quietly (a real subprocess and a real pipe)
     query = tmp_path / "images" / "red" / "sp ace.png"

@@ -22,7 +22,7 @@ from safetensors.torch import save_file
 
 from gspdml.data.images import load_image
 from gspdml.errors import DataError
-from gspdml.training.checkpoint import atomic_write
+from gspdml.output_files import atomic_write
 
 from .vl_model import VisionLanguageEncoder
 

@@ -37,6 +37,7 @@ from gspdml.cli import (
     train,
 )
 from gspdml.errors import GspdmlError
+from gspdml.output_files import DISK_FULL, output_error
 
 #: the command groups, in the order ``gspdml --help`` lists them; each has ``add_parser(subparsers)``
 GROUPS = (train, demo, pretrain, protocol, retrieval, cir, data, bundle, doctor, listing)
@@ -95,3 +96,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # the reader went away (gspdml search --json | head): stop quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        # a write path not wrapped in an OutputError: still an error naming the file, no traceback
+        print(f"gspdml: error: {output_error(exc.filename or 'a file', exc)}", file=sys.stderr)
+        return 2

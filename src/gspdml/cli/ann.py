@@ -91,16 +91,15 @@ def _add_search_knobs(group) -> None:
 
 
 def update_ann(index: RetrievalIndex, out: Path, args) -> str:
-    """Build, grow or drop the approximate structure of ``index`` (saved in the folder ``out``)
-    as the options ask, through the index's own methods; returns a line for the user ('' when
-    there is nothing to say)."""
+    """Build, grow or drop the approximate structure of ``index`` (to be saved in the folder
+    ``out`` with the rest of it) as the options ask, through the index's own methods; returns a
+    line for the user ('' when there is nothing to say)."""
     knobs = {
         key: value for key, value in (("nprobe", args.nprobe), ("ef", args.ef)) if value is not None
     }
     if not args.append:
         if args.backend in (None, EXACT):
             index.build_approximate(EXACT)
-            index.save_approximate(out)
             return ""
         params = ann.AnnParams(
             args.backend,
@@ -133,7 +132,6 @@ def update_ann(index: RetrievalIndex, out: Path, args) -> str:
             )
         index.tune_approximate(**knobs)
         built = index.update_approximate(args.recall_k, args.recall_sample)
-    index.save_approximate(out)
     return built.describe()
 
 

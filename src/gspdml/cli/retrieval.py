@@ -19,6 +19,7 @@ import torch
 from gspdml.cli import ann, postprocess
 from gspdml.errors import ConfigError, DataError
 from gspdml.models.inference import embed, resolve_device
+from gspdml.output_files import check_writable_file, check_writable_folder
 from gspdml.retrieval import exact_search
 from gspdml.retrieval.build import (
     append_to_index,
@@ -30,10 +31,9 @@ from gspdml.retrieval.build import (
 from gspdml.retrieval.embedding import ON_ERROR, PartialEmbedding
 from gspdml.retrieval.encoder import image_channels, load_model_and_transform
 from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
-from gspdml.retrieval.index import META_FILE, RetrievalIndex
+from gspdml.retrieval.index import RetrievalIndex, holds_index
 from gspdml.retrieval.report import build_report, write_report
 from gspdml.retrieval.sources import SPLITS, ImageFiles, ImageSource, folder_source, split_source
-from gspdml.training.checkpoint import check_writable_file, check_writable_folder
 from gspdml.training.run_dir import CONFIG_FILE
 from gspdml.training.run_lock import FolderLock
 
@@ -57,7 +57,7 @@ def run_index(args: argparse.Namespace) -> int:
             "give either an IMAGES_DIR or --split (a split of the run's dataset), not both",
         )
     out = Path(args.out)
-    exists = (out / META_FILE).exists()
+    exists = holds_index(out)
     if exists and not (args.append or args.overwrite):
         raise ConfigError(
             "--out",
@@ -112,12 +112,12 @@ def _write_index(args: argparse.Namespace, out: Path) -> int:
             f"--on-error skip), then run the same command with --append to add the rest"
         ) from None
     _report_skipped(source, index.skipped)
+    approximate = ann.update_ann(index, out, args)  # before the save: a failed build saves nothing
     index.save(out)
     skipped = f", {len(index.skipped)} files skipped" if index.skipped else ""
     print(
         f"{message}{skipped}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}"
     )
-    approximate = ann.update_ann(index, out, args)
     if approximate:
         print(approximate)
     return 0

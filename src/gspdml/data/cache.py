@@ -1,9 +1,9 @@
 """On-disk cache of generated datasets: ``$GSPDML_CACHE`` or ``~/.cache/gspdml``.
 
 Entries are ``.npz`` files named by a hash of everything that determines their content, written
-to a temporary file in the same directory and renamed into place (``os.replace`` is atomic), so
-concurrent runs never read a half-written file. An entry that cannot be read (empty, truncated,
-not a zip archive) is rebuilt and replaced, with a warning naming it.
+atomically (:func:`write_arrays`), so concurrent runs never read a half-written file; an entry
+that cannot be read (empty, truncated, not a zip archive) is rebuilt and replaced
+(:func:`read_arrays`).
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
+
+from gspdml.output_files import atomic_write
 
 
 def cache_dir() -> Path:
@@ -32,6 +33,34 @@ def cache_key(params: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def read_arrays(path: Path) -> Optional[dict[str, np.ndarray]]:
+    """The arrays of the ``.npz`` file ``path``, or None when it is missing or damaged (empty,
+    truncated, not a zip archive; a warning names it): the caller rebuilds it."""
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            return {key: stored[key] for key in stored.files}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
+        warnings.warn(
+            f"{path}: damaged ({type(err).__name__}: {err}); it is rebuilt",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+
+
+def write_arrays(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write ``arrays`` to the ``.npz`` file ``path`` atomically."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as file:
+            # savez's default, named so that the type checker knows **arrays does not fill it
+            np.savez(file, allow_pickle=True, **arrays)
+
+    atomic_write(path, write)
+
+
 def cached_arrays(
     name: str,
     params: Mapping[str, Any],
@@ -42,27 +71,9 @@ def cached_arrays(
     if not enabled:
         return build()
     path = cache_dir() / f"{name}-{cache_key(params)}.npz"
-    if path.exists():
-        try:
-            with np.load(path, allow_pickle=False) as stored:
-                return {key: stored[key] for key in stored.files}
-        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as error:
-            # an empty, truncated or damaged entry (a full disk, a copy cut short) is rebuilt
-            warnings.warn(
-                f"dataset cache entry {path} is damaged ({type(error).__name__}: {error}); "
-                "rebuilding it",
-                stacklevel=2,
-            )
+    stored = read_arrays(path)
+    if stored is not None:
+        return stored
     arrays = build()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            # savez's default, named so that the type checker knows **arrays does not fill it
-            np.savez(file, allow_pickle=True, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_arrays(path, arrays)
     return arrays

@@ -41,6 +41,7 @@ from typing import Callable, Iterable, Optional
 from tqdm import tqdm
 
 from gspdml.errors import DataError
+from gspdml.output_files import atomic_write_text, check_writable_folder, output_error
 
 CHUNK = 1 << 20
 DOWNLOADS = ".downloads"
@@ -239,7 +240,7 @@ def fetch(source: DatasetSource, root: str | Path, progress: bool = True) -> int
     if not source.archives:
         raise DataError(f"{source.name}: cannot be downloaded automatically.\n{source.manual}")
     root = Path(root).expanduser()
-    root.mkdir(parents=True, exist_ok=True)
+    check_writable_folder(root)  # before any download: read-only, under a file, a full disk
     archives = _archive_set(source, root)
     paths, record = {}, {}
     for archive in archives:
@@ -250,8 +251,8 @@ def fetch(source: DatasetSource, root: str | Path, progress: bool = True) -> int
             record[archive.filename] = download(archive, paths[archive.filename], progress)
     staging = root / f".extract-{source.name}.tmp"
     shutil.rmtree(staging, ignore_errors=True)  # left by an interrupted run
-    staging.mkdir()
     try:
+        staging.mkdir()
         for archive in archives:
             if archive.extract:
                 extract(paths[archive.filename], staging)
@@ -263,11 +264,12 @@ def fetch(source: DatasetSource, root: str | Path, progress: bool = True) -> int
             if destination.is_dir():
                 shutil.rmtree(destination)
             os.replace(staging / name, destination)
+    except OSError as exc:  # a full disk while extracting: nothing in ROOT was replaced yet
+        raise output_error(root, exc) from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    manifest = root / f".gspdml-fetch-{source.name}.json"
-    manifest.with_suffix(".tmp").write_text(
-        json.dumps({"dataset": source.name, "images": count, "archives": record}, indent=1)
+    atomic_write_text(
+        root / f".gspdml-fetch-{source.name}.json",
+        json.dumps({"dataset": source.name, "images": count, "archives": record}, indent=1),
     )
-    os.replace(manifest.with_suffix(".tmp"), manifest)
     return count

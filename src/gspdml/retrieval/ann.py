@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
@@ -37,6 +36,7 @@ import torch
 
 from gspdml.errors import ConfigError, DataError
 from gspdml.evaluation.exact_knn import exact_squared_distances, knn
+from gspdml.output_files import atomic_write, atomic_write_text
 
 BACKENDS = ("ivf", "ivfpq", "hnsw")
 ANN_FILE = "ann.faiss"
@@ -312,23 +312,26 @@ class AnnIndex:
             line += " (this search uses other settings: recall not measured for them)"
         return line
 
-    def save(self, folder: str | Path) -> None:
-        """Write ``ann.faiss`` and ``ann.json`` (each to a temporary file, then renamed)."""
-        faiss = _faiss()
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        meta = {
+    def description(self) -> dict:
+        """What ``ann.json`` holds: the parameters, the vector count and the measured recall."""
+        return {
             "format": FORMAT,
             "version": 1,
             "count": self.count,
             "params": asdict(self.params),
             "recall": self.recall,
         }
-        index_tmp, meta_tmp = folder / (ANN_FILE + ".tmp"), folder / (ANN_META + ".tmp")
-        faiss.write_index(self.index, str(index_tmp))
-        meta_tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
-        os.replace(index_tmp, folder / ANN_FILE)
-        os.replace(meta_tmp, folder / ANN_META)
+
+    def write_faiss(self, path: str | Path) -> None:
+        """Write the faiss structure (``ann.faiss``) to ``path``."""
+        _faiss().write_index(self.index, str(path))
+
+    def save(self, folder: str | Path) -> None:
+        """Write ``ann.faiss`` and ``ann.json`` into ``folder``, each atomically (an index folder
+        writes them as part of its generation instead, :mod:`gspdml.retrieval.generations`)."""
+        folder = Path(folder)
+        atomic_write(folder / ANN_FILE, self.write_faiss)
+        atomic_write_text(folder / ANN_META, json.dumps(self.description(), indent=1))
 
     @classmethod
     def load(

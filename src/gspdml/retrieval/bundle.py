@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import warnings
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.evaluation.baseline_rows import baseline_rows
 from gspdml.models import Embedder
+from gspdml.output_files import check_writable_folder, output_error, replace_folder
 from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
 from gspdml.training.run_dir import (
     CONFIG_FILE,
@@ -168,8 +168,13 @@ embeddings = encoder(["image1.jpg", "image2.jpg"])
 def write_bundle(
     run_dir: str | Path, out: str | Path, weights: str = "final", overwrite: bool = False
 ) -> Path:
-    """Write the bundle of a run to ``out`` (built in a temporary folder, then renamed)."""
+    """Write the bundle of a run to ``out`` (built in a temporary folder, then put in the place of
+    the previous one, :func:`gspdml.output_files.replace_folder`); a full disk is an
+    :class:`~gspdml.output_files.OutputError` naming ``out`` and leaves the previous bundle."""
     run_dir, out = Path(run_dir), Path(out)
+    if out.exists() and not overwrite:
+        raise ConfigError("--out", f"{out} already exists; pass --overwrite to replace it")
+    check_writable_folder(out.parent)  # before the work: read-only, under a file, a full disk
     if weights not in WEIGHT_FILES:
         raise ConfigError(
             "--weights", f"unknown weights {weights!r}; allowed: {', '.join(WEIGHT_FILES)}"
@@ -178,8 +183,6 @@ def write_bundle(
     for path in (run_dir / CONFIG_FILE, weights_path):
         if not path.is_file():
             raise DataError(f"{path}: not found (is {run_dir} a finished gspdml run?)")
-    if out.exists() and not overwrite:
-        raise ConfigError("--out", f"{out} already exists; pass --overwrite to replace it")
     config = parse_yaml((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
     _, meta = read_weights(weights_path)
     transform = eval_transform_from_config(config, int(meta["in_channels"]))
@@ -198,7 +201,27 @@ def write_bundle(
         data_digest = f"unavailable ({err})"
     staging = out.with_name(out.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    try:
+        staging.mkdir(parents=True)
+        _fill(staging, run_dir, weights_path, weights, config, transform, results, data_digest)
+        replace_folder(staging, out)
+    except OSError as exc:  # a full disk: the previous bundle, if any, stays as it was
+        shutil.rmtree(staging, ignore_errors=True)
+        raise output_error(out, exc) from exc
+    return out
+
+
+def _fill(
+    staging: Path,
+    run_dir: Path,
+    weights_path: Path,
+    weights: str,
+    config: dict,
+    transform: EvalTransform,
+    results: dict,
+    data_digest: str,
+) -> None:
+    """Write the bundle's files into the folder ``staging``."""
     shutil.copyfile(weights_path, staging / WEIGHTS_FILE)
     digest = weights_digest(staging)
     shutil.copyfile(run_dir / CONFIG_FILE, staging / CONFIG_FILE)
@@ -224,10 +247,6 @@ def write_bundle(
         ),
         encoding="utf-8",
     )
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(staging, out)
-    return out
 
 
 @dataclass

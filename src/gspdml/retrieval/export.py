@@ -10,10 +10,15 @@ traced: the largest absolute difference from the PyTorch model must not exceed `
 (default 1e-5, fp32). A sidecar ``<file>.json`` records the input shape, how an image file
 becomes that input (``decoding``: :data:`gspdml.data.images.DECODING`, then ``transform``) and
 the measured difference.
+
+The export is serialised in memory and checked from those bytes; then the file and its sidecar
+are each replaced atomically (:func:`gspdml.output_files.atomic_write`), so a full disk or a
+failed export leaves the previous export as it was and raises an error naming the file.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import warnings
 from pathlib import Path
@@ -26,6 +31,7 @@ from torch import nn
 from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, GspdmlError
 from gspdml.models import Embedder
+from gspdml.output_files import atomic_write_bytes, atomic_write_text
 from gspdml.retrieval.preprocessing import ImageTransform
 
 FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
@@ -74,39 +80,44 @@ def _onnx_modules() -> ModuleType:
 
 
 def export_torchscript(
-    module: nn.Module, example: torch.Tensor, path: Path
-) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Trace, save, and return the *reloaded* file as a function (what a user would load)."""
+    module: nn.Module, example: torch.Tensor
+) -> tuple[bytes, Callable[[torch.Tensor], torch.Tensor]]:
+    """Trace and serialise; return the file's bytes and the *reloaded* module as a function
+    (what a user would load)."""
+    buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore", category=DeprecationWarning)
         traced = torch.jit.trace(module, example, check_trace=False)
-        torch.jit.save(traced, str(path))
-        loaded = torch.jit.load(str(path), map_location="cpu")
-    return lambda images: loaded(images)
+        torch.jit.save(traced, buffer)
+        data = buffer.getvalue()
+        loaded = torch.jit.load(io.BytesIO(data), map_location="cpu")
+    return data, lambda images: loaded(images)
 
 
 def export_onnx(
-    module: nn.Module, example: torch.Tensor, path: Path, check: bool = True
-) -> Optional[Callable]:
-    """Export with the TorchScript-based exporter (opset 17, dynamic batch); return an
-    onnxruntime session as a function when ``check``."""
+    module: nn.Module, example: torch.Tensor, check: bool = True
+) -> tuple[bytes, Optional[Callable]]:
+    """Export with the TorchScript-based exporter (opset 17, dynamic batch); return the file's
+    bytes and, when ``check``, an onnxruntime session of them as a function."""
     onnxruntime = _onnx_modules() if check else None
+    buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore", category=DeprecationWarning)
         torch.onnx.export(
             module,
             (example,),
-            str(path),
+            buffer,  # type: ignore[arg-type]  # the TorchScript exporter writes to a file object
             input_names=["images"],
             output_names=["embedding"],
             dynamic_axes={"images": {0: "batch"}, "embedding": {0: "batch"}},
             opset_version=17,
             dynamo=False,
         )
+    data = buffer.getvalue()
     if onnxruntime is None:
-        return None
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return lambda images: torch.from_numpy(
+        return data, None
+    session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    return data, lambda images: torch.from_numpy(
         session.run(["embedding"], {"images": images.numpy()})[0]
     )
 
@@ -140,15 +151,14 @@ def export_embedder(
     if fmt not in FORMATS:
         raise ConfigError("--format", f"unknown format {fmt!r}; allowed: {', '.join(FORMATS)}")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     module = EmbeddingOnly(model.cpu().eval()).eval()
     example = sample_images(channels, size, 2, seed)
     exported: Optional[Callable[[torch.Tensor], torch.Tensor]]
     try:
         if fmt == "torchscript":
-            exported = export_torchscript(module, example, path)
+            data, exported = export_torchscript(module, example)
         else:
-            exported = export_onnx(module, example, path, check)
+            data, exported = export_onnx(module, example, check)
     except RuntimeError as err:
         cause = str(err).strip().splitlines()
         raise ExportError(
@@ -181,7 +191,8 @@ def export_embedder(
             "max_abs_diff": difference,
             "tolerance": tolerance,
         }
-    path.with_name(path.name + ".json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+    atomic_write_bytes(path, data)
+    atomic_write_text(path.with_name(path.name + ".json"), json.dumps(record, indent=1))
     if check and not difference <= tolerance:  # NaN fails too
         raise ExportMismatchError(
             f"{path}: exported embeddings differ from PyTorch by {difference:.3g} > {tolerance:g}"

@@ -1,6 +1,8 @@
 """A persistent retrieval index: the embeddings of a gallery plus what they show.
 
-On disk an index is a folder with two files, neither of which is ever unpickled:
+On disk an index is a folder holding one generation of files (in a sub-folder named by
+``manifest.json``, which lists each file's size and sha256 and is replaced last:
+:mod:`gspdml.retrieval.generations`); none of them is ever unpickled:
 
 * ``index.json``: ``{"format": "gspdml-index", "version": 1, "count", "dim", "metric",
   "model": {"run_dir", "weights"}, "paths": [...], "labels": [...]}``; ``model.weights`` is the
@@ -14,7 +16,7 @@ chunked torch search otherwise; both rank identically, so the file does not depe
 
 Approximate search is a backend of the index: :meth:`RetrievalIndex.build_approximate` builds a
 faiss ``ivf``, ``ivfpq`` or ``hnsw`` structure over the vectors (:mod:`gspdml.retrieval.ann`,
-``ann.faiss`` + ``ann.json`` in the folder, recall measured against the exact engine), which
+``ann.faiss`` + ``ann.json`` in the generation, recall measured against the exact engine), which
 :meth:`~RetrievalIndex.search` then uses unless ``exact=True``. Rows added later join it without
 retraining and rows removed make it rebuild (:meth:`~RetrievalIndex.update_approximate`).
 ``gspdml index --backend`` and ``gspdml search`` call these methods (:mod:`gspdml.cli.ann`).
@@ -34,8 +36,7 @@ from safetensors.torch import save_file
 
 from gspdml.errors import ConfigError, DataError
 from gspdml.evaluation.results import RetrievalResults
-from gspdml.retrieval import ann, exact_search
-from gspdml.training.checkpoint import atomic_write, atomic_write_text
+from gspdml.retrieval import ann, exact_search, generations
 
 FORMAT = "gspdml-index"
 #: the backend name of exact search only (no approximate structure)
@@ -43,6 +44,8 @@ EXACT = "exact"
 VERSION = 1
 META_FILE = "index.json"
 VECTORS_FILE = "vectors.safetensors"
+#: the files at the top of an index folder written before manifests (removed by the next save)
+LEGACY_FILES = (META_FILE, VECTORS_FILE, ann.ANN_FILE, ann.ANN_META)
 
 
 @dataclass
@@ -251,12 +254,13 @@ class RetrievalIndex:
         return distances.float(), rows
 
     def save(self, path: str | Path) -> None:
-        """Write the folder (vectors first, then the metadata, each replaced atomically), and the
-        approximate structure (:meth:`save_approximate`)."""
+        """Write the folder as one new generation: the vectors, the metadata and the approximate
+        structure (when there is one), then the manifest that makes them current
+        (:mod:`gspdml.retrieval.generations`); until that last rename the previous generation
+        stays current, and a failure leaves it untouched."""
         folder = Path(path)
         if folder.exists() and not folder.is_dir():
             raise DataError(f"{folder}: exists and is not an index folder")
-        folder.mkdir(parents=True, exist_ok=True)
         meta = {
             "format": FORMAT,
             "version": VERSION,
@@ -267,35 +271,45 @@ class RetrievalIndex:
             "paths": self.paths,
             "labels": self.labels,
         }
-        atomic_write(
-            folder / VECTORS_FILE,
-            lambda tmp: save_file(
+        writers = {
+            VECTORS_FILE: lambda tmp: save_file(
                 {"vectors": self.vectors}, tmp, metadata={"format": FORMAT, "version": str(VERSION)}
             ),
-        )
-        atomic_write_text(folder / META_FILE, json.dumps(meta, indent=1))
-        self.save_approximate(folder)
-
-    def save_approximate(self, path: str | Path) -> None:
-        """Write the approximate structure into the index folder, or remove a stale one from it
-        when the index has none."""
-        folder = Path(path)
-        if self.approximate is not None:
-            self.approximate.save(folder)
-            return
-        for name in (ann.ANN_META, ann.ANN_FILE):
-            (folder / name).unlink(missing_ok=True)
+            META_FILE: lambda tmp: _write_json(tmp, meta),
+        }
+        approximate = self.approximate
+        if approximate is not None:
+            writers[ann.ANN_FILE] = approximate.write_faiss
+            writers[ann.ANN_META] = lambda tmp: _write_json(tmp, approximate.description())
+        generations.write_generation(folder, writers, legacy=LEGACY_FILES)
 
     @classmethod
     def load(cls, path: str | Path, mmap: bool = False) -> "RetrievalIndex":
         """Read an index folder, with its approximate structure when it has one (``mmap``: mapped
-        from the file, for searching; not for adding rows); anything else is refused with an
-        error that says why."""
+        from the file, for searching; not for adding rows); its files are checked against the
+        manifest, and anything else is refused with an error that says why."""
         folder = Path(path)
-        if folder.is_file() and folder.name == META_FILE:
+        if folder.name in (META_FILE, generations.MANIFEST_FILE) and not folder.is_dir():
             folder = folder.parent
+        for attempt in range(2):
+            manifest = generations.read_manifest(folder)
+            if manifest is None:  # written before manifests: the files at the top level
+                return cls._read(folder, mmap)
+            try:
+                skip = (ann.ANN_FILE,) if mmap else ()
+                return cls._read(generations.verified_generation(folder, manifest, skip), mmap)
+            except DataError:  # a save may have committed a new generation meanwhile
+                if attempt or generations.read_manifest(folder) == manifest:
+                    raise
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _read(cls, folder: Path, mmap: bool) -> "RetrievalIndex":
+        """The index in the files of ``folder`` (a generation, or an index folder without
+        manifest), checked for consistency."""
         not_index = (
-            f"{folder}: not a gspdml index (expected a folder with {META_FILE} and {VECTORS_FILE})"
+            f"{folder}: not a gspdml index (expected a folder with {generations.MANIFEST_FILE}, "
+            f"or {META_FILE} and {VECTORS_FILE})"
         )
         if not (folder / META_FILE).is_file() or not (folder / VECTORS_FILE).is_file():
             raise DataError(not_index)
@@ -341,6 +355,15 @@ class RetrievalIndex:
             meta.get("model") or {},
             approximate=approximate,
         )
+
+
+def holds_index(folder: str | Path) -> bool:
+    """Whether ``folder`` holds an index (one with a manifest, or one written before them)."""
+    return generations.holds_index(Path(folder), META_FILE)
+
+
+def _write_json(path: str, value: Any) -> None:
+    Path(path).write_text(json.dumps(value, indent=1), encoding="utf-8")
 
 
 def _read_vectors(path: Path) -> torch.Tensor:

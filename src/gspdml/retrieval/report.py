@@ -30,6 +30,7 @@ from gspdml.errors import DataError, printable
 from gspdml.evaluation.baseline_rows import baseline_rows
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.evaluation.service import EvalSpec, QueryEvaluation, evaluate_queries
+from gspdml.output_files import atomic_write_text
 from gspdml.retrieval.embedding import embed_source, require_some
 from gspdml.retrieval.figures import (
     colour_bar_html,
@@ -47,7 +48,7 @@ from gspdml.retrieval.report_tables import (
     weights_step_note,
 )
 from gspdml.retrieval.sources import ImageSource
-from gspdml.training.checkpoint import atomic_write_text
+from gspdml.training.metrics_log import MetricsLog
 from gspdml.training.run_dir import METRICS_FILE, RESULTS_FILE
 
 
@@ -85,23 +86,9 @@ window.addEventListener("load", function () {
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The records of ``RUN_DIR/metrics.jsonl`` (none when the file is absent)."""
-    path = Path(run_dir) / METRICS_FILE
-    if not path.is_file():
-        return []
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{path}:{number}: not a JSON object: {err}") from None
-            if not isinstance(record, dict):
-                raise DataError(
-                    f"{path}:{number}: expected a JSON object, got {type(record).__name__}"
-                )
-            rows.append(record)
-    return rows
+    """The records of ``RUN_DIR/metrics.jsonl`` (none when the file is absent; a torn last line
+    is left out with a warning, :class:`~gspdml.training.metrics_log.MetricsLog`)."""
+    return MetricsLog(Path(run_dir) / METRICS_FILE).read()
 
 
 def read_results(run_dir: str | Path) -> Optional[dict[str, Any]]:

@@ -11,8 +11,6 @@ or a full disk leaves the previous checkpoint intact.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Union
 
@@ -21,10 +19,10 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from gspdml.errors import GspdmlError
+from gspdml.output_files import atomic_write
 
 PathLike = Union[str, Path]
 FORMAT = "gspdml-state/1"
-PROBE_BYTES = 64 * 1024  # written by the output check: a full disk fails it
 
 
 class CheckpointError(GspdmlError):
@@ -45,9 +43,9 @@ def save_state(path: PathLike, state: Any, meta: Mapping[str, Any] | None = None
         atomic_write(
             Path(path), lambda tmp: save_file(tensors, tmp, metadata={"gspdml": json.dumps(header)})
         )
-    except (
-        Exception
-    ) as exc:  # OSError (disk full, permissions), or safetensors' own error wrapping one
+    except OSError as exc:  # an OutputError naming the file (disk full, permissions)
+        raise CheckpointWriteError(str(exc)) from exc
+    except Exception as exc:  # safetensors' own error wrapping an OSError
         raise CheckpointWriteError(
             f"cannot write {path}: {exc}; the previous file, if any, is intact"
         ) from exc
@@ -105,68 +103,3 @@ def _decode(obj: Any, tensors: Mapping[str, torch.Tensor]) -> Any:
     if isinstance(obj, list):
         return [_decode(v, tensors) for v in obj]
     return obj
-
-
-class OutputError(GspdmlError):
-    """An output path that cannot be written (read-only, under a file, disk full); raised before the work."""
-
-
-def check_writable_folder(folder: PathLike) -> None:
-    """Create ``folder`` (with its parents) and write and remove a probe file in it, so that a
-    read-only or impossible output path (a path under a file) or a full disk fails now, with a
-    message naming it, not after the work."""
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise OutputError(f"cannot write to {folder}: it is a file, not a folder")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".gspdml-probe.", dir=folder)
-        try:
-            os.write(fd, bytes(PROBE_BYTES))
-        finally:
-            os.close(fd)
-            os.unlink(probe)
-    except OSError as exc:
-        raise OutputError(f"cannot write to {folder}: {exc.strerror or exc}") from None
-
-
-def check_writable_file(path: PathLike) -> None:
-    """:func:`check_writable_folder` for the folder of an output file that is not a folder itself."""
-    path = Path(path)
-    if path.is_dir():
-        raise OutputError(f"cannot write {path}: it is a folder")
-    check_writable_folder(path.parent)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: Path, write) -> None:
-    """Call ``write(tmp)`` on a temporary file beside ``path``, flush it to disk and rename it over
-    ``path``. The file gets the permissions of a plainly created one (``0666`` less the umask;
-    a temporary file alone would stay ``0600``, unreadable to a colleague)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def atomic_write_text(path: PathLike, text: str) -> None:
-    """Write a text file atomically (configs, results)."""
-    atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))

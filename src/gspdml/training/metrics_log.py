@@ -1,17 +1,26 @@
 """``metrics.jsonl``: one JSON object per line, appended as training goes; optionally mirrored
 into TensorBoard event files in the run directory (``tensorboard --logdir RUN_DIR``), written
-from the same records: every number of a record becomes the scalar ``<split>/<key>`` at its step."""
+from the same records: every number of a record becomes the scalar ``<split>/<key>`` at its step.
+
+A record is appended whole or not at all: a write that fails (a full disk) is cut back to the
+end of the previous record and raises :class:`~gspdml.output_files.OutputError` naming the file.
+A last line torn by a kill or by an older gspdml on a full disk is left out when reading, with
+a warning (the records before it are intact, and ``--resume`` rewrites the file up to its
+checkpoint); a damaged line before the last one is a :class:`~gspdml.errors.DataError`.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import math
+import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from gspdml.errors import ConfigError
-from gspdml.training.checkpoint import atomic_write_text
+from gspdml.errors import ConfigError, DataError
+from gspdml.output_files import OutputError, atomic_write_text
 from gspdml.training.run_dir import TENSORBOARD_DIR
 
 if TYPE_CHECKING:  # imported when tensorboard is wanted (an optional package)
@@ -38,15 +47,35 @@ class MetricsLog:
 
     def write(self, record: Mapping[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as handle:
-            handle.write(json.dumps(_finite(record)) + "\n")
+        _append_whole(self.path, (json.dumps(_finite(record)) + "\n").encode("utf-8"))
         if self._writer is not None:
             self._write_scalars(record)
 
     def read(self) -> list[dict[str, Any]]:
         if not self.path.exists():
             return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+        numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
+        records = []
+        for position, (number, line) in enumerate(numbered):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                if position < len(numbered) - 1:
+                    raise DataError(f"{self.path}:{number}: not a JSON object: {err}") from None
+                warnings.warn(
+                    f"{self.path}: the last line ({number}) is torn (a write that did not finish); "
+                    "it is left out",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                break
+            if not isinstance(record, dict):
+                raise DataError(
+                    f"{self.path}:{number}: expected a JSON object, got {type(record).__name__}"
+                )
+            records.append(record)
+        return records
 
     def truncate_after(self, step: int) -> None:
         """Drop records newer than ``step`` (those a killed run wrote after its last checkpoint)
@@ -91,3 +120,26 @@ def _finite(record: Mapping[str, Any]) -> dict[str, Any]:
     return {
         k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()
     }
+
+
+def _append_whole(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path``; a failure cuts the file back to where it ended and raises
+    :class:`OutputError` naming it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise OutputError(f"cannot append to {path}: {exc.strerror or exc}") from exc
+    try:
+        end = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as exc:
+            os.ftruncate(fd, end)
+            raise OutputError(
+                f"cannot append to {path}: {exc.strerror or exc}; its records up to this one "
+                "are intact (free some space, then resume the run)"
+            ) from exc
+    finally:
+        os.close(fd)

@@ -21,9 +21,7 @@ reads that file; models never train.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Mapping, Union
@@ -42,6 +40,7 @@ from gspdml.errors import ConfigError
 from gspdml.models.backbones import build_backbone
 from gspdml.models.inference import autocast_context, resolve_device
 from gspdml.progress import Progress
+from gspdml.output_files import atomic_write, check_writable_file
 
 RECIPES_DIR = PRESETS_DIR / "pretrain"
 #: bump when the pre-training code changes what a recipe produces
@@ -179,16 +178,9 @@ def pretrained_weights_file(source, *, verbose: bool = True) -> Path:
             f"pre-training {recipe['name']} (key {recipe_key(recipe)}, {choice.precision}: {choice.reason}) -> {path}",
             flush=True,
         )
+    check_writable_file(path)  # before the training, not after it
     state, record = train_recipe(recipe, verbose=verbose)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    os.close(handle)
-    try:
-        save_file(state, tmp, metadata={"record": json.dumps(record)})
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write(path, lambda tmp: save_file(state, tmp, metadata={"record": json.dumps(record)}))
     if verbose:
         print(
             f"pre-trained {recipe['name']}: held-out tile accuracy {100 * record['val_accuracy']:.1f}% in {record['seconds']:.0f} s",

@@ -48,16 +48,11 @@ from gspdml.errors import ConfigError, GspdmlError, TrainingError
 from gspdml.evaluation.selection import selection_key, selection_value
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 from gspdml.models.inference import autocast_context, embed, resolve_device, split_embeddings
+from gspdml.output_files import atomic_write_text, check_writable_folder, remove_stale_temporaries
 from gspdml.training import distributed as ddp
 from gspdml.training.baseline import BackboneGap, backbone_is_pretrained, comparison, worse_than
 from gspdml.training.callbacks import Callback
-from gspdml.training.checkpoint import (
-    CheckpointError,
-    atomic_write_text,
-    check_writable_folder,
-    load_state,
-    save_state,
-)
+from gspdml.training.checkpoint import CheckpointError, load_state, save_state
 from gspdml.training.config_changes import check_resume_config
 from gspdml.training.data_fingerprint import differences, fingerprint
 from gspdml.training.host_memory import keep_freed_host_memory
@@ -123,6 +118,9 @@ class Trainer:
         self, parts: RunParts, resume: bool, changed: dict, allow_data_change: bool
     ) -> None:
         """The construction steps after the run directory is locked."""
+        if self.is_main:  # the files a killed writer of this folder was writing
+            for folder in {self.run_dir, self.checkpoint_path.parent, self.best_path.parent}:
+                remove_stale_temporaries(folder)
         self._take_parts(parts)
         self.data_record = fingerprint(self.data)
         if resume and self.is_main and not allow_data_change:

@@ -44,7 +44,7 @@ def run_demo(
     """Train (or resume, or reuse: :mod:`gspdml.workflows.runner`) every config into
     ``output_dir/<name>``, print the table and write its rows to ``output_dir/summary.json``
     (read by ``scripts/readme_tables.py``); ``fresh`` retrains runs that already exist."""
-    from gspdml.training.checkpoint import atomic_write_text
+    from gspdml.output_files import atomic_write_text
 
     rows = []
     earlier = _earlier_seconds(output_dir / "summary.json")

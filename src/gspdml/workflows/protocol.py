@@ -69,6 +69,7 @@ from gspdml.evaluation.aggregate import TABLE_METRICS, fair_protocol_results
 from gspdml.evaluation.selection import POSTPROCESSED_PREFIX
 from gspdml.evaluation.service import EvalSpec, evaluate, with_postprocessed
 from gspdml.evaluation.statistics import mean_std
+from gspdml.output_files import atomic_write_text
 from gspdml.training.run_dir import RESULTS_FILE
 from gspdml.workflows.runner import PlannedRun, run_planned
 from gspdml.workflows.tables import (
@@ -197,7 +198,7 @@ def run_protocol(
         ],
         **result,
     }
-    (root / "protocol.json").write_text(json.dumps(payload, indent=2) + "\n")
+    atomic_write_text(root / "protocol.json", json.dumps(payload, indent=2) + "\n")
     return {**payload, "runs": status}
 
 
@@ -367,13 +368,15 @@ def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
     """The test split's (emb, labels) or (query, query_labels, gallery, gallery_labels), and the
     embeddings of all the protocol's training classes when a post-processing step learns on
     them (the same items for every fold model, so that realisations can concatenate them);
-    cached in the run directory."""
+    cached in the run directory (written atomically; a damaged file is rebuilt)."""
     from gspdml.data import build_data
+    from gspdml.data.cache import read_arrays, write_arrays
     from gspdml.models.inference import embed, split_embeddings
 
     cache = run.run_dir / TEST_CACHE
     with_train = _spec(run.config).needs_training_embeddings
-    if not _cached(cache, with_train):
+    arrays = read_arrays(cache)  # None when missing or damaged (a kill, a full disk): rebuilt
+    if arrays is None or (with_train and "train" not in arrays):
         config, model, data, device = _load(run)
         options = _embedding_kwargs(config, device)
         query, query_labels, gallery, gallery_labels = split_embeddings(model, data.test, **options)
@@ -384,21 +387,13 @@ def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
             every_class = _conventional_config(config, config.seed).data.dataset
             train = build_data(every_class, seed=config.seed).train
             arrays["train"] = embed(model, train, **options)[0].numpy()
-        np.savez(cache, **arrays)
-    with np.load(cache) as f:
-        names = (
-            ("query", "query_labels", "gallery", "gallery_labels")
-            if "gallery" in f
-            else ("query", "query_labels")
-        )
-        return tuple(f[n] for n in names), (f["train"] if with_train else None)
-
-
-def _cached(cache: Path, with_train: bool) -> bool:
-    if not cache.exists():
-        return False
-    with np.load(cache) as f:
-        return not with_train or "train" in f.files
+        write_arrays(cache, arrays)
+    names = (
+        ("query", "query_labels", "gallery", "gallery_labels")
+        if "gallery" in arrays
+        else ("query", "query_labels")
+    )
+    return tuple(arrays[n] for n in names), (arrays["train"] if with_train else None)
 
 
 def _fair_summary(runs: list[ProtocolRun]) -> dict:

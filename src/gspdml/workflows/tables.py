@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gspdml.output_files import atomic_write_text
+
 FAIR_COLUMNS = (
     ("512D", "precision_at_1", "512D P@1"),
     ("512D", "map_at_r", "512D MAP@R"),
@@ -63,8 +65,8 @@ def write_table(path: str | os.PathLike[str], markdown: str, payload: Any) -> tu
     base = base.with_suffix("") if base.suffix in (".md", ".json") else base
     base.parent.mkdir(parents=True, exist_ok=True)
     md, js = base.with_suffix(".md"), base.with_suffix(".json")
-    md.write_text(markdown)
-    js.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(md, markdown)
+    atomic_write_text(js, json.dumps(payload, indent=2, sort_keys=True) + "\n")
     return md, js
 
 

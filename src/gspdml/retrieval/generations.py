@@ -1,0 +1,154 @@
+"""An index folder's files replaced as one generation, with a manifest checked on load.
+
+A save writes every file of the index (``index.json``, ``vectors.safetensors`` and, with an
+approximate structure, ``ann.faiss`` + ``ann.json``) into a fresh sub-folder
+``generation-<n>-<random>``, each flushed to disk; then ``manifest.json`` is replaced atomically
+(:func:`gspdml.output_files.atomic_write`), naming the generation, its sub-folder and the size and
+sha256 of each of its files; only then is the previous generation removed. The manifest's
+rename is the one commit point: a save that fails (a full disk, a faiss build that raises) or is
+killed before it leaves the previous generation current and untouched, and one killed after it
+leaves the new one complete. A generation sub-folder that no manifest names is a leftover of
+such a failure and is removed by the next save.
+
+Loading reads the manifest and checks each listed file's size and sha256 (the sha256 of a
+memory-mapped ``ann.faiss`` is skipped: hashing would read the file the mapping avoids reading),
+and refuses a missing, extra-size or altered file with a :class:`~gspdml.errors.DataError`
+naming it. A reader that finds a listed file gone because a save committed a new generation
+meanwhile reads the new one.
+
+A folder written before manifests existed (the files at the top level, no ``manifest.json``) is
+still read, with the consistency checks its files allow (:meth:`RetrievalIndex.load
+<gspdml.retrieval.index.RetrievalIndex.load>`); the next save turns it into a generation and
+removes the top-level files.
+
+Only one process may write a folder at a time (``gspdml index`` holds its
+:class:`~gspdml.training.run_lock.FolderLock`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import shutil
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+from gspdml.errors import DataError
+from gspdml.output_files import (
+    atomic_write,
+    atomic_write_text,
+    fsync_folder,
+    remove_stale_temporaries,
+)
+
+MANIFEST_FILE = "manifest.json"
+FORMAT = "gspdml-index-manifest"
+VERSION = 1
+PREFIX = "generation-"
+
+
+def file_record(path: Path) -> dict:
+    """``{"bytes", "sha256"}`` of a file."""
+    with open(path, "rb") as handle:
+        digest = hashlib.file_digest(handle, "sha256").hexdigest()
+    return {"bytes": path.stat().st_size, "sha256": digest}
+
+
+def read_manifest(folder: Path) -> Optional[dict]:
+    """The manifest of an index folder, or None when it has none (a folder written before
+    manifests existed)."""
+    path = folder / MANIFEST_FILE
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(f"{path}: not a gspdml index manifest ({err})") from None
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    name = manifest.get("folder") if isinstance(manifest, dict) else None
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("format") != FORMAT
+        or not isinstance(files, dict)
+        or not isinstance(name, str)
+        or not name.startswith(PREFIX)
+        or Path(name).name != name
+        or not all(isinstance(f, str) and Path(f).name == f for f in files)
+    ):
+        raise DataError(f"{path}: not a gspdml index manifest")
+    if not isinstance(manifest.get("version"), int) or manifest["version"] > VERSION:
+        raise DataError(
+            f"{path}: manifest version {manifest.get('version')!r}; this gspdml reads up to {VERSION}"
+        )
+    return manifest
+
+
+def verified_generation(folder: Path, manifest: dict, skip_digest: Iterable[str] = ()) -> Path:
+    """The sub-folder of the generation ``manifest`` names, every file of it checked against the
+    manifest (``skip_digest``: names whose size alone is checked)."""
+    where = f"generation {manifest.get('generation')} of {folder / MANIFEST_FILE}"
+    directory = folder / manifest["folder"]
+    for name, expected in manifest["files"].items():
+        path = directory / name
+        if not path.is_file():
+            raise DataError(
+                f"{path}: missing, though listed in {where}; the index is partial: rebuild it "
+                "(gspdml index --overwrite)"
+            )
+        size = path.stat().st_size
+        if size != expected.get("bytes"):
+            raise DataError(
+                f"{path}: {size} bytes, {expected.get('bytes')} in {where}; the index is mixed "
+                "or partial: rebuild it (gspdml index --overwrite)"
+            )
+        if name not in skip_digest and file_record(path)["sha256"] != expected.get("sha256"):
+            raise DataError(
+                f"{path}: its sha256 differs from {where}; the file was altered: rebuild the "
+                "index (gspdml index --overwrite)"
+            )
+    return directory
+
+
+def write_generation(
+    folder: Path, writers: dict[str, Callable[[str], object]], legacy: Iterable[str]
+) -> Path:
+    """Write a new generation of ``folder``: ``writers[name](tmp)`` writes file ``name``; the
+    manifest is replaced last (module docstring). The previous generation and the top-level
+    ``legacy`` files of a folder written before manifests are removed after the commit. Returns
+    the new generation's sub-folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    previous = read_manifest(folder)
+    current = previous["folder"] if previous else None
+    for stale in folder.glob(PREFIX + "*"):
+        if stale.name != current and stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+    remove_stale_temporaries(folder)  # a manifest whose writer was killed before its rename
+    number = int(previous.get("generation", 0)) + 1 if previous else 1
+    directory = folder / f"{PREFIX}{number:06d}-{secrets.token_hex(4)}"
+    try:
+        directory.mkdir()
+        for name, write in writers.items():
+            atomic_write(directory / name, write)
+        fsync_folder(directory)
+        manifest = {
+            "format": FORMAT,
+            "version": VERSION,
+            "generation": number,
+            "folder": directory.name,
+            "files": {name: file_record(directory / name) for name in writers},
+        }
+        atomic_write_text(folder / MANIFEST_FILE, json.dumps(manifest, indent=1))
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    if current:
+        shutil.rmtree(folder / current, ignore_errors=True)
+    for name in legacy:
+        (folder / name).unlink(missing_ok=True)
+    return directory
+
+
+def holds_index(folder: Path, legacy_marker: str) -> bool:
+    """Whether ``folder`` holds an index (a manifest, or the metadata file of an older one)."""
+    return (folder / MANIFEST_FILE).is_file() or (folder / legacy_marker).is_file()

@@ -1,0 +1,107 @@
+"""A run folder's appended and replaced files under real faults: a full disk while appending to
+``metrics.jsonl`` cuts nothing and fails with an error naming the file; a torn last line (left by
+a kill, or by an older gspdml on a full disk) is left out with a warning and ``--resume``
+continues from the intact checkpoint; a SIGKILL while a checkpoint is written leaves a hidden
+temporary file, which the resumed run removes."""
+
+import shutil
+import warnings
+
+import pytest
+
+from gspdml.config import load_config
+from gspdml.errors import GspdmlError
+from gspdml.output_files import OutputError
+from gspdml.training import Trainer
+from gspdml.training.callbacks import Callback
+from gspdml.training.metrics_log import MetricsLog
+from gspdml.training.run_dir import CHECKPOINT_FILE
+from tests.helpers.images import folder_config, image_folder
+from tests.robustness.faults import KILL_AFTER_SAVE_FILE, file_size_limit, run_python
+
+
+class StopAt(Callback):
+    """Stops the run with an error after ``step`` (the checkpoint of step 2 is on disk)."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, trainer):
+        if trainer.step == self.step:
+            raise RuntimeError("stopped by the test")
+
+
+@pytest.fixture(scope="module")
+def stopped_run(tmp_path_factory):
+    """``(config, run_dir)`` of a run stopped at step 3 of 4, checkpointed at step 2."""
+    tmp = tmp_path_factory.mktemp("stopped")
+    root = image_folder(tmp / "images", train={"a": 4, "b": 4, "c": 4}, test={"d": 2, "e": 2})
+    config = load_config(
+        {
+            **folder_config(root, tmp / "runs"),
+            "schedule": {"max_steps": 4},
+            "trainer": {"log_every": 1},
+            "evaluation": {"every": 2, "split": "test", "patience": None, "recall_at": [1]},
+        }
+    )
+    trainer = Trainer.from_config(config, tmp / "runs" / "run", callbacks={"stop": StopAt(3)})
+    with pytest.raises(RuntimeError, match="stopped by the test"):
+        trainer.fit()
+    return config, trainer.run_dir
+
+
+@pytest.fixture
+def run(stopped_run, tmp_path):
+    config, run_dir = stopped_run
+    return config, shutil.copytree(run_dir, tmp_path / "run")
+
+
+def test_a_full_disk_while_appending_a_metrics_record_cuts_nothing(tmp_path):
+    log = MetricsLog(tmp_path / "metrics.jsonl")
+    for step in range(40):
+        log.write({"step": step, "split": "train", "loss": 1.0 / (step + 1)})
+    before = log.path.read_bytes()
+    with file_size_limit(len(before) + 20), pytest.raises(OutputError) as failure:
+        log.write({"step": 40, "split": "train", "loss": 0.5, "note": "x" * 100})
+    assert str(failure.value).startswith(f"cannot append to {log.path}: File too large")
+    assert isinstance(failure.value, GspdmlError)  # `gspdml train` prints it as an error
+    assert log.path.read_bytes() == before  # no torn line
+    assert [r["step"] for r in log.read()] == list(range(40))
+
+
+def test_a_torn_last_metrics_line_is_left_out_and_resume_continues(run):
+    config, run_dir = run
+    metrics = run_dir / "metrics.jsonl"
+    with metrics.open("a") as handle:  # what a kill in the middle of an append leaves
+        handle.write('{"step": 4, "split": "train", "lo')
+    with pytest.warns(RuntimeWarning, match=r"metrics.jsonl: the last line \(\d+\) is torn"):
+        resumed = Trainer.from_config(config, run_dir, resume=True)
+    assert resumed.step == 2
+    assert resumed.fit()["steps"] == 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the resumed run rewrote the file whole
+        records = MetricsLog(metrics).read()
+    assert [r["step"] for r in records if r.get("split") == "train"] == [1, 2, 3, 4]
+
+
+def test_a_kill_while_checkpointing_leaves_a_temporary_file_that_resume_removes(run):
+    config, run_dir = run
+    checkpoint = run_dir / CHECKPOINT_FILE
+    before = checkpoint.read_bytes()
+    child = run_python(
+        KILL_AFTER_SAVE_FILE
+        + f"""
+import torch
+import gspdml.training.checkpoint as checkpoint_module
+kill_after(checkpoint_module)  # SIGKILL once the temporary file is written, before the rename
+checkpoint_module.save_state({str(checkpoint)!r}, {{"weights": torch.zeros(1000)}})
+"""
+    )
+    assert child.returncode == -9, child.stderr
+    stale = [p for p in checkpoint.parent.iterdir() if p.name.startswith(".last.safetensors.")]
+    assert len(stale) == 1 and stale[0].name.endswith(".tmp")
+    assert checkpoint.read_bytes() == before  # the kill came before the rename
+    resumed = Trainer.from_config(config, run_dir, resume=True)
+    assert not stale[0].exists() and resumed.step == 2
+    assert resumed.fit()["steps"] == 4
+    assert not [p for p in run_dir.rglob("*") if p.name.endswith(".tmp")]
