@@ -39,8 +39,8 @@ from gspdml.data.cache import cache_dir, cache_key
 from gspdml.errors import ConfigError
 from gspdml.models.backbones import build_backbone
 from gspdml.models.inference import autocast_context, resolve_device
-from gspdml.progress import Progress
 from gspdml.output_files import atomic_write, check_writable_file
+from gspdml.progress import Progress
 
 RECIPES_DIR = PRESETS_DIR / "pretrain"
 #: bump when the pre-training code changes what a recipe produces
