@@ -7,6 +7,7 @@ Registered datasets: ``collage_digits`` (embedded default), ``collage_fashion``,
 from gspdml.data import (  # noqa: F401  (register datasets)
     cars,
     cifar,
+    cifar_collage,
     collage,
     cub,
     fashion_mnist,

@@ -149,6 +149,15 @@ def find_folder(name: str, root: Optional[str]) -> Path:
     )
 
 
+def cifar100_names(folder: Path) -> tuple[list[str], list[str]]:
+    """The 100 fine and 20 coarse class names of the CIFAR-100 ``folder`` (its meta file)."""
+    meta = read_pickle(folder / FILES["cifar100"][2])
+    return (
+        _names(meta, "fine_label_names", 100, folder / "meta"),
+        _names(meta, "coarse_label_names", 20, folder / "meta"),
+    )
+
+
 @dataclass(frozen=True)
 class CifarImages:
     """One CIFAR dataset: uint8 images ``[N, 3, 32, 32]`` and labels per official part, class
