@@ -53,6 +53,20 @@ def test_registered_datasets_keep_the_official_split(cifar10_root, cifar100_root
     assert sorted(np.unique(ten.test.query.labels)) == list(range(10))
     image, label = ten.train[0]
     assert image.shape == (3, 32, 32)
+    held = build_data(
+        {"name": "cifar10", "root": str(cifar10_root), "val_images_per_class": 4}, seed=0
+    )
+    train_rows = {img[0, 0, 0].item() for img in held.train.images}
+    assert len(held.train) == 110 and len(held.val.query) == 40 and len(held.test.query) == 20
+    val_images = held.val.query.images.numpy()
+    full = load_cifar("cifar10", str(cifar10_root))
+    for c in range(10):  # the last 4 training images of each class, in file order
+        np.testing.assert_array_equal(
+            val_images[held.val.query.labels == c], full.train[full.train_labels == c][-4:]
+        )
+    assert train_rows == set(range(10))
+    with pytest.raises(ConfigError, match="val_images_per_class"):
+        build_data({"name": "cifar10", "root": str(cifar10_root), "val_images_per_class": 15}, 0)
     hundred = build_data({"name": "cifar100", "root": str(cifar100_root)}, seed=0)
     assert len(hundred.train) == 300 and hundred.num_classes == 100
 

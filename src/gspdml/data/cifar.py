@@ -207,11 +207,23 @@ def load_cifar(name: str, root: Optional[str]) -> CifarImages:
     )
 
 
-def _limited(labels: np.ndarray, limit: Optional[int]) -> np.ndarray:
-    """The first ``limit`` items of each class (all when None), in file order."""
-    if limit is None:
-        return np.arange(len(labels))
-    return np.sort(np.concatenate([np.flatnonzero(labels == c)[:limit] for c in np.unique(labels)]))
+def _per_class(
+    labels: np.ndarray, limit: Optional[int], held_out: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Indices, in file order, of the first ``limit`` items of each class (all when None) after
+    holding out each class's last ``held_out`` items, and of the held-out items."""
+    kept, held = [], []
+    for c in np.unique(labels):
+        members = np.flatnonzero(labels == c)
+        if held_out >= len(members):
+            raise ConfigError(
+                "data.dataset.val_images_per_class",
+                f"class {c} has {len(members)} training images; hold out fewer than that",
+            )
+        cut = len(members) - held_out
+        kept.append(members[:cut][:limit])
+        held.append(members[cut:])
+    return np.sort(np.concatenate(kept)), np.sort(np.concatenate(held))
 
 
 def official_split(name: str) -> Any:
@@ -220,19 +232,25 @@ def official_split(name: str) -> Any:
         root: Optional[str] = None,
         images_per_class: Optional[int] = None,
         test_images_per_class: Optional[int] = None,
+        val_images_per_class: int = 0,
     ) -> DataSplits:
-        """The official training and test files (the same classes on both sides); the test
-        split is evaluated leave-one-out. ``images_per_class`` / ``test_images_per_class`` keep
-        the first so many images of each class of each file (all when None)."""
+        """The official training and test files (the same classes on both sides; evaluated
+        leave-one-out). ``val_images_per_class`` holds out the last so many training images of
+        each class as a validation split (for model selection; the same classes again);
+        ``images_per_class`` / ``test_images_per_class`` keep the first so many of the rest of
+        each class / of each class of the test file (all when None)."""
         data = load_cifar(name, root)
-        train = _limited(data.train_labels, images_per_class)
-        test = _limited(data.test_labels, test_images_per_class)
+        train, val = _per_class(data.train_labels, images_per_class, int(val_images_per_class))
+        test, _ = _per_class(data.test_labels, test_images_per_class)
         mean, std = counted_pixel_statistics(data.train[train])
+
+        def part(images: np.ndarray, labels: np.ndarray) -> ArrayDataset:
+            return ArrayDataset(images, labels, mean, std, data.names)
+
         return DataSplits(
-            train=ArrayDataset(data.train[train], data.train_labels[train], mean, std, data.names),
-            test=EvalSplit(
-                ArrayDataset(data.test[test], data.test_labels[test], mean, std, data.names)
-            ),
+            train=part(data.train[train], data.train_labels[train]),
+            val=EvalSplit(part(data.train[val], data.train_labels[val])) if len(val) else None,
+            test=EvalSplit(part(data.test[test], data.test_labels[test])),
         )
 
     factory.__name__ = factory.__qualname__ = name
