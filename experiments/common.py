@@ -2,7 +2,8 @@
 
 Every script is run as ``python experiments/<name>/run.py [--smoke] [--out DIR] [--threads N]``,
 writes ``results.json`` and PNG plots to ``runs/experiments/<name>/`` by default, and prints
-its tables. The helpers here derive the configs of an experiment from a preset with typed
+its tables. The scripts of studies whose papers used real data also take ``--dataset`` /
+``--preset``, ``--data-root`` and ``--dry-run`` (:func:`add_data_options`, :func:`on_chosen_data`). The helpers here derive the configs of an experiment from a preset with typed
 functions on :func:`dataclasses.replace` (:func:`papers_regime`, :func:`finetuned`,
 :func:`with_pooling`, ..., then :func:`named`, which checks the result again), train one
 configuration over several seeds (with the runner of :mod:`gspdml.workflows.runner`) and collect

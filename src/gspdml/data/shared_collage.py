@@ -24,6 +24,9 @@ Here the images are built from 10 base glyph classes (scikit-learn's digits or F
   :func:`tile_classification_arrays` come from the training glyph pool only.
 
 The construction depends on ``split_seed`` only (a fixed benchmark); the run seed varies training.
+One builder (:func:`compose_collages`) composes the collages of any :class:`TileSource`: the glyph
+pairs here (:func:`glyph_tiles`) and CIFAR-100's images for the Cifar Collage itself
+(:mod:`gspdml.data.cifar_collage`).
 """
 
 from __future__ import annotations
