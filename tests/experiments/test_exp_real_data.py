@@ -25,7 +25,10 @@ SCRIPTS = {
     # the sweep and the ablation share rows, per optimiser setting: every distinct config once
     "proxynca_temperature": ("collage_cifar", "None"),
     "zero_shot_attributes": ("cifar10", "len(m.DEFAULT_MODELS) * len(m.FULL['seeds'])"),
+    "gap_analysis": ("cifar10", "3"),  # the trained source's seeds 0, 1, 2
 }
+#: trains its ResNet20 from scratch (Gürbüz thesis §4.3), the others load the CIFAR-100 recipe
+FROM_SCRATCH = {"gap_analysis"}
 # In a separate process: some scripts register components when they are imported.
 PROGRAM = """
 import contextlib, importlib.util, io, json, sys
@@ -97,10 +100,13 @@ def test_dry_run_lists_every_run_of_each_script_on_the_real_data_and_trains_noth
             config = yaml.safe_load(run.split("\n", 1)[1].split("\n\n")[0])
             assert config["data"]["dataset"]["name"] == dataset
             assert config["data"]["dataset"]["root"] == str(data_root)
-            assert config["model"]["backbone"]["weights"] == str(recipe)
-        assert yaml.safe_load(recipe.read_text())["data"]["root"] == str(data_root)
+            assert config["model"]["backbone"]["name"] == "resnet20"
+            weights = None if name in FROM_SCRATCH else str(recipe)
+            assert config["model"]["backbone"].get("weights") == weights, name
+        if name not in FROM_SCRATCH:
+            assert yaml.safe_load(recipe.read_text())["data"]["root"] == str(data_root)
         folders = {p.name for p in (tmp_path / name).iterdir()}
-        assert folders == {recipe.name}, (name, folders)  # nothing trained
+        assert folders <= {recipe.name}, (name, folders)  # nothing trained
 
 
 def test_a_smoke_run_trains_on_the_generated_cifar_collage_and_publishes_nothing(
