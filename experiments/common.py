@@ -124,6 +124,8 @@ def setup(args: argparse.Namespace) -> Path:
         raise SystemExit(f"--dataset {CHOICE.dataset} needs --data-root (where its files are)")
     if CHOICE.preset is not None and CHOICE.dataset is not None:
         raise SystemExit("give --dataset or --preset, not both")
+    if CHOICE.root is not None and CHOICE.stand_in:
+        raise SystemExit("--data-root goes with --dataset or --preset (the stand-ins need none)")
     return args.out
 
 

@@ -158,5 +158,7 @@ def test_bad_combinations_are_refused(tmp_path, stand_in_after):
     collage = load_experiment("collage")
     with pytest.raises(SystemExit, match="needs --data-root"):
         collage.main(["--dry-run", "--dataset", "collage_cifar", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="goes with --dataset or --preset"):
+        collage.main(["--dry-run", "--data-root", str(tmp_path), "--out", str(tmp_path)])
     with pytest.raises(SystemExit):  # argparse: the collage study needs a collage
         collage.main(["--dry-run", "--preset", "cub-fair-c2-gsp", "--out", str(tmp_path)])

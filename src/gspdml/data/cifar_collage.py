@@ -66,6 +66,9 @@ def cifar_tiles(images: np.ndarray, fine: np.ndarray, coarse: np.ndarray) -> Til
 
 
 def shared_ids(names: Sequence[str], coarse_names: Sequence[str]) -> list[int]:
+    """The ids of the super-classes ``names`` (one name or a list); ConfigError naming the
+    unknown ones and listing the 20."""
+    names = [names] if isinstance(names, str) else list(names)
     unknown = [n for n in names if n not in coarse_names]
     if unknown:
         raise ConfigError(
