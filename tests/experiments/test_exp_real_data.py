@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -162,3 +163,39 @@ def test_bad_combinations_are_refused(tmp_path, stand_in_after):
         collage.main(["--dry-run", "--data-root", str(tmp_path), "--out", str(tmp_path)])
     with pytest.raises(SystemExit):  # argparse: the collage study needs a collage
         collage.main(["--dry-run", "--preset", "cub-fair-c2-gsp", "--out", str(tmp_path)])
+
+
+def test_the_ccp_proof_of_concept_reads_mnist(tmp_path, stand_in_after):
+    from gspdml.data.fashion_mnist import load_mnist
+    from gspdml.errors import DataError
+    from tests.data.test_data_fashion import write_idx
+
+    rng = np.random.default_rng(0)
+    for part, per_class in (("train", 8), ("t10k", 4)):
+        labels = np.repeat(np.arange(10), per_class)
+        write_idx(
+            tmp_path / f"{part}-images-idx3-ubyte.gz", rng.integers(0, 256, (len(labels), 28, 28))
+        )
+        write_idx(tmp_path / f"{part}-labels-idx1-ubyte.gz", labels)
+    images, labels = load_mnist(str(tmp_path))
+    assert (
+        images.shape == (120, 28, 28)
+        and labels[:80].tolist() == np.repeat(np.arange(10), 8).tolist()
+    )
+    with pytest.raises(DataError, match="MNIST: missing .*train-images-idx3-ubyte"):
+        load_mnist(str(tmp_path / "nowhere"))
+    ccp = load_experiment("ccp_proof_of_concept")
+    command = [
+        "--smoke",
+        "--dataset",
+        "mnist",
+        "--data-root",
+        str(tmp_path),
+        "--out",
+        str(tmp_path / "out"),
+    ]
+    assert ccp.main([*command, "--dry-run"]) == {"dry_run": True}
+    data = ccp.digit_splits(0)
+    assert data["train"][0].shape[1] == 784 and len(data["test"][1]) == 40  # 30 % of 12 per class
+    results = ccp.main(command)
+    assert results["summary"]["ccp"] and results["per_seed"][0]["sample"]
