@@ -2,7 +2,8 @@
 
 Every script is run as ``python experiments/<name>/run.py [--smoke] [--out DIR] [--threads N]``,
 writes ``results.json`` and PNG plots to ``runs/experiments/<name>/`` by default, and prints
-its tables. The helpers here derive the configs of an experiment from a preset with typed
+its tables. The scripts of studies whose papers used real data also take ``--dataset`` /
+``--preset``, ``--data-root`` and ``--dry-run`` (:func:`add_data_options`, :func:`on_chosen_data`). The helpers here derive the configs of an experiment from a preset with typed
 functions on :func:`dataclasses.replace` (:func:`papers_regime`, :func:`finetuned`,
 :func:`with_pooling`, ..., then :func:`named`, which checks the result again), train one
 configuration over several seeds (with the runner of :mod:`gspdml.workflows.runner`) and collect
@@ -20,7 +21,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -42,10 +43,13 @@ def parser(
     smoke_help: str | None = None,
     reuse: bool = True,
     threads: int | None = 1,
+    datasets: Sequence[str] = (),
 ) -> argparse.ArgumentParser:
     """The command line shared by every experiment script (``run_all.py`` passes ``--smoke``,
     ``--out`` and ``--threads`` to each). ``reuse`` adds ``--reuse`` for scripts that train
-    with :func:`train_seeds`; ``threads=None`` leaves torch's own thread count as the default."""
+    with :func:`train_seeds`; ``threads=None`` leaves torch's own thread count as the default;
+    ``datasets`` (:data:`REAL_DATA` names: the data of the study's paper) adds the options of
+    real data (:func:`add_data_options`; the studies on synthetic data have none)."""
     p = argparse.ArgumentParser(prog=f"experiments/{name}/run.py", description=description)
     p.add_argument(
         "--smoke",
@@ -68,17 +72,173 @@ def parser(
         default=threads,
         help="torch CPU threads (one process per core is fastest on a shared 2-core machine)",
     )
+    if datasets:
+        add_data_options(p, datasets)
     return p
 
 
+def add_data_options(p: argparse.ArgumentParser, datasets: Sequence[str]) -> None:
+    """``--dataset`` (one of ``datasets``), ``--data-root``, ``--preset`` and ``--dry-run``: run a
+    study on the data its paper used instead of the stand-in (:class:`DataChoice`)."""
+    p.add_argument(
+        "--dataset",
+        choices=sorted(datasets),
+        help="the paper's data instead of the stand-in: its data.dataset and pre-trained backbone "
+        "replace the stand-in's (needs --data-root)",
+    )
+    p.add_argument(
+        "--data-root",
+        help="where the data is: the dataset's root, and the data.root of a pre-training recipe "
+        "its backbone names (e.g. a folder holding cifar-10-batches-py/ and cifar-100-python/)",
+    )
+    p.add_argument(
+        "--preset",
+        help="a preset whose data section and model.backbone replace the stand-in's, the backbone "
+        "training as the preset has it (e.g. cub-fair-c2-gsp for the CUB ablations; --data-root "
+        "sets its data.dataset.root)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the runs and their configs instead of training",
+    )
+
+
 def setup(args: argparse.Namespace) -> Path:
-    """Apply ``--threads`` (when given) and create the output directory."""
+    """Apply ``--threads`` (when given), create the output directory and record the data choice
+    of the command line (:data:`CHOICE`)."""
+    global CHOICE
     if args.threads is not None:
         if args.threads < 1:
             raise SystemExit(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
+    CHOICE = DataChoice(
+        dataset=getattr(args, "dataset", None),
+        root=getattr(args, "data_root", None),
+        preset=getattr(args, "preset", None),
+        dry_run=bool(getattr(args, "dry_run", False)),
+        out=args.out,
+    )
+    if CHOICE.dataset is not None and CHOICE.root is None:
+        raise SystemExit(f"--dataset {CHOICE.dataset} needs --data-root (where its files are)")
+    if CHOICE.preset is not None and CHOICE.dataset is not None:
+        raise SystemExit("give --dataset or --preset, not both")
+    if CHOICE.root is not None and CHOICE.stand_in:
+        raise SystemExit("--data-root goes with --dataset or --preset (the stand-ins need none)")
     return args.out
+
+
+# The real data of the papers' studies. The stand-ins stay the default; ``--dataset`` or
+# ``--preset`` replace the data and the backbone of every config an experiment derives (its loss,
+# pooling, optimiser and budget stay as the script sets them), ``--dry-run`` prints the runs.
+
+
+@dataclass(frozen=True)
+class RealData:
+    """A paper's dataset as the config sections that replace the stand-in's: ``dataset`` (the
+    ``data.dataset`` spec; ``root`` from ``--data-root``) and ``backbone`` (``model.backbone``;
+    a pre-training recipe in its ``weights`` gets ``--data-root`` as its ``data.root``);
+    ``smoke_dataset`` (options of ``data.dataset``) and ``smoke_backbone`` for ``--smoke``."""
+
+    source: str
+    dataset: Mapping[str, Any]
+    backbone: Mapping[str, Any]
+    smoke_dataset: Mapping[str, Any]
+    smoke_backbone: Mapping[str, Any]
+
+
+#: ResNet20 pre-trained on CIFAR-100 (recipe ``resnet20-cifar100``), frozen as the stand-ins have it
+CIFAR_BACKBONE = {"name": "resnet20", "weights": "resnet20-cifar100", "frozen": True}
+CIFAR_SMOKE_BACKBONE = {
+    "name": "small_cnn",
+    "widths": [8, 16],
+    "weights": "smoke-small_cnn-cifar100",
+    "frozen": True,
+}
+REAL_DATA = {
+    "collage_cifar": RealData(
+        "GSP paper supplement §2.2: Cifar Collage, ResNet20 pre-trained on CIFAR-100",
+        {"name": "collage_cifar"},
+        CIFAR_BACKBONE,
+        {"images_per_class": 4},
+        CIFAR_SMOKE_BACKBONE,
+    ),
+    "cifar10": RealData(
+        "GSP paper supplement §2.3: CIFAR-10 (all classes), ResNet20 pre-trained on CIFAR-100",
+        {"name": "cifar10", "val_images_per_class": 500},
+        CIFAR_BACKBONE,
+        {"images_per_class": 4, "val_images_per_class": 2, "test_images_per_class": 2},
+        CIFAR_SMOKE_BACKBONE,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class DataChoice:
+    """The data of the command line: ``dataset`` (a :data:`REAL_DATA` name) or ``preset`` (whose
+    data and backbone are taken), ``root`` (``--data-root``), ``dry_run``; ``out`` holds the
+    copies of pre-training recipes with their ``data.root`` set."""
+
+    dataset: str | None = None
+    root: str | None = None
+    preset: str | None = None
+    dry_run: bool = False
+    out: Path | None = None
+
+    @property
+    def stand_in(self) -> bool:
+        return self.dataset is None and self.preset is None
+
+
+#: the data choice of the running script (set by :func:`setup`; the stand-in until then)
+CHOICE = DataChoice()
+
+
+def data_label(stand_in: str) -> str:
+    """What the configs run on, for printed tables: ``stand_in`` or the chosen data."""
+    if CHOICE.preset is not None:
+        return f"the data of preset {CHOICE.preset}"
+    return stand_in if CHOICE.dataset is None else CHOICE.dataset
+
+
+def on_chosen_data(cfg: RunConfig, smoke: bool = False) -> RunConfig:
+    """``cfg`` on the data of :data:`CHOICE`: unchanged for the stand-in; with ``--preset`` its
+    ``data`` section, ``model.backbone`` and ``model.cache_backbone_features`` are the preset's; with ``--dataset`` they are the
+    :data:`REAL_DATA` entry's (its smoke versions when ``smoke``)."""
+    if CHOICE.preset is not None:
+        source = preset(CHOICE.preset)
+        data = source.data
+        if CHOICE.root is not None:
+            data = replace(data, dataset={**data.dataset, "root": CHOICE.root})
+        return with_model(
+            replace(cfg, data=data),
+            backbone=source.model.backbone,
+            cache_backbone_features=source.model.cache_backbone_features,
+        )
+    if CHOICE.dataset is None:
+        return cfg
+    real = REAL_DATA[CHOICE.dataset]
+    dataset = {**real.dataset, **(real.smoke_dataset if smoke else {}), "root": CHOICE.root}
+    backbone = dict(real.smoke_backbone if smoke else real.backbone)
+    backbone["weights"] = recipe_on_data(backbone["weights"])
+    return with_model(with_data(cfg, dataset=dataset), backbone=backbone)
+
+
+def recipe_on_data(recipe: str) -> str:
+    """A copy of the pre-training recipe ``recipe`` with ``data.root`` = ``--data-root``, written
+    to ``--out`` under the recipe's own name (so its weights are cached as the shipped recipe's on
+    that data); returns the copy's path, for ``model.backbone.weights``."""
+    import yaml
+
+    from gspdml.training.pretrain import load_recipe
+
+    assert CHOICE.out is not None and CHOICE.root is not None
+    loaded = load_recipe(recipe)
+    loaded["data"]["root"] = CHOICE.root
+    path = CHOICE.out / f"{recipe}.yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in loaded.items() if k != "name"}))
+    return str(path)
 
 
 def train_fresh(cfg: RunConfig, out: Path):
@@ -110,9 +270,13 @@ def preset(name: str) -> RunConfig:
 def papers_regime(name: str, smoke: bool = False) -> RunConfig:
     """The ``demo-*`` preset ``name`` (the papers' regime: faithful collage, pre-trained backbone,
     validation early stopping and reduce-on-plateau, the same budget for every method) without a
-    progress bar; ``smoke`` shrinks it to seconds (:func:`smoke_sized`)."""
+    progress bar, on the data of the command line (:func:`on_chosen_data`); ``smoke`` shrinks
+    it to seconds (:func:`smoke_sized`)."""
     cfg = preset(name)
     cfg = replace(cfg, trainer=replace(cfg.trainer, progress=False))
+    if not CHOICE.stand_in:
+        cfg = on_chosen_data(cfg, smoke)
+        return with_steps(cfg, 2, every=2) if smoke else cfg
     return smoke_sized(cfg) if smoke else cfg
 
 
@@ -128,7 +292,10 @@ def smoke_sized(cfg: RunConfig) -> RunConfig:
 
 def finetuned(cfg: RunConfig) -> RunConfig:
     """The fine-tuning regime: the pre-trained backbone trains too, at a tenth of the learning
-    rate (so its feature maps are no longer cached)."""
+    rate (so its feature maps are no longer cached). A ``--preset``'s backbone keeps the preset's
+    own regime."""
+    if CHOICE.preset is not None:
+        return cfg
     cfg = with_model(with_backbone(cfg, frozen=False), cache_backbone_features=False)
     return with_optimizer(cfg, lr_multipliers=replace(cfg.optimizer.lr_multipliers, backbone=0.1))
 
@@ -220,6 +387,9 @@ def train_seeds(
     from gspdml.errors import TrainingError
     from gspdml.workflows.runner import run_planned, seed_plan
 
+    if CHOICE.dry_run:
+        print_planned(cfg, seeds, out)
+        return []
     results = []
     for run in seed_plan(
         cfg, seeds, lambda seed: out / cfg.name / f"seed{seed}", name=lambda seed: f"seed{seed}"
@@ -249,6 +419,15 @@ def train_seeds(
     return results
 
 
+def print_planned(cfg: RunConfig, seeds: Sequence[int], out: Path) -> None:
+    """``--dry-run``: the runs of ``cfg`` (one per seed) and its config (YAML)."""
+    from gspdml.config import dump_config
+
+    folders = ", ".join(str(out / cfg.name / f"seed{seed}") for seed in seeds)
+    print(f"=== would train {cfg.name}: seeds {list(seeds)} -> {folders}")
+    print(dump_config(cfg), flush=True)
+
+
 def metric_values(results: Sequence[Mapping[str, Any]], metric: str) -> list[float]:
     """``100 ×`` the test ``metric`` of each run that finished."""
     return [100.0 * float(r["test"][metric]) for r in results if "test" in r]
@@ -261,10 +440,11 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
 
 
 def cell(entry: Mapping[str, Any], metric: str, digits: int = 2) -> str:
-    """``"mean ± std"`` of a metric of a :func:`summary`, noting runs that diverged."""
+    """``"mean ± std"`` of a metric of a :func:`summary`, noting runs that diverged (``-``
+    without runs)."""
     values, failed = entry[metric]["values"], len(entry["failed"])
     if not values:
-        return "diverged"
+        return "diverged" if failed else "-"  # "-": no run (a dry run)
     mean, std = mean_std(values)
     text = f"{mean:.{digits}f} ± {std:.{digits}f}"
     return text + (f" ({failed}/{failed + len(values)} diverged)" if failed else "")
@@ -296,8 +476,12 @@ def publish(
     file the README's Reproductions table is generated from, ``scripts/readme_tables.py``),
     recompute its ``reproduction`` rows with ``reproduction(runs)`` and copy ``plots`` beside it.
     The read-merge-write holds an exclusive lock on the experiment's folder, so processes that
-    publish other keys of one experiment at the same time all keep theirs."""
+    publish other keys of one experiment at the same time all keep theirs. Runs on real data
+    (``--dataset``/``--preset``) publish nothing: the published results are the stand-in's."""
     path = ROOT / "experiments" / experiment / "results.json"
+    if not CHOICE.stand_in:
+        print(f"real data: the results stay in --out; {path} keeps the stand-in's", flush=True)
+        return path
     for plot in plots:
         shutil.copyfile(plot, path.parent / Path(plot).name)
     folder = os.open(path.parent, os.O_RDONLY)

@@ -1,7 +1,8 @@
 """CCP proof of concept with 2-D embeddings (Gürbüz thesis §3.3.1, Fig. 3.2).
 
-sklearn's ``load_digits`` (8x8 digits, an offline stand-in for MNIST) is split per class
-into train / validation / test (60 / 10 / 30 %). A small MLP maps images to 2-D embeddings that
+sklearn's ``load_digits`` (8x8 digits, an offline stand-in for MNIST; ``--dataset mnist
+--data-root DIR`` reads MNIST itself) is split per class into train / validation / test
+(60 / 10 / 30 %). A small MLP maps images to 2-D embeddings that
 are clip-normalised, ``v / max(1, ||v||)`` (Gürbüz thesis §3.2.4). The loss is C2 (contrastive with
 margins, the generalized contrastive loss of Eq. 3.2.2). Three trainings are compared:
 
@@ -66,22 +67,34 @@ SETTINGS = {  # full run; --smoke shrinks the step budget
 }
 
 
-def digit_splits(seed: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """Per-class 60/10/30 % train/val/test split of sklearn's digits, pixels scaled to [0, 1]."""
+def digit_images() -> tuple[np.ndarray, np.ndarray]:
+    """Pixels in [0, 1] ``[N, D]`` and labels: sklearn's digits, or with ``--dataset mnist``
+    MNIST (the thesis's data, §3.3.1) from ``--data-root``."""
+    if common.CHOICE.dataset == "mnist":
+        from gspdml.data.fashion_mnist import load_mnist
+
+        images, labels = load_mnist(common.CHOICE.root)
+        return images.reshape(len(images), -1) / 255.0, labels
     digits = load_digits()
-    x, y = torch.tensor(digits.data / 16.0, dtype=torch.float32), torch.tensor(digits.target)
+    return digits.data / 16.0, digits.target
+
+
+def digit_splits(seed: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Per-class 60/10/30 % train/val/test split of the digits (:func:`digit_images`)."""
+    pixels, target = digit_images()
+    x, y = torch.tensor(pixels, dtype=torch.float32), torch.tensor(target)
     rng = np.random.default_rng(seed)
     parts: dict[str, list] = {"train": [], "val": [], "test": []}
     for c in range(10):
-        idx = rng.permutation(np.flatnonzero(digits.target == c))
+        idx = rng.permutation(np.flatnonzero(target == c))
         a, b = int(0.6 * len(idx)), int(0.7 * len(idx))
         parts["train"].append(idx[:a]), parts["val"].append(idx[a:b]), parts["test"].append(idx[b:])
     return {k: (x[np.concatenate(v)], y[np.concatenate(v)]) for k, v in parts.items()}
 
 
-def make_network() -> nn.Module:
+def make_network(inputs: int = 64) -> nn.Module:
     return nn.Sequential(
-        nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 2)
+        nn.Linear(inputs, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 2)
     )
 
 
@@ -187,7 +200,7 @@ def run_seed(seed: int, cfg: dict) -> dict:
     data = digit_splits(seed)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    net = make_network()
+    net = make_network(data["train"][0].shape[1])
     # problem 0: single-proxy DML (one proxy per class, initialised with a random sample each)
     proxies = init_proxies(net, data, 1, 1, None, gen)
     steps, converged = solve_problem(
@@ -206,7 +219,7 @@ def run_seed(seed: int, cfg: dict) -> dict:
         rows.append({"problem": problem, "steps": steps, **measure(net, data, converged, labels)})
     out["ccp"], out["ccp_final"] = rows, final_state(net, data, converged)
     torch.manual_seed(seed)
-    net = make_network()
+    net = make_network(data["train"][0].shape[1])
     steps, _ = solve_problem(net, None, None, None, data, cfg, gen, cfg["max_steps_per_problem"])
     out["sample"] = [{"problem": 0, "steps": steps, **measure(net, data, None, None)}]
     return out
@@ -337,15 +350,19 @@ def reproduction(runs: dict) -> list[dict]:
 
 
 def main(argv=None) -> dict:
-    args = common.parser("ccp_proof_of_concept", __doc__.splitlines()[0], reuse=False).parse_args(
-        argv
-    )
+    args = common.parser(
+        "ccp_proof_of_concept", __doc__.splitlines()[0], reuse=False, datasets=("mnist",)
+    ).parse_args(argv)
     common.setup(args)
     cfg = dict(SETTINGS)
     seeds = [0, 1, 2]
     if args.smoke:
         cfg.update(max_steps_per_problem=40, eval_every=20, ccp_problems=3)
         seeds = [0]
+    if args.dry_run:
+        data = common.data_label("sklearn digits")
+        print(f"=== would train proxy, ccp and sample on {data}: seeds {seeds}, settings {cfg}")
+        return {"dry_run": True}
     start = time.time()
     per_seed = [run_seed(seed, cfg) for seed in seeds]
     summary = {}

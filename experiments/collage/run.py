@@ -123,7 +123,7 @@ def reproduction(runs: dict) -> list[dict]:
 
 
 def main(argv=None) -> dict:
-    parser = common.parser("collage", __doc__.splitlines()[0])
+    parser = common.parser("collage", __doc__.splitlines()[0], datasets=("collage_cifar",))
     parser.add_argument(
         "--regime", choices=tuple(common.REGIMES), default="frozen", help="backbone regime"
     )
@@ -132,6 +132,8 @@ def main(argv=None) -> dict:
     )
     parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")
     args = parser.parse_args(argv)
+    if args.preset:
+        parser.error("the collage study needs a collage: --dataset collage_cifar, not --preset")
     out = common.setup(args)
     plan = dict(SMOKE if args.smoke else FULL)
     plan.update({k: tuple(v) for k, v in (("methods", args.methods), ("seeds", args.seeds)) if v})
@@ -146,6 +148,8 @@ def main(argv=None) -> dict:
             f"{method:10s} MAP@R {common.cell(table[method], 'map_at_r')}  target-tile weight {share(table[method])}",
             flush=True,
         )
+    if common.CHOICE.dry_run:
+        return {"dry_run": True}
     rows = [
         [
             method,
@@ -159,7 +163,7 @@ def main(argv=None) -> dict:
     text = markdown_table(["method", "MAP@R", "P@1", "target-tile weight", "time (s)"], rows)
     total = sum(entry["seconds"] for entry in table.values())
     print(
-        f"\ncollage_shared (digits), {args.regime} ResNet20, seeds {list(plan['seeds'])}, test split, "
+        f"\n{common.data_label('collage_shared (digits)')}, {args.regime} backbone, seeds {list(plan['seeds'])}, test split, "
         f"mean ± std over seeds; training time {total:.0f} s\n{text}"
     )
     plots = [

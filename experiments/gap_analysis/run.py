@@ -16,7 +16,8 @@ Two sources of local features:
   ~ N(0.5, 0.1), as in the token study of Gürbüz thesis §5.3.1) plus Gaussian noise;
 * ``trained``: the local features of a small CNN whose 1x1 head has 2 channels, trained with
   GAP + C2 on the Fashion-MNIST training classes (``gspdml.training.Trainer``); the analysis
-  uses 64 images of each of the 10 classes (6 seen, 4 unseen).
+  uses 64 images of each of the 10 classes (6 seen, 4 unseen). With ``--dataset cifar10
+  --data-root DIR`` as the thesis: a ResNet20 on CIFAR-10 (all 10 classes on every split).
 
 Usage: ``python experiments/gap_analysis/run.py [--smoke] [--out DIR]``.
 """
@@ -78,25 +79,30 @@ def synthetic_local_features(
     return torch.tensor(np.stack(features)), torch.tensor(labels)
 
 
-def trained_local_features(
-    seed: int, out: Path, steps: int, images_per_class: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Train small_cnn + 2-D head + GAP with C2 on Fashion-MNIST and return the 2-D local
-    features ``[N, H*W, 2]`` of ``IMAGES_PER_CLASS`` images of every class (train, val, test)."""
+def trained_config(seed: int, out: Path, steps: int, images_per_class: int, smoke: bool):
+    """small_cnn + 2-D head + GAP with C2 on the Fashion-MNIST training classes; with
+    ``--dataset cifar10``, ResNet20 on CIFAR-10 as the thesis (§4.3; a small CNN for ``smoke``)."""
     from gspdml.config import load_config
 
-    config = load_config(
+    dataset: dict = {"name": "fashion_mnist", "images_per_class": images_per_class}
+    backbone: dict = {"name": "small_cnn"}
+    if common.CHOICE.dataset == "cifar10":
+        real = common.REAL_DATA["cifar10"]
+        dataset = {**real.dataset, **(real.smoke_dataset if smoke else {})}
+        dataset.update(root=common.CHOICE.root, images_per_class=images_per_class)
+        backbone = {"name": "small_cnn" if smoke else "resnet20"}
+    return load_config(
         {
             "name": f"cnn2d-seed{seed}",
             "output_dir": str(out),
             "seed": seed,
             "data": {
-                "dataset": {"name": "fashion_mnist", "images_per_class": images_per_class},
+                "dataset": dataset,
                 "classes_per_batch": 6,
                 "samples_per_class": 8,
             },
             "model": {
-                "backbone": {"name": "small_cnn"},
+                "backbone": backbone,
                 "embedding_dim": 2,
                 "pooling": {"name": "gap"},
                 "head": "local",
@@ -108,21 +114,27 @@ def trained_local_features(
             "trainer": {"progress": False},
         }
     )
+
+
+def trained_local_features(config, out: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """Train ``config`` (:func:`trained_config`) and return the 2-D local features
+    ``[N, H*W, 2]`` of ``IMAGES_PER_CLASS`` images of every class of every split (train, val,
+    test), labelled by class name (class-disjoint splits: the stand-in; or the same classes)."""
     trainer = common.train_fresh(config, out)
     model = trainer.model.eval()
-    generator = torch.Generator().manual_seed(seed)
-    features, labels, offset = [], [], 0
+    generator = torch.Generator().manual_seed(int(config.seed))
+    features, labels, ids = [], [], {}
     for split in (trainer.data.train, trainer.data.val.query, trainer.data.test.query):
         split_labels = torch.as_tensor(split.labels)
         for c in torch.unique(split_labels):
+            class_id = ids.setdefault(split.class_names[int(c)], len(ids))
             members = torch.nonzero(split_labels == c).squeeze(1)
             chosen = members[torch.randperm(len(members), generator=generator)[:IMAGES_PER_CLASS]]
             images = torch.stack([split[int(i)][0] for i in chosen])
             with torch.no_grad():
                 local = model(images).local.float()
             features.append(local.flatten(2).transpose(1, 2))
-            labels.append(torch.full((len(chosen),), offset + int(c)))
-        offset += int(split_labels.max()) + 1
+            labels.append(torch.full((len(chosen),), class_id))
     return torch.cat(features).double(), torch.cat(labels)
 
 
@@ -307,7 +319,9 @@ def reproduction(runs: dict) -> list[dict]:
 
 
 def main(argv=None) -> dict:
-    args = common.parser("gap_analysis", __doc__.splitlines()[0], reuse=False).parse_args(argv)
+    args = common.parser(
+        "gap_analysis", __doc__.splitlines()[0], reuse=False, datasets=("cifar10",)
+    ).parse_args(argv)
     common.setup(args)
     seeds = [0] if args.smoke else [0, 1, 2]
     results: dict = {
@@ -316,7 +330,7 @@ def main(argv=None) -> dict:
         "num_prototypes": NUM_PROTOTYPES,
         "sources": {},
     }
-    for source in ("synthetic", "trained"):
+    for source in ("trained",) if args.dry_run else ("synthetic", "trained"):
         start, rows = time.time(), []
         for seed in seeds:
             if source == "synthetic":
@@ -324,12 +338,17 @@ def main(argv=None) -> dict:
                     seed, images_per_class=16 if args.smoke else IMAGES_PER_CLASS
                 )
             else:
-                features, labels = trained_local_features(
+                config = trained_config(
                     seed,
                     args.out / "runs",
                     steps=5 if args.smoke else 300,
-                    images_per_class=80 if args.smoke else 400,
+                    images_per_class=(8 if common.CHOICE.dataset else 80) if args.smoke else 400,
+                    smoke=args.smoke,
                 )
+                if args.dry_run:
+                    common.print_planned(config, [seed], args.out / "runs")
+                    continue
+                features, labels = trained_local_features(config, args.out / "runs")
             result = analyse(features, labels)
             rows.append(result["summary"])
             if seed == seeds[0]:
@@ -345,11 +364,15 @@ def main(argv=None) -> dict:
                 json.dumps({k: round(v, 4) for k, v in result["summary"].items()}),
                 flush=True,
             )
+        if args.dry_run:
+            continue
         results["sources"][source] = {
             "per_seed": rows,
             "summary": aggregate(rows),
             "seconds": time.time() - start,
         }
+    if args.dry_run:
+        return {"dry_run": True}
     results.update(
         table=summary_table(results["sources"]),
         threads=args.threads,

@@ -162,7 +162,7 @@ def plot(table: dict[str, dict], ms, epss, path: Path) -> Path:
 
 
 def main(argv=None) -> dict:
-    parser = common.parser("gsp_m_eps_grid", __doc__.splitlines()[0])
+    parser = common.parser("gsp_m_eps_grid", __doc__.splitlines()[0], datasets=("collage_cifar",))
     parser.add_argument(
         "--ms", type=int, nargs="+", help="numbers of prototypes (default 16 64 128)"
     )
@@ -182,10 +182,12 @@ def main(argv=None) -> dict:
         for e in plan["epss"]
     }
     table = train_variants("demo-gsp", variants, plan["seeds"], out, args.smoke, args.reuse)
+    if common.CHOICE.dry_run:
+        return {"dry_run": True}
     text = grid_table(table, plan["ms"], plan["epss"])
     total = sum(entry["seconds"] for entry in table.values())
     print(
-        f"\ncollage_shared (digits), frozen ResNet20, GSP μ = 0.2, C2, seeds {list(plan['seeds'])}, "
+        f"\n{common.data_label('collage_shared (digits)')}, frozen backbone, GSP μ = 0.2, C2, seeds {list(plan['seeds'])}, "
         f"training time {total:.0f} s\n{text}"
     )
     payload = {

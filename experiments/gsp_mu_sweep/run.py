@@ -170,7 +170,7 @@ def plot(table: dict[str, dict], mus, path: Path) -> Path:
 
 
 def main(argv=None) -> dict:
-    parser = common.parser("gsp_mu_sweep", __doc__.splitlines()[0])
+    parser = common.parser("gsp_mu_sweep", __doc__.splitlines()[0], datasets=("collage_cifar",))
     parser.add_argument(
         "--mus", type=float, nargs="+", help="transported fractions μ (default 0.05 0.1 0.2 0.5 1)"
     )
@@ -189,10 +189,12 @@ def main(argv=None) -> dict:
         args.reuse,
         measure=common.target_share,
     )
+    if common.CHOICE.dry_run:
+        return {"dry_run": True}
     text = results_table(table, plan["mus"])
     total = sum(entry["seconds"] for entry in table.values())
     print(
-        f"\ncollage_shared (digits), frozen ResNet20, GSP m = 128, ε = 10, C2, seeds {list(plan['seeds'])}, "
+        f"\n{common.data_label('collage_shared (digits)')}, frozen backbone, GSP m = 128, ε = 10, C2, seeds {list(plan['seeds'])}, "
         f"training time {total:.0f} s\n{text}"
     )
     payload = {

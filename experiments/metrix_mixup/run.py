@@ -181,7 +181,7 @@ def plot(out: Path, table: dict) -> Path:
 
 
 def main(argv=None) -> dict:
-    parser = common.parser("metrix_mixup", __doc__.splitlines()[0])
+    parser = common.parser("metrix_mixup", __doc__.splitlines()[0], datasets=("collage_cifar",))
     parser.add_argument(
         "--regime", choices=tuple(common.REGIMES), default="finetune", help="backbone regime"
     )
@@ -212,6 +212,8 @@ def main(argv=None) -> dict:
             f"{variant:10s} MAP@R {common.cell(entry, 'map_at_r')}  ({entry['seconds']:.0f} s)",
             flush=True,
         )
+    if common.CHOICE.dry_run:
+        return {"dry_run": True}
     rows = [
         [
             variant,
@@ -237,7 +239,7 @@ def main(argv=None) -> dict:
     total = sum(entry["seconds"] for entry in table.values())
     key = f"{args.regime} ResNet20, {args.wiring} wiring"
     print(
-        f"\ncollage_shared (digits), {key}, seeds {list(plan['seeds'])}, test split, mean ± std over seeds; "
+        f"\n{common.data_label('collage_shared (digits)')}, {key}, seeds {list(plan['seeds'])}, test split, mean ± std over seeds; "
         f"training time {total:.0f} s\n{text}"
     )
     payload = {

@@ -175,7 +175,9 @@ def reproduction(runs: dict) -> list[dict]:
 
 
 def main(argv=None) -> dict:
-    parser = common.parser("pooling_comparison", __doc__.splitlines()[0])
+    parser = common.parser(
+        "pooling_comparison", __doc__.splitlines()[0], datasets=("collage_cifar",)
+    )
     parser.add_argument(
         "--regime", choices=tuple(common.REGIMES), default="frozen", help="backbone regime"
     )
@@ -197,6 +199,10 @@ def main(argv=None) -> dict:
     )
     args = parser.parse_args(argv)
     out = common.setup(args)
+    if args.source != "digits" and not common.CHOICE.stand_in:
+        parser.error(
+            "--source chooses the stand-in's glyphs; it does not go with --dataset/--preset"
+        )
     plan = dict(SMOKE if args.smoke else FULL)
     key = run_key(args.regime, args.backbone, args.source)
     plan.update(
@@ -224,6 +230,8 @@ def main(argv=None) -> dict:
                 f"{share(table[name][loss])}  ({table[name][loss]['seconds']:.0f} s)",
                 flush=True,
             )
+    if common.CHOICE.dry_run:
+        return {"dry_run": True}
     header = [
         "pooling (128D MAP@R)",
         *(f"{args.regime} {loss}" for loss in plan["losses"]),
@@ -242,7 +250,7 @@ def main(argv=None) -> dict:
     text = markdown_table(header, rows)
     total = sum(entry["seconds"] for losses in table.values() for entry in losses.values())
     print(
-        f"\ncollage_shared ({args.source}), {args.regime} {args.backbone}, seeds {list(plan['seeds'])}, test MAP@R x100, "
+        f"\n{common.data_label(f'collage_shared ({args.source})')}, {args.regime} {args.backbone}, seeds {list(plan['seeds'])}, test MAP@R x100, "
         f"mean ± std over seeds; training time {total:.0f} s\n{text}"
     )
     payload = {

@@ -544,8 +544,27 @@ def select_temperatures(plan: dict, labels) -> tuple[dict, bool]:
     return {**plan, "temperatures": kept}, kept != plan["temperatures"]
 
 
+def print_planned(plan: dict, args, out: Path) -> None:
+    """``--dry-run``: the sweep and ablation runs of every chosen optimiser setting, each once
+    (the moons have no data to choose)."""
+    configs = {}
+    for optimiser in args.optimiser:
+        if "sweep" in args.parts:
+            for t in plan["temperatures"]:
+                cfg = sweep_config(t, args.smoke, optimiser, args.regime)
+                configs[cfg.name] = cfg
+        if "ablation" in args.parts:
+            for row in plan["rows"]:
+                cfg = ablation_config(row, args.smoke, optimiser, args.regime)
+                configs[cfg.name] = cfg
+    for cfg in configs.values():
+        common.print_planned(cfg, plan["seeds"], out)
+
+
 def main(argv=None) -> dict:
-    parser = common.parser("proxynca_temperature", __doc__.splitlines()[0])
+    parser = common.parser(
+        "proxynca_temperature", __doc__.splitlines()[0], datasets=("collage_cifar",)
+    )
     parser.add_argument(
         "--parts",
         nargs="+",
@@ -580,6 +599,9 @@ def main(argv=None) -> dict:
         )
     out = common.setup(args)
     plan, partial = select_temperatures(SMOKE if args.smoke else FULL, args.temperatures)
+    if args.dry_run:
+        print_planned(plan, args, out)
+        return {"dry_run": True}
     train = Trainings(plan["seeds"], out, args.reuse)
     payloads, plots = {}, {"two-moons": [str(out / "two_moons.png")]}
     if "moons" in args.parts:

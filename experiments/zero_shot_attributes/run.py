@@ -227,7 +227,7 @@ def model_config(model: str, seed: int, regime: str, plan: dict, smoke: bool) ->
             "trainer": {"progress": False},  # precision auto: bf16 only where the CPU or GPU has it
         }
     )
-    return validated(common.REGIMES[regime](config))
+    return validated(common.REGIMES[regime](common.on_chosen_data(config, smoke)))
 
 
 class BestLossState(Callback):
@@ -480,7 +480,9 @@ def merged(key: str, payload: dict) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = common.parser("zero_shot_attributes", __doc__.splitlines()[0], reuse=False)
+    parser = common.parser(
+        "zero_shot_attributes", __doc__.splitlines()[0], reuse=False, datasets=("cifar10",)
+    )
     parser.add_argument(
         "--regime", choices=tuple(common.REGIMES), default="frozen", help="backbone regime"
     )
@@ -514,11 +516,11 @@ def main(argv=None) -> dict:
     for seed in plan["seeds"]:
         for model in args.models:
             began = time.time()
-            measured = train_and_measure(
-                model_config(model, seed, args.regime, plan, args.smoke),
-                args.out / "runs",
-                plan["repeats"],
-            )
+            config = model_config(model, seed, args.regime, plan, args.smoke)
+            if args.dry_run:
+                common.print_planned(config, [seed], args.out / "runs")
+                continue
+            measured = train_and_measure(config, args.out / "runs", plan["repeats"])
             for weights, (row, z) in measured.items():
                 row["seconds"] = time.time() - began
                 per_seed[weights][model].append(row)
@@ -530,6 +532,8 @@ def main(argv=None) -> dict:
                     " ".join(f"{k}={v:.4f}" for k, v in row.items()),
                     flush=True,
                 )
+    if args.dry_run:
+        return {"dry_run": True}
     summary = {w: summarize(rows) for w, rows in per_seed.items()}
     table = summary_table(summary)
     print(table, flush=True)

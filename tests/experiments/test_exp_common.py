@@ -35,6 +35,7 @@ def test_summary_and_cell_report_finished_and_diverged_runs():
         == f"30.00 ± {statistics.stdev([25.0, 35.0]):.2f} (1/3 diverged)"
     )
     assert common.cell(common.summary(results[2:], ["map_at_r"]), "map_at_r") == "diverged"
+    assert common.cell(common.summary([], ["map_at_r"]), "map_at_r") == "-"  # no run (dry run)
     json.dumps(entry)  # the summary goes to results.json as is
 
 

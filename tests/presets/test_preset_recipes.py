@@ -614,3 +614,47 @@ def test_every_table_row_is_used():
         if not any(re.search(pattern, n) for n in PRESETS)
     ]
     assert not unused
+
+
+#: the pre-training recipes that follow a paper (``gspdml/presets/pretrain``): (recipe, key of the
+#: loaded recipe, expected value, source)
+PRETRAIN_TABLE = [
+    (
+        "resnet20-cifar100",
+        "backbone.name",
+        "resnet20",
+        "GSP paper supplement §2.2: ResNet20 (3 stages, 3 blocks) for Cifar Collage",
+    ),
+    (
+        "resnet20-cifar100",
+        "data.source",
+        "cifar100",
+        "GSP paper supplement §2.2: pretrained on Cifar100 classification",
+    ),
+    (
+        "resnet20-cifar100",
+        "data.augment",
+        True,
+        "He et al. 2016 §4.2: 4-pixel padding, random 32x32 crop, horizontal flip",
+    ),
+]
+
+
+@pytest.mark.parametrize("recipe", sorted({row[0] for row in PRETRAIN_TABLE}))
+def test_pretraining_recipe_matches_its_sources(recipe):
+    from torch import nn
+
+    from gspdml.models.backbones import build_backbone
+    from gspdml.training.pretrain import load_recipe
+
+    loaded = load_recipe(recipe)
+    for name, key, expected, source in PRETRAIN_TABLE:
+        if name == recipe:
+            got = reduce(lambda d, k: d[k], key.split("."), loaded)
+            assert got == expected, f"{recipe}: {key} = {got!r}, expected {expected!r} ({source})"
+    # He et al. 2016 §4.2: 6n + 2 = 20 weighted layers (n = 3 blocks per stage): 19 3x3
+    # convolutions here (the classifier is the 20th), 16/32/64 filters in the three stages
+    backbone = build_backbone(loaded["backbone"], in_channels=3)
+    convs = [m for m in backbone.modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3)]
+    assert len(convs) == 19
+    assert [c.out_channels for c in convs] == [16] * 7 + [32] * 6 + [64] * 6

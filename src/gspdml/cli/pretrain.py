@@ -9,9 +9,12 @@ import json
 def _cmd_pretrain(args: argparse.Namespace) -> int:
     from gspdml.training.pretrain import load_recipe, pretrained_state, weights_path
 
-    for recipe in args.recipes:
+    for name in args.recipes:
+        recipe = load_recipe(name)
+        if args.data_root is not None:
+            recipe["data"]["root"] = args.data_root
         _, record = pretrained_state(recipe)
-        print(json.dumps({**record, "path": str(weights_path(load_recipe(recipe)))}, indent=2))
+        print(json.dumps({**record, "path": str(weights_path(recipe))}, indent=2))
     return 0
 
 
@@ -21,5 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "recipes", nargs="+", help="recipe names (gspdml/presets/pretrain) or YAML files"
+    )
+    p.add_argument(
+        "--data-root",
+        help="the recipes' data.root: where their data is (e.g. the folder holding cifar-100-python/)",
     )
     p.set_defaults(func=_cmd_pretrain)

@@ -74,3 +74,13 @@ def pixel_statistics(images: np.ndarray) -> tuple[float, float]:
     """Mean and standard deviation of the pixel values of uint8 ``images`` scaled to [0, 1]."""
     values = np.asarray(images, dtype=np.float64) / 255.0
     return float(values.mean()), float(values.std())
+
+
+def counted_pixel_statistics(images: np.ndarray) -> tuple[float, float]:
+    """:func:`pixel_statistics` from the counts of the 256 pixel values (no float copy of the
+    images: 50,000 CIFAR images would take 1.2 GB as float64); equal up to rounding."""
+    counts = np.bincount(np.asarray(images, dtype=np.uint8).ravel(), minlength=256)
+    values = np.arange(256, dtype=np.float64) / 255.0
+    total = counts.sum()
+    mean = float(counts @ values / total)
+    return mean, float(np.sqrt(counts @ (values - mean) ** 2 / total))

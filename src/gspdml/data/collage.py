@@ -188,7 +188,7 @@ def build_collage_arrays(
 
 def collage_splits(
     arrays: dict[str, np.ndarray],
-    base_names: Sequence[str],
+    pair_name: Callable[[int, int], str],
     *,
     seed: int,
     grid: int,
@@ -201,14 +201,14 @@ def collage_splits(
     val_classes: Optional[Sequence[int]] = None,
 ) -> DataSplits:
     """Wrap the arrays of :func:`build_collage_arrays` as datasets normalised with the training
-    split's pixel statistics; ``augment`` adds seeded tile shuffling and small shifts to train.
+    split's pixel statistics, class ``(a, b)`` named ``pair_name(a, b)``; ``augment`` adds seeded tile shuffling and small shifts to train.
     ``val_fold`` (of ``num_folds``) or ``val_classes`` carve the validation classes off the
     training classes (the protocol folds of :func:`gspdml.data.splits.carve_fold`; the collage
     must then have no validation classes of its own, ``class_split[1] = 0``)."""
     mean, std = pixel_statistics(arrays["train_images"])
 
     def part(split: str) -> ArrayDataset:
-        names = [f"{base_names[a]}|{base_names[b]}" for a, b in arrays[f"{split}_pairs"]]
+        names = [pair_name(int(a), int(b)) for a, b in arrays[f"{split}_pairs"]]
         images = ArrayDataset(
             arrays[f"{split}_images"], arrays[f"{split}_labels"], mean, std, names
         )
@@ -235,6 +235,12 @@ def collage_splits(
         val=EvalSplit(val) if val is not None else None,
         test=EvalSplit(test_part) if test_part is not None else None,
     )
+
+
+def glyph_pair_name(source: str) -> Callable[[int, int], str]:
+    """The name of the glyph pair class ``(a, b)``: ``"<name of a>|<name of b>"``."""
+    names = class_names(source)
+    return lambda a, b: f"{names[a]}|{names[b]}"
 
 
 def glyph_collage(source: str, tile_size: int) -> Callable[..., DataSplits]:
@@ -300,7 +306,7 @@ def glyph_collage(source: str, tile_size: int) -> Callable[..., DataSplits]:
         )
         return collage_splits(
             arrays,
-            class_names(source),
+            glyph_pair_name(source),
             seed=seed,
             grid=grid,
             augment=augment,

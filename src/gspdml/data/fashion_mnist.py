@@ -61,29 +61,41 @@ def read_idx(path: Path) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
 
 
-def _find(root: Path, stem: str) -> Path:
+def _find(root: Path, stem: str, what: str, hint: str) -> Path:
     for name in (f"{stem}.gz", stem):
         if (root / name).is_file():
             return root / name
-    raise DataError(
-        f"Fashion-MNIST: missing {root / stem}[.gz] (apt-get install dataset-fashion-mnist, or pass root)"
-    )
+    raise DataError(f"{what}: missing {root / stem}[.gz] ({hint})")
+
+
+def load_idx_pairs(root: Path, what: str, hint: str = "pass root") -> tuple[np.ndarray, np.ndarray]:
+    """The images (uint8 ``[N, H, W]``) and labels of the four files
+    ``{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]`` in ``root`` (the layout of MNIST and of
+    Fashion-MNIST), training file first; errors name ``what`` and suggest ``hint``."""
+    images, labels = [], []
+    for part in ("train", "t10k"):
+        x = read_idx(_find(root, f"{part}-images-idx3-ubyte", what, hint))
+        y = read_idx(_find(root, f"{part}-labels-idx1-ubyte", what, hint))
+        if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
+            raise DataError(f"{what}: {part} images {x.shape} and labels {y.shape} do not match")
+        images.append(x)
+        labels.append(y.astype(np.int64))
+    return np.concatenate(images), np.concatenate(labels)
 
 
 def load_fashion_mnist(root: Optional[str] = None) -> tuple[np.ndarray, np.ndarray]:
     """All 70,000 images (uint8 ``[N, 28, 28]``) and labels, training file first."""
-    base = Path(root or DEFAULT_ROOT).expanduser()
-    images, labels = [], []
-    for part in ("train", "t10k"):
-        x = read_idx(_find(base, f"{part}-images-idx3-ubyte"))
-        y = read_idx(_find(base, f"{part}-labels-idx1-ubyte"))
-        if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
-            raise DataError(
-                f"Fashion-MNIST: {part} images {x.shape} and labels {y.shape} do not match"
-            )
-        images.append(x)
-        labels.append(y.astype(np.int64))
-    return np.concatenate(images), np.concatenate(labels)
+    return load_idx_pairs(
+        Path(root or DEFAULT_ROOT).expanduser(),
+        "Fashion-MNIST",
+        "apt-get install dataset-fashion-mnist, or pass root",
+    )
+
+
+def load_mnist(root: str) -> tuple[np.ndarray, np.ndarray]:
+    """MNIST (LeCun et al. 1998), whose four IDX files have the same names as Fashion-MNIST's:
+    all 70,000 digits (uint8 ``[N, 28, 28]``) and labels, training file first."""
+    return load_idx_pairs(Path(root).expanduser(), "MNIST", "the folder of the four MNIST files")
 
 
 def _limit_per_class(

@@ -24,22 +24,25 @@ Here the images are built from 10 base glyph classes (scikit-learn's digits or F
   :func:`tile_classification_arrays` come from the training glyph pool only.
 
 The construction depends on ``split_seed`` only (a fixed benchmark); the run seed varies training.
+One builder (:func:`compose_collages`) composes the collages of any :class:`TileSource`: the glyph
+pairs here (:func:`glyph_tiles`) and CIFAR-100's images for the Cifar Collage itself
+(:mod:`gspdml.data.cifar_collage`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Collection, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from gspdml.data.base import DATASETS, DataSplits
 from gspdml.data.cache import cached_arrays
-from gspdml.data.collage import collage_splits
+from gspdml.data.collage import collage_splits, glyph_pair_name
 from gspdml.data.glyphs import (
     FIELD,
     SPLITS,
     check_source,
-    class_names,
     draw_glyphs,
     glyph_pools,
     resize_glyphs,
@@ -75,30 +78,46 @@ def pair_tile(left: np.ndarray, right: np.ndarray, tile_size: int) -> np.ndarray
 
 
 def partition(
-    base: Iterable[int], *, split_seed: int, shared_super: int, sub_split: Sequence[int]
+    subclasses: Mapping[int, Iterable[int]],
+    *,
+    split_seed: int,
+    shared: Union[int, Collection[int]],
+    sub_split: Sequence[int],
 ) -> dict[str, np.ndarray]:
-    """Seeded split of the ordered pairs of ``base`` classes. Returns, per split ``s``,
-    ``s_targets`` and ``s_backgrounds``: arrays ``[C, 2]`` of pairs ``(super, sub)``."""
-    base = np.asarray(sorted(int(b) for b in base))
+    """Seeded split of the classes ``(super, sub)`` of ``subclasses`` (super-class -> its
+    sub-classes): the sub-classes of every super-class are split ``sub_split`` between train,
+    validation and test; ``shared`` super-classes (a count drawn at random, or the super-class
+    ids) are the background. Returns, per split ``s``, ``s_targets`` and ``s_backgrounds``: arrays
+    ``[C, 2]`` of pairs ``(super, sub)``."""
+    subs_of = {int(a): np.asarray(sorted(int(b) for b in subs)) for a, subs in subclasses.items()}
+    supers = np.asarray(sorted(subs_of))
+    fewest = min(len(subs) for subs in subs_of.values())
     sub_split = tuple(int(v) for v in sub_split)
-    if len(sub_split) != 3 or min(sub_split) < 0 or sum(sub_split) > len(base) or sub_split[0] < 1:
+    if len(sub_split) != 3 or min(sub_split) < 0 or sum(sub_split) > fewest or sub_split[0] < 1:
         raise ConfigError(
             f"{FIELD}.sub_split",
-            f"expected (train, val, test) sub-class counts, train >= 1, summing to <= {len(base)}, got {sub_split}",
+            f"expected (train, val, test) sub-class counts, train >= 1, summing to <= {fewest}, got {sub_split}",
         )
-    if not 1 <= shared_super < len(base):
+    if isinstance(shared, (int, np.integer)):
+        if not 1 <= shared < len(supers):
+            raise ConfigError(
+                f"{FIELD}.shared_super", f"must be in [1, {len(supers) - 1}], got {shared}"
+            )
+    elif not shared or not set(shared) < set(supers.tolist()):
         raise ConfigError(
-            f"{FIELD}.shared_super", f"must be in [1, {len(base) - 1}], got {shared_super}"
+            f"{FIELD}.shared",
+            f"expected some but not all of the super-classes {supers.tolist()}, got {sorted(shared)}",
         )
     rng = np.random.default_rng(np.random.SeedSequence([split_seed, 0x5AED]))
-    supers = rng.permutation(base)
+    order = rng.permutation(supers)
     bounds = np.cumsum([0, *sub_split])
     out: dict[str, list] = {
         f"{s}_{kind}": [] for s in SPLITS for kind in ("targets", "backgrounds")
     }
-    for rank, a in enumerate(supers):
-        kind = "backgrounds" if rank < shared_super else "targets"
-        subs = rng.permutation(base)
+    for rank, a in enumerate(order):
+        background = rank < shared if isinstance(shared, (int, np.integer)) else a in shared
+        kind = "backgrounds" if background else "targets"
+        subs = rng.permutation(subs_of[int(a)])
         for s, split in enumerate(SPLITS):
             out[f"{split}_{kind}"] += [
                 (int(a), int(b)) for b in sorted(subs[bounds[s] : bounds[s + 1]])
@@ -108,25 +127,61 @@ def partition(
     }
 
 
-def build_shared_collage_arrays(
+@dataclass(frozen=True)
+class TileSource:
+    """What a collage is made of: classes ``(super, sub)`` and a way to draw a tile of one.
+
+    ``subclasses``: super-class -> its sub-classes; ``tile_shape``: ``(T, T)`` or ``(C, T, T)``;
+    ``draw(split_index, super, sub, rng)``: a tile of that class from the images of that split,
+    and the indices of the source images it shows (``images_per_tile`` of them)."""
+
+    subclasses: Mapping[int, Sequence[int]]
+    tile_shape: tuple[int, ...]
+    images_per_tile: int
+    draw: Callable[[int, int, int, np.random.Generator], tuple[np.ndarray, list[int]]]
+
+
+def glyph_tiles(
     glyphs: np.ndarray,
     glyph_labels: np.ndarray,
     *,
     split_seed: int,
     tile_size: int,
-    grid: int,
-    images_per_class: int,
-    shared_super: int,
-    sub_split: Sequence[int],
     glyph_split: Sequence[float],
-) -> dict[str, np.ndarray]:
-    """Compose the three splits. Per split ``s``: ``s_images`` uint8 ``[N, grid·tile, grid·tile]``;
-    ``s_labels`` ``[N]`` (0..C_s-1, indexing ``s_pairs``); ``s_pairs`` ``[C_s, 2]`` (the target
-    classes); ``s_background_set`` ``[B_s, 2]`` (the background classes); ``s_position`` ``[N]``
-    (the target tile, row-major); ``s_tile_pairs`` ``[N, grid², 2]`` (each tile's class);
-    ``s_glyphs`` ``[N, grid², 2]`` (the glyph images each tile shows)."""
+) -> TileSource:
+    """Pair tiles of glyphs (module docstring): class ``(a, b)``, super-class ``a``; each split
+    draws from its own glyph pool (:func:`split_pools`)."""
     if tile_size < 2 or tile_size % 2:
         raise ConfigError(f"{FIELD}.tile_size", f"must be an even number >= 2, got {tile_size}")
+    pools = split_pools(glyph_labels, glyph_split, split_seed)
+    cells = resize_glyphs(glyphs, tile_size // 2)
+    base = [int(b) for b in np.unique(glyph_labels)]
+
+    def draw(s: int, a: int, b: int, rng: np.random.Generator) -> tuple[np.ndarray, list[int]]:
+        used = [
+            int(draw_glyphs(pools[s][c], 1, rng, f"class {c} in {SPLITS[s]}")[0]) for c in (a, b)
+        ]
+        return pair_tile(cells[used[0]], cells[used[1]], tile_size), used
+
+    return TileSource({a: base for a in base}, (tile_size, tile_size), 2, draw)
+
+
+def compose_collages(
+    source: TileSource,
+    *,
+    split_seed: int,
+    grid: int,
+    images_per_class: int,
+    shared: Union[int, Collection[int]],
+    sub_split: Sequence[int],
+) -> dict[str, np.ndarray]:
+    """Compose the three splits: every collage has one tile of a target class of its split at a
+    uniformly random position and tiles of uniformly drawn background classes of the same split
+    elsewhere. Per split ``s``: ``s_images`` uint8 ``[N, (C,) grid·T, grid·T]``; ``s_labels``
+    ``[N]`` (0..C_s-1, indexing ``s_pairs``); ``s_pairs`` ``[C_s, 2]`` (the target classes);
+    ``s_background_set`` ``[B_s, 2]`` (the background classes); ``s_position`` ``[N]`` (the
+    target tile, row-major); ``s_tile_pairs`` ``[N, grid², 2]`` (each tile's class);
+    ``s_glyphs`` ``[N, grid², images_per_tile]`` (the source images each tile shows)."""
     if grid < 1:
         raise ConfigError(
             f"{FIELD}.grid",
@@ -135,14 +190,10 @@ def build_shared_collage_arrays(
     if images_per_class < 1:
         raise ConfigError(f"{FIELD}.images_per_class", f"must be >= 1, got {images_per_class}")
     classes = partition(
-        np.unique(glyph_labels),
-        split_seed=split_seed,
-        shared_super=shared_super,
-        sub_split=sub_split,
+        source.subclasses, split_seed=split_seed, shared=shared, sub_split=sub_split
     )
     rng = np.random.default_rng(np.random.SeedSequence([split_seed, 0xC011]))
-    pools = split_pools(glyph_labels, glyph_split, split_seed)
-    cells = resize_glyphs(glyphs, tile_size // 2)
+    *channels, side, _ = source.tile_shape
     tiles = grid * grid
     out: dict[str, np.ndarray] = {}
     for s, split in enumerate(SPLITS):
@@ -159,19 +210,14 @@ def build_shared_collage_arrays(
         if tiles > 1 and n:
             tile_pairs[:] = backgrounds[rng.integers(0, len(backgrounds), size=(n, tiles))]
         tile_pairs[np.arange(n), position] = targets[labels]
-        used = np.zeros((n, tiles, 2), dtype=np.int64)
-        images = np.zeros((n, grid * tile_size, grid * tile_size), dtype=np.uint8)
+        used = np.zeros((n, tiles, source.images_per_tile), dtype=np.int64)
+        images = np.zeros((n, *channels, grid * side, grid * side), dtype=np.uint8)
         for i in range(n):
             for t in range(tiles):
                 a, b = tile_pairs[i, t]
-                used[i, t] = [
-                    draw_glyphs(pools[s][int(c)], 1, rng, f"class {c} in {split}")[0]
-                    for c in (a, b)
-                ]
+                tile, used[i, t] = source.draw(s, int(a), int(b), rng)
                 r, c = divmod(t, grid)
-                images[
-                    i, r * tile_size : (r + 1) * tile_size, c * tile_size : (c + 1) * tile_size
-                ] = pair_tile(cells[used[i, t, 0]], cells[used[i, t, 1]], tile_size)
+                images[i, ..., r * side : (r + 1) * side, c * side : (c + 1) * side] = tile
         out.update(
             {
                 f"{split}_images": images,
@@ -184,6 +230,32 @@ def build_shared_collage_arrays(
             }
         )
     return out
+
+
+def build_shared_collage_arrays(
+    glyphs: np.ndarray,
+    glyph_labels: np.ndarray,
+    *,
+    split_seed: int,
+    tile_size: int,
+    grid: int,
+    images_per_class: int,
+    shared_super: int,
+    sub_split: Sequence[int],
+    glyph_split: Sequence[float],
+) -> dict[str, np.ndarray]:
+    """:func:`compose_collages` of glyph pair tiles (:func:`glyph_tiles`)."""
+    source = glyph_tiles(
+        glyphs, glyph_labels, split_seed=split_seed, tile_size=tile_size, glyph_split=glyph_split
+    )
+    return compose_collages(
+        source,
+        split_seed=split_seed,
+        grid=grid,
+        images_per_class=images_per_class,
+        shared=shared_super,
+        sub_split=sub_split,
+    )
 
 
 def tile_classification_arrays(
@@ -268,7 +340,7 @@ def collage_shared(
     )
     return collage_splits(
         arrays,
-        class_names(source),
+        glyph_pair_name(source),
         seed=seed,
         grid=grid,
         augment=augment,

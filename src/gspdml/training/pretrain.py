@@ -5,7 +5,9 @@ paper, supplement §2.2), whose classes include the collage's shared background 
 backbone cannot suppress the background and pooling has to select the target. The analogue here
 (:func:`gspdml.data.shared_collage.tile_classification_arrays`): single tiles of all ordered
 pair classes of a glyph family, drawn from the collage's *training* glyph pool, classified by
-``backbone -> global average pooling -> linear`` with cross-entropy.
+``backbone -> global average pooling -> linear`` with cross-entropy. For the Cifar Collage built
+from CIFAR itself (:mod:`gspdml.data.cifar_collage`), a recipe with ``data.source: cifar100``
+trains on the official CIFAR-100 training file (recipe ``resnet20-cifar100``).
 
 A *recipe* (YAML: ``backbone``, ``data``, ``train``; shipped ones in
 ``gspdml/presets/pretrain/``) fully determines the weights: the same recipe gives the same
@@ -24,7 +26,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping, Union
+from typing import Any, Callable, Mapping, Union
 
 import numpy as np
 import torch
@@ -61,6 +63,9 @@ DATA_DEFAULTS = {
     "tiles_per_class": 64,
     "glyph_split": [0.6, 0.2, 0.2],
 }
+#: ``data.source: cifar100``: the official training file, with the augmentation of He et al.
+#: 2016 §4.2 (``augment``); the held-out accuracy is measured on the official test file
+CIFAR_DATA_DEFAULTS = {"source": "cifar100", "root": None, "augment": True}
 
 
 def recipe_names() -> list[str]:
@@ -95,7 +100,9 @@ def load_recipe(source: Union[str, Path, Mapping[str, Any]]) -> dict[str, Any]:
             f"a recipe has keys backbone (required), data, train, description; got {sorted(raw)}",
         )
     recipe = {"name": raw.get("name", name), "backbone": raw["backbone"]}
-    for section, defaults in (("data", DATA_DEFAULTS), ("train", TRAIN_DEFAULTS)):
+    cifar = (raw.get("data") or {}).get("source") == "cifar100"
+    data_defaults = CIFAR_DATA_DEFAULTS if cifar else DATA_DEFAULTS
+    for section, defaults in (("data", data_defaults), ("train", TRAIN_DEFAULTS)):
         given = dict(raw.get(section) or {})
         extra = set(given) - set(defaults)
         if extra:
@@ -189,26 +196,81 @@ def pretrained_weights_file(source, *, verbose: bool = True) -> Path:
     return path
 
 
-def _tiles(recipe: Mapping[str, Any], pool: str, seed: int) -> dict[str, np.ndarray]:
+#: the training examples of a recipe: ``(pool, seed) -> {"images": uint8, "labels": int}``,
+#: ``pool`` ``"train"`` (fresh draws or augmentations per seed) or ``"val"`` (held out)
+Examples = Callable[[str, int], dict[str, np.ndarray]]
+
+
+def recipe_examples(recipe: Mapping[str, Any]) -> Examples:
+    """The examples of the recipe's ``data``: glyph pair tiles
+    (:func:`gspdml.data.shared_collage.tile_classification_arrays`, the training and validation
+    glyph pools of the collage) or CIFAR-100 (training file, optionally augmented; test file)."""
+    data = recipe["data"]
+    if data["source"] == "cifar100":
+        return _cifar100_examples(data)
     from gspdml.data.glyphs import source_glyphs
     from gspdml.data.shared_collage import tile_classification_arrays
 
-    data = recipe["data"]
     glyphs, labels = source_glyphs(data["source"], data["root"])
-    return tile_classification_arrays(
-        glyphs,
-        labels,
-        split_seed=data["split_seed"],
-        tile_size=data["tile_size"],
-        tiles_per_class=data["tiles_per_class"],
-        glyph_split=data["glyph_split"],
-        seed=seed,
-        pool=pool,
-    )
+
+    def tiles(pool: str, seed: int) -> dict[str, np.ndarray]:
+        return tile_classification_arrays(
+            glyphs,
+            labels,
+            split_seed=data["split_seed"],
+            tile_size=data["tile_size"],
+            tiles_per_class=data["tiles_per_class"],
+            glyph_split=data["glyph_split"],
+            seed=seed,
+            pool=pool,
+        )
+
+    return tiles
+
+
+def _cifar100_examples(data: Mapping[str, Any]) -> Examples:
+    from gspdml.data.cifar import load_cifar
+
+    if data["root"] is None:
+        raise ConfigError(
+            "pretrain.data.root",
+            "the folder holding cifar-100-python/ (gspdml pretrain RECIPE --data-root DIR, or "
+            "a copy of the recipe with data.root set)",
+        )
+    cifar = load_cifar("cifar100", data["root"])
+
+    def examples(pool: str, seed: int) -> dict[str, np.ndarray]:
+        if pool != "train":
+            return {"images": cifar.test, "labels": cifar.test_labels}
+        images = cifar.train
+        if data["augment"]:
+            images = pad_crop_flip(images, np.random.default_rng([seed, 0xC1FA]))
+        return {"images": images, "labels": cifar.train_labels}
+
+    return examples
+
+
+def pad_crop_flip(images: np.ndarray, rng: np.random.Generator, pad: int = 4) -> np.ndarray:
+    """The CIFAR augmentation of He et al. 2016 §4.2: pad ``pad`` zero pixels on each side, take
+    a random crop of the original size, and flip it horizontally with probability 1/2
+    (``images`` uint8 ``[N, C, H, W]``)."""
+    n, _, h, w = images.shape
+    padded = np.pad(images, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    dy, dx = rng.integers(0, 2 * pad + 1, size=(2, n))
+    flip = rng.random(n) < 0.5
+    out = np.empty_like(images)
+    for y in range(2 * pad + 1):
+        for x in range(2 * pad + 1):
+            chosen = np.flatnonzero((dy == y) & (dx == x))
+            out[chosen] = padded[chosen, :, y : y + h, x : x + w]
+    out[flip] = out[flip, ..., ::-1]
+    return out
 
 
 def _as_tensor(images: np.ndarray, mean: float, std: float) -> torch.Tensor:
-    return ((torch.from_numpy(images).float()[:, None] / 255.0) - mean) / std
+    """uint8 ``[N, H, W]`` (one channel) or ``[N, C, H, W]`` as normalised float ``[N, C, H, W]``."""
+    x = torch.from_numpy(np.ascontiguousarray(images)).float()
+    return ((x[:, None] if x.ndim == 3 else x) / 255.0 - mean) / std
 
 
 def train_recipe(
@@ -223,10 +285,12 @@ def train_recipe(
     start = time.perf_counter()
     device, precision = resolve_device("auto"), _precision(recipe).precision
     torch.manual_seed(int(opts["seed"]))
-    first = _tiles(recipe, "train", seed=int(opts["seed"]) * 1000)
+    examples = recipe_examples(recipe)
+    first = examples("train", int(opts["seed"]) * 1000)
     mean, std = pixel_statistics(first["images"])
     classes = int(first["labels"].max()) + 1
-    backbone = build_backbone(recipe["backbone"], in_channels=1, field="pretrain.backbone")
+    channels = 1 if first["images"].ndim == 3 else int(first["images"].shape[1])
+    backbone = build_backbone(recipe["backbone"], in_channels=channels, field="pretrain.backbone")
     classifier = nn.Linear(backbone.out_channels, classes)
     model = nn.Sequential(backbone, nn.AdaptiveAvgPool2d(1), nn.Flatten(), classifier).to(device)
     layout = (
@@ -245,9 +309,7 @@ def train_recipe(
     meter = Progress(f"pre-training {recipe['name']}", steps, "steps", enabled=verbose)
     model.train()
     for epoch in range(epochs):
-        tiles = (
-            first if epoch == 0 else _tiles(recipe, "train", seed=int(opts["seed"]) * 1000 + epoch)
-        )
+        tiles = first if epoch == 0 else examples("train", int(opts["seed"]) * 1000 + epoch)
         x, y = (
             _as_tensor(tiles["images"], mean, std).to(device),
             torch.from_numpy(tiles["labels"]).to(device),
@@ -275,7 +337,7 @@ def train_recipe(
                 flush=True,
             )
     meter.close()
-    val = _tiles(recipe, "val", seed=int(opts["seed"]) * 1000 + 999)
+    val = examples("val", int(opts["seed"]) * 1000 + 999)
     accuracy = _accuracy(model, val, mean, std, precision, device)
     record = {
         "name": recipe["name"],
