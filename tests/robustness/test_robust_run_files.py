@@ -4,13 +4,14 @@ a kill, or by an older gspdml on a full disk) is left out with a warning and ``-
 continues from the intact checkpoint; a SIGKILL while a checkpoint is written leaves a hidden
 temporary file, which the resumed run removes."""
 
+import json
 import shutil
 import warnings
 
 import pytest
 
 from gspdml.config import load_config
-from gspdml.errors import GspdmlError
+from gspdml.errors import DataError, GspdmlError
 from gspdml.output_files import OutputError
 from gspdml.training import Trainer
 from gspdml.training.callbacks import Callback
@@ -105,3 +106,14 @@ checkpoint_module.save_state({str(checkpoint)!r}, {{"weights": torch.zeros(1000)
     assert not stale[0].exists() and resumed.step == 2
     assert resumed.fit()["steps"] == 4
     assert not [p for p in run_dir.rglob("*") if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("step", ["missing", "3", True, -1])
+def test_a_metrics_record_without_a_step_is_named_with_its_line(tmp_path, step):
+    """Hardening item 18: a record without an integer ``step`` was read as is (the report and
+    resume order records by step); the one reader names the file and the line."""
+    record = {"split": "val", "map_at_r": 0.5} | ({} if step == "missing" else {"step": step})
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(json.dumps({"step": 0, "split": "train"}) + "\n" + json.dumps(record) + "\n")
+    with pytest.raises(DataError, match=rf"{path}:2: every record has a step"):
+        MetricsLog(path).read()

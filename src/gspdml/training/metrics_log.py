@@ -74,6 +74,12 @@ class MetricsLog:
                 raise DataError(
                     f"{self.path}:{number}: expected a JSON object, got {type(record).__name__}"
                 )
+            step = record.get("step")
+            if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+                raise DataError(
+                    f"{self.path}:{number}: every record has a step (an integer >= 0), got "
+                    f"{step!r}; the file was not written by gspdml or was edited"
+                )
             records.append(record)
         return records
 
