@@ -5,6 +5,8 @@ too large. Before, each escaped as ``KeyError``, ``JSONDecodeError``, ``Attribut
 ``RecursionError``."""
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +14,7 @@ from safetensors.torch import save_file
 
 from gspdml.errors import MAX_JSON_BYTES, DataError, read_json_object
 from gspdml.retrieval.bundle import from_pretrained, write_bundle
+from gspdml.retrieval.index import RetrievalIndex
 from gspdml.training.checkpoint import FORMAT, CheckpointError, load_state, save_state
 from tests.helpers.retrieval import write_run
 
@@ -63,3 +66,16 @@ def test_a_checkpoint_with_a_malformed_structure_is_named(tmp_path, structure):
     save_file({"0": torch.ones(2)}, str(path), metadata={"gspdml": json.dumps(header)})
     with pytest.raises(CheckpointError, match=f"{path}: malformed checkpoint structure"):
         load_state(path)
+
+
+@pytest.mark.parametrize("model", ["a string", [1, 2], {"weights": 7}, {"run_dir": ["x"]}])
+def test_an_index_whose_model_field_is_malformed_is_named(tmp_path, model):
+    """Hardening item 18: ``index.json``'s ``model`` was used as given (``AttributeError`` or a
+    ``TypeError`` later in search); the reader names the file and the field."""
+    folder = tmp_path / "index"
+    shutil.copytree(Path(__file__).parent / "data" / "index_before_manifests", folder)
+    meta = json.loads((folder / "index.json").read_text())
+    RetrievalIndex.load(folder)  # intact: loads
+    (folder / "index.json").write_text(json.dumps({**meta, "model": model}))
+    with pytest.raises(DataError, match=f"{folder / 'index.json'}: field 'model' must be"):
+        RetrievalIndex.load(folder)

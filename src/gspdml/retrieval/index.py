@@ -340,6 +340,15 @@ class RetrievalIndex:
                 f"{len(paths) if isinstance(paths, list) else paths!r} paths, "
                 f"{len(labels) if isinstance(labels, list) else labels!r} labels"
             )
+        model = meta.get("model") or {}
+        strings = ("weights", "run_dir", "run_dir_from_index")
+        if not isinstance(model, dict) or any(
+            not isinstance(model.get(key, ""), str) for key in strings
+        ):
+            raise DataError(
+                f"{folder / META_FILE}: field 'model' must be an object whose {', '.join(strings)} "
+                f"are strings, got {model!r:.200}"
+            )
         approximate = ann.AnnIndex.load(folder, None, mmap=mmap)
         if approximate is not None and approximate.count > count:
             raise DataError(
@@ -352,7 +361,7 @@ class RetrievalIndex:
             paths,
             labels,
             meta.get("metric", "euclidean"),
-            meta.get("model") or {},
+            model,
             approximate=approximate,
         )
 
