@@ -514,7 +514,7 @@ def verdict(
 
 def write_json(path: Path, payload: Any) -> None:
     """Write ``payload`` as JSON atomically (a temporary file renamed into place)."""
-    from gspdml.training.checkpoint import atomic_write_text
+    from gspdml.output_files import atomic_write_text
 
     atomic_write_text(path, json.dumps(payload, indent=2, default=_jsonable))
 

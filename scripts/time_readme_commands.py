@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from gspdml.training.checkpoint import atomic_write_text  # noqa: E402
+from gspdml.output_files import atomic_write_text  # noqa: E402
 
 TIMINGS = ROOT / "docs" / "timings.json"
 EMULATE_AVX2 = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}

@@ -106,8 +106,16 @@ MODELS = {
         GSP,
         zsr(LAMBDA, 9.5, "he_normal"),
     ),
-    "gsp_zsr_s1": ("GSP + PNCA + ZSR (λ 0.5, s 1 = paper, unit init)", GSP, zsr(LAMBDA, 1.0)),
-    "gsp_zsr_l01": ("GSP + PNCA + ZSR (λ 0.1, s 9.5, unit init)", GSP, zsr(0.1, 9.5)),
+    "gsp_zsr_s1": (
+        "GSP + PNCA + ZSR (λ 0.5, s 1 = paper, he_normal init)",
+        GSP,
+        zsr(LAMBDA, 1.0, "he_normal"),
+    ),
+    "gsp_zsr_l01": (
+        "GSP + PNCA + ZSR (λ 0.1, s 9.5, he_normal init)",
+        GSP,
+        zsr(0.1, 9.5, "he_normal"),
+    ),
     # λ 0 without learning rate: Adam's weight decay alone would shrink the gradient-less
     # prototypes to ~0 (uniform histograms) within a few hundred steps
     "gap_xml0": (
