@@ -19,6 +19,7 @@ import pytest
 from gspdml.config import RunConfig, load_config, preset_names
 from gspdml.losses import build_loss
 from gspdml.models.embedder import head_position
+from gspdml.registry import parse_spec
 
 
 class By(dict):
@@ -28,9 +29,13 @@ class By(dict):
 DS = r"(cub|cars|sop|inshop)"
 SMALL, LARGE = r"(cub|cars)", r"(sop|inshop)"
 TF = rf"^({DS}-(fair|conventional)-|ccp-(?!demo))"  # presets of the GSP/CCP authors' TF framework
+R50 = rf"^{DS}-conventional-r50-"  # the TF framework's conventional recipe on ResNet-50
+BNI = rf"^({DS}-(fair|conventional)-(?!r50-)|ccp-(?!demo))"  # ... on BN-Inception
+CONV_BNI = rf"^{DS}-conventional-(?!r50-)"
 GSP = rf"^{DS}-(fair|conventional)-.*-gsp$"
-PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-c1xbm)-gsp$"
-PROXY_GSP = rf"^{DS}-fair-(pnca|pa)-gsp$"
+PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-(r50-\d+-)?c1xbm)(-gemean|-gmp)?-gsp$"
+PROXY_GSP = rf"^{DS}-fair-(pnca|pa)(-gemean|-gmp)?-gsp$"
+TABLE4 = r"^cub-fair-(c2|pnca)-"  # GSP paper Table 4, CUB: the pooling alternatives
 
 TABLE = [
     # --- the TF framework (GSP, CCP): optimiser, clipping, projection ---------------------------
@@ -53,11 +58,22 @@ TABLE = [
         10.0,
         "TF code: default gradient transformers clip values at 10",
     ),
-    (TF, "optimizer.weight_decay", 1e-4, "thesis §5.3.4.1: weight decay 1e-4"),
-    (TF, "model.backbone.name", "bn_inception", "thesis §5.2.4: BN-Inception"),
+    (BNI, "optimizer.weight_decay", 1e-4, "thesis §5.3.4.1: weight decay 1e-4"),
+    (BNI, "model.backbone.name", "bn_inception", "thesis §5.2.4: BN-Inception"),
+    (R50, "model.backbone.name", "resnet50", "GSP paper Table 3b / thesis Table 5.2b: ResNet-50"),
+    (R50, "optimizer.weight_decay", 4e-4, "thesis §5.3.4.1: weight decay 4e-4 (ResNet50)"),
+    (R50, "batch", 112, "thesis §5.3.4.1: batch 112 (ResNet50) at 4 samples per class"),
+    (R50, "data.samples_per_class", 4, "thesis §5.3.4.1: 4 samples per class"),
+    (rf"{R50}128-", "model.embedding_dim", 128, "thesis Table 5.2b: ResNet50-128"),
+    (rf"{R50}512-", "model.embedding_dim", 512, "GSP paper Table 3b: ResNet50-512"),
     (TF, "model.head_bias", False, "TF code: GlobalPooling / GSP feature_transform use_bias=False"),
     # --- fair protocol (thesis §5.3.4.1; §3.3.2.1 for CCP) --------------------------------------
-    (rf"^{DS}-fair-", "model.embedding_dim", 128, "thesis §5.3.4.1: 128-D fold models"),
+    (
+        rf"^{DS}-fair-(?!.*-(otp|vlad)-)",
+        "model.embedding_dim",
+        128,
+        "thesis §5.3.4.1: 128-D fold models",
+    ),
     (rf"^{DS}-fair-(?!pa-)", "optimizer.lr", 1e-5, "thesis §5.3.4.1: constant lr 1e-5"),
     (rf"^{SMALL}-fair-pa-", "optimizer.lr", 1e-5, "thesis §5.3.4.1: constant lr 1e-5"),
     (
@@ -95,13 +111,13 @@ TABLE = [
         "thesis §5.3.4.1: patience 10 on SOP and In-shop",
     ),
     (
-        rf"^{DS}-fair-(c2|ms|triplet|c1xbm)-",
+        rf"^{DS}-fair-(c1|c2|ms|triplet|c1xbm)-",
         "data.classes_per_batch",
         8,
         "thesis §5.3.4.1: 8 classes x 4",
     ),
     (
-        rf"^{DS}-fair-(c2|ms|triplet|c1xbm)-",
+        rf"^{DS}-fair-(c1|c2|ms|triplet|c1xbm)-",
         "data.samples_per_class",
         4,
         "thesis §5.3.4.1: 8 classes x 4",
@@ -127,7 +143,7 @@ TABLE = [
     (rf"^{DS}-fair-pnca-", "optimizer.eps", 1e-8, "thesis: x100 proxies with Adam's usual eps"),
     (rf"^{DS}-fair-pnca-", "loss:temperature_of_pnca", 0.11, "thesis §5.3.4.1: temperature 0.11"),
     # --- conventional protocol (thesis §5.3.4.1) -------------------------------------------------
-    (rf"^{DS}-conventional-", "model.embedding_dim", 512, "thesis §5.3.4.1: 512-D"),
+    (CONV_BNI, "model.embedding_dim", 512, "thesis §5.3.4.1: 512-D"),
     (r"^cub-conventional-", "optimizer.lr", 1e-5, "thesis §5.3.4.1: 1e-5 on CUB"),
     (
         r"^(cars|sop|inshop)-conventional-",
@@ -141,7 +157,7 @@ TABLE = [
         {"factor": 0.5, "patience": 4, "min_lr": 1e-6},
         "thesis §5.3.4.1: reduce on plateau, patience 4; TF code: factor 0.5, min_lr 1e-6",
     ),
-    (rf"^{DS}-conventional-", "data.classes_per_batch", 32, "thesis §5.3.4.1: batch 128 = 32 x 4"),
+    (CONV_BNI, "data.classes_per_batch", 32, "thesis §5.3.4.1: batch 128 = 32 x 4"),
     (
         rf"^{DS}-conventional-",
         "evaluation.split",
@@ -234,6 +250,20 @@ TABLE = [
     (GSP, "loss:logit_scale", 9.5, "TF code zsr_loss: softmax scale 9.5"),
     # --- base losses -----------------------------------------------------------------------------
     (rf"^{DS}-fair-ms-gsp$", "loss:base.mining", False, "TF code: MS built without a miner"),
+    (
+        rf"^{DS}-fair-ms-gap$",
+        "loss:mining",
+        False,
+        "TF code: MS built without a miner (the baseline of MS+GSP, so the pair is comparable)",
+    ),
+    (r"^cub-fair-ms-gap$", "loss:alpha", 2.0, "thesis §3.3.2.1: MS (2, 40, 0.5) on CUB"),
+    (rf"^{DS}-fair-c1-gap$", "loss:margin", 0.5, "thesis §3.3.2.1: C1 margin 0.5"),
+    (
+        rf"^{DS}-fair-triplet-gap$",
+        "loss:margin",
+        By(cub=0.0961, cars=0.119, sop=0.0451, inshop=0.0451),
+        "thesis §3.3.2.1: triplet margins",
+    ),
     (r"^ccp-.*-ms$", "loss:base.mining", False, "ccp-dml: MS built without a miner"),
     (r"^cub-fair-ms-gsp$", "loss:base.alpha", 2.0, "thesis §3.3.2.1: MS (2, 40, 0.5) on CUB"),
     (
@@ -260,6 +290,57 @@ TABLE = [
         "loss:alpha_delta_of_pa",
         (32.0, 0.1),
         "thesis §3.3.2.1: ProxyAnchor (delta, alpha) = (0.1, 32)",
+    ),
+    # --- pooling alternatives (GSP paper Table 2 and Table 4, supplement §1.2 and §1.4) ------------
+    (rf"^{DS}-fair-(c2|pnca)-delf$", "model.pooling.name", "delf", "GSP paper Table 2: DeLF"),
+    (rf"^{DS}-fair-(c2|pnca)-gemean$", "model.pooling.name", "gem", "GSP paper Table 2: GeMean"),
+    (rf"^{DS}-fair-(c2|pnca)-gmp$", "model.pooling.name", "gmp", "GSP paper Table 2: GMP"),
+    (
+        rf"^{DS}-fair-(c2|pnca)-gmp-gap$",
+        "model.pooling.name",
+        "gap_gmp",
+        "GSP paper Table 2: GMP+GAP",
+    ),
+    (
+        rf"^{DS}-fair-(c2|pnca)-gemean-gsp$",
+        "model.pooling.gem_p",
+        3.0,
+        "GSP paper Table 2: GeMean+GSP; TF code use_gemp (p = 3)",
+    ),
+    (
+        rf"^{DS}-fair-(c2|pnca)-gemean-gsp$",
+        "model.pooling.learn_gem_p",
+        True,
+        "TF code use_gemp: a trainable p",
+    ),
+    (
+        rf"^{DS}-fair-(c2|pnca)-gmp-gsp$",
+        "model.pooling.add_max_pool",
+        True,
+        "GSP paper Table 2: GMP+GSP; TF code augment_max_pool",
+    ),
+    (rf"^{DS}-fair-c2-gsp-nozsp$", "loss.name", "c2", "GSP paper Table 1 row 2: GSP without ZSP"),
+    (rf"^{DS}-fair-c2-gsp-nozsp$", "model.pooling.name", "gsp", "GSP paper Table 1 row 2: GSP"),
+    (rf"^{DS}-fair-c2-zsp-mu1$", "loss.name", "zsr", "GSP paper Table 1 row 3: ZSP"),
+    (rf"^{DS}-fair-c2-zsp-mu1$", "model.pooling.mu", 1.0, "GSP paper §5.2.3: mu = 1 is GAP"),
+    (rf"{TABLE4}cbam$", "model.pooling.name", "cbam", "GSP paper Table 4: CBAM"),
+    (rf"{TABLE4}crow$", "model.pooling.name", "crow", "GSP paper Table 4: CroW"),
+    (rf"{TABLE4}gemax$", "model.pooling.name", "gemax", "GSP paper Table 4: GeMax"),
+    (rf"{TABLE4}gsop$", "model.pooling.name", "gsop", "GSP paper Table 4: GSoP"),
+    (rf"{TABLE4}solar$", "model.pooling.name", "solar", "GSP paper Table 4: SOLAR"),
+    (rf"{TABLE4}tsmk$", "model.pooling.name", "t_smk", "GSP paper Table 4: T-SMK"),
+    (rf"{TABLE4}weldon$", "model.pooling.name", "weldon", "GSP paper Table 4: WELDON"),
+    (rf"{TABLE4}otp-", "model.pooling.name", "otp", "GSP paper Table 4: OTP"),
+    (rf"{TABLE4}vlad-", "model.pooling.name", "netvlad", "GSP paper Table 4: NetVLAD"),
+    (rf"{TABLE4}otp-8x16$", "model.pooling.prototypes", 8, "GSP paper supplement §1.4: 8 x 16"),
+    (rf"{TABLE4}otp-64x128$", "model.pooling.dim", 128, "GSP paper supplement §1.4: 64 x 128"),
+    (rf"{TABLE4}vlad-8x16$", "model.pooling.clusters", 8, "GSP paper supplement §1.4: 8 x 16"),
+    (rf"{TABLE4}vlad-64x128$", "model.pooling.clusters", 64, "GSP paper supplement §1.4: 64 x 128"),
+    (
+        rf"{TABLE4}(otp|vlad)-",
+        "model.embedding_dim",
+        None,
+        "GSP paper supplement §1.4: the clusters x dim ensemble is the embedding",
     ),
     # --- XBM (thesis §3.3.2.1; TF xbm loss) -----------------------------------------------------------
     (
@@ -524,3 +605,35 @@ def test_every_table_row_is_used():
         if not any(re.search(pattern, n) for n in PRESETS)
     ]
     assert not unused
+
+
+#: fair-protocol GAP baselines and the +GSP row they are the baseline of (GSP paper Table 2)
+GAP_GSP_PAIRS = [
+    (name, name[: -len("gap")] + "gsp")
+    for name in PRESETS
+    if re.search(rf"^{DS}-fair-[a-z0-9]+-gap$", name) and name[: -len("gap")] + "gsp" in PRESETS
+]
+
+
+@pytest.mark.parametrize(("gap", "gsp"), GAP_GSP_PAIRS)
+def test_gap_baseline_differs_from_its_gsp_row_only_in_pooling_and_zsr(gap, gsp):
+    """A Table 2 pair compares poolings: the GAP row must train exactly as the +GSP row, with
+    GAP instead of GSP and the +GSP row's base loss without the zero-shot regulariser."""
+    base, treated = load_config(gap).to_dict(), load_config(gsp).to_dict()
+    assert treated["loss"]["name"] == "zsr"
+    assert parse_spec(base["loss"], "loss") == parse_spec(treated["loss"]["base"], "loss.base")
+    assert base["model"].pop("pooling") == {"name": "gap"}
+    assert treated["model"].pop("pooling")["name"] == "gsp"
+    for config in (base, treated):
+        for key in ("name", "loss"):
+            config.pop(key)
+        config["data"].pop("halves")
+    assert base == treated
+
+
+def test_every_fair_gsp_row_has_its_gap_baseline():
+    gsp_rows = [
+        n for n in PRESETS if re.search(rf"^{DS}-fair-(c1xbm|c2|ms|triplet|pnca|pa)-gsp$", n)
+    ]
+    assert len(gsp_rows) == 24
+    assert {gsp for _, gsp in GAP_GSP_PAIRS} == set(gsp_rows)
