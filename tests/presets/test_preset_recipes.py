@@ -111,13 +111,13 @@ TABLE = [
         "thesis §5.3.4.1: patience 10 on SOP and In-shop",
     ),
     (
-        rf"^{DS}-fair-(c1|c2|ms|triplet|c1xbm)-",
+        rf"^{DS}-fair-(c1|c2|ms|triplet|c1xbm|c2xbm)-",
         "data.classes_per_batch",
         8,
         "thesis §5.3.4.1: 8 classes x 4",
     ),
     (
-        rf"^{DS}-fair-(c1|c2|ms|triplet|c1xbm)-",
+        rf"^{DS}-fair-(c1|c2|ms|triplet|c1xbm|c2xbm)-",
         "data.samples_per_class",
         4,
         "thesis §5.3.4.1: 8 classes x 4",
@@ -342,9 +342,27 @@ TABLE = [
         None,
         "GSP paper supplement §1.4: the clusters x dim ensemble is the embedding",
     ),
+    (
+        rf"^{DS}-fair-softtriple-",
+        "batch",
+        32,
+        "thesis §3.3.2.1: proxy baselines 32 x 1",
+    ),
+    (
+        rf"^{DS}-fair-softtriple-",
+        "loss.centers_per_class",
+        By(cub=10, cars=10, sop=4, inshop=4),
+        "thesis §3.3.2.2: SoftTriple-L, 10 centres per class (CUB, Cars), 4 (SOP, In-shop)",
+    ),
+    (
+        rf"^{DS}-fair-c2xbm-",
+        "loss:base.neg_margin",
+        By(cub=0.3841, cars=0.5409, sop=0.513, inshop=0.513),
+        "thesis §3.3.2.1: C2 margins inside XBM",
+    ),
     # --- XBM (thesis §3.3.2.1; TF xbm loss) -----------------------------------------------------------
     (
-        rf"^{DS}-(fair|conventional)-c1xbm-",
+        rf"^{DS}-(fair-(c1|c2)xbm|conventional-(r50-\d+-)?c1xbm)-",
         "loss:xbm.memory_batches",
         By(cub=25, cars=25, sop=1400, inshop=400),
         "thesis §3.3.2.1 / TF trainModel.py: 25, 25, 1400, 400 batches",
