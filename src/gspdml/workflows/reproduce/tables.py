@@ -1,0 +1,8 @@
+"""Every table ``gspdml reproduce`` knows, by key, in the order ``--list`` shows them."""
+
+from __future__ import annotations
+
+from gspdml.workflows.reproduce import gsp_paper
+from gspdml.workflows.reproduce.registry import Table
+
+TABLES: dict[str, Table] = {table.key: table for table in (*gsp_paper.TABLES,)}
