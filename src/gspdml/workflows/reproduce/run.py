@@ -258,7 +258,7 @@ def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int
     body: list[list[Any]] = []
     for plan in plans:
         if plan.config is None:
-            body.append([plan.row.key, "–", plan.row.status, "", "", "", "", "", "", ""])
+            body.append([plan.row.key, "–", plan.row.status, *[""] * 8])
             continue
         config = plan.config
         body.append(
@@ -266,6 +266,7 @@ def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int
                 plan.row.key,
                 f"`{plan.row.preset}`",
                 f"{Path(config.output_dir) / config.name}",
+                config.data.dataset.get("root", "–"),
                 plan.models,
                 _loss_name(config.loss),
                 config.model.pooling["name"],
@@ -279,6 +280,7 @@ def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int
         "Row",
         "Preset",
         "Run dir",
+        "Data",
         "Models",
         "Loss",
         "Pooling",
