@@ -89,16 +89,25 @@ GSP_TABLE_2 = Table(
     ),
     notes=(
         "C2+DeLF SOP 128D P@1 is printed as 45.53 (likely a typo of the paper; kept as printed). "
-        "MS rows train without a miner, as the authors' framework builds MS (MS+GSP likewise)."
+        "MS rows train without a miner, as the authors' framework builds MS (MS+GSP likewise). "
+        "Gürbüz thesis Table 5.1 prints the same runs but for six means: In-shop PNCA+GAP "
+        "87.38 / 57.58 / 85.04 / 54.72 (as XML Table 1's 57.58), SOP PAnchor+GSP 128D MAP@R 45.07, "
+        "CUB C2+GSP 128D MAP@R 21.53."
     ),
 )
 
-_COMPETITORS_3A = {
+COMPETITORS = {
     "wang": _cited("Wang et al., CVPR 2020 (XBM)"),
     "kim": _cited("Kim et al., CVPR 2020 (ProxyAnchor)"),
     "diva": "DiVA (Milbich et al., ECCV 2020) is not implemented",
     "fewer": "ProxyFewer (Zhu et al., 2020) is not implemented",
     "s2sd": "S2SD (Roth et al., ICML 2021) is not implemented",
+    "teh": "ProxyNCA++ at 512-D (ProxyNCA++ paper Table 14) has no preset (proxynca-* are 2048-D)",
+    "diml": "DIML (Zhao et al., ICCV 2021) is not implemented",
+}
+METRIX_MISSING = {
+    "=metrix-{dataset}-ms@sop": "no MS+Metrix preset for SOP (Metrix presets: CUB, Cars)",
+    "=metrix-{dataset}-ms@inshop": "no MS+Metrix preset for In-shop (Metrix presets: CUB, Cars)",
 }
 
 GSP_TABLE_3A = Table(
@@ -120,7 +129,7 @@ GSP_TABLE_3A = Table(
         CONVENTIONAL_ORDER,
         CONVENTIONAL,
         "{dataset}-conventional-{key}",
-        _COMPETITORS_3A,
+        COMPETITORS,
     ),
     notes="The GSP authors pool with GAP+GMP in the conventional protocol (GSP paper supplement §1.3).",
 )
@@ -148,15 +157,7 @@ GSP_TABLE_3B = Table(
         CONVENTIONAL_ORDER,
         CONVENTIONAL,
         "{dataset}-conventional-{key}",
-        {
-            **_COMPETITORS_3A,
-            "teh": "ProxyNCA++ at 512-D (ProxyNCA++ paper Table 14) has no preset (proxynca-* are 2048-D)",
-            "libc": LIBC,
-            "libc-gsp": LIBC,
-            "diml": "DIML (Zhao et al., ICCV 2021) is not implemented",
-            "=metrix-{dataset}-ms@sop": "no MS+Metrix preset for SOP (Metrix presets: CUB, Cars)",
-            "=metrix-{dataset}-ms@inshop": "no MS+Metrix preset for In-shop (Metrix presets: CUB, Cars)",
-        },
+        {**COMPETITORS, **METRIX_MISSING, "libc": LIBC, "libc-gsp": LIBC},
     ),
     notes="MS+Metrix runs the Metrix presets (Psomas thesis §2.4.1) under the conventional protocol.",
 )
@@ -258,13 +259,7 @@ XML_TABLE_1_CONVENTIONAL = Table(
         CONVENTIONAL_ORDER,
         CONVENTIONAL[:1],
         "{dataset}-conventional-{key}",
-        {
-            "kim": _COMPETITORS_3A["kim"],
-            "libc": LIBC,
-            "libc-xml": LIBC,
-            "=metrix-{dataset}-ms@sop": "no MS+Metrix preset for SOP (Metrix presets: CUB, Cars)",
-            "=metrix-{dataset}-ms@inshop": "no MS+Metrix preset for In-shop (Metrix presets: CUB, Cars)",
-        },
+        {"kim": COMPETITORS["kim"], **METRIX_MISSING, "libc": LIBC, "libc-xml": LIBC},
     ),
     notes=(
         "The paper's column headings read SOP, InShop, CUB, Cars, but the numbers are those of "
