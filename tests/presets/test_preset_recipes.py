@@ -35,7 +35,8 @@ CONV_BNI = rf"^{DS}-conventional-(?!r50-)"
 GSP = rf"^{DS}-(fair|conventional)-.*-gsp$"
 PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-(r50-\d+-)?c1xbm)(-gemean|-gmp)?-gsp$"
 PROXY_GSP = rf"^{DS}-fair-(pnca|pa)(-gemean|-gmp)?-gsp$"
-TABLE4 = r"^cub-fair-(c2|pnca)-"  # GSP paper Table 4, CUB: the pooling alternatives
+TABLE4 = r"^cub-fair-(c2|pnca)-"
+PNCA = rf"^proxynca-{DS}"  # ProxyNCA++ as published and its ablations (ProxyNCA++ paper Tables 3-7)  # GSP paper Table 4, CUB: the pooling alternatives
 
 TABLE = [
     # --- the TF framework (GSP, CCP): optimiser, clipping, projection ---------------------------
@@ -454,9 +455,22 @@ TABLE = [
     ),
     # --- ProxyNCA++ as published (ProxyNCA++ paper §4.1; PNCA code) ----------------------------------
     (r"^proxynca-", "model.backbone.name", "resnet50", "ProxyNCA++ paper §4.1: ResNet-50"),
-    (r"^proxynca-", "model.embedding_dim", 2048, "PNCA code: sz_embedding 2048"),
-    (r"^proxynca-", "model.pooling.name", "gmp", "ProxyNCA++ paper: +max"),
-    (r"^proxynca-", "model.pooled_norm", "layer_norm", "ProxyNCA++ paper: +norm"),
+    (rf"{PNCA}(-no-[a-z-]+)?$", "model.embedding_dim", 2048, "PNCA code: sz_embedding 2048"),
+    (rf"{PNCA}-512$", "model.embedding_dim", 512, "ProxyNCA++ paper Tables 3-6: Emb 512"),
+    (rf"{PNCA}-1024$", "model.embedding_dim", 1024, "ProxyNCA++ paper Tables 3-6: Emb 1024"),
+    (rf"{PNCA}(?!.*-no-max)", "model.pooling.name", "gmp", "ProxyNCA++ paper: +max"),
+    (rf"{PNCA}-no-max", "model.pooling.name", "gap", "ProxyNCA++ paper Tables 3-7: -max"),
+    (rf"{PNCA}(?!-no-norm)", "model.pooled_norm", "layer_norm", "ProxyNCA++ paper: +norm"),
+    (rf"{PNCA}-no-norm$", "model.pooled_norm", None, "ProxyNCA++ paper Table 7: -norm"),
+    (rf"{PNCA}(?!-no-cbs)", "data.sampler", "balanced", "ProxyNCA++ paper: +cbs"),
+    (rf"{PNCA}-no-cbs$", "data.sampler", "random", "ProxyNCA++ paper Table 7: -cbs"),
+    (
+        rf"{PNCA}(?!-no-prob)",
+        "loss:assignment_probability",
+        True,
+        "ProxyNCA++ paper: +prob",
+    ),
+    (rf"{PNCA}-no-prob$", "loss:assignment_probability", False, "ProxyNCA++ paper Table 7: -prob"),
     (r"^proxynca-", "optimizer.eps", 1.0, "PNCA code: Adam eps = 1"),
     (r"^proxynca-", "optimizer.weight_decay", 0.0, "PNCA code: weight decay 0"),
     (r"^proxynca-", "optimizer.grad_clip_value", 10.0, "PNCA code: clip_grad_value_(model, 10)"),
@@ -467,12 +481,14 @@ TABLE = [
         "PNCA code: base lr",
     ),
     (
-        r"^proxynca-",
+        rf"{PNCA}(?!.*-no-fast)",
         "loss:lr_multiplier",
         By(cub=1e5, cars=1e5, sop=1e4, inshop=1e5),
         "PNCA code: proxy lr / base lr",
     ),
-    (r"^proxynca-", "loss:temperature", 1 / 9, "PNCA code: scale 3 = sqrt(1/T)"),
+    (rf"{PNCA}.*-no-fast$", "loss:lr_multiplier", 1.0, "ProxyNCA++ paper Tables 3-7: -fast"),
+    (rf"{PNCA}(?!-no-scale)", "loss:temperature", 1 / 9, "PNCA code: scale 3 = sqrt(1/T)"),
+    (rf"{PNCA}-no-scale$", "loss:temperature", 1.0, "ProxyNCA++ paper Table 7: -scale, T = 1"),
     (
         r"^proxynca-",
         "schedule.plateau.factor",

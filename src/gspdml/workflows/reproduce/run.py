@@ -5,8 +5,8 @@ with the user's overrides (``key.sub=value``, applied to every row) and ``--data
 preset's ``data.dataset.root`` folder name under that directory), run by the table's protocol
 through :func:`gspdml.workflows.protocol.run_protocol`: each model is trained, resumed or
 reused by the reuse rule of :mod:`gspdml.workflows.runner`, so a second call only aggregates,
-and a row whose preset another table shares is trained once. Rows live where ``gspdml protocol``
-puts them (``<output_dir>/<preset>``); the table is written to
+and a row whose preset another table shares is trained once. A row's models live in
+``<output_dir>/<preset>`` (``output_dir``: ``--output-dir``, else the preset's); the table is written to
 ``<output_dir>/tables/<table>.md`` and ``.json``: for every row and column the paper's number,
 ours (mean over the protocol's realisations), the difference ours - paper and our sigma (the
 std over the realisations: the 3^4 four-model ensembles of the fair protocol, the repeats of
@@ -23,10 +23,12 @@ from typing import Any, Optional
 
 from gspdml.config import RunConfig, load_config
 from gspdml.errors import ConfigError, did_you_mean
+from gspdml.evaluation.statistics import mean_std
 from gspdml.workflows.protocol import FOLDS_USED, run_protocol
 from gspdml.workflows.reproduce.registry import (
     SECONDS_PER_IMAGE,
     TYPICAL_STEPS,
+    Column,
     Row,
     Table,
     select_rows,
@@ -46,6 +48,13 @@ class RowPlan:
     config: Optional[RunConfig]
     models: int = 0
     steps: int = 0
+
+    @property
+    def root(self) -> Path:
+        """Where the row's protocol runs: ``<output_dir>/<preset>`` (a preset names one run
+        config, so tables that share a row share its models)."""
+        output_dir = self.config.output_dir if self.config is not None else DEFAULT_OUTPUT
+        return Path(output_dir) / str(self.row.preset)
 
     @property
     def batch(self) -> int:
@@ -146,7 +155,7 @@ def reproduce(
         elif plan.config is None:
             entries.append(_entry(table, row, row.status, None))
         else:
-            result = run_protocol(plan.config, table.protocol, seeds=seeds)
+            result = run_protocol(plan.config, table.protocol, seeds=seeds, output_dir=plan.root)
             entries.append(_entry(table, row, "reproduced", result))
     payload = {
         "table": table.key,
@@ -167,14 +176,7 @@ def _entry(table: Table, row: Row, status: str, result: Optional[dict]) -> dict[
     cells = {}
     for column in table.columns:
         paper = row.paper.get(column.title)
-        ours = ours_std = None
-        if result is not None:
-            summary = result["summary"]
-            ours = 100.0 * summary[column.group][column.metric]["mean"]
-            spread = summary.get(column.sigma_group or column.group, {}).get(column.metric, {})
-            std = spread.get("std")
-            single = int(result.get("num_realisations", 0)) < 2  # no spread to report
-            ours_std = None if single or std is None or math.isnan(std) else 100.0 * std
+        ours, ours_std = _ours(result, column) if result is not None else (None, None)
         cells[column.title] = {
             "paper": None if paper is None else paper.value,
             "paper_std": None if paper is None else paper.std,
@@ -192,6 +194,29 @@ def _entry(table: Table, row: Row, status: str, result: Optional[dict]) -> dict[
         "runs": {} if result is None else result.get("runs", {}),
         "cells": cells,
     }
+
+
+def _ours(result: dict, column: Column) -> tuple[Optional[float], Optional[float]]:
+    """Our number of ``column`` in percent and its std over the realisations (None for one
+    realisation). A metric the protocol's summary leaves out (R@k but R@1) is read from the
+    models of a conventional or two-stage protocol: the best repeat's value ("best") or the
+    mean over the repeats ("repeats"); None when the runs did not record it (NMI)."""
+    single = int(result.get("num_realisations", 0)) < 2  # no spread to report
+    summary = result["summary"]
+    if column.metric in summary.get(column.group, {}):
+        spread = summary.get(column.sigma_group or column.group, {}).get(column.metric, {})
+        mean = summary[column.group][column.metric]["mean"]
+        std = spread.get("std")
+    else:
+        values = [test.get(column.metric) for test in result.get("per_model", {}).values()]
+        if not values or any(v is None for v in values) or "best_run" not in result:
+            return None, None
+        stats = mean_std(values)
+        best = result["per_model"][result["best_run"]][column.metric]
+        mean, std = (best if column.group == "best" else stats["mean"]), stats["std"]
+    if single or std is None or math.isnan(std):
+        return 100.0 * mean, None
+    return 100.0 * mean, 100.0 * std
 
 
 # ---------------------------------------------------------------------------------- Markdown
@@ -265,7 +290,7 @@ def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int
             [
                 plan.row.key,
                 f"`{plan.row.preset}`",
-                f"{Path(config.output_dir) / config.name}",
+                str(plan.root),
                 config.data.dataset.get("root", "–"),
                 plan.models,
                 _loss_name(config.loss),
