@@ -36,6 +36,7 @@ GSP = rf"^{DS}-(fair|conventional)-.*-gsp$"
 PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-(r50-\d+-)?c1xbm)(-gemean|-gmp)?-gsp$"
 PROXY_GSP = rf"^{DS}-fair-(pnca|pa)(-gemean|-gmp)?-gsp$"
 TABLE4 = r"^cub-fair-(c2|pnca)-"
+METRIX = r"^metrix-(?!demo|base)(?!.*-baseline$)"  # the Metrix presets that mix
 PNCA = rf"^proxynca-{DS}"  # ProxyNCA++ as published and its ablations (ProxyNCA++ paper Tables 3-7)  # GSP paper Table 4, CUB: the pooling alternatives
 
 TABLE = [
@@ -413,7 +414,8 @@ TABLE = [
     # --- Metrix (Psomas thesis §2.4.1; Metrix code) ------------------------------------------------------
     (r"^metrix-(?!demo)", "model.backbone.name", "resnet50", "Metrix §2.4.1: ResNet-50"),
     (r"^metrix-(?!demo)", "model.pooling.name", "gap_gmp", "Metrix §2.4.1: GAP+GMP"),
-    (r"^metrix-(?!demo)", "model.embedding_dim", 512, "Metrix §2.4.1: d = 512"),
+    (r"^metrix-(?!demo)(?!.*-128)", "model.embedding_dim", 512, "Metrix §2.4.1: d = 512"),
+    (r"^metrix-.*-128", "model.embedding_dim", 128, "Metrix Table 2.6: d = 128 on CUB200"),
     (r"^metrix-(?!demo)", "optimizer.name", "adamw", "Metrix §2.4.1: AdamW"),
     (r"^metrix-(?!demo)", "optimizer.weight_decay", 1e-4, "Metrix §2.4.1: weight decay 1e-4"),
     (
@@ -426,9 +428,35 @@ TABLE = [
     (r"^metrix-(sop|inshop)-", "batch", 100, "Metrix Table 2.2: balanced 20 x 5"),
     (r"^metrix-(?!demo|base)", "data.dataset.crop", 224, "Metrix §2.4.1: 224 crops"),
     (r"^metrix-(?!demo|base)", "data.dataset.resize", 256, "Metrix §2.4.1: resize 256 at test"),
-    (r"^metrix-(?!demo|base)", "loss:mix_alpha", 2.0, "Metrix §2.4.2: Beta(2, 2)"),
-    (r"^metrix-(?!demo|base)", "loss:mix_weight", 0.4, "Metrix §2.4.2: w = 0.4"),
-    (r"^metrix-(?!demo|base)", "loss:level", "feature", "Metrix §2.4.2: feature mixup"),
+    (METRIX, "loss:mix_alpha", 2.0, "Metrix §2.4.2: Beta(2, 2)"),
+    (METRIX, "loss:mix_weight", 0.4, "Metrix §2.4.2: w = 0.4"),
+    (rf"{METRIX}(?!.*-(input|embed))", "loss:level", "feature", "Metrix §2.4.2: feature mixup"),
+    (r"^metrix-.*-input", "loss:level", "input", "Metrix Tables 2.3-2.6: Metrix/input"),
+    (r"^metrix-.*-embed", "loss:level", "embedding", "Metrix Tables 2.3-2.6: Metrix/embed"),
+    (
+        r"^metrix-.*-input(?!-k)",
+        "loss:hard_negatives",
+        3,
+        "Metrix §2.4.2: k = 3 hard negatives for input mixup",
+    ),
+    (r"^metrix-.*-input-k1$", "loss:hard_negatives", 1, "Metrix Tables 2.5-2.6: k = 1"),
+    (r"^metrix-.*-input-k2$", "loss:hard_negatives", 2, "Metrix Tables 2.5-2.6: k = 2"),
+    (r"^metrix-.*-pos-neg$", "loss:pairs", "pos_neg", "Metrix Tables 2.5-2.6: pos-neg pairs"),
+    (r"^metrix-.*-anc-neg$", "loss:pairs", "anc_neg", "Metrix Tables 2.5-2.6: anc-neg pairs"),
+    (
+        rf"{METRIX}(?!.*-(pos|anc)-neg$)",
+        "loss:pairs",
+        "random",
+        "Metrix §2.4.2: pos-neg or anc-neg, at random per iteration",
+    ),
+    (r"^metrix-.*-contrastive(-128)?-baseline$", "loss.name", "contrastive", "Metrix Table 2.3"),
+    (r"^metrix-.*-ms-baseline$", "loss.name", "ms", "Metrix Table 2.3: MS without Metrix"),
+    (
+        r"^metrix-.*-proxy-anchor-baseline$",
+        "loss.name",
+        "proxy_anchor",
+        "Metrix Table 2.3: Proxy Anchor without Metrix",
+    ),
     (
         r"^metrix-.*-contrastive$",
         "schedule.step_decay.factor",
@@ -448,7 +476,7 @@ TABLE = [
         "Metrix code: MS (17.97, 75.66, 0.77), miner 0.39",
     ),
     (
-        r"^metrix-(sop|inshop)-",
+        r"^metrix-(sop|inshop)-contrastive$",
         "loss:mix_chunk",
         256,
         "bounded memory at SOP scale (benchmarks/metrix_memory.py)",
