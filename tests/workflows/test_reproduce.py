@@ -287,3 +287,35 @@ def test_a_two_stage_row_reports_every_recall_depth_over_the_repeats(tmp_path):
         assert got["ours"] == pytest.approx(100 * np.mean(values))
         assert got["ours_std"] == pytest.approx(100 * np.std(values, ddof=1))
     assert row["cells"]["NMI"]["ours"] is None and row["cells"]["NMI"]["paper"] == 75.8
+
+
+def test_metrix_tables_repeat_each_other_but_for_two_printed_cells():
+    """Psomas thesis Table 2.4 repeats rows of Table 2.3, and Table 2.5's baseline and default
+    (feature mixup, all pairs) are Table 2.3's Cars196 contrastive rows."""
+    pairs = {
+        "Contrastive": "Contrastive",
+        "+Metrix/input(pos/anc-neg)": "Contrastive+Metrix/input",
+        "+Metrix/embed(pos/anc-neg)": "Contrastive+Metrix/embed",
+        "ProxyAnchor": "ProxyAnchor",
+        "ProxyAnchor+Metrix/embed": "ProxyAnchor+Metrix/embed",
+    }
+    found = {}
+    for row in TABLES["metrix-table2.4"].rows:
+        if row.label not in pairs:
+            continue
+        for column, reported in row.paper.items():
+            other = cell("metrix-table2.3", f"{row.dataset}/{pairs[row.label]}", column)
+            if reported.value != other:
+                found[(row.key, column)] = (reported.value, other)
+    assert found == {
+        ("inshop/Contrastive", "R@20"): (96.3, 96.2),
+        ("cub/ProxyAnchor", "R@1"): (69.7, 69.5),
+    }
+    for ablation, label in (
+        ("cars/baseline", "Contrastive"),
+        ("cars/k=all,feature", "Contrastive+Metrix"),
+    ):
+        for k in (1, 2, 4):
+            assert cell("metrix-table2.5", ablation, f"R@{k}") == cell(
+                "metrix-table2.3", f"cars/{label}", f"R@{k}"
+            )

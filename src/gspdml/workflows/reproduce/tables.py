@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from gspdml.workflows.reproduce import gsp_paper, gurbuz_thesis, proxynca_paper
+from gspdml.workflows.reproduce import gsp_paper, gurbuz_thesis, proxynca_paper, psomas_thesis
 from gspdml.workflows.reproduce.registry import Table
 
 TABLES: dict[str, Table] = {
-    table.key: table for table in (*gsp_paper.TABLES, *gurbuz_thesis.TABLES, *proxynca_paper.TABLES)
+    table.key: table
+    for table in (
+        *gsp_paper.TABLES,
+        *gurbuz_thesis.TABLES,
+        *proxynca_paper.TABLES,
+        *psomas_thesis.TABLES,
+    )
 }
