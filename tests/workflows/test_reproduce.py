@@ -289,7 +289,7 @@ def test_a_two_stage_row_reports_every_recall_depth_over_the_repeats(tmp_path):
     assert row["cells"]["NMI"]["ours"] is None and row["cells"]["NMI"]["paper"] == 75.8
 
 
-def test_metrix_tables_repeat_each_other_but_for_two_printed_cells():
+def test_metrix_tables_repeat_each_other_but_for_four_printed_cells():
     """Psomas thesis Table 2.4 repeats rows of Table 2.3, and Table 2.5's baseline and default
     (feature mixup, all pairs) are Table 2.3's Cars196 contrastive rows."""
     pairs = {
@@ -310,6 +310,8 @@ def test_metrix_tables_repeat_each_other_but_for_two_printed_cells():
     assert found == {
         ("inshop/Contrastive", "R@20"): (96.3, 96.2),
         ("cub/ProxyAnchor", "R@1"): (69.7, 69.5),
+        ("cub/ProxyAnchor", "R@2"): (80.0, 79.3),
+        ("inshop/+Metrix/embed(pos/anc-neg)", "R@20"): (96.9, 96.8),
     }
     for ablation, label in (
         ("cars/baseline", "Contrastive"),
