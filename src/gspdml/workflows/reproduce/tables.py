@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from gspdml.workflows.reproduce import gsp_paper, gurbuz_thesis, proxynca_paper, psomas_thesis
+from gspdml.workflows.reproduce import (
+    cir_tables,
+    gsp_paper,
+    gurbuz_thesis,
+    proxynca_paper,
+    psomas_thesis,
+)
 from gspdml.workflows.reproduce.registry import Table
 
 TABLES: dict[str, Table] = {
@@ -12,5 +18,6 @@ TABLES: dict[str, Table] = {
         *gurbuz_thesis.TABLES,
         *proxynca_paper.TABLES,
         *psomas_thesis.TABLES,
+        *cir_tables.TABLES,
     )
 }
