@@ -6,8 +6,10 @@ row is one method on one dataset: a shipped preset (run by the table's protocol)
 numbers the paper printed for it, or, when the library cannot run it yet, a ``missing`` reason
 (the row is listed, never faked). Numbers are in percent, as the papers print them.
 
-The tables themselves live beside this module, one module per paper (:data:`TABLES` collects
-them); :func:`grid` reads a table written in the paper's own layout, one method per line.
+The tables themselves live beside this module, one module per paper
+(:data:`gspdml.workflows.reproduce.tables.TABLES` collects them); :func:`grid` reads a table
+written in the paper's own layout, one method per line. A table of methods that train nothing
+(composed image retrieval) has the protocol ``cir`` and, for now, only missing rows.
 
 GPU-hour estimate (``gspdml reproduce --dry-run``): every model of a row costs
 ``steps x batch x SECONDS_PER_IMAGE[backbone]``. ``steps`` is ``schedule.max_steps`` for a
