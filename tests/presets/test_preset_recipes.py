@@ -28,9 +28,10 @@ class By(dict):
 
 DS = r"(cub|cars|sop|inshop)"
 SMALL, LARGE = r"(cub|cars)", r"(sop|inshop)"
-TF = rf"^({DS}-(fair|conventional)-|ccp-(?!demo))"  # presets of the GSP/CCP authors' TF framework
+SCREEN = r"^cub-screen-(c2|pnca)-[1-8]$"  # thesis Table 5.4: the fractional factorial screening
+TF = rf"^({DS}-(fair|conventional)-|ccp-(?!demo)|cub-screen-)"  # the GSP/CCP authors' TF framework
 R50 = rf"^{DS}-conventional-r50-"  # the TF framework's conventional recipe on ResNet-50
-BNI = rf"^({DS}-(fair|conventional)-(?!r50-)|ccp-(?!demo))"  # ... on BN-Inception
+BNI = rf"^({DS}-(fair|conventional)-(?!r50-)|ccp-(?!demo)|cub-screen-)"  # ... on BN-Inception
 CONV_BNI = rf"^{DS}-conventional-(?!r50-)"
 GSP = rf"^{DS}-(fair|conventional)-.*-gsp$"
 PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-(r50-\d+-)?c1xbm)(-gemean|-gmp)?-gsp$"
@@ -250,6 +251,9 @@ TABLE = [
         "TF code zsr_loss: one mean over the batch (scripts/zsr_defaults.py)",
     ),
     (GSP, "loss:logit_scale", 9.5, "TF code zsr_loss: softmax scale 9.5"),
+    (SCREEN, "model.pooling.name", "gsp", "thesis Table 5.4: GSP"),
+    (SCREEN, "loss.name", "zsr", "thesis Table 5.4: lambda is the ZSR weight"),
+    (SCREEN, "model.embedding_dim", 128, "thesis §5.3.4.1: tuning at 128-D"),
     # --- base losses -----------------------------------------------------------------------------
     (rf"^{DS}-fair-ms-gsp$", "loss:base.mining", False, "TF code: MS built without a miner"),
     (
@@ -699,3 +703,35 @@ def test_every_fair_gsp_row_has_its_gap_baseline():
     ]
     assert len(gsp_rows) == 24
     assert {gsp for _, gsp in GAP_GSP_PAIRS} == set(gsp_rows)
+
+
+#: thesis Table 5.4, the 2-level fractional factorial design: run -> (m, mu, eps, lambda)
+SCREENING = {
+    1: (16, 0.3, 0.5, 0.1),
+    2: (16, 0.7, 0.5, 0.5),
+    3: (128, 0.3, 0.5, 0.5),
+    4: (128, 0.7, 0.5, 0.1),
+    5: (16, 0.3, 20.0, 0.5),
+    6: (16, 0.7, 20.0, 0.1),
+    7: (128, 0.3, 20.0, 0.1),
+    8: (128, 0.7, 20.0, 0.5),
+}
+
+
+@pytest.mark.parametrize("loss", ["c2", "pnca"])
+def test_screening_presets_are_the_design_of_thesis_table_5_4(loss):
+    """Each run differs from the +GSP preset of its loss in the four screened factors only."""
+    reference = load_config(f"cub-fair-{loss}-gsp").to_dict()
+    for run, (m, mu, eps, lam) in SCREENING.items():
+        config = load_config(f"cub-screen-{loss}-{run}").to_dict()
+        pooling, mixing = config["model"].pop("pooling"), config["loss"].pop("mixing")
+        assert (pooling["num_prototypes"], pooling["mu"], pooling["eps"], mixing) == (
+            m,
+            mu,
+            eps,
+            lam,
+        )
+        expected = {**reference, "name": config["name"]}
+        expected["model"] = {k: v for k, v in reference["model"].items() if k != "pooling"}
+        expected["loss"] = {k: v for k, v in reference["loss"].items() if k != "mixing"}
+        assert config == expected

@@ -177,6 +177,7 @@ def test_dry_run_through_the_cli(capsys, tmp_path, monkeypatch):
     hours = 12 * 78000 * 32 * SECONDS_PER_IMAGE["bn_inception"] / 3600
     for line in lines:
         cells = line.strip("| ").split(" | ")
+        assert cells[2] == f"runs/fair/{cells[1].strip('`')}"
         assert cells[3] == str(tmp_path / "Stanford_Online_Products")
         assert cells[4:] == [
             "12",
@@ -193,6 +194,18 @@ def test_dry_run_through_the_cli(capsys, tmp_path, monkeypatch):
     out = capsys.readouterr().out
     assert "| cub/LIBC+GSP^512 | – | missing: LIBC" in out
     assert "`cub-conventional-r50-512-c1xbm-gsp`" in out
+
+
+def test_a_preset_run_by_two_protocols_keeps_their_models_apart():
+    """cub-fair-c2-gap is a row of the fair GSP Table 2 and of the tuning-protocol Table 5.4:
+    the two protocols' fold0-seed0 models differ, so they live in different folders."""
+    (fair,) = plan_table(get_table("gsp-table2"), rows=["cub/C2+GAP"])
+    (tuning,) = plan_table(get_table("thesis-table5.4"), rows=["cub/C2+GAP"])
+    assert fair.row.preset == tuning.row.preset == "cub-fair-c2-gap"
+    assert (fair.root, tuning.root) == (
+        Path("runs/fair/cub-fair-c2-gap"),
+        Path("runs/tuning/cub-fair-c2-gap"),
+    )
 
 
 def test_overrides_reach_every_row_and_the_estimate():
@@ -240,7 +253,7 @@ def test_a_table_end_to_end_on_a_tiny_cub_tree(tmp_path, capsys):
             assert row["status"].startswith("missing: ") and r1["ours"] is None
             continue
         assert row["status"] == "reproduced" and row["runs"] == {"seed0": "trained"}
-        own = _results(out / row["preset"] / "seed0")
+        own = _results(out / "conventional" / row["preset"] / "seed0")
         assert r1["ours"] == pytest.approx(100 * own["precision_at_1"])
         assert r1["diff"] == pytest.approx(r1["ours"] - r1["paper"])
         assert row["cells"]["MAP@R"]["ours"] == pytest.approx(100 * own["map_at_r"])
@@ -262,7 +275,7 @@ def test_a_fair_row_end_to_end(tmp_path):
     assert main([*argv, "--data-root", str(data), "--output-dir", str(out), *SMOKE]) == 0
     payload = json.loads((out / "tables" / "gsp-table1.json").read_text())
     (row,) = [r for r in payload["rows"] if r["status"] == "reproduced"]
-    runs = [out / "cub-fair-c2-gsp" / f"fold{f}-seed0" for f in range(4)]
+    runs = [out / "fair" / "cub-fair-c2-gsp" / f"fold{f}-seed0" for f in range(4)]
     mean = np.mean([_results(run)["map_at_r"] for run in runs])
     assert row["cells"]["128D MAP@R"]["ours"] == pytest.approx(100 * mean)
     assert row["cells"]["128D MAP@R"]["paper"] == 21.52
@@ -281,7 +294,8 @@ def test_a_two_stage_row_reports_every_recall_depth_over_the_repeats(tmp_path):
     assert set(row["runs"]) == {"train-seed0", "trainval-seed0", "train-seed1", "trainval-seed1"}
     for k in (1, 2, 4, 8):
         values = [
-            _results(out / "proxynca-cub" / f"trainval-seed{s}")[f"recall_at_{k}"] for s in (0, 1)
+            _results(out / "two_stage" / "proxynca-cub" / f"trainval-seed{s}")[f"recall_at_{k}"]
+            for s in (0, 1)
         ]
         got = row["cells"][f"R@{k}"]
         assert got["ours"] == pytest.approx(100 * np.mean(values))

@@ -6,7 +6,7 @@ preset's ``data.dataset.root`` folder name under that directory), run by the tab
 through :func:`gspdml.workflows.protocol.run_protocol`: each model is trained, resumed or
 reused by the reuse rule of :mod:`gspdml.workflows.runner`, so a second call only aggregates,
 and a row whose preset another table shares is trained once. A row's models live in
-``<output_dir>/<preset>`` (``output_dir``: ``--output-dir``, else the preset's); the table is written to
+``<output_dir>/<protocol>/<preset>`` (``output_dir``: ``--output-dir``, else the preset's); the table is written to
 ``<output_dir>/tables/<table>.md`` and ``.json``: for every row and column the paper's number,
 ours (mean over the protocol's realisations), the difference ours - paper and our sigma (the
 std over the realisations: the 3^4 four-model ensembles of the fair protocol, the repeats of
@@ -46,15 +46,17 @@ class RowPlan:
 
     row: Row
     config: Optional[RunConfig]
+    protocol: str
     models: int = 0
     steps: int = 0
 
     @property
     def root(self) -> Path:
-        """Where the row's protocol runs: ``<output_dir>/<preset>`` (a preset names one run
-        config, so tables that share a row share its models)."""
+        """Where the row's protocol runs: ``<output_dir>/<protocol>/<preset>`` (a preset names
+        one run config, so tables that run it by the same protocol share its models; another
+        protocol trains other models of it)."""
         output_dir = self.config.output_dir if self.config is not None else DEFAULT_OUTPUT
-        return Path(output_dir) / str(self.row.preset)
+        return Path(output_dir) / self.protocol / str(self.row.preset)
 
     @property
     def batch(self) -> int:
@@ -108,7 +110,7 @@ def _plan_row(
     output_dir: Optional[str],
 ) -> RowPlan:
     if row.preset is None:
-        return RowPlan(row, None)
+        return RowPlan(row, None, table.protocol)
     extra = [f"output_dir={output_dir}"] if output_dir is not None else []
     config = load_config(row.preset, [*extra, *overrides])
     root = config.data.dataset.get("root")
@@ -123,7 +125,7 @@ def _plan_row(
         steps = max_steps
     else:
         steps = min(max_steps, TYPICAL_STEPS.get(str(config.data.dataset["name"]), max_steps))
-    return RowPlan(row, config, models, steps)
+    return RowPlan(row, config, table.protocol, models, steps)
 
 
 def reproduce(
