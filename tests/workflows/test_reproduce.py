@@ -18,7 +18,8 @@ from PIL import Image
 from gspdml.cli import main
 from gspdml.config import load_config
 from gspdml.errors import ConfigError
-from gspdml.workflows.reproduce import TABLES, get_table, plan_table
+from gspdml.workflows.reproduce import TABLES, Table, get_table, plan_table, reproduce
+from gspdml.workflows.reproduce.cir_tables import WEICOM
 from gspdml.workflows.reproduce.registry import SECONDS_PER_IMAGE, Reported, Row, select_rows
 from tests.helpers.datasets import make_cub
 from tests.presets.test_preset_recipes import PRESETS
@@ -134,6 +135,21 @@ def test_grid_cells_and_missing_rows():
     assert collage and all(r.status.startswith("missing: the CIFAR-100 reader") for r in collage)
     with pytest.raises(ValueError, match="exactly one"):
         Row("x", "cub", {}, "cub-fair-c2-gap", "also missing")
+    row = Row("x", "cub", {}, "cub-fair-c2-gap")
+    with pytest.raises(ValueError, match="unknown protocol 'fiar'"):
+        Table("t", "title", "citation", "fiar", (), (row,))
+    with pytest.raises(ValueError, match="runs no cir row"):
+        Table("t", "title", "citation", "cir", (), (row,))
+    with pytest.raises(ValueError, match="repeated rows"):
+        Table("t", "title", "citation", "fair", (), (row, row))
+
+
+def test_a_table_without_runnable_rows_is_written_without_training(tmp_path):
+    payload = reproduce(get_table("weicom-table5.3"), output_dir=str(tmp_path))
+    assert len(payload["rows"]) == 11 and not list(tmp_path.glob("cir/*"))
+    assert {row["status"] for row in payload["rows"]} == {f"missing: {WEICOM}"}
+    text = (tmp_path / "tables" / "weicom-table5.3.md").read_text()
+    assert "| WeiCom(lambda=0.6) | patterncom | 41.00 | – | – | 31.60 |" in text
 
 
 def test_row_selection_and_unknown_names():

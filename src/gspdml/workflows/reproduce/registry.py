@@ -25,6 +25,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from gspdml.errors import ConfigError
+from gspdml.workflows.protocol import PROTOCOLS
+
+#: the protocol of tables whose methods train nothing (composed image retrieval)
+EVALUATION_ONLY = "cir"
 
 #: seconds of one training image (forward + backward, fp32, 224 px crops) on one H100, per
 #: backbone. ResNet-50: measured, 1498 img/s at batch 64 (docs/benchmarks.md, "One H100").
@@ -109,6 +113,12 @@ class Table:
     notes: str = ""
 
     def __post_init__(self) -> None:
+        if self.protocol not in (*PROTOCOLS, EVALUATION_ONLY):
+            raise ValueError(f"table {self.key}: unknown protocol {self.protocol!r}")
+        if self.protocol == EVALUATION_ONLY and self.runnable:
+            raise ValueError(
+                f"table {self.key}: gspdml reproduce runs no {EVALUATION_ONLY} row yet"
+            )
         keys = [row.key for row in self.rows]
         repeated = sorted({k for k in keys if keys.count(k) > 1})
         if repeated:
