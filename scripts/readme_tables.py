@@ -12,6 +12,8 @@
   entry of the ``reproduction`` list of each ``experiments/<name>/results.json`` (claim, the
   paper's number, ours as mean ± std, verdict, command); experiments without such a file are
   listed as not re-run;
+* between ``<!-- reproduce-tables -->`` and ``<!-- /reproduce-tables -->``: the tables
+  ``gspdml reproduce`` knows, with their row counts (``gspdml reproduce --list``);
 * in each ``experiments/<name>/README.md`` with a ``<!-- results -->`` ... ``<!-- /results -->``
   block: the table of every run recorded in its ``results.json`` (per regime), its seeds and
   training time, and the verdicts.
@@ -33,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from gspdml.workflows.demo import format_table  # noqa: E402
+from gspdml.workflows.reproduce import list_markdown  # noqa: E402
 from gspdml.workflows.tables import markdown_table  # noqa: E402
 
 
@@ -231,6 +234,7 @@ def main(argv=None) -> int:
     if timings.is_file():
         text = replace_block(text, "timings", timings_block(json.loads(timings.read_text())))
     text = replace_block(text, "reproductions-table", reproductions_block(args.experiments))
+    text = replace_block(text, "reproduce-tables", list_markdown())
     stale = update_experiment_readmes(args.experiments, args.check)
     if args.check:
         stale = ([args.readme] if text != original else []) + stale

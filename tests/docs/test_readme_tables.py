@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from gspdml.workflows.reproduce import TABLES
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "readme_tables.py"
 spec = importlib.util.spec_from_file_location("readme_tables", SCRIPT)
 readme_tables = importlib.util.module_from_spec(spec)
@@ -68,7 +70,8 @@ def tree(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(
         "intro\n<!-- demo-table -->\ntyped by hand\n<!-- /demo-table -->\nmiddle\n"
-        "<!-- reproductions-table -->\nold\n<!-- /reproductions-table -->\nend\n"
+        "<!-- reproductions-table -->\nold\n<!-- /reproductions-table -->\n"
+        "<!-- reproduce-tables -->\nold list\n<!-- /reproduce-tables -->\nend\n"
     )
     return tmp_path, [
         "--readme",
@@ -100,7 +103,11 @@ def test_tables_are_generated_and_check_tells_stale_from_current(tree, capsys):
         "| metrix_mixup | see its README | - | no published results.json: not re-run for this table"
         in text
     )
-    assert text.endswith("<!-- /reproductions-table -->\nend\n")
+    assert "<!-- /reproductions-table -->\n<!-- reproduce-tables -->\n" in text
+    assert text.endswith("<!-- /reproduce-tables -->\nend\n") and "old list" not in text
+    # the tables of `gspdml reproduce --list`, one line each
+    for key, table in TABLES.items():
+        assert f"| {key} | {table.citation} | {table.protocol} | {len(table.rows)} |" in text
     assert "machine: 0 min in total (collage 0 min);" in text  # 12.3 s
     experiment = (root / "experiments" / "collage" / "README.md").read_text()
     assert (

@@ -21,6 +21,7 @@ import pytest
 from gspdml.config import RunConfig, load_config, preset_names
 from gspdml.losses import build_loss
 from gspdml.models.embedder import head_position
+from gspdml.registry import parse_spec
 
 
 class By(dict):
@@ -29,10 +30,17 @@ class By(dict):
 
 DS = r"(cub|cars|sop|inshop)"
 SMALL, LARGE = r"(cub|cars)", r"(sop|inshop)"
-TF = rf"^({DS}-(fair|conventional)-|ccp-(?!demo))"  # presets of the GSP/CCP authors' TF framework
+SCREEN = r"^cub-screen-(c2|pnca)-[1-8]$"  # thesis Table 5.4: the fractional factorial screening
+TF = rf"^({DS}-(fair|conventional)-|ccp-(?!demo)|cub-screen-)"  # the GSP/CCP authors' TF framework
+R50 = rf"^{DS}-conventional-r50-"  # the TF framework's conventional recipe on ResNet-50
+BNI = rf"^({DS}-(fair|conventional)-(?!r50-)|ccp-(?!demo)|cub-screen-)"  # ... on BN-Inception
+CONV_BNI = rf"^{DS}-conventional-(?!r50-)"
 GSP = rf"^{DS}-(fair|conventional)-.*-gsp$"
-PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-c1xbm)-gsp$"
-PROXY_GSP = rf"^{DS}-fair-(pnca|pa)-gsp$"
+PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-(r50-\d+-)?c1xbm)(-gemean|-gmp)?-gsp$"
+PROXY_GSP = rf"^{DS}-fair-(pnca|pa)(-gemean|-gmp)?-gsp$"
+TABLE4 = r"^cub-fair-(c2|pnca)-"
+METRIX = r"^metrix-(?!demo|base)(?!.*-baseline$)"  # the Metrix presets that mix
+PNCA = rf"^proxynca-{DS}"  # ProxyNCA++ as published and its ablations (ProxyNCA++ paper Tables 3-7)  # GSP paper Table 4, CUB: the pooling alternatives
 
 TABLE = [
     # --- the TF framework (GSP, CCP): optimiser, clipping, projection ---------------------------
@@ -55,11 +63,22 @@ TABLE = [
         10.0,
         "TF code: default gradient transformers clip values at 10",
     ),
-    (TF, "optimizer.weight_decay", 1e-4, "thesis §5.3.4.1: weight decay 1e-4"),
-    (TF, "model.backbone.name", "bn_inception", "thesis §5.2.4: BN-Inception"),
+    (BNI, "optimizer.weight_decay", 1e-4, "thesis §5.3.4.1: weight decay 1e-4"),
+    (BNI, "model.backbone.name", "bn_inception", "thesis §5.2.4: BN-Inception"),
+    (R50, "model.backbone.name", "resnet50", "GSP paper Table 3b / thesis Table 5.2b: ResNet-50"),
+    (R50, "optimizer.weight_decay", 4e-4, "thesis §5.3.4.1: weight decay 4e-4 (ResNet50)"),
+    (R50, "batch", 112, "thesis §5.3.4.1: batch 112 (ResNet50) at 4 samples per class"),
+    (R50, "data.samples_per_class", 4, "thesis §5.3.4.1: 4 samples per class"),
+    (rf"{R50}128-", "model.embedding_dim", 128, "thesis Table 5.2b: ResNet50-128"),
+    (rf"{R50}512-", "model.embedding_dim", 512, "GSP paper Table 3b: ResNet50-512"),
     (TF, "model.head_bias", False, "TF code: GlobalPooling / GSP feature_transform use_bias=False"),
     # --- fair protocol (thesis §5.3.4.1; §3.3.2.1 for CCP) --------------------------------------
-    (rf"^{DS}-fair-", "model.embedding_dim", 128, "thesis §5.3.4.1: 128-D fold models"),
+    (
+        rf"^{DS}-fair-(?!.*-(otp|vlad)-)",
+        "model.embedding_dim",
+        128,
+        "thesis §5.3.4.1: 128-D fold models",
+    ),
     (rf"^{DS}-fair-(?!pa-)", "optimizer.lr", 1e-5, "thesis §5.3.4.1: constant lr 1e-5"),
     (rf"^{SMALL}-fair-pa-", "optimizer.lr", 1e-5, "thesis §5.3.4.1: constant lr 1e-5"),
     (
@@ -97,13 +116,13 @@ TABLE = [
         "thesis §5.3.4.1: patience 10 on SOP and In-shop",
     ),
     (
-        rf"^{DS}-fair-(c2|ms|triplet|c1xbm)-",
+        rf"^{DS}-fair-(c1|c2|ms|triplet|c1xbm|c2xbm)-",
         "data.classes_per_batch",
         8,
         "thesis §5.3.4.1: 8 classes x 4",
     ),
     (
-        rf"^{DS}-fair-(c2|ms|triplet|c1xbm)-",
+        rf"^{DS}-fair-(c1|c2|ms|triplet|c1xbm|c2xbm)-",
         "data.samples_per_class",
         4,
         "thesis §5.3.4.1: 8 classes x 4",
@@ -129,7 +148,7 @@ TABLE = [
     (rf"^{DS}-fair-pnca-", "optimizer.eps", 1e-8, "thesis: x100 proxies with Adam's usual eps"),
     (rf"^{DS}-fair-pnca-", "loss:temperature_of_pnca", 0.11, "thesis §5.3.4.1: temperature 0.11"),
     # --- conventional protocol (thesis §5.3.4.1) -------------------------------------------------
-    (rf"^{DS}-conventional-", "model.embedding_dim", 512, "thesis §5.3.4.1: 512-D"),
+    (CONV_BNI, "model.embedding_dim", 512, "thesis §5.3.4.1: 512-D"),
     (r"^cub-conventional-", "optimizer.lr", 1e-5, "thesis §5.3.4.1: 1e-5 on CUB"),
     (
         r"^(cars|sop|inshop)-conventional-",
@@ -143,7 +162,7 @@ TABLE = [
         {"factor": 0.5, "patience": 4, "min_lr": 1e-6},
         "thesis §5.3.4.1: reduce on plateau, patience 4; TF code: factor 0.5, min_lr 1e-6",
     ),
-    (rf"^{DS}-conventional-", "data.classes_per_batch", 32, "thesis §5.3.4.1: batch 128 = 32 x 4"),
+    (CONV_BNI, "data.classes_per_batch", 32, "thesis §5.3.4.1: batch 128 = 32 x 4"),
     (
         rf"^{DS}-conventional-",
         "evaluation.split",
@@ -234,8 +253,25 @@ TABLE = [
         "TF code zsr_loss: one mean over the batch (scripts/zsr_defaults.py)",
     ),
     (GSP, "loss:logit_scale", 9.5, "TF code zsr_loss: softmax scale 9.5"),
+    (SCREEN, "model.pooling.name", "gsp", "thesis Table 5.4: GSP"),
+    (SCREEN, "loss.name", "zsr", "thesis Table 5.4: lambda is the ZSR weight"),
+    (SCREEN, "model.embedding_dim", 128, "thesis §5.3.4.1: tuning at 128-D"),
     # --- base losses -----------------------------------------------------------------------------
     (rf"^{DS}-fair-ms-gsp$", "loss:base.mining", False, "TF code: MS built without a miner"),
+    (
+        rf"^{DS}-fair-ms-gap$",
+        "loss:mining",
+        False,
+        "TF code: MS built without a miner (the baseline of MS+GSP, so the pair is comparable)",
+    ),
+    (r"^cub-fair-ms-gap$", "loss:alpha", 2.0, "thesis §3.3.2.1: MS (2, 40, 0.5) on CUB"),
+    (rf"^{DS}-fair-c1-gap$", "loss:margin", 0.5, "thesis §3.3.2.1: C1 margin 0.5"),
+    (
+        rf"^{DS}-fair-triplet-gap$",
+        "loss:margin",
+        By(cub=0.0961, cars=0.119, sop=0.0451, inshop=0.0451),
+        "thesis §3.3.2.1: triplet margins",
+    ),
     (r"^ccp-.*-ms$", "loss:base.mining", False, "ccp-dml: MS built without a miner"),
     (r"^cub-fair-ms-gsp$", "loss:base.alpha", 2.0, "thesis §3.3.2.1: MS (2, 40, 0.5) on CUB"),
     (
@@ -263,9 +299,78 @@ TABLE = [
         (32.0, 0.1),
         "thesis §3.3.2.1: ProxyAnchor (delta, alpha) = (0.1, 32)",
     ),
+    # --- pooling alternatives (GSP paper Table 2 and Table 4, supplement §1.2 and §1.4) ------------
+    (rf"^{DS}-fair-(c2|pnca)-delf$", "model.pooling.name", "delf", "GSP paper Table 2: DeLF"),
+    (rf"^{DS}-fair-(c2|pnca)-gemean$", "model.pooling.name", "gem", "GSP paper Table 2: GeMean"),
+    (rf"^{DS}-fair-(c2|pnca)-gmp$", "model.pooling.name", "gmp", "GSP paper Table 2: GMP"),
+    (
+        rf"^{DS}-fair-(c2|pnca)-gmp-gap$",
+        "model.pooling.name",
+        "gap_gmp",
+        "GSP paper Table 2: GMP+GAP",
+    ),
+    (
+        rf"^{DS}-fair-(c2|pnca)-gemean-gsp$",
+        "model.pooling.gem_p",
+        3.0,
+        "GSP paper Table 2: GeMean+GSP; TF code use_gemp (p = 3)",
+    ),
+    (
+        rf"^{DS}-fair-(c2|pnca)-gemean-gsp$",
+        "model.pooling.learn_gem_p",
+        True,
+        "TF code use_gemp: a trainable p",
+    ),
+    (
+        rf"^{DS}-fair-(c2|pnca)-gmp-gsp$",
+        "model.pooling.add_max_pool",
+        True,
+        "GSP paper Table 2: GMP+GSP; TF code augment_max_pool",
+    ),
+    (rf"^{DS}-fair-c2-gsp-nozsp$", "loss.name", "c2", "GSP paper Table 1 row 2: GSP without ZSP"),
+    (rf"^{DS}-fair-c2-gsp-nozsp$", "model.pooling.name", "gsp", "GSP paper Table 1 row 2: GSP"),
+    (rf"^{DS}-fair-c2-zsp-mu1$", "loss.name", "zsr", "GSP paper Table 1 row 3: ZSP"),
+    (rf"^{DS}-fair-c2-zsp-mu1$", "model.pooling.mu", 1.0, "GSP paper §5.2.3: mu = 1 is GAP"),
+    (rf"{TABLE4}cbam$", "model.pooling.name", "cbam", "GSP paper Table 4: CBAM"),
+    (rf"{TABLE4}crow$", "model.pooling.name", "crow", "GSP paper Table 4: CroW"),
+    (rf"{TABLE4}gemax$", "model.pooling.name", "gemax", "GSP paper Table 4: GeMax"),
+    (rf"{TABLE4}gsop$", "model.pooling.name", "gsop", "GSP paper Table 4: GSoP"),
+    (rf"{TABLE4}solar$", "model.pooling.name", "solar", "GSP paper Table 4: SOLAR"),
+    (rf"{TABLE4}tsmk$", "model.pooling.name", "t_smk", "GSP paper Table 4: T-SMK"),
+    (rf"{TABLE4}weldon$", "model.pooling.name", "weldon", "GSP paper Table 4: WELDON"),
+    (rf"{TABLE4}otp-", "model.pooling.name", "otp", "GSP paper Table 4: OTP"),
+    (rf"{TABLE4}vlad-", "model.pooling.name", "netvlad", "GSP paper Table 4: NetVLAD"),
+    (rf"{TABLE4}otp-8x16$", "model.pooling.prototypes", 8, "GSP paper supplement §1.4: 8 x 16"),
+    (rf"{TABLE4}otp-64x128$", "model.pooling.dim", 128, "GSP paper supplement §1.4: 64 x 128"),
+    (rf"{TABLE4}vlad-8x16$", "model.pooling.clusters", 8, "GSP paper supplement §1.4: 8 x 16"),
+    (rf"{TABLE4}vlad-64x128$", "model.pooling.clusters", 64, "GSP paper supplement §1.4: 64 x 128"),
+    (
+        rf"{TABLE4}(otp|vlad)-",
+        "model.embedding_dim",
+        None,
+        "GSP paper supplement §1.4: the clusters x dim ensemble is the embedding",
+    ),
+    (
+        rf"^{DS}-fair-softtriple-",
+        "batch",
+        32,
+        "thesis §3.3.2.1: proxy baselines 32 x 1",
+    ),
+    (
+        rf"^{DS}-fair-softtriple-",
+        "loss.centers_per_class",
+        By(cub=10, cars=10, sop=4, inshop=4),
+        "thesis §3.3.2.2: SoftTriple-L, 10 centres per class (CUB, Cars), 4 (SOP, In-shop)",
+    ),
+    (
+        rf"^{DS}-fair-c2xbm-",
+        "loss:base.neg_margin",
+        By(cub=0.3841, cars=0.5409, sop=0.513, inshop=0.513),
+        "thesis §3.3.2.1: C2 margins inside XBM",
+    ),
     # --- XBM (thesis §3.3.2.1; TF xbm loss) -----------------------------------------------------------
     (
-        rf"^{DS}-(fair|conventional)-c1xbm-",
+        rf"^{DS}-(fair-(c1|c2)xbm|conventional-(r50-\d+-)?c1xbm)-",
         "loss:xbm.memory_batches",
         By(cub=25, cars=25, sop=1400, inshop=400),
         "thesis §3.3.2.1 / TF trainModel.py: 25, 25, 1400, 400 batches",
@@ -315,7 +420,8 @@ TABLE = [
     # --- Metrix (Psomas thesis §2.4.1; Metrix code) ------------------------------------------------------
     (r"^metrix-(?!demo)", "model.backbone.name", "resnet50", "Metrix §2.4.1: ResNet-50"),
     (r"^metrix-(?!demo)", "model.pooling.name", "gap_gmp", "Metrix §2.4.1: GAP+GMP"),
-    (r"^metrix-(?!demo)", "model.embedding_dim", 512, "Metrix §2.4.1: d = 512"),
+    (r"^metrix-(?!demo)(?!.*-128)", "model.embedding_dim", 512, "Metrix §2.4.1: d = 512"),
+    (r"^metrix-.*-128", "model.embedding_dim", 128, "Metrix Table 2.6: d = 128 on CUB200"),
     (r"^metrix-(?!demo)", "optimizer.name", "adamw", "Metrix §2.4.1: AdamW"),
     (r"^metrix-(?!demo)", "optimizer.weight_decay", 1e-4, "Metrix §2.4.1: weight decay 1e-4"),
     (
@@ -328,9 +434,35 @@ TABLE = [
     (r"^metrix-(sop|inshop)-", "batch", 100, "Metrix Table 2.2: balanced 20 x 5"),
     (r"^metrix-(?!demo|base)", "data.dataset.crop", 224, "Metrix §2.4.1: 224 crops"),
     (r"^metrix-(?!demo|base)", "data.dataset.resize", 256, "Metrix §2.4.1: resize 256 at test"),
-    (r"^metrix-(?!demo|base)", "loss:mix_alpha", 2.0, "Metrix §2.4.2: Beta(2, 2)"),
-    (r"^metrix-(?!demo|base)", "loss:mix_weight", 0.4, "Metrix §2.4.2: w = 0.4"),
-    (r"^metrix-(?!demo|base)", "loss:level", "feature", "Metrix §2.4.2: feature mixup"),
+    (METRIX, "loss:mix_alpha", 2.0, "Metrix §2.4.2: Beta(2, 2)"),
+    (METRIX, "loss:mix_weight", 0.4, "Metrix §2.4.2: w = 0.4"),
+    (rf"{METRIX}(?!.*-(input|embed))", "loss:level", "feature", "Metrix §2.4.2: feature mixup"),
+    (r"^metrix-.*-input", "loss:level", "input", "Metrix Tables 2.3-2.6: Metrix/input"),
+    (r"^metrix-.*-embed", "loss:level", "embedding", "Metrix Tables 2.3-2.6: Metrix/embed"),
+    (
+        r"^metrix-.*-input(?!-k)",
+        "loss:hard_negatives",
+        3,
+        "Metrix §2.4.2: k = 3 hard negatives for input mixup",
+    ),
+    (r"^metrix-.*-input-k1$", "loss:hard_negatives", 1, "Metrix Tables 2.5-2.6: k = 1"),
+    (r"^metrix-.*-input-k2$", "loss:hard_negatives", 2, "Metrix Tables 2.5-2.6: k = 2"),
+    (r"^metrix-.*-pos-neg$", "loss:pairs", "pos_neg", "Metrix Tables 2.5-2.6: pos-neg pairs"),
+    (r"^metrix-.*-anc-neg$", "loss:pairs", "anc_neg", "Metrix Tables 2.5-2.6: anc-neg pairs"),
+    (
+        rf"{METRIX}(?!.*-(pos|anc)-neg$)",
+        "loss:pairs",
+        "random",
+        "Metrix §2.4.2: pos-neg or anc-neg, at random per iteration",
+    ),
+    (r"^metrix-.*-contrastive(-128)?-baseline$", "loss.name", "contrastive", "Metrix Table 2.3"),
+    (r"^metrix-.*-ms-baseline$", "loss.name", "ms", "Metrix Table 2.3: MS without Metrix"),
+    (
+        r"^metrix-.*-proxy-anchor-baseline$",
+        "loss.name",
+        "proxy_anchor",
+        "Metrix Table 2.3: Proxy Anchor without Metrix",
+    ),
     (
         r"^metrix-.*-contrastive$",
         "schedule.step_decay.factor",
@@ -350,16 +482,29 @@ TABLE = [
         "Metrix code: MS (17.97, 75.66, 0.77), miner 0.39",
     ),
     (
-        r"^metrix-(sop|inshop)-",
+        r"^metrix-(sop|inshop)-contrastive$",
         "loss:mix_chunk",
         256,
         "bounded memory at SOP scale (benchmarks/metrix_memory.py)",
     ),
     # --- ProxyNCA++ as published (ProxyNCA++ paper §4.1; PNCA code) ----------------------------------
     (r"^proxynca-", "model.backbone.name", "resnet50", "ProxyNCA++ paper §4.1: ResNet-50"),
-    (r"^proxynca-", "model.embedding_dim", 2048, "PNCA code: sz_embedding 2048"),
-    (r"^proxynca-", "model.pooling.name", "gmp", "ProxyNCA++ paper: +max"),
-    (r"^proxynca-", "model.pooled_norm", "layer_norm", "ProxyNCA++ paper: +norm"),
+    (rf"{PNCA}(-no-[a-z-]+)?$", "model.embedding_dim", 2048, "PNCA code: sz_embedding 2048"),
+    (rf"{PNCA}-512$", "model.embedding_dim", 512, "ProxyNCA++ paper Tables 3-6: Emb 512"),
+    (rf"{PNCA}-1024$", "model.embedding_dim", 1024, "ProxyNCA++ paper Tables 3-6: Emb 1024"),
+    (rf"{PNCA}(?!.*-no-max)", "model.pooling.name", "gmp", "ProxyNCA++ paper: +max"),
+    (rf"{PNCA}-no-max", "model.pooling.name", "gap", "ProxyNCA++ paper Tables 3-7: -max"),
+    (rf"{PNCA}(?!-no-norm)", "model.pooled_norm", "layer_norm", "ProxyNCA++ paper: +norm"),
+    (rf"{PNCA}-no-norm$", "model.pooled_norm", None, "ProxyNCA++ paper Table 7: -norm"),
+    (rf"{PNCA}(?!-no-cbs)", "data.sampler", "balanced", "ProxyNCA++ paper: +cbs"),
+    (rf"{PNCA}-no-cbs$", "data.sampler", "random", "ProxyNCA++ paper Table 7: -cbs"),
+    (
+        rf"{PNCA}(?!-no-prob)",
+        "loss:assignment_probability",
+        True,
+        "ProxyNCA++ paper: +prob",
+    ),
+    (rf"{PNCA}-no-prob$", "loss:assignment_probability", False, "ProxyNCA++ paper Table 7: -prob"),
     (r"^proxynca-", "optimizer.eps", 1.0, "PNCA code: Adam eps = 1"),
     (r"^proxynca-", "optimizer.weight_decay", 0.0, "PNCA code: weight decay 0"),
     (r"^proxynca-", "optimizer.grad_clip_value", 10.0, "PNCA code: clip_grad_value_(model, 10)"),
@@ -370,12 +515,14 @@ TABLE = [
         "PNCA code: base lr",
     ),
     (
-        r"^proxynca-",
+        rf"{PNCA}(?!.*-no-fast)",
         "loss:lr_multiplier",
         By(cub=1e5, cars=1e5, sop=1e4, inshop=1e5),
         "PNCA code: proxy lr / base lr",
     ),
-    (r"^proxynca-", "loss:temperature", 1 / 9, "PNCA code: scale 3 = sqrt(1/T)"),
+    (rf"{PNCA}.*-no-fast$", "loss:lr_multiplier", 1.0, "ProxyNCA++ paper Tables 3-7: -fast"),
+    (rf"{PNCA}(?!-no-scale)", "loss:temperature", 1 / 9, "PNCA code: scale 3 = sqrt(1/T)"),
+    (rf"{PNCA}-no-scale$", "loss:temperature", 1.0, "ProxyNCA++ paper Table 7: -scale, T = 1"),
     (
         r"^proxynca-",
         "schedule.plateau.factor",
@@ -658,3 +805,67 @@ def test_pretraining_recipe_matches_its_sources(recipe):
     convs = [m for m in backbone.modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3)]
     assert len(convs) == 19
     assert [c.out_channels for c in convs] == [16] * 7 + [32] * 6 + [64] * 6
+
+
+#: fair-protocol GAP baselines and the +GSP row they are the baseline of (GSP paper Table 2)
+GAP_GSP_PAIRS = [
+    (name, name[: -len("gap")] + "gsp")
+    for name in PRESETS
+    if re.search(rf"^{DS}-fair-[a-z0-9]+-gap$", name) and name[: -len("gap")] + "gsp" in PRESETS
+]
+
+
+@pytest.mark.parametrize(("gap", "gsp"), GAP_GSP_PAIRS)
+def test_gap_baseline_differs_from_its_gsp_row_only_in_pooling_and_zsr(gap, gsp):
+    """A Table 2 pair compares poolings: the GAP row must train exactly as the +GSP row, with
+    GAP instead of GSP and the +GSP row's base loss without the zero-shot regulariser."""
+    base, treated = load_config(gap).to_dict(), load_config(gsp).to_dict()
+    assert treated["loss"]["name"] == "zsr"
+    assert parse_spec(base["loss"], "loss") == parse_spec(treated["loss"]["base"], "loss.base")
+    assert base["model"].pop("pooling") == {"name": "gap"}
+    assert treated["model"].pop("pooling")["name"] == "gsp"
+    for config in (base, treated):
+        for key in ("name", "loss"):
+            config.pop(key)
+        config["data"].pop("halves")
+    assert base == treated
+
+
+def test_every_fair_gsp_row_has_its_gap_baseline():
+    gsp_rows = [
+        n for n in PRESETS if re.search(rf"^{DS}-fair-(c1xbm|c2|ms|triplet|pnca|pa)-gsp$", n)
+    ]
+    assert len(gsp_rows) == 24
+    assert {gsp for _, gsp in GAP_GSP_PAIRS} == set(gsp_rows)
+
+
+#: thesis Table 5.4, the 2-level fractional factorial design: run -> (m, mu, eps, lambda)
+SCREENING = {
+    1: (16, 0.3, 0.5, 0.1),
+    2: (16, 0.7, 0.5, 0.5),
+    3: (128, 0.3, 0.5, 0.5),
+    4: (128, 0.7, 0.5, 0.1),
+    5: (16, 0.3, 20.0, 0.5),
+    6: (16, 0.7, 20.0, 0.1),
+    7: (128, 0.3, 20.0, 0.1),
+    8: (128, 0.7, 20.0, 0.5),
+}
+
+
+@pytest.mark.parametrize("loss", ["c2", "pnca"])
+def test_screening_presets_are_the_design_of_thesis_table_5_4(loss):
+    """Each run differs from the +GSP preset of its loss in the four screened factors only."""
+    reference = load_config(f"cub-fair-{loss}-gsp").to_dict()
+    for run, (m, mu, eps, lam) in SCREENING.items():
+        config = load_config(f"cub-screen-{loss}-{run}").to_dict()
+        pooling, mixing = config["model"].pop("pooling"), config["loss"].pop("mixing")
+        assert (pooling["num_prototypes"], pooling["mu"], pooling["eps"], mixing) == (
+            m,
+            mu,
+            eps,
+            lam,
+        )
+        expected = {**reference, "name": config["name"]}
+        expected["model"] = {k: v for k, v in reference["model"].items() if k != "pooling"}
+        expected["loss"] = {k: v for k, v in reference["loss"].items() if k != "mixing"}
+        assert config == expected

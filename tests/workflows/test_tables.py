@@ -28,6 +28,20 @@ def test_write_table_writes_markdown_beside_json(tmp_path):
     assert md.read_text() == "| a |\n" and json.loads(js.read_text()) == {"a": 1}
 
 
+def test_write_table_keeps_a_dot_in_the_name(tmp_path):
+    """Tables named after a paper's table number (ccp-table3.1, thesis-table5.2a) each get their
+    own files (the dot was read as a suffix: both wrote ccp-table3.md / thesis-table5.md)."""
+    first = write_table(tmp_path / "ccp-table3.1", "1\n", 1)
+    second = write_table(tmp_path / "ccp-table3.2a.md", "2\n", 2)
+    assert [p.name for p in (*first, *second)] == [
+        "ccp-table3.1.md",
+        "ccp-table3.1.json",
+        "ccp-table3.2a.md",
+        "ccp-table3.2a.json",
+    ]
+    assert first[0].read_text() == "1\n" and second[0].read_text() == "2\n"
+
+
 def test_results_table_layout(tmp_path):
     summary = {
         space: {

@@ -7,6 +7,7 @@
     gspdml demo [CONFIG ...]                         # the main job: train and compare methods (cli.demo)
     gspdml pretrain RECIPE [RECIPE ...]              # pre-train (or find cached) backbone weights (cli.pretrain)
     gspdml protocol fair|tuning|conventional|two_stage CONFIG  # a whole evaluation protocol, resumable (cli.protocol)
+    gspdml reproduce TABLE [--rows ...] [--dry-run] | --list  # a paper's table beside the paper (cli.reproduce)
     gspdml index|search|report|export ...            # retrieval (cli.retrieval, cli.ann, cli.postprocess)
     gspdml cir freedom|weicom ...                    # composed image retrieval (cli.cir)
     gspdml data fetch|verify ...                     # benchmark datasets (cli.data)
@@ -33,6 +34,7 @@ from gspdml.cli import (
     listing,
     pretrain,
     protocol,
+    reproduce,
     retrieval,
     train,
 )
@@ -40,7 +42,7 @@ from gspdml.errors import GspdmlError
 from gspdml.output_files import DISK_FULL, output_error
 
 #: the command groups, in the order ``gspdml --help`` lists them; each has ``add_parser(subparsers)``
-GROUPS = (train, demo, pretrain, protocol, retrieval, cir, data, bundle, doctor, listing)
+GROUPS = (train, demo, pretrain, protocol, reproduce, retrieval, cir, data, bundle, doctor, listing)
 
 
 class Parser(argparse.ArgumentParser):

@@ -60,11 +60,12 @@ def markdown_table(
 
 def write_table(path: str | os.PathLike[str], markdown: str, payload: Any) -> tuple[Path, Path]:
     """Write ``<path>.md`` (``markdown``) and ``<path>.json`` (``payload``); returns both paths.
-    A ``.md`` or ``.json`` suffix of ``path`` is dropped first."""
+    A ``.md`` or ``.json`` suffix of ``path`` is dropped first; any other dot stays part of the
+    name (``tables/ccp-table3.1`` writes ``ccp-table3.1.md``)."""
     base = Path(path)
     base = base.with_suffix("") if base.suffix in (".md", ".json") else base
     base.parent.mkdir(parents=True, exist_ok=True)
-    md, js = base.with_suffix(".md"), base.with_suffix(".json")
+    md, js = base.with_name(f"{base.name}.md"), base.with_name(f"{base.name}.json")
     atomic_write_text(md, markdown)
     atomic_write_text(js, json.dumps(payload, indent=2, sort_keys=True) + "\n")
     return md, js

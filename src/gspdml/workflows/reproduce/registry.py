@@ -1,0 +1,189 @@
+"""The vocabulary of ``gspdml reproduce``: a paper's table as rows of presets with the paper's numbers.
+
+A :class:`Table` is one headline table of a paper: the protocol its rows were run with
+(:mod:`gspdml.workflows.protocol`), its seeds, its :class:`Column` s and its :class:`Row` s. A
+row is one method on one dataset: a shipped preset (run by the table's protocol) and the
+numbers the paper printed for it, or, when the library cannot run it yet, a ``missing`` reason
+(the row is listed, never faked). Numbers are in percent, as the papers print them.
+
+The tables themselves live beside this module, one module per paper
+(:data:`gspdml.workflows.reproduce.tables.TABLES` collects them); :func:`grid` reads a table
+written in the paper's own layout, one method per line. A table of methods that train nothing
+(composed image retrieval) has the protocol ``cir`` and, for now, only missing rows.
+
+GPU-hour estimate (``gspdml reproduce --dry-run``): every model of a row costs
+``steps x batch x SECONDS_PER_IMAGE[backbone]``. ``steps`` is ``schedule.max_steps`` for a
+fixed-length run (no early stopping); for an early-stopped run it is the dataset's
+:data:`TYPICAL_STEPS` (capped by ``schedule.max_steps``). Evaluation rounds and data loading are
+not counted, so the estimate is a lower bound of the order of magnitude, not a quote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from gspdml.errors import ConfigError
+from gspdml.workflows.protocol import PROTOCOLS
+
+#: the protocol of tables whose methods train nothing (composed image retrieval)
+EVALUATION_ONLY = "cir"
+
+#: seconds of one training image (forward + backward, fp32, 224 px crops) on one H100, per
+#: backbone. ResNet-50: measured, 1498 img/s at batch 64 (docs/benchmarks.md, "One H100").
+#: BN-Inception: not measured; twice ResNet-50's rate, the ratio of their forward FLOPs (about 2
+#: and 4.1 GFLOPs). The small CNN of the tests and demos: an assumed 200K img/s. A backbone
+#: missing here counts as ResNet-50.
+SECONDS_PER_IMAGE = {"resnet50": 1 / 1500, "bn_inception": 1 / 3000, "small_cnn": 1 / 200000}
+#: training steps of an early-stopped model, per dataset. SOP and In-shop: the means of the rows
+#: of Gürbüz thesis Table 3.3 (rounded averages of the 4 fold models, 10 methods): 78K and 102K.
+#: CUB and Cars: not published; 3K is an assumption (the runs stop after 15 rounds of 100 steps
+#: without improvement, typically within a few epochs of ~180 steps at 32 images).
+TYPICAL_STEPS = {"cub": 3000, "cub200": 3000, "cars": 3000, "cars196": 3000}
+TYPICAL_STEPS.update(sop=78000, stanford_online_products=78000, inshop=102000, in_shop=102000)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One reported number of a row: ``summary[group][metric]`` of the protocol's result
+    (:mod:`gspdml.workflows.tables`), titled as in the paper; our sigma is read from
+    ``sigma_group`` (default ``group``; the conventional protocol's "best" repeat has none, its
+    sigma is that of the repeats)."""
+
+    group: str
+    metric: str
+    title: str
+    sigma_group: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Reported:
+    """A number the paper printed, in percent, with its printed std (None when it gives none)."""
+
+    value: float
+    std: Optional[float] = None
+
+    @classmethod
+    def parse(cls, text: str) -> Optional["Reported"]:
+        """``"68.85"``, ``"68.85±0.41"``; ``"–"`` (not reported) is None."""
+        if text in ("–", "-"):
+            return None
+        value, _, std = text.partition("±")
+        return cls(float(value), float(std) if std else None)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One method on one dataset. ``preset`` runs it; ``missing`` says what the library lacks
+    to run it (then ``preset`` is None)."""
+
+    label: str
+    dataset: str
+    paper: Mapping[str, Reported]
+    preset: Optional[str] = None
+    missing: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if (self.preset is None) == (self.missing is None):
+            raise ValueError(f"row {self.key}: give exactly one of preset and missing")
+
+    @property
+    def key(self) -> str:
+        """How ``--rows`` names the row: ``<dataset>/<label>``."""
+        return f"{self.dataset}/{self.label}"
+
+    @property
+    def status(self) -> str:
+        return "runnable" if self.missing is None else f"missing: {self.missing}"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A paper's table: ``citation`` names paper and table, ``protocol`` is a protocol of
+    :mod:`gspdml.workflows.protocol` and ``seeds`` the training seeds of every row."""
+
+    key: str
+    title: str
+    citation: str
+    protocol: str
+    columns: tuple[Column, ...]
+    rows: tuple[Row, ...]
+    seeds: tuple[int, ...] = (0, 1, 2)
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if self.protocol not in (*PROTOCOLS, EVALUATION_ONLY):
+            raise ValueError(f"table {self.key}: unknown protocol {self.protocol!r}")
+        if self.protocol == EVALUATION_ONLY and self.runnable:
+            raise ValueError(
+                f"table {self.key}: gspdml reproduce runs no {EVALUATION_ONLY} row yet"
+            )
+        keys = [row.key for row in self.rows]
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
+        if repeated:
+            raise ValueError(f"table {self.key}: repeated rows {repeated}")
+        titles = {c.title for c in self.columns}
+        for row in self.rows:
+            unknown = set(row.paper) - titles
+            if unknown:
+                raise ValueError(f"table {self.key}, row {row.key}: unknown columns {unknown}")
+
+    @property
+    def runnable(self) -> list[Row]:
+        return [row for row in self.rows if row.missing is None]
+
+
+def grid(
+    text: str,
+    datasets: Sequence[str],
+    columns: Sequence[Column],
+    preset: str,
+    missing: Mapping[str, str] = {},
+) -> tuple[Row, ...]:
+    """Rows from a table in the paper's layout: one line per method, ``LABEL KEY CELL ...``
+    with the cells of ``datasets`` (outer) x ``columns`` (inner) in the paper's order. ``KEY``
+    names the preset of a dataset through the template ``preset`` (``"{dataset}-fair-{key}"``;
+    a ``KEY`` starting with ``=`` is its own template, ``=metrix-{dataset}-ms``); a ``KEY`` in
+    ``missing`` makes rows with that reason instead (per dataset, ``"KEY@dataset"`` wins). A
+    cell is ``value``, ``value±std`` or ``–`` (not reported); a missing row without any
+    reported number is left out."""
+    rows = []
+    for line in text.strip().splitlines():
+        label, key, *cells = line.split()
+        if len(cells) != len(datasets) * len(columns):
+            raise ValueError(
+                f"{label}: {len(cells)} cells for {len(datasets)} datasets x {len(columns)} columns"
+            )
+        for d, dataset in enumerate(datasets):
+            own = cells[d * len(columns) : (d + 1) * len(columns)]
+            paper = {c.title: r for c, r in zip(columns, map(Reported.parse, own)) if r is not None}
+            reason = missing.get(f"{key}@{dataset}", missing.get(key))
+            template = key[1:] if key.startswith("=") else preset
+            if reason and paper:
+                rows.append(Row(label, dataset, paper, None, reason))
+            elif not reason:
+                rows.append(Row(label, dataset, paper, template.format(dataset=dataset, key=key)))
+    return tuple(rows)
+
+
+def select_rows(table: Table, patterns: Sequence[str]) -> list[Row]:
+    """The rows named by ``patterns`` (shell patterns on a row's key ``<dataset>/<label>`` or on
+    its preset); all rows when there is none. A pattern that names no row is an error."""
+    if not patterns:
+        return list(table.rows)
+    from fnmatch import fnmatchcase
+
+    def hit(row: Row, pattern: str) -> bool:
+        return fnmatchcase(row.key, pattern) or bool(
+            row.preset and fnmatchcase(row.preset, pattern)
+        )
+
+    for pattern in patterns:
+        if not any(hit(row, pattern) for row in table.rows):
+            raise ConfigError(
+                "--rows",
+                f"{pattern!r} names no row of {table.key}; rows are <dataset>/<label> or a "
+                f"preset, e.g. {table.rows[0].key!r} (gspdml reproduce {table.key} --dry-run lists them)",
+            )
+    return [row for row in table.rows if any(hit(row, p) for p in patterns)]
