@@ -128,11 +128,13 @@ def test_grid_cells_and_missing_rows():
     row = next(r for r in table.rows if r.key == "cars/PAnchor+GSP")
     assert row.paper["512D P@1"] == Reported(86.46, 0.39) and row.preset == "cars-fair-pa-gsp"
     libc = [r for r in get_table("gsp-table3b").rows if r.label.startswith("LIBC")]
-    assert len(libc) == 8 and all(r.preset is None and "LIBC" in r.missing for r in libc)
+    assert sorted(r.preset for r in libc) == sorted(
+        f"libc-{d}{s}" for d in ("cub", "cars", "sop", "inshop") for s in ("", "-gsp")
+    )
     # a competitor that does not report In-shop has no In-shop row
     assert not any(r.key == "inshop/DiVA" for r in get_table("gsp-table3a").rows)
     collage = [r for r in get_table("gsp-table4").rows if r.dataset == "collage"]
-    assert collage and all(r.status.startswith("missing: the CIFAR-100 reader") for r in collage)
+    assert collage and all(r.status.startswith("missing: fair-protocol presets") for r in collage)
     with pytest.raises(ValueError, match="exactly one"):
         Row("x", "cub", {}, "cub-fair-c2-gap", "also missing")
     row = Row("x", "cub", {}, "cub-fair-c2-gap")
@@ -208,7 +210,8 @@ def test_dry_run_through_the_cli(capsys, tmp_path, monkeypatch):
     assert not (tmp_path / "runs").exists()  # nothing is trained or written
     assert main(["reproduce", "gsp-table3b", "--rows", "cub/*", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "| cub/LIBC+GSP^512 | – | missing: LIBC" in out
+    assert "| cub/DiVA^512 | – | missing: DiVA" in out
+    assert "| cub/LIBC+GSP^512 | `libc-cub-gsp` | runs/conventional/libc-cub-gsp |" in out
     assert "`cub-conventional-r50-512-c1xbm-gsp`" in out
 
 
