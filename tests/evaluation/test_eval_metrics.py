@@ -10,6 +10,8 @@ from sklearn.metrics import normalized_mutual_info_score
 
 from gspdml.evaluation import clustering_scores, kmeans_assignments, retrieval_metrics
 
+#: pytorch-metric-learning's names; the last two it computes over its k neighbours, so they are
+#: compared with a search of every reference (k=None), the first three with k = max R
 PML_KEYS = {
     "precision_at_1": "precision_at_1",
     "r_precision": "r_precision",
@@ -17,6 +19,7 @@ PML_KEYS = {
     "mean_average_precision": "mean_average_precision",
     "mean_reciprocal_rank": "mean_reciprocal_rank",
 }
+PML_WHOLE_RANKING = ("mean_average_precision", "mean_reciprocal_rank")
 
 
 def column(values):
@@ -33,14 +36,11 @@ def test_spec_toy_example_with_a_tie():
         class_average=True,
         per_class=True,
     )
-    for key in (
-        "precision_at_1",
-        "r_precision",
-        "map_at_r",
-        "mean_average_precision",
-        "mean_reciprocal_rank",
-    ):
+    for key in ("precision_at_1", "r_precision", "map_at_r"):
         assert m[key] == pytest.approx(0.8)
+    # The whole ranking of query 2 is 1 (a), 0 (a), 3 (b), 4 (b): AP (1/3 + 2/4) / 2, RR 1/3.
+    assert m["mean_average_precision"] == pytest.approx((4 + 5 / 12) / 5)
+    assert m["mean_reciprocal_rank"] == pytest.approx((4 + 1 / 3) / 5)
     assert m["recall_at_k"] == pytest.approx({1: 0.8, 2: 0.8, 4: 1.0, 8: 1.0})
     assert m["class_averaged"]["precision_at_1"] == pytest.approx((1.0 + 2.0 / 3.0) / 2)
     assert m["per_class"]["b"]["map_at_r"] == pytest.approx(2.0 / 3.0)
@@ -54,12 +54,14 @@ def test_duplicates_stay_valid_and_ties_go_to_the_lower_index():
     # q1: 0 (a, d=0), 2 (a, 9) -> rel [0, 0].  q2: 3 (b, 0), 4 (b, 4) -> rel [0, 0].
     # q3: 2 (a, 0), 4 (b, 4) -> rel [0, 1]: R-prec 1/2, MAP@R 1/4, MRR 1/2.
     # q4: 2 (a) and 3 (b) tie at 4 -> 2 first: rel [0, 1], same as q3.
+    # Whole rankings (mAP, MRR): q0 [0, 1, 0, 0] -> AP 1/2, RR 1/2; q1 [0, 0, 1, 1] -> AP 5/12,
+    # RR 1/3; q2 [0, 0, 1, 0] (0 before 1 at 9) -> 1/3, 1/3; q3, q4 [0, 1, 0, 1] -> 1/2, 1/2.
     m = retrieval_metrics(column([0, 0, 3, 3, 5]), np.array([0, 1, 0, 1, 1]), recall_at=(1, 2))
     assert m["precision_at_1"] == 0.0
     assert m["r_precision"] == pytest.approx(1.0 / 5)
     assert m["map_at_r"] == pytest.approx(0.5 / 5)
-    assert m["mean_reciprocal_rank"] == pytest.approx(1.5 / 5)
-    assert m["mean_average_precision"] == pytest.approx(1.0 / 5)
+    assert m["mean_reciprocal_rank"] == pytest.approx(13 / 30)
+    assert m["mean_average_precision"] == pytest.approx(27 / 12 / 5)
     assert m["recall_at_k"] == pytest.approx({1: 0.0, 2: 0.6})
 
 
@@ -89,8 +91,12 @@ def normalized(n, dim, seed):
 
 
 def pml(query, query_labels, reference=None, reference_labels=None, **kwargs):
-    calc = AccuracyCalculator(include=tuple(PML_KEYS.values()), k="max_bin_count", **kwargs)
-    return calc.get_accuracy(query, query_labels, reference, reference_labels)
+    cut = [k for k in PML_KEYS.values() if k not in PML_WHOLE_RANKING]
+    out = {}
+    for include, k in ((cut, "max_bin_count"), (PML_WHOLE_RANKING, None)):
+        calc = AccuracyCalculator(include=tuple(include), k=k, **kwargs)
+        out.update(calc.get_accuracy(query, query_labels, reference, reference_labels))
+    return out
 
 
 def assert_matches_pml(ours, theirs):
@@ -158,3 +164,56 @@ def test_clustering_scores_on_separated_clusters():
         x, labels, clustering=True, kmeans_backend="faiss", seed=3, recall_at=(1,)
     )["nmi"]
     assert nmi == pytest.approx(normalized_mutual_info_score(labels, clusters))
+
+
+def slow_average_precision(order, labels, i):
+    """AP of query i by a Python loop over its whole ranking ``order``: the mean, over the
+    relevant references, of the precision at the rank of each; and its reciprocal rank."""
+    hits, precisions, first = 0, [], None
+    for rank, j in enumerate(order, start=1):
+        if labels[j] == labels[i]:
+            hits += 1
+            precisions.append(hits / rank)
+            first = first or rank
+    return sum(precisions) / len(precisions), 1.0 / first
+
+
+def test_full_map_and_uncut_mrr_equal_a_loop_with_ties():
+    # Coarse coordinates give many tied distances; the pinned tie rule (distance, then index)
+    # orders them, so the loop ranks by (distance, index) too (sklearn averages over ties, so it
+    # is the reference only without them: the next test).
+    g = torch.Generator().manual_seed(11)
+    x = torch.randint(0, 4, (150, 3), generator=g).double()
+    labels = torch.randint(0, 12, (150,), generator=g).numpy()
+    m = retrieval_metrics(x, labels, recall_at=(1,))
+    d = torch.cdist(x, x).numpy()
+    aps, rrs = [], []
+    for i in range(len(x)):
+        others = np.array([j for j in range(len(x)) if j != i])
+        if not (labels[others] == labels[i]).any():
+            continue
+        order = others[np.lexsort((others, d[i, others]))]
+        ap, rr = slow_average_precision(order, labels, i)
+        aps.append(ap)
+        rrs.append(rr)
+    assert m["mean_average_precision"] == pytest.approx(np.mean(aps))
+    assert m["mean_reciprocal_rank"] == pytest.approx(np.mean(rrs))
+    assert m["mean_average_precision"] > m["map_at_r"]
+
+
+def test_full_map_equals_sklearn_without_ties():
+    from sklearn.metrics import average_precision_score
+
+    q, r = normalized(60, 8, 12), normalized(90, 8, 13)
+    g = torch.Generator().manual_seed(14)
+    q_labels = torch.randint(0, 9, (60,), generator=g)
+    r_labels = torch.randint(0, 9, (90,), generator=g)
+    m = retrieval_metrics(q, q_labels, r, r_labels, recall_at=(1,))
+    d = torch.cdist(q, r).numpy()
+    per_query = [
+        average_precision_score((r_labels == q_labels[i]).numpy(), -d[i])
+        for i in range(len(q))
+        if (r_labels == q_labels[i]).any()
+    ]
+    assert m["mean_average_precision"] == pytest.approx(np.mean(per_query))
+    assert m["k"] == len(r)

@@ -51,7 +51,8 @@ def test_one_registration_reaches_results_report_selection_and_search_depth(prec
     assert report.selection_value() == report.metrics["precision_at_5"]
     assert "precision_at_5" in selection.SELECTION_METRICS
     selection.check_selection_metric("precision_at_5")
-    # the declared depths decide how deep the search goes: R_i = 11 for MAP@R, 5 alone for P@5
+    # the declared depths decide how deep the search goes: every reference for the full mAP and
+    # MRR (in the default report), R_i = 11 for MAP@R (a round's metrics), 5 alone for P@5
     only = evaluate_embeddings(
         x,
         labels,
@@ -59,7 +60,9 @@ def test_one_registration_reaches_results_report_selection_and_search_depth(prec
     )
     assert only.metrics["k"] == 5
     assert set(only.metrics) == {"precision_at_5", "num_queries", "num_lone_queries", "k"}
-    assert report.metrics["k"] == 11
+    assert report.metrics["k"] == len(x) - 1
+    rounds = selection.round_metrics(x, labels, metric="precision_at_5", recall_at=(1,))
+    assert rounds["k"] == 11 and "mean_average_precision" not in rounds
 
 
 def test_the_flat_report_schema():

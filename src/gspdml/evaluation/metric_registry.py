@@ -9,7 +9,7 @@ k-means only when one of them needs it. Three kinds:
   size R_i), averaged over the queries with R_i > 0 (:mod:`gspdml.evaluation.metrics`). ``depth``
   is how many neighbours a query needs: a number, :data:`CLASS_SIZE` (R_i, as MAP@R) or
   :data:`EACH_K` (one value per K of ``recall_at``, reported as ``<name>_<K>``, with
-  ``score(neighbours, K)``);
+  ``score(neighbours, K)``) or :data:`ALL` (the whole ranking);
 - ``"clustering"``: ``score(labels, clusters) -> float`` after k-means of the query embeddings
   into one cluster per label (:mod:`gspdml.evaluation.clustering`);
 - ``"derived"``: ``score(values) -> float`` from the values of the metrics named in ``inputs``.
@@ -33,6 +33,9 @@ from gspdml.evaluation.results import RetrievalResults
 CLASS_SIZE = "class_size"
 #: ``depth`` of a metric reported once per K of ``recall_at``, needing K neighbours
 EACH_K = "each_k"
+#: ``depth`` of a metric that reads the whole ranking (every searchable reference), as the full
+#: mAP and the uncut MRR; searching that deep costs a full sort, so only these metrics ask for it
+ALL = "all"
 KINDS = ("query", "clustering", "derived")
 
 
@@ -118,7 +121,9 @@ class Neighbours:
 
     With r_max = max_i R_i: ``relevance_all`` [N_q, k]; ``relevance`` its first max(r_max, 1)
     columns; ``hits`` that as float64; ``ranks`` 1..; ``precision_at`` [i, j] = P_i(j), the
-    precision at rank j; ``within_r`` [i, j] = j <= R_i; ``r`` R_i as float64.
+    precision at rank j; ``within_r`` [i, j] = j <= R_i; ``r`` R_i as float64;
+    ``hits_all`` and ``precision_at_all`` the same over all k searched columns (the whole
+    ranking for the metrics of depth :data:`ALL`).
     """
 
     def __init__(self, results: RetrievalResults):
@@ -142,3 +147,12 @@ class Neighbours:
     @functools.cached_property
     def within_r(self) -> torch.Tensor:
         return self.ranks[None, :] <= self.r[:, None]
+
+    @functools.cached_property
+    def hits_all(self) -> torch.Tensor:
+        return self.relevance_all.to(torch.float64)
+
+    @functools.cached_property
+    def precision_at_all(self) -> torch.Tensor:
+        ranks = torch.arange(1, self.hits_all.shape[1] + 1, dtype=torch.float64)
+        return self.hits_all.cumsum(1) / ranks

@@ -10,9 +10,18 @@ the j-th nearest reference (order: distance, then index) has label y_i:
 - MAP@R = (1/R_i) sum_{j<=R_i} rel_i(j) P_i(j), with P_i(j) = (1/j) sum_{l<=j} rel_i(l) (thesis
   misprint A2 resolved: precision at rank j).
 - Recall@K = 1 if some j <= K has rel_i(j) = 1.
-- mAP = (1/R_i) sum_{j<=k} rel_i(j) P_i(j) over the k = max_i R_i retrieved references; this is
-  pytorch-metric-learning's ``mean_average_precision`` (divided by R_i, not by the hits).
-- MRR = 1/(rank of the first relevant reference within those k), 0 if none.
+- mAP (``mean_average_precision``) = (1/R_i) sum_j rel_i(j) P_i(j) over the whole ranking (every
+  searchable reference), so every relevant reference counts: the standard average precision of
+  sklearn's ``average_precision_score`` per query (and pytorch-metric-learning's
+  ``mean_average_precision`` when it searches every reference). It differs from MAP@R, which
+  sums only over the first R_i ranks: a relevant reference ranked below R_i raises mAP, not
+  MAP@R, so mAP >= MAP@R.
+- MRR = 1/(rank of the first relevant reference in the whole ranking) (uncut; R_i > 0, so one
+  exists).
+
+mAP and MRR declare the depth :data:`~gspdml.evaluation.metric_registry.ALL`: the search sorts
+every reference for each query, but only when one of them is requested (the trainer's rounds
+leave them out, :func:`gspdml.evaluation.selection.round_metrics`).
 
 Queries with R_i = 0 ("lone" queries: no other member of their class among the references) are
 excluded from every mean and counted in ``num_lone_queries``; if every query is lone, the metrics
@@ -27,8 +36,8 @@ harmonic mean 2 NMI R@1 / (NMI + R@1) (0 when both are 0), the validation score 
 ProxyNCA++ release (:mod:`gspdml.evaluation.selection`).
 
 Every metric here is one registration (:func:`gspdml.evaluation.metric_registry.register`) that
-declares what it needs: a per-query function with the neighbours it reads (1, R_i, or K for
-each K of Recall@K), a function of a clustering, or a function of other metrics' values. The
+declares what it needs: a per-query function with the neighbours it reads (1, R_i, K for
+each K of Recall@K, or all), a function of a clustering, or a function of other metrics' values. The
 nested results of :func:`retrieval_metrics`, the flat reports of
 :mod:`gspdml.evaluation.service` and the selection metrics all read the registry.
 """
@@ -45,6 +54,7 @@ from gspdml.errors import ConfigError
 from gspdml.evaluation.clustering import clustering_scores
 from gspdml.evaluation.exact_knn import DEFAULT_MEMORY_BUDGET, retrieve
 from gspdml.evaluation.metric_registry import (
+    ALL,
     CLASS_SIZE,
     EACH_K,
     METRICS,
@@ -73,14 +83,14 @@ def r_precision(n: Neighbours) -> torch.Tensor:
     return (n.hits * n.within_r).sum(1) / n.r
 
 
-@register("mean_average_precision", "query", depth=CLASS_SIZE)
+@register("mean_average_precision", "query", depth=ALL)
 def mean_average_precision(n: Neighbours) -> torch.Tensor:
-    return (n.hits * n.precision_at).sum(1) / n.r
+    return (n.hits_all * n.precision_at_all).sum(1) / n.r
 
 
-@register("mean_reciprocal_rank", "query", depth=CLASS_SIZE)
+@register("mean_reciprocal_rank", "query", depth=ALL)
 def mean_reciprocal_rank(n: Neighbours) -> torch.Tensor:
-    rel = n.relevance
+    rel = n.relevance_all
     first = torch.where(rel.any(1), rel.to(torch.int8).argmax(1).to(torch.float64) + 1, torch.inf)
     return 1.0 / first
 
@@ -144,13 +154,13 @@ def retrieval_metrics(
     """
     recall_at = _check_recall_at(recall_at)
     names = _query_metrics(metrics)
-    fixed = [K for name in names for K in _fixed_depths(METRICS[name], recall_at)]
+    searchable = len(query_labels) if reference is None else len(reference_labels)
     results = retrieve(
         query,
         query_labels,
         reference,
         reference_labels,
-        min_k=max(fixed, default=1),
+        min_k=search_depth(names, recall_at, searchable),
         class_size=any(METRICS[name].depth == CLASS_SIZE for name in names),
         memory_budget=memory_budget,
         backend=backend,
@@ -261,11 +271,21 @@ def _query_metrics(metrics) -> tuple[str, ...]:
     return tuple(n for n in metrics_of_kind("query") if n in names)
 
 
+def search_depth(names: Sequence[str] | None, recall_at: Sequence[int], searchable: int) -> int:
+    """The fewest neighbours the per-query metrics ``names`` (None: all) need besides R_i (the
+    search adds max R_i itself): ``searchable`` (every reference) when one reads the whole
+    ranking."""
+    names = _query_metrics(names)
+    if any(METRICS[name].depth == ALL for name in names):
+        return max(int(searchable), 1)
+    return max((K for name in names for K in _fixed_depths(METRICS[name], recall_at)), default=1)
+
+
 def _fixed_depths(metric, recall_at) -> list[int]:
-    """The neighbour counts a metric needs besides R_i."""
+    """The neighbour counts a metric needs besides R_i (none for R_i or the whole ranking)."""
     if metric.depth == EACH_K:
         return list(recall_at)
-    return [] if metric.depth == CLASS_SIZE else [int(metric.depth)]
+    return [] if metric.depth in (CLASS_SIZE, ALL) else [int(metric.depth)]
 
 
 def _check_depth(results: RetrievalResults, names, recall_at) -> None:
@@ -275,6 +295,10 @@ def _check_depth(results: RetrievalResults, names, recall_at) -> None:
         if metric.depth == CLASS_SIZE and results.k < min(results.r_max, searchable):
             raise ConfigError(
                 "k", f"{name} needs k >= max R = {results.r_max}, search has k={results.k}"
+            )
+        if metric.depth == ALL and results.k < searchable:
+            raise ConfigError(
+                "k", f"{name} needs the whole ranking (k={searchable}), search has k={results.k}"
             )
         needed = max(_fixed_depths(metric, recall_at), default=0)
         if needed > results.k and results.k < searchable:

@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from gspdml.errors import ConfigError
 from gspdml.evaluation.exact_knn import knn
 from gspdml.evaluation.k_reciprocal import k_reciprocal_rerank
-from gspdml.evaluation.metrics import flatten_metrics, metrics_from_results
+from gspdml.evaluation.metrics import flatten_metrics, metrics_from_results, search_depth
 from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
 
 #: step name -> its options and their defaults (the order is the order of application)
@@ -416,7 +416,9 @@ def postprocessed_metrics(
         gallery_labels,
         steps=steps,
         train=train,
-        min_k=max(recall_at, default=1),
+        min_k=search_depth(
+            metrics, recall_at, len(query_labels if gallery is None else gallery_labels)
+        ),
     )
     return flatten_metrics(metrics_from_results(results, recall_at=recall_at, metrics=metrics))
 

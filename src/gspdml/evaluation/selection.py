@@ -33,11 +33,15 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation.metric_registry import METRICS
+from gspdml.evaluation.metric_registry import ALL, METRICS
 from gspdml.evaluation.metrics import harmonic_mean
 
 #: key prefix of the post-processed metrics of a round (``postprocessed_map_at_r``)
 POSTPROCESSED_PREFIX = "postprocessed_"
+
+#: the per-query metrics of a training round: all but those that read the whole ranking (full
+#: mAP, uncut MRR), whose full sort per query a round does not need (the test split reports them)
+ROUND_METRICS = tuple(n for n, m in METRICS.items() if m.kind == "query" and m.depth != ALL)
 
 __all__ = [
     "POSTPROCESSED_PREFIX",
@@ -92,10 +96,16 @@ def round_metrics(
 ) -> dict[str, float]:
     """The flat report (:func:`gspdml.evaluation.service.evaluate_embeddings`) of the embeddings
     of one round, selected by ``metric`` (leave-one-out when ``gallery`` is None; ``train``: the
-    training embeddings, for the steps that learn on them)."""
+    training embeddings, for the steps that learn on them); the per-query metrics are
+    :data:`ROUND_METRICS`."""
     from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 
-    spec = EvalSpec(recall_at=tuple(recall_at), selection=metric, postprocess=tuple(postprocess))
+    spec = EvalSpec(
+        metrics=ROUND_METRICS,
+        recall_at=tuple(recall_at),
+        selection=metric,
+        postprocess=tuple(postprocess),
+    )
     report = evaluate_embeddings(query, query_labels, gallery, gallery_labels, spec, train=train)
     return report.metrics
 
