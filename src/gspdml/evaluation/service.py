@@ -10,11 +10,16 @@ its answer in one flat schema, that of ``results.json`` and ``metrics.jsonl``:
 
 - the per-query metrics (``map_at_r``, ``precision_at_1``, ``r_precision``,
   ``mean_average_precision``, ``mean_reciprocal_rank``, ``recall_at_<K>``), leave-one-out when
-  the split has no gallery, else query -> gallery;
+  the split has no gallery, else query -> gallery. The default (``metrics=None``: ``gspdml
+  evaluate``, the test split of ``results.json``) includes the whole-ranking mAP and MRR,
+  computed in memory O(block x references) (:mod:`gspdml.evaluation.whole_ranking`; their time
+  is measured by ``benchmarks/evaluation.py``); validation rounds leave them out
+  (:func:`gspdml.evaluation.selection.round_metrics`);
 - the clustering metrics (``nmi``, ``ami``) when a requested metric needs k-means;
 - the counts ``num_queries``, ``num_lone_queries`` and ``k``;
 - the derived metrics requested (``nmi_r1_hmean``);
-- with post-processing steps, the per-query metrics and counts again after them, under
+- with post-processing steps, the per-query metrics of bounded depth (all but mAP and MRR,
+  which read the whole ranking) and the counts again after them, under
   :data:`POSTPROCESSED_PREFIX` (``postprocessed_map_at_r``, ...).
 
 :func:`evaluate` embeds a split with a model at the run's device and precision (and, for a step
@@ -35,11 +40,12 @@ from gspdml.compat.hardware import resolve_precision
 from gspdml.errors import ConfigError
 from gspdml.evaluation.metric_registry import (
     METRICS,
+    bounded_query_metrics,
     check_metric_names,
     metrics_of_kind,
     with_inputs,
 )
-from gspdml.evaluation.metrics import flatten_metrics, retrieval_metrics
+from gspdml.evaluation.metrics import check_recall_at, flatten_metrics, retrieval_metrics
 from gspdml.evaluation.postprocess import PostProcessor, build_steps, postprocessed_metrics
 from gspdml.evaluation.selection import (
     POSTPROCESSED_PREFIX,
@@ -73,7 +79,7 @@ class EvalSpec:
 
     def __post_init__(self):
         check_selection_metric(self.selection)
-        object.__setattr__(self, "recall_at", tuple(int(K) for K in self.recall_at))
+        object.__setattr__(self, "recall_at", check_recall_at(self.recall_at))
         object.__setattr__(self, "postprocess", build_steps(list(self.postprocess)))
         asked = (
             metrics_of_kind("query") if self.metrics is None else check_metric_names(self.metrics)
@@ -81,10 +87,14 @@ class EvalSpec:
         object.__setattr__(self, "names", with_inputs((*asked, self.selection)))
 
     @classmethod
-    def from_evaluation(cls, evaluation: Mapping[str, Any]) -> "EvalSpec":
+    def from_evaluation(
+        cls, evaluation: Mapping[str, Any], metrics: Optional[tuple[str, ...]] = None
+    ) -> "EvalSpec":
         """The spec of a run config's ``evaluation`` section (``recall_at``, ``metric``,
-        ``postprocess``), as the trainer scores its rounds and its test split."""
+        ``postprocess``), as the trainer scores its rounds and its test split; ``metrics``: the
+        per-query metrics (None: all)."""
         return cls(
+            metrics=metrics,
             recall_at=tuple(evaluation["recall_at"]),
             selection=evaluation["metric"],
             postprocess=tuple(evaluation["postprocess"]),
@@ -162,7 +172,7 @@ def evaluate_embeddings(
             steps=spec.postprocess,
             train=train,
             recall_at=spec.recall_at,
-            metrics=query_metrics,
+            metrics=[name for name in query_metrics if name in bounded_query_metrics()],
         )
         metrics.update({POSTPROCESSED_PREFIX + key: value for key, value in after.items()})
     return EvalReport(metrics, spec.selection)

@@ -1,0 +1,191 @@
+"""The rank of every relevant reference in a query's whole ranking, in bounded memory: what the
+full mAP and the uncut MRR read (:mod:`gspdml.evaluation.metrics`).
+
+For query i with the squared distances d_il to the searchable references l (in leave-one-out
+mode every row but the query's own) and the R_i relevant ones j (same label), ties are grouped
+as scikit-learn's ``average_precision_score`` groups equal scores (a tie group is passed as a
+whole, so a relevant reference tied with irrelevant ones gets no credit for the tie):
+
+    n_ij = #{l : d_il <= d_ij}            (its rank, the whole tie group counted ahead of it)
+    t_ij = #{relevant l : d_il <= d_ij}   (the relevant references up to that rank)
+    AP_i = (1/R_i) sum_j t_ij / n_ij      (the precision at each recall step, weighted 1/R_i)
+    RR_i = 1 / min_j n_ij
+
+Without ties n_ij is the position of j in the ranking and AP_i is the textbook average
+precision; with all embeddings equal (a collapsed model) every n_ij is the number of
+references, so AP_i = R_i / N and RR_i = 1 / N, the score of a ranking that says nothing.
+
+:func:`ranking_of_search` reads these from a search of every reference (columns sorted by
+distance); :func:`whole_ranking_scores` computes them from the embeddings, a block of queries at
+a time, never holding more than a few (block x references) arrays (sized from
+``memory_budget``) and never sorting a row:
+
+1. The squared distances of the block are computed in float64 from the references' mean c as
+   ``A_il = |q_i - c|^2 + |r_l - c|^2 - 2 (q_i - c).(r_l - c)`` (one matmul). They differ from
+   the float64 distances of the exact search (:func:`gspdml.evaluation.exact_knn.
+   exact_squared_distances`, which decide every tie) by at most
+   ``B_i = 2 (2 D + 20) u (|q_i - c| + max_l |r_l - c|)^2`` (u = 2^-53: the rounding of the
+   translation, of a length-D dot product, Higham, *Accuracy and Stability of Numerical
+   Algorithms*, eq. 3.5, and of the exact sum of squares, doubled).
+2. The relevant pairs get their exact distance, so t_ij is exact. An irrelevant reference l is
+   *certainly ahead* of j when ``A_il < A_ij - 2 B_i`` and *certainly behind* when
+   ``A_il > A_ij + 2 B_i``; with the relevant A_ij of a query sorted (R_i values), one
+   ``searchsorted`` per reference counts, for every j at once, the certain ones ahead of it.
+3. The few irrelevant references within 2 B_i of some A_ij (ties and near-ties) get their exact
+   distance and are compared exactly. Exact distances are computed once per (query, distinct
+   reference vector), so duplicated references (a collapsed model) cost one distance.
+
+The result equals a full float64 sort of every row, for every block size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import torch
+
+from gspdml.evaluation.exact_knn import (
+    DEFAULT_MEMORY_BUDGET,
+    _identical_rows,
+    exact_squared_distances,
+    squared_norms,
+)
+
+#: bytes per (query, reference) entry of a block: distances, masks, thresholds and counts
+_BYTES_PER_ENTRY = 96
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The relevant references of a block of queries, one per column (module docstring): ``hits``
+    t_ij and ``ranks`` n_ij (float64 [n, m]), ``valid`` [n, m] which columns hold one, ``r``
+    R_i (float64 [n])."""
+
+    hits: torch.Tensor
+    ranks: torch.Tensor
+    valid: torch.Tensor
+    r: torch.Tensor
+
+
+def ranking_of_search(relevance: torch.Tensor, distances: torch.Tensor, r: torch.Tensor) -> Ranking:
+    """The :class:`Ranking` of a search of every reference: ``relevance`` [n, k] and ``distances``
+    [n, k] sorted by distance (any order within a tie), ``r`` R_i."""
+    n, k = distances.shape
+    position = torch.arange(k, device=distances.device).expand(n, k)
+    last = torch.ones(n, k, dtype=torch.bool, device=distances.device)
+    last[:, :-1] = distances[:, 1:] != distances[:, :-1]
+    # the last column of each tie group: the smallest group end at or after each column
+    end = torch.where(last, position, k).flip(1).cummin(1).values.flip(1)
+    hits = relevance.to(torch.float64).cumsum(1).gather(1, end)
+    return Ranking(hits, (end + 1).to(torch.float64), relevance.bool(), r.to(torch.float64))
+
+
+def whole_ranking_scores(
+    query: torch.Tensor,
+    query_codes: torch.Tensor,
+    reference: torch.Tensor | None,
+    reference_codes: torch.Tensor,
+    scores: Mapping[str, Callable[[Ranking], torch.Tensor]],
+    *,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> dict[str, torch.Tensor]:
+    """float64 [N_q] of each ``scores`` function of the :class:`Ranking` of every query of
+    ``query`` (float [N_q, D]) against ``reference`` (leave-one-out when None), labels given as
+    codes (:func:`gspdml.evaluation.results.encode_labels`); blocks of queries sized from
+    ``memory_budget`` bytes (module docstring)."""
+    loo = reference is None
+    device = query.device
+    q64 = query.to(torch.float64)
+    r64 = q64 if reference is None else reference.to(device, torch.float64)
+    exact = _ExactPairs(q64, r64, memory_budget)
+    center = r64.mean(0)
+    q_t, r_t = q64 - center, r64 - center
+    q_sq, r_sq = squared_norms(q_t), squared_norms(r_t)
+    u = 2.0**-53
+    radius = float(r_sq.max().sqrt()) if len(r_sq) else 0.0
+    bound = 2 * (2 * q64.shape[1] + 20) * u * (q_sq.sqrt() + radius) ** 2
+    q_codes, r_codes = query_codes.to(device), reference_codes.to(device)
+    rows = max(1, int(memory_budget) // (_BYTES_PER_ENTRY * max(1, len(r64))))
+    out: dict[str, list[torch.Tensor]] = {name: [] for name in scores}
+    for start in range(0, len(q64), rows):
+        block = torch.arange(start, min(start + rows, len(q64)), device=device)
+        approx = (q_sq[block, None] + r_sq[None, :]).sub_(q_t[block] @ r_t.T, alpha=2.0)
+        relevant = q_codes[block, None] == r_codes[None, :]
+        searchable = torch.ones_like(relevant)
+        if loo:
+            searchable[torch.arange(len(block), device=device), block] = False
+        ranking = _block_ranking(
+            exact, block, approx, relevant & searchable, ~relevant & searchable, bound[block]
+        )
+        del approx, relevant, searchable
+        for name, score in scores.items():
+            out[name].append(score(ranking))
+    empty = torch.empty(0, dtype=torch.float64, device=device)
+    return {name: torch.cat(parts) if parts else empty for name, parts in out.items()}
+
+
+def _block_ranking(exact, block, approx, relevant, other, bound) -> Ranking:
+    """The :class:`Ranking` of the queries ``block`` from their approximate distances ``approx``
+    [n, N], the masks of their ``relevant`` and ``other`` (irrelevant, searchable) references,
+    the rounding bound of each row and ``exact`` (an :class:`_ExactPairs`); module docstring,
+    steps 2-3."""
+    n = len(block)
+    r = relevant.sum(1)
+    width = max(1, int(r.max()) if n else 1)
+    # the relevant references of each row in columns (padded with +inf), exact and approximate
+    row, col = relevant.nonzero(as_tuple=True)
+    slot = torch.arange(len(row), device=row.device) - (r.cumsum(0) - r)[row]
+    valid = torch.zeros(n, width, dtype=torch.bool, device=row.device)
+    valid[row, slot] = True
+    rel_exact = torch.full((n, width), math.inf, dtype=torch.float64, device=row.device)
+    rel_exact[row, slot] = exact(block[row], col)
+    rel_approx = torch.full_like(rel_exact, math.inf)
+    rel_approx[row, slot] = approx[row, col]
+    hits = torch.searchsorted(rel_exact.sort(1).values, rel_exact, right=True)
+    # irrelevant references certainly ahead of each relevant one: those with A_il + 2B < A_ij
+    sorted_approx, order = rel_approx.sort(1)
+    margin = 2 * bound[:, None]
+    after = torch.searchsorted(sorted_approx, approx + margin, right=True)  # slots not ahead of l
+    before = torch.searchsorted(sorted_approx, approx - margin)  # slots certainly before l
+    certain = other & (after == before)
+    counts = torch.zeros(n, width + 1, dtype=torch.float64, device=row.device)
+    counts.scatter_add_(1, after, certain.to(torch.float64))
+    del after, before
+    ahead_sorted = counts.cumsum(1)[:, :width]
+    ahead = torch.empty_like(ahead_sorted).scatter_(1, order, ahead_sorted)
+    # the uncertain irrelevant references, compared exactly
+    u_row, u_col = (other & ~certain).nonzero(as_tuple=True)
+    if len(u_row):
+        u_count = torch.bincount(u_row, minlength=n)
+        u_slot = torch.arange(len(u_row), device=row.device) - (u_count.cumsum(0) - u_count)[u_row]
+        near = torch.full((n, int(u_count.max())), math.inf, dtype=torch.float64, device=row.device)
+        near[u_row, u_slot] = exact(block[u_row], u_col)
+        ahead += torch.searchsorted(near.sort(1).values, rel_exact, right=True)
+    hits = hits.to(torch.float64)
+    return Ranking(hits, hits + ahead, valid, r.to(torch.float64))
+
+
+class _ExactPairs:
+    """The float64 exact squared distances of (query row, reference) pairs
+    (:func:`~gspdml.evaluation.exact_knn.exact_squared_distances`), computed once per (query,
+    distinct reference vector), in pieces within ``budget`` bytes."""
+
+    def __init__(self, q64, r64, budget):
+        self.q64, self.r64 = q64, r64
+        self.groups = _identical_rows(r64)
+        self.step = max(1, int(budget) // (q64.shape[1] * 8 * 4))
+
+    def __call__(self, rows: torch.Tensor, refs: torch.Tensor) -> torch.Tensor:
+        pairs, inverse = torch.unique(
+            torch.stack([rows, self.groups.of[refs]]), dim=1, return_inverse=True
+        )
+        first = self.groups.first[pairs[1]]
+        values = [torch.empty(0, dtype=torch.float64, device=rows.device)] + [
+            exact_squared_distances(
+                self.q64[pairs[0, s : s + self.step]], self.r64, first[s : s + self.step, None]
+            )[:, 0]
+            for s in range(0, pairs.shape[1], self.step)
+        ]
+        return torch.cat(values)[inverse]
