@@ -147,12 +147,15 @@ def _block_ranking(exact, block, approx, relevant, other, bound) -> Ranking:
     # irrelevant references certainly ahead of each relevant one: those with A_il + 2B < A_ij
     sorted_approx, order = rel_approx.sort(1)
     margin = 2 * bound[:, None]
-    after = torch.searchsorted(sorted_approx, approx + margin, right=True)  # slots not ahead of l
-    before = torch.searchsorted(sorted_approx, approx - margin)  # slots certainly before l
-    certain = other & (after == before)
+    # after: the slots with A_ij <= A_il + 2B (l is certainly ahead of the later ones); l is
+    # uncertain when the last of them is within 2B of A_il too
+    after = torch.searchsorted(sorted_approx, approx + margin, right=True)
+    last = sorted_approx.gather(1, (after - 1).clamp_(min=0))
+    certain = other & ((after == 0) | (last < approx - margin))
+    del last
     counts = torch.zeros(n, width + 1, dtype=torch.float64, device=row.device)
     counts.scatter_add_(1, after, certain.to(torch.float64))
-    del after, before
+    del after
     ahead_sorted = counts.cumsum(1)[:, :width]
     ahead = torch.empty_like(ahead_sorted).scatter_(1, order, ahead_sorted)
     # the uncertain irrelevant references, compared exactly
