@@ -53,8 +53,9 @@ from gspdml.evaluation.exact_knn import (
     squared_norms,
 )
 
-#: bytes per (query, reference) entry of a block: distances, masks, thresholds and counts
-_BYTES_PER_ENTRY = 96
+#: bytes per (query, reference) entry of the block buffers (:class:`_Workspace`) and the masks
+#: computed in passing
+_BYTES_PER_ENTRY = 48
 
 
 @dataclass(frozen=True)
@@ -107,35 +108,52 @@ def whole_ranking_scores(
     radius = float(r_sq.max().sqrt()) if len(r_sq) else 0.0
     bound = 2 * (2 * q64.shape[1] + 20) * u * (q_sq.sqrt() + radius) ** 2
     q_codes, r_codes = query_codes.to(device), reference_codes.to(device)
-    rows = max(1, int(memory_budget) // (_BYTES_PER_ENTRY * max(1, len(r64))))
-    out: dict[str, list[torch.Tensor]] = {name: [] for name in scores}
+    rows = min(len(q64), max(1, int(memory_budget) // (_BYTES_PER_ENTRY * max(1, len(r64)))))
+    # One set of block buffers, reused: tensors of (block x references) allocated anew for each
+    # block fragment the CPU heap, and the process keeps growing.
+    work = _Workspace(rows, len(r64), device)
+    out = {name: torch.empty(len(q64), dtype=torch.float64, device=device) for name in scores}
     for start in range(0, len(q64), rows):
         block = torch.arange(start, min(start + rows, len(q64)), device=device)
-        approx = (q_sq[block, None] + r_sq[None, :]).sub_(q_t[block] @ r_t.T, alpha=2.0)
-        relevant = q_codes[block, None] == r_codes[None, :]
-        searchable = torch.ones_like(relevant)
-        if loo:
-            searchable[torch.arange(len(block), device=device), block] = False
-        ranking = _block_ranking(
-            exact, block, approx, relevant & searchable, ~relevant & searchable, bound[block]
-        )
-        del approx, relevant, searchable
+        n = len(block)
+        approx, relevant, other = work.approx[:n], work.relevant[:n], work.other[:n]
+        torch.addmm(r_sq[None, :], q_t[block], r_t.T, alpha=-2.0, out=approx)
+        approx.add_(q_sq[block, None])
+        torch.eq(q_codes[block, None], r_codes[None, :], out=relevant)
+        torch.logical_not(relevant, out=other)
+        if loo:  # the query's own row is not searched
+            own = torch.arange(n, device=device)
+            relevant[own, block] = False
+            other[own, block] = False
+        ranking = _block_ranking(exact, block, work, bound[block])
         for name, score in scores.items():
-            out[name].append(score(ranking))
-    empty = torch.empty(0, dtype=torch.float64, device=device)
-    return {name: torch.cat(parts) if parts else empty for name, parts in out.items()}
+            out[name][block] = score(ranking)
+    return out
 
 
-def _block_ranking(exact, block, approx, relevant, other, bound) -> Ranking:
-    """The :class:`Ranking` of the queries ``block`` from their approximate distances ``approx``
-    [n, N], the masks of their ``relevant`` and ``other`` (irrelevant, searchable) references,
-    the rounding bound of each row and ``exact`` (an :class:`_ExactPairs`); module docstring,
-    steps 2-3."""
+class _Workspace:
+    """The (block x references) buffers of :func:`whole_ranking_scores`: squared distances, their
+    thresholds, slots and three masks (relevant, other searchable, uncertain)."""
+
+    def __init__(self, rows: int, cols: int, device):
+        self.approx = torch.empty(rows, cols, dtype=torch.float64, device=device)
+        self.scratch = torch.empty(rows, cols, dtype=torch.float64, device=device)
+        self.slots = torch.empty(rows, cols, dtype=torch.int64, device=device)
+        self.relevant = torch.empty(rows, cols, dtype=torch.bool, device=device)
+        self.other = torch.empty(rows, cols, dtype=torch.bool, device=device)
+        self.uncertain = torch.empty(rows, cols, dtype=torch.bool, device=device)
+
+
+def _block_ranking(exact, block, work: _Workspace, bound) -> Ranking:
+    """The :class:`Ranking` of the queries ``block`` from the approximate distances, the masks
+    of their relevant and other (irrelevant, searchable) references in ``work``, the rounding
+    bound of each row and ``exact`` (an :class:`_ExactPairs`); module docstring, steps 2-3."""
     n = len(block)
-    r = relevant.sum(1)
-    width = max(1, int(r.max()) if n else 1)
+    approx, relevant, other = work.approx[:n], work.relevant[:n], work.other[:n]
     # the relevant references of each row in columns (padded with +inf), exact and approximate
     row, col = relevant.nonzero(as_tuple=True)
+    r = torch.bincount(row, minlength=n)
+    width = max(1, int(r.max()) if n else 1)
     slot = torch.arange(len(row), device=row.device) - (r.cumsum(0) - r)[row]
     valid = torch.zeros(n, width, dtype=torch.bool, device=row.device)
     valid[row, slot] = True
@@ -144,22 +162,28 @@ def _block_ranking(exact, block, approx, relevant, other, bound) -> Ranking:
     rel_approx = torch.full_like(rel_exact, math.inf)
     rel_approx[row, slot] = approx[row, col]
     hits = torch.searchsorted(rel_exact.sort(1).values, rel_exact, right=True)
-    # irrelevant references certainly ahead of each relevant one: those with A_il + 2B < A_ij
+    # An irrelevant l is certainly ahead of the relevant j when A_il + 2B < A_ij. With the A_ij of
+    # a row sorted, ``slots`` = #{j : A_ij <= A_il + 2B}: l is certainly ahead of the sorted
+    # slots from there on, and uncertain when the last slot before is within 2B of A_il too.
     sorted_approx, order = rel_approx.sort(1)
     margin = 2 * bound[:, None]
-    # after: the slots with A_ij <= A_il + 2B (l is certainly ahead of the later ones); l is
-    # uncertain when the last of them is within 2B of A_il too
-    after = torch.searchsorted(sorted_approx, approx + margin, right=True)
-    last = sorted_approx.gather(1, (after - 1).clamp_(min=0))
-    certain = other & ((after == 0) | (last < approx - margin))
-    del last
-    counts = torch.zeros(n, width + 1, dtype=torch.float64, device=row.device)
-    counts.scatter_add_(1, after, certain.to(torch.float64))
-    del after
-    ahead_sorted = counts.cumsum(1)[:, :width]
+    high, slots, uncertain = work.scratch[:n], work.slots[:n], work.uncertain[:n]
+    torch.add(approx, margin, out=high)
+    torch.searchsorted(sorted_approx, high, right=True, out=slots)
+    below = torch.cat([torch.full_like(sorted_approx[:, :1], -math.inf), sorted_approx], 1)
+    torch.gather(below, 1, slots, out=approx)  # the last slot at or below A_il + 2B
+    approx.add_(2 * margin)
+    torch.ge(approx, high, out=uncertain)  # that slot's A_ij >= A_il - 2B
+    uncertain.logical_and_(other)
+    slots.masked_fill_(uncertain | ~other, width + 1)  # counted exactly, or not at all
+    counts = torch.zeros(n, width + 2, dtype=torch.int64, device=row.device)
+    counts.scatter_add_(
+        1, slots, torch.ones(1, dtype=torch.int64, device=row.device).expand_as(slots)
+    )
+    ahead_sorted = counts.cumsum(1)[:, :width].to(torch.float64)
     ahead = torch.empty_like(ahead_sorted).scatter_(1, order, ahead_sorted)
     # the uncertain irrelevant references, compared exactly
-    u_row, u_col = (other & ~certain).nonzero(as_tuple=True)
+    u_row, u_col = uncertain.nonzero(as_tuple=True)
     if len(u_row):
         u_count = torch.bincount(u_row, minlength=n)
         u_slot = torch.arange(len(u_row), device=row.device) - (u_count.cumsum(0) - u_count)[u_row]
