@@ -17,13 +17,14 @@ references, so AP_i = R_i / N and RR_i = 1 / N, the score of a ranking that says
 
 :func:`ranking_of_search` reads these from a search of every reference (columns sorted by
 distance); :func:`whole_ranking_scores` computes them from the embeddings, a block of queries at
-a time, never holding more than a few (block x references) arrays (sized from
-``memory_budget``) and never sorting a row:
+a time, in a few reused (block x references) buffers sized from ``memory_budget`` (never a
+(queries x references) matrix, never a sorted row of references):
 
 1. The squared distances of the block are computed in float64 from the references' mean c as
    ``A_il = |q_i - c|^2 + |r_l - c|^2 - 2 (q_i - c).(r_l - c)`` (one matmul). They differ from
-   the float64 distances of the exact search (:func:`gspdml.evaluation.exact_knn.
-   exact_squared_distances`, which decide every tie) by at most
+   the float64 distances of the exact search
+   (:func:`gspdml.evaluation.exact_knn.exact_squared_distances`, which decide every tie) by at
+   most
    ``B_i = 2 (2 D + 20) u (|q_i - c| + max_l |r_l - c|)^2`` (u = 2^-53: the rounding of the
    translation, of a length-D dot product, Higham, *Accuracy and Stability of Numerical
    Algorithms*, eq. 3.5, and of the exact sum of squares, doubled).
@@ -35,7 +36,9 @@ a time, never holding more than a few (block x references) arrays (sized from
    distance and are compared exactly. Exact distances are computed once per (query, distinct
    reference vector), so duplicated references (a collapsed model) cost one distance.
 
-The result equals a full float64 sort of every row, for every block size.
+The result equals a full float64 sort of every row, for every block size. The cost is one
+float64 matmul and one ``searchsorted`` per (query, reference) pair, several times the bounded
+metrics' search; ``benchmarks/evaluation.py --report`` measures it.
 """
 
 from __future__ import annotations
