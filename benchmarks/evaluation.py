@@ -26,7 +26,10 @@ Synthetic clustered embeddings (unit class centres + Gaussian noise, L2-normalis
   with the default report (``EvalSpec()``: every per-query metric, the full mAP and uncut MRR
   included, :mod:`gspdml.evaluation.whole_ranking`) and with a validation round's metrics
   (``EvalSpec(metrics=round_metrics())``, without them); the table prints both times, peak
-  memory and the ratio.
+  memory and the ratio. Measured on one thread of an Intel Xeon @ 2.50GHz (shared, so times
+  vary by ~30 %): 20,000 x 128, 33 s with mAP/MRR vs 9 s without (peak 624 vs 431 MB): the
+  whole ranking costs about 60 ns per (query, reference) pair, quadratic in N, in memory
+  bounded by ``memory_budget`` (256 MB by default).
 
 In the gspdml vs PML tables gspdml computes the metrics of bounded depth
 (:func:`gspdml.evaluation.metric_registry.bounded_query_metrics`), as PML with

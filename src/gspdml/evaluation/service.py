@@ -12,8 +12,9 @@ its answer in one flat schema, that of ``results.json`` and ``metrics.jsonl``:
   ``mean_average_precision``, ``mean_reciprocal_rank``, ``recall_at_<K>``), leave-one-out when
   the split has no gallery, else query -> gallery. The default (``metrics=None``: ``gspdml
   evaluate``, the test split of ``results.json``) includes the whole-ranking mAP and MRR,
-  computed in memory O(block x references) (:mod:`gspdml.evaluation.whole_ranking`; their time
-  is measured by ``benchmarks/evaluation.py``); validation rounds leave them out
+  computed in memory O(block x references) (:mod:`gspdml.evaluation.whole_ranking`) but in
+  time quadratic in N (one pass over every query-reference pair, several times the bounded
+  metrics' search: ``benchmarks/evaluation.py --report``); validation rounds leave them out
   (:func:`gspdml.evaluation.selection.round_metrics`);
 - the clustering metrics (``nmi``, ``ami``) when a requested metric needs k-means;
 - the counts ``num_queries``, ``num_lone_queries`` and ``k``;

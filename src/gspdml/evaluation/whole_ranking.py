@@ -95,9 +95,9 @@ def whole_ranking_scores(
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> dict[str, torch.Tensor]:
-    """float64 [N_q] of each ``scores`` function of the :class:`Ranking` of every query of
-    ``query`` (float [N_q, D]) against ``reference`` (leave-one-out when None), labels given as
-    codes (:func:`gspdml.evaluation.results.encode_labels`); blocks of queries sized from
+    """float64 [N_q] (on the CPU) of each ``scores`` function of the :class:`Ranking` of every
+    query of ``query`` (float [N_q, D], on the device to compute on) against ``reference``
+    (leave-one-out when None), labels given as codes (:func:`gspdml.evaluation.results.encode_labels`); blocks of queries sized from
     ``memory_budget`` bytes (module docstring)."""
     loo = reference is None
     device = query.device
@@ -131,7 +131,7 @@ def whole_ranking_scores(
         ranking = _block_ranking(exact, block, work, bound[block])
         for name, score in scores.items():
             out[name][block] = score(ranking)
-    return out
+    return {name: values.cpu() for name, values in out.items()}
 
 
 class _Workspace:
