@@ -11,7 +11,7 @@ from sklearn.metrics import average_precision_score, normalized_mutual_info_scor
 from gspdml.errors import ConfigError
 from gspdml.evaluation import clustering_scores, kmeans_assignments, retrieval_metrics
 from gspdml.evaluation.exact_knn import DEFAULT_MEMORY_BUDGET, retrieve
-from gspdml.evaluation.metrics import metrics_from_results
+from gspdml.evaluation.metrics import metrics_from_results, per_query_scores
 from gspdml.evaluation.service import EvalSpec
 
 #: pytorch-metric-learning's names; the last two it computes over its k neighbours, so they are
@@ -265,3 +265,11 @@ def test_recall_at_takes_integers_only(bad):
         retrieval_metrics(x, labels, recall_at=bad)
     with pytest.raises(ConfigError, match="recall_at"):
         EvalSpec(recall_at=bad)
+
+
+def test_whole_ranking_metrics_refuse_a_ranking_cut_short():
+    x, labels = normalized(30, 4, 1), np.arange(30) % 5
+    results = retrieve(x, labels)  # k = max R: not the whole ranking
+    with pytest.raises(ConfigError, match="whole ranking"):
+        per_query_scores(results, metrics=["mean_average_precision"])
+    assert set(per_query_scores(results, metrics=["map_at_r"])) == {"map_at_r"}

@@ -225,7 +225,6 @@ def metrics_from_results(
             f"metrics need every label; {unknown[0]} queries and {unknown[1]} references have none",
         )
     given = dict(whole_ranking or {})
-    _check_depth(results, [n for n in names if n not in given], recall_at)
     scores = per_query_scores(results, recall_at, [n for n in names if n not in given])
     scores.update({name: given[name] for name in names if name in given})
     keep = ~results.lone_queries
@@ -258,10 +257,14 @@ def per_query_scores(
     results: RetrievalResults, recall_at: Sequence[int] = (), metrics: Sequence[str] | None = None
 ) -> dict[str, torch.Tensor]:
     """float64 [N_q] score of every query for each per-query metric (default all registered;
-    lone queries give NaN for the R-normalised ones); keys ``recall_at_<K>`` for Recall@K."""
+    lone queries give NaN for the R-normalised ones); keys ``recall_at_<K>`` for Recall@K. A
+    ConfigError when the search is shallower than a metric declares (the whole ranking for mAP
+    and MRR)."""
+    names = _query_metrics(metrics)
+    _check_depth(results, names, recall_at)
     neighbours = Neighbours(results)
     out = {}
-    for name in _query_metrics(metrics):
+    for name in names:
         metric = METRICS[name]
         if metric.depth == EACH_K:
             keys = zip(metric.keys(recall_at), recall_at)
