@@ -235,17 +235,23 @@ def test_full_map_equals_sklearn_without_ties_and_the_k_needs_no_whole_ranking()
 def test_whole_ranking_blocks_equal_a_search_of_every_reference():
     # The blocked computation from embeddings (any block size) and the scores read from a search
     # of every reference (metrics_from_results) are the same numbers, ties included.
+    # A near-collapsed model too: 1 + 1e-9 noise, where the approximate distances of step 1
+    # need the translation and nearly every comparison is decided exactly.
     g = torch.Generator().manual_seed(21)
-    x = torch.cat([normalized(80, 5, 22), torch.randint(0, 3, (40, 5), generator=g) / 2.0])
+    mixed = torch.cat([normalized(80, 5, 22), torch.randint(0, 3, (40, 5), generator=g) / 2.0])
+    near = 1.0 + 1e-9 * torch.randn(120, 5, generator=g, dtype=torch.float64)
     labels = torch.randint(0, 7, (120,), generator=g)
     names = ["mean_average_precision", "mean_reciprocal_rank"]
-    full = metrics_from_results(retrieve(x, labels, k=119), metrics=names, per_class=True)
-    for budget in (2**13, 2**16, DEFAULT_MEMORY_BUDGET):
-        blocked = retrieval_metrics(x, labels, metrics=names, per_class=True, memory_budget=budget)
-        for name in names:
-            assert blocked[name] == pytest.approx(full[name], rel=1e-12)
-            for c, values in full["per_class"].items():
-                assert blocked["per_class"][c][name] == pytest.approx(values[name], rel=1e-12)
+    for x in (mixed, near):
+        full = metrics_from_results(retrieve(x, labels, k=119), metrics=names, per_class=True)
+        for budget in (2**13, 2**16, DEFAULT_MEMORY_BUDGET):
+            blocked = retrieval_metrics(
+                x, labels, metrics=names, per_class=True, memory_budget=budget
+            )
+            for name in names:
+                assert blocked[name] == pytest.approx(full[name], rel=1e-12)
+                for c, values in full["per_class"].items():
+                    assert blocked["per_class"][c][name] == pytest.approx(values[name], rel=1e-12)
 
 
 def test_a_collapsed_embedding_scores_the_tie_values():
