@@ -9,7 +9,12 @@ from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 from sklearn.metrics import average_precision_score, normalized_mutual_info_score
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation import clustering_scores, kmeans_assignments, retrieval_metrics
+from gspdml.evaluation import (
+    clustering_scores,
+    kmeans_assignments,
+    retrieval_metrics,
+    whole_ranking,
+)
 from gspdml.evaluation.exact_knn import DEFAULT_MEMORY_BUDGET, retrieve
 from gspdml.evaluation.metrics import metrics_from_results, per_query_scores
 from gspdml.evaluation.service import EvalSpec
@@ -232,9 +237,12 @@ def test_full_map_equals_sklearn_without_ties_and_the_k_needs_no_whole_ranking()
     assert m["k"] == int(torch.bincount(r_labels).max())  # max R, not every reference
 
 
-def test_whole_ranking_blocks_equal_a_search_of_every_reference():
+@pytest.mark.parametrize("compare_width", [0, 1000], ids=["searchsorted", "comparisons"])
+def test_whole_ranking_blocks_equal_a_search_of_every_reference(compare_width, monkeypatch):
     # The blocked computation from embeddings (any block size) and the scores read from a search
-    # of every reference (metrics_from_results) are the same numbers, ties included.
+    # of every reference (metrics_from_results) are the same numbers, ties included, whichever
+    # way the certain references ahead are counted.
+    monkeypatch.setattr(whole_ranking, "_COMPARE_WIDTH", compare_width)
     # A near-collapsed model too: 1 + 1e-9 noise, where the approximate distances of step 1
     # need the translation and nearly every comparison is decided exactly.
     g = torch.Generator().manual_seed(21)

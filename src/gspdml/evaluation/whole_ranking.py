@@ -31,13 +31,14 @@ a time, in a few reused (block x references) buffers sized from ``memory_budget`
 2. The relevant pairs get their exact distance, so t_ij is exact. An irrelevant reference l is
    *certainly ahead* of j when ``A_il < A_ij - 2 B_i`` and *certainly behind* when
    ``A_il > A_ij + 2 B_i``; with the relevant A_ij of a query sorted (R_i values), one
-   ``searchsorted`` per reference counts, for every j at once, the certain ones ahead of it.
+   ``searchsorted`` per reference (or R_i comparisons, when R_i is small) counts, for every j at
+   once, the certain ones ahead of it.
 3. The few irrelevant references within 2 B_i of some A_ij (ties and near-ties) get their exact
    distance and are compared exactly. Exact distances are computed once per (query, distinct
    reference vector), so duplicated references (a collapsed model) cost one distance.
 
 The result equals a full float64 sort of every row, for every block size. The cost is one
-float64 matmul and one ``searchsorted`` per (query, reference) pair, several times the bounded
+float64 matmul and one ``searchsorted`` (or R_i comparisons) per (query, reference) pair, several times the bounded
 metrics' search; ``benchmarks/evaluation.py --report`` measures it.
 """
 
@@ -59,6 +60,8 @@ from gspdml.evaluation.exact_knn import (
 #: bytes per (query, reference) entry of the block buffers (:class:`_Workspace`) and the masks
 #: computed in passing
 _BYTES_PER_ENTRY = 48
+#: the widest rows (most relevant references of a query in a block) counted by comparisons
+_COMPARE_WIDTH = 24
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,7 @@ class _Workspace:
         self.relevant = torch.empty(rows, cols, dtype=torch.bool, device=device)
         self.other = torch.empty(rows, cols, dtype=torch.bool, device=device)
         self.uncertain = torch.empty(rows, cols, dtype=torch.bool, device=device)
+        self.counter = torch.empty(rows, cols, dtype=torch.uint8, device=device)
 
 
 def _block_ranking(exact, block, work: _Workspace, bound) -> Ranking:
@@ -172,7 +176,7 @@ def _block_ranking(exact, block, work: _Workspace, bound) -> Ranking:
     margin = 2 * bound[:, None]
     high, slots, uncertain = work.scratch[:n], work.slots[:n], work.uncertain[:n]
     torch.add(approx, margin, out=high)
-    torch.searchsorted(sorted_approx, high, right=True, out=slots)
+    _count_at_or_below(sorted_approx, high, slots, work.counter[:n])
     below = torch.cat([torch.full_like(sorted_approx[:, :1], -math.inf), sorted_approx], 1)
     torch.gather(below, 1, slots, out=approx)  # the last slot at or below A_il + 2B
     approx.add_(2 * margin)
@@ -195,6 +199,21 @@ def _block_ranking(exact, block, work: _Workspace, bound) -> Ranking:
         ahead += torch.searchsorted(near.sort(1).values, rel_exact, right=True)
     hits = hits.to(torch.float64)
     return Ranking(hits, hits + ahead, valid, r.to(torch.float64))
+
+
+def _count_at_or_below(sorted_rows, values, out, counter) -> None:
+    """``out`` [n, N] = the number of entries of each sorted row of ``sorted_rows`` [n, w] that
+    are <= each of ``values`` [n, N]: ``searchsorted``, or for narrow rows (w <=
+    :data:`_COMPARE_WIDTH`, most classes) w comparisons counted in ``counter`` (uint8), about
+    twice as fast on a CPU."""
+    width = sorted_rows.shape[1]
+    if width > _COMPARE_WIDTH:
+        torch.searchsorted(sorted_rows, values, right=True, out=out)
+        return
+    counter.zero_()
+    for k in range(width):
+        counter.add_(values >= sorted_rows[:, k : k + 1])
+    out.copy_(counter)
 
 
 class _ExactPairs:
