@@ -38,8 +38,8 @@ a time, in a few reused (block x references) buffers sized from ``memory_budget`
    reference vector), so duplicated references (a collapsed model) cost one distance.
 
 The result equals a full float64 sort of every row, for every block size. The cost is one
-float64 matmul and one ``searchsorted`` (or R_i comparisons) per (query, reference) pair, several times the bounded
-metrics' search; ``benchmarks/evaluation.py --report`` measures it.
+float64 matmul and one ``searchsorted`` (or R_i comparisons) per (query, reference) pair,
+several times the bounded metrics' search; ``benchmarks/evaluation.py --report`` measures it.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ def whole_ranking_scores(
 ) -> dict[str, torch.Tensor]:
     """float64 [N_q] (on the CPU) of each ``scores`` function of the :class:`Ranking` of every
     query of ``query`` (float [N_q, D], on the device to compute on) against ``reference``
-    (leave-one-out when None), labels given as codes (:func:`gspdml.evaluation.results.encode_labels`); blocks of queries sized from
+    (leave-one-out when None), labels given as codes
+    (:func:`gspdml.evaluation.results.encode_labels`); blocks of queries sized from
     ``memory_budget`` bytes (module docstring)."""
     loo = reference is None
     device = query.device
@@ -108,8 +109,10 @@ def whole_ranking_scores(
     r64 = q64 if reference is None else reference.to(device, torch.float64)
     exact = _ExactPairs(q64, r64, memory_budget)
     center = r64.mean(0)
-    q_t, r_t = q64 - center, r64 - center
-    q_sq, r_sq = squared_norms(q_t), squared_norms(r_t)
+    q_t = q64 - center
+    r_t = q_t if reference is None else r64 - center
+    q_sq = squared_norms(q_t)
+    r_sq = q_sq if reference is None else squared_norms(r_t)
     u = 2.0**-53
     radius = float(r_sq.max().sqrt()) if len(r_sq) else 0.0
     bound = 2 * (2 * q64.shape[1] + 20) * u * (q_sq.sqrt() + radius) ** 2
