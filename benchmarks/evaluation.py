@@ -27,9 +27,11 @@ Synthetic clustered embeddings (unit class centres + Gaussian noise, L2-normalis
   included, :mod:`gspdml.evaluation.whole_ranking`) and with a validation round's metrics
   (``EvalSpec(metrics=round_metrics())``, without them); the table prints both times, peak
   memory and the ratio. Measured on one thread of an Intel Xeon @ 2.50GHz (shared, so times
-  vary by ~30 %): 20,000 x 128, 33 s with mAP/MRR vs 9 s without (peak 624 vs 431 MB): the
-  whole ranking costs about 60 ns per (query, reference) pair, quadratic in N, in memory
-  bounded by ``memory_budget`` (256 MB by default).
+  vary by ~30 %): 20,000 x 128, 27 s with mAP/MRR vs 6 s without (peak 630 vs 440 MB);
+  SOP-sized 60,000 x 128, 209 s vs 26 s (peak 847 vs 641 MB; a search of every
+  reference would hold a 60,000 x 60,000 neighbour matrix, ~29 GB). The whole ranking costs
+  about 50 ns per (query, reference) pair on one thread, quadratic in N, in memory bounded by
+  ``memory_budget`` (256 MB by default).
 
 In the gspdml vs PML tables gspdml computes the metrics of bounded depth
 (:func:`gspdml.evaluation.metric_registry.bounded_query_metrics`), as PML with
