@@ -14,7 +14,6 @@ from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval.encoder import Encoder
 from tests.helpers.retrieval import run_cli, write_image_folder, write_run
 
-
 #: one coloured class and two grey ones (told apart by a bright square only): metrics below 1
 CLASSES = ("red", "grey_a", "grey_b")
 
