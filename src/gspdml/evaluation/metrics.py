@@ -172,24 +172,15 @@ def retrieval_metrics(
         backend=backend,
         device=device,
     )
-    whole = [name for name in names if METRICS[name].depth == ALL]
-    q = _as_matrix(query, "query", device)
     out = metrics_from_results(
         results,
         recall_at=recall_at,
         metrics=names,
         class_average=class_average,
         per_class=per_class,
-        whole_ranking=whole_ranking_scores(
-            q,
-            results.query_labels,
-            None if reference is None else _as_matrix(reference, "reference", q.device),
-            results.reference_labels,
-            {name: METRICS[name].score for name in whole},
-            memory_budget=memory_budget,
-        )
-        if whole
-        else None,
+        whole_ranking=whole_ranking_metrics(
+            results, query, reference, names, memory_budget=memory_budget, device=device
+        ),
     )
     if clustering:
         out.update(
@@ -198,6 +189,34 @@ def retrieval_metrics(
             )
         )
     return out
+
+
+def whole_ranking_metrics(
+    results: RetrievalResults,
+    query,
+    reference=None,
+    metrics: Sequence[str] | None = None,
+    *,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    device=None,
+) -> dict[str, torch.Tensor]:
+    """float64 [N_q] per-query scores of the ``metrics`` (default all registered) that read the
+    whole ranking (mAP, MRR), from the embeddings ``query`` and ``reference`` (leave-one-out when
+    None) and the labels of ``results``, in bounded memory
+    (:func:`~gspdml.evaluation.whole_ranking.whole_ranking_scores`); the ``whole_ranking`` of
+    :func:`metrics_from_results`. Empty when none is asked for."""
+    whole = [name for name in _query_metrics(metrics) if METRICS[name].depth == ALL]
+    if not whole:
+        return {}
+    q = _as_matrix(query, "query", device)
+    return whole_ranking_scores(
+        q,
+        results.query_labels,
+        None if reference is None else _as_matrix(reference, "reference", q.device),
+        results.reference_labels,
+        {name: METRICS[name].score for name in whole},
+        memory_budget=memory_budget,
+    )
 
 
 def metrics_from_results(
@@ -213,8 +232,7 @@ def metrics_from_results(
     clustering): the kNN engine's :func:`~gspdml.evaluation.exact_knn.retrieve` or a search
     index's results, as long as every query and reference has a label and the search is as deep
     as each metric declares. ``whole_ranking``: the per-query scores of the metrics of depth
-    ``ALL`` computed from the embeddings
-    (:func:`~gspdml.evaluation.whole_ranking.whole_ranking_scores`); without them, those
+    ``ALL`` computed from the embeddings (:func:`whole_ranking_metrics`); without them, those
     metrics need a search of every reference."""
     recall_at = check_recall_at(recall_at)
     names = _query_metrics(metrics)
