@@ -13,6 +13,7 @@ from gspdml.evaluation import clustering
 from gspdml.evaluation.postprocess import postprocessed_metrics
 from gspdml.evaluation.selection import (
     POSTPROCESSED_PREFIX,
+    ROUND_METRICS,
     SELECTION_METRICS,
     harmonic_mean,
     needs_clustering,
@@ -24,7 +25,7 @@ from gspdml.evaluation.split_metrics import split_metrics
 
 def round_metrics(*embeddings, metric, postprocess=(), train=None):
     """The flat report of a round selected by ``metric``, as the trainer scores it."""
-    spec = EvalSpec(selection=metric, postprocess=tuple(postprocess))
+    spec = EvalSpec(metrics=ROUND_METRICS, selection=metric, postprocess=tuple(postprocess))
     return evaluate_embeddings(*embeddings, spec=spec, train=train).metrics
 
 
@@ -87,7 +88,9 @@ def test_kmeans_nmi_of_separated_classes_is_one_and_only_computed_when_selection
         if not needs_clustering(metric):
             out = round_metrics(x, labels, metric=metric)
             assert "nmi" not in out and "nmi_r1_hmean" not in out
-            assert out == split_metrics(x, labels)
+            full = split_metrics(x, labels)  # also the whole-ranking mAP and MRR, deeper k
+            assert out == {k: v for k, v in full.items() if k in out and k != "k"} | {"k": out["k"]}
+            assert set(full) - set(out) == {"mean_average_precision", "mean_reciprocal_rank"}
 
 
 def test_round_metrics_name_the_field_of_an_unknown_metric():
@@ -104,14 +107,14 @@ def test_postprocessed_round_metrics_are_the_post_processing_functions(gallery):
     steps = [{"name": "pca_whiten", "dim": 6}, "dba", "qe:k=3,alpha=2.0"]
     args = (x[:40], labels[:40], x[40:], labels[40:]) if gallery else (x, labels)
     metrics = round_metrics(*args, metric="map_at_r", postprocess=steps, train=train)
-    expected = postprocessed_metrics(*args, steps=steps, train=train)
+    expected = postprocessed_metrics(*args, steps=steps, train=train, metrics=ROUND_METRICS)
     assert {
         k[len(POSTPROCESSED_PREFIX) :]: v
         for k, v in metrics.items()
         if k.startswith(POSTPROCESSED_PREFIX)
     } == expected
-    assert {
-        k: v for k, v in metrics.items() if not k.startswith(POSTPROCESSED_PREFIX)
-    } == split_metrics(*args)
+    plain = {k: v for k, v in metrics.items() if not k.startswith(POSTPROCESSED_PREFIX)}
+    full = split_metrics(*args)  # also the whole-ranking mAP and MRR, deeper k
+    assert plain == {k: v for k, v in full.items() if k in plain and k != "k"} | {"k": plain["k"]}
     assert selection_value(metrics, "map_at_r", postprocessed=True) == expected["map_at_r"]
     assert selection_value(metrics, "map_at_r") == metrics["map_at_r"]

@@ -91,6 +91,9 @@ def test_early_stopping_restores_the_best_weights(tmp_path, make_config):
     assert test[0]["weights_step"] == results["best_step"]
     marker = curve_series(records, weights_step(results, config))[("test", "map_at_r")]
     assert marker == [(results["best_step"], results["test"]["map_at_r"])]
+    # rounds score the metrics of bounded depth; the test split also the whole-ranking mAP, MRR
+    assert all("mean_average_precision" not in r and "map_at_r" in r for r in val)
+    assert {"mean_average_precision", "mean_reciprocal_rank"} <= set(results["test"])
     best_state, _ = load_state(tmp_path / "run" / "checkpoints" / "best.safetensors")
     _, model = load_run(tmp_path / "run")
     for key, value in model.state_dict().items():

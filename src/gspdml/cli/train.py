@@ -14,8 +14,9 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
-from gspdml.errors import GspdmlError
+from gspdml.errors import ConfigError, GspdmlError
 
 
 def _resume_command(args: argparse.Namespace) -> str:
@@ -69,24 +70,72 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     # the run's device (by default) and precision: what the trainer evaluated with
     device = resolve_device(args.device or config.trainer.device)
     model = model.to(device)
-    data = build_data(config.data.dataset, seed=config.seed)
-    split = getattr(data, args.split)
-    if split is None:
-        raise GspdmlError(f"dataset {config.data.dataset['name']!r} has no {args.split} split")
+    spec = EvalSpec.from_evaluation(config.evaluation)
+    images = _evaluation_images(args)
+    if images:
+        split, header = _image_split(config, model, images)
+        data = (
+            build_data(config.data.dataset, seed=config.seed)
+            if spec.needs_training_embeddings
+            else None
+        )
+    else:
+        data = build_data(config.data.dataset, seed=config.seed)
+        split = getattr(data, args.split or "test")
+        if split is None:
+            raise GspdmlError(
+                f"dataset {config.data.dataset['name']!r} has no {args.split or 'test'} split"
+            )
+        header = {"split": args.split or "test"}
     report = evaluate(
         model,
         split,
-        EvalSpec.from_evaluation(config.evaluation),
+        spec,
         device=device,
         precision=config.trainer.precision,
         batch_size=config.data.eval_batch_size,
         num_workers=config.data.num_workers,
-        train_split=data.train,
+        train_split=None if data is None else data.train,
         progress=not args.no_progress,
     )
-    header = {"run": str(args.run_dir), "split": args.split, "weights": args.weights}
+    header = {"run": str(args.run_dir), **header, "weights": args.weights}
     print(json.dumps({**header, **report.metrics}, indent=2))
     return 0
+
+
+def _evaluation_images(args: argparse.Namespace) -> dict[str, str]:
+    """The labelled images ``gspdml evaluate`` was given instead of a split of the run:
+    ``{"images": PATH}`` or ``{"query": PATH, "gallery": PATH}`` (empty: a split)."""
+    given = {k: getattr(args, k) for k in ("images", "query", "gallery") if getattr(args, k)}
+    if given and args.split is not None:
+        raise ConfigError(
+            "--split", "give either --split or labelled images (--images, --query/--gallery)"
+        )
+    if "images" in given and len(given) > 1:
+        raise ConfigError(
+            "--images", "give either --images (leave-one-out) or --query and --gallery"
+        )
+    if len(given) == 1 and "images" not in given:
+        missing = "--gallery" if "query" in given else "--query"
+        raise ConfigError(missing, "--query and --gallery go together (query -> gallery retrieval)")
+    return {k: str(v) for k, v in given.items()}
+
+
+def _image_split(config: Any, model: Any, images: dict[str, str]) -> tuple[Any, dict[str, str]]:
+    """The evaluation split of labelled folders or CSV lists, decoded with the run's recorded
+    evaluation transform (as ``gspdml index`` decodes them), and the report's header."""
+    from gspdml.retrieval.encoder import image_channels
+    from gspdml.retrieval.preprocessing import eval_transform_from_config
+    from gspdml.retrieval.sources import labelled_source, labelled_split
+
+    transform = eval_transform_from_config(config, image_channels(model))
+    sources = {name: labelled_source(path, transform) for name, path in images.items()}
+    for source in sources.values():
+        for path in source.skipped:
+            print(f"gspdml: skipped hidden or system entry {path}", file=sys.stderr)
+    if "images" in sources:
+        return labelled_split(sources["images"]), {"images": images["images"]}
+    return labelled_split(sources["query"], sources["gallery"]), dict(images)
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
@@ -131,9 +180,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_cmd_train, parser=p)
 
-    p = sub.add_parser("evaluate", help="re-evaluate a run's weights on a split")
+    p = sub.add_parser(
+        "evaluate",
+        help="evaluate a run's weights on a split of its dataset or on labelled images",
+    )
     p.add_argument("run_dir", type=Path)
-    p.add_argument("--split", choices=("test", "val"), default="test")
+    p.add_argument(
+        "--split",
+        choices=("test", "val"),
+        default=None,
+        help="a split of the run's dataset (default: test)",
+    )
+    p.add_argument(
+        "--images",
+        help="a labelled folder of images (one sub-folder per class, as gspdml index reads it) or "
+        "a CSV file with the columns path,label, evaluated leave-one-out",
+    )
+    p.add_argument("--query", help="labelled query images (folder or CSV), with --gallery")
+    p.add_argument("--gallery", help="labelled gallery images (folder or CSV), with --query")
     p.add_argument(
         "--weights",
         choices=("final", "best"),

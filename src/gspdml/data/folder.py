@@ -137,6 +137,16 @@ def read_image_folder(root: str, test_fraction: float = 0.5) -> OfficialSplits:
 def read_csv(path: str, root: Optional[str] = None, test_fraction: float = 0.5) -> OfficialSplits:
     """Images listed in a CSV file with columns path,label[,split] (see :mod:`gspdml.data.folder`)."""
     csv_path = Path(path).expanduser()
+    return _assemble(read_csv_rows(csv_path, root), str(csv_path), test_fraction)
+
+
+def read_csv_rows(
+    path: str | Path, root: Optional[str] = None
+) -> dict[str, tuple[list[str], list[str]]]:
+    """The rows of a CSV list of images (columns path,label[,split], see
+    :mod:`gspdml.data.folder`) as ``{split: (paths, label names)}``, split ``"all"`` when the file
+    has no split column; relative paths are joined to ``root`` (default: the CSV's folder)."""
+    csv_path = Path(path).expanduser()
     if not csv_path.is_file():
         raise DataError(f"{csv_path}: CSV file not found")
     base = Path(root).expanduser() if root is not None else csv_path.parent
@@ -166,4 +176,4 @@ def read_csv(path: str, root: Optional[str] = None, test_fraction: float = 0.5) 
             labels.append(label)
     if not parts:
         raise DataError(f"{csv_path}: no rows")
-    return _assemble(parts, str(csv_path), test_fraction)
+    return parts

@@ -9,7 +9,10 @@ k-means only when one of them needs it. Three kinds:
   size R_i), averaged over the queries with R_i > 0 (:mod:`gspdml.evaluation.metrics`). ``depth``
   is how many neighbours a query needs: a number, :data:`CLASS_SIZE` (R_i, as MAP@R) or
   :data:`EACH_K` (one value per K of ``recall_at``, reported as ``<name>_<K>``, with
-  ``score(neighbours, K)``);
+  ``score(neighbours, K)``) or :data:`ALL` (the whole ranking: ``score(ranking)`` over a
+  :class:`~gspdml.evaluation.whole_ranking.Ranking`, the rank of every relevant reference, which
+  the evaluation computes from the embeddings a block of queries at a time, or reads from a search
+  of every reference);
 - ``"clustering"``: ``score(labels, clusters) -> float`` after k-means of the query embeddings
   into one cluster per label (:mod:`gspdml.evaluation.clustering`);
 - ``"derived"``: ``score(values) -> float`` from the values of the metrics named in ``inputs``.
@@ -28,11 +31,15 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.results import RetrievalResults
+from gspdml.evaluation.whole_ranking import Ranking, ranking_of_search
 
 #: ``depth`` of a metric that needs the first R_i neighbours of query i (its class size)
 CLASS_SIZE = "class_size"
 #: ``depth`` of a metric reported once per K of ``recall_at``, needing K neighbours
 EACH_K = "each_k"
+#: ``depth`` of a metric that reads the whole ranking (every searchable reference), as the full
+#: mAP and the uncut MRR (:mod:`gspdml.evaluation.whole_ranking`)
+ALL = "all"
 KINDS = ("query", "clustering", "derived")
 
 
@@ -88,6 +95,12 @@ def metrics_of_kind(kind: str) -> tuple[str, ...]:
     return tuple(name for name, metric in METRICS.items() if metric.kind == kind)
 
 
+def bounded_query_metrics() -> tuple[str, ...]:
+    """The per-query metrics that read a bounded number of neighbours (all but those of depth
+    :data:`ALL`): what a validation round and a post-processed search compute."""
+    return tuple(name for name, m in METRICS.items() if m.kind == "query" and m.depth != ALL)
+
+
 def check_metric_names(names, field: str = "metrics") -> tuple[str, ...]:
     """``names`` as a tuple, or a ConfigError naming ``field`` and the registered metrics."""
     names = (names,) if isinstance(names, str) else tuple(names)
@@ -118,7 +131,9 @@ class Neighbours:
 
     With r_max = max_i R_i: ``relevance_all`` [N_q, k]; ``relevance`` its first max(r_max, 1)
     columns; ``hits`` that as float64; ``ranks`` 1..; ``precision_at`` [i, j] = P_i(j), the
-    precision at rank j; ``within_r`` [i, j] = j <= R_i; ``r`` R_i as float64.
+    precision at rank j; ``within_r`` [i, j] = j <= R_i; ``r`` R_i as float64; ``ranking`` the
+    :class:`~gspdml.evaluation.whole_ranking.Ranking` of a search of every reference (the
+    metrics of depth :data:`ALL`).
     """
 
     def __init__(self, results: RetrievalResults):
@@ -142,3 +157,7 @@ class Neighbours:
     @functools.cached_property
     def within_r(self) -> torch.Tensor:
         return self.ranks[None, :] <= self.r[:, None]
+
+    @functools.cached_property
+    def ranking(self) -> Ranking:
+        return ranking_of_search(self.relevance_all, self.results.distances, self.r)

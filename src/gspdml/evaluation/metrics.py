@@ -10,9 +10,24 @@ the j-th nearest reference (order: distance, then index) has label y_i:
 - MAP@R = (1/R_i) sum_{j<=R_i} rel_i(j) P_i(j), with P_i(j) = (1/j) sum_{l<=j} rel_i(l) (thesis
   misprint A2 resolved: precision at rank j).
 - Recall@K = 1 if some j <= K has rel_i(j) = 1.
-- mAP = (1/R_i) sum_{j<=k} rel_i(j) P_i(j) over the k = max_i R_i retrieved references; this is
-  pytorch-metric-learning's ``mean_average_precision`` (divided by R_i, not by the hits).
-- MRR = 1/(rank of the first relevant reference within those k), 0 if none.
+- mAP (``mean_average_precision``) = (1/R_i) sum_j t_ij / n_ij over the R_i relevant
+  references j, n_ij being the rank of j in the whole ranking (every searchable reference) and
+  t_ij the relevant references up to it: the standard average precision, as scikit-learn's
+  ``average_precision_score`` per query (and pytorch-metric-learning's
+  ``mean_average_precision`` when it searches every reference). It differs from MAP@R, which
+  sums only over the first R_i ranks: a relevant reference ranked below R_i raises mAP, not
+  MAP@R, so mAP >= MAP@R.
+- MRR (``mean_reciprocal_rank``) = 1 / min_j n_ij, the rank of the first relevant reference in
+  the whole ranking (uncut; R_i > 0, so one exists).
+
+In mAP and MRR, references at equal distance form one tie group ranked as a whole, as
+``average_precision_score`` groups equal scores: n_ij counts every reference at a distance <=
+that of j (a collapsed model, all embeddings equal, scores AP = R_i / N, RR = 1 / N). The other
+metrics read the first k neighbours ordered by (distance, index). mAP and MRR declare the depth
+:data:`~gspdml.evaluation.metric_registry.ALL`: :func:`retrieval_metrics` computes them from
+the embeddings a block of queries at a time, in memory O(block x references)
+(:mod:`gspdml.evaluation.whole_ranking`); the trainer's validation rounds leave them out
+(:func:`gspdml.evaluation.selection.round_metrics`), the test split reports them.
 
 Queries with R_i = 0 ("lone" queries: no other member of their class among the references) are
 excluded from every mean and counted in ``num_lone_queries``; if every query is lone, the metrics
@@ -27,15 +42,16 @@ harmonic mean 2 NMI R@1 / (NMI + R@1) (0 when both are 0), the validation score 
 ProxyNCA++ release (:mod:`gspdml.evaluation.selection`).
 
 Every metric here is one registration (:func:`gspdml.evaluation.metric_registry.register`) that
-declares what it needs: a per-query function with the neighbours it reads (1, R_i, or K for
-each K of Recall@K), a function of a clustering, or a function of other metrics' values. The
+declares what it needs: a per-query function with the neighbours it reads (1, R_i, K for
+each K of Recall@K, or all), a function of a clustering, or a function of other metrics' values. The
 nested results of :func:`retrieval_metrics`, the flat reports of
 :mod:`gspdml.evaluation.service` and the selection metrics all read the registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -43,8 +59,9 @@ from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_s
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.clustering import clustering_scores
-from gspdml.evaluation.exact_knn import DEFAULT_MEMORY_BUDGET, retrieve
+from gspdml.evaluation.exact_knn import DEFAULT_MEMORY_BUDGET, _as_matrix, retrieve
 from gspdml.evaluation.metric_registry import (
+    ALL,
     CLASS_SIZE,
     EACH_K,
     METRICS,
@@ -54,6 +71,7 @@ from gspdml.evaluation.metric_registry import (
     register,
 )
 from gspdml.evaluation.results import RetrievalResults
+from gspdml.evaluation.whole_ranking import Ranking, whole_ranking_scores
 
 # --- the registered metrics (gspdml.evaluation.metric_registry) ----------------------------------
 
@@ -73,16 +91,15 @@ def r_precision(n: Neighbours) -> torch.Tensor:
     return (n.hits * n.within_r).sum(1) / n.r
 
 
-@register("mean_average_precision", "query", depth=CLASS_SIZE)
-def mean_average_precision(n: Neighbours) -> torch.Tensor:
-    return (n.hits * n.precision_at).sum(1) / n.r
+@register("mean_average_precision", "query", depth=ALL)
+def mean_average_precision(ranking: Ranking) -> torch.Tensor:
+    precision = torch.where(ranking.valid, ranking.hits / ranking.ranks, 0.0)
+    return precision.sum(1) / ranking.r
 
 
-@register("mean_reciprocal_rank", "query", depth=CLASS_SIZE)
-def mean_reciprocal_rank(n: Neighbours) -> torch.Tensor:
-    rel = n.relevance
-    first = torch.where(rel.any(1), rel.to(torch.int8).argmax(1).to(torch.float64) + 1, torch.inf)
-    return 1.0 / first
+@register("mean_reciprocal_rank", "query", depth=ALL)
+def mean_reciprocal_rank(ranking: Ranking) -> torch.Tensor:
+    return 1.0 / torch.where(ranking.valid, ranking.ranks, torch.inf).min(1).values
 
 
 @register("recall_at", "query", depth=EACH_K)
@@ -142,7 +159,7 @@ def retrieval_metrics(
     value}}). See the module docstring for the definitions,
     :func:`gspdml.evaluation.exact_knn.knn` for the search and its tie rule.
     """
-    recall_at = _check_recall_at(recall_at)
+    recall_at = check_recall_at(recall_at)
     names = _query_metrics(metrics)
     results = search_for_metrics(
         query,
@@ -161,6 +178,9 @@ def retrieval_metrics(
         metrics=names,
         class_average=class_average,
         per_class=per_class,
+        whole_ranking=whole_ranking_metrics(
+            results, query, reference, names, memory_budget=memory_budget, device=device
+        ),
     )
     if clustering:
         out.update(
@@ -186,20 +206,48 @@ def search_for_metrics(
 ) -> RetrievalResults:
     """The exact search (:func:`~gspdml.evaluation.exact_knn.retrieve`) as deep as the per-query
     ``metrics`` (default all registered) declare: R_i for MAP@R, the largest K of Recall@K, and at
-    least ``min_k`` neighbours (e.g. to show them)."""
-    recall_at = _check_recall_at(recall_at)
+    least ``min_k`` neighbours (e.g. to show them); never the whole ranking, which
+    :func:`whole_ranking_metrics` scores in bounded memory."""
+    recall_at = check_recall_at(recall_at)
     names = _query_metrics(metrics)
-    fixed = [K for name in names for K in _fixed_depths(METRICS[name], recall_at)]
     return retrieve(
         query,
         query_labels,
         reference,
         reference_labels,
-        min_k=max([*fixed, int(min_k)]),
+        min_k=max(search_depth(names, recall_at), int(min_k)),
         class_size=any(METRICS[name].depth == CLASS_SIZE for name in names),
         memory_budget=memory_budget,
         backend=backend,
         device=device,
+    )
+
+
+def whole_ranking_metrics(
+    results: RetrievalResults,
+    query,
+    reference=None,
+    metrics: Sequence[str] | None = None,
+    *,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    device=None,
+) -> dict[str, torch.Tensor]:
+    """float64 [N_q] per-query scores of the ``metrics`` (default all registered) that read the
+    whole ranking (mAP, MRR), from the embeddings ``query`` and ``reference`` (leave-one-out when
+    None) and the labels of ``results``, in bounded memory
+    (:func:`~gspdml.evaluation.whole_ranking.whole_ranking_scores`); the ``whole_ranking`` of
+    :func:`metrics_from_results`. Empty when none is asked for."""
+    whole = [name for name in _query_metrics(metrics) if METRICS[name].depth == ALL]
+    if not whole:
+        return {}
+    q = _as_matrix(query, "query", device)
+    return whole_ranking_scores(
+        q,
+        results.query_labels,
+        None if reference is None else _as_matrix(reference, "reference", q.device),
+        results.reference_labels,
+        {name: METRICS[name].score for name in whole},
+        memory_budget=memory_budget,
     )
 
 
@@ -210,12 +258,15 @@ def metrics_from_results(
     metrics: Sequence[str] | None = None,
     class_average: bool = False,
     per_class: bool = False,
+    whole_ranking: Mapping[str, torch.Tensor] | None = None,
 ) -> dict:
     """The per-query metrics of :func:`retrieval_metrics` from an existing search (no
     clustering): the kNN engine's :func:`~gspdml.evaluation.exact_knn.retrieve` or a search
     index's results, as long as every query and reference has a label and the search is as deep
-    as each metric declares."""
-    recall_at = _check_recall_at(recall_at)
+    as each metric declares. ``whole_ranking``: the per-query scores of the metrics of depth
+    ``ALL`` computed from the embeddings (:func:`whole_ranking_metrics`); without them, those
+    metrics need a search of every reference."""
+    recall_at = check_recall_at(recall_at)
     names = _query_metrics(metrics)
     if not results.fully_labelled:
         unknown = int((results.query_labels < 0).sum()), int((results.reference_labels < 0).sum())
@@ -223,8 +274,9 @@ def metrics_from_results(
             "labels",
             f"metrics need every label; {unknown[0]} queries and {unknown[1]} references have none",
         )
-    _check_depth(results, names, recall_at)
-    scores = per_query_scores(results, recall_at, names)
+    given = dict(whole_ranking or {})
+    scores = per_query_scores(results, recall_at, [n for n in names if n not in given])
+    scores.update({name: given[name] for name in names if name in given})
     keep = ~results.lone_queries
     labels = results.query_labels[keep]
     scores = {name: v[keep] for name, v in scores.items()}
@@ -255,14 +307,20 @@ def per_query_scores(
     results: RetrievalResults, recall_at: Sequence[int] = (), metrics: Sequence[str] | None = None
 ) -> dict[str, torch.Tensor]:
     """float64 [N_q] score of every query for each per-query metric (default all registered;
-    lone queries give NaN for the R-normalised ones); keys ``recall_at_<K>`` for Recall@K."""
+    lone queries give NaN for the R-normalised ones); keys ``recall_at_<K>`` for Recall@K. A
+    ConfigError when the search is shallower than a metric declares (the whole ranking for mAP
+    and MRR)."""
+    names = _query_metrics(metrics)
+    _check_depth(results, names, recall_at)
     neighbours = Neighbours(results)
     out = {}
-    for name in _query_metrics(metrics):
+    for name in names:
         metric = METRICS[name]
         if metric.depth == EACH_K:
             keys = zip(metric.keys(recall_at), recall_at)
             out.update({key: metric.score(neighbours, K) for key, K in keys})
+        elif metric.depth == ALL:
+            out[name] = metric.score(neighbours.ranking)
         else:
             out[name] = metric.score(neighbours)
     return out
@@ -292,11 +350,19 @@ def _query_metrics(metrics) -> tuple[str, ...]:
     return tuple(n for n in metrics_of_kind("query") if n in names)
 
 
+def search_depth(names: Sequence[str] | None, recall_at: Sequence[int]) -> int:
+    """The fewest neighbours the per-query metrics ``names`` (None: all) need besides R_i (the
+    search adds max R_i itself; the whole ranking is not searched,
+    :mod:`gspdml.evaluation.whole_ranking`)."""
+    names = _query_metrics(names)
+    return max((K for name in names for K in _fixed_depths(METRICS[name], recall_at)), default=1)
+
+
 def _fixed_depths(metric, recall_at) -> list[int]:
-    """The neighbour counts a metric needs besides R_i."""
+    """The neighbour counts a metric needs besides R_i (none for R_i or the whole ranking)."""
     if metric.depth == EACH_K:
         return list(recall_at)
-    return [] if metric.depth == CLASS_SIZE else [int(metric.depth)]
+    return [] if metric.depth in (CLASS_SIZE, ALL) else [int(metric.depth)]
 
 
 def _check_depth(results: RetrievalResults, names, recall_at) -> None:
@@ -307,17 +373,27 @@ def _check_depth(results: RetrievalResults, names, recall_at) -> None:
             raise ConfigError(
                 "k", f"{name} needs k >= max R = {results.r_max}, search has k={results.k}"
             )
+        if metric.depth == ALL and results.k < searchable:
+            raise ConfigError(
+                "k", f"{name} needs the whole ranking (k={searchable}), search has k={results.k}"
+            )
         needed = max(_fixed_depths(metric, recall_at), default=0)
         if needed > results.k and results.k < searchable:
             field = "recall_at" if metric.depth == EACH_K else "k"
             raise ConfigError(field, f"{name} needs k >= {needed}, search has k={results.k}")
 
 
-def _check_recall_at(recall_at) -> tuple[int, ...]:
-    values = tuple(int(K) for K in recall_at)
-    if any(K < 1 for K in values):
-        raise ConfigError("recall_at", f"every K must be >= 1, got {list(values)}")
-    return values
+def check_recall_at(recall_at, field: str = "recall_at") -> tuple[int, ...]:
+    """The K of Recall@K as a tuple of ints, or a ConfigError naming ``field``: each K an
+    integer >= 1 (a float such as 1.5 or a bool is refused, never rounded)."""
+    listed = isinstance(recall_at, Iterable) and not isinstance(recall_at, (str, bytes))
+    values = tuple(recall_at) if listed else ()
+    integers = all(isinstance(K, numbers.Integral) and not isinstance(K, bool) for K in values)
+    if not listed or not integers or any(K < 1 for K in values):
+        raise ConfigError(
+            field, f"expected a list of integers >= 1 (the K of Recall@K), got {recall_at!r}"
+        )
+    return tuple(int(K) for K in values)
 
 
 def _plain(value):

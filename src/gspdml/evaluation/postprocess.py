@@ -48,7 +48,8 @@ import torch.nn.functional as F
 from gspdml.errors import ConfigError
 from gspdml.evaluation.exact_knn import knn
 from gspdml.evaluation.k_reciprocal import k_reciprocal_rerank
-from gspdml.evaluation.metrics import flatten_metrics, metrics_from_results
+from gspdml.evaluation.metric_registry import bounded_query_metrics
+from gspdml.evaluation.metrics import flatten_metrics, metrics_from_results, search_depth
 from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
 
 #: step name -> its options and their defaults (the order is the order of application)
@@ -408,7 +409,18 @@ def postprocessed_metrics(
     after the post-processing ``steps``: leave-one-out when ``gallery`` is None, else query ->
     gallery; ``train``: the training embeddings PCA-whitening learns on (None when no step
     needs them, :func:`needs_training_embeddings`); ``metrics``: the per-query metrics (default
-    all). The post-processed half of every report of :mod:`gspdml.evaluation.service`."""
+    all those of bounded depth: a re-ranking step orders a shortlist, not the whole ranking that
+    mAP and MRR read). The post-processed half of every report of
+    :mod:`gspdml.evaluation.service`."""
+    bounded = bounded_query_metrics()
+    metrics = bounded if metrics is None else tuple(metrics)
+    whole = [name for name in metrics if name not in bounded]
+    if whole:
+        raise ConfigError(
+            "metrics",
+            f"{whole} read the whole ranking and are not computed after post-processing; "
+            f"allowed: {', '.join(bounded)}",
+        )
     results = postprocessed_retrieve(
         query,
         query_labels,
@@ -416,6 +428,6 @@ def postprocessed_metrics(
         gallery_labels,
         steps=steps,
         train=train,
-        min_k=max(recall_at, default=1),
+        min_k=search_depth(metrics, recall_at),
     )
     return flatten_metrics(metrics_from_results(results, recall_at=recall_at, metrics=metrics))

@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation.metric_registry import METRICS
+from gspdml.evaluation.metric_registry import METRICS, bounded_query_metrics
 from gspdml.evaluation.metrics import harmonic_mean
 
 #: key prefix of the post-processed metrics of a round (``postprocessed_map_at_r``)
@@ -42,6 +42,7 @@ POSTPROCESSED_PREFIX = "postprocessed_"
 __all__ = [
     "POSTPROCESSED_PREFIX",
     "check_selection_metric",
+    "round_metrics",
     "harmonic_mean",
     "needs_clustering",
     "selection_key",
@@ -55,10 +56,19 @@ def selection_metrics() -> tuple[str, ...]:
     return tuple(name for name, metric in METRICS.items() if metric.selectable)
 
 
+def round_metrics() -> tuple[str, ...]:
+    """The per-query metrics of a validation round: every registered one but those that read the
+    whole ranking (full mAP, uncut MRR), which rank every reference for each query; a round does
+    not need them, the test split reports them."""
+    return bounded_query_metrics()
+
+
 def __getattr__(name: str):
-    """``SELECTION_METRICS`` (the values of ``evaluation.metric``) and ``CLUSTERING_METRICS``
-    (those that need k-means), read from the registry when asked, so a metric registered later
-    is one of them."""
+    """``SELECTION_METRICS`` (the values of ``evaluation.metric``), ``CLUSTERING_METRICS``
+    (those that need k-means) and ``ROUND_METRICS`` (:func:`round_metrics`), read from the
+    registry when asked, so a metric registered later is one of them."""
+    if name == "ROUND_METRICS":
+        return round_metrics()
     if name == "SELECTION_METRICS":
         return selection_metrics()
     if name == "CLUSTERING_METRICS":

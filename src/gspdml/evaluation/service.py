@@ -10,11 +10,17 @@ its answer in one flat schema, that of ``results.json`` and ``metrics.jsonl``:
 
 - the per-query metrics (``map_at_r``, ``precision_at_1``, ``r_precision``,
   ``mean_average_precision``, ``mean_reciprocal_rank``, ``recall_at_<K>``), leave-one-out when
-  the split has no gallery, else query -> gallery;
+  the split has no gallery, else query -> gallery. The default (``metrics=None``: ``gspdml
+  evaluate``, the test split of ``results.json``) includes the whole-ranking mAP and MRR,
+  computed in memory O(block x references) (:mod:`gspdml.evaluation.whole_ranking`) but in
+  time quadratic in N (one pass over every query-reference pair, several times the bounded
+  metrics' search: ``benchmarks/evaluation.py --report``); validation rounds leave them out
+  (:func:`gspdml.evaluation.selection.round_metrics`);
 - the clustering metrics (``nmi``, ``ami``) when a requested metric needs k-means;
 - the counts ``num_queries``, ``num_lone_queries`` and ``k``;
 - the derived metrics requested (``nmi_r1_hmean``);
-- with post-processing steps, the per-query metrics and counts again after them, under
+- with post-processing steps, the per-query metrics of bounded depth (all but mAP and MRR,
+  which read the whole ranking) and the counts again after them, under
   :data:`POSTPROCESSED_PREFIX` (``postprocessed_map_at_r``, ...).
 
 :func:`evaluate` embeds a split with a model at the run's device and precision (and, for a step
@@ -35,16 +41,19 @@ from gspdml.compat.hardware import resolve_precision
 from gspdml.errors import ConfigError
 from gspdml.evaluation.metric_registry import (
     METRICS,
+    bounded_query_metrics,
     check_metric_names,
     metrics_of_kind,
     with_inputs,
 )
 from gspdml.evaluation.metrics import (
+    check_recall_at,
     flatten_metrics,
     metrics_from_results,
     per_query_scores,
     retrieval_metrics,
     search_for_metrics,
+    whole_ranking_metrics,
 )
 from gspdml.evaluation.postprocess import PostProcessor, build_steps, postprocessed_metrics
 from gspdml.evaluation.results import RetrievalResults
@@ -80,7 +89,7 @@ class EvalSpec:
 
     def __post_init__(self):
         check_selection_metric(self.selection)
-        object.__setattr__(self, "recall_at", tuple(int(K) for K in self.recall_at))
+        object.__setattr__(self, "recall_at", check_recall_at(self.recall_at))
         object.__setattr__(self, "postprocess", build_steps(list(self.postprocess)))
         asked = (
             metrics_of_kind("query") if self.metrics is None else check_metric_names(self.metrics)
@@ -88,10 +97,14 @@ class EvalSpec:
         object.__setattr__(self, "names", with_inputs((*asked, self.selection)))
 
     @classmethod
-    def from_evaluation(cls, evaluation: Mapping[str, Any]) -> "EvalSpec":
+    def from_evaluation(
+        cls, evaluation: Mapping[str, Any], metrics: Optional[tuple[str, ...]] = None
+    ) -> "EvalSpec":
         """The spec of a run config's ``evaluation`` section (``recall_at``, ``metric``,
-        ``postprocess``), as the trainer scores its rounds and its test split."""
+        ``postprocess``), as the trainer scores its rounds and its test split; ``metrics``: the
+        per-query metrics (None: all)."""
         return cls(
+            metrics=metrics,
             recall_at=tuple(evaluation["recall_at"]),
             selection=evaluation["metric"],
             postprocess=tuple(evaluation["postprocess"]),
@@ -169,7 +182,7 @@ def evaluate_embeddings(
             steps=spec.postprocess,
             train=train,
             recall_at=spec.recall_at,
-            metrics=query_metrics,
+            metrics=[name for name in query_metrics if name in bounded_query_metrics()],
         )
         metrics.update({POSTPROCESSED_PREFIX + key: value for key, value in after.items()})
     return EvalReport(metrics, spec.selection)
@@ -227,13 +240,17 @@ def evaluate_queries(
         metrics=names,
         min_k=min_k,
     )
-    nested = metrics_from_results(results, recall_at=spec.recall_at, metrics=names, per_class=True)
+    whole = whole_ranking_metrics(results, query, gallery, names)
+    nested = metrics_from_results(
+        results, recall_at=spec.recall_at, metrics=names, per_class=True, whole_ranking=whole
+    )
     counts = _class_counts(results)
     per_class = {
         label: {**flatten_metrics(values), **counts[label]}
         for label, values in nested["per_class"].items()
     }
-    return QueryEvaluation(results, per_query_scores(results, spec.recall_at, names), per_class)
+    scores = per_query_scores(results, spec.recall_at, [n for n in names if n not in whole])
+    return QueryEvaluation(results, {**scores, **whole}, per_class)
 
 
 def _class_counts(results: RetrievalResults) -> dict[Any, dict[str, int]]:

@@ -1,5 +1,7 @@
-"""Where retrieval images come from: a folder, or a split of the run's dataset. They are
-embedded by :func:`gspdml.models.inference.embed`, like every evaluation split."""
+"""Where retrieval images come from: a folder, a CSV list, or a split of the run's dataset. They
+are embedded by :func:`gspdml.models.inference.embed`, like every evaluation split; a labelled
+folder or CSV list (or a query and a gallery of them) is also an evaluation split of its own
+(:func:`labelled_split`, ``gspdml evaluate --images`` / ``--query --gallery``)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Subset
 
+from gspdml.data.base import EvalSplit, LabelledDataset
 from gspdml.data.eval_transform import tensor_display
+from gspdml.data.folder import read_csv_rows
 from gspdml.data.images import IMAGE_EXTENSIONS, list_images
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval.preprocessing import ImageTransform, load_model_input
@@ -122,3 +126,56 @@ def split_source(config: Mapping[str, Any], split: str) -> ImageSource:
         for label in dataset.labels
     ]
     return ImageSource(dataset, names, labels)
+
+
+def labelled_source(path: str | os.PathLike[str], transform: ImageTransform) -> ImageSource:
+    """Labelled images for an evaluation: a folder read as ``gspdml index`` reads one
+    (:func:`list_image_folder`: the label of a file is its class folder) or a CSV file with the
+    columns ``path,label`` (:func:`gspdml.data.folder.read_csv_rows`; relative paths are
+    relative to the CSV's folder). Every image needs a label."""
+    path = Path(path).expanduser()
+    if path.is_file() and path.suffix.lower() == ".csv":
+        parts = read_csv_rows(path)
+        if set(parts) != {"all"}:
+            raise ConfigError(
+                str(path),
+                f"has a split column ({', '.join(sorted(parts))}); give a CSV of the images to "
+                "evaluate (columns path,label), or two of them with --query and --gallery",
+            )
+        paths, names = parts["all"]
+        labels: list[Optional[str]] = list(names)
+        skipped: list[str] = []
+    else:
+        paths, labels, skipped = list_image_folder(path)
+    unlabelled = [p for p, label in zip(paths, labels) if label is None]
+    if unlabelled:
+        raise DataError(
+            f"{path}: {len(unlabelled)} images lie outside any class folder (e.g. "
+            f"{unlabelled[0]}); an evaluation needs the class of every image: put each in a "
+            "folder named by its class"
+        )
+    return ImageSource(
+        ImageFiles(paths, labels, transform), paths, labels, transform.to_display, skipped
+    )
+
+
+class _ClassIds(LabelledDataset):
+    """A source's images as ``(image, class id)`` items."""
+
+    def __init__(self, source: ImageSource, ids: Mapping[Optional[str], int]):
+        self.source = source
+        self.labels = np.array([ids[label] for label in source.labels], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return self.source.dataset[i][0], int(self.labels[i])
+
+
+def labelled_split(query: ImageSource, gallery: Optional[ImageSource] = None) -> EvalSplit:
+    """The evaluation split of labelled sources (:func:`labelled_source`): leave-one-out on
+    ``query``, or query -> ``gallery``; class ids are shared by label name."""
+    names = sorted({str(x) for src in (query, gallery) if src is not None for x in src.labels})
+    ids: dict[Optional[str], int] = {name: i for i, name in enumerate(names)}
+    return EvalSplit(_ClassIds(query, ids), None if gallery is None else _ClassIds(gallery, ids))

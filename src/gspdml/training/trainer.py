@@ -45,7 +45,7 @@ from gspdml.data.eval_transform import run_eval_transform
 from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
 from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
 from gspdml.errors import ConfigError, GspdmlError, TrainingError
-from gspdml.evaluation.selection import selection_key, selection_value
+from gspdml.evaluation.selection import round_metrics, selection_key, selection_value
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 from gspdml.models.inference import autocast_context, embed, resolve_device, split_embeddings
 from gspdml.output_files import atomic_write_text, check_writable_folder, remove_stale_temporaries
@@ -361,14 +361,21 @@ class Trainer:
         """Retrieval metrics on ``split`` (computed by rank 0 and shared with every rank)."""
         return self._score(split, EvalSpec(recall_at=self.config.evaluation.recall_at))
 
-    def evaluate_round(self, split, model: Optional[torch.nn.Module] = None) -> dict[str, float]:
+    def evaluate_round(
+        self,
+        split,
+        model: Optional[torch.nn.Module] = None,
+        metrics: Optional[tuple[str, ...]] = None,
+    ) -> dict[str, float]:
         """The metrics of a validation round (and of the final test evaluation) on ``split``: the
         report of the run's ``evaluation`` section (:class:`~gspdml.evaluation.service.EvalSpec`,
         the one evaluation service, as ``gspdml evaluate`` and the protocols score); the training
         split is embedded only for steps that learn on it (PCA-whitening). ``model``: another
-        model to score the same way (a baseline), instead of the trained one."""
+        model to score the same way (a baseline), instead of the trained one; ``metrics``: the
+        per-query metrics (None: all, as the test split; a validation round passes
+        :func:`~gspdml.evaluation.selection.round_metrics`)."""
         model = self.model if model is None else model
-        spec = EvalSpec.from_evaluation(self.config.evaluation)
+        spec = EvalSpec.from_evaluation(self.config.evaluation, metrics=metrics)
         train = (
             self._embed_fn()(model, self.train_dataset, **self._embed_kwargs())[0]
             if spec.needs_training_embeddings
@@ -588,7 +595,7 @@ class Trainer:
     def _validation_round(self) -> None:
         ev = self.config.evaluation
         self._finish_lazy_initialisation()
-        metrics = self.evaluate_round(self.eval_split)
+        metrics = self.evaluate_round(self.eval_split, metrics=round_metrics())
         value = selection_value(metrics, ev.metric, ev.select_postprocessed)
         if not self.selects:
             self.best_metric, self.best_step = (

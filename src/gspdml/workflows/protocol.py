@@ -66,7 +66,7 @@ from gspdml.data.splits import (
 )
 from gspdml.errors import ConfigError
 from gspdml.evaluation.aggregate import TABLE_METRICS, fair_protocol_results
-from gspdml.evaluation.selection import POSTPROCESSED_PREFIX
+from gspdml.evaluation.selection import POSTPROCESSED_PREFIX, round_metrics
 from gspdml.evaluation.service import EvalSpec, evaluate, with_postprocessed
 from gspdml.evaluation.statistics import mean_std
 from gspdml.output_files import atomic_write_text
@@ -360,8 +360,8 @@ def _embedding_kwargs(config: RunConfig, device) -> dict:
     }
 
 
-def _spec(config: RunConfig) -> EvalSpec:
-    return EvalSpec.from_evaluation(config.evaluation)
+def _spec(config: RunConfig, metrics: Optional[tuple[str, ...]] = None) -> EvalSpec:
+    return EvalSpec.from_evaluation(config.evaluation, metrics=metrics)
 
 
 def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
@@ -431,14 +431,15 @@ def _mean_std(per_model: dict, metrics: Sequence[str]) -> dict:
 
 def _tuning_summary(runs: list[ProtocolRun]) -> dict:
     """Each model's report on its validation classes, by the evaluation service with the run's
-    spec, device and precision (the trainer's own last round on them)."""
+    spec (a validation round's metrics), device and precision (the trainer's own last round on
+    them)."""
     per_model = {}
     for run in runs:
         config, model, data, device = _load(run)
         per_model[run.name] = evaluate(
             model,
             data.val,
-            _spec(config),
+            _spec(config, round_metrics()),
             train_split=data.train,
             **_embedding_kwargs(config, device),
         ).metrics
