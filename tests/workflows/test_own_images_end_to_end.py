@@ -156,8 +156,10 @@ def _whole_path(tmp_path, monkeypatch, capsys):
     assert code == 0 and "changed on resume: trainer.log_every: 10 -> 1" in err
     assert yaml.safe_load((run / "config.yaml").read_text())["trainer"]["log_every"] == 1
 
-    # evaluate from another directory (the root is stored resolved), with a progress bar
+    # evaluate from another directory (the root is stored resolved), with progress lines (every
+    # update: the phase is shorter than the default interval)
     monkeypatch.chdir(tmp_path / "runs")
+    monkeypatch.setenv("GSPDML_PROGRESS_SECONDS", "0")
     code, out, err = gspdml(capsys, "evaluate", run)
     assert code == 0 and json.loads(out)["map_at_r"] == pytest.approx(
         results["test"]["map_at_r"], abs=1e-6
