@@ -17,6 +17,7 @@ from gspdml.data.fetch import DOWNLOADS, Archive, DatasetSource, download, fetch
 from gspdml.data.image_splits import OfficialSplits, Records
 from gspdml.errors import DataError
 from tests.helpers.datasets import make_cars_devkit
+from tests.robustness.faults import file_size_limit
 
 
 def tar_gz(files: dict[str, bytes]) -> bytes:
@@ -198,6 +199,19 @@ def test_a_server_announcing_no_size_is_stopped_one_byte_past_the_pinned_size(se
     assert not list(tmp_path.iterdir())
     pinned = toy(server, size=len(ARCHIVE))
     assert download(pinned, tmp_path / "toy.tgz", progress=False)["md5"] == md5(ARCHIVE)
+
+
+def test_a_full_disk_while_downloading_says_so_and_keeps_the_part(server, tmp_path):
+    """Hardening item 20: a full disk while the archive streams in said "download interrupted"
+    (as if the connection dropped); it names the file it could not write and the fix, and the
+    bytes written so far stay for the resume."""
+    server.files["/toy.tgz"] = ARCHIVE
+    with file_size_limit(50_000), pytest.raises(DataError) as failure:
+        download(toy(server), tmp_path / "toy.tgz", progress=False)
+    part = tmp_path / "toy.tgz.part"
+    assert str(failure.value).startswith(f"cannot write {part}: File too large after 50000 bytes")
+    assert "free some space" in str(failure.value) and part.stat().st_size == 50_000
+    assert download(toy(server), tmp_path / "toy.tgz", progress=False)["md5"] == md5(ARCHIVE)
 
 
 def test_the_catalog_pins_sha256_and_size_where_they_are_published():

@@ -41,7 +41,12 @@ from typing import Callable, Iterable, Optional
 from tqdm import tqdm
 
 from gspdml.errors import DataError
-from gspdml.output_files import atomic_write_text, check_writable_folder, output_error
+from gspdml.output_files import (
+    DISK_FULL,
+    atomic_write_text,
+    check_writable_folder,
+    output_error,
+)
 
 CHUNK = 1 << 20
 DOWNLOADS = ".downloads"
@@ -154,6 +159,11 @@ def download(
                         out.write(block)
                         bar.update(len(block))
                 except OSError as err:
+                    if err.errno in DISK_FULL:  # our write failed, not the connection
+                        raise DataError(
+                            f"cannot write {part}: {err.strerror} after {part.stat().st_size} "
+                            "bytes; free some space and run the same command again to resume"
+                        ) from None
                     raise DataError(
                         f"{url}: download interrupted after {part.stat().st_size} bytes ({err}); "
                         "run the same command again to resume"
