@@ -150,6 +150,14 @@ def test_freedom_on_a_release_benchmark(tmp_path, capsys):
 
     want = evaluate_protocol(protocol, score, ap="trapezoid")
     assert abs(report["metrics"]["map"] - want["map"]) < 1e-9
+    # Table 4.1's columns: per source domain, the mean over its target domains
+    groups, sources = report["metrics"]["groups"], report["metrics"]["sources"]
+    assert list(sources) == ["clipart", "painting", "real", "sketch"]
+    for source, row in sources.items():
+        targets = [g for g in groups if g.startswith(source + "->")]
+        assert len(targets) == 3
+        assert abs(row["map"] - sum(groups[g]["map"] for g in targets) / 3) < 1e-9
+    assert abs(sum(r["map"] for r in sources.values()) / 4 - report["metrics"]["map"]) < 1e-9
     code, out, _ = run(argv + ["--source", "sketch"], capsys)
     assert set(json.loads(out)["metrics"]["groups"]) == {
         "sketch->clipart",

@@ -50,6 +50,7 @@ from gspdml.cir.composition_protocol import (
     ScoreFunction,
     domain_conversion_protocol,
     evaluate_protocol,
+    source_domain_means,
 )
 from gspdml.cir.domain_datasets import (
     DOMAIN_DATASETS,
@@ -365,11 +366,15 @@ def _report(
         if has_positives:
             entry["ap"] = 100.0 * ranking["ap"]
         rankings.append(entry)
-    report = {"settings": settings, "queries": rankings}
+    report: dict[str, Any] = {"settings": settings, "queries": rankings}
     if has_positives:
-        report["metrics"] = {
+        metrics = {
             key: value for key, value in result.items() if key not in ("rankings", "queries")
         }
+        sources = source_domain_means(result["groups"])
+        if sources:
+            metrics["sources"] = sources
+        report["metrics"] = metrics
     return report
 
 
@@ -394,6 +399,11 @@ def _print_text(report: dict, show: int) -> None:
         for group, row in metrics["groups"].items():
             print(
                 f"{group:30s} {row['queries']:8d} {row['map']:7.2f}"
+                + "".join(f" {row[k]:10.2f}" for k in recall)
+            )
+        for source, row in metrics.get("sources", {}).items():
+            print(
+                f"{'from ' + source + ' (mean)':30s} {'':8s} {row['map']:7.2f}"
                 + "".join(f" {row[k]:10.2f}" for k in recall)
             )
         print(
