@@ -146,6 +146,33 @@ def test_grid_cells_and_missing_rows():
         Table("t", "title", "citation", "fair", (), (row, row))
 
 
+def test_freedom_rows_name_a_command_the_cir_cli_accepts():
+    """Every FreeDom row the library can evaluate names its ``gspdml cir freedom`` command; the
+    command parses with the real parser and asks for the benchmark of the row's dataset."""
+    from gspdml.cli import build_parser
+
+    datasets = {"imagenet-r": "imagenet_r", "minidomainnet": "minidn", "nico++": "nico"}
+    datasets["ltll"] = "ltll"
+    commands = 0
+    for key in ("freedom-table4.1", "freedom-table4.2", "freedom-table4.5"):
+        for row in get_table(key).rows:
+            if "run: gspdml cir freedom" not in (row.missing or ""):
+                continue
+            argv = row.missing.split("run: gspdml ", 1)[1].split(" (")[0].split()
+            argv = [{"DATA": "data", "NAME": "ltll"}.get(a, a) for a in argv]
+            args = build_parser().parse_args(argv)
+            assert args.cir_method == "freedom" and args.vocabulary
+            if row.dataset in datasets:
+                assert args.dataset == datasets[row.dataset]
+            commands += 1
+    # Table 4.1: Text, Image, TextxImage, Text+Image, FreeDom per dataset, WeiCom on two; 4.2: 5; 4.5: 4
+    assert commands == 5 * 4 + 2 + 5 + 4
+    rows = {row.label: row for row in get_table("freedom-table4.5").rows}
+    assert rows["Database"].paper["ImageNet-R"].value == 29.87  # = Table 4.1's FreeDom AVG
+    assert "--memory LAION.npy --memory-union" in rows["Database+LAION40M"].missing
+    assert "--variant L " in rows["NoMemory"].missing
+
+
 def test_a_table_without_runnable_rows_is_written_without_training(tmp_path):
     payload = reproduce(get_table("weicom-table5.3"), output_dir=str(tmp_path))
     assert len(payload["rows"]) == 11 and not list(tmp_path.glob("cir/*"))

@@ -1,5 +1,5 @@
 """Composed image retrieval with a frozen vision–language model (Psomas thesis, chapters 4–5):
-FreeDom (domain conversion), WeiCom (remote sensing), their baselines, the PatternCom protocol
+FreeDom (domain conversion) and its benchmarks' readers, WeiCom (remote sensing), their baselines, the PatternCom protocol
 and the mAP/Recall@k of the authors' code.
 
 The core needs only torch; open_clip and transformers are optional (``load_model``)."""
@@ -11,6 +11,12 @@ from .composition_protocol import (
     CompositionQuery,
     domain_conversion_protocol,
     evaluate_protocol,
+)
+from .domain_datasets import (
+    DOMAIN_DATASETS,
+    DomainDataset,
+    domain_dataset_protocol,
+    read_image_list,
 )
 from .features import FeatureCache, encode_image_files, encode_texts
 from .freedom import VARIANTS as FREEDOM_VARIANTS
@@ -39,6 +45,10 @@ __all__ = [
     "load_model",
     "BASELINES",
     "baseline_scores",
+    "DOMAIN_DATASETS",
+    "DomainDataset",
+    "domain_dataset_protocol",
+    "read_image_list",
     "FeatureCache",
     "encode_image_files",
     "encode_texts",

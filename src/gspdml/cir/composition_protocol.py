@@ -152,3 +152,22 @@ def evaluate_protocol(
     if keep_top:
         result["rankings"] = rankings
     return result
+
+
+def source_domain_means(groups: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per source domain, the means of the metrics of its ``source->target`` groups: the
+    columns of the Psomas thesis Table 4.1 (one per source domain, averaged over the target
+    domains; their mean is the AVG column). Groups not named ``source->target`` are left out."""
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for group, row in groups.items():
+        source, arrow, _ = group.partition("->")
+        if arrow:
+            by_source.setdefault(source, []).append(row)
+    return {
+        source: {
+            name: float(np.mean([row[name] for row in rows]))
+            for name in rows[0]
+            if name != "queries"
+        }
+        for source, rows in by_source.items()
+    }

@@ -2,6 +2,8 @@
 
     gspdml cir freedom --images DIR --labels labels.csv --vocabulary words.txt [--model clip]
     gspdml cir freedom --images DIR --queries queries.csv --vocabulary words.txt --method product
+    gspdml cir freedom --images data --dataset minidn --vocabulary open_image_v7_class_names.csv
+    gspdml cir freedom --images data --dataset ltll --vocabulary words.csv --memory laion.npy
     gspdml cir weicom  --images PatternNet --patterncom [--model remoteclip --weights RemoteCLIP-ViT-L-14.pt]
     gspdml cir weicom  --images DIR --queries queries.csv --lambda 0.5 --json
 
@@ -12,11 +14,19 @@ Queries come from one of:
   query's class and have the target domain (Psomas thesis §4.4.1);
 * ``--queries CSV`` (header ``image,text`` and optionally ``positives``, ``;``-separated paths):
   explicit queries; without positives only rankings are printed;
+* ``--dataset NAME`` (freedom): a FreeDom benchmark — ``imagenet_r``, ``minidn``, ``nico`` or
+  ``ltll`` — in the layout of the authors' release, ``--images`` being the release's ``data/``
+  folder (:mod:`gspdml.cir.domain_datasets`); ``--source LABEL`` keeps one source domain (e.g.
+  ``real``, the PHOTO source of Table 4.2) and R@k defaults to the authors' cut-offs;
 * ``--patterncom [DIR]`` (weicom): the PatternCom protocol from a PatternNet tree (``--images``)
   and its annotation CSVs (default ``<images>/PatternCom``).
 
 Paths are relative to ``--images`` unless absolute. The database is every image under
-``--images`` (with ``--labels``: the labelled images; with ``--patterncom``: the PatternNet tree).
+``--images`` (with ``--labels``: the labelled images; with ``--dataset``: its database list; with
+``--patterncom``: the PatternNet tree). FreeDom's visual memory (the proxy images of Eq. 4.13) is
+the database unless ``--memory PATH`` names an external one — a folder of images or a ``.npy``
+array of image embeddings ``[M, D]`` (ℓ2-normalised on load), e.g. LAION images as in Table 4.5;
+``--memory-union`` uses the database and that memory together (Table 4.5's "Database + LAION").
 Features are cached (safetensors) in ``--cache``. mAP uses the AP of each chapter's code by
 default (``--ap``): the Radenović trapezoid for FreeDom, the standard AP for WeiCom.
 """
@@ -40,6 +50,12 @@ from gspdml.cir.composition_protocol import (
     ScoreFunction,
     domain_conversion_protocol,
     evaluate_protocol,
+    source_domain_means,
+)
+from gspdml.cir.domain_datasets import (
+    DOMAIN_DATASETS,
+    domain_dataset_protocol,
+    get_domain_dataset,
 )
 from gspdml.cir.features import FeatureCache, encode_image_files, encode_texts
 from gspdml.cir.freedom import (
@@ -99,15 +115,22 @@ def _protocol(
     """The protocol and whether it has positives (metrics)."""
     chosen = [
         name
-        for name in ("labels", "queries", "patterncom")
+        for name in ("labels", "queries", "dataset", "patterncom")
         if getattr(args, name, None) is not None
     ]
     if len(chosen) != 1:
         raise ConfigError(
             "queries",
             "give exactly one of --labels, --queries"
+            + (", --dataset" if hasattr(args, "dataset") else "")
             + (", --patterncom" if hasattr(args, "patterncom") else ""),
         )
+    if getattr(args, "source", None) and chosen != ["dataset"]:
+        raise ConfigError("source", "--source selects source domains of a --dataset benchmark")
+    if chosen == ["dataset"]:
+        if not args.recall_at:
+            args.recall_at = list(get_domain_dataset(args.dataset).recall_at)
+        return domain_dataset_protocol(args.dataset, images, args.source or None), True
     if chosen == ["patterncom"]:
         from gspdml.cir.patterncom import read_patterncom, table_mismatches
 
@@ -202,7 +225,8 @@ def _score_function(
         overrides = dict(k=args.k, n=args.n, query_as_proxy=args.query_as_proxy)
         if args.m is not None:
             overrides["m"] = args.m
-        freedom = FreeDom.variant(args.variant, texts, memory, database, **overrides)
+        visual_memory = _visual_memory(args, model, database, cache)
+        freedom = FreeDom.variant(args.variant, texts, memory, visual_memory, **overrides)
         return lambda idx, targets: freedom.scores(queries[idx], targets, database)
     if args.method == "weicom":
         lam = getattr(args, "lam", None)
@@ -215,6 +239,40 @@ def _score_function(
     return lambda idx, targets: baseline_scores(args.method, queries[idx], texts(targets), database)
 
 
+def _visual_memory(
+    args: argparse.Namespace,
+    model: VisionLanguageEncoder,
+    database: torch.Tensor,
+    cache: Optional[FeatureCache],
+) -> torch.Tensor:
+    """The visual memory Z of FreeDom's expansion (Eq. 4.13): the database (§4.4.1, the default),
+    an external memory (``--memory``) or the union of both (``--memory-union``), Table 4.5."""
+    if args.memory is None:
+        if args.memory_union:
+            raise ConfigError("memory-union", "needs an external memory: --memory PATH")
+        return database
+    path = Path(args.memory).expanduser().resolve()
+    if path.is_dir():
+        files = _image_files(path, None)
+        external = encode_image_files(model, files, args.batch_size, cache).to(database)
+    elif path.is_file() and path.suffix.lower() == ".npy":
+        try:
+            array = np.load(path, allow_pickle=False)
+        except ValueError as error:
+            raise DataError(f"--memory {path}: not a numeric .npy array ({error})") from None
+        if array.ndim != 2 or array.shape[1] != database.shape[1] or not len(array):
+            raise DataError(
+                f"--memory {path}: expected image embeddings of shape [M, {database.shape[1]}] "
+                f"(the model's embedding size), got {list(array.shape)}"
+            )
+        external = torch.nn.functional.normalize(torch.from_numpy(array).to(database), dim=-1)
+    else:
+        raise DataError(
+            f"--memory {path}: expected a folder of images or a .npy array of image embeddings"
+        )
+    return torch.cat([database, external]) if args.memory_union else external
+
+
 def _run(args: argparse.Namespace) -> int:
     from gspdml.cir.backends import load_model
 
@@ -225,6 +283,10 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "vocabulary",
             "FreeDom needs a text memory: --vocabulary FILE (one word per line, or the Open Images class-name CSV)",
+        )
+    if getattr(args, "memory", None) is not None and args.method != "freedom":
+        raise ConfigError(
+            "memory", f"--memory is FreeDom's visual memory; --method {args.method} has none"
         )
     cache_dir = (
         None
@@ -279,6 +341,9 @@ def _report(
             n=args.n,
             m=args.m if args.m is not None else VARIANTS[args.variant].get("m", 7),
             query_as_proxy=args.query_as_proxy,
+            memory=("database + " if args.memory_union else "") + args.memory
+            if args.memory
+            else "database",
         )
     if args.method == "weicom":
         settings["lambda"] = args.lam
@@ -301,11 +366,15 @@ def _report(
         if has_positives:
             entry["ap"] = 100.0 * ranking["ap"]
         rankings.append(entry)
-    report = {"settings": settings, "queries": rankings}
+    report: dict[str, Any] = {"settings": settings, "queries": rankings}
     if has_positives:
-        report["metrics"] = {
+        metrics = {
             key: value for key, value in result.items() if key not in ("rankings", "queries")
         }
+        sources = source_domain_means(result["groups"])
+        if sources:
+            metrics["sources"] = sources
+        report["metrics"] = metrics
     return report
 
 
@@ -330,6 +399,11 @@ def _print_text(report: dict, show: int) -> None:
         for group, row in metrics["groups"].items():
             print(
                 f"{group:30s} {row['queries']:8d} {row['map']:7.2f}"
+                + "".join(f" {row[k]:10.2f}" for k in recall)
+            )
+        for source, row in metrics.get("sources", {}).items():
+            print(
+                f"{'from ' + source + ' (mean)':30s} {'':8s} {row['map']:7.2f}"
                 + "".join(f" {row[k]:10.2f}" for k in recall)
             )
         print(
@@ -408,6 +482,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--m", type=int, default=None, help="text labels kept (default 7; 1 for --variant single)"
     )
     freedom.add_argument("--query-as-proxy", choices=QUERY_AS_PROXY, default="auto")
+    freedom.add_argument(
+        "--dataset",
+        choices=list(DOMAIN_DATASETS),
+        help="a FreeDom benchmark in the authors' release layout; --images is its data/ folder",
+    )
+    freedom.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="with --dataset: keep the queries of this source domain label (repeatable)",
+    )
+    freedom.add_argument(
+        "--memory",
+        metavar="PATH",
+        help="external visual memory: a folder of images or a .npy of embeddings (default: the database)",
+    )
+    freedom.add_argument(
+        "--memory-union",
+        action="store_true",
+        help="use the database and --memory together as the visual memory",
+    )
     weicom = sub.add_parser(
         "weicom", help="WeiCom (CDF-normalised similarity fusion) and its baselines"
     )
