@@ -104,7 +104,7 @@ def plan_table(
 
 def records_clustering(preset: str, protocol: str) -> bool:
     """Whether the runs of ``preset`` by ``protocol`` record NMI (``evaluation.clustering``):
-    when a table that runs them prints a clustering column (ProxyNCA++ Tables 3-4). Decided
+    when a table that runs them prints a clustering column (ProxyNCA++ Tables 3, 4, 7). Decided
     per preset and protocol, not per table, so that every table sharing these models asks for
     the same run config (a run directory refuses a run of another config)."""
     clustering = metrics_of_kind("clustering")
