@@ -57,7 +57,7 @@ def similarity(keys: torch.Tensor, queries: torch.Tensor, kind: str) -> torch.Te
     return 2 * dots - squared_keys - squared_queries
 
 
-def attention(scores: torch.Tensor, kind: str) -> torch.Tensor:
+def attention_matrix(scores: torch.Tensor, kind: str) -> torch.Tensor:
     """``A = h(S / sqrt(e))`` ``[B, m, p, k]`` of scores ``S [B, m, p, k]`` already divided by
     ``sqrt(e)``; every column (pooled vector) sums to 1 over the ``p`` locations. Normalised
     along the last dimension of the ``[B, m, k, p]`` view, the layout of the single-vector

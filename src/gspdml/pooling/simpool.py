@@ -13,7 +13,7 @@ from gspdml.pooling.framework import (
     ATTENTIONS,
     INITIALISATIONS,
     SIMILARITIES,
-    attention,
+    attention_matrix,
     kmeans_centroids,
     merge_heads,
     scaled_similarity,
@@ -176,12 +176,7 @@ class SimPool(Pooling):
         self.gamma = gamma if gamma in (None, "auto") else float(gamma)
         self.min_scope, self.eps = min_scope, float(eps)
         self.attention, self.heads, self.similarity = attention, int(heads), similarity
-        self.init, self.k, self.combine, self.kmeans_steps = (
-            init,
-            int(k),
-            combine,
-            int(kmeans_steps),
-        )
+        self.init, self.k, self.kmeans_steps = init, int(k), int(kmeans_steps)
         self.iterations, self.layernorm = int(iterations), places["layernorm"]
         maps = (in_channels, places["linear"], places["layernorm"], bool(shared_qk))
         _add_maps(self, *maps)
@@ -246,7 +241,7 @@ class SimPool(Pooling):
                 split_heads(wide(query), self.heads),
                 self.similarity,
             )
-            attention_map = attention(scores, self.attention)  # [B, m, p, k]
+            attention_map = attention_matrix(scores, self.attention)  # [B, m, p, k]
             values = wide(values)
             weights = attention_map.to(values.dtype).unsqueeze(-1)  # [B, m, p, k, 1]
             if gamma is None:
