@@ -118,3 +118,27 @@ def test_postprocessed_round_metrics_are_the_post_processing_functions(gallery):
     assert plain == {k: v for k, v in full.items() if k in plain and k != "k"} | {"k": plain["k"]}
     assert selection_value(metrics, "map_at_r", postprocessed=True) == expected["map_at_r"]
     assert selection_value(metrics, "map_at_r") == metrics["map_at_r"]
+
+
+def test_evaluation_clustering_adds_nmi_to_full_reports_only():
+    """``evaluation.clustering: true`` puts NMI (sklearn's, of a seed-0 k-means with one cluster
+    per class) into the test split's full report, not into a validation round's, and NMI gets
+    no post-processed twin in a summary."""
+    from sklearn.cluster import KMeans
+
+    from gspdml.config.sections import EvaluationConfig
+    from gspdml.evaluation.selection import round_metrics as validation_round_metrics
+    from gspdml.evaluation.service import with_postprocessed
+
+    rng = np.random.default_rng(3)
+    labels = np.repeat(np.arange(5), 6)
+    emb = rng.standard_normal((30, 8)).astype(np.float32) + labels[:, None]
+    section = EvaluationConfig(clustering=True, postprocess=("qe",))
+    report = evaluate_embeddings(emb, labels, spec=EvalSpec.from_evaluation(section)).metrics
+    clusters = KMeans(n_clusters=5, n_init=1, random_state=0).fit_predict(emb)
+    assert report["nmi"] == pytest.approx(normalized_mutual_info_score(labels, clusters))
+    round_spec = EvalSpec.from_evaluation(section, metrics=validation_round_metrics())
+    assert not round_spec.needs_clustering
+    assert not EvalSpec.from_evaluation(EvaluationConfig()).needs_clustering
+    twins = with_postprocessed(("map_at_r", "nmi"), EvalSpec.from_evaluation(section))
+    assert twins == ("map_at_r", "nmi", "postprocessed_map_at_r")

@@ -347,3 +347,21 @@ def test_protocols_honour_evaluation_postprocess(tmp_path):
     assert report == {k: v for k, v in last_round.items() if k not in ("step", "split", "best")}
     summary = out["summary"]["val"]
     assert summary["postprocessed_map_at_r"]["mean"] == report["postprocessed_map_at_r"]
+
+
+def test_conventional_protocol_tabulates_nmi_when_the_config_clusters(tmp_path, capsys):
+    """``evaluation.clustering: true``: each model's results.json records NMI for the test
+    split, the summary aggregates it and the table gets NMI columns beside MAP@R."""
+    config_path = tiny_config(tmp_path)
+    argv = ["protocol", "conventional", str(config_path), "evaluation.clustering=true"]
+    assert main([*argv, "--seeds", "0"]) == 0
+    root = tmp_path / "runs" / "tiny"
+    nmi = json.loads((root / "seed0" / "results.json").read_text())["test"]["nmi"]
+    protocol = json.loads((root / "protocol.json").read_text())
+    assert protocol["summary"]["best"]["nmi"]["mean"] == nmi
+    assert protocol["summary"]["repeats"]["nmi"]["mean"] == nmi
+    header, _, row = capsys.readouterr().out.splitlines()
+    assert header == (
+        "| Method | R@1 | MAP@R | R@1 (all repeats) | MAP@R (all repeats) | NMI | NMI (all repeats) |"
+    )
+    assert row.endswith(f"| {100 * nmi:.2f} | {100 * nmi:.2f} |")

@@ -1,13 +1,13 @@
 """``gspdml protocol fair|tuning|conventional|two_stage CONFIG [overrides] [--seeds ...] [--output-dir DIR]``
 (:mod:`gspdml.workflows.protocol`): train and aggregate every model of an evaluation protocol,
-then print its table."""
+then print its table (the columns of its results.md)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from gspdml.workflows.protocol import COLUMNS, PROTOCOLS, run_protocol
+from gspdml.workflows.protocol import PROTOCOLS, run_protocol, table_columns
 from gspdml.workflows.tables import results_table_markdown
 
 
@@ -16,7 +16,10 @@ def _cmd_protocol(args: argparse.Namespace) -> int:
 
     config = load_config(args.config, args.overrides)
     result = run_protocol(config, args.protocol, seeds=args.seeds, output_dir=args.output_dir)
-    print(results_table_markdown({config.name: result}, columns=COLUMNS[args.protocol]), end="")
+    print(
+        results_table_markdown({config.name: result}, columns=table_columns(args.protocol, config)),
+        end="",
+    )
     return 0
 
 

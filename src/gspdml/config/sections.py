@@ -240,6 +240,11 @@ class EvaluationConfig(Section):
         check=_postprocess,
     )
     select_postprocessed: bool = option(False, "select by evaluation.metric after post-processing")
+    clustering: bool = option(
+        False,
+        "also report nmi and ami (k-means on the embeddings, one cluster per class) for the "
+        "test split and the protocol tables (the ProxyNCA++ tables' NMI)",
+    )
     baseline: bool = option(
         True,
         "also evaluate the test split with the step-0 model and a pretrained backbone's own "

@@ -101,13 +101,17 @@ class EvalSpec:
         cls, evaluation: Mapping[str, Any], metrics: Optional[tuple[str, ...]] = None
     ) -> "EvalSpec":
         """The spec of a run config's ``evaluation`` section (``recall_at``, ``metric``,
-        ``postprocess``), as the trainer scores its rounds and its test split; ``metrics``: the
-        per-query metrics (None: all)."""
+        ``postprocess``, ``clustering``), as the trainer scores its rounds and its test split;
+        ``metrics``: the per-query metrics (None: all). ``evaluation.clustering`` adds NMI and
+        AMI to the full reports (``metrics=None``: the test split, ``gspdml evaluate``, the
+        protocols' test scores); a validation round names its metrics and clusters only for a
+        selection metric that needs k-means."""
         return cls(
             metrics=metrics,
             recall_at=tuple(evaluation["recall_at"]),
             selection=evaluation["metric"],
             postprocess=tuple(evaluation["postprocess"]),
+            clustering=metrics is None and bool(evaluation.get("clustering", False)),
         )
 
     @property
@@ -144,8 +148,11 @@ class EvalReport:
 
 def with_postprocessed(metrics: Sequence[str], spec: EvalSpec) -> tuple[str, ...]:
     """``metrics`` (report keys), then their post-processed twins when ``spec`` post-processes:
-    the keys a summary over several reports aggregates."""
-    twins = tuple(POSTPROCESSED_PREFIX + m for m in metrics) if spec.postprocess else ()
+    the keys a summary over several reports aggregates. The clustering metrics have no twin
+    (post-processing changes the search, not the embeddings k-means clusters)."""
+    clustering = metrics_of_kind("clustering")
+    twinned = [m for m in metrics if m not in clustering]
+    twins = tuple(POSTPROCESSED_PREFIX + m for m in twinned) if spec.postprocess else ()
     return (*metrics, *twins)
 
 

@@ -1,15 +1,62 @@
-"""SimPool: simple attention-based pooling (Psomas et al., ICCV 2023; Psomas thesis chapter 3)."""
+"""SimPool: simple attention-based pooling (Psomas et al., ICCV 2023; Psomas thesis chapter 3),
+with the options of its design ablation (thesis §3.4.4, Table 3.12)."""
 
 from __future__ import annotations
 
-import math
-from typing import Union
+from typing import Any, Optional, Sequence, Union
 
 import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
+from gspdml.pooling.framework import (
+    ATTENTIONS,
+    INITIALISATIONS,
+    SIMILARITIES,
+    attention_matrix,
+    kmeans_centroids,
+    merge_heads,
+    scaled_similarity,
+    split_heads,
+    squared_norm_average,
+)
 from gspdml.pooling.functional import full_precision, generalized_mean, require, wide
+
+#: where Table 3.12 (right) places linear and LayerNorm layers: query, key, value
+PLACES = ("q", "k", "v")
+#: how ``k > 1`` pooled vectors become one (Table 3.12: k (max), k (concat))
+COMBINATIONS = ("max", "concat")
+
+
+def _add_maps(
+    module: nn.Module, d: int, linear: frozenset, layernorm: frozenset, shared_qk: bool
+) -> None:
+    """Give ``module`` the learnable maps of one iteration: ``norm`` (the LayerNorm of the
+    features, for keys and/or values), ``norm_q`` (of the query input), ``wq``, ``wk``, ``wv``
+    (``d x d``, no bias); absent ones are None. ``shared_qk``: ``W_K`` is ``W_Q``."""
+    wq = nn.Linear(d, d, bias=False) if "q" in linear else None
+    maps = {
+        "norm": nn.LayerNorm(d, eps=1e-6) if layernorm & {"k", "v"} else None,
+        "norm_q": nn.LayerNorm(d, eps=1e-6) if "q" in layernorm else None,
+        "wq": wq,
+        "wk": wq if shared_qk else (nn.Linear(d, d, bias=False) if "k" in linear else None),
+        "wv": nn.Linear(d, d, bias=False) if "v" in linear else None,
+    }
+    for name, layer in maps.items():
+        setattr(module, name, layer)
+
+
+class IterationMaps(nn.Module):
+    """The maps of one later iteration when iterations do not share parameters."""
+
+    def __init__(self, d: int, linear: frozenset, layernorm: frozenset, shared_qk: bool):
+        super().__init__()
+        _add_maps(self, d, linear, layernorm, shared_qk)
+
+
+def _apply(layer: Any, x: torch.Tensor) -> torch.Tensor:
+    """``layer(x)``, or ``x`` where the layer is absent (None)."""
+    return x if layer is None else layer(x)
 
 
 @POOLINGS.register("simpool")
@@ -36,6 +83,32 @@ class SimPool(Pooling):
     the released code's batch-wide minimum. Parameters: ``W_Q``, ``W_K`` (``d x d``, no
     bias) and the LayerNorm affine (eps 1e-6), as in the released code. The attention ``a`` is returned
     as ``weights`` (a distribution over locations).
+
+    The options of the ablation (Table 3.12; the defaults are SimPool above), in the terms of
+    the generic framework (Algorithm 1, :mod:`gspdml.pooling.framework`):
+
+    - ``attention``: ``h``, ``softmax`` (``sigma_2``, Eq. 3.65) or ``slot``
+      (``eta_2(sigma_1(.))``); ``heads``: ``m`` heads (Table 3.12 uses 4), head ``h`` attends
+      with channels ``h d/m .. (h+1) d/m - 1`` of queries and keys, scaled by ``sqrt(d/m)``, and
+      pools the same channels of the values.
+    - ``similarity``: ``s``, ``dot`` (``k^T q``), ``neg_sq_euclidean`` or ``cosine``.
+    - ``init``: ``U^0``, ``gap`` (Eq. 3.62), ``diag`` (``X diag(X^T X) / tr(X^T X)``),
+      ``learned`` (a parameter ``U``, ``k x d``, normal with std 0.02) or ``kmeans`` (Lloyd's
+      k-means on ``X`` for ``kmeans_steps`` iterations); ``k > 1`` needs ``kmeans`` or
+      ``learned``.
+    - ``iterations``: ``T`` rounds of Algorithm 1 with ``U^{t+1} = Z^t`` (the pooled vectors
+      become the next queries' input, ``phi_X = phi_U = id``); ``share_iterations``: every round
+      uses the same maps (the thesis's LAYERS rows, "shared parameters at every iteration") or
+      each its own (ITER rows).
+    - ``k``: pooled vectors, combined by ``combine``: ``max`` (elementwise maximum over the
+      ``k`` vectors) or ``concat`` (concatenation ``[u_1; ..; u_k]`` projected back to ``d`` by a
+      learnable ``d x kd`` matrix, no bias).
+    - ``linear``, ``layernorm``: where the linear maps (``W_Q``, ``W_K``, ``W_V``) and the
+      LayerNorm sit (Table 3.12, right): ``q = W_Q LN(u^t)``, ``K = W_K LN(X)``,
+      ``V = W_V LN(X)`` for every place listed, the identity for the others (one LayerNorm of
+      ``X`` serves keys and values, one of ``u^t`` the query); ``shared_qk``: ``W_K = W_Q``.
+
+    ``weights`` is the attention averaged over heads and pooled vectors (a distribution).
     """
 
     order_free = True
@@ -51,6 +124,18 @@ class SimPool(Pooling):
         use_beta: bool = False,
         min_scope: str = "sample",
         eps: float = 1e-6,
+        attention: str = "softmax",
+        heads: int = 1,
+        similarity: str = "dot",
+        init: str = "gap",
+        k: int = 1,
+        combine: str = "max",
+        kmeans_steps: int = 10,
+        iterations: int = 1,
+        share_iterations: bool = True,
+        linear: Sequence[str] = ("q", "k"),
+        layernorm: Sequence[str] = ("k", "v"),
+        shared_qk: bool = False,
     ):
         super().__init__(in_channels)
         require(
@@ -63,36 +148,129 @@ class SimPool(Pooling):
             "min_scope",
             f"must be 'sample' or 'batch', got {min_scope!r}",
         )
+        _one_of(attention, ATTENTIONS, "attention")
+        _one_of(similarity, SIMILARITIES, "similarity")
+        _one_of(init, INITIALISATIONS, "init")
+        _one_of(combine, COMBINATIONS, "combine")
+        for name, value in (("k", k), ("iterations", iterations), ("kmeans_steps", kmeans_steps)):
+            require(_positive_int(value), name, f"must be a positive integer, got {value!r}")
+        require(
+            _positive_int(heads) and in_channels % heads == 0,
+            "heads",
+            f"must be a positive integer dividing the {in_channels} channels, got {heads!r}",
+        )
+        require(
+            k == 1 or init in ("kmeans", "learned"),
+            "init",
+            f"{init!r} gives one vector; k={k} pooled vectors need init: kmeans or learned",
+        )
+        places = {
+            name: _places(value, name)
+            for name, value in (("linear", linear), ("layernorm", layernorm))
+        }
+        require(
+            not shared_qk or {"q", "k"} <= places["linear"],
+            "shared_qk",
+            f"W_K = W_Q needs linear layers on q and k, got linear: {sorted(places['linear'])}",
+        )
         self.gamma = gamma if gamma in (None, "auto") else float(gamma)
         self.min_scope, self.eps = min_scope, float(eps)
-        self.norm = nn.LayerNorm(in_channels, eps=1e-6)
-        self.wq = nn.Linear(in_channels, in_channels, bias=False)
-        self.wk = nn.Linear(in_channels, in_channels, bias=False)
+        self.attention, self.heads, self.similarity = attention, int(heads), similarity
+        self.init, self.k, self.kmeans_steps = init, int(k), int(kmeans_steps)
+        self.iterations, self.layernorm = int(iterations), places["layernorm"]
+        maps = (in_channels, places["linear"], places["layernorm"], bool(shared_qk))
+        _add_maps(self, *maps)
+        separate = 0 if share_iterations else self.iterations - 1
+        self.later_maps = nn.ModuleList(IterationMaps(*maps) for _ in range(separate))
+        self.initial = (
+            nn.Parameter(0.02 * torch.randn(self.k, in_channels)) if init == "learned" else None
+        )
+        self.project = (
+            nn.Linear(self.k * in_channels, in_channels, bias=False)
+            if self.k > 1 and combine == "concat"
+            else None
+        )
         self.beta = nn.Parameter(torch.zeros(())) if use_beta else None
 
     def forward(self, x: torch.Tensor) -> Pooled:
         tokens, spatial = flatten_locations(x)  # [B, p, d]
         layout = "tokens" if x.dim() == 3 else "maps"
         gamma = self.AUTO_GAMMA[layout] if isinstance(self.gamma, str) else self.gamma  # str: auto
-        query = self.wq(tokens.mean(dim=1))  # [B, d]
-        normed = self.norm(tokens)
-        keys = self.wk(normed)
+        pooled = self._initial(tokens)  # U^0 [B, k, d]
+        for t in range(self.iterations):
+            maps = self.later_maps[t - 1] if t > 0 and len(self.later_maps) else self
+            pooled, attention_map = self._attend(maps, pooled, tokens, gamma)
+        if self.k == 1:
+            vector = pooled[:, 0]
+        elif self.project is None:
+            vector = pooled.amax(dim=1)
+        else:
+            vector = self.project(pooled.flatten(1).to(tokens.dtype))
+        if self.beta is not None:
+            vector = vector + self.beta.to(vector.dtype)
+        weights = attention_map.mean(dim=(1, 3))  # over heads and pooled vectors: [B, p]
+        return Pooled(vector, weights=unflatten_weights(weights, spatial))
+
+    def _initial(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``U^0 = INIT(X)`` ``[B, k, d]`` (class docstring)."""
+        if self.init == "gap":
+            return tokens.mean(dim=1, keepdim=True)
+        if self.init == "diag":
+            return squared_norm_average(tokens)
+        if self.init == "kmeans":
+            return kmeans_centroids(tokens, self.k, self.kmeans_steps)
+        assert self.initial is not None  # init: learned
+        return self.initial.to(tokens.dtype).expand(tokens.shape[0], -1, -1)
+
+    def _attend(
+        self,
+        maps: nn.Module,
+        pooled: torch.Tensor,
+        tokens: torch.Tensor,
+        gamma: Optional[float],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One round of Algorithm 1: the next pooled vectors ``Z`` ``[B, k, d]`` and the
+        attention ``A`` ``[B, m, p, k]`` of the queries of ``pooled`` over ``tokens``."""
+        query = _apply(maps.wq, _apply(maps.norm_q, pooled.to(tokens.dtype)))  # [B, k, d]
+        normed = _apply(maps.norm, tokens)
+        keys = _apply(maps.wk, normed if "k" in self.layernorm else tokens)
+        values = _apply(maps.wv, normed if "v" in self.layernorm else tokens)
         with full_precision(tokens):
-            scores = wide(keys) @ wide(query).unsqueeze(-1) / math.sqrt(tokens.shape[-1])
-            attention = torch.softmax(scores.squeeze(-1), dim=1)  # [B, p]
-            values = wide(normed)
-            weights = attention.to(values.dtype).unsqueeze(-1)
+            scores = scaled_similarity(
+                split_heads(wide(keys), self.heads),
+                split_heads(wide(query), self.heads),
+                self.similarity,
+            )
+            attention_map = attention_matrix(scores, self.attention)  # [B, m, p, k]
+            values = wide(values)
+            weights = attention_map.to(values.dtype).unsqueeze(-1)  # [B, m, p, k, 1]
             if gamma is None:
-                pooled = (weights * values).sum(dim=1)
+                heads = (weights * split_heads(values, self.heads).unsqueeze(3)).sum(dim=2)
             else:
                 low = (
                     values.amin(dim=(1, 2), keepdim=True)
                     if self.min_scope == "sample"
                     else values.min()
                 )
-                pooled = generalized_mean(
-                    values - low + self.eps, gamma, dim=1, weights=weights, eps=self.eps
-                )
-            if self.beta is not None:
-                pooled = pooled + self.beta.to(pooled.dtype)
-        return Pooled(pooled, weights=unflatten_weights(attention, spatial))
+                shifted = split_heads(values - low + self.eps, self.heads).unsqueeze(3)
+                heads = generalized_mean(shifted, gamma, dim=2, weights=weights, eps=self.eps)
+        return merge_heads(heads), attention_map  # heads: [B, m, k, d/m]
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _one_of(value: object, allowed: tuple[str, ...], option: str) -> None:
+    require(value in allowed, option, f"must be one of {list(allowed)}, got {value!r}")
+
+
+def _places(value: Union[str, Sequence[str]], option: str) -> frozenset:
+    """The places (``q``, ``k``, ``v``) of ``linear`` / ``layernorm``, checked."""
+    names = [value] if isinstance(value, str) else list(value)
+    require(
+        all(name in PLACES for name in names) and len(set(names)) == len(names),
+        option,
+        f"must list distinct places among {list(PLACES)} (query, key, value), got {value!r}",
+    )
+    return frozenset(names)

@@ -32,7 +32,8 @@ Every mean ± std is :func:`gspdml.evaluation.statistics.mean_std` (the sample s
 scored by the evaluation service (:mod:`gspdml.evaluation.service`) with the run's
 ``evaluation`` spec, device and precision, so ``evaluation.postprocess`` adds the post-processed
 twin of every summarised metric and table column (``postprocessed_map_at_r``, "MAP@R
-(post-processed)"). In the fair protocol a step that learns on training embeddings
+(post-processed)"), and ``evaluation.clustering`` adds the test split's NMI (k-means on the
+embeddings, :mod:`gspdml.evaluation.clustering`) to the fair, conventional and two-stage tables. In the fair protocol a step that learns on training embeddings
 (PCA-whitening) learns on the embeddings of all the protocol's training classes by each model
 (the same items for every fold model), concatenated for the 512D numbers like the test
 embeddings.
@@ -183,7 +184,9 @@ def run_protocol(
                 )
                 for run in runs
             }
-    write_results_table({config.name: result}, root / "results", columns=_columns(protocol, config))
+    write_results_table(
+        {config.name: result}, root / "results", columns=table_columns(protocol, config)
+    )
     payload = {
         "protocol": protocol,
         "name": config.name,
@@ -401,6 +404,7 @@ def _fair_summary(runs: list[ProtocolRun]) -> dict:
     train = {key: value[1] for key, value in cached.items() if value[1] is not None}
     result = fair_protocol_results(
         {key: value[0] for key, value in cached.items()},
+        metrics=(*TABLE_METRICS, *_clustered(runs[0].config)),
         spec=_spec(runs[0].config),
         train_embeddings=train,
     )
@@ -411,18 +415,41 @@ def _fair_summary(runs: list[ProtocolRun]) -> dict:
     }
 
 
-def _columns(protocol: str, config: dict) -> tuple:
+def _clustered(config: RunConfig) -> tuple[str, ...]:
+    """``("nmi",)`` when the config asks for the clustering metrics of the test split
+    (``evaluation.clustering``), else ``()``: NMI joins the test tables of the fair,
+    conventional and two-stage protocols (the tuning protocol scores validation rounds)."""
+    return ("nmi",) if config.evaluation["clustering"] else ()
+
+
+def _summarised(config: RunConfig) -> tuple[str, ...]:
+    """The metrics a test summary aggregates: P@1 and MAP@R (NMI too when the config clusters)
+    and their post-processed twins."""
+    return with_postprocessed((*TABLE_METRICS, *_clustered(config)), _spec(config))
+
+
+def table_columns(protocol: str, config: RunConfig) -> tuple:
     """The table columns of ``protocol``, each followed by its post-processed twin when the
-    config post-processes."""
+    config post-processes, then an NMI column per MAP@R column when the config clusters."""
     columns = COLUMNS[protocol]
-    if not config.evaluation["postprocess"]:
+    if config.evaluation["postprocess"]:
+        twin = POSTPROCESSED_PREFIX
+        columns = tuple(
+            column
+            for group, metric, title in columns
+            for column in (
+                (group, metric, title),
+                (group, twin + metric, f"{title} (post-processed)"),
+            )
+        )
+    if protocol == "tuning" or not _clustered(config):
         return columns
-    twin = POSTPROCESSED_PREFIX
-    return tuple(
-        column
-        for group, metric, title in columns
-        for column in ((group, metric, title), (group, twin + metric, f"{title} (post-processed)"))
+    nmi = tuple(
+        (group, "nmi", title.replace("MAP@R", "NMI"))
+        for group, metric, title in COLUMNS[protocol]
+        if metric == "map_at_r"
     )
+    return (*columns, *nmi)
 
 
 def _mean_std(per_model: dict, metrics: Sequence[str]) -> dict:
@@ -453,7 +480,7 @@ def _conventional_summary(runs: list[ProtocolRun], metric: str) -> dict:
         run.name: json.loads((run.run_dir / RESULTS_FILE).read_text())["test"] for run in runs
     }
     best = max(per_model, key=lambda name: per_model[name][metric])
-    metrics = with_postprocessed(TABLE_METRICS, _spec(runs[0].config))
+    metrics = _summarised(runs[0].config)
     return {
         "per_model": per_model,
         "best_run": best,

@@ -4,8 +4,9 @@ ablation of Table 7 and the pooling comparison of Table 11.
 
 The paper's rows are the mean ± std over five runs; the presets run its code's two stages
 (``two_stage``: train on half the training classes, then retrain on all of them to the best
-epoch, :mod:`gspdml.workflows.protocol`). NMI is listed as printed; the protocols do not record
-it yet, so our NMI cells stay empty.
+epoch, :mod:`gspdml.workflows.protocol`). NMI is that of k-means on the stage-2 models' test
+embeddings (``evaluation.clustering``, which ``gspdml reproduce`` switches on for the presets
+these tables run, :func:`gspdml.workflows.reproduce.run.records_clustering`).
 """
 
 from __future__ import annotations

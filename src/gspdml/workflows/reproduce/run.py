@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 from gspdml.config import RunConfig, load_config
 from gspdml.errors import ConfigError, did_you_mean
+from gspdml.evaluation.metric_registry import metrics_of_kind
 from gspdml.evaluation.statistics import mean_std
 from gspdml.workflows.protocol import FOLDS_USED, run_protocol
 from gspdml.workflows.reproduce.registry import (
@@ -101,6 +102,19 @@ def plan_table(
     ]
 
 
+def records_clustering(preset: str, protocol: str) -> bool:
+    """Whether the runs of ``preset`` by ``protocol`` record NMI (``evaluation.clustering``):
+    when a table that runs them prints a clustering column (ProxyNCA++ Tables 3, 4, 7). Decided
+    per preset and protocol, not per table, so that every table sharing these models asks for
+    the same run config (a run directory refuses a run of another config)."""
+    clustering = metrics_of_kind("clustering")
+    return any(
+        any(column.metric in clustering for column in table.columns)
+        for table in TABLES.values()
+        if table.protocol == protocol and any(row.preset == preset for row in table.rows)
+    )
+
+
 def _plan_row(
     table: Table,
     row: Row,
@@ -112,6 +126,8 @@ def _plan_row(
     if row.preset is None:
         return RowPlan(row, None, table.protocol)
     extra = [f"output_dir={output_dir}"] if output_dir is not None else []
+    if records_clustering(row.preset, table.protocol):
+        extra.append("evaluation.clustering=true")
     config = load_config(row.preset, [*extra, *overrides])
     root = config.data.dataset.get("root")
     if data_root is not None and root is not None:
@@ -202,7 +218,7 @@ def _ours(result: dict, column: Column) -> tuple[Optional[float], Optional[float
     """Our number of ``column`` in percent and its std over the realisations (None for one
     realisation). A metric the protocol's summary leaves out (R@k but R@1) is read from the
     models of a conventional or two-stage protocol: the best repeat's value ("best") or the
-    mean over the repeats ("repeats"); None when the runs did not record it (NMI)."""
+    mean over the repeats ("repeats"); None when the runs did not record it."""
     single = int(result.get("num_realisations", 0)) < 2  # no spread to report
     summary = result["summary"]
     if column.metric in summary.get(column.group, {}):
