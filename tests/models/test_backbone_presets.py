@@ -3,6 +3,7 @@
 import pytest
 
 from gspdml.config import PRESETS_DIR, load_config
+from gspdml.registry import parse_spec
 
 CONFIGS = PRESETS_DIR
 DATASETS = {"cub": "cub", "cars": "cars196", "sop": "sop", "inshop": "inshop"}
@@ -20,16 +21,35 @@ def test_every_dataset_has_fair_and_conventional_gap_and_gsp_presets():
             ), (d, protocol)
 
 
+#: losses with learned proxies: batches of 32 classes x 1 image and a warm-up (Gürbüz thesis §5.3.4.1)
+PROXY_LOSSES = ("proxynca_pp", "proxy_anchor", "soft_triple")
+#: the pooling a preset's name ends with, where the name says it (the other GSP paper Table 4
+#: alternatives are pinned by tests/presets/test_preset_recipes.py)
+WRAPPERS = ("zsr", "xbm", "xml", "ccp", "metrix")
+POOLING_OF_NAME = {"gmp": "gmp", "gmp-gap": "gap_gmp", "gemean": "gem", "delf": "delf"}
+
+
+def _loss_name(spec) -> str:
+    """The base loss of a wrapper (ZSR, XBM), else the loss itself."""
+    name, options = parse_spec(spec, "loss")
+    return _loss_name(options["base"]) if name in WRAPPERS else name
+
+
 @pytest.mark.parametrize("path", PRESETS, ids=[p.stem for p in PRESETS])
 def test_preset_follows_its_protocol(path):
     c = load_config(path)
-    dataset, protocol, *_ = path.stem.split("-")
+    dataset, protocol, *rest = path.stem.split("-")
     large = dataset in LARGE
+    resnet50 = rest[0] == "r50"  # GSP paper Table 3b: conventional ResNet-50 rows
     assert c["name"] == path.stem
     assert (
         c["data"]["dataset"]["name"] == DATASETS[dataset]
         and c["data"]["dataset"]["transform"] == "mlrc"
     )
+    if resnet50:
+        assert c["model"]["backbone"] == {"name": "resnet50", "pretrained": True}
+        assert c["model"]["embedding_dim"] == int(rest[1])
+        return  # the rest of that recipe is pinned by tests/presets/test_preset_recipes.py
     assert c["model"]["backbone"] == {
         "name": "bn_inception",
         "pretrained": True,
@@ -40,15 +60,18 @@ def test_preset_follows_its_protocol(path):
     # Adam beta_2 and clipping as the TF framework sets them (docs/paper-vs-code.md)
     assert opt["name"] == "adam" and opt.betas == (0.9, 0.999) and opt["weight_decay"] == 1e-4
     assert (opt["grad_clip_norm"], opt["grad_clip_value"]) == (10.0, 10.0)
-    proxy = "-pnca-" in path.stem or "-pa-" in path.stem
+    proxy = _loss_name(c["loss"]) in PROXY_LOSSES
     batch = (c["data"]["classes_per_batch"], c["data"]["samples_per_class"])
-    if protocol == "fair":
+    pooling = c["model"]["pooling"]
+    if protocol in ("fair", "screen"):  # screen: thesis Table 5.4's runs of the fair protocol
         sop_proxy_anchor = path.stem.startswith(
             "sop-fair-pa-"
         )  # Gürbüz thesis §5.3.4.1, ProxyAnchor: 5e-6
-        assert c["model"]["embedding_dim"] == 128 and opt["lr"] == (
-            5e-6 if sop_proxy_anchor else 1e-5
-        )
+        assert opt["lr"] == (5e-6 if sop_proxy_anchor else 1e-5)
+        if pooling["name"] in ("netvlad", "otp"):  # their own output size (clusters x dim)
+            assert c["model"]["embedding_dim"] is None
+        else:
+            assert c["model"]["embedding_dim"] == 128
         assert c["schedule"]["plateau"] is None
         assert c["data"]["dataset"]["val_fold"] == 0 and c["data"]["dataset"]["num_folds"] == 4
         assert (c["evaluation"]["split"], c["evaluation"]["metric"]) == ("val", "map_at_r")
@@ -67,8 +90,10 @@ def test_preset_follows_its_protocol(path):
             (250, 10) if large else (25, 15)
         )
         assert batch == (32, 4) and c["data"]["dataset"]["val_fraction"] == 0
-    pooling = c["model"]["pooling"]
-    if path.stem.endswith("-gsp"):
+    method = "-".join(rest[1:])
+    if protocol == "screen":
+        assert pooling["name"] == "gsp"  # its four factors: tests/presets/test_preset_recipes.py
+    elif path.stem.endswith("-gsp"):
         assert pooling["num_prototypes"] == (128 if large else 64) and pooling["mu"] == 0.3
         assert pooling["eps"] == (0.5 if proxy else 5.0)
         assert (
@@ -76,7 +101,9 @@ def test_preset_follows_its_protocol(path):
             and c["loss"]["mixing"] == 0.1
             and c["data"]["halves"] is True
         )
-    else:
+    elif path.stem.endswith("-gap") and method != "gmp-gap":
         assert pooling["name"] == ("gap" if protocol == "fair" else "gap_gmp")
+    elif method in POOLING_OF_NAME:
+        assert pooling["name"] == POOLING_OF_NAME[method]
     if proxy:
         assert c["schedule"]["warmup_steps"] > 0
