@@ -119,9 +119,9 @@ def test_table_and_verdicts(module):
         "λ 0.5, s 9.5, unit init = default: L2 reproduced, cos reproduced"
     )
     assert verdicts[1].startswith(
-        "λ 0.5, s 1 = paper, unit init: L2 not reproduced (no ZSR as high or higher)"
+        "λ 0.5, s 1 = paper, he_normal init: L2 not reproduced (no ZSR as high or higher)"
     )
-    assert verdicts[2].startswith("λ 0.1, s 9.5, unit init: L2 partly")
+    assert verdicts[2].startswith("λ 0.1, s 9.5, he_normal init: L2 partly")
     assert (
         "GSP + PNCA: L2 0.520 ± 0.020, cos 0.520 ± 0.020 (last weights: L2 0.200 ± 0.000)"
         in zsr["ours"]
