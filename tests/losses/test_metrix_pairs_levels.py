@@ -135,3 +135,31 @@ def test_pair_and_level_lists_are_checked_and_named():
         build(level=["feature", "pixels"])
     with pytest.raises(TrainingError, match="training_objective"):
         build(level=["embedding", "feature"])(torch.randn(4, 3), torch.tensor([0, 0, 1, 1]))
+
+
+def test_hard_negatives_per_level_select_the_k_most_similar_negatives():
+    """Tables 2.5-2.6, ``k = 20 / 40`` at the feature and embedding levels: ``hard_negatives``
+    as a mapping of levels; here ``k = 2`` at the embedding level, anchor-negative pairs, against
+    a loop that sorts each anchor's negatives by clean similarity."""
+    g = torch.Generator().manual_seed(6)
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 3])
+    emb = F.normalize(torch.randn(7, 4, generator=g, dtype=torch.float64), dim=1)
+    spec = {"level": "embedding", "loss": {"contrastive_similarity": {"margin": -0.5}}}
+    loss = build_loss(
+        {"metrix": {**spec, "hard_negatives": {"embedding": 2}}}, embedding_dim=4, num_classes=4
+    )
+    triples = []
+    for a in range(7):
+        negs = [j for j in range(7) if labels[j] != labels[a]]
+        hardest = sorted(negs, key=lambda j: -float(emb[a] @ emb[j]))[:2]
+        triples += [(a, a, n) for n in sorted(hardest)]
+    mixed = F.normalize(torch.stack([0.6 * emb[a] + 0.4 * emb[n] for a, _, n in triples]), dim=1)
+    expected = float(loss.base.clean(emb, labels)) + 0.4 * _similarity_contrastive_loop(
+        emb, mixed, triples, [0.6] * len(triples), -0.5
+    )
+    assert loss(emb, labels, kind="anc_neg", lam=0.6).item() == pytest.approx(expected, rel=1e-10)
+    every = build_loss({"metrix": spec}, embedding_dim=4, num_classes=4)  # int k: input only
+    assert every(emb, labels, kind="anc_neg", lam=0.6).item() != pytest.approx(expected)
+    for bad in ({"pixels": 3}, {"feature": 0}, {"feature": True}, 0):
+        with pytest.raises(ConfigError, match="loss.hard_negatives"):
+            build_loss({"metrix": {"hard_negatives": bad}}, embedding_dim=4, num_classes=4)

@@ -34,7 +34,7 @@ anchor and the proxies are its positives/negatives with interpolated labels
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
@@ -95,9 +95,10 @@ class Metrix(LossWrapper):
             in batch order (the authors' code; docs/paper-vs-code.md).
         mix_alpha: ``alpha`` of ``Beta(alpha, alpha)``.
         mix_weight: ``w``.
-        hard_negatives: ``k`` hardest negatives per anchor, at the input level only (in a list of
-            levels, when the input level is drawn: Table 2.5's ``{1, all}`` for
-            ``{input, feature}``).
+        hard_negatives: ``k`` hardest negatives per anchor (highest clean similarity), at the
+            input level only (§2.4.2; in a list of levels, when the input level is drawn: Table
+            2.5's ``{1, all}`` for ``{input, feature}``); or a mapping of levels to ``k`` (``null``:
+            all negatives), e.g. ``{feature: 20}`` for Table 2.5's ``k = 20, feature``.
         lambda_per_pair: one ``lambda`` per mixed example instead of per iteration.
         renormalize: L2-normalise mixed embeddings.
         mix_chunk: feature level only: embed the mixed maps in chunks of this many, each under
@@ -120,7 +121,7 @@ class Metrix(LossWrapper):
         positives: str = "all",
         mix_alpha: float = 2.0,
         mix_weight: float = 0.4,
-        hard_negatives: int = 3,
+        hard_negatives: Union[int, Mapping[str, Optional[int]]] = 3,
         lambda_per_pair: bool = False,
         renormalize: bool = True,
         mix_chunk: Optional[int] = None,
@@ -133,7 +134,7 @@ class Metrix(LossWrapper):
         kinds = DEFAULT_KINDS if pairs == "random" else self._choices("pairs", pairs, PAIRS[1:])
         self.require_choice("positives", positives, POSITIVES)
         self.require_positive("mix_alpha", mix_alpha)
-        self.require(hard_negatives >= 1, "hard_negatives", f"must be >= 1, got {hard_negatives}")
+        self.hard_by_level = self._hard_by_level(hard_negatives)
         self.require(
             mix_chunk is None or (mix_chunk >= 1 and "feature" in self.levels),
             "mix_chunk",
@@ -171,6 +172,18 @@ class Metrix(LossWrapper):
             self.require_choice(option, name, allowed)
         return names
 
+    def _hard_by_level(self, value: Any) -> dict[str, Optional[int]]:
+        """``{level: k or None}`` from ``hard_negatives`` (an int: the input level's)."""
+        by_level = dict(value) if isinstance(value, Mapping) else {"input": value}
+        for level, k in by_level.items():
+            self.require_choice("hard_negatives", level, LEVELS)
+            self.require(
+                k is None or (isinstance(k, int) and not isinstance(k, bool) and k >= 1),
+                "hard_negatives",
+                f"k must be an integer >= 1 or null (all negatives), got {k!r} at level {level!r}",
+            )
+        return by_level
+
     @staticmethod
     def _draw(names: tuple[str, ...]) -> str:
         """One of ``names``, uniformly (the first without a draw when there is one)."""
@@ -188,7 +201,9 @@ class Metrix(LossWrapper):
         def mix(triples, weights):
             return _mix(weights, embeddings[triples[:, 1]], embeddings[triples[:, 2]])
 
-        return self.objective(embeddings, labels, mix, kind=kind, lam=lam)
+        return self.objective(
+            embeddings, labels, mix, kind=kind, lam=lam, hard=self.hard_by_level.get("embedding")
+        )
 
     def training_objective(
         self,
@@ -225,13 +240,14 @@ class Metrix(LossWrapper):
     def _embedder_mix(self, model: nn.Module, images, level: str):
         """``(clean embeddings, mix(triples, lambda) -> mixed embeddings, hard negatives k or
         None)`` of ``images`` at ``level`` (Eq. 2.4)."""
+        hard = self.hard_by_level.get(level)
         if level == "embedding":
             e = model(images).embedding
 
             def mix_embeddings(triples, weights):
                 return _mix(weights, e[triples[:, 1]], e[triples[:, 2]])
 
-            return e, mix_embeddings, None
+            return e, mix_embeddings, hard
         if level == "feature":
             maps = model.backbone(images)
 
@@ -252,12 +268,12 @@ class Metrix(LossWrapper):
                     ]
                 )
 
-            return model.embed_features(maps).embedding, mix_features, None
+            return model.embed_features(maps).embedding, mix_features, hard
 
         def mix_inputs(triples, weights):
             return model(_mix(weights, images[triples[:, 1]], images[triples[:, 2]])).embedding
 
-        return model(images).embedding, mix_inputs, self.hard_negatives
+        return model(images).embedding, mix_inputs, hard
 
     # ----------------------------------------------------------------- the sum
     def objective(

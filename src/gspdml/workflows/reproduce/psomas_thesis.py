@@ -35,7 +35,6 @@ MISSING = {
     "imix": "i-Mix (Lee et al., ICLR 2021) is not implemented",
     "mochi": "MoCHi (Kalantidis et al., NeurIPS 2020) is not implemented",
     "ps": "Proxy Synthesis (Gu et al., AAAI 2021) is not implemented",
-    "hard-k": "hard negatives at the feature and embedding levels (the metrix loss: input level only)",
 }
 
 
@@ -124,11 +123,11 @@ _ABLATION = """
     k=1,input                   {stem}-input-k1         {k1}
     k=2,input                   {stem}-input-k2         {k2}
     k=3,input                   {stem}-input            {k3}
-    k=20,feature                hard-k                  {f20}
-    k=40,feature                hard-k                  {f40}
+    k=20,feature                {stem}-feature-k20      {f20}
+    k=40,feature                {stem}-feature-k40      {f40}
     k=all,feature               {stem}                  {fall}
-    k=20,embed                  hard-k                  {e20}
-    k=40,embed                  hard-k                  {e40}
+    k=20,embed                  {stem}-embed-k20        {e20}
+    k=40,embed                  {stem}-embed-k40        {e40}
     k=all,embed                 {stem}-embed            {eall}
     pos-pos,input               {stem}-input-pos-pos    {ppi}
     pos-neg,input               {stem}-input-pos-neg    {pni}
