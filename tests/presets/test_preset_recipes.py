@@ -39,7 +39,8 @@ GSP = rf"^{DS}-(fair|conventional)-.*-gsp$"
 PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-(r50-\d+-)?c1xbm)(-gemean|-gmp)?-gsp$"
 PROXY_GSP = rf"^{DS}-fair-(pnca|pa)(-gemean|-gmp)?-gsp$"
 TABLE4 = r"^cub-fair-(c2|pnca)-"
-METRIX = r"^metrix-(?!demo|base)(?!.*-baseline$)"  # the Metrix presets that mix
+METRIX = r"^metrix-(?!demo|base)(?!.*-baseline$)(?!.*-mochi-)"  # the Metrix presets that mix
+MOCHI = r"^metrix-.*-contrastive-mochi-"  # the MoCHi competitor rows of Metrix Table 2.4
 ONE_LEVEL = r"^metrix-(?!.*-(input-feature|input-embed|feature-embed))"  # not a level combination
 PNCA = rf"^proxynca-{DS}"  # ProxyNCA++ as published and its ablations (ProxyNCA++ paper Tables 3-7)  # GSP paper Table 4, CUB: the pooling alternatives
 
@@ -511,6 +512,17 @@ TABLE = [
     (r"^metrix-.*-pos-neg$", "loss:pairs", "pos_neg", "Metrix Tables 2.5-2.6: pos-neg pairs"),
     (r"^metrix-.*-anc-neg$", "loss:pairs", "anc_neg", "Metrix Tables 2.5-2.6: anc-neg pairs"),
     (r"^metrix-.*-pos-pos$", "loss:pairs", "pos_pos", "Metrix Tables 2.5-2.6: pos-pos pairs"),
+    (MOCHI, "loss.name", "mochi", "Metrix Table 2.4: MoCHi (Kalantidis et al., NeurIPS 2020)"),
+    (MOCHI, "loss:level", "embedding", "Metrix §2.4.4: MoCHi mixes embeddings only"),
+    (f"{MOCHI}neg-neg$", "loss:kinds", ("neg_neg",), "Metrix Table 2.4: MoCHi (neg-neg)"),
+    (f"{MOCHI}anc-neg$", "loss:kinds", ("anc_neg",), "Metrix Table 2.4: MoCHi (anc-neg)"),
+    (
+        MOCHI,
+        "loss:hard_by_level",
+        {"embedding": 100},
+        "Metrix §2.4.4: U-(a) replaced by the k = 100 hardest negatives",
+    ),
+    (MOCHI, "loss:mix_weight", 0.4, "Metrix §2.4.2: w = 0.4 (the thesis's for its mixing runs)"),
     (
         rf"{METRIX}(?!.*-(pos|anc)-(neg|pos)$)",
         "loss:pairs",

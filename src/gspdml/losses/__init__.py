@@ -7,6 +7,7 @@ from gspdml.losses import (  # noqa: F401  (pair losses)  # noqa: F401  (proxy l
     lifted,
     margin,
     metrix,  # noqa: F401  (registers metrix)
+    mochi,  # noqa: F401  (registers mochi)
     multi_similarity,
     norm_softmax,
     proxy_anchor,

@@ -294,22 +294,33 @@ class Metrix(LossWrapper):
             return clean
         anchorless = getattr(self.base, "anchorless", False)
         # proxy losses label the mixed embedding by its parents' classes, pair losses by Eq. 2.8
-        y = weights if anchorless else positivity(labels, triples, weights)
+        y = weights if anchorless else self._labels(labels, triples, weights)
         return clean + self.mix_weight * self.base.mixed(e, labels, mixed, triples, y)
+
+    # ------------------------------------------- what the mixing competitors change
+    def _select(self, triples: torch.Tensor) -> torch.Tensor:
+        """The triples to mix, of those of the pair kind (all of them)."""
+        return triples
+
+    def _labels(self, labels: torch.Tensor, triples: torch.Tensor, lam: torch.Tensor):
+        """Labels of the mixtures for their anchors: interpolated (Eq. 2.8)."""
+        return positivity(labels, triples, lam)
 
     def _mixing(self, embeddings, labels, mix, kind, lam, hard):
         """``(normalised clean embeddings, triples [M, 3], lambda [M], mixed [M, D] or None when
         the batch has no mixing pair)``: the draws of pairs and ``lambda`` and Eq. 2.4."""
         e = F.normalize(embeddings, dim=1)
         kind = kind or self._draw(self.kinds)
-        triples = mixing_triples(labels, kind, e @ e.T if hard else None, hard, self.positives)
+        triples = self._select(
+            mixing_triples(labels, kind, e @ e.T if hard else None, hard, self.positives)
+        )
         if getattr(self.base, "anchorless", False):  # proxy losses: each mixed pair once
             pairs = torch.unique(triples[:, 1:], dim=0)
             triples = torch.cat([pairs[:, :1], pairs], dim=1)
         if len(triples) == 0:
             return e, triples, e.new_zeros(0), None
         weights = (
-            self._draw_lambda(len(triples), e)
+            self._draw_lambda(len(triples), e, kind)
             if lam is None
             else torch.as_tensor(lam, dtype=e.dtype, device=e.device)
         )
@@ -319,7 +330,7 @@ class Metrix(LossWrapper):
             mixed = F.normalize(mixed, dim=1)
         return e, triples, weights, mixed
 
-    def _draw_lambda(self, count: int, like: torch.Tensor) -> torch.Tensor:
+    def _draw_lambda(self, count: int, like: torch.Tensor, kind: str) -> torch.Tensor:
         beta = torch.distributions.Beta(
             torch.tensor(float(self.mix_alpha)), torch.tensor(float(self.mix_alpha))
         )
