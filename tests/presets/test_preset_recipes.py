@@ -39,7 +39,7 @@ GSP = rf"^{DS}-(fair|conventional)-.*-gsp$"
 PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-(r50-\d+-)?c1xbm)(-gemean|-gmp)?-gsp$"
 PROXY_GSP = rf"^{DS}-fair-(pnca|pa)(-gemean|-gmp)?-gsp$"
 TABLE4 = r"^cub-fair-(c2|pnca)-"
-METRIX = r"^metrix-(?!demo|base)(?!.*-baseline$)(?!.*-mochi-)"  # the Metrix presets that mix
+METRIX = r"^metrix-(?!demo|base)(?!.*-(baseline|ps)$)(?!.*-mochi-)"  # the Metrix presets that mix
 MOCHI = r"^metrix-.*-contrastive-mochi-"  # the MoCHi competitor rows of Metrix Table 2.4
 ONE_LEVEL = r"^metrix-(?!.*-(input-feature|input-embed|feature-embed))"  # not a level combination
 PNCA = rf"^proxynca-{DS}"  # ProxyNCA++ as published and its ablations (ProxyNCA++ paper Tables 3-7)  # GSP paper Table 4, CUB: the pooling alternatives
@@ -513,6 +513,20 @@ TABLE = [
     (r"^metrix-.*-anc-neg$", "loss:pairs", "anc_neg", "Metrix Tables 2.5-2.6: anc-neg pairs"),
     (r"^metrix-.*-pos-pos$", "loss:pairs", "pos_pos", "Metrix Tables 2.5-2.6: pos-pos pairs"),
     (MOCHI, "loss.name", "mochi", "Metrix Table 2.4: MoCHi (Kalantidis et al., NeurIPS 2020)"),
+    (
+        r"^metrix-.*-proxy-anchor-ps$",
+        "loss.name",
+        "proxy_synthesis",
+        "Metrix Table 2.4: ProxyAnchor+PS (Gu et al., AAAI 2021)",
+    ),
+    (r"^metrix-.*-ps$", "loss:alpha", 0.4, "PS code: ps_alpha 0.40"),
+    (r"^metrix-.*-ps$", "loss:mu", 1.0, "PS code: ps_mu 1.0"),
+    (
+        r"^metrix-.*-ps$",
+        "loss:alpha_delta_of_pa",
+        (32.0, 0.1),
+        "Metrix §2.4.1: PA alpha 32, delta 0.1",
+    ),
     (MOCHI, "loss:level", "embedding", "Metrix §2.4.4: MoCHi mixes embeddings only"),
     (f"{MOCHI}neg-neg$", "loss:kinds", ("neg_neg",), "Metrix Table 2.4: MoCHi (neg-neg)"),
     (f"{MOCHI}anc-neg$", "loss:kinds", ("anc_neg",), "Metrix Table 2.4: MoCHi (anc-neg)"),

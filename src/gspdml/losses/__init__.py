@@ -12,6 +12,7 @@ from gspdml.losses import (  # noqa: F401  (pair losses)  # noqa: F401  (proxy l
     norm_softmax,
     proxy_anchor,
     proxy_nca,
+    proxy_synthesis,  # noqa: F401  (registers proxy_synthesis)
     soft_triple,
     triplet,
     xbm,  # noqa: F401  (cross-batch memory)

@@ -81,12 +81,16 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
 
     def logits(self, embeddings: torch.Tensor) -> torch.Tensor:
         """``-d_ic / T`` ``[B, C]``."""
-        cos = self.cosines(embeddings)
-        return -(2.0 - 2.0 * cos).clamp(min=0.0) / self.temperature
+        return _logits(self.cosines(embeddings), self.temperature)
 
     def forward(self, embeddings, labels, output=None):
         self.check_labels(labels)
         return self.per_example(self.logits(embeddings), labels).mean()
+
+    def loss_from_cosines(self, cos: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The loss from cosines ``[B, P]`` to ``P`` proxies of classes ``0 .. P - 1`` (Proxy
+        Synthesis appends synthetic ones)."""
+        return self.per_example(_logits(cos, self.temperature), labels).mean()
 
     def per_example(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """``[B]`` losses ``L_i`` of logits ``[B, C]`` under hard labels."""
@@ -158,6 +162,11 @@ class ProxyNCAPlusPlus(ProxyNCA):
             lr_multiplier,
             mixed_targets,
         )
+
+
+def _logits(cos: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``-d / T`` with ``d = 2 - 2 cos``, the squared distance of unit vectors."""
+    return -(2.0 - 2.0 * cos).clamp(min=0.0) / temperature
 
 
 def _weighted_logsumexp(logits: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

@@ -33,7 +33,6 @@ MISSING = {
     "epshn": "EPSHN (Xuan et al., WACV 2020) is not implemented",
     "authors": "quoted from the method's own paper",
     "imix": "i-Mix (Lee et al., ICLR 2021) is not implemented",
-    "ps": "Proxy Synthesis (Gu et al., AAAI 2021) is not implemented",
 }
 
 
@@ -106,7 +105,7 @@ METRIX_TABLE_2_4 = Table(
         +MoCHi(anc-neg)             =metrix-{dataset}-contrastive-mochi-anc-neg 65.2 75.8 84.2 82.5 88.0 92.9 75.8 87.1 94.8 87.2 92.8 94.9
         +Metrix/embed(pos/anc-neg)  =metrix-{dataset}-contrastive-embed      66.4 77.6 85.4 83.9 90.3 94.1 76.7 88.6 95.2 88.4 95.4 96.9
         ProxyAnchor                 =metrix-{dataset}-proxy-anchor-baseline  69.7 80.0 87.0 87.6 92.3 95.5 79.1 90.8 96.2 90.0 97.4 98.2
-        ProxyAnchor+PS              ps                                   70.0 79.8 87.2 87.9 92.8 95.6 79.6 90.9 96.4 90.3 97.4 98.0
+        ProxyAnchor+PS              =metrix-{dataset}-proxy-anchor-ps    70.0 79.8 87.2 87.9 92.8 95.6 79.6 90.9 96.4 90.3 97.4 98.0
         ProxyAnchor+Metrix/embed    =metrix-{dataset}-proxy-anchor-embed     70.4 81.1 87.9 88.9 93.3 96.4 80.6 91.7 96.6 91.6 98.3 98.3
         """
     ),
