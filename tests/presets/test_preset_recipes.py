@@ -39,7 +39,9 @@ GSP = rf"^{DS}-(fair|conventional)-.*-gsp$"
 PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-(r50-\d+-)?c1xbm)(-gemean|-gmp)?-gsp$"
 PROXY_GSP = rf"^{DS}-fair-(pnca|pa)(-gemean|-gmp)?-gsp$"
 TABLE4 = r"^cub-fair-(c2|pnca)-"
-METRIX = r"^metrix-(?!demo|base)(?!.*-(baseline|ps)$)(?!.*-mochi-)"  # the Metrix presets that mix
+METRIX = (
+    r"^metrix-(?!demo|base)(?!.*-(baseline|ps|imix)$)(?!.*-mochi-)"  # the Metrix presets that mix
+)
 MOCHI = r"^metrix-.*-contrastive-mochi-"  # the MoCHi competitor rows of Metrix Table 2.4
 ONE_LEVEL = r"^metrix-(?!.*-(input-feature|input-embed|feature-embed))"  # not a level combination
 PNCA = rf"^proxynca-{DS}"  # ProxyNCA++ as published and its ablations (ProxyNCA++ paper Tables 3-7)  # GSP paper Table 4, CUB: the pooling alternatives
@@ -513,6 +515,11 @@ TABLE = [
     (r"^metrix-.*-anc-neg$", "loss:pairs", "anc_neg", "Metrix Tables 2.5-2.6: anc-neg pairs"),
     (r"^metrix-.*-pos-pos$", "loss:pairs", "pos_pos", "Metrix Tables 2.5-2.6: pos-pos pairs"),
     (MOCHI, "loss.name", "mochi", "Metrix Table 2.4: MoCHi (Kalantidis et al., NeurIPS 2020)"),
+    (r"^metrix-.*-imix$", "loss.name", "imix", "Metrix Table 2.4: i-Mix (Lee et al., ICLR 2021)"),
+    (r"^metrix-.*-imix$", "loss:level", "input", "Metrix Table 2.4: i-Mix against Metrix/input"),
+    (r"^metrix-.*-imix$", "loss:kinds", ("anc_neg",), "Metrix §2.4.4: i-Mix mixes anc-neg pairs"),
+    (r"^metrix-.*-imix$", "loss:mix_alpha", 1.0, "i-Mix §4: Beta(1, 1)"),
+    (r"^metrix-.*-imix$", "loss:mix_weight", 0.4, "Metrix §2.4.2: w = 0.4"),
     (
         r"^metrix-.*-proxy-anchor-ps$",
         "loss.name",

@@ -3,6 +3,7 @@
 from gspdml.losses import (  # noqa: F401  (pair losses)  # noqa: F401  (proxy losses)  # noqa: F401  (registers xml, zsr)
     ccp,  # noqa: F401  (registers ccp)
     contrastive,  # noqa: F401  (registers c1, c2)
+    imix,  # noqa: F401  (registers imix)
     libc,  # noqa: F401  (registers libc)
     lifted,
     margin,

@@ -292,10 +292,7 @@ class Metrix(LossWrapper):
         clean = self.base.clean(e, labels)
         if mixed is None:
             return clean
-        anchorless = getattr(self.base, "anchorless", False)
-        # proxy losses label the mixed embedding by its parents' classes, pair losses by Eq. 2.8
-        y = weights if anchorless else self._labels(labels, triples, weights)
-        return clean + self.mix_weight * self.base.mixed(e, labels, mixed, triples, y)
+        return clean + self.mix_weight * self._mixed_term(e, labels, mixed, triples, weights)
 
     # ------------------------------------------- what the mixing competitors change
     def _select(self, triples: torch.Tensor) -> torch.Tensor:
@@ -305,6 +302,13 @@ class Metrix(LossWrapper):
     def _labels(self, labels: torch.Tensor, triples: torch.Tensor, lam: torch.Tensor):
         """Labels of the mixtures for their anchors: interpolated (Eq. 2.8)."""
         return positivity(labels, triples, lam)
+
+    def _mixed_term(self, e, labels, mixed, triples, lam) -> torch.Tensor:
+        """The mixed loss (Eq. 2.9): each clean anchor against its mixtures. Proxy losses label a
+        mixture by its parents' classes, pair losses by :meth:`_labels`."""
+        anchorless = getattr(self.base, "anchorless", False)
+        y = lam if anchorless else self._labels(labels, triples, lam)
+        return self.base.mixed(e, labels, mixed, triples, y)
 
     def _mixing(self, embeddings, labels, mix, kind, lam, hard):
         """``(normalised clean embeddings, triples [M, 3], lambda [M], mixed [M, D] or None when

@@ -89,3 +89,17 @@ def positivity(labels: torch.Tensor, triples: torch.Tensor, lam: torch.Tensor) -
     y_first = (labels[triples[:, 1]] == anchor).to(lam.dtype)
     y_second = (labels[triples[:, 2]] == anchor).to(lam.dtype)
     return lam * y_first + (1 - lam) * y_second
+
+
+def at_most_per_anchor(triples: torch.Tensor, count: int) -> torch.Tensor:
+    """At most ``count`` of each anchor's triples, drawn uniformly without replacement, in
+    lexicographic order (MoCHi's ``s`` synthetic points per query; i-Mix's one partner)."""
+    if len(triples) == 0:
+        return triples
+    shuffled = triples[torch.randperm(len(triples), device=triples.device)]
+    anchors = shuffled[:, 0]
+    sort = torch.sort(anchors, stable=True)
+    starts = torch.searchsorted(sort.values, sort.values, side="left")
+    rank = torch.empty_like(anchors)  # rank of each triple among its anchor's, shuffled order
+    rank[sort.indices] = torch.arange(len(anchors), device=anchors.device) - starts
+    return torch.unique(shuffled[rank < count], dim=0)

@@ -25,6 +25,7 @@ import torch
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.metrix import Metrix
+from gspdml.losses.metrix_pairs import at_most_per_anchor
 
 MOCHI_KINDS = ("neg_neg", "anc_neg")
 
@@ -76,17 +77,7 @@ class MoCHi(Metrix):
 
     def _select(self, triples: torch.Tensor) -> torch.Tensor:
         """At most ``synthetic`` triples per anchor, uniformly without replacement."""
-        if self.synthetic is None or len(triples) == 0:
-            return triples
-        order = torch.randperm(len(triples), device=triples.device)
-        shuffled = triples[order]
-        anchors = shuffled[:, 0]
-        # rank of each triple among its anchor's, in the shuffled order
-        sort = torch.sort(anchors, stable=True)
-        starts = torch.searchsorted(sort.values, sort.values, side="left")
-        rank = torch.empty_like(anchors)
-        rank[sort.indices] = torch.arange(len(anchors), device=anchors.device) - starts
-        return torch.unique(shuffled[rank < self.synthetic], dim=0)  # back in lexicographic order
+        return triples if self.synthetic is None else at_most_per_anchor(triples, self.synthetic)
 
     def _labels(self, labels, triples, lam):
         """Every synthetic point is a negative of its anchor (label 0)."""

@@ -32,7 +32,6 @@ MISSING = {
     "dc": "Divide and Conquer (Sanakoyeu et al., CVPR 2019) is not implemented",
     "epshn": "EPSHN (Xuan et al., WACV 2020) is not implemented",
     "authors": "quoted from the method's own paper",
-    "imix": "i-Mix (Lee et al., ICLR 2021) is not implemented",
 }
 
 
@@ -99,7 +98,7 @@ METRIX_TABLE_2_4 = Table(
     _blocks(
         """
         Contrastive                 =metrix-{dataset}-contrastive-baseline   64.7 75.9 84.6 81.6 88.2 92.7 74.9 87.0 93.9 86.4 94.7 96.3
-        +i-Mix(anc-neg)             imix                                 65.8 76.2 84.9 82.0 88.5 93.2 75.2 87.3 94.2 87.1 95.4 96.1
+        +i-Mix(anc-neg)             =metrix-{dataset}-contrastive-imix   65.8 76.2 84.9 82.0 88.5 93.2 75.2 87.3 94.2 87.1 95.4 96.1
         +Metrix/input(pos/anc-neg)  =metrix-{dataset}-contrastive-input      66.3 77.1 85.2 82.9 89.3 93.7 75.8 87.8 94.6 87.7 95.9 96.5
         +MoCHi(neg-neg)             =metrix-{dataset}-contrastive-mochi-neg-neg 63.1 74.3 83.8 76.3 84.0 89.3 68.9 83.1 91.8 81.8 91.9 93.9
         +MoCHi(anc-neg)             =metrix-{dataset}-contrastive-mochi-anc-neg 65.2 75.8 84.2 82.5 88.0 92.9 75.8 87.1 94.8 87.2 92.8 94.9
