@@ -7,7 +7,8 @@ Error function of one batch (Psomas thesis Eq. 2.10)::
 ``l`` is the clean loss and ``l~`` its label-weighted version over mixed examples (Eqs.
 2.7-2.13): the base loss, built from :data:`~gspdml.losses.LOSSES`, computes both from label
 weights (:class:`~gspdml.losses.base.LabelWeightedLoss`: ``c2``/``contrastive``,
-``contrastive_similarity``, ``c1``, ``ms``, ``proxy_anchor``). The Metrix recipe's options for
+``contrastive_similarity``, ``c1``, ``ms``, ``proxy_anchor``, ``proxy_nca``, ``proxynca_pp``). The
+Metrix recipe's options for
 those losses are in :data:`RECIPE_DEFAULTS`. Mixed examples (Eq. 2.4)::
 
     input:      v = f(lambda x + (1 - lambda) x')
@@ -30,6 +31,10 @@ Proxy losses (``anchorless``) mix each pair of examples once: with proxy anchors
 the anchor of the mixed embedding; with ProxyNCA/ProxyNCA++ the mixed embedding is itself the
 anchor and the proxies are its positives/negatives with interpolated labels
 (:meth:`gspdml.losses.proxy_nca.ProxyNCA.mixed`).
+
+The mixing methods Metrix is compared with (Table 2.4) change only which triples are kept
+(``_select``), how a mixture is labelled (``_labels``), the factor's law (``_draw_lambda``) or the
+mixed term itself (``_mixed_term``): :mod:`gspdml.losses.mochi`, :mod:`gspdml.losses.imix`.
 """
 
 from __future__ import annotations
