@@ -105,7 +105,7 @@ def test_generic_and_interpolated_targets_differ_and_both_train_proxies_and_embe
         total = loss(emb, labels, kind="pos_neg", lam=0.5)
         grads = torch.autograd.grad(total, (emb, loss.base.proxies))
         assert all(float(x.abs().sum()) > 0 for x in grads)
-        values.append(float(total))
+        values.append(total.item())
     # -log(mean of p) < mean of -log p (Jensen) for two different probabilities
     assert values[0] < values[1]
     with pytest.raises(ConfigError, match="mixed_targets"):
