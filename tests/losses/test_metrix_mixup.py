@@ -224,7 +224,7 @@ def test_random_pairs_and_beta_lambda():
         {"metrix": {"level": "embedding", "lambda_per_pair": True}}, embedding_dim=5, num_classes=3
     )
     torch.manual_seed(0)
-    draws = loss._draw_lambda(4000, emb)
+    draws = loss._draw_lambda(4000, emb, "pos_neg")
     assert stats.kstest(draws.numpy(), "beta", args=(2.0, 2.0)).pvalue > 1e-3
     assert stats.kstest(draws.numpy(), "uniform").pvalue < 1e-6
     seen = set()

@@ -39,7 +39,11 @@ GSP = rf"^{DS}-(fair|conventional)-.*-gsp$"
 PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-(r50-\d+-)?c1xbm)(-gemean|-gmp)?-gsp$"
 PROXY_GSP = rf"^{DS}-fair-(pnca|pa)(-gemean|-gmp)?-gsp$"
 TABLE4 = r"^cub-fair-(c2|pnca)-"
-METRIX = r"^metrix-(?!demo|base)(?!.*-baseline$)"  # the Metrix presets that mix
+METRIX = (
+    r"^metrix-(?!demo|base)(?!.*-(baseline|ps|imix)$)(?!.*-mochi-)"  # the Metrix presets that mix
+)
+MOCHI = r"^metrix-.*-contrastive-mochi-"  # the MoCHi competitor rows of Metrix Table 2.4
+ONE_LEVEL = r"^metrix-(?!.*-(input-feature|input-embed|feature-embed))"  # not a level combination
 PNCA = rf"^proxynca-{DS}"  # ProxyNCA++ as published and its ablations (ProxyNCA++ paper Tables 3-7)  # GSP paper Table 4, CUB: the pooling alternatives
 
 TABLE = [
@@ -437,20 +441,111 @@ TABLE = [
     (METRIX, "loss:mix_alpha", 2.0, "Metrix §2.4.2: Beta(2, 2)"),
     (METRIX, "loss:mix_weight", 0.4, "Metrix §2.4.2: w = 0.4"),
     (rf"{METRIX}(?!.*-(input|embed))", "loss:level", "feature", "Metrix §2.4.2: feature mixup"),
-    (r"^metrix-.*-input", "loss:level", "input", "Metrix Tables 2.3-2.6: Metrix/input"),
-    (r"^metrix-.*-embed", "loss:level", "embedding", "Metrix Tables 2.3-2.6: Metrix/embed"),
+    (rf"{ONE_LEVEL}.*-input", "loss:level", "input", "Metrix Tables 2.3-2.6: Metrix/input"),
+    (rf"{ONE_LEVEL}.*-embed", "loss:level", "embedding", "Metrix Tables 2.3-2.6: Metrix/embed"),
     (
-        r"^metrix-.*-input(?!-k)",
+        r"^metrix-.*-input-feature$",
+        "loss:level",
+        ["input", "feature"],
+        "Metrix Tables 2.5-2.6: mixup type combinations {input, feature}",
+    ),
+    (
+        r"^metrix-.*-input-embed$",
+        "loss:level",
+        ["input", "embedding"],
+        "Metrix Tables 2.5-2.6: mixup type combinations {input, embed}",
+    ),
+    (
+        r"^metrix-.*-(?<!input-)feature-embed$",
+        "loss:level",
+        ["feature", "embedding"],
+        "Metrix Tables 2.5-2.6: mixup type combinations {feature, embed}",
+    ),
+    (
+        r"^metrix-.*-input-feature-embed$",
+        "loss:level",
+        ["input", "feature", "embedding"],
+        "Metrix Tables 2.5-2.6: mixup type combinations {input, feature, embed}",
+    ),
+    (
+        r"^metrix-.*-input-feature(-embed)?$",
+        "loss:hard_negatives",
+        1,
+        "Metrix Tables 2.5-2.6: k = {1, all} / {1, all, all} in the combinations with input",
+    ),
+    (
+        r"^metrix-.*-input-embed$",
+        "loss:hard_negatives",
+        3,
+        "Metrix Tables 2.5-2.6: k = {3, all} for {input, embed}",
+    ),
+    (
+        rf"{ONE_LEVEL}.*-input(?!-k)",
         "loss:hard_negatives",
         3,
         "Metrix §2.4.2: k = 3 hard negatives for input mixup",
     ),
     (r"^metrix-.*-input-k1$", "loss:hard_negatives", 1, "Metrix Tables 2.5-2.6: k = 1"),
     (r"^metrix-.*-input-k2$", "loss:hard_negatives", 2, "Metrix Tables 2.5-2.6: k = 2"),
+    (
+        r"^metrix-.*-feature-k20$",
+        "loss:hard_negatives",
+        {"feature": 20},
+        "Metrix Tables 2.5-2.6: k = 20, feature",
+    ),
+    (
+        r"^metrix-.*-feature-k40$",
+        "loss:hard_negatives",
+        {"feature": 40},
+        "Metrix Tables 2.5-2.6: k = 40, feature",
+    ),
+    (
+        r"^metrix-.*-embed-k20$",
+        "loss:hard_negatives",
+        {"embedding": 20},
+        "Metrix Tables 2.5-2.6: k = 20, embed",
+    ),
+    (
+        r"^metrix-.*-embed-k40$",
+        "loss:hard_negatives",
+        {"embedding": 40},
+        "Metrix Tables 2.5-2.6: k = 40, embed",
+    ),
     (r"^metrix-.*-pos-neg$", "loss:pairs", "pos_neg", "Metrix Tables 2.5-2.6: pos-neg pairs"),
     (r"^metrix-.*-anc-neg$", "loss:pairs", "anc_neg", "Metrix Tables 2.5-2.6: anc-neg pairs"),
+    (r"^metrix-.*-pos-pos$", "loss:pairs", "pos_pos", "Metrix Tables 2.5-2.6: pos-pos pairs"),
+    (MOCHI, "loss.name", "mochi", "Metrix Table 2.4: MoCHi (Kalantidis et al., NeurIPS 2020)"),
+    (r"^metrix-.*-imix$", "loss.name", "imix", "Metrix Table 2.4: i-Mix (Lee et al., ICLR 2021)"),
+    (r"^metrix-.*-imix$", "loss:level", "input", "Metrix Table 2.4: i-Mix against Metrix/input"),
+    (r"^metrix-.*-imix$", "loss:kinds", ("anc_neg",), "Metrix §2.4.4: i-Mix mixes anc-neg pairs"),
+    (r"^metrix-.*-imix$", "loss:mix_alpha", 1.0, "i-Mix §4: Beta(1, 1)"),
+    (r"^metrix-.*-imix$", "loss:mix_weight", 0.4, "Metrix §2.4.2: w = 0.4"),
     (
-        rf"{METRIX}(?!.*-(pos|anc)-neg$)",
+        r"^metrix-.*-proxy-anchor-ps$",
+        "loss.name",
+        "proxy_synthesis",
+        "Metrix Table 2.4: ProxyAnchor+PS (Gu et al., AAAI 2021)",
+    ),
+    (r"^metrix-.*-ps$", "loss:alpha", 0.4, "PS code: ps_alpha 0.40"),
+    (r"^metrix-.*-ps$", "loss:mu", 1.0, "PS code: ps_mu 1.0"),
+    (
+        r"^metrix-.*-ps$",
+        "loss:alpha_delta_of_pa",
+        (32.0, 0.1),
+        "Metrix §2.4.1: PA alpha 32, delta 0.1",
+    ),
+    (MOCHI, "loss:level", "embedding", "Metrix §2.4.4: MoCHi mixes embeddings only"),
+    (f"{MOCHI}neg-neg$", "loss:kinds", ("neg_neg",), "Metrix Table 2.4: MoCHi (neg-neg)"),
+    (f"{MOCHI}anc-neg$", "loss:kinds", ("anc_neg",), "Metrix Table 2.4: MoCHi (anc-neg)"),
+    (
+        MOCHI,
+        "loss:hard_by_level",
+        {"embedding": 100},
+        "Metrix §2.4.4: U-(a) replaced by the k = 100 hardest negatives",
+    ),
+    (MOCHI, "loss:mix_weight", 0.4, "Metrix §2.4.2: w = 0.4 (the thesis's for its mixing runs)"),
+    (
+        rf"{METRIX}(?!.*-(pos|anc)-(neg|pos)$)",
         "loss:pairs",
         "random",
         "Metrix §2.4.2: pos-neg or anc-neg, at random per iteration",
@@ -472,8 +567,38 @@ TABLE = [
     (
         r"^metrix-.*-(ms|proxy-anchor)$",
         "schedule.step_decay.factor",
-        0.5,
-        "Metrix §2.4.1: decay 0.5 for MS and PA",
+        By(cub=0.5, cars=0.5, sop=0.25, inshop=0.25),
+        "Metrix §2.4.1: decay 0.5 for MS and PA on CUB/Cars, 0.25 for all losses on SOP/In-shop",
+    ),
+    (
+        r"^metrix-.*-pnca$",
+        "schedule.step_decay.factor",
+        By(cub=0.5, cars=0.5, sop=0.25, inshop=0.25),
+        "Metrix §2.4.1: 0.25 on SOP/In-shop; CUB/Cars: none given, PA's 0.5 (docs/paper-vs-code.md)",
+    ),
+    (
+        r"^metrix-.*-pnca(-input|-embed)?$",
+        "loss:base.mixed_targets",
+        "generic",
+        "Metrix Eq. 2.9 with Table 2.1's ProxyNCA++ row (docs/paper-vs-code.md)",
+    ),
+    (
+        r"^metrix-.*-pnca-baseline$",
+        "loss.name",
+        "proxynca_pp",
+        "Metrix Table 2.3: ProxyNCA++ without Metrix",
+    ),
+    (
+        r"^metrix-.*-pnca",
+        "loss:temperature_of_pnca",
+        1 / 9,
+        "PNCA code: scale 3 = sqrt(1/T) (the Metrix thesis gives no temperature)",
+    ),
+    (
+        r"^metrix-.*-pnca",
+        "loss:lr_multiplier_of_proxies",
+        100.0,
+        "proxies x100 as the Metrix recipe's PA (docs/paper-vs-code.md)",
     ),
     (
         r"^metrix-.*-ms$",
@@ -482,7 +607,7 @@ TABLE = [
         "Metrix code: MS (17.97, 75.66, 0.77), miner 0.39",
     ),
     (
-        r"^metrix-(sop|inshop)-contrastive$",
+        r"^metrix-(sop|inshop)-(contrastive|ms|proxy-anchor|pnca)$",
         "loss:mix_chunk",
         256,
         "bounded memory at SOP scale (benchmarks/metrix_memory.py)",

@@ -77,8 +77,12 @@ class LabelWeightedLoss:
 
     ``clean(embeddings, labels)`` is the loss with hard labels (the ordinary ``forward``);
     ``mixed(embeddings, labels, mixed, triples, lam)`` the loss of anchor ``triples[j, 0]``
-    against mixed embedding ``mixed[j] = lam_j x_first + (1 - lam_j) x_second`` of positivity
-    ``lam[j]``. Both come from the same ``weighted_loss``; the hard labels are its 0/1 weights.
+    against mixed embedding ``mixed[j]`` of ``x_first`` and ``x_second``: pair losses get its
+    positivity with respect to the anchor in ``lam[j]`` (Eq. 2.8,
+    :func:`~gspdml.losses.metrix_pairs.positivity`); proxy losses (``anchorless``) get the mixing
+    factor ``mixed[j] = lam_j x_first + (1 - lam_j) x_second`` and label it by the proxies'
+    classes. Pair losses compute both from one ``weighted_loss``; the hard labels are its 0/1
+    weights.
     """
 
     def clean(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,8 @@ Error function of one batch (Psomas thesis Eq. 2.10)::
 ``l`` is the clean loss and ``l~`` its label-weighted version over mixed examples (Eqs.
 2.7-2.13): the base loss, built from :data:`~gspdml.losses.LOSSES`, computes both from label
 weights (:class:`~gspdml.losses.base.LabelWeightedLoss`: ``c2``/``contrastive``,
-``contrastive_similarity``, ``c1``, ``ms``, ``proxy_anchor``). The Metrix recipe's options for
+``contrastive_similarity``, ``c1``, ``ms``, ``proxy_anchor``, ``proxy_nca``, ``proxynca_pp``). The
+Metrix recipe's options for
 those losses are in :data:`RECIPE_DEFAULTS`. Mixed examples (Eq. 2.4)::
 
     input:      v = f(lambda x + (1 - lambda) x')
@@ -16,18 +17,29 @@ those losses are in :data:`RECIPE_DEFAULTS`. Mixed examples (Eq. 2.4)::
 
 with ``lambda ~ Beta(alpha, alpha)``, ``alpha = 2``, ``w = 0.4`` (§2.4.2), one ``lambda`` per
 iteration (the authors' code; ``lambda_per_pair`` draws one per mixed example, as Eq. 2.8 suggests). Here
-``g_m`` is the embedder's backbone and ``f_m`` its head, pooling and normalisation. The mixing
-pairs (:mod:`gspdml.losses.metrix_pairs`) are positive-negative or anchor-negative, chosen
-uniformly at random at every iteration (§2.4.2); positive-negative pairs take every positive of
-the anchor (Eq. 2.8, ``positives: all``) or only its first one (the authors' code,
-``positives: first``); input mixup uses the ``k = 3`` hardest negatives (§2.4.2). Mixed
-embeddings are re-normalised (the code's ``LpDistance`` does so; the thesis's s(v, v') is a raw inner
-product) unless ``renormalize=False``.
+``g_m`` is the embedder's backbone and ``f_m`` its head, pooling and normalisation. A list of
+levels draws one of them uniformly at every iteration (the "mixup type combinations" of Tables
+2.5-2.6). The mixing pairs (:mod:`gspdml.losses.metrix_pairs`) are positive-negative or
+anchor-negative, chosen uniformly at random at every iteration (§2.4.2; ``pairs: random``), or
+any one kind or list of kinds (pos-pos and neg-neg too, Tables 2.4-2.6); positive-negative
+pairs take every positive of the anchor (Eq. 2.8, ``positives: all``) or only its first one (the
+authors' code, ``positives: first``); input mixup uses the ``k = 3`` hardest negatives (§2.4.2).
+Mixed embeddings are re-normalised (the code's ``LpDistance`` does so; the thesis's s(v, v') is a
+raw inner product) unless ``renormalize=False``.
+
+Proxy losses (``anchorless``) mix each pair of examples once: with proxy anchors every proxy is
+the anchor of the mixed embedding; with ProxyNCA/ProxyNCA++ the mixed embedding is itself the
+anchor and the proxies are its positives/negatives with interpolated labels
+(:meth:`gspdml.losses.proxy_nca.ProxyNCA.mixed`).
+
+The mixing methods Metrix is compared with (Table 2.4) change only which triples are kept
+(``_select``), how a mixture is labelled (``_labels``), the factor's law (``_draw_lambda``) or the
+mixed term itself (``_mixed_term``): :mod:`gspdml.losses.mochi`, :mod:`gspdml.losses.imix`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
@@ -37,7 +49,7 @@ from torch.utils.checkpoint import checkpoint
 from gspdml.errors import TrainingError
 from gspdml.losses.base import LOSSES, LabelWeightedLoss
 from gspdml.losses.contrastive import C2Contrastive
-from gspdml.losses.metrix_pairs import KINDS, POSITIVES, mixing_triples
+from gspdml.losses.metrix_pairs import DEFAULT_KINDS, KINDS, POSITIVES, mixing_triples, positivity
 from gspdml.losses.multi_similarity import MultiSimilarity
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
@@ -45,6 +57,8 @@ from gspdml.registry import parse_spec
 
 LEVELS = ("input", "feature", "embedding")
 PAIRS = ("random", *KINDS)
+#: the losses with label weights, named in errors
+LABEL_WEIGHTED = "contrastive, contrastive_similarity, c1, ms, proxy_anchor, proxy_nca, proxynca_pp"
 
 #: The Metrix recipe's options of its base losses, used for each option the ``loss`` spec does
 #: not give (the base losses keep their own defaults outside Metrix). Source: the authors' code
@@ -73,17 +87,23 @@ class Metrix(LossWrapper):
 
     Args:
         loss: spec of the base loss, one with label weights (``contrastive`` = ``c2``,
-            ``contrastive_similarity``, ``c1``, ``ms``, ``proxy_anchor``); options it does not
-            give come from :data:`RECIPE_DEFAULTS`. With proxy anchors, each mixed pair of
-            examples is used once and every proxy is its anchor.
-        level: ``input``, ``feature`` (default) or ``embedding``.
-        pairs: ``random`` (per iteration, the thesis), ``pos_neg`` or ``anc_neg``.
+            ``contrastive_similarity``, ``c1``, ``ms``, ``proxy_anchor``, ``proxy_nca``,
+            ``proxynca_pp``); options it does not give come from :data:`RECIPE_DEFAULTS`. With
+            proxy losses each mixed pair of examples is used once (the module docstring).
+        level: ``input``, ``feature`` (default) or ``embedding``, or a list of them, one drawn
+            uniformly at every iteration (Tables 2.5-2.6, "mixup type combinations").
+        pairs: ``random`` (``pos_neg`` or ``anc_neg`` drawn per iteration, the thesis), one of
+            ``pos_neg``, ``anc_neg``, ``pos_pos``, ``neg_neg``, or a list of them, one drawn
+            uniformly at every iteration.
         positives: ``all`` (default): pos-neg pairs mix every positive of an anchor with every
             negative, ``U+(a) x U-(a)`` (Eq. 2.8); ``first``: only the anchor's first positive
             in batch order (the authors' code; docs/paper-vs-code.md).
         mix_alpha: ``alpha`` of ``Beta(alpha, alpha)``.
         mix_weight: ``w``.
-        hard_negatives: ``k`` hardest negatives per anchor, input level only.
+        hard_negatives: ``k`` hardest negatives per anchor (highest clean similarity), at the
+            input level only (§2.4.2; in a list of levels, when the input level is drawn: Table
+            2.5's ``{1, all}`` for ``{input, feature}``); or a mapping of levels to ``k`` (``null``:
+            all negatives), e.g. ``{feature: 20}`` for Table 2.5's ``k = 20, feature``.
         lambda_per_pair: one ``lambda`` per mixed example instead of per iteration.
         renormalize: L2-normalise mixed embeddings.
         mix_chunk: feature level only: embed the mixed maps in chunks of this many, each under
@@ -101,37 +121,35 @@ class Metrix(LossWrapper):
         embedding_dim: int,
         num_classes: int,
         loss: Any = "contrastive",
-        level: str = "feature",
-        pairs: str = "random",
+        level: Union[str, Sequence[str]] = "feature",
+        pairs: Union[str, Sequence[str]] = "random",
         positives: str = "all",
         mix_alpha: float = 2.0,
         mix_weight: float = 0.4,
-        hard_negatives: int = 3,
+        hard_negatives: Union[int, Mapping[str, Optional[int]]] = 3,
         lambda_per_pair: bool = False,
         renormalize: bool = True,
         mix_chunk: Optional[int] = None,
     ):
         super().__init__(with_recipe_defaults(loss, self.field("loss")), embedding_dim, num_classes)
-        self.require_base(
-            LabelWeightedLoss,
-            "a loss with label weights (contrastive, contrastive_similarity, c1, ms, proxy_anchor)",
-        )
+        self.require_base(LabelWeightedLoss, f"a loss with label weights ({LABEL_WEIGHTED})")
         # Metrix L2-normalises the clean embeddings, and the mixed ones unless renormalize=False
         self.base.normalize_inputs = False
-        self.require_choice("level", level, LEVELS)
-        self.require_choice("pairs", pairs, PAIRS)
+        self.levels = self._choices("level", level, LEVELS)
+        kinds = DEFAULT_KINDS if pairs == "random" else self._choices("pairs", pairs, PAIRS[1:])
         self.require_choice("positives", positives, POSITIVES)
         self.require_positive("mix_alpha", mix_alpha)
-        self.require(hard_negatives >= 1, "hard_negatives", f"must be >= 1, got {hard_negatives}")
+        self.hard_by_level = self._hard_by_level(hard_negatives)
         self.require(
-            mix_chunk is None or (mix_chunk >= 1 and level == "feature"),
+            mix_chunk is None or (mix_chunk >= 1 and "feature" in self.levels),
             "mix_chunk",
             f"must be null or >= 1 with level: feature, got {mix_chunk!r} at level {level!r}",
         )
         self.lr_multiplier = getattr(self.base, "lr_multiplier", 1.0)
-        self.level, self.pairs, self.positives, self.mix_alpha, self.mix_weight = (
-            level,
-            pairs,
+        # as configured (one name or a list), and the names drawn from
+        self.level, self.pairs = _as_given(level), _as_given(pairs)
+        self.kinds, self.positives, self.mix_alpha, self.mix_weight = (
+            kinds,
             positives,
             mix_alpha,
             mix_weight,
@@ -142,39 +160,108 @@ class Metrix(LossWrapper):
             renormalize,
         )
         self.mix_chunk = mix_chunk
-        if level == "feature":  # mixes backbone maps and embeds them with the rest of the model
+        if (
+            "feature" in self.levels
+        ):  # mixes backbone maps and embeds them with the rest of the model
             self.requires = BatchRequirements(reads=frozenset({"embed_features"}))
+
+    def _choices(self, option: str, value: Any, allowed: tuple[str, ...]) -> tuple[str, ...]:
+        """``value`` (one name or a non-empty list of distinct names) as a tuple of names."""
+        names = (value,) if isinstance(value, str) else tuple(value)
+        self.require(
+            len(names) > 0 and len(set(names)) == len(names),
+            option,
+            f"must be one name or a list of distinct names, got {value!r}",
+        )
+        for name in names:
+            self.require_choice(option, name, allowed)
+        return names
+
+    def _hard_by_level(self, value: Any) -> dict[str, Optional[int]]:
+        """``{level: k or None}`` from ``hard_negatives`` (an int: the input level's)."""
+        by_level = dict(value) if isinstance(value, Mapping) else {"input": value}
+        for level, k in by_level.items():
+            self.require_choice("hard_negatives", level, LEVELS)
+            self.require(
+                k is None or (isinstance(k, int) and not isinstance(k, bool) and k >= 1),
+                "hard_negatives",
+                f"k must be an integer >= 1 or null (all negatives), got {k!r} at level {level!r}",
+            )
+        return by_level
+
+    @staticmethod
+    def _draw(names: tuple[str, ...]) -> str:
+        """One of ``names``, uniformly (the first without a draw when there is one)."""
+        return names[int(torch.randint(len(names), ()))] if len(names) > 1 else names[0]
 
     # ------------------------------------------------------------ entry points
     def forward(self, embeddings, labels, output=None, *, kind: Optional[str] = None, lam=None):
         """Embedding-level Metrix; the other levels need the model (:meth:`training_objective`)."""
-        if self.level != "embedding":
+        if self.levels != ("embedding",):
             raise TrainingError(
-                f"metrix at level '{self.level}' mixes inside the network: the trainer must call "
+                f"metrix at level {'/'.join(self.levels)} mixes inside the network: the trainer must call "
                 "training_objective(model, images, labels) (it cannot sit inside a weighted list of losses)"
             )
 
         def mix(triples, weights):
             return _mix(weights, embeddings[triples[:, 1]], embeddings[triples[:, 2]])
 
-        return self.objective(embeddings, labels, mix, kind=kind, lam=lam)
+        return self.objective(
+            embeddings, labels, mix, kind=kind, lam=lam, hard=self.hard_by_level.get("embedding")
+        )
 
     def training_objective(
-        self, model: nn.Module, images, labels, *, kind: Optional[str] = None, lam=None
+        self,
+        model: nn.Module,
+        images,
+        labels,
+        *,
+        kind: Optional[str] = None,
+        lam=None,
+        level: Optional[str] = None,
     ):
-        if self.level == "embedding":
-            output = model(images)
-            return self(output.embedding, labels, output, kind=kind, lam=lam)
-        if self.level == "feature":
+        """One batch at ``level`` (default: one of the configured levels, drawn uniformly)."""
+        clean, mix, hard = self._embedder_mix(model, images, level or self._draw(self.levels))
+        return self.objective(clean, labels, mix, kind=kind, lam=lam, hard=hard)
+
+    def mixed_embeddings(
+        self,
+        model: nn.Module,
+        images,
+        labels,
+        *,
+        kind: Optional[str] = None,
+        lam=None,
+        level: Optional[str] = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The clean ``[B, D]`` and mixed ``[M, D]`` embeddings one training step of this batch
+        would use (same draws of level, pairs and ``lambda``; L2-normalised as the loss sees them),
+        without the loss: the augmented training set ``X^`` of the utilisation measure
+        (:mod:`gspdml.analysis.utilization`, Psomas thesis Eq. 2.24)."""
+        clean, mix, hard = self._embedder_mix(model, images, level or self._draw(self.levels))
+        e, _, _, mixed = self._mixing(clean, labels, mix, kind, lam, hard)
+        return e, e.new_zeros((0, e.shape[1])) if mixed is None else mixed
+
+    def _embedder_mix(self, model: nn.Module, images, level: str):
+        """``(clean embeddings, mix(triples, lambda) -> mixed embeddings, hard negatives k or
+        None)`` of ``images`` at ``level`` (Eq. 2.4)."""
+        hard = self.hard_by_level.get(level)
+        if level == "embedding":
+            e = model(images).embedding
+
+            def mix_embeddings(triples, weights):
+                return _mix(weights, e[triples[:, 1]], e[triples[:, 2]])
+
+            return e, mix_embeddings, hard
+        if level == "feature":
             maps = model.backbone(images)
-            clean = model.embed_features(maps).embedding
 
             def embed_mixed(triples, weights):
                 return model.embed_features(
                     _mix(weights, maps[triples[:, 1]], maps[triples[:, 2]])
                 ).embedding
 
-            def mix(triples, weights):
+            def mix_features(triples, weights):
                 if self.mix_chunk is None or len(triples) <= self.mix_chunk:
                     return embed_mixed(triples, weights)
                 return torch.cat(
@@ -186,13 +273,12 @@ class Metrix(LossWrapper):
                     ]
                 )
 
-            return self.objective(clean, labels, mix, kind=kind, lam=lam)
-        clean = model(images).embedding
+            return model.embed_features(maps).embedding, mix_features, hard
 
-        def mix(triples, weights):
+        def mix_inputs(triples, weights):
             return model(_mix(weights, images[triples[:, 1]], images[triples[:, 2]])).embedding
 
-        return self.objective(clean, labels, mix, kind=kind, lam=lam, hard=self.hard_negatives)
+        return model(images).embedding, mix_inputs, hard
 
     # ----------------------------------------------------------------- the sum
     def objective(
@@ -207,19 +293,43 @@ class Metrix(LossWrapper):
     ) -> torch.Tensor:
         """``clean + w * mixed`` (Eq. 2.10). ``mix(triples, lam [M])`` returns the ``[M, D]``
         mixed embeddings; ``kind`` and ``lam`` (a scalar or ``[M]``) override the random draws."""
-        e = F.normalize(embeddings, dim=1)
+        e, triples, weights, mixed = self._mixing(embeddings, labels, mix, kind, lam, hard)
         clean = self.base.clean(e, labels)
-        kind = kind or (
-            KINDS[int(torch.randint(len(KINDS), ()))] if self.pairs == "random" else self.pairs
+        if mixed is None:
+            return clean
+        return clean + self.mix_weight * self._mixed_term(e, labels, mixed, triples, weights)
+
+    # ------------------------------------------- what the mixing competitors change
+    def _select(self, triples: torch.Tensor) -> torch.Tensor:
+        """The triples to mix, of those of the pair kind (all of them)."""
+        return triples
+
+    def _labels(self, labels: torch.Tensor, triples: torch.Tensor, lam: torch.Tensor):
+        """Labels of the mixtures for their anchors: interpolated (Eq. 2.8)."""
+        return positivity(labels, triples, lam)
+
+    def _mixed_term(self, e, labels, mixed, triples, lam) -> torch.Tensor:
+        """The mixed loss (Eq. 2.9): each clean anchor against its mixtures. Proxy losses label a
+        mixture by its parents' classes, pair losses by :meth:`_labels`."""
+        anchorless = getattr(self.base, "anchorless", False)
+        y = lam if anchorless else self._labels(labels, triples, lam)
+        return self.base.mixed(e, labels, mixed, triples, y)
+
+    def _mixing(self, embeddings, labels, mix, kind, lam, hard):
+        """``(normalised clean embeddings, triples [M, 3], lambda [M], mixed [M, D] or None when
+        the batch has no mixing pair)``: the draws of pairs and ``lambda`` and Eq. 2.4."""
+        e = F.normalize(embeddings, dim=1)
+        kind = kind or self._draw(self.kinds)
+        triples = self._select(
+            mixing_triples(labels, kind, e @ e.T if hard else None, hard, self.positives)
         )
-        triples = mixing_triples(labels, kind, e @ e.T if hard else None, hard, self.positives)
-        if getattr(self.base, "anchorless", False):  # proxy anchors: each mixed pair once
+        if getattr(self.base, "anchorless", False):  # proxy losses: each mixed pair once
             pairs = torch.unique(triples[:, 1:], dim=0)
             triples = torch.cat([pairs[:, :1], pairs], dim=1)
         if len(triples) == 0:
-            return clean
+            return e, triples, e.new_zeros(0), None
         weights = (
-            self._draw_lambda(len(triples), e)
+            self._draw_lambda(len(triples), e, kind)
             if lam is None
             else torch.as_tensor(lam, dtype=e.dtype, device=e.device)
         )
@@ -227,14 +337,18 @@ class Metrix(LossWrapper):
         mixed = mix(triples, weights)
         if self.renormalize:
             mixed = F.normalize(mixed, dim=1)
-        return clean + self.mix_weight * self.base.mixed(e, labels, mixed, triples, weights)
+        return e, triples, weights, mixed
 
-    def _draw_lambda(self, count: int, like: torch.Tensor) -> torch.Tensor:
+    def _draw_lambda(self, count: int, like: torch.Tensor, kind: str) -> torch.Tensor:
         beta = torch.distributions.Beta(
             torch.tensor(float(self.mix_alpha)), torch.tensor(float(self.mix_alpha))
         )
         draws = beta.sample((count,) if self.lambda_per_pair else ())
         return draws.to(dtype=like.dtype, device=like.device)
+
+
+def _as_given(value: Union[str, Sequence[str]]) -> Union[str, list[str]]:
+    return value if isinstance(value, str) else list(value)
 
 
 def _mix(lam: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:

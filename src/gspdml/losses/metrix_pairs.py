@@ -1,8 +1,9 @@
-"""Which examples Metrix mixes (Psomas thesis §2.4.2, "Mixing pairs").
+"""Which examples Metrix mixes (Psomas thesis §2.3.5 and §2.4.2, "Mixing pairs"; Tables 2.5-2.6).
 
 A mixing set is a list of triples ``(anchor, first, second)``: the anchor stays clean and the
 mixed example is ``mix_lambda(first, second) = lambda first + (1 - lambda) second`` with label
-``lambda`` with respect to the anchor.
+``lambda y_first + (1 - lambda) y_second`` with respect to the anchor (Eq. 2.8), ``y = 1`` for
+the anchor and its positives, ``0`` for its negatives (:func:`positivity`).
 
 * ``pos_neg``: ``M(a) = U+(a) x U-(a)``, every positive of ``a`` with every negative of ``a``
   (the thesis, Eq. 2.8, ``positives="all"``); ``positives="first"`` keeps only the first
@@ -10,7 +11,12 @@ mixed example is ``mix_lambda(first, second) = lambda first + (1 - lambda) secon
   ``pos[index_pos][0]``, and repeat the resulting triples once per positive of ``a``, which
   weighs anchors alike in balanced batches; here each triple appears once);
 * ``anc_neg``: ``M(a) = S(a) x U-(a)``, the anchor itself (label 1) with every negative,
-  for every anchor (the thesis; the authors' code keeps only anchors without positives, A7).
+  for every anchor (the thesis; the authors' code keeps only anchors without positives, A7);
+* ``pos_pos``: ``M(a) = U+(a)^2``, two distinct positives of ``a`` (label 1; Table 2.5,
+  "pos-pos"); ``neg_neg``: ``M(a) = U-(a)^2``, two distinct negatives of ``a`` (label 0; the
+  thesis's set of allowed pairs, §2.3.5, and MoCHi's negative-negative pairs, Table 2.4). Both
+  take each unordered pair once, ``first < second`` in batch order: ``lambda ~ Beta(alpha, alpha)``
+  is symmetric, so the reversed pair is the same mixture in distribution.
 
 For input mixup ``U-(a)`` is replaced by the ``k`` hardest negatives of ``a``: highest clean
 similarity (§2.4.2).
@@ -22,7 +28,9 @@ from typing import Optional
 
 import torch
 
-KINDS = ("pos_neg", "anc_neg")
+KINDS = ("pos_neg", "anc_neg", "pos_pos", "neg_neg")
+#: the thesis's default: pos-neg or anc-neg, one of them drawn uniformly per iteration (§2.4.2)
+DEFAULT_KINDS = ("pos_neg", "anc_neg")
 POSITIVES = ("all", "first")
 
 
@@ -33,11 +41,11 @@ def mixing_triples(
     hard_negatives: Optional[int] = None,
     positives: str = "all",
 ) -> torch.Tensor:
-    """int64 ``[M, 3]`` rows ``(anchor, first, second)``, sorted by anchor.
+    """int64 ``[M, 3]`` rows ``(anchor, first, second)``, sorted lexicographically.
 
     Args:
         labels: ``[B]`` class ids.
-        kind: ``pos_neg`` or ``anc_neg``.
+        kind: ``pos_neg``, ``anc_neg``, ``pos_pos`` or ``neg_neg``.
         similarity: ``[B, B]`` clean similarities, needed with ``hard_negatives``.
         hard_negatives: keep only the ``k`` negatives of each anchor with the highest similarity.
         positives: ``all`` positives of each anchor (``pos_neg``), or only its ``first`` one.
@@ -58,7 +66,40 @@ def mixing_triples(
         top = torch.topk(scores, k, dim=1).indices
         hard = torch.zeros_like(negative).scatter_(1, top, True)
         negative = negative & hard
-    first = (same & ~eye) if kind == "pos_neg" else eye
+    positive = same & ~eye
     if kind == "pos_neg" and positives == "first":
-        first = first & (first.cumsum(1) == 1)  # the lowest-index positive of each row
-    return torch.nonzero(first[:, :, None] & negative[:, None, :])
+        positive = positive & (positive.cumsum(1) == 1)  # the lowest-index positive of each row
+    first, second = {
+        "pos_neg": (positive, negative),
+        "anc_neg": (eye, negative),
+        "pos_pos": (positive, positive),
+        "neg_neg": (negative, negative),
+    }[kind]
+    pairs = first[:, :, None] & second[:, None, :]
+    if kind in ("pos_pos", "neg_neg"):  # unordered pairs of two distinct examples
+        pairs = pairs & torch.ones(n, n, dtype=torch.bool, device=labels.device).triu(1)
+    return torch.nonzero(pairs)
+
+
+def positivity(labels: torch.Tensor, triples: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
+    """``[M]`` labels of the mixed examples with respect to their anchors (Eq. 2.8):
+    ``lambda y_first + (1 - lambda) y_second`` with ``y = [same class as the anchor]``; ``lambda``
+    for pos-neg and anc-neg pairs, 1 for pos-pos, 0 for neg-neg."""
+    anchor = labels[triples[:, 0]]
+    y_first = (labels[triples[:, 1]] == anchor).to(lam.dtype)
+    y_second = (labels[triples[:, 2]] == anchor).to(lam.dtype)
+    return lam * y_first + (1 - lam) * y_second
+
+
+def at_most_per_anchor(triples: torch.Tensor, count: int) -> torch.Tensor:
+    """At most ``count`` of each anchor's triples, drawn uniformly without replacement, in
+    lexicographic order (MoCHi's ``s`` synthetic points per query; i-Mix's one partner)."""
+    if len(triples) == 0:
+        return triples
+    shuffled = triples[torch.randperm(len(triples), device=triples.device)]
+    anchors = shuffled[:, 0]
+    sort = torch.sort(anchors, stable=True)
+    starts = torch.searchsorted(sort.values, sort.values, side="left")
+    rank = torch.empty_like(anchors)  # rank of each triple among its anchor's, shuffled order
+    rank[sort.indices] = torch.arange(len(anchors), device=anchors.device) - starts
+    return torch.unique(shuffled[rank < count], dim=0)

@@ -76,8 +76,12 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
 
     def forward(self, embeddings, labels, output=None):
         self.check_labels(labels)
-        same = labels[:, None] == self.proxy_classes(labels.device)[None, :]
-        cos = self.cosines(embeddings)  # [B, C]
+        return self.loss_from_cosines(self.cosines(embeddings), labels)
+
+    def loss_from_cosines(self, cos: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The loss from cosines ``[B, P]`` to ``P`` proxies of classes ``0 .. P - 1`` (one per
+        class; Proxy Synthesis appends synthetic ones)."""
+        same = labels[:, None] == torch.arange(cos.shape[1], device=labels.device)[None, :]
         return self.weighted_loss(cos, same.to(cos.dtype), (~same).to(cos.dtype))
 
     def weighted_loss(self, values, positive_weights, negative_weights):
@@ -87,7 +91,7 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
         pos = log1p_sum_exp(-self.alpha * (values - self.delta), positive_weights, dim=0)
         if self.variant == "original":
             neg = log1p_sum_exp(self.alpha * (values + self.delta), negative_weights, dim=0)
-            return pos[present].sum() / present.sum().clamp(min=1) + neg.sum() / self.num_classes
+            return pos[present].sum() / present.sum().clamp(min=1) + neg.sum() / values.shape[1]
         neg = log1p_sum_exp(self.alpha * (values - self.delta), negative_weights, dim=0)
         return (pos + neg).mean() / self.alpha
 

@@ -2,22 +2,25 @@
 
 Both use the squared Euclidean distance of L2-normalised embeddings and proxies,
 ``d_ic = || x_i/||x_i|| - p_c/||p_c|| ||^2 = 2 - 2 cos(x_i, p_c)``, and logits ``-d_ic / T``.
+With label weights (:meth:`ProxyNCA.mixed`) they are Metrix base losses (Psomas thesis Table 2.3,
+"ProxyNCA++ + Metrix").
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gspdml.losses.base import LOSSES
+from gspdml.errors import ConfigError
+from gspdml.losses.base import LOSSES, LabelWeightedLoss
 from gspdml.losses.proxies import ProxyLoss
 
 
 @LOSSES.register("proxy_nca", "proxynca")
-class ProxyNCA(ProxyLoss):
+class ProxyNCA(LabelWeightedLoss, ProxyLoss):
     """ProxyNCA with temperature ``T`` (ProxyNCA++ paper Eq. 3 and Eq. 6):
 
     * ``assignment_probability: false`` (ProxyNCA, ProxyNCA++ paper Eq. 3): the positive proxy is
@@ -28,7 +31,29 @@ class ProxyNCA(ProxyLoss):
 
     Reduction: mean over the batch. Proxies initialised ``N(0, 1/8^2)`` as in the ProxyNCA++
     code; ``lr_multiplier`` 100 (Gürbüz thesis §3.3.2.1, proxy-loss hyper-parameters).
+
+    Under Metrix (:meth:`mixed`; Psomas thesis §2.3.5, Table 2.1: anchor = example, positives
+    and negatives = proxies) a mixed embedding ``v = mix_lambda(x, x')`` of classes ``c, c'`` is
+    its own anchor, and proxy ``q`` its positive with label ``y_q = lambda [q = c] +
+    (1 - lambda) [q = c']`` (Eq. 2.8). ``mixed_targets`` says how the label enters:
+
+    * ``generic`` (default; Eq. 2.9 with Table 2.1's ``sigma+ = -log``, ``sigma- = log``,
+      ``rho = exp``): ``l~(v) = -log sum_q y_q e^{z_q} + log sum_q w_q e^{z_q}``, ``z_q = -d_vq/T``,
+      ``w_q = 1`` with the assignment probability (the softmax over all proxies, ProxyNCA++ Eq. 6)
+      and ``w_q = 1 - y_q`` without it (Eq. 2.9's negative term); i.e.
+      ``-log(lambda p_c(v) + (1 - lambda) p_c'(v))`` for ProxyNCA++;
+    * ``interpolated``: mixup's interpolated targets (Zhang et al., ICLR 2018), the clean loss
+      of ``v`` under label ``c`` and under ``c'`` mixed, ``lambda l(v; c) + (1 - lambda) l(v; c')``
+      (the cross-entropy with target ``y`` for ProxyNCA++).
+
+    Both equal the clean loss of ``x`` when ``lambda = 1`` and ``v = x``; the mixed loss is the
+    mean over the mixed embeddings (docs/paper-vs-code.md, "ProxyNCA++ + Metrix"). The distance
+    normalises ``v``, so Metrix's ``renormalize`` makes no difference here.
     """
+
+    MIXED_TARGETS = ("generic", "interpolated")
+    #: Metrix: mixed examples are pairs of batch examples, each its own anchor against the proxies
+    anchorless = True
 
     def __init__(
         self,
@@ -37,29 +62,60 @@ class ProxyNCA(ProxyLoss):
         temperature: float = 1.0,
         assignment_probability: bool = False,
         lr_multiplier: float = 100.0,
+        mixed_targets: Literal["generic", "interpolated"] = "generic",
     ):
+        if mixed_targets not in self.MIXED_TARGETS:
+            raise ConfigError(
+                f"{type(self).__name__}.mixed_targets",
+                f"unknown value {mixed_targets!r}; allowed: {', '.join(self.MIXED_TARGETS)}",
+            )
         super().__init__(num_classes, embedding_dim, 1, lr_multiplier)
         self.temperature, self.assignment_probability = (
             float(temperature),
             bool(assignment_probability),
         )
+        self.mixed_targets = mixed_targets
 
     def reset_proxies(self) -> None:
         nn.init.normal_(self.proxies, std=1.0 / 8.0)
 
     def logits(self, embeddings: torch.Tensor) -> torch.Tensor:
         """``-d_ic / T`` ``[B, C]``."""
-        cos = self.cosines(embeddings)
-        return -(2.0 - 2.0 * cos).clamp(min=0.0) / self.temperature
+        return _logits(self.cosines(embeddings), self.temperature)
 
     def forward(self, embeddings, labels, output=None):
         self.check_labels(labels)
-        logits = self.logits(embeddings)
+        return self.per_example(self.logits(embeddings), labels).mean()
+
+    def loss_from_cosines(self, cos: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The loss from cosines ``[B, P]`` to ``P`` proxies of classes ``0 .. P - 1`` (Proxy
+        Synthesis appends synthetic ones)."""
+        return self.per_example(_logits(cos, self.temperature), labels).mean()
+
+    def per_example(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """``[B]`` losses ``L_i`` of logits ``[B, C]`` under hard labels."""
         if self.assignment_probability:
-            return F.cross_entropy(logits, labels)
+            return F.cross_entropy(logits, labels, reduction="none")
         positive = logits.gather(1, labels[:, None]).squeeze(1)
         others = logits.scatter(1, labels[:, None], float("-inf"))
-        return (torch.logsumexp(others, dim=1) - positive).mean()
+        return torch.logsumexp(others, dim=1) - positive
+
+    def mixed(self, embeddings, labels, mixed, triples, lam):
+        """Mean over mixed embeddings ``v_j = lam_j x_first + (1 - lam_j) x_second`` of their loss
+        against the proxies with interpolated labels (class docstring)."""
+        first, second = labels[triples[:, 1]], labels[triples[:, 2]]
+        logits = self.logits(mixed)
+        lam = lam.to(logits.dtype)
+        if self.mixed_targets == "interpolated":
+            own = self.per_example(logits, first)
+            other = self.per_example(logits, second)
+            return (lam * own + (1 - lam) * other).mean()
+        y = lam[:, None] * F.one_hot(first, self.num_classes).to(logits.dtype) + (1 - lam)[
+            :, None
+        ] * F.one_hot(second, self.num_classes).to(logits.dtype)
+        weights = torch.ones_like(y) if self.assignment_probability else 1 - y
+        positive = _weighted_logsumexp(logits, y)
+        return (_weighted_logsumexp(logits, weights) - positive).mean()
 
 
 @LOSSES.register("proxynca_pp", "proxy_nca_pp")
@@ -96,7 +152,26 @@ class ProxyNCAPlusPlus(ProxyNCA):
         temperature: float = 1.0 / 9.0,
         assignment_probability: bool = True,
         lr_multiplier: float = 1.0,
+        mixed_targets: Literal["generic", "interpolated"] = "generic",
     ):
         super().__init__(
-            num_classes, embedding_dim, temperature, assignment_probability, lr_multiplier
+            num_classes,
+            embedding_dim,
+            temperature,
+            assignment_probability,
+            lr_multiplier,
+            mixed_targets,
         )
+
+
+def _logits(cos: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``-d / T`` with ``d = 2 - 2 cos``, the squared distance of unit vectors."""
+    return -(2.0 - 2.0 * cos).clamp(min=0.0) / temperature
+
+
+def _weighted_logsumexp(logits: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``log sum_q w_q e^{z_q}`` per row, stable (terms of weight 0 are left out)."""
+    masked = logits.masked_fill(weights <= 0, float("-inf"))
+    top = masked.amax(dim=1, keepdim=True).detach().clamp(min=-1e4)
+    total = (weights.clamp(min=0) * torch.exp(masked - top)).sum(dim=1)
+    return torch.log(total) + top.squeeze(1)

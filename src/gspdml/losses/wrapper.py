@@ -1,4 +1,5 @@
-"""Base class of the loss wrappers: XBM, CCP, ZSR, XML and Metrix hold a ``base`` loss.
+"""Base class of the loss wrappers: XBM, CCP, ZSR, XML, Metrix (MoCHi, i-Mix) and Proxy
+Synthesis hold a ``base`` loss.
 
 Each wrapper adds its own term to a loss it wraps (Gürbüz thesis §3.3.2.1, Algorithm 1,
 Eqs. 5.2.4-5.2.5; XML paper Eq. 2.11; Psomas thesis Eq. 2.10)::
@@ -6,7 +7,8 @@ Eqs. 5.2.4-5.2.5; XML paper Eq. 2.11; Psomas thesis Eq. 2.10)::
     XBM:     L = base(batch, batch) + w base(batch, memory)
     CCP:     L = proxy_weight base(proxies, batch) + batch_weight base(batch, batch)
     ZSR/XML: L = (1 - lambda) base(embeddings) + lambda L_extra
-    Metrix:  E = base.clean + w base.mixed
+    Metrix:  E = base.clean + w base.mixed   (MoCHi and i-Mix: other pairs, labels, anchors)
+    PS:      L = base(batch + synthetic embeddings, proxies + synthetic proxies)
 
 :class:`LossWrapper` builds ``base`` from its spec (or takes a built loss) with the trainer's
 ``embedding_dim`` and ``num_classes``, and every wrapper reports a bad option the same way: the

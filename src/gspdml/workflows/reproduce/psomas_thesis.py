@@ -23,8 +23,6 @@ BLOCKS = (
     (("inshop",), _recalls(1, 10, 20)),
 )
 ABLATION = _recalls(1, 2, 4, 8)
-LARGE = ("sop", "inshop")
-NO_LABEL_WEIGHTS = "the metrix loss refuses ProxyNCA++ (no label weights; issue 30)"
 MISSING = {
     "triplet": "quoted from Schroff et al., CVPR 2015 (Triplet); its recipe is not a preset",
     "lifted": "quoted from Oh Song et al., CVPR 2016 (Lifted Structure); its recipe is not a preset",
@@ -34,20 +32,7 @@ MISSING = {
     "dc": "Divide and Conquer (Sanakoyeu et al., CVPR 2019) is not implemented",
     "epshn": "EPSHN (Xuan et al., WACV 2020) is not implemented",
     "authors": "quoted from the method's own paper",
-    "pnca": "ProxyNCA++ within the Metrix recipe has no preset",
-    "pnca-metrix": NO_LABEL_WEIGHTS,
-    "imix": "i-Mix (Lee et al., ICLR 2021) is not implemented",
-    "mochi": "MoCHi (Kalantidis et al., NeurIPS 2020) is not implemented",
-    "ps": "Proxy Synthesis (Gu et al., AAAI 2021) is not implemented",
-    "hard-k": "hard negatives at the feature and embedding levels (the metrix loss: input level only)",
-    "pos-pos": "positive-positive mixing pairs are not implemented",
-    "combo": "combinations of mixup levels are not implemented",
 }
-for _loss in ("ms", "proxy-anchor"):
-    for _kind in ("baseline", "input", "", "embed"):
-        for _dataset in LARGE:
-            _key = f"=metrix-{{dataset}}-{_loss}" + (f"-{_kind}" if _kind else "")
-            MISSING[f"{_key}@{_dataset}"] = f"no {_loss} Metrix preset for {_dataset} (issue 30)"
 
 
 def _blocks(text: str) -> tuple[Row, ...]:
@@ -95,10 +80,10 @@ METRIX_TABLE_2_3 = Table(
         ProxyAnchor+Metrix        =metrix-{dataset}-proxy-anchor           71.0 81.8 88.2 89.1 93.6 96.7 81.3 91.7 96.9 91.9 98.2 98.8
         ProxyAnchor+Metrix/embed  =metrix-{dataset}-proxy-anchor-embed     70.4 81.1 87.9 88.9 93.3 96.4 80.6 91.7 96.6 91.6 98.3 98.3
         ProxyNCA++*               authors                             69.0 79.8 87.3 86.5 92.5 95.7 80.7 92.0 96.7 90.4 98.1 98.8
-        ProxyNCA++                pnca                                69.1 79.5 87.7 86.6 92.1 95.4 80.4 91.7 96.7 90.2 97.6 98.4
-        ProxyNCA+++Metrix/input   pnca-metrix                         69.7 79.9 88.3 87.5 92.9 96.0 80.9 92.2 96.9 91.4 98.1 98.8
-        ProxyNCA+++Metrix         pnca-metrix                         70.4 80.6 88.7 88.5 93.4 96.5 81.3 92.7 97.1 91.9 98.1 98.8
-        ProxyNCA+++Metrix/embed   pnca-metrix                         70.2 80.2 88.2 88.1 93.0 96.2 81.1 92.4 97.0 91.6 98.1 98.8
+        ProxyNCA++                =metrix-{dataset}-pnca-baseline     69.1 79.5 87.7 86.6 92.1 95.4 80.4 91.7 96.7 90.2 97.6 98.4
+        ProxyNCA+++Metrix/input   =metrix-{dataset}-pnca-input        69.7 79.9 88.3 87.5 92.9 96.0 80.9 92.2 96.9 91.4 98.1 98.8
+        ProxyNCA+++Metrix         =metrix-{dataset}-pnca              70.4 80.6 88.7 88.5 93.4 96.5 81.3 92.7 97.1 91.9 98.1 98.8
+        ProxyNCA+++Metrix/embed   =metrix-{dataset}-pnca-embed        70.2 80.2 88.2 88.1 93.0 96.2 81.1 92.4 97.0 91.6 98.1 98.8
         """
     ),
     notes="*: reported by the method's authors (quoted by the thesis).",
@@ -113,13 +98,13 @@ METRIX_TABLE_2_4 = Table(
     _blocks(
         """
         Contrastive                 =metrix-{dataset}-contrastive-baseline   64.7 75.9 84.6 81.6 88.2 92.7 74.9 87.0 93.9 86.4 94.7 96.3
-        +i-Mix(anc-neg)             imix                                 65.8 76.2 84.9 82.0 88.5 93.2 75.2 87.3 94.2 87.1 95.4 96.1
+        +i-Mix(anc-neg)             =metrix-{dataset}-contrastive-imix   65.8 76.2 84.9 82.0 88.5 93.2 75.2 87.3 94.2 87.1 95.4 96.1
         +Metrix/input(pos/anc-neg)  =metrix-{dataset}-contrastive-input      66.3 77.1 85.2 82.9 89.3 93.7 75.8 87.8 94.6 87.7 95.9 96.5
-        +MoCHi(neg-neg)             mochi                                63.1 74.3 83.8 76.3 84.0 89.3 68.9 83.1 91.8 81.8 91.9 93.9
-        +MoCHi(anc-neg)             mochi                                65.2 75.8 84.2 82.5 88.0 92.9 75.8 87.1 94.8 87.2 92.8 94.9
+        +MoCHi(neg-neg)             =metrix-{dataset}-contrastive-mochi-neg-neg 63.1 74.3 83.8 76.3 84.0 89.3 68.9 83.1 91.8 81.8 91.9 93.9
+        +MoCHi(anc-neg)             =metrix-{dataset}-contrastive-mochi-anc-neg 65.2 75.8 84.2 82.5 88.0 92.9 75.8 87.1 94.8 87.2 92.8 94.9
         +Metrix/embed(pos/anc-neg)  =metrix-{dataset}-contrastive-embed      66.4 77.6 85.4 83.9 90.3 94.1 76.7 88.6 95.2 88.4 95.4 96.9
         ProxyAnchor                 =metrix-{dataset}-proxy-anchor-baseline  69.7 80.0 87.0 87.6 92.3 95.5 79.1 90.8 96.2 90.0 97.4 98.2
-        ProxyAnchor+PS              ps                                   70.0 79.8 87.2 87.9 92.8 95.6 79.6 90.9 96.4 90.3 97.4 98.0
+        ProxyAnchor+PS              =metrix-{dataset}-proxy-anchor-ps    70.0 79.8 87.2 87.9 92.8 95.6 79.6 90.9 96.4 90.3 97.4 98.0
         ProxyAnchor+Metrix/embed    =metrix-{dataset}-proxy-anchor-embed     70.4 81.1 87.9 88.9 93.3 96.4 80.6 91.7 96.6 91.6 98.3 98.3
         """
     ),
@@ -135,25 +120,25 @@ _ABLATION = """
     k=1,input                   {stem}-input-k1         {k1}
     k=2,input                   {stem}-input-k2         {k2}
     k=3,input                   {stem}-input            {k3}
-    k=20,feature                hard-k                  {f20}
-    k=40,feature                hard-k                  {f40}
+    k=20,feature                {stem}-feature-k20      {f20}
+    k=40,feature                {stem}-feature-k40      {f40}
     k=all,feature               {stem}                  {fall}
-    k=20,embed                  hard-k                  {e20}
-    k=40,embed                  hard-k                  {e40}
+    k=20,embed                  {stem}-embed-k20        {e20}
+    k=40,embed                  {stem}-embed-k40        {e40}
     k=all,embed                 {stem}-embed            {eall}
-    pos-pos,input               pos-pos                 {ppi}
+    pos-pos,input               {stem}-input-pos-pos    {ppi}
     pos-neg,input               {stem}-input-pos-neg    {pni}
     anc-neg,input               {stem}-input-anc-neg    {ani}
-    pos-pos,feature             pos-pos                 {ppf}
+    pos-pos,feature             {stem}-feature-pos-pos  {ppf}
     pos-neg,feature             {stem}-feature-pos-neg  {pnf}
     anc-neg,feature             {stem}-feature-anc-neg  {anf}
-    pos-pos,embed               pos-pos                 {ppe}
+    pos-pos,embed               {stem}-embed-pos-pos    {ppe}
     pos-neg,embed               {stem}-embed-pos-neg    {pne}
     anc-neg,embed               {stem}-embed-anc-neg    {ane}
-    {{input,feature}}           combo                   {c1}
-    {{input,embed}}             combo                   {c2}
-    {{feature,embed}}           combo                   {c3}
-    {{input,feature,embed}}     combo                   {c4}
+    {{input,feature}}           {stem}-input-feature    {c1}
+    {{input,embed}}             {stem}-input-embed      {c2}
+    {{feature,embed}}           {stem}-feature-embed    {c3}
+    {{input,feature,embed}}     {stem}-input-feature-embed {c4}
 """
 _KEYS = (
     "baseline k1 k2 k3 f20 f40 fall e20 e40 eall ppi pni ani ppf pnf anf ppe pne ane c1 c2 c3 c4"
