@@ -8,11 +8,10 @@
 """
 
 import os
-import subprocess
-import sys
 
 import torch
 
+from gspdml.cli import main
 from gspdml.errors import printable
 from gspdml.retrieval.index import RetrievalIndex
 from tests.helpers.retrieval import write_image_folder, write_run
@@ -27,12 +26,12 @@ def _hostile_folder(tmp_path):
     write_run(tmp_path / "run")
 
 
-def _gspdml(*argv):
-    done = subprocess.run(
-        [sys.executable, "-m", "gspdml", *map(str, argv)], capture_output=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
-    return done.stdout
+def _gspdml(capsys, *argv) -> str:
+    """``gspdml ARGV`` in this process (its stdout; the exit status must be 0)."""
+    code = main([*map(str, argv), "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
 
 
 def test_printable_escapes_control_characters_and_undecodable_bytes():
@@ -41,19 +40,20 @@ def test_printable_escapes_control_characters_and_undecodable_bytes():
     assert printable("caf\u00e9 \u732b.png") == "caf\u00e9 \u732b.png"  # printable text unchanged
 
 
-def test_report_writes_a_page_for_a_non_utf8_file_name(tmp_path):
+def test_report_writes_a_page_for_a_non_utf8_file_name(tmp_path, capsys):
     _hostile_folder(tmp_path)
     out = tmp_path / "report.html"
-    _gspdml("report", tmp_path / "run", "--images", tmp_path / "images", "--out", out)
+    _gspdml(capsys, "report", tmp_path / "run", "--images", tmp_path / "images", "--out", out)
     page = out.read_text(encoding="utf-8")
     assert "\\udcff\\x1b[31mx\\n" in page and "\x1b" not in page
 
 
-def test_search_prints_one_line_per_result_whatever_the_names(tmp_path):
+def test_search_prints_one_line_per_result_whatever_the_names(tmp_path, capsys):
     _hostile_folder(tmp_path)
-    _gspdml("index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "idx")
+    _gspdml(capsys, "index", tmp_path / "run", tmp_path / "images", "--out", tmp_path / "idx")
     query = tmp_path / "images" / "green" / "0.png"
-    lines = _gspdml("search", tmp_path / "idx", query, "-k", 4).decode("utf-8").splitlines()
+    main(["search", str(tmp_path / "idx"), str(query), "-k", "4"])
+    lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 5 and lines[0] == f"query: {query}"
     assert not any(line.lstrip().startswith("9 ") for line in lines)  # no forged result line
     assert b"\x1b" not in "\n".join(lines).encode()
@@ -68,12 +68,12 @@ def test_searching_zero_queries_returns_empty_results():
     assert left_out.distances.shape == (0, 3)
 
 
-def test_report_on_a_single_image_names_the_problem_before_embedding(tmp_path):
+def test_report_on_a_single_image_names_the_problem_before_embedding(tmp_path, capsys):
     """``report`` on one image said "k: must be between 1 and 0"."""
     write_image_folder(tmp_path / "images", classes=("red",), per_class=1)
     write_run(tmp_path / "run")
-    command = [sys.executable, "-m", "gspdml", "report", str(tmp_path / "run")]
-    command += ["--images", str(tmp_path / "images"), "--out", str(tmp_path / "r.html")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2 and not (tmp_path / "r.html").exists()
-    assert "leave-one-out retrieval needs at least 2 images (images given: 1)" in done.stderr
+    command = ["report", str(tmp_path / "run"), "--images", str(tmp_path / "images")]
+    assert main([*command, "--out", str(tmp_path / "r.html")]) == 2
+    assert not (tmp_path / "r.html").exists()
+    err = capsys.readouterr().err
+    assert "leave-one-out retrieval needs at least 2 images (images given: 1)" in err
