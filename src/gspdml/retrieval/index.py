@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from gspdml.errors import ConfigError, DataError
+from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.retrieval import ann, exact_search, generations
 
@@ -313,13 +313,13 @@ class RetrievalIndex:
         )
         if not (folder / META_FILE).is_file() or not (folder / VECTORS_FILE).is_file():
             raise DataError(not_index)
-        try:
-            meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        try:  # the one bounded reader of received JSON files
+            meta = read_json_object(folder / META_FILE)
+        except DataError as err:
             raise DataError(f"{folder / META_FILE}: not a gspdml index ({err})") from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        if meta.get("format") != FORMAT:
             raise DataError(
-                f"{folder / META_FILE}: not a gspdml index (format is {meta.get('format') if isinstance(meta, dict) else None!r})"
+                f"{folder / META_FILE}: not a gspdml index (format is {meta.get('format')!r})"
             )
         if not isinstance(meta.get("version"), int) or meta["version"] > VERSION:
             raise DataError(
