@@ -36,6 +36,8 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import math
+import multiprocessing
 import shutil
 import sys
 import time
@@ -53,6 +55,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from gspdml.analysis.zero_shot import class_means, cross_class_prediction  # noqa: E402
+from gspdml.compat.hardware import cpu_model  # noqa: E402
 from gspdml.config import RunConfig, load_config, validated  # noqa: E402
 from gspdml.data.arrays import ArrayDataset, pixel_statistics  # noqa: E402
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit  # noqa: E402
@@ -81,9 +84,10 @@ GSP = {
 }
 
 
-def zsr(mixing: float, logit_scale: float, class_init: str = "unit") -> dict:
+def zsr(mixing: float, logit_scale: float, class_init: str | float = "unit") -> dict:
     """ZSR around ProxyNCA++; ``class_init``: the class embeddings' initial scale (``unit``, the
-    library's default, or ``he_normal``, the authors' code: docs/paper-vs-code.md)."""
+    library's default, ``he_normal``, the authors' code: docs/paper-vs-code.md, or the entries'
+    standard deviation)."""
     return {
         "name": "zsr",
         "base": PNCA,
@@ -132,6 +136,20 @@ MODELS = {
         {**zsr(LAMBDA, 9.5, "he_normal"), "lr_multiplier": 100},
     ),
 }
+#: ``||v_y||^2`` of the class embeddings at initialisation along the scale curve (128 std^2):
+#: ``gsp_zsr`` is the unit init (1) and ``gsp_zsr_he`` the authors' he_normal at this study's 10
+#: classes (2 * 128 / 10); ``--scale-curve`` trains the points between and below, among them the
+#: he_normal scale of the benchmarks' 100 classes (2.56)
+SCALE_CURVE = {"gsp_zsr": 1.0, "gsp_zsr_he": 25.6}
+for _norm2 in (0.25, 2.56, 6.4, 12.8):
+    SCALE_CURVE[f"gsp_zsr_v{_norm2:g}"] = _norm2
+    MODELS[f"gsp_zsr_v{_norm2:g}"] = (
+        f"GSP + PNCA + ZSR (λ 0.5, s 9.5, ‖v‖² {_norm2:g} at init)",
+        GSP,
+        zsr(LAMBDA, 9.5, math.sqrt(_norm2 / 128)),
+    )
+#: the models ``--scale-curve`` trains (the named inits are in the published runs already)
+SCALE_ONLY = tuple(m for m in SCALE_CURVE if m not in ("gsp_zsr", "gsp_zsr_he"))
 DEFAULT_MODELS = (
     "gsp",
     "gsp_zsr",
@@ -232,7 +250,7 @@ def model_config(model: str, seed: int, regime: str, plan: dict, smoke: bool) ->
                 "restore_best": True,
                 "metric": "map_at_r",
             },
-            "trainer": {"progress": False},  # precision auto: bf16 only where the CPU or GPU has it
+            "trainer": {"progress": False, "precision": plan.get("precision", "auto")},
         }
     )
     return validated(common.REGIMES[regime](common.on_chosen_data(config, smoke)))
@@ -276,19 +294,20 @@ def train_and_measure(
 def test_attributes(trainer: Trainer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Embeddings ``[N, D]``, attribute vectors ``[N, m]`` and labels of the test images."""
     model = trainer.model.eval()
+    device = next(model.parameters()).device
     dataset = trainer.data.test.query
     embeddings, attributes, labels = [], [], []
     for start in range(0, len(dataset), 256):
         items = [dataset[i] for i in range(start, min(start + 256, len(dataset)))]
-        output = model(torch.stack([x for x, _ in items]))
+        output = model(torch.stack([x for x, _ in items]).to(device))
         if output.attributes is not None:
             z = output.attributes
         else:  # XML: the soft prototype histogram of the local features (XML paper Eq. 2.4)
             z = soft_histogram(
                 output.local.float(), trainer.loss.prototypes.float(), trainer.loss.eps
             )
-        embeddings.append(output.embedding.float())
-        attributes.append(z.float())
+        embeddings.append(output.embedding.float().cpu())
+        attributes.append(z.float().cpu())
         labels.append(torch.tensor([y for _, y in items]))
     return torch.cat(embeddings), torch.cat(attributes), torch.cat(labels)
 
@@ -343,6 +362,7 @@ def zsr_loss_at_init(
             zsr(LAMBDA, logit_scale, class_init), "loss", embedding_dim=128, num_classes=num_classes
         )
         z = torch.distributions.Dirichlet(torch.ones(PROTOTYPES)).sample((len(labels),))
+        loss.eval()  # a measurement, not a training step: no warning about the start
         with torch.no_grad():
             values.append(float(loss.zero_shot_loss(z, labels)))
     return float(np.mean(values))
@@ -393,12 +413,26 @@ def zsr_verdict(ours: dict, no_zsr: dict, ours_last: dict) -> str:
     return f"L2 {common.verdict(ours, {'no ZSR': no_zsr}, 'l2')}, cos {common.verdict(ours, {'no ZSR': no_zsr}, 'cosine')}"
 
 
+def run_label(key: str, payload: dict) -> str:
+    """The regime of a published run, with its budget when not the study's 600 steps, the GPU it
+    trained on (the CPU runs name none) and its key in results.json, e.g. ``finetune, 1200 steps,
+    NVIDIA H100 80GB HBM3 (run finetune-steps1200)``."""
+    parts = [payload.get("regime", key)]
+    steps = payload.get("plan", {}).get("steps", FULL["steps"])
+    if steps != FULL["steps"]:
+        parts.append(f"{steps} steps")
+    if "NVIDIA" in payload.get("device", ""):
+        parts.append(payload["device"])
+    return ", ".join(parts) + ("" if key == parts[0] else f" (run {key})")
+
+
 def reproduction(runs: dict) -> list[dict]:
     """README rows per regime: ZSR (each variant) against GSP without ZSR, XML against untrained
     prototypes, in cross-class NN accuracy (L2 and cosine) of the selected models by
-    :func:`common.verdict`; the last weights' L2 accuracy is quoted beside them."""
+    :func:`common.verdict`, and the last weights' in L2."""
     rows = []
-    for regime, payload in runs.items():
+    for key, payload in runs.items():
+        regime = run_label(key, payload)
         s, last = payload["summary"]["selected"], payload["summary"]["last"]
         if "gsp" in s and any(m in s for m in ZSR_MODELS):
             zsrs = [m for m in ZSR_MODELS if m in s]
@@ -407,23 +441,27 @@ def reproduction(runs: dict) -> list[dict]:
                 for m in ["gsp", *zsrs]
             )
             verdicts = [
-                f"{MODELS[m][0].split('(')[1].rstrip(')')}: {zsr_verdict(s[m], s['gsp'], last[m])}"
+                f"{MODELS[m][0].split('(')[1].rstrip(')')}: {zsr_verdict(s[m], s['gsp'], last[m])}, "
+                f"last weights L2 {common.verdict(last[m], {'no ZSR': last['gsp']}, 'l2')}"
                 for m in zsrs
             ]
             rows.append(
                 {
-                    "experiment": f"Zero-shot attributes, ZSR, {regime} ResNet20 (GSP paper Fig. 4, App. 2.3)",
+                    "experiment": f"Zero-shot attributes, ZSR, ResNet20 {regime} (GSP paper Fig. 4, App. 2.3)",
                     "claim": "ZSR > no ZSR in cross-class NN accuracy of the pseudo-attributes (8 prototypes, PNCA)",
                     "paper": PAPER_ZSR,
                     "ours": ours + " (chance 0.2)",
                     "verdict": "; ".join(verdicts),
                 }
             )
+        scale = sorted((m for m in s if m in SCALE_CURVE), key=SCALE_CURVE.get)
+        if "gsp" in s and any(m in SCALE_ONLY for m in scale):
+            rows.append(scale_row(regime, s, last, scale))
         if "gap_xml" in s and "gap_xml0" in s:
             x, x0 = s["gap_xml"], s["gap_xml0"]
             rows.append(
                 {
-                    "experiment": f"Zero-shot attributes, XML, {regime} ResNet20 (XML paper Fig. 4)",
+                    "experiment": f"Zero-shot attributes, XML, ResNet20 {regime} (XML paper Fig. 4)",
                     "claim": "XML-trained prototypes > prototypes at their initialisation in cross-class NN accuracy, similar MAP_c",
                     "paper": PAPER_XML,
                     "ours": f"XML: L2 {cell(x, 'l2')}, cos {cell(x, 'cosine')}, MAP_c {cell(x, 'map_c')}; "
@@ -432,6 +470,56 @@ def reproduction(runs: dict) -> list[dict]:
                 }
             )
     return rows
+
+
+def scale_row(regime: str, selected: dict, last: dict, scale: list[str]) -> dict:
+    """README row of a run with ``--scale-curve`` models: ZSR against GSP alone at each initial
+    scale :data:`SCALE_CURVE`."""
+    norms = {m: f"{SCALE_CURVE[m]:g}" for m in scale}
+    ours = "; ".join(
+        f"‖v‖² {norms[m]}: L2 {cell(selected[m], 'l2')} (last weights {cell(last[m], 'l2')}, "
+        f"entropy {cell(last[m], 'entropy')})"
+        for m in scale
+    )
+    return {
+        "experiment": f"Zero-shot attributes, ZSR's initial scale ‖v‖² = 128 std², ResNet20 {regime} "
+        "(GSP paper §4.3; docs/paper-vs-code.md)",
+        "claim": "ZSR > no ZSR in cross-class NN accuracy, whatever the class embeddings' initial "
+        "scale (unit init: 1; the authors' he_normal: 2.56 at 100 classes, 25.6 at this study's 10)",
+        "paper": PAPER_ZSR,
+        "ours": f"GSP + PNCA: L2 {cell(selected['gsp'], 'l2')} (last weights {cell(last['gsp'], 'l2')}); "
+        + ours
+        + " (chance 0.2)",
+        "verdict": "; ".join(
+            f"‖v‖² {norms[m]}: {zsr_verdict(selected[m], selected['gsp'], last[m])}, last weights "
+            f"L2 {common.verdict(last[m], {'no ZSR': last['gsp']}, 'l2')}"
+            for m in scale
+        ),
+    }
+
+
+def plot_scale_curve(summary: dict, path: Path) -> None:
+    """Cross-class NN accuracy (L2, mean ± std over seeds) against ``||v||^2`` at initialisation,
+    selected and last weights, GSP alone as a band."""
+    scale = sorted((m for m in summary["selected"] if m in SCALE_CURVE), key=SCALE_CURVE.get)
+    x = [SCALE_CURVE[m] for m in scale]
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for weights, marker in (("selected", "o"), ("last", "s")):
+        entries = summary[weights]
+        mean = [entries[m]["l2"]["mean"] for m in scale]
+        std = [entries[m]["l2"]["std"] for m in scale]
+        ax.errorbar(x, mean, yerr=std, marker=marker, capsize=3, label=f"ZSR, {weights} weights")
+        base = entries["gsp"]["l2"]
+        ax.axhspan(base["mean"] - base["std"], base["mean"] + base["std"], alpha=0.15)
+        ax.axhline(base["mean"], ls="--", lw=1, label=f"GSP alone, {weights} weights")
+    ax.axhline(0.2, color="grey", lw=0.8, ls=":", label="chance")
+    ax.set_xscale("log")
+    ax.set_xlabel("‖v‖² of the class embeddings at initialisation (128 std²)")
+    ax.set_ylabel("cross-class NN accuracy (L2)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
 
 
 def plot_histograms(histograms: dict[str, dict[str, np.ndarray]], path: Path) -> None:
@@ -477,8 +565,17 @@ def merged(key: str, payload: dict) -> dict:
         "models": list(summary["selected"]),
         "merged": stored["plan"].get("merged", []) + payload["plan"]["models"],
     }
+    provenance = {k: payload[k] for k in ("device", "jobs", "threads", "seconds") if k in payload}
     return {
         **stored,
+        "merges": [
+            *stored.get("merges", []),
+            {
+                "models": payload["plan"]["models"],
+                **provenance,
+                "precision": payload["plan"].get("precision", "auto"),
+            },
+        ],
         "plan": plan,
         "summary": summary,
         "table": summary_table(summary),
@@ -487,7 +584,14 @@ def merged(key: str, payload: dict) -> dict:
     }
 
 
-def main(argv=None) -> dict:
+def device_label() -> str:
+    """Where the runs trained: the GPU's name, else the CPU model."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return cpu_model()
+
+
+def build_parser():
     parser = common.parser(
         "zero_shot_attributes", __doc__.splitlines()[0], reuse=False, datasets=("cifar10",)
     )
@@ -502,6 +606,12 @@ def main(argv=None) -> dict:
         help="models to train",
     )
     parser.add_argument(
+        "--scale-curve",
+        action="store_true",
+        help="train ZSR at the initial scales of SCALE_CURVE beyond the named inits (instead of "
+        "--models; with --merge into a run that has gsp, gsp_zsr and gsp_zsr_he)",
+    )
+    parser.add_argument(
         "--key", help="name of the published run in results.json (default: the regime)"
     )
     parser.add_argument(
@@ -513,40 +623,88 @@ def main(argv=None) -> dict:
     parser.add_argument(
         "--steps", type=int, help="max steps per run (early stopping usually ends it sooner)"
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--precision",
+        choices=("auto", "fp32", "bf16"),
+        default="auto",
+        help="trainer.precision of every run (auto: bf16 only where the CPU or GPU has it)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs trained at once, each in its own process (with --threads 1: one per core)",
+    )
+    return parser
+
+
+def _start_worker(argv: list[str]) -> None:
+    """A worker process of ``--jobs``: the command line's threads and data choice."""
+    common.setup(build_parser().parse_args(argv))
+
+
+def _train_task(task: tuple) -> tuple:
+    """One (seed, model) run of the plan: its measurements and wall time."""
+    seed, model, regime, plan, smoke, out = task
+    began = time.time()
+    config = model_config(model, seed, regime, plan, smoke)
+    return seed, model, train_and_measure(config, out, plan["repeats"]), time.time() - began
+
+
+def train_all(tasks: list[tuple], jobs: int, argv: list[str]):
+    """Yield the results of :func:`_train_task` as the runs finish, ``jobs`` at a time (fresh
+    processes, so a GPU is initialised in each)."""
+    if jobs <= 1:
+        yield from map(_train_task, tasks)
+        return
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(jobs, initializer=_start_worker, initargs=(argv,)) as pool:
+        yield from pool.imap_unordered(_train_task, tasks)
+        pool.close()
+        pool.join()
+
+
+def main(argv=None) -> dict:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs must be >= 1, got {args.jobs}")
     common.setup(args)
     plan = dict(SMOKE if args.smoke else FULL)
     plan.update({k: v for k, v in (("seeds", args.seeds), ("steps", args.steps)) if v})
-    plan["models"] = args.models
+    plan["models"] = list(SCALE_ONLY) if args.scale_curve else args.models
+    plan["precision"] = args.precision
     start = time.time()
-    per_seed = {w: {m: [] for m in args.models} for w in WEIGHTS}
-    histograms: dict[str, dict[str, np.ndarray]] = {w: {} for w in WEIGHTS}
-    for seed in plan["seeds"]:
-        for model in args.models:
-            began = time.time()
-            config = model_config(model, seed, args.regime, plan, args.smoke)
-            if args.dry_run:
-                common.print_planned(config, [seed], args.out / "runs")
-                continue
-            measured = train_and_measure(config, args.out / "runs", plan["repeats"])
-            for weights, (row, z) in measured.items():
-                row["seconds"] = time.time() - began
-                per_seed[weights][model].append(row)
-                histograms[weights].setdefault(model, z)
-                print(
-                    model,
-                    seed,
-                    weights,
-                    " ".join(f"{k}={v:.4f}" for k, v in row.items()),
-                    flush=True,
-                )
+    models = plan["models"]
     if args.dry_run:
+        for seed in plan["seeds"]:
+            for model in models:
+                config = model_config(model, seed, args.regime, plan, args.smoke)
+                common.print_planned(config, [seed], args.out / "runs")
         return {"dry_run": True}
+    tasks = [
+        (seed, model, args.regime, plan, args.smoke, args.out / "runs")
+        for seed in plan["seeds"]
+        for model in models
+    ]
+    done = {}
+    for seed, model, measured, seconds in train_all(tasks, args.jobs, argv):
+        done[seed, model] = measured
+        for weights, (row, _) in measured.items():
+            row["seconds"] = seconds
+            print(
+                model, seed, weights, " ".join(f"{k}={v:.4f}" for k, v in row.items()), flush=True
+            )
+    per_seed = {
+        w: {m: [done[seed, m][w][0] for seed in plan["seeds"]] for m in models} for w in WEIGHTS
+    }
+    histograms = {w: {m: done[plan["seeds"][0], m][w][1] for m in models} for w in WEIGHTS}
     summary = {w: summarize(rows) for w, rows in per_seed.items()}
     table = summary_table(summary)
     print(table, flush=True)
     plot = args.out / f"class_histograms_{args.key or args.regime}.png"
     plot_histograms(histograms, plot)
+    plots = [plot]
     seconds = time.time() - start
     histograms_seed0 = {
         w: {m: h.tolist() for m, h in hists.items()} for w, hists in histograms.items()
@@ -570,6 +728,8 @@ def main(argv=None) -> dict:
             "table": table,
             "seconds": seconds,
             "threads": args.threads,
+            "jobs": args.jobs,
+            "device": device_label(),
             "class_histograms_seed0": histograms_seed0,
         }
         key = args.key or args.regime
@@ -582,7 +742,14 @@ def main(argv=None) -> dict:
                 },
                 plot,
             )
-        common.publish("zero_shot_attributes", key, payload, reproduction, plots=[str(plot)])
+        if "gsp" in payload["summary"]["selected"] and any(
+            m in SCALE_ONLY for m in payload["summary"]["selected"]
+        ):
+            plots.append(args.out / f"scale_curve_{key}.png")
+            plot_scale_curve(payload["summary"], plots[-1])
+        common.publish(
+            "zero_shot_attributes", key, payload, reproduction, plots=list(map(str, plots))
+        )
     return results
 
 

@@ -3,7 +3,11 @@
 table and verdict logic."""
 
 import importlib.util
+import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -200,6 +204,7 @@ def test_merge_replaces_only_the_rerun_models(module, tmp_path, monkeypatch):
     assert new["summary"]["last"]["gap_xml0"]["l2"]["mean"] == pytest.approx(0.6)
     assert new["summary"]["selected"]["gsp"]["l2"]["mean"] == pytest.approx(0.3)
     assert new["seconds"] == pytest.approx(110.0) and new["plan"]["merged"] == ["gap_xml0"]
+    assert new["merges"] == [{"models": ["gap_xml0"], "seconds": 10.0, "precision": "auto"}]
     assert new["table"] == module.summary_table(new["summary"])
     with pytest.raises(SystemExit, match="another plan"):
         module.merged("frozen", payload(["gap_xml0"], 0.6, 10.0, steps=300))
@@ -216,3 +221,91 @@ def test_zsr_loss_at_init_grows_with_scale_and_few_classes(module):
     assert ten_code > 5 * ten_paper > 5 * math.log(10) and ten_code > 5 * hundred_code
     for c in (10, 100):
         assert module.zsr_loss_at_init(c, 9.5, draws=2) < 3 * math.log(c)
+
+
+def test_the_scale_curve_models_draw_their_stated_scale(module):
+    """Each point of the scale curve draws class embeddings with mean ``||v_y||^2`` at its stated
+    value (the named inits at this study's 10 classes, 128-D), by 4,000 classes' rows."""
+    from gspdml.losses import build_loss
+
+    for model, norm2 in module.SCALE_CURVE.items():
+        loss = module.MODELS[model][2]
+        rows = build_loss(loss, "loss", embedding_dim=128, num_classes=10)
+        if loss["class_init"] != "he_normal":  # its std depends on the class count: 10 only
+            rows = build_loss(loss, "loss", embedding_dim=128, num_classes=4000)
+        assert rows.class_embeddings.detach().pow(2).sum(1).mean().item() == pytest.approx(
+            norm2, rel=0.05 if len(rows.class_embeddings) > 10 else 0.25
+        )
+    assert set(module.SCALE_ONLY) == set(module.SCALE_CURVE) - {"gsp_zsr", "gsp_zsr_he"}
+
+
+def test_scale_row_and_curve_plot(module, tmp_path):
+    """The README row of a run with the scale curve's models compares each point with GSP alone
+    (selected weights by the ZSR rule, last weights by the README rule), in ``||v||^2`` order; the
+    plot is written."""
+
+    def entries(l2_by_model):
+        return module.summarize(
+            {
+                m: [
+                    {
+                        "l2": v,
+                        "cosine": v,
+                        "map_c": 0.3,
+                        "entropy": 1.0,
+                        "steps": 600,
+                        "best_step": 500,
+                    }
+                    for v in values
+                ]
+                for m, values in l2_by_model.items()
+            }
+        )
+
+    selected = entries(
+        {
+            "gsp": [0.40, 0.42, 0.44],
+            "gsp_zsr_he": [0.19, 0.20, 0.21],
+            "gsp_zsr": [0.60, 0.62, 0.64],
+            "gsp_zsr_v2.56": [0.41, 0.43, 0.45],
+        }
+    )
+    (row,) = [
+        r
+        for r in module.reproduction({"x": {"summary": {"selected": selected, "last": selected}}})
+        if "initial scale" in r["experiment"]
+    ]
+    assert row["verdict"].split("; ") == [
+        "‖v‖² 1: L2 reproduced, cos reproduced, last weights L2 reproduced",
+        "‖v‖² 2.56: L2 partly (highest mean, within one std of another), cos partly (highest mean, "
+        "within one std of another), last weights L2 partly (highest mean, within one std of another)",
+        "‖v‖² 25.6: L2 not reproduced (no ZSR as high or higher), cos not reproduced (no ZSR as high "
+        "or higher), last weights L2 not reproduced (no ZSR as high or higher)",
+    ]
+    assert row["ours"].startswith(
+        "GSP + PNCA: L2 0.420 ± 0.020 (last weights 0.420 ± 0.020); ‖v‖² 1:"
+    )
+    module.plot_scale_curve({"selected": selected, "last": selected}, tmp_path / "curve.png")
+    assert (tmp_path / "curve.png").stat().st_size > 5_000
+
+
+def test_parallel_runs_equal_serial_ones(module, tmp_path):
+    """``--jobs 2`` (the script run as a command, as users run it) trains each (seed, model) in
+    its own process with the same results as one after the other."""
+    argv = ["--smoke", "--models", "gsp", "gsp_zsr_v2.56", "--seeds", "0"]
+    serial = module.main([*argv, "--out", str(tmp_path / "serial")])
+    script = ROOT / "experiments" / "zero_shot_attributes" / "run.py"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    subprocess.run(
+        [sys.executable, str(script), *argv, "--out", str(tmp_path / "parallel"), "--jobs", "2"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    parallel = json.loads((tmp_path / "parallel" / "results.json").read_text())
+    for results in (serial, parallel):
+        for rows in results["per_seed"].values():
+            for row in rows.values():
+                row[0].pop("seconds")
+    assert parallel["per_seed"] == json.loads(json.dumps(serial["per_seed"]))
+    assert parallel["summary"] == json.loads(json.dumps(serial["summary"]))

@@ -195,6 +195,23 @@ def test_the_class_init_scales():
         make_zsr(class_init="xavier")
 
 
+def test_a_numeric_class_init_is_the_standard_deviation_of_the_entries():
+    """``class_init: 0.3`` draws N(0, 0.09) entries (by the mean squared entry over 256k draws);
+    zero, negative, infinite, NaN and boolean values are refused naming the option."""
+    drawn = build_loss(
+        {"name": "zsr", "base": {"name": "c2"}, "class_init": 0.3},
+        embedding_dim=256,
+        num_classes=1000,
+    ).class_embeddings.detach()
+    assert drawn.pow(2).mean().item() == pytest.approx(0.09, rel=0.02)
+    assert abs(drawn.mean().item()) < 0.003
+    for bad in (0, -0.1, float("inf"), float("nan")):
+        with pytest.raises(ConfigError, match=r"loss\.class_init: .*positive standard deviation"):
+            make_zsr(class_init=bad)
+    with pytest.raises(ConfigError, match=r"loss\.class_init: expected a string or a number"):
+        make_zsr(class_init=True)
+
+
 def test_a_first_training_step_far_above_chance_warns_once():
     emb, labels, z = batch()
     loss = make_zsr(class_init="he_normal")

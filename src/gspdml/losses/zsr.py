@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -40,7 +40,7 @@ from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.halves import ridge_across_halves
 
 REDUCTIONS = ("mean", "sum_of_halves")
-#: the initial scale of the class embeddings ``v`` (see :class:`ZSR`)
+#: the named initial scales of the class embeddings ``v`` (see :class:`ZSR`)
 CLASS_INITS = ("unit", "he_normal")
 #: L_ZS at step 0 above this many ln(num_classes) is warned about (the collapse regime)
 FAR_ABOVE_CHANCE = 5.0
@@ -72,7 +72,9 @@ class ZSR(LossWrapper):
             ``s ||v||^2 ~ 24-32`` at the benchmarks' 75-100 classes but ~235 at 10 classes, where
             L_ZS starts about 50 ln c above chance and the network escapes by a constant
             attribute vector (collapse; ``docs/paper-vs-code.md``). The scale is a by-product of
-            the fan, so the default keeps the class count out of it.
+            the fan, so the default keeps the class count out of it. A positive number is the
+            entries' standard deviation itself (``||v_y||^2 ~ d std^2``), for studies of the
+            scale (``experiments/zero_shot_attributes``, ``--study scale``).
 
     Reads ``output.attributes`` (GSP's ``z``) and needs two class-disjoint halves: declared in
     ``requires``, checked by the trainer before step 1.
@@ -91,7 +93,7 @@ class ZSR(LossWrapper):
         reduction: str = "mean",
         class_dim: Optional[int] = None,
         lr_multiplier: float = 1.0,
-        class_init: str = "unit",
+        class_init: Union[str, float] = "unit",
     ):
         super().__init__(base, embedding_dim, num_classes)
         self.mixing, self.ridge = self.require_mixing(mixing), self.require_positive("ridge", ridge)
@@ -99,8 +101,7 @@ class ZSR(LossWrapper):
         self.require_choice("reduction", reduction, REDUCTIONS)
         self.reduction = reduction
         self.lr_multiplier = float(lr_multiplier)
-        self.require_choice("class_init", class_init, CLASS_INITS)
-        self.class_init = class_init
+        self.class_init = checked_class_init(class_init)
         dim = int(class_dim or embedding_dim)
         self.class_embeddings = nn.Parameter(initial_class_embeddings(num_classes, dim, class_init))
         self._first_loss_checked = False
@@ -137,15 +138,30 @@ class ZSR(LossWrapper):
         return (1.0 - self.mixing) * dml + self.mixing * self.zero_shot_loss(attributes, labels)
 
 
-def initial_class_embeddings(num_classes: int, dim: int, rule: str) -> torch.Tensor:
+def checked_class_init(value: Union[str, float]) -> Union[str, float]:
+    """``loss.class_init``: one of :data:`CLASS_INITS` or a positive finite standard deviation."""
+    if isinstance(value, str):
+        if value in CLASS_INITS:
+            return value
+    elif not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        return float(value)
+    raise ConfigError(
+        "loss.class_init",
+        f"unknown value {value!r}; allowed: {', '.join(CLASS_INITS)} or a positive standard "
+        "deviation of the entries (e.g. 0.1)",
+    )
+
+
+def initial_class_embeddings(num_classes: int, dim: int, rule: Union[str, float]) -> torch.Tensor:
     """``v`` at initialisation: ``"unit"`` N(0, 1/d) entries; ``"he_normal"`` std sqrt(2/c) (the
-    authors' code: fan = the number of classes)."""
-    if rule == "unit":
-        return torch.randn(num_classes, dim) / math.sqrt(dim)
-    return nn.init.kaiming_normal_(torch.empty(num_classes, dim), mode="fan_out")
+    authors' code: fan = the number of classes); a number: N(0, rule^2) entries."""
+    if rule == "he_normal":
+        return nn.init.kaiming_normal_(torch.empty(num_classes, dim), mode="fan_out")
+    std = 1.0 / math.sqrt(dim) if rule == "unit" else float(rule)
+    return torch.randn(num_classes, dim) * std
 
 
-def warn_far_above_chance(loss: float, num_classes: int, class_init: str) -> None:
+def warn_far_above_chance(loss: float, num_classes: int, class_init: Union[str, float]) -> None:
     """Warn when L_ZS (per half) at the first step is more than :data:`FAR_ABOVE_CHANCE` times
     ln(c), the loss of uniform predictions: the regime in which the attributes collapse."""
     chance = math.log(num_classes)
