@@ -163,8 +163,7 @@ def experiment_block(stored: dict) -> str:
         seeds = payload.get("plan", {}).get("seeds", [])
         parts.append(
             f"**{key}** — seeds {', '.join(map(str, seeds))}; training time {payload['seconds']:.0f} s "
-            f"({payload.get('threads') or 'default'} thread(s) per process; the 2-core machine was shared with other work)\n\n"
-            f"{payload['table']}"
+            f"({provenance(payload)})\n\n{payload['table']}"
         )
     verdicts = [
         f"- {row['experiment']}: **{row['verdict']}**" for row in stored.get("reproduction", [])
@@ -180,6 +179,24 @@ def experiment_block(stored: dict) -> str:
             else []
         )
     )
+
+
+def provenance(payload: dict) -> str:
+    """Where a recorded run trained: threads and processes, the device when recorded (else the
+    shared 2-core machine), and the models merged into it from elsewhere."""
+    processes = payload.get("jobs") or 1
+    text = f"{payload.get('threads') or 'default'} thread(s) per process, {processes} process(es)"
+    text += (
+        f" on {payload['device']}"
+        if payload.get("device")
+        else "; the 2-core machine was shared with other work"
+    )
+    for merge in payload.get("merges", []):
+        where = f" on {merge['device']}" if merge.get("device") else ""
+        text += (
+            f"; {', '.join(merge['models'])} merged in, {merge.get('jobs') or 1} process(es){where}"
+        )
+    return text
 
 
 def update_experiment_readmes(experiments: Path, check: bool) -> list[Path]:
