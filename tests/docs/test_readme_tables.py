@@ -133,3 +133,27 @@ def test_a_readme_without_the_markers_is_refused(tree):
     (root / "README.md").write_text("no markers\n")
     with pytest.raises(SystemExit, match="needs exactly one <!-- demo-table -->"):
         readme_tables.main(args)
+
+
+def test_the_zsr_study_tables_of_paper_vs_code_are_generated(tree):
+    """The blocks of docs/paper-vs-code.md get the stored ZSR study rows as mean ± sample std per
+    variant (x100, in the order run); a block whose file is missing is left alone."""
+    root, args = tree
+    docs = root / "docs"
+    docs.mkdir()
+    rows = [
+        {"variant": v, "seed": s, "steps": 300, "test_map_at_r": m, "test_precision_at_1": 0.9}
+        for s, m in enumerate((0.70, 0.74))
+        for v in ("b first", "a second")
+    ]
+    (docs / "zsr_defaults.json").write_text(json.dumps(rows))
+    page = docs / "paper-vs-code.md"
+    page.write_text(
+        "x\n<!-- zsr-defaults -->\nold\n<!-- /zsr-defaults -->\n"
+        "<!-- zsr-init-76 -->\nkept\n<!-- /zsr-init-76 -->\n"
+    )
+    assert readme_tables.main(args) == 0
+    text = page.read_text()
+    assert "| b first | 72.00 ± 2.83 | 90.00 ± 0.00 |\n| a second | 72.00 ± 2.83 |" in text
+    assert "2 seeds, 300 steps" in text and "old" not in text and "\nkept\n" in text
+    assert readme_tables.main([*args, "--check"]) == 0
