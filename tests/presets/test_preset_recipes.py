@@ -3,8 +3,8 @@
 A row is ``(preset-name pattern, key, expected value, source)``. ``key`` is a dotted path of the
 resolved config, ``data folder`` (the last part of ``data.dataset.root``), ``head`` (where the
 projection goes, :func:`~gspdml.models.embedder.head_position`) or ``loss:<attribute path>`` of
-the loss the trainer would build. Every preset must match rows of
-its family, so a new preset without rows fails, and so does a preset that drifts from its source.
+the loss the trainer would build. Every preset must match rows of its family, so a new preset
+without rows fails, and so does a preset that drifts from its source.
 
 Sources (docs/references.md): "thesis" = the Gürbüz thesis, "GSP paper" = Gürbüz et al., ICCV 2023,
 "XML paper" = Gürbüz & Alatan, ICIP 2023, "ProxyNCA++ paper" = Teh et al., ECCV 2020, "Metrix" =
