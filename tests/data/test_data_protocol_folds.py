@@ -15,18 +15,9 @@ from gspdml.data import DATASETS, DataSplits, EvalSplit, build_data
 from gspdml.data.arrays import ArrayDataset
 from gspdml.errors import ConfigError
 from gspdml.workflows.protocol import plan_protocol
-from tests.helpers.datasets import SMALL, cars_mat, make_cub, make_inshop, make_sop
+from tests.helpers.datasets import SMALL, make_cars, make_cub, make_inshop, make_sop
 
 CONFIGS = PRESETS_DIR
-
-
-def make_cars(root, write_image):
-    rows = []
-    for i in range(16):
-        rel = f"car_ims/{i + 1:06d}.jpg"
-        write_image(root / rel, fmt="JPEG", seed=i)
-        rows.append((rel, i % 8 + 1, i % 2))
-    cars_mat(root / "cars_annos.mat", rows, [f"Car {c}" for c in range(1, 9)])
 
 
 LAYOUTS = {  # dataset -> (tree generator, original ids of the training classes)

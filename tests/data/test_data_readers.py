@@ -10,7 +10,7 @@ from gspdml.data.files import ImageFileDataset
 from gspdml.errors import ConfigError, DataError
 from tests.helpers.datasets import (
     SMALL,
-    cars_mat,
+    make_cars,
     make_cars_devkit,
     make_cub,
     make_inshop,
@@ -95,13 +95,9 @@ def test_cub_errors_name_the_file(tmp_path, write_image):
 
 
 def test_cars_from_annotations(tmp_path, write_image):
-    rows = []
-    for i in range(24):
-        c = i % 6 + 1
-        rel = f"car_ims/{i + 1:06d}.jpg"
-        write_image(tmp_path / rel, fmt="JPEG", seed=i)
-        rows.append((rel, c, i % 2))  # the classification flag mixes every class
-    cars_mat(tmp_path / "cars_annos.mat", rows, [f"Car {c}" for c in range(1, 7)])
+    make_cars(
+        tmp_path, write_image, classes=6, per_class=4
+    )  # the classification flag mixes every class
     data = build_data(
         {"name": "cars196", "root": str(tmp_path), "val_fraction": 0, **SMALL}, seed=0
     )

@@ -1,13 +1,30 @@
 """Tiny trees in the official dataset layouts (CUB-200-2011, Cars196, SOP, In-Shop).
 
-Each writer takes the ``write_image`` fixture of ``tests/data/conftest.py`` so the images are real
-JPEG files; the annotation files follow the layouts the readers in ``gspdml.data`` parse.
+Each writer takes an image writer, :func:`write_image` (the ``write_image`` fixture of
+``tests/data/conftest.py``), so the images are real JPEG files; the annotation files follow the
+layouts the readers in ``gspdml.data`` parse.
 """
+
+from pathlib import Path
 
 import numpy as np
 import scipy.io
+from PIL import Image
 
 SMALL = {"resize": 12, "crop": 10}
+
+
+def write_image(path, size=(10, 8), color=None, fmt=None, seed=0):
+    """Write a small RGB image (random pixels unless ``color``) and return its path as str."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if color is None:
+        pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+        image = Image.fromarray(pixels, "RGB")
+    else:
+        image = Image.new("RGB", size, color)
+    image.save(path, format=fmt)
+    return str(path)
 
 
 def make_cub(root, write_image, classes=6, per_class=3):
@@ -42,6 +59,18 @@ def cars_mat(path, rows, names):
     )
 
 
+def make_cars(root, write_image, classes=8, per_class=2):
+    """Cars196's original release: ``cars_annos.mat`` + ``car_ims/``; the ``test`` flag (the
+    classification split) alternates, so it mixes every class, as the real one does."""
+    rows = []
+    for i in range(classes * per_class):
+        rel = f"car_ims/{i + 1:06d}.jpg"
+        write_image(root / rel, fmt="JPEG", seed=i)
+        rows.append((rel, i % classes + 1, i % 2))
+    cars_mat(root / "cars_annos.mat", rows, [f"Car {c}" for c in range(1, classes + 1)])
+    return root
+
+
 def devkit_mat(path, rows):
     """A devkit annotation file: struct array ``annotations`` with ``fname`` and ``class``."""
     ann = np.zeros((1, len(rows)), dtype=[("bbox_x1", "O"), ("class", "O"), ("fname", "O")])
@@ -70,14 +99,20 @@ def make_cars_devkit(root, write_image, classes=6, per_class=4):
     return halves
 
 
-def make_sop(root, write_image, shared=False):
+def make_sop(root, write_image, shared=False, train_classes=4, test_classes=4, per_class=2):
+    """``Ebay_train.txt`` / ``Ebay_test.txt``: classes 1..train_classes train, the next
+    ``test_classes`` test (``shared``: the last training class is in both, a malformed copy)."""
     base = root / "Stanford_Online_Products"
-    splits = {"train": range(1, 5), "test": range(4 if shared else 5, 9)}
+    first_test = train_classes + (0 if shared else 1)
+    splits = {
+        "train": range(1, train_classes + 1),
+        "test": range(first_test, train_classes + test_classes + 1),
+    }
     n = 0
     for split, classes in splits.items():
         lines = ["image_id class_id super_class_id path"]
         for c in classes:
-            for k in range(2):
+            for k in range(per_class):
                 n += 1
                 rel = f"bike_final/{c}_{k}.JPG"
                 write_image(base / rel, fmt="JPEG", seed=n)
@@ -86,13 +121,16 @@ def make_sop(root, write_image, shared=False):
     return base
 
 
-def make_inshop(root, write_image, declared=None):
+def make_inshop(root, write_image, declared=None, train_items=4, test_items=4, per_item=3):
+    """``Eval/list_eval_partition.txt`` + ``Img/img/...``: items 1..train_items train; of each
+    test item the first image is a query, the others are gallery images. ``declared``: the
+    count written on the first line (default the true one)."""
     rows = []
-    for item in range(1, 9):
-        for k in range(3):
+    for item in range(1, train_items + test_items + 1):
+        for k in range(per_item):
             name = f"img/WOMEN/Dresses/id_{item:08d}/{k:02d}_front.jpg"
             write_image(root / "Img" / name, fmt="JPEG", seed=item * 10 + k)
-            status = "train" if item <= 4 else ("query" if k == 0 else "gallery")
+            status = "train" if item <= train_items else ("query" if k == 0 else "gallery")
             rows.append(f"{name} id_{item:08d} {status}")
     header = ["image_name item_id evaluation_status"]
     text = "\n".join([str(declared or len(rows))] + header + rows) + "\n"

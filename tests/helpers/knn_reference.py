@@ -14,15 +14,21 @@ def brute_force(query, reference, k):
     return d.gather(1, order), order
 
 
-def slow_query_scores(x, labels, i, recall_at=(1,)):
-    """MAP@R, P@1, R-precision and R@K of query i (leave-one-out), by a loop over its ranking
-    (squared euclidean distance in float64, ties by position; Musgrave et al., "A Metric
-    Learning Reality Check", §3.2); None for a query alone in its class."""
-    x = [[float(v) for v in row] for row in x]
-    others = [j for j in range(len(labels)) if j != i]
-    distance = {j: sum((a - b) ** 2 for a, b in zip(x[i], x[j])) for j in others}
-    ranking = sorted(others, key=lambda j: (distance[j], j))
-    relevant = [labels[j] == labels[i] for j in ranking]
+def slow_query_scores(x, labels, i, recall_at=(1,), gallery=None, gallery_labels=None):
+    """MAP@R, P@1, R-precision and R@K of query i, by a loop over its ranking (squared euclidean
+    distance in float64, ties by position; Musgrave et al., "A Metric Learning Reality Check",
+    §3.2): leave-one-out over ``x``, or, given ``gallery``, over the gallery; None for a query
+    without a relevant item."""
+    query = [float(v) for v in x[i]]
+    if gallery is None:
+        items = [[float(v) for v in row] for row in x]
+        item_labels, candidates = labels, [j for j in range(len(labels)) if j != i]
+    else:
+        items = [[float(v) for v in row] for row in gallery]
+        item_labels, candidates = gallery_labels, list(range(len(gallery_labels)))
+    distance = {j: sum((a - b) ** 2 for a, b in zip(query, items[j])) for j in candidates}
+    ranking = sorted(candidates, key=lambda j: (distance[j], j))
+    relevant = [item_labels[j] == labels[i] for j in ranking]
     r = sum(relevant)
     if r == 0:
         return None

@@ -1,9 +1,10 @@
 """Every shipped preset against a table of the values its paper or its authors' code uses.
 
 A row is ``(preset-name pattern, key, expected value, source)``. ``key`` is a dotted path of the
-resolved config, ``head`` (where the projection goes, :func:`~gspdml.models.embedder.head_position`)
-or ``loss:<attribute path>`` of the loss the trainer would build. Every preset must match rows of
-its family, so a new preset without rows fails, and so does a preset that drifts from its source.
+resolved config, ``data folder`` (the last part of ``data.dataset.root``), ``head`` (where the
+projection goes, :func:`~gspdml.models.embedder.head_position`) or ``loss:<attribute path>`` of
+the loss the trainer would build. Every preset must match rows of its family, so a new preset
+without rows fails, and so does a preset that drifts from its source.
 
 Sources (docs/references.md): "thesis" = the Gürbüz thesis, "GSP paper" = Gürbüz et al., ICCV 2023,
 "XML paper" = Gürbüz & Alatan, ICIP 2023, "ProxyNCA++ paper" = Teh et al., ECCV 2020, "Metrix" =
@@ -15,6 +16,7 @@ authors' LIBC integration (their PyTorch framework's intra-batch configs).
 
 import re
 from functools import reduce
+from pathlib import Path
 
 import pytest
 
@@ -794,6 +796,14 @@ TABLE = [
         By(cub=64, cars=64, sop=128, inshop=128),
         "XML paper §3: m = 64 (CUB, Cars), 128 (SOP, In-Shop)",
     ),
+    # --- one folder per dataset: `gspdml reproduce --data-root DIR` reads DIR/<folder> for every
+    # table, so two families must not name one dataset's folder differently ------------------
+    (
+        rf"(^|-){DS}(-|$)",
+        "data folder",
+        By(cub="CUB_200_2011", cars="cars196", sop="Stanford_Online_Products", inshop="InShop"),
+        "README, The papers' tables: the --data-root layout",
+    ),
 ]
 
 
@@ -805,6 +815,8 @@ def dataset_key(name: str) -> str:
 
 
 def resolve(config: RunConfig, name: str, key: str):
+    if key == "data folder":  # the last part of data.dataset.root (resolved to an absolute path)
+        return Path(config["data"]["dataset"]["root"]).name
     if key == "head":
         return head_position(config["model"])
     if key == "batch":

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from gspdml.cli import main
 from gspdml.config import load_config
@@ -21,7 +20,7 @@ from gspdml.errors import ConfigError
 from gspdml.workflows.reproduce import TABLES, Table, get_table, plan_table, reproduce
 from gspdml.workflows.reproduce.cir_tables import WEICOM
 from gspdml.workflows.reproduce.registry import SECONDS_PER_IMAGE, Reported, Row, select_rows
-from tests.helpers.datasets import make_cub
+from tests.helpers.datasets import make_cub, write_image
 from tests.presets.test_preset_recipes import PRESETS
 
 #: dataset names of a row -> the reader names its preset may use
@@ -264,11 +263,6 @@ def test_overrides_reach_every_row_and_the_estimate():
 
 # ----------------------------------------------------------------------- end to end on CUB
 def _tiny_cub(root: Path) -> Path:
-    def write_image(path, fmt=None, seed=0):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pixels = np.random.default_rng(seed).integers(0, 256, (12, 12, 3), dtype=np.uint8)
-        Image.fromarray(pixels, "RGB").save(path, format=fmt)
-
     make_cub(root, write_image, classes=16, per_class=3)  # 8 training classes: 4 folds of 2
     return root
 

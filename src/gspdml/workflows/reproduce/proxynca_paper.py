@@ -158,7 +158,6 @@ PROXYNCA_TABLE_6 = Table(
         """,
     ),
     seeds=SEEDS,
-    notes="The proxynca-inshop preset records R@1, 10, 20, 30 (four recall depths); R@40 stays empty.",
 )
 PROXYNCA_TABLE_7 = Table(
     "proxynca-table7",
