@@ -405,3 +405,24 @@ def test_metrix_tables_repeat_each_other_but_for_four_printed_cells():
             assert cell("metrix-table2.5", ablation, f"R@{k}") == cell(
                 "metrix-table2.3", f"cars/{label}", f"R@{k}"
             )
+
+
+def test_ccp_rows_end_to_end(tmp_path):
+    """CCP Table 3.2a's C1+CCP-L on CUB (conventional protocol: the CCP projections monitor MAP@R
+    while the run selects by P@1 on the test split) and thesis Table 5.1's C1+CCP+GSP (fair
+    protocol, CCP inside ZSR, 4 fold models): ours equals the models' own test results."""
+    data, out = _tiny_cub(tmp_path / "data"), tmp_path / "out"
+    common = ["--seeds", "0", "--data-root", str(data), "--output-dir", str(out), *SMOKE]
+    for table, row, protocol, runs in (
+        ("ccp-table3.2a", "cub/C1+CCP-L", "conventional", ["seed0"]),
+        ("thesis-table5.1", "cub/C1+CCP+GSP", "fair", [f"fold{f}-seed0" for f in range(4)]),
+    ):
+        assert main(["reproduce", table, "--rows", row, *common]) == 0
+        payload = json.loads((out / "tables" / f"{table}.json").read_text())
+        (entry,) = [r for r in payload["rows"] if r["status"] == "reproduced"]
+        assert entry["key"] == row
+        dirs = [out / protocol / entry["preset"] / run for run in runs]
+        column = "R@1" if protocol == "conventional" else "128D MAP@R"
+        metric = "precision_at_1" if protocol == "conventional" else "map_at_r"
+        mean = np.mean([_results(run)[metric] for run in dirs])
+        assert entry["cells"][column]["ours"] == pytest.approx(100 * mean)
