@@ -77,6 +77,7 @@ TABLE = [
     ),
     (BNI, "optimizer.weight_decay", 1e-4, "thesis §5.3.4.1: weight decay 1e-4"),
     (BNI, "model.backbone.name", "bn_inception", "thesis §5.2.4: BN-Inception"),
+    (BNI, "model.backbone.freeze_bn", True, "TF code: BNInception freeze_bn = True"),
     (R50, "model.backbone.name", "resnet50", "GSP paper Table 3b / thesis Table 5.2b: ResNet-50"),
     (R50, "optimizer.weight_decay", 4e-4, "thesis §5.3.4.1: weight decay 4e-4 (ResNet50)"),
     (R50, "batch", 112, "thesis §5.3.4.1: batch 112 (ResNet50) at 4 samples per class"),
