@@ -22,6 +22,7 @@ import pytest
 
 from gspdml.config import RunConfig, load_config, preset_names
 from gspdml.losses import build_loss
+from gspdml.losses.ccp import CCP as CCPLoss
 from gspdml.models.embedder import head_position
 from gspdml.registry import parse_spec
 
@@ -46,6 +47,13 @@ METRIX = (
 )
 MOCHI = r"^metrix-.*-contrastive-mochi-"  # the MoCHi competitor rows of Metrix Table 2.4
 ONE_LEVEL = r"^metrix-(?!.*-(input-feature|input-embed|feature-embed))"  # not a level combination
+#: CCP presets (Gürbüz thesis Ch. 3): fair (ccp-<dataset>-<loss>), with GSP + ZSR
+#: (ccp-<dataset>-c1-gsp, thesis Table 5.1) and conventional (thesis Tables 3.2a/b)
+CCP_FAIR = r"^ccp-(?!demo|base)(?!.*-gsp$)"
+CCP_GSP = rf"^ccp-{DS}-c1-gsp$"
+CCP_CONV = rf"^{DS}-conventional-(r50-512-)?(c1|c2|ms)ccp-gap$"
+CCP = rf"({CCP_FAIR}|{CCP_GSP}|{CCP_CONV})"
+CCP_CODE = rf"(^ccp-(?!demo|base)(?!.*-thesis$)|{CCP_CONV})"  # the options of ccp-dml
 PNCA = rf"^proxynca-{DS}"  # ProxyNCA++ as published and its ablations (ProxyNCA++ paper Tables 3-7)  # GSP paper Table 4, CUB: the pooling alternatives
 
 TABLE = [
@@ -71,6 +79,7 @@ TABLE = [
     ),
     (BNI, "optimizer.weight_decay", 1e-4, "thesis §5.3.4.1: weight decay 1e-4"),
     (BNI, "model.backbone.name", "bn_inception", "thesis §5.2.4: BN-Inception"),
+    (BNI, "model.backbone.freeze_bn", True, "TF code: BNInception freeze_bn = True"),
     (R50, "model.backbone.name", "resnet50", "GSP paper Table 3b / thesis Table 5.2b: ResNet-50"),
     (R50, "optimizer.weight_decay", 4e-4, "thesis §5.3.4.1: weight decay 4e-4 (ResNet50)"),
     (R50, "batch", 112, "thesis §5.3.4.1: batch 112 (ResNet50) at 4 samples per class"),
@@ -219,7 +228,7 @@ TABLE = [
         "global",
         "ProxyNCA++ paper §3: GMP, LayerNorm, then the embedding layer",
     ),
-    (r"^ccp-(?!demo)", "head", "global", "ccp-dml: GAP then Dense(128) (one operator for GAP)"),
+    (CCP_FAIR, "head", "global", "ccp-dml: GAP then Dense(128) (one operator for GAP)"),
     (
         rf"^{DS}-fair-.*-xml$",
         "head",
@@ -278,7 +287,6 @@ TABLE = [
         By(cub=0.0961, cars=0.119, sop=0.0451, inshop=0.0451),
         "thesis §3.3.2.1: triplet margins",
     ),
-    (r"^ccp-.*-ms$", "loss:base.mining", False, "ccp-dml: MS built without a miner"),
     (r"^cub-fair-ms-gsp$", "loss:base.alpha", 2.0, "thesis §3.3.2.1: MS (2, 40, 0.5) on CUB"),
     (
         r"^cars-fair-ms-gsp$",
@@ -407,22 +415,122 @@ TABLE = [
     (rf"^{DS}-fair-.*-xml$", "model.pooling.name", "gap", "XML paper: GAP"),
     # --- CCP (thesis §3.2.4, §3.3.2.1) -----------------------------------------------------------
     (
-        r"^ccp-(?!demo|base)",
+        CCP,
         "model.normalize",
         "clip",
         "thesis §3.2.4 / ccp-dml lipschitz_cont: clip-normalised evaluation",
     ),
     (
-        r"^ccp-(?!demo|base)",
-        "loss:normalization",
+        CCP,
+        "loss:ccp.normalization",
         "clip",
         "thesis §3.2.4 / ccp-dml lipschitz_cont: clip loss",
     ),
-    (r"^ccp-(cub|cars)-", "loss:k", 8, "thesis §3.3.2.1: 8 proxies per class on CUB and Cars"),
-    (r"^ccp-(sop|inshop)-", "loss:k", 4, "thesis §3.3.2.1: 4 proxies per class on SOP and In-shop"),
-    (r"^ccp-(cub|cars)-", "loss:pool_size", 12, "thesis §3.3.2.1: pool b = 12 on CUB and Cars"),
-    (r"^ccp-(?!demo|base)", "loss:prox_lambda", 2e-4, "thesis §3.3.2.1: lambda = 2e-4"),
+    (
+        CCP,
+        "loss:ccp.k",
+        By(cub=8, cars=8, sop=4, inshop=4),
+        "thesis §3.3.2.1: 8 proxies per class on CUB and Cars, 4 on SOP and In-shop",
+    ),
+    (
+        CCP,
+        "loss:ccp.pool_size",
+        By(cub=12, cars=12, sop=7, inshop=7),
+        "thesis §3.3.2.1: pool b = 12 on CUB and Cars, 7 on SOP and In-shop",
+    ),
+    (CCP, "loss:ccp.prox_lambda", 2e-4, "thesis §3.3.2.1: lambda = 2e-4"),
+    (CCP, "loss:ccp.patience", 3, "thesis §3.2.4: a projection ends after 3 rounds"),
+    (CCP, "loss:ccp.metric", "map_at_r", "thesis §3.2.4 / ccp-dml monitor_to_stop: MAP@R"),
+    (CCP, "loss:ccp.proxy_weight", 1.0, "ccp-dml: ccp_weight 1.0"),
+    (
+        CCP_CODE,
+        "loss:ccp.batch_weight",
+        0.1,
+        "ccp-dml: loss_weight 0.1 (the in-batch term)",
+    ),
+    (
+        CCP_CODE,
+        "loss:ccp.proxy_as_anchor",
+        False,
+        "ccp-dml: proxies are references (proxy_anchor False)",
+    ),
+    (r"^ccp-cub-c2-thesis$", "loss:ccp.proxy_as_anchor", True, "thesis §3.2.3: proxy anchors"),
+    (r"^ccp-cub-c2-thesis$", "loss:ccp.batch_weight", 0.0, "thesis Eq. 3.2.11: proxies only"),
+    (r"^ccp-cub-c2-thesis$", "loss:ccp.regularize_first", True, "thesis Algorithm 1"),
+    (r"^ccp-cub-c2-thesis$", "loss:ccp.snapshot", "last", "thesis Algorithm 1: theta* <- theta"),
+    (r"^ccp-cub-c2-thesis$", "loss:ccp.init", "random", "thesis Algorithm 1: random samples"),
+    (
+        rf"^ccp-{DS}-c1(-gsp)?$|^{DS}-conventional-(r50-512-)?c1ccp-",
+        "loss:ccp.base.margin",
+        0.5,
+        "thesis §3.3.2.1: C1 margin 0.5",
+    ),
+    (
+        rf"^ccp-{DS}-c2(-thesis)?$|^{DS}-conventional-(r50-512-)?c2ccp-",
+        "loss:ccp.base.pos_margin",
+        By(cub=0.0, cars=0.2652, sop=0.2858, inshop=0.2858),
+        "thesis §3.3.2.1: C2 (m+, m-)",
+    ),
+    (
+        rf"^ccp-{DS}-c2(-thesis)?$|^{DS}-conventional-(r50-512-)?c2ccp-",
+        "loss:ccp.base.neg_margin",
+        By(cub=0.3841, cars=0.5409, sop=0.513, inshop=0.513),
+        "thesis §3.3.2.1: C2 (m+, m-)",
+    ),
+    *(
+        (
+            rf"^ccp-{DS}-ms$|^{DS}-conventional-(r50-512-)?msccp-",
+            f"loss:ccp.base.{constant}",
+            By(cub=cub, cars=cars, sop=sop, inshop=inshop),
+            "thesis §3.3.2.1: MS (alpha, beta, lambda)",
+        )
+        for constant, cub, cars, sop, inshop in (
+            ("alpha", 2.0, 14.35, 2.0, 8.49),
+            ("beta", 40.0, 75.83, 40.0, 57.38),
+            ("base", 0.5, 0.66, 0.5, 0.41),
+        )
+    ),
+    (
+        rf"^ccp-{DS}-ms$|^{DS}-conventional-(r50-512-)?msccp-",
+        "loss:ccp.base.mining",
+        False,
+        "ccp-dml: MS built without a miner",
+    ),
+    (
+        rf"^ccp-{DS}-triplet$",
+        "loss:ccp.base.margin",
+        By(cub=0.0961, cars=0.119, sop=0.0451, inshop=0.0451),
+        "thesis §3.3.2.1: triplet margins",
+    ),
     (r"^ccp-(?!demo)", "model.embedding_dim", 128, "thesis §3.3.2.1: 128-D"),
+    (r"^ccp-(cub|cars)-", "evaluation.every", 25, "thesis §3.3.2.1: every 25 steps (CUB, Cars)"),
+    (r"^ccp-(sop|inshop)-", "evaluation.every", 250, "thesis §3.3.2.1: every 250 (SOP, In-shop)"),
+    (r"^ccp-(?!demo)", "evaluation.patience", 60, "thesis §3.3.2.1 / ccp-dml: 60 rounds"),
+    (r"^ccp-(?!demo)", "evaluation.metric", "map_at_r", "thesis §3.3.2.1: validation MAP@R"),
+    (r"^ccp-(?!demo)", "data.dataset.num_folds", 4, "thesis §3.3.2.1: 4 fold models"),
+    (
+        CCP_CONV,
+        "evaluation.patience",
+        By(cub=15, cars=15, sop=10, inshop=10),
+        "thesis §3.3.2.1: patience 15 (CUB, Cars), 10 (SOP, In-shop)",
+    ),
+    (CCP_CONV, "data.dataset.val_fraction", 0.0, "thesis §3.3.2.1: the whole train split"),
+    (CCP_GSP, "model.pooling.name", "gsp", "thesis Table 5.1: C1+CCP+GSP"),
+    (
+        CCP_GSP,
+        "model.pooling.num_prototypes",
+        By(cub=64, cars=64, sop=128, inshop=128),
+        "GSP paper §4.4: m = 64 (CUB, Cars), 128 (SOP, In-shop)",
+    ),
+    (CCP_GSP, "model.pooling.mu", 0.3, "GSP paper §4.4: mu = 0.3"),
+    (CCP_GSP, "model.pooling.eps", 5.0, "GSP paper §4.4: eps = 5 with pair losses (CCP wraps C1)"),
+    (CCP_GSP, "head", "local", "GSP paper §4 / TF code: feature_transform before the transport"),
+    (CCP_GSP, "data.halves", True, "GSP paper Alg. 4: class-disjoint halves"),
+    (CCP_GSP, "loss.name", "zsr", "thesis §5.3.4.1: GSP with zero-shot regularisation"),
+    (CCP_GSP, "loss:mixing", 0.1, "thesis §5.3.4.1: lambda = 0.1"),
+    (CCP_GSP, "loss:ridge", 0.05, "TF code: regression_regularizer_weight 0.05"),
+    (CCP_GSP, "loss:logit_scale", 9.5, "TF code zsr_loss: softmax scale 9.5"),
+    (CCP_GSP, "loss:reduction", "mean", "TF code zsr_loss: one mean over the batch"),
     # --- Metrix (Psomas thesis §2.4.1; Metrix code) ------------------------------------------------------
     (r"^metrix-(?!demo)", "model.backbone.name", "resnet50", "Metrix §2.4.1: ResNet-50"),
     (r"^metrix-(?!demo)", "model.pooling.name", "gap_gmp", "Metrix §2.4.1: GAP+GMP"),
@@ -856,6 +964,8 @@ def loss_value(loss, path: str, name: str):
     if path == "ms_constants":
         ms = loss.base
         return (ms.alpha, ms.beta, ms.base, ms.epsilon)
+    if path.startswith("ccp."):  # the CCP module, alone or inside ZSR
+        loss, path = next(m for m in loss.modules() if isinstance(m, CCPLoss)), path[4:]
     if path.startswith("xbm."):
         loss, path = (
             (loss.base if hasattr(loss, "base") and not hasattr(loss, "memory") else loss),

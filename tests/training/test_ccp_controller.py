@@ -10,6 +10,7 @@ from gspdml.errors import TrainingError
 from gspdml.losses import build_loss
 from gspdml.losses.ccp_selection import sample_pool
 from gspdml.training.ccp_controller import CCPController
+from gspdml.training.parts import find_callbacks
 from tests.helpers.kcenter_reference import kcenter_reference
 
 CLASSES, K, POOL, DIM = 3, 2, 5, 4
@@ -146,3 +147,13 @@ def test_missing_metric_is_named():
     trainer, ctl, _, _ = _setup(metric="precision_at_1")
     with pytest.raises(TrainingError, match="precision_at_1"):
         ctl.on_evaluation(trainer, {"map_at_r": 0.1})
+
+
+def test_ccp_inside_zsr_gets_its_controller():
+    """C1+CCP+GSP (thesis Table 5.1) nests CCP in ZSR: the trainer's callbacks hold one CCP
+    controller, for the nested loss, by its module path."""
+    spec = {"zsr": {"base": {"ccp": {"base": {"c1": {"margin": 0.5}}, "proxies_per_class": K}}}}
+    loss = build_loss(spec, embedding_dim=DIM, num_classes=CLASSES)
+    found = find_callbacks(nn.Linear(DIM, DIM), loss, {})
+    controllers = {name: c for name, c in found.items() if isinstance(c, CCPController)}
+    assert list(controllers) == ["ccp:loss.base"] and controllers["ccp:loss.base"].ccp is loss.base

@@ -20,6 +20,7 @@ from gspdml.errors import ConfigError
 from gspdml.workflows.reproduce import TABLES, Table, get_table, plan_table, reproduce
 from gspdml.workflows.reproduce.cir_tables import WEICOM
 from gspdml.workflows.reproduce.registry import SECONDS_PER_IMAGE, Reported, Row, select_rows
+from gspdml.workflows.reproduce.run import _ours
 from tests.helpers.datasets import make_cub, write_image
 from tests.presets.test_preset_recipes import PRESETS
 
@@ -399,3 +400,38 @@ def test_metrix_tables_repeat_each_other_but_for_four_printed_cells():
             assert cell("metrix-table2.5", ablation, f"R@{k}") == cell(
                 "metrix-table2.3", f"cars/{label}", f"R@{k}"
             )
+
+
+def test_ccp_rows_end_to_end(tmp_path):
+    """CCP Table 3.2a's C1+CCP-L on CUB (conventional protocol: the CCP projections monitor MAP@R
+    while the run selects by P@1 on the test split) and thesis Table 5.1's C1+CCP+GSP (fair
+    protocol, CCP inside ZSR, 4 fold models): ours equals the models' own test results."""
+    data, out = _tiny_cub(tmp_path / "data"), tmp_path / "out"
+    common = ["--seeds", "0", "--data-root", str(data), "--output-dir", str(out), *SMOKE]
+    for table, row, protocol, runs in (
+        ("ccp-table3.2a", "cub/C1+CCP-L", "conventional", ["seed0"]),
+        ("thesis-table5.1", "cub/C1+CCP+GSP", "fair", [f"fold{f}-seed0" for f in range(4)]),
+    ):
+        assert main(["reproduce", table, "--rows", row, *common]) == 0
+        payload = json.loads((out / "tables" / f"{table}.json").read_text())
+        (entry,) = [r for r in payload["rows"] if r["status"] == "reproduced"]
+        assert entry["key"] == row
+        dirs = [out / protocol / entry["preset"] / run for run in runs]
+        column = "R@1" if protocol == "conventional" else "128D MAP@R"
+        metric = "precision_at_1" if protocol == "conventional" else "map_at_r"
+        mean = np.mean([_results(run)[metric] for run in dirs])
+        assert entry["cells"][column]["ours"] == pytest.approx(100 * mean)
+    summary = json.loads((dirs[0].parent / "protocol.json").read_text())["summary"]
+    steps = [json.loads((run / "results.json").read_text())["steps"] for run in dirs]
+    assert summary["training"]["steps"] == {"mean": np.mean(steps), "std": np.std(steps, ddof=1)}
+
+
+def test_a_column_scales_our_number():
+    """Percent columns read fractions x100 (sigma too); Table 3.3's steps column reads thousands."""
+    fair = {"num_realisations": 81, "summary": {"128D": {"map_at_r": {"mean": 0.2, "std": 0.01}}}}
+    column = TABLES["ccp-table3.1"].columns[0]
+    assert column.title == "128D MAP@R" and _ours(fair, column) == pytest.approx((20.0, 1.0))
+    steps = {"num_realisations": 1, "summary": {"training": {"steps": {"mean": 62400, "std": 9}}}}
+    (column,) = TABLES["ccp-table3.3"].columns
+    assert _ours(steps, column) == (pytest.approx(62.4), None)
+    assert cell("ccp-table3.3", "inshop/Row7", "steps (K)") == 115

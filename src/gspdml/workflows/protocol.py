@@ -10,7 +10,8 @@ The config describes one model; the protocol owns the fields that tell the model
   the same fold rule), and monitors them (``evaluation.split: val``). Each model embeds the test
   split (cached as ``test_embeddings.npz`` in its run dir) and
   :func:`~gspdml.evaluation.aggregate.fair_protocol_results` gives the 128D / 512D numbers over
-  all seeds^4 realisations (3^4 = 81 with three seeds).
+  all seeds^4 realisations (3^4 = 81 with three seeds); ``summary.training.steps`` is the
+  mean ± std over the models of the steps each trained before it stopped (Gürbüz thesis Table 3.3).
 - ``tuning`` (Gürbüz thesis §5.3.4.1, hyper-parameter tuning: "a single model on the 4/5 of the training
   set while using 1/5 for the validation", repeated 3 times): one split of the training classes, fold 0 of the 5
   contiguous folds (validation on the last fifth), one model per seed, early-stopping patience 10
@@ -409,9 +410,11 @@ def _fair_summary(runs: list[ProtocolRun]) -> dict:
         train_embeddings=train,
     )
     names = {(run.fold, run.seed): run.name for run in runs}
+    steps = [json.loads((run.run_dir / RESULTS_FILE).read_text())["steps"] for run in runs]
     return {
         **result,
         "per_model": {names[key]: value for key, value in result["per_model"].items()},
+        "summary": {**result["summary"], "training": {"steps": mean_std(steps)}},
     }
 
 

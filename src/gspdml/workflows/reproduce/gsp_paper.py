@@ -101,7 +101,11 @@ COMPETITORS = {
     "diva": "DiVA (Milbich et al., ECCV 2020) is not implemented",
     "fewer": "ProxyFewer (Zhu et al., 2020) is not implemented",
     "s2sd": "S2SD (Roth et al., ICML 2021) is not implemented",
-    "teh": "ProxyNCA++ at 512-D (ProxyNCA++ paper Table 14) has no preset (proxynca-* are 2048-D)",
+    "teh": (
+        "quoted from Teh et al., ECCV 2020 (ProxyNCA++ at 512-D; the numbers are neither its "
+        "Table 14 nor its Table 15); proxynca-<dataset>-512 runs that paper's own two-stage "
+        "recipe (proxynca-table3 to 6), not this conventional one"
+    ),
     "diml": "DIML (Zhao et al., ICCV 2021) is not implemented",
 }
 METRIX_MISSING = {

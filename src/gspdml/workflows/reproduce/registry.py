@@ -4,7 +4,8 @@ A :class:`Table` is one headline table of a paper: the protocol its rows were ru
 (:mod:`gspdml.workflows.protocol`), its seeds, its :class:`Column` s and its :class:`Row` s. A
 row is one method on one dataset: a shipped preset (run by the table's protocol) and the
 numbers the paper printed for it, or, when the library cannot run it yet, a ``missing`` reason
-(the row is listed, never faked). Numbers are in percent, as the papers print them.
+(the row is listed, never faked). Numbers are in percent, as the papers print them, unless a
+column scales them otherwise (training steps in thousands).
 
 The tables themselves live beside this module, one module per paper
 (:data:`gspdml.workflows.reproduce.tables.TABLES` collects them); :func:`grid` reads a table
@@ -46,15 +47,17 @@ TYPICAL_STEPS.update(sop=78000, stanford_online_products=78000, inshop=102000, i
 
 @dataclass(frozen=True)
 class Column:
-    """One reported number of a row: ``summary[group][metric]`` of the protocol's result
+    """One reported number of a row: ``scale x summary[group][metric]`` of the protocol's result
     (:mod:`gspdml.workflows.tables`), titled as in the paper; our sigma is read from
     ``sigma_group`` (default ``group``; the conventional protocol's "best" repeat has none, its
-    sigma is that of the repeats)."""
+    sigma is that of the repeats). ``scale`` 100 reads a fraction as percent; 1e-3 reads
+    training steps in thousands."""
 
     group: str
     metric: str
     title: str
     sigma_group: Optional[str] = None
+    scale: float = 100.0
 
 
 @dataclass(frozen=True)

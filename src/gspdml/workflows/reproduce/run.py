@@ -215,8 +215,8 @@ def _entry(table: Table, row: Row, status: str, result: Optional[dict]) -> dict[
 
 
 def _ours(result: dict, column: Column) -> tuple[Optional[float], Optional[float]]:
-    """Our number of ``column`` in percent and its std over the realisations (None for one
-    realisation). A metric the protocol's summary leaves out (R@k but R@1) is read from the
+    """Our number of ``column`` (in percent unless the column scales otherwise) and its std over
+    the realisations (None for one realisation). A metric the protocol's summary leaves out (R@k but R@1) is read from the
     models of a conventional or two-stage protocol: the best repeat's value ("best") or the
     mean over the repeats ("repeats"); None when the runs did not record it."""
     single = int(result.get("num_realisations", 0)) < 2  # no spread to report
@@ -233,8 +233,8 @@ def _ours(result: dict, column: Column) -> tuple[Optional[float], Optional[float
         best = result["per_model"][result["best_run"]][column.metric]
         mean, std = (best if column.group == "best" else stats["mean"]), stats["std"]
     if single or std is None or math.isnan(std):
-        return 100.0 * mean, None
-    return 100.0 * mean, 100.0 * std
+        return column.scale * mean, None
+    return column.scale * mean, column.scale * std
 
 
 # ---------------------------------------------------------------------------------- Markdown
