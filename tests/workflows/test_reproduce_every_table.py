@@ -47,6 +47,7 @@ ROWS = {
     "xml-table1": ("cars/PA+XML", "512D MAP@R", 27.56),  # XML paper, Table 1
     "xml-table1-conventional": ("inshop/LIBC+XML", "R@1", 93.04),  # XML paper, Table 1
     "ccp-table3.1": ("inshop/C2+CCP-L", "128D MAP@R", 57.24),  # Gürbüz thesis, Table 3.1
+    "ccp-table3.2a": ("cars/MS+CCP-L", "R@1", 86.01),  # Gürbüz thesis, Table 3.2a
     "ccp-table3.2b": ("cars/LIBC^512", "R@1", 88.1),  # Gürbüz thesis, Table 3.2b
     "thesis-table5.1": ("cars/C1+XBM+GSP", "512D P@1", 83.31),  # Gürbüz thesis, Table 5.1
     "thesis-table5.2a": ("inshop/C1+XBM+GSP", "R@1", 90.92),  # Gürbüz thesis, Table 5.2a
@@ -68,13 +69,19 @@ ROWS = {
 #: missing reason and no model (a preset added to one of them fails the coverage test below,
 #: so that a row of it joins ROWS)
 NOT_RUNNABLE = {
-    # the CCP recipe of the conventional protocol has no preset yet; the other rows quote
-    # competitors (XBM, ProxyAnchor, SoftTriple) or need methods not implemented (DiVA,
-    # ProxyFewer, S2SD)
-    "ccp-table3.2a": "the conventional-protocol CCP recipe (Gürbüz thesis §3.3.2.1) has no preset",
-    # every row quotes another paper's number (MS, Margin, semi-hard triplets) or needs HORDE;
-    # the untrained backbone's rows are each run's step-0 baseline in results.json
-    "proxynca-table11": "HORDE (Jacob et al., ICCV 2019) is not implemented",
+    # training steps per method on SOP and In-Shop; the thesis text lost the rows' method labels
+    "ccp-table3.3": (
+        "the thesis' text lost the method labels of Table 3.3, and no pairing of these rows with "
+        "the base losses and their CCP versions gives the 10-35 % more steps its text states, so "
+        "no row can name a preset"
+    ),
+    # the ProxyNCA++ authors' re-runs of Margin, semi-hard triplets, MS and HORDE with average
+    # vs max pooling; the untrained backbone's rows are each run's step-0 baseline in results.json
+    "proxynca-table11": (
+        "HORDE (Jacob et al., ICCV 2019: contrastive losses on cascaded high-order moments of the "
+        "local features) is not implemented, and Table 11 states neither its orders and "
+        "projections nor its Inception-v3 recipe"
+    ),
 }
 
 #: the folder of each dataset under --data-root (the presets' data.dataset.root, one per
