@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import torch
 
 from tests.helpers.experiments import load_common, load_experiment
@@ -60,3 +61,22 @@ def test_pooling_weights_are_the_models_spatial_weights():
     )
     assert common.pooling_weights(gap, dataset, [0, 2]) == [None, None]
     assert common.display_image(dataset, 3).shape == (32, 32, 1)
+
+
+def test_merge_adds_methods_to_the_published_run_and_keeps_the_others(tmp_path, monkeypatch):
+    stored = {"plan": {"seeds": [0, 1, 2]}, "results": {"gap": {"m": 1}, "gsp_zsr": {"m": 2}}}
+    published = tmp_path / "results.json"
+    published.write_text(json.dumps({"runs": {"frozen": stored}}))
+    monkeypatch.setattr(collage, "PUBLISHED", published)
+    table = collage.merged("frozen", {"seeds": (0, 1, 2)}, {"gsp_zsr": {"m": 3}, "new": {"m": 4}})
+    assert table == {"gap": {"m": 1}, "gsp_zsr": {"m": 3}, "new": {"m": 4}}
+    with pytest.raises(SystemExit, match="has seeds"):
+        collage.merged("frozen", {"seeds": (0,)}, {})
+
+
+def test_the_he_normal_method_differs_from_the_default_in_the_init_alone():
+    default, he = (collage.run_config(m, "frozen") for m in ("gsp_zsr", "gsp_zsr_he"))
+    assert default.loss.get("class_init", "unit") == "unit" and he.loss["class_init"] == "he_normal"
+    assert {k: v for k, v in he.loss.items() if k != "class_init"} == {
+        k: v for k, v in default.loss.items() if k != "class_init"
+    }
