@@ -173,15 +173,16 @@ def _method(args: argparse.Namespace) -> CirMethod:
     """The method of the command line. WeiCom's λ defaults to the model's (Psomas thesis Table
     5.2) and, as the chapter-4 competitor of ``gspdml cir freedom``, to 0.5 (the two CDFs summed,
     §4.4.4)."""
-    lam = getattr(args, "lam", None)
-    if lam is None:
-        lam = 0.5 if args.cir_method == "freedom" else default_lambda(args.model)
-    freedom: dict[str, Any] = {}
+    options: dict[str, Any] = {}
     if args.cir_method == "freedom":
-        freedom = dict(
-            k=args.k, n=args.n, m=args.m, variant=args.variant, query_as_proxy=args.query_as_proxy
-        )
-    return CirMethod(args.method, lam=lam, **freedom)
+        options.update(k=args.k, n=args.n, m=args.m, variant=args.variant)
+        options.update(query_as_proxy=args.query_as_proxy)
+    if args.method == "weicom":
+        lam = getattr(args, "lam", None)
+        if lam is None:
+            lam = 0.5 if args.cir_method == "freedom" else default_lambda(args.model)
+        options.update(lam=lam)
+    return CirMethod(args.method, **options)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -205,7 +206,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.no_cache
         else Path(args.cache).expanduser().resolve()
         if args.cache
-        else _default_cache()
+        else FeatureCache.default_directory()
     )
     cache = FeatureCache(cache_dir) if cache_dir else None
     protocol, has_positives = _protocol(args, images, cache_dir)
@@ -229,12 +230,6 @@ def _run(args: argparse.Namespace) -> int:
     else:
         _print_text(report, args.show)
     return 0
-
-
-def _default_cache() -> Path:
-    from gspdml.data.cache import cache_dir
-
-    return cache_dir() / "cir-features"
 
 
 def _report(

@@ -12,10 +12,9 @@ from gspdml.errors import ConfigError
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from gspdml.workflows.reproduce import (
-        dry_run_markdown,
+        dry_run,
         get_table,
         list_markdown,
-        plan_table,
         reproduce,
         table_markdown,
     )
@@ -34,8 +33,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         output_dir=None if args.output_dir is None else str(args.output_dir),
     )
     if args.dry_run:
-        seeds = args.seeds or table.seeds
-        print(dry_run_markdown(table, plan_table(table, **options), seeds), end="")
+        print(dry_run(table, **options), end="")
         return 0
     print(table_markdown(table, reproduce(table, **options)), end="")
     return 0

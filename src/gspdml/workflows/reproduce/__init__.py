@@ -3,13 +3,14 @@ protocol and printed beside the papers' numbers (:mod:`gspdml.workflows.reproduc
 tables: :mod:`gspdml.workflows.reproduce.registry` and the modules it lists)."""
 
 from gspdml.workflows.reproduce.registry import Column, Reported, Row, Table
+from gspdml.workflows.reproduce.report import table_markdown
 from gspdml.workflows.reproduce.run import (
+    dry_run,
     dry_run_markdown,
     get_table,
     list_markdown,
     plan_table,
     reproduce,
-    table_markdown,
 )
 from gspdml.workflows.reproduce.tables import TABLES
 
@@ -19,6 +20,7 @@ __all__ = [
     "Reported",
     "Row",
     "Table",
+    "dry_run",
     "dry_run_markdown",
     "get_table",
     "list_markdown",
