@@ -287,7 +287,7 @@ def reproduce_cir(
                 value = summary.get(column.group, {}).get(column.metric)
                 ours[column.title] = (value, None)
             runs = {e.benchmark: str(e.output) for e in plan.evaluations}
-            entries.append(row_entry(table, row, "reproduced", ours, runs, 1))
+            entries.append(row_entry(table, row, "reproduced", ours, runs, 1, settings.model))
     payload = {
         "table": table.key,
         "title": table.title,
@@ -315,7 +315,7 @@ def cir_dry_run_markdown(table: Table, plans: Sequence[CirRowPlan]) -> str:
             body.append(
                 [
                     plan.row.key,
-                    evaluation.spec.description.rsplit(",", 1)[0],
+                    evaluation.spec.describe().rsplit(",", 1)[0],
                     f"`{evaluation.model}`"
                     + (f" ({evaluation.weights})" if evaluation.weights else ""),
                     evaluation.benchmark,

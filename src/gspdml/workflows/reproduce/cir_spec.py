@@ -18,6 +18,7 @@ attribute of its class (§5.4.1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from gspdml.cir.domain_datasets import DOMAIN_DATASETS
 from gspdml.cir.evaluation import CirMethod
@@ -52,9 +53,9 @@ class CirSpec:
         if self.memory != "database" and self.method.name != "freedom":
             raise ValueError(f"only FreeDom has a visual memory, not {self.method.name}")
 
-    @property
-    def description(self) -> str:
-        """What runs, in a few words: ``freedom L+a, clip``, ``weicom λ=0.6, remoteclip``."""
+    def describe(self, model: Optional[str] = None) -> str:
+        """What runs, in a few words: ``freedom L+a, clip``, ``weicom λ=0.6, remoteclip``
+        (``model``: the model spec that replaced the row's)."""
         method = self.method
         parts = [method.name]
         if method.name == "freedom":
@@ -63,4 +64,4 @@ class CirSpec:
                 parts.append(f"{self.memory} memory")
         if method.name == "weicom":
             parts.append(f"λ={method.lam:g}")
-        return f"{' '.join(parts)}, {self.model}"
+        return f"{' '.join(parts)}, {model or self.model}"

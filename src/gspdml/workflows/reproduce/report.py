@@ -27,8 +27,10 @@ def row_entry(
     ours: Mapping[str, Ours] = {},
     runs: Mapping[str, Any] = {},
     num_realisations: Optional[int] = None,
+    model: Optional[str] = None,
 ) -> dict[str, Any]:
-    """A row of the written table; ``ours`` maps column titles to our (value, std)."""
+    """A row of the written table; ``ours`` maps column titles to our (value, std); ``model``:
+    the model spec that replaced a ``cir`` row's."""
     cells = {}
     for column in table.columns:
         paper = row.paper.get(column.title)
@@ -45,7 +47,7 @@ def row_entry(
         "label": row.label,
         "dataset": row.dataset,
         "preset": row.preset,
-        "cir": None if row.cir is None else row.cir.description,
+        "cir": None if row.cir is None else row.cir.describe(model),
         "status": status,
         "num_realisations": num_realisations,
         "runs": dict(runs),
