@@ -46,11 +46,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Run every row of a paper's table by its protocol (resumable: finished "
         "models are reused) and write <output-dir>/tables/TABLE.md and .json with the paper's "
         "number, ours, the difference and our std. Overrides key.sub=value apply to every row "
-        "(e.g. schedule.max_steps=2 for a smoke run).",
+        "(e.g. schedule.max_steps=2 for a smoke run). The composed-retrieval tables (protocol "
+        "cir) evaluate a frozen vision-language model instead and take the settings model=SPEC, "
+        "weights, vocabulary, memory, device, batch_size, cache.",
     )
     p.add_argument("table", nargs="?", default=None, help="table key (see --list)")
     p.add_argument(
-        "overrides", nargs="*", help="overrides key.sub=value for every row (YAML values)"
+        "overrides",
+        nargs="*",
+        help="overrides key.sub=value for every row (YAML values); a cir table: key=value settings",
     )
     p.add_argument("--list", action="store_true", help="list the tables with their row counts")
     p.add_argument(
@@ -70,7 +74,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         default=None,
         help="folder holding the datasets in their official layouts (CUB_200_2011, cars196, "
-        "Stanford_Online_Products, InShop); default: each preset's data/<name>",
+        "Stanford_Online_Products, InShop); default: each preset's data/<name>. A cir table: "
+        "the FreeDom release's data/ folder (imagenet_r, minidn, nico, ltll; PatternNet/ for "
+        "WeiCom); default: data",
     )
     p.add_argument(
         "--seeds", type=int, nargs="+", default=None, help="training seeds (default: the table's)"

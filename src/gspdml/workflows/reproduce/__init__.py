@@ -1,6 +1,8 @@
-"""``gspdml reproduce``: the seeds' headline tables as rows of pinned presets, run by their
-protocol and printed beside the papers' numbers (:mod:`gspdml.workflows.reproduce.run`; the
-tables: :mod:`gspdml.workflows.reproduce.registry` and the modules it lists)."""
+"""``gspdml reproduce``: the papers' headline tables as rows of pinned presets, run by their
+protocol, or, for composed image retrieval, of pinned evaluations
+(:mod:`gspdml.workflows.reproduce.cir_run`), printed beside the papers' numbers
+(:mod:`gspdml.workflows.reproduce.run`; the tables: :mod:`gspdml.workflows.reproduce.registry`
+and the modules it lists)."""
 
 from gspdml.workflows.reproduce.registry import Column, Reported, Row, Table
 from gspdml.workflows.reproduce.report import table_markdown

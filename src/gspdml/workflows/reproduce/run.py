@@ -10,7 +10,10 @@ and a row whose preset another table shares is trained once. A row's models live
 ``<output_dir>/tables/<table>.md`` and ``.json``: for every row and column the paper's number,
 ours (mean over the protocol's realisations), the difference ours - paper and our sigma (the
 std over the realisations: the 3^4 four-model ensembles of the fair protocol, the repeats of
-the conventional one). Rows the library cannot run are listed with what is missing.
+the conventional one). Rows the library cannot run are listed with what is missing. A table of
+the ``cir`` protocol (composed image retrieval) trains nothing: its rows are evaluations, run by
+:mod:`gspdml.workflows.reproduce.cir_run` and written in the same layout
+(:mod:`gspdml.workflows.reproduce.report`).
 """
 
 from __future__ import annotations
