@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -190,9 +190,7 @@ def plan_cir(
                 benchmark, spec, model, settings.weights, folder, vocabulary, memory, Path()
             )
             name = f"{spec.method.name}-{cache_key(draft.settings())}.json"
-            evaluations.append(
-                CirEvaluation(**{**draft.__dict__, "output": output / benchmark / name})
-            )
+            evaluations.append(replace(draft, output=output / benchmark / name))
         plans.append(CirRowPlan(row, tuple(evaluations)))
     return plans
 

@@ -52,7 +52,8 @@ class Column:
     """One reported number of a row: ``summary[group][metric]`` of the protocol's result
     (:mod:`gspdml.workflows.tables`), titled as in the paper; our sigma is read from
     ``sigma_group`` (default ``group``; the conventional protocol's "best" repeat has none, its
-    sigma is that of the repeats)."""
+    sigma is that of the repeats). In a ``cir`` table, ``group`` and ``metric`` name a number
+    of the row's evaluations (:func:`gspdml.workflows.reproduce.cir_run.summarise`)."""
 
     group: str
     metric: str
