@@ -283,10 +283,12 @@ def test_table_5_2_equals_a_naive_recomputation_and_the_cir_command(data, tmp_pa
         assert got["Avg"] == pytest.approx(metrics["map"], abs=1e-9)
 
 
-def test_table_5_3_lambda_sweep_ends_at_the_unimodal_baselines(data, tmp_path):
+def test_table_5_3_lambda_sweep_ends_at_the_unimodal_baselines(data, tmp_path, capsys):
     """λ = 0 ranks as the image baseline and λ = 1 as the text baseline (a CDF is monotone per
     query), and every λ equals the naive WeiCom; a model override reaches every row."""
     payload = reproduce("weicom-table5.3", data, tmp_path / "out")
+    # this tree is not the PatternCom of Table 5.1: said once per evaluation
+    assert capsys.readouterr().err.count("the annotations differ from Table 5.1") == 11
     assert {r["cir"] for r in payload["rows"]} >= {f"weicom λ=0.6, {MODEL}"}
     settings = [
         json.loads(p.read_text())["settings"] for p in (tmp_path / "out" / "cir").rglob("*.json")
@@ -308,6 +310,8 @@ def test_bad_settings_are_named(data, tmp_path, capsys):
     assert "'modle=clip'" in err and "model, weights, device, batch_size" in err
     assert main([*argv, "batch_size=0"]) == 2
     assert "batch_size" in capsys.readouterr().err
+    assert main([*argv, f"model={MODEL}", "--seeds", "0"]) == 2
+    assert "trains nothing" in capsys.readouterr().err
     assert main(["reproduce", "weicom-table5.3", "--data-root", str(tmp_path / "nowhere"),
                  "--output-dir", str(tmp_path), f"model={MODEL}"]) == 2  # fmt: skip
     assert "PatternNet" in capsys.readouterr().err

@@ -161,6 +161,7 @@ def reproduce(
     :func:`~gspdml.workflows.reproduce.cir_run.reproduce_cir`) and write the table; returns its
     JSON payload (``rows``: one entry per row of the table, in its order)."""
     if table.protocol == EVALUATION_ONLY:
+        _no_seeds(table, seeds)
         return reproduce_cir(
             table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
         )
@@ -198,6 +199,15 @@ def reproduce(
     }
     write_payload(table, payload, output_dir)
     return payload
+
+
+def _no_seeds(table: Table, seeds: Optional[Sequence[int]]) -> None:
+    if seeds:
+        raise ConfigError(
+            "--seeds",
+            f"{table.key} trains nothing (protocol {table.protocol}): its evaluations of a frozen "
+            "model have no seeds; leave --seeds out",
+        )
 
 
 def _ours(result: dict, column: Column) -> tuple[Optional[float], Optional[float]]:
@@ -245,6 +255,7 @@ def dry_run(
     """``gspdml reproduce TABLE --dry-run``: what the selected rows would run (a training table:
     :func:`dry_run_markdown`; a ``cir`` table: its evaluations and their inputs)."""
     if table.protocol == EVALUATION_ONLY:
+        _no_seeds(table, seeds)
         cir_plans = plan_cir(
             table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
         )
