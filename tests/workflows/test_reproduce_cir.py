@@ -219,6 +219,10 @@ def test_table_4_5_visual_memories_equal_the_cir_command(data, tmp_path, capsys)
     ]
     assert main(argv) == 2
     assert "give memory=PATH" in capsys.readouterr().err
+    assert main([*argv, "--dry-run"]) == 0  # which lists what it needs
+    listing = capsys.readouterr().out
+    assert listing.count("| external: needs memory=PATH |") == 4
+    assert listing.count("| union: needs memory=PATH |") == 4
     assert main([*argv, f"model={MODEL}", "--rows", "all/NoMemory", "all/Database"]) == 0
 
 

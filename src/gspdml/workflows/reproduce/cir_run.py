@@ -50,8 +50,9 @@ PATTERNNET = "PatternNet"
 
 @dataclass(frozen=True)
 class CirSettings:
-    """The ``key=value`` settings of a ``cir`` table (every row selected): ``model`` replaces
-    the rows' model spec, ``weights`` is its local checkpoint; ``vocabulary`` FreeDom's text
+    """The ``key=value`` settings of a ``cir`` table, for every row selected: ``model`` replaces
+    the rows' model spec, ``weights`` is its local checkpoint (the WeiCom tables pin CLIP and
+    RemoteCLIP rows: select the rows of one model with ``--rows`` to give its checkpoint); ``vocabulary`` FreeDom's text
     memory file, ``memory`` the external visual memory of Table 4.5 (a ``.npy`` of image
     embeddings or a folder of images); ``cache`` the feature cache folder."""
 
@@ -169,8 +170,11 @@ def plan_cir(
     data_root: Optional[str] = None,
     overrides: Sequence[str] = (),
     output_dir: Optional[str] = None,
+    need_memory: bool = True,
 ) -> list[CirRowPlan]:
-    """The selected rows of a ``cir`` table with their evaluations."""
+    """The selected rows of a ``cir`` table with their evaluations. A row with an external
+    visual memory needs the setting ``memory=PATH`` (unless ``need_memory`` is False: a dry
+    run lists it without)."""
     settings = CirSettings.parse(overrides)
     data = Path(data_root or DATA_ROOT).expanduser().resolve()
     output = Path(output_dir or DEFAULT_OUTPUT) / "cir"
@@ -185,14 +189,15 @@ def plan_cir(
             vocabulary = Path(settings.vocabulary or data / VOCABULARY).expanduser().resolve()
         memory = None
         if spec.memory != "database":
-            if settings.memory is None:
+            if settings.memory is None and need_memory:
                 raise ConfigError(
                     "memory",
                     f"row {row.key} of {table.key} searches an external visual memory: give "
                     "memory=PATH (a .npy of image embeddings [M, D] or a folder of images; the "
                     "thesis used the first 40M LAION-400M images), or leave the row out with --rows",
                 )
-            memory = Path(settings.memory).expanduser().resolve()
+            if settings.memory is not None:
+                memory = Path(settings.memory).expanduser().resolve()
         evaluations = []
         for benchmark in spec.benchmarks:
             folder = data / PATTERNNET if benchmark == "patterncom" else data
@@ -311,6 +316,12 @@ def reproduce_cir(
     return payload
 
 
+def _memory(evaluation: CirEvaluation) -> str:
+    if evaluation.spec.memory == "database":
+        return "database"
+    return f"{evaluation.spec.memory}: {evaluation.memory or 'needs memory=PATH'}"
+
+
 def cir_dry_run_markdown(table: Table, plans: Sequence[CirRowPlan]) -> str:
     """``--dry-run`` of a ``cir`` table: every evaluation of the selected rows with its inputs
     and whether its result is stored already."""
@@ -330,7 +341,7 @@ def cir_dry_run_markdown(table: Table, plans: Sequence[CirRowPlan]) -> str:
                     evaluation.benchmark,
                     str(evaluation.folder),
                     "–" if evaluation.vocabulary is None else str(evaluation.vocabulary),
-                    evaluation.spec.memory if method.name == "freedom" else "–",
+                    _memory(evaluation) if method.name == "freedom" else "–",
                     evaluation.spec.ap,
                     str(evaluation.output),
                     state,

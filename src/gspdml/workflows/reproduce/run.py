@@ -257,7 +257,12 @@ def dry_run(
     if table.protocol == EVALUATION_ONLY:
         _no_seeds(table, seeds)
         cir_plans = plan_cir(
-            table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
+            table,
+            rows=rows,
+            data_root=data_root,
+            overrides=overrides,
+            output_dir=output_dir,
+            need_memory=False,
         )
         return cir_dry_run_markdown(table, cir_plans)
     plans = plan_table(
