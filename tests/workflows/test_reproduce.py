@@ -18,7 +18,7 @@ from gspdml.cli import main
 from gspdml.config import load_config
 from gspdml.errors import ConfigError
 from gspdml.workflows.reproduce import TABLES, Table, get_table, plan_table, reproduce
-from gspdml.workflows.reproduce.cir_tables import WEICOM
+from gspdml.workflows.reproduce.cir_tables import OTHERS
 from gspdml.workflows.reproduce.registry import SECONDS_PER_IMAGE, Reported, Row, select_rows
 from gspdml.workflows.reproduce.run import _ours
 from tests.helpers.datasets import make_cub, write_image
@@ -58,7 +58,7 @@ def cell(table_key, key, column):
 
 
 # ------------------------------------------------------------------------------ the registry
-@pytest.mark.parametrize("key", list(TABLES))
+@pytest.mark.parametrize("key", [k for k, t in TABLES.items() if t.protocol != "cir"])
 def test_every_runnable_row_is_a_pinned_preset_of_its_dataset(key):
     for row in TABLES[key].runnable:
         assert row.preset in PRESETS, f"{key} {row.key}: {row.preset} is not a pinned preset"
@@ -140,45 +140,73 @@ def test_grid_cells_and_missing_rows():
     row = Row("x", "cub", {}, "cub-fair-c2-gap")
     with pytest.raises(ValueError, match="unknown protocol 'fiar'"):
         Table("t", "title", "citation", "fiar", (), (row,))
-    with pytest.raises(ValueError, match="runs no cir row"):
+    with pytest.raises(ValueError, match="a cir row needs a cir"):
         Table("t", "title", "citation", "cir", (), (row,))
     with pytest.raises(ValueError, match="repeated rows"):
         Table("t", "title", "citation", "fair", (), (row, row))
 
 
-def test_freedom_rows_name_a_command_the_cir_cli_accepts():
-    """Every FreeDom row the library can evaluate names its ``gspdml cir freedom`` command; the
-    command parses with the real parser and asks for the benchmark of the row's dataset."""
+def test_cir_rows_are_the_methods_of_a_command_the_cir_cli_accepts():
+    """Every CIR row the library evaluates pins the method that ``gspdml cir`` builds from the
+    command line of the thesis' setting (chapter 4: ``cir freedom`` with its trapezoid AP, WeiCom
+    at the CLI's chapter-4 λ; chapter 5: ``cir weicom`` with the standard AP), parsed by the
+    real parser; the rows of competitors stay missing."""
     from gspdml.cli import build_parser
+    from gspdml.cli.cir import _method
 
-    datasets = {"imagenet-r": "imagenet_r", "minidomainnet": "minidn", "nico++": "nico"}
-    datasets["ltll"] = "ltll"
-    commands = 0
-    for key in ("freedom-table4.1", "freedom-table4.2", "freedom-table4.5"):
-        for row in get_table(key).rows:
-            if "run: gspdml cir freedom" not in (row.missing or ""):
+    benchmarks = {"imagenet-r": ("imagenet_r",), "minidomainnet": ("minidn",)}
+    benchmarks.update({"nico++": ("nico",), "ltll": ("ltll",), "patterncom": ("patterncom",)})
+    benchmarks["all"] = ("imagenet_r", "minidn", "nico", "ltll")
+    evaluated = {}
+    for key, table in TABLES.items():
+        if table.protocol != "cir":
+            continue
+        for row in table.rows:
+            if row.cir is None:
                 continue
-            argv = row.missing.split("run: gspdml ", 1)[1].split(" (")[0].split()
-            argv = [{"DATA": "data", "NAME": "ltll"}.get(a, a) for a in argv]
+            spec = row.cir
+            assert spec.benchmarks == benchmarks[row.dataset]
+            command = "weicom" if spec.benchmarks == ("patterncom",) else "freedom"
+            argv = ["cir", command, "--images", "data", "--method", spec.method.name]
+            argv += ["--model", spec.model]
+            if command == "freedom":
+                argv += ["--dataset", spec.benchmarks[0], "--vocabulary", "words.csv"]
+                argv += ["--variant", spec.method.variant]
+            elif "lambda=" in row.label:
+                argv += ["--patterncom", "--lambda", row.label.split("lambda=")[1].rstrip(")")]
+            else:
+                argv += ["--patterncom"]
             args = build_parser().parse_args(argv)
-            assert args.cir_method == "freedom" and args.vocabulary
-            if row.dataset in datasets:
-                assert args.dataset == datasets[row.dataset]
-            commands += 1
-    # Table 4.1: Text, Image, TextxImage, Text+Image, FreeDom per dataset, WeiCom on two; 4.2: 5; 4.5: 4
-    assert commands == 5 * 4 + 2 + 5 + 4
+            assert _method(args) == spec.method, row.key
+            assert spec.ap == args.ap == ("trapezoid" if command == "freedom" else "standard")
+            evaluated[key] = evaluated.get(key, 0) + 1
+    # Table 4.1: Text, Image, TextxImage, Text+Image, FreeDom per dataset, WeiCom on two; 4.2: 5
+    assert evaluated == {
+        "freedom-table4.1": 5 * 4 + 2,
+        "freedom-table4.2": 5,
+        "freedom-table4.5": 4,
+        "weicom-table5.2": 10,
+        "weicom-table5.3": 11,
+    }
+    assert {r.cir.model for r in TABLES["weicom-table5.3"].rows} == {"remoteclip"}
     rows = {row.label: row for row in get_table("freedom-table4.5").rows}
     assert rows["Database"].paper["ImageNet-R"].value == 29.87  # = Table 4.1's FreeDom AVG
-    assert "--memory LAION.npy --memory-union" in rows["Database+LAION40M"].missing
-    assert "--variant L " in rows["NoMemory"].missing
+    assert rows["Database+LAION40M"].cir.memory == "union"
+    assert rows["LAION40M"].cir.memory == "external"
+    assert rows["NoMemory"].cir.method.variant == "L"
+    assert get_table("freedom-table4.1").rows[4].missing == OTHERS  # InstructPix2Pix
 
 
-def test_a_table_without_runnable_rows_is_written_without_training(tmp_path):
-    payload = reproduce(get_table("weicom-table5.3"), output_dir=str(tmp_path))
-    assert len(payload["rows"]) == 11 and not list(tmp_path.glob("cir/*"))
-    assert {row["status"] for row in payload["rows"]} == {f"missing: {WEICOM}"}
-    text = (tmp_path / "tables" / "weicom-table5.3.md").read_text()
-    assert "| WeiCom(lambda=0.6) | patterncom | 41.00 | – | – | 31.60 |" in text
+def test_a_table_of_missing_rows_only_is_written_without_evaluating(tmp_path):
+    payload = reproduce(
+        get_table("freedom-table4.2"), rows=["*/KEDs", "*/CIReVL"], output_dir=str(tmp_path)
+    )
+    assert len(payload["rows"]) == 17 and not list(tmp_path.glob("cir/*"))
+    statuses = {row["label"]: row["status"] for row in payload["rows"]}
+    assert statuses["KEDs"] == statuses["CIReVL"] == f"missing: {OTHERS}"
+    assert statuses["FreeDom"] == "not selected"
+    text = (tmp_path / "tables" / "freedom-table4.2.md").read_text()
+    assert "| KEDs | imagenet-r | 14.80 | – | – | 34.20 |" in text
 
 
 def test_row_selection_and_unknown_names():

@@ -18,6 +18,8 @@ from .domain_datasets import (
     domain_dataset_protocol,
     read_image_list,
 )
+from .evaluation import METHODS as CIR_METHODS
+from .evaluation import CirMethod, evaluate_cir
 from .features import FeatureCache, encode_image_files, encode_texts
 from .freedom import VARIANTS as FREEDOM_VARIANTS
 from .freedom import (
@@ -49,6 +51,9 @@ __all__ = [
     "DomainDataset",
     "domain_dataset_protocol",
     "read_image_list",
+    "CIR_METHODS",
+    "CirMethod",
+    "evaluate_cir",
     "FeatureCache",
     "encode_image_files",
     "encode_texts",

@@ -46,6 +46,13 @@ class FeatureCache:
     def __init__(self, directory: str | Path):
         self.directory = Path(directory).expanduser()
 
+    @staticmethod
+    def default_directory() -> Path:
+        """``$GSPDML_CACHE/cir-features``: the cache of ``gspdml cir`` and ``gspdml reproduce``."""
+        from gspdml.data.cache import cache_dir
+
+        return cache_dir() / "cir-features"
+
     def path(self, model_id: str, kind: str, items: list) -> Path:
         digest = hashlib.sha256(json.dumps([model_id, kind, items]).encode()).hexdigest()[:20]
         return self.directory / f"{kind}-{digest}.safetensors"

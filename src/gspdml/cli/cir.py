@@ -41,15 +41,11 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
-import torch
 
-from gspdml.cir.baselines import baseline_scores
 from gspdml.cir.composition_protocol import (
     CompositionProtocol,
     CompositionQuery,
-    ScoreFunction,
     domain_conversion_protocol,
-    evaluate_protocol,
     source_domain_means,
 )
 from gspdml.cir.domain_datasets import (
@@ -57,19 +53,12 @@ from gspdml.cir.domain_datasets import (
     domain_dataset_protocol,
     get_domain_dataset,
 )
-from gspdml.cir.features import FeatureCache, encode_image_files, encode_texts
-from gspdml.cir.freedom import (
-    QUERY_AS_PROXY,
-    VARIANTS,
-    FreeDom,
-    TextEmbeddingMemo,
-    TextMemory,
-    read_vocabulary,
-)
+from gspdml.cir.evaluation import CirMethod, evaluate_cir, image_files
+from gspdml.cir.features import FeatureCache
+from gspdml.cir.freedom import QUERY_AS_PROXY, VARIANTS
 from gspdml.cir.ranking import AP_VARIANTS
 from gspdml.cir.vl_model import VisionLanguageEncoder
-from gspdml.cir.weicom import default_lambda, weicom_scores
-from gspdml.data.images import IMAGE_EXTENSIONS
+from gspdml.cir.weicom import default_lambda
 from gspdml.errors import ConfigError, DataError
 
 
@@ -94,19 +83,6 @@ def _read_csv(path: str, required: Sequence[str]) -> list[dict]:
 def _resolve(images: Path, path: str) -> str:
     candidate = Path(path.strip()).expanduser()
     return str((candidate if candidate.is_absolute() else images / candidate).resolve())
-
-
-def _image_files(images: Path, exclude: Optional[Path]) -> list[str]:
-    files = sorted(
-        str(p.resolve())
-        for p in images.rglob("*")
-        if p.suffix.lower() in IMAGE_EXTENSIONS
-        and p.is_file()
-        and not (exclude and exclude in p.resolve().parents)
-    )
-    if not files:
-        raise DataError(f"no image files under {images}")
-    return files
 
 
 def _protocol(
@@ -143,7 +119,7 @@ def _protocol(
                 file=sys.stderr,
             )
         return patterncom.protocol, True
-    database = _image_files(images, cache_dir)
+    database = image_files(images, cache_dir)
     if chosen == ["labels"]:
         rows = _read_csv(args.labels, ("path", "class", "domain"))
         labelled = [_resolve(images, row["path"]) for row in rows]
@@ -193,84 +169,20 @@ def _domain_texts(pairs: Sequence[str]) -> dict[str, str]:
     return texts
 
 
-def _features(
-    args: argparse.Namespace,
-    model: VisionLanguageEncoder,
-    protocol: CompositionProtocol,
-    cache: Optional[FeatureCache],
-) -> tuple[torch.Tensor, torch.Tensor]:
-    database = encode_image_files(model, protocol.database, args.batch_size, cache)
-    index = {path: i for i, path in enumerate(protocol.database)}
-    outside = {p: i for i, p in enumerate(p for p in protocol.query_images if p not in index)}
-    extra = (
-        encode_image_files(model, list(outside), args.batch_size, cache)
-        if outside
-        else database[:0]
-    )
-    rows = [database[index[p]] if p in index else extra[outside[p]] for p in protocol.query_images]
-    return database, torch.stack(rows)
-
-
-def _score_function(
-    args: argparse.Namespace,
-    model: VisionLanguageEncoder,
-    database: torch.Tensor,
-    queries: torch.Tensor,
-    cache: Optional[FeatureCache],
-) -> ScoreFunction:
-    texts = TextEmbeddingMemo(model.encode_text)
-    if args.method == "freedom":
-        words = read_vocabulary(args.vocabulary)
-        memory = TextMemory(words, encode_texts(model, words, cache=cache))
-        overrides = dict(k=args.k, n=args.n, query_as_proxy=args.query_as_proxy)
-        if args.m is not None:
-            overrides["m"] = args.m
-        visual_memory = _visual_memory(args, model, database, cache)
-        freedom = FreeDom.variant(args.variant, texts, memory, visual_memory, **overrides)
-        return lambda idx, targets: freedom.scores(queries[idx], targets, database)
+def _method(args: argparse.Namespace) -> CirMethod:
+    """The method of the command line. WeiCom's λ defaults to the model's (Psomas thesis Table
+    5.2) and, as the chapter-4 competitor of ``gspdml cir freedom``, to 0.5 (the two CDFs summed,
+    §4.4.4)."""
+    options: dict[str, Any] = {}
+    if args.cir_method == "freedom":
+        options.update(k=args.k, n=args.n, m=args.m, variant=args.variant)
+        options.update(query_as_proxy=args.query_as_proxy)
     if args.method == "weicom":
         lam = getattr(args, "lam", None)
-        if (
-            lam is None
-        ):  # the chapter-4 competitor sums the two CDFs (λ = 0.5, Psomas thesis §4.4.4)
+        if lam is None:
             lam = 0.5 if args.cir_method == "freedom" else default_lambda(args.model)
-        args.lam = lam
-        return lambda idx, targets: weicom_scores(queries[idx], texts(targets), database, lam)
-    return lambda idx, targets: baseline_scores(args.method, queries[idx], texts(targets), database)
-
-
-def _visual_memory(
-    args: argparse.Namespace,
-    model: VisionLanguageEncoder,
-    database: torch.Tensor,
-    cache: Optional[FeatureCache],
-) -> torch.Tensor:
-    """The visual memory Z of FreeDom's expansion (Eq. 4.13): the database (§4.4.1, the default),
-    an external memory (``--memory``) or the union of both (``--memory-union``), Table 4.5."""
-    if args.memory is None:
-        if args.memory_union:
-            raise ConfigError("memory-union", "needs an external memory: --memory PATH")
-        return database
-    path = Path(args.memory).expanduser().resolve()
-    if path.is_dir():
-        files = _image_files(path, None)
-        external = encode_image_files(model, files, args.batch_size, cache).to(database)
-    elif path.is_file() and path.suffix.lower() == ".npy":
-        try:
-            array = np.load(path, allow_pickle=False)
-        except ValueError as error:
-            raise DataError(f"--memory {path}: not a numeric .npy array ({error})") from None
-        if array.ndim != 2 or array.shape[1] != database.shape[1] or not len(array):
-            raise DataError(
-                f"--memory {path}: expected image embeddings of shape [M, {database.shape[1]}] "
-                f"(the model's embedding size), got {list(array.shape)}"
-            )
-        external = torch.nn.functional.normalize(torch.from_numpy(array).to(database), dim=-1)
-    else:
-        raise DataError(
-            f"--memory {path}: expected a folder of images or a .npy array of image embeddings"
-        )
-    return torch.cat([database, external]) if args.memory_union else external
+        options.update(lam=lam)
+    return CirMethod(args.method, **options)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -288,22 +200,31 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "memory", f"--memory is FreeDom's visual memory; --method {args.method} has none"
         )
+    method = _method(args)
     cache_dir = (
         None
         if args.no_cache
         else Path(args.cache).expanduser().resolve()
         if args.cache
-        else _default_cache()
+        else FeatureCache.default_directory()
     )
     cache = FeatureCache(cache_dir) if cache_dir else None
     protocol, has_positives = _protocol(args, images, cache_dir)
     model = load_model(args.model, weights=args.weights, device=args.device)
-    database, queries = _features(args, model, protocol, cache)
-    score = _score_function(args, model, database, queries, cache)
-    result = evaluate_protocol(
-        protocol, score, ap=args.ap, recall_at=args.recall_at, keep_top=args.top
+    result = evaluate_cir(
+        protocol,
+        method,
+        model,
+        vocabulary=getattr(args, "vocabulary", None),
+        memory=getattr(args, "memory", None),
+        memory_union=getattr(args, "memory_union", False),
+        ap=args.ap,
+        recall_at=args.recall_at,
+        keep_top=args.top,
+        batch_size=args.batch_size,
+        cache=cache,
     )
-    report = _report(args, model, protocol, result, has_positives, images)
+    report = _report(args, method, model, protocol, result, has_positives, images)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -311,14 +232,9 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_cache() -> Path:
-    from gspdml.data.cache import cache_dir
-
-    return cache_dir() / "cir-features"
-
-
 def _report(
     args: argparse.Namespace,
+    method: CirMethod,
     model: VisionLanguageEncoder,
     protocol: CompositionProtocol,
     result: dict[str, Any],
@@ -337,16 +253,16 @@ def _report(
     if args.method == "freedom":
         settings.update(
             variant=args.variant,
-            k=args.k,
-            n=args.n,
-            m=args.m if args.m is not None else VARIANTS[args.variant].get("m", 7),
-            query_as_proxy=args.query_as_proxy,
+            k=method.k,
+            n=method.n,
+            m=method.labels_kept,
+            query_as_proxy=method.query_as_proxy,
             memory=("database + " if args.memory_union else "") + args.memory
             if args.memory
             else "database",
         )
     if args.method == "weicom":
-        settings["lambda"] = args.lam
+        settings["lambda"] = method.lam
     rankings = []
     for query, ranking in zip(protocol.queries, result["rankings"]):
         positives = set(query.positives.tolist())
@@ -474,14 +390,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--vocabulary", help="text memory: one word per line, or a CSV (Open Images class names)"
     )
     freedom.add_argument(
-        "--variant", choices=list(VARIANTS), default="L+a", help="L+a is FreeDom (Eq. 4.17)"
+        "--variant",
+        choices=list(VARIANTS),
+        default=CirMethod.variant,
+        help="L+a is FreeDom (Eq. 4.17)",
     )
-    freedom.add_argument("--k", type=int, default=20, help="proxy images (default 20)")
-    freedom.add_argument("--n", type=int, default=7, help="words per proxy (default 7)")
+    freedom.add_argument(
+        "--k", type=int, default=CirMethod.k, help=f"proxy images (default {CirMethod.k})"
+    )
+    freedom.add_argument(
+        "--n", type=int, default=CirMethod.n, help=f"words per proxy (default {CirMethod.n})"
+    )
     freedom.add_argument(
         "--m", type=int, default=None, help="text labels kept (default 7; 1 for --variant single)"
     )
-    freedom.add_argument("--query-as-proxy", choices=QUERY_AS_PROXY, default="auto")
+    freedom.add_argument(
+        "--query-as-proxy", choices=QUERY_AS_PROXY, default=CirMethod.query_as_proxy
+    )
     freedom.add_argument(
         "--dataset",
         choices=list(DOMAIN_DATASETS),

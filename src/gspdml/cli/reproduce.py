@@ -12,10 +12,9 @@ from gspdml.errors import ConfigError
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from gspdml.workflows.reproduce import (
-        dry_run_markdown,
+        dry_run,
         get_table,
         list_markdown,
-        plan_table,
         reproduce,
         table_markdown,
     )
@@ -34,8 +33,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         output_dir=None if args.output_dir is None else str(args.output_dir),
     )
     if args.dry_run:
-        seeds = args.seeds or table.seeds
-        print(dry_run_markdown(table, plan_table(table, **options), seeds), end="")
+        print(dry_run(table, **options), end="")
         return 0
     print(table_markdown(table, reproduce(table, **options)), end="")
     return 0
@@ -48,11 +46,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Run every row of a paper's table by its protocol (resumable: finished "
         "models are reused) and write <output-dir>/tables/TABLE.md and .json with the paper's "
         "number, ours, the difference and our std. Overrides key.sub=value apply to every row "
-        "(e.g. schedule.max_steps=2 for a smoke run).",
+        "(e.g. schedule.max_steps=2 for a smoke run). The composed-retrieval tables (protocol "
+        "cir) evaluate a frozen vision-language model instead and take the settings model=SPEC, "
+        "weights, vocabulary, memory, device, batch_size, cache.",
     )
     p.add_argument("table", nargs="?", default=None, help="table key (see --list)")
     p.add_argument(
-        "overrides", nargs="*", help="overrides key.sub=value for every row (YAML values)"
+        "overrides",
+        nargs="*",
+        help="overrides key.sub=value for every row (YAML values); a cir table: key=value settings",
     )
     p.add_argument("--list", action="store_true", help="list the tables with their row counts")
     p.add_argument(
@@ -72,7 +74,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         default=None,
         help="folder holding the datasets in their official layouts (CUB_200_2011, cars196, "
-        "Stanford_Online_Products, InShop); default: each preset's data/<name>",
+        "Stanford_Online_Products, InShop); default: each preset's data/<name>. A cir table: "
+        "the FreeDom release's data/ folder (imagenet_r, minidn, nico, ltll; PatternNet/ for "
+        "WeiCom); default: data",
     )
     p.add_argument(
         "--seeds", type=int, nargs="+", default=None, help="training seeds (default: the table's)"

@@ -1,15 +1,18 @@
-"""``gspdml reproduce``: the seeds' headline tables as rows of pinned presets, run by their
-protocol and printed beside the papers' numbers (:mod:`gspdml.workflows.reproduce.run`; the
-tables: :mod:`gspdml.workflows.reproduce.registry` and the modules it lists)."""
+"""``gspdml reproduce``: the papers' headline tables as rows of pinned presets, run by their
+protocol, or, for composed image retrieval, of pinned evaluations
+(:mod:`gspdml.workflows.reproduce.cir_run`), printed beside the papers' numbers
+(:mod:`gspdml.workflows.reproduce.run`; the tables: :mod:`gspdml.workflows.reproduce.registry`
+and the modules it lists)."""
 
 from gspdml.workflows.reproduce.registry import Column, Reported, Row, Table
+from gspdml.workflows.reproduce.report import table_markdown
 from gspdml.workflows.reproduce.run import (
+    dry_run,
     dry_run_markdown,
     get_table,
     list_markdown,
     plan_table,
     reproduce,
-    table_markdown,
 )
 from gspdml.workflows.reproduce.tables import TABLES
 
@@ -19,6 +22,7 @@ __all__ = [
     "Reported",
     "Row",
     "Table",
+    "dry_run",
     "dry_run_markdown",
     "get_table",
     "list_markdown",

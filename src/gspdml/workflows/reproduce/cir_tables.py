@@ -2,70 +2,100 @@
 and 4.5; Ch. 5 WeiCom: Tables 5.2-5.3), transcribed as printed, cells the thesis' text lost left
 empty (:mod:`gspdml.workflows.reproduce.registry`).
 
-These methods train nothing: ``gspdml cir freedom|weicom`` evaluates them
-(:mod:`gspdml.cli.cir`), FreeDom on the four benchmarks in the layout of the authors' release
-(:mod:`gspdml.cir.domain_datasets`) and with any visual memory. ``gspdml reproduce`` runs
-training presets (a row is a preset, a :class:`~gspdml.config.RunConfig`), while a CIR row needs
-a vision-language model, a vocabulary and a data folder instead; so every row here is listed
-with the command that runs it outside ``gspdml reproduce``.
+These methods train nothing: a row the library implements (FreeDom, its ablation variant L,
+the baselines Text, Image, Text x Image, Text + Image, Text & Image, and WeiCom) is a pinned
+evaluation (:class:`~gspdml.workflows.reproduce.cir_spec.CirSpec`) that ``gspdml reproduce``
+runs through the pipeline of ``gspdml cir`` (:mod:`gspdml.workflows.reproduce.cir_run`).
+Chapter 4 ranks with CLIP ViT-L/14 and the trapezoid AP of the FreeDom code, WeiCom there with
+λ = 0.5 (the two CDFs summed, §4.4.4); chapter 5 with the standard AP of the WeiCom code. A
+column reads a group of the row's evaluation (:func:`~gspdml.workflows.reproduce.cir_run.summarise`):
+a source domain's mean over its targets (``from real``, Table 4.1), one source -> target pair
+(``real->cartoon``, Table 4.2), a benchmark (Table 4.5), a PatternCom attribute (Tables
+5.2-5.3) or the mean of the groups (``all``).
 """
 
 from __future__ import annotations
 
-from gspdml.workflows.reproduce.registry import Column, Row, Table, grid
+from gspdml.cir.evaluation import CirMethod
+from gspdml.workflows.reproduce.cir_spec import CirSpec
+from gspdml.workflows.reproduce.registry import Column, Reported, Row, Table
 
-
-def _map(*titles: str) -> tuple[Column, ...]:
-    return tuple(Column("cir", f"map_{t.lower()}", t) for t in titles)
-
-
-_NO_CIR_PROTOCOL = "gspdml reproduce has no cir protocol (its rows are training presets); run: "
-
-
-def _freedom(dataset: str) -> str:
-    return (
-        _NO_CIR_PROTOCOL + f"gspdml cir freedom --images DATA --dataset {dataset} --vocabulary "
-        "open_image_v7_class_names.csv (the columns are its per-source means; the baselines and "
-        "WeiCom: --method text|image|product|sum|weicom)"
-    )
-
-
-FREEDOM_RECALL = (
-    _NO_CIR_PROTOCOL + "gspdml cir freedom --images DATA --dataset imagenet_r --source real "
-    "--vocabulary open_image_v7_class_names.csv (the real->TARGET groups' recall@10/50)"
-)
-WEICOM = "CIR evaluation as a protocol of gspdml reproduce (run: gspdml cir weicom --patterncom)"
 OTHERS = "a competitor the thesis ran or quoted; not implemented here"
 FREEDOM_VARIANT_BASELINES = (
     "not implemented here: FreeDom with an image-caption memory (LAION captions as text labels) "
     "or with captioners (BLIP, BLIP-2) as text labels (Psomas thesis §4.4.3)"
 )
-OURS = {"Text", "Image", "TextxImage", "Text+Image", "Text&Image", "FreeDom", "WeiCom"}
+#: the thesis' labels of the methods we implement, per chapter
+CHAPTER_4 = {
+    "Text": "text",
+    "Image": "image",
+    "TextxImage": "product",
+    "Text+Image": "sum",
+    "WeiCom": "weicom",
+    "FreeDom": "freedom",
+}
+CHAPTER_5 = {"Text": "text", "Image": "image", "Text&Image": "average", "WeiCom": "weicom"}
+MODELS = {"CLIP": "clip", "RemoteCLIP": "remoteclip"}
 
 
-def _rows(text: str, dataset: str, columns: tuple[Column, ...], reason: str) -> tuple[Row, ...]:
-    """``LABEL CELL ...`` lines (``BACKBONE/METHOD`` where a table has two backbones); the
-    thesis' own methods and simple baselines miss ``reason``; FreeDom's advanced baselines and
-    the competitors are not implemented."""
-    lines = []
+def _sources(**labels: str) -> tuple[Column, ...]:
+    """Table 4.1's mAP columns: ``TITLE=label`` of each source domain, then AVG (all groups)."""
+    columns = [Column(f"from {label}", "map", title) for title, label in labels.items()]
+    return (*columns, Column("all", "map", "AVG"))
+
+
+def _attributes(*names: str) -> tuple[Column, ...]:
+    return (*(Column(n.lower(), "map", n) for n in names), Column("all", "map", "Avg"))
+
+
+def _spec(method: str, benchmark: str, chapter: int) -> CirSpec | None:
+    """The evaluation of a thesis label (``FreeDom``, ``RemoteCLIP/WeiCom(lambda=0.6)``), None
+    for a method not implemented here."""
+    backbone, _, name = method.rpartition("/")
+    name, _, argument = name.partition("(")
+    known = CHAPTER_4 if chapter == 4 else CHAPTER_5
+    if name not in known or (argument and name != "WeiCom"):
+        return None
+    lam = float(argument.rstrip(")").partition("lambda=")[2]) if argument else 0.5
+    return CirSpec(
+        CirMethod(known[name], lam=lam),
+        (benchmark,),
+        model=MODELS[backbone or "CLIP"],
+        ap="trapezoid" if chapter == 4 else "standard",
+    )
+
+
+def _rows(
+    text: str,
+    dataset: str,
+    columns: tuple[Column, ...],
+    benchmark: str,
+    chapter: int,
+    model: str = "",
+) -> tuple[Row, ...]:
+    """``LABEL CELL ...`` lines (``BACKBONE/METHOD`` where a table has two backbones; ``model``
+    prefixes the labels of a one-backbone table): a row we implement evaluates on
+    ``benchmark``; FreeDom's advanced baselines and the competitors are missing."""
+    rows = []
     for line in text.strip().splitlines():
         label, *cells = line.split()
-        method = label.rsplit("/", 1)[-1]  # "RemoteCLIP/Text": the Text baseline
-        if method.startswith("FreeDom("):  # FreeDom(img-cap), FreeDom(captioners)
-            kind = "variant"
-        elif method in OURS or method.startswith("WeiCom"):
-            kind = "ours"
+        if len(cells) != len(columns):
+            raise ValueError(f"{label}: {len(cells)} cells for {len(columns)} columns")
+        paper = {c.title: r for c, r in zip(columns, map(Reported.parse, cells)) if r is not None}
+        spec = _spec(f"{model}/{label}" if model else label, benchmark, chapter)
+        if spec is not None:
+            rows.append(Row(label, dataset, paper, cir=spec))
+        elif label.startswith("FreeDom("):  # FreeDom(img-cap), FreeDom(captioners)
+            rows.append(Row(label, dataset, paper, missing=FREEDOM_VARIANT_BASELINES))
         else:
-            kind = "others"
-        lines.append(" ".join([label, kind, *cells]))
-    reasons = {"ours": reason, "variant": FREEDOM_VARIANT_BASELINES, "others": OTHERS}
-    return grid("\n".join(lines), (dataset,), columns, "{key}", reasons)
+            rows.append(Row(label, dataset, paper, missing=OTHERS))
+    return tuple(rows)
 
 
-_IMAGENET_R = _map("CAR", "ORI", "PHO", "SCU", "TOY", "AVG")
-_MINIDN = _map("CLIP", "PAINT", "PHO", "SKE", "AVG")
-_NICO = _map("AUT", "DIM", "GRA", "OUT", "ROC", "WAT", "AVG")
-_LTLL = _map("TODAY", "ARCHIVE", "AVG")
+_IMAGENET_R = _sources(CAR="cartoon", ORI="origami", PHO="real", SCU="sculpture", TOY="toy")
+_MINIDN = _sources(CLIP="clipart", PAINT="painting", PHO="real", SKE="sketch")
+_NICO = _sources(AUT="autumn", DIM="dim", GRA="grass", OUT="outdoor", ROC="rock", WAT="water")
+_LTLL = _sources(TODAY="New", ARCHIVE="Old")
 _UNION = tuple({c.title: c for c in (*_IMAGENET_R, *_MINIDN, *_NICO, *_LTLL)}.values())
 
 FREEDOM_TABLE_4_1 = Table(
@@ -92,7 +122,8 @@ FREEDOM_TABLE_4_1 = Table(
         """,
         "imagenet-r",
         _IMAGENET_R,
-        _freedom("imagenet_r"),
+        "imagenet_r",
+        4,
     )
     + _rows(
         """
@@ -111,7 +142,8 @@ FREEDOM_TABLE_4_1 = Table(
         """,
         "minidomainnet",
         _MINIDN,
-        _freedom("minidn"),
+        "minidn",
+        4,
     )
     + _rows(
         """
@@ -130,7 +162,8 @@ FREEDOM_TABLE_4_1 = Table(
         """,
         "nico++",
         _NICO,
-        _freedom("nico"),
+        "nico",
+        4,
     )
     + _rows(
         """
@@ -149,7 +182,8 @@ FREEDOM_TABLE_4_1 = Table(
         """,
         "ltll",
         _LTLL,
-        _freedom("ltll"),
+        "ltll",
+        4,
     ),
     notes=(
         "Cells the thesis' text lost are empty (NICO++ and LTLL rows of WeiCom and FreeDom, parts of "
@@ -158,9 +192,11 @@ FREEDOM_TABLE_4_1 = Table(
     ),
 )
 
+_TARGETS = {"CAR": "real->cartoon", "ORI": "real->origami", "TOY": "real->toy"}
+_TARGETS.update(SCU="real->sculpture", AVG="from real")
 _RECALLS = tuple(
-    Column("cir", f"recall_at_{k}_{t.lower()}", f"{t} R@{k}")
-    for t in ("CAR", "ORI", "TOY", "SCU", "AVG")
+    Column(group, f"recall@{k}", f"{title} R@{k}")
+    for title, group in _TARGETS.items()
     for k in (10, 50)
 )
 FREEDOM_TABLE_4_2 = Table(
@@ -191,44 +227,49 @@ FREEDOM_TABLE_4_2 = Table(
         """,
         "imagenet-r",
         _RECALLS,
-        FREEDOM_RECALL,
+        "imagenet_r",
+        4,
     ),
     notes="SEARLE (tuned) TOY R@50 prints 9.10; its average implies 29.10.",
 )
 
-_MEMORY = _map("Avg", "ImageNet-R", "MiniDn", "NICO++", "LTLL")
-_MEMORY_COMMAND = (
-    _NO_CIR_PROTOCOL + "gspdml cir freedom --images DATA --dataset NAME --vocabulary "
-    "open_image_v7_class_names.csv "
+_MEMORY = (
+    Column("all", "map", "Avg"),
+    Column("imagenet_r", "map", "ImageNet-R"),
+    Column("minidn", "map", "MiniDn"),
+    Column("nico", "map", "NICO++"),
+    Column("ltll", "map", "LTLL"),
 )
+_EVERY_BENCHMARK = ("imagenet_r", "minidn", "nico", "ltll")
+_NO_EXPANSION = CirMethod("freedom", variant="L")  # NN-inversion, late fusion (Eq. 4.11)
+
+
+def _memory_row(label: str, cells: str, method: CirMethod, memory: str) -> Row:
+    paper = {c.title: Reported.parse(v) for c, v in zip(_MEMORY, cells.split())}
+    spec = CirSpec(method, _EVERY_BENCHMARK, memory=memory)
+    return Row(label, "all", {k: v for k, v in paper.items() if v is not None}, cir=spec)
+
+
 FREEDOM_TABLE_4_5 = Table(
     "freedom-table4.5",
     "Impact of the visual memory: FreeDom mAP (%) per dataset",
     "Psomas thesis, Table 4.5",
     "cir",
     _MEMORY,
-    grid(
-        """
-        NoMemory           memory-none      27.96 25.75 32.05 23.19 30.83
-        LAION40M           memory-laion     28.57 25.00 33.85 24.31 31.11
-        Database+LAION40M  memory-union     29.52 26.07 34.92 24.91 32.17
-        Database           memory-database  31.58 29.87 37.27 26.09 33.09
-        """,
-        ("all",),
-        _MEMORY,
-        "{key}",
-        {
-            "memory-none": _MEMORY_COMMAND + "--variant L (no expansion, no visual memory)",
-            "memory-laion": _MEMORY_COMMAND
-            + "--memory LAION.npy (embeddings of the first 40M LAION-400M images)",
-            "memory-union": _MEMORY_COMMAND + "--memory LAION.npy --memory-union",
-            "memory-database": _MEMORY_COMMAND + "(the database is the default memory)",
-        },
+    (
+        _memory_row("NoMemory", "27.96 25.75 32.05 23.19 30.83", _NO_EXPANSION, "database"),
+        _memory_row("LAION40M", "28.57 25.00 33.85 24.31 31.11", CirMethod(), "external"),
+        _memory_row("Database+LAION40M", "29.52 26.07 34.92 24.91 32.17", CirMethod(), "union"),
+        _memory_row("Database", "31.58 29.87 37.27 26.09 33.09", CirMethod(), "database"),
     ),
-    notes="One row per memory; the columns are the datasets (the thesis prints them so).",
+    notes=(
+        "One row per memory; the columns are the datasets (the thesis prints them so). No memory "
+        "is FreeDom without expansion (variant L, Eq. 4.11); LAION 40M is an external memory of "
+        "image embeddings (`memory=PATH`: the first 40M LAION-400M images in the thesis)."
+    ),
 )
 
-_ATTRIBUTES = _map("Color", "Context", "Density", "Existence", "Quantity", "Shape", "Avg")
+_ATTRIBUTES = _attributes("Color", "Context", "Density", "Existence", "Quantity", "Shape")
 WEICOM_TABLE_5_2 = Table(
     "weicom-table5.2",
     "Attribute-modification mAP (%) on PatternCom, CLIP and RemoteCLIP ViT-L/14",
@@ -250,7 +291,8 @@ WEICOM_TABLE_5_2 = Table(
         """,
         "patterncom",
         _ATTRIBUTES,
-        WEICOM,
+        "patterncom",
+        5,
     ),
 )
 WEICOM_TABLE_5_3 = Table(
@@ -275,7 +317,9 @@ WEICOM_TABLE_5_3 = Table(
         """,
         "patterncom",
         _ATTRIBUTES,
-        WEICOM,
+        "patterncom",
+        5,
+        model="RemoteCLIP",
     ),
     notes="Transposed from the thesis (which has one column per lambda).",
 )

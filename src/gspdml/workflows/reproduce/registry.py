@@ -5,12 +5,13 @@ A :class:`Table` is one headline table of a paper: the protocol its rows were ru
 row is one method on one dataset: a shipped preset (run by the table's protocol) and the
 numbers the paper printed for it, or, when the library cannot run it yet, a ``missing`` reason
 (the row is listed, never faked). Numbers are in percent, as the papers print them, unless a
-column scales them otherwise (training steps in thousands).
+column scales them otherwise (training steps in thousands). A table of methods that train
+nothing (composed image retrieval) has the protocol ``cir``: its runnable rows are evaluations
+(:class:`~gspdml.workflows.reproduce.cir_spec.CirSpec`), not presets.
 
 The tables themselves live beside this module, one module per paper
 (:data:`gspdml.workflows.reproduce.tables.TABLES` collects them); :func:`grid` reads a table
-written in the paper's own layout, one method per line. A table of methods that train nothing
-(composed image retrieval) has the protocol ``cir`` and, for now, only missing rows.
+written in the paper's own layout, one method per line.
 
 GPU-hour estimate (``gspdml reproduce --dry-run``): every model of a row costs
 ``steps x batch x SECONDS_PER_IMAGE[backbone]``. ``steps`` is ``schedule.max_steps`` for a
@@ -27,6 +28,7 @@ from typing import Optional
 
 from gspdml.errors import ConfigError
 from gspdml.workflows.protocol import PROTOCOLS
+from gspdml.workflows.reproduce.cir_spec import CirSpec
 
 #: the protocol of tables whose methods train nothing (composed image retrieval)
 EVALUATION_ONLY = "cir"
@@ -51,7 +53,8 @@ class Column:
     (:mod:`gspdml.workflows.tables`), titled as in the paper; our sigma is read from
     ``sigma_group`` (default ``group``; the conventional protocol's "best" repeat has none, its
     sigma is that of the repeats). ``scale`` 100 reads a fraction as percent; 1e-3 reads
-    training steps in thousands."""
+    training steps in thousands. In a ``cir`` table, ``group`` and ``metric`` name a number of
+    the row's evaluations (:func:`gspdml.workflows.reproduce.cir_run.summarise`)."""
 
     group: str
     metric: str
@@ -78,18 +81,19 @@ class Reported:
 
 @dataclass(frozen=True)
 class Row:
-    """One method on one dataset. ``preset`` runs it; ``missing`` says what the library lacks
-    to run it (then ``preset`` is None)."""
+    """One method on one dataset. ``preset`` trains it (a table of a training protocol),
+    ``cir`` evaluates it (a ``cir`` table); ``missing`` says what the library lacks to run it."""
 
     label: str
     dataset: str
     paper: Mapping[str, Reported]
     preset: Optional[str] = None
     missing: Optional[str] = None
+    cir: Optional[CirSpec] = None
 
     def __post_init__(self) -> None:
-        if (self.preset is None) == (self.missing is None):
-            raise ValueError(f"row {self.key}: give exactly one of preset and missing")
+        if [self.preset, self.missing, self.cir].count(None) != 2:
+            raise ValueError(f"row {self.key}: give exactly one of preset, cir and missing")
 
     @property
     def key(self) -> str:
@@ -118,10 +122,12 @@ class Table:
     def __post_init__(self) -> None:
         if self.protocol not in (*PROTOCOLS, EVALUATION_ONLY):
             raise ValueError(f"table {self.key}: unknown protocol {self.protocol!r}")
-        if self.protocol == EVALUATION_ONLY and self.runnable:
-            raise ValueError(
-                f"table {self.key}: gspdml reproduce runs no {EVALUATION_ONLY} row yet"
-            )
+        kind = "cir" if self.protocol == EVALUATION_ONLY else "preset"
+        for row in self.runnable:
+            if getattr(row, kind) is None:
+                raise ValueError(
+                    f"table {self.key}, row {row.key}: a {self.protocol} row needs a {kind}"
+                )
         keys = [row.key for row in self.rows]
         repeated = sorted({k for k in keys if keys.count(k) > 1})
         if repeated:

@@ -10,7 +10,10 @@ and a row whose preset another table shares is trained once. A row's models live
 ``<output_dir>/tables/<table>.md`` and ``.json``: for every row and column the paper's number,
 ours (mean over the protocol's realisations), the difference ours - paper and our sigma (the
 std over the realisations: the 3^4 four-model ensembles of the fair protocol, the repeats of
-the conventional one). Rows the library cannot run are listed with what is missing.
+the conventional one). Rows the library cannot run are listed with what is missing. A table of
+the ``cir`` protocol (composed image retrieval) trains nothing: its rows are evaluations, run by
+:mod:`gspdml.workflows.reproduce.cir_run` and written in the same layout
+(:mod:`gspdml.workflows.reproduce.report`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from gspdml.errors import ConfigError, did_you_mean
 from gspdml.evaluation.metric_registry import metrics_of_kind
 from gspdml.evaluation.statistics import mean_std
 from gspdml.workflows.protocol import FOLDS_USED, run_protocol
+from gspdml.workflows.reproduce.cir_run import cir_dry_run_markdown, plan_cir, reproduce_cir
 from gspdml.workflows.reproduce.registry import (
+    EVALUATION_ONLY,
     SECONDS_PER_IMAGE,
     TYPICAL_STEPS,
     Column,
@@ -34,10 +39,9 @@ from gspdml.workflows.reproduce.registry import (
     Table,
     select_rows,
 )
+from gspdml.workflows.reproduce.report import DEFAULT_OUTPUT, row_entry, write_payload
 from gspdml.workflows.reproduce.tables import TABLES
-from gspdml.workflows.tables import markdown_table, write_table
-
-DEFAULT_OUTPUT = "runs"
+from gspdml.workflows.tables import markdown_table
 
 
 @dataclass(frozen=True)
@@ -153,8 +157,14 @@ def reproduce(
     seeds: Optional[Sequence[int]] = None,
     output_dir: Optional[str] = None,
 ) -> dict[str, Any]:
-    """Run the selected rows of ``table`` (see the module doc) and write the table; returns its
+    """Run the selected rows of ``table`` (see the module doc; a ``cir`` table:
+    :func:`~gspdml.workflows.reproduce.cir_run.reproduce_cir`) and write the table; returns its
     JSON payload (``rows``: one entry per row of the table, in its order)."""
+    if table.protocol == EVALUATION_ONLY:
+        _no_seeds(table, seeds)
+        return reproduce_cir(
+            table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
+        )
     seeds = tuple(int(s) for s in seeds) if seeds else table.seeds
     plans = plan_table(
         table,
@@ -169,12 +179,14 @@ def reproduce(
     for row in table.rows:
         plan = selected.get(row.key)
         if plan is None:
-            entries.append(_entry(table, row, "not selected", None))
+            entries.append(row_entry(table, row, "not selected"))
         elif plan.config is None:
-            entries.append(_entry(table, row, row.status, None))
+            entries.append(row_entry(table, row, row.status))
         else:
             result = run_protocol(plan.config, table.protocol, seeds=seeds, output_dir=plan.root)
-            entries.append(_entry(table, row, "reproduced", result))
+            ours = {column.title: _ours(result, column) for column in table.columns}
+            runs, count = result.get("runs", {}), result.get("num_realisations")
+            entries.append(row_entry(table, row, "reproduced", ours, runs, count))
     payload = {
         "table": table.key,
         "title": table.title,
@@ -185,33 +197,17 @@ def reproduce(
         "data_root": data_root,
         "rows": entries,
     }
-    base = Path(output_dir or DEFAULT_OUTPUT) / "tables" / table.key
-    write_table(base, table_markdown(table, payload), payload)
+    write_payload(table, payload, output_dir)
     return payload
 
 
-def _entry(table: Table, row: Row, status: str, result: Optional[dict]) -> dict[str, Any]:
-    cells = {}
-    for column in table.columns:
-        paper = row.paper.get(column.title)
-        ours, ours_std = _ours(result, column) if result is not None else (None, None)
-        cells[column.title] = {
-            "paper": None if paper is None else paper.value,
-            "paper_std": None if paper is None else paper.std,
-            "ours": ours,
-            "ours_std": ours_std,
-            "diff": None if paper is None or ours is None else ours - paper.value,
-        }
-    return {
-        "key": row.key,
-        "label": row.label,
-        "dataset": row.dataset,
-        "preset": row.preset,
-        "status": status,
-        "num_realisations": None if result is None else result.get("num_realisations"),
-        "runs": {} if result is None else result.get("runs", {}),
-        "cells": cells,
-    }
+def _no_seeds(table: Table, seeds: Optional[Sequence[int]]) -> None:
+    if seeds:
+        raise ConfigError(
+            "--seeds",
+            f"{table.key} trains nothing (protocol {table.protocol}): its evaluations of a frozen "
+            "model have no seeds; leave --seeds out",
+        )
 
 
 def _ours(result: dict, column: Column) -> tuple[Optional[float], Optional[float]]:
@@ -237,48 +233,6 @@ def _ours(result: dict, column: Column) -> tuple[Optional[float], Optional[float
     return column.scale * mean, column.scale * std
 
 
-# ---------------------------------------------------------------------------------- Markdown
-def _number(value: Optional[float], std: Optional[float] = None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.2f}" if std is None else f"{value:.2f} ± {std:.2f}"
-
-
-def table_markdown(table: Table, payload: dict) -> str:
-    """The written table: per column the paper's number, ours ± sigma and ours - paper."""
-    header = ["Method", "Dataset"]
-    for column in table.columns:
-        header += [f"{column.title} paper", f"{column.title} ours", "Δ"]
-    header.append("Status")
-    body = []
-    for entry in payload["rows"]:
-        line = [entry["label"], entry["dataset"]]
-        for column in table.columns:
-            cell = entry["cells"][column.title]
-            diff = cell["diff"]
-            line += [
-                _number(cell["paper"], cell["paper_std"]),
-                _number(cell["ours"], cell["ours_std"]),
-                "–" if diff is None else f"{diff:+.2f}",
-            ]
-        line.append(
-            entry["status"]
-            if entry["preset"] is None
-            else f"{entry['status']} (`{entry['preset']}`)"
-        )
-        body.append(line)
-    lines = [
-        f"# {table.citation}: {table.title}",
-        "",
-        f"Protocol `{table.protocol}`, seeds {', '.join(map(str, payload['seeds']))}"
-        + (f", overrides `{' '.join(payload['overrides'])}`" if payload["overrides"] else "")
-        + ". Ours = mean ± std over the protocol's realisations; Δ = ours − paper (points).",
-    ]
-    if table.notes:
-        lines += ["", table.notes]
-    return "\n".join([*lines, "", markdown_table(header, body), ""])
-
-
 def list_markdown() -> str:
     """``gspdml reproduce --list``: every table with its row counts."""
     body = [
@@ -287,6 +241,39 @@ def list_markdown() -> str:
     ]
     header = ["Table", "Source", "Protocol", "Rows", "Runnable", "Missing"]
     return markdown_table(header, body) + "\n"
+
+
+def dry_run(
+    table: Table,
+    *,
+    rows: Sequence[str] = (),
+    data_root: Optional[str] = None,
+    overrides: Sequence[str] = (),
+    seeds: Optional[Sequence[int]] = None,
+    output_dir: Optional[str] = None,
+) -> str:
+    """``gspdml reproduce TABLE --dry-run``: what the selected rows would run (a training table:
+    :func:`dry_run_markdown`; a ``cir`` table: its evaluations and their inputs)."""
+    if table.protocol == EVALUATION_ONLY:
+        _no_seeds(table, seeds)
+        cir_plans = plan_cir(
+            table,
+            rows=rows,
+            data_root=data_root,
+            overrides=overrides,
+            output_dir=output_dir,
+            need_memory=False,
+        )
+        return cir_dry_run_markdown(table, cir_plans)
+    plans = plan_table(
+        table,
+        rows=rows,
+        data_root=data_root,
+        overrides=overrides,
+        seeds=seeds,
+        output_dir=output_dir,
+    )
+    return dry_run_markdown(table, plans, seeds or table.seeds)
 
 
 def _loss_name(loss: Any) -> str:

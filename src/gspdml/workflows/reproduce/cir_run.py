@@ -1,0 +1,367 @@
+"""``gspdml reproduce`` of a composed-image-retrieval table (protocol ``cir``): every runnable
+row is a pinned evaluation (:class:`~gspdml.workflows.reproduce.cir_spec.CirSpec`) run through
+the pipeline of ``gspdml cir`` (:func:`gspdml.cir.evaluation.evaluate_cir`, the model loaded by
+:func:`gspdml.cir.backends.load_model`).
+
+Inputs. ``--data-root DIR`` (default ``data``) is the ``data/`` folder of the FreeDom release
+(``imagenet_r/``, ``minidn/``, ``nico/``, ``ltll/`` with their image lists,
+:mod:`gspdml.cir.domain_datasets`) and holds ``PatternNet/`` (the PatternNet tree with its
+``PatternCom/`` annotation CSVs, :mod:`gspdml.cir.patterncom`). The settings ``key=value``
+(:class:`CirSettings`) name what is not in the data folder: the model (``model=SPEC``, any spec
+of ``gspdml cir --model``, replacing the rows' CLIP / RemoteCLIP), its local ``weights``, the
+``vocabulary`` (default ``DIR/open_image_v7_class_names.csv``), Table 4.5's external visual
+``memory``, the ``device``, ``batch_size`` and the feature ``cache``.
+
+Results. A row runs one evaluation per benchmark; each is stored in
+``<output_dir>/cir/<benchmark>/<method>-<key>.json`` (atomically), ``key`` hashing every setting
+that decides its numbers (:meth:`CirEvaluation.settings`), so a second call, or another table
+with the same evaluation (Table 4.2's rows are Table 4.1's ImageNet-R evaluations, Table 4.5's
+Database row Table 4.1's FreeDom), reuses it. A column reads the row's :func:`summarise`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from gspdml.cir.composition_protocol import CompositionProtocol, source_domain_means
+from gspdml.cir.domain_datasets import get_domain_dataset
+from gspdml.cir.features import FeatureCache
+from gspdml.cir.vl_model import VisionLanguageEncoder
+from gspdml.data.cache import cache_key
+from gspdml.errors import ConfigError, read_json_object
+from gspdml.output_files import atomic_write_text
+from gspdml.workflows.reproduce.cir_spec import CirSpec
+from gspdml.workflows.reproduce.registry import Row, Table, select_rows
+from gspdml.workflows.reproduce.report import DEFAULT_OUTPUT, Ours, row_entry, write_payload
+from gspdml.workflows.tables import markdown_table
+
+#: the default data folder (the FreeDom release's ``data/``), its vocabulary and PatternNet tree
+DATA_ROOT = "data"
+VOCABULARY = "open_image_v7_class_names.csv"
+PATTERNNET = "PatternNet"
+
+
+@dataclass(frozen=True)
+class CirSettings:
+    """The ``key=value`` settings of a ``cir`` table, for every row selected: ``model`` replaces
+    the rows' model spec, ``weights`` is its local checkpoint (the WeiCom tables pin CLIP and
+    RemoteCLIP rows: select the rows of one model with ``--rows`` to give its checkpoint); ``vocabulary`` FreeDom's text
+    memory file, ``memory`` the external visual memory of Table 4.5 (a ``.npy`` of image
+    embeddings or a folder of images); ``cache`` the feature cache folder."""
+
+    model: Optional[str] = None
+    weights: Optional[str] = None
+    device: str = "cpu"
+    batch_size: int = 32
+    vocabulary: Optional[str] = None
+    memory: Optional[str] = None
+    cache: Optional[str] = None
+
+    @classmethod
+    def parse(cls, overrides: Sequence[str]) -> "CirSettings":
+        names = [f.name for f in fields(cls)]
+        values: dict[str, Any] = {}
+        for override in overrides:
+            key, sep, value = override.partition("=")
+            if not sep or key not in names or not value:
+                raise ConfigError(
+                    "overrides",
+                    f"{override!r}: a cir table takes key=value settings with key one of "
+                    f"{', '.join(names)} (e.g. model=remoteclip or vocabulary=words.txt)",
+                )
+            values[key] = value
+        if "batch_size" in values:
+            try:
+                values["batch_size"] = int(values["batch_size"])
+            except ValueError:
+                raise ConfigError(
+                    "batch_size", f"expected a positive integer, got {values['batch_size']!r}"
+                ) from None
+            if values["batch_size"] < 1:
+                raise ConfigError(
+                    "batch_size", f"expected a positive integer, got {values['batch_size']}"
+                )
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class CirEvaluation:
+    """One benchmark of a row as it runs: the row's spec with the model spec and weights, the
+    data ``folder`` (the release's data folder, or the PatternNet tree), the vocabulary and the
+    external memory files, and the result file ``output``."""
+
+    benchmark: str
+    spec: CirSpec
+    model: str
+    weights: Optional[str]
+    folder: Path
+    vocabulary: Optional[Path]
+    memory: Optional[Path]
+    output: Path
+
+    @property
+    def recall_at(self) -> tuple[int, ...]:
+        """The R@k cut-offs of the authors' evaluation of the benchmark (none for PatternCom)."""
+        if self.benchmark == "patterncom":
+            return ()
+        return get_domain_dataset(self.benchmark).recall_at
+
+    def settings(self) -> dict[str, Any]:
+        """Everything that decides the numbers, as stored beside them."""
+        return {
+            "benchmark": self.benchmark,
+            "method": asdict(self.spec.method),
+            "model": self.model,
+            "weights": self.weights,
+            "ap": self.spec.ap,
+            "recall_at": list(self.recall_at),
+            "data": str(self.folder),
+            "vocabulary": None if self.vocabulary is None else str(self.vocabulary),
+            "memory": self.spec.memory,
+            "memory_file": None if self.memory is None else str(self.memory),
+        }
+
+    def stored(self) -> Optional[dict[str, Any]]:
+        """The stored result of these settings, None when there is none yet."""
+        if not self.output.is_file():
+            return None
+        stored = read_json_object(self.output)
+        return stored["result"] if stored.get("settings") == self.settings() else None
+
+    def protocol(self) -> CompositionProtocol:
+        """The benchmark's protocol; a PatternCom tree whose queries differ from Table 5.1 is
+        evaluated with a note on stderr (its numbers are not the thesis' benchmark)."""
+        if self.benchmark == "patterncom":
+            from gspdml.cir.patterncom import read_patterncom, table_mismatches
+
+            patterncom = read_patterncom(self.folder)
+            mismatches = table_mismatches(patterncom)
+            if mismatches:
+                print(
+                    f"note: {self.folder}: the annotations differ from Table 5.1 in "
+                    f"{len(mismatches)} (attribute, class, value) cells, e.g. {mismatches[0]}",
+                    file=sys.stderr,
+                )
+            return patterncom.protocol
+        from gspdml.cir.domain_datasets import domain_dataset_protocol
+
+        return domain_dataset_protocol(self.benchmark, self.folder)
+
+
+@dataclass(frozen=True)
+class CirRowPlan:
+    """A row as it would run: its evaluations (none for a missing row)."""
+
+    row: Row
+    evaluations: tuple[CirEvaluation, ...] = ()
+
+
+def plan_cir(
+    table: Table,
+    *,
+    rows: Sequence[str] = (),
+    data_root: Optional[str] = None,
+    overrides: Sequence[str] = (),
+    output_dir: Optional[str] = None,
+    need_memory: bool = True,
+) -> list[CirRowPlan]:
+    """The selected rows of a ``cir`` table with their evaluations. A row with an external
+    visual memory needs the setting ``memory=PATH`` (unless ``need_memory`` is False: a dry
+    run lists it without)."""
+    settings = CirSettings.parse(overrides)
+    data = Path(data_root or DATA_ROOT).expanduser().resolve()
+    output = Path(output_dir or DEFAULT_OUTPUT) / "cir"
+    plans = []
+    for row in select_rows(table, rows):
+        if row.cir is None:
+            plans.append(CirRowPlan(row))
+            continue
+        spec = row.cir
+        vocabulary = None
+        if spec.method.name == "freedom":
+            vocabulary = Path(settings.vocabulary or data / VOCABULARY).expanduser().resolve()
+        memory = None
+        if spec.memory != "database":
+            if settings.memory is None and need_memory:
+                raise ConfigError(
+                    "memory",
+                    f"row {row.key} of {table.key} searches an external visual memory: give "
+                    "memory=PATH (a .npy of image embeddings [M, D] or a folder of images; the "
+                    "thesis used the first 40M LAION-400M images), or leave the row out with --rows",
+                )
+            if settings.memory is not None:
+                memory = Path(settings.memory).expanduser().resolve()
+        evaluations = []
+        for benchmark in spec.benchmarks:
+            folder = data / PATTERNNET if benchmark == "patterncom" else data
+            model = settings.model or spec.model
+            draft = CirEvaluation(
+                benchmark, spec, model, settings.weights, folder, vocabulary, memory, Path()
+            )
+            name = f"{spec.method.name}-{cache_key(draft.settings())}.json"
+            evaluations.append(replace(draft, output=output / benchmark / name))
+        plans.append(CirRowPlan(row, tuple(evaluations)))
+    return plans
+
+
+def summarise(results: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """The groups a column may read, per metric (``map``, ``recall@k``; in %), from a row's
+    results per benchmark: each benchmark's mean over its groups (``imagenet_r``); for a row of
+    one benchmark also every group of its protocol (``real->cartoon``, ``color``) and every
+    source domain's mean over its targets (``from real``); ``all``: the mean over the benchmarks
+    (for one benchmark its mean over the groups)."""
+
+    def metrics(row: Mapping[str, Any]) -> dict[str, float]:
+        return {k: float(v) for k, v in row.items() if k == "map" or k.startswith("recall@")}
+
+    summary = {benchmark: metrics(result) for benchmark, result in results.items()}
+    if len(results) == 1:
+        (result,) = results.values()
+        summary.update({group: metrics(row) for group, row in result["groups"].items()})
+        for source, row in source_domain_means(result["groups"]).items():
+            summary[f"from {source}"] = metrics(row)
+    common = set.intersection(*(set(summary[b]) for b in results))
+    summary["all"] = {m: float(np.mean([summary[b][m] for b in results])) for m in sorted(common)}
+    return summary
+
+
+def _evaluate(
+    evaluation: CirEvaluation,
+    settings: CirSettings,
+    models: dict[tuple[str, Optional[str]], VisionLanguageEncoder],
+    cache: FeatureCache,
+) -> dict[str, Any]:
+    """The result of ``evaluation``: the stored one, or evaluated now and stored."""
+    from gspdml.cir.backends import load_model
+    from gspdml.cir.evaluation import evaluate_cir
+
+    stored = evaluation.stored()
+    if stored is not None:
+        return stored
+    protocol = evaluation.protocol()
+    key = (evaluation.model, evaluation.weights)
+    if key not in models:
+        models[key] = load_model(
+            evaluation.model, weights=evaluation.weights, device=settings.device
+        )
+    result = evaluate_cir(
+        protocol,
+        evaluation.spec.method,
+        models[key],
+        vocabulary=evaluation.vocabulary,
+        memory=evaluation.memory,
+        memory_union=evaluation.spec.memory == "union",
+        ap=evaluation.spec.ap,
+        recall_at=evaluation.recall_at,
+        batch_size=settings.batch_size,
+        cache=cache,
+    )
+    evaluation.output.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"settings": evaluation.settings(), "result": result}, indent=2)
+    atomic_write_text(evaluation.output, text + "\n")
+    return result
+
+
+def reproduce_cir(
+    table: Table,
+    *,
+    rows: Sequence[str] = (),
+    data_root: Optional[str] = None,
+    overrides: Sequence[str] = (),
+    output_dir: Optional[str] = None,
+) -> dict[str, Any]:
+    """Evaluate the selected rows of a ``cir`` table (see the module doc) and write the table;
+    returns its JSON payload (``rows``: one entry per row of the table, in its order)."""
+    settings = CirSettings.parse(overrides)
+    plans = plan_cir(
+        table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
+    )
+    cache = FeatureCache(settings.cache or FeatureCache.default_directory())
+    models: dict[tuple[str, Optional[str]], VisionLanguageEncoder] = {}
+    selected = {plan.row.key: plan for plan in plans}
+    entries = []
+    for row in table.rows:
+        plan = selected.get(row.key)
+        if plan is None:
+            entries.append(row_entry(table, row, "not selected"))
+        elif not plan.evaluations:
+            entries.append(row_entry(table, row, row.status))
+        else:
+            results = {e.benchmark: _evaluate(e, settings, models, cache) for e in plan.evaluations}
+            summary = summarise(results)
+            ours: dict[str, Ours] = {}
+            for column in table.columns:
+                value = summary.get(column.group, {}).get(column.metric)
+                ours[column.title] = (value, None)
+            runs = {e.benchmark: str(e.output) for e in plan.evaluations}
+            entries.append(row_entry(table, row, "reproduced", ours, runs, 1, settings.model))
+    payload = {
+        "table": table.key,
+        "title": table.title,
+        "citation": table.citation,
+        "protocol": table.protocol,
+        "seeds": [],
+        "overrides": list(overrides),
+        "data_root": data_root,
+        "rows": entries,
+    }
+    write_payload(table, payload, output_dir)
+    return payload
+
+
+def _memory(evaluation: CirEvaluation) -> str:
+    if evaluation.spec.memory == "database":
+        return "database"
+    return f"{evaluation.spec.memory}: {evaluation.memory or 'needs memory=PATH'}"
+
+
+def cir_dry_run_markdown(table: Table, plans: Sequence[CirRowPlan]) -> str:
+    """``--dry-run`` of a ``cir`` table: every evaluation of the selected rows with its inputs
+    and whether its result is stored already."""
+    body: list[list[Any]] = []
+    for plan in plans:
+        if not plan.evaluations:
+            body.append([plan.row.key, plan.row.status, *[""] * 8])
+        for evaluation in plan.evaluations:
+            method = evaluation.spec.method
+            state = "stored" if evaluation.stored() is not None else "to run"
+            body.append(
+                [
+                    plan.row.key,
+                    evaluation.spec.describe().rsplit(",", 1)[0],
+                    f"`{evaluation.model}`"
+                    + (f" ({evaluation.weights})" if evaluation.weights else ""),
+                    evaluation.benchmark,
+                    str(evaluation.folder),
+                    "–" if evaluation.vocabulary is None else str(evaluation.vocabulary),
+                    _memory(evaluation) if method.name == "freedom" else "–",
+                    evaluation.spec.ap,
+                    str(evaluation.output),
+                    state,
+                ]
+            )
+    header = ["Row", "Method", "Model", "Benchmark", "Data", "Vocabulary", "Memory", "AP"]
+    header += ["Result", "State"]
+    count = sum(len(plan.evaluations) for plan in plans)
+    stored = sum(row[-1] == "stored" for row in body)
+    runnable = sum(bool(plan.evaluations) for plan in plans)
+    return "\n".join(
+        [
+            f"{table.citation}: {len(plans)} rows ({runnable} runnable), protocol `{table.protocol}`: "
+            f"{count} evaluations, {stored} stored.",
+            "",
+            markdown_table(header, body),
+            "",
+            "Nothing trains: each evaluation embeds its benchmark once with the frozen model "
+            "(features cached) and ranks the database for every composed query. Settings "
+            "key=value: " + ", ".join(f.name for f in fields(CirSettings)) + ".",
+            "",
+        ]
+    )

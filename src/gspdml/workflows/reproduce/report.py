@@ -1,0 +1,111 @@
+"""The written table of ``gspdml reproduce``: one entry per row of a paper's table, with per
+column the paper's number, ours, our std and the difference ours - paper (points), as JSON
+(:func:`row_entry`) and as Markdown (:func:`table_markdown`). Shared by the training protocols
+(:mod:`gspdml.workflows.reproduce.run`) and the evaluations of the ``cir`` tables
+(:mod:`gspdml.workflows.reproduce.cir_run`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Optional
+
+from gspdml.workflows.reproduce.registry import EVALUATION_ONLY, Row, Table
+from gspdml.workflows.tables import markdown_table, write_table
+
+#: where runs, evaluations and tables go without ``--output-dir``
+DEFAULT_OUTPUT = "runs"
+
+#: our number of a column in percent and its std (None: one realisation, or not measured)
+Ours = tuple[Optional[float], Optional[float]]
+
+
+def row_entry(
+    table: Table,
+    row: Row,
+    status: str,
+    ours: Mapping[str, Ours] = {},
+    runs: Mapping[str, Any] = {},
+    num_realisations: Optional[int] = None,
+    model: Optional[str] = None,
+) -> dict[str, Any]:
+    """A row of the written table; ``ours`` maps column titles to our (value, std); ``model``:
+    the model spec that replaced a ``cir`` row's."""
+    cells = {}
+    for column in table.columns:
+        paper = row.paper.get(column.title)
+        value, std = ours.get(column.title, (None, None))
+        cells[column.title] = {
+            "paper": None if paper is None else paper.value,
+            "paper_std": None if paper is None else paper.std,
+            "ours": value,
+            "ours_std": std,
+            "diff": None if paper is None or value is None else value - paper.value,
+        }
+    return {
+        "key": row.key,
+        "label": row.label,
+        "dataset": row.dataset,
+        "preset": row.preset,
+        "cir": None if row.cir is None else row.cir.describe(model),
+        "status": status,
+        "num_realisations": num_realisations,
+        "runs": dict(runs),
+        "cells": cells,
+    }
+
+
+def _number(value: Optional[float], std: Optional[float] = None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.2f}" if std is None else f"{value:.2f} ± {std:.2f}"
+
+
+def _status(entry: Mapping[str, Any]) -> str:
+    if entry.get("preset") is not None:
+        return f"{entry['status']} (`{entry['preset']}`)"
+    if entry.get("cir") is not None:
+        return f"{entry['status']} ({entry['cir']})"
+    return str(entry["status"])
+
+
+def table_markdown(table: Table, payload: dict) -> str:
+    """The written table: per column the paper's number, ours ± sigma and ours - paper."""
+    header = ["Method", "Dataset"]
+    for column in table.columns:
+        header += [f"{column.title} paper", f"{column.title} ours", "Δ"]
+    header.append("Status")
+    body = []
+    for entry in payload["rows"]:
+        line = [entry["label"], entry["dataset"]]
+        for column in table.columns:
+            cell = entry["cells"][column.title]
+            diff = cell["diff"]
+            line += [
+                _number(cell["paper"], cell["paper_std"]),
+                _number(cell["ours"], cell["ours_std"]),
+                "–" if diff is None else f"{diff:+.2f}",
+            ]
+        line.append(_status(entry))
+        body.append(line)
+    overrides = f", overrides `{' '.join(payload['overrides'])}`" if payload["overrides"] else ""
+    if table.protocol == EVALUATION_ONLY:
+        how = (
+            f"Protocol `{table.protocol}`{overrides}: one evaluation of a frozen vision-language "
+            "model per row, nothing trained; ours is that evaluation's number (no std)"
+        )
+    else:
+        how = (
+            f"Protocol `{table.protocol}`, seeds {', '.join(map(str, payload['seeds']))}"
+            f"{overrides}. Ours = mean ± std over the protocol's realisations"
+        )
+    lines = [f"# {table.citation}: {table.title}", "", f"{how}; Δ = ours − paper (points)."]
+    if table.notes:
+        lines += ["", table.notes]
+    return "\n".join([*lines, "", markdown_table(header, body), ""])
+
+
+def write_payload(table: Table, payload: dict, output_dir: Optional[str]) -> None:
+    """Write ``<output_dir>/tables/<table>.md`` and ``.json``."""
+    base = Path(output_dir or DEFAULT_OUTPUT) / "tables" / table.key
+    write_table(base, table_markdown(table, payload), payload)
