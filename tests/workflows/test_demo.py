@@ -62,7 +62,6 @@ def test_every_demo_method_has_the_same_data_backbone_budget_and_selection_rule(
     gsp = configs["demo-gsp"]["model"]["pooling"]
     assert (gsp["num_prototypes"], gsp["mu"], gsp["eps"]) == (128, 0.2, 10.0)
     assert configs["demo-gsp-zsr"]["loss"]["mixing"] == 0.5
-    assert configs["demo-gsp-zsr"]["loss"].get("class_init", "unit") == "unit"  # the default
 
 
 def test_missing_backbone_weights_are_pre_trained_before_any_run_is_timed(tmp_path, monkeypatch):
