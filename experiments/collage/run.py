@@ -35,13 +35,13 @@ METHODS = {  # name: (preset, options of its data.dataset, options of its loss, 
         "demo-gsp-zsr",
         {},
         {},
-        "GSP + zero-shot regulariser (class embeddings: unit init)",
+        "GSP + zero-shot regulariser, class embeddings he_normal (the authors' code, as the demo)",
     ),
-    "gsp_zsr_he": (
+    "gsp_zsr_unit": (
         "demo-gsp-zsr",
         {},
-        {"class_init": "he_normal"},
-        "GSP + zero-shot regulariser, class embeddings he_normal (the authors' code)",
+        {"class_init": "unit"},
+        "GSP + zero-shot regulariser, class embeddings at the library's default unit init",
     ),
 }
 METRICS = ("map_at_r", "precision_at_1")
@@ -122,7 +122,7 @@ def reproduction(runs: dict) -> list[dict]:
             continue
         ours = "; ".join(f"{m} {common.cell(e, 'map_at_r')}" for m, e in table.items())
         verdicts = [f"GSP > GAP: {common.verdict(table['gsp'], {'GAP': table['gap']})}"]
-        for zsr, init in (("gsp_zsr", "unit init"), ("gsp_zsr_he", "he_normal init")):
+        for zsr, init in (("gsp_zsr", "he_normal init"), ("gsp_zsr_unit", "unit init")):
             if zsr in table:
                 verdicts.append(
                     f"ZSR ({init}) > GSP: {common.verdict(table[zsr], {'GSP': table['gsp']})}"

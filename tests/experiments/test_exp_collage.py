@@ -74,9 +74,9 @@ def test_merge_adds_methods_to_the_published_run_and_keeps_the_others(tmp_path, 
         collage.merged("frozen", {"seeds": (0,)}, {})
 
 
-def test_the_he_normal_method_differs_from_the_default_in_the_init_alone():
-    default, he = (collage.run_config(m, "frozen") for m in ("gsp_zsr", "gsp_zsr_he"))
-    assert default.loss.get("class_init", "unit") == "unit" and he.loss["class_init"] == "he_normal"
+def test_the_unit_init_method_differs_from_the_demo_in_the_init_alone():
+    he, default = (collage.run_config(m, "frozen") for m in ("gsp_zsr", "gsp_zsr_unit"))
+    assert default.loss["class_init"] == "unit" and he.loss["class_init"] == "he_normal"
     assert {k: v for k, v in he.loss.items() if k != "class_init"} == {
         k: v for k, v in default.loss.items() if k != "class_init"
     }
