@@ -134,7 +134,9 @@ def test_grid_cells_and_missing_rows():
     # a competitor that does not report In-shop has no In-shop row
     assert not any(r.key == "inshop/DiVA" for r in get_table("gsp-table3a").rows)
     collage = [r for r in get_table("gsp-table4").rows if r.dataset == "collage"]
-    assert collage and all(r.status.startswith("missing: fair-protocol presets") for r in collage)
+    assert len(collage) == 30 and {r.protocol for r in collage} == {"split"}
+    assert {load_config(r.preset).data.dataset["name"] for r in collage} == {"collage_cifar"}
+    assert {r.protocol for r in get_table("gsp-table4").rows if r.dataset == "cub"} == {None}
     with pytest.raises(ValueError, match="exactly one"):
         Row("x", "cub", {}, "cub-fair-c2-gap", "also missing")
     row = Row("x", "cub", {}, "cub-fair-c2-gap")
@@ -206,8 +208,8 @@ def test_list_through_the_cli(capsys):
             f"| {len(table.rows)} | {len(table.runnable)} | {len(table.rows) - len(table.runnable)} |"
         )
     # GSP Table 4: 17 poolings x 2 losses x (Cifar Collage, CUB), less the two 64x128 ensembles
-    # that print no Cifar Collage number; every Cifar Collage row waits for the CIFAR reader
-    assert "| gsp-table4 | GSP paper, Table 4 (supplement §1.4) | fair | 64 | 34 | 30 |" in out
+    # that print no Cifar Collage number
+    assert "| gsp-table4 | GSP paper, Table 4 (supplement §1.4) | fair | 64 | 64 | 0 |" in out
 
 
 def test_dry_run_through_the_cli(capsys, tmp_path, monkeypatch):
@@ -326,6 +328,36 @@ def test_a_fair_row_end_to_end(tmp_path):
     assert row["cells"]["128D MAP@R"]["ours"] == pytest.approx(100 * mean)
     assert row["cells"]["128D MAP@R"]["paper"] == 21.52
     assert row["num_realisations"] == 1 and row["cells"]["128D MAP@R"]["ours_std"] is None
+
+
+def test_a_cifar_collage_row_end_to_end_by_its_own_validation_split(tmp_path):
+    """GSP Table 4's Cifar Collage C2+VLAD row on generated CIFAR-100 files in the official
+    layout: the split protocol trains one model per seed on the collage's own splits, selected on
+    its validation classes; ours is the mean and sample std of the models' own test results."""
+    from tests.helpers.cifar_files import write_cifar100
+
+    data, out = write_cifar100(tmp_path / "data", per_class=3), tmp_path / "out"
+    tiny = [o for o in SMOKE if not o.startswith(("data.dataset.", "model.backbone"))]
+    tiny += ["model.backbone={name: small_cnn, widths: [4, 8]}"]
+    tiny += ["data.dataset.images_per_class=4", "data.classes_per_batch=8"]
+    argv = ["reproduce", "gsp-table4", "--rows", "collage/C2+VLAD-8x16", "--seeds", "0", "1"]
+    assert main([*argv, "--data-root", str(data), "--output-dir", str(out), *tiny]) == 0
+    payload = json.loads((out / "tables" / "gsp-table4.json").read_text())
+    (row,) = [r for r in payload["rows"] if r["status"] == "reproduced"]
+    assert row["protocol"] == "split" and row["runs"] == {"seed0": "trained", "seed1": "trained"}
+    runs = [out / "split" / "cifar-collage-c2-vlad-8x16" / f"seed{s}" for s in (0, 1)]
+    values = [100 * _results(run)["map_at_r"] for run in runs]
+    cell = row["cells"]["128D MAP@R"]
+    assert cell["paper"] == 21.73 and cell["ours"] == pytest.approx(np.mean(values))
+    assert cell["ours_std"] == pytest.approx(np.std(values, ddof=1))
+    from gspdml.training import load_run
+
+    trained, _ = load_run(runs[1], device="cpu")
+    assert trained.evaluation.split == "val" and trained.seed == 1
+    assert trained.data.dataset["name"] == "collage_cifar"
+    assert trained.data.dataset["root"] == str(data / "cifar-100-python")
+    text = (out / "tables" / "gsp-table4.md").read_text()
+    assert "reproduced (`cifar-collage-c2-vlad-8x16`, protocol split)" in text
 
 
 def test_a_two_stage_row_reports_every_recall_depth_over_the_repeats(tmp_path):

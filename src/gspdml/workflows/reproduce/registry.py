@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 from gspdml.errors import ConfigError
 from gspdml.workflows.protocol import PROTOCOLS
@@ -76,13 +76,16 @@ class Reported:
 @dataclass(frozen=True)
 class Row:
     """One method on one dataset. ``preset`` runs it; ``missing`` says what the library lacks
-    to run it (then ``preset`` is None)."""
+    to run it (then ``preset`` is None). ``protocol`` is the row's own protocol where the paper
+    ran this dataset otherwise than the rest of the table (GSP Table 4: the Cifar Collage by its
+    own validation split, the CUB rows by the fair protocol); None: the table's."""
 
     label: str
     dataset: str
     paper: Mapping[str, Reported]
     preset: Optional[str] = None
     missing: Optional[str] = None
+    protocol: Optional[str] = None
 
     def __post_init__(self) -> None:
         if (self.preset is None) == (self.missing is None):
@@ -125,6 +128,10 @@ class Table:
             raise ValueError(f"table {self.key}: repeated rows {repeated}")
         titles = {c.title for c in self.columns}
         for row in self.rows:
+            if row.protocol is not None and row.protocol not in PROTOCOLS:
+                raise ValueError(
+                    f"table {self.key}, row {row.key}: unknown protocol {row.protocol!r}"
+                )
             unknown = set(row.paper) - titles
             if unknown:
                 raise ValueError(f"table {self.key}, row {row.key}: unknown columns {unknown}")
@@ -133,18 +140,25 @@ class Table:
     def runnable(self) -> list[Row]:
         return [row for row in self.rows if row.missing is None]
 
+    def protocol_of(self, row: Row) -> str:
+        """The protocol ``row`` runs by: its own, else the table's."""
+        return row.protocol or self.protocol
+
 
 def grid(
     text: str,
     datasets: Sequence[str],
     columns: Sequence[Column],
-    preset: str,
+    preset: Union[str, Mapping[str, str]],
     missing: Mapping[str, str] = {},
+    protocols: Mapping[str, str] = {},
 ) -> tuple[Row, ...]:
     """Rows from a table in the paper's layout: one line per method, ``LABEL KEY CELL ...``
     with the cells of ``datasets`` (outer) x ``columns`` (inner) in the paper's order. ``KEY``
-    names the preset of a dataset through the template ``preset`` (``"{dataset}-fair-{key}"``;
-    a ``KEY`` starting with ``=`` is its own template, ``=metrix-{dataset}-ms``); a ``KEY`` in
+    names the preset of a dataset through the template ``preset`` (``"{dataset}-fair-{key}"``,
+    or one template per dataset; a ``KEY`` starting with ``=`` is its own template,
+    ``=metrix-{dataset}-ms``); the rows of a dataset in ``protocols`` run by that protocol
+    instead of the table's (:attr:`Row.protocol`); a ``KEY`` in
     ``missing`` makes rows with that reason instead (per dataset, ``"KEY@dataset"`` wins). A
     cell is ``value``, ``value±std`` or ``–`` (not reported); a missing row without any
     reported number is left out."""
@@ -160,10 +174,13 @@ def grid(
             paper = {c.title: r for c, r in zip(columns, map(Reported.parse, own)) if r is not None}
             reason = missing.get(f"{key}@{dataset}", missing.get(key))
             template = key[1:] if key.startswith("=") else preset
+            template = template if isinstance(template, str) else template[dataset]
+            protocol = protocols.get(dataset)
             if reason and paper:
-                rows.append(Row(label, dataset, paper, None, reason))
+                rows.append(Row(label, dataset, paper, None, reason, protocol))
             elif not reason:
-                rows.append(Row(label, dataset, paper, template.format(dataset=dataset, key=key)))
+                name = template.format(dataset=dataset, key=key)
+                rows.append(Row(label, dataset, paper, name, protocol=protocol))
     return tuple(rows)
 
 

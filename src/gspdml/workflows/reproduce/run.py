@@ -38,6 +38,9 @@ from gspdml.workflows.reproduce.tables import TABLES
 from gspdml.workflows.tables import markdown_table, write_table
 
 DEFAULT_OUTPUT = "runs"
+#: protocols whose summary has one group, which every column of a table reads (the ``split``
+#: protocol: each seed's model on the test split, e.g. GSP Table 4's Cifar Collage "128D MAP@R")
+ONE_GROUP = {"split": "seeds"}
 
 
 @dataclass(frozen=True)
@@ -123,25 +126,24 @@ def _plan_row(
     seeds: Sequence[int],
     output_dir: Optional[str],
 ) -> RowPlan:
+    protocol = table.protocol_of(row)
     if row.preset is None:
-        return RowPlan(row, None, table.protocol)
+        return RowPlan(row, None, protocol)
     extra = [f"output_dir={output_dir}"] if output_dir is not None else []
-    if records_clustering(row.preset, table.protocol):
+    if records_clustering(row.preset, protocol):
         extra.append("evaluation.clustering=true")
     config = load_config(row.preset, [*extra, *overrides])
     root = config.data.dataset.get("root")
     if data_root is not None and root is not None:
         moved = Path(data_root) / Path(str(root)).name
         config = load_config(row.preset, [*extra, f"data.dataset.root={moved}", *overrides])
-    models = len(seeds) * {"fair": FOLDS_USED["fair"], "tuning": 1, "two_stage": 2}.get(
-        table.protocol, 1
-    )
+    models = len(seeds) * {"fair": FOLDS_USED["fair"], "tuning": 1, "two_stage": 2}.get(protocol, 1)
     max_steps = int(config.schedule.max_steps)
     if config.evaluation.patience is None:
         steps = max_steps
     else:
         steps = min(max_steps, TYPICAL_STEPS.get(str(config.data.dataset["name"]), max_steps))
-    return RowPlan(row, config, table.protocol, models, steps)
+    return RowPlan(row, config, protocol, models, steps)
 
 
 def reproduce(
@@ -173,7 +175,7 @@ def reproduce(
         elif plan.config is None:
             entries.append(_entry(table, row, row.status, None))
         else:
-            result = run_protocol(plan.config, table.protocol, seeds=seeds, output_dir=plan.root)
+            result = run_protocol(plan.config, plan.protocol, seeds=seeds, output_dir=plan.root)
             entries.append(_entry(table, row, "reproduced", result))
     payload = {
         "table": table.key,
@@ -194,7 +196,9 @@ def _entry(table: Table, row: Row, status: str, result: Optional[dict]) -> dict[
     cells = {}
     for column in table.columns:
         paper = row.paper.get(column.title)
-        ours, ours_std = _ours(result, column) if result is not None else (None, None)
+        ours, ours_std = (
+            _ours(result, column, table.protocol_of(row)) if result is not None else (None, None)
+        )
         cells[column.title] = {
             "paper": None if paper is None else paper.value,
             "paper_std": None if paper is None else paper.std,
@@ -208,19 +212,23 @@ def _entry(table: Table, row: Row, status: str, result: Optional[dict]) -> dict[
         "dataset": row.dataset,
         "preset": row.preset,
         "status": status,
+        "protocol": table.protocol_of(row),
         "num_realisations": None if result is None else result.get("num_realisations"),
         "runs": {} if result is None else result.get("runs", {}),
         "cells": cells,
     }
 
 
-def _ours(result: dict, column: Column) -> tuple[Optional[float], Optional[float]]:
+def _ours(result: dict, column: Column, protocol: str) -> tuple[Optional[float], Optional[float]]:
     """Our number of ``column`` in percent and its std over the realisations (None for one
-    realisation). A metric the protocol's summary leaves out (R@k but R@1) is read from the
+    realisation). A row run by a protocol of one group (:data:`ONE_GROUP`) reads every column
+    from that group. A metric the protocol's summary leaves out (R@k but R@1) is read from the
     models of a conventional or two-stage protocol: the best repeat's value ("best") or the
     mean over the repeats ("repeats"); None when the runs did not record it."""
     single = int(result.get("num_realisations", 0)) < 2  # no spread to report
     summary = result["summary"]
+    if protocol in ONE_GROUP:
+        column = Column(ONE_GROUP[protocol], column.metric, column.title)
     if column.metric in summary.get(column.group, {}):
         spread = summary.get(column.sigma_group or column.group, {}).get(column.metric, {})
         mean = summary[column.group][column.metric]["mean"]
@@ -261,10 +269,11 @@ def table_markdown(table: Table, payload: dict) -> str:
                 _number(cell["ours"], cell["ours_std"]),
                 "–" if diff is None else f"{diff:+.2f}",
             ]
+        own = "" if entry["protocol"] == table.protocol else f", protocol {entry['protocol']}"
         line.append(
             entry["status"]
             if entry["preset"] is None
-            else f"{entry['status']} (`{entry['preset']}`)"
+            else f"{entry['status']} (`{entry['preset']}`{own})"
         )
         body.append(line)
     lines = [
