@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from gspdml.cli import main
@@ -313,6 +314,39 @@ def test_a_table_end_to_end_on_a_tiny_cub_tree(tmp_path, capsys):
     again = json.loads((out / "tables" / "gsp-table3a.json").read_text())
     assert [row["runs"] for row in again["rows"] if row["runs"]] == [{"seed0": "done"}] * 2
     assert [row["cells"] for row in again["rows"]] == [row["cells"] for row in payload["rows"]]
+
+
+def test_a_fine_tuning_row_runs_its_source_row_first_and_starts_from_its_models(tmp_path):
+    """GSP Table 3b's LIBC+GSP row on CUB fine-tunes the LIBC row's models: selecting it alone
+    trains the LIBC model of the seed first, and the LIBC+GSP model starts from it (every tensor
+    of the same name, compared here with the LIBC run's model as load_run reads it back); a
+    second call reuses both."""
+    from gspdml.training import build_run, load_run
+
+    data, out = _tiny_cub(tmp_path / "data"), tmp_path / "out"
+    argv = ["reproduce", "gsp-table3b", "--rows", "cub/LIBC+GSP^512", "--seeds", "0"]
+    argv += ["--data-root", str(data), "--output-dir", str(out), *SMOKE]
+    assert main(argv) == 0
+    libc, gsp = (out / "conventional" / name / "seed0" for name in ("libc-cub", "libc-cub-gsp"))
+    assert (libc / "model.safetensors").is_file()
+    payload = json.loads((out / "tables" / "gsp-table3b.json").read_text())
+    (row,) = [r for r in payload["rows"] if r["status"] == "reproduced"]
+    assert row["preset"] == "libc-cub-gsp" and row["runs"] == {"seed0": "trained"}
+    assert row["cells"]["R@1"]["ours"] == pytest.approx(100 * _results(gsp)["precision_at_1"])
+
+    config, _ = load_run(gsp, device="cpu")
+    assert config.model.init_from == str(out / "conventional" / "libc-cub" / "seed{seed}")
+    source = load_run(libc, device="cpu")[1].state_dict()
+    start = build_run(config).model.state_dict()
+    shared = [name for name in start if name in source]
+    assert any(n.startswith("backbone.") for n in shared)
+    assert any(n.startswith("pooling.") for n in start if n not in source)  # GSP's own tensors
+    for name in shared:
+        assert torch.equal(start[name], source[name]), name
+
+    assert main(argv) == 0
+    again = json.loads((out / "tables" / "gsp-table3b.json").read_text())
+    assert [r["runs"] for r in again["rows"] if r["runs"]] == [{"seed0": "done"}]
 
 
 def test_a_fair_row_end_to_end(tmp_path):

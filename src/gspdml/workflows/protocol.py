@@ -294,6 +294,13 @@ PER_SEED = {
     "two_stage": _train_stage_config,
     "split": _split_config,
 }
+#: the protocols whose result models are one per seed, with the folder of the seed's model
+#: (``{seed}`` in the template: ``model.init_from`` of a row that fine-tunes them)
+SEED_MODELS = {
+    "conventional": "seed{seed}",
+    "two_stage": "trainval-seed{seed}",
+    "split": "seed{seed}",
+}
 
 
 def _trainval_stage_config(config: RunConfig, seed: int, stage1: dict, ratio: float) -> RunConfig:

@@ -157,8 +157,13 @@ GSP_TABLE_3B = Table(
         CONVENTIONAL,
         "{dataset}-conventional-{key}",
         {**COMPETITORS, **METRIX_MISSING},
+        init_from={"=libc-{dataset}-gsp": "libc-{dataset}"},
     ),
-    notes="MS+Metrix runs the Metrix presets (Psomas thesis §2.4.1) under the conventional protocol.",
+    notes=(
+        "MS+Metrix runs the Metrix presets (Psomas thesis §2.4.1) under the conventional "
+        "protocol. LIBC+GSP fine-tunes the LIBC row's models (GSP paper supplement §1.3), "
+        "seed by seed: the LIBC row runs first."
+    ),
 )
 
 _TABLE_4_ROWS = """

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from gspdml.errors import ConfigError
-from gspdml.workflows.protocol import PROTOCOLS
+from gspdml.workflows.protocol import PROTOCOLS, SEED_MODELS
 
 #: the protocol of tables whose methods train nothing (composed image retrieval)
 EVALUATION_ONLY = "cir"
@@ -78,7 +78,9 @@ class Row:
     """One method on one dataset. ``preset`` runs it; ``missing`` says what the library lacks
     to run it (then ``preset`` is None). ``protocol`` is the row's own protocol where the paper
     ran this dataset otherwise than the rest of the table (GSP Table 4: the Cifar Collage by its
-    own validation split, the CUB rows by the fair protocol); None: the table's."""
+    own validation split, the CUB rows by the fair protocol); None: the table's. ``init_from``
+    is the preset of another row of the table whose trained models start this row's, seed by
+    seed (``model.init_from``; GSP Table 3b: LIBC+GSP fine-tunes the LIBC row's models)."""
 
     label: str
     dataset: str
@@ -86,6 +88,7 @@ class Row:
     preset: Optional[str] = None
     missing: Optional[str] = None
     protocol: Optional[str] = None
+    init_from: Optional[str] = None
 
     def __post_init__(self) -> None:
         if (self.preset is None) == (self.missing is None):
@@ -127,7 +130,15 @@ class Table:
         if repeated:
             raise ValueError(f"table {self.key}: repeated rows {repeated}")
         titles = {c.title for c in self.columns}
+        presets = {row.preset for row in self.runnable}
         for row in self.rows:
+            if row.init_from is not None and (
+                row.init_from not in presets or self.protocol_of(row) not in SEED_MODELS
+            ):
+                raise ValueError(
+                    f"table {self.key}, row {row.key}: init_from {row.init_from!r} must be the "
+                    f"preset of a runnable row, and the row's protocol one of {sorted(SEED_MODELS)}"
+                )
             if row.protocol is not None and row.protocol not in PROTOCOLS:
                 raise ValueError(
                     f"table {self.key}, row {row.key}: unknown protocol {row.protocol!r}"
@@ -152,13 +163,15 @@ def grid(
     preset: Union[str, Mapping[str, str]],
     missing: Mapping[str, str] = {},
     protocols: Mapping[str, str] = {},
+    init_from: Mapping[str, str] = {},
 ) -> tuple[Row, ...]:
     """Rows from a table in the paper's layout: one line per method, ``LABEL KEY CELL ...``
     with the cells of ``datasets`` (outer) x ``columns`` (inner) in the paper's order. ``KEY``
     names the preset of a dataset through the template ``preset`` (``"{dataset}-fair-{key}"``,
     or one template per dataset; a ``KEY`` starting with ``=`` is its own template,
     ``=metrix-{dataset}-ms``); the rows of a dataset in ``protocols`` run by that protocol
-    instead of the table's (:attr:`Row.protocol`); a ``KEY`` in
+    instead of the table's (:attr:`Row.protocol`); a ``KEY`` in ``init_from`` starts from the
+    models of the row whose preset its template names (:attr:`Row.init_from`); a ``KEY`` in
     ``missing`` makes rows with that reason instead (per dataset, ``"KEY@dataset"`` wins). A
     cell is ``value``, ``value±std`` or ``–`` (not reported); a missing row without any
     reported number is left out."""
@@ -180,7 +193,8 @@ def grid(
                 rows.append(Row(label, dataset, paper, None, reason, protocol))
             elif not reason:
                 name = template.format(dataset=dataset, key=key)
-                rows.append(Row(label, dataset, paper, name, protocol=protocol))
+                start = init_from[key].format(dataset=dataset) if key in init_from else None
+                rows.append(Row(label, dataset, paper, name, None, protocol, start))
     return tuple(rows)
 
 

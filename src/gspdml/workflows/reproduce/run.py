@@ -6,7 +6,10 @@ preset's ``data.dataset.root`` folder name under that directory), run by the tab
 through :func:`gspdml.workflows.protocol.run_protocol`: each model is trained, resumed or
 reused by the reuse rule of :mod:`gspdml.workflows.runner`, so a second call only aggregates,
 and a row whose preset another table shares is trained once. A row's models live in
-``<output_dir>/<protocol>/<preset>`` (``output_dir``: ``--output-dir``, else the preset's); the table is written to
+``<output_dir>/<protocol>/<preset>`` (``output_dir``: ``--output-dir``, else the preset's); a row
+that fine-tunes another row's models (:attr:`~gspdml.workflows.reproduce.registry.Row.init_from`)
+runs that row first, and each of its models starts from the model of the same seed
+(``model.init_from``); the table is written to
 ``<output_dir>/tables/<table>.md`` and ``.json``: for every row and column the paper's number,
 ours (mean over the protocol's realisations), the difference ours - paper and our sigma (the
 std over the realisations: the 3^4 four-model ensembles of the fair protocol, the repeats of
@@ -25,7 +28,7 @@ from gspdml.config import RunConfig, load_config
 from gspdml.errors import ConfigError, did_you_mean
 from gspdml.evaluation.metric_registry import metrics_of_kind
 from gspdml.evaluation.statistics import mean_std
-from gspdml.workflows.protocol import FOLDS_USED, run_protocol
+from gspdml.workflows.protocol import FOLDS_USED, SEED_MODELS, run_protocol
 from gspdml.workflows.reproduce.registry import (
     SECONDS_PER_IMAGE,
     TYPICAL_STEPS,
@@ -46,13 +49,15 @@ ONE_GROUP = {"split": "seeds"}
 @dataclass(frozen=True)
 class RowPlan:
     """A row as it would run: its config (None for a missing row), the number of models of the
-    protocol, and the GPU-hour estimate of the registry's cost model."""
+    protocol, the GPU-hour estimate of the registry's cost model, and ``start``: the plan of the
+    row whose models start this row's (:attr:`Row.init_from`), which runs first."""
 
     row: Row
     config: Optional[RunConfig]
     protocol: str
     models: int = 0
     steps: int = 0
+    start: Optional["RowPlan"] = None
 
     @property
     def root(self) -> Path:
@@ -130,6 +135,11 @@ def _plan_row(
     if row.preset is None:
         return RowPlan(row, None, protocol)
     extra = [f"output_dir={output_dir}"] if output_dir is not None else []
+    start = None
+    if row.init_from is not None:
+        (source,) = [r for r in table.rows if r.preset == row.init_from]
+        start = _plan_row(table, source, data_root, overrides, seeds, output_dir)
+        extra.append(f"model.init_from={start.root / SEED_MODELS[start.protocol]}")
     if records_clustering(row.preset, protocol):
         extra.append("evaluation.clustering=true")
     config = load_config(row.preset, [*extra, *overrides])
@@ -143,7 +153,7 @@ def _plan_row(
         steps = max_steps
     else:
         steps = min(max_steps, TYPICAL_STEPS.get(str(config.data.dataset["name"]), max_steps))
-    return RowPlan(row, config, protocol, models, steps)
+    return RowPlan(row, config, protocol, models, steps, start)
 
 
 def reproduce(
@@ -175,6 +185,10 @@ def reproduce(
         elif plan.config is None:
             entries.append(_entry(table, row, row.status, None))
         else:
+            if plan.start is not None:  # its models first (resumed or reused when there)
+                start = plan.start
+                assert start.config is not None  # a runnable row (Table checks init_from)
+                run_protocol(start.config, start.protocol, seeds=seeds, output_dir=start.root)
             result = run_protocol(plan.config, plan.protocol, seeds=seeds, output_dir=plan.root)
             entries.append(_entry(table, row, "reproduced", result))
     payload = {
