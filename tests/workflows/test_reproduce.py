@@ -147,6 +147,14 @@ def test_grid_cells_and_missing_rows():
         Table("t", "title", "citation", "cir", (), (row,))
     with pytest.raises(ValueError, match="repeated rows"):
         Table("t", "title", "citation", "fair", (), (row, row))
+    with pytest.raises(ValueError, match="unknown protocol 'spilt'"):
+        Table("t", "title", "citation", "fair", (), (Row("x", "cub", {}, "p", protocol="spilt"),))
+    fine_tune = Row("y", "cub", {}, "cub-fair-c2-gsp", init_from="cub-fair-c2-gap")
+    with pytest.raises(ValueError, match="init_from 'cub-fair-c2-gap' must be the preset"):
+        Table("t", "title", "citation", "conventional", (), (fine_tune,))  # no such row
+    with pytest.raises(ValueError, match="init_from 'cub-fair-c2-gap' must be the preset"):
+        Table("t", "title", "citation", "fair", (), (row, fine_tune))  # fold models, not seeds
+    Table("t", "title", "citation", "conventional", (), (row, fine_tune))
 
 
 def test_freedom_rows_name_a_command_the_cir_cli_accepts():
@@ -242,6 +250,10 @@ def test_dry_run_through_the_cli(capsys, tmp_path, monkeypatch):
     out = capsys.readouterr().out
     assert "| cub/DiVA^512 | – | missing: DiVA" in out
     assert "| cub/LIBC+GSP^512 | `libc-cub-gsp` | runs/conventional/libc-cub-gsp |" in out
+    assert (
+        "`cub/LIBC+GSP^512` starts from the models of `libc-cub` "
+        "(runs/conventional/libc-cub/seed{seed}), trained first when missing." in out
+    )
     assert "`cub-conventional-r50-512-c1xbm-gsp`" in out
 
 

@@ -355,6 +355,12 @@ def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int
         "Steps/model",
         "GPU-h",
     ]
+    starts = [
+        f"`{plan.row.key}` starts from the models of `{plan.start.row.preset}` "
+        f"({plan.start.root / SEED_MODELS[plan.start.protocol]}), trained first when missing."
+        for plan in plans
+        if plan.start is not None
+    ]
     total = sum(plan.gpu_hours for plan in plans)
     runnable = sum(plan.config is not None for plan in plans)
     rates = ", ".join(f"{name} {1 / rate:.0f} img/s" for name, rate in SECONDS_PER_IMAGE.items())
@@ -364,6 +370,7 @@ def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int
             f"seeds {', '.join(map(str, seeds))}.",
             "",
             markdown_table(header, body),
+            *(["", *starts] if starts else []),
             "",
             f"Estimated GPU-hours: {total:.1f} = sum over rows of models x steps x batch x seconds "
             f"per training image ({rates}). Steps: schedule.max_steps for fixed-length runs; for "
