@@ -379,12 +379,16 @@ def test_a_fair_row_end_to_end(tmp_path):
 def test_a_cifar_collage_row_end_to_end_by_its_own_validation_split(tmp_path):
     """GSP Table 4's Cifar Collage C2+VLAD row on generated CIFAR-100 files in the official
     layout: the split protocol trains one model per seed on the collage's own splits, selected on
-    its validation classes; ours is the mean and sample std of the models' own test results."""
+    its validation classes; ours is the mean and sample std of the models' own test results. The
+    backbone's CIFAR-100 pre-training recipe reads --data-root: its weights are those
+    `gspdml pretrain RECIPE --data-root DIR` caches."""
+    from gspdml.training.pretrain import load_recipe, weights_path
     from tests.helpers.cifar_files import write_cifar100
 
     data, out = write_cifar100(tmp_path / "data", per_class=3), tmp_path / "out"
     tiny = [o for o in SMOKE if not o.startswith(("data.dataset.", "model.backbone"))]
-    tiny += ["model.backbone={name: small_cnn, widths: [4, 8]}"]
+    recipe = "smoke-small_cnn-cifar100"  # the tiny stand-in of resnet20-cifar100
+    tiny += [f"model.backbone={{name: small_cnn, widths: [8, 16], weights: {recipe}}}"]
     tiny += ["data.dataset.images_per_class=4", "data.classes_per_batch=8"]
     argv = ["reproduce", "gsp-table4", "--rows", "collage/C2+VLAD-8x16", "--seeds", "0", "1"]
     assert main([*argv, "--data-root", str(data), "--output-dir", str(out), *tiny]) == 0
@@ -402,6 +406,11 @@ def test_a_cifar_collage_row_end_to_end_by_its_own_validation_split(tmp_path):
     assert trained.evaluation.split == "val" and trained.seed == 1
     assert trained.data.dataset["name"] == "collage_cifar"
     assert trained.data.dataset["root"] == str(data / "cifar-100-python")
+    copy = out / "recipes" / f"{recipe}.yaml"
+    assert trained.model.backbone["weights"] == str(copy)
+    as_pretrain_sets_it = load_recipe(recipe)
+    as_pretrain_sets_it["data"]["root"] = str(data)
+    assert load_recipe(copy) == as_pretrain_sets_it and weights_path(as_pretrain_sets_it).is_file()
     text = (out / "tables" / "gsp-table4.md").read_text()
     assert "reproduced (`cifar-collage-c2-vlad-8x16`, protocol split)" in text
 

@@ -230,8 +230,8 @@ GSP_TABLE_4 = Table(
         "number for each, listed here under 8x16 (the table's heading is 128D). CUB rows follow "
         "the fair protocol (4-model average, 128-D). Cifar Collage rows follow supplement §2.2 "
         "(protocol split: one model per seed, selected on the collage's validation classes; "
-        "ours = mean ± std over the seeds); their ResNet20 needs the resnet20-cifar100 "
-        "pre-training, a copy of the recipe with data.root set named in model.backbone.weights."
+        "ours = mean ± std over the seeds); their ResNet20 is pre-trained on CIFAR-100 from "
+        "--data-root (recipe resnet20-cifar100)."
     ),
 )
 

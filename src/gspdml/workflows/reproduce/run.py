@@ -2,7 +2,9 @@
 
 Every runnable row of the table (:mod:`gspdml.workflows.reproduce.registry`) is its preset,
 with the user's overrides (``key.sub=value``, applied to every row) and ``--data-root`` (the
-preset's ``data.dataset.root`` folder name under that directory), run by the table's protocol
+preset's ``data.dataset.root`` folder name under that directory; a backbone pre-training recipe
+that reads its data from disk gets the directory as its ``data.root``, in a copy written to
+``<output_dir>/recipes/``), run by the table's protocol
 through :func:`gspdml.workflows.protocol.run_protocol`: each model is trained, resumed or
 reused by the reuse rule of :mod:`gspdml.workflows.runner`, so a second call only aggregates,
 and a row whose preset another table shares is trained once. A row's models live in
@@ -20,14 +22,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
+
+import yaml
 
 from gspdml.config import RunConfig, load_config
 from gspdml.errors import ConfigError, did_you_mean
 from gspdml.evaluation.metric_registry import metrics_of_kind
 from gspdml.evaluation.statistics import mean_std
+from gspdml.output_files import atomic_write_text
+from gspdml.training.pretrain import recipe_names, recipe_on_root
 from gspdml.workflows.protocol import FOLDS_USED, SEED_MODELS, run_protocol
 from gspdml.workflows.reproduce.registry import (
     SECONDS_PER_IMAGE,
@@ -49,8 +55,10 @@ ONE_GROUP = {"split": "seeds"}
 @dataclass(frozen=True)
 class RowPlan:
     """A row as it would run: its config (None for a missing row), the number of models of the
-    protocol, the GPU-hour estimate of the registry's cost model, and ``start``: the plan of the
-    row whose models start this row's (:attr:`Row.init_from`), which runs first."""
+    protocol, the GPU-hour estimate of the registry's cost model, ``start``: the plan of the
+    row whose models start this row's (:attr:`Row.init_from`), which runs first, and ``recipe``:
+    the copy of the backbone's pre-training recipe with ``--data-root`` as its ``data.root``
+    (:func:`~gspdml.training.pretrain.recipe_on_root`) and where it is written."""
 
     row: Row
     config: Optional[RunConfig]
@@ -58,6 +66,7 @@ class RowPlan:
     models: int = 0
     steps: int = 0
     start: Optional["RowPlan"] = None
+    recipe: Optional[tuple[Path, dict[str, Any]]] = None
 
     @property
     def root(self) -> Path:
@@ -143,17 +152,28 @@ def _plan_row(
     if records_clustering(row.preset, protocol):
         extra.append("evaluation.clustering=true")
     config = load_config(row.preset, [*extra, *overrides])
-    root = config.data.dataset.get("root")
+    root, recipe = config.data.dataset.get("root"), None
     if data_root is not None and root is not None:
         moved = Path(data_root) / Path(str(root)).name
         config = load_config(row.preset, [*extra, f"data.dataset.root={moved}", *overrides])
+    weights = config.model.backbone.get("weights")
+    if data_root is not None and isinstance(weights, str) and weights in recipe_names():
+        copy = recipe_on_root(weights, data_root)
+        if copy is not None:  # written by reproduce() before the row trains
+            recipe = (Path(output_dir or DEFAULT_OUTPUT) / "recipes" / f"{weights}.yaml", copy)
+            config = replace(
+                config,
+                model=replace(
+                    config.model, backbone={**config.model.backbone, "weights": str(recipe[0])}
+                ),
+            )
     models = len(seeds) * {"fair": FOLDS_USED["fair"], "tuning": 1, "two_stage": 2}.get(protocol, 1)
     max_steps = int(config.schedule.max_steps)
     if config.evaluation.patience is None:
         steps = max_steps
     else:
         steps = min(max_steps, TYPICAL_STEPS.get(str(config.data.dataset["name"]), max_steps))
-    return RowPlan(row, config, protocol, models, steps, start)
+    return RowPlan(row, config, protocol, models, steps, start, recipe)
 
 
 def reproduce(
@@ -188,7 +208,9 @@ def reproduce(
             if plan.start is not None:  # its models first (resumed or reused when there)
                 start = plan.start
                 assert start.config is not None  # a runnable row (Table checks init_from)
+                _write_recipe(start)
                 run_protocol(start.config, start.protocol, seeds=seeds, output_dir=start.root)
+            _write_recipe(plan)
             result = run_protocol(plan.config, plan.protocol, seeds=seeds, output_dir=plan.root)
             entries.append(_entry(table, row, "reproduced", result))
     payload = {
@@ -204,6 +226,15 @@ def reproduce(
     base = Path(output_dir or DEFAULT_OUTPUT) / "tables" / table.key
     write_table(base, table_markdown(table, payload), payload)
     return payload
+
+
+def _write_recipe(plan: RowPlan) -> None:
+    """Write the row's copy of its backbone's pre-training recipe (:attr:`RowPlan.recipe`)."""
+    if plan.recipe is not None:
+        path, recipe = plan.recipe
+        path.parent.mkdir(parents=True, exist_ok=True)
+        content = {key: value for key, value in recipe.items() if key != "name"}  # the file's stem
+        atomic_write_text(path, yaml.safe_dump(content, sort_keys=False))
 
 
 def _entry(table: Table, row: Row, status: str, result: Optional[dict]) -> dict[str, Any]:
