@@ -128,7 +128,7 @@ def records_clustering(preset: str, protocol: str) -> bool:
     return any(
         any(column.metric in clustering for column in table.columns)
         for table in TABLES.values()
-        if table.protocol == protocol and any(row.preset == preset for row in table.rows)
+        if any(row.preset == preset and table.protocol_of(row) == protocol for row in table.rows)
     )
 
 
