@@ -124,7 +124,8 @@ def plan_protocol(
     config: RunConfig, protocol: str, seeds: Sequence[int], root: Path
 ) -> tuple[list[ProtocolRun], list[ClassFold]]:
     """Every model of ``protocol`` with the config it trains on, and the protocol's class folds
-    (none for ``conventional``, ``two_stage`` and ``split``). Builds the dataset once to read its training class ids."""
+    (none for ``conventional``, ``two_stage`` and ``split``). Builds the dataset once to read its
+    training class ids."""
     if protocol not in COLUMNS:
         raise ConfigError(
             "protocol", f"unknown protocol {protocol!r}; allowed: {', '.join(PROTOCOLS)}"

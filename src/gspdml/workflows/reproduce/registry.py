@@ -130,14 +130,15 @@ class Table:
         if repeated:
             raise ValueError(f"table {self.key}: repeated rows {repeated}")
         titles = {c.title for c in self.columns}
-        presets = {row.preset for row in self.runnable}
+        protocols = {row.preset: self.protocol_of(row) for row in self.runnable}
         for row in self.rows:
-            if row.init_from is not None and (
-                row.init_from not in presets or self.protocol_of(row) not in SEED_MODELS
+            if row.init_from is not None and not (
+                protocols.get(row.init_from) in SEED_MODELS and self.protocol_of(row) in SEED_MODELS
             ):
                 raise ValueError(
                     f"table {self.key}, row {row.key}: init_from {row.init_from!r} must be the "
-                    f"preset of a runnable row, and the row's protocol one of {sorted(SEED_MODELS)}"
+                    f"preset of a runnable row, both rows of a protocol of one model per seed "
+                    f"({', '.join(SEED_MODELS)})"
                 )
             if row.protocol is not None and row.protocol not in PROTOCOLS:
                 raise ValueError(
