@@ -13,7 +13,8 @@ validation classes' MAP@R, 16 × 4 batches, same seeds). Prints the 128-D MAP@R 
 layout of Table 4 (mean ± std over seeds) with each method's share of pooling weight on the
 target tile of the test collages, next to the paper's Cifar-Collage column; writes
 ``results.json`` and a bar plot, and (full runs) publishes the summary to
-``experiments/pooling_comparison/results.json``.
+``experiments/pooling_comparison/results.json``; with ``--merge`` the poolings of the run join
+the published run of the same key (same seeds and losses) instead of replacing it.
 """
 
 from __future__ import annotations
