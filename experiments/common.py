@@ -495,6 +495,18 @@ def publish(
     return path
 
 
+def published(experiment: str, key: str) -> dict[str, Any]:
+    """The published run ``key`` of ``experiments/<experiment>/results.json`` (what :func:`publish`
+    merged there), for scripts that add to it."""
+    path = ROOT / "experiments" / experiment / "results.json"
+    runs = json.loads(path.read_text())["runs"] if path.is_file() else {}
+    if key not in runs:
+        raise SystemExit(
+            f"{path} has no published run {key!r} (it has: {', '.join(runs) or 'none'})"
+        )
+    return runs[key]
+
+
 def verdict(
     ours: Mapping[str, Any], others: Mapping[str, Mapping[str, Any]], metric: str = "map_at_r"
 ) -> str:

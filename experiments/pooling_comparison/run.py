@@ -13,7 +13,8 @@ validation classes' MAP@R, 16 × 4 batches, same seeds). Prints the 128-D MAP@R 
 layout of Table 4 (mean ± std over seeds) with each method's share of pooling weight on the
 target tile of the test collages, next to the paper's Cifar-Collage column; writes
 ``results.json`` and a bar plot, and (full runs) publishes the summary to
-``experiments/pooling_comparison/results.json``.
+``experiments/pooling_comparison/results.json``; with ``--merge`` the poolings of the run join
+the published run of the same key (same seeds and losses) instead of replacing it.
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ POOLINGS = {
     "GeMax": ({"name": "gemax"}, 7.04, 7.83),
     "GeMean": ({"name": "gem"}, 10.97, 10.60),
     "GSoP": ({"name": "gsop"}, 11.15, 17.73),
+    "OTP": ({"name": "otp", "prototypes": 8, "dim": 16}, 7.02, 11.55),
     "SOLAR": ({"name": "solar"}, 17.30, 20.36),
     "T-SMK": ({"name": "t_smk"}, 9.21, 13.15),
+    "VLAD": ({"name": "netvlad", "clusters": 8, "dim": 16}, 21.73, 19.68),
     "WELDON": ({"name": "weldon"}, 13.81, 20.38),
     "LSE": ({"name": "lse"}, None, None),
     "k-max": ({"name": "kmax"}, None, None),
@@ -48,6 +51,9 @@ POOLINGS = {
     "GMP+GAP": ({"name": "gap_gmp"}, 10.01, 11.85),
     "GSP": (None, 22.68, 27.61),
 }
+#: the ensemble poolings at 8 prototypes x 16-D = 128-D, their ensemble being the embedding (the
+#: paper's 128-D version, supplement §1.4; as the cub-fair-*-vlad-8x16 / -otp-8x16 presets)
+ENSEMBLES = ("OTP", "VLAD")
 LOSSES = {
     "C2": {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.5},
     "ProxyNCA++": {"name": "proxynca_pp", "lr_multiplier": 100},
@@ -142,12 +148,61 @@ def run_config(
         cfg = common.with_model(common.with_dataset(cfg, **dataset), **BACKBONES[backbone])
         cfg = common.with_backbone(cfg, **resnet_weights) if backbone == "resnet20" else cfg
     cfg = common.REGIMES[regime](cfg)
+    cfg = common.with_model(cfg, embedding_dim=None) if name in ENSEMBLES else cfg
     slug = (
         f"{run_key(regime, backbone, source)}-{name}-{loss}".lower()
         .replace(" ", "")
         .replace("+", "p")
     )
     return common.named(common.with_pooling(cfg, **spec) if spec else cfg, slug)
+
+
+def results_table(table: dict, losses, regime: str) -> str:
+    """The Table 4 layout: per pooling its MAP@R and target-tile weight per loss, next to the
+    paper's Cifar-Collage values."""
+    header = [
+        "pooling (128D MAP@R)",
+        *(f"{regime} {loss}" for loss in losses),
+        *(f"target-tile weight {loss}" for loss in losses),
+        *(f"paper Cifar Collage {loss}" for loss in losses),
+    ]
+    rows = [
+        [
+            name,
+            *(common.cell(table[name][loss], "map_at_r") for loss in losses),
+            *(share(table[name][loss]) for loss in losses),
+            *(paper(POOLINGS[name][1 if loss == "C2" else 2]) for loss in losses),
+        ]
+        for name in table
+    ]
+    return markdown_table(header, rows)
+
+
+def merged(key: str, payload: dict) -> dict:
+    """``payload``'s poolings put into the published run ``key`` (which must have the same seeds
+    and losses) in place of the same poolings there, in the order of :data:`POOLINGS`; the table
+    is rebuilt, the times add up and ``plan.merged`` lists the poolings merged in."""
+    stored = common.published("pooling_comparison", key)
+    same = ("seeds", "losses")
+    if [stored["plan"][k] for k in same] != [payload["plan"][k] for k in same]:
+        raise SystemExit(
+            f"--merge: the published run {key!r} has seeds {stored['plan']['seeds']} and losses "
+            f"{stored['plan']['losses']}; run with those (--seeds, --losses)"
+        )
+    results = {**stored["results"], **payload["results"]}
+    results = {name: results[name] for name in POOLINGS if name in results}
+    plan = {
+        **stored["plan"],
+        "poolings": list(results),
+        "merged": stored["plan"].get("merged", []) + payload["plan"]["poolings"],
+    }
+    return {
+        **stored,
+        "plan": plan,
+        "results": results,
+        "table": results_table(results, plan["losses"], stored["regime"]),
+        "seconds": stored["seconds"] + payload["seconds"],
+    }
 
 
 def reproduction(runs: dict) -> list[dict]:
@@ -197,8 +252,16 @@ def main(argv=None) -> dict:
     parser.add_argument(
         "--source", choices=tuple(SOURCES), default="digits", help="glyphs of the collage"
     )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="replace only these poolings in the published run of this key (same seeds and "
+        "losses), keeping its others",
+    )
     args = parser.parse_args(argv)
     out = common.setup(args)
+    if args.merge and (args.smoke or not common.CHOICE.stand_in):
+        parser.error("--merge goes with the full stand-in runs (they are what is published)")
     if args.source != "digits" and not common.CHOICE.stand_in:
         parser.error(
             "--source chooses the stand-in's glyphs; it does not go with --dataset/--preset"
@@ -232,22 +295,7 @@ def main(argv=None) -> dict:
             )
     if common.CHOICE.dry_run:
         return {"dry_run": True}
-    header = [
-        "pooling (128D MAP@R)",
-        *(f"{args.regime} {loss}" for loss in plan["losses"]),
-        *(f"target-tile weight {loss}" for loss in plan["losses"]),
-        *(f"paper Cifar Collage {loss}" for loss in plan["losses"]),
-    ]
-    rows = [
-        [
-            name,
-            *(common.cell(table[name][loss], "map_at_r") for loss in plan["losses"]),
-            *(share(table[name][loss]) for loss in plan["losses"]),
-            *(paper(POOLINGS[name][1 if loss == "C2" else 2]) for loss in plan["losses"]),
-        ]
-        for name in table
-    ]
-    text = markdown_table(header, rows)
+    text = results_table(table, plan["losses"], args.regime)
     total = sum(entry["seconds"] for losses in table.values() for entry in losses.values())
     print(
         f"\n{common.data_label(f'collage_shared ({args.source})')}, {args.regime} {args.backbone}, seeds {list(plan['seeds'])}, test MAP@R x100, "
@@ -262,8 +310,10 @@ def main(argv=None) -> dict:
         "table": text,
         "seconds": total,
         "threads": args.threads,
-        "plots": [str(bar_plot(out, table, plan["losses"], key))],
     }
+    if args.merge:
+        payload = merged(key, payload)
+    payload["plots"] = [str(bar_plot(out, payload["results"], plan["losses"], key))]
     common.write_json(out / "results.json", payload)
     if not args.smoke:
         common.publish(

@@ -103,3 +103,51 @@ def test_sources_and_backbones_set_their_data_weights_and_keys():
         pooling.run_key("finetune") == "finetune"
         and pooling.run_key("frozen", "efficientnet_lite0") == "efficientnet_lite0-frozen"
     )
+
+
+def summary_of(values):
+    """A :func:`common.summary` entry of one loss from per-seed MAP@R values (x100)."""
+    results = [
+        {"test": {"map_at_r": v / 100, "precision_at_1": v / 100}, "seconds": 1.0, "seed": s}
+        for s, v in enumerate(values)
+    ]
+    return common.summary(results, pooling.METRICS)
+
+
+def test_merge_puts_new_poolings_into_the_published_run_in_table_order(tmp_path, monkeypatch):
+    """``--merge``: the published run keeps its other poolings, the merged ones replace theirs,
+    the order is the script's, the table is rebuilt and the times add up; a run of other seeds
+    is refused."""
+    monkeypatch.setattr(common, "ROOT", tmp_path)
+    folder = tmp_path / "experiments" / "pooling_comparison"
+    folder.mkdir(parents=True)
+    plan = {"seeds": [0, 1], "poolings": ["GAP", "GSP"], "losses": ["C2"]}
+    stored = {
+        "plan": plan,
+        "regime": "frozen",
+        "results": {"GAP": {"C2": summary_of([7, 8])}, "GSP": {"C2": summary_of([38, 40])}},
+        "seconds": 10.0,
+        "threads": 1,
+    }
+    (folder / "results.json").write_text(json.dumps({"runs": {"frozen": stored}}))
+    new = {
+        "plan": {**plan, "poolings": ["VLAD", "GAP"]},
+        "results": {"VLAD": {"C2": summary_of([41, 42])}, "GAP": {"C2": summary_of([9, 9])}},
+        "seconds": 5.0,
+    }
+    merged = pooling.merged("frozen", new)
+    assert list(merged["results"]) == ["VLAD", "GAP", "GSP"]  # the order of POOLINGS
+    assert merged["plan"]["poolings"] == ["VLAD", "GAP", "GSP"]
+    assert merged["plan"]["merged"] == ["VLAD", "GAP"]
+    assert merged["results"]["GAP"]["C2"]["map_at_r"]["values"] == [9.0, 9.0]
+    assert merged["results"]["GSP"] == stored["results"]["GSP"]
+    assert merged["seconds"] == 15.0 and merged["threads"] == 1
+    rows = merged["table"].splitlines()[2:]
+    assert [r.split(" | ")[0].lstrip("| ") for r in rows] == ["VLAD", "GAP", "GSP"]
+    assert rows[0].startswith("| VLAD | 41.50 ± 0.71 |") and "| 21.73 |" in rows[0]
+    verdict = pooling.reproduction({"frozen": merged})[0]["verdict"]
+    assert verdict == "not reproduced (VLAD as high or higher)"
+    with pytest.raises(SystemExit, match="has seeds \\[0, 1\\]"):
+        pooling.merged("frozen", {**new, "plan": {**new["plan"], "seeds": [0, 1, 2]}})
+    with pytest.raises(SystemExit, match="no published run 'finetune'"):
+        pooling.merged("finetune", new)

@@ -41,7 +41,8 @@ CONV_BNI = rf"^{DS}-conventional-(?!r50-)"
 GSP = rf"^{DS}-(fair|conventional)-.*-gsp$"
 PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-(r50-\d+-)?c1xbm)(-gemean|-gmp)?-gsp$"
 PROXY_GSP = rf"^{DS}-fair-(pnca|pa)(-gemean|-gmp)?-gsp$"
-TABLE4 = r"^cub-fair-(c2|pnca)-"
+TABLE4 = r"^(cub-fair|cifar-collage)-(c2|pnca)-"  # GSP paper Table 4: the pooling alternatives
+COLLAGE4 = r"^cifar-collage-(c2|pnca)-"  # ... its Cifar Collage rows (supplement §2.2 setting)
 METRIX = (
     r"^metrix-(?!demo|base)(?!.*-(baseline|ps|imix)$)(?!.*-mochi-)"  # the Metrix presets that mix
 )
@@ -364,6 +365,44 @@ TABLE = [
         None,
         "GSP paper supplement §1.4: the clusters x dim ensemble is the embedding",
     ),
+    (COLLAGE4, "data.dataset.name", "collage_cifar", "GSP paper supplement §2.2: Cifar Collage"),
+    (COLLAGE4, "model.backbone.name", "resnet20", "GSP paper supplement §2.2: ResNet20"),
+    (
+        COLLAGE4,
+        "model.backbone.weights",
+        "resnet20-cifar100",
+        "GSP paper supplement §2.2: pretrained on Cifar100 classification",
+    ),
+    (COLLAGE4, "model.normalize", True, "GSP paper supplement §2.2: l2-normalised embeddings"),
+    (COLLAGE4, "optimizer.name", "adam", "GSP paper supplement §2.2: default Adam"),
+    (COLLAGE4, "optimizer.lr", 1.0e-3, "GSP paper supplement §2.2: initial learning rate 0.001"),
+    (COLLAGE4, "optimizer.weight_decay", 0.0, "GSP paper supplement §2.2: default Adam"),
+    (COLLAGE4, "schedule.plateau.factor", 0.5, "GSP paper supplement §2.2: decay factor 0.5"),
+    (COLLAGE4, "schedule.plateau.patience", 5, "GSP paper supplement §2.2: patience 5 epochs"),
+    (COLLAGE4, "data.classes_per_batch", 16, "GSP paper supplement §2.2: 16 classes a batch"),
+    (COLLAGE4, "data.samples_per_class", 4, "GSP paper supplement §2.2: 4 samples a class"),
+    (
+        COLLAGE4,
+        "evaluation.split",
+        "val",
+        "GSP paper supplement §2.2: validation sub-classes disjoint from training and test",
+    ),
+    (rf"{COLLAGE4}(?!.*(8x16|gsp)$)", "model.embedding_dim", 128, "GSP paper Table 4: 128D"),
+    (rf"{COLLAGE4}(?!gsp$)", "head", "global", "GSP paper Table 4: pool, then project"),
+    (r"^cifar-collage-c2-(?!gsp$)", "loss.name", "c2", "GSP paper Table 4: Contrastive"),
+    (r"^cifar-collage-pnca-(?!gsp$)", "loss.name", "proxynca_pp", "GSP paper Table 4: ProxyNCA++"),
+    (r"^cifar-collage-c2-gsp$", "loss:base.neg_margin", 0.3841, "thesis §3.3.2.1: C2 margins"),
+    (r"^cifar-collage-pnca-gsp$", "loss:base.temperature", 0.11, "thesis §5.3.4.1: T = 0.11"),
+    (rf"{COLLAGE4}gsp$", "model.pooling.num_prototypes", 128, "GSP paper supplement §2.2: m = 128"),
+    (rf"{COLLAGE4}gsp$", "model.pooling.mu", 0.2, "GSP paper supplement §2.2: mu = 0.2"),
+    (rf"{COLLAGE4}gsp$", "model.pooling.eps", 10.0, "GSP paper supplement §2.2: eps = 10"),
+    (rf"{COLLAGE4}gsp$", "loss:mixing", 0.5, "GSP paper supplement §2.2: lambda = 0.5"),
+    (rf"{COLLAGE4}gsp$", "head", "local", "TF code: the 1x1 embedding convolution before GSP"),
+    (rf"{COLLAGE4}gap$", "model.pooling.name", "gap", "GSP paper Table 4: GAP"),
+    (rf"{COLLAGE4}gmp$", "model.pooling.name", "gmp", "GSP paper Table 4: GMP"),
+    (rf"{COLLAGE4}gmp-gap$", "model.pooling.name", "gap_gmp", "GSP paper Table 4: GMP+GAP"),
+    (rf"{COLLAGE4}gemean$", "model.pooling.name", "gem", "GSP paper Table 4: GeMean"),
+    (rf"{COLLAGE4}delf$", "model.pooling.name", "delf", "GSP paper Table 4: DeLF"),
     (
         rf"^{DS}-fair-softtriple-",
         "batch",

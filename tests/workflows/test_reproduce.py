@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from gspdml.cli import main
 from gspdml.config import load_config
@@ -134,7 +135,9 @@ def test_grid_cells_and_missing_rows():
     # a competitor that does not report In-shop has no In-shop row
     assert not any(r.key == "inshop/DiVA" for r in get_table("gsp-table3a").rows)
     collage = [r for r in get_table("gsp-table4").rows if r.dataset == "collage"]
-    assert collage and all(r.status.startswith("missing: fair-protocol presets") for r in collage)
+    assert len(collage) == 30 and {r.protocol for r in collage} == {"split"}
+    assert {load_config(r.preset).data.dataset["name"] for r in collage} == {"collage_cifar"}
+    assert {r.protocol for r in get_table("gsp-table4").rows if r.dataset == "cub"} == {None}
     with pytest.raises(ValueError, match="exactly one"):
         Row("x", "cub", {}, "cub-fair-c2-gap", "also missing")
     row = Row("x", "cub", {}, "cub-fair-c2-gap")
@@ -144,6 +147,14 @@ def test_grid_cells_and_missing_rows():
         Table("t", "title", "citation", "cir", (), (row,))
     with pytest.raises(ValueError, match="repeated rows"):
         Table("t", "title", "citation", "fair", (), (row, row))
+    with pytest.raises(ValueError, match="unknown protocol 'spilt'"):
+        Table("t", "title", "citation", "fair", (), (Row("x", "cub", {}, "p", protocol="spilt"),))
+    fine_tune = Row("y", "cub", {}, "cub-fair-c2-gsp", init_from="cub-fair-c2-gap")
+    with pytest.raises(ValueError, match="init_from 'cub-fair-c2-gap' must be the preset"):
+        Table("t", "title", "citation", "conventional", (), (fine_tune,))  # no such row
+    with pytest.raises(ValueError, match="init_from 'cub-fair-c2-gap' must be the preset"):
+        Table("t", "title", "citation", "fair", (), (row, fine_tune))  # fold models, not seeds
+    Table("t", "title", "citation", "conventional", (), (row, fine_tune))
 
 
 def test_cir_rows_are_the_methods_of_a_command_the_cir_cli_accepts():
@@ -234,8 +245,8 @@ def test_list_through_the_cli(capsys):
             f"| {len(table.rows)} | {len(table.runnable)} | {len(table.rows) - len(table.runnable)} |"
         )
     # GSP Table 4: 17 poolings x 2 losses x (Cifar Collage, CUB), less the two 64x128 ensembles
-    # that print no Cifar Collage number; every Cifar Collage row waits for the CIFAR reader
-    assert "| gsp-table4 | GSP paper, Table 4 (supplement §1.4) | fair | 64 | 34 | 30 |" in out
+    # that print no Cifar Collage number
+    assert "| gsp-table4 | GSP paper, Table 4 (supplement §1.4) | fair | 64 | 64 | 0 |" in out
 
 
 def test_dry_run_through_the_cli(capsys, tmp_path, monkeypatch):
@@ -267,6 +278,10 @@ def test_dry_run_through_the_cli(capsys, tmp_path, monkeypatch):
     out = capsys.readouterr().out
     assert "| cub/DiVA^512 | – | missing: DiVA" in out
     assert "| cub/LIBC+GSP^512 | `libc-cub-gsp` | runs/conventional/libc-cub-gsp |" in out
+    assert (
+        "`cub/LIBC+GSP^512` starts from the models of `libc-cub` "
+        "(runs/conventional/libc-cub/seed{seed}), trained first when missing." in out
+    )
     assert "`cub-conventional-r50-512-c1xbm-gsp`" in out
 
 
@@ -336,6 +351,39 @@ def test_a_table_end_to_end_on_a_tiny_cub_tree(tmp_path, capsys):
     assert [row["cells"] for row in again["rows"]] == [row["cells"] for row in payload["rows"]]
 
 
+def test_a_fine_tuning_row_runs_its_source_row_first_and_starts_from_its_models(tmp_path):
+    """GSP Table 3b's LIBC+GSP row on CUB fine-tunes the LIBC row's models: selecting it alone
+    trains the LIBC model of the seed first, and the LIBC+GSP model starts from it (every tensor
+    of the same name, compared here with the LIBC run's model as load_run reads it back); a
+    second call reuses both."""
+    from gspdml.training import build_run, load_run
+
+    data, out = _tiny_cub(tmp_path / "data"), tmp_path / "out"
+    argv = ["reproduce", "gsp-table3b", "--rows", "cub/LIBC+GSP^512", "--seeds", "0"]
+    argv += ["--data-root", str(data), "--output-dir", str(out), *SMOKE]
+    assert main(argv) == 0
+    libc, gsp = (out / "conventional" / name / "seed0" for name in ("libc-cub", "libc-cub-gsp"))
+    assert (libc / "model.safetensors").is_file()
+    payload = json.loads((out / "tables" / "gsp-table3b.json").read_text())
+    (row,) = [r for r in payload["rows"] if r["status"] == "reproduced"]
+    assert row["preset"] == "libc-cub-gsp" and row["runs"] == {"seed0": "trained"}
+    assert row["cells"]["R@1"]["ours"] == pytest.approx(100 * _results(gsp)["precision_at_1"])
+
+    config, _ = load_run(gsp, device="cpu")
+    assert config.model.init_from == str(out / "conventional" / "libc-cub" / "seed{seed}")
+    source = load_run(libc, device="cpu")[1].state_dict()
+    start = build_run(config).model.state_dict()
+    shared = [name for name in start if name in source]
+    assert any(n.startswith("backbone.") for n in shared)
+    assert any(n.startswith("pooling.") for n in start if n not in source)  # GSP's own tensors
+    for name in shared:
+        assert torch.equal(start[name], source[name]), name
+
+    assert main(argv) == 0
+    again = json.loads((out / "tables" / "gsp-table3b.json").read_text())
+    assert [r["runs"] for r in again["rows"] if r["runs"]] == [{"seed0": "done"}]
+
+
 def test_a_fair_row_end_to_end(tmp_path):
     """GSP Table 1's C2+ZSP+GSP row on CUB (GSP + zero-shot regularisation, 4 fold models): the
     128D number is the mean of the fold models' own test results."""
@@ -349,6 +397,45 @@ def test_a_fair_row_end_to_end(tmp_path):
     assert row["cells"]["128D MAP@R"]["ours"] == pytest.approx(100 * mean)
     assert row["cells"]["128D MAP@R"]["paper"] == 21.52
     assert row["num_realisations"] == 1 and row["cells"]["128D MAP@R"]["ours_std"] is None
+
+
+def test_a_cifar_collage_row_end_to_end_by_its_own_validation_split(tmp_path):
+    """GSP Table 4's Cifar Collage C2+VLAD row on generated CIFAR-100 files in the official
+    layout: the split protocol trains one model per seed on the collage's own splits, selected on
+    its validation classes; ours is the mean and sample std of the models' own test results. The
+    backbone's CIFAR-100 pre-training recipe reads --data-root: its weights are those
+    `gspdml pretrain RECIPE --data-root DIR` caches."""
+    from gspdml.training.pretrain import load_recipe, weights_path
+    from tests.helpers.cifar_files import write_cifar100
+
+    data, out = write_cifar100(tmp_path / "data", per_class=3), tmp_path / "out"
+    tiny = [o for o in SMOKE if not o.startswith(("data.dataset.", "model.backbone"))]
+    recipe = "smoke-small_cnn-cifar100"  # the tiny stand-in of resnet20-cifar100
+    tiny += [f"model.backbone={{name: small_cnn, widths: [8, 16], weights: {recipe}}}"]
+    tiny += ["data.dataset.images_per_class=4", "data.classes_per_batch=8"]
+    argv = ["reproduce", "gsp-table4", "--rows", "collage/C2+VLAD-8x16", "--seeds", "0", "1"]
+    assert main([*argv, "--data-root", str(data), "--output-dir", str(out), *tiny]) == 0
+    payload = json.loads((out / "tables" / "gsp-table4.json").read_text())
+    (row,) = [r for r in payload["rows"] if r["status"] == "reproduced"]
+    assert row["protocol"] == "split" and row["runs"] == {"seed0": "trained", "seed1": "trained"}
+    runs = [out / "split" / "cifar-collage-c2-vlad-8x16" / f"seed{s}" for s in (0, 1)]
+    values = [100 * _results(run)["map_at_r"] for run in runs]
+    cell = row["cells"]["128D MAP@R"]
+    assert cell["paper"] == 21.73 and cell["ours"] == pytest.approx(np.mean(values))
+    assert cell["ours_std"] == pytest.approx(np.std(values, ddof=1))
+    from gspdml.training import load_run
+
+    trained, _ = load_run(runs[1], device="cpu")
+    assert trained.evaluation.split == "val" and trained.seed == 1
+    assert trained.data.dataset["name"] == "collage_cifar"
+    assert trained.data.dataset["root"] == str(data / "cifar-100-python")
+    copy = out / "recipes" / f"{recipe}.yaml"
+    assert trained.model.backbone["weights"] == str(copy)
+    as_pretrain_sets_it = load_recipe(recipe)
+    as_pretrain_sets_it["data"]["root"] = str(data)
+    assert load_recipe(copy) == as_pretrain_sets_it and weights_path(as_pretrain_sets_it).is_file()
+    text = (out / "tables" / "gsp-table4.md").read_text()
+    assert "reproduced (`cifar-collage-c2-vlad-8x16`, protocol split)" in text
 
 
 def test_a_two_stage_row_reports_every_recall_depth_over_the_repeats(tmp_path):

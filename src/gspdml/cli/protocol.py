@@ -1,4 +1,4 @@
-"""``gspdml protocol fair|tuning|conventional|two_stage CONFIG [overrides] [--seeds ...] [--output-dir DIR]``
+"""``gspdml protocol fair|tuning|conventional|two_stage|split CONFIG [overrides] [--seeds ...] [--output-dir DIR]``
 (:mod:`gspdml.workflows.protocol`): train and aggregate every model of an evaluation protocol,
 then print its table (the columns of its results.md)."""
 

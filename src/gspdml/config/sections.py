@@ -142,6 +142,12 @@ class ModelConfig(Section):
     cache_backbone_features: bool = option(
         False, "compute each image's backbone map once (frozen backbones only)"
     )
+    init_from: Optional[str] = option(
+        None,
+        "a finished run's folder whose weights start the model where names and shapes match "
+        "(fine-tuning; {seed}: this run's seed)",
+        noun="run folder",
+    )
 
     def check(self, where: str) -> None:
         from gspdml.models.feature_cache import FROZEN_ONLY

@@ -3,7 +3,8 @@
 :func:`build_run` turns a resolved config into :class:`RunParts`: it seeds every random number
 generator from ``seed``, reads the dataset's splits, pre-trains the backbone when the model names
 a recipe (:func:`~gspdml.training.pretrain.resolve_recipe_weights`: the one step that may take
-long, explicit here and never a side effect of building a trainer), builds the embedder and the
+long, explicit here and never a side effect of building a trainer), builds the embedder (started
+from a finished run's weights with ``model.init_from``, :mod:`gspdml.training.init_from`) and the
 loss. :class:`~gspdml.training.trainer.Trainer` trains any parts: a user's ``nn.Module``
 embedder (a tensor-returning one wrapped in :class:`TensorEmbedder`), a registered or user loss
 (:func:`~gspdml.losses.as_metric_loss`) and any ``(image, label)`` dataset
@@ -26,6 +27,7 @@ from gspdml.models import build_embedder
 from gspdml.models.output import EmbedderOutput
 from gspdml.training.callbacks import Callback
 from gspdml.training.ccp_controller import CCPController
+from gspdml.training.init_from import initialise_from_run
 from gspdml.training.pretrain import resolve_recipe_weights
 from gspdml.training.rng import seed_everything
 
@@ -52,13 +54,15 @@ class RunParts:
     ``model`` returns an :class:`~gspdml.models.EmbedderOutput`; ``loss`` is a
     :class:`~gspdml.losses.MetricLoss` (a plain module becomes one); ``data`` holds the training
     split (:class:`~gspdml.data.seeded.TrainingDataset`) and the evaluation splits; ``callbacks``
-    are the user's, by a stable name (the checkpoint keeps their state under it).
+    are the user's, by a stable name (the checkpoint keeps their state under it); ``notes`` are
+    lines for the run's header (how the model was initialised).
     """
 
     model: nn.Module
     loss: nn.Module
     data: DataSplits
     callbacks: dict[str, Callback] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.loss = as_metric_loss(self.loss)
@@ -69,10 +73,13 @@ def build_run(config: RunConfig) -> RunParts:
     seed_everything(config.seed)
     data = build_data(config.data.dataset, seed=config.seed)
     model = build_embedder(resolve_recipe_weights(config.model), data.channels)
+    notes = []
+    if config.model.init_from is not None:
+        notes.append(initialise_from_run(model, config.model.init_from, config.seed).describe())
     loss = build_loss(
         config.loss, "loss", embedding_dim=model.embedding_dim, num_classes=data.num_classes
     )
-    return RunParts(model, loss, data)
+    return RunParts(model, loss, data, notes=notes)
 
 
 def find_callbacks(

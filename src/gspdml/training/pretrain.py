@@ -26,7 +26,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 import numpy as np
 import torch
@@ -111,6 +111,21 @@ def load_recipe(source: Union[str, Path, Mapping[str, Any]]) -> dict[str, Any]:
                 f"unknown keys {sorted(extra)}; allowed: {', '.join(defaults)}",
             )
         recipe[section] = {**defaults, **given}
+    return recipe
+
+
+#: recipe data sources read from a folder the user names (``data.root``); the others are embedded
+ROOTED_SOURCES = ("cifar100",)
+
+
+def recipe_on_root(name: str, root: str) -> Optional[dict[str, Any]]:
+    """The recipe ``name`` with ``data.root`` set to ``root`` when its data is read from a folder
+    the user names and the recipe names none (``gspdml pretrain NAME --data-root ROOT`` sets the
+    same, so both find the same cached weights); None for any other recipe."""
+    recipe = load_recipe(name)
+    if recipe["data"]["source"] not in ROOTED_SOURCES or recipe["data"]["root"] is not None:
+        return None
+    recipe["data"]["root"] = str(root)
     return recipe
 
 

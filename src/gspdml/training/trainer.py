@@ -191,7 +191,7 @@ class Trainer:
 
     def _take_parts(self, parts: RunParts) -> None:
         """The model and the loss on the device; the training and evaluation splits."""
-        self.data = parts.data
+        self.data, self.notes = parts.data, list(parts.notes)
         self.train_dataset = parts.data.train
         split = self.config.evaluation.split
         self.eval_split = parts.data.val if split == "val" else parts.data.test
@@ -310,7 +310,7 @@ class Trainer:
         lines += [
             f"changed on resume: {key}: {old!r} -> {new!r}" for key, (old, new) in changed.items()
         ]
-        lines += describe_splits(self.data)
+        lines += [*self.notes, *describe_splits(self.data)]
         auto = (
             " (data.classes_per_batch: auto)"
             if self.config.data.classes_per_batch == "auto"

@@ -28,6 +28,11 @@ The config describes one model; the protocol owns the fields that tell the model
   *epochs* (``schedule.step_decay.milestones``: the stage-1 steps times the ratio of the two
   training-set sizes), stops at the best epoch, keeps its last weights and is evaluated on the
   test split. Reported like ``conventional`` over the stage-2 models.
+- ``split`` (the GSP paper's Cifar Collage, supplement §2.2: a dataset that comes with its own
+  validation classes, disjoint from the training and test classes): one model per seed on the
+  dataset's own splits, selected on its validation split (``evaluation.split: val``) and
+  evaluated on the test split; the result is the mean ± std over the seeds of each model's test
+  metrics (group ``seeds``).
 
 Every mean ± std is :func:`gspdml.evaluation.statistics.mean_std` (the sample std). Every model is
 scored by the evaluation service (:mod:`gspdml.evaluation.service`) with the run's
@@ -77,6 +82,7 @@ from gspdml.workflows.runner import PlannedRun, run_planned
 from gspdml.workflows.tables import (
     CONVENTIONAL_COLUMNS,
     FAIR_COLUMNS,
+    SPLIT_COLUMNS,
     TUNING_COLUMNS,
     write_results_table,
 )
@@ -100,6 +106,7 @@ COLUMNS = {
     "tuning": TUNING_COLUMNS,
     "conventional": CONVENTIONAL_COLUMNS,
     "two_stage": CONVENTIONAL_COLUMNS,
+    "split": SPLIT_COLUMNS,
 }
 PROTOCOLS = tuple(COLUMNS)
 TEST_CACHE = "test_embeddings.npz"
@@ -118,7 +125,8 @@ def plan_protocol(
     config: RunConfig, protocol: str, seeds: Sequence[int], root: Path
 ) -> tuple[list[ProtocolRun], list[ClassFold]]:
     """Every model of ``protocol`` with the config it trains on, and the protocol's class folds
-    (none for ``conventional``). Builds the dataset once to read its training class ids."""
+    (none for ``conventional``, ``two_stage`` and ``split``). Builds the dataset once to read its
+    training class ids."""
     if protocol not in COLUMNS:
         raise ConfigError(
             "protocol", f"unknown protocol {protocol!r}; allowed: {', '.join(PROTOCOLS)}"
@@ -127,9 +135,9 @@ def plan_protocol(
         raise ConfigError(
             "seeds", f"need at least one seed and no repeated seeds, got {list(seeds)}"
         )
-    if protocol in ("conventional", "two_stage"):
-        make = _conventional_config if protocol == "conventional" else _train_stage_config
-        prefix = "seed" if protocol == "conventional" else "train-seed"
+    if protocol in PER_SEED:
+        make = PER_SEED[protocol]
+        prefix = "train-seed" if protocol == "two_stage" else "seed"
         return [
             ProtocolRun(f"{prefix}{s}", make(config, int(s)), root / f"{prefix}{s}", None, int(s))
             for s in seeds
@@ -174,6 +182,8 @@ def run_protocol(
         result = _fair_summary(runs)
     elif protocol == "tuning":
         result = _tuning_summary(runs)
+    elif protocol == "split":
+        result = _split_summary(runs)
     else:
         result = _conventional_summary(runs, config.evaluation.metric)
         if protocol == "two_stage":
@@ -256,6 +266,17 @@ def _conventional_config(config: RunConfig, seed: int) -> RunConfig:
     )
 
 
+def _split_config(config: RunConfig, seed: int) -> RunConfig:
+    """The model of ``seed`` in the ``split`` protocol: the dataset's own splits, selected on its
+    validation split."""
+    return replace(
+        config,
+        name=f"{config.name}-seed{seed}",
+        seed=seed,
+        evaluation=replace(config.evaluation, split="val"),
+    )
+
+
 def _train_stage_config(config: RunConfig, seed: int) -> RunConfig:
     """Stage 1 of ``two_stage``: the first half of the training classes, validated on the second."""
     if not config.schedule.plateau:
@@ -267,6 +288,21 @@ def _train_stage_config(config: RunConfig, seed: int) -> RunConfig:
     return replace(
         _fold_config(config, "two_stage", 0, 2, seed), name=f"{config.name}-train-seed{seed}"
     )
+
+
+#: the protocols of one model per seed, with the config of the seed's (first) model
+PER_SEED = {
+    "conventional": _conventional_config,
+    "two_stage": _train_stage_config,
+    "split": _split_config,
+}
+#: the protocols whose result models are one per seed, with the folder of the seed's model
+#: (``{seed}`` in the template: ``model.init_from`` of a row that fine-tunes them)
+SEED_MODELS = {
+    "conventional": "seed{seed}",
+    "two_stage": "trainval-seed{seed}",
+    "split": "seed{seed}",
+}
 
 
 def _trainval_stage_config(config: RunConfig, seed: int, stage1: dict, ratio: float) -> RunConfig:
@@ -478,10 +514,22 @@ def _tuning_summary(runs: list[ProtocolRun]) -> dict:
     return {"per_model": per_model, "summary": summary, "num_realisations": len(runs)}
 
 
-def _conventional_summary(runs: list[ProtocolRun], metric: str) -> dict:
-    per_model = {
-        run.name: json.loads((run.run_dir / RESULTS_FILE).read_text())["test"] for run in runs
+def _test_results(runs: list[ProtocolRun]) -> dict:
+    """Each model's test metrics, as its trainer recorded them (``results.json``)."""
+    return {run.name: json.loads((run.run_dir / RESULTS_FILE).read_text())["test"] for run in runs}
+
+
+def _split_summary(runs: list[ProtocolRun]) -> dict:
+    per_model = _test_results(runs)
+    return {
+        "per_model": per_model,
+        "num_realisations": len(runs),
+        "summary": {"seeds": _mean_std(per_model, _summarised(runs[0].config))},
     }
+
+
+def _conventional_summary(runs: list[ProtocolRun], metric: str) -> dict:
+    per_model = _test_results(runs)
     best = max(per_model, key=lambda name: per_model[name][metric])
     metrics = _summarised(runs[0].config)
     return {

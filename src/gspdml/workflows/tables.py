@@ -9,6 +9,8 @@ The results tables have the layout of the thesis' tables:
   128D P@1, 128D MAP@R (:data:`FAIR_COLUMNS`).
 - Conventional protocol (Tab. 3.2, Tab. 5.2: the best of the repeats): R@1 and MAP@R of the best
   run, then their mean ± std over the repeats (:data:`CONVENTIONAL_COLUMNS`).
+- Split protocol (a dataset's own validation split, GSP paper supplement §2.2): test P@1 and
+  MAP@R, mean ± std over the seeds (:data:`SPLIT_COLUMNS`).
 - Tuning protocol (Tab. 5.4): validation P@1 and MAP@R, mean ± std over folds and repeats
   (:data:`TUNING_COLUMNS`).
 
@@ -40,6 +42,10 @@ CONVENTIONAL_COLUMNS = (
     ("best", "map_at_r", "MAP@R"),
     ("repeats", "precision_at_1", "R@1 (all repeats)"),
     ("repeats", "map_at_r", "MAP@R (all repeats)"),
+)
+SPLIT_COLUMNS = (
+    ("seeds", "precision_at_1", "P@1"),
+    ("seeds", "map_at_r", "MAP@R"),
 )
 TUNING_COLUMNS = (
     ("val", "precision_at_1", "val P@1"),

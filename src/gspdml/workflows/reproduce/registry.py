@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 from gspdml.errors import ConfigError
-from gspdml.workflows.protocol import PROTOCOLS
+from gspdml.workflows.protocol import PROTOCOLS, SEED_MODELS
 from gspdml.workflows.reproduce.cir_spec import CirSpec
 
 #: the protocol of tables whose methods train nothing (composed image retrieval)
@@ -82,7 +82,12 @@ class Reported:
 @dataclass(frozen=True)
 class Row:
     """One method on one dataset. ``preset`` trains it (a table of a training protocol),
-    ``cir`` evaluates it (a ``cir`` table); ``missing`` says what the library lacks to run it."""
+    ``cir`` evaluates it (a ``cir`` table); ``missing`` says what the library lacks to run it.
+    ``protocol`` is the row's own protocol where the paper
+    ran this dataset otherwise than the rest of the table (GSP Table 4: the Cifar Collage by its
+    own validation split, the CUB rows by the fair protocol); None: the table's. ``init_from``
+    is the preset of another row of the table whose trained models start this row's, seed by
+    seed (``model.init_from``; GSP Table 3b: LIBC+GSP fine-tunes the LIBC row's models)."""
 
     label: str
     dataset: str
@@ -90,6 +95,8 @@ class Row:
     preset: Optional[str] = None
     missing: Optional[str] = None
     cir: Optional[CirSpec] = None
+    protocol: Optional[str] = None
+    init_from: Optional[str] = None
 
     def __post_init__(self) -> None:
         if [self.preset, self.missing, self.cir].count(None) != 2:
@@ -133,7 +140,20 @@ class Table:
         if repeated:
             raise ValueError(f"table {self.key}: repeated rows {repeated}")
         titles = {c.title for c in self.columns}
+        protocols = {row.preset: self.protocol_of(row) for row in self.runnable}
         for row in self.rows:
+            if row.init_from is not None and not (
+                protocols.get(row.init_from) in SEED_MODELS and self.protocol_of(row) in SEED_MODELS
+            ):
+                raise ValueError(
+                    f"table {self.key}, row {row.key}: init_from {row.init_from!r} must be the "
+                    f"preset of a runnable row, both rows of a protocol of one model per seed "
+                    f"({', '.join(SEED_MODELS)})"
+                )
+            if row.protocol is not None and row.protocol not in PROTOCOLS:
+                raise ValueError(
+                    f"table {self.key}, row {row.key}: unknown protocol {row.protocol!r}"
+                )
             unknown = set(row.paper) - titles
             if unknown:
                 raise ValueError(f"table {self.key}, row {row.key}: unknown columns {unknown}")
@@ -142,18 +162,27 @@ class Table:
     def runnable(self) -> list[Row]:
         return [row for row in self.rows if row.missing is None]
 
+    def protocol_of(self, row: Row) -> str:
+        """The protocol ``row`` runs by: its own, else the table's."""
+        return row.protocol or self.protocol
+
 
 def grid(
     text: str,
     datasets: Sequence[str],
     columns: Sequence[Column],
-    preset: str,
+    preset: Union[str, Mapping[str, str]],
     missing: Mapping[str, str] = {},
+    protocols: Mapping[str, str] = {},
+    init_from: Mapping[str, str] = {},
 ) -> tuple[Row, ...]:
     """Rows from a table in the paper's layout: one line per method, ``LABEL KEY CELL ...``
     with the cells of ``datasets`` (outer) x ``columns`` (inner) in the paper's order. ``KEY``
-    names the preset of a dataset through the template ``preset`` (``"{dataset}-fair-{key}"``;
-    a ``KEY`` starting with ``=`` is its own template, ``=metrix-{dataset}-ms``); a ``KEY`` in
+    names the preset of a dataset through the template ``preset`` (``"{dataset}-fair-{key}"``,
+    or one template per dataset; a ``KEY`` starting with ``=`` is its own template,
+    ``=metrix-{dataset}-ms``); the rows of a dataset in ``protocols`` run by that protocol
+    instead of the table's (:attr:`Row.protocol`); a ``KEY`` in ``init_from`` starts from the
+    models of the row whose preset its template names (:attr:`Row.init_from`); a ``KEY`` in
     ``missing`` makes rows with that reason instead (per dataset, ``"KEY@dataset"`` wins). A
     cell is ``value``, ``value±std`` or ``–`` (not reported); a missing row without any
     reported number is left out."""
@@ -169,10 +198,14 @@ def grid(
             paper = {c.title: r for c, r in zip(columns, map(Reported.parse, own)) if r is not None}
             reason = missing.get(f"{key}@{dataset}", missing.get(key))
             template = key[1:] if key.startswith("=") else preset
+            template = template if isinstance(template, str) else template[dataset]
+            protocol = protocols.get(dataset)
             if reason and paper:
-                rows.append(Row(label, dataset, paper, None, reason))
+                rows.append(Row(label, dataset, paper, missing=reason, protocol=protocol))
             elif not reason:
-                rows.append(Row(label, dataset, paper, template.format(dataset=dataset, key=key)))
+                name = template.format(dataset=dataset, key=key)
+                start = init_from[key].format(dataset=dataset) if key in init_from else None
+                rows.append(Row(label, dataset, paper, name, protocol=protocol, init_from=start))
     return tuple(rows)
 
 

@@ -49,6 +49,7 @@ def row_entry(
         "preset": row.preset,
         "cir": None if row.cir is None else row.cir.describe(model),
         "status": status,
+        "protocol": table.protocol_of(row),
         "num_realisations": num_realisations,
         "runs": dict(runs),
         "cells": cells,
@@ -61,9 +62,10 @@ def _number(value: Optional[float], std: Optional[float] = None) -> str:
     return f"{value:.2f}" if std is None else f"{value:.2f} ± {std:.2f}"
 
 
-def _status(entry: Mapping[str, Any]) -> str:
+def _status(entry: Mapping[str, Any], table: Table) -> str:
     if entry.get("preset") is not None:
-        return f"{entry['status']} (`{entry['preset']}`)"
+        own = "" if entry["protocol"] == table.protocol else f", protocol {entry['protocol']}"
+        return f"{entry['status']} (`{entry['preset']}`{own})"
     if entry.get("cir") is not None:
         return f"{entry['status']} ({entry['cir']})"
     return str(entry["status"])
@@ -86,7 +88,7 @@ def table_markdown(table: Table, payload: dict) -> str:
                 _number(cell["ours"], cell["ours_std"]),
                 "–" if diff is None else f"{diff:+.2f}",
             ]
-        line.append(_status(entry))
+        line.append(_status(entry, table))
         body.append(line)
     overrides = f", overrides `{' '.join(payload['overrides'])}`" if payload["overrides"] else ""
     if table.protocol == EVALUATION_ONLY:

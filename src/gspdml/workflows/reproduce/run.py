@@ -2,11 +2,16 @@
 
 Every runnable row of the table (:mod:`gspdml.workflows.reproduce.registry`) is its preset,
 with the user's overrides (``key.sub=value``, applied to every row) and ``--data-root`` (the
-preset's ``data.dataset.root`` folder name under that directory), run by the table's protocol
+preset's ``data.dataset.root`` folder name under that directory; a backbone pre-training recipe
+that reads its data from disk gets the directory as its ``data.root``, in a copy written to
+``<output_dir>/recipes/``), run by the table's protocol
 through :func:`gspdml.workflows.protocol.run_protocol`: each model is trained, resumed or
 reused by the reuse rule of :mod:`gspdml.workflows.runner`, so a second call only aggregates,
 and a row whose preset another table shares is trained once. A row's models live in
-``<output_dir>/<protocol>/<preset>`` (``output_dir``: ``--output-dir``, else the preset's); the table is written to
+``<output_dir>/<protocol>/<preset>`` (``output_dir``: ``--output-dir``, else the preset's); a row
+that fine-tunes another row's models (:attr:`~gspdml.workflows.reproduce.registry.Row.init_from`)
+runs that row first, and each of its models starts from the model of the same seed
+(``model.init_from``); the table is written to
 ``<output_dir>/tables/<table>.md`` and ``.json``: for every row and column the paper's number,
 ours (mean over the protocol's realisations), the difference ours - paper and our sigma (the
 std over the realisations: the 3^4 four-model ensembles of the fair protocol, the repeats of
@@ -20,15 +25,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
+
+import yaml
 
 from gspdml.config import RunConfig, load_config
 from gspdml.errors import ConfigError, did_you_mean
 from gspdml.evaluation.metric_registry import metrics_of_kind
 from gspdml.evaluation.statistics import mean_std
-from gspdml.workflows.protocol import FOLDS_USED, run_protocol
+from gspdml.output_files import atomic_write_text
+from gspdml.training.pretrain import recipe_names, recipe_on_root
+from gspdml.workflows.protocol import FOLDS_USED, SEED_MODELS, run_protocol
 from gspdml.workflows.reproduce.cir_run import cir_dry_run_markdown, plan_cir, reproduce_cir
 from gspdml.workflows.reproduce.registry import (
     EVALUATION_ONLY,
@@ -43,17 +52,26 @@ from gspdml.workflows.reproduce.report import DEFAULT_OUTPUT, row_entry, write_p
 from gspdml.workflows.reproduce.tables import TABLES
 from gspdml.workflows.tables import markdown_table
 
+#: protocols whose summary has one group, which every column of a table reads (the ``split``
+#: protocol: each seed's model on the test split, e.g. GSP Table 4's Cifar Collage "128D MAP@R")
+ONE_GROUP = {"split": "seeds"}
+
 
 @dataclass(frozen=True)
 class RowPlan:
     """A row as it would run: its config (None for a missing row), the number of models of the
-    protocol, and the GPU-hour estimate of the registry's cost model."""
+    protocol, the GPU-hour estimate of the registry's cost model, ``start``: the plan of the
+    row whose models start this row's (:attr:`Row.init_from`), which runs first, and ``recipe``:
+    the copy of the backbone's pre-training recipe with ``--data-root`` as its ``data.root``
+    (:func:`~gspdml.training.pretrain.recipe_on_root`) and where it is written."""
 
     row: Row
     config: Optional[RunConfig]
     protocol: str
     models: int = 0
     steps: int = 0
+    start: Optional["RowPlan"] = None
+    recipe: Optional[tuple[Path, dict[str, Any]]] = None
 
     @property
     def root(self) -> Path:
@@ -115,7 +133,7 @@ def records_clustering(preset: str, protocol: str) -> bool:
     return any(
         any(column.metric in clustering for column in table.columns)
         for table in TABLES.values()
-        if table.protocol == protocol and any(row.preset == preset for row in table.rows)
+        if any(row.preset == preset and table.protocol_of(row) == protocol for row in table.rows)
     )
 
 
@@ -127,25 +145,40 @@ def _plan_row(
     seeds: Sequence[int],
     output_dir: Optional[str],
 ) -> RowPlan:
+    protocol = table.protocol_of(row)
     if row.preset is None:
-        return RowPlan(row, None, table.protocol)
+        return RowPlan(row, None, protocol)
     extra = [f"output_dir={output_dir}"] if output_dir is not None else []
-    if records_clustering(row.preset, table.protocol):
+    start = None
+    if row.init_from is not None:
+        (source,) = [r for r in table.rows if r.preset == row.init_from]
+        start = _plan_row(table, source, data_root, overrides, seeds, output_dir)
+        extra.append(f"model.init_from={start.root / SEED_MODELS[start.protocol]}")
+    if records_clustering(row.preset, protocol):
         extra.append("evaluation.clustering=true")
     config = load_config(row.preset, [*extra, *overrides])
-    root = config.data.dataset.get("root")
+    root, recipe = config.data.dataset.get("root"), None
     if data_root is not None and root is not None:
         moved = Path(data_root) / Path(str(root)).name
         config = load_config(row.preset, [*extra, f"data.dataset.root={moved}", *overrides])
-    models = len(seeds) * {"fair": FOLDS_USED["fair"], "tuning": 1, "two_stage": 2}.get(
-        table.protocol, 1
-    )
+    weights = config.model.backbone.get("weights")
+    if data_root is not None and isinstance(weights, str) and weights in recipe_names():
+        copy = recipe_on_root(weights, data_root)
+        if copy is not None:  # written by reproduce() before the row trains
+            recipe = (Path(output_dir or DEFAULT_OUTPUT) / "recipes" / f"{weights}.yaml", copy)
+            config = replace(
+                config,
+                model=replace(
+                    config.model, backbone={**config.model.backbone, "weights": str(recipe[0])}
+                ),
+            )
+    models = len(seeds) * {"fair": FOLDS_USED["fair"], "tuning": 1, "two_stage": 2}.get(protocol, 1)
     max_steps = int(config.schedule.max_steps)
     if config.evaluation.patience is None:
         steps = max_steps
     else:
         steps = min(max_steps, TYPICAL_STEPS.get(str(config.data.dataset["name"]), max_steps))
-    return RowPlan(row, config, table.protocol, models, steps)
+    return RowPlan(row, config, protocol, models, steps, start, recipe)
 
 
 def reproduce(
@@ -183,8 +216,14 @@ def reproduce(
         elif plan.config is None:
             entries.append(row_entry(table, row, row.status))
         else:
-            result = run_protocol(plan.config, table.protocol, seeds=seeds, output_dir=plan.root)
-            ours = {column.title: _ours(result, column) for column in table.columns}
+            if plan.start is not None:  # its models first (resumed or reused when there)
+                start = plan.start
+                assert start.config is not None  # a runnable row (Table checks init_from)
+                _write_recipe(start)
+                run_protocol(start.config, start.protocol, seeds=seeds, output_dir=start.root)
+            _write_recipe(plan)
+            result = run_protocol(plan.config, plan.protocol, seeds=seeds, output_dir=plan.root)
+            ours = {column.title: _ours(result, column, plan.protocol) for column in table.columns}
             runs, count = result.get("runs", {}), result.get("num_realisations")
             entries.append(row_entry(table, row, "reproduced", ours, runs, count))
     payload = {
@@ -210,13 +249,26 @@ def _no_seeds(table: Table, seeds: Optional[Sequence[int]]) -> None:
         )
 
 
-def _ours(result: dict, column: Column) -> tuple[Optional[float], Optional[float]]:
+def _write_recipe(plan: RowPlan) -> None:
+    """Write the row's copy of its backbone's pre-training recipe (:attr:`RowPlan.recipe`)."""
+    if plan.recipe is not None:
+        path, recipe = plan.recipe
+        path.parent.mkdir(parents=True, exist_ok=True)
+        content = {key: value for key, value in recipe.items() if key != "name"}  # the file's stem
+        atomic_write_text(path, yaml.safe_dump(content, sort_keys=False))
+
+
+def _ours(result: dict, column: Column, protocol: str) -> tuple[Optional[float], Optional[float]]:
     """Our number of ``column`` (in percent unless the column scales otherwise) and its std over
-    the realisations (None for one realisation). A metric the protocol's summary leaves out (R@k but R@1) is read from the
+    the realisations (None for one realisation). A row run by a protocol of one group
+    (:data:`ONE_GROUP`) reads every column from that group. A metric the protocol's summary
+    leaves out (R@k but R@1) is read from the
     models of a conventional or two-stage protocol: the best repeat's value ("best") or the
     mean over the repeats ("repeats"); None when the runs did not record it."""
     single = int(result.get("num_realisations", 0)) < 2  # no spread to report
     summary = result["summary"]
+    if protocol in ONE_GROUP:
+        column = replace(column, group=ONE_GROUP[protocol], sigma_group=None)
     if column.metric in summary.get(column.group, {}):
         spread = summary.get(column.sigma_group or column.group, {}).get(column.metric, {})
         mean = summary[column.group][column.metric]["mean"]
@@ -319,6 +371,12 @@ def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int
         "Steps/model",
         "GPU-h",
     ]
+    starts = [
+        f"`{plan.row.key}` starts from the models of `{plan.start.row.preset}` "
+        f"({plan.start.root / SEED_MODELS[plan.start.protocol]}), trained first when missing."
+        for plan in plans
+        if plan.start is not None
+    ]
     total = sum(plan.gpu_hours for plan in plans)
     runnable = sum(plan.config is not None for plan in plans)
     rates = ", ".join(f"{name} {1 / rate:.0f} img/s" for name, rate in SECONDS_PER_IMAGE.items())
@@ -328,6 +386,7 @@ def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int
             f"seeds {', '.join(map(str, seeds))}.",
             "",
             markdown_table(header, body),
+            *(["", *starts] if starts else []),
             "",
             f"Estimated GPU-hours: {total:.1f} = sum over rows of models x steps x batch x seconds "
             f"per training image ({rates}). Steps: schedule.max_steps for fixed-length runs; for "

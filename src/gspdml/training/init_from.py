@@ -1,0 +1,95 @@
+"""Start a model from the weights of a finished run (``model.init_from: RUN_DIR``).
+
+Fine-tuning a trained model with another head or pooling, as the GSP paper's LIBC+GSP rows do
+(GSP paper, supplement §1.3: GSP added to a trained LIBC model): the run's final weights
+(``RUN_DIR/model.safetensors``, a safetensors file, so reading it never runs code) are copied into
+every tensor of the new model with the same name and shape; the new model's other tensors keep
+their initialisation (a new pooling's parameters, a head of another placement), and the run's
+tensors the new model has no place for are left out. A tensor of the same name but another
+shape, a run without final weights or one that shares no tensor with the model is a
+:class:`~gspdml.errors.ConfigError` naming the run and what to do. ``{seed}`` in the path is the
+new run's seed, so that each seed of a protocol starts from the model of the same seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from torch import nn
+
+from gspdml.errors import ConfigError
+from gspdml.training.run_dir import WEIGHTS_FILE, read_weights
+
+FIELD = "model.init_from"
+
+
+@dataclass(frozen=True)
+class Initialised:
+    """What :func:`initialise_from_run` did: the run's weights file, the tensors it copied, the
+    model's tensors it left at their initialisation and the run's tensors it left out."""
+
+    source: Path
+    loaded: tuple[str, ...]
+    new: tuple[str, ...]
+    unused: tuple[str, ...]
+
+    def describe(self) -> str:
+        """One line for the run's header."""
+        parts = [f"model initialised from {self.source}: {len(self.loaded)} tensors loaded"]
+        if self.new:
+            shown = ", ".join(self.new[:4]) + (", ..." if len(self.new) > 4 else "")
+            parts.append(f"{len(self.new)} new ({shown})")
+        if self.unused:
+            parts.append(f"{len(self.unused)} of the run unused")
+        return "; ".join(parts)
+
+
+def init_source(template: str, seed: int) -> Path:
+    """The weights file ``model.init_from`` names for the run of ``seed`` (module docstring)."""
+    try:
+        run_dir = Path(template.format(seed=seed))
+    except (KeyError, IndexError, ValueError) as error:
+        raise ConfigError(
+            FIELD, f"{template!r}: the only placeholder is {{seed}} ({error!r})"
+        ) from None
+    if not run_dir.is_dir():
+        raise ConfigError(FIELD, f"{run_dir} is not a directory: name a finished run's folder")
+    path = run_dir / WEIGHTS_FILE
+    if not path.is_file():
+        raise ConfigError(
+            FIELD, f"{path} does not exist: the run {run_dir} has not finished; train it first"
+        )
+    return path
+
+
+def initialise_from_run(model: nn.Module, template: str, seed: int) -> Initialised:
+    """Copy the matching tensors of the run ``template`` names (module docstring) into ``model``."""
+    path = init_source(template, seed)
+    stored, _ = read_weights(path)
+    own = model.state_dict()
+    reshaped = [
+        f"{name}: {tuple(stored[name].shape)} in the run, {tuple(tensor.shape)} here"
+        for name, tensor in own.items()
+        if name in stored and stored[name].shape != tensor.shape
+    ]
+    if reshaped:
+        raise ConfigError(
+            FIELD,
+            f"{path}: tensors of the same name but another shape ({'; '.join(reshaped)}); "
+            "init_from copies a model into one of the same architecture where names meet "
+            "(e.g. the same backbone and embedding size)",
+        )
+    loaded = {name: stored[name] for name in own if name in stored}
+    if not loaded:
+        raise ConfigError(
+            FIELD,
+            f"{path} shares no tensor name with this model (the run's model.backbone differs?)",
+        )
+    model.load_state_dict(loaded, strict=False)
+    return Initialised(
+        path,
+        tuple(loaded),
+        tuple(name for name in own if name not in stored),
+        tuple(name for name in stored if name not in own),
+    )
