@@ -63,7 +63,9 @@ def released_state_dict(path: Union[str, os.PathLike]) -> dict[str, torch.Tensor
             continue
         for old, new in RENAMES:
             if key.startswith(old):
-                renamed[new + key[len(old) :]] = value.reshape(()) if new == "pooling.beta" else value
+                renamed[new + key[len(old) :]] = (
+                    value.reshape(()) if new == "pooling.beta" else value
+                )
                 break
         else:
             renamed[f"backbone.{key}"] = value
