@@ -7,7 +7,8 @@ the features of each dataset's test images are ranked by nearest-neighbour searc
 ``frozen``, :mod:`gspdml.workflows.reproduce.frozen_run`). A row evaluates the authors' released
 checkpoint (github.com/billpsomas/simpool, published on the Hugging Face hub): the DINO
 ResNet-50 models, GAP and SimPool with gamma 2. The supervised ResNet-50 models were not
-released; the ViT-S rows need a ViT the library does not have (:data:`VIT_MISSING`).
+released; the ViT-S rows need the authors' ViT, which the library's does not match
+(:data:`VIT_MISSING`).
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ NOT_RELEASED = (
     "supervised ResNet-50 models of the table were not published)"
 )
 VIT_MISSING = (
-    "ViT-S/16 is not a backbone of the library: these rows need the authors' ViT-S (DINO's "
-    "vision_transformer.py layout, or their timm fork's) returning its patch tokens for "
-    "SimPool in place of the [CLS] token, and a key map for its checkpoints"
+    "the authors' ViT-S/16 does not fit the library's ViT (backbone vit, timm's, which returns "
+    "the patch tokens after the final LayerNorm): their SimPool model has no [CLS] "
+    "token (196 position embeddings), pools the last block's tokens before the final "
+    "LayerNorm and normalises the pooled vector with it; the Baseline is the [CLS] token, "
+    "which the timm backbone drops"
 )
 
 COLUMNS = tuple(Column("test", f"recall_at_{k}", f"R@{k}") for k in (1, 2, 4, 10, 20, 100))
