@@ -20,7 +20,13 @@ from gspdml.config import load_config
 from gspdml.errors import ConfigError
 from gspdml.workflows.reproduce import TABLES, Table, get_table, plan_table, reproduce
 from gspdml.workflows.reproduce.cir_tables import OTHERS
-from gspdml.workflows.reproduce.registry import SECONDS_PER_IMAGE, Reported, Row, select_rows
+from gspdml.workflows.reproduce.registry import (
+    EVALUATION_ONLY,
+    SECONDS_PER_IMAGE,
+    Reported,
+    Row,
+    select_rows,
+)
 from gspdml.workflows.reproduce.run import _ours
 from tests.helpers.datasets import make_cub, write_image
 from tests.presets.test_preset_recipes import PRESETS
@@ -59,7 +65,7 @@ def cell(table_key, key, column):
 
 
 # ------------------------------------------------------------------------------ the registry
-@pytest.mark.parametrize("key", [k for k, t in TABLES.items() if t.protocol != "cir"])
+@pytest.mark.parametrize("key", [k for k, t in TABLES.items() if t.protocol not in EVALUATION_ONLY])
 def test_every_runnable_row_is_a_pinned_preset_of_its_dataset(key):
     for row in TABLES[key].runnable:
         assert row.preset in PRESETS, f"{key} {row.key}: {row.preset} is not a pinned preset"

@@ -48,13 +48,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "number, ours, the difference and our std. Overrides key.sub=value apply to every row "
         "(e.g. schedule.max_steps=2 for a smoke run). The composed-retrieval tables (protocol "
         "cir) evaluate a frozen vision-language model instead and take the settings model=SPEC, "
-        "weights, vocabulary, memory, device, batch_size, cache.",
+        "weights, vocabulary, memory, device, batch_size, cache. The tables of released "
+        "pre-trained models (protocol frozen: SimPool Table 3.9) evaluate the authors' "
+        "checkpoints as they are and take checkpoints=DIR (the files under their published "
+        "names) or checkpoint=PATH, device, batch_size, resize, crop.",
     )
     p.add_argument("table", nargs="?", default=None, help="table key (see --list)")
     p.add_argument(
         "overrides",
         nargs="*",
-        help="overrides key.sub=value for every row (YAML values); a cir table: key=value settings",
+        help="overrides key.sub=value for every row (YAML values); a cir or frozen table: "
+        "key=value settings",
     )
     p.add_argument("--list", action="store_true", help="list the tables with their row counts")
     p.add_argument(

@@ -12,6 +12,7 @@ machine with internet), instead of a network call that retries for a minute befo
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
@@ -90,11 +91,17 @@ def read_recipe_weights(weights: Union[str, os.PathLike]) -> dict[str, torch.Ten
     return read_state_dict(path)
 
 
-def read_state_dict(path: Union[str, os.PathLike]) -> dict[str, torch.Tensor]:
+def read_state_dict(
+    path: Union[str, os.PathLike], wrappers: Sequence[str] = ("state_dict", "model")
+) -> dict[str, torch.Tensor]:
     """Read a checkpoint (``.safetensors`` or a torch pickle) as a flat ``{key: tensor}`` dict.
 
-    Checkpoints that wrap the weights (``{"state_dict": ...}``, ``{"model": ...}``) are
-    unwrapped, and a ``module.`` prefix left by ``DataParallel`` is removed.
+    A pickle is read with ``torch.load(weights_only=True)``: tensors, containers and plain
+    values only, so a file whose pickle would run code is refused (a :class:`DataError` naming
+    it). The one class allowed besides is ``argparse.Namespace``, the ``args`` that training
+    scripts (timm's, DINO's) store beside the weights. Checkpoints that wrap the weights are
+    unwrapped by the first of ``wrappers`` they hold (default ``{"state_dict": ...}``, then
+    ``{"model": ...}``), and a ``module.`` prefix left by ``DataParallel`` is removed.
     """
     path = Path(path)
     try:
@@ -103,10 +110,11 @@ def read_state_dict(path: Union[str, os.PathLike]) -> dict[str, torch.Tensor]:
 
             state: Any = load_file(str(path))
         else:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            with torch.serialization.safe_globals([argparse.Namespace]):
+                state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - any reader failure is a bad file
         raise DataError(f"{path}: cannot read weights ({type(error).__name__}: {error})") from error
-    for wrapper in ("state_dict", "model"):
+    for wrapper in wrappers:
         if isinstance(state, Mapping) and isinstance(state.get(wrapper), Mapping):
             state = state[wrapper]
     if not isinstance(state, Mapping) or not all(

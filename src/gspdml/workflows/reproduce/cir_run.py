@@ -21,7 +21,6 @@ Database row Table 4.1's FreeDom), reuses it. A column reads the row's :func:`su
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
@@ -35,11 +34,18 @@ from gspdml.cir.domain_datasets import get_domain_dataset
 from gspdml.cir.features import FeatureCache
 from gspdml.cir.vl_model import VisionLanguageEncoder
 from gspdml.data.cache import cache_key
-from gspdml.errors import ConfigError, read_json_object
-from gspdml.output_files import atomic_write_text
+from gspdml.errors import ConfigError
 from gspdml.workflows.reproduce.cir_spec import CirSpec
 from gspdml.workflows.reproduce.registry import Row, Table, select_rows
-from gspdml.workflows.reproduce.report import DEFAULT_OUTPUT, Ours, row_entry, write_payload
+from gspdml.workflows.reproduce.report import (
+    DEFAULT_OUTPUT,
+    Ours,
+    evaluation_payload,
+    row_entry,
+    store_result,
+    stored_result,
+)
+from gspdml.workflows.reproduce.settings import parse_settings
 from gspdml.workflows.tables import markdown_table
 
 #: the default data folder (the FreeDom release's ``data/``), its vocabulary and PatternNet tree
@@ -66,29 +72,7 @@ class CirSettings:
 
     @classmethod
     def parse(cls, overrides: Sequence[str]) -> "CirSettings":
-        names = [f.name for f in fields(cls)]
-        values: dict[str, Any] = {}
-        for override in overrides:
-            key, sep, value = override.partition("=")
-            if not sep or key not in names or not value:
-                raise ConfigError(
-                    "overrides",
-                    f"{override!r}: a cir table takes key=value settings with key one of "
-                    f"{', '.join(names)} (e.g. model=remoteclip or vocabulary=words.txt)",
-                )
-            values[key] = value
-        if "batch_size" in values:
-            try:
-                values["batch_size"] = int(values["batch_size"])
-            except ValueError:
-                raise ConfigError(
-                    "batch_size", f"expected a positive integer, got {values['batch_size']!r}"
-                ) from None
-            if values["batch_size"] < 1:
-                raise ConfigError(
-                    "batch_size", f"expected a positive integer, got {values['batch_size']}"
-                )
-        return cls(**values)
+        return parse_settings(cls, overrides, "cir")
 
 
 @dataclass(frozen=True)
@@ -130,10 +114,7 @@ class CirEvaluation:
 
     def stored(self) -> Optional[dict[str, Any]]:
         """The stored result of these settings, None when there is none yet."""
-        if not self.output.is_file():
-            return None
-        stored = read_json_object(self.output)
-        return stored["result"] if stored.get("settings") == self.settings() else None
+        return stored_result(self.output, self.settings())
 
     def protocol(self) -> CompositionProtocol:
         """The benchmark's protocol; a PatternCom tree whose queries differ from Table 5.1 is
@@ -263,9 +244,7 @@ def _evaluate(
         batch_size=settings.batch_size,
         cache=cache,
     )
-    evaluation.output.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"settings": evaluation.settings(), "result": result}, indent=2)
-    atomic_write_text(evaluation.output, text + "\n")
+    store_result(evaluation.output, evaluation.settings(), result)
     return result
 
 
@@ -302,18 +281,7 @@ def reproduce_cir(
                 ours[column.title] = (value, None)
             runs = {e.benchmark: str(e.output) for e in plan.evaluations}
             entries.append(row_entry(table, row, "reproduced", ours, runs, 1, settings.model))
-    payload = {
-        "table": table.key,
-        "title": table.title,
-        "citation": table.citation,
-        "protocol": table.protocol,
-        "seeds": [],
-        "overrides": list(overrides),
-        "data_root": data_root,
-        "rows": entries,
-    }
-    write_payload(table, payload, output_dir)
-    return payload
+    return evaluation_payload(table, entries, overrides, data_root, output_dir)
 
 
 def _memory(evaluation: CirEvaluation) -> str:

@@ -5,9 +5,12 @@ A :class:`Table` is one headline table of a paper: the protocol its rows were ru
 row is one method on one dataset: a shipped preset (run by the table's protocol) and the
 numbers the paper printed for it, or, when the library cannot run it yet, a ``missing`` reason
 (the row is listed, never faked). Numbers are in percent, as the papers print them, unless a
-column scales them otherwise (training steps in thousands). A table of methods that train
-nothing (composed image retrieval) has the protocol ``cir``: its runnable rows are evaluations
-(:class:`~gspdml.workflows.reproduce.cir_spec.CirSpec`), not presets.
+column scales them otherwise (training steps in thousands). A table whose methods train
+nothing has an evaluation-only protocol (:data:`EVALUATION_ONLY`): ``cir`` (composed image
+retrieval; its runnable rows are evaluations,
+:class:`~gspdml.workflows.reproduce.cir_spec.CirSpec`) or ``frozen`` (released pre-trained
+models evaluated as they are,
+:class:`~gspdml.workflows.reproduce.frozen_spec.FrozenSpec`), not presets.
 
 The tables themselves live beside this module, one module per paper
 (:data:`gspdml.workflows.reproduce.tables.TABLES` collects them); :func:`grid` reads a table
@@ -29,9 +32,11 @@ from typing import Optional, Union
 from gspdml.errors import ConfigError
 from gspdml.workflows.protocol import PROTOCOLS, SEED_MODELS
 from gspdml.workflows.reproduce.cir_spec import CirSpec
+from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
 
-#: the protocol of tables whose methods train nothing (composed image retrieval)
-EVALUATION_ONLY = "cir"
+#: the protocols of tables whose methods train nothing, and the :class:`Row` field that holds
+#: a runnable row's evaluation: composed image retrieval, frozen pre-trained models
+EVALUATION_ONLY = {"cir": "cir", "frozen": "frozen"}
 
 #: seconds of one training image (forward + backward, fp32, 224 px crops) on one H100, per
 #: backbone. ResNet-50: measured, 1498 img/s at batch 64 (docs/benchmarks.md, "One H100").
@@ -54,7 +59,8 @@ class Column:
     ``sigma_group`` (default ``group``; the conventional protocol's "best" repeat has none, its
     sigma is that of the repeats). ``scale`` 100 reads a fraction as percent; 1e-3 reads
     training steps in thousands. In a ``cir`` table, ``group`` and ``metric`` name a number of
-    the row's evaluations (:func:`gspdml.workflows.reproduce.cir_run.summarise`)."""
+    the row's evaluations (:func:`gspdml.workflows.reproduce.cir_run.summarise`); in a
+    ``frozen`` table ``metric`` is a metric of the dataset's test split (``recall_at_1``)."""
 
     group: str
     metric: str
@@ -82,7 +88,8 @@ class Reported:
 @dataclass(frozen=True)
 class Row:
     """One method on one dataset. ``preset`` trains it (a table of a training protocol),
-    ``cir`` evaluates it (a ``cir`` table); ``missing`` says what the library lacks to run it.
+    ``cir`` evaluates it (a ``cir`` table), ``frozen`` evaluates a released model (a ``frozen``
+    table); ``missing`` says what the library lacks to run it.
     ``protocol`` is the row's own protocol where the paper
     ran this dataset otherwise than the rest of the table (GSP Table 4: the Cifar Collage by its
     own validation split, the CUB rows by the fair protocol); None: the table's. ``init_from``
@@ -95,12 +102,13 @@ class Row:
     preset: Optional[str] = None
     missing: Optional[str] = None
     cir: Optional[CirSpec] = None
+    frozen: Optional[FrozenSpec] = None
     protocol: Optional[str] = None
     init_from: Optional[str] = None
 
     def __post_init__(self) -> None:
-        if [self.preset, self.missing, self.cir].count(None) != 2:
-            raise ValueError(f"row {self.key}: give exactly one of preset, cir and missing")
+        if [self.preset, self.missing, self.cir, self.frozen].count(None) != 3:
+            raise ValueError(f"row {self.key}: give exactly one of preset, cir, frozen and missing")
 
     @property
     def key(self) -> str:
@@ -127,9 +135,9 @@ class Table:
     notes: str = ""
 
     def __post_init__(self) -> None:
-        if self.protocol not in (*PROTOCOLS, EVALUATION_ONLY):
+        if self.protocol not in (*PROTOCOLS, *EVALUATION_ONLY):
             raise ValueError(f"table {self.key}: unknown protocol {self.protocol!r}")
-        kind = "cir" if self.protocol == EVALUATION_ONLY else "preset"
+        kind = EVALUATION_ONLY.get(self.protocol, "preset")
         for row in self.runnable:
             if getattr(row, kind) is None:
                 raise ValueError(

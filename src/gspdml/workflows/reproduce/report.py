@@ -1,15 +1,19 @@
 """The written table of ``gspdml reproduce``: one entry per row of a paper's table, with per
 column the paper's number, ours, our std and the difference ours - paper (points), as JSON
 (:func:`row_entry`) and as Markdown (:func:`table_markdown`). Shared by the training protocols
-(:mod:`gspdml.workflows.reproduce.run`) and the evaluations of the ``cir`` tables
-(:mod:`gspdml.workflows.reproduce.cir_run`)."""
+(:mod:`gspdml.workflows.reproduce.run`) and the evaluation-only tables (``cir``:
+:mod:`gspdml.workflows.reproduce.cir_run`; ``frozen``:
+:mod:`gspdml.workflows.reproduce.frozen_run`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
+from gspdml.errors import read_json_object
+from gspdml.output_files import atomic_write_text
 from gspdml.workflows.reproduce.registry import EVALUATION_ONLY, Row, Table
 from gspdml.workflows.tables import markdown_table, write_table
 
@@ -18,6 +22,12 @@ DEFAULT_OUTPUT = "runs"
 
 #: our number of a column in percent and its std (None: one realisation, or not measured)
 Ours = tuple[Optional[float], Optional[float]]
+#: what one row of an evaluation-only table is, per protocol (the written table's legend)
+EVALUATED = {
+    "cir": "one evaluation of a frozen vision-language model per row",
+    "frozen": "one evaluation of a released pre-trained model per row and dataset (its test "
+    "split, nearest-neighbour search on the L2-normalised features)",
+}
 
 
 def row_entry(
@@ -30,7 +40,8 @@ def row_entry(
     model: Optional[str] = None,
 ) -> dict[str, Any]:
     """A row of the written table; ``ours`` maps column titles to our (value, std); ``model``:
-    the model spec that replaced a ``cir`` row's."""
+    the model spec that replaced a ``cir`` row's. ``cir`` / ``frozen``: what an evaluation-only
+    row evaluates."""
     cells = {}
     for column in table.columns:
         paper = row.paper.get(column.title)
@@ -48,6 +59,7 @@ def row_entry(
         "dataset": row.dataset,
         "preset": row.preset,
         "cir": None if row.cir is None else row.cir.describe(model),
+        "frozen": None if row.frozen is None else row.frozen.describe(),
         "status": status,
         "protocol": table.protocol_of(row),
         "num_realisations": num_realisations,
@@ -66,8 +78,9 @@ def _status(entry: Mapping[str, Any], table: Table) -> str:
     if entry.get("preset") is not None:
         own = "" if entry["protocol"] == table.protocol else f", protocol {entry['protocol']}"
         return f"{entry['status']} (`{entry['preset']}`{own})"
-    if entry.get("cir") is not None:
-        return f"{entry['status']} ({entry['cir']})"
+    evaluated = entry.get("cir") or entry.get("frozen")
+    if evaluated is not None:
+        return f"{entry['status']} ({evaluated})"
     return str(entry["status"])
 
 
@@ -91,10 +104,10 @@ def table_markdown(table: Table, payload: dict) -> str:
         line.append(_status(entry, table))
         body.append(line)
     overrides = f", overrides `{' '.join(payload['overrides'])}`" if payload["overrides"] else ""
-    if table.protocol == EVALUATION_ONLY:
+    if table.protocol in EVALUATION_ONLY:
         how = (
-            f"Protocol `{table.protocol}`{overrides}: one evaluation of a frozen vision-language "
-            "model per row, nothing trained; ours is that evaluation's number (no std)"
+            f"Protocol `{table.protocol}`{overrides}: {EVALUATED[table.protocol]}, nothing "
+            "trained; ours is that evaluation's number (no std)"
         )
     else:
         how = (
@@ -105,6 +118,45 @@ def table_markdown(table: Table, payload: dict) -> str:
     if table.notes:
         lines += ["", table.notes]
     return "\n".join([*lines, "", markdown_table(header, body), ""])
+
+
+def stored_result(path: Path, settings: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+    """The result an evaluation stored in ``path`` with exactly these ``settings`` (everything
+    that decides its numbers), None when there is none yet."""
+    if not path.is_file():
+        return None
+    stored = read_json_object(path)
+    return stored["result"] if stored.get("settings") == dict(settings) else None
+
+
+def store_result(path: Path, settings: Mapping[str, Any], result: Mapping[str, Any]) -> None:
+    """Store an evaluation's ``result`` beside its ``settings`` in ``path`` (atomically)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"settings": dict(settings), "result": dict(result)}, indent=2)
+    atomic_write_text(path, text + "\n")
+
+
+def evaluation_payload(
+    table: Table,
+    entries: Sequence[dict[str, Any]],
+    overrides: Sequence[str],
+    data_root: Optional[str],
+    output_dir: Optional[str],
+) -> dict[str, Any]:
+    """The JSON payload of an evaluation-only table (no seeds), written with
+    :func:`write_payload`."""
+    payload = {
+        "table": table.key,
+        "title": table.title,
+        "citation": table.citation,
+        "protocol": table.protocol,
+        "seeds": [],
+        "overrides": list(overrides),
+        "data_root": data_root,
+        "rows": list(entries),
+    }
+    write_payload(table, payload, output_dir)
+    return payload
 
 
 def write_payload(table: Table, payload: dict, output_dir: Optional[str]) -> None:

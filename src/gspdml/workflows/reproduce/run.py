@@ -16,9 +16,10 @@ runs that row first, and each of its models starts from the model of the same se
 ours (mean over the protocol's realisations), the difference ours - paper and our sigma (the
 std over the realisations: the 3^4 four-model ensembles of the fair protocol, the repeats of
 the conventional one). Rows the library cannot run are listed with what is missing. A table of
-the ``cir`` protocol (composed image retrieval) trains nothing: its rows are evaluations, run by
-:mod:`gspdml.workflows.reproduce.cir_run` and written in the same layout
-(:mod:`gspdml.workflows.reproduce.report`).
+an evaluation-only protocol trains nothing: its rows are evaluations, run by
+:mod:`gspdml.workflows.reproduce.cir_run` (``cir``, composed image retrieval) or
+:mod:`gspdml.workflows.reproduce.frozen_run` (``frozen``, released pre-trained models) and
+written in the same layout (:mod:`gspdml.workflows.reproduce.report`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ from gspdml.output_files import atomic_write_text
 from gspdml.training.pretrain import recipe_names, recipe_on_root
 from gspdml.workflows.protocol import FOLDS_USED, SEED_MODELS, run_protocol
 from gspdml.workflows.reproduce.cir_run import cir_dry_run_markdown, plan_cir, reproduce_cir
+from gspdml.workflows.reproduce.frozen_run import (
+    frozen_dry_run_markdown,
+    plan_frozen,
+    reproduce_frozen,
+)
 from gspdml.workflows.reproduce.registry import (
     EVALUATION_ONLY,
     SECONDS_PER_IMAGE,
@@ -55,6 +61,8 @@ from gspdml.workflows.tables import markdown_table
 #: protocols whose summary has one group, which every column of a table reads (the ``split``
 #: protocol: each seed's model on the test split, e.g. GSP Table 4's Cifar Collage "128D MAP@R")
 ONE_GROUP = {"split": "seeds"}
+#: the runner of each evaluation-only protocol
+EVALUATE = {"cir": reproduce_cir, "frozen": reproduce_frozen}
 
 
 @dataclass(frozen=True)
@@ -190,12 +198,12 @@ def reproduce(
     seeds: Optional[Sequence[int]] = None,
     output_dir: Optional[str] = None,
 ) -> dict[str, Any]:
-    """Run the selected rows of ``table`` (see the module doc; a ``cir`` table:
-    :func:`~gspdml.workflows.reproduce.cir_run.reproduce_cir`) and write the table; returns its
-    JSON payload (``rows``: one entry per row of the table, in its order)."""
-    if table.protocol == EVALUATION_ONLY:
+    """Run the selected rows of ``table`` (see the module doc; an evaluation-only table: its
+    protocol's runner, :data:`EVALUATE`) and write the table; returns its JSON payload
+    (``rows``: one entry per row of the table, in its order)."""
+    if table.protocol in EVALUATION_ONLY:
         _no_seeds(table, seeds)
-        return reproduce_cir(
+        return EVALUATE[table.protocol](
             table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
         )
     seeds = tuple(int(s) for s in seeds) if seeds else table.seeds
@@ -305,18 +313,23 @@ def dry_run(
     output_dir: Optional[str] = None,
 ) -> str:
     """``gspdml reproduce TABLE --dry-run``: what the selected rows would run (a training table:
-    :func:`dry_run_markdown`; a ``cir`` table: its evaluations and their inputs)."""
-    if table.protocol == EVALUATION_ONLY:
+    :func:`dry_run_markdown`; an evaluation-only table: its evaluations and their inputs)."""
+    if table.protocol in EVALUATION_ONLY:
         _no_seeds(table, seeds)
-        cir_plans = plan_cir(
-            table,
-            rows=rows,
-            data_root=data_root,
-            overrides=overrides,
-            output_dir=output_dir,
-            need_memory=False,
+        if table.protocol == "cir":
+            cir_plans = plan_cir(
+                table,
+                rows=rows,
+                data_root=data_root,
+                overrides=overrides,
+                output_dir=output_dir,
+                need_memory=False,
+            )
+            return cir_dry_run_markdown(table, cir_plans)
+        frozen_plans = plan_frozen(
+            table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
         )
-        return cir_dry_run_markdown(table, cir_plans)
+        return frozen_dry_run_markdown(table, frozen_plans)
     plans = plan_table(
         table,
         rows=rows,

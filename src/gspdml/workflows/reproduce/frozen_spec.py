@@ -1,0 +1,38 @@
+"""A row of a table of frozen pre-trained models as a pinned evaluation (``gspdml reproduce``'s
+``frozen`` protocol, run by :mod:`gspdml.workflows.reproduce.frozen_run`).
+
+A :class:`FrozenSpec` names what the paper evaluated: a released checkpoint (its file name and
+where it is published), the backbone and the pooling it was trained with
+(:func:`gspdml.models.simpool_release.released_embedder`). The file itself is given when the
+table runs (``checkpoint=PATH`` or ``checkpoints=DIR``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from gspdml.models.simpool_release import POOLINGS
+
+
+@dataclass(frozen=True)
+class FrozenSpec:
+    """One row's model: ``checkpoint`` (the released file's name, published at ``url``) loaded
+    into ``backbone`` with ``pooling`` (``gap`` or ``simpool`` with ``gamma``)."""
+
+    checkpoint: str
+    url: str
+    pooling: str
+    backbone: str = "resnet50"
+    gamma: Optional[float] = 2.0
+
+    def __post_init__(self) -> None:
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {self.pooling!r}; choose one of {POOLINGS}")
+
+    def describe(self) -> str:
+        """What runs, in a few words: ``resnet50 + simpool γ=2, resnet50_dino_simpool_ep100.pth``."""
+        pooling = self.pooling
+        if pooling == "simpool" and self.gamma is not None:
+            pooling += f" γ={self.gamma:g}"
+        return f"{self.backbone} + {pooling}, {self.checkpoint}"
