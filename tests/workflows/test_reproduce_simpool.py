@@ -263,6 +263,17 @@ def test_one_checkpoint_for_the_selected_rows_and_clear_errors(release, tmp_path
     text = error(f"checkpoint={checkpoints / BASELINE}", rows=["sop/DINO/*/SimPool"])
     assert "resnet50_dino_official_ep100.pth: weights do not fit" in text
     assert "missing 4 keys (e.g. pooling.norm.weight" in text
+    # ViT-S: a SimPool file for the [CLS] baseline, a baseline file for SimPool, a ResNet file
+    text = error(
+        f"checkpoint={checkpoints / 'vits_dino_simpool_ep100.pth'}", rows=["cub/DINO/ViT-S/B*"]
+    )
+    assert "vits_dino_simpool_ep100.pth: this ViT has no [CLS] token (a SimPool model)" in text
+    text = error(
+        f"checkpoint={checkpoints / 'vits_dino_official_ep100.pth'}", rows=["cub/DINO/ViT-S/S*"]
+    )
+    assert "weights do not fit" in text and "missing 4 keys (e.g. pooling.norm.weight" in text
+    text = error(f"checkpoint={checkpoints / BASELINE}", rows=["cub/Supervised/ViT-S/Baseline"])
+    assert "resnet50_dino_official_ep100.pth: not a ViT checkpoint of the SimPool release" in text
     # no file given: the error names the released file and where it is published
     text = error(rows=["cub/DINO/*"])
     assert "evaluates the released resnet50_dino_official_ep100.pth: download it from" in text

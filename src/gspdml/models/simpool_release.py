@@ -96,6 +96,11 @@ def _vit(
     from gspdml.models.released_vit import ReleasedViT, vit_shape
 
     shape = vit_shape({k.removeprefix("backbone."): v for k, v in state.items()}, source)
+    if pooling == "cls" and not shape.class_token:
+        raise DataError(
+            f"{source}: this ViT has no [CLS] token (a SimPool model), so it has no baseline "
+            "[CLS] embedding; give the file released for the baseline (cls pooling)"
+        )
     net = ReleasedViT(shape, "cls" if pooling == "cls" else "tokens", final_norm=not pooled_norm)
     if not pooled_norm:
         return net, None
