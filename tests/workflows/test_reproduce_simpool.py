@@ -2,12 +2,15 @@
 through the CLI, on tiny CUB / Cars196 / SOP / In-Shop trees in their official layouts, with
 checkpoints written in the layout of the SimPool authors' DINO release (``{"teacher", "student",
 "args"}``, keys ``backbone.*``, ``head.*``, ``simpool.norm_patches`` / ``wq`` / ``wk``) around a
-randomly initialised ResNet-50.
+randomly initialised ResNet-50, and in the layouts of the ViT-S releases (DINO and the
+supervised timm fork, ``gp.pool.*``) around a tiny random ViT (width 64, 2 blocks, 3 x 3
+patches of 16 on the 48-pixel crops).
 
 Cross-checks: the written R@K equal a slow loop over rankings (tests/helpers/knn_reference.py)
 of embeddings computed here with the loaded model; a second call evaluates
 nothing; the loader maps every key of the authors' layouts, and its SimPool equals the authors'
-algorithm written out here; a pickle that would run code is refused.
+algorithm written out here in float64; the ViT baseline is timm's own ViT's [CLS] token with
+the same weights; a pickle that would run code is refused.
 """
 
 import argparse
@@ -23,14 +26,24 @@ from gspdml.data import DATASETS as READERS
 from gspdml.errors import DataError
 from gspdml.models import simpool_release
 from gspdml.models.backbones import build_backbone
+from gspdml.models.backbones.timm_backbone import import_timm
 from gspdml.models.simpool_release import released_embedder, released_state_dict
 from gspdml.workflows.reproduce import get_table
 from tests.helpers.datasets import make_cars, make_cub, make_inshop, make_sop, write_image
 from tests.helpers.knn_reference import slow_query_scores
 
 TABLE = "simpool-table3.9"
+BASE_SIMPOOL = ("Baseline", "SimPool")
 SIZES = ["resize=56", "crop=48"]  # a 2 x 2 layer4 map: SimPool attends over 4 locations
 BASELINE, SIMPOOL = "resnet50_dino_official_ep100.pth", "resnet50_dino_simpool_ep100.pth"
+#: the released ViT-S files: name -> (layout, method)
+VITS = {
+    "vits_dino_official_ep100.pth": ("dino", "cls"),
+    "vits_dino_simpool_ep100.pth": ("dino", "simpool"),
+    "vits_supervised_official_ep100.pth.tar": ("timm", "cls"),
+    "vits_gem1.25_supervised_beta.pth.tar": ("timm", "simpool"),
+}
+WIDTH, CROP = 64, 48
 #: the reader and folder of each dataset of the table
 FOLDERS = {
     "cub": ("cub200", "CUB_200_2011"),
@@ -70,10 +83,60 @@ def _authors_resnet(simpool: bool, beta: bool = False, seed: int = 0) -> dict:
 def _dino_checkpoint(state: dict) -> dict:
     """The layout of the DINO release: teacher and student (behind ``module.``) multi-crop
     wrappers, each ``backbone.*`` and the projection head ``head.*``; the run's args."""
-    head = {"head.mlp.0.weight": torch.randn(8, 2048), "head.last_layer.weight_g": torch.ones(8, 1)}
+    width = next(
+        v.shape[0] for k, v in state.items() if k.endswith(("conv1.weight", "proj.weight"))
+    )
+    head = {
+        "head.mlp.0.weight": torch.randn(8, width),
+        "head.last_layer.weight_g": torch.ones(8, 1),
+    }
     teacher = {**{f"backbone.{k}": v for k, v in state.items()}, **head}
     student = {f"module.{k}": v + 1 for k, v in teacher.items()}  # must not be read
     return {"teacher": teacher, "student": student, "args": argparse.Namespace(arch="resnet50")}
+
+
+def _timm_vit(class_token: bool, seed: int = 0):
+    """A tiny timm ViT (the reference architecture) with random weights, LayerNorms away from
+    the identity, in eval mode."""
+    timm = import_timm()
+    torch.manual_seed(seed)
+    vit = timm.models.vision_transformer.VisionTransformer(
+        img_size=CROP,
+        patch_size=16,
+        embed_dim=WIDTH,
+        depth=2,
+        num_heads=1,
+        num_classes=0,
+        class_token=class_token,
+        global_pool="token" if class_token else "",
+    )
+    for name, param in vit.named_parameters():
+        if "norm" in name:
+            param.data = (1.0 if name.endswith("weight") else 0.0) + 0.2 * torch.randn_like(param)
+        elif name in ("pos_embed", "cls_token"):
+            param.data = torch.randn_like(param)
+    return vit.eval()
+
+
+def _authors_vit(layout: str, method: str, seed: int = 0) -> tuple[dict, dict]:
+    """A released ViT file's content in the authors' layout (``dino``: the teacher of DINO's
+    wrapper; ``timm``: ``{"state_dict", "state_dict_ema", "args"}`` with the classifier
+    ``head``) and the weights it holds: the tiny ViT's, with SimPool's (``simpool.*`` in the DINO
+    fork, ``gp.pool.*`` in the timm fork, ``beta`` in both) when ``method`` is SimPool."""
+    state = dict(_timm_vit(method == "cls", seed).state_dict())
+    if method == "simpool":
+        d, prefix = WIDTH, "simpool." if layout == "dino" else "gp.pool."
+        state[prefix + "norm_patches.weight"] = 1 + 0.1 * torch.randn(d)
+        state[prefix + "norm_patches.bias"] = 0.1 * torch.randn(d)
+        state[prefix + "wq.weight"] = torch.randn(d, d) / d**0.5
+        state[prefix + "wk.weight"] = torch.randn(d, d) / d**0.5
+        state[prefix + "beta"] = torch.tensor([0.25])
+    if layout == "dino":
+        return _dino_checkpoint(state), state
+    classifier = {"head.weight": torch.randn(10, WIDTH), "head.bias": torch.zeros(10)}
+    ema = {k: v + 1 for k, v in state.items()}  # must not be read
+    wrapped = {"state_dict": {**state, **classifier}, "state_dict_ema": ema}
+    return {**wrapped, "args": argparse.Namespace(model="vit_small_patch16_224")}, state
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +153,8 @@ def release(tmp_path_factory):
     checkpoints.mkdir()
     torch.save(_dino_checkpoint(_authors_resnet(False, seed=1)), checkpoints / BASELINE)
     torch.save(_dino_checkpoint(_authors_resnet(True, seed=2)), checkpoints / SIMPOOL)
+    for seed, (name, (layout, method)) in enumerate(VITS.items()):
+        torch.save(_authors_vit(layout, method, seed=3 + seed)[0], checkpoints / name)
     return data, checkpoints
 
 
@@ -130,17 +195,31 @@ def test_table_3_9_equals_a_slow_knn_of_the_released_models_and_is_reused(
     entries = {entry["key"]: entry for entry in payload["rows"]}
     assert set(entries) == {row.key for row in table.rows}
     runnable = [row for row in table.rows if row.frozen is not None]
-    assert {row.label for row in runnable} == {"DINO/ResNet-50/Baseline", "DINO/ResNet-50/SimPool"}
-    assert len(runnable) == 8  # two models on four datasets
-    monkeypatch.chdir(data)  # the readers' roots below are the folder names
-    models = {
-        "gap": released_embedder(checkpoints / BASELINE, "gap"),
-        "simpool": released_embedder(checkpoints / SIMPOOL, "simpool", gamma=2.0),
+    networks = {"ResNet-50": ("DINO",), "ViT-S": ("DINO", "Supervised")}
+    labels = {f"{s}/{n}/{m}" for n, sup in networks.items() for s in sup for m in BASE_SIMPOOL}
+    assert {row.label for row in runnable} == labels
+    assert len(runnable) == 24  # six models on four datasets
+    # the ViT-S models as released: SimPool with gamma 1.25; only DINO's normalises after it
+    vits = {row.label: row.frozen for row in runnable if row.label.endswith("ViT-S/SimPool")}
+    assert {label: (s.gamma, s.pooled_norm) for label, s in vits.items()} == {
+        "DINO/ViT-S/SimPool": (1.25, True),
+        "Supervised/ViT-S/SimPool": (1.25, False),
     }
+    monkeypatch.chdir(data)  # the readers' roots below are the folder names
+    models = {}
     for row in runnable:
+        spec = row.frozen
+        if spec not in models:
+            models[spec] = released_embedder(
+                checkpoints / spec.checkpoint,
+                spec.pooling,
+                backbone=spec.backbone,
+                gamma=spec.gamma,
+                pooled_norm=spec.pooled_norm,
+            )
         entry = entries[row.key]
-        assert entry["status"] == "reproduced" and entry["frozen"] == row.frozen.describe()
-        model = models[row.frozen.pooling]
+        assert entry["status"] == "reproduced" and entry["frozen"] == spec.describe()
+        model = models[spec]
         ks = [int(title[2:]) for title in row.paper]
         expected = _slow_recalls(model, row.dataset, ks)
         for title, cell in entry["cells"].items():
@@ -184,6 +263,17 @@ def test_one_checkpoint_for_the_selected_rows_and_clear_errors(release, tmp_path
     text = error(f"checkpoint={checkpoints / BASELINE}", rows=["sop/DINO/*/SimPool"])
     assert "resnet50_dino_official_ep100.pth: weights do not fit" in text
     assert "missing 4 keys (e.g. pooling.norm.weight" in text
+    # ViT-S: a SimPool file for the [CLS] baseline, a baseline file for SimPool, a ResNet file
+    text = error(
+        f"checkpoint={checkpoints / 'vits_dino_simpool_ep100.pth'}", rows=["cub/DINO/ViT-S/B*"]
+    )
+    assert "vits_dino_simpool_ep100.pth: this ViT has no [CLS] token (a SimPool model)" in text
+    text = error(
+        f"checkpoint={checkpoints / 'vits_dino_official_ep100.pth'}", rows=["cub/DINO/ViT-S/S*"]
+    )
+    assert "weights do not fit" in text and "missing 4 keys (e.g. pooling.norm.weight" in text
+    text = error(f"checkpoint={checkpoints / BASELINE}", rows=["cub/Supervised/ViT-S/Baseline"])
+    assert "resnet50_dino_official_ep100.pth: not a ViT checkpoint of the SimPool release" in text
     # no file given: the error names the released file and where it is published
     text = error(rows=["cub/DINO/*"])
     assert "evaluates the released resnet50_dino_official_ep100.pth: download it from" in text
@@ -191,7 +281,7 @@ def test_one_checkpoint_for_the_selected_rows_and_clear_errors(release, tmp_path
     assert "a frozen table takes key=value settings" in error("model.pooling=gap")
     assert main(["reproduce", TABLE, "--dry-run", "--data-root", str(data)]) == 0
     text = capsys.readouterr().out
-    assert "8 runnable" in text and "needs checkpoints=DIR or checkpoint=PATH" in text
+    assert "24 runnable" in text and "needs checkpoints=DIR or checkpoint=PATH" in text
     assert "huggingface.co/billpsomas/resnet50_dino_simpool_ep100" in text
 
 
@@ -225,26 +315,83 @@ def test_the_loader_maps_every_key_of_the_authors_layouts(tmp_path, layout):
     assert (model.pooling.beta is not None) == (layout == "timm")
 
 
+def _authors_simpool(x: torch.Tensor, state: dict, prefix: str, gamma: float) -> torch.Tensor:
+    """The released SimPool layer on one image's features ``x`` ``[p, d]``, written out in
+    float64 with the per-image minimum (Eq. 3.66): the query is the GAP of the raw features
+    through ``wq``, keys ``wk LN(X)``, attention softmax(k.q / sqrt(d)), values
+    ``LN(X) - min + eps`` pooled by the power mean of order gamma, plus beta."""
+    x = x.double()
+    w = {
+        key[len(prefix) :]: value.double() for key, value in state.items() if key.startswith(prefix)
+    }
+    mean, var = x.mean(1, keepdim=True), x.var(1, unbiased=False, keepdim=True)
+    normed = (x - mean) / torch.sqrt(var + 1e-6) * w["norm_patches.weight"] + w["norm_patches.bias"]
+    q = w["wq.weight"] @ x.mean(0)
+    k = normed @ w["wk.weight"].T
+    a = torch.softmax(k @ q / math.sqrt(x.shape[1]), dim=0)
+    v = normed - normed.min() + 1e-6
+    return (a @ v**gamma) ** (1 / gamma) + w.get("beta", torch.zeros(1)).double()
+
+
 def test_the_loaded_simpool_is_the_authors_algorithm(tmp_path):
-    """SimPool of the release, written out (per-image minimum, as Eq. 3.66): the query is the
-    GAP of the raw map through ``wq``, keys ``wk LN(X)``, attention softmax(k.q / sqrt(d)),
-    values ``LN(X) - min + eps`` pooled by the power mean of order gamma, plus beta."""
     state = _authors_resnet(True, beta=True)
     torch.save({"state_dict": state}, tmp_path / "model.pth")
     model = released_embedder(tmp_path / "model.pth", "simpool", gamma=2.0)
     maps = torch.randn(3, 2048, 2, 3).relu()
     pooled = model.pooling(maps).vector
     for b in range(3):
-        x = maps[b].flatten(1).T.double()  # [p, d]
-        mean, var = x.mean(1, keepdim=True), x.var(1, unbiased=False, keepdim=True)
-        normed = (x - mean) / torch.sqrt(var + 1e-6) * state["simpool.norm_patches.weight"].double()
-        normed = normed + state["simpool.norm_patches.bias"].double()
-        q = state["simpool.wq.weight"].double() @ x.mean(0)
-        k = normed @ state["simpool.wk.weight"].double().T
-        a = torch.softmax(k @ q / math.sqrt(2048), dim=0)
-        v = normed - normed.min() + 1e-6
-        expected = (a @ v**2) ** 0.5 + 0.25
+        expected = _authors_simpool(maps[b].flatten(1).T, state, "simpool.", 2.0)
         assert torch.allclose(pooled[b].double(), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(VITS))
+def test_the_released_vits_load_every_key_and_embed_as_the_authors_models(tmp_path, name):
+    """Every key of the four ViT-S layouts lands in the embedder; the embedding is, per image,
+    the Baseline: timm's own ViT's [CLS] token after its final LayerNorm (``forward_features``,
+    same weights); SimPool on the DINO ViT: the authors' layer (float64, written out) on the
+    last block's tokens, then the final LayerNorm; on the supervised ViT: the layer on the
+    normalised tokens. All L2-normalised."""
+    layout, method = VITS[name]
+    checkpoint, state = _authors_vit(layout, method)
+    torch.save(checkpoint, tmp_path / name)
+    pooled_norm = layout == "dino" and method == "simpool"
+    model = released_embedder(
+        tmp_path / name, method, backbone="vit", gamma=1.25, pooled_norm=pooled_norm
+    )
+    loaded = model.state_dict()
+    prefix = "simpool." if layout == "dino" else "gp.pool."
+    for key, value in state.items():
+        if key.startswith(prefix):
+            ours = "pooling." + key[len(prefix) :].replace("norm_patches.", "norm.")
+        elif pooled_norm and key.startswith("norm."):
+            ours = "pooled_norm." + key[len("norm.") :]
+        else:
+            ours = f"backbone.{key}"
+        assert torch.equal(loaded.pop(ours).reshape(value.shape), value), key
+    assert not loaded  # nothing left at its initial value
+    reference = _timm_vit(method == "cls")
+    reference.load_state_dict({k: v for k, v in state.items() if not k.startswith(prefix)})
+    images = torch.randn(3, 3, CROP, CROP)
+    with torch.no_grad():
+        embedding = model(images).embedding
+        if pooled_norm:  # the last block's tokens: timm's forward without its final norm
+            final, reference.norm = reference.norm, torch.nn.Identity()
+            tokens = reference.forward_features(images)
+        else:
+            tokens = reference.forward_features(images)
+    for b in range(3):
+        if method == "cls":
+            expected = tokens[b, 0].double()
+        else:
+            expected = _authors_simpool(tokens[b], state, prefix, 1.25)
+            if pooled_norm:
+                expected = torch.nn.functional.layer_norm(
+                    expected, (WIDTH,), final.weight.double(), final.bias.double(), 1e-6
+                )
+        expected = expected / expected.norm()
+        assert torch.allclose(embedding[b].double(), expected, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=r"trained on 48 x 48 images .* set the crop to 48"):
+        model(torch.randn(1, 3, 64, 64))
 
 
 def test_a_pickle_that_would_run_code_is_refused(tmp_path):

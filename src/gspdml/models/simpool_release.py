@@ -3,23 +3,31 @@ embedders: the backbone with its default pooling (the "Baseline" of Psomas thesi
 with SimPool in its place, the weights read safely and loaded key for key.
 
 The release stores ResNet-50 in torchvision's layout (``conv1``, ``bn1``, ``layer1..4``) and
-SimPool as ``simpool.norm_patches`` (the LayerNorm of the features, eps 1e-6), ``simpool.wq``,
-``simpool.wk`` (``d x d``, no bias) and, where trained with it, ``simpool.beta`` (shape
-``[1]``); a model trained with GAP has no ``simpool.*`` keys. The self-supervised (DINO)
-checkpoints wrap the weights: ``{"teacher": ..., "student": ..., "args": ...}``, keys
-``backbone.<name>`` (the student's behind ``module.``) beside the projection head ``head.*``;
-the evaluation reads the teacher, as DINO's own evaluations do. :func:`released_state_dict`
-reads any of these layouts (``torch.load(weights_only=True)``: a pickle that would run code is
-refused, :func:`gspdml.models.pretrained.read_state_dict`) and renames the keys to those of
-:class:`~gspdml.models.embedder.Embedder` (:data:`RENAMES`); the classifier ``fc`` and the
-DINO head are dropped. :func:`released_embedder` builds the embedder and requires every key to
-fit, naming the missing and unexpected ones otherwise.
+ViT-S/16 in timm's (:mod:`gspdml.models.released_vit`), SimPool as ``simpool.norm_patches``
+(the LayerNorm of the features, eps 1e-6), ``simpool.wq``, ``simpool.wk`` (``d x d``, no bias)
+and, where trained with it, ``simpool.beta`` (shape ``[1]``); the supervised ViT (the authors'
+timm fork) holds the same layer as ``gp.pool.*``. A model trained with its default pooling has
+no SimPool keys. The self-supervised (DINO) checkpoints wrap the weights: ``{"teacher": ...,
+"student": ..., "args": ...}``, keys ``backbone.<name>`` (the student's behind ``module.``)
+beside the projection head ``head.*``; the evaluation reads the teacher, as DINO's own
+evaluations do. The supervised timm checkpoints are ``{"state_dict": ..., "args": ...}`` (the
+EMA copy ``state_dict_ema`` beside it is not read, as timm's validation script reads
+``state_dict`` by default). :func:`released_state_dict` reads any of these layouts
+(``torch.load(weights_only=True)``: a pickle that would run code is refused,
+:func:`gspdml.models.pretrained.read_state_dict`) and renames the keys to those of
+:class:`~gspdml.models.embedder.Embedder` (:data:`PREFIXES`, :data:`RENAMES`); the classifier
+(``fc``, ``head``) and the DINO head are dropped. :func:`released_embedder` builds the embedder
+and requires every key to fit, naming the missing and unexpected ones otherwise.
 
-SimPool's parameters are those of :class:`~gspdml.pooling.simpool.SimPool` with
-``gamma`` of the checkpoint's training (2.0 for the ResNet-50 release, Psomas thesis §3.4.4)
-and ``use_beta`` when the file holds ``simpool.beta``. The minimum of the values is taken per
-image (Eq. 3.66), not over the batch as the released code does, so that an image's embedding
-does not depend on the batch it is embedded in (docs/paper-vs-code.md).
+The poolings (:data:`POOLINGS`): ``gap`` (ResNet-50's baseline), ``cls`` (ViT's baseline: the
+[CLS] token after the final LayerNorm) and ``simpool``. SimPool's parameters are those of
+:class:`~gspdml.pooling.simpool.SimPool` with ``gamma`` of the checkpoint's training (2.0 for
+ResNet-50, 1.25 for ViT-S, Psomas thesis §3.4.4) and ``use_beta`` when the file holds
+``simpool.beta``. On the DINO ViT, SimPool pools the last block's tokens and the final LayerNorm
+normalises the pooled vector (``pooled_norm=True``: ``norm`` becomes the embedder's
+``pooled_norm``); on the supervised ViT it pools the normalised tokens. The minimum of the
+values is taken per image (Eq. 3.66), not over the batch as the released code does, so that an
+image's embedding does not depend on the batch it is embedded in (docs/paper-vs-code.md).
 """
 
 from __future__ import annotations
@@ -29,13 +37,17 @@ from pathlib import Path
 from typing import Optional, Union
 
 import torch
+from torch import nn
 
 from gspdml.errors import ConfigError, DataError
 from gspdml.models.backbones import build_backbone
+from gspdml.models.backbones.base import Backbone
 from gspdml.models.embedder import Embedder
 from gspdml.pooling import build_pooling
 
-#: the authors' key prefixes -> the embedder's (the first that matches renames a key)
+#: the authors' wrappers of the weights -> ours: DINO's ``backbone.``, the timm fork's pooling
+PREFIXES = (("backbone.", ""), ("gp.pool.", "simpool."))
+#: the authors' SimPool keys -> the embedder's (the first that matches renames a key)
 RENAMES = (
     ("simpool.norm_patches.", "pooling.norm."),
     ("simpool.wq.", "pooling.wq."),
@@ -47,7 +59,9 @@ DROPPED = ("fc.", "head.")
 #: the checkpoint entry read first when the file wraps several models (DINO: the teacher)
 WRAPPERS = ("teacher", "state_dict", "model")
 #: the poolings a released model was trained with
-POOLINGS = ("gap", "simpool")
+POOLINGS = ("gap", "cls", "simpool")
+#: the released backbones and the pooling each was trained with besides SimPool (the baseline)
+BASELINES = {"resnet50": "gap", "vit": "cls"}
 
 
 def released_state_dict(path: Union[str, os.PathLike]) -> dict[str, torch.Tensor]:
@@ -58,7 +72,9 @@ def released_state_dict(path: Union[str, os.PathLike]) -> dict[str, torch.Tensor
     state = read_state_dict(path, wrappers=WRAPPERS)
     renamed = {}
     for key, value in state.items():
-        key = key.removeprefix("backbone.")
+        for old, new in PREFIXES:
+            if key.startswith(old):
+                key = new + key[len(old) :]
         if key.startswith(DROPPED):
             continue
         for old, new in RENAMES:
@@ -72,29 +88,63 @@ def released_state_dict(path: Union[str, os.PathLike]) -> dict[str, torch.Tensor
     return renamed
 
 
+def _vit(
+    state: dict[str, torch.Tensor], pooling: str, pooled_norm: bool, source: str
+) -> tuple[Backbone, Optional[nn.Module]]:
+    """The authors' ViT for ``pooling`` (module doc) and the LayerNorm of the pooled vector
+    (``pooled_norm``: the final ``norm`` moves there, renamed in ``state``)."""
+    from gspdml.models.released_vit import ReleasedViT, vit_shape
+
+    shape = vit_shape({k.removeprefix("backbone."): v for k, v in state.items()}, source)
+    if pooling == "cls" and not shape.class_token:
+        raise DataError(
+            f"{source}: this ViT has no [CLS] token (a SimPool model), so it has no baseline "
+            "[CLS] embedding; give the file released for the baseline (cls pooling)"
+        )
+    net = ReleasedViT(shape, "cls" if pooling == "cls" else "tokens", final_norm=not pooled_norm)
+    if not pooled_norm:
+        return net, None
+    for key in [k for k in state if k.startswith("backbone.norm.")]:
+        state["pooled_norm." + key.removeprefix("backbone.norm.")] = state.pop(key)
+    return net, nn.LayerNorm(shape.width, eps=1e-6)
+
+
 def released_embedder(
     path: Union[str, os.PathLike],
     pooling: str,
     *,
     backbone: str = "resnet50",
     gamma: Optional[float] = 2.0,
+    pooled_norm: bool = False,
 ) -> Embedder:
-    """The frozen embedder of a released checkpoint: ``backbone`` with ``pooling`` (``gap``,
-    the baseline, or ``simpool`` with ``gamma``), L2-normalised output, in eval mode. A file
-    whose keys do not fit raises a :class:`~gspdml.errors.DataError` naming it and the missing
-    and unexpected keys (in the embedder's names, :data:`RENAMES`)."""
+    """The frozen embedder of a released checkpoint: ``backbone`` (``resnet50`` or ``vit``)
+    with ``pooling`` (``gap`` or ``cls``, the baselines, or ``simpool`` with ``gamma``; on a
+    ViT, ``pooled_norm`` puts the final LayerNorm after the pooling, as the DINO fork does),
+    L2-normalised output, in eval mode. A file whose keys do not fit raises a
+    :class:`~gspdml.errors.DataError` naming it and the missing and unexpected keys (in the
+    embedder's names, :data:`RENAMES`)."""
     from gspdml.models.pretrained import load_weights
 
     if pooling not in POOLINGS:
         raise ConfigError("pooling", f"expected one of {list(POOLINGS)}, got {pooling!r}")
+    if backbone not in BASELINES:
+        raise ConfigError("backbone", f"expected one of {list(BASELINES)}, got {backbone!r}")
+    if pooling not in (BASELINES[backbone], "simpool"):
+        choices = [BASELINES[backbone], "simpool"]
+        raise ConfigError("pooling", f"the released {backbone} pools with one of {choices}")
     state = released_state_dict(path)
-    net = build_backbone({"name": backbone}, 3)
+    norm: Optional[nn.Module] = None
+    net: Backbone
+    if backbone == "vit":
+        net, norm = _vit(state, pooling, pooled_norm, str(path))
+    else:
+        net = build_backbone({"name": backbone}, 3)
     if pooling == "simpool":
         options = {"gamma": gamma, "use_beta": "pooling.beta" in state, "min_scope": "sample"}
         layer = build_pooling({"name": "simpool", **options}, in_channels=net.out_channels)
-    else:
+    else:  # GAP; on the [CLS] token alone, [B, 1, C], it passes the token unchanged
         layer = build_pooling("gap", in_channels=net.out_channels)
-    model = Embedder(net, layer)
+    model = Embedder(net, layer, pooled_norm=norm)
     try:
         load_weights(model, state, source=str(Path(path)))
     except DataError as error:

@@ -218,7 +218,11 @@ def _evaluate(
     spec = evaluation.spec
     if (file, spec) not in models:
         models[file, spec] = released_embedder(
-            file, spec.pooling, backbone=spec.backbone, gamma=spec.gamma
+            file,
+            spec.pooling,
+            backbone=spec.backbone,
+            gamma=spec.gamma,
+            pooled_norm=spec.pooled_norm,
         )
     report = evaluate(
         models[file, spec],

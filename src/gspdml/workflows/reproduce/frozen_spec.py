@@ -18,13 +18,16 @@ from gspdml.models.simpool_release import POOLINGS
 @dataclass(frozen=True)
 class FrozenSpec:
     """One row's model: ``checkpoint`` (the released file's name, published at ``url``) loaded
-    into ``backbone`` with ``pooling`` (``gap`` or ``simpool`` with ``gamma``)."""
+    into ``backbone`` (``resnet50`` or ``vit``) with ``pooling`` (``gap``, ``cls`` or ``simpool``
+    with ``gamma``); ``pooled_norm``: the ViT's final LayerNorm normalises the pooled vector
+    instead of the tokens (the DINO SimPool ViT)."""
 
     checkpoint: str
     url: str
     pooling: str
     backbone: str = "resnet50"
     gamma: Optional[float] = 2.0
+    pooled_norm: bool = False
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
@@ -35,4 +38,6 @@ class FrozenSpec:
         pooling = self.pooling
         if pooling == "simpool" and self.gamma is not None:
             pooling += f" γ={self.gamma:g}"
+        if self.pooled_norm:
+            pooling += " + final LayerNorm"
         return f"{self.backbone} + {pooling}, {self.checkpoint}"

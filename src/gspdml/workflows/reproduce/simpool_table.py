@@ -6,42 +6,57 @@ with their default pooling (Baseline: GAP for ResNet-50, the [CLS] token for ViT
 the features of each dataset's test images are ranked by nearest-neighbour search (protocol
 ``frozen``, :mod:`gspdml.workflows.reproduce.frozen_run`). A row evaluates the authors' released
 checkpoint (github.com/billpsomas/simpool, published on the Hugging Face hub): the DINO
-ResNet-50 models, GAP and SimPool with gamma 2. The supervised ResNet-50 models were not
-released; the ViT-S rows need the authors' ViT, which the library's does not match
-(:data:`VIT_MISSING`).
+ResNet-50 models (GAP, and SimPool with gamma 2) and the ViT-S/16 models, DINO and supervised
+(the [CLS] token, and SimPool with gamma 1.25), in the authors' architecture
+(:mod:`gspdml.models.released_vit`). The supervised ResNet-50 models were not released.
 """
 
 from __future__ import annotations
+
+from typing import Any, Optional
 
 from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
 from gspdml.workflows.reproduce.registry import Column, Reported, Row, Table
 
 HUB = "https://huggingface.co/billpsomas"
-#: the released ResNet-50 models: (supervision, method) -> the file's name
+
+
+def _released(repo: str, pooling: str, gamma: Optional[float], **options: Any) -> FrozenSpec:
+    """The model published on the hub as ``repo``/``file`` (``repo.pth`` unless named)."""
+    file = options.pop("file", f"{repo}.pth")
+    return FrozenSpec(file, f"{HUB}/{repo}/resolve/main/{file}", pooling, gamma=gamma, **options)
+
+
+#: the released models: (supervision, network, method) -> the file and how it pools. ViT-S
+#: with SimPool: gamma 1.25, the transformers' value (Psomas thesis §3.4.4); the DINO model
+#: normalises the pooled vector with the final LayerNorm (gspdml.models.released_vit).
 RELEASED = {
-    ("DINO", "Baseline"): FrozenSpec(
-        "resnet50_dino_official_ep100.pth",
-        f"{HUB}/resnet50_dino_official_ep100/resolve/main/resnet50_dino_official_ep100.pth",
-        "gap",
-        gamma=None,
+    ("DINO", "ResNet-50", "Baseline"): _released("resnet50_dino_official_ep100", "gap", None),
+    ("DINO", "ResNet-50", "SimPool"): _released("resnet50_dino_simpool_ep100", "simpool", 2.0),
+    ("DINO", "ViT-S", "Baseline"): _released(
+        "vits_dino_official_ep100", "cls", None, backbone="vit"
     ),
-    ("DINO", "SimPool"): FrozenSpec(
-        "resnet50_dino_simpool_ep100.pth",
-        f"{HUB}/resnet50_dino_simpool_ep100/resolve/main/resnet50_dino_simpool_ep100.pth",
+    ("DINO", "ViT-S", "SimPool"): _released(
+        "vits_dino_simpool_ep100", "simpool", 1.25, backbone="vit", pooled_norm=True
+    ),
+    ("Supervised", "ViT-S", "Baseline"): _released(
+        "vits_supervised_official_ep100",
+        "cls",
+        None,
+        backbone="vit",
+        file="vits_supervised_official_ep100.pth.tar",
+    ),
+    ("Supervised", "ViT-S", "SimPool"): _released(
+        "vits_supervised_simpool_ep100",
         "simpool",
-        gamma=2.0,
+        1.25,
+        backbone="vit",
+        file="vits_gem1.25_supervised_beta.pth.tar",
     ),
 }
 NOT_RELEASED = (
     "no released checkpoint (the authors' supervised release has ViT-S models only; the "
     "supervised ResNet-50 models of the table were not published)"
-)
-VIT_MISSING = (
-    "the authors' ViT-S/16 does not fit the library's ViT (backbone vit, timm's, which returns "
-    "the patch tokens after the final LayerNorm): their SimPool model has no [CLS] "
-    "token (196 position embeddings), pools the last block's tokens before the final "
-    "LayerNorm and normalises the pooled vector with it; the Baseline is the [CLS] token, "
-    "which the timm backbone drops"
 )
 
 COLUMNS = tuple(Column("test", f"recall_at_{k}", f"R@{k}") for k in (1, 2, 4, 10, 20, 100))
@@ -71,10 +86,8 @@ def _rows(text: str) -> tuple[Row, ...]:
     for line in text.strip().splitlines():
         supervision, network, method, *cells = line.split()
         label = f"{supervision}/{network}/{method}"
-        spec = RELEASED.get((supervision, method)) if network == "ResNet-50" else None
-        missing = None
-        if spec is None:
-            missing = VIT_MISSING if network == "ViT-S" else NOT_RELEASED
+        spec = RELEASED.get((supervision, network, method))
+        missing = None if spec is not None else NOT_RELEASED
         for d, (dataset, titles) in enumerate(DATASETS):
             own = cells[3 * d : 3 * d + 3]
             paper = {title: Reported(float(value)) for title, value in zip(titles, own)}
@@ -91,9 +104,9 @@ SIMPOOL_TABLE_3_9 = Table(
     _rows(PRINTED),
     seeds=(),
     notes=(
-        "Runnable rows evaluate the released DINO ResNet-50 checkpoints: give "
-        "checkpoints=DIR holding resnet50_dino_official_ep100.pth and "
-        "resnet50_dino_simpool_ep100.pth (github.com/billpsomas/simpool)."
+        "Runnable rows evaluate the authors' released checkpoints (github.com/billpsomas/simpool): "
+        "give checkpoints=DIR holding the files under their published names (--dry-run lists "
+        "them with their URLs)."
     ),
 )
 

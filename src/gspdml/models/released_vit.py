@@ -1,0 +1,135 @@
+"""The SimPool authors' ViT-S/16 (github.com/billpsomas/simpool) as a frozen backbone, in the
+key layout of their released checkpoints, so that the files load key for key.
+
+Both releases (the DINO fork's ``vision_transformer.py`` and the supervised timm fork) store
+timm's names: ``patch_embed.proj`` (the ``16 x 16`` patch convolution), ``cls_token`` (absent
+from a SimPool model), ``pos_embed`` (one entry per patch, plus one for the [CLS] token when
+there is one), ``blocks.<i>.{norm1, attn.qkv, attn.proj, norm2, mlp.fc1, mlp.fc2}`` (pre-norm
+blocks, LayerNorm eps 1e-6) and the final LayerNorm ``norm``. The forward pass (Dosovitskiy et
+al., "An Image is Worth 16x16 Words", ICLR 2021, Eqs. 1-4)::
+
+    z0 = [x_cls; x_1 E; ..; x_N E] + E_pos        the [CLS] token first, where the model has one
+    z_l = MLP(LN(z'_l)) + z'_l,  z'_l = MSA(LN(z_{l-1})) + z_{l-1}
+    output: LN(z_L) (``final_norm``) or z_L
+
+``output`` picks what the embedder pools: ``cls`` the [CLS] token alone (``[B, 1, C]``: the
+Baseline of Psomas thesis Table 3.9, which any average over its one location passes unchanged),
+``tokens`` the patch tokens ``[B, N, C]`` (SimPool's input). Where the final LayerNorm sits
+differs between the releases: the supervised timm fork normalises the tokens before SimPool
+(``final_norm=True``); the DINO fork pools the last block's tokens and normalises the pooled
+vector with it (``final_norm=False``; the loader gives ``norm`` to the embedder's
+``pooled_norm``, :mod:`gspdml.models.simpool_release`).
+
+The width, depth, patch size and grid are read from the tensors of a file
+(:func:`vit_shape`); the number of heads is ``width / 64``, the head width of every ViT of the
+release (ViT-S: 384 channels, 6 heads). The image must have the grid's size (224 x 224 for the
+released 14 x 14 grid): the position embeddings are not interpolated.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import partial
+from typing import Mapping
+
+import torch
+from torch import nn
+
+from gspdml.errors import DataError
+from gspdml.models.backbones.base import Backbone
+
+#: the channels of one attention head in every ViT of the release
+HEAD_WIDTH = 64
+OUTPUTS = ("cls", "tokens")
+
+
+@dataclass(frozen=True)
+class ViTShape:
+    """A ViT's architecture: ``width`` channels, ``depth`` blocks, ``patch`` x ``patch``
+    patches on a ``grid`` x ``grid`` layout, with or without a [CLS] token."""
+
+    width: int
+    depth: int
+    patch: int
+    grid: int
+    class_token: bool
+
+    @property
+    def heads(self) -> int:
+        return max(1, self.width // HEAD_WIDTH)
+
+
+def vit_shape(state: Mapping[str, torch.Tensor], source: str) -> ViTShape:
+    """The architecture of the ViT whose weights are ``state`` (the authors' names, module
+    doc); a :class:`DataError` naming ``source`` when they are not a ViT's."""
+    needed = ("pos_embed", "patch_embed.proj.weight")
+    absent = [key for key in needed if key not in state]
+    if absent:
+        raise DataError(
+            f"{source}: not a ViT checkpoint of the SimPool release (no {', '.join(absent)}; "
+            f"keys such as {sorted(state)[:4]})"
+        )
+    class_token = "cls_token" in state
+    positions = state["pos_embed"].shape[1] - int(class_token)
+    grid = math.isqrt(positions)
+    if grid * grid != positions:
+        raise DataError(f"{source}: {positions} position embeddings are not a square grid")
+    blocks = {int(m.group(1)) for key in state if (m := re.match(r"blocks\.(\d+)\.", key))}
+    weight = state["patch_embed.proj.weight"]
+    return ViTShape(int(weight.shape[0]), len(blocks), int(weight.shape[-1]), grid, class_token)
+
+
+class PatchEmbed(nn.Module):
+    """The patch embedding ``E``: a ``patch x patch`` convolution with stride ``patch``."""
+
+    def __init__(self, width: int, patch: int, in_channels: int = 3):
+        super().__init__()
+        self.proj = nn.Conv2d(in_channels, width, kernel_size=patch, stride=patch)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.proj(images).flatten(2).transpose(1, 2)
+
+
+class ReleasedViT(Backbone):
+    """The authors' ViT (module doc): ``output`` ``cls`` or ``tokens``, the final LayerNorm
+    ``norm`` applied to the tokens when ``final_norm``."""
+
+    def __init__(self, shape: ViTShape, output: str, final_norm: bool):
+        super().__init__()
+        if output not in OUTPUTS or (output == "cls" and not shape.class_token):
+            raise ValueError(f"output {output!r} of a ViT with class_token={shape.class_token}")
+        from gspdml.models.backbones.timm_backbone import import_timm
+
+        block = import_timm().models.vision_transformer.Block
+        norm = partial(nn.LayerNorm, eps=1e-6)
+        self.shape, self.output = shape, output
+        self.out_channels = shape.width
+        self.patch_embed = PatchEmbed(shape.width, shape.patch)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, shape.width)) if shape.class_token else None
+        prefix = int(shape.class_token)
+        self.pos_embed = nn.Parameter(torch.zeros(1, shape.grid**2 + prefix, shape.width))
+        self.blocks = nn.Sequential(
+            *(
+                block(shape.width, shape.heads, mlp_ratio=4.0, qkv_bias=True, norm_layer=norm)
+                for _ in range(shape.depth)
+            )
+        )
+        self.norm = norm(shape.width) if final_norm else None
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        size = self.shape.grid * self.shape.patch
+        if tuple(images.shape[-2:]) != (size, size):
+            raise ValueError(
+                f"this ViT was trained on {size} x {size} images ({self.shape.grid} x "
+                f"{self.shape.grid} patches of {self.shape.patch}); got "
+                f"{tuple(images.shape[-2:])}: set the crop to {size}"
+            )
+        tokens = self.patch_embed(images)
+        if self.cls_token is not None:
+            tokens = torch.cat([self.cls_token.expand(tokens.shape[0], -1, -1), tokens], dim=1)
+        tokens = self.blocks(tokens + self.pos_embed)
+        if self.norm is not None:
+            tokens = self.norm(tokens)
+        return tokens[:, :1] if self.output == "cls" else tokens[:, int(self.shape.class_token) :]
