@@ -551,7 +551,9 @@ def test_a_column_scales_our_number():
     """Percent columns read fractions x100 (sigma too); Table 3.3's steps column reads thousands."""
     fair = {"num_realisations": 81, "summary": {"128D": {"map_at_r": {"mean": 0.2, "std": 0.01}}}}
     column = TABLES["ccp-table3.1"].columns[0]
-    assert column.title == "128D MAP@R" and _ours(fair, column, "fair") == pytest.approx((20.0, 1.0))
+    assert column.title == "128D MAP@R" and _ours(fair, column, "fair") == pytest.approx(
+        (20.0, 1.0)
+    )
     steps = {"num_realisations": 1, "summary": {"training": {"steps": {"mean": 62400, "std": 9}}}}
     (column,) = TABLES["ccp-table3.3"].columns
     assert _ours(steps, column, "fair") == (pytest.approx(62.4), None)
