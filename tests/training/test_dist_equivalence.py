@@ -73,11 +73,6 @@ def _config(tmp_path, loss, **trainer):
     )
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("GSPDML_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def _spawn(jobs, world_size=2):
     mp.spawn(train_rank, args=(world_size, free_port(), jobs), nprocs=world_size, join=True)
 
