@@ -31,14 +31,18 @@ demo: $(CORE)
 system-deps:
 	bash scripts/system-deps.sh
 
+# the suite runs in two pytest-xdist workers (the 2 cores it is budgeted on), each at one torch
+# thread; worksteal: a worker that runs out of tests takes over half of the other's queue
+PYTEST := OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist worksteal
+
 # layers, formatting, lint and types, the suite, then its numerically sensitive subset (tests/conftest.py) as an AVX2-only CPU runs it
 test: $(TESTDEPS) system-deps
 	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/ruff format --check --quiet src tests experiments scripts benchmarks
 	$(VENV)/bin/ruff check --quiet src tests experiments scripts benchmarks
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q
-	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PY) -m pytest -q -m numerics
+	$(PYTEST)
+	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PYTEST) -m numerics
 
 experiments: $(TESTDEPS) system-deps
 	$(PY) experiments/run_all.py

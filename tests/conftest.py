@@ -1,7 +1,14 @@
-"""The ``numerics`` marker: the tests whose assertions compare floating-point results of
+"""Suite-wide setup.
+
+The ``numerics`` marker: the tests whose assertions compare floating-point results of
 different kernels, precisions or summation orders. ``make test`` runs them a second time under
 ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``, as a CPU without AVX-512 or bf16 units
-computes them, so a tolerance that holds only on one CPU's rounding fails on any machine."""
+computes them, so a tolerance that holds only on one CPU's rounding fails on any machine.
+
+The dataset cache: every test process (each pytest-xdist worker, ``make test`` runs two) builds
+its generated datasets in its own ``$GSPDML_CACHE`` under its pytest temporary folder, never in
+``~/.cache/gspdml``: a test neither reads what an older version of the code left there nor
+writes where another process or the user's runs read."""
 
 from pathlib import Path
 
@@ -28,3 +35,12 @@ def pytest_collection_modifyitems(items):
         relative = Path(item.fspath).resolve().relative_to(TESTS).as_posix()
         if relative.startswith(NUMERICS):
             item.add_marker(pytest.mark.numerics)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_dataset_cache(tmp_path_factory):
+    """``$GSPDML_CACHE`` of this test process (session scope: module fixtures build data too);
+    a test of the cache itself sets its own."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GSPDML_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+        yield

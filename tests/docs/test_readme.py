@@ -14,10 +14,18 @@ from gspdml.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 
 
+#: the quick start's schedule, and the shorter one the test trains: every call runs as written,
+#: 100 steps would only make the same checks slower
+README_SCHEDULE = '"schedule.max_steps=100", "evaluation.every=50"'
+TEST_SCHEDULE = '"schedule.max_steps=10", "evaluation.every=5"'
+
+
 def test_python_quick_start_runs(tmp_path, monkeypatch):
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Python quick start", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert code.count(README_SCHEDULE) == 1, "the quick start's schedule changed: update the test"
+    code = code.replace(README_SCHEDULE, TEST_SCHEDULE)
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)

@@ -112,20 +112,24 @@ def test_pool_keeps_the_k_largest_and_the_threshold():
 
 @pytest.mark.parametrize("leave_one_out", [True, False])
 def test_worker_threads_give_the_single_thread_answer(leave_one_out):
+    """Three worker threads (set here: the suite runs each process at one torch thread, which
+    alone would never reach the threaded path) give the brute-force and the one-thread answer."""
     g = torch.Generator().manual_seed(5)
     x = torch.randn(700, 8, generator=g)
     x[600:640] = x[3]  # many exact duplicates across row blocks
     r = None if leave_one_out else torch.cat([torch.randn(300, 8, generator=g), x[:20]])
-    assert exact_knn._cpu_workers(x.device, len(x)) > 1 or torch.get_num_threads() == 1
-    threads = torch.get_num_threads()
-    d, i = knn(x, r, 12, memory_budget=200_000)
-    assert torch.get_num_threads() == threads  # restored
+    saved = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        assert exact_knn._cpu_workers(x.device, len(x)) == 3
+        d, i = knn(x, r, 12, memory_budget=200_000)
+        assert torch.get_num_threads() == 3  # restored after the workers' single-thread ops
+        torch.set_num_threads(1)
+        assert exact_knn._cpu_workers(x.device, len(x)) == 1
+        d1, i1 = knn(x, r, 12, memory_budget=200_000)
+    finally:
+        torch.set_num_threads(saved)
     d_ref, i_ref = brute_force(x, r, 12)
     assert torch.equal(i, i_ref)
     torch.testing.assert_close(d, d_ref, rtol=1e-12, atol=1e-12)
-    torch.set_num_threads(1)
-    try:
-        d1, i1 = knn(x, r, 12, memory_budget=200_000)
-    finally:
-        torch.set_num_threads(threads)
     assert torch.equal(i1, i) and torch.equal(d1, d)

@@ -10,11 +10,6 @@ from gspdml.training import train
 from tests.helpers.retrieval import run_cli
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("GSPDML_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def tiny_run(tmp_path, **evaluation):
     """A run on a small digits collage that trains in a few seconds; returns its directory."""
     config = load_config(

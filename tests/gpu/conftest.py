@@ -1,3 +1,3 @@
-"""The GPU tests share the training tests' private dataset cache and tiny run config."""
+"""The GPU tests share the training tests' tiny run config (and the suite's private dataset cache)."""
 
-from tests.training.conftest import _private_cache, make_config  # noqa: F401  (fixtures)
+from tests.training.conftest import make_config  # noqa: F401  (fixture)

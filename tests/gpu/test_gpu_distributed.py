@@ -5,13 +5,12 @@ import math
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 from gspdml.config import load_config
 from gspdml.training.checkpoint import load_state
 from gspdml.training.run_dir import CHECKPOINT_FILE
 from tests.helpers.cuda import CUDA
-from tests.helpers.distributed import free_port, train_rank
+from tests.helpers.distributed import spawn_ranks
 
 pytestmark = [
     *CUDA,
@@ -28,11 +27,6 @@ def test_two_gpus_train_one_run_over_nccl(make_config, tmp_path):
             trainer={"device": "cuda", "progress": False},
         )
     )
-    mp.spawn(
-        train_rank,
-        args=(2, free_port(), [(config, tmp_path / "run", False, None)], "nccl"),
-        nprocs=2,
-        join=True,
-    )
+    spawn_ranks([(config, tmp_path / "run", False, None)], backend="nccl")
     state, _ = load_state(tmp_path / "run" / CHECKPOINT_FILE)
     assert state["trainer"]["step"] == 4 and math.isfinite(state["trainer"]["best_metric"])

@@ -1,11 +1,13 @@
-"""Helpers for the data-parallel tests: a batch-norm-free backbone and a worker that joins a
-gloo process group through the same environment variables ``torchrun`` sets."""
+"""Helpers for the data-parallel tests: a batch-norm-free backbone and spawned ranks that join
+one process group as under ``torchrun``: through its environment variables, at a rendezvous
+store that the launching process hosts."""
 
 from __future__ import annotations
 
 import os
-import socket
 
+import torch.distributed as dist
+import torch.multiprocessing as mp
 from torch import nn
 
 from gspdml.models.backbones import BACKBONES, Backbone
@@ -35,16 +37,24 @@ class PlainCNN(Backbone):
         return self.features(images)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def spawn_ranks(jobs: list, world_size: int = 2, backend: str = "gloo") -> None:
+    """Run ``jobs`` (:func:`train_rank`) in ``world_size`` spawned processes, one rank each.
+
+    As ``torchrun`` does, this process hosts the rendezvous store (a ``TCPStore`` on a port the
+    system assigns when it binds) and holds the port until the ranks finish, and the ranks join
+    it as clients (``TORCHELASTIC_USE_AGENT_STORE``). A port found free and released before the
+    ranks bind it could be taken in between by a concurrent test (pytest-xdist workers, another
+    run of the suite on the machine)."""
+    store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False)
+    mp.spawn(train_rank, args=(world_size, store.port, jobs, backend), nprocs=world_size, join=True)
 
 
 def torchrun_environment(rank: int, world_size: int, port: int) -> None:
+    """The variables ``torchrun`` gives rank ``rank``, its agent's store at ``port``."""
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
+        TORCHELASTIC_USE_AGENT_STORE="True",
         RANK=str(rank),
         LOCAL_RANK=str(rank),
         WORLD_SIZE=str(world_size),
@@ -68,11 +78,10 @@ class CrashAfter(Callback):
 
 
 def train_rank(rank: int, world_size: int, port: int, jobs: list, backend: str = "gloo") -> None:
-    """``torch.multiprocessing.spawn`` target: run every ``(config, run_dir, resume, crash_after)``
-    job as rank ``rank`` in one ``backend`` group (set up from the environment, as under
-    ``torchrun``; nccl: one GPU per rank, ``cuda:rank``)."""
+    """``torch.multiprocessing.spawn`` target (:func:`spawn_ranks`): run every ``(config, run_dir,
+    resume, crash_after)`` job as rank ``rank`` in one ``backend`` group (set up from the
+    environment, as under ``torchrun``; nccl: one GPU per rank, ``cuda:rank``)."""
     import torch
-    import torch.distributed as dist
 
     from gspdml.training import Trainer
 

@@ -27,11 +27,6 @@ def tiny_config(tmp_path, **sections):
     return config
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("GSPDML_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 @pytest.fixture
 def make_config(tmp_path):
     return lambda **sections: tiny_config(tmp_path, **sections)

@@ -23,12 +23,11 @@ import copy
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 from gspdml.config import load_config
 from gspdml.training import Trainer, train
 from gspdml.training.checkpoint import load_state
-from tests.helpers.distributed import free_port, train_rank
+from tests.helpers.distributed import spawn_ranks
 
 ATOL, RTOL = 2e-4, 1e-4
 OPTIMIZER_ATOL = 2e-3
@@ -73,15 +72,6 @@ def _config(tmp_path, loss, **trainer):
     )
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("GSPDML_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
-def _spawn(jobs, world_size=2):
-    mp.spawn(train_rank, args=(world_size, free_port(), jobs), nprocs=world_size, join=True)
-
-
 def _state(run_dir):
     return load_state(run_dir / "checkpoints" / "last.safetensors")[0]
 
@@ -107,9 +97,9 @@ def test_two_ranks_equal_one_process_on_the_global_batch(tmp_path):
     cases = {name: _config(tmp_path / name, loss) for name, loss in LOSSES.items()}
     # the XBM run is also trained in two parts: crash after step 4 (checkpoint of step 3), resume
     jobs = [(cfg, tmp_path / name / "ddp", False, None) for name, cfg in cases.items()]
-    _spawn(jobs + [(cases["xbm"], tmp_path / "xbm" / "ddp-resumed", False, 4)])
+    spawn_ranks(jobs + [(cases["xbm"], tmp_path / "xbm" / "ddp-resumed", False, 4)])
     assert _state(tmp_path / "xbm" / "ddp-resumed")["trainer"]["step"] == 3
-    _spawn([(cases["xbm"], tmp_path / "xbm" / "ddp-resumed", True, None)])
+    spawn_ranks([(cases["xbm"], tmp_path / "xbm" / "ddp-resumed", True, None)])
     _assert_resume_is_exact(tmp_path / "xbm" / "ddp", tmp_path / "xbm" / "ddp-resumed")
     for name, cfg in cases.items():
         single = tmp_path / name / "single"
@@ -189,7 +179,7 @@ def test_a_loss_with_its_own_objective_trains_data_parallel_as_on_the_global_bat
         "loss": {"name": "contrastive", "reduction": "anchor_mean"},
     }
     cfg = _config(tmp_path / "metrix", metrix)
-    _spawn([(cfg, tmp_path / "metrix" / "ddp", False, None)])
+    spawn_ranks([(cfg, tmp_path / "metrix" / "ddp", False, None)])
     train(copy.deepcopy(cfg), tmp_path / "metrix" / "single")
     a, b = _state(tmp_path / "metrix" / "single"), _state(tmp_path / "metrix" / "ddp")
     assert a["trainer"]["step"] == b["trainer"]["step"] == 6
@@ -199,4 +189,4 @@ def test_a_loss_with_its_own_objective_trains_data_parallel_as_on_the_global_bat
     assert log_a == pytest.approx(log_b, rel=1e-4, abs=1e-6)
     feature = _config(tmp_path / "feature", {**metrix, "level": "feature"})
     with pytest.raises(Exception, match="trainer.distributed.*model.backbone"):
-        _spawn([(feature, tmp_path / "feature" / "ddp", False, None)])
+        spawn_ranks([(feature, tmp_path / "feature" / "ddp", False, None)])

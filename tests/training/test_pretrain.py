@@ -13,6 +13,7 @@ from gspdml.errors import ConfigError, DataError
 from gspdml.models import build_embedder
 from gspdml.models.pretrained import WeightsNotFoundError
 from gspdml.training.optim import parameter_groups
+from gspdml.training.parts import build_run
 from gspdml.training.pretrain import (
     load_recipe,
     pretrained_state,
@@ -95,6 +96,27 @@ def test_a_config_loads_the_weights_by_recipe_and_the_frozen_regime_trains_nothi
         g["name"] for g in parameter_groups(frozen, torch.nn.Module(), {"backbone": 1.0}, 1e-3)
     ]
     assert "backbone" not in names and "projection" in names
+
+
+def test_a_run_starts_alike_whether_its_recipe_is_cached_or_trained_now(recipe_file):
+    """Pre-training on a cache miss draws from the global generators; the run seeds them after
+    it, so its initial weights do not depend on the state of the cache."""
+    spec = {"name": "small_cnn", "widths": [4, 8], "weights": str(recipe_file)}
+    config = load_config(
+        "demo-gap",
+        [
+            f"model.backbone={json.dumps(spec)}",
+            "model.cache_backbone_features=false",
+            "data.dataset.images_per_class=4",
+        ],
+    )
+    cold = build_run(config)  # trains the recipe now
+    assert weights_path(load_recipe(recipe_file)).is_file()
+    warm = build_run(config)  # loads it from the cache
+    for part in ("model", "loss"):
+        cold_state, warm_state = (getattr(run, part).state_dict() for run in (cold, warm))
+        assert cold_state.keys() == warm_state.keys()
+        assert all(torch.equal(cold_state[k], warm_state[k]) for k in cold_state), part
 
 
 def test_a_cache_miss_trains_the_recipe_and_models_never_train(recipe_file):

@@ -24,11 +24,6 @@ from gspdml.workflows.protocol import _fold_config, run_protocol
 SEEDS = (0, 1)
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("GSPDML_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def tiny_config(tmp_path, **dataset):
     """8 training classes (4 folds of 6 + 2), 4 test classes, 16x16 collages, 2 steps per model."""
     config = {

@@ -54,11 +54,6 @@ SMOKE = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("GSPDML_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def cell(table_key, key, column):
     row = next(r for r in TABLES[table_key].rows if r.key == key)
     return row.paper[column].value

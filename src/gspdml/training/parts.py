@@ -1,11 +1,11 @@
 """The parts of a run, built from a config or given by the user, before any training.
 
-:func:`build_run` turns a resolved config into :class:`RunParts`: it seeds every random number
-generator from ``seed``, reads the dataset's splits, pre-trains the backbone when the model names
-a recipe (:func:`~gspdml.training.pretrain.resolve_recipe_weights`: the one step that may take
-long, explicit here and never a side effect of building a trainer), builds the embedder (started
-from a finished run's weights with ``model.init_from``, :mod:`gspdml.training.init_from`) and the
-loss. :class:`~gspdml.training.trainer.Trainer` trains any parts: a user's ``nn.Module``
+:func:`build_run` turns a resolved config into :class:`RunParts`: it pre-trains the backbone
+when the model names a recipe (:func:`~gspdml.training.pretrain.resolve_recipe_weights`: the one
+step that may take long, explicit here and never a side effect of building a trainer), then seeds
+every random number generator from ``seed``, reads the dataset's splits, builds the embedder
+(started from a finished run's weights with ``model.init_from``, :mod:`gspdml.training.init_from`)
+and the loss. :class:`~gspdml.training.trainer.Trainer` trains any parts: a user's ``nn.Module``
 embedder (a tensor-returning one wrapped in :class:`TensorEmbedder`), a registered or user loss
 (:func:`~gspdml.losses.as_metric_loss`) and any ``(image, label)`` dataset
 (:class:`~gspdml.data.seeded.SeededTransformDataset` adapts it to the training protocol).
@@ -69,10 +69,13 @@ class RunParts:
 
 
 def build_run(config: RunConfig) -> RunParts:
-    """The parts a resolved config describes (module docstring), seeded by ``config.seed``."""
+    """The parts a resolved config describes (module docstring), seeded by ``config.seed``.
+    A recipe is pre-trained (on a cache miss) before the seeding: its training draws from the
+    same generators, and the run must start alike whether the weights were cached or not."""
+    model_section = resolve_recipe_weights(config.model)
     seed_everything(config.seed)
     data = build_data(config.data.dataset, seed=config.seed)
-    model = build_embedder(resolve_recipe_weights(config.model), data.channels)
+    model = build_embedder(model_section, data.channels)
     notes = []
     if config.model.init_from is not None:
         notes.append(initialise_from_run(model, config.model.init_from, config.seed).describe())
