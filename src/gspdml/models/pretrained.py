@@ -12,7 +12,6 @@ machine with internet), instead of a network call that retries for a minute befo
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
@@ -91,6 +90,11 @@ def read_recipe_weights(weights: Union[str, os.PathLike]) -> dict[str, torch.Ten
     return read_state_dict(path)
 
 
+class SavedArguments:
+    """What a training script's pickled ``argparse.Namespace`` is read back as: its attributes,
+    set by the unpickler from the stored ``__dict__``; no code of the file runs."""
+
+
 def read_state_dict(
     path: Union[str, os.PathLike], wrappers: Sequence[str] = ("state_dict", "model")
 ) -> dict[str, torch.Tensor]:
@@ -99,7 +103,8 @@ def read_state_dict(
     A pickle is read with ``torch.load(weights_only=True)``: tensors, containers and plain
     values only, so a file whose pickle would run code is refused (a :class:`DataError` naming
     it). The one class allowed besides is ``argparse.Namespace``, the ``args`` that training
-    scripts (timm's, DINO's) store beside the weights. Checkpoints that wrap the weights are
+    scripts (timm's, DINO's) store beside the weights: it is rebuilt as a
+    :class:`SavedArguments`, a plain attribute holder (argparse stays the CLI's). Checkpoints that wrap the weights are
     unwrapped by the first of ``wrappers`` they hold (default ``{"state_dict": ...}``, then
     ``{"model": ...}``), and a ``module.`` prefix left by ``DataParallel`` is removed.
     """
@@ -110,7 +115,7 @@ def read_state_dict(
 
             state: Any = load_file(str(path))
         else:
-            with torch.serialization.safe_globals([argparse.Namespace]):
+            with torch.serialization.safe_globals([(SavedArguments, "argparse.Namespace")]):
                 state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - any reader failure is a bad file
         raise DataError(f"{path}: cannot read weights ({type(error).__name__}: {error})") from error
