@@ -41,12 +41,13 @@ from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
     Ours,
     evaluation_payload,
+    evaluations_markdown,
     row_entry,
     store_result,
     stored_result,
+    table_entries,
 )
 from gspdml.workflows.reproduce.settings import parse_settings
-from gspdml.workflows.tables import markdown_table
 
 #: the default data folder (the FreeDom release's ``data/``), its vocabulary and PatternNet tree
 DATA_ROOT = "data"
@@ -142,6 +143,10 @@ class CirRowPlan:
 
     row: Row
     evaluations: tuple[CirEvaluation, ...] = ()
+
+    @property
+    def runnable(self) -> bool:
+        return bool(self.evaluations)
 
 
 def plan_cir(
@@ -264,23 +269,18 @@ def reproduce_cir(
     )
     cache = FeatureCache(settings.cache or FeatureCache.default_directory())
     models: dict[tuple[str, Optional[str]], VisionLanguageEncoder] = {}
-    selected = {plan.row.key: plan for plan in plans}
-    entries = []
-    for row in table.rows:
-        plan = selected.get(row.key)
-        if plan is None:
-            entries.append(row_entry(table, row, "not selected"))
-        elif not plan.evaluations:
-            entries.append(row_entry(table, row, row.status))
-        else:
-            results = {e.benchmark: _evaluate(e, settings, models, cache) for e in plan.evaluations}
-            summary = summarise(results)
-            ours: dict[str, Ours] = {}
-            for column in table.columns:
-                value = summary.get(column.group, {}).get(column.metric)
-                ours[column.title] = (value, None)
-            runs = {e.benchmark: str(e.output) for e in plan.evaluations}
-            entries.append(row_entry(table, row, "reproduced", ours, runs, 1, settings.model))
+
+    def run(plan: CirRowPlan) -> dict[str, Any]:
+        results = {e.benchmark: _evaluate(e, settings, models, cache) for e in plan.evaluations}
+        summary = summarise(results)
+        ours: dict[str, Ours] = {
+            column.title: (summary.get(column.group, {}).get(column.metric), None)
+            for column in table.columns
+        }
+        runs = {e.benchmark: str(e.output) for e in plan.evaluations}
+        return row_entry(table, plan.row, "reproduced", ours, runs, 1, settings.model)
+
+    entries = table_entries(table, plans, run)
     return evaluation_payload(table, entries, overrides, data_root, output_dir)
 
 
@@ -317,19 +317,9 @@ def cir_dry_run_markdown(table: Table, plans: Sequence[CirRowPlan]) -> str:
             )
     header = ["Row", "Method", "Model", "Benchmark", "Data", "Vocabulary", "Memory", "AP"]
     header += ["Result", "State"]
-    count = sum(len(plan.evaluations) for plan in plans)
-    stored = sum(row[-1] == "stored" for row in body)
-    runnable = sum(bool(plan.evaluations) for plan in plans)
-    return "\n".join(
-        [
-            f"{table.citation}: {len(plans)} rows ({runnable} runnable), protocol `{table.protocol}`: "
-            f"{count} evaluations, {stored} stored.",
-            "",
-            markdown_table(header, body),
-            "",
-            "Nothing trains: each evaluation embeds its benchmark once with the frozen model "
-            "(features cached) and ranks the database for every composed query. Settings "
-            "key=value: " + ", ".join(f.name for f in fields(CirSettings)) + ".",
-            "",
-        ]
+    how = (
+        "Nothing trains: each evaluation embeds its benchmark once with the frozen model "
+        "(features cached) and ranks the database for every composed query. Settings "
+        "key=value: " + ", ".join(f.name for f in fields(CirSettings)) + "."
     )
+    return evaluations_markdown(table, plans, header, body, how)

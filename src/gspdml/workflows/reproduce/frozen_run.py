@@ -39,12 +39,13 @@ from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
     Ours,
     evaluation_payload,
+    evaluations_markdown,
     row_entry,
     store_result,
     stored_result,
+    table_entries,
 )
 from gspdml.workflows.reproduce.settings import parse_settings
-from gspdml.workflows.tables import markdown_table
 
 if TYPE_CHECKING:
     from gspdml.models.embedder import Embedder
@@ -141,6 +142,10 @@ class FrozenRowPlan:
 
     row: Row
     evaluations: tuple[FrozenEvaluation, ...] = ()
+
+    @property
+    def runnable(self) -> bool:
+        return bool(self.evaluations)
 
 
 def _recall_at(table: Table, row: Row) -> tuple[int, ...]:
@@ -257,24 +262,19 @@ def reproduce_frozen(
         for evaluation in each.evaluations:
             if evaluation.stored() is None:
                 _checked(evaluation, each.row, table)
-    selected = {plan.row.key: plan for plan in plans}
     models: dict[tuple[Path, FrozenSpec], Embedder] = {}
-    entries = []
-    for row in table.rows:
-        plan = selected.get(row.key)
-        if plan is None:
-            entries.append(row_entry(table, row, "not selected"))
-        elif not plan.evaluations:
-            entries.append(row_entry(table, row, row.status))
-        else:
-            (evaluation,) = plan.evaluations
-            result = _evaluate(evaluation, row, table, settings, models)
-            ours: dict[str, Ours] = {}
-            for column in table.columns:
-                value = result.get(column.metric)
-                ours[column.title] = (None if value is None else column.scale * value, None)
-            runs = {row.dataset: str(evaluation.output)}
-            entries.append(row_entry(table, row, "reproduced", ours, runs, 1))
+
+    def run(plan: FrozenRowPlan) -> dict[str, Any]:
+        (evaluation,) = plan.evaluations
+        result = _evaluate(evaluation, plan.row, table, settings, models)
+        ours: dict[str, Ours] = {}
+        for column in table.columns:
+            value = result.get(column.metric)
+            ours[column.title] = (None if value is None else column.scale * value, None)
+        runs = {plan.row.dataset: str(evaluation.output)}
+        return row_entry(table, plan.row, "reproduced", ours, runs, 1)
+
+    entries = table_entries(table, plans, run)
     return evaluation_payload(table, entries, overrides, data_root, output_dir)
 
 
@@ -298,20 +298,10 @@ def frozen_dry_run_markdown(table: Table, plans: Sequence[FrozenRowPlan]) -> str
                 + [str(evaluation.output), state]
             )
     header = ["Row", "Model", "Checkpoint", "Data", "Metrics", "Result", "State"]
-    count = sum(len(plan.evaluations) for plan in plans)
-    stored = sum(row[-1] == "stored" for row in body)
-    runnable = sum(bool(plan.evaluations) for plan in plans)
-    return "\n".join(
-        [
-            f"{table.citation}: {len(plans)} rows ({runnable} runnable), protocol "
-            f"`{table.protocol}`: {count} evaluations, {stored} stored.",
-            "",
-            markdown_table(header, body),
-            "",
-            "Nothing trains: each evaluation embeds the dataset's test images once with the "
-            "released model and ranks them by nearest-neighbour search. Settings key=value: "
-            + ", ".join(f.name for f in fields(FrozenSettings))
-            + ".",
-            "",
-        ]
+    how = (
+        "Nothing trains: each evaluation embeds the dataset's test images once with the "
+        "released model and ranks them by nearest-neighbour search. Settings key=value: "
+        + ", ".join(f.name for f in fields(FrozenSettings))
+        + "."
     )
+    return evaluations_markdown(table, plans, header, body, how)

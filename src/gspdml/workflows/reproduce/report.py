@@ -8,9 +8,9 @@ column the paper's number, ours, our std and the difference ours - paper (points
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Protocol, TypeVar
 
 from gspdml.errors import read_json_object
 from gspdml.output_files import atomic_write_text
@@ -66,6 +66,58 @@ def row_entry(
         "runs": dict(runs),
         "cells": cells,
     }
+
+
+class PlannedRow(Protocol):
+    """A selected row as a runner plans it: ``runnable`` is false for a row listed as missing."""
+
+    @property
+    def row(self) -> Row: ...
+
+    @property
+    def runnable(self) -> bool: ...
+
+
+Plan = TypeVar("Plan", bound=PlannedRow)
+
+
+def table_entries(
+    table: Table, plans: Sequence[Plan], run: Callable[[Plan], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One entry per row of ``table``, in its order: "not selected" outside ``plans``, the row's
+    missing reason for a plan that cannot run, else the entry ``run(plan)`` makes."""
+    selected = {plan.row.key: plan for plan in plans}
+    entries = []
+    for row in table.rows:
+        plan = selected.get(row.key)
+        if plan is None:
+            entries.append(row_entry(table, row, "not selected"))
+        elif not plan.runnable:
+            entries.append(row_entry(table, row, row.status))
+        else:
+            entries.append(run(plan))
+    return entries
+
+
+def evaluations_markdown(
+    table: Table, plans: Sequence[Any], header: Sequence[str], body: list[list[Any]], how: str
+) -> str:
+    """``--dry-run`` of an evaluation-only table: a count line, one table line per evaluation
+    (``body``, its last cell "stored" or "to run") and ``how`` the evaluations work."""
+    count = sum(len(plan.evaluations) for plan in plans)
+    stored = sum(line[-1] == "stored" for line in body)
+    runnable = sum(bool(plan.evaluations) for plan in plans)
+    return "\n".join(
+        [
+            f"{table.citation}: {len(plans)} rows ({runnable} runnable), protocol "
+            f"`{table.protocol}`: {count} evaluations, {stored} stored.",
+            "",
+            markdown_table(header, body),
+            "",
+            how,
+            "",
+        ]
+    )
 
 
 def _number(value: Optional[float], std: Optional[float] = None) -> str:

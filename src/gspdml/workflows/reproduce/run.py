@@ -54,7 +54,12 @@ from gspdml.workflows.reproduce.registry import (
     Table,
     select_rows,
 )
-from gspdml.workflows.reproduce.report import DEFAULT_OUTPUT, row_entry, write_payload
+from gspdml.workflows.reproduce.report import (
+    DEFAULT_OUTPUT,
+    row_entry,
+    table_entries,
+    write_payload,
+)
 from gspdml.workflows.reproduce.tables import TABLES
 from gspdml.workflows.tables import markdown_table
 
@@ -80,6 +85,10 @@ class RowPlan:
     steps: int = 0
     start: Optional["RowPlan"] = None
     recipe: Optional[tuple[Path, dict[str, Any]]] = None
+
+    @property
+    def runnable(self) -> bool:
+        return self.config is not None
 
     @property
     def root(self) -> Path:
@@ -215,25 +224,21 @@ def reproduce(
         seeds=seeds,
         output_dir=output_dir,
     )
-    selected = {plan.row.key: plan for plan in plans}
-    entries = []
-    for row in table.rows:
-        plan = selected.get(row.key)
-        if plan is None:
-            entries.append(row_entry(table, row, "not selected"))
-        elif plan.config is None:
-            entries.append(row_entry(table, row, row.status))
-        else:
-            if plan.start is not None:  # its models first (resumed or reused when there)
-                start = plan.start
-                assert start.config is not None  # a runnable row (Table checks init_from)
-                _write_recipe(start)
-                run_protocol(start.config, start.protocol, seeds=seeds, output_dir=start.root)
-            _write_recipe(plan)
-            result = run_protocol(plan.config, plan.protocol, seeds=seeds, output_dir=plan.root)
-            ours = {column.title: _ours(result, column, plan.protocol) for column in table.columns}
-            runs, count = result.get("runs", {}), result.get("num_realisations")
-            entries.append(row_entry(table, row, "reproduced", ours, runs, count))
+
+    def run(plan: RowPlan) -> dict[str, Any]:
+        assert plan.config is not None  # runnable
+        if plan.start is not None:  # its models first (resumed or reused when there)
+            start = plan.start
+            assert start.config is not None  # a runnable row (Table checks init_from)
+            _write_recipe(start)
+            run_protocol(start.config, start.protocol, seeds=seeds, output_dir=start.root)
+        _write_recipe(plan)
+        result = run_protocol(plan.config, plan.protocol, seeds=seeds, output_dir=plan.root)
+        ours = {column.title: _ours(result, column, plan.protocol) for column in table.columns}
+        runs, count = result.get("runs", {}), result.get("num_realisations")
+        return row_entry(table, plan.row, "reproduced", ours, runs, count)
+
+    entries = table_entries(table, plans, run)
     payload = {
         "table": table.key,
         "title": table.title,
