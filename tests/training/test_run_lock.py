@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gspdml.training.run_lock import LOCK_FILE, FolderLock, FolderLocked, check_unlocked
+from gspdml.training.run_lock import (
+    LOCK_FILE,
+    FolderLock,
+    FolderLocked,
+    LockFileRefused,
+    check_unlocked,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,3 +102,61 @@ def test_a_lock_file_left_by_a_killed_process_is_taken_over(tmp_path):
     holder.wait()
     assert (folder / LOCK_FILE).read_text()  # the dead holder's record is still there
     FolderLock(folder, "second").release()
+
+
+# issue 39, defects 1 and 16: the lock file is gspdml's own; a link or a folder in its place is
+# refused, and nothing outside the folder is opened, emptied or created.
+
+
+def test_a_lock_file_that_is_a_link_never_empties_the_file_it_points_at(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's notes\n")
+    folder = tmp_path / "received-run"
+    folder.mkdir()
+    (folder / LOCK_FILE).symlink_to(victim)
+    with pytest.raises(LockFileRefused, match=r"\.gspdml\.lock is a symbolic link.*remove it"):
+        FolderLock(folder, "gspdml train")
+    with pytest.raises(LockFileRefused, match="symbolic link"):
+        check_unlocked(folder)  # the early check before the minutes of work refuses it too
+    assert victim.read_text() == "the user's notes\n"
+
+
+def test_a_dangling_lock_link_creates_nothing_outside_the_folder(tmp_path):
+    target = tmp_path / "outside" / "created.txt"
+    target.parent.mkdir()
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / LOCK_FILE).symlink_to(target)
+    with pytest.raises(LockFileRefused, match="symbolic link"):
+        check_unlocked(folder)
+    with pytest.raises(LockFileRefused, match="symbolic link"):
+        FolderLock(folder, "gspdml index")
+    assert not target.exists() and list(target.parent.iterdir()) == []
+
+
+def test_a_lock_file_hard_linked_to_another_file_is_not_emptied(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("kept\n")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    os.link(victim, folder / LOCK_FILE)
+    with pytest.raises(LockFileRefused, match="2 names"):
+        FolderLock(folder, "gspdml train")
+    assert victim.read_text() == "kept\n"
+
+
+def test_a_lock_path_that_is_a_folder_is_a_clear_error(tmp_path, capsys):
+    from gspdml.cli import main
+    from tests.helpers.retrieval import write_image_folder, write_run
+
+    write_run(tmp_path / "run")
+    write_image_folder(tmp_path / "images", classes=("red", "green"), per_class=2)
+    (tmp_path / "idx" / LOCK_FILE).mkdir(parents=True)
+    status = main(
+        ["index", str(tmp_path / "run"), str(tmp_path / "images")]
+        + ["--out", str(tmp_path / "idx")]
+    )
+    err = capsys.readouterr().err
+    assert status == 2
+    assert f"gspdml: error: {tmp_path / 'idx' / LOCK_FILE} is a folder" in err, err
+    assert "remove it" in err

@@ -9,6 +9,11 @@ interleaving its lines into ``metrics.jsonl`` or saving over the first one's fil
 The lock is ``flock`` on the open file, so the operating system releases it when the holder
 exits, however it exits: a lock file left by a killed process is not held and is simply taken
 over. Readers (search, evaluate, report) take no lock.
+
+The lock file is the folder's own: it is opened with ``O_NOFOLLOW`` and must be a regular file
+with one name. A symbolic link in its place (a received run folder, an extracted archive), a
+folder, a named pipe or a hard link to another file is refused with :class:`LockFileRefused`
+before anything is written, so the lock never empties or creates a file outside the folder.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
@@ -31,13 +37,17 @@ class FolderLocked(GspdmlError):
     """Another process is writing the folder."""
 
 
+class LockFileRefused(GspdmlError):
+    """The lock path is not a plain file of the folder's own."""
+
+
 class FolderLock:
     """The exclusive lock of ``folder`` (created if needed), taken at construction."""
 
     def __init__(self, folder: str | Path, purpose: str):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._fd: Optional[int] = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd: Optional[int] = _open_own_file(self.folder / LOCK_FILE)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -68,11 +78,40 @@ class FolderLock:
 
 
 def check_unlocked(folder: str | Path) -> None:
-    """Raise :class:`FolderLocked` when another process holds ``folder``'s lock now (a cheap
-    early check before minutes of work; the writer still takes the lock itself)."""
+    """Raise :class:`FolderLocked` when another process holds ``folder``'s lock now, and
+    :class:`LockFileRefused` when the lock path is not gspdml's own file (a cheap early check
+    before minutes of work; the writer still takes the lock itself)."""
     path = Path(folder) / LOCK_FILE
-    if path.is_file():
+    if os.path.lexists(path):
         FolderLock(folder, "check").release()
+
+
+def _open_own_file(path: Path) -> int:
+    """A read-write descriptor of the regular file ``path``, created if missing, never through a
+    link (module docstring)."""
+    fix = "remove it (gspdml creates its own lock file)"
+    if os.path.isdir(path) and not os.path.islink(path):
+        raise LockFileRefused(f"{path} is a folder, not gspdml's lock file; {fix}")
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise LockFileRefused(
+                f"{path} is a symbolic link (to {os.readlink(path)}); gspdml never writes "
+                f"through a link out of the folder: {fix}"
+            ) from None
+        raise LockFileRefused(f"cannot open the lock file {path}: {exc.strerror or exc}") from None
+    info = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(info.st_mode):
+        problem = "not a regular file"
+    elif info.st_nlink > 1:
+        problem = f"a file with {info.st_nlink} names (a hard link to another file)"
+    if problem is not None:
+        os.close(fd)
+        raise LockFileRefused(f"{path} is {problem}, not gspdml's lock file; {fix}")
+    return fd
 
 
 def _holder(fd: int) -> str:
