@@ -10,12 +10,17 @@
   :class:`OutputError` naming the target; the previous file is untouched. A process killed
   while writing leaves only the temporary file, which :func:`remove_stale_temporaries` removes
   (the writer of a folder calls it while it holds the folder's lock);
-* :func:`replace_folder`: a folder built beside its target takes the target's place; the
-  previous folder is moved aside first and removed only once the new one is in place.
+* :func:`swap_folder` / :func:`replace_folder`: a folder built beside its target takes the
+  target's place in one atomic exchange (Linux ``renameat2(RENAME_EXCHANGE)``), so a kill at any
+  moment leaves the old folder or the new one at the target, never neither; where the exchange
+  is not supported, the previous folder is renamed aside first (a kill between the two renames
+  leaves it there). :func:`replace_folder` then removes the previous folder;
+  :func:`swap_folder` returns where it is, for a caller that keeps what the user put in it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import re
@@ -118,24 +123,58 @@ def atomic_write_bytes(path: PathLike, data: bytes) -> None:
     atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
-def replace_folder(staging: PathLike, target: PathLike) -> None:
-    """Put the folder ``staging`` in the place of ``target`` (same parent folder). An existing
-    ``target`` is renamed aside first, put back if the second rename fails, and removed after it;
-    no moment leaves neither folder on disk."""
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap the two existing paths ``first`` and ``second`` atomically; False where the system
+    or the file system cannot (then nothing was changed)."""
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    done = renameat2(
+        _AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE
+    )
+    if done == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(second))
+
+
+def swap_folder(staging: PathLike, target: PathLike) -> Path | None:
+    """Put the folder ``staging`` in the place of ``target`` (same parent folder; module
+    docstring) and return where the previous ``target`` now is (``staging``'s path after an
+    exchange, a hidden ``.NAME.old.<random>`` folder otherwise), or None when there was none."""
     staging, target = Path(staging), Path(target)
-    aside = None
-    if target.exists():
-        aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-        os.replace(target, aside)
+    if not os.path.lexists(target):
+        os.replace(staging, target)
+        fsync_folder(target.parent)
+        return None
+    if _exchange(staging, target):
+        fsync_folder(target.parent)
+        return staging
+    aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+    os.replace(target, aside / target.name)
     try:
         os.replace(staging, target)
     except BaseException:
-        if aside is not None:
-            os.replace(aside, target)
+        os.replace(aside / target.name, target)
+        aside.rmdir()
         raise
     fsync_folder(target.parent)
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
+    return aside / target.name
+
+
+def replace_folder(staging: PathLike, target: PathLike) -> None:
+    """:func:`swap_folder`, then remove the previous ``target`` (a folder gspdml wrote whole)."""
+    previous = swap_folder(staging, target)
+    if previous is None:
+        return
+    if previous.is_symlink():  # a link in the target's place: the link goes, never what it names
+        previous.unlink()
+    shutil.rmtree(previous if previous == Path(staging) else previous.parent, ignore_errors=True)
 
 
 def output_error(path: PathLike, exc: OSError) -> OutputError:

@@ -4,10 +4,12 @@ extraction, official image counts.
 * **Download** (:func:`download`): into ``ROOT/.downloads/<file>.part``; a later call resumes it
   with an HTTP ``Range`` request (a server that ignores it is answered by starting over). The
   finished file must match its pinned digest, else it is deleted and the fetch refused.
-* **Extraction** (:func:`extract`): into a temporary folder inside ROOT; members with absolute
-  paths or ``..`` are refused; the dataset is checked there (its reader: layout and official
-  image counts; every listed image present) and only then moved into place, so an interrupted
-  or failed fetch never leaves a half-extracted dataset where the readers look.
+* **Extraction** (:func:`extract`): into a staging folder inside ROOT, unique to the process;
+  members with absolute paths or ``..`` are refused; the dataset is checked there (its reader:
+  layout and official image counts; every listed image present) and only then exchanged with the
+  previous folder, so an interrupted or failed fetch never leaves a half-extracted dataset where
+  the readers look. A fetch run again never deletes a file it did not write: the user's files in
+  the previous folder move into the new one or are kept aside (:mod:`gspdml.data.dataset_refresh`).
 * **Checksums**: every archive has pinned digests, all of which must match. MD5: the sums
   published with the archives' download code by their users (pytorch-metric-learning's dataset
   classes, torchvision and many others quote the same values). SHA-256 and the size in bytes:
@@ -40,6 +42,12 @@ from typing import Callable, Iterable, Optional
 
 from tqdm import tqdm
 
+from gspdml.data.dataset_refresh import (
+    SWAPPED_MARK,
+    install,
+    new_staging,
+    recover_interrupted,
+)
 from gspdml.errors import DataError
 from gspdml.output_files import (
     DISK_FULL,
@@ -259,25 +267,26 @@ def fetch(source: DatasetSource, root: str | Path, progress: bool = True) -> int
         else:
             paths[archive.filename] = root / DOWNLOADS / archive.filename
             record[archive.filename] = download(archive, paths[archive.filename], progress)
-    staging = root / f".extract-{source.name}.tmp"
-    shutil.rmtree(staging, ignore_errors=True)  # left by an interrupted run
     try:
-        staging.mkdir()
+        recover_interrupted(root, source.name)  # what a killed fetch of this dataset left
+        staging, held = new_staging(root, source.name)
+    except OSError as exc:
+        raise output_error(root, exc) from exc
+    try:
         for archive in archives:
             if archive.extract:
                 extract(paths[archive.filename], staging)
             else:
                 shutil.copyfile(paths[archive.filename], staging / archive.filename)
         count = source.check(staging)
-        for name in sorted(os.listdir(staging)):
-            destination = root / name
-            if destination.is_dir():
-                shutil.rmtree(destination)
-            os.replace(staging / name, destination)
+        install(staging, root)
+        staging.rmdir()
     except OSError as exc:  # a full disk while extracting: nothing in ROOT was replaced yet
         raise output_error(root, exc) from exc
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging.is_dir() and not (staging / SWAPPED_MARK).exists():
+            shutil.rmtree(staging, ignore_errors=True)  # only an extraction, no user file
+        os.close(held)
     atomic_write_text(
         root / f".gspdml-fetch-{source.name}.json",
         json.dumps({"dataset": source.name, "images": count, "archives": record}, indent=1),
