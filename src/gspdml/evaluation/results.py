@@ -19,7 +19,6 @@ quantity that MAP@R and R-precision divide by.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -30,6 +29,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from gspdml.errors import ConfigError, DataError, printable
+from gspdml.output_files import atomic_write
 
 UNKNOWN = -1
 METRICS = ("squared_euclidean", "euclidean", "cosine")
@@ -291,10 +291,7 @@ class RetrievalResults:
             "query_paths": json.dumps(self.query_paths),
             "reference_paths": json.dumps(self.reference_paths),
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        save_file(tensors, str(tmp), metadata=metadata)
-        os.replace(tmp, path)
+        atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
 
     @classmethod
     def load(cls, path: str | Path) -> "RetrievalResults":

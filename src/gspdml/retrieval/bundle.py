@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,12 @@ from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.evaluation.baseline_rows import baseline_rows
 from gspdml.models import Embedder
-from gspdml.output_files import check_writable_folder, output_error, replace_folder
+from gspdml.output_files import (
+    TEMP_SUFFIX,
+    check_writable_folder,
+    output_error,
+    replace_folder,
+)
 from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
 from gspdml.training.run_dir import (
     CONFIG_FILE,
@@ -199,10 +205,11 @@ def write_bundle(
         data_digest = data_hash(config)
     except (ConfigError, DataError) as err:
         data_digest = f"unavailable ({err})"
-    staging = out.with_name(out.name + ".tmp")
-    shutil.rmtree(staging, ignore_errors=True)
+    try:  # a name of its own: never another process's staging folder, nor a folder of the user's
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=TEMP_SUFFIX, dir=out.parent))
+    except OSError as exc:
+        raise output_error(out, exc) from exc
     try:
-        staging.mkdir(parents=True)
         _fill(staging, run_dir, weights_path, weights, config, transform, results, data_digest)
         replace_folder(staging, out)
     except OSError as exc:  # a full disk: the previous bundle, if any, stays as it was
