@@ -357,3 +357,31 @@ def test_cli_reports_errors_and_manual_steps(tmp_path, capsys):
     assert "gspdml: error: inshop: cannot be downloaded automatically" in capsys.readouterr().err
     assert main(["data", "verify", str(tmp_path), "--dataset", "sop"]) == 2
     assert "Ebay_train.txt" in capsys.readouterr().err
+
+
+def test_a_partial_download_that_is_a_link_is_never_written_through(server, tmp_path):
+    """issue 39 sibling of defect 1: a link at ``.downloads/<file>.part`` (a received dataset
+    root) is refused; the file it names is not appended to or emptied."""
+    server.files["/toy.tgz"] = ARCHIVE
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's file\n")
+    (tmp_path / "root" / DOWNLOADS).mkdir(parents=True)
+    (tmp_path / "root" / DOWNLOADS / "toy.tgz.part").symlink_to(victim)
+    with pytest.raises(DataError, match=r"toy\.tgz\.part is a symbolic link.*remove it"):
+        download(toy(server), tmp_path / "root" / DOWNLOADS / "toy.tgz", progress=False)
+    assert victim.read_text() == "the user's file\n"
+
+
+def test_a_download_in_progress_is_not_written_by_a_second_fetch(server, tmp_path):
+    import fcntl
+
+    server.files["/toy.tgz"] = ARCHIVE
+    part = tmp_path / "toy.tgz.part"
+    part.write_bytes(ARCHIVE[:1000])
+    with open(part, "rb") as first:  # the first fetch's hold on its partial file
+        fcntl.flock(first.fileno(), fcntl.LOCK_EX)
+        with pytest.raises(DataError, match="another fetch is downloading .*toy.tgz.part"):
+            download(toy(server), tmp_path / "toy.tgz", progress=False)
+    assert part.read_bytes() == ARCHIVE[:1000]
+    download(toy(server), tmp_path / "toy.tgz", progress=False)  # released: it resumes
+    assert (tmp_path / "toy.tgz").read_bytes() == ARCHIVE

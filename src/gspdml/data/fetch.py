@@ -28,17 +28,20 @@ several sets of archives, e.g. Cars196's ``car_ims.tgz`` release or its devkit r
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+import stat
 import tarfile
 import urllib.error
 import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import BinaryIO, Callable, Iterable, Iterator, Optional
 
 from tqdm import tqdm
 
@@ -127,77 +130,120 @@ def download(
         raise DataError(f"{archive.filename}: has no download URL; place it in the dataset root")
     part = target.with_name(target.name + ".part")
     target.parent.mkdir(parents=True, exist_ok=True)
-    have = part.stat().st_size if part.exists() else 0
-    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
-    try:
-        response = urllib.request.urlopen(request, timeout=timeout)
-    except urllib.error.HTTPError as err:
-        if err.code != 416:  # 416: nothing left to send, the part is complete
-            raise DataError(f"{url}: download failed (HTTP {err.code} {err.reason})") from None
-        response = None
-    except (urllib.error.URLError, OSError) as err:
-        raise DataError(f"{url}: download failed ({getattr(err, 'reason', err)})") from None
-    if response is not None:
-        with response:
-            resumed = response.status == 206
-            total = response.headers.get("Content-Length")
-            total = int(total) + (have if resumed else 0) if total else None
-            if total is not None and archive.size is not None and total != archive.size:
-                raise DataError(
-                    f"{url}: the server offers {total} bytes for {target.name}, the pinned archive has "
-                    f"{archive.size}; not downloaded (changed upstream or a wrong URL)"
-                )
-            with (
-                open(part, "ab" if resumed else "wb") as out,
-                tqdm(
+    with _held_part(part) as out:
+        have = os.fstat(out.fileno()).st_size
+        request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+        try:
+            response = urllib.request.urlopen(request, timeout=timeout)
+        except urllib.error.HTTPError as err:
+            if err.code != 416:  # 416: nothing left to send, the part is complete
+                raise DataError(f"{url}: download failed (HTTP {err.code} {err.reason})") from None
+            response = None
+        except (urllib.error.URLError, OSError) as err:
+            raise DataError(f"{url}: download failed ({getattr(err, 'reason', err)})") from None
+        if response is not None:
+            with response:
+                resumed = response.status == 206
+                total = response.headers.get("Content-Length")
+                total = int(total) + (have if resumed else 0) if total else None
+                if total is not None and archive.size is not None and total != archive.size:
+                    raise DataError(
+                        f"{url}: the server offers {total} bytes for {target.name}, the pinned archive has "
+                        f"{archive.size}; not downloaded (changed upstream or a wrong URL)"
+                    )
+                out.truncate(have if resumed else 0)
+                out.seek(0, os.SEEK_END)
+                with tqdm(
                     total=total,
                     initial=have if resumed else 0,
                     unit="B",
                     unit_scale=True,
                     desc=target.name,
                     disable=not progress,
-                ) as bar,
-            ):
-                written = have if resumed else 0
-                try:
-                    while block := response.read(_next_read(written, archive.size)):
-                        written += len(block)
-                        if archive.size is not None and written > archive.size:
-                            break
-                        out.write(block)
-                        bar.update(len(block))
-                except OSError as err:
-                    if err.errno in DISK_FULL:  # our write failed, not the connection
+                ) as bar:
+                    written = have if resumed else 0
+                    try:
+                        while block := response.read(_next_read(written, archive.size)):
+                            written += len(block)
+                            if archive.size is not None and written > archive.size:
+                                break
+                            out.write(block)
+                            bar.update(len(block))
+                        out.flush()
+                    except OSError as err:
+                        if err.errno in DISK_FULL:  # our write failed, not the connection
+                            raise DataError(
+                                f"cannot write {part}: {err.strerror} after {part.stat().st_size} "
+                                "bytes; free some space and run the same command again to resume"
+                            ) from None
+                        out.flush()  # the bytes received so far, kept for the resume
                         raise DataError(
-                            f"cannot write {part}: {err.strerror} after {part.stat().st_size} "
-                            "bytes; free some space and run the same command again to resume"
+                            f"{url}: download interrupted after {part.stat().st_size} bytes ({err}); "
+                            "run the same command again to resume"
                         ) from None
+                if archive.size is not None and written > archive.size:
+                    part.unlink()
                     raise DataError(
-                        f"{url}: download interrupted after {part.stat().st_size} bytes ({err}); "
+                        f"{url}: the server sent more than the pinned {archive.size} bytes of "
+                        f"{target.name} (it announced no size); stopped and deleted (changed upstream, "
+                        "a wrong URL or a hostile server)"
+                    )
+                if total is not None and part.stat().st_size < total:
+                    raise DataError(
+                        f"{url}: download interrupted after {part.stat().st_size} of {total} bytes; "
                         "run the same command again to resume"
-                    ) from None
-            if archive.size is not None and written > archive.size:
-                part.unlink()
-                raise DataError(
-                    f"{url}: the server sent more than the pinned {archive.size} bytes of "
-                    f"{target.name} (it announced no size); stopped and deleted (changed upstream, "
-                    "a wrong URL or a hostile server)"
-                )
-            if total is not None and part.stat().st_size < total:
-                raise DataError(
-                    f"{url}: download interrupted after {part.stat().st_size} of {total} bytes; "
-                    "run the same command again to resume"
-                )
-    digests = _digests(part)
-    wrong = archive.mismatch(digests)
-    if wrong is not None:
-        part.unlink()
-        raise DataError(
-            f"{url}: checksum mismatch for {target.name}: {wrong}; "
-            "the file was deleted (corrupted or changed upstream)"
-        )
-    os.replace(part, target)
+                    )
+        digests = _digests(part)
+        wrong = archive.mismatch(digests)
+        if wrong is not None:
+            part.unlink()
+            raise DataError(
+                f"{url}: checksum mismatch for {target.name}: {wrong}; "
+                "the file was deleted (corrupted or changed upstream)"
+            )
+        os.replace(part, target)
     return digests
+
+
+@contextlib.contextmanager
+def _held_part(part: Path) -> Iterator[BinaryIO]:
+    """The partial download ``part`` (created if missing), opened without following a link and
+    held with ``flock`` while this fetch writes it: a link there (a received dataset root) or a
+    second fetch of the same archive is refused, never written through or interleaved."""
+    try:
+        fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        if os.path.islink(part):
+            raise DataError(
+                f"{part} is a symbolic link; gspdml never writes through a link: remove it"
+            ) from None
+        raise output_error(part, err) from None
+    with os.fdopen(fd, "r+b") as out:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise DataError(f"{part} is not a regular file: remove it")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DataError(
+                f"another fetch is downloading {part}; wait for it to finish, then run the "
+                "same command again"
+            ) from None
+        try:
+            yield out
+        finally:
+            out.flush()
+            _remove_if_still_empty(part, os.fstat(fd))
+
+
+def _remove_if_still_empty(part: Path, held: os.stat_result) -> None:
+    """Remove ``part`` when it is the held file and nothing was written to it (a refused
+    download leaves no empty file)."""
+    try:
+        now = os.stat(part, follow_symlinks=False)
+    except FileNotFoundError:  # renamed to the finished archive, or deleted
+        return
+    if os.path.samestat(now, held) and held.st_size == 0:
+        part.unlink()
 
 
 def _safe_members(names: Iterable[str], archive: Path) -> None:
