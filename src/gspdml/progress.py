@@ -9,7 +9,9 @@ log file (no carriage returns, unlike a bar)::
 The interval is :data:`INTERVAL_ENV` (seconds, default :data:`DEFAULT_INTERVAL`; ``0``: a line
 at every update). A phase shorter than the interval prints nothing; one that printed a line ends
 with a last line at :meth:`Progress.close`. Lines go through ``tqdm.write``, so they do not tear a
-progress bar that is on the screen at the same time (the trainer's).
+progress bar that is on the screen at the same time (the trainer's). They go to stderr or nowhere:
+with stderr closed (``2>&-``, where Python's ``sys.stderr`` is None) nothing is written, never to
+stdout, which may carry JSON.
 """
 
 from __future__ import annotations
@@ -133,5 +135,12 @@ class Progress:
         self._last_time, self._last_done = now, self.done
 
     def _say(self, text: str, note: str) -> None:
-        tqdm.write(f"gspdml: {self.what}: {text}" + (f", {note}" if note else ""), file=sys.stderr)
+        say(f"gspdml: {self.what}: {text}" + (f", {note}" if note else ""))
         self.lines += 1
+
+
+def say(line: str) -> None:
+    """Write ``line`` to stderr without tearing a progress bar, or nowhere when stderr is closed
+    (``tqdm.write`` given ``file=None`` writes to stdout)."""
+    if sys.stderr is not None:
+        tqdm.write(line, file=sys.stderr)

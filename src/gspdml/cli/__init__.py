@@ -81,7 +81,22 @@ def parse(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> arg
     return args
 
 
+def _stderr_to_devnull_when_closed() -> None:
+    """With stderr closed (``gspdml ... 2>&-``) Python's ``sys.stderr`` is None, and
+    ``print(..., file=sys.stderr)`` writes to stdout (breaking ``--json`` output) while the next
+    file opened takes descriptor 2: descriptor 2 becomes ``/dev/null`` instead, so messages go
+    nowhere and no file is written by a stray write to stderr."""
+    if sys.stderr is not None:
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != 2:
+        os.dup2(null, 2)
+        os.close(null)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    _stderr_to_devnull_when_closed()
     parser = build_parser()
     args = parse(parser, argv)
     try:

@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 from gspdml.compat.hardware import resolve_precision
 from gspdml.config import RunConfig, dump_config, parse_yaml, validated
 from gspdml.data.eval_transform import run_eval_transform
+from gspdml.progress import say
 from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
 from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
 from gspdml.errors import ConfigError, GspdmlError, TrainingError
@@ -332,7 +333,7 @@ class Trainer:
 
     def _say(self, line: str) -> None:
         if self.is_main:
-            tqdm.write(f"gspdml: {line}", file=sys.stderr)
+            say(f"gspdml: {line}")
 
     def _wrap_distributed(self) -> DistributedDataParallel:
         """DDP around the embedder (SyncBatchNorm on GPU)."""
@@ -424,7 +425,7 @@ class Trainer:
         bar = tqdm(
             total=max_steps,
             initial=self.step,
-            disable=not (cfg.trainer.progress and self.is_main),
+            disable=not (cfg.trainer.progress and self.is_main) or sys.stderr is None,
             desc=cfg.name,
             dynamic_ncols=True,
             file=sys.stderr,
