@@ -42,7 +42,6 @@ from tqdm.auto import tqdm
 from gspdml.compat.hardware import resolve_precision
 from gspdml.config import RunConfig, dump_config, parse_yaml, validated
 from gspdml.data.eval_transform import run_eval_transform
-from gspdml.progress import say
 from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
 from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
 from gspdml.errors import ConfigError, GspdmlError, TrainingError
@@ -50,6 +49,7 @@ from gspdml.evaluation.selection import round_metrics, selection_key, selection_
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 from gspdml.models.inference import autocast_context, embed, resolve_device, split_embeddings
 from gspdml.output_files import atomic_write_text, check_writable_folder, remove_stale_temporaries
+from gspdml.progress import say
 from gspdml.training import distributed as ddp
 from gspdml.training.baseline import BackboneGap, backbone_is_pretrained, comparison, worse_than
 from gspdml.training.callbacks import Callback
