@@ -50,8 +50,12 @@ def check_writable_folder(folder: PathLike) -> None:
     read-only or impossible output path (a path under a file) or a full disk fails now, with a
     message naming it, not after the work."""
     folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise OutputError(f"cannot write to {folder}: it is a file, not a folder")
+    existing = folder
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "it" if existing == folder else str(existing)
+        raise OutputError(f"cannot write to {folder}: {where} is a file, not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".gspdml-probe.", dir=folder)

@@ -104,7 +104,9 @@ def test_bundle_fetch_and_pretrain_check_their_output_before_the_work(
     source = DatasetSource(
         "tiny", (Archive("x.zip", md5="0" * 32, url="http://127.0.0.1:9/x"),), check=len
     )
-    with pytest.raises(OutputError, match=f"cannot write to {blocker}/root: Not a directory"):
+    with pytest.raises(
+        OutputError, match=f"cannot write to {blocker}/root: {blocker} is a file, not a folder"
+    ):
         fetch(source, blocker / "root", progress=False)  # before any download is tried
 
     monkeypatch.setenv("GSPDML_CACHE", str(blocker / "cache"))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Optional, Protocol, TypeVar
 
 from gspdml.errors import read_json_object
-from gspdml.output_files import atomic_write_text
+from gspdml.output_files import atomic_write_text, check_writable_file
 from gspdml.workflows.reproduce.registry import EVALUATION_ONLY, Row, Table
 from gspdml.workflows.tables import markdown_table, write_table
 
@@ -211,7 +211,19 @@ def evaluation_payload(
     return payload
 
 
+def _table_base(table: Table, output_dir: Optional[str]) -> Path:
+    return Path(output_dir or DEFAULT_OUTPUT) / "tables" / table.key
+
+
+def check_table_output(table: Table, output_dir: Optional[str]) -> None:
+    """Before any training or evaluation: ``<output_dir>/tables/<table>.md`` and ``.json`` can
+    be written (``output_dir`` or ``tables`` a file, a target that is a folder, a read-only
+    folder, a full disk: an :class:`~gspdml.output_files.OutputError` naming the path)."""
+    base = _table_base(table, output_dir)
+    for suffix in (".md", ".json"):
+        check_writable_file(base.with_name(base.name + suffix))
+
+
 def write_payload(table: Table, payload: dict, output_dir: Optional[str]) -> None:
     """Write ``<output_dir>/tables/<table>.md`` and ``.json``."""
-    base = Path(output_dir or DEFAULT_OUTPUT) / "tables" / table.key
-    write_table(base, table_markdown(table, payload), payload)
+    write_table(_table_base(table, output_dir), table_markdown(table, payload), payload)

@@ -56,6 +56,7 @@ from gspdml.workflows.reproduce.registry import (
 )
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
+    check_table_output,
     row_entry,
     table_entries,
     write_payload,
@@ -210,6 +211,7 @@ def reproduce(
     """Run the selected rows of ``table`` (see the module doc; an evaluation-only table: its
     protocol's runner, :data:`EVALUATE`) and write the table; returns its JSON payload
     (``rows``: one entry per row of the table, in its order)."""
+    check_table_output(table, output_dir)  # before minutes or hours of work
     if table.protocol in EVALUATION_ONLY:
         _no_seeds(table, seeds)
         return EVALUATE[table.protocol](
