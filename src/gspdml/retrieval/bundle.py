@@ -51,11 +51,11 @@ from gspdml.output_files import (
 from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
 from gspdml.training.run_dir import (
     CONFIG_FILE,
-    RESULTS_FILE,
     WEIGHT_FILES,
     WEIGHTS_FILE,
     build_run_data,
     load_embedder,
+    read_results,
     read_weights,
     weights_digest,
 )
@@ -199,8 +199,7 @@ def write_bundle(
             "which a bundle cannot carry; add data.eval_transform (the options of "
             "gspdml.data.eval_transform) to its config.yaml",
         )
-    results_path = run_dir / RESULTS_FILE
-    results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
+    results = read_results(run_dir) or {}
     try:
         data_digest = data_hash(config)
     except (ConfigError, DataError) as err:

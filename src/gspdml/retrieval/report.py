@@ -42,14 +42,13 @@ from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.report_tables import (
     SORT_SCRIPT,
     per_class_section,
-    read_data_record,
     split_classes_section,
     weights_step,
     weights_step_note,
 )
 from gspdml.retrieval.sources import ImageSource
 from gspdml.training.metrics_log import MetricsLog
-from gspdml.training.run_dir import METRICS_FILE, RESULTS_FILE
+from gspdml.training.run_dir import METRICS_FILE, read_data_record, read_results
 
 
 def esc(text: str) -> str:
@@ -89,16 +88,6 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     """The records of ``RUN_DIR/metrics.jsonl`` (none when the file is absent; a torn last line
     is left out with a warning, :class:`~gspdml.training.metrics_log.MetricsLog`)."""
     return MetricsLog(Path(run_dir) / METRICS_FILE).read()
-
-
-def read_results(run_dir: str | Path) -> Optional[dict[str, Any]]:
-    path = Path(run_dir) / RESULTS_FILE
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}: not JSON: {err}") from None
 
 
 def choose_queries(labels: Sequence[Optional[str]], count: int, seed: int = 0) -> list[int]:

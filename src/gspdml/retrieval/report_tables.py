@@ -6,12 +6,9 @@ step the weights come from (``results.json``). Every string is escaped with ``ht
 from __future__ import annotations
 
 import html
-import json
 import math
-from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from gspdml.errors import DataError
 from gspdml.evaluation.service import QueryEvaluation
 from gspdml.training.run_dir import DATA_FILE
 
@@ -38,20 +35,6 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
 """
 #: class names shown before the rest is folded away
 NAMES_SHOWN = 12
-
-
-def read_data_record(run_dir: str | Path) -> Optional[dict[str, Any]]:
-    """``RUN_DIR/data.json`` (:mod:`gspdml.training.data_fingerprint`), None when absent."""
-    path = Path(run_dir) / DATA_FILE
-    if not path.is_file():
-        return None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}: not JSON: {err}") from None
-    if not isinstance(record, dict):
-        raise DataError(f"{path}: expected a JSON object of splits, got {type(record).__name__}")
-    return record
 
 
 def split_classes_section(record: Optional[Mapping[str, Any]]) -> str:

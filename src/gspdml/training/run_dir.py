@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -31,7 +32,7 @@ from gspdml.config import RunConfig
 from gspdml.config.migration import read_run_config
 from gspdml.config.schema import plain
 from gspdml.data import DataSplits, build_data
-from gspdml.errors import ConfigError, DataError
+from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.models import Embedder, build_embedder
 from gspdml.models.backbones import BACKBONES
 from gspdml.pooling.base import LazyInitialised
@@ -142,3 +143,72 @@ def build_run_data(config: dict[str, Any]) -> DataSplits:
     if "dataset" not in data:
         raise ConfigError("data.dataset", "the run config names no dataset")
     return build_data(data["dataset"], seed=int(config.get("seed", 0)), field="data.dataset")
+
+
+#: what a damaged results.json's error tells the user to do
+RESULTS_FIX = (
+    "delete it and run the same command again (gspdml train: with --resume): the run's checkpoint "
+    "is evaluated again and the file written anew"
+)
+#: what a damaged data.json's error tells the user to do
+DATA_RECORD_FIX = (
+    "delete it (the run is then resumed without the data check and the file written anew), or "
+    "pass --allow-data-change"
+)
+
+
+def read_results(
+    run_dir: str | Path, required: Mapping[str, type | tuple[type, ...]] | None = None
+) -> dict[str, Any] | None:
+    """``RUN_DIR/results.json`` (None when absent), checked: a JSON object whose ``test``, when
+    present, is an object, and whose fields in ``required`` (name -> type) are there with that
+    type; anything else is a :class:`DataError` naming the file and :data:`RESULTS_FIX`."""
+    path = Path(run_dir) / RESULTS_FILE
+    if not path.is_file():
+        return None
+    try:
+        record = read_json_object(path)
+    except DataError as err:
+        raise DataError(f"{err}; {RESULTS_FIX}") from None
+    fields = {**({"test": dict} if "test" in record else {}), **(required or {})}
+    for name, kind in fields.items():
+        if name not in record:
+            raise DataError(f"{path}: field {name!r} is missing; {RESULTS_FIX}")
+        if not isinstance(record[name], kind) or isinstance(record[name], bool):
+            raise DataError(
+                f"{path}: field {name!r} is {json.dumps(record[name])[:80]}, not a "
+                f"{_kind_name(kind)}; {RESULTS_FIX}"
+            )
+    return record
+
+
+def read_data_record(run_dir: str | Path) -> dict[str, Any] | None:
+    """``RUN_DIR/data.json`` (:mod:`gspdml.training.data_fingerprint`; None when absent),
+    checked: an object of splits, each an object or null, whose ``class_names`` is a list of
+    strings or null; anything else is a :class:`DataError` naming the file and
+    :data:`DATA_RECORD_FIX`."""
+    path = Path(run_dir) / DATA_FILE
+    if not path.is_file():
+        return None
+    try:
+        record = read_json_object(path)
+    except DataError as err:
+        raise DataError(f"{err}; {DATA_RECORD_FIX}") from None
+    for split, value in record.items():
+        names = value.get("class_names") if isinstance(value, dict) else None
+        if value is not None and not isinstance(value, dict):
+            problem = f"split {split!r} is {json.dumps(value)[:80]}, not an object"
+        elif names is not None and not (
+            isinstance(names, list) and all(isinstance(name, str) for name in names)
+        ):
+            problem = f"{split}.class_names is not a list of names"
+        else:
+            continue
+        raise DataError(f"{path}: {problem}; {DATA_RECORD_FIX}")
+    return record
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {dict: "JSON object", int: "whole number", float: "number", str: "string", list: "list"}
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(names.get(k, k.__name__) for k in kinds)

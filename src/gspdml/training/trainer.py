@@ -44,7 +44,7 @@ from gspdml.config import RunConfig, dump_config, parse_yaml, validated
 from gspdml.data.eval_transform import run_eval_transform
 from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
 from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
-from gspdml.errors import ConfigError, GspdmlError, TrainingError
+from gspdml.errors import ConfigError, DataError, GspdmlError, TrainingError
 from gspdml.evaluation.selection import round_metrics, selection_key, selection_value
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 from gspdml.models.inference import autocast_context, embed, resolve_device, split_embeddings
@@ -73,10 +73,12 @@ from gspdml.training.run_dir import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
     DATA_FILE,
+    DATA_RECORD_FIX,
     METRICS_FILE,
     RESULTS_FILE,
     TENSORBOARD_DIR,
     WEIGHTS_FILE,
+    read_data_record,
     save_weights,
 )
 from gspdml.training.run_lock import FolderLock, check_unlocked
@@ -268,10 +270,16 @@ class Trainer:
     def _check_same_data(self) -> None:
         """``--resume`` on the data the run started on (``data.json``; a run written before the
         record existed is not checked)."""
-        saved_path = self.run_dir / DATA_FILE
-        if not saved_path.is_file():
+        saved = read_data_record(self.run_dir)
+        if saved is None:
             return
-        changes = differences(json.loads(saved_path.read_text()), self.data_record)
+        try:
+            changes = differences(saved, self.data_record)
+        except (AttributeError, KeyError, TypeError, ValueError) as err:  # a field of another type
+            raise DataError(
+                f"{self.run_dir / DATA_FILE}: not a data record gspdml wrote ({err}); "
+                f"{DATA_RECORD_FIX}"
+            ) from None
         if changes:
             raise ConfigError(
                 "--resume",

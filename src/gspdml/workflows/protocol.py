@@ -59,7 +59,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -71,13 +71,13 @@ from gspdml.data.splits import (
     fair_protocol_folds,
     tuning_protocol_folds,
 )
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, DataError
 from gspdml.evaluation.aggregate import TABLE_METRICS, fair_protocol_results
 from gspdml.evaluation.selection import POSTPROCESSED_PREFIX, round_metrics
 from gspdml.evaluation.service import EvalSpec, evaluate, with_postprocessed
 from gspdml.evaluation.statistics import mean_std
 from gspdml.output_files import atomic_write_text
-from gspdml.training.run_dir import RESULTS_FILE
+from gspdml.training.run_dir import RESULTS_FILE, RESULTS_FIX, read_results
 from gspdml.workflows.runner import PlannedRun, run_planned
 from gspdml.workflows.tables import (
     CONVENTIONAL_COLUMNS,
@@ -188,11 +188,7 @@ def run_protocol(
         result = _conventional_summary(runs, config.evaluation.metric)
         if protocol == "two_stage":
             result["stages"] = {
-                run.name: json.loads(
-                    (
-                        run.run_dir.parent / run.name.replace("trainval", "train") / RESULTS_FILE
-                    ).read_text()
-                )
+                run.name: read_results(run.run_dir.parent / run.name.replace("trainval", "train"))
                 for run in runs
             }
     write_results_table(
@@ -331,7 +327,7 @@ def _run_two_stage(
     status, second = {}, []
     for run in first:
         status[run.name] = _train_or_skip(run)
-        stage1 = json.loads((run.run_dir / RESULTS_FILE).read_text())
+        stage1 = _results(run, {"best_step": int, "lr_drop_steps": list})
         name = f"trainval-seed{run.seed}"
         ratio = _train_size(_conventional_config(config, run.seed)) / _train_size(run.config)
         second.append(
@@ -446,7 +442,7 @@ def _fair_summary(runs: list[ProtocolRun]) -> dict:
         train_embeddings=train,
     )
     names = {(run.fold, run.seed): run.name for run in runs}
-    steps = [json.loads((run.run_dir / RESULTS_FILE).read_text())["steps"] for run in runs]
+    steps = [_results(run, {"steps": int})["steps"] for run in runs]
     return {
         **result,
         "per_model": {names[key]: value for key, value in result["per_model"].items()},
@@ -516,7 +512,15 @@ def _tuning_summary(runs: list[ProtocolRun]) -> dict:
 
 def _test_results(runs: list[ProtocolRun]) -> dict:
     """Each model's test metrics, as its trainer recorded them (``results.json``)."""
-    return {run.name: json.loads((run.run_dir / RESULTS_FILE).read_text())["test"] for run in runs}
+    return {run.name: _results(run, {"test": dict})["test"] for run in runs}
+
+
+def _results(run: ProtocolRun, required: dict[str, type]) -> dict[str, Any]:
+    """A trained run's checked ``results.json`` (:func:`~gspdml.training.run_dir.read_results`)."""
+    results = read_results(run.run_dir, required)
+    if results is None:
+        raise DataError(f"{run.run_dir / RESULTS_FILE}: file not found; {RESULTS_FIX}")
+    return results
 
 
 def _split_summary(runs: list[ProtocolRun]) -> dict:

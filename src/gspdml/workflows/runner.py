@@ -20,7 +20,6 @@ whatever it holds (``gspdml demo --fresh``, sweeps, experiments run without ``--
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 import time
 from collections.abc import Iterable, Sequence
@@ -31,7 +30,7 @@ from typing import Any, Callable, Optional
 from gspdml.config import RunConfig, parse_yaml, validated
 from gspdml.errors import ConfigError
 from gspdml.training.config_changes import HARMLESS, config_differences
-from gspdml.training.run_dir import CHECKPOINT_FILE, CONFIG_FILE, RESULTS_FILE
+from gspdml.training.run_dir import CHECKPOINT_FILE, CONFIG_FILE, RESULTS_FILE, read_results
 
 STATUSES = ("trained", "resumed", "done")
 
@@ -103,7 +102,7 @@ def run_planned(
         shutil.rmtree(run.run_dir, ignore_errors=True)
     status = existing_status(run, hint)
     if status == "done":
-        return Outcome(run, status, json.loads((run.run_dir / RESULTS_FILE).read_text()), None)
+        return Outcome(run, status, read_results(run.run_dir) or {}, None)
     before_training(run)
     start = time.perf_counter()
     resumed = status == "resumed"
