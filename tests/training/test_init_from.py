@@ -109,3 +109,28 @@ def test_the_option_is_typed_and_documented():
     assert config.model.init_from == "runs/libc/seed{seed}"
     with pytest.raises(ConfigError, match="model.init_from"):
         load_config("demo-base", ["model.init_from=3"])
+
+
+def test_resume_needs_only_the_run_not_the_init_from_source(tmp_path):
+    """issue 39, defect 10: a run started with ``model.init_from`` resumes from its own
+    checkpoint after the source run was moved (before: refused until the source was put back),
+    and ends with the same results."""
+    import shutil
+
+    from gspdml.training import train
+    from tests.helpers.images import folder_config, image_folder
+
+    root = image_folder(tmp_path / "images", train={"a": 4, "b": 4}, test={"c": 3, "d": 3})
+    source = load_config(folder_config(root, tmp_path / "runs"))
+    train(source, tmp_path / "runs" / "source")
+    fields = folder_config(root, tmp_path / "runs")
+    fields["model"]["init_from"] = str(tmp_path / "runs" / "source")
+    fields["schedule"] = {"max_steps": 4}
+    fields["evaluation"]["every"] = 2
+    tuned = load_config(fields)
+    first = train(tuned, tmp_path / "runs" / "tuned")
+    shutil.move(tmp_path / "runs" / "source", tmp_path / "moved-away")
+    resumed = train(tuned, tmp_path / "runs" / "tuned", resume=True)
+    assert resumed["steps"] == first["steps"] == 4 and resumed["test"] == first["test"]
+    with pytest.raises(ConfigError, match=r"model\.init_from: .*source is not a directory"):
+        train(tuned, tmp_path / "runs" / "new")  # starting a run still needs the source

@@ -68,16 +68,18 @@ class RunParts:
         self.loss = as_metric_loss(self.loss)
 
 
-def build_run(config: RunConfig) -> RunParts:
+def build_run(config: RunConfig, *, resuming: bool = False) -> RunParts:
     """The parts a resolved config describes (module docstring), seeded by ``config.seed``.
     A recipe is pre-trained (on a cache miss) before the seeding: its training draws from the
-    same generators, and the run must start alike whether the weights were cached or not."""
+    same generators, and the run must start alike whether the weights were cached or not.
+    ``resuming``: the weights come from the run's own checkpoint, so ``model.init_from`` is not
+    read (the source run may have moved; a resume needs only the run)."""
     model_section = resolve_recipe_weights(config.model)
     seed_everything(config.seed)
     data = build_data(config.data.dataset, seed=config.seed)
     model = build_embedder(model_section, data.channels)
     notes = []
-    if config.model.init_from is not None:
+    if config.model.init_from is not None and not resuming:
         notes.append(initialise_from_run(model, config.model.init_from, config.seed).describe())
     loss = build_loss(
         config.loss, "loss", embedding_dim=model.embedding_dim, num_classes=data.num_classes

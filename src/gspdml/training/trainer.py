@@ -168,7 +168,7 @@ class Trainer:
         run_dir_changes(Path(run_dir), config, resume, allow_changes)
         if ddp.launched_rank() == 0:  # rank 0 alone takes the lock; the others would see it held
             check_unlocked(run_dir)  # before pre-training and data reading, which can take minutes
-        parts = build_run(config)
+        parts = build_run(config, resuming=resume)  # a resume has a checkpoint (checked above)
         parts.callbacks.update(callbacks or {})
         return cls(
             parts,
