@@ -20,6 +20,7 @@ import torch
 from PIL import Image
 
 from gspdml.errors import DataError, GspdmlError
+from gspdml.models.checkpoint_limits import check_torch_checkpoint
 
 Tokens = Union[torch.Tensor, Mapping[str, torch.Tensor]]
 
@@ -136,7 +137,10 @@ def load_state_dict_file(path: str | Path) -> dict[str, torch.Tensor]:
 
             state: Any = load_file(str(path))
         else:
+            check_torch_checkpoint(path)  # the memory it asks for, before anything is inflated
             state = torch.load(path, map_location="cpu", weights_only=True)
+    except DataError:
+        raise
     except Exception as error:
         raise DataError(
             f"{path}: cannot read weights ({type(error).__name__}: {error}); expected a state dict "

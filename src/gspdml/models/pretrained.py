@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from gspdml.errors import ConfigError, DataError
+from gspdml.models.checkpoint_limits import check_torch_checkpoint
 
 PretrainedSpec = Union[bool, str, os.PathLike, None]
 
@@ -100,7 +101,9 @@ def read_state_dict(
 ) -> dict[str, torch.Tensor]:
     """Read a checkpoint (``.safetensors`` or a torch pickle) as a flat ``{key: tensor}`` dict.
 
-    A pickle is read with ``torch.load(weights_only=True)``: tensors, containers and plain
+    A pickle is first checked for the memory it asks for
+    (:func:`gspdml.models.checkpoint_limits.check_torch_checkpoint`: a zip bomb, a storage or a
+    view larger than the file's records), then read with ``torch.load(weights_only=True)``: tensors, containers and plain
     values only, so a file whose pickle would run code is refused (a :class:`DataError` naming
     it). The one class allowed besides is ``argparse.Namespace``, the ``args`` that training
     scripts (timm's, DINO's) store beside the weights: it is rebuilt as a
@@ -115,17 +118,26 @@ def read_state_dict(
 
             state: Any = load_file(str(path))
         else:
+            check_torch_checkpoint(path)  # the memory it asks for, before anything is inflated
             with torch.serialization.safe_globals([(SavedArguments, "argparse.Namespace")]):
                 state = torch.load(path, map_location="cpu", weights_only=True)
+    except DataError:
+        raise
     except Exception as error:  # noqa: BLE001 - any reader failure is a bad file
         raise DataError(f"{path}: cannot read weights ({type(error).__name__}: {error})") from error
     for wrapper in wrappers:
         if isinstance(state, Mapping) and isinstance(state.get(wrapper), Mapping):
             state = state[wrapper]
-    if not isinstance(state, Mapping) or not all(
-        isinstance(v, torch.Tensor) for v in state.values()
-    ):
-        raise DataError(f"{path}: expected a mapping of parameter names to tensors")
+    if not isinstance(state, Mapping):
+        raise DataError(
+            f"{path}: expected a mapping of parameter names to tensors, got {type(state).__name__}"
+        )
+    for key, value in state.items():
+        if not isinstance(key, str) or not isinstance(value, torch.Tensor):
+            raise DataError(
+                f"{path}: expected a mapping of parameter names (strings) to tensors; entry "
+                f"{str(key)[:60]!r} is a {type(key).__name__} -> {type(value).__name__}"
+            )
     return {(k[len("module.") :] if k.startswith("module.") else k): v for k, v in state.items()}
 
 

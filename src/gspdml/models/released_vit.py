@@ -71,14 +71,29 @@ def vit_shape(state: Mapping[str, torch.Tensor], source: str) -> ViTShape:
             f"{source}: not a ViT checkpoint of the SimPool release (no {', '.join(absent)}; "
             f"keys such as {sorted(state)[:4]})"
         )
-    class_token = "cls_token" in state
+    weight = state["patch_embed.proj.weight"]
+    if weight.dim() != 4 or weight.shape[2] != weight.shape[3] or weight.shape[2] < 1:
+        raise DataError(
+            f"{source}: patch_embed.proj.weight has shape {list(weight.shape)}; a ViT's is "
+            "[width, channels, patch, patch]"
+        )
+    width, class_token = int(weight.shape[0]), "cls_token" in state
+    expected = {"pos_embed": "[1, positions, width]", "cls_token": "[1, 1, width]"}
+    for key, layout in expected.items():
+        tensor = state.get(key)
+        if tensor is not None and (
+            tensor.dim() != 3 or tensor.shape[0] != 1 or tensor.shape[2] != width
+        ):
+            raise DataError(
+                f"{source}: {key} has shape {list(tensor.shape)}; this ViT's ({width} channels) "
+                f"is {layout}"
+            )
     positions = state["pos_embed"].shape[1] - int(class_token)
-    grid = math.isqrt(positions)
-    if grid * grid != positions:
+    grid = math.isqrt(max(positions, 0))
+    if positions < 1 or grid * grid != positions:
         raise DataError(f"{source}: {positions} position embeddings are not a square grid")
     blocks = {int(m.group(1)) for key in state if (m := re.match(r"blocks\.(\d+)\.", key))}
-    weight = state["patch_embed.proj.weight"]
-    return ViTShape(int(weight.shape[0]), len(blocks), int(weight.shape[-1]), grid, class_token)
+    return ViTShape(width, len(blocks), int(weight.shape[-1]), grid, class_token)
 
 
 class PatchEmbed(nn.Module):
