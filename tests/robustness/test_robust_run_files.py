@@ -117,3 +117,18 @@ def test_a_metrics_record_without_a_step_is_named_with_its_line(tmp_path, step):
     path.write_text(json.dumps({"step": 0, "split": "train"}) + "\n" + json.dumps(record) + "\n")
     with pytest.raises(DataError, match=rf"{path}:2: every record has a step"):
         MetricsLog(path).read()
+
+
+def test_a_metrics_log_that_is_a_link_is_never_appended_through(tmp_path):
+    """issue 39, sibling of defect 1: a received run folder whose metrics.jsonl is a link."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's file\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").symlink_to(victim)
+    log = MetricsLog(tmp_path / "run" / "metrics.jsonl")
+    with pytest.raises(OutputError, match=r"metrics\.jsonl: it is a symbolic link"):
+        log.write({"step": 1, "split": "train", "loss": 0.5})
+    assert victim.read_text() == "the user's file\n"
+    log.truncate_after(-1)  # as a run starting in the folder does: the link is replaced
+    log.write({"step": 1, "split": "train", "loss": 0.5})
+    assert victim.read_text() == "the user's file\n" and len(log.read()) == 1

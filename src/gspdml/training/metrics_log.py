@@ -129,11 +129,16 @@ def _finite(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _append_whole(path: Path, data: bytes) -> None:
-    """Append ``data`` to ``path``; a failure cuts the file back to where it ended and raises
-    :class:`OutputError` naming it."""
+    """Append ``data`` to ``path`` (never through a symbolic link); a failure cuts the file back
+    to where it ended and raises :class:`OutputError` naming it."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     except OSError as exc:
+        if os.path.islink(path):  # a received run folder: never write through a link out of it
+            raise OutputError(
+                f"cannot append to {path}: it is a symbolic link; remove it (a run writes its "
+                "own metrics.jsonl)"
+            ) from None
         raise OutputError(f"cannot append to {path}: {exc.strerror or exc}") from exc
     try:
         end = os.lseek(fd, 0, os.SEEK_END)
