@@ -9,11 +9,14 @@ folder was called ``OUT.tmp`` with ``rmtree``.
 
 import os
 
+import pytest
 import torch
 
+from gspdml.errors import ConfigError
 from gspdml.evaluation import results as results_module
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.retrieval.bundle import write_bundle
+from gspdml.workflows.runner import PlannedRun, run_planned
 from tests.helpers.retrieval import write_run
 
 
@@ -52,3 +55,28 @@ def test_a_bundle_never_removes_a_folder_named_like_its_temporary(tmp_path):
     write_bundle(tmp_path / "run", tmp_path / "bundle")
     assert (mine / "notes.txt").read_text() == "kept\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "bundle.tmp", "run"]
+
+
+def test_bundle_overwrite_replaces_a_bundle_only(tmp_path):
+    """issue 39, sibling of defect 2: ``--overwrite`` never removes a folder of the user's."""
+    write_run(tmp_path / "run")
+    mine = tmp_path / "photos"
+    mine.mkdir()
+    (mine / "holiday.jpg").write_bytes(b"kept")
+    with pytest.raises(ConfigError, match=r"photos is not a gspdml bundle .*choose another --out"):
+        write_bundle(tmp_path / "run", mine, overwrite=True)
+    assert (mine / "holiday.jpg").read_bytes() == b"kept"
+    write_bundle(tmp_path / "run", tmp_path / "bundle")
+    write_bundle(tmp_path / "run", tmp_path / "bundle", overwrite=True)  # a bundle: replaced
+
+
+def test_a_fresh_run_never_deletes_a_folder_that_holds_no_run(tmp_path):
+    """issue 39, sibling of defect 2: ``fresh=True`` (``gspdml demo --fresh``) deletes a run's
+    folder, not a folder of the user's files that happens to have the run's name."""
+    config = write_run(tmp_path / "elsewhere")
+    mine = tmp_path / "run"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("kept\n")
+    with pytest.raises(ConfigError, match=r"run holds files but no gspdml run .*not deleted"):
+        run_planned(PlannedRun("run", config, mine), fresh=True)
+    assert (mine / "notes.txt").read_text() == "kept\n"

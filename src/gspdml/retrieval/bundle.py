@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 import warnings
@@ -62,7 +63,9 @@ from gspdml.training.run_dir import (
 from gspdml.version import __version__
 
 FORMAT = "gspdml-bundle"
-FILES = (WEIGHTS_FILE, CONFIG_FILE, "preprocessing.json", "README.md", "bundle.json")
+#: the file that marks a folder as a bundle
+BUNDLE_FILE = "bundle.json"
+FILES = (WEIGHTS_FILE, CONFIG_FILE, "preprocessing.json", "README.md", BUNDLE_FILE)
 
 
 def data_hash(config: dict[str, Any]) -> str:
@@ -180,6 +183,12 @@ def write_bundle(
     run_dir, out = Path(run_dir), Path(out)
     if out.exists() and not overwrite:
         raise ConfigError("--out", f"{out} already exists; pass --overwrite to replace it")
+    if os.path.lexists(out) and not _replaceable(out):
+        raise ConfigError(
+            "--out",
+            f"{out} is not a gspdml bundle (no {BUNDLE_FILE}); --overwrite replaces a bundle "
+            "folder only: choose another --out",
+        )
     check_writable_folder(out.parent)  # before the work: read-only, under a file, a full disk
     if weights not in WEIGHT_FILES:
         raise ConfigError(
@@ -217,6 +226,14 @@ def write_bundle(
     return out
 
 
+def _replaceable(out: Path) -> bool:
+    """Whether ``--overwrite`` may replace ``out``: a bundle folder (not a link) or an empty one;
+    never a file or a folder of the user's."""
+    if out.is_symlink() or not out.is_dir():
+        return False
+    return (out / BUNDLE_FILE).is_file() or not any(out.iterdir())
+
+
 def _fill(
     staging: Path,
     run_dir: Path,
@@ -238,7 +255,7 @@ def _fill(
     (staging / "README.md").write_text(
         _model_card(config, results, digest, weights, data_digest), encoding="utf-8"
     )
-    (staging / "bundle.json").write_text(
+    (staging / BUNDLE_FILE).write_text(
         json.dumps(
             {
                 "format": FORMAT,
@@ -294,7 +311,7 @@ def from_pretrained(
     missing = [name for name in FILES if not (folder / name).is_file()]
     if missing:
         raise DataError(f"{folder}: not a gspdml bundle (missing {', '.join(missing)})")
-    info = read_json_object(folder / "bundle.json")
+    info = read_json_object(folder / BUNDLE_FILE)
     if info.get("format") != FORMAT:
         raise DataError(
             f"{folder / 'bundle.json'}: not a gspdml bundle (format {info.get('format')!r})"

@@ -13,13 +13,15 @@ The reuse rule (every workflow follows it: protocols, sweeps, the demo, the expe
    ("resumed"; harmless differences are accepted and written to its ``config.yaml``);
 4. anything else (no directory, or one that never reached a checkpoint): it is trained ("trained").
 
-``fresh=True`` is the caller's explicit "retrain from scratch": the directory is deleted first,
-whatever it holds (``gspdml demo --fresh``, sweeps, experiments run without ``--reuse``).
+``fresh=True`` is the caller's explicit "retrain from scratch": the run's directory is deleted
+first (``gspdml demo --fresh``, sweeps, experiments run without ``--reuse``), when it is a run's
+folder (it holds a ``config.yaml``) or empty; a folder of other files, or a link, is refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import time
 from collections.abc import Iterable, Sequence
@@ -99,7 +101,7 @@ def run_planned(
     from gspdml.training import train
 
     if fresh:
-        shutil.rmtree(run.run_dir, ignore_errors=True)
+        _remove_run_dir(run.run_dir)
     status = existing_status(run, hint)
     if status == "done":
         return Outcome(run, status, read_results(run.run_dir) or {}, None)
@@ -108,6 +110,26 @@ def run_planned(
     resumed = status == "resumed"
     results = train(run.config, run.run_dir, resume=resumed, allow_changes=resumed)
     return Outcome(run, status, results, time.perf_counter() - start)
+
+
+def _remove_run_dir(run_dir: Path) -> None:
+    """Delete ``run_dir`` for a fresh run, when it is a gspdml run's folder (it holds a
+    ``config.yaml``) or empty; a folder of other files, or a link, is the user's: not deleted."""
+    if not os.path.lexists(run_dir):
+        return
+    if run_dir.is_symlink() or not run_dir.is_dir():
+        raise ConfigError(
+            "output_dir",
+            f"{run_dir} is a {'link' if run_dir.is_symlink() else 'file'}, not a run folder: "
+            "not deleted; move it or choose another --output-dir",
+        )
+    if not (run_dir / CONFIG_FILE).is_file() and any(run_dir.iterdir()):
+        raise ConfigError(
+            "output_dir",
+            f"{run_dir} holds files but no gspdml run ({CONFIG_FILE}): not deleted for a fresh "
+            "run; move them or choose another --output-dir",
+        )
+    shutil.rmtree(run_dir)
 
 
 def run_all(runs: Iterable[PlannedRun], *, fresh: bool = False, **options: Any) -> list[Outcome]:
