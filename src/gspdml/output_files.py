@@ -27,7 +27,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable, Union
+from typing import Callable, Iterable, Union
 
 from gspdml.errors import GspdmlError
 
@@ -74,6 +74,20 @@ def check_writable_file(path: PathLike) -> None:
     if path.is_dir():
         raise OutputError(f"cannot write {path}: it is a folder")
     check_writable_folder(path.parent)
+
+
+def refuse_linked_folders(folder: PathLike, names: Iterable[str]) -> None:
+    """Raise :class:`OutputError` when one of the sub-folders ``names`` of ``folder`` that a
+    writer fills is a symbolic link (a received run folder, an extracted archive): its files
+    would be written where the link points, outside ``folder``."""
+    for name in names:
+        path = Path(folder) / name
+        if path.is_symlink():
+            raise OutputError(
+                f"cannot write into {path}: {path} is a symbolic link (to {os.readlink(path)}); "
+                "gspdml never writes through a link out of the folder: replace it by the folder "
+                "it names (or remove it)"
+            )
 
 
 def _umask() -> int:

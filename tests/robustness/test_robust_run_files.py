@@ -13,7 +13,7 @@ import pytest
 from gspdml.config import load_config
 from gspdml.errors import DataError, GspdmlError
 from gspdml.output_files import OutputError
-from gspdml.training import Trainer
+from gspdml.training import Trainer, train
 from gspdml.training.callbacks import Callback
 from gspdml.training.metrics_log import MetricsLog
 from gspdml.training.run_dir import CHECKPOINT_FILE
@@ -132,3 +132,18 @@ def test_a_metrics_log_that_is_a_link_is_never_appended_through(tmp_path):
     log.truncate_after(-1)  # as a run starting in the folder does: the link is replaced
     log.write({"step": 1, "split": "train", "loss": 0.5})
     assert victim.read_text() == "the user's file\n" and len(log.read()) == 1
+
+
+def test_a_received_run_whose_checkpoints_folder_is_a_link_is_refused(run, tmp_path):
+    """issue 39, sibling of defect 1: ``--resume`` on a received run folder whose
+    ``checkpoints`` is a link would write the checkpoint into the folder it names."""
+    config, run_dir = run
+    outside = tmp_path / "outside"
+    shutil.move(run_dir / "checkpoints", outside)
+    (run_dir / "checkpoints").symlink_to(outside)
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+    with pytest.raises(
+        OutputError, match=r"checkpoints is a symbolic link .*replace it by the folder"
+    ):
+        train(config, run_dir, resume=True)
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == before

@@ -48,7 +48,12 @@ from gspdml.errors import ConfigError, DataError, GspdmlError, TrainingError
 from gspdml.evaluation.selection import round_metrics, selection_key, selection_value
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 from gspdml.models.inference import autocast_context, embed, resolve_device, split_embeddings
-from gspdml.output_files import atomic_write_text, check_writable_folder, remove_stale_temporaries
+from gspdml.output_files import (
+    atomic_write_text,
+    check_writable_folder,
+    refuse_linked_folders,
+    remove_stale_temporaries,
+)
 from gspdml.progress import say
 from gspdml.training import distributed as ddp
 from gspdml.training.baseline import BackboneGap, backbone_is_pretrained, comparison, worse_than
@@ -122,7 +127,9 @@ class Trainer:
     ) -> None:
         """The construction steps after the run directory is locked."""
         if self.is_main:  # the files a killed writer of this folder was writing
-            for folder in {self.run_dir, self.checkpoint_path.parent, self.best_path.parent}:
+            subfolders = {self.checkpoint_path.parent, self.best_path.parent}
+            refuse_linked_folders(self.run_dir, [TENSORBOARD_DIR, *(f.name for f in subfolders)])
+            for folder in {self.run_dir, *subfolders}:
                 remove_stale_temporaries(folder)
         self._take_parts(parts)
         self.data_record = fingerprint(self.data)
