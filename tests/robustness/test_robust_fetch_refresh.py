@@ -45,7 +45,12 @@ def _hidden(root: Path) -> list[str]:
     )
 
 
-def test_a_refetch_keeps_the_users_files_in_the_dataset_folder(server, tmp_path):
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "two-renames"])
+def test_a_refetch_keeps_the_users_files_in_the_dataset_folder(
+    server, tmp_path, monkeypatch, exchange
+):
+    if not exchange:  # a system without renameat2: the old folder is renamed aside first
+        monkeypatch.setattr("gspdml.output_files._exchange", lambda first, second: False)
     source = _source(server)
     assert fetch(source, tmp_path, progress=False) == 40
     (tmp_path / "Toy" / "my-notes.txt").write_text("which classes look odd\n")

@@ -126,6 +126,8 @@ def install(staging: Path, root: Path) -> None:
         previous = swap_folder(staging / name, root / name)
         if previous is not None:
             merge_replaced(previous, root / name)
+            if previous.parent != staging:  # set aside by two renames: its hidden folder
+                _remove_if_empty(previous.parent)
     (staging / SWAPPED_MARK).unlink()
 
 
