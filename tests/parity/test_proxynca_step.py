@@ -17,12 +17,13 @@ bad epochs), so the last step runs at a tenth of the rate. The 6 steps thus cove
 (backbone frozen, BatchNorm statistics updating), the switch to the main optimiser (a fresh Adam in
 the authors' code) and a schedule event.
 
-Tolerance: 1e-9 absolute on every parameter, buffer, loss and learning rate. Both sides compute in
-float64 (unit roundoff 1.1e-16), with different operation orders (the loss's distance and softmax,
-the pooling, the LayerNorm), so they differ by rounding, amplified by the proxies' learning rate
-(4e2) and Adam's division by ``sqrt(v) + 1``: about 1e-13 over the 6 steps. 1e-9 is four orders
-above that and five orders below the smallest recipe difference this test guards (Adam's beta2:
-0.09 in the proxies after 4 steps; the optimiser kept across the switch: up to 2.0).
+Tolerance: 1e-10 on every parameter, buffer, loss and learning rate, in units of each tensor's
+scale ``max(1, max |value|)``. Both sides compute in float64 (unit roundoff 1.1e-16), with
+different operation orders (the loss's distance and softmax, the pooling, the LayerNorm), so they
+differ by rounding: 3e-15 at most over the 6 steps (Intel Xeon Ice Lake, AVX-512). 1e-10 leaves
+four orders for other CPUs' rounding and is six orders below the smallest recipe difference this
+test guards (Adam's beta2 0.99 instead of 0.999: 5e-4 in the proxies after the second step; the
+optimiser kept across the switch, the warm-up rounds and the plateau count: 1 and more).
 """
 
 from __future__ import annotations
@@ -55,7 +56,11 @@ WARMUP_EPOCHS, MAIN_EPOCHS = 2, 4  # one batch per epoch
 PATIENCE = 1
 SCORES = [0.5, 0.50001, 0.50002, 0.50003]  # validation R@1 after each main epoch
 CLASSES, BATCH_CLASSES, PER_CLASS, IMAGE = 16, 4, 2, 32  # 16 proxies, batches of 4 x 2
-TOLERANCE = 1e-9
+TOLERANCE = 1e-10
+#: the residual branches' last BatchNorm scale starts at a tenth: at He initialisation with full
+#: branches a 50-layer ResNet with batch statistics of 8 images multiplies rounding differences by
+#: ~50 at every backbone step (chaotic), so the comparison would measure that, not the recipe
+RESIDUAL_SCALE = 0.1
 #: the authors' modules, imported from the vendored folder (and removed again after the test)
 VENDORED = ("loss", "networks", "similarity", "utils")
 
@@ -133,6 +138,10 @@ def gspdml_run(tmp_path: Path):
     )
     torch.manual_seed(0)
     model = build_embedder(config.model.to_dict(), 3).double()
+    with torch.no_grad():
+        for name, param in model.backbone.named_parameters():
+            if name.endswith("bn3.weight"):
+                param.mul_(RESIDUAL_SCALE)
     loss = build_loss(
         config.loss, "loss", embedding_dim=config.model.embedding_dim, num_classes=CLASSES
     ).double()
@@ -260,16 +269,24 @@ def float64():
     torch.set_default_dtype(previous)
 
 
+def relative_difference(ours: torch.Tensor, theirs: torch.Tensor) -> float:
+    """``max |ours - theirs|`` over the tensor, in units of its scale ``max(1, max |theirs|)``
+    (BatchNorm's running variances of a randomly initialised ResNet-50 reach 1e3)."""
+    scale = max(1.0, float(theirs.double().abs().max()))
+    return float((ours.double() - theirs.double()).abs().max()) / scale
+
+
 def differences(ours: list[dict], theirs: list[dict]) -> list[dict[str, float]]:
     """Per step: the largest absolute difference of each compared quantity."""
     assert len(ours) == len(theirs) == WARMUP_EPOCHS + MAIN_EPOCHS
     out = []
     for a, b in zip(ours, theirs):
         assert a.keys() == b.keys()
-        out.append({k: float((a[k].double() - b[k].double()).abs().max()) for k in a})
+        out.append({k: relative_difference(a[k], b[k]) for k in a})
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.numerics
 def test_proxynca_cub_steps_equal_the_authors_code(tmp_path, monkeypatch, float64):
     # writing a 25M-parameter float64 checkpoint at every round does not change the steps
