@@ -266,13 +266,18 @@ def test_protocol_errors_name_the_problem(tmp_path):
 
 
 def test_two_stage_protocol_replays_the_train_stage_drops_and_length(tmp_path):
-    """ProxyNCA++'s train -> trainval: stage 2 runs on all training classes for the stage-1 best
-    step, with the rate cut by the plateau factor at each stage-1 drop before that step."""
+    """ProxyNCA++'s train -> trainval (train.py --mode train, then --mode trainval): stage 2 runs
+    on all training classes, warms up for as many epochs as stage 1, trains the main epochs up to
+    the stage-1 best one and cuts the rate by the plateau factor one epoch after each epoch that
+    stage 1 ran at a dropped rate (MultiStepLR.step(e) at the end of epoch e). An epoch is one
+    validation round (evaluation.every) of stage 1 and twice that in stage 2 (twice the images)."""
     config = load_config(
         tiny_config(tmp_path),
         [
             "schedule.max_steps=12",
+            "schedule.warmup_steps=2",
             "evaluation.every=1",
+            "evaluation.during_warmup=false",
             "schedule.plateau={factor: 0.1, patience: 1, min_lr: 1.0e-9}",
         ],
     )
@@ -280,11 +285,17 @@ def test_two_stage_protocol_replays_the_train_stage_drops_and_length(tmp_path):
     root = tmp_path / "runs" / "tiny"
     stage1 = json.loads((root / "train-seed0" / "results.json").read_text())
     stage2 = yaml.safe_load((root / "trainval-seed0" / "config.yaml").read_text())
-    assert stage1["lr_drop_steps"]  # patience 1 over 12 evaluations: the rate drops
-    ratio = 8 / 4  # 8 training classes of 4 images each; stage 1 trains on the first 4 classes
-    length = max(round(stage1["best_step"] * ratio), 1)
-    expected = [round(s * ratio) for s in stage1["lr_drop_steps"] if 1 <= round(s * ratio) < length]
+    assert stage1["lr_drop_steps"]  # patience 1 over 10 evaluations: the rate drops
+    assert min(stage1["lr_drop_steps"]) > 2  # no round in the warm-up
+    # 8 training classes of 4 images each; stage 1 trains on the first 4: stage-2 epochs are 2 steps
+    best_epochs = stage1["best_step"] - 2  # main epochs up to and with the best
+    length = 2 * 2 + 2 * best_epochs
+    # stage 1 ran main epoch m = step - 2 at the dropped rate first; stage 2 drops after epoch m
+    expected = [2 * 2 + 2 * (s - 2 + 1) for s in stage1["lr_drop_steps"]]
+    expected = [m for m in expected if m < length]
     assert stage2["schedule"]["max_steps"] == length
+    assert stage2["schedule"]["warmup_steps"] == 2 * 2
+    assert stage2["schedule"]["fresh_optimizer_after_warmup"] is False  # as the config says
     assert stage2["schedule"]["plateau"] is None
     assert stage2["schedule"]["step_decay"] == (
         {"milestones": expected, "factor": 0.1} if expected else None

@@ -194,8 +194,25 @@ class Plateau(Section):
     factor: float = option(
         0.5, "learning-rate factor at a plateau", minimum=0, exclusive=True, below=1
     )
-    patience: int = option(4, "validation rounds without improvement before a drop", minimum=1)
+    patience: int = option(
+        4,
+        "rounds without improvement before a drop (keras: the patience-th; torch: the one after)",
+        minimum=1,
+    )
     min_lr: float = option(1.0e-6, "the learning rate does not drop below this", minimum=0)
+    convention: Literal["keras", "torch"] = option(
+        "keras",
+        "keras: tf.keras ReduceLROnPlateau (drop at `patience` bad rounds, a round improves by "
+        "more than `threshold`); torch: torch's ReduceLROnPlateau (drop after more than "
+        "`patience` bad rounds, a round improves by more than `threshold` x best)",
+        noun="convention",
+    )
+    threshold: float = option(
+        0.0,
+        "the improvement a round needs: absolute (keras' min_delta) or relative (torch's "
+        "threshold, 1e-4 in torch)",
+        minimum=0,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,6 +236,11 @@ class StepDecay(Section):
 class ScheduleConfig(Section):
     max_steps: int = option(2000, "training steps", minimum=1)
     warmup_steps: int = option(0, "steps with the backbone frozen at the start", minimum=0)
+    fresh_optimizer_after_warmup: bool = option(
+        False,
+        "start the optimiser afresh (moments and step counts reset) when the warm-up ends, "
+        "as ProxyNCA++'s train.py does (its opt_warmup, then opt)",
+    )
     plateau: Optional[Plateau] = option(None, "reduce the learning rate on a validation plateau")
     step_decay: Optional[StepDecay] = option(None, "reduce the learning rate at fixed steps")
 
@@ -239,6 +261,11 @@ class EvaluationConfig(Section):
         15, "rounds without improvement before early stopping (null: never)", minimum=1
     )
     restore_best: bool = option(True, "end with the weights of the best round")
+    during_warmup: bool = option(
+        True,
+        "validation rounds (selection, patience, plateau) during the warm-up; false: the first "
+        "round is `every` steps after it (ProxyNCA++'s train.py)",
+    )
     recall_at: tuple[int, ...] = option((1, 2, 4, 8), "the K of Recall@K", minimum=1)
     postprocess: tuple[Union[str, dict[str, Any]], ...] = option(
         (),

@@ -93,9 +93,26 @@ def build_optimizer(
 
 
 class PlateauSchedule:
-    """Multiply every group's learning rate by ``factor`` after ``patience`` evaluation rounds
-    without improvement of the monitored metric (higher is better); the base learning rate
-    ``base_lr`` never drops below ``min_lr`` (groups keep their multipliers)."""
+    """Reduce-on-plateau for a metric where higher is better, by one of two conventions.
+
+    ``convention="torch"`` is ``torch.optim.lr_scheduler.ReduceLROnPlateau(mode="max",
+    threshold_mode="rel", cooldown=0)`` (what ProxyNCA++'s ``train.py`` runs): a round improves
+    when ``metric > best * (1 + threshold)`` (torch's default ``threshold`` 1e-4), and the rate
+    drops when *more than* ``patience`` rounds in a row did not improve; each group's rate becomes
+    ``max(lr * factor, min_lr_g)`` and changes only when it falls by more than 1e-8 (torch's
+    ``eps``). ``convention="keras"`` is ``tf.keras.callbacks.ReduceLROnPlateau(mode="max",
+    cooldown=0)`` (the GSP and CCP authors' TF framework): a round improves when ``metric > best +
+    threshold`` (keras' ``min_delta``), and the rate drops at the ``patience``-th round in a row
+    without improvement. After a drop the count starts again (both).
+
+    The floor ``min_lr`` is of the base learning rate ``base_lr``: group ``g`` stops at
+    ``min_lr * initial_lr_g / base_lr``, so the groups keep their multipliers (with ``min_lr`` 0,
+    as ProxyNCA++, torch's floor exactly). ``drops`` lists the training steps at which a rate
+    dropped. ``tests/training/test_plateau_schedule.py`` checks both conventions against torch's
+    scheduler and a transcription of keras' rule.
+    """
+
+    EPS = 1e-8  #: torch's ReduceLROnPlateau eps: smaller changes of a rate are skipped
 
     def __init__(
         self,
@@ -104,38 +121,45 @@ class PlateauSchedule:
         factor: float = 0.5,
         patience: int = 4,
         min_lr: float = 1e-6,
+        convention: str = "keras",
+        threshold: float = 0.0,
     ):
         self.optimizer, self.base_lr = optimizer, base_lr
         self.factor, self.patience, self.min_lr = factor, patience, min_lr
-        self.scale, self.best, self.bad_rounds = 1.0, float("-inf"), 0
+        self.convention, self.threshold = convention, threshold
+        self.best, self.bad_rounds = float("-inf"), 0
         self.drops: list[int] = []  # training steps at which the rate was reduced
 
+    def improves(self, metric: float) -> bool:
+        if self.convention == "torch":
+            return metric > self.best * (1.0 + self.threshold)
+        return metric > self.best + self.threshold
+
     def step(self, metric: float, at_step: int = 0) -> None:
-        if metric > self.best:
+        if self.improves(metric):
             self.best, self.bad_rounds = metric, 0
             return
         self.bad_rounds += 1
-        if self.bad_rounds >= self.patience:
-            self.scale = max(self.scale * self.factor, min(self.scale, self.min_lr / self.base_lr))
-            self.bad_rounds = 0
+        limit = self.patience + 1 if self.convention == "torch" else self.patience
+        if self.bad_rounds < limit:
+            return
+        self.bad_rounds = 0
+        changed = False
+        for group in self.optimizer.param_groups:
+            floor = self.min_lr * group["initial_lr"] / self.base_lr
+            new = max(group["lr"] * self.factor, floor)
+            if group["lr"] - new > (self.EPS if self.convention == "torch" else 0.0):
+                group["lr"], changed = new, True
+        if changed:
             self.drops.append(int(at_step))
-            for group in self.optimizer.param_groups:
-                group["lr"] = group["initial_lr"] * self.scale
 
     def state_dict(self) -> dict:
-        return {
-            "scale": self.scale,
-            "best": self.best,
-            "bad_rounds": self.bad_rounds,
-            "drops": list(self.drops),
-        }
+        return {"best": self.best, "bad_rounds": self.bad_rounds, "drops": list(self.drops)}
 
     def load_state_dict(self, state: Mapping) -> None:
-        self.scale, self.best, self.bad_rounds = (
-            float(state["scale"]),
-            float(state["best"]),
-            int(state["bad_rounds"]),
-        )
+        """The counters (the rates are the optimiser's state); a checkpoint of an earlier
+        gspdml also holds its ``scale``, which the restored optimiser groups already carry."""
+        self.best, self.bad_rounds = float(state["best"]), int(state["bad_rounds"])
         self.drops = [int(s) for s in state.get("drops", [])]
 
 

@@ -151,7 +151,7 @@ class Trainer:
         if resume:
             self._restore(load_state(self.checkpoint_path)[0])
         data, ev = self.config.data, self.config.evaluation
-        first = min(ev.every, self.config.schedule.max_steps) - self.step
+        first = min(self._rounds_start() + ev.every, self.config.schedule.max_steps) - self.step
         batch = self.classes_per_batch * data.samples_per_class
         check_lazy_initialisation(self.model, first, batch)
         if self.is_main:
@@ -431,7 +431,7 @@ class Trainer:
         """Train until ``schedule.max_steps`` or early stopping; then restore the best weights,
         save them and evaluate the test split. Returns the content of ``results.json``."""
         cfg = self.config
-        max_steps, every = cfg.schedule.max_steps, cfg.evaluation.every
+        max_steps = cfg.schedule.max_steps
         for callback in self.callbacks.values():
             callback.on_train_start(self)
         checkpoint_every = cfg.trainer.checkpoint_every
@@ -456,7 +456,7 @@ class Trainer:
                         bar.set_postfix(
                             loss=f"{self.last_loss:.4f}", best=f"{self.best_metric:.4f}"
                         )
-                        if self.step % every == 0 or self.step >= max_steps:
+                        if self._round_due():
                             self._validation_round()
                         elif (
                             checkpoint_every and self.step % checkpoint_every == 0 and self.is_main
@@ -476,6 +476,30 @@ class Trainer:
             self._release_lock()
             if self.dist:
                 self.dist.close()
+
+    def _rounds_start(self) -> int:
+        """The step validation rounds count from: 0, or the end of the warm-up when
+        ``evaluation.during_warmup`` is false (ProxyNCA++'s train.py validates after each main
+        epoch only: no selection, bad-round count or plateau in the warm-up)."""
+        sched = self.config.schedule
+        return 0 if self.config.evaluation.during_warmup else sched.warmup_steps
+
+    def _round_due(self) -> bool:
+        """A validation round after this step: every ``evaluation.every`` steps from
+        :meth:`_rounds_start`, and after the last step."""
+        start, every = self._rounds_start(), self.config.evaluation.every
+        if self.step >= self.config.schedule.max_steps:
+            return True
+        return self.step > start and (self.step - start) % every == 0
+
+    def _start_main_phase(self) -> None:
+        """``schedule.fresh_optimizer_after_warmup``: before the first step after the warm-up the
+        optimiser forgets its moments and step counts, as ProxyNCA++'s train.py, which warms up
+        with one Adam (``opt_warmup``) and trains with a new one (``opt``); the groups keep their
+        learning rates. A run resumed at this step resets here too."""
+        sched = self.config.schedule
+        if sched.fresh_optimizer_after_warmup and self.step == sched.warmup_steps > 0:
+            self.optimizer.state.clear()
 
     def _release_lock(self) -> None:
         if self._lock is not None:
@@ -523,6 +547,7 @@ class Trainer:
         cfg = self.config
         self.model.train()
         self.loss.train()
+        self._start_main_phase()
         if cfg.schedule.warmup_steps:
             self._freeze_backbone(self.step < cfg.schedule.warmup_steps)
         images, labels = (

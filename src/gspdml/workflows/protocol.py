@@ -24,10 +24,11 @@ The config describes one model; the protocol owns the fields that tell the model
   ``--mode trainval``): per seed, stage 1 trains on the first half of the training classes and
   validates on the second half (``val_fold: 0, num_folds: 2``) with the config's reduce-on-plateau
   schedule, recording the steps of its learning-rate drops and its best step; stage 2 retrains
-  from scratch on all training classes with the rate dropped by the plateau factor at the same
-  *epochs* (``schedule.step_decay.milestones``: the stage-1 steps times the ratio of the two
-  training-set sizes), stops at the best epoch, keeps its last weights and is evaluated on the
-  test split. Reported like ``conventional`` over the stage-2 models.
+  from scratch on all training classes, warms up for as many epochs as stage 1, drops the rate
+  by the plateau factor one epoch after each epoch at which stage 1's rate dropped (the code's
+  ``MultiStepLR.step(e)``; ``schedule.step_decay.milestones``: stage-1 steps times the ratio of
+  the two training-set sizes), stops at the best epoch, keeps its last weights and is evaluated
+  on the test split. Reported like ``conventional`` over the stage-2 models.
 - ``split`` (the GSP paper's Cifar Collage, supplement §2.2: a dataset that comes with its own
   validation classes, disjoint from the training and test classes): one model per seed on the
   dataset's own splits, selected on its validation split (``evaluation.split: val``) and
@@ -302,20 +303,40 @@ SEED_MODELS = {
 
 
 def _trainval_stage_config(config: RunConfig, seed: int, stage1: dict, ratio: float) -> RunConfig:
-    """Stage 2 of ``two_stage``: all training classes, the stage-1 drops as milestones and the
-    stage-1 best step as the length, both scaled by ``ratio`` (training images of stage 2 over
-    stage 1, so that epochs line up), no selection (the last weights are the model)."""
+    """Stage 2 of ``two_stage`` as ProxyNCA++'s ``train.py --mode trainval`` runs it: all
+    training classes; a warm-up of as many *epochs* as stage 1's (its steps times ``ratio``, the
+    training images of stage 2 over stage 1); then the main epochs up to stage 1's best one (its
+    ``break`` at ``best_epoch``), with no selection (the last weights are the model); the rate
+    cut by the plateau factor one epoch after each epoch at which stage 1's rate dropped:
+    ``MultiStepLR(milestones=lr_steps).step(e)`` at the end of epoch ``e`` sets the rate of epoch
+    ``e + 1`` from the milestones up to ``e``, where stage 1 ran epoch ``e`` at the dropped rate.
+    An epoch is one validation round (``evaluation.every``: the code validates after every
+    epoch)."""
     run = _conventional_config(config, seed)
-    length = max(round(int(stage1["best_step"]) * ratio), 1)
-    drops = [round(int(s) * ratio) for s in stage1["lr_drop_steps"]]
+    warmup, every = config.schedule.warmup_steps, config.evaluation.every
+
+    def stage2_step(step: int) -> int:  # warm-up steps and main steps scale alike, apart
+        if step <= warmup:
+            return round(step * ratio)
+        return round(warmup * ratio) + round((step - warmup) * ratio)
+
+    length = max(stage2_step(int(stage1["best_step"])), 1)
+    drops = [stage2_step(int(s) + every) for s in stage1["lr_drop_steps"]]
     drops = [s for s in drops if 1 <= s < length]
     decay = (
         StepDecay(factor=config.schedule.plateau.factor, milestones=tuple(drops)) if drops else None
     )
+    schedule = replace(
+        run.schedule,
+        plateau=None,
+        max_steps=length,
+        warmup_steps=min(stage2_step(warmup), length),
+        step_decay=decay,
+    )
     return replace(
         run,
         name=f"{config.name}-trainval-seed{seed}",
-        schedule=replace(run.schedule, plateau=None, max_steps=length, step_decay=decay),
+        schedule=schedule,
         evaluation=replace(run.evaluation, patience=None, restore_best=False),
     )
 
