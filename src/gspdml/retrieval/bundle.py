@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import warnings
 from dataclasses import dataclass
@@ -60,7 +61,8 @@ FILES = (WEIGHTS_FILE, CONFIG_FILE, "preprocessing.json", "README.md", "bundle.j
 
 
 def data_hash(config: dict[str, Any]) -> str:
-    """``sha256:<hex>`` over the labels (and file names, where the dataset has them) of every
+    """``sha256:<hex>`` over the labels (and file names, as the bytes the file system holds, so a
+    name that is not UTF-8 is hashed too, where the dataset has them) of every
     split of the run's dataset, in order: it changes when the data or the split changes. The
     reader's warnings (skipped files), shown when the run trained, are not repeated."""
     with warnings.catch_warnings():
@@ -78,7 +80,7 @@ def data_hash(config: dict[str, Any]) -> str:
         digest.update(name.encode())
         digest.update(torch.as_tensor(dataset.labels).to(torch.int64).numpy().tobytes())
         for path in getattr(dataset, "paths", None) or ():
-            digest.update(Path(path).name.encode() + b"\0")
+            digest.update(os.fsencode(Path(path).name) + b"\0")  # as bytes: any file name
     return "sha256:" + digest.hexdigest()
 
 
