@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gspdml.errors import ConfigError, GspdmlError
+from gspdml.errors import ConfigError, GspdmlError, printable
 
 
 def _resume_command(args: argparse.Namespace) -> str:
@@ -121,21 +121,19 @@ def _evaluation_images(args: argparse.Namespace) -> dict[str, str]:
     return {k: str(v) for k, v in given.items()}
 
 
-def _image_split(config: Any, model: Any, images: dict[str, str]) -> tuple[Any, dict[str, str]]:
+def _image_split(config: Any, model: Any, images: dict[str, str]) -> tuple[Any, dict[str, Any]]:
     """The evaluation split of labelled folders or CSV lists, decoded with the run's recorded
-    evaluation transform (as ``gspdml index`` decodes them), and the report's header."""
+    evaluation transform (as ``gspdml index`` decodes them), and the report's header
+    (:func:`gspdml.retrieval.sources.evaluation_images`: what was done with repeated images)."""
     from gspdml.retrieval.encoder import image_channels
     from gspdml.retrieval.preprocessing import eval_transform_from_config
-    from gspdml.retrieval.sources import labelled_source, labelled_split
+    from gspdml.retrieval.sources import evaluation_images
 
     transform = eval_transform_from_config(config, image_channels(model))
-    sources = {name: labelled_source(path, transform) for name, path in images.items()}
-    for source in sources.values():
-        for path in source.skipped:
-            print(f"gspdml: skipped hidden or system entry {path}", file=sys.stderr)
-    if "images" in sources:
-        return labelled_split(sources["images"]), {"images": images["images"]}
-    return labelled_split(sources["query"], sources["gallery"]), dict(images)
+    split, report, notes = evaluation_images(images, transform)
+    for note in notes:
+        print(f"gspdml: {printable(note)}", file=sys.stderr)
+    return split, {**images, **report}
 
 
 def _cmd_config(args: argparse.Namespace) -> int:

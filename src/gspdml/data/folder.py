@@ -18,6 +18,7 @@ retrieval of unseen classes needs class-disjoint splits.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -146,7 +147,8 @@ def read_csv_rows(
 ) -> dict[str, tuple[list[str], list[str]]]:
     """The rows of a CSV list of images (columns path,label[,split], see
     :mod:`gspdml.data.folder`) as ``{split: (paths, label names)}``, split ``"all"`` when the file
-    has no split column; relative paths are joined to ``root`` (default: the CSV's folder)."""
+    has no split column; relative paths are joined to ``root`` (default: the CSV's folder). A
+    path listed twice is a DataError naming both lines."""
     csv_path = Path(path).expanduser()
     if not csv_path.is_file():
         raise DataError(f"{csv_path}: CSV file not found")
@@ -159,6 +161,7 @@ def read_csv_rows(
             f"{csv_path}:1: the header must name the columns path,label[,split], got {header}"
         )
     has_split = "split" in header
+    lines: dict[str, int] = {}  # each path's line
     for line, record in records[1:]:
         row = dict(zip(header, record))
         file_name, label = (row.get("path") or "").strip(), (row.get("label") or "").strip()
@@ -170,8 +173,15 @@ def read_csv_rows(
             raise DataError(
                 f"{csv_path}:{line}: unknown split {row.get('split')!r}; allowed: {', '.join(SPLIT_NAMES)}"
             )
+        path, key = str(base / file_name), os.path.normpath(base / file_name)
+        if key in lines:
+            raise DataError(
+                f"{csv_path}:{line}: {file_name} is listed again (first on line {lines[key]}); "
+                "an image listed twice would be its own nearest neighbour: remove the repeat"
+            )
+        lines[key] = line
         paths, labels = parts.setdefault(split, ([], []))
-        paths.append(str(base / file_name))
+        paths.append(path)
         labels.append(label)
     if not parts:
         raise DataError(f"{csv_path}: no rows")
