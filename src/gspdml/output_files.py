@@ -11,18 +11,22 @@
   while writing leaves only the temporary file, which :func:`remove_stale_temporaries` removes
   (the writer of a folder calls it while it holds the folder's lock);
 * :func:`replace_folder`: a folder built beside its target takes the target's place; the
-  previous folder is moved aside first and removed only once the new one is in place.
+  previous folder is moved aside first and removed only once the new one is in place;
+* :func:`json_text`: the JSON every file and printout is written as, valid for any parser
+  (RFC 8259 has no NaN or Infinity token: a non-finite number is written as ``null``).
 """
 
 from __future__ import annotations
 
 import errno
+import json
+import math
 import os
 import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 from gspdml.errors import GspdmlError
 
@@ -111,6 +115,23 @@ def atomic_write(path: PathLike, write: Callable[[str], object]) -> None:
 def atomic_write_text(path: PathLike, text: str) -> None:
     """Write a text file atomically (configs, results, reports)."""
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def json_text(value: Any, indent: int | None = None, sort_keys: bool = False) -> str:
+    """``value`` as standard JSON: a non-finite float (NaN, +-inf) anywhere in it is written
+    as ``null``, the one JSON value for "no number" (Python's ``json`` would write the
+    non-standard tokens ``NaN`` / ``Infinity`` that other parsers refuse)."""
+    return json.dumps(_finite(value), indent=indent, sort_keys=sort_keys, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def atomic_write_bytes(path: PathLike, data: bytes) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score
 
+from gspdml.cli import main
 from gspdml.errors import ConfigError, DataError
 from gspdml.retrieval.encoder import Encoder
 from tests.helpers.retrieval import run_cli, write_image_folder, write_run
@@ -170,3 +171,30 @@ def test_an_image_listed_twice_is_evaluated_once_or_refused(tmp_path, run_dir, c
     shutil.move(tmp_path / "shop" / "red" / "copy.png", tmp_path / "shop" / "grey_a" / "copy.png")
     with pytest.raises(DataError, match="is the same image as .*an image has one class"):
         run_cli("evaluate", run_dir, "--no-progress", "--images", tmp_path / "shop")
+
+
+def test_images_without_a_second_image_of_any_class_are_an_error_not_nan(tmp_path, run_dir, capsys):
+    """Every class one image: ``evaluate`` printed ``NaN`` metrics (not JSON) with exit 0 and
+    ``num_queries: 0`` (issue 39 #8)."""
+    write_image_folder(tmp_path / "lone", CLASSES, per_class=1)
+    with pytest.raises(DataError, match="no query to score: no class has two of the images"):
+        run_cli("evaluate", run_dir, "--no-progress", "--images", tmp_path / "lone")
+    write_image_folder(tmp_path / "other", ("blue", "green"), per_class=2)
+    assert (
+        main(
+            [
+                "evaluate",
+                str(run_dir),
+                "--no-progress",
+                "--query",
+                str(tmp_path / "lone"),
+                "--gallery",
+                str(tmp_path / "other"),
+            ]
+        )
+        == 2
+    )
+    out, err = capsys.readouterr()
+    assert (
+        out == "" and "gspdml: error: no query to score: no query's class is in the gallery" in err
+    )

@@ -34,7 +34,6 @@ default (``--ap``): the Radenović trapezoid for FreeDom, the standard AP for We
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -60,6 +59,7 @@ from gspdml.cir.vl_model import VisionLanguageEncoder
 from gspdml.cir.weicom import default_lambda
 from gspdml.data.textfiles import read_csv_records
 from gspdml.errors import ConfigError, DataError
+from gspdml.output_files import json_text
 
 
 def _read_csv(path: str, required: Sequence[str]) -> list[dict]:
@@ -226,7 +226,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     report = _report(args, method, model, protocol, result, has_positives, images)
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json_text(report, indent=2))
     else:
         _print_text(report, args.show)
     return 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import shlex
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gspdml.errors import ConfigError, GspdmlError, printable
+from gspdml.output_files import json_text
 
 
 def _resume_command(args: argparse.Namespace) -> str:
@@ -56,7 +56,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"gspdml: {stop}; continue with:\n  {_resume_command(args)}", file=sys.stderr)
         return 130
     if os.environ.get("RANK", "0") == "0":  # one printout under torchrun
-        print(json.dumps(results, indent=2))
+        print(json_text(results, indent=2))
     return 0
 
 
@@ -99,7 +99,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     header = {"run": str(args.run_dir), **header, "weights": args.weights}
-    print(json.dumps({**header, **report.metrics}, indent=2))
+    print(json_text({**header, **report.metrics}, indent=2))
     return 0
 
 

@@ -42,7 +42,7 @@ from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.evaluation.baseline_rows import baseline_rows
 from gspdml.models import Embedder
-from gspdml.output_files import check_writable_folder, output_error, replace_folder
+from gspdml.output_files import check_writable_folder, json_text, output_error, replace_folder
 from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
 from gspdml.training.run_dir import (
     CONFIG_FILE,
@@ -229,13 +229,13 @@ def _fill(
     shutil.copyfile(run_dir / CONFIG_FILE, staging / CONFIG_FILE)
     preprocessing = {**transform.describe(), "decoding": DECODING}
     (staging / "preprocessing.json").write_text(
-        json.dumps(preprocessing, indent=1), encoding="utf-8"
+        json_text(preprocessing, indent=1), encoding="utf-8"
     )
     (staging / "README.md").write_text(
         _model_card(config, results, digest, weights, data_digest), encoding="utf-8"
     )
     (staging / "bundle.json").write_text(
-        json.dumps(
+        json_text(
             {
                 "format": FORMAT,
                 "version": 1,

@@ -43,12 +43,22 @@ from gspdml.compat.hardware import resolve_precision
 from gspdml.config import RunConfig, dump_config, parse_yaml, validated
 from gspdml.data.eval_transform import run_eval_transform
 from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
-from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
+from gspdml.data.summary import (
+    describe_splits,
+    image_size_note,
+    ranking_problem,
+    scorable_queries,
+)
 from gspdml.errors import ConfigError, GspdmlError, TrainingError
 from gspdml.evaluation.selection import round_metrics, selection_key, selection_value
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 from gspdml.models.inference import autocast_context, embed, resolve_device, split_embeddings
-from gspdml.output_files import atomic_write_text, check_writable_folder, remove_stale_temporaries
+from gspdml.output_files import (
+    atomic_write_text,
+    check_writable_folder,
+    json_text,
+    remove_stale_temporaries,
+)
 from gspdml.training import distributed as ddp
 from gspdml.training.baseline import BackboneGap, backbone_is_pretrained, comparison, worse_than
 from gspdml.training.callbacks import Callback
@@ -207,6 +217,7 @@ class Trainer:
 
     def _check_parts(self) -> None:
         """Everything the parts declare, against the config, once before step 1."""
+        self._check_splits_score()
         self.selects = self._check_selection_split()
         check_loss_declarations(self.loss, self.model, self.config.data)
         check_warmup(self.model, self.config.schedule.warmup_steps)
@@ -257,7 +268,7 @@ class Trainer:
         if not resume or changed:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.run_dir / CONFIG_FILE, dump_config(self.config))
-        atomic_write_text(self.run_dir / DATA_FILE, json.dumps(self.data_record, indent=1))
+        atomic_write_text(self.run_dir / DATA_FILE, json_text(self.data_record, indent=1))
         self.log.truncate_after(self.step if resume else -1)
         if self.tensorboard:
             self.log.open_tensorboard(self.step if resume else -1)
@@ -278,6 +289,20 @@ class Trainer:
                 "the data it trained on, start a new run, or pass --allow-data-change to continue "
                 "on this data",
             )
+
+    def _check_splits_score(self) -> None:
+        """The evaluation split and the test split each have a query to score (a relevant
+        reference), else their metrics are undefined: refused before step 1, not NaN after
+        training."""
+        split = self.config.evaluation.split
+        for name, part in {split: self.eval_split, "test": self.data.test}.items():
+            if part is not None and scorable_queries(part) == 0:
+                raise ConfigError(
+                    "evaluation.split" if name == split else "data.dataset",
+                    f"the {name} split has no query to score: no query has another image of its "
+                    f"class ({len(part.query)} queries, every class one image), so its retrieval "
+                    "metrics are undefined. Give its classes at least two images each",
+                )
 
     def _check_selection_split(self) -> bool:
         """Whether validation rounds can select a model. A split that cannot rank (one class, or
@@ -695,7 +720,7 @@ class Trainer:
                 results["baseline"] = self.baseline
                 self._report_baseline(results["test"])
         if self.is_main:
-            atomic_write_text(self.run_dir / RESULTS_FILE, json.dumps(results, indent=2))
+            atomic_write_text(self.run_dir / RESULTS_FILE, json_text(results, indent=2))
         return results
 
     # ------------------------------------------------------------------ checkpoints
