@@ -88,3 +88,26 @@ def test_a_data_record_without_content_is_compared_by_names_and_sizes(tmp_path):
     }
     (run_dir / "data.json").write_text(json.dumps(older))
     train(config, run_dir, resume=True)
+
+
+def test_allow_data_change_after_a_class_was_added_names_the_proxies(tmp_path):
+    """A proxy loss holds one proxy per training class: resuming with --allow-data-change after
+    a class was added failed with torch's raw size mismatch for ``proxies`` (issue 39 #14). It is
+    a ConfigError naming the tensor, both shapes and the fix."""
+    root = image_folder(tmp_path / "images", train={"a": 4, "b": 4}, test={"c": 3, "d": 3})
+    raw = folder_config(root, tmp_path / "runs")
+    config = load_config({**raw, "loss": {"name": "proxy_anchor"}})
+    run_dir = tmp_path / "runs" / "robust"
+    train(config, run_dir)
+    for i in range(4):
+        Image.new("RGB", (20, 20), (0, 30 * i, 0)).save(root / "train" / f"new{i}.png")
+    (root / "train" / "e").mkdir()
+    for i in range(4):
+        (root / "train" / f"new{i}.png").rename(root / "train" / "e" / f"new{i}.png")
+    with pytest.raises(ConfigError) as err:
+        train(config, run_dir, resume=True, allow_data_change=True)
+    message = str(err.value)
+    assert message.startswith("--allow-data-change: ")
+    assert "loss.proxies: (2, 8) in the checkpoint, (3, 8) now" in message
+    assert "one row per training class" in message and "start a new run" in message
+    assert "the data now has 3 training classes" in message

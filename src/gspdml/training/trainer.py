@@ -746,6 +746,7 @@ class Trainer:
         save_state(self.checkpoint_path, state, {"step": self.step})
 
     def _restore(self, state: dict[str, Any]) -> None:
+        self._check_checkpoint_shapes(state)
         self.model.load_state_dict(state["model"])
         self.loss.load_state_dict(state["loss"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -756,6 +757,28 @@ class Trainer:
         self._restore_counters(state["trainer"])
         self._restore_callbacks(state["callbacks"])
         set_rng_state(state["rng"])
+
+    def _check_checkpoint_shapes(self, state: dict[str, Any]) -> None:
+        """The checkpoint's model and loss tensors have this run's shapes; a loss that holds
+        one proxy (or classifier row) per training class differs after ``--allow-data-change``
+        added or removed a class: a ConfigError naming the tensors, not torch's size mismatch."""
+        changed = [
+            f"{part}.{name}: {tuple(saved.shape)} in the checkpoint, {tuple(own[name].shape)} now"
+            for part, module in (("model", self.model), ("loss", self.loss))
+            for own in [module.state_dict()]
+            for name, saved in state[part].items()
+            if name in own and own[name].shape != saved.shape
+        ]
+        if changed:
+            classes = len(self.train_dataset.class_names or []) or "another number of"
+            raise ConfigError(
+                "--allow-data-change",
+                f"{self.run_dir} cannot continue on this data: {'; '.join(changed)}. Its loss "
+                "or model holds a tensor with one row per training class (a proxy loss's "
+                f"proxies), and the data now has {classes} training classes. Resume on the "
+                "classes it trained on, or start a new run (with model.init_from pointing at "
+                "this run once it has finished, to start from its weights)",
+            )
 
     def _restore_counters(self, counters: dict[str, Any]) -> None:
         """The trainer's own counters, and nothing else a checkpoint might hold."""
