@@ -15,19 +15,23 @@
   moment leaves the old folder or the new one at the target, never neither; where the exchange
   is not supported, the previous folder is renamed aside first (a kill between the two renames
   leaves it there). :func:`replace_folder` then removes the previous folder;
-  :func:`swap_folder` returns where it is, for a caller that keeps what the user put in it.
+  :func:`swap_folder` returns where it is, for a caller that keeps what the user put in it;
+* :func:`json_text`: the JSON every file and printout is written as, valid for any parser
+  (RFC 8259 has no NaN or Infinity token: a non-finite number is written as ``null``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import json
+import math
 import os
 import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterable, Union
+from typing import Any, Callable, Iterable, Union
 
 from gspdml.errors import GspdmlError
 
@@ -134,6 +138,23 @@ def atomic_write(path: PathLike, write: Callable[[str], object]) -> None:
 def atomic_write_text(path: PathLike, text: str) -> None:
     """Write a text file atomically (configs, results, reports)."""
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def json_text(value: Any, indent: int | None = None, sort_keys: bool = False) -> str:
+    """``value`` as standard JSON: a non-finite float (NaN, +-inf) anywhere in it is written
+    as ``null``, the one JSON value for "no number" (Python's ``json`` would write the
+    non-standard tokens ``NaN`` / ``Infinity`` that other parsers refuse)."""
+    return json.dumps(_finite(value), indent=indent, sort_keys=sort_keys, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def atomic_write_bytes(path: PathLike, data: bytes) -> None:

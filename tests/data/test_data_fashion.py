@@ -75,3 +75,25 @@ def test_collage_fashion_splits(fashion_root):
     names = [set(d.class_names) for d in (data.train, data.val.query, data.test.query)]
     assert not (names[0] & names[1] or names[0] & names[2] or names[1] & names[2])
     assert len(SPLITS) == 3 and all("|" in n for n in names[0])
+
+
+def test_a_collage_of_replaced_glyph_files_is_built_again_not_read_from_the_cache(fashion_root):
+    """The collage cache was keyed by the glyph folder: files replaced there (another
+    Fashion-MNIST of the same size) gave the collages of the old ones. It is keyed by the files'
+    content hashes."""
+    spec = {
+        "name": "collage_fashion",
+        "root": str(fashion_root),
+        "images_per_class": 2,
+        "class_split": [10, 5, 5],
+        "glyph_split": [1, 1, 1],
+    }
+    before = build_data(spec, seed=0).train.images.clone()
+    assert torch.equal(build_data(spec, seed=0).train.images, before)  # the cache
+    path = fashion_root / "train-images-idx3-ubyte.gz"
+    images = read_idx(path).copy()
+    images[:, 1:] = 255 - images[:, 1:]  # other glyphs, the same shape and markers
+    write_idx(path, images)
+    after = build_data(spec, seed=0).train.images
+    assert not torch.equal(after, before)
+    assert len(list((fashion_root / "cache").glob("collage_fashion-*.npz"))) == 2

@@ -1,7 +1,5 @@
 """Retrieval metrics: hand-computed cases, ties, duplicates, and pytorch-metric-learning."""
 
-import math
-
 import numpy as np
 import pytest
 import torch
@@ -16,8 +14,8 @@ from gspdml.evaluation import (
     whole_ranking,
 )
 from gspdml.evaluation.exact_knn import DEFAULT_MEMORY_BUDGET, retrieve
-from gspdml.evaluation.metrics import metrics_from_results, per_query_scores
-from gspdml.evaluation.service import EvalSpec
+from gspdml.evaluation.metrics import NoQueryToScore, metrics_from_results, per_query_scores
+from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 
 #: pytorch-metric-learning's names; the last two it computes over its k neighbours, so they are
 #: compared with a search of every reference (k=None), the first three with k = max R
@@ -92,9 +90,14 @@ def test_query_gallery_mode_excludes_and_counts_lone_queries():
     assert m["precision_at_1"] == 1.0
 
 
-def test_all_lone_queries_give_nan():
-    m = retrieval_metrics(column([0, 1]), [0, 1], recall_at=(1,))
-    assert math.isnan(m["map_at_r"]) and m["num_queries"] == 0 and m["num_lone_queries"] == 2
+def test_all_lone_queries_are_an_error_not_nan():
+    """Every class one image: the metrics were NaN with ``num_queries: 0`` (issue 39 #8)."""
+    with pytest.raises(NoQueryToScore, match="no query to score: no class has two of the images"):
+        retrieval_metrics(column([0, 1]), [0, 1], recall_at=(1,))
+    with pytest.raises(NoQueryToScore, match="no query's class is in the gallery"):
+        retrieval_metrics(column([0, 1]), [0, 1], column([2, 3]), [2, 3], recall_at=(1,))
+    with pytest.raises(NoQueryToScore):
+        evaluate_embeddings(column([0, 1]), [0, 1])
 
 
 def normalized(n, dim, seed):

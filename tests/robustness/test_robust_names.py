@@ -7,6 +7,7 @@
 * Searching with zero queries failed inside ``torch.cat``; it returns empty results.
 """
 
+import json
 import os
 
 import torch
@@ -77,3 +78,20 @@ def test_report_on_a_single_image_names_the_problem_before_embedding(tmp_path, c
     assert not (tmp_path / "r.html").exists()
     err = capsys.readouterr().err
     assert "leave-one-out retrieval needs at least 2 images (images given: 1)" in err
+
+
+def test_bundle_hashes_a_non_utf8_file_name_of_the_run_data(tmp_path):
+    """``gspdml bundle`` hashed the run's file names with strict UTF-8: a name with the byte
+    ``\\xff`` raised ``UnicodeEncodeError`` after the weights were read (issue 39 #19). Names are
+    hashed as the bytes on disk, so two names differing in that byte hash differently."""
+    write_run(tmp_path / "run")
+    folder = tmp_path / "run-images"  # the run's data.dataset root (write_run's default)
+    write_image_folder(folder, classes=("red", "green", "blue", "grey"), per_class=2)
+    red = os.fsencode(folder / "red")
+    os.rename(red + b"/0.png", red + b"/\xff.png")
+    assert main(["bundle", str(tmp_path / "run"), "--out", str(tmp_path / "b1")]) == 0
+    first = json.loads((tmp_path / "b1" / "bundle.json").read_text())["data_hash"]
+    os.rename(red + b"/\xff.png", red + b"/\xfe.png")
+    assert main(["bundle", str(tmp_path / "run"), "--out", str(tmp_path / "b2")]) == 0
+    second = json.loads((tmp_path / "b2" / "bundle.json").read_text())["data_hash"]
+    assert first.startswith("sha256:") and second.startswith("sha256:") and first != second

@@ -14,6 +14,7 @@ import torch
 from gspdml.config import load_config
 from gspdml.errors import ConfigError, GspdmlError
 from gspdml.models import build_embedder
+from gspdml.training.checkpoint import save_state
 from gspdml.training.init_from import initialise_from_run
 from gspdml.training.run_dir import WEIGHTS_FILE, save_weights
 
@@ -134,3 +135,53 @@ def test_resume_needs_only_the_run_not_the_init_from_source(tmp_path):
     assert resumed["steps"] == first["steps"] == 4 and resumed["test"] == first["test"]
     with pytest.raises(ConfigError, match=r"model\.init_from: .*source is not a directory"):
         train(tuned, tmp_path / "runs" / "new")  # starting a run still needs the source
+
+
+@pytest.mark.parametrize(
+    "template, shown",
+    [
+        ("run-{seed.x}", "unknown placeholder {seed.x}"),
+        ("run-{seed[0]}", "unknown placeholder {seed[0]}"),
+        ("run-{}", "unknown placeholder {}"),
+        ("run-{seed:s}", "Unknown format code 's'"),
+        ("run-{seed:{width}}", "'width'"),
+        ("run-{seed", "expected '}'"),
+    ],
+)
+def test_a_placeholder_other_than_seed_is_a_config_error(tmp_path, template, shown):
+    """``{seed.x}`` and ``{seed[0]}`` escaped as a raw AttributeError / TypeError (issue 39 #15)."""
+    with pytest.raises(ConfigError) as error:
+        initialise_from_run(fresh(), str(tmp_path / template), seed=3)
+    message = str(error.value)
+    assert message.startswith("model.init_from: ") and shown in message
+    assert "the only placeholder is {seed}" in message
+
+
+def test_an_integer_format_of_the_seed_is_expanded(tmp_path):
+    finished_run(tmp_path / "run-003")
+    done = initialise_from_run(fresh(), str(tmp_path / "run-{seed:03d}"), seed=3)
+    assert done.source == tmp_path / "run-003" / WEIGHTS_FILE
+
+
+@pytest.mark.parametrize(
+    "state, shown",
+    [
+        (lambda name: {name: 3}, "holds a int, not a tensor"),
+        (lambda name: {name: [torch.zeros(2)]}, "holds a list, not a tensor"),
+        (lambda name: [torch.zeros(2)], "it holds a list, not named tensors"),
+        (lambda name: {3: torch.zeros(2)}, "entry 3 holds a Tensor"),
+    ],
+)
+def test_weights_holding_non_tensors_are_a_config_error_naming_the_file(tmp_path, state, shown):
+    """A gspdml checkpoint file whose state is not named tensors escaped as a raw
+    AttributeError ('int' object has no attribute 'shape') (issue 39 #15)."""
+    (tmp_path / "run").mkdir()
+    path = tmp_path / "run" / WEIGHTS_FILE
+    model = fresh()
+    name = next(iter(model.state_dict()))  # a name the model has
+    save_state(path, state(name), {"in_channels": 1, "model": {}})
+    with pytest.raises(ConfigError) as error:
+        initialise_from_run(model, str(tmp_path / "run"), seed=0)
+    message = str(error.value)
+    assert message.startswith(f"model.init_from: {path}: not a gspdml weights file (")
+    assert shown in message and "give the model.safetensors of a finished gspdml run" in message

@@ -408,3 +408,70 @@ def test_a_pickle_that_would_run_code_is_refused(tmp_path):
     with pytest.raises(DataError, match=r"evil.pth: cannot read weights"):
         released_embedder(tmp_path / "evil.pth", "gap")
     assert not marker.exists()
+
+
+def test_a_replaced_checkpoint_or_an_invalid_stored_result_is_evaluated_again(
+    release, tmp_path, monkeypatch, capsys
+):
+    """A checkpoint replaced by another of the same size reused the old R@K (the key was path
+    and size, issue 39 #5); a stored result with a recall of 7.5 was printed as 750.00, a
+    malformed one raised a raw KeyError (#6). Stored results are keyed by the file's content
+    hash and checked when read."""
+    data, _ = release
+    file, row = tmp_path / "model.pth", ["cub/DINO/ViT-S/SimPool"]
+    torch.save(_authors_vit("dino", "simpool", seed=8)[0], file)
+    built = []
+    loader = simpool_release.released_embedder
+
+    def counted(*args, **kwargs):
+        built.append(args[0])
+        return loader(*args, **kwargs)
+
+    monkeypatch.setattr(simpool_release, "released_embedder", counted)
+    monkeypatch.chdir(data)  # the readers' roots of _slow_recalls are the folder names
+
+    def ours():
+        payload = _reproduce(data, tmp_path / "out", f"checkpoint={file}", *SIZES, rows=row)
+        (entry,) = [e for e in payload["rows"] if e["key"] == row[0]]
+        return {int(t[2:]): c["ours"] for t, c in entry["cells"].items() if c["ours"] is not None}
+
+    def expected():
+        spec = next(r.frozen for r in get_table(TABLE).rows if r.key == row[0])
+        model = loader(
+            file,
+            spec.pooling,
+            backbone=spec.backbone,
+            gamma=spec.gamma,
+            pooled_norm=spec.pooled_norm,
+        )
+        recalls = _slow_recalls(model, "cub", [1, 2, 4])  # the row's columns (R@1, R@2, R@4)
+        return {k: pytest.approx(100 * v, abs=1e-9) for k, v in recalls.items()}
+
+    first = ours()
+    assert first == expected() and len(built) == 1
+    assert ours() == first and len(built) == 1  # stored: nothing evaluated
+    size = file.stat().st_size
+    torch.save(_authors_vit("dino", "simpool", seed=9)[0], file)  # another model
+    assert file.stat().st_size == size
+    assert ours() == expected() and len(built) == 2
+
+    stored = max(
+        (tmp_path / "out" / "frozen" / "cub").glob("*.json"), key=lambda p: p.stat().st_mtime_ns
+    )
+    record = json.loads(stored.read_text())
+    capsys.readouterr()
+    for result, fault in [
+        ({**record["result"], "recall_at_1": 7.5}, "'recall_at_1' is 7.5, outside [0, 1]"),
+        ({"recall_at_1": 0.5}, "fields ['recall_at_1'], expected"),
+        ({**record["result"], "recall_at_2": "0.5"}, "'recall_at_2' is '0.5', not a number"),
+        ([0.5], "'result' is not an object"),
+    ]:
+        stored.write_text(json.dumps({**record, "result": result}))
+        assert ours() == expected()
+        err = capsys.readouterr().err
+        assert f"gspdml: {stored}: the stored result is invalid ({fault}" in err
+        assert "it is evaluated again" in err
+    stored.write_text("{not json")
+    assert ours() == expected()
+    assert f"gspdml: {stored}: not a readable JSON file" in capsys.readouterr().err
+    assert len(built) == 7

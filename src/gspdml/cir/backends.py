@@ -28,6 +28,7 @@ from PIL import Image
 
 from gspdml.data.transforms import CenterCrop, Compose, Normalize, Resize, ToTensor
 from gspdml.errors import ConfigError
+from gspdml.file_digest import file_sha256
 
 from .vl_model import (
     VisionLanguageEncoder,
@@ -125,7 +126,11 @@ def load_model(
             factory = getattr(importlib.import_module(module), function)
         except (ImportError, AttributeError) as error:
             raise ConfigError("model", f"cannot import factory {rest!r}: {error}") from None
-        return factory(weights=weights, device=device)
+        model = factory(weights=weights, device=device)
+        if weights is not None and Path(weights).expanduser().is_file():
+            # the weights' content, so that the feature cache never mixes two checkpoints
+            model.model_id = f"{model.model_id}@{file_sha256(Path(weights).expanduser())}"
+        return model
     raise ConfigError(
         "model",
         f"unknown model spec {spec!r}; use clip, remoteclip, open_clip:ARCH[@TAG], "
@@ -160,9 +165,8 @@ def _open_clip(
     size = size[0] if isinstance(size, (tuple, list)) else size
     if weights is None:
         model_id = f"open_clip:{arch}@{tag}"
-    else:  # the file's identity, so that the feature cache never mixes two checkpoints
-        stat = path.stat()
-        model_id = f"open_clip:{arch}@{path.resolve()}#{stat.st_size}-{stat.st_mtime_ns}"
+    else:  # the file's content, so that the feature cache never mixes two checkpoints
+        model_id = f"open_clip:{arch}@{file_sha256(path)}"
     model_id += "+quickgelu" if use_quick_gelu else ""
     return VisionLanguageModel(
         model.encode_image,
@@ -242,12 +246,14 @@ def _transformers(source: str, weights: Optional[str], device: str) -> VisionLan
     def preprocess(image: Image.Image) -> torch.Tensor:
         return processor.image_processor(images=[image], return_tensors="pt")["pixel_values"][0]
 
+    files = [directory / name for name in ("model.safetensors", "pytorch_model.bin")]
+    held = [file_sha256(file) for file in files if file.is_file()]  # the feature cache's key
     return VisionLanguageModel(
         lambda pixels: model.get_image_features(pixel_values=pixels),
         model.get_text_features,
         tokenize,
         preprocess,
-        f"hf:{source}",
+        f"hf:{source}" + "".join(f"@{digest}" for digest in held),
         module=model,
         device=device,
     )

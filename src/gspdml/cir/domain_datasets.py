@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
+from gspdml.data.textfiles import read_text
 from gspdml.errors import ConfigError, DataError
 
 from .composition_protocol import CompositionProtocol, domain_conversion_protocol
@@ -120,24 +121,23 @@ def read_image_list(
     if not path.is_file():
         raise DataError(f"image list not found: {path}")
     paths, labels, classes = [], [], []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            fields = line.split()
-            if len(fields) != 3:
-                raise DataError(
-                    f"{path}:{number}: expected 'PATH DOMAIN CLASS' (space-separated, no spaces in "
-                    f"names), got {line.strip()!r}"
-                )
-            if domains is not None and fields[1] not in domains:
-                raise DataError(
-                    f"{path}:{number}: unknown domain {fields[1]!r}; this dataset has "
-                    f"{', '.join(domains)}"
-                )
-            paths.append(str(data_root / fields[0]))
-            labels.append(fields[1])
-            classes.append(fields[2])
+    for number, line in enumerate(read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split()
+        if len(fields) != 3:
+            raise DataError(
+                f"{path}:{number}: expected 'PATH DOMAIN CLASS' (space-separated, no spaces in "
+                f"names), got {line.strip()!r}"
+            )
+        if domains is not None and fields[1] not in domains:
+            raise DataError(
+                f"{path}:{number}: unknown domain {fields[1]!r}; this dataset has "
+                f"{', '.join(domains)}"
+            )
+        paths.append(str(data_root / fields[0]))
+        labels.append(fields[1])
+        classes.append(fields[2])
     if not paths:
         raise DataError(f"{path}: the image list is empty")
     return ImageList(paths, labels, classes)

@@ -3,8 +3,9 @@
 A database of 30,400 images or a 20,931-word vocabulary costs hours of ViT-L/14 time on a CPU,
 so features are stored in ``<directory>/<kind>-<key>.safetensors``: one
 float32 tensor ``features [N, D]`` plus JSON metadata (format, model id, kind and the item list).
-The key hashes the model id and the items — for images the resolved path, size and modification
-time of every file, so an edited image invalidates the entry. An entry whose metadata does not
+The key hashes the model id (with a local checkpoint's content hash) and the items — for images
+the resolved path and the content hash of every file, so an edited or replaced image, of any
+size or date, invalidates the entry. An entry whose metadata does not
 match is recomputed. Files are written atomically (temporary file, fsync, rename); nothing is
 pickled.
 """
@@ -22,6 +23,7 @@ from safetensors.torch import save_file
 
 from gspdml.data.images import load_image
 from gspdml.errors import DataError
+from gspdml.file_digest import file_sha256
 from gspdml.output_files import atomic_write
 
 from .vl_model import VisionLanguageEncoder
@@ -30,13 +32,12 @@ FORMAT = "gspdml-cir-features/1"
 
 
 def _image_items(paths: Sequence[str | Path]) -> list[list]:
+    """Each image as ``[resolved path, content hash]`` (None for a missing file: the loader
+    names it)."""
     items = []
     for path in paths:
         resolved = Path(path).expanduser().resolve()
-        stat = resolved.stat() if resolved.is_file() else None
-        items.append(
-            [str(resolved), stat.st_size if stat else -1, stat.st_mtime_ns if stat else -1]
-        )
+        items.append([str(resolved), file_sha256(resolved) if resolved.is_file() else None])
     return items
 
 

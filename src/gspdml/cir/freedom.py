@@ -35,13 +35,13 @@ follows the code by default and says so:
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from gspdml.data.textfiles import read_csv_records, read_text
 from gspdml.errors import ConfigError, DataError
 
 TextEncoder = Callable[[list[str]], torch.Tensor]
@@ -69,19 +69,15 @@ def read_vocabulary(path: str | Path) -> list[str]:
     path = Path(path).expanduser()
     if not path.is_file():
         raise DataError(f"vocabulary file not found: {path}")
-    try:
-        with open(path, encoding="utf-8", newline="") as handle:
-            if path.suffix.lower() == ".csv":
-                rows = list(csv.reader(handle))
-                column = 0
-                if rows and "DisplayName" in rows[0]:
-                    column = rows[0].index("DisplayName")
-                    rows = rows[1:]
-                entries = [row[column] if len(row) > column else "" for row in rows]
-            else:
-                entries = handle.read().splitlines()
-    except (UnicodeDecodeError, csv.Error) as error:
-        raise DataError(f"{path}: cannot read vocabulary ({error})") from None
+    if path.suffix.lower() == ".csv":
+        rows = [record for _, record in read_csv_records(path)]
+        column = 0
+        if rows and "DisplayName" in rows[0]:
+            column = rows[0].index("DisplayName")
+            rows = rows[1:]
+        entries = [row[column] if len(row) > column else "" for row in rows]
+    else:
+        entries = read_text(path).splitlines()
     words = list(dict.fromkeys(entry.strip() for entry in entries if entry.strip()))
     if not words:
         raise DataError(f"{path}: vocabulary is empty")

@@ -23,7 +23,6 @@ Protocol, as coded in billpsomas/rscir (Psomas thesis §5.4.1; github.com/billps
 
 from __future__ import annotations
 
-import csv
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from gspdml.data.images import IMAGE_EXTENSIONS
+from gspdml.data.textfiles import read_csv_records
 from gspdml.errors import DataError
 
 from .composition_protocol import CompositionProtocol, CompositionQuery
@@ -145,21 +145,18 @@ def _database(root: Path) -> tuple[list[str], list[str]]:
 
 def _read_annotations(path: Path, index: dict[str, int]) -> list[tuple[int, str]]:
     rows = []
-    with open(path, encoding="utf-8", newline="") as handle:
-        for number, row in enumerate(csv.reader(handle), 1):
-            if not row or not "".join(row).strip():
-                continue
-            name = row[0].strip()
-            if number == 1 and not name.lower().endswith(IMAGE_EXTENSIONS):
-                continue  # header
-            if len(row) < 2 or not row[-1].strip():
-                raise DataError(f"{path}:{number}: expected 'filename, ..., value', got {row!r}")
-            key = Path(name).name
-            if key not in index:
-                raise DataError(
-                    f"{path}:{number}: image {name!r} is not in the PatternNet folder tree"
-                )
-            rows.append((index[key], row[-1].strip()))
+    for number, row in read_csv_records(path):
+        if not "".join(row).strip():
+            continue
+        name = row[0].strip()
+        if number == 1 and not name.lower().endswith(IMAGE_EXTENSIONS):
+            continue  # header
+        if len(row) < 2 or not row[-1].strip():
+            raise DataError(f"{path}:{number}: expected 'filename, ..., value', got {row!r}")
+        key = Path(name).name
+        if key not in index:
+            raise DataError(f"{path}:{number}: image {name!r} is not in the PatternNet folder tree")
+        rows.append((index[key], row[-1].strip()))
     if not rows:
         raise DataError(f"{path}: no annotations")
     return rows

@@ -34,8 +34,6 @@ default (``--ap``): the Radenović trapezoid for FreeDom, the standard AP for We
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -59,25 +57,27 @@ from gspdml.cir.freedom import QUERY_AS_PROXY, VARIANTS
 from gspdml.cir.ranking import AP_VARIANTS
 from gspdml.cir.vl_model import VisionLanguageEncoder
 from gspdml.cir.weicom import default_lambda
+from gspdml.data.textfiles import read_csv_records
 from gspdml.errors import ConfigError, DataError
+from gspdml.output_files import json_text
 
 
 def _read_csv(path: str, required: Sequence[str]) -> list[dict]:
     file = Path(path).expanduser()
     if not file.is_file():
         raise DataError(f"file not found: {file}")
-    with open(file, encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    columns = rows[0].keys() if rows else []
+    records = read_csv_records(file)
+    columns = records[0][1] if records else []
+    rows = [(number, dict(zip(columns, record))) for number, record in records[1:]]
     missing = [c for c in required if c not in columns]
     if not rows or missing:
         raise DataError(
             f"{file}: needs a header with columns {', '.join(required)} and at least one row (missing: {', '.join(missing) or 'rows'})"
         )
-    for number, row in enumerate(rows, 2):
+    for number, row in rows:
         if any(not (row.get(c) or "").strip() for c in required):
-            raise DataError(f"{file}:{number}: empty {'/'.join(required)} value in {dict(row)}")
-    return rows
+            raise DataError(f"{file}:{number}: empty {'/'.join(required)} value in {row}")
+    return [row for _, row in rows]
 
 
 def _resolve(images: Path, path: str) -> str:
@@ -226,7 +226,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     report = _report(args, method, model, protocol, result, has_positives, images)
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json_text(report, indent=2))
     else:
         _print_text(report, args.show)
     return 0

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
+
+from gspdml.output_files import json_text
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from gspdml.workflows.doctor import doctor_report, format_report
 
     report = doctor_report()
-    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    print(json_text(report, indent=2) if args.json else format_report(report))
     return 0
 
 

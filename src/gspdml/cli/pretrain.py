@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
+
+from gspdml.output_files import json_text
 
 
 def _cmd_pretrain(args: argparse.Namespace) -> int:
@@ -14,7 +15,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
         if args.data_root is not None:
             recipe["data"]["root"] = args.data_root
         _, record = pretrained_state(recipe)
-        print(json.dumps({**record, "path": str(weights_path(recipe))}, indent=2))
+        print(json_text({**record, "path": str(weights_path(recipe))}, indent=2))
     return 0
 
 

@@ -9,7 +9,6 @@ post-processing of a search in :mod:`gspdml.cli.postprocess`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ import torch
 from gspdml.cli import ann, postprocess
 from gspdml.errors import ConfigError, DataError
 from gspdml.models.inference import embed, resolve_device
-from gspdml.output_files import check_writable_file, check_writable_folder
+from gspdml.output_files import check_writable_file, check_writable_folder, json_text
 from gspdml.retrieval import exact_search
 from gspdml.retrieval.build import (
     append_to_index,
@@ -186,8 +185,7 @@ def run_search(args: argparse.Namespace) -> int:
     if args.save:
         results.save(args.save)
     if args.json:
-        json.dump(results.rows(), sys.stdout, indent=1)
-        print()
+        print(json_text(results.rows(), indent=1))
     else:
         print(results.format_text())
     return 0

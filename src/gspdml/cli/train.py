@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from gspdml.errors import ConfigError, GspdmlError
+from gspdml.errors import ConfigError, GspdmlError, printable
+from gspdml.output_files import json_text
 
 
 def _resume_command(args: argparse.Namespace) -> str:
@@ -56,7 +56,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"gspdml: {stop}; continue with:\n  {_resume_command(args)}", file=sys.stderr)
         return 130
     if os.environ.get("RANK", "0") == "0":  # one printout under torchrun
-        print(json.dumps(results, indent=2))
+        print(json_text(results, indent=2))
     return 0
 
 
@@ -99,7 +99,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     header = {"run": str(args.run_dir), **header, "weights": args.weights}
-    print(json.dumps({**header, **report.metrics}, indent=2))
+    print(json_text({**header, **report.metrics}, indent=2))
     return 0
 
 
@@ -121,21 +121,19 @@ def _evaluation_images(args: argparse.Namespace) -> dict[str, str]:
     return {k: str(v) for k, v in given.items()}
 
 
-def _image_split(config: Any, model: Any, images: dict[str, str]) -> tuple[Any, dict[str, str]]:
+def _image_split(config: Any, model: Any, images: dict[str, str]) -> tuple[Any, dict[str, Any]]:
     """The evaluation split of labelled folders or CSV lists, decoded with the run's recorded
-    evaluation transform (as ``gspdml index`` decodes them), and the report's header."""
+    evaluation transform (as ``gspdml index`` decodes them), and the report's header
+    (:func:`gspdml.retrieval.sources.evaluation_images`: what was done with repeated images)."""
     from gspdml.retrieval.encoder import image_channels
     from gspdml.retrieval.preprocessing import eval_transform_from_config
-    from gspdml.retrieval.sources import labelled_source, labelled_split
+    from gspdml.retrieval.sources import evaluation_images
 
     transform = eval_transform_from_config(config, image_channels(model))
-    sources = {name: labelled_source(path, transform) for name, path in images.items()}
-    for source in sources.values():
-        for path in source.skipped:
-            print(f"gspdml: skipped hidden or system entry {path}", file=sys.stderr)
-    if "images" in sources:
-        return labelled_split(sources["images"]), {"images": images["images"]}
-    return labelled_split(sources["query"], sources["gallery"]), dict(images)
+    split, report, notes = evaluation_images(images, transform)
+    for note in notes:
+        print(f"gspdml: {printable(note)}", file=sys.stderr)
+    return split, {**images, **report}
 
 
 def _cmd_config(args: argparse.Namespace) -> int:

@@ -35,7 +35,7 @@ from gspdml.data.image_splits import (
     split_first_half,
 )
 from gspdml.data.images import IMAGE_EXTENSIONS
-from gspdml.data.textfiles import require_file
+from gspdml.data.textfiles import read_text, require_file
 from gspdml.errors import DataError
 
 SOURCE = "Cars196"
@@ -127,11 +127,7 @@ def read_class_folders(base: Path) -> Records:
         None,
     )
     if names_file is not None:
-        order = [
-            line.strip()
-            for line in names_file.read_text(encoding="utf-8").splitlines()
-            if line.strip()
-        ]
+        order = [line.strip() for line in read_text(names_file).splitlines() if line.strip()]
         unknown = sorted(set(folders) - set(order))
         if unknown:
             raise DataError(

@@ -132,6 +132,16 @@ def _names(meta: dict[bytes, Any], key: str, count: int, path: Path) -> list[str
     return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
 
 
+def cifar_content(name: str, root: Optional[str]) -> list[str]:
+    """The content hashes of the files :func:`load_cifar` reads for ``name``: what a cache of
+    arrays built from them is keyed by, never their folder (a replaced file gets another key)."""
+    from gspdml.file_digest import file_sha256
+
+    folder = find_folder(name, root)
+    train, test, meta = FILES[name]
+    return [file_sha256(folder / file) for file in (*train, *test, meta)]
+
+
 def find_folder(name: str, root: Optional[str]) -> Path:
     """The extracted folder of ``name`` (``cifar10``/``cifar100``): ``root`` or ``root/<folder>``."""
     if root is None:

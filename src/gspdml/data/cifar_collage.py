@@ -31,7 +31,7 @@ import numpy as np
 
 from gspdml.data.base import DATASETS, DataSplits
 from gspdml.data.cache import cached_arrays
-from gspdml.data.cifar import cifar100_names, find_folder, load_cifar
+from gspdml.data.cifar import cifar100_names, cifar_content, find_folder, load_cifar
 from gspdml.data.collage import collage_splits
 from gspdml.data.shared_collage import TileSource, compose_collages
 from gspdml.errors import ConfigError, DataError
@@ -106,7 +106,8 @@ def collage_cifar(
     folder = find_folder("cifar100", root)
     fine_names, coarse_names = cifar100_names(folder)
     shared_set = shared_ids(shared, coarse_names)
-    key = {"version": FORMAT_VERSION, "root": str(folder.resolve()), "shared": shared_set, **params}
+    files = cifar_content("cifar100", str(folder))  # the key: the files' content, not the folder
+    key = {"version": FORMAT_VERSION, "files": files, "shared": shared_set, **params}
 
     def build() -> dict[str, np.ndarray]:
         data = load_cifar("cifar100", str(folder))

@@ -39,6 +39,7 @@ from gspdml.data.glyphs import (
     draw_glyphs,
     glyph_pools,
     resize_glyphs,
+    source_content,
     source_glyphs,
     source_location,
 )
@@ -292,12 +293,7 @@ def glyph_collage(source: str, tile_size: int) -> Callable[..., DataSplits]:
             background_split=list(background_split),
             glyph_split=[float(f) for f in glyph_split],
         )
-        location = source_location(source, root)
-        key = {
-            "version": FORMAT_VERSION,
-            **({"root": location} if location is not None else {}),
-            **params,
-        }
+        key = {"version": FORMAT_VERSION, "files": source_content(source, root), **params}
         arrays = cached_arrays(
             f"collage_{source}",
             key,

@@ -68,6 +68,16 @@ def _find(root: Path, stem: str, what: str, hint: str) -> Path:
     raise DataError(f"{what}: missing {root / stem}[.gz] ({hint})")
 
 
+def idx_files(root: Path, what: str, hint: str = "pass root") -> list[Path]:
+    """The four files :func:`load_idx_pairs` reads from ``root``, in its order."""
+    stems = [
+        f"{part}-{kind}-ubyte"
+        for part in ("train", "t10k")
+        for kind in ("images-idx3", "labels-idx1")
+    ]
+    return [_find(root, stem, what, hint) for stem in stems]
+
+
 def load_idx_pairs(root: Path, what: str, hint: str = "pass root") -> tuple[np.ndarray, np.ndarray]:
     """The images (uint8 ``[N, H, W]``) and labels of the four files
     ``{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]`` in ``root`` (the layout of MNIST and of

@@ -8,7 +8,8 @@
 ``csv``: a file with a header and the columns ``path,label[,split]``; ``split`` is one of
 ``train``, ``val``, ``test``, ``query``, ``gallery`` (query and gallery together replace test).
 Relative paths are relative to ``root`` (default: the CSV's folder). Labels may be integers or
-names.
+names. The file is UTF-8, with or without a byte-order mark
+(:func:`gspdml.data.textfiles.read_csv_records`).
 
 Without given splits, the classes (sorted by id, or by name) are split into training classes
 and the last ``round(test_fraction · C)`` test classes. Splits that share a class are refused:
@@ -17,7 +18,7 @@ retrieval of unseen classes needs class-disjoint splits.
 
 from __future__ import annotations
 
-import csv
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -25,6 +26,7 @@ import numpy as np
 
 from gspdml.data.image_splits import OfficialSplits, Records, register_image_dataset
 from gspdml.data.images import IMAGE_EXTENSIONS, is_hidden, list_images
+from gspdml.data.textfiles import read_csv_records
 from gspdml.errors import ConfigError, DataError
 
 SPLIT_NAMES = ("train", "val", "test", "query", "gallery")
@@ -145,35 +147,42 @@ def read_csv_rows(
 ) -> dict[str, tuple[list[str], list[str]]]:
     """The rows of a CSV list of images (columns path,label[,split], see
     :mod:`gspdml.data.folder`) as ``{split: (paths, label names)}``, split ``"all"`` when the file
-    has no split column; relative paths are joined to ``root`` (default: the CSV's folder)."""
+    has no split column; relative paths are joined to ``root`` (default: the CSV's folder). A
+    path listed twice is a DataError naming both lines."""
     csv_path = Path(path).expanduser()
     if not csv_path.is_file():
         raise DataError(f"{csv_path}: CSV file not found")
     base = Path(root).expanduser() if root is not None else csv_path.parent
     parts: dict[str, tuple[list[str], list[str]]] = {}
-    with open(csv_path, newline="", encoding="utf-8") as file:
-        reader = csv.DictReader(file)
-        header = [c.strip() for c in (reader.fieldnames or [])]
-        if not {"path", "label"} <= set(header):
+    records = read_csv_records(csv_path)
+    header = [c.strip() for c in records[0][1]] if records else []
+    if not {"path", "label"} <= set(header):
+        raise DataError(
+            f"{csv_path}:1: the header must name the columns path,label[,split], got {header}"
+        )
+    has_split = "split" in header
+    lines: dict[str, int] = {}  # each path's line
+    for line, record in records[1:]:
+        row = dict(zip(header, record))
+        file_name, label = (row.get("path") or "").strip(), (row.get("label") or "").strip()
+        if not file_name or not label:
+            raise DataError(f"{csv_path}:{line}: empty path or label in {row}")
+        split = (row.get("split") or "").strip().lower() if has_split else "all"
+        split = "val" if split == "validation" else split
+        if split not in SPLIT_NAMES + ("all",) or (has_split and split == "all"):
             raise DataError(
-                f"{csv_path}:1: the header must name the columns path,label[,split], got {header}"
+                f"{csv_path}:{line}: unknown split {row.get('split')!r}; allowed: {', '.join(SPLIT_NAMES)}"
             )
-        reader.fieldnames = header
-        has_split = "split" in header
-        for row in reader:
-            line = reader.line_num
-            file_name, label = (row.get("path") or "").strip(), (row.get("label") or "").strip()
-            if not file_name or not label:
-                raise DataError(f"{csv_path}:{line}: empty path or label in {row}")
-            split = (row.get("split") or "").strip().lower() if has_split else "all"
-            split = "val" if split == "validation" else split
-            if split not in SPLIT_NAMES + ("all",) or (has_split and split == "all"):
-                raise DataError(
-                    f"{csv_path}:{line}: unknown split {row.get('split')!r}; allowed: {', '.join(SPLIT_NAMES)}"
-                )
-            paths, labels = parts.setdefault(split, ([], []))
-            paths.append(str(base / file_name))
-            labels.append(label)
+        path, key = str(base / file_name), os.path.normpath(base / file_name)
+        if key in lines:
+            raise DataError(
+                f"{csv_path}:{line}: {file_name} is listed again (first on line {lines[key]}); "
+                "an image listed twice would be its own nearest neighbour: remove the repeat"
+            )
+        lines[key] = line
+        paths, labels = parts.setdefault(split, ([], []))
+        paths.append(path)
+        labels.append(label)
     if not parts:
         raise DataError(f"{csv_path}: no rows")
     return parts

@@ -42,6 +42,19 @@ def source_glyphs(source: str, root: Optional[str] = None) -> tuple[np.ndarray, 
     return load_fashion_mnist(root)
 
 
+def source_content(source: str, root: Optional[str] = None) -> list[str]:
+    """The content hashes of the files the glyphs of ``source`` are read from (none when they
+    are embedded): what a cache of arrays built from them is keyed by, never their folder."""
+    check_source(source)
+    if source == "digits":
+        return []
+    from gspdml.data.fashion_mnist import DEFAULT_ROOT, idx_files
+    from gspdml.file_digest import file_sha256
+
+    folder = Path(root or DEFAULT_ROOT).expanduser()
+    return [file_sha256(path) for path in idx_files(folder, "Fashion-MNIST")]
+
+
 def source_location(source: str, root: Optional[str] = None) -> Optional[str]:
     """Where the glyphs of ``source`` are read from (an absolute folder), None when embedded."""
     check_source(source)

@@ -46,6 +46,7 @@ from gspdml.data.glyphs import (
     draw_glyphs,
     glyph_pools,
     resize_glyphs,
+    source_content,
     source_glyphs,
 )
 from gspdml.errors import ConfigError
@@ -331,7 +332,8 @@ def collage_shared(
         glyph_split=[float(f) for f in glyph_split],
     )
     check_source(source)
-    key = {"version": FORMAT_VERSION, "source": source, "root": root, **params}
+    files = source_content(source, root)  # the key: the glyph files' content, not their folder
+    key = {"version": FORMAT_VERSION, "source": source, "files": files, **params}
     arrays = cached_arrays(
         f"collage_shared_{source}",
         key,

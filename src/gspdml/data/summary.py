@@ -51,6 +51,17 @@ def ranking_problem(split: EvalSplit) -> Optional[str]:
     )
 
 
+def scorable_queries(split: EvalSplit) -> int:
+    """How many queries of ``split`` have a relevant reference (another image of their class:
+    leave-one-out without a gallery, in the gallery otherwise); retrieval metrics are undefined
+    when none has (:class:`gspdml.evaluation.metrics.NoQueryToScore`)."""
+    queries = np.asarray(split.query.labels)
+    if split.gallery is None:
+        classes, counts = np.unique(queries, return_counts=True)
+        return int(counts[counts >= 2].sum())
+    return int(np.isin(queries, np.asarray(split.gallery.labels)).sum())
+
+
 def image_size_note(dataset: LabelledDataset, spec: Mapping[str, Any]) -> Optional[str]:
     """The size images are trained at, next to the size of the first training image, for
     file-based datasets (a 28-px image trained at 227 px costs 60x the compute for nothing)."""

@@ -30,8 +30,9 @@ the embeddings a block of queries at a time, in memory O(block x references)
 (:func:`gspdml.evaluation.selection.round_metrics`), the test split reports them.
 
 Queries with R_i = 0 ("lone" queries: no other member of their class among the references) are
-excluded from every mean and counted in ``num_lone_queries``; if every query is lone, the metrics
-are NaN. The reported value is the mean over the remaining queries; the class-averaged variant is
+excluded from every mean and counted in ``num_lone_queries``; if every query is lone (every class
+one image), nothing can be scored and the metrics are undefined: :class:`NoQueryToScore`, a
+:class:`~gspdml.errors.DataError` saying so, never NaN. The reported value is the mean over the remaining queries; the class-averaged variant is
 the mean over classes of the per-class means. Per-query arithmetic is float64.
 
 NMI and AMI cluster the query embeddings with k-means into as many clusters as there are query
@@ -57,7 +58,7 @@ import numpy as np
 import torch
 from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_score
 
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, DataError
 from gspdml.evaluation.clustering import clustering_scores
 from gspdml.evaluation.exact_knn import DEFAULT_MEMORY_BUDGET, _as_matrix, retrieve
 from gspdml.evaluation.metric_registry import (
@@ -129,6 +130,28 @@ def nmi_r1_hmean(values) -> float:
 
 
 # --- computing them -------------------------------------------------------------------------------
+
+
+class NoQueryToScore(DataError):
+    """Every query is lone: no reference shares its class, so no retrieval metric is defined."""
+
+
+def require_a_query_to_score(results: RetrievalResults) -> None:
+    """A :class:`NoQueryToScore` naming the counts and the fix when every query of ``results``
+    is lone (R_i = 0; module docstring)."""
+    if len(results.lone_queries) and not bool(results.lone_queries.all()):
+        return
+    queries, references = len(results.query_labels), len(results.reference_labels)
+    where = (
+        "no class has two of the images (leave-one-out)"
+        if results.excluded is not None
+        else "no query's class is in the gallery"
+    )
+    raise NoQueryToScore(
+        f"no query to score: {where}; {queries} queries, {references} references, every query "
+        "without a relevant reference, so retrieval metrics are undefined. Give at least two "
+        "images of some class (or gallery images of the query classes)"
+    )
 
 
 def retrieval_metrics(
@@ -274,6 +297,7 @@ def metrics_from_results(
             "labels",
             f"metrics need every label; {unknown[0]} queries and {unknown[1]} references have none",
         )
+    require_a_query_to_score(results)
     given = dict(whole_ranking or {})
     scores = per_query_scores(results, recall_at, [n for n in names if n not in given])
     scores.update({name: given[name] for name in names if name in given})

@@ -36,7 +36,7 @@ import torch
 
 from gspdml.errors import ConfigError, DataError
 from gspdml.evaluation.exact_knn import exact_squared_distances, knn
-from gspdml.output_files import atomic_write, atomic_write_text
+from gspdml.output_files import atomic_write, atomic_write_text, json_text
 
 BACKENDS = ("ivf", "ivfpq", "hnsw")
 ANN_FILE = "ann.faiss"
@@ -331,7 +331,7 @@ class AnnIndex:
         writes them as part of its generation instead, :mod:`gspdml.retrieval.generations`)."""
         folder = Path(folder)
         atomic_write(folder / ANN_FILE, self.write_faiss)
-        atomic_write_text(folder / ANN_META, json.dumps(self.description(), indent=1))
+        atomic_write_text(folder / ANN_META, json_text(self.description(), indent=1))
 
     @classmethod
     def load(

@@ -25,7 +25,6 @@ computed where the run's dataset is still readable, else marked unavailable.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -46,6 +45,7 @@ from gspdml.models import Embedder
 from gspdml.output_files import (
     TEMP_SUFFIX,
     check_writable_folder,
+    json_text,
     output_error,
     replace_folder,
 )
@@ -69,7 +69,8 @@ FILES = (WEIGHTS_FILE, CONFIG_FILE, "preprocessing.json", "README.md", BUNDLE_FI
 
 
 def data_hash(config: dict[str, Any]) -> str:
-    """``sha256:<hex>`` over the labels (and file names, where the dataset has them) of every
+    """``sha256:<hex>`` over the labels (and file names, as the bytes the file system holds, so a
+    name that is not UTF-8 is hashed too, where the dataset has them) of every
     split of the run's dataset, in order: it changes when the data or the split changes. The
     reader's warnings (skipped files), shown when the run trained, are not repeated."""
     with warnings.catch_warnings():
@@ -87,7 +88,7 @@ def data_hash(config: dict[str, Any]) -> str:
         digest.update(name.encode())
         digest.update(torch.as_tensor(dataset.labels).to(torch.int64).numpy().tobytes())
         for path in getattr(dataset, "paths", None) or ():
-            digest.update(Path(path).name.encode() + b"\0")
+            digest.update(os.fsencode(Path(path).name) + b"\0")  # as bytes: any file name
     return "sha256:" + digest.hexdigest()
 
 
@@ -250,13 +251,13 @@ def _fill(
     shutil.copyfile(run_dir / CONFIG_FILE, staging / CONFIG_FILE)
     preprocessing = {**transform.describe(), "decoding": DECODING}
     (staging / "preprocessing.json").write_text(
-        json.dumps(preprocessing, indent=1), encoding="utf-8"
+        json_text(preprocessing, indent=1), encoding="utf-8"
     )
     (staging / "README.md").write_text(
         _model_card(config, results, digest, weights, data_digest), encoding="utf-8"
     )
     (staging / BUNDLE_FILE).write_text(
-        json.dumps(
+        json_text(
             {
                 "format": FORMAT,
                 "version": 1,

@@ -19,7 +19,6 @@ failed export leaves the previous export as it was and raises an error naming th
 from __future__ import annotations
 
 import io
-import json
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -31,7 +30,7 @@ from torch import nn
 from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, GspdmlError
 from gspdml.models import Embedder
-from gspdml.output_files import atomic_write_bytes, atomic_write_text
+from gspdml.output_files import atomic_write_bytes, atomic_write_text, json_text
 from gspdml.retrieval.preprocessing import ImageTransform
 
 FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
@@ -192,7 +191,7 @@ def export_embedder(
             "tolerance": tolerance,
         }
     atomic_write_bytes(path, data)
-    atomic_write_text(path.with_name(path.name + ".json"), json.dumps(record, indent=1))
+    atomic_write_text(path.with_name(path.name + ".json"), json_text(record, indent=1))
     if check and not difference <= tolerance:  # NaN fails too
         raise ExportMismatchError(
             f"{path}: exported embeddings differ from PyTorch by {difference:.3g} > {tolerance:g}"

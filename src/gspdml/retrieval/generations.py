@@ -39,6 +39,7 @@ from gspdml.output_files import (
     atomic_write,
     atomic_write_text,
     fsync_folder,
+    json_text,
     remove_stale_temporaries,
 )
 
@@ -138,7 +139,7 @@ def write_generation(
             "folder": directory.name,
             "files": {name: file_record(directory / name) for name in writers},
         }
-        atomic_write_text(folder / MANIFEST_FILE, json.dumps(manifest, indent=1))
+        atomic_write_text(folder / MANIFEST_FILE, json_text(manifest, indent=1))
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise

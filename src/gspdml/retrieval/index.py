@@ -24,7 +24,6 @@ retraining and rows removed make it rebuild (:meth:`~RetrievalIndex.update_appro
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
@@ -36,6 +35,7 @@ from safetensors.torch import save_file
 
 from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.evaluation.results import RetrievalResults
+from gspdml.output_files import json_text
 from gspdml.retrieval import ann, exact_search, generations
 
 FORMAT = "gspdml-index"
@@ -372,7 +372,7 @@ def holds_index(folder: str | Path) -> bool:
 
 
 def _write_json(path: str, value: Any) -> None:
-    Path(path).write_text(json.dumps(value, indent=1), encoding="utf-8")
+    Path(path).write_text(json_text(value, indent=1), encoding="utf-8")
 
 
 def _read_vectors(path: Path) -> torch.Tensor:

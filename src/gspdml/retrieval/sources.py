@@ -19,6 +19,7 @@ from gspdml.data.eval_transform import tensor_display
 from gspdml.data.folder import read_csv_rows
 from gspdml.data.images import IMAGE_EXTENSIONS, list_images
 from gspdml.errors import ConfigError, DataError
+from gspdml.file_digest import file_sha256
 from gspdml.retrieval.preprocessing import ImageTransform, load_model_input
 from gspdml.training.run_dir import build_run_data
 
@@ -171,6 +172,87 @@ class _ClassIds(LabelledDataset):
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         return self.source.dataset[i][0], int(self.labels[i])
+
+
+def _content(path: str) -> str:
+    """What identifies an image: its content hash (the same file, or a copy of it, under any
+    name), or its resolved path when it cannot be read (the loader names that file later)."""
+    try:
+        return file_sha256(path)
+    except OSError:
+        return str(Path(path).resolve())
+
+
+def distinct_images(source: ImageSource, where: str) -> tuple[ImageSource, list[tuple[str, str]]]:
+    """``source`` without its repeated images (a file listed twice, or two files of the same
+    bytes), keeping the first of each, and the ``(left out, kept)`` pairs. An image repeated
+    under another label is a :class:`DataError` naming both (``where``: the source's name)."""
+    first: dict[str, int] = {}
+    kept, repeats = [], []
+    for i, (path, label) in enumerate(zip(source.paths, source.labels)):
+        j = first.setdefault(_content(path), i)
+        if j == i:
+            kept.append(i)
+        elif source.labels[j] != label:
+            raise DataError(
+                f"{where}: {path} (label {label!r}) is the same image as {source.paths[j]} "
+                f"(label {source.labels[j]!r}); an image has one class: remove one of them"
+            )
+        else:
+            repeats.append((path, source.paths[j]))
+    return (source.subset(kept) if repeats else source), repeats
+
+
+def evaluation_images(
+    images: Mapping[str, str], transform: ImageTransform
+) -> tuple[EvalSplit, dict[str, Any], list[str]]:
+    """The evaluation split of ``gspdml evaluate --images PATH`` or ``--query PATH --gallery
+    PATH`` (:func:`labelled_source` each), what the report says it did, and the notes to print.
+
+    No query is ranked against itself: an image that a folder or list holds twice (the same
+    file, or another file of the same bytes) is evaluated once (``duplicates_left_out``, the
+    count); a query and a gallery of the same images are evaluated leave-one-out (``protocol``),
+    each query's own image left out of its ranking; a query and a gallery that share only some
+    images are refused, naming one (each would find itself at rank 1)."""
+    sources, report, notes = {}, {}, []
+    left_out = 0
+    for name, path in images.items():
+        source = labelled_source(path, transform)
+        notes += [f"skipped hidden or system entry {entry}" for entry in source.skipped]
+        source, repeats = distinct_images(source, path)
+        left_out += len(repeats)
+        notes += [f"{path}: {copy} is the same image as {kept}; left out" for copy, kept in repeats]
+        sources[name] = source
+    if left_out:
+        report["duplicates_left_out"] = left_out
+    if "images" in sources:
+        return labelled_split(sources["images"]), {**report, "protocol": "leave-one-out"}, notes
+    query, gallery = sources["query"], sources["gallery"]
+    in_query = {_content(p): (p, label) for p, label in zip(query.paths, query.labels)}
+    shared = []
+    for path, label in zip(gallery.paths, gallery.labels):
+        twin = in_query.get(_content(path))
+        if twin is not None and twin[1] != label:
+            raise DataError(
+                f"{path} (gallery label {label!r}) is the same image as the query {twin[0]} "
+                f"(label {twin[1]!r}); an image has one class: give it the same label in both"
+            )
+        if twin is not None:
+            shared.append((twin[0], path))
+    if not shared:
+        return labelled_split(query, gallery), {**report, "protocol": "query -> gallery"}, notes
+    if len(shared) == len(query.paths) == len(gallery.paths):
+        notes.append(
+            f"the query and the gallery are the same {len(shared)} images: evaluated "
+            "leave-one-out (each query's own image left out of its ranking)"
+        )
+        return labelled_split(query), {**report, "protocol": "leave-one-out"}, notes
+    example = f"e.g. {shared[0][0]} is the same image as {shared[0][1]}"
+    raise DataError(
+        f"{len(shared)} of the {len(query.paths)} query images are also in the gallery "
+        f"({example}): each would find itself at rank 1. Give a gallery without the query "
+        f"images, or evaluate one set leave-one-out with --images"
+    )
 
 
 def labelled_split(query: ImageSource, gallery: Optional[ImageSource] = None) -> EvalSplit:

@@ -8,17 +8,20 @@ their initialisation (a new pooling's parameters, a head of another placement), 
 tensors the new model has no place for are left out. A tensor of the same name but another
 shape, a run without final weights or one that shares no tensor with the model is a
 :class:`~gspdml.errors.ConfigError` naming the run and what to do. ``{seed}`` in the path is the
-new run's seed, so that each seed of a protocol starts from the model of the same seed.
+new run's seed, so that each seed of a protocol starts from the model of the same seed; any other
+placeholder, and a weights file that does not hold named tensors, is a ConfigError naming it.
 """
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 from pathlib import Path
 
 from torch import nn
 
 from gspdml.errors import ConfigError
+from gspdml.training.checkpoint import CheckpointError
 from gspdml.training.run_dir import WEIGHTS_FILE, read_weights
 
 FIELD = "model.init_from"
@@ -47,12 +50,7 @@ class Initialised:
 
 def init_source(template: str, seed: int) -> Path:
     """The weights file ``model.init_from`` names for the run of ``seed`` (module docstring)."""
-    try:
-        run_dir = Path(template.format(seed=seed))
-    except (KeyError, IndexError, ValueError) as error:
-        raise ConfigError(
-            FIELD, f"{template!r}: the only placeholder is {{seed}} ({error!r})"
-        ) from None
+    run_dir = Path(_with_seed(template, seed))
     if not run_dir.is_dir():
         raise ConfigError(FIELD, f"{run_dir} is not a directory: name a finished run's folder")
     path = run_dir / WEIGHTS_FILE
@@ -63,10 +61,28 @@ def init_source(template: str, seed: int) -> Path:
     return path
 
 
+def _with_seed(template: str, seed: int) -> str:
+    """``template`` with ``{seed}`` (or ``{seed:03d}``, any integer format) replaced by ``seed``;
+    any other placeholder (``{fold}``, ``{seed.x}``, ``{seed[0]}``, ``{}``) is a ConfigError."""
+    fix = "the only placeholder is {seed} (with an optional integer format, e.g. {seed:02d})"
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+        unknown = [name for name in fields if name != "seed"]
+        text = None if unknown else template.format(seed=seed)
+    except (KeyError, IndexError, ValueError, AttributeError, TypeError) as error:
+        raise ConfigError(FIELD, f"{template!r}: {fix} ({error})") from None
+    if text is None:
+        raise ConfigError(FIELD, f"{template!r}: unknown placeholder {{{unknown[0]}}}; {fix}")
+    return text
+
+
 def initialise_from_run(model: nn.Module, template: str, seed: int) -> Initialised:
     """Copy the matching tensors of the run ``template`` names (module docstring) into ``model``."""
     path = init_source(template, seed)
-    stored, _ = read_weights(path)
+    try:
+        stored, _ = read_weights(path)
+    except CheckpointError as error:
+        raise ConfigError(FIELD, f"{error}") from None
     own = model.state_dict()
     reshaped = [
         f"{name}: {tuple(stored[name].shape)} in the run, {tuple(tensor.shape)} here"

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import os
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from gspdml.errors import ConfigError, DataError
-from gspdml.output_files import OutputError, atomic_write_text
+from gspdml.output_files import OutputError, atomic_write_text, json_text
 from gspdml.training.run_dir import TENSORBOARD_DIR
 
 if TYPE_CHECKING:  # imported when tensorboard is wanted (an optional package)
@@ -47,7 +46,7 @@ class MetricsLog:
 
     def write(self, record: Mapping[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _append_whole(self.path, (json.dumps(_finite(record)) + "\n").encode("utf-8"))
+        _append_whole(self.path, (json_text(record) + "\n").encode("utf-8"))
         if self._writer is not None:
             self._write_scalars(record)
 
@@ -87,7 +86,7 @@ class MetricsLog:
         """Drop records newer than ``step`` (those a killed run wrote after its last checkpoint)
         and the final test record (a resumed run writes it again when it finishes)."""
         kept = [r for r in self.read() if r.get("step", 0) <= step and not r.get("final")]
-        atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+        atomic_write_text(self.path, "".join(json_text(r) + "\n" for r in kept))
 
     def open_tensorboard(self, step: int) -> Path:
         """Mirror the records written from now on into ``RUN_DIR/tensorboard``; events of a killed
@@ -119,13 +118,6 @@ class MetricsLog:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-
-
-def _finite(record: Mapping[str, Any]) -> dict[str, Any]:
-    """JSON has no inf/nan: write them as null."""
-    return {
-        k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()
-    }
 
 
 def _append_whole(path: Path, data: bytes) -> None:

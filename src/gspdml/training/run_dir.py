@@ -26,6 +26,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+import torch
 from torch import nn
 
 from gspdml.config import RunConfig
@@ -37,7 +38,7 @@ from gspdml.models import Embedder, build_embedder
 from gspdml.models.backbones import BACKBONES
 from gspdml.pooling.base import LazyInitialised
 from gspdml.registry import parse_spec
-from gspdml.training.checkpoint import load_state, save_state
+from gspdml.training.checkpoint import CheckpointError, load_state, save_state
 
 #: backbone options that only choose initial weights, and their "none" value
 INITIAL_WEIGHTS_OFF = {"weights": None, "pretrained": False}
@@ -59,8 +60,28 @@ def save_weights(path: Path, model: nn.Module, in_channels: int, config: RunConf
 
 
 def read_weights(path: Path, device="cpu") -> tuple[dict, dict[str, Any]]:
-    """``(state_dict, meta)`` with ``meta["in_channels"]`` and ``meta["model"]`` (the model config)."""
-    return load_state(path, device)
+    """``(state_dict, meta)`` with ``meta["in_channels"]`` and ``meta["model"]`` (the model config).
+
+    A file whose state is not a mapping of names to tensors, or whose metadata lacks those two
+    fields, is a :class:`~gspdml.training.checkpoint.CheckpointError` naming the file and the
+    entry (a gspdml checkpoint of something else, or a file edited by hand)."""
+    state, meta = load_state(path, device)
+    fix = "give the model.safetensors of a finished gspdml run"
+    problem = None
+    if not isinstance(state, dict):
+        problem = f"it holds a {type(state).__name__}, not named tensors"
+    else:
+        for name, value in state.items():
+            if not isinstance(name, str) or not isinstance(value, torch.Tensor):
+                problem = f"entry {name!r} holds a {type(value).__name__}, not a tensor"
+                break
+    if problem is None and (
+        not isinstance(meta.get("model"), dict) or type(meta.get("in_channels")) is not int
+    ):
+        problem = "its metadata lacks 'model' (an object) or 'in_channels' (an integer)"
+    if problem is not None:
+        raise CheckpointError(f"{path}: not a gspdml weights file ({problem}); {fix}")
+    return state, meta
 
 
 def load_embedder(path: Path, device="cpu") -> tuple[Embedder, dict[str, Any]]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import shutil
 import signal
 import sys
@@ -43,7 +42,12 @@ from gspdml.compat.hardware import resolve_precision
 from gspdml.config import RunConfig, dump_config, parse_yaml, validated
 from gspdml.data.eval_transform import run_eval_transform
 from gspdml.data.samplers import ClassBalancedBatchSampler, RandomBatchSampler
-from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
+from gspdml.data.summary import (
+    describe_splits,
+    image_size_note,
+    ranking_problem,
+    scorable_queries,
+)
 from gspdml.errors import ConfigError, DataError, GspdmlError, TrainingError
 from gspdml.evaluation.selection import round_metrics, selection_key, selection_value
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
@@ -51,6 +55,7 @@ from gspdml.models.inference import autocast_context, embed, resolve_device, spl
 from gspdml.output_files import (
     atomic_write_text,
     check_writable_folder,
+    json_text,
     refuse_linked_folders,
     remove_stale_temporaries,
 )
@@ -217,6 +222,7 @@ class Trainer:
 
     def _check_parts(self) -> None:
         """Everything the parts declare, against the config, once before step 1."""
+        self._check_splits_score()
         self.selects = self._check_selection_split()
         check_loss_declarations(self.loss, self.model, self.config.data)
         check_warmup(self.model, self.config.schedule.warmup_steps)
@@ -267,7 +273,7 @@ class Trainer:
         if not resume or changed:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.run_dir / CONFIG_FILE, dump_config(self.config))
-        atomic_write_text(self.run_dir / DATA_FILE, json.dumps(self.data_record, indent=1))
+        atomic_write_text(self.run_dir / DATA_FILE, json_text(self.data_record, indent=1))
         self.log.truncate_after(self.step if resume else -1)
         if self.tensorboard:
             self.log.open_tensorboard(self.step if resume else -1)
@@ -294,6 +300,20 @@ class Trainer:
                 "the data it trained on, start a new run, or pass --allow-data-change to continue "
                 "on this data",
             )
+
+    def _check_splits_score(self) -> None:
+        """The evaluation split and the test split each have a query to score (a relevant
+        reference), else their metrics are undefined: refused before step 1, not NaN after
+        training."""
+        split = self.config.evaluation.split
+        for name, part in {split: self.eval_split, "test": self.data.test}.items():
+            if part is not None and scorable_queries(part) == 0:
+                raise ConfigError(
+                    "evaluation.split" if name == split else "data.dataset",
+                    f"the {name} split has no query to score: no query has another image of its "
+                    f"class ({len(part.query)} queries, every class one image), so its retrieval "
+                    "metrics are undefined. Give its classes at least two images each",
+                )
 
     def _check_selection_split(self) -> bool:
         """Whether validation rounds can select a model. A split that cannot rank (one class, or
@@ -736,7 +756,7 @@ class Trainer:
                 results["baseline"] = self.baseline
                 self._report_baseline(results["test"])
         if self.is_main:
-            atomic_write_text(self.run_dir / RESULTS_FILE, json.dumps(results, indent=2))
+            atomic_write_text(self.run_dir / RESULTS_FILE, json_text(results, indent=2))
         return results
 
     # ------------------------------------------------------------------ checkpoints
@@ -762,6 +782,7 @@ class Trainer:
         save_state(self.checkpoint_path, state, {"step": self.step})
 
     def _restore(self, state: dict[str, Any]) -> None:
+        self._check_checkpoint_shapes(state)
         self.model.load_state_dict(state["model"])
         self.loss.load_state_dict(state["loss"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -772,6 +793,28 @@ class Trainer:
         self._restore_counters(state["trainer"])
         self._restore_callbacks(state["callbacks"])
         set_rng_state(state["rng"])
+
+    def _check_checkpoint_shapes(self, state: dict[str, Any]) -> None:
+        """The checkpoint's model and loss tensors have this run's shapes; a loss that holds
+        one proxy (or classifier row) per training class differs after ``--allow-data-change``
+        added or removed a class: a ConfigError naming the tensors, not torch's size mismatch."""
+        changed = [
+            f"{part}.{name}: {tuple(saved.shape)} in the checkpoint, {tuple(own[name].shape)} now"
+            for part, module in (("model", self.model), ("loss", self.loss))
+            for own in [module.state_dict()]
+            for name, saved in state[part].items()
+            if name in own and own[name].shape != saved.shape
+        ]
+        if changed:
+            classes = len(self.train_dataset.class_names or []) or "another number of"
+            raise ConfigError(
+                "--allow-data-change",
+                f"{self.run_dir} cannot continue on this data: {'; '.join(changed)}. Its loss "
+                "or model holds a tensor with one row per training class (a proxy loss's "
+                f"proxies), and the data now has {classes} training classes. Resume on the "
+                "classes it trained on, or start a new run (with model.init_from pointing at "
+                "this run once it has finished, to start from its weights)",
+            )
 
     def _restore_counters(self, counters: dict[str, Any]) -> None:
         """The trainer's own counters, and nothing else a checkpoint might hold."""

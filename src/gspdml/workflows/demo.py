@@ -14,6 +14,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from gspdml.config import load_config, preset_names
 from gspdml.errors import ConfigError
+from gspdml.output_files import json_text
 from gspdml.training.pretrain import resolve_recipe_weights
 from gspdml.workflows.runner import PlannedRun, run_planned
 from gspdml.workflows.tables import markdown_table
@@ -69,7 +70,7 @@ def run_demo(
                 "target_share": run_target_share(run.run_dir),
             }
         )
-    atomic_write_text(output_dir / "summary.json", json.dumps(rows, indent=2))
+    atomic_write_text(output_dir / "summary.json", json_text(rows, indent=2))
     print()
     print(format_table(rows))
     print(

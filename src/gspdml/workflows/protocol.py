@@ -56,7 +56,6 @@ row (:mod:`gspdml.workflows.tables`).
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -77,7 +76,7 @@ from gspdml.evaluation.aggregate import TABLE_METRICS, fair_protocol_results
 from gspdml.evaluation.selection import POSTPROCESSED_PREFIX, round_metrics
 from gspdml.evaluation.service import EvalSpec, evaluate, with_postprocessed
 from gspdml.evaluation.statistics import mean_std
-from gspdml.output_files import atomic_write_text
+from gspdml.output_files import atomic_write_text, json_text
 from gspdml.training.run_dir import RESULTS_FILE, RESULTS_FIX, read_results
 from gspdml.workflows.runner import PlannedRun, run_planned
 from gspdml.workflows.tables import (
@@ -209,7 +208,7 @@ def run_protocol(
         ],
         **result,
     }
-    atomic_write_text(root / "protocol.json", json.dumps(payload, indent=2) + "\n")
+    atomic_write_text(root / "protocol.json", json_text(payload, indent=2) + "\n")
     return {**payload, "runs": status}
 
 

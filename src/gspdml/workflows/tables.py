@@ -22,14 +22,13 @@ itself.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gspdml.output_files import atomic_write_text
+from gspdml.output_files import atomic_write_text, json_text
 
 FAIR_COLUMNS = (
     ("512D", "precision_at_1", "512D P@1"),
@@ -73,7 +72,7 @@ def write_table(path: str | os.PathLike[str], markdown: str, payload: Any) -> tu
     base.parent.mkdir(parents=True, exist_ok=True)
     md, js = base.with_name(f"{base.name}.md"), base.with_name(f"{base.name}.json")
     atomic_write_text(md, markdown)
-    atomic_write_text(js, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(js, json_text(payload, indent=2, sort_keys=True) + "\n")
     return md, js
 
 

@@ -14,7 +14,9 @@ of ``gspdml cir --model``, replacing the rows' CLIP / RemoteCLIP), its local ``w
 
 Results. A row runs one evaluation per benchmark; each is stored in
 ``<output_dir>/cir/<benchmark>/<method>-<key>.json`` (atomically), ``key`` hashing every setting
-that decides its numbers (:meth:`CirEvaluation.settings`), so a second call, or another table
+that decides its numbers (:meth:`CirEvaluation.settings`; the ``weights``, vocabulary and memory
+files by their content hash, so a file replaced under the same name is evaluated again), so a
+second call, or another table
 with the same evaluation (Table 4.2's rows are Table 4.1's ImageNet-R evaluations, Table 4.5's
 Database row Table 4.1's FreeDom), reuses it. A column reads the row's :func:`summarise`.
 """
@@ -40,8 +42,10 @@ from gspdml.workflows.reproduce.registry import Row, Table, select_rows
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
     Ours,
+    content_of,
     evaluation_payload,
     evaluations_markdown,
+    number_problem,
     row_entry,
     store_result,
     stored_result,
@@ -104,18 +108,39 @@ class CirEvaluation:
             "benchmark": self.benchmark,
             "method": asdict(self.spec.method),
             "model": self.model,
-            "weights": self.weights,
+            "weights": content_of(self.weights),
             "ap": self.spec.ap,
             "recall_at": list(self.recall_at),
             "data": str(self.folder),
-            "vocabulary": None if self.vocabulary is None else str(self.vocabulary),
+            "vocabulary": content_of(self.vocabulary),
             "memory": self.spec.memory,
-            "memory_file": None if self.memory is None else str(self.memory),
+            "memory_file": content_of(self.memory),
         }
 
     def stored(self) -> Optional[dict[str, Any]]:
-        """The stored result of these settings, None when there is none yet."""
-        return stored_result(self.output, self.settings())
+        """The stored result of these settings, None when there is none yet (or when it is
+        invalid: :meth:`result_problem`)."""
+        return stored_result(self.output, self.settings(), self.result_problem)
+
+    def result_problem(self, result: dict[str, Any]) -> Optional[str]:
+        """What is wrong with a stored ``result`` (None: nothing): ``map`` and each
+        ``recall@k`` in [0, 100] (percent), overall and in each of a non-empty ``groups``, with
+        a positive query count."""
+        names = ["map", *(f"recall@{k}" for k in self.recall_at)]
+        groups = result.get("groups")
+        if not isinstance(groups, dict) or not groups:
+            return "'groups' is not a non-empty object"
+        for where, values in [("", result), *((f"group {g!r}: ", v) for g, v in groups.items())]:
+            if not isinstance(values, dict):
+                return f"{where}not an object"
+            count = values.get("queries")
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                return f"{where}'queries' is {count!r}, not a positive count"
+            for name in names:
+                fault = number_problem(values, name, 100.0)
+                if fault is not None:
+                    return where + fault
+        return None
 
     def protocol(self) -> CompositionProtocol:
         """The benchmark's protocol; a PatternCom tree whose queries differ from Table 5.1 is

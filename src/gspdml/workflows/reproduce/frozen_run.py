@@ -20,8 +20,10 @@ holding the released files under their published names (each row finds its own),
 
 Results. Each (row, dataset) evaluation is stored in
 ``<output_dir>/frozen/<dataset>/<checkpoint stem>-<pooling>-<key>.json``, ``key`` hashing every
-setting that decides its numbers (:meth:`FrozenEvaluation.settings`: the checkpoint's path and
-size among them), so a second call reuses it.
+setting that decides its numbers (:meth:`FrozenEvaluation.settings`: the checkpoint by its
+content hash, so a file replaced by another of the same size is evaluated again), so a second
+call reuses it. A stored result is checked when read (its fields and ranges); a bad one is
+evaluated again, with a line on stderr.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ from gspdml.workflows.reproduce.registry import Row, Table, select_rows
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
     Ours,
+    content_of,
     evaluation_payload,
     evaluations_markdown,
+    number_problem,
     row_entry,
     store_result,
     stored_result,
@@ -103,15 +107,11 @@ class FrozenEvaluation:
 
     def settings(self) -> dict[str, Any]:
         """Everything that decides the numbers, as stored beside them."""
-        file = self.checkpoint
         return {
             "dataset": self.dataset,
             "model": self.spec.describe(),
             "gamma": self.spec.gamma,
-            "checkpoint": None if file is None else str(file),
-            "checkpoint_bytes": file.stat().st_size
-            if file is not None and file.is_file()
-            else None,
+            "checkpoint": content_of(self.checkpoint),
             "data": str(self.folder),
             "resize": self.resize,
             "crop": self.crop,
@@ -119,7 +119,15 @@ class FrozenEvaluation:
         }
 
     def stored(self) -> Optional[dict[str, Any]]:
-        return stored_result(self.output, self.settings())
+        return stored_result(self.output, self.settings(), self.result_problem)
+
+    def result_problem(self, result: dict[str, Any]) -> Optional[str]:
+        """What is wrong with a stored ``result`` (None: nothing): it holds exactly the
+        ``recall_at_<K>`` of :attr:`recall_at`, each a fraction in [0, 1]."""
+        keys = {f"recall_at_{k}" for k in self.recall_at}
+        if set(result) != keys:
+            return f"fields {sorted(result)}, expected {sorted(keys)}"
+        return next(filter(None, (number_problem(result, key, 1.0) for key in sorted(keys))), None)
 
     def split(self) -> Any:
         """The dataset's test split (:class:`~gspdml.data.base.EvalSplit`) read as evaluated."""

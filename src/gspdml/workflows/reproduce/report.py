@@ -7,13 +7,14 @@ column the paper's number, ours, our std and the difference ours - paper (points
 
 from __future__ import annotations
 
-import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Protocol, TypeVar
 
-from gspdml.errors import read_json_object
-from gspdml.output_files import atomic_write_text, check_writable_file
+from gspdml.errors import DataError, read_json_object
+from gspdml.file_digest import file_sha256
+from gspdml.output_files import atomic_write_text, check_writable_file, json_text
 from gspdml.workflows.reproduce.registry import EVALUATION_ONLY, Row, Table
 from gspdml.workflows.tables import markdown_table, write_table
 
@@ -172,19 +173,58 @@ def table_markdown(table: Table, payload: dict) -> str:
     return "\n".join([*lines, "", markdown_table(header, body), ""])
 
 
-def stored_result(path: Path, settings: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+def stored_result(
+    path: Path, settings: Mapping[str, Any], problem: Callable[[dict[str, Any]], Optional[str]]
+) -> Optional[dict[str, Any]]:
     """The result an evaluation stored in ``path`` with exactly these ``settings`` (everything
-    that decides its numbers), None when there is none yet."""
+    that decides its numbers, files by their content: :func:`content_of`), None when there is
+    none yet. A stored file that cannot be read, or whose result ``problem`` finds fault with
+    (a missing field, a type, a value out of range: a recall of 7.5), is None too, with a line
+    on stderr: the evaluation runs again and replaces it."""
     if not path.is_file():
         return None
-    stored = read_json_object(path)
-    return stored["result"] if stored.get("settings") == dict(settings) else None
+    try:
+        stored = read_json_object(path)
+    except DataError as error:
+        print(f"gspdml: {error}; it is evaluated again", file=sys.stderr)
+        return None
+    if stored.get("settings") != dict(settings):
+        return None
+    result = stored.get("result")
+    fault = problem(result) if isinstance(result, dict) else "'result' is not an object"
+    if fault is not None:
+        print(
+            f"gspdml: {path}: the stored result is invalid ({fault}); it is evaluated again",
+            file=sys.stderr,
+        )
+        return None
+    return result
+
+
+def number_problem(values: Mapping[str, Any], key: str, top: float) -> Optional[str]:
+    """What is wrong with ``values[key]`` as a score in ``[0, top]`` (None: nothing)."""
+    value = values.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{key!r} is {value!r}, not a number"
+    if not 0 <= value <= top:
+        return f"{key!r} is {value!r}, outside [0, {top:g}]"
+    return None
+
+
+def content_of(file: Optional[str | Path]) -> Optional[str]:
+    """What a stored result depends on for ``file``: the content hash of a file (so a file
+    replaced by another, of any size, gets another key), the text given otherwise (a folder,
+    a model tag, a missing file), None for none."""
+    if file is None:
+        return None
+    path = Path(file).expanduser()
+    return file_sha256(path) if path.is_file() else str(file)
 
 
 def store_result(path: Path, settings: Mapping[str, Any], result: Mapping[str, Any]) -> None:
     """Store an evaluation's ``result`` beside its ``settings`` in ``path`` (atomically)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"settings": dict(settings), "result": dict(result)}, indent=2)
+    text = json_text({"settings": dict(settings), "result": dict(result)}, indent=2)
     atomic_write_text(path, text + "\n")
 
 
