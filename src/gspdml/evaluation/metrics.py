@@ -115,7 +115,7 @@ def r_precision(n: Neighbours) -> torch.Tensor:
 @register("mean_average_precision", "query", depth=ALL, default=False)
 def mean_average_precision(ranking: Ranking) -> torch.Tensor:
     precision = torch.where(ranking.valid, ranking.hits / ranking.ranks, 0.0)
-    return precision.sum(1) / ranking.r
+    return (ranking.weights * precision).sum(1) / ranking.r
 
 
 @register("mean_reciprocal_rank", "query", depth=ALL, default=False)
@@ -267,14 +267,17 @@ def search_for_metrics(
     """The exact search (:func:`~gspdml.evaluation.exact_knn.retrieve`) as deep as the per-query
     ``metrics`` (default :func:`~gspdml.evaluation.metric_registry.default_query_metrics`) declare: R_i for MAP@R, the largest K of Recall@K, and at
     least ``min_k`` neighbours (e.g. to show them); never the whole ranking, which
-    :func:`whole_ranking_metrics` scores in bounded memory."""
+    :func:`whole_ranking_metrics` scores in bounded memory (metrics that all read it search
+    nothing: k = 0)."""
     recall_at = check_recall_at(recall_at)
     names = _query_metrics(metrics)
+    whole_only = all(METRICS[name].depth == ALL for name in names) and int(min_k) <= 1
     return retrieve(
         query,
         query_labels,
         reference,
         reference_labels,
+        k=0 if whole_only else None,
         min_k=max(search_depth(names, recall_at), int(min_k)),
         class_size=any(METRICS[name].depth == CLASS_SIZE for name in names),
         memory_budget=memory_budget,
