@@ -85,6 +85,19 @@ class Metric:
             return self.kind
         return {EACH_K: "per-k", ALL: "whole ranking"}.get(str(self.depth), "bounded")
 
+    @property
+    def cost_class(self) -> str:
+        """What computing it costs (``gspdml list metrics``): a kNN search to the depth it
+        reads, every (query, reference) pair, k-means, or nothing beyond its inputs."""
+        if self.kind == "clustering":
+            return "k-means of the query embeddings"
+        if self.kind == "derived":
+            return f"from {', '.join(self.inputs)}"
+        if self.depth == ALL:
+            return "every query-reference pair (time N_q x N_r, memory bounded)"
+        depth = {CLASS_SIZE: "R_i", EACH_K: "K"}.get(str(self.depth), str(self.depth))
+        return f"kNN search to depth {depth}"
+
     def keys(self, recall_at=()) -> list[str]:
         """Its keys in a flat report: ``<stem>_<K>`` per K for :data:`EACH_K`, else the name."""
         return [f"{self.stem}_{K}" for K in recall_at] if self.depth == EACH_K else [self.name]

@@ -99,32 +99,38 @@ from gspdml.evaluation.whole_ranking import Ranking, whole_ranking_scores
 
 @register("map_at_r", "query", depth=CLASS_SIZE, selectable=True)
 def map_at_r(n: Neighbours) -> torch.Tensor:
+    """(1/R_i) sum_{j<=R_i} rel_i(j) P_i(j) (Musgrave et al., ECCV 2020, §3.2)."""
     return (n.hits * n.precision_at * n.within_r).sum(1) / n.r
 
 
 @register("precision_at_1", "query", depth=1, selectable=True)
 def precision_at_1(n: Neighbours) -> torch.Tensor:
+    """rel_i(1), the "R@1" of DML papers."""
     return n.hits[:, 0]
 
 
 @register("r_precision", "query", depth=CLASS_SIZE, selectable=True)
 def r_precision(n: Neighbours) -> torch.Tensor:
+    """(1/R_i) sum_{j<=R_i} rel_i(j)."""
     return (n.hits * n.within_r).sum(1) / n.r
 
 
 @register("mean_average_precision", "query", depth=ALL, default=False)
 def mean_average_precision(ranking: Ranking) -> torch.Tensor:
+    """(1/R_i) sum_j t_ij / n_ij over the relevant references, ties ranked as a group."""
     precision = torch.where(ranking.valid, ranking.hits / ranking.ranks, 0.0)
     return (ranking.weights * precision).sum(1) / ranking.r
 
 
 @register("mean_reciprocal_rank", "query", depth=ALL, default=False)
 def mean_reciprocal_rank(ranking: Ranking) -> torch.Tensor:
+    """1 / min_j n_ij, the rank of the first relevant reference in the whole ranking."""
     return 1.0 / torch.where(ranking.valid, ranking.ranks, torch.inf).min(1).values
 
 
 @register("recall_at", "query", depth=EACH_K)
 def recall_at(n: Neighbours, K: int) -> torch.Tensor:
+    """1 if some j <= K has rel_i(j) = 1 (open-metric-learning's cmc@k)."""
     return n.relevance_all[:, :K].any(1).to(torch.float64)
 
 
