@@ -2,7 +2,7 @@
 
     PYTHONPATH=src python benchmarks/evaluation.py [--datasets sop inshop] [--repeats 3] [--seed 0]
     PYTHONPATH=src python benchmarks/evaluation.py --datasets --million [--million-queries 50000] [--device cuda]
-    PYTHONPATH=src python benchmarks/evaluation.py --datasets --ties [--tie-sizes 10000 60000]
+    PYTHONPATH=src python benchmarks/evaluation.py --datasets --ties [--tie-sizes 5000 60000]
     PYTHONPATH=src python benchmarks/evaluation.py --datasets --report [--report-sizes 20000]
 
 Synthetic clustered embeddings (unit class centres + Gaussian noise, L2-normalised, float32):
@@ -18,9 +18,16 @@ Synthetic clustered embeddings (unit class centres + Gaussian noise, L2-normalis
   labels of SOP-like classes (2-12 rows, mean 5.35, in row order): ``equal`` (every row the same
   unit vector), ``two`` (two unit vectors, each row one of them at random), ``duplicated``
   (N / 2.5 clustered vectors as ``sop``, each repeated 2 or 3 times with its label, rows
-  shuffled), ``collapsed`` (one unit vector plus Gaussian noise of norm ~1e-4, L2-normalised).
-  PML (faiss) orders tied neighbours its own way, so its metrics may differ from the exact
-  ones under the (distance, index) rule; the table prints the difference.
+  shuffled), ``collapsed-<s>`` for s in 1e-7, 1e-5, 1e-4 (one unit vector plus Gaussian noise of
+  norm ~s, L2-normalised). Each row times, in one run on the same saved arrays, gspdml's bounded
+  metrics (MAP@R, P@1, R-precision, Recall@1: the default report) beside PML's
+  ``AccuracyCalculator(k="max_bin_count")`` for the same three, and gspdml's whole-ranking mAP
+  and MRR beside PML's ``mean_average_precision`` and ``mean_reciprocal_rank`` with ``k=None``
+  (a faiss search of every reference: N^2 distances and indices in memory, so PML's whole
+  ranking is left out, and said so, where that exceeds ``--pml-memory-gb``). PML (faiss) orders
+  tied neighbours its own way and ranks a tie group one by one where gspdml's mAP and MRR rank it
+  as a group (sklearn's rule), so the metrics may differ on ties; the table prints the largest
+  difference of each pair.
 - ``--report``: the cost of the whole-ranking metrics. N x 128 leave-one-out SOP-like data for
   each N of ``--report-sizes``, scored by :func:`gspdml.evaluation.service.evaluate_embeddings`
   with the default report (``EvalSpec()``: every per-query metric, the full mAP and uncut MRR
@@ -33,8 +40,8 @@ Synthetic clustered embeddings (unit class centres + Gaussian noise, L2-normalis
   about 50 ns per (query, reference) pair on one thread, quadratic in N, in memory bounded by
   ``memory_budget`` (256 MB by default).
 
-In the gspdml vs PML tables gspdml computes the metrics of bounded depth
-(:func:`gspdml.evaluation.metric_registry.bounded_query_metrics`), as PML with
+In the gspdml vs PML tables gspdml computes its default metrics
+(:func:`gspdml.evaluation.metric_registry.default_query_metrics`, of bounded depth), as PML with
 ``k="max_bin_count"`` does.
 
 Each method runs in its own subprocess on the same saved arrays, so its peak memory is its own:
@@ -119,7 +126,12 @@ def make_data(name, rng, dim=128, noise=0.14):
     raise ValueError(name)
 
 
-TIE_PATTERNS = ("equal", "two", "duplicated", "collapsed")
+TIE_PATTERNS = ("equal", "two", "duplicated", "collapsed-1e-7", "collapsed-1e-5", "collapsed-1e-4")
+#: gspdml's and PML's names of the whole-ranking metrics
+WHOLE_KEYS = {
+    "mean_average_precision": "mean_average_precision",
+    "mean_reciprocal_rank": "mean_reciprocal_rank",
+}
 
 
 def sop_like_labels(rng, n):
@@ -143,27 +155,48 @@ def make_ties(pattern, n, rng, dim=128):
         x = np.repeat(points[:1], n, axis=0)
     elif pattern == "two":
         x = points[rng.integers(0, 2, n)]
-    elif pattern == "collapsed":
-        x = points[:1] + 1e-4 / math.sqrt(dim) * rng.standard_normal((n, dim), dtype=np.float32)
+    elif pattern.startswith("collapsed-"):
+        noise = float(pattern.split("-", 1)[1])
+        x = points[:1] + noise / math.sqrt(dim) * rng.standard_normal((n, dim), dtype=np.float32)
         x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
     else:
         raise ValueError(pattern)
     return {"query": np.ascontiguousarray(x), "query_labels": sop_like_labels(rng, n)}
 
 
-def run_ties(tmp: Path, rng, sizes, repeats, device: str = "cpu") -> None:
-    """gspdml vs PML on each tie pattern and size, one table row each."""
-    header = f"{'pattern':<11} {'N':>7} {'gspdml s':>9} {'PML s':>8} {'PML/gspdml':>10} {'max |diff|':>10}"
+def run_ties(tmp: Path, rng, sizes, repeats, device: str = "cpu", pml_memory_gb=8.0) -> None:
+    """Per tie pattern and size: gspdml vs PML, bounded metrics and whole ranking (one row)."""
+    header = (
+        f"{'pattern':<15} {'N':>6} | {'gspdml s':>8} {'PML s':>7} {'ratio':>5} {'|diff|':>8} | "
+        f"{'gspdml mAP s':>12} {'PML k=None s':>12} {'ratio':>5} {'|diff|':>8} {'mAP/PML bnd':>11}"
+    )
+    print("bounded: MAP@R, P@1, R-precision (PML k=max_bin_count); ratio = PML / gspdml")
+    print("whole ranking: mAP and MRR (PML k=None); mAP/PML bnd = gspdml whole / PML bounded")
     print(header)
     print("-" * len(header))
     for n in sizes:
         for pattern in TIE_PATTERNS:
             path = save(tmp / f"{pattern}-{n}", make_ties(pattern, n, rng))
             ours, pml = (launch(m, path, repeats, device=device) for m in ("gspdml", "pml"))
+            whole = launch("gspdml-whole", path, repeats, device=device)
             diff = max(abs(ours["metrics"][key] - pml["metrics"][key]) for key in KEYS)
+            pml_whole_gb = n * n * 24 / 2**30  # distances, indices, neighbour labels, masks
+            if pml_whole_gb <= pml_memory_gb:
+                theirs = launch("pml-whole", path, repeats, device=device)
+                whole_diff = max(
+                    abs(whole["metrics"][k] - theirs["metrics"][k]) for k in WHOLE_KEYS
+                )
+                pml_cells = (
+                    f"{theirs['seconds']:12.2f} {theirs['seconds'] / whole['seconds']:5.1f} "
+                    f"{whole_diff:8.2e}"
+                )
+            else:
+                pml_cells = f"{f'not run: N^2 ~{pml_whole_gb:.0f} GB':>27}"
             print(
-                f"{pattern:<11} {n:>7} {ours['seconds']:9.2f} {pml['seconds']:8.2f} "
-                f"{pml['seconds'] / ours['seconds']:10.2f} {diff:10.2e}",
+                f"{pattern:<15} {n:>6} | {ours['seconds']:8.2f} {pml['seconds']:7.2f} "
+                f"{pml['seconds'] / ours['seconds']:5.1f} {diff:8.2e} | "
+                f"{whole['seconds']:12.2f} {pml_cells} "
+                f"{whole['seconds'] / pml['seconds']:11.2f}",
                 flush=True,
             )
 
@@ -211,11 +244,14 @@ def worker(method: str, path: str, repeats: int, queries: int, device: str) -> N
         }
     if method == "gspdml":
         from gspdml.evaluation import retrieval_metrics
-        from gspdml.evaluation.metric_registry import bounded_query_metrics
+
+        def run():  # the default metrics: MAP@R, P@1, R-precision, Recall@1
+            return retrieval_metrics(**data, recall_at=(1,), device=device)
+    elif method == "gspdml-whole":
+        from gspdml.evaluation import retrieval_metrics
 
         def run():
-            names = bounded_query_metrics()
-            return retrieval_metrics(**data, recall_at=(1,), metrics=names, device=device)
+            return retrieval_metrics(**data, metrics=tuple(WHOLE_KEYS), device=device)
     elif method in ("report", "round"):
         from gspdml.evaluation.selection import round_metrics
         from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
@@ -227,7 +263,9 @@ def worker(method: str, path: str, repeats: int, queries: int, device: str) -> N
     else:
         from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 
-        calc = AccuracyCalculator(include=tuple(KEYS.values()), k="max_bin_count")
+        names = WHOLE_KEYS if method == "pml-whole" else KEYS
+        k = None if method == "pml-whole" else "max_bin_count"
+        calc = AccuracyCalculator(include=tuple(names.values()), k=k)
 
         def run():
             out = calc.get_accuracy(
@@ -236,7 +274,7 @@ def worker(method: str, path: str, repeats: int, queries: int, device: str) -> N
                 data.get("reference"),
                 data.get("reference_labels"),
             )
-            return {ours: out[theirs] for ours, theirs in KEYS.items()}
+            return {ours: out[theirs] for ours, theirs in names.items()}
 
     torch.zeros(1)  # torch initialised before the baseline
     before = max_rss_mb()
@@ -252,9 +290,7 @@ def worker(method: str, path: str, repeats: int, queries: int, device: str) -> N
                 "seconds": seconds,
                 "peak_mb": peak,
                 "delta_mb": peak - before,
-                "metrics": {
-                    k: metrics[k] for k in (*KEYS, "mean_average_precision") if k in metrics
-                },
+                "metrics": {k: metrics[k] for k in (*KEYS, *WHOLE_KEYS) if k in metrics},
             }
         )
     )
@@ -294,7 +330,13 @@ def main() -> None:
         help="search only this many rows against the 1M and extrapolate (0: all)",
     )
     parser.add_argument("--ties", action="store_true", help="tied / near-tied embeddings table")
-    parser.add_argument("--tie-sizes", nargs="+", type=int, default=[10_000, 60_000])
+    parser.add_argument("--tie-sizes", nargs="+", type=int, default=[5_000, 60_000])
+    parser.add_argument(
+        "--pml-memory-gb",
+        type=float,
+        default=8.0,
+        help="run PML's whole ranking (k=None, N^2 in memory) only up to about this much",
+    )
     parser.add_argument(
         "--report", action="store_true", help="default report with vs without mAP and MRR"
     )
@@ -316,7 +358,7 @@ def main() -> None:
     print(f"gspdml searches on {describe_device(args.device)}")
     if args.ties:
         with tempfile.TemporaryDirectory() as tmp:
-            run_ties(Path(tmp), rng, args.tie_sizes, args.repeats, args.device)
+            run_ties(Path(tmp), rng, args.tie_sizes, args.repeats, args.device, args.pml_memory_gb)
     if args.report:
         with tempfile.TemporaryDirectory() as tmp:
             run_report(Path(tmp), rng, args.report_sizes, args.repeats)

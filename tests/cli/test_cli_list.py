@@ -43,3 +43,17 @@ def test_an_unknown_kind_is_refused(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["list", "optimizers"])
     assert stop.value.code == 2 and "invalid choice: 'optimizers'" in capsys.readouterr().err
+
+
+def test_every_metric_is_listed_with_its_depth_and_cost_class(capsys):
+    from gspdml.evaluation.metric_registry import METRICS
+
+    metrics = _listed(capsys, "metrics")
+    assert sorted(metrics) == sorted(METRICS)
+    assert metrics["map_at_r"].startswith("bounded; cost: kNN search to depth R_i; default")
+    assert metrics["map_at_k"].startswith("per-k; cost: kNN search to depth K; when named")
+    assert "pytorch-metric-learning" in metrics["map_at_k"]
+    whole = metrics["mean_average_precision"]
+    assert whole.startswith("whole ranking; cost: every query-reference pair")
+    assert metrics["nmi"].startswith("clustering; cost: k-means")
+    assert set(_listed(capsys, "metrics", "mrr*")) == {"mrr_at_k"}

@@ -14,6 +14,7 @@ from gspdml.evaluation import (
     whole_ranking,
 )
 from gspdml.evaluation.exact_knn import DEFAULT_MEMORY_BUDGET, retrieve
+from gspdml.evaluation.metric_registry import default_query_metrics
 from gspdml.evaluation.metrics import NoQueryToScore, metrics_from_results, per_query_scores
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
 
@@ -26,6 +27,8 @@ PML_KEYS = {
     "mean_average_precision": "mean_average_precision",
     "mean_reciprocal_rank": "mean_reciprocal_rank",
 }
+#: the default metrics and the whole-ranking ones, which are computed when named
+WITH_WHOLE = (*default_query_metrics(), "mean_average_precision", "mean_reciprocal_rank")
 PML_WHOLE_RANKING = ("mean_average_precision", "mean_reciprocal_rank")
 
 
@@ -40,6 +43,7 @@ def test_spec_toy_example_with_a_tie():
     m = retrieval_metrics(
         column([0, 1, 2, 10, 11]),
         np.array(["a", "a", "b", "b", "b"]),
+        metrics=WITH_WHOLE,
         class_average=True,
         per_class=True,
     )
@@ -68,7 +72,9 @@ def test_duplicates_stay_valid_and_ties_go_to_the_lower_index():
     # q1: 3 (b, 9) rank 3, 4 (b, 25) rank 4 -> AP (1/3 + 2/4) / 2 = 5/12, RR 1/3. q2: 0 (a, 9)
     # ties with 1 at 9, rank 4 -> 1/4, 1/4. q3: 4 (b, 4) rank 2, 1 (b, 9) rank 4 -> AP
     # (1/2 + 2/4) / 2 = 1/2, RR 1/2; q4 likewise (3 at 4 tied with 2, 1 at 25 tied with 0).
-    m = retrieval_metrics(column([0, 0, 3, 3, 5]), np.array([0, 1, 0, 1, 1]), recall_at=(1, 2))
+    m = retrieval_metrics(
+        column([0, 0, 3, 3, 5]), np.array([0, 1, 0, 1, 1]), recall_at=(1, 2), metrics=WITH_WHOLE
+    )
     assert m["precision_at_1"] == 0.0
     assert m["r_precision"] == pytest.approx(1.0 / 5)
     assert m["map_at_r"] == pytest.approx(0.5 / 5)
@@ -125,7 +131,7 @@ def test_leave_one_out_equals_pml():
     x = normalized(400, 16, 0)
     labels = torch.randint(0, 50, (400,), generator=torch.Generator().manual_seed(1))
     labels[:3] = 1000 + torch.arange(3)  # three lone queries
-    ours = retrieval_metrics(x, labels)
+    ours = retrieval_metrics(x, labels, metrics=WITH_WHOLE)
     assert ours["num_lone_queries"] == 3
     assert_matches_pml(ours, pml(x, labels))
 
@@ -137,7 +143,7 @@ def test_query_reference_equals_pml_with_lone_labels():
         torch.randint(0, 45, (200,), generator=g),
         torch.randint(0, 40, (300,), generator=g),
     )
-    ours = retrieval_metrics(q, q_labels, r, r_labels)
+    ours = retrieval_metrics(q, q_labels, r, r_labels, metrics=WITH_WHOLE)
     assert ours["num_lone_queries"] == int((q_labels >= 40).sum()) > 0
     assert_matches_pml(ours, pml(q, q_labels, r, r_labels))
 
@@ -145,7 +151,7 @@ def test_query_reference_equals_pml_with_lone_labels():
 def test_class_averaged_and_per_class_equal_pml():
     x = normalized(300, 8, 5)
     labels = torch.randint(0, 30, (300,), generator=torch.Generator().manual_seed(6))
-    ours = retrieval_metrics(x, labels, class_average=True, per_class=True)
+    ours = retrieval_metrics(x, labels, metrics=WITH_WHOLE, class_average=True, per_class=True)
     assert_matches_pml(ours["class_averaged"], pml(x, labels, avg_of_avgs=True))
     per_class = pml(x, labels, return_per_class=True)
     for key, pml_key in PML_KEYS.items():
@@ -220,7 +226,7 @@ def test_full_map_and_uncut_mrr_equal_a_loop_and_sklearn_with_ties_and_duplicate
     x = torch.randint(0, 4, (150, 3), generator=g).float()
     labels = torch.randint(0, 12, (150,), generator=g).numpy()
     for args in ((x, labels), (x[:50], labels[:50], x[50:], labels[50:])):
-        m = retrieval_metrics(*args, recall_at=(1,), memory_budget=2**12)
+        m = retrieval_metrics(*args, recall_at=(1,), metrics=WITH_WHOLE, memory_budget=2**12)
         ap, rr, sklearn_ap = per_query_reference(*args)
         assert np.allclose(ap, sklearn_ap, rtol=1e-12, atol=0)
         assert m["mean_average_precision"] == pytest.approx(np.mean(ap), rel=1e-12)
@@ -233,7 +239,7 @@ def test_full_map_equals_sklearn_without_ties_and_the_k_needs_no_whole_ranking()
     g = torch.Generator().manual_seed(14)
     q_labels = torch.randint(0, 9, (60,), generator=g)
     r_labels = torch.randint(0, 9, (90,), generator=g)
-    m = retrieval_metrics(q, q_labels, r, r_labels, recall_at=(1,))
+    m = retrieval_metrics(q, q_labels, r, r_labels, recall_at=(1,), metrics=WITH_WHOLE)
     ap, rr, sklearn_ap = per_query_reference(q, q_labels, r, r_labels)
     assert m["mean_average_precision"] == pytest.approx(np.mean(sklearn_ap), rel=1e-12)
     assert m["mean_reciprocal_rank"] == pytest.approx(np.mean(rr), rel=1e-12)
@@ -269,7 +275,7 @@ def test_a_collapsed_embedding_scores_the_tie_values():
     # All embeddings equal: every reference is tied, so every relevant one ranks N-th:
     # AP = R_i / N, RR = 1 / N (leave-one-out N = 9, R_i = class size - 1).
     labels = np.array([0, 0, 0, 1, 1, 1, 1, 2, 2, 2])
-    m = retrieval_metrics(np.ones((10, 4), np.float32), labels, recall_at=(1,))
+    m = retrieval_metrics(np.ones((10, 4), np.float32), labels, recall_at=(1,), metrics=WITH_WHOLE)
     r = np.bincount(labels)[labels] - 1
     assert m["mean_average_precision"] == pytest.approx(np.mean(r / 9), rel=1e-12)
     assert m["mean_reciprocal_rank"] == pytest.approx(1 / 9, rel=1e-12)

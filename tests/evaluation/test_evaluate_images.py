@@ -66,8 +66,12 @@ def run_dir(tmp_path):
 def test_a_labelled_folder_is_evaluated_leave_one_out(tmp_path, run_dir, capsys):
     paths = write_image_folder(tmp_path / "shop", CLASSES, per_class=4, seed=1)
     (tmp_path / "shop" / ".DS_Store").write_bytes(b"\0")
-    printed = evaluate_command(capsys, run_dir, "--images", tmp_path / "shop")
+    printed = evaluate_command(
+        capsys, run_dir, "--images", tmp_path / "shop", "--metrics", "mean_average_precision"
+    )
     assert printed["images"] == str(tmp_path / "shop") and "split" not in printed
+    assert "mean_average_precision" in printed["metrics"]["computed"]
+    assert "mean_reciprocal_rank" in printed["metrics"]["not_computed"]
     expected = independent(run_dir, paths, labels_of(paths))
     for key, value in expected.items():
         assert printed[key] == pytest.approx(value, rel=1e-9), key
@@ -88,6 +92,8 @@ def test_a_csv_query_list_against_a_gallery_folder(tmp_path, run_dir, capsys):
         tmp_path / "lists" / "query.csv",
         "--gallery",
         tmp_path / "gallery",
+        "--metrics",
+        "mean_average_precision",
     )
     expected = independent(run_dir, query, labels_of(query), gallery, labels_of(gallery))
     for key, value in expected.items():

@@ -91,9 +91,13 @@ def test_early_stopping_restores_the_best_weights(tmp_path, make_config):
     assert test[0]["weights_step"] == results["best_step"]
     marker = curve_series(records, weights_step(results, config))[("test", "map_at_r")]
     assert marker == [(results["best_step"], results["test"]["map_at_r"])]
-    # rounds score the metrics of bounded depth; the test split also the whole-ranking mAP, MRR
+    # rounds and the test split score the default metrics (bounded depth), and results.json says
+    # which it computed: the whole-ranking mAP and MRR only when evaluation.metrics names them
     assert all("mean_average_precision" not in r and "map_at_r" in r for r in val)
-    assert {"mean_average_precision", "mean_reciprocal_rank"} <= set(results["test"])
+    assert "mean_average_precision" not in results["test"] and "map_at_r" in results["test"]
+    computed = results["test_metrics"]
+    assert "map_at_r" in computed["computed"]
+    assert {"mean_average_precision", "mean_reciprocal_rank"} <= set(computed["not_computed"])
     best_state, _ = load_state(tmp_path / "run" / "checkpoints" / "best.safetensors")
     _, model = load_run(tmp_path / "run")
     for key, value in model.state_dict().items():

@@ -1,5 +1,6 @@
-"""``gspdml list poolings|losses|backbones|datasets|presets [PATTERN] [--json]``: the names a
-run config can use, with one line each (:mod:`gspdml.workflows.listing`)."""
+"""``gspdml list poolings|losses|backbones|datasets|presets|metrics [PATTERN] [--json]``: the
+names a run config can use, with one line each (:mod:`gspdml.workflows.listing`); a metric's
+line gives its depth (bounded, per-k, whole ranking) and cost class."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     from gspdml.workflows.listing import KINDS
 
     p = sub.add_parser(
-        "list", help="list the poolings, losses, backbones, datasets or presets a config can name"
+        "list",
+        help="list the poolings, losses, backbones, datasets, presets or metrics a config can name",
     )
     p.add_argument("kind", choices=KINDS)
     p.add_argument("pattern", nargs="?", help="shell-style filter on the names, e.g. 'gsp*'")

@@ -62,6 +62,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from gspdml.data import build_data
+    from gspdml.evaluation.metric_registry import default_query_metrics
     from gspdml.evaluation.service import EvalSpec, evaluate
     from gspdml.models.inference import resolve_device
     from gspdml.training import load_run
@@ -70,7 +71,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     # the run's device (by default) and precision: what the trainer evaluated with
     device = resolve_device(args.device or config.trainer.device)
     model = model.to(device)
-    spec = EvalSpec.from_evaluation(config.evaluation)
+    named = tuple(args.metrics or ())
+    spec = EvalSpec.from_evaluation(
+        config.evaluation,
+        metrics=(*default_query_metrics(), *config.evaluation.metrics, *named) if named else None,
+    )
     images = _evaluation_images(args)
     if images:
         split, header = _image_split(config, model, images)
@@ -99,7 +104,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     header = {"run": str(args.run_dir), **header, "weights": args.weights}
-    print(json_text({**header, **report.metrics}, indent=2))
+    print(json_text({**header, **report.metrics, "metrics": spec.metrics_computed()}, indent=2))
     return 0
 
 
@@ -208,6 +213,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--device",
         help="cpu, cuda, cuda:1, auto, ... (default: the run's "
         "trainer.device, which reproduces its results.json)",
+    )
+    p.add_argument(
+        "--metrics",
+        nargs="+",
+        metavar="NAME",
+        help="also compute these metrics (gspdml list metrics), e.g. mean_average_precision "
+        "(whole ranking) or map_at_k (at each K of evaluation.recall_at); the output's "
+        "'metrics' lists what was computed and what was not",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress lines (stderr)")
     p.set_defaults(func=_cmd_evaluate)

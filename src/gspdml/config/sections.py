@@ -57,6 +57,12 @@ def _selection_metric(value: str, field: str) -> None:
     check_selection_metric(value, field)
 
 
+def _query_metrics(value: Any, field: str) -> None:
+    from gspdml.evaluation.metric_registry import check_metric_names
+
+    check_metric_names(value, field)
+
+
 def _postprocess(value: Any, field: str) -> None:
     from gspdml.evaluation.postprocess import parse_steps
 
@@ -266,7 +272,16 @@ class EvaluationConfig(Section):
         "validation rounds (selection, patience, plateau) during the warm-up; false: the first "
         "round is `every` steps after it (ProxyNCA++'s train.py)",
     )
-    recall_at: tuple[int, ...] = option((1, 2, 4, 8), "the K of Recall@K", minimum=1)
+    recall_at: tuple[int, ...] = option(
+        (1, 2, 4, 8), "the K of Recall@K and of the other metrics at a cutoff K", minimum=1
+    )
+    metrics: tuple[str, ...] = option(
+        (),
+        "metrics the test split and gspdml evaluate report besides the default MAP@R, P@1, "
+        "R-precision and Recall@K, e.g. mean_average_precision (whole ranking), map_at_k "
+        "(gspdml list metrics)",
+        check=_query_metrics,
+    )
     postprocess: tuple[Union[str, dict[str, Any]], ...] = option(
         (),
         "post-processing steps (pca_whiten, dba, qe, k_reciprocal), reported as postprocessed_*",

@@ -132,7 +132,7 @@ def retrieve(
     out with ``class_size=False``, for metrics that read no R_i), raised to ``min_k`` (e.g. the
     largest K of Recall@K) and capped at the number of searchable references. Labels may be
     any hashable numpy-compatible values (int64 ids stay exact; they are re-coded, never cast
-    to float).
+    to float). ``k=0`` searches nothing (the results hold the labels and R_i only).
     """
     loo = reference is None
     if loo and reference_labels is not None:
@@ -146,15 +146,20 @@ def retrieve(
     r_max = int(num_relevant.max()) if len(num_relevant) else 0
     if k is None:
         k = min(max(r_max if class_size else 0, int(min_k), 1), n_ref)
-    distances, indices = knn(
-        query,
-        reference,
-        k,
-        memory_budget=memory_budget,
-        backend=backend,
-        precision=precision,
-        device=device,
-    )
+    if k == 0:  # the labels alone, for metrics that rank every reference themselves
+        n_q = len(_as_matrix(query, "query", device))
+        distances = torch.empty(n_q, 0, dtype=torch.float64)
+        indices = torch.empty(n_q, 0, dtype=torch.int64)
+    else:
+        distances, indices = knn(
+            query,
+            reference,
+            k,
+            memory_budget=memory_budget,
+            backend=backend,
+            precision=precision,
+            device=device,
+        )
     if len(indices) != len(q_codes):
         raise ConfigError(
             "query_labels", f"has {len(q_codes)} entries for {len(indices)} embeddings"

@@ -8,8 +8,10 @@ k-means only when one of them needs it. Three kinds:
   :class:`Neighbours` (the ranked relevance of each query's nearest references and its class
   size R_i), averaged over the queries with R_i > 0 (:mod:`gspdml.evaluation.metrics`). ``depth``
   is how many neighbours a query needs: a number, :data:`CLASS_SIZE` (R_i, as MAP@R) or
-  :data:`EACH_K` (one value per K of ``recall_at``, reported as ``<name>_<K>``, with
-  ``score(neighbours, K)``) or :data:`ALL` (the whole ranking: ``score(ranking)`` over a
+  :data:`EACH_K` (one value per K of ``recall_at``, with ``score(neighbours, K)``, reported as
+  ``<stem>_<K>``, the stem being the name without a trailing ``_k``: ``recall_at_1``,
+  ``map_at_5``; nested results hold ``{K: value}`` under ``<stem>_k``) or :data:`ALL` (the
+  whole ranking: ``score(ranking)`` over a
   :class:`~gspdml.evaluation.whole_ranking.Ranking`, the rank of every relevant reference, which
   the evaluation computes from the embeddings a block of queries at a time, or reads from a search
   of every reference);
@@ -18,14 +20,17 @@ k-means only when one of them needs it. Three kinds:
 - ``"derived"``: ``score(values) -> float`` from the values of the metrics named in ``inputs``.
 
 ``selectable`` marks the metrics a run may be selected by (``evaluation.metric``,
-:mod:`gspdml.evaluation.selection`).
+:mod:`gspdml.evaluation.selection`). ``default`` marks the per-query metrics computed when no
+metric is named (:func:`default_query_metrics`): the bounded ones of the fair protocol; the
+whole-ranking and truncated-at-K metrics are computed when asked for by name.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
 import torch
 
@@ -53,15 +58,49 @@ class Metric:
     depth: Union[int, str, None] = None
     inputs: tuple[str, ...] = ()
     selectable: bool = False
+    default: bool = True
 
     @property
     def needs_clustering(self) -> bool:
         """Whether computing it runs k-means (itself or through an input)."""
         return self.kind == "clustering" or any(METRICS[n].needs_clustering for n in self.inputs)
 
+    @property
+    def stem(self) -> str:
+        """The name without a trailing ``_k`` (``map_at_k`` -> ``map_at``)."""
+        return self.name[: -len("_k")] if self.name.endswith("_k") else self.name
+
+    @property
+    def nested_key(self) -> str:
+        """Its key in nested results: ``<stem>_k`` for :data:`EACH_K` (``{K: value}``), else
+        the name."""
+        return f"{self.stem}_k" if self.depth == EACH_K else self.name
+
+    @property
+    def depth_class(self) -> str:
+        """``bounded`` (a fixed number of neighbours or R_i), ``per-k`` (K of each reported
+        value) or ``whole ranking`` (every reference); ``clustering`` or ``derived`` for the
+        other kinds (``gspdml list metrics``)."""
+        if self.kind != "query":
+            return self.kind
+        return {EACH_K: "per-k", ALL: "whole ranking"}.get(str(self.depth), "bounded")
+
+    @property
+    def cost_class(self) -> str:
+        """What computing it costs (``gspdml list metrics``): a kNN search to the depth it
+        reads, every (query, reference) pair, k-means, or nothing beyond its inputs."""
+        if self.kind == "clustering":
+            return "k-means of the query embeddings"
+        if self.kind == "derived":
+            return f"from {', '.join(self.inputs)}"
+        if self.depth == ALL:
+            return "every query-reference pair (time N_q x N_r, memory bounded)"
+        depth = {CLASS_SIZE: "R_i", EACH_K: "K"}.get(str(self.depth), str(self.depth))
+        return f"kNN search to depth {depth}"
+
     def keys(self, recall_at=()) -> list[str]:
-        """Its keys in a flat report: ``<name>_<K>`` per K for :data:`EACH_K`, else the name."""
-        return [f"{self.name}_{K}" for K in recall_at] if self.depth == EACH_K else [self.name]
+        """Its keys in a flat report: ``<stem>_<K>`` per K for :data:`EACH_K`, else the name."""
+        return [f"{self.stem}_{K}" for K in recall_at] if self.depth == EACH_K else [self.name]
 
 
 #: name -> metric, in the order of the flat report within each kind
@@ -69,7 +108,13 @@ METRICS: dict[str, Metric] = {}
 
 
 def register(
-    name: str, kind: str, *, depth=None, inputs: tuple[str, ...] = (), selectable: bool = False
+    name: str,
+    kind: str,
+    *,
+    depth=None,
+    inputs: tuple[str, ...] = (),
+    selectable: bool = False,
+    default: bool = True,
 ):
     """Decorator: register ``score`` as the metric ``name`` (module docstring)."""
     if kind not in KINDS:
@@ -85,7 +130,7 @@ def register(
         unknown = [i for i in inputs if i not in METRICS]
         if unknown:
             raise ConfigError("inputs", f"metric {name!r} reads unregistered metrics {unknown}")
-        METRICS[name] = Metric(name, kind, score, depth, tuple(inputs), selectable)
+        METRICS[name] = Metric(name, kind, score, depth, tuple(inputs), selectable, default)
         return score
 
     return add
@@ -97,8 +142,15 @@ def metrics_of_kind(kind: str) -> tuple[str, ...]:
 
 def bounded_query_metrics() -> tuple[str, ...]:
     """The per-query metrics that read a bounded number of neighbours (all but those of depth
-    :data:`ALL`): what a validation round and a post-processed search compute."""
+    :data:`ALL`): what a post-processed search can compute."""
     return tuple(name for name, m in METRICS.items() if m.kind == "query" and m.depth != ALL)
+
+
+def default_query_metrics() -> tuple[str, ...]:
+    """The per-query metrics computed when none is named: those registered ``default`` (MAP@R,
+    P@1, R-precision, Recall@K), all of bounded depth; the whole-ranking mAP and MRR and the
+    truncated-at-K metrics are computed when named."""
+    return tuple(name for name, m in METRICS.items() if m.kind == "query" and m.default)
 
 
 def check_metric_names(names, field: str = "metrics") -> tuple[str, ...]:
@@ -129,18 +181,33 @@ class Neighbours:
     """What the per-query metrics read from a search: the relevance of each query's neighbours,
     nearest first, and R_i; the float64 quantities several metrics share are computed once.
 
-    With r_max = max_i R_i: ``relevance_all`` [N_q, k]; ``relevance`` its first max(r_max, 1)
-    columns; ``hits`` that as float64; ``ranks`` 1..; ``precision_at`` [i, j] = P_i(j), the
-    precision at rank j; ``within_r`` [i, j] = j <= R_i; ``r`` R_i as float64; ``ranking`` the
+    Built from a search's :class:`~gspdml.evaluation.results.RetrievalResults`
+    (:meth:`of_results`) or from a relevance matrix and R_i alone (any search truncated at k,
+    e.g. an ANN index's results or a peer's; ``distances`` are then needed only by the metrics
+    of depth :data:`ALL`). With r_max = max_i R_i: ``relevance_all`` [N_q, k]; ``relevance`` its
+    first max(r_max, 1) columns; ``hits`` that as float64; ``ranks`` 1..; ``precision_at`` [i, j]
+    = P_i(j), the precision at rank j; ``within_r`` [i, j] = j <= R_i; ``r`` R_i as float64;
+    for the metrics at a cutoff K (:meth:`hits_at`, :meth:`precision_sum_at`,
+    :attr:`first_hit`) the same over all k columns; ``ranking`` the
     :class:`~gspdml.evaluation.whole_ranking.Ranking` of a search of every reference (the
     metrics of depth :data:`ALL`).
     """
 
-    def __init__(self, results: RetrievalResults):
-        self.results = results
-        self.relevance_all = results.relevance()
-        self.relevance = self.relevance_all[:, : max(results.r_max, 1)]
-        self.r = results.num_relevant.to(torch.float64)
+    def __init__(
+        self,
+        relevance: torch.Tensor,
+        num_relevant: torch.Tensor,
+        distances: Optional[torch.Tensor] = None,
+    ):
+        self.relevance_all = relevance.bool()
+        self.r = num_relevant.to(torch.float64)
+        r_max = int(num_relevant.max()) if len(num_relevant) else 0
+        self.relevance = self.relevance_all[:, : max(r_max, 1)]
+        self.distances = distances
+
+    @classmethod
+    def of_results(cls, results: RetrievalResults) -> "Neighbours":
+        return cls(results.relevance(), results.num_relevant, results.distances)
 
     @functools.cached_property
     def ranks(self) -> torch.Tensor:
@@ -158,6 +225,48 @@ class Neighbours:
     def within_r(self) -> torch.Tensor:
         return self.ranks[None, :] <= self.r[:, None]
 
+    # --- at a cutoff K, over every searched column ---------------------------------------------
+
+    @functools.cached_property
+    def _hits_all(self) -> torch.Tensor:
+        return self.relevance_all.to(torch.float64).cumsum(1)
+
+    @functools.cached_property
+    def _precision_sums(self) -> torch.Tensor:
+        """[i, j] = sum_{l <= j} rel_i(l) P_i(l)."""
+        ranks = torch.arange(1, self.relevance_all.shape[1] + 1, dtype=torch.float64)
+        return (self.relevance_all * (self._hits_all / ranks)).cumsum(1)
+
+    def _column(self, K: int) -> int:
+        """The last searched column within the first K (a search shallower than K holds every
+        searchable reference: the ranks beyond it hold none)."""
+        return min(int(K), self.relevance_all.shape[1]) - 1
+
+    def hits_at(self, K: int) -> torch.Tensor:
+        """float64 [N_q]: h_i(K) = sum_{j <= K} rel_i(j)."""
+        if self._column(K) < 0:
+            return torch.zeros(len(self.r), dtype=torch.float64)
+        return self._hits_all[:, self._column(K)]
+
+    def precision_sum_at(self, K: int) -> torch.Tensor:
+        """float64 [N_q]: sum_{j <= K} rel_i(j) P_i(j)."""
+        if self._column(K) < 0:
+            return torch.zeros(len(self.r), dtype=torch.float64)
+        return self._precision_sums[:, self._column(K)]
+
+    @functools.cached_property
+    def first_hit(self) -> torch.Tensor:
+        """float64 [N_q]: the rank of the first relevant neighbour searched (inf if none)."""
+        rel = self.relevance_all
+        if rel.shape[1] == 0:
+            return torch.full((len(self.r),), math.inf, dtype=torch.float64)
+        first = rel.to(torch.uint8).argmax(1).to(torch.float64) + 1
+        return torch.where(rel.any(1), first, math.inf)
+
     @functools.cached_property
     def ranking(self) -> Ranking:
-        return ranking_of_search(self.relevance_all, self.results.distances, self.r)
+        if self.distances is None:
+            raise ConfigError(
+                "distances", "the whole-ranking metrics need the distances of a search"
+            )
+        return ranking_of_search(self.relevance_all, self.distances, self.r)

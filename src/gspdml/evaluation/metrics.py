@@ -9,7 +9,28 @@ the j-th nearest reference (order: distance, then index) has label y_i:
 - R-precision = (1/R_i) sum_{j<=R_i} rel_i(j).
 - MAP@R = (1/R_i) sum_{j<=R_i} rel_i(j) P_i(j), with P_i(j) = (1/j) sum_{l<=j} rel_i(l) (thesis
   misprint A2 resolved: precision at rank j).
-- Recall@K = 1 if some j <= K has rel_i(j) = 1.
+- Recall@K = 1 if some j <= K has rel_i(j) = 1 (open-metric-learning's ``cmc@k``).
+
+The metrics at a cutoff K (reported once per K of ``recall_at``, computed when named: they read
+the first K neighbours only, so they score a search truncated at K, an ANN index's results or a
+query -> gallery search at K). With h_i(K) = sum_{j<=K} rel_i(j) and the ranks beyond the
+searchable references counted as misses, each as the peer that names it defines it, and where
+the peers differ under distinct names:
+
+- ``map_at_k`` = (1/R_i) sum_{j<=K} rel_i(j) P_i(j): pytorch-metric-learning's
+  ``mean_average_precision`` with ``k=K`` (``AccuracyCalculator``, v2.9: the sum over the first
+  K neighbours divided by R_i, so a query with R_i > K scores at most K / R_i).
+- ``map_hits_at_k`` = (1/h_i(K)) sum_{j<=K} rel_i(j) P_i(j), 0 when h_i(K) = 0:
+  open-metric-learning's ``map@k`` (``oml.functional.metrics.calc_map``: the precisions at the
+  hits averaged over the hits found in the first K).
+- ``map_capped_at_k`` = (1/min(K, R_i)) sum_{j<=K} rel_i(j) P_i(j): the AP@K of retrieval and
+  recommendation competitions (1 for a perfect ranking whatever R_i); neither peer's.
+- ``mrr_at_k`` = 1 / min{j <= K : rel_i(j) = 1}, 0 when no relevant reference is among the first
+  K: pytorch-metric-learning's ``mean_reciprocal_rank`` with ``k=K``.
+- ``precision_at_k`` = h_i(K) / K: pytorch-metric-learning's ``precision_at_k`` (its P@1 at K=1),
+  the textbook precision at K.
+- ``precision_capped_at_k`` = h_i(K) / min(K, R_i): open-metric-learning's ``precision@k``
+  (``calc_precision``), which does not penalise a perfect ranking when R_i < K.
 - mAP (``mean_average_precision``) = (1/R_i) sum_j t_ij / n_ij over the R_i relevant
   references j, n_ij being the rank of j in the whole ranking (every searchable reference) and
   t_ij the relevant references up to it: the standard average precision, as scikit-learn's
@@ -24,10 +45,9 @@ In mAP and MRR, references at equal distance form one tie group ranked as a whol
 ``average_precision_score`` groups equal scores: n_ij counts every reference at a distance <=
 that of j (a collapsed model, all embeddings equal, scores AP = R_i / N, RR = 1 / N). The other
 metrics read the first k neighbours ordered by (distance, index). mAP and MRR declare the depth
-:data:`~gspdml.evaluation.metric_registry.ALL`: :func:`retrieval_metrics` computes them from
-the embeddings a block of queries at a time, in memory O(block x references)
-(:mod:`gspdml.evaluation.whole_ranking`); the trainer's validation rounds leave them out
-(:func:`gspdml.evaluation.selection.round_metrics`), the test split reports them.
+:data:`~gspdml.evaluation.metric_registry.ALL`: :func:`retrieval_metrics` computes them, when
+they are named, from the embeddings a block of queries at a time, in memory O(block x
+references) (:mod:`gspdml.evaluation.whole_ranking`); the default metrics leave them out.
 
 Queries with R_i = 0 ("lone" queries: no other member of their class among the references) are
 excluded from every mean and counted in ``num_lone_queries``; if every query is lone (every class
@@ -68,6 +88,7 @@ from gspdml.evaluation.metric_registry import (
     METRICS,
     Neighbours,
     check_metric_names,
+    default_query_metrics,
     metrics_of_kind,
     register,
 )
@@ -79,33 +100,76 @@ from gspdml.evaluation.whole_ranking import Ranking, whole_ranking_scores
 
 @register("map_at_r", "query", depth=CLASS_SIZE, selectable=True)
 def map_at_r(n: Neighbours) -> torch.Tensor:
+    """(1/R_i) sum_{j<=R_i} rel_i(j) P_i(j) (Musgrave et al., ECCV 2020, §3.2)."""
     return (n.hits * n.precision_at * n.within_r).sum(1) / n.r
 
 
 @register("precision_at_1", "query", depth=1, selectable=True)
 def precision_at_1(n: Neighbours) -> torch.Tensor:
+    """rel_i(1), the "R@1" of DML papers."""
     return n.hits[:, 0]
 
 
 @register("r_precision", "query", depth=CLASS_SIZE, selectable=True)
 def r_precision(n: Neighbours) -> torch.Tensor:
+    """(1/R_i) sum_{j<=R_i} rel_i(j)."""
     return (n.hits * n.within_r).sum(1) / n.r
 
 
-@register("mean_average_precision", "query", depth=ALL)
+@register("mean_average_precision", "query", depth=ALL, default=False)
 def mean_average_precision(ranking: Ranking) -> torch.Tensor:
+    """(1/R_i) sum_j t_ij / n_ij over the relevant references, ties ranked as a group."""
     precision = torch.where(ranking.valid, ranking.hits / ranking.ranks, 0.0)
-    return precision.sum(1) / ranking.r
+    return (ranking.weights * precision).sum(1) / ranking.r
 
 
-@register("mean_reciprocal_rank", "query", depth=ALL)
+@register("mean_reciprocal_rank", "query", depth=ALL, default=False)
 def mean_reciprocal_rank(ranking: Ranking) -> torch.Tensor:
+    """1 / min_j n_ij, the rank of the first relevant reference in the whole ranking."""
     return 1.0 / torch.where(ranking.valid, ranking.ranks, torch.inf).min(1).values
 
 
 @register("recall_at", "query", depth=EACH_K)
 def recall_at(n: Neighbours, K: int) -> torch.Tensor:
+    """1 if some j <= K has rel_i(j) = 1 (open-metric-learning's cmc@k)."""
     return n.relevance_all[:, :K].any(1).to(torch.float64)
+
+
+@register("map_at_k", "query", depth=EACH_K, default=False)
+def map_at_k(n: Neighbours, K: int) -> torch.Tensor:
+    """(1/R_i) sum_{j<=K} rel_i(j) P_i(j) (pytorch-metric-learning's mean_average_precision)."""
+    return n.precision_sum_at(K) / n.r
+
+
+@register("map_hits_at_k", "query", depth=EACH_K, default=False)
+def map_hits_at_k(n: Neighbours, K: int) -> torch.Tensor:
+    """(1/h_i(K)) sum_{j<=K} rel_i(j) P_i(j), 0 if h_i(K) = 0 (open-metric-learning's map@k)."""
+    hits = n.hits_at(K)
+    return torch.where(hits > 0, n.precision_sum_at(K) / hits.clamp(min=1), 0.0)
+
+
+@register("map_capped_at_k", "query", depth=EACH_K, default=False)
+def map_capped_at_k(n: Neighbours, K: int) -> torch.Tensor:
+    """(1/min(K, R_i)) sum_{j<=K} rel_i(j) P_i(j) (the competitions' AP@K)."""
+    return n.precision_sum_at(K) / n.r.clamp(max=K)
+
+
+@register("mrr_at_k", "query", depth=EACH_K, default=False)
+def mrr_at_k(n: Neighbours, K: int) -> torch.Tensor:
+    """1 / (rank of the first relevant neighbour), 0 beyond K (pytorch-metric-learning's MRR)."""
+    return torch.where(n.first_hit <= K, 1.0 / n.first_hit, 0.0)
+
+
+@register("precision_at_k", "query", depth=EACH_K, default=False)
+def precision_at_k(n: Neighbours, K: int) -> torch.Tensor:
+    """h_i(K) / K (pytorch-metric-learning's precision_at_k)."""
+    return n.hits_at(K) / K
+
+
+@register("precision_capped_at_k", "query", depth=EACH_K, default=False)
+def precision_capped_at_k(n: Neighbours, K: int) -> torch.Tensor:
+    """h_i(K) / min(K, R_i) (open-metric-learning's precision@k)."""
+    return n.hits_at(K) / n.r.clamp(max=K)
 
 
 @register("nmi", "clustering")
@@ -173,9 +237,11 @@ def retrieval_metrics(
 ) -> dict:
     """Exact retrieval metrics of ``query`` against ``reference`` (leave-one-out when None).
 
-    Returns a dict with ``map_at_r``, ``precision_at_1``, ``r_precision``, ``recall_at_k``
-    ({K: value}), ``mean_average_precision``, ``mean_reciprocal_rank`` (``metrics``: the
-    per-query metrics to compute, default all registered ones), ``nmi``, ``ami``,
+    Returns a dict with the per-query metrics ``metrics`` (default
+    :func:`~gspdml.evaluation.metric_registry.default_query_metrics`: ``map_at_r``,
+    ``precision_at_1``, ``r_precision``, ``recall_at_k`` ({K: value}); the whole-ranking
+    ``mean_average_precision`` and ``mean_reciprocal_rank`` and the metrics at a cutoff K,
+    ``map_at_k`` ({K: value}) and the others, when named), ``nmi``, ``ami``,
     ``num_queries`` (queries scored), ``num_lone_queries`` (excluded) and ``k`` (neighbours
     searched: as deep as the metrics need). ``class_average=True`` adds ``class_averaged`` (same
     keys, mean of per-class means); ``per_class=True`` adds ``per_class`` ({label: {metric:
@@ -228,16 +294,19 @@ def search_for_metrics(
     device=None,
 ) -> RetrievalResults:
     """The exact search (:func:`~gspdml.evaluation.exact_knn.retrieve`) as deep as the per-query
-    ``metrics`` (default all registered) declare: R_i for MAP@R, the largest K of Recall@K, and at
+    ``metrics`` (default :func:`~gspdml.evaluation.metric_registry.default_query_metrics`) declare: R_i for MAP@R, the largest K of Recall@K, and at
     least ``min_k`` neighbours (e.g. to show them); never the whole ranking, which
-    :func:`whole_ranking_metrics` scores in bounded memory."""
+    :func:`whole_ranking_metrics` scores in bounded memory (metrics that all read it search
+    nothing: k = 0)."""
     recall_at = check_recall_at(recall_at)
     names = _query_metrics(metrics)
+    whole_only = all(METRICS[name].depth == ALL for name in names) and int(min_k) <= 1
     return retrieve(
         query,
         query_labels,
         reference,
         reference_labels,
+        k=0 if whole_only else None,
         min_k=max(search_depth(names, recall_at), int(min_k)),
         class_size=any(METRICS[name].depth == CLASS_SIZE for name in names),
         memory_budget=memory_budget,
@@ -255,7 +324,7 @@ def whole_ranking_metrics(
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     device=None,
 ) -> dict[str, torch.Tensor]:
-    """float64 [N_q] per-query scores of the ``metrics`` (default all registered) that read the
+    """float64 [N_q] per-query scores of the ``metrics`` (default: the default ones) that read the
     whole ranking (mAP, MRR), from the embeddings ``query`` and ``reference`` (leave-one-out when
     None) and the labels of ``results``, in bounded memory
     (:func:`~gspdml.evaluation.whole_ranking.whole_ranking_scores`); the ``whole_ranking`` of
@@ -330,13 +399,13 @@ def metrics_from_results(
 def per_query_scores(
     results: RetrievalResults, recall_at: Sequence[int] = (), metrics: Sequence[str] | None = None
 ) -> dict[str, torch.Tensor]:
-    """float64 [N_q] score of every query for each per-query metric (default all registered;
+    """float64 [N_q] score of every query for each per-query metric (default the default ones;
     lone queries give NaN for the R-normalised ones); keys ``recall_at_<K>`` for Recall@K. A
     ConfigError when the search is shallower than a metric declares (the whole ranking for mAP
     and MRR)."""
     names = _query_metrics(metrics)
     _check_depth(results, names, recall_at)
-    neighbours = Neighbours(results)
+    neighbours = Neighbours.of_results(results)
     out = {}
     for name in names:
         metric = METRICS[name]
@@ -356,16 +425,17 @@ def _reduce(scores, names, recall_at, reduce):
         metric = METRICS[name]
         if metric.depth == EACH_K:
             keys = zip(metric.keys(recall_at), recall_at)
-            out[f"{name}_k"] = {K: reduce(scores[key]) for key, K in keys}
+            out[metric.nested_key] = {K: reduce(scores[key]) for key, K in keys}
         else:
             out[name] = reduce(scores[name])
     return out
 
 
 def _query_metrics(metrics) -> tuple[str, ...]:
-    """The per-query metrics asked for (default all registered), in registry order."""
+    """The per-query metrics asked for (default :func:`default_query_metrics`), in registry
+    order."""
     if metrics is None:
-        return metrics_of_kind("query")
+        return default_query_metrics()
     names = set(check_metric_names(metrics))
     wrong = [n for n in names if METRICS[n].kind != "query"]
     if wrong:

@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from gspdml.errors import ConfigError
 from gspdml.evaluation.exact_knn import knn
 from gspdml.evaluation.k_reciprocal import k_reciprocal_rerank
-from gspdml.evaluation.metric_registry import bounded_query_metrics
+from gspdml.evaluation.metric_registry import bounded_query_metrics, default_query_metrics
 from gspdml.evaluation.metrics import flatten_metrics, metrics_from_results, search_depth
 from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
 
@@ -409,11 +409,11 @@ def postprocessed_metrics(
     after the post-processing ``steps``: leave-one-out when ``gallery`` is None, else query ->
     gallery; ``train``: the training embeddings PCA-whitening learns on (None when no step
     needs them, :func:`needs_training_embeddings`); ``metrics``: the per-query metrics (default
-    all those of bounded depth: a re-ranking step orders a shortlist, not the whole ranking that
-    mAP and MRR read). The post-processed half of every report of
+    the default ones; any of bounded depth: a re-ranking step orders a shortlist, not the whole
+    ranking that mAP and MRR read). The post-processed half of every report of
     :mod:`gspdml.evaluation.service`."""
     bounded = bounded_query_metrics()
-    metrics = bounded if metrics is None else tuple(metrics)
+    metrics = default_query_metrics() if metrics is None else tuple(metrics)
     whole = [name for name in metrics if name not in bounded]
     if whole:
         raise ConfigError(

@@ -33,7 +33,11 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation.metric_registry import METRICS, bounded_query_metrics
+from gspdml.evaluation.metric_registry import (
+    METRICS,
+    bounded_query_metrics,
+    default_query_metrics,
+)
 from gspdml.evaluation.metrics import harmonic_mean
 
 #: key prefix of the post-processed metrics of a round (``postprocessed_map_at_r``)
@@ -57,10 +61,10 @@ def selection_metrics() -> tuple[str, ...]:
 
 
 def round_metrics() -> tuple[str, ...]:
-    """The per-query metrics of a validation round: every registered one but those that read the
-    whole ranking (full mAP, uncut MRR), which rank every reference for each query; a round does
-    not need them, the test split reports them."""
-    return bounded_query_metrics()
+    """The per-query metrics of a validation round: the default ones (MAP@R, P@1, R-precision,
+    Recall@K), of bounded depth; the whole-ranking mAP and MRR, which rank every reference for
+    each query, are computed only when named."""
+    return tuple(name for name in default_query_metrics() if name in bounded_query_metrics())
 
 
 def __getattr__(name: str):

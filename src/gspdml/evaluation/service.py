@@ -8,14 +8,15 @@ An :class:`EvalSpec` says what to compute: the per-query metrics (default every 
 and the post-processing steps (:mod:`gspdml.evaluation.postprocess`). An :class:`EvalReport` is
 its answer in one flat schema, that of ``results.json`` and ``metrics.jsonl``:
 
-- the per-query metrics (``map_at_r``, ``precision_at_1``, ``r_precision``,
-  ``mean_average_precision``, ``mean_reciprocal_rank``, ``recall_at_<K>``), leave-one-out when
-  the split has no gallery, else query -> gallery. The default (``metrics=None``: ``gspdml
-  evaluate``, the test split of ``results.json``) includes the whole-ranking mAP and MRR,
-  computed in memory O(block x references) (:mod:`gspdml.evaluation.whole_ranking`) but in
-  time quadratic in N (one pass over every query-reference pair, several times the bounded
-  metrics' search: ``benchmarks/evaluation.py --report``); validation rounds leave them out
-  (:func:`gspdml.evaluation.selection.round_metrics`);
+- the per-query metrics, leave-one-out when the split has no gallery, else query -> gallery.
+  The default (``metrics=None``: ``gspdml evaluate``, the test split of ``results.json``, the
+  validation rounds) is :func:`~gspdml.evaluation.metric_registry.default_query_metrics`:
+  ``map_at_r``, ``precision_at_1``, ``r_precision``, ``recall_at_<K>``. The whole-ranking
+  ``mean_average_precision`` and ``mean_reciprocal_rank`` (memory O(block x references),
+  :mod:`gspdml.evaluation.whole_ranking`, time quadratic in N: ``benchmarks/evaluation.py
+  --report``) and the metrics at a cutoff (``map_at_<K>``, ``mrr_at_<K>``, ...) are computed
+  when named (``evaluation.metrics``, ``gspdml evaluate --metrics``);
+  :meth:`EvalSpec.metrics_computed` says which were;
 - the clustering metrics (``nmi``, ``ami``) when a requested metric needs k-means;
 - the counts ``num_queries``, ``num_lone_queries`` and ``k``;
 - the derived metrics requested (``nmi_r1_hmean``);
@@ -43,6 +44,7 @@ from gspdml.evaluation.metric_registry import (
     METRICS,
     bounded_query_metrics,
     check_metric_names,
+    default_query_metrics,
     metrics_of_kind,
     with_inputs,
 )
@@ -70,7 +72,8 @@ class EvalSpec:
     """What an evaluation computes (module docstring).
 
     Attributes:
-        metrics: registered metric names to report; None: every per-query metric. Naming a
+        metrics: registered metric names to report; None: the default per-query metrics
+            (:func:`~gspdml.evaluation.metric_registry.default_query_metrics`). Naming a
             clustering or derived metric adds it (and k-means); the selection metric is added.
         recall_at: the K of ``recall_at_<K>``.
         selection: the metric a run is selected by (``evaluation.metric``).
@@ -92,7 +95,7 @@ class EvalSpec:
         object.__setattr__(self, "recall_at", check_recall_at(self.recall_at))
         object.__setattr__(self, "postprocess", build_steps(list(self.postprocess)))
         asked = (
-            metrics_of_kind("query") if self.metrics is None else check_metric_names(self.metrics)
+            default_query_metrics() if self.metrics is None else check_metric_names(self.metrics)
         )
         object.__setattr__(self, "names", with_inputs((*asked, self.selection)))
 
@@ -101,11 +104,14 @@ class EvalSpec:
         cls, evaluation: Mapping[str, Any], metrics: Optional[tuple[str, ...]] = None
     ) -> "EvalSpec":
         """The spec of a run config's ``evaluation`` section (``recall_at``, ``metric``,
-        ``postprocess``, ``clustering``), as the trainer scores its rounds and its test split;
-        ``metrics``: the per-query metrics (None: all). ``evaluation.clustering`` adds NMI and
+        ``postprocess``, ``clustering``, ``metrics``), as the trainer scores its rounds and its
+        test split; ``metrics``: the per-query metrics (None: the default ones and those the
+        section names in ``evaluation.metrics``). ``evaluation.clustering`` adds NMI and
         AMI to the full reports (``metrics=None``: the test split, ``gspdml evaluate``, the
         protocols' test scores); a validation round names its metrics and clusters only for a
         selection metric that needs k-means."""
+        if metrics is None and evaluation.get("metrics"):
+            metrics = (*default_query_metrics(), *evaluation["metrics"])
         return cls(
             metrics=metrics,
             recall_at=tuple(evaluation["recall_at"]),
@@ -113,6 +119,20 @@ class EvalSpec:
             postprocess=tuple(evaluation["postprocess"]),
             clustering=metrics is None and bool(evaluation.get("clustering", False)),
         )
+
+    def metrics_computed(self) -> dict[str, list[str]]:
+        """``{"computed": [...], "not_computed": [...]}``: the registered metrics this spec
+        computes and those it leaves out (named in ``metrics``, ``evaluation.metrics`` or
+        ``gspdml evaluate --metrics`` to compute them); what a report says it computed."""
+        computed = [
+            name
+            for name, metric in METRICS.items()
+            if name in self.names or (metric.kind == "clustering" and self.needs_clustering)
+        ]
+        return {
+            "computed": computed,
+            "not_computed": [name for name in METRICS if name not in computed],
+        }
 
     @property
     def needs_clustering(self) -> bool:

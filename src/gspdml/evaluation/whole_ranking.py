@@ -17,9 +17,17 @@ references, so AP_i = R_i / N and RR_i = 1 / N, the score of a ranking that says
 
 :func:`ranking_of_search` reads these from a search of every reference (columns sorted by
 distance); :func:`whole_ranking_scores` computes them from the embeddings, a block of queries at
-a time, in a few reused (block x references) buffers sized from ``memory_budget`` (never a
-(queries x references) matrix, never a sorted row of references):
+a time, in a few reused (block x distinct references) buffers sized from ``memory_budget``
+(never a (queries x references) matrix, never a sorted row of references):
 
+0. *Identical references* are grouped (:func:`~gspdml.evaluation.exact_knn._identical_rows`):
+   the G distinct vectors are ranked once each, a group g weighing its m_g rows (m_g - 1 for the
+   query's own group in leave-one-out mode). Every row of a group is at the same distance, so
+   n_ij and t_ij are sums of weights over groups: with rel_ig the rows of g labelled y_i,
+   ``n_ih = sum_{g : d_ig <= d_ih} m_g`` and ``t_ih = sum_{g : d_ig <= d_ih} rel_ig``, and each
+   relevant group h counts rel_ih times in AP_i. All embeddings equal (a collapsed model) is one
+   group: one distance per query. The relevant groups of a query are read from the (label,
+   group) pairs of the references, never from a (queries x references) label comparison.
 1. The squared distances of the block are computed in float64 from the references' mean c as
    ``A_il = |q_i - c|^2 + |r_l - c|^2 - 2 (q_i - c).(r_l - c)`` (one matmul). They differ from
    the float64 distances of the exact search
@@ -28,22 +36,22 @@ a time, in a few reused (block x references) buffers sized from ``memory_budget`
    ``B_i = 2 (2 D + 20) u (|q_i - c| + max_l |r_l - c|)^2`` (u = 2^-53: the rounding of the
    translation, of a length-D dot product, Higham, *Accuracy and Stability of Numerical
    Algorithms*, eq. 3.5, and of the exact sum of squares, doubled).
-2. The relevant pairs get their exact distance, so t_ij is exact. An irrelevant reference l is
-   *certainly ahead* of j when ``A_il < A_ij - 2 B_i`` and *certainly behind* when
-   ``A_il > A_ij + 2 B_i``; with the relevant A_ij of a query sorted (R_i values), one
-   ``searchsorted`` per reference (or R_i comparisons, when R_i is small) counts, for every j at
-   once, the certain ones ahead of it.
-3. The few irrelevant references within 2 B_i of some A_ij (ties and near-ties) get their exact
-   distance and are compared exactly. Exact distances are computed once per (query, distinct
-   reference vector), so duplicated references (a collapsed model) cost one distance.
+2. The relevant groups (and the query's own group) get their exact distance, so t_ij is exact.
+   Another group l is *certainly ahead* of j when ``A_il < A_ij - 2 B_i`` and *certainly behind*
+   when ``A_il > A_ij + 2 B_i``; with the relevant A_ij of a query sorted, one ``searchsorted``
+   per group (or one comparison per relevant group, when they are few) counts, for every j at
+   once, the weight of the certain ones ahead of it.
+3. The few groups within 2 B_i of some A_ij (near-ties) get their exact distance and are
+   compared exactly, weighted by their rows.
 
 The result equals a full float64 sort of every row, for every block size. The cost is one
-float64 matmul and one ``searchsorted`` (or R_i comparisons) per (query, reference) pair,
-several times the bounded metrics' search; ``benchmarks/evaluation.py --report`` measures it.
+float64 matmul and one ``searchsorted`` (or R_i comparisons) per (query, distinct reference)
+pair; ``benchmarks/evaluation.py --report`` and ``--ties`` measure it.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -62,17 +70,21 @@ from gspdml.evaluation.exact_knn import (
 _BYTES_PER_ENTRY = 48
 #: the widest rows (most relevant references of a query in a block) counted by comparisons
 _COMPARE_WIDTH = 24
+#: the bytes of rows compared at once by :func:`_count_at_or_below` (within a core's L2 cache)
+_CACHE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
 class Ranking:
     """The relevant references of a block of queries, one per column (module docstring): ``hits``
-    t_ij and ``ranks`` n_ij (float64 [n, m]), ``valid`` [n, m] which columns hold one, ``r``
-    R_i (float64 [n])."""
+    t_ij and ``ranks`` n_ij (float64 [n, m]), ``valid`` [n, m] which columns hold one, ``weights``
+    (float64 [n, m]) how many relevant references each column stands for (the rows of a group of
+    identical references; 1 in a search), ``r`` R_i (float64 [n])."""
 
     hits: torch.Tensor
     ranks: torch.Tensor
     valid: torch.Tensor
+    weights: torch.Tensor
     r: torch.Tensor
 
 
@@ -86,7 +98,10 @@ def ranking_of_search(relevance: torch.Tensor, distances: torch.Tensor, r: torch
     # the last column of each tie group: the smallest group end at or after each column
     end = torch.where(last, position, k).flip(1).cummin(1).values.flip(1)
     hits = relevance.to(torch.float64).cumsum(1).gather(1, end)
-    return Ranking(hits, (end + 1).to(torch.float64), relevance.bool(), r.to(torch.float64))
+    valid = relevance.bool()
+    return Ranking(
+        hits, (end + 1).to(torch.float64), valid, valid.to(torch.float64), r.to(torch.float64)
+    )
 
 
 def whole_ranking_scores(
@@ -107,101 +122,144 @@ def whole_ranking_scores(
     device = query.device
     q64 = query.to(torch.float64)
     r64 = q64 if reference is None else reference.to(device, torch.float64)
-    exact = _ExactPairs(q64, r64, memory_budget)
+    groups = _identical_rows(r64)
+    distinct = groups.rows
     center = r64.mean(0)
     q_t = q64 - center
-    r_t = q_t if reference is None else r64 - center
-    q_sq = squared_norms(q_t)
-    r_sq = q_sq if reference is None else squared_norms(r_t)
+    d_t = distinct - center
+    q_sq, d_sq = squared_norms(q_t), squared_norms(d_t)
     u = 2.0**-53
-    radius = float(r_sq.max().sqrt()) if len(r_sq) else 0.0
+    radius = float(d_sq.max().sqrt()) if len(d_sq) else 0.0
     bound = 2 * (2 * q64.shape[1] + 20) * u * (q_sq.sqrt() + radius) ** 2
-    q_codes, r_codes = query_codes.to(device), reference_codes.to(device)
-    rows = min(len(q64), max(1, int(memory_budget) // (_BYTES_PER_ENTRY * max(1, len(r64)))))
+    pairs = _LabelGroups(reference_codes.to(device), groups)
+    q_codes = query_codes.to(device)
+    group_rows = groups.count
+    rows = min(len(q64), max(1, int(memory_budget) // (_BYTES_PER_ENTRY * max(1, groups.size))))
     # One set of block buffers, reused: tensors of (block x references) allocated anew for each
     # block fragment the CPU heap, and the process keeps growing.
-    work = _Workspace(rows, len(r64), device)
+    work = _Workspace(rows, groups.size, device)
+    exact = functools.partial(_exact_distances, q64, distinct, int(memory_budget))
     out = {name: torch.empty(len(q64), dtype=torch.float64, device=device) for name in scores}
     for start in range(0, len(q64), rows):
         block = torch.arange(start, min(start + rows, len(q64)), device=device)
-        n = len(block)
-        approx, relevant, other = work.approx[:n], work.relevant[:n], work.other[:n]
-        torch.addmm(r_sq[None, :], q_t[block], r_t.T, alpha=-2.0, out=approx)
+        approx = work.approx[: len(block)]
+        torch.addmm(d_sq[None, :], q_t[block], d_t.T, alpha=-2.0, out=approx)
         approx.add_(q_sq[block, None])
-        torch.eq(q_codes[block, None], r_codes[None, :], out=relevant)
-        torch.logical_not(relevant, out=other)
-        if loo:  # the query's own row is not searched
-            own = torch.arange(n, device=device)
-            relevant[own, block] = False
-            other[own, block] = False
-        ranking = _block_ranking(exact, block, work, bound[block])
+        own = groups.of[block] if loo else None
+        columns = pairs.columns(q_codes[block], own)
+        ranking = _block_ranking(exact, block, work, bound[block], columns, group_rows)
         for name, score in scores.items():
             out[name][block] = score(ranking)
     return {name: values.cpu() for name, values in out.items()}
 
 
+class _LabelGroups:
+    """The (label, group) pairs of the references with their row counts, sorted by label: the
+    groups holding a label's rows, for any query, without a (queries x references) comparison."""
+
+    def __init__(self, codes: torch.Tensor, groups):
+        size = max(1, groups.size)
+        key, count = torch.unique(codes * size + groups.of, return_counts=True)
+        self.label, self.group, self.count = key // size, key % size, count
+        self.rows = groups.count
+        labels = int(codes.max()) + 1 if len(codes) else 1
+        self.length = torch.bincount(self.label, minlength=labels)
+        self.start = self.length.cumsum(0) - self.length
+
+    def columns(self, codes: torch.Tensor, own: torch.Tensor | None):
+        """The exact columns of a block of queries (module docstring, step 2), row ascending:
+        ``(row, group, relevant rows rel_ig, rows m_g)`` for each group holding the query's
+        label, the query's own row taken out of its own group in leave-one-out mode (that group
+        stays a column, relevant or not: it holds the query's label)."""
+        known = (codes >= 0) & (codes < len(self.length))
+        safe = torch.where(known, codes, 0)
+        length = torch.where(known, self.length[safe], 0)
+        row = torch.repeat_interleave(torch.arange(len(codes), device=codes.device), length)
+        offset = torch.arange(len(row), device=codes.device) - (length.cumsum(0) - length)[row]
+        index = self.start[safe][row] + offset
+        group, relevant, rows = self.group[index], self.count[index], self.rows[self.group[index]]
+        if own is not None:
+            mine = (group == own[row]).long()
+            relevant, rows = relevant - mine, rows - mine
+        return row, group, relevant, rows
+
+
 class _Workspace:
-    """The (block x references) buffers of :func:`whole_ranking_scores`: squared distances, their
-    thresholds, slots and three masks (relevant, other searchable, uncertain)."""
+    """The (block x distinct references) buffers of :func:`whole_ranking_scores`: squared
+    distances, their thresholds, slots and two masks (exact columns, uncertain)."""
 
     def __init__(self, rows: int, cols: int, device):
         self.approx = torch.empty(rows, cols, dtype=torch.float64, device=device)
         self.scratch = torch.empty(rows, cols, dtype=torch.float64, device=device)
         self.slots = torch.empty(rows, cols, dtype=torch.int64, device=device)
-        self.relevant = torch.empty(rows, cols, dtype=torch.bool, device=device)
-        self.other = torch.empty(rows, cols, dtype=torch.bool, device=device)
+        self.exact = torch.empty(rows, cols, dtype=torch.bool, device=device)
         self.uncertain = torch.empty(rows, cols, dtype=torch.bool, device=device)
         self.counter = torch.empty(rows, cols, dtype=torch.uint8, device=device)
 
 
-def _block_ranking(exact, block, work: _Workspace, bound) -> Ranking:
-    """The :class:`Ranking` of the queries ``block`` from the approximate distances, the masks
-    of their relevant and other (irrelevant, searchable) references in ``work``, the rounding
-    bound of each row and ``exact`` (an :class:`_ExactPairs`); module docstring, steps 2-3."""
+def _block_ranking(exact, block, work: _Workspace, bound, columns, group_rows) -> Ranking:
+    """The :class:`Ranking` of the queries ``block`` from their approximate distances to the
+    distinct references (``work.approx``), the rounding bound of each row, their exact
+    ``columns`` (:meth:`_LabelGroups.columns`), the rows m_g of each group and ``exact``
+    (float64 distances of (query, group) pairs); module docstring, steps 2-3."""
     n = len(block)
-    approx, relevant, other = work.approx[:n], work.relevant[:n], work.other[:n]
-    # the relevant references of each row in columns (padded with +inf), exact and approximate
-    row, col = relevant.nonzero(as_tuple=True)
-    r = torch.bincount(row, minlength=n)
-    width = max(1, int(r.max()) if n else 1)
-    slot = torch.arange(len(row), device=row.device) - (r.cumsum(0) - r)[row]
-    valid = torch.zeros(n, width, dtype=torch.bool, device=row.device)
-    valid[row, slot] = True
-    rel_exact = torch.full((n, width), math.inf, dtype=torch.float64, device=row.device)
-    rel_exact[row, slot] = exact(block[row], col)
-    rel_approx = torch.full_like(rel_exact, math.inf)
-    rel_approx[row, slot] = approx[row, col]
-    hits = torch.searchsorted(rel_exact.sort(1).values, rel_exact, right=True)
-    # An irrelevant l is certainly ahead of the relevant j when A_il + 2B < A_ij. With the A_ij of
+    approx, in_exact, uncertain = work.approx[:n], work.exact[:n], work.uncertain[:n]
+    row, col, relevant, rows = columns
+    per_row = torch.bincount(row, minlength=n)
+    width = max(1, int(per_row.max()) if len(row) else 1)
+    slot = torch.arange(len(row), device=row.device) - (per_row.cumsum(0) - per_row)[row]
+
+    def dense(values, fill):
+        out = torch.full((n, width), fill, dtype=values.dtype, device=row.device)
+        out[row, slot] = values
+        return out
+
+    in_exact.zero_()
+    in_exact[row, col] = True
+    rel_weight, row_weight = dense(relevant.double(), 0.0), dense(rows.double(), 0.0)
+    col_exact = dense(exact(block[row], col), math.inf)
+    col_approx = dense(approx[row, col], math.inf)
+    hits = _weighted_at_or_below(col_exact, rel_weight, col_exact)
+    ahead = _weighted_at_or_below(col_exact, row_weight, col_exact)
+    # Another group l is certainly ahead of the column j when A_il + 2B < A_ij. With the A_ij of
     # a row sorted, ``slots`` = #{j : A_ij <= A_il + 2B}: l is certainly ahead of the sorted
     # slots from there on, and uncertain when the last slot before is within 2B of A_il too.
-    sorted_approx, order = rel_approx.sort(1)
+    sorted_approx, order = col_approx.sort(1)
     margin = 2 * bound[:, None]
-    high, slots, uncertain = work.scratch[:n], work.slots[:n], work.uncertain[:n]
+    high, slots = work.scratch[:n], work.slots[:n]
     torch.add(approx, margin, out=high)
     _count_at_or_below(sorted_approx, high, slots, work.counter[:n])
     below = torch.cat([torch.full_like(sorted_approx[:, :1], -math.inf), sorted_approx], 1)
     torch.gather(below, 1, slots, out=approx)  # the last slot at or below A_il + 2B
     approx.add_(2 * margin)
     torch.ge(approx, high, out=uncertain)  # that slot's A_ij >= A_il - 2B
-    uncertain.logical_and_(other)
-    slots.masked_fill_(uncertain | ~other, width + 1)  # counted exactly, or not at all
+    uncertain.logical_and_(~in_exact)
+    slots.masked_fill_(uncertain | in_exact, width + 1)  # counted exactly, or already
     counts = torch.zeros(n, width + 2, dtype=torch.int64, device=row.device)
-    counts.scatter_add_(
-        1, slots, torch.ones(1, dtype=torch.int64, device=row.device).expand_as(slots)
-    )
+    counts.scatter_add_(1, slots, group_rows[None, :].expand_as(slots))
     ahead_sorted = counts.cumsum(1)[:, :width].to(torch.float64)
-    ahead = torch.empty_like(ahead_sorted).scatter_(1, order, ahead_sorted)
-    # the uncertain irrelevant references, compared exactly
+    ahead += torch.empty_like(ahead_sorted).scatter_(1, order, ahead_sorted)
+    # the uncertain groups, compared exactly
     u_row, u_col = uncertain.nonzero(as_tuple=True)
     if len(u_row):
         u_count = torch.bincount(u_row, minlength=n)
         u_slot = torch.arange(len(u_row), device=row.device) - (u_count.cumsum(0) - u_count)[u_row]
         near = torch.full((n, int(u_count.max())), math.inf, dtype=torch.float64, device=row.device)
+        near_rows = torch.zeros_like(near)
         near[u_row, u_slot] = exact(block[u_row], u_col)
-        ahead += torch.searchsorted(near.sort(1).values, rel_exact, right=True)
-    hits = hits.to(torch.float64)
-    return Ranking(hits, hits + ahead, valid, r.to(torch.float64))
+        near_rows[u_row, u_slot] = group_rows[u_col].double()
+        ahead += _weighted_at_or_below(near, near_rows, col_exact)
+    return Ranking(hits, ahead, rel_weight > 0, rel_weight, rel_weight.sum(1))
+
+
+def _weighted_at_or_below(values, weights, thresholds) -> torch.Tensor:
+    """float64 [n, w]: sum of ``weights`` [n, m] over the entries of ``values`` [n, m] (same row)
+    that are <= each of ``thresholds`` [n, w]."""
+    ordered, order = values.sort(1)
+    cumulative = torch.cat(
+        [torch.zeros_like(weights[:, :1]), weights.gather(1, order).cumsum(1)], 1
+    )
+    return cumulative.gather(1, torch.searchsorted(ordered, thresholds, right=True))
 
 
 def _count_at_or_below(sorted_rows, values, out, counter) -> None:
@@ -213,31 +271,23 @@ def _count_at_or_below(sorted_rows, values, out, counter) -> None:
     if width > _COMPARE_WIDTH:
         torch.searchsorted(sorted_rows, values, right=True, out=out)
         return
-    counter.zero_()
-    for k in range(width):
-        counter.add_(values >= sorted_rows[:, k : k + 1])
+    # a few rows at a time, so that their values stay in the cache across the w comparisons
+    step = max(1, _CACHE_BYTES // (9 * max(1, values.shape[1])))
+    for s in range(0, len(values), step):
+        part, count = values[s : s + step], counter[s : s + step]
+        count.zero_()
+        for k in range(width):
+            count.add_(part >= sorted_rows[s : s + step, k : k + 1])
     out.copy_(counter)
 
 
-class _ExactPairs:
-    """The float64 exact squared distances of (query row, reference) pairs
-    (:func:`~gspdml.evaluation.exact_knn.exact_squared_distances`), computed once per (query,
-    distinct reference vector), in pieces within ``budget`` bytes."""
-
-    def __init__(self, q64, r64, budget):
-        self.q64, self.r64 = q64, r64
-        self.groups = _identical_rows(r64)
-        self.step = max(1, int(budget) // (q64.shape[1] * 8 * 4))
-
-    def __call__(self, rows: torch.Tensor, refs: torch.Tensor) -> torch.Tensor:
-        pairs, inverse = torch.unique(
-            torch.stack([rows, self.groups.of[refs]]), dim=1, return_inverse=True
-        )
-        first = self.groups.first[pairs[1]]
-        values = [torch.empty(0, dtype=torch.float64, device=rows.device)] + [
-            exact_squared_distances(
-                self.q64[pairs[0, s : s + self.step]], self.r64, first[s : s + self.step, None]
-            )[:, 0]
-            for s in range(0, pairs.shape[1], self.step)
-        ]
-        return torch.cat(values)[inverse]
+def _exact_distances(q64, distinct, budget, rows: torch.Tensor, groups: torch.Tensor):
+    """float64 exact squared distances
+    (:func:`~gspdml.evaluation.exact_knn.exact_squared_distances`) of the (query row, distinct
+    reference) pairs, in pieces within ``budget`` bytes."""
+    step = max(1, int(budget) // (q64.shape[1] * 8 * 4))
+    values = [torch.empty(0, dtype=torch.float64, device=rows.device)] + [
+        exact_squared_distances(q64[rows[s : s + step]], distinct, groups[s : s + step, None])[:, 0]
+        for s in range(0, len(rows), step)
+    ]
+    return torch.cat(values)

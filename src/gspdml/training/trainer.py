@@ -743,6 +743,9 @@ class Trainer:
         }
         if self.data.test is not None:
             results["test"] = self.evaluate_round(self.data.test)
+            # which metrics the test report holds, and those computed only when named
+            # (evaluation.metrics: the whole-ranking mAP and MRR, the metrics at a cutoff K)
+            results["test_metrics"] = EvalSpec.from_evaluation(cfg.evaluation).metrics_computed()
             self._log(
                 {
                     "step": self.step,

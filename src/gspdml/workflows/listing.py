@@ -10,7 +10,7 @@ from typing import Callable, Optional
 from gspdml.registry import Registry
 
 #: what ``gspdml list`` can list
-KINDS = ("poolings", "losses", "backbones", "datasets", "presets")
+KINDS = ("poolings", "losses", "backbones", "datasets", "presets", "metrics")
 
 
 def _registry(kind: str) -> Registry:
@@ -45,6 +45,8 @@ def listing(kind: str, pattern: Optional[str] = None) -> list[tuple[str, str]]:
 
     if kind not in KINDS:
         raise ConfigError("kind", f"unknown kind {kind!r}; allowed: {', '.join(KINDS)}")
+    if kind == "metrics":
+        return [(name, summary) for name, summary in _metrics() if _matches(name, pattern)]
     if kind == "presets":
         from gspdml.config import preset_names
 
@@ -60,6 +62,23 @@ def listing(kind: str, pattern: Optional[str] = None) -> list[tuple[str, str]]:
         for name in registry.names()
         if _matches(name, pattern)
     ]
+
+
+def _metrics() -> list[tuple[str, str]]:
+    """Every registered evaluation metric with its depth (bounded, per-k, whole ranking; or
+    clustering, derived), its cost class, whether the default report computes it, and the first
+    line of its definition."""
+    from gspdml.evaluation.metric_registry import METRICS
+
+    rows = []
+    for name, metric in sorted(METRICS.items()):
+        computed = "default" if metric.default else "when named"
+        if metric.kind != "query":
+            computed = "when named or selected"
+        doc = _summary(metric.score)
+        line = f"{metric.depth_class}; cost: {metric.cost_class}; {computed}"
+        rows.append((name, f"{line}. {doc}" if doc else line))
+    return rows
 
 
 def _matches(name: str, pattern: Optional[str]) -> bool:
