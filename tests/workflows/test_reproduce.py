@@ -133,9 +133,10 @@ def test_grid_cells_and_missing_rows():
     assert sorted(r.preset for r in libc) == sorted(
         f"libc-{d}{s}" for d in ("cub", "cars", "sop", "inshop") for s in ("", "-gsp")
     )
-    # a competitor that does not report In-shop has no In-shop row
-    assert not any(r.key == "inshop/DiVA" for r in get_table("gsp-table3a").rows)
-    collage = [r for r in get_table("gsp-table4").rows if r.dataset == "collage"]
+    # a competitor that does not report In-shop is still listed there, with no number
+    (diva,) = [r for r in get_table("gsp-table3a").rows if r.key == "inshop/DiVA"]
+    assert diva.missing and not diva.paper
+    collage = [r for r in get_table("gsp-table4").rows if r.dataset == "collage" and r.preset]
     assert len(collage) == 30 and {r.protocol for r in collage} == {"split"}
     assert {load_config(r.preset).data.dataset["name"] for r in collage} == {"collage_cifar"}
     assert {r.protocol for r in get_table("gsp-table4").rows if r.dataset == "cub"} == {None}
@@ -192,9 +193,9 @@ def test_cir_rows_are_the_methods_of_a_command_the_cir_cli_accepts():
             assert _method(args) == spec.method, row.key
             assert spec.ap == args.ap == ("trapezoid" if command == "freedom" else "standard")
             evaluated[key] = evaluated.get(key, 0) + 1
-    # Table 4.1: Text, Image, TextxImage, Text+Image, FreeDom per dataset, WeiCom on two; 4.2: 5
+    # Table 4.1: Text, Image, TextxImage, Text+Image, WeiCom, FreeDom per dataset; 4.2: 5
     assert evaluated == {
-        "freedom-table4.1": 5 * 4 + 2,
+        "freedom-table4.1": 6 * 4,
         "freedom-table4.2": 5,
         "freedom-table4.5": 4,
         "weicom-table5.2": 10,
@@ -245,9 +246,9 @@ def test_list_through_the_cli(capsys):
         assert line.endswith(
             f"| {len(table.rows)} | {len(table.runnable)} | {len(table.rows) - len(table.runnable)} |"
         )
-    # GSP Table 4: 17 poolings x 2 losses x (Cifar Collage, CUB), less the two 64x128 ensembles
-    # that print no Cifar Collage number
-    assert "| gsp-table4 | GSP paper, Table 4 (supplement §1.4) | fair | 64 | 64 | 0 |" in out
+    # GSP Table 4: 17 poolings x 2 losses x (Cifar Collage, CUB); the two 64x128 ensembles print
+    # no Cifar Collage number, and their 4 Cifar Collage rows are listed as missing
+    assert "| gsp-table4 | GSP paper, Table 4 (supplement §1.4) | fair | 68 | 64 | 4 |" in out
 
 
 def test_dry_run_through_the_cli(capsys, tmp_path, monkeypatch):

@@ -133,7 +133,7 @@ def test_table_4_1_equals_the_cir_command_and_a_second_call_evaluates_nothing(
             if cell["paper"] is not None and value is not None:
                 assert cell["diff"] == pytest.approx(value - cell["paper"])
         checked += 1
-    assert checked == 22
+    assert checked == 24
     text = (out / "tables" / "freedom-table4.1.md").read_text()
     avg = ours(payload, "imagenet-r/FreeDom")["AVG"]
     assert (
@@ -142,7 +142,7 @@ def test_table_4_1_equals_the_cir_command_and_a_second_call_evaluates_nothing(
     )
     assert f"| reproduced (freedom L+a, {MODEL}) |" in text
     stored = sorted((out / "cir").rglob("*.json"))
-    assert len(stored) == 22 and {p.parent.name for p in stored} == set(BENCHMARKS.values())
+    assert len(stored) == 24 and {p.parent.name for p in stored} == set(BENCHMARKS.values())
     assert json.loads(stored[0].read_text())["settings"]["model"] == MODEL
 
     # a second call reuses every stored result: nothing is evaluated
@@ -156,7 +156,7 @@ def test_table_4_1_equals_the_cir_command_and_a_second_call_evaluates_nothing(
     assert [p.stat().st_mtime_ns for p in stored] == modified
     # Table 4.2's rows are Table 4.1's ImageNet-R evaluations: written without evaluating
     recalls = reproduce("freedom-table4.2", data, out)
-    assert len(sorted((out / "cir").rglob("*.json"))) == 22
+    assert len(sorted((out / "cir").rglob("*.json"))) == 24
     assert sum(r["status"] == "reproduced" for r in recalls["rows"]) == 5
     capsys.readouterr()
     assert main(["reproduce", "freedom-table4.2", "--data-root", str(data), "--dry-run",

@@ -94,7 +94,9 @@ class Row:
     ran this dataset otherwise than the rest of the table (GSP Table 4: the Cifar Collage by its
     own validation split, the CUB rows by the fair protocol); None: the table's. ``init_from``
     is the preset of another row of the table whose trained models start this row's, seed by
-    seed (``model.init_from``; GSP Table 3b: LIBC+GSP fine-tunes the LIBC row's models)."""
+    seed (``model.init_from``; GSP Table 3b: LIBC+GSP fine-tunes the LIBC row's models).
+    ``candidate`` is, for a missing row, the preset the table's naming would give it (the tests
+    hold a missing reason to it: that preset must not exist, or the row would run)."""
 
     label: str
     dataset: str
@@ -105,6 +107,7 @@ class Row:
     frozen: Optional[FrozenSpec] = None
     protocol: Optional[str] = None
     init_from: Optional[str] = None
+    candidate: Optional[str] = None
 
     def __post_init__(self) -> None:
         if [self.preset, self.missing, self.cir, self.frozen].count(None) != 3:
@@ -192,8 +195,8 @@ def grid(
     instead of the table's (:attr:`Row.protocol`); a ``KEY`` in ``init_from`` starts from the
     models of the row whose preset its template names (:attr:`Row.init_from`); a ``KEY`` in
     ``missing`` makes rows with that reason instead (per dataset, ``"KEY@dataset"`` wins). A
-    cell is ``value``, ``value±std`` or ``–`` (not reported); a missing row without any
-    reported number is left out."""
+    cell is ``value``, ``value±std`` or ``–`` (not reported); every line gives its rows, a
+    missing row without any reported number included (a row is listed, never left out)."""
     rows = []
     for line in text.strip().splitlines():
         label, key, *cells = line.split()
@@ -208,10 +211,12 @@ def grid(
             template = key[1:] if key.startswith("=") else preset
             template = template if isinstance(template, str) else template[dataset]
             protocol = protocols.get(dataset)
-            if reason and paper:
-                rows.append(Row(label, dataset, paper, missing=reason, protocol=protocol))
-            elif not reason:
-                name = template.format(dataset=dataset, key=key)
+            name = template.format(dataset=dataset, key=key)
+            if reason:
+                rows.append(
+                    Row(label, dataset, paper, missing=reason, protocol=protocol, candidate=name)
+                )
+            else:
                 start = init_from[key].format(dataset=dataset) if key in init_from else None
                 rows.append(Row(label, dataset, paper, name, protocol=protocol, init_from=start))
     return tuple(rows)
