@@ -34,9 +34,11 @@ class By(dict):
 DS = r"(cub|cars|sop|inshop)"
 SMALL, LARGE = r"(cub|cars)", r"(sop|inshop)"
 SCREEN = r"^cub-screen-(c2|pnca)-[1-8]$"  # thesis Table 5.4: the fractional factorial screening
-TF = rf"^({DS}-(fair|conventional)-|ccp-(?!demo)|cub-screen-)"  # the GSP/CCP authors' TF framework
+TF = rf"^({DS}-(fair|ccpfair|conventional)-|ccp-(?!demo)|cub-screen-)"  # the GSP/CCP authors' TF framework
 R50 = rf"^{DS}-conventional-r50-"  # the TF framework's conventional recipe on ResNet-50
-BNI = rf"^({DS}-(fair|conventional)-(?!r50-)|ccp-(?!demo)|cub-screen-)"  # ... on BN-Inception
+BNI = (
+    rf"^({DS}-(fair|ccpfair|conventional)-(?!r50-)|ccp-(?!demo)|cub-screen-)"  # ... on BN-Inception
+)
 CONV_BNI = rf"^{DS}-conventional-(?!r50-)"
 GSP = rf"^{DS}-(fair|conventional)-.*-gsp$"
 PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-(r50-\d+-)?c1xbm)(-gemean|-gmp)?-gsp$"
@@ -51,6 +53,7 @@ ONE_LEVEL = r"^metrix-(?!.*-(input-feature|input-embed|feature-embed))"  # not a
 #: CCP presets (Gürbüz thesis Ch. 3): fair (ccp-<dataset>-<loss>), with GSP + ZSR
 #: (ccp-<dataset>-c1-gsp, thesis Table 5.1) and conventional (thesis Tables 3.2a/b)
 CCP_FAIR = r"^ccp-(?!demo|base)(?!.*-gsp$)"
+CCP3 = rf"^{DS}-ccpfair-"  # the baselines of thesis Table 3.1, by the Ch. 3 fair recipe
 CCP_GSP = rf"^ccp-{DS}-c1-gsp$"
 CCP_CONV = rf"^{DS}-conventional-(r50-512-)?(c1|c2|ms)ccp-gap$"
 CCP = rf"({CCP_FAIR}|{CCP_GSP}|{CCP_CONV})"
@@ -202,6 +205,24 @@ TABLE = [
         "evaluation.every",
         250,
         "thesis §5.3.4.1: every 250 steps on SOP and In-shop",
+    ),
+    # --- the fair protocol of thesis Ch. 3: Table 3.1's baselines (<dataset>-ccpfair-*) ------------
+    (
+        CCP3,
+        "evaluation.every",
+        By(cub=25, cars=25, sop=250, inshop=250),
+        "thesis §3.3.2.1: validation every 25 steps (CUB, Cars), 250 (SOP, In-shop)",
+    ),
+    (CCP3, "evaluation.patience", 60, "thesis §3.3.2.1: stop after 60 rounds without gain"),
+    (CCP3, "evaluation.metric", "map_at_r", "thesis §3.3.2.1: validation MAP@R"),
+    (CCP3, "data.dataset.num_folds", 4, "thesis §3.3.2.1: 4 models, one per 3/4 partition"),
+    (CCP3, "model.embedding_dim", 128, "thesis §3.3.2.1: embedding dimension 128"),
+    (CCP3, "optimizer.lr", 1e-5, "thesis §3.3.2.1: constant 1e-5"),
+    (
+        rf"^{DS}-ccpfair-pnca-",
+        "loss:temperature_of_pnca",
+        0.1,
+        "thesis §3.3.2.1: ProxyNCA++ temperature 0.1 for all datasets",
     ),
     (
         rf"^{DS}-conventional-.*-gap$",
@@ -1123,6 +1144,26 @@ def test_every_fair_gsp_row_has_its_gap_baseline():
     ]
     assert len(gsp_rows) == 24
     assert {gsp for _, gsp in GAP_GSP_PAIRS} == set(gsp_rows)
+
+
+@pytest.mark.parametrize("name", [n for n in PRESETS if re.search(CCP3, n)])
+def test_a_chapter_3_baseline_is_its_chapter_5_preset_with_the_chapter_3_recipe(name):
+    """Gürbüz thesis §3.3.2.1 and §5.3.4.1 describe one fair protocol but for the validation
+    cadence, the patience, the ProxyNCA++ temperature and ProxyAnchor's learning rate on SOP
+    (5e-6 in Ch. 5 only): a Table 3.1 baseline trains as the Ch. 5 preset of its loss in
+    everything else (losses, batches, optimiser, warm-up)."""
+    assert len([n for n in PRESETS if re.search(CCP3, n)]) == 36  # 9 baselines x 4 datasets
+    ch3 = load_config(name).to_dict()
+    ch5 = load_config(name.replace("-ccpfair-", "-fair-")).to_dict()
+    for config in (ch3, ch5):
+        config.pop("name")
+        config["evaluation"].pop("every")
+        config["evaluation"].pop("patience")
+        if config["loss"]["name"] == "proxynca_pp":
+            config["loss"].pop("temperature")
+        if name == "sop-ccpfair-pa-gap":
+            config["optimizer"].pop("lr")
+    assert ch3 == ch5
 
 
 #: thesis Table 5.4, the 2-level fractional factorial design: run -> (m, mu, eps, lambda)

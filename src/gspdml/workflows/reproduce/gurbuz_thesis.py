@@ -49,14 +49,15 @@ CCP_TABLE_3_1 = Table(
         """,
         CCP_ORDER,
         CCP_COLUMNS,
-        "{dataset}-fair-{key}",
+        "{dataset}-ccpfair-{key}",
     ),
     seeds=(0,),
     notes=(
-        "The baselines run the fair-protocol GAP presets of thesis Ch. 5 (validation every 100 "
-        "steps on CUB/Cars, patience 15; ProxyNCA++ temperature 0.11), the CCP rows the ccp-* "
-        "presets (every 25 steps, patience 60); Ch. 3 gives ProxyNCA++ temperature 0.1. MS trains "
-        "without a miner, as MS+CCP does (ccp-dml builds MS without one; docs/paper-vs-code.md)."
+        "Every row follows the Ch. 3 fair recipe (Gürbüz thesis §3.3.2.1): validation every 25 "
+        "steps on CUB/Cars, 250 on SOP/In-shop, stop after 60 rounds without improvement; the "
+        "baselines (<dataset>-ccpfair-*) are the Ch. 5 GAP presets with that cadence and "
+        "ProxyNCA++ temperature 0.1, the CCP rows the ccp-* presets. MS trains without a miner, "
+        "as MS+CCP does (ccp-dml builds MS without one; docs/paper-vs-code.md)."
     ),
 )
 
