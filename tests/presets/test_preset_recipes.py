@@ -58,6 +58,7 @@ CCP_GSP = rf"^ccp-{DS}-c1-gsp$"
 CCP_CONV = rf"^{DS}-conventional-(r50-512-)?(c1|c2|ms)ccp-gap$"
 CCP = rf"({CCP_FAIR}|{CCP_GSP}|{CCP_CONV})"
 CCP_CODE = rf"(^ccp-(?!demo|base)(?!.*-thesis$)|{CCP_CONV})"  # the options of ccp-dml
+NSM = r"^normsoftmax-(cub|cars)"  # NormSoftMax in ProxyNCA++'s protocol (its Tables 12-13)
 PNCA = rf"^proxynca-{DS}"  # ProxyNCA++ as published and its ablations (ProxyNCA++ paper Tables 3-7)  # GSP paper Table 4, CUB: the pooling alternatives
 
 TABLE = [
@@ -782,24 +783,45 @@ TABLE = [
         256,
         "bounded memory at SOP scale (benchmarks/metrix_memory.py)",
     ),
+    # --- NormSoftMax as ProxyNCA++ paper Tables 12-13 run it (appendix A; Fig. 6 setting) --------
+    (NSM, "loss.name", "norm_softmax", "ProxyNCA++ paper Tables 12-13: NormSoftMax"),
+    (NSM, "loss:temperature", 0.5, "ProxyNCA++ paper Tables 12-13: T = 1/2"),
+    (NSM, "optimizer.lr", 4e-3, "ProxyNCA++ paper Tables 12-13: 4e-3 backbone and embedding"),
+    (rf"{NSM}.*-fast$", "loss:lr_multiplier", 100.0, "Tables 12-13: proxies at 4e-1 (fast)"),
+    (rf"{NSM}(?!.*-fast)", "loss:lr_multiplier", 1.0, "Tables 12-13: no fast proxies"),
+    (rf"{NSM}-max", "model.pooling.name", "gmp", "Tables 12-13: +max"),
+    (rf"{NSM}(?!-max)", "model.pooling.name", "gap", "Tables 12-13: NormSoftMax has no max"),
+    (NSM, "model.pooled_norm", None, "ProxyNCA++ paper Fig. 6: NormSoftMax without norm"),
+    (NSM, "data.sampler", "random", "ProxyNCA++ paper Fig. 6: NormSoftMax without cbs"),
+    (NSM, "model.embedding_dim", 2048, "ProxyNCA++ paper Tables 12-13: embedding size 2048"),
+    (NSM, "model.backbone.name", "resnet50", "ProxyNCA++ paper §4.1: ResNet-50"),
     # --- ProxyNCA++ as published (ProxyNCA++ paper §4.1; PNCA code) ----------------------------------
     (r"^proxynca-", "model.backbone.name", "resnet50", "ProxyNCA++ paper §4.1: ResNet-50"),
     (rf"{PNCA}(-no-[a-z-]+)?$", "model.embedding_dim", 2048, "PNCA code: sz_embedding 2048"),
-    (rf"{PNCA}-512$", "model.embedding_dim", 512, "ProxyNCA++ paper Tables 3-6: Emb 512"),
+    (
+        rf"{PNCA}-512(-crop227)?$",
+        "model.embedding_dim",
+        512,
+        "ProxyNCA++ paper Tables 3-6: Emb 512",
+    ),
+    (rf"{PNCA}-512-crop227$", "data.dataset.crop", 227, "ProxyNCA++ paper Table 15: 227 crops"),
+    (rf"{PNCA}-(?!512-crop227)", "data.dataset.crop", None, "PNCA code: the recipe's 256 crops"),
     (rf"{PNCA}-1024$", "model.embedding_dim", 1024, "ProxyNCA++ paper Tables 3-6: Emb 1024"),
     (rf"{PNCA}(?!.*-no-max)", "model.pooling.name", "gmp", "ProxyNCA++ paper: +max"),
     (rf"{PNCA}-no-max", "model.pooling.name", "gap", "ProxyNCA++ paper Tables 3-7: -max"),
-    (rf"{PNCA}(?!-no-norm)", "model.pooled_norm", "layer_norm", "ProxyNCA++ paper: +norm"),
-    (rf"{PNCA}-no-norm$", "model.pooled_norm", None, "ProxyNCA++ paper Table 7: -norm"),
-    (rf"{PNCA}(?!-no-cbs)", "data.sampler", "balanced", "ProxyNCA++ paper: +cbs"),
-    (rf"{PNCA}-no-cbs$", "data.sampler", "random", "ProxyNCA++ paper Table 7: -cbs"),
+    # each switch of Table 7 is on unless the name says -no-<switch> (Tables 3-10: the original
+    # ProxyNCA and the ladders of Tables 8-10 switch several off)
+    (rf"{PNCA}(?!.*-no-norm)", "model.pooled_norm", "layer_norm", "ProxyNCA++ paper: +norm"),
+    (rf"{PNCA}.*-no-norm", "model.pooled_norm", None, "ProxyNCA++ paper Table 7: -norm"),
+    (rf"{PNCA}(?!.*-no-cbs)", "data.sampler", "balanced", "ProxyNCA++ paper: +cbs"),
+    (rf"{PNCA}.*-no-cbs", "data.sampler", "random", "ProxyNCA++ paper Table 7: -cbs"),
     (
-        rf"{PNCA}(?!-no-prob)",
+        rf"{PNCA}(?!.*-no-prob)",
         "loss:assignment_probability",
         True,
         "ProxyNCA++ paper: +prob",
     ),
-    (rf"{PNCA}-no-prob$", "loss:assignment_probability", False, "ProxyNCA++ paper Table 7: -prob"),
+    (rf"{PNCA}.*-no-prob", "loss:assignment_probability", False, "ProxyNCA++ paper Table 7: -prob"),
     (r"^proxynca-", "optimizer.eps", 1.0, "PNCA code: Adam eps = 1"),
     (r"^proxynca-", "optimizer.weight_decay", 0.0, "PNCA code: weight decay 0"),
     (r"^proxynca-", "optimizer.grad_clip_value", 10.0, "PNCA code: clip_grad_value_(model, 10)"),
@@ -815,9 +837,9 @@ TABLE = [
         By(cub=1e5, cars=1e5, sop=1e4, inshop=1e5),
         "PNCA code: proxy lr / base lr",
     ),
-    (rf"{PNCA}.*-no-fast$", "loss:lr_multiplier", 1.0, "ProxyNCA++ paper Tables 3-7: -fast"),
-    (rf"{PNCA}(?!-no-scale)", "loss:temperature", 1 / 9, "PNCA code: scale 3 = sqrt(1/T)"),
-    (rf"{PNCA}-no-scale$", "loss:temperature", 1.0, "ProxyNCA++ paper Table 7: -scale, T = 1"),
+    (rf"{PNCA}.*-no-fast", "loss:lr_multiplier", 1.0, "ProxyNCA++ paper Tables 3-7: -fast"),
+    (rf"{PNCA}(?!.*-no-scale)", "loss:temperature", 1 / 9, "PNCA code: scale 3 = sqrt(1/T)"),
+    (rf"{PNCA}.*-no-scale", "loss:temperature", 1.0, "ProxyNCA++ paper Table 7: -scale, T = 1"),
     (
         r"^proxynca-",
         "schedule.plateau.factor",

@@ -255,9 +255,17 @@ def test_dry_run_through_the_cli(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = ["reproduce", "gsp-table2", "--rows", "sop/PAnchor*", "--dry-run"]
     assert main([*args, "--data-root", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
+    out, _, printed = capsys.readouterr().out.partition("The paper's numbers")
     lines = [line for line in out.splitlines() if line.startswith("| sop/")]
     assert [line.split(" | ")[1] for line in lines] == ["`sop-fair-pa-gap`", "`sop-fair-pa-gsp`"]
+    # the paper's number of every selected row and column, before anything runs (GSP paper
+    # supplement Table 2, SOP block, transcribed here a second time)
+    assert printed.splitlines()[2:6] == [
+        "| Row | 512D P@1 | 512D MAP@R | 128D P@1 | 128D MAP@R |",
+        "|---|---|---|---|---|",
+        "| sop/PAnchor+GAP | 76.48 ± 0.19 | 48.08 ± 0.26 | 73.50 ± 0.14 | 44.33 ± 0.20 |",
+        "| sop/PAnchor+GSP | 77.13 ± 0.16 | 49.05 ± 0.22 | 74.07 ± 0.13 | 45.97 ± 0.17 |",
+    ]
     # models x steps x batch x seconds per image: 4 folds x 3 seeds, SOP's typical 78K steps,
     # 32 x 1 proxy batches, BN-Inception
     hours = 12 * 78000 * 32 * SECONDS_PER_IMAGE["bn_inception"] / 3600
@@ -285,6 +293,8 @@ def test_dry_run_through_the_cli(capsys, tmp_path, monkeypatch):
         "(runs/conventional/libc-cub/seed{seed}), trained first when missing." in out
     )
     assert "`cub-conventional-r50-512-c1xbm-gsp`" in out
+    # a missing row's printed numbers too, and "–" where the paper prints none
+    assert "| cub/DiVA^512 | 69.20 | – |" in out.partition("The paper's numbers")[2]
 
 
 def test_a_preset_run_by_two_protocols_keeps_their_models_apart():

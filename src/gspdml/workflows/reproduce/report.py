@@ -126,6 +126,21 @@ def _number(value: Optional[float], std: Optional[float] = None) -> str:
     return f"{value:.2f}" if std is None else f"{value:.2f} ± {std:.2f}"
 
 
+def paper_markdown(table: Table, rows: Sequence[Row]) -> str:
+    """``--dry-run``'s last section: the number the paper printed in each column for each of
+    ``rows`` (the columns none of them has are left out), before anything runs."""
+    columns = [c for c in table.columns if any(c.title in row.paper for row in rows)]
+    title = f"The paper's numbers ({table.citation}); the written table puts ours beside them."
+    if not columns:
+        return f"{title} The paper prints none for the selected rows.\n"
+    body = []
+    for row in rows:
+        printed = [row.paper.get(column.title) for column in columns]
+        body.append([row.key, *("–" if p is None else _number(p.value, p.std) for p in printed)])
+    header = ["Row", *(column.title for column in columns)]
+    return "\n".join([title, "", markdown_table(header, body), ""])
+
+
 def _status(entry: Mapping[str, Any], table: Table) -> str:
     if entry.get("preset") is not None:
         own = "" if entry["protocol"] == table.protocol else f", protocol {entry['protocol']}"

@@ -56,6 +56,7 @@ from gspdml.workflows.reproduce.registry import (
 )
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
+    paper_markdown,
     row_entry,
     table_entries,
     write_payload,
@@ -318,7 +319,29 @@ def dry_run(
     output_dir: Optional[str] = None,
 ) -> str:
     """``gspdml reproduce TABLE --dry-run``: what the selected rows would run (a training table:
-    :func:`dry_run_markdown`; an evaluation-only table: its evaluations and their inputs)."""
+    :func:`dry_run_markdown`; an evaluation-only table: its evaluations and their inputs), then
+    the paper's number of each selected row and column (:func:`paper_markdown`)."""
+    planned = _planned_markdown(
+        table,
+        rows=rows,
+        data_root=data_root,
+        overrides=overrides,
+        seeds=seeds,
+        output_dir=output_dir,
+    )
+    return f"{planned}\n{paper_markdown(table, select_rows(table, rows))}"
+
+
+def _planned_markdown(
+    table: Table,
+    *,
+    rows: Sequence[str],
+    data_root: Optional[str],
+    overrides: Sequence[str],
+    seeds: Optional[Sequence[int]],
+    output_dir: Optional[str],
+) -> str:
+    """What :func:`dry_run` lists before the paper's numbers."""
     if table.protocol in EVALUATION_ONLY:
         _no_seeds(table, seeds)
         if table.protocol == "cir":
