@@ -185,6 +185,8 @@ def test_cir_rows_are_the_methods_of_a_command_the_cir_cli_accepts():
             if command == "freedom":
                 argv += ["--dataset", spec.benchmarks[0], "--vocabulary", "words.csv"]
                 argv += ["--variant", spec.method.variant]
+                argv += ["--k", str(spec.method.k), "--n", str(spec.method.n)]
+                argv += [] if spec.method.m is None else ["--m", str(spec.method.m)]
             elif "lambda=" in row.label:
                 argv += ["--patterncom", "--lambda", row.label.split("lambda=")[1].rstrip(")")]
             else:
@@ -193,10 +195,13 @@ def test_cir_rows_are_the_methods_of_a_command_the_cir_cli_accepts():
             assert _method(args) == spec.method, row.key
             assert spec.ap == args.ap == ("trapezoid" if command == "freedom" else "standard")
             evaluated[key] = evaluated.get(key, 0) + 1
-    # Table 4.1: Text, Image, TextxImage, Text+Image, WeiCom, FreeDom per dataset; 4.2: 5
+    # Table 4.1: Text, Image, TextxImage, Text+Image, WeiCom, FreeDom per dataset; 4.2: 5;
+    # 4.3: 6 k x 5 n; 4.4: 5 components x 5 m (SEARLE's 5 rows are not implemented here)
     assert evaluated == {
         "freedom-table4.1": 6 * 4,
         "freedom-table4.2": 5,
+        "freedom-table4.3": 30,
+        "freedom-table4.4": 25,
         "freedom-table4.5": 4,
         "weicom-table5.2": 10,
         "weicom-table5.3": 11,
