@@ -61,6 +61,7 @@ from gspdml.workflows.reproduce.report import (
     table_entries,
     write_payload,
 )
+from gspdml.workflows.reproduce.seed_tables import coverage_markdown
 from gspdml.workflows.reproduce.tables import TABLES
 from gspdml.workflows.tables import markdown_table
 
@@ -300,13 +301,15 @@ def _ours(result: dict, column: Column, protocol: str) -> tuple[Optional[float],
 
 
 def list_markdown() -> str:
-    """``gspdml reproduce --list``: every table with its row counts."""
+    """``gspdml reproduce --list``: every table with its row counts, then how many of the papers'
+    result tables have a key (:func:`~gspdml.workflows.reproduce.seed_tables.coverage_markdown`)."""
     body = [
         [t.key, t.citation, t.protocol, len(t.rows), len(t.runnable), len(t.rows) - len(t.runnable)]
         for t in TABLES.values()
     ]
     header = ["Table", "Source", "Protocol", "Rows", "Runnable", "Missing"]
-    return markdown_table(header, body) + "\n"
+    runnable = {key: len(table.runnable) for key, table in TABLES.items()}
+    return f"{markdown_table(header, body)}\n\n{coverage_markdown(TABLES, runnable)}"
 
 
 def dry_run(
