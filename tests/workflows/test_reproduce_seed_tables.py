@@ -61,3 +61,30 @@ def test_a_simpool_table_without_runnable_rows_is_written_with_every_reason(key,
         (row.key, f"missing: {row.missing}") for row in TABLES[key].rows
     ]
     assert not (tmp_path / "frozen").exists()
+
+
+def test_table_3_10_counts_the_resnet18_classifiers(tmp_path, capsys):
+    """Psomas thesis Table 3.10 through the CLI: the ResNet-18 Baseline and SimPool rows are
+    counted (ours equals gspdml.models.resources' count of the same model), the paper's numbers
+    beside them (transcribed a second time), the other methods listed with their reason."""
+    from gspdml.models.resources import count_resources, imagenet_classifier
+
+    argv = ["reproduce", "simpool-table3.10", "--rows", "resnet18/*", "--output-dir", str(tmp_path)]
+    assert main([*argv, "--dry-run"]) == 0
+    assert "| resnet18/SimPool | resnet18 + simpool + Linear(1000), 224 x 224 |" in (
+        capsys.readouterr().out
+    )
+    assert main(argv) == 0
+    payload = json.loads((tmp_path / "tables" / "simpool-table3.10.json").read_text())
+    entries = {entry["key"]: entry for entry in payload["rows"]}
+    printed = {"Baseline": (11.7, 1.82), "SimPool": (12.2, 1.84)}
+    for method, pooling in (("Baseline", "gap"), ("SimPool", "simpool")):
+        counted = count_resources(imagenet_classifier("resnet18", pooling))
+        cells = entries[f"resnet18/{method}"]["cells"]
+        assert entries[f"resnet18/{method}"]["status"] == "reproduced"
+        assert cells["#params (M)"]["ours"] == pytest.approx(counted.params / 1e6)
+        assert cells["GFLOPs"]["ours"] == pytest.approx(counted.macs / 1e9)
+        assert (cells["#params (M)"]["paper"], cells["GFLOPs"]["paper"]) == printed[method]
+    assert entries["resnet18/CaiT"]["status"].startswith("missing: the count builds")
+    assert entries["resnet50/Baseline"]["status"] == "not selected"
+    assert main([*argv[:2], "--output-dir", str(tmp_path), "batch_size=2"]) == 2

@@ -27,6 +27,7 @@ EVALUATED = {
     "cir": "one evaluation of a frozen vision-language model per row",
     "frozen": "one evaluation of a released pre-trained model per row and dataset (its test "
     "split, nearest-neighbour search on the L2-normalised features)",
+    "resources": "a count of the row's model (parameters; multiply-adds of one 224 x 224 image)",
 }
 
 
@@ -60,6 +61,7 @@ def row_entry(
         "preset": row.preset,
         "cir": None if row.cir is None else row.cir.describe(model),
         "frozen": None if row.frozen is None else row.frozen.describe(),
+        "resources": None if row.resources is None else row.resources.describe(),
         "status": status,
         "protocol": table.protocol_of(row),
         "num_realisations": num_realisations,
@@ -145,7 +147,7 @@ def _status(entry: Mapping[str, Any], table: Table) -> str:
     if entry.get("preset") is not None:
         own = "" if entry["protocol"] == table.protocol else f", protocol {entry['protocol']}"
         return f"{entry['status']} (`{entry['preset']}`{own})"
-    evaluated = entry.get("cir") or entry.get("frozen")
+    evaluated = entry.get("cir") or entry.get("frozen") or entry.get("resources")
     if evaluated is not None:
         return f"{entry['status']} ({evaluated})"
     return str(entry["status"])

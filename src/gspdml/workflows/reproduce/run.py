@@ -61,6 +61,10 @@ from gspdml.workflows.reproduce.report import (
     table_entries,
     write_payload,
 )
+from gspdml.workflows.reproduce.resources_run import (
+    reproduce_resources,
+    resources_dry_run_markdown,
+)
 from gspdml.workflows.reproduce.seed_tables import coverage_markdown
 from gspdml.workflows.reproduce.tables import TABLES
 from gspdml.workflows.tables import markdown_table
@@ -69,7 +73,7 @@ from gspdml.workflows.tables import markdown_table
 #: protocol: each seed's model on the test split, e.g. GSP Table 4's Cifar Collage "128D MAP@R")
 ONE_GROUP = {"split": "seeds"}
 #: the runner of each evaluation-only protocol
-EVALUATE = {"cir": reproduce_cir, "frozen": reproduce_frozen}
+EVALUATE = {"cir": reproduce_cir, "frozen": reproduce_frozen, "resources": reproduce_resources}
 
 
 @dataclass(frozen=True)
@@ -357,6 +361,8 @@ def _planned_markdown(
                 need_memory=False,
             )
             return cir_dry_run_markdown(table, cir_plans)
+        if table.protocol == "resources":
+            return resources_dry_run_markdown(table, rows, overrides)
         frozen_plans = plan_frozen(
             table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
         )
