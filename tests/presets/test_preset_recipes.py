@@ -34,9 +34,11 @@ class By(dict):
 DS = r"(cub|cars|sop|inshop)"
 SMALL, LARGE = r"(cub|cars)", r"(sop|inshop)"
 SCREEN = r"^cub-screen-(c2|pnca)-[1-8]$"  # thesis Table 5.4: the fractional factorial screening
-TF = rf"^({DS}-(fair|conventional)-|ccp-(?!demo)|cub-screen-)"  # the GSP/CCP authors' TF framework
+TF = rf"^({DS}-(fair|ccpfair|conventional)-|ccp-(?!demo)|cub-screen-)"  # the GSP/CCP authors' TF framework
 R50 = rf"^{DS}-conventional-r50-"  # the TF framework's conventional recipe on ResNet-50
-BNI = rf"^({DS}-(fair|conventional)-(?!r50-)|ccp-(?!demo)|cub-screen-)"  # ... on BN-Inception
+BNI = (
+    rf"^({DS}-(fair|ccpfair|conventional)-(?!r50-)|ccp-(?!demo)|cub-screen-)"  # ... on BN-Inception
+)
 CONV_BNI = rf"^{DS}-conventional-(?!r50-)"
 GSP = rf"^{DS}-(fair|conventional)-.*-gsp$"
 PAIR_GSP = rf"^{DS}-(fair-(c2|ms|triplet|c1xbm)|conventional-(r50-\d+-)?c1xbm)(-gemean|-gmp)?-gsp$"
@@ -51,10 +53,12 @@ ONE_LEVEL = r"^metrix-(?!.*-(input-feature|input-embed|feature-embed))"  # not a
 #: CCP presets (Gürbüz thesis Ch. 3): fair (ccp-<dataset>-<loss>), with GSP + ZSR
 #: (ccp-<dataset>-c1-gsp, thesis Table 5.1) and conventional (thesis Tables 3.2a/b)
 CCP_FAIR = r"^ccp-(?!demo|base)(?!.*-gsp$)"
+CCP3 = rf"^{DS}-ccpfair-"  # the baselines of thesis Table 3.1, by the Ch. 3 fair recipe
 CCP_GSP = rf"^ccp-{DS}-c1-gsp$"
 CCP_CONV = rf"^{DS}-conventional-(r50-512-)?(c1|c2|ms)ccp-gap$"
 CCP = rf"({CCP_FAIR}|{CCP_GSP}|{CCP_CONV})"
 CCP_CODE = rf"(^ccp-(?!demo|base)(?!.*-thesis$)|{CCP_CONV})"  # the options of ccp-dml
+NSM = r"^normsoftmax-(cub|cars)"  # NormSoftMax in ProxyNCA++'s protocol (its Tables 12-13)
 PNCA = rf"^proxynca-{DS}"  # ProxyNCA++ as published and its ablations (ProxyNCA++ paper Tables 3-7)  # GSP paper Table 4, CUB: the pooling alternatives
 
 TABLE = [
@@ -202,6 +206,24 @@ TABLE = [
         "evaluation.every",
         250,
         "thesis §5.3.4.1: every 250 steps on SOP and In-shop",
+    ),
+    # --- the fair protocol of thesis Ch. 3: Table 3.1's baselines (<dataset>-ccpfair-*) ------------
+    (
+        CCP3,
+        "evaluation.every",
+        By(cub=25, cars=25, sop=250, inshop=250),
+        "thesis §3.3.2.1: validation every 25 steps (CUB, Cars), 250 (SOP, In-shop)",
+    ),
+    (CCP3, "evaluation.patience", 60, "thesis §3.3.2.1: stop after 60 rounds without gain"),
+    (CCP3, "evaluation.metric", "map_at_r", "thesis §3.3.2.1: validation MAP@R"),
+    (CCP3, "data.dataset.num_folds", 4, "thesis §3.3.2.1: 4 models, one per 3/4 partition"),
+    (CCP3, "model.embedding_dim", 128, "thesis §3.3.2.1: embedding dimension 128"),
+    (CCP3, "optimizer.lr", 1e-5, "thesis §3.3.2.1: constant 1e-5"),
+    (
+        rf"^{DS}-ccpfair-pnca-",
+        "loss:temperature_of_pnca",
+        0.1,
+        "thesis §3.3.2.1: ProxyNCA++ temperature 0.1 for all datasets",
     ),
     (
         rf"^{DS}-conventional-.*-gap$",
@@ -761,24 +783,45 @@ TABLE = [
         256,
         "bounded memory at SOP scale (benchmarks/metrix_memory.py)",
     ),
+    # --- NormSoftMax as ProxyNCA++ paper Tables 12-13 run it (appendix A; Fig. 6 setting) --------
+    (NSM, "loss.name", "norm_softmax", "ProxyNCA++ paper Tables 12-13: NormSoftMax"),
+    (NSM, "loss:temperature", 0.5, "ProxyNCA++ paper Tables 12-13: T = 1/2"),
+    (NSM, "optimizer.lr", 4e-3, "ProxyNCA++ paper Tables 12-13: 4e-3 backbone and embedding"),
+    (rf"{NSM}.*-fast$", "loss:lr_multiplier", 100.0, "Tables 12-13: proxies at 4e-1 (fast)"),
+    (rf"{NSM}(?!.*-fast)", "loss:lr_multiplier", 1.0, "Tables 12-13: no fast proxies"),
+    (rf"{NSM}-max", "model.pooling.name", "gmp", "Tables 12-13: +max"),
+    (rf"{NSM}(?!-max)", "model.pooling.name", "gap", "Tables 12-13: NormSoftMax has no max"),
+    (NSM, "model.pooled_norm", None, "ProxyNCA++ paper Fig. 6: NormSoftMax without norm"),
+    (NSM, "data.sampler", "random", "ProxyNCA++ paper Fig. 6: NormSoftMax without cbs"),
+    (NSM, "model.embedding_dim", 2048, "ProxyNCA++ paper Tables 12-13: embedding size 2048"),
+    (NSM, "model.backbone.name", "resnet50", "ProxyNCA++ paper §4.1: ResNet-50"),
     # --- ProxyNCA++ as published (ProxyNCA++ paper §4.1; PNCA code) ----------------------------------
     (r"^proxynca-", "model.backbone.name", "resnet50", "ProxyNCA++ paper §4.1: ResNet-50"),
     (rf"{PNCA}(-no-[a-z-]+)?$", "model.embedding_dim", 2048, "PNCA code: sz_embedding 2048"),
-    (rf"{PNCA}-512$", "model.embedding_dim", 512, "ProxyNCA++ paper Tables 3-6: Emb 512"),
+    (
+        rf"{PNCA}-512(-crop227)?$",
+        "model.embedding_dim",
+        512,
+        "ProxyNCA++ paper Tables 3-6: Emb 512",
+    ),
+    (rf"{PNCA}-512-crop227$", "data.dataset.crop", 227, "ProxyNCA++ paper Table 15: 227 crops"),
+    (rf"{PNCA}-(?!512-crop227)", "data.dataset.crop", None, "PNCA code: the recipe's 256 crops"),
     (rf"{PNCA}-1024$", "model.embedding_dim", 1024, "ProxyNCA++ paper Tables 3-6: Emb 1024"),
     (rf"{PNCA}(?!.*-no-max)", "model.pooling.name", "gmp", "ProxyNCA++ paper: +max"),
     (rf"{PNCA}-no-max", "model.pooling.name", "gap", "ProxyNCA++ paper Tables 3-7: -max"),
-    (rf"{PNCA}(?!-no-norm)", "model.pooled_norm", "layer_norm", "ProxyNCA++ paper: +norm"),
-    (rf"{PNCA}-no-norm$", "model.pooled_norm", None, "ProxyNCA++ paper Table 7: -norm"),
-    (rf"{PNCA}(?!-no-cbs)", "data.sampler", "balanced", "ProxyNCA++ paper: +cbs"),
-    (rf"{PNCA}-no-cbs$", "data.sampler", "random", "ProxyNCA++ paper Table 7: -cbs"),
+    # each switch of Table 7 is on unless the name says -no-<switch> (Tables 3-10: the original
+    # ProxyNCA and the ladders of Tables 8-10 switch several off)
+    (rf"{PNCA}(?!.*-no-norm)", "model.pooled_norm", "layer_norm", "ProxyNCA++ paper: +norm"),
+    (rf"{PNCA}.*-no-norm", "model.pooled_norm", None, "ProxyNCA++ paper Table 7: -norm"),
+    (rf"{PNCA}(?!.*-no-cbs)", "data.sampler", "balanced", "ProxyNCA++ paper: +cbs"),
+    (rf"{PNCA}.*-no-cbs", "data.sampler", "random", "ProxyNCA++ paper Table 7: -cbs"),
     (
-        rf"{PNCA}(?!-no-prob)",
+        rf"{PNCA}(?!.*-no-prob)",
         "loss:assignment_probability",
         True,
         "ProxyNCA++ paper: +prob",
     ),
-    (rf"{PNCA}-no-prob$", "loss:assignment_probability", False, "ProxyNCA++ paper Table 7: -prob"),
+    (rf"{PNCA}.*-no-prob", "loss:assignment_probability", False, "ProxyNCA++ paper Table 7: -prob"),
     (r"^proxynca-", "optimizer.eps", 1.0, "PNCA code: Adam eps = 1"),
     (r"^proxynca-", "optimizer.weight_decay", 0.0, "PNCA code: weight decay 0"),
     (r"^proxynca-", "optimizer.grad_clip_value", 10.0, "PNCA code: clip_grad_value_(model, 10)"),
@@ -794,9 +837,9 @@ TABLE = [
         By(cub=1e5, cars=1e5, sop=1e4, inshop=1e5),
         "PNCA code: proxy lr / base lr",
     ),
-    (rf"{PNCA}.*-no-fast$", "loss:lr_multiplier", 1.0, "ProxyNCA++ paper Tables 3-7: -fast"),
-    (rf"{PNCA}(?!-no-scale)", "loss:temperature", 1 / 9, "PNCA code: scale 3 = sqrt(1/T)"),
-    (rf"{PNCA}-no-scale$", "loss:temperature", 1.0, "ProxyNCA++ paper Table 7: -scale, T = 1"),
+    (rf"{PNCA}.*-no-fast", "loss:lr_multiplier", 1.0, "ProxyNCA++ paper Tables 3-7: -fast"),
+    (rf"{PNCA}(?!.*-no-scale)", "loss:temperature", 1 / 9, "PNCA code: scale 3 = sqrt(1/T)"),
+    (rf"{PNCA}.*-no-scale", "loss:temperature", 1.0, "ProxyNCA++ paper Table 7: -scale, T = 1"),
     (
         r"^proxynca-",
         "schedule.plateau.factor",
@@ -1172,6 +1215,26 @@ def test_every_fair_gsp_row_has_its_gap_baseline():
     ]
     assert len(gsp_rows) == 24
     assert {gsp for _, gsp in GAP_GSP_PAIRS} == set(gsp_rows)
+
+
+@pytest.mark.parametrize("name", [n for n in PRESETS if re.search(CCP3, n)])
+def test_a_chapter_3_baseline_is_its_chapter_5_preset_with_the_chapter_3_recipe(name):
+    """Gürbüz thesis §3.3.2.1 and §5.3.4.1 describe one fair protocol but for the validation
+    cadence, the patience, the ProxyNCA++ temperature and ProxyAnchor's learning rate on SOP
+    (5e-6 in Ch. 5 only): a Table 3.1 baseline trains as the Ch. 5 preset of its loss in
+    everything else (losses, batches, optimiser, warm-up)."""
+    assert len([n for n in PRESETS if re.search(CCP3, n)]) == 36  # 9 baselines x 4 datasets
+    ch3 = load_config(name).to_dict()
+    ch5 = load_config(name.replace("-ccpfair-", "-fair-")).to_dict()
+    for config in (ch3, ch5):
+        config.pop("name")
+        config["evaluation"].pop("every")
+        config["evaluation"].pop("patience")
+        if config["loss"]["name"] == "proxynca_pp":
+            config["loss"].pop("temperature")
+        if name == "sop-ccpfair-pa-gap":
+            config["optimizer"].pop("lr")
+    assert ch3 == ch5
 
 
 #: thesis Table 5.4, the 2-level fractional factorial design: run -> (m, mu, eps, lambda)

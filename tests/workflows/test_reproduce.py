@@ -133,9 +133,10 @@ def test_grid_cells_and_missing_rows():
     assert sorted(r.preset for r in libc) == sorted(
         f"libc-{d}{s}" for d in ("cub", "cars", "sop", "inshop") for s in ("", "-gsp")
     )
-    # a competitor that does not report In-shop has no In-shop row
-    assert not any(r.key == "inshop/DiVA" for r in get_table("gsp-table3a").rows)
-    collage = [r for r in get_table("gsp-table4").rows if r.dataset == "collage"]
+    # a competitor that does not report In-shop is still listed there, with no number
+    (diva,) = [r for r in get_table("gsp-table3a").rows if r.key == "inshop/DiVA"]
+    assert diva.missing and not diva.paper
+    collage = [r for r in get_table("gsp-table4").rows if r.dataset == "collage" and r.preset]
     assert len(collage) == 30 and {r.protocol for r in collage} == {"split"}
     assert {load_config(r.preset).data.dataset["name"] for r in collage} == {"collage_cifar"}
     assert {r.protocol for r in get_table("gsp-table4").rows if r.dataset == "cub"} == {None}
@@ -184,6 +185,8 @@ def test_cir_rows_are_the_methods_of_a_command_the_cir_cli_accepts():
             if command == "freedom":
                 argv += ["--dataset", spec.benchmarks[0], "--vocabulary", "words.csv"]
                 argv += ["--variant", spec.method.variant]
+                argv += ["--k", str(spec.method.k), "--n", str(spec.method.n)]
+                argv += [] if spec.method.m is None else ["--m", str(spec.method.m)]
             elif "lambda=" in row.label:
                 argv += ["--patterncom", "--lambda", row.label.split("lambda=")[1].rstrip(")")]
             else:
@@ -192,10 +195,13 @@ def test_cir_rows_are_the_methods_of_a_command_the_cir_cli_accepts():
             assert _method(args) == spec.method, row.key
             assert spec.ap == args.ap == ("trapezoid" if command == "freedom" else "standard")
             evaluated[key] = evaluated.get(key, 0) + 1
-    # Table 4.1: Text, Image, TextxImage, Text+Image, FreeDom per dataset, WeiCom on two; 4.2: 5
+    # Table 4.1: Text, Image, TextxImage, Text+Image, WeiCom, FreeDom per dataset; 4.2: 5;
+    # 4.3: 6 k x 5 n; 4.4: 5 components x 5 m (SEARLE's 5 rows are not implemented here)
     assert evaluated == {
-        "freedom-table4.1": 5 * 4 + 2,
+        "freedom-table4.1": 6 * 4,
         "freedom-table4.2": 5,
+        "freedom-table4.3": 30,
+        "freedom-table4.4": 25,
         "freedom-table4.5": 4,
         "weicom-table5.2": 10,
         "weicom-table5.3": 11,
@@ -245,18 +251,26 @@ def test_list_through_the_cli(capsys):
         assert line.endswith(
             f"| {len(table.rows)} | {len(table.runnable)} | {len(table.rows) - len(table.runnable)} |"
         )
-    # GSP Table 4: 17 poolings x 2 losses x (Cifar Collage, CUB), less the two 64x128 ensembles
-    # that print no Cifar Collage number
-    assert "| gsp-table4 | GSP paper, Table 4 (supplement §1.4) | fair | 64 | 64 | 0 |" in out
+    # GSP Table 4: 17 poolings x 2 losses x (Cifar Collage, CUB); the two 64x128 ensembles print
+    # no Cifar Collage number, and their 4 Cifar Collage rows are listed as missing
+    assert "| gsp-table4 | GSP paper, Table 4 (supplement §1.4) | fair | 68 | 64 | 4 |" in out
 
 
 def test_dry_run_through_the_cli(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = ["reproduce", "gsp-table2", "--rows", "sop/PAnchor*", "--dry-run"]
     assert main([*args, "--data-root", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
+    out, _, printed = capsys.readouterr().out.partition("The paper's numbers")
     lines = [line for line in out.splitlines() if line.startswith("| sop/")]
     assert [line.split(" | ")[1] for line in lines] == ["`sop-fair-pa-gap`", "`sop-fair-pa-gsp`"]
+    # the paper's number of every selected row and column, before anything runs (GSP paper
+    # supplement Table 2, SOP block, transcribed here a second time)
+    assert printed.splitlines()[2:6] == [
+        "| Row | 512D P@1 | 512D MAP@R | 128D P@1 | 128D MAP@R |",
+        "|---|---|---|---|---|",
+        "| sop/PAnchor+GAP | 76.48 ± 0.19 | 48.08 ± 0.26 | 73.50 ± 0.14 | 44.33 ± 0.20 |",
+        "| sop/PAnchor+GSP | 77.13 ± 0.16 | 49.05 ± 0.22 | 74.07 ± 0.13 | 45.97 ± 0.17 |",
+    ]
     # models x steps x batch x seconds per image: 4 folds x 3 seeds, SOP's typical 78K steps,
     # 32 x 1 proxy batches, BN-Inception
     hours = 12 * 78000 * 32 * SECONDS_PER_IMAGE["bn_inception"] / 3600
@@ -284,6 +298,8 @@ def test_dry_run_through_the_cli(capsys, tmp_path, monkeypatch):
         "(runs/conventional/libc-cub/seed{seed}), trained first when missing." in out
     )
     assert "`cub-conventional-r50-512-c1xbm-gsp`" in out
+    # a missing row's printed numbers too, and "–" where the paper prints none
+    assert "| cub/DiVA^512 | 69.20 | – |" in out.partition("The paper's numbers")[2]
 
 
 def test_a_preset_run_by_two_protocols_keeps_their_models_apart():

@@ -133,7 +133,7 @@ def test_table_4_1_equals_the_cir_command_and_a_second_call_evaluates_nothing(
             if cell["paper"] is not None and value is not None:
                 assert cell["diff"] == pytest.approx(value - cell["paper"])
         checked += 1
-    assert checked == 22
+    assert checked == 24
     text = (out / "tables" / "freedom-table4.1.md").read_text()
     avg = ours(payload, "imagenet-r/FreeDom")["AVG"]
     assert (
@@ -142,7 +142,7 @@ def test_table_4_1_equals_the_cir_command_and_a_second_call_evaluates_nothing(
     )
     assert f"| reproduced (freedom L+a, {MODEL}) |" in text
     stored = sorted((out / "cir").rglob("*.json"))
-    assert len(stored) == 22 and {p.parent.name for p in stored} == set(BENCHMARKS.values())
+    assert len(stored) == 24 and {p.parent.name for p in stored} == set(BENCHMARKS.values())
     assert json.loads(stored[0].read_text())["settings"]["model"] == MODEL
 
     # a second call reuses every stored result: nothing is evaluated
@@ -156,7 +156,7 @@ def test_table_4_1_equals_the_cir_command_and_a_second_call_evaluates_nothing(
     assert [p.stat().st_mtime_ns for p in stored] == modified
     # Table 4.2's rows are Table 4.1's ImageNet-R evaluations: written without evaluating
     recalls = reproduce("freedom-table4.2", data, out)
-    assert len(sorted((out / "cir").rglob("*.json"))) == 22
+    assert len(sorted((out / "cir").rglob("*.json"))) == 24
     assert sum(r["status"] == "reproduced" for r in recalls["rows"]) == 5
     capsys.readouterr()
     assert main(["reproduce", "freedom-table4.2", "--data-root", str(data), "--dry-run",
@@ -224,6 +224,55 @@ def test_table_4_5_visual_memories_equal_the_cir_command(data, tmp_path, capsys)
     assert listing.count("| external: needs memory=PATH |") == 4
     assert listing.count("| union: needs memory=PATH |") == 4
     assert main([*argv, f"model={MODEL}", "--rows", "all/NoMemory", "all/Database"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("table", "row", "options"),
+    [
+        ("freedom-table4.3", "all/k=10,n=7", ["--k", "10", "--n", "7"]),
+        ("freedom-table4.4", "all/E+/m=3", ["--variant", "E+", "--m", "3"]),
+    ],
+)
+def test_tables_4_3_and_4_4_settings_equal_the_cir_command(
+    data, tmp_path, capsys, table, row, options
+):
+    """A row of the k x n grid and of the m x components grid: FreeDom with that setting, the
+    command's mAP on each benchmark (LTLL, whose queries are in the database, and MiniDomainNet,
+    whose are not) and their mean the Avg; the rows not selected are listed, not evaluated."""
+    payload = reproduce(table, data, tmp_path / "out", "--rows", row)
+    got = ours(payload, row)
+    titles = {"ImageNet-R": "imagenet_r", "MiniDn": "minidn", "NICO++": "nico", "LTLL": "ltll"}
+    for title in ("MiniDn", "LTLL"):
+        metrics = cir(capsys, "freedom", data, titles[title], "freedom", *options)
+        assert got[title] == pytest.approx(metrics["map"], abs=1e-9), title
+    assert got["Avg"] == pytest.approx(np.mean([got[t] for t in titles]), abs=1e-9)
+    statuses = {entry["key"]: entry["status"] for entry in payload["rows"]}
+    assert statuses.pop(row) == "reproduced"
+    assert set(statuses.values()) <= {"not selected"} | {
+        r.status for r in get_table(table).rows if r.missing
+    }
+    stored = sorted((tmp_path / "out" / "cir").rglob("*.json"))
+    assert len(stored) == 4  # one evaluation per benchmark, of the selected row only
+
+
+@pytest.mark.parametrize("table", ["freedom-table4.6", "freedom-table4.7"])
+def test_tables_4_6_and_4_7_list_every_row_with_its_reason(data, tmp_path, table):
+    payload = reproduce(table, data, tmp_path / "out")
+    rows = get_table(table).rows
+    assert [(e["key"], e["status"]) for e in payload["rows"]] == [
+        (r.key, f"missing: {r.missing}") for r in rows
+    ]
+    assert not (tmp_path / "out" / "cir").exists()
+    first = payload["rows"][0]["cells"]
+    assert all(cell["ours"] is None for cell in first.values())
+    # the paper's numbers, transcribed a second time (Psomas thesis Tables 4.6 and 4.7)
+    assert (
+        first[get_table(table).columns[0].title]["paper"]
+        == {
+            "freedom-table4.6": 0.72,
+            "freedom-table4.7": 6.77,
+        }[table]
+    )
 
 
 # ------------------------------------------------------------------------- PatternCom (WeiCom)

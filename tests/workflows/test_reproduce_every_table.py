@@ -45,6 +45,7 @@ ROWS = {
     "gsp-table3a": ("sop/C1+XBM+GSP", "R@1", 79.59),  # GSP paper, Table 3a
     "gsp-table3b": ("sop/LIBC+GSP^512", "R@1", 81.65),  # GSP paper, Table 3b
     "gsp-table4": ("cub/C2+VLAD-8x16", "128D MAP@R", 15.19),  # GSP paper, supplement Table 4
+    "gsp-table5": ("cub/C2+GAP", "val MAP@R", 39.77),  # GSP paper, supplement Table 5
     "xml-table1": ("cars/PA+XML", "512D MAP@R", 27.56),  # XML paper, Table 1
     "xml-table1-conventional": ("inshop/LIBC+XML", "R@1", 93.04),  # XML paper, Table 1
     "ccp-table3.1": ("inshop/C2+CCP-L", "128D MAP@R", 57.24),  # Gürbüz thesis, Table 3.1
@@ -54,12 +55,20 @@ ROWS = {
     "thesis-table5.2a": ("inshop/C1+XBM+GSP", "R@1", 90.92),  # Gürbüz thesis, Table 5.2a
     "thesis-table5.2b": ("cub/C1+XBM+GSP^128", "MAP@R", 24.04),  # Gürbüz thesis, Table 5.2b
     # Gürbüz thesis, Table 5.4: m 16, mu 0.3, eps 20, lambda 0.5
+    "thesis-table5.3": ("cars/C2+GSP", "128D MAP@R", 17.88),  # Gürbüz thesis, Table 5.3
     "thesis-table5.4": ("cub/PNCA+GSP(m16,mu.3,eps20,lam.5)", "val MAP@R", 40.51),
     "proxynca-table3": ("cub/ProxyNCA++^1024", "NMI", 74.2),  # ProxyNCA++ paper, Table 3
     "proxynca-table4": ("cars/ProxyNCA++(-max,-fast)", "R@1", 87.9),  # ProxyNCA++, Table 4
     "proxynca-table5": ("sop/ProxyNCA++^512", "R@1", 80.7),  # ProxyNCA++ paper, Table 5
     "proxynca-table6": ("inshop/ProxyNCA++", "R@1", 90.9),  # ProxyNCA++ paper, Table 6
     "proxynca-table7": ("cub/-cbs", "R@1", 69.6),  # ProxyNCA++ paper, Table 7
+    "proxynca-table8": ("cub/+scale+norm/with-prob", "R@1", 65.7),  # ProxyNCA++ paper, Table 8
+    "proxynca-table9": ("cub/+fast/without-scale", "R@1", 56.3),  # ProxyNCA++ paper, Table 9
+    "proxynca-table10": ("cub/+norm/GAP", "R@1", 60.2),  # ProxyNCA++ paper, Table 10
+    "proxynca-table12": ("cub/NormSoftMax(+max,+fast)", "NMI", 69.6),  # ProxyNCA++, Table 12
+    "proxynca-table13": ("cars/NormSoftMax", "R@1", 85.0),  # ProxyNCA++ paper, Table 13
+    "proxynca-table14": ("sop/ProxyNCA++", "R@1", 80.7),  # ProxyNCA++ paper, Table 14
+    "proxynca-table15": ("inshop/ProxyNCA++", "R@1", 87.6),  # ProxyNCA++ paper, Table 15
     "metrix-table2.3": ("inshop/ProxyNCA+++Metrix", "R@1", 91.9),  # Psomas thesis, Table 2.3
     "metrix-table2.4": ("sop/ProxyAnchor+PS", "R@100", 96.4),  # Psomas thesis, Table 2.4
     "metrix-table2.5": ("cars/{input,feature,embed}", "R@1", 85.3),  # Psomas thesis, Table 2.5

@@ -283,6 +283,8 @@ def test_one_checkpoint_for_the_selected_rows_and_clear_errors(release, tmp_path
     text = capsys.readouterr().out
     assert "24 runnable" in text and "needs checkpoints=DIR or checkpoint=PATH" in text
     assert "huggingface.co/billpsomas/resnet50_dino_simpool_ep100" in text
+    # the paper's numbers of each selected row (Psomas thesis Table 3.9, DINO ResNet-50 SimPool)
+    assert "| cub/DINO/ResNet-50/SimPool | 30.70 | 40.90 | 53.30 | – | – | – |" in text
 
 
 # ------------------------------------------------------------------------------ the loader

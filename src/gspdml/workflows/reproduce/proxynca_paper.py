@@ -25,14 +25,25 @@ def _recalls(*ks: int) -> tuple[Column, ...]:
 SMALL = (*_recalls(1, 2, 4, 8), NMI)
 SOP = _recalls(1, 10, 100, 1000)
 INSHOP = _recalls(1, 10, 20, 30, 40)
-PROXYNCA = "the original ProxyNCA recipe (every enhancement off) has no preset"
+#: ProxyNCA++'s six enhancements in the order of Table 7; a preset switches off the ones it names
+#: (``proxynca-cub-no-scale-no-max``), the original ProxyNCA switches off all six
+ENHANCEMENTS = ("scale", "max", "norm", "cbs", "fast", "prob")
+
+
+def preset(dataset: str, *on: str) -> str:
+    """The preset of ProxyNCA on ``dataset`` with the enhancements ``on`` (all six: ProxyNCA++)."""
+    unknown = set(on) - set(ENHANCEMENTS)
+    if unknown:
+        raise ValueError(f"unknown enhancements {sorted(unknown)}")
+    return f"proxynca-{dataset}" + "".join(f"-no-{e}" for e in ENHANCEMENTS if e not in on)
+
+
 MISSING = {
     "movshovitz": "quoted from Movshovitz-Attias et al., ICCV 2017 (ProxyNCA, Inception)",
     "wu": "quoted from Wu et al., ICCV 2017 (Margin)",
     "wang": "quoted from Wang et al., CVPR 2019 (MS, Inception-v3)",
     "horde": "HORDE (Jacob et al., ICCV 2019) is not implemented",
     "nsm": "quoted from Zhai & Wu, BMVC 2019 (NormSoftMax); its recipe is not a preset",
-    "proxynca": PROXYNCA,
 }
 _COMPETITORS = """
     ProxyNCA(Movshovitz2017)  movshovitz
@@ -41,7 +52,7 @@ _COMPETITORS = """
     HORDE(Jacob2019)          horde
     NormSoftMax^512           nsm
     NormSoftMax^2048          nsm
-    ProxyNCA                  proxynca
+    ProxyNCA                  =proxynca-{dataset}-no-scale-no-max-no-norm-no-cbs-no-fast-no-prob
     ProxyNCA++^512            =proxynca-{dataset}-512
     ProxyNCA++^1024           =proxynca-{dataset}-1024
     ProxyNCA++(-max,-fast)    =proxynca-{dataset}-no-max-no-fast
@@ -240,11 +251,217 @@ PROXYNCA_TABLE_11 = Table(
     ),
 )
 
+
+def _ladder(switch: str, titles: tuple[str, str], printed: str) -> tuple:
+    """Tables 8-10: per line the enhancements added to ProxyNCA (``ProxyNCA`` alone, or
+    ``+a+b``) and R@1 without and with ``switch``; one row per cell, labelled
+    ``<line>/<column title>``, running the preset of that set of enhancements."""
+    lines = []
+    for line in printed.strip().splitlines():
+        added, without, with_ = line.split()
+        on = [e for e in added.split("+")[1:]]
+        for title, cell, extra in ((titles[0], without, []), (titles[1], with_, [switch])):
+            lines.append(f"{added}/{title} ={preset('{dataset}', *on, *extra)} {cell}")
+    return grid("\n".join(lines), ("cub",), R1, "{key}")
+
+
+PROXYNCA_TABLE_8 = Table(
+    "proxynca-table8",
+    "The assignment probability (+prob) along ProxyNCA's enhancements on CUB200: R@1",
+    "ProxyNCA++ paper, Table 8",
+    "two_stage",
+    R1,
+    _ladder(
+        "prob",
+        ("without-prob", "with-prob"),
+        """
+        ProxyNCA                   59.3±0.4 59.0±0.4
+        +scale                     62.9±0.4 63.4±0.6
+        +scale+norm                65.3±0.7 65.7±0.8
+        +scale+max                 65.1±0.3 66.2±0.3
+        +scale+norm+cbs            67.2±0.8 69.1±0.5
+        +scale+norm+cbs+max        68.8±0.7 70.3±0.9
+        +scale+norm+cbs+max+fast   71.1±0.7 72.2±0.8
+        """,
+    ),
+    seeds=SEEDS,
+    notes="Transposed: one row per printed cell (<enhancements>/<column>), each its own preset.",
+)
+PROXYNCA_TABLE_9 = Table(
+    "proxynca-table9",
+    "Low temperature scaling (+scale) along ProxyNCA's enhancements on CUB200: R@1",
+    "ProxyNCA++ paper, Table 9",
+    "two_stage",
+    R1,
+    _ladder(
+        "scale",
+        ("without-scale", "with-scale"),
+        """
+        ProxyNCA                   59.3±0.4 62.9±0.4
+        +cbs                       54.8±6.2 64.0±0.4
+        +prob                      59.0±0.4 63.4±0.6
+        +norm                      60.2±0.6 65.3±0.7
+        +max                       61.3±0.7 65.1±0.3
+        +fast                      56.3±0.8 64.3±0.8
+        +max+fast                  60.3±0.5 67.2±0.5
+        +norm+prob+cbs             60.4±0.7 69.1±0.5
+        +norm+prob+cbs+max         61.2±0.7 70.3±0.9
+        +norm+prob+cbs+max+fast    61.4±0.4 72.2±0.8
+        """,
+    ),
+    seeds=SEEDS,
+    notes=(
+        "Transposed: one row per printed cell (<enhancements>/<column>), each its own preset. "
+        "As printed, +norm with scale (65.3) is Table 8's +scale +norm without prob, while "
+        "+prob with scale (63.4) is Table 8's +scale with prob."
+    ),
+)
+PROXYNCA_TABLE_10 = Table(
+    "proxynca-table10",
+    "Global max pooling (+max) against GAP along ProxyNCA's enhancements on CUB200: R@1",
+    "ProxyNCA++ paper, Table 10",
+    "two_stage",
+    R1,
+    _ladder(
+        "max",
+        ("GAP", "GMP"),
+        """
+        ProxyNCA                   59.3±0.4 61.3±0.7
+        +cbs                       54.8±6.2 55.5±6.2
+        +prob                      59.0±0.4 61.2±0.7
+        +norm                      60.2±0.6 60.9±0.9
+        +scale                     62.9±0.4 65.1±0.3
+        +fast                      56.3±0.8 60.3±0.5
+        +scale+fast                64.3±0.8 67.2±0.5
+        +norm+prob+cbs             60.4±0.7 61.2±0.7
+        +norm+prob+cbs+fast        56.2±0.9 61.4±0.4
+        +norm+prob+cbs+scale       69.1±0.5 70.3±0.9
+        """,
+    ),
+    seeds=SEEDS,
+    notes="Transposed: one row per printed cell (<enhancements>/<column>), each its own preset.",
+)
+
+_NORMSOFTMAX = """
+    ProxyNCA++             =proxynca-{{dataset}}                 {0}
+    -max                   =proxynca-{{dataset}}-no-max          {1}
+    -fast                  =proxynca-{{dataset}}-no-fast         {2}
+    -max-fast              =proxynca-{{dataset}}-no-max-no-fast  {3}
+    NormSoftMax(+max,+fast) =normsoftmax-{{dataset}}-max-fast    {4}
+    NormSoftMax(+fast)     =normsoftmax-{{dataset}}-fast         {5}
+    NormSoftMax(+max)      =normsoftmax-{{dataset}}-max          {6}
+    NormSoftMax            =normsoftmax-{{dataset}}              {7}
+"""
+
+
+def _normsoftmax(dataset: str, printed: str) -> tuple:
+    """Tables 12-13: ProxyNCA++ -/+ max and fast against NormSoftMax +/- the same two."""
+    cells = [line.strip() for line in printed.strip().splitlines()]
+    return grid(_NORMSOFTMAX.format(*cells), (dataset,), SMALL, "{key}")
+
+
+PROXYNCA_TABLE_12 = Table(
+    "proxynca-table12",
+    "ProxyNCA++ against NormSoftMax, +/- max and fast, 2048-D, on CUB200",
+    "ProxyNCA++ paper, Table 12",
+    "two_stage",
+    SMALL,
+    _normsoftmax(
+        "cub",
+        """
+        72.2±0.8 82.0±0.6 89.2±0.6 93.5±0.4 75.8±0.8
+        69.0±0.6 80.3±0.5 88.1±0.4 93.1±0.1 74.3±0.4
+        70.3±0.9 80.6±0.4 87.7±0.5 92.5±0.3 73.5±0.9
+        69.1±0.5 79.6±0.4 87.3±0.3 92.7±0.2 73.3±0.7
+        65.0±1.7 76.6±1.1 85.5±0.6 91.6±0.4 69.6±0.8
+        63.8±1.3 75.9±1.0 84.9±0.8 91.4±0.6 70.8±1.1
+        67.6±0.4 78.4±0.2 86.7±0.4 92.2±0.3 71.2±0.9
+        64.4±1.1 76.1±0.7 85.0±0.7 91.4±0.3 70.0±1.1
+        """,
+    ),
+    seeds=SEEDS,
+    notes=(
+        "NormSoftMax as the paper runs it: T = 1/2, 4e-3 for the backbone and the embedding, "
+        "proxies at 4e-1 with +fast, no LayerNorm, random batches (Fig. 6 setting)."
+    ),
+)
+PROXYNCA_TABLE_13 = Table(
+    "proxynca-table13",
+    "ProxyNCA++ against NormSoftMax, +/- max and fast, 2048-D, on CARS196",
+    "ProxyNCA++ paper, Table 13",
+    "two_stage",
+    SMALL,
+    _normsoftmax(
+        "cars",
+        """
+        90.1±0.2 94.5±0.2 97.0±0.2 98.4±0.1 76.6±0.7
+        87.8±0.6 93.2±0.4 96.3±0.2 98.0±0.1 76.4±1.3
+        89.2±0.4 93.9±0.2 96.5±0.1 98.0±0.1 74.8±0.7
+        87.9±0.2 93.2±0.2 96.1±0.2 97.9±0.1 76.0±0.5
+        86.0±0.1 92.0±0.1 95.5±0.1 97.6±0.1 68.6±0.6
+        85.3±0.4 91.6±0.3 95.5±0.2 97.6±0.1 72.2±0.7
+        86.1±0.4 92.1±0.3 95.5±0.2 97.6±0.2 68.0±0.5
+        85.0±0.6 91.4±0.5 95.3±0.4 97.5±0.3 70.7±1.1
+        """,
+    ),
+    seeds=SEEDS,
+    notes=PROXYNCA_TABLE_12.notes,
+)
+_DATASETS = ("cub", "cars", "sop", "inshop")
+PROXYNCA_TABLE_14 = Table(
+    "proxynca-table14",
+    "ProxyNCA++ at 512-D, 256 x 256 crops, against the state of the art (HORDE): R@1",
+    "ProxyNCA++ paper, Table 14",
+    "two_stage",
+    R1,
+    grid(
+        """
+        SOTA(HORDE)  horde                    66.8 86.2 80.1 90.4
+        ProxyNCA++   =proxynca-{dataset}-512  69.0±0.8 86.5±0.4 80.7±0.5 90.4±0.2
+        """,
+        _DATASETS,
+        R1,
+        "{key}",
+        {"horde": "quoted from Jacob et al., ICCV 2019 (HORDE); HORDE is not implemented"},
+    ),
+    seeds=SEEDS,
+    notes="Transposed: the paper prints one line per dataset.",
+)
+PROXYNCA_TABLE_15 = Table(
+    "proxynca-table15",
+    "ProxyNCA++ at 512-D, 227 x 227 crops, against the state of the art (MS): R@1",
+    "ProxyNCA++ paper, Table 15",
+    "two_stage",
+    R1,
+    grid(
+        """
+        SOTA(MS)     ms                               65.7 84.2 78.2 89.7
+        ProxyNCA++   =proxynca-{dataset}-512-crop227  64.7±1.6 85.1±0.3 79.6±0.6 87.6±1.0
+        """,
+        _DATASETS,
+        R1,
+        "{key}",
+        {"ms": MISSING["wang"]},
+    ),
+    seeds=SEEDS,
+    notes=(
+        "Transposed: the paper prints one line per dataset. The paper gives the crop only; the "
+        "presets resize to 256 before the 227 centre crop at evaluation."
+    ),
+)
+
 TABLES = (
     PROXYNCA_TABLE_3,
     PROXYNCA_TABLE_4,
     PROXYNCA_TABLE_5,
     PROXYNCA_TABLE_6,
     PROXYNCA_TABLE_7,
+    PROXYNCA_TABLE_8,
+    PROXYNCA_TABLE_9,
+    PROXYNCA_TABLE_10,
     PROXYNCA_TABLE_11,
+    PROXYNCA_TABLE_12,
+    PROXYNCA_TABLE_13,
+    PROXYNCA_TABLE_14,
+    PROXYNCA_TABLE_15,
 )

@@ -33,10 +33,12 @@ from gspdml.errors import ConfigError
 from gspdml.workflows.protocol import PROTOCOLS, SEED_MODELS
 from gspdml.workflows.reproduce.cir_spec import CirSpec
 from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
+from gspdml.workflows.reproduce.resources_spec import ResourceSpec
 
 #: the protocols of tables whose methods train nothing, and the :class:`Row` field that holds
-#: a runnable row's evaluation: composed image retrieval, frozen pre-trained models
-EVALUATION_ONLY = {"cir": "cir", "frozen": "frozen"}
+#: a runnable row's evaluation: composed image retrieval, frozen pre-trained models, the count
+#: of a model's parameters and multiply-adds
+EVALUATION_ONLY = {"cir": "cir", "frozen": "frozen", "resources": "resources"}
 
 #: seconds of one training image (forward + backward, fp32, 224 px crops) on one H100, per
 #: backbone. ResNet-50: measured, 1498 img/s at batch 64 (docs/benchmarks.md, "One H100").
@@ -89,12 +91,15 @@ class Reported:
 class Row:
     """One method on one dataset. ``preset`` trains it (a table of a training protocol),
     ``cir`` evaluates it (a ``cir`` table), ``frozen`` evaluates a released model (a ``frozen``
-    table); ``missing`` says what the library lacks to run it.
+    table), ``resources`` counts a model (a ``resources`` table); ``missing`` says what the
+    library lacks to run it.
     ``protocol`` is the row's own protocol where the paper
     ran this dataset otherwise than the rest of the table (GSP Table 4: the Cifar Collage by its
     own validation split, the CUB rows by the fair protocol); None: the table's. ``init_from``
     is the preset of another row of the table whose trained models start this row's, seed by
-    seed (``model.init_from``; GSP Table 3b: LIBC+GSP fine-tunes the LIBC row's models)."""
+    seed (``model.init_from``; GSP Table 3b: LIBC+GSP fine-tunes the LIBC row's models).
+    ``candidate`` is, for a missing row, the preset the table's naming would give it (the tests
+    hold a missing reason to it: that preset must not exist, or the row would run)."""
 
     label: str
     dataset: str
@@ -103,12 +108,17 @@ class Row:
     missing: Optional[str] = None
     cir: Optional[CirSpec] = None
     frozen: Optional[FrozenSpec] = None
+    resources: Optional[ResourceSpec] = None
     protocol: Optional[str] = None
     init_from: Optional[str] = None
+    candidate: Optional[str] = None
 
     def __post_init__(self) -> None:
-        if [self.preset, self.missing, self.cir, self.frozen].count(None) != 3:
-            raise ValueError(f"row {self.key}: give exactly one of preset, cir, frozen and missing")
+        given = [self.preset, self.missing, self.cir, self.frozen, self.resources]
+        if given.count(None) != len(given) - 1:
+            raise ValueError(
+                f"row {self.key}: give exactly one of preset, cir, frozen, resources and missing"
+            )
 
     @property
     def key(self) -> str:
@@ -192,8 +202,8 @@ def grid(
     instead of the table's (:attr:`Row.protocol`); a ``KEY`` in ``init_from`` starts from the
     models of the row whose preset its template names (:attr:`Row.init_from`); a ``KEY`` in
     ``missing`` makes rows with that reason instead (per dataset, ``"KEY@dataset"`` wins). A
-    cell is ``value``, ``value±std`` or ``–`` (not reported); a missing row without any
-    reported number is left out."""
+    cell is ``value``, ``value±std`` or ``–`` (not reported); every line gives its rows, a
+    missing row without any reported number included (a row is listed, never left out)."""
     rows = []
     for line in text.strip().splitlines():
         label, key, *cells = line.split()
@@ -208,10 +218,12 @@ def grid(
             template = key[1:] if key.startswith("=") else preset
             template = template if isinstance(template, str) else template[dataset]
             protocol = protocols.get(dataset)
-            if reason and paper:
-                rows.append(Row(label, dataset, paper, missing=reason, protocol=protocol))
-            elif not reason:
-                name = template.format(dataset=dataset, key=key)
+            name = template.format(dataset=dataset, key=key)
+            if reason:
+                rows.append(
+                    Row(label, dataset, paper, missing=reason, protocol=protocol, candidate=name)
+                )
+            else:
                 start = init_from[key].format(dataset=dataset) if key in init_from else None
                 rows.append(Row(label, dataset, paper, name, protocol=protocol, init_from=start))
     return tuple(rows)

@@ -28,6 +28,7 @@ EVALUATED = {
     "cir": "one evaluation of a frozen vision-language model per row",
     "frozen": "one evaluation of a released pre-trained model per row and dataset (its test "
     "split, nearest-neighbour search on the L2-normalised features)",
+    "resources": "a count of the row's model (parameters; multiply-adds of one 224 x 224 image)",
 }
 
 
@@ -61,6 +62,7 @@ def row_entry(
         "preset": row.preset,
         "cir": None if row.cir is None else row.cir.describe(model),
         "frozen": None if row.frozen is None else row.frozen.describe(),
+        "resources": None if row.resources is None else row.resources.describe(),
         "status": status,
         "protocol": table.protocol_of(row),
         "num_realisations": num_realisations,
@@ -127,11 +129,26 @@ def _number(value: Optional[float], std: Optional[float] = None) -> str:
     return f"{value:.2f}" if std is None else f"{value:.2f} ± {std:.2f}"
 
 
+def paper_markdown(table: Table, rows: Sequence[Row]) -> str:
+    """``--dry-run``'s last section: the number the paper printed in each column for each of
+    ``rows`` (the columns none of them has are left out), before anything runs."""
+    columns = [c for c in table.columns if any(c.title in row.paper for row in rows)]
+    title = f"The paper's numbers ({table.citation}); the written table puts ours beside them."
+    if not columns:
+        return f"{title} The paper prints none for the selected rows.\n"
+    body = []
+    for row in rows:
+        printed = [row.paper.get(column.title) for column in columns]
+        body.append([row.key, *("–" if p is None else _number(p.value, p.std) for p in printed)])
+    header = ["Row", *(column.title for column in columns)]
+    return "\n".join([title, "", markdown_table(header, body), ""])
+
+
 def _status(entry: Mapping[str, Any], table: Table) -> str:
     if entry.get("preset") is not None:
         own = "" if entry["protocol"] == table.protocol else f", protocol {entry['protocol']}"
         return f"{entry['status']} (`{entry['preset']}`{own})"
-    evaluated = entry.get("cir") or entry.get("frozen")
+    evaluated = entry.get("cir") or entry.get("frozen") or entry.get("resources")
     if evaluated is not None:
         return f"{entry['status']} ({evaluated})"
     return str(entry["status"])

@@ -57,10 +57,16 @@ from gspdml.workflows.reproduce.registry import (
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
     check_table_output,
+    paper_markdown,
     row_entry,
     table_entries,
     write_payload,
 )
+from gspdml.workflows.reproduce.resources_run import (
+    reproduce_resources,
+    resources_dry_run_markdown,
+)
+from gspdml.workflows.reproduce.seed_tables import coverage_markdown
 from gspdml.workflows.reproduce.tables import TABLES
 from gspdml.workflows.tables import markdown_table
 
@@ -68,7 +74,7 @@ from gspdml.workflows.tables import markdown_table
 #: protocol: each seed's model on the test split, e.g. GSP Table 4's Cifar Collage "128D MAP@R")
 ONE_GROUP = {"split": "seeds"}
 #: the runner of each evaluation-only protocol
-EVALUATE = {"cir": reproduce_cir, "frozen": reproduce_frozen}
+EVALUATE = {"cir": reproduce_cir, "frozen": reproduce_frozen, "resources": reproduce_resources}
 
 
 @dataclass(frozen=True)
@@ -301,13 +307,15 @@ def _ours(result: dict, column: Column, protocol: str) -> tuple[Optional[float],
 
 
 def list_markdown() -> str:
-    """``gspdml reproduce --list``: every table with its row counts."""
+    """``gspdml reproduce --list``: every table with its row counts, then how many of the papers'
+    result tables have a key (:func:`~gspdml.workflows.reproduce.seed_tables.coverage_markdown`)."""
     body = [
         [t.key, t.citation, t.protocol, len(t.rows), len(t.runnable), len(t.rows) - len(t.runnable)]
         for t in TABLES.values()
     ]
     header = ["Table", "Source", "Protocol", "Rows", "Runnable", "Missing"]
-    return markdown_table(header, body) + "\n"
+    runnable = {key: len(table.runnable) for key, table in TABLES.items()}
+    return f"{markdown_table(header, body)}\n\n{coverage_markdown(TABLES, runnable)}"
 
 
 def dry_run(
@@ -320,7 +328,29 @@ def dry_run(
     output_dir: Optional[str] = None,
 ) -> str:
     """``gspdml reproduce TABLE --dry-run``: what the selected rows would run (a training table:
-    :func:`dry_run_markdown`; an evaluation-only table: its evaluations and their inputs)."""
+    :func:`dry_run_markdown`; an evaluation-only table: its evaluations and their inputs), then
+    the paper's number of each selected row and column (:func:`paper_markdown`)."""
+    planned = _planned_markdown(
+        table,
+        rows=rows,
+        data_root=data_root,
+        overrides=overrides,
+        seeds=seeds,
+        output_dir=output_dir,
+    )
+    return f"{planned}\n{paper_markdown(table, select_rows(table, rows))}"
+
+
+def _planned_markdown(
+    table: Table,
+    *,
+    rows: Sequence[str],
+    data_root: Optional[str],
+    overrides: Sequence[str],
+    seeds: Optional[Sequence[int]],
+    output_dir: Optional[str],
+) -> str:
+    """What :func:`dry_run` lists before the paper's numbers."""
     if table.protocol in EVALUATION_ONLY:
         _no_seeds(table, seeds)
         if table.protocol == "cir":
@@ -333,6 +363,8 @@ def dry_run(
                 need_memory=False,
             )
             return cir_dry_run_markdown(table, cir_plans)
+        if table.protocol == "resources":
+            return resources_dry_run_markdown(table, rows, overrides)
         frozen_plans = plan_frozen(
             table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
         )

@@ -8,7 +8,7 @@ from gspdml.workflows.reproduce import (
     gurbuz_thesis,
     proxynca_paper,
     psomas_thesis,
-    simpool_table,
+    simpool_thesis,
 )
 from gspdml.workflows.reproduce.registry import Table
 
@@ -19,7 +19,7 @@ TABLES: dict[str, Table] = {
         *gurbuz_thesis.TABLES,
         *proxynca_paper.TABLES,
         *psomas_thesis.TABLES,
-        *simpool_table.TABLES,
+        *simpool_thesis.TABLES,
         *cir_tables.TABLES,
     )
 }

@@ -1,0 +1,27 @@
+"""A row of a ``resources`` table as the model it counts (``gspdml reproduce``'s ``resources``
+protocol, run by :mod:`gspdml.workflows.reproduce.resources_run`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gspdml.models.resources import NETWORKS, POOLINGS
+
+#: the input size of Psomas thesis Table 3.10's counts (ImageNet-1k at 224 x 224)
+IMAGE_SIZE = 224
+
+
+@dataclass(frozen=True)
+class ResourceSpec:
+    """The classifier a row counts (:func:`gspdml.models.resources.imagenet_classifier`):
+    ``network`` with ``pooling`` and a linear layer to the 1000 ImageNet classes."""
+
+    network: str
+    pooling: str
+
+    def __post_init__(self) -> None:
+        if self.network not in NETWORKS or self.pooling not in POOLINGS:
+            raise ValueError(f"a classifier of {NETWORKS} with {POOLINGS}, not {self}")
+
+    def describe(self) -> str:
+        return f"{self.network} + {self.pooling} + Linear(1000), {IMAGE_SIZE} x {IMAGE_SIZE}"
