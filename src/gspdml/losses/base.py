@@ -61,13 +61,16 @@ class MetricLoss(nn.Module):
         self, model: nn.Module, images: torch.Tensor, labels: torch.Tensor
     ) -> torch.Tensor:
         """The trainer's entry point for one batch. The default embeds (under the trainer's
-        autocast) and computes the loss in float32 with autocast off: similarities, softmaxes and
+        autocast) and computes the loss in float32 (float64 stays) with autocast off: similarities, softmaxes and
         square roots of distances lose too much in bfloat16 (e.g. SoftTriple's centre
         regulariser turned NaN). Methods that change the forward pass itself (mixup at input or
         feature level) override it."""
         output = model(images)
+        embedding = output.embedding  # in at least float32 (float64 stays float64)
         with torch.autocast(device_type=images.device.type, enabled=False):
-            return self(output.embedding.float(), labels, output)
+            return self(
+                embedding.to(torch.promote_types(embedding.dtype, torch.float32)), labels, output
+            )
 
 
 class LabelWeightedLoss:
