@@ -14,8 +14,10 @@ embedding layer alone) where gspdml's freezes the backbone only. Without a warm-
 unfreezes BatchNorm's affine weights, so the gspdml side freezes BatchNorm whole
 (``freeze_bn: true``).
 
-Tolerance 1e-9 as in ``test_metrix_step.py`` (float64; sums in a different order, amplified by
-Adam's first steps); measured at most 4e-14.
+Tolerance 1e-8 (float64; sums in a different order, amplified by Adam's first steps, see
+``test_metrix_step.py``): measured at most 2.1e-10 on one gradient entry that nearly cancels
+(a downsampling convolution), 1e-12 on the losses; the batch-wide minimum moves parameters by
+more than 1e-6 in one step.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from tests.parity import _step_harness as harness
 from tests.parity.vendor.metrix import main_step, resnet
 from tests.parity.vendor.simpool import sp
 
-TOLERANCE = 1e-9
+TOLERANCE = 1e-8
 WARM, LR_DROP, GAMMA = 0, 3, 2.0
 LABELS = [0, 0, 1, 1, 2, 2, 3, 4]
 
@@ -48,19 +50,27 @@ class AuthorsNet(nn.Module):
         self.model.embedding = nn.Linear(backbone.out_channels, dim)
 
     def forward(self, x):
-        return resnet.Resnet50.l2_norm(self, self.model.embedding(self.model.pool(self.model.backbone(x))))
+        return resnet.Resnet50.l2_norm(
+            self, self.model.embedding(self.model.pool(self.model.backbone(x)))
+        )
 
 
 def _cpu_torch():
     """``torch`` for ``sp.py`` with ``tensor(..., device='cuda')`` built on the CPU."""
-    shim = types.SimpleNamespace(**{k: getattr(torch, k) for k in dir(torch) if not k.startswith("__")})
+    shim = types.SimpleNamespace(
+        **{k: getattr(torch, k) for k in dir(torch) if not k.startswith("__")}
+    )
     shim.tensor = lambda data, device=None, **kw: torch.tensor(data, **kw)
     return shim
 
 
 def _to_gspdml(state: dict) -> dict:
-    names = {"model.pool.norm_patches.": "pooling.norm.", "model.pool.": "pooling.",
-             "model.embedding.": "projection.", "model.backbone.": "backbone."}
+    names = {
+        "model.pool.norm_patches.": "pooling.norm.",
+        "model.pool.": "pooling.",
+        "model.embedding.": "projection.",
+        "model.backbone.": "backbone.",
+    }
     out = {}
     for key, value in state.items():
         prefix = next(p for p in names if key.startswith(p))
@@ -73,9 +83,19 @@ def run_both(tmp_path, monkeypatch, pooling: dict, steps: int = 5):
     monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)
     torch.manual_seed(0)
     net = AuthorsNet(ResNet18(), sp.SimPool(512, gamma=GAMMA), 64).double()
-    args = Namespace(loss="contrastive", mode="baseline", lr=1e-4, weight_decay=1e-4,
-                     lr_decay_step=LR_DROP, lr_decay_gamma=0.1, warm=WARM, bn_freeze=1,
-                     gpu_id=0, alpha=2.0, embedding_size=64)
+    args = Namespace(
+        loss="contrastive",
+        mode="baseline",
+        lr=1e-4,
+        weight_decay=1e-4,
+        lr_decay_step=LR_DROP,
+        lr_decay_gamma=0.1,
+        warm=WARM,
+        bn_freeze=1,
+        gpu_id=0,
+        alpha=2.0,
+        embedding_size=64,
+    )
     for m in net.model.modules():  # what the release's Resnet50.__init__ does for bn_freeze
         if isinstance(m, nn.BatchNorm2d):
             m.eval()
@@ -132,4 +152,4 @@ def test_per_image_minimum_is_the_declared_difference(tmp_path, monkeypatch):
     """gspdml's default takes the values' minimum per image (Psomas thesis Eq. 3.66), the release
     over the whole batch (docs/paper-vs-code.md): one step already differs."""
     param, loss = run_both(tmp_path, monkeypatch, {}, steps=1)
-    assert param > 1e3 * TOLERANCE or loss > 1e3 * TOLERANCE, (param, loss)
+    assert param > 1e2 * TOLERANCE or loss > 1e2 * TOLERANCE, (param, loss)
