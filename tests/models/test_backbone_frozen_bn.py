@@ -58,3 +58,32 @@ def test_unfrozen_batchnorm_trains_and_checkpoints_move_between_frozen_and_plain
     assert all(plain.get_submodule(name).training for name in batchnorm_names(plain))
     assert not torch.equal(plain.bn1.running_mean, mean)
     assert plain.bn1.weight.requires_grad
+
+
+def test_statistics_only_keeps_the_running_statistics_and_trains_the_affine_weights():
+    """``freeze_bn: statistics`` (the Metrix code's --bn_freeze 1 after its warm-up): eval mode
+    through train(), running statistics fixed, weight and bias trained by the optimiser."""
+    torch.manual_seed(0)
+    model = build_embedder(
+        {
+            "backbone": {"name": "resnet20", "freeze_bn": "statistics"},
+            "embedding_dim": 8,
+            "pooling": "gap",
+        },
+        in_channels=3,
+    )
+    backbone = model.backbone
+    model.train()
+    assert not any(backbone.get_submodule(n).training for n in batchnorm_names(backbone))
+    mean, weight = backbone.bn1.running_mean.clone(), backbone.bn1.weight.detach().clone()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    loss = model(torch.randn(4, 3, 32, 32) + 3).embedding[:, 0].sum()
+    loss.backward()
+    optimizer.step()
+    assert torch.equal(backbone.bn1.running_mean, mean)
+    assert not torch.equal(backbone.bn1.weight, weight)
+
+
+def test_freeze_bn_refuses_other_values():
+    with pytest.raises(Exception, match="freeze_bn"):
+        build_backbone({"name": "resnet20", "freeze_bn": "affine"}, 3)

@@ -609,6 +609,40 @@ TABLE = [
     (r"^metrix-(sop|inshop)-", "batch", 100, "Metrix Table 2.2: balanced 20 x 5"),
     (r"^metrix-(?!demo|base)", "data.dataset.crop", 224, "Metrix §2.4.1: 224 crops"),
     (r"^metrix-(?!demo|base)", "data.dataset.resize", 256, "Metrix §2.4.1: resize 256 at test"),
+    (
+        r"^metrix-(?!demo|base)",
+        "data.dataset.transform",
+        "proxynca",
+        "Metrix code: Resize(256) of the shorter side, aspect kept (thesis §2.4.1: 256x256; the "
+        "code produced Table 2.3; tests/parity/test_metrix_step.py)",
+    ),
+    (r"^metrix-(?!demo)", "optimizer.betas", [0.9, 0.999], "Metrix code: Adam, no betas passed"),
+    (r"^metrix-(?!demo)", "optimizer.grad_clip_value", 10.0, "Metrix code: clip_grad_value_ 10"),
+    (r"^metrix-(?!demo)", "optimizer.grad_clip_norm", None, "Metrix code: no norm clipping"),
+    (
+        r"^metrix-(cub|cars)-",
+        "model.backbone.freeze_bn",
+        "statistics",
+        "Metrix code: --bn_freeze 1, BN affine trained after --warm (parity test)",
+    ),
+    (
+        r"^metrix-(cub|cars)-",
+        "schedule.warmup_steps",
+        By(cub=290, cars=400),
+        "Metrix code: --warm 5 epochs (its default; the README's CUB/Cars commands set none)",
+    ),
+    (
+        r"^metrix-(sop|inshop)-contrastive",
+        "schedule.warmup_steps",
+        By(sop=2975, inshop=1290),
+        "Metrix code: --warm 5 epochs (the README's Metrix commands on SOP/In-shop set none)",
+    ),
+    (
+        r"^metrix-(sop|inshop)-(ms|proxy-anchor|pnca)",
+        "schedule.warmup_steps",
+        By(sop=595, inshop=258),
+        "Metrix code README: --warm 1 for MS and PA on SOP/In-shop (ProxyNCA++ as PA)",
+    ),
     (METRIX, "loss:mix_alpha", 2.0, "Metrix §2.4.2: Beta(2, 2)"),
     (METRIX, "loss:mix_weight", 0.4, "Metrix §2.4.2: w = 0.4"),
     (rf"{METRIX}(?!.*-(input|embed))", "loss:level", "feature", "Metrix §2.4.2: feature mixup"),
@@ -974,7 +1008,26 @@ TABLE = [
         By(cub=54, cars=70, sop=90, inshop=56),
         "LIBC code: 6x9, 10x7, 15x6, 14x4 classes x samples",
     ),
-    (rf"^libc-{DS}-(gsp|xml)$", "batch", 128, "GSP LIBC configs: 32 classes x 4"),
+    (
+        rf"^libc-{DS}-gsp$",
+        "batch",
+        128,
+        "GSP LIBC configs: 32 classes x 4 (the code that produced GSP suppl. Table 3b; its text "
+        "says LIBC's default settings)",
+    ),
+    (
+        rf"^libc-{DS}-xml$",
+        "batch",
+        By(cub=54, cars=70, sop=96, inshop=56),
+        "XML paper §3: 'following the conventional settings [LIBC]': LIBC's batches (SOP 16 x 6: "
+        "the halves need an even class count)",
+    ),
+    (
+        rf"^libc-{DS}-xml$",
+        "schedule.max_steps",
+        By(cub=7560, cars=8050, sop=43400, inshop=32340),
+        "LIBC code: 70 epochs of LIBC's batches",
+    ),
     (
         r"^libc-",
         "optimizer.lr",

@@ -114,10 +114,12 @@ class Embedder(nn.Module):
         else:
             pooled = self.pooling(local)
         vector = self.projection(self.pooled_norm(pooled.vector))
+        # normalised in at least float32 (bf16/fp16 autocast upcast; float64 stays float64)
+        wide = vector.to(torch.promote_types(vector.dtype, torch.float32))
         if self.normalize == "clip":
-            embedding = clip_normalize(vector.float())
+            embedding = clip_normalize(wide)
         else:
-            embedding = F.normalize(vector.float(), dim=1) if self.normalize else vector
+            embedding = F.normalize(wide, dim=1) if self.normalize else vector
         return EmbedderOutput(embedding, pooled.weights, pooled.attributes, local, vector)
 
     @property

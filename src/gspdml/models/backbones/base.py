@@ -8,7 +8,7 @@ Token backbones (ViT) return ``[B, N, C]`` patch tokens instead of a map.
 from __future__ import annotations
 
 import os
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
@@ -17,13 +17,20 @@ from gspdml.registry import Registry
 
 BACKBONES = Registry("backbone")
 
+#: the ``freeze_bn`` option: ``true`` freezes BatchNorm statistics and affine parameters,
+#: ``statistics`` the running statistics only (the layers stay in eval mode, their affine
+#: parameters train like the rest of the backbone)
+FreezeBN = Union[bool, Literal["statistics"]]
+
 
 class Backbone(nn.Module):
     """Base class; subclasses set ``self.out_channels`` and implement ``forward``.
 
     :meth:`freeze_batchnorm` implements the ``freeze_bn`` option of the DML recipes (frozen
     BatchNorm statistics and affine parameters, e.g. powerful-benchmarker's
-    ``freeze_trunk_batchnorm`` and Proxy-Anchor's ``--bn-freeze``).
+    ``freeze_trunk_batchnorm`` and Proxy-Anchor's ``--bn-freeze``; ``statistics``: the running
+    statistics only, as the Metrix code's ``--bn_freeze 1`` leaves them after its warm-up, which
+    sets ``requires_grad`` again on every backbone parameter, the BatchNorm affine ones included).
     """
 
     supplied_by_caller = ("in_channels",)
@@ -31,14 +38,16 @@ class Backbone(nn.Module):
     batchnorm_frozen: bool = False
     is_frozen: bool = False  # the frozen regime (:meth:`freeze`): nothing of it ever trains
 
-    def freeze_batchnorm(self) -> None:
+    def freeze_batchnorm(self, mode: FreezeBN = True) -> None:
         """Freeze every BatchNorm layer: running statistics are no longer updated (the layers
-        stay in eval mode, also after ``train()``) and the affine ``weight``/``bias`` become
-        buffers, so no optimiser, weight decay or ``requires_grad_(True)`` can change them.
-        State-dict keys are unchanged."""
+        stay in eval mode, also after ``train()``) and, unless ``mode`` is ``statistics``, the
+        affine ``weight``/``bias`` become buffers, so no optimiser, weight decay or
+        ``requires_grad_(True)`` can change them. State-dict keys are unchanged."""
+        if mode not in (True, "statistics"):
+            raise ValueError(f"freeze_bn must be true, false or statistics, got {mode!r}")
         for module in self.modules():
             if isinstance(module, _BatchNorm):
-                for name in ("weight", "bias"):
+                for name in ("weight", "bias") if mode is True else ():
                     param = module._parameters.pop(name, None)
                     if param is not None:
                         module.register_buffer(name, param.detach())
@@ -57,7 +66,7 @@ class Backbone(nn.Module):
         self,
         weights: Union[str, os.PathLike[str], None] = None,
         frozen: bool = False,
-        freeze_bn: bool = False,
+        freeze_bn: FreezeBN = False,
     ) -> None:
         """The options every backbone shares, applied after its layers exist: ``weights`` (the
         file of a pre-training recipe's weights: a config names the recipe, and
@@ -72,7 +81,7 @@ class Backbone(nn.Module):
         if frozen:
             self.freeze()
         elif freeze_bn:
-            self.freeze_batchnorm()
+            self.freeze_batchnorm(freeze_bn)
 
     def train(self, mode: bool = True) -> "Backbone":
         super().train(mode)

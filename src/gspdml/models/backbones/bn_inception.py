@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.errors import ConfigError
-from gspdml.models.backbones.base import BACKBONES, Backbone
+from gspdml.models.backbones.base import BACKBONES, Backbone, FreezeBN
 from gspdml.models.pretrained import (
     PretrainedSpec,
     load_weights,
@@ -80,7 +80,7 @@ class BNInception(Backbone):
         self,
         in_channels: int = 3,
         pretrained: PretrainedSpec = False,
-        freeze_bn: bool = False,
+        freeze_bn: FreezeBN = False,
         input_space: str = "imagenet",
     ):
         super().__init__()
@@ -120,7 +120,7 @@ class BNInception(Backbone):
                 ignore_prefixes=("last_linear.",),
             )
         if freeze_bn:
-            self.freeze_batchnorm()
+            self.freeze_batchnorm(freeze_bn)
 
     def _add_unit(self, name: str, c_in: int, c_out: int, kernel: int, stride: int = 1) -> str:
         self.add_module(name, nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=kernel // 2))

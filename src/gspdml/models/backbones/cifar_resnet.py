@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.errors import ConfigError
-from gspdml.models.backbones.base import BACKBONES, Backbone
+from gspdml.models.backbones.base import BACKBONES, Backbone, FreezeBN
 from gspdml.models.pretrained import (
     PretrainedSpec,
     load_weights,
@@ -94,7 +94,7 @@ class CifarResNet(Backbone):
         preact: bool = False,
         shortcut: str = "projection",
         pretrained: PretrainedSpec = False,
-        freeze_bn: bool = False,
+        freeze_bn: FreezeBN = False,
         weights: Optional[str] = None,
         frozen: bool = False,
     ):

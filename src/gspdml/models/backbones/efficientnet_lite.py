@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from gspdml.errors import ConfigError, DataError
-from gspdml.models.backbones.base import BACKBONES
+from gspdml.models.backbones.base import BACKBONES, FreezeBN
 from gspdml.models.backbones.timm_backbone import TimmBackbone
 
 TIMM_MODEL = "tf_efficientnet_lite0"
@@ -72,7 +72,7 @@ class EfficientNetLite0(TimmBackbone):
         in_channels: int = 3,
         input_size: Optional[int] = None,
         pretrained: bool = True,
-        freeze_bn: bool = False,
+        freeze_bn: FreezeBN = False,
         frozen: bool = False,
     ):
         super().__init__(TIMM_MODEL, in_channels=3, pretrained=False, output="map")

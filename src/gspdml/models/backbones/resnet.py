@@ -15,7 +15,7 @@ from typing import ClassVar, Optional
 import torch
 from torch import nn
 
-from gspdml.models.backbones.base import BACKBONES, Backbone
+from gspdml.models.backbones.base import BACKBONES, Backbone, FreezeBN
 from gspdml.models.pretrained import (
     PretrainedSpec,
     load_weights,
@@ -97,7 +97,7 @@ class ResNet(Backbone):
     layer4: nn.Sequential
 
     def __init__(
-        self, in_channels: int = 3, pretrained: PretrainedSpec = False, freeze_bn: bool = False
+        self, in_channels: int = 3, pretrained: PretrainedSpec = False, freeze_bn: FreezeBN = False
     ):
         super().__init__()
         weights = resolve_weights_path(  # first, so that a missing file fails before any work
@@ -126,7 +126,7 @@ class ResNet(Backbone):
                 self, read_state_dict(weights), source=str(weights), ignore_prefixes=("fc.",)
             )
         if freeze_bn:
-            self.freeze_batchnorm()
+            self.freeze_batchnorm(freeze_bn)
 
     def _init_weights(self) -> None:
         """He-normal (fan-out) convolutions as torchvision does (BN starts at weight 1, bias 0)."""

@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 import torch
 from torch import nn
 
-from gspdml.models.backbones.base import BACKBONES, Backbone
+from gspdml.models.backbones.base import BACKBONES, Backbone, FreezeBN
 
 
 def _conv_block(c_in: int, c_out: int) -> nn.Sequential:
@@ -33,7 +33,7 @@ class SmallCNN(Backbone):
         in_channels: int = 3,
         widths: Sequence[int] = (32, 64, 128),
         pool_after: Sequence[int] = (0, 1),
-        freeze_bn: bool = False,
+        freeze_bn: FreezeBN = False,
         weights: Optional[str] = None,
         frozen: bool = False,
     ):

@@ -25,7 +25,7 @@ from typing import Any, Iterator, Optional
 import torch
 
 from gspdml.errors import ConfigError, DataError
-from gspdml.models.backbones.base import BACKBONES, Backbone
+from gspdml.models.backbones.base import BACKBONES, Backbone, FreezeBN
 from gspdml.models.pretrained import (
     PretrainedSpec,
     WeightsNotFoundError,
@@ -117,7 +117,7 @@ class TimmBackbone(Backbone):
         model: str = "resnet50",
         in_channels: int = 3,
         pretrained: PretrainedSpec = False,
-        freeze_bn: bool = False,
+        freeze_bn: FreezeBN = False,
         output: str = "auto",
         model_kwargs: Optional[dict[str, Any]] = None,
     ):
@@ -155,7 +155,7 @@ class TimmBackbone(Backbone):
         self.prefix_tokens = int(getattr(self.model, "num_prefix_tokens", 0))
         self.out_channels = int(self.model.num_features)
         if freeze_bn:
-            self.freeze_batchnorm()
+            self.freeze_batchnorm(freeze_bn)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         features = self.model.forward_features(images)

@@ -1,0 +1,82 @@
+"""What the step-parity tests of Metrix, LIBC and SimPool share: a preset resolved with the
+overrides of a test, gspdml's :class:`~gspdml.training.Trainer` built around in-memory batches
+in float64, and the comparison of two sets of parameters.
+
+The gspdml side runs the trainer's own step (``Trainer._train_step``: the loss's
+``training_objective``, warm-up freezing, clipping, the optimiser and the step decay), fed the
+batches a test chooses, so both sides see the same images in the same order; the sampler, the
+data loader and evaluation rounds are not part of a step.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from gspdml.config import DEFAULTS, RunConfig, validated
+from gspdml.config.loading import merge, read_config
+from gspdml.config.schema import plain
+from gspdml.data.base import DataSplits, EvalSplit
+from gspdml.data.seeded import SeededTransformDataset
+from gspdml.losses.base import build_loss
+from gspdml.models.embedder import build_embedder
+from gspdml.training.parts import RunParts
+from gspdml.training.trainer import Trainer
+
+#: what every parity run sets besides the test's overrides: CPU, no ImageNet download, no
+#: reader of a dataset on disk, no evaluation inside the few steps
+RUN: dict[str, Any] = {
+    "trainer": {"device": "cpu", "precision": "fp32", "progress": False, "tensorboard": False},
+    "data": {"num_workers": 0},
+    "evaluation": {"every": 1000, "patience": None, "restore_best": False},
+}
+
+
+def preset(name: str, overrides: Mapping[str, Any]) -> RunConfig:
+    """The preset ``name`` with :data:`RUN` and ``overrides`` merged over it, checked."""
+    config = read_config(name, DEFAULTS)
+    merge(config, copy.deepcopy(RUN))
+    merge(config, copy.deepcopy(dict(overrides)))
+    return validated(config)
+
+
+def trainer(
+    config: RunConfig,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    run_dir: Path,
+    state: Mapping[str, torch.Tensor],
+) -> Trainer:
+    """gspdml's trainer of ``config`` in float64, its embedder started from ``state`` (every
+    tensor of the embedder must be given), its training split ``images``/``labels``."""
+    model = build_embedder(plain(config.model), int(images.shape[1])).double()
+    missing, unexpected = model.load_state_dict(dict(state), strict=False)
+    if missing or unexpected:
+        raise AssertionError(f"state does not fit the embedder: {missing=} {unexpected=}")
+    num_classes = int(labels.max()) + 1
+    loss = build_loss(
+        plain(config.loss), "loss", embedding_dim=model.embedding_dim, num_classes=num_classes
+    ).double()
+    split = SeededTransformDataset(TensorDataset(images, labels))
+    data = DataSplits(train=split, test=EvalSplit(split))
+    return Trainer(RunParts(model, loss, data), config, run_dir)
+
+
+def max_difference(ours: Mapping[str, torch.Tensor], theirs: Mapping[str, torch.Tensor]) -> float:
+    """Largest absolute difference over the tensors both name (same shapes), and that both do."""
+    if set(ours) != set(theirs):
+        raise AssertionError(f"different tensors: {sorted(set(ours) ^ set(theirs))}")
+    return max(float((ours[k].double() - theirs[k].double()).abs().max()) for k in ours)
+
+
+def parameters(module: nn.Module) -> dict[str, torch.Tensor]:
+    """Copies of the trainable floating-point tensors of ``module`` (BatchNorm affine included,
+    whether it is a parameter or, frozen, a buffer; running statistics too)."""
+    return {
+        k: v.detach().clone() for k, v in module.state_dict().items() if torch.is_floating_point(v)
+    }
