@@ -7,6 +7,7 @@
     gspdml demo [CONFIG ...]                         # the main job: train and compare methods (cli.demo)
     gspdml pretrain RECIPE [RECIPE ...]              # pre-train (or find cached) backbone weights (cli.pretrain)
     gspdml protocol fair|tuning|conventional|two_stage CONFIG  # a whole evaluation protocol, resumable (cli.protocol)
+    gspdml compare RUN_OR_PROTOCOL ... [--out PATH]  # methods side by side, paired tests (cli.compare)
     gspdml reproduce TABLE [--rows ...] [--dry-run] | --list  # a paper's table beside the paper (cli.reproduce)
     gspdml index|search|report|export ...            # retrieval (cli.retrieval, cli.ann, cli.postprocess)
     gspdml cir freedom|weicom ...                    # composed image retrieval (cli.cir)
@@ -28,6 +29,7 @@ from typing import Any, Optional, Sequence
 from gspdml.cli import (
     bundle,
     cir,
+    compare,
     data,
     demo,
     doctor,
@@ -42,7 +44,20 @@ from gspdml.errors import GspdmlError
 from gspdml.output_files import DISK_FULL, output_error
 
 #: the command groups, in the order ``gspdml --help`` lists them; each has ``add_parser(subparsers)``
-GROUPS = (train, demo, pretrain, protocol, reproduce, retrieval, cir, data, bundle, doctor, listing)
+GROUPS = (
+    train,
+    demo,
+    pretrain,
+    protocol,
+    compare,
+    reproduce,
+    retrieval,
+    cir,
+    data,
+    bundle,
+    doctor,
+    listing,
+)
 
 
 class Parser(argparse.ArgumentParser):
