@@ -13,6 +13,7 @@
     gspdml cir freedom|weicom ...                    # composed image retrieval (cli.cir)
     gspdml data fetch|verify ...                     # benchmark datasets (cli.data)
     gspdml bundle RUN_DIR --out DIR                  # portable model bundle (cli.bundle)
+    gspdml check PLUGIN_MODULE                       # contract checks of a plugin's components (cli.check)
     gspdml doctor [--json]                           # versions, CPU/GPU, precision auto (cli.doctor)
     gspdml list poolings|losses|backbones|datasets|presets [PATTERN]  # what a config can name (cli.listing)
 
@@ -28,6 +29,7 @@ from typing import Any, Optional, Sequence
 
 from gspdml.cli import (
     bundle,
+    check,
     cir,
     compare,
     data,
@@ -55,6 +57,7 @@ GROUPS = (
     cir,
     data,
     bundle,
+    check,
     doctor,
     listing,
 )
