@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
-from gspdml.errors import ConfigError, did_you_mean
+from gspdml.errors import ConfigError, GspdmlError, did_you_mean
 from gspdml.typecheck import first_mismatch
 
 _Factory = TypeVar("_Factory", bound=Callable[..., Any])
@@ -86,6 +86,16 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self._entries)
 
+    def registered_from(self, module: str) -> list[str]:
+        """The names (not aliases) whose constructor is defined in ``module`` or a submodule."""
+        return sorted(
+            name
+            for name, factory in self._entries.items()
+            if self._primary[name] == name
+            and (getattr(factory, "__module__", "") or "").split(".")[: len(module.split("."))]
+            == module.split(".")
+        )
+
     def primary(self, name: str) -> str:
         """The name ``name`` was registered with (itself unless it is an alias)."""
         return self._primary[name]
@@ -117,7 +127,19 @@ class Registry:
         field = field or self.kind
         name, kwargs = self.check(spec, field)
         factory = self._entries[name]
-        return factory(**_accepted(factory, extra), **kwargs)
+        try:
+            return factory(**_accepted(factory, extra), **kwargs)
+        except GspdmlError:
+            raise
+        except Exception as exc:
+            origin = getattr(factory, "__module__", "") or ""
+            if origin == "gspdml" or origin.startswith("gspdml."):
+                raise
+            # a plugin's constructor: its error names the component, not a traceback
+            where = f"{origin}.{getattr(factory, '__qualname__', name)}"
+            raise ConfigError(
+                field, f"{self.kind} {name!r} ({where}) failed: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def _accepted(factory: Callable, extra: Mapping[str, Any]) -> dict[str, Any]:

@@ -131,19 +131,33 @@ def test_fair_protocol_end_to_end_and_resumable(tmp_path, capsys):
     summary = protocol["summary"]
     assert summary["512D"]["map_at_r"]["mean"] == pytest.approx(np.mean(values))
     assert summary["512D"]["map_at_r"]["std"] == pytest.approx(np.std(values, ddof=1))
+    # beside the 16 realisations' std, the std over the 8 independent models and over the 2
+    # disjoint collections (seed s at every fold), each named with what it rests on
+    models = [per_model[n]["map_at_r"] for n in names]
+    assert summary["models"]["map_at_r"]["std"] == pytest.approx(np.std(models, ddof=1))
+    diagonal = [
+        r["512D"]["map_at_r"] for r in protocol["realisations"] if len(set(r["seeds"])) == 1
+    ]
+    assert len(diagonal) == len(SEEDS)
+    assert summary["collections 512D"]["map_at_r"]["std"] == pytest.approx(np.std(diagonal, ddof=1))
+    assert protocol["spread"]["512D"] == {"over": "realisations", "count": 16, "models": 8}
+    assert protocol["spread"]["models"] == {"over": "models", "count": 8, "models": 8}
 
     # the table, in the layout of thesis Tab. 5.1, printed and written as Markdown and JSON
     table = (root / "results.md").read_text()
     assert printed == table
     header, rule, row = table.splitlines()
-    assert header == "| Method | 512D P@1 | 512D MAP@R | 128D P@1 | 128D MAP@R |"
+    assert header == "| Method | 512D P@1 | 512D MAP@R | 128D P@1 | 128D MAP@R | ± is the |"
     cells = [
         (space, metric) for space in ("512D", "128D") for metric in ("precision_at_1", "map_at_r")
     ]
     expected = " | ".join(
         f"{100 * summary[s][m]['mean']:.2f} ± {100 * summary[s][m]['std']:.2f}" for s, m in cells
     )
-    assert row == f"| tiny | {expected} |"
+    assert row == (
+        f"| tiny | {expected} | sample std over 16 realisations built from 8 models "
+        "(realisations share models: not independent) |"
+    )
     written = json.loads((root / "results.json").read_text())["tiny"]
     assert written["summary"] == summary and written["num_realisations"] == 16
 
@@ -199,7 +213,7 @@ def test_tuning_protocol_is_one_four_fifths_split_times_the_seeds(tmp_path):
     assert out["summary"]["val"]["map_at_r"] == pytest.approx(expected)
     assert (tmp_path / "runs" / "tiny" / "results.md").read_text().splitlines()[
         0
-    ] == "| Method | val P@1 | val MAP@R |"
+    ] == "| Method | val P@1 | val MAP@R | ± is the |"
 
 
 @pytest.mark.parametrize(
@@ -249,7 +263,9 @@ def test_conventional_protocol_monitors_the_test_split(tmp_path, capsys):
     assert protocol["best_run"] == best
     assert protocol["summary"]["best"]["precision_at_1"]["mean"] == results[best]["precision_at_1"]
     header, _, row = capsys.readouterr().out.splitlines()
-    assert header == "| Method | R@1 | MAP@R | R@1 (all repeats) | MAP@R (all repeats) |"
+    assert header == (
+        "| Method | R@1 | MAP@R | R@1 (all repeats) | MAP@R (all repeats) | ± is the |"
+    )
     assert row.startswith(
         f"| tiny | {100 * results[best]['precision_at_1']:.2f} | {100 * results[best]['map_at_r']:.2f} | "
     )
@@ -338,7 +354,7 @@ def test_protocols_honour_evaluation_postprocess(tmp_path):
     header = (root / "results.md").read_text().splitlines()[0]
     titles = [f"{space} {metric}" for space in ("512D", "128D") for metric in ("P@1", "MAP@R")]
     cells = " | ".join(f"{t} | {t} (post-processed)" for t in titles)
-    assert header == f"| Method | {cells} |"
+    assert header == f"| Method | {cells} | ± is the |"
 
     (tmp_path / "tuning").mkdir()
     config = load_config(

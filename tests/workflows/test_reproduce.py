@@ -340,9 +340,24 @@ def test_a_table_end_to_end_on_a_tiny_cub_tree(tmp_path, capsys):
     argv = ["reproduce", "gsp-table3a", "--rows", "cub/*", "--seeds", "0"]
     argv += ["--data-root", str(data), "--output-dir", str(out), *SMOKE]
     assert main(argv) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     payload = json.loads((out / "tables" / "gsp-table3a.json").read_text())
     assert (out / "tables" / "gsp-table3a.md").read_text() == printed
+    # status and verdict apart: a smoke run on a tree that is not CUB-200-2011 gets no verdict,
+    # and the table and the log say that the data is not the benchmark
+    header = next(line for line in printed.splitlines() if line.startswith("| Method"))
+    assert header.endswith("| Status | Verdict |")
+    ran = [row for row in payload["rows"] if row["status"] == "trained"]
+    assert len(ran) == 2 and {row["verdict"] for row in ran} == {"smoke, no verdict"}
+    assert "schedule.max_steps" in ran[0]["smoke_keys"]
+    check = ran[0]["benchmark"]
+    assert not check["is_benchmark"] and check["official_images"] == 11788
+    assert (
+        f"{check['images']:,} images of {check['classes']:,} classes, not CUB-200-2011" in printed
+    )
+    assert "not the benchmark, no verdict" in captured.err
+    assert {row["verdict"] for row in payload["rows"] if row["status"] != "trained"} == {"–"}
     cub = [row for row in payload["rows"] if row["dataset"] == "cub"]
     assert [row["label"] for row in cub] == [
         r.label for r in get_table("gsp-table3a").rows if r.dataset == "cub"
@@ -353,7 +368,7 @@ def test_a_table_end_to_end_on_a_tiny_cub_tree(tmp_path, capsys):
         if row["preset"] is None:
             assert row["status"].startswith("missing: ") and r1["ours"] is None
             continue
-        assert row["status"] == "reproduced" and row["runs"] == {"seed0": "trained"}
+        assert row["status"] == "trained" and row["runs"] == {"seed0": "trained"}
         own = _results(out / "conventional" / row["preset"] / "seed0")
         assert r1["ours"] == pytest.approx(100 * own["precision_at_1"])
         assert r1["diff"] == pytest.approx(r1["ours"] - r1["paper"])
@@ -382,7 +397,7 @@ def test_a_fine_tuning_row_runs_its_source_row_first_and_starts_from_its_models(
     libc, gsp = (out / "conventional" / name / "seed0" for name in ("libc-cub", "libc-cub-gsp"))
     assert (libc / "model.safetensors").is_file()
     payload = json.loads((out / "tables" / "gsp-table3b.json").read_text())
-    (row,) = [r for r in payload["rows"] if r["status"] == "reproduced"]
+    (row,) = [r for r in payload["rows"] if r["status"] == "trained"]
     assert row["preset"] == "libc-cub-gsp" and row["runs"] == {"seed0": "trained"}
     assert row["cells"]["R@1"]["ours"] == pytest.approx(100 * _results(gsp)["precision_at_1"])
 
@@ -408,7 +423,7 @@ def test_a_fair_row_end_to_end(tmp_path):
     argv = ["reproduce", "gsp-table1", "--rows", "cub/C2+ZSP+GSP", "--seeds", "0"]
     assert main([*argv, "--data-root", str(data), "--output-dir", str(out), *SMOKE]) == 0
     payload = json.loads((out / "tables" / "gsp-table1.json").read_text())
-    (row,) = [r for r in payload["rows"] if r["status"] == "reproduced"]
+    (row,) = [r for r in payload["rows"] if r["status"] == "trained"]
     runs = [out / "fair" / "cub-fair-c2-gsp" / f"fold{f}-seed0" for f in range(4)]
     mean = np.mean([_results(run)["map_at_r"] for run in runs])
     assert row["cells"]["128D MAP@R"]["ours"] == pytest.approx(100 * mean)
@@ -433,7 +448,7 @@ def test_a_cifar_collage_row_end_to_end_by_its_own_validation_split(tmp_path):
     argv = ["reproduce", "gsp-table4", "--rows", "collage/C2+VLAD-8x16", "--seeds", "0", "1"]
     assert main([*argv, "--data-root", str(data), "--output-dir", str(out), *tiny]) == 0
     payload = json.loads((out / "tables" / "gsp-table4.json").read_text())
-    (row,) = [r for r in payload["rows"] if r["status"] == "reproduced"]
+    (row,) = [r for r in payload["rows"] if r["status"] == "trained"]
     assert row["protocol"] == "split" and row["runs"] == {"seed0": "trained", "seed1": "trained"}
     runs = [out / "split" / "cifar-collage-c2-vlad-8x16" / f"seed{s}" for s in (0, 1)]
     values = [100 * _results(run)["map_at_r"] for run in runs]
@@ -452,7 +467,7 @@ def test_a_cifar_collage_row_end_to_end_by_its_own_validation_split(tmp_path):
     as_pretrain_sets_it["data"]["root"] = str(data)
     assert load_recipe(copy) == as_pretrain_sets_it and weights_path(as_pretrain_sets_it).is_file()
     text = (out / "tables" / "gsp-table4.md").read_text()
-    assert "reproduced (`cifar-collage-c2-vlad-8x16`, protocol split)" in text
+    assert "trained (`cifar-collage-c2-vlad-8x16`, protocol split)" in text
 
 
 def test_a_two_stage_row_reports_every_recall_depth_over_the_repeats(tmp_path):
@@ -464,7 +479,7 @@ def test_a_two_stage_row_reports_every_recall_depth_over_the_repeats(tmp_path):
     argv = ["reproduce", "proxynca-table3", "--rows", "cub/ProxyNCA++", "--seeds", "0", "1"]
     assert main([*argv, "--data-root", str(data), "--output-dir", str(out), *SMOKE]) == 0
     payload = json.loads((out / "tables" / "proxynca-table3.json").read_text())
-    (row,) = [r for r in payload["rows"] if r["status"] == "reproduced"]
+    (row,) = [r for r in payload["rows"] if r["status"] == "trained"]
     assert set(row["runs"]) == {"train-seed0", "trainval-seed0", "train-seed1", "trainval-seed1"}
     for k in (1, 2, 4, 8):
         values = [
@@ -546,7 +561,7 @@ def test_ccp_rows_end_to_end(tmp_path):
     ):
         assert main(["reproduce", table, "--rows", row, *common]) == 0
         payload = json.loads((out / "tables" / f"{table}.json").read_text())
-        (entry,) = [r for r in payload["rows"] if r["status"] == "reproduced"]
+        (entry,) = [r for r in payload["rows"] if r["status"] == "trained"]
         assert entry["key"] == row
         dirs = [out / protocol / entry["preset"] / run for run in runs]
         column = "R@1" if protocol == "conventional" else "128D MAP@R"

@@ -118,7 +118,7 @@ def test_table_4_1_equals_the_cir_command_and_a_second_call_evaluates_nothing(
                 cell["ours"] is None for cell in entry["cells"].values()
             )
             continue
-        assert entry["status"] == "reproduced" and entry["cir"] == row.cir.describe(MODEL)
+        assert entry["status"] == "evaluated" and entry["cir"] == row.cir.describe(MODEL)
         metrics = cir(capsys, "freedom", data, BENCHMARKS[row.dataset], FREEDOM_METHODS[row.label])
         for title, value in ours(payload, row.key).items():
             group = columns[title].group
@@ -140,7 +140,7 @@ def test_table_4_1_equals_the_cir_command_and_a_second_call_evaluates_nothing(
         "| FreeDom | imagenet-r | 35.93 | " in text
         and f"| 29.87 | {avg:.2f} | {avg - 29.87:+.2f} |" in text
     )
-    assert f"| reproduced (freedom L+a, {MODEL}) |" in text
+    assert f"| evaluated (freedom L+a, {MODEL}) |" in text
     stored = sorted((out / "cir").rglob("*.json"))
     assert len(stored) == 24 and {p.parent.name for p in stored} == set(BENCHMARKS.values())
     assert json.loads(stored[0].read_text())["settings"]["model"] == MODEL
@@ -157,7 +157,7 @@ def test_table_4_1_equals_the_cir_command_and_a_second_call_evaluates_nothing(
     # Table 4.2's rows are Table 4.1's ImageNet-R evaluations: written without evaluating
     recalls = reproduce("freedom-table4.2", data, out)
     assert len(sorted((out / "cir").rglob("*.json"))) == 24
-    assert sum(r["status"] == "reproduced" for r in recalls["rows"]) == 5
+    assert sum(r["status"] == "evaluated" for r in recalls["rows"]) == 5
     capsys.readouterr()
     assert main(["reproduce", "freedom-table4.2", "--data-root", str(data), "--dry-run",
                  "--output-dir", str(out), f"model={MODEL}"]) == 0  # fmt: skip

@@ -240,7 +240,7 @@ def test_a_row_of_every_table_end_to_end(key, tree, capsys):
         if other.key != label:
             assert written["status"] in ("not selected", other.status) and not written["runs"]
     (entry,) = [e for e in payload["rows"] if e["key"] == label]
-    assert entry["status"] == "reproduced" and entry["num_realisations"] == 1
+    assert entry["status"] == "trained" and entry["num_realisations"] == 1
     assert entry["cells"][column]["paper"] == paper
 
     root = out / table.protocol / str(row.preset)

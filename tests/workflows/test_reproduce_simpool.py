@@ -218,7 +218,7 @@ def test_table_3_9_equals_a_slow_knn_of_the_released_models_and_is_reused(
                 pooled_norm=spec.pooled_norm,
             )
         entry = entries[row.key]
-        assert entry["status"] == "reproduced" and entry["frozen"] == spec.describe()
+        assert entry["status"] == "evaluated" and entry["frozen"] == spec.describe()
         model = models[spec]
         ks = [int(title[2:]) for title in row.paper]
         expected = _slow_recalls(model, row.dataset, ks)
@@ -250,7 +250,7 @@ def test_one_checkpoint_for_the_selected_rows_and_clear_errors(release, tmp_path
     settings = [f"checkpoint={checkpoints / SIMPOOL}", *SIZES]
     payload = _reproduce(data, out, *settings, rows=["cub/DINO/ResNet-50/SimPool"])
     statuses = {entry["key"]: entry["status"] for entry in payload["rows"]}
-    assert statuses["cub/DINO/ResNet-50/SimPool"] == "reproduced"
+    assert statuses["cub/DINO/ResNet-50/SimPool"] == "evaluated"
     assert statuses["cars/DINO/ResNet-50/SimPool"] == "not selected"
     capsys.readouterr()
 

@@ -3,6 +3,7 @@ thesis-layout results tables, written as Markdown beside JSON."""
 
 import json
 
+from gspdml.evaluation.statistics import describe_spread, spread
 from gspdml.workflows.tables import (
     markdown_table,
     results_table_markdown,
@@ -50,13 +51,40 @@ def test_results_table_layout(tmp_path):
         }
         for space in ("128D", "512D")
     }
-    rows = {"C2+GSP": {"summary": summary, "num_realisations": 81}}
+    shared = spread("realisations", 81, 12)
+    rows = {
+        "C2+GSP": {
+            "summary": summary,
+            "num_realisations": 81,
+            "spread": {"128D": shared, "512D": shared},
+        }
+    }
     table = results_table_markdown(rows)
-    assert table.splitlines()[0] == "| Method | 512D P@1 | 512D MAP@R | 128D P@1 | 128D MAP@R |"
-    assert (
-        table.splitlines()[2]
-        == "| C2+GSP | 50.00 ± 1.00 | 25.00 ± 0.20 | 50.00 ± 1.00 | 25.00 ± 0.20 |"
+    assert table.splitlines()[0] == (
+        "| Method | 512D P@1 | 512D MAP@R | 128D P@1 | 128D MAP@R | ± is the |"
+    )
+    assert table.splitlines()[2] == (
+        "| C2+GSP | 50.00 ± 1.00 | 25.00 ± 0.20 | 50.00 ± 1.00 | 25.00 ± 0.20 | sample std over "
+        "81 realisations built from 12 models (realisations share models: not independent) |"
     )
     md, js = write_results_table(rows, tmp_path / "table.md")
     assert md.read_text() == table
     assert json.loads(js.read_text())["C2+GSP"]["num_realisations"] == 81
+    assert json.loads(js.read_text())["C2+GSP"]["spread"]["512D"] == shared
+
+
+def test_every_spread_names_its_unit_and_its_independent_models():
+    assert (
+        describe_spread(spread("seeds", 3, 3)) == "sample std over 3 seeds (3 independent models)"
+    )
+    assert describe_spread(spread("collections", 3, 12)) == (
+        "sample std over 3 disjoint collections (one seed at every fold) of 12 models"
+    )
+    summary = {"repeats": {"map_at_r": {"mean": 0.2, "std": 0.01}}}
+    row = {
+        "summary": summary,
+        "num_realisations": 3,
+        "spread": {"repeats": spread("repeats", 3, 3)},
+    }
+    table = results_table_markdown({"x": row}, columns=(("repeats", "map_at_r", "MAP@R"),))
+    assert table.splitlines()[2].endswith("| sample std over 3 repeats (3 independent models) |")

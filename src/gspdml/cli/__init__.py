@@ -7,11 +7,13 @@
     gspdml demo [CONFIG ...]                         # the main job: train and compare methods (cli.demo)
     gspdml pretrain RECIPE [RECIPE ...]              # pre-train (or find cached) backbone weights (cli.pretrain)
     gspdml protocol fair|tuning|conventional|two_stage CONFIG  # a whole evaluation protocol, resumable (cli.protocol)
+    gspdml compare RUN_OR_PROTOCOL ... [--out PATH]  # methods side by side, paired tests (cli.compare)
     gspdml reproduce TABLE [--rows ...] [--dry-run] | --list  # a paper's table beside the paper (cli.reproduce)
     gspdml index|search|report|export ...            # retrieval (cli.retrieval, cli.ann, cli.postprocess)
     gspdml cir freedom|weicom ...                    # composed image retrieval (cli.cir)
     gspdml data fetch|verify ...                     # benchmark datasets (cli.data)
     gspdml bundle RUN_DIR --out DIR                  # portable model bundle (cli.bundle)
+    gspdml check PLUGIN_MODULE                       # contract checks of a plugin's components (cli.check)
     gspdml doctor [--json]                           # versions, CPU/GPU, precision auto (cli.doctor)
     gspdml list poolings|losses|backbones|datasets|presets [PATTERN]  # what a config can name (cli.listing)
 
@@ -27,7 +29,9 @@ from typing import Any, Optional, Sequence
 
 from gspdml.cli import (
     bundle,
+    check,
     cir,
+    compare,
     data,
     demo,
     doctor,
@@ -42,7 +46,21 @@ from gspdml.errors import GspdmlError
 from gspdml.output_files import DISK_FULL, output_error
 
 #: the command groups, in the order ``gspdml --help`` lists them; each has ``add_parser(subparsers)``
-GROUPS = (train, demo, pretrain, protocol, reproduce, retrieval, cir, data, bundle, doctor, listing)
+GROUPS = (
+    train,
+    demo,
+    pretrain,
+    protocol,
+    compare,
+    reproduce,
+    retrieval,
+    cir,
+    data,
+    bundle,
+    check,
+    doctor,
+    listing,
+)
 
 
 class Parser(argparse.ArgumentParser):

@@ -43,6 +43,7 @@ from gspdml.config.sections import (
     StepDecay,
     TrainerConfig,
 )
+from gspdml.plugins import import_plugins, load_entry_points
 from gspdml.version import __version__
 
 #: the defaults of every field, in the YAML form (derived from the schema)
@@ -85,6 +86,8 @@ def validated(config: RunConfig | Mapping[str, Any]) -> RunConfig:
 
 def _checked(values: Mapping[str, Any]) -> RunConfig:
     config = RunConfig.from_mapping(values, "")
+    load_entry_points()
+    import_plugins(config.plugins)  # they register the components checked next
     check_components(config)
     data = dataclasses.replace(config.data, dataset=resolved_dataset(config.data.dataset))
     return dataclasses.replace(config, data=data)

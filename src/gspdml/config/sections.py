@@ -346,6 +346,12 @@ class RunConfig(Section):
 
     name: str = option("run", "the run's name (its folder under output_dir)", check=_run_name)
     description: str = option("", "free text")
+    plugins: tuple[str, ...] = option(
+        (),
+        "modules to import before the components are checked: they register poolings, losses, "
+        "backbones or datasets of your own (entry points of the gspdml.plugins group are "
+        "imported too)",
+    )
     output_dir: str = option("runs", "where run folders go")
     seed: int = option(0, "seed of everything random in the run", minimum=0)
     data: DataConfig = option(DataConfig, "data: reader, batches, evaluation transform")

@@ -8,8 +8,22 @@ Gürbüz thesis §5.3.4.1 (fair evaluation, embedding vectors; Musgrave et al. 2
   embeddings, re-normalised (powerful-benchmarker's ``ConcatenateEmbeddings``; re-normalising
   does not change the ranking).
 - With S training seeds per fold, every choice (s_1, ..., s_F) in seeds^F is one realisation
-  (3^4 = 81 in Ch. 5); the tables report the mean and standard deviation over realisations. With
-  one seed per fold there is one realisation (Ch. 3).
+  (3^4 = 81 in Ch. 5); the tables report the mean and standard deviation over realisations
+  ("the average performance of such 81 models as well as standard deviation of 81 evaluations",
+  Gürbüz thesis §5.3.4.1; GSP paper §4, "Fair evaluation"). With one seed per fold there is one
+  realisation (Ch. 3).
+
+The 81 realisations are built from only F x S = 12 models and share them, so their std is not a
+spread between independent models; it is smaller than the spread of the models themselves.
+Beside it the summary keeps two spreads of independent units:
+
+- ``models``: the mean ± std over the F x S models of each model's own (128-D) metric;
+- ``collections``: the mean ± std over the S disjoint collections that take seed s at every
+  fold (128D and 512D), the unit of Musgrave et al. 2020's reproductions (each trains all folds
+  anew).
+
+``spread`` says for every group what its std is over and how many models it rests on
+(:func:`gspdml.evaluation.statistics.spread`).
 
 The mean and standard deviation are :func:`gspdml.evaluation.statistics.mean_std`'s: the sample
 std (ddof = 1; the thesis does not say which), 0 for a single realisation.
@@ -26,7 +40,7 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings, with_postprocessed
-from gspdml.evaluation.statistics import mean_std
+from gspdml.evaluation.statistics import mean_std, spread
 
 TABLE_METRICS = ("precision_at_1", "map_at_r")
 
@@ -69,7 +83,9 @@ def fair_protocol_results(
     Returns:
         {"per_model": {(fold, seed): {metric: value}},
          "realisations": [{"seeds": (s_1..s_F), "128D": {metric: v}, "512D": {metric: v}}, ...],
-         "summary": {"128D": {metric: {"mean", "std"}}, "512D": {...}},
+         "summary": {"128D": {metric: {"mean", "std"}}, "512D": {...}, "models": {...},
+                     "collections 128D": {...}, "collections 512D": {...}},
+         "spread": {group: {"over", "count", "models"}},
          "num_folds", "seeds", "num_realisations"}
     """
     spec = spec if spec is not None else EvalSpec()
@@ -99,10 +115,27 @@ def fair_protocol_results(
         space: {m: mean_std([r[space][m] for r in realisations]) for m in metrics}
         for space in ("128D", "512D")
     }
+    disjoint = [r for r in realisations if len(set(r["seeds"])) == 1]
+    summary["models"] = {m: mean_std([v[m] for v in per_model.values()]) for m in metrics}
+    summary.update(
+        {
+            f"collections {space}": {m: mean_std([r[space][m] for r in disjoint]) for m in metrics}
+            for space in ("128D", "512D")
+        }
+    )
+    models = len(per_model)
+    spreads = {
+        "128D": spread("realisations", len(realisations), models),
+        "512D": spread("realisations", len(realisations), models),
+        "models": spread("models", models, models),
+        "collections 128D": spread("collections", len(disjoint), models),
+        "collections 512D": spread("collections", len(disjoint), models),
+    }
     return {
         "per_model": per_model,
         "realisations": realisations,
         "summary": summary,
+        "spread": spreads,
         "num_folds": len(folds),
         "seeds": list(seeds),
         "num_realisations": len(realisations),

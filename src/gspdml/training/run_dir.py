@@ -11,6 +11,8 @@ The trainer writes, under ``RUN_DIR``:
 * ``model.safetensors`` (:data:`WEIGHTS_FILE`): the final weights (the best ones when
   ``evaluation.restore_best``);
 * ``results.json`` (:data:`RESULTS_FILE`): the final metrics;
+* ``environment.json`` (:data:`~gspdml.training.run_record.ENVIRONMENT_FILE`): the plugin
+  modules, thread counts, CPU and precision of the run (:mod:`gspdml.training.run_record`);
 * ``tensorboard/`` (:data:`TENSORBOARD_DIR`), when enabled.
 
 Weight files are :func:`gspdml.training.checkpoint.save_state` files whose metadata holds what
@@ -23,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -36,9 +39,11 @@ from gspdml.data import DataSplits, build_data
 from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.models import Embedder, build_embedder
 from gspdml.models.backbones import BACKBONES
+from gspdml.plugins import require_recorded
 from gspdml.pooling.base import LazyInitialised
 from gspdml.registry import parse_spec
 from gspdml.training.checkpoint import CheckpointError, load_state, save_state
+from gspdml.training.run_record import ENVIRONMENT_FILE, read_environment
 
 #: backbone options that only choose initial weights, and their "none" value
 INITIAL_WEIGHTS_OFF = {"weights": None, "pretrained": False}
@@ -127,6 +132,7 @@ def load_run(
         raise ConfigError(
             "weights", f"{path} does not exist (has the run finished? try weights='best')"
         )
+    require_run_plugins(run_dir)
     config = read_run_config(config_path)
     model, _ = load_embedder(path, device)
     uninitialised = [
@@ -143,6 +149,17 @@ def load_run(
             "evaluation",
         )
     return config, model
+
+
+def require_run_plugins(run_dir: Path) -> None:
+    """Import the plugin modules the run recorded (``environment.json``), or name the missing
+    one and what provided it; a module that changed since is noted on stderr."""
+    record = read_environment(run_dir)
+    if record is None:
+        return
+    where = str(Path(run_dir) / ENVIRONMENT_FILE)
+    for note in require_recorded(record.get("plugins", []), where):
+        print(f"note: {run_dir}: {note}", file=sys.stderr)
 
 
 def weights_digest(folder: str | Path) -> str:

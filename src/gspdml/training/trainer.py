@@ -92,6 +92,7 @@ from gspdml.training.run_dir import (
     save_weights,
 )
 from gspdml.training.run_lock import FolderLock, check_unlocked
+from gspdml.training.run_record import environment_record, write_environment
 
 
 class Trainer:
@@ -274,6 +275,7 @@ class Trainer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.run_dir / CONFIG_FILE, dump_config(self.config))
         atomic_write_text(self.run_dir / DATA_FILE, json_text(self.data_record, indent=1))
+        write_environment(self.run_dir, environment_record(self.device, self.precision), resume)
         self.log.truncate_after(self.step if resume else -1)
         if self.tensorboard:
             self.log.open_tensorboard(self.step if resume else -1)

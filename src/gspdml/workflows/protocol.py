@@ -35,7 +35,11 @@ The config describes one model; the protocol owns the fields that tell the model
   evaluated on the test split; the result is the mean ± std over the seeds of each model's test
   metrics (group ``seeds``).
 
-Every mean ± std is :func:`gspdml.evaluation.statistics.mean_std` (the sample std). Every model is
+Every mean ± std is :func:`gspdml.evaluation.statistics.mean_std` (the sample std), and
+``spread`` in the result says for every summary group what its std is over and how many
+independently trained models it rests on; the tables print it (:mod:`gspdml.workflows.tables`).
+``gspdml compare`` tests the difference of two protocols' models pair by pair
+(:mod:`gspdml.workflows.compare`). Every model is
 scored by the evaluation service (:mod:`gspdml.evaluation.service`) with the run's
 ``evaluation`` spec, device and precision, so ``evaluation.postprocess`` adds the post-processed
 twin of every summarised metric and table column (``postprocessed_map_at_r``, "MAP@R
@@ -75,7 +79,7 @@ from gspdml.errors import ConfigError, DataError
 from gspdml.evaluation.aggregate import TABLE_METRICS, fair_protocol_results
 from gspdml.evaluation.selection import POSTPROCESSED_PREFIX, round_metrics
 from gspdml.evaluation.service import EvalSpec, evaluate, with_postprocessed
-from gspdml.evaluation.statistics import mean_std
+from gspdml.evaluation.statistics import mean_std, spread
 from gspdml.output_files import atomic_write_text, json_text
 from gspdml.training.run_dir import RESULTS_FILE, RESULTS_FIX, read_results
 from gspdml.workflows.runner import PlannedRun, run_planned
@@ -467,6 +471,7 @@ def _fair_summary(runs: list[ProtocolRun]) -> dict:
         **result,
         "per_model": {names[key]: value for key, value in result["per_model"].items()},
         "summary": {**result["summary"], "training": {"steps": mean_std(steps)}},
+        "spread": {**result["spread"], "training": spread("models", len(runs), len(runs))},
     }
 
 
@@ -527,7 +532,12 @@ def _tuning_summary(runs: list[ProtocolRun]) -> dict:
         ).metrics
     metrics = with_postprocessed(TABLE_METRICS, _spec(runs[0].config))
     summary = {"val": _mean_std(per_model, metrics)}
-    return {"per_model": per_model, "summary": summary, "num_realisations": len(runs)}
+    return {
+        "per_model": per_model,
+        "summary": summary,
+        "spread": {"val": spread("seeds", len(runs), len(runs))},
+        "num_realisations": len(runs),
+    }
 
 
 def _test_results(runs: list[ProtocolRun]) -> dict:
@@ -549,6 +559,7 @@ def _split_summary(runs: list[ProtocolRun]) -> dict:
         "per_model": per_model,
         "num_realisations": len(runs),
         "summary": {"seeds": _mean_std(per_model, _summarised(runs[0].config))},
+        "spread": {"seeds": spread("seeds", len(runs), len(runs))},
     }
 
 
@@ -564,4 +575,5 @@ def _conventional_summary(runs: list[ProtocolRun], metric: str) -> dict:
             "best": {m: {"mean": per_model[best][m]} for m in metrics},
             "repeats": _mean_std(per_model, metrics),
         },
+        "spread": {"repeats": spread("repeats", len(runs), len(runs))},
     }

@@ -15,7 +15,10 @@ The results tables have the layout of the thesis' tables:
   (:data:`TUNING_COLUMNS`).
 
 Values are in percent as ``mean ± std``; the std is omitted for a single realisation or when a
-cell has none. A row is a :func:`~gspdml.evaluation.aggregate.fair_protocol_results` output (or
+cell has none. The last column says what the ± of the row is over and how many independently
+trained models it rests on (the result's ``spread``,
+:func:`~gspdml.evaluation.statistics.describe_spread`): the fair protocol's realisations share
+their models. A row is a :func:`~gspdml.evaluation.aggregate.fair_protocol_results` output (or
 any ``{"summary": {group: {metric: {"mean", "std"}}}, "num_realisations": n}``), or the summary
 itself.
 """
@@ -28,8 +31,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gspdml.evaluation.statistics import describe_spread
 from gspdml.output_files import atomic_write_text, json_text
 
+#: the title of the column that says what a row's ± is over
+SPREAD_TITLE = "± is the"
 FAIR_COLUMNS = (
     ("512D", "precision_at_1", "512D P@1"),
     ("512D", "map_at_r", "512D MAP@R"),
@@ -85,12 +91,22 @@ def results_table_markdown(
         summary, count = _summary(result)
         cells = [summary.get(group, {}).get(metric) for group, metric, _ in columns]
         body.append(
-            [name, *("–" if cell is None else _format(cell, count, digits) for cell in cells)]
+            [
+                name,
+                *("–" if cell is None else _format(cell, count, digits) for cell in cells),
+                spread_text(result, [group for group, _, _ in columns]) if count != 1 else "–",
+            ]
         )
-    return (
-        markdown_table(["Method", *(title for _, _, title in columns)], body, numbers_right=True)
-        + "\n"
-    )
+    header = ["Method", *(title for _, _, title in columns), SPREAD_TITLE]
+    return markdown_table(header, body, numbers_right=True) + "\n"
+
+
+def spread_text(result: Mapping, groups: Sequence[str]) -> str:
+    """What the ± of ``groups`` in ``result`` is over ("sample std over 81 realisations built
+    from 12 models ..."), "–" when the result does not say (a summary of an earlier release)."""
+    spreads = result.get("spread", {}) if "summary" in result else {}
+    texts = dict.fromkeys(describe_spread(spreads[g]) for g in groups if g in spreads)
+    return "; ".join(texts) or "–"
 
 
 def write_results_table(
@@ -102,7 +118,11 @@ def write_results_table(
 ) -> tuple[Path, Path]:
     """Write ``<path>.md`` (the results table) and ``<path>.json`` ({row: summary}); returns both paths."""
     payload = {
-        name: {"summary": _summary(r)[0], "num_realisations": _summary(r)[1]}
+        name: {
+            "summary": _summary(r)[0],
+            "num_realisations": _summary(r)[1],
+            "spread": r.get("spread", {}) if "summary" in r else {},
+        }
         for name, r in rows.items()
     }
     return write_table(path, results_table_markdown(rows, columns=columns, digits=digits), payload)

@@ -303,7 +303,10 @@ def reproduce_cir(
             for column in table.columns
         }
         runs = {e.benchmark: str(e.output) for e in plan.evaluations}
-        return row_entry(table, plan.row, "reproduced", ours, runs, 1, settings.model)
+        other_model = ["model"] if settings.model is not None else []  # not the paper's model
+        return row_entry(
+            table, plan.row, "evaluated", ours, runs, 1, settings.model, smoke=other_model
+        )
 
     entries = table_entries(table, plans, run)
     return evaluation_payload(table, entries, overrides, data_root, output_dir)

@@ -280,7 +280,7 @@ def reproduce_frozen(
             value = result.get(column.metric)
             ours[column.title] = (None if value is None else column.scale * value, None)
         runs = {plan.row.dataset: str(evaluation.output)}
-        return row_entry(table, plan.row, "reproduced", ours, runs, 1)
+        return row_entry(table, plan.row, "evaluated", ours, runs, 1)
 
     entries = table_entries(table, plans, run)
     return evaluation_payload(table, entries, overrides, data_root, output_dir)

@@ -12,15 +12,19 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Protocol, TypeVar
 
+from gspdml.data.benchmarks import describe_check
 from gspdml.errors import DataError, read_json_object
 from gspdml.file_digest import file_sha256
 from gspdml.output_files import atomic_write_text, check_writable_file, json_text
 from gspdml.workflows.reproduce.registry import EVALUATION_ONLY, Row, Table
+from gspdml.workflows.reproduce.verdict import TOLERANCE_POINTS, row_verdict
 from gspdml.workflows.tables import markdown_table, write_table
 
 #: where runs, evaluations and tables go without ``--output-dir``
 DEFAULT_OUTPUT = "runs"
 
+#: the statuses of a row that ran: a training protocol's, an evaluation-only table's
+RAN = ("trained", "evaluated")
 #: our number of a column in percent and its std (None: one realisation, or not measured)
 Ours = tuple[Optional[float], Optional[float]]
 #: what one row of an evaluation-only table is, per protocol (the written table's legend)
@@ -40,10 +44,15 @@ def row_entry(
     runs: Mapping[str, Any] = {},
     num_realisations: Optional[int] = None,
     model: Optional[str] = None,
+    smoke: Sequence[str] = (),
+    benchmark: Optional[Mapping[str, Any]] = None,
+    spread: Optional[str] = None,
 ) -> dict[str, Any]:
     """A row of the written table; ``ours`` maps column titles to our (value, std); ``model``:
     the model spec that replaced a ``cir`` row's. ``cir`` / ``frozen``: what an evaluation-only
-    row evaluates."""
+    row evaluates. ``status`` is what was run (:data:`RAN`, "missing: ...", "not selected");
+    a row that ran gets a verdict (:func:`~gspdml.workflows.reproduce.verdict.row_verdict`;
+    ``smoke``: the keys that make it a smoke run, ``benchmark``: the count check of its data)."""
     cells = {}
     for column in table.columns:
         paper = row.paper.get(column.title)
@@ -64,6 +73,10 @@ def row_entry(
         "frozen": None if row.frozen is None else row.frozen.describe(),
         "resources": None if row.resources is None else row.resources.describe(),
         "status": status,
+        "verdict": row_verdict(cells, smoke, benchmark) if status in RAN else "–",
+        "smoke_keys": list(smoke),
+        "benchmark": None if benchmark is None else dict(benchmark),
+        "spread": spread,
         "protocol": table.protocol_of(row),
         "num_realisations": num_realisations,
         "runs": dict(runs),
@@ -154,12 +167,19 @@ def _status(entry: Mapping[str, Any], table: Table) -> str:
     return str(entry["status"])
 
 
+def _spread_words(table: Table, payload: Mapping[str, Any]) -> str:
+    """What our ± is over, from the rows' protocol results: "sample std over 81 realisations
+    built from 12 models (...)" (the distinct descriptions of the rows that ran)."""
+    texts = dict.fromkeys(str(entry["spread"]) for entry in payload["rows"] if entry.get("spread"))
+    return "; ".join(texts) if texts else "sample std over the protocol's realisations"
+
+
 def table_markdown(table: Table, payload: dict) -> str:
     """The written table: per column the paper's number, ours ± sigma and ours - paper."""
     header = ["Method", "Dataset"]
     for column in table.columns:
         header += [f"{column.title} paper", f"{column.title} ours", "Δ"]
-    header.append("Status")
+    header += ["Status", "Verdict"]
     body = []
     for entry in payload["rows"]:
         line = [entry["label"], entry["dataset"]]
@@ -171,7 +191,7 @@ def table_markdown(table: Table, payload: dict) -> str:
                 _number(cell["ours"], cell["ours_std"]),
                 "–" if diff is None else f"{diff:+.2f}",
             ]
-        line.append(_status(entry, table))
+        line += [_status(entry, table), entry.get("verdict", "–")]
         body.append(line)
     overrides = f", overrides `{' '.join(payload['overrides'])}`" if payload["overrides"] else ""
     if table.protocol in EVALUATION_ONLY:
@@ -182,9 +202,29 @@ def table_markdown(table: Table, payload: dict) -> str:
     else:
         how = (
             f"Protocol `{table.protocol}`, seeds {', '.join(map(str, payload['seeds']))}"
-            f"{overrides}. Ours = mean ± std over the protocol's realisations"
+            f"{overrides}. Ours = mean ± {_spread_words(table, payload)}"
         )
-    lines = [f"# {table.citation}: {table.title}", "", f"{how}; Δ = ours − paper (points)."]
+    verdicts = (
+        "Status: what was run. Verdict: each column is within when |Δ| is at most the paper's ± "
+        f"(or {TOLERANCE_POINTS:g} point where the paper prints none), else below or above; given "
+        "only for a row at its preset's schedule on the benchmark's data (a smoke run or another "
+        "data folder says why it has none)."
+    )
+    lines = [
+        f"# {table.citation}: {table.title}",
+        "",
+        f"{how}; Δ = ours − paper (points).",
+        "",
+        verdicts,
+    ]
+    notes = [
+        f"{entry['label']} ({entry['dataset']}): not the benchmark: "
+        f"{describe_check(entry['benchmark'])}"
+        for entry in payload["rows"]
+        if entry.get("benchmark") and not entry["benchmark"]["is_benchmark"]
+    ]
+    if notes:
+        lines += ["", *notes]
     if table.notes:
         lines += ["", table.notes]
     return "\n".join([*lines, "", markdown_table(header, body), ""])

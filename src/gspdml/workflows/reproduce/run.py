@@ -15,7 +15,9 @@ runs that row first, and each of its models starts from the model of the same se
 ``<output_dir>/tables/<table>.md`` and ``.json``: for every row and column the paper's number,
 ours (mean over the protocol's realisations), the difference ours - paper and our sigma (the
 std over the realisations: the 3^4 four-model ensembles of the fair protocol, the repeats of
-the conventional one). Rows the library cannot run are listed with what is missing. A table of
+the conventional one; the table says which, and from how many models), the row's status
+("trained") and its verdict (:mod:`gspdml.workflows.reproduce.verdict`: none for a smoke run or
+a data folder that is not the benchmark, named in the table and on stderr). Rows the library cannot run are listed with what is missing. A table of
 an evaluation-only protocol trains nothing: its rows are evaluations, run by
 :mod:`gspdml.workflows.reproduce.cir_run` (``cir``, composed image retrieval) or
 :mod:`gspdml.workflows.reproduce.frozen_run` (``frozen``, released pre-trained models) and
@@ -25,6 +27,7 @@ written in the same layout (:mod:`gspdml.workflows.reproduce.report`).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,6 +36,7 @@ from typing import Any, Optional
 import yaml
 
 from gspdml.config import RunConfig, load_config
+from gspdml.data.benchmarks import benchmark_check, describe_check
 from gspdml.errors import ConfigError, did_you_mean
 from gspdml.evaluation.metric_registry import metrics_of_kind
 from gspdml.evaluation.statistics import mean_std
@@ -68,7 +72,8 @@ from gspdml.workflows.reproduce.resources_run import (
 )
 from gspdml.workflows.reproduce.seed_tables import coverage_markdown
 from gspdml.workflows.reproduce.tables import TABLES
-from gspdml.workflows.tables import markdown_table
+from gspdml.workflows.reproduce.verdict import smoke_keys
+from gspdml.workflows.tables import markdown_table, spread_text
 
 #: protocols whose summary has one group, which every column of a table reads (the ``split``
 #: protocol: each seed's model on the test split, e.g. GSP Table 4's Cifar Collage "128D MAP@R")
@@ -244,7 +249,26 @@ def reproduce(
         result = run_protocol(plan.config, plan.protocol, seeds=seeds, output_dir=plan.root)
         ours = {column.title: _ours(result, column, plan.protocol) for column in table.columns}
         runs, count = result.get("runs", {}), result.get("num_realisations")
-        return row_entry(table, plan.row, "reproduced", ours, runs, count)
+        benchmark = benchmark_check(plan.config.data.dataset)
+        if benchmark is not None and not benchmark["is_benchmark"]:
+            print(
+                f"gspdml reproduce: {plan.row.key}: not the benchmark, no verdict: "
+                f"{describe_check(benchmark)}",
+                file=sys.stderr,
+            )
+        groups = {c.sigma_group or c.group for c in table.columns}
+        spread = spread_text(result, sorted(groups | set(ONE_GROUP.values())))
+        return row_entry(
+            table,
+            plan.row,
+            "trained",
+            ours,
+            runs,
+            count,
+            smoke=smoke_keys(str(plan.row.preset), overrides),
+            benchmark=benchmark,
+            spread=None if spread == "–" else spread,
+        )
 
     entries = table_entries(table, plans, run)
     payload = {

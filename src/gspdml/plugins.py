@@ -1,0 +1,139 @@
+"""Plugins: components (poolings, losses, backbones, datasets) registered by modules outside
+gspdml, found in two documented ways:
+
+- a Python entry point in the group :data:`ENTRY_POINT_GROUP` (``gspdml.plugins``) of an
+  installed distribution, ``[project.entry-points."gspdml.plugins"] mine = "my_package.gspdml"``:
+  imported the first time a config is read;
+- the ``plugins: [module, ...]`` key of a run config: imported before the config's components
+  are checked.
+
+A module registers its components on import, as the library's own do
+(``@POOLINGS.register("lt_attn")``). Every plugin module imported is recorded with its
+distribution's version, its file and the file's SHA-256 (:func:`imported_plugins`): a run writes
+them to its ``environment.json``, and reading a run back imports them again or names exactly
+which module is missing and what provided it (:func:`require_recorded`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Optional
+
+from gspdml.errors import ConfigError
+
+ENTRY_POINT_GROUP = "gspdml.plugins"
+#: module name -> its record, for every plugin module imported in this process
+_IMPORTED: dict[str, dict[str, Any]] = {}
+_ENTRY_POINTS_LOADED = False
+
+
+def _distribution(module: str) -> Optional[tuple[str, str]]:
+    """(distribution name, version) of the installed distribution that provides ``module``."""
+    top = module.split(".")[0]
+    for name in metadata.packages_distributions().get(top, []):
+        try:
+            return name, metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _file_digest(path: Optional[str]) -> Optional[str]:
+    if not path or not Path(path).is_file():
+        return None
+    return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _record(module: str, source: str) -> dict[str, Any]:
+    loaded = sys.modules[module]
+    path = getattr(loaded, "__file__", None)
+    dist = _distribution(module)
+    return {
+        "module": module,
+        "source": source,
+        "distribution": None if dist is None else dist[0],
+        "version": None if dist is None else dist[1],
+        "file": path,
+        "sha256": _file_digest(path),
+    }
+
+
+def import_plugins(modules: Iterable[str], field: str = "plugins") -> list[dict[str, Any]]:
+    """Import each module of a config's ``plugins`` key; a module that is not found or fails to
+    import is a :class:`ConfigError` naming it and the fix. Returns their records."""
+    records = []
+    for module in modules:
+        if module not in _IMPORTED:
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as exc:
+                raise ConfigError(
+                    field,
+                    f"plugin module {module!r} is not installed ({exc}); install the package "
+                    "that provides it or put its folder on PYTHONPATH",
+                ) from None
+            except Exception as exc:  # a plugin's own import error, named
+                raise ConfigError(
+                    field, f"plugin module {module!r} failed to import: {type(exc).__name__}: {exc}"
+                ) from exc
+            _IMPORTED[module] = _record(module, "config")
+        records.append(_IMPORTED[module])
+    return records
+
+
+def load_entry_points() -> list[dict[str, Any]]:
+    """Import every module of the ``gspdml.plugins`` entry points (once per process)."""
+    global _ENTRY_POINTS_LOADED
+    if not _ENTRY_POINTS_LOADED:
+        _ENTRY_POINTS_LOADED = True
+        for point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            module = point.value.split(":")[0].strip()
+            try:
+                point.load()
+            except Exception as exc:
+                _ENTRY_POINTS_LOADED = False
+                raise ConfigError(
+                    f"entry point {ENTRY_POINT_GROUP}:{point.name}",
+                    f"plugin module {module!r} failed to import: {type(exc).__name__}: {exc}",
+                ) from exc
+            _IMPORTED.setdefault(module, _record(module, f"entry point {point.name}"))
+    return [r for r in _IMPORTED.values() if r["source"].startswith("entry point")]
+
+
+def imported_plugins() -> list[dict[str, Any]]:
+    """The records of every plugin module imported in this process, by module name."""
+    return [_IMPORTED[name] for name in sorted(_IMPORTED)]
+
+
+def require_recorded(records: Sequence[Mapping[str, Any]], where: str) -> list[str]:
+    """Import the plugin modules a run recorded (``where``: its file); a missing one is a
+    :class:`ConfigError` naming the module and the distribution and version that provided it.
+    Returns notes for modules whose file differs from the recorded one (another version)."""
+    notes = []
+    for record in records:
+        module = str(record["module"])
+        try:
+            import_plugins([module], field=where)
+        except ConfigError as exc:
+            dist = record.get("distribution")
+            need = (
+                f"pip install '{dist}=={record.get('version')}'"
+                if dist
+                else f"put the folder of {Path(str(record.get('file'))).name} "
+                f"(was {record.get('file')}) on PYTHONPATH"
+            )
+            raise ConfigError(
+                where, f"the run was trained with plugin module {module!r}: {need}"
+            ) from exc
+        now = _IMPORTED[module]
+        if record.get("sha256") and now["sha256"] != record["sha256"]:
+            notes.append(
+                f"plugin module {module!r} differs from the one the run was trained with "
+                f"({now['file']}, {now['sha256'][:19]}; recorded {record['sha256'][:19]})"
+            )
+    return notes

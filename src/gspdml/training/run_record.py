@@ -1,0 +1,83 @@
+"""``RUN_DIR/environment.json``: what a run's numbers depend on beyond its config and data.
+
+- ``plugins``: every plugin module imported when the run started (:mod:`gspdml.plugins`:
+  module, distribution and version, file and SHA-256). Reading the run back (:func:`load_run
+  <gspdml.training.run_dir.load_run>`: ``gspdml evaluate``, ``index``, ``report``, ``export``)
+  imports them again, or names the one to install.
+- ``threads``: torch's intra- and inter-op thread counts and the thread variables of OpenMP,
+  MKL and OpenBLAS. CPU kernels split reductions by thread, so the same config on the same data
+  can give other float sums with another thread count, and over thousands of steps other weights
+  and metrics. The report shows them (:func:`determinism_note`).
+- ``cpu``: the CPU model and the instruction set ATen dispatches to (AVX-512, AVX2, ...), and the
+  device; ``precision``: the one the trainer resolved (``trainer.precision: auto``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from gspdml.compat.hardware import aten_capability, cpu_model
+from gspdml.errors import read_json_object
+from gspdml.output_files import atomic_write_text
+from gspdml.plugins import imported_plugins
+
+ENVIRONMENT_FILE = "environment.json"
+#: the environment variables that set the thread counts of the BLAS and OpenMP runtimes
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def thread_record() -> dict[str, Any]:
+    """torch's thread counts and the thread variables (None: unset)."""
+    return {
+        "torch_intra_op": torch.get_num_threads(),
+        "torch_inter_op": torch.get_num_interop_threads(),
+        **{name: os.environ.get(name) for name in THREAD_VARIABLES},
+    }
+
+
+def environment_record(device: torch.device | str, precision: str) -> dict[str, Any]:
+    """The record of this process (module doc)."""
+    return {
+        "plugins": imported_plugins(),
+        "threads": thread_record(),
+        "cpu": {"model": cpu_model(), "capability": aten_capability()},
+        "device": str(device),
+        "precision": precision,
+        "torch": torch.__version__,
+    }
+
+
+def write_environment(run_dir: Path, record: Mapping[str, Any], resume: bool = False) -> None:
+    """Write the record; a resumed run keeps the record of its start and appends this one to
+    ``resumes`` (a resume in another environment shows there)."""
+    saved = read_environment(run_dir) if resume else None
+    if saved is not None:
+        record = {**saved, "resumes": [*saved.get("resumes", []), dict(record)]}
+    atomic_write_text(Path(run_dir) / ENVIRONMENT_FILE, json.dumps(record, indent=1) + "\n")
+
+
+def read_environment(run_dir: Path | str) -> Optional[dict[str, Any]]:
+    """The run's record, None for a run written before it existed."""
+    path = Path(run_dir) / ENVIRONMENT_FILE
+    return read_json_object(path) if path.is_file() else None
+
+
+def determinism_note(record: Optional[Mapping[str, Any]]) -> str:
+    """One sentence for a report: the thread count, CPU and precision the run trained with, and
+    that another thread count may give other numbers."""
+    if record is None:
+        return "The run did not record its thread counts (trained before gspdml recorded them)."
+    threads, cpu = record.get("threads", {}), record.get("cpu", {})
+    return (
+        f"Trained with {threads.get('torch_intra_op')} torch threads "
+        f"(OMP_NUM_THREADS={threads.get('OMP_NUM_THREADS')}) on {cpu.get('model')} "
+        f"({cpu.get('capability')}), device {record.get('device')}, precision "
+        f"{record.get('precision')}. CPU kernels split their sums by thread, so training again "
+        "with another thread count, CPU or precision may give other weights and metrics."
+    )
