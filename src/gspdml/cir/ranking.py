@@ -27,8 +27,9 @@ from typing import Iterable
 import torch
 
 from gspdml.errors import ConfigError
+from gspdml.evaluation.ranked_ap import AP_VARIANTS, average_precision_ranked
 
-AP_VARIANTS = ("standard", "trapezoid")
+__all__ = ["AP_VARIANTS", "average_precision_ranked"]  # re-exported: their home is evaluation
 
 
 def _check(scores: torch.Tensor, relevant: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -49,31 +50,6 @@ def ranked_relevance(scores: torch.Tensor, relevant: torch.Tensor) -> torch.Tens
     scores, relevant = _check(scores, relevant)
     order = torch.sort(-scores, dim=1, stable=True).indices
     return torch.gather(relevant, 1, order)
-
-
-def average_precision_ranked(ranked: torch.Tensor, variant: str = "standard") -> torch.Tensor:
-    """AP per row of a ranked relevance matrix ``[Q, N]`` (see the module docstring for the
-    two variants); float64 ``[Q]``. Works on the positives only: O(#positives) after ranking."""
-    if variant not in AP_VARIANTS:
-        raise ConfigError(
-            "ap", f"unknown AP variant {variant!r}; choose one of {', '.join(AP_VARIANTS)}"
-        )
-    ranked = torch.as_tensor(ranked, dtype=torch.bool)
-    if ranked.ndim == 1:
-        ranked = ranked[None]
-    rows, ranks = ranked.nonzero(as_tuple=True)  # row-major: ranks ascend within a row
-    positives = ranked.sum(dim=1)
-    first = torch.cumsum(positives, 0) - positives  # offset of each row's first positive
-    j = (torch.arange(rows.numel(), device=ranked.device) - first[rows]).to(torch.float64)
-    r = ranks.to(torch.float64)
-    per_positive = (j + 1.0) / (r + 1.0)  # precision after the j-th positive
-    if variant == "trapezoid":
-        before = torch.where(r == 0, torch.ones_like(j), j / r.clamp(min=1.0))
-        per_positive = 0.5 * (before + per_positive)
-    total = torch.zeros(ranked.shape[0], dtype=torch.float64, device=ranked.device).index_add_(
-        0, rows, per_positive
-    )
-    return total / positives.clamp(min=1).to(torch.float64)  # 0 for a row without positives
 
 
 def average_precision(

@@ -1,7 +1,9 @@
 """The results tables of the ProxyNCA++ paper (Teh, DeVries, Taylor, ECCV 2020), transcribed as
 printed (:mod:`gspdml.workflows.reproduce.registry`): Tables 3-6 (one dataset each), the
-ablation of Table 7 and the pooling comparison of Table 11 (other methods re-trained with GAP and
-GMP; missing, each row says why).
+ablation of Table 7, the ladders of Tables 8-10 (ProxyNCA with some of its six enhancements,
+one preset per set: :func:`preset`), the pooling comparison of Table 11 (other methods re-trained
+with GAP and GMP; missing, each row says why), NormSoftMax against ProxyNCA++ in Tables 12-13 and
+the 512-D comparisons at 256 and 227 crops of Tables 14-15.
 
 The paper's rows are the mean ± std over five runs; the presets run its code's two stages
 (``two_stage``: train on half the training classes, then retrain on all of them to the best

@@ -26,7 +26,11 @@ ABLATION = _recalls(1, 2, 4, 8)
 MISSING = {
     "triplet": "quoted from Schroff et al., CVPR 2015 (Triplet); its recipe is not a preset",
     "lifted": "quoted from Oh Song et al., CVPR 2016 (Lifted Structure); its recipe is not a preset",
-    "proxynca": "quoted from Movshovitz-Attias et al., ICCV 2017 (ProxyNCA); no preset",
+    "proxynca": (
+        "quoted from Movshovitz-Attias et al., ICCV 2017 (ProxyNCA); its recipe is not a preset "
+        "(proxynca-<dataset>-no-scale-no-max-no-norm-no-cbs-no-fast-no-prob is ProxyNCA in the "
+        "ProxyNCA++ paper's recipe)"
+    ),
     "margin": "quoted from Wu et al., ICCV 2017 (Margin); its recipe is not a preset",
     "softtriple": "quoted from Qian et al., ICCV 2019 (SoftTriple); its recipe is not a preset",
     "dc": "Divide and Conquer (Sanakoyeu et al., CVPR 2019) is not implemented",

@@ -45,8 +45,10 @@ BACKGROUNDS = (
     f"{NO_IMAGENET}"
 )
 REVISITED = (
-    "there is no reader of the revisited Oxford and Paris (gnd_roxford5k.pkl, gnd_rparis6k.pkl) "
-    "and no mAP of their Easy/Medium/Hard protocol with junk images ignored"
+    "there is no reader of the revisited Oxford and Paris releases (gnd_roxford5k.pkl, "
+    "gnd_rparis6k.pkl: the database, the query crops and each query's easy, hard and junk "
+    "images) and no frozen evaluation of their queries against the database; their mAP is "
+    "gspdml.evaluation.revisited"
 )
 DEPTH = (
     "supervised ViT-S training on ImageNet-1k with blocks added or removed is not a protocol of "
