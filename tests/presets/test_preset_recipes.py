@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from gspdml.config import RunConfig, load_config, preset_names
+from gspdml.config import DEFAULTS, RunConfig, load_config, preset_names
+from gspdml.config.loading import read_config
 from gspdml.losses import build_loss
 from gspdml.losses.ccp import CCP as CCPLoss
 from gspdml.models.embedder import head_position
@@ -67,8 +68,21 @@ TABLE = [
     (
         TF,
         "optimizer.betas",
+        [0.9, 0.99],
+        "GSP paper supplement §1.1.4, Gürbüz thesis §3.3.2.1 and §5.3.4.1: 'default moment "
+        "parameters, beta_1 = .9 and beta_2 = .99' (the text is explicit; TF code: 0.999)",
+    ),
+    (
+        COLLAGE4,
+        "optimizer.betas",
+        [0.9, 0.99],
+        "GSP paper supplement §2.2: 'default Adam', the paper's default moment parameters (.9, .99)",
+    ),
+    (
+        r"^metrix-(?!demo)",
+        "optimizer.betas",
         [0.9, 0.999],
-        "TF code: configs leave Keras Adam's beta_2 = 0.999 (thesis text: .99)",
+        "Metrix code main.py: torch.optim.Adam without betas (torch's default); the thesis names none",
     ),
     (
         TF,
@@ -179,8 +193,9 @@ TABLE = [
     (
         rf"^{DS}-conventional-",
         "schedule.plateau",
-        {"factor": 0.5, "patience": 4, "min_lr": 1e-6, "convention": "keras", "threshold": 0.0},
-        "thesis §5.3.4.1: reduce on plateau, patience 4; TF code: factor 0.5, min_lr 1e-6",
+        {"factor": 0.5, "patience": 4, "min_lr": 1e-6, "convention": "keras", "threshold": 1e-3},
+        "thesis §5.3.4.1: reduce on plateau, patience 4; TF code: Keras ReduceLROnPlateau, "
+        "factor 0.5, min_lr 1e-6, min_delta 1e-3",
     ),
     (CONV_BNI, "data.classes_per_batch", 32, "thesis §5.3.4.1: batch 128 = 32 x 4"),
     (
@@ -1320,3 +1335,24 @@ def test_screening_presets_are_the_design_of_thesis_table_5_4(loss):
         expected["model"] = {k: v for k, v in reference["model"].items() if k != "pooling"}
         expected["loss"] = {k: v for k, v in reference["loss"].items() if k != "mixing"}
         assert config == expected
+
+
+#: the optimisers whose moment decays (betas) a recipe must state
+ADAM_FAMILY = ("adam", "adamw", "radam")
+
+
+def test_every_preset_family_states_its_adam_betas():
+    """The schema default (0.9, 0.99) decides no recipe: every shipped config that trains with
+    Adam, AdamW or RAdam states its betas itself or through its base (a loss fragment, laid over
+    a protocol's config, takes that config's optimiser unless it sets more than a learning rate).
+    The ProxyNCA++ presets once got 0.99 silently where the code runs torch's 0.999
+    (tests/parity/test_proxynca_step.py)."""
+    silent = []
+    for name in preset_names():
+        optimizer = read_config(name, {}).get("optimizer") or {}
+        if name.startswith("losses/") and set(optimizer) <= {"lr"}:
+            continue
+        if optimizer.get("name", DEFAULTS["optimizer"]["name"]) in ADAM_FAMILY:
+            if "betas" not in optimizer:
+                silent.append(name)
+    assert not silent, f"presets that take the schema's default betas: {silent}"

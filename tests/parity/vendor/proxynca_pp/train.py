@@ -3,7 +3,7 @@
 # verbatim. Lines left out: argument parsing, data loading, logging set-up, checkpoint helpers,
 # unused helper functions and everything after the main loop. The parity test executes each
 # segment in one namespace it prepares (tests/parity/test_proxynca_step.py).
-# ==== segment: model (train.py lines 95-106)
+# ==== segment: model (train.py, its lines 95 to 106)
 best_epoch = args.nb_epochs
 
 feat = config['model']['type']()
@@ -16,7 +16,7 @@ model = torch.nn.Sequential(feat, emb)
 if not args.apex:
     model = torch.nn.DataParallel(model)
 model = model.cuda()
-# ==== segment: optimisation (train.py lines 257-372)
+# ==== segment: optimisation (train.py, its lines 257 to 372)
 criterion = config['criterion']['type'](
     nb_classes = dl_tr.dataset.nb_classes(),
     sz_embed = args.sz_embedding,
@@ -133,7 +133,7 @@ best_test_r2 = 0
 best_test_r5 = 0
 best_test_r8 = 0
 best_tnmi = 0
-# ==== segment: training (train.py lines 398-523)
+# ==== segment: training (train.py, its lines 398 to 523)
 prev_lr = opt.param_groups[0]['lr']
 lr_steps = []
 

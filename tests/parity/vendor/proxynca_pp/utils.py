@@ -1,4 +1,4 @@
-# Excerpt of euwern/proxynca_pp utils.py at 217233d (MIT, see LICENSE): load_config (lines 32-41),
+# Excerpt of euwern/proxynca_pp utils.py at 217233d (MIT, see LICENSE): load_config (its lines 32 to 41),
 # verbatim, with the imports its eval of config strings needs (json, torch, loss, networks);
 # the evaluation functions and their imports are left out.
 import json
