@@ -26,8 +26,6 @@ parameters by 7e-5 and the loss by 1.5e-4.
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 import yaml
