@@ -146,7 +146,7 @@ def run_both(tmp_path, monkeypatch, steps: int = 5):
     train_params = config["train_params"]
     worst_param = worst_loss = 0.0
     for step, (x, y) in enumerate(batches):
-        if step == DROP_AFTER:  # trainer.py lines 157-158 (without the reload of line 153)
+        if step == DROP_AFTER:  # Trainer.execute's drop at epochs 31, 51 (not its reload)
             for g_ in theirs.opt.param_groups:
                 g_["lr"] = train_params["lr"] / 10.0
         theirs.encoder.train()
