@@ -1,5 +1,7 @@
 """The message passing network of LIBC against a per-node loop written from the paper's equations
-(gspdml.models.message_passing): one attention sum per receiver and head, then the residuals,
+and the release's soft-max, ``exp(s_ij) / (1 + sum_j exp(s_ij))`` (torch_geometric's ``softmax``
+with margin 0, in the release's ``net/utils.py``; gspdml.models.message_passing): one attention
+sum per receiver and head, then the residuals,
 layer norms and MLP; permutation equivariance; float64 gradients by finite differences."""
 
 import math
@@ -33,9 +35,9 @@ def reference_layer(layer, xs):
         for h in range(heads):
             part = slice(h * width, (h + 1) * width)
             scores = [float(q[i][part] @ k[j][part]) / math.sqrt(width) for j in range(len(xs))]
-            top = max(scores)
+            top = max(max(scores), 0.0)  # the release's soft-max: a null sender of score 0
             exps = [math.exp(s - top) for s in scores]
-            total = sum(exps)
+            total = sum(exps) + math.exp(-top)
             message.append(sum(e / total * v[j][part] for j, e in enumerate(exps)))
         m = linear(att.out, torch.cat(message))
         x1 = layer_norm(layer.norm1, xs[i] + m)

@@ -51,17 +51,23 @@ def trainer(
     labels: torch.Tensor,
     run_dir: Path,
     state: Mapping[str, torch.Tensor],
+    loss_state: Mapping[str, torch.Tensor] | None = None,
+    num_classes: int | None = None,
 ) -> Trainer:
     """gspdml's trainer of ``config`` in float64, its embedder started from ``state`` (every
-    tensor of the embedder must be given), its training split ``images``/``labels``."""
+    tensor of the embedder must be given) and its loss from ``loss_state`` (when given, every
+    tensor of the loss), its training split ``images``/``labels`` (``num_classes``: the loss's
+    classes, default the labels')."""
     model = build_embedder(plain(config.model), int(images.shape[1])).double()
     missing, unexpected = model.load_state_dict(dict(state), strict=False)
     if missing or unexpected:
         raise AssertionError(f"state does not fit the embedder: {missing=} {unexpected=}")
-    num_classes = int(labels.max()) + 1
+    num_classes = num_classes or int(labels.max()) + 1
     loss = build_loss(
         plain(config.loss), "loss", embedding_dim=model.embedding_dim, num_classes=num_classes
     ).double()
+    if loss_state is not None:
+        loss.load_state_dict(dict(loss_state))
     split = SeededTransformDataset(TensorDataset(images, labels))
     data = DataSplits(train=split, test=EvalSplit(split))
     return Trainer(RunParts(model, loss, data), config, run_dir)

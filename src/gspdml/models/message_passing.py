@@ -6,12 +6,17 @@ The ``B`` embeddings of a batch are the nodes of a fully connected graph (every 
 to itself). One message passing layer is a transformer encoder block over the batch
 (dot-product self-attention; post-norm, as the authors' ``DotAttentionLayer``)::
 
-    a^h_ij = softmax_j( (W^h_q x_i)^T (W^h_k x_j) / sqrt(d / H) )         head h = 1..H
+    s^h_ij = (W^h_q x_i)^T (W^h_k x_j) / sqrt(d / H)                      head h = 1..H
+    a^h_ij = exp(s^h_ij) / (1 + sum_j' exp(s^h_ij'))
     m_i    = W_o [ sum_j a^1_ij W^1_v x_j ; ... ; sum_j a^H_ij W^H_v x_j ]
     x'_i   = LayerNorm( x_i + Dropout(m_i) )
     x''_i  = LayerNorm( x'_i + Dropout(W_2 Dropout(ReLU(W_1 x'_i))) )      W_1: d -> 4d
 
-Dropout also acts on the attention weights ``a`` (after the soft-max). A layer is permutation
+The ``1 +`` in the denominator is the authors' soft-max (``net/utils.py``: torch_geometric's
+``softmax`` with ``margin = 0``, which adds ``exp(margin - max)`` to the shifted sum): a null
+sender with score 0, so a node's weights sum to less than 1 (found by the step-parity test
+``tests/parity/test_libc_step.py``; docs/paper-vs-code.md). Dropout also acts on the attention
+weights ``a`` (after the soft-max). A layer is permutation
 equivariant over the batch: permuting the rows of the input permutes those of the output. The
 network first maps the embeddings with a linear layer ``d -> d`` (the authors' ``dim_red`` with
 reduction 1), then applies ``L`` layers, and returns every layer's output.
@@ -48,7 +53,9 @@ class BatchAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self.heads(self.query(x)), self.heads(self.key(x)), self.heads(self.value(x))
         scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])  # [H, receiver i, sender j]
-        weights = self.dropout(torch.softmax(scores, dim=-1))
+        # the soft-max with a null sender of score 0 (module docstring)
+        null = scores.new_zeros(*scores.shape[:-1], 1)
+        weights = self.dropout(torch.softmax(torch.cat([scores, null], dim=-1), dim=-1)[..., :-1])
         messages = (weights @ v).transpose(0, 1).reshape(x.shape)  # heads concatenated
         return self.out(messages)
 

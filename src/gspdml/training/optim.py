@@ -82,13 +82,19 @@ def _check_each_parameter_once(groups: list[dict[str, Any]], *modules: nn.Module
 def build_optimizer(
     cfg: OptimizerConfig, model: nn.Module, loss: nn.Module
 ) -> torch.optim.Optimizer:
-    """Adam, AdamW, RAdam (Liu et al., ICLR 2020: rectified Adam, LIBC's optimiser; L2 weight
-    decay as Adam's) or SGD over :func:`parameter_groups` (``optimizer`` section of the config)."""
+    """Adam, AdamW, RAdam (Liu et al., ICLR 2020: rectified Adam, LIBC's optimiser) or SGD over
+    :func:`parameter_groups` (``optimizer`` section of the config). RAdam's weight decay is
+    decoupled, ``p <- p - lr wd p`` before the update, as in the RAdam that LIBC's release ships
+    (``RAdam.py``; ``tests/parity/test_libc_step.py``), not Adam's L2 term in the gradient."""
     groups = parameter_groups(model, loss, dict(cfg.lr_multipliers), cfg.lr)
     common = {"lr": cfg.lr, "weight_decay": cfg.weight_decay}
     if cfg.name == "sgd":
         return torch.optim.SGD(groups, momentum=cfg.momentum, **common)
-    cls = {"adamw": torch.optim.AdamW, "radam": torch.optim.RAdam}.get(cfg.name, torch.optim.Adam)
+    if cfg.name == "radam":
+        return torch.optim.RAdam(
+            groups, betas=cfg.betas, eps=cfg.eps, decoupled_weight_decay=True, **common
+        )
+    cls = torch.optim.AdamW if cfg.name == "adamw" else torch.optim.Adam
     return cls(groups, betas=cfg.betas, eps=cfg.eps, **common)
 
 
