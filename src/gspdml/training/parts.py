@@ -72,7 +72,7 @@ def build_run(config: RunConfig) -> RunParts:
     """The parts a resolved config describes (module docstring), seeded by ``config.seed``.
     A recipe is pre-trained (on a cache miss) before the seeding: its training draws from the
     same generators, and the run must start alike whether the weights were cached or not."""
-    model_section = resolve_recipe_weights(config.model)
+    model_section = resolve_recipe_weights(config.model, device=config.trainer.device)
     seed_everything(config.seed)
     data = build_data(config.data.dataset, seed=config.seed)
     model = build_embedder(model_section, data.channels)
