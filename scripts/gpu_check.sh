@@ -198,7 +198,7 @@ CORE=torch,numpy,scipy,sklearn,yaml,safetensors,tqdm,PIL
 
 export -f environment
 run_stage env "machine, torch, dependencies" 30 summary_environment "" bash -c environment
-run_stage tests "pytest -m gpu tests/gpu" 100 summary_tests "device,$CORE,pytest" \
+run_stage tests "pytest -m gpu tests/gpu" 120 summary_tests "device,$CORE,pytest" \
     "$PYTHON" -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu
 STEP_ARGS=$(quick "--size 64 --batch 8 --steps 1 --rounds 1" "--steps 10 --rounds 3")
 run_stage train-step "gspdml step vs plain loop, fp32 and bf16 ($DEVICE)" 110 summary_train_step "device,$CORE,gspdml.training" \

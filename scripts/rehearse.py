@@ -238,13 +238,16 @@ def main(argv=None) -> int:
         f"{waited / training:.0%}); peak host memory {peak_host_mib():.0f} MiB, peak device memory "
         f"{peak_device:.2f} GiB"
     )
-    every = int(plan.config.evaluation.every)
-    rounds = max(1, plan.steps // every)
-    per_round = phases.seconds.get("validation", 0.0) / max(1, steps // every)
-    measured = plan.models * (plan.steps * training / steps + rounds * per_round) / 3600
+    # the row as gspdml reproduce plans it (its own schedule), for the estimate
+    (full,) = plan_table(table, rows=[args.rows], data_root=str(args.root))
+    every = int(full.config.evaluation.every)
+    rounds = max(1, full.steps // every)
+    done_rounds = max(1, steps // int(plan.config.evaluation.every))
+    per_round = phases.seconds.get("validation", 0.0) / done_rounds
+    measured = full.models * (full.steps * training / steps + rounds * per_round) / 3600
     print(
-        f"estimate (gspdml reproduce --dry-run): {plan.gpu_hours:.2f} GPU-hours for {plan.models} "
-        f"models x {plan.steps} steps x {batch} images"
+        f"estimate (gspdml reproduce --dry-run): {full.gpu_hours:.2f} GPU-hours for {full.models} "
+        f"models x {full.steps} steps x {batch} images"
     )
     print(
         f"measured rates on {device}: {measured:.2f} hours for the same ({training / steps:.3f} s "
