@@ -44,7 +44,9 @@ test: $(TESTDEPS) system-deps
 	$(PYTEST)
 	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PYTEST) -m numerics
 
+# re-makes the pre-trained weights the package ships (the demo's backbone), then every experiment
 experiments: $(TESTDEPS) system-deps
+	$(PY) scripts/ship_pretrained.py
 	$(PY) experiments/run_all.py
 
 benchmarks: $(TESTDEPS)

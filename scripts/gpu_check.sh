@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# GPU check of gspdml (issue 26, "GPU-ready"): one short run on one CUDA GPU that fails soft,
-# planned for well under 8 minutes on an H100. Stages, each under `timeout` and a total budget:
+# GPU check of gspdml (issues 26 and 37): one short run on one CUDA GPU that fails soft,
+# planned for at most 8 minutes on an H100/H200. Stages, each under `timeout` and a total budget:
 #   env         nvidia-smi, torch / CUDA versions, gspdml's dependencies, the precision auto picks
-#   tests       pytest -m gpu tests/gpu (CUDA vs CPU equality, bf16/fp16 training, embed, faiss input)
+#   tests       pytest -m gpu tests/gpu (CUDA vs CPU equality, bf16/fp16 training, embed, faiss
+#               input, every phase of a run on CUDA: tests/gpu/test_gpu_phases.py)
+#   train-step  benchmarks/train_step.py: gspdml's step beside a plain PyTorch loop, ResNet-50 and
+#               BN-Inception, GAP and GSP, 227 px, the presets' batches, fp32 and bf16 (issue 37 1-2)
+#   compile     the same for ResNet-50 GAP in bf16 with trainer.compile / torch.compile
+#   million     benchmarks/million_knn.py: the whole 1M x 128 exact leave-one-out on the GPU, and
+#               faiss's GPU brute force beside it where faiss has GPU support (issue 37 6)
+#   rehearse    scripts/rehearse.py: a CUB row at full size (11,788 JPEGs), GPU_CHECK_REHEARSE_STEPS
+#               steps, per-phase times and the dry-run estimate beside the measured one (issue 37 5)
+#   data        benchmarks/data_pipeline.py: img/s per loader worker per image recipe (issue 37 4)
 #   gsp-layer   benchmarks/gsp_layer.py on the GPU (closed-form vs unrolled GSP backward)
-#   resnet50    benchmarks/throughput.py: ResNet-50 training step, 224 px, batch 64, fp32 and bf16
-#   million     benchmarks/evaluation.py: 1M x 128 exact leave-one-out on the GPU (extrapolated
-#               from GPU_CHECK_MILLION_QUERIES queries; 0 runs all 1,000,000)
-#   demo-gsp    gspdml train demo-gsp, 300 steps in bf16 on the GPU (pre-training of resnet20-digits
-#               included, on the GPU too), test MAP@R
+#   demo-gsp    gspdml train demo-gsp, 100 steps in bf16 on the GPU, test MAP@R
 # A stage whose dependencies do not import, or that finds no CUDA, is skipped with the reason;
 # the script still writes every log and the table and exits 0 unless a stage failed or timed out.
 #
@@ -17,14 +22,14 @@
 # directory goes to $TMPDIR/gspdml-gpu-runs (not to $OUT, which returns only a few files).
 # Variables: PYTHON (python3), GPU_CHECK_DEVICE (cuda; cpu runs the stages here, to test the
 # script), GPU_CHECK_QUICK=1 (a few steps per stage), GPU_CHECK_BUDGET (seconds, 450),
-# GPU_CHECK_MILLION_QUERIES (100000).
+# GPU_CHECK_MILLION_QUERIES (all 1,000,000), GPU_CHECK_REHEARSE_STEPS (300).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
 export PYTHON=${PYTHON:-python3}
 DEVICE=${GPU_CHECK_DEVICE:-cuda}
 QUICK=${GPU_CHECK_QUICK:-0}
-BUDGET=${GPU_CHECK_BUDGET:-450}
+BUDGET=${GPU_CHECK_BUDGET:-470}
 OUT_DIR=${OUT:-${TMPDIR:-/tmp}/gspdml-gpu-check}
 LOGS=$OUT_DIR/logs
 ROWS=$OUT_DIR/rows.md
@@ -91,9 +96,8 @@ run_stage() {  # stage, what, limit seconds, summary function, needs, command...
 quick() {  # value when GPU_CHECK_QUICK=1, else the other
     if [ "$QUICK" = 1 ]; then echo "$1"; else echo "$2"; fi
 }
-MILLION_QUERIES=${GPU_CHECK_MILLION_QUERIES:-$(quick 2000 100000)}
-BATCH=$(quick 8 64)
-SIZE=$(quick 64 224)
+MILLION_QUERIES=${GPU_CHECK_MILLION_QUERIES:-$(quick 2000 1000000)}
+REHEARSE_STEPS=${GPU_CHECK_REHEARSE_STEPS:-$(quick 5 300)}
 
 # --- stage 1: the machine ----------------------------------------------------------------------
 
@@ -141,23 +145,27 @@ summary_gsp_layer() {  # the layer table's row n = 49, m = 64, 100 iterations
         printf "n=49 m=64 100 iters fwd+bwd: closed form %s ms (%s MiB), unrolled %s ms (%s MiB)", $6, $9, $7, $10; exit }' "$1"
 }
 
-# --- stage 4: ResNet-50 throughput ------------------------------------------------------------
+# --- stages 4-5: the training step beside a plain loop ------------------------------------------
 
-summary_throughput() {  # "resnet50  224 gap  fp32  bf16  ratio" rows
-    awk '$1 == "resnet50" && ($3 == "gap" || $3 == "gsp") && NF == 6 { printf "%s%s fp32 %s, bf16 %s img/s", sep, $3, $4, $5; sep = "; " }' "$1"
+summary_train_step() {  # "backbone pooling precision gspdml/plain img/s" of each table row
+    awk -F'|' 'NF > 9 && $7 + 0 > 0 { gsub(/ /, "", $2); gsub(/ /, "", $3); gsub(/ /, "", $5); gsub(/ /, "", $7); gsub(/ /, "", $8)
+        printf "%s%s %s %s %s/%s", sep, $2, $3, $5, $7, $8; sep = "; " } END { if (sep) print " img/s (gspdml/plain)" }' "$1"
 }
 
-# --- stage 5: 1M x 128 exact leave-one-out ----------------------------------------------------
+# --- stage 6: 1M x 128 exact leave-one-out ----------------------------------------------------
 
 summary_million() {
-    local row extrapolated
-    row=$(awk '$1 == "million" && $2 == "gspdml" { printf "%s s, peak RSS %s MB", $3, $4 }' "$1")
-    extrapolated=$(grep -o 'extrapolated full leave-one-out run: [0-9]* s' "$1" | grep -o '[0-9]* s$')
-    if [ -n "$extrapolated" ]; then
-        echo "$MILLION_QUERIES queries in $row -> full 1M leave-one-out extrapolated ${extrapolated}"
-    else
-        echo "full 1M leave-one-out: $row"
-    fi
+    echo "$(grep -m1 '^gspdml exact' "$1" | cut -d';' -f1); $(grep -m1 '^faiss' "$1")"
+}
+
+# --- stages 7-8: the rehearsal of a CUB row, the data pipeline --------------------------------------
+
+summary_rehearse() {
+    grep -E '^(measured|estimate)' "$1" | tr '\n' ' '
+}
+
+summary_data() {  # the mlrc rows: img/s per worker of gspdml and of the plain reference
+    awk -F'|' '$2 ~ /mlrc/ { gsub(/ /, "", $2); gsub(/ /, "", $4); gsub(/ /, "", $5); printf "%s%s gspdml %s, plain %s img/s/worker", sep, $2, $4, $5; sep = "; " }' "$1"
 }
 
 # --- stage 6: demo-gsp in bf16 ---------------------------------------------------------------
@@ -187,22 +195,28 @@ EOF
 
 echo "gspdml GPU check: device $DEVICE, output $OUT_DIR, budget $BUDGET s$( [ "$QUICK" = 1 ] && echo ', quick')"
 CORE=torch,numpy,scipy,sklearn,yaml,safetensors,tqdm,PIL
-LAYER_ARGS=$(quick "--only layer --repeats 2" "--repeats 5")
 
 export -f environment
 run_stage env "machine, torch, dependencies" 30 summary_environment "" bash -c environment
-run_stage tests "pytest -m gpu tests/gpu" 100 summary_tests "device,$CORE,pytest" \
+run_stage tests "pytest -m gpu tests/gpu" 120 summary_tests "device,$CORE,pytest" \
     "$PYTHON" -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu
-run_stage gsp-layer "GSP layer fwd+bwd, B=32 d=128 ($DEVICE)" 60 summary_gsp_layer "device,$CORE,gspdml.training" \
-    "$PYTHON" benchmarks/gsp_layer.py --device "$DEVICE" $LAYER_ARGS
-run_stage resnet50 "ResNet-50 training step, $SIZE px, batch $BATCH" 60 summary_throughput "device,$CORE,gspdml.models" \
-    "$PYTHON" benchmarks/throughput.py --device "$DEVICE" --models resnet50 --batch "$BATCH" --size "$SIZE" \
-    --low bf16 --images 0 --steps "$(quick 1 10)" --warmup "$(quick 1 3)"
-run_stage million "1M x 128 exact leave-one-out" 90 summary_million "device,$CORE,gspdml.evaluation" \
-    "$PYTHON" benchmarks/evaluation.py --datasets --million --million-queries "$MILLION_QUERIES" --device "$DEVICE"
-run_stage demo-gsp "gspdml train demo-gsp, bf16 ($DEVICE)" 150 summary_demo "device,$CORE,gspdml.cli,gspdml.training" \
+STEP_ARGS=$(quick "--size 64 --batch 8 --steps 1 --rounds 1" "--steps 10 --rounds 3")
+run_stage train-step "gspdml step vs plain loop, fp32 and bf16 ($DEVICE)" 110 summary_train_step "device,$CORE,gspdml.training" \
+    "$PYTHON" benchmarks/train_step.py --device "$DEVICE" --precisions fp32 bf16 $STEP_ARGS
+run_stage million "1M x 128 exact leave-one-out + faiss GPU" 45 summary_million "device,$CORE,gspdml.evaluation" \
+    "$PYTHON" benchmarks/million_knn.py --device "$DEVICE" --rows "$(quick 20000 1000000)" --queries "$MILLION_QUERIES"
+run_stage rehearse "CUB row at full size, $REHEARSE_STEPS steps ($DEVICE)" 110 summary_rehearse "device,$CORE,gspdml.training" \
+    "$PYTHON" scripts/rehearse.py gsp-table1 --rows cub-fair-c2-gsp-nozsp --steps "$REHEARSE_STEPS" --device "$DEVICE" \
+    --root "${TMPDIR:-/tmp}/gspdml-rehearsal"
+run_stage compile "ResNet-50 GAP bf16: trainer.compile vs torch.compile plain" 75 summary_train_step "device,$CORE,gspdml.training" \
+    "$PYTHON" benchmarks/train_step.py --device "$DEVICE" --precisions bf16 --backbones resnet50 --poolings gap --compile $STEP_ARGS
+run_stage data "data pipeline img/s per worker" 30 summary_data "$CORE,gspdml.data" \
+    "$PYTHON" benchmarks/data_pipeline.py --images "$(quick 8 64)"
+run_stage gsp-layer "GSP layer fwd+bwd, B=32 d=128 ($DEVICE)" 30 summary_gsp_layer "device,$CORE,gspdml.training" \
+    "$PYTHON" benchmarks/gsp_layer.py --device "$DEVICE" --only layer --repeats 2
+run_stage demo-gsp "gspdml train demo-gsp, bf16 ($DEVICE)" 60 summary_demo "device,$CORE,gspdml.cli,gspdml.training" \
     "$PYTHON" -m gspdml train demo-gsp trainer.precision=bf16 trainer.device="$DEVICE" \
-    output_dir="${TMPDIR:-/tmp}/gspdml-gpu-runs" name="demo-gsp-$(date +%s)" schedule.max_steps="$(quick 20 300)" \
+    output_dir="${TMPDIR:-/tmp}/gspdml-gpu-runs" name="demo-gsp-$(date +%s)" schedule.max_steps="$(quick 20 100)" \
     evaluation.every="$(quick 10 50)" --no-progress
 
 {

@@ -137,7 +137,8 @@ def test_a_base_file_can_update_part_of_a_spec(tmp_path):
 def test_a_run_directory_of_release_0_1_0_loads(tmp_path):
     """The fixture is a run trained by release 0.1.0 (config.yaml without a header, no
     data.eval_transform, no evaluation.baseline, evaluation.clustering, evaluation.during_warmup,
-    schedule.fresh_optimizer_after_warmup nor model.init_from); it reads back with every key it wrote, and its model loads."""
+    schedule.fresh_optimizer_after_warmup, model.init_from nor trainer.compile); it reads back
+    with every key it wrote, and its model loads."""
     from gspdml.training import load_run
 
     written = yaml.safe_load((FIXTURE / "config.yaml").read_text())
@@ -151,6 +152,7 @@ def test_a_run_directory_of_release_0_1_0_loads(tmp_path):
     assert plain.pop("plugins") == []
     assert plain["evaluation"].pop("during_warmup") is True
     assert plain["schedule"].pop("fresh_optimizer_after_warmup") is False
+    assert plain["trainer"].pop("compile") is False
     assert plain == written
     run = shutil.copytree(FIXTURE, tmp_path / "run")
     loaded, model = load_run(run)

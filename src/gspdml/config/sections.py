@@ -91,7 +91,12 @@ class DataConfig(Section):
         "balanced: classes_per_batch x samples_per_class; random: as many random images",
         noun="sampler",
     )
-    num_workers: int = option(0, "data-loading processes (0: in the training process)", minimum=0)
+    num_workers: Union[int, Literal["auto"]] = option(
+        "auto",
+        "data-loading processes (0: in the training process; auto: on a GPU the cores less one, "
+        "at most 16, on a CPU 0)",
+        minimum=0,
+    )
     eval_batch_size: int = option(
         256, "images per batch when embedding an evaluation split", minimum=1
     )
@@ -332,6 +337,11 @@ class TrainerConfig(Section):
         "auto", "auto: data-parallel when launched by torchrun", noun="value"
     )
     keep_freed_memory: bool = option(True, "keep freed host memory mapped (faster steps on CPU)")
+    compile: Union[bool, str] = option(
+        False,
+        "torch.compile the model for the training step: true (inductor) or a backend name "
+        "(benchmarks/train_step.py measures it)",
+    )
     checkpoint_every: Optional[int] = option(
         None, "steps between checkpoints besides every round", minimum=1
     )

@@ -65,6 +65,12 @@ class EvalTransform:
     bgr: bool = False
     value_range: float = 1.0
 
+    @property
+    def decode_shorter_side(self) -> Optional[int]:
+        """The shorter side of ``resize: (s,)``, for a reduced-size JPEG decode
+        (:func:`gspdml.data.images.load_image`); None for an exact resize or none."""
+        return self.resize[0] if self.resize is not None and len(self.resize) == 1 else None
+
     def __post_init__(self) -> None:
         if (self.mean is None) != (self.std is None):
             raise ConfigError(

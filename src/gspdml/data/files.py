@@ -48,6 +48,11 @@ class ImageFileDataset(LabelledDataset):
 
     channels = 3
 
+    @property
+    def _shorter_side(self) -> Optional[int]:
+        """What a reduced-size JPEG decode may aim at (the transform's first resize)."""
+        return getattr(self.transform, "decode_shorter_side", None)
+
     def __init__(
         self,
         paths: Sequence[str],
@@ -115,7 +120,7 @@ class ImageFileDataset(LabelledDataset):
 
     def _load(self, index: int) -> Image.Image:
         try:
-            return load_image(self.paths[index])
+            return load_image(self.paths[index], self._shorter_side)
         except DataError as error:
             if self.on_error == "raise":
                 raise
@@ -124,7 +129,7 @@ class ImageFileDataset(LabelledDataset):
         start = int(np.searchsorted(same, index))
         for other in np.roll(same, -start)[1:]:
             try:
-                image = load_image(self.paths[other])
+                image = load_image(self.paths[other], self._shorter_side)
             except DataError:
                 continue
             if self.paths[index] not in self._warned:

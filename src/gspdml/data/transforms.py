@@ -31,6 +31,14 @@ class Compose:
             x = transform(x, generator)
         return x
 
+    @property
+    def decode_shorter_side(self) -> Optional[int]:
+        """The shorter side the first step resizes to, when it is a :class:`Resize` of the
+        shorter side: a JPEG may be decoded at reduced size for it
+        (:func:`gspdml.data.images.load_image`)."""
+        first = self.transforms[0] if self.transforms else None
+        return first.size if isinstance(first, Resize) and isinstance(first.size, int) else None
+
     def __repr__(self) -> str:
         return f"Compose({self.transforms!r})"
 
@@ -116,15 +124,18 @@ class Resize:
     def __call__(
         self, image: Image.Image, generator: Optional[torch.Generator] = None
     ) -> Image.Image:
-        w, h = image.size
+        size = self.output_size(*image.size)
+        return image if size == image.size else image.resize(size, self.interpolation)
+
+    def output_size(self, w: int, h: int) -> tuple[int, int]:
+        """The ``(width, height)`` a ``w x h`` image is resized to."""
         if not isinstance(self.size, int):
-            return image.resize((self.size[1], self.size[0]), self.interpolation)
+            return (self.size[1], self.size[0])
         short, long = (w, h) if w <= h else (h, w)
         if short == self.size:
-            return image
+            return (w, h)
         new_long = int(self.size * long / short)
-        size = (self.size, new_long) if w <= h else (new_long, self.size)
-        return image.resize(size, self.interpolation)
+        return (self.size, new_long) if w <= h else (new_long, self.size)
 
     def __repr__(self) -> str:
         return f"Resize({self.size})"

@@ -64,6 +64,7 @@ def fair_protocol_results(
     metrics: Sequence[str] = TABLE_METRICS,
     spec: Optional[EvalSpec] = None,
     train_embeddings: Optional[Mapping] = None,
+    device: Optional[torch.device] = None,
 ) -> dict:
     """Aggregate the fold models of the fair protocol on the test split.
 
@@ -79,6 +80,8 @@ def fair_protocol_results(
         train_embeddings: {(fold, seed): embeddings} of the same training items, for a step
             that learns on them (PCA-whitening); a realisation concatenates them as its test
             embeddings.
+        device: where the search and the metrics run (the runs' ``trainer.device``; None: where
+            the embeddings are). Post-processing steps run on the host (scipy's sparse algebra).
 
     Returns:
         {"per_model": {(fold, seed): {metric: value}},
@@ -96,6 +99,10 @@ def fair_protocol_results(
     train = dict(train_embeddings or {})
 
     def score(split, train_part):
+        if device is not None and not spec.postprocess:  # the embeddings; labels stay
+            split = [
+                torch.as_tensor(x).to(device) if i % 2 == 0 else x for i, x in enumerate(split)
+            ]
         return _select(evaluate_embeddings(*split, spec=spec, train=train_part).metrics, metrics)
 
     per_model = {key: score(split, train.get(key)) for key, split in splits.items()}

@@ -26,8 +26,9 @@ its answer in one flat schema, that of ``results.json`` and ``metrics.jsonl``:
 
 :func:`evaluate` embeds a split with a model at the run's device and precision (and, for a step
 that learns on them, the training split) and calls :func:`evaluate_embeddings`. With bf16 on a
-CPU the model's weights are put in channels-last memory format first, as the trainer keeps them,
-so that the same kernels give the same numbers as its evaluations.
+CPU (or bf16/fp16 on CUDA) the model's weights are put in channels-last memory format first, as the
+trainer keeps them, so that the same kernels give the same numbers as its evaluations; the
+embeddings stay on the device, and the search and metrics run there.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ from gspdml.evaluation.selection import (
     check_selection_metric,
     selection_value,
 )
-from gspdml.models.inference import embed, resolve_device, split_embeddings
+from gspdml.models.inference import embed, memory_format, resolve_device, split_embeddings
 
 
 @dataclass(frozen=True)
@@ -301,7 +302,7 @@ def evaluate(
     device: torch.device | str,
     precision: str,
     batch_size: int,
-    num_workers: int = 0,
+    num_workers: int | str = 0,
     train_split=None,
     embed_fn: Optional[Callable] = None,
     progress: bool = False,
@@ -311,15 +312,17 @@ def evaluate(
     ``trainer.precision``; ``auto`` is resolved for the device). ``train_split``: the dataset
     embedded for a step that learns on training embeddings. ``embed_fn(model, dataset,
     **options)`` replaces :func:`gspdml.models.inference.embed` (the trainer's data-parallel
-    embedder)."""
+    embedder). The embeddings stay on the device, where the search and the metrics run (on the
+    host when post-processing steps follow: re-ranking's sparse algebra is scipy's)."""
     device = resolve_device(device) if isinstance(device, str) else device
-    if resolve_precision(precision, device).precision == "bf16" and device.type == "cpu":
-        model = model.to(memory_format=torch.channels_last)  # as the trainer holds it
+    layout = memory_format(resolve_precision(precision, device).precision, device)
+    model = model.to(device, memory_format=layout)  # as the trainer holds it
     options = {
         "batch_size": batch_size,
         "device": device,
         "precision": precision,
         "num_workers": num_workers,
+        "on_device": not spec.postprocess,  # re-ranking's sparse algebra is scipy's, on the host
     }
     if progress:
         options["progress"] = True

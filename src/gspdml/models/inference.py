@@ -11,6 +11,7 @@ of an :class:`~gspdml.data.base.EvalSplit`; the metrics on them are :mod:`gspdml
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any, Callable, ContextManager, Optional, Sequence, Sized, cast
 
 import torch
@@ -28,6 +29,44 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
+
+
+def memory_format(precision: str, device: torch.device) -> torch.memory_format:
+    """The layout of images and convolution weights for ``precision`` on ``device``:
+    ``channels_last`` where the convolutions run faster in it (bf16 or fp16 on CUDA tensor cores,
+    whose cuDNN kernels are NHWC; bf16 on a CPU, oneDNN's blocked kernels), else NCHW."""
+    if precision == "auto":
+        precision = auto_precision(device).precision
+    if (device.type == "cuda" and precision in ("bf16", "fp16")) or (
+        device.type == "cpu" and precision == "bf16"
+    ):
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+#: the most loader processes ``data.num_workers: auto`` starts for one GPU
+MAX_AUTO_WORKERS = 16
+
+
+def resolve_num_workers(value: int | str, device: torch.device | str) -> int:
+    """``data.num_workers``: a number as given; ``auto``: on a GPU, the CPU cores this process
+    may use (its share of ``os.sched_getaffinity`` when torchrun starts ``LOCAL_WORLD_SIZE``
+    processes) less the one that drives the GPU, at most :data:`MAX_AUTO_WORKERS`; on a CPU 0,
+    since the same cores compute the step and a worker only moves the decoding between them."""
+    if value != "auto":
+        return int(value)
+    if torch.device(device).type != "cuda":
+        return 0
+    cores = len(os.sched_getaffinity(0)) // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    return max(1, min(MAX_AUTO_WORKERS, cores - 1))
+
+
+def loader_options(workers: int) -> dict[str, Any]:
+    """DataLoader options for ``workers`` processes: kept alive between epochs and reading
+    ahead four batches each (none without workers)."""
+    if workers == 0:
+        return {"num_workers": 0}
+    return {"num_workers": workers, "persistent_workers": True, "prefetch_factor": 4}
 
 
 def autocast_context(precision: str, device: torch.device) -> ContextManager[object]:
@@ -67,25 +106,32 @@ def embed(
     batch_size: int = 256,
     device: torch.device | str = "cpu",
     precision: str = "fp32",
-    num_workers: int = 0,
+    num_workers: int | str = 0,
     progress: bool | Progress = False,
+    on_device: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Embeddings ``[N, D]`` (float32, on the CPU, in dataset order) and labels ``[N]`` (int64)
+    """Embeddings ``[N, D]`` (float32, on the CPU unless ``on_device``, in dataset order) and labels ``[N]`` (int64)
     of a dataset of ``(image, label)`` items, in eval mode (the model's mode is restored after);
     ``progress``: True prints progress lines (:class:`gspdml.progress.Progress`); a ``Progress``
-    of the caller's is counted on by the images embedded (a phase that embeds in parts)."""
+    of the caller's is counted on by the images embedded (a phase that embeds in parts);
+    ``on_device``: the embeddings stay on ``device`` (where the evaluation's kNN then runs).
+    ``num_workers`` may be ``auto`` (:func:`resolve_num_workers`)."""
     device = torch.device(device)
+    keep = device if on_device else torch.device("cpu")
     precision = resolve_precision(precision, device).precision
     was_training = model.training
     model.eval()
+    workers = resolve_num_workers(num_workers, device)
     loader = DataLoader(
         dataset,
         batch_size=batch_size,
         shuffle=False,
-        num_workers=num_workers,
+        num_workers=workers,
         pin_memory=device.type == "cuda",
         collate_fn=stack_batch,
+        prefetch_factor=4 if workers else None,
     )
+    layout = memory_format(precision, device)
     total = len(cast(Sized, dataset))
     meter = (
         progress
@@ -98,11 +144,9 @@ def embed(
             if batch is None:
                 continue
             images, targets = batch
-            images = images.to(device, non_blocking=True)
-            if precision == "bf16" and device.type == "cpu":
-                images = images.contiguous(memory_format=torch.channels_last)
+            images = images.to(device, non_blocking=True).contiguous(memory_format=layout)
             with autocast_context(precision, device):
-                chunks.append(model(images).embedding.float().cpu())
+                chunks.append(model(images).embedding.float().to(keep))
             labels.append(targets)
             meter.update(len(targets))
     finally:

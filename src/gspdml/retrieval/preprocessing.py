@@ -129,7 +129,8 @@ def load_model_input(
     """Decode one image file (``gspdml.data.images.load_image``: EXIF orientation, alpha on
     white, 16-bit rescaled) or PIL image (the same rules) and apply ``transform``; a file that
     fails names itself."""
-    image = decode_image(item) if isinstance(item, Image.Image) else load_image(item)
+    shorter_side = getattr(transform, "decode_shorter_side", None)  # as the trainer read it
+    image = decode_image(item) if isinstance(item, Image.Image) else load_image(item, shorter_side)
     try:
         return transform(image)
     except ValueError as err:

@@ -27,6 +27,7 @@ HARMLESS = (
     "data.num_workers",
     "data.eval_batch_size",
     "trainer.device",
+    "trainer.compile",
     "trainer.progress",
     "trainer.log_every",
     "trainer.tensorboard",

@@ -74,7 +74,7 @@ def build_run(config: RunConfig, *, resuming: bool = False) -> RunParts:
     same generators, and the run must start alike whether the weights were cached or not.
     ``resuming``: the weights come from the run's own checkpoint, so ``model.init_from`` is not
     read (the source run may have moved; a resume needs only the run)."""
-    model_section = resolve_recipe_weights(config.model)
+    model_section = resolve_recipe_weights(config.model, device=config.trainer.device)
     seed_everything(config.seed)
     data = build_data(config.data.dataset, seed=config.seed)
     model = build_embedder(model_section, data.channels)

@@ -22,6 +22,8 @@ reads that file; models never train.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import sys
 import time
@@ -38,7 +40,7 @@ from gspdml.compat.hardware import PrecisionChoice, resolve_precision
 from gspdml.config import PRESETS_DIR, parse_yaml
 from gspdml.data.arrays import pixel_statistics
 from gspdml.data.cache import cache_dir, cache_key
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.models.backbones import build_backbone
 from gspdml.models.inference import autocast_context, resolve_device
 from gspdml.output_files import atomic_write, check_writable_file
@@ -129,15 +131,18 @@ def recipe_on_root(name: str, root: str) -> Optional[dict[str, Any]]:
     return recipe
 
 
-def recipe_key(recipe: Mapping[str, Any]) -> str:
+def recipe_key(recipe: Mapping[str, Any], device: Union[str, torch.device] = "auto") -> str:
     """Content hash of everything that determines the weights (the description and name aside),
-    with the precision as this machine resolves it (``auto`` trains in bf16 only where it is native,
-    and bf16 weights are not the fp32 ones) and the kind of device (a GPU's kernels round otherwise)."""
-    train = {
-        **recipe["train"],
-        "precision": _precision(recipe).precision,
-        "device": resolve_device("auto").type,
-    }
+    with the precision as this machine resolves it on ``device`` (``auto`` trains in bf16 only
+    where it is native, and bf16 weights are not the fp32 ones) and the kind of device (a GPU's
+    kernels round otherwise)."""
+    device = resolve_device(str(device))
+    return content_key(recipe, _precision(recipe, device).precision, device.type)
+
+
+def content_key(recipe: Mapping[str, Any], precision: str, device_type: str) -> str:
+    """:func:`recipe_key` for a given concrete precision and kind of device."""
+    train = {**recipe["train"], "precision": precision, "device": device_type}
     return cache_key(
         {
             "code": CODE_VERSION,
@@ -148,60 +153,119 @@ def recipe_key(recipe: Mapping[str, Any]) -> str:
     )
 
 
-def _precision(recipe: Mapping[str, Any]) -> PrecisionChoice:
-    return resolve_precision(
-        recipe["train"]["precision"], resolve_device("auto"), field="pretrain.train.precision"
-    )
+def _precision(recipe: Mapping[str, Any], device: torch.device) -> PrecisionChoice:
+    return resolve_precision(recipe["train"]["precision"], device, field="pretrain.train.precision")
 
 
-def weights_path(recipe: Mapping[str, Any]) -> Path:
-    return cache_dir() / "pretrained" / f"{recipe['name']}-{recipe_key(recipe)}.safetensors"
+def weights_path(recipe: Mapping[str, Any], device: Union[str, torch.device] = "auto") -> Path:
+    """Where the cache keeps the weights of ``recipe`` trained on ``device``."""
+    name = f"{recipe['name']}-{recipe_key(recipe, device)}.safetensors"
+    return cache_dir() / "pretrained" / name
 
 
-def resolve_recipe_weights(model: Mapping[str, Any]) -> dict[str, Any]:
+#: the recipe weights shipped in the package (beside the recipes), listed with their SHA-256 in
+#: :data:`SHIPPED_MANIFEST`, written by ``scripts/ship_pretrained.py`` (:mod:`gspdml.training.shipped`)
+SHIPPED_DIR = RECIPES_DIR
+SHIPPED_MANIFEST = "shipped.json"
+#: the precisions a shipped recipe may name (``auto`` resolves by machine)
+PRECISIONS_SHIPPABLE = ("fp32", "bf16")
+
+
+def shipped_manifest(folder: Optional[Path] = None) -> dict[str, dict[str, Any]]:
+    """``{recipe name: {file, sha256, key, precision, device, ...}}`` of the shipped weights
+    (empty when none are shipped)."""
+    path = (folder or SHIPPED_DIR) / SHIPPED_MANIFEST
+    return read_json_object(path) if path.is_file() else {}
+
+
+def shipped_weights_file(
+    recipe: Mapping[str, Any], folder: Optional[Path] = None
+) -> Optional[Path]:
+    """The shipped weights of ``recipe`` when it is, by content, a recipe whose weights the
+    package ships (its backbone, data and training as they were when the weights were made,
+    precision included): checked against the manifest's SHA-256 once per process. They are used
+    on any device, as a downloaded checkpoint would be; any other recipe gives ``None``."""
+    folder = folder or SHIPPED_DIR
+    for entry in shipped_manifest(folder).values():
+        if recipe["train"]["precision"] != entry["precision"]:
+            continue
+        if content_key(recipe, entry["precision"], entry["device"]) != entry["key"]:
+            continue
+        path = folder / entry["file"]
+        _check_sha256(path, entry["sha256"])
+        return path
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _check_sha256(path: Path, expected: str) -> None:
+    try:
+        found = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as error:
+        raise DataError(
+            f"{path}: the shipped pre-trained weights cannot be read ({error})"
+        ) from None
+    if found != expected:
+        raise DataError(
+            f"{path}: SHA-256 {found}, the package's {SHIPPED_MANIFEST} says {expected}; the "
+            "shipped weights were changed or damaged: reinstall gspdml, or re-make them with "
+            "python scripts/ship_pretrained.py"
+        )
+
+
+def resolve_recipe_weights(
+    model: Mapping[str, Any], device: Union[str, torch.device] = "auto"
+) -> dict[str, Any]:
     """The ``model`` section of a config with ``backbone.weights`` (a recipe's name or YAML file)
-    replaced by the cached file of the recipe's weights, trained now on a cache miss
-    (:func:`pretrained_weights_file`); a model without recipe weights is returned as given."""
+    replaced by the file of the recipe's weights: shipped, cached, or trained now on ``device``
+    (the run's ``trainer.device``; :func:`pretrained_weights_file`); a model without recipe
+    weights is returned as given."""
     backbone = model.get("backbone")
     if not isinstance(backbone, Mapping) or backbone.get("weights") is None:
         return dict(model)
-    return {
-        **model,
-        "backbone": {**backbone, "weights": str(pretrained_weights_file(backbone["weights"]))},
-    }
+    path = pretrained_weights_file(backbone["weights"], device=device)
+    return {**model, "backbone": {**backbone, "weights": str(path)}}
 
 
 def pretrained_state(
-    source, *, verbose: bool = True
+    source, *, verbose: bool = True, device: Union[str, torch.device] = "auto"
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """The backbone weights of a recipe and their record (accuracy, seconds, key): loaded from
-    the cache, or trained now and stored."""
+    """The backbone weights of a recipe and their record (accuracy, seconds, key): shipped,
+    loaded from the cache, or trained now and stored."""
     from safetensors import safe_open
     from safetensors.torch import load_file
 
-    path = str(pretrained_weights_file(source, verbose=verbose))
+    path = str(pretrained_weights_file(source, verbose=verbose, device=device))
     with safe_open(path, "pt") as handle:
         record = json.loads(handle.metadata()["record"])
     return load_file(path), record
 
 
-def pretrained_weights_file(source, *, verbose: bool = True) -> Path:
-    """The cached weights file of a recipe (:func:`weights_path`), trained and stored atomically
-    first when it is not there yet."""
+def pretrained_weights_file(
+    source, *, verbose: bool = True, device: Union[str, torch.device] = "auto"
+) -> Path:
+    """The weights file of a recipe: the copy shipped in the package when the recipe is a shipped
+    one unchanged (:func:`shipped_weights_file`, checked against its SHA-256), else the cached
+    file (:func:`weights_path`), trained on ``device`` and stored atomically first when it is not
+    there yet."""
     from safetensors.torch import save_file
 
     recipe = load_recipe(source)
-    path = weights_path(recipe)
+    shipped = shipped_weights_file(recipe)
+    if shipped is not None:
+        return shipped
+    device = resolve_device(str(device))
+    path = weights_path(recipe, device)
     if path.is_file():
         return path
     if verbose:
-        choice = _precision(recipe)
+        choice = _precision(recipe, device)
         print(
-            f"pre-training {recipe['name']} (key {recipe_key(recipe)}, {choice.precision}: {choice.reason}) -> {path}",
+            f"pre-training {recipe['name']} (key {recipe_key(recipe, device)}, {choice.precision}: {choice.reason}) -> {path}",
             flush=True,
         )
     check_writable_file(path)  # before the training, not after it
-    state, record = train_recipe(recipe, verbose=verbose)
+    state, record = train_recipe(recipe, verbose=verbose, device=device)
     atomic_write(path, lambda tmp: save_file(state, tmp, metadata={"record": json.dumps(record)}))
     if verbose:
         print(
@@ -289,16 +353,18 @@ def _as_tensor(images: np.ndarray, mean: float, std: float) -> torch.Tensor:
 
 
 def train_recipe(
-    recipe: Mapping[str, Any], *, verbose: bool = False
+    recipe: Mapping[str, Any], *, verbose: bool = False, device: Union[str, torch.device] = "auto"
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Train ``backbone -> GAP -> linear`` with cross-entropy on the recipe's tiles (fresh glyph
-    draws every epoch; Adam with a cosine learning-rate decay) on the GPU when there is one, in
+    draws every epoch; Adam with a cosine learning-rate decay) on ``device`` (``auto``: the GPU
+    when there is one), in
     the recipe's precision as this machine resolves it, and return the backbone's state dict and
     a record with the accuracy on tiles of the validation glyph pool; ``verbose`` prints one line
     per epoch and progress lines within (:class:`gspdml.progress.Progress`, stderr)."""
     opts = recipe["train"]
     start = time.perf_counter()
-    device, precision = resolve_device("auto"), _precision(recipe).precision
+    device = resolve_device(str(device))
+    precision = _precision(recipe, device).precision
     torch.manual_seed(int(opts["seed"]))
     examples = recipe_examples(recipe)
     first = examples("train", int(opts["seed"]) * 1000)
@@ -356,7 +422,7 @@ def train_recipe(
     accuracy = _accuracy(model, val, mean, std, precision, device)
     record = {
         "name": recipe["name"],
-        "key": recipe_key(recipe),
+        "key": recipe_key(recipe, device),
         "classes": classes,
         "val_accuracy": accuracy,
         "seconds": time.perf_counter() - start,

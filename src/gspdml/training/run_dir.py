@@ -6,6 +6,9 @@ The trainer writes, under ``RUN_DIR``:
 * ``data.json`` (:data:`DATA_FILE`): what the run trains on
   (:mod:`gspdml.training.data_fingerprint`), checked by ``--resume``;
 * ``metrics.jsonl`` (:data:`METRICS_FILE`): one JSON object per line (train losses, validation rounds);
+* ``timing.jsonl`` (:data:`TIMING_FILE`): per log interval, the step time and the share of it
+  spent waiting for data (:mod:`gspdml.training.step_timing`; apart from ``metrics.jsonl``,
+  which a resumed run reproduces exactly);
 * ``checkpoints/last.safetensors`` (:data:`CHECKPOINT_FILE`): everything ``--resume`` needs;
 * ``checkpoints/best.safetensors`` (:data:`BEST_WEIGHTS_FILE`): the best weights so far;
 * ``model.safetensors`` (:data:`WEIGHTS_FILE`): the final weights (the best ones when
@@ -50,6 +53,7 @@ INITIAL_WEIGHTS_OFF = {"weights": None, "pretrained": False}
 CONFIG_FILE = "config.yaml"
 DATA_FILE = "data.json"
 METRICS_FILE = "metrics.jsonl"
+TIMING_FILE = "timing.jsonl"
 CHECKPOINT_FILE = "checkpoints/last.safetensors"
 BEST_WEIGHTS_FILE = "checkpoints/best.safetensors"
 WEIGHTS_FILE = "model.safetensors"

@@ -51,7 +51,15 @@ from gspdml.data.summary import (
 from gspdml.errors import ConfigError, DataError, GspdmlError, TrainingError
 from gspdml.evaluation.selection import round_metrics, selection_key, selection_value
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
-from gspdml.models.inference import autocast_context, embed, resolve_device, split_embeddings
+from gspdml.models.inference import (
+    autocast_context,
+    embed,
+    loader_options,
+    memory_format,
+    resolve_device,
+    resolve_num_workers,
+    split_embeddings,
+)
 from gspdml.output_files import (
     atomic_write_text,
     check_writable_folder,
@@ -87,12 +95,14 @@ from gspdml.training.run_dir import (
     METRICS_FILE,
     RESULTS_FILE,
     TENSORBOARD_DIR,
+    TIMING_FILE,
     WEIGHTS_FILE,
     read_data_record,
     save_weights,
 )
 from gspdml.training.run_lock import FolderLock, check_unlocked
 from gspdml.training.run_record import environment_record, write_environment
+from gspdml.training.step_timing import StepTimer
 
 
 class Trainer:
@@ -145,14 +155,20 @@ class Trainer:
         self.sampler = self._build_sampler()
         self.forward_model: torch.nn.Module = self._wrap_distributed() if self.dist else self.model
         self._finite_embeddings = torch.ones((), dtype=torch.bool, device=self.device)
+        self._fault = FaultRecord(self.device)
         self.model.register_forward_hook(self._watch_embeddings)
+        self.training_model = self._compiled(self.forward_model)
         self._setup_optimisation()
         self.callbacks = find_callbacks(self.model, self.loss, parts.callbacks)
-        self.step, self.last_loss = 0, float("nan")
+        self.step = 0
+        self._loss = torch.full((), float("nan"), device=self.device)  # read at log intervals
+        self.timer = StepTimer()
+        self.timing: dict[str, float] = {}  # of the last log interval
         self.best_metric, self.best_step, self.bad_rounds = float("-inf"), 0, 0
         self.stopped_early = self.finished = False
         self.baseline: dict[str, dict[str, float]] = {}  # evaluated before step 1, checkpointed
         self.log = MetricsLog(self.run_dir / METRICS_FILE)
+        self.timing_log = MetricsLog(self.run_dir / TIMING_FILE)
         self._interrupted = False
         if resume:
             self._restore(load_state(self.checkpoint_path)[0])
@@ -204,6 +220,10 @@ class Trainer:
             keep_freed_host_memory()  # no fresh pages to fault in at every step (glibc)
         self.precision_choice = resolve_precision(tr.precision, self.device)
         self.precision = self.precision_choice.precision
+        self.layout = memory_format(self.precision, self.device)
+        if self.device.type == "cuda":  # training batches have one shape: tune the kernels once
+            torch.backends.cudnn.benchmark = True
+        self.num_workers = resolve_num_workers(self.config.data.num_workers, self.device)
 
     def _take_parts(self, parts: RunParts) -> None:
         """The model and the loss on the device; the training and evaluation splits."""
@@ -216,9 +236,7 @@ class Trainer:
         # config.yaml records the evaluation transform: search and bundles need no training data
         spec = run_eval_transform(self.config.data.eval_transform, parts.data)
         self.config = replace(self.config, data=replace(self.config.data, eval_transform=spec))
-        self.model = parts.model.to(self.device)
-        if self.precision == "bf16" and self.device.type == "cpu":
-            self.model = self.model.to(memory_format=torch.channels_last)
+        self.model = parts.model.to(self.device, memory_format=self.layout)
         self.loss = parts.loss.to(self.device)
 
     def _check_parts(self) -> None:
@@ -277,6 +295,7 @@ class Trainer:
         atomic_write_text(self.run_dir / DATA_FILE, json_text(self.data_record, indent=1))
         write_environment(self.run_dir, environment_record(self.device, self.precision), resume)
         self.log.truncate_after(self.step if resume else -1)
+        self.timing_log.truncate_after(self.step if resume else -1)
         if self.tensorboard:
             self.log.open_tensorboard(self.step if resume else -1)
         self._print_header(resume, changed)
@@ -384,6 +403,14 @@ class Trainer:
             find_unused_parameters=True,
         )
 
+    def _compiled(self, model: torch.nn.Module) -> torch.nn.Module:
+        """``trainer.compile``: the model the training step runs, compiled by ``torch.compile``
+        (the same parameters; evaluation and checkpoints use the eager model)."""
+        if not self.config.trainer.compile:
+            return model
+        backend = "inductor" if self.config.trainer.compile is True else self.config.trainer.compile
+        return torch.compile(model, backend=backend)
+
     def _watch_embeddings(self, module, inputs, output) -> None:
         """Forward hook: remember (without a device sync) whether a training embedding was non-finite."""
         if module.training:
@@ -425,7 +452,10 @@ class Trainer:
         """The metrics of ``spec`` on ``split`` (of ``model``, by default the trained one),
         computed by rank 0 and shared with every rank."""
         model = self.model if model is None else model
-        embeddings = split_embeddings(model, split, self._embed_fn(), **self._embed_kwargs())
+        on_device = not spec.postprocess  # re-ranking's sparse algebra is scipy's, on the host
+        embeddings = split_embeddings(
+            model, split, self._embed_fn(), **self._embed_kwargs(), on_device=on_device
+        )
         metrics = (
             evaluate_embeddings(*embeddings, spec=spec, train=train).metrics
             if self.is_main
@@ -445,7 +475,7 @@ class Trainer:
             "batch_size": data.eval_batch_size,
             "device": self.device,
             "precision": self.precision,
-            "num_workers": data.num_workers,
+            "num_workers": self.num_workers,
         }
 
     # ------------------------------------------------------------------ the loop
@@ -471,15 +501,18 @@ class Trainer:
             self._evaluate_baseline()
         try:
             with self._interruptible():
+                loader = self._loader()
+                self.timer.restart()
                 while not self.finished:
-                    for images, labels in self._loader():  # the rest of the current epoch
-                        self.last_loss = self._train_step(images, labels)
+                    self.sampler.advance_to(self.step)
+                    for images, labels in self.timer.batches(loader):  # the rest of the epoch
+                        self._train_step(images, labels)
                         bar.update(1)
-                        bar.set_postfix(
-                            loss=f"{self.last_loss:.4f}", best=f"{self.best_metric:.4f}"
-                        )
+                        if self.step % cfg.trainer.log_every == 0:
+                            self._log_training(bar)
                         if self._round_due():
                             self._validation_round()
+                            self.timer.restart()
                         elif (
                             checkpoint_every and self.step % checkpoint_every == 0 and self.is_main
                         ):
@@ -495,6 +528,7 @@ class Trainer:
             return results
         finally:
             self.log.close()
+            self.timing_log.close()
             self._release_lock()
             if self.dist:
                 self.dist.close()
@@ -553,17 +587,35 @@ class Trainer:
         raise TrainingInterrupted(self.step, self.checkpoint_path)
 
     def _loader(self) -> DataLoader:
-        """Batches from the one after the last consumed batch (one batch per step) to the end of
-        its epoch; positioning by the step count stays exact with workers that read ahead."""
-        self.sampler.advance_to(self.step)
-        workers = self.config.data.num_workers
+        """The training batches; each pass over it runs from the batch after the last consumed
+        one (the sampler is advanced to the step count first: exact with workers that read
+        ahead) to the end of its epoch. Workers (``data.num_workers``) persist across epochs
+        and read ahead (:func:`~gspdml.models.inference.loader_options`)."""
         return DataLoader(
             self.train_dataset,
             batch_sampler=self.sampler,
-            num_workers=workers,
             pin_memory=self.device.type == "cuda",
-            persistent_workers=False,
+            **loader_options(self.num_workers),
         )
+
+    @property
+    def last_loss(self) -> float:
+        """The loss of the last step (reading it waits for the device)."""
+        return float(self._loss)
+
+    def _log_training(self, bar) -> None:
+        """The training record of a log interval: the loss of its last step (the one read of
+        the device per interval) and the learning rate (``metrics.jsonl``); the interval's step
+        time and data wait (:class:`~gspdml.training.step_timing.StepTimer`, ``timing.jsonl``)."""
+        self._raise_if_not_finite()
+        value = self.last_loss
+        bar.set_postfix(loss=f"{value:.4f}", best=f"{self.best_metric:.4f}")
+        record = {"step": self.step, "split": "train", "loss": value}
+        record["lr"] = self.optimizer.param_groups[0]["lr"]
+        self._log(record)
+        self.timing = {"step": self.step, **self.timer.read()}
+        if self.is_main:
+            self.timing_log.write(self.timing)
 
     def _train_step(self, images: torch.Tensor, labels: torch.Tensor) -> float:
         cfg = self.config
@@ -576,17 +628,16 @@ class Trainer:
             images.to(self.device, non_blocking=True),
             labels.to(self.device, non_blocking=True),
         )
-        if self.precision == "bf16" and self.device.type == "cpu":
-            images = images.contiguous(memory_format=torch.channels_last)
+        images = images.contiguous(memory_format=self.layout)
         self._finite_embeddings.fill_(True)
         with autocast_context(self.precision, self.device):
             model, labels = (
-                ddp.global_batch(self.forward_model, images, labels, self.dist)
+                ddp.global_batch(self.training_model, images, labels, self.dist)
                 if self.dist
-                else (self.model, labels)
+                else (self.training_model, labels)
             )
             loss = self.loss.training_objective(model, images, labels)
-        self._check_finite(loss)
+        self._fault.note(self.step + 1, loss.detach(), self._finite_embeddings)
         self.optimizer.zero_grad(set_to_none=True)
         (self.scaler.scale(loss) if self.scaler else loss).backward()
         if self.dist:
@@ -609,32 +660,19 @@ class Trainer:
             self.step_decay.apply(self.step)
         for callback in self.callbacks.values():
             callback.on_step_end(self)
-        value = float(loss.detach())
-        if self.step % cfg.trainer.log_every == 0:
-            self._log(
-                {
-                    "step": self.step,
-                    "split": "train",
-                    "loss": value,
-                    "lr": self.optimizer.param_groups[0]["lr"],
-                }
-            )
-        return value
+        self._loss = loss.detach()
 
-    def _check_finite(self, loss: torch.Tensor) -> None:
-        """Stop before the update when the loss or an embedding is NaN/inf (one device sync);
-        embeddings are checked too because a loss may mask some rows out."""
-        finite_loss = torch.isfinite(loss.detach())
-        if bool(finite_loss & self._finite_embeddings):
-            return
-        what = (
-            f"non-finite embeddings (loss {loss.item()})"
-            if not bool(self._finite_embeddings)
-            else f"non-finite loss ({loss.item()})"
-        )
-        raise TrainingError(
-            f"{what} at step {self.step + 1}; training stopped, the last good checkpoint {self.checkpoint_path} is intact"
-        )
+    def _raise_if_not_finite(self) -> None:
+        """Stop when a step since the last check had a NaN/inf loss or embedding (embeddings are
+        checked too because a loss may mask some rows out), naming the first such step. Steps
+        record it on the device (:class:`FaultRecord`); this read, at each log interval and
+        before every evaluation and checkpoint, is the only wait for the device, so no
+        checkpoint or weights file ever holds the weights of a failed step."""
+        fault = self._fault.read()
+        if fault is not None:
+            raise TrainingError(
+                f"{fault}; training stopped, the last good checkpoint {self.checkpoint_path} is intact"
+            )
 
     def _freeze_backbone(self, frozen: bool) -> None:
         """Warm-up: the backbone gets no gradient (data-parallel runs drop it after the backward,
@@ -657,6 +695,7 @@ class Trainer:
 
     def _validation_round(self) -> None:
         ev = self.config.evaluation
+        self._raise_if_not_finite()
         self._finish_lazy_initialisation()
         metrics = self.evaluate_round(self.eval_split, metrics=round_metrics())
         value = selection_value(metrics, ev.metric, ev.select_postprocessed)
@@ -674,10 +713,16 @@ class Trainer:
             self.bad_rounds += 1
         if self.selects:
             self._log({"step": self.step, "split": ev.split, **metrics, "best": self.best_metric})
+        wait = (
+            f"; data wait {self.timing['data_wait']:.0%} of {self.timing['seconds_per_step']:.3g} s/step"
+            if self.timing
+            else ""
+        )
         self._say(
             f"step {self.step}/{self.config.schedule.max_steps}: loss {self.last_loss:.4f}, {ev.split} "
             f"{selection_key(ev.metric, ev.select_postprocessed)} {value:.4f}"
             + (f" (best {self.best_metric:.4f} at step {self.best_step})" if self.selects else "")
+            + wait
         )
         if self.plateau:
             self.plateau.step(value, at_step=self.step)
@@ -724,6 +769,7 @@ class Trainer:
 
     def _finish(self) -> dict[str, Any]:
         cfg = self.config
+        self._raise_if_not_finite()
         weights_step = self.step  # the step the saved (and tested) weights come from
         if cfg.evaluation.restore_best and self.selects and self.best_path.exists():
             state, _ = load_state(self.best_path, self.device)
@@ -766,6 +812,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def _save_checkpoint(self) -> None:
+        self._raise_if_not_finite()
         state = {
             "model": self.model.state_dict(),
             "loss": self.loss.state_dict(),
@@ -865,6 +912,35 @@ COUNTERS = {
     "finished": bool,
     "baseline": dict,  # older checkpoints have none: their run reports no baseline
 }
+
+
+class FaultRecord:
+    """The first training step with a non-finite loss or embedding, recorded on the device
+    without waiting for it (:meth:`note` every step), read by the trainer at its checks."""
+
+    def __init__(self, device: torch.device):
+        self.step = torch.zeros((), dtype=torch.int64, device=device)  # 0: none yet
+        self.embeddings = torch.zeros((), dtype=torch.bool, device=device)
+        self.loss = torch.zeros((), device=device)
+
+    def note(self, step: int, loss: torch.Tensor, finite_embeddings: torch.Tensor) -> None:
+        first = (self.step == 0) & ~(torch.isfinite(loss) & finite_embeddings)
+        self.step.masked_fill_(first, step)
+        self.embeddings.copy_(torch.where(first, ~finite_embeddings, self.embeddings))
+        self.loss.copy_(torch.where(first, loss.float(), self.loss))
+
+    def read(self) -> Optional[str]:
+        """What went wrong first, or None."""
+        step = int(self.step)
+        if step == 0:
+            return None
+        loss = float(self.loss)
+        what = (
+            f"non-finite embeddings (loss {loss})"
+            if bool(self.embeddings)
+            else f"non-finite loss ({loss})"
+        )
+        return f"{what} at step {step}"
 
 
 class TrainingInterrupted(GspdmlError):

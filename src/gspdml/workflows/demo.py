@@ -55,7 +55,7 @@ def run_demo(
     for (
         config
     ) in configs:  # pre-train missing backbone weights first: the time column is training only
-        resolve_recipe_weights(config.model)
+        resolve_recipe_weights(config.model, device=config.trainer.device)
     for config in configs:
         run = PlannedRun(config.name, config, output_dir / config.name)
         outcome = run_planned(run, fresh=fresh, hint="pass --fresh to retrain it")

@@ -457,6 +457,8 @@ def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
 
 
 def _fair_summary(runs: list[ProtocolRun]) -> dict:
+    from gspdml.models.inference import resolve_device
+
     cached = {(run.fold, run.seed): _test_embeddings(run) for run in runs}
     train = {key: value[1] for key, value in cached.items() if value[1] is not None}
     result = fair_protocol_results(
@@ -464,6 +466,7 @@ def _fair_summary(runs: list[ProtocolRun]) -> dict:
         metrics=(*TABLE_METRICS, *_clustered(runs[0].config)),
         spec=_spec(runs[0].config),
         train_embeddings=train,
+        device=resolve_device(runs[0].config.trainer.device),  # the search where the runs trained
     )
     names = {(run.fold, run.seed): run.name for run in runs}
     steps = [_results(run, {"steps": int})["steps"] for run in runs]

@@ -166,6 +166,7 @@ class GSP(Pooling, LazyInitialised):
         self.register_buffer("memory", torch.zeros(size, in_channels))
         self.register_buffer("memory_filled", torch.zeros((), dtype=torch.long))
         self.register_buffer("initialized", torch.tensor(init == "random"))
+        self._initialised_read: Optional[tuple[tuple[int, int, int], bool]] = None
 
     def extra_repr(self) -> str:
         return (
@@ -193,7 +194,7 @@ class GSP(Pooling, LazyInitialised):
             work = torch.float64 if local.dtype == torch.float64 else torch.float32
             # an export records the transport path without reading the flag (a traced branch);
             # uninitialised layers are refused before export (gspdml.training.load_run)
-            initialized = exporting() or bool(self.initialized)
+            initialized = exporting() or self.is_initialised
             if initialized and self._fused():
                 vector, weights, attributes = fused_gsp(
                     local,
@@ -214,7 +215,7 @@ class GSP(Pooling, LazyInitialised):
                         self._remember(local.mean(dim=2))
                     weights = local.new_full((b, n), 1.0 / n)
                     attributes = local.new_zeros(b, self.num_prototypes)
-                if raw is not None and self.gem_p != 1.0 and bool(self.initialized):
+                if raw is not None and self.gem_p != 1.0 and self.is_initialised:
                     vector = project(self._aggregate(raw.to(work), weights))
                 else:
                     vector = self._aggregate(local, weights)
@@ -265,8 +266,15 @@ class GSP(Pooling, LazyInitialised):
 
     @property
     def is_initialised(self) -> bool:
-        """False while a k-center layer still pools as GAP (its memory is not full yet)."""
-        return bool(self.initialized)
+        """False while a k-center layer still pools as GAP (its memory is not full yet). The
+        flag is a buffer (saved with the weights, on the model's device); it is read from the
+        device only when the buffer changed (moved, loaded, filled: its version), so a training
+        step on a GPU does not wait for it."""
+        flag = self.initialized
+        key = (id(flag), flag.data_ptr(), flag._version)
+        if self._initialised_read is None or self._initialised_read[0] != key:
+            self._initialised_read = (key, bool(flag))
+        return self._initialised_read[1]
 
     @property
     def samples_needed(self) -> int:

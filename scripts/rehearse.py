@@ -1,0 +1,261 @@
+"""Rehearse a row of a reproduce table at the real size, on synthetic data: the path a user with
+the real dataset and a GPU takes, timed phase by phase.
+
+    python scripts/rehearse.py TABLE --rows ROW [--steps N] [--root DIR] [--device D] [--pretrained]
+    python scripts/rehearse.py gsp-table1 --rows cub/C2+GSP --steps 200
+
+1. Writes the dataset's official layout under ``--root`` (kept and reused when complete): for
+   CUB-200-2011 the 11,788 JPEGs of 200 classes in ``images/<class>/`` with ``images.txt``,
+   ``image_class_labels.txt``, ``classes.txt`` and ``train_test_split.txt``. Sizes follow the
+   real photos' (the longer side 500 px, the shorter 0.55-1.0 of it, one in five portrait:
+   an approximation of the published images, not their exact histogram). The content is
+   learnable: each class has its own palette and arrangement of shapes, moved, scaled and
+   recoloured a little per image, on a textured background. Cars196, SOP and In-Shop layouts
+   are not written yet (the row's dataset must be CUB).
+2. Trains the row's first model (the preset as ``gspdml reproduce`` plans it, fold 0 and the
+   first seed) for ``--steps`` steps with one validation round at the end, or on the preset's
+   own schedule without ``--steps``; random backbone weights unless ``--pretrained`` (the
+   speed is the pre-trained network's; the weights need not be there).
+3. Prints the time of each phase (data wait, forward/backward/update, the baseline and
+   validation rounds, the test evaluation), img/s, peak host and device memory, and the
+   ``--dry-run`` GPU-hour estimate of the row beside the one the measured rates give.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from multiprocessing import Pool
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+CUB_CLASSES, CUB_IMAGES = 200, 11788
+
+
+def cub_counts(rng: np.random.Generator) -> np.ndarray:
+    """Images per class: 11,788 over 200 classes (41 to 60 each, as in CUB)."""
+    counts = np.full(CUB_CLASSES, CUB_IMAGES // CUB_CLASSES)
+    extra = rng.choice(CUB_CLASSES, CUB_IMAGES - counts.sum(), replace=False)
+    counts[extra] += 1
+    return counts
+
+
+def image_size(rng: np.random.Generator) -> tuple[int, int]:
+    """(width, height): the longer side 500, the shorter 0.55-1.0 of it, portrait 1 in 5."""
+    short = int(500 * rng.uniform(0.55, 1.0))
+    return (short, 500) if rng.random() < 0.2 else (500, short)
+
+
+def class_design(label: int) -> dict:
+    """The palette and shapes of a class (fixed by its label)."""
+    rng = np.random.default_rng([label, 0xC1A55])
+    return {
+        "background": rng.integers(0, 256, 3),
+        "shapes": [
+            (rng.uniform(0.15, 0.85, 2), rng.uniform(0.08, 0.25), rng.integers(0, 256, 3), k % 3)
+            for k in range(int(rng.integers(2, 5)))
+        ],
+    }
+
+
+def draw_image(args: tuple[str, int, int]) -> None:
+    """One JPEG of class ``label`` (the ``index``-th of its class) at ``path``."""
+    from PIL import Image, ImageDraw
+
+    path, label, index = args
+    rng = np.random.default_rng([label, index, 0x1A6E])
+    width, height = image_size(rng)
+    design = class_design(label)
+    texture = rng.normal(0, 24, (height // 8 + 1, width // 8 + 1, 3))
+    base = np.clip(design["background"] + texture, 0, 255).astype(np.uint8)
+    image = Image.fromarray(base).resize((width, height), Image.BILINEAR)
+    draw = ImageDraw.Draw(image)
+    shift, scale = rng.normal(0, 0.05, 2), rng.uniform(0.8, 1.2)
+    for centre, radius, colour, kind in design["shapes"]:
+        cx, cy = (centre + shift) * (width, height)
+        r = radius * scale * min(width, height)
+        tint = tuple(int(c) for c in np.clip(colour + rng.normal(0, 12, 3), 0, 255))
+        box = (cx - r, cy - r, cx + r, cy + r)
+        [draw.ellipse, draw.rectangle, draw.pieslice][kind](
+            box, fill=tint, **({"start": 30, "end": 330} if kind == 2 else {})
+        )
+    image.save(path, "JPEG", quality=90)
+
+
+def write_cub(root: Path, workers: int) -> Path:
+    """The CUB-200-2011 layout under ``root/CUB_200_2011`` (reused when complete)."""
+    base = root / "CUB_200_2011"
+    done = base / ".complete"
+    if done.is_file():
+        return base
+    rng = np.random.default_rng(0)
+    jobs, lines, labels, split = [], [], [], []
+    image_id = 0
+    for label, count in enumerate(cub_counts(rng), start=1):
+        folder = base / "images" / f"{label:03d}.Class_{label}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for index in range(count):
+            image_id += 1
+            relative = f"{folder.name}/Class_{label}_{index:04d}.jpg"
+            jobs.append((str(base / "images" / relative), label, index))
+            lines.append(f"{image_id} {relative}")
+            labels.append(f"{image_id} {label}")
+            split.append(f"{image_id} {int(index % 2 == 0)}")
+    with Pool(workers) as pool:
+        for _ in pool.imap_unordered(draw_image, jobs, chunksize=64):
+            pass
+    (base / "images.txt").write_text("\n".join(lines) + "\n")
+    (base / "image_class_labels.txt").write_text("\n".join(labels) + "\n")
+    (base / "train_test_split.txt").write_text("\n".join(split) + "\n")
+    classes = [f"{k} {k:03d}.Class_{k}" for k in range(1, CUB_CLASSES + 1)]
+    (base / "classes.txt").write_text("\n".join(classes) + "\n")
+    done.write_text("")
+    return base
+
+
+def peak_host_mib() -> float:
+    with open("/proc/self/status") as status:
+        line = next(x for x in status if x.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+
+
+class Phases:
+    """Wall time of the trainer's phases, by wrapping its methods (synchronised on CUDA)."""
+
+    def __init__(self, trainer, device):
+        self.seconds: dict[str, float] = {}
+        self.device = device
+        for phase, name in (
+            ("baseline", "_evaluate_baseline"),
+            ("validation", "_validation_round"),
+            ("test + save", "_finish"),
+        ):
+            setattr(trainer, name, self._timed(phase, getattr(trainer, name)))
+
+    def _timed(self, phase, method):
+        def run(*args, **kwargs):
+            self._sync()
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._sync()
+                self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - start
+
+        return run
+
+    def _sync(self):
+        import torch
+
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("table", help="a table of gspdml reproduce --list")
+    parser.add_argument("--rows", required=True, help="the row (as gspdml reproduce --rows)")
+    parser.add_argument("--steps", type=int, default=None, help="default: the preset's schedule")
+    parser.add_argument("--root", type=Path, default=Path("runs/rehearsal/data"))
+    parser.add_argument("--out", type=Path, default=Path("runs/rehearsal/runs"))
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--pretrained", action="store_true", help="keep the preset's weights")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from gspdml.models.inference import resolve_device
+    from gspdml.training import Trainer
+    from gspdml.workflows.reproduce.run import get_table, plan_table
+
+    device = resolve_device(args.device)
+    table = get_table(args.table)
+    overrides = [f"trainer.device={device}", "trainer.progress=false"]
+    if not args.pretrained:
+        overrides.append("model.backbone.pretrained=false")
+    if args.steps:
+        overrides += [
+            f"schedule.max_steps={args.steps}",
+            f"evaluation.every={args.steps}",
+            "evaluation.patience=null",
+        ]
+    (plan,) = plan_table(
+        table,
+        rows=[args.rows],
+        data_root=str(args.root),
+        overrides=overrides,
+        output_dir=str(args.out),
+    )
+    if plan.config is None:
+        raise SystemExit(f"row {args.rows} has no preset: {plan.row.missing}")
+    dataset = str(plan.config.data.dataset["name"])
+    if dataset not in ("cub", "cub200"):
+        raise SystemExit(
+            f"the rehearsal writes the CUB layout only; row {args.rows} is on {dataset}"
+        )
+    start = time.perf_counter()
+    write_cub(args.root, args.workers)
+    generated = time.perf_counter() - start
+    run_dir = args.out / f"{plan.row.preset}-{int(time.time())}"
+    start = time.perf_counter()
+    trainer = Trainer.from_config(plan.config, run_dir)
+    built = time.perf_counter() - start
+    phases = Phases(trainer, device)
+    start = time.perf_counter()
+    results = trainer.fit()
+    total = time.perf_counter() - start
+    steps, batch = results["steps"], plan.batch
+    timing = trainer.timing_log.read()
+    waited = sum(
+        r["data_wait_seconds"] * (r["step"] - p)
+        for r, p in zip(timing, [0] + [t["step"] for t in timing])
+    )
+    training = total - sum(phases.seconds.values())
+    rows = {
+        "dataset written": generated,
+        "data read + model built": built,
+        "training: data wait": waited,
+        "training: forward/backward/update": training - waited,
+        **phases.seconds,
+    }
+    print(
+        f"\nrehearsal of {args.table} / {args.rows} ({plan.row.preset}) on {device}, {steps} steps of {batch} images"
+    )
+    print("| phase | seconds |\n|---|---|")
+    for phase, seconds in rows.items():
+        print(f"| {phase} | {seconds:.1f} |")
+    peak_device = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
+    print(
+        f"\ntraining {steps * batch / training:.1f} img/s ({training / steps:.3f} s/step, data wait "
+        f"{waited / training:.0%}); peak host memory {peak_host_mib():.0f} MiB, peak device memory "
+        f"{peak_device:.2f} GiB"
+    )
+    # the row as gspdml reproduce plans it (its own schedule), for the estimate
+    (full,) = plan_table(table, rows=[args.rows], data_root=str(args.root))
+    every = int(full.config.evaluation.every)
+    rounds = max(1, full.steps // every)
+    done_rounds = max(1, steps // int(plan.config.evaluation.every))
+    per_round = phases.seconds.get("validation", 0.0) / done_rounds
+    measured = full.models * (full.steps * training / steps + rounds * per_round) / 3600
+    print(
+        f"estimate (gspdml reproduce --dry-run): {full.gpu_hours:.2f} GPU-hours for {full.models} "
+        f"models x {full.steps} steps x {batch} images"
+    )
+    print(
+        f"measured rates on {device}: {measured:.2f} hours for the same ({training / steps:.3f} s "
+        f"per step, {per_round:.1f} s per validation round, {rounds} rounds per model)"
+    )
+    print(json.dumps({"test": results.get("test", {}).get("map_at_r")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,67 @@
+"""Making the recipe weights the package ships (``scripts/ship_pretrained.py``).
+
+The demo's backbone recipe (``resnet20-digits``) is trained once, by the same code as
+``gspdml pretrain`` (:func:`gspdml.training.pretrain.train_recipe`), and its weights are kept
+beside the recipe in the package with their SHA-256 in the manifest
+(:data:`gspdml.training.pretrain.SHIPPED_MANIFEST`), so that ``gspdml demo`` on a fresh machine
+reads them instead of training for minutes. :func:`gspdml.training.pretrain.shipped_weights_file`
+uses them only for the recipe, by content, that made them, and checks the hash first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import torch
+
+from gspdml.errors import ConfigError
+from gspdml.output_files import atomic_write, atomic_write_text
+from gspdml.training.pretrain import (
+    PRECISIONS_SHIPPABLE,
+    SHIPPED_DIR,
+    SHIPPED_MANIFEST,
+    content_key,
+    load_recipe,
+    shipped_manifest,
+    train_recipe,
+)
+
+
+def ship_recipe_weights(
+    source, folder: Optional[Path] = None, device: Union[str, torch.device] = "cpu"
+) -> dict[str, Any]:
+    """Train the recipe ``source`` on ``device`` and write its weights to
+    ``folder/<name>.safetensors`` and their entry to ``folder``'s manifest (replacing an older
+    one); returns the entry. The recipe must name its precision (``fp32`` or ``bf16``): weights
+    of ``auto`` would depend on the machine that made them."""
+    from safetensors.torch import save_file
+
+    folder = folder or SHIPPED_DIR
+    recipe = load_recipe(source)
+    precision = recipe["train"]["precision"]
+    if precision not in PRECISIONS_SHIPPABLE:
+        raise ConfigError(
+            "pretrain.train.precision",
+            f"{precision!r}: shipped weights need a precision that does not depend on the "
+            f"machine ({', '.join(PRECISIONS_SHIPPABLE)})",
+        )
+    state, record = train_recipe(recipe, verbose=True, device=device)
+    path = folder / f"{recipe['name']}.safetensors"
+    atomic_write(path, lambda tmp: save_file(state, tmp, metadata={"record": json.dumps(record)}))
+    device_type = torch.device(record["device"]).type
+    entry = {
+        "file": path.name,
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "key": content_key(recipe, precision, device_type),
+        "precision": precision,
+        "device": device_type,
+        "val_accuracy": record["val_accuracy"],
+        "made_by": f"python scripts/ship_pretrained.py {recipe['name']}",
+    }
+    manifest = {**shipped_manifest(folder), recipe["name"]: entry}
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    atomic_write_text(folder / SHIPPED_MANIFEST, text)
+    return entry

@@ -1,0 +1,53 @@
+"""How long the training steps take and how much of it they wait for data, per log interval.
+
+:class:`StepTimer` wraps the loader: the time spent in the loader's ``__next__`` is the data
+wait of a step (the host blocks on the worker queue or decodes in-process). The trainer reads the
+timer when it writes a training record (``trainer.log_every``), right after it has read the loss
+from the device, so the wall time of the interval covers what the device did in it too: the
+step does not synchronise with the host between records. ``data_wait`` is the interval's share
+of wall time spent waiting for data (the loader keeps the device fed when it is near 0),
+``seconds_per_step`` its wall time per step.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable, Iterator, TypeVar
+
+Item = TypeVar("Item")
+
+
+class StepTimer:
+    """Data wait and wall time of the steps since the last :meth:`read` (or :meth:`restart`)."""
+
+    def __init__(self) -> None:
+        self.restart()
+
+    def restart(self) -> None:
+        """Start a new interval now (after a validation round, which is not a training step)."""
+        self.start, self.waited, self.steps = time.perf_counter(), 0.0, 0
+
+    def batches(self, loader: Iterable[Item]) -> Iterator[Item]:
+        """The loader's batches, timing how long each one is waited for."""
+        iterator = iter(loader)
+        while True:
+            before = time.perf_counter()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            self.waited += time.perf_counter() - before
+            self.steps += 1
+            yield batch
+
+    def read(self) -> dict[str, float]:
+        """``{data_wait, data_wait_seconds, seconds_per_step}`` of the interval, then a new one."""
+        wall = time.perf_counter() - self.start
+        steps = max(self.steps, 1)
+        record = {
+            "data_wait": self.waited / wall if wall > 0 else 0.0,
+            "data_wait_seconds": self.waited / steps,
+            "seconds_per_step": wall / steps,
+        }
+        self.restart()
+        return record
