@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Union
 
@@ -38,7 +39,7 @@ from gspdml.compat.hardware import PrecisionChoice, resolve_precision
 from gspdml.config import PRESETS_DIR, parse_yaml
 from gspdml.data.arrays import pixel_statistics
 from gspdml.data.cache import cache_dir, cache_key
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, DataError
 from gspdml.models.backbones import build_backbone
 from gspdml.models.inference import autocast_context, resolve_device
 from gspdml.output_files import atomic_write, check_writable_file
@@ -175,24 +176,42 @@ def pretrained_state(
     source, *, verbose: bool = True
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """The backbone weights of a recipe and their record (accuracy, seconds, key): loaded from
-    the cache, or trained now and stored."""
-    from safetensors import safe_open
+    the cache, or trained now and stored (also when the cached file is damaged)."""
     from safetensors.torch import load_file
 
-    path = str(pretrained_weights_file(source, verbose=verbose))
-    with safe_open(path, "pt") as handle:
-        record = json.loads(handle.metadata()["record"])
-    return load_file(path), record
+    path = pretrained_weights_file(source, verbose=verbose)
+    record = _cached_record(path)
+    if record is None:  # replaced by a damaged file since it was checked
+        raise DataError(f"{path}: damaged pre-trained weights; remove it to train them again")
+    return load_file(str(path)), record
+
+
+def _cached_record(path: Path) -> Optional[dict[str, Any]]:
+    """The record stored with the cached weights ``path`` (an object with ``key``), or None
+    with a warning naming the file when it cannot be read (empty, truncated, not a safetensors
+    file, no record): the caller trains the recipe again and replaces it."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), "pt") as handle:
+            record = json.loads((handle.metadata() or {})["record"])
+        if isinstance(record, dict) and isinstance(record.get("key"), str):
+            return record
+        problem = "its record is not an object with a key"
+    except Exception as error:  # safetensors raises its own types for a damaged file
+        problem = f"{type(error).__name__}: {error}"
+    warnings.warn(f"{path}: damaged ({problem}); it is trained again", RuntimeWarning, 2)
+    return None
 
 
 def pretrained_weights_file(source, *, verbose: bool = True) -> Path:
     """The cached weights file of a recipe (:func:`weights_path`), trained and stored atomically
-    first when it is not there yet."""
+    first when it is not there yet or cannot be read (a warning names it)."""
     from safetensors.torch import save_file
 
     recipe = load_recipe(source)
     path = weights_path(recipe)
-    if path.is_file():
+    if path.is_file() and _cached_record(path) is not None:
         return path
     if verbose:
         choice = _precision(recipe)
