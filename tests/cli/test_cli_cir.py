@@ -252,3 +252,15 @@ def test_weicom_patterncom_protocol(tmp_path, capsys):
         "images/overpass/overpass0.jpg",
         "images/overpass/overpass1.jpg",
     ]
+
+
+def test_queries_whose_positives_are_all_empty_are_an_error_not_a_zero_map(tmp_path, capsys):
+    """A positives column empty for every query scored mAP 0.0 with exit 0: nothing was
+    scorable (issue 39, sibling of #8)."""
+    root = make_folder(tmp_path)
+    (root / "empty.csv").write_text("image,text,positives\nphoto/cat/0.png,sketch,\n")
+    argv = ["weicom", "--images", str(root / "images"), "--queries", str(root / "empty.csv")]
+    code, out, err = run([*argv, "--model", MODEL, "--no-cache", "--json"], capsys)
+    assert code == 2 and out == ""
+    assert "empty.csv: the positives column is empty for every query" in err
+    assert "drop the column to print rankings only" in err

@@ -95,3 +95,31 @@ def test_bundle_hashes_a_non_utf8_file_name_of_the_run_data(tmp_path):
     assert main(["bundle", str(tmp_path / "run"), "--out", str(tmp_path / "b2")]) == 0
     second = json.loads((tmp_path / "b2" / "bundle.json").read_text())["data_hash"]
     assert first.startswith("sha256:") and second.startswith("sha256:") and first != second
+
+
+def test_report_leaves_out_a_byte_copy_of_an_image(tmp_path, capsys):
+    """``report --images`` ranks leave-one-out: a copy of an image under another name was its
+    twin's nearest neighbour (issue 39, sibling of #4). It is left out, and named on stderr."""
+    paths = write_image_folder(tmp_path / "images", classes=("red", "green"), per_class=3)
+    copy = tmp_path / "images" / "red" / "copy.png"
+    copy.write_bytes(paths[1].read_bytes())
+    write_run(tmp_path / "run")
+    out = tmp_path / "report.html"
+    assert (
+        main(
+            [
+                "report",
+                str(tmp_path / "run"),
+                "--images",
+                str(tmp_path / "images"),
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert f"gspdml: {copy} is the same image as {paths[1]}; left out" in err
+    page = out.read_text(encoding="utf-8")
+    assert "6 images" in page and "copy.png" not in page

@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 import yaml
+from safetensors.torch import save_file
 
 from gspdml.cli import main
 from gspdml.config import load_config
@@ -191,3 +192,24 @@ def test_cli_pretrain_prints_the_record_and_reports_bad_recipes(recipe_file, cap
     )
     assert main(["pretrain", "no-such-recipe"]) == 2
     assert "gspdml: error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "no record"])
+def test_a_damaged_cached_recipe_is_trained_again_with_a_warning(recipe_file, damage):
+    """The record of a cached pre-training was read unchecked: an empty or truncated file (a
+    kill, a full disk) raised a raw safetensors or KeyError on every run (issue 39, sibling of
+    #6). It is trained again and replaced, with a warning naming it."""
+    stored, record = pretrained_state(recipe_file, verbose=False)
+    stored = {k: v.clone() for k, v in stored.items()}  # not a view of the file
+    path = weights_path(load_recipe(recipe_file))
+    whole, damaged = path.read_bytes(), path.with_name("damaged")
+    if damage == "no record":
+        save_file({"w": torch.zeros(1)}, str(damaged), metadata={"other": "1"})
+    else:
+        damaged.write_bytes({"empty": b"", "truncated": whole[: len(whole) // 2]}[damage])
+    damaged.replace(path)
+    with pytest.warns(RuntimeWarning, match=f"{path}: damaged .*it is trained again"):
+        again, record_again = pretrained_state(recipe_file, verbose=False)
+    assert record_again["key"] == record["key"] and again.keys() == stored.keys()
+    assert all(torch.equal(stored[k], again[k]) for k in stored)
+    assert path.read_bytes() != b"" and len(path.read_bytes()) == len(whole)

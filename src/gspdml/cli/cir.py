@@ -156,6 +156,12 @@ def _protocol(
                 np.asarray(positives, dtype=np.int64),
             )
         )
+    if has_positives and not any(len(query.positives) for query in protocol.queries):
+        raise DataError(
+            f"{args.queries}: the positives column is empty for every query, so mAP and recall "
+            "are undefined (each query would score 0); list each query's positives (paths "
+            "separated by ;), or drop the column to print rankings only"
+        )
     return protocol, has_positives
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from gspdml.cli import ann, postprocess
-from gspdml.errors import ConfigError, DataError
+from gspdml.errors import ConfigError, DataError, printable
 from gspdml.models.inference import embed, resolve_device
 from gspdml.output_files import check_writable_file, check_writable_folder, json_text
 from gspdml.retrieval import exact_search
@@ -32,7 +32,14 @@ from gspdml.retrieval.encoder import image_channels, load_model_and_transform
 from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
 from gspdml.retrieval.index import RetrievalIndex, holds_index
 from gspdml.retrieval.report import build_report, write_report
-from gspdml.retrieval.sources import SPLITS, ImageFiles, ImageSource, folder_source, split_source
+from gspdml.retrieval.sources import (
+    SPLITS,
+    ImageFiles,
+    ImageSource,
+    distinct_images,
+    folder_source,
+    split_source,
+)
 from gspdml.training.run_dir import CONFIG_FILE
 from gspdml.training.run_lock import FolderLock
 
@@ -204,6 +211,12 @@ def run_report(args: argparse.Namespace) -> int:
     config, model, transform = load_model_and_transform(args.run_dir, device)
     if args.images is not None:
         source, where = folder_source(args.images, transform), f"the images of {args.images}"
+        source, repeats = distinct_images(source, str(args.images))  # leave-one-out: no twin
+        for copy, kept in repeats:
+            print(
+                f"gspdml: {printable(copy)} is the same image as {printable(kept)}; left out",
+                file=sys.stderr,
+            )
     else:
         split = args.split or "test"
         source, where = split_source(config, split), f"the {split} split"

@@ -373,7 +373,7 @@ def metrics_from_results(
     keep = ~results.lone_queries
     labels = results.query_labels[keep]
     scores = {name: v[keep] for name, v in scores.items()}
-    out = _reduce(scores, names, recall_at, lambda v: v.mean().item() if len(v) else float("nan"))
+    out = _reduce(scores, names, recall_at, lambda v: v.mean().item())  # >= 1 scored query
     out.update({name: None for name in metrics_of_kind("clustering")})
     out.update(num_queries=int(keep.sum()), num_lone_queries=int((~keep).sum()), k=results.k)
     if class_average or per_class:
@@ -384,9 +384,7 @@ def metrics_from_results(
             for name, v in scores.items()
         }
         if class_average:
-            out["class_averaged"] = _reduce(
-                by_class, names, recall_at, lambda v: v.mean().item() if len(v) else float("nan")
-            )
+            out["class_averaged"] = _reduce(by_class, names, recall_at, lambda v: v.mean().item())
         if per_class:
             values = results.label_values[classes.numpy()]
             out["per_class"] = {

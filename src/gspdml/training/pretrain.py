@@ -27,6 +27,7 @@ import hashlib
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Union
 
@@ -231,14 +232,32 @@ def pretrained_state(
     source, *, verbose: bool = True, device: Union[str, torch.device] = "auto"
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """The backbone weights of a recipe and their record (accuracy, seconds, key): shipped,
-    loaded from the cache, or trained now and stored."""
-    from safetensors import safe_open
+    loaded from the cache, or trained now and stored (also when the cached file is damaged)."""
     from safetensors.torch import load_file
 
-    path = str(pretrained_weights_file(source, verbose=verbose, device=device))
-    with safe_open(path, "pt") as handle:
-        record = json.loads(handle.metadata()["record"])
-    return load_file(path), record
+    path = pretrained_weights_file(source, verbose=verbose, device=device)
+    record = _cached_record(path)
+    if record is None:  # replaced by a damaged file since it was checked
+        raise DataError(f"{path}: damaged pre-trained weights; remove it to train them again")
+    return load_file(str(path)), record
+
+
+def _cached_record(path: Path) -> Optional[dict[str, Any]]:
+    """The record stored with the weights ``path`` (an object with ``key``), or None
+    with a warning naming the file when it cannot be read (empty, truncated, not a safetensors
+    file, no record): the caller trains the recipe again and replaces it."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), "pt") as handle:
+            record = json.loads((handle.metadata() or {})["record"])
+        if isinstance(record, dict) and isinstance(record.get("key"), str):
+            return record
+        problem = "its record is not an object with a key"
+    except Exception as error:  # safetensors raises its own types for a damaged file
+        problem = f"{type(error).__name__}: {error}"
+    warnings.warn(f"{path}: damaged ({problem}); it is trained again", RuntimeWarning, 2)
+    return None
 
 
 def pretrained_weights_file(
@@ -247,7 +266,7 @@ def pretrained_weights_file(
     """The weights file of a recipe: the copy shipped in the package when the recipe is a shipped
     one unchanged (:func:`shipped_weights_file`, checked against its SHA-256), else the cached
     file (:func:`weights_path`), trained on ``device`` and stored atomically first when it is not
-    there yet."""
+    there yet or cannot be read (a warning names it)."""
     from safetensors.torch import save_file
 
     recipe = load_recipe(source)
@@ -256,7 +275,7 @@ def pretrained_weights_file(
         return shipped
     device = resolve_device(str(device))
     path = weights_path(recipe, device)
-    if path.is_file():
+    if path.is_file() and _cached_record(path) is not None:
         return path
     if verbose:
         choice = _precision(recipe, device)

@@ -847,13 +847,13 @@ class Trainer:
         set_rng_state(state["rng"])
 
     def _check_checkpoint_shapes(self, state: dict[str, Any]) -> None:
-        """The checkpoint's model and loss tensors have this run's shapes; a loss that holds
+        """The checkpoint's model and loss parameters have this run's shapes; a loss that holds
         one proxy (or classifier row) per training class differs after ``--allow-data-change``
         added or removed a class: a ConfigError naming the tensors, not torch's size mismatch."""
         changed = [
             f"{part}.{name}: {tuple(saved.shape)} in the checkpoint, {tuple(own[name].shape)} now"
             for part, module in (("model", self.model), ("loss", self.loss))
-            for own in [module.state_dict()]
+            for own in [dict(module.named_parameters())]  # buffers may size themselves (XBM)
             for name, saved in state[part].items()
             if name in own and own[name].shape != saved.shape
         ]
