@@ -69,13 +69,16 @@ def test_evaluate_reproduces_the_results_json_test_metrics_exactly(tmp_path, cap
     left NMI out and nested the post-processed metrics under "postprocessed", so every case
     failed before the evaluation service."""
     run_dir = tiny_run(tmp_path, **evaluation)
-    expected = json.loads((run_dir / "results.json").read_text())["test"]
+    results = json.loads((run_dir / "results.json").read_text())
+    expected = results["test"]
     printed = evaluate_command(capsys, run_dir)
     assert {key: printed.pop(key) for key in ("run", "split", "weights")} == {
         "run": str(run_dir),
         "split": "test",
         "weights": "final",
     }
+    # both say which metrics they computed, and it is the same list
+    assert printed.pop("metrics") == results["test_metrics"]
     assert printed == expected
     assert list(printed) == list(expected)  # the same order, too
 

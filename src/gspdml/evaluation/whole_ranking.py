@@ -140,8 +140,11 @@ def whole_ranking_scores(
     work = _Workspace(rows, groups.size, device)
     exact = functools.partial(_exact_distances, q64, distinct, int(memory_budget))
     out = {name: torch.empty(len(q64), dtype=torch.float64, device=device) for name in scores}
+    # queries in order of their number of exact columns, so that a block's rows are about as
+    # wide as its widest (the counting pass compares each group with every column of a row)
+    order = pairs.width(q_codes).argsort(stable=True)
     for start in range(0, len(q64), rows):
-        block = torch.arange(start, min(start + rows, len(q64)), device=device)
+        block = order[start : start + rows]
         approx = work.approx[: len(block)]
         torch.addmm(d_sq[None, :], q_t[block], d_t.T, alpha=-2.0, out=approx)
         approx.add_(q_sq[block, None])
@@ -166,14 +169,18 @@ class _LabelGroups:
         self.length = torch.bincount(self.label, minlength=labels)
         self.start = self.length.cumsum(0) - self.length
 
+    def width(self, codes: torch.Tensor) -> torch.Tensor:
+        """The number of groups holding each query's label: its exact columns."""
+        known = (codes >= 0) & (codes < len(self.length))
+        return torch.where(known, self.length[torch.where(known, codes, 0)], 0)
+
     def columns(self, codes: torch.Tensor, own: torch.Tensor | None):
         """The exact columns of a block of queries (module docstring, step 2), row ascending:
         ``(row, group, relevant rows rel_ig, rows m_g)`` for each group holding the query's
         label, the query's own row taken out of its own group in leave-one-out mode (that group
         stays a column, relevant or not: it holds the query's label)."""
-        known = (codes >= 0) & (codes < len(self.length))
-        safe = torch.where(known, codes, 0)
-        length = torch.where(known, self.length[safe], 0)
+        length = self.width(codes)
+        safe = torch.where(length > 0, codes, 0)
         row = torch.repeat_interleave(torch.arange(len(codes), device=codes.device), length)
         offset = torch.arange(len(row), device=codes.device) - (length.cumsum(0) - length)[row]
         index = self.start[safe][row] + offset

@@ -3,8 +3,8 @@
 The neighbours are gspdml's exact ones, ordered by (distance, index)
 (:mod:`gspdml.evaluation.exact_knn`); PML's faiss search orders tied neighbours its own way, so
 the values differ only where neighbours tie. With ``num_k`` the neighbours searched (``k=None``:
-every reference; ``"max_bin_count"``: the largest class count among the references, minus one
-when the reference set holds the queries; an integer: that many, capped at the searchable
+every reference; ``"max_bin_count"``: the largest number of references sharing a query's label,
+minus one when the reference set holds the queries; an integer: that many, capped at the searchable
 references, beyond which PML would read faiss's -1 padding) and R_i the references relevant to
 query i (PML's ``label_counts``), each metric is PML's:
 
