@@ -148,6 +148,12 @@ class ModelConfig(Section):
         "(fine-tuning; {seed}: this run's seed)",
         noun="run folder",
     )
+    factory: Optional[str] = option(
+        None,
+        "'module:function' returning the model given to the Trainer when the sections above do "
+        "not describe it (a model of your own); the run is reloaded with it",
+        noun="factory",
+    )
 
     def check(self, where: str) -> None:
         from gspdml.models.feature_cache import FROZEN_ONLY

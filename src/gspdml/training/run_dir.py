@@ -26,7 +26,7 @@ import hashlib
 import inspect
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 from torch import nn
 
@@ -41,6 +41,7 @@ from gspdml.plugins import require_recorded
 from gspdml.pooling.base import LazyInitialised
 from gspdml.registry import parse_spec
 from gspdml.training.checkpoint import load_state, save_state
+from gspdml.training.reload import factory_model
 from gspdml.training.run_record import ENVIRONMENT_FILE, read_environment
 
 #: backbone options that only choose initial weights, and their "none" value
@@ -76,7 +77,12 @@ def load_embedder(path: Path, device="cpu") -> tuple[Embedder, dict[str, Any]]:
     received run or bundle never trains a recipe, downloads or reads a weight file the metadata
     names, or writes anywhere."""
     state, meta = read_weights(path, device)
-    model = build_embedder(without_initial_weights(meta["model"]), int(meta["in_channels"]))
+    factory = meta["model"].get("factory")
+    model: Embedder
+    if factory:  # a model of the user's, used as an Embedder is: it returns an EmbedderOutput
+        model = cast(Embedder, factory_model(str(factory)))
+    else:
+        model = build_embedder(without_initial_weights(meta["model"]), int(meta["in_channels"]))
     model.load_state_dict(state)
     return model.to(device).eval(), meta
 

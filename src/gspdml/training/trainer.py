@@ -53,6 +53,7 @@ from gspdml.training import distributed as ddp
 from gspdml.training.baseline import BackboneGap, backbone_is_pretrained, comparison, worse_than
 from gspdml.training.callbacks import Callback
 from gspdml.training.checkpoint import CheckpointError, load_state, save_state
+from gspdml.training.component_options import check_same_options, write_options
 from gspdml.training.config_changes import check_resume_config
 from gspdml.training.data_fingerprint import differences, fingerprint
 from gspdml.training.host_memory import keep_freed_host_memory
@@ -66,6 +67,7 @@ from gspdml.training.preflight import (
     check_warmup,
     lazy_modules,
 )
+from gspdml.training.reload import check_reloadable
 from gspdml.training.rng import rng_state, set_rng_state
 from gspdml.training.run_dir import (
     BEST_WEIGHTS_FILE,
@@ -209,6 +211,7 @@ class Trainer:
     def _check_parts(self) -> None:
         """Everything the parts declare, against the config, once before step 1."""
         self.selects = self._check_selection_split()
+        check_reloadable(self.model, self.config)
         check_loss_declarations(self.loss, self.model, self.config.data)
         check_warmup(self.model, self.config.schedule.warmup_steps)
         check_training_dataset(self.train_dataset)
@@ -260,6 +263,7 @@ class Trainer:
             atomic_write_text(self.run_dir / CONFIG_FILE, dump_config(self.config))
         atomic_write_text(self.run_dir / DATA_FILE, json.dumps(self.data_record, indent=1))
         write_environment(self.run_dir, environment_record(self.device, self.precision), resume)
+        write_options(self.run_dir, self.config)
         self.log.truncate_after(self.step if resume else -1)
         if self.tensorboard:
             self.log.open_tensorboard(self.step if resume else -1)
@@ -813,6 +817,7 @@ def run_dir_changes(run_dir: Path, config: RunConfig, resume: bool, allow_change
         saved_path = run_dir / CONFIG_FILE
         saved = parse_yaml(saved_path.read_text()) if saved_path.is_file() else {}
         changed = check_resume_config(_resolved(saved), _resolved(config), allow_changes)
+        check_same_options(run_dir, config)
     check_writable_folder(run_dir)  # before any work: a read-only or impossible run directory
     return changed
 
