@@ -117,6 +117,10 @@ def load_run(
             "weights", f"{path} does not exist (has the run finished? try weights='best')"
         )
     require_run_plugins(run_dir)
+    if weights == "final":  # the weights results.json describes
+        from gspdml.training.run_identity import check_results_match  # it reads this layout
+
+        check_results_match(run_dir)
     config = read_run_config(config_path)
     model, _ = load_embedder(path, device)
     uninitialised = [

@@ -80,6 +80,7 @@ from gspdml.training.run_dir import (
     WEIGHTS_FILE,
     save_weights,
 )
+from gspdml.training.run_identity import check_no_other_run, identity
 from gspdml.training.run_lock import FolderLock, check_unlocked
 from gspdml.training.run_record import environment_record, write_environment
 
@@ -701,6 +702,7 @@ class Trainer:
                 results["baseline"] = self.baseline
                 self._report_baseline(results["test"])
         if self.is_main:
+            results.update(identity(self.run_dir))
             atomic_write_text(self.run_dir / RESULTS_FILE, json.dumps(results, indent=2))
         return results
 
@@ -812,6 +814,8 @@ def run_dir_changes(run_dir: Path, config: RunConfig, resume: bool, allow_change
         )
     if resume and not checkpoint.exists():
         raise ConfigError("name", f"nothing to resume: no checkpoint in {run_dir}")
+    if not resume:
+        check_no_other_run(run_dir)
     changed = {}
     if resume:
         saved_path = run_dir / CONFIG_FILE
