@@ -50,6 +50,7 @@ from gspdml.retrieval.report_tables import (
 from gspdml.retrieval.sources import ImageSource
 from gspdml.training.metrics_log import MetricsLog
 from gspdml.training.run_dir import METRICS_FILE, RESULTS_FILE
+from gspdml.training.run_record import determinism_note, read_environment
 
 
 def esc(text: str) -> str:
@@ -315,6 +316,7 @@ def build_report(
 {split_classes_section(read_data_record(run_dir))}
 <h2>Metrics</h2>
 {_metrics_section(results, rows)}
+<p class="muted" id="determinism">{esc(determinism_note(read_environment(run_dir)))}</p>
 <h2>Training curves</h2>
 {curves or '<p class="muted">No curves: metrics.jsonl is missing or has no loss / map_at_r values.</p>'}
 {weights_step_note(results, step)}
