@@ -41,11 +41,19 @@ def tensorboard_wanted(setting: Any) -> bool:
 
 
 class MetricsLog:
+    """``RUN_DIR/metrics.jsonl``, mirrored into TensorBoard when it is open; the trainer's
+    ``trainer.log``. A callback logs a metric of its own with :meth:`write` (README, "Python
+    quick start")."""
+
     def __init__(self, path: Path):
         self.path = path
         self._writer: Optional[SummaryWriter] = None
 
     def write(self, record: Mapping[str, Any]) -> None:
+        """Append ``record``: ``step`` (an integer >= 0, which :meth:`read` requires), a
+        ``split`` name (the TensorBoard group; ``train`` when absent) and numbers (each a scalar
+        ``SPLIT/KEY`` in TensorBoard; inf and nan are written as null). Call it from the main
+        process only (``trainer.is_main``)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _append_whole(self.path, (json.dumps(_finite(record)) + "\n").encode("utf-8"))
         if self._writer is not None:
