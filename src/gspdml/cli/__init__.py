@@ -7,6 +7,7 @@
     gspdml demo [CONFIG ...]                         # the main job: train and compare methods (cli.demo)
     gspdml pretrain RECIPE [RECIPE ...]              # pre-train (or find cached) backbone weights (cli.pretrain)
     gspdml protocol fair|tuning|conventional|two_stage CONFIG  # a whole evaluation protocol, resumable (cli.protocol)
+    gspdml tune CONFIG --space SPACE.yaml --trials N    # Optuna TPE over the tuning protocol (cli.tune)
     gspdml compare RUN_OR_PROTOCOL ... [--out PATH]  # methods side by side, paired tests (cli.compare)
     gspdml diff RUN_A RUN_B [--json]                 # what differs between two runs (cli.diff)
     gspdml reproduce TABLE [--rows ...] [--dry-run] | --list  # a paper's table beside the paper (cli.reproduce)
@@ -44,6 +45,7 @@ from gspdml.cli import (
     reproduce,
     retrieval,
     train,
+    tune,
 )
 from gspdml.errors import GspdmlError
 from gspdml.output_files import DISK_FULL, output_error
@@ -54,6 +56,7 @@ GROUPS = (
     demo,
     pretrain,
     protocol,
+    tune,
     compare,
     diff,
     reproduce,
