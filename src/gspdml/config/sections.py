@@ -302,6 +302,12 @@ class TrainerConfig(Section):
     tensorboard: Union[Literal["auto"], bool] = option(
         "auto", "auto: when the tensorboard package is installed"
     )
+    trackers: tuple[Literal["mlflow", "wandb"], ...] = option(
+        (),
+        "experiment trackers that get every metrics.jsonl record, offline: mlflow (a SQLite "
+        "store in output_dir), wandb (offline, in the run folder)",
+        noun="tracker",
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,6 +48,7 @@ class MetricsLog:
     def __init__(self, path: Path):
         self.path = path
         self._writer: Optional[SummaryWriter] = None
+        self.sinks: list[Any] = []  # experiment trackers (gspdml.training.trackers): log, close
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Append ``record``: ``step`` (an integer >= 0, which :meth:`read` requires), a
@@ -58,6 +59,8 @@ class MetricsLog:
         _append_whole(self.path, (json.dumps(_finite(record)) + "\n").encode("utf-8"))
         if self._writer is not None:
             self._write_scalars(record)
+        for sink in self.sinks:
+            sink.log(record)
 
     def read(self) -> list[dict[str, Any]]:
         if not self.path.exists():
@@ -124,6 +127,9 @@ class MetricsLog:
         writer.flush()
 
     def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
+        self.sinks = []
         if self._writer is not None:
             self._writer.close()
             self._writer = None

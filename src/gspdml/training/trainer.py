@@ -83,6 +83,7 @@ from gspdml.training.run_dir import (
 from gspdml.training.run_identity import check_no_other_run, identity
 from gspdml.training.run_lock import FolderLock, check_unlocked
 from gspdml.training.run_record import environment_record, write_environment
+from gspdml.training.trackers import open_trackers
 
 
 class Trainer:
@@ -268,6 +269,7 @@ class Trainer:
         self.log.truncate_after(self.step if resume else -1)
         if self.tensorboard:
             self.log.open_tensorboard(self.step if resume else -1)
+        self.log.sinks = open_trackers(self.config, self.run_dir)
         self._print_header(resume, changed)
 
     # ------------------------------------------------------------------ checks and messages
