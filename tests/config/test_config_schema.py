@@ -146,6 +146,7 @@ def test_a_run_directory_of_release_0_1_0_loads(tmp_path):
     del plain["data"]["eval_transform"]
     assert plain["evaluation"].pop("baseline") is True  # the default fills the absent key
     assert plain["evaluation"].pop("clustering") is False
+    assert plain["trainer"].pop("trackers") == []
     assert plain["model"].pop("init_from") is None
     assert plain["model"].pop("factory") is None
     assert plain.pop("plugins") == []
