@@ -43,3 +43,25 @@ def test_mlflow_gets_the_config_and_every_metric_and_a_resume_continues_its_run(
     train(config, resume=True)
     assert json.loads((run / "trackers.json").read_text())["mlflow"] == run_id
     assert len(client.search_runs([stored.info.experiment_id])) == 1
+
+
+def test_wandb_offline_run_holds_the_config_and_every_metric(make_config, tmp_path, monkeypatch):
+    from tests.helpers.wandb_offline import read_offline_run
+
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    config = load_config(
+        make_config(
+            schedule={"max_steps": 4}, evaluation={"every": 2}, trainer={"trackers": ["wandb"]}
+        )
+    )
+    run = tmp_path / "runs" / "tiny"
+    train(config)
+    offline = read_offline_run(run)
+    assert offline["run"]["name"] == "tiny" and offline["run"]["project"] == "gspdml"
+    assert offline["run"]["id"] == json.loads((run / "trackers.json").read_text())["wandb"]
+    assert offline["config"]["loss"]["neg_margin"] == 0.5
+    records = MetricsLog(run / "metrics.jsonl").read()
+    val = [r["map_at_r"] for r in records if r.get("split") == "val"]
+    logged = [h for h in offline["history"] if "val/map_at_r" in h]
+    assert [h["_step"] for h in logged] == [2, 4]
+    assert [h["val/map_at_r"] for h in logged] == pytest.approx(val)

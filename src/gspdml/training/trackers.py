@@ -138,7 +138,10 @@ class WandbTracker:
             self.run.log(values, step=step)
 
     def close(self) -> None:
+        import wandb
+
         self.run.finish()
+        wandb.teardown()  # the service writes the run file to its end before it exits
 
 
 TRACKERS: dict[str, Callable[[RunConfig, Path], Tracker]] = {
