@@ -38,4 +38,6 @@ def test_a_run_records_threads_cpu_and_precision_and_the_report_says_they_matter
     assert run_cli("report", run, "--queries", "2", "-k", "1", "--no-progress") == 0
     page = (run / "report.html").read_text()
     assert '<p class="muted" id="determinism">Trained with 1 torch threads' in page
+    map_section = page.split('<h2 id="embedding-map">Embedding map</h2>', 1)[1]
+    assert map_section.lstrip().startswith("<svg") and "t-SNE of 48 test embeddings" in map_section
     assert "did not record" in determinism_note(None)
