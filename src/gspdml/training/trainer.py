@@ -83,6 +83,7 @@ from gspdml.training.run_dir import (
 from gspdml.training.run_identity import check_no_other_run, identity
 from gspdml.training.run_lock import FolderLock, check_unlocked
 from gspdml.training.run_record import environment_record, write_environment
+from gspdml.training.tensorboard_extras import TensorBoardExtras
 from gspdml.training.trackers import open_trackers
 
 
@@ -270,6 +271,8 @@ class Trainer:
         if self.tensorboard:
             self.log.open_tensorboard(self.step if resume else -1)
         self.log.sinks = open_trackers(self.config, self.run_dir)
+        if self.tensorboard:
+            self.log.sinks.append(TensorBoardExtras(self))
         self._print_header(resume, changed)
 
     # ------------------------------------------------------------------ checks and messages
