@@ -90,7 +90,7 @@ class MlflowTracker:
         known = _ids(run_dir).get("mlflow")
         if known is None:
             run = self.client.create_run(
-                experiment, run_name=config.name, tags={"gspdml.run_dir": str(run_dir.resolve())}
+                experiment, run_name=config.name, tags={"gspdml_run_dir": str(run_dir.resolve())}
             )
             self.run_id = run.info.run_id
             _keep_id(run_dir, "mlflow", self.run_id)
