@@ -149,7 +149,9 @@ def test_a_run_directory_of_release_0_1_0_loads(tmp_path):
     assert plain["evaluation"].pop("baseline") is True  # the default fills the absent key
     assert plain["evaluation"].pop("clustering") is False
     assert not plain["evaluation"].pop("metrics")  # none named besides the defaults
+    assert plain["trainer"].pop("trackers") == []
     assert plain["model"].pop("init_from") is None
+    assert plain["model"].pop("factory") is None
     assert plain.pop("plugins") == []
     assert plain["evaluation"].pop("during_warmup") is True
     assert plain["schedule"].pop("fresh_optimizer_after_warmup") is False

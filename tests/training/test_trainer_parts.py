@@ -61,6 +61,18 @@ class Contrastive(nn.Module):
         return distances[same].pow(2).mean() + F.relu(0.8 - distances[~same]).pow(2).mean()
 
 
+def make_net():
+    """The factory the runs of these tests name (``model.factory``): the model they train."""
+    return TensorEmbedder(Net())
+
+
+def lazy_net():
+    return TensorEmbedder(nn.Sequential(Net(), LazyShift(needed=24)))
+
+
+FACTORY = f"{__name__}:make_net"
+
+
 def user_data(with_labels=True):
     train = SeededTransformDataset(Blobs(range(6), 8, seed=0, with_labels=with_labels), seed=1)
     return DataSplits(
@@ -69,6 +81,9 @@ def user_data(with_labels=True):
 
 
 def config_for(make_config, **sections):
+    """A config for a user's model (``model.factory``: :func:`make_net`) unless ``model`` says
+    otherwise."""
+    sections.setdefault("model", {"factory": FACTORY})
     base = {
         "data": {"classes_per_batch": 3, "samples_per_class": 4},
         "schedule": {"max_steps": 12},
@@ -154,7 +169,9 @@ def test_a_user_lazily_initialised_module_is_checked_and_finished_before_the_fir
     make_config, tmp_path
 ):
     net = nn.Sequential(Net(), LazyShift(needed=24))
-    config = config_for(make_config, schedule={"max_steps": 4})
+    config = config_for(
+        make_config, schedule={"max_steps": 4}, model={"factory": f"{__name__}:lazy_net"}
+    )
     Trainer(RunParts(TensorEmbedder(net), Contrastive(), user_data()), config, tmp_path / "a").fit()
     assert net[1].finished_at == 4 * 12  # 4 steps of 3 x 4 samples, finished at the first round
     late = nn.Sequential(Net(), LazyShift(needed=49))
@@ -162,6 +179,32 @@ def test_a_user_lazily_initialised_module_is_checked_and_finished_before_the_fir
         ConfigError, match="evaluation.every: module.1 needs 49 training samples.*only 48"
     ):
         Trainer(RunParts(TensorEmbedder(late), Contrastive(), user_data()), config, tmp_path / "b")
+
+
+def test_a_user_model_reloads_by_its_factory_or_is_refused_before_step_1(make_config, tmp_path):
+    """A model the config's model section does not describe is refused without a factory (it
+    was saved under ``backbone: small_cnn`` and failed to reload with a raw Missing keys); with
+    ``model.factory`` it trains and ``load_run`` gives the same embeddings."""
+    from gspdml.training import load_run
+
+    config = config_for(make_config, schedule={"max_steps": 4}, model={"factory": None})
+    with pytest.raises(ConfigError, match="model: the trainer got a TensorEmbedder.*model.factory"):
+        Trainer(RunParts(make_net(), Contrastive(), user_data()), config, tmp_path / "refused")
+    assert not (tmp_path / "refused" / "model.safetensors").exists()
+
+    other = config_for(make_config, model={"factory": f"{__name__}:lazy_net"})
+    with pytest.raises(ConfigError, match="model.factory: .*parameters differ"):
+        Trainer(RunParts(make_net(), Contrastive(), user_data()), other, tmp_path / "other")
+
+    torch.manual_seed(0)
+    model = make_net()
+    config = config_for(make_config, schedule={"max_steps": 4})
+    Trainer(RunParts(model, Contrastive(), user_data()), config, tmp_path / "run").fit()
+    saved, reloaded = load_run(tmp_path / "run")
+    assert saved.model.factory == FACTORY
+    images = torch.randn(5, 3, 8, 8, generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(images).embedding, model.eval()(images).embedding)
 
 
 class Tally(Callback):
@@ -184,7 +227,7 @@ class Tally(Callback):
 
 def test_callback_state_is_restored_by_name_not_position(make_config, tmp_path):
     """Fails on the old trainer, which restored callback state by position."""
-    config = config_for(make_config)
+    config = config_for(make_config, model={})
     first = {"ones": Tally(1), "tens": Tally(10, crash_at=6)}
     with pytest.raises(KeyboardInterrupt):  # after step 6; the last checkpoint is step 4's
         Trainer.from_config(config, tmp_path / "run", callbacks=first).fit()
@@ -197,7 +240,7 @@ def test_callback_state_is_restored_by_name_not_position(make_config, tmp_path):
 
 def test_a_crafted_checkpoint_cannot_set_other_trainer_attributes(make_config, tmp_path):
     """Fails on the old trainer, which set every key of the checkpoint's trainer state."""
-    config = config_for(make_config, schedule={"max_steps": 4})
+    config = config_for(make_config, schedule={"max_steps": 4}, model={})
     Trainer.from_config(config, tmp_path / "run").fit()
     path = tmp_path / "run" / "checkpoints" / "last.safetensors"
     state, meta = load_state(path)

@@ -7,7 +7,9 @@
     gspdml demo [CONFIG ...]                         # the main job: train and compare methods (cli.demo)
     gspdml pretrain RECIPE [RECIPE ...]              # pre-train (or find cached) backbone weights (cli.pretrain)
     gspdml protocol fair|tuning|conventional|two_stage CONFIG  # a whole evaluation protocol, resumable (cli.protocol)
+    gspdml tune CONFIG --space SPACE.yaml --trials N    # Optuna TPE over the tuning protocol (cli.tune)
     gspdml compare RUN_OR_PROTOCOL ... [--out PATH]  # methods side by side, paired tests (cli.compare)
+    gspdml diff RUN_A RUN_B [--json]                 # what differs between two runs (cli.diff)
     gspdml reproduce TABLE [--rows ...] [--dry-run] | --list  # a paper's table beside the paper (cli.reproduce)
     gspdml index|search|report|export ...            # retrieval (cli.retrieval, cli.ann, cli.postprocess)
     gspdml cir freedom|weicom ...                    # composed image retrieval (cli.cir)
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from typing import Any, Optional, Sequence
 
@@ -34,6 +37,7 @@ from gspdml.cli import (
     compare,
     data,
     demo,
+    diff,
     doctor,
     listing,
     pretrain,
@@ -41,6 +45,7 @@ from gspdml.cli import (
     reproduce,
     retrieval,
     train,
+    tune,
 )
 from gspdml.errors import GspdmlError
 from gspdml.output_files import DISK_FULL, output_error
@@ -51,7 +56,9 @@ GROUPS = (
     demo,
     pretrain,
     protocol,
+    tune,
     compare,
+    diff,
     reproduce,
     retrieval,
     cir,
@@ -83,12 +90,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: a ``key.sub=value`` override (or a ``key=value`` setting): a dotted name, ``=``, a value
+OVERRIDE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*=")
+
+
 def parse(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> argparse.Namespace:
     """The arguments, with ``key.sub=value`` overrides accepted anywhere on the line (also after
-    an option, ``gspdml train demo-gsp --no-progress model.pooling.mu=0.2``) for the commands
-    that take overrides; any other unknown word is an error, as argparse reports it."""
-    args, extra = parser.parse_known_args(argv)
-    overrides = [word for word in extra if "=" in word and not word.startswith("-")]
+    an option, ``gspdml train demo-gsp --no-progress model.pooling.mu=0.2``, and after an option
+    that takes several values, ``--seeds 0 1 trainer.progress=false``) for the commands that
+    take overrides; any other unknown word is an error, as argparse reports it."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    overrides = [w for w in words if OVERRIDE.match(w)]
+    rest = [w for w in words if not OVERRIDE.match(w)]
+    try:
+        args, extra = parser.parse_known_args(rest)
+    except SystemExit:
+        if not overrides:
+            raise
+        args, extra = parser.parse_known_args(words)  # the command's own error, on its words
+        overrides = []
+    if overrides and not hasattr(args, "overrides"):
+        args, extra = parser.parse_known_args(words)  # no overrides: the words as they were
+        overrides = []
+    overrides += [word for word in extra if "=" in word and not word.startswith("-")]
     unknown = [word for word in extra if word not in overrides]
     if overrides and not hasattr(args, "overrides"):
         unknown = extra

@@ -159,6 +159,12 @@ class ModelConfig(Section):
         "(fine-tuning; {seed}: this run's seed)",
         noun="run folder",
     )
+    factory: Optional[str] = option(
+        None,
+        "'module:function' returning the model given to the Trainer when the sections above do "
+        "not describe it (a model of your own); the run is reloaded with it",
+        noun="factory",
+    )
 
     def check(self, where: str) -> None:
         from gspdml.models.feature_cache import FROZEN_ONLY
@@ -347,6 +353,12 @@ class TrainerConfig(Section):
     )
     tensorboard: Union[Literal["auto"], bool] = option(
         "auto", "auto: when the tensorboard package is installed"
+    )
+    trackers: tuple[Literal["mlflow", "wandb"], ...] = option(
+        (),
+        "experiment trackers that get every metrics.jsonl record, offline: mlflow (a SQLite "
+        "store in output_dir), wandb (offline, in the run folder)",
+        noun="tracker",
     )
 
 

@@ -32,6 +32,7 @@ from gspdml.evaluation.results import RetrievalResults
 from gspdml.evaluation.service import EvalSpec, QueryEvaluation, evaluate_queries
 from gspdml.output_files import atomic_write_text
 from gspdml.retrieval.embedding import embed_source, require_some
+from gspdml.retrieval.embedding_map import embedding_map_svg
 from gspdml.retrieval.figures import (
     colour_bar_html,
     heatmap_overlay,
@@ -49,6 +50,7 @@ from gspdml.retrieval.report_tables import (
 from gspdml.retrieval.sources import ImageSource
 from gspdml.training.metrics_log import MetricsLog
 from gspdml.training.run_dir import METRICS_FILE, read_data_record, read_results
+from gspdml.training.run_record import determinism_note, read_environment
 
 
 def esc(text: str) -> str:
@@ -304,9 +306,12 @@ def build_report(
 {split_classes_section(read_data_record(run_dir))}
 <h2>Metrics</h2>
 {_metrics_section(results, rows)}
+<p class="muted" id="determinism">{esc(determinism_note(read_environment(run_dir)))}</p>
 <h2>Training curves</h2>
 {curves or '<p class="muted">No curves: metrics.jsonl is missing or has no loss / map_at_r values.</p>'}
 {weights_step_note(results, step)}
+<h2 id="embedding-map">Embedding map</h2>
+{embedding_map_svg(torch.as_tensor(vectors).float().cpu().numpy(), source.labels, seed) or '<p class="muted">Too few images for a map.</p>'}
 <h2>Per-class metrics</h2>
 {_per_class(evaluation, recall_at, where)}
 <h2>Worst queries</h2>

@@ -31,6 +31,7 @@ HARMLESS = (
     "trainer.progress",
     "trainer.log_every",
     "trainer.tensorboard",
+    "trainer.trackers",
     "trainer.checkpoint_every",
 )
 

@@ -40,15 +40,26 @@ def tensorboard_wanted(setting: Any) -> bool:
 
 
 class MetricsLog:
+    """``RUN_DIR/metrics.jsonl``, mirrored into TensorBoard when it is open; the trainer's
+    ``trainer.log``. A callback logs a metric of its own with :meth:`write` (README, "Python
+    quick start")."""
+
     def __init__(self, path: Path):
         self.path = path
         self._writer: Optional[SummaryWriter] = None
+        self.sinks: list[Any] = []  # experiment trackers (gspdml.training.trackers): log, close
 
     def write(self, record: Mapping[str, Any]) -> None:
+        """Append ``record``: ``step`` (an integer >= 0, which :meth:`read` requires), a
+        ``split`` name (the TensorBoard group; ``train`` when absent) and numbers (each a scalar
+        ``SPLIT/KEY`` in TensorBoard; inf and nan are written as null). Call it from the main
+        process only (``trainer.is_main``)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _append_whole(self.path, (json_text(record) + "\n").encode("utf-8"))
         if self._writer is not None:
             self._write_scalars(record)
+        for sink in self.sinks:
+            sink.log(record)
 
     def read(self) -> list[dict[str, Any]]:
         if not self.path.exists():
@@ -115,6 +126,9 @@ class MetricsLog:
         writer.flush()
 
     def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
+        self.sinks = []
         if self._writer is not None:
             self._writer.close()
             self._writer = None

@@ -30,7 +30,7 @@ import inspect
 import json
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 import torch
 from torch import nn
@@ -46,6 +46,7 @@ from gspdml.plugins import require_recorded
 from gspdml.pooling.base import LazyInitialised
 from gspdml.registry import parse_spec
 from gspdml.training.checkpoint import CheckpointError, load_state, save_state
+from gspdml.training.reload import factory_model
 from gspdml.training.run_record import ENVIRONMENT_FILE, read_environment
 
 #: backbone options that only choose initial weights, and their "none" value
@@ -102,7 +103,12 @@ def load_embedder(path: Path, device="cpu") -> tuple[Embedder, dict[str, Any]]:
     received run or bundle never trains a recipe, downloads or reads a weight file the metadata
     names, or writes anywhere."""
     state, meta = read_weights(path, device)
-    model = build_embedder(without_initial_weights(meta["model"]), int(meta["in_channels"]))
+    factory = meta["model"].get("factory")
+    model: Embedder
+    if factory:  # a model of the user's, used as an Embedder is: it returns an EmbedderOutput
+        model = cast(Embedder, factory_model(str(factory)))
+    else:
+        model = build_embedder(without_initial_weights(meta["model"]), int(meta["in_channels"]))
     model.load_state_dict(state)
     return model.to(device).eval(), meta
 
@@ -137,6 +143,10 @@ def load_run(
             "weights", f"{path} does not exist (has the run finished? try weights='best')"
         )
     require_run_plugins(run_dir)
+    if weights == "final":  # the weights results.json describes
+        from gspdml.training.run_identity import check_results_match  # it reads this layout
+
+        check_results_match(run_dir)
     config = read_run_config(config_path)
     model, _ = load_embedder(path, device)
     uninitialised = [

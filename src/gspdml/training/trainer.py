@@ -72,6 +72,7 @@ from gspdml.training import distributed as ddp
 from gspdml.training.baseline import BackboneGap, backbone_is_pretrained, comparison, worse_than
 from gspdml.training.callbacks import Callback
 from gspdml.training.checkpoint import CheckpointError, load_state, save_state
+from gspdml.training.component_options import check_same_options, write_options
 from gspdml.training.config_changes import check_resume_config
 from gspdml.training.data_fingerprint import differences, fingerprint
 from gspdml.training.host_memory import keep_freed_host_memory
@@ -85,6 +86,7 @@ from gspdml.training.preflight import (
     check_warmup,
     lazy_modules,
 )
+from gspdml.training.reload import check_reloadable
 from gspdml.training.rng import rng_state, set_rng_state
 from gspdml.training.run_dir import (
     BEST_WEIGHTS_FILE,
@@ -100,9 +102,12 @@ from gspdml.training.run_dir import (
     read_data_record,
     save_weights,
 )
+from gspdml.training.run_identity import check_no_other_run, identity
 from gspdml.training.run_lock import FolderLock, check_unlocked
 from gspdml.training.run_record import environment_record, write_environment
 from gspdml.training.step_timing import StepTimer
+from gspdml.training.tensorboard_extras import TensorBoardExtras
+from gspdml.training.trackers import open_trackers
 
 
 class Trainer:
@@ -243,6 +248,7 @@ class Trainer:
         """Everything the parts declare, against the config, once before step 1."""
         self._check_splits_score()
         self.selects = self._check_selection_split()
+        check_reloadable(self.model, self.config)
         check_loss_declarations(self.loss, self.model, self.config.data)
         check_warmup(self.model, self.config.schedule.warmup_steps)
         check_training_dataset(self.train_dataset)
@@ -294,10 +300,14 @@ class Trainer:
             atomic_write_text(self.run_dir / CONFIG_FILE, dump_config(self.config))
         atomic_write_text(self.run_dir / DATA_FILE, json_text(self.data_record, indent=1))
         write_environment(self.run_dir, environment_record(self.device, self.precision), resume)
+        write_options(self.run_dir, self.config)
         self.log.truncate_after(self.step if resume else -1)
         self.timing_log.truncate_after(self.step if resume else -1)
         if self.tensorboard:
             self.log.open_tensorboard(self.step if resume else -1)
+        self.log.sinks = open_trackers(self.config, self.run_dir)
+        if self.tensorboard:
+            self.log.sinks.append(TensorBoardExtras(self))
         self._print_header(resume, changed)
 
     # ------------------------------------------------------------------ checks and messages
@@ -807,6 +817,7 @@ class Trainer:
                 results["baseline"] = self.baseline
                 self._report_baseline(results["test"])
         if self.is_main:
+            results.update(identity(self.run_dir))
             atomic_write_text(self.run_dir / RESULTS_FILE, json_text(results, indent=2))
         return results
 
@@ -971,11 +982,14 @@ def run_dir_changes(run_dir: Path, config: RunConfig, resume: bool, allow_change
         )
     if resume and not checkpoint.exists():
         raise ConfigError("name", f"nothing to resume: no checkpoint in {run_dir}")
+    if not resume:
+        check_no_other_run(run_dir)
     changed = {}
     if resume:
         saved_path = run_dir / CONFIG_FILE
         saved = parse_yaml(saved_path.read_text()) if saved_path.is_file() else {}
         changed = check_resume_config(_resolved(saved), _resolved(config), allow_changes)
+        check_same_options(run_dir, config)
     check_writable_folder(run_dir)  # before any work: a read-only or impossible run directory
     return changed
 

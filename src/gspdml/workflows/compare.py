@@ -34,9 +34,9 @@ from gspdml.evaluation.paired_tests import format_p, paired_comparison
 from gspdml.evaluation.statistics import mean_std
 from gspdml.output_files import atomic_write_text
 from gspdml.training.run_dir import CONFIG_FILE, RESULTS_FILE
+from gspdml.training.run_identity import PROTOCOL_FILE
 from gspdml.workflows.tables import markdown_table, write_table
 
-PROTOCOL_FILE = "protocol.json"
 DEFAULT_METRICS = ("precision_at_1", "map_at_r")
 METRIC_TITLES = {"precision_at_1": "P@1", "map_at_r": "MAP@R", "nmi": "NMI"}
 #: the columns of every written form, in order

@@ -52,7 +52,8 @@ embeddings.
 Runs live in ``<root>/fold<f>-seed<s>/`` (``<root>/seed<s>/`` for ``conventional``), ``root`` =
 ``<output_dir>/<name>`` of the config. They are resumable model by model, by the reuse rule of
 :mod:`gspdml.workflows.runner`: a finished run is reused, a run with a checkpoint is resumed, the
-others start; a run directory holding a run of another config is refused. ``<root>/protocol.json``
+others start; a run directory holding a run of another config is refused, and so is a root
+folder that holds a single run (:func:`gspdml.training.run_identity.check_not_a_run`). ``<root>/protocol.json``
 keeps every number (per model and per realisation), ``<root>/results.md`` / ``.json`` the table
 row (:mod:`gspdml.workflows.tables`).
 """
@@ -82,6 +83,7 @@ from gspdml.evaluation.service import EvalSpec, evaluate, with_postprocessed
 from gspdml.evaluation.statistics import mean_std, spread
 from gspdml.output_files import atomic_write_text, json_text
 from gspdml.training.run_dir import RESULTS_FILE, RESULTS_FIX, read_results
+from gspdml.training.run_identity import PROTOCOL_FILE, check_not_a_run
 from gspdml.workflows.runner import PlannedRun, run_planned
 from gspdml.workflows.tables import (
     CONVENTIONAL_COLUMNS,
@@ -177,6 +179,7 @@ def run_protocol(
     "resumed" | "done"} (what this call did with each model).
     """
     root = Path(output_dir) if output_dir is not None else Path(config.output_dir) / config.name
+    check_not_a_run(root)
     if protocol == "two_stage":
         runs, folds, status = _run_two_stage(config, seeds, root)
     else:
@@ -212,7 +215,7 @@ def run_protocol(
         ],
         **result,
     }
-    atomic_write_text(root / "protocol.json", json_text(payload, indent=2) + "\n")
+    atomic_write_text(root / PROTOCOL_FILE, json_text(payload, indent=2) + "\n")
     return {**payload, "runs": status}
 
 

@@ -1,0 +1,118 @@
+"""``RUN_DIR/components.json``: every component's options as the run built it, defaults included.
+
+``config.yaml`` keeps the options a config sets; a component's defaults live in its code (a
+plugin's above all), so a default that changes between the start of a run and its resume would
+change the model or the loss unseen. The trainer writes, for the backbone, the pooling and the
+loss (each wrapped loss too), the name and every option of its constructor with the value the
+run used: the config's, else the constructor's default (:func:`resolved_options`); ``--resume``
+compares them with the components' defaults now and refuses a difference like a changed option
+(:func:`check_same_options`). Options its caller supplies (``in_channels``, ``embedding_dim``,
+``num_classes``, ``seed``) are not options of the config and are left out.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from gspdml.config import RunConfig
+from gspdml.errors import ConfigError, read_json_object
+from gspdml.losses import LOSSES
+from gspdml.models.backbones import BACKBONES
+from gspdml.output_files import atomic_write_text
+from gspdml.pooling import POOLINGS
+from gspdml.registry import Registry, parse_spec
+
+COMPONENTS_FILE = "components.json"
+#: arguments the builder passes, never the config
+SUPPLIED = frozenset({"in_channels", "embedding_dim", "num_classes", "seed"})
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON holds it (tuples as lists; anything else JSON lacks as its repr)."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def _resolve(registry: Registry, spec: Any, field: str) -> dict[str, Any]:
+    name, given = parse_spec(spec, field)
+    factory = registry.get(name, field)
+    hidden = SUPPLIED | set(getattr(factory, "supplied_by_caller", ()))
+    nested = getattr(factory, "nested", {})
+    options: dict[str, Any] = {}
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        parameters = []  # type: ignore[assignment]
+    for p in parameters:
+        if p.name in hidden or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        value = given.get(p.name, p.default)
+        if value is inspect.Parameter.empty:
+            continue
+        if p.name in nested and value is not None and not isinstance(value, (int, float)):
+            options[p.name] = _resolve(nested[p.name], value, f"{field}.{p.name}")
+        else:
+            options[p.name] = _plain(value)
+    extra = {k: _plain(v) for k, v in given.items() if k not in options}  # **kwargs factories
+    return {"name": registry.primary(name), "options": {**options, **extra}}
+
+
+def resolved_options(config: RunConfig) -> dict[str, Any]:
+    """``{field: {"name", "options"}}`` of the run's backbone, pooling and loss(es)."""
+    out = {
+        "model.backbone": _resolve(BACKBONES, config.model.backbone, "model.backbone"),
+        "model.pooling": _resolve(POOLINGS, config.model.pooling, "model.pooling"),
+    }
+    losses = config.loss if isinstance(config.loss, list) else [config.loss]
+    for i, spec in enumerate(losses):
+        field = "loss" if not isinstance(config.loss, list) else f"loss[{i}]"
+        spec = (
+            {k: v for k, v in spec.items() if k != "weight"} if isinstance(spec, Mapping) else spec
+        )
+        out[field] = _resolve(LOSSES, spec, field)
+    return out
+
+
+def write_options(run_dir: Path, config: RunConfig) -> None:
+    text = json.dumps(resolved_options(config), indent=1, sort_keys=True) + "\n"
+    atomic_write_text(Path(run_dir) / COMPONENTS_FILE, text)
+
+
+def _flat(value: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            part = "" if key == "options" else f".{key}"
+            out.update(_flat(item, f"{prefix}{part}"))
+        return out
+    return {prefix: value}
+
+
+def check_same_options(run_dir: Path, config: RunConfig) -> None:
+    """Refuse a resume whose components resolve to other options than the run's (a changed
+    default); a run written before the record existed is not checked."""
+    path = Path(run_dir) / COMPONENTS_FILE
+    if not path.is_file():
+        return
+    saved, now = _flat(read_json_object(path), ""), _flat(resolved_options(config), "")
+    changed = {
+        key.lstrip("."): (saved.get(key, "<absent>"), now.get(key, "<absent>"))
+        for key in sorted(set(saved) | set(now))
+        if saved.get(key, "<absent>") != now.get(key, "<absent>")
+    }
+    if changed:
+        listing = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
+        raise ConfigError(
+            "--resume",
+            f"the components resolve to other options than when {run_dir} started ({listing}): "
+            "a default changed in their code. Set the option in the config to the run's value "
+            "to continue it, or start a new run",
+        )

@@ -1,0 +1,73 @@
+"""What reloads a run's model: ``config.model``, or the factory ``model.factory`` names.
+
+:func:`gspdml.training.run_dir.load_run` rebuilds a run's model from the ``model`` section its
+weights file records and loads the weights into it. A model handed to the
+:class:`~gspdml.training.Trainer` that this section does not describe (a user's ``nn.Module``,
+a :class:`~gspdml.training.TensorEmbedder`) could not be rebuilt so: such a run must name a
+factory, ``model.factory: "my_package.models:make_model"``, a function of no arguments that
+returns the model exactly as it was given to the trainer (its ``state_dict`` keys and shapes are
+checked against the trained model's before step 1). Without one the trainer refuses the model
+before step 1, saying why; a run is never saved under a config that does not reload it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from torch import nn
+
+from gspdml.config import RunConfig
+from gspdml.errors import ConfigError
+from gspdml.models import Embedder
+
+FIELD = "model.factory"
+
+
+def factory_model(path: str) -> nn.Module:
+    """The model ``path`` (``"module:function"``) returns."""
+    module, sep, name = path.partition(":")
+    if not sep or not module or not name:
+        raise ConfigError(FIELD, f"expected 'module:function', got {path!r}")
+    try:
+        function = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(FIELD, f"cannot import {path!r}: {exc}") from None
+    try:
+        model = function()
+    except Exception as exc:
+        raise ConfigError(FIELD, f"{path!r} failed: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(model, nn.Module):
+        raise ConfigError(FIELD, f"{path!r} returned a {type(model).__name__}, not an nn.Module")
+    return model
+
+
+def _layout(model: nn.Module) -> dict[str, tuple[int, ...]]:
+    return {key: tuple(value.shape) for key, value in model.state_dict().items()}
+
+
+def check_reloadable(model: nn.Module, config: RunConfig) -> None:
+    """Refuse a model that neither ``config.model`` nor ``model.factory`` rebuilds (module doc)."""
+    factory: Any = config.model.factory
+    if factory is not None:
+        rebuilt = _layout(factory_model(str(factory)))
+        trained = _layout(model)
+        if rebuilt != trained:
+            differ = sorted(set(rebuilt) ^ set(trained)) or [
+                key for key in trained if rebuilt[key] != trained[key]
+            ]
+            raise ConfigError(
+                FIELD,
+                f"{factory!r} returns a model whose parameters differ from the trained one's "
+                f"(e.g. {', '.join(differ[:3])}); it must return the model given to the trainer",
+            )
+        return
+    if not isinstance(model, Embedder):
+        raise ConfigError(
+            "model",
+            f"the trainer got a {type(model).__name__}, which the config's model section "
+            f"(backbone {config.model.backbone.get('name')!r}, pooling "
+            f"{config.model.pooling.get('name')!r}) does not describe, so the run could not be "
+            "reloaded; set model.factory: 'module:function' (a function that returns this model) "
+            "or train the Embedder that build_run(config) builds",
+        )

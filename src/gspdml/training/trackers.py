@@ -1,0 +1,164 @@
+"""Experiment trackers, offline: every record the trainer writes to ``metrics.jsonl``
+(:class:`~gspdml.training.metrics_log.MetricsLog`, custom metrics of callbacks included) is
+also sent to the trackers ``trainer.trackers`` names, as ``SPLIT/KEY`` at its step; the resolved
+config goes with it as parameters.
+
+- ``mlflow``: a local MLflow store, ``sqlite:///<output_dir>/mlflow.db`` (MLflow's file store is
+  in maintenance mode; SQLite is its local store), experiment ``gspdml``, one MLflow run per
+  gspdml run, named after it and tagged with its folder; artifacts under
+  ``<output_dir>/mlflow-artifacts``. Read it with ``mlflow ui --backend-store-uri
+  sqlite:///…/mlflow.db`` or ``MlflowClient``.
+- ``wandb``: Weights & Biases in offline mode under ``<run_dir>/wandb`` (``wandb sync`` uploads
+  it later), project ``gspdml``.
+
+A resumed run continues the same tracker run (its id is kept in ``<run_dir>/trackers.json``).
+Both are optional packages (the ``mlflow`` and ``wandb`` extras).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from gspdml.config import RunConfig
+from gspdml.config.schema import plain
+from gspdml.errors import ConfigError
+from gspdml.output_files import atomic_write_text
+
+TRACKERS_FILE = "trackers.json"
+PROJECT = "gspdml"
+
+
+class Tracker(Protocol):
+    def log(self, record: Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _scalars(record: Mapping[str, Any]) -> tuple[int, dict[str, float]]:
+    """The record's step and its numbers as ``SPLIT/KEY`` (the TensorBoard names)."""
+    split = "test_final" if record.get("final") else record.get("split", "train")
+    values = {
+        f"{split}/{key}": float(value)
+        for key, value in record.items()
+        if key not in ("step", "split", "final", "weights_step")
+        and isinstance(value, (int, float))
+        and not isinstance(value, bool)
+    }
+    return int(record.get("step", 0)), values
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, str]:
+    if isinstance(value, Mapping):
+        out: dict[str, str] = {}
+        for key, item in value.items():
+            out.update(_flat(item, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): json.dumps(value)}
+
+
+def _ids(run_dir: Path) -> dict[str, str]:
+    path = run_dir / TRACKERS_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _keep_id(run_dir: Path, name: str, run_id: str) -> None:
+    atomic_write_text(run_dir / TRACKERS_FILE, json.dumps({**_ids(run_dir), name: run_id}) + "\n")
+
+
+class MlflowTracker:
+    """One MLflow run in the local SQLite store of ``output_dir`` (module doc)."""
+
+    def __init__(self, config: RunConfig, run_dir: Path):
+        from mlflow.entities import Param
+        from mlflow.tracking import MlflowClient
+
+        root = Path(config.output_dir).resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        self.client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+        found = self.client.get_experiment_by_name(PROJECT)
+        experiment = (
+            found.experiment_id
+            if found is not None
+            else self.client.create_experiment(
+                PROJECT, artifact_location=str(root / "mlflow-artifacts")
+            )
+        )
+        known = _ids(run_dir).get("mlflow")
+        if known is None:
+            run = self.client.create_run(
+                experiment, run_name=config.name, tags={"gspdml_run_dir": str(run_dir.resolve())}
+            )
+            self.run_id = run.info.run_id
+            _keep_id(run_dir, "mlflow", self.run_id)
+            params = [Param(k, v[:6000]) for k, v in _flat(plain(config)).items()]
+            for start in range(0, len(params), 100):
+                self.client.log_batch(self.run_id, params=params[start : start + 100])
+        else:
+            self.run_id = known
+
+    def log(self, record: Mapping[str, Any]) -> None:
+        from mlflow.entities import Metric
+
+        step, values = _scalars(record)
+        now = int(time.time() * 1000)
+        metrics = [Metric(key, value, now, step) for key, value in values.items()]
+        if metrics:
+            self.client.log_batch(self.run_id, metrics=metrics)
+
+    def close(self) -> None:
+        self.client.set_terminated(self.run_id)
+
+
+class WandbTracker:
+    """One offline W&B run under ``<run_dir>/wandb`` (module doc)."""
+
+    def __init__(self, config: RunConfig, run_dir: Path):
+        import wandb
+
+        known = _ids(run_dir).get("wandb")
+        self.run = wandb.init(
+            project=PROJECT,
+            name=config.name,
+            dir=str(run_dir),
+            mode="offline",
+            config=plain(config),
+            id=known,
+            resume="allow" if known else None,
+        )
+        if known is None:
+            _keep_id(run_dir, "wandb", self.run.id)
+
+    def log(self, record: Mapping[str, Any]) -> None:
+        step, values = _scalars(record)
+        if values:
+            self.run.log(values, step=step)
+
+    def close(self) -> None:
+        import wandb
+
+        self.run.finish()
+        wandb.teardown()  # the service writes the run file to its end before it exits
+
+
+TRACKERS: dict[str, Callable[[RunConfig, Path], Tracker]] = {
+    "mlflow": MlflowTracker,
+    "wandb": WandbTracker,
+}
+
+
+def open_trackers(config: RunConfig, run_dir: Path) -> list[Tracker]:
+    """The trackers ``config.trainer.trackers`` names, started; a missing package is a
+    :class:`ConfigError` naming the extra."""
+    trackers: list[Tracker] = []
+    for name in config.trainer.trackers:
+        try:
+            trackers.append(TRACKERS[name](config, Path(run_dir)))
+        except ImportError:
+            raise ConfigError(
+                "trainer.trackers", f"{name} is not installed: pip install 'gspdml[{name}]'"
+            ) from None
+    return trackers

@@ -1,0 +1,140 @@
+"""``gspdml tune CONFIG --space SPACE.yaml``: a hyper-parameter search over the tuning protocol
+with Optuna's TPE sampler (Bergstra et al. 2011), stored in SQLite and resumable.
+
+The seeds chose hyper-parameters by Bayesian optimisation in two places: the baselines' loss
+parameters come from Musgrave et al. 2020's Bayesian search (Gürbüz thesis §3.3.2.1 and
+§5.3.4.1, "Setup"; GSP paper, supplement §1.1.7 "Hyperparameters"), and CCP's λ and number of
+proxies from a Bayesian search on CUB with C2-CCP (Gürbüz thesis §3.3.2.3, "Ablations",
+Fig. 3.5). The tuning protocol here is the thesis' hyper-parameter tuning setting (§5.3.4.1:
+models trained on 4/5 of the training classes and scored on the held-out fifth,
+:mod:`gspdml.workflows.protocol`, ``tuning``).
+
+Each trial is the tuning protocol (one 4/5 split, a model per seed) of the config with the
+trial's values as overrides; its objective is the mean over the seeds of the validation metric
+(``evaluation.metric``, MAP@R by default). Trials live in ``<root>/trial<n>/`` and are
+reused or resumed model by model by the runner's rule, so a killed search continues where it
+stopped: the study (``<root>/search.db``, SQLite) is loaded again by name, a trial that was
+running when the search died is marked failed, and new trials run until the study has
+``trials`` complete ones. The best trial's config is written to ``<root>/best.yaml``.
+
+The search space is YAML, one entry per dotted config key::
+
+    optimizer.lr: {float: [1.0e-5, 1.0e-3], log: true}
+    loss.neg_margin: {float: [0.2, 0.8]}
+    model.pooling.num_prototypes: {int: [16, 128], step: 16}
+    loss.reduction: {categorical: [mean, avg_nonzero]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gspdml.config import dump_config, load_config, parse_yaml
+from gspdml.errors import ConfigError
+from gspdml.output_files import atomic_write_text
+from gspdml.workflows.protocol import run_protocol
+
+KINDS = ("float", "int", "categorical")
+
+
+def read_space(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The search space of a YAML file, checked (module doc)."""
+    try:
+        space = parse_yaml(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError("--space", f"{path}: cannot read the search space ({exc})") from None
+    if not isinstance(space, dict) or not space:
+        raise ConfigError("--space", f"{path}: expected a mapping of config keys to ranges")
+    for key, entry in space.items():
+        kinds = [k for k in KINDS if isinstance(entry, dict) and k in entry]
+        if len(kinds) != 1:
+            raise ConfigError(
+                f"{path}: {key}", f"give exactly one of {', '.join(KINDS)}, got {entry!r}"
+            )
+        values = entry[kinds[0]]
+        if kinds[0] != "categorical" and (not isinstance(values, list) or len(values) != 2):
+            raise ConfigError(f"{path}: {key}", f"{kinds[0]}: expected [low, high], got {values!r}")
+        if kinds[0] == "categorical" and (not isinstance(values, list) or not values):
+            raise ConfigError(f"{path}: {key}", f"categorical: expected a list, got {values!r}")
+    return space
+
+
+def suggest(trial: Any, space: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The trial's values of ``space`` as ``key=value`` overrides."""
+    overrides = []
+    for key, entry in space.items():
+        if "float" in entry:
+            low, high = entry["float"]
+            value = trial.suggest_float(key, float(low), float(high), log=bool(entry.get("log")))
+        elif "int" in entry:
+            low, high = entry["int"]
+            value = trial.suggest_int(
+                key, int(low), int(high), step=int(entry.get("step", 1)), log=bool(entry.get("log"))
+            )
+        else:
+            value = trial.suggest_categorical(key, list(entry["categorical"]))
+        text = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+        overrides.append(f"{key}={text}")
+    return overrides
+
+
+def run_search(
+    config_source: str,
+    space: Mapping[str, Mapping[str, Any]],
+    *,
+    trials: int,
+    overrides: Sequence[str] = (),
+    seeds: Sequence[int] = (0, 1, 2),
+    output_dir: str | Path | None = None,
+    sampler_seed: int = 0,
+) -> dict[str, Any]:
+    """Run (or continue) the search until the study has ``trials`` complete trials; returns
+    ``{"best_value", "best_overrides", "best_config", "trials", "storage"}``."""
+    import optuna
+
+    base = load_config(config_source, overrides)
+    root = (
+        Path(output_dir)
+        if output_dir is not None
+        else Path(base.output_dir) / f"{base.name}-search"
+    )
+    root.mkdir(parents=True, exist_ok=True)
+    storage = f"sqlite:///{(root / 'search.db').resolve()}"
+    metric = base.evaluation.metric
+    study = optuna.create_study(
+        study_name=base.name,
+        storage=storage,
+        direction="maximize",
+        sampler=optuna.samplers.TPESampler(seed=sampler_seed),
+        load_if_exists=True,
+    )
+    for stale in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        study.tell(stale.number, state=optuna.trial.TrialState.FAIL)  # died with the last search
+
+    def objective(trial: Any) -> float:
+        chosen = suggest(trial, space)
+        trial.set_user_attr("overrides", chosen)
+        config = load_config(config_source, [*overrides, *chosen])
+        result = run_protocol(
+            config, "tuning", seeds=seeds, output_dir=root / f"trial{trial.number}"
+        )
+        return float(result["summary"]["val"][metric]["mean"])
+
+    done = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if trials > done:
+        study.optimize(objective, n_trials=trials - done)
+    best = study.best_trial
+    best_config = load_config(config_source, [*overrides, *best.user_attrs["overrides"]])
+    atomic_write_text(root / "best.yaml", dump_config(best_config))
+    return {
+        "best_value": best.value,
+        "best_overrides": best.user_attrs["overrides"],
+        "best_config": str(root / "best.yaml"),
+        "trials": len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))),
+        "storage": storage,
+    }
