@@ -115,7 +115,9 @@ def time_row(backbone: str, pooling: str, args, precision: str, device: torch.de
     config = build_config(PRESETS[backbone, pooling], args, precision, device)
     data = config.data
     images = Images(data.classes_per_batch + 2, 2 * data.samples_per_class, args.size)
-    splits = DataSplits(SeededTransformDataset(images, seed=0), EvalSplit(images), EvalSplit(images))
+    splits = DataSplits(
+        SeededTransformDataset(images, seed=0), EvalSplit(images), EvalSplit(images)
+    )
     torch.manual_seed(0)
     model = build_embedder(config.model, 3)
     loss = build_loss(
