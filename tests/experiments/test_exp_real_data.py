@@ -171,7 +171,9 @@ def test_the_ccp_proof_of_concept_reads_mnist(tmp_path, stand_in_after):
     from tests.data.test_data_fashion import write_idx
 
     rng = np.random.default_rng(0)
-    for part, per_class in (("train", 8), ("t10k", 4)):
+    # 20 images per class: the experiment's 60/10/30 % split leaves 2 per class for validation
+    # (with 12, one: nothing to score, issue 39 #8)
+    for part, per_class in (("train", 16), ("t10k", 4)):
         labels = np.repeat(np.arange(10), per_class)
         write_idx(
             tmp_path / f"{part}-images-idx3-ubyte.gz", rng.integers(0, 256, (len(labels), 28, 28))
@@ -179,8 +181,8 @@ def test_the_ccp_proof_of_concept_reads_mnist(tmp_path, stand_in_after):
         write_idx(tmp_path / f"{part}-labels-idx1-ubyte.gz", labels)
     images, labels = load_mnist(str(tmp_path))
     assert (
-        images.shape == (120, 28, 28)
-        and labels[:80].tolist() == np.repeat(np.arange(10), 8).tolist()
+        images.shape == (200, 28, 28)
+        and labels[:160].tolist() == np.repeat(np.arange(10), 16).tolist()
     )
     with pytest.raises(DataError, match="MNIST: missing .*train-images-idx3-ubyte"):
         load_mnist(str(tmp_path / "nowhere"))
@@ -196,6 +198,7 @@ def test_the_ccp_proof_of_concept_reads_mnist(tmp_path, stand_in_after):
     ]
     assert ccp.main([*command, "--dry-run"]) == {"dry_run": True}
     data = ccp.digit_splits(0)
-    assert data["train"][0].shape[1] == 784 and len(data["test"][1]) == 40  # 30 % of 12 per class
+    assert data["train"][0].shape[1] == 784 and len(data["test"][1]) == 60  # 30 % of 20 per class
+    assert len(data["val"][1]) == 20  # 2 per class: a query to score
     results = ccp.main(command)
     assert results["summary"]["ccp"] and results["per_seed"][0]["sample"]
