@@ -140,11 +140,19 @@ def atomic_write_text(path: PathLike, text: str) -> None:
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
-def json_text(value: Any, indent: int | None = None, sort_keys: bool = False) -> str:
+def json_text(
+    value: Any,
+    indent: int | None = None,
+    sort_keys: bool = False,
+    default: Callable[[Any], Any] | None = None,
+) -> str:
     """``value`` as standard JSON: a non-finite float (NaN, +-inf) anywhere in it is written
     as ``null``, the one JSON value for "no number" (Python's ``json`` would write the
-    non-standard tokens ``NaN`` / ``Infinity`` that other parsers refuse)."""
-    return json.dumps(_finite(value), indent=indent, sort_keys=sort_keys, allow_nan=False)
+    non-standard tokens ``NaN`` / ``Infinity`` that other parsers refuse). ``default``: as
+    :func:`json.dumps`'s, for values JSON has no type for (e.g. ``str`` for paths)."""
+    return json.dumps(
+        _finite(value), indent=indent, sort_keys=sort_keys, allow_nan=False, default=default
+    )
 
 
 def _finite(value: Any) -> Any:

@@ -46,6 +46,10 @@ def test_preset_follows_its_protocol(path):
         c["data"]["dataset"]["name"] == DATASETS[dataset]
         and c["data"]["dataset"]["transform"] == "mlrc"
     )
+    if protocol == "ccpfair":  # Gürbüz thesis Table 3.1's baselines: a fair preset with the
+        # Ch. 3 cadence, pinned against that preset by tests/presets/test_preset_recipes.py
+        assert load_config(path.parent / f"{dataset}-fair-{'-'.join(rest)}.yaml")
+        return
     if resnet50:
         assert c["model"]["backbone"] == {"name": "resnet50", "pretrained": True}
         assert c["model"]["embedding_dim"] == int(rest[1])

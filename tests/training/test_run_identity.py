@@ -9,10 +9,10 @@ import pytest
 
 from gspdml.config import load_config
 from gspdml.errors import ConfigError
+from gspdml.file_digest import file_sha256
 from gspdml.training import load_run, train
 from gspdml.training.checkpoint import save_state
 from gspdml.training.run_dir import read_weights
-from gspdml.training.run_identity import file_digest
 from gspdml.workflows.protocol import run_protocol
 
 
@@ -21,8 +21,8 @@ def test_a_run_folder_is_never_mixed_with_another_runs_files(make_config, tmp_pa
     run = tmp_path / "runs" / "tiny"
     train(config)
     results = json.loads((run / "results.json").read_text())
-    assert results["weights_sha256"] == file_digest(run / "model.safetensors")
-    assert results["config_sha256"] == file_digest(run / "config.yaml")
+    assert results["weights_sha256"] == file_sha256(run / "model.safetensors")
+    assert results["config_sha256"] == file_sha256(run / "config.yaml")
     load_run(run)  # its own files: read back
 
     # a protocol whose root is this run folder is refused before it writes anything

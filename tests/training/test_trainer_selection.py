@@ -144,9 +144,14 @@ def test_only_whitening_embeds_the_training_split_and_plain_rounds_log_no_extra_
         make_config(evaluation={"every": 10, "patience": None, "postprocess": ["qe"]})
     )
     trainer = Trainer.from_config(config, tmp_path / "run")
-    monkeypatch.setattr(
-        trainer, "embed", lambda dataset: pytest.fail("qe needs no training embeddings")
-    )
+    embed = trainer.embed  # other splits may be embedded (e.g. TensorBoard's test projector)
+
+    def embed_no_training_split(dataset):
+        if dataset is trainer.train_dataset:
+            pytest.fail("qe needs no training embeddings")
+        return embed(dataset)
+
+    monkeypatch.setattr(trainer, "embed", embed_no_training_split)
     trainer.fit()
     assert all("postprocessed_map_at_r" in r for r in rounds(tmp_path / "run"))
     plain = load_config(make_config(evaluation={"every": 10, "patience": None}))

@@ -384,6 +384,9 @@ def test_conventional_protocol_tabulates_nmi_when_the_config_clusters(tmp_path, 
     assert protocol["summary"]["repeats"]["nmi"]["mean"] == nmi
     header, _, row = capsys.readouterr().out.splitlines()
     assert header == (
-        "| Method | R@1 | MAP@R | R@1 (all repeats) | MAP@R (all repeats) | NMI | NMI (all repeats) |"
+        "| Method | R@1 | MAP@R | R@1 (all repeats) | MAP@R (all repeats) | NMI | NMI (all repeats) "
+        "| ± is the |"
     )
-    assert row.endswith(f"| {100 * nmi:.2f} | {100 * nmi:.2f} |")
+    *_, best_nmi, all_nmi, spread, _ = row.split("|")
+    assert (best_nmi.strip(), all_nmi.strip()) == (f"{100 * nmi:.2f}", f"{100 * nmi:.2f}")
+    assert spread.strip()  # what the ± is over

@@ -247,7 +247,7 @@ def test_tables_4_3_and_4_4_settings_equal_the_cir_command(
         assert got[title] == pytest.approx(metrics["map"], abs=1e-9), title
     assert got["Avg"] == pytest.approx(np.mean([got[t] for t in titles]), abs=1e-9)
     statuses = {entry["key"]: entry["status"] for entry in payload["rows"]}
-    assert statuses.pop(row) == "reproduced"
+    assert statuses.pop(row) == "evaluated"
     assert set(statuses.values()) <= {"not selected"} | {
         r.status for r in get_table(table).rows if r.missing
     }

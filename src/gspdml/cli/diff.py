@@ -4,7 +4,8 @@ two runs: config, components' resolved options, environment, data and test metri
 from __future__ import annotations
 
 import argparse
-import json
+
+from gspdml.output_files import json_text
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
@@ -12,7 +13,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
     result = diff_runs(args.run_a, args.run_b)
     if args.json:
-        print(json.dumps(result, indent=2, default=str))
+        print(json_text(result, indent=2, default=str))
     else:
         print(diff_text(result), end="")
     return 0

@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from gspdml.errors import ConfigError
+from gspdml.output_files import json_text
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
@@ -29,7 +29,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         output_dir=args.output_dir,
         sampler_seed=args.sampler_seed,
     )
-    print(json.dumps(result, indent=2))
+    print(json_text(result, indent=2))
     return 0
 
 

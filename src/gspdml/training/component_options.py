@@ -13,7 +13,6 @@ compares them with the components' defaults now and refuses a difference like a 
 from __future__ import annotations
 
 import inspect
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -21,7 +20,7 @@ from gspdml.config import RunConfig
 from gspdml.errors import ConfigError, read_json_object
 from gspdml.losses import LOSSES
 from gspdml.models.backbones import BACKBONES
-from gspdml.output_files import atomic_write_text
+from gspdml.output_files import atomic_write_text, json_text
 from gspdml.pooling import POOLINGS
 from gspdml.registry import Registry, parse_spec
 
@@ -82,7 +81,7 @@ def resolved_options(config: RunConfig) -> dict[str, Any]:
 
 
 def write_options(run_dir: Path, config: RunConfig) -> None:
-    text = json.dumps(resolved_options(config), indent=1, sort_keys=True) + "\n"
+    text = json_text(resolved_options(config), indent=1, sort_keys=True) + "\n"
     atomic_write_text(Path(run_dir) / COMPONENTS_FILE, text)
 
 

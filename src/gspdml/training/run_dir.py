@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 import sys
 from pathlib import Path
 from typing import Any, Mapping, cast
@@ -40,8 +39,10 @@ from gspdml.config.migration import read_run_config
 from gspdml.config.schema import plain
 from gspdml.data import DataSplits, build_data
 from gspdml.errors import ConfigError, DataError, read_json_object
+from gspdml.file_digest import file_sha256
 from gspdml.models import Embedder, build_embedder
 from gspdml.models.backbones import BACKBONES
+from gspdml.output_files import json_text
 from gspdml.plugins import require_recorded
 from gspdml.pooling.base import LazyInitialised
 from gspdml.registry import parse_spec
@@ -144,8 +145,6 @@ def load_run(
         )
     require_run_plugins(run_dir)
     if weights == "final":  # the weights results.json describes
-        from gspdml.training.run_identity import check_results_match  # it reads this layout
-
         check_results_match(run_dir)
     config = read_run_config(config_path)
     model, _ = load_embedder(path, device)
@@ -228,7 +227,7 @@ def read_results(
             raise DataError(f"{path}: field {name!r} is missing; {RESULTS_FIX}")
         if not isinstance(record[name], kind) or isinstance(record[name], bool):
             raise DataError(
-                f"{path}: field {name!r} is {json.dumps(record[name])[:80]}, not a "
+                f"{path}: field {name!r} is {json_text(record[name])[:80]}, not a "
                 f"{_kind_name(kind)}; {RESULTS_FIX}"
             )
     return record
@@ -249,7 +248,7 @@ def read_data_record(run_dir: str | Path) -> dict[str, Any] | None:
     for split, value in record.items():
         names = value.get("class_names") if isinstance(value, dict) else None
         if value is not None and not isinstance(value, dict):
-            problem = f"split {split!r} is {json.dumps(value)[:80]}, not an object"
+            problem = f"split {split!r} is {json_text(value)[:80]}, not an object"
         elif names is not None and not (
             isinstance(names, list) and all(isinstance(name, str) for name in names)
         ):
@@ -264,3 +263,27 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     names = {dict: "JSON object", int: "whole number", float: "number", str: "string", list: "list"}
     kinds = kind if isinstance(kind, tuple) else (kind,)
     return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def check_results_match(run_dir: Path) -> None:
+    """Refuse a run folder whose ``results.json`` is not this run's: a protocol's table of
+    methods, or recorded weights or config that differ from those on disk (a run written before
+    they were recorded is not checked)."""
+    path = Path(run_dir) / RESULTS_FILE
+    if not path.is_file():
+        return
+    results = read_json_object(path)
+    if any(isinstance(v, dict) and "summary" in v for v in results.values()):
+        raise ConfigError(
+            "run_dir",
+            f"{path} is not this run's results but a table of methods (a protocol's); the "
+            "folder mixes two runs' files, train the run again elsewhere",
+        )
+    for key, name in (("weights_sha256", WEIGHTS_FILE), ("config_sha256", CONFIG_FILE)):
+        recorded = results.get(key)
+        if recorded is not None and file_sha256(Path(run_dir) / name) != recorded:
+            raise ConfigError(
+                "run_dir",
+                f"{Path(run_dir) / name} is not the {name.split('.')[0]} that {path} describes "
+                f"({key} {recorded[:19]}...); the folder mixes two runs' files",
+            )

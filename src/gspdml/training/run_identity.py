@@ -8,37 +8,29 @@ says which weights and config they are.
   (``--resume``: same config and data, :mod:`gspdml.training.config_changes`) writes into a
   folder with a run in it.
 - :func:`identity`: ``results.json`` records the SHA-256 of the saved weights and of
-  ``config.yaml``; :func:`check_results_match` refuses weights or a config that disagree with
+  ``config.yaml``; :func:`gspdml.training.run_dir.check_results_match` refuses weights or a config that disagree with
   it (``gspdml evaluate`` once scored an older model whose folder a protocol had written its
   ``results.json`` into).
 """
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
-from gspdml.errors import ConfigError, read_json_object
+from gspdml.errors import ConfigError
+from gspdml.file_digest import file_sha256
 from gspdml.training.run_dir import CHECKPOINT_FILE, CONFIG_FILE, RESULTS_FILE, WEIGHTS_FILE
 
 #: the file of a protocol's numbers in its root folder (:mod:`gspdml.workflows.protocol`)
 PROTOCOL_FILE = "protocol.json"
 
 
-def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return "sha256:" + digest.hexdigest()
-
-
 def identity(run_dir: Path) -> dict[str, Any]:
     """What ``results.json`` records of the run's weights and config."""
     return {
-        "weights_sha256": file_digest(Path(run_dir) / WEIGHTS_FILE),
-        "config_sha256": file_digest(Path(run_dir) / CONFIG_FILE),
+        "weights_sha256": file_sha256(Path(run_dir) / WEIGHTS_FILE),
+        "config_sha256": file_sha256(Path(run_dir) / CONFIG_FILE),
     }
 
 
@@ -63,27 +55,3 @@ def check_not_a_run(root: Path) -> None:
             f"{root} holds a run ({', '.join(held)}), not a protocol's models; give the protocol "
             "another --output-dir or name",
         )
-
-
-def check_results_match(run_dir: Path) -> None:
-    """Refuse a run folder whose ``results.json`` is not this run's: a protocol's table of
-    methods, or recorded weights or config that differ from those on disk (a run written before
-    they were recorded is not checked)."""
-    path = Path(run_dir) / RESULTS_FILE
-    if not path.is_file():
-        return
-    results = read_json_object(path)
-    if any(isinstance(v, dict) and "summary" in v for v in results.values()):
-        raise ConfigError(
-            "run_dir",
-            f"{path} is not this run's results but a table of methods (a protocol's); the "
-            "folder mixes two runs' files, train the run again elsewhere",
-        )
-    for key, name in (("weights_sha256", WEIGHTS_FILE), ("config_sha256", CONFIG_FILE)):
-        recorded = results.get(key)
-        if recorded is not None and file_digest(Path(run_dir) / name) != recorded:
-            raise ConfigError(
-                "run_dir",
-                f"{Path(run_dir) / name} is not the {name.split('.')[0]} that {path} describes "
-                f"({key} {recorded[:19]}...); the folder mixes two runs' files",
-            )

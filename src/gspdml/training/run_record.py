@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,7 +23,7 @@ import torch
 
 from gspdml.compat.hardware import aten_capability, cpu_model
 from gspdml.errors import read_json_object
-from gspdml.output_files import atomic_write_text
+from gspdml.output_files import atomic_write_text, json_text
 from gspdml.plugins import imported_plugins
 
 ENVIRONMENT_FILE = "environment.json"
@@ -59,7 +58,7 @@ def write_environment(run_dir: Path, record: Mapping[str, Any], resume: bool = F
     saved = read_environment(run_dir) if resume else None
     if saved is not None:
         record = {**saved, "resumes": [*saved.get("resumes", []), dict(record)]}
-    atomic_write_text(Path(run_dir) / ENVIRONMENT_FILE, json.dumps(record, indent=1) + "\n")
+    atomic_write_text(Path(run_dir) / ENVIRONMENT_FILE, json_text(record, indent=1) + "\n")
 
 
 def read_environment(run_dir: Path | str) -> Optional[dict[str, Any]]:

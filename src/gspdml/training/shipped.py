@@ -11,14 +11,13 @@ uses them only for the recipe, by content, that made them, and checks the hash f
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any, Optional, Union
 
 import torch
 
 from gspdml.errors import ConfigError
-from gspdml.output_files import atomic_write, atomic_write_text
+from gspdml.output_files import atomic_write, atomic_write_text, json_text
 from gspdml.training.pretrain import (
     PRECISIONS_SHIPPABLE,
     SHIPPED_DIR,
@@ -50,7 +49,7 @@ def ship_recipe_weights(
         )
     state, record = train_recipe(recipe, verbose=True, device=device)
     path = folder / f"{recipe['name']}.safetensors"
-    atomic_write(path, lambda tmp: save_file(state, tmp, metadata={"record": json.dumps(record)}))
+    atomic_write(path, lambda tmp: save_file(state, tmp, metadata={"record": json_text(record)}))
     device_type = torch.device(record["device"]).type
     entry = {
         "file": path.name,
@@ -62,6 +61,6 @@ def ship_recipe_weights(
         "made_by": f"python scripts/ship_pretrained.py {recipe['name']}",
     }
     manifest = {**shipped_manifest(folder), recipe["name"]: entry}
-    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    text = json_text(manifest, indent=2, sort_keys=True) + "\n"
     atomic_write_text(folder / SHIPPED_MANIFEST, text)
     return entry

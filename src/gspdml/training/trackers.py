@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from gspdml.config import RunConfig
 from gspdml.config.schema import plain
 from gspdml.errors import ConfigError
-from gspdml.output_files import atomic_write_text
+from gspdml.output_files import atomic_write_text, json_text
 
 TRACKERS_FILE = "trackers.json"
 PROJECT = "gspdml"
@@ -57,7 +57,7 @@ def _flat(value: Any, prefix: str = "") -> dict[str, str]:
         for key, item in value.items():
             out.update(_flat(item, f"{prefix}{key}."))
         return out
-    return {prefix.rstrip("."): json.dumps(value)}
+    return {prefix.rstrip("."): json_text(value)}
 
 
 def _ids(run_dir: Path) -> dict[str, str]:
@@ -66,7 +66,7 @@ def _ids(run_dir: Path) -> dict[str, str]:
 
 
 def _keep_id(run_dir: Path, name: str, run_id: str) -> None:
-    atomic_write_text(run_dir / TRACKERS_FILE, json.dumps({**_ids(run_dir), name: run_id}) + "\n")
+    atomic_write_text(run_dir / TRACKERS_FILE, json_text({**_ids(run_dir), name: run_id}) + "\n")
 
 
 class MlflowTracker:

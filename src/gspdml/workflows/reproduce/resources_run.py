@@ -67,7 +67,7 @@ def reproduce_resources(
         ours: dict[str, Ours] = {
             column.title: (column.scale * values[column.metric], None) for column in table.columns
         }
-        return row_entry(table, plan.row, "reproduced", ours, {}, 1)
+        return row_entry(table, plan.row, "evaluated", ours, {}, 1)
 
     entries = table_entries(table, plans, run)
     return evaluation_payload(table, entries, overrides, data_root, output_dir)
