@@ -181,8 +181,9 @@ def test_feature_level_mixes_backbone_maps_and_gradients_reach_both_sources(fami
     triples = [tuple(t) for t in mixing_triples(labels, "pos_neg").tolist()]
     assert triples == [(0, 1, 2), (0, 1, 3), (1, 0, 2), (1, 0, 3)]
     expected = _feature_reference(model, maps, labels, triples, lam, loss)
-    # the embedder returns float32 embeddings; the reference stays in float64
-    torch.testing.assert_close(total - clean, expected.float(), rtol=1e-5, atol=1e-6)
+    # a float64 model keeps float64 through the embedder and the objective, as the reference
+    assert total.dtype == torch.float64
+    torch.testing.assert_close(total - clean, expected)
     (expected_grad,) = torch.autograd.grad(expected, maps)
     torch.testing.assert_close(grad, expected_grad, rtol=1e-4, atol=1e-6)
     assert grad[2].abs().sum() > 0 and grad[3].abs().sum() > 0  # negatives: only second sources
@@ -190,6 +191,23 @@ def test_feature_level_mixes_backbone_maps_and_gradients_reach_both_sources(fami
         _feature_reference(model, maps, labels, triples, lam, loss, detach_first=True), maps
     )
     assert not torch.allclose(grad, no_first)  # the positive (first) source gets its own gradient
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_feature_level_objective_of_a_float32_model_is_float32(autocast):
+    """float32 models (also under bf16 autocast) compute the mixed loss in float32; only a
+    float64 model keeps float64."""
+    model = _linear_embedder().float()
+    labels = torch.tensor([0, 0, 1, 2])
+    maps = torch.randn(4, 4, 3, 3)
+    loss = build_loss(
+        {"metrix": {"level": "feature", "loss": {"contrastive": {"neg_margin": 1.5}}}},
+        embedding_dim=3,
+        num_classes=3,
+    )
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        total = loss.training_objective(model, maps, labels, kind="pos_neg", lam=0.3)
+    assert total.dtype == torch.float32 and torch.isfinite(total)
 
 
 def test_input_level_with_identity_backbone_equals_feature_level_and_uses_hard_negatives():

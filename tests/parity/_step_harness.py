@@ -3,8 +3,8 @@ overrides of a test, gspdml's :class:`~gspdml.training.Trainer` built around in-
 in float64, and the comparison of two sets of parameters.
 
 The gspdml side runs the trainer's own step (``Trainer._train_step``: the loss's
-``training_objective``, warm-up freezing, clipping, the optimiser and the step decay), fed the
-batches a test chooses, so both sides see the same images in the same order; the sampler, the
+``training_objective``, warm-up freezing, clipping, the optimiser and the step decay; its loss
+read back with ``Trainer.last_loss``), fed the batches a test chooses, so both sides see the same images in the same order; the sampler, the
 data loader and evaluation rounds are not part of a step.
 """
 
@@ -69,7 +69,11 @@ def trainer(
     if loss_state is not None:
         loss.load_state_dict(dict(loss_state))
     split = SeededTransformDataset(TensorDataset(images, labels))
-    data = DataSplits(train=split, test=EvalSplit(split))
+    # the run's evaluation split, required by the Trainer but never scored in these steps: the
+    # training images twice, so every query has another image of its class even where a test
+    # trains on one image per class (the Trainer refuses a split with no query to score)
+    twice = TensorDataset(torch.cat([images, images]), torch.cat([labels, labels]))
+    data = DataSplits(train=split, test=EvalSplit(SeededTransformDataset(twice)))
     return Trainer(RunParts(model, loss, data), config, run_dir)
 
 

@@ -627,7 +627,9 @@ class Trainer:
         if self.is_main:
             self.timing_log.write(self.timing)
 
-    def _train_step(self, images: torch.Tensor, labels: torch.Tensor) -> float:
+    def _train_step(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        """One optimiser step on ``images``/``labels``; it does not wait for the device, so it
+        returns nothing: its loss is :attr:`last_loss` (which waits)."""
         cfg = self.config
         self.model.train()
         self.loss.train()
