@@ -190,7 +190,29 @@ def test_gspdml_check_runs_the_contracts_and_a_constructor_error_names_the_compo
     ) in broken.stderr
 
 
-def test_contract_checks_in_process_pass_a_sound_loss_and_name_a_broken_one(tmp_path, monkeypatch):
+@pytest.fixture
+def plugin_state_restored(monkeypatch):
+    """The process's plugin record and registries as they were: a plugin imported by an
+    in-process test would otherwise be recorded by every later run of this test process (and
+    its runs then ask for it on reload)."""
+    from gspdml import plugins
+    from gspdml.losses import LOSSES
+    from gspdml.models.backbones import BACKBONES
+    from gspdml.pooling import POOLINGS
+
+    monkeypatch.setattr(plugins, "_IMPORTED", dict(plugins._IMPORTED))
+    for registry in (POOLINGS, LOSSES, BACKBONES):
+        monkeypatch.setattr(registry, "_entries", dict(registry._entries))
+        monkeypatch.setattr(registry, "_primary", dict(registry._primary))
+    modules = set(sys.modules)
+    yield
+    for name in set(sys.modules) - modules:
+        del sys.modules[name]
+
+
+def test_contract_checks_in_process_pass_a_sound_loss_and_name_a_broken_one(
+    tmp_path, monkeypatch, plugin_state_restored
+):
     """``gspdml check``'s checks on a module of the test folder: the entry-point loss passes; a
     loss that returns a vector fails with the reason."""
     from gspdml.workflows.contracts import components_of, run_checks
