@@ -22,8 +22,6 @@ reads that file; models never train.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import sys
 import time
@@ -42,6 +40,7 @@ from gspdml.config import PRESETS_DIR, parse_yaml
 from gspdml.data.arrays import pixel_statistics
 from gspdml.data.cache import cache_dir, cache_key
 from gspdml.errors import ConfigError, DataError, read_json_object
+from gspdml.file_digest import file_sha256
 from gspdml.models.backbones import build_backbone
 from gspdml.models.inference import autocast_context, resolve_device
 from gspdml.output_files import atomic_write, check_writable_file
@@ -198,10 +197,12 @@ def shipped_weights_file(
     return None
 
 
-@functools.lru_cache(maxsize=None)
 def _check_sha256(path: Path, expected: str) -> None:
+    """``path``'s content has the manifest's SHA-256 (hashed once while the file is unchanged:
+    :func:`gspdml.file_digest.file_sha256`, keyed by its stat, so a replaced file is checked
+    again)."""
     try:
-        found = hashlib.sha256(path.read_bytes()).hexdigest()
+        found = file_sha256(path).removeprefix("sha256:")
     except OSError as error:
         raise DataError(
             f"{path}: the shipped pre-trained weights cannot be read ({error})"
