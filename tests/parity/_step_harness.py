@@ -20,7 +20,7 @@ from torch.utils.data import TensorDataset
 
 from gspdml.config import DEFAULTS, RunConfig, validated
 from gspdml.config.loading import merge, read_config
-from gspdml.config.schema import plain
+from gspdml.settings.schema import plain
 from gspdml.data.base import DataSplits, EvalSplit
 from gspdml.data.seeded import SeededTransformDataset
 from gspdml.losses.base import build_loss

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 import torch
 
-from gspdml.config.schema import plain
+from gspdml.settings.schema import plain
 from gspdml.losses.base import build_loss
 from gspdml.losses.metrix import Metrix
 from tests.parity import _step_harness as harness

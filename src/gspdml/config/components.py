@@ -16,8 +16,8 @@ import inspect
 from pathlib import Path
 from typing import Any, Iterator
 
-from gspdml.config.schema import plain
 from gspdml.errors import ConfigError
+from gspdml.settings.schema import plain
 
 #: dataset options that name files or folders (stored absolute)
 PATH_OPTIONS = ("root", "path")
@@ -37,11 +37,47 @@ def check_components(config: Any) -> None:
     BACKBONES.check(config.model.backbone, "model.backbone")
     POOLINGS.check(config.model.pooling, "model.pooling")
     check_loss(config.loss, "loss")
+    check_vocabularies(config)
     dim = config.model.embedding_dim or 8
     with field_prefix("model.pooling"):
         build_pooling(config.model.pooling, in_channels=dim)
     with field_prefix("loss"):
         build_loss(config.loss, "loss", embedding_dim=dim, num_classes=2)
+
+
+def check_vocabularies(config: Any) -> None:
+    """The run-config values whose vocabulary lives with a package above the run schema: the
+    evaluation transform (``data``), the metric names and post-processing steps (``evaluation``)."""
+    from gspdml.data.eval_transform import parse_eval_transform
+    from gspdml.evaluation.metric_registry import check_metric_names
+    from gspdml.evaluation.postprocess import parse_steps
+    from gspdml.evaluation.selection import (
+        SELECTION_METRICS,
+        check_selection_metric,
+        needs_clustering,
+    )
+
+    parse_eval_transform(config.data.eval_transform, "data.eval_transform")
+    evaluation = config.evaluation
+    check_selection_metric(evaluation.metric, "evaluation.metric")
+    check_metric_names(evaluation.metrics, "evaluation.metrics")
+    parse_steps(evaluation.postprocess, "evaluation.postprocess")
+    if not evaluation.select_postprocessed:
+        return
+    field = "evaluation.select_postprocessed"
+    if not evaluation.postprocess:
+        raise ConfigError(
+            field,
+            "true needs post-processing steps in evaluation.postprocess "
+            "(it selects by the post-processed metric)",
+        )
+    if needs_clustering(evaluation.metric):
+        plain_metrics = ", ".join(m for m in SELECTION_METRICS if not needs_clustering(m))
+        raise ConfigError(
+            field,
+            f"{evaluation.metric} clusters the plain embeddings, post-processing has no "
+            f"clustering; select post-processed rounds by one of {plain_metrics}",
+        )
 
 
 def resolved_dataset(spec: dict[str, Any]) -> dict[str, Any]:

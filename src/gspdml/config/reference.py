@@ -1,4 +1,4 @@
-"""``docs/configuration.md``, generated from the run schema (:mod:`gspdml.config.sections`).
+"""``docs/configuration.md``, generated from the run schema (:mod:`gspdml.settings.sections`).
 
 ``python -m gspdml.config.reference > docs/configuration.md`` rewrites it; a test fails when the
 file and the schema disagree.
@@ -11,8 +11,8 @@ import json
 import typing
 from typing import Any
 
-from gspdml.config.schema import Section, describe_field, section_type
-from gspdml.config.sections import RunConfig
+from gspdml.settings.schema import Section, describe_field, section_type
+from gspdml.settings.sections import RunConfig
 
 HEADER = """# Run configuration
 
@@ -22,7 +22,7 @@ overrides any key. `gspdml config CONFIG` prints the resolved config. Component 
 (`data.dataset`, `model.backbone`, `model.pooling`, `loss`) are `{name: ..., options}`; their
 options are the component's constructor arguments (`gspdml list datasets|backbones|poolings|losses`).
 
-This page is generated from `src/gspdml/config/sections.py` by
+This page is generated from `src/gspdml/settings/sections.py` by
 `python -m gspdml.config.reference`; do not edit it by hand.
 """
 

@@ -10,11 +10,12 @@ from torch import nn
 
 from gspdml.errors import ConfigError
 from gspdml.models.backbones import build_backbone
-from gspdml.models.feature_cache import FROZEN_ONLY, SHARED, FeatureCache
+from gspdml.models.feature_cache import SHARED, FeatureCache
 from gspdml.models.output import EmbedderOutput
 from gspdml.ops.normalize import clip_normalize
 from gspdml.pooling import POOLINGS, Pooling, build_pooling
 from gspdml.registry import parse_spec
+from gspdml.settings.sections import FROZEN_ONLY
 
 
 class LocalHead(nn.Conv2d):

@@ -29,8 +29,6 @@ from gspdml.progress import Progress
 
 #: default byte budget of the process-wide cache
 MAX_BYTES = 4 << 30
-#: why only a frozen backbone may be cached (the config check and the embedder's say the same)
-FROZEN_ONLY = "needs a frozen backbone (model.backbone.frozen: true): a trained backbone's maps change at every step"
 
 
 def _tensor_bytes(tensor: torch.Tensor) -> bytes:

@@ -36,7 +36,7 @@ from torch import nn
 
 from gspdml.config import RunConfig
 from gspdml.config.migration import read_run_config
-from gspdml.config.schema import plain
+from gspdml.settings.schema import plain
 from gspdml.data import DataSplits, build_data
 from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.file_digest import file_sha256

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gspdml.config import RunConfig
-from gspdml.config.schema import plain
+from gspdml.settings.schema import plain
 from gspdml.errors import ConfigError
 from gspdml.output_files import atomic_write_text, json_text
 

@@ -16,8 +16,8 @@ from typing import Any, Literal, Optional, Union
 import torch
 
 from gspdml.compat.hardware import PRECISIONS
-from gspdml.config.schema import REQUIRED, Section, join, option
 from gspdml.errors import ConfigError
+from gspdml.settings.schema import REQUIRED, Section, join, option
 
 #: a component spec in canonical form: ``{"name": ..., **options}``
 Spec = dict[str, Any]
@@ -45,29 +45,11 @@ def _device(value: str, field: str) -> None:
         raise ConfigError(field, f"expected 'auto', 'cpu' or 'cuda[:i]', got {value!r}") from None
 
 
-def _eval_transform(value: Any, field: str) -> None:
-    from gspdml.data.eval_transform import parse_eval_transform
-
-    parse_eval_transform(value, field)
-
-
-def _selection_metric(value: str, field: str) -> None:
-    from gspdml.evaluation.selection import check_selection_metric
-
-    check_selection_metric(value, field)
-
-
-def _query_metrics(value: Any, field: str) -> None:
-    from gspdml.evaluation.metric_registry import check_metric_names
-
-    check_metric_names(value, field)
-
-
-def _postprocess(value: Any, field: str) -> None:
-    from gspdml.evaluation.postprocess import parse_steps
-
-    parse_steps(value, field)
-
+#: why ``model.cache_backbone_features`` needs a frozen backbone
+FROZEN_ONLY = (
+    "needs a frozen backbone (model.backbone.frozen: true): a trained backbone's maps change at "
+    "every step"
+)
 
 #: the most classes ``data.classes_per_batch: auto`` puts in a batch
 AUTO_CLASSES_PER_BATCH = 16
@@ -104,7 +86,6 @@ class DataConfig(Section):
         None,
         "image file -> model input at evaluation and retrieval (null: the dataset's own; "
         "a trained run records it)",
-        check=_eval_transform,
     )
 
     def batch_classes(self, training_classes: int) -> int:
@@ -167,8 +148,6 @@ class ModelConfig(Section):
     )
 
     def check(self, where: str) -> None:
-        from gspdml.models.feature_cache import FROZEN_ONLY
-
         _require(
             not self.cache_backbone_features or self.backbone.get("frozen") is True,
             join(where, "cache_backbone_features"),
@@ -273,7 +252,7 @@ class ScheduleConfig(Section):
 class EvaluationConfig(Section):
     every: int = option(100, "steps between validation rounds", minimum=1)
     split: Literal["val", "test"] = option("val", "the split validation rounds use", noun="split")
-    metric: str = option("map_at_r", "the selection metric", check=_selection_metric)
+    metric: str = option("map_at_r", "the selection metric")
     patience: Optional[int] = option(
         15, "rounds without improvement before early stopping (null: never)", minimum=1
     )
@@ -291,12 +270,10 @@ class EvaluationConfig(Section):
         "metrics the test split and gspdml evaluate report besides the default MAP@R, P@1, "
         "R-precision and Recall@K, e.g. mean_average_precision (whole ranking), map_at_k "
         "(gspdml list metrics)",
-        check=_query_metrics,
     )
     postprocess: tuple[Union[str, dict[str, Any]], ...] = option(
         (),
         "post-processing steps (pca_whiten, dba, qe, k_reciprocal), reported as postprocessed_*",
-        check=_postprocess,
     )
     select_postprocessed: bool = option(False, "select by evaluation.metric after post-processing")
     clustering: bool = option(
@@ -309,26 +286,6 @@ class EvaluationConfig(Section):
         "also evaluate the test split with the step-0 model and a pretrained backbone's own "
         "average-pooled features, and warn when training scored worse",
     )
-
-    def check(self, where: str) -> None:
-        from gspdml.evaluation.selection import SELECTION_METRICS, needs_clustering
-
-        field = join(where, "select_postprocessed")
-        if not self.select_postprocessed:
-            return
-        _require(
-            bool(self.postprocess),
-            field,
-            "true needs post-processing steps in evaluation.postprocess "
-            "(it selects by the post-processed metric)",
-        )
-        plain_metrics = ", ".join(m for m in SELECTION_METRICS if not needs_clustering(m))
-        _require(
-            not needs_clustering(self.metric),
-            field,
-            f"{self.metric} clusters the plain embeddings, post-processing has no clustering; "
-            f"select post-processed rounds by one of {plain_metrics}",
-        )
 
 
 @dataclasses.dataclass(frozen=True)
