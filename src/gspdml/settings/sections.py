@@ -51,6 +51,9 @@ FROZEN_ONLY = (
     "every step"
 )
 
+#: the K of Recall@K when nothing names them (the papers' R@1, 2, 4, 8)
+RECALL_AT: tuple[int, ...] = (1, 2, 4, 8)
+
 #: the most classes ``data.classes_per_batch: auto`` puts in a batch
 AUTO_CLASSES_PER_BATCH = 16
 
@@ -263,7 +266,7 @@ class EvaluationConfig(Section):
         "round is `every` steps after it (ProxyNCA++'s train.py)",
     )
     recall_at: tuple[int, ...] = option(
-        (1, 2, 4, 8), "the K of Recall@K and of the other metrics at a cutoff K", minimum=1
+        RECALL_AT, "the K of Recall@K and of the other metrics at a cutoff K", minimum=1
     )
     metrics: tuple[str, ...] = option(
         (),
