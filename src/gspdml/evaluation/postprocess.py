@@ -195,12 +195,10 @@ class PCAWhitening(PostProcessor):
             raise ConfigError(
                 "pca_whiten", f"needs training embeddings [n >= 2, D], got shape {tuple(x.shape)}"
             )
-        dim = x.shape[1] if self.dim is None else int(self.dim)
-        if not 1 <= dim <= x.shape[1]:
-            raise ConfigError(
-                "pca_whiten.dim",
-                f"must be between 1 and the embedding dimension {x.shape[1]}, got {dim}",
-            )
+        dim = x.shape[1] if self.dim is None else self.dim
+        self.require(
+            dim <= x.shape[1], "dim", f"must be <= the embedding dimension {x.shape[1]}, got {dim}"
+        )
         mean = x.mean(0)
         centred = x - mean
         eigenvalues, eigenvectors = torch.linalg.eigh(centred.T @ centred / len(x))
