@@ -34,6 +34,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from gspdml.errors import ConfigError, DataError, read_json_object
+from gspdml.evaluation.postprocess import postprocessed_search
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.output_files import json_text
 from gspdml.retrieval import ann, exact_search, generations
@@ -124,6 +125,8 @@ class RetrievalIndex:
         exclude: Optional[Sequence[int]] = None,
         backend: str = "auto",
         exact: bool = False,
+        postprocess: Sequence[Any] = (),
+        train: Optional[torch.Tensor] = None,
     ) -> RetrievalResults:
         """The ``k`` nearest index rows of each query, as :class:`RetrievalResults` with the
         index's paths and labels as references (distances in the index's metric).
@@ -133,6 +136,12 @@ class RetrievalIndex:
         ``faiss`` generating its candidates. ``exclude[q]`` is a row to leave out of query q's
         results (leave-one-out retrieval when the queries are themselves in the index); it costs
         one extra neighbour per query.
+
+        ``postprocess``: post-processing steps (objects or their specs,
+        :mod:`gspdml.evaluation.postprocess`: PCA-whitening, alpha-DBA, alpha-QE, k-reciprocal
+        re-ranking), applied to this search of the exact unit vectors (the index is not
+        changed; ``train``: the training embeddings PCA-whitening learns on); the distances are
+        then the squared Euclidean ones of the processed vectors, or d* after re-ranking.
         """
         n_queries = queries.shape[0]
         query_labels = list(query_labels) if query_labels is not None else [None] * n_queries
@@ -147,6 +156,11 @@ class RetrievalIndex:
                 torch.empty(0, k + extra),
                 torch.empty(0, k + extra, dtype=torch.long),
             )
+        elif postprocess:
+            found = postprocessed_search(
+                queries, self.vectors, k=k + extra, steps=postprocess, train=train
+            )
+            distances, indices = (column[:, : k + extra] for column in found.neighbours)
         elif self.approximate is None or exact:
             distances, indices = exact_search.search(
                 queries, self.vectors, k + extra, self.metric, backend
@@ -168,7 +182,7 @@ class RetrievalIndex:
             query_labels,
             self.labels,
             excluded=excluded,
-            metric=self.metric,
+            metric="squared_euclidean" if postprocess else self.metric,
             query_paths=query_paths,
             reference_paths=self.paths,
         )
