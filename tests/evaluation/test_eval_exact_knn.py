@@ -25,7 +25,7 @@ def with_duplicates(n, dim, seed, unit=False):
 
 @pytest.mark.parametrize("leave_one_out", [True, False])
 @pytest.mark.parametrize("budget", [2**30, 3_000, 1])
-@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("unit", [False, True])
 def test_chunked_equals_brute_force(leave_one_out, budget, precision, unit):
     q = with_duplicates(50, 8, 0, unit)
@@ -46,7 +46,7 @@ def test_blocks_respect_the_memory_budget(monkeypatch):
 
     monkeypatch.setattr(torch, "addmm", spy)
     q = torch.randn(400, 8)
-    knn(q, None, 3, memory_budget=50_000, precision="float32")
+    knn(q, None, 3, memory_budget=50_000, precision="fp32")
     assert sizes and max(sizes) <= 50_000
     assert sum(1 for s in sizes) > 4
 

@@ -11,8 +11,9 @@ How the answer is exact without ever holding the N_q x N_r distance matrix:
 
 1. *Candidates.* Query rows and reference columns are processed in blocks sized from
    ``memory_budget``. A block of similarities ``s_ij = q_i.r_j - |r_j|^2/2`` is computed with one
-   matmul in a fast dtype (bfloat16 on CPUs with native bf16 dot products and on CUDA GPUs of
-   compute capability >= 8, float32 otherwise), so that ``|q_i - r_j|^2 = |q_i|^2 - 2 s_ij``.
+   matmul in a fast dtype (bfloat16 where the precision is ``bf16``, which ``auto`` picks on CPUs
+   with native bf16 dot products and on CUDA GPUs of compute capability >= 8,
+   :func:`gspdml.compat.hardware.resolve_precision`; float32 otherwise), so that ``|q_i - r_j|^2 = |q_i|^2 - 2 s_ij``.
    The ``k' = k + pad`` largest similarities per row are kept in a pool whose k'-th value tau
    is a running threshold: a block contributes only its entries >= tau, found from maxima of
    groups of 32 columns (one elementwise max per halving, no sort); the first block of a row
@@ -71,7 +72,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from gspdml.compat.hardware import auto_precision
+from gspdml.compat.hardware import Precision, resolve_precision
 from gspdml.compat.tf32 import without_tf32
 from gspdml.errors import ConfigError
 from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
@@ -81,7 +82,6 @@ _GROUP = 32
 _FIRST_PARTS = 4
 _BLOCK_ROWS, _BLOCK_COLS = 256, 8192
 _BACKENDS = ("torch", "faiss")
-_PRECISIONS = ("auto", "float32", "bfloat16")
 _HASH_COLUMNS = 16
 
 
@@ -122,7 +122,7 @@ def retrieve(
     class_size: bool = True,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     backend: str = "torch",
-    precision: str = "auto",
+    precision: Precision = "auto",
     device=None,
 ) -> RetrievalResults:
     """Labels + exact kNN -> :class:`RetrievalResults`.
@@ -178,7 +178,7 @@ def knn(
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     backend: str = "torch",
-    precision: str = "auto",
+    precision: Precision = "auto",
     device=None,
     pad: int | None = None,
     stats: KnnStats | None = None,
@@ -196,7 +196,9 @@ def knn(
             reference column are processed at a time, so a budget smaller than that is rounded up.
         backend: "torch" (default) or "faiss" (candidate generation by ``faiss.IndexFlatL2``,
             needs ``pip install gspdml[faiss]``; re-ranking stays exact).
-        precision: dtype of the candidate matmul: "auto", "float32" or "bfloat16". It changes speed
+        precision: the run's precision (:mod:`gspdml.compat.hardware`: a resolved
+            ``PrecisionChoice`` or a name; ``auto`` is resolved here, once per call): the
+            candidate matmul runs in bfloat16 for ``bf16``, else in float32. It changes speed
             only, never the result.
         device: torch device for the search (default: the query tensor's device, else CPU).
         pad: extra candidates per row beyond k (default max(16, k // 2)).
@@ -207,15 +209,12 @@ def knn(
     """
     if backend not in _BACKENDS:
         raise ConfigError("backend", f"unknown kNN backend {backend!r}; allowed: {list(_BACKENDS)}")
-    if precision not in _PRECISIONS:
-        raise ConfigError(
-            "precision", f"unknown precision {precision!r}; allowed: {list(_PRECISIONS)}"
-        )
     if int(memory_budget) <= 0:
         raise ConfigError(
             "memory_budget", f"must be a positive number of bytes, got {memory_budget}"
         )
     q = _as_matrix(query, "query", device)
+    dtype = _matmul_dtype(precision, q.device)
     loo = reference is None
     r = q if loo else _as_matrix(reference, "reference", q.device)
     if q.shape[1] != r.shape[1]:
@@ -232,7 +231,7 @@ def knn(
         _certified_knn,
         memory_budget=int(memory_budget),
         backend=backend,
-        precision=precision,
+        dtype=dtype,
         pad=pad,
         stats=stats,
     )
@@ -367,13 +366,11 @@ def _first_occurrence(inverse):
     return rank[inverse], first[order]
 
 
-def _certified_knn(q, r, loo, k, *, memory_budget, backend, precision, pad, stats):
+def _certified_knn(q, r, loo, k, *, memory_budget, backend, dtype, pad, stats):
     """Candidates, certified re-ranking, and four times more candidates for uncertified rows."""
     n_valid = r.shape[0] - int(loo)
     workers = _cpu_workers(q.device, q.shape[0])
-    search = _Search(
-        q, r, loo, max(1, memory_budget // workers), _resolve_precision(precision, q.device), stats
-    )
+    search = _Search(q, r, loo, max(1, memory_budget // workers), dtype, stats)
     rows = torch.arange(q.shape[0], device=q.device)
     k_cand = min(n_valid, k + (max(16, k // 2) if pad is None else int(pad)))
     if backend == "faiss":
@@ -753,12 +750,11 @@ def _exact_cuda_matmuls(device):
     return without_tf32() if device.type == "cuda" else contextlib.nullcontext()
 
 
-def _resolve_precision(precision, device):
-    if precision == "float32":
-        return torch.float32
-    if precision == "bfloat16":
-        return torch.bfloat16
-    return torch.bfloat16 if auto_precision(device).precision == "bf16" else torch.float32
+def _matmul_dtype(precision: Precision, device: torch.device) -> torch.dtype:
+    """The candidate matmul's dtype: bfloat16 when the precision is (or resolves to) ``bf16``,
+    else float32 (also for ``fp16``, whose range a similarity may leave)."""
+    bf16 = resolve_precision(precision, device, field="precision").precision == "bf16"
+    return torch.bfloat16 if bf16 else torch.float32
 
 
 def _unit_roundoff(dtype) -> float:
