@@ -70,7 +70,9 @@ def save_weights(path: Path, model: nn.Module, in_channels: int, config: RunConf
     save_state(path, model.state_dict(), {"in_channels": in_channels, "model": plain(config.model)})
 
 
-def read_weights(path: Path, device="cpu") -> tuple[dict, dict[str, Any]]:
+def read_weights(
+    path: Path, device: str | torch.device = "cpu"
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """``(state_dict, meta)`` with ``meta["in_channels"]`` and ``meta["model"]`` (the model config).
 
     A file whose state is not a mapping of names to tensors, or whose metadata lacks those two
@@ -95,7 +97,9 @@ def read_weights(path: Path, device="cpu") -> tuple[dict, dict[str, Any]]:
     return state, meta
 
 
-def load_embedder(path: Path, device="cpu") -> tuple[Embedder, dict[str, Any]]:
+def load_embedder(
+    path: Path, device: str | torch.device = "cpu"
+) -> tuple[Embedder, dict[str, Any]]:
     """The embedder a weights file describes, with its weights loaded (on ``device``, eval mode),
     and the file's metadata.
 
