@@ -25,6 +25,7 @@ rebuilds the embedder (``in_channels`` and the ``model`` section of the config),
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import sys
@@ -46,6 +47,7 @@ from gspdml.plugins import require_recorded
 from gspdml.pooling.base import LazyInitialised
 from gspdml.registry import parse_spec
 from gspdml.settings.schema import plain
+from gspdml.settings.sections import ModelConfig
 from gspdml.training.checkpoint import CheckpointError, load_state, save_state
 from gspdml.training.reload import factory_model
 from gspdml.training.run_record import ENVIRONMENT_FILE, read_environment
@@ -108,22 +110,27 @@ def load_embedder(
     received run or bundle never trains a recipe, downloads or reads a weight file the metadata
     names, or writes anywhere."""
     state, meta = read_weights(path, device)
-    factory = meta["model"].get("factory")
+    try:
+        section = ModelConfig.from_mapping(meta["model"], "model")
+    except ConfigError as err:
+        raise CheckpointError(f"{path}: its recorded model section is not valid ({err})") from None
     model: Embedder
-    if factory:  # a model of the user's, used as an Embedder is: it returns an EmbedderOutput
-        model = cast(Embedder, factory_model(str(factory)))
+    if (
+        section.factory
+    ):  # a model of the user's, used as an Embedder is: it returns an EmbedderOutput
+        model = cast(Embedder, factory_model(section.factory))
     else:
-        model = build_embedder(without_initial_weights(meta["model"]), int(meta["in_channels"]))
+        model = build_embedder(without_initial_weights(section).to_dict(), int(meta["in_channels"]))
     model.load_state_dict(state)
     return model.to(device).eval(), meta
 
 
-def without_initial_weights(model: Mapping[str, Any]) -> dict[str, Any]:
+def without_initial_weights(model: ModelConfig) -> ModelConfig:
     """The ``model`` section with the backbone's initial-weight options off."""
-    name, options = parse_spec(model["backbone"], "model.backbone")
+    name, options = parse_spec(model.backbone, "model.backbone")
     accepted = inspect.signature(BACKBONES.get(name, "model.backbone")).parameters
     options = {**options, **{k: v for k, v in INITIAL_WEIGHTS_OFF.items() if k in accepted}}
-    return {**model, "backbone": {"name": name, **options}}
+    return dataclasses.replace(model, backbone={"name": name, **options})
 
 
 def load_run(
