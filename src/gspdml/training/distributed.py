@@ -56,8 +56,6 @@ from gspdml.errors import ConfigError
 from gspdml.models.inference import embed
 from gspdml.models.output import EmbedderOutput
 
-MODES = ("auto", "off")
-
 
 @dataclass(frozen=True)
 class DistributedContext:
@@ -88,40 +86,35 @@ class DistributedContext:
 
 def launched_world_size() -> int:
     """``WORLD_SIZE`` as set by ``torchrun`` (1 when not launched by it)."""
-    value = os.environ.get("WORLD_SIZE", "1")
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(
-            "trainer.distributed", f"environment variable WORLD_SIZE={value!r} is not an integer"
-        ) from None
+    return _launched("WORLD_SIZE", 1)
 
 
 def launched_rank() -> int:
     """``RANK`` as set by ``torchrun`` (0 when not launched by it)."""
-    value = os.environ.get("RANK", "0")
+    return _launched("RANK", 0)
+
+
+def _launched(variable: str, default: int) -> int:
+    value = os.environ.get(variable, str(default))
     try:
         return int(value)
     except ValueError:
         raise ConfigError(
-            "trainer.distributed", f"environment variable RANK={value!r} is not an integer"
+            "trainer.distributed", f"environment variable {variable}={value!r} is not an integer"
         ) from None
 
 
 def setup_distributed(
     mode: str, device: torch.device
 ) -> tuple[Optional[DistributedContext], torch.device]:
-    """Join the process group when ``mode`` is ``auto`` and ``WORLD_SIZE > 1``.
+    """Join the process group when ``mode`` (``trainer.distributed``, checked by its section) is
+    ``auto`` and ``WORLD_SIZE > 1``.
 
     Returns ``(context or None, device)``; on CUDA the device becomes ``cuda:LOCAL_RANK``.
     """
-    if mode not in MODES:
-        raise ConfigError(
-            "trainer.distributed", f"unknown mode {mode!r}; allowed: {', '.join(MODES)}"
-        )
     if mode == "off" or launched_world_size() <= 1:
         return None, device
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_rank = _launched("LOCAL_RANK", 0)
     if device.type == "cuda":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
