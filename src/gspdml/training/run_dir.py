@@ -226,12 +226,9 @@ def read_results(
     present, is an object, and whose fields in ``required`` (name -> type) are there with that
     type; anything else is a :class:`DataError` naming the file and :data:`RESULTS_FIX`."""
     path = Path(run_dir) / RESULTS_FILE
-    if not path.is_file():
+    record = _read_record(path, RESULTS_FIX)
+    if record is None:
         return None
-    try:
-        record = read_json_object(path)
-    except DataError as err:
-        raise DataError(f"{err}; {RESULTS_FIX}") from None
     fields = {**({"test": dict} if "test" in record else {}), **(required or {})}
     for name, kind in fields.items():
         if name not in record:
@@ -250,12 +247,9 @@ def read_data_record(run_dir: str | Path) -> dict[str, Any] | None:
     strings or null; anything else is a :class:`DataError` naming the file and
     :data:`DATA_RECORD_FIX`."""
     path = Path(run_dir) / DATA_FILE
-    if not path.is_file():
+    record = _read_record(path, DATA_RECORD_FIX)
+    if record is None:
         return None
-    try:
-        record = read_json_object(path)
-    except DataError as err:
-        raise DataError(f"{err}; {DATA_RECORD_FIX}") from None
     for split, value in record.items():
         names = value.get("class_names") if isinstance(value, dict) else None
         if value is not None and not isinstance(value, dict):
@@ -268,6 +262,16 @@ def read_data_record(run_dir: str | Path) -> dict[str, Any] | None:
             continue
         raise DataError(f"{path}: {problem}; {DATA_RECORD_FIX}")
     return record
+
+
+def _read_record(path: Path, fix: str) -> dict[str, Any] | None:
+    """The JSON object at ``path`` (None when absent); a damaged one's DataError says ``fix``."""
+    if not path.is_file():
+        return None
+    try:
+        return read_json_object(path)
+    except DataError as err:
+        raise DataError(f"{err}; {fix}") from None
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
