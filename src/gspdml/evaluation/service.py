@@ -26,9 +26,9 @@ its answer in one flat schema, that of ``results.json`` and ``metrics.jsonl``:
 
 :func:`evaluate` embeds a split with a model at the run's device and precision (and, for a step
 that learns on them, the training split) and calls :func:`evaluate_embeddings`. The precision is
-the run's, resolved once: the trainer passes its :class:`~gspdml.compat.hardware.PrecisionChoice`,
-``gspdml evaluate`` and a library caller the configured name (``auto`` resolved here, at the
-entry). The model's weights are put in the layout of that precision first
+the run's, resolved once: a caller that resolved it passes its
+:class:`~gspdml.compat.hardware.PrecisionChoice`, used as it is; ``gspdml evaluate`` and a library
+caller pass the configured name (``auto`` is resolved here, at the entry). The model's weights are put in the layout of that precision first
 (:func:`gspdml.models.inference.placed`), as the trainer keeps them, so that the same kernels give
 the same numbers as its evaluations; the embeddings stay on the device, and the search and metrics
 run there.
