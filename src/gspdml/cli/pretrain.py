@@ -13,7 +13,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     for name in args.recipes:
         recipe = load_recipe(name)
         if args.data_root is not None:
-            recipe["data"]["root"] = args.data_root
+            recipe = recipe.on_root(args.data_root)
         _, record = pretrained_state(recipe, device=args.device)
         path = pretrained_weights_file(recipe, verbose=False, device=args.device)
         print(json_text({**record, "path": str(path)}, indent=2))

@@ -413,12 +413,14 @@ def _load(run: ProtocolRun):
 
 
 def _embedding_kwargs(config: RunConfig, device) -> dict:
-    """How the trainer embedded for its evaluations: the run's device, precision, batch size and
-    workers."""
+    """How the trainer embedded for its evaluations: the run's device, precision (resolved here,
+    the protocol's entry), batch size and workers."""
+    from gspdml.compat.hardware import resolve_precision
+
     return {
         "batch_size": config.data.eval_batch_size,
         "device": device,
-        "precision": config.trainer.precision,
+        "precision": resolve_precision(config.trainer.precision, device),
         "num_workers": config.data.num_workers,
     }
 

@@ -41,7 +41,7 @@ from gspdml.errors import ConfigError, did_you_mean
 from gspdml.evaluation.metric_registry import metrics_of_kind
 from gspdml.evaluation.statistics import mean_std
 from gspdml.output_files import atomic_write_text
-from gspdml.training.pretrain import recipe_names, recipe_on_root
+from gspdml.training.pretrain import Recipe, recipe_names, recipe_on_root
 from gspdml.workflows.protocol import FOLDS_USED, SEED_MODELS, run_protocol
 from gspdml.workflows.reproduce.cir_run import cir_dry_run_markdown, plan_cir, reproduce_cir
 from gspdml.workflows.reproduce.frozen_run import (
@@ -96,7 +96,7 @@ class RowPlan:
     models: int = 0
     steps: int = 0
     start: Optional["RowPlan"] = None
-    recipe: Optional[tuple[Path, dict[str, Any]]] = None
+    recipe: Optional[tuple[Path, Recipe]] = None
 
     @property
     def runnable(self) -> bool:
@@ -299,7 +299,7 @@ def _write_recipe(plan: RowPlan) -> None:
     if plan.recipe is not None:
         path, recipe = plan.recipe
         path.parent.mkdir(parents=True, exist_ok=True)
-        content = {key: value for key, value in recipe.items() if key != "name"}  # the file's stem
+        content = recipe.file_content()  # its name is the file's stem
         atomic_write_text(path, yaml.safe_dump(content, sort_keys=False))
 
 
