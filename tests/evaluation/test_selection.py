@@ -126,9 +126,9 @@ def test_evaluation_clustering_adds_nmi_to_full_reports_only():
     no post-processed twin in a summary."""
     from sklearn.cluster import KMeans
 
-    from gspdml.settings.sections import EvaluationConfig
     from gspdml.evaluation.selection import round_metrics as validation_round_metrics
     from gspdml.evaluation.service import with_postprocessed
+    from gspdml.settings.sections import EvaluationConfig
 
     rng = np.random.default_rng(3)
     labels = np.repeat(np.arange(5), 6)

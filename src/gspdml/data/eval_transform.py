@@ -17,11 +17,11 @@ records (``preprocessing.json``) are all this spec; CLIP's preprocessing
 (:func:`gspdml.cir.backends.clip_preprocess`) is the same steps with bicubic resizing.
 
 The spec is the config key ``data.eval_transform`` (:func:`parse_eval_transform`, the one check
-of it)::
+of it), e.g. with ImageNet's mean and std (:data:`gspdml.data.recipes.IMAGENET_MEAN`,
+:data:`~gspdml.data.recipes.IMAGENET_STD`) written out::
 
     data:
-      eval_transform: {resize: 256, center_crop: 227, mean: [0.485, 0.456, 0.406],
-                       std: [0.229, 0.224, 0.225], channels: 3}
+      eval_transform: {resize: 256, center_crop: 227, mean: [...], std: [...], channels: 3}
 
 * ``resize``: an int (or ``[s]``) resizes the shorter side to it, ``[h, w]`` resizes exactly;
 * ``center_crop``: an int or ``[h, w]``;

@@ -16,8 +16,13 @@ from gspdml.data.transforms import (
 )
 from gspdml.errors import ConfigError
 
+#: the per-channel (RGB) mean and std of ImageNet-1k's training images, in [0, 1]: the input
+#: normalisation of torchvision's pretrained models
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
 NORMALIZATIONS: dict[str, dict[str, Any]] = {
-    "imagenet": dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
+    "imagenet": dict(mean=IMAGENET_MEAN, std=IMAGENET_STD),
     "bn_inception": dict(
         mean=(104.0, 117.0, 128.0), std=(1.0, 1.0, 1.0), bgr=True, value_range=255.0
     ),

@@ -5,17 +5,19 @@ gallery."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Optional
 
+from gspdml.evaluation.results import Embeddings, LabelsLike
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
+from gspdml.settings.sections import RECALL_AT
 
 
 def split_metrics(
-    query,
-    query_labels,
-    gallery=None,
-    gallery_labels=None,
-    recall_at: Iterable[int] = (1, 2, 4, 8),
+    query: Embeddings,
+    query_labels: LabelsLike,
+    gallery: Optional[Embeddings] = None,
+    gallery_labels: Optional[LabelsLike] = None,
+    recall_at: Iterable[int] = RECALL_AT,
     *,
     clustering: bool = False,
 ) -> dict[str, float]:
