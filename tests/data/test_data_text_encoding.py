@@ -4,6 +4,8 @@ file, the line and the fix. Before, a spreadsheet's "CSV UTF-8" was refused as
 ``got ['\\ufeffpath', 'label']``, and a Latin-1 file or a 200,000-character field escaped as a raw
 ``UnicodeDecodeError`` / ``_csv.Error``."""
 
+from typing import NamedTuple
+
 import pytest
 
 from gspdml.cir.freedom import read_vocabulary
@@ -12,6 +14,8 @@ from gspdml.data import build_data
 from gspdml.data.folder import read_csv_rows
 from gspdml.data.textfiles import read_columns
 from gspdml.errors import DataError
+
+_ListLine = NamedTuple("_ListLine", [("path", str), ("label", str)])
 
 
 def _list(tmp_path, write_image):
@@ -46,7 +50,7 @@ def test_a_csv_with_a_byte_order_mark_is_read_as_without(tmp_path, write_image):
         lambda p: read_csv_rows(p),
         lambda p: _read_csv(str(p), ("path", "label")),
         lambda p: read_vocabulary(p),
-        lambda p: read_columns(p, ("path", "label"), "list", skip=1),
+        lambda p: read_columns(p, _ListLine, "list", skip=1),
     ],
     ids=["image-list", "cir-list", "vocabulary", "index-file"],
 )
