@@ -41,7 +41,7 @@ def spec_options(options: type[_Options], spec: Mapping[str, Any]) -> _Options:
     return options(**{name: spec[name] for name in names if name in spec})
 
 
-class LabelledDataset(Dataset):
+class LabelledDataset(Dataset[Any]):
     """A dataset of ``(image, label)`` items with the ``labels`` of all of them (module
     docstring); readers derive from it."""
 

@@ -293,7 +293,7 @@ def dataset_eval_transform(dataset: LabelledDataset) -> Optional[EvalTransform]:
 
 def run_eval_transform(
     spec: Any, splits: DataSplits, field: str = "data.eval_transform"
-) -> Optional[dict]:
+) -> Optional[dict[str, Any]]:
     """What a run records as ``data.eval_transform`` in its ``config.yaml``: the evaluation
     transform of its dataset (:func:`dataset_eval_transform` of the test split, else the
     validation split), or the config's own ``spec`` where the dataset's cannot be described;

@@ -124,7 +124,7 @@ def decode_image(image: Image.Image) -> Image.Image:
     return to_rgb(ImageOps.exif_transpose(image))
 
 
-def load_image(path: str | os.PathLike, shorter_side: int | None = None) -> Image.Image:
+def load_image(path: str | os.PathLike[str], shorter_side: int | None = None) -> Image.Image:
     """Decode ``path`` into an RGB image, applying its EXIF orientation. A path that is not
     a regular file (a named pipe called ``x.png``) is refused before it is opened.
 
@@ -179,7 +179,7 @@ def _reduced_decode(image: Image.Image, shorter_side: int) -> Image.Image:
     return decode_image(resized)
 
 
-def _check_regular(path: str | os.PathLike) -> None:
+def _check_regular(path: str | os.PathLike[str]) -> None:
     if not isinstance(path, (str, os.PathLike)):
         return  # an open file object: already readable
     try:
@@ -192,7 +192,7 @@ def _check_regular(path: str | os.PathLike) -> None:
         raise DataError(f"{path}: not a regular file (a pipe, socket or device is never read)")
 
 
-def check_image(path: str | os.PathLike) -> str | None:
+def check_image(path: str | os.PathLike[str]) -> str | None:
     """A cheap check (the file exists and its header is a known image format); returns the
     problem as text, or None when the file looks fine. Decoding errors beyond the header are
     only found by :func:`load_image`."""
