@@ -76,3 +76,15 @@ def test_a_field_over_the_csv_limit_is_refused_naming_the_line_where_it_starts(t
     path.write_text("path,label\n" + "x" * 131_073 + ".png,1\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"runaway.csv:2: malformed CSV \(field larger"):
         read_csv_rows(path)
+
+
+def test_index_file_rows_are_typed_and_an_int_column_is_checked(tmp_path):
+    """``read_columns`` gives one ``NamedTuple`` per line, its ``int`` fields parsed; a
+    non-integer there is an error naming the file, line, column and value."""
+    Line = NamedTuple("Line", [("id", int), ("path", str)])
+    path = tmp_path / "images.txt"
+    path.write_text("1 a/x.jpg\n\n2 b/y.jpg\n", encoding="utf-8")
+    assert read_columns(path, Line, "list") == [Line(1, "a/x.jpg"), Line(2, "b/y.jpg")]
+    path.write_text("1 a/x.jpg\n2.5 b/y.jpg\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"images.txt:2: column id must be an integer, got '2.5'"):
+        read_columns(path, Line, "list")
