@@ -124,6 +124,17 @@ def decode_image(image: Image.Image) -> Image.Image:
     return to_rgb(ImageOps.exif_transpose(image))
 
 
+#: what decoding a corrupt, truncated, foreign or oversized image file raises
+_UNREADABLE = (
+    UnidentifiedImageError,
+    OSError,
+    SyntaxError,
+    ValueError,
+    Image.DecompressionBombWarning,
+    Image.DecompressionBombError,
+)
+
+
 def load_image(path: str | os.PathLike[str], shorter_side: int | None = None) -> Image.Image:
     """Decode ``path`` into an RGB image, applying its EXIF orientation. A path that is not
     a regular file (a named pipe called ``x.png``) is refused before it is opened.
@@ -148,14 +159,7 @@ def load_image(path: str | os.PathLike[str], shorter_side: int | None = None) ->
                 return decode_image(image)
     except FileNotFoundError:
         raise DataError(f"{path}: image file not found") from None
-    except (
-        UnidentifiedImageError,
-        OSError,
-        SyntaxError,
-        ValueError,
-        Image.DecompressionBombWarning,
-        Image.DecompressionBombError,
-    ) as error:
+    except _UNREADABLE as error:
         raise DataError(f"{path}: cannot decode image ({type(error).__name__}: {error})") from None
 
 
@@ -204,13 +208,6 @@ def check_image(path: str | os.PathLike[str]) -> str | None:
                 image.size  # noqa: B018 (the header is parsed by open)
     except DataError as error:
         return str(error).removeprefix(f"{path}: ")
-    except (
-        UnidentifiedImageError,
-        OSError,
-        SyntaxError,
-        ValueError,
-        Image.DecompressionBombWarning,
-        Image.DecompressionBombError,
-    ) as error:
+    except _UNREADABLE as error:
         return f"{type(error).__name__}: {error}"
     return None
