@@ -71,11 +71,6 @@ class ImageRecipe:
         ``transform`` option: arrays, features)."""
         return spec_options(cls, spec) if "transform" in spec else None
 
-    def image_transform(self, train: bool, field: str = "data.dataset") -> Compose | EvalTransform:
-        return image_transform(
-            self.transform, train, self.normalization, self.resize, self.crop, field
-        )
-
     @property
     def size(self) -> int:
         """The side of the square images it trains on: ``crop``, else the recipe's crop."""
@@ -129,4 +124,6 @@ def check_recipe(spec: Mapping[str, Any], field: str = "data.dataset") -> None:
     recipe = ImageRecipe.of_spec(spec)
     if recipe is not None:
         for train in (True, False):
-            recipe.image_transform(train, field)
+            image_transform(
+                recipe.transform, train, recipe.normalization, recipe.resize, recipe.crop, field
+            )

@@ -55,6 +55,10 @@ class TrainingDataset(Protocol):
     def __getitem__(self, key: tuple[int, int] | int) -> tuple[torch.Tensor, int]: ...
 
 
+#: ``transform(image, generator) -> image``, its randomness drawn from ``generator`` alone
+SeededTransform = Callable[[Any, torch.Generator], Any]
+
+
 class Items(Protocol):
     """What :class:`SeededTransformDataset` wraps: ``len`` and ``(image, label)`` by index."""
 
@@ -81,12 +85,7 @@ class SeededTransformDataset(LabelledDataset):
     ``channels`` and ``class_names`` are the wrapped dataset's.
     """
 
-    def __init__(
-        self,
-        dataset: Items,
-        transform: Callable[[Any, torch.Generator], Any] | None = None,
-        seed: int = 0,
-    ):
+    def __init__(self, dataset: Items, transform: SeededTransform | None = None, seed: int = 0):
         self.dataset = dataset
         self.transform = transform
         self.seed = int(seed)
