@@ -70,7 +70,7 @@ def hulls_overlap(first: npt.ArrayLike, second: npt.ArrayLike, tol: float = 1e-1
     return not bool(separated.any())
 
 
-def overlap_fraction(groups: list) -> float:
+def overlap_fraction(groups: list[np.ndarray]) -> float:
     """Fraction of unordered pairs of point sets whose convex hulls overlap."""
     pairs = [(i, j) for i in range(len(groups)) for j in range(i + 1, len(groups))]
     if not pairs:

@@ -55,7 +55,7 @@ def _scalar(value: Any) -> Any:
     return np.asarray(value).reshape(-1)[0]
 
 
-def _load_mat(path: Path, fields: tuple[str, ...]) -> tuple[dict, list[str], np.ndarray]:
+def _load_mat(path: Path, fields: tuple[str, ...]) -> tuple[dict[str, Any], list[str], np.ndarray]:
     """``(mat, files, labels)`` of an annotation file whose struct array ``annotations`` has the
     ``fields`` (file name field, class field); DataError naming the file when it does not."""
     try:
@@ -71,7 +71,7 @@ def _load_mat(path: Path, fields: tuple[str, ...]) -> tuple[dict, list[str], np.
     return mat, files, labels
 
 
-def _class_names(mat: dict) -> dict[int, str]:
+def _class_names(mat: dict[str, Any]) -> dict[int, str]:
     if "class_names" not in mat:
         return {}
     return {

@@ -25,12 +25,12 @@ between splits either. One factory (:func:`glyph_collage`) serves both glyph sou
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, TypeVar, cast
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 import numpy as np
 
 from gspdml.data.arrays import ArrayDataset, pixel_statistics
-from gspdml.data.base import DATASETS, DataSplits, EvalSplit, LabelledDataset
+from gspdml.data.base import DATASETS, DataSplits, EvalSplit
 from gspdml.data.cache import cached_arrays
 from gspdml.data.glyphs import (
     FIELD,
@@ -229,8 +229,7 @@ def collage_splits(
         steps = ([TilePermutation(grid)] if shuffle_tiles and grid > 1 else []) + (
             [RandomShift(max_shift)] if max_shift else []
         )
-        # SeededTransformDataset forwards the labels of the dataset it wraps
-        train = cast(LabelledDataset, SeededTransformDataset(train, Compose(steps), seed=seed))
+        train = SeededTransformDataset(train, Compose(steps), seed=seed)
     return DataSplits(
         train=train,
         val=EvalSplit(val) if val is not None else None,

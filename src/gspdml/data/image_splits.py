@@ -9,6 +9,7 @@ in an :class:`ImageFileDataset` with the training or evaluation transform.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import typing
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ import numpy.typing as npt
 
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit, LabelledDataset
 from gspdml.data.files import ImageFileDataset
-from gspdml.data.recipes import image_transform
+from gspdml.data.recipes import ImageRecipe, image_transform
 from gspdml.data.splits import contiguous_labels, train_test_classes, validation_classes
 from gspdml.errors import ConfigError, DataError
 from gspdml.registry import supplied_by_caller
@@ -207,10 +208,7 @@ IMAGE_OPTIONS = dict(
     val_fold=None,
     num_folds=4,
     val_classes=None,
-    transform="mlrc",
-    normalization="imagenet",
-    resize=None,
-    crop=None,
+    **dataclasses.asdict(ImageRecipe()),
     on_error="raise",
     check="exists",
 )
@@ -220,10 +218,7 @@ IMAGE_OPTION_TYPES = dict(
     val_fold=Optional[int],
     num_folds=int,
     val_classes=Optional[list[int]],
-    transform=str,
-    normalization=str,
-    resize=Optional[int],
-    crop=Optional[int],
+    **typing.get_type_hints(ImageRecipe),
     on_error=str,
     check=str,
 )

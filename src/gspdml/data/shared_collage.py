@@ -112,7 +112,7 @@ def partition(
     rng = np.random.default_rng(np.random.SeedSequence([split_seed, 0x5AED]))
     order = rng.permutation(supers)
     bounds = np.cumsum([0, *sub_split])
-    out: dict[str, list] = {
+    out: dict[str, list[tuple[int, int]]] = {
         f"{s}_{kind}": [] for s in SPLITS for kind in ("targets", "backgrounds")
     }
     for rank, a in enumerate(order):

@@ -16,12 +16,13 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.metric_registry import METRICS, metrics_of_kind
+from gspdml.evaluation.results import Embeddings, LabelsLike
 
 _BACKENDS = ("sklearn", "faiss")
 
 
 def kmeans_assignments(
-    embeddings, num_clusters: int, *, backend: str = "sklearn", seed: int = 0
+    embeddings: Embeddings, num_clusters: int, *, backend: str = "sklearn", seed: int = 0
 ) -> np.ndarray:
     """Cluster index (int64 [N]) of each embedding after k-means with a fixed seed."""
     x = np.ascontiguousarray(torch.as_tensor(embeddings).detach().cpu().numpy(), dtype=np.float32)
@@ -49,10 +50,12 @@ def kmeans_assignments(
     )
 
 
-def clustering_scores(embeddings, labels, *, backend: str = "sklearn", seed: int = 0) -> dict:
+def clustering_scores(
+    embeddings: Embeddings, labels: LabelsLike, *, backend: str = "sklearn", seed: int = 0
+) -> dict[str, float]:
     """Every registered clustering metric (``{"nmi": ..., "ami": ...}``,
     :mod:`gspdml.evaluation.metrics`) of one k-means (one cluster per distinct label) against
     ``labels``."""
-    labels = np.asarray(labels)
-    clusters = kmeans_assignments(embeddings, len(np.unique(labels)), backend=backend, seed=seed)
-    return {name: METRICS[name].score(labels, clusters) for name in metrics_of_kind("clustering")}
+    truth = np.asarray(labels)
+    clusters = kmeans_assignments(embeddings, len(np.unique(truth)), backend=backend, seed=seed)
+    return {name: METRICS[name].score(truth, clusters) for name in metrics_of_kind("clustering")}

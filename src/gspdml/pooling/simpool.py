@@ -29,7 +29,7 @@ COMBINATIONS = ("max", "concat")
 
 
 def _add_maps(
-    module: nn.Module, d: int, linear: frozenset, layernorm: frozenset, shared_qk: bool
+    module: nn.Module, d: int, linear: frozenset[str], layernorm: frozenset[str], shared_qk: bool
 ) -> None:
     """Give ``module`` the learnable maps of one iteration: ``norm`` (the LayerNorm of the
     features, for keys and/or values), ``norm_q`` (of the query input), ``wq``, ``wk``, ``wv``
@@ -49,7 +49,7 @@ def _add_maps(
 class IterationMaps(nn.Module):
     """The maps of one later iteration when iterations do not share parameters."""
 
-    def __init__(self, d: int, linear: frozenset, layernorm: frozenset, shared_qk: bool):
+    def __init__(self, d: int, linear: frozenset[str], layernorm: frozenset[str], shared_qk: bool):
         super().__init__()
         _add_maps(self, d, linear, layernorm, shared_qk)
 
@@ -265,7 +265,7 @@ def _one_of(value: object, allowed: tuple[str, ...], option: str) -> None:
     require(value in allowed, option, f"must be one of {list(allowed)}, got {value!r}")
 
 
-def _places(value: Union[str, Sequence[str]], option: str) -> frozenset:
+def _places(value: Union[str, Sequence[str]], option: str) -> frozenset[str]:
     """The places (``q``, ``k``, ``v``) of ``linear`` / ``layernorm``, checked."""
     names = [value] if isinstance(value, str) else list(value)
     require(
