@@ -9,181 +9,67 @@ post-processing of a search in :mod:`gspdml.cli.postprocess`.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import torch
 
 from gspdml.cli import ann, postprocess
-from gspdml.errors import ConfigError, DataError, printable
-from gspdml.models.inference import embed, resolve_device
-from gspdml.output_files import check_writable_file, check_writable_folder, json_text
+from gspdml.errors import ConfigError, printable
+from gspdml.models.inference import resolve_device
+from gspdml.output_files import check_writable_file, json_text
 from gspdml.retrieval import exact_search
-from gspdml.retrieval.build import (
-    append_to_index,
-    build_index,
-    check_same_model,
-    drop_missing_files,
-    model_info,
-)
-from gspdml.retrieval.embedding import ON_ERROR, PartialEmbedding
+from gspdml.retrieval.approximate import AnnRequest, search_approximate
+from gspdml.retrieval.build import model_info
+from gspdml.retrieval.embedding import ON_ERROR
 from gspdml.retrieval.encoder import image_channels, load_model_and_transform
 from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
-from gspdml.retrieval.index import RetrievalIndex, holds_index
+from gspdml.retrieval.index_folder import embed_queries, write_index
 from gspdml.retrieval.report import build_report, write_report
 from gspdml.retrieval.sources import (
     SPLITS,
-    ImageFiles,
-    ImageSource,
     distinct_images,
     folder_source,
+    skipped_notes,
     split_source,
 )
-from gspdml.training.run_dir import CONFIG_FILE
-from gspdml.training.run_lock import FolderLock
 
 
 def _say(line: str) -> None:
     print(f"gspdml: {line}", file=sys.stderr)
 
 
-def _report_skipped(source: ImageSource, skipped: dict[str, str]) -> None:
-    """Name every hidden entry and every undecodable file that was left out (stderr)."""
-    for path in source.skipped:
-        _say(f"skipped hidden or system entry {path}")
-    for path, why in skipped.items():
-        _say(f"skipped {path}: {why}")
-
-
 def run_index(args: argparse.Namespace) -> int:
-    if (args.images is None) == (args.split is None):
-        raise ConfigError(
-            "images",
-            "give either an IMAGES_DIR or --split (a split of the run's dataset), not both",
-        )
-    out = Path(args.out)
-    exists = holds_index(out)
-    if exists and not (args.append or args.overwrite):
-        raise ConfigError(
-            "--out",
-            f"{out} already holds an index; pass --append to add images or --overwrite to rebuild it",
-        )
-    if args.append and not exists:
-        raise ConfigError("--append", f"{out} holds no index to append to")
-    check_writable_folder(out)
-    lock = FolderLock(out, "gspdml index")  # one writer: a concurrent second one fails at once
-    try:
-        return _write_index(args, out)
-    finally:
-        lock.release()
-
-
-def _write_index(args: argparse.Namespace, out: Path) -> int:
-    """Embed the images and save the index in ``out`` (locked by the caller)."""
-    device = resolve_device(args.device)
-    config, model, transform = load_model_and_transform(args.run_dir, device)
-    source = (
-        folder_source(args.images, transform)
-        if args.images is not None
-        else split_source(config, args.split)
+    request = AnnRequest(**{field.name: getattr(args, field.name) for field in fields(AnnRequest)})
+    options = ("append", "overwrite", "metric", "batch_size", "device", "on_error")
+    written = write_index(
+        args.run_dir,
+        args.out,
+        args.images,
+        args.split,
+        note=_say,
+        progress=not args.no_progress,
+        approximate=request,
+        **{name: getattr(args, name) for name in options},
     )
-    info = {
-        **model_info(args.run_dir),
-        "run_dir_from_index": os.path.relpath(Path(args.run_dir).resolve(), out.resolve()),
-    }
-    progress = not args.no_progress
-    index = RetrievalIndex.load(out) if args.append else None
-    try:
-        if index is not None:
-            dropped = drop_missing_files(index)
-            for path in dropped:
-                _say(f"dropped {path}: the file no longer exists")
-            added = append_to_index(
-                index, model, source, info, args.batch_size, device, progress, args.on_error
-            )
-            message = (
-                f"added {added} images ({len(source.paths) - added - len(index.skipped)} already indexed, "
-                f"{len(dropped)} dropped)"
-            )
-        else:
-            index = build_index(
-                model, source, info, args.metric, args.batch_size, device, progress, args.on_error
-            )
-            message = f"indexed {len(index)} images"
-    except PartialEmbedding as stop:
-        kept = _keep_partial(index, stop, out, args.metric, info)
-        raise DataError(
-            f"{stop}; {kept} images embedded before it are saved in {out}: fix or remove the file (or pass "
-            f"--on-error skip), then run the same command with --append to add the rest"
-        ) from None
-    _report_skipped(source, index.skipped)
-    approximate = ann.update_ann(index, out, args)  # before the save: a failed build saves nothing
-    index.save(out)
-    skipped = f", {len(index.skipped)} files skipped" if index.skipped else ""
-    print(
-        f"{message}{skipped}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}"
-    )
-    if approximate:
-        print(approximate)
+    print("\n".join(written.lines()))
     return 0
-
-
-def _keep_partial(index, stop: PartialEmbedding, out: Path, metric: str, info: dict) -> int:
-    """Save what was embedded before a failure (an appended index already holds it); returns its size."""
-    if index is None:
-        if stop.done is None:
-            return 0
-        index = RetrievalIndex(
-            stop.done.vectors, stop.done.source.paths, stop.done.source.labels, metric, info
-        )
-    index.save(out)
-    return len(index)
-
-
-def find_index_run(index: RetrievalIndex, index_path: str | Path, given: str | None) -> Path:
-    """The run directory of an index: ``given`` (``--run``), else the one it records, else the same
-    run found relative to the index (both moved together); the weights are checked by the caller."""
-    if given:
-        return Path(given)
-    recorded, relative = index.model.get("run_dir"), index.model.get("run_dir_from_index")
-    candidates = [Path(recorded)] if recorded else []
-    candidates += [Path(index_path).resolve() / relative] if relative else []
-    for candidate in candidates:
-        if (candidate / CONFIG_FILE).is_file():
-            return candidate
-    if not recorded:
-        raise ConfigError(
-            "--run", f"{index_path} does not record its run directory; pass --run RUN_DIR"
-        )
-    raise ConfigError(
-        "--run",
-        f"the run that built {index_path}, {recorded}, is gone (moved or deleted); pass "
-        f"--run RUN_DIR with its new place (its weights are checked against the index)",
-    )
 
 
 def run_search(args: argparse.Namespace) -> int:
     if args.save:
         check_writable_file(args.save)
-    index = RetrievalIndex.load(args.index, mmap=True)
-    run_dir = find_index_run(index, args.index, args.run)
-    check_same_model(index, model_info(run_dir))
-    device = resolve_device(args.device)
-    config, model, transform = load_model_and_transform(run_dir, device)
-    paths = [str(Path(p).resolve()) for p in args.queries]
-    for path in paths:
-        if not Path(path).is_file():
-            raise DataError(f"{path}: query image not found")
-    queries, _ = embed(
-        model, ImageFiles(paths, [None] * len(paths), transform), args.batch_size, device
-    )
+    found = embed_queries(args.index, args.queries, args.run, args.device, args.batch_size)
+    index, queries, paths = found.index, found.queries, found.paths
+    config, model, device = found.config, found.model, found.device
     k = min(args.k, len(index))
     results = postprocess.postprocessed_search(
         index, queries, k, paths, args, config, model, device
     )
     if results is None:
-        approximate = ann.approximate_search(index, args.index, queries, k, paths, args)
+        knobs = {"exact": args.exact, "nprobe": args.nprobe, "ef": args.ef}
+        approximate = search_approximate(index, args.index, queries, k, paths, **knobs)
         if approximate is None:
             results = index.search(queries, k, query_paths=paths, backend=args.backend)
         else:
@@ -235,7 +121,8 @@ def run_report(args: argparse.Namespace) -> int:
         args.worst,
         where,
     )
-    _report_skipped(source, skipped)
+    for line in skipped_notes(source, skipped):
+        _say(line)
     write_report(out, page)
     print(f"wrote {out}" + (f" ({len(skipped)} files skipped)" if skipped else ""))
     return 0

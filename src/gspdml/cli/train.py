@@ -13,9 +13,8 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
-from gspdml.errors import ConfigError, GspdmlError, printable
+from gspdml.errors import printable
 from gspdml.output_files import json_text
 
 
@@ -61,84 +60,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from gspdml.data import build_data
-    from gspdml.evaluation.metric_registry import default_query_metrics
-    from gspdml.evaluation.service import EvalSpec, evaluate
-    from gspdml.models.inference import resolve_device
-    from gspdml.training import load_run
+    from gspdml.workflows.evaluate_run import evaluate_run
 
-    config, model = load_run(args.run_dir, weights=args.weights)
-    # the run's device (by default) and precision: what the trainer evaluated with
-    device = resolve_device(args.device or config.trainer.device)
-    model = model.to(device)
-    named = tuple(args.metrics or ())
-    spec = EvalSpec.from_evaluation(
-        config.evaluation,
-        metrics=(*default_query_metrics(), *config.evaluation.metrics, *named) if named else None,
-    )
-    images = _evaluation_images(args)
-    if images:
-        split, header = _image_split(config, model, images)
-        data = (
-            build_data(config.data.dataset, seed=config.seed)
-            if spec.needs_training_embeddings
-            else None
-        )
-    else:
-        data = build_data(config.data.dataset, seed=config.seed)
-        split = getattr(data, args.split or "test")
-        if split is None:
-            raise GspdmlError(
-                f"dataset {config.data.dataset['name']!r} has no {args.split or 'test'} split"
-            )
-        header = {"split": args.split or "test"}
-    report = evaluate(
-        model,
-        split,
-        spec,
-        device=device,
-        precision=config.trainer.precision,
-        batch_size=config.data.eval_batch_size,
-        num_workers=config.data.num_workers,
-        train_split=None if data is None else data.train,
-        progress=not args.no_progress,
-    )
-    header = {"run": str(args.run_dir), **header, "weights": args.weights}
-    print(json_text({**header, **report.metrics, "metrics": spec.metrics_computed()}, indent=2))
+    def note(line: str) -> None:
+        print(f"gspdml: {printable(line)}", file=sys.stderr)
+
+    where = (args.split, args.images, args.query, args.gallery)
+    options = {"weights": args.weights, "device": args.device, "metrics": args.metrics or ()}
+    result = evaluate_run(args.run_dir, *where, note=note, progress=not args.no_progress, **options)
+    print(json_text(result, indent=2))
     return 0
-
-
-def _evaluation_images(args: argparse.Namespace) -> dict[str, str]:
-    """The labelled images ``gspdml evaluate`` was given instead of a split of the run:
-    ``{"images": PATH}`` or ``{"query": PATH, "gallery": PATH}`` (empty: a split)."""
-    given = {k: getattr(args, k) for k in ("images", "query", "gallery") if getattr(args, k)}
-    if given and args.split is not None:
-        raise ConfigError(
-            "--split", "give either --split or labelled images (--images, --query/--gallery)"
-        )
-    if "images" in given and len(given) > 1:
-        raise ConfigError(
-            "--images", "give either --images (leave-one-out) or --query and --gallery"
-        )
-    if len(given) == 1 and "images" not in given:
-        missing = "--gallery" if "query" in given else "--query"
-        raise ConfigError(missing, "--query and --gallery go together (query -> gallery retrieval)")
-    return {k: str(v) for k, v in given.items()}
-
-
-def _image_split(config: Any, model: Any, images: dict[str, str]) -> tuple[Any, dict[str, Any]]:
-    """The evaluation split of labelled folders or CSV lists, decoded with the run's recorded
-    evaluation transform (as ``gspdml index`` decodes them), and the report's header
-    (:func:`gspdml.retrieval.sources.evaluation_images`: what was done with repeated images)."""
-    from gspdml.retrieval.encoder import image_channels
-    from gspdml.retrieval.preprocessing import eval_transform_from_config
-    from gspdml.retrieval.sources import evaluation_images
-
-    transform = eval_transform_from_config(config, image_channels(model))
-    split, report, notes = evaluation_images(images, transform)
-    for note in notes:
-        print(f"gspdml: {printable(note)}", file=sys.stderr)
-    return split, {**images, **report}
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
