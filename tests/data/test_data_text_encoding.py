@@ -7,7 +7,7 @@ file, the line and the fix. Before, a spreadsheet's "CSV UTF-8" was refused as
 import pytest
 
 from gspdml.cir.freedom import read_vocabulary
-from gspdml.cli.cir import _read_csv
+from gspdml.cir.queries import read_query_csv as _read_csv
 from gspdml.data import build_data
 from gspdml.data.folder import read_csv_rows
 from gspdml.data.textfiles import read_columns

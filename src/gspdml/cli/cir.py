@@ -35,202 +35,34 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import Any, Optional, Sequence
+from dataclasses import fields
+from typing import Any, Sequence
 
-import numpy as np
-
-from gspdml.cir.composition_protocol import (
-    CompositionProtocol,
-    CompositionQuery,
-    domain_conversion_protocol,
-    source_domain_means,
-)
-from gspdml.cir.domain_datasets import (
-    DOMAIN_DATASETS,
-    domain_dataset_protocol,
-    get_domain_dataset,
-)
-from gspdml.cir.evaluation import CirMethod, evaluate_cir, image_files
-from gspdml.cir.features import FeatureCache
+from gspdml.cir.domain_datasets import DOMAIN_DATASETS
+from gspdml.cir.evaluation import CirMethod, cir_method
 from gspdml.cir.freedom import QUERY_AS_PROXY, VARIANTS
+from gspdml.cir.queries import QuerySource
 from gspdml.cir.ranking import AP_VARIANTS
-from gspdml.cir.vl_model import VisionLanguageEncoder
-from gspdml.cir.weicom import default_lambda
-from gspdml.data.textfiles import read_csv_records
-from gspdml.errors import ConfigError, DataError
+from gspdml.cir.run import CirInputs, run_cir
 from gspdml.output_files import json_text
 
 
-def _read_csv(path: str, required: Sequence[str]) -> list[dict]:
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise DataError(f"file not found: {file}")
-    records = read_csv_records(file)
-    columns = records[0][1] if records else []
-    rows = [(number, dict(zip(columns, record))) for number, record in records[1:]]
-    missing = [c for c in required if c not in columns]
-    if not rows or missing:
-        raise DataError(
-            f"{file}: needs a header with columns {', '.join(required)} and at least one row (missing: {', '.join(missing) or 'rows'})"
-        )
-    for number, row in rows:
-        if any(not (row.get(c) or "").strip() for c in required):
-            raise DataError(f"{file}:{number}: empty {'/'.join(required)} value in {row}")
-    return [row for _, row in rows]
-
-
-def _resolve(images: Path, path: str) -> str:
-    candidate = Path(path.strip()).expanduser()
-    return str((candidate if candidate.is_absolute() else images / candidate).resolve())
-
-
-def _protocol(
-    args: argparse.Namespace, images: Path, cache_dir: Optional[Path]
-) -> tuple[CompositionProtocol, bool]:
-    """The protocol and whether it has positives (metrics)."""
-    chosen = [
-        name
-        for name in ("labels", "queries", "dataset", "patterncom")
-        if getattr(args, name, None) is not None
-    ]
-    if len(chosen) != 1:
-        raise ConfigError(
-            "queries",
-            "give exactly one of --labels, --queries"
-            + (", --dataset" if hasattr(args, "dataset") else "")
-            + (", --patterncom" if hasattr(args, "patterncom") else ""),
-        )
-    if getattr(args, "source", None) and chosen != ["dataset"]:
-        raise ConfigError("source", "--source selects source domains of a --dataset benchmark")
-    if chosen == ["dataset"]:
-        if not args.recall_at:
-            args.recall_at = list(get_domain_dataset(args.dataset).recall_at)
-        return domain_dataset_protocol(args.dataset, images, args.source or None), True
-    if chosen == ["patterncom"]:
-        from gspdml.cir.patterncom import read_patterncom, table_mismatches
-
-        patterncom = read_patterncom(images, args.patterncom or None)
-        mismatches = table_mismatches(patterncom)
-        if mismatches:
-            print(
-                f"note: the annotations differ from Table 5.1 in {len(mismatches)} (attribute, class, value) cells, "
-                f"e.g. {mismatches[0]}",
-                file=sys.stderr,
-            )
-        return patterncom.protocol, True
-    database = image_files(images, cache_dir)
-    if chosen == ["labels"]:
-        rows = _read_csv(args.labels, ("path", "class", "domain"))
-        labelled = [_resolve(images, row["path"]) for row in rows]
-        index = {path: i for i, path in enumerate(database)}
-        unknown = [p for p in labelled if p not in index]
-        if unknown:
-            raise DataError(
-                f"{args.labels}: {len(unknown)} labelled images are not under {images}, e.g. {unknown[0]}"
-            )
-        classes = [row["class"].strip() for row in rows]
-        domains = [row["domain"].strip() for row in rows]
-        return domain_conversion_protocol(
-            labelled, classes, domains, domain_texts=_domain_texts(args.domain_text)
-        ), True
-    rows = _read_csv(args.queries, ("image", "text"))
-    index = {path: i for i, path in enumerate(database)}
-    query_images = list(dict.fromkeys(_resolve(images, row["image"]) for row in rows))
-    position = {path: i for i, path in enumerate(query_images)}
-    protocol = CompositionProtocol(database, query_images)
-    has_positives = "positives" in rows[0]
-    for number, row in enumerate(rows, 2):
-        positives = []
-        for path in filter(None, (p.strip() for p in (row.get("positives") or "").split(";"))):
-            resolved = _resolve(images, path)
-            if resolved not in index:
-                raise DataError(
-                    f"{args.queries}:{number}: positive {path!r} is not an image under {images}"
-                )
-            positives.append(index[resolved])
-        protocol.queries.append(
-            CompositionQuery(
-                position[_resolve(images, row["image"])],
-                row["text"].strip(),
-                np.asarray(positives, dtype=np.int64),
-            )
-        )
-    if has_positives and not any(len(query.positives) for query in protocol.queries):
-        raise DataError(
-            f"{args.queries}: the positives column is empty for every query, so mAP and recall "
-            "are undefined (each query would score 0); list each query's positives (paths "
-            "separated by ;), or drop the column to print rankings only"
-        )
-    return protocol, has_positives
-
-
-def _domain_texts(pairs: Sequence[str]) -> dict[str, str]:
-    texts = {}
-    for pair in pairs:
-        label, sep, text = pair.partition("=")
-        if not sep or not label.strip() or not text.strip():
-            raise ConfigError("domain-text", f"expected LABEL=TEXT (e.g. real=photo), got {pair!r}")
-        texts[label.strip()] = text.strip()
-    return texts
-
-
 def _method(args: argparse.Namespace) -> CirMethod:
-    """The method of the command line. WeiCom's λ defaults to the model's (Psomas thesis Table
-    5.2) and, as the chapter-4 competitor of ``gspdml cir freedom``, to 0.5 (the two CDFs summed,
-    §4.4.4)."""
-    options: dict[str, Any] = {}
+    """The method of the command line (:func:`gspdml.cir.evaluation.cir_method`)."""
+    options = {"lam": getattr(args, "lam", None)}
     if args.cir_method == "freedom":
-        options.update(k=args.k, n=args.n, m=args.m, variant=args.variant)
+        options.update(variant=args.variant, k=args.k, n=args.n, m=args.m)
         options.update(query_as_proxy=args.query_as_proxy)
-    if args.method == "weicom":
-        lam = getattr(args, "lam", None)
-        if lam is None:
-            lam = 0.5 if args.cir_method == "freedom" else default_lambda(args.model)
-        options.update(lam=lam)
-    return CirMethod(args.method, **options)
+    return cir_method(args.cir_method, args.method, args.model, **options)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gspdml.cir.backends import load_model
-
-    images = Path(args.images).expanduser().resolve()
-    if not images.is_dir():
-        raise DataError(f"--images: {images} is not a directory")
-    if args.method == "freedom" and not args.vocabulary:
-        raise ConfigError(
-            "vocabulary",
-            "FreeDom needs a text memory: --vocabulary FILE (one word per line, or the Open Images class-name CSV)",
-        )
-    if getattr(args, "memory", None) is not None and args.method != "freedom":
-        raise ConfigError(
-            "memory", f"--memory is FreeDom's visual memory; --method {args.method} has none"
-        )
-    method = _method(args)
-    cache_dir = (
-        None
-        if args.no_cache
-        else Path(args.cache).expanduser().resolve()
-        if args.cache
-        else FeatureCache.default_directory()
-    )
-    cache = FeatureCache(cache_dir) if cache_dir else None
-    protocol, has_positives = _protocol(args, images, cache_dir)
-    model = load_model(args.model, weights=args.weights, device=args.device)
-    result = evaluate_cir(
-        protocol,
-        method,
-        model,
-        vocabulary=getattr(args, "vocabulary", None),
-        memory=getattr(args, "memory", None),
-        memory_union=getattr(args, "memory_union", False),
-        ap=args.ap,
-        recall_at=args.recall_at,
-        keep_top=args.top,
-        batch_size=args.batch_size,
-        cache=cache,
-    )
-    report = _report(args, method, model, protocol, result, has_positives, images)
+    command, method = args.cir_method, _method(args)
+    dataset, patterncom = getattr(args, "dataset", None), getattr(args, "patterncom", None)
+    sources = getattr(args, "source", ())
+    source = QuerySource(args.labels, args.queries, dataset, patterncom, sources, args.domain_text)
+    inputs = CirInputs(**{f.name: getattr(args, f.name, f.default) for f in fields(CirInputs)})
+    report = run_cir(command, args.images, method, source, inputs, note=_note)
     if args.json:
         print(json_text(report, indent=2))
     else:
@@ -238,69 +70,11 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(
-    args: argparse.Namespace,
-    method: CirMethod,
-    model: VisionLanguageEncoder,
-    protocol: CompositionProtocol,
-    result: dict[str, Any],
-    has_positives: bool,
-    images: Path,
-) -> dict[str, Any]:
-    def shown(path: str) -> str:
-        return str(Path(path).relative_to(images)) if Path(path).is_relative_to(images) else path
-
-    settings = {
-        "method": args.method,
-        "model": model.model_id,
-        "database": len(protocol.database),
-        "queries": len(protocol.queries),
-    }
-    if args.method == "freedom":
-        settings.update(
-            variant=args.variant,
-            k=method.k,
-            n=method.n,
-            m=method.labels_kept,
-            query_as_proxy=method.query_as_proxy,
-            memory=("database + " if args.memory_union else "") + args.memory
-            if args.memory
-            else "database",
-        )
-    if args.method == "weicom":
-        settings["lambda"] = method.lam
-    rankings = []
-    for query, ranking in zip(protocol.queries, result["rankings"]):
-        positives = set(query.positives.tolist())
-        entry = {
-            "image": shown(protocol.query_images[query.image]),
-            "text": query.text,
-            "group": query.group,
-            "top": [
-                {
-                    "path": shown(protocol.database[i]),
-                    "score": round(s, 6),
-                    "positive": i in positives,
-                }
-                for i, s in zip(ranking["indices"], ranking["scores"])
-            ],
-        }
-        if has_positives:
-            entry["ap"] = 100.0 * ranking["ap"]
-        rankings.append(entry)
-    report: dict[str, Any] = {"settings": settings, "queries": rankings}
-    if has_positives:
-        metrics = {
-            key: value for key, value in result.items() if key not in ("rankings", "queries")
-        }
-        sources = source_domain_means(result["groups"])
-        if sources:
-            metrics["sources"] = sources
-        report["metrics"] = metrics
-    return report
+def _note(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
-def _print_text(report: dict, show: int) -> None:
+def _print_text(report: dict[str, Any], show: int) -> None:
     settings = report["settings"]
     print("  ".join(f"{k}={v}" for k, v in settings.items()))
     for number, query in enumerate(report["queries"][:show], 1):
