@@ -1,39 +1,21 @@
-"""Sub-commands ``index``, ``search``, ``report`` and ``export`` of the ``gspdml`` CLI
-(:mod:`gspdml.retrieval`); the approximate-search options are in :mod:`gspdml.cli.ann`, the
-post-processing of a search in :mod:`gspdml.cli.postprocess`.
-
-``add_parser(subparsers)`` registers all four on an ``argparse`` sub-parser collection; each sets
-``func`` to a callable ``func(args) -> int`` (the exit status).
-"""
+"""``gspdml index|search|report|export`` (:mod:`gspdml.retrieval`); the approximate-search options
+are in :mod:`gspdml.cli.ann`, the post-processing of a search in :mod:`gspdml.cli.postprocess`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from dataclasses import fields
-from pathlib import Path
-
-import torch
 
 from gspdml.cli import ann, postprocess
-from gspdml.errors import ConfigError, printable
-from gspdml.models.inference import resolve_device
 from gspdml.output_files import check_writable_file, json_text
 from gspdml.retrieval import exact_search
 from gspdml.retrieval.approximate import AnnRequest, search_approximate
-from gspdml.retrieval.build import model_info
 from gspdml.retrieval.embedding import ON_ERROR
-from gspdml.retrieval.encoder import image_channels, load_model_and_transform
-from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
+from gspdml.retrieval.export import FORMATS, TOLERANCE, export_run
 from gspdml.retrieval.index_folder import embed_queries, write_index
-from gspdml.retrieval.report import build_report, write_report
-from gspdml.retrieval.sources import (
-    SPLITS,
-    distinct_images,
-    folder_source,
-    skipped_notes,
-    split_source,
-)
+from gspdml.retrieval.report import report_run
+from gspdml.retrieval.sources import SPLITS
 
 
 def _say(line: str) -> None:
@@ -85,81 +67,27 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    if args.images is not None and args.split is not None:
-        raise ConfigError("--split", "give either --images or --split, not both")
-    counts = (("--queries", args.queries, 0), ("--worst", args.worst, 0), ("-k", args.k, 1))
-    for option, value, least in counts:
-        if value < least:
-            raise ConfigError(option, f"must be >= {least}, got {value}")
-    out = Path(args.out) if args.out else Path(args.run_dir) / "report.html"
-    check_writable_file(out)
-    device = resolve_device(args.device)
-    config, model, transform = load_model_and_transform(args.run_dir, device)
-    if args.images is not None:
-        source, where = folder_source(args.images, transform), f"the images of {args.images}"
-        source, repeats = distinct_images(source, str(args.images))  # leave-one-out: no twin
-        for copy, kept in repeats:
-            print(
-                f"gspdml: {printable(copy)} is the same image as {printable(kept)}; left out",
-                file=sys.stderr,
-            )
-    else:
-        split = args.split or "test"
-        source, where = split_source(config, split), f"the {split} split"
-    page, skipped = build_report(
+    counts = {"queries": args.queries, "worst": args.worst, "k": args.k, "seed": args.seed}
+    options = ("batch_size", "device", "on_error")
+    out, skipped = report_run(
         args.run_dir,
-        config,
-        model,
-        source,
-        args.queries,
-        args.k,
-        args.seed,
-        args.batch_size,
-        device,
-        not args.no_progress,
-        args.on_error,
-        args.worst,
-        where,
+        args.out,
+        args.images,
+        args.split,
+        note=_say,
+        progress=not args.no_progress,
+        **counts,
+        **{name: getattr(args, name) for name in options},
     )
-    for line in skipped_notes(source, skipped):
-        _say(line)
-    write_report(out, page)
     print(f"wrote {out}" + (f" ({len(skipped)} files skipped)" if skipped else ""))
     return 0
 
 
 def run_export(args: argparse.Namespace) -> int:
-    out = (
-        Path(args.out)
-        if args.out
-        else Path(args.run_dir) / "export" / f"embedder{FORMATS[args.format]}"
-    )
-    check_writable_file(out)
-    config, model, transform = load_model_and_transform(args.run_dir, torch.device("cpu"))
-    size = tuple(args.image_size) if args.image_size else transform.output_size
-    if size is None:
-        raise ConfigError(
-            "--image-size",
-            "the run's eval transform does not fix the image size; pass --image-size H W",
-        )
-    record = export_embedder(
-        model,
-        args.format,
-        out,
-        image_channels(model),
-        size,
-        transform,
-        model_info(args.run_dir),
-        check=not args.no_check,
-        tolerance=args.tolerance,
-    )
-    check = record["check"]
-    verdict = (
-        f"max |difference| to PyTorch {check['max_abs_diff']:.2e} <= {check['tolerance']:g}"
-        if check
-        else "not checked"
-    )
-    print(f"wrote {out} ({args.format}, input {record['input']['shape']}); {verdict}")
+    size = tuple(args.image_size) if args.image_size else None
+    check = not args.no_check
+    _, line = export_run(args.run_dir, args.format, args.out, size, check, args.tolerance)
+    print(line)
     return 0
 
 
