@@ -147,3 +147,34 @@ def cir_report(
             metrics["sources"] = sources
         report["metrics"] = metrics
     return report
+
+
+def report_text(report: dict[str, Any], show: int) -> str:
+    """The report as text: the settings, the first ``show`` queries with their results (``+``:
+    a positive) and the metrics table (per group, per source domain, their mean)."""
+    settings = report["settings"]
+    out = ["  ".join(f"{k}={v}" for k, v in settings.items())]
+    for number, query in enumerate(report["queries"][:show], 1):
+        ap = f"  AP {query['ap']:.2f}" if "ap" in query else ""
+        out.append(f"\n[{number}] {query['image']} + {query['text']!r}{ap}")
+        for rank, hit in enumerate(query["top"], 1):
+            mark = "+" if hit["positive"] else " "
+            out.append(f"  {rank:3d}. {mark} {hit['score']:.4f}  {hit['path']}")
+    if len(report["queries"]) > show:
+        more = len(report["queries"]) - show
+        out.append(f"\n... {more} more queries (--show N, or --json for all)")
+    metrics = report.get("metrics")
+    if metrics:
+        recall = [k for k in metrics if k.startswith("recall@")]
+        columns = "".join(f" {k:>10s}" for k in recall)
+        out.append(f"\n{'group':30s} {'queries':>8s} {'mAP':>7s}" + columns)
+        for group, row in metrics["groups"].items():
+            values = "".join(f" {row[k]:10.2f}" for k in recall)
+            out.append(f"{group:30s} {row['queries']:8d} {row['map']:7.2f}" + values)
+        for source, row in metrics.get("sources", {}).items():
+            values = "".join(f" {row[k]:10.2f}" for k in recall)
+            out.append(f"{'from ' + source + ' (mean)':30s} {'':8s} {row['map']:7.2f}" + values)
+        values = "".join(f" {metrics[k]:10.2f}" for k in recall)
+        average = f"{'AVG (mean over groups)':30s} {'':8s} {metrics['map']:7.2f}"
+        out.append(average + values + f"   [AP: {metrics['ap']}]")
+    return "\n".join(out)

@@ -1,13 +1,6 @@
-"""The approximate-search options of ``gspdml index`` and ``gspdml search``
-(:mod:`gspdml.cli.retrieval`): argument parsing only; :mod:`gspdml.retrieval.approximate` does
-the work (the structures of :mod:`gspdml.retrieval.ann`).
-
-``gspdml index --backend ivf|ivfpq|hnsw`` builds an approximate index next to the exact vectors
-of an index folder and measures its recall@k against the exact engine; ``--append`` adds the new
-rows to it (no retraining; rebuilt with its settings when rows were dropped) and re-measures.
-``gspdml search`` uses it when present (``--exact`` to bypass it), with ``--nprobe`` / ``--ef``
-overriding the stored search setting, and prints the measured recall.
-"""
+"""The approximate-search options of ``gspdml index`` (``--backend ivf|ivfpq|hnsw``, its build
+settings and the recall measured) and ``gspdml search`` (``--nprobe``, ``--ef``, ``--exact``):
+argument parsing only (:mod:`gspdml.retrieval.approximate` does the work)."""
 
 from __future__ import annotations
 

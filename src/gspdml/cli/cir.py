@@ -1,49 +1,25 @@
-"""``gspdml cir freedom|weicom``: composed image retrieval over a folder of images.
+"""``gspdml cir freedom|weicom``: composed image retrieval over a folder of images
+(:mod:`gspdml.cir.run`; the query sources ``--labels``, ``--queries``, ``--dataset``,
+``--patterncom`` are those of :mod:`gspdml.cir.queries`).
 
     gspdml cir freedom --images DIR --labels labels.csv --vocabulary words.txt [--model clip]
-    gspdml cir freedom --images DIR --queries queries.csv --vocabulary words.txt --method product
-    gspdml cir freedom --images data --dataset minidn --vocabulary open_image_v7_class_names.csv
     gspdml cir freedom --images data --dataset ltll --vocabulary words.csv --memory laion.npy
-    gspdml cir weicom  --images PatternNet --patterncom [--model remoteclip --weights RemoteCLIP-ViT-L-14.pt]
-    gspdml cir weicom  --images DIR --queries queries.csv --lambda 0.5 --json
-
-Queries come from one of:
-
-* ``--labels CSV`` (header ``path,class,domain``): the domain-conversion protocol — every labelled
-  image is a query once per other domain, with that domain's name as text; positives share the
-  query's class and have the target domain (Psomas thesis §4.4.1);
-* ``--queries CSV`` (header ``image,text`` and optionally ``positives``, ``;``-separated paths):
-  explicit queries; without positives only rankings are printed;
-* ``--dataset NAME`` (freedom): a FreeDom benchmark — ``imagenet_r``, ``minidn``, ``nico`` or
-  ``ltll`` — in the layout of the authors' release, ``--images`` being the release's ``data/``
-  folder (:mod:`gspdml.cir.domain_datasets`); ``--source LABEL`` keeps one source domain (e.g.
-  ``real``, the PHOTO source of Table 4.2) and R@k defaults to the authors' cut-offs;
-* ``--patterncom [DIR]`` (weicom): the PatternCom protocol from a PatternNet tree (``--images``)
-  and its annotation CSVs (default ``<images>/PatternCom``).
-
-Paths are relative to ``--images`` unless absolute. The database is every image under
-``--images`` (with ``--labels``: the labelled images; with ``--dataset``: its database list; with
-``--patterncom``: the PatternNet tree). FreeDom's visual memory (the proxy images of Eq. 4.13) is
-the database unless ``--memory PATH`` names an external one — a folder of images or a ``.npy``
-array of image embeddings ``[M, D]`` (ℓ2-normalised on load), e.g. LAION images as in Table 4.5;
-``--memory-union`` uses the database and that memory together (Table 4.5's "Database + LAION").
-Features are cached (safetensors) in ``--cache``. mAP uses the AP of each chapter's code by
-default (``--ap``): the Radenović trapezoid for FreeDom, the standard AP for WeiCom.
+    gspdml cir weicom  --images PatternNet --patterncom [--model remoteclip --weights W.pt]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields
-from typing import Any, Sequence
+from typing import Sequence
 
 from gspdml.cir.domain_datasets import DOMAIN_DATASETS
 from gspdml.cir.evaluation import CirMethod, cir_method
 from gspdml.cir.freedom import QUERY_AS_PROXY, VARIANTS
 from gspdml.cir.queries import QuerySource
 from gspdml.cir.ranking import AP_VARIANTS
-from gspdml.cir.run import CirInputs, run_cir
+from gspdml.cir.run import CirInputs, report_text, run_cir
+from gspdml.cli.binding import call
 from gspdml.output_files import json_text
 
 
@@ -57,56 +33,14 @@ def _method(args: argparse.Namespace) -> CirMethod:
 
 
 def _run(args: argparse.Namespace) -> int:
-    command, method = args.cir_method, _method(args)
-    dataset, patterncom = getattr(args, "dataset", None), getattr(args, "patterncom", None)
-    sources = getattr(args, "source", ())
-    source = QuerySource(args.labels, args.queries, dataset, patterncom, sources, args.domain_text)
-    inputs = CirInputs(**{f.name: getattr(args, f.name, f.default) for f in fields(CirInputs)})
-    report = run_cir(command, args.images, method, source, inputs, note=_note)
-    if args.json:
-        print(json_text(report, indent=2))
-    else:
-        _print_text(report, args.show)
+    source, inputs = call(QuerySource, args), call(CirInputs, args)
+    report = run_cir(args.cir_method, args.images, _method(args), source, inputs, note=_note)
+    print(json_text(report, indent=2) if args.json else report_text(report, args.show))
     return 0
 
 
 def _note(line: str) -> None:
     print(line, file=sys.stderr)
-
-
-def _print_text(report: dict[str, Any], show: int) -> None:
-    settings = report["settings"]
-    print("  ".join(f"{k}={v}" for k, v in settings.items()))
-    for number, query in enumerate(report["queries"][:show], 1):
-        ap = f"  AP {query['ap']:.2f}" if "ap" in query else ""
-        print(f"\n[{number}] {query['image']} + {query['text']!r}{ap}")
-        for rank, hit in enumerate(query["top"], 1):
-            print(
-                f"  {rank:3d}. {'+' if hit['positive'] else ' '} {hit['score']:.4f}  {hit['path']}"
-            )
-    if len(report["queries"]) > show:
-        print(f"\n... {len(report['queries']) - show} more queries (--show N, or --json for all)")
-    metrics = report.get("metrics")
-    if metrics:
-        recall = [k for k in metrics if k.startswith("recall@")]
-        print(
-            f"\n{'group':30s} {'queries':>8s} {'mAP':>7s}" + "".join(f" {k:>10s}" for k in recall)
-        )
-        for group, row in metrics["groups"].items():
-            print(
-                f"{group:30s} {row['queries']:8d} {row['map']:7.2f}"
-                + "".join(f" {row[k]:10.2f}" for k in recall)
-            )
-        for source, row in metrics.get("sources", {}).items():
-            print(
-                f"{'from ' + source + ' (mean)':30s} {'':8s} {row['map']:7.2f}"
-                + "".join(f" {row[k]:10.2f}" for k in recall)
-            )
-        print(
-            f"{'AVG (mean over groups)':30s} {'':8s} {metrics['map']:7.2f}"
-            + "".join(f" {metrics[k]:10.2f}" for k in recall)
-            + f"   [AP: {metrics['ap']}]"
-        )
 
 
 def _common(parser: argparse.ArgumentParser, methods: Sequence[str], default_ap: str) -> None:
@@ -118,6 +52,7 @@ def _common(parser: argparse.ArgumentParser, methods: Sequence[str], default_ap:
     )
     parser.add_argument(
         "--domain-text",
+        dest="domain_texts",
         action="append",
         default=[],
         metavar="LABEL=TEXT",
@@ -194,6 +129,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     freedom.add_argument(
         "--source",
+        dest="sources",
         action="append",
         default=[],
         metavar="LABEL",

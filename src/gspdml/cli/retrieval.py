@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields
 
 from gspdml.cli import ann, postprocess
+from gspdml.cli.binding import call
 from gspdml.output_files import check_writable_file, json_text
 from gspdml.retrieval import exact_search
 from gspdml.retrieval.approximate import AnnRequest, search_approximate
@@ -23,18 +23,8 @@ def _say(line: str) -> None:
 
 
 def run_index(args: argparse.Namespace) -> int:
-    request = AnnRequest(**{field.name: getattr(args, field.name) for field in fields(AnnRequest)})
-    options = ("append", "overwrite", "metric", "batch_size", "device", "on_error")
-    written = write_index(
-        args.run_dir,
-        args.out,
-        args.images,
-        args.split,
-        note=_say,
-        progress=not args.no_progress,
-        approximate=request,
-        **{name: getattr(args, name) for name in options},
-    )
+    progress, approximate = not args.no_progress, call(AnnRequest, args)
+    written = call(write_index, args, note=_say, progress=progress, approximate=approximate)
     print("\n".join(written.lines()))
     return 0
 
@@ -67,27 +57,13 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    counts = {"queries": args.queries, "worst": args.worst, "k": args.k, "seed": args.seed}
-    options = ("batch_size", "device", "on_error")
-    out, skipped = report_run(
-        args.run_dir,
-        args.out,
-        args.images,
-        args.split,
-        note=_say,
-        progress=not args.no_progress,
-        **counts,
-        **{name: getattr(args, name) for name in options},
-    )
+    out, skipped = call(report_run, args, note=_say, progress=not args.no_progress)
     print(f"wrote {out}" + (f" ({len(skipped)} files skipped)" if skipped else ""))
     return 0
 
 
 def run_export(args: argparse.Namespace) -> int:
-    size = tuple(args.image_size) if args.image_size else None
-    check = not args.no_check
-    _, line = export_run(args.run_dir, args.format, args.out, size, check, args.tolerance)
-    print(line)
+    print(call(export_run, args, fmt=args.format, check=not args.no_check)[1])
     return 0
 
 

@@ -14,6 +14,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from gspdml.cli.binding import call
 from gspdml.errors import printable
 from gspdml.output_files import json_text
 
@@ -65,10 +66,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     def note(line: str) -> None:
         print(f"gspdml: {printable(line)}", file=sys.stderr)
 
-    where = (args.split, args.images, args.query, args.gallery)
-    options = {"weights": args.weights, "device": args.device, "metrics": args.metrics or ()}
-    result = evaluate_run(args.run_dir, *where, note=note, progress=not args.no_progress, **options)
-    print(json_text(result, indent=2))
+    print(json_text(call(evaluate_run, args, note=note, progress=not args.no_progress), indent=2))
     return 0
 
 

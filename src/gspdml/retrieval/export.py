@@ -22,7 +22,7 @@ import io
 import warnings
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import nn
@@ -210,7 +210,7 @@ def export_run(
     run_dir: str | Path,
     fmt: str,
     out: Optional[str | Path] = None,
-    image_size: Optional[tuple[int, int]] = None,
+    image_size: Optional[Sequence[int]] = None,
     check: bool = True,
     tolerance: float = TOLERANCE,
 ) -> tuple[Path, str]:
@@ -221,7 +221,7 @@ def export_run(
     path = Path(out) if out else Path(run_dir) / "export" / f"embedder{FORMATS[fmt]}"
     check_writable_file(path)
     _, model, transform = load_model_and_transform(run_dir, torch.device("cpu"))
-    size = image_size or transform.output_size
+    size = (int(image_size[0]), int(image_size[1])) if image_size else transform.output_size
     if size is None:
         raise ConfigError(
             "--image-size",

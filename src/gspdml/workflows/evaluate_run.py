@@ -62,7 +62,7 @@ def evaluate_run(
     note: Callable[[str], None],
     weights: str = "final",
     device: Optional[str] = None,
-    metrics: Sequence[str] = (),
+    metrics: Optional[Sequence[str]] = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """The metrics of the run's ``weights`` on ``split`` (default test) or on labelled
@@ -75,7 +75,7 @@ def evaluate_run(
     resolved = resolve_device(device or config.trainer.device)
     model = model.to(resolved)
     evaluation = config.evaluation
-    named = tuple(metrics)
+    named = tuple(metrics or ())
     spec = EvalSpec.from_evaluation(
         evaluation,
         metrics=(*default_query_metrics(), *evaluation.metrics, *named) if named else None,
