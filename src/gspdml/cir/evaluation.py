@@ -87,17 +87,25 @@ class CirMethod:
 
 
 def cir_method(
-    command: str, name: str, model: str, lam: Optional[float] = None, **freedom: Any
+    command: str,
+    name: str,
+    model: str,
+    lam: Optional[float] = None,
+    variant: str = CirMethod.variant,
+    k: int = CirMethod.k,
+    n: int = CirMethod.n,
+    m: Optional[int] = None,
+    query_as_proxy: str = CirMethod.query_as_proxy,
 ) -> CirMethod:
-    """The method ``gspdml cir COMMAND --method NAME`` runs with the model ``model`` and
-    FreeDom's settings ``freedom`` (``variant``, ``k``, ``n``, ``m``, ``query_as_proxy``).
-    WeiCom's λ defaults to the model's (Psomas thesis Table 5.2, :func:`default_lambda`) and,
-    as the chapter-4 competitor of ``cir freedom``, to 0.5 (the two CDFs summed, §4.4.4)."""
-    if name == "weicom":
-        if lam is None:
-            lam = FALLBACK_LAMBDA if command == "freedom" else default_lambda(model)
-        freedom["lam"] = lam
-    return CirMethod(name, **freedom)
+    """The method ``gspdml cir COMMAND --method NAME`` runs with the model ``model``, WeiCom's
+    ``lam`` and FreeDom's settings. WeiCom's λ defaults to the model's (Psomas thesis Table 5.2,
+    :func:`default_lambda`) and, as the chapter-4 competitor of ``cir freedom``, to 0.5 (the two
+    CDFs summed, §4.4.4); the other methods keep :class:`CirMethod`'s."""
+    if name != "weicom":
+        lam = CirMethod.lam
+    elif lam is None:
+        lam = FALLBACK_LAMBDA if command == "freedom" else default_lambda(model)
+    return CirMethod(name, variant, k, n, m, query_as_proxy, lam)
 
 
 def require_memories(

@@ -25,11 +25,7 @@ from gspdml.output_files import json_text
 
 def _method(args: argparse.Namespace) -> CirMethod:
     """The method of the command line (:func:`gspdml.cir.evaluation.cir_method`)."""
-    options = {"lam": getattr(args, "lam", None)}
-    if args.cir_method == "freedom":
-        options.update(variant=args.variant, k=args.k, n=args.n, m=args.m)
-        options.update(query_as_proxy=args.query_as_proxy)
-    return cir_method(args.cir_method, args.method, args.model, **options)
+    return call(cir_method, args, command=args.cir_method, name=args.method)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -44,123 +40,69 @@ def _note(line: str) -> None:
 
 
 def _common(parser: argparse.ArgumentParser, methods: Sequence[str], default_ap: str) -> None:
-    parser.add_argument(
-        "--images", required=True, help="folder of database images (searched recursively)"
-    )
-    parser.add_argument(
-        "--labels", help="CSV path,class,domain: the domain-conversion protocol over these images"
-    )
-    parser.add_argument(
+    add = parser.add_argument
+    add("--images", required=True, help="folder of database images (searched recursively)")
+    text = "CSV path,class,domain: the domain-conversion protocol over these images"
+    add("--labels", help=text)
+    text = "query text of a --labels domain (repeatable), e.g. real=photo, New=Today"
+    add(
         "--domain-text",
         dest="domain_texts",
         action="append",
         default=[],
         metavar="LABEL=TEXT",
-        help="query text of a --labels domain (repeatable), e.g. real=photo, New=Today",
+        help=text,
     )
-    parser.add_argument("--queries", help="CSV image,text[,positives]: explicit composed queries")
-    parser.add_argument(
-        "--method", choices=methods, default=methods[0], help=f"default: {methods[0]}"
-    )
-    parser.add_argument(
-        "--model",
-        default="clip",
-        help="clip | remoteclip | open_clip:ARCH[@TAG] | hf:REPO_OR_DIR | python:MODULE:FUNCTION",
-    )
-    parser.add_argument("--weights", help="local checkpoint (state dict) for the model")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--batch-size", type=int, default=32, help="images per encoder batch")
-    parser.add_argument(
-        "--cache", help="feature cache folder (default: $GSPDML_CACHE/cir-features)"
-    )
-    parser.add_argument(
-        "--no-cache", action="store_true", help="do not read or write cached features"
-    )
-    parser.add_argument(
-        "--ap",
-        choices=AP_VARIANTS,
-        default=default_ap,
-        help=f"AP definition (default {default_ap}, as the authors' code)",
-    )
-    parser.add_argument(
-        "--recall-at", type=int, nargs="*", default=[], metavar="K", help="also report R@K"
-    )
-    parser.add_argument("--top", type=int, default=5, help="results listed per query")
-    parser.add_argument("--show", type=int, default=10, help="queries printed in text mode")
-    parser.add_argument("--json", action="store_true", help="print everything as JSON")
+    add("--queries", help="CSV image,text[,positives]: explicit composed queries")
+    add("--method", choices=methods, default=methods[0], help=f"default: {methods[0]}")
+    text = "clip | remoteclip | open_clip:ARCH[@TAG] | hf:REPO_OR_DIR | python:MODULE:FUNCTION"
+    add("--model", default="clip", help=text)
+    add("--weights", help="local checkpoint (state dict) for the model")
+    add("--device", default="cpu")
+    add("--batch-size", type=int, default=32, help="images per encoder batch")
+    add("--cache", help="feature cache folder (default: $GSPDML_CACHE/cir-features)")
+    add("--no-cache", action="store_true", help="do not read or write cached features")
+    text = f"AP definition (default {default_ap}, as the authors' code)"
+    add("--ap", choices=AP_VARIANTS, default=default_ap, help=text)
+    add("--recall-at", type=int, nargs="*", default=[], metavar="K", help="also report R@K")
+    add("--top", type=int, default=5, help="results listed per query")
+    add("--show", type=int, default=10, help="queries printed in text mode")
+    add("--json", action="store_true", help="print everything as JSON")
     parser.set_defaults(func=_run)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Add ``cir`` with the sub-commands ``freedom`` and ``weicom`` to a ``gspdml`` parser."""
-    parser = subparsers.add_parser(
-        "cir", help="composed image retrieval with a frozen vision-language model"
+    text = "composed image retrieval with a frozen vision-language model"
+    sub = subparsers.add_parser("cir", help=text).add_subparsers(
+        dest="cir_method", required=True, metavar="METHOD"
     )
-    sub = parser.add_subparsers(dest="cir_method", required=True, metavar="METHOD")
-    freedom = sub.add_parser(
-        "freedom", help="FreeDom (training-free domain conversion) and its baselines"
-    )
+    text = "FreeDom (training-free domain conversion) and its baselines"
+    freedom = sub.add_parser("freedom", help=text)
     _common(freedom, ("freedom", "text", "image", "product", "sum", "weicom"), "trapezoid")
-    freedom.add_argument(
-        "--vocabulary", help="text memory: one word per line, or a CSV (Open Images class names)"
+    add = freedom.add_argument
+    add("--vocabulary", help="text memory: one word per line, or a CSV (Open Images class names)")
+    text = "L+a is FreeDom (Eq. 4.17)"
+    add("--variant", choices=list(VARIANTS), default=CirMethod.variant, help=text)
+    add("--k", type=int, default=CirMethod.k, help=f"proxy images (default {CirMethod.k})")
+    add("--n", type=int, default=CirMethod.n, help=f"words per proxy (default {CirMethod.n})")
+    add("--m", type=int, default=None, help="text labels kept (default 7; 1 for --variant single)")
+    add("--query-as-proxy", choices=QUERY_AS_PROXY, default=CirMethod.query_as_proxy)
+    text = "a FreeDom benchmark in the authors' release layout; --images is its data/ folder"
+    add("--dataset", choices=list(DOMAIN_DATASETS), help=text)
+    text = "with --dataset: keep the queries of this source domain label (repeatable)"
+    add("--source", dest="sources", action="append", default=[], metavar="LABEL", help=text)
+    text = (
+        "external visual memory: a folder of images or a .npy of embeddings (default: the database)"
     )
-    freedom.add_argument(
-        "--variant",
-        choices=list(VARIANTS),
-        default=CirMethod.variant,
-        help="L+a is FreeDom (Eq. 4.17)",
-    )
-    freedom.add_argument(
-        "--k", type=int, default=CirMethod.k, help=f"proxy images (default {CirMethod.k})"
-    )
-    freedom.add_argument(
-        "--n", type=int, default=CirMethod.n, help=f"words per proxy (default {CirMethod.n})"
-    )
-    freedom.add_argument(
-        "--m", type=int, default=None, help="text labels kept (default 7; 1 for --variant single)"
-    )
-    freedom.add_argument(
-        "--query-as-proxy", choices=QUERY_AS_PROXY, default=CirMethod.query_as_proxy
-    )
-    freedom.add_argument(
-        "--dataset",
-        choices=list(DOMAIN_DATASETS),
-        help="a FreeDom benchmark in the authors' release layout; --images is its data/ folder",
-    )
-    freedom.add_argument(
-        "--source",
-        dest="sources",
-        action="append",
-        default=[],
-        metavar="LABEL",
-        help="with --dataset: keep the queries of this source domain label (repeatable)",
-    )
-    freedom.add_argument(
-        "--memory",
-        metavar="PATH",
-        help="external visual memory: a folder of images or a .npy of embeddings (default: the database)",
-    )
-    freedom.add_argument(
-        "--memory-union",
-        action="store_true",
-        help="use the database and --memory together as the visual memory",
-    )
-    weicom = sub.add_parser(
-        "weicom", help="WeiCom (CDF-normalised similarity fusion) and its baselines"
-    )
+    add("--memory", metavar="PATH", help=text)
+    text = "use the database and --memory together as the visual memory"
+    add("--memory-union", action="store_true", help=text)
+    text = "WeiCom (CDF-normalised similarity fusion) and its baselines"
+    weicom = sub.add_parser("weicom", help=text)
     _common(weicom, ("weicom", "text", "image", "average"), "standard")
-    weicom.add_argument(
-        "--lambda",
-        dest="lam",
-        type=float,
-        default=None,
-        help="text weight λ (default 0.3 for clip, 0.6 for remoteclip, else 0.5)",
-    )
-    weicom.add_argument(
-        "--patterncom",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="DIR",
-        help="the PatternCom protocol; DIR holds <attribute>.csv (default <images>/PatternCom)",
-    )
+    add = weicom.add_argument
+    text = "text weight λ (default 0.3 for clip, 0.6 for remoteclip, else 0.5)"
+    add("--lambda", dest="lam", type=float, default=None, help=text)
+    text = "the PatternCom protocol; DIR holds <attribute>.csv (default <images>/PatternCom)"
+    add("--patterncom", nargs="?", const="", default=None, metavar="DIR", help=text)
