@@ -10,44 +10,12 @@ import re
 import sys
 from typing import Any, Optional, Sequence
 
-from gspdml.cli import (
-    bundle,
-    check,
-    cir,
-    compare,
-    data,
-    demo,
-    diff,
-    doctor,
-    listing,
-    pretrain,
-    protocol,
-    reproduce,
-    retrieval,
-    train,
-    tune,
-)
+from gspdml.cli import cir, listing, retrieval, runs, tools, train
 from gspdml.errors import GspdmlError
 from gspdml.output_files import DISK_FULL, output_error
 
 #: the command groups, in the order ``gspdml --help`` lists them; each has ``add_parser(subparsers)``
-GROUPS = (
-    train,
-    demo,
-    pretrain,
-    protocol,
-    tune,
-    compare,
-    diff,
-    reproduce,
-    retrieval,
-    cir,
-    data,
-    bundle,
-    check,
-    doctor,
-    listing,
-)
+GROUPS = (train, runs, retrieval, cir, tools, listing)
 
 
 class Parser(argparse.ArgumentParser):

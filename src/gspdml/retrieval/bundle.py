@@ -1,4 +1,4 @@
-"""Portable model bundles: :func:`write_bundle` (``gspdml bundle RUN_DIR --out DIR``, :mod:`gspdml.cli.bundle`) and :func:`from_pretrained`.
+"""Portable model bundles: :func:`write_bundle` (``gspdml bundle RUN_DIR --out DIR``, :mod:`gspdml.cli.tools`) and :func:`from_pretrained`.
 
 A bundle is a folder laid out as a Hugging Face model repository (it can be uploaded as is):
 
