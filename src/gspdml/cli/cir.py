@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from gspdml.cir.domain_datasets import DOMAIN_DATASETS
 from gspdml.cir.evaluation import CirMethod, cir_method
@@ -19,7 +19,7 @@ from gspdml.cir.freedom import QUERY_AS_PROXY, VARIANTS
 from gspdml.cir.queries import QuerySource
 from gspdml.cir.ranking import AP_VARIANTS
 from gspdml.cir.run import CirInputs, report_text, run_cir
-from gspdml.cli.binding import call
+from gspdml.cli.binding import call, command
 from gspdml.output_files import json_text
 
 
@@ -39,8 +39,7 @@ def _note(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _common(parser: argparse.ArgumentParser, methods: Sequence[str], default_ap: str) -> None:
-    add = parser.add_argument
+def _common(add: Callable[..., Any], methods: Sequence[str], default_ap: str) -> None:
     add("--images", required=True, help="folder of database images (searched recursively)")
     text = "CSV path,class,domain: the domain-conversion protocol over these images"
     add("--labels", help=text)
@@ -68,7 +67,6 @@ def _common(parser: argparse.ArgumentParser, methods: Sequence[str], default_ap:
     add("--top", type=int, default=5, help="results listed per query")
     add("--show", type=int, default=10, help="queries printed in text mode")
     add("--json", action="store_true", help="print everything as JSON")
-    parser.set_defaults(func=_run)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -78,9 +76,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         dest="cir_method", required=True, metavar="METHOD"
     )
     text = "FreeDom (training-free domain conversion) and its baselines"
-    freedom = sub.add_parser("freedom", help=text)
-    _common(freedom, ("freedom", "text", "image", "product", "sum", "weicom"), "trapezoid")
-    add = freedom.add_argument
+    add = command(sub, "freedom", _run, help=text)
+    _common(add, ("freedom", "text", "image", "product", "sum", "weicom"), "trapezoid")
     add("--vocabulary", help="text memory: one word per line, or a CSV (Open Images class names)")
     text = "L+a is FreeDom (Eq. 4.17)"
     add("--variant", choices=list(VARIANTS), default=CirMethod.variant, help=text)
@@ -99,9 +96,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     text = "use the database and --memory together as the visual memory"
     add("--memory-union", action="store_true", help=text)
     text = "WeiCom (CDF-normalised similarity fusion) and its baselines"
-    weicom = sub.add_parser("weicom", help=text)
-    _common(weicom, ("weicom", "text", "image", "average"), "standard")
-    add = weicom.add_argument
+    add = command(sub, "weicom", _run, help=text)
+    _common(add, ("weicom", "text", "image", "average"), "standard")
     text = "text weight λ (default 0.3 for clip, 0.6 for remoteclip, else 0.5)"
     add("--lambda", dest="lam", type=float, default=None, help=text)
     text = "the PatternCom protocol; DIR holds <attribute>.csv (default <images>/PatternCom)"

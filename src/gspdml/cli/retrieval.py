@@ -8,7 +8,7 @@ import sys
 from typing import Any, Callable
 
 from gspdml.cli import postprocess
-from gspdml.cli.binding import call
+from gspdml.cli.binding import call, command
 from gspdml.output_files import check_writable_file, json_text
 from gspdml.retrieval import ann, exact_search
 from gspdml.retrieval.approximate import AnnRequest, search_approximate
@@ -95,6 +95,7 @@ def _add_knobs(add: Callable[..., Any]) -> None:
 def _add_index(sub: argparse._SubParsersAction) -> None:
     text = "embed a folder of images (or a dataset split) into a search index"
     parser = sub.add_parser("index", help=text)
+    parser.set_defaults(func=run_index)
     add = parser.add_argument
     add("run_dir", help="run directory (config.yaml + model.safetensors)")
     add("images", nargs="?", help="folder of images; sub-folder names are the labels")
@@ -124,7 +125,6 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     add("--recall-k", type=int, default=given.recall_k, help=text)
     text = "held-out indexed vectors the recall is measured on (default %(default)s)"
     add("--recall-sample", type=int, default=given.recall_sample, help=text)
-    parser.set_defaults(func=run_index)
 
 
 def _add_search(sub: argparse._SubParsersAction) -> None:
@@ -149,8 +149,7 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("report", help="write a self-contained HTML report of a run")
-    add = parser.add_argument
+    add = command(sub, "report", run_report, help="write a self-contained HTML report of a run")
     add(
         "run_dir",
         help="run directory (config.yaml, model.safetensors, metrics.jsonl, results.json)",
@@ -166,13 +165,11 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     add("-k", type=int, default=5, help="results per query (default 5)")
     add("--seed", type=int, default=0, help="seed of the query choice (default 0)")
     _add_common(add)
-    parser.set_defaults(func=run_report)
 
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
     text = "export the embedder to TorchScript or ONNX, checked against PyTorch"
-    parser = sub.add_parser("export", help=text)
-    add = parser.add_argument
+    add = command(sub, "export", run_export, help=text)
     add("run_dir", help="run directory (config.yaml + model.safetensors)")
     text = "torchscript (.pt) or onnx (.onnx)"
     add("--format", required=True, choices=tuple(FORMATS), help=text)
@@ -182,7 +179,6 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     text = f"largest allowed |difference| to PyTorch (default {TOLERANCE:g})"
     add("--tolerance", type=float, default=TOLERANCE, help=text)
     add("--no-check", action="store_true", help="skip the comparison with the PyTorch model")
-    parser.set_defaults(func=run_export)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -10,7 +10,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from gspdml.cli.binding import call
+from gspdml.cli.binding import call, command
 from gspdml.errors import printable
 from gspdml.output_files import json_text
 
@@ -94,8 +94,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_train, parser=p)
 
     text = "evaluate a run's weights on a split of its dataset or on labelled images"
-    p = sub.add_parser("evaluate", help=text)
-    add = p.add_argument
+    add = command(sub, "evaluate", _cmd_evaluate, help=text)
     add("run_dir", type=Path)
     text = "a split of the run's dataset (default: test)"
     add("--split", choices=("test", "val"), default=None, help=text)
@@ -121,7 +120,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add("--metrics", nargs="+", metavar="NAME", help=text)
     add("--no-progress", action="store_true", help="no progress lines (stderr)")
-    p.set_defaults(func=_cmd_evaluate)
 
     text = "print the resolved, validated config (with the dataset's defaults)"
     p = sub.add_parser("config", help=text)
