@@ -198,17 +198,18 @@ class RetrievalIndex:
     def tune_approximate(self, *, nprobe: Optional[int] = None, ef: Optional[int] = None) -> None:
         """Set the search knob of the approximate structure: ``nprobe`` (ivf, ivfpq: cells
         scanned per query) or ``ef`` (hnsw: candidates explored per query); None keeps it."""
-        knobs = {key: value for key, value in (("nprobe", nprobe), ("ef", ef)) if value is not None}
-        if not knobs:
+        if nprobe is None and ef is None:
             return
         if self.approximate is None:
             raise ConfigError(
-                next(iter(knobs)),
+                "nprobe" if nprobe is not None else "ef",
                 "this index has no approximate index (build "
                 "one with build_approximate or gspdml index "
                 "--backend)",
             )
-        self.approximate.params = replace(self.approximate.params, **knobs)
+        params = self.approximate.params
+        nprobe, ef = params.nprobe if nprobe is None else nprobe, params.ef if ef is None else ef
+        self.approximate.params = replace(params, nprobe=nprobe, ef=ef)
 
     def update_approximate(
         self, recall_k: int = ann.RECALL_K, recall_sample: int = ann.RECALL_SAMPLE
