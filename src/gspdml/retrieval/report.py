@@ -20,12 +20,12 @@ import json
 import random
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
 
-from gspdml.config import dump_config
+from gspdml.config import RunConfig, dump_config
 from gspdml.errors import ConfigError, DataError, printable
 from gspdml.evaluation.baseline_rows import baseline_rows
 from gspdml.evaluation.results import RetrievalResults
@@ -247,7 +247,7 @@ def _require_two(count: int, what: str) -> None:
 @torch.inference_mode()
 def build_report(
     run_dir: str | Path,
-    config: Mapping[str, Any],
+    config: RunConfig,
     model: torch.nn.Module,
     source: ImageSource,
     queries: int = 8,
@@ -288,7 +288,7 @@ def build_report(
         [source.labels[i] for i in chosen],
         exclude=chosen,
     )
-    recall_at = tuple(config["evaluation"]["recall_at"])
+    recall_at = config.evaluation.recall_at
     evaluation = _evaluate(vectors, source.labels, recall_at, k)
     hardest = evaluation.worst(worst) if evaluation is not None else []
     shown = set(chosen) | set(sample.indices.flatten().tolist()) | set(hardest)
@@ -299,10 +299,10 @@ def build_report(
     heatmaps = _heatmaps(model, inputs, pictures, sorted(set(chosen) | set(hardest)), device)
     results = read_results(run_dir)
     rows = read_metrics(run_dir)
-    step = weights_step(results, config)
+    step = weights_step(results, config.evaluation.restore_best)
     curves = training_curves_svg(rows, step)
-    name = str(config.get("name") or Path(run_dir).resolve().name)
-    pooling = config.get("model", {}).get("pooling")
+    name = config.name or Path(run_dir).resolve().name
+    pooling = config.model.pooling
     return (
         f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gspdml report: {esc(name)}</title>
