@@ -1,5 +1,5 @@
 """The commands over many runs: ``gspdml demo`` (:mod:`gspdml.workflows.demo`), ``pretrain``
-(:mod:`gspdml.training.pretrain`), ``protocol`` (:mod:`gspdml.workflows.protocol`), ``tune``
+(:mod:`gspdml.cli.pretrain`), ``protocol`` (:mod:`gspdml.workflows.protocol`), ``tune``
 (:mod:`gspdml.workflows.tuning_search`, the ``optuna`` extra), ``compare``
 (:mod:`gspdml.workflows.compare`), ``diff`` (:mod:`gspdml.workflows.run_diff`) and ``reproduce``
 (:mod:`gspdml.workflows.reproduce`)."""
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gspdml.cli import pretrain
 from gspdml.cli.binding import call, command
 from gspdml.errors import ConfigError
 from gspdml.output_files import json_text
@@ -20,19 +21,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from gspdml.workflows.demo import run_demo
 
     run_demo(args.configs, Path(args.output_dir), overrides=args.overrides, fresh=args.fresh)
-    return 0
-
-
-def _cmd_pretrain(args: argparse.Namespace) -> int:
-    from gspdml.training.pretrain import load_recipe, pretrained_state, pretrained_weights_file
-
-    for name in args.recipes:
-        recipe = load_recipe(name)
-        if args.data_root is not None:
-            recipe["data"]["root"] = args.data_root
-        _, record = pretrained_state(recipe, device=args.device)
-        path = pretrained_weights_file(recipe, verbose=False, device=args.device)
-        print(json_text({**record, "path": str(path)}, indent=2))
     return 0
 
 
@@ -120,13 +108,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add("--set", dest="overrides", action="append", default=[], help=text)
     add("--fresh", action="store_true", help="retrain runs that already exist")
 
-    text = "pre-train backbone weights from a recipe (cached by content hash)"
-    add = command(sub, "pretrain", _cmd_pretrain, help=text)
-    add("recipes", nargs="+", help="recipe names (gspdml/presets/pretrain) or YAML files")
-    text = "the recipes' data.root: where their data is (e.g. the folder holding cifar-100-python/)"
-    add("--data-root", help=text)
-    text = "where to train on a cache miss: auto (the GPU when there is one), cpu, cuda[:i]"
-    add("--device", default="auto", help=text)
+    pretrain.add_parser(sub)
 
     text = "train and aggregate all models of an evaluation protocol"
     add = command(sub, "protocol", _cmd_protocol, help=text)
@@ -147,12 +129,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add("--output-dir", type=Path, default=None, help="default <output_dir>/<name>-search")
     add("--sampler-seed", type=int, default=0, help="seed of the TPE sampler")
 
-    text = (
-        "Compare methods model by model: each FOLDER is a protocol folder, a run folder or "
-        "a folder of runs; the first is the baseline. Paired by (fold, seed): mean "
-        "difference with its 95%% confidence interval, paired t-test and Wilcoxon "
-        "signed-rank p-values."
-    )
+    text = "Compare methods model by model: each FOLDER is a protocol folder, a run folder or a folder of runs; the first is the baseline. Paired by (fold, seed): mean difference with its 95%% confidence interval, paired t-test and Wilcoxon signed-rank p-values."
     summary = "one table across methods (protocol or run folders), paired tests by (fold, seed)"
     add = command(sub, "compare", _cmd_compare, help=summary, description=text)
     add("folders", nargs="+", metavar="RUN_OR_PROTOCOL")
@@ -168,17 +145,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add("run_b")
     add("--json", action="store_true", help="the differences as JSON")
 
-    text = (
-        "Run every row of a paper's table by its protocol (resumable: finished "
-        "models are reused) and write <output-dir>/tables/TABLE.md and .json with the paper's "
-        "number, ours, the difference and our std. Overrides key.sub=value apply to every row "
-        "(e.g. schedule.max_steps=2 for a smoke run). The composed-retrieval tables (protocol "
-        "cir) evaluate a frozen vision-language model instead and take the settings model=SPEC, "
-        "weights, vocabulary, memory, device, batch_size, cache. The tables of released "
-        "pre-trained models (protocol frozen: SimPool Table 3.9) evaluate the authors' "
-        "checkpoints as they are and take checkpoints=DIR (the files under their published "
-        "names) or checkpoint=PATH, device, batch_size, resize, crop."
-    )
+    text = "Run every row of a paper's table by its protocol (resumable: finished models are reused) and write <output-dir>/tables/TABLE.md and .json with the paper's number, ours, the difference and our std. Overrides key.sub=value apply to every row (e.g. schedule.max_steps=2 for a smoke run). The composed-retrieval tables (protocol cir) evaluate a frozen vision-language model instead and take the settings model=SPEC, weights, vocabulary, memory, device, batch_size, cache. The tables of released pre-trained models (protocol frozen: SimPool Table 3.9) evaluate the authors' checkpoints as they are and take checkpoints=DIR (the files under their published names) or checkpoint=PATH, device, batch_size, resize, crop."
     summary = "run a table of the papers (GSP, XML, ...) and print it beside the published numbers"
     add = command(sub, "reproduce", _cmd_reproduce, help=summary, description=text)
     add("table", nargs="?", default=None, help="table key (see --list)")
@@ -189,12 +156,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add("--dry-run", action="store_true", help=text)
     text = "only these rows: shell patterns on <dataset>/<label> or on the preset (e.g. 'cub/*')"
     add("--rows", nargs="+", default=[], metavar="PATTERN", help=text)
-    text = (
-        "folder holding the datasets in their official layouts (CUB_200_2011, cars196, "
-        "Stanford_Online_Products, InShop); default: each preset's data/<name>. A cir table: "
-        "the FreeDom release's data/ folder (imagenet_r, minidn, nico, ltll; PatternNet/ for "
-        "WeiCom); default: data"
-    )
+    text = "folder holding the datasets in their official layouts (CUB_200_2011, cars196, Stanford_Online_Products, InShop); default: each preset's data/<name>. A cir table: the FreeDom release's data/ folder (imagenet_r, minidn, nico, ltll; PatternNet/ for WeiCom); default: data"
     add("--data-root", type=Path, default=None, help=text)
     add("--seeds", type=int, nargs="+", default=None, help="training seeds (default: the table's)")
     text = "runs and tables go here (default: runs)"

@@ -82,11 +82,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add("--weights", choices=tuple(WEIGHT_FILES), default="final", help=text)
     add("--overwrite", action="store_true", help="replace an existing bundle folder")
 
-    text = (
-        "Import MODULE (on PYTHONPATH or installed) and check every pooling, loss "
-        "and backbone it registers against the library's contracts (shapes, gradients, batch "
-        "independence, declarations)."
-    )
+    text = "Import MODULE (on PYTHONPATH or installed) and check every pooling, loss and backbone it registers against the library's contracts (shapes, gradients, batch independence, declarations)."
     summary = "run the contract checks on the components a plugin module registers"
     add = command(sub, "check", _cmd_check, help=summary, description=text)
     add("module", help="the plugin module, e.g. my_poolings")

@@ -79,15 +79,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add("--run-dir", type=Path, default=None, help="default: <output_dir>/<name>")
     text = "continue a stopped run from its last checkpoint (same config)"
     add("--resume", action="store_true", help=text)
-    text = (
-        "with --resume: accept changed keys that do not affect the weights (logging, progress, "
-        "workers, device); config.yaml is updated"
-    )
+    text = "with --resume: accept changed keys that do not affect the weights (logging, progress, workers, device); config.yaml is updated"
     add("--allow-changes", action="store_true", help=text)
-    text = (
-        "with --resume: continue although the data differs from what the run started on "
-        "(classes, files; data.json records it)"
-    )
+    text = "with --resume: continue although the data differs from what the run started on (classes, files; data.json records it)"
     add("--allow-data-change", action="store_true", help=text)
     text = "no progress bar (one line per evaluation still)"
     add("--no-progress", action="store_true", help=text)
@@ -98,26 +92,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add("run_dir", type=Path)
     text = "a split of the run's dataset (default: test)"
     add("--split", choices=("test", "val"), default=None, help=text)
-    text = (
-        "a labelled folder of images (one sub-folder per class, as gspdml index reads it) or "
-        "a CSV file with the columns path,label, evaluated leave-one-out"
-    )
+    text = "a labelled folder of images (one sub-folder per class, as gspdml index reads it) or a CSV file with the columns path,label, evaluated leave-one-out"
     add("--images", help=text)
     add("--query", help="labelled query images (folder or CSV), with --gallery")
     add("--gallery", help="labelled gallery images (folder or CSV), with --query")
-    text = (
-        "final: model.safetensors, written when training ends (the best validation round's weights "
-        "when evaluation.restore_best, else the last step's); best: checkpoints/best.safetensors, "
-        "the best round so far (readable while training runs)"
-    )
+    text = "final: model.safetensors, written when training ends (the best validation round's weights when evaluation.restore_best, else the last step's); best: checkpoints/best.safetensors, the best round so far (readable while training runs)"
     add("--weights", choices=("final", "best"), default="final", help=text)
     text = "cpu, cuda, cuda:1, auto, ... (default: the run's trainer.device, which reproduces its results.json)"
     add("--device", help=text)
-    text = (
-        "also compute these metrics (gspdml list metrics), e.g. mean_average_precision "
-        "(whole ranking) or map_at_k (at each K of evaluation.recall_at); the output's "
-        "'metrics' lists what was computed and what was not"
-    )
+    text = "also compute these metrics (gspdml list metrics), e.g. mean_average_precision (whole ranking) or map_at_k (at each K of evaluation.recall_at); the output's 'metrics' lists what was computed and what was not"
     add("--metrics", nargs="+", metavar="NAME", help=text)
     add("--no-progress", action="store_true", help="no progress lines (stderr)")
 

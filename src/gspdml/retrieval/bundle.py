@@ -325,10 +325,12 @@ def from_pretrained(
             f"{folder / WEIGHTS_FILE}: sha256 {digest} differs from the bundle's {info.get('weights')}"
         )
     model, meta = load_embedder(folder / WEIGHTS_FILE, device)
-    spec = read_json_object(folder / "preprocessing.json")
-    spec.pop("decoding", None)  # the rules of gspdml.data.images, which load_model_input follows
+    recorded = read_json_object(folder / "preprocessing.json")
+    recorded.pop(
+        "decoding", None
+    )  # the rules of gspdml.data.images, which load_model_input follows
     transform = parse_eval_transform(
-        spec, str(folder / "preprocessing.json"), int(meta["in_channels"])
+        recorded, str(folder / "preprocessing.json"), int(meta["in_channels"])
     )
     config = parse_yaml((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     return BundledEncoder(model, transform, config, info)

@@ -1,0 +1,39 @@
+"""``gspdml pretrain RECIPE [RECIPE ...]``: pre-train (or find cached) backbone weights (:mod:`gspdml.training.pretrain`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from gspdml.output_files import json_text
+
+
+def _cmd_pretrain(args: argparse.Namespace) -> int:
+    from gspdml.training.pretrain import load_recipe, pretrained_state, pretrained_weights_file
+
+    for name in args.recipes:
+        recipe = load_recipe(name)
+        if args.data_root is not None:
+            recipe["data"]["root"] = args.data_root
+        _, record = pretrained_state(recipe, device=args.device)
+        path = pretrained_weights_file(recipe, verbose=False, device=args.device)
+        print(json_text({**record, "path": str(path)}, indent=2))
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "pretrain", help="pre-train backbone weights from a recipe (cached by content hash)"
+    )
+    p.add_argument(
+        "recipes", nargs="+", help="recipe names (gspdml/presets/pretrain) or YAML files"
+    )
+    p.add_argument(
+        "--data-root",
+        help="the recipes' data.root: where their data is (e.g. the folder holding cifar-100-python/)",
+    )
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="where to train on a cache miss: auto (the GPU when there is one), cpu, cuda[:i]",
+    )
+    p.set_defaults(func=_cmd_pretrain)
