@@ -9,7 +9,7 @@ from typing import NamedTuple
 import pytest
 
 from gspdml.cir.freedom import read_vocabulary
-from gspdml.cli.cir import _read_csv
+from gspdml.cir.queries import read_query_csv as _read_csv
 from gspdml.data import build_data
 from gspdml.data.folder import read_csv_rows
 from gspdml.data.textfiles import read_columns

@@ -184,12 +184,12 @@ def _cached_open_clip(arch: str, tag: str, known: dict) -> Path:
         repo, files, url_file = known["repo"], known["files"], None
     else:
         _offline()
-        cfg = require("open_clip", "clip", "open_clip_torch").get_pretrained_cfg(arch, tag)
-        if not cfg:
+        release = require("open_clip", "clip", "open_clip_torch").get_pretrained_cfg(arch, tag)
+        if not release:  # open_clip's record of the released weights
             raise ConfigError("model", f"open_clip has no pretrained tag {tag!r} for {arch!r}")
-        repo = cfg.get("hf_hub", "").rstrip("/")
+        repo = release.get("hf_hub", "").rstrip("/")
         files = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
-        url_file = Path(cfg["url"]).name if cfg.get("url") else None
+        url_file = Path(release["url"]).name if release.get("url") else None
     found = cached_hub_file(repo, files) if repo else None
     if found is None and url_file and (Path("~/.cache/clip").expanduser() / url_file).is_file():
         found = Path("~/.cache/clip").expanduser() / url_file

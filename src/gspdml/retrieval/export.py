@@ -22,7 +22,7 @@ import io
 import warnings
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import nn
@@ -30,7 +30,14 @@ from torch import nn
 from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, GspdmlError
 from gspdml.models import Embedder
-from gspdml.output_files import atomic_write_bytes, atomic_write_text, json_text
+from gspdml.output_files import (
+    atomic_write_bytes,
+    atomic_write_text,
+    check_writable_file,
+    json_text,
+)
+from gspdml.retrieval.build import model_info
+from gspdml.retrieval.encoder import image_channels, load_model_and_transform
 from gspdml.retrieval.preprocessing import ImageTransform
 
 FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
@@ -197,3 +204,44 @@ def export_embedder(
             f"{path}: exported embeddings differ from PyTorch by {difference:.3g} > {tolerance:g}"
         )
     return record
+
+
+def export_run(
+    run_dir: str | Path,
+    fmt: str,
+    out: Optional[str | Path] = None,
+    image_size: Optional[Sequence[int]] = None,
+    check: bool = True,
+    tolerance: float = TOLERANCE,
+) -> tuple[Path, str]:
+    """Export the embedder of the run in ``run_dir`` as ``fmt`` to ``out`` (default
+    ``RUN_DIR/export/embedder.pt|.onnx``) for images of ``image_size`` (default: what the run's
+    eval transform fixes), checked as :func:`export_embedder` says; returns the file and a line
+    saying what was written and how close it is to PyTorch."""
+    path = Path(out) if out else Path(run_dir) / "export" / f"embedder{FORMATS[fmt]}"
+    check_writable_file(path)
+    _, model, transform = load_model_and_transform(run_dir, torch.device("cpu"))
+    size = (int(image_size[0]), int(image_size[1])) if image_size else transform.output_size
+    if size is None:
+        raise ConfigError(
+            "--image-size",
+            "the run's eval transform does not fix the image size; pass --image-size H W",
+        )
+    record = export_embedder(
+        model,
+        fmt,
+        path,
+        image_channels(model),
+        size,
+        transform,
+        model_info(run_dir),
+        check=check,
+        tolerance=tolerance,
+    )
+    measured = record["check"]
+    verdict = (
+        f"max |difference| to PyTorch {measured['max_abs_diff']:.2e} <= {measured['tolerance']:g}"
+        if measured
+        else "not checked"
+    )
+    return path, f"wrote {path} ({fmt}, input {record['input']['shape']}); {verdict}"

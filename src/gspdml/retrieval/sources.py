@@ -94,6 +94,13 @@ class ImageSource:
         )
 
 
+def skipped_notes(source: ImageSource, skipped: Mapping[str, str]) -> list[str]:
+    """A line naming every hidden entry of ``source`` and every undecodable file (``skipped``:
+    ``{path: problem}``) that was left out."""
+    hidden = [f"skipped hidden or system entry {path}" for path in source.skipped]
+    return hidden + [f"skipped {path}: {why}" for path, why in skipped.items()]
+
+
 def folder_source(root: str | os.PathLike[str], transform: ImageTransform) -> ImageSource:
     paths, labels, skipped = list_image_folder(root)
     return ImageSource(

@@ -1,5 +1,5 @@
 """``gspdml compare RUN_OR_PROTOCOL...``: one table across methods, with paired tests against
-the first (:mod:`gspdml.cli.compare`).
+the first (:mod:`gspdml.cli.runs`).
 
 Each argument is one method: a protocol folder (``protocol.json``, :mod:`gspdml.workflows.protocol`:
 its models), a run folder (``results.json``: one model) or a folder of run folders (a seed

@@ -1,5 +1,5 @@
 """Run a whole evaluation protocol from one config: ``gspdml protocol fair|tuning|conventional|two_stage CONFIG``
-(:mod:`gspdml.cli.protocol`).
+(:mod:`gspdml.cli.runs`).
 
 The config describes one model; the protocol owns the fields that tell the models apart:
 
