@@ -22,11 +22,15 @@ Conventions (docs/design.md):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Optional, Sequence
 
 import torch
 from torch import nn
 
+from gspdml.errors import ConfigError
+from gspdml.losses.reduction import Parts, checked_reduction, reduce
 from gspdml.losses.requirements import BatchRequirements, combined
 from gspdml.models.output import EmbedderOutput
 from gspdml.registry import Registry, parse_spec
@@ -44,6 +48,17 @@ class MetricLoss(nn.Module):
     requires = BatchRequirements()
     #: the name of the training-event controller ``training/`` attaches to it (None: none)
     controller: str | None = None
+    #: the reductions the loss offers (:mod:`gspdml.losses.reduction`) and the one in force
+    reductions: tuple[str, ...] = ("mean",)
+    reduction: str = "mean"
+
+    def reduce(self, parts: Parts) -> torch.Tensor:
+        """The loss of its terms, reduced by ``self.reduction``."""
+        return reduce(parts, self.reduction)
+
+    def set_reduction(self, reduction: str) -> None:
+        """The ``reduction`` option: one of :attr:`reductions`, else a :class:`ConfigError`."""
+        self.reduction = checked_reduction(reduction, self.reductions)
 
     def batch_requirements(self) -> BatchRequirements:
         """What the whole loss needs (its own ``requires``; wrappers add their parts')."""
@@ -74,7 +89,7 @@ class MetricLoss(nn.Module):
             )
 
 
-class LabelWeightedLoss:
+class LabelWeightedLoss(MetricLoss):
     """Mixin of the losses that are also defined on label *weights* (the positivity of a pair in
     ``[0, 1]``, as Metrix's mixed examples carry; Psomas thesis Eqs. 2.7-2.9, §2.4.2): the
     base losses that :class:`~gspdml.losses.metrix.Metrix` can mix.
@@ -85,15 +100,33 @@ class LabelWeightedLoss:
     positivity with respect to the anchor in ``lam[j]`` (Eq. 2.8,
     :func:`~gspdml.losses.metrix_pairs.positivity`); proxy losses (``anchorless``) get the mixing
     factor ``mixed[j] = lam_j x_first + (1 - lam_j) x_second`` and label it by the proxies'
-    classes. Pair losses compute both from one ``weighted_loss``; the hard labels are its 0/1
-    weights.
+    classes. Pair losses and proxy anchors compute both from one ``weighted_terms(values,
+    positive_weights, negative_weights)`` (:mod:`gspdml.losses.reduction`); the hard labels are
+    its 0/1 weights.
     """
 
+    def weighted_terms(
+        self, values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor
+    ) -> Parts:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def weighted_loss(
+        self, values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor
+    ) -> torch.Tensor:
+        """The reduced loss of :meth:`weighted_terms`."""
+        return self.reduce(self.weighted_terms(values, positive_weights, negative_weights))
+
     def clean(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return self(embeddings, labels)
+        value: torch.Tensor = self(embeddings, labels)
+        return value
 
     def mixed(
-        self, embeddings, labels, mixed, triples, lam
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        mixed: torch.Tensor,
+        triples: torch.Tensor,
+        lam: torch.Tensor,
     ) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -101,14 +134,19 @@ class LabelWeightedLoss:
 class WeightedSum(MetricLoss):
     """``sum_k w_k L_k`` over several losses, built from a YAML list of specs with ``weight``."""
 
-    def __init__(self, losses: Sequence[MetricLoss], weights: Sequence[float]):
+    def __init__(self, losses: Sequence[MetricLoss], weights: Sequence[float]) -> None:
         super().__init__()
         if len(losses) != len(weights):
             raise ValueError("one weight per loss")
         self.losses = nn.ModuleList(losses)
         self.weights = [float(w) for w in weights]
 
-    def forward(self, embeddings, labels, output=None):
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        output: Optional[EmbedderOutput] = None,
+    ) -> torch.Tensor:
         total = embeddings.new_zeros(())
         for weight, loss in zip(self.weights, self.losses):
             total = total + weight * loss(embeddings, labels, output)
@@ -123,12 +161,18 @@ class ModuleLoss(MetricLoss):
     output field and declares no batch requirement (subclass :class:`MetricLoss` to declare
     some)."""
 
-    def __init__(self, module: nn.Module):
+    def __init__(self, module: nn.Module) -> None:
         super().__init__()
         self.module = module
 
-    def forward(self, embeddings, labels, output=None):
-        return self.module(embeddings, labels)
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        output: Optional[EmbedderOutput] = None,
+    ) -> torch.Tensor:
+        value: torch.Tensor = self.module(embeddings, labels)
+        return value
 
 
 def as_metric_loss(loss: nn.Module) -> MetricLoss:
@@ -136,10 +180,11 @@ def as_metric_loss(loss: nn.Module) -> MetricLoss:
     return loss if isinstance(loss, MetricLoss) else ModuleLoss(loss)
 
 
-def _split_weight(spec: Any, field: str) -> tuple[Any, float]:
-    name, kwargs = parse_spec(spec, field)
-    weight = float(kwargs.pop("weight", 1.0))
-    return {"name": name, **kwargs}, weight
+def _split_weight(spec: Any, field: str) -> tuple[dict[str, Any], float]:
+    """``({"name": ..., **options}, weight)`` of one item of a loss list (weight 1 when unset)."""
+    name, options = parse_spec(spec, field)
+    weight = float(options.pop("weight", 1.0))
+    return {"name": name, **options}, weight
 
 
 def check_loss(spec: Any, field: str = "loss") -> None:
@@ -150,16 +195,40 @@ def check_loss(spec: Any, field: str = "loss") -> None:
         LOSSES.check(_split_weight(item, sub)[0], sub)
 
 
+@contextmanager
+def located(field: str) -> Iterator[None]:
+    """Name the errors of a loss being built by the config field of its spec.
+
+    A loss names a bad option by its own name (``loss.class_init`` for a wrapper,
+    ``triplet.mining``): the first segment of the field stands for the loss itself, whatever its
+    place in the config. ``field`` replaces it (``loss[1].class_init``, ``loss.base.mining``); a
+    wrapper builds its base loss at ``loss.<option>``, so nested errors gather their path one
+    wrapper at a time."""
+    try:
+        yield
+    except ConfigError as error:
+        _, dot, rest = error.field.partition(".")
+        message = str(error)[len(error.field) + 2 :] if error.field else str(error)
+        raise ConfigError(f"{field}{dot}{rest}", message) from None
+
+
 def build_loss(spec: Any, field: str = "loss", **context: Any) -> MetricLoss:
     """Build a loss from its spec; ``context`` holds ``embedding_dim`` and ``num_classes``.
 
-    A list of specs becomes a :class:`WeightedSum` (each item may carry ``weight``).
-    Wrappers call this function for their ``base`` argument with the same context.
+    A list of specs becomes a :class:`WeightedSum` (each item may carry ``weight``); an error
+    names the item's position (``loss[1].class_init``, :func:`located`). Wrappers call this
+    function for their ``base`` argument with the same context.
     """
     if isinstance(spec, list):
         items = [_split_weight(s, f"{field}[{i}]") for i, s in enumerate(spec)]
-        losses = [LOSSES.build(s, f"{field}[{i}]", **context) for i, (s, _) in enumerate(items)]
+        losses = [_build_one(s, f"{field}[{i}]", context) for i, (s, _) in enumerate(items)]
         return WeightedSum(losses, [w for _, w in items])
     item, weight = _split_weight(spec, field)
-    loss = LOSSES.build(item, field, **context)
+    loss = _build_one(item, field, context)
     return loss if weight == 1.0 else WeightedSum([loss], [weight])
+
+
+def _build_one(item: dict[str, Any], field: str, context: dict[str, Any]) -> MetricLoss:
+    with located(field):
+        loss: MetricLoss = LOSSES.build(item, "loss", **context)
+    return loss

@@ -29,6 +29,7 @@ from torch import nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, MetricLoss
+from gspdml.losses.reduction import terms
 from gspdml.models.message_passing import MessagePassingNetwork
 from gspdml.models.output import EmbedderOutput
 
@@ -69,7 +70,7 @@ class LIBC(MetricLoss):
         backbone_weight: float = 1.0,
         mpn_weight: float = 1.0,
         lr_multiplier: float = 1.0,
-    ):
+    ) -> None:
         super().__init__()
         checks = (
             ("num_layers", num_layers, num_layers >= 1, "need at least one layer"),
@@ -109,16 +110,28 @@ class LIBC(MetricLoss):
         return torch.cat(outputs, dim=1) if self.concat_layers else outputs[-1]
 
     def classification(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """``CE_eps(logits / T, y)``."""
+        """``[B]`` terms ``CE_eps(logits / T, y)``."""
         return F.cross_entropy(
-            logits / self.temperature, labels, label_smoothing=self.label_smoothing
+            logits / self.temperature,
+            labels,
+            label_smoothing=self.label_smoothing,
+            reduction="none",
         )
 
-    def forward(self, embeddings, labels, output: EmbedderOutput | None = None):
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        output: EmbedderOutput | None = None,
+    ) -> torch.Tensor:
         unnormalised = output.pooled if output is not None and output.pooled is not None else None
         features = embeddings if unnormalised is None else unnormalised.to(embeddings.dtype)
         backbone = self.classification(self.backbone_classifier(features), labels)
         mpn_logits = self.mpn_classifier(self.mpn_norm(self.refined(embeddings)))
-        return self.backbone_weight * backbone + self.mpn_weight * self.classification(
-            mpn_logits, labels
+        mpn = self.classification(mpn_logits, labels)
+        return self.reduce(
+            {
+                "backbone": terms(backbone, weight=self.backbone_weight),
+                "mpn": terms(mpn, weight=self.mpn_weight),
+            }
         )

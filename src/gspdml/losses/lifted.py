@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import PairLoss
+from gspdml.losses.reduction import Parts, terms
 
 
 def _masked_logsumexp(values: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
@@ -35,15 +36,20 @@ class LiftedStructure(PairLoss):
     Reduction: mean over positive pairs of ``(J)_+^2 / 2``.
     """
 
-    def __init__(self, neg_margin: float = 1.0, pos_margin: float = 0.0):
+    def __init__(self, neg_margin: float = 1.0, pos_margin: float = 0.0) -> None:
         super().__init__()
         self.neg_margin, self.pos_margin = float(neg_margin), float(pos_margin)
 
-    def pair_loss(self, anchors, reference, positive, negative):
+    def pair_terms(
+        self,
+        anchors: torch.Tensor,
+        reference: torch.Tensor,
+        positive: torch.Tensor,
+        negative: torch.Tensor,
+    ) -> Parts:
         dist = self.distances(anchors, reference)
         slack = self.neg_margin - dist
         rows = _masked_logsumexp(slack, negative, dim=1)  # [B, 1]: negatives of anchor i
         cols = _masked_logsumexp(slack, negative, dim=0)  # [1, R]: negatives of reference j
         lifted = torch.logaddexp(rows, cols) + dist - self.pos_margin
-        per_pair = F.relu(lifted)[positive].pow(2) / 2.0
-        return per_pair.mean() if per_pair.numel() else dist.sum() * 0.0
+        return {"positive": terms(F.relu(lifted)[positive].pow(2) / 2.0)}

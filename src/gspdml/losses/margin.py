@@ -19,14 +19,9 @@ from torch import nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
-from gspdml.losses.pairs import (
-    PairLoss,
-    check_reduction,
-    mean_nonzero,
-    mean_or_zero,
-    pair_masks,
-    resolve_reference,
-)
+from gspdml.losses.pairs import PairLoss, pair_masks, resolve_reference
+from gspdml.losses.reduction import Parts, terms
+from gspdml.models.output import EmbedderOutput
 
 
 def _signed_margin_terms(
@@ -53,19 +48,27 @@ class GeneralizedContrastive(PairLoss):
     divided by the number of non-zero terms.
     """
 
-    def __init__(self, beta: float = 0.19205, alpha: float = 0.19205, reduction: str = "mean"):
+    reductions = ("avg_nonzero", "mean")
+
+    def __init__(
+        self, beta: float = 0.19205, alpha: float = 0.19205, reduction: str = "mean"
+    ) -> None:
         super().__init__()
-        self.beta, self.alpha = float(beta), float(alpha)
-        self.reduction = check_reduction("generalized_contrastive", reduction)
+        self.beta: Union[float, torch.Tensor] = float(beta)
+        self.alpha = float(alpha)
+        self.set_reduction(reduction)
 
-    def pair_loss(self, anchors, reference, positive, negative):
+    def pair_terms(
+        self,
+        anchors: torch.Tensor,
+        reference: torch.Tensor,
+        positive: torch.Tensor,
+        negative: torch.Tensor,
+    ) -> Parts:
         dist = self.distances(anchors, reference)
-        return self._reduce(
-            _signed_margin_terms(dist, self.beta, self.alpha, positive, negative), dist
-        )
-
-    def _reduce(self, terms: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-        return mean_nonzero(terms) if self.reduction == "avg_nonzero" else mean_or_zero(terms, like)
+        return {
+            "pairs": terms(_signed_margin_terms(dist, self.beta, self.alpha, positive, negative))
+        }
 
 
 @LOSSES.register("margin")
@@ -95,7 +98,7 @@ class MarginLoss(GeneralizedContrastive):
         reduction: str = "avg_nonzero",
         lr_multiplier: float = 1.0,
         num_classes: Optional[int] = None,
-    ):
+    ) -> None:
         super().__init__(beta=beta, alpha=alpha, reduction=reduction)
         if beta_per_class and not num_classes:
             raise ConfigError(
@@ -108,20 +111,25 @@ class MarginLoss(GeneralizedContrastive):
 
     def forward(
         self,
-        embeddings,
-        labels,
-        output=None,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        output: Optional[EmbedderOutput] = None,
         *,
-        reference=None,
-        reference_labels=None,
-        reference_self=None,
-    ):
+        reference: Optional[torch.Tensor] = None,
+        reference_labels: Optional[torch.Tensor] = None,
+        reference_self: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
         reference, reference_labels, reference_self = resolve_reference(
             embeddings, labels, reference, reference_labels, reference_self
         )
         positive, negative = pair_masks(labels, reference_labels, reference_self)
         dist = self.distances(embeddings, reference)
-        beta = self.beta.to(dist.device, dist.dtype)
+        beta = torch.as_tensor(self.beta).to(dist.device, dist.dtype)
         anchor_beta = beta[labels] if len(beta) > 1 else beta.expand(len(labels))
-        terms = _signed_margin_terms(dist, anchor_beta[:, None], self.alpha, positive, negative)
-        return self._reduce(terms, dist) + self.nu * anchor_beta.mean()
+        pairs = _signed_margin_terms(dist, anchor_beta[:, None], self.alpha, positive, negative)
+        return self.reduce(
+            {
+                "pairs": terms(pairs),
+                "beta": terms(anchor_beta, weight=self.nu, reduction="mean"),
+            }
+        )

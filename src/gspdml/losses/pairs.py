@@ -12,22 +12,10 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from gspdml.errors import ConfigError
 from gspdml.losses.base import LabelWeightedLoss, MetricLoss
+from gspdml.losses.reduction import Parts
 from gspdml.losses.requirements import BatchRequirements
-
-#: reductions shared by the pair losses (each loss's docstring says what it averages over)
-REDUCTIONS = ("avg_nonzero", "mean")
-
-
-def check_reduction(loss_name: str, reduction: str, allowed: tuple[str, ...] = REDUCTIONS) -> str:
-    """Return ``reduction`` or raise a :class:`ConfigError` naming ``<loss>.reduction``."""
-    if reduction not in allowed:
-        raise ConfigError(
-            f"{loss_name}.reduction",
-            f"unknown reduction {reduction!r}; allowed: {', '.join(allowed)}",
-        )
-    return reduction
+from gspdml.models.output import EmbedderOutput
 
 
 def euclidean_distances(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -> torch.Tensor:
@@ -94,36 +82,6 @@ def pair_masks(
     return same & valid, ~same & valid
 
 
-def mean_nonzero(values: torch.Tensor) -> torch.Tensor:
-    """Mean over strictly positive entries; 0 (keeping the graph) when there are none.
-
-    Same rule as pytorch-metric-learning's ``AvgNonZeroReducer``.
-    """
-    count = (values > 0).sum()
-    return values.sum() / count.clamp(min=1)
-
-
-def weighted_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """``sum values / sum weights`` (``values`` already weighted); 0, keeping the graph, when the
-    weights sum to 0. With 0/1 weights: the mean over the selected entries."""
-    total = weights.sum()
-    return values.sum() / torch.where(total > 0, total, torch.ones_like(total))
-
-
-def anchor_mean(
-    values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor
-) -> torch.Tensor:
-    """``sum values`` (``[A, R]``, already weighted) divided by the number of anchors (rows) that
-    have at least one pair of positive weight: per anchor the sum over its pairs, mean over anchors."""
-    anchors = ((positive_weights + negative_weights) > 0).any(1).sum()
-    return values.sum() / anchors.clamp(min=1)
-
-
-def mean_or_zero(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """Mean of ``values``; 0 (keeping the graph of ``like``) when ``values`` is empty."""
-    return values.mean() if values.numel() else like.sum() * 0.0
-
-
 def resolve_reference(
     embeddings: torch.Tensor,
     labels: torch.Tensor,
@@ -140,7 +98,8 @@ def resolve_reference(
 
 
 class PairLoss(MetricLoss):
-    """Base for pair losses: subclasses implement :meth:`pair_loss` on ``[B, R]`` masks.
+    """Base for pair losses: subclasses implement :meth:`pair_terms` on ``[B, R]`` masks, the
+    terms the loss's reducer reduces (:mod:`gspdml.losses.reduction`).
 
     ``forward(embeddings, labels)`` compares the batch with itself (self-pairs dropped by index);
     ``forward(embeddings, labels, reference=R, reference_labels=y_R, reference_self=s)`` compares
@@ -166,7 +125,7 @@ class PairLoss(MetricLoss):
         self,
         embeddings: torch.Tensor,
         labels: torch.Tensor,
-        output=None,
+        output: Optional[EmbedderOutput] = None,
         *,
         reference: Optional[torch.Tensor] = None,
         reference_labels: Optional[torch.Tensor] = None,
@@ -176,27 +135,27 @@ class PairLoss(MetricLoss):
             embeddings, labels, reference, reference_labels, reference_self
         )
         positive, negative = pair_masks(labels, reference_labels, reference_self)
-        return self.pair_loss(embeddings, reference, positive, negative)
+        return self.reduce(self.pair_terms(embeddings, reference, positive, negative))
 
-    def pair_loss(
+    def pair_terms(
         self,
         anchors: torch.Tensor,
         reference: torch.Tensor,
         positive: torch.Tensor,
         negative: torch.Tensor,
-    ) -> torch.Tensor:  # pragma: no cover - abstract
+    ) -> Parts:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
 class WeightedPairLoss(LabelWeightedLoss, PairLoss):
-    """A pair loss defined on label weights: ``weighted_loss(values, positive_weights, negative_weights)``.
+    """A pair loss defined on label weights: ``weighted_terms(values, positive_weights, negative_weights)``.
 
     ``values`` ``[A, R]`` are the pair distances (``measure = "distance"``) or cosine similarities
     (``"similarity"``) of anchors and references; the weights ``[A, R]`` in ``[0, 1]`` say how much
     each pair counts as positive and as negative (a pair that does not exist has both 0). Hard
-    labels are the 0/1 weights of the masks (:meth:`pair_loss`); Metrix's mixed examples of
+    labels are the 0/1 weights of the masks (:meth:`pair_terms`); Metrix's mixed examples of
     positivity ``lambda`` are weights ``(lambda, 1 - lambda)`` on their one anchor
-    (:meth:`labelled`, Psomas thesis §2.4.2). The arithmetic of a loss is its ``weighted_loss``, once.
+    (:meth:`labelled`, Psomas thesis §2.4.2). The arithmetic of a loss is its ``weighted_terms``, once.
     """
 
     measure = "similarity"
@@ -214,14 +173,15 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
         measure = paired_distances if self.measure == "distance" else paired_similarities
         return measure(anchors, candidates, self.normalize_inputs)
 
-    def pair_loss(self, anchors, reference, positive, negative):
+    def pair_terms(
+        self,
+        anchors: torch.Tensor,
+        reference: torch.Tensor,
+        positive: torch.Tensor,
+        negative: torch.Tensor,
+    ) -> Parts:
         values = self.pair_values(anchors, reference)
-        return self.weighted_loss(values, positive.to(values.dtype), negative.to(values.dtype))
-
-    def weighted_loss(
-        self, values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor
-    ) -> torch.Tensor:  # pragma: no cover - abstract
-        raise NotImplementedError
+        return self.weighted_terms(values, positive.to(values.dtype), negative.to(values.dtype))
 
     def clean(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Psomas thesis Eq. 2.7 with hard labels over all ordered in-batch pairs ``i != j`` (= Eq. 2.3):
@@ -235,7 +195,14 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
         y = (labels[anchor] == labels[candidate]).to(embeddings.dtype)
         return self.labelled(embeddings, embeddings, anchor, candidate, y)
 
-    def labelled(self, anchors, candidates, anchor_index, candidate_index, y) -> torch.Tensor:
+    def labelled(
+        self,
+        anchors: torch.Tensor,
+        candidates: torch.Tensor,
+        anchor_index: torch.Tensor,
+        candidate_index: torch.Tensor,
+        y: torch.Tensor,
+    ) -> torch.Tensor:
         """The loss over the listed pairs ``(anchors[anchor_index[k]], candidates[candidate_index[k]])``
         with positivity ``y[k]`` (Psomas thesis Eq. 2.7): weights ``y`` and ``1 - y`` on those pairs, 0
         elsewhere. Each pair is measured row by row, then laid out as an ``[A, C]`` matrix."""
@@ -247,7 +214,14 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
         negative = y.new_zeros(shape).index_put(index, 1 - y)
         return self.weighted_loss(dense, positive, negative)
 
-    def mixed(self, embeddings, labels, mixed, triples, lam):
+    def mixed(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        mixed: torch.Tensor,
+        triples: torch.Tensor,
+        lam: torch.Tensor,
+    ) -> torch.Tensor:
         """Eq. 2.9: anchor ``triples[j, 0]`` against mixed embedding ``j`` with positivity ``lam[j]``."""
         candidate = torch.arange(len(triples), device=triples.device)
         return self.labelled(embeddings, mixed, triples[:, 0], candidate, lam)

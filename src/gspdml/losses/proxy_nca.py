@@ -17,6 +17,8 @@ from torch import nn
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, LabelWeightedLoss
 from gspdml.losses.proxies import ProxyLoss
+from gspdml.losses.reduction import terms
+from gspdml.models.output import EmbedderOutput
 
 
 @LOSSES.register("proxy_nca", "proxynca")
@@ -63,7 +65,7 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
         assignment_probability: bool = False,
         lr_multiplier: float = 100.0,
         mixed_targets: Literal["generic", "interpolated"] = "generic",
-    ):
+    ) -> None:
         if mixed_targets not in self.MIXED_TARGETS:
             raise ConfigError(
                 f"{type(self).__name__}.mixed_targets",
@@ -83,14 +85,20 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
         """``-d_ic / T`` ``[B, C]``."""
         return _logits(self.cosines(embeddings), self.temperature)
 
-    def forward(self, embeddings, labels, output=None):
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        output: Optional[EmbedderOutput] = None,
+    ) -> torch.Tensor:
         self.check_labels(labels)
-        return self.per_example(self.logits(embeddings), labels).mean()
+        return self.reduce({"examples": terms(self.per_example(self.logits(embeddings), labels))})
 
     def loss_from_cosines(self, cos: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """The loss from cosines ``[B, P]`` to ``P`` proxies of classes ``0 .. P - 1`` (Proxy
         Synthesis appends synthetic ones)."""
-        return self.per_example(_logits(cos, self.temperature), labels).mean()
+        logits = _logits(cos, self.temperature)
+        return self.reduce({"examples": terms(self.per_example(logits, labels))})
 
     def per_example(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """``[B]`` losses ``L_i`` of logits ``[B, C]`` under hard labels."""
@@ -100,7 +108,14 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
         others = logits.scatter(1, labels[:, None], float("-inf"))
         return torch.logsumexp(others, dim=1) - positive
 
-    def mixed(self, embeddings, labels, mixed, triples, lam):
+    def mixed(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        mixed: torch.Tensor,
+        triples: torch.Tensor,
+        lam: torch.Tensor,
+    ) -> torch.Tensor:
         """Mean over mixed embeddings ``v_j = lam_j x_first + (1 - lam_j) x_second`` of their loss
         against the proxies with interpolated labels (class docstring)."""
         first, second = labels[triples[:, 1]], labels[triples[:, 2]]
@@ -109,13 +124,13 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
         if self.mixed_targets == "interpolated":
             own = self.per_example(logits, first)
             other = self.per_example(logits, second)
-            return (lam * own + (1 - lam) * other).mean()
+            return self.reduce({"mixed": terms(lam * own + (1 - lam) * other)})
         y = lam[:, None] * F.one_hot(first, self.num_classes).to(logits.dtype) + (1 - lam)[
             :, None
         ] * F.one_hot(second, self.num_classes).to(logits.dtype)
         weights = torch.ones_like(y) if self.assignment_probability else 1 - y
         positive = _weighted_logsumexp(logits, y)
-        return (_weighted_logsumexp(logits, weights) - positive).mean()
+        return self.reduce({"mixed": terms(_weighted_logsumexp(logits, weights) - positive)})
 
 
 @LOSSES.register("proxynca_pp", "proxy_nca_pp")
@@ -153,7 +168,7 @@ class ProxyNCAPlusPlus(ProxyNCA):
         assignment_probability: bool = True,
         lr_multiplier: float = 1.0,
         mixed_targets: Literal["generic", "interpolated"] = "generic",
-    ):
+    ) -> None:
         super().__init__(
             num_classes,
             embedding_dim,

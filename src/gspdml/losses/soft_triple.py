@@ -11,6 +11,8 @@ from torch import nn
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.proxies import ProxyLoss
+from gspdml.losses.reduction import terms
+from gspdml.models.output import EmbedderOutput
 
 #: keeps the gradient of the centre regulariser finite when two centres coincide (Qian et al.'s code)
 _REGULARIZER_EPS = 1e-5
@@ -46,7 +48,7 @@ class SoftTriple(ProxyLoss):
         tau: float = 0.2,
         margin: float = 0.01,
         lr_multiplier: float = 100.0,
-    ):
+    ) -> None:
         super().__init__(num_classes, embedding_dim, centers_per_class, lr_multiplier)
         self.la, self.gamma, self.tau, self.margin = (
             float(la),
@@ -76,9 +78,18 @@ class SoftTriple(ProxyLoss):
         dist = torch.sqrt((2.0 + _REGULARIZER_EPS - 2.0 * sim[:, upper]).clamp(min=0.0))
         return dist.sum() / (self.num_classes * k * (k - 1))
 
-    def forward(self, embeddings, labels, output=None):
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        output: Optional[EmbedderOutput] = None,
+    ) -> torch.Tensor:
         self.check_labels(labels)
         logits = self.class_similarities(embeddings)
         logits = logits - self.margin * F.one_hot(labels, self.num_classes).to(logits.dtype)
-        regularizer = self.center_regularizer().to(logits.dtype)
-        return F.cross_entropy(self.la * logits, labels) + self.tau * regularizer
+        return self.reduce(
+            {
+                "examples": terms(F.cross_entropy(self.la * logits, labels, reduction="none")),
+                "centres": terms(self.center_regularizer().to(logits.dtype), weight=self.tau),
+            }
+        )

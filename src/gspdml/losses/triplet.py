@@ -12,7 +12,8 @@ import torch.nn.functional as F
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
-from gspdml.losses.pairs import PairLoss, check_reduction
+from gspdml.losses.pairs import PairLoss
+from gspdml.losses.reduction import Parts, terms
 
 MININGS = ("all", "semihard", "hard", "batch_hard")
 
@@ -31,14 +32,16 @@ class TripletMargin(PairLoss):
     * ``batch_hard``: one triplet per anchor, its farthest positive and closest negative
       (Hermans et al. 2017); anchors lacking either are skipped.
 
-    Reduction ``avg_nonzero`` (default; pytorch-metric-learning's ``AvgNonZeroReducer``): the sum
-    over the selected triplets divided by the number of strictly positive terms. ``mean``: divided
-    by the number of selected triplets.
+    Reduction (:mod:`gspdml.losses.reduction`) of the terms of the selected triplets (one per
+    anchor with ``batch_hard``): ``avg_nonzero`` (default; pytorch-metric-learning's
+    ``AvgNonZeroReducer``), the sum divided by the number of strictly positive terms, or ``mean``.
 
     The non-batch-hard modes build masked ``[c, R, R]`` tensors for chunks of ``c`` anchors with
     ``c * R^2 <= max_elements`` (no Python loop over triplets); ``R^2 > max_elements`` (e.g. a
     large XBM memory) is refused with an error instead of exhausting memory.
     """
+
+    reductions = ("avg_nonzero", "mean")
 
     def __init__(
         self,
@@ -46,27 +49,31 @@ class TripletMargin(PairLoss):
         mining: str = "all",
         reduction: str = "avg_nonzero",
         max_elements: int = 2**26,
-    ):
+    ) -> None:
         super().__init__()
         if mining not in MININGS:
             raise ConfigError(
                 "triplet.mining", f"unknown mining {mining!r}; allowed: {', '.join(MININGS)}"
             )
         self.margin, self.mining, self.max_elements = float(margin), mining, int(max_elements)
-        self.reduction = check_reduction("triplet", reduction)
+        self.set_reduction(reduction)
 
-    def pair_loss(self, anchors, reference, positive, negative):
+    def pair_terms(
+        self,
+        anchors: torch.Tensor,
+        reference: torch.Tensor,
+        positive: torch.Tensor,
+        negative: torch.Tensor,
+    ) -> Parts:
+        """The terms of the selected triplets, one piece per chunk of anchors."""
         dist = self.distances(anchors, reference)
         if self.mining == "batch_hard":
-            return self._batch_hard(dist, positive, negative)
-        total, count = dist.sum() * 0.0, dist.new_zeros((), dtype=torch.long)
+            return {"triplets": terms(self._batch_hard(dist, positive, negative))}
+        chunks = [dist.flatten()[:0]]  # no triplet: 0, keeping the graph
         for rows in self._anchor_chunks(*dist.shape):
             losses, keep = self._triplets(dist[rows], positive[rows], negative[rows])
-            total = total + losses[keep].sum()
-            count = count + (
-                (losses[keep] > 0).sum() if self.reduction == "avg_nonzero" else keep.sum()
-            )
-        return total / count.clamp(min=1)
+            chunks.append(losses[keep])
+        return {"triplets": terms(*chunks)}
 
     def _anchor_chunks(self, num_anchors: int, num_reference: int) -> list[slice]:
         per_anchor = num_reference * num_reference
@@ -94,9 +101,8 @@ class TripletMargin(PairLoss):
     def _batch_hard(
         self, dist: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor
     ) -> torch.Tensor:
+        """``[V]`` terms of the valid anchors' hardest triplets."""
         hardest_pos = dist.masked_fill(~positive, float("-inf")).amax(1)
         hardest_neg = dist.masked_fill(~negative, float("inf")).amin(1)
         valid = positive.any(1) & negative.any(1)
-        losses = F.relu(hardest_pos[valid] - hardest_neg[valid] + self.margin)
-        count = (losses > 0).sum() if self.reduction == "avg_nonzero" else valid.sum()
-        return losses.sum() / count.clamp(min=1)
+        return F.relu(hardest_pos[valid] - hardest_neg[valid] + self.margin)
