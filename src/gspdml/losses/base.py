@@ -183,8 +183,11 @@ def as_metric_loss(loss: nn.Module) -> MetricLoss:
 def _split_weight(spec: Any, field: str) -> tuple[dict[str, Any], float]:
     """``({"name": ..., **options}, weight)`` of one item of a loss list (weight 1 when unset)."""
     name, options = parse_spec(spec, field)
-    weight = float(options.pop("weight", 1.0))
-    return {"name": name, **options}, weight
+    return _weight_apart(name, **options)
+
+
+def _weight_apart(name: str, weight: float = 1.0, **options: Any) -> tuple[dict[str, Any], float]:
+    return {"name": name, **options}, float(weight)
 
 
 def check_loss(spec: Any, field: str = "loss") -> None:

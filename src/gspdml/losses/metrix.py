@@ -189,6 +189,10 @@ class Metrix(LossWrapper):
             )
         return by_level
 
+    def _hard_negatives(self, level: str) -> Optional[int]:
+        """``k`` hardest negatives at ``level`` (None: all negatives)."""
+        return self.hard_by_level.get(level)
+
     @staticmethod
     def _draw(names: tuple[str, ...]) -> str:
         """One of ``names``, uniformly (the first without a draw when there is one)."""
@@ -207,7 +211,7 @@ class Metrix(LossWrapper):
             return _mix(weights, embeddings[triples[:, 1]], embeddings[triples[:, 2]])
 
         return self.objective(
-            embeddings, labels, mix, kind=kind, lam=lam, hard=self.hard_by_level.get("embedding")
+            embeddings, labels, mix, kind=kind, lam=lam, hard=self._hard_negatives("embedding")
         )
 
     def training_objective(
@@ -245,7 +249,7 @@ class Metrix(LossWrapper):
     def _embedder_mix(self, model: nn.Module, images, level: str):
         """``(clean embeddings, mix(triples, lambda) -> mixed embeddings, hard negatives k or
         None)`` of ``images`` at ``level`` (Eq. 2.4)."""
-        hard = self.hard_by_level.get(level)
+        hard = self._hard_negatives(level)
         if level == "embedding":
             e = model(images).embedding
 
