@@ -105,6 +105,9 @@ class LabelWeightedLoss(MetricLoss):
     its 0/1 weights.
     """
 
+    #: L2-normalise the inputs (Metrix normalises them itself and turns this off)
+    normalize_inputs = True
+
     def weighted_terms(
         self, values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor
     ) -> Parts:  # pragma: no cover - abstract

@@ -21,7 +21,7 @@ trainer attaches to every loss that declares ``controller = "ccp"``; it calls
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +31,7 @@ from gspdml.losses.base import LOSSES
 from gspdml.losses.ccp_selection import select_proxies
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses.wrapper import LossWrapper
+from gspdml.models.output import EmbedderOutput
 from gspdml.ops.normalize import clip_normalize
 
 SNAPSHOTS = ("best", "last")
@@ -123,7 +124,7 @@ class CCP(LossWrapper):
         )
         self.normalization = normalization
         if normalization == "clip":  # the pair loss measures the clipped vectors as they are
-            self.base.normalize_inputs = False
+            cast(PairLoss, self.base).normalize_inputs = False
         # k-major layout: row k * C + c is proxy k of class c
         self.proxies = nn.Parameter(torch.zeros(num_classes * proxies_per_class, embedding_dim))
         self.register_buffer(
@@ -131,10 +132,16 @@ class CCP(LossWrapper):
         )
 
     # ------------------------------------------------------------------ loss
-    def forward(self, embeddings, labels, output=None):
-        proxies = self.proxies
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        output: Optional[EmbedderOutput] = None,
+    ) -> torch.Tensor:
+        proxies: torch.Tensor = self.proxies
         if self.normalization == "clip":
             embeddings, proxies = clip_normalize(embeddings), clip_normalize(proxies)
+        loss: torch.Tensor
         if self.proxy_as_anchor:
             loss = self.base(
                 proxies, self.proxy_labels, reference=embeddings, reference_labels=labels

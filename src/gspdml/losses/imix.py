@@ -68,7 +68,14 @@ class IMix(Metrix):
         """One negative per anchor, uniformly (i-Mix's single partner)."""
         return at_most_per_anchor(triples, 1)
 
-    def _mixed_term(self, e, labels, mixed, triples, lam) -> torch.Tensor:
+    def _mixed_term(
+        self,
+        e: torch.Tensor,
+        labels: torch.Tensor,
+        mixed: torch.Tensor,
+        triples: torch.Tensor,
+        lam: torch.Tensor,
+    ) -> torch.Tensor:
         """Each mixture as the anchor of the base pair loss over the clean batch, labelled
         ``lambda`` for the anchor's class and ``1 - lambda`` for the negative's."""
         own = labels[None, :] == labels[triples[:, 1], None]

@@ -104,7 +104,7 @@ class MarginLoss(GeneralizedContrastive):
             raise ConfigError(
                 "margin.beta_per_class", "needs num_classes, which the trainer supplies"
             )
-        size = int(num_classes) if beta_per_class else 1
+        size = int(num_classes or 1) if beta_per_class else 1
         init = torch.full((size,), float(beta))
         self.beta = nn.Parameter(init) if learn_beta else init
         self.nu, self.lr_multiplier = float(nu), float(lr_multiplier)

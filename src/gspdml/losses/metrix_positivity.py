@@ -12,11 +12,13 @@ so ``P(Pos) = F_lambda(threshold)`` with ``F_lambda`` the CDF of anchor-to-mixed
 
 from __future__ import annotations
 
+from typing import Union
+
 import torch
 
 
 def positivity_threshold(
-    lam: torch.Tensor, beta: float = 18.0, gamma: float = 75.0, m: float = 0.77
+    lam: Union[float, torch.Tensor], beta: float = 18.0, gamma: float = 75.0, m: float = 0.77
 ) -> torch.Tensor:
     """Eq. 2.22: the largest similarity at which a mixed embedding with factor ``lam`` in (0, 1)
     is still pulled towards the anchor."""

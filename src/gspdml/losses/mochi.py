@@ -79,7 +79,9 @@ class MoCHi(Metrix):
         """At most ``synthetic`` triples per anchor, uniformly without replacement."""
         return triples if self.synthetic is None else at_most_per_anchor(triples, self.synthetic)
 
-    def _labels(self, labels, triples, lam):
+    def _labels(
+        self, labels: torch.Tensor, triples: torch.Tensor, lam: torch.Tensor
+    ) -> torch.Tensor:
         """Every synthetic point is a negative of its anchor (label 0)."""
         return torch.zeros_like(lam)
 

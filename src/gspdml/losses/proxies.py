@@ -28,25 +28,28 @@ class ProxyLoss(MetricLoss):
         embedding_dim: Optional[int],
         proxies_per_class: int = 1,
         lr_multiplier: float = 100.0,
-    ):
+    ) -> None:
         super().__init__()
-        name = type(self).__name__
-        for field, value in (("num_classes", num_classes), ("embedding_dim", embedding_dim)):
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(
-                    f"{name}.{field}",
-                    f"must be a positive integer supplied by the trainer, got {value!r}",
-                )
+        self.num_classes = self._supplied("num_classes", num_classes)
+        dim = self._supplied("embedding_dim", embedding_dim)
         if int(proxies_per_class) < 1:
             raise ConfigError(
-                f"{name}.proxies_per_class", f"must be >= 1, got {proxies_per_class!r}"
+                f"{type(self).__name__}.proxies_per_class",
+                f"must be >= 1, got {proxies_per_class!r}",
             )
-        self.num_classes, self.proxies_per_class = num_classes, int(proxies_per_class)
+        self.proxies_per_class = int(proxies_per_class)
         self.lr_multiplier = float(lr_multiplier)
-        self.proxies = nn.Parameter(
-            torch.empty(num_classes * self.proxies_per_class, embedding_dim)
-        )
+        self.proxies = nn.Parameter(torch.empty(self.num_classes * self.proxies_per_class, dim))
         self.reset_proxies()
+
+    def _supplied(self, field: str, value: Optional[int]) -> int:
+        """``value`` of an argument the trainer supplies: a positive integer."""
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(
+                f"{type(self).__name__}.{field}",
+                f"must be a positive integer supplied by the trainer, got {value!r}",
+            )
+        return value
 
     def reset_proxies(self) -> None:
         """Standard normal initialisation (pytorch-metric-learning's ``ProxyNCALoss``)."""

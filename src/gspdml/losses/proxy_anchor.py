@@ -48,8 +48,6 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
     VARIANTS = ("original", "thesis_generic")
     #: Metrix: mixed examples are pairs of batch examples; their anchor is every proxy
     anchorless = True
-    #: L2-normalise the embeddings (Metrix normalises them itself and turns this off)
-    normalize_inputs = True
 
     def __init__(
         self,

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from gspdml.losses.base import LOSSES
 from gspdml.losses.proxies import ProxyLoss
 from gspdml.losses.wrapper import LossWrapper
+from gspdml.models.output import EmbedderOutput
 
 
 @LOSSES.register("proxy_synthesis", "ps")
@@ -73,7 +74,14 @@ class ProxySynthesis(LossWrapper):
         """``base``, checked to be a proxy loss with ``loss_from_cosines``."""
         return cast(Any, self.base)
 
-    def forward(self, embeddings, labels, output=None, *, lam: Optional[float] = None):
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        output: Optional[EmbedderOutput] = None,
+        *,
+        lam: Optional[float] = None,
+    ) -> torch.Tensor:
         """The base loss over the batch and its synthetic classes; ``lam`` overrides the draw."""
         base = self.proxy_loss
         base.check_labels(labels)

@@ -58,7 +58,10 @@ class Terms:
     def count(self, reduction: str) -> Union[torch.Tensor, int]:
         """The denominator of ``reduction`` (module docstring)."""
         if reduction == "avg_nonzero":
-            return sum((piece > 0).sum() for piece in self.pieces)  # type: ignore[return-value]
+            nonzero = (self.pieces[0] > 0).sum()
+            for piece in self.pieces[1:]:
+                nonzero = nonzero + (piece > 0).sum()
+            return nonzero
         if reduction == "anchor_mean":
             if self.anchors is None:
                 raise ValueError("anchor_mean needs the anchors of the terms")

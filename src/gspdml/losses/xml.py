@@ -24,7 +24,7 @@ embeddings the base loss sees are L2-normalised by the embedder).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +34,7 @@ from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
+from gspdml.models.output import EmbedderOutput
 from gspdml.ops.halves import ridge_across_halves
 
 
@@ -113,14 +114,19 @@ class XML(LossWrapper):
                 total = total + self.base(predicted, labels[half])
         return total
 
-    def forward(self, embeddings, labels, output=None):
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        output: Optional[EmbedderOutput] = None,
+    ) -> torch.Tensor:
         if output is None or output.local is None:
             raise ConfigError(
                 "loss",
                 "xml reads the local features (output.local) of the embedder; none were given",
             )
         pooled = output.pooled if output.pooled is not None else embeddings
-        dml = self.base(embeddings, labels, output)
+        dml: torch.Tensor = self.base(embeddings, labels, output)
         return (1.0 - self.mixing) * dml + self.mixing * self.cross_batch_loss(
             output.local, pooled, labels
         )
