@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import Any, Optional, Sequence
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.reduction import Parts, checked_reduction, reduce
@@ -52,7 +52,7 @@ class MetricLoss(nn.Module):
     reductions: tuple[str, ...] = ("mean",)
     reduction: str = "mean"
 
-    def reduce(self, parts: Parts) -> torch.Tensor:
+    def reduce(self, parts: Parts) -> Tensor:
         """The loss of its terms, reduced by ``self.reduction``."""
         return reduce(parts, self.reduction)
 
@@ -65,16 +65,11 @@ class MetricLoss(nn.Module):
         return self.requires
 
     def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        output: Optional[EmbedderOutput] = None,
-    ) -> torch.Tensor:  # pragma: no cover - abstract
+        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
+    ) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def training_objective(
-        self, model: nn.Module, images: torch.Tensor, labels: torch.Tensor
-    ) -> torch.Tensor:
+    def training_objective(self, model: nn.Module, images: Tensor, labels: Tensor) -> Tensor:
         """The trainer's entry point for one batch. The default embeds (under the trainer's
         autocast) and computes the loss in float32 with autocast off: similarities, softmaxes and
         square roots of distances lose too much in bfloat16 (e.g. SoftTriple's centre
@@ -109,28 +104,23 @@ class LabelWeightedLoss(MetricLoss):
     normalize_inputs = True
 
     def weighted_terms(
-        self, values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor
+        self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor
     ) -> Parts:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def weighted_loss(
-        self, values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor
-    ) -> torch.Tensor:
+        self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor
+    ) -> Tensor:
         """The reduced loss of :meth:`weighted_terms`."""
         return self.reduce(self.weighted_terms(values, positive_weights, negative_weights))
 
-    def clean(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        value: torch.Tensor = self(embeddings, labels)
+    def clean(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+        value: Tensor = self(embeddings, labels)
         return value
 
     def mixed(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        mixed: torch.Tensor,
-        triples: torch.Tensor,
-        lam: torch.Tensor,
-    ) -> torch.Tensor:  # pragma: no cover - abstract
+        self, embeddings: Tensor, labels: Tensor, mixed: Tensor, triples: Tensor, lam: Tensor
+    ) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -145,11 +135,8 @@ class WeightedSum(MetricLoss):
         self.weights = [float(w) for w in weights]
 
     def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        output: Optional[EmbedderOutput] = None,
-    ) -> torch.Tensor:
+        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
+    ) -> Tensor:
         total = embeddings.new_zeros(())
         for weight, loss in zip(self.weights, self.losses):
             total = total + weight * loss(embeddings, labels, output)
@@ -169,12 +156,9 @@ class ModuleLoss(MetricLoss):
         self.module = module
 
     def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        output: Optional[EmbedderOutput] = None,
-    ) -> torch.Tensor:
-        value: torch.Tensor = self.module(embeddings, labels)
+        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
+    ) -> Tensor:
+        value: Tensor = self.module(embeddings, labels)
         return value
 
 

@@ -25,7 +25,7 @@ from typing import Any, Optional, cast
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.ccp_selection import select_proxies
@@ -133,15 +133,12 @@ class CCP(LossWrapper):
 
     # ------------------------------------------------------------------ loss
     def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        output: Optional[EmbedderOutput] = None,
-    ) -> torch.Tensor:
-        proxies: torch.Tensor = self.proxies
+        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
+    ) -> Tensor:
+        proxies: Tensor = self.proxies
         if self.normalization == "clip":
             embeddings, proxies = clip_normalize(embeddings), clip_normalize(proxies)
-        loss: torch.Tensor
+        loss: Tensor
         if self.proxy_as_anchor:
             loss = self.base(
                 proxies, self.proxy_labels, reference=embeddings, reference_labels=labels
@@ -156,9 +153,7 @@ class CCP(LossWrapper):
         return loss
 
     # ---------------------------------------------------------------- proxies
-    def set_proxies_from_pool(
-        self, pool: torch.Tensor, old_proxies: Optional[torch.Tensor]
-    ) -> None:
+    def set_proxies_from_pool(self, pool: Tensor, old_proxies: Optional[Tensor]) -> None:
         """Algorithm 2: from the embeddings of ``b`` pool samples per class (``pool``
         ``[C, b, D]``) pick ``K`` per class by greedy k-center relative to ``old_proxies``
         (``[C*K, D]``, k-major, compared after L2 normalisation, the space of the loss; Algorithm 2 leaves it

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import WeightedPairLoss
@@ -39,7 +39,7 @@ class C1Contrastive(WeightedPairLoss):
         self.margin = margin
 
     def weighted_terms(
-        self, values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor
+        self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor
     ) -> Parts:
         pos = positive_weights * (self.positive_offset - values)
         neg = negative_weights * F.relu(values - self.margin)
@@ -91,7 +91,7 @@ class C2Contrastive(WeightedPairLoss):
         self.set_reduction(reduction)
 
     def weighted_terms(
-        self, values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor
+        self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor
     ) -> Parts:
         anchors = pair_anchors(positive_weights, negative_weights)
         pos = positive_weights * F.relu(values - self.pos_margin)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, MetricLoss
@@ -103,13 +103,13 @@ class LIBC(MetricLoss):
         self.mpn_classifier = nn.Linear(width, num_classes, bias=False)
         nn.init.normal_(self.mpn_classifier.weight, std=1e-3)
 
-    def refined(self, embeddings: torch.Tensor) -> torch.Tensor:
+    def refined(self, embeddings: Tensor) -> Tensor:
         """The MPN's refined embeddings ``r`` (``[B, d]``, or ``[B, L d]`` with
         ``concat_layers``)."""
         outputs = self.mpn(embeddings)
         return torch.cat(outputs, dim=1) if self.concat_layers else outputs[-1]
 
-    def classification(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def classification(self, logits: Tensor, labels: Tensor) -> Tensor:
         """``[B]`` terms ``CE_eps(logits / T, y)``."""
         return F.cross_entropy(
             logits / self.temperature,
@@ -119,11 +119,8 @@ class LIBC(MetricLoss):
         )
 
     def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        output: EmbedderOutput | None = None,
-    ) -> torch.Tensor:
+        self, embeddings: Tensor, labels: Tensor, output: EmbedderOutput | None = None
+    ) -> Tensor:
         unnormalised = output.pooled if output is not None and output.pooled is not None else None
         features = embeddings if unnormalised is None else unnormalised.to(embeddings.dtype)
         backbone = self.classification(self.backbone_classifier(features), labels)

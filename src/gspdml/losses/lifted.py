@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses.reduction import Parts, terms
 
 
-def _masked_logsumexp(values: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+def _masked_logsumexp(values: Tensor, mask: Tensor, dim: int) -> Tensor:
     """``log sum_{mask} exp(values)`` along ``dim``; a huge negative number where the mask is empty
     (so that the term vanishes after ``relu`` without NaN gradients)."""
     return torch.logsumexp(
@@ -41,11 +42,7 @@ class LiftedStructure(PairLoss):
         self.neg_margin, self.pos_margin = float(neg_margin), float(pos_margin)
 
     def pair_terms(
-        self,
-        anchors: torch.Tensor,
-        reference: torch.Tensor,
-        positive: torch.Tensor,
-        negative: torch.Tensor,
+        self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
     ) -> Parts:
         dist = self.distances(anchors, reference)
         slack = self.neg_margin - dist

@@ -15,7 +15,7 @@ from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
@@ -25,12 +25,8 @@ from gspdml.models.output import EmbedderOutput
 
 
 def _signed_margin_terms(
-    dist: torch.Tensor,
-    beta: Union[float, torch.Tensor],
-    alpha: float,
-    positive: torch.Tensor,
-    negative: torch.Tensor,
-) -> torch.Tensor:
+    dist: Tensor, beta: Union[float, Tensor], alpha: float, positive: Tensor, negative: Tensor
+) -> Tensor:
     """The per-pair losses ``(iota (d - beta) + alpha)_+`` of the valid pairs, flattened;
     ``beta`` is a number or a column ``[B, 1]`` (one boundary per anchor)."""
     pos = F.relu(dist - beta + alpha)[positive]
@@ -54,16 +50,12 @@ class GeneralizedContrastive(PairLoss):
         self, beta: float = 0.19205, alpha: float = 0.19205, reduction: str = "mean"
     ) -> None:
         super().__init__()
-        self.beta: Union[float, torch.Tensor] = float(beta)
+        self.beta: Union[float, Tensor] = float(beta)
         self.alpha = float(alpha)
         self.set_reduction(reduction)
 
     def pair_terms(
-        self,
-        anchors: torch.Tensor,
-        reference: torch.Tensor,
-        positive: torch.Tensor,
-        negative: torch.Tensor,
+        self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
     ) -> Parts:
         dist = self.distances(anchors, reference)
         return {
@@ -111,14 +103,14 @@ class MarginLoss(GeneralizedContrastive):
 
     def forward(
         self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
+        embeddings: Tensor,
+        labels: Tensor,
         output: Optional[EmbedderOutput] = None,
         *,
-        reference: Optional[torch.Tensor] = None,
-        reference_labels: Optional[torch.Tensor] = None,
-        reference_self: Optional[torch.Tensor] = None,
-    ) -> torch.Tensor:
+        reference: Optional[Tensor] = None,
+        reference_labels: Optional[Tensor] = None,
+        reference_self: Optional[Tensor] = None,
+    ) -> Tensor:
         reference, reference_labels, reference_self = resolve_reference(
             embeddings, labels, reference, reference_labels, reference_self
         )
@@ -128,8 +120,5 @@ class MarginLoss(GeneralizedContrastive):
         anchor_beta = beta[labels] if len(beta) > 1 else beta.expand(len(labels))
         pairs = _signed_margin_terms(dist, anchor_beta[:, None], self.alpha, positive, negative)
         return self.reduce(
-            {
-                "pairs": terms(pairs),
-                "beta": terms(anchor_beta, weight=self.nu, reduction="mean"),
-            }
+            {"pairs": terms(pairs), "beta": terms(anchor_beta, weight=self.nu, reduction="mean")}
         )

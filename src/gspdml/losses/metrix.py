@@ -43,7 +43,7 @@ from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union, 
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from gspdml.errors import TrainingError
@@ -57,9 +57,9 @@ from gspdml.models.output import EmbedderOutput
 from gspdml.registry import parse_spec
 
 #: ``mix(triples [M, 3], lambda [M]) -> [M, D]`` mixed embeddings
-Mix = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Mix = Callable[[Tensor, Tensor], Tensor]
 #: a mixing factor that overrides the draw: one for all, or one per mixed example
-Lambda = Union[float, torch.Tensor, None]
+Lambda = Union[float, Tensor, None]
 
 
 class FeatureEmbedder(Protocol):
@@ -68,7 +68,7 @@ class FeatureEmbedder(Protocol):
 
     backbone: nn.Module
 
-    def embed_features(self, maps: torch.Tensor) -> EmbedderOutput: ...
+    def embed_features(self, maps: Tensor) -> EmbedderOutput: ...
 
 
 LEVELS = ("input", "feature", "embedding")
@@ -222,13 +222,13 @@ class Metrix(LossWrapper):
     # ------------------------------------------------------------ entry points
     def forward(
         self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
+        embeddings: Tensor,
+        labels: Tensor,
         output: Optional[EmbedderOutput] = None,
         *,
         kind: Optional[str] = None,
         lam: Lambda = None,
-    ) -> torch.Tensor:
+    ) -> Tensor:
         """Embedding-level Metrix; the other levels need the model (:meth:`training_objective`)."""
         if self.levels != ("embedding",):
             raise TrainingError(
@@ -236,7 +236,7 @@ class Metrix(LossWrapper):
                 "training_objective(model, images, labels) (it cannot sit inside a weighted list of losses)"
             )
 
-        def mix(triples: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        def mix(triples: Tensor, weights: Tensor) -> Tensor:
             return _mix(weights, embeddings[triples[:, 1]], embeddings[triples[:, 2]])
 
         return self.objective(
@@ -246,13 +246,13 @@ class Metrix(LossWrapper):
     def training_objective(
         self,
         model: nn.Module,
-        images: torch.Tensor,
-        labels: torch.Tensor,
+        images: Tensor,
+        labels: Tensor,
         *,
         kind: Optional[str] = None,
         lam: Lambda = None,
         level: Optional[str] = None,
-    ) -> torch.Tensor:
+    ) -> Tensor:
         """One batch at ``level`` (default: one of the configured levels, drawn uniformly)."""
         clean, mix, hard = self._embedder_mix(model, images, level or self._draw(self.levels))
         return self.objective(clean, labels, mix, kind=kind, lam=lam, hard=hard)
@@ -260,13 +260,13 @@ class Metrix(LossWrapper):
     def mixed_embeddings(
         self,
         model: nn.Module,
-        images: torch.Tensor,
-        labels: torch.Tensor,
+        images: Tensor,
+        labels: Tensor,
         *,
         kind: Optional[str] = None,
         lam: Lambda = None,
         level: Optional[str] = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[Tensor, Tensor]:
         """The clean ``[B, D]`` and mixed ``[M, D]`` embeddings one training step of this batch
         would use (same draws of level, pairs and ``lambda``; L2-normalised as the loss sees them),
         without the loss: the augmented training set ``X^`` of the utilisation measure
@@ -276,15 +276,15 @@ class Metrix(LossWrapper):
         return e, e.new_zeros((0, e.shape[1])) if mixed is None else mixed
 
     def _embedder_mix(
-        self, model: nn.Module, images: torch.Tensor, level: str
-    ) -> tuple[torch.Tensor, Mix, Optional[int]]:
+        self, model: nn.Module, images: Tensor, level: str
+    ) -> tuple[Tensor, Mix, Optional[int]]:
         """``(clean embeddings, mix(triples, lambda) -> mixed embeddings, hard negatives k or
         None)`` of ``images`` at ``level`` (Eq. 2.4)."""
         hard = self._hard_negatives(level)
         if level == "embedding":
-            e: torch.Tensor = model(images).embedding
+            e: Tensor = model(images).embedding
 
-            def mix_embeddings(triples: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+            def mix_embeddings(triples: Tensor, weights: Tensor) -> Tensor:
                 return _mix(weights, e[triples[:, 1]], e[triples[:, 2]])
 
             return e, mix_embeddings, hard
@@ -292,11 +292,11 @@ class Metrix(LossWrapper):
             embedder = cast(FeatureEmbedder, model)
             maps = embedder.backbone(images)
 
-            def embed_mixed(triples: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+            def embed_mixed(triples: Tensor, weights: Tensor) -> Tensor:
                 mixed = _mix(weights, maps[triples[:, 1]], maps[triples[:, 2]])
                 return embedder.embed_features(mixed).embedding
 
-            def mix_features(triples: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+            def mix_features(triples: Tensor, weights: Tensor) -> Tensor:
                 if self.mix_chunk is None or len(triples) <= self.mix_chunk:
                     return embed_mixed(triples, weights)
                 return torch.cat(
@@ -310,8 +310,8 @@ class Metrix(LossWrapper):
 
             return embedder.embed_features(maps).embedding, mix_features, hard
 
-        def mix_inputs(triples: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-            mixed: torch.Tensor = model(
+        def mix_inputs(triples: Tensor, weights: Tensor) -> Tensor:
+            mixed: Tensor = model(
                 _mix(weights, images[triples[:, 1]], images[triples[:, 2]])
             ).embedding
             return mixed
@@ -321,14 +321,14 @@ class Metrix(LossWrapper):
     # ----------------------------------------------------------------- the sum
     def objective(
         self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
+        embeddings: Tensor,
+        labels: Tensor,
         mix: Mix,
         *,
         kind: Optional[str] = None,
         lam: Lambda = None,
         hard: Optional[int] = None,
-    ) -> torch.Tensor:
+    ) -> Tensor:
         """``clean + w * mixed`` (Eq. 2.10). ``mix(triples, lam [M])`` returns the ``[M, D]``
         mixed embeddings; ``kind`` and ``lam`` (a scalar or ``[M]``) override the random draws."""
         e, triples, weights, mixed = self._mixing(embeddings, labels, mix, kind, lam, hard)
@@ -338,24 +338,17 @@ class Metrix(LossWrapper):
         return clean + self.mix_weight * self._mixed_term(e, labels, mixed, triples, weights)
 
     # ------------------------------------------- what the mixing competitors change
-    def _select(self, triples: torch.Tensor) -> torch.Tensor:
+    def _select(self, triples: Tensor) -> Tensor:
         """The triples to mix, of those of the pair kind (all of them)."""
         return triples
 
-    def _labels(
-        self, labels: torch.Tensor, triples: torch.Tensor, lam: torch.Tensor
-    ) -> torch.Tensor:
+    def _labels(self, labels: Tensor, triples: Tensor, lam: Tensor) -> Tensor:
         """Labels of the mixtures for their anchors: interpolated (Eq. 2.8)."""
         return positivity(labels, triples, lam)
 
     def _mixed_term(
-        self,
-        e: torch.Tensor,
-        labels: torch.Tensor,
-        mixed: torch.Tensor,
-        triples: torch.Tensor,
-        lam: torch.Tensor,
-    ) -> torch.Tensor:
+        self, e: Tensor, labels: Tensor, mixed: Tensor, triples: Tensor, lam: Tensor
+    ) -> Tensor:
         """The mixed loss (Eq. 2.9): each clean anchor against its mixtures. Proxy losses label a
         mixture by its parents' classes, pair losses by :meth:`_labels`."""
         anchorless = getattr(self.base, "anchorless", False)
@@ -364,13 +357,13 @@ class Metrix(LossWrapper):
 
     def _mixing(
         self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
+        embeddings: Tensor,
+        labels: Tensor,
         mix: Mix,
         kind: Optional[str],
         lam: Lambda,
         hard: Optional[int],
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor]]:
         """``(normalised clean embeddings, triples [M, 3], lambda [M], mixed [M, D] or None when
         the batch has no mixing pair)``: the draws of pairs and ``lambda`` and Eq. 2.4."""
         e = F.normalize(embeddings, dim=1)
@@ -394,7 +387,7 @@ class Metrix(LossWrapper):
             mixed = F.normalize(mixed, dim=1)
         return e, triples, weights, mixed
 
-    def _draw_lambda(self, count: int, like: torch.Tensor, kind: str) -> torch.Tensor:
+    def _draw_lambda(self, count: int, like: Tensor, kind: str) -> Tensor:
         beta = torch.distributions.Beta(
             torch.tensor(float(self.mix_alpha)), torch.tensor(float(self.mix_alpha))
         )
@@ -406,7 +399,7 @@ def _as_given(value: Union[str, Sequence[str]]) -> Union[str, list[str]]:
     return value if isinstance(value, str) else list(value)
 
 
-def _mix(lam: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+def _mix(lam: Tensor, first: Tensor, second: Tensor) -> Tensor:
     """``mix_lambda(x, x') = lambda x + (1 - lambda) x'`` (Eq. 2.4) with ``lambda`` per row."""
     lam = lam.to(first.dtype).reshape(-1, *([1] * (first.dim() - 1)))
     return lam * first + (1 - lam) * second

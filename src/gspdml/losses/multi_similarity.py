@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import torch
+from torch import Tensor
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import WeightedPairLoss, log1p_sum_exp
@@ -14,8 +14,8 @@ from gspdml.losses.reduction import Parts, pair_anchors, terms
 
 
 def multi_similarity_mining(
-    sim: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, epsilon: float
-) -> tuple[torch.Tensor, torch.Tensor]:
+    sim: Tensor, positive: Tensor, negative: Tensor, epsilon: float
+) -> tuple[Tensor, Tensor]:
     """The MS pair miner (Wang et al. Eq. 4-5), on similarities ``[B, R]``:
 
     keep positive ``p`` of anchor ``i`` if ``s_ip - epsilon < max_{n in N_i} s_in``;
@@ -70,18 +70,14 @@ class MultiSimilarity(WeightedPairLoss):
         self.epsilon = None if epsilon is None else float(epsilon)
         self.mining = bool(mining) and epsilon is not None
 
-    def clean(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def clean(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """The forward's loss: the in-batch pairs the miner keeps (similarities need no
         row-by-row measure)."""
-        value: torch.Tensor = self(embeddings, labels)
+        value: Tensor = self(embeddings, labels)
         return value
 
     def pair_terms(
-        self,
-        anchors: torch.Tensor,
-        reference: torch.Tensor,
-        positive: torch.Tensor,
-        negative: torch.Tensor,
+        self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
     ) -> Parts:
         sim = self.pair_values(anchors, reference)
         return self.weighted_terms(
@@ -89,11 +85,7 @@ class MultiSimilarity(WeightedPairLoss):
         )
 
     def weighted_terms(
-        self,
-        values: torch.Tensor,
-        positive_weights: torch.Tensor,
-        negative_weights: torch.Tensor,
-        mine: bool = False,
+        self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor, mine: bool = False
     ) -> Parts:
         """Per anchor ``L_i`` ``[A]``; the anchors are those with pairs before mining."""
         anchors = pair_anchors(positive_weights, negative_weights)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.proxies import ProxyLoss
@@ -34,11 +34,8 @@ class NormSoftmax(ProxyLoss):
         self.temperature = float(temperature)
 
     def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        output: Optional[EmbedderOutput] = None,
-    ) -> torch.Tensor:
+        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
+    ) -> Tensor:
         self.check_labels(labels)
         logits = self.cosines(embeddings) / self.temperature
         return self.reduce({"examples": terms(F.cross_entropy(logits, labels, reduction="none"))})

@@ -11,6 +11,7 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from gspdml.losses.base import LabelWeightedLoss, MetricLoss
 from gspdml.losses.reduction import Parts
@@ -18,7 +19,7 @@ from gspdml.losses.requirements import BatchRequirements
 from gspdml.models.output import EmbedderOutput
 
 
-def euclidean_distances(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+def euclidean_distances(a: Tensor, b: Tensor, normalize: bool = True) -> Tensor:
     """Pairwise L2 distances ``[A, B]`` of L2-normalised rows (the default distance of
     pytorch-metric-learning's ``LpDistance``), with a gradient that stays finite at zero distance;
     ``normalize=False`` measures the rows as given (``LpDistance(normalize_embeddings=False)``)."""
@@ -30,14 +31,14 @@ def euclidean_distances(a: torch.Tensor, b: torch.Tensor, normalize: bool = True
     return torch.sqrt(squared + 1e-12)
 
 
-def cosine_similarities(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+def cosine_similarities(a: Tensor, b: Tensor, normalize: bool = True) -> Tensor:
     """Pairwise cosine similarities ``[A, B]``; ``normalize=False``: inner products of the rows as given."""
     if normalize:
         a, b = F.normalize(a, dim=1), F.normalize(b, dim=1)
     return a @ b.T
 
 
-def paired_distances(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+def paired_distances(a: Tensor, b: Tensor, normalize: bool = True) -> Tensor:
     """L2 distance ``[P]`` of row ``j`` of ``a`` and row ``j`` of ``b`` (the diagonal of
     :func:`euclidean_distances`, from the differences: exact near 0, where mixed pairs lie)."""
     if normalize:
@@ -45,7 +46,7 @@ def paired_distances(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -
     return torch.sqrt((a - b).pow(2).sum(1) + 1e-12)
 
 
-def paired_similarities(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+def paired_similarities(a: Tensor, b: Tensor, normalize: bool = True) -> Tensor:
     """Cosine similarity ``[P]`` of row ``j`` of ``a`` and row ``j`` of ``b`` (the diagonal of
     :func:`cosine_similarities`)."""
     if normalize:
@@ -53,7 +54,7 @@ def paired_similarities(a: torch.Tensor, b: torch.Tensor, normalize: bool = True
     return (a * b).sum(1)
 
 
-def log1p_sum_exp(logits: torch.Tensor, weights: torch.Tensor, dim: int = 1) -> torch.Tensor:
+def log1p_sum_exp(logits: Tensor, weights: Tensor, dim: int = 1) -> Tensor:
     """``log(1 + sum_k w_k exp(logits_k))`` along ``dim``, stably; 0 where no weight is positive.
 
     ``weights`` is a boolean mask (``w`` in {0, 1}) or non-negative label weights: a weight
@@ -71,8 +72,8 @@ def log1p_sum_exp(logits: torch.Tensor, weights: torch.Tensor, dim: int = 1) -> 
 
 
 def pair_masks(
-    labels: torch.Tensor, reference_labels: torch.Tensor, self_columns: Optional[torch.Tensor]
-) -> tuple[torch.Tensor, torch.Tensor]:
+    labels: Tensor, reference_labels: Tensor, self_columns: Optional[Tensor]
+) -> tuple[Tensor, Tensor]:
     """Boolean ``[B, R]`` masks of positive and negative pairs; ``self_columns[i]`` (or -1) is excluded."""
     same = labels[:, None] == reference_labels[None, :]
     valid = torch.ones_like(same)
@@ -83,12 +84,12 @@ def pair_masks(
 
 
 def resolve_reference(
-    embeddings: torch.Tensor,
-    labels: torch.Tensor,
-    reference: Optional[torch.Tensor],
-    reference_labels: Optional[torch.Tensor],
-    reference_self: Optional[torch.Tensor],
-) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    embeddings: Tensor,
+    labels: Tensor,
+    reference: Optional[Tensor],
+    reference_labels: Optional[Tensor],
+    reference_self: Optional[Tensor],
+) -> tuple[Tensor, Tensor, Optional[Tensor]]:
     """``(reference, reference_labels, reference_self)``; the batch itself (diagonal excluded) by default."""
     if reference is None:
         return embeddings, labels, torch.arange(len(labels), device=labels.device)
@@ -115,22 +116,22 @@ class PairLoss(MetricLoss):
     #: a positive pair needs two samples of a class in the batch
     requires = BatchRequirements(samples_per_class=2)
 
-    def distances(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def distances(self, a: Tensor, b: Tensor) -> Tensor:
         return euclidean_distances(a, b, self.normalize_inputs)
 
-    def similarities(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def similarities(self, a: Tensor, b: Tensor) -> Tensor:
         return cosine_similarities(a, b, self.normalize_inputs)
 
     def forward(
         self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
+        embeddings: Tensor,
+        labels: Tensor,
         output: Optional[EmbedderOutput] = None,
         *,
-        reference: Optional[torch.Tensor] = None,
-        reference_labels: Optional[torch.Tensor] = None,
-        reference_self: Optional[torch.Tensor] = None,
-    ) -> torch.Tensor:
+        reference: Optional[Tensor] = None,
+        reference_labels: Optional[Tensor] = None,
+        reference_self: Optional[Tensor] = None,
+    ) -> Tensor:
         reference, reference_labels, reference_self = resolve_reference(
             embeddings, labels, reference, reference_labels, reference_self
         )
@@ -138,11 +139,7 @@ class PairLoss(MetricLoss):
         return self.reduce(self.pair_terms(embeddings, reference, positive, negative))
 
     def pair_terms(
-        self,
-        anchors: torch.Tensor,
-        reference: torch.Tensor,
-        positive: torch.Tensor,
-        negative: torch.Tensor,
+        self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
     ) -> Parts:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -160,7 +157,7 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
 
     measure = "similarity"
 
-    def pair_values(self, anchors: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    def pair_values(self, anchors: Tensor, reference: Tensor) -> Tensor:
         """``[A, R]`` distances or similarities of all pairs."""
         return (
             self.distances(anchors, reference)
@@ -168,22 +165,18 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
             else self.similarities(anchors, reference)
         )
 
-    def paired_values(self, anchors: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    def paired_values(self, anchors: Tensor, candidates: Tensor) -> Tensor:
         """``[P]`` distances or similarities of row ``j`` with row ``j``."""
         measure = paired_distances if self.measure == "distance" else paired_similarities
         return measure(anchors, candidates, self.normalize_inputs)
 
     def pair_terms(
-        self,
-        anchors: torch.Tensor,
-        reference: torch.Tensor,
-        positive: torch.Tensor,
-        negative: torch.Tensor,
+        self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
     ) -> Parts:
         values = self.pair_values(anchors, reference)
         return self.weighted_terms(values, positive.to(values.dtype), negative.to(values.dtype))
 
-    def clean(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def clean(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """Psomas thesis Eq. 2.7 with hard labels over all ordered in-batch pairs ``i != j`` (= Eq. 2.3):
         the forward's loss, with each pair measured row by row as the mixed pairs are (distances
         from the differences stay exact for near-identical embeddings, where the matrix form
@@ -197,12 +190,12 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
 
     def labelled(
         self,
-        anchors: torch.Tensor,
-        candidates: torch.Tensor,
-        anchor_index: torch.Tensor,
-        candidate_index: torch.Tensor,
-        y: torch.Tensor,
-    ) -> torch.Tensor:
+        anchors: Tensor,
+        candidates: Tensor,
+        anchor_index: Tensor,
+        candidate_index: Tensor,
+        y: Tensor,
+    ) -> Tensor:
         """The loss over the listed pairs ``(anchors[anchor_index[k]], candidates[candidate_index[k]])``
         with positivity ``y[k]`` (Psomas thesis Eq. 2.7): weights ``y`` and ``1 - y`` on those pairs, 0
         elsewhere. Each pair is measured row by row, then laid out as an ``[A, C]`` matrix."""
@@ -215,13 +208,8 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
         return self.weighted_loss(dense, positive, negative)
 
     def mixed(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        mixed: torch.Tensor,
-        triples: torch.Tensor,
-        lam: torch.Tensor,
-    ) -> torch.Tensor:
+        self, embeddings: Tensor, labels: Tensor, mixed: Tensor, triples: Tensor, lam: Tensor
+    ) -> Tensor:
         """Eq. 2.9: anchor ``triples[j, 0]`` against mixed embedding ``j`` with positivity ``lam[j]``."""
         candidate = torch.arange(len(triples), device=triples.device)
         return self.labelled(embeddings, mixed, triples[:, 0], candidate, lam)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import MetricLoss
@@ -55,17 +55,17 @@ class ProxyLoss(MetricLoss):
         """Standard normal initialisation (pytorch-metric-learning's ``ProxyNCALoss``)."""
         nn.init.normal_(self.proxies)
 
-    def proxy_classes(self, device: torch.device) -> torch.Tensor:
+    def proxy_classes(self, device: torch.device) -> Tensor:
         """Class of each proxy row ``[num_classes * proxies_per_class]``."""
         return torch.arange(self.num_classes, device=device).repeat_interleave(
             self.proxies_per_class
         )
 
-    def cosines(self, embeddings: torch.Tensor) -> torch.Tensor:
+    def cosines(self, embeddings: Tensor) -> Tensor:
         """Cosine similarities ``[B, num_classes * proxies_per_class]`` of embeddings and proxies."""
         return cosine_similarities(embeddings, self.proxies.to(embeddings.dtype))
 
-    def check_labels(self, labels: torch.Tensor) -> None:
+    def check_labels(self, labels: Tensor) -> None:
         if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= self.num_classes):
             raise ValueError(
                 f"{type(self).__name__}: labels must lie in [0, {self.num_classes}), got "

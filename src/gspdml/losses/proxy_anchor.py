@@ -8,7 +8,7 @@ from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, LabelWeightedLoss
@@ -69,28 +69,25 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
     def reset_proxies(self) -> None:
         nn.init.kaiming_normal_(self.proxies, mode="fan_out")
 
-    def cosines(self, embeddings: torch.Tensor) -> torch.Tensor:
+    def cosines(self, embeddings: Tensor) -> Tensor:
         if self.normalize_inputs:
             return super().cosines(embeddings)
         return embeddings @ F.normalize(self.proxies.to(embeddings.dtype), dim=1).T
 
     def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        output: Optional[EmbedderOutput] = None,
-    ) -> torch.Tensor:
+        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
+    ) -> Tensor:
         self.check_labels(labels)
         return self.loss_from_cosines(self.cosines(embeddings), labels)
 
-    def loss_from_cosines(self, cos: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def loss_from_cosines(self, cos: Tensor, labels: Tensor) -> Tensor:
         """The loss from cosines ``[B, P]`` to ``P`` proxies of classes ``0 .. P - 1`` (one per
         class; Proxy Synthesis appends synthetic ones)."""
         same = labels[:, None] == torch.arange(cos.shape[1], device=labels.device)[None, :]
         return self.weighted_loss(cos, same.to(cos.dtype), (~same).to(cos.dtype))
 
     def weighted_terms(
-        self, values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor
+        self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor
     ) -> Parts:
         """Per proxy terms ``[C]``, averaged over the proxies with positives and over all."""
         pos = log1p_sum_exp(-self.alpha * (values - self.delta), positive_weights, dim=0)
@@ -102,13 +99,8 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
         return {"proxies": terms(pos + neg, weight=1.0 / self.alpha)}
 
     def mixed(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        mixed: torch.Tensor,
-        triples: torch.Tensor,
-        lam: torch.Tensor,
-    ) -> torch.Tensor:
+        self, embeddings: Tensor, labels: Tensor, mixed: Tensor, triples: Tensor, lam: Tensor
+    ) -> Tensor:
         """Each mixed embedding against every proxy, with the soft labels of its two parents."""
         lam = lam.to(mixed.dtype)[:, None]
         first = F.one_hot(labels[triples[:, 1]], self.num_classes).to(mixed.dtype)

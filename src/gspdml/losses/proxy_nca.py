@@ -12,7 +12,7 @@ from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, LabelWeightedLoss
@@ -81,26 +81,23 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
     def reset_proxies(self) -> None:
         nn.init.normal_(self.proxies, std=1.0 / 8.0)
 
-    def logits(self, embeddings: torch.Tensor) -> torch.Tensor:
+    def logits(self, embeddings: Tensor) -> Tensor:
         """``-d_ic / T`` ``[B, C]``."""
         return _logits(self.cosines(embeddings), self.temperature)
 
     def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        output: Optional[EmbedderOutput] = None,
-    ) -> torch.Tensor:
+        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
+    ) -> Tensor:
         self.check_labels(labels)
         return self.reduce({"examples": terms(self.per_example(self.logits(embeddings), labels))})
 
-    def loss_from_cosines(self, cos: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def loss_from_cosines(self, cos: Tensor, labels: Tensor) -> Tensor:
         """The loss from cosines ``[B, P]`` to ``P`` proxies of classes ``0 .. P - 1`` (Proxy
         Synthesis appends synthetic ones)."""
         logits = _logits(cos, self.temperature)
         return self.reduce({"examples": terms(self.per_example(logits, labels))})
 
-    def per_example(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def per_example(self, logits: Tensor, labels: Tensor) -> Tensor:
         """``[B]`` losses ``L_i`` of logits ``[B, C]`` under hard labels."""
         if self.assignment_probability:
             return F.cross_entropy(logits, labels, reduction="none")
@@ -109,13 +106,8 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
         return torch.logsumexp(others, dim=1) - positive
 
     def mixed(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        mixed: torch.Tensor,
-        triples: torch.Tensor,
-        lam: torch.Tensor,
-    ) -> torch.Tensor:
+        self, embeddings: Tensor, labels: Tensor, mixed: Tensor, triples: Tensor, lam: Tensor
+    ) -> Tensor:
         """Mean over mixed embeddings ``v_j = lam_j x_first + (1 - lam_j) x_second`` of their loss
         against the proxies with interpolated labels (class docstring)."""
         first, second = labels[triples[:, 1]], labels[triples[:, 2]]
@@ -179,12 +171,12 @@ class ProxyNCAPlusPlus(ProxyNCA):
         )
 
 
-def _logits(cos: torch.Tensor, temperature: float) -> torch.Tensor:
+def _logits(cos: Tensor, temperature: float) -> Tensor:
     """``-d / T`` with ``d = 2 - 2 cos``, the squared distance of unit vectors."""
     return -(2.0 - 2.0 * cos).clamp(min=0.0) / temperature
 
 
-def _weighted_logsumexp(logits: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def _weighted_logsumexp(logits: Tensor, weights: Tensor) -> Tensor:
     """``log sum_q w_q e^{z_q}`` per row, stable (terms of weight 0 are left out)."""
     masked = logits.masked_fill(weights <= 0, float("-inf"))
     top = masked.amax(dim=1, keepdim=True).detach().clamp(min=-1e4)

@@ -26,6 +26,7 @@ from typing import Any, Optional, cast
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.proxies import ProxyLoss
@@ -76,12 +77,12 @@ class ProxySynthesis(LossWrapper):
 
     def forward(
         self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
+        embeddings: Tensor,
+        labels: Tensor,
         output: Optional[EmbedderOutput] = None,
         *,
         lam: Optional[float] = None,
-    ) -> torch.Tensor:
+    ) -> Tensor:
         """The base loss over the batch and its synthetic classes; ``lam`` overrides the draw."""
         base = self.proxy_loss
         base.check_labels(labels)
@@ -107,7 +108,7 @@ class ProxySynthesis(LossWrapper):
         return base.loss_from_cosines(e @ proxies.T, labels)
 
 
-def _previous_of_another_class(labels: torch.Tensor) -> torch.Tensor:
+def _previous_of_another_class(labels: Tensor) -> Tensor:
     """``[B]``: for each ``i`` the first of ``i - 1, i - 2, ...`` (cyclically) whose label differs
     (the batch has two classes at least)."""
     n = len(labels)

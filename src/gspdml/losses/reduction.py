@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 import torch
+from torch import Tensor
 
 from gspdml.errors import ConfigError
 
@@ -49,13 +50,13 @@ class Terms:
     ``anchors`` (``anchor_mean``): ``[A]`` booleans, the anchors that have terms; ``weight``:
     the part's factor in the loss; ``reduction``: the part's own reduction, if fixed."""
 
-    pieces: tuple[torch.Tensor, ...]
-    weights: Optional[torch.Tensor] = None
-    anchors: Optional[torch.Tensor] = None
+    pieces: tuple[Tensor, ...]
+    weights: Optional[Tensor] = None
+    anchors: Optional[Tensor] = None
     weight: float = 1.0
     reduction: Optional[str] = None
 
-    def count(self, reduction: str) -> Union[torch.Tensor, int]:
+    def count(self, reduction: str) -> Union[Tensor, int]:
         """The denominator of ``reduction`` (module docstring)."""
         if reduction == "avg_nonzero":
             nonzero = (self.pieces[0] > 0).sum()
@@ -73,9 +74,9 @@ class Terms:
 
 
 def terms(
-    *pieces: torch.Tensor,
-    weights: Optional[torch.Tensor] = None,
-    anchors: Optional[torch.Tensor] = None,
+    *pieces: Tensor,
+    weights: Optional[Tensor] = None,
+    anchors: Optional[Tensor] = None,
     weight: float = 1.0,
     reduction: Optional[str] = None,
 ) -> Terms:
@@ -83,17 +84,17 @@ def terms(
     return Terms(tuple(pieces), weights, anchors, weight, reduction)
 
 
-def reduce(parts: Parts, reduction: str) -> torch.Tensor:
+def reduce(parts: Parts, reduction: str) -> Tensor:
     """``sum_k weight_k sum(terms_k) / count_k`` (module docstring); a part with no term is 0,
     keeping the graph."""
-    total: Optional[torch.Tensor] = None
+    total: Optional[Tensor] = None
     for part in parts.values():
         pieces = iter(part.pieces)
         numerator = next(pieces).sum()
         for piece in pieces:
             numerator = numerator + piece.sum()
         count = part.count(part.reduction or reduction)
-        if isinstance(count, torch.Tensor):
+        if isinstance(count, Tensor):
             value = numerator / torch.where(count > 0, count, torch.ones_like(count))
         else:
             value = numerator / max(count, 1)
@@ -104,7 +105,7 @@ def reduce(parts: Parts, reduction: str) -> torch.Tensor:
     return total
 
 
-def pair_anchors(positive_weights: torch.Tensor, negative_weights: torch.Tensor) -> torch.Tensor:
+def pair_anchors(positive_weights: Tensor, negative_weights: Tensor) -> Tensor:
     """``[A]``: the anchors (rows) that have at least one pair of positive weight."""
     return ((positive_weights + negative_weights) > 0).any(1)
 

@@ -7,7 +7,7 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.proxies import ProxyLoss
@@ -60,14 +60,14 @@ class SoftTriple(ProxyLoss):
     def reset_proxies(self) -> None:
         nn.init.kaiming_uniform_(self.proxies, a=math.sqrt(5))
 
-    def class_similarities(self, embeddings: torch.Tensor) -> torch.Tensor:
+    def class_similarities(self, embeddings: Tensor) -> Tensor:
         """``S_ic`` ``[B, C]`` (Eq. 8)."""
         sim = self.cosines(embeddings).view(
             len(embeddings), self.num_classes, self.proxies_per_class
         )
         return (F.softmax(sim / self.gamma, dim=2) * sim).sum(2)
 
-    def center_regularizer(self) -> torch.Tensor:
+    def center_regularizer(self) -> Tensor:
         """``R`` (Eq. 12): spread of the centres within each class."""
         k = self.proxies_per_class
         if k == 1:
@@ -79,11 +79,8 @@ class SoftTriple(ProxyLoss):
         return dist.sum() / (self.num_classes * k * (k - 1))
 
     def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        output: Optional[EmbedderOutput] = None,
-    ) -> torch.Tensor:
+        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
+    ) -> Tensor:
         self.check_labels(labels)
         logits = self.class_similarities(embeddings)
         logits = logits - self.margin * F.one_hot(labels, self.num_classes).to(logits.dtype)

@@ -7,8 +7,8 @@ anchors against a reference set (XBM memory, CCP proxies).
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
@@ -59,11 +59,7 @@ class TripletMargin(PairLoss):
         self.set_reduction(reduction)
 
     def pair_terms(
-        self,
-        anchors: torch.Tensor,
-        reference: torch.Tensor,
-        positive: torch.Tensor,
-        negative: torch.Tensor,
+        self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
     ) -> Parts:
         """The terms of the selected triplets, one piece per chunk of anchors."""
         dist = self.distances(anchors, reference)
@@ -86,9 +82,7 @@ class TripletMargin(PairLoss):
         step = max(1, self.max_elements // per_anchor)
         return [slice(start, start + step) for start in range(0, num_anchors, step)]
 
-    def _triplets(
-        self, dist: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _triplets(self, dist: Tensor, positive: Tensor, negative: Tensor) -> tuple[Tensor, Tensor]:
         """Losses ``[c, R, R]`` indexed (anchor, positive, negative) and the mask of selected triplets."""
         gap = dist[:, None, :] - dist[:, :, None]  # d_an - d_ap
         keep = positive[:, :, None] & negative[:, None, :]
@@ -98,9 +92,7 @@ class TripletMargin(PairLoss):
             keep = keep & (gap <= min(0.0, self.margin))
         return F.relu(self.margin - gap), keep
 
-    def _batch_hard(
-        self, dist: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor
-    ) -> torch.Tensor:
+    def _batch_hard(self, dist: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
         """``[V]`` terms of the valid anchors' hardest triplets."""
         hardest_pos = dist.masked_fill(~positive, float("-inf")).amax(1)
         hardest_neg = dist.masked_fill(~negative, float("inf")).amin(1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import torch
+from torch import Tensor
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import PairLoss
@@ -45,11 +46,11 @@ class CrossBatchMemory(LossWrapper):
     is not called ``weight``: in a loss list, ``weight`` is the weight of the whole XBM term.)
     """
 
-    memory: torch.Tensor
-    memory_labels: torch.Tensor
-    pointer: torch.Tensor
-    filled: torch.Tensor
-    step: torch.Tensor
+    memory: Tensor
+    memory_labels: Tensor
+    pointer: Tensor
+    filled: Tensor
+    step: Tensor
 
     def __init__(
         self,
@@ -93,12 +94,9 @@ class CrossBatchMemory(LossWrapper):
         return self.fill_before_start or int(self.step) >= self.start_step
 
     def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        output: Optional[EmbedderOutput] = None,
-    ) -> torch.Tensor:
-        loss: torch.Tensor = self.base(embeddings, labels, output)
+        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
+    ) -> Tensor:
+        loss: Tensor = self.base(embeddings, labels, output)
         if not self.training:
             return loss
         slots = self.enqueue(embeddings, labels) if self.enqueues else None
@@ -116,7 +114,7 @@ class CrossBatchMemory(LossWrapper):
         return loss
 
     @torch.no_grad()
-    def enqueue(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def enqueue(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """Write the batch at the pointer (wrapping around); returns the slot of each row."""
         batch = len(embeddings)
         if self.memory.numel() == 0:

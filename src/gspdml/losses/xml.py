@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
@@ -38,7 +38,7 @@ from gspdml.models.output import EmbedderOutput
 from gspdml.ops.halves import ridge_across_halves
 
 
-def soft_histogram(local: torch.Tensor, prototypes: torch.Tensor, eps: float) -> torch.Tensor:
+def soft_histogram(local: Tensor, prototypes: Tensor, eps: float) -> Tensor:
     """Eq. 2.4 of the XML paper: ``z_i = mean_j softmax_i(eps nu_i^T x_j)``; ``local`` ``[B, d, H, W]``
     (or tokens ``[B, n, d]``), ``prototypes`` ``[m, d]``; returns ``[B, m]`` rows summing to one."""
     tokens = local.flatten(2).transpose(1, 2) if local.dim() == 4 else local
@@ -94,9 +94,7 @@ class XML(LossWrapper):
             nn.init.xavier_uniform_(torch.empty(num_prototypes, embedding_dim))
         )
 
-    def cross_batch_loss(
-        self, local: torch.Tensor, pooled: torch.Tensor, labels: torch.Tensor
-    ) -> torch.Tensor:
+    def cross_batch_loss(self, local: Tensor, pooled: Tensor, labels: Tensor) -> Tensor:
         """``L_XML`` of Eq. 2.10 for a batch ordered as two class-disjoint halves."""
         width = local.shape[1] if local.dim() == 4 else local.shape[-1]
         if width != self.prototypes.shape[1]:
@@ -115,18 +113,15 @@ class XML(LossWrapper):
         return total
 
     def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        output: Optional[EmbedderOutput] = None,
-    ) -> torch.Tensor:
+        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
+    ) -> Tensor:
         if output is None or output.local is None:
             raise ConfigError(
                 "loss",
                 "xml reads the local features (output.local) of the embedder; none were given",
             )
         pooled = output.pooled if output.pooled is not None else embeddings
-        dml: torch.Tensor = self.base(embeddings, labels, output)
+        dml: Tensor = self.base(embeddings, labels, output)
         return (1.0 - self.mixing) * dml + self.mixing * self.cross_batch_loss(
             output.local, pooled, labels
         )

@@ -31,7 +31,7 @@ from typing import Any, Optional, Union
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
@@ -107,7 +107,7 @@ class ZSR(LossWrapper):
         self.class_embeddings = nn.Parameter(initial_class_embeddings(num_classes, dim, class_init))
         self._first_loss_checked = False
 
-    def zero_shot_loss(self, attributes: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def zero_shot_loss(self, attributes: Tensor, labels: Tensor) -> Tensor:
         """``L_ZS`` of Eq. 4.4 on a batch ordered as two class-disjoint halves: the terms ``l_j``
         of both halves, reduced by ``reduction``."""
         losses = []
@@ -129,18 +129,15 @@ class ZSR(LossWrapper):
         return self.reduce(parts)
 
     def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        output: Optional[EmbedderOutput] = None,
-    ) -> torch.Tensor:
+        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
+    ) -> Tensor:
         attributes = None if output is None else output.attributes
         if attributes is None:
             raise ConfigError(
                 "loss",
                 "zsr reads the pooling's pseudo-attributes, but the model gave none (use model.pooling: gsp)",
             )
-        dml: torch.Tensor = self.base(embeddings, labels, output)
+        dml: Tensor = self.base(embeddings, labels, output)
         return (1.0 - self.mixing) * dml + self.mixing * self.zero_shot_loss(attributes, labels)
 
 
@@ -158,7 +155,7 @@ def checked_class_init(value: Union[str, float]) -> Union[str, float]:
     )
 
 
-def initial_class_embeddings(num_classes: int, dim: int, rule: Union[str, float]) -> torch.Tensor:
+def initial_class_embeddings(num_classes: int, dim: int, rule: Union[str, float]) -> Tensor:
     """``v`` at initialisation: ``"unit"`` N(0, 1/d) entries; ``"he_normal"`` std sqrt(2/c) (the
     authors' code: fan = the number of classes); a number: N(0, rule^2) entries."""
     if rule == "he_normal":
