@@ -6,7 +6,7 @@ import torch
 
 from gspdml.errors import ConfigError
 from gspdml.losses import LOSSES, build_loss
-from gspdml.losses.reduction import REDUCTIONS, pair_anchors, reduce, terms
+from gspdml.losses.reduction import REDUCTIONS, Terms, pair_anchors, reduce
 
 
 def _pairs(seed=0):
@@ -21,7 +21,7 @@ def _pairs(seed=0):
 def test_each_reducer_is_the_sum_over_its_count():
     values, weights = _pairs()
     anchors = weights.bool().any(1)
-    part = {"pairs": terms(values, weights=weights, anchors=anchors)}
+    part = {"pairs": Terms(values, weights=weights, anchors=anchors)}
     flat = [float(v) for v in values.flatten()]
     rows_with_pairs = sum(1 for row in weights.tolist() if any(w > 0 for w in row))
     expected = {
@@ -39,8 +39,8 @@ def test_parts_add_with_their_weights_and_a_fixed_reduction_wins():
     values, weights = _pairs(1)
     regulariser = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
     parts = {
-        "pairs": terms(values),
-        "beta": terms(regulariser, weight=0.5, reduction="mean"),
+        "pairs": Terms(values),
+        "beta": Terms(regulariser, weight=0.5, reduction="mean"),
     }
     nonzero = sum(1 for v in values.flatten().tolist() if v > 0)
     expected = float(values.sum()) / nonzero + 0.5 * 7.0 / 3.0
@@ -49,8 +49,8 @@ def test_parts_add_with_their_weights_and_a_fixed_reduction_wins():
 
 def test_pieces_sum_and_count_as_one_tensor():
     values, _ = _pairs(2)
-    whole = {"t": terms(values.flatten())}
-    pieces = {"t": terms(values[:2].flatten(), values[2:].flatten())}
+    whole = {"t": Terms(values.flatten())}
+    pieces = {"t": Terms(values[:2].flatten(), values[2:].flatten())}
     for reduction in ("mean", "avg_nonzero", "sum_of_halves"):
         assert float(reduce(pieces, reduction)) == pytest.approx(
             float(reduce(whole, reduction)), rel=1e-12
@@ -61,10 +61,10 @@ def test_a_part_without_terms_is_zero_and_keeps_the_graph():
     x = torch.ones(3, requires_grad=True)
     empty = (x * 2)[:0]
     for reduction in ("mean", "avg_nonzero"):
-        value = reduce({"t": terms(empty)}, reduction)
+        value = reduce({"t": Terms(empty)}, reduction)
         assert value.item() == 0.0 and value.requires_grad
     none = torch.zeros(2, 3)
-    value = reduce({"t": terms(x.sum() * none, anchors=pair_anchors(none, none))}, "anchor_mean")
+    value = reduce({"t": Terms(x.sum() * none, anchors=pair_anchors(none, none))}, "anchor_mean")
     assert value.item() == 0.0 and value.requires_grad
 
 

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import WeightedPairLoss
-from gspdml.losses.reduction import Parts, pair_anchors, terms
+from gspdml.losses.reduction import Parts, Terms, pair_anchors
 
 
 @LOSSES.register("c1", "contrastive_cosine")
@@ -43,7 +43,7 @@ class C1Contrastive(WeightedPairLoss):
     ) -> Parts:
         pos = positive_weights * (self.positive_offset - values)
         neg = negative_weights * F.relu(values - self.margin)
-        return {"pairs": terms(pos, neg, anchors=pair_anchors(positive_weights, negative_weights))}
+        return {"pairs": Terms(pos, neg, anchors=pair_anchors(positive_weights, negative_weights))}
 
 
 @LOSSES.register("contrastive_similarity")
@@ -97,6 +97,6 @@ class C2Contrastive(WeightedPairLoss):
         pos = positive_weights * F.relu(values - self.pos_margin)
         neg = negative_weights * F.relu(self.neg_margin - values)
         return {
-            "positive": terms(pos, weights=positive_weights, anchors=anchors),
-            "negative": terms(neg, weights=negative_weights, anchors=anchors),
+            "positive": Terms(pos, weights=positive_weights, anchors=anchors),
+            "negative": Terms(neg, weights=negative_weights, anchors=anchors),
         }

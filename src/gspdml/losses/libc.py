@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, MetricLoss
-from gspdml.losses.reduction import terms
+from gspdml.losses.reduction import Terms
 from gspdml.models.message_passing import MessagePassingNetwork
 from gspdml.models.output import EmbedderOutput
 
@@ -128,7 +128,7 @@ class LIBC(MetricLoss):
         mpn = self.classification(mpn_logits, labels)
         return self.reduce(
             {
-                "backbone": terms(backbone, weight=self.backbone_weight),
-                "mpn": terms(mpn, weight=self.mpn_weight),
+                "backbone": Terms(backbone, weight=self.backbone_weight),
+                "mpn": Terms(mpn, weight=self.mpn_weight),
             }
         )

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import PairLoss
-from gspdml.losses.reduction import Parts, terms
+from gspdml.losses.reduction import Parts, Terms
 
 
 def _masked_logsumexp(values: Tensor, mask: Tensor, dim: int) -> Tensor:
@@ -49,4 +49,4 @@ class LiftedStructure(PairLoss):
         rows = _masked_logsumexp(slack, negative, dim=1)  # [B, 1]: negatives of anchor i
         cols = _masked_logsumexp(slack, negative, dim=0)  # [1, R]: negatives of reference j
         lifted = torch.logaddexp(rows, cols) + dist - self.pos_margin
-        return {"positive": terms(F.relu(lifted)[positive].pow(2) / 2.0)}
+        return {"positive": Terms(F.relu(lifted)[positive].pow(2) / 2.0)}

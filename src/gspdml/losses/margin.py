@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import PairLoss, pair_masks, resolve_reference
-from gspdml.losses.reduction import Parts, terms
+from gspdml.losses.reduction import Parts, Terms
 from gspdml.models.output import EmbedderOutput
 
 
@@ -59,7 +59,7 @@ class GeneralizedContrastive(PairLoss):
     ) -> Parts:
         dist = self.distances(anchors, reference)
         return {
-            "pairs": terms(_signed_margin_terms(dist, self.beta, self.alpha, positive, negative))
+            "pairs": Terms(_signed_margin_terms(dist, self.beta, self.alpha, positive, negative))
         }
 
 
@@ -120,5 +120,5 @@ class MarginLoss(GeneralizedContrastive):
         anchor_beta = beta[labels] if len(beta) > 1 else beta.expand(len(labels))
         pairs = _signed_margin_terms(dist, anchor_beta[:, None], self.alpha, positive, negative)
         return self.reduce(
-            {"pairs": terms(pairs), "beta": terms(anchor_beta, weight=self.nu, reduction="mean")}
+            {"pairs": Terms(pairs), "beta": Terms(anchor_beta, weight=self.nu, reduction="mean")}
         )

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import WeightedPairLoss, log1p_sum_exp
-from gspdml.losses.reduction import Parts, pair_anchors, terms
+from gspdml.losses.reduction import Parts, Terms, pair_anchors
 
 
 def multi_similarity_mining(
@@ -99,4 +99,4 @@ class MultiSimilarity(WeightedPairLoss):
             )
         pos = log1p_sum_exp(-self.alpha * (values - self.base), positive_weights) / self.alpha
         neg = log1p_sum_exp(self.beta * (values - self.base), negative_weights) / self.beta
-        return {"anchors": terms(pos + neg, anchors=anchors)}
+        return {"anchors": Terms(pos + neg, anchors=anchors)}

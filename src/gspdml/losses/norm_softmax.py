@@ -10,7 +10,7 @@ from torch import Tensor
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.proxies import ProxyLoss
-from gspdml.losses.reduction import terms
+from gspdml.losses.reduction import Terms
 from gspdml.models.output import EmbedderOutput
 
 
@@ -38,4 +38,4 @@ class NormSoftmax(ProxyLoss):
     ) -> Tensor:
         self.check_labels(labels)
         logits = self.cosines(embeddings) / self.temperature
-        return self.reduce({"examples": terms(F.cross_entropy(logits, labels, reduction="none"))})
+        return self.reduce({"examples": Terms(F.cross_entropy(logits, labels, reduction="none"))})

@@ -14,7 +14,7 @@ from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, LabelWeightedLoss
 from gspdml.losses.pairs import log1p_sum_exp
 from gspdml.losses.proxies import ProxyLoss
-from gspdml.losses.reduction import Parts, terms
+from gspdml.losses.reduction import Parts, Terms
 from gspdml.models.output import EmbedderOutput
 
 
@@ -94,9 +94,9 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
         if self.variant == "original":
             neg = log1p_sum_exp(self.alpha * (values + self.delta), negative_weights, dim=0)
             present = (positive_weights > 0).any(0)
-            return {"positive": terms(pos[present]), "negative": terms(neg)}
+            return {"positive": Terms(pos[present]), "negative": Terms(neg)}
         neg = log1p_sum_exp(self.alpha * (values - self.delta), negative_weights, dim=0)
-        return {"proxies": terms(pos + neg, weight=1.0 / self.alpha)}
+        return {"proxies": Terms(pos + neg, weight=1.0 / self.alpha)}
 
     def mixed(
         self, embeddings: Tensor, labels: Tensor, mixed: Tensor, triples: Tensor, lam: Tensor

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, LabelWeightedLoss
 from gspdml.losses.proxies import ProxyLoss
-from gspdml.losses.reduction import terms
+from gspdml.losses.reduction import Terms
 from gspdml.models.output import EmbedderOutput
 
 
@@ -89,13 +89,13 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
         self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
     ) -> Tensor:
         self.check_labels(labels)
-        return self.reduce({"examples": terms(self.per_example(self.logits(embeddings), labels))})
+        return self.reduce({"examples": Terms(self.per_example(self.logits(embeddings), labels))})
 
     def loss_from_cosines(self, cos: Tensor, labels: Tensor) -> Tensor:
         """The loss from cosines ``[B, P]`` to ``P`` proxies of classes ``0 .. P - 1`` (Proxy
         Synthesis appends synthetic ones)."""
         logits = _logits(cos, self.temperature)
-        return self.reduce({"examples": terms(self.per_example(logits, labels))})
+        return self.reduce({"examples": Terms(self.per_example(logits, labels))})
 
     def per_example(self, logits: Tensor, labels: Tensor) -> Tensor:
         """``[B]`` losses ``L_i`` of logits ``[B, C]`` under hard labels."""
@@ -116,13 +116,13 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
         if self.mixed_targets == "interpolated":
             own = self.per_example(logits, first)
             other = self.per_example(logits, second)
-            return self.reduce({"mixed": terms(lam * own + (1 - lam) * other)})
+            return self.reduce({"mixed": Terms(lam * own + (1 - lam) * other)})
         y = lam[:, None] * F.one_hot(first, self.num_classes).to(logits.dtype) + (1 - lam)[
             :, None
         ] * F.one_hot(second, self.num_classes).to(logits.dtype)
         weights = torch.ones_like(y) if self.assignment_probability else 1 - y
         positive = _weighted_logsumexp(logits, y)
-        return self.reduce({"mixed": terms(_weighted_logsumexp(logits, weights) - positive)})
+        return self.reduce({"mixed": Terms(_weighted_logsumexp(logits, weights) - positive)})
 
 
 @LOSSES.register("proxynca_pp", "proxy_nca_pp")

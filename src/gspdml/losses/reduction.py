@@ -28,8 +28,9 @@ pairs of one sum): their sums and counts add up.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import operator
+from collections.abc import Iterable, Mapping
+from functools import reduce as fold
 from typing import Optional, Union
 
 import torch
@@ -39,30 +40,28 @@ from gspdml.errors import ConfigError
 
 REDUCTIONS = ("mean", "avg_nonzero", "anchor_mean", "sum_of_halves")
 
-#: a loss's terms by part name (pytorch-metric-learning's loss dictionary)
-Parts = Mapping[str, "Terms"]
 
-
-@dataclass(frozen=True)
 class Terms:
     """One part of a loss: its terms (already weighted) in one or more pieces, and what indexes
     them. ``weights`` (``mean``): how much each term of a single piece counts (None: 1 each);
     ``anchors`` (``anchor_mean``): ``[A]`` booleans, the anchors that have terms; ``weight``:
     the part's factor in the loss; ``reduction``: the part's own reduction, if fixed."""
 
-    pieces: tuple[Tensor, ...]
-    weights: Optional[Tensor] = None
-    anchors: Optional[Tensor] = None
-    weight: float = 1.0
-    reduction: Optional[str] = None
+    def __init__(
+        self,
+        *pieces: Tensor,
+        weights: Optional[Tensor] = None,
+        anchors: Optional[Tensor] = None,
+        weight: float = 1.0,
+        reduction: Optional[str] = None,
+    ) -> None:
+        self.pieces, self.weights, self.anchors = pieces, weights, anchors
+        self.weight, self.reduction = weight, reduction
 
     def count(self, reduction: str) -> Union[Tensor, int]:
         """The denominator of ``reduction`` (module docstring)."""
         if reduction == "avg_nonzero":
-            nonzero = (self.pieces[0] > 0).sum()
-            for piece in self.pieces[1:]:
-                nonzero = nonzero + (piece > 0).sum()
-            return nonzero
+            return _added((piece > 0).sum() for piece in self.pieces)
         if reduction == "anchor_mean":
             if self.anchors is None:
                 raise ValueError("anchor_mean needs the anchors of the terms")
@@ -73,36 +72,24 @@ class Terms:
         return size if self.weights is None else self.weights.sum()
 
 
-def terms(
-    *pieces: Tensor,
-    weights: Optional[Tensor] = None,
-    anchors: Optional[Tensor] = None,
-    weight: float = 1.0,
-    reduction: Optional[str] = None,
-) -> Terms:
-    """A :class:`Terms` of the given pieces."""
-    return Terms(tuple(pieces), weights, anchors, weight, reduction)
+#: a loss's terms by part name (pytorch-metric-learning's loss dictionary)
+Parts = Mapping[str, Terms]
+
+
+def _added(values: Iterable[Tensor]) -> Tensor:
+    """``first + second + ...``, in order."""
+    return fold(operator.add, values)
 
 
 def reduce(parts: Parts, reduction: str) -> Tensor:
     """``sum_k weight_k sum(terms_k) / count_k`` (module docstring); a part with no term is 0,
     keeping the graph."""
-    total: Optional[Tensor] = None
+    values = []
     for part in parts.values():
-        pieces = iter(part.pieces)
-        numerator = next(pieces).sum()
-        for piece in pieces:
-            numerator = numerator + piece.sum()
         count = part.count(part.reduction or reduction)
-        if isinstance(count, Tensor):
-            value = numerator / torch.where(count > 0, count, torch.ones_like(count))
-        else:
-            value = numerator / max(count, 1)
-        value = part.weight * value
-        total = value if total is None else total + value
-    if total is None:
-        raise ValueError("a loss without terms")
-    return total
+        safe = torch.where(count > 0, count, 1) if isinstance(count, Tensor) else max(count, 1)
+        values.append(part.weight * (_added(piece.sum() for piece in part.pieces) / safe))
+    return _added(values)
 
 
 def pair_anchors(positive_weights: Tensor, negative_weights: Tensor) -> Tensor:

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.proxies import ProxyLoss
-from gspdml.losses.reduction import terms
+from gspdml.losses.reduction import Terms
 from gspdml.models.output import EmbedderOutput
 
 #: keeps the gradient of the centre regulariser finite when two centres coincide (Qian et al.'s code)
@@ -86,7 +86,7 @@ class SoftTriple(ProxyLoss):
         logits = logits - self.margin * F.one_hot(labels, self.num_classes).to(logits.dtype)
         return self.reduce(
             {
-                "examples": terms(F.cross_entropy(self.la * logits, labels, reduction="none")),
-                "centres": terms(self.center_regularizer().to(logits.dtype), weight=self.tau),
+                "examples": Terms(F.cross_entropy(self.la * logits, labels, reduction="none")),
+                "centres": Terms(self.center_regularizer().to(logits.dtype), weight=self.tau),
             }
         )

@@ -13,7 +13,7 @@ from torch import Tensor
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import PairLoss
-from gspdml.losses.reduction import Parts, terms
+from gspdml.losses.reduction import Parts, Terms
 
 MININGS = ("all", "semihard", "hard", "batch_hard")
 
@@ -64,12 +64,12 @@ class TripletMargin(PairLoss):
         """The terms of the selected triplets, one piece per chunk of anchors."""
         dist = self.distances(anchors, reference)
         if self.mining == "batch_hard":
-            return {"triplets": terms(self._batch_hard(dist, positive, negative))}
+            return {"triplets": Terms(self._batch_hard(dist, positive, negative))}
         chunks = [dist.flatten()[:0]]  # no triplet: 0, keeping the graph
         for rows in self._anchor_chunks(*dist.shape):
             losses, keep = self._triplets(dist[rows], positive[rows], negative[rows])
             chunks.append(losses[keep])
-        return {"triplets": terms(*chunks)}
+        return {"triplets": Terms(*chunks)}
 
     def _anchor_chunks(self, num_anchors: int, num_reference: int) -> list[slice]:
         per_anchor = num_reference * num_reference

@@ -35,7 +35,7 @@ from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
-from gspdml.losses.reduction import reduce, terms
+from gspdml.losses.reduction import Terms, reduce
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.models.output import EmbedderOutput
@@ -118,7 +118,7 @@ class ZSR(LossWrapper):
             ):
                 logits = self.logit_scale * predicted @ self.class_embeddings.T
                 losses.append(F.cross_entropy(logits, labels[half], reduction="none"))
-        parts = {"samples": terms(*losses)}
+        parts = {"samples": Terms(*losses)}
         if not self._first_loss_checked and self.training:
             self._first_loss_checked = True  # one host sync, at the first training step
             warn_far_above_chance(
