@@ -36,6 +36,8 @@ from gspdml.models.output import EmbedderOutput
 from gspdml.registry import Registry, parse_spec
 
 LOSSES = Registry("loss")
+#: the embedder output a loss may read (None: the embeddings alone)
+Output = Optional[EmbedderOutput]
 
 
 class MetricLoss(nn.Module):
@@ -65,7 +67,7 @@ class MetricLoss(nn.Module):
         return self.requires
 
     def forward(
-        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
+        self, embeddings: Tensor, labels: Tensor, output: Output = None
     ) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -134,9 +136,7 @@ class WeightedSum(MetricLoss):
         self.losses = nn.ModuleList(losses)
         self.weights = [float(w) for w in weights]
 
-    def forward(
-        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
-    ) -> Tensor:
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         total = embeddings.new_zeros(())
         for weight, loss in zip(self.weights, self.losses):
             total = total + weight * loss(embeddings, labels, output)
@@ -155,9 +155,7 @@ class ModuleLoss(MetricLoss):
         super().__init__()
         self.module = module
 
-    def forward(
-        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
-    ) -> Tensor:
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         value: Tensor = self.module(embeddings, labels)
         return value
 
@@ -167,22 +165,26 @@ def as_metric_loss(loss: nn.Module) -> MetricLoss:
     return loss if isinstance(loss, MetricLoss) else ModuleLoss(loss)
 
 
-def _split_weight(spec: Any, field: str) -> tuple[dict[str, Any], float]:
-    """``({"name": ..., **options}, weight)`` of one item of a loss list (weight 1 when unset)."""
-    name, options = parse_spec(spec, field)
-    return _weight_apart(name, **options)
+def _items(spec: Any, field: str) -> list[tuple[dict[str, Any], float, str]]:
+    """``({"name": ..., **options}, weight, field)`` of each loss of ``spec``: one spec, or a
+    list of specs with optional ``weight`` (weight 1 when unset) at ``field[i]``."""
+    specs = spec if isinstance(spec, list) else [spec]
+    wheres = [f"{field}[{i}]" for i in range(len(spec))] if isinstance(spec, list) else [field]
+    return [(*_weight_apart(*parse_spec(item, where)), where) for item, where in zip(specs, wheres)]
 
 
-def _weight_apart(name: str, weight: float = 1.0, **options: Any) -> tuple[dict[str, Any], float]:
+def _weight_apart(name: str, options: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    return _without_weight(name, **options)
+
+
+def _without_weight(name: str, weight: float = 1.0, **options: Any) -> tuple[dict[str, Any], float]:
     return {"name": name, **options}, float(weight)
 
 
 def check_loss(spec: Any, field: str = "loss") -> None:
     """Validate a loss spec (one spec or a list of specs with optional ``weight``)."""
-    specs = spec if isinstance(spec, list) else [spec]
-    for i, item in enumerate(specs):
-        sub = f"{field}[{i}]" if isinstance(spec, list) else field
-        LOSSES.check(_split_weight(item, sub)[0], sub)
+    for item, _, where in _items(spec, field):
+        LOSSES.check(item, where)
 
 
 @contextmanager
@@ -209,16 +211,12 @@ def build_loss(spec: Any, field: str = "loss", **context: Any) -> MetricLoss:
     names the item's position (``loss[1].class_init``, :func:`located`). Wrappers call this
     function for their ``base`` argument with the same context.
     """
-    if isinstance(spec, list):
-        items = [_split_weight(s, f"{field}[{i}]") for i, s in enumerate(spec)]
-        losses = [_build_one(s, f"{field}[{i}]", context) for i, (s, _) in enumerate(items)]
-        return WeightedSum(losses, [w for _, w in items])
-    item, weight = _split_weight(spec, field)
-    loss = _build_one(item, field, context)
-    return loss if weight == 1.0 else WeightedSum([loss], [weight])
-
-
-def _build_one(item: dict[str, Any], field: str, context: dict[str, Any]) -> MetricLoss:
-    with located(field):
-        loss: MetricLoss = LOSSES.build(item, "loss", **context)
+    losses, weights = [], []
+    for item, weight, where in _items(spec, field):
+        with located(where):
+            losses.append(LOSSES.build(item, "loss", **context))
+        weights.append(weight)
+    if isinstance(spec, list) or weights[0] != 1.0:
+        return WeightedSum(losses, weights)
+    loss: MetricLoss = losses[0]
     return loss

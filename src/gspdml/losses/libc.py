@@ -28,10 +28,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES, MetricLoss
+from gspdml.losses.base import LOSSES, MetricLoss, Output
 from gspdml.losses.reduction import Terms
 from gspdml.models.message_passing import MessagePassingNetwork
-from gspdml.models.output import EmbedderOutput
 
 
 @LOSSES.register("libc")
@@ -118,9 +117,7 @@ class LIBC(MetricLoss):
             reduction="none",
         )
 
-    def forward(
-        self, embeddings: Tensor, labels: Tensor, output: EmbedderOutput | None = None
-    ) -> Tensor:
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         unnormalised = output.pooled if output is not None and output.pooled is not None else None
         features = embeddings if unnormalised is None else unnormalised.to(embeddings.dtype)
         backbone = self.classification(self.backbone_classifier(features), labels)

@@ -18,10 +18,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.pairs import PairLoss, pair_masks, resolve_reference
 from gspdml.losses.reduction import Parts, Terms
-from gspdml.models.output import EmbedderOutput
 
 
 def _signed_margin_terms(
@@ -105,7 +104,7 @@ class MarginLoss(GeneralizedContrastive):
         self,
         embeddings: Tensor,
         labels: Tensor,
-        output: Optional[EmbedderOutput] = None,
+        output: Output = None,
         *,
         reference: Optional[Tensor] = None,
         reference_labels: Optional[Tensor] = None,

@@ -47,7 +47,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from gspdml.errors import TrainingError
-from gspdml.losses.base import LOSSES, LabelWeightedLoss
+from gspdml.losses.base import LOSSES, LabelWeightedLoss, Output
 from gspdml.losses.contrastive import C2Contrastive
 from gspdml.losses.metrix_pairs import DEFAULT_KINDS, KINDS, POSITIVES, mixing_triples, positivity
 from gspdml.losses.multi_similarity import MultiSimilarity
@@ -164,21 +164,11 @@ class Metrix(LossWrapper):
         self.lr_multiplier = getattr(self.base, "lr_multiplier", 1.0)
         # as configured (one name or a list), and the names drawn from
         self.level, self.pairs = _as_given(level), _as_given(pairs)
-        self.kinds, self.positives, self.mix_alpha, self.mix_weight = (
-            kinds,
-            positives,
-            mix_alpha,
-            mix_weight,
-        )
-        self.hard_negatives, self.lambda_per_pair, self.renormalize = (
-            hard_negatives,
-            lambda_per_pair,
-            renormalize,
-        )
-        self.mix_chunk = mix_chunk
-        if (
-            "feature" in self.levels
-        ):  # mixes backbone maps and embeds them with the rest of the model
+        self.kinds, self.positives = kinds, positives
+        self.mix_alpha, self.mix_weight = mix_alpha, mix_weight
+        self.hard_negatives, self.lambda_per_pair = hard_negatives, lambda_per_pair
+        self.renormalize, self.mix_chunk = renormalize, mix_chunk
+        if "feature" in self.levels:  # mixes backbone maps, embeds them with the rest of the model
             self.requires = BatchRequirements(reads=frozenset({"embed_features"}))
 
     @property
@@ -224,7 +214,7 @@ class Metrix(LossWrapper):
         self,
         embeddings: Tensor,
         labels: Tensor,
-        output: Optional[EmbedderOutput] = None,
+        output: Output = None,
         *,
         kind: Optional[str] = None,
         lam: Lambda = None,

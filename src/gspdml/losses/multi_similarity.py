@@ -8,7 +8,7 @@ from typing import Optional
 
 from torch import Tensor
 
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, LabelWeightedLoss
 from gspdml.losses.pairs import WeightedPairLoss, log1p_sum_exp
 from gspdml.losses.reduction import Parts, Terms, pair_anchors
 
@@ -70,11 +70,8 @@ class MultiSimilarity(WeightedPairLoss):
         self.epsilon = None if epsilon is None else float(epsilon)
         self.mining = bool(mining) and epsilon is not None
 
-    def clean(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        """The forward's loss: the in-batch pairs the miner keeps (similarities need no
-        row-by-row measure)."""
-        value: Tensor = self(embeddings, labels)
-        return value
+    #: the forward's loss: the in-batch pairs the miner keeps (no row-by-row measure needed)
+    clean = LabelWeightedLoss.clean
 
     def pair_terms(
         self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor

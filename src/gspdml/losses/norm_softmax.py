@@ -8,10 +8,9 @@ from typing import Optional
 import torch.nn.functional as F
 from torch import Tensor
 
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.proxies import ProxyLoss
 from gspdml.losses.reduction import Terms
-from gspdml.models.output import EmbedderOutput
 
 
 @LOSSES.register("norm_softmax", "normalized_softmax")
@@ -33,9 +32,7 @@ class NormSoftmax(ProxyLoss):
         super().__init__(num_classes, embedding_dim, 1, lr_multiplier)
         self.temperature = float(temperature)
 
-    def forward(
-        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
-    ) -> Tensor:
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         self.check_labels(labels)
         logits = self.cosines(embeddings) / self.temperature
         return self.reduce({"examples": Terms(F.cross_entropy(logits, labels, reduction="none"))})

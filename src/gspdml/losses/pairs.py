@@ -13,10 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from gspdml.losses.base import LabelWeightedLoss, MetricLoss
+from gspdml.losses.base import LabelWeightedLoss, MetricLoss, Output
 from gspdml.losses.reduction import Parts
 from gspdml.losses.requirements import BatchRequirements
-from gspdml.models.output import EmbedderOutput
 
 
 def euclidean_distances(a: Tensor, b: Tensor, normalize: bool = True) -> Tensor:
@@ -126,7 +125,7 @@ class PairLoss(MetricLoss):
         self,
         embeddings: Tensor,
         labels: Tensor,
-        output: Optional[EmbedderOutput] = None,
+        output: Output = None,
         *,
         reference: Optional[Tensor] = None,
         reference_labels: Optional[Tensor] = None,

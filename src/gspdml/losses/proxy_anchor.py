@@ -11,11 +11,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES, LabelWeightedLoss
+from gspdml.losses.base import LOSSES, LabelWeightedLoss, Output
 from gspdml.losses.pairs import log1p_sum_exp
 from gspdml.losses.proxies import ProxyLoss
 from gspdml.losses.reduction import Parts, Terms
-from gspdml.models.output import EmbedderOutput
 
 
 @LOSSES.register("proxy_anchor", "proxyanchor")
@@ -74,9 +73,7 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
             return super().cosines(embeddings)
         return embeddings @ F.normalize(self.proxies.to(embeddings.dtype), dim=1).T
 
-    def forward(
-        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
-    ) -> Tensor:
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         self.check_labels(labels)
         return self.loss_from_cosines(self.cosines(embeddings), labels)
 

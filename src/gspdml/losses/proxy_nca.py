@@ -15,10 +15,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES, LabelWeightedLoss
+from gspdml.losses.base import LOSSES, LabelWeightedLoss, Output
 from gspdml.losses.proxies import ProxyLoss
 from gspdml.losses.reduction import Terms
-from gspdml.models.output import EmbedderOutput
 
 
 @LOSSES.register("proxy_nca", "proxynca")
@@ -72,10 +71,8 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
                 f"unknown value {mixed_targets!r}; allowed: {', '.join(self.MIXED_TARGETS)}",
             )
         super().__init__(num_classes, embedding_dim, 1, lr_multiplier)
-        self.temperature, self.assignment_probability = (
-            float(temperature),
-            bool(assignment_probability),
-        )
+        self.temperature = float(temperature)
+        self.assignment_probability = bool(assignment_probability)
         self.mixed_targets = mixed_targets
 
     def reset_proxies(self) -> None:
@@ -85,9 +82,7 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
         """``-d_ic / T`` ``[B, C]``."""
         return _logits(self.cosines(embeddings), self.temperature)
 
-    def forward(
-        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
-    ) -> Tensor:
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         self.check_labels(labels)
         return self.reduce({"examples": Terms(self.per_example(self.logits(embeddings), labels))})
 

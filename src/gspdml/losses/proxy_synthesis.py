@@ -28,10 +28,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.proxies import ProxyLoss
 from gspdml.losses.wrapper import LossWrapper
-from gspdml.models.output import EmbedderOutput
 
 
 @LOSSES.register("proxy_synthesis", "ps")
@@ -79,7 +78,7 @@ class ProxySynthesis(LossWrapper):
         self,
         embeddings: Tensor,
         labels: Tensor,
-        output: Optional[EmbedderOutput] = None,
+        output: Output = None,
         *,
         lam: Optional[float] = None,
     ) -> Tensor:

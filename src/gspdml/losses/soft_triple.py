@@ -9,10 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.proxies import ProxyLoss
 from gspdml.losses.reduction import Terms
-from gspdml.models.output import EmbedderOutput
 
 #: keeps the gradient of the centre regulariser finite when two centres coincide (Qian et al.'s code)
 _REGULARIZER_EPS = 1e-5
@@ -50,12 +49,8 @@ class SoftTriple(ProxyLoss):
         lr_multiplier: float = 100.0,
     ) -> None:
         super().__init__(num_classes, embedding_dim, centers_per_class, lr_multiplier)
-        self.la, self.gamma, self.tau, self.margin = (
-            float(la),
-            float(gamma),
-            float(tau),
-            float(margin),
-        )
+        self.la, self.gamma = float(la), float(gamma)
+        self.tau, self.margin = float(tau), float(margin)
 
     def reset_proxies(self) -> None:
         nn.init.kaiming_uniform_(self.proxies, a=math.sqrt(5))
@@ -78,9 +73,7 @@ class SoftTriple(ProxyLoss):
         dist = torch.sqrt((2.0 + _REGULARIZER_EPS - 2.0 * sim[:, upper]).clamp(min=0.0))
         return dist.sum() / (self.num_classes * k * (k - 1))
 
-    def forward(
-        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
-    ) -> Tensor:
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         self.check_labels(labels)
         logits = self.class_similarities(embeddings)
         logits = logits - self.margin * F.one_hot(labels, self.num_classes).to(logits.dtype)

@@ -11,11 +11,10 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
-from gspdml.models.output import EmbedderOutput
 
 
 @LOSSES.register("xbm", "cross_batch_memory")
@@ -93,9 +92,7 @@ class CrossBatchMemory(LossWrapper):
         """Whether the current training step writes the batch into the memory."""
         return self.fill_before_start or int(self.step) >= self.start_step
 
-    def forward(
-        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
-    ) -> Tensor:
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         loss: Tensor = self.base(embeddings, labels, output)
         if not self.training:
             return loss

@@ -24,17 +24,16 @@ embeddings the base loss sees are L2-normalised by the embedder).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
-from gspdml.models.output import EmbedderOutput
 from gspdml.ops.halves import ridge_across_halves
 
 
@@ -112,9 +111,7 @@ class XML(LossWrapper):
                 total = total + self.base(predicted, labels[half])
         return total
 
-    def forward(
-        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
-    ) -> Tensor:
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         if output is None or output.local is None:
             raise ConfigError(
                 "loss",

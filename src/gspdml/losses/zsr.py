@@ -34,11 +34,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.reduction import Terms, reduce
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
-from gspdml.models.output import EmbedderOutput
 from gspdml.ops.halves import ridge_across_halves
 
 #: the named initial scales of the class embeddings ``v`` (see :class:`ZSR`)
@@ -128,9 +127,7 @@ class ZSR(LossWrapper):
             )
         return self.reduce(parts)
 
-    def forward(
-        self, embeddings: Tensor, labels: Tensor, output: Optional[EmbedderOutput] = None
-    ) -> Tensor:
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         attributes = None if output is None else output.attributes
         if attributes is None:
             raise ConfigError(
