@@ -53,6 +53,8 @@ class MetricLoss(nn.Module):
     #: the reductions the loss offers (:mod:`gspdml.losses.reduction`) and the one in force
     reductions: tuple[str, ...] = ("mean",)
     reduction: str = "mean"
+    #: L2-normalise the embeddings (a wrapper that normalises them itself turns this off)
+    normalize_inputs = True
 
     def reduce(self, parts: Parts) -> Tensor:
         """The loss of its terms, reduced by ``self.reduction``."""
@@ -101,9 +103,6 @@ class LabelWeightedLoss(MetricLoss):
     positive_weights, negative_weights)`` (:mod:`gspdml.losses.reduction`); the hard labels are
     its 0/1 weights.
     """
-
-    #: L2-normalise the inputs (Metrix normalises them itself and turns this off)
-    normalize_inputs = True
 
     def weighted_terms(
         self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor

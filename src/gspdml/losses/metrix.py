@@ -226,12 +226,8 @@ class Metrix(LossWrapper):
                 "training_objective(model, images, labels) (it cannot sit inside a weighted list of losses)"
             )
 
-        def mix(triples: Tensor, weights: Tensor) -> Tensor:
-            return _mix(weights, embeddings[triples[:, 1]], embeddings[triples[:, 2]])
-
-        return self.objective(
-            embeddings, labels, mix, kind=kind, lam=lam, hard=self._hard_negatives("embedding")
-        )
+        hard = self._hard_negatives("embedding")
+        return self.objective(embeddings, labels, _mixer(embeddings), kind=kind, lam=lam, hard=hard)
 
     def training_objective(
         self,
@@ -273,18 +269,13 @@ class Metrix(LossWrapper):
         hard = self._hard_negatives(level)
         if level == "embedding":
             e: Tensor = model(images).embedding
-
-            def mix_embeddings(triples: Tensor, weights: Tensor) -> Tensor:
-                return _mix(weights, e[triples[:, 1]], e[triples[:, 2]])
-
-            return e, mix_embeddings, hard
+            return e, _mixer(e), hard
         if level == "feature":
             embedder = cast(FeatureEmbedder, model)
             maps = embedder.backbone(images)
 
             def embed_mixed(triples: Tensor, weights: Tensor) -> Tensor:
-                mixed = _mix(weights, maps[triples[:, 1]], maps[triples[:, 2]])
-                return embedder.embed_features(mixed).embedding
+                return embedder.embed_features(_mixer(maps)(triples, weights)).embedding
 
             def mix_features(triples: Tensor, weights: Tensor) -> Tensor:
                 if self.mix_chunk is None or len(triples) <= self.mix_chunk:
@@ -301,9 +292,7 @@ class Metrix(LossWrapper):
             return embedder.embed_features(maps).embedding, mix_features, hard
 
         def mix_inputs(triples: Tensor, weights: Tensor) -> Tensor:
-            mixed: Tensor = model(
-                _mix(weights, images[triples[:, 1]], images[triples[:, 2]])
-            ).embedding
+            mixed: Tensor = model(_mixer(images)(triples, weights)).embedding
             return mixed
 
         return model(images).embedding, mix_inputs, hard
@@ -389,7 +378,13 @@ def _as_given(value: Union[str, Sequence[str]]) -> Union[str, list[str]]:
     return value if isinstance(value, str) else list(value)
 
 
-def _mix(lam: Tensor, first: Tensor, second: Tensor) -> Tensor:
-    """``mix_lambda(x, x') = lambda x + (1 - lambda) x'`` (Eq. 2.4) with ``lambda`` per row."""
-    lam = lam.to(first.dtype).reshape(-1, *([1] * (first.dim() - 1)))
-    return lam * first + (1 - lam) * second
+def _mixer(rows: Tensor) -> Mix:
+    """``mix(triples, lambda)``: ``mix_lambda(x, x') = lambda x + (1 - lambda) x'`` (Eq. 2.4) of
+    the rows ``triples[:, 1]`` and ``triples[:, 2]`` of ``rows``, with ``lambda`` per triple."""
+
+    def mix(triples: Tensor, lam: Tensor) -> Tensor:
+        first, second = rows[triples[:, 1]], rows[triples[:, 2]]
+        lam = lam.to(first.dtype).reshape(-1, *([1] * (first.dim() - 1)))
+        return lam * first + (1 - lam) * second
+
+    return mix

@@ -111,7 +111,6 @@ class PairLoss(MetricLoss):
     sets ``normalize_inputs = False`` on its base loss.
     """
 
-    normalize_inputs = True
     #: a positive pair needs two samples of a class in the batch
     requires = BatchRequirements(samples_per_class=2)
 

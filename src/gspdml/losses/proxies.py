@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import MetricLoss
-from gspdml.losses.pairs import cosine_similarities
 
 
 class ProxyLoss(MetricLoss):
@@ -62,8 +62,11 @@ class ProxyLoss(MetricLoss):
         )
 
     def cosines(self, embeddings: Tensor) -> Tensor:
-        """Cosine similarities ``[B, num_classes * proxies_per_class]`` of embeddings and proxies."""
-        return cosine_similarities(embeddings, self.proxies.to(embeddings.dtype))
+        """Cosine similarities ``[B, num_classes * proxies_per_class]`` of embeddings and proxies
+        (inner products with the embeddings as given when ``normalize_inputs`` is off)."""
+        if self.normalize_inputs:
+            embeddings = F.normalize(embeddings, dim=1)
+        return embeddings @ F.normalize(self.proxies.to(embeddings.dtype), dim=1).T
 
     def check_labels(self, labels: Tensor) -> None:
         if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= self.num_classes):

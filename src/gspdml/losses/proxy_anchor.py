@@ -68,11 +68,6 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
     def reset_proxies(self) -> None:
         nn.init.kaiming_normal_(self.proxies, mode="fan_out")
 
-    def cosines(self, embeddings: Tensor) -> Tensor:
-        if self.normalize_inputs:
-            return super().cosines(embeddings)
-        return embeddings @ F.normalize(self.proxies.to(embeddings.dtype), dim=1).T
-
     def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         self.check_labels(labels)
         return self.loss_from_cosines(self.cosines(embeddings), labels)
