@@ -1,7 +1,7 @@
 """Contrastive losses C1 and C2 as used in the papers' benchmarks (Gürbüz thesis §3.3.2.1), and the
 similarity contrastive loss of the Metrix thesis (Psomas thesis Eq. 2.1).
 
-Each is a :class:`~gspdml.losses.pairs.WeightedPairLoss`: one ``weighted_loss`` on pair
+Each is a :class:`~gspdml.losses.pairs.WeightedPairLoss`: one ``weighted_terms`` on pair
 weights, which hard labels give as 0/1 and Metrix's mixed examples as ``(lambda, 1 - lambda)``.
 """
 
@@ -10,15 +10,11 @@ from __future__ import annotations
 from typing import Literal
 
 import torch.nn.functional as F
+from torch import Tensor
 
 from gspdml.losses.base import LOSSES
-from gspdml.losses.pairs import (
-    WeightedPairLoss,
-    anchor_mean,
-    check_reduction,
-    mean_nonzero,
-    weighted_mean,
-)
+from gspdml.losses.pairs import WeightedPairLoss
+from gspdml.losses.reduction import Parts, Terms, pair_anchors
 
 
 @LOSSES.register("c1", "contrastive_cosine")
@@ -35,15 +31,19 @@ class C1Contrastive(WeightedPairLoss):
 
     #: the positive term is ``positive_offset - s``
     positive_offset = 1.0
+    reductions = ("anchor_mean",)
+    reduction = "anchor_mean"
 
-    def __init__(self, margin: float = 0.5):
+    def __init__(self, margin: float = 0.5) -> None:
         super().__init__()
         self.margin = margin
 
-    def weighted_loss(self, values, positive_weights, negative_weights):
-        pos = (positive_weights * (self.positive_offset - values)).sum()
-        neg = (negative_weights * F.relu(values - self.margin)).sum()
-        return anchor_mean(pos + neg, positive_weights, negative_weights)
+    def weighted_terms(
+        self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor
+    ) -> Parts:
+        pos = positive_weights * (self.positive_offset - values)
+        neg = negative_weights * F.relu(values - self.margin)
+        return {"pairs": Terms(pos, neg, anchors=pair_anchors(positive_weights, negative_weights))}
 
 
 @LOSSES.register("contrastive_similarity")
@@ -78,23 +78,25 @@ class C2Contrastive(WeightedPairLoss):
     """
 
     measure = "distance"
-    REDUCTIONS = ("avg_nonzero", "mean", "anchor_mean")
+    reductions = ("avg_nonzero", "mean", "anchor_mean")
 
     def __init__(
         self,
         pos_margin: float = 0.0,
         neg_margin: float = 0.3841,
         reduction: Literal["avg_nonzero", "mean", "anchor_mean"] = "avg_nonzero",
-    ):
+    ) -> None:
         super().__init__()
         self.pos_margin, self.neg_margin = pos_margin, neg_margin
-        self.reduction = check_reduction("c2", reduction, self.REDUCTIONS)
+        self.set_reduction(reduction)
 
-    def weighted_loss(self, values, positive_weights, negative_weights):
+    def weighted_terms(
+        self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor
+    ) -> Parts:
+        anchors = pair_anchors(positive_weights, negative_weights)
         pos = positive_weights * F.relu(values - self.pos_margin)
         neg = negative_weights * F.relu(self.neg_margin - values)
-        if self.reduction == "mean":
-            return weighted_mean(pos, positive_weights) + weighted_mean(neg, negative_weights)
-        if self.reduction == "anchor_mean":
-            return anchor_mean(pos + neg, positive_weights, negative_weights)
-        return mean_nonzero(pos) + mean_nonzero(neg)
+        return {
+            "positive": Terms(pos, weights=positive_weights, anchors=anchors),
+            "negative": Terms(neg, weights=negative_weights, anchors=anchors),
+        }

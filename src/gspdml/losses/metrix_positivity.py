@@ -12,12 +12,15 @@ so ``P(Pos) = F_lambda(threshold)`` with ``F_lambda`` the CDF of anchor-to-mixed
 
 from __future__ import annotations
 
+from typing import Union
+
 import torch
+from torch import Tensor
 
 
 def positivity_threshold(
-    lam: torch.Tensor, beta: float = 18.0, gamma: float = 75.0, m: float = 0.77
-) -> torch.Tensor:
+    lam: Union[float, Tensor], beta: float = 18.0, gamma: float = 75.0, m: float = 0.77
+) -> Tensor:
     """Eq. 2.22: the largest similarity at which a mixed embedding with factor ``lam`` in (0, 1)
     is still pulled towards the anchor."""
     lam = torch.as_tensor(lam, dtype=torch.float64)
@@ -25,7 +28,7 @@ def positivity_threshold(
 
 
 def positive_probability(
-    similarities: torch.Tensor, lam: float, beta: float = 18.0, gamma: float = 75.0, m: float = 0.77
+    similarities: Tensor, lam: float, beta: float = 18.0, gamma: float = 75.0, m: float = 0.77
 ) -> float:
     """Eq. 2.23 with the empirical CDF: the fraction of anchor-to-mixed similarities (all
     mixed with factor ``lam``) that lie at or below the threshold of Eq. 2.22."""
