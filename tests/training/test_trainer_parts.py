@@ -106,7 +106,7 @@ def test_a_user_dataset_embedder_and_loss_train_end_to_end(make_config, tmp_path
     results = trainer.fit()
     assert results["steps"] == 12 and 0.0 <= results["test"]["map_at_r"] <= 1.0
     assert not torch.equal(before, net.fc.weight)
-    assert trainer.best_metric >= first
+    assert trainer.selection.best_metric >= first
     assert [g["name"] for g in trainer.optimizer.param_groups] == ["model"]
 
 

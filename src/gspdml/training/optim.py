@@ -8,20 +8,24 @@ with the ``lr_multiplier`` the loss declares (e.g. proxies at x100). Nobody can 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional
 
 import torch
 from torch import nn
 
-from gspdml.config import OptimizerConfig
+from gspdml.settings.sections import LrMultipliers, OptimizerConfig, RunConfig
 
-#: embedder parts -> the lr_multipliers key that applies to them (the global projection is a head)
-EMBEDDER_PARTS = {
-    "backbone": "backbone",
-    "head": "head",
-    "pooling": "pooling",
-    "projection": "head",
-}
+
+def embedder_parts(multipliers: LrMultipliers) -> dict[str, float]:
+    """The embedder's parts and the ``lr_multipliers`` that apply to them (the global
+    projection is a head)."""
+    return {
+        "backbone": multipliers.backbone,
+        "head": multipliers.head,
+        "pooling": multipliers.pooling,
+        "projection": multipliers.head,
+    }
 
 
 def _loss_parameters(
@@ -38,15 +42,14 @@ def _loss_parameters(
 
 
 def parameter_groups(
-    model: nn.Module, loss: nn.Module, multipliers: Mapping[str, float], lr: float
+    model: nn.Module, loss: nn.Module, multipliers: LrMultipliers, lr: float
 ) -> list[dict[str, Any]]:
     """Groups with ``name``, ``params``, ``lr`` and ``initial_lr`` (= base lr x multiplier)."""
     groups: list[dict[str, Any]] = []
-    for part, key in EMBEDDER_PARTS.items():
-        module = getattr(model, part, None)
+    for part, mult in embedder_parts(multipliers).items():
+        module = getattr(model, part, None)  # a user's model may have none of these parts
         params = [p for p in module.parameters() if p.requires_grad] if module is not None else []
         if params:
-            mult = float(multipliers.get(key, 1.0))
             groups.append(
                 {"name": part, "params": params, "lr": lr * mult, "initial_lr": lr * mult}
             )
@@ -86,7 +89,7 @@ def build_optimizer(
     :func:`parameter_groups` (``optimizer`` section of the config). RAdam's weight decay is
     decoupled, ``p <- p - lr wd p`` before the update, as in the RAdam that LIBC's release ships
     (``RAdam.py``; ``tests/parity/test_libc_step.py``), not Adam's L2 term in the gradient."""
-    groups = parameter_groups(model, loss, dict(cfg.lr_multipliers), cfg.lr)
+    groups = parameter_groups(model, loss, cfg.lr_multipliers, cfg.lr)
     common = {"lr": cfg.lr, "weight_decay": cfg.weight_decay}
     if cfg.name == "sgd":
         return torch.optim.SGD(groups, momentum=cfg.momentum, **common)
@@ -203,3 +206,42 @@ class StepDecay:
         scale = self.factor**reached
         for group in self.optimizer.param_groups:
             group["lr"] = group["initial_lr"] * scale
+
+
+@dataclass
+class Schedules:
+    """The learning-rate schedules of a run: reduce-on-plateau after validation rounds, a step
+    decay after training steps (``schedule`` section: at most one of them)."""
+
+    plateau: Optional[PlateauSchedule] = None
+    step_decay: Optional[StepDecay] = None
+
+
+def build_schedules(config: RunConfig, optimizer: torch.optim.Optimizer) -> Schedules:
+    """The schedules of the ``schedule`` section over ``optimizer`` (their base rate
+    ``optimizer.lr``); a group without an
+    ``initial_lr`` (an optimiser built outside :func:`build_optimizer`) starts from its ``lr``,
+    as torch's schedulers set it."""
+    for group in optimizer.param_groups:
+        group.setdefault("initial_lr", group["lr"])
+    plateau, decay, base_lr = (
+        config.schedule.plateau,
+        config.schedule.step_decay,
+        config.optimizer.lr,
+    )
+    return Schedules(
+        PlateauSchedule(
+            optimizer,
+            base_lr,
+            plateau.factor,
+            plateau.patience,
+            plateau.min_lr,
+            plateau.convention,
+            plateau.threshold,
+        )
+        if plateau
+        else None,
+        StepDecay(optimizer, decay.factor, decay.every, list(decay.milestones or ()))
+        if decay
+        else None,
+    )
