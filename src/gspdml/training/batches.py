@@ -4,8 +4,9 @@ and the training labels (:class:`BatchPlan`), the sampler of ``(index, epoch)`` 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, cast
 
 import numpy as np
 from torch.utils.data import DataLoader
@@ -44,12 +45,13 @@ def build_sampler(
     data-parallel ranks each keep their slice of the same global batch."""
     data, seed = config.data, config.seed
     rank, world = (dist.rank, dist.world_size) if dist else (0, 1)
+    labels = cast(Sequence[int], dataset.labels)  # an int64 array: the samplers read any
     if data.sampler == "random":
         return RandomBatchSampler(
-            dataset.labels, plan.size, seed=seed, rank=rank, world_size=world, with_epoch=True
+            labels, plan.size, seed=seed, rank=rank, world_size=world, with_epoch=True
         )
     return ClassBalancedBatchSampler(
-        dataset.labels,
+        labels,
         plan.classes_per_batch,
         plan.samples_per_class,
         halves=data.halves,

@@ -90,15 +90,24 @@ def build_optimizer(
     decoupled, ``p <- p - lr wd p`` before the update, as in the RAdam that LIBC's release ships
     (``RAdam.py``; ``tests/parity/test_libc_step.py``), not Adam's L2 term in the gradient."""
     groups = parameter_groups(model, loss, cfg.lr_multipliers, cfg.lr)
-    common = {"lr": cfg.lr, "weight_decay": cfg.weight_decay}
+    lr, decay = cfg.lr, cfg.weight_decay
     if cfg.name == "sgd":
-        return torch.optim.SGD(groups, momentum=cfg.momentum, **common)
+        return torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum, weight_decay=decay)
     if cfg.name == "radam":
         return torch.optim.RAdam(
-            groups, betas=cfg.betas, eps=cfg.eps, decoupled_weight_decay=True, **common
+            groups, lr, cfg.betas, cfg.eps, weight_decay=decay, decoupled_weight_decay=True
         )
     cls = torch.optim.AdamW if cfg.name == "adamw" else torch.optim.Adam
-    return cls(groups, betas=cfg.betas, eps=cfg.eps, **common)
+    return cls(groups, lr=lr, betas=cfg.betas, eps=cfg.eps, weight_decay=decay)
+
+
+def with_initial_lr(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """``optimizer``, each group with the ``initial_lr`` a schedule scales: a group without one
+    (an optimiser built outside :func:`build_optimizer`) starts from its ``lr``, as torch's
+    schedulers set it."""
+    for group in optimizer.param_groups:
+        group.setdefault("initial_lr", group["lr"])
+    return optimizer
 
 
 class PlateauSchedule:
@@ -133,7 +142,7 @@ class PlateauSchedule:
         convention: str = "keras",
         threshold: float = 0.0,
     ):
-        self.optimizer, self.base_lr = optimizer, base_lr
+        self.optimizer, self.base_lr = with_initial_lr(optimizer), base_lr
         self.factor, self.patience, self.min_lr = factor, patience, min_lr
         self.convention, self.threshold = convention, threshold
         self.best, self.bad_rounds = float("-inf"), 0
@@ -198,7 +207,7 @@ class StepDecay:
         every: Optional[int] = None,
         milestones: Optional[list[int]] = None,
     ):
-        self.optimizer, self.factor = optimizer, float(factor)
+        self.optimizer, self.factor = with_initial_lr(optimizer), float(factor)
         self.every, self.milestones = every, sorted(int(m) for m in milestones or ())
 
     def apply(self, step: int) -> None:
@@ -219,11 +228,7 @@ class Schedules:
 
 def build_schedules(config: RunConfig, optimizer: torch.optim.Optimizer) -> Schedules:
     """The schedules of the ``schedule`` section over ``optimizer`` (their base rate
-    ``optimizer.lr``); a group without an
-    ``initial_lr`` (an optimiser built outside :func:`build_optimizer`) starts from its ``lr``,
-    as torch's schedulers set it."""
-    for group in optimizer.param_groups:
-        group.setdefault("initial_lr", group["lr"])
+    ``optimizer.lr``)."""
     plateau, decay, base_lr = (
         config.schedule.plateau,
         config.schedule.step_decay,

@@ -9,12 +9,11 @@ evaluation; the training split against :class:`~gspdml.data.seeded.TrainingDatas
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import Dataset
 
 from gspdml.data.base import DataSplits, EvalSplit
 from gspdml.data.summary import ranking_problem, scorable_queries
@@ -134,7 +133,7 @@ def check_warmup(model: nn.Module, warmup_steps: int) -> None:
         )
 
 
-def check_training_dataset(dataset: Dataset) -> None:
+def check_training_dataset(dataset: Any) -> None:
     """``dataset`` follows :class:`~gspdml.data.seeded.TrainingDataset`: one label per item, and
     item ``(0, 0)`` is ``(image tensor, label)``. Reading it leaves the host's random generators
     as they were."""

@@ -1,23 +1,17 @@
 """The training loop: class-balanced batches, optimiser groups, validation rounds with early
-stopping and restore-best, learning-rate schedules, atomic checkpoints and exact resume. Beside
-it: the checks before step 1 (:mod:`~gspdml.training.preflight`,
-:mod:`~gspdml.training.resume_checks`), the run folder's lock and header
-(:mod:`~gspdml.training.run_lock`, :mod:`~gspdml.training.run_header`), the device and precision
-(:mod:`~gspdml.training.runtime`), the batches (:mod:`~gspdml.training.batches`), the evaluations
-(:mod:`~gspdml.training.validation`, :mod:`~gspdml.training.baseline`), the checkpoint
-(:mod:`~gspdml.training.trainer_state`) and early stops (:mod:`~gspdml.training.faults`).
-Launched by ``torchrun`` (``WORLD_SIZE > 1``, ``trainer.distributed: auto``), the trainer runs
-data-parallel and matches one process on the global batch (:mod:`gspdml.training.distributed`);
-only rank 0 writes the run directory (:mod:`gspdml.training.run_dir`)."""
+stopping and restore-best, learning-rate schedules, atomic checkpoints and exact resume; what
+it calls lives beside it (checks: ``preflight``, ``resume_checks``; the run folder: ``run_lock``,
+``run_header``; ``runtime``, ``batches``, ``validation``, ``baseline``, ``trainer_state``,
+``faults``). Launched by ``torchrun`` (``WORLD_SIZE > 1``), it runs data-parallel and matches
+one process on the global batch (:mod:`gspdml.training.distributed`); only rank 0 writes."""
 
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -26,6 +20,7 @@ from tqdm.auto import tqdm
 from gspdml.config import RunConfig, validated
 from gspdml.data.base import EvalSplit
 from gspdml.data.eval_transform import run_eval_transform
+from gspdml.losses import as_metric_loss
 from gspdml.models.freezable import Freezable
 from gspdml.models.inference import autocast_context
 from gspdml.progress import say
@@ -51,7 +46,7 @@ from gspdml.training.run_dir import (
 from gspdml.training.run_header import open_run_dir
 from gspdml.training.run_lock import check_unlocked, lock_run_folder
 from gspdml.training.runtime import compiled, data_parallel, start_runtime
-from gspdml.training.step_timing import StepTimer
+from gspdml.training.step_timing import StepTimer, progress_bar
 from gspdml.training.trainer_state import restore_checkpoint, save_checkpoint
 from gspdml.training.validation import (
     RunEvaluator,
@@ -125,8 +120,8 @@ class Trainer:
         # config.yaml records the evaluation transform: search and bundles need no training data
         spec = run_eval_transform(config.data.eval_transform, parts.data)
         self.config = cfg = replace(config, data=replace(config.data, eval_transform=spec))
-        self.model = parts.model.to(self.device, memory_format=self.layout)
-        self.loss = parts.loss.to(self.device)
+        self.model = parts.model.to(self.device, memory_format=self.layout)  # type: ignore[call-overload]  # torch stubs lack memory_format
+        self.loss = as_metric_loss(parts.loss.to(self.device))  # RunParts made it one
         self.data_record = fingerprint(self.data)
         if resume and self.is_main and not allow_data_change:
             check_same_data(self.run_dir, self.data_record)
@@ -177,8 +172,14 @@ class Trainer:
             check_unlocked(run_dir)  # before pre-training and data reading, which can take minutes
         parts = build_run(config, resuming=resume)  # a resume has a checkpoint (checked above)
         parts.callbacks.update(callbacks or {})
-        changes = {"allow_changes": allow_changes, "allow_data_change": allow_data_change}
-        return cls(parts, config, run_dir, resume=resume, **changes)
+        return cls(
+            parts,
+            config,
+            run_dir,
+            resume=resume,
+            allow_changes=allow_changes,
+            allow_data_change=allow_data_change,
+        )
 
     # ------------------------------------------------------------------ evaluation
     def embed(self, dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
@@ -206,14 +207,7 @@ class Trainer:
             callback.on_train_start(self)
         if isinstance(self.model, Freezable) and self.model.feature_cache is not None:
             self.model.feature_cache.progress = progress  # its first pass prints progress
-        bar = tqdm(
-            total=cfg.schedule.max_steps,
-            initial=self.step,
-            desc=cfg.name,
-            dynamic_ncols=True,
-            disable=not progress or sys.stderr is None,
-            file=sys.stderr,
-        )
+        bar = progress_bar(cfg.name, cfg.schedule.max_steps, self.step, progress)
         if self.step == 0 and cfg.evaluation.baseline and self.data.test is not None:
             test = self.data.test
             self.baselines.evaluate(self.model, cfg.model, lambda m: self.evaluator.round(m, test))
@@ -263,7 +257,8 @@ class Trainer:
                 if self.dist
                 else (self.training_model, labels)
             )
-            loss = self.loss.training_objective(model, images, labels)
+            # the global batch's model forwards to the model it wraps
+            loss = self.loss.training_objective(cast(torch.nn.Module, model), images, labels)
         self._fault.note(self.step + 1, loss.detach(), self._fault.finite_embeddings)
         self.optimizer.zero_grad(set_to_none=True)
         (self.scaler.scale(loss) if self.scaler else loss).backward()
@@ -389,9 +384,14 @@ def train(
     config = validated(config)
     run_dir = Path(run_dir) if run_dir is not None else Path(config.output_dir) / config.name
     created = not run_dir.exists()
-    changes = {"allow_changes": allow_changes, "allow_data_change": allow_data_change}
     try:
-        return Trainer.from_config(config, run_dir, resume=resume, **changes).fit()
+        return Trainer.from_config(
+            config,
+            run_dir,
+            resume=resume,
+            allow_changes=allow_changes,
+            allow_data_change=allow_data_change,
+        ).fit()
     except BaseException:
         if created and not (run_dir / CHECKPOINT_FILE).exists():
             shutil.rmtree(run_dir, ignore_errors=True)

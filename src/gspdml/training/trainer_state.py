@@ -71,7 +71,7 @@ def save_checkpoint(trainer: Trainer) -> None:
     weights of a failed step)."""
     trainer._raise_if_not_finite()
     plateau, scaler, baselines = trainer.schedules.plateau, trainer.scaler, trainer.baselines
-    counters = {"step": trainer.step, "finished": trainer.finished}
+    counters: dict[str, Any] = {"step": trainer.step, "finished": trainer.finished}
     counters |= trainer.selection.state_dict()
     counters |= {"baseline": baselines.scores, "baseline_skipped": baselines.skipped}
     state = {

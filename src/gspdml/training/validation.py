@@ -86,12 +86,14 @@ class RunEvaluator:
     ) -> dict[str, float]:
         """The metrics of ``spec`` on ``split`` (computed by rank 0, shared with every rank)."""
         on_device = not spec.postprocess  # re-ranking's sparse algebra is scipy's, on the host
-        embeddings = split_embeddings(
+        query, query_labels, gallery, gallery_labels = split_embeddings(
             model, split, self.embedder(model), **self.options, on_device=on_device
         )
         dist = self.runtime.dist
         metrics = (
-            evaluate_embeddings(*embeddings, spec=spec, train=train).metrics
+            evaluate_embeddings(
+                query, query_labels, gallery, gallery_labels, spec=spec, train=train
+            ).metrics
             if self.runtime.is_main
             else None
         )
