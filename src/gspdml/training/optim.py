@@ -95,7 +95,12 @@ def build_optimizer(
         return torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum, weight_decay=decay)
     if cfg.name == "radam":
         return torch.optim.RAdam(
-            groups, lr, cfg.betas, cfg.eps, weight_decay=decay, decoupled_weight_decay=True
+            groups,
+            lr=lr,
+            betas=cfg.betas,
+            eps=cfg.eps,
+            weight_decay=decay,
+            decoupled_weight_decay=True,
         )
     cls = torch.optim.AdamW if cfg.name == "adamw" else torch.optim.Adam
     return cls(groups, lr=lr, betas=cfg.betas, eps=cfg.eps, weight_decay=decay)
