@@ -5,7 +5,7 @@ made retrieval worse than no training; the run says so instead of leaving it uns
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -71,24 +71,13 @@ class Baselines:
     def report(self, metric: str, trained: float) -> list[str]:
         """The console lines: the trained model's ``metric`` beside each baseline's, a warning
         for each baseline that scores higher, and each skipped baseline with its reason."""
-        lines = [comparison(metric, trained, self.scores)] if self.scores else []
-        lines += [f"warning: {line}" for line in worse_than(metric, trained, self.scores)]
+        scores = {name: row[metric] for name, row in self.scores.items()}
+        both = ", ".join(f"{name} {value:.4f}" for name, value in scores.items())
+        lines = [f"baseline: test {metric} {trained:.4f} trained vs {both}"] if scores else []
+        lines += [
+            f"warning: the trained model is worse than the {name} baseline: test {metric} "
+            f"{trained:.4f} < {value:.4f}"
+            for name, value in scores.items()
+            if value > trained
+        ]
         return lines + [f"baseline: {name} skipped ({why})" for name, why in self.skipped.items()]
-
-
-def comparison(metric: str, trained: float, baselines: Mapping[str, Mapping[str, float]]) -> str:
-    """One console line: the trained model's ``metric`` beside each baseline's."""
-    parts = ", ".join(f"{name} {scores[metric]:.4f}" for name, scores in baselines.items())
-    return f"baseline: test {metric} {trained:.4f} trained vs {parts}"
-
-
-def worse_than(
-    metric: str, trained: float, baselines: Mapping[str, Mapping[str, float]]
-) -> list[str]:
-    """A warning for each baseline that scores above the trained model on ``metric``."""
-    return [
-        f"the trained model is worse than the {name} baseline: test {metric} {trained:.4f} "
-        f"< {scores[metric]:.4f}"
-        for name, scores in baselines.items()
-        if scores[metric] > trained
-    ]

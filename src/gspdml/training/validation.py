@@ -151,30 +151,6 @@ class Selection:
             setattr(self, key, kind(state[key]))
 
 
-def round_line(
-    step: int,
-    max_steps: int,
-    loss: float,
-    split: str,
-    key: str,
-    value: float,
-    selection: Selection,
-    timing: dict[str, float],
-) -> str:
-    """The console line of a validation round."""
-    best = (
-        f" (best {selection.best_metric:.4f} at step {selection.best_step})"
-        if selection.selects
-        else ""
-    )
-    wait = (
-        f"; data wait {timing['data_wait']:.0%} of {timing['seconds_per_step']:.3g} s/step"
-        if timing
-        else ""
-    )
-    return f"step {step}/{max_steps}: loss {loss:.4f}, {split} {key} {value:.4f}{best}{wait}"
-
-
 def validation_round(trainer: Trainer) -> None:
     """Score the evaluation split (modules that initialise from training data finish first),
     keep the best weights, log, step the plateau schedule and the callbacks, decide whether
@@ -189,12 +165,17 @@ def validation_round(trainer: Trainer) -> None:
         save_weights(trainer.best_path, trainer.model, trainer.data.channels, trainer.config)
     best = {"best": sel.best_metric} if sel.selects else {}
     trainer._log({"step": step, "split": ev.split, **metrics, **best})
-    key, max_steps = (
-        selection_key(ev.metric, ev.select_postprocessed),
-        trainer.config.schedule.max_steps,
+    key = selection_key(ev.metric, ev.select_postprocessed)
+    max_steps = trainer.config.schedule.max_steps
+    record = f" (best {sel.best_metric:.4f} at step {sel.best_step})" if sel.selects else ""
+    timing = trainer.timing
+    wait = (
+        f"; data wait {timing['data_wait']:.0%} of {timing['seconds_per_step']:.3g} s/step"
+        if timing
+        else ""
     )
-    line = round_line(step, max_steps, trainer.last_loss, ev.split, key, value, sel, trainer.timing)
-    trainer._say(line)
+    loss = f"loss {trainer.last_loss:.4f}"
+    trainer._say(f"step {step}/{max_steps}: {loss}, {ev.split} {key} {value:.4f}{record}{wait}")
     if trainer.schedules.plateau:
         trainer.schedules.plateau.step(value, at_step=step)
     for callback in trainer.callbacks.values():
