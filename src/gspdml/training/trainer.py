@@ -65,7 +65,7 @@ class Trainer:
     ``evaluation`` and ``trainer`` sections say; :func:`train` builds the parts from the config.
     ``optimizer`` and ``schedules`` replace the ones the config describes
     (:func:`~gspdml.training.optim.build_optimizer`, :func:`~gspdml.training.optim.build_schedules`
-    over the given optimiser); an optimiser is built over the parameters of ``parts``.
+    over the given optimiser); an injected optimiser holds ``parts``' parameters (moved in place).
 
     Public attributes used by callbacks: ``config``, ``model``, ``loss``, ``optimizer``,
     ``train_dataset``, ``device``, ``step``, :meth:`embed` and :meth:`evaluate`.
