@@ -5,7 +5,7 @@ on stderr: where the run goes, on what, and on which data."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gspdml.config import dump_config
 from gspdml.data.summary import describe_splits, image_size_note, ranking_problem
@@ -15,14 +15,12 @@ from gspdml.training.run_dir import CONFIG_FILE, DATA_FILE, TENSORBOARD_DIR
 from gspdml.training.run_record import environment_record, write_environment
 from gspdml.training.tensorboard_extras import TensorBoardExtras
 from gspdml.training.trackers import open_trackers
-
-if TYPE_CHECKING:
-    from gspdml.training.trainer import Trainer
+from gspdml.training.trainer_view import TrainerView
 
 Changes = dict[str, tuple[Any, Any]]
 
 
-def open_run_dir(trainer: Trainer, resume: bool, changed: Changes, notes: list[str]) -> None:
+def open_run_dir(trainer: TrainerView, resume: bool, changed: Changes, notes: list[str]) -> None:
     """``config.yaml`` (a resume rewrites it only when the config changed), ``data.json``, the
     environment record, the components' resolved options; the logs from the current step on
     (a resume drops the records after its checkpoint), then the header."""
@@ -46,7 +44,9 @@ def open_run_dir(trainer: Trainer, resume: bool, changed: Changes, notes: list[s
         print(f"gspdml: {line}", file=sys.stderr)
 
 
-def header_lines(trainer: Trainer, resume: bool, changed: Changes, notes: list[str]) -> list[str]:
+def header_lines(
+    trainer: TrainerView, resume: bool, changed: Changes, notes: list[str]
+) -> list[str]:
     """The header's lines (without the ``gspdml:`` prefix)."""
     config, run_dir, batches = trainer.config, trainer.run_dir, trainer.batches
     tr, choice = config.trainer, trainer.runtime.precision_choice

@@ -30,6 +30,7 @@ from gspdml.training.batches import batch_plan, build_sampler, training_loader
 from gspdml.training.callbacks import Callback
 from gspdml.training.checkpoint import load_state
 from gspdml.training.data_fingerprint import fingerprint
+from gspdml.training.evaluator import RunEvaluator, Selection, evaluation_split
 from gspdml.training.faults import FaultRecord, TrainingInterrupted, interruptible
 from gspdml.training.metrics_log import MetricsLog, tensorboard_wanted
 from gspdml.training.optim import Schedules, build_optimizer, build_schedules, clip_gradients
@@ -48,13 +49,7 @@ from gspdml.training.run_lock import check_unlocked, lock_run_folder
 from gspdml.training.runtime import compiled, data_parallel, start_runtime
 from gspdml.training.step_timing import StepTimer, progress_bar
 from gspdml.training.trainer_state import restore_checkpoint, save_checkpoint
-from gspdml.training.validation import (
-    RunEvaluator,
-    Selection,
-    evaluation_split,
-    final_results,
-    validation_round,
-)
+from gspdml.training.validation import final_results, validation_round
 
 __all__ = ["Trainer", "TrainingInterrupted", "train"]
 

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gspdml.training.baseline import Baselines
 from gspdml.training.callbacks import Callback
 from gspdml.training.checkpoint import CheckpointError, save_state
 from gspdml.training.resume_checks import check_checkpoint_shapes
 from gspdml.training.rng import rng_state, set_rng_state
-
-if TYPE_CHECKING:
-    from gspdml.training.trainer import Trainer
+from gspdml.training.trainer_view import TrainerView
 
 #: the trainer's counters a checkpoint restores, with their types; the last two are absent from
 #: older checkpoints (their run reports no baseline)
@@ -66,7 +64,7 @@ def restore_callbacks(saved: Any, callbacks: Mapping[str, Callback], path: Path)
             callback.load_callback_state(saved[name])
 
 
-def save_checkpoint(trainer: Trainer) -> None:
+def save_checkpoint(trainer: TrainerView) -> None:
     """Write the trainer's checkpoint (after :meth:`Trainer._raise_if_not_finite`: never the
     weights of a failed step)."""
     trainer._raise_if_not_finite()
@@ -87,7 +85,7 @@ def save_checkpoint(trainer: Trainer) -> None:
     save_state(trainer.checkpoint_path, state, {"step": trainer.step})
 
 
-def restore_checkpoint(trainer: Trainer, state: Mapping[str, Any]) -> None:
+def restore_checkpoint(trainer: TrainerView, state: Mapping[str, Any]) -> None:
     """Put ``trainer`` in the state a checkpoint holds (its tensors checked against this run's
     shapes first, :func:`~gspdml.training.resume_checks.check_checkpoint_shapes`)."""
     classes = len(getattr(trainer.train_dataset, "class_names", None) or [])
