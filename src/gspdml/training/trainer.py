@@ -1,9 +1,10 @@
 """The training loop: class-balanced batches, optimiser groups, validation rounds with early
 stopping and restore-best, learning-rate schedules, atomic checkpoints and exact resume; what
 it calls lives beside it (checks: ``preflight``, ``resume_checks``; the run folder: ``run_lock``,
-``run_header``; ``runtime``, ``batches``, ``validation``, ``baseline``, ``trainer_state``,
-``faults``). Launched by ``torchrun`` (``WORLD_SIZE > 1``), it runs data-parallel and matches
-one process on the global batch (:mod:`gspdml.training.distributed`); only rank 0 writes."""
+``run_header``; ``runtime``, ``batches``, ``evaluator``, ``validation``, ``baseline``,
+``trainer_state``, ``faults``). Launched by ``torchrun`` (``WORLD_SIZE > 1``), it runs
+data-parallel and matches one process on the global batch (:mod:`gspdml.training.distributed`);
+only rank 0 writes."""
 
 from __future__ import annotations
 
