@@ -36,6 +36,7 @@ from torch import nn
 
 from gspdml.config import RunConfig
 from gspdml.config.migration import read_run_config
+from gspdml.settings.schema import plain
 from gspdml.data import DataSplits, build_data
 from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.file_digest import file_sha256
@@ -45,7 +46,6 @@ from gspdml.output_files import json_text
 from gspdml.plugins import require_recorded
 from gspdml.pooling.base import LazyInitialised
 from gspdml.registry import parse_spec
-from gspdml.settings.schema import plain
 from gspdml.training.checkpoint import CheckpointError, load_state, save_state
 from gspdml.training.reload import factory_model
 from gspdml.training.run_record import ENVIRONMENT_FILE, read_environment
