@@ -13,6 +13,7 @@ from gspdml.config import load_config
 from gspdml.errors import ConfigError, DataError
 from gspdml.models import build_embedder
 from gspdml.models.pretrained import WeightsNotFoundError
+from gspdml.settings.sections import LrMultipliers
 from gspdml.training.optim import parameter_groups
 from gspdml.training.parts import build_run
 from gspdml.training.pretrain import (
@@ -93,9 +94,7 @@ def test_a_config_loads_the_weights_by_recipe_and_the_frozen_regime_trains_nothi
     assert not any(
         m.training for m in frozen.backbone.modules() if isinstance(m, torch.nn.BatchNorm2d)
     )
-    names = [
-        g["name"] for g in parameter_groups(frozen, torch.nn.Module(), {"backbone": 1.0}, 1e-3)
-    ]
+    names = [g["name"] for g in parameter_groups(frozen, torch.nn.Module(), LrMultipliers(), 1e-3)]
     assert "backbone" not in names and "projection" in names
 
 

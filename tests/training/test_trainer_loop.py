@@ -116,7 +116,7 @@ def test_plateau_halves_the_learning_rate(tmp_path, make_config):
     )
     trainer = Trainer.from_config(config, tmp_path / "run")
     trainer.fit()
-    drops = len(trainer.plateau.drops)
+    drops = len(trainer.schedules.plateau.drops)
     assert drops >= 1
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.5 * 0.5**drops)
 

@@ -72,4 +72,4 @@ def test_short_training_improves_validation_map_at_r(tmp_path, make_config, loss
     trainer = Trainer.from_config(config, tmp_path / "run")
     before = trainer.evaluate(trainer.eval_split)["map_at_r"]
     trainer.fit()
-    assert trainer.best_metric > before
+    assert trainer.selection.best_metric > before

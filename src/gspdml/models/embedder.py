@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.errors import ConfigError
-from gspdml.models.backbones import build_backbone
+from gspdml.models.backbones import Backbone, build_backbone
 from gspdml.models.feature_cache import SHARED, FeatureCache
 from gspdml.models.output import EmbedderOutput
 from gspdml.ops.normalize import clip_normalize
@@ -68,6 +68,8 @@ class Embedder(nn.Module):
 
     ``feature_cache`` (a :class:`~gspdml.models.feature_cache.FeatureCache`, for a frozen
     backbone only) reads the maps of images seen before instead of running the backbone again.
+    The backbone, its frozen regime and the cache are what :class:`~gspdml.models.freezable.Freezable`
+    declares to the trainer.
 
     The parts are attributes ``backbone``, ``head``, ``pooling``, ``pooled_norm`` and
     ``projection``; the trainer builds optimiser groups (and the warm-up of the new layers) from
@@ -89,9 +91,9 @@ class Embedder(nn.Module):
         feature_cache: Optional[FeatureCache] = None,
     ):
         super().__init__()
-        if feature_cache is not None and not getattr(backbone, "is_frozen", False):
-            raise ConfigError("model.cache_backbone_features", FROZEN_ONLY)
         self.backbone, self.pooling = backbone, pooling
+        if feature_cache is not None and not self.backbone_frozen:
+            raise ConfigError("model.cache_backbone_features", FROZEN_ONLY)
         self.head = head if head is not None else nn.Identity()
         self.pooled_norm = pooled_norm if pooled_norm is not None else nn.Identity()
         self.projection = projection if projection is not None else nn.Identity()
@@ -122,6 +124,11 @@ class Embedder(nn.Module):
         else:
             embedding = F.normalize(wide, dim=1) if self.normalize else vector
         return EmbedderOutput(embedding, pooled.weights, pooled.attributes, local, vector)
+
+    @property
+    def backbone_frozen(self) -> bool:
+        """Whether the backbone is in the frozen regime (:meth:`Backbone.freeze`)."""
+        return isinstance(self.backbone, Backbone) and self.backbone.is_frozen
 
     @property
     def embedding_dim(self) -> int:

@@ -150,6 +150,11 @@ class ModelConfig(Section):
         noun="factory",
     )
 
+    @property
+    def pretrained_backbone(self) -> bool:
+        """Whether ``backbone`` loads pre-trained weights (``pretrained`` or ``weights`` set)."""
+        return bool(self.backbone.get("pretrained")) or bool(self.backbone.get("weights"))
+
     def check(self, where: str) -> None:
         _require(
             not self.cache_backbone_features or self.backbone.get("frozen") is True,
