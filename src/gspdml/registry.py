@@ -100,6 +100,19 @@ class Registry:
         """The name ``name`` was registered with (itself unless it is an alias)."""
         return self._primary[name]
 
+    def options(self, name: str) -> list[inspect.Parameter]:
+        """The parameters of ``name``'s constructor that a config may set: its keyword
+        parameters less those its caller supplies (``in_channels``, ``seed``, ...); empty for a
+        constructor without a readable signature."""
+        factory = self.get(name)
+        try:
+            params = inspect.signature(factory).parameters.values()
+        except (TypeError, ValueError):
+            return []
+        hidden = set(getattr(factory, "supplied_by_caller", ()))
+        keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        return [p for p in params if p.kind in keyword and p.name not in hidden]
+
     def get(self, name: str, field: str = "") -> Callable[..., Any]:
         try:
             return self._entries[name]
