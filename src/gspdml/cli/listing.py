@@ -40,7 +40,9 @@ def _print_options(rows: list, as_json: bool) -> int:
     for name, summary, options in rows:
         print(f"{name}  {summary}".rstrip())
         for option in options:
-            print(f"    {option.name}: {option.kind}, default {option.default}. {option.doc}".rstrip())
+            print(
+                f"    {option.name}: {option.kind}, default {option.default}. {option.doc}".rstrip()
+            )
     return 0
 
 
