@@ -213,7 +213,7 @@ def collage_splits(
         images = ArrayDataset(
             arrays[f"{split}_images"], arrays[f"{split}_labels"], mean, std, names
         )
-        images.tile_positions = arrays[f"{split}_position"]
+        images.tile_positions, images.tile_grid = arrays[f"{split}_position"], grid
         return images
 
     val_part, test_part = (part(s) if len(arrays[f"{s}_labels"]) else None for s in SPLITS[1:])

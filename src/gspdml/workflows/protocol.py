@@ -224,14 +224,14 @@ def _dataset_options(config: RunConfig) -> set:
     from gspdml.data import DATASETS
 
     return set(
-        inspect.signature(DATASETS.get(config.data.dataset["name"], "data.dataset.name")).parameters
+        inspect.signature(DATASETS.get(config.data.dataset_name, "data.dataset.name")).parameters
     )
 
 
 def _fold_config(
     config: RunConfig, protocol: str, fold: int, num_folds: int, seed: int
 ) -> RunConfig:
-    name = config.data.dataset["name"]
+    name = config.data.dataset_name
     if "val_fold" not in _dataset_options(config):
         raise ConfigError(
             "data.dataset.name",
@@ -380,14 +380,14 @@ def _training_classes(config: RunConfig, protocol: str, num_folds: int) -> np.nd
     """All training class ids: those of fold 0's training and validation splits together."""
     from gspdml.data import build_data
 
-    spec = _fold_config(config, protocol, 0, num_folds, config.seed).data.dataset
-    data = build_data(spec, seed=config.seed)
+    data_config = _fold_config(config, protocol, 0, num_folds, config.seed).data
+    data = build_data(data_config.dataset, seed=config.seed)
     parts = [data.train] + ([data.val.query] if data.val is not None else [])
     ids = [getattr(part, "classes", None) for part in parts]
     if any(i is None for i in ids):
         raise ConfigError(
             "data.dataset",
-            f"dataset {spec['name']!r} does not expose the class ids of its splits "
+            f"dataset {data_config.dataset_name!r} does not expose the class ids of its splits "
             f"(`classes`), which the {protocol} protocol needs",
         )
     return np.unique(np.concatenate(ids))
@@ -485,7 +485,7 @@ def _clustered(config: RunConfig) -> tuple[str, ...]:
     """``("nmi",)`` when the config asks for the clustering metrics of the test split
     (``evaluation.clustering``), else ``()``: NMI joins the test tables of the fair,
     conventional and two-stage protocols (the tuning protocol scores validation rounds)."""
-    return ("nmi",) if config.evaluation["clustering"] else ()
+    return ("nmi",) if config.evaluation.clustering else ()
 
 
 def _summarised(config: RunConfig) -> tuple[str, ...]:
@@ -498,7 +498,7 @@ def table_columns(protocol: str, config: RunConfig) -> tuple:
     """The table columns of ``protocol``, each followed by its post-processed twin when the
     config post-processes, then an NMI column per MAP@R column when the config clusters."""
     columns = COLUMNS[protocol]
-    if config.evaluation["postprocess"]:
+    if config.evaluation.postprocess:
         twin = POSTPROCESSED_PREFIX
         columns = tuple(
             column
