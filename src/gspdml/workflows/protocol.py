@@ -64,11 +64,17 @@ import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from gspdml.config import RunConfig, StepDecay
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from gspdml.data.base import DataSplits
 from gspdml.data.splits import (
     FAIR_FOLDS,
     TUNING_FOLDS,
@@ -165,8 +171,12 @@ def plan_protocol(
 
 
 def run_protocol(
-    config: RunConfig, protocol: str = "fair", *, seeds: Sequence[int] = (0, 1, 2), output_dir=None
-) -> dict:
+    config: RunConfig,
+    protocol: str = "fair",
+    *,
+    seeds: Sequence[int] = (0, 1, 2),
+    output_dir: str | Path | None = None,
+) -> dict[str, Any]:
     """Train (or resume, or skip) every model of ``protocol`` and aggregate; see the module doc.
 
     Args:
@@ -329,8 +339,11 @@ def _trainval_stage_config(config: RunConfig, seed: int, stage1: dict, ratio: fl
     length = max(stage2_step(int(stage1["best_step"])), 1)
     drops = [stage2_step(int(s) + every) for s in stage1["lr_drop_steps"]]
     drops = [s for s in drops if 1 <= s < length]
+    plateau = config.schedule.plateau  # stage 1 drops the rate on its plateaus
     decay = (
-        StepDecay(factor=config.schedule.plateau.factor, milestones=tuple(drops)) if drops else None
+        StepDecay(factor=plateau.factor, milestones=tuple(drops))
+        if drops and plateau is not None
+        else None
     )
     schedule = replace(
         run.schedule,
@@ -383,8 +396,8 @@ def _training_classes(config: RunConfig, protocol: str, num_folds: int) -> np.nd
     data_config = _fold_config(config, protocol, 0, num_folds, config.seed).data
     data = build_data(data_config.dataset, seed=config.seed)
     parts = [data.train] + ([data.val.query] if data.val is not None else [])
-    ids = [getattr(part, "classes", None) for part in parts]
-    if any(i is None for i in ids):
+    ids = [c for c in (getattr(part, "classes", None) for part in parts) if c is not None]
+    if len(ids) < len(parts):
         raise ConfigError(
             "data.dataset",
             f"dataset {data_config.dataset_name!r} does not expose the class ids of its splits "
@@ -402,7 +415,7 @@ def _train_or_skip(run: ProtocolRun) -> str:
 
 
 # ---------------------------------------------------------------------------------- aggregation
-def _load(run: ProtocolRun):
+def _load(run: ProtocolRun) -> tuple[RunConfig, nn.Module, DataSplits, torch.device]:
     from gspdml.data import build_data
     from gspdml.models.inference import resolve_device
     from gspdml.training import load_run
@@ -412,7 +425,7 @@ def _load(run: ProtocolRun):
     return config, model, build_data(config.data.dataset, seed=config.seed), device
 
 
-def _embedding_kwargs(config: RunConfig, device) -> dict:
+def _embedding_kwargs(config: RunConfig, device: torch.device) -> dict[str, Any]:
     """How the trainer embedded for its evaluations: the run's device, precision, batch size and
     workers."""
     return {
@@ -442,6 +455,8 @@ def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
     if arrays is None or (with_train and "train" not in arrays):
         config, model, data, device = _load(run)
         options = _embedding_kwargs(config, device)
+        if data.test is None:
+            raise DataError(f"{run.run_dir}: its dataset has no test split to evaluate")
         query, query_labels, gallery, gallery_labels = split_embeddings(model, data.test, **options)
         arrays = {"query": query.numpy(), "query_labels": query_labels.numpy()}
         if gallery is not None:
