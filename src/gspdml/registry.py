@@ -34,6 +34,18 @@ def supplied_by_caller(*names: str) -> Callable[[_Factory], _Factory]:
     return mark
 
 
+def documented_by(*sources: Callable[..., Any]) -> Callable[[_Factory], _Factory]:
+    """Name the callables whose ``Args:`` document options a factory shares with others (the
+    validation folds, a collage's augmentation): :mod:`gspdml.config.options` reads them after
+    the factory's own docstring."""
+
+    def mark(factory: _Factory) -> _Factory:
+        factory.documented_by = sources  # type: ignore[attr-defined]
+        return factory
+
+    return mark
+
+
 def parse_spec(spec: Any, field: str) -> tuple[str, dict[str, Any]]:
     """Split a spec into ``(name, kwargs)``; see the module docstring for the accepted forms."""
     if isinstance(spec, str):

@@ -66,7 +66,7 @@ def test_a_plugin_subclass_inherits_its_bases_option_docs():
 def test_the_reference_page_lists_every_component_option():
     page = (REPO / "docs" / "configuration.md").read_text()
     assert "### `loss: zsr`" in page
-    assert '| `class_init` | a string or a number | `"unit"` |' in page
+    assert '| `loss.class_init` | a string or a number | `"unit"` |' in page
     assert "### `model.pooling: gsp`" in page and "### `data.dataset: cub200`" in page
 
 

@@ -4,8 +4,8 @@ section of a docstring gives its meaning.
 
 An option's documentation is looked up in the docstrings of the constructor: a class's own and
 its ``__init__``'s, then its bases' (a wrapper's ``base``, a backbone family's ``pretrained``),
-and the callables named in its ``documented_by`` attribute (a factory generated for a family of
-readers documents the options they share once). An ``Args:`` entry is ``name: meaning`` (or
+and the callables a factory names with :func:`gspdml.registry.documented_by` (options that a
+family of readers shares are documented once). An ``Args:`` entry is ``name: meaning`` (or
 ``a, b: meaning`` for several), continued on more indented lines. ``docs/configuration.md``
 (:mod:`gspdml.config.reference`) and ``gspdml list KIND --options`` read :func:`component_options`;
 a test fails for an option without a meaning.
@@ -79,7 +79,7 @@ def _docstrings(factory: Callable[..., Any]) -> Iterator[str]:
         if init is not None:
             yield inspect.cleandoc(init.__doc__ or "")
     for other in getattr(factory, "documented_by", ()):
-        yield inspect.cleandoc(other.__doc__ or "")
+        yield from _docstrings(other)
 
 
 def _package(obj: Any) -> str:

@@ -88,7 +88,7 @@ def _component_rows() -> list[str]:
             for option in options:
                 default = option.default if option.default == "required" else f"`{option.default}`"
                 doc = option.doc.replace("|", "\\|")
-                lines.append(f"| `{option.name}` | {option.kind} | {default} | {doc} |")
+                lines.append(f"| `{field}.{option.name}` | {option.kind} | {default} | {doc} |")
             lines.append("")
     return lines
 
