@@ -83,3 +83,19 @@ def test_list_options_prints_each_option(capsys):
 def test_list_options_refuses_a_kind_without_options(capsys):
     assert main(["list", "presets", "--options"]) != 0
     assert "--options lists the options of poolings" in capsys.readouterr().err
+
+
+def test_an_error_inside_a_list_of_losses_names_its_position():
+    from gspdml.config import load_config
+    from gspdml.errors import ConfigError
+
+    terms = [{"name": "c2"}, {"name": "zsr", "base": "c2", "class_init": "bogus"}]
+    overrides = {"model": {"pooling": {"name": "gsp"}}, "data": {"halves": True}, "loss": terms}
+    try:
+        load_config(overrides)
+    except ConfigError as error:
+        assert error.field == "loss[1].class_init", error
+    else:
+        raise AssertionError("a bad class_init inside a list of losses was accepted")
+    terms[1]["class_init"] = "unit"
+    assert load_config(overrides).loss_names == ("c2", "zsr")
