@@ -1,18 +1,20 @@
-"""A preset states what differs from the defaults it builds on: a component option set to the
-value it would have anyway (the constructor's default, or what the preset's ``base`` files set)
+"""A preset states what differs from the defaults it builds on: a setting or a component option
+set to the value it would have anyway (the schema's or the constructor's default, or what the
+preset's ``base`` files set)
 is noise that hides what the recipe changes, unless its line says the paper pins it
 (``# pinned: <source>``, kept so the recipe reads whole). The values themselves are held to
 their sources by ``test_preset_recipes.py``."""
 
 from __future__ import annotations
 
+import copy
 import inspect
 from pathlib import Path
 from typing import Any, Iterator
 
 import yaml
 
-from gspdml.config import PRESETS_DIR
+from gspdml.config import DEFAULTS, PRESETS_DIR
 from gspdml.config.loading import (
     SPEC_FIELDS,
     _read_with_bases,
@@ -58,8 +60,20 @@ def _restated(
                 yield key, value
 
 
+def _restated_settings(node: dict, above: dict, where: str) -> Iterator[tuple[str, Any]]:
+    """``(key, value)`` of the run settings (outside component specs) equal to what they inherit."""
+    for key, value in node.items():
+        field = f"{where}.{key}" if where else key
+        if field in SPEC_FIELDS:
+            continue
+        if isinstance(value, dict) and isinstance(above.get(key), dict):
+            yield from _restated_settings(value, above[key], field)
+        elif key in above and _same(value, above[key]):
+            yield key, value
+
+
 def restatements(path: Path) -> list[tuple[str, Any]]:
-    """The component options ``path`` restates, as ``(option, value)``."""
+    """The settings and component options ``path`` restates, as ``(key, value)``."""
     data = parse_yaml(path.read_text()) or {}
     bases = data.pop("base", None) or []
     canonicalise_specs(data, partial=True)
@@ -68,7 +82,7 @@ def restatements(path: Path) -> list[tuple[str, Any]]:
         local = path.parent / base
         inherited = merge(inherited, _read_with_bases(local if local.is_file() else base, ()))
     registries = component_registries()
-    found: list[tuple[str, Any]] = []
+    found = list(_restated_settings(data, merge(copy.deepcopy(DEFAULTS), inherited), ""))
     for field in SPEC_FIELDS:
         section, _, key = field.rpartition(".")
         node = data.get(section) if section else data
@@ -87,16 +101,25 @@ def restatements(path: Path) -> list[tuple[str, Any]]:
     return found
 
 
-def _lines(text: str) -> dict[tuple[str, str], list[int]]:
-    """``{(key, value as written): [line numbers]}`` of every scalar entry of a YAML text."""
-    out: dict[tuple[str, str], list[int]] = {}
+def _scalar(node: yaml.ScalarNode) -> Any:
+    return parse_yaml(f"v: {node.value}")["v"] if node.style is None else node.value
+
+
+def _lines(text: str) -> list[tuple[str, Any, int]]:
+    """``(key, value, line number)`` of every entry of a YAML text whose value is a scalar or a
+    list of scalars."""
+    out: list[tuple[str, Any, int]] = []
     stack = [yaml.compose(text)]
     while stack:
         node = stack.pop()
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
                 if isinstance(value, yaml.ScalarNode):
-                    out.setdefault((key.value, value.value), []).append(key.start_mark.line)
+                    out.append((key.value, _scalar(value), key.start_mark.line))
+                elif isinstance(value, yaml.SequenceNode) and all(
+                    isinstance(item, yaml.ScalarNode) for item in value.value
+                ):
+                    out.append((key.value, [_scalar(i) for i in value.value], key.start_mark.line))
                 stack.append(value)
         elif isinstance(node, yaml.SequenceNode):
             stack += node.value
@@ -106,20 +129,17 @@ def _lines(text: str) -> dict[tuple[str, str], list[int]]:
 def unmarked_restatements(path: Path) -> list[str]:
     """``file:line: option: value`` of each restated option whose line is not marked pinned."""
     text = path.read_text()
-    lines, where = text.splitlines(), _lines(text)
-    plain_lines = {
-        (key, parse_yaml(f"v: {raw}")["v"]): numbers for (key, raw), numbers in where.items()
-    }
+    lines, entries = text.splitlines(), _lines(text)
     label = path.relative_to(PRESETS_DIR) if path.is_relative_to(PRESETS_DIR) else path.name
     out = []
     for option, value in restatements(path):
-        for (key, written), numbers in plain_lines.items():
-            if key == option and _same(written, value):
-                out += [
-                    f"{label}:{n + 1}: {option}: {value!r}"
-                    for n in numbers
-                    if "#" not in lines[n] or MARK not in lines[n].split("#", 1)[1]
-                ]
+        out += [
+            f"{label}:{n + 1}: {option}: {value!r}"
+            for key, written, n in entries
+            if key == option
+            and _same(written, value)
+            and ("#" not in lines[n] or MARK not in lines[n].split("#", 1)[1])
+        ]
     return sorted(set(out))
 
 
@@ -136,11 +156,17 @@ def test_no_preset_restates_a_default_unless_pinned():
 def test_a_restated_default_is_found(tmp_path):
     preset = tmp_path / "p.yaml"
     preset.write_text(
-        "loss:\n  name: zsr\n  mixing: 0.2\n  logit_scale: 9.5\n"
+        "seed: 0\nloss:\n  name: zsr\n  mixing: 0.2\n  logit_scale: 9.5\n"
         "  ridge: 0.05  # pinned: GSP paper §4.3\n  base: {c2: {pos_margin: 0.0}}\n"
     )
-    assert restatements(preset) == [("logit_scale", 9.5), ("ridge", 0.05), ("pos_margin", 0.0)]
+    assert restatements(preset) == [
+        ("seed", 0),
+        ("logit_scale", 9.5),
+        ("ridge", 0.05),
+        ("pos_margin", 0.0),
+    ]
     assert unmarked_restatements(preset) == [
-        "p.yaml:4: logit_scale: 9.5",
-        "p.yaml:6: pos_margin: 0.0",
+        "p.yaml:1: seed: 0",
+        "p.yaml:5: logit_scale: 9.5",
+        "p.yaml:7: pos_margin: 0.0",
     ]

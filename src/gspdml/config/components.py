@@ -88,19 +88,12 @@ def resolved_dataset(spec: dict[str, Any]) -> dict[str, Any]:
     working directory)."""
     from gspdml.data import DATASETS
 
-    factory = DATASETS.get(spec["name"], "data.dataset")
-    hidden = {
-        "seed",
-        *getattr(factory, "supplied_by_caller", ()),
-    }  # every factory gets the run's seed
     resolved = copy.deepcopy(spec)
-    for name, param in inspect.signature(factory).parameters.items():
-        if (
-            name not in resolved
-            and name not in hidden
-            and param.default is not inspect.Parameter.empty
-        ):
-            resolved[name] = plain(param.default)  # YAML form: tuples as lists
+    DATASETS.get(spec["name"], "data.dataset")
+    for param in DATASETS.options(spec["name"]):  # every factory gets the run's seed
+        missing = param.name not in resolved and param.name != "seed"
+        if missing and param.default is not inspect.Parameter.empty:
+            resolved[param.name] = plain(param.default)  # YAML form: tuples as lists
     for key in PATH_OPTIONS:
         if isinstance(resolved.get(key), str):
             resolved[key] = str(Path(resolved[key]).expanduser().resolve())
