@@ -34,6 +34,18 @@ def supplied_by_caller(*names: str) -> Callable[[_Factory], _Factory]:
     return mark
 
 
+def documented_by(*sources: Callable[..., Any]) -> Callable[[_Factory], _Factory]:
+    """Name the callables whose ``Args:`` document options a factory shares with others (the
+    validation folds, a collage's augmentation): :mod:`gspdml.config.options` reads them after
+    the factory's own docstring."""
+
+    def mark(factory: _Factory) -> _Factory:
+        factory.documented_by = sources  # type: ignore[attr-defined]
+        return factory
+
+    return mark
+
+
 def parse_spec(spec: Any, field: str) -> tuple[str, dict[str, Any]]:
     """Split a spec into ``(name, kwargs)``; see the module docstring for the accepted forms."""
     if isinstance(spec, str):
@@ -99,6 +111,19 @@ class Registry:
     def primary(self, name: str) -> str:
         """The name ``name`` was registered with (itself unless it is an alias)."""
         return self._primary[name]
+
+    def options(self, name: str) -> list[inspect.Parameter]:
+        """The parameters of ``name``'s constructor that a config may set: its keyword
+        parameters less those its caller supplies (``in_channels``, ``seed``, ...); empty for a
+        constructor without a readable signature."""
+        factory = self.get(name)
+        try:
+            params = inspect.signature(factory).parameters.values()
+        except (TypeError, ValueError):
+            return []
+        hidden = set(getattr(factory, "supplied_by_caller", ()))
+        keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        return [p for p in params if p.kind in keyword and p.name not in hidden]
 
     def get(self, name: str, field: str = "") -> Callable[..., Any]:
         try:

@@ -26,6 +26,7 @@ from gspdml.losses import build_loss
 from gspdml.losses.ccp import CCP as CCPLoss
 from gspdml.models.embedder import head_position
 from gspdml.registry import parse_spec
+from gspdml.training.component_options import resolved_options
 
 
 class By(dict):
@@ -1139,6 +1140,13 @@ def resolve(config: RunConfig, name: str, key: str):
             key[5:],
             name,
         )
+    for field in ("model.backbone", "model.pooling", "loss"):
+        if key.startswith(field + ".") and key != f"{field}.name":
+            # an option of a component: the value the run builds it with, defaults included
+            built = resolved_options(config)[field]
+            return reduce(
+                lambda node, part: node[part], key[len(field) + 1 :].split("."), built["options"]
+            )
     return reduce(lambda node, part: node[part], key.split("."), config.to_dict())
 
 

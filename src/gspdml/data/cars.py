@@ -153,7 +153,11 @@ def read_class_folders(base: Path) -> Records:
 
 @register_image_dataset("cars196", "cars")
 def read_cars(root: str) -> OfficialSplits:
-    """Cars196, zero-shot 98/98 class split (see :mod:`gspdml.data.cars`)."""
+    """Cars196, zero-shot 98/98 class split (see :mod:`gspdml.data.cars`).
+
+    Args:
+        root: the dataset's folder (``cars_annos.mat``, the devkit or class folders).
+    """
     root_path = Path(root).expanduser()
     if (root_path / "cars_annos.mat").is_file():
         records = read_annotations(root_path)

@@ -40,7 +40,11 @@ _Class = NamedTuple("_Class", [("id", int), ("name", str)])
 
 @register_image_dataset("cub200", "cub")
 def read_cub(root: str) -> OfficialSplits:
-    """CUB-200-2011, zero-shot 100/100 class split (see :mod:`gspdml.data.cub`)."""
+    """CUB-200-2011, zero-shot 100/100 class split (see :mod:`gspdml.data.cub`).
+
+    Args:
+        root: the dataset's folder (the official layout; e.g. ``data/CUB_200_2011``).
+    """
     base = find_dir(root, "images.txt", [".", "CUB_200_2011"], SOURCE)
     images = read_columns(base / "images.txt", _Image, SOURCE)
     labels = dict(read_columns(base / "image_class_labels.txt", _Label, SOURCE))

@@ -50,7 +50,11 @@ def _item_number(item: str, path: Path) -> int:
 
 @register_image_dataset("inshop", "in_shop")
 def read_inshop(root: str) -> OfficialSplits:
-    """In-Shop, the official 3,997/3,985 item split with query and gallery (see :mod:`gspdml.data.inshop`)."""
+    """In-Shop, the official 3,997/3,985 item split with query and gallery (see :mod:`gspdml.data.inshop`).
+
+    Args:
+        root: the dataset's folder (``list_eval_partition.txt``).
+    """
     base = find_dir(root, "list_eval_partition.txt", ["Eval", "."], SOURCE)
     listing = base / "list_eval_partition.txt"
     rows = read_columns(listing, _Entry, SOURCE, skip=2)

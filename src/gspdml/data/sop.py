@@ -35,7 +35,11 @@ _Entry = NamedTuple(
 
 @register_image_dataset("sop", "stanford_online_products")
 def read_sop(root: str) -> OfficialSplits:
-    """Stanford Online Products, the official 11,318/11,316 class split (see :mod:`gspdml.data.sop`)."""
+    """Stanford Online Products, the official 11,318/11,316 class split (see :mod:`gspdml.data.sop`).
+
+    Args:
+        root: the dataset's folder (``Ebay_train.txt`` and ``Ebay_test.txt``).
+    """
     base = find_dir(root, "Ebay_train.txt", [".", "Stanford_Online_Products"], SOURCE)
     parts = {}
     for name in ("train", "test"):

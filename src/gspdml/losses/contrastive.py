@@ -27,6 +27,9 @@ class C1Contrastive(WeightedPairLoss):
     excluded by index, summed over ordered pairs and divided by the number of anchors ``B``
     (those with at least one pair: all of them, with hard labels). With label weights ``y``
     (Metrix) a pair contributes ``y (1 - s) + (1 - y) (s - margin)_+``.
+
+    Args:
+        margin: negatives count while their cosine similarity exceeds ``margin`` (0.5).
     """
 
     #: the positive term is ``positive_offset - s``
@@ -55,6 +58,9 @@ class SimilarityContrastive(C1Contrastive):
 
     summed per anchor, mean over the anchors that have pairs. It differs from C1 by a constant
     (the positive weight mass over the anchors), so its gradients are C1's.
+
+    Args:
+        margin: negatives count while their similarity exceeds ``margin``.
     """
 
     positive_offset = 0.0
@@ -75,6 +81,11 @@ class C2Contrastive(WeightedPairLoss):
     anchor, mean over the anchors that have pairs.
     Equivalent to the generalized contrastive loss of CCP with ``beta = (m_pos + m_neg) / 2``,
     ``alpha = (m_neg - m_pos) / 2``.
+
+    Args:
+        pos_margin: ``m_pos``: positives count while farther apart than this.
+        neg_margin: ``m_neg``: negatives count while closer than this.
+        reduction: ``avg_nonzero``, ``mean`` or ``anchor_mean`` (above).
     """
 
     measure = "distance"

@@ -35,6 +35,10 @@ class LiftedStructure(PairLoss):
     references of another class than anchor ``i`` (row ``i``) and ``N(j)`` the anchors of another
     class than reference ``j`` (column ``j``); in-batch both are the paper's sets.
     Reduction: mean over positive pairs of ``(J)_+^2 / 2``.
+
+    Args:
+        neg_margin: ``m``, the margin of the negatives (1 in the paper).
+        pos_margin: subtracted from every ``J_ij`` (0 in the paper).
     """
 
     def __init__(self, neg_margin: float = 1.0, pos_margin: float = 0.0) -> None:

@@ -41,6 +41,11 @@ class GeneralizedContrastive(PairLoss):
     Reduction ``mean`` (default): the mean over all pairs, positive and negative together
     (the batch risk of Gürbüz thesis Eq. 1.1.1 with the diagonal excluded). ``avg_nonzero``: the sum
     divided by the number of non-zero terms.
+
+    Args:
+        beta: ``beta``, the distance that separates positives from negatives.
+        alpha: ``alpha``, the margin on either side of ``beta``.
+        reduction: ``mean`` over all pairs (default) or ``avg_nonzero`` (above).
     """
 
     reductions = ("avg_nonzero", "mean")
@@ -77,6 +82,15 @@ class MarginLoss(GeneralizedContrastive):
     or ``mean`` over all pairs. Unlike pytorch-metric-learning, which evaluates the pair terms
     once per (anchor, positive, negative) triplet, each pair counts once here; the paper
     samples pairs, and sampling is left to the batch composition.
+
+    Args:
+        alpha: the margin ``alpha`` around the boundary ``beta`` (0.2, Wu et al.).
+        beta: the (initial) boundary ``beta`` between positive and negative distances (1.2).
+        learn_beta: make ``beta`` a learned parameter (Wu et al.) instead of fixed.
+        beta_per_class: one ``beta`` per class (the anchor's) instead of one for all.
+        nu: weight of the regulariser ``mean_i beta_{y_i}`` (Wu et al. Eq. 5).
+        reduction: ``avg_nonzero`` (default) or ``mean`` over all pairs.
+        lr_multiplier: learning-rate multiplier of a learned ``beta``.
     """
 
     def __init__(

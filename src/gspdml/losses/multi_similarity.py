@@ -52,6 +52,13 @@ class MultiSimilarity(WeightedPairLoss):
         l(a) = (1/alpha) log(1 + sum y e^{-alpha (s - base)}) + (1/beta) log(1 + sum (1-y) e^{beta (s - base)})
 
     (the thesis's beta, gamma, m are alpha, beta, base here); mixed embeddings are never mined.
+
+    Args:
+        alpha: scale of the positive term (``scale_pos``).
+        beta: scale of the negative term (``scale_neg``).
+        base: the similarity offset ``lambda`` (0.5).
+        epsilon: the mining margin (0.1; null: no mining).
+        mining: mine the pairs (:func:`multi_similarity_mining`); false: every pair.
     """
 
     reductions = ("anchor_mean",)

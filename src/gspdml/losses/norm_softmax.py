@@ -20,6 +20,9 @@ class NormSoftmax(ProxyLoss):
     ``T`` = ``temperature`` (0.05 in Zhai & Wu and pytorch-metric-learning's
     ``NormalizedSoftmaxLoss``; 1/2 in the ProxyNCA++ paper's comparison). Reduction: mean over the batch.
     ProxyNCA++ equals NormSoftmax with temperature ``T / 2`` (``-d/T = (2 cos - 2)/T``).
+
+    Args:
+        temperature: ``T``, divides the cosine logits (0.05).
     """
 
     def __init__(

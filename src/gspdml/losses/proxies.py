@@ -20,7 +20,12 @@ from gspdml.losses.base import MetricLoss
 class ProxyLoss(MetricLoss):
     """``proxies`` ``[num_classes * proxies_per_class, embedding_dim]``; rows
     ``c * K .. c * K + K - 1`` belong to class ``c``. Subclasses set the initialisation in
-    :meth:`reset_proxies` and implement ``forward(embeddings, labels, output=None)``."""
+    :meth:`reset_proxies` and implement ``forward(embeddings, labels, output=None)``.
+
+    Args:
+        lr_multiplier: learning-rate multiplier of the proxies (100: Gürbüz thesis §3.3.2.1,
+            proxy-loss hyper-parameters).
+    """
 
     def __init__(
         self,

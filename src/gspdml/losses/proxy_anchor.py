@@ -42,6 +42,11 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
     ``variant: thesis_generic``: the MS form of the thesis's Table 2.1,
     ``(1/alpha) log(1 + sum y e^{-alpha (s - delta)}) + (1/alpha) log(1 + sum (1 - y) e^{alpha (s - delta)})``
     averaged over all proxies (thesis beta = gamma = alpha = 32, m = delta = 0.1; Psomas thesis §2.4.1).
+
+    Args:
+        delta: the margin ``delta`` (0.1).
+        alpha: the scale ``alpha`` (32).
+        variant: ``original`` (Kim et al.) or ``thesis_generic`` (the thesis's MS form, above).
     """
 
     VARIANTS = ("original", "thesis_generic")

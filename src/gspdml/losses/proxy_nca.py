@@ -50,6 +50,13 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
     Both equal the clean loss of ``x`` when ``lambda = 1`` and ``v = x``; the mixed loss is the
     mean over the mixed embeddings (docs/paper-vs-code.md, "ProxyNCA++ + Metrix"). The distance
     normalises ``v``, so Metrix's ``renormalize`` makes no difference here.
+
+    Args:
+        temperature: ``T``, divides the negative squared distances.
+        assignment_probability: softmax over all proxies, positive included (``true``, +prob) or
+            without it (``false``).
+        mixed_targets: ``generic`` or ``interpolated``: how a mixed embedding's labels enter
+            (above).
     """
 
     MIXED_TARGETS = ("generic", "interpolated")
@@ -145,6 +152,13 @@ class ProxyNCAPlusPlus(ProxyNCA):
 
     The presets ``losses/proxynca_pp-*`` set these. Equal to the cross-entropy of
     ``-d / T`` over all proxies (the authors' code, github.com/euwern/proxynca_pp: ``CE(18 cos)`` at ``T = 1/9``).
+
+    Args:
+        temperature: ``T`` (1/9 as coded; 1 switches +scale off).
+        assignment_probability: +prob: the softmax includes the positive proxy (false: ProxyNCA Eq.
+            3).
+        lr_multiplier: learning-rate multiplier of the proxies.
+        mixed_targets: how a mixed embedding's labels enter, as for ``proxy_nca``.
     """
 
     def __init__(

@@ -35,6 +35,13 @@ class SoftTriple(ProxyLoss):
     ``K = 1``, where SoftTriple is a normalised softmax with margin. Reduction: mean over the
     batch, plus ``tau R``. Centres initialised Kaiming-uniform (``a = sqrt(5)``), as in the
     official code.
+
+    Args:
+        centers_per_class: ``K`` centres per class.
+        la: ``lambda``, the scale of the class logits (20).
+        gamma: ``gamma``, divides the logits of the centres' softmax (0.1).
+        tau: ``tau``, weight of the centres' regulariser ``R`` (0.2).
+        margin: ``delta``, subtracted from the true class's similarity (0.01).
     """
 
     def __init__(

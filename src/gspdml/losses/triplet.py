@@ -39,6 +39,12 @@ class TripletMargin(PairLoss):
     The non-batch-hard modes build masked ``[c, R, R]`` tensors for chunks of ``c`` anchors with
     ``c * R^2 <= max_elements`` (no Python loop over triplets); ``R^2 > max_elements`` (e.g. a
     large XBM memory) is refused with an error instead of exhausting memory.
+
+    Args:
+        margin: the margin of ``(d_ap - d_an + margin)_+``.
+        mining: ``all``, ``semihard``, ``hard`` or ``batch_hard`` (above).
+        reduction: ``avg_nonzero`` (default) or ``mean`` (above).
+        max_elements: the most elements of one masked chunk ``[c, R, R]`` (bounds the memory).
     """
 
     reductions = ("avg_nonzero", "mean")

@@ -34,6 +34,9 @@ class LossWrapper(MetricLoss):
     Class attributes: ``base_option``, the config option that holds the wrapped loss's spec
     (``base``; Metrix's is ``loss``), and ``nested``, the registry it is built from (validated
     by :meth:`gspdml.registry.Registry.check`).
+
+    Args:
+        base: the spec of the wrapped loss (any registered loss, ``{name: ..., options}``).
     """
 
     base_option = "base"

@@ -43,6 +43,13 @@ class CrossBatchMemory(LossWrapper):
     (:class:`~gspdml.losses.PairLoss`): C1, C2, triplet, MS, lifted, margin, generalized
     contrastive. Reduction: that of the base loss, for each of the two terms. (``memory_weight``
     is not called ``weight``: in a loss list, ``weight`` is the weight of the whole XBM term.)
+
+    Args:
+        base: the pair loss applied to the batch and to the memory (a pair loss spec).
+        memory_batches: the memory holds this many batches.
+        memory_weight: weight of the memory term.
+        start_step: the step from which the memory is read (above).
+        fill_before_start: enqueue from step 0 so the memory is full when first read (above).
     """
 
     memory: Tensor

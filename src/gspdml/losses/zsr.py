@@ -75,6 +75,7 @@ class ZSR(LossWrapper):
             the fan, so the default keeps the class count out of it. A positive number is the
             entries' standard deviation itself (``||v_y||^2 ~ d std^2``), for studies of the
             scale (``experiments/zero_shot_attributes``, ``--study scale``).
+        class_dim: length of the class embeddings (null: ``embedding_dim``).
 
     Reads ``output.attributes`` (GSP's ``z``) and needs two class-disjoint halves: declared in
     ``requires``, checked by the trainer before step 1.

@@ -17,10 +17,16 @@ import torch
 
 from gspdml.compat.hardware import PRECISIONS
 from gspdml.errors import ConfigError
+from gspdml.registry import parse_spec
 from gspdml.settings.schema import REQUIRED, Section, join, option
 
 #: a component spec in canonical form: ``{"name": ..., **options}``
 Spec = dict[str, Any]
+
+
+def spec_name(spec: Any) -> str:
+    """The registered name a component spec names (any form :func:`parse_spec` reads)."""
+    return parse_spec(spec, "")[0]
 
 
 def _require(condition: bool, field: str, message: str) -> None:
@@ -91,6 +97,23 @@ class DataConfig(Section):
         "a trained run records it)",
     )
 
+    @property
+    def dataset_name(self) -> str:
+        """The registered name of the dataset reader."""
+        return spec_name(self.dataset)
+
+    @property
+    def dataset_root(self) -> Optional[str]:
+        """The folder (``root``) or file (``path``) the reader reads, if it reads one."""
+        root = self.dataset.get("root", self.dataset.get("path"))
+        return None if root is None else str(root)
+
+    @property
+    def val_fold(self) -> Optional[int]:
+        """The validation fold of a fold protocol's run (``data.dataset.val_fold``), else None."""
+        fold = self.dataset.get("val_fold")
+        return None if fold is None else int(fold)
+
     def batch_classes(self, training_classes: int) -> int:
         """``classes_per_batch`` for a training split of ``training_classes`` classes."""
         if self.classes_per_batch != "auto":
@@ -154,6 +177,22 @@ class ModelConfig(Section):
     def pretrained_backbone(self) -> bool:
         """Whether ``backbone`` loads pre-trained weights (``pretrained`` or ``weights`` set)."""
         return bool(self.backbone.get("pretrained")) or bool(self.backbone.get("weights"))
+
+    @property
+    def backbone_name(self) -> str:
+        """The registered name of the backbone."""
+        return spec_name(self.backbone)
+
+    @property
+    def pooling_name(self) -> str:
+        """The registered name of the pooling."""
+        return spec_name(self.pooling)
+
+    @property
+    def backbone_weights(self) -> Optional[str]:
+        """The backbone's ``weights`` option (a file or a pre-training recipe), if it has one."""
+        weights = self.backbone.get("weights")
+        return weights if isinstance(weights, str) else None
 
     def check(self, where: str) -> None:
         _require(
@@ -350,3 +389,9 @@ class RunConfig(Section):
     schedule: ScheduleConfig = option(ScheduleConfig, "steps and learning-rate schedule")
     evaluation: EvaluationConfig = option(EvaluationConfig, "validation rounds and model selection")
     trainer: TrainerConfig = option(TrainerConfig, "precision, device, logging, checkpoints")
+
+    @property
+    def loss_names(self) -> tuple[str, ...]:
+        """The registered name of the loss, or of each term of a weighted sum of losses."""
+        specs = self.loss if isinstance(self.loss, list) else [self.loss]
+        return tuple(spec_name(spec) for spec in specs)

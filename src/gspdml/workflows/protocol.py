@@ -64,11 +64,17 @@ import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from gspdml.config import RunConfig, StepDecay
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from gspdml.data.base import DataSplits
 from gspdml.data.splits import (
     FAIR_FOLDS,
     TUNING_FOLDS,
@@ -165,8 +171,12 @@ def plan_protocol(
 
 
 def run_protocol(
-    config: RunConfig, protocol: str = "fair", *, seeds: Sequence[int] = (0, 1, 2), output_dir=None
-) -> dict:
+    config: RunConfig,
+    protocol: str = "fair",
+    *,
+    seeds: Sequence[int] = (0, 1, 2),
+    output_dir: str | Path | None = None,
+) -> dict[str, Any]:
     """Train (or resume, or skip) every model of ``protocol`` and aggregate; see the module doc.
 
     Args:
@@ -224,14 +234,14 @@ def _dataset_options(config: RunConfig) -> set:
     from gspdml.data import DATASETS
 
     return set(
-        inspect.signature(DATASETS.get(config.data.dataset["name"], "data.dataset.name")).parameters
+        inspect.signature(DATASETS.get(config.data.dataset_name, "data.dataset.name")).parameters
     )
 
 
 def _fold_config(
     config: RunConfig, protocol: str, fold: int, num_folds: int, seed: int
 ) -> RunConfig:
-    name = config.data.dataset["name"]
+    name = config.data.dataset_name
     if "val_fold" not in _dataset_options(config):
         raise ConfigError(
             "data.dataset.name",
@@ -329,8 +339,11 @@ def _trainval_stage_config(config: RunConfig, seed: int, stage1: dict, ratio: fl
     length = max(stage2_step(int(stage1["best_step"])), 1)
     drops = [stage2_step(int(s) + every) for s in stage1["lr_drop_steps"]]
     drops = [s for s in drops if 1 <= s < length]
+    plateau = config.schedule.plateau  # stage 1 drops the rate on its plateaus
     decay = (
-        StepDecay(factor=config.schedule.plateau.factor, milestones=tuple(drops)) if drops else None
+        StepDecay(factor=plateau.factor, milestones=tuple(drops))
+        if drops and plateau is not None
+        else None
     )
     schedule = replace(
         run.schedule,
@@ -380,14 +393,14 @@ def _training_classes(config: RunConfig, protocol: str, num_folds: int) -> np.nd
     """All training class ids: those of fold 0's training and validation splits together."""
     from gspdml.data import build_data
 
-    spec = _fold_config(config, protocol, 0, num_folds, config.seed).data.dataset
-    data = build_data(spec, seed=config.seed)
+    data_config = _fold_config(config, protocol, 0, num_folds, config.seed).data
+    data = build_data(data_config.dataset, seed=config.seed)
     parts = [data.train] + ([data.val.query] if data.val is not None else [])
-    ids = [getattr(part, "classes", None) for part in parts]
-    if any(i is None for i in ids):
+    ids = [c for c in (getattr(part, "classes", None) for part in parts) if c is not None]
+    if len(ids) < len(parts):
         raise ConfigError(
             "data.dataset",
-            f"dataset {spec['name']!r} does not expose the class ids of its splits "
+            f"dataset {data_config.dataset_name!r} does not expose the class ids of its splits "
             f"(`classes`), which the {protocol} protocol needs",
         )
     return np.unique(np.concatenate(ids))
@@ -402,7 +415,7 @@ def _train_or_skip(run: ProtocolRun) -> str:
 
 
 # ---------------------------------------------------------------------------------- aggregation
-def _load(run: ProtocolRun):
+def _load(run: ProtocolRun) -> tuple[RunConfig, nn.Module, DataSplits, torch.device]:
     from gspdml.data import build_data
     from gspdml.models.inference import resolve_device
     from gspdml.training import load_run
@@ -412,7 +425,7 @@ def _load(run: ProtocolRun):
     return config, model, build_data(config.data.dataset, seed=config.seed), device
 
 
-def _embedding_kwargs(config: RunConfig, device) -> dict:
+def _embedding_kwargs(config: RunConfig, device: torch.device) -> dict[str, Any]:
     """How the trainer embedded for its evaluations: the run's device, precision (resolved here,
     the protocol's entry), batch size and workers."""
     from gspdml.compat.hardware import resolve_precision
@@ -444,6 +457,8 @@ def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
     if arrays is None or (with_train and "train" not in arrays):
         config, model, data, device = _load(run)
         options = _embedding_kwargs(config, device)
+        if data.test is None:
+            raise DataError(f"{run.run_dir}: its dataset has no test split to evaluate")
         query, query_labels, gallery, gallery_labels = split_embeddings(model, data.test, **options)
         arrays = {"query": query.numpy(), "query_labels": query_labels.numpy()}
         if gallery is not None:
@@ -487,7 +502,7 @@ def _clustered(config: RunConfig) -> tuple[str, ...]:
     """``("nmi",)`` when the config asks for the clustering metrics of the test split
     (``evaluation.clustering``), else ``()``: NMI joins the test tables of the fair,
     conventional and two-stage protocols (the tuning protocol scores validation rounds)."""
-    return ("nmi",) if config.evaluation["clustering"] else ()
+    return ("nmi",) if config.evaluation.clustering else ()
 
 
 def _summarised(config: RunConfig) -> tuple[str, ...]:
@@ -500,7 +515,7 @@ def table_columns(protocol: str, config: RunConfig) -> tuple:
     """The table columns of ``protocol``, each followed by its post-processed twin when the
     config post-processes, then an NMI column per MAP@R column when the config clusters."""
     columns = COLUMNS[protocol]
-    if config.evaluation["postprocess"]:
+    if config.evaluation.postprocess:
         twin = POSTPROCESSED_PREFIX
         columns = tuple(
             column

@@ -68,6 +68,10 @@ class BNInception(Backbone):
     Options: ``pretrained`` (``true``: ``$TORCH_HOME/hub/checkpoints/bn_inception-52deb4733.pth``;
     or a file path), ``freeze_bn``, ``input_space`` (``imagenet`` | ``rgb01`` | ``caffe``, see the
     module docstring).
+
+    Args:
+        input_space: what the input images are: ``imagenet`` (the datasets' ImageNet normalisation),
+            ``rgb01`` or ``caffe``; the backbone converts to Caffe BGR x255 itself.
     """
 
     input_scale: torch.Tensor  # buffers (_input_conversion)

@@ -80,6 +80,14 @@ class CifarResNet(Backbone):
     ``pad``), ``pretrained`` (a file path; there is no published checkpoint to look up),
     ``freeze_bn``, ``weights`` (a pre-training recipe, e.g. ``resnet20-digits``) and ``frozen``
     (:meth:`Backbone.finish`).
+
+    Args:
+        depth: ``6n + 2`` layers (20, 32, 44, 56, ...).
+        widths: channels of the three stages.
+        preact: pre-activation blocks (ResNetV2).
+        shortcut: ``projection`` (1x1 convolution) or ``pad`` (zero-padded identity) where the shape
+            changes.
+        pretrained: a weights file (there is no published checkpoint to look up).
     """
 
     layer1: nn.Sequential  # added by add_module

@@ -65,7 +65,12 @@ def rename_by_position(
 @BACKBONES.register("efficientnet_lite0")
 class EfficientNetLite0(TimmBackbone):
     """timm's ``tf_efficientnet_lite0`` (feature map before pooling, 1280 channels) with the
-    package's ImageNet weights."""
+    package's ImageNet weights.
+
+    Args:
+        input_size: images are resized to this square size first (>= 32; null: as given).
+        pretrained: the package's ImageNet weights (``true``) or a random initialisation.
+    """
 
     def __init__(
         self,

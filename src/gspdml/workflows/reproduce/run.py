@@ -118,7 +118,7 @@ class RowPlan:
 
     @property
     def backbone(self) -> str:
-        return str(self.config.model.backbone["name"]) if self.config is not None else ""
+        return self.config.model.backbone_name if self.config is not None else ""
 
     @property
     def gpu_hours(self) -> float:
@@ -186,12 +186,12 @@ def _plan_row(
     if records_clustering(row.preset, protocol):
         extra.append("evaluation.clustering=true")
     config = load_config(row.preset, [*extra, *overrides])
-    root, recipe = config.data.dataset.get("root"), None
+    root, recipe = config.data.dataset_root, None
     if data_root is not None and root is not None:
         moved = Path(data_root) / Path(str(root)).name
         config = load_config(row.preset, [*extra, f"data.dataset.root={moved}", *overrides])
-    weights = config.model.backbone.get("weights")
-    if data_root is not None and isinstance(weights, str) and weights in recipe_names():
+    weights = config.model.backbone_weights
+    if data_root is not None and weights is not None and weights in recipe_names():
         copy = recipe_on_root(weights, data_root)
         if copy is not None:  # written by reproduce() before the row trains
             recipe = (Path(output_dir or DEFAULT_OUTPUT) / "recipes" / f"{weights}.yaml", copy)
@@ -206,7 +206,7 @@ def _plan_row(
     if config.evaluation.patience is None:
         steps = max_steps
     else:
-        steps = min(max_steps, TYPICAL_STEPS.get(str(config.data.dataset["name"]), max_steps))
+        steps = min(max_steps, TYPICAL_STEPS.get(config.data.dataset_name, max_steps))
     return RowPlan(row, config, protocol, models, steps, start, recipe)
 
 
@@ -404,13 +404,6 @@ def _planned_markdown(
     return dry_run_markdown(table, plans, seeds or table.seeds)
 
 
-def _loss_name(loss: Any) -> str:
-    """A loss spec's name; a list of losses (a weighted sum) as ``a+b``."""
-    if isinstance(loss, list):
-        return "+".join(_loss_name(part) for part in loss)
-    return str(loss["name"])
-
-
 def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int]) -> str:
     """``--dry-run``: the runs of every selected row, their configs and the GPU-hour estimate."""
     body: list[list[Any]] = []
@@ -424,10 +417,10 @@ def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int
                 plan.row.key,
                 f"`{plan.row.preset}`",
                 str(plan.root),
-                config.data.dataset.get("root", "–"),
+                config.data.dataset_root or "–",
                 plan.models,
-                _loss_name(config.loss),
-                config.model.pooling["name"],
+                "+".join(config.loss_names),
+                config.model.pooling_name,
                 plan.backbone,
                 plan.batch,
                 plan.steps,

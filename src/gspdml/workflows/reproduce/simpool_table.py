@@ -21,9 +21,11 @@ from gspdml.workflows.reproduce.registry import Column, Reported, Row, Table
 HUB = "https://huggingface.co/billpsomas"
 
 
-def _released(repo: str, pooling: str, gamma: Optional[float], **options: Any) -> FrozenSpec:
+def _released(
+    repo: str, pooling: str, gamma: Optional[float], file: Optional[str] = None, **options: Any
+) -> FrozenSpec:
     """The model published on the hub as ``repo``/``file`` (``repo.pth`` unless named)."""
-    file = options.pop("file", f"{repo}.pth")
+    file = file or f"{repo}.pth"
     return FrozenSpec(file, f"{HUB}/{repo}/resolve/main/{file}", pooling, gamma=gamma, **options)
 
 
