@@ -20,11 +20,11 @@ from torch.utils.data import TensorDataset
 
 from gspdml.config import DEFAULTS, RunConfig, validated
 from gspdml.config.loading import merge, read_config
-from gspdml.settings.schema import plain
 from gspdml.data.base import DataSplits, EvalSplit
 from gspdml.data.seeded import SeededTransformDataset
 from gspdml.losses.base import build_loss
 from gspdml.models.embedder import build_embedder
+from gspdml.settings.schema import plain
 from gspdml.training.parts import RunParts
 from gspdml.training.trainer import Trainer
 

@@ -30,9 +30,9 @@ import numpy as np
 import pytest
 import torch
 
-from gspdml.settings.schema import plain
 from gspdml.losses.base import build_loss
 from gspdml.losses.metrix import Metrix
+from gspdml.settings.schema import plain
 from tests.parity import _step_harness as harness
 from tests.parity.vendor.metrix import (
     feature_resnet,

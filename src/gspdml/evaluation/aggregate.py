@@ -63,7 +63,7 @@ def fair_protocol_results(
     *,
     metrics: Sequence[str] = TABLE_METRICS,
     spec: Optional[EvalSpec] = None,
-    train_embeddings: Optional[Mapping[Any, torch.Tensor]] = None,
+    train_embeddings: Optional[Mapping[Any, torch.Tensor | np.ndarray]] = None,
     device: Optional[torch.device] = None,
 ) -> dict[str, Any]:
     """Aggregate the fold models of the fair protocol on the test split.

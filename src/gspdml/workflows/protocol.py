@@ -461,7 +461,7 @@ def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
             raise DataError(f"{run.run_dir}: its dataset has no test split to evaluate")
         query, query_labels, gallery, gallery_labels = split_embeddings(model, data.test, **options)
         arrays = {"query": query.numpy(), "query_labels": query_labels.numpy()}
-        if gallery is not None:
+        if gallery is not None and gallery_labels is not None:
             arrays.update(gallery=gallery.numpy(), gallery_labels=gallery_labels.numpy())
         if with_train:
             every_class = _conventional_config(config, config.seed).data.dataset
@@ -546,6 +546,8 @@ def _tuning_summary(runs: list[ProtocolRun]) -> dict:
     per_model = {}
     for run in runs:
         config, model, data, device = _load(run)
+        if data.val is None:
+            raise DataError(f"{run.run_dir}: its dataset has no validation split to evaluate")
         per_model[run.name] = evaluate(
             model,
             data.val,
