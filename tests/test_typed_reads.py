@@ -6,7 +6,8 @@ The rule, on the syntax tree of every module of ``src/gspdml``: a subscript by a
 (``spec["mu"]``) or a ``.get("mu", ...)`` call whose receiver is named like a config (a name or
 attribute matching :data:`CONFIG_NAME`: ``config``, ``run_config``, ``cfg``, ``section``,
 ``spec``, ``loss_spec``, ``options``, ``recipe``, ``settings``, ``preset``, a search ``space``,
-a component's ``dataset``/``backbone``/``pooling``/``loss`` spec, ...), or is an attribute of
+a component's ``dataset``/``backbone``/``pooling``/``loss`` spec, a variable holding a section:
+``model``, ``data``, ``trainer``, ...), or is an attribute of
 one (``config.data.dataset["name"]``), or is such a read itself (``recipe["train"]["lr"]``), or
 the mapping form of one (``config.to_dict()["x"]``, ``plain(spec)["x"]``). Reads of JSON documents that are not configs (``results["metrics"]``,
 a metrics.jsonl ``row``, a checkpoint's ``state``, a ``manifest``) are named otherwise and
@@ -28,6 +29,8 @@ CONFIG_NAME = re.compile(
     r"^((.*_)?(config|configs|cfg|conf|section|spec|specs|options|opts|recipe|recipes|"
     r"settings|setting|preset|hparams|hyperparameters|space)|dataset|backbone|pooling|loss)$"
 )
+#: a variable (not an attribute: ``index.model`` is a document) named like a config section
+SECTION_VARIABLE = re.compile(r"^(model|data|trainer|optimizer|schedule)$")
 #: calls whose result is a config in mapping form when their argument is one
 MAPPING_FORMS = ("to_dict", "plain", "asdict", "dict", "vars")
 
@@ -43,6 +46,8 @@ def _name(node: ast.AST) -> str:
 def _is_config(node: ast.AST) -> bool:
     """Whether ``node`` evaluates to a config, a section, a recipe or a spec (by its name)."""
     if CONFIG_NAME.match(_name(node)):
+        return True
+    if isinstance(node, ast.Name) and SECTION_VARIABLE.match(node.id):  # model["backbone"]
         return True
     if isinstance(node, ast.Attribute):  # config.data.dataset: a part of a config is one
         return _is_config(node.value)

@@ -9,10 +9,11 @@ not changed); PCA-whitening learns on the run's training split, embedded for the
 from __future__ import annotations
 
 import argparse
-from typing import Any, Mapping, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
+from gspdml.config import RunConfig
 from gspdml.errors import ConfigError
 from gspdml.evaluation.postprocess import POSTPROCESSORS, build_steps
 from gspdml.evaluation.results import RetrievalResults
@@ -38,7 +39,7 @@ def postprocessed_search(
     k: int,
     query_paths: Sequence[str],
     args: argparse.Namespace,
-    config: Mapping[str, Any],
+    config: RunConfig,
     model: Embedder,
     device: torch.device | str,
 ) -> Optional[RetrievalResults]:

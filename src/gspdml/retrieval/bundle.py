@@ -70,14 +70,14 @@ BUNDLE_FILE = "bundle.json"
 FILES = (WEIGHTS_FILE, CONFIG_FILE, "preprocessing.json", "README.md", BUNDLE_FILE)
 
 
-def data_hash(config: Mapping[str, Any]) -> str:
+def data_hash(config: RunConfig) -> str:
     """``sha256:<hex>`` over the labels (and file names, as the bytes the file system holds, so a
     name that is not UTF-8 is hashed too, where the dataset has them) of every
     split of the run's dataset, in order: it changes when the data or the split changes. The
     reader's warnings (skipped files), shown when the run trained, are not repeated."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        data = build_run_data(config)  # type: ignore[arg-type]  # reads any mapping
+        data = build_run_data(config)
     digest = hashlib.sha256()
     parts = [("train", data.train)]
     for name in ("val", "test"):

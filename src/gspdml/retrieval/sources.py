@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Subset
 
+from gspdml.config import RunConfig
 from gspdml.data.base import EvalSplit, LabelledDataset
 from gspdml.data.eval_transform import tensor_display
 from gspdml.data.folder import read_csv_rows
@@ -108,15 +109,14 @@ def folder_source(root: str | os.PathLike[str], transform: ImageTransform) -> Im
     )
 
 
-def split_source(config: Mapping[str, Any], split: str) -> ImageSource:
+def split_source(config: RunConfig, split: str) -> ImageSource:
     """A split of the run's dataset (``data.dataset`` of its config). Evaluation splits give their
     gallery when they have one, else their query set. Items are named by the dataset's ``paths``
     when it has them, ``<split>/<position>`` otherwise; labels are the dataset's ``class_names``
     when it has them, the class ids as text otherwise."""
     if split not in SPLITS:
         raise ConfigError("split", f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
-    # build_run_data reads any mapping; training/run_dir.py annotates it as a dict
-    part = getattr(build_run_data(config), split)  # type: ignore[arg-type]
+    part = getattr(build_run_data(config), split)
     if part is None:
         raise ConfigError("split", f"the dataset has no {split!r} split")
     dataset = (

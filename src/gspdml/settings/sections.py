@@ -11,6 +11,7 @@ checked by its registry (:mod:`gspdml.config.components`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, Literal, Optional, Union
 
 import torch
@@ -27,6 +28,15 @@ Spec = dict[str, Any]
 def spec_name(spec: Any) -> str:
     """The registered name a component spec names (any form :func:`parse_spec` reads)."""
     return parse_spec(spec, "")[0]
+
+
+def canonical_spec(value: Any, field: str) -> Any:
+    """A component spec in its stored form ``{"name": ..., **options}`` (from a name, or from
+    ``{name: {options}}``); any other value is left for the type check to name."""
+    if isinstance(value, (str, Mapping)):
+        name, options = parse_spec(value, field)
+        return {"name": name, **options}
+    return value
 
 
 def _require(condition: bool, field: str, message: str) -> None:
@@ -67,7 +77,9 @@ AUTO_CLASSES_PER_BATCH = 16
 @dataclasses.dataclass(frozen=True)
 class DataConfig(Section):
     dataset: Spec = option(
-        {"name": "collage_digits"}, "the dataset reader and its options (gspdml list datasets)"
+        {"name": "collage_digits"},
+        "the dataset reader and its options (gspdml list datasets)",
+        canonical=canonical_spec,
     )
     classes_per_batch: Union[int, Literal["auto"]] = option(
         16,
@@ -138,7 +150,9 @@ class DataConfig(Section):
 @dataclasses.dataclass(frozen=True)
 class ModelConfig(Section):
     backbone: Spec = option(
-        {"name": "small_cnn"}, "the feature extractor and its options (gspdml list backbones)"
+        {"name": "small_cnn"},
+        "the feature extractor and its options (gspdml list backbones)",
+        canonical=canonical_spec,
     )
     embedding_dim: Optional[int] = option(
         128, "size of the embedding (null: the pooled channels)", minimum=1
@@ -150,7 +164,11 @@ class ModelConfig(Section):
         noun="head position",
     )
     head_bias: bool = option(True, "whether the head has a bias")
-    pooling: Spec = option({"name": "gap"}, "the pooling and its options (gspdml list poolings)")
+    pooling: Spec = option(
+        {"name": "gap"},
+        "the pooling and its options (gspdml list poolings)",
+        canonical=canonical_spec,
+    )
     pooled_norm: Optional[Literal["layer_norm"]] = option(
         None, "a normalisation of the pooled vector", noun="pooled_norm"
     )
@@ -187,6 +205,12 @@ class ModelConfig(Section):
     def pooling_name(self) -> str:
         """The registered name of the pooling."""
         return spec_name(self.pooling)
+
+    @property
+    def backbone_recipe(self) -> Any:
+        """The backbone's ``weights`` option as given (a file, a pre-training recipe's name or
+        YAML file, or a recipe mapping), None without one."""
+        return self.backbone.get("weights")
 
     @property
     def backbone_weights(self) -> Optional[str]:

@@ -44,10 +44,11 @@ from gspdml.data.glyphs import SOURCES
 from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.file_digest import file_sha256
 from gspdml.models.backbones import build_backbone
+from gspdml.models.embedder import model_section
 from gspdml.models.inference import autocast_context, memory_format, resolve_device
 from gspdml.output_files import atomic_write, check_writable_file
 from gspdml.progress import Progress
-from gspdml.settings.schema import REQUIRED, Section, option
+from gspdml.settings.schema import REQUIRED, Section, option, tagged
 
 RECIPES_DIR = PRESETS_DIR / "pretrain"
 #: bump when the pre-training code changes what a recipe produces
@@ -172,8 +173,8 @@ def load_recipe(source: Union[str, Path, Mapping[str, Any], Recipe]) -> Recipe:
 
 def _recipe_data(data: Mapping[str, Any]) -> Union[TileData, CifarData]:
     """The ``data`` section of the kind its ``source`` names."""
-    kind = CifarData if data.get("source") in ROOTED_SOURCES else TileData
-    return kind.from_mapping(data, f"{FIELD}.data")
+    cifar: dict[str, type[TileData | CifarData]] = {source: CifarData for source in ROOTED_SOURCES}
+    return tagged(data, "source", cifar, TileData, f"{FIELD}.data")
 
 
 def recipe_on_root(name: str, root: str) -> Optional[Recipe]:
@@ -280,11 +281,11 @@ def resolve_recipe_weights(
     replaced by the file of the recipe's weights: shipped, cached, or trained now on ``device``
     (the run's ``trainer.device``; :func:`pretrained_weights_file`); a model without recipe
     weights is returned as given."""
-    backbone = model.get("backbone")
-    if not isinstance(backbone, Mapping) or backbone.get("weights") is None:
+    section = model_section(model)
+    if section.backbone_recipe is None:
         return dict(model)
-    path = pretrained_weights_file(backbone["weights"], device=device)
-    return {**model, "backbone": {**backbone, "weights": str(path)}}
+    path = pretrained_weights_file(section.backbone_recipe, device=device)
+    return {**model, "backbone": {**section.backbone, "weights": str(path)}}
 
 
 #: what names a recipe: a shipped recipe's name, a YAML file, a mapping, or a loaded recipe

@@ -199,12 +199,9 @@ def weights_digest(folder: str | Path) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def build_run_data(config: dict[str, Any]) -> DataSplits:
+def build_run_data(config: RunConfig) -> DataSplits:
     """The splits of the run's dataset (``data.dataset``, seeded with the run's ``seed``)."""
-    data = config.get("data") or {}
-    if "dataset" not in data:
-        raise ConfigError("data.dataset", "the run config names no dataset")
-    return build_data(data["dataset"], seed=int(config.get("seed", 0)), field="data.dataset")
+    return build_data(config.data.dataset, seed=config.seed, field="data.dataset")
 
 
 #: what a damaged results.json's error tells the user to do
