@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import re
 from typing import Any, Callable, Iterator
 
+from gspdml.output_files import json_text
 from gspdml.registry import Registry
 from gspdml.settings.schema import plain
 from gspdml.typecheck import describe, option_types
@@ -100,7 +100,7 @@ def _default(param: inspect.Parameter) -> str:
     if param.default is inspect.Parameter.empty:
         return "required"
     try:
-        return json.dumps(plain(param.default))
+        return json_text(plain(param.default))
     except TypeError:
         return repr(param.default)
 

@@ -33,7 +33,9 @@ def spec_name(spec: Any) -> str:
 def canonical_spec(value: Any, field: str) -> Any:
     """A component spec in its stored form ``{"name": ..., **options}`` (from a name, or from
     ``{name: {options}}``); any other value is left for the type check to name."""
-    if isinstance(value, (str, Mapping)):
+    if isinstance(value, str) or (
+        isinstance(value, Mapping) and "name" not in value and len(value) == 1
+    ):
         name, options = parse_spec(value, field)
         return {"name": name, **options}
     return value

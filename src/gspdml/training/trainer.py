@@ -191,7 +191,7 @@ class Trainer:
         self, split: EvalSplit, metrics: Optional[tuple[str, ...]] = None
     ) -> dict[str, float]:
         """The report of the run's ``evaluation`` section on ``split`` with the current model
-        (:meth:`RunEvaluator.round <gspdml.training.validation.RunEvaluator.round>`)."""
+        (:meth:`RunEvaluator.round <gspdml.training.evaluator.RunEvaluator.round>`)."""
         return self.evaluator.round(self.model, split, metrics)
 
     # ------------------------------------------------------------------ the loop
