@@ -78,8 +78,8 @@ class Registry:
         self._entries: dict[str, Callable[..., Any]] = {}
         self._primary: dict[str, str] = {}  # alias -> the name it was registered with
 
-    def register(self, name: str, *aliases: str) -> Callable[[Callable], Callable]:
-        def decorate(obj: Callable) -> Callable:
+    def register(self, name: str, *aliases: str) -> Callable[[_Factory], _Factory]:
+        def decorate(obj: _Factory) -> _Factory:
             for key in (name, *aliases):
                 if key in self._entries and self._entries[key] is not obj:
                     raise ValueError(f"{self.kind} '{key}' is registered twice")
@@ -167,7 +167,7 @@ class Registry:
             ) from exc
 
 
-def _accepted(factory: Callable, extra: Mapping[str, Any]) -> dict[str, Any]:
+def _accepted(factory: Callable[..., Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     """The caller-supplied arguments that ``factory`` takes (all of them if it takes ``**kwargs``)."""
     try:
         params = inspect.signature(factory).parameters
@@ -178,7 +178,9 @@ def _accepted(factory: Callable, extra: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in extra.items() if k in params}
 
 
-def _check_kwargs(factory: Callable, name: str, kwargs: Mapping[str, Any], field: str) -> None:
+def _check_kwargs(
+    factory: Callable[..., Any], name: str, kwargs: Mapping[str, Any], field: str
+) -> None:
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):

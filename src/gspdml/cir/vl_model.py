@@ -74,8 +74,8 @@ class VisionLanguageModel:
 
     def __init__(
         self,
-        image_encoder: Callable,
-        text_encoder: Callable,
+        image_encoder: Callable[..., torch.Tensor],
+        text_encoder: Callable[..., torch.Tensor],
         tokenize: Callable[[list[str]], Tokens],
         preprocess: Callable[[Image.Image], torch.Tensor],
         model_id: str,

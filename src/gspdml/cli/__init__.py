@@ -90,7 +90,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parse(parser, argv)
     try:
-        status = args.func(args)
+        status: int = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return status
     except GspdmlError as exc:

@@ -12,7 +12,10 @@ _Result = TypeVar("_Result")
 
 
 def command(
-    sub: argparse._SubParsersAction, name: str, func: Callable[[argparse.Namespace], int], **kw: Any
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    func: Callable[[argparse.Namespace], int],
+    **kw: Any,
 ) -> Callable[..., Any]:
     """Add the sub-command ``name`` (``kw``: ``help``, ``description``) that runs ``func(args)``;
     returns its ``add_argument``."""

@@ -69,7 +69,7 @@ def _common(add: Callable[..., Any], methods: Sequence[str], default_ap: str) ->
     add("--json", action="store_true", help="print everything as JSON")
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``cir`` with the sub-commands ``freedom`` and ``weicom`` to a ``gspdml`` parser."""
     text = "composed image retrieval with a frozen vision-language model"
     sub = subparsers.add_parser("cir", help=text).add_subparsers(

@@ -8,6 +8,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gspdml.config.options import ComponentOption
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -25,7 +29,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_options(rows: list, as_json: bool) -> int:
+def _print_options(rows: list[tuple[str, str, list[ComponentOption]]], as_json: bool) -> int:
     if as_json:
         listed = [
             {
@@ -46,7 +50,7 @@ def _print_options(rows: list, as_json: bool) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from gspdml.workflows.listing import KINDS
 
     p = sub.add_parser(

@@ -20,7 +20,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "pretrain", help="pre-train backbone weights from a recipe (cached by content hash)"
     )

@@ -92,7 +92,7 @@ def _add_knobs(add: Callable[..., Any]) -> None:
     add("--ef", type=int, help="hnsw: candidates explored per query (more: slower, higher recall)")
 
 
-def _add_index(sub: argparse._SubParsersAction) -> None:
+def _add_index(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     text = "embed a folder of images (or a dataset split) into a search index"
     parser = sub.add_parser("index", help=text)
     parser.set_defaults(func=run_index)
@@ -127,7 +127,7 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     add("--recall-sample", type=int, default=given.recall_sample, help=text)
 
 
-def _add_search(sub: argparse._SubParsersAction) -> None:
+def _add_search(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("search", help="rank the indexed images by distance to query images")
     add = parser.add_argument
     add("index", help="index folder written by 'gspdml index'")
@@ -148,7 +148,7 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_search)
 
 
-def _add_report(sub: argparse._SubParsersAction) -> None:
+def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add = command(sub, "report", run_report, help="write a self-contained HTML report of a run")
     add(
         "run_dir",
@@ -167,7 +167,7 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     _add_common(add)
 
 
-def _add_export(sub: argparse._SubParsersAction) -> None:
+def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     text = "export the embedder to TorchScript or ONNX, checked against PyTorch"
     add = command(sub, "export", run_export, help=text)
     add("run_dir", help="run directory (config.yaml + model.safetensors)")
@@ -181,7 +181,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     add("--no-check", action="store_true", help="skip the comparison with the PyTorch model")
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``index``, ``search``, ``report`` and ``export`` on the ``gspdml`` sub-parsers."""
     for add in (_add_index, _add_search, _add_report, _add_export):
         add(subparsers)

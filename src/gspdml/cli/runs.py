@@ -97,7 +97,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``demo``, ``pretrain``, ``protocol``, ``tune``, ``compare``, ``diff`` and
     ``reproduce``."""
     text = "train the demo methods on the embedded collage and print a table"

@@ -57,7 +57,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``data``, ``bundle``, ``check`` and ``doctor``."""
     names = ("cub", "cars", "sop", "inshop")
     data = sub.add_parser("data", help="download and verify the benchmark datasets")

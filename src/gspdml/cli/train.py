@@ -70,7 +70,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``train``, ``evaluate`` and ``config``."""
     p = sub.add_parser("train", help="train one run described by a YAML config")
     add = p.add_argument

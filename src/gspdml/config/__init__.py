@@ -95,4 +95,5 @@ def _checked(values: Mapping[str, Any]) -> RunConfig:
 
 def dump_config(config: RunConfig | Mapping[str, Any]) -> str:
     """The YAML of a run config, under a header naming the release that wrote it."""
-    return f"# gspdml {__version__} run config\n" + yaml.safe_dump(plain(config), sort_keys=False)
+    text: str = yaml.safe_dump(plain(config), sort_keys=False)
+    return f"# gspdml {__version__} run config\n" + text

@@ -31,7 +31,7 @@ and docstrings by `python -m gspdml.config.reference`; do not edit it by hand.
 """
 
 
-def _default(field: dataclasses.Field) -> str:
+def _default(field: dataclasses.Field[Any]) -> str:
     if field.default is not dataclasses.MISSING:
         value = field.default
     elif field.default_factory is not dataclasses.MISSING:

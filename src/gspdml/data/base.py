@@ -80,4 +80,5 @@ class DataSplits:
 
 
 def build_data(spec: Any, seed: int, field: str = "data") -> DataSplits:
-    return DATASETS.build(spec, field, seed=seed)
+    splits: DataSplits = DATASETS.build(spec, field, seed=seed)
+    return splits

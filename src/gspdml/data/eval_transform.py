@@ -105,7 +105,10 @@ class EvalTransform:
     def __call__(
         self, image: Image.Image, generator: Optional[torch.Generator] = None
     ) -> torch.Tensor:
-        return self.pipeline(image.convert("L" if self.channels == 1 else "RGB"), generator)
+        return cast(
+            torch.Tensor,
+            self.pipeline(image.convert("L" if self.channels == 1 else "RGB"), generator),
+        )
 
     def describe(self) -> dict[str, Any]:
         """The spec (plain lists, as YAML and JSON write it), read back by

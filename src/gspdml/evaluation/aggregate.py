@@ -48,7 +48,10 @@ TABLE_METRICS = ("precision_at_1", "map_at_r")
 def l2_normalize(x: torch.Tensor) -> torch.Tensor:
     """Rows divided by their Euclidean norm (float64; zero rows stay zero)."""
     x = torch.as_tensor(x).to(torch.float64)
-    return x / x.norm(dim=1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+    normalized: torch.Tensor = x / x.norm(dim=1, keepdim=True).clamp_min(
+        torch.finfo(torch.float64).tiny
+    )
+    return normalized
 
 
 def concatenate_embeddings(parts: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -29,11 +29,10 @@ def kmeans_assignments(
     if backend == "sklearn":
         from sklearn.cluster import KMeans
 
-        return (
-            KMeans(n_clusters=num_clusters, n_init=1, random_state=seed)
-            .fit_predict(x)
-            .astype(np.int64)
-        )
+        assignments: np.ndarray = KMeans(
+            n_clusters=num_clusters, n_init=1, random_state=seed
+        ).fit_predict(x)
+        return assignments.astype(np.int64)
     if backend == "faiss":
         try:
             import faiss

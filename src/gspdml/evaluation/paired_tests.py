@@ -46,7 +46,8 @@ def _differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape or x.ndim != 1:
         raise ConfigError("pairs", f"need two equally long lists, got {x.shape} and {y.shape}")
-    return y - x
+    difference: np.ndarray = y - x
+    return difference
 
 
 def paired_t(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:

@@ -376,7 +376,8 @@ def _build_step(step: Any, field: str) -> PostProcessor:
             f"{where}.{names.get(param, param)}", f"expected {expected}, got {kwargs[param]!r}"
         )
     try:
-        return factory(**kwargs)
+        processor: PostProcessor = factory(**kwargs)
+        return processor
     except ConfigError as error:
         raise ConfigError(f"{field}.{error.field}", str(error).split(": ", 1)[-1]) from None
 

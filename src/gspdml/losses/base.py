@@ -83,9 +83,10 @@ class MetricLoss(nn.Module):
         output = model(images)
         embedding = output.embedding
         with torch.autocast(device_type=images.device.type, enabled=False):
-            return self(
+            value: torch.Tensor = self(
                 embedding.to(torch.promote_types(embedding.dtype, torch.float32)), labels, output
             )
+            return value
 
 
 class LabelWeightedLoss(MetricLoss):

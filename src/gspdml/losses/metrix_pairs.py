@@ -103,4 +103,5 @@ def at_most_per_anchor(triples: Tensor, count: int) -> Tensor:
     starts = torch.searchsorted(sort.values, sort.values, side="left")
     rank = torch.empty_like(anchors)  # rank of each triple among its anchor's, shuffled order
     rank[sort.indices] = torch.arange(len(anchors), device=anchors.device) - starts
-    return torch.unique(shuffled[rank < count], dim=0)
+    unique: torch.Tensor = torch.unique(shuffled[rank < count], dim=0)
+    return unique

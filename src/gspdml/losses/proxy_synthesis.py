@@ -104,7 +104,7 @@ class ProxySynthesis(LossWrapper):
             proxies = torch.cat([proxies, synthetic])
             new = torch.arange(count, device=labels.device) + base.num_classes
             labels = torch.cat([labels, new])
-        return base.loss_from_cosines(e @ proxies.T, labels)
+        return cast(torch.Tensor, base.loss_from_cosines(e @ proxies.T, labels))
 
 
 def _previous_of_another_class(labels: Tensor) -> Tensor:

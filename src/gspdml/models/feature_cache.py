@@ -44,9 +44,9 @@ class FeatureCache:
         self._meter: Progress | None = None
         self.stored_bytes = 0
         self.hits = self.misses = 0
-        self._maps: dict[tuple[str, str, tuple], torch.Tensor] = {}
+        self._maps: dict[tuple[str, str, tuple[str, bool, torch.dtype]], torch.Tensor] = {}
         self._weights: dict[
-            int, tuple[tuple, str]
+            int, tuple[tuple[tuple[str, int, int], ...], str]
         ] = {}  # id(backbone) -> (tensor versions, digest)
 
     def weights_digest(self, backbone: nn.Module) -> str:

@@ -50,7 +50,8 @@ def placed(model: nn.Module, device: torch.device, precision: Precision) -> nn.M
     """``model`` on ``device`` in the layout of ``precision`` (:func:`memory_format`), as the
     trainer holds it."""
     layout = memory_format(precision, device)
-    return model.to(device, memory_format=layout)  # type: ignore[call-overload]  # torch's stubs lack it
+    moved: nn.Module = model.to(device, memory_format=layout)  # type: ignore[call-overload]  # torch's stubs lack it
+    return moved
 
 
 #: the most loader processes ``data.num_workers: auto`` starts for one GPU
@@ -109,7 +110,7 @@ def stack_batch(batch: Sequence[tuple[Any, Any]]) -> Optional[tuple[torch.Tensor
 @torch.no_grad()
 def embed(
     model: nn.Module,
-    dataset: Dataset,
+    dataset: Dataset[Any],
     batch_size: int = 256,
     device: torch.device | str = "cpu",
     precision: Precision = "fp32",

@@ -122,4 +122,5 @@ class LazyInitialised(abc.ABC):
 def build_pooling(
     spec: Mapping[str, Any] | str, in_channels: int, field: str = "model.pooling"
 ) -> Pooling:
-    return POOLINGS.build(spec, field, in_channels=in_channels)
+    pooling: Pooling = POOLINGS.build(spec, field, in_channels=in_channels)
+    return pooling

@@ -124,7 +124,7 @@ def _as_float32(vectors: Vectors) -> np.ndarray:
 
 def default_nlist(n: int) -> int:
     """A power of two near 4 sqrt(N), with at least 39 training vectors per cell available."""
-    nlist = 1 << max(0, round(np.log2(4.0 * np.sqrt(max(n, 1)))))
+    nlist: int = 1 << max(0, round(np.log2(4.0 * np.sqrt(max(n, 1)))))
     while nlist > 1 and nlist * 39 > n:
         nlist //= 2
     return nlist

@@ -99,7 +99,7 @@ def _name(spec: Any, field: str) -> Any:
     return parse_spec(spec, field)[0] if isinstance(spec, (str, Mapping)) else spec
 
 
-def _baseline_section(results: dict) -> str:
+def _baseline_section(results: dict[str, Any]) -> str:
     """The model card's table of the test metrics beside the run's baselines, if it has any."""
     columns, rows = baseline_rows(results)
     if not rows:
@@ -244,7 +244,7 @@ def _fill(
     weights: str,
     config: RunConfig,
     transform: EvalTransform,
-    results: dict,
+    results: dict[str, Any],
     data_digest: str,
 ) -> None:
     """Write the bundle's files into the folder ``staging``."""
@@ -283,8 +283,8 @@ class BundledEncoder:
 
     model: Embedder
     transform: EvalTransform
-    config: dict
-    info: dict
+    config: dict[str, Any]
+    info: dict[str, Any]
 
     @torch.no_grad()
     def __call__(self, images: Sequence[Any], batch_size: int = 64) -> torch.Tensor:

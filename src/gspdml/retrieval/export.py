@@ -60,7 +60,8 @@ class EmbeddingOnly(nn.Module):
         self.embedder = embedder
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.embedder(images).embedding
+        embedding: torch.Tensor = self.embedder(images).embedding
+        return embedding
 
 
 def sample_images(channels: int, size: tuple[int, int], batch: int, seed: int) -> torch.Tensor:
@@ -82,7 +83,8 @@ def _onnx_modules() -> ModuleType:
             "--format",
             "checking the ONNX export needs 'onnxruntime': pip install 'gspdml[onnx]' (or pass --no-check)",
         ) from None
-    return onnxruntime
+    modules: ModuleType = onnxruntime
+    return modules
 
 
 def export_torchscript(
@@ -102,7 +104,7 @@ def export_torchscript(
 
 def export_onnx(
     module: nn.Module, example: torch.Tensor, check: bool = True
-) -> tuple[bytes, Optional[Callable]]:
+) -> tuple[bytes, Optional[Callable[[torch.Tensor], torch.Tensor]]]:
     """Export with the TorchScript-based exporter (opset 17, dynamic batch); return the file's
     bytes and, when ``check``, an onnxruntime session of them as a function."""
     onnxruntime = _onnx_modules() if check else None
@@ -128,7 +130,9 @@ def export_onnx(
     )
 
 
-def max_difference(module: nn.Module, exported: Callable, inputs: torch.Tensor) -> float:
+def max_difference(
+    module: nn.Module, exported: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor
+) -> float:
     with torch.inference_mode():
         expected, actual = module(inputs).float(), exported(inputs).float()
     if actual.shape != expected.shape:

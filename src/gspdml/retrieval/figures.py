@@ -59,7 +59,8 @@ def heatmap_overlay(image: np.ndarray, weights: torch.Tensor, alpha: float = 0.5
     _, colormaps = _matplotlib()
     heat = colormaps["jet"](upsample_weights(weights, image.shape[:2]))[..., :3]
     rgb = np.repeat(image, 3, axis=2) if image.shape[2] == 1 else image
-    return (1.0 - alpha) * rgb + alpha * heat
+    overlay: np.ndarray = (1.0 - alpha) * rgb + alpha * heat
+    return overlay
 
 
 def colour_bar_html(width: int = 160, height: int = 12) -> str:

@@ -405,7 +405,7 @@ def _read_vectors(path: Path) -> torch.Tensor:
                 raise DataError(
                     f"{path}: a safetensors file, but not the vectors of a gspdml index"
                 )
-            vectors = handle.get_tensor("vectors")
+            vectors: torch.Tensor = handle.get_tensor("vectors")
     except (SafetensorError, OSError) as err:
         raise DataError(
             f"{path}: not a gspdml index vector file (not safetensors: {err})"

@@ -55,7 +55,7 @@ class DatasetTransform:
     """A dataset's own evaluation transform ``function(PIL image, generator) -> tensor`` (the
     convention of ``gspdml.data``), applied to image files converted to ``channels``."""
 
-    function: Callable
+    function: Callable[[Image.Image, torch.Generator], torch.Tensor]
     channels: int
     output_size: Optional[tuple[int, int]]
 
@@ -135,7 +135,7 @@ def eval_transform_of(
 
 
 def load_model_input(
-    item: str | os.PathLike | Image.Image, transform: ImageTransform
+    item: str | os.PathLike[str] | Image.Image, transform: ImageTransform
 ) -> torch.Tensor:
     """Decode one image file (``gspdml.data.images.load_image``: EXIF orientation, alpha on
     white, 16-bit rescaled) or PIL image (the same rules) and apply ``transform``; a file that

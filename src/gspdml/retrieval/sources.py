@@ -54,7 +54,7 @@ def list_image_folder(
     return [str(p) for p in files], labels, [str(p) for p in skipped]
 
 
-class ImageFiles(Dataset):
+class ImageFiles(Dataset[tuple[torch.Tensor, int]]):
     """Image files as a dataset of ``(image tensor, position)``, decoded with ``transform``."""
 
     def __init__(
@@ -77,7 +77,7 @@ class ImageSource:
     (or name) and one label per item; ``to_display`` maps a model input ``[C, H, W]`` back to a
     picture ``[H, W, C]`` in [0, 1] (min-max scaling when the normalisation is unknown)."""
 
-    dataset: Dataset
+    dataset: Dataset[Any]
     paths: list[str]
     labels: list[Optional[str]]
     to_display: Callable[[torch.Tensor], np.ndarray] = tensor_display

@@ -162,7 +162,7 @@ def nullable(hint: Any) -> bool:
     return typing.get_origin(hint) is Union and type(None) in typing.get_args(hint)
 
 
-def convert(value: Any, hint: Any, spec: dataclasses.Field, field: str) -> Any:
+def convert(value: Any, hint: Any, spec: dataclasses.Field[Any], field: str) -> Any:
     """``value`` checked against the field's type, range and rule, in its stored form."""
     if value is None and nullable(hint):
         return None

@@ -408,7 +408,7 @@ class RunConfig(Section):
     seed: int = option(0, "seed of everything random in the run", minimum=0)
     data: DataConfig = option(DataConfig, "data: reader, batches, evaluation transform")
     model: ModelConfig = option(ModelConfig, "the embedder")
-    loss: Union[Spec, list] = option(
+    loss: Union[Spec, list[Any]] = option(
         {"name": "c2"}, "the loss and its options (gspdml list losses)"
     )
     optimizer: OptimizerConfig = option(OptimizerConfig, "optimiser and parameter groups")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, cast
+from typing import Any, Optional, cast
 
 import numpy as np
 from torch.utils.data import DataLoader
@@ -66,7 +66,7 @@ def build_sampler(
 
 def training_loader(
     dataset: TrainingDataset, sampler: EpochBatchSampler, runtime: Runtime
-) -> DataLoader:
+) -> DataLoader[Any]:
     """The training batches; each pass over it runs from the batch after the last consumed one
     (the trainer advances the sampler to its step count first: exact with workers that read
     ahead) to the end of its epoch. Workers (``data.num_workers``) persist across epochs and read ahead

@@ -45,7 +45,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, NoReturn, Optional, Sized, cast
+from typing import Any, Callable, NoReturn, Optional, Sized, cast
 
 import torch
 import torch.distributed as dist
@@ -142,8 +142,10 @@ def gather_with_grad(tensor: torch.Tensor, context: DistributedContext) -> torch
     by ``world_size``, see the module docstring), the other ranks' rows are constants."""
     parts = [torch.empty_like(tensor) for _ in range(context.world_size)]
     dist.all_gather(parts, tensor.detach().contiguous())
+    # torch leaves ``Function.apply`` unannotated; the forward gives its result's type
+    scaled = cast(Callable[[torch.Tensor, float], torch.Tensor], _ScaleGradient.apply)
     parts[context.rank] = (
-        _ScaleGradient.apply(tensor, float(context.world_size)) if tensor.requires_grad else tensor
+        scaled(tensor, float(context.world_size)) if tensor.requires_grad else tensor
     )
     return torch.cat(parts)
 
@@ -212,7 +214,7 @@ def broadcast_buffers(module: nn.Module) -> None:
 def embed_sharded(
     context: DistributedContext,
     model: nn.Module,
-    dataset: Dataset,
+    dataset: Dataset[Any],
     batch_size: int = 256,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:

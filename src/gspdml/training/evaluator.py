@@ -44,7 +44,7 @@ class RunEvaluator:
         evaluation: EvaluationConfig,
         data: DataConfig,
         runtime: Runtime,
-        train_dataset: Dataset,
+        train_dataset: Dataset[Any],
     ):
         self.evaluation, self.runtime, self.train_dataset = evaluation, runtime, train_dataset
         self.options: dict[str, Any] = {
@@ -63,7 +63,7 @@ class RunEvaluator:
         ddp.broadcast_buffers(model)
         return functools.partial(ddp.embed_sharded, dist)
 
-    def embed(self, model: nn.Module, dataset: Dataset) -> Embeddings:
+    def embed(self, model: nn.Module, dataset: Dataset[Any]) -> Embeddings:
         """Embeddings and labels of ``dataset`` (eval mode), the whole of it on every rank."""
         return self.embedder(model)(model, dataset, **self.options)
 

@@ -176,10 +176,10 @@ class PlateauSchedule:
         if changed:
             self.drops.append(int(at_step))
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         return {"best": self.best, "bad_rounds": self.bad_rounds, "drops": list(self.drops)}
 
-    def load_state_dict(self, state: Mapping) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """The counters (the rates are the optimiser's state); a checkpoint of an earlier
         gspdml also holds its ``scale``, which the restored optimiser groups already carry."""
         self.best, self.bad_rounds = float(state["best"]), int(state["bad_rounds"])

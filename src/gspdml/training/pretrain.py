@@ -250,7 +250,7 @@ def shipped_weights_file(recipe: Recipe, folder: Optional[Path] = None) -> Optio
             continue
         if content_key(recipe, entry["precision"], entry["device"]) != entry["key"]:
             continue
-        path = folder / entry["file"]
+        path: Path = folder / entry["file"]
         _check_sha256(path, entry["sha256"])
         return path
     return None

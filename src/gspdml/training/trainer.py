@@ -178,7 +178,7 @@ class Trainer:
         )
 
     # ------------------------------------------------------------------ evaluation
-    def embed(self, dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    def embed(self, dataset: Dataset[Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """Embeddings and labels of ``dataset`` with the current model (eval mode); data-parallel
         runs split the work over the ranks and every rank gets the whole result."""
         return self.evaluator.embed(self.model, dataset)
@@ -311,7 +311,7 @@ class Trainer:
         return self.step > start and (self.step - start) % every == 0
 
     # ------------------------------------------------------------------ pieces of a step
-    def _loader(self) -> DataLoader:
+    def _loader(self) -> DataLoader[Any]:
         return training_loader(self.train_dataset, self.sampler, self.runtime)
 
     def _freeze_backbone(self, frozen: bool) -> None:

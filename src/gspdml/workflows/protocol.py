@@ -230,7 +230,7 @@ def run_protocol(
 
 
 # ---------------------------------------------------------------------------------- run configs
-def _dataset_options(config: RunConfig) -> set:
+def _dataset_options(config: RunConfig) -> set[str]:
     from gspdml.data import DATASETS
 
     return set(
@@ -318,7 +318,9 @@ SEED_MODELS = {
 }
 
 
-def _trainval_stage_config(config: RunConfig, seed: int, stage1: dict, ratio: float) -> RunConfig:
+def _trainval_stage_config(
+    config: RunConfig, seed: int, stage1: dict[str, Any], ratio: float
+) -> RunConfig:
     """Stage 2 of ``two_stage`` as ProxyNCA++'s ``train.py --mode trainval`` runs it: all
     training classes; a warm-up of as many *epochs* as stage 1's (its steps times ``ratio``, the
     training images of stage 2 over stage 1); then the main epochs up to stage 1's best one (its
@@ -362,7 +364,7 @@ def _trainval_stage_config(config: RunConfig, seed: int, stage1: dict, ratio: fl
 
 def _run_two_stage(
     config: RunConfig, seeds: Sequence[int], root: Path
-) -> tuple[list[ProtocolRun], list, dict]:
+) -> tuple[list[ProtocolRun], list[ClassFold], dict[str, str]]:
     first, _ = plan_protocol(config, "two_stage", seeds, root)
     status, second = {}, []
     for run in first:
@@ -442,7 +444,7 @@ def _spec(config: RunConfig, metrics: Optional[tuple[str, ...]] = None) -> EvalS
     return EvalSpec.from_evaluation(config.evaluation, metrics=metrics)
 
 
-def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
+def _test_embeddings(run: ProtocolRun) -> tuple[tuple[np.ndarray, ...], Optional[np.ndarray]]:
     """The test split's (emb, labels) or (query, query_labels, gallery, gallery_labels), and the
     embeddings of all the protocol's training classes when a post-processing step learns on
     them (the same items for every fold model, so that realisations can concatenate them);
@@ -476,7 +478,7 @@ def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
     return tuple(arrays[n] for n in names), (arrays["train"] if with_train else None)
 
 
-def _fair_summary(runs: list[ProtocolRun]) -> dict:
+def _fair_summary(runs: list[ProtocolRun]) -> dict[str, Any]:
     from gspdml.models.inference import resolve_device
 
     cached = {(run.fold, run.seed): _test_embeddings(run) for run in runs}
@@ -511,7 +513,7 @@ def _summarised(config: RunConfig) -> tuple[str, ...]:
     return with_postprocessed((*TABLE_METRICS, *_clustered(config)), _spec(config))
 
 
-def table_columns(protocol: str, config: RunConfig) -> tuple:
+def table_columns(protocol: str, config: RunConfig) -> tuple[tuple[str, str, str], ...]:
     """The table columns of ``protocol``, each followed by its post-processed twin when the
     config post-processes, then an NMI column per MAP@R column when the config clusters."""
     columns = COLUMNS[protocol]
@@ -535,11 +537,11 @@ def table_columns(protocol: str, config: RunConfig) -> tuple:
     return (*columns, *nmi)
 
 
-def _mean_std(per_model: dict, metrics: Sequence[str]) -> dict:
+def _mean_std(per_model: dict[str, Any], metrics: Sequence[str]) -> dict[str, Any]:
     return {m: mean_std([v[m] for v in per_model.values()]) for m in metrics}
 
 
-def _tuning_summary(runs: list[ProtocolRun]) -> dict:
+def _tuning_summary(runs: list[ProtocolRun]) -> dict[str, Any]:
     """Each model's report on its validation classes, by the evaluation service with the run's
     spec (a validation round's metrics), device and precision (the trainer's own last round on
     them)."""
@@ -565,7 +567,7 @@ def _tuning_summary(runs: list[ProtocolRun]) -> dict:
     }
 
 
-def _test_results(runs: list[ProtocolRun]) -> dict:
+def _test_results(runs: list[ProtocolRun]) -> dict[str, Any]:
     """Each model's test metrics, as its trainer recorded them (``results.json``)."""
     return {run.name: _results(run, {"test": dict})["test"] for run in runs}
 
@@ -578,7 +580,7 @@ def _results(run: ProtocolRun, required: dict[str, type]) -> dict[str, Any]:
     return results
 
 
-def _split_summary(runs: list[ProtocolRun]) -> dict:
+def _split_summary(runs: list[ProtocolRun]) -> dict[str, Any]:
     per_model = _test_results(runs)
     return {
         "per_model": per_model,
@@ -588,7 +590,7 @@ def _split_summary(runs: list[ProtocolRun]) -> dict:
     }
 
 
-def _conventional_summary(runs: list[ProtocolRun], metric: str) -> dict:
+def _conventional_summary(runs: list[ProtocolRun], metric: str) -> dict[str, Any]:
     per_model = _test_results(runs)
     best = max(per_model, key=lambda name: per_model[name][metric])
     metrics = _summarised(runs[0].config)

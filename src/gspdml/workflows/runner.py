@@ -53,7 +53,7 @@ class Outcome:
 
     run: PlannedRun
     status: str
-    results: dict
+    results: dict[str, Any]
     seconds: Optional[float]
 
 

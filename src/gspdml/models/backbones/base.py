@@ -102,4 +102,5 @@ class Backbone(nn.Module):
 
 
 def build_backbone(spec: Any, in_channels: int, field: str = "model.backbone") -> Backbone:
-    return BACKBONES.build(spec, field, in_channels=in_channels)
+    backbone: Backbone = BACKBONES.build(spec, field, in_channels=in_channels)
+    return backbone

@@ -55,7 +55,8 @@ class CifarBlock(nn.Module):
         if not self.reshape:
             return x
         if self.downsample is not None:
-            return self.downsample(x)
+            projected: torch.Tensor = self.downsample(x)
+            return projected
         x = x[:, :, :: self.stride, :: self.stride]
         half = self.extra_channels // 2
         return F.pad(x, (0, 0, 0, 0, half, self.extra_channels - half))
@@ -65,7 +66,7 @@ class CifarBlock(nn.Module):
             pre = F.relu(self.bn1(x))
             # He et al. (2016b): the projection reads the pre-activated input.
             shortcut = self._shortcut(pre if self.reshape else x)
-            out = self.conv2(F.relu(self.bn2(self.conv1(pre))))
+            out: torch.Tensor = self.conv2(F.relu(self.bn2(self.conv1(pre))))
             return out + shortcut
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))

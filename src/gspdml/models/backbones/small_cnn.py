@@ -54,4 +54,5 @@ class SmallCNN(Backbone):
         self.finish(weights, frozen, freeze_bn)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.features(images)
+        features: torch.Tensor = self.features(images)
+        return features

@@ -163,7 +163,7 @@ class TimmBackbone(Backbone):
             self.freeze_batchnorm(freeze_bn)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        features = self.model.forward_features(images)
+        features: torch.Tensor = self.model.forward_features(images)
         if features.dim() == 4:
             if getattr(self.model, "output_fmt", "NCHW") == "NHWC":  # e.g. Swin
                 features = features.permute(0, 3, 1, 2)

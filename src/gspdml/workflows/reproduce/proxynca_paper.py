@@ -14,7 +14,7 @@ these tables run, :func:`gspdml.workflows.reproduce.run.records_clustering`).
 
 from __future__ import annotations
 
-from gspdml.workflows.reproduce.registry import Column, Table, grid
+from gspdml.workflows.reproduce.registry import Column, Row, Table, grid
 
 SEEDS = (0, 1, 2, 3, 4)
 NMI = Column("repeats", "nmi", "NMI")
@@ -62,7 +62,7 @@ _COMPETITORS = """
 """
 
 
-def _per_dataset(dataset: str, columns: tuple[Column, ...], cells: str) -> tuple:
+def _per_dataset(dataset: str, columns: tuple[Column, ...], cells: str) -> tuple[Row, ...]:
     """The rows of Tables 3-6: the method lines of :data:`_COMPETITORS` (a table leaves out the
     ones written ``skip``) with ``cells``, one line of numbers per method."""
     lines = [line.split() for line in _COMPETITORS.strip().splitlines()]
@@ -254,7 +254,7 @@ PROXYNCA_TABLE_11 = Table(
 )
 
 
-def _ladder(switch: str, titles: tuple[str, str], printed: str) -> tuple:
+def _ladder(switch: str, titles: tuple[str, str], printed: str) -> tuple[Row, ...]:
     """Tables 8-10: per line the enhancements added to ProxyNCA (``ProxyNCA`` alone, or
     ``+a+b``) and R@1 without and with ``switch``; one row per cell, labelled
     ``<line>/<column title>``, running the preset of that set of enhancements."""
@@ -356,7 +356,7 @@ _NORMSOFTMAX = """
 """
 
 
-def _normsoftmax(dataset: str, printed: str) -> tuple:
+def _normsoftmax(dataset: str, printed: str) -> tuple[Row, ...]:
     """Tables 12-13: ProxyNCA++ -/+ max and fast against NormSoftMax +/- the same two."""
     cells = [line.strip() for line in printed.strip().splitlines()]
     return grid(_NORMSOFTMAX.format(*cells), (dataset,), SMALL, "{key}")

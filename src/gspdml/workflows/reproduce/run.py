@@ -303,7 +303,9 @@ def _write_recipe(plan: RowPlan) -> None:
         atomic_write_text(path, yaml.safe_dump(content, sort_keys=False))
 
 
-def _ours(result: dict, column: Column, protocol: str) -> tuple[Optional[float], Optional[float]]:
+def _ours(
+    result: dict[str, Any], column: Column, protocol: str
+) -> tuple[Optional[float], Optional[float]]:
     """Our number of ``column`` (in percent unless the column scales otherwise) and its std over
     the realisations (None for one realisation). A row run by a protocol of one group
     (:data:`ONE_GROUP`) reads every column from that group. A metric the protocol's summary
