@@ -67,4 +67,3 @@ def test_soft_triple_matches_pytorch_metric_learning(make_batch):
     value.backward()
     assert loss.proxies.grad.abs().sum() > 0
     assert loss.proxies.shape == (32, 16)
-    assert torch.equal(loss.proxy_classes("cpu")[:8], torch.tensor([0] * 4 + [1] * 4))
