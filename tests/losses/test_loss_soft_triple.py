@@ -1,7 +1,6 @@
 import math
 
 import pytest
-import torch
 import torch.nn.functional as F
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import regularizers as pml_regularizers

@@ -24,10 +24,10 @@ import dataclasses
 import os
 import shutil
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from gspdml.config import RunConfig, parse_yaml, validated
 from gspdml.errors import ConfigError
