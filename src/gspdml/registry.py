@@ -116,14 +116,7 @@ class Registry:
         """The parameters of ``name``'s constructor that a config may set: its keyword
         parameters less those its caller supplies (``in_channels``, ``seed``, ...); empty for a
         constructor without a readable signature."""
-        factory = self.get(name)
-        try:
-            params = inspect.signature(factory).parameters.values()
-        except (TypeError, ValueError):
-            return []
-        hidden = set(getattr(factory, "supplied_by_caller", ()))
-        keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        return [p for p in params if p.kind in keyword and p.name not in hidden]
+        return _config_options(self.get(name))
 
     def get(self, name: str, field: str = "") -> Callable[..., Any]:
         try:
@@ -178,6 +171,17 @@ def _accepted(factory: Callable[..., Any], extra: Mapping[str, Any]) -> dict[str
     return {k: v for k, v in extra.items() if k in params}
 
 
+def _config_options(factory: Callable[..., Any]) -> list[inspect.Parameter]:
+    """:meth:`Registry.options` of one factory."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    hidden = set(getattr(factory, "supplied_by_caller", ()))
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p for p in params if p.kind in keyword and p.name not in hidden]
+
+
 def _check_kwargs(
     factory: Callable[..., Any], name: str, kwargs: Mapping[str, Any], field: str
 ) -> None:
@@ -187,11 +191,9 @@ def _check_kwargs(
         return
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
-    accepted = [p for p, v in params.items() if v.kind in (v.POSITIONAL_OR_KEYWORD, v.KEYWORD_ONLY)]
-    hidden = set(getattr(factory, "supplied_by_caller", ()))
-    allowed = [p for p in accepted if p not in hidden]
+    allowed = [p.name for p in _config_options(factory)]
     for key in kwargs:
-        if key not in accepted or key in hidden:
+        if key not in allowed:
             raise ConfigError(
                 f"{field}.{key}", f"unknown option for '{name}'; allowed: {', '.join(allowed)}"
             )

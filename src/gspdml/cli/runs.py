@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gspdml.cli import pretrain
 from gspdml.cli.binding import call, command
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, import_optional
 from gspdml.output_files import json_text
 from gspdml.workflows.compare import DEFAULT_METRICS
 from gspdml.workflows.protocol import PROTOCOLS
@@ -37,12 +37,9 @@ def _cmd_protocol(args: argparse.Namespace) -> int:
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
-    try:
-        import optuna  # noqa: F401
-    except ImportError:
-        raise ConfigError(
-            "tune", "needs Optuna: pip install 'gspdml[optuna]' (or pip install optuna)"
-        ) from None
+    import_optional(
+        "optuna", "tune", "needs Optuna: pip install 'gspdml[optuna]' (or pip install optuna)"
+    )
     from gspdml.workflows.tuning_search import read_space, run_search
 
     result = call(run_search, args, config_source=args.config, space=read_space(args.space))

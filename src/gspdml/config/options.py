@@ -138,14 +138,3 @@ def component_registries() -> dict[str, Registry]:
         "model.pooling": POOLINGS,
         "loss": LOSSES,
     }
-
-
-def undocumented() -> list[str]:
-    """``field: name.option`` of every option of the library's own components without a meaning."""
-    return [
-        f"{field}: {name}.{option.name}"
-        for field, registry in component_registries().items()
-        for name in registry.registered_from("gspdml")
-        for option in component_options(registry, name)
-        if not option.doc
-    ]

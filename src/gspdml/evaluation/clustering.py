@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, import_optional
 from gspdml.evaluation.metric_registry import METRICS, metrics_of_kind
 from gspdml.evaluation.results import Embeddings, LabelsLike
 
@@ -34,16 +34,15 @@ def kmeans_assignments(
         ).fit_predict(x)
         return assignments.astype(np.int64)
     if backend == "faiss":
-        try:
-            import faiss
-        except ImportError as exc:
-            raise ConfigError(
-                "kmeans_backend",
-                "'faiss' needs faiss; install the extra: pip install gspdml[faiss]",
-            ) from exc
+        faiss = import_optional(
+            "faiss",
+            "kmeans_backend",
+            "'faiss' needs faiss; install the extra: pip install gspdml[faiss]",
+        )
         km = faiss.Kmeans(x.shape[1], num_clusters, niter=20, seed=seed, verbose=False)
         km.train(x)
-        return km.index.search(x, 1)[1][:, 0].astype(np.int64)
+        nearest: np.ndarray = km.index.search(x, 1)[1][:, 0]
+        return nearest.astype(np.int64)
     raise ConfigError(
         "kmeans_backend", f"unknown k-means backend {backend!r}; allowed: {list(_BACKENDS)}"
     )

@@ -76,7 +76,7 @@ from torch import Tensor
 
 from gspdml.compat.hardware import Precision, resolve_precision
 from gspdml.compat.tf32 import without_tf32
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, import_optional
 from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
@@ -769,12 +769,11 @@ def _entries_above(sim: Tensor, tau: Tensor, k_first: int) -> tuple[Tensor, Tens
 
 
 def _faiss_candidates(q: Tensor, r: Tensor, loo: bool, k_cand: int) -> tuple[Tensor, Tensor]:
-    try:
-        import faiss
-    except ImportError as exc:
-        raise ConfigError(
-            "backend", "backend='faiss' needs faiss; install the extra: pip install gspdml[faiss]"
-        ) from exc
+    faiss = import_optional(
+        "faiss",
+        "backend",
+        "backend='faiss' needs faiss; install the extra: pip install gspdml[faiss]",
+    )
     r32 = np.ascontiguousarray(r.cpu().numpy(), dtype=np.float32)
     q32 = np.ascontiguousarray(q.cpu().numpy(), dtype=np.float32)
     index = faiss.IndexFlatL2(r32.shape[1])

@@ -60,12 +60,6 @@ class ProxyLoss(MetricLoss):
         """Standard normal initialisation (pytorch-metric-learning's ``ProxyNCALoss``)."""
         nn.init.normal_(self.proxies)
 
-    def proxy_classes(self, device: torch.device) -> Tensor:
-        """Class of each proxy row ``[num_classes * proxies_per_class]``."""
-        return torch.arange(self.num_classes, device=device).repeat_interleave(
-            self.proxies_per_class
-        )
-
     def cosines(self, embeddings: Tensor) -> Tensor:
         """Cosine similarities ``[B, num_classes * proxies_per_class]`` of embeddings and proxies
         (inner products with the embeddings as given when ``normalize_inputs`` is off)."""

@@ -34,7 +34,7 @@ from typing import Any, Iterator, Optional, Union
 import numpy as np
 import torch
 
-from gspdml.errors import ConfigError, DataError
+from gspdml.errors import ConfigError, DataError, import_optional
 from gspdml.evaluation.exact_knn import exact_squared_distances, knn
 from gspdml.output_files import atomic_write, atomic_write_text, json_text
 
@@ -103,13 +103,9 @@ class AnnParams:
 
 
 def _faiss() -> Any:
-    try:
-        import faiss
-    except ImportError as exc:
-        raise ConfigError(
-            "--backend", "approximate indexes need faiss: pip install gspdml[faiss]"
-        ) from exc
-    return faiss
+    return import_optional(
+        "faiss", "--backend", "approximate indexes need faiss: pip install gspdml[faiss]"
+    )
 
 
 def _host(vectors: Vectors) -> np.ndarray:

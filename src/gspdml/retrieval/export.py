@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from gspdml.data.images import DECODING
-from gspdml.errors import ConfigError, GspdmlError
+from gspdml.errors import ConfigError, GspdmlError, import_optional
 from gspdml.models import Embedder
 from gspdml.output_files import (
     atomic_write_bytes,
@@ -69,22 +69,16 @@ def sample_images(channels: int, size: tuple[int, int], batch: int, seed: int) -
 
 
 def _onnx_modules() -> ModuleType:
-    try:
-        import onnx  # noqa: F401
-    except ImportError:
-        raise ConfigError(
-            "--format",
-            "ONNX export needs the 'onnx' package: pip install 'gspdml[onnx]' (onnx, onnxruntime)",
-        ) from None
-    try:
-        import onnxruntime
-    except ImportError:
-        raise ConfigError(
-            "--format",
-            "checking the ONNX export needs 'onnxruntime': pip install 'gspdml[onnx]' (or pass --no-check)",
-        ) from None
-    modules: ModuleType = onnxruntime
-    return modules
+    import_optional(
+        "onnx",
+        "--format",
+        "ONNX export needs the 'onnx' package: pip install 'gspdml[onnx]' (onnx, onnxruntime)",
+    )
+    return import_optional(
+        "onnxruntime",
+        "--format",
+        "checking the ONNX export needs 'onnxruntime': pip install 'gspdml[onnx]' (or pass --no-check)",
+    )
 
 
 def export_torchscript(

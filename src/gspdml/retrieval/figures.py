@@ -26,6 +26,14 @@ def _matplotlib() -> tuple[Any, Any]:  # (Figure, colormaps) of the optional mat
     return Figure, colormaps
 
 
+def figure_svg(figure: Any) -> str:
+    """A matplotlib figure as inline ``<svg>`` markup (the XML header cut)."""
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg")
+    svg = buffer.getvalue()
+    return svg[svg.index("<svg") :]
+
+
 def png_data_uri(image: np.ndarray, max_side: int = 160) -> str:
     """``data:image/png;base64,...`` of an image ``[H, W, 3]`` or ``[H, W, 1]`` with values in
     [0, 1], shrunk (never enlarged) so that its longer side is at most ``max_side`` pixels."""
@@ -156,7 +164,4 @@ def training_curves_svg(rows: Sequence[dict[str, Any]], selected_step: Optional[
         axes.grid(alpha=0.3)
         axes.legend(fontsize=8)
     figure.tight_layout()
-    buffer = io.StringIO()
-    figure.savefig(buffer, format="svg")
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg") :]
+    return figure_svg(figure)

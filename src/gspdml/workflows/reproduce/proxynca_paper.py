@@ -14,19 +14,15 @@ these tables run, :func:`gspdml.workflows.reproduce.run.records_clustering`).
 
 from __future__ import annotations
 
-from gspdml.workflows.reproduce.registry import Column, Row, Table, grid
+from gspdml.workflows.reproduce.registry import Column, Row, Table, grid, recall_columns
 
 SEEDS = (0, 1, 2, 3, 4)
 NMI = Column("repeats", "nmi", "NMI")
 
 
-def _recalls(*ks: int) -> tuple[Column, ...]:
-    return tuple(Column("repeats", f"recall_at_{k}", f"R@{k}") for k in ks)
-
-
-SMALL = (*_recalls(1, 2, 4, 8), NMI)
-SOP = _recalls(1, 10, 100, 1000)
-INSHOP = _recalls(1, 10, 20, 30, 40)
+SMALL = (*recall_columns(1, 2, 4, 8), NMI)
+SOP = recall_columns(1, 10, 100, 1000)
+INSHOP = recall_columns(1, 10, 20, 30, 40)
 #: ProxyNCA++'s six enhancements in the order of Table 7; a preset switches off the ones it names
 #: (``proxynca-cub-no-scale-no-max``), the original ProxyNCA switches off all six
 ENHANCEMENTS = ("scale", "max", "norm", "cbs", "fast", "prob")
@@ -195,7 +191,7 @@ PROXYNCA_TABLE_7 = Table(
     ),
     seeds=SEEDS,
 )
-R1 = _recalls(1)
+R1 = recall_columns(1)
 
 
 def _rerun(method: str, backbone: str) -> str:

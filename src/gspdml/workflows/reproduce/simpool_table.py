@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
-from gspdml.workflows.reproduce.registry import Column, Reported, Row, Table
+from gspdml.workflows.reproduce.registry import Reported, Row, Table, recall_columns
 
 HUB = "https://huggingface.co/billpsomas"
 
@@ -61,7 +61,7 @@ NOT_RELEASED = (
     "supervised ResNet-50 models of the table were not published)"
 )
 
-COLUMNS = tuple(Column("test", f"recall_at_{k}", f"R@{k}") for k in (1, 2, 4, 10, 20, 100))
+COLUMNS = recall_columns(1, 2, 4, 10, 20, 100, group="test")
 #: the datasets of the table, left to right, with the titles of their columns
 DATASETS = (
     ("cub", ("R@1", "R@2", "R@4")),
