@@ -35,14 +35,23 @@ system-deps:
 # thread; worksteal: a worker that runs out of tests takes over half of the other's queue
 PYTEST := OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist worksteal
 
-# layers, formatting, lint and types, the suite, then its numerically sensitive subset (tests/conftest.py) as an AVX2-only CPU runs it
+# the CPU kernels torch picks on this machine, as it reports them (AVX512, AVX2, DEFAULT, ...)
+CPU_CAPABILITY = env -u ATEN_CPU_CAPABILITY $(PY) -c "import torch; print(torch.backends.cpu.get_cpu_capability())"
+
+# layers, formatting, lint and types, the suite, then its numerically sensitive subset
+# (tests/conftest.py) as an AVX2-only CPU runs it; on a CPU whose best kernels are AVX2 or less,
+# the suite itself was that run, and a second one would repeat it
 test: $(TESTDEPS) system-deps
 	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/ruff format --check --quiet src tests experiments scripts benchmarks
 	$(VENV)/bin/ruff check --quiet src tests experiments scripts benchmarks
 	$(VENV)/bin/mypy
 	$(PYTEST)
-	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PYTEST) -m numerics
+	@capability=$$($(CPU_CAPABILITY)); case "$$capability" in \
+	  AVX2|DEFAULT) echo "make test: torch's CPU kernels here are $$capability: the suite above was the AVX2-only run of the numerics tests";; \
+	  *) echo "ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PYTEST) -m numerics  # this CPU: $$capability"; \
+	     ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PYTEST) -m numerics;; \
+	esac
 
 # re-makes the pre-trained weights the package ships (the demo's backbone), then every experiment
 experiments: $(TESTDEPS) system-deps

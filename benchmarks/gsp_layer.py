@@ -40,6 +40,7 @@ import torch
 from gspdml.config import load_config
 from gspdml.losses import build_loss
 from gspdml.models.embedder import build_embedder
+from gspdml.models.inference import memory_format
 from gspdml.pooling import GSP
 from gspdml.pooling.gsp import fused, native, transport
 from gspdml.pooling.gsp.fused import cost_parts
@@ -251,9 +252,9 @@ def _adam_step(
         3,
     ).to(device)
     bf16 = precision == "bf16"
-    if bf16 and device.type == "cpu":
-        model = model.to(memory_format=torch.channels_last)
-        images = images.contiguous(memory_format=torch.channels_last)
+    layout = memory_format(precision, device)  # the trainer's layout for this precision
+    model = model.to(memory_format=layout)
+    images = images.contiguous(memory_format=layout)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def step():

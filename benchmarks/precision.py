@@ -25,6 +25,7 @@ from torch import nn
 
 from gspdml.compat import hardware
 from gspdml.models.backbones import build_backbone
+from gspdml.models.inference import memory_format
 
 
 def best_ms(step, repeats: int) -> float:
@@ -44,8 +45,13 @@ def matmul_case(bf16: bool):
     return lambda: a @ b
 
 
+def cpu_layout(bf16: bool) -> torch.memory_format:
+    """The layout the trainer gives a CPU model in bf16 or fp32 (models.inference.memory_format)."""
+    return memory_format("bf16" if bf16 else "fp32", torch.device("cpu"))
+
+
 def conv_case(bf16: bool):
-    layout = torch.channels_last if bf16 else torch.contiguous_format
+    layout = cpu_layout(bf16)
     conv = nn.Conv2d(64, 64, 3, padding=1).to(memory_format=layout)
     x = torch.randn(64, 64, 16, 16).contiguous(memory_format=layout).requires_grad_()
 
@@ -58,7 +64,7 @@ def conv_case(bf16: bool):
 
 
 def resnet20_case(bf16: bool):
-    layout = torch.channels_last if bf16 else torch.contiguous_format
+    layout = cpu_layout(bf16)
     backbone = build_backbone({"name": "resnet20"}, in_channels=1, field="benchmark")
     model = nn.Sequential(
         backbone, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(backbone.out_channels, 100)

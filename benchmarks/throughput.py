@@ -6,8 +6,8 @@ Rows:
   with GAP and with GSP in the setting each is trained with (ResNet-50: m = 64, mu = 0.3, eps = 5
   as in the papers; the small CNN: the scratch-gsp preset's m = 16, mu = 0.25, eps = 10), in fp32
   and in a low precision (``--low``; default: what ``trainer.precision: auto`` picks on the device,
-  bf16 on a CPU without bf16 units too): bf16 autocast (+ channels_last on the CPU, as
-  ``trainer.precision: bf16`` does) or fp16 AMP with a gradient scaler (CUDA);
+  bf16 on a CPU without bf16 units too): bf16 autocast or fp16 AMP with a gradient scaler
+  (CUDA), in the layout the trainer uses for it (:func:`gspdml.models.inference.memory_format`);
 * on the CPU, each convolution of a model alone (forward + backward at its input shape in the
   training step), fp32 in the trainer's layout (NCHW) vs bf16 channels_last: the ceiling bf16 puts
   on a whole step (small CNN only with ``--conv-layers``);
@@ -39,7 +39,7 @@ from gspdml.data.images import load_image
 from gspdml.data.recipes import image_transform
 from gspdml.losses import build_loss
 from gspdml.models import build_embedder
-from gspdml.models.inference import autocast_context
+from gspdml.models.inference import autocast_context, memory_format
 from gspdml.training.host_memory import keep_freed_host_memory
 
 MODELS = {  # name: (backbone spec, input size, the GSP settings the model is trained with)
@@ -92,9 +92,8 @@ def training_step_rate(
         .to(device)
         .train()
     )
-    channels_last = precision == "bf16" and device.type == "cpu"
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
+    layout = memory_format(precision, device)  # as the trainer lays out the model and batches
+    model = model.to(memory_format=layout)
     classes = batch // 4
     loss_fn = build_loss(
         {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.3841},
@@ -105,8 +104,7 @@ def training_step_rate(
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-5, weight_decay=1e-4)
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     images = torch.randn(4 * classes, 3, size, size, device=device)
-    if channels_last:
-        images = images.contiguous(memory_format=torch.channels_last)
+    images = images.contiguous(memory_format=layout)
     labels = torch.arange(classes, device=device).repeat_interleave(4)
 
     def step() -> None:

@@ -40,7 +40,7 @@ from gspdml.data.seeded import SeededTransformDataset
 from gspdml.losses import build_loss
 from gspdml.models import build_embedder
 from gspdml.training import RunParts, Trainer
-from gspdml.training.preflight import lazy_modules
+from gspdml.training.preflight import finish_lazy_initialisation, lazy_modules
 
 #: row: (backbone, pooling) -> the preset whose model, loss, optimiser and batch it times
 PRESETS = {
@@ -140,7 +140,7 @@ def time_row(backbone: str, pooling: str, args, precision: str, device: torch.de
         while any(m.samples_seen < m.samples_needed for _, m in lazy_modules(trainer.model)):
             gspdml_pass(1)
         gspdml_pass()
-        trainer._finish_lazy_initialisation()
+        finish_lazy_initialisation(trainer.model, trainer.step)
         layout = trainer.layout
         plain_model.to(device, memory_format=layout).load_state_dict(trainer.model.state_dict())
         plain_loss.to(device).load_state_dict(trainer.loss.state_dict())

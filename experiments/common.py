@@ -234,10 +234,9 @@ def recipe_on_data(recipe: str) -> str:
     from gspdml.training.pretrain import load_recipe
 
     assert CHOICE.out is not None and CHOICE.root is not None
-    loaded = load_recipe(recipe)
-    loaded["data"]["root"] = CHOICE.root
+    loaded = load_recipe(recipe).on_root(CHOICE.root)
     path = CHOICE.out / f"{recipe}.yaml"
-    path.write_text(yaml.safe_dump({k: v for k, v in loaded.items() if k != "name"}))
+    path.write_text(yaml.safe_dump(loaded.file_content()))
     return str(path)
 
 

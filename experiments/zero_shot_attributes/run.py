@@ -264,7 +264,7 @@ class BestLossState(Callback):
         self.state = None
 
     def on_evaluation(self, trainer, metrics) -> None:
-        if trainer.best_step == trainer.step:
+        if trainer.selection.best_step == trainer.step:
             self.state = copy.deepcopy(trainer.loss.state_dict())
 
 
@@ -281,7 +281,7 @@ def train_and_measure(
     trainer.fit()  # restores the best round's model weights
     trainer.loss.load_state_dict(keeper.state)
     selected = measure(trainer, config.seed, repeats)
-    selected[0].update(steps=trainer.step, best_step=trainer.best_step)
+    selected[0].update(steps=trainer.step, best_step=trainer.selection.best_step)
     last_state, _ = load_state(trainer.checkpoint_path)
     trainer.model.load_state_dict(last_state["model"])
     trainer.loss.load_state_dict(last_state["loss"])

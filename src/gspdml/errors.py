@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 import json
 import os
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 
@@ -31,6 +33,15 @@ class DataError(GspdmlError):
 
 class TrainingError(GspdmlError):
     """Training cannot continue (e.g. non-finite loss); the last good checkpoint is left intact."""
+
+
+def import_optional(module: str, field: str, message: str) -> ModuleType:
+    """``import module`` of an optional extra, or a :class:`ConfigError` at ``field`` saying
+    ``message`` (what needs it and the ``pip install`` that adds it)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(field, message) from exc
 
 
 def did_you_mean(word: str, choices: Sequence[str]) -> str:

@@ -34,6 +34,18 @@ def supplied_by_caller(*names: str) -> Callable[[_Factory], _Factory]:
     return mark
 
 
+def documented_by(*sources: Callable[..., Any]) -> Callable[[_Factory], _Factory]:
+    """Name the callables whose ``Args:`` document options a factory shares with others (the
+    validation folds, a collage's augmentation): :mod:`gspdml.config.options` reads them after
+    the factory's own docstring."""
+
+    def mark(factory: _Factory) -> _Factory:
+        factory.documented_by = sources  # type: ignore[attr-defined]
+        return factory
+
+    return mark
+
+
 def parse_spec(spec: Any, field: str) -> tuple[str, dict[str, Any]]:
     """Split a spec into ``(name, kwargs)``; see the module docstring for the accepted forms."""
     if isinstance(spec, str):
@@ -66,8 +78,8 @@ class Registry:
         self._entries: dict[str, Callable[..., Any]] = {}
         self._primary: dict[str, str] = {}  # alias -> the name it was registered with
 
-    def register(self, name: str, *aliases: str) -> Callable[[Callable], Callable]:
-        def decorate(obj: Callable) -> Callable:
+    def register(self, name: str, *aliases: str) -> Callable[[_Factory], _Factory]:
+        def decorate(obj: _Factory) -> _Factory:
             for key in (name, *aliases):
                 if key in self._entries and self._entries[key] is not obj:
                     raise ValueError(f"{self.kind} '{key}' is registered twice")
@@ -99,6 +111,12 @@ class Registry:
     def primary(self, name: str) -> str:
         """The name ``name`` was registered with (itself unless it is an alias)."""
         return self._primary[name]
+
+    def options(self, name: str) -> list[inspect.Parameter]:
+        """The parameters of ``name``'s constructor that a config may set: its keyword
+        parameters less those its caller supplies (``in_channels``, ``seed``, ...); empty for a
+        constructor without a readable signature."""
+        return _config_options(self.get(name))
 
     def get(self, name: str, field: str = "") -> Callable[..., Any]:
         try:
@@ -142,7 +160,7 @@ class Registry:
             ) from exc
 
 
-def _accepted(factory: Callable, extra: Mapping[str, Any]) -> dict[str, Any]:
+def _accepted(factory: Callable[..., Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     """The caller-supplied arguments that ``factory`` takes (all of them if it takes ``**kwargs``)."""
     try:
         params = inspect.signature(factory).parameters
@@ -153,18 +171,29 @@ def _accepted(factory: Callable, extra: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in extra.items() if k in params}
 
 
-def _check_kwargs(factory: Callable, name: str, kwargs: Mapping[str, Any], field: str) -> None:
+def _config_options(factory: Callable[..., Any]) -> list[inspect.Parameter]:
+    """:meth:`Registry.options` of one factory."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    hidden = set(getattr(factory, "supplied_by_caller", ()))
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p for p in params if p.kind in keyword and p.name not in hidden]
+
+
+def _check_kwargs(
+    factory: Callable[..., Any], name: str, kwargs: Mapping[str, Any], field: str
+) -> None:
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         return
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
-    accepted = [p for p, v in params.items() if v.kind in (v.POSITIONAL_OR_KEYWORD, v.KEYWORD_ONLY)]
-    hidden = set(getattr(factory, "supplied_by_caller", ()))
-    allowed = [p for p in accepted if p not in hidden]
+    allowed = [p.name for p in _config_options(factory)]
     for key in kwargs:
-        if key not in accepted or key in hidden:
+        if key not in allowed:
             raise ConfigError(
                 f"{field}.{key}", f"unknown option for '{name}'; allowed: {', '.join(allowed)}"
             )

@@ -19,7 +19,7 @@ from typing import Any, Callable, Literal, Mapping, Optional, Union
 _NOTHING = object()
 
 
-def option_types(factory: Callable) -> dict[str, Any]:
+def option_types(factory: Callable[..., Any]) -> dict[str, Any]:
     """``{parameter: type}`` of ``factory``'s keyword parameters that have an annotation or a
     non-None default."""
     try:
@@ -64,7 +64,7 @@ def check_value(value: Any, hint: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if hint is str:
         return isinstance(value, str)
-    if hint in (os.PathLike, "PathLike"):
+    if origin is os.PathLike or hint in (os.PathLike, "PathLike"):
         return isinstance(value, str)
     if origin in (list, tuple, collections.abc.Sequence) or hint in (list, tuple):
         if not isinstance(value, (list, tuple)):
@@ -92,7 +92,9 @@ def describe(hint: Any) -> str:
         return "one of " + ", ".join(map(repr, args))
     if origin in (list, tuple, collections.abc.Sequence):
         plural = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
-        return f"a list of {plural.get(args[0], describe(args[0]))}" if args else "a list"
+        if not args or args[0] is Any:
+            return "a list"
+        return f"a list of {plural.get(args[0], describe(args[0]))}"
     if hint is list:
         return "a list"
     if origin in (dict, collections.abc.Mapping) or hint in (dict, Mapping):
@@ -107,7 +109,9 @@ def describe(hint: Any) -> str:
     return words.get(hint, getattr(hint, "__name__", str(hint)))
 
 
-def first_mismatch(factory: Callable, options: Mapping[str, Any]) -> Optional[tuple[str, str]]:
+def first_mismatch(
+    factory: Callable[..., Any], options: Mapping[str, Any]
+) -> Optional[tuple[str, str]]:
     """``(option, expected)`` of the first option that does not fit ``factory``'s signature, or None."""
     types = option_types(factory)
     for key, value in options.items():

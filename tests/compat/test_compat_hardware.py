@@ -132,3 +132,20 @@ def test_the_emulation_variables_turn_bf16_off_in_a_real_process():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout
     assert json.loads(out) == ["AVX2", "fp32"]
+
+
+def test_a_resolved_choice_passes_through_and_auto_is_refused_below_the_entry(cpu, monkeypatch):
+    """``PrecisionChoice`` is resolved once where a run starts and passed along: resolving it
+    again returns it unchanged, without asking the hardware; the code below the entry takes a
+    resolved precision and refuses ``auto`` instead of resolving it a second time."""
+    chosen = hardware.PrecisionChoice("bf16", "the run's entry chose it")
+    monkeypatch.setattr(hardware, "auto_precision", lambda *_: pytest.fail("resolved again"))
+    monkeypatch.setattr(hardware, "cpu_native_bf16", lambda: pytest.fail("asked the CPU again"))
+    assert hardware.resolve_precision(chosen, "cpu") is chosen
+    assert hardware.precision_name(chosen) == "bf16" and hardware.precision_name("fp16") == "fp16"
+    with pytest.raises(
+        ConfigError, match=r"precision: 'auto' is not a resolved.*resolve_precision"
+    ):
+        hardware.precision_name("auto")
+    with pytest.raises(ConfigError, match="'float32' is not a resolved precision"):
+        hardware.precision_name("float32")

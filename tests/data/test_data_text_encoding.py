@@ -4,14 +4,18 @@ file, the line and the fix. Before, a spreadsheet's "CSV UTF-8" was refused as
 ``got ['\\ufeffpath', 'label']``, and a Latin-1 file or a 200,000-character field escaped as a raw
 ``UnicodeDecodeError`` / ``_csv.Error``."""
 
+from typing import NamedTuple
+
 import pytest
 
 from gspdml.cir.freedom import read_vocabulary
-from gspdml.cli.cir import _read_csv
+from gspdml.cir.queries import read_query_csv as _read_csv
 from gspdml.data import build_data
 from gspdml.data.folder import read_csv_rows
 from gspdml.data.textfiles import read_columns
 from gspdml.errors import DataError
+
+_ListLine = NamedTuple("_ListLine", [("path", str), ("label", str)])
 
 
 def _list(tmp_path, write_image):
@@ -46,7 +50,7 @@ def test_a_csv_with_a_byte_order_mark_is_read_as_without(tmp_path, write_image):
         lambda p: read_csv_rows(p),
         lambda p: _read_csv(str(p), ("path", "label")),
         lambda p: read_vocabulary(p),
-        lambda p: read_columns(p, ("path", "label"), "list", skip=1),
+        lambda p: read_columns(p, _ListLine, "list", skip=1),
     ],
     ids=["image-list", "cir-list", "vocabulary", "index-file"],
 )
@@ -72,3 +76,15 @@ def test_a_field_over_the_csv_limit_is_refused_naming_the_line_where_it_starts(t
     path.write_text("path,label\n" + "x" * 131_073 + ".png,1\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"runaway.csv:2: malformed CSV \(field larger"):
         read_csv_rows(path)
+
+
+def test_index_file_rows_are_typed_and_an_int_column_is_checked(tmp_path):
+    """``read_columns`` gives one ``NamedTuple`` per line, its ``int`` fields parsed; a
+    non-integer there is an error naming the file, line, column and value."""
+    Line = NamedTuple("Line", [("id", int), ("path", str)])
+    path = tmp_path / "images.txt"
+    path.write_text("1 a/x.jpg\n\n2 b/y.jpg\n", encoding="utf-8")
+    assert read_columns(path, Line, "list") == [Line(1, "a/x.jpg"), Line(2, "b/y.jpg")]
+    path.write_text("1 a/x.jpg\n2.5 b/y.jpg\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"images.txt:2: column id must be an integer, got '2.5'"):
+        read_columns(path, Line, "list")

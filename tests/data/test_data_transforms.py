@@ -5,7 +5,7 @@ import pytest
 import torch
 from PIL import Image
 
-from gspdml.data.recipes import NORMALIZATIONS, image_transform
+from gspdml.data.recipes import NORMALIZATIONS, RECIPES, ImageRecipe, check_recipe, image_transform
 from gspdml.data.transforms import (
     CenterCrop,
     Normalize,
@@ -156,3 +156,18 @@ def test_libc_recipe_erases_after_normalising():
     assert isinstance(train.transforms[-1], RandomErasing)
     assert isinstance(train.transforms[-2], Normalize)
     assert not any(isinstance(t, Resize) for t in train.transforms)  # crops the raw image
+
+
+def test_an_image_recipe_is_read_from_a_dataset_spec():
+    """The recipe options of a ``data.dataset`` spec, typed; the reader's other options are not
+    its; a spec without ``transform`` (arrays) has none; ``size`` is the crop, else the
+    recipe's."""
+    spec = {"name": "cub", "root": "/data", "transform": "proxynca", "resize": 73}
+    recipe = ImageRecipe.of_spec(spec)
+    assert recipe == ImageRecipe("proxynca", "imagenet", 73, None)
+    assert recipe.size == RECIPES["proxynca"][1] == 256
+    assert ImageRecipe.of_spec({**spec, "crop": 64}).size == 64
+    assert ImageRecipe.of_spec({"name": "collage_digits", "crop": 5}) is None
+    check_recipe({"name": "collage_digits", "crop": [1, 2]})  # not an image recipe: not checked
+    with pytest.raises(ConfigError, match=r"data.dataset.normalization.*unknown normalization"):
+        check_recipe({**spec, "normalization": "imagenet21k"})

@@ -25,7 +25,7 @@ def with_duplicates(n, dim, seed, unit=False):
 
 @pytest.mark.parametrize("leave_one_out", [True, False])
 @pytest.mark.parametrize("budget", [2**30, 3_000, 1])
-@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("unit", [False, True])
 def test_chunked_equals_brute_force(leave_one_out, budget, precision, unit):
     q = with_duplicates(50, 8, 0, unit)
@@ -34,6 +34,30 @@ def test_chunked_equals_brute_force(leave_one_out, budget, precision, unit):
     d, i = knn(q, r, 9, memory_budget=budget, precision=precision)
     assert torch.equal(i, i_ref)
     torch.testing.assert_close(d, d_ref, rtol=1e-12, atol=1e-12)
+
+
+def test_the_runs_resolved_precision_picks_the_candidate_dtype(monkeypatch):
+    """knn takes the run's PrecisionChoice (resolved once, gspdml.compat.hardware) without
+    resolving it again: bf16 runs the candidate matmul in bfloat16, fp32 in float32, and the
+    result is the exact one either way."""
+    from gspdml.compat import hardware
+
+    monkeypatch.setattr(hardware, "auto_precision", lambda *_: pytest.fail("resolved again"))
+    dtypes = []
+    real_addmm = torch.addmm
+
+    def spy(bias, a, b, **kw):
+        dtypes.append(a.dtype)
+        return real_addmm(bias, a, b, **kw)
+
+    monkeypatch.setattr(torch, "addmm", spy)
+    q = with_duplicates(50, 8, 0)
+    d_ref, i_ref = brute_force(q, None, 9)
+    for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+        dtypes.clear()
+        d, i = knn(q, None, 9, precision=hardware.PrecisionChoice(name, "the run's"))
+        assert set(dtypes) == {dtype} and torch.equal(i, i_ref)
+        torch.testing.assert_close(d, d_ref, rtol=1e-12, atol=1e-12)
 
 
 def test_blocks_respect_the_memory_budget(monkeypatch):
@@ -46,7 +70,7 @@ def test_blocks_respect_the_memory_budget(monkeypatch):
 
     monkeypatch.setattr(torch, "addmm", spy)
     q = torch.randn(400, 8)
-    knn(q, None, 3, memory_budget=50_000, precision="float32")
+    knn(q, None, 3, memory_budget=50_000, precision="fp32")
     assert sizes and max(sizes) <= 50_000
     assert sum(1 for s in sizes) > 4
 
@@ -114,6 +138,7 @@ def test_large_integer_labels_are_not_rounded():
         ({"backend": "annoy"}, "backend"),
         ({"memory_budget": 0}, "memory_budget"),
         ({"precision": "int8"}, "precision"),
+        ({"precision": "float32"}, "precision"),  # the one vocabulary: fp32, bf16 (auto)
     ],
 )
 def test_bad_arguments_name_the_field(kwargs, field):

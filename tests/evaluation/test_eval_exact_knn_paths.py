@@ -42,7 +42,7 @@ def test_near_ties_that_float32_cannot_order_use_float64(monkeypatch):
         return real(self, sub, c, k)
 
     monkeypatch.setattr(exact_knn._Search, "_sorted_exact", spy)
-    d, i = knn(query, reference, 8, precision="float32")
+    d, i = knn(query, reference, 8, precision="fp32")
     assert torch.equal(i, i_ref)
     torch.testing.assert_close(d, d_ref, rtol=1e-14, atol=1e-14)
     assert {0, 1, 2} <= set(exact_rows)  # the near-tie rows took the float64 sort

@@ -88,7 +88,7 @@ def test_evaluate_runs_on_the_run_device_unless_told(tmp_path, capsys, monkeypat
     always embedded on the CPU and had no --device)."""
     import torch
 
-    from gspdml.models import inference
+    from gspdml.workflows import evaluate_run
 
     run_dir = tiny_run(tmp_path)
     asked = []
@@ -97,7 +97,7 @@ def test_evaluate_runs_on_the_run_device_unless_told(tmp_path, capsys, monkeypat
         asked.append(name)
         return torch.device("cpu")
 
-    monkeypatch.setattr(inference, "resolve_device", spy)
+    monkeypatch.setattr(evaluate_run, "resolve_device", spy)
     evaluate_command(capsys, run_dir)
     evaluate_command(capsys, run_dir, "--device", "cuda:1")
     assert asked == ["auto", "cuda:1"]  # tiny_run keeps trainer.device's default, auto

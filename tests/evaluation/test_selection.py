@@ -20,7 +20,6 @@ from gspdml.evaluation.selection import (
     selection_value,
 )
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings
-from gspdml.evaluation.split_metrics import split_metrics
 
 
 def round_metrics(*embeddings, metric, postprocess=(), train=None):
@@ -69,7 +68,9 @@ def test_nmi_of_a_fixed_clustering_matches_sklearn_and_the_hand_value(monkeypatc
     assert metrics["nmi_r1_hmean"] == pytest.approx(
         harmonic_mean(metrics["nmi"], metrics["precision_at_1"])
     )
-    assert metrics["precision_at_1"] == pytest.approx(split_metrics(x, labels)["precision_at_1"])
+    assert metrics["precision_at_1"] == pytest.approx(
+        evaluate_embeddings(x, labels).metrics["precision_at_1"]
+    )
 
 
 def test_kmeans_nmi_of_separated_classes_is_one_and_only_computed_when_selection_needs_it(
@@ -88,7 +89,7 @@ def test_kmeans_nmi_of_separated_classes_is_one_and_only_computed_when_selection
         if not needs_clustering(metric):
             out = round_metrics(x, labels, metric=metric)
             assert "nmi" not in out and "nmi_r1_hmean" not in out
-            full = split_metrics(x, labels)  # the default report: the round's metrics
+            full = evaluate_embeddings(x, labels).metrics  # the default report: the round's metrics
             assert out == {k: v for k, v in full.items() if k in out and k != "k"} | {"k": out["k"]}
             assert set(full) == set(out)
 
@@ -114,7 +115,7 @@ def test_postprocessed_round_metrics_are_the_post_processing_functions(gallery):
         if k.startswith(POSTPROCESSED_PREFIX)
     } == expected
     plain = {k: v for k, v in metrics.items() if not k.startswith(POSTPROCESSED_PREFIX)}
-    full = split_metrics(*args)  # also the whole-ranking mAP and MRR, deeper k
+    full = evaluate_embeddings(*args).metrics  # also the whole-ranking mAP and MRR, deeper k
     assert plain == {k: v for k, v in full.items() if k in plain and k != "k"} | {"k": plain["k"]}
     assert selection_value(metrics, "map_at_r", postprocessed=True) == expected["map_at_r"]
     assert selection_value(metrics, "map_at_r") == metrics["map_at_r"]
@@ -126,9 +127,9 @@ def test_evaluation_clustering_adds_nmi_to_full_reports_only():
     no post-processed twin in a summary."""
     from sklearn.cluster import KMeans
 
-    from gspdml.config.sections import EvaluationConfig
     from gspdml.evaluation.selection import round_metrics as validation_round_metrics
     from gspdml.evaluation.service import with_postprocessed
+    from gspdml.settings.sections import EvaluationConfig
 
     rng = np.random.default_rng(3)
     labels = np.repeat(np.arange(5), 6)

@@ -85,8 +85,8 @@ def test_options_update_a_spec_and_a_name_starts_a_new_one():
         "model.pooling.eps": 5.0,
     }
     assert common.with_pooling(gsp, name="gap").model.pooling == {"name": "gap"}  # no GSP options
-    c2 = {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.4}
-    assert common.with_loss(gsp, neg_margin=0.4).loss == c2
+    assert gsp.loss["name"] == "c2"  # the preset's loss, updated in one option
+    assert common.with_loss(gsp, neg_margin=0.4).loss == {**gsp.loss, "neg_margin": 0.4}
     assert common.with_backbone(gsp, weights="resnet20-fashion").model.backbone == {
         "name": "resnet20",
         "weights": "resnet20-fashion",

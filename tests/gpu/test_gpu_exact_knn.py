@@ -21,7 +21,7 @@ def tied_points(n, dim, seed):
 
 
 @pytest.mark.parametrize("leave_one_out", [True, False])
-@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("budget", [2**28, 20_000])
 def test_cuda_search_equals_the_cpu_search_and_the_brute_force(leave_one_out, precision, budget):
     q = tied_points(700, 16, 0)

@@ -44,9 +44,28 @@ def spawn_ranks(jobs: list, world_size: int = 2, backend: str = "gloo") -> None:
     system assigns when it binds) and holds the port until the ranks finish, and the ranks join
     it as clients (``TORCHELASTIC_USE_AGENT_STORE``). A port found free and released before the
     ranks bind it could be taken in between by a concurrent test (pytest-xdist workers, another
-    run of the suite on the machine)."""
+    run of the suite on the machine).
+
+    The ranks are forked from a fork server (``multiprocessing``'s ``forkserver``, where the
+    platform has one) that imported torch and the trainer once, when the first ranks of this test
+    process started: a fresh interpreter per rank (``spawn``) spends seconds of CPU importing them
+    again for every rank of every call. The server is a single-threaded process of its own, so
+    its forks are as clean as spawned interpreters; it holds the environment of its start, which
+    the ranks then overwrite with the variables :func:`torchrun_environment` sets."""
     store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False)
-    mp.spawn(train_rank, args=(world_size, store.port, jobs, backend), nprocs=world_size, join=True)
+    mp.start_processes(
+        train_rank,
+        args=(world_size, store.port, jobs, backend),
+        nprocs=world_size,
+        join=True,
+        start_method=_START_METHOD,
+    )
+
+
+#: how :func:`spawn_ranks` starts its ranks: forked from a server that preloaded these modules
+_START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+if _START_METHOD == "forkserver":
+    mp.set_forkserver_preload([__name__, "gspdml.training"])
 
 
 def torchrun_environment(rank: int, world_size: int, port: int) -> None:

@@ -47,6 +47,40 @@ def test_nested_spec_errors_name_the_full_field():
         check_loss({"xbm": {"base": "c3"}})
 
 
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        ({"name": "zsr", "base": "c2", "class_init": "xavier"}, r"loss\[1\]\.class_init: "),
+        (
+            {"zsr": {"base": {"xbm": {"base": "c1", "memory_batches": 0}}}},
+            r"loss\[1\]\.base\.memory_batches: ",
+        ),
+        ({"triplet": {"mining": "easy"}}, r"loss\[1\]\.mining: unknown mining"),
+        ({"xbm": {"base": "proxy_anchor"}}, r"loss\[1\]\.base: must be a pair loss"),
+        (
+            {"xbm": {"base": {"c2": {"neg_margn": 1.0}}}},
+            r"loss\[1\]\.base\.neg_margn: unknown option",
+        ),
+    ],
+)
+def test_a_bad_value_inside_a_loss_list_names_its_position(spec, field):
+    """The loss's own check of a value (not the registry's of the option's type) names the item
+    of the list, through a run config as through build_loss."""
+    from gspdml.config import validated
+
+    with pytest.raises(ConfigError, match=field):
+        build_loss(["c1", spec], embedding_dim=8, num_classes=4)
+    with pytest.raises(ConfigError, match=field):
+        validated({"loss": ["c1", spec]})
+
+
+def test_a_wrapper_inside_a_wrapper_names_the_whole_path():
+    with pytest.raises(ConfigError, match=r"^loss\.base\.base: must be a pair loss"):
+        build_loss(
+            {"zsr": {"base": {"xbm": {"base": "proxy_anchor"}}}}, embedding_dim=8, num_classes=4
+        )
+
+
 @pytest.mark.parametrize("path", PRESETS, ids=[p.stem for p in PRESETS])
 def test_preset_is_a_valid_config_fragment(path):
     preset = yaml.safe_load(path.read_text())

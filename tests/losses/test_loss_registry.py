@@ -19,6 +19,7 @@ from gspdml.losses import LOSSES, build_loss
 from gspdml.losses.requirements import model_provides, requirements_of
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.models import build_embedder
+from gspdml.settings.sections import DataConfig
 from gspdml.training.parts import CONTROLLERS, TensorEmbedder
 
 NAMES = LOSSES.names()
@@ -101,7 +102,7 @@ def test_declared_halves_agree_with_an_odd_batch(name):
         with pytest.raises(ConfigError, match="data.halves"):
             loss.training_objective(model, images, labels)
         with pytest.raises(ConfigError, match="data.halves"):
-            needs.check_batches({"halves": False, "sampler": "balanced", "samples_per_class": 4})
+            needs.check_batches(DataConfig(halves=False, sampler="balanced", samples_per_class=4))
     else:
         assert torch.isfinite(loss.training_objective(model, images, labels))
 
@@ -132,7 +133,7 @@ def test_one_sample_per_class_is_declared_only_by_losses_that_learn_from_it(name
     if needs.samples_per_class > 1:
         with pytest.raises(ConfigError, match="data.samples_per_class"):
             needs.check_batches(
-                {"halves": needs.halves, "sampler": "balanced", "samples_per_class": 1}
+                DataConfig(halves=needs.halves, sampler="balanced", samples_per_class=1)
             )
         return
     model = make_model(needs.reads)

@@ -1,7 +1,6 @@
 import math
 
 import pytest
-import torch
 import torch.nn.functional as F
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import regularizers as pml_regularizers
@@ -67,4 +66,3 @@ def test_soft_triple_matches_pytorch_metric_learning(make_batch):
     value.backward()
     assert loss.proxies.grad.abs().sum() > 0
     assert loss.proxies.shape == (32, 16)
-    assert torch.equal(loss.proxy_classes("cpu")[:8], torch.tensor([0] * 4 + [1] * 4))

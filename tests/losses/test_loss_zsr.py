@@ -12,6 +12,7 @@ from gspdml.errors import ConfigError
 from gspdml.losses import LOSSES, build_loss
 from gspdml.models.output import EmbedderOutput
 from gspdml.pooling import GSP
+from gspdml.settings.sections import DataConfig
 
 
 def make_zsr(**kwargs):
@@ -115,7 +116,7 @@ def test_halves_are_declared_and_checked_once_not_at_every_step():
     batch that cannot be split in two."""
     loss = make_zsr()
     assert loss.batch_requirements().halves and "attributes" in loss.batch_requirements().reads
-    data = {"halves": False, "sampler": "balanced", "samples_per_class": 2}
+    data = DataConfig(halves=False, sampler="balanced", samples_per_class=2)
     with pytest.raises(ConfigError, match=r"data\.halves: the loss needs each batch ordered"):
         loss.batch_requirements().check_batches(data)
     emb, labels, z = batch()

@@ -1,6 +1,7 @@
 """What the step-parity tests of Metrix, LIBC and SimPool share: a preset resolved with the
 overrides of a test, gspdml's :class:`~gspdml.training.Trainer` built around in-memory batches
-in float64, and the comparison of two sets of parameters.
+in float64, the comparison of two sets of parameters, and (Metrix, SimPool) the step loop that
+takes both sides through the same batches, the authors' side in the Metrix release's loop.
 
 The gspdml side runs the trainer's own step (``Trainer._train_step``: the loss's
 ``training_objective``, warm-up freezing, clipping, the optimiser and the step decay; its loss
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 from torch import nn
@@ -20,13 +21,14 @@ from torch.utils.data import TensorDataset
 
 from gspdml.config import DEFAULTS, RunConfig, validated
 from gspdml.config.loading import merge, read_config
-from gspdml.config.schema import plain
 from gspdml.data.base import DataSplits, EvalSplit
 from gspdml.data.seeded import SeededTransformDataset
 from gspdml.losses.base import build_loss
 from gspdml.models.embedder import build_embedder
+from gspdml.settings.schema import plain
 from gspdml.training.parts import RunParts
 from gspdml.training.trainer import Trainer
+from tests.parity.vendor.metrix import main_step
 
 #: what every parity run sets besides the test's overrides: CPU, no ImageNet download, no
 #: reader of a dataset on disk, no evaluation inside the few steps
@@ -85,8 +87,32 @@ def max_difference(ours: Mapping[str, torch.Tensor], theirs: Mapping[str, torch.
 
 
 def parameters(module: nn.Module) -> dict[str, torch.Tensor]:
-    """Copies of the trainable floating-point tensors of ``module`` (BatchNorm affine included,
-    whether it is a parameter or, frozen, a buffer; running statistics too)."""
-    return {
-        k: v.detach().clone() for k, v in module.state_dict().items() if torch.is_floating_point(v)
-    }
+    """The trainable floating-point tensors of ``module`` (BatchNorm affine included, whether it
+    is a parameter or, frozen, a buffer; running statistics too), as they are now: not copies,
+    so read them before the next step."""
+    return {k: v.detach() for k, v in module.state_dict().items() if torch.is_floating_point(v)}
+
+
+def against_metrix_loop(
+    ours: Trainer,
+    args: Any,
+    their_model: nn.Module,
+    built: dict[str, Any],
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    rename: Callable[[dict], dict],
+) -> tuple[float, float]:
+    """Each of ``batches`` through the Metrix release's loop (``vendor/metrix/main_step.py``, one
+    batch per epoch, so that its epoch-wise warm-up and ``StepLR`` act on steps) and through
+    ``ours._train_step``; the largest parameter and loss differences after any step (the
+    release's parameter names mapped to gspdml's by ``rename``)."""
+    worst_param = worst_loss = 0.0
+    for epoch, batch in enumerate(batches):
+        their_losses = main_step.run_epoch(args, epoch, their_model, [batch], **built)
+        built["scheduler"].step()
+        ours._train_step(*batch)
+        worst_loss = max(worst_loss, abs(ours.last_loss - float(their_losses[-1])))
+        worst_param = max(
+            worst_param,
+            max_difference(parameters(ours.model), rename(parameters(their_model))),
+        )
+    return worst_param, worst_loss

@@ -30,9 +30,9 @@ import numpy as np
 import pytest
 import torch
 
-from gspdml.config.schema import plain
 from gspdml.losses.base import build_loss
 from gspdml.losses.metrix import Metrix
+from gspdml.settings.schema import plain
 from tests.parity import _step_harness as harness
 from tests.parity.vendor.metrix import (
     feature_resnet,
@@ -164,19 +164,7 @@ def run_both(preset: str, mode: str, tmp_path, monkeypatch, overrides=None, pair
     images = torch.cat([b[0] for b in batches])
     labels = torch.cat([b[1] for b in batches])
     ours = harness.trainer(config, images, labels, tmp_path, theirs_start)
-    worst_param = worst_loss = 0.0
-    for epoch, batch in enumerate(batches):
-        their_losses = main_step.run_epoch(args, epoch, model, [batch], **built)
-        built["scheduler"].step()
-        ours._train_step(*batch)
-        worst_loss = max(worst_loss, abs(ours.last_loss - float(their_losses[-1])))
-        worst_param = max(
-            worst_param,
-            harness.max_difference(
-                harness.parameters(ours.model), _to_gspdml(harness.parameters(model))
-            ),
-        )
-    return worst_param, worst_loss
+    return harness.against_metrix_loop(ours, args, model, built, batches, _to_gspdml)
 
 
 @pytest.mark.slow

@@ -49,8 +49,7 @@ from gspdml.data.base import EvalSplit
 from gspdml.data.seeded import SeededTransformDataset
 from gspdml.losses import build_loss
 from gspdml.models import build_embedder
-from gspdml.training import Callback, RunParts, Trainer
-from gspdml.training import trainer as trainer_module
+from gspdml.training import Callback, RunParts, Trainer, validation
 
 VENDOR = Path(__file__).parent / "vendor" / "proxynca_pp"
 WARMUP_EPOCHS, MAIN_EPOCHS = 2, 4  # one batch per epoch
@@ -295,8 +294,8 @@ def test_proxynca_cub_steps_equal_the_authors_code(tmp_path, monkeypatch, float6
     # With no weights file written, results.json's digest of it (run_identity, tested in
     # tests/training/test_run_identity.py) has nothing to read: it is left out too.
     monkeypatch.setattr(Trainer, "_save_checkpoint", lambda self: None)
-    monkeypatch.setattr(trainer_module, "save_weights", lambda *a, **k: None)
-    monkeypatch.setattr(trainer_module, "identity", lambda run_dir: {})
+    monkeypatch.setattr(validation, "save_weights", lambda *a, **k: None)
+    monkeypatch.setattr(validation, "identity", lambda run_dir: {})
     recorder, initial, rounds = gspdml_run(tmp_path)
     theirs = authors_run(monkeypatch, [b for b in recorder.batches], initial)
     per_step = differences(recorder.steps, theirs)

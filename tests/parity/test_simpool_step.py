@@ -126,19 +126,7 @@ def run_both(tmp_path, monkeypatch, pooling: dict, steps: int = 5):
     ]
     images, labels = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
     ours = harness.trainer(config, images, labels, tmp_path, _to_gspdml(net.state_dict()))
-    worst_param = worst_loss = 0.0
-    for epoch, batch in enumerate(batches):
-        theirs = main_step.run_epoch(args, epoch, net, [batch], **built)
-        built["scheduler"].step()
-        ours._train_step(*batch)
-        worst_loss = max(worst_loss, abs(ours.last_loss - float(theirs[-1])))
-        worst_param = max(
-            worst_param,
-            harness.max_difference(
-                harness.parameters(ours.model), _to_gspdml(harness.parameters(net))
-            ),
-        )
-    return worst_param, worst_loss
+    return harness.against_metrix_loop(ours, args, net, built, batches, _to_gspdml)
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ from gspdml.config.loading import read_config
 from gspdml.losses import build_loss
 from gspdml.losses.ccp import CCP as CCPLoss
 from gspdml.models.embedder import head_position
-from gspdml.registry import parse_spec
+from gspdml.training.component_options import resolved_options
 
 
 class By(dict):
@@ -1139,6 +1139,13 @@ def resolve(config: RunConfig, name: str, key: str):
             key[5:],
             name,
         )
+    for field in ("model.backbone", "model.pooling", "loss"):
+        if key.startswith(field + ".") and key != f"{field}.name":
+            # an option of a component: the value the run builds it with, defaults included
+            built = resolved_options(config)[field]
+            return reduce(
+                lambda node, part: node[part], key[len(field) + 1 :].split("."), built["options"]
+            )
     return reduce(lambda node, part: node[part], key.split("."), config.to_dict())
 
 
@@ -1267,7 +1274,9 @@ def test_gap_baseline_differs_from_its_gsp_row_only_in_pooling_and_zsr(gap, gsp)
     GAP instead of GSP and the +GSP row's base loss without the zero-shot regulariser."""
     base, treated = load_config(gap).to_dict(), load_config(gsp).to_dict()
     assert treated["loss"]["name"] == "zsr"
-    assert parse_spec(base["loss"], "loss") == parse_spec(treated["loss"]["base"], "loss.base")
+    # the losses as they are built (defaults included: a preset states only what it pins)
+    zsr = resolved_options(load_config(gsp))["loss"]
+    assert resolved_options(load_config(gap))["loss"] == zsr["options"]["base"]
     assert base["model"].pop("pooling") == {"name": "gap"}
     assert treated["model"].pop("pooling")["name"] == "gsp"
     for config in (base, treated):

@@ -15,6 +15,7 @@ from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.preprocessing import (
     DatasetTransform,
     eval_transform_from_config,
+    eval_transform_of,
     load_model_input,
 )
 from gspdml.training import load_run
@@ -30,16 +31,8 @@ def rgb_file(tmp_path, height=30, width=50, seed=0):
 
 def test_crop_and_normalisation_match_numpy(tmp_path):
     path, pixels = rgb_file(tmp_path)
-    config = {
-        "data": {
-            "eval_transform": {
-                "center_crop": [20, 25],
-                "mean": [0.1, 0.2, 0.3],
-                "std": [0.5, 0.25, 2.0],
-            }
-        }
-    }
-    out = load_model_input(path, eval_transform_from_config(config, 3))
+    spec = {"center_crop": [20, 25], "mean": [0.1, 0.2, 0.3], "std": [0.5, 0.25, 2.0]}
+    out = load_model_input(path, eval_transform_of(spec, None, 0, 3))
     top, left = int(round((30 - 20) / 2)), int(round((50 - 25) / 2))
     expected = (pixels[top : top + 20, left : left + 25] / 255.0 - [0.1, 0.2, 0.3]) / [
         0.5,
@@ -49,22 +42,19 @@ def test_crop_and_normalisation_match_numpy(tmp_path):
     np.testing.assert_allclose(out.permute(1, 2, 0).numpy(), expected, atol=1e-6)
 
     spec = {"mean": [104.0, 117.0, 128.0], "std": [1, 1, 1], "bgr": True, "value_range": 255}
-    caffe = {"data": {"eval_transform": spec}}
-    out = load_model_input(path, eval_transform_from_config(caffe, 3))
+    out = load_model_input(path, eval_transform_of(spec, None, 0, 3))
     np.testing.assert_allclose(
         out.permute(1, 2, 0).numpy(), pixels[:, :, ::-1] - [104.0, 117.0, 128.0], atol=1e-4
     )
-    transform = eval_transform_from_config(caffe, 3)
+    transform = eval_transform_of(spec, None, 0, 3)
     np.testing.assert_allclose(transform.to_display(out), pixels / 255.0, atol=1e-6)
 
 
 def test_resize_keeps_aspect_and_exact_sizes(tmp_path):
     path, _ = rgb_file(tmp_path)
-    shorter = eval_transform_from_config({"data": {"eval_transform": {"resize": 12}}}, 3)
+    shorter = eval_transform_of({"resize": 12}, None, 0, 3)
     assert tuple(load_model_input(path, shorter).shape) == (3, 12, 20)
-    exact = eval_transform_from_config(
-        {"data": {"eval_transform": {"resize": [7, 9], "channels": 1}}}, 1
-    )
+    exact = eval_transform_of({"resize": [7, 9], "channels": 1}, None, 0, 1)
     out = load_model_input(path, exact)
     grey = (
         np.asarray(Image.open(path).convert("L").resize((9, 7), Image.BILINEAR), dtype=np.float32)
@@ -76,7 +66,7 @@ def test_resize_keeps_aspect_and_exact_sizes(tmp_path):
 
 def test_fallback_without_spec_uses_model_channels(tmp_path):
     path, pixels = rgb_file(tmp_path)
-    transform = eval_transform_from_config({"model": {}}, 1)
+    transform = eval_transform_of(None, None, 0, 1)
     assert transform == EvalTransform(channels=1)
     grey = np.asarray(Image.open(path).convert("L"), dtype=np.float32) / 255
     np.testing.assert_allclose(load_model_input(path, transform)[0].numpy(), grey)
@@ -93,7 +83,7 @@ def test_search_and_evaluation_pad_an_image_smaller_than_the_crop(tmp_path):
         "mean": list(imagenet["mean"]),
         "std": list(imagenet["std"]),
     }
-    out = load_model_input(path, eval_transform_from_config({"data": {"eval_transform": spec}}, 3))
+    out = load_model_input(path, eval_transform_of(spec, None, 0, 3))
     recipe = image_transform("center", train=False, normalization="imagenet", resize=5, crop=9)
     torch.testing.assert_close(out, recipe(load_image(path), None), atol=0, rtol=0)
     assert tuple(out.shape) == (3, 9, 9)
@@ -116,7 +106,7 @@ def test_search_and_evaluation_pad_an_image_smaller_than_the_crop(tmp_path):
 )
 def test_bad_transform_specs_name_the_field(spec, field):
     with pytest.raises(ConfigError) as err:
-        eval_transform_from_config({"data": {"eval_transform": spec}}, 3)
+        eval_transform_of(spec, None, 0, 3)
     assert err.value.field == field
 
 
@@ -253,9 +243,8 @@ def test_transform_from_an_array_dataset_reproduces_its_tensors(tmp_path, datase
 
 def test_transform_from_an_image_file_dataset_is_its_own(tmp_path, datasets):
     path, pixels = rgb_file(tmp_path, 12, 12)
-    transform = eval_transform_from_config(
-        {"seed": 0, "data": {"dataset": {"name": "retrieval_test_files", "root": str(path)}}}, 3
-    )
+    dataset = {"name": "retrieval_test_files", "root": str(path)}
+    transform = eval_transform_of(None, dataset, 0, 3)
     assert isinstance(transform, DatasetTransform) and transform.output_size == (8, 8)
     np.testing.assert_allclose(
         load_model_input(path, transform).numpy(), ImageFiles([path])[0][0].numpy()

@@ -407,8 +407,9 @@ def test_test_metrics_are_drawn_at_the_step_of_the_weights():
     svg = training_curves_svg(rows, selected_step=50)
     assert "weights: step 50" in svg
     results = {"steps": 100, "best_step": 50}  # a run from before weights_step was recorded
-    assert weights_step(results, {"evaluation": {"restore_best": True}}) == 50
-    assert weights_step(results, {"evaluation": {"restore_best": False}}) == 100
+    assert weights_step(results, True) == 50
+    assert weights_step(results, False) == 100
     assert (
-        weights_step({**results, "weights_step": 70}, {}) == 70 and weights_step(None, {}) is None
+        weights_step({**results, "weights_step": 70}, True) == 70
+        and weights_step(None, True) is None
     )

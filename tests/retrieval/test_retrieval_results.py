@@ -328,3 +328,37 @@ def test_search_cli_prints_the_shared_rows(tmp_path, capsys):
         index.labels[r["index"]] for r in row["results"]
     ]
     assert all(r["correct"] is None for r in row["results"])  # a query image has no label
+
+
+def test_hits_are_the_typed_rows_and_the_text_reads_them():
+    """``hits()`` holds what ``rows()`` serialises, as attributes; ``format_text`` prints a
+    query's path (or ``#row``), rank, distance, path and label of each hit."""
+    results = RetrievalResults.from_labels(
+        torch.tensor([[1, 2], [0, 2]]),
+        torch.tensor([[0.25, 4.0], [0.25, 1.5]]),
+        ["a", None],
+        ["a", "a", "b"],
+        reference_paths=["r0.png", "r1.png", "r2.png"],
+    )
+    hits = results.hits()
+    assert [row.query_index for row in hits] == [0, 1] and hits[1].label is None
+    assert [(h.rank, h.index, h.path, h.label, h.correct) for h in hits[0].results] == [
+        (1, 1, "r1.png", "a", True),
+        (2, 2, "r2.png", "b", False),
+    ]
+    assert results.rows()[0]["results"][1] == {
+        "rank": 2,
+        "index": 2,
+        "path": "r2.png",
+        "label": "b",
+        "distance": 4.0,
+        "correct": False,
+    }
+    assert results.format_text().splitlines() == [
+        "query: #0  [a]",
+        "    1  0.250000  r1.png  [a]",
+        "    2  4.000000  r2.png  [b]",
+        "query: #1",
+        "    1  0.250000  r0.png  [a]",
+        "    2  1.500000  r2.png  [b]",
+    ]

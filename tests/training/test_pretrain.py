@@ -13,6 +13,7 @@ from gspdml.config import load_config
 from gspdml.errors import ConfigError, DataError
 from gspdml.models import build_embedder
 from gspdml.models.pretrained import WeightsNotFoundError
+from gspdml.settings.sections import LrMultipliers
 from gspdml.training.optim import parameter_groups
 from gspdml.training.parts import build_run
 from gspdml.training.pretrain import (
@@ -93,9 +94,7 @@ def test_a_config_loads_the_weights_by_recipe_and_the_frozen_regime_trains_nothi
     assert not any(
         m.training for m in frozen.backbone.modules() if isinstance(m, torch.nn.BatchNorm2d)
     )
-    names = [
-        g["name"] for g in parameter_groups(frozen, torch.nn.Module(), {"backbone": 1.0}, 1e-3)
-    ]
+    names = [g["name"] for g in parameter_groups(frozen, torch.nn.Module(), LrMultipliers(), 1e-3)]
     assert "backbone" not in names and "projection" in names
 
 
@@ -167,6 +166,31 @@ def test_weights_that_do_not_fit_and_unknown_recipes_are_named(recipe_file):
     with pytest.raises(ConfigError, match="expected a mapping"):
         load_recipe(broken)
     assert {"resnet20-digits", "small_cnn-digits"} <= set(recipe_names())
+
+
+@pytest.mark.parametrize(
+    "section, values, field",
+    [
+        ("train", {"lr": "fast"}, r"pretrain\.train\.lr: expected a number"),
+        ("train", {"epochs": 0}, r"pretrain\.train\.epochs: expected an integer >= 1"),
+        ("train", {"precision": "fp8"}, r"pretrain\.train\.precision: unknown precision 'fp8'"),
+        ("data", {"source": "mnist"}, r"pretrain\.data\.source: unknown source 'mnist'"),
+        ("data", {"tile_size": "16"}, r"pretrain\.data\.tile_size: expected an integer"),
+        ("data", {"source": "cifar100"}, r"pretrain\.data\.tiles_per_class: unknown key"),
+    ],
+)
+def test_a_recipe_is_checked_field_by_field_when_it_is_read(section, values, field):
+    """A recipe is parsed once into typed sections: a wrong value is refused when the recipe is
+    read, naming its field, instead of failing (or training with it) later."""
+    with pytest.raises(ConfigError, match=field):
+        load_recipe({**TINY, section: {**TINY[section], **values}})
+
+
+def test_the_typed_recipe_reads_as_its_sections():
+    recipe = load_recipe(TINY)
+    assert recipe.train.precision == "fp32" and recipe.train.epochs == 1
+    assert recipe.train.lr == 2.0e-3 and recipe.data.tiles_per_class == 1
+    assert recipe.on_root("/data").data.root == "/data" and recipe.data.root is None
 
 
 def test_cli_pretrain_prints_the_record_and_reports_bad_recipes(recipe_file, capsys, monkeypatch):

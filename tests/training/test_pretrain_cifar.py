@@ -53,13 +53,13 @@ def test_pad_crop_flip_equals_a_per_image_reference():
 def test_cifar_examples_are_the_official_files_and_training_augments_them(root):
     examples = recipe_examples(load_recipe(tiny(root)))
     train, val = examples("train", 0), examples("val", 0)
-    assert train["images"].shape == (200, 3, 32, 32) and val["images"].shape == (100, 3, 32, 32)
-    assert sorted(np.unique(train["labels"])) == list(range(100))
+    assert train.images.shape == (200, 3, 32, 32) and val.images.shape == (100, 3, 32, 32)
+    assert sorted(np.unique(train.labels)) == list(range(100))
     plain = recipe_examples(
         load_recipe({**tiny(root), "data": {**tiny(root)["data"], "augment": False}})
     )
-    assert not np.array_equal(train["images"], plain("train", 0)["images"])
-    np.testing.assert_array_equal(train["labels"], plain("train", 0)["labels"])
+    assert not np.array_equal(train.images, plain("train", 0).images)
+    np.testing.assert_array_equal(train.labels, plain("train", 0).labels)
 
 
 def test_the_shipped_recipe_needs_a_data_root_and_the_cli_gives_it(root, tmp_path, capsys):

@@ -102,7 +102,7 @@ def test_pre_training_honours_the_device_it_is_given(monkeypatch):
     """A cache miss trains on the run's device (``trainer.device``), keyed by it."""
     seen = []
 
-    def fake_train(recipe, *, verbose=False, device="auto"):
+    def fake_train(recipe, *, verbose=False, device="auto", precision=None):
         seen.append(torch.device(device).type)
         return {"w": torch.zeros(1)}, {"val_accuracy": 0.0, "seconds": 0.0}
 

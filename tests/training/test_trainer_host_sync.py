@@ -11,8 +11,8 @@ from gspdml.config import load_config
 from gspdml.models import inference
 from gspdml.models.inference import loader_options, memory_format, resolve_num_workers
 from gspdml.training import Trainer, step_timing
+from gspdml.training.faults import FaultRecord
 from gspdml.training.step_timing import StepTimer
-from gspdml.training.trainer import FaultRecord
 
 #: the ways a tensor's value reaches the host (each waits for the device on a GPU)
 HOST_READS = ("item", "__float__", "__int__", "__bool__", "tolist", "numpy", "cpu")

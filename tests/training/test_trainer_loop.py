@@ -89,7 +89,9 @@ def test_early_stopping_restores_the_best_weights(tmp_path, make_config):
     test = [r for r in records if r["split"] == "test"]
     assert results["weights_step"] == results["best_step"] < results["steps"] == test[0]["step"]
     assert test[0]["weights_step"] == results["best_step"]
-    marker = curve_series(records, weights_step(results, config))[("test", "map_at_r")]
+    marker = curve_series(records, weights_step(results, config.evaluation.restore_best))[
+        ("test", "map_at_r")
+    ]
     assert marker == [(results["best_step"], results["test"]["map_at_r"])]
     # rounds and the test split score the default metrics (bounded depth), and results.json says
     # which it computed: the whole-ranking mAP and MRR only when evaluation.metrics names them
@@ -114,7 +116,7 @@ def test_plateau_halves_the_learning_rate(tmp_path, make_config):
     )
     trainer = Trainer.from_config(config, tmp_path / "run")
     trainer.fit()
-    drops = len(trainer.plateau.drops)
+    drops = len(trainer.schedules.plateau.drops)
     assert drops >= 1
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.5 * 0.5**drops)
 

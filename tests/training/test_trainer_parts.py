@@ -14,9 +14,13 @@ from gspdml.data.base import EvalSplit
 from gspdml.data.seeded import SeededTransformDataset
 from gspdml.errors import ConfigError, DataError
 from gspdml.losses import build_loss
+from gspdml.models.freezable import Freezable
+from gspdml.models.output import EmbedderOutput
 from gspdml.pooling.base import LazyInitialised
 from gspdml.training import Callback, RunParts, TensorEmbedder, Trainer
+from gspdml.training.baseline import NO_BACKBONE
 from gspdml.training.checkpoint import CheckpointError, load_state, save_state
+from gspdml.training.optim import Schedules, StepDecay
 
 
 class Blobs(Dataset):
@@ -106,7 +110,7 @@ def test_a_user_dataset_embedder_and_loss_train_end_to_end(make_config, tmp_path
     results = trainer.fit()
     assert results["steps"] == 12 and 0.0 <= results["test"]["map_at_r"] <= 1.0
     assert not torch.equal(before, net.fc.weight)
-    assert trainer.best_metric >= first
+    assert trainer.selection.best_metric >= first
     assert [g["name"] for g in trainer.optimizer.param_groups] == ["model"]
 
 
@@ -248,3 +252,121 @@ def test_a_crafted_checkpoint_cannot_set_other_trainer_attributes(make_config, t
     save_state(path, state, meta)
     with pytest.raises(CheckpointError, match=r"unknown trainer state \['checkpoint_path'\]"):
         Trainer.from_config(config, tmp_path / "run", resume=True)
+
+
+class CountingSGD(torch.optim.SGD):
+    """A user's optimiser: plain SGD that counts its steps."""
+
+    def __init__(self, params, lr):
+        super().__init__(params, lr=lr)
+        self.steps = 0
+
+    def step(self, closure=None):
+        self.steps += 1
+        return super().step(closure)
+
+
+def test_an_injected_optimiser_and_schedule_are_the_ones_stepping(make_config, tmp_path):
+    """Fails on the old trainer, which took no optimiser (TypeError) and always built Adam."""
+    torch.manual_seed(0)
+    model = make_net()
+    optimizer = CountingSGD(model.parameters(), lr=0.5)
+    schedules = Schedules(step_decay=StepDecay(optimizer, factor=0.1, every=5))
+    config = config_for(make_config, schedule={"max_steps": 12})
+    parts = RunParts(model, Contrastive(), user_data())
+    trainer = Trainer(parts, config, tmp_path / "run", optimizer=optimizer, schedules=schedules)
+    assert trainer.optimizer is optimizer
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer.fit()
+    assert optimizer.steps == 12  # one step per training step, none by a built Adam
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.5 * 0.1**2)  # decayed at 5, 10
+    assert any(not torch.equal(a, p) for a, p in zip(before, model.parameters()))
+
+
+def test_resume_restores_the_optimiser_it_is_given_and_the_default_one(make_config, tmp_path):
+    """A run stopped after step 6 and resumed ends with the weights of an uninterrupted run,
+    with an injected optimiser (its momentum restored from the checkpoint) and with the one the
+    config builds."""
+    config = config_for(make_config, schedule={"max_steps": 12})
+
+    def run(folder, injected, crash_at=None, resume=False):
+        torch.manual_seed(0)
+        model = make_net()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9) if injected else None
+        parts = RunParts(model, Contrastive(), user_data(), callbacks={"tally": Tally(1, crash_at)})
+        trainer = Trainer(parts, config, folder, optimizer=optimizer, resume=resume)
+        trainer.fit()
+        return trainer
+
+    for injected in (True, False):
+        straight = run(tmp_path / f"straight{injected}", injected)
+        with pytest.raises(KeyboardInterrupt):  # after step 6; the last checkpoint is step 4's
+            run(tmp_path / f"stopped{injected}", injected, crash_at=6)
+        resumed = run(tmp_path / f"stopped{injected}", injected, resume=True)
+        assert resumed.step == straight.step == 12
+        assert type(resumed.optimizer) is (torch.optim.SGD if injected else torch.optim.Adam)
+        for a, b in zip(straight.model.parameters(), resumed.model.parameters()):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_the_backbone_baseline_of_a_model_without_a_declared_backbone_is_skipped_with_why(
+    make_config, tmp_path, capsys
+):
+    """The config names pre-trained backbone weights, the user's model has no backbone: the
+    step-0 baseline is evaluated, the backbone baseline is recorded as skipped with its reason
+    (the old trainer raised AttributeError: 'TensorEmbedder' object has no attribute
+    'backbone')."""
+    backbone = {"name": "small_cnn", "widths": [8, 16], "weights": "smoke-small_cnn-digits"}
+    config = config_for(
+        make_config, model={"factory": FACTORY, "backbone": backbone}, schedule={"max_steps": 4}
+    )
+    assert config.model.pretrained_backbone
+    results = Trainer(
+        RunParts(make_net(), Contrastive(), user_data()), config, tmp_path / "r"
+    ).fit()
+    assert results["baseline"]["step0"].keys() == results["test"].keys()
+    assert "backbone_gap" not in results["baseline"]
+    assert results["baseline_skipped"] == {"backbone_gap": NO_BACKBONE}
+    assert f"gspdml: baseline: backbone_gap skipped ({NO_BACKBONE})" in capsys.readouterr().err
+
+
+class UndeclaredBackboneNet(nn.Module):
+    """A user's model with a ``backbone`` attribute, which alone declares nothing."""
+
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, images):
+        return EmbedderOutput(F.normalize(self.fc(self.backbone(images).mean(dim=(2, 3))), dim=1))
+
+
+class UserBackboneNet(UndeclaredBackboneNet):
+    """The same model declaring its backbone (:class:`Freezable`)."""
+
+    feature_cache = None
+    backbone_frozen = False
+
+
+def test_the_warm_up_freezes_a_declared_user_backbone_and_refuses_an_undeclared_one(
+    make_config, tmp_path
+):
+    declared, undeclared = (
+        config_for(
+            make_config,
+            model={"factory": f"{__name__}:{net.__name__}"},
+            schedule={"max_steps": 4, "warmup_steps": 2},
+        )
+        for net in (UserBackboneNet, UndeclaredBackboneNet)
+    )
+    model = UserBackboneNet()
+    assert isinstance(model, Freezable) and not isinstance(make_net(), Freezable)
+    trainer = Trainer(RunParts(model, Contrastive(), user_data()), declared, tmp_path / "a")
+    trainer._freeze_backbone(True)
+    assert not any(p.requires_grad for p in model.backbone.parameters())
+    assert all(p.requires_grad for p in model.fc.parameters())
+    trainer._freeze_backbone(False)
+    assert all(p.requires_grad for p in model.backbone.parameters())
+    with pytest.raises(ConfigError, match="schedule.warmup_steps: .*UndeclaredBackboneNet has no"):
+        Trainer(RunParts(UndeclaredBackboneNet(), Contrastive(), user_data()), undeclared, tmp_path)

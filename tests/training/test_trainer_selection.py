@@ -43,9 +43,9 @@ def test_selection_follows_the_harmonic_mean_not_map_at_r(tmp_path, make_config,
     real = metrics_module.clustering_scores
 
     def scripted(embeddings, labels, **kwargs):
-        from gspdml.evaluation.split_metrics import split_metrics
+        from gspdml.evaluation.service import evaluate_embeddings
 
-        value = split_metrics(embeddings, labels)["map_at_r"]
+        value = evaluate_embeddings(embeddings, labels).metrics["map_at_r"]
         nmi = 0.01 if value >= best_map[0] else 1.0
         best_map[0] = max(best_map[0], value)
         return {**real(embeddings, labels, **kwargs), "nmi": nmi}

@@ -1,6 +1,11 @@
 """Every preset loss (and every wrapper) trains on the embedded collage without error and improves
 validation MAP@R over the untrained model (issue 4). What a loss needs of the batch (halves) and
-of the model (GSP's attributes) comes from its declaration, not from this table."""
+of the model (GSP's attributes) comes from its declaration, not from this table.
+
+The run: 80 steps of the small CNN at half its default widths (a quarter of the multiply-adds
+of a step), validated at steps 40 and 80. Measured (Xeon, AVX-512), the trained models beat the
+untrained one by a factor of 1.47 (CCP) to 13 (ZSR); ProxyNCA++ as its paper sets it 1.11 (its
+x1e5 proxy learning rate with the Adam ``eps`` its preset pins)."""
 
 from pathlib import Path
 
@@ -16,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PRESETS = sorted((PRESETS_DIR / "losses").glob("*-cub.yaml"))
 C2 = {"name": "c2", "neg_margin": 0.5}
 GSP = {"name": "gsp", "num_prototypes": 8, "mu": 0.3, "eps": 5.0, "init": "random", "iters": 30}
+STEPS = 80
 EXTRA = {
     "gc": ({"name": "gc"}, {}),
     "margin": ({"name": "margin", "learn_beta": True}, {}),
@@ -35,10 +41,11 @@ def _cases():
         preset = yaml.safe_load(path.read_text())
         loss = preset["loss"]
         if "xbm" in loss:  # switch a small memory on for the last third of the short run
-            loss["xbm"].update(start_step=40, memory_batches=2)
-        yield pytest.param(
-            loss, {"samples_per_class": preset["data"]["samples_per_class"]}, id=path.stem
-        )
+            loss["xbm"].update(start_step=STEPS * 2 // 3, memory_batches=2)
+        options = {"samples_per_class": preset["data"]["samples_per_class"]}
+        if "eps" in preset.get("optimizer", {}):  # ProxyNCA++'s +fast: x1e5 proxy lr, Adam eps 1
+            options["eps"] = preset["optimizer"]["eps"]
+        yield pytest.param(loss, options, id=path.stem)
     for name, (loss, options) in EXTRA.items():
         yield pytest.param(loss, options, id=name)
 
@@ -58,18 +65,18 @@ def test_short_training_improves_validation_map_at_r(tmp_path, make_config, loss
             },
             # GAP is one operator in both head placements; the local 1x1 head is what XML's histograms read
             model={
-                "backbone": {"name": "small_cnn"},
+                "backbone": {"name": "small_cnn", "widths": [16, 32, 64]},
                 "embedding_dim": 64,
                 "head": "local",
                 "pooling": GSP if "attributes" in needs.reads else "gap",
             },
-            optimizer={"lr": 2e-3},
-            schedule={"max_steps": 60},
-            evaluation={"every": 20, "patience": None},
+            optimizer={"lr": 2e-3, **({"eps": options["eps"]} if "eps" in options else {})},
+            schedule={"max_steps": STEPS},
+            evaluation={"every": STEPS // 2, "patience": None},
             trainer={"progress": False},  # precision auto: bf16 where the CPU has it
         )
     )
     trainer = Trainer.from_config(config, tmp_path / "run")
     before = trainer.evaluate(trainer.eval_split)["map_at_r"]
     trainer.fit()
-    assert trainer.best_metric > before
+    assert trainer.selection.best_metric > before

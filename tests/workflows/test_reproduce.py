@@ -463,8 +463,7 @@ def test_a_cifar_collage_row_end_to_end_by_its_own_validation_split(tmp_path):
     assert trained.data.dataset["root"] == str(data / "cifar-100-python")
     copy = out / "recipes" / f"{recipe}.yaml"
     assert trained.model.backbone["weights"] == str(copy)
-    as_pretrain_sets_it = load_recipe(recipe)
-    as_pretrain_sets_it["data"]["root"] = str(data)
+    as_pretrain_sets_it = load_recipe(recipe).on_root(str(data))
     assert load_recipe(copy) == as_pretrain_sets_it and weights_path(as_pretrain_sets_it).is_file()
     text = (out / "tables" / "gsp-table4.md").read_text()
     assert "trained (`cifar-collage-c2-vlad-8x16`, protocol split)" in text

@@ -9,7 +9,7 @@ import gspdml.training
 from gspdml.config import dump_config, load_config
 from gspdml.errors import ConfigError
 from gspdml.training.run_dir import CHECKPOINT_FILE
-from gspdml.workflows.runner import PlannedRun, existing_status, run_all, run_planned, seed_plan
+from gspdml.workflows.runner import PlannedRun, existing_status, run_planned, seed_plan
 
 
 @pytest.fixture
@@ -37,11 +37,11 @@ def test_finished_runs_are_reused_stopped_ones_resumed_others_trained(tmp_path, 
         config, [0, 1], lambda seed: tmp_path / f"seed{seed}", name=lambda seed: f"seed{seed}"
     )
     assert [(r.name, r.config["seed"]) for r in runs] == [("seed0", 0), ("seed1", 1)]
-    first = run_all(runs)
+    first = [run_planned(run) for run in runs]
     assert [o.status for o in first] == ["trained", "trained"] and all(
         o.seconds is not None for o in first
     )
-    again = run_all(runs)
+    again = [run_planned(run) for run in runs]
     assert [o.status for o in again] == ["done", "done"] and [o.seconds for o in again] == [
         None,
         None,

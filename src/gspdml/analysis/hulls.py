@@ -44,14 +44,6 @@ def convex_hull_2d(points: npt.ArrayLike) -> np.ndarray:
     return np.array(lower[:-1] + upper[:-1], dtype=np.int64)
 
 
-def hull_area(points: npt.ArrayLike) -> float:
-    """Area of the convex hull of ``points`` ``[N, 2]`` (shoelace formula; 0 for degenerate hulls)."""
-    pts = np.asarray(points, dtype=np.float64)
-    hull = pts[convex_hull_2d(pts)]
-    x, y = hull[:, 0], hull[:, 1]
-    return float(0.5 * abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))))
-
-
 def hulls_overlap(first: npt.ArrayLike, second: npt.ArrayLike, tol: float = 1e-12) -> bool:
     """Whether the convex hulls of two planar point sets intersect (touching counts)."""
     a = np.asarray(first, dtype=np.float64)[convex_hull_2d(first)]
@@ -70,7 +62,7 @@ def hulls_overlap(first: npt.ArrayLike, second: npt.ArrayLike, tol: float = 1e-1
     return not bool(separated.any())
 
 
-def overlap_fraction(groups: list) -> float:
+def overlap_fraction(groups: list[np.ndarray]) -> float:
     """Fraction of unordered pairs of point sets whose convex hulls overlap."""
     pairs = [(i, j) for i in range(len(groups)) for j in range(i + 1, len(groups))]
     if not pairs:

@@ -126,7 +126,7 @@ def load_model(
             factory = getattr(importlib.import_module(module), function)
         except (ImportError, AttributeError) as error:
             raise ConfigError("model", f"cannot import factory {rest!r}: {error}") from None
-        model = factory(weights=weights, device=device)
+        model: VisionLanguageEncoder = factory(weights=weights, device=device)
         if weights is not None and Path(weights).expanduser().is_file():
             # the weights' content, so that the feature cache never mixes two checkpoints
             model.model_id = f"{model.model_id}@{file_sha256(Path(weights).expanduser())}"
@@ -179,17 +179,17 @@ def _open_clip(
     )
 
 
-def _cached_open_clip(arch: str, tag: str, known: dict) -> Path:
+def _cached_open_clip(arch: str, tag: str, known: dict[str, Any]) -> Path:
     if known:
         repo, files, url_file = known["repo"], known["files"], None
     else:
         _offline()
-        cfg = require("open_clip", "clip", "open_clip_torch").get_pretrained_cfg(arch, tag)
-        if not cfg:
+        release = require("open_clip", "clip", "open_clip_torch").get_pretrained_cfg(arch, tag)
+        if not release:  # open_clip's record of the released weights
             raise ConfigError("model", f"open_clip has no pretrained tag {tag!r} for {arch!r}")
-        repo = cfg.get("hf_hub", "").rstrip("/")
+        repo = release.get("hf_hub", "").rstrip("/")
         files = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
-        url_file = Path(cfg["url"]).name if cfg.get("url") else None
+        url_file = Path(release["url"]).name if release.get("url") else None
     found = cached_hub_file(repo, files) if repo else None
     if found is None and url_file and (Path("~/.cache/clip").expanduser() / url_file).is_file():
         found = Path("~/.cache/clip").expanduser() / url_file
@@ -244,7 +244,9 @@ def _transformers(source: str, weights: Optional[str], device: str) -> VisionLan
         return dict(processor.tokenizer(texts, padding=True, truncation=True, return_tensors="pt"))
 
     def preprocess(image: Image.Image) -> torch.Tensor:
-        return processor.image_processor(images=[image], return_tensors="pt")["pixel_values"][0]
+        batch = processor.image_processor(images=[image], return_tensors="pt")
+        pixels: torch.Tensor = batch["pixel_values"][0]
+        return pixels
 
     files = [directory / name for name in ("model.safetensors", "pytorch_model.bin")]
     held = [file_sha256(file) for file in files if file.is_file()]  # the feature cache's key

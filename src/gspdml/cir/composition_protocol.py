@@ -57,7 +57,7 @@ def domain_conversion_protocol(
     query_images: Optional[Sequence[str]] = None,
     query_classes: Optional[Sequence[str]] = None,
     query_domains: Optional[Sequence[str]] = None,
-    domain_texts: Optional[dict] = None,
+    domain_texts: Optional[dict[str, str]] = None,
 ) -> CompositionProtocol:
     """The FreeDom protocol. Without separate query lists the database images are the queries
     (ImageNet-R, LTLL); ``domain_texts`` maps a domain label to its query text (e.g.

@@ -38,6 +38,7 @@ from .freedom import (
     read_vocabulary,
 )
 from .vl_model import VisionLanguageEncoder
+from .weicom import FALLBACK_LAMBDA, default_lambda
 
 #: every method a :class:`CirMethod` may name
 METHODS = ("freedom", "weicom", *BASELINES)
@@ -83,6 +84,48 @@ class CirMethod:
             return self.m
         variant_m = VARIANTS[self.variant].get("m", 7)
         return variant_m if isinstance(variant_m, int) else 7
+
+
+def cir_method(
+    command: str,
+    name: str,
+    model: str,
+    lam: Optional[float] = None,
+    variant: str = CirMethod.variant,
+    k: int = CirMethod.k,
+    n: int = CirMethod.n,
+    m: Optional[int] = None,
+    query_as_proxy: str = CirMethod.query_as_proxy,
+) -> CirMethod:
+    """The method ``gspdml cir COMMAND --method NAME`` runs with the model ``model``, WeiCom's
+    ``lam`` and FreeDom's settings. WeiCom's λ defaults to the model's (Psomas thesis Table 5.2,
+    :func:`default_lambda`) and, as the chapter-4 competitor of ``cir freedom``, to 0.5 (the two
+    CDFs summed, §4.4.4); the other methods keep :class:`CirMethod`'s."""
+    if name != "weicom":
+        lam = CirMethod.lam
+    elif lam is None:
+        lam = FALLBACK_LAMBDA if command == "freedom" else default_lambda(model)
+    return CirMethod(name, variant, k, n, m, query_as_proxy, lam)
+
+
+def require_memories(
+    method: CirMethod,
+    vocabulary: Optional[str | Path],
+    memory: Optional[str | Path] = None,
+    memory_union: bool = False,
+) -> None:
+    """FreeDom needs a text memory (``vocabulary``); a visual memory (``memory``,
+    ``memory_union``) is FreeDom's only."""
+    if method.name == "freedom" and not vocabulary:
+        raise ConfigError(
+            "vocabulary",
+            "FreeDom needs a text memory: --vocabulary FILE (one word per line, or the Open "
+            "Images class-name CSV)",
+        )
+    if (memory is not None or memory_union) and method.name != "freedom":
+        raise ConfigError(
+            "memory", f"--memory is FreeDom's visual memory; --method {method.name} has none"
+        )
 
 
 def image_files(folder: Path, exclude: Optional[Path] = None) -> list[str]:
@@ -168,13 +211,9 @@ def score_function(
     ``vocabulary`` and takes ``memory`` as its visual memory (default: the database); the other
     methods have no memory."""
     texts = TextEmbeddingMemo(model.encode_text)
+    require_memories(method, vocabulary)
     if method.name == "freedom":
-        if vocabulary is None:
-            raise ConfigError(
-                "vocabulary",
-                "FreeDom needs a text memory: --vocabulary FILE (one word per line, or the Open "
-                "Images class-name CSV)",
-            )
+        assert vocabulary is not None
         words = read_vocabulary(vocabulary)
         text_memory = TextMemory(words, encode_texts(model, words, cache=cache))
         settings: dict[str, Any] = dict(k=method.k, n=method.n, m=method.labels_kept)
@@ -213,10 +252,7 @@ def evaluate_cir(
     """Evaluate ``method`` with ``model`` on ``protocol``: the result of
     :func:`~gspdml.cir.composition_protocol.evaluate_protocol` (mAP and R@k in %, per group and
     their mean). ``memory`` / ``memory_union``: FreeDom's visual memory (:func:`visual_memory`)."""
-    if (memory is not None or memory_union) and method.name != "freedom":
-        raise ConfigError(
-            "memory", f"--memory is FreeDom's visual memory; --method {method.name} has none"
-        )
+    require_memories(method, vocabulary, memory, memory_union)
     database, queries = protocol_features(model, protocol, batch_size, cache)
     proxies = None
     if method.name == "freedom":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 from safetensors import safe_open
@@ -31,10 +31,10 @@ from .vl_model import VisionLanguageEncoder
 FORMAT = "gspdml-cir-features/1"
 
 
-def _image_items(paths: Sequence[str | Path]) -> list[list]:
+def _image_items(paths: Sequence[str | Path]) -> list[list[Optional[str]]]:
     """Each image as ``[resolved path, content hash]`` (None for a missing file: the loader
     names it)."""
-    items = []
+    items: list[list[Optional[str]]] = []
     for path in paths:
         resolved = Path(path).expanduser().resolve()
         items.append([str(resolved), file_sha256(resolved) if resolved.is_file() else None])
@@ -54,11 +54,11 @@ class FeatureCache:
 
         return cache_dir() / "cir-features"
 
-    def path(self, model_id: str, kind: str, items: list) -> Path:
+    def path(self, model_id: str, kind: str, items: list[Any]) -> Path:
         digest = hashlib.sha256(json.dumps([model_id, kind, items]).encode()).hexdigest()[:20]
         return self.directory / f"{kind}-{digest}.safetensors"
 
-    def load(self, model_id: str, kind: str, items: list) -> Optional[torch.Tensor]:
+    def load(self, model_id: str, kind: str, items: list[Any]) -> Optional[torch.Tensor]:
         path = self.path(model_id, kind, items)
         if not path.is_file():
             return None
@@ -67,11 +67,12 @@ class FeatureCache:
                 meta = json.loads((handle.metadata() or {}).get("gspdml", "null"))
                 if meta != {"format": FORMAT, "model": model_id, "kind": kind, "items": items}:
                     return None
-                return handle.get_tensor("features")
+                features: torch.Tensor = handle.get_tensor("features")
+                return features
         except Exception:  # a corrupt entry is recomputed and replaced
             return None
 
-    def store(self, model_id: str, kind: str, items: list, features: torch.Tensor) -> Path:
+    def store(self, model_id: str, kind: str, items: list[Any], features: torch.Tensor) -> Path:
         path = self.path(model_id, kind, items)
         meta = {"format": FORMAT, "model": model_id, "kind": kind, "items": items}
         tensors = {"features": features.detach().to("cpu", torch.float32).contiguous()}

@@ -20,7 +20,7 @@ import torch
 from PIL import Image
 
 from gspdml.errors import DataError, GspdmlError
-from gspdml.models.checkpoint_limits import check_torch_checkpoint
+from gspdml.models.pretrained import read_state_dict
 
 Tokens = Union[torch.Tensor, Mapping[str, torch.Tensor]]
 
@@ -74,8 +74,8 @@ class VisionLanguageModel:
 
     def __init__(
         self,
-        image_encoder: Callable,
-        text_encoder: Callable,
+        image_encoder: Callable[..., torch.Tensor],
+        text_encoder: Callable[..., torch.Tensor],
         tokenize: Callable[[list[str]], Tokens],
         preprocess: Callable[[Image.Image], torch.Tensor],
         model_id: str,
@@ -123,39 +123,14 @@ def _normalized(features: Any) -> torch.Tensor:
 
 
 def load_state_dict_file(path: str | Path) -> dict[str, torch.Tensor]:
-    """A state dict from ``.safetensors`` or a PyTorch file (``.pt``, ``.pth``, ``.bin``, …).
-
-    Checkpoints that nest the weights under ``state_dict`` or ``model`` and names prefixed by
-    ``module.`` (saved from DataParallel, as the RemoteCLIP checkpoints are) are unwrapped.
-    """
+    """A state dict from ``.safetensors`` or a PyTorch file (``.pt``, ``.pth``, ``.bin``, …), read
+    as backbone weights are (:func:`gspdml.models.pretrained.read_state_dict`): checkpoints that
+    nest the weights under ``state_dict`` or ``model`` and names prefixed by ``module.`` (saved
+    from DataParallel, as the RemoteCLIP checkpoints are) are unwrapped."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise DataError(f"weights file not found: {path}")
-    try:
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            state: Any = load_file(str(path))
-        else:
-            check_torch_checkpoint(path)  # the memory it asks for, before anything is inflated
-            state = torch.load(path, map_location="cpu", weights_only=True)
-    except DataError:
-        raise
-    except Exception as error:
-        raise DataError(
-            f"{path}: cannot read weights ({type(error).__name__}: {error}); expected a state dict "
-            "saved with torch.save or safetensors (TorchScript archives are not supported)"
-        ) from None
-    for key in ("state_dict", "model"):
-        if isinstance(state, Mapping) and key in state and isinstance(state[key], Mapping):
-            state = state[key]
-    if not isinstance(state, Mapping) or not all(
-        isinstance(v, torch.Tensor) for v in state.values()
-    ):
-        raise DataError(f"{path}: not a state dict of tensors")
-    if state and all(k.startswith("module.") for k in state):
-        state = {k[len("module.") :]: v for k, v in state.items()}
-    return dict(state)
+    return read_state_dict(path)
 
 
 def load_weights(module: torch.nn.Module, path: str | Path) -> torch.nn.Module:

@@ -1,26 +1,6 @@
-"""The ``gspdml`` command line: the parser and ``main``; each command group lives in its own module.
-
-    gspdml train CONFIG [key.sub=value ...] [--resume [--allow-changes]]   (cli.train)
-    gspdml evaluate RUN_DIR [--split test] [--weights final|best]          (cli.train)
-    gspdml config CONFIG [key.sub=value ...]        # print the resolved, validated config
-    gspdml config --list                             # the shipped presets
-    gspdml demo [CONFIG ...]                         # the main job: train and compare methods (cli.demo)
-    gspdml pretrain RECIPE [RECIPE ...]              # pre-train (or find cached) backbone weights (cli.pretrain)
-    gspdml protocol fair|tuning|conventional|two_stage CONFIG  # a whole evaluation protocol, resumable (cli.protocol)
-    gspdml tune CONFIG --space SPACE.yaml --trials N    # Optuna TPE over the tuning protocol (cli.tune)
-    gspdml compare RUN_OR_PROTOCOL ... [--out PATH]  # methods side by side, paired tests (cli.compare)
-    gspdml diff RUN_A RUN_B [--json]                 # what differs between two runs (cli.diff)
-    gspdml reproduce TABLE [--rows ...] [--dry-run] | --list  # a paper's table beside the paper (cli.reproduce)
-    gspdml index|search|report|export ...            # retrieval (cli.retrieval, cli.ann, cli.postprocess)
-    gspdml cir freedom|weicom ...                    # composed image retrieval (cli.cir)
-    gspdml data fetch|verify ...                     # benchmark datasets (cli.data)
-    gspdml bundle RUN_DIR --out DIR                  # portable model bundle (cli.bundle)
-    gspdml check PLUGIN_MODULE                       # contract checks of a plugin's components (cli.check)
-    gspdml doctor [--json]                           # versions, CPU/GPU, precision auto (cli.doctor)
-    gspdml list poolings|losses|backbones|datasets|presets [PATTERN]  # what a config can name (cli.listing)
-
-Only this package parses arguments; the domain modules below it take plain values.
-"""
+"""The ``gspdml`` command line: the parser and ``main``; each command group lives in its own
+module of :data:`GROUPS` (``gspdml --help`` lists the commands). Only this package parses
+arguments and prints; the library below it takes plain values and returns results."""
 
 from __future__ import annotations
 
@@ -30,44 +10,12 @@ import re
 import sys
 from typing import Any, Optional, Sequence
 
-from gspdml.cli import (
-    bundle,
-    check,
-    cir,
-    compare,
-    data,
-    demo,
-    diff,
-    doctor,
-    listing,
-    pretrain,
-    protocol,
-    reproduce,
-    retrieval,
-    train,
-    tune,
-)
+from gspdml.cli import cir, listing, retrieval, runs, tools, train
 from gspdml.errors import GspdmlError
 from gspdml.output_files import DISK_FULL, output_error
 
 #: the command groups, in the order ``gspdml --help`` lists them; each has ``add_parser(subparsers)``
-GROUPS = (
-    train,
-    demo,
-    pretrain,
-    protocol,
-    tune,
-    compare,
-    diff,
-    reproduce,
-    retrieval,
-    cir,
-    data,
-    bundle,
-    check,
-    doctor,
-    listing,
-)
+GROUPS = (train, runs, retrieval, cir, tools, listing)
 
 
 class Parser(argparse.ArgumentParser):
@@ -142,7 +90,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parse(parser, argv)
     try:
-        status = args.func(args)
+        status: int = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return status
     except GspdmlError as exc:

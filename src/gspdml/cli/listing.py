@@ -1,16 +1,24 @@
-"""``gspdml list poolings|losses|backbones|datasets|presets|metrics [PATTERN] [--json]``: the
-names a run config can use, with one line each (:mod:`gspdml.workflows.listing`); a metric's
-line gives its depth (bounded, per-k, whole ranking) and cost class."""
+"""``gspdml list poolings|losses|backbones|datasets|presets|metrics [PATTERN] [--options]
+[--json]``: the names a run config can use, with one line each (:mod:`gspdml.workflows.listing`);
+a metric's line gives its depth (bounded, per-k, whole ranking) and cost class; ``--options``
+adds each component's options with their type, default and meaning."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gspdml.config.options import ComponentOption
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from gspdml.workflows.listing import listing
+    from gspdml.workflows.listing import listing, option_listing
 
+    if args.options:
+        return _print_options(option_listing(args.kind, args.pattern), args.json)
     rows = listing(args.kind, args.pattern)
     if args.json:
         print(json.dumps([{"name": name, "summary": summary} for name, summary in rows], indent=2))
@@ -21,7 +29,28 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def _print_options(rows: list[tuple[str, str, list[ComponentOption]]], as_json: bool) -> int:
+    if as_json:
+        listed = [
+            {
+                "name": name,
+                "summary": summary,
+                "options": [dataclasses.asdict(option) for option in options],
+            }
+            for name, summary, options in rows
+        ]
+        print(json.dumps(listed, indent=2))
+        return 0
+    for name, summary, options in rows:
+        print(f"{name}  {summary}".rstrip())
+        for option in options:
+            print(
+                f"    {option.name}: {option.kind}, default {option.default}. {option.doc}".rstrip()
+            )
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from gspdml.workflows.listing import KINDS
 
     p = sub.add_parser(
@@ -30,5 +59,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("kind", choices=KINDS)
     p.add_argument("pattern", nargs="?", help="shell-style filter on the names, e.g. 'gsp*'")
+    p.add_argument(
+        "--options",
+        action="store_true",
+        help="with each component, its options: type, default and meaning",
+    )
     p.add_argument("--json", action="store_true", help="print [{name, summary}] as JSON")
     p.set_defaults(func=_cmd_list)

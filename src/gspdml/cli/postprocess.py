@@ -1,5 +1,6 @@
-"""``gspdml search --postprocess STEP`` (:mod:`gspdml.cli.retrieval`): post-processing of :mod:`gspdml.evaluation.postprocess`
-(PCA-whitening, alpha-DBA, alpha-QE, k-reciprocal re-ranking) on an index search.
+"""``gspdml search --postprocess STEP`` (:mod:`gspdml.cli.retrieval`): the post-processing of
+:mod:`gspdml.evaluation.postprocess` (PCA-whitening, alpha-DBA, alpha-QE, k-reciprocal
+re-ranking), applied by :meth:`gspdml.retrieval.index.RetrievalIndex.search`.
 
 The index vectors are the database (DBA augments them for this search only, the index file is
 not changed); PCA-whitening learns on the run's training split, embedded for the search.
@@ -8,18 +9,13 @@ not changed); PCA-whitening learns on the run's training split, embedded for the
 from __future__ import annotations
 
 import argparse
-import dataclasses
-from typing import Any, Mapping, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
+from gspdml.config import RunConfig
 from gspdml.errors import ConfigError
-from gspdml.evaluation.postprocess import (
-    STEPS,
-    needs_training_embeddings,
-    parse_steps,
-    postprocessed_retrieve,
-)
+from gspdml.evaluation.postprocess import POSTPROCESSORS, build_steps
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.models import Embedder
 from gspdml.models.inference import embed
@@ -33,7 +29,7 @@ def add_search_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="STEP",
-        help=f"post-processing step NAME[:key=value,...], repeatable; NAME in {', '.join(STEPS)} (e.g. qe:k=2,alpha=3)",
+        help=f"post-processing step NAME[:key=value,...], repeatable; NAME in {', '.join(POSTPROCESSORS.names())} (e.g. qe:k=2,alpha=3)",
     )
 
 
@@ -43,37 +39,20 @@ def postprocessed_search(
     k: int,
     query_paths: Sequence[str],
     args: argparse.Namespace,
-    config: Mapping[str, Any],
+    config: RunConfig,
     model: Embedder,
     device: torch.device | str,
 ) -> Optional[RetrievalResults]:
-    """Results of the exact search after ``args.postprocess`` (distances: squared Euclidean of the
-    processed unit vectors, or d* after k-reciprocal re-ranking), or None without steps."""
+    """The index's search with the steps of ``args.postprocess``, or None without steps."""
     if not args.postprocess:
         return None
-    steps = parse_steps(args.postprocess, "--postprocess")
+    steps = build_steps(args.postprocess, "--postprocess")
     if args.nprobe is not None or args.ef is not None:
         raise ConfigError(
             "--postprocess",
             "post-processing searches the exact vectors; it cannot be combined with --nprobe or --ef",
         )
     train = None
-    if needs_training_embeddings(steps):
+    if any(step.learns_on_training for step in steps):  # PCA-whitening
         train = embed(model, split_source(config, "train").dataset, args.batch_size, device)[0]
-    results = postprocessed_retrieve(
-        queries,
-        [None] * len(queries),
-        index.vectors,
-        index.labels,
-        steps=steps,
-        train=train,
-        min_k=k,
-    )
-    keep = slice(0, k)
-    return dataclasses.replace(
-        results,
-        indices=results.indices[:, keep],
-        distances=results.distances[:, keep],
-        query_paths=tuple(query_paths),
-        reference_paths=tuple(index.paths),
-    )
+    return index.search(queries, k, query_paths=query_paths, postprocess=steps, train=train)

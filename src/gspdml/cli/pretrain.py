@@ -13,14 +13,14 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     for name in args.recipes:
         recipe = load_recipe(name)
         if args.data_root is not None:
-            recipe["data"]["root"] = args.data_root
+            recipe = recipe.on_root(args.data_root)
         _, record = pretrained_state(recipe, device=args.device)
         path = pretrained_weights_file(recipe, verbose=False, device=args.device)
         print(json_text({**record, "path": str(path)}, indent=2))
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "pretrain", help="pre-train backbone weights from a recipe (cached by content hash)"
     )

@@ -1,189 +1,49 @@
-"""Sub-commands ``index``, ``search``, ``report`` and ``export`` of the ``gspdml`` CLI
-(:mod:`gspdml.retrieval`); the approximate-search options are in :mod:`gspdml.cli.ann`, the
-post-processing of a search in :mod:`gspdml.cli.postprocess`.
-
-``add_parser(subparsers)`` registers all four on an ``argparse`` sub-parser collection; each sets
-``func`` to a callable ``func(args) -> int`` (the exit status).
-"""
+"""``gspdml index|search|report|export`` (:mod:`gspdml.retrieval`); the post-processing options
+of a search are in :mod:`gspdml.cli.postprocess`."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
+from typing import Any, Callable
 
-import torch
-
-from gspdml.cli import ann, postprocess
-from gspdml.errors import ConfigError, DataError, printable
-from gspdml.models.inference import embed, resolve_device
-from gspdml.output_files import check_writable_file, check_writable_folder, json_text
-from gspdml.retrieval import exact_search
-from gspdml.retrieval.build import (
-    append_to_index,
-    build_index,
-    check_same_model,
-    drop_missing_files,
-    model_info,
-)
-from gspdml.retrieval.embedding import ON_ERROR, PartialEmbedding
-from gspdml.retrieval.encoder import image_channels, load_model_and_transform
-from gspdml.retrieval.export import FORMATS, TOLERANCE, export_embedder
-from gspdml.retrieval.index import RetrievalIndex, holds_index
-from gspdml.retrieval.report import build_report, write_report
-from gspdml.retrieval.sources import (
-    SPLITS,
-    ImageFiles,
-    ImageSource,
-    distinct_images,
-    folder_source,
-    split_source,
-)
-from gspdml.training.run_dir import CONFIG_FILE
-from gspdml.training.run_lock import FolderLock
+from gspdml.cli import postprocess
+from gspdml.cli.binding import call, command
+from gspdml.output_files import check_writable_file, json_text
+from gspdml.retrieval import ann, exact_search
+from gspdml.retrieval.approximate import AnnRequest, search_approximate
+from gspdml.retrieval.embedding import ON_ERROR
+from gspdml.retrieval.export import FORMATS, TOLERANCE, export_run
+from gspdml.retrieval.index import EXACT
+from gspdml.retrieval.index_folder import embed_queries, write_index
+from gspdml.retrieval.report import report_run
+from gspdml.retrieval.sources import SPLITS
 
 
 def _say(line: str) -> None:
     print(f"gspdml: {line}", file=sys.stderr)
 
 
-def _report_skipped(source: ImageSource, skipped: dict[str, str]) -> None:
-    """Name every hidden entry and every undecodable file that was left out (stderr)."""
-    for path in source.skipped:
-        _say(f"skipped hidden or system entry {path}")
-    for path, why in skipped.items():
-        _say(f"skipped {path}: {why}")
-
-
 def run_index(args: argparse.Namespace) -> int:
-    if (args.images is None) == (args.split is None):
-        raise ConfigError(
-            "images",
-            "give either an IMAGES_DIR or --split (a split of the run's dataset), not both",
-        )
-    out = Path(args.out)
-    exists = holds_index(out)
-    if exists and not (args.append or args.overwrite):
-        raise ConfigError(
-            "--out",
-            f"{out} already holds an index; pass --append to add images or --overwrite to rebuild it",
-        )
-    if args.append and not exists:
-        raise ConfigError("--append", f"{out} holds no index to append to")
-    check_writable_folder(out)
-    lock = FolderLock(out, "gspdml index")  # one writer: a concurrent second one fails at once
-    try:
-        return _write_index(args, out)
-    finally:
-        lock.release()
-
-
-def _write_index(args: argparse.Namespace, out: Path) -> int:
-    """Embed the images and save the index in ``out`` (locked by the caller)."""
-    device = resolve_device(args.device)
-    config, model, transform = load_model_and_transform(args.run_dir, device)
-    source = (
-        folder_source(args.images, transform)
-        if args.images is not None
-        else split_source(config, args.split)
-    )
-    info = {
-        **model_info(args.run_dir),
-        "run_dir_from_index": os.path.relpath(Path(args.run_dir).resolve(), out.resolve()),
-    }
-    progress = not args.no_progress
-    index = RetrievalIndex.load(out) if args.append else None
-    try:
-        if index is not None:
-            dropped = drop_missing_files(index)
-            for path in dropped:
-                _say(f"dropped {path}: the file no longer exists")
-            added = append_to_index(
-                index, model, source, info, args.batch_size, device, progress, args.on_error
-            )
-            message = (
-                f"added {added} images ({len(source.paths) - added - len(index.skipped)} already indexed, "
-                f"{len(dropped)} dropped)"
-            )
-        else:
-            index = build_index(
-                model, source, info, args.metric, args.batch_size, device, progress, args.on_error
-            )
-            message = f"indexed {len(index)} images"
-    except PartialEmbedding as stop:
-        kept = _keep_partial(index, stop, out, args.metric, info)
-        raise DataError(
-            f"{stop}; {kept} images embedded before it are saved in {out}: fix or remove the file (or pass "
-            f"--on-error skip), then run the same command with --append to add the rest"
-        ) from None
-    _report_skipped(source, index.skipped)
-    approximate = ann.update_ann(index, out, args)  # before the save: a failed build saves nothing
-    index.save(out)
-    skipped = f", {len(index.skipped)} files skipped" if index.skipped else ""
-    print(
-        f"{message}{skipped}; {out}: {len(index)} vectors of dim {index.dim}, metric {index.metric}"
-    )
-    if approximate:
-        print(approximate)
+    progress, approximate = not args.no_progress, call(AnnRequest, args)
+    written = call(write_index, args, note=_say, progress=progress, approximate=approximate)
+    print("\n".join(written.lines()))
     return 0
-
-
-def _keep_partial(index, stop: PartialEmbedding, out: Path, metric: str, info: dict) -> int:
-    """Save what was embedded before a failure (an appended index already holds it); returns its size."""
-    if index is None:
-        if stop.done is None:
-            return 0
-        index = RetrievalIndex(
-            stop.done.vectors, stop.done.source.paths, stop.done.source.labels, metric, info
-        )
-    index.save(out)
-    return len(index)
-
-
-def find_index_run(index: RetrievalIndex, index_path: str | Path, given: str | None) -> Path:
-    """The run directory of an index: ``given`` (``--run``), else the one it records, else the same
-    run found relative to the index (both moved together); the weights are checked by the caller."""
-    if given:
-        return Path(given)
-    recorded, relative = index.model.get("run_dir"), index.model.get("run_dir_from_index")
-    candidates = [Path(recorded)] if recorded else []
-    candidates += [Path(index_path).resolve() / relative] if relative else []
-    for candidate in candidates:
-        if (candidate / CONFIG_FILE).is_file():
-            return candidate
-    if not recorded:
-        raise ConfigError(
-            "--run", f"{index_path} does not record its run directory; pass --run RUN_DIR"
-        )
-    raise ConfigError(
-        "--run",
-        f"the run that built {index_path}, {recorded}, is gone (moved or deleted); pass "
-        f"--run RUN_DIR with its new place (its weights are checked against the index)",
-    )
 
 
 def run_search(args: argparse.Namespace) -> int:
     if args.save:
         check_writable_file(args.save)
-    index = RetrievalIndex.load(args.index, mmap=True)
-    run_dir = find_index_run(index, args.index, args.run)
-    check_same_model(index, model_info(run_dir))
-    device = resolve_device(args.device)
-    config, model, transform = load_model_and_transform(run_dir, device)
-    paths = [str(Path(p).resolve()) for p in args.queries]
-    for path in paths:
-        if not Path(path).is_file():
-            raise DataError(f"{path}: query image not found")
-    queries, _ = embed(
-        model, ImageFiles(paths, [None] * len(paths), transform), args.batch_size, device
-    )
+    found = embed_queries(args.index, args.queries, args.run, args.device, args.batch_size)
+    index, queries, paths = found.index, found.queries, found.paths
+    config, model, device = found.config, found.model, found.device
     k = min(args.k, len(index))
     results = postprocess.postprocessed_search(
         index, queries, k, paths, args, config, model, device
     )
     if results is None:
-        approximate = ann.approximate_search(index, args.index, queries, k, paths, args)
+        knobs = {"exact": args.exact, "nprobe": args.nprobe, "ef": args.ef}
+        approximate = search_approximate(index, args.index, queries, k, paths, **knobs)
         if approximate is None:
             results = index.search(queries, k, query_paths=paths, backend=args.backend)
         else:
@@ -199,229 +59,129 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    if args.images is not None and args.split is not None:
-        raise ConfigError("--split", "give either --images or --split, not both")
-    counts = (("--queries", args.queries, 0), ("--worst", args.worst, 0), ("-k", args.k, 1))
-    for option, value, least in counts:
-        if value < least:
-            raise ConfigError(option, f"must be >= {least}, got {value}")
-    out = Path(args.out) if args.out else Path(args.run_dir) / "report.html"
-    check_writable_file(out)
-    device = resolve_device(args.device)
-    config, model, transform = load_model_and_transform(args.run_dir, device)
-    if args.images is not None:
-        source, where = folder_source(args.images, transform), f"the images of {args.images}"
-        source, repeats = distinct_images(source, str(args.images))  # leave-one-out: no twin
-        for copy, kept in repeats:
-            print(
-                f"gspdml: {printable(copy)} is the same image as {printable(kept)}; left out",
-                file=sys.stderr,
-            )
-    else:
-        split = args.split or "test"
-        source, where = split_source(config, split), f"the {split} split"
-    page, skipped = build_report(
-        args.run_dir,
-        config,
-        model,
-        source,
-        args.queries,
-        args.k,
-        args.seed,
-        args.batch_size,
-        device,
-        not args.no_progress,
-        args.on_error,
-        args.worst,
-        where,
-    )
-    _report_skipped(source, skipped)
-    write_report(out, page)
+    out, skipped = call(report_run, args, note=_say, progress=not args.no_progress)
     print(f"wrote {out}" + (f" ({len(skipped)} files skipped)" if skipped else ""))
     return 0
 
 
 def run_export(args: argparse.Namespace) -> int:
-    out = (
-        Path(args.out)
-        if args.out
-        else Path(args.run_dir) / "export" / f"embedder{FORMATS[args.format]}"
-    )
-    check_writable_file(out)
-    config, model, transform = load_model_and_transform(args.run_dir, torch.device("cpu"))
-    size = tuple(args.image_size) if args.image_size else transform.output_size
-    if size is None:
-        raise ConfigError(
-            "--image-size",
-            "the run's eval transform does not fix the image size; pass --image-size H W",
-        )
-    record = export_embedder(
-        model,
-        args.format,
-        out,
-        image_channels(model),
-        size,
-        transform,
-        model_info(args.run_dir),
-        check=not args.no_check,
-        tolerance=args.tolerance,
-    )
-    check = record["check"]
-    verdict = (
-        f"max |difference| to PyTorch {check['max_abs_diff']:.2e} <= {check['tolerance']:g}"
-        if check
-        else "not checked"
-    )
-    print(f"wrote {out} ({args.format}, input {record['input']['shape']}); {verdict}")
+    print(call(export_run, args, fmt=args.format, check=not args.no_check)[1])
     return 0
 
 
-def _add_on_error(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--on-error",
-        choices=ON_ERROR,
-        default="raise",
-        help="an image that cannot be decoded: raise (stop; an index keeps the images done before it) "
-        "or skip (leave it out, named on stderr)",
-    )
+def _add_common(add: Callable[..., Any], on_error: bool = True) -> None:
+    if on_error:
+        add(
+            "--on-error",
+            choices=ON_ERROR,
+            default="raise",
+            help="an image that cannot be decoded: raise (stop; an index keeps the images done "
+            "before it) or skip (leave it out, named on stderr)",
+        )
+        add("--no-progress", action="store_true", help="no progress lines (stderr)")
+    add("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
+    add("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1, ...")
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--batch-size", type=int, default=64, help="images per forward pass (default 64)"
+def _add_knobs(add: Callable[..., Any]) -> None:
+    add(
+        "--nprobe",
+        type=int,
+        help="ivf/ivfpq: cells scanned per query (more: slower, higher recall)",
     )
-    parser.add_argument(
-        "--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1, ..."
-    )
+    add("--ef", type=int, help="hnsw: candidates explored per query (more: slower, higher recall)")
 
 
-def add_index_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "index", help="embed a folder of images (or a dataset split) into a search index"
-    )
-    parser.add_argument("run_dir", help="run directory (config.yaml + model.safetensors)")
-    parser.add_argument(
-        "images", nargs="?", help="folder of images; sub-folder names are the labels"
-    )
-    parser.add_argument("--out", required=True, help="index folder to write")
-    parser.add_argument(
-        "--split", choices=SPLITS, help="index a split of the run's dataset instead of a folder"
-    )
-    parser.add_argument(
-        "--append",
-        action="store_true",
-        help="add the images not yet in the index, keep the others, drop those whose file is gone",
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
-    parser.add_argument(
-        "--metric",
-        choices=exact_search.METRICS,
-        default="euclidean",
-        help="distance of the index (default euclidean)",
-    )
-    _add_on_error(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress lines (stderr)")
-    _add_common(parser)
-    ann.add_index_options(parser)
+def _add_index(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    text = "embed a folder of images (or a dataset split) into a search index"
+    parser = sub.add_parser("index", help=text)
     parser.set_defaults(func=run_index)
-    return parser
+    add = parser.add_argument
+    add("run_dir", help="run directory (config.yaml + model.safetensors)")
+    add("images", nargs="?", help="folder of images; sub-folder names are the labels")
+    add("--out", required=True, help="index folder to write")
+    add("--split", choices=SPLITS, help="index a split of the run's dataset instead of a folder")
+    text = "add the images not yet in the index, keep the others, drop those whose file is gone"
+    add("--append", action="store_true", help=text)
+    add("--overwrite", action="store_true", help="replace an existing index")
+    text = "distance of the index (default euclidean)"
+    add("--metric", choices=exact_search.METRICS, default="euclidean", help=text)
+    _add_common(add)
+    add = parser.add_argument_group("approximate search").add_argument
+    text = "also build a faiss index: ivf, ivfpq or hnsw (default: exact only; with --append: the index's own)"
+    add("--backend", choices=(EXACT, *ann.BACKENDS), default=None, help=text)
+    add("--nlist", type=int, help="ivf/ivfpq: number of cells (default ~4 sqrt(N))")
+    given = AnnRequest  # the settings' defaults live in one place
+    text = "ivf/ivfpq: k-means training vectors per cell (default %(default)s)"
+    add("--train-per-list", type=int, default=given.train_per_list, help=text)
+    text = "ivf/ivfpq: k-means iterations (default %(default)s)"
+    add("--kmeans-iters", type=int, default=given.kmeans_iters, help=text)
+    add("--pq-m", type=int, help="ivfpq: bytes per vector (default dim / 4)")
+    add("--hnsw-m", type=int, default=given.hnsw_m, help="hnsw: graph degree (default %(default)s)")
+    text = "hnsw: candidates while building (default %(default)s)"
+    add("--ef-construction", type=int, default=given.ef_construction, help=text)
+    _add_knobs(add)
+    text = "k of the recall measured at build (default %(default)s)"
+    add("--recall-k", type=int, default=given.recall_k, help=text)
+    text = "held-out indexed vectors the recall is measured on (default %(default)s)"
+    add("--recall-sample", type=int, default=given.recall_sample, help=text)
 
 
-def add_search_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "search", help="rank the indexed images by distance to query images"
-    )
-    parser.add_argument("index", help="index folder written by 'gspdml index'")
-    parser.add_argument("queries", nargs="+", metavar="QUERY_IMAGE", help="query image files")
-    parser.add_argument("-k", type=int, default=10, help="results per query (default 10)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    parser.add_argument(
-        "--save",
-        metavar="FILE",
-        help="also write the results (safetensors, read by gspdml.evaluation.RetrievalResults.load)",
-    )
-    parser.add_argument(
-        "--run", help="run directory of the model (default: the one recorded in the index)"
-    )
-    parser.add_argument(
-        "--backend",
-        choices=("auto", *exact_search.BACKENDS),
-        default="auto",
-        help="auto = faiss when installed",
-    )
-    _add_common(parser)
-    ann.add_search_options(parser)
+def _add_search(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("search", help="rank the indexed images by distance to query images")
+    add = parser.add_argument
+    add("index", help="index folder written by 'gspdml index'")
+    add("queries", nargs="+", metavar="QUERY_IMAGE", help="query image files")
+    add("-k", type=int, default=10, help="results per query (default 10)")
+    add("--json", action="store_true", help="print JSON instead of text")
+    text = "also write the results (safetensors, read by gspdml.evaluation.RetrievalResults.load)"
+    add("--save", metavar="FILE", help=text)
+    add("--run", help="run directory of the model (default: the one recorded in the index)")
+    backends = ("auto", *exact_search.BACKENDS)
+    add("--backend", choices=backends, default="auto", help="auto = faiss when installed")
+    _add_common(add, on_error=False)
+    add = parser.add_argument_group("approximate search").add_argument
+    _add_knobs(add)
+    text = "search the exact vectors even if the index has an approximate one"
+    add("--exact", action="store_true", help=text)
     postprocess.add_search_options(parser)
     parser.set_defaults(func=run_search)
-    return parser
 
 
-def add_report_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("report", help="write a self-contained HTML report of a run")
-    parser.add_argument(
+def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    add = command(sub, "report", run_report, help="write a self-contained HTML report of a run")
+    add(
         "run_dir",
         help="run directory (config.yaml, model.safetensors, metrics.jsonl, results.json)",
     )
-    parser.add_argument(
-        "--images",
-        help="folder of labelled images for the retrieval grid (default: the run's test split)",
-    )
-    parser.add_argument(
-        "--split",
-        choices=SPLITS,
-        help="split of the run's dataset for the retrieval grid (default test)",
-    )
-    parser.add_argument("--out", help="HTML file to write (default RUN_DIR/report.html)")
-    parser.add_argument(
-        "--queries", type=int, default=8, help="query rows in the retrieval grid (default 8)"
-    )
-    parser.add_argument(
-        "--worst",
-        type=int,
-        default=8,
-        help="rows of the worst queries (lowest MAP@R) with their neighbours (default 8)",
-    )
-    parser.add_argument("-k", type=int, default=5, help="results per query (default 5)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the query choice (default 0)")
-    _add_on_error(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress lines (stderr)")
-    _add_common(parser)
-    parser.set_defaults(func=run_report)
-    return parser
+    text = "folder of labelled images for the retrieval grid (default: the run's test split)"
+    add("--images", help=text)
+    text = "split of the run's dataset for the retrieval grid (default test)"
+    add("--split", choices=SPLITS, help=text)
+    add("--out", help="HTML file to write (default RUN_DIR/report.html)")
+    add("--queries", type=int, default=8, help="query rows in the retrieval grid (default 8)")
+    text = "rows of the worst queries (lowest MAP@R) with their neighbours (default 8)"
+    add("--worst", type=int, default=8, help=text)
+    add("-k", type=int, default=5, help="results per query (default 5)")
+    add("--seed", type=int, default=0, help="seed of the query choice (default 0)")
+    _add_common(add)
 
 
-def add_export_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "export", help="export the embedder to TorchScript or ONNX, checked against PyTorch"
-    )
-    parser.add_argument("run_dir", help="run directory (config.yaml + model.safetensors)")
-    parser.add_argument(
-        "--format", required=True, choices=tuple(FORMATS), help="torchscript (.pt) or onnx (.onnx)"
-    )
-    parser.add_argument("--out", help="file to write (default RUN_DIR/export/embedder.pt|.onnx)")
-    parser.add_argument(
-        "--image-size",
-        type=int,
-        nargs=2,
-        metavar=("H", "W"),
-        help="input size when the eval transform does not fix it",
-    )
-    parser.add_argument(
-        "--tolerance",
-        type=float,
-        default=TOLERANCE,
-        help=f"largest allowed |difference| to PyTorch (default {TOLERANCE:g})",
-    )
-    parser.add_argument(
-        "--no-check", action="store_true", help="skip the comparison with the PyTorch model"
-    )
-    parser.set_defaults(func=run_export)
-    return parser
+def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    text = "export the embedder to TorchScript or ONNX, checked against PyTorch"
+    add = command(sub, "export", run_export, help=text)
+    add("run_dir", help="run directory (config.yaml + model.safetensors)")
+    text = "torchscript (.pt) or onnx (.onnx)"
+    add("--format", required=True, choices=tuple(FORMATS), help=text)
+    add("--out", help="file to write (default RUN_DIR/export/embedder.pt|.onnx)")
+    text = "input size when the eval transform does not fix it"
+    add("--image-size", type=int, nargs=2, metavar=("H", "W"), help=text)
+    text = f"largest allowed |difference| to PyTorch (default {TOLERANCE:g})"
+    add("--tolerance", type=float, default=TOLERANCE, help=text)
+    add("--no-check", action="store_true", help="skip the comparison with the PyTorch model")
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``index``, ``search``, ``report`` and ``export`` on the ``gspdml`` sub-parsers."""
-    add_index_parser(subparsers)
-    add_search_parser(subparsers)
-    add_report_parser(subparsers)
-    add_export_parser(subparsers)
+    for add in (_add_index, _add_search, _add_report, _add_export):
+        add(subparsers)

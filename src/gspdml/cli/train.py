@@ -1,9 +1,5 @@
-"""``gspdml train``, ``gspdml evaluate`` and ``gspdml config``: one run from a config.
-
-gspdml train CONFIG [key.sub=value ...] [--resume [--allow-changes]] [--run-dir DIR] [--no-progress]
-gspdml evaluate RUN_DIR [--split test|val] [--weights final|best] [--device D] [--no-progress]
-gspdml config CONFIG [key.sub=value ...] | --list
-"""
+"""``gspdml train``, ``gspdml evaluate`` and ``gspdml config``: one run from a config
+(:func:`gspdml.training.train`, :func:`gspdml.workflows.evaluate_run.evaluate_run`)."""
 
 from __future__ import annotations
 
@@ -13,9 +9,9 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
-from gspdml.errors import ConfigError, GspdmlError, printable
+from gspdml.cli.binding import call, command
+from gspdml.errors import printable
 from gspdml.output_files import json_text
 
 
@@ -34,24 +30,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     if args.config is None:
         args.parser.print_usage(sys.stderr)
-        print(
-            "gspdml train: give a config file or a preset name (e.g. gspdml train demo-gsp); presets: gspdml config --list",
-            file=sys.stderr,
-        )
+        text = "give a config file or a preset name (e.g. gspdml train demo-gsp); presets: gspdml config --list"
+        print(f"gspdml train: {text}", file=sys.stderr)
         return 2
     config = load_config(args.config, args.overrides)
     if args.no_progress:
-        config = dataclasses.replace(
-            config, trainer=dataclasses.replace(config.trainer, progress=False)
-        )
+        trainer = dataclasses.replace(config.trainer, progress=False)
+        config = dataclasses.replace(config, trainer=trainer)
     try:
-        results = train(
-            config,
-            args.run_dir,
-            resume=args.resume,
-            allow_changes=args.allow_changes,
-            allow_data_change=args.allow_data_change,
-        )
+        allow = {"allow_changes": args.allow_changes, "allow_data_change": args.allow_data_change}
+        results = train(config, args.run_dir, resume=args.resume, **allow)
     except TrainingInterrupted as stop:
         print(f"gspdml: {stop}; continue with:\n  {_resume_command(args)}", file=sys.stderr)
         return 130
@@ -61,84 +49,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from gspdml.data import build_data
-    from gspdml.evaluation.metric_registry import default_query_metrics
-    from gspdml.evaluation.service import EvalSpec, evaluate
-    from gspdml.models.inference import resolve_device
-    from gspdml.training import load_run
+    from gspdml.workflows.evaluate_run import evaluate_run
 
-    config, model = load_run(args.run_dir, weights=args.weights)
-    # the run's device (by default) and precision: what the trainer evaluated with
-    device = resolve_device(args.device or config.trainer.device)
-    model = model.to(device)
-    named = tuple(args.metrics or ())
-    spec = EvalSpec.from_evaluation(
-        config.evaluation,
-        metrics=(*default_query_metrics(), *config.evaluation.metrics, *named) if named else None,
-    )
-    images = _evaluation_images(args)
-    if images:
-        split, header = _image_split(config, model, images)
-        data = (
-            build_data(config.data.dataset, seed=config.seed)
-            if spec.needs_training_embeddings
-            else None
-        )
-    else:
-        data = build_data(config.data.dataset, seed=config.seed)
-        split = getattr(data, args.split or "test")
-        if split is None:
-            raise GspdmlError(
-                f"dataset {config.data.dataset['name']!r} has no {args.split or 'test'} split"
-            )
-        header = {"split": args.split or "test"}
-    report = evaluate(
-        model,
-        split,
-        spec,
-        device=device,
-        precision=config.trainer.precision,
-        batch_size=config.data.eval_batch_size,
-        num_workers=config.data.num_workers,
-        train_split=None if data is None else data.train,
-        progress=not args.no_progress,
-    )
-    header = {"run": str(args.run_dir), **header, "weights": args.weights}
-    print(json_text({**header, **report.metrics, "metrics": spec.metrics_computed()}, indent=2))
+    def note(line: str) -> None:
+        print(f"gspdml: {printable(line)}", file=sys.stderr)
+
+    print(json_text(call(evaluate_run, args, note=note, progress=not args.no_progress), indent=2))
     return 0
-
-
-def _evaluation_images(args: argparse.Namespace) -> dict[str, str]:
-    """The labelled images ``gspdml evaluate`` was given instead of a split of the run:
-    ``{"images": PATH}`` or ``{"query": PATH, "gallery": PATH}`` (empty: a split)."""
-    given = {k: getattr(args, k) for k in ("images", "query", "gallery") if getattr(args, k)}
-    if given and args.split is not None:
-        raise ConfigError(
-            "--split", "give either --split or labelled images (--images, --query/--gallery)"
-        )
-    if "images" in given and len(given) > 1:
-        raise ConfigError(
-            "--images", "give either --images (leave-one-out) or --query and --gallery"
-        )
-    if len(given) == 1 and "images" not in given:
-        missing = "--gallery" if "query" in given else "--query"
-        raise ConfigError(missing, "--query and --gallery go together (query -> gallery retrieval)")
-    return {k: str(v) for k, v in given.items()}
-
-
-def _image_split(config: Any, model: Any, images: dict[str, str]) -> tuple[Any, dict[str, Any]]:
-    """The evaluation split of labelled folders or CSV lists, decoded with the run's recorded
-    evaluation transform (as ``gspdml index`` decodes them), and the report's header
-    (:func:`gspdml.retrieval.sources.evaluation_images`: what was done with repeated images)."""
-    from gspdml.retrieval.encoder import image_channels
-    from gspdml.retrieval.preprocessing import eval_transform_from_config
-    from gspdml.retrieval.sources import evaluation_images
-
-    transform = eval_transform_from_config(config, image_channels(model))
-    split, report, notes = evaluation_images(images, transform)
-    for note in notes:
-        print(f"gspdml: {printable(note)}", file=sys.stderr)
-    return split, {**images, **report}
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
@@ -153,81 +70,42 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``train``, ``evaluate`` and ``config``."""
     p = sub.add_parser("train", help="train one run described by a YAML config")
-    p.add_argument(
-        "config", nargs="?", help="YAML config file or preset name (gspdml config --list)"
-    )
-    p.add_argument("overrides", nargs="*", help="overrides key.sub=value (values are YAML)")
-    p.add_argument("--run-dir", type=Path, default=None, help="default: <output_dir>/<name>")
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue a stopped run from its last checkpoint (same config)",
-    )
-    p.add_argument(
-        "--allow-changes",
-        action="store_true",
-        help="with --resume: accept changed keys that do not affect the weights (logging, progress, "
-        "workers, device); config.yaml is updated",
-    )
-    p.add_argument(
-        "--allow-data-change",
-        action="store_true",
-        help="with --resume: continue although the data differs from what the run started on "
-        "(classes, files; data.json records it)",
-    )
-    p.add_argument(
-        "--no-progress", action="store_true", help="no progress bar (one line per evaluation still)"
-    )
+    add = p.add_argument
+    add("config", nargs="?", help="YAML config file or preset name (gspdml config --list)")
+    add("overrides", nargs="*", help="overrides key.sub=value (values are YAML)")
+    add("--run-dir", type=Path, default=None, help="default: <output_dir>/<name>")
+    text = "continue a stopped run from its last checkpoint (same config)"
+    add("--resume", action="store_true", help=text)
+    text = "with --resume: accept changed keys that do not affect the weights (logging, progress, workers, device); config.yaml is updated"
+    add("--allow-changes", action="store_true", help=text)
+    text = "with --resume: continue although the data differs from what the run started on (classes, files; data.json records it)"
+    add("--allow-data-change", action="store_true", help=text)
+    text = "no progress bar (one line per evaluation still)"
+    add("--no-progress", action="store_true", help=text)
     p.set_defaults(func=_cmd_train, parser=p)
 
-    p = sub.add_parser(
-        "evaluate",
-        help="evaluate a run's weights on a split of its dataset or on labelled images",
-    )
-    p.add_argument("run_dir", type=Path)
-    p.add_argument(
-        "--split",
-        choices=("test", "val"),
-        default=None,
-        help="a split of the run's dataset (default: test)",
-    )
-    p.add_argument(
-        "--images",
-        help="a labelled folder of images (one sub-folder per class, as gspdml index reads it) or "
-        "a CSV file with the columns path,label, evaluated leave-one-out",
-    )
-    p.add_argument("--query", help="labelled query images (folder or CSV), with --gallery")
-    p.add_argument("--gallery", help="labelled gallery images (folder or CSV), with --query")
-    p.add_argument(
-        "--weights",
-        choices=("final", "best"),
-        default="final",
-        help="final: model.safetensors, written when training ends (the best validation round's weights "
-        "when evaluation.restore_best, else the last step's); best: checkpoints/best.safetensors, "
-        "the best round so far (readable while training runs)",
-    )
-    p.add_argument(
-        "--device",
-        help="cpu, cuda, cuda:1, auto, ... (default: the run's "
-        "trainer.device, which reproduces its results.json)",
-    )
-    p.add_argument(
-        "--metrics",
-        nargs="+",
-        metavar="NAME",
-        help="also compute these metrics (gspdml list metrics), e.g. mean_average_precision "
-        "(whole ranking) or map_at_k (at each K of evaluation.recall_at); the output's "
-        "'metrics' lists what was computed and what was not",
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress lines (stderr)")
-    p.set_defaults(func=_cmd_evaluate)
+    text = "evaluate a run's weights on a split of its dataset or on labelled images"
+    add = command(sub, "evaluate", _cmd_evaluate, help=text)
+    add("run_dir", type=Path)
+    text = "a split of the run's dataset (default: test)"
+    add("--split", choices=("test", "val"), default=None, help=text)
+    text = "a labelled folder of images (one sub-folder per class, as gspdml index reads it) or a CSV file with the columns path,label, evaluated leave-one-out"
+    add("--images", help=text)
+    add("--query", help="labelled query images (folder or CSV), with --gallery")
+    add("--gallery", help="labelled gallery images (folder or CSV), with --query")
+    text = "final: model.safetensors, written when training ends (the best validation round's weights when evaluation.restore_best, else the last step's); best: checkpoints/best.safetensors, the best round so far (readable while training runs)"
+    add("--weights", choices=("final", "best"), default="final", help=text)
+    text = "cpu, cuda, cuda:1, auto, ... (default: the run's trainer.device, which reproduces its results.json)"
+    add("--device", help=text)
+    text = "also compute these metrics (gspdml list metrics), e.g. mean_average_precision (whole ranking) or map_at_k (at each K of evaluation.recall_at); the output's 'metrics' lists what was computed and what was not"
+    add("--metrics", nargs="+", metavar="NAME", help=text)
+    add("--no-progress", action="store_true", help="no progress lines (stderr)")
 
-    p = sub.add_parser(
-        "config", help="print the resolved, validated config (with the dataset's defaults)"
-    )
+    text = "print the resolved, validated config (with the dataset's defaults)"
+    p = sub.add_parser("config", help=text)
     p.add_argument("config", nargs="?", help="YAML config file or preset name")
     p.add_argument("overrides", nargs="*")
     p.add_argument("--list", action="store_true", help="list the shipped presets")

@@ -1,6 +1,8 @@
 """What this machine computes fast: the one place that decides a run's numeric precision.
 
-``trainer.precision: auto`` (the default) becomes, through :func:`resolve_precision`:
+``trainer.precision: auto`` (the default) becomes, through :func:`resolve_precision`, once per run
+at its entry (the trainer, ``gspdml evaluate``, a pre-training recipe, a library call of
+:func:`gspdml.evaluation.service.evaluate` or :func:`gspdml.evaluation.exact_knn.knn`):
 
 - ``bf16`` where bf16 products are native: a CPU with ``avx512_bf16`` or ``amx_bf16`` dot
   products, or a CUDA GPU of compute capability >= 8.0 (Ampere and later);
@@ -29,12 +31,15 @@ import platform
 import time
 import warnings
 from dataclasses import dataclass
+from typing import Union
 
 import torch
 
 from gspdml.errors import ConfigError
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+#: the precisions a run computes in, once ``auto`` is resolved
+RESOLVED_PRECISIONS = PRECISIONS[1:]
 #: the cpuinfo flags of native bf16 dot products
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 #: oneDNN ISA caps (``ONEDNN_MAX_CPU_ISA``) below the first one with bf16 dot products
@@ -57,6 +62,23 @@ class PrecisionChoice:
 
     precision: str
     reason: str
+
+
+#: a precision the run's entry resolved, as the code below it takes it: the choice or its name
+Precision = Union[PrecisionChoice, str]
+
+
+def precision_name(precision: Precision, field: str = "precision") -> str:
+    """The name (``fp32``, ``bf16``, ``fp16``) of a resolved precision. ``auto`` is refused:
+    it is resolved once, where a run starts (:func:`resolve_precision`), and passed along."""
+    name = precision.precision if isinstance(precision, PrecisionChoice) else precision
+    if name not in RESOLVED_PRECISIONS:
+        raise ConfigError(
+            field,
+            f"{name!r} is not a resolved precision ({', '.join(RESOLVED_PRECISIONS)}); resolve "
+            "it once where the run starts: gspdml.compat.hardware.resolve_precision",
+        )
+    return name
 
 
 @functools.lru_cache(maxsize=1)
@@ -136,11 +158,14 @@ def auto_precision(device: torch.device | str = "cpu") -> PrecisionChoice:
 
 
 def resolve_precision(
-    requested: str, device: torch.device | str = "cpu", field: str = "trainer.precision"
+    requested: Precision, device: torch.device | str = "cpu", field: str = "trainer.precision"
 ) -> PrecisionChoice:
     """The concrete precision of a run: ``auto`` as :func:`auto_precision` picks it, an explicit
-    one as given (fp16 only on CUDA). An explicit ``bf16`` on a CPU without bf16 units is kept and
-    warns once with the slowdown measured on this machine."""
+    one as given (fp16 only on CUDA), a :class:`PrecisionChoice` (resolved already) unchanged.
+    An explicit ``bf16`` on a CPU without bf16 units is kept and warns once with the slowdown
+    measured on this machine."""
+    if isinstance(requested, PrecisionChoice):
+        return requested
     if requested not in PRECISIONS:
         raise ConfigError(
             field, f"unknown precision {requested!r}; allowed: {', '.join(PRECISIONS)}"

@@ -2,7 +2,7 @@
 
 ``load_config(source, overrides)`` reads the file or preset with its ``base`` includes and the
 command-line overrides (:mod:`gspdml.config.loading`), then checks everything against the run
-schema (:mod:`gspdml.config.sections`, the single source of every default and check) and the
+schema (:mod:`gspdml.settings.sections`, the single source of every default and check) and the
 component registries (:mod:`gspdml.config.components`) before any work: unknown sections or keys,
 values of the wrong type or out of range and unknown component names fail with a
 :class:`~gspdml.errors.ConfigError` naming the field and the allowed values.
@@ -30,8 +30,9 @@ from gspdml.config.loading import (
     preset_path,
     read_config,
 )
-from gspdml.config.schema import plain
-from gspdml.config.sections import (
+from gspdml.plugins import import_plugins, load_entry_points
+from gspdml.settings.schema import plain
+from gspdml.settings.sections import (
     DataConfig,
     EvaluationConfig,
     LrMultipliers,
@@ -43,7 +44,6 @@ from gspdml.config.sections import (
     StepDecay,
     TrainerConfig,
 )
-from gspdml.plugins import import_plugins, load_entry_points
 from gspdml.version import __version__
 
 #: the defaults of every field, in the YAML form (derived from the schema)
@@ -95,4 +95,5 @@ def _checked(values: Mapping[str, Any]) -> RunConfig:
 
 def dump_config(config: RunConfig | Mapping[str, Any]) -> str:
     """The YAML of a run config, under a header naming the release that wrote it."""
-    return f"# gspdml {__version__} run config\n" + yaml.safe_dump(plain(config), sort_keys=False)
+    text: str = yaml.safe_dump(plain(config), sort_keys=False)
+    return f"# gspdml {__version__} run config\n" + text

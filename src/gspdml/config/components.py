@@ -16,8 +16,8 @@ import inspect
 from pathlib import Path
 from typing import Any, Iterator
 
-from gspdml.config.schema import plain
 from gspdml.errors import ConfigError
+from gspdml.settings.schema import plain
 
 #: dataset options that name files or folders (stored absolute)
 PATH_OPTIONS = ("root", "path")
@@ -37,11 +37,50 @@ def check_components(config: Any) -> None:
     BACKBONES.check(config.model.backbone, "model.backbone")
     POOLINGS.check(config.model.pooling, "model.pooling")
     check_loss(config.loss, "loss")
+    check_vocabularies(config)
     dim = config.model.embedding_dim or 8
     with field_prefix("model.pooling"):
         build_pooling(config.model.pooling, in_channels=dim)
-    with field_prefix("loss"):
-        build_loss(config.loss, "loss", embedding_dim=dim, num_classes=2)
+    terms = config.loss if isinstance(config.loss, list) else [config.loss]
+    for i, term in enumerate(terms):
+        where = f"loss[{i}]" if isinstance(config.loss, list) else "loss"
+        with field_prefix(where, names="loss"):  # a loss names its options loss.<option>
+            build_loss(term, where, embedding_dim=dim, num_classes=2)
+
+
+def check_vocabularies(config: Any) -> None:
+    """The run-config values whose vocabulary lives with a package above the run schema: the
+    evaluation transform (``data``), the metric names and post-processing steps (``evaluation``)."""
+    from gspdml.data.eval_transform import parse_eval_transform
+    from gspdml.evaluation.metric_registry import check_metric_names
+    from gspdml.evaluation.postprocess import parse_steps
+    from gspdml.evaluation.selection import (
+        SELECTION_METRICS,
+        check_selection_metric,
+        needs_clustering,
+    )
+
+    parse_eval_transform(config.data.eval_transform, "data.eval_transform")
+    evaluation = config.evaluation
+    check_selection_metric(evaluation.metric, "evaluation.metric")
+    check_metric_names(evaluation.metrics, "evaluation.metrics")
+    parse_steps(evaluation.postprocess, "evaluation.postprocess")
+    if not evaluation.select_postprocessed:
+        return
+    field = "evaluation.select_postprocessed"
+    if not evaluation.postprocess:
+        raise ConfigError(
+            field,
+            "true needs post-processing steps in evaluation.postprocess "
+            "(it selects by the post-processed metric)",
+        )
+    if needs_clustering(evaluation.metric):
+        plain_metrics = ", ".join(m for m in SELECTION_METRICS if not needs_clustering(m))
+        raise ConfigError(
+            field,
+            f"{evaluation.metric} clusters the plain embeddings, post-processing has no "
+            f"clustering; select post-processed rounds by one of {plain_metrics}",
+        )
 
 
 def resolved_dataset(spec: dict[str, Any]) -> dict[str, Any]:
@@ -49,19 +88,12 @@ def resolved_dataset(spec: dict[str, Any]) -> dict[str, Any]:
     working directory)."""
     from gspdml.data import DATASETS
 
-    factory = DATASETS.get(spec["name"], "data.dataset")
-    hidden = {
-        "seed",
-        *getattr(factory, "supplied_by_caller", ()),
-    }  # every factory gets the run's seed
     resolved = copy.deepcopy(spec)
-    for name, param in inspect.signature(factory).parameters.items():
-        if (
-            name not in resolved
-            and name not in hidden
-            and param.default is not inspect.Parameter.empty
-        ):
-            resolved[name] = plain(param.default)  # YAML form: tuples as lists
+    DATASETS.get(spec["name"], "data.dataset")
+    for param in DATASETS.options(spec["name"]):  # every factory gets the run's seed
+        missing = param.name not in resolved and param.name != "seed"
+        if missing and param.default is not inspect.Parameter.empty:
+            resolved[param.name] = plain(param.default)  # YAML form: tuples as lists
     for key in PATH_OPTIONS:
         if isinstance(resolved.get(key), str):
             resolved[key] = str(Path(resolved[key]).expanduser().resolve())
@@ -69,12 +101,17 @@ def resolved_dataset(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def field_prefix(prefix: str) -> Iterator[None]:
-    """Re-raise a component's own ConfigError with the config path in front of its field."""
+def field_prefix(prefix: str, names: str = "") -> Iterator[None]:
+    """Re-raise a component's own ConfigError with the config path in front of its field; a
+    field the component names from ``names`` (``loss.class_init``) is moved under ``prefix``
+    (``loss[1].class_init``, a term of a list)."""
     try:
         yield
     except ConfigError as exc:
-        if exc.field.startswith(prefix):
+        if names and prefix != names and (exc.field == names or exc.field.startswith(names + ".")):
+            field = prefix + exc.field[len(names) :]
+        elif exc.field.startswith(prefix):
             raise
-        field = f"{prefix}.{exc.field}" if exc.field else prefix
+        else:
+            field = f"{prefix}.{exc.field}" if exc.field else prefix
         raise ConfigError(field, str(exc).split(": ", 1)[-1] if exc.field else str(exc)) from None

@@ -66,7 +66,7 @@ def preset_path(source: Union[str, Path]) -> Path:
 MAX_EXPANDED_NODES = 100_000
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no type information
     """Safe YAML that also reads ``1e-5`` as a float (YAML 1.1 wants ``1.0e-5``), refuses a key
     given twice in one mapping (the last would silently win) and a document larger than
     :data:`MAX_EXPANDED_NODES` nodes with its aliases expanded."""
@@ -81,7 +81,7 @@ class _Loader(yaml.SafeLoader):
         return node
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: set = set()
+        seen: set[str | int | float | bool] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, (str, int, float, bool)) and key in seen:
@@ -103,7 +103,7 @@ def _expanded_size(node: Any, sizes: dict[int, int]) -> int:
     wherever it stands, computed once)."""
     if id(node) not in sizes:
         sizes[id(node)] = 1  # a cycle (a node inside itself) counts once
-        children: list = []
+        children: list[Any] = []
         if isinstance(node, yaml.SequenceNode):
             children = node.value
         elif isinstance(node, yaml.MappingNode):

@@ -1,7 +1,9 @@
-"""``docs/configuration.md``, generated from the run schema (:mod:`gspdml.config.sections`).
+"""``docs/configuration.md``, generated from the run schema (:mod:`gspdml.settings.sections`)
+and from every registered component's options (:mod:`gspdml.config.options`: the constructor's
+signature and the ``Args:`` of its docstrings).
 
 ``python -m gspdml.config.reference > docs/configuration.md`` rewrites it; a test fails when the
-file and the schema disagree.
+file and the schema or a component disagree.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import json
 import typing
 from typing import Any
 
-from gspdml.config.schema import Section, describe_field, section_type
-from gspdml.config.sections import RunConfig
+from gspdml.config.options import component_options, component_registries
+from gspdml.settings.schema import Section, describe_field, section_type
+from gspdml.settings.sections import RunConfig
 
 HEADER = """# Run configuration
 
@@ -20,14 +23,15 @@ Every key of a run config, with its type, default and meaning. A run config is o
 a preset: `gspdml list presets`); `base:` includes other files, and `gspdml train CONFIG key.sub=value`
 overrides any key. `gspdml config CONFIG` prints the resolved config. Component specs
 (`data.dataset`, `model.backbone`, `model.pooling`, `loss`) are `{name: ..., options}`; their
-options are the component's constructor arguments (`gspdml list datasets|backbones|poolings|losses`).
+options are the component's constructor arguments, listed under [Components](#components)
+(`gspdml list datasets|backbones|poolings|losses --options`).
 
-This page is generated from `src/gspdml/config/sections.py` by
-`python -m gspdml.config.reference`; do not edit it by hand.
+This page is generated from `src/gspdml/settings/sections.py` and the components' constructors
+and docstrings by `python -m gspdml.config.reference`; do not edit it by hand.
 """
 
 
-def _default(field: dataclasses.Field) -> str:
+def _default(field: dataclasses.Field[Any]) -> str:
     if field.default is not dataclasses.MISSING:
         value = field.default
     elif field.default_factory is not dataclasses.MISSING:
@@ -59,6 +63,36 @@ def _rows(
         out.append(f"| `{key}` | {kind} | {_default(field)} | {field.metadata['doc']} |")
 
 
+def _component_rows() -> list[str]:
+    """One table per registered component: its options with type, default and meaning."""
+    lines = [
+        "## Components",
+        "",
+        "The options of every registered component, in the spec that names it "
+        "(`loss: {name: zsr, mixing: 0.1}`). Arguments the run supplies (`in_channels`, "
+        "`embedding_dim`, `num_classes`, `seed`) are no options.",
+        "",
+    ]
+    for field, registry in component_registries().items():
+        for name in registry.registered_from("gspdml"):
+            aliases = [a for a in registry.names() if a != name and registry.primary(a) == name]
+            lines.append(f"### `{field}: {name}`")
+            lines.append("")
+            if aliases:
+                lines += ["Also named " + ", ".join(f"`{a}`" for a in aliases) + ".", ""]
+            options = component_options(registry, name)
+            if not options:
+                lines += ["No options.", ""]
+                continue
+            lines += ["| option | type | default | meaning |", "|---|---|---|---|"]
+            for option in options:
+                default = option.default if option.default == "required" else f"`{option.default}`"
+                doc = option.doc.replace("|", "\\|")
+                lines.append(f"| `{field}.{option.name}` | {option.kind} | {default} | {doc} |")
+            lines.append("")
+    return lines
+
+
 def render() -> str:
     lines = [HEADER]
     queue: list[tuple[type[Section], str]] = [(RunConfig, "")]
@@ -74,6 +108,7 @@ def render() -> str:
         _rows(section, where, lines, nested)
         lines.append("")
         queue += nested
+    lines += _component_rows()
     return "\n".join(lines)
 
 

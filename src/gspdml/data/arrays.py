@@ -24,6 +24,8 @@ class ArrayDataset(LabelledDataset):
 
     #: collages: the grid position of each image's target tile (set by the collage builders)
     tile_positions: Optional[np.ndarray] = None
+    #: collages: the tiles per side of the grid those positions index (row-major)
+    tile_grid: Optional[int] = None
 
     def __init__(
         self,

@@ -16,18 +16,32 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 import numpy as np
 from torch.utils.data import Dataset
 
 from gspdml.registry import Registry
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 DATASETS = Registry("dataset")
+_Options = TypeVar("_Options", bound="DataclassInstance")
 
 
-class LabelledDataset(Dataset):
+def spec_options(options: type[_Options], spec: Mapping[str, Any]) -> _Options:
+    """The typed view of a few options of a ``data.dataset`` spec (every option of which the
+    dataset registry has checked against the reader's signature): the frozen dataclass
+    ``options`` with the fields the spec gives, the others at their defaults."""
+    names = [f.name for f in dataclasses.fields(options)]
+    return options(**{name: spec[name] for name in names if name in spec})
+
+
+class LabelledDataset(Dataset[Any]):
     """A dataset of ``(image, label)`` items with the ``labels`` of all of them (module
     docstring); readers derive from it."""
 
@@ -66,4 +80,5 @@ class DataSplits:
 
 
 def build_data(spec: Any, seed: int, field: str = "data") -> DataSplits:
-    return DATASETS.build(spec, field, seed=seed)
+    splits: DataSplits = DATASETS.build(spec, field, seed=seed)
+    return splits

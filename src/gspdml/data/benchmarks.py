@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from gspdml.data.base import spec_options
 from gspdml.data.cars import read_cars
 from gspdml.data.cub import read_cub
 from gspdml.data.image_splits import OfficialSplits
@@ -59,21 +60,30 @@ BENCHMARKS = {
 }
 
 
+@dataclass(frozen=True)
+class DatasetFolder:
+    """The reader and folder a ``data.dataset`` spec names (its ``name`` and ``root``)."""
+
+    name: str = ""
+    root: Optional[str] = None
+
+
 def benchmark_check(dataset: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     """The counts of the folder a ``data.dataset`` spec reads, beside the published ones:
     ``{"benchmark", "root", "images", "classes", "official_images", "official_classes",
     "is_benchmark"}``; None for a dataset that is not one of the four benchmarks."""
-    bench = BENCHMARKS.get(str(dataset.get("name")))
-    if bench is None or dataset.get("root") is None:
+    folder = spec_options(DatasetFolder, dataset)
+    bench = BENCHMARKS.get(str(folder.name))
+    if bench is None or folder.root is None:
         return None
-    splits = bench.reader(str(dataset["root"]))
+    splits = bench.reader(str(folder.root))
     parts = [splits.train, splits.val, splits.test, splits.query, splits.gallery]
     present = [p for p in parts if p is not None]
     images = sum(len(p) for p in present)
     classes = len(np.unique(np.concatenate([p.labels for p in present])))
     return {
         "benchmark": bench.source,
-        "root": str(dataset["root"]),
+        "root": str(folder.root),
         "images": images,
         "classes": classes,
         "official_images": bench.images,

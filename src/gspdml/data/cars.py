@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.io
 
 from gspdml.data.image_splits import (
     OfficialSplits,
@@ -55,9 +54,11 @@ def _scalar(value: Any) -> Any:
     return np.asarray(value).reshape(-1)[0]
 
 
-def _load_mat(path: Path, fields: tuple[str, ...]) -> tuple[dict, list[str], np.ndarray]:
+def _load_mat(path: Path, fields: tuple[str, ...]) -> tuple[dict[str, Any], list[str], np.ndarray]:
     """``(mat, files, labels)`` of an annotation file whose struct array ``annotations`` has the
     ``fields`` (file name field, class field); DataError naming the file when it does not."""
+    import scipy.io  # ~0.4 s to import: only when Cars196 is read
+
     try:
         mat = scipy.io.loadmat(str(path))
         annotations = np.asarray(mat["annotations"]).reshape(-1)
@@ -71,7 +72,7 @@ def _load_mat(path: Path, fields: tuple[str, ...]) -> tuple[dict, list[str], np.
     return mat, files, labels
 
 
-def _class_names(mat: dict) -> dict[int, str]:
+def _class_names(mat: dict[str, Any]) -> dict[int, str]:
     if "class_names" not in mat:
         return {}
     return {
@@ -105,6 +106,8 @@ def read_devkit(root: Path) -> Records:
         paths += [str(root / folder / f) for f in files]
         labels.append(part_labels)
     meta = root / "devkit" / "cars_meta.mat"
+    import scipy.io
+
     names = _class_names(scipy.io.loadmat(str(meta))) if meta.is_file() else {}
     return Records(paths, np.concatenate(labels), names)
 
@@ -153,7 +156,11 @@ def read_class_folders(base: Path) -> Records:
 
 @register_image_dataset("cars196", "cars")
 def read_cars(root: str) -> OfficialSplits:
-    """Cars196, zero-shot 98/98 class split (see :mod:`gspdml.data.cars`)."""
+    """Cars196, zero-shot 98/98 class split (see :mod:`gspdml.data.cars`).
+
+    Args:
+        root: the dataset's folder (``cars_annos.mat``, the devkit or class folders).
+    """
     root_path = Path(root).expanduser()
     if (root_path / "cars_annos.mat").is_file():
         records = read_annotations(root_path)

@@ -248,7 +248,15 @@ def official_split(name: str) -> Any:
         leave-one-out). ``val_images_per_class`` holds out the last so many training images of
         each class as a validation split (for model selection; the same classes again);
         ``images_per_class`` / ``test_images_per_class`` keep the first so many of the rest of
-        each class / of each class of the test file (all when None)."""
+        each class / of each class of the test file (all when None).
+
+        Args:
+            root: the folder of the CIFAR python files (null: the data folder's default).
+            images_per_class: keep the first so many training images of each class (null: all).
+            test_images_per_class: keep the first so many test images of each class (null: all).
+            val_images_per_class: hold out the last so many training images of each class as a
+                validation split.
+        """
         data = load_cifar(name, root)
         train, val = _per_class(data.train_labels, images_per_class, int(val_images_per_class))
         test, _ = _per_class(data.test_labels, test_images_per_class)

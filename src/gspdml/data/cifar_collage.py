@@ -35,7 +35,7 @@ from gspdml.data.cifar import cifar100_names, cifar_content, find_folder, load_c
 from gspdml.data.collage import collage_splits
 from gspdml.data.shared_collage import TileSource, compose_collages
 from gspdml.errors import ConfigError, DataError
-from gspdml.registry import supplied_by_caller
+from gspdml.registry import documented_by, supplied_by_caller
 
 #: the shared super-classes of the authors' released Cifar Collage builder
 SHARED_SUPERCLASSES = (
@@ -80,6 +80,7 @@ def shared_ids(names: Sequence[str], coarse_names: Sequence[str]) -> list[int]:
 
 @DATASETS.register("collage_cifar")
 @supplied_by_caller("seed")
+@documented_by(collage_splits)
 def collage_cifar(
     seed: int = 0,
     root: Optional[str] = None,
@@ -96,7 +97,16 @@ def collage_cifar(
     """The Cifar Collage (module docstring) from the CIFAR-100 files under ``root``; the
     construction depends on ``split_seed`` only (the run ``seed`` seeds ``augment``: tile
     shuffling and shifts of up to ``max_shift`` pixels of training images). The arrays are
-    cached by content hash (:func:`gspdml.data.cache.cached_arrays`)."""
+    cached by content hash (:func:`gspdml.data.cache.cached_arrays`).
+
+    Args:
+        root: the folder of the CIFAR-100 python files.
+        split_seed: seeds the construction (the run's seed varies training only).
+        images_per_class: collages per target class.
+        shared: the CIFAR-100 super-classes shared as the background (the authors' four).
+        sub_split: sub-classes of each other super-class for train / validation / test.
+        cache: cache the generated arrays by content hash.
+    """
     params: dict[str, Any] = dict(
         split_seed=int(split_seed),
         grid=int(grid),

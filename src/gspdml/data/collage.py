@@ -25,12 +25,12 @@ between splits either. One factory (:func:`glyph_collage`) serves both glyph sou
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, TypeVar, cast
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 import numpy as np
 
 from gspdml.data.arrays import ArrayDataset, pixel_statistics
-from gspdml.data.base import DATASETS, DataSplits, EvalSplit, LabelledDataset
+from gspdml.data.base import DATASETS, DataSplits, EvalSplit
 from gspdml.data.cache import cached_arrays
 from gspdml.data.glyphs import (
     FIELD,
@@ -44,10 +44,10 @@ from gspdml.data.glyphs import (
     source_location,
 )
 from gspdml.data.seeded import SeededTransformDataset
-from gspdml.data.splits import carve_fold
+from gspdml.data.splits import carve_fold, validation_classes
 from gspdml.data.transforms import Compose, RandomShift, TilePermutation
 from gspdml.errors import ConfigError
-from gspdml.registry import supplied_by_caller
+from gspdml.registry import documented_by, supplied_by_caller
 
 FORMAT_VERSION = 1
 _Count = TypeVar("_Count", int, float)
@@ -205,7 +205,15 @@ def collage_splits(
     split's pixel statistics, class ``(a, b)`` named ``pair_name(a, b)``; ``augment`` adds seeded tile shuffling and small shifts to train.
     ``val_fold`` (of ``num_folds``) or ``val_classes`` carve the validation classes off the
     training classes (the protocol folds of :func:`gspdml.data.splits.carve_fold`; the collage
-    must then have no validation classes of its own, ``class_split[1] = 0``)."""
+    must then have no validation classes of its own, ``class_split[1] = 0``).
+
+    Args:
+        grid: tiles per side of a collage (``grid x grid``).
+        augment: augment training collages: seeded tile shuffling and shifts, per ``(seed, epoch,
+            index)``.
+        max_shift: the largest shift of an augmented training image, in pixels.
+        shuffle_tiles: with ``augment``, also permute the tiles of a training collage.
+    """
     mean, std = pixel_statistics(arrays["train_images"])
 
     def part(split: str) -> ArrayDataset:
@@ -213,7 +221,7 @@ def collage_splits(
         images = ArrayDataset(
             arrays[f"{split}_images"], arrays[f"{split}_labels"], mean, std, names
         )
-        images.tile_positions = arrays[f"{split}_position"]
+        images.tile_positions, images.tile_grid = arrays[f"{split}_position"], grid
         return images
 
     val_part, test_part = (part(s) if len(arrays[f"{s}_labels"]) else None for s in SPLITS[1:])
@@ -229,8 +237,7 @@ def collage_splits(
         steps = ([TilePermutation(grid)] if shuffle_tiles and grid > 1 else []) + (
             [RandomShift(max_shift)] if max_shift else []
         )
-        # SeededTransformDataset forwards the labels of the dataset it wraps
-        train = cast(LabelledDataset, SeededTransformDataset(train, Compose(steps), seed=seed))
+        train = SeededTransformDataset(train, Compose(steps), seed=seed)
     return DataSplits(
         train=train,
         val=EvalSplit(val) if val is not None else None,
@@ -278,6 +285,17 @@ def glyph_collage(source: str, tile_size: int) -> Callable[..., DataSplits]:
         ``$GSPDML_CACHE`` (default ``~/.cache/gspdml``) unless ``cache`` is false. ``val_fold`` (of
         ``num_folds``) or ``val_classes`` carve the validation classes off the training classes, for
         the protocol folds (:func:`gspdml.data.splits.carve_fold`; needs ``class_split[1] = 0``).
+
+        Args:
+            root: the folder of the glyph files (Fashion-MNIST only; the digits are embedded).
+            tile_size: side of a tile in pixels (even).
+            background_tiles: background tiles per collage (null: ``grid² - 1``; 0: the target tile
+                alone).
+            images_per_class: collages per target class.
+            class_split: target classes (glyph pairs) of train / validation / test.
+            background_split: background (base) classes of train / validation / test.
+            glyph_split: shares of the glyph images drawn by train / validation / test.
+            cache: cache the generated arrays under ``$GSPDML_CACHE`` (default ``~/.cache/gspdml``).
         """
         if root is not None and source_location(source) is None:
             raise ConfigError(
@@ -315,7 +333,7 @@ def glyph_collage(source: str, tile_size: int) -> Callable[..., DataSplits]:
         )
 
     collage.__name__ = collage.__qualname__ = f"collage_{source}"
-    return supplied_by_caller("seed")(collage)
+    return supplied_by_caller("seed")(documented_by(collage_splits, validation_classes)(collage))
 
 
 #: the embedded default dataset: 16×16 tiles (two 8×8 digits side by side for the target, four

@@ -11,6 +11,8 @@ the last 100 (5,924) test. ``train_test_split.txt`` is the *classification* spli
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from gspdml.data.image_splits import (
@@ -30,31 +32,33 @@ EXPECTED = dict(
 )
 
 
+# a line of images.txt, image_class_labels.txt and classes.txt
+_Image = NamedTuple("_Image", [("id", int), ("path", str)])
+_Label = NamedTuple("_Label", [("id", int), ("label", int)])
+_Class = NamedTuple("_Class", [("id", int), ("name", str)])
+
+
 @register_image_dataset("cub200", "cub")
 def read_cub(root: str) -> OfficialSplits:
-    """CUB-200-2011, zero-shot 100/100 class split (see :mod:`gspdml.data.cub`)."""
+    """CUB-200-2011, zero-shot 100/100 class split (see :mod:`gspdml.data.cub`).
+
+    Args:
+        root: the dataset's folder (the official layout; e.g. ``data/CUB_200_2011``).
+    """
     base = find_dir(root, "images.txt", [".", "CUB_200_2011"], SOURCE)
-    images = read_columns(base / "images.txt", ["id", "path"], SOURCE, numeric=["id"])
-    labels = {
-        r["id"]: r["label"]
-        for r in read_columns(
-            base / "image_class_labels.txt", ["id", "label"], SOURCE, numeric=["id", "label"]
-        )
-    }
-    missing = [r["id"] for r in images if r["id"] not in labels]
+    images = read_columns(base / "images.txt", _Image, SOURCE)
+    labels = dict(read_columns(base / "image_class_labels.txt", _Label, SOURCE))
+    missing = [r.id for r in images if r.id not in labels]
     if missing:
         raise DataError(
             f"{base / 'image_class_labels.txt'}: no class for image ids {missing[:5]} ({len(missing)} in all)"
         )
     names = {}
     if (base / "classes.txt").is_file():
-        names = {
-            r["id"]: r["name"]
-            for r in read_columns(base / "classes.txt", ["id", "name"], SOURCE, numeric=["id"])
-        }
+        names = dict(read_columns(base / "classes.txt", _Class, SOURCE))
     records = Records(
-        [str(base / "images" / r["path"]) for r in images],
-        np.array([labels[r["id"]] for r in images]),
+        [str(base / "images" / r.path) for r in images],
+        np.array([labels[r.id] for r in images]),
         names,
     )
     train, test = split_first_half(records)

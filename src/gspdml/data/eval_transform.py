@@ -17,11 +17,11 @@ records (``preprocessing.json``) are all this spec; CLIP's preprocessing
 (:func:`gspdml.cir.backends.clip_preprocess`) is the same steps with bicubic resizing.
 
 The spec is the config key ``data.eval_transform`` (:func:`parse_eval_transform`, the one check
-of it)::
+of it), e.g. with ImageNet's mean and std (:data:`gspdml.data.recipes.IMAGENET_MEAN`,
+:data:`~gspdml.data.recipes.IMAGENET_STD`) written out::
 
     data:
-      eval_transform: {resize: 256, center_crop: 227, mean: [0.485, 0.456, 0.406],
-                       std: [0.229, 0.224, 0.225], channels: 3}
+      eval_transform: {resize: 256, center_crop: 227, mean: [...], std: [...], channels: 3}
 
 * ``resize``: an int (or ``[s]``) resizes the shorter side to it, ``[h, w]`` resizes exactly;
 * ``center_crop``: an int or ``[h, w]``;
@@ -105,7 +105,10 @@ class EvalTransform:
     def __call__(
         self, image: Image.Image, generator: Optional[torch.Generator] = None
     ) -> torch.Tensor:
-        return self.pipeline(image.convert("L" if self.channels == 1 else "RGB"), generator)
+        return cast(
+            torch.Tensor,
+            self.pipeline(image.convert("L" if self.channels == 1 else "RGB"), generator),
+        )
 
     def describe(self) -> dict[str, Any]:
         """The spec (plain lists, as YAML and JSON write it), read back by
@@ -169,8 +172,7 @@ def _size(value: Any, field: str, shorter_side: bool) -> Optional[tuple[int, ...
     raise ConfigError(field, f"expected {allowed}, got {value!r}")
 
 
-def _per_channel(spec: dict, name: str, count: int, field: str) -> tuple[float, ...]:
-    values = spec[name]
+def _per_channel(values: Any, name: str, count: int, field: str) -> tuple[float, ...]:
     numbers = isinstance(values, (list, tuple)) and all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
     )
@@ -210,39 +212,61 @@ def parse_eval_transform(
         raise ConfigError(
             f"{field}.{unknown[0]}", f"unknown transform option; allowed: {', '.join(KEYS)}"
         )
-    mean, std = spec.get("mean"), spec.get("std")
+    return _checked(field, channels, **spec)
+
+
+#: ``channels`` not given: the model's, else the length of ``mean``, else 3
+_CHANNELS_UNSET: Any = object()
+
+
+def _checked(
+    field: str,
+    model_channels: Optional[int],
+    *,
+    channels: Any = _CHANNELS_UNSET,
+    resize: Any = EvalTransform.resize,
+    center_crop: Any = EvalTransform.center_crop,
+    mean: Any = EvalTransform.mean,
+    std: Any = EvalTransform.std,
+    bgr: Any = EvalTransform.bgr,
+    value_range: Any = EvalTransform.value_range,
+) -> EvalTransform:
+    """The :class:`EvalTransform` of a spec's options (the keywords, as given), each checked."""
     if (mean is None) != (std is None):
         missing = "std" if std is None else "mean"
         raise ConfigError(f"{field}.{missing}", "mean and std must be given together")
-    if channels is None:
-        channels_default = len(mean) if isinstance(mean, (list, tuple)) else 3
-    else:
-        channels_default = channels
-    count = spec.get("channels", channels_default)
-    if not _positive_int(count) or count not in (1, 3):
-        raise ConfigError(f"{field}.channels", f"expected 1 (grey) or 3 (RGB), got {count!r}")
-    if channels is not None and count != channels:
+    if channels is _CHANNELS_UNSET:
+        default = len(mean) if isinstance(mean, (list, tuple)) else 3
+        channels = default if model_channels is None else model_channels
+    if not _positive_int(channels) or channels not in (1, 3):
+        raise ConfigError(f"{field}.channels", f"expected 1 (grey) or 3 (RGB), got {channels!r}")
+    if model_channels is not None and channels != model_channels:
         raise ConfigError(
-            f"{field}.channels", f"{count} channels, but the model's first layer takes {channels}"
+            f"{field}.channels",
+            f"{channels} channels, but the model's first layer takes {model_channels}",
         )
+    means: Optional[tuple[float, ...]] = None
+    stds: Optional[tuple[float, ...]] = None
     if mean is not None:
-        mean, std = (_per_channel(spec, name, count, field) for name in ("mean", "std"))
-        if min(std) <= 0:
-            raise ConfigError(f"{field}.std", f"must be positive, got {spec['std']!r}")
-    value_range, bgr = spec.get("value_range", 1.0), spec.get("bgr", False)
+        means, stds = (
+            _per_channel(values, name, channels, field)
+            for name, values in (("mean", mean), ("std", std))
+        )
+        if min(stds) <= 0:
+            raise ConfigError(f"{field}.std", f"must be positive, got {std!r}")
     if not _positive_number(value_range):
         raise ConfigError(
             f"{field}.value_range", f"expected a positive number, got {value_range!r}"
         )
     if not isinstance(bgr, bool):
         raise ConfigError(f"{field}.bgr", f"expected true or false, got {bgr!r}")
-    resize = _size(spec.get("resize"), f"{field}.resize", shorter_side=True)
+    shorter = _size(resize, f"{field}.resize", shorter_side=True)
     # a crop is always (h, w): _size with shorter_side=False returns pairs only
     crop = cast(
         Optional[tuple[int, int]],
-        _size(spec.get("center_crop"), f"{field}.center_crop", shorter_side=False),
+        _size(center_crop, f"{field}.center_crop", shorter_side=False),
     )
-    return EvalTransform(count, resize, crop, mean, std, bgr, float(value_range))
+    return EvalTransform(channels, shorter, crop, means, stds, bgr, float(value_range))
 
 
 def dataset_eval_transform(dataset: LabelledDataset) -> Optional[EvalTransform]:
@@ -272,7 +296,7 @@ def dataset_eval_transform(dataset: LabelledDataset) -> Optional[EvalTransform]:
 
 def run_eval_transform(
     spec: Any, splits: DataSplits, field: str = "data.eval_transform"
-) -> Optional[dict]:
+) -> Optional[dict[str, Any]]:
     """What a run records as ``data.eval_transform`` in its ``config.yaml``: the evaluation
     transform of its dataset (:func:`dataset_eval_transform` of the test split, else the
     validation split), or the config's own ``spec`` where the dataset's cannot be described;

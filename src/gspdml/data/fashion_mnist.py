@@ -24,9 +24,9 @@ import numpy as np
 
 from gspdml.data.arrays import ArrayDataset, pixel_statistics
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit
-from gspdml.data.splits import carve_fold
+from gspdml.data.splits import carve_fold, validation_classes
 from gspdml.errors import ConfigError, DataError
-from gspdml.registry import supplied_by_caller
+from gspdml.registry import documented_by, supplied_by_caller
 
 DEFAULT_ROOT = "/usr/share/datasets/fashion-mnist"
 CLASS_NAMES = (
@@ -118,6 +118,7 @@ def _limit_per_class(
 
 @DATASETS.register("fashion_mnist")
 @supplied_by_caller("seed")
+@documented_by(validation_classes)
 def fashion_mnist(
     seed: int = 0,
     root: Optional[str] = None,
@@ -131,7 +132,13 @@ def fashion_mnist(
     sorted classes train, the next ``class_split[1]`` validate, the last ``class_split[2]`` test);
     ``images_per_class`` keeps a seeded random subset of each class (all 7,000 when None).
     ``val_fold`` (of ``num_folds``) or ``val_classes`` carve the validation classes off the
-    training classes (:func:`gspdml.data.splits.carve_fold`; needs ``class_split[1] = 0``)."""
+    training classes (:func:`gspdml.data.splits.carve_fold`; needs ``class_split[1] = 0``).
+
+    Args:
+        root: the folder of the Fashion-MNIST files.
+        class_split: classes of train / validation / test (in sorted order).
+        images_per_class: a seeded random subset of each class (null: all 7,000).
+    """
     if len(class_split) != 3 or min(class_split) < 0 or class_split[0] < 1 or sum(class_split) > 10:
         raise ConfigError(
             "data.dataset.class_split",

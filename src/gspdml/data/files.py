@@ -57,7 +57,7 @@ class ImageFileDataset(LabelledDataset):
         self,
         paths: Sequence[str],
         labels: npt.ArrayLike,
-        transform: Optional[Callable] = None,
+        transform: Optional[Callable[..., Any]] = None,
         *,
         seed: int = 0,
         on_error: str = "raise",

@@ -106,7 +106,12 @@ def _visible_folders(folder: Path, skipped: list[str]) -> list[Path]:
 def read_image_folder(root: str, test_fraction: float = 0.5) -> OfficialSplits:
     """Images in class folders (see :mod:`gspdml.data.folder`); hidden and system folders and
     files (``.ipynb_checkpoints``, ``__MACOSX``, ``._x.jpg``) are skipped and listed in
-    :attr:`OfficialSplits.skipped`, as are images lying outside any class folder."""
+    :attr:`OfficialSplits.skipped`, as are images lying outside any class folder.
+
+    Args:
+        root: the folder of class folders (or of ``train``/``test`` folders of class folders).
+        test_fraction: without a ``test`` folder: the share of the classes that test.
+    """
     base = Path(root).expanduser()
     if not base.is_dir():
         raise DataError(f"image folder: {base} is not a directory")
@@ -137,7 +142,13 @@ def read_image_folder(root: str, test_fraction: float = 0.5) -> OfficialSplits:
 
 @register_image_dataset("csv", "image_csv", min_val_classes=2)
 def read_csv(path: str, root: Optional[str] = None, test_fraction: float = 0.5) -> OfficialSplits:
-    """Images listed in a CSV file with columns path,label[,split] (see :mod:`gspdml.data.folder`)."""
+    """Images listed in a CSV file with columns path,label[,split] (see :mod:`gspdml.data.folder`).
+
+    Args:
+        path: the CSV file (columns path,label[,split]).
+        root: relative paths are joined to this folder (null: the CSV's folder).
+        test_fraction: without a split column: the share of the classes that test.
+    """
     csv_path = Path(path).expanduser()
     return _assemble(read_csv_rows(csv_path, root), str(csv_path), test_fraction)
 

@@ -9,6 +9,7 @@ in an :class:`ImageFileDataset` with the training or evaluation transform.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import typing
 from dataclasses import dataclass, field
@@ -19,10 +20,10 @@ import numpy.typing as npt
 
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit, LabelledDataset
 from gspdml.data.files import ImageFileDataset
-from gspdml.data.recipes import image_transform
+from gspdml.data.recipes import ImageRecipe, image_transform
 from gspdml.data.splits import contiguous_labels, train_test_classes, validation_classes
 from gspdml.errors import ConfigError, DataError
-from gspdml.registry import supplied_by_caller
+from gspdml.registry import documented_by, supplied_by_caller
 
 
 @dataclass
@@ -122,7 +123,16 @@ def build_image_splits(
     check: str,
     min_val_classes: int = 1,
 ) -> DataSplits:
-    """Datasets for training (fit classes, relabelled ``0..C-1``), validation and test."""
+    """Datasets for training (fit classes, relabelled ``0..C-1``), validation and test.
+
+    Args:
+        transform: the augmentation recipe: ``mlrc``, ``proxynca``, ``libc`` or ``center``
+            (:func:`~gspdml.data.recipes.image_transform`).
+        normalization: the backbone's input normalisation: ``imagenet``, ``bn_inception`` or
+            ``none``.
+        resize: the resize side in pixels, overriding the recipe's (null: the recipe's).
+        crop: the crop side in pixels, overriding the recipe's (null: the recipe's).
+    """
     if official.val is not None:
         if val_fold is not None or val_classes is not None:
             raise ConfigError(
@@ -207,10 +217,7 @@ IMAGE_OPTIONS = dict(
     val_fold=None,
     num_folds=4,
     val_classes=None,
-    transform="mlrc",
-    normalization="imagenet",
-    resize=None,
-    crop=None,
+    **dataclasses.asdict(ImageRecipe()),
     on_error="raise",
     check="exists",
 )
@@ -220,10 +227,7 @@ IMAGE_OPTION_TYPES = dict(
     val_fold=Optional[int],
     num_folds=int,
     val_classes=Optional[list[int]],
-    transform=str,
-    normalization=str,
-    resize=Optional[int],
-    crop=Optional[int],
+    **typing.get_type_hints(ImageRecipe),
     on_error=str,
     check=str,
 )
@@ -275,7 +279,8 @@ def register_image_dataset(
         )
         factory.__name__ = factory.__qualname__ = name
         factory.__doc__ = reader.__doc__
-        DATASETS.register(name, *aliases)(supplied_by_caller("seed")(factory))
+        documented = documented_by(build_image_splits, validation_classes, ImageFileDataset)
+        DATASETS.register(name, *aliases)(supplied_by_caller("seed")(documented(factory)))
         return reader
 
     return decorate

@@ -124,7 +124,18 @@ def decode_image(image: Image.Image) -> Image.Image:
     return to_rgb(ImageOps.exif_transpose(image))
 
 
-def load_image(path: str | os.PathLike, shorter_side: int | None = None) -> Image.Image:
+#: what decoding a corrupt, truncated, foreign or oversized image file raises
+_UNREADABLE = (
+    UnidentifiedImageError,
+    OSError,
+    SyntaxError,
+    ValueError,
+    Image.DecompressionBombWarning,
+    Image.DecompressionBombError,
+)
+
+
+def load_image(path: str | os.PathLike[str], shorter_side: int | None = None) -> Image.Image:
     """Decode ``path`` into an RGB image, applying its EXIF orientation. A path that is not
     a regular file (a named pipe called ``x.png``) is refused before it is opened.
 
@@ -148,14 +159,7 @@ def load_image(path: str | os.PathLike, shorter_side: int | None = None) -> Imag
                 return decode_image(image)
     except FileNotFoundError:
         raise DataError(f"{path}: image file not found") from None
-    except (
-        UnidentifiedImageError,
-        OSError,
-        SyntaxError,
-        ValueError,
-        Image.DecompressionBombWarning,
-        Image.DecompressionBombError,
-    ) as error:
+    except _UNREADABLE as error:
         raise DataError(f"{path}: cannot decode image ({type(error).__name__}: {error})") from None
 
 
@@ -179,7 +183,7 @@ def _reduced_decode(image: Image.Image, shorter_side: int) -> Image.Image:
     return decode_image(resized)
 
 
-def _check_regular(path: str | os.PathLike) -> None:
+def _check_regular(path: str | os.PathLike[str]) -> None:
     if not isinstance(path, (str, os.PathLike)):
         return  # an open file object: already readable
     try:
@@ -192,7 +196,7 @@ def _check_regular(path: str | os.PathLike) -> None:
         raise DataError(f"{path}: not a regular file (a pipe, socket or device is never read)")
 
 
-def check_image(path: str | os.PathLike) -> str | None:
+def check_image(path: str | os.PathLike[str]) -> str | None:
     """A cheap check (the file exists and its header is a known image format); returns the
     problem as text, or None when the file looks fine. Decoding errors beyond the header are
     only found by :func:`load_image`."""
@@ -204,13 +208,6 @@ def check_image(path: str | os.PathLike) -> str | None:
                 image.size  # noqa: B018 (the header is parsed by open)
     except DataError as error:
         return str(error).removeprefix(f"{path}: ")
-    except (
-        UnidentifiedImageError,
-        OSError,
-        SyntaxError,
-        ValueError,
-        Image.DecompressionBombWarning,
-        Image.DecompressionBombError,
-    ) as error:
+    except _UNREADABLE as error:
         return f"{type(error).__name__}: {error}"
     return None

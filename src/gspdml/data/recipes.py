@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional
 
+from gspdml.data.base import spec_options
 from gspdml.data.eval_transform import EvalTransform
 from gspdml.data.transforms import (
     Compose,
@@ -16,11 +18,15 @@ from gspdml.data.transforms import (
 )
 from gspdml.errors import ConfigError
 
+#: the per-channel RGB mean and std of ImageNet, in [0, 1] (torchvision's pretrained models)
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+#: the BGR mean, in [0, 255], that BN-Inception's Caffe weights expect
+CAFFE_BGR_MEAN = (104.0, 117.0, 128.0)
+
 NORMALIZATIONS: dict[str, dict[str, Any]] = {
-    "imagenet": dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
-    "bn_inception": dict(
-        mean=(104.0, 117.0, 128.0), std=(1.0, 1.0, 1.0), bgr=True, value_range=255.0
-    ),
+    "imagenet": dict(mean=IMAGENET_MEAN, std=IMAGENET_STD),
+    "bn_inception": dict(mean=CAFFE_BGR_MEAN, std=(1.0, 1.0, 1.0), bgr=True, value_range=255.0),
     "none": dict(mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0)),
 }
 
@@ -48,10 +54,32 @@ AFTER_NORMALIZATION: dict[str, list[Callable[..., Any]]] = {
 }
 
 
+@dataclass(frozen=True)
+class ImageRecipe:
+    """The image options of an image dataset (:func:`image_transform`'s): the ``transform``
+    recipe, the backbone's ``normalization`` and the ``resize``/``crop`` overrides."""
+
+    transform: str = "mlrc"
+    normalization: str = "imagenet"
+    resize: Optional[int] = None
+    crop: Optional[int] = None
+
+    @classmethod
+    def of_spec(cls, spec: Mapping[str, Any]) -> Optional[ImageRecipe]:
+        """The recipe a ``data.dataset`` spec names; None for a dataset without one (no
+        ``transform`` option: arrays, features)."""
+        return spec_options(cls, spec) if "transform" in spec else None
+
+    @property
+    def size(self) -> int:
+        """The side of the square images it trains on: ``crop``, else the recipe's crop."""
+        return self.crop or RECIPES[self.transform][1]
+
+
 def image_transform(
-    recipe: str = "mlrc",
+    recipe: str = ImageRecipe.transform,
     train: bool = False,
-    normalization: str = "imagenet",
+    normalization: str = ImageRecipe.normalization,
     resize: int | None = None,
     crop: int | None = None,
     field: str = "data.dataset",
@@ -88,12 +116,13 @@ def image_transform(
 
 
 def check_recipe(spec: Mapping[str, Any], field: str = "data.dataset") -> None:
-    """Build the training and evaluation transforms an image dataset's spec names (``transform``,
-    ``normalization``, ``resize``, ``crop``; cheap, no file is read), so an unknown recipe or
-    normalization fails when the config is loaded (``gspdml config`` included), with the message
-    the reader would give later. Specs without ``transform`` (arrays, features) pass."""
-    if "transform" not in spec:
-        return
-    options = {k: spec[k] for k in ("normalization", "resize", "crop") if k in spec}
-    for train in (True, False):
-        image_transform(spec["transform"], train, field=field, **options)
+    """Build the training and evaluation transforms an image dataset's spec names
+    (:class:`ImageRecipe`; cheap, no file is read), so an unknown recipe or normalization fails
+    when the config is loaded (``gspdml config`` included), with the message the reader would
+    give later. Specs without ``transform`` (arrays, features) pass."""
+    recipe = ImageRecipe.of_spec(spec)
+    if recipe is not None:
+        for train in (True, False):
+            image_transform(
+                recipe.transform, train, recipe.normalization, recipe.resize, recipe.crop, field
+            )

@@ -29,9 +29,10 @@ anchor-negative mixing needs examples whose class appears once in the batch).
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
+import numpy.typing as npt
 from torch.utils.data import Sampler
 
 from gspdml.errors import ConfigError
@@ -39,7 +40,7 @@ from gspdml.errors import ConfigError
 FIELD = "data"
 
 
-class EpochBatchSampler(Sampler[list]):
+class EpochBatchSampler(Sampler[list[Any]]):
     """What both batch samplers share: an epoch's batches are a function of ``(seed, epoch)``
     (:meth:`epoch_batches`, implemented by the subclasses, which also set ``seed``,
     ``num_samples``, ``world_size``, ``with_epoch`` and ``_batches_per_epoch``); iteration, the
@@ -47,6 +48,10 @@ class EpochBatchSampler(Sampler[list]):
 
     epoch = 0
     position = 0
+    seed: int
+    num_samples: int
+    with_epoch: bool
+    _batches_per_epoch: int
 
     def __len__(self) -> int:
         """Batches per epoch (the same every epoch)."""
@@ -60,7 +65,7 @@ class EpochBatchSampler(Sampler[list]):
         """Position the sampler after ``batches_done`` batches counted from epoch 0."""
         self.epoch, self.position = divmod(int(batches_done), len(self))
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, int]:
         return {
             "epoch": self.epoch,
             "position": self.position,
@@ -69,7 +74,7 @@ class EpochBatchSampler(Sampler[list]):
             "batches_per_epoch": len(self),
         }
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         for key, mine in (
             ("seed", self.seed),
             ("num_samples", self.num_samples),
@@ -87,7 +92,7 @@ class EpochBatchSampler(Sampler[list]):
             )
         self.epoch, self.position = divmod(epoch * len(self) + position, len(self))
 
-    def __iter__(self) -> Iterator[list]:
+    def __iter__(self) -> Iterator[list[Any]]:
         batches = self.epoch_batches(self.epoch)
         while self.position < len(batches):
             batch = batches[self.position]
@@ -125,7 +130,7 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
 
     def __init__(
         self,
-        labels: Sequence[int],
+        labels: npt.ArrayLike,
         classes_per_batch: int,
         samples_per_class: int,
         *,
@@ -137,11 +142,11 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
         with_epoch: bool = False,
         class_names: Optional[Sequence[str]] = None,
     ):
-        labels = np.asarray(labels)
-        if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
+        label_array = np.asarray(labels)
+        if label_array.ndim != 1 or not np.issubdtype(label_array.dtype, np.integer):
             raise ConfigError(
                 f"{FIELD}.labels",
-                f"expected a 1-D integer array of labels, got {labels.dtype} {labels.shape}",
+                f"expected a 1-D integer array of labels, got {label_array.dtype} {label_array.shape}",
             )
         if classes_per_batch < 1:
             raise ConfigError(
@@ -166,7 +171,7 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
                 f"{FIELD}.world_size",
                 f"batch size {classes_per_batch * samples_per_class} is not divisible by world_size={world_size}",
             )
-        self.classes, inverse = np.unique(labels, return_inverse=True)
+        self.classes, inverse = np.unique(label_array, return_inverse=True)
         if len(self.classes) < classes_per_batch:
             raise ConfigError(
                 f"{FIELD}.classes_per_batch",
@@ -193,7 +198,7 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
         self.seed = int(seed)
         self.rank, self.world_size = int(rank), int(world_size)
         self.with_epoch = bool(with_epoch)
-        self.num_samples = len(labels)
+        self.num_samples = len(label_array)
         chunks = np.maximum(1, -(-counts // samples_per_class))
         self._batches_per_epoch = int(max(-(-chunks.sum() // classes_per_batch), chunks.max()))
 
@@ -224,7 +229,7 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
         n = p * m // self.world_size
         return [b[self.rank * n : (self.rank + 1) * n] for b in batches]
 
-    def _chunks(self, members: np.ndarray, rng) -> list[np.ndarray]:
+    def _chunks(self, members: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
         """Shuffle one class and cut it into chunks of m, topping up the last chunk."""
         m = self.samples_per_class
         if len(members) < m:
@@ -246,7 +251,7 @@ class RandomBatchSampler(EpochBatchSampler):
 
     def __init__(
         self,
-        labels: Sequence[int],
+        labels: npt.ArrayLike,
         batch_size: int,
         *,
         seed: int = 0,
@@ -254,16 +259,16 @@ class RandomBatchSampler(EpochBatchSampler):
         world_size: int = 1,
         with_epoch: bool = False,
     ):
-        labels = np.asarray(labels)
+        items = len(np.asarray(labels))
         if batch_size < 1:
             raise ConfigError(
                 f"{FIELD}.classes_per_batch",
                 f"random batches need a batch size >= 1, got {batch_size}",
             )
-        if batch_size > len(labels):
+        if batch_size > items:
             raise ConfigError(
                 f"{FIELD}.classes_per_batch",
-                f"random batches of {batch_size} but the training set has only {len(labels)} items",
+                f"random batches of {batch_size} but the training set has only {items} items",
             )
         if world_size < 1 or not 0 <= rank < world_size or batch_size % world_size:
             raise ConfigError(
@@ -276,8 +281,8 @@ class RandomBatchSampler(EpochBatchSampler):
             int(rank),
             int(world_size),
         )
-        self.with_epoch, self.num_samples = bool(with_epoch), len(labels)
-        self._batches_per_epoch = len(labels) // self.global_batch
+        self.with_epoch, self.num_samples = bool(with_epoch), items
+        self._batches_per_epoch = items // self.global_batch
 
     @property
     def batch_size(self) -> int:

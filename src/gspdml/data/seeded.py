@@ -19,11 +19,12 @@ to it (docs/design.md, "Contracts").
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+
+from gspdml.data.base import LabelledDataset
 
 
 def seeded_generator(seed: int, epoch: int, index: int) -> torch.Generator:
@@ -54,7 +55,19 @@ class TrainingDataset(Protocol):
     def __getitem__(self, key: tuple[int, int] | int) -> tuple[torch.Tensor, int]: ...
 
 
-def item_labels(dataset: Dataset) -> np.ndarray:
+#: ``transform(image, generator) -> image``, its randomness drawn from ``generator`` alone
+SeededTransform = Callable[[Any, torch.Generator], Any]
+
+
+class Items(Protocol):
+    """What :class:`SeededTransformDataset` wraps: ``len`` and ``(image, label)`` by index."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> Any: ...
+
+
+def item_labels(dataset: Items) -> np.ndarray:
     """The int64 label of every item: ``dataset.labels`` when it has them, else read once item
     by item (each image is decoded once)."""
     if hasattr(dataset, "labels"):
@@ -62,7 +75,7 @@ def item_labels(dataset: Dataset) -> np.ndarray:
     return np.asarray([int(dataset[i][1]) for i in range(len(dataset))], dtype=np.int64)
 
 
-class SeededTransformDataset(Dataset):
+class SeededTransformDataset(LabelledDataset):
     """Wrap ``dataset`` (items ``(image, label)``, plain integer indices) and apply
     ``transform(image, generator)``: the adapter of any such dataset to :class:`TrainingDataset`.
 
@@ -72,7 +85,7 @@ class SeededTransformDataset(Dataset):
     ``channels`` and ``class_names`` are the wrapped dataset's.
     """
 
-    def __init__(self, dataset: Dataset, transform: Callable | None = None, seed: int = 0):
+    def __init__(self, dataset: Items, transform: SeededTransform | None = None, seed: int = 0):
         self.dataset = dataset
         self.transform = transform
         self.seed = int(seed)
@@ -85,12 +98,12 @@ class SeededTransformDataset(Dataset):
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         if name in ("classes", "paths", "channels", "class_names"):
             return getattr(self.__dict__["dataset"], name)
         raise AttributeError(name)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: tuple[int, int] | int) -> tuple[Any, Any]:
         index, epoch = key if isinstance(key, tuple) else (key, self.epoch)
         image, label = self.dataset[int(index)]
         if self.transform is None:

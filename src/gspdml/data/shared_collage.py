@@ -50,7 +50,7 @@ from gspdml.data.glyphs import (
     source_glyphs,
 )
 from gspdml.errors import ConfigError
-from gspdml.registry import supplied_by_caller
+from gspdml.registry import documented_by, supplied_by_caller
 
 #: the glyph pools of a split seed come from their own stream, so that the collage and the
 #: pre-training tiles (:func:`tile_classification_arrays`) split the source images identically
@@ -112,7 +112,7 @@ def partition(
     rng = np.random.default_rng(np.random.SeedSequence([split_seed, 0x5AED]))
     order = rng.permutation(supers)
     bounds = np.cumsum([0, *sub_split])
-    out: dict[str, list] = {
+    out: dict[str, list[tuple[int, int]]] = {
         f"{s}_{kind}": [] for s in SPLITS for kind in ("targets", "backgrounds")
     }
     for rank, a in enumerate(order):
@@ -301,6 +301,7 @@ FORMAT_VERSION = 1
 
 @DATASETS.register("collage_shared")
 @supplied_by_caller("seed")
+@documented_by(collage_splits)
 def collage_shared(
     seed: int = 0,
     source: str = "digits",
@@ -321,7 +322,19 @@ def collage_shared(
     (:mod:`gspdml.data.glyphs`; default: a 2×2 grid of 16-px tiles, 32×32 images; ``grid: 1``
     keeps the target tile alone). ``augment`` shuffles the tiles and shifts training
     images by up to ``max_shift`` pixels, seeded by the run ``seed``; the arrays are cached by
-    content hash (:func:`gspdml.data.cache.cached_arrays`)."""
+    content hash (:func:`gspdml.data.cache.cached_arrays`).
+
+    Args:
+        source: the glyphs: ``digits`` (embedded) or ``fashion``.
+        root: the folder of the glyph files (Fashion-MNIST only).
+        split_seed: seeds the construction (the run's seed varies training only).
+        tile_size: side of a tile in pixels.
+        images_per_class: collages per target class.
+        shared_super: super-classes shared as the background.
+        sub_split: sub-classes of each super-class for train / validation / test.
+        glyph_split: shares of the glyph images drawn by train / validation / test.
+        cache: cache the generated arrays by content hash.
+    """
     params: dict[str, Any] = dict(
         split_seed=int(split_seed),
         tile_size=int(tile_size),

@@ -193,6 +193,14 @@ def validation_classes(
     * otherwise the last ``round(val_fraction · C)`` sorted classes (0 = no validation split),
       at least ``minimum`` of them while as many training classes are left (a validation split
       of one class cannot rank anything).
+
+    Args:
+        val_fraction: without ``val_fold`` / ``val_classes``: the share of the training classes that
+            validates (the last ones; 0: no validation split).
+        val_fold: validate on fold ``f`` of ``num_folds`` contiguous class folds (the fair
+            protocol).
+        num_folds: the number of class folds of ``val_fold``.
+        val_classes: an explicit list of the training classes that validate (not with ``val_fold``).
     """
     classes = np.unique(np.asarray(train_classes, dtype=np.int64))
     if val_classes is not None and val_fold is not None:

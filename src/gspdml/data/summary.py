@@ -65,15 +65,14 @@ def scorable_queries(split: EvalSplit) -> int:
 def image_size_note(dataset: LabelledDataset, spec: Mapping[str, Any]) -> Optional[str]:
     """The size images are trained at, next to the size of the first training image, for
     file-based datasets (a 28-px image trained at 227 px costs 60x the compute for nothing)."""
-    paths, crop = getattr(dataset, "paths", None), spec.get("crop", _NO_CROP)
-    if not paths or crop is _NO_CROP:
+    from gspdml.data.recipes import ImageRecipe
+
+    paths, recipe = getattr(dataset, "paths", None), ImageRecipe.of_spec(spec)
+    if not paths or recipe is None:
         return None
     from PIL import Image
 
-    from gspdml.data.recipes import RECIPES
-
-    recipe = RECIPES.get(spec.get("transform", "mlrc"))
-    size = int(crop or (recipe[1] if recipe else 0))
+    size = recipe.size
     try:
         with Image.open(paths[0]) as image:
             width, height = image.size
@@ -83,6 +82,3 @@ def image_size_note(dataset: LabelledDataset, spec: Mapping[str, Any]) -> Option
     if size > 2 * max(width, height):
         note += " - upscaled: set data.dataset.resize and crop near your images' size to train much faster"
     return note
-
-
-_NO_CROP = object()

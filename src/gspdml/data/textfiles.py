@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import csv
 import io
+import typing
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence, TypeVar
 
 from gspdml.errors import DataError
 
@@ -79,13 +80,16 @@ def require_file(path: Path, source: str) -> Path:
     return path
 
 
-def read_columns(
-    path: Path, columns: Sequence[str], source: str, skip: int = 0, numeric: Sequence[str] = ()
-) -> list[dict[str, Any]]:
-    """Rows of a whitespace-separated text file as dicts; ``skip`` header lines; the columns
-    named in ``numeric`` must be integers. Blank lines are ignored."""
+_Row = TypeVar("_Row", bound=NamedTuple)
+
+
+def read_columns(path: Path, row_type: type[_Row], source: str, skip: int = 0) -> list[_Row]:
+    """Rows of a whitespace-separated text file as ``row_type`` (a ``NamedTuple``: one field per
+    column, in order; the fields annotated ``int`` must be integers); ``skip`` header lines.
+    Blank lines are ignored."""
     require_file(path, source)
-    rows: list[dict[str, Any]] = []
+    columns, types = row_type._fields, typing.get_type_hints(row_type)
+    rows: list[_Row] = []
     for number, line in enumerate(io.StringIO(read_text(path), newline=None), 1):
         if number <= skip or not line.strip():
             continue
@@ -94,15 +98,15 @@ def read_columns(
             raise DataError(
                 f"{path}:{number}: expected {len(columns)} columns ({' '.join(columns)}), got {line.strip()!r}"
             )
-        row: dict[str, Any] = dict(zip(columns, parts))
-        for name in numeric:
+        values: list[Any] = []
+        for name, text in zip(columns, parts):
             try:
-                row[name] = int(row[name])
+                values.append(types[name](text))
             except ValueError:
                 raise DataError(
-                    f"{path}:{number}: column {name} must be an integer, got {row[name]!r}"
+                    f"{path}:{number}: column {name} must be an integer, got {text!r}"
                 ) from None
-        rows.append(row)
+        rows.append(row_type(*values))
     if not rows:
         raise DataError(f"{path}: no entries")
     return rows

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -48,10 +48,13 @@ TABLE_METRICS = ("precision_at_1", "map_at_r")
 def l2_normalize(x: torch.Tensor) -> torch.Tensor:
     """Rows divided by their Euclidean norm (float64; zero rows stay zero)."""
     x = torch.as_tensor(x).to(torch.float64)
-    return x / x.norm(dim=1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+    normalized: torch.Tensor = x / x.norm(dim=1, keepdim=True).clamp_min(
+        torch.finfo(torch.float64).tiny
+    )
+    return normalized
 
 
-def concatenate_embeddings(parts: Sequence) -> torch.Tensor:
+def concatenate_embeddings(parts: Sequence[torch.Tensor]) -> torch.Tensor:
     """[ê_1; ...; ê_F] / sqrt(F): each part L2-normalised, concatenated, re-normalised (float64)."""
     if not parts:
         raise ConfigError("embeddings", "nothing to concatenate")
@@ -59,13 +62,13 @@ def concatenate_embeddings(parts: Sequence) -> torch.Tensor:
 
 
 def fair_protocol_results(
-    test_embeddings: Mapping,
+    test_embeddings: Mapping[Any, Any],
     *,
     metrics: Sequence[str] = TABLE_METRICS,
     spec: Optional[EvalSpec] = None,
-    train_embeddings: Optional[Mapping] = None,
+    train_embeddings: Optional[Mapping[Any, torch.Tensor | np.ndarray]] = None,
     device: Optional[torch.device] = None,
-) -> dict:
+) -> dict[str, Any]:
     """Aggregate the fold models of the fair protocol on the test split.
 
     Args:
@@ -98,15 +101,17 @@ def fair_protocol_results(
     metrics = with_postprocessed(metrics, spec)
     train = dict(train_embeddings or {})
 
-    def score(split, train_part):
+    def score(split: Sequence[Any], train_part: Optional[torch.Tensor]) -> dict[str, float]:
         if device is not None and not spec.postprocess:  # the embeddings; labels stay
             split = [
                 torch.as_tensor(x).to(device) if i % 2 == 0 else x for i, x in enumerate(split)
             ]
-        return _select(evaluate_embeddings(*split, spec=spec, train=train_part).metrics, metrics)
+        query, labels, gallery, gallery_labels = (*split, None, None)[:4]
+        report = evaluate_embeddings(query, labels, gallery, gallery_labels, spec, train_part)
+        return _select(report.metrics, metrics)
 
     per_model = {key: score(split, train.get(key)) for key, split in splits.items()}
-    realisations = []
+    realisations: list[dict[str, Any]] = []
     for choice in itertools.product(seeds, repeat=len(folds)):
         keys = [(fold, seed) for fold, seed in zip(folds, choice)]
         average = {m: float(np.mean([per_model[key][m] for key in keys])) for m in metrics}
@@ -149,7 +154,7 @@ def fair_protocol_results(
     }
 
 
-def _grid(test_embeddings: Mapping) -> tuple[list, list]:
+def _grid(test_embeddings: Mapping[Any, Any]) -> tuple[list[Any], list[Any]]:
     if not test_embeddings:
         raise ConfigError("test_embeddings", "no (fold, seed) entries")
     try:
@@ -163,7 +168,7 @@ def _grid(test_embeddings: Mapping) -> tuple[list, list]:
     return folds, seeds
 
 
-def _as_split(value, key):
+def _as_split(value: Any, key: Any) -> tuple[Any, ...]:
     if not isinstance(value, (tuple, list)) or len(value) not in (2, 4):
         raise ConfigError(
             f"test_embeddings[{key}]",
@@ -172,7 +177,7 @@ def _as_split(value, key):
     return tuple(value)
 
 
-def _check_same_labels(splits):
+def _check_same_labels(splits: Mapping[Any, tuple[Any, ...]]) -> None:
     first_key, first = next(iter(splits.items()))
     for key, split in splits.items():
         if len(split) != len(first):
@@ -188,7 +193,7 @@ def _check_same_labels(splits):
                 )
 
 
-def _select(result: dict, metrics) -> dict:
+def _select(result: Mapping[str, Any], metrics: Sequence[str]) -> dict[str, float]:
     missing = [m for m in metrics if not isinstance(result.get(m), float)]
     if missing:
         raise ConfigError("metrics", f"{missing} are not scalar retrieval metrics")

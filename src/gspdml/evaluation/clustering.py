@@ -14,45 +14,46 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, import_optional
 from gspdml.evaluation.metric_registry import METRICS, metrics_of_kind
+from gspdml.evaluation.results import Embeddings, LabelsLike
 
 _BACKENDS = ("sklearn", "faiss")
 
 
 def kmeans_assignments(
-    embeddings, num_clusters: int, *, backend: str = "sklearn", seed: int = 0
+    embeddings: Embeddings, num_clusters: int, *, backend: str = "sklearn", seed: int = 0
 ) -> np.ndarray:
     """Cluster index (int64 [N]) of each embedding after k-means with a fixed seed."""
     x = np.ascontiguousarray(torch.as_tensor(embeddings).detach().cpu().numpy(), dtype=np.float32)
     if backend == "sklearn":
         from sklearn.cluster import KMeans
 
-        return (
-            KMeans(n_clusters=num_clusters, n_init=1, random_state=seed)
-            .fit_predict(x)
-            .astype(np.int64)
-        )
+        assignments: np.ndarray = KMeans(
+            n_clusters=num_clusters, n_init=1, random_state=seed
+        ).fit_predict(x)
+        return assignments.astype(np.int64)
     if backend == "faiss":
-        try:
-            import faiss
-        except ImportError as exc:
-            raise ConfigError(
-                "kmeans_backend",
-                "'faiss' needs faiss; install the extra: pip install gspdml[faiss]",
-            ) from exc
+        faiss = import_optional(
+            "faiss",
+            "kmeans_backend",
+            "'faiss' needs faiss; install the extra: pip install gspdml[faiss]",
+        )
         km = faiss.Kmeans(x.shape[1], num_clusters, niter=20, seed=seed, verbose=False)
         km.train(x)
-        return km.index.search(x, 1)[1][:, 0].astype(np.int64)
+        nearest: np.ndarray = km.index.search(x, 1)[1][:, 0]
+        return nearest.astype(np.int64)
     raise ConfigError(
         "kmeans_backend", f"unknown k-means backend {backend!r}; allowed: {list(_BACKENDS)}"
     )
 
 
-def clustering_scores(embeddings, labels, *, backend: str = "sklearn", seed: int = 0) -> dict:
+def clustering_scores(
+    embeddings: Embeddings, labels: LabelsLike, *, backend: str = "sklearn", seed: int = 0
+) -> dict[str, float]:
     """Every registered clustering metric (``{"nmi": ..., "ami": ...}``,
     :mod:`gspdml.evaluation.metrics`) of one k-means (one cluster per distinct label) against
     ``labels``."""
-    labels = np.asarray(labels)
-    clusters = kmeans_assignments(embeddings, len(np.unique(labels)), backend=backend, seed=seed)
-    return {name: METRICS[name].score(labels, clusters) for name in metrics_of_kind("clustering")}
+    truth = np.asarray(labels)
+    clusters = kmeans_assignments(embeddings, len(np.unique(truth)), backend=backend, seed=seed)
+    return {name: METRICS[name].score(truth, clusters) for name in metrics_of_kind("clustering")}

@@ -11,8 +11,9 @@ How the answer is exact without ever holding the N_q x N_r distance matrix:
 
 1. *Candidates.* Query rows and reference columns are processed in blocks sized from
    ``memory_budget``. A block of similarities ``s_ij = q_i.r_j - |r_j|^2/2`` is computed with one
-   matmul in a fast dtype (bfloat16 on CPUs with native bf16 dot products and on CUDA GPUs of
-   compute capability >= 8, float32 otherwise), so that ``|q_i - r_j|^2 = |q_i|^2 - 2 s_ij``.
+   matmul in a fast dtype (bfloat16 where the precision is ``bf16``, which ``auto`` picks on CPUs
+   with native bf16 dot products and on CUDA GPUs of compute capability >= 8,
+   :func:`gspdml.compat.hardware.resolve_precision`; float32 otherwise), so that ``|q_i - r_j|^2 = |q_i|^2 - 2 s_ij``.
    The ``k' = k + pad`` largest similarities per row are kept in a pool whose k'-th value tau
    is a running threshold: a block contributes only its entries >= tau, found from maxima of
    groups of 32 columns (one elementwise max per halving, no sort); the first block of a row
@@ -67,13 +68,15 @@ import functools
 import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
+from torch import Tensor
 
-from gspdml.compat.hardware import auto_precision
+from gspdml.compat.hardware import Precision, resolve_precision
 from gspdml.compat.tf32 import without_tf32
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, import_optional
 from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
@@ -81,8 +84,17 @@ _GROUP = 32
 _FIRST_PARTS = 4
 _BLOCK_ROWS, _BLOCK_COLS = 256, 8192
 _BACKENDS = ("torch", "faiss")
-_PRECISIONS = ("auto", "float32", "bfloat16")
 _HASH_COLUMNS = 16
+
+#: embeddings as the search takes them: ``[N, D]`` floats
+Matrix = Union[Tensor, np.ndarray]
+#: labels: any hashable numpy-compatible values, one per row
+Labels = Union[Tensor, np.ndarray, Sequence[Any]]
+DeviceLike = Union[str, torch.device]
+#: one search over (queries, references, leave-one-out, k): (distances, indices)
+SearchFn = Callable[[Tensor, Tensor, bool, int], tuple[Tensor, Tensor]]
+#: ``run(fn, (rows, *per_row))``: fn over slices of rows, each output concatenated
+RowRunner = Callable[[Callable[..., tuple[Tensor, ...]], tuple[Tensor, ...]], tuple[Tensor, ...]]
 
 
 @dataclasses.dataclass
@@ -112,18 +124,18 @@ class KnnStats:
 
 
 def retrieve(
-    query,
-    query_labels,
-    reference=None,
-    reference_labels=None,
+    query: Matrix,
+    query_labels: Labels,
+    reference: Optional[Matrix] = None,
+    reference_labels: Optional[Labels] = None,
     *,
     k: int | None = None,
     min_k: int = 1,
     class_size: bool = True,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     backend: str = "torch",
-    precision: str = "auto",
-    device=None,
+    precision: Precision = "auto",
+    device: Optional[DeviceLike] = None,
 ) -> RetrievalResults:
     """Labels + exact kNN -> :class:`RetrievalResults`.
 
@@ -164,7 +176,7 @@ def retrieve(
         raise ConfigError(
             "query_labels", f"has {len(q_codes)} entries for {len(indices)} embeddings"
         )
-    if not loo and len(r_codes) != len(reference):
+    if reference is not None and len(r_codes) != len(reference):
         raise ConfigError(
             "reference_labels", f"has {len(r_codes)} entries for {len(reference)} embeddings"
         )
@@ -172,14 +184,14 @@ def retrieve(
 
 
 def knn(
-    query,
-    reference=None,
+    query: Matrix,
+    reference: Optional[Matrix] = None,
     k: int = 1,
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     backend: str = "torch",
-    precision: str = "auto",
-    device=None,
+    precision: Precision = "auto",
+    device: Optional[DeviceLike] = None,
     pad: int | None = None,
     stats: KnnStats | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -196,7 +208,9 @@ def knn(
             reference column are processed at a time, so a budget smaller than that is rounded up.
         backend: "torch" (default) or "faiss" (candidate generation by ``faiss.IndexFlatL2``,
             needs ``pip install gspdml[faiss]``; re-ranking stays exact).
-        precision: dtype of the candidate matmul: "auto", "float32" or "bfloat16". It changes speed
+        precision: the run's precision (:mod:`gspdml.compat.hardware`: a resolved
+            ``PrecisionChoice`` or a name; ``auto`` is resolved here, once per call): the
+            candidate matmul runs in bfloat16 for ``bf16``, else in float32. It changes speed
             only, never the result.
         device: torch device for the search (default: the query tensor's device, else CPU).
         pad: extra candidates per row beyond k (default max(16, k // 2)).
@@ -207,17 +221,14 @@ def knn(
     """
     if backend not in _BACKENDS:
         raise ConfigError("backend", f"unknown kNN backend {backend!r}; allowed: {list(_BACKENDS)}")
-    if precision not in _PRECISIONS:
-        raise ConfigError(
-            "precision", f"unknown precision {precision!r}; allowed: {list(_PRECISIONS)}"
-        )
     if int(memory_budget) <= 0:
         raise ConfigError(
             "memory_budget", f"must be a positive number of bytes, got {memory_budget}"
         )
     q = _as_matrix(query, "query", device)
+    dtype = _matmul_dtype(precision, q.device)
     loo = reference is None
-    r = q if loo else _as_matrix(reference, "reference", q.device)
+    r = q if reference is None else _as_matrix(reference, "reference", q.device)
     if q.shape[1] != r.shape[1]:
         raise ConfigError(
             "reference", f"dimension {r.shape[1]} differs from the query dimension {q.shape[1]}"
@@ -232,7 +243,7 @@ def knn(
         _certified_knn,
         memory_budget=int(memory_budget),
         backend=backend,
-        precision=precision,
+        dtype=dtype,
         pad=pad,
         stats=stats,
     )
@@ -244,7 +255,15 @@ def knn(
         return _deduplicated_knn(q, loo, k, groups, search, int(memory_budget), stats)
 
 
-def _deduplicated_knn(q, loo, k, groups, search, memory_budget, stats):
+def _deduplicated_knn(
+    q: Tensor,
+    loo: bool,
+    k: int,
+    groups: _Groups,
+    search: SearchFn,
+    memory_budget: int,
+    stats: KnnStats,
+) -> tuple[Tensor, Tensor]:
     """kNN over the distinct reference vectors, listed back as rows (module docstring)."""
     distinct = groups.rows
     k_u = min(k + int(loo), groups.size)
@@ -266,7 +285,7 @@ def _deduplicated_knn(q, loo, k, groups, search, memory_budget, stats):
     return torch.cat(dist), torch.cat(idx)
 
 
-def _group_caps(group_dist, valid, k):
+def _group_caps(group_dist: Tensor, valid: Tensor, k: int) -> Tensor:
     """Rows to list from each found group [n, k_u] (sorted by distance): a row of rank r in its
     group has the C valid rows of strictly nearer groups and r rows of its own before it, so only
     ranks r < k - C can be among the k nearest."""
@@ -278,7 +297,16 @@ def _group_caps(group_dist, valid, k):
     return torch.minimum(valid, (k - strictly_nearer).clamp(min=0))
 
 
-def _expand(rows, group_dist, group_idx, caps, groups, loo, k, stats):
+def _expand(
+    rows: Tensor,
+    group_dist: Tensor,
+    group_idx: Tensor,
+    caps: Tensor,
+    groups: _Groups,
+    loo: bool,
+    k: int,
+    stats: KnnStats,
+) -> tuple[Tensor, Tensor]:
     """The k nearest rows of each query ``rows`` [n] from its groups: the first ``caps`` valid rows
     of each group (a group's rows ascending, the query itself skipped in leave-one-out mode),
     in (distance, index) order.
@@ -328,7 +356,7 @@ class _Groups:
         return len(self.first)
 
 
-def _identical_rows(x) -> _Groups:
+def _identical_rows(x: Tensor) -> _Groups:
     """Groups of equal rows (by value: -0.0 equals 0.0).
 
     Rows are keyed by an int64 hash of the bits of up to ``_HASH_COLUMNS`` columns (wrapping
@@ -354,7 +382,7 @@ def _identical_rows(x) -> _Groups:
     return _Groups(of, first, count, members, start, position - start[of], x[first])
 
 
-def _first_occurrence(inverse):
+def _first_occurrence(inverse: Tensor) -> tuple[Tensor, Tensor]:
     """Renumbers group labels [N] by first row: (labels, first row of each group)."""
     n = len(inverse)
     rows = torch.arange(n, device=inverse.device)
@@ -367,33 +395,41 @@ def _first_occurrence(inverse):
     return rank[inverse], first[order]
 
 
-def _certified_knn(q, r, loo, k, *, memory_budget, backend, precision, pad, stats):
+def _certified_knn(
+    q: Tensor,
+    r: Tensor,
+    loo: bool,
+    k: int,
+    *,
+    memory_budget: int,
+    backend: str,
+    dtype: torch.dtype,
+    pad: Optional[int],
+    stats: KnnStats,
+) -> tuple[Tensor, Tensor]:
     """Candidates, certified re-ranking, and four times more candidates for uncertified rows."""
     n_valid = r.shape[0] - int(loo)
     workers = _cpu_workers(q.device, q.shape[0])
-    search = _Search(
-        q, r, loo, max(1, memory_budget // workers), _resolve_precision(precision, q.device), stats
-    )
+    search = _Search(q, r, loo, max(1, memory_budget // workers), dtype, stats)
     rows = torch.arange(q.shape[0], device=q.device)
     k_cand = min(n_valid, k + (max(16, k // 2) if pad is None else int(pad)))
+    first: Optional[tuple[Tensor, Tensor]] = None  # faiss's candidates of the first pass
     if backend == "faiss":
         cand_idx, bound = _faiss_candidates(search.q, search.r, loo, k_cand)
-        bound = bound - search.slack(rows)
-    else:
-        cand_idx = bound = None
+        first = cand_idx, bound - search.slack(rows)
     dist = torch.empty(q.shape[0], k, dtype=torch.float64, device=q.device)
     idx = torch.empty(q.shape[0], k, dtype=torch.int64, device=q.device)
     pending, extra = rows, 4
     with _row_parallel(workers) as run:
         while len(pending):
             stats.add(passes=1)
-            if cand_idx is None:
+            if first is None:
                 c_idx, c_bound = run(
                     functools.partial(search.candidates, k_cand=k_cand), (pending,)
                 )
             else:
-                c_idx, c_bound = cand_idx[pending], bound[pending]
-                cand_idx = bound = None
+                c_idx, c_bound = first[0][pending], first[1][pending]
+                first = None
             keep = min(c_idx.shape[1], k + extra)
             d, i, rerank_bound = run(
                 functools.partial(search.rerank, k=k, keep=keep), (pending, c_idx)
@@ -405,7 +441,7 @@ def _certified_knn(q, r, loo, k, *, memory_budget, backend, precision, pad, stat
     return dist, idx
 
 
-def _cpu_workers(device, n_rows) -> int:
+def _cpu_workers(device: torch.device, n_rows: int) -> int:
     """Threads that each search their own query rows (CPU, enough rows), else 1."""
     if device.type != "cpu" or n_rows < 2 * _BLOCK_ROWS:
         return 1
@@ -413,7 +449,7 @@ def _cpu_workers(device, n_rows) -> int:
 
 
 @contextlib.contextmanager
-def _row_parallel(workers):
+def _row_parallel(workers: int) -> Iterator[RowRunner]:
     """``run(fn, (rows, *per_row))`` applies fn to consecutive slices of ``_BLOCK_ROWS`` rows and
     concatenates each output. With ``workers`` > 1 the slices run on that many threads, each
     with single-threaded torch ops: the two levels of parallelism do not nest, and a worker
@@ -425,7 +461,7 @@ def _row_parallel(workers):
     saved = torch.get_num_threads()
     executor = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
 
-    def run(fn, args):
+    def run(fn: Callable[..., tuple[Tensor, ...]], args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
         slices = [
             tuple(a[s : s + _BLOCK_ROWS] for a in args) for s in range(0, len(args[0]), _BLOCK_ROWS)
         ]
@@ -439,7 +475,16 @@ def _row_parallel(workers):
         torch.set_num_threads(saved)
 
 
-def similarity_error_bound(q_norm, r_max, dim, *, u_in, u_acc, u_out, bias=True):
+def similarity_error_bound(
+    q_norm: Tensor,
+    r_max: float,
+    dim: int,
+    *,
+    u_in: float,
+    u_acc: float,
+    u_out: float,
+    bias: bool = True,
+) -> Tensor:
     """Rigorous bound on |fl(s_ij) - s_ij| for s_ij = q_i.r_j (- |r_j|^2 / 2 when ``bias``).
 
     Inputs rounded to the matmul dtype (unit roundoff ``u_in``) change the dot product by at most
@@ -460,7 +505,9 @@ def similarity_error_bound(q_norm, r_max, dim, *, u_in, u_acc, u_out, bias=True)
 class _Search:
     """Blocked candidate generation and certified exact re-ranking for one query/reference pair."""
 
-    def __init__(self, q, r, loo, budget, dtype, stats):
+    def __init__(
+        self, q: Tensor, r: Tensor, loo: bool, budget: int, dtype: torch.dtype, stats: KnnStats
+    ) -> None:
         self.exact_q, self.exact_r = q, r
         self.loo, self.budget, self.dtype, self.stats = loo, budget, dtype, stats
         self.dim = q.shape[1]
@@ -480,18 +527,18 @@ class _Search:
             similarity_error_bound, u_in=u, u_acc=2.0**-24, u_out=u, bias=self.bias
         )
 
-    def slack(self, rows):
+    def slack(self, rows: Tensor) -> Tensor:
         """Bound on |translated - exact| squared distance of query ``rows`` to any reference (0
         without translation): the translated vectors are within u |x - c| of x - c, so a distance
         moves by at most 2 (1 + u) u (|q - c| + |r - c|)^2, inflated to 2.03."""
         return 2.03 * self.shift_u * (self.q_sq[rows].sqrt() + self.r_max) ** 2
 
-    def exact(self, rows, cand):
+    def exact(self, rows: Tensor, cand: Tensor) -> Tensor:
         """float64 distances of query ``rows`` to the references ``cand`` [n, m], counted."""
         self.stats.add(exact_distances=cand.numel())
         return exact_squared_distances(self.exact_q[rows], self.exact_r, cand, self.budget)
 
-    def candidates(self, rows, k_cand):
+    def candidates(self, rows: Tensor, k_cand: int) -> tuple[Tensor, Tensor]:
         """Indices [n, k'] of the k' most similar references of ``rows`` and, per row, a lower
         bound on the squared distance of every reference that is not a candidate.
 
@@ -532,7 +579,9 @@ class _Search:
             )
         return torch.cat(out_idx), torch.cat(out_bound)
 
-    def rerank(self, rows, cand, k, keep):
+    def rerank(
+        self, rows: Tensor, cand: Tensor, k: int, keep: int
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Exact float64 squared distances sorted by (distance, index): the first k columns, and
         a lower bound on the distance of the candidates that were not re-ranked exactly.
 
@@ -587,7 +636,7 @@ class _Search:
             idxs.append(i)
         return torch.cat(dists), torch.cat(idxs), torch.cat(bounds)
 
-    def _sorted_exact(self, sub, c, k):
+    def _sorted_exact(self, sub: Tensor, c: Tensor, k: int) -> tuple[Tensor, Tensor]:
         """float64 distances of the candidates ``c`` [n, m], sorted by (distance, index), first k."""
         d = self.exact(sub, c)
         if self.loo:
@@ -598,7 +647,7 @@ class _Search:
         return d[:, :k], c.gather(1, order[:, :k])
 
 
-def _translated(q, r, loo):
+def _translated(q: Tensor, r: Tensor, loo: bool) -> tuple[Tensor, Tensor, float]:
     """(q - c, r - c, u) with c the references' mean rounded to their dtype, each difference
     rounded to that dtype (unit roundoff u), when this at least halves the largest reference
     norm; else (q, r, 0.0)."""
@@ -610,12 +659,14 @@ def _translated(q, r, loo):
     return (r_t if loo else _minus(q, c)), r_t, u
 
 
-def _minus(x, c, rows: int = 65536):
+def _minus(x: Tensor, c: Tensor, rows: int = 65536) -> Tensor:
     """x - c computed in float64 and rounded to x's dtype, in blocks of rows."""
     return torch.cat([(x[i : i + rows].double() - c).to(x.dtype) for i in range(0, len(x), rows)])
 
 
-def exact_squared_distances(q, r, cand, budget=DEFAULT_MEMORY_BUDGET):
+def exact_squared_distances(
+    q: Tensor, r: Tensor, cand: Tensor, budget: int = DEFAULT_MEMORY_BUDGET
+) -> Tensor:
     """float64 ``sum_d (q_d - r_d)^2`` for q [n, D] against r[cand] with cand [n, m].
 
     The sum runs in a fixed pairwise order over d (adding the second half of the coordinates to
@@ -638,12 +689,12 @@ def exact_squared_distances(q, r, cand, budget=DEFAULT_MEMORY_BUDGET):
     return out
 
 
-def _rows_of(x, index):
+def _rows_of(x: Tensor, index: Tensor) -> Tensor:
     """``x[index]`` for x [N, D] and an integer index [n, m] (index_select: contiguous row copies)."""
     return x.index_select(0, index.reshape(-1)).view(*index.shape, x.shape[1])
 
 
-def squared_norms(x, rows: int = 65536):
+def squared_norms(x: Tensor, rows: int = 65536) -> Tensor:
     """float64 squared Euclidean norm of each row, computed in blocks of rows."""
     return torch.cat([x[i : i + rows].double().pow(2).sum(1) for i in range(0, len(x), rows)])
 
@@ -653,15 +704,15 @@ class _Pool:
     indices, -inf / -1 while fewer were seen) and per row the threshold tau = the k'-th kept
     value: every reference that is not kept has a similarity <= tau."""
 
-    def __init__(self, n, k_cand, device):
+    def __init__(self, n: int, k_cand: int, device: torch.device) -> None:
         self.val = torch.full((n, k_cand), -math.inf, device=device)
         self.idx = torch.full((n, k_cand), -1, dtype=torch.int64, device=device)
 
     @property
-    def tau(self):
+    def tau(self) -> Tensor:
         return self.val[:, -1]
 
-    def add(self, row, col, val):
+    def add(self, row: Tensor, col: Tensor, val: Tensor) -> None:
         """Merges entries (``row`` ascending) and keeps the k' largest per row."""
         n, k_cand = self.val.shape
         counts = torch.bincount(row, minlength=n)
@@ -677,7 +728,7 @@ class _Pool:
         self.idx = idxs.gather(1, pos)
 
 
-def _entries_above(sim, tau, k_first):
+def _entries_above(sim: Tensor, tau: Tensor, k_first: int) -> tuple[Tensor, Tensor, Tensor]:
     """(row ascending, column, float32 value) of the entries of ``sim`` [n, m] that are >= the
     row's threshold t: ``tau`` or, when ``k_first`` > 0, the larger of tau and a value that
     ``k_first`` distinct entries of the block reach (the ``k_first``-th largest of the maxima of
@@ -717,20 +768,19 @@ def _entries_above(sim, tau, k_first):
     return pos // m, pos % m, val.float()
 
 
-def _faiss_candidates(q, r, loo, k_cand):
-    try:
-        import faiss
-    except ImportError as exc:
-        raise ConfigError(
-            "backend", "backend='faiss' needs faiss; install the extra: pip install gspdml[faiss]"
-        ) from exc
+def _faiss_candidates(q: Tensor, r: Tensor, loo: bool, k_cand: int) -> tuple[Tensor, Tensor]:
+    faiss = import_optional(
+        "faiss",
+        "backend",
+        "backend='faiss' needs faiss; install the extra: pip install gspdml[faiss]",
+    )
     r32 = np.ascontiguousarray(r.cpu().numpy(), dtype=np.float32)
     q32 = np.ascontiguousarray(q.cpu().numpy(), dtype=np.float32)
     index = faiss.IndexFlatL2(r32.shape[1])
     index.add(r32)
     n_search = min(k_cand + int(loo), r32.shape[0])
-    d2, ids = index.search(q32, n_search)
-    d2, ids = torch.from_numpy(d2).to(q.device), torch.from_numpy(ids).to(q.device)
+    found_d2, found = index.search(q32, n_search)
+    d2, ids = torch.from_numpy(found_d2).to(q.device), torch.from_numpy(found).to(q.device)
     if loo:
         own = ids == torch.arange(len(ids), device=ids.device)[:, None]
         keep = ~own
@@ -748,24 +798,23 @@ def _faiss_candidates(q, r, loo, k_cand):
     return ids, last
 
 
-def _exact_cuda_matmuls(device):
+def _exact_cuda_matmuls(device: torch.device) -> ContextManager[None]:
     """The error bounds assume float32 accumulation: no TF32, no reduced-precision bf16 sums."""
     return without_tf32() if device.type == "cuda" else contextlib.nullcontext()
 
 
-def _resolve_precision(precision, device):
-    if precision == "float32":
-        return torch.float32
-    if precision == "bfloat16":
-        return torch.bfloat16
-    return torch.bfloat16 if auto_precision(device).precision == "bf16" else torch.float32
+def _matmul_dtype(precision: Precision, device: torch.device) -> torch.dtype:
+    """The candidate matmul's dtype: bfloat16 when the precision is (or resolves to) ``bf16``,
+    else float32 (also for ``fp16``, whose range a similarity may leave)."""
+    bf16 = resolve_precision(precision, device, field="precision").precision == "bf16"
+    return torch.bfloat16 if bf16 else torch.float32
 
 
-def _unit_roundoff(dtype) -> float:
+def _unit_roundoff(dtype: torch.dtype) -> float:
     return {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8}[dtype]
 
 
-def _as_matrix(x, name, device):
+def _as_matrix(x: Matrix, name: str, device: Optional[DeviceLike]) -> Tensor:
     t = torch.as_tensor(x)
     if t.ndim != 2 or not t.is_floating_point():
         raise ConfigError(

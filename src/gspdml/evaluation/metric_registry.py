@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, TypeVar, Union
 
 import torch
 
@@ -46,6 +47,9 @@ EACH_K = "each_k"
 #: mAP and the uncut MRR (:mod:`gspdml.evaluation.whole_ranking`)
 ALL = "all"
 KINDS = ("query", "clustering", "derived")
+#: a metric's depth: a number of neighbours, CLASS_SIZE, EACH_K or ALL (None: not per-query)
+Depth = Union[int, str, None]
+_Score = TypeVar("_Score", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -54,8 +58,8 @@ class Metric:
 
     name: str
     kind: str
-    score: Callable
-    depth: Union[int, str, None] = None
+    score: Callable[..., Any]
+    depth: Depth = None
     inputs: tuple[str, ...] = ()
     selectable: bool = False
     default: bool = True
@@ -98,7 +102,7 @@ class Metric:
         depth = {CLASS_SIZE: "R_i", EACH_K: "K"}.get(str(self.depth), str(self.depth))
         return f"kNN search to depth {depth}"
 
-    def keys(self, recall_at=()) -> list[str]:
+    def keys(self, recall_at: Iterable[int] = ()) -> list[str]:
         """Its keys in a flat report: ``<stem>_<K>`` per K for :data:`EACH_K`, else the name."""
         return [f"{self.stem}_{K}" for K in recall_at] if self.depth == EACH_K else [self.name]
 
@@ -111,11 +115,11 @@ def register(
     name: str,
     kind: str,
     *,
-    depth=None,
+    depth: Depth = None,
     inputs: tuple[str, ...] = (),
     selectable: bool = False,
     default: bool = True,
-):
+) -> Callable[[_Score], _Score]:
     """Decorator: register ``score`` as the metric ``name`` (module docstring)."""
     if kind not in KINDS:
         raise ConfigError("kind", f"unknown metric kind {kind!r}; allowed: {', '.join(KINDS)}")
@@ -124,7 +128,7 @@ def register(
             "depth", f"metric {name!r}: a depth is what a per-query metric (and only one) declares"
         )
 
-    def add(score: Callable) -> Callable:
+    def add(score: _Score) -> _Score:
         if name in METRICS:
             raise ConfigError("name", f"metric {name!r} is registered twice")
         unknown = [i for i in inputs if i not in METRICS]
@@ -153,20 +157,20 @@ def default_query_metrics() -> tuple[str, ...]:
     return tuple(name for name, m in METRICS.items() if m.kind == "query" and m.default)
 
 
-def check_metric_names(names, field: str = "metrics") -> tuple[str, ...]:
+def check_metric_names(names: str | Iterable[str], field: str = "metrics") -> tuple[str, ...]:
     """``names`` as a tuple, or a ConfigError naming ``field`` and the registered metrics."""
-    names = (names,) if isinstance(names, str) else tuple(names)
-    unknown = [n for n in names if n not in METRICS]
+    listed = (names,) if isinstance(names, str) else tuple(names)
+    unknown = [n for n in listed if n not in METRICS]
     if unknown:
         raise ConfigError(field, f"unknown metric(s) {unknown}; allowed: {', '.join(METRICS)}")
-    return names
+    return listed
 
 
-def with_inputs(names) -> tuple[str, ...]:
+def with_inputs(names: str | Iterable[str]) -> tuple[str, ...]:
     """``names`` and every metric they are derived from, in registry order."""
-    wanted = set()
+    wanted: set[str] = set()
 
-    def visit(name):
+    def visit(name: str) -> None:
         if name not in wanted:
             wanted.add(name)
             for other in METRICS[name].inputs:

@@ -72,11 +72,11 @@ nested results of :func:`retrieval_metrics`, the flat reports of
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Optional, Union
 
 import numpy as np
 import torch
-from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_score
 
 from gspdml.errors import ConfigError, DataError
 from gspdml.evaluation.clustering import clustering_scores
@@ -86,14 +86,19 @@ from gspdml.evaluation.metric_registry import (
     CLASS_SIZE,
     EACH_K,
     METRICS,
+    Metric,
     Neighbours,
     check_metric_names,
     default_query_metrics,
     metrics_of_kind,
     register,
 )
-from gspdml.evaluation.results import RetrievalResults
+from gspdml.evaluation.results import Embeddings, LabelsLike, RetrievalResults
 from gspdml.evaluation.whole_ranking import Ranking, whole_ranking_scores
+from gspdml.settings.sections import RECALL_AT
+
+#: where the search runs (None: where the embeddings are)
+Device = Union[torch.device, str, None]
 
 # --- the registered metrics (gspdml.evaluation.metric_registry) ----------------------------------
 
@@ -174,11 +179,15 @@ def precision_capped_at_k(n: Neighbours, K: int) -> torch.Tensor:
 
 @register("nmi", "clustering")
 def nmi(labels: np.ndarray, clusters: np.ndarray) -> float:
+    from sklearn.metrics import normalized_mutual_info_score  # ~1.6 s to import: only when used
+
     return float(normalized_mutual_info_score(labels, clusters))
 
 
 @register("ami", "clustering")
 def ami(labels: np.ndarray, clusters: np.ndarray) -> float:
+    from sklearn.metrics import adjusted_mutual_info_score
+
     return float(adjusted_mutual_info_score(labels, clusters))
 
 
@@ -189,7 +198,7 @@ def harmonic_mean(a: float, b: float) -> float:
 
 
 @register("nmi_r1_hmean", "derived", inputs=("nmi", "precision_at_1"), selectable=True)
-def nmi_r1_hmean(values) -> float:
+def nmi_r1_hmean(values: Mapping[str, Any]) -> float:
     return harmonic_mean(values["nmi"], values["precision_at_1"])
 
 
@@ -219,22 +228,22 @@ def require_a_query_to_score(results: RetrievalResults) -> None:
 
 
 def retrieval_metrics(
-    query,
-    query_labels,
-    reference=None,
-    reference_labels=None,
+    query: Embeddings,
+    query_labels: LabelsLike,
+    reference: Optional[Embeddings] = None,
+    reference_labels: Optional[LabelsLike] = None,
     *,
-    recall_at: Sequence[int] = (1, 2, 4, 8),
+    recall_at: Sequence[int] = RECALL_AT,
     metrics: Sequence[str] | None = None,
     clustering: bool = False,
     class_average: bool = False,
     per_class: bool = False,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     backend: str = "torch",
-    device=None,
+    device: Device = None,
     kmeans_backend: str = "sklearn",
     seed: int = 0,
-) -> dict:
+) -> dict[str, Any]:
     """Exact retrieval metrics of ``query`` against ``reference`` (leave-one-out when None).
 
     Returns a dict with the per-query metrics ``metrics`` (default
@@ -281,17 +290,17 @@ def retrieval_metrics(
 
 
 def search_for_metrics(
-    query,
-    query_labels,
-    reference=None,
-    reference_labels=None,
+    query: Embeddings,
+    query_labels: LabelsLike,
+    reference: Optional[Embeddings] = None,
+    reference_labels: Optional[LabelsLike] = None,
     *,
-    recall_at: Sequence[int] = (1, 2, 4, 8),
+    recall_at: Sequence[int] = RECALL_AT,
     metrics: Sequence[str] | None = None,
     min_k: int = 1,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     backend: str = "torch",
-    device=None,
+    device: Device = None,
 ) -> RetrievalResults:
     """The exact search (:func:`~gspdml.evaluation.exact_knn.retrieve`) as deep as the per-query
     ``metrics`` (default :func:`~gspdml.evaluation.metric_registry.default_query_metrics`) declare: R_i for MAP@R, the largest K of Recall@K, and at
@@ -317,12 +326,12 @@ def search_for_metrics(
 
 def whole_ranking_metrics(
     results: RetrievalResults,
-    query,
-    reference=None,
+    query: Embeddings,
+    reference: Optional[Embeddings] = None,
     metrics: Sequence[str] | None = None,
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
-    device=None,
+    device: Device = None,
 ) -> dict[str, torch.Tensor]:
     """float64 [N_q] per-query scores of the ``metrics`` (default: the default ones) that read the
     whole ranking (mAP, MRR), from the embeddings ``query`` and ``reference`` (leave-one-out when
@@ -346,12 +355,12 @@ def whole_ranking_metrics(
 def metrics_from_results(
     results: RetrievalResults,
     *,
-    recall_at: Sequence[int] = (1, 2, 4, 8),
+    recall_at: Sequence[int] = RECALL_AT,
     metrics: Sequence[str] | None = None,
     class_average: bool = False,
     per_class: bool = False,
     whole_ranking: Mapping[str, torch.Tensor] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The per-query metrics of :func:`retrieval_metrics` from an existing search (no
     clustering): the kNN engine's :func:`~gspdml.evaluation.exact_knn.retrieve` or a search
     index's results, as long as every query and reference has a label and the search is as deep
@@ -388,7 +397,7 @@ def metrics_from_results(
         if per_class:
             values = results.label_values[classes.numpy()]
             out["per_class"] = {
-                _plain(value): _reduce(by_class, names, recall_at, lambda v, c=c: v[c].item())
+                _plain(value): _reduce(by_class, names, recall_at, _entry(c))
                 for c, value in enumerate(values)
             }
     return out
@@ -404,7 +413,7 @@ def per_query_scores(
     names = _query_metrics(metrics)
     _check_depth(results, names, recall_at)
     neighbours = Neighbours.of_results(results)
-    out = {}
+    out: dict[str, torch.Tensor] = {}
     for name in names:
         metric = METRICS[name]
         if metric.depth == EACH_K:
@@ -417,8 +426,13 @@ def per_query_scores(
     return out
 
 
-def _reduce(scores, names, recall_at, reduce):
-    out = {}
+def _reduce(
+    scores: Mapping[str, torch.Tensor],
+    names: Sequence[str],
+    recall_at: Sequence[int],
+    reduce: Callable[[torch.Tensor], float],
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for name in names:
         metric = METRICS[name]
         if metric.depth == EACH_K:
@@ -429,7 +443,7 @@ def _reduce(scores, names, recall_at, reduce):
     return out
 
 
-def _query_metrics(metrics) -> tuple[str, ...]:
+def _query_metrics(metrics: Sequence[str] | None) -> tuple[str, ...]:
     """The per-query metrics asked for (default :func:`default_query_metrics`), in registry
     order."""
     if metrics is None:
@@ -446,18 +460,23 @@ def search_depth(names: Sequence[str] | None, recall_at: Sequence[int]) -> int:
     """The fewest neighbours the per-query metrics ``names`` (None: all) need besides R_i (the
     search adds max R_i itself; the whole ranking is not searched,
     :mod:`gspdml.evaluation.whole_ranking`)."""
-    names = _query_metrics(names)
-    return max((K for name in names for K in _fixed_depths(METRICS[name], recall_at)), default=1)
+    asked = _query_metrics(names)
+    return max((K for name in asked for K in _fixed_depths(METRICS[name], recall_at)), default=1)
 
 
-def _fixed_depths(metric, recall_at) -> list[int]:
+def _fixed_depths(metric: Metric, recall_at: Sequence[int]) -> list[int]:
     """The neighbour counts a metric needs besides R_i (none for R_i or the whole ranking)."""
     if metric.depth == EACH_K:
         return list(recall_at)
-    return [] if metric.depth in (CLASS_SIZE, ALL) else [int(metric.depth)]
+    return [metric.depth] if isinstance(metric.depth, int) else []
 
 
-def _check_depth(results: RetrievalResults, names, recall_at) -> None:
+def _entry(c: int) -> Callable[[torch.Tensor], float]:
+    """The reduction to entry ``c`` (class ``c``'s mean)."""
+    return lambda v: v[c].item()
+
+
+def _check_depth(results: RetrievalResults, names: Sequence[str], recall_at: Sequence[int]) -> None:
     searchable = results.num_searchable
     for name in names:
         metric = METRICS[name]
@@ -475,7 +494,7 @@ def _check_depth(results: RetrievalResults, names, recall_at) -> None:
             raise ConfigError(field, f"{name} needs k >= {needed}, search has k={results.k}")
 
 
-def check_recall_at(recall_at, field: str = "recall_at") -> tuple[int, ...]:
+def check_recall_at(recall_at: Any, field: str = "recall_at") -> tuple[int, ...]:
     """The K of Recall@K as a tuple of ints, or a ConfigError naming ``field``: each K an
     integer >= 1 (a float such as 1.5 or a bool is refused, never rounded)."""
     listed = isinstance(recall_at, Iterable) and not isinstance(recall_at, (str, bytes))
@@ -488,11 +507,11 @@ def check_recall_at(recall_at, field: str = "recall_at") -> tuple[int, ...]:
     return tuple(int(K) for K in values)
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def flatten_metrics(metrics) -> dict[str, float]:
+def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
     """``{"recall_at_k": {1: .9}}`` -> ``{"recall_at_1": .9}``; numbers only (counts as
     integers, None left out), the flat schema of logs and ``results.json``."""
     flat: dict[str, float] = {}

@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 import numpy as np
-from scipy import stats
 
 from gspdml.errors import ConfigError
 
@@ -46,13 +45,16 @@ def _differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape or x.ndim != 1:
         raise ConfigError("pairs", f"need two equally long lists, got {x.shape} and {y.shape}")
-    return y - x
+    difference: np.ndarray = y - x
+    return difference
 
 
 def paired_t(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
     """The paired t-test of ``b - a``: ``{"n", "mean", "std", "ci_low", "ci_high", "t", "df",
     "p"}`` (see the module doc). Needs n >= 2; with every difference equal (std 0) ``t`` and
     ``p`` are None."""
+    from scipy import stats  # ~1 s to import: only when a comparison is tested
+
     d = _differences(a, b)
     n = d.size
     if n < 2:
@@ -89,6 +91,8 @@ def wilcoxon_signed_rank(a: Sequence[float], b: Sequence[float]) -> dict[str, An
     "p", "method"}``; ``statistic`` = min(W+, W-) as scipy reports it, ``method`` "exact",
     "exact (ties or zeros: every sign pattern)" or "normal approximation". With fewer than
     :data:`WILCOXON_MIN_PAIRS` non-zero differences ``p`` is None and ``method`` says why."""
+    from scipy import stats
+
     d = _differences(a, b)
     n, d = d.size, d[d != 0]
     m = d.size

@@ -1,4 +1,4 @@
-"""Retrieval post-processing, each step scored by the exact kNN engine.
+"""Retrieval post-processing: registered steps that work on a search, scored by the exact kNN engine.
 
 Steps (applied in this order, each optional; every one works on L2-normalised embeddings and
 searches with :func:`gspdml.evaluation.exact_knn.knn`, so no N x N matrix is ever held):
@@ -26,21 +26,20 @@ searches with :func:`gspdml.evaluation.exact_knn.knn`, so no N x N matrix is eve
    (eq. 12), re-ranks each query's ``shortlist`` nearest database items (bounded memory: the
    encodings are sparse, ~k1 entries a row); the other items keep their order after them.
 
-The result is a :class:`~gspdml.evaluation.results.RetrievalResults` whose distances are those
-the final ranking used (squared Euclidean, or d* after k-reciprocal re-ranking).
-
-Each step is a :class:`PostProcessor` object (:class:`PCAWhitening`,
-:class:`DatabaseAugmentation`, :class:`QueryExpansion`, :class:`KReciprocalReranking`) with
-``fit`` (learn from the training embeddings or the database) and ``apply``;
-:func:`build_steps` makes them from the spec list of ``evaluation.postprocess`` or
-``gspdml search --postprocess`` (:func:`parse_steps`).
+Each step is a :class:`PostProcessor` registered in :data:`POSTPROCESSORS`, built from the
+specs of ``evaluation.postprocess`` by :func:`build_steps`; :func:`postprocessed_search` runs the
+steps around an exact search, for the evaluation (:func:`postprocessed_retrieve`) and for
+:meth:`gspdml.retrieval.index.RetrievalIndex.search` alike. Distances are those the final
+ranking used: squared Euclidean, or d* after k-reciprocal re-ranking.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Mapping, Optional, Sequence
+from typing import Any, ClassVar, Mapping, Optional, Sequence, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -51,91 +50,96 @@ from gspdml.evaluation.k_reciprocal import k_reciprocal_rerank
 from gspdml.evaluation.metric_registry import bounded_query_metrics, default_query_metrics
 from gspdml.evaluation.metrics import flatten_metrics, metrics_from_results, search_depth
 from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
+from gspdml.registry import Registry, parse_spec
+from gspdml.settings.sections import RECALL_AT
+from gspdml.typecheck import first_mismatch
 
-#: step name -> its options and their defaults (the order is the order of application)
-STEPS: dict[str, dict[str, Any]] = {
-    "pca_whiten": {"dim": None},
-    "dba": {"k": 2, "alpha": 3.0},
-    "qe": {"k": 2, "alpha": 3.0},
-    "k_reciprocal": {"k1": 20, "k2": 6, "lambda": 0.3, "shortlist": 100},
-}
+#: post-processing step name -> class (:class:`PostProcessor`)
+POSTPROCESSORS = Registry("post-processing step")
 _BLOCK = 4096
 
 
-def parse_steps(
-    steps: Sequence[Any], field: str = "evaluation.postprocess"
-) -> list[dict[str, Any]]:
-    """Validated steps with their defaults filled in, in the order of application.
-
-    Each step is a name (``"qe"``) or a mapping ``{"name": "qe", "k": 3, "alpha": 3}``; the
-    command-line form ``"qe:k=3,alpha=3"`` is accepted too.
-    """
-    if not isinstance(steps, (list, tuple)):
-        raise ConfigError(field, f"expected a list of steps ({', '.join(STEPS)}), got {steps!r}")
-    parsed = {}
-    for step in steps:
-        spec = _step_mapping(step, field)
-        name = spec.pop("name", None)
-        if name not in STEPS:
-            raise ConfigError(
-                field, f"unknown post-processing step {name!r}; allowed: {', '.join(STEPS)}"
-            )
-        if name in parsed:
-            raise ConfigError(field, f"step {name!r} given twice")
-        unknown = set(spec) - set(STEPS[name])
-        if unknown:
-            raise ConfigError(
-                f"{field}.{name}",
-                f"unknown option(s) {sorted(unknown)}; allowed: {sorted(STEPS[name])}",
-            )
-        options = {**STEPS[name], **spec}
-        _check_options(name, options, f"{field}.{name}")
-        parsed[name] = {"name": name, **options}
-    return [parsed[name] for name in STEPS if name in parsed]
+# --- what a step reads and returns ------------------------------------------------------------
 
 
-def _step_mapping(step, field) -> dict:
-    if isinstance(step, Mapping):
-        return dict(step)
-    if not isinstance(step, str):
-        raise ConfigError(field, f"a step is a name or a mapping, got {step!r}")
-    name, _, rest = step.partition(":")
-    spec = {"name": name.strip()}
-    for item in filter(None, rest.split(",")):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(field, f"{step!r}: expected key=value, got {item!r}")
-        try:
-            spec[key.strip()] = (
-                None if value.strip() == "none" else float(value) if "." in value else int(value)
-            )
-        except ValueError:
-            raise ConfigError(
-                field, f"{step!r}: {key.strip()} must be a number, got {value!r}"
-            ) from None
-    return spec
+@dataclass(frozen=True)
+class SearchResult:
+    """Unit ``query`` and ``reference`` embeddings (the same tensor in leave-one-out retrieval,
+    where query i is reference row i and never its own neighbour) and, once searched, each
+    query's neighbour list: ``distances`` and reference rows ``indices``, both ``[N_q, k]``."""
+
+    query: torch.Tensor
+    reference: torch.Tensor
+    leave_one_out: bool = False
+    distances: Optional[torch.Tensor] = None
+    indices: Optional[torch.Tensor] = None
+
+    @property
+    def neighbours(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(distances, indices)`` of the search; an error before it."""
+        if self.distances is None or self.indices is None:
+            raise ConfigError("postprocess", "a re-ranking step needs the neighbours of a search")
+        return self.distances, self.indices
+
+    def searched(self, k: int) -> SearchResult:
+        """The exact ``k`` nearest reference rows of each query (squared Euclidean); in
+        leave-one-out retrieval row i is not a neighbour of query i (the query is its row, or
+        was expanded from it)."""
+        q, r = self.query, self.reference
+        if not self.leave_one_out or q is r:
+            distances, indices = knn(q, None if self.leave_one_out else r, k)
+        else:
+            distances, indices = knn(q, r, k + 1)
+            keep = indices != torch.arange(len(q))[:, None]
+            keep[keep.all(1), -1] = False
+            distances, indices = distances[keep].view(len(q), k), indices[keep].view(len(q), k)
+        return replace(self, distances=distances, indices=indices)
 
 
-def _check_options(name, options, field) -> None:
-    for key, value in options.items():
-        if key == "dim" and value is None:
-            continue
-        integer = key in ("dim", "k", "k1", "k2", "shortlist")
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or (integer and not isinstance(value, int))
-        ):
-            raise ConfigError(
-                f"{field}.{key}",
-                f"expected {'an integer' if integer else 'a number'}, got {value!r}",
-            )
-        low = 0.0 if key in ("alpha", "lambda") else 1
-        if value < low or (key == "lambda" and value > 1):
-            raise ConfigError(
-                f"{field}.{key}",
-                f"must be {'in [0, 1]' if key == 'lambda' else f'>= {low}'}, got {value}",
-            )
+class PostProcessor(ABC):
+    """One step, a frozen dataclass whose fields are its options (checked by :func:`build_steps`
+    against their annotations, each documented in the class docstring). :meth:`fit` learns what
+    the step needs from the training embeddings; :meth:`apply` returns the next
+    :class:`SearchResult`. ``shortlist > 0`` marks a re-ranking step, applied to that many
+    neighbours of the search; the others change the embeddings before it."""
+
+    name: ClassVar[str]
+    #: the step's place in the order of application (module docstring)
+    position: ClassVar[int]
+    learns_on_training: ClassVar[bool] = False
+    #: field -> config key, for an option whose config name is a Python keyword
+    config_names: ClassVar[Mapping[str, str]] = {}
+    shortlist: int = 0
+
+    def fit(self, *, train: Optional[torch.Tensor] = None) -> PostProcessor:
+        """The step fitted to the training embeddings ``train``; as it is when it learns nothing."""
+        return self
+
+    @abstractmethod
+    def apply(self, result: SearchResult) -> SearchResult:
+        """The search result after this step."""
+
+    def require(self, ok: bool, option: str, message: str) -> None:
+        """Raise a :class:`ConfigError` naming ``<step>.<option>`` (its config name) unless ``ok``."""
+        if not ok:
+            raise ConfigError(f"{self.name}.{self.config_names.get(option, option)}", message)
+
+    def spec(self) -> dict[str, Any]:
+        """``{"name": ..., **options}``, every option by its config name."""
+        options = {
+            self.config_names.get(f.name, f.name): getattr(self, f.name)
+            for f in dataclasses.fields(self)  # type: ignore[arg-type]
+            if f.init
+        }
+        return {"name": self.name, **options}
+
+
+_Step = TypeVar("_Step", bound=type[PostProcessor])
+
+
+def _register(cls: _Step) -> _Step:
+    POSTPROCESSORS.register(cls.name)(cls)
+    return cls
 
 
 # --- 2-3. alpha-weighted expansion --------------------------------------------------------------
@@ -158,56 +162,30 @@ def alpha_expand(
     return out
 
 
-# --- the steps as objects: fit, then apply ---------------------------------------------------
+# --- the registered steps -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Stage:
-    """What a post-processing step reads and returns: unit ``query`` and ``database`` embeddings
-    (the same tensor in leave-one-out retrieval), the training embeddings a step may learn on,
-    and, after the search, each query's ``neighbours`` ``(distances [N_q, k], database rows)``."""
-
-    query: torch.Tensor
-    database: torch.Tensor
-    leave_one_out: bool
-    train: Optional[torch.Tensor] = None
-    neighbours: Optional[tuple[torch.Tensor, torch.Tensor]] = None
-
-
-class PostProcessor(ABC):
-    """One step: :meth:`fit` learns what the step needs from the training embeddings or the
-    database and returns the fitted step; :meth:`apply` returns the next :class:`Stage`.
-    ``shortlist > 0`` marks a re-ranking step, applied to that many neighbours of the search;
-    the others change the embeddings before it."""
-
-    name: ClassVar[str]
-    learns_on_training: ClassVar[bool] = False
-    shortlist: int = 0
-
-    def fit(
-        self, *, train: Optional[torch.Tensor] = None, database: Optional[torch.Tensor] = None
-    ) -> "PostProcessor":
-        """The step fitted to ``train`` (training embeddings) or ``database``; as it is when it
-        learns nothing."""
-        return self
-
-    @abstractmethod
-    def apply(self, stage: Stage) -> Stage:
-        """The stage after this step."""
-
-
+@_register
 @dataclass(frozen=True)
 class PCAWhitening(PostProcessor):
-    """x -> normalise(P (x - mean)) with ``dim`` components, learned by :meth:`fit` on the
-    training embeddings (module docstring, step 1)."""
+    """PCA-whitening: x -> normalise(P (x - mean)), learned by :meth:`fit` on the training
+    embeddings (module docstring, step 1; Jégou & Chum, ECCV 2012, §2).
+
+    Args:
+        dim: the leading components d kept (null: all, the embedding dimension).
+    """
 
     name: ClassVar[str] = "pca_whiten"
+    position: ClassVar[int] = 1
     learns_on_training: ClassVar[bool] = True
-    dim: Optional[int] = STEPS["pca_whiten"]["dim"]
-    mean: Optional[torch.Tensor] = None
-    projection: Optional[torch.Tensor] = None  # P [d, D]
+    dim: Optional[int] = None
+    mean: Optional[torch.Tensor] = dataclasses.field(default=None, init=False, compare=False)
+    projection: Optional[torch.Tensor] = dataclasses.field(default=None, init=False, compare=False)
 
-    def fit(self, *, train=None, database=None) -> "PCAWhitening":
+    def __post_init__(self) -> None:
+        self.require(self.dim is None or self.dim >= 1, "dim", f"must be >= 1, got {self.dim}")
+
+    def fit(self, *, train: Optional[torch.Tensor] = None) -> PCAWhitening:
         if train is None:
             raise ConfigError(
                 "pca_whiten", "needs the training embeddings to learn the whitening on"
@@ -217,21 +195,22 @@ class PCAWhitening(PostProcessor):
             raise ConfigError(
                 "pca_whiten", f"needs training embeddings [n >= 2, D], got shape {tuple(x.shape)}"
             )
-        dim = x.shape[1] if self.dim is None else int(self.dim)
-        if not 1 <= dim <= x.shape[1]:
-            raise ConfigError(
-                "pca_whiten.dim",
-                f"must be between 1 and the embedding dimension {x.shape[1]}, got {dim}",
-            )
+        dim = x.shape[1] if self.dim is None else self.dim
+        self.require(
+            dim <= x.shape[1], "dim", f"must be <= the embedding dimension {x.shape[1]}, got {dim}"
+        )
         mean = x.mean(0)
         centred = x - mean
         eigenvalues, eigenvectors = torch.linalg.eigh(centred.T @ centred / len(x))
         eigenvalues, eigenvectors = eigenvalues.flip(0)[:dim], eigenvectors.flip(1)[:, :dim]
         scale = (eigenvalues.clamp(min=0) + 1e-6 * eigenvalues[0].clamp(min=1e-12)).rsqrt()
-        return replace(self, mean=mean, projection=scale[:, None] * eigenvectors.T)
+        fitted = replace(self)  # mean [D] and projection P [d, D], the fields fit sets
+        object.__setattr__(fitted, "mean", mean)
+        object.__setattr__(fitted, "projection", scale[:, None] * eigenvectors.T)
+        return fitted
 
-    def __call__(self, x) -> torch.Tensor:
-        if self.projection is None:
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mean is None or self.projection is None:
             raise ConfigError(
                 "pca_whiten", "apply a fitted whitening (PCAWhitening(dim).fit(train=embeddings))"
             )
@@ -243,172 +222,265 @@ class PCAWhitening(PostProcessor):
         ]
         return torch.cat(out).float()
 
-    def apply(self, stage: Stage) -> Stage:
-        query = self(stage.query)
-        database = query if stage.leave_one_out else self(stage.database)
-        return replace(stage, query=query, database=database)
+    def apply(self, result: SearchResult) -> SearchResult:
+        query = self(result.query)
+        reference = query if result.leave_one_out else self(result.reference)
+        return replace(result, query=query, reference=reference)
 
 
 @dataclass(frozen=True)
-class DatabaseAugmentation(PostProcessor):
+class _AlphaExpansion(PostProcessor):
+    """The options and their checks of alpha-weighted expansion (module docstring, steps 2-3)."""
+
+    k: int = 2
+    alpha: float = 3.0
+
+    def __post_init__(self) -> None:
+        self.require(self.k >= 1, "k", f"must be >= 1, got {self.k}")
+        self.require(self.alpha >= 0, "alpha", f"must be >= 0.0, got {self.alpha}")
+
+
+@_register
+@dataclass(frozen=True)
+class DatabaseAugmentation(_AlphaExpansion):
     """alpha-DBA: every database vector expanded by its ``k`` nearest others (module docstring,
-    step 2); in leave-one-out retrieval the queries are the augmented database."""
+    step 2; Radenović et al., TPAMI 2018, §5.3); in leave-one-out retrieval the queries are the
+    augmented database.
+
+    Args:
+        k: the nearest other database vectors each one is expanded by (>= 1).
+        alpha: the exponent of the weights max(x.y, 0)^alpha (>= 0; 0: equal weights).
+    """
 
     name: ClassVar[str] = "dba"
-    k: int = STEPS["dba"]["k"]
-    alpha: float = STEPS["dba"]["alpha"]
+    position: ClassVar[int] = 2
 
-    def apply(self, stage: Stage) -> Stage:
-        database = alpha_expand(
-            stage.database, stage.database, self.k, self.alpha, leave_one_out=True
+    def apply(self, result: SearchResult) -> SearchResult:
+        reference = alpha_expand(
+            result.reference, result.reference, self.k, self.alpha, leave_one_out=True
         )
-        query = database if stage.leave_one_out else stage.query
-        return replace(stage, database=database, query=query)
+        query = reference if result.leave_one_out else result.query
+        return replace(result, reference=reference, query=query)
 
 
+@_register
 @dataclass(frozen=True)
-class QueryExpansion(PostProcessor):
+class QueryExpansion(_AlphaExpansion):
     """alpha-QE: every query expanded by its ``k`` nearest database vectors (module docstring,
-    step 3)."""
+    step 3; Radenović et al., TPAMI 2018, §5.3).
+
+    Args:
+        k: the nearest database vectors each query is expanded by (>= 1).
+        alpha: the exponent of the weights max(q.y, 0)^alpha (>= 0; 0: equal weights).
+    """
 
     name: ClassVar[str] = "qe"
-    k: int = STEPS["qe"]["k"]
-    alpha: float = STEPS["qe"]["alpha"]
+    position: ClassVar[int] = 3
 
-    def apply(self, stage: Stage) -> Stage:
+    def apply(self, result: SearchResult) -> SearchResult:
         query = alpha_expand(
-            stage.query, stage.database, self.k, self.alpha, leave_one_out=stage.leave_one_out
+            result.query, result.reference, self.k, self.alpha, result.leave_one_out
         )
-        return replace(stage, query=query)
+        return replace(result, query=query)
 
 
+@_register
 @dataclass(frozen=True)
 class KReciprocalReranking(PostProcessor):
-    """The ``shortlist`` nearest database items of each query re-ranked by d*
-    (:mod:`gspdml.evaluation.k_reciprocal`; module docstring, step 4)."""
+    """k-reciprocal re-ranking: the ``shortlist`` nearest database items of each query re-ranked
+    by d* (module docstring, step 4; Zhong et al., CVPR 2017, §3, eq. 4-12,
+    :mod:`gspdml.evaluation.k_reciprocal`).
+
+    Args:
+        k1: the k of the k-reciprocal sets R*(p, k1) (eq. 6-7; >= 1).
+        k2: the neighbours averaged by local query expansion (eq. 9; >= 1, 1: none).
+        lambda: the weight of the original distance in d* (eq. 12; in [0, 1]); the field
+            ``lam`` in Python.
+        shortlist: the nearest database items of each query that are re-ranked (>= 1).
+    """
 
     name: ClassVar[str] = "k_reciprocal"
-    k1: int = STEPS["k_reciprocal"]["k1"]
-    k2: int = STEPS["k_reciprocal"]["k2"]
-    lam: float = STEPS["k_reciprocal"]["lambda"]
-    shortlist: int = STEPS["k_reciprocal"]["shortlist"]
+    position: ClassVar[int] = 4
+    config_names: ClassVar[Mapping[str, str]] = {"lam": "lambda"}
+    k1: int = 20
+    k2: int = 6
+    lam: float = 0.3
+    shortlist: int = 100
 
-    def apply(self, stage: Stage) -> Stage:
-        if stage.neighbours is None:
-            raise ConfigError(
-                "k_reciprocal", "re-ranks the neighbours of a search; the stage has none"
-            )
-        _, candidates = stage.neighbours
-        neighbours = k_reciprocal_rerank(
-            stage.query, stage.database, candidates, self.k1, self.k2, self.lam, stage.leave_one_out
+    def __post_init__(self) -> None:
+        for option in ("k1", "k2", "shortlist"):
+            value = getattr(self, option)
+            self.require(value >= 1, option, f"must be >= 1, got {value}")
+        self.require(0 <= self.lam <= 1, "lam", f"must be in [0, 1], got {self.lam}")
+
+    def apply(self, result: SearchResult) -> SearchResult:
+        _, candidates = result.neighbours
+        distances, indices = k_reciprocal_rerank(
+            result.query,
+            result.reference,
+            candidates,
+            self.k1,
+            self.k2,
+            self.lam,
+            result.leave_one_out,
         )
-        return replace(stage, neighbours=neighbours)
+        return replace(result, distances=distances, indices=indices)
 
 
-_CLASSES = {
-    cls.name: cls
-    for cls in (PCAWhitening, DatabaseAugmentation, QueryExpansion, KReciprocalReranking)
-}
+# --- building the steps from their specs -------------------------------------------------------
 
 
 def build_steps(
     steps: Sequence[Any], field: str = "evaluation.postprocess"
 ) -> tuple[PostProcessor, ...]:
-    """The step objects of a spec list (:func:`parse_steps`; objects pass through), in the order
-    of application."""
+    """The step objects of a list of steps, in the order of application: objects pass through, a
+    spec is a name (``"qe"``), a mapping (``{"name": "qe", "k": 3}`` or ``{"qe": {"k": 3}}``) or
+    the command-line form ``"qe:k=3,alpha=3"``, built through :data:`POSTPROCESSORS` with its
+    options checked against the step's fields (errors name ``field``, the step and the option)."""
     if not isinstance(steps, (list, tuple)):
-        raise ConfigError(field, f"expected a list of steps ({', '.join(STEPS)}), got {steps!r}")
-    objects = [s for s in steps if isinstance(s, PostProcessor)]
-    specs = parse_steps([s for s in steps if not isinstance(s, PostProcessor)], field)
-    for spec in specs:
-        options = {
-            ("lam" if key == "lambda" else key): value
-            for key, value in spec.items()
-            if key != "name"
-        }
-        objects.append(_CLASSES[spec["name"]](**options))
+        allowed = ", ".join(POSTPROCESSORS.names())
+        raise ConfigError(field, f"expected a list of steps ({allowed}), got {steps!r}")
+    objects = [s if isinstance(s, PostProcessor) else _build_step(s, field) for s in steps]
     names = [step.name for step in objects]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise ConfigError(field, f"step(s) {twice} given twice")
-    return tuple(sorted(objects, key=lambda step: list(STEPS).index(step.name)))
+    return tuple(sorted(objects, key=lambda step: step.position))
 
 
-def needs_training_embeddings(steps: Sequence[Any]) -> bool:
-    """Whether a step learns on the training embeddings (PCA-whitening)."""
-    return any(step.learns_on_training for step in build_steps(steps))
+def parse_steps(
+    steps: Sequence[Any], field: str = "evaluation.postprocess"
+) -> list[dict[str, Any]]:
+    """The specs of :func:`build_steps` (validated, defaults filled in, in the order of
+    application), as ``{"name": ..., **options}``."""
+    return [step.spec() for step in build_steps(steps, field)]
 
 
-# --- the pipeline ------------------------------------------------------------------------------------
+def _build_step(step: Any, field: str) -> PostProcessor:
+    name, options = parse_spec(
+        _command_line_spec(step, field) if isinstance(step, str) else step, field
+    )
+    factory = POSTPROCESSORS.get(name, field)
+    where = f"{field}.{name}"
+    names: Mapping[str, str] = getattr(factory, "config_names", {})
+    renamed = {key: param for param, key in names.items()}
+    allowed = sorted(names.get(p, p) for p in inspect.signature(factory).parameters)
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ConfigError(where, f"unknown option(s) {unknown}; allowed: {allowed}")
+    kwargs = {renamed.get(key, key): value for key, value in options.items()}
+    mismatch = first_mismatch(factory, kwargs)
+    if mismatch:
+        param, expected = mismatch
+        raise ConfigError(
+            f"{where}.{names.get(param, param)}", f"expected {expected}, got {kwargs[param]!r}"
+        )
+    try:
+        processor: PostProcessor = factory(**kwargs)
+        return processor
+    except ConfigError as error:
+        raise ConfigError(f"{field}.{error.field}", str(error).split(": ", 1)[-1]) from None
+
+
+def _command_line_spec(step: str, field: str) -> dict[str, Any]:
+    """``{"name": ..., **options}`` of ``NAME[:key=value,...]`` (numbers; ``none`` for null)."""
+    name, _, rest = step.partition(":")
+    spec: dict[str, Any] = {"name": name.strip()}
+    for item in filter(None, rest.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(field, f"{step!r}: expected key=value, got {item!r}")
+        try:
+            spec[key.strip()] = (
+                None if value.strip() == "none" else float(value) if "." in value else int(value)
+            )
+        except ValueError:
+            raise ConfigError(
+                field, f"{step!r}: {key.strip()} must be a number, got {value!r}"
+            ) from None
+    return spec
+
+
+# --- the pipeline -------------------------------------------------------------------------------
+
+
+def postprocessed_search(
+    query: Any,
+    reference: Any = None,
+    *,
+    k: int,
+    steps: Sequence[Any] = (),
+    train: Any = None,
+) -> SearchResult:
+    """The exact search of ``query`` in ``reference`` (leave-one-out when None), L2-normalised,
+    after the post-processing ``steps`` (objects or specs, :func:`build_steps`), each fitted on
+    ``train`` (the training embeddings PCA-whitening learns on). The neighbour lists are ``k``
+    deep, at least as deep as a re-ranking step's shortlist, at most the references a query can
+    retrieve."""
+    built = build_steps(steps)
+    loo = reference is None
+    q = F.normalize(torch.as_tensor(query).float(), dim=1)
+    r = q if loo else F.normalize(torch.as_tensor(reference).float(), dim=1)
+    train = None if train is None else torch.as_tensor(train)
+    result = SearchResult(q, r, loo)
+    for step in (s for s in built if not s.shortlist):
+        result = step.fit(train=train).apply(result)
+    depth = min(max(k, 1, *(s.shortlist for s in built)), len(r) - int(loo))
+    result = result.searched(depth)
+    for step in (s for s in built if s.shortlist):
+        result = step.fit(train=train).apply(result)
+    return result
 
 
 def postprocessed_retrieve(
-    query,
-    query_labels,
-    reference=None,
-    reference_labels=None,
+    query: Any,
+    query_labels: Any,
+    reference: Any = None,
+    reference_labels: Any = None,
     *,
     steps: Sequence[Any] = (),
-    train=None,
+    train: Any = None,
     min_k: int = 1,
 ) -> RetrievalResults:
     """Exact retrieval (leave-one-out when ``reference`` is None) after the post-processing
-    ``steps`` (step objects or their specs, :func:`build_steps`); ``train`` are the training
-    embeddings that PCA-whitening learns on. Each step is fitted on the stage it applies to. k
-    is chosen as in :func:`gspdml.evaluation.exact_knn.retrieve` (max R_i, at least ``min_k``),
-    at least the shortlist of a re-ranking step."""
-    steps = build_steps(steps)
+    ``steps`` (:func:`postprocessed_search`). k is chosen as in
+    :func:`gspdml.evaluation.exact_knn.retrieve` (max R_i, at least ``min_k``), at least the
+    shortlist of a re-ranking step."""
     loo = reference is None
     values, q_codes, r_codes = encode_labels(query_labels, None if loo else reference_labels)
     excluded = torch.arange(len(q_codes)) if loo else None
-    q = F.normalize(torch.as_tensor(query).float(), dim=1)
-    r = q if loo else F.normalize(torch.as_tensor(reference).float(), dim=1)
-    if len(q) != len(q_codes) or len(r) != len(r_codes):
+    n_query, n_reference = len(query), len(query if loo else reference)
+    if n_query != len(q_codes) or n_reference != len(r_codes):
         raise ConfigError(
             "labels",
-            f"{len(q_codes)} query and {len(r_codes)} reference labels for {len(q)} and {len(r)} embeddings",
+            f"{len(q_codes)} query and {len(r_codes)} reference labels for {n_query} and "
+            f"{n_reference} embeddings",
         )
-    stage = Stage(q, r, loo, None if train is None else torch.as_tensor(train))
-    for step in (s for s in steps if not s.shortlist):
-        stage = step.fit(train=stage.train, database=stage.database).apply(stage)
-    n_ref = len(stage.database) - int(loo)
     r_max = (
         int(relevant_counts(q_codes, r_codes, len(values), excluded).max()) if len(q_codes) else 0
     )
-    k = min(max(r_max, int(min_k), 1, *(s.shortlist for s in steps)), n_ref)
-    stage = replace(stage, neighbours=_nearest(stage.query, stage.database, loo, k))
-    for step in (s for s in steps if s.shortlist):
-        stage = step.fit(train=stage.train, database=stage.database).apply(stage)
-    distances, indices = stage.neighbours
+    found = postprocessed_search(
+        query, reference, k=max(r_max, int(min_k)), steps=steps, train=train
+    )
+    distances, indices = found.neighbours
     return RetrievalResults(indices, distances, q_codes, r_codes, values, excluded=excluded)
 
 
-def _nearest(q, r, loo, k):
-    """Exact k nearest rows of r for each row of q; in leave-one-out retrieval row i of r is not
-    a neighbour of query i (q is r, or q was expanded from r)."""
-    if not loo or q is r:
-        return knn(q, None if loo else r, k)
-    distances, rows = knn(q, r, k + 1)
-    keep = rows != torch.arange(len(q))[:, None]
-    keep[keep.all(1), -1] = False
-    return distances[keep].view(len(q), k), rows[keep].view(len(q), k)
-
-
 def postprocessed_metrics(
-    query,
-    query_labels,
-    gallery=None,
-    gallery_labels=None,
+    query: Any,
+    query_labels: Any,
+    gallery: Any = None,
+    gallery_labels: Any = None,
     *,
     steps: Sequence[Any] = (),
-    train=None,
-    recall_at: Sequence[int] = (1, 2, 4, 8),
+    train: Any = None,
+    recall_at: Sequence[int] = RECALL_AT,
     metrics: Optional[Sequence[str]] = None,
 ) -> dict[str, float]:
     """Flat retrieval metrics (:func:`gspdml.evaluation.metrics.flatten_metrics`) of embeddings
     after the post-processing ``steps``: leave-one-out when ``gallery`` is None, else query ->
     gallery; ``train``: the training embeddings PCA-whitening learns on (None when no step
-    needs them, :func:`needs_training_embeddings`); ``metrics``: the per-query metrics (default
+    needs them, ``learns_on_training``); ``metrics``: the per-query metrics (default
     the default ones; any of bounded depth: a re-ranking step orders a shortlist, not the whole
     ranking that mAP and MRR read). The post-processed half of every report of
     :mod:`gspdml.evaluation.service`."""

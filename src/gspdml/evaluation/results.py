@@ -19,9 +19,9 @@ quantity that MAP@R and R-precision divide by.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -37,6 +37,39 @@ FORMAT = "gspdml-retrieval-results"
 VERSION = 1
 _TENSORS = ("indices", "distances", "query_labels", "reference_labels")
 _LABEL_KINDS = {"i": "int", "u": "int", "b": "int", "U": "str", "S": "bytes"}
+#: embeddings as given: float [N, D], a tensor or a numpy array
+Embeddings = Union[torch.Tensor, np.ndarray]
+#: labels as given: ints or strings (None where unknown), as a sequence, numpy array or tensor
+LabelsLike = Union[torch.Tensor, np.ndarray, Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved reference: its ``rank`` (1 = nearest), reference row ``index``, ``path``
+    (None where unknown), original ``label``, ``distance`` and whether it is ``correct`` (None
+    where either label is unknown)."""
+
+    rank: int
+    index: int
+    path: Optional[str]
+    label: Any
+    distance: float
+    correct: Optional[bool]
+
+
+@dataclass(frozen=True)
+class QueryHits:
+    """The ranked :class:`Hit` list of query row ``query_index`` (``query``: its path)."""
+
+    query_index: int
+    query: Optional[str]
+    label: Any
+    metric: str
+    results: list[Hit]
+
+
+def _label_text(label: Any) -> str:
+    return f"  [{printable(str(label))}]" if label is not None else ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,8 +106,8 @@ class RetrievalResults:
     num_relevant: torch.Tensor = field(init=False, repr=False)
     r_max: int = field(init=False)
 
-    def __post_init__(self):
-        def put(name, value):
+    def __post_init__(self) -> None:
+        def put(name: str, value: Any) -> None:
             object.__setattr__(self, name, value)
 
         for name in ("indices", "distances", "query_labels", "reference_labels"):
@@ -213,10 +246,8 @@ class RetrievalResults:
             else tuple(self.query_paths[i] for i in rows.tolist()),
         )
 
-    def rows(self) -> list[dict[str, Any]]:
-        """JSON-ready: one entry per query, ``{"query_index", "query" (path), "label", "metric",
-        "results": [{"rank", "index", "path", "label", "distance", "correct"}]}``; a path is None
-        where unknown, ``correct`` is None where either label is unknown."""
+    def hits(self) -> list[QueryHits]:
+        """The ranked results of every query, typed (:class:`QueryHits`)."""
         q_labels, r_labels = self.query_labels.tolist(), self.reference_labels.tolist()
         out = []
         for q, (dist_row, index_row) in enumerate(
@@ -224,48 +255,44 @@ class RetrievalResults:
         ):
             q_code = q_labels[q]
             results = [
-                {
-                    "rank": rank,
-                    "index": j,
-                    "path": None if self.reference_paths is None else self.reference_paths[j],
-                    "label": self.label(r_labels[j]),
-                    "distance": d,
-                    "correct": None if UNKNOWN in (q_code, r_labels[j]) else q_code == r_labels[j],
-                }
+                Hit(
+                    rank=rank,
+                    index=j,
+                    path=None if self.reference_paths is None else self.reference_paths[j],
+                    label=self.label(r_labels[j]),
+                    distance=d,
+                    correct=None if UNKNOWN in (q_code, r_labels[j]) else q_code == r_labels[j],
+                )
                 for rank, (d, j) in enumerate(zip(dist_row, index_row), start=1)
             ]
             out.append(
-                {
-                    "query_index": q,
-                    "query": None if self.query_paths is None else self.query_paths[q],
-                    "label": self.label(q_code),
-                    "metric": self.metric,
-                    "results": results,
-                }
+                QueryHits(
+                    query_index=q,
+                    query=None if self.query_paths is None else self.query_paths[q],
+                    label=self.label(q_code),
+                    metric=self.metric,
+                    results=results,
+                )
             )
         return out
+
+    def rows(self) -> list[dict[str, Any]]:
+        """JSON-ready: :meth:`hits` as mappings, one per query, ``{"query_index", "query" (path),
+        "label", "metric", "results": [{"rank", "index", "path", "label", "distance",
+        "correct"}]}``."""
+        return [asdict(row) for row in self.hits()]
 
     def format_text(self) -> str:
         """Plain text: per query, rank, distance, path (or ``#row``) and label of each result;
         names are :func:`~gspdml.errors.printable` (one line per result, nothing reaches the
         terminal as a control sequence)."""
         lines = []
-        for row in self.rows():
-            name = printable(row["query"]) if row["query"] is not None else f"#{row['query_index']}"
-            lines.append(
-                f"query: {name}"
-                + (f"  [{printable(str(row['label']))}]" if row["label"] is not None else "")
-            )
-            for result in row["results"]:
-                label = (
-                    f"  [{printable(str(result['label']))}]" if result["label"] is not None else ""
-                )
-                path = (
-                    printable(result["path"])
-                    if result["path"] is not None
-                    else f"#{result['index']}"
-                )
-                lines.append(f"  {result['rank']:>3}  {result['distance']:.6f}  {path}{label}")
+        for row in self.hits():
+            name = printable(row.query) if row.query is not None else f"#{row.query_index}"
+            lines.append(f"query: {name}{_label_text(row.label)}")
+            for hit in row.results:
+                path = printable(hit.path) if hit.path is not None else f"#{hit.index}"
+                lines.append(f"  {hit.rank:>3}  {hit.distance:.6f}  {path}{_label_text(hit.label)}")
         return "\n".join(lines)
 
     def save(self, path: str | Path) -> None:
@@ -327,7 +354,7 @@ class RetrievalResults:
                 **{name: tensors[name] for name in _TENSORS},
                 label_values=label_values,
                 excluded=tensors.get("excluded"),
-                metric=meta.get("metric"),
+                metric=meta["metric"],
                 query_paths=json.loads(meta["query_paths"]),
                 reference_paths=json.loads(meta["reference_paths"]),
             )
@@ -357,7 +384,7 @@ def relevant_counts(
 
 
 def encode_labels(
-    query_labels, reference_labels=None
+    query_labels: LabelsLike, reference_labels: Optional[LabelsLike] = None
 ) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
     """One coding for both sides: ``(values [L], query codes [N_q], reference codes [N_r])``,
     int64 codes with ``values[code]`` the original label and -1 for None. ``reference_labels=None``
@@ -399,7 +426,7 @@ def encode_labels(
     return values, codes[0], codes[-1]
 
 
-def _as_label_array(labels, name: str) -> np.ndarray:
+def _as_label_array(labels: LabelsLike, name: str) -> np.ndarray:
     if isinstance(labels, torch.Tensor):
         labels = labels.detach().cpu().numpy()
     arr = (
@@ -416,7 +443,7 @@ def _as_label_array(labels, name: str) -> np.ndarray:
     return arr
 
 
-def _label_kind(value) -> str:
+def _label_kind(value: Any) -> str:
     if isinstance(value, (int, np.integer)):
         return "int"
     if isinstance(value, str):

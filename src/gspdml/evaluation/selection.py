@@ -67,7 +67,7 @@ def round_metrics() -> tuple[str, ...]:
     return tuple(name for name in default_query_metrics() if name in bounded_query_metrics())
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> tuple[str, ...]:
     """``SELECTION_METRICS`` (the values of ``evaluation.metric``), ``CLUSTERING_METRICS``
     (those that need k-means) and ``ROUND_METRICS`` (:func:`round_metrics`), read from the
     registry when asked, so a metric registered later is one of them."""

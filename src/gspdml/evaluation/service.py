@@ -25,21 +25,25 @@ its answer in one flat schema, that of ``results.json`` and ``metrics.jsonl``:
   :data:`POSTPROCESSED_PREFIX` (``postprocessed_map_at_r``, ...).
 
 :func:`evaluate` embeds a split with a model at the run's device and precision (and, for a step
-that learns on them, the training split) and calls :func:`evaluate_embeddings`. With bf16 on a
-CPU (or bf16/fp16 on CUDA) the model's weights are put in channels-last memory format first, as the
-trainer keeps them, so that the same kernels give the same numbers as its evaluations; the
-embeddings stay on the device, and the search and metrics run there.
+that learns on them, the training split) and calls :func:`evaluate_embeddings`. The precision is
+the run's, resolved once: a caller that resolved it passes its
+:class:`~gspdml.compat.hardware.PrecisionChoice`, used as it is; ``gspdml evaluate`` and a library
+caller pass the configured name (``auto`` is resolved here, at the entry). The model's weights are put in the layout of that precision first
+(:func:`gspdml.models.inference.placed`), as the trainer keeps them, so that the same kernels give
+the same numbers as its evaluations; the embeddings stay on the device, and the search and metrics
+run there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import nn
 
-from gspdml.compat.hardware import resolve_precision
+from gspdml.compat.hardware import Precision, resolve_precision
+from gspdml.data.base import EvalSplit, LabelledDataset
 from gspdml.errors import ConfigError
 from gspdml.evaluation.metric_registry import (
     METRICS,
@@ -65,7 +69,11 @@ from gspdml.evaluation.selection import (
     check_selection_metric,
     selection_value,
 )
-from gspdml.models.inference import embed, memory_format, resolve_device, split_embeddings
+from gspdml.models.inference import embed, placed, resolve_device, split_embeddings
+from gspdml.settings.sections import RECALL_AT, EvaluationConfig
+
+#: embeddings or labels as the search takes them: a tensor, a numpy array, a sequence
+Array = Any
 
 
 @dataclass(frozen=True)
@@ -85,13 +93,13 @@ class EvalSpec:
     """
 
     metrics: Optional[tuple[str, ...]] = None
-    recall_at: tuple[int, ...] = (1, 2, 4, 8)
+    recall_at: tuple[int, ...] = RECALL_AT
     selection: str = "map_at_r"
     postprocess: tuple[PostProcessor, ...] = ()
     clustering: bool = False
     names: tuple[str, ...] = field(init=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_selection_metric(self.selection)
         object.__setattr__(self, "recall_at", check_recall_at(self.recall_at))
         object.__setattr__(self, "postprocess", build_steps(list(self.postprocess)))
@@ -102,7 +110,7 @@ class EvalSpec:
 
     @classmethod
     def from_evaluation(
-        cls, evaluation: Mapping[str, Any], metrics: Optional[tuple[str, ...]] = None
+        cls, evaluation: EvaluationConfig, metrics: Optional[tuple[str, ...]] = None
     ) -> "EvalSpec":
         """The spec of a run config's ``evaluation`` section (``recall_at``, ``metric``,
         ``postprocess``, ``clustering``, ``metrics``), as the trainer scores its rounds and its
@@ -111,14 +119,14 @@ class EvalSpec:
         AMI to the full reports (``metrics=None``: the test split, ``gspdml evaluate``, the
         protocols' test scores); a validation round names its metrics and clusters only for a
         selection metric that needs k-means."""
-        if metrics is None and evaluation.get("metrics"):
-            metrics = (*default_query_metrics(), *evaluation["metrics"])
+        if metrics is None and evaluation.metrics:
+            metrics = (*default_query_metrics(), *evaluation.metrics)
         return cls(
             metrics=metrics,
-            recall_at=tuple(evaluation["recall_at"]),
-            selection=evaluation["metric"],
-            postprocess=tuple(evaluation["postprocess"]),
-            clustering=metrics is None and bool(evaluation.get("clustering", False)),
+            recall_at=evaluation.recall_at,
+            selection=evaluation.metric,
+            postprocess=build_steps(evaluation.postprocess),
+            clustering=metrics is None and evaluation.clustering,
         )
 
     def metrics_computed(self) -> dict[str, list[str]]:
@@ -178,7 +186,12 @@ def with_postprocessed(metrics: Sequence[str], spec: EvalSpec) -> tuple[str, ...
 
 
 def evaluate_embeddings(
-    query, query_labels, gallery=None, gallery_labels=None, spec: EvalSpec = EvalSpec(), train=None
+    query: Array,
+    query_labels: Array,
+    gallery: Optional[Array] = None,
+    gallery_labels: Optional[Array] = None,
+    spec: EvalSpec = EvalSpec(),
+    train: Optional[Array] = None,
 ) -> EvalReport:
     """The report of ``spec`` on embeddings: leave-one-out when ``gallery`` is None, else query
     -> gallery; ``train``: the training embeddings a post-processing step learns on."""
@@ -248,7 +261,12 @@ class QueryEvaluation:
 
 
 def evaluate_queries(
-    query, query_labels, gallery=None, gallery_labels=None, spec: EvalSpec = EvalSpec(), min_k=1
+    query: Array,
+    query_labels: Array,
+    gallery: Optional[Array] = None,
+    gallery_labels: Optional[Array] = None,
+    spec: EvalSpec = EvalSpec(),
+    min_k: int = 1,
 ) -> QueryEvaluation:
     """The per-query metrics of ``spec`` on embeddings, query by query and class by class
     (leave-one-out when ``gallery`` is None): the same search and registered metrics as
@@ -296,31 +314,32 @@ def _class_counts(results: RetrievalResults) -> dict[Any, dict[str, int]]:
 
 def evaluate(
     model: nn.Module,
-    split,
+    split: EvalSplit,
     spec: EvalSpec,
     *,
     device: torch.device | str,
-    precision: str,
+    precision: Precision,
     batch_size: int,
     num_workers: int | str = 0,
-    train_split=None,
-    embed_fn: Optional[Callable] = None,
+    train_split: Optional[LabelledDataset] = None,
+    embed_fn: Optional[Callable[..., tuple[torch.Tensor, torch.Tensor]]] = None,
     progress: bool = False,
 ) -> EvalReport:
     """The report of ``spec`` for ``model`` on an :class:`~gspdml.data.base.EvalSplit`, embedded
-    on ``device`` (``auto``: the GPU when there is one) at ``precision`` (a run's
-    ``trainer.precision``; ``auto`` is resolved for the device). ``train_split``: the dataset
+    on ``device`` (``auto``: the GPU when there is one) at ``precision``: the run's resolved
+    :class:`~gspdml.compat.hardware.PrecisionChoice`, or a ``trainer.precision`` name that this
+    entry resolves for the device (module docstring). ``train_split``: the dataset
     embedded for a step that learns on training embeddings. ``embed_fn(model, dataset,
     **options)`` replaces :func:`gspdml.models.inference.embed` (the trainer's data-parallel
     embedder). The embeddings stay on the device, where the search and the metrics run (on the
     host when post-processing steps follow: re-ranking's sparse algebra is scipy's)."""
     device = resolve_device(device) if isinstance(device, str) else device
-    layout = memory_format(resolve_precision(precision, device).precision, device)
-    model = model.to(device, memory_format=layout)  # as the trainer holds it
-    options = {
+    choice = resolve_precision(precision, device)
+    model = placed(model, device, choice)  # as the trainer holds it
+    options: dict[str, Any] = {
         "batch_size": batch_size,
         "device": device,
-        "precision": precision,
+        "precision": choice,
         "num_workers": num_workers,
         "on_device": not spec.postprocess,  # re-ranking's sparse algebra is scipy's, on the host
     }

@@ -60,11 +60,17 @@ import torch
 
 from gspdml.evaluation.exact_knn import (
     DEFAULT_MEMORY_BUDGET,
+    _Groups,
     _identical_rows,
     exact_squared_distances,
     squared_norms,
 )
 
+#: the exact columns of a block of queries: ``(row, group, relevant rows, rows)``
+#: (:meth:`_LabelGroups.columns`)
+Columns = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+#: float64 exact squared distances of (query row, distinct reference) pairs
+ExactDistances = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 #: bytes per (query, reference) entry of the block buffers (:class:`_Workspace`) and the masks
 #: computed in passing
 _BYTES_PER_ENTRY = 48
@@ -160,7 +166,7 @@ class _LabelGroups:
     """The (label, group) pairs of the references with their row counts, sorted by label: the
     groups holding a label's rows, for any query, without a (queries x references) comparison."""
 
-    def __init__(self, codes: torch.Tensor, groups):
+    def __init__(self, codes: torch.Tensor, groups: _Groups):
         size = max(1, groups.size)
         key, count = torch.unique(codes * size + groups.of, return_counts=True)
         self.label, self.group, self.count = key // size, key % size, count
@@ -174,7 +180,7 @@ class _LabelGroups:
         known = (codes >= 0) & (codes < len(self.length))
         return torch.where(known, self.length[torch.where(known, codes, 0)], 0)
 
-    def columns(self, codes: torch.Tensor, own: torch.Tensor | None):
+    def columns(self, codes: torch.Tensor, own: torch.Tensor | None) -> Columns:
         """The exact columns of a block of queries (module docstring, step 2), row ascending:
         ``(row, group, relevant rows rel_ig, rows m_g)`` for each group holding the query's
         label, the query's own row taken out of its own group in leave-one-out mode (that group
@@ -195,7 +201,7 @@ class _Workspace:
     """The (block x distinct references) buffers of :func:`whole_ranking_scores`: squared
     distances, their thresholds, slots and two masks (exact columns, uncertain)."""
 
-    def __init__(self, rows: int, cols: int, device):
+    def __init__(self, rows: int, cols: int, device: torch.device):
         self.approx = torch.empty(rows, cols, dtype=torch.float64, device=device)
         self.scratch = torch.empty(rows, cols, dtype=torch.float64, device=device)
         self.slots = torch.empty(rows, cols, dtype=torch.int64, device=device)
@@ -204,7 +210,14 @@ class _Workspace:
         self.counter = torch.empty(rows, cols, dtype=torch.uint8, device=device)
 
 
-def _block_ranking(exact, block, work: _Workspace, bound, columns, group_rows) -> Ranking:
+def _block_ranking(
+    exact: ExactDistances,
+    block: torch.Tensor,
+    work: _Workspace,
+    bound: torch.Tensor,
+    columns: Columns,
+    group_rows: torch.Tensor,
+) -> Ranking:
     """The :class:`Ranking` of the queries ``block`` from their approximate distances to the
     distinct references (``work.approx``), the rounding bound of each row, their exact
     ``columns`` (:meth:`_LabelGroups.columns`), the rows m_g of each group and ``exact``
@@ -216,7 +229,7 @@ def _block_ranking(exact, block, work: _Workspace, bound, columns, group_rows) -
     width = max(1, int(per_row.max()) if len(row) else 1)
     slot = torch.arange(len(row), device=row.device) - (per_row.cumsum(0) - per_row)[row]
 
-    def dense(values, fill):
+    def dense(values: torch.Tensor, fill: float) -> torch.Tensor:
         out = torch.full((n, width), fill, dtype=values.dtype, device=row.device)
         out[row, slot] = values
         return out
@@ -259,7 +272,9 @@ def _block_ranking(exact, block, work: _Workspace, bound, columns, group_rows) -
     return Ranking(hits, ahead, rel_weight > 0, rel_weight, rel_weight.sum(1))
 
 
-def _weighted_at_or_below(values, weights, thresholds) -> torch.Tensor:
+def _weighted_at_or_below(
+    values: torch.Tensor, weights: torch.Tensor, thresholds: torch.Tensor
+) -> torch.Tensor:
     """float64 [n, w]: sum of ``weights`` [n, m] over the entries of ``values`` [n, m] (same row)
     that are <= each of ``thresholds`` [n, w]."""
     ordered, order = values.sort(1)
@@ -269,7 +284,9 @@ def _weighted_at_or_below(values, weights, thresholds) -> torch.Tensor:
     return cumulative.gather(1, torch.searchsorted(ordered, thresholds, right=True))
 
 
-def _count_at_or_below(sorted_rows, values, out, counter) -> None:
+def _count_at_or_below(
+    sorted_rows: torch.Tensor, values: torch.Tensor, out: torch.Tensor, counter: torch.Tensor
+) -> None:
     """``out`` [n, N] = the number of entries of each sorted row of ``sorted_rows`` [n, w] that
     are <= each of ``values`` [n, N]: ``searchsorted``, or for narrow rows (w <=
     :data:`_COMPARE_WIDTH`, most classes) w comparisons counted in ``counter`` (uint8), about
@@ -288,7 +305,9 @@ def _count_at_or_below(sorted_rows, values, out, counter) -> None:
     out.copy_(counter)
 
 
-def _exact_distances(q64, distinct, budget, rows: torch.Tensor, groups: torch.Tensor):
+def _exact_distances(
+    q64: torch.Tensor, distinct: torch.Tensor, budget: int, rows: torch.Tensor, groups: torch.Tensor
+) -> torch.Tensor:
     """float64 exact squared distances
     (:func:`~gspdml.evaluation.exact_knn.exact_squared_distances`) of the (query row, distinct
     reference) pairs, in pieces within ``budget`` bytes."""

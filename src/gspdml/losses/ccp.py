@@ -21,13 +21,13 @@ trainer attaches to every loss that declares ``controller = "ccp"``; it calls
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.ccp_selection import select_proxies
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses.wrapper import LossWrapper
@@ -99,16 +99,17 @@ class CCP(LossWrapper):
         normalization: str = "clip",
     ):
         super().__init__(base, embedding_dim, num_classes)
-        self.require(
-            proxies_per_class >= 1, "proxies_per_class", f"must be >= 1, got {proxies_per_class}"
-        )
+        for option, value, least in (
+            ("proxies_per_class", proxies_per_class, 1),
+            ("prox_lambda", prox_lambda, 0),
+            ("patience", patience, 1),
+        ):
+            self.require(value >= least, option, f"must be >= {least}, got {value}")
         self.require(
             pool_size >= proxies_per_class,
             "pool_size",
             f"must be >= proxies_per_class ({proxies_per_class}), got {pool_size}",
         )
-        self.require(prox_lambda >= 0, "prox_lambda", f"must be >= 0, got {prox_lambda}")
-        self.require(patience >= 1, "patience", f"must be >= 1, got {patience}")
         self.require_choice("snapshot", snapshot, SNAPSHOTS)
         self.require_choice("init", init, INITS)
         self.require_choice("normalization", normalization, NORMALIZATIONS)
@@ -116,14 +117,10 @@ class CCP(LossWrapper):
         self.num_classes, self.k, self.pool_size = num_classes, proxies_per_class, pool_size
         self.prox_lambda, self.patience, self.metric = prox_lambda, patience, metric
         self.regularize_first, self.snapshot, self.init = regularize_first, snapshot, init
-        self.proxy_as_anchor, self.proxy_weight, self.batch_weight = (
-            proxy_as_anchor,
-            proxy_weight,
-            batch_weight,
-        )
-        self.normalization = normalization
+        self.proxy_as_anchor, self.normalization = proxy_as_anchor, normalization
+        self.proxy_weight, self.batch_weight = proxy_weight, batch_weight
         if normalization == "clip":  # the pair loss measures the clipped vectors as they are
-            self.base.normalize_inputs = False
+            cast(PairLoss, self.base).normalize_inputs = False
         # k-major layout: row k * C + c is proxy k of class c
         self.proxies = nn.Parameter(torch.zeros(num_classes * proxies_per_class, embedding_dim))
         self.register_buffer(
@@ -131,10 +128,11 @@ class CCP(LossWrapper):
         )
 
     # ------------------------------------------------------------------ loss
-    def forward(self, embeddings, labels, output=None):
-        proxies = self.proxies
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
+        proxies: Tensor = self.proxies
         if self.normalization == "clip":
             embeddings, proxies = clip_normalize(embeddings), clip_normalize(proxies)
+        loss: Tensor
         if self.proxy_as_anchor:
             loss = self.base(
                 proxies, self.proxy_labels, reference=embeddings, reference_labels=labels
@@ -149,9 +147,7 @@ class CCP(LossWrapper):
         return loss
 
     # ---------------------------------------------------------------- proxies
-    def set_proxies_from_pool(
-        self, pool: torch.Tensor, old_proxies: Optional[torch.Tensor]
-    ) -> None:
+    def set_proxies_from_pool(self, pool: Tensor, old_proxies: Optional[Tensor]) -> None:
         """Algorithm 2: from the embeddings of ``b`` pool samples per class (``pool``
         ``[C, b, D]``) pick ``K`` per class by greedy k-center relative to ``old_proxies``
         (``[C*K, D]``, k-major, compared after L2 normalisation, the space of the loss; Algorithm 2 leaves it

@@ -14,6 +14,7 @@ from typing import Optional
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from gspdml.ops.kcenter import greedy_k_center
 
@@ -23,7 +24,7 @@ def sample_pool(
     num_classes: int,
     pool_size: int,
     generator: Optional[torch.Generator] = None,
-) -> torch.Tensor:
+) -> Tensor:
     """Dataset indices ``[num_classes, pool_size]`` of ``pool_size`` random samples per class.
 
     Sampling is without replacement; a class with fewer samples than ``pool_size`` is padded
@@ -56,7 +57,7 @@ def sample_pool(
     return pool
 
 
-def select_proxies(pool: torch.Tensor, old_proxies: Optional[torch.Tensor], k: int) -> torch.Tensor:
+def select_proxies(pool: Tensor, old_proxies: Optional[Tensor], k: int) -> Tensor:
     """Greedy k-center choice of ``k`` new proxies per class from a pool of embeddings.
 
     Args:

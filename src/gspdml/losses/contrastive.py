@@ -1,7 +1,7 @@
 """Contrastive losses C1 and C2 as used in the papers' benchmarks (Gürbüz thesis §3.3.2.1), and the
 similarity contrastive loss of the Metrix thesis (Psomas thesis Eq. 2.1).
 
-Each is a :class:`~gspdml.losses.pairs.WeightedPairLoss`: one ``weighted_loss`` on pair
+Each is a :class:`~gspdml.losses.pairs.WeightedPairLoss`: one ``weighted_terms`` on pair
 weights, which hard labels give as 0/1 and Metrix's mixed examples as ``(lambda, 1 - lambda)``.
 """
 
@@ -10,15 +10,11 @@ from __future__ import annotations
 from typing import Literal
 
 import torch.nn.functional as F
+from torch import Tensor
 
 from gspdml.losses.base import LOSSES
-from gspdml.losses.pairs import (
-    WeightedPairLoss,
-    anchor_mean,
-    check_reduction,
-    mean_nonzero,
-    weighted_mean,
-)
+from gspdml.losses.pairs import WeightedPairLoss
+from gspdml.losses.reduction import Parts, Terms, pair_anchors
 
 
 @LOSSES.register("c1", "contrastive_cosine")
@@ -31,19 +27,26 @@ class C1Contrastive(WeightedPairLoss):
     excluded by index, summed over ordered pairs and divided by the number of anchors ``B``
     (those with at least one pair: all of them, with hard labels). With label weights ``y``
     (Metrix) a pair contributes ``y (1 - s) + (1 - y) (s - margin)_+``.
+
+    Args:
+        margin: negatives count while their cosine similarity exceeds ``margin`` (0.5).
     """
 
     #: the positive term is ``positive_offset - s``
     positive_offset = 1.0
+    reductions = ("anchor_mean",)
+    reduction = "anchor_mean"
 
-    def __init__(self, margin: float = 0.5):
+    def __init__(self, margin: float = 0.5) -> None:
         super().__init__()
         self.margin = margin
 
-    def weighted_loss(self, values, positive_weights, negative_weights):
-        pos = (positive_weights * (self.positive_offset - values)).sum()
-        neg = (negative_weights * F.relu(values - self.margin)).sum()
-        return anchor_mean(pos + neg, positive_weights, negative_weights)
+    def weighted_terms(
+        self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor
+    ) -> Parts:
+        pos = positive_weights * (self.positive_offset - values)
+        neg = negative_weights * F.relu(values - self.margin)
+        return {"pairs": Terms(pos, neg, anchors=pair_anchors(positive_weights, negative_weights))}
 
 
 @LOSSES.register("contrastive_similarity")
@@ -55,6 +58,9 @@ class SimilarityContrastive(C1Contrastive):
 
     summed per anchor, mean over the anchors that have pairs. It differs from C1 by a constant
     (the positive weight mass over the anchors), so its gradients are C1's.
+
+    Args:
+        margin: negatives count while their similarity exceeds ``margin``.
     """
 
     positive_offset = 0.0
@@ -75,26 +81,33 @@ class C2Contrastive(WeightedPairLoss):
     anchor, mean over the anchors that have pairs.
     Equivalent to the generalized contrastive loss of CCP with ``beta = (m_pos + m_neg) / 2``,
     ``alpha = (m_neg - m_pos) / 2``.
+
+    Args:
+        pos_margin: ``m_pos``: positives count while farther apart than this.
+        neg_margin: ``m_neg``: negatives count while closer than this.
+        reduction: ``avg_nonzero``, ``mean`` or ``anchor_mean`` (above).
     """
 
     measure = "distance"
-    REDUCTIONS = ("avg_nonzero", "mean", "anchor_mean")
+    reductions = ("avg_nonzero", "mean", "anchor_mean")
 
     def __init__(
         self,
         pos_margin: float = 0.0,
         neg_margin: float = 0.3841,
         reduction: Literal["avg_nonzero", "mean", "anchor_mean"] = "avg_nonzero",
-    ):
+    ) -> None:
         super().__init__()
         self.pos_margin, self.neg_margin = pos_margin, neg_margin
-        self.reduction = check_reduction("c2", reduction, self.REDUCTIONS)
+        self.set_reduction(reduction)
 
-    def weighted_loss(self, values, positive_weights, negative_weights):
+    def weighted_terms(
+        self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor
+    ) -> Parts:
+        anchors = pair_anchors(positive_weights, negative_weights)
         pos = positive_weights * F.relu(values - self.pos_margin)
         neg = negative_weights * F.relu(self.neg_margin - values)
-        if self.reduction == "mean":
-            return weighted_mean(pos, positive_weights) + weighted_mean(neg, negative_weights)
-        if self.reduction == "anchor_mean":
-            return anchor_mean(pos + neg, positive_weights, negative_weights)
-        return mean_nonzero(pos) + mean_nonzero(neg)
+        return {
+            "positive": Terms(pos, weights=positive_weights, anchors=anchors),
+            "negative": Terms(neg, weights=negative_weights, anchors=anchors),
+        }

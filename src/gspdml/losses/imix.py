@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import torch
+from torch import Tensor
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.metrix import Metrix
@@ -64,11 +65,13 @@ class IMix(Metrix):
         )
         self.require_base(WeightedPairLoss, "a pair loss with label weights (contrastive, c1, ms)")
 
-    def _select(self, triples: torch.Tensor) -> torch.Tensor:
+    def _select(self, triples: Tensor) -> Tensor:
         """One negative per anchor, uniformly (i-Mix's single partner)."""
         return at_most_per_anchor(triples, 1)
 
-    def _mixed_term(self, e, labels, mixed, triples, lam) -> torch.Tensor:
+    def _mixed_term(
+        self, e: Tensor, labels: Tensor, mixed: Tensor, triples: Tensor, lam: Tensor
+    ) -> Tensor:
         """Each mixture as the anchor of the base pair loss over the clean batch, labelled
         ``lambda`` for the anchor's class and ``1 - lambda`` for the negative's."""
         own = labels[None, :] == labels[triples[:, 1], None]

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES, MetricLoss
+from gspdml.losses.base import LOSSES, MetricLoss, Output
+from gspdml.losses.reduction import Terms
 from gspdml.models.message_passing import MessagePassingNetwork
-from gspdml.models.output import EmbedderOutput
 
 
 @LOSSES.register("libc")
@@ -69,7 +69,7 @@ class LIBC(MetricLoss):
         backbone_weight: float = 1.0,
         mpn_weight: float = 1.0,
         lr_multiplier: float = 1.0,
-    ):
+    ) -> None:
         super().__init__()
         checks = (
             ("num_layers", num_layers, num_layers >= 1, "need at least one layer"),
@@ -102,23 +102,30 @@ class LIBC(MetricLoss):
         self.mpn_classifier = nn.Linear(width, num_classes, bias=False)
         nn.init.normal_(self.mpn_classifier.weight, std=1e-3)
 
-    def refined(self, embeddings: torch.Tensor) -> torch.Tensor:
+    def refined(self, embeddings: Tensor) -> Tensor:
         """The MPN's refined embeddings ``r`` (``[B, d]``, or ``[B, L d]`` with
         ``concat_layers``)."""
         outputs = self.mpn(embeddings)
         return torch.cat(outputs, dim=1) if self.concat_layers else outputs[-1]
 
-    def classification(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """``CE_eps(logits / T, y)``."""
+    def classification(self, logits: Tensor, labels: Tensor) -> Tensor:
+        """``[B]`` terms ``CE_eps(logits / T, y)``."""
         return F.cross_entropy(
-            logits / self.temperature, labels, label_smoothing=self.label_smoothing
+            logits / self.temperature,
+            labels,
+            label_smoothing=self.label_smoothing,
+            reduction="none",
         )
 
-    def forward(self, embeddings, labels, output: EmbedderOutput | None = None):
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         unnormalised = output.pooled if output is not None and output.pooled is not None else None
         features = embeddings if unnormalised is None else unnormalised.to(embeddings.dtype)
         backbone = self.classification(self.backbone_classifier(features), labels)
         mpn_logits = self.mpn_classifier(self.mpn_norm(self.refined(embeddings)))
-        return self.backbone_weight * backbone + self.mpn_weight * self.classification(
-            mpn_logits, labels
+        mpn = self.classification(mpn_logits, labels)
+        return self.reduce(
+            {
+                "backbone": Terms(backbone, weight=self.backbone_weight),
+                "mpn": Terms(mpn, weight=self.mpn_weight),
+            }
         )

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import PairLoss
+from gspdml.losses.reduction import Parts, Terms
 
 
-def _masked_logsumexp(values: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+def _masked_logsumexp(values: Tensor, mask: Tensor, dim: int) -> Tensor:
     """``log sum_{mask} exp(values)`` along ``dim``; a huge negative number where the mask is empty
     (so that the term vanishes after ``relu`` without NaN gradients)."""
     return torch.logsumexp(
@@ -33,17 +35,22 @@ class LiftedStructure(PairLoss):
     references of another class than anchor ``i`` (row ``i``) and ``N(j)`` the anchors of another
     class than reference ``j`` (column ``j``); in-batch both are the paper's sets.
     Reduction: mean over positive pairs of ``(J)_+^2 / 2``.
+
+    Args:
+        neg_margin: ``m``, the margin of the negatives (1 in the paper).
+        pos_margin: subtracted from every ``J_ij`` (0 in the paper).
     """
 
-    def __init__(self, neg_margin: float = 1.0, pos_margin: float = 0.0):
+    def __init__(self, neg_margin: float = 1.0, pos_margin: float = 0.0) -> None:
         super().__init__()
         self.neg_margin, self.pos_margin = float(neg_margin), float(pos_margin)
 
-    def pair_loss(self, anchors, reference, positive, negative):
+    def pair_terms(
+        self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
+    ) -> Parts:
         dist = self.distances(anchors, reference)
         slack = self.neg_margin - dist
         rows = _masked_logsumexp(slack, negative, dim=1)  # [B, 1]: negatives of anchor i
         cols = _masked_logsumexp(slack, negative, dim=0)  # [1, R]: negatives of reference j
         lifted = torch.logaddexp(rows, cols) + dist - self.pos_margin
-        per_pair = F.relu(lifted)[positive].pow(2) / 2.0
-        return per_pair.mean() if per_pair.numel() else dist.sum() * 0.0
+        return {"positive": Terms(F.relu(lifted)[positive].pow(2) / 2.0)}

@@ -15,27 +15,17 @@ from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES
-from gspdml.losses.pairs import (
-    PairLoss,
-    check_reduction,
-    mean_nonzero,
-    mean_or_zero,
-    pair_masks,
-    resolve_reference,
-)
+from gspdml.losses.base import LOSSES, Output
+from gspdml.losses.pairs import PairLoss, pair_masks, resolve_reference
+from gspdml.losses.reduction import Parts, Terms
 
 
 def _signed_margin_terms(
-    dist: torch.Tensor,
-    beta: Union[float, torch.Tensor],
-    alpha: float,
-    positive: torch.Tensor,
-    negative: torch.Tensor,
-) -> torch.Tensor:
+    dist: Tensor, beta: Union[float, Tensor], alpha: float, positive: Tensor, negative: Tensor
+) -> Tensor:
     """The per-pair losses ``(iota (d - beta) + alpha)_+`` of the valid pairs, flattened;
     ``beta`` is a number or a column ``[B, 1]`` (one boundary per anchor)."""
     pos = F.relu(dist - beta + alpha)[positive]
@@ -51,21 +41,30 @@ class GeneralizedContrastive(PairLoss):
     Reduction ``mean`` (default): the mean over all pairs, positive and negative together
     (the batch risk of Gürbüz thesis Eq. 1.1.1 with the diagonal excluded). ``avg_nonzero``: the sum
     divided by the number of non-zero terms.
+
+    Args:
+        beta: ``beta``, the distance that separates positives from negatives.
+        alpha: ``alpha``, the margin on either side of ``beta``.
+        reduction: ``mean`` over all pairs (default) or ``avg_nonzero`` (above).
     """
 
-    def __init__(self, beta: float = 0.19205, alpha: float = 0.19205, reduction: str = "mean"):
+    reductions = ("avg_nonzero", "mean")
+
+    def __init__(
+        self, beta: float = 0.19205, alpha: float = 0.19205, reduction: str = "mean"
+    ) -> None:
         super().__init__()
-        self.beta, self.alpha = float(beta), float(alpha)
-        self.reduction = check_reduction("generalized_contrastive", reduction)
+        self.beta: Union[float, Tensor] = float(beta)
+        self.alpha = float(alpha)
+        self.set_reduction(reduction)
 
-    def pair_loss(self, anchors, reference, positive, negative):
+    def pair_terms(
+        self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
+    ) -> Parts:
         dist = self.distances(anchors, reference)
-        return self._reduce(
-            _signed_margin_terms(dist, self.beta, self.alpha, positive, negative), dist
-        )
-
-    def _reduce(self, terms: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-        return mean_nonzero(terms) if self.reduction == "avg_nonzero" else mean_or_zero(terms, like)
+        return {
+            "pairs": Terms(_signed_margin_terms(dist, self.beta, self.alpha, positive, negative))
+        }
 
 
 @LOSSES.register("margin")
@@ -83,6 +82,15 @@ class MarginLoss(GeneralizedContrastive):
     or ``mean`` over all pairs. Unlike pytorch-metric-learning, which evaluates the pair terms
     once per (anchor, positive, negative) triplet, each pair counts once here; the paper
     samples pairs, and sampling is left to the batch composition.
+
+    Args:
+        alpha: the margin ``alpha`` around the boundary ``beta`` (0.2, Wu et al.).
+        beta: the (initial) boundary ``beta`` between positive and negative distances (1.2).
+        learn_beta: make ``beta`` a learned parameter (Wu et al.) instead of fixed.
+        beta_per_class: one ``beta`` per class (the anchor's) instead of one for all.
+        nu: weight of the regulariser ``mean_i beta_{y_i}`` (Wu et al. Eq. 5).
+        reduction: ``avg_nonzero`` (default) or ``mean`` over all pairs.
+        lr_multiplier: learning-rate multiplier of a learned ``beta``.
     """
 
     def __init__(
@@ -95,33 +103,35 @@ class MarginLoss(GeneralizedContrastive):
         reduction: str = "avg_nonzero",
         lr_multiplier: float = 1.0,
         num_classes: Optional[int] = None,
-    ):
+    ) -> None:
         super().__init__(beta=beta, alpha=alpha, reduction=reduction)
         if beta_per_class and not num_classes:
             raise ConfigError(
                 "margin.beta_per_class", "needs num_classes, which the trainer supplies"
             )
-        size = int(num_classes) if beta_per_class else 1
+        size = int(num_classes or 1) if beta_per_class else 1
         init = torch.full((size,), float(beta))
         self.beta = nn.Parameter(init) if learn_beta else init
         self.nu, self.lr_multiplier = float(nu), float(lr_multiplier)
 
     def forward(
         self,
-        embeddings,
-        labels,
-        output=None,
+        embeddings: Tensor,
+        labels: Tensor,
+        output: Output = None,
         *,
-        reference=None,
-        reference_labels=None,
-        reference_self=None,
-    ):
+        reference: Optional[Tensor] = None,
+        reference_labels: Optional[Tensor] = None,
+        reference_self: Optional[Tensor] = None,
+    ) -> Tensor:
         reference, reference_labels, reference_self = resolve_reference(
             embeddings, labels, reference, reference_labels, reference_self
         )
         positive, negative = pair_masks(labels, reference_labels, reference_self)
         dist = self.distances(embeddings, reference)
-        beta = self.beta.to(dist.device, dist.dtype)
+        beta = torch.as_tensor(self.beta).to(dist.device, dist.dtype)
         anchor_beta = beta[labels] if len(beta) > 1 else beta.expand(len(labels))
-        terms = _signed_margin_terms(dist, anchor_beta[:, None], self.alpha, positive, negative)
-        return self._reduce(terms, dist) + self.nu * anchor_beta.mean()
+        pairs = _signed_margin_terms(dist, anchor_beta[:, None], self.alpha, positive, negative)
+        return self.reduce(
+            {"pairs": Terms(pairs), "beta": Terms(anchor_beta, weight=self.nu, reduction="mean")}
+        )

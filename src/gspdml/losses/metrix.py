@@ -39,21 +39,37 @@ mixed term itself (``_mixed_term``): :mod:`gspdml.losses.mochi`, :mod:`gspdml.lo
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union, cast
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from gspdml.errors import TrainingError
-from gspdml.losses.base import LOSSES, LabelWeightedLoss
+from gspdml.losses.base import LOSSES, LabelWeightedLoss, Output
 from gspdml.losses.contrastive import C2Contrastive
 from gspdml.losses.metrix_pairs import DEFAULT_KINDS, KINDS, POSITIVES, mixing_triples, positivity
 from gspdml.losses.multi_similarity import MultiSimilarity
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
+from gspdml.models.output import EmbedderOutput
 from gspdml.registry import parse_spec
+
+#: ``mix(triples [M, 3], lambda [M]) -> [M, D]`` mixed embeddings
+Mix = Callable[[Tensor, Tensor], Tensor]
+#: a mixing factor that overrides the draw: one for all, or one per mixed example
+Lambda = Union[float, Tensor, None]
+
+
+class FeatureEmbedder(Protocol):
+    """What mixing at the feature level needs of the model, declared as ``embed_features``
+    in the model's ``provides`` (the :class:`~gspdml.models.Embedder`)."""
+
+    backbone: nn.Module
+
+    def embed_features(self, maps: Tensor) -> EmbedderOutput: ...
+
 
 LEVELS = ("input", "feature", "embedding")
 PAIRS = ("random", *KINDS)
@@ -66,7 +82,7 @@ LABEL_WEIGHTED = "contrastive, contrastive_similarity, c1, ms, proxy_anchor, pro
 #: ``MultiSimilarityMiner(epsilon=0.39)``, which the thesis rounds to 18, 75, 0.77, Psomas thesis
 #: §2.4.1). Proxy anchor (alpha 32, delta 0.1, §2.4.1) and ``contrastive_similarity`` (margin 0.5)
 #: use their base defaults.
-RECIPE_DEFAULTS: dict[type, dict[str, Any]] = {
+RECIPE_DEFAULTS: dict[Callable[..., Any], dict[str, Any]] = {
     C2Contrastive: {"pos_margin": 0.0, "neg_margin": 0.5, "reduction": "avg_nonzero"},
     MultiSimilarity: {"alpha": 17.97, "beta": 75.66, "base": 0.77, "epsilon": 0.39},
 }
@@ -134,7 +150,7 @@ class Metrix(LossWrapper):
         super().__init__(with_recipe_defaults(loss, self.field("loss")), embedding_dim, num_classes)
         self.require_base(LabelWeightedLoss, f"a loss with label weights ({LABEL_WEIGHTED})")
         # Metrix L2-normalises the clean embeddings, and the mixed ones unless renormalize=False
-        self.base.normalize_inputs = False
+        self.weighted_base.normalize_inputs = False
         self.levels = self._choices("level", level, LEVELS)
         kinds = DEFAULT_KINDS if pairs == "random" else self._choices("pairs", pairs, PAIRS[1:])
         self.require_choice("positives", positives, POSITIVES)
@@ -148,22 +164,17 @@ class Metrix(LossWrapper):
         self.lr_multiplier = getattr(self.base, "lr_multiplier", 1.0)
         # as configured (one name or a list), and the names drawn from
         self.level, self.pairs = _as_given(level), _as_given(pairs)
-        self.kinds, self.positives, self.mix_alpha, self.mix_weight = (
-            kinds,
-            positives,
-            mix_alpha,
-            mix_weight,
-        )
-        self.hard_negatives, self.lambda_per_pair, self.renormalize = (
-            hard_negatives,
-            lambda_per_pair,
-            renormalize,
-        )
-        self.mix_chunk = mix_chunk
-        if (
-            "feature" in self.levels
-        ):  # mixes backbone maps and embeds them with the rest of the model
+        self.kinds, self.positives = kinds, positives
+        self.mix_alpha, self.mix_weight = mix_alpha, mix_weight
+        self.hard_negatives, self.lambda_per_pair = hard_negatives, lambda_per_pair
+        self.renormalize, self.mix_chunk = renormalize, mix_chunk
+        if "feature" in self.levels:  # mixes backbone maps, embeds them with the rest of the model
             self.requires = BatchRequirements(reads=frozenset({"embed_features"}))
+
+    @property
+    def weighted_base(self) -> LabelWeightedLoss:
+        """``base``, checked to be a loss with label weights."""
+        return cast(LabelWeightedLoss, self.base)
 
     def _choices(self, option: str, value: Any, allowed: tuple[str, ...]) -> tuple[str, ...]:
         """``value`` (one name or a non-empty list of distinct names) as a tuple of names."""
@@ -189,13 +200,25 @@ class Metrix(LossWrapper):
             )
         return by_level
 
+    def _hard_negatives(self, level: str) -> Optional[int]:
+        """``k`` hardest negatives at ``level`` (None: all negatives)."""
+        return self.hard_by_level.get(level)
+
     @staticmethod
     def _draw(names: tuple[str, ...]) -> str:
         """One of ``names``, uniformly (the first without a draw when there is one)."""
         return names[int(torch.randint(len(names), ()))] if len(names) > 1 else names[0]
 
     # ------------------------------------------------------------ entry points
-    def forward(self, embeddings, labels, output=None, *, kind: Optional[str] = None, lam=None):
+    def forward(
+        self,
+        embeddings: Tensor,
+        labels: Tensor,
+        output: Output = None,
+        *,
+        kind: Optional[str] = None,
+        lam: Lambda = None,
+    ) -> Tensor:
         """Embedding-level Metrix; the other levels need the model (:meth:`training_objective`)."""
         if self.levels != ("embedding",):
             raise TrainingError(
@@ -203,23 +226,19 @@ class Metrix(LossWrapper):
                 "training_objective(model, images, labels) (it cannot sit inside a weighted list of losses)"
             )
 
-        def mix(triples, weights):
-            return _mix(weights, embeddings[triples[:, 1]], embeddings[triples[:, 2]])
-
-        return self.objective(
-            embeddings, labels, mix, kind=kind, lam=lam, hard=self.hard_by_level.get("embedding")
-        )
+        hard = self._hard_negatives("embedding")
+        return self.objective(embeddings, labels, _mixer(embeddings), kind=kind, lam=lam, hard=hard)
 
     def training_objective(
         self,
         model: nn.Module,
-        images,
-        labels,
+        images: Tensor,
+        labels: Tensor,
         *,
         kind: Optional[str] = None,
-        lam=None,
+        lam: Lambda = None,
         level: Optional[str] = None,
-    ):
+    ) -> Tensor:
         """One batch at ``level`` (default: one of the configured levels, drawn uniformly)."""
         clean, mix, hard = self._embedder_mix(model, images, level or self._draw(self.levels))
         return self.objective(clean, labels, mix, kind=kind, lam=lam, hard=hard)
@@ -227,13 +246,13 @@ class Metrix(LossWrapper):
     def mixed_embeddings(
         self,
         model: nn.Module,
-        images,
-        labels,
+        images: Tensor,
+        labels: Tensor,
         *,
         kind: Optional[str] = None,
-        lam=None,
+        lam: Lambda = None,
         level: Optional[str] = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[Tensor, Tensor]:
         """The clean ``[B, D]`` and mixed ``[M, D]`` embeddings one training step of this batch
         would use (same draws of level, pairs and ``lambda``; L2-normalised as the loss sees them),
         without the loss: the augmented training set ``X^`` of the utilisation measure
@@ -242,26 +261,23 @@ class Metrix(LossWrapper):
         e, _, _, mixed = self._mixing(clean, labels, mix, kind, lam, hard)
         return e, e.new_zeros((0, e.shape[1])) if mixed is None else mixed
 
-    def _embedder_mix(self, model: nn.Module, images, level: str):
+    def _embedder_mix(
+        self, model: nn.Module, images: Tensor, level: str
+    ) -> tuple[Tensor, Mix, Optional[int]]:
         """``(clean embeddings, mix(triples, lambda) -> mixed embeddings, hard negatives k or
         None)`` of ``images`` at ``level`` (Eq. 2.4)."""
-        hard = self.hard_by_level.get(level)
+        hard = self._hard_negatives(level)
         if level == "embedding":
-            e = model(images).embedding
-
-            def mix_embeddings(triples, weights):
-                return _mix(weights, e[triples[:, 1]], e[triples[:, 2]])
-
-            return e, mix_embeddings, hard
+            e: Tensor = model(images).embedding
+            return e, _mixer(e), hard
         if level == "feature":
-            maps = model.backbone(images)
+            embedder = cast(FeatureEmbedder, model)
+            maps = embedder.backbone(images)
 
-            def embed_mixed(triples, weights):
-                return model.embed_features(
-                    _mix(weights, maps[triples[:, 1]], maps[triples[:, 2]])
-                ).embedding
+            def embed_mixed(triples: Tensor, weights: Tensor) -> Tensor:
+                return embedder.embed_features(_mixer(maps)(triples, weights)).embedding
 
-            def mix_features(triples, weights):
+            def mix_features(triples: Tensor, weights: Tensor) -> Tensor:
                 if self.mix_chunk is None or len(triples) <= self.mix_chunk:
                     return embed_mixed(triples, weights)
                 return torch.cat(
@@ -273,49 +289,60 @@ class Metrix(LossWrapper):
                     ]
                 )
 
-            return model.embed_features(maps).embedding, mix_features, hard
+            return embedder.embed_features(maps).embedding, mix_features, hard
 
-        def mix_inputs(triples, weights):
-            return model(_mix(weights, images[triples[:, 1]], images[triples[:, 2]])).embedding
+        def mix_inputs(triples: Tensor, weights: Tensor) -> Tensor:
+            mixed: Tensor = model(_mixer(images)(triples, weights)).embedding
+            return mixed
 
         return model(images).embedding, mix_inputs, hard
 
     # ----------------------------------------------------------------- the sum
     def objective(
         self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        mix: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        embeddings: Tensor,
+        labels: Tensor,
+        mix: Mix,
         *,
         kind: Optional[str] = None,
-        lam=None,
+        lam: Lambda = None,
         hard: Optional[int] = None,
-    ) -> torch.Tensor:
+    ) -> Tensor:
         """``clean + w * mixed`` (Eq. 2.10). ``mix(triples, lam [M])`` returns the ``[M, D]``
         mixed embeddings; ``kind`` and ``lam`` (a scalar or ``[M]``) override the random draws."""
         e, triples, weights, mixed = self._mixing(embeddings, labels, mix, kind, lam, hard)
-        clean = self.base.clean(e, labels)
+        clean = self.weighted_base.clean(e, labels)
         if mixed is None:
             return clean
         return clean + self.mix_weight * self._mixed_term(e, labels, mixed, triples, weights)
 
     # ------------------------------------------- what the mixing competitors change
-    def _select(self, triples: torch.Tensor) -> torch.Tensor:
+    def _select(self, triples: Tensor) -> Tensor:
         """The triples to mix, of those of the pair kind (all of them)."""
         return triples
 
-    def _labels(self, labels: torch.Tensor, triples: torch.Tensor, lam: torch.Tensor):
+    def _labels(self, labels: Tensor, triples: Tensor, lam: Tensor) -> Tensor:
         """Labels of the mixtures for their anchors: interpolated (Eq. 2.8)."""
         return positivity(labels, triples, lam)
 
-    def _mixed_term(self, e, labels, mixed, triples, lam) -> torch.Tensor:
+    def _mixed_term(
+        self, e: Tensor, labels: Tensor, mixed: Tensor, triples: Tensor, lam: Tensor
+    ) -> Tensor:
         """The mixed loss (Eq. 2.9): each clean anchor against its mixtures. Proxy losses label a
         mixture by its parents' classes, pair losses by :meth:`_labels`."""
         anchorless = getattr(self.base, "anchorless", False)
         y = lam if anchorless else self._labels(labels, triples, lam)
-        return self.base.mixed(e, labels, mixed, triples, y)
+        return self.weighted_base.mixed(e, labels, mixed, triples, y)
 
-    def _mixing(self, embeddings, labels, mix, kind, lam, hard):
+    def _mixing(
+        self,
+        embeddings: Tensor,
+        labels: Tensor,
+        mix: Mix,
+        kind: Optional[str],
+        lam: Lambda,
+        hard: Optional[int],
+    ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor]]:
         """``(normalised clean embeddings, triples [M, 3], lambda [M], mixed [M, D] or None when
         the batch has no mixing pair)``: the draws of pairs and ``lambda`` and Eq. 2.4."""
         e = F.normalize(embeddings, dim=1)
@@ -339,7 +366,7 @@ class Metrix(LossWrapper):
             mixed = F.normalize(mixed, dim=1)
         return e, triples, weights, mixed
 
-    def _draw_lambda(self, count: int, like: torch.Tensor, kind: str) -> torch.Tensor:
+    def _draw_lambda(self, count: int, like: Tensor, kind: str) -> Tensor:
         beta = torch.distributions.Beta(
             torch.tensor(float(self.mix_alpha)), torch.tensor(float(self.mix_alpha))
         )
@@ -351,7 +378,13 @@ def _as_given(value: Union[str, Sequence[str]]) -> Union[str, list[str]]:
     return value if isinstance(value, str) else list(value)
 
 
-def _mix(lam: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
-    """``mix_lambda(x, x') = lambda x + (1 - lambda) x'`` (Eq. 2.4) with ``lambda`` per row."""
-    lam = lam.to(first.dtype).reshape(-1, *([1] * (first.dim() - 1)))
-    return lam * first + (1 - lam) * second
+def _mixer(rows: Tensor) -> Mix:
+    """``mix(triples, lambda)``: ``mix_lambda(x, x') = lambda x + (1 - lambda) x'`` (Eq. 2.4) of
+    the rows ``triples[:, 1]`` and ``triples[:, 2]`` of ``rows``, with ``lambda`` per triple."""
+
+    def mix(triples: Tensor, lam: Tensor) -> Tensor:
+        first, second = rows[triples[:, 1]], rows[triples[:, 2]]
+        lam = lam.to(first.dtype).reshape(-1, *([1] * (first.dim() - 1)))
+        return lam * first + (1 - lam) * second
+
+    return mix

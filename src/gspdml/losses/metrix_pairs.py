@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+from torch import Tensor
 
 KINDS = ("pos_neg", "anc_neg", "pos_pos", "neg_neg")
 #: the thesis's default: pos-neg or anc-neg, one of them drawn uniformly per iteration (§2.4.2)
@@ -35,12 +36,12 @@ POSITIVES = ("all", "first")
 
 
 def mixing_triples(
-    labels: torch.Tensor,
+    labels: Tensor,
     kind: str,
-    similarity: Optional[torch.Tensor] = None,
+    similarity: Optional[Tensor] = None,
     hard_negatives: Optional[int] = None,
     positives: str = "all",
-) -> torch.Tensor:
+) -> Tensor:
     """int64 ``[M, 3]`` rows ``(anchor, first, second)``, sorted lexicographically.
 
     Args:
@@ -81,7 +82,7 @@ def mixing_triples(
     return torch.nonzero(pairs)
 
 
-def positivity(labels: torch.Tensor, triples: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
+def positivity(labels: Tensor, triples: Tensor, lam: Tensor) -> Tensor:
     """``[M]`` labels of the mixed examples with respect to their anchors (Eq. 2.8):
     ``lambda y_first + (1 - lambda) y_second`` with ``y = [same class as the anchor]``; ``lambda``
     for pos-neg and anc-neg pairs, 1 for pos-pos, 0 for neg-neg."""
@@ -91,7 +92,7 @@ def positivity(labels: torch.Tensor, triples: torch.Tensor, lam: torch.Tensor) -
     return lam * y_first + (1 - lam) * y_second
 
 
-def at_most_per_anchor(triples: torch.Tensor, count: int) -> torch.Tensor:
+def at_most_per_anchor(triples: Tensor, count: int) -> Tensor:
     """At most ``count`` of each anchor's triples, drawn uniformly without replacement, in
     lexicographic order (MoCHi's ``s`` synthetic points per query; i-Mix's one partner)."""
     if len(triples) == 0:
@@ -102,4 +103,5 @@ def at_most_per_anchor(triples: torch.Tensor, count: int) -> torch.Tensor:
     starts = torch.searchsorted(sort.values, sort.values, side="left")
     rank = torch.empty_like(anchors)  # rank of each triple among its anchor's, shuffled order
     rank[sort.indices] = torch.arange(len(anchors), device=anchors.device) - starts
-    return torch.unique(shuffled[rank < count], dim=0)
+    unique: torch.Tensor = torch.unique(shuffled[rank < count], dim=0)
+    return unique

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence, Union
 
 import torch
+from torch import Tensor
 
 from gspdml.losses.base import LOSSES
 from gspdml.losses.metrix import Metrix
@@ -75,15 +76,15 @@ class MoCHi(Metrix):
         )
         self.synthetic = synthetic
 
-    def _select(self, triples: torch.Tensor) -> torch.Tensor:
+    def _select(self, triples: Tensor) -> Tensor:
         """At most ``synthetic`` triples per anchor, uniformly without replacement."""
         return triples if self.synthetic is None else at_most_per_anchor(triples, self.synthetic)
 
-    def _labels(self, labels, triples, lam):
+    def _labels(self, labels: Tensor, triples: Tensor, lam: Tensor) -> Tensor:
         """Every synthetic point is a negative of its anchor (label 0)."""
         return torch.zeros_like(lam)
 
-    def _draw_lambda(self, count: int, like: torch.Tensor, kind: str) -> torch.Tensor:
+    def _draw_lambda(self, count: int, like: Tensor, kind: str) -> Tensor:
         """One factor per synthetic point: ``alpha ~ U(0, 1)`` for two negatives, the anchor's
         ``beta ~ U(0, 0.5)`` for anchor-negative."""
         high = 0.5 if kind == "anc_neg" else 1.0

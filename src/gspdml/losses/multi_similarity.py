@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from typing import Optional
 
-import torch
+from torch import Tensor
 
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, LabelWeightedLoss
 from gspdml.losses.pairs import WeightedPairLoss, log1p_sum_exp
+from gspdml.losses.reduction import Parts, Terms, pair_anchors
 
 
 def multi_similarity_mining(
-    sim: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, epsilon: float
-) -> tuple[torch.Tensor, torch.Tensor]:
+    sim: Tensor, positive: Tensor, negative: Tensor, epsilon: float
+) -> tuple[Tensor, Tensor]:
     """The MS pair miner (Wang et al. Eq. 4-5), on similarities ``[B, R]``:
 
     keep positive ``p`` of anchor ``i`` if ``s_ip - epsilon < max_{n in N_i} s_in``;
@@ -43,15 +44,25 @@ class MultiSimilarity(WeightedPairLoss):
     negative and vice versa), so the official code's "skip the anchor if either set is empty"
     and pytorch-metric-learning agree; the official code also drops positives with
     ``s >= 1 - 1e-5`` (self by value), here the anchor's own copy is dropped by index.
-    Reduction: the sum over anchors divided by the number of anchors that have pairs before
-    mining (``B``, empty mined anchors included: official code; PML's ``MeanReducer``).
+    Reduction ``anchor_mean``: the sum over anchors divided by the number of anchors that have
+    pairs before mining (``B``, empty mined anchors included: official code; PML's ``MeanReducer``).
 
     With label weights ``y`` (Metrix, Psomas thesis Eq. 2.2 and Eq. 2.13)::
 
         l(a) = (1/alpha) log(1 + sum y e^{-alpha (s - base)}) + (1/beta) log(1 + sum (1-y) e^{beta (s - base)})
 
     (the thesis's beta, gamma, m are alpha, beta, base here); mixed embeddings are never mined.
+
+    Args:
+        alpha: scale of the positive term (``scale_pos``).
+        beta: scale of the negative term (``scale_neg``).
+        base: the similarity offset ``lambda`` (0.5).
+        epsilon: the mining margin (0.1; null: no mining).
+        mining: mine the pairs (:func:`multi_similarity_mining`); false: every pair.
     """
+
+    reductions = ("anchor_mean",)
+    reduction = "anchor_mean"
 
     def __init__(
         self,
@@ -60,26 +71,29 @@ class MultiSimilarity(WeightedPairLoss):
         base: float = 0.5,
         epsilon: Optional[float] = 0.1,
         mining: bool = True,
-    ):
+    ) -> None:
         super().__init__()
         self.alpha, self.beta, self.base = float(alpha), float(beta), float(base)
         self.epsilon = None if epsilon is None else float(epsilon)
         self.mining = bool(mining) and epsilon is not None
 
-    def clean(self, embeddings, labels):
-        """The forward's loss: the in-batch pairs the miner keeps (similarities need no
-        row-by-row measure)."""
-        return self(embeddings, labels)
+    #: the forward's loss: the in-batch pairs the miner keeps (no row-by-row measure needed)
+    clean = LabelWeightedLoss.clean
 
-    def pair_loss(self, anchors, reference, positive, negative):
+    def pair_terms(
+        self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
+    ) -> Parts:
         sim = self.pair_values(anchors, reference)
-        return self.weighted_loss(
+        return self.weighted_terms(
             sim, positive.to(sim.dtype), negative.to(sim.dtype), mine=self.mining
         )
 
-    def weighted_loss(self, values, positive_weights, negative_weights, mine: bool = False):
-        anchors = ((positive_weights + negative_weights) > 0).any(1).sum()
-        if mine:
+    def weighted_terms(
+        self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor, mine: bool = False
+    ) -> Parts:
+        """Per anchor ``L_i`` ``[A]``; the anchors are those with pairs before mining."""
+        anchors = pair_anchors(positive_weights, negative_weights)
+        if mine and self.epsilon is not None:
             kept_pos, kept_neg = multi_similarity_mining(
                 values.detach(), positive_weights > 0, negative_weights > 0, self.epsilon
             )
@@ -89,4 +103,4 @@ class MultiSimilarity(WeightedPairLoss):
             )
         pos = log1p_sum_exp(-self.alpha * (values - self.base), positive_weights) / self.alpha
         neg = log1p_sum_exp(self.beta * (values - self.base), negative_weights) / self.beta
-        return (pos + neg).sum() / anchors.clamp(min=1)
+        return {"anchors": Terms(pos + neg, anchors=anchors)}

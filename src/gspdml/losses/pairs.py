@@ -11,26 +11,14 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
-from gspdml.errors import ConfigError
-from gspdml.losses.base import LabelWeightedLoss, MetricLoss
+from gspdml.losses.base import LabelWeightedLoss, MetricLoss, Output
+from gspdml.losses.reduction import Parts
 from gspdml.losses.requirements import BatchRequirements
 
-#: reductions shared by the pair losses (each loss's docstring says what it averages over)
-REDUCTIONS = ("avg_nonzero", "mean")
 
-
-def check_reduction(loss_name: str, reduction: str, allowed: tuple[str, ...] = REDUCTIONS) -> str:
-    """Return ``reduction`` or raise a :class:`ConfigError` naming ``<loss>.reduction``."""
-    if reduction not in allowed:
-        raise ConfigError(
-            f"{loss_name}.reduction",
-            f"unknown reduction {reduction!r}; allowed: {', '.join(allowed)}",
-        )
-    return reduction
-
-
-def euclidean_distances(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+def euclidean_distances(a: Tensor, b: Tensor, normalize: bool = True) -> Tensor:
     """Pairwise L2 distances ``[A, B]`` of L2-normalised rows (the default distance of
     pytorch-metric-learning's ``LpDistance``), with a gradient that stays finite at zero distance;
     ``normalize=False`` measures the rows as given (``LpDistance(normalize_embeddings=False)``)."""
@@ -42,14 +30,14 @@ def euclidean_distances(a: torch.Tensor, b: torch.Tensor, normalize: bool = True
     return torch.sqrt(squared + 1e-12)
 
 
-def cosine_similarities(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+def cosine_similarities(a: Tensor, b: Tensor, normalize: bool = True) -> Tensor:
     """Pairwise cosine similarities ``[A, B]``; ``normalize=False``: inner products of the rows as given."""
     if normalize:
         a, b = F.normalize(a, dim=1), F.normalize(b, dim=1)
     return a @ b.T
 
 
-def paired_distances(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+def paired_distances(a: Tensor, b: Tensor, normalize: bool = True) -> Tensor:
     """L2 distance ``[P]`` of row ``j`` of ``a`` and row ``j`` of ``b`` (the diagonal of
     :func:`euclidean_distances`, from the differences: exact near 0, where mixed pairs lie)."""
     if normalize:
@@ -57,7 +45,7 @@ def paired_distances(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -
     return torch.sqrt((a - b).pow(2).sum(1) + 1e-12)
 
 
-def paired_similarities(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+def paired_similarities(a: Tensor, b: Tensor, normalize: bool = True) -> Tensor:
     """Cosine similarity ``[P]`` of row ``j`` of ``a`` and row ``j`` of ``b`` (the diagonal of
     :func:`cosine_similarities`)."""
     if normalize:
@@ -65,7 +53,7 @@ def paired_similarities(a: torch.Tensor, b: torch.Tensor, normalize: bool = True
     return (a * b).sum(1)
 
 
-def log1p_sum_exp(logits: torch.Tensor, weights: torch.Tensor, dim: int = 1) -> torch.Tensor:
+def log1p_sum_exp(logits: Tensor, weights: Tensor, dim: int = 1) -> Tensor:
     """``log(1 + sum_k w_k exp(logits_k))`` along ``dim``, stably; 0 where no weight is positive.
 
     ``weights`` is a boolean mask (``w`` in {0, 1}) or non-negative label weights: a weight
@@ -83,8 +71,8 @@ def log1p_sum_exp(logits: torch.Tensor, weights: torch.Tensor, dim: int = 1) -> 
 
 
 def pair_masks(
-    labels: torch.Tensor, reference_labels: torch.Tensor, self_columns: Optional[torch.Tensor]
-) -> tuple[torch.Tensor, torch.Tensor]:
+    labels: Tensor, reference_labels: Tensor, self_columns: Optional[Tensor]
+) -> tuple[Tensor, Tensor]:
     """Boolean ``[B, R]`` masks of positive and negative pairs; ``self_columns[i]`` (or -1) is excluded."""
     same = labels[:, None] == reference_labels[None, :]
     valid = torch.ones_like(same)
@@ -94,43 +82,13 @@ def pair_masks(
     return same & valid, ~same & valid
 
 
-def mean_nonzero(values: torch.Tensor) -> torch.Tensor:
-    """Mean over strictly positive entries; 0 (keeping the graph) when there are none.
-
-    Same rule as pytorch-metric-learning's ``AvgNonZeroReducer``.
-    """
-    count = (values > 0).sum()
-    return values.sum() / count.clamp(min=1)
-
-
-def weighted_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """``sum values / sum weights`` (``values`` already weighted); 0, keeping the graph, when the
-    weights sum to 0. With 0/1 weights: the mean over the selected entries."""
-    total = weights.sum()
-    return values.sum() / torch.where(total > 0, total, torch.ones_like(total))
-
-
-def anchor_mean(
-    values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor
-) -> torch.Tensor:
-    """``sum values`` (``[A, R]``, already weighted) divided by the number of anchors (rows) that
-    have at least one pair of positive weight: per anchor the sum over its pairs, mean over anchors."""
-    anchors = ((positive_weights + negative_weights) > 0).any(1).sum()
-    return values.sum() / anchors.clamp(min=1)
-
-
-def mean_or_zero(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """Mean of ``values``; 0 (keeping the graph of ``like``) when ``values`` is empty."""
-    return values.mean() if values.numel() else like.sum() * 0.0
-
-
 def resolve_reference(
-    embeddings: torch.Tensor,
-    labels: torch.Tensor,
-    reference: Optional[torch.Tensor],
-    reference_labels: Optional[torch.Tensor],
-    reference_self: Optional[torch.Tensor],
-) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    embeddings: Tensor,
+    labels: Tensor,
+    reference: Optional[Tensor],
+    reference_labels: Optional[Tensor],
+    reference_self: Optional[Tensor],
+) -> tuple[Tensor, Tensor, Optional[Tensor]]:
     """``(reference, reference_labels, reference_self)``; the batch itself (diagonal excluded) by default."""
     if reference is None:
         return embeddings, labels, torch.arange(len(labels), device=labels.device)
@@ -140,7 +98,8 @@ def resolve_reference(
 
 
 class PairLoss(MetricLoss):
-    """Base for pair losses: subclasses implement :meth:`pair_loss` on ``[B, R]`` masks.
+    """Base for pair losses: subclasses implement :meth:`pair_terms` on ``[B, R]`` masks, the
+    terms the loss's reducer reduces (:mod:`gspdml.losses.reduction`).
 
     ``forward(embeddings, labels)`` compares the batch with itself (self-pairs dropped by index);
     ``forward(embeddings, labels, reference=R, reference_labels=y_R, reference_self=s)`` compares
@@ -152,56 +111,51 @@ class PairLoss(MetricLoss):
     sets ``normalize_inputs = False`` on its base loss.
     """
 
-    normalize_inputs = True
     #: a positive pair needs two samples of a class in the batch
     requires = BatchRequirements(samples_per_class=2)
 
-    def distances(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def distances(self, a: Tensor, b: Tensor) -> Tensor:
         return euclidean_distances(a, b, self.normalize_inputs)
 
-    def similarities(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def similarities(self, a: Tensor, b: Tensor) -> Tensor:
         return cosine_similarities(a, b, self.normalize_inputs)
 
     def forward(
         self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        output=None,
+        embeddings: Tensor,
+        labels: Tensor,
+        output: Output = None,
         *,
-        reference: Optional[torch.Tensor] = None,
-        reference_labels: Optional[torch.Tensor] = None,
-        reference_self: Optional[torch.Tensor] = None,
-    ) -> torch.Tensor:
+        reference: Optional[Tensor] = None,
+        reference_labels: Optional[Tensor] = None,
+        reference_self: Optional[Tensor] = None,
+    ) -> Tensor:
         reference, reference_labels, reference_self = resolve_reference(
             embeddings, labels, reference, reference_labels, reference_self
         )
         positive, negative = pair_masks(labels, reference_labels, reference_self)
-        return self.pair_loss(embeddings, reference, positive, negative)
+        return self.reduce(self.pair_terms(embeddings, reference, positive, negative))
 
-    def pair_loss(
-        self,
-        anchors: torch.Tensor,
-        reference: torch.Tensor,
-        positive: torch.Tensor,
-        negative: torch.Tensor,
-    ) -> torch.Tensor:  # pragma: no cover - abstract
+    def pair_terms(
+        self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
+    ) -> Parts:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
 class WeightedPairLoss(LabelWeightedLoss, PairLoss):
-    """A pair loss defined on label weights: ``weighted_loss(values, positive_weights, negative_weights)``.
+    """A pair loss defined on label weights: ``weighted_terms(values, positive_weights, negative_weights)``.
 
     ``values`` ``[A, R]`` are the pair distances (``measure = "distance"``) or cosine similarities
     (``"similarity"``) of anchors and references; the weights ``[A, R]`` in ``[0, 1]`` say how much
     each pair counts as positive and as negative (a pair that does not exist has both 0). Hard
-    labels are the 0/1 weights of the masks (:meth:`pair_loss`); Metrix's mixed examples of
+    labels are the 0/1 weights of the masks (:meth:`pair_terms`); Metrix's mixed examples of
     positivity ``lambda`` are weights ``(lambda, 1 - lambda)`` on their one anchor
-    (:meth:`labelled`, Psomas thesis §2.4.2). The arithmetic of a loss is its ``weighted_loss``, once.
+    (:meth:`labelled`, Psomas thesis §2.4.2). The arithmetic of a loss is its ``weighted_terms``, once.
     """
 
     measure = "similarity"
 
-    def pair_values(self, anchors: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    def pair_values(self, anchors: Tensor, reference: Tensor) -> Tensor:
         """``[A, R]`` distances or similarities of all pairs."""
         return (
             self.distances(anchors, reference)
@@ -209,21 +163,18 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
             else self.similarities(anchors, reference)
         )
 
-    def paired_values(self, anchors: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    def paired_values(self, anchors: Tensor, candidates: Tensor) -> Tensor:
         """``[P]`` distances or similarities of row ``j`` with row ``j``."""
         measure = paired_distances if self.measure == "distance" else paired_similarities
         return measure(anchors, candidates, self.normalize_inputs)
 
-    def pair_loss(self, anchors, reference, positive, negative):
+    def pair_terms(
+        self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
+    ) -> Parts:
         values = self.pair_values(anchors, reference)
-        return self.weighted_loss(values, positive.to(values.dtype), negative.to(values.dtype))
+        return self.weighted_terms(values, positive.to(values.dtype), negative.to(values.dtype))
 
-    def weighted_loss(
-        self, values: torch.Tensor, positive_weights: torch.Tensor, negative_weights: torch.Tensor
-    ) -> torch.Tensor:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def clean(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def clean(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """Psomas thesis Eq. 2.7 with hard labels over all ordered in-batch pairs ``i != j`` (= Eq. 2.3):
         the forward's loss, with each pair measured row by row as the mixed pairs are (distances
         from the differences stay exact for near-identical embeddings, where the matrix form
@@ -235,7 +186,14 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
         y = (labels[anchor] == labels[candidate]).to(embeddings.dtype)
         return self.labelled(embeddings, embeddings, anchor, candidate, y)
 
-    def labelled(self, anchors, candidates, anchor_index, candidate_index, y) -> torch.Tensor:
+    def labelled(
+        self,
+        anchors: Tensor,
+        candidates: Tensor,
+        anchor_index: Tensor,
+        candidate_index: Tensor,
+        y: Tensor,
+    ) -> Tensor:
         """The loss over the listed pairs ``(anchors[anchor_index[k]], candidates[candidate_index[k]])``
         with positivity ``y[k]`` (Psomas thesis Eq. 2.7): weights ``y`` and ``1 - y`` on those pairs, 0
         elsewhere. Each pair is measured row by row, then laid out as an ``[A, C]`` matrix."""
@@ -247,7 +205,9 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
         negative = y.new_zeros(shape).index_put(index, 1 - y)
         return self.weighted_loss(dense, positive, negative)
 
-    def mixed(self, embeddings, labels, mixed, triples, lam):
+    def mixed(
+        self, embeddings: Tensor, labels: Tensor, mixed: Tensor, triples: Tensor, lam: Tensor
+    ) -> Tensor:
         """Eq. 2.9: anchor ``triples[j, 0]`` against mixed embedding ``j`` with positivity ``lam[j]``."""
         candidate = torch.arange(len(triples), device=triples.device)
         return self.labelled(embeddings, mixed, triples[:, 0], candidate, lam)

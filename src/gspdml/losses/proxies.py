@@ -10,17 +10,22 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from torch import nn
+import torch.nn.functional as F
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import MetricLoss
-from gspdml.losses.pairs import cosine_similarities
 
 
 class ProxyLoss(MetricLoss):
     """``proxies`` ``[num_classes * proxies_per_class, embedding_dim]``; rows
     ``c * K .. c * K + K - 1`` belong to class ``c``. Subclasses set the initialisation in
-    :meth:`reset_proxies` and implement ``forward(embeddings, labels, output=None)``."""
+    :meth:`reset_proxies` and implement ``forward(embeddings, labels, output=None)``.
+
+    Args:
+        lr_multiplier: learning-rate multiplier of the proxies (100: Gürbüz thesis §3.3.2.1,
+            proxy-loss hyper-parameters).
+    """
 
     def __init__(
         self,
@@ -28,41 +33,41 @@ class ProxyLoss(MetricLoss):
         embedding_dim: Optional[int],
         proxies_per_class: int = 1,
         lr_multiplier: float = 100.0,
-    ):
+    ) -> None:
         super().__init__()
-        name = type(self).__name__
-        for field, value in (("num_classes", num_classes), ("embedding_dim", embedding_dim)):
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(
-                    f"{name}.{field}",
-                    f"must be a positive integer supplied by the trainer, got {value!r}",
-                )
+        self.num_classes = self._supplied("num_classes", num_classes)
+        dim = self._supplied("embedding_dim", embedding_dim)
         if int(proxies_per_class) < 1:
             raise ConfigError(
-                f"{name}.proxies_per_class", f"must be >= 1, got {proxies_per_class!r}"
+                f"{type(self).__name__}.proxies_per_class",
+                f"must be >= 1, got {proxies_per_class!r}",
             )
-        self.num_classes, self.proxies_per_class = num_classes, int(proxies_per_class)
+        self.proxies_per_class = int(proxies_per_class)
         self.lr_multiplier = float(lr_multiplier)
-        self.proxies = nn.Parameter(
-            torch.empty(num_classes * self.proxies_per_class, embedding_dim)
-        )
+        self.proxies = nn.Parameter(torch.empty(self.num_classes * self.proxies_per_class, dim))
         self.reset_proxies()
+
+    def _supplied(self, field: str, value: Optional[int]) -> int:
+        """``value`` of an argument the trainer supplies: a positive integer."""
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(
+                f"{type(self).__name__}.{field}",
+                f"must be a positive integer supplied by the trainer, got {value!r}",
+            )
+        return value
 
     def reset_proxies(self) -> None:
         """Standard normal initialisation (pytorch-metric-learning's ``ProxyNCALoss``)."""
         nn.init.normal_(self.proxies)
 
-    def proxy_classes(self, device: torch.device) -> torch.Tensor:
-        """Class of each proxy row ``[num_classes * proxies_per_class]``."""
-        return torch.arange(self.num_classes, device=device).repeat_interleave(
-            self.proxies_per_class
-        )
+    def cosines(self, embeddings: Tensor) -> Tensor:
+        """Cosine similarities ``[B, num_classes * proxies_per_class]`` of embeddings and proxies
+        (inner products with the embeddings as given when ``normalize_inputs`` is off)."""
+        if self.normalize_inputs:
+            embeddings = F.normalize(embeddings, dim=1)
+        return embeddings @ F.normalize(self.proxies.to(embeddings.dtype), dim=1).T
 
-    def cosines(self, embeddings: torch.Tensor) -> torch.Tensor:
-        """Cosine similarities ``[B, num_classes * proxies_per_class]`` of embeddings and proxies."""
-        return cosine_similarities(embeddings, self.proxies.to(embeddings.dtype))
-
-    def check_labels(self, labels: torch.Tensor) -> None:
+    def check_labels(self, labels: Tensor) -> None:
         if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= self.num_classes):
             raise ValueError(
                 f"{type(self).__name__}: labels must lie in [0, {self.num_classes}), got "

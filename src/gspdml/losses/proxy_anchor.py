@@ -8,12 +8,13 @@ from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES, LabelWeightedLoss
+from gspdml.losses.base import LOSSES, LabelWeightedLoss, Output
 from gspdml.losses.pairs import log1p_sum_exp
 from gspdml.losses.proxies import ProxyLoss
+from gspdml.losses.reduction import Parts, Terms
 
 
 @LOSSES.register("proxy_anchor", "proxyanchor")
@@ -29,7 +30,7 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
     code and pytorch-metric-learning's ``ProxyAnchorLoss``. Proxies initialised with Kaiming
     normal (fan-out) as in the official code.
 
-    With label weights (:meth:`weighted_loss`; Metrix, Psomas thesis §2.3.1, Table 2.1) ``[x in X_p+]``
+    With label weights (:meth:`weighted_terms`; Metrix, Psomas thesis §2.3.1, Table 2.1) ``[x in X_p+]``
     becomes ``y_p(x)`` and ``[x in X_p-]`` a negative weight. A mixed embedding
     ``v = mix_lambda(x, x')`` of classes ``c, c'`` has ``y_q = lambda [c = q] + (1 - lambda) [c' = q]``
     for the two proxies ``q in {c, c'}``, for which it is a positive-negative mixture (Eq. 2.8 with
@@ -41,13 +42,16 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
     ``variant: thesis_generic``: the MS form of the thesis's Table 2.1,
     ``(1/alpha) log(1 + sum y e^{-alpha (s - delta)}) + (1/alpha) log(1 + sum (1 - y) e^{alpha (s - delta)})``
     averaged over all proxies (thesis beta = gamma = alpha = 32, m = delta = 0.1; Psomas thesis §2.4.1).
+
+    Args:
+        delta: the margin ``delta`` (0.1).
+        alpha: the scale ``alpha`` (32).
+        variant: ``original`` (Kim et al.) or ``thesis_generic`` (the thesis's MS form, above).
     """
 
     VARIANTS = ("original", "thesis_generic")
     #: Metrix: mixed examples are pairs of batch examples; their anchor is every proxy
     anchorless = True
-    #: L2-normalise the embeddings (Metrix normalises them itself and turns this off)
-    normalize_inputs = True
 
     def __init__(
         self,
@@ -57,7 +61,7 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
         alpha: float = 32.0,
         lr_multiplier: float = 100.0,
         variant: Literal["original", "thesis_generic"] = "original",
-    ):
+    ) -> None:
         if variant not in self.VARIANTS:
             raise ConfigError(
                 "proxy_anchor.variant",
@@ -69,33 +73,31 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
     def reset_proxies(self) -> None:
         nn.init.kaiming_normal_(self.proxies, mode="fan_out")
 
-    def cosines(self, embeddings: torch.Tensor) -> torch.Tensor:
-        if self.normalize_inputs:
-            return super().cosines(embeddings)
-        return embeddings @ F.normalize(self.proxies.to(embeddings.dtype), dim=1).T
-
-    def forward(self, embeddings, labels, output=None):
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         self.check_labels(labels)
         return self.loss_from_cosines(self.cosines(embeddings), labels)
 
-    def loss_from_cosines(self, cos: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def loss_from_cosines(self, cos: Tensor, labels: Tensor) -> Tensor:
         """The loss from cosines ``[B, P]`` to ``P`` proxies of classes ``0 .. P - 1`` (one per
         class; Proxy Synthesis appends synthetic ones)."""
         same = labels[:, None] == torch.arange(cos.shape[1], device=labels.device)[None, :]
         return self.weighted_loss(cos, same.to(cos.dtype), (~same).to(cos.dtype))
 
-    def weighted_loss(self, values, positive_weights, negative_weights):
-        """The loss from cosines ``[M, C]`` of embeddings and proxies and the weights ``[M, C]``
-        of each (embedding, proxy) pair as positive and as negative."""
-        present = (positive_weights > 0).any(0)
+    def weighted_terms(
+        self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor
+    ) -> Parts:
+        """Per proxy terms ``[C]``, averaged over the proxies with positives and over all."""
         pos = log1p_sum_exp(-self.alpha * (values - self.delta), positive_weights, dim=0)
         if self.variant == "original":
             neg = log1p_sum_exp(self.alpha * (values + self.delta), negative_weights, dim=0)
-            return pos[present].sum() / present.sum().clamp(min=1) + neg.sum() / values.shape[1]
+            present = (positive_weights > 0).any(0)
+            return {"positive": Terms(pos[present]), "negative": Terms(neg)}
         neg = log1p_sum_exp(self.alpha * (values - self.delta), negative_weights, dim=0)
-        return (pos + neg).mean() / self.alpha
+        return {"proxies": Terms(pos + neg, weight=1.0 / self.alpha)}
 
-    def mixed(self, embeddings, labels, mixed, triples, lam):
+    def mixed(
+        self, embeddings: Tensor, labels: Tensor, mixed: Tensor, triples: Tensor, lam: Tensor
+    ) -> Tensor:
         """Each mixed embedding against every proxy, with the soft labels of its two parents."""
         lam = lam.to(mixed.dtype)[:, None]
         first = F.one_hot(labels[triples[:, 1]], self.num_classes).to(mixed.dtype)

@@ -12,11 +12,12 @@ from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES, LabelWeightedLoss
+from gspdml.losses.base import LOSSES, LabelWeightedLoss, Output
 from gspdml.losses.proxies import ProxyLoss
+from gspdml.losses.reduction import Terms
 
 
 @LOSSES.register("proxy_nca", "proxynca")
@@ -49,6 +50,13 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
     Both equal the clean loss of ``x`` when ``lambda = 1`` and ``v = x``; the mixed loss is the
     mean over the mixed embeddings (docs/paper-vs-code.md, "ProxyNCA++ + Metrix"). The distance
     normalises ``v``, so Metrix's ``renormalize`` makes no difference here.
+
+    Args:
+        temperature: ``T``, divides the negative squared distances.
+        assignment_probability: softmax over all proxies, positive included (``true``, +prob) or
+            without it (``false``).
+        mixed_targets: ``generic`` or ``interpolated``: how a mixed embedding's labels enter
+            (above).
     """
 
     MIXED_TARGETS = ("generic", "interpolated")
@@ -63,36 +71,35 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
         assignment_probability: bool = False,
         lr_multiplier: float = 100.0,
         mixed_targets: Literal["generic", "interpolated"] = "generic",
-    ):
+    ) -> None:
         if mixed_targets not in self.MIXED_TARGETS:
             raise ConfigError(
                 f"{type(self).__name__}.mixed_targets",
                 f"unknown value {mixed_targets!r}; allowed: {', '.join(self.MIXED_TARGETS)}",
             )
         super().__init__(num_classes, embedding_dim, 1, lr_multiplier)
-        self.temperature, self.assignment_probability = (
-            float(temperature),
-            bool(assignment_probability),
-        )
+        self.temperature = float(temperature)
+        self.assignment_probability = bool(assignment_probability)
         self.mixed_targets = mixed_targets
 
     def reset_proxies(self) -> None:
         nn.init.normal_(self.proxies, std=1.0 / 8.0)
 
-    def logits(self, embeddings: torch.Tensor) -> torch.Tensor:
+    def logits(self, embeddings: Tensor) -> Tensor:
         """``-d_ic / T`` ``[B, C]``."""
         return _logits(self.cosines(embeddings), self.temperature)
 
-    def forward(self, embeddings, labels, output=None):
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         self.check_labels(labels)
-        return self.per_example(self.logits(embeddings), labels).mean()
+        return self.reduce({"examples": Terms(self.per_example(self.logits(embeddings), labels))})
 
-    def loss_from_cosines(self, cos: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def loss_from_cosines(self, cos: Tensor, labels: Tensor) -> Tensor:
         """The loss from cosines ``[B, P]`` to ``P`` proxies of classes ``0 .. P - 1`` (Proxy
         Synthesis appends synthetic ones)."""
-        return self.per_example(_logits(cos, self.temperature), labels).mean()
+        logits = _logits(cos, self.temperature)
+        return self.reduce({"examples": Terms(self.per_example(logits, labels))})
 
-    def per_example(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def per_example(self, logits: Tensor, labels: Tensor) -> Tensor:
         """``[B]`` losses ``L_i`` of logits ``[B, C]`` under hard labels."""
         if self.assignment_probability:
             return F.cross_entropy(logits, labels, reduction="none")
@@ -100,7 +107,9 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
         others = logits.scatter(1, labels[:, None], float("-inf"))
         return torch.logsumexp(others, dim=1) - positive
 
-    def mixed(self, embeddings, labels, mixed, triples, lam):
+    def mixed(
+        self, embeddings: Tensor, labels: Tensor, mixed: Tensor, triples: Tensor, lam: Tensor
+    ) -> Tensor:
         """Mean over mixed embeddings ``v_j = lam_j x_first + (1 - lam_j) x_second`` of their loss
         against the proxies with interpolated labels (class docstring)."""
         first, second = labels[triples[:, 1]], labels[triples[:, 2]]
@@ -109,13 +118,13 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
         if self.mixed_targets == "interpolated":
             own = self.per_example(logits, first)
             other = self.per_example(logits, second)
-            return (lam * own + (1 - lam) * other).mean()
+            return self.reduce({"mixed": Terms(lam * own + (1 - lam) * other)})
         y = lam[:, None] * F.one_hot(first, self.num_classes).to(logits.dtype) + (1 - lam)[
             :, None
         ] * F.one_hot(second, self.num_classes).to(logits.dtype)
         weights = torch.ones_like(y) if self.assignment_probability else 1 - y
         positive = _weighted_logsumexp(logits, y)
-        return (_weighted_logsumexp(logits, weights) - positive).mean()
+        return self.reduce({"mixed": Terms(_weighted_logsumexp(logits, weights) - positive)})
 
 
 @LOSSES.register("proxynca_pp", "proxy_nca_pp")
@@ -143,6 +152,13 @@ class ProxyNCAPlusPlus(ProxyNCA):
 
     The presets ``losses/proxynca_pp-*`` set these. Equal to the cross-entropy of
     ``-d / T`` over all proxies (the authors' code, github.com/euwern/proxynca_pp: ``CE(18 cos)`` at ``T = 1/9``).
+
+    Args:
+        temperature: ``T`` (1/9 as coded; 1 switches +scale off).
+        assignment_probability: +prob: the softmax includes the positive proxy (false: ProxyNCA Eq.
+            3).
+        lr_multiplier: learning-rate multiplier of the proxies.
+        mixed_targets: how a mixed embedding's labels enter, as for ``proxy_nca``.
     """
 
     def __init__(
@@ -153,7 +169,7 @@ class ProxyNCAPlusPlus(ProxyNCA):
         assignment_probability: bool = True,
         lr_multiplier: float = 1.0,
         mixed_targets: Literal["generic", "interpolated"] = "generic",
-    ):
+    ) -> None:
         super().__init__(
             num_classes,
             embedding_dim,
@@ -164,12 +180,12 @@ class ProxyNCAPlusPlus(ProxyNCA):
         )
 
 
-def _logits(cos: torch.Tensor, temperature: float) -> torch.Tensor:
+def _logits(cos: Tensor, temperature: float) -> Tensor:
     """``-d / T`` with ``d = 2 - 2 cos``, the squared distance of unit vectors."""
     return -(2.0 - 2.0 * cos).clamp(min=0.0) / temperature
 
 
-def _weighted_logsumexp(logits: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def _weighted_logsumexp(logits: Tensor, weights: Tensor) -> Tensor:
     """``log sum_q w_q e^{z_q}`` per row, stable (terms of weight 0 are left out)."""
     masked = logits.masked_fill(weights <= 0, float("-inf"))
     top = masked.amax(dim=1, keepdim=True).detach().clamp(min=-1e4)

@@ -26,8 +26,9 @@ from typing import Any, Optional, cast
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.proxies import ProxyLoss
 from gspdml.losses.wrapper import LossWrapper
 
@@ -73,7 +74,14 @@ class ProxySynthesis(LossWrapper):
         """``base``, checked to be a proxy loss with ``loss_from_cosines``."""
         return cast(Any, self.base)
 
-    def forward(self, embeddings, labels, output=None, *, lam: Optional[float] = None):
+    def forward(
+        self,
+        embeddings: Tensor,
+        labels: Tensor,
+        output: Output = None,
+        *,
+        lam: Optional[float] = None,
+    ) -> Tensor:
         """The base loss over the batch and its synthetic classes; ``lam`` overrides the draw."""
         base = self.proxy_loss
         base.check_labels(labels)
@@ -96,10 +104,10 @@ class ProxySynthesis(LossWrapper):
             proxies = torch.cat([proxies, synthetic])
             new = torch.arange(count, device=labels.device) + base.num_classes
             labels = torch.cat([labels, new])
-        return base.loss_from_cosines(e @ proxies.T, labels)
+        return cast(torch.Tensor, base.loss_from_cosines(e @ proxies.T, labels))
 
 
-def _previous_of_another_class(labels: torch.Tensor) -> torch.Tensor:
+def _previous_of_another_class(labels: Tensor) -> Tensor:
     """``[B]``: for each ``i`` the first of ``i - 1, i - 2, ...`` (cyclically) whose label differs
     (the batch has two classes at least)."""
     n = len(labels)

@@ -19,7 +19,7 @@ declaration once, before step 1, against the batch the sampler will build
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,6 +27,7 @@ from torch import nn
 
 from gspdml.errors import ConfigError
 from gspdml.pooling import POOLINGS
+from gspdml.settings.sections import DataConfig
 
 
 @dataclass(frozen=True)
@@ -49,20 +50,20 @@ class BatchRequirements:
         """The requirements when a memory of earlier batches supplies the positive pairs."""
         return replace(self, samples_per_class=1)
 
-    def check_batches(self, data: Mapping[str, Any]) -> None:
+    def check_batches(self, data: DataConfig) -> None:
         """Refuse a ``data`` config section whose batches do not meet the declaration."""
-        if self.halves and not (data["halves"] and data["sampler"] == "balanced"):
+        if self.halves and not (data.halves and data.sampler == "balanced"):
             raise ConfigError(
                 "data.halves",
                 f"the loss needs each batch ordered as two class-disjoint halves, got "
-                f"data.halves: {data['halves']}, data.sampler: {data['sampler']}; set "
+                f"data.halves: {data.halves}, data.sampler: {data.sampler}; set "
                 "data.halves: true with data.sampler: balanced",
             )
-        if data["sampler"] == "balanced" and data["samples_per_class"] < self.samples_per_class:
+        if data.sampler == "balanced" and data.samples_per_class < self.samples_per_class:
             raise ConfigError(
                 "data.samples_per_class",
                 f"the loss needs at least {self.samples_per_class} samples per class in a "
-                f"batch, got {data['samples_per_class']} (pair losses: with 1 there is no "
+                f"batch, got {data.samples_per_class} (pair losses: with 1 there is no "
                 "positive pair)",
             )
 

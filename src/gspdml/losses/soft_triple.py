@@ -7,10 +7,11 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.proxies import ProxyLoss
+from gspdml.losses.reduction import Terms
 
 #: keeps the gradient of the centre regulariser finite when two centres coincide (Qian et al.'s code)
 _REGULARIZER_EPS = 1e-5
@@ -34,6 +35,13 @@ class SoftTriple(ProxyLoss):
     ``K = 1``, where SoftTriple is a normalised softmax with margin. Reduction: mean over the
     batch, plus ``tau R``. Centres initialised Kaiming-uniform (``a = sqrt(5)``), as in the
     official code.
+
+    Args:
+        centers_per_class: ``K`` centres per class.
+        la: ``lambda``, the scale of the class logits (20).
+        gamma: ``gamma``, divides the logits of the centres' softmax (0.1).
+        tau: ``tau``, weight of the centres' regulariser ``R`` (0.2).
+        margin: ``delta``, subtracted from the true class's similarity (0.01).
     """
 
     def __init__(
@@ -46,26 +54,22 @@ class SoftTriple(ProxyLoss):
         tau: float = 0.2,
         margin: float = 0.01,
         lr_multiplier: float = 100.0,
-    ):
+    ) -> None:
         super().__init__(num_classes, embedding_dim, centers_per_class, lr_multiplier)
-        self.la, self.gamma, self.tau, self.margin = (
-            float(la),
-            float(gamma),
-            float(tau),
-            float(margin),
-        )
+        self.la, self.gamma = float(la), float(gamma)
+        self.tau, self.margin = float(tau), float(margin)
 
     def reset_proxies(self) -> None:
         nn.init.kaiming_uniform_(self.proxies, a=math.sqrt(5))
 
-    def class_similarities(self, embeddings: torch.Tensor) -> torch.Tensor:
+    def class_similarities(self, embeddings: Tensor) -> Tensor:
         """``S_ic`` ``[B, C]`` (Eq. 8)."""
         sim = self.cosines(embeddings).view(
             len(embeddings), self.num_classes, self.proxies_per_class
         )
         return (F.softmax(sim / self.gamma, dim=2) * sim).sum(2)
 
-    def center_regularizer(self) -> torch.Tensor:
+    def center_regularizer(self) -> Tensor:
         """``R`` (Eq. 12): spread of the centres within each class."""
         k = self.proxies_per_class
         if k == 1:
@@ -76,9 +80,13 @@ class SoftTriple(ProxyLoss):
         dist = torch.sqrt((2.0 + _REGULARIZER_EPS - 2.0 * sim[:, upper]).clamp(min=0.0))
         return dist.sum() / (self.num_classes * k * (k - 1))
 
-    def forward(self, embeddings, labels, output=None):
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         self.check_labels(labels)
         logits = self.class_similarities(embeddings)
         logits = logits - self.margin * F.one_hot(labels, self.num_classes).to(logits.dtype)
-        regularizer = self.center_regularizer().to(logits.dtype)
-        return F.cross_entropy(self.la * logits, labels) + self.tau * regularizer
+        return self.reduce(
+            {
+                "examples": Terms(F.cross_entropy(self.la * logits, labels, reduction="none")),
+                "centres": Terms(self.center_regularizer().to(logits.dtype), weight=self.tau),
+            }
+        )

@@ -7,12 +7,13 @@ anchors against a reference set (XBM memory, CCP proxies).
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
-from gspdml.losses.pairs import PairLoss, check_reduction
+from gspdml.losses.pairs import PairLoss
+from gspdml.losses.reduction import Parts, Terms
 
 MININGS = ("all", "semihard", "hard", "batch_hard")
 
@@ -31,14 +32,22 @@ class TripletMargin(PairLoss):
     * ``batch_hard``: one triplet per anchor, its farthest positive and closest negative
       (Hermans et al. 2017); anchors lacking either are skipped.
 
-    Reduction ``avg_nonzero`` (default; pytorch-metric-learning's ``AvgNonZeroReducer``): the sum
-    over the selected triplets divided by the number of strictly positive terms. ``mean``: divided
-    by the number of selected triplets.
+    Reduction (:mod:`gspdml.losses.reduction`) of the terms of the selected triplets (one per
+    anchor with ``batch_hard``): ``avg_nonzero`` (default; pytorch-metric-learning's
+    ``AvgNonZeroReducer``), the sum divided by the number of strictly positive terms, or ``mean``.
 
     The non-batch-hard modes build masked ``[c, R, R]`` tensors for chunks of ``c`` anchors with
     ``c * R^2 <= max_elements`` (no Python loop over triplets); ``R^2 > max_elements`` (e.g. a
     large XBM memory) is refused with an error instead of exhausting memory.
+
+    Args:
+        margin: the margin of ``(d_ap - d_an + margin)_+``.
+        mining: ``all``, ``semihard``, ``hard`` or ``batch_hard`` (above).
+        reduction: ``avg_nonzero`` (default) or ``mean`` (above).
+        max_elements: the most elements of one masked chunk ``[c, R, R]`` (bounds the memory).
     """
+
+    reductions = ("avg_nonzero", "mean")
 
     def __init__(
         self,
@@ -46,27 +55,27 @@ class TripletMargin(PairLoss):
         mining: str = "all",
         reduction: str = "avg_nonzero",
         max_elements: int = 2**26,
-    ):
+    ) -> None:
         super().__init__()
         if mining not in MININGS:
             raise ConfigError(
                 "triplet.mining", f"unknown mining {mining!r}; allowed: {', '.join(MININGS)}"
             )
         self.margin, self.mining, self.max_elements = float(margin), mining, int(max_elements)
-        self.reduction = check_reduction("triplet", reduction)
+        self.set_reduction(reduction)
 
-    def pair_loss(self, anchors, reference, positive, negative):
+    def pair_terms(
+        self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
+    ) -> Parts:
+        """The terms of the selected triplets, one piece per chunk of anchors."""
         dist = self.distances(anchors, reference)
         if self.mining == "batch_hard":
-            return self._batch_hard(dist, positive, negative)
-        total, count = dist.sum() * 0.0, dist.new_zeros((), dtype=torch.long)
+            return {"triplets": Terms(self._batch_hard(dist, positive, negative))}
+        chunks = [dist.flatten()[:0]]  # no triplet: 0, keeping the graph
         for rows in self._anchor_chunks(*dist.shape):
             losses, keep = self._triplets(dist[rows], positive[rows], negative[rows])
-            total = total + losses[keep].sum()
-            count = count + (
-                (losses[keep] > 0).sum() if self.reduction == "avg_nonzero" else keep.sum()
-            )
-        return total / count.clamp(min=1)
+            chunks.append(losses[keep])
+        return {"triplets": Terms(*chunks)}
 
     def _anchor_chunks(self, num_anchors: int, num_reference: int) -> list[slice]:
         per_anchor = num_reference * num_reference
@@ -79,9 +88,7 @@ class TripletMargin(PairLoss):
         step = max(1, self.max_elements // per_anchor)
         return [slice(start, start + step) for start in range(0, num_anchors, step)]
 
-    def _triplets(
-        self, dist: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _triplets(self, dist: Tensor, positive: Tensor, negative: Tensor) -> tuple[Tensor, Tensor]:
         """Losses ``[c, R, R]`` indexed (anchor, positive, negative) and the mask of selected triplets."""
         gap = dist[:, None, :] - dist[:, :, None]  # d_an - d_ap
         keep = positive[:, :, None] & negative[:, None, :]
@@ -91,12 +98,9 @@ class TripletMargin(PairLoss):
             keep = keep & (gap <= min(0.0, self.margin))
         return F.relu(self.margin - gap), keep
 
-    def _batch_hard(
-        self, dist: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor
-    ) -> torch.Tensor:
+    def _batch_hard(self, dist: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        """``[V]`` terms of the valid anchors' hardest triplets."""
         hardest_pos = dist.masked_fill(~positive, float("-inf")).amax(1)
         hardest_neg = dist.masked_fill(~negative, float("inf")).amin(1)
         valid = positive.any(1) & negative.any(1)
-        losses = F.relu(hardest_pos[valid] - hardest_neg[valid] + self.margin)
-        count = (losses > 0).sum() if self.reduction == "avg_nonzero" else valid.sum()
-        return losses.sum() / count.clamp(min=1)
+        return F.relu(hardest_pos[valid] - hardest_neg[valid] + self.margin)

@@ -34,24 +34,20 @@ class LossWrapper(MetricLoss):
     Class attributes: ``base_option``, the config option that holds the wrapped loss's spec
     (``base``; Metrix's is ``loss``), and ``nested``, the registry it is built from (validated
     by :meth:`gspdml.registry.Registry.check`).
+
+    Args:
+        base: the spec of the wrapped loss (any registered loss, ``{name: ..., options}``).
     """
 
     base_option = "base"
     nested: dict[str, Registry] = {"base": LOSSES}
 
-    def __init__(self, base: Any, embedding_dim: Optional[int], num_classes: Optional[int]):
+    def __init__(self, base: Any, embedding_dim: Optional[int], num_classes: Optional[int]) -> None:
         super().__init__()
-        field = self.field(self.base_option)
-        if isinstance(base, nn.Module):
-            self.base = base
-        elif self.nested[self.base_option] is LOSSES:
-            self.base = build_loss(
-                base, field, embedding_dim=embedding_dim, num_classes=num_classes
-            )
-        else:
-            self.base = self.nested[self.base_option].build(
-                base, field, embedding_dim=embedding_dim, num_classes=num_classes
-            )
+        if not isinstance(base, nn.Module):
+            field = self.field(self.base_option)
+            base = build_loss(base, field, embedding_dim=embedding_dim, num_classes=num_classes)
+        self.base = base
 
     def batch_requirements(self) -> BatchRequirements:
         """The wrapper's own requirements and its base loss's."""

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import torch
+from torch import Tensor
 
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
@@ -42,7 +43,20 @@ class CrossBatchMemory(LossWrapper):
     (:class:`~gspdml.losses.PairLoss`): C1, C2, triplet, MS, lifted, margin, generalized
     contrastive. Reduction: that of the base loss, for each of the two terms. (``memory_weight``
     is not called ``weight``: in a loss list, ``weight`` is the weight of the whole XBM term.)
+
+    Args:
+        base: the pair loss applied to the batch and to the memory (a pair loss spec).
+        memory_batches: the memory holds this many batches.
+        memory_weight: weight of the memory term.
+        start_step: the step from which the memory is read (above).
+        fill_before_start: enqueue from step 0 so the memory is full when first read (above).
     """
+
+    memory: Tensor
+    memory_labels: Tensor
+    pointer: Tensor
+    filled: Tensor
+    step: Tensor
 
     def __init__(
         self,
@@ -53,7 +67,7 @@ class CrossBatchMemory(LossWrapper):
         fill_before_start: bool = True,
         embedding_dim: Optional[int] = None,
         num_classes: Optional[int] = None,
-    ):
+    ) -> None:
         super().__init__(base, embedding_dim, num_classes)
         self.require_base(PairLoss, "a pair loss (c1, c2, triplet, ms, ...)")
         self.require(
@@ -85,8 +99,8 @@ class CrossBatchMemory(LossWrapper):
         """Whether the current training step writes the batch into the memory."""
         return self.fill_before_start or int(self.step) >= self.start_step
 
-    def forward(self, embeddings, labels, output=None):
-        loss = self.base(embeddings, labels, output)
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
+        loss: Tensor = self.base(embeddings, labels, output)
         if not self.training:
             return loss
         slots = self.enqueue(embeddings, labels) if self.enqueues else None
@@ -104,7 +118,7 @@ class CrossBatchMemory(LossWrapper):
         return loss
 
     @torch.no_grad()
-    def enqueue(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def enqueue(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """Write the batch at the pointer (wrapping around); returns the slot of each row."""
         batch = len(embeddings)
         if self.memory.numel() == 0:
@@ -126,7 +140,9 @@ class CrossBatchMemory(LossWrapper):
         self.memory = torch.zeros(size, dim, device=device, dtype=dtype)
         self.memory_labels = torch.zeros(size, dtype=torch.long, device=device)
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+    def _load_from_state_dict(
+        self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any
+    ) -> None:
         """Size the lazily allocated memory from the checkpoint before loading it."""
         stored = state_dict.get(prefix + "memory")
         if stored is not None and stored.shape != self.memory.shape:

@@ -28,16 +28,16 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.halves import ridge_across_halves
 
 
-def soft_histogram(local: torch.Tensor, prototypes: torch.Tensor, eps: float) -> torch.Tensor:
+def soft_histogram(local: Tensor, prototypes: Tensor, eps: float) -> Tensor:
     """Eq. 2.4 of the XML paper: ``z_i = mean_j softmax_i(eps nu_i^T x_j)``; ``local`` ``[B, d, H, W]``
     (or tokens ``[B, n, d]``), ``prototypes`` ``[m, d]``; returns ``[B, m]`` rows summing to one."""
     tokens = local.flatten(2).transpose(1, 2) if local.dim() == 4 else local
@@ -93,9 +93,7 @@ class XML(LossWrapper):
             nn.init.xavier_uniform_(torch.empty(num_prototypes, embedding_dim))
         )
 
-    def cross_batch_loss(
-        self, local: torch.Tensor, pooled: torch.Tensor, labels: torch.Tensor
-    ) -> torch.Tensor:
+    def cross_batch_loss(self, local: Tensor, pooled: Tensor, labels: Tensor) -> Tensor:
         """``L_XML`` of Eq. 2.10 for a batch ordered as two class-disjoint halves."""
         width = local.shape[1] if local.dim() == 4 else local.shape[-1]
         if width != self.prototypes.shape[1]:
@@ -113,14 +111,14 @@ class XML(LossWrapper):
                 total = total + self.base(predicted, labels[half])
         return total
 
-    def forward(self, embeddings, labels, output=None):
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         if output is None or output.local is None:
             raise ConfigError(
                 "loss",
                 "xml reads the local features (output.local) of the embedder; none were given",
             )
         pooled = output.pooled if output.pooled is not None else embeddings
-        dml = self.base(embeddings, labels, output)
+        dml: Tensor = self.base(embeddings, labels, output)
         return (1.0 - self.mixing) * dml + self.mixing * self.cross_batch_loss(
             output.local, pooled, labels
         )

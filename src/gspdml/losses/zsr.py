@@ -31,15 +31,15 @@ from typing import Any, Optional, Union
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES
+from gspdml.losses.base import LOSSES, Output
+from gspdml.losses.reduction import Terms, reduce
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.halves import ridge_across_halves
 
-REDUCTIONS = ("mean", "sum_of_halves")
 #: the named initial scales of the class embeddings ``v`` (see :class:`ZSR`)
 CLASS_INITS = ("unit", "he_normal")
 #: L_ZS at step 0 above this many ln(num_classes) is warned about (the collapse regime)
@@ -75,12 +75,14 @@ class ZSR(LossWrapper):
             the fan, so the default keeps the class count out of it. A positive number is the
             entries' standard deviation itself (``||v_y||^2 ~ d std^2``), for studies of the
             scale (``experiments/zero_shot_attributes``, ``--study scale``).
+        class_dim: length of the class embeddings (null: ``embedding_dim``).
 
     Reads ``output.attributes`` (GSP's ``z``) and needs two class-disjoint halves: declared in
     ``requires``, checked by the trainer before step 1.
     """
 
     requires = BatchRequirements(halves=True, reads=frozenset({"attributes"}))
+    reductions = ("mean", "sum_of_halves")
 
     def __init__(
         self,
@@ -94,47 +96,46 @@ class ZSR(LossWrapper):
         class_dim: Optional[int] = None,
         lr_multiplier: float = 1.0,
         class_init: Union[str, float] = "unit",
-    ):
+    ) -> None:
         super().__init__(base, embedding_dim, num_classes)
         self.mixing, self.ridge = self.require_mixing(mixing), self.require_positive("ridge", ridge)
         self.logit_scale = self.require_positive("logit_scale", logit_scale)
-        self.require_choice("reduction", reduction, REDUCTIONS)
-        self.reduction = reduction
+        self.set_reduction(reduction)
         self.lr_multiplier = float(lr_multiplier)
         self.class_init = checked_class_init(class_init)
         dim = int(class_dim or embedding_dim)
         self.class_embeddings = nn.Parameter(initial_class_embeddings(num_classes, dim, class_init))
         self._first_loss_checked = False
 
-    def zero_shot_loss(self, attributes: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """``L_ZS`` of Eq. 4.4 on a batch ordered as two class-disjoint halves."""
-        half_means = []
+    def zero_shot_loss(self, attributes: Tensor, labels: Tensor) -> Tensor:
+        """``L_ZS`` of Eq. 4.4 on a batch ordered as two class-disjoint halves: the terms ``l_j``
+        of both halves, reduced by ``reduction``."""
+        losses = []
         with torch.autocast(device_type=attributes.device.type, enabled=False):  # solves in float32
             targets = self.class_embeddings[labels]
             for half, predicted in ridge_across_halves(
                 attributes.float(), targets, labels, self.ridge, "zsr"
             ):
                 logits = self.logit_scale * predicted @ self.class_embeddings.T
-                half_means.append(F.cross_entropy(logits, labels[half]))
-        total = half_means[0] + half_means[1]
-        loss = total / 2 if self.reduction == "mean" else total
+                losses.append(F.cross_entropy(logits, labels[half], reduction="none"))
+        parts = {"samples": Terms(*losses)}
         if not self._first_loss_checked and self.training:
             self._first_loss_checked = True  # one host sync, at the first training step
             warn_far_above_chance(
-                float(loss.detach()) / (1 if self.reduction == "mean" else 2),
+                float(reduce(parts, "mean").detach()),
                 self.class_embeddings.shape[0],
                 self.class_init,
             )
-        return loss
+        return self.reduce(parts)
 
-    def forward(self, embeddings, labels, output=None):
+    def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         attributes = None if output is None else output.attributes
         if attributes is None:
             raise ConfigError(
                 "loss",
                 "zsr reads the pooling's pseudo-attributes, but the model gave none (use model.pooling: gsp)",
             )
-        dml = self.base(embeddings, labels, output)
+        dml: Tensor = self.base(embeddings, labels, output)
         return (1.0 - self.mixing) * dml + self.mixing * self.zero_shot_loss(attributes, labels)
 
 
@@ -152,7 +153,7 @@ def checked_class_init(value: Union[str, float]) -> Union[str, float]:
     )
 
 
-def initial_class_embeddings(num_classes: int, dim: int, rule: Union[str, float]) -> torch.Tensor:
+def initial_class_embeddings(num_classes: int, dim: int, rule: Union[str, float]) -> Tensor:
     """``v`` at initialisation: ``"unit"`` N(0, 1/d) entries; ``"he_normal"`` std sqrt(2/c) (the
     authors' code: fan = the number of classes); a number: N(0, rule^2) entries."""
     if rule == "he_normal":

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union, cast
+from typing import Any, Mapping, Optional, Union, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gspdml.errors import ConfigError
-from gspdml.models.backbones import build_backbone
-from gspdml.models.feature_cache import FROZEN_ONLY, SHARED, FeatureCache
+from gspdml.models.backbones import Backbone, build_backbone
+from gspdml.models.feature_cache import SHARED, FeatureCache
 from gspdml.models.output import EmbedderOutput
 from gspdml.ops.normalize import clip_normalize
 from gspdml.pooling import POOLINGS, Pooling, build_pooling
-from gspdml.registry import parse_spec
+from gspdml.settings.sections import FROZEN_ONLY, ModelConfig
 
 
 class LocalHead(nn.Conv2d):
@@ -33,10 +33,6 @@ class LocalHead(nn.Conv2d):
         """The same map on vectors ``[..., C]`` (e.g. a pooled backbone map), in their dtype."""
         bias = self.bias.to(vectors.dtype) if self.bias is not None else None
         return F.linear(vectors, self.weight.flatten(1).to(vectors.dtype), bias)
-
-
-HEAD_POSITIONS = ("local", "global")
-NORMALIZE = (True, False, "clip")
 
 
 class Embedder(nn.Module):
@@ -67,6 +63,8 @@ class Embedder(nn.Module):
 
     ``feature_cache`` (a :class:`~gspdml.models.feature_cache.FeatureCache`, for a frozen
     backbone only) reads the maps of images seen before instead of running the backbone again.
+    The backbone, its frozen regime and the cache are what :class:`~gspdml.models.freezable.Freezable`
+    declares to the trainer.
 
     The parts are attributes ``backbone``, ``head``, ``pooling``, ``pooled_norm`` and
     ``projection``; the trainer builds optimiser groups (and the warm-up of the new layers) from
@@ -88,9 +86,9 @@ class Embedder(nn.Module):
         feature_cache: Optional[FeatureCache] = None,
     ):
         super().__init__()
-        if feature_cache is not None and not getattr(backbone, "is_frozen", False):
-            raise ConfigError("model.cache_backbone_features", FROZEN_ONLY)
         self.backbone, self.pooling = backbone, pooling
+        if feature_cache is not None and not self.backbone_frozen:
+            raise ConfigError("model.cache_backbone_features", FROZEN_ONLY)
         self.head = head if head is not None else nn.Identity()
         self.pooled_norm = pooled_norm if pooled_norm is not None else nn.Identity()
         self.projection = projection if projection is not None else nn.Identity()
@@ -123,47 +121,50 @@ class Embedder(nn.Module):
         return EmbedderOutput(embedding, pooled.weights, pooled.attributes, local, vector)
 
     @property
+    def backbone_frozen(self) -> bool:
+        """Whether the backbone is in the frozen regime (:meth:`Backbone.freeze`)."""
+        return isinstance(self.backbone, Backbone) and self.backbone.is_frozen
+
+    @property
     def embedding_dim(self) -> int:
         if isinstance(self.projection, nn.Linear):
             return self.projection.out_features
         return self.pooling.out_channels()
 
 
-def build_embedder(model: dict[str, Any], in_channels: int) -> Embedder:
+def model_section(model: ModelConfig | Mapping[str, Any]) -> ModelConfig:
+    """The typed ``model`` section; a plain mapping (the library's short form, e.g.
+    ``{"backbone": "small_cnn", "pooling": "gap"}``) is checked by the run schema, and without
+    ``embedding_dim`` it has no head (the pooled channels are the embedding)."""
+    if isinstance(model, ModelConfig):
+        return model
+    return ModelConfig.from_mapping({"embedding_dim": None, **model}, "model")
+
+
+def build_embedder(model: ModelConfig | Mapping[str, Any], in_channels: int) -> Embedder:
     """Build from the ``model`` section of a config (see :mod:`gspdml.config`)."""
-    backbone = build_backbone(model["backbone"], in_channels)
-    dim = model.get("embedding_dim")
-    position = head_position(model)
-    bias = bool(model.get("head_bias", True))
+    section = model_section(model)
+    backbone = build_backbone(section.backbone, in_channels)
+    dim = section.embedding_dim
+    position = head_position(section)
     head = projection = pooled_norm = None
     local_dim = backbone.out_channels
     if dim and position == "local":
-        head = LocalHead(backbone.out_channels, int(dim), bias=bias)
-        local_dim = int(dim)
-    pooling = build_pooling(model["pooling"], in_channels=local_dim)
-    if model.get("pooled_norm") == "layer_norm":
+        head = LocalHead(backbone.out_channels, dim, bias=section.head_bias)
+        local_dim = dim
+    pooling = build_pooling(section.pooling, in_channels=local_dim)
+    if section.pooled_norm == "layer_norm":
         pooled_norm = nn.LayerNorm(pooling.out_channels(), elementwise_affine=False)
     if dim and position == "global":
-        projection = nn.Linear(pooling.out_channels(), int(dim), bias=bias)
-    normalize = model.get("normalize", True)
-    if normalize not in NORMALIZE:
-        raise ConfigError(
-            "model.normalize", f"unknown value {normalize!r}; allowed: true, false, clip"
-        )
-    cache = SHARED if model.get("cache_backbone_features") else None
-    return Embedder(backbone, pooling, head, normalize, pooled_norm, projection, cache)
+        projection = nn.Linear(pooling.out_channels(), dim, bias=section.head_bias)
+    cache = SHARED if section.cache_backbone_features else None
+    return Embedder(backbone, pooling, head, section.normalize, pooled_norm, projection, cache)
 
 
-def head_position(model: dict[str, Any]) -> str:
+def head_position(model: ModelConfig | Mapping[str, Any]) -> str:
     """``model.head`` when it is named, else the placement of the configured pooling (see
     :class:`Embedder`)."""
-    position = model.get("head")
-    if position is None:
-        name, _ = parse_spec(model["pooling"], "model.pooling")
-        position = cast(type[Pooling], POOLINGS.get(name)).head_placement  # a registry of classes
-    if position not in HEAD_POSITIONS:
-        raise ConfigError(
-            "model.head",
-            f"unknown head position {position!r}; allowed: {', '.join(HEAD_POSITIONS)}",
-        )
-    return position
+    section = model_section(model)
+    if section.head is not None:
+        return section.head
+    return cast(type[Pooling], POOLINGS.get(section.pooling_name)).head_placement

@@ -29,8 +29,6 @@ from gspdml.progress import Progress
 
 #: default byte budget of the process-wide cache
 MAX_BYTES = 4 << 30
-#: why only a frozen backbone may be cached (the config check and the embedder's say the same)
-FROZEN_ONLY = "needs a frozen backbone (model.backbone.frozen: true): a trained backbone's maps change at every step"
 
 
 def _tensor_bytes(tensor: torch.Tensor) -> bytes:
@@ -46,9 +44,9 @@ class FeatureCache:
         self._meter: Progress | None = None
         self.stored_bytes = 0
         self.hits = self.misses = 0
-        self._maps: dict[tuple[str, str, tuple], torch.Tensor] = {}
+        self._maps: dict[tuple[str, str, tuple[str, bool, torch.dtype]], torch.Tensor] = {}
         self._weights: dict[
-            int, tuple[tuple, str]
+            int, tuple[tuple[tuple[str, int, int], ...], str]
         ] = {}  # id(backbone) -> (tensor versions, digest)
 
     def weights_digest(self, backbone: nn.Module) -> str:

@@ -2,10 +2,12 @@
 
 :func:`embed` is the one embedding loop of the package (trainer evaluation, ``gspdml evaluate``,
 the protocols, retrieval indexes and searches): batches of :func:`stack_batch`, eval mode, the
-run's precision (:func:`autocast_context`: bf16 autocast on CPU or GPU, fp16 AMP, fp32, or ``auto``:
-bf16 only where it is native, :mod:`gspdml.compat.hardware`) on the
-device :func:`resolve_device` names. :func:`split_embeddings` embeds the query and gallery sets
-of an :class:`~gspdml.data.base.EvalSplit`; the metrics on them are :mod:`gspdml.evaluation.service`.
+run's precision (:func:`autocast_context`: bf16 autocast on CPU or GPU, fp16 AMP, or fp32) in
+the layout it computes fastest in (:func:`memory_format`) on the device :func:`resolve_device`
+names. The precision is one the run's entry resolved (``auto`` included) with
+:func:`gspdml.compat.hardware.resolve_precision`; nothing here resolves it again.
+:func:`split_embeddings` embeds the query and gallery sets of an
+:class:`~gspdml.data.base.EvalSplit`; the metrics on them are :mod:`gspdml.evaluation.service`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from gspdml.compat.hardware import auto_precision, resolve_precision
+from gspdml.compat.hardware import Precision, precision_name
 from gspdml.data.base import EvalSplit
 from gspdml.errors import DataError
 from gspdml.progress import Progress
@@ -31,17 +33,25 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def memory_format(precision: str, device: torch.device) -> torch.memory_format:
-    """The layout of images and convolution weights for ``precision`` on ``device``:
-    ``channels_last`` where the convolutions run faster in it (bf16 or fp16 on CUDA tensor cores,
-    whose cuDNN kernels are NHWC; bf16 on a CPU, oneDNN's blocked kernels), else NCHW."""
-    if precision == "auto":
-        precision = auto_precision(device).precision
+def memory_format(precision: Precision, device: torch.device) -> torch.memory_format:
+    """The layout of images and convolution weights for the resolved ``precision`` on
+    ``device``: ``channels_last`` where the convolutions run faster in it (bf16 or fp16 on CUDA
+    tensor cores, whose cuDNN kernels are NHWC; bf16 on a CPU, oneDNN's blocked kernels), else
+    NCHW. The one place of this rule: the trainer, the evaluation and pre-training use it."""
+    precision = precision_name(precision)
     if (device.type == "cuda" and precision in ("bf16", "fp16")) or (
         device.type == "cpu" and precision == "bf16"
     ):
         return torch.channels_last
     return torch.contiguous_format
+
+
+def placed(model: nn.Module, device: torch.device, precision: Precision) -> nn.Module:
+    """``model`` on ``device`` in the layout of ``precision`` (:func:`memory_format`), as the
+    trainer holds it."""
+    layout = memory_format(precision, device)
+    moved: nn.Module = model.to(device, memory_format=layout)  # type: ignore[call-overload]  # torch's stubs lack it
+    return moved
 
 
 #: the most loader processes ``data.num_workers: auto`` starts for one GPU
@@ -69,12 +79,10 @@ def loader_options(workers: int) -> dict[str, Any]:
     return {"num_workers": workers, "persistent_workers": True, "prefetch_factor": 4}
 
 
-def autocast_context(precision: str, device: torch.device) -> ContextManager[object]:
-    """bf16 autocast (CPU or GPU), fp16 AMP (GPU), or nothing for fp32; ``auto`` is what
-    :func:`gspdml.compat.hardware.auto_precision` picks on ``device`` (callers that run it every
-    step pass the precision they resolved once)."""
-    if precision == "auto":
-        precision = auto_precision(device).precision
+def autocast_context(precision: Precision, device: torch.device) -> ContextManager[object]:
+    """bf16 autocast (CPU or GPU), fp16 AMP (GPU), or nothing for fp32, for a resolved
+    ``precision``."""
+    precision = precision_name(precision)
     if precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     if precision == "fp16":
@@ -102,10 +110,10 @@ def stack_batch(batch: Sequence[tuple[Any, Any]]) -> Optional[tuple[torch.Tensor
 @torch.no_grad()
 def embed(
     model: nn.Module,
-    dataset: Dataset,
+    dataset: Dataset[Any],
     batch_size: int = 256,
     device: torch.device | str = "cpu",
-    precision: str = "fp32",
+    precision: Precision = "fp32",
     num_workers: int | str = 0,
     progress: bool | Progress = False,
     on_device: bool = False,
@@ -115,10 +123,11 @@ def embed(
     ``progress``: True prints progress lines (:class:`gspdml.progress.Progress`); a ``Progress``
     of the caller's is counted on by the images embedded (a phase that embeds in parts);
     ``on_device``: the embeddings stay on ``device`` (where the evaluation's kNN then runs).
-    ``num_workers`` may be ``auto`` (:func:`resolve_num_workers`)."""
+    ``precision``: resolved by the caller (module docstring). ``num_workers`` may be ``auto``
+    (:func:`resolve_num_workers`)."""
     device = torch.device(device)
     keep = device if on_device else torch.device("cpu")
-    precision = resolve_precision(precision, device).precision
+    precision = precision_name(precision)
     was_training = model.training
     model.eval()
     workers = resolve_num_workers(num_workers, device)
@@ -158,9 +167,16 @@ def embed(
     return torch.cat(chunks), torch.cat(labels)
 
 
+#: ``(query, query labels, gallery, gallery labels)``; the gallery is None for leave-one-out
+SplitEmbeddings = tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]
+
+
 def split_embeddings(
-    model: nn.Module, split: EvalSplit, embed_fn: Callable = embed, **kwargs: Any
-) -> tuple:
+    model: nn.Module,
+    split: EvalSplit,
+    embed_fn: Callable[..., tuple[torch.Tensor, torch.Tensor]] = embed,
+    **kwargs: Any,
+) -> SplitEmbeddings:
     """``(query, query_labels, gallery, gallery_labels)`` of a split (gallery ``None`` for
     leave-one-out); ``embed_fn(model, dataset, **kwargs)`` embeds one dataset."""
     query, query_labels = embed_fn(model, split.query, **kwargs)

@@ -57,7 +57,8 @@ class BatchAttention(nn.Module):
         null = scores.new_zeros(*scores.shape[:-1], 1)
         weights = self.dropout(torch.softmax(torch.cat([scores, null], dim=-1), dim=-1)[..., :-1])
         messages = (weights @ v).transpose(0, 1).reshape(x.shape)  # heads concatenated
-        return self.out(messages)
+        out: torch.Tensor = self.out(messages)
+        return out
 
 
 class MessagePassingLayer(nn.Module):
@@ -80,7 +81,8 @@ class MessagePassingLayer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.norm1(x + self.attention_dropout(self.attention(x)))
-        return self.norm2(x + self.mlp(x))
+        out: torch.Tensor = self.norm2(x + self.mlp(x))
+        return out
 
 
 class MessagePassingNetwork(nn.Module):

@@ -22,7 +22,7 @@ from torch import nn
 from gspdml.errors import ConfigError, DataError
 from gspdml.models.checkpoint_limits import check_torch_checkpoint
 
-PretrainedSpec = Union[bool, str, os.PathLike, None]
+PretrainedSpec = Union[bool, str, os.PathLike[str], None]
 
 
 class WeightsNotFoundError(ConfigError):
@@ -77,7 +77,7 @@ def hub_checkpoint(
     )
 
 
-def read_recipe_weights(weights: Union[str, os.PathLike]) -> dict[str, torch.Tensor]:
+def read_recipe_weights(weights: Union[str, os.PathLike[str]]) -> dict[str, torch.Tensor]:
     """The state dict in the file of a pre-training recipe's weights (``model.backbone.weights``
     once :func:`gspdml.training.pretrain.resolve_recipe_weights` has replaced the recipe by it)."""
     path = Path(weights)
@@ -97,7 +97,7 @@ class SavedArguments:
 
 
 def read_state_dict(
-    path: Union[str, os.PathLike], wrappers: Sequence[str] = ("state_dict", "model")
+    path: Union[str, os.PathLike[str]], wrappers: Sequence[str] = ("state_dict", "model")
 ) -> dict[str, torch.Tensor]:
     """Read a checkpoint (``.safetensors`` or a torch pickle) as a flat ``{key: tensor}`` dict.
 

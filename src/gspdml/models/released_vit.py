@@ -104,7 +104,8 @@ class PatchEmbed(nn.Module):
         self.proj = nn.Conv2d(in_channels, width, kernel_size=patch, stride=patch)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.proj(images).flatten(2).transpose(1, 2)
+        patches: torch.Tensor = self.proj(images)
+        return patches.flatten(2).transpose(1, 2)
 
 
 class ReleasedViT(Backbone):
@@ -141,7 +142,7 @@ class ReleasedViT(Backbone):
                 f"{self.shape.grid} patches of {self.shape.patch}); got "
                 f"{tuple(images.shape[-2:])}: set the crop to {size}"
             )
-        tokens = self.patch_embed(images)
+        tokens: torch.Tensor = self.patch_embed(images)
         if self.cls_token is not None:
             tokens = torch.cat([self.cls_token.expand(tokens.shape[0], -1, -1), tokens], dim=1)
         tokens = self.blocks(tokens + self.pos_embed)

@@ -42,7 +42,8 @@ class ImageNetClassifier(nn.Module):
         self.backbone, self.pooling, self.classifier = backbone, pooling, classifier
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.pooling(self.backbone(images)).vector)
+        logits: torch.Tensor = self.classifier(self.pooling(self.backbone(images)).vector)
+        return logits
 
 
 def imagenet_classifier(network: str, pooling: str) -> ImageNetClassifier:

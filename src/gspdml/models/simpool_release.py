@@ -64,7 +64,7 @@ POOLINGS = ("gap", "cls", "simpool")
 BASELINES = {"resnet50": "gap", "vit": "cls"}
 
 
-def released_state_dict(path: Union[str, os.PathLike]) -> dict[str, torch.Tensor]:
+def released_state_dict(path: Union[str, os.PathLike[str]]) -> dict[str, torch.Tensor]:
     """The weights of a released checkpoint under the embedder's names (module doc):
     ``backbone.<name>`` for the backbone, ``pooling.<name>`` for SimPool."""
     from gspdml.models.pretrained import read_state_dict
@@ -110,7 +110,7 @@ def _vit(
 
 
 def released_embedder(
-    path: Union[str, os.PathLike],
+    path: Union[str, os.PathLike[str]],
     pooling: str,
     *,
     backbone: str = "resnet50",

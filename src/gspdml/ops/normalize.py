@@ -13,4 +13,5 @@ import torch
 
 def clip_normalize(u: torch.Tensor) -> torch.Tensor:
     """``u / max(1, ||u||_2)`` along the last dimension: projection onto the unit ball (GSP paper §4.1)."""
-    return u / u.norm(dim=-1, keepdim=True).clamp_min(1.0)
+    projected: torch.Tensor = u / u.norm(dim=-1, keepdim=True).clamp_min(1.0)
+    return projected

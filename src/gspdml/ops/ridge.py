@@ -25,9 +25,11 @@ def ridge_fit(inputs: torch.Tensor, targets: torch.Tensor, ridge: float) -> torc
     b, m = inputs.shape
     if b <= m:
         gram = inputs @ inputs.T + ridge * torch.eye(b, dtype=inputs.dtype, device=inputs.device)
-        return inputs.T @ torch.linalg.solve(gram, targets)
+        weights: torch.Tensor = inputs.T @ torch.linalg.solve(gram, targets)
+        return weights
     gram = inputs.T @ inputs + ridge * torch.eye(m, dtype=inputs.dtype, device=inputs.device)
-    return torch.linalg.solve(gram, inputs.T @ targets)
+    solved: torch.Tensor = torch.linalg.solve(gram, inputs.T @ targets)
+    return solved
 
 
 def ridge_predict(

@@ -8,8 +8,9 @@ size, e.g. NetVLAD) and, when the method has them, the spatial weights and attri
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import nn
@@ -118,5 +119,8 @@ class LazyInitialised(abc.ABC):
         """Initialise now from the samples seen; returns how many were used (0: already done)."""
 
 
-def build_pooling(spec, in_channels: int, field: str = "model.pooling") -> Pooling:
-    return POOLINGS.build(spec, field, in_channels=in_channels)
+def build_pooling(
+    spec: Mapping[str, Any] | str, in_channels: int, field: str = "model.pooling"
+) -> Pooling:
+    pooling: Pooling = POOLINGS.build(spec, field, in_channels=in_channels)
+    return pooling

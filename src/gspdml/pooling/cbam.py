@@ -21,6 +21,10 @@ class CBAM(Pooling):
     Psomas thesis Eq. 3.38 averages the two MLP outputs (``MLP(U0) 1_2 / 2``); the original sums
     them, which is what is implemented. ``a`` (in (0, 1), not a distribution) is returned as
     ``weights``. Needs a feature map (the convolution is spatial).
+
+    Args:
+        reduction: the channel MLP's bottleneck is ``C / reduction`` channels (16, Woo et al.).
+        kernel_size: side ``k`` of the spatial attention's convolution (7, Woo et al.).
     """
 
     order_free = False

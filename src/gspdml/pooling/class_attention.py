@@ -55,6 +55,12 @@ class ClassAttention(Pooling):
     §3.4.2). The local features are not updated (``phi_X = id``). ``weights`` = the last block's
     class-token attention on the locations, averaged over heads and renormalised to sum to one
     (the class token also attends to itself).
+
+    Args:
+        heads: attention heads of each block (4 in the tournament).
+        blocks: class-attention blocks (1 in the tournament).
+        mlp_ratio: hidden width of each block's MLP, in multiples of the channels (4).
+        layer_scale_init: initial LayerScale of the blocks' residual branches (1e-5).
     """
 
     order_free = True

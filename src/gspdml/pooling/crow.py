@@ -22,6 +22,12 @@ class CroW(Pooling):
     CroW assumes post-ReLU features; the local embedding after the 1x1 head is signed, so
     ``rectify: true`` (default) applies ``max(X, 0)`` first. ``S`` is returned as ``weights``
     (not a distribution).
+
+    Args:
+        a: the norm ``||.||_a`` that normalises the spatial weights (2).
+        b: the power ``1/b`` of the normalised spatial weights (2).
+        rectify: apply ``max(X, 0)`` first (CroW assumes post-ReLU features).
+        eps: the ``eps`` of the channel weights' denominator.
     """
 
     order_free = True

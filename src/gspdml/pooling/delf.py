@@ -21,6 +21,9 @@ class DeLF(Pooling):
     alpha_i f_i`` with a final linear map ``W``; the embedder's 1x1 head already embeds the
     local features linearly, and the ``1/n`` keeps GAP's scale (the attended GAP). ``alpha``
     is returned as ``weights`` (not a distribution).
+
+    Args:
+        hidden: filters of the score function's first 1x1 convolution (512 as in DeLF).
     """
 
     order_free = True

@@ -20,6 +20,9 @@ class GeneralizedMax(Pooling):
     ``alpha`` is returned as ``weights`` (signed, not a distribution). ``lam`` (lambda) is a
     hyper-parameter (1.0 in the GSP authors' comparison, GSP paper supplement §1.4).
     Solved in float32 (float64 for float64 input); the matrix is positive definite for ``lam > 0``.
+
+    Args:
+        lam: the ridge weight ``lambda`` of the least-squares problem (> 0).
     """
 
     order_free = True

@@ -22,6 +22,9 @@ class GSoP(Pooling):
 
     The second-order statistics let the channel weights depend on channel correlations. The
     batch norm makes training outputs batch-dependent; in eval mode they are not.
+
+    Args:
+        attention_dim: channels ``c'`` of the reduced map whose covariance drives the attention.
     """
 
     order_free = True

@@ -25,6 +25,10 @@ class HOW(Pooling):
     learned 1x1 convolution (with bias) to ``dim`` (``null`` = input width), since the layer is
     trained end to end. ``weights`` = ``a / sum(a)`` (a distribution over locations).
     Needs a feature map (the 3x3 smoothing is spatial).
+
+    Args:
+        dim: output channels of the learned 1x1 projection (null: the input width).
+        kernel_size: side of the local average before the projection (3 in HOW).
     """
 
     order_free = False

@@ -27,6 +27,12 @@ class NetVLAD(Pooling):
     L2-normalisation of NetVLAD is the embedder's (``model.normalize``). Centres start as
     random unit vectors (NetVLAD uses k-means centres, unavailable at construction) and the
     assignment is initialised as NetVLAD does, ``w_k = 2 alpha c_k``, ``b_k = -alpha ||c_k||^2``.
+
+    Args:
+        clusters: number ``K`` of learnable centres.
+        dim: width of the projected local features (null: the input width, no projection).
+        alpha: the soft-assignment sharpness of the initial ``w_k``, ``b_k``.
+        normalize_input: L2-normalise each (projected) local feature before the assignment.
     """
 
     order_free = True

@@ -15,6 +15,9 @@ class GapGmp(Pooling):
 
     ``scale`` multiplies the sum: 1.0 is the sum used by Proxy-Anchor (Kim et al.), 0.5 the
     average ``avgmax`` of the SimPool tournament code (Psomas thesis §3.4.2, Fig. 3.3).
+
+    Args:
+        scale: multiplies GAP + GMP (1.0: Proxy-Anchor's sum; 0.5: the tournament's average).
     """
 
     order_free = True
@@ -33,6 +36,9 @@ class KMax(Pooling):
     """Global k-max pooling (ProxyNCA++ paper §3.5, Eq. 7): per channel, the mean of the ``k`` largest
     activations, ``max_h (1/k) sum_i h_i g_i`` s.t. ``sum_i h_i = k``. ``k = 1`` is GMP and
     ``k = n`` (all locations) is GAP; the ProxyNCA++ paper (§3.5, Fig. 4b) finds smaller ``k`` better on CUB.
+
+    Args:
+        k: the largest activations averaged per channel (1 = GMP, all locations = GAP).
     """
 
     order_free = True
@@ -54,6 +60,10 @@ class Weldon(Pooling):
     ``s = max_h (1/k+) sum h_i g_i + min_h (1/k-) sum h_i g_i``. The lowest regions give
     negative evidence. In WELDON the maps are class-wise 1x1-conv scores; here they are the
     local embedding after the embedder's 1x1 head, which plays that role.
+
+    Args:
+        k_max: the highest activations averaged per channel (positive evidence).
+        k_min: the lowest activations averaged per channel (negative evidence; 0: none).
     """
 
     order_free = True

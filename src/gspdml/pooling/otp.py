@@ -44,6 +44,12 @@ class OTP(Pooling):
     Costs use unit vectors so ``eps`` has a fixed scale (costs lie in [0, 4]). The factor ``k``
     makes every ``u_j`` a convex combination of the local features. ``dim: null`` keeps the
     input width without projection. Sinkhorn runs in float32, log domain.
+
+    Args:
+        prototypes: number ``k`` of learnable references ``z``.
+        dim: width of the learned projection ``P`` (null: the input width, no projection).
+        eps: the entropic regularisation ``eps`` of Sinkhorn (costs lie in [0, 4]).
+        iters: Sinkhorn iterations.
     """
 
     order_free = True

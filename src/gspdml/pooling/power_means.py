@@ -19,6 +19,11 @@ class GeM(Pooling):
     initialised at 3 (Radenovic et al.); ``learn_p: false`` keeps it fixed. Follows Eq. 3.13
     with the ``1/n`` factor
     (the released code's ``LPPool2d`` omits it). Negative activations are clamped to ``eps``.
+
+    Args:
+        p: the initial power ``p`` (3, Radenovic et al.; 1 = GAP).
+        learn_p: train ``p`` with the network (false: keep it fixed).
+        eps: activations are clamped to at least ``eps`` before the power.
     """
 
     order_free = True
@@ -39,6 +44,10 @@ class LSE(Pooling):
     """Log-sum-exp pooling (Psomas thesis Eq. 3.15): ``u_c = (1/r) log((1/n) sum_i exp(r f_{i,c}))``
     with a learnable scalar ``r`` (initial 10, Psomas thesis §3.3.2). ``r -> 0`` gives GAP and
     ``r -> inf`` GMP. Computed stably as ``(logsumexp(r f) - log n) / r`` in float32 (float64 for float64 input).
+
+    Args:
+        r: the initial sharpness ``r`` (10; r -> 0 is GAP, r -> inf GMP).
+        learn_r: train ``r`` with the network (false: keep it fixed).
     """
 
     order_free = True

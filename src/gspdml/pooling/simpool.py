@@ -29,7 +29,7 @@ COMBINATIONS = ("max", "concat")
 
 
 def _add_maps(
-    module: nn.Module, d: int, linear: frozenset, layernorm: frozenset, shared_qk: bool
+    module: nn.Module, d: int, linear: frozenset[str], layernorm: frozenset[str], shared_qk: bool
 ) -> None:
     """Give ``module`` the learnable maps of one iteration: ``norm`` (the LayerNorm of the
     features, for keys and/or values), ``norm_q`` (of the query input), ``wq``, ``wk``, ``wv``
@@ -49,7 +49,7 @@ def _add_maps(
 class IterationMaps(nn.Module):
     """The maps of one later iteration when iterations do not share parameters."""
 
-    def __init__(self, d: int, linear: frozenset, layernorm: frozenset, shared_qk: bool):
+    def __init__(self, d: int, linear: frozenset[str], layernorm: frozenset[str], shared_qk: bool):
         super().__init__()
         _add_maps(self, d, linear, layernorm, shared_qk)
 
@@ -84,31 +84,40 @@ class SimPool(Pooling):
     bias) and the LayerNorm affine (eps 1e-6), as in the released code. The attention ``a`` is returned
     as ``weights`` (a distribution over locations).
 
-    The options of the ablation (Table 3.12; the defaults are SimPool above), in the terms of
-    the generic framework (Algorithm 1, :mod:`gspdml.pooling.framework`):
+    ``weights`` is the attention averaged over heads and pooled vectors (a distribution). The
+    options from ``attention`` on are those of the ablation (Table 3.12; the defaults are SimPool
+    above), in the terms of the generic framework (Algorithm 1, :mod:`gspdml.pooling.framework`).
 
-    - ``attention``: ``h``, ``softmax`` (``sigma_2``, Eq. 3.65) or ``slot``
-      (``eta_2(sigma_1(.))``); ``heads``: ``m`` heads (Table 3.12 uses 4), head ``h`` attends
-      with channels ``h d/m .. (h+1) d/m - 1`` of queries and keys, scaled by ``sqrt(d/m)``, and
-      pools the same channels of the values.
-    - ``similarity``: ``s``, ``dot`` (``k^T q``), ``neg_sq_euclidean`` or ``cosine``.
-    - ``init``: ``U^0``, ``gap`` (Eq. 3.62), ``diag`` (``X diag(X^T X) / tr(X^T X)``),
-      ``learned`` (a parameter ``U``, ``k x d``, normal with std 0.02) or ``kmeans`` (Lloyd's
-      k-means on ``X`` for ``kmeans_steps`` iterations); ``k > 1`` needs ``kmeans`` or
-      ``learned``.
-    - ``iterations``: ``T`` rounds of Algorithm 1 with ``U^{t+1} = Z^t`` (the pooled vectors
-      become the next queries' input, ``phi_X = phi_U = id``); ``share_iterations``: every round
-      uses the same maps (the thesis's LAYERS rows, "shared parameters at every iteration") or
-      each its own (ITER rows).
-    - ``k``: pooled vectors, combined by ``combine``: ``max`` (elementwise maximum over the
-      ``k`` vectors) or ``concat`` (concatenation ``[u_1; ..; u_k]`` projected back to ``d`` by a
-      learnable ``d x kd`` matrix, no bias).
-    - ``linear``, ``layernorm``: where the linear maps (``W_Q``, ``W_K``, ``W_V``) and the
-      LayerNorm sit (Table 3.12, right): ``q = W_Q LN(u^t)``, ``K = W_K LN(X)``,
-      ``V = W_V LN(X)`` for every place listed, the identity for the others (one LayerNorm of
-      ``X`` serves keys and values, one of ``u^t`` the query); ``shared_qk``: ``W_K = W_Q``.
-
-    ``weights`` is the attention averaged over heads and pooled vectors (a distribution).
+    Args:
+        gamma: the ``gamma`` of ``f_alpha`` pooling (``auto``: 1.25 for tokens, 2.0 for maps;
+            null: the attention-weighted average, above).
+        use_beta: add the released code's learnable scalar shift (initial 0).
+        min_scope: the minimum of the values per image (``sample``, Eq. 3.66) or over the whole
+            batch (``batch``, the released code).
+        eps: added to the shifted values (non-negative for the power).
+        attention: ``h``, ``softmax`` (``sigma_2``, Eq. 3.65) or ``slot``
+            (``eta_2(sigma_1(.))``).
+        heads: ``m`` heads (Table 3.12 uses 4); head ``h`` attends with channels
+            ``h d/m .. (h+1) d/m - 1`` of queries and keys, scaled by ``sqrt(d/m)``, and pools
+            the same channels of the values.
+        similarity: ``s``, ``dot`` (``k^T q``), ``neg_sq_euclidean`` or ``cosine``.
+        init: ``U^0``, ``gap`` (Eq. 3.62), ``diag`` (``X diag(X^T X) / tr(X^T X)``), ``learned``
+            (a parameter ``U``, ``k x d``, normal with std 0.02) or ``kmeans`` (Lloyd's k-means
+            on ``X`` for ``kmeans_steps`` iterations); ``k > 1`` needs ``kmeans`` or ``learned``.
+        k: pooled vectors, combined by ``combine``.
+        combine: ``max`` (elementwise maximum over the ``k`` vectors) or ``concat``
+            (concatenation ``[u_1; ..; u_k]`` projected back to ``d`` by a learnable ``d x kd``
+            matrix, no bias).
+        kmeans_steps: Lloyd iterations of ``init: kmeans``.
+        iterations: ``T`` rounds of Algorithm 1 with ``U^{t+1} = Z^t`` (the pooled vectors
+            become the next queries' input, ``phi_X = phi_U = id``).
+        share_iterations: every round uses the same maps (the thesis's LAYERS rows, "shared
+            parameters at every iteration") or each its own (ITER rows).
+        linear, layernorm: where the linear maps (``W_Q``, ``W_K``, ``W_V``) and the LayerNorm
+            sit (Table 3.12, right): ``q = W_Q LN(u^t)``, ``K = W_K LN(X)``, ``V = W_V LN(X)``
+            for every place listed, the identity for the others (one LayerNorm of ``X`` serves
+            keys and values, one of ``u^t`` the query).
+        shared_qk: ``W_K = W_Q``.
     """
 
     order_free = True
@@ -265,7 +274,7 @@ def _one_of(value: object, allowed: tuple[str, ...], option: str) -> None:
     require(value in allowed, option, f"must be one of {list(allowed)}, got {value!r}")
 
 
-def _places(value: Union[str, Sequence[str]], option: str) -> frozenset:
+def _places(value: Union[str, Sequence[str]], option: str) -> frozenset[str]:
     """The places (``q``, ``k``, ``v``) of ``linear`` / ``layernorm``, checked."""
     names = [value] if isinstance(value, str) else list(value)
     require(

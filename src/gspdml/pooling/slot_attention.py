@@ -28,6 +28,11 @@ class SlotAttention(Pooling):
     slots still compete through the softmax over slots). ``weights`` = the mean over slots of
     the per-slot attention of the last iteration (each column of ``A`` sums to one over
     locations, so the mean is a distribution).
+
+    Args:
+        slots: number ``k`` of slots (each with its own learned initial vector).
+        iters: rounds of the attention-GRU update.
+        hidden: hidden width of the slots' MLP.
     """
 
     order_free = True

@@ -23,6 +23,10 @@ class SOLAR(Pooling):
     Every location aggregates from all others (second-order spatial attention), then GeM pools
     the enhanced map. ``weights`` = ``(1/n) sum_i A_ij``, how much attention location ``j``
     receives on average (a distribution over locations).
+
+    Args:
+        reduction: queries, keys and values have ``C / reduction`` channels.
+        p: the initial power of the learnable GeM that pools the enhanced map (3).
     """
 
     order_free = True

@@ -29,12 +29,12 @@ import contextlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 import torch
 
-from gspdml.errors import ConfigError, DataError
+from gspdml.errors import ConfigError, DataError, import_optional
 from gspdml.evaluation.exact_knn import exact_squared_distances, knn
 from gspdml.output_files import atomic_write, atomic_write_text, json_text
 
@@ -43,6 +43,11 @@ ANN_FILE = "ann.faiss"
 ANN_META = "ann.json"
 FORMAT = "gspdml-ann"
 _ADD_CHUNK = 1 << 18
+#: recall@k measured at each build or append: its k and its number of held-out sample rows
+RECALL_K = 10
+RECALL_SAMPLE = 1000
+#: vectors faiss reads: a tensor (any device), a numpy array or memmap (read by chunks)
+Vectors = Union[torch.Tensor, np.ndarray]
 # faiss's inverted-file search splits the queries over threads and runs the coarse quantiser's
 # BLAS product inside each slice (parallel_mode 0, its default); with the faiss wheels on 2 threads
 # that nesting is up to 7x slower at fine cells than mode 3, which runs the quantiser on all
@@ -67,7 +72,7 @@ class AnnParams:
     rerank: int = 4  # ivfpq: exact re-ranking of rerank * k PQ candidates
     seed: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ConfigError(
                 "--backend",
@@ -87,7 +92,7 @@ class AnnParams:
                     f"--{name.replace('_', '-')}", f"must be >= 1, got {getattr(self, name)}"
                 )
 
-    def search_setting(self) -> dict:
+    def search_setting(self) -> dict[str, int]:
         """The knob that trades speed for recall, as stored with a recall value."""
         if self.backend == "hnsw":
             return {"ef": self.ef}
@@ -97,35 +102,31 @@ class AnnParams:
         return setting
 
 
-def _faiss():
-    try:
-        import faiss
-    except ImportError as exc:
-        raise ConfigError(
-            "--backend", "approximate indexes need faiss: pip install gspdml[faiss]"
-        ) from exc
-    return faiss
+def _faiss() -> Any:
+    return import_optional(
+        "faiss", "--backend", "approximate indexes need faiss: pip install gspdml[faiss]"
+    )
 
 
-def _host(vectors):
+def _host(vectors: Vectors) -> np.ndarray:
     """``vectors`` as faiss reads them: a tensor (on any device) as a CPU numpy array, anything
     else (a numpy array or memmap, read by chunks later) as given."""
     return vectors.detach().cpu().numpy() if isinstance(vectors, torch.Tensor) else vectors
 
 
-def _as_float32(vectors) -> np.ndarray:
+def _as_float32(vectors: Vectors) -> np.ndarray:
     return np.ascontiguousarray(_host(vectors), dtype=np.float32)
 
 
 def default_nlist(n: int) -> int:
     """A power of two near 4 sqrt(N), with at least 39 training vectors per cell available."""
-    nlist = 1 << max(0, round(np.log2(4.0 * np.sqrt(max(n, 1)))))
+    nlist: int = 1 << max(0, round(np.log2(4.0 * np.sqrt(max(n, 1)))))
     while nlist > 1 and nlist * 39 > n:
         nlist //= 2
     return nlist
 
 
-def build(vectors, params: AnnParams, train_rows: Optional[np.ndarray] = None):
+def build(vectors: Vectors, params: AnnParams, train_rows: Optional[np.ndarray] = None) -> Any:
     """A faiss index holding every row of ``vectors`` [N, D] (ids = row numbers).
 
     Quantisers (ivf, ivfpq) are trained by ``kmeans_iters`` rounds of k-means on at most
@@ -175,7 +176,7 @@ def build(vectors, params: AnnParams, train_rows: Optional[np.ndarray] = None):
 
 
 @contextlib.contextmanager
-def _gpu_clustering(faiss, index, dim: int):
+def _gpu_clustering(faiss: Any, index: Any, dim: int) -> Iterator[None]:
     """With faiss-gpu and a visible GPU, the quantiser's k-means assigns its training vectors on
     every GPU (``clustering_index``, the costly part of training); the index stays a CPU index,
     saved, memory-mapped and appended as before. Without a GPU nothing changes."""
@@ -192,7 +193,7 @@ def _gpu_clustering(faiss, index, dim: int):
         index.clustering_index = None
 
 
-def add(index, vectors) -> None:
+def add(index: Any, vectors: Vectors) -> None:
     """Append rows (ids continue the row numbering), read and added by chunks; the quantiser is
     not retrained."""
     x = _host(vectors)
@@ -200,7 +201,7 @@ def add(index, vectors) -> None:
         index.add(_as_float32(x[start : start + _ADD_CHUNK]))
 
 
-def configure(index, params: AnnParams) -> None:
+def configure(index: Any, params: AnnParams) -> None:
     """Apply the search knob (nprobe or ef) of ``params`` to ``index``."""
     faiss = _faiss()
     if params.backend == "hnsw":
@@ -211,7 +212,9 @@ def configure(index, params: AnnParams) -> None:
         ivf.parallel_mode = _IVF_PARALLEL_MODE
 
 
-def search(index, params: AnnParams, queries, k: int, vectors=None):
+def search(
+    index: Any, params: AnnParams, queries: Vectors, k: int, vectors: Optional[Vectors] = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(squared distances [Q, k] float64, rows [Q, k] int64)`` from the approximate index.
 
     For ``ivfpq`` the ``rerank * k`` PQ candidates are re-ranked by their exact float64
@@ -238,31 +241,33 @@ def search(index, params: AnnParams, queries, k: int, vectors=None):
     return dist, rows
 
 
-def measure_recall(index, params: AnnParams, vectors, rows, k: int) -> dict:
+def measure_recall(
+    index: Any, params: AnnParams, vectors: Vectors, rows: np.ndarray, k: int
+) -> dict[str, Any]:
     """recall@k of ``index`` on the indexed vectors ``rows`` used as queries, each with its own
     row excluded, against the exact engine (module docstring)."""
     x = torch.as_tensor(_as_float32(vectors))
-    rows = torch.as_tensor(np.asarray(rows), dtype=torch.long)
+    sample = torch.as_tensor(np.asarray(rows), dtype=torch.long)
     k = min(int(k), len(x) - 1)
-    if k < 1 or not len(rows):
+    if k < 1 or not len(sample):
         raise ConfigError(
             "--recall-sample",
-            f"recall needs at least 2 indexed vectors and 1 sample, got {len(x)} and {len(rows)}",
+            f"recall needs at least 2 indexed vectors and 1 sample, got {len(x)} and {len(sample)}",
         )
-    queries = x[rows]
+    queries = x[sample]
     _, exact = knn(queries, x, k + 1)
     _, approx = search(index, params, queries, k + 1, vectors=x)
-    exact, approx = _drop_own(exact, rows, k), _drop_own(approx, rows, k)
+    exact, approx = _drop_own(exact, sample, k), _drop_own(approx, sample, k)
     hits = (approx[:, :, None] == exact[:, None, :]).any(2) & (approx >= 0)
     return {
         "k": k,
         "recall": float(hits.sum(1).double().div(k).mean()),
-        "sample": len(rows),
+        "sample": len(sample),
         **params.search_setting(),
     }
 
 
-def _drop_own(neighbours, rows, k):
+def _drop_own(neighbours: torch.Tensor, rows: torch.Tensor, k: int) -> torch.Tensor:
     """The first k neighbours other than the query's own row."""
     keep = neighbours != rows[:, None]
     keep[keep.all(1), -1] = False
@@ -287,9 +292,9 @@ class AnnIndex:
     """A faiss index over the rows of a :class:`~gspdml.retrieval.index.RetrievalIndex`, its
     parameters and the recall measured at its last build or append."""
 
-    index: object
+    index: Any  # a faiss index
     params: AnnParams
-    recall: dict
+    recall: dict[str, Any]
     mmap: bool = False
 
     @property
@@ -312,7 +317,7 @@ class AnnIndex:
             line += " (this search uses other settings: recall not measured for them)"
         return line
 
-    def description(self) -> dict:
+    def description(self) -> dict[str, Any]:
         """What ``ann.json`` holds: the parameters, the vector count and the measured recall."""
         return {
             "format": FORMAT,
@@ -362,7 +367,9 @@ class AnnIndex:
         return cls(index, params, recall, mmap)
 
 
-def read_description(folder: Path) -> Optional[tuple[dict, AnnParams, dict]]:
+def read_description(
+    folder: Path,
+) -> Optional[tuple[dict[str, Any], AnnParams, dict[str, Any]]]:
     """``(meta, params, recall)`` of the approximate index described in ``folder``, or None."""
     if not (folder / ANN_META).is_file():
         return None
@@ -375,14 +382,16 @@ def read_description(folder: Path) -> Optional[tuple[dict, AnnParams, dict]]:
         ) from None
 
 
-def build_measured(vectors, params: AnnParams, k: int = 10, sample: int = 1000) -> AnnIndex:
+def build_measured(
+    vectors: Vectors, params: AnnParams, k: int = RECALL_K, sample: int = RECALL_SAMPLE
+) -> AnnIndex:
     """Build an approximate index over ``vectors`` and measure its recall@k on a held-out sample."""
     rows, train_rows = held_out(len(vectors), sample, params.seed)
     index = build(vectors, params, train_rows)
     return AnnIndex(index, params, measure_recall(index, params, vectors, rows, k))
 
 
-def append_measured(ann: AnnIndex, vectors, new_rows: int, k: int, sample: int) -> None:
+def append_measured(ann: AnnIndex, vectors: Vectors, new_rows: int, k: int, sample: int) -> None:
     """Add the last ``new_rows`` rows of ``vectors`` and re-measure the recall on all of them."""
     if new_rows:
         add(ann.index, vectors[len(vectors) - new_rows :])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import torch
 from torch import nn
@@ -12,7 +12,7 @@ from gspdml.errors import ConfigError
 from gspdml.retrieval.embedding import PartialEmbedding, embed_source, require_some
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.sources import ImageSource
-from gspdml.training.run_dir import weights_digest
+from gspdml.training.run_dir import CONFIG_FILE, weights_digest
 
 
 def model_info(run_dir: str | Path) -> dict[str, Any]:
@@ -41,6 +41,29 @@ def build_index(
     )
     index.skipped = embedded.skipped
     return index
+
+
+def find_index_run(index: RetrievalIndex, folder: str | Path, given: Optional[str | Path]) -> Path:
+    """The run directory of the index in ``folder``: ``given`` (``--run``), else the one it
+    records, else the same run found relative to the index (both moved together); the weights
+    are checked by the caller (:func:`check_same_model`)."""
+    if given:
+        return Path(given)
+    recorded, relative = index.model.get("run_dir"), index.model.get("run_dir_from_index")
+    candidates = [Path(recorded)] if recorded else []
+    candidates += [Path(folder).resolve() / relative] if relative else []
+    for candidate in candidates:
+        if (candidate / CONFIG_FILE).is_file():
+            return candidate
+    if not recorded:
+        raise ConfigError(
+            "--run", f"{folder} does not record its run directory; pass --run RUN_DIR"
+        )
+    raise ConfigError(
+        "--run",
+        f"the run that built {folder}, {recorded}, is gone (moved or deleted); pass "
+        f"--run RUN_DIR with its new place (its weights are checked against the index)",
+    )
 
 
 def check_same_model(index: RetrievalIndex, info: dict[str, Any]) -> None:

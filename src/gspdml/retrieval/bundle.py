@@ -1,4 +1,4 @@
-"""Portable model bundles: :func:`write_bundle` (``gspdml bundle RUN_DIR --out DIR``, :mod:`gspdml.cli.bundle`) and :func:`from_pretrained`.
+"""Portable model bundles: :func:`write_bundle` (``gspdml bundle RUN_DIR --out DIR``, :mod:`gspdml.cli.tools`) and :func:`from_pretrained`.
 
 A bundle is a folder laid out as a Hugging Face model repository (it can be uploaded as is):
 
@@ -31,12 +31,13 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import torch
 import yaml
 
-from gspdml.config import parse_yaml
+from gspdml.config import RunConfig, parse_yaml
+from gspdml.config.migration import read_run_config
 from gspdml.data.eval_transform import EvalTransform, parse_eval_transform
 from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, DataError, read_json_object
@@ -49,6 +50,7 @@ from gspdml.output_files import (
     output_error,
     replace_folder,
 )
+from gspdml.registry import parse_spec
 from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
 from gspdml.training.run_dir import (
     CONFIG_FILE,
@@ -68,7 +70,7 @@ BUNDLE_FILE = "bundle.json"
 FILES = (WEIGHTS_FILE, CONFIG_FILE, "preprocessing.json", "README.md", BUNDLE_FILE)
 
 
-def data_hash(config: dict[str, Any]) -> str:
+def data_hash(config: RunConfig) -> str:
     """``sha256:<hex>`` over the labels (and file names, as the bytes the file system holds, so a
     name that is not UTF-8 is hashed too, where the dataset has them) of every
     split of the run's dataset, in order: it changes when the data or the split changes. The
@@ -92,12 +94,12 @@ def data_hash(config: dict[str, Any]) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def _name(spec: Any) -> Any:
-    """The name of a registry spec (a name or a mapping with ``name``)."""
-    return spec.get("name") if isinstance(spec, dict) else spec
+def _name(spec: Any, field: str) -> Any:
+    """The name of a registry spec (a name or a mapping with ``name``); a list of them as is."""
+    return parse_spec(spec, field)[0] if isinstance(spec, (str, Mapping)) else spec
 
 
-def _baseline_section(results: dict) -> str:
+def _baseline_section(results: dict[str, Any]) -> str:
     """The model card's table of the test metrics beside the run's baselines, if it has any."""
     columns, rows = baseline_rows(results)
     if not rows:
@@ -124,12 +126,12 @@ def _baseline_section(results: dict) -> str:
     )
 
 
-def _model_card(config: dict, results: dict, digest: str, weights: str, data_digest: str) -> str:
-    model, data = config.get("model", {}), config.get("data", {})
-    dataset = _name(data.get("dataset")) or "unknown"
-    loss = config.get("loss", {})
-    pooling = model.get("pooling")
-    backbone = model.get("backbone")
+def _model_card(
+    config: RunConfig, results: dict[str, Any], digest: str, weights: str, data_digest: str
+) -> str:
+    dataset = _name(config.data.dataset, "data.dataset")
+    pooling = _name(config.model.pooling, "model.pooling")
+    evaluation = config.evaluation
     metrics = results.get("test") or {}
     rows = "\n".join(
         f"| {key} | {value:.4f} |"
@@ -139,22 +141,22 @@ def _model_card(config: dict, results: dict, digest: str, weights: str, data_dig
     header = yaml.safe_dump(
         {
             "library_name": "gspdml",
-            "tags": ["deep-metric-learning", "image-retrieval", str(_name(pooling))],
+            "tags": ["deep-metric-learning", "image-retrieval", str(pooling)],
             "datasets": [str(dataset)],
         },
         sort_keys=False,
     )
     return f"""---
 {header}---
-# {config.get("name", "gspdml model")}
+# {config.name}
 
 Image embedder trained with gspdml {__version__} for deep metric learning.
 
-- **Method**: pooling `{_name(pooling)}`, loss `{_name(loss)}`, embedding dimension {model.get("embedding_dim")}
-- **Backbone**: `{_name(backbone)}`
+- **Method**: pooling `{pooling}`, loss `{_name(config.loss, "loss")}`, embedding dimension {config.model.embedding_dim}
+- **Backbone**: `{_name(config.model.backbone, "model.backbone")}`
 - **Protocol and split**: dataset `{dataset}`, zero-shot split (training classes disjoint from the
-  evaluation classes); model selected on `{config.get("evaluation", {}).get("split", "val")}` by
-  `{config.get("evaluation", {}).get("metric", "map_at_r")}`; weights `{weights}`
+  evaluation classes); model selected on `{evaluation.split}` by
+  `{evaluation.metric}`; weights `{weights}`
 - **Data hash**: `{data_digest}` (labels and file names of every split)
 - **Weights**: `{digest}`
 - **Library version**: gspdml {__version__}
@@ -199,7 +201,7 @@ def write_bundle(
     for path in (run_dir / CONFIG_FILE, weights_path):
         if not path.is_file():
             raise DataError(f"{path}: not found (is {run_dir} a finished gspdml run?)")
-    config = parse_yaml((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    config = read_run_config(run_dir / CONFIG_FILE)
     _, meta = read_weights(weights_path)
     transform = eval_transform_from_config(config, int(meta["in_channels"]))
     if not isinstance(transform, EvalTransform):
@@ -240,9 +242,9 @@ def _fill(
     run_dir: Path,
     weights_path: Path,
     weights: str,
-    config: dict,
+    config: RunConfig,
     transform: EvalTransform,
-    results: dict,
+    results: dict[str, Any],
     data_digest: str,
 ) -> None:
     """Write the bundle's files into the folder ``staging``."""
@@ -281,8 +283,8 @@ class BundledEncoder:
 
     model: Embedder
     transform: EvalTransform
-    config: dict
-    info: dict
+    config: dict[str, Any]
+    info: dict[str, Any]
 
     @torch.no_grad()
     def __call__(self, images: Sequence[Any], batch_size: int = 64) -> torch.Tensor:
@@ -323,10 +325,12 @@ def from_pretrained(
             f"{folder / WEIGHTS_FILE}: sha256 {digest} differs from the bundle's {info.get('weights')}"
         )
     model, meta = load_embedder(folder / WEIGHTS_FILE, device)
-    spec = read_json_object(folder / "preprocessing.json")
-    spec.pop("decoding", None)  # the rules of gspdml.data.images, which load_model_input follows
+    recorded = read_json_object(folder / "preprocessing.json")
+    recorded.pop(
+        "decoding", None
+    )  # the rules of gspdml.data.images, which load_model_input follows
     transform = parse_eval_transform(
-        spec, str(folder / "preprocessing.json"), int(meta["in_channels"])
+        recorded, str(folder / "preprocessing.json"), int(meta["in_channels"])
     )
     config = parse_yaml((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     return BundledEncoder(model, transform, config, info)

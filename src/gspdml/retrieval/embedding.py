@@ -13,7 +13,7 @@ index or report is built on it (every later search would blame the query).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import nn
@@ -28,11 +28,11 @@ ON_ERROR = ("raise", "skip")
 CHUNK_BATCHES = 8  # batches per chunk: what a late failure can cost at most
 
 
-class _Positions(Dataset):
+class _Positions(Dataset[tuple[Optional[torch.Tensor], int]]):
     """``(image, position)`` of chosen items of a dataset; a failing item is ``(None, position)``
     when skipping (its problem is kept in ``failed``)."""
 
-    def __init__(self, dataset: Dataset, items: list[int], skip: bool):
+    def __init__(self, dataset: Dataset[Any], items: list[int], skip: bool):
         self.dataset, self.items, self.skip = dataset, items, skip
         self.failed: dict[int, str] = {}
 

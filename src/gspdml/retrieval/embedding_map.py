@@ -9,13 +9,12 @@ map shows neighbourhoods, not distances between far clusters.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from typing import Any, Optional
 
 import numpy as np
 
-from gspdml.retrieval.figures import _matplotlib
+from gspdml.retrieval.figures import _matplotlib, figure_svg
 
 MAX_POINTS = 1000
 PERPLEXITY = 30.0
@@ -56,7 +55,4 @@ def embedding_map_svg(vectors: np.ndarray, labels: Sequence[Optional[Any]], seed
     axes.set_xticks([])
     axes.set_yticks([])
     figure.tight_layout()
-    buffer = io.StringIO()
-    figure.savefig(buffer, format="svg")
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg") :]
+    return figure_svg(figure)

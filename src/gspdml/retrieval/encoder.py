@@ -56,7 +56,7 @@ def load_model_and_transform(
     )
 
 
-Images = Union[torch.Tensor, Sequence[Union[str, os.PathLike, Image.Image]]]
+Images = Union[torch.Tensor, Sequence[Union[str, os.PathLike[str], Image.Image]]]
 
 
 class Encoder:
@@ -64,7 +64,7 @@ class Encoder:
 
     def __init__(
         self,
-        run_dir: str | os.PathLike,
+        run_dir: str | os.PathLike[str],
         weights: str = "final",
         device: str = "auto",
         batch_size: int = 64,
@@ -81,7 +81,7 @@ class Encoder:
     @classmethod
     def from_run(
         cls,
-        run_dir: str | os.PathLike,
+        run_dir: str | os.PathLike[str],
         weights: str = "final",
         device: str = "auto",
         batch_size: int = 64,
@@ -125,7 +125,7 @@ class Encoder:
 
     def index(
         self,
-        folder: str | os.PathLike,
+        folder: str | os.PathLike[str],
         metric: str = "euclidean",
         on_error: str = "raise",
         progress: bool = False,

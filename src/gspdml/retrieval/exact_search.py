@@ -30,7 +30,7 @@ def search(
     k: int,
     metric: str = "euclidean",
     backend: str = "auto",
-):
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(distances [Q, k] float32, indices [Q, k] int64)`` of the ``k`` nearest index vectors,
     nearest first; ``backend="auto"`` is faiss where it is installed, torch otherwise."""
     if metric not in METRICS:

@@ -22,15 +22,22 @@ import io
 import warnings
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import nn
 
 from gspdml.data.images import DECODING
-from gspdml.errors import ConfigError, GspdmlError
+from gspdml.errors import ConfigError, GspdmlError, import_optional
 from gspdml.models import Embedder
-from gspdml.output_files import atomic_write_bytes, atomic_write_text, json_text
+from gspdml.output_files import (
+    atomic_write_bytes,
+    atomic_write_text,
+    check_writable_file,
+    json_text,
+)
+from gspdml.retrieval.build import model_info
+from gspdml.retrieval.encoder import image_channels, load_model_and_transform
 from gspdml.retrieval.preprocessing import ImageTransform
 
 FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
@@ -53,7 +60,8 @@ class EmbeddingOnly(nn.Module):
         self.embedder = embedder
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.embedder(images).embedding
+        embedding: torch.Tensor = self.embedder(images).embedding
+        return embedding
 
 
 def sample_images(channels: int, size: tuple[int, int], batch: int, seed: int) -> torch.Tensor:
@@ -61,21 +69,16 @@ def sample_images(channels: int, size: tuple[int, int], batch: int, seed: int) -
 
 
 def _onnx_modules() -> ModuleType:
-    try:
-        import onnx  # noqa: F401
-    except ImportError:
-        raise ConfigError(
-            "--format",
-            "ONNX export needs the 'onnx' package: pip install 'gspdml[onnx]' (onnx, onnxruntime)",
-        ) from None
-    try:
-        import onnxruntime
-    except ImportError:
-        raise ConfigError(
-            "--format",
-            "checking the ONNX export needs 'onnxruntime': pip install 'gspdml[onnx]' (or pass --no-check)",
-        ) from None
-    return onnxruntime
+    import_optional(
+        "onnx",
+        "--format",
+        "ONNX export needs the 'onnx' package: pip install 'gspdml[onnx]' (onnx, onnxruntime)",
+    )
+    return import_optional(
+        "onnxruntime",
+        "--format",
+        "checking the ONNX export needs 'onnxruntime': pip install 'gspdml[onnx]' (or pass --no-check)",
+    )
 
 
 def export_torchscript(
@@ -95,7 +98,7 @@ def export_torchscript(
 
 def export_onnx(
     module: nn.Module, example: torch.Tensor, check: bool = True
-) -> tuple[bytes, Optional[Callable]]:
+) -> tuple[bytes, Optional[Callable[[torch.Tensor], torch.Tensor]]]:
     """Export with the TorchScript-based exporter (opset 17, dynamic batch); return the file's
     bytes and, when ``check``, an onnxruntime session of them as a function."""
     onnxruntime = _onnx_modules() if check else None
@@ -121,7 +124,9 @@ def export_onnx(
     )
 
 
-def max_difference(module: nn.Module, exported: Callable, inputs: torch.Tensor) -> float:
+def max_difference(
+    module: nn.Module, exported: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor
+) -> float:
     with torch.inference_mode():
         expected, actual = module(inputs).float(), exported(inputs).float()
     if actual.shape != expected.shape:
@@ -197,3 +202,44 @@ def export_embedder(
             f"{path}: exported embeddings differ from PyTorch by {difference:.3g} > {tolerance:g}"
         )
     return record
+
+
+def export_run(
+    run_dir: str | Path,
+    fmt: str,
+    out: Optional[str | Path] = None,
+    image_size: Optional[Sequence[int]] = None,
+    check: bool = True,
+    tolerance: float = TOLERANCE,
+) -> tuple[Path, str]:
+    """Export the embedder of the run in ``run_dir`` as ``fmt`` to ``out`` (default
+    ``RUN_DIR/export/embedder.pt|.onnx``) for images of ``image_size`` (default: what the run's
+    eval transform fixes), checked as :func:`export_embedder` says; returns the file and a line
+    saying what was written and how close it is to PyTorch."""
+    path = Path(out) if out else Path(run_dir) / "export" / f"embedder{FORMATS[fmt]}"
+    check_writable_file(path)
+    _, model, transform = load_model_and_transform(run_dir, torch.device("cpu"))
+    size = (int(image_size[0]), int(image_size[1])) if image_size else transform.output_size
+    if size is None:
+        raise ConfigError(
+            "--image-size",
+            "the run's eval transform does not fix the image size; pass --image-size H W",
+        )
+    record = export_embedder(
+        model,
+        fmt,
+        path,
+        image_channels(model),
+        size,
+        transform,
+        model_info(run_dir),
+        check=check,
+        tolerance=tolerance,
+    )
+    measured = record["check"]
+    verdict = (
+        f"max |difference| to PyTorch {measured['max_abs_diff']:.2e} <= {measured['tolerance']:g}"
+        if measured
+        else "not checked"
+    )
+    return path, f"wrote {path} ({fmt}, input {record['input']['shape']}); {verdict}"

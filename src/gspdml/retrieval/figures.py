@@ -26,6 +26,14 @@ def _matplotlib() -> tuple[Any, Any]:  # (Figure, colormaps) of the optional mat
     return Figure, colormaps
 
 
+def figure_svg(figure: Any) -> str:
+    """A matplotlib figure as inline ``<svg>`` markup (the XML header cut)."""
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg")
+    svg = buffer.getvalue()
+    return svg[svg.index("<svg") :]
+
+
 def png_data_uri(image: np.ndarray, max_side: int = 160) -> str:
     """``data:image/png;base64,...`` of an image ``[H, W, 3]`` or ``[H, W, 1]`` with values in
     [0, 1], shrunk (never enlarged) so that its longer side is at most ``max_side`` pixels."""
@@ -59,7 +67,8 @@ def heatmap_overlay(image: np.ndarray, weights: torch.Tensor, alpha: float = 0.5
     _, colormaps = _matplotlib()
     heat = colormaps["jet"](upsample_weights(weights, image.shape[:2]))[..., :3]
     rgb = np.repeat(image, 3, axis=2) if image.shape[2] == 1 else image
-    return (1.0 - alpha) * rgb + alpha * heat
+    overlay: np.ndarray = (1.0 - alpha) * rgb + alpha * heat
+    return overlay
 
 
 def colour_bar_html(width: int = 160, height: int = 12) -> str:
@@ -155,7 +164,4 @@ def training_curves_svg(rows: Sequence[dict[str, Any]], selected_step: Optional[
         axes.grid(alpha=0.3)
         axes.legend(fontsize=8)
     figure.tight_layout()
-    buffer = io.StringIO()
-    figure.savefig(buffer, format="svg")
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg") :]
+    return figure_svg(figure)

@@ -32,7 +32,7 @@ import json
 import secrets
 import shutil
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from gspdml.errors import DataError
 from gspdml.output_files import (
@@ -49,14 +49,14 @@ VERSION = 1
 PREFIX = "generation-"
 
 
-def file_record(path: Path) -> dict:
+def file_record(path: Path) -> dict[str, Any]:
     """``{"bytes", "sha256"}`` of a file."""
     with open(path, "rb") as handle:
         digest = hashlib.file_digest(handle, "sha256").hexdigest()
     return {"bytes": path.stat().st_size, "sha256": digest}
 
 
-def read_manifest(folder: Path) -> Optional[dict]:
+def read_manifest(folder: Path) -> Optional[dict[str, Any]]:
     """The manifest of an index folder, or None when it has none (a folder written before
     manifests existed)."""
     path = folder / MANIFEST_FILE
@@ -85,11 +85,13 @@ def read_manifest(folder: Path) -> Optional[dict]:
     return manifest
 
 
-def verified_generation(folder: Path, manifest: dict, skip_digest: Iterable[str] = ()) -> Path:
+def verified_generation(
+    folder: Path, manifest: dict[str, Any], skip_digest: Iterable[str] = ()
+) -> Path:
     """The sub-folder of the generation ``manifest`` names, every file of it checked against the
     manifest (``skip_digest``: names whose size alone is checked)."""
     where = f"generation {manifest.get('generation')} of {folder / MANIFEST_FILE}"
-    directory = folder / manifest["folder"]
+    directory: Path = folder / manifest["folder"]
     for name, expected in manifest["files"].items():
         path = directory / name
         if not path.is_file():

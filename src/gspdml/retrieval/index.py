@@ -19,7 +19,8 @@ faiss ``ivf``, ``ivfpq`` or ``hnsw`` structure over the vectors (:mod:`gspdml.re
 ``ann.faiss`` + ``ann.json`` in the generation, recall measured against the exact engine), which
 :meth:`~RetrievalIndex.search` then uses unless ``exact=True``. Rows added later join it without
 retraining and rows removed make it rebuild (:meth:`~RetrievalIndex.update_approximate`).
-``gspdml index --backend`` and ``gspdml search`` call these methods (:mod:`gspdml.cli.ann`).
+``gspdml index --backend`` and ``gspdml search`` call these methods through
+:mod:`gspdml.retrieval.approximate` (what the options ask of the structure).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from gspdml.errors import ConfigError, DataError, read_json_object
+from gspdml.evaluation.postprocess import postprocessed_search
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.output_files import json_text
 from gspdml.retrieval import ann, exact_search, generations
@@ -64,7 +66,7 @@ class RetrievalIndex:
     #: whether rows were removed since the approximate structure was built (it must be rebuilt)
     _removed: bool = field(default=False, init=False, repr=False, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.metric not in exact_search.METRICS:
             raise ConfigError(
                 "metric",
@@ -124,6 +126,8 @@ class RetrievalIndex:
         exclude: Optional[Sequence[int]] = None,
         backend: str = "auto",
         exact: bool = False,
+        postprocess: Sequence[Any] = (),
+        train: Optional[torch.Tensor] = None,
     ) -> RetrievalResults:
         """The ``k`` nearest index rows of each query, as :class:`RetrievalResults` with the
         index's paths and labels as references (distances in the index's metric).
@@ -133,6 +137,12 @@ class RetrievalIndex:
         ``faiss`` generating its candidates. ``exclude[q]`` is a row to leave out of query q's
         results (leave-one-out retrieval when the queries are themselves in the index); it costs
         one extra neighbour per query.
+
+        ``postprocess``: post-processing steps (objects or their specs,
+        :mod:`gspdml.evaluation.postprocess`: PCA-whitening, alpha-DBA, alpha-QE, k-reciprocal
+        re-ranking), applied to this search of the exact unit vectors (the index is not
+        changed; ``train``: the training embeddings PCA-whitening learns on); the distances are
+        then the squared Euclidean ones of the processed vectors, or d* after re-ranking.
         """
         n_queries = queries.shape[0]
         query_labels = list(query_labels) if query_labels is not None else [None] * n_queries
@@ -147,6 +157,11 @@ class RetrievalIndex:
                 torch.empty(0, k + extra),
                 torch.empty(0, k + extra, dtype=torch.long),
             )
+        elif postprocess:
+            found = postprocessed_search(
+                queries, self.vectors, k=k + extra, steps=postprocess, train=train
+            )
+            distances, indices = (column[:, : k + extra] for column in found.neighbours)
         elif self.approximate is None or exact:
             distances, indices = exact_search.search(
                 queries, self.vectors, k + extra, self.metric, backend
@@ -168,14 +183,18 @@ class RetrievalIndex:
             query_labels,
             self.labels,
             excluded=excluded,
-            metric=self.metric,
+            metric="squared_euclidean" if postprocess else self.metric,
             query_paths=query_paths,
             reference_paths=self.paths,
         )
 
     # ------------------------------------------------------------------ approximate search
     def build_approximate(
-        self, params: Union[ann.AnnParams, str], *, recall_k: int = 10, recall_sample: int = 1000
+        self,
+        params: Union[ann.AnnParams, str],
+        *,
+        recall_k: int = ann.RECALL_K,
+        recall_sample: int = ann.RECALL_SAMPLE,
     ) -> Optional[ann.AnnIndex]:
         """Build the approximate structure ``params`` (an :class:`~gspdml.retrieval.ann.AnnParams`,
         or a backend name with the default parameters) over the vectors and measure its
@@ -193,19 +212,21 @@ class RetrievalIndex:
     def tune_approximate(self, *, nprobe: Optional[int] = None, ef: Optional[int] = None) -> None:
         """Set the search knob of the approximate structure: ``nprobe`` (ivf, ivfpq: cells
         scanned per query) or ``ef`` (hnsw: candidates explored per query); None keeps it."""
-        knobs = {key: value for key, value in (("nprobe", nprobe), ("ef", ef)) if value is not None}
-        if knobs and self.approximate is None:
+        if nprobe is None and ef is None:
+            return
+        if self.approximate is None:
             raise ConfigError(
-                next(iter(knobs)),
+                "nprobe" if nprobe is not None else "ef",
                 "this index has no approximate index (build "
                 "one with build_approximate or gspdml index "
                 "--backend)",
             )
-        if knobs:
-            self.approximate.params = replace(self.approximate.params, **knobs)
+        params = self.approximate.params
+        nprobe, ef = params.nprobe if nprobe is None else nprobe, params.ef if ef is None else ef
+        self.approximate.params = replace(params, nprobe=nprobe, ef=ef)
 
     def update_approximate(
-        self, recall_k: int = 10, recall_sample: int = 1000
+        self, recall_k: int = ann.RECALL_K, recall_sample: int = ann.RECALL_SAMPLE
     ) -> Optional[ann.AnnIndex]:
         """Bring the approximate structure up to date with the rows: rebuilt with its parameters
         when rows were removed, else the added rows join it (no retraining); the recall is
@@ -227,9 +248,10 @@ class RetrievalIndex:
         return F.normalize(self.vectors, dim=1) if self.metric == "cosine" else self.vectors
 
     def _approximate_search(
-        self, queries: torch.Tensor, k: int, query_paths
+        self, queries: torch.Tensor, k: int, query_paths: Optional[Sequence[str]]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         found = self.approximate
+        assert found is not None  # search() calls it only then
         if self._removed or found.count != len(self):
             raise DataError(
                 f"the approximate index holds {found.count} vectors, the index "
@@ -383,7 +405,7 @@ def _read_vectors(path: Path) -> torch.Tensor:
                 raise DataError(
                     f"{path}: a safetensors file, but not the vectors of a gspdml index"
                 )
-            vectors = handle.get_tensor("vectors")
+            vectors: torch.Tensor = handle.get_tensor("vectors")
     except (SafetensorError, OSError) as err:
         raise DataError(
             f"{path}: not a gspdml index vector file (not safetensors: {err})"

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from gspdml.data import DataSplits
+from gspdml.data import DataSplits, build_data
 from gspdml.data.eval_transform import (
     EvalTransform,
     dataset_eval_transform,
@@ -39,7 +39,7 @@ from gspdml.data.eval_transform import (
 )
 from gspdml.data.images import decode_image, load_image
 from gspdml.errors import ConfigError, DataError
-from gspdml.training.run_dir import build_run_data
+from gspdml.settings.sections import RunConfig
 
 #: how to make a run written before the trainer recorded its transform readable without its data
 FIELD = "data.eval_transform"
@@ -55,7 +55,7 @@ class DatasetTransform:
     """A dataset's own evaluation transform ``function(PIL image, generator) -> tensor`` (the
     convention of ``gspdml.data``), applied to image files converted to ``channels``."""
 
-    function: Callable
+    function: Callable[[Image.Image, torch.Generator], torch.Tensor]
     channels: int
     output_size: Optional[tuple[int, int]]
 
@@ -98,18 +98,29 @@ def transform_from_splits(splits: DataSplits, in_channels: int) -> ImageTransfor
     )
 
 
-def eval_transform_from_config(config: Mapping[str, Any], in_channels: int) -> ImageTransform:
+def eval_transform_from_config(config: RunConfig, in_channels: int) -> ImageTransform:
     """The run's evaluation transform (module docstring, in that order); ``in_channels`` is the
     model's."""
-    data = config.get("data") or {}
-    recorded = parse_eval_transform(data.get("eval_transform"), FIELD, in_channels)
-    if recorded is not None:
-        return recorded
-    if "dataset" not in data:
+    data = config.data
+    return eval_transform_of(data.eval_transform, data.dataset, config.seed, in_channels)
+
+
+def eval_transform_of(
+    recorded: Optional[Mapping[str, Any]],
+    dataset: Optional[Any],
+    seed: int,
+    in_channels: int,
+) -> ImageTransform:
+    """The evaluation transform of a run that recorded ``recorded`` (its
+    ``data.eval_transform``, or None) and trained on ``dataset`` (its ``data.dataset`` spec,
+    seeded with ``seed``; None: no dataset), in the order of the module docstring."""
+    parsed = parse_eval_transform(recorded, FIELD, in_channels)
+    if parsed is not None:
+        return parsed
+    if dataset is None:
         return EvalTransform(channels=in_channels)
     try:
-        # build_run_data reads any mapping; training/run_dir.py annotates it as a dict
-        splits = build_run_data(config)  # type: ignore[arg-type]
+        splits = build_data(dataset, seed=seed, field="data.dataset")
     except DataError as err:
         message = f"its dataset, rebuilt to find it, is unreadable ({err}); {RECORD_HINT}"
         raise ConfigError(FIELD, f"the run records no evaluation transform; {message}") from None
@@ -124,7 +135,7 @@ def eval_transform_from_config(config: Mapping[str, Any], in_channels: int) -> I
 
 
 def load_model_input(
-    item: str | os.PathLike | Image.Image, transform: ImageTransform
+    item: str | os.PathLike[str] | Image.Image, transform: ImageTransform
 ) -> torch.Tensor:
     """Decode one image file (``gspdml.data.images.load_image``: EXIF orientation, alpha on
     white, 16-bit rescaled) or PIL image (the same rules) and apply ``transform``; a file that

@@ -20,19 +20,21 @@ import json
 import random
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
 
-from gspdml.config import dump_config
-from gspdml.errors import DataError, printable
+from gspdml.config import RunConfig, dump_config
+from gspdml.errors import ConfigError, DataError, printable
 from gspdml.evaluation.baseline_rows import baseline_rows
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.evaluation.service import EvalSpec, QueryEvaluation, evaluate_queries
-from gspdml.output_files import atomic_write_text
+from gspdml.models.inference import resolve_device
+from gspdml.output_files import atomic_write_text, check_writable_file
 from gspdml.retrieval.embedding import embed_source, require_some
 from gspdml.retrieval.embedding_map import embedding_map_svg
+from gspdml.retrieval.encoder import load_model_and_transform
 from gspdml.retrieval.figures import (
     colour_bar_html,
     heatmap_overlay,
@@ -47,7 +49,13 @@ from gspdml.retrieval.report_tables import (
     weights_step,
     weights_step_note,
 )
-from gspdml.retrieval.sources import ImageSource
+from gspdml.retrieval.sources import (
+    ImageSource,
+    distinct_images,
+    folder_source,
+    skipped_notes,
+    split_source,
+)
 from gspdml.training.metrics_log import MetricsLog
 from gspdml.training.run_dir import METRICS_FILE, read_data_record, read_results
 from gspdml.training.run_record import determinism_note, read_environment
@@ -239,7 +247,7 @@ def _require_two(count: int, what: str) -> None:
 @torch.inference_mode()
 def build_report(
     run_dir: str | Path,
-    config: Mapping[str, Any],
+    config: RunConfig,
     model: torch.nn.Module,
     source: ImageSource,
     queries: int = 8,
@@ -280,7 +288,7 @@ def build_report(
         [source.labels[i] for i in chosen],
         exclude=chosen,
     )
-    recall_at = tuple(config["evaluation"]["recall_at"])
+    recall_at = config.evaluation.recall_at
     evaluation = _evaluate(vectors, source.labels, recall_at, k)
     hardest = evaluation.worst(worst) if evaluation is not None else []
     shown = set(chosen) | set(sample.indices.flatten().tolist()) | set(hardest)
@@ -291,10 +299,10 @@ def build_report(
     heatmaps = _heatmaps(model, inputs, pictures, sorted(set(chosen) | set(hardest)), device)
     results = read_results(run_dir)
     rows = read_metrics(run_dir)
-    step = weights_step(results, config)
+    step = weights_step(results, config.evaluation.restore_best)
     curves = training_curves_svg(rows, step)
-    name = str(config.get("name") or Path(run_dir).resolve().name)
-    pooling = config.get("model", {}).get("pooling")
+    name = config.name or Path(run_dir).resolve().name
+    pooling = config.model.pooling
     return (
         f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gspdml report: {esc(name)}</title>
@@ -418,3 +426,59 @@ def write_report(out: str | Path, page: str) -> Path:
     path = Path(out)
     atomic_write_text(path, page)
     return path
+
+
+def report_run(
+    run_dir: str | Path,
+    out: Optional[str | Path] = None,
+    images: Optional[str | Path] = None,
+    split: Optional[str] = None,
+    *,
+    note: Callable[[str], None],
+    queries: int = 8,
+    worst: int = 8,
+    k: int = 5,
+    seed: int = 0,
+    batch_size: int = 64,
+    device: str = "auto",
+    progress: bool = True,
+    on_error: str = "raise",
+) -> tuple[Path, dict[str, str]]:
+    """Write the report of the run in ``run_dir`` to ``out`` (default ``RUN_DIR/report.html``)
+    over the labelled folder ``images`` (each repeated image once: leave-one-out finds no twin)
+    or the ``split`` of the run's dataset (default test), with :func:`build_report`'s options;
+    returns the file and the files left out. ``note`` gets a line for each image left out."""
+    if images is not None and split is not None:
+        raise ConfigError("--split", "give either --images or --split, not both")
+    for option, value, least in (("--queries", queries, 0), ("--worst", worst, 0), ("-k", k, 1)):
+        if value < least:
+            raise ConfigError(option, f"must be >= {least}, got {value}")
+    path = Path(out) if out else Path(run_dir) / "report.html"
+    check_writable_file(path)
+    resolved = resolve_device(device)
+    config, model, transform = load_model_and_transform(run_dir, resolved)
+    if images is not None:
+        source, where = folder_source(images, transform), f"the images of {images}"
+        source, repeats = distinct_images(source, str(images))
+        for copy, kept in repeats:
+            note(f"{printable(copy)} is the same image as {printable(kept)}; left out")
+    else:
+        source, where = split_source(config, split or "test"), f"the {split or 'test'} split"
+    page, skipped = build_report(
+        run_dir,
+        config,
+        model,
+        source,
+        queries,
+        k,
+        seed,
+        batch_size,
+        resolved,
+        progress,
+        on_error,
+        worst,
+        where,
+    )
+    for line in skipped_notes(source, skipped):
+        note(line)
+    return write_report(path, page), skipped

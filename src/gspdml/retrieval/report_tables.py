@@ -118,7 +118,7 @@ def _number_cell(value: Optional[float]) -> str:
     return f'<td data-value="{value!r}">{value:.4f}</td>'
 
 
-def weights_step(results: Optional[Mapping[str, Any]], config: Mapping[str, Any]) -> Optional[int]:
+def weights_step(results: Optional[Mapping[str, Any]], restore_best: bool) -> Optional[int]:
     """The step the run's final weights (and its test metrics) come from: ``results.json``'s
     ``weights_step``; for a run written before the trainer recorded it, ``best_step`` when
     ``evaluation.restore_best`` and the last step otherwise; None without results."""
@@ -126,7 +126,7 @@ def weights_step(results: Optional[Mapping[str, Any]], config: Mapping[str, Any]
         return None
     if "weights_step" in results:
         return int(results["weights_step"])
-    restore = config["evaluation"]["restore_best"] and "best_step" in results
+    restore = restore_best and "best_step" in results
     return int(results["best_step"] if restore else results["steps"])
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Subset
 
+from gspdml.config import RunConfig
 from gspdml.data.base import EvalSplit, LabelledDataset
 from gspdml.data.eval_transform import tensor_display
 from gspdml.data.folder import read_csv_rows
@@ -53,7 +54,7 @@ def list_image_folder(
     return [str(p) for p in files], labels, [str(p) for p in skipped]
 
 
-class ImageFiles(Dataset):
+class ImageFiles(Dataset[tuple[torch.Tensor, int]]):
     """Image files as a dataset of ``(image tensor, position)``, decoded with ``transform``."""
 
     def __init__(
@@ -76,7 +77,7 @@ class ImageSource:
     (or name) and one label per item; ``to_display`` maps a model input ``[C, H, W]`` back to a
     picture ``[H, W, C]`` in [0, 1] (min-max scaling when the normalisation is unknown)."""
 
-    dataset: Dataset
+    dataset: Dataset[Any]
     paths: list[str]
     labels: list[Optional[str]]
     to_display: Callable[[torch.Tensor], np.ndarray] = tensor_display
@@ -94,6 +95,13 @@ class ImageSource:
         )
 
 
+def skipped_notes(source: ImageSource, skipped: Mapping[str, str]) -> list[str]:
+    """A line naming every hidden entry of ``source`` and every undecodable file (``skipped``:
+    ``{path: problem}``) that was left out."""
+    hidden = [f"skipped hidden or system entry {path}" for path in source.skipped]
+    return hidden + [f"skipped {path}: {why}" for path, why in skipped.items()]
+
+
 def folder_source(root: str | os.PathLike[str], transform: ImageTransform) -> ImageSource:
     paths, labels, skipped = list_image_folder(root)
     return ImageSource(
@@ -101,15 +109,14 @@ def folder_source(root: str | os.PathLike[str], transform: ImageTransform) -> Im
     )
 
 
-def split_source(config: Mapping[str, Any], split: str) -> ImageSource:
+def split_source(config: RunConfig, split: str) -> ImageSource:
     """A split of the run's dataset (``data.dataset`` of its config). Evaluation splits give their
     gallery when they have one, else their query set. Items are named by the dataset's ``paths``
     when it has them, ``<split>/<position>`` otherwise; labels are the dataset's ``class_names``
     when it has them, the class ids as text otherwise."""
     if split not in SPLITS:
         raise ConfigError("split", f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
-    # build_run_data reads any mapping; training/run_dir.py annotates it as a dict
-    part = getattr(build_run_data(config), split)  # type: ignore[arg-type]
+    part = getattr(build_run_data(config), split)
     if part is None:
         raise ConfigError("split", f"the dataset has no {split!r} split")
     dataset = (

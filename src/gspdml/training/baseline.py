@@ -5,20 +5,25 @@ made retrieval worse than no training; the run says so instead of leaving it uns
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gspdml.models.freezable import Freezable
 from gspdml.models.output import EmbedderOutput
+from gspdml.pooling.base import LazyInitialised
+from gspdml.settings.sections import ModelConfig
+from gspdml.training.rng import rng_state, set_rng_state
 
-
-def backbone_is_pretrained(backbone_spec: Mapping[str, Any]) -> bool:
-    """Whether the backbone spec loads pre-trained weights (``pretrained`` or ``weights`` set):
-    only then are its raw pooled features a baseline worth the extra embedding pass."""
-    return bool(backbone_spec.get("pretrained")) or bool(backbone_spec.get("weights"))
+#: why a baseline was not evaluated
+LAZY_MODEL = "the model initialises from training data"
+NO_BACKBONE = (
+    "model.backbone names pre-trained weights, but the model declares no backbone "
+    "(gspdml.models.freezable.Freezable)"
+)
 
 
 class BackboneGap(nn.Module):
@@ -35,19 +40,44 @@ class BackboneGap(nn.Module):
         return EmbedderOutput(embedding=F.normalize(pooled.float(), dim=-1), pooled=pooled)
 
 
-def comparison(metric: str, trained: float, baselines: Mapping[str, Mapping[str, float]]) -> str:
-    """One console line: the trained model's ``metric`` beside each baseline's."""
-    parts = ", ".join(f"{name} {scores[metric]:.4f}" for name, scores in baselines.items())
-    return f"baseline: test {metric} {trained:.4f} trained vs {parts}"
+@dataclass
+class Baselines:
+    """The test metrics of each baseline by name (``step0``, ``backbone_gap``) and, for each one
+    that could not be evaluated, why; taken before step 1 and kept in the checkpoint, so a
+    resumed run reports the same."""
 
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
 
-def worse_than(
-    metric: str, trained: float, baselines: Mapping[str, Mapping[str, float]]
-) -> list[str]:
-    """A warning for each baseline that scores above the trained model on ``metric``."""
-    return [
-        f"the trained model is worse than the {name} baseline: test {metric} {trained:.4f} "
-        f"< {scores[metric]:.4f}"
-        for name, scores in baselines.items()
-        if scores[metric] > trained
-    ]
+    def evaluate(
+        self, model: nn.Module, config: ModelConfig, score: Callable[[nn.Module], dict[str, float]]
+    ) -> None:
+        """The metrics ``score`` gives the model as built (``step0``, unless a module of it
+        initialises from training data) and, when ``config`` names a pre-trained backbone, its
+        :class:`BackboneGap` (a model that declares no backbone,
+        :class:`~gspdml.models.freezable.Freezable`, has that row skipped). The random state is
+        put back, so training is the same with or without."""
+        state = rng_state()
+        if any(isinstance(m, LazyInitialised) and not m.is_initialised for m in model.modules()):
+            self.skipped["step0"] = LAZY_MODEL
+        else:
+            self.scores["step0"] = score(model)
+        if config.pretrained_backbone and isinstance(model, Freezable):
+            self.scores["backbone_gap"] = score(BackboneGap(model.backbone))
+        elif config.pretrained_backbone:
+            self.skipped["backbone_gap"] = NO_BACKBONE
+        set_rng_state(state)
+
+    def report(self, metric: str, trained: float) -> list[str]:
+        """The console lines: the trained model's ``metric`` beside each baseline's, a warning
+        for each baseline that scores higher, and each skipped baseline with its reason."""
+        scores = {name: row[metric] for name, row in self.scores.items()}
+        both = ", ".join(f"{name} {value:.4f}" for name, value in scores.items())
+        lines = [f"baseline: test {metric} {trained:.4f} trained vs {both}"] if scores else []
+        lines += [
+            f"warning: the trained model is worse than the {name} baseline: test {metric} "
+            f"{trained:.4f} < {value:.4f}"
+            for name, value in scores.items()
+            if value > trained
+        ]
+        return lines + [f"baseline: {name} skipped ({why})" for name, why in self.skipped.items()]

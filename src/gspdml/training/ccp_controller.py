@@ -35,7 +35,8 @@ import torch
 from torch import nn
 from torch.utils.data import Subset
 
-from gspdml.errors import TrainingError
+from gspdml.errors import ConfigError, TrainingError
+from gspdml.losses.base import MetricLoss
 from gspdml.losses.ccp import CCP
 from gspdml.losses.ccp_selection import sample_pool
 from gspdml.training.callbacks import Callback
@@ -49,7 +50,11 @@ class CCPController(Callback):
     ``best_proxies`` (the snapshot of the best round), ``problems_finished``.
     """
 
-    def __init__(self, ccp: CCP):
+    def __init__(self, ccp: MetricLoss):
+        if not isinstance(ccp, CCP):
+            raise ConfigError(
+                "loss", f"{type(ccp).__name__} declares the ccp controller but is no CCP loss"
+            )
         self.ccp = ccp
         self.reset()
 
@@ -61,7 +66,7 @@ class CCPController(Callback):
         self.best, self.bad, self.problems_finished = float("-inf"), 0, 0
 
     # ------------------------------------------------------------------ hooks
-    def on_train_start(self, trainer) -> None:
+    def on_train_start(self, trainer: Any) -> None:
         if self.initialised:  # resumed run: proxies and state come from the checkpoint
             return
         ccp = self.ccp
@@ -70,7 +75,7 @@ class CCPController(Callback):
         self.reinitialize_proxies(trainer, None, ccp.pool_size if ccp.init == "kcenter" else ccp.k)
         self.initialised = True
 
-    def on_after_backward(self, trainer) -> None:
+    def on_after_backward(self, trainer: Any) -> None:
         """Add ``lambda (theta - theta*)``, the gradient of ``(lambda/2)||theta - theta*||^2``."""
         if not self.lambda_active or self.ccp.prox_lambda == 0 or self.anchor is None:
             return
@@ -80,7 +85,7 @@ class CCPController(Callback):
                     param.detach() - self.anchor[name].to(param), alpha=self.ccp.prox_lambda
                 )
 
-    def on_evaluation(self, trainer, metrics: dict[str, float]) -> None:
+    def on_evaluation(self, trainer: Any, metrics: dict[str, float]) -> None:
         metric = self.ccp.metric
         if metric not in metrics:
             raise TrainingError(
@@ -97,7 +102,7 @@ class CCPController(Callback):
             self.next_problem(trainer)
 
     # ------------------------------------------------------------ projections
-    def next_problem(self, trainer) -> None:
+    def next_problem(self, trainer: Any) -> None:
         """End the current projection problem: new ``theta*``, proximal term on, new proxies."""
         if self.ccp.snapshot == "best" and self.best_params is not None:
             anchor, old = self.best_params, self.best_proxies
@@ -109,7 +114,7 @@ class CCPController(Callback):
         self.problems_finished += 1
 
     def reinitialize_proxies(
-        self, trainer, old_proxies: Optional[torch.Tensor], pool_size: int
+        self, trainer: Any, old_proxies: Optional[torch.Tensor], pool_size: int
     ) -> None:
         """Algorithm 2: embed ``pool_size`` random training samples per class with the current
         network, let the loss pick ``K`` per class relative to ``old_proxies``

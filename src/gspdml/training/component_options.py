@@ -42,16 +42,10 @@ def _plain(value: Any) -> Any:
 
 def _resolve(registry: Registry, spec: Any, field: str) -> dict[str, Any]:
     name, given = parse_spec(spec, field)
-    factory = registry.get(name, field)
-    hidden = SUPPLIED | set(getattr(factory, "supplied_by_caller", ()))
-    nested = getattr(factory, "nested", {})
+    nested = getattr(registry.get(name, field), "nested", {})
     options: dict[str, Any] = {}
-    try:
-        parameters = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        parameters = []  # type: ignore[assignment]
-    for p in parameters:
-        if p.name in hidden or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+    for p in registry.options(name):
+        if p.name in SUPPLIED:
             continue
         value = given.get(p.name, p.default)
         if value is inspect.Parameter.empty:

@@ -35,6 +35,9 @@ HARMLESS = (
     "trainer.checkpoint_every",
 )
 
+#: the dotted key whose null means the dataset's own evaluation transform (module docstring)
+OWN_EVAL_TRANSFORM = "data.eval_transform"
+
 
 def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
@@ -53,14 +56,14 @@ def config_differences(
     key reads as ``<absent>``; a key the saved config predates, at its default, is no difference,
     nor a null ``data.eval_transform``: module docstring); both configs are compared as YAML
     writes them."""
-    recorded = (saved.get("data") or {}).get("eval_transform")
-    data = new.get("data")
-    if recorded and isinstance(data, Mapping) and data.get("eval_transform") is None:
-        new = {**new, "data": {**data, "eval_transform": recorded}}  # null: the recorded one
     old, now = (
         _flatten(yaml.safe_load(dump_config(saved))),
         _flatten(yaml.safe_load(dump_config(new))),
     )
+    recorded = {k: v for k, v in old.items() if k.startswith(f"{OWN_EVAL_TRANSFORM}.")}
+    if recorded and OWN_EVAL_TRANSFORM in now and now[OWN_EVAL_TRANSFORM] is None:
+        del now[OWN_EVAL_TRANSFORM]  # null: the recorded one
+        now.update(recorded)
     defaults = _flatten(yaml.safe_load(dump_config(DEFAULTS)))
     absent = "<absent>"
     for key in set(now) - set(old):

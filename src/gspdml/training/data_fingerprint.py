@@ -96,7 +96,7 @@ def _describe(dataset: Any) -> dict[str, Any]:
     return record
 
 
-def _files_digest(paths: list) -> str:
+def _files_digest(paths: list[str | Path]) -> str:
     root = Path(os.path.commonpath([str(p) for p in paths])) if len(paths) > 1 else None
     digest = hashlib.sha256()
     for path in sorted(str(p) for p in paths):
@@ -105,7 +105,7 @@ def _files_digest(paths: list) -> str:
     return digest.hexdigest()
 
 
-def content_digest(paths: list) -> str:
+def content_digest(paths: list[str | Path]) -> str:
     """sha256 over the sha256 of every file's bytes, in the order of the sorted paths (a file
     that cannot be read counts as missing: the reader names it when it is used)."""
     digest = hashlib.sha256()

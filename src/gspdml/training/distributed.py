@@ -45,7 +45,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, NoReturn, Optional, Sized, cast
 
 import torch
 import torch.distributed as dist
@@ -55,8 +55,6 @@ from torch.utils.data import Dataset, Subset
 from gspdml.errors import ConfigError
 from gspdml.models.inference import embed
 from gspdml.models.output import EmbedderOutput
-
-MODES = ("auto", "off")
 
 
 @dataclass(frozen=True)
@@ -88,40 +86,35 @@ class DistributedContext:
 
 def launched_world_size() -> int:
     """``WORLD_SIZE`` as set by ``torchrun`` (1 when not launched by it)."""
-    value = os.environ.get("WORLD_SIZE", "1")
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(
-            "trainer.distributed", f"environment variable WORLD_SIZE={value!r} is not an integer"
-        ) from None
+    return _launched("WORLD_SIZE", 1)
 
 
 def launched_rank() -> int:
     """``RANK`` as set by ``torchrun`` (0 when not launched by it)."""
-    value = os.environ.get("RANK", "0")
+    return _launched("RANK", 0)
+
+
+def _launched(variable: str, default: int) -> int:
+    value = os.environ.get(variable, str(default))
     try:
         return int(value)
     except ValueError:
         raise ConfigError(
-            "trainer.distributed", f"environment variable RANK={value!r} is not an integer"
+            "trainer.distributed", f"environment variable {variable}={value!r} is not an integer"
         ) from None
 
 
 def setup_distributed(
     mode: str, device: torch.device
 ) -> tuple[Optional[DistributedContext], torch.device]:
-    """Join the process group when ``mode`` is ``auto`` and ``WORLD_SIZE > 1``.
+    """Join the process group when ``mode`` (``trainer.distributed``, checked by its section) is
+    ``auto`` and ``WORLD_SIZE > 1``.
 
     Returns ``(context or None, device)``; on CUDA the device becomes ``cuda:LOCAL_RANK``.
     """
-    if mode not in MODES:
-        raise ConfigError(
-            "trainer.distributed", f"unknown mode {mode!r}; allowed: {', '.join(MODES)}"
-        )
     if mode == "off" or launched_world_size() <= 1:
         return None, device
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_rank = _launched("LOCAL_RANK", 0)
     if device.type == "cuda":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
@@ -135,12 +128,12 @@ class _ScaleGradient(torch.autograd.Function):
     """Identity forward; multiplies the incoming gradient by ``factor`` (undoes DDP's averaging)."""
 
     @staticmethod
-    def forward(ctx, tensor: torch.Tensor, factor: float) -> torch.Tensor:
+    def forward(ctx: Any, tensor: torch.Tensor, factor: float) -> torch.Tensor:
         ctx.factor = factor
         return tensor.view_as(tensor)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor):
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         return grad * ctx.factor, None
 
 
@@ -149,8 +142,10 @@ def gather_with_grad(tensor: torch.Tensor, context: DistributedContext) -> torch
     by ``world_size``, see the module docstring), the other ranks' rows are constants."""
     parts = [torch.empty_like(tensor) for _ in range(context.world_size)]
     dist.all_gather(parts, tensor.detach().contiguous())
+    # torch leaves ``Function.apply`` unannotated; the forward gives its result's type
+    scaled = cast(Callable[[torch.Tensor, float], torch.Tensor], _ScaleGradient.apply)
     parts[context.rank] = (
-        _ScaleGradient.apply(tensor, float(context.world_size)) if tensor.requires_grad else tensor
+        scaled(tensor, float(context.world_size)) if tensor.requires_grad else tensor
     )
     return torch.cat(parts)
 
@@ -182,7 +177,7 @@ class GlobalBatchModel:
             raise self._refusal("runs the model on inputs it builds itself")
         return gather_output(self._model(images), self._context)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> NoReturn:
         raise self._refusal(f"uses model.{name}")
 
     @staticmethod
@@ -217,27 +212,34 @@ def broadcast_buffers(module: nn.Module) -> None:
 
 
 def embed_sharded(
-    context: DistributedContext, model: nn.Module, dataset: Dataset, batch_size: int = 256, **kwargs
+    context: DistributedContext,
+    model: nn.Module,
+    dataset: Dataset[Any],
+    batch_size: int = 256,
+    **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`~gspdml.models.inference.embed` of ``dataset`` split over the ranks: rank ``r``
     embeds the contiguous shard ``[r n / W, (r + 1) n / W)``; the shards are all-gathered and
-    concatenated, so every rank returns the embeddings of the whole dataset in order."""
-    n, world = len(dataset), context.world_size
+    concatenated, so every rank returns the embeddings of the whole dataset in order. A rank
+    whose shard is empty (fewer items than ranks) learns the embeddings' width from the others."""
+    n, world = len(cast(Sized, dataset)), context.world_size
     bounds = [r * n // world for r in range(world + 1)]
     sizes = [bounds[r + 1] - bounds[r] for r in range(world)]
     start, size = bounds[context.rank], sizes[context.rank]
-    width = int(model.embedding_dim)
-    if size:
-        emb, labels = embed(
-            model, Subset(dataset, range(start, start + size)), batch_size, **kwargs
-        )
-    else:
-        emb, labels = torch.zeros(0, width), torch.zeros(0, dtype=torch.int64)
     device = (
         torch.device("cuda", torch.cuda.current_device())
         if dist.get_backend() == "nccl"
         else torch.device("cpu")
     )
+    if size:
+        emb, labels = embed(
+            model, Subset(dataset, range(start, start + size)), batch_size, **kwargs
+        )
+    widest = torch.tensor(emb.shape[1] if size else 0, device=device)
+    dist.all_reduce(widest, op=dist.ReduceOp.MAX)
+    width = int(widest)
+    if not size:
+        emb, labels = torch.zeros(0, width), torch.zeros(0, dtype=torch.int64)
     longest = max(sizes)
     padded_emb = torch.zeros(longest, width, device=device)
     padded_labels = torch.zeros(longest, dtype=torch.int64, device=device)

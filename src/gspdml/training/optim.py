@@ -8,20 +8,24 @@ with the ``lr_multiplier`` the loss declares (e.g. proxies at x100). Nobody can 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional
 
 import torch
 from torch import nn
 
-from gspdml.config import OptimizerConfig
+from gspdml.settings.sections import LrMultipliers, OptimizerConfig, RunConfig
 
-#: embedder parts -> the lr_multipliers key that applies to them (the global projection is a head)
-EMBEDDER_PARTS = {
-    "backbone": "backbone",
-    "head": "head",
-    "pooling": "pooling",
-    "projection": "head",
-}
+
+def embedder_parts(multipliers: LrMultipliers) -> dict[str, float]:
+    """The embedder's parts and the ``lr_multipliers`` that apply to them (the global
+    projection is a head)."""
+    return {
+        "backbone": multipliers.backbone,
+        "head": multipliers.head,
+        "pooling": multipliers.pooling,
+        "projection": multipliers.head,
+    }
 
 
 def _loss_parameters(
@@ -38,15 +42,14 @@ def _loss_parameters(
 
 
 def parameter_groups(
-    model: nn.Module, loss: nn.Module, multipliers: Mapping[str, float], lr: float
+    model: nn.Module, loss: nn.Module, multipliers: LrMultipliers, lr: float
 ) -> list[dict[str, Any]]:
     """Groups with ``name``, ``params``, ``lr`` and ``initial_lr`` (= base lr x multiplier)."""
     groups: list[dict[str, Any]] = []
-    for part, key in EMBEDDER_PARTS.items():
-        module = getattr(model, part, None)
+    for part, mult in embedder_parts(multipliers).items():
+        module = getattr(model, part, None)  # a user's model may have none of these parts
         params = [p for p in module.parameters() if p.requires_grad] if module is not None else []
         if params:
-            mult = float(multipliers.get(key, 1.0))
             groups.append(
                 {"name": part, "params": params, "lr": lr * mult, "initial_lr": lr * mult}
             )
@@ -86,16 +89,30 @@ def build_optimizer(
     :func:`parameter_groups` (``optimizer`` section of the config). RAdam's weight decay is
     decoupled, ``p <- p - lr wd p`` before the update, as in the RAdam that LIBC's release ships
     (``RAdam.py``; ``tests/parity/test_libc_step.py``), not Adam's L2 term in the gradient."""
-    groups = parameter_groups(model, loss, dict(cfg.lr_multipliers), cfg.lr)
-    common = {"lr": cfg.lr, "weight_decay": cfg.weight_decay}
+    groups = parameter_groups(model, loss, cfg.lr_multipliers, cfg.lr)
+    lr, decay = cfg.lr, cfg.weight_decay
     if cfg.name == "sgd":
-        return torch.optim.SGD(groups, momentum=cfg.momentum, **common)
+        return torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum, weight_decay=decay)
     if cfg.name == "radam":
         return torch.optim.RAdam(
-            groups, betas=cfg.betas, eps=cfg.eps, decoupled_weight_decay=True, **common
+            groups,
+            lr=lr,
+            betas=cfg.betas,
+            eps=cfg.eps,
+            weight_decay=decay,
+            decoupled_weight_decay=True,
         )
     cls = torch.optim.AdamW if cfg.name == "adamw" else torch.optim.Adam
-    return cls(groups, betas=cfg.betas, eps=cfg.eps, **common)
+    return cls(groups, lr=lr, betas=cfg.betas, eps=cfg.eps, weight_decay=decay)
+
+
+def with_initial_lr(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """``optimizer``, each group with the ``initial_lr`` a schedule scales: a group without one
+    (an optimiser built outside :func:`build_optimizer`) starts from its ``lr``, as torch's
+    schedulers set it."""
+    for group in optimizer.param_groups:
+        group.setdefault("initial_lr", group["lr"])
+    return optimizer
 
 
 class PlateauSchedule:
@@ -130,7 +147,7 @@ class PlateauSchedule:
         convention: str = "keras",
         threshold: float = 0.0,
     ):
-        self.optimizer, self.base_lr = optimizer, base_lr
+        self.optimizer, self.base_lr = with_initial_lr(optimizer), base_lr
         self.factor, self.patience, self.min_lr = factor, patience, min_lr
         self.convention, self.threshold = convention, threshold
         self.best, self.bad_rounds = float("-inf"), 0
@@ -159,10 +176,10 @@ class PlateauSchedule:
         if changed:
             self.drops.append(int(at_step))
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         return {"best": self.best, "bad_rounds": self.bad_rounds, "drops": list(self.drops)}
 
-    def load_state_dict(self, state: Mapping) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """The counters (the rates are the optimiser's state); a checkpoint of an earlier
         gspdml also holds its ``scale``, which the restored optimiser groups already carry."""
         self.best, self.bad_rounds = float(state["best"]), int(state["bad_rounds"])
@@ -195,7 +212,7 @@ class StepDecay:
         every: Optional[int] = None,
         milestones: Optional[list[int]] = None,
     ):
-        self.optimizer, self.factor = optimizer, float(factor)
+        self.optimizer, self.factor = with_initial_lr(optimizer), float(factor)
         self.every, self.milestones = every, sorted(int(m) for m in milestones or ())
 
     def apply(self, step: int) -> None:
@@ -203,3 +220,38 @@ class StepDecay:
         scale = self.factor**reached
         for group in self.optimizer.param_groups:
             group["lr"] = group["initial_lr"] * scale
+
+
+@dataclass
+class Schedules:
+    """The learning-rate schedules of a run: reduce-on-plateau after validation rounds, a step
+    decay after training steps (``schedule`` section: at most one of them)."""
+
+    plateau: Optional[PlateauSchedule] = None
+    step_decay: Optional[StepDecay] = None
+
+
+def build_schedules(config: RunConfig, optimizer: torch.optim.Optimizer) -> Schedules:
+    """The schedules of the ``schedule`` section over ``optimizer`` (their base rate
+    ``optimizer.lr``)."""
+    plateau, decay, base_lr = (
+        config.schedule.plateau,
+        config.schedule.step_decay,
+        config.optimizer.lr,
+    )
+    return Schedules(
+        PlateauSchedule(
+            optimizer,
+            base_lr,
+            plateau.factor,
+            plateau.patience,
+            plateau.min_lr,
+            plateau.convention,
+            plateau.threshold,
+        )
+        if plateau
+        else None,
+        StepDecay(optimizer, decay.factor, decay.every, list(decay.milestones or ()))
+        if decay
+        else None,
+    )

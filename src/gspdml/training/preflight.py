@@ -9,17 +9,20 @@ evaluation; the training split against :class:`~gspdml.data.seeded.TrainingDatas
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import Dataset
 
+from gspdml.data.base import DataSplits, EvalSplit
+from gspdml.data.summary import ranking_problem, scorable_queries
 from gspdml.errors import ConfigError, DataError
 from gspdml.losses.requirements import model_provides, requirements_of
+from gspdml.models.freezable import Freezable
 from gspdml.pooling.base import LazyInitialised
+from gspdml.settings.sections import DataConfig, RunConfig
+from gspdml.training.reload import check_reloadable
 from gspdml.training.rng import rng_state, set_rng_state
 
 ADAPTER = (
@@ -28,7 +31,54 @@ ADAPTER = (
 )
 
 
-def check_loss_declarations(loss: nn.Module, model: nn.Module, data: Mapping[str, Any]) -> None:
+def check_parts(
+    model: nn.Module, loss: nn.Module, data: DataSplits, eval_split: EvalSplit, config: RunConfig
+) -> bool:
+    """Everything the parts declare, against the config, once before step 1; returns whether
+    validation rounds can select a model (:func:`check_selection_split`)."""
+    check_splits_score(eval_split, data.test, config.evaluation.split)
+    selects = check_selection_split(eval_split, config)
+    check_reloadable(model, config)
+    check_loss_declarations(loss, model, config.data)
+    check_warmup(model, config.schedule.warmup_steps)
+    check_training_dataset(data.train)
+    return selects
+
+
+def check_splits_score(eval_split: EvalSplit, test: Optional[EvalSplit], split: str) -> None:
+    """The evaluation split (``split``) and the test split each have a query to score (a
+    relevant reference), else their metrics are undefined: refused before step 1, not NaN after
+    training."""
+    for name, part in {split: eval_split, "test": test}.items():
+        if part is not None and scorable_queries(part) == 0:
+            raise ConfigError(
+                "evaluation.split" if name == split else "data.dataset",
+                f"the {name} split has no query to score: no query has another image of its "
+                f"class ({len(part.query)} queries, every class one image), so its retrieval "
+                "metrics are undefined. Give its classes at least two images each",
+            )
+
+
+def check_selection_split(eval_split: EvalSplit, config: RunConfig) -> bool:
+    """Whether validation rounds can select a model. A split that cannot rank (one class, or
+    no class with a second image) makes every round score the same: refused when the config
+    selects by it (restore_best, patience, plateau), else training runs without selection."""
+    ev = config.evaluation
+    problem = ranking_problem(eval_split)
+    if problem is None:
+        return True
+    if ev.restore_best or ev.patience or config.schedule.plateau:
+        raise ConfigError(
+            "evaluation.split",
+            f"the {ev.split} split cannot select a model: {problem}. Give it more classes "
+            "(data.dataset.val_fraction, data.dataset.val_classes, or a val/ folder), or train "
+            "without model selection: evaluation.restore_best: false, evaluation.patience: null "
+            "(and no schedule.plateau)",
+        )
+    return False
+
+
+def check_loss_declarations(loss: nn.Module, model: nn.Module, data: DataConfig) -> None:
     """The batches of the ``data`` config section and the model's declared output fields meet
     what the loss declares it needs."""
     requirements = requirements_of(loss)
@@ -60,9 +110,22 @@ def check_lazy_initialisation(model: nn.Module, steps: int, batch_size: int) -> 
             )
 
 
+def finish_lazy_initialisation(model: nn.Module, step: int) -> list[str]:
+    """Modules that initialise from data seen in training (GSP's k-center prototypes) finish
+    now, from what they have seen, so no weights are evaluated, selected or saved before; one
+    line per module finished (its name and the samples it used)."""
+    return [
+        f"{name or 'model'}: initialised at step {step} from {module.finish_initialisation()} "
+        "samples (before the first evaluation)"
+        for name, module in lazy_modules(model)
+        if not module.is_initialised
+    ]
+
+
 def check_warmup(model: nn.Module, warmup_steps: int) -> None:
-    """The warm-up freezes the model's ``backbone`` part: a model without one cannot warm up."""
-    if warmup_steps and not isinstance(getattr(model, "backbone", None), nn.Module):
+    """The warm-up freezes the model's backbone: a model that declares none
+    (:class:`~gspdml.models.freezable.Freezable`) cannot warm up."""
+    if warmup_steps and not isinstance(model, Freezable):
         raise ConfigError(
             "schedule.warmup_steps",
             f"the warm-up freezes the model's backbone, but "
@@ -70,7 +133,7 @@ def check_warmup(model: nn.Module, warmup_steps: int) -> None:
         )
 
 
-def check_training_dataset(dataset: Dataset) -> None:
+def check_training_dataset(dataset: Any) -> None:
     """``dataset`` follows :class:`~gspdml.data.seeded.TrainingDataset`: one label per item, and
     item ``(0, 0)`` is ``(image tensor, label)``. Reading it leaves the host's random generators
     as they were."""

@@ -22,12 +22,13 @@ reads that file; models never train.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, Literal, Mapping, NamedTuple, Optional, Union
 
 import numpy as np
 import torch
@@ -35,39 +36,103 @@ import torch.nn.functional as F
 import yaml
 from torch import nn
 
-from gspdml.compat.hardware import PrecisionChoice, resolve_precision
+from gspdml.compat.hardware import PRECISIONS, PrecisionChoice, resolve_precision
 from gspdml.config import PRESETS_DIR, parse_yaml
 from gspdml.data.arrays import pixel_statistics
 from gspdml.data.cache import cache_dir, cache_key
+from gspdml.data.glyphs import SOURCES
 from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.file_digest import file_sha256
 from gspdml.models.backbones import build_backbone
-from gspdml.models.inference import autocast_context, resolve_device
+from gspdml.models.embedder import model_section
+from gspdml.models.inference import autocast_context, memory_format, resolve_device
 from gspdml.output_files import atomic_write, check_writable_file
 from gspdml.progress import Progress
+from gspdml.settings.schema import REQUIRED, Section, option, tagged
 
 RECIPES_DIR = PRESETS_DIR / "pretrain"
 #: bump when the pre-training code changes what a recipe produces
 CODE_VERSION = 1
-TRAIN_DEFAULTS = {
-    "epochs": 10,
-    "batch_size": 128,
-    "lr": 2.0e-3,
-    "weight_decay": 5.0e-4,
-    "seed": 0,
-    "precision": "auto",
-}
-DATA_DEFAULTS = {
-    "source": "digits",
-    "root": None,
-    "split_seed": 0,
-    "tile_size": 16,
-    "tiles_per_class": 64,
-    "glyph_split": [0.6, 0.2, 0.2],
-}
-#: ``data.source: cifar100``: the official training file, with the augmentation of He et al.
-#: 2016 §4.2 (``augment``); the held-out accuracy is measured on the official test file
-CIFAR_DATA_DEFAULTS = {"source": "cifar100", "root": None, "augment": True}
+#: where a recipe's errors point
+FIELD = "pretrain"
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeTraining(Section):
+    """A recipe's ``train`` section: Adam with a cosine learning-rate decay."""
+
+    epochs: int = option(10, "passes over the training examples", minimum=1)
+    batch_size: int = option(128, "examples per step", minimum=1)
+    lr: float = option(2.0e-3, "Adam's learning rate, decayed to 0 by a cosine", minimum=0)
+    weight_decay: float = option(5.0e-4, "Adam's weight decay", minimum=0)
+    seed: int = option(0, "the seed of the initial weights, the examples and the batch order")
+    precision: Literal[PRECISIONS] = option(  # type: ignore[valid-type]
+        "auto", "auto: bf16 where the hardware has it, else fp32", noun="precision"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class TileData(Section):
+    """A recipe's ``data``: single tiles of every ordered pair class of a glyph family
+    (:func:`gspdml.data.shared_collage.tile_classification_arrays`)."""
+
+    source: Literal[SOURCES] = option("digits", "the glyph family", noun="source")  # type: ignore[valid-type]
+    root: Optional[str] = option(None, "the folder of a glyph family read from disk")
+    split_seed: int = option(0, "the seed of the collage's glyph split")
+    tile_size: int = option(16, "tile side in pixels", minimum=1)
+    tiles_per_class: int = option(64, "tiles drawn per pair class and epoch", minimum=1)
+    glyph_split: tuple[float, ...] = option(
+        (0.6, 0.2, 0.2), "the train, val and test fractions of the glyphs", minimum=0
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class CifarData(Section):
+    """A recipe's ``data`` with ``source: cifar100``: the official training file, with the
+    augmentation of He et al. 2016 §4.2 (``augment``); the held-out accuracy is measured on the
+    official test file."""
+
+    source: Literal["cifar100"] = option(REQUIRED, "the CIFAR-100 files", noun="source")
+    root: Optional[str] = option(None, "the folder holding cifar-100-python/")
+    augment: bool = option(True, "pad, crop and flip the training images (He et al. 2016 §4.2)")
+
+
+#: recipe data sources read from a folder the user names (``data.root``); the others are embedded
+ROOTED_SOURCES = ("cifar100",)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeFile(Section):
+    """A recipe as written: the data is read by its source (:func:`load_recipe`)."""
+
+    backbone: Any = option(REQUIRED, "the backbone spec (gspdml list backbones)")
+    data: dict[str, Any] = option({}, "the training examples (source and its options)")
+    train: RecipeTraining = option(RecipeTraining, "the optimisation")
+    name: Optional[str] = option(None, "the recipe's name (default: the file's stem)")
+    description: str = option("", "what the recipe makes, in words")
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe(Section):
+    """A pre-training recipe, parsed once (:func:`load_recipe`): everything that determines its
+    weights, and its name."""
+
+    name: str = option(REQUIRED, "the name weights: takes")
+    backbone: Any = option(REQUIRED, "the backbone spec")
+    data: Union[TileData, CifarData] = option(REQUIRED, "the training examples")
+    train: RecipeTraining = option(RecipeTraining, "the optimisation")
+
+    def on_root(self, root: str) -> "Recipe":
+        """This recipe with ``data.root`` = ``root``."""
+        return dataclasses.replace(self, data=dataclasses.replace(self.data, root=str(root)))
+
+    def file_content(self) -> dict[str, Any]:
+        """The YAML mapping of this recipe (its name is the file's stem)."""
+        return {
+            "backbone": self.backbone,
+            "data": self.data.to_dict(),
+            "train": self.train.to_dict(),
+        }
 
 
 def recipe_names() -> list[str]:
@@ -75,11 +140,13 @@ def recipe_names() -> list[str]:
     return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
 
 
-def load_recipe(source: Union[str, Path, Mapping[str, Any]]) -> dict[str, Any]:
-    """A recipe from a mapping, a YAML file or a shipped recipe's name, with defaults filled in
-    and ``name`` set (the file's stem)."""
+def load_recipe(source: Union[str, Path, Mapping[str, Any], Recipe]) -> Recipe:
+    """A recipe from a mapping, a YAML file or a shipped recipe's name, checked field by field,
+    with defaults filled in and ``name`` set (the file's stem, ``custom`` for a mapping)."""
+    if isinstance(source, Recipe):
+        return source
     if isinstance(source, Mapping):
-        raw, name = dict(source), str(source.get("name", "custom"))
+        raw, stem = source, "custom"
     else:
         path = Path(source)
         if not path.is_file():
@@ -90,77 +157,71 @@ def load_recipe(source: Union[str, Path, Mapping[str, Any]]) -> dict[str, Any]:
                 f"no pre-training recipe {str(source)!r} (a YAML file, or one of: {', '.join(recipe_names())})",
             )
         try:
-            raw, name = parse_yaml(path.read_text()) or {}, path.stem
+            raw, stem = parse_yaml(path.read_text()) or {}, path.stem
         except yaml.YAMLError as error:
-            raise ConfigError("pretrain", f"{path}: not valid YAML ({error})") from None
+            raise ConfigError(FIELD, f"{path}: not valid YAML ({error})") from None
         if not isinstance(raw, dict):
-            raise ConfigError("pretrain", f"{path}: expected a mapping with backbone, data, train")
-    unknown = set(raw) - {"name", "description", "backbone", "data", "train"}
-    if unknown or "backbone" not in raw:
-        raise ConfigError(
-            "pretrain",
-            f"a recipe has keys backbone (required), data, train, description; got {sorted(raw)}",
-        )
-    recipe = {"name": raw.get("name", name), "backbone": raw["backbone"]}
-    cifar = (raw.get("data") or {}).get("source") == "cifar100"
-    data_defaults = CIFAR_DATA_DEFAULTS if cifar else DATA_DEFAULTS
-    for section, defaults in (("data", data_defaults), ("train", TRAIN_DEFAULTS)):
-        given = dict(raw.get(section) or {})
-        extra = set(given) - set(defaults)
-        if extra:
-            raise ConfigError(
-                f"pretrain.{section}",
-                f"unknown keys {sorted(extra)}; allowed: {', '.join(defaults)}",
-            )
-        recipe[section] = {**defaults, **given}
-    return recipe
+            raise ConfigError(FIELD, f"{path}: expected a mapping with backbone, data, train")
+    written = RecipeFile.from_mapping(raw, FIELD)
+    return Recipe(
+        name=written.name or stem,
+        backbone=written.backbone,
+        data=_recipe_data(written.data),
+        train=written.train,
+    )
 
 
-#: recipe data sources read from a folder the user names (``data.root``); the others are embedded
-ROOTED_SOURCES = ("cifar100",)
+def _recipe_data(data: Mapping[str, Any]) -> Union[TileData, CifarData]:
+    """The ``data`` section of the kind its ``source`` names."""
+    cifar: dict[str, type[TileData | CifarData]] = {source: CifarData for source in ROOTED_SOURCES}
+    return tagged(data, "source", cifar, TileData, f"{FIELD}.data")
 
 
-def recipe_on_root(name: str, root: str) -> Optional[dict[str, Any]]:
+def recipe_on_root(name: str, root: str) -> Optional[Recipe]:
     """The recipe ``name`` with ``data.root`` set to ``root`` when its data is read from a folder
     the user names and the recipe names none (``gspdml pretrain NAME --data-root ROOT`` sets the
     same, so both find the same cached weights); None for any other recipe."""
     recipe = load_recipe(name)
-    if recipe["data"]["source"] not in ROOTED_SOURCES or recipe["data"]["root"] is not None:
+    if recipe.data.source not in ROOTED_SOURCES or recipe.data.root is not None:
         return None
-    recipe["data"]["root"] = str(root)
-    return recipe
+    return recipe.on_root(root)
 
 
-def recipe_key(recipe: Mapping[str, Any], device: Union[str, torch.device] = "auto") -> str:
+def recipe_precision(recipe: Recipe, device: torch.device) -> PrecisionChoice:
+    """The recipe's precision on ``device``: resolved once where a recipe is placed
+    (:func:`pretrained_weights_file`, :func:`train_recipe`) and passed along."""
+    return resolve_precision(recipe.train.precision, device, field=f"{FIELD}.train.precision")
+
+
+def recipe_key(recipe: Recipe, device: Union[str, torch.device] = "auto") -> str:
     """Content hash of everything that determines the weights (the description and name aside),
     with the precision as this machine resolves it on ``device`` (``auto`` trains in bf16 only
     where it is native, and bf16 weights are not the fp32 ones) and the kind of device (a GPU's
     kernels round otherwise)."""
     device = resolve_device(str(device))
-    return content_key(recipe, _precision(recipe, device).precision, device.type)
+    return content_key(recipe, recipe_precision(recipe, device).precision, device.type)
 
 
-def content_key(recipe: Mapping[str, Any], precision: str, device_type: str) -> str:
+def content_key(recipe: Recipe, precision: str, device_type: str) -> str:
     """:func:`recipe_key` for a given concrete precision and kind of device."""
-    train = {**recipe["train"], "precision": precision, "device": device_type}
+    train = {**recipe.train.to_dict(), "precision": precision, "device": device_type}
     return cache_key(
         {
             "code": CODE_VERSION,
-            "backbone": recipe["backbone"],
-            "data": recipe["data"],
+            "backbone": recipe.backbone,
+            "data": recipe.data.to_dict(),
             "train": train,
         }
     )
 
 
-def _precision(recipe: Mapping[str, Any], device: torch.device) -> PrecisionChoice:
-    return resolve_precision(recipe["train"]["precision"], device, field="pretrain.train.precision")
-
-
-def weights_path(recipe: Mapping[str, Any], device: Union[str, torch.device] = "auto") -> Path:
+def weights_path(recipe: Recipe, device: Union[str, torch.device] = "auto") -> Path:
     """Where the cache keeps the weights of ``recipe`` trained on ``device``."""
-    name = f"{recipe['name']}-{recipe_key(recipe, device)}.safetensors"
-    return cache_dir() / "pretrained" / name
+    return _cached_file(recipe, recipe_key(recipe, device))
+
+
+def _cached_file(recipe: Recipe, key: str) -> Path:
+    return cache_dir() / "pretrained" / f"{recipe.name}-{key}.safetensors"
 
 
 #: the recipe weights shipped in the package (beside the recipes), listed with their SHA-256 in
@@ -178,20 +239,18 @@ def shipped_manifest(folder: Optional[Path] = None) -> dict[str, dict[str, Any]]
     return read_json_object(path) if path.is_file() else {}
 
 
-def shipped_weights_file(
-    recipe: Mapping[str, Any], folder: Optional[Path] = None
-) -> Optional[Path]:
+def shipped_weights_file(recipe: Recipe, folder: Optional[Path] = None) -> Optional[Path]:
     """The shipped weights of ``recipe`` when it is, by content, a recipe whose weights the
     package ships (its backbone, data and training as they were when the weights were made,
     precision included): checked against the manifest's SHA-256 once per process. They are used
     on any device, as a downloaded checkpoint would be; any other recipe gives ``None``."""
     folder = folder or SHIPPED_DIR
     for entry in shipped_manifest(folder).values():
-        if recipe["train"]["precision"] != entry["precision"]:
+        if recipe.train.precision != entry["precision"]:
             continue
         if content_key(recipe, entry["precision"], entry["device"]) != entry["key"]:
             continue
-        path = folder / entry["file"]
+        path: Path = folder / entry["file"]
         _check_sha256(path, entry["sha256"])
         return path
     return None
@@ -222,15 +281,19 @@ def resolve_recipe_weights(
     replaced by the file of the recipe's weights: shipped, cached, or trained now on ``device``
     (the run's ``trainer.device``; :func:`pretrained_weights_file`); a model without recipe
     weights is returned as given."""
-    backbone = model.get("backbone")
-    if not isinstance(backbone, Mapping) or backbone.get("weights") is None:
+    section = model_section(model)
+    if section.backbone_recipe is None:
         return dict(model)
-    path = pretrained_weights_file(backbone["weights"], device=device)
-    return {**model, "backbone": {**backbone, "weights": str(path)}}
+    path = pretrained_weights_file(section.backbone_recipe, device=device)
+    return {**model, "backbone": {**section.backbone, "weights": str(path)}}
+
+
+#: what names a recipe: a shipped recipe's name, a YAML file, a mapping, or a loaded recipe
+RecipeSource = Union[str, Path, Mapping[str, Any], Recipe]
 
 
 def pretrained_state(
-    source, *, verbose: bool = True, device: Union[str, torch.device] = "auto"
+    source: RecipeSource, *, verbose: bool = True, device: Union[str, torch.device] = "auto"
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """The backbone weights of a recipe and their record (accuracy, seconds, key): shipped,
     loaded from the cache, or trained now and stored (also when the cached file is damaged)."""
@@ -262,12 +325,13 @@ def _cached_record(path: Path) -> Optional[dict[str, Any]]:
 
 
 def pretrained_weights_file(
-    source, *, verbose: bool = True, device: Union[str, torch.device] = "auto"
+    source: RecipeSource, *, verbose: bool = True, device: Union[str, torch.device] = "auto"
 ) -> Path:
     """The weights file of a recipe: the copy shipped in the package when the recipe is a shipped
     one unchanged (:func:`shipped_weights_file`, checked against its SHA-256), else the cached
     file (:func:`weights_path`), trained on ``device`` and stored atomically first when it is not
-    there yet or cannot be read (a warning names it)."""
+    there yet or cannot be read (a warning names it). The recipe's precision is resolved here,
+    once, and passed to the training."""
     from safetensors.torch import save_file
 
     recipe = load_recipe(source)
@@ -275,76 +339,86 @@ def pretrained_weights_file(
     if shipped is not None:
         return shipped
     device = resolve_device(str(device))
-    path = weights_path(recipe, device)
+    choice = recipe_precision(recipe, device)
+    key = content_key(recipe, choice.precision, device.type)
+    path = _cached_file(recipe, key)
     if path.is_file() and _cached_record(path) is not None:
         return path
     if verbose:
-        choice = _precision(recipe, device)
         print(
-            f"pre-training {recipe['name']} (key {recipe_key(recipe, device)}, {choice.precision}: {choice.reason}) -> {path}",
+            f"pre-training {recipe.name} (key {key}, {choice.precision}: {choice.reason}) -> {path}",
             flush=True,
         )
     check_writable_file(path)  # before the training, not after it
-    state, record = train_recipe(recipe, verbose=verbose, device=device)
+    state, record = train_recipe(recipe, verbose=verbose, device=device, precision=choice)
     atomic_write(path, lambda tmp: save_file(state, tmp, metadata={"record": json.dumps(record)}))
     if verbose:
         print(
-            f"pre-trained {recipe['name']}: held-out tile accuracy {100 * record['val_accuracy']:.1f}% in {record['seconds']:.0f} s",
+            f"pre-trained {recipe.name}: held-out tile accuracy {100 * record['val_accuracy']:.1f}% in {record['seconds']:.0f} s",
             flush=True,
         )
     return path
 
 
-#: the training examples of a recipe: ``(pool, seed) -> {"images": uint8, "labels": int}``,
-#: ``pool`` ``"train"`` (fresh draws or augmentations per seed) or ``"val"`` (held out)
-Examples = Callable[[str, int], dict[str, np.ndarray]]
+class Labelled(NamedTuple):
+    """Training examples: uint8 images ``[N, H, W]`` (one channel) or ``[N, C, H, W]`` and int
+    labels ``[N]``."""
+
+    images: np.ndarray
+    labels: np.ndarray
 
 
-def recipe_examples(recipe: Mapping[str, Any]) -> Examples:
+#: the training examples of a recipe: ``(pool, seed) -> Labelled``, ``pool`` ``"train"`` (fresh
+#: draws or augmentations per seed) or ``"val"`` (held out)
+Examples = Callable[[str, int], Labelled]
+
+
+def recipe_examples(recipe: Recipe) -> Examples:
     """The examples of the recipe's ``data``: glyph pair tiles
     (:func:`gspdml.data.shared_collage.tile_classification_arrays`, the training and validation
     glyph pools of the collage) or CIFAR-100 (training file, optionally augmented; test file)."""
-    data = recipe["data"]
-    if data["source"] == "cifar100":
+    data = recipe.data
+    if isinstance(data, CifarData):
         return _cifar100_examples(data)
     from gspdml.data.glyphs import source_glyphs
     from gspdml.data.shared_collage import tile_classification_arrays
 
-    glyphs, labels = source_glyphs(data["source"], data["root"])
+    glyphs, labels = source_glyphs(data.source, data.root)
 
-    def tiles(pool: str, seed: int) -> dict[str, np.ndarray]:
-        return tile_classification_arrays(
+    def tiles(pool: str, seed: int) -> Labelled:
+        arrays = tile_classification_arrays(
             glyphs,
             labels,
-            split_seed=data["split_seed"],
-            tile_size=data["tile_size"],
-            tiles_per_class=data["tiles_per_class"],
-            glyph_split=data["glyph_split"],
+            split_seed=data.split_seed,
+            tile_size=data.tile_size,
+            tiles_per_class=data.tiles_per_class,
+            glyph_split=data.glyph_split,
             seed=seed,
             pool=pool,
         )
+        return Labelled(arrays["images"], arrays["labels"])
 
     return tiles
 
 
-def _cifar100_examples(data: Mapping[str, Any]) -> Examples:
+def _cifar100_examples(data: CifarData) -> Examples:
     from gspdml.data.cifar import load_cifar
 
-    if data["root"] is None:
+    if data.root is None:
         raise ConfigError(
-            "pretrain.data.root",
+            f"{FIELD}.data.root",
             "the folder holding cifar-100-python/ (gspdml pretrain RECIPE --data-root DIR, or "
             "a copy of the recipe with data.root set)",
         )
-    cifar = load_cifar("cifar100", data["root"])
+    cifar = load_cifar("cifar100", data.root)
 
-    def examples(pool: str, seed: int) -> dict[str, np.ndarray]:
+    def examples(pool: str, seed: int) -> Labelled:
         if pool != "train":
-            return {"images": cifar.test, "labels": cifar.test_labels}
+            return Labelled(cifar.test, cifar.test_labels)
         images = cifar.train
-        if data["augment"]:
+        if data.augment:
             images = pad_crop_flip(images, np.random.default_rng([seed, 0xC1FA]))
-        return {"images": images, "labels": cifar.train_labels}
+        return Labelled(images, cifar.train_labels)
 
     return examples
 
@@ -373,52 +447,49 @@ def _as_tensor(images: np.ndarray, mean: float, std: float) -> torch.Tensor:
 
 
 def train_recipe(
-    recipe: Mapping[str, Any], *, verbose: bool = False, device: Union[str, torch.device] = "auto"
+    recipe: Recipe,
+    *,
+    verbose: bool = False,
+    device: Union[str, torch.device] = "auto",
+    precision: Optional[PrecisionChoice] = None,
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Train ``backbone -> GAP -> linear`` with cross-entropy on the recipe's tiles (fresh glyph
     draws every epoch; Adam with a cosine learning-rate decay) on ``device`` (``auto``: the GPU
-    when there is one), in
-    the recipe's precision as this machine resolves it, and return the backbone's state dict and
-    a record with the accuracy on tiles of the validation glyph pool; ``verbose`` prints one line
-    per epoch and progress lines within (:class:`gspdml.progress.Progress`, stderr)."""
-    opts = recipe["train"]
+    when there is one), in ``precision`` (the recipe's, as :func:`recipe_precision` resolved it;
+    by default resolved here), and return the backbone's state dict and a record with the
+    accuracy on tiles of the validation glyph pool; ``verbose`` prints one line per epoch and
+    progress lines within (:class:`gspdml.progress.Progress`, stderr)."""
+    opts = recipe.train
     start = time.perf_counter()
     device = resolve_device(str(device))
-    precision = _precision(recipe, device).precision
-    torch.manual_seed(int(opts["seed"]))
+    choice = precision or recipe_precision(recipe, device)
+    torch.manual_seed(opts.seed)
     examples = recipe_examples(recipe)
-    first = examples("train", int(opts["seed"]) * 1000)
-    mean, std = pixel_statistics(first["images"])
-    classes = int(first["labels"].max()) + 1
-    channels = 1 if first["images"].ndim == 3 else int(first["images"].shape[1])
-    backbone = build_backbone(recipe["backbone"], in_channels=channels, field="pretrain.backbone")
+    first = examples("train", opts.seed * 1000)
+    mean, std = pixel_statistics(first.images)
+    classes = int(first.labels.max()) + 1
+    channels = 1 if first.images.ndim == 3 else int(first.images.shape[1])
+    backbone = build_backbone(recipe.backbone, in_channels=channels, field=f"{FIELD}.backbone")
     classifier = nn.Linear(backbone.out_channels, classes)
     model = nn.Sequential(backbone, nn.AdaptiveAvgPool2d(1), nn.Flatten(), classifier).to(device)
-    layout = (
-        torch.channels_last
-        if precision == "bf16" and device.type == "cpu"
-        else torch.contiguous_format
-    )
-    optimizer = torch.optim.Adam(
-        model.parameters(), lr=float(opts["lr"]), weight_decay=float(opts["weight_decay"])
-    )
-    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
-    epochs, batch = int(opts["epochs"]), int(opts["batch_size"])
-    steps = epochs * -(-len(first["labels"]) // batch)
+    layout = memory_format(choice, device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=opts.lr, weight_decay=opts.weight_decay)
+    scaler = torch.amp.GradScaler("cuda") if choice.precision == "fp16" else None
+    steps = opts.epochs * -(-len(first.labels) // opts.batch_size)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
-    rng = np.random.default_rng(np.random.SeedSequence([int(opts["seed"]), 0xBA7C]))
-    meter = Progress(f"pre-training {recipe['name']}", steps, "steps", enabled=verbose)
+    rng = np.random.default_rng(np.random.SeedSequence([opts.seed, 0xBA7C]))
+    meter = Progress(f"pre-training {recipe.name}", steps, "steps", enabled=verbose)
     model.train()
-    for epoch in range(epochs):
-        tiles = first if epoch == 0 else examples("train", int(opts["seed"]) * 1000 + epoch)
+    for epoch in range(opts.epochs):
+        tiles = first if epoch == 0 else examples("train", opts.seed * 1000 + epoch)
         x, y = (
-            _as_tensor(tiles["images"], mean, std).to(device),
-            torch.from_numpy(tiles["labels"]).to(device),
+            _as_tensor(tiles.images, mean, std).to(device),
+            torch.from_numpy(tiles.labels).to(device),
         )
         order = torch.from_numpy(rng.permutation(len(y))).to(device)
-        for i in range(0, len(order), batch):
-            index = order[i : i + batch]
-            with autocast_context(precision, device):
+        for i in range(0, len(order), opts.batch_size):
+            index = order[i : i + opts.batch_size]
+            with autocast_context(choice, device):
                 logits = model(x[index].contiguous(memory_format=layout))
             loss = F.cross_entropy(logits.float(), y[index])
             optimizer.zero_grad(set_to_none=True)
@@ -429,20 +500,20 @@ def train_recipe(
             else:
                 optimizer.step()
             schedule.step()
-            meter.update(1, note=f"epoch {epoch + 1}/{epochs}")
+            meter.update(1, note=f"epoch {epoch + 1}/{opts.epochs}")
         if verbose:
             print(
-                f"pre-training {recipe['name']}: epoch {epoch + 1}/{epochs}, loss {loss.item():.3f}, "
+                f"pre-training {recipe.name}: epoch {epoch + 1}/{opts.epochs}, loss {loss.item():.3f}, "
                 f"{time.perf_counter() - start:.0f} s",
                 file=sys.stderr,
                 flush=True,
             )
     meter.close()
-    val = examples("val", int(opts["seed"]) * 1000 + 999)
-    accuracy = _accuracy(model, val, mean, std, precision, device)
+    val = examples("val", opts.seed * 1000 + 999)
+    accuracy = _accuracy(model, val, mean, std, choice, device)
     record = {
-        "name": recipe["name"],
-        "key": recipe_key(recipe, device),
+        "name": recipe.name,
+        "key": content_key(recipe, choice.precision, device.type),
         "classes": classes,
         "val_accuracy": accuracy,
         "seconds": time.perf_counter() - start,
@@ -450,7 +521,7 @@ def train_recipe(
         "mean": mean,
         "std": std,
         "device": str(device),
-        "precision": precision,
+        "precision": choice.precision,
     }
     return {
         k: v.detach().cpu().clone().contiguous() for k, v in backbone.state_dict().items()
@@ -460,17 +531,14 @@ def train_recipe(
 @torch.no_grad()
 def _accuracy(
     model: nn.Module,
-    tiles: Mapping[str, np.ndarray],
+    tiles: Labelled,
     mean: float,
     std: float,
-    precision: str,
+    precision: PrecisionChoice,
     device: torch.device,
 ) -> float:
     model.eval()
-    x, y = (
-        _as_tensor(tiles["images"], mean, std).to(device),
-        torch.from_numpy(tiles["labels"]).to(device),
-    )
+    x, y = _as_tensor(tiles.images, mean, std).to(device), torch.from_numpy(tiles.labels).to(device)
     with autocast_context(precision, device):
         predicted = torch.cat([model(x[i : i + 512]).argmax(1) for i in range(0, len(y), 512)])
     return float((predicted == y).float().mean())

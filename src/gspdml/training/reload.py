@@ -66,8 +66,8 @@ def check_reloadable(model: nn.Module, config: RunConfig) -> None:
         raise ConfigError(
             "model",
             f"the trainer got a {type(model).__name__}, which the config's model section "
-            f"(backbone {config.model.backbone.get('name')!r}, pooling "
-            f"{config.model.pooling.get('name')!r}) does not describe, so the run could not be "
+            f"(backbone {config.model.backbone_name!r}, pooling "
+            f"{config.model.pooling_name!r}) does not describe, so the run could not be "
             "reloaded; set model.factory: 'module:function' (a function that returns this model) "
             "or train the Embedder that build_run(config) builds",
         )

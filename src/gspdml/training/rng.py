@@ -4,7 +4,7 @@ numpy's, torch's and CUDA's), so that a resumed run draws what an uninterrupted 
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -18,7 +18,8 @@ def seed_everything(seed: int) -> None:
 
 def rng_state(cuda: bool = True) -> dict[str, Any]:
     """Every generator's state (``cuda=False``: the host's only, e.g. around reading data)."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    legacy = cast(tuple[str, np.ndarray, int, int, float], np.random.get_state(legacy=True))
+    kind, keys, pos, has_gauss, cached = legacy
     return {
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if cuda and torch.cuda.is_available() else [],

@@ -25,6 +25,7 @@ rebuilds the embedder (``in_channels`` and the ``model`` section of the config),
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import sys
@@ -36,7 +37,6 @@ from torch import nn
 
 from gspdml.config import RunConfig
 from gspdml.config.migration import read_run_config
-from gspdml.config.schema import plain
 from gspdml.data import DataSplits, build_data
 from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.file_digest import file_sha256
@@ -46,6 +46,8 @@ from gspdml.output_files import json_text
 from gspdml.plugins import require_recorded
 from gspdml.pooling.base import LazyInitialised
 from gspdml.registry import parse_spec
+from gspdml.settings.schema import plain
+from gspdml.settings.sections import ModelConfig
 from gspdml.training.checkpoint import CheckpointError, load_state, save_state
 from gspdml.training.reload import factory_model
 from gspdml.training.run_record import ENVIRONMENT_FILE, read_environment
@@ -70,7 +72,9 @@ def save_weights(path: Path, model: nn.Module, in_channels: int, config: RunConf
     save_state(path, model.state_dict(), {"in_channels": in_channels, "model": plain(config.model)})
 
 
-def read_weights(path: Path, device="cpu") -> tuple[dict, dict[str, Any]]:
+def read_weights(
+    path: Path, device: str | torch.device = "cpu"
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """``(state_dict, meta)`` with ``meta["in_channels"]`` and ``meta["model"]`` (the model config).
 
     A file whose state is not a mapping of names to tensors, or whose metadata lacks those two
@@ -95,7 +99,9 @@ def read_weights(path: Path, device="cpu") -> tuple[dict, dict[str, Any]]:
     return state, meta
 
 
-def load_embedder(path: Path, device="cpu") -> tuple[Embedder, dict[str, Any]]:
+def load_embedder(
+    path: Path, device: str | torch.device = "cpu"
+) -> tuple[Embedder, dict[str, Any]]:
     """The embedder a weights file describes, with its weights loaded (on ``device``, eval mode),
     and the file's metadata.
 
@@ -104,22 +110,27 @@ def load_embedder(path: Path, device="cpu") -> tuple[Embedder, dict[str, Any]]:
     received run or bundle never trains a recipe, downloads or reads a weight file the metadata
     names, or writes anywhere."""
     state, meta = read_weights(path, device)
-    factory = meta["model"].get("factory")
+    try:
+        section = ModelConfig.from_mapping(meta["model"], "model")
+    except ConfigError as err:
+        raise CheckpointError(f"{path}: its recorded model section is not valid ({err})") from None
     model: Embedder
-    if factory:  # a model of the user's, used as an Embedder is: it returns an EmbedderOutput
-        model = cast(Embedder, factory_model(str(factory)))
+    if (
+        section.factory
+    ):  # a model of the user's, used as an Embedder is: it returns an EmbedderOutput
+        model = cast(Embedder, factory_model(section.factory))
     else:
-        model = build_embedder(without_initial_weights(meta["model"]), int(meta["in_channels"]))
+        model = build_embedder(without_initial_weights(section).to_dict(), int(meta["in_channels"]))
     model.load_state_dict(state)
     return model.to(device).eval(), meta
 
 
-def without_initial_weights(model: Mapping[str, Any]) -> dict[str, Any]:
+def without_initial_weights(model: ModelConfig) -> ModelConfig:
     """The ``model`` section with the backbone's initial-weight options off."""
-    name, options = parse_spec(model["backbone"], "model.backbone")
+    name, options = parse_spec(model.backbone, "model.backbone")
     accepted = inspect.signature(BACKBONES.get(name, "model.backbone")).parameters
     options = {**options, **{k: v for k, v in INITIAL_WEIGHTS_OFF.items() if k in accepted}}
-    return {**model, "backbone": {"name": name, **options}}
+    return dataclasses.replace(model, backbone={"name": name, **options})
 
 
 def load_run(
@@ -188,12 +199,9 @@ def weights_digest(folder: str | Path) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def build_run_data(config: dict[str, Any]) -> DataSplits:
+def build_run_data(config: RunConfig) -> DataSplits:
     """The splits of the run's dataset (``data.dataset``, seeded with the run's ``seed``)."""
-    data = config.get("data") or {}
-    if "dataset" not in data:
-        raise ConfigError("data.dataset", "the run config names no dataset")
-    return build_data(data["dataset"], seed=int(config.get("seed", 0)), field="data.dataset")
+    return build_data(config.data.dataset, seed=config.seed, field="data.dataset")
 
 
 #: what a damaged results.json's error tells the user to do
@@ -215,12 +223,9 @@ def read_results(
     present, is an object, and whose fields in ``required`` (name -> type) are there with that
     type; anything else is a :class:`DataError` naming the file and :data:`RESULTS_FIX`."""
     path = Path(run_dir) / RESULTS_FILE
-    if not path.is_file():
+    record = _read_record(path, RESULTS_FIX)
+    if record is None:
         return None
-    try:
-        record = read_json_object(path)
-    except DataError as err:
-        raise DataError(f"{err}; {RESULTS_FIX}") from None
     fields = {**({"test": dict} if "test" in record else {}), **(required or {})}
     for name, kind in fields.items():
         if name not in record:
@@ -239,12 +244,9 @@ def read_data_record(run_dir: str | Path) -> dict[str, Any] | None:
     strings or null; anything else is a :class:`DataError` naming the file and
     :data:`DATA_RECORD_FIX`."""
     path = Path(run_dir) / DATA_FILE
-    if not path.is_file():
+    record = _read_record(path, DATA_RECORD_FIX)
+    if record is None:
         return None
-    try:
-        record = read_json_object(path)
-    except DataError as err:
-        raise DataError(f"{err}; {DATA_RECORD_FIX}") from None
     for split, value in record.items():
         names = value.get("class_names") if isinstance(value, dict) else None
         if value is not None and not isinstance(value, dict):
@@ -257,6 +259,16 @@ def read_data_record(run_dir: str | Path) -> dict[str, Any] | None:
             continue
         raise DataError(f"{path}: {problem}; {DATA_RECORD_FIX}")
     return record
+
+
+def _read_record(path: Path, fix: str) -> dict[str, Any] | None:
+    """The JSON object at ``path`` (None when absent); a damaged one's DataError says ``fix``."""
+    if not path.is_file():
+        return None
+    try:
+        return read_json_object(path)
+    except DataError as err:
+        raise DataError(f"{err}; {fix}") from None
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:

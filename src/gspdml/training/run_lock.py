@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from gspdml.errors import GspdmlError
+from gspdml.output_files import refuse_linked_folders, remove_stale_temporaries
 
 LOCK_FILE = ".gspdml.lock"
 
@@ -75,6 +76,21 @@ class FolderLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def lock_run_folder(folder: Path, subfolders: list[str], purpose: str) -> FolderLock:
+    """The lock of a run folder, then the folder made safe to write: a link in place of one of
+    its ``subfolders`` is refused, and the temporary files a killed writer left in it and them
+    are removed. The lock is released again when that fails."""
+    lock = FolderLock(folder, purpose)
+    try:
+        refuse_linked_folders(folder, subfolders)
+        for path in {folder, *(folder / name for name in subfolders)}:
+            remove_stale_temporaries(path)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
 
 
 def check_unlocked(folder: str | Path) -> None:

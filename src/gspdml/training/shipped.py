@@ -22,6 +22,7 @@ from gspdml.training.pretrain import (
     PRECISIONS_SHIPPABLE,
     SHIPPED_DIR,
     SHIPPED_MANIFEST,
+    RecipeSource,
     content_key,
     load_recipe,
     shipped_manifest,
@@ -30,7 +31,7 @@ from gspdml.training.pretrain import (
 
 
 def ship_recipe_weights(
-    source, folder: Optional[Path] = None, device: Union[str, torch.device] = "cpu"
+    source: RecipeSource, folder: Optional[Path] = None, device: Union[str, torch.device] = "cpu"
 ) -> dict[str, Any]:
     """Train the recipe ``source`` on ``device`` and write its weights to
     ``folder/<name>.safetensors`` and their entry to ``folder``'s manifest (replacing an older
@@ -40,7 +41,7 @@ def ship_recipe_weights(
 
     folder = folder or SHIPPED_DIR
     recipe = load_recipe(source)
-    precision = recipe["train"]["precision"]
+    precision = recipe.train.precision
     if precision not in PRECISIONS_SHIPPABLE:
         raise ConfigError(
             "pretrain.train.precision",
@@ -48,7 +49,7 @@ def ship_recipe_weights(
             f"machine ({', '.join(PRECISIONS_SHIPPABLE)})",
         )
     state, record = train_recipe(recipe, verbose=True, device=device)
-    path = folder / f"{recipe['name']}.safetensors"
+    path = folder / f"{recipe.name}.safetensors"
     atomic_write(path, lambda tmp: save_file(state, tmp, metadata={"record": json_text(record)}))
     device_type = torch.device(record["device"]).type
     entry = {
@@ -58,9 +59,9 @@ def ship_recipe_weights(
         "precision": precision,
         "device": device_type,
         "val_accuracy": record["val_accuracy"],
-        "made_by": f"python scripts/ship_pretrained.py {recipe['name']}",
+        "made_by": f"python scripts/ship_pretrained.py {recipe.name}",
     }
-    manifest = {**shipped_manifest(folder), recipe["name"]: entry}
+    manifest = {**shipped_manifest(folder), recipe.name: entry}
     text = json_text(manifest, indent=2, sort_keys=True) + "\n"
     atomic_write_text(folder / SHIPPED_MANIFEST, text)
     return entry

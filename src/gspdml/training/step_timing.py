@@ -6,13 +6,16 @@ timer when it writes a training record (``trainer.log_every``), right after it h
 from the device, so the wall time of the interval covers what the device did in it too: the
 step does not synchronise with the host between records. ``data_wait`` is the interval's share
 of wall time spent waiting for data (the loader keeps the device fed when it is near 0),
-``seconds_per_step`` its wall time per step.
+``seconds_per_step`` its wall time per step. :func:`progress_bar` shows the steps as they go.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Iterable, Iterator, TypeVar
+
+from tqdm.auto import tqdm
 
 Item = TypeVar("Item")
 
@@ -51,3 +54,12 @@ class StepTimer:
         }
         self.restart()
         return record
+
+
+def progress_bar(name: str, total: int, done: int, enabled: bool) -> tqdm:
+    """The bar of a run's ``total`` steps, ``done`` of them done, on stderr (``trainer.progress``;
+    none without a stderr)."""
+    disable = not enabled or sys.stderr is None
+    return tqdm(
+        total=total, initial=done, desc=name, dynamic_ncols=True, disable=disable, file=sys.stderr
+    )

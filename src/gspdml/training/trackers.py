@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gspdml.config import RunConfig
-from gspdml.config.schema import plain
 from gspdml.errors import ConfigError
 from gspdml.output_files import atomic_write_text, json_text
+from gspdml.settings.schema import plain
 
 TRACKERS_FILE = "trackers.json"
 PROJECT = "gspdml"

@@ -1,5 +1,5 @@
 """``gspdml compare RUN_OR_PROTOCOL...``: one table across methods, with paired tests against
-the first (:mod:`gspdml.cli.compare`).
+the first (:mod:`gspdml.cli.runs`).
 
 Each argument is one method: a protocol folder (``protocol.json``, :mod:`gspdml.workflows.protocol`:
 its models), a run folder (``results.json``: one model) or a folder of run folders (a seed
@@ -33,6 +33,7 @@ from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.evaluation.paired_tests import format_p, paired_comparison
 from gspdml.evaluation.statistics import mean_std
 from gspdml.output_files import atomic_write_text
+from gspdml.settings.sections import RunConfig
 from gspdml.training.run_dir import CONFIG_FILE, RESULTS_FILE
 from gspdml.training.run_identity import PROTOCOL_FILE
 from gspdml.workflows.tables import markdown_table, write_table
@@ -94,12 +95,11 @@ def model_key(run: Path) -> Key:
     """(fold, seed) of a run folder, from its ``config.yaml``; fold None outside the fold protocols."""
     path = Path(run) / CONFIG_FILE
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
-        fold = (config["data"]["dataset"] or {}).get("val_fold")
-        return (None if fold is None else int(fold), int(config["seed"]))
+        config = RunConfig.from_mapping(yaml.safe_load(path.read_text(encoding="utf-8")), "")
+        return (config.data.val_fold, config.seed)
     except FileNotFoundError:
         raise DataError(f"{path}: file not found; compare needs each model's config") from None
-    except (yaml.YAMLError, KeyError, TypeError, ValueError) as error:
+    except (yaml.YAMLError, ConfigError, TypeError, ValueError) as error:
         raise DataError(f"{path}: no seed / data.dataset.val_fold ({error})") from None
 
 

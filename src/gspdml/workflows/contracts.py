@@ -1,5 +1,5 @@
 """The contract checks of a component, shipped with the library: ``gspdml check MODULE``
-(:mod:`gspdml.cli.check`) imports a plugin module and runs them on every pooling, loss and
+(:mod:`gspdml.cli.tools`) imports a plugin module and runs them on every pooling, loss and
 backbone it registered, with no test suite needed (the repository's own registry-wide tests,
 ``tests/pooling/test_pool_registry.py`` and ``tests/losses/test_loss_registry.py``, hold the
 library's components to the same contracts, :doc:`design` "Contracts").

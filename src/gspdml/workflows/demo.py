@@ -99,11 +99,11 @@ def run_target_share(run_dir: Path) -> Optional[float]:
     from gspdml.training import load_run
 
     config, model = load_run(run_dir)
-    dataset = config.data.dataset
-    test = build_data(dataset, seed=config.seed).test
-    if test is None:
-        return None
-    return target_tile_share(model, test.query, grid=int(dataset.get("grid", 2)))
+    test = build_data(config.data.dataset, seed=config.seed).test
+    grid = getattr(None if test is None else test.query, "tile_grid", None)
+    if test is None or grid is None:
+        return None  # no collage: no target tile
+    return target_tile_share(model, test.query, grid=grid)
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:

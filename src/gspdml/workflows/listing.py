@@ -1,31 +1,34 @@
 """What can be named in a run config: the registered components and the shipped presets, each
-with the first line of its documentation (``gspdml list``, like timm's ``list_models``)."""
+with the first line of its documentation (``gspdml list``, like timm's ``list_models``), and a
+component's options with their type, default and meaning (``--options``,
+:mod:`gspdml.config.options`)."""
 
 from __future__ import annotations
 
 import fnmatch
 import inspect
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
+from gspdml.config.options import ComponentOption, component_options, component_registries
+from gspdml.errors import ConfigError
 from gspdml.registry import Registry
 
+#: the kinds of ``gspdml list`` that are registries, by the config field that names them
+COMPONENT_KINDS = {
+    "poolings": "model.pooling",
+    "losses": "loss",
+    "backbones": "model.backbone",
+    "datasets": "data.dataset",
+}
 #: what ``gspdml list`` can list
-KINDS = ("poolings", "losses", "backbones", "datasets", "presets", "metrics")
+KINDS = (*COMPONENT_KINDS, "presets", "metrics")
 
 
 def _registry(kind: str) -> Registry:
-    if kind == "poolings":
-        from gspdml.pooling import POOLINGS as registry
-    elif kind == "losses":
-        from gspdml.losses import LOSSES as registry
-    elif kind == "backbones":
-        from gspdml.models.backbones import BACKBONES as registry
-    else:
-        from gspdml.data import DATASETS as registry
-    return registry
+    return component_registries()[COMPONENT_KINDS[kind]]
 
 
-def _summary(obj: Callable) -> str:
+def _summary(obj: Callable[..., Any]) -> str:
     """The docstring's first paragraph on one line."""
     paragraph = (inspect.getdoc(obj) or "").strip().split("\n\n")[0]
     return " ".join(paragraph.split())
@@ -41,8 +44,6 @@ def _preset_summary(name: str) -> str:
 def listing(kind: str, pattern: Optional[str] = None) -> list[tuple[str, str]]:
     """``[(name, one-line summary)]`` of ``kind`` (one of :data:`KINDS`), sorted, filtered by a
     shell-style ``pattern``; a registered alias reads ``alias of <name>``."""
-    from gspdml.errors import ConfigError
-
     if kind not in KINDS:
         raise ConfigError("kind", f"unknown kind {kind!r}; allowed: {', '.join(KINDS)}")
     if kind == "metrics":
@@ -61,6 +62,26 @@ def listing(kind: str, pattern: Optional[str] = None) -> list[tuple[str, str]]:
         )
         for name in registry.names()
         if _matches(name, pattern)
+    ]
+
+
+def option_listing(
+    kind: str, pattern: Optional[str] = None
+) -> list[tuple[str, str, list[ComponentOption]]]:
+    """``[(name, summary, options)]`` of the components of ``kind`` (one of
+    :data:`COMPONENT_KINDS`); an alias has no options of its own (its summary names the entry)."""
+    if kind not in COMPONENT_KINDS:
+        raise ConfigError(
+            "kind", f"--options lists the options of {', '.join(COMPONENT_KINDS)}, not {kind}"
+        )
+    registry = _registry(kind)
+    return [
+        (
+            name,
+            summary,
+            component_options(registry, name) if registry.primary(name) == name else [],
+        )
+        for name, summary in listing(kind, pattern)
     ]
 
 

@@ -1,5 +1,5 @@
 """Run a whole evaluation protocol from one config: ``gspdml protocol fair|tuning|conventional|two_stage CONFIG``
-(:mod:`gspdml.cli.protocol`).
+(:mod:`gspdml.cli.runs`).
 
 The config describes one model; the protocol owns the fields that tell the models apart:
 
@@ -64,11 +64,17 @@ import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from gspdml.config import RunConfig, StepDecay
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from gspdml.data.base import DataSplits
 from gspdml.data.splits import (
     FAIR_FOLDS,
     TUNING_FOLDS,
@@ -165,8 +171,12 @@ def plan_protocol(
 
 
 def run_protocol(
-    config: RunConfig, protocol: str = "fair", *, seeds: Sequence[int] = (0, 1, 2), output_dir=None
-) -> dict:
+    config: RunConfig,
+    protocol: str = "fair",
+    *,
+    seeds: Sequence[int] = (0, 1, 2),
+    output_dir: str | Path | None = None,
+) -> dict[str, Any]:
     """Train (or resume, or skip) every model of ``protocol`` and aggregate; see the module doc.
 
     Args:
@@ -220,18 +230,18 @@ def run_protocol(
 
 
 # ---------------------------------------------------------------------------------- run configs
-def _dataset_options(config: RunConfig) -> set:
+def _dataset_options(config: RunConfig) -> set[str]:
     from gspdml.data import DATASETS
 
     return set(
-        inspect.signature(DATASETS.get(config.data.dataset["name"], "data.dataset.name")).parameters
+        inspect.signature(DATASETS.get(config.data.dataset_name, "data.dataset.name")).parameters
     )
 
 
 def _fold_config(
     config: RunConfig, protocol: str, fold: int, num_folds: int, seed: int
 ) -> RunConfig:
-    name = config.data.dataset["name"]
+    name = config.data.dataset_name
     if "val_fold" not in _dataset_options(config):
         raise ConfigError(
             "data.dataset.name",
@@ -308,7 +318,9 @@ SEED_MODELS = {
 }
 
 
-def _trainval_stage_config(config: RunConfig, seed: int, stage1: dict, ratio: float) -> RunConfig:
+def _trainval_stage_config(
+    config: RunConfig, seed: int, stage1: dict[str, Any], ratio: float
+) -> RunConfig:
     """Stage 2 of ``two_stage`` as ProxyNCA++'s ``train.py --mode trainval`` runs it: all
     training classes; a warm-up of as many *epochs* as stage 1's (its steps times ``ratio``, the
     training images of stage 2 over stage 1); then the main epochs up to stage 1's best one (its
@@ -329,8 +341,11 @@ def _trainval_stage_config(config: RunConfig, seed: int, stage1: dict, ratio: fl
     length = max(stage2_step(int(stage1["best_step"])), 1)
     drops = [stage2_step(int(s) + every) for s in stage1["lr_drop_steps"]]
     drops = [s for s in drops if 1 <= s < length]
+    plateau = config.schedule.plateau  # stage 1 drops the rate on its plateaus
     decay = (
-        StepDecay(factor=config.schedule.plateau.factor, milestones=tuple(drops)) if drops else None
+        StepDecay(factor=plateau.factor, milestones=tuple(drops))
+        if drops and plateau is not None
+        else None
     )
     schedule = replace(
         run.schedule,
@@ -349,7 +364,7 @@ def _trainval_stage_config(config: RunConfig, seed: int, stage1: dict, ratio: fl
 
 def _run_two_stage(
     config: RunConfig, seeds: Sequence[int], root: Path
-) -> tuple[list[ProtocolRun], list, dict]:
+) -> tuple[list[ProtocolRun], list[ClassFold], dict[str, str]]:
     first, _ = plan_protocol(config, "two_stage", seeds, root)
     status, second = {}, []
     for run in first:
@@ -380,14 +395,14 @@ def _training_classes(config: RunConfig, protocol: str, num_folds: int) -> np.nd
     """All training class ids: those of fold 0's training and validation splits together."""
     from gspdml.data import build_data
 
-    spec = _fold_config(config, protocol, 0, num_folds, config.seed).data.dataset
-    data = build_data(spec, seed=config.seed)
+    data_config = _fold_config(config, protocol, 0, num_folds, config.seed).data
+    data = build_data(data_config.dataset, seed=config.seed)
     parts = [data.train] + ([data.val.query] if data.val is not None else [])
-    ids = [getattr(part, "classes", None) for part in parts]
-    if any(i is None for i in ids):
+    ids = [c for c in (getattr(part, "classes", None) for part in parts) if c is not None]
+    if len(ids) < len(parts):
         raise ConfigError(
             "data.dataset",
-            f"dataset {spec['name']!r} does not expose the class ids of its splits "
+            f"dataset {data_config.dataset_name!r} does not expose the class ids of its splits "
             f"(`classes`), which the {protocol} protocol needs",
         )
     return np.unique(np.concatenate(ids))
@@ -402,7 +417,7 @@ def _train_or_skip(run: ProtocolRun) -> str:
 
 
 # ---------------------------------------------------------------------------------- aggregation
-def _load(run: ProtocolRun):
+def _load(run: ProtocolRun) -> tuple[RunConfig, nn.Module, DataSplits, torch.device]:
     from gspdml.data import build_data
     from gspdml.models.inference import resolve_device
     from gspdml.training import load_run
@@ -412,13 +427,15 @@ def _load(run: ProtocolRun):
     return config, model, build_data(config.data.dataset, seed=config.seed), device
 
 
-def _embedding_kwargs(config: RunConfig, device) -> dict:
-    """How the trainer embedded for its evaluations: the run's device, precision, batch size and
-    workers."""
+def _embedding_kwargs(config: RunConfig, device: torch.device) -> dict[str, Any]:
+    """How the trainer embedded for its evaluations: the run's device, precision (resolved here,
+    the protocol's entry), batch size and workers."""
+    from gspdml.compat.hardware import resolve_precision
+
     return {
         "batch_size": config.data.eval_batch_size,
         "device": device,
-        "precision": config.trainer.precision,
+        "precision": resolve_precision(config.trainer.precision, device),
         "num_workers": config.data.num_workers,
     }
 
@@ -427,7 +444,7 @@ def _spec(config: RunConfig, metrics: Optional[tuple[str, ...]] = None) -> EvalS
     return EvalSpec.from_evaluation(config.evaluation, metrics=metrics)
 
 
-def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
+def _test_embeddings(run: ProtocolRun) -> tuple[tuple[np.ndarray, ...], Optional[np.ndarray]]:
     """The test split's (emb, labels) or (query, query_labels, gallery, gallery_labels), and the
     embeddings of all the protocol's training classes when a post-processing step learns on
     them (the same items for every fold model, so that realisations can concatenate them);
@@ -442,9 +459,11 @@ def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
     if arrays is None or (with_train and "train" not in arrays):
         config, model, data, device = _load(run)
         options = _embedding_kwargs(config, device)
+        if data.test is None:
+            raise DataError(f"{run.run_dir}: its dataset has no test split to evaluate")
         query, query_labels, gallery, gallery_labels = split_embeddings(model, data.test, **options)
         arrays = {"query": query.numpy(), "query_labels": query_labels.numpy()}
-        if gallery is not None:
+        if gallery is not None and gallery_labels is not None:
             arrays.update(gallery=gallery.numpy(), gallery_labels=gallery_labels.numpy())
         if with_train:
             every_class = _conventional_config(config, config.seed).data.dataset
@@ -459,7 +478,7 @@ def _test_embeddings(run: ProtocolRun) -> tuple[tuple, Optional[np.ndarray]]:
     return tuple(arrays[n] for n in names), (arrays["train"] if with_train else None)
 
 
-def _fair_summary(runs: list[ProtocolRun]) -> dict:
+def _fair_summary(runs: list[ProtocolRun]) -> dict[str, Any]:
     from gspdml.models.inference import resolve_device
 
     cached = {(run.fold, run.seed): _test_embeddings(run) for run in runs}
@@ -485,7 +504,7 @@ def _clustered(config: RunConfig) -> tuple[str, ...]:
     """``("nmi",)`` when the config asks for the clustering metrics of the test split
     (``evaluation.clustering``), else ``()``: NMI joins the test tables of the fair,
     conventional and two-stage protocols (the tuning protocol scores validation rounds)."""
-    return ("nmi",) if config.evaluation["clustering"] else ()
+    return ("nmi",) if config.evaluation.clustering else ()
 
 
 def _summarised(config: RunConfig) -> tuple[str, ...]:
@@ -494,11 +513,11 @@ def _summarised(config: RunConfig) -> tuple[str, ...]:
     return with_postprocessed((*TABLE_METRICS, *_clustered(config)), _spec(config))
 
 
-def table_columns(protocol: str, config: RunConfig) -> tuple:
+def table_columns(protocol: str, config: RunConfig) -> tuple[tuple[str, str, str], ...]:
     """The table columns of ``protocol``, each followed by its post-processed twin when the
     config post-processes, then an NMI column per MAP@R column when the config clusters."""
     columns = COLUMNS[protocol]
-    if config.evaluation["postprocess"]:
+    if config.evaluation.postprocess:
         twin = POSTPROCESSED_PREFIX
         columns = tuple(
             column
@@ -518,17 +537,19 @@ def table_columns(protocol: str, config: RunConfig) -> tuple:
     return (*columns, *nmi)
 
 
-def _mean_std(per_model: dict, metrics: Sequence[str]) -> dict:
+def _mean_std(per_model: dict[str, Any], metrics: Sequence[str]) -> dict[str, Any]:
     return {m: mean_std([v[m] for v in per_model.values()]) for m in metrics}
 
 
-def _tuning_summary(runs: list[ProtocolRun]) -> dict:
+def _tuning_summary(runs: list[ProtocolRun]) -> dict[str, Any]:
     """Each model's report on its validation classes, by the evaluation service with the run's
     spec (a validation round's metrics), device and precision (the trainer's own last round on
     them)."""
     per_model = {}
     for run in runs:
         config, model, data, device = _load(run)
+        if data.val is None:
+            raise DataError(f"{run.run_dir}: its dataset has no validation split to evaluate")
         per_model[run.name] = evaluate(
             model,
             data.val,
@@ -546,7 +567,7 @@ def _tuning_summary(runs: list[ProtocolRun]) -> dict:
     }
 
 
-def _test_results(runs: list[ProtocolRun]) -> dict:
+def _test_results(runs: list[ProtocolRun]) -> dict[str, Any]:
     """Each model's test metrics, as its trainer recorded them (``results.json``)."""
     return {run.name: _results(run, {"test": dict})["test"] for run in runs}
 
@@ -559,7 +580,7 @@ def _results(run: ProtocolRun, required: dict[str, type]) -> dict[str, Any]:
     return results
 
 
-def _split_summary(runs: list[ProtocolRun]) -> dict:
+def _split_summary(runs: list[ProtocolRun]) -> dict[str, Any]:
     per_model = _test_results(runs)
     return {
         "per_model": per_model,
@@ -569,7 +590,7 @@ def _split_summary(runs: list[ProtocolRun]) -> dict:
     }
 
 
-def _conventional_summary(runs: list[ProtocolRun], metric: str) -> dict:
+def _conventional_summary(runs: list[ProtocolRun], metric: str) -> dict[str, Any]:
     per_model = _test_results(runs)
     best = max(per_model, key=lambda name: per_model[name][metric])
     metrics = _summarised(runs[0].config)

@@ -24,7 +24,7 @@ import dataclasses
 import os
 import shutil
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -53,7 +53,7 @@ class Outcome:
 
     run: PlannedRun
     status: str
-    results: dict
+    results: dict[str, Any]
     seconds: Optional[float]
 
 
@@ -130,8 +130,3 @@ def _remove_run_dir(run_dir: Path) -> None:
             "run; move them or choose another --output-dir",
         )
     shutil.rmtree(run_dir)
-
-
-def run_all(runs: Iterable[PlannedRun], *, fresh: bool = False, **options: Any) -> list[Outcome]:
-    """:func:`run_planned` for every run, in order."""
-    return [run_planned(run, fresh=fresh, **options) for run in runs]

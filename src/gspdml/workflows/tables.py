@@ -83,7 +83,7 @@ def write_table(path: str | os.PathLike[str], markdown: str, payload: Any) -> tu
 
 
 def results_table_markdown(
-    rows: Mapping[str, Mapping], *, columns: Columns = FAIR_COLUMNS, digits: int = 2
+    rows: Mapping[str, Mapping[str, Any]], *, columns: Columns = FAIR_COLUMNS, digits: int = 2
 ) -> str:
     """A results table: one row per method, ``columns`` = (group, metric, title) triples."""
     body = []
@@ -101,7 +101,7 @@ def results_table_markdown(
     return markdown_table(header, body, numbers_right=True) + "\n"
 
 
-def spread_text(result: Mapping, groups: Sequence[str]) -> str:
+def spread_text(result: Mapping[str, Any], groups: Sequence[str]) -> str:
     """What the ± of ``groups`` in ``result`` is over ("sample std over 81 realisations built
     from 12 models ..."), "–" when the result does not say (a summary of an earlier release)."""
     spreads = result.get("spread", {}) if "summary" in result else {}
@@ -110,7 +110,7 @@ def spread_text(result: Mapping, groups: Sequence[str]) -> str:
 
 
 def write_results_table(
-    rows: Mapping[str, Mapping],
+    rows: Mapping[str, Mapping[str, Any]],
     path: str | os.PathLike[str],
     *,
     columns: Columns = FAIR_COLUMNS,
@@ -128,13 +128,13 @@ def write_results_table(
     return write_table(path, results_table_markdown(rows, columns=columns, digits=digits), payload)
 
 
-def _summary(result: Mapping) -> tuple[Mapping, int]:
+def _summary(result: Mapping[str, Any]) -> tuple[Mapping[str, Any], int]:
     if "summary" in result:
         return result["summary"], int(result.get("num_realisations", 0))
     return result, 0
 
 
-def _format(cell: Mapping, count: int, digits: int) -> str:
+def _format(cell: Mapping[str, Any], count: int, digits: int) -> str:
     mean = 100.0 * cell["mean"]
     std = cell.get("std")
     if count == 1 or std is None or math.isnan(std):

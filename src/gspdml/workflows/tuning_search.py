@@ -28,6 +28,7 @@ The search space is YAML, one entry per dotted config key::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,42 +42,66 @@ from gspdml.workflows.protocol import run_protocol
 KINDS = ("float", "int", "categorical")
 
 
-def read_space(path: str | Path) -> dict[str, dict[str, Any]]:
-    """The search space of a YAML file, checked (module doc)."""
-    try:
-        space = parse_yaml(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError("--space", f"{path}: cannot read the search space ({exc})") from None
-    if not isinstance(space, dict) or not space:
-        raise ConfigError("--space", f"{path}: expected a mapping of config keys to ranges")
-    for key, entry in space.items():
+@dataclass(frozen=True)
+class SearchRange:
+    """One entry of a search space: a ``float`` or ``int`` range ``[low, high]`` (``log``: drawn
+    on a log scale; ``step``: an int range's spacing) or ``categorical`` ``choices``."""
+
+    kind: str
+    low: float = 0.0
+    high: float = 0.0
+    choices: tuple[Any, ...] = ()
+    log: bool = False
+    step: int = 1
+
+    @classmethod
+    def read(cls, entry: Any, where: str) -> SearchRange:
+        """The range of one YAML entry (module doc), checked."""
         kinds = [k for k in KINDS if isinstance(entry, dict) and k in entry]
         if len(kinds) != 1:
-            raise ConfigError(
-                f"{path}: {key}", f"give exactly one of {', '.join(KINDS)}, got {entry!r}"
+            raise ConfigError(where, f"give exactly one of {', '.join(KINDS)}, got {entry!r}")
+        kind, values = kinds[0], entry[kinds[0]]
+        unknown = sorted(set(entry) - {kind, "log", "step"})
+        if unknown:
+            raise ConfigError(where, f"unknown keys {unknown}; allowed: {kind}, log, step")
+        if kind == "categorical":
+            if not isinstance(values, list) or not values:
+                raise ConfigError(where, f"categorical: expected a list, got {values!r}")
+            return cls(kind, choices=tuple(values))
+        if not isinstance(values, list) or len(values) != 2:
+            raise ConfigError(where, f"{kind}: expected [low, high], got {values!r}")
+        low, high = values
+        return cls(
+            kind, low, high, log=bool(entry.get("log", False)), step=int(entry.get("step", 1))
+        )
+
+    def suggest(self, trial: Any, key: str) -> Any:
+        """The trial's value of this range for the config key ``key``."""
+        if self.kind == "float":
+            return trial.suggest_float(key, float(self.low), float(self.high), log=self.log)
+        if self.kind == "int":
+            return trial.suggest_int(
+                key, int(self.low), int(self.high), step=self.step, log=self.log
             )
-        values = entry[kinds[0]]
-        if kinds[0] != "categorical" and (not isinstance(values, list) or len(values) != 2):
-            raise ConfigError(f"{path}: {key}", f"{kinds[0]}: expected [low, high], got {values!r}")
-        if kinds[0] == "categorical" and (not isinstance(values, list) or not values):
-            raise ConfigError(f"{path}: {key}", f"categorical: expected a list, got {values!r}")
-    return space
+        return trial.suggest_categorical(key, list(self.choices))
 
 
-def suggest(trial: Any, space: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def read_space(path: str | Path) -> dict[str, SearchRange]:
+    """The search space of a YAML file, checked (module doc)."""
+    try:
+        entries = parse_yaml(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError("--space", f"{path}: cannot read the search space ({exc})") from None
+    if not isinstance(entries, dict) or not entries:
+        raise ConfigError("--space", f"{path}: expected a mapping of config keys to ranges")
+    return {key: SearchRange.read(entry, f"{path}: {key}") for key, entry in entries.items()}
+
+
+def suggest(trial: Any, space: Mapping[str, SearchRange]) -> list[str]:
     """The trial's values of ``space`` as ``key=value`` overrides."""
     overrides = []
     for key, entry in space.items():
-        if "float" in entry:
-            low, high = entry["float"]
-            value = trial.suggest_float(key, float(low), float(high), log=bool(entry.get("log")))
-        elif "int" in entry:
-            low, high = entry["int"]
-            value = trial.suggest_int(
-                key, int(low), int(high), step=int(entry.get("step", 1)), log=bool(entry.get("log"))
-            )
-        else:
-            value = trial.suggest_categorical(key, list(entry["categorical"]))
+        value = entry.suggest(trial, key)
         text = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
         overrides.append(f"{key}={text}")
     return overrides
@@ -84,7 +109,7 @@ def suggest(trial: Any, space: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 def run_search(
     config_source: str,
-    space: Mapping[str, Mapping[str, Any]],
+    space: Mapping[str, SearchRange],
     *,
     trials: int,
     overrides: Sequence[str] = (),

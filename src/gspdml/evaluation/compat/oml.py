@@ -102,7 +102,7 @@ def flatten_dict(
     return out
 
 
-def _check_top_k(top_k, field: str) -> None:
+def _check_top_k(top_k: int | Sequence[int], field: str) -> None:
     """OML's check: a non-empty sequence of positive integers."""
     values = list(top_k) if isinstance(top_k, (list, tuple)) else [top_k]
     if not values or not all(
@@ -111,7 +111,9 @@ def _check_top_k(top_k, field: str) -> None:
         raise ConfigError(field, f"expected non-empty positive integers, got {top_k!r}")
 
 
-def _relevance(retrieved_ids, gt_ids):
+def _relevance(
+    retrieved_ids: Sequence[Any], gt_ids: Sequence[Any]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """bool [N, max n_i] rel_i(j) (False beyond n_i), n_i and |g_i| (int64 [N])."""
     retrieved = [torch.as_tensor(r, dtype=torch.int64).reshape(-1) for r in retrieved_ids]
     relevant = [torch.as_tensor(g, dtype=torch.int64).reshape(-1) for g in gt_ids]

@@ -39,7 +39,7 @@ from gspdml.errors import ConfigError
 from gspdml.evaluation.clustering import clustering_scores
 from gspdml.evaluation.exact_knn import knn
 from gspdml.evaluation.metric_registry import METRICS, Neighbours
-from gspdml.evaluation.results import encode_labels, relevant_counts
+from gspdml.evaluation.results import Embeddings, LabelsLike, encode_labels, relevant_counts
 
 #: PML's metric names, in the order its ``get_accuracy`` returns them
 PML_METRICS = (
@@ -53,6 +53,8 @@ PML_METRICS = (
 )
 _CLUSTERING = ("AMI", "NMI")
 _UNSUPPORTED = ("label_comparison_fn", "knn_func", "kmeans_func")
+#: the per-query score of every kNN metric (empty when none is defined) and the not-lone mask
+KnnScores = tuple[dict[str, torch.Tensor], torch.Tensor]
 
 
 class AccuracyCalculator:
@@ -65,7 +67,7 @@ class AccuracyCalculator:
         avg_of_avgs: bool = False,
         return_per_class: bool = False,
         k: Union[int, str, None] = None,
-        label_comparison_fn: Optional[Callable] = None,
+        label_comparison_fn: Optional[Callable[..., Any]] = None,
         device: Any = None,
         knn_func: Any = None,
         kmeans_func: Any = None,
@@ -99,10 +101,10 @@ class AccuracyCalculator:
 
     def get_accuracy(
         self,
-        query,
-        query_labels,
-        reference=None,
-        reference_labels=None,
+        query: Embeddings,
+        query_labels: LabelsLike,
+        reference: Optional[Embeddings] = None,
+        reference_labels: Optional[LabelsLike] = None,
         ref_includes_query: bool = False,
         include: Sequence[str] = (),
         exclude: Sequence[str] = (),
@@ -111,7 +113,7 @@ class AccuracyCalculator:
         queries are the references, each query left out of its own search."""
         names = _chosen(self.metrics, include, exclude)
         loo = reference is None
-        if loo:
+        if reference is None:
             reference, reference_labels, ref_includes_query = query, query_labels, True
         q, r = _matrix(query, self.device), _matrix(reference, self.device)
         q_lab, r_lab = _labels(query_labels), _labels(reference_labels)
@@ -130,7 +132,16 @@ class AccuracyCalculator:
             out.update({n: clusters[n.lower()] for n in _CLUSTERING if n in names})
         return {n: out[n] for n in names}
 
-    def _knn_scores(self, q, r, q_codes, r_codes, values, loo, ref_includes_query):
+    def _knn_scores(
+        self,
+        q: torch.Tensor,
+        r: torch.Tensor,
+        q_codes: torch.Tensor,
+        r_codes: torch.Tensor,
+        values: np.ndarray,
+        loo: bool,
+        ref_includes_query: bool,
+    ) -> KnnScores:
         """float64 [N_q] per-query score of every kNN metric, and the not-lone mask."""
         excluded = torch.arange(len(q)) if ref_includes_query else None
         num_relevant = relevant_counts(q_codes, r_codes, len(values), excluded)
@@ -158,7 +169,14 @@ class AccuracyCalculator:
         }
         return scores, scored
 
-    def _num_k(self, q_codes, r_codes, num_labels, ref_includes_query, searchable) -> int:
+    def _num_k(
+        self,
+        q_codes: torch.Tensor,
+        r_codes: torch.Tensor,
+        num_labels: int,
+        ref_includes_query: bool,
+        searchable: int,
+    ) -> int:
         """PML's ``determine_k``, capped at the searchable references."""
         if self.k is None:
             return searchable
@@ -167,7 +185,9 @@ class AccuracyCalculator:
             return min(int(counts.max()) - int(ref_includes_query), searchable)
         return min(int(self.k), searchable)
 
-    def _reduce(self, knn_scores, name, q_codes, values):
+    def _reduce(
+        self, knn_scores: KnnScores, name: str, q_codes: torch.Tensor, values: np.ndarray
+    ) -> float | list[float]:
         scores, scored = knn_scores
         labels = torch.unique(q_codes)
         if not scores:  # no query has a relevant reference: PML's NaN
@@ -184,7 +204,9 @@ class AccuracyCalculator:
         return means.mean().item()
 
 
-def _chosen(available: Sequence[str], include, exclude) -> tuple[str, ...]:
+def _chosen(
+    available: Sequence[str], include: Sequence[str], exclude: Sequence[str]
+) -> tuple[str, ...]:
     """PML's ``include``/``exclude`` rule: ``include`` (empty: all) minus ``exclude``."""
     for given in (include, exclude):
         if not isinstance(given, (tuple, list)):
@@ -196,7 +218,7 @@ def _chosen(available: Sequence[str], include, exclude) -> tuple[str, ...]:
     return tuple(m for m in available if m in wanted and m not in exclude)
 
 
-def _matrix(x, device) -> torch.Tensor:
+def _matrix(x: Embeddings, device: Any) -> torch.Tensor:
     t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
     if t.ndim == 1:
         raise ConfigError("query", f"expected embeddings [N, D], got shape {tuple(t.shape)}")
@@ -204,8 +226,8 @@ def _matrix(x, device) -> torch.Tensor:
     return t.to(device) if device is not None else t
 
 
-def _labels(labels) -> np.ndarray:
-    """1-D integer or string labels; integral floats become integers."""
+def _labels(labels: Optional[LabelsLike]) -> np.ndarray:
+    """1-D integer or string labels (None is refused); integral floats become integers."""
     a = labels.detach().cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
     if a.ndim != 1:
         raise ConfigError(
@@ -220,7 +242,9 @@ def _labels(labels) -> np.ndarray:
     return a
 
 
-def _check_reference_starts_with_query(q, r, q_lab, r_lab) -> None:
+def _check_reference_starts_with_query(
+    q: torch.Tensor, r: torch.Tensor, q_lab: np.ndarray, r_lab: np.ndarray
+) -> None:
     same = len(r) >= len(q) and torch.allclose(q.double(), r[: len(q)].double())
     if not same or not np.array_equal(q_lab, r_lab[: len(q)]):
         raise ConfigError(

@@ -31,6 +31,15 @@ class Backbone(nn.Module):
     ``freeze_trunk_batchnorm`` and Proxy-Anchor's ``--bn-freeze``; ``statistics``: the running
     statistics only, as the Metrix code's ``--bn_freeze 1`` leaves them after its warm-up, which
     sets ``requires_grad`` again on every backbone parameter, the BatchNorm affine ones included).
+
+    Args:
+        pretrained: ImageNet weights: ``true`` (the published file in
+            ``$TORCH_HOME/hub/checkpoints``), ``false`` (random initialisation) or a file path.
+        freeze_bn: ``true``: BatchNorm statistics and affine parameters frozen; ``statistics``: the
+            running statistics only; ``false``: BatchNorm trains.
+        weights: a pre-training recipe (e.g. ``resnet20-digits``) whose cached weights start the
+            backbone (trained on first use).
+        frozen: no parameter of the backbone trains (:meth:`freeze`; BatchNorm frozen too).
     """
 
     supplied_by_caller = ("in_channels",)
@@ -93,4 +102,5 @@ class Backbone(nn.Module):
 
 
 def build_backbone(spec: Any, in_channels: int, field: str = "model.backbone") -> Backbone:
-    return BACKBONES.build(spec, field, in_channels=in_channels)
+    backbone: Backbone = BACKBONES.build(spec, field, in_channels=in_channels)
+    return backbone

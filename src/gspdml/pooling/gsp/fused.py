@@ -43,7 +43,7 @@ function with float64 autograd through the composed layer.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, Callable, Optional, cast
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -77,7 +77,8 @@ def _squared_column_norms(features: torch.Tensor) -> torch.Tensor:
     """``||f_j||^2`` ``[B, n]`` of ``features [B, d, n]``; through ``vector_norm`` when ``d`` is
     the contiguous dimension (a channels_last map: faster there, slower otherwise; docs/benchmarks.md)."""
     if features.stride(1) == 1:
-        return torch.linalg.vector_norm(features, dim=1).square_()
+        norms: torch.Tensor = torch.linalg.vector_norm(features, dim=1)
+        return norms.square_()
     return features.square().sum(dim=1)
 
 
@@ -99,7 +100,9 @@ def fused_gsp(
     back in that dtype."""
     if not 0.0 < mu < 1.0:
         raise ValueError(f"fused_gsp needs 0 < mu < 1, got {mu} (mu = 1 is GAP)")
-    return _FusedGSP.apply(local, prototypes, float(mu), float(eps), int(iters), bool(background))
+    # torch leaves ``Function.apply`` unannotated; the forward gives its result's type
+    apply = cast(Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]], _FusedGSP.apply)
+    return apply(local, prototypes, float(mu), float(eps), int(iters), bool(background))
 
 
 def pooling_weights(rho: torch.Tensor, mu: float, background: bool = False) -> torch.Tensor:

@@ -96,6 +96,11 @@ class GSP(Pooling, LazyInitialised):
 
     head_placement = "local"
     provides = frozenset({"weights", "attributes"})
+    #: buffers (registered in ``__init__``): the warm-up memory, how much of it is filled, and
+    #: whether the prototypes are set
+    memory: torch.Tensor
+    memory_filled: torch.Tensor
+    initialized: torch.Tensor
 
     def __init__(
         self,
@@ -188,6 +193,8 @@ class GSP(Pooling, LazyInitialised):
         """Pool ``x`` (``[B, d, H, W]`` or ``[B, N, d]``); ``source`` is the backbone map that the
         linear map ``project`` (``[*, C] -> [*, d]``, no bias) turned into ``x`` (module docstring)."""
         local, spatial = channels_first_locations(x)  # [B, d, n]
+        if (source is None) != (project is None):
+            raise ValueError("GSP.forward: source (the backbone map) and project come together")
         raw = channels_first_locations(source)[0] if source is not None else None
         with torch.autocast(device_type=local.device.type, enabled=False):
             b, _, n = local.shape
@@ -215,13 +222,20 @@ class GSP(Pooling, LazyInitialised):
                         self._remember(local.mean(dim=2))
                     weights = local.new_full((b, n), 1.0 / n)
                     attributes = local.new_zeros(b, self.num_prototypes)
-                if raw is not None and self.gem_p != 1.0 and self.is_initialised:
+                if (
+                    raw is not None
+                    and project is not None
+                    and self.gem_p != 1.0
+                    and self.is_initialised
+                ):
                     vector = project(self._aggregate(raw.to(work), weights))
                 else:
                     vector = self._aggregate(local, weights)
             if self.add_max_pool:
                 vector = vector + (
-                    project(raw.to(work).amax(dim=2)) if raw is not None else local.amax(dim=2)
+                    project(raw.to(work).amax(dim=2))
+                    if raw is not None and project is not None
+                    else local.amax(dim=2)
                 )
         return Pooled(vector, unflatten_weights(weights, spatial), attributes)
 

@@ -55,7 +55,7 @@ iteration converges slowly); it is solved directly.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, Callable, Optional, cast
 
 import torch
 import torch.nn.functional as F
@@ -104,7 +104,9 @@ def partial_transport(
         if mu >= 1.0:
             rho, pi = _gap_limit(cost, eps)
         elif backward == "closed_form" and torch.is_grad_enabled():
-            rho, pi = _PartialTransport.apply(cost, float(mu), float(eps), int(iters))
+            # torch leaves ``Function.apply`` unannotated; the forward gives its result's type
+            apply = cast(Callable[..., tuple[torch.Tensor, torch.Tensor]], _PartialTransport.apply)
+            rho, pi = apply(cost, float(mu), float(eps), int(iters))
         else:
             # Without gradients the forward alone is needed; an export (trace) records exactly
             # ``iters`` iterations, so the exported model does not depend on the traced input.
@@ -234,7 +236,8 @@ def solve_log_native(
 
 
 def exporting() -> bool:
-    return torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()
+    # torch.jit imports is_tracing without re-exporting it (no __all__ entry) and leaves it untyped
+    return torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()  # type: ignore[attr-defined, no-untyped-call]
 
 
 def _logsigmoid(x: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ models x 3 seeds (GSP paper supplement §1.1); its conventional rows are the bes
 
 from __future__ import annotations
 
-from gspdml.workflows.reproduce.registry import Column, Table, grid
+from gspdml.workflows.reproduce.registry import Column, Row, Table, grid
 
 FAIR = (
     Column("512D", "precision_at_1", "512D P@1"),
@@ -190,7 +190,7 @@ MAP_128 = (FAIR[3],)
 NO_COLLAGE_NUMBER = "the paper prints no Cifar Collage number for the 64x128 ensembles"
 
 
-def _table_4_rows() -> tuple:
+def _table_4_rows() -> tuple[Row, ...]:
     """GSP paper Table 4 in its layout (Collage C2, Collage PNCA, CUB C2, CUB PNCA per line),
     as one row per (loss, pooling, dataset). The Cifar Collage rows run by the ``split``
     protocol (the collage's own validation classes, supplement §2.2), the CUB rows by the fair

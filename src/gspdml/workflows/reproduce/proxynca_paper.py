@@ -14,19 +14,15 @@ these tables run, :func:`gspdml.workflows.reproduce.run.records_clustering`).
 
 from __future__ import annotations
 
-from gspdml.workflows.reproduce.registry import Column, Table, grid
+from gspdml.workflows.reproduce.registry import Column, Row, Table, grid, recall_columns
 
 SEEDS = (0, 1, 2, 3, 4)
 NMI = Column("repeats", "nmi", "NMI")
 
 
-def _recalls(*ks: int) -> tuple[Column, ...]:
-    return tuple(Column("repeats", f"recall_at_{k}", f"R@{k}") for k in ks)
-
-
-SMALL = (*_recalls(1, 2, 4, 8), NMI)
-SOP = _recalls(1, 10, 100, 1000)
-INSHOP = _recalls(1, 10, 20, 30, 40)
+SMALL = (*recall_columns(1, 2, 4, 8), NMI)
+SOP = recall_columns(1, 10, 100, 1000)
+INSHOP = recall_columns(1, 10, 20, 30, 40)
 #: ProxyNCA++'s six enhancements in the order of Table 7; a preset switches off the ones it names
 #: (``proxynca-cub-no-scale-no-max``), the original ProxyNCA switches off all six
 ENHANCEMENTS = ("scale", "max", "norm", "cbs", "fast", "prob")
@@ -62,7 +58,7 @@ _COMPETITORS = """
 """
 
 
-def _per_dataset(dataset: str, columns: tuple[Column, ...], cells: str) -> tuple:
+def _per_dataset(dataset: str, columns: tuple[Column, ...], cells: str) -> tuple[Row, ...]:
     """The rows of Tables 3-6: the method lines of :data:`_COMPETITORS` (a table leaves out the
     ones written ``skip``) with ``cells``, one line of numbers per method."""
     lines = [line.split() for line in _COMPETITORS.strip().splitlines()]
@@ -195,7 +191,7 @@ PROXYNCA_TABLE_7 = Table(
     ),
     seeds=SEEDS,
 )
-R1 = _recalls(1)
+R1 = recall_columns(1)
 
 
 def _rerun(method: str, backbone: str) -> str:
@@ -254,7 +250,7 @@ PROXYNCA_TABLE_11 = Table(
 )
 
 
-def _ladder(switch: str, titles: tuple[str, str], printed: str) -> tuple:
+def _ladder(switch: str, titles: tuple[str, str], printed: str) -> tuple[Row, ...]:
     """Tables 8-10: per line the enhancements added to ProxyNCA (``ProxyNCA`` alone, or
     ``+a+b``) and R@1 without and with ``switch``; one row per cell, labelled
     ``<line>/<column title>``, running the preset of that set of enhancements."""
@@ -356,7 +352,7 @@ _NORMSOFTMAX = """
 """
 
 
-def _normsoftmax(dataset: str, printed: str) -> tuple:
+def _normsoftmax(dataset: str, printed: str) -> tuple[Row, ...]:
     """Tables 12-13: ProxyNCA++ -/+ max and fast against NormSoftMax +/- the same two."""
     cells = [line.strip() for line in printed.strip().splitlines()]
     return grid(_NORMSOFTMAX.format(*cells), (dataset,), SMALL, "{key}")

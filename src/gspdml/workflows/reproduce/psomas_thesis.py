@@ -9,20 +9,15 @@ CUB200 and Cars196, R@1, 10, 100 on SOP and R@1, 10, 20 on In-Shop; the ablation
 
 from __future__ import annotations
 
-from gspdml.workflows.reproduce.registry import Column, Row, Table, grid
+from gspdml.workflows.reproduce.registry import Row, Table, grid, recall_columns
 
-
-def _recalls(*ks: int) -> tuple[Column, ...]:
-    return tuple(Column("repeats", f"recall_at_{k}", f"R@{k}") for k in ks)
-
-
-COLUMNS = _recalls(1, 2, 4, 10, 20, 100)
+COLUMNS = recall_columns(1, 2, 4, 10, 20, 100)
 BLOCKS = (
-    (("cub", "cars"), _recalls(1, 2, 4)),
-    (("sop",), _recalls(1, 10, 100)),
-    (("inshop",), _recalls(1, 10, 20)),
+    (("cub", "cars"), recall_columns(1, 2, 4)),
+    (("sop",), recall_columns(1, 10, 100)),
+    (("inshop",), recall_columns(1, 10, 20)),
 )
-ABLATION = _recalls(1, 2, 4, 8)
+ABLATION = recall_columns(1, 2, 4, 8)
 MISSING = {
     "triplet": "quoted from Schroff et al., CVPR 2015 (Triplet); its recipe is not a preset",
     "lifted": "quoted from Oh Song et al., CVPR 2016 (Lifted Structure); its recipe is not a preset",

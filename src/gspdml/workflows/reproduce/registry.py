@@ -71,6 +71,11 @@ class Column:
     scale: float = 100.0
 
 
+def recall_columns(*ks: int, group: str = "repeats") -> tuple[Column, ...]:
+    """One R@k column (``summary[group]["recall_at_<k>"]``) per ``k``."""
+    return tuple(Column(group, f"recall_at_{k}", f"R@{k}") for k in ks)
+
+
 @dataclass(frozen=True)
 class Reported:
     """A number the paper printed, in percent, with its printed std (None when it gives none)."""

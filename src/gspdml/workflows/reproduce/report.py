@@ -174,7 +174,7 @@ def _spread_words(table: Table, payload: Mapping[str, Any]) -> str:
     return "; ".join(texts) if texts else "sample std over the protocol's realisations"
 
 
-def table_markdown(table: Table, payload: dict) -> str:
+def table_markdown(table: Table, payload: dict[str, Any]) -> str:
     """The written table: per column the paper's number, ours ± sigma and ours - paper."""
     header = ["Method", "Dataset"]
     for column in table.columns:
@@ -321,6 +321,6 @@ def check_table_output(table: Table, output_dir: Optional[str]) -> None:
         check_writable_file(base.with_name(base.name + suffix))
 
 
-def write_payload(table: Table, payload: dict, output_dir: Optional[str]) -> None:
+def write_payload(table: Table, payload: dict[str, Any], output_dir: Optional[str]) -> None:
     """Write ``<output_dir>/tables/<table>.md`` and ``.json``."""
     write_table(_table_base(table, output_dir), table_markdown(table, payload), payload)

@@ -41,7 +41,7 @@ from gspdml.errors import ConfigError, did_you_mean
 from gspdml.evaluation.metric_registry import metrics_of_kind
 from gspdml.evaluation.statistics import mean_std
 from gspdml.output_files import atomic_write_text
-from gspdml.training.pretrain import recipe_names, recipe_on_root
+from gspdml.training.pretrain import Recipe, recipe_names, recipe_on_root
 from gspdml.workflows.protocol import FOLDS_USED, SEED_MODELS, run_protocol
 from gspdml.workflows.reproduce.cir_run import cir_dry_run_markdown, plan_cir, reproduce_cir
 from gspdml.workflows.reproduce.frozen_run import (
@@ -96,7 +96,7 @@ class RowPlan:
     models: int = 0
     steps: int = 0
     start: Optional["RowPlan"] = None
-    recipe: Optional[tuple[Path, dict[str, Any]]] = None
+    recipe: Optional[tuple[Path, Recipe]] = None
 
     @property
     def runnable(self) -> bool:
@@ -118,7 +118,7 @@ class RowPlan:
 
     @property
     def backbone(self) -> str:
-        return str(self.config.model.backbone["name"]) if self.config is not None else ""
+        return self.config.model.backbone_name if self.config is not None else ""
 
     @property
     def gpu_hours(self) -> float:
@@ -186,12 +186,12 @@ def _plan_row(
     if records_clustering(row.preset, protocol):
         extra.append("evaluation.clustering=true")
     config = load_config(row.preset, [*extra, *overrides])
-    root, recipe = config.data.dataset.get("root"), None
+    root, recipe = config.data.dataset_root, None
     if data_root is not None and root is not None:
         moved = Path(data_root) / Path(str(root)).name
         config = load_config(row.preset, [*extra, f"data.dataset.root={moved}", *overrides])
-    weights = config.model.backbone.get("weights")
-    if data_root is not None and isinstance(weights, str) and weights in recipe_names():
+    weights = config.model.backbone_weights
+    if data_root is not None and weights is not None and weights in recipe_names():
         copy = recipe_on_root(weights, data_root)
         if copy is not None:  # written by reproduce() before the row trains
             recipe = (Path(output_dir or DEFAULT_OUTPUT) / "recipes" / f"{weights}.yaml", copy)
@@ -206,7 +206,7 @@ def _plan_row(
     if config.evaluation.patience is None:
         steps = max_steps
     else:
-        steps = min(max_steps, TYPICAL_STEPS.get(str(config.data.dataset["name"]), max_steps))
+        steps = min(max_steps, TYPICAL_STEPS.get(config.data.dataset_name, max_steps))
     return RowPlan(row, config, protocol, models, steps, start, recipe)
 
 
@@ -299,11 +299,13 @@ def _write_recipe(plan: RowPlan) -> None:
     if plan.recipe is not None:
         path, recipe = plan.recipe
         path.parent.mkdir(parents=True, exist_ok=True)
-        content = {key: value for key, value in recipe.items() if key != "name"}  # the file's stem
+        content = recipe.file_content()  # its name is the file's stem
         atomic_write_text(path, yaml.safe_dump(content, sort_keys=False))
 
 
-def _ours(result: dict, column: Column, protocol: str) -> tuple[Optional[float], Optional[float]]:
+def _ours(
+    result: dict[str, Any], column: Column, protocol: str
+) -> tuple[Optional[float], Optional[float]]:
     """Our number of ``column`` (in percent unless the column scales otherwise) and its std over
     the realisations (None for one realisation). A row run by a protocol of one group
     (:data:`ONE_GROUP`) reads every column from that group. A metric the protocol's summary
@@ -404,13 +406,6 @@ def _planned_markdown(
     return dry_run_markdown(table, plans, seeds or table.seeds)
 
 
-def _loss_name(loss: Any) -> str:
-    """A loss spec's name; a list of losses (a weighted sum) as ``a+b``."""
-    if isinstance(loss, list):
-        return "+".join(_loss_name(part) for part in loss)
-    return str(loss["name"])
-
-
 def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int]) -> str:
     """``--dry-run``: the runs of every selected row, their configs and the GPU-hour estimate."""
     body: list[list[Any]] = []
@@ -424,10 +419,10 @@ def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int
                 plan.row.key,
                 f"`{plan.row.preset}`",
                 str(plan.root),
-                config.data.dataset.get("root", "–"),
+                config.data.dataset_root or "–",
                 plan.models,
-                _loss_name(config.loss),
-                config.model.pooling["name"],
+                "+".join(config.loss_names),
+                config.model.pooling_name,
                 plan.backbone,
                 plan.batch,
                 plan.steps,

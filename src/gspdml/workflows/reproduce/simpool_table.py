@@ -16,14 +16,16 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
-from gspdml.workflows.reproduce.registry import Column, Reported, Row, Table
+from gspdml.workflows.reproduce.registry import Reported, Row, Table, recall_columns
 
 HUB = "https://huggingface.co/billpsomas"
 
 
-def _released(repo: str, pooling: str, gamma: Optional[float], **options: Any) -> FrozenSpec:
+def _released(
+    repo: str, pooling: str, gamma: Optional[float], file: Optional[str] = None, **options: Any
+) -> FrozenSpec:
     """The model published on the hub as ``repo``/``file`` (``repo.pth`` unless named)."""
-    file = options.pop("file", f"{repo}.pth")
+    file = file or f"{repo}.pth"
     return FrozenSpec(file, f"{HUB}/{repo}/resolve/main/{file}", pooling, gamma=gamma, **options)
 
 
@@ -59,7 +61,7 @@ NOT_RELEASED = (
     "supervised ResNet-50 models of the table were not published)"
 )
 
-COLUMNS = tuple(Column("test", f"recall_at_{k}", f"R@{k}") for k in (1, 2, 4, 10, 20, 100))
+COLUMNS = recall_columns(1, 2, 4, 10, 20, 100, group="test")
 #: the datasets of the table, left to right, with the titles of their columns
 DATASETS = (
     ("cub", ("R@1", "R@2", "R@4")),

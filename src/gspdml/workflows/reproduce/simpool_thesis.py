@@ -68,7 +68,7 @@ def _columns(group: str, metric: str, *titles: str) -> tuple[Column, ...]:
     return tuple(Column(group, metric, title) for title in titles)
 
 
-def _rows(dataset: str, columns: tuple[Column, ...], printed: str, missing: str) -> tuple:
+def _rows(dataset: str, columns: tuple[Column, ...], printed: str, missing: str) -> tuple[Row, ...]:
     """``LABEL CELL ...`` lines, one missing row each (``–``: no number printed)."""
     rows = []
     for line in printed.strip().splitlines():
@@ -81,7 +81,9 @@ def _rows(dataset: str, columns: tuple[Column, ...], printed: str, missing: str)
     return tuple(rows)
 
 
-def _table(number: str, title: str, columns: tuple, rows: tuple, notes: str = "") -> Table:
+def _table(
+    number: str, title: str, columns: tuple[Column, ...], rows: tuple[Row, ...], notes: str = ""
+) -> Table:
     return Table(
         f"simpool-table{number}",
         title,

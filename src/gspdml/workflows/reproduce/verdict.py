@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from gspdml.config import load_config
-from gspdml.config.schema import plain
+from gspdml.settings.schema import plain
 from gspdml.training.config_changes import HARMLESS, config_differences
 
 #: the band around a paper number printed without a ±, in points

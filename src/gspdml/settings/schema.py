@@ -40,9 +40,12 @@ def option(
     below: Optional[float] = None,
     noun: str = "value",
     check: Optional[Callable[[Any, str], None]] = None,
+    canonical: Optional[Callable[[Any, str], Any]] = None,
 ) -> Any:
-    """A schema field (see the module docstring); a mutable default is copied per instance."""
+    """A schema field (see the module docstring); a mutable default is copied per instance.
+    ``canonical`` maps a value in any accepted form to the stored one before it is checked."""
     meta = {
+        "canonical": canonical,
         "doc": doc,
         "minimum": minimum,
         "exclusive": exclusive,
@@ -137,6 +140,15 @@ def plain(value: Any) -> Any:
     return value
 
 
+def tagged(
+    values: Any, tag: str, kinds: Mapping[Any, type[_SectionT]], other: type[_SectionT], where: str
+) -> _SectionT:
+    """The section of the kind that the value of ``tag`` in ``values`` names (``other`` for any
+    other value): a section whose fields depend on one of its values."""
+    kind = kinds.get(values.get(tag), other) if isinstance(values, Mapping) else other
+    return kind.from_mapping(values, where)
+
+
 def section_type(hint: Any) -> Optional[type[Section]]:
     """The section class a field holds (``Optional[Plateau]`` -> ``Plateau``), or None."""
     arms = typing.get_args(hint) if typing.get_origin(hint) is Union else (hint,)
@@ -150,7 +162,7 @@ def nullable(hint: Any) -> bool:
     return typing.get_origin(hint) is Union and type(None) in typing.get_args(hint)
 
 
-def convert(value: Any, hint: Any, spec: dataclasses.Field, field: str) -> Any:
+def convert(value: Any, hint: Any, spec: dataclasses.Field[Any], field: str) -> Any:
     """``value`` checked against the field's type, range and rule, in its stored form."""
     if value is None and nullable(hint):
         return None
@@ -158,6 +170,8 @@ def convert(value: Any, hint: Any, spec: dataclasses.Field, field: str) -> Any:
     if nested is not None:
         return nested.from_mapping(value, field)
     meta = spec.metadata
+    if meta.get("canonical") is not None:
+        value = meta["canonical"](value, field)
     if not check_value(value, hint):
         if typing.get_origin(hint) is Literal and value is not None:
             allowed = ", ".join(str(a) for a in typing.get_args(hint))

@@ -11,16 +11,34 @@ checked by its registry (:mod:`gspdml.config.components`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, Literal, Optional, Union
 
 import torch
 
 from gspdml.compat.hardware import PRECISIONS
-from gspdml.config.schema import REQUIRED, Section, join, option
 from gspdml.errors import ConfigError
+from gspdml.registry import parse_spec
+from gspdml.settings.schema import REQUIRED, Section, join, option
 
 #: a component spec in canonical form: ``{"name": ..., **options}``
 Spec = dict[str, Any]
+
+
+def spec_name(spec: Any) -> str:
+    """The registered name a component spec names (any form :func:`parse_spec` reads)."""
+    return parse_spec(spec, "")[0]
+
+
+def canonical_spec(value: Any, field: str) -> Any:
+    """A component spec in its stored form ``{"name": ..., **options}`` (from a name, or from
+    ``{name: {options}}``); any other value is left for the type check to name."""
+    if isinstance(value, str) or (
+        isinstance(value, Mapping) and "name" not in value and len(value) == 1
+    ):
+        name, options = parse_spec(value, field)
+        return {"name": name, **options}
+    return value
 
 
 def _require(condition: bool, field: str, message: str) -> None:
@@ -45,29 +63,14 @@ def _device(value: str, field: str) -> None:
         raise ConfigError(field, f"expected 'auto', 'cpu' or 'cuda[:i]', got {value!r}") from None
 
 
-def _eval_transform(value: Any, field: str) -> None:
-    from gspdml.data.eval_transform import parse_eval_transform
+#: why ``model.cache_backbone_features`` needs a frozen backbone
+FROZEN_ONLY = (
+    "needs a frozen backbone (model.backbone.frozen: true): a trained backbone's maps change at "
+    "every step"
+)
 
-    parse_eval_transform(value, field)
-
-
-def _selection_metric(value: str, field: str) -> None:
-    from gspdml.evaluation.selection import check_selection_metric
-
-    check_selection_metric(value, field)
-
-
-def _query_metrics(value: Any, field: str) -> None:
-    from gspdml.evaluation.metric_registry import check_metric_names
-
-    check_metric_names(value, field)
-
-
-def _postprocess(value: Any, field: str) -> None:
-    from gspdml.evaluation.postprocess import parse_steps
-
-    parse_steps(value, field)
-
+#: the K of Recall@K when nothing names them (the papers' R@1, 2, 4, 8)
+RECALL_AT: tuple[int, ...] = (1, 2, 4, 8)
 
 #: the most classes ``data.classes_per_batch: auto`` puts in a batch
 AUTO_CLASSES_PER_BATCH = 16
@@ -76,7 +79,9 @@ AUTO_CLASSES_PER_BATCH = 16
 @dataclasses.dataclass(frozen=True)
 class DataConfig(Section):
     dataset: Spec = option(
-        {"name": "collage_digits"}, "the dataset reader and its options (gspdml list datasets)"
+        {"name": "collage_digits"},
+        "the dataset reader and its options (gspdml list datasets)",
+        canonical=canonical_spec,
     )
     classes_per_batch: Union[int, Literal["auto"]] = option(
         16,
@@ -104,8 +109,24 @@ class DataConfig(Section):
         None,
         "image file -> model input at evaluation and retrieval (null: the dataset's own; "
         "a trained run records it)",
-        check=_eval_transform,
     )
+
+    @property
+    def dataset_name(self) -> str:
+        """The registered name of the dataset reader."""
+        return spec_name(self.dataset)
+
+    @property
+    def dataset_root(self) -> Optional[str]:
+        """The folder (``root``) or file (``path``) the reader reads, if it reads one."""
+        root = self.dataset.get("root", self.dataset.get("path"))
+        return None if root is None else str(root)
+
+    @property
+    def val_fold(self) -> Optional[int]:
+        """The validation fold of a fold protocol's run (``data.dataset.val_fold``), else None."""
+        fold = self.dataset.get("val_fold")
+        return None if fold is None else int(fold)
 
     def batch_classes(self, training_classes: int) -> int:
         """``classes_per_batch`` for a training split of ``training_classes`` classes."""
@@ -131,7 +152,9 @@ class DataConfig(Section):
 @dataclasses.dataclass(frozen=True)
 class ModelConfig(Section):
     backbone: Spec = option(
-        {"name": "small_cnn"}, "the feature extractor and its options (gspdml list backbones)"
+        {"name": "small_cnn"},
+        "the feature extractor and its options (gspdml list backbones)",
+        canonical=canonical_spec,
     )
     embedding_dim: Optional[int] = option(
         128, "size of the embedding (null: the pooled channels)", minimum=1
@@ -143,7 +166,11 @@ class ModelConfig(Section):
         noun="head position",
     )
     head_bias: bool = option(True, "whether the head has a bias")
-    pooling: Spec = option({"name": "gap"}, "the pooling and its options (gspdml list poolings)")
+    pooling: Spec = option(
+        {"name": "gap"},
+        "the pooling and its options (gspdml list poolings)",
+        canonical=canonical_spec,
+    )
     pooled_norm: Optional[Literal["layer_norm"]] = option(
         None, "a normalisation of the pooled vector", noun="pooled_norm"
     )
@@ -166,9 +193,34 @@ class ModelConfig(Section):
         noun="factory",
     )
 
-    def check(self, where: str) -> None:
-        from gspdml.models.feature_cache import FROZEN_ONLY
+    @property
+    def pretrained_backbone(self) -> bool:
+        """Whether ``backbone`` loads pre-trained weights (``pretrained`` or ``weights`` set)."""
+        return bool(self.backbone.get("pretrained")) or bool(self.backbone.get("weights"))
 
+    @property
+    def backbone_name(self) -> str:
+        """The registered name of the backbone."""
+        return spec_name(self.backbone)
+
+    @property
+    def pooling_name(self) -> str:
+        """The registered name of the pooling."""
+        return spec_name(self.pooling)
+
+    @property
+    def backbone_recipe(self) -> Any:
+        """The backbone's ``weights`` option as given (a file, a pre-training recipe's name or
+        YAML file, or a recipe mapping), None without one."""
+        return self.backbone.get("weights")
+
+    @property
+    def backbone_weights(self) -> Optional[str]:
+        """The backbone's ``weights`` option (a file or a pre-training recipe), if it has one."""
+        weights = self.backbone.get("weights")
+        return weights if isinstance(weights, str) else None
+
+    def check(self, where: str) -> None:
         _require(
             not self.cache_backbone_features or self.backbone.get("frozen") is True,
             join(where, "cache_backbone_features"),
@@ -273,7 +325,7 @@ class ScheduleConfig(Section):
 class EvaluationConfig(Section):
     every: int = option(100, "steps between validation rounds", minimum=1)
     split: Literal["val", "test"] = option("val", "the split validation rounds use", noun="split")
-    metric: str = option("map_at_r", "the selection metric", check=_selection_metric)
+    metric: str = option("map_at_r", "the selection metric")
     patience: Optional[int] = option(
         15, "rounds without improvement before early stopping (null: never)", minimum=1
     )
@@ -284,19 +336,17 @@ class EvaluationConfig(Section):
         "round is `every` steps after it (ProxyNCA++'s train.py)",
     )
     recall_at: tuple[int, ...] = option(
-        (1, 2, 4, 8), "the K of Recall@K and of the other metrics at a cutoff K", minimum=1
+        RECALL_AT, "the K of Recall@K and of the other metrics at a cutoff K", minimum=1
     )
     metrics: tuple[str, ...] = option(
         (),
         "metrics the test split and gspdml evaluate report besides the default MAP@R, P@1, "
         "R-precision and Recall@K, e.g. mean_average_precision (whole ranking), map_at_k "
         "(gspdml list metrics)",
-        check=_query_metrics,
     )
     postprocess: tuple[Union[str, dict[str, Any]], ...] = option(
         (),
         "post-processing steps (pca_whiten, dba, qe, k_reciprocal), reported as postprocessed_*",
-        check=_postprocess,
     )
     select_postprocessed: bool = option(False, "select by evaluation.metric after post-processing")
     clustering: bool = option(
@@ -309,26 +359,6 @@ class EvaluationConfig(Section):
         "also evaluate the test split with the step-0 model and a pretrained backbone's own "
         "average-pooled features, and warn when training scored worse",
     )
-
-    def check(self, where: str) -> None:
-        from gspdml.evaluation.selection import SELECTION_METRICS, needs_clustering
-
-        field = join(where, "select_postprocessed")
-        if not self.select_postprocessed:
-            return
-        _require(
-            bool(self.postprocess),
-            field,
-            "true needs post-processing steps in evaluation.postprocess "
-            "(it selects by the post-processed metric)",
-        )
-        plain_metrics = ", ".join(m for m in SELECTION_METRICS if not needs_clustering(m))
-        _require(
-            not needs_clustering(self.metric),
-            field,
-            f"{self.metric} clusters the plain embeddings, post-processing has no clustering; "
-            f"select post-processed rounds by one of {plain_metrics}",
-        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -378,10 +408,16 @@ class RunConfig(Section):
     seed: int = option(0, "seed of everything random in the run", minimum=0)
     data: DataConfig = option(DataConfig, "data: reader, batches, evaluation transform")
     model: ModelConfig = option(ModelConfig, "the embedder")
-    loss: Union[Spec, list] = option(
+    loss: Union[Spec, list[Any]] = option(
         {"name": "c2"}, "the loss and its options (gspdml list losses)"
     )
     optimizer: OptimizerConfig = option(OptimizerConfig, "optimiser and parameter groups")
     schedule: ScheduleConfig = option(ScheduleConfig, "steps and learning-rate schedule")
     evaluation: EvaluationConfig = option(EvaluationConfig, "validation rounds and model selection")
     trainer: TrainerConfig = option(TrainerConfig, "precision, device, logging, checkpoints")
+
+    @property
+    def loss_names(self) -> tuple[str, ...]:
+        """The registered name of the loss, or of each term of a weighted sum of losses."""
+        specs = self.loss if isinstance(self.loss, list) else [self.loss]
+        return tuple(spec_name(spec) for spec in specs)

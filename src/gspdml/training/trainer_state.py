@@ -1,0 +1,107 @@
+"""A trainer's checkpoint (``checkpoints/last.safetensors``): everything a resumed run needs to
+end with the same weights as an uninterrupted one with the same seed: the weights, the
+optimiser's moments, the schedules' and the gradient scaler's state, the trainer's counters
+(steps, model selection, baselines; the sampler's position is the step count), the random
+states and each callback's state by its name (:mod:`gspdml.training.callbacks`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gspdml.training.baseline import Baselines
+from gspdml.training.callbacks import Callback
+from gspdml.training.checkpoint import CheckpointError, save_state
+from gspdml.training.resume_checks import check_checkpoint_shapes
+from gspdml.training.rng import rng_state, set_rng_state
+from gspdml.training.trainer_view import TrainerView
+
+#: the trainer's counters a checkpoint restores, with their types; the last two are absent from
+#: older checkpoints (their run reports no baseline)
+COUNTERS = {
+    "step": int,
+    "best_metric": float,
+    "best_step": int,
+    "bad_rounds": int,
+    "stopped_early": bool,
+    "finished": bool,
+    "baseline": dict,
+    "baseline_skipped": dict,
+}
+OPTIONAL_COUNTERS = ("baseline", "baseline_skipped")
+
+
+def read_counters(counters: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """The trainer's own counters of a checkpoint, typed, and nothing else it might hold."""
+    unknown = sorted(set(counters) - set(COUNTERS))
+    if unknown:
+        raise CheckpointError(
+            f"{path}: unknown trainer state {unknown}; known: {', '.join(COUNTERS)}"
+        )
+    return {
+        key: kind(counters.get(key, {}) if key in OPTIONAL_COUNTERS else counters[key])
+        for key, kind in COUNTERS.items()
+    }
+
+
+def restore_callbacks(saved: Any, callbacks: Mapping[str, Callback], path: Path) -> None:
+    """Each callback's state by its name (a callback without saved state starts afresh; the
+    empty state of a stateless callback that is gone is dropped)."""
+    saved = saved or {}  # an older gspdml's list without callbacks reads as none
+    if not isinstance(saved, dict):
+        raise CheckpointError(
+            f"{path} keeps callback state by position (an older gspdml); resume it with that version"
+        )
+    unknown = sorted(name for name, kept in saved.items() if kept and name not in callbacks)
+    if unknown:
+        raise CheckpointError(
+            f"{path} holds the state of callbacks {unknown}, which this run does not have "
+            f"(it has: {', '.join(callbacks) or 'none'})"
+        )
+    for name, callback in callbacks.items():
+        if name in saved:
+            callback.load_callback_state(saved[name])
+
+
+def save_checkpoint(trainer: TrainerView) -> None:
+    """Write the trainer's checkpoint (after :meth:`Trainer._raise_if_not_finite`: never the
+    weights of a failed step)."""
+    trainer._raise_if_not_finite()
+    plateau, scaler, baselines = trainer.schedules.plateau, trainer.scaler, trainer.baselines
+    counters: dict[str, Any] = {"step": trainer.step, "finished": trainer.finished}
+    counters |= trainer.selection.state_dict()
+    counters |= {"baseline": baselines.scores, "baseline_skipped": baselines.skipped}
+    state = {
+        "model": trainer.model.state_dict(),
+        "loss": trainer.loss.state_dict(),
+        "optimizer": trainer.optimizer.state_dict(),
+        "plateau": plateau.state_dict() if plateau else None,
+        "scaler": scaler.state_dict() if scaler else None,
+        "trainer": counters,
+        "rng": rng_state(),
+        "callbacks": {name: c.callback_state() for name, c in trainer.callbacks.items()},
+    }
+    save_state(trainer.checkpoint_path, state, {"step": trainer.step})
+
+
+def restore_checkpoint(trainer: TrainerView, state: Mapping[str, Any]) -> None:
+    """Put ``trainer`` in the state a checkpoint holds (its tensors checked against this run's
+    shapes first, :func:`~gspdml.training.resume_checks.check_checkpoint_shapes`)."""
+    classes = len(getattr(trainer.train_dataset, "class_names", None) or [])
+    parts = {"model": trainer.model, "loss": trainer.loss}
+    check_checkpoint_shapes(state, parts, trainer.run_dir, classes)
+    trainer.model.load_state_dict(state["model"])
+    trainer.loss.load_state_dict(state["loss"])
+    trainer.optimizer.load_state_dict(state["optimizer"])
+    plateau, scaler = trainer.schedules.plateau, trainer.scaler
+    if plateau and state["plateau"]:
+        plateau.load_state_dict(state["plateau"])
+    if scaler and state["scaler"]:
+        scaler.load_state_dict(state["scaler"])
+    counters = read_counters(state["trainer"], trainer.checkpoint_path)
+    trainer.step, trainer.finished = counters["step"], counters["finished"]
+    trainer.selection.load_state_dict(counters)
+    trainer.baselines = Baselines(counters["baseline"], counters["baseline_skipped"])
+    restore_callbacks(state["callbacks"], trainer.callbacks, trainer.checkpoint_path)
+    set_rng_state(state["rng"])
