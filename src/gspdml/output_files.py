@@ -30,8 +30,9 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, Union
+from typing import Any, Union
 
 from gspdml.errors import GspdmlError
 

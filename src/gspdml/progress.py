@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from types import TracebackType
-from typing import Callable, Optional
+from typing import Optional
 
 from tqdm import tqdm
 
@@ -105,7 +106,7 @@ class Progress:
             self._say(f"{self._count()}, done in {duration(now - self.start)}", note)
             self.lines = 0
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(

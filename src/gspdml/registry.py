@@ -14,7 +14,8 @@ any work with an error that names the field and the allowed options.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from gspdml.errors import ConfigError, GspdmlError, did_you_mean
 from gspdml.typecheck import first_mismatch
@@ -97,6 +98,11 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._entries)
+
+    def fingerprint(self) -> tuple[tuple[str, int], ...]:
+        """What is registered now (each name and the identity of its constructor): it changes
+        when a plugin registers, or a component is registered again under its name."""
+        return tuple((name, id(factory)) for name, factory in sorted(self._entries.items()))
 
     def registered_from(self, module: str) -> list[str]:
         """The names (not aliases) whose constructor is defined in ``module`` or a submodule."""

@@ -14,7 +14,8 @@ import collections.abc
 import inspect
 import os
 import typing
-from typing import Any, Callable, Literal, Mapping, Optional, Union
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Optional, Union
 
 _NOTHING = object()
 

@@ -227,7 +227,8 @@ def test_component_options_are_type_checked_at_config_time(override, field, expe
 
 
 def test_check_value_follows_the_annotations():
-    from typing import Literal, Optional, Sequence
+    from collections.abc import Sequence
+    from typing import Literal, Optional
 
     from gspdml.typecheck import check_value
 

@@ -76,7 +76,7 @@ def test_the_cli_refuses_an_unchecked_key_of_the_old_validator(tmp_path):
 
 
 def test_the_defaults_are_the_schema():
-    assert DEFAULTS == RunConfig().to_dict()
+    assert RunConfig().to_dict() == DEFAULTS
     config = load_config({})
     assert config.optimizer.lr == RunConfig().optimizer.lr == DEFAULTS["optimizer"]["lr"]
     assert dataclasses.replace(config, data=RunConfig().data) == RunConfig()

@@ -155,7 +155,7 @@ def test_distilled_and_partial_backgrounds():
 )
 def test_bad_options_name_the_field(option, value):
     with pytest.raises(ConfigError, match=f"data.dataset.{option}"):
-        build_data({"name": "collage_digits", "cache": False, **{**SMALL, option: value}}, seed=0)
+        build_data({"name": "collage_digits", "cache": False, **SMALL, option: value}, seed=0)
 
 
 def test_augmentation_is_seeded_and_keeps_tiles():

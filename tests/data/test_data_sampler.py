@@ -100,7 +100,7 @@ def test_small_class_error_names_class_and_count():
         ConfigError,
         match=r"data.samples_per_class: class 6 \(shoe\) has 3 samples, fewer than samples_per_class=4",
     ):
-        ClassBalancedBatchSampler(LABELS, 4, 4, class_names={c: "shoe" for c in SIZES})
+        ClassBalancedBatchSampler(LABELS, 4, 4, class_names=dict.fromkeys(SIZES, "shoe"))
     s = ClassBalancedBatchSampler(LABELS, 4, 4, replacement=True)
     batches = epoch(s)
     assert set(np.concatenate(batches)) == set(range(len(LABELS)))

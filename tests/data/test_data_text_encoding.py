@@ -15,7 +15,10 @@ from gspdml.data.folder import read_csv_rows
 from gspdml.data.textfiles import read_columns
 from gspdml.errors import DataError
 
-_ListLine = NamedTuple("_ListLine", [("path", str), ("label", str)])
+
+class _ListLine(NamedTuple):
+    path: str
+    label: str
 
 
 def _list(tmp_path, write_image):
@@ -81,7 +84,11 @@ def test_a_field_over_the_csv_limit_is_refused_naming_the_line_where_it_starts(t
 def test_index_file_rows_are_typed_and_an_int_column_is_checked(tmp_path):
     """``read_columns`` gives one ``NamedTuple`` per line, its ``int`` fields parsed; a
     non-integer there is an error naming the file, line, column and value."""
-    Line = NamedTuple("Line", [("id", int), ("path", str)])
+
+    class Line(NamedTuple):
+        id: int
+        path: str
+
     path = tmp_path / "images.txt"
     path.write_text("1 a/x.jpg\n\n2 b/y.jpg\n", encoding="utf-8")
     assert read_columns(path, Line, "list") == [Line(1, "a/x.jpg"), Line(2, "b/y.jpg")]

@@ -44,7 +44,7 @@ def test_random_resized_crop_respects_scale_ratio_and_box():
     for _ in range(200):
         state = g.get_state()
         top, left, h, w = crop.box(width, height, g)
-        assert 0 <= top and top + h <= height and 0 <= left and left + w <= width
+        assert top >= 0 and top + h <= height and left >= 0 and left + w <= width
         fraction = h * w / (width * height)
         assert 0.16 * 0.97 <= fraction <= 1.0
         assert 3 / 4 * 0.95 <= w / h <= 4 / 3 * 1.05

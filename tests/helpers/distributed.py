@@ -4,6 +4,7 @@ store that the launching process hosts."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch.distributed as dist
@@ -113,9 +114,7 @@ def train_rank(rank: int, world_size: int, port: int, jobs: list, backend: str =
         for config, run_dir, resume, crash_after in jobs:
             callbacks = {"crash": CrashAfter(crash_after)} if crash_after is not None else {}
             trainer = Trainer.from_config(config, run_dir, resume=resume, callbacks=callbacks)
-            try:
+            with contextlib.suppress(SimulatedCrash):
                 trainer.fit()
-            except SimulatedCrash:
-                pass
     finally:
         dist.destroy_process_group()

@@ -15,7 +15,7 @@ def test_proxy_anchor_equals_slow_loop_and_pml(make_batch):
     value = loss(emb, labels)
     e, p = F.normalize(emb.detach(), dim=1), F.normalize(loss.proxies.detach(), dim=1)
     cos = e @ p.T
-    present = sorted(set(int(y) for y in labels))
+    present = sorted({int(y) for y in labels})
     pos = sum(
         math.log(
             1

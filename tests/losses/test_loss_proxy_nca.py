@@ -10,8 +10,7 @@ from gspdml.losses import LOSSES
 
 
 def _build(spec, classes=5, dim=8):
-    loss = LOSSES.build(spec, num_classes=classes, embedding_dim=dim).double()
-    return loss
+    return LOSSES.build(spec, num_classes=classes, embedding_dim=dim).double()
 
 
 def _slow_proxy_nca(emb, labels, proxies, temperature, exclude_positive):

@@ -12,8 +12,9 @@ data loader and evaluation rounds are not part of a step.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import torch
 from torch import nn

@@ -297,7 +297,7 @@ def test_proxynca_cub_steps_equal_the_authors_code(tmp_path, monkeypatch, float6
     monkeypatch.setattr(validation, "save_weights", lambda *a, **k: None)
     monkeypatch.setattr(validation, "identity", lambda run_dir: {})
     recorder, initial, rounds = gspdml_run(tmp_path)
-    theirs = authors_run(monkeypatch, [b for b in recorder.batches], initial)
+    theirs = authors_run(monkeypatch, list(recorder.batches), initial)
     per_step = differences(recorder.steps, theirs)
     summary = [
         {

@@ -127,7 +127,7 @@ def test_report_in_headless_chromium(tmp_path):
             assert ("correct" in tile["classes"]) == (label == query_label), (query_label, tile)
     # the hostile folder name is shown as text, never parsed as markup
     assert "b" not in dom.tags and any("<b>x&y" in f["text"] for f in queries + results)
-    assert any("svg" == tag for tag in dom.tags)
+    assert any(tag == "svg" for tag in dom.tags)
 
     shot = tmp_path / "report.png"
     done, console = chromium(

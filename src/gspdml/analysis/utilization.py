@@ -13,7 +13,8 @@ references in blocks, so ``X^`` never has to fit in memory.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Union
+from collections.abc import Iterable, Iterator
+from typing import Union
 
 import torch
 import torch.nn.functional as F

@@ -20,8 +20,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional
 
 import torch
 from PIL import Image

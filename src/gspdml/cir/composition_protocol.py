@@ -12,8 +12,9 @@ Every query ranks the whole database; a query image that is in the database stay
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 import torch

@@ -23,9 +23,10 @@ The domain texts and the Recall@k cut-offs are those of the release's evaluation
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Optional
 
 from gspdml.data.textfiles import read_text
 from gspdml.errors import ConfigError, DataError

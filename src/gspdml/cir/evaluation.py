@@ -16,9 +16,10 @@ visual memory Z (Eq. 4.13) from :func:`visual_memory`: the database, an external
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch

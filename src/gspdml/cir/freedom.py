@@ -35,9 +35,10 @@ follows the code by default and says so:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional
 
 import torch
 
@@ -132,7 +133,7 @@ class TextMemory:
     @classmethod
     def build(
         cls, words: Sequence[str], encode_text: TextEncoder, batch_size: int = 256
-    ) -> "TextMemory":
+    ) -> TextMemory:
         """Embed every word as raw text, no prompt template (as the authors' code does)."""
         words = list(words)
         chunks = [encode_text(words[i : i + batch_size]) for i in range(0, len(words), batch_size)]
@@ -362,7 +363,7 @@ class FreeDom:
         text_memory: TextMemory,
         visual_memory: Optional[torch.Tensor] = None,
         **overrides: Any,
-    ) -> "FreeDom":
+    ) -> FreeDom:
         """One of the ablation variants by name: ``single``, ``E``, ``L``, ``E+``, ``L+``, ``L+a``."""
         if name not in VARIANTS:
             raise ConfigError(

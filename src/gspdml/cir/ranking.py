@@ -22,7 +22,7 @@ protocols of the thesis never produce one.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 

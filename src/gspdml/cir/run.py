@@ -7,9 +7,10 @@ per group, per source domain and their mean.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional
 
 from gspdml.errors import DataError
 

@@ -12,9 +12,10 @@ with ``torch.load(weights_only=True)`` (the restricted unpickler: no code in the
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union, runtime_checkable
+from typing import Any, Optional, Protocol, Union, runtime_checkable
 
 import torch
 from PIL import Image

@@ -8,7 +8,8 @@ import argparse
 import os
 import re
 import sys
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Optional
 
 from gspdml.cli import cir, listing, retrieval, runs, tools, train
 from gspdml.errors import GspdmlError

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 import inspect
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 _Result = TypeVar("_Result")
 

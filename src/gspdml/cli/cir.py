@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from gspdml.cir.domain_datasets import DOMAIN_DATASETS
 from gspdml.cir.evaluation import CirMethod, cir_method

@@ -9,7 +9,8 @@ not changed); PCA-whitening learns on the run's training split, embedded for the
 from __future__ import annotations
 
 import argparse
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 import torch
 

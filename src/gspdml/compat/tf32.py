@@ -10,7 +10,7 @@ uses the new switches where they exist and the legacy ones otherwise, and restor
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 

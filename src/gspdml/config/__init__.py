@@ -16,7 +16,10 @@ wrote.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Mapping
+import os
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import yaml
 
@@ -30,6 +33,7 @@ from gspdml.config.loading import (
     preset_path,
     read_config,
 )
+from gspdml.config.options import component_registries
 from gspdml.plugins import import_plugins, load_entry_points
 from gspdml.settings.schema import plain
 from gspdml.settings.sections import (
@@ -73,15 +77,41 @@ __all__ = [
 ]
 
 
+#: how many checked configs :func:`validated` remembers
+REMEMBERED = 32
+#: checked configs by their YAML form, the working directory they were checked in (relative
+#: dataset paths) and the registered components they were checked against
+_CHECKED: OrderedDict[tuple[Any, ...], RunConfig] = OrderedDict()
+
+
 def load_config(source: Source, overrides: Iterable[str] = ()) -> RunConfig:
     """Resolve and check a run config (see the module docstring)."""
-    return _checked(read_config(source, DEFAULTS, overrides))
+    return _remembered(_checked(read_config(source, DEFAULTS, overrides)))
 
 
 def validated(config: RunConfig | Mapping[str, Any]) -> RunConfig:
     """``config`` checked again from scratch (one built with ``dataclasses.replace``, or a plain
-    mapping in the YAML form)."""
-    return _checked(read_config(plain(config), DEFAULTS))
+    mapping in the YAML form). A config equal to one checked before in this process and working
+    directory is that checked config: the entries that hand a run's config on (``load_config``,
+    ``Trainer.from_config``, ``Trainer``, ``train``) check it, and build its pooling and loss for
+    their value checks, once."""
+    key = _key(config)
+    if key in _CHECKED:
+        _CHECKED.move_to_end(key)
+        return _CHECKED[key]
+    return _remembered(_checked(read_config(plain(config), DEFAULTS)))
+
+
+def _key(config: RunConfig | Mapping[str, Any]) -> tuple[Any, ...]:
+    registries = tuple(r.fingerprint() for r in component_registries().values())
+    return yaml.safe_dump(plain(config), sort_keys=True), os.getcwd(), registries
+
+
+def _remembered(config: RunConfig) -> RunConfig:
+    _CHECKED[_key(config)] = config
+    while len(_CHECKED) > REMEMBERED:
+        _CHECKED.popitem(last=False)
+    return config
 
 
 def _checked(values: Mapping[str, Any]) -> RunConfig:

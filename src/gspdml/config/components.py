@@ -13,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from gspdml.errors import ConfigError
 from gspdml.settings.schema import plain

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Union
+from typing import Any, Union
 
 import yaml
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from gspdml.output_files import json_text
 from gspdml.registry import Registry

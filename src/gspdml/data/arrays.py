@@ -7,7 +7,8 @@ images stay uint8 (a quarter of the memory of float32) and each item is returned
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Optional, Union
 
 import numpy as np
 import torch

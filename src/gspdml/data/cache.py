@@ -13,8 +13,9 @@ import json
 import os
 import warnings
 import zipfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Optional
 
 import numpy as np
 

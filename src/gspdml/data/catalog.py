@@ -8,8 +8,8 @@ In-Shop 52,712 images).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from gspdml.data import cars, cub, inshop, sop
 from gspdml.data.cars import read_cars

@@ -25,7 +25,8 @@ Choices the paper leaves open (docs/paper-vs-code.md):
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Optional
 
 import numpy as np
 

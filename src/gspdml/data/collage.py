@@ -25,7 +25,8 @@ between splits either. One factory (:func:`glyph_collage`) serves both glyph sou
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Optional, TypeVar
 
 import numpy as np
 

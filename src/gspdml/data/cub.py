@@ -33,9 +33,19 @@ EXPECTED = dict(
 
 
 # a line of images.txt, image_class_labels.txt and classes.txt
-_Image = NamedTuple("_Image", [("id", int), ("path", str)])
-_Label = NamedTuple("_Label", [("id", int), ("label", int)])
-_Class = NamedTuple("_Class", [("id", int), ("name", str)])
+class _Image(NamedTuple):
+    id: int
+    path: str
+
+
+class _Label(NamedTuple):
+    id: int
+    label: int
+
+
+class _Class(NamedTuple):
+    id: int
+    name: str
 
 
 @register_image_dataset("cub200", "cub")

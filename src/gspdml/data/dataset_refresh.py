@@ -22,6 +22,7 @@ is removed.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import filecmp
 import os
@@ -111,10 +112,8 @@ def _make_folder(folder: Path) -> bool:
 
 
 def _remove_if_empty(folder: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # it holds a file the user changed
         folder.rmdir()
-    except OSError:  # it holds a file the user changed
-        pass
 
 
 def install(staging: Path, root: Path) -> None:

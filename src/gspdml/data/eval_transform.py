@@ -37,9 +37,10 @@ evaluation did without its training data.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Optional, cast, overload
+from typing import Any, Optional, cast, overload
 
 import numpy as np
 import torch

@@ -17,8 +17,9 @@ and re-split by class.
 from __future__ import annotations
 
 import gzip
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 

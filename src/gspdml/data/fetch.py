@@ -39,9 +39,10 @@ import tarfile
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, Optional
+from typing import BinaryIO, Optional
 
 from tqdm import tqdm
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Callable, Optional, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import Any, Optional, Union
 
 import numpy as np
 import numpy.typing as npt

@@ -10,8 +10,9 @@ items, see :mod:`gspdml.data.fashion_mnist`). Every collage resizes its glyphs w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 import torch

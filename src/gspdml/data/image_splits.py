@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import typing
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -44,7 +45,7 @@ class Records:
     def classes(self) -> np.ndarray:
         return np.unique(self.labels)
 
-    def subset(self, classes: npt.ArrayLike) -> "Records":
+    def subset(self, classes: npt.ArrayLike) -> Records:
         keep = np.isin(self.labels, np.asarray(classes))
         return Records([p for p, k in zip(self.paths, keep) if k], self.labels[keep], self.names)
 

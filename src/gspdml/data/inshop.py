@@ -39,7 +39,10 @@ STATUSES = ("train", "query", "gallery")
 
 
 #: a line of list_eval_partition.txt
-_Entry = NamedTuple("_Entry", [("image_name", str), ("item_id", str), ("evaluation_status", str)])
+class _Entry(NamedTuple):
+    image_name: str
+    item_id: str
+    evaluation_status: str
 
 
 def _item_number(item: str, path: Path) -> int:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Optional
 
 from gspdml.data.base import spec_options
 from gspdml.data.eval_transform import EvalTransform

@@ -29,7 +29,8 @@ anchor-negative mixing needs examples whose class appears once in the batch).
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt

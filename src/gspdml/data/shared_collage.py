@@ -31,8 +31,9 @@ pairs here (:func:`glyph_tiles`) and CIFAR-100's images for the Cifar Collage it
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -164,7 +165,7 @@ def glyph_tiles(
         ]
         return pair_tile(cells[used[0]], cells[used[1]], tile_size), used
 
-    return TileSource({a: base for a in base}, (tile_size, tile_size), 2, draw)
+    return TileSource(dict.fromkeys(base, base), (tile_size, tile_size), 2, draw)
 
 
 def compose_collages(

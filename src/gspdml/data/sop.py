@@ -27,10 +27,14 @@ SOURCE = "Stanford Online Products"
 EXPECTED = dict(
     images=120053, train_images=59551, test_images=60502, train_classes=11318, test_classes=11316
 )
+
+
 #: a line of Ebay_train.txt and Ebay_test.txt
-_Entry = NamedTuple(
-    "_Entry", [("image_id", int), ("class_id", int), ("super_class_id", int), ("path", str)]
-)
+class _Entry(NamedTuple):
+    image_id: int
+    class_id: int
+    super_class_id: int
+    path: str
 
 
 @register_image_dataset("sop", "stanford_online_products")

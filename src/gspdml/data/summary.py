@@ -3,7 +3,8 @@ and the check that a validation split can rank at all."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 import numpy as np
 

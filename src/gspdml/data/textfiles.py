@@ -11,8 +11,9 @@ from __future__ import annotations
 import csv
 import io
 import typing
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from gspdml.errors import DataError
 

@@ -12,7 +12,8 @@ item's augmentation is the same whatever the number of DataLoader workers and af
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import Any, Optional, Union
 
 import numpy as np
 import torch

@@ -67,8 +67,9 @@ import dataclasses
 import functools
 import math
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import torch
@@ -798,7 +799,7 @@ def _faiss_candidates(q: Tensor, r: Tensor, loo: bool, k_cand: int) -> tuple[Ten
     return ids, last
 
 
-def _exact_cuda_matmuls(device: torch.device) -> ContextManager[None]:
+def _exact_cuda_matmuls(device: torch.device) -> contextlib.AbstractContextManager[None]:
     """The error bounds assume float32 accumulation: no TF32, no reduced-precision bf16 sums."""
     return without_tf32() if device.type == "cuda" else contextlib.nullcontext()
 

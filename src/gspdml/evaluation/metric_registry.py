@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Optional, TypeVar, Union
 
 import torch
 
@@ -210,7 +210,7 @@ class Neighbours:
         self.distances = distances
 
     @classmethod
-    def of_results(cls, results: RetrievalResults) -> "Neighbours":
+    def of_results(cls, results: RetrievalResults) -> Neighbours:
         return cls(results.relevance(), results.num_relevant, results.distances)
 
     @functools.cached_property

@@ -383,7 +383,7 @@ def metrics_from_results(
     labels = results.query_labels[keep]
     scores = {name: v[keep] for name, v in scores.items()}
     out = _reduce(scores, names, recall_at, lambda v: v.mean().item())  # >= 1 scored query
-    out.update({name: None for name in metrics_of_kind("clustering")})
+    out.update(dict.fromkeys(metrics_of_kind("clustering")))
     out.update(num_queries=int(keep.sum()), num_lone_queries=int((~keep).sum()), k=results.k)
     if class_average or per_class:
         classes, inverse = torch.unique(labels, return_inverse=True)

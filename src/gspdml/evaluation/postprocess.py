@@ -38,8 +38,9 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Mapping, Optional, Sequence, TypeVar
+from typing import Any, ClassVar, Optional, TypeVar
 
 import torch
 import torch.nn.functional as F

@@ -19,9 +19,10 @@ quantity that MAP@R and R-precision divide by.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import torch
@@ -146,7 +147,7 @@ class RetrievalResults:
                 f"expected float {tuple(self.indices.shape)} like indices, got {self.distances.dtype} {tuple(self.distances.shape)}",
             )
         if self.indices.numel() and not (
-            0 <= int(self.indices.min()) and int(self.indices.max()) < n_r
+            int(self.indices.min()) >= 0 and int(self.indices.max()) < n_r
         ):
             raise ConfigError(
                 "indices",
@@ -161,7 +162,7 @@ class RetrievalResults:
                     name, f"expected int64 label codes [N], got {codes.dtype} {tuple(codes.shape)}"
                 )
             if codes.numel() and not (
-                UNKNOWN <= int(codes.min()) and int(codes.max()) < len(self.label_values)
+                int(codes.min()) >= UNKNOWN and int(codes.max()) < len(self.label_values)
             ):
                 raise ConfigError(
                     name,
@@ -169,7 +170,7 @@ class RetrievalResults:
                 )
         if self.excluded is not None and (
             self.excluded.shape != (n_q,)
-            or (n_q and not (0 <= int(self.excluded.min()) and int(self.excluded.max()) < n_r))
+            or (n_q and not (int(self.excluded.min()) >= 0 and int(self.excluded.max()) < n_r))
         ):
             raise ConfigError(
                 "excluded",
@@ -190,7 +191,7 @@ class RetrievalResults:
         query_labels: Sequence[Any],
         reference_labels: Sequence[Any],
         **kwargs: Any,
-    ) -> "RetrievalResults":
+    ) -> RetrievalResults:
         """Results from raw labels (ints or strings, None where unknown); other fields as keywords."""
         values, query_codes, reference_codes = encode_labels(query_labels, reference_labels)
         return cls(indices, distances, query_codes, reference_codes, values, **kwargs)
@@ -230,7 +231,7 @@ class RetrievalResults:
         """The original label of a code (a plain Python value), None for -1."""
         return None if code == UNKNOWN else self.label_values[code].item()
 
-    def select(self, queries: Sequence[int], k: Optional[int] = None) -> "RetrievalResults":
+    def select(self, queries: Sequence[int], k: Optional[int] = None) -> RetrievalResults:
         """The results of ``queries`` (positions, in that order) with their first ``k``
         neighbours (default: all ``self.k``); the references stay the same."""
         rows = torch.as_tensor(list(queries), dtype=torch.int64)
@@ -321,7 +322,7 @@ class RetrievalResults:
         atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
 
     @classmethod
-    def load(cls, path: str | Path) -> "RetrievalResults":
+    def load(cls, path: str | Path) -> RetrievalResults:
         """Read a file written by :meth:`save`; anything else is refused with a DataError (never unpickled)."""
         path = Path(path)
         if not path.is_file():
@@ -337,12 +338,12 @@ class RetrievalResults:
                     raise DataError(
                         f"{path}: results version {meta.get('version')!r}; this gspdml reads up to {VERSION}"
                     )
-                missing = [name for name in _TENSORS if name not in handle.keys()]
+                missing = [name for name in _TENSORS if name not in handle]
                 if missing:
                     raise DataError(
                         f"{path}: retrieval results without tensor(s) {', '.join(missing)}"
                     )
-                tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+                tensors = {name: handle.get_tensor(name) for name in handle}
         except (SafetensorError, OSError) as err:
             raise DataError(
                 f"{path}: not a gspdml retrieval results file (not safetensors: {err})"

@@ -30,7 +30,8 @@ them (:func:`selection_value`).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.metric_registry import (

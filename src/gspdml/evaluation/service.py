@@ -36,8 +36,9 @@ run there.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional
 
 import torch
 from torch import nn
@@ -111,7 +112,7 @@ class EvalSpec:
     @classmethod
     def from_evaluation(
         cls, evaluation: EvaluationConfig, metrics: Optional[tuple[str, ...]] = None
-    ) -> "EvalSpec":
+    ) -> EvalSpec:
         """The spec of a run config's ``evaluation`` section (``recall_at``, ``metric``,
         ``postprocess``, ``clustering``, ``metrics``), as the trainer scores its rounds and its
         test split; ``metrics``: the per-query metrics (None: the default ones and those the

@@ -53,8 +53,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 import torch
 

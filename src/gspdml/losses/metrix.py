@@ -39,7 +39,8 @@ mixed term itself (``_mixed_term``): :mod:`gspdml.losses.mochi`, :mod:`gspdml.lo
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Optional, Protocol, Union, cast
 
 import torch
 import torch.nn.functional as F
@@ -90,7 +91,7 @@ RECIPE_DEFAULTS: dict[Callable[..., Any], dict[str, Any]] = {
 
 def with_recipe_defaults(spec: Any, field: str) -> Any:
     """``spec`` of a base loss with the :data:`RECIPE_DEFAULTS` of its class filled in where unset."""
-    if isinstance(spec, nn.Module) or isinstance(spec, list):
+    if isinstance(spec, (nn.Module, list)):
         return spec
     name, options = parse_spec(spec, field)
     defaults = RECIPE_DEFAULTS.get(LOSSES.get(name, field), {})

@@ -19,7 +19,8 @@ keeps ``s`` (``s'``) synthetic points per query, drawn uniformly among its hard 
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any, Optional, Union
 
 import torch
 from torch import Tensor

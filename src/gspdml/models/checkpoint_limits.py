@@ -132,7 +132,7 @@ class _Declarations:
     views: list[_View] = field(default_factory=list)
 
     @staticmethod
-    def read(handle: IO[bytes]) -> "_Declarations":
+    def read(handle: IO[bytes]) -> _Declarations:
         declared = _Declarations()
         _Unpickler(handle, declared).load()
         return declared
@@ -171,7 +171,7 @@ class _Inert:
     def __init__(self, *args: Any, **kwargs: Any):
         pass
 
-    def __call__(self, *args: Any, **kwargs: Any) -> "_Inert":
+    def __call__(self, *args: Any, **kwargs: Any) -> _Inert:
         return _Inert()
 
     def __setstate__(self, state: Any) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Union, cast
+from collections.abc import Mapping
+from typing import Any, Optional, Union, cast
 
 import torch
 import torch.nn.functional as F

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Callable, ContextManager, Optional, Sequence, Sized, cast
+from collections.abc import Callable, Sequence, Sized
+from typing import Any, Optional, cast
 
 import torch
 from torch import nn
@@ -79,7 +80,9 @@ def loader_options(workers: int) -> dict[str, Any]:
     return {"num_workers": workers, "persistent_workers": True, "prefetch_factor": 4}
 
 
-def autocast_context(precision: Precision, device: torch.device) -> ContextManager[object]:
+def autocast_context(
+    precision: Precision, device: torch.device
+) -> contextlib.AbstractContextManager[object]:
     """bf16 autocast (CPU or GPU), fp16 AMP (GPU), or nothing for fp32, for a resolved
     ``precision``."""
     precision = precision_name(precision)

@@ -13,8 +13,9 @@ machine with internet), instead of a network call that retries for a minute befo
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Optional, Union
 
 import torch
 from torch import nn

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Mapping
 
 import torch
 from torch import nn

@@ -7,8 +7,8 @@ off (:func:`full_precision`), so every layer works under bf16/fp16 autocast: the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 

@@ -3,7 +3,8 @@ with the options of its design ablation (thesis §3.4.4, Table 3.12)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any, Optional, Union
 
 import torch
 from torch import nn

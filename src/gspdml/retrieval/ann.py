@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import torch
@@ -341,7 +342,7 @@ class AnnIndex:
     @classmethod
     def load(
         cls, folder: str | Path, count: Optional[int], mmap: bool = True
-    ) -> Optional["AnnIndex"]:
+    ) -> Optional[AnnIndex]:
         """The approximate index of an index folder, or None when it has none; ``count``: the
         number of vectors it must hold (None: any). ``mmap`` maps the file instead of reading it
         (faiss supports it for these structures; not for appending)."""

@@ -12,9 +12,10 @@ its settings when rows were dropped) and the recall is measured again. Searching
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import torch
 

@@ -29,9 +29,10 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional
 
 import torch
 import yaml

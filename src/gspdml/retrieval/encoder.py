@@ -17,8 +17,9 @@ alpha on white, 16-bit rescaled), or a tensor batch ``[B, C, H, W]`` that is alr
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence, Union
+from typing import Union
 
 import torch
 from PIL import Image
@@ -85,7 +86,7 @@ class Encoder:
         weights: str = "final",
         device: str = "auto",
         batch_size: int = 64,
-    ) -> "Encoder":
+    ) -> Encoder:
         """The embedder of ``run_dir`` (``weights``: ``final`` or ``best``, see ``gspdml evaluate --help``)."""
         return cls(run_dir, weights, device, batch_size)
 

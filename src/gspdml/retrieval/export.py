@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import io
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional
 
 import torch
 from torch import nn

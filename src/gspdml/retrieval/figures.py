@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import base64
 import io
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Optional
 
 import numpy as np
 import torch

@@ -31,8 +31,9 @@ import hashlib
 import json
 import secrets
 import shutil
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Optional
 
 from gspdml.errors import DataError
 from gspdml.output_files import (

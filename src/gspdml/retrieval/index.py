@@ -25,9 +25,10 @@ retraining and rows removed make it rebuild (:meth:`~RetrievalIndex.update_appro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -306,7 +307,7 @@ class RetrievalIndex:
         generations.write_generation(folder, writers, legacy=LEGACY_FILES)
 
     @classmethod
-    def load(cls, path: str | Path, mmap: bool = False) -> "RetrievalIndex":
+    def load(cls, path: str | Path, mmap: bool = False) -> RetrievalIndex:
         """Read an index folder, with its approximate structure when it has one (``mmap``: mapped
         from the file, for searching; not for adding rows); its files are checked against the
         manifest, and anything else is refused with an error that says why."""
@@ -326,7 +327,7 @@ class RetrievalIndex:
         raise AssertionError("unreachable")
 
     @classmethod
-    def _read(cls, folder: Path, mmap: bool) -> "RetrievalIndex":
+    def _read(cls, folder: Path, mmap: bool) -> RetrievalIndex:
         """The index in the files of ``folder`` (a generation, or an index folder without
         manifest), checked for consistency."""
         not_index = (
@@ -401,7 +402,7 @@ def _read_vectors(path: Path) -> torch.Tensor:
     try:
         with safe_open(str(path), framework="pt", device="cpu") as handle:
             header = handle.metadata() or {}
-            if header.get("format") != FORMAT or "vectors" not in handle.keys():
+            if header.get("format") != FORMAT or "vectors" not in handle:
                 raise DataError(
                     f"{path}: a safetensors file, but not the vectors of a gspdml index"
                 )

@@ -23,8 +23,9 @@ alpha on white, 16-bit rescaled) before the transform, as the datasets decode th
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import torch

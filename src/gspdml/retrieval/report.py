@@ -18,9 +18,10 @@ from __future__ import annotations
 import html
 import json
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 import torch

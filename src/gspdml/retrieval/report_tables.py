@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 from gspdml.evaluation.service import QueryEvaluation
 from gspdml.training.run_dir import DATA_FILE

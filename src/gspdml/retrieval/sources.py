@@ -6,9 +6,10 @@ folder or CSV list (or a query and a gallery of them) is also an evaluation spli
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -83,7 +84,7 @@ class ImageSource:
     to_display: Callable[[torch.Tensor], np.ndarray] = tensor_display
     skipped: list[str] = field(default_factory=list)  # hidden or system entries left out
 
-    def subset(self, items: Sequence[int]) -> "ImageSource":
+    def subset(self, items: Sequence[int]) -> ImageSource:
         """The source restricted to ``items`` (positions), in that order."""
         items = list(items)
         return ImageSource(

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Mapping
-from typing import Any, Callable, Iterator, Literal, Optional, TypeVar, Union
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Literal, Optional, TypeVar, Union
 
 from gspdml.errors import ConfigError, did_you_mean
 from gspdml.typecheck import check_value, describe

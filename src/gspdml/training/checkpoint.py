@@ -11,8 +11,9 @@ or a full disk leaves the previous checkpoint intact.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Union
+from typing import Any, Union
 
 import torch
 from safetensors import safe_open
@@ -61,7 +62,7 @@ def load_state(path: PathLike, device: str | torch.device = "cpu") -> tuple[Any,
             header = json.loads((handle.metadata() or {}).get("gspdml", "null"))
             if not isinstance(header, dict) or header.get("format") != FORMAT:
                 raise CheckpointError(f"{path} is not a gspdml checkpoint")
-            tensors = {key: handle.get_tensor(key) for key in handle.keys()}
+            tensors = {key: handle.get_tensor(key) for key in handle}
     except CheckpointError:
         raise
     except Exception as exc:  # safetensors raises its own error types for corrupt files

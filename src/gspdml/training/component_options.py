@@ -13,8 +13,9 @@ compares them with the components' defaults now and refuses a difference like a 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from gspdml.config import RunConfig
 from gspdml.errors import ConfigError, read_json_object

@@ -13,7 +13,8 @@ in ``config.yaml``: it is no difference from the recorded one."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import yaml
 

@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable, Sized
 from dataclasses import dataclass
-from typing import Any, Callable, NoReturn, Optional, Sized, cast
+from typing import Any, NoReturn, Optional, cast
 
 import torch
 import torch.distributed as dist

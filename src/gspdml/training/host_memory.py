@@ -23,7 +23,7 @@ MMAP_THRESHOLD = 32 << 20  # glibc's maximum (DEFAULT_MMAP_THRESHOLD_MAX on 64-b
 TRIM_THRESHOLD = 256 << 20
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def keep_freed_host_memory(
     mmap_threshold: int = MMAP_THRESHOLD, trim_threshold: int = TRIM_THRESHOLD
 ) -> bool:

@@ -15,8 +15,9 @@ import importlib.util
 import json
 import os
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from gspdml.errors import ConfigError, DataError
 from gspdml.output_files import OutputError, atomic_write_text, json_text

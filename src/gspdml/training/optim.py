@@ -8,8 +8,9 @@ with the ``lr_multiplier`` the loss declares (e.g. proxies at x100). Nobody can 
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Optional
 
 import torch
 from torch import nn

@@ -27,8 +27,9 @@ import json
 import sys
 import time
 import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, NamedTuple, Optional, Union
+from typing import Any, Literal, NamedTuple, Optional, Union
 
 import numpy as np
 import torch
@@ -122,7 +123,7 @@ class Recipe(Section):
     data: Union[TileData, CifarData] = option(REQUIRED, "the training examples")
     train: RecipeTraining = option(RecipeTraining, "the optimisation")
 
-    def on_root(self, root: str) -> "Recipe":
+    def on_root(self, root: str) -> Recipe:
         """This recipe with ``data.root`` = ``root``."""
         return dataclasses.replace(self, data=dataclasses.replace(self.data, root=str(root)))
 
@@ -173,7 +174,7 @@ def load_recipe(source: Union[str, Path, Mapping[str, Any], Recipe]) -> Recipe:
 
 def _recipe_data(data: Mapping[str, Any]) -> Union[TileData, CifarData]:
     """The ``data`` section of the kind its ``source`` names."""
-    cifar: dict[str, type[TileData | CifarData]] = {source: CifarData for source in ROOTED_SOURCES}
+    cifar: dict[str, type[TileData | CifarData]] = dict.fromkeys(ROOTED_SOURCES, CifarData)
     return tagged(data, "source", cifar, TileData, f"{FIELD}.data")
 
 

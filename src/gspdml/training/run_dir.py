@@ -29,8 +29,9 @@ import dataclasses
 import hashlib
 import inspect
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, cast
+from typing import Any, cast
 
 import torch
 from torch import nn

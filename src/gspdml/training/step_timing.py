@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Iterable, Iterator, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
 
 from tqdm.auto import tqdm
 

@@ -9,8 +9,9 @@ poolings without spatial weights), the mechanism the GSP paper's Cifar Collage s
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional
 
 from gspdml.config import load_config, preset_names
 from gspdml.errors import ConfigError

@@ -6,8 +6,9 @@ evaluation settings (what reproduces its ``results.json``), through the one eval
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional
 
 from gspdml.data import build_data
 from gspdml.errors import ConfigError, GspdmlError

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from gspdml.config.options import ComponentOption, component_options, component_registries
 from gspdml.errors import ConfigError

@@ -24,10 +24,10 @@ import dataclasses
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from gspdml.config import RunConfig, parse_yaml, validated
 from gspdml.errors import ConfigError

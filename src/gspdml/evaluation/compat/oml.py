@@ -20,7 +20,8 @@ category beside ``"OVERALL"``, as OML does.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Optional
 
 import numpy as np
 import torch

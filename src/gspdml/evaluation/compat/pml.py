@@ -30,7 +30,8 @@ or strings; integral floats, which PML's own tests pass, are read as integers);
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import Any, Optional, Union
 
 import numpy as np
 import torch

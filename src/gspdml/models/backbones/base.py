@@ -92,7 +92,7 @@ class Backbone(nn.Module):
         elif freeze_bn:
             self.freeze_batchnorm(freeze_bn)
 
-    def train(self, mode: bool = True) -> "Backbone":
+    def train(self, mode: bool = True) -> Backbone:
         super().train(mode)
         if self.batchnorm_frozen:
             for module in self.modules():

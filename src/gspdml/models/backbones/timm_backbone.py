@@ -17,10 +17,11 @@ position embeddings and input channels).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import torch
 

@@ -43,7 +43,8 @@ function with float64 autograd through the composed layer.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional, cast
+from collections.abc import Callable
+from typing import Any, Optional, cast
 
 import torch
 from torch.autograd.function import once_differentiable

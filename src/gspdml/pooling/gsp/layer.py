@@ -39,7 +39,8 @@ Glorot-uniform prototypes and pools with transport from the first step.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 import torch
 from torch import nn

@@ -55,7 +55,8 @@ iteration converges slowly); it is solved directly.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional, cast
+from collections.abc import Callable
+from typing import Any, Optional, cast
 
 import torch
 import torch.nn.functional as F

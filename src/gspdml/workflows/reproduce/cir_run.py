@@ -76,7 +76,7 @@ class CirSettings:
     cache: Optional[str] = None
 
     @classmethod
-    def parse(cls, overrides: Sequence[str]) -> "CirSettings":
+    def parse(cls, overrides: Sequence[str]) -> CirSettings:
         return parse_settings(cls, overrides, "cir")
 
 

@@ -78,7 +78,7 @@ class FrozenSettings:
     crop: int = 224
 
     @classmethod
-    def parse(cls, overrides: Sequence[str]) -> "FrozenSettings":
+    def parse(cls, overrides: Sequence[str]) -> FrozenSettings:
         return parse_settings(cls, overrides, "frozen")
 
     def checkpoint_of(self, spec: FrozenSpec) -> Optional[Path]:

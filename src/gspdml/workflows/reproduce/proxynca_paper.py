@@ -257,7 +257,7 @@ def _ladder(switch: str, titles: tuple[str, str], printed: str) -> tuple[Row, ..
     lines = []
     for line in printed.strip().splitlines():
         added, without, with_ = line.split()
-        on = [e for e in added.split("+")[1:]]
+        on = list(added.split("+")[1:])
         for title, cell, extra in ((titles[0], without, []), (titles[1], with_, [switch])):
             lines.append(f"{added}/{title} ={preset('{dataset}', *on, *extra)} {cell}")
     return grid("\n".join(lines), ("cub",), R1, "{key}")

@@ -139,9 +139,31 @@ _ABLATION = """
     {{feature,embed}}           {stem}-feature-embed    {c3}
     {{input,feature,embed}}     {stem}-input-feature-embed {c4}
 """
-_KEYS = (
-    "baseline k1 k2 k3 f20 f40 fall e20 e40 eall ppi pni ani ppf pnf anf ppe pne ane c1 c2 c3 c4"
-).split()
+_KEYS = [
+    "baseline",
+    "k1",
+    "k2",
+    "k3",
+    "f20",
+    "f40",
+    "fall",
+    "e20",
+    "e40",
+    "eall",
+    "ppi",
+    "pni",
+    "ani",
+    "ppf",
+    "pnf",
+    "anf",
+    "ppe",
+    "pne",
+    "ane",
+    "c1",
+    "c2",
+    "c3",
+    "c4",
+]
 
 
 def _ablation(stem: str, dataset: str, numbers: str) -> tuple[Row, ...]:

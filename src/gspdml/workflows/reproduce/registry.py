@@ -84,7 +84,7 @@ class Reported:
     std: Optional[float] = None
 
     @classmethod
-    def parse(cls, text: str) -> Optional["Reported"]:
+    def parse(cls, text: str) -> Optional[Reported]:
         """``"68.85"``, ``"68.85±0.41"``; ``"–"`` (not reported) is None."""
         if text in ("–", "-"):
             return None

@@ -95,7 +95,7 @@ class RowPlan:
     protocol: str
     models: int = 0
     steps: int = 0
-    start: Optional["RowPlan"] = None
+    start: Optional[RowPlan] = None
     recipe: Optional[tuple[Path, Recipe]] = None
 
     @property
