@@ -367,7 +367,7 @@ def main(argv=None) -> dict:
     per_seed = [run_seed(seed, cfg) for seed in seeds]
     summary = {}
     for method in ("proxy", "ccp", "sample"):
-        rows = [[r for r in s[method]] for s in per_seed]
+        rows = [list(s[method]) for s in per_seed]
         summary[method] = [
             {
                 k: {

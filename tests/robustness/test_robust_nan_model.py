@@ -15,7 +15,7 @@ def _damage_weights(path) -> None:
     """Set the first value of every floating-point tensor to NaN, keeping the metadata."""
     with safe_open(str(path), "pt") as handle:
         metadata = handle.metadata()
-        tensors = {key: handle.get_tensor(key) for key in handle}
+        tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118 (safe_open is not iterable)
     for tensor in tensors.values():
         if tensor.is_floating_point():
             tensor.view(-1)[0] = math.nan

@@ -338,12 +338,12 @@ class RetrievalResults:
                     raise DataError(
                         f"{path}: results version {meta.get('version')!r}; this gspdml reads up to {VERSION}"
                     )
-                missing = [name for name in _TENSORS if name not in handle]
+                missing = [name for name in _TENSORS if name not in handle.keys()]  # noqa: SIM118 (safe_open has keys(), no __contains__)
                 if missing:
                     raise DataError(
                         f"{path}: retrieval results without tensor(s) {', '.join(missing)}"
                     )
-                tensors = {name: handle.get_tensor(name) for name in handle}
+                tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118 (safe_open is not iterable)
         except (SafetensorError, OSError) as err:
             raise DataError(
                 f"{path}: not a gspdml retrieval results file (not safetensors: {err})"

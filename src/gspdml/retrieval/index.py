@@ -402,7 +402,7 @@ def _read_vectors(path: Path) -> torch.Tensor:
     try:
         with safe_open(str(path), framework="pt", device="cpu") as handle:
             header = handle.metadata() or {}
-            if header.get("format") != FORMAT or "vectors" not in handle:
+            if header.get("format") != FORMAT or "vectors" not in handle.keys():  # noqa: SIM118 (safe_open has no __contains__)
                 raise DataError(
                     f"{path}: a safetensors file, but not the vectors of a gspdml index"
                 )

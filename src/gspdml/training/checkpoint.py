@@ -62,7 +62,7 @@ def load_state(path: PathLike, device: str | torch.device = "cpu") -> tuple[Any,
             header = json.loads((handle.metadata() or {}).get("gspdml", "null"))
             if not isinstance(header, dict) or header.get("format") != FORMAT:
                 raise CheckpointError(f"{path} is not a gspdml checkpoint")
-            tensors = {key: handle.get_tensor(key) for key in handle}
+            tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118 (safe_open is not iterable)
     except CheckpointError:
         raise
     except Exception as exc:  # safetensors raises its own error types for corrupt files
