@@ -86,6 +86,18 @@ def test_list_options_prints_each_option(capsys):
     assert {o["name"] for o in gem["options"]} >= {"p", "learn_p", "eps"}
 
 
+def test_post_processors_list_their_options_under_their_config_names(capsys):
+    """A post-processor's option is listed (and documented) by the name a config gives it:
+    k-reciprocal's ``lambda``, the dataclass field ``lam``."""
+    assert main(["list", "postprocessors", "k_reciprocal", "--options", "--json"]) == 0
+    (step,) = json.loads(capsys.readouterr().out)
+    options = {o["name"]: o for o in step["options"]}
+    assert set(options) == {"k1", "k2", "lambda", "shortlist"}
+    assert options["lambda"]["default"] == "0.3" and "original distance" in options["lambda"]["doc"]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    assert "| `evaluation.postprocess.lambda` | a number | `0.3` |" in page
+
+
 def test_list_options_refuses_a_kind_without_options(capsys):
     assert main(["list", "presets", "--options"]) != 0
     assert "--options lists the options of poolings" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""``gspdml list poolings|losses|backbones|datasets|presets|metrics [PATTERN] [--options]
+"""``gspdml list poolings|losses|backbones|datasets|postprocessors|presets|metrics [PATTERN] [--options]
 [--json]``: the names a run config can use, with one line each (:mod:`gspdml.workflows.listing`);
 a metric's line gives its depth (bounded, per-k, whole ranking) and cost class; ``--options``
 adds each component's options with their type, default and meaning."""
@@ -55,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     p = sub.add_parser(
         "list",
-        help="list the poolings, losses, backbones, datasets, presets or metrics a config can name",
+        help="list the poolings, losses, backbones, datasets, post-processors, presets or metrics a config can name",
     )
     p.add_argument("kind", choices=KINDS)
     p.add_argument("pattern", nargs="?", help="shell-style filter on the names, e.g. 'gsp*'")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from gspdml.output_files import json_text
@@ -114,12 +114,13 @@ def component_options(registry: Registry, name: str) -> list[ComponentOption]:
     nested: dict[str, Registry] = getattr(factory, "nested", {})
     kinds = {arg: f"a {inner.kind} spec" for arg, inner in nested.items()}
     kinds.update({arg: describe(hint) for arg, hint in types.items() if arg not in kinds})
+    shown: Mapping[str, str] = getattr(factory, "config_names", {})  # a field named otherwise
     return [
         ComponentOption(
-            name=param.name,
+            name=shown.get(param.name, param.name),
             kind=kinds.get(param.name, "any"),
             default=_default(param),
-            doc=docs.get(param.name, ""),
+            doc=docs.get(param.name) or docs.get(shown.get(param.name, ""), ""),
         )
         for param in registry.options(name)
     ]
@@ -129,6 +130,7 @@ def component_registries() -> dict[str, Registry]:
     """Every registry a run config names components from, by the config field that names them
     (the packages register on import)."""
     from gspdml.data import DATASETS
+    from gspdml.evaluation.postprocess import POSTPROCESSORS
     from gspdml.losses import LOSSES
     from gspdml.models.backbones import BACKBONES
     from gspdml.pooling import POOLINGS
@@ -138,4 +140,5 @@ def component_registries() -> dict[str, Registry]:
         "model.backbone": BACKBONES,
         "model.pooling": POOLINGS,
         "loss": LOSSES,
+        "evaluation.postprocess": POSTPROCESSORS,
     }

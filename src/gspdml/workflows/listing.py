@@ -20,6 +20,7 @@ COMPONENT_KINDS = {
     "losses": "loss",
     "backbones": "model.backbone",
     "datasets": "data.dataset",
+    "postprocessors": "evaluation.postprocess",
 }
 #: what ``gspdml list`` can list
 KINDS = (*COMPONENT_KINDS, "presets", "metrics")
