@@ -45,3 +45,23 @@ def test_below_the_entry_auto_is_refused_not_resolved_again():
     assert memory_format(PrecisionChoice("bf16", "given"), cpu) == torch.channels_last
     emb, labels = embed(model, items, precision=PrecisionChoice("fp32", "given"))
     assert emb.shape[0] == len(items) and labels.tolist() == [i // 4 for i in range(12)]
+
+
+def test_the_search_of_the_metrics_runs_in_the_runs_precision(monkeypatch):
+    """The exact kNN behind the metrics gets the run's resolved precision (its candidate pass;
+    the neighbours are exact in any precision), not ``auto`` resolved a second time."""
+    from gspdml.evaluation import exact_knn
+
+    seen = []
+    original = exact_knn.knn
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs.get("precision"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(exact_knn, "knn", recording)
+    model, items = _tiny()
+    chosen = PrecisionChoice("fp32", "resolved by the run's entry")
+    spec = EvalSpec(recall_at=(1,))
+    evaluate(model, EvalSplit(items), spec, precision=chosen, device="cpu", batch_size=5)
+    assert seen and all(p == chosen for p in seen)

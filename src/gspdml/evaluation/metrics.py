@@ -78,6 +78,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import torch
 
+from gspdml.compat.hardware import Precision
 from gspdml.errors import ConfigError, DataError
 from gspdml.evaluation.clustering import clustering_scores
 from gspdml.evaluation.exact_knn import DEFAULT_MEMORY_BUDGET, _as_matrix, retrieve
@@ -240,6 +241,7 @@ def retrieval_metrics(
     per_class: bool = False,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     backend: str = "torch",
+    precision: Precision = "auto",
     device: Device = None,
     kmeans_backend: str = "sklearn",
     seed: int = 0,
@@ -255,7 +257,8 @@ def retrieval_metrics(
     searched: as deep as the metrics need). ``class_average=True`` adds ``class_averaged`` (same
     keys, mean of per-class means); ``per_class=True`` adds ``per_class`` ({label: {metric:
     value}}). See the module docstring for the definitions,
-    :func:`gspdml.evaluation.exact_knn.knn` for the search and its tie rule.
+    :func:`gspdml.evaluation.exact_knn.knn` for the search, its tie rule and ``precision`` (of
+    the candidate pass; the neighbours are exact in any precision).
     """
     recall_at = check_recall_at(recall_at)
     names = _query_metrics(metrics)
@@ -268,6 +271,7 @@ def retrieval_metrics(
         metrics=names,
         memory_budget=memory_budget,
         backend=backend,
+        precision=precision,
         device=device,
     )
     out = metrics_from_results(
@@ -300,6 +304,7 @@ def search_for_metrics(
     min_k: int = 1,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     backend: str = "torch",
+    precision: Precision = "auto",
     device: Device = None,
 ) -> RetrievalResults:
     """The exact search (:func:`~gspdml.evaluation.exact_knn.retrieve`) as deep as the per-query
@@ -320,6 +325,7 @@ def search_for_metrics(
         class_size=any(METRICS[name].depth == CLASS_SIZE for name in names),
         memory_budget=memory_budget,
         backend=backend,
+        precision=precision,
         device=device,
     )
 

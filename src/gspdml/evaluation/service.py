@@ -193,9 +193,11 @@ def evaluate_embeddings(
     gallery_labels: Optional[Array] = None,
     spec: EvalSpec = EvalSpec(),
     train: Optional[Array] = None,
+    precision: Precision = "auto",
 ) -> EvalReport:
     """The report of ``spec`` on embeddings: leave-one-out when ``gallery`` is None, else query
-    -> gallery; ``train``: the training embeddings a post-processing step learns on."""
+    -> gallery; ``train``: the training embeddings a post-processing step learns on;
+    ``precision``: the run's, for the search's candidate pass (its neighbours are exact)."""
     query_metrics = [name for name in spec.names if METRICS[name].kind == "query"]
     nested = retrieval_metrics(
         query,
@@ -205,6 +207,7 @@ def evaluate_embeddings(
         recall_at=spec.recall_at,
         metrics=query_metrics,
         clustering=spec.needs_clustering,
+        precision=precision,
     )
     metrics = flatten_metrics(nested)
     for name in spec.names:
@@ -356,4 +359,4 @@ def evaluate(
             )
         train = embed_fn(model, train_split, **options)[0]
     embeddings = split_embeddings(model, split, embed_fn, **options)
-    return evaluate_embeddings(*embeddings, spec=spec, train=train)
+    return evaluate_embeddings(*embeddings, spec=spec, train=train, precision=choice)

@@ -82,7 +82,13 @@ class RunEvaluator:
         dist = self.runtime.dist
         metrics = (
             evaluate_embeddings(
-                query, query_labels, gallery, gallery_labels, spec=spec, train=train
+                query,
+                query_labels,
+                gallery,
+                gallery_labels,
+                spec=spec,
+                train=train,
+                precision=self.runtime.precision,
             ).metrics
             if self.runtime.is_main
             else None
