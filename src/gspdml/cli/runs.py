@@ -14,7 +14,7 @@ from gspdml.cli.binding import call, command
 from gspdml.errors import ConfigError, import_optional
 from gspdml.output_files import json_text
 from gspdml.workflows.compare import DEFAULT_METRICS
-from gspdml.workflows.protocol import PROTOCOLS
+from gspdml.workflows.protocol import DEFAULT_SEEDS, PROTOCOLS
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -112,8 +112,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add("protocol", choices=PROTOCOLS)
     add("config", help="YAML config file (one model)")
     add("overrides", nargs="*", help="overrides key.sub=value (values are YAML)")
-    text = "training seeds per model (default 0 1 2)"
-    add("--seeds", type=int, nargs="+", default=[0, 1, 2], help=text)
+    text = f"training seeds per model (default {' '.join(map(str, DEFAULT_SEEDS))})"
+    add("--seeds", type=int, nargs="+", default=list(DEFAULT_SEEDS), help=text)
     add("--output-dir", type=Path, default=None, help="default: <output_dir>/<name>")
 
     text = "hyper-parameter search (Optuna TPE) over the tuning protocol, resumable"
@@ -122,7 +122,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add("overrides", nargs="*", help="overrides key.sub=value for every trial")
     add("--space", type=Path, required=True, help="YAML search space (key: range)")
     add("--trials", type=int, required=True, help="complete trials the study should have")
-    add("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds per trial")
+    add("--seeds", type=int, nargs="+", default=list(DEFAULT_SEEDS), help="seeds per trial")
     add("--output-dir", type=Path, default=None, help="default <output_dir>/<name>-search")
     add("--sampler-seed", type=int, default=0, help="seed of the TPE sampler")
 

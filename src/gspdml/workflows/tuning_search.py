@@ -37,7 +37,7 @@ import yaml
 from gspdml.config import dump_config, load_config, parse_yaml
 from gspdml.errors import ConfigError
 from gspdml.output_files import atomic_write_text
-from gspdml.workflows.protocol import run_protocol
+from gspdml.workflows.protocol import DEFAULT_SEEDS, run_protocol
 
 KINDS = ("float", "int", "categorical")
 
@@ -113,7 +113,7 @@ def run_search(
     *,
     trials: int,
     overrides: Sequence[str] = (),
-    seeds: Sequence[int] = (0, 1, 2),
+    seeds: Sequence[int] = DEFAULT_SEEDS,
     output_dir: str | Path | None = None,
     sampler_seed: int = 0,
 ) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from gspdml.errors import ConfigError
-from gspdml.workflows.protocol import PROTOCOLS, SEED_MODELS
+from gspdml.workflows.protocol import DEFAULT_SEEDS, PROTOCOLS, SEED_MODELS
 from gspdml.workflows.reproduce.cir_spec import CirSpec
 from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
 from gspdml.workflows.reproduce.resources_spec import ResourceSpec
@@ -146,7 +146,7 @@ class Table:
     protocol: str
     columns: tuple[Column, ...]
     rows: tuple[Row, ...]
-    seeds: tuple[int, ...] = (0, 1, 2)
+    seeds: tuple[int, ...] = DEFAULT_SEEDS
     notes: str = ""
 
     def __post_init__(self) -> None:
