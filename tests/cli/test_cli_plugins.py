@@ -14,6 +14,8 @@ import textwrap
 import pytest
 import yaml
 
+from tests.helpers.tiny_runs import tiny_collage_data, tiny_model
+
 POOLING = '''
 import torch
 from torch import nn
@@ -96,22 +98,8 @@ def config(tmp_path):
         "name": "plug",
         "output_dir": str(tmp_path / "work" / "runs"),
         "plugins": ["lt_attn_plugin"],
-        "data": {
-            "dataset": {
-                "name": "collage_digits",
-                "tile_size": 8,
-                "images_per_class": 4,
-                "class_split": [8, 0, 4],
-                "background_split": [4, 0, 3],
-            },
-            "classes_per_batch": 3,
-            "samples_per_class": 2,
-        },
-        "model": {
-            "backbone": {"name": "small_cnn", "widths": [4, 8], "pool_after": [0]},
-            "embedding_dim": 6,
-            "pooling": {"name": "lt_attn", "temperature": 0.5},
-        },
+        "data": tiny_collage_data(),
+        "model": tiny_model(pooling={"name": "lt_attn", "temperature": 0.5}),
         "loss": {"name": "ep_margin"},
         "schedule": {"max_steps": 4},
         "evaluation": {"split": "test", "every": 2, "patience": None, "recall_at": [1]},

@@ -20,6 +20,7 @@ from gspdml.data import build_data
 from gspdml.data.splits import fair_protocol_folds
 from gspdml.errors import ConfigError
 from gspdml.workflows.protocol import _fold_config, run_protocol
+from tests.helpers.tiny_runs import tiny_collage_data, tiny_model
 
 SEEDS = (0, 1)
 
@@ -30,23 +31,8 @@ def tiny_config(tmp_path, **dataset):
         "name": "tiny",
         "output_dir": str(tmp_path / "runs"),
         "seed": 5,
-        "data": {
-            "dataset": {
-                "name": "collage_digits",
-                "tile_size": 8,
-                "images_per_class": 4,
-                "class_split": [8, 0, 4],
-                "background_split": [4, 0, 3],
-                **dataset,
-            },
-            "classes_per_batch": 3,
-            "samples_per_class": 2,
-            "eval_batch_size": 64,
-        },
-        "model": {
-            "backbone": {"name": "small_cnn", "widths": [4, 8], "pool_after": [0]},
-            "embedding_dim": 6,
-        },
+        "data": {**tiny_collage_data(**dataset), "eval_batch_size": 64},
+        "model": tiny_model(),
         "loss": {"name": "c2", "neg_margin": 0.5},
         "optimizer": {"lr": 3e-3},
         "schedule": {"max_steps": 2},
