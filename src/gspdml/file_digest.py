@@ -11,24 +11,31 @@ stored is always the content hash itself.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
+from collections import OrderedDict
 
 #: how many files' hashes one process remembers
 REMEMBERED = 4096
+#: ``sha256:<hex>`` by (path, the stat fields of the file that was read)
+_HASHES: OrderedDict[tuple[str, tuple[int, ...]], str] = OrderedDict()
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
     """``sha256:<hex>`` of the bytes of the file ``path`` (module docstring); an ``OSError``
-    (missing, unreadable) propagates."""
-    status = os.stat(path)
-    version = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
-    return _sha256(os.fspath(path), version)
-
-
-@functools.lru_cache(maxsize=REMEMBERED)
-def _sha256(path: str, version: tuple[int, ...]) -> str:
-    """The hash of ``path`` as it is at ``version`` (its stat fields; the cache key only)."""
+    (missing, unreadable) propagates. The stat fields are those of the open file, so a file
+    replaced between a look-up and the read is never remembered under the older version."""
     with open(path, "rb") as handle:
-        return "sha256:" + hashlib.file_digest(handle, "sha256").hexdigest()
+        status = os.fstat(handle.fileno())
+        key = (
+            os.fspath(path),
+            (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns),
+        )
+        if key in _HASHES:
+            _HASHES.move_to_end(key)
+            return _HASHES[key]
+        digest = "sha256:" + hashlib.file_digest(handle, "sha256").hexdigest()
+    _HASHES[key] = digest
+    while len(_HASHES) > REMEMBERED:
+        _HASHES.popitem(last=False)
+    return digest
