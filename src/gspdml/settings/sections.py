@@ -196,7 +196,7 @@ class ModelConfig(Section):
     @property
     def pretrained_backbone(self) -> bool:
         """Whether ``backbone`` loads pre-trained weights (``pretrained`` or ``weights`` set)."""
-        return bool(self.backbone.get("pretrained")) or bool(self.backbone.get("weights"))
+        return bool(self.backbone.get("pretrained")) or bool(self.backbone_recipe)
 
     @property
     def backbone_name(self) -> str:
@@ -216,8 +216,8 @@ class ModelConfig(Section):
 
     @property
     def backbone_weights(self) -> Optional[str]:
-        """The backbone's ``weights`` option (a file or a pre-training recipe), if it has one."""
-        weights = self.backbone.get("weights")
+        """The backbone's ``weights`` option when it names a file or a recipe (not a mapping)."""
+        weights = self.backbone_recipe
         return weights if isinstance(weights, str) else None
 
     def check(self, where: str) -> None:
