@@ -136,15 +136,10 @@ def gather_with_grad(tensor: torch.Tensor, context: DistributedContext) -> torch
 
 def gather_output(output: EmbedderOutput, context: DistributedContext) -> EmbedderOutput:
     """:func:`gather_with_grad` applied to every tensor of an embedder output."""
-    fields = {f.name: getattr(output, f.name) for f in dataclasses.fields(output)}
-    return dataclasses.replace(
-        output,
-        **{
-            k: gather_with_grad(v, context)
-            for k, v in fields.items()
-            if isinstance(v, torch.Tensor)
-        },
-    )
+    values = [(f.name, getattr(output, f.name)) for f in dataclasses.fields(output)]
+    tensors = {name: value for name, value in values if isinstance(value, torch.Tensor)}
+    gathered = {name: gather_with_grad(value, context) for name, value in tensors.items()}
+    return dataclasses.replace(output, **gathered)
 
 
 class GlobalBatchModel:

@@ -359,18 +359,11 @@ def recipe_examples(recipe: Recipe) -> Examples:
     from gspdml.data.shared_collage import tile_classification_arrays
 
     glyphs, labels = source_glyphs(data.source, data.root)
+    drawn = ("split_seed", "tile_size", "tiles_per_class", "glyph_split")
+    options = {name: getattr(data, name) for name in drawn}
 
     def tiles(pool: str, seed: int) -> Labelled:
-        arrays = tile_classification_arrays(
-            glyphs,
-            labels,
-            split_seed=data.split_seed,
-            tile_size=data.tile_size,
-            tiles_per_class=data.tiles_per_class,
-            glyph_split=data.glyph_split,
-            seed=seed,
-            pool=pool,
-        )
+        arrays = tile_classification_arrays(glyphs, labels, seed=seed, pool=pool, **options)
         return Labelled(arrays["images"], arrays["labels"])
 
     return tiles
