@@ -78,7 +78,12 @@ from torch import Tensor
 from gspdml.compat.hardware import Precision, resolve_precision
 from gspdml.compat.tf32 import without_tf32
 from gspdml.errors import ConfigError, import_optional
-from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
+from gspdml.evaluation.results import (
+    RetrievalResults,
+    drop_excluded,
+    encode_labels,
+    relevant_counts,
+)
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
 _GROUP = 32
@@ -783,10 +788,7 @@ def _faiss_candidates(q: Tensor, r: Tensor, loo: bool, k_cand: int) -> tuple[Ten
     found_d2, found = index.search(q32, n_search)
     d2, ids = torch.from_numpy(found_d2).to(q.device), torch.from_numpy(found).to(q.device)
     if loo:
-        own = ids == torch.arange(len(ids), device=ids.device)[:, None]
-        keep = ~own
-        keep[own.sum(1) == 0, -1] = False
-        ids = ids[keep].view(len(ids), n_search - 1)
+        (ids,) = drop_excluded(torch.arange(len(ids), device=ids.device), ids)
     # faiss d2 = |q|^2 + |r|^2 - 2 q.r in float32: translate the last one to a similarity bound.
     q_sq = squared_norms(q)
     r_max = float(squared_norms(r).max().sqrt())

@@ -42,31 +42,22 @@ the peers differ under distinct names:
   the whole ranking (uncut; R_i > 0, so one exists).
 
 In mAP and MRR, references at equal distance form one tie group ranked as a whole, as
-``average_precision_score`` groups equal scores: n_ij counts every reference at a distance <=
-that of j (a collapsed model, all embeddings equal, scores AP = R_i / N, RR = 1 / N). The other
-metrics read the first k neighbours ordered by (distance, index). mAP and MRR declare the depth
-:data:`~gspdml.evaluation.metric_registry.ALL`: :func:`retrieval_metrics` computes them, when
-they are named, from the embeddings a block of queries at a time, in memory O(block x
-references) (:mod:`gspdml.evaluation.whole_ranking`); the default metrics leave them out.
+``average_precision_score`` groups equal scores (a collapsed model, all embeddings equal, scores
+AP = R_i / N, RR = 1 / N); the other metrics read the first k neighbours ordered by (distance,
+index). mAP and MRR are computed, when named, from the embeddings a block of queries at a time
+(:mod:`gspdml.evaluation.whole_ranking`).
 
-Queries with R_i = 0 ("lone" queries: no other member of their class among the references) are
-excluded from every mean and counted in ``num_lone_queries``; if every query is lone (every class
-one image), nothing can be scored and the metrics are undefined: :class:`NoQueryToScore`, a
-:class:`~gspdml.errors.DataError` saying so, never NaN. The reported value is the mean over the remaining queries; the class-averaged variant is
-the mean over classes of the per-class means. Per-query arithmetic is float64.
+Queries with R_i = 0 ("lone" queries) are excluded from every mean and counted in
+``num_lone_queries``; when every query is lone nothing can be scored: :class:`NoQueryToScore`,
+never NaN. The class-averaged variant is the mean over classes of the per-class means.
+Per-query arithmetic is float64.
 
-NMI and AMI cluster the query embeddings with k-means into as many clusters as there are query
-labels (fixed seed) and compare with sklearn's ``normalized_mutual_info_score`` (arithmetic mean)
-and ``adjusted_mutual_info_score``. Clustering is much slower than the kNN metrics, so it runs
-only with ``clustering=True``; otherwise ``nmi`` and ``ami`` are None. ``nmi_r1_hmean`` is the
-harmonic mean 2 NMI R@1 / (NMI + R@1) (0 when both are 0), the validation score of the
-ProxyNCA++ release (:mod:`gspdml.evaluation.selection`).
-
-Every metric here is one registration (:func:`gspdml.evaluation.metric_registry.register`) that
-declares what it needs: a per-query function with the neighbours it reads (1, R_i, K for
-each K of Recall@K, or all), a function of a clustering, or a function of other metrics' values. The
-nested results of :func:`retrieval_metrics`, the flat reports of
-:mod:`gspdml.evaluation.service` and the selection metrics all read the registry.
+NMI and AMI cluster the query embeddings with k-means, one cluster per query label (fixed
+seed), and compare with sklearn's ``normalized_mutual_info_score`` (arithmetic mean) and
+``adjusted_mutual_info_score``; being much slower, they run only with ``clustering=True`` (else
+None). ``nmi_r1_hmean`` = 2 NMI R@1 / (NMI + R@1) (0 when both are 0), the validation score of
+the ProxyNCA++ release (:mod:`gspdml.evaluation.selection`). Every metric here is one
+registration (:func:`gspdml.evaluation.metric_registry.register`) declaring what it needs.
 """
 
 from __future__ import annotations

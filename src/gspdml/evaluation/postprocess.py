@@ -50,7 +50,12 @@ from gspdml.evaluation.exact_knn import knn
 from gspdml.evaluation.k_reciprocal import k_reciprocal_rerank
 from gspdml.evaluation.metric_registry import bounded_query_metrics, default_query_metrics
 from gspdml.evaluation.metrics import flatten_metrics, metrics_from_results, search_depth
-from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
+from gspdml.evaluation.results import (
+    RetrievalResults,
+    drop_excluded,
+    encode_labels,
+    relevant_counts,
+)
 from gspdml.registry import Registry, parse_spec
 from gspdml.settings.sections import RECALL_AT
 from gspdml.typecheck import first_mismatch
@@ -91,9 +96,7 @@ class SearchResult:
             distances, indices = knn(q, None if self.leave_one_out else r, k)
         else:
             distances, indices = knn(q, r, k + 1)
-            keep = indices != torch.arange(len(q))[:, None]
-            keep[keep.all(1), -1] = False
-            distances, indices = distances[keep].view(len(q), k), indices[keep].view(len(q), k)
+            indices, distances = drop_excluded(torch.arange(len(q)), indices, distances)
         return replace(self, distances=distances, indices=indices)
 
 

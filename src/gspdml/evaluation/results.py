@@ -384,6 +384,14 @@ def relevant_counts(
     return out
 
 
+def drop_excluded(excluded: torch.Tensor, *columns: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``columns`` [n, k + 1] (the reference rows first) without each row's ``excluded`` reference,
+    or without their last column where it is not among them: [n, k] each."""
+    keep = columns[0] != excluded[:, None]
+    keep[keep.all(1), -1] = False
+    return tuple(column[keep].view(len(keep), column.shape[1] - 1) for column in columns)
+
+
 def encode_labels(
     query_labels: LabelsLike, reference_labels: Optional[LabelsLike] = None
 ) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:

@@ -1,37 +1,23 @@
-"""The one evaluation service: what the trainer (its rounds and its test split, through
-:class:`~gspdml.training.trainer.Trainer`), ``gspdml evaluate`` and the protocols score
-a model or its embeddings with; the post-processed search shares its post-processors.
+"""The one evaluation service: what the trainer (its rounds and its test split), ``gspdml
+evaluate`` and the protocols score a model or its embeddings with.
 
-An :class:`EvalSpec` says what to compute: the per-query metrics (default every registered one,
-:mod:`gspdml.evaluation.metric_registry`), the K of Recall@K, the selection metric
-(``evaluation.metric``; the metrics it needs are added, e.g. NMI and AMI for ``nmi_r1_hmean``)
-and the post-processing steps (:mod:`gspdml.evaluation.postprocess`). An :class:`EvalReport` is
-its answer in one flat schema, that of ``results.json`` and ``metrics.jsonl``:
+An :class:`EvalSpec` says what to compute (the per-query metrics, the K of Recall@K, the
+selection metric and the metrics it needs, the post-processing steps); an :class:`EvalReport` is
+its answer in the flat schema of ``results.json`` and ``metrics.jsonl``:
 
-- the per-query metrics, leave-one-out when the split has no gallery, else query -> gallery.
-  The default (``metrics=None``: ``gspdml evaluate``, the test split of ``results.json``, the
-  validation rounds) is :func:`~gspdml.evaluation.metric_registry.default_query_metrics`:
-  ``map_at_r``, ``precision_at_1``, ``r_precision``, ``recall_at_<K>``. The whole-ranking
-  ``mean_average_precision`` and ``mean_reciprocal_rank`` (memory O(block x references),
-  :mod:`gspdml.evaluation.whole_ranking`, time quadratic in N: ``benchmarks/evaluation.py
-  --report``) and the metrics at a cutoff (``map_at_<K>``, ``mrr_at_<K>``, ...) are computed
-  when named (``evaluation.metrics``, ``gspdml evaluate --metrics``);
-  :meth:`EvalSpec.metrics_computed` says which were;
-- the clustering metrics (``nmi``, ``ami``) when a requested metric needs k-means;
+- the per-query metrics, leave-one-out when the split has no gallery, else query -> gallery
+  (default :func:`~gspdml.evaluation.metric_registry.default_query_metrics`; the whole-ranking
+  mAP and MRR, :mod:`gspdml.evaluation.whole_ranking`, and the metrics at a cutoff only when
+  named; :meth:`EvalSpec.metrics_computed` says which were);
+- ``nmi`` and ``ami`` when a requested metric needs k-means; the derived metrics requested;
 - the counts ``num_queries``, ``num_lone_queries`` and ``k``;
-- the derived metrics requested (``nmi_r1_hmean``);
-- with post-processing steps, the per-query metrics of bounded depth (all but mAP and MRR,
-  which read the whole ranking) and the counts again after them, under
-  :data:`POSTPROCESSED_PREFIX` (``postprocessed_map_at_r``, ...).
+- with post-processing steps, the bounded per-query metrics and the counts again after them,
+  under :data:`POSTPROCESSED_PREFIX` (``postprocessed_map_at_r``, ...).
 
-:func:`evaluate` embeds a split with a model at the run's device and precision (and, for a step
-that learns on them, the training split) and calls :func:`evaluate_embeddings`. The precision is
-the run's, resolved once: a caller that resolved it passes its
-:class:`~gspdml.compat.hardware.PrecisionChoice`, used as it is; ``gspdml evaluate`` and a library
-caller pass the configured name (``auto`` is resolved here, at the entry). The model's weights are put in the layout of that precision first
-(:func:`gspdml.models.inference.placed`), as the trainer keeps them, so that the same kernels give
-the same numbers as its evaluations; the embeddings stay on the device, and the search and metrics
-run there.
+:func:`evaluate` embeds a split at the run's device and precision, resolved once (a
+:class:`~gspdml.compat.hardware.PrecisionChoice` is used as it is, a name is resolved here), with
+the weights in that precision's layout (:func:`gspdml.models.inference.placed`) as the trainer
+holds them, so that its evaluations get the same numbers; the search and metrics run there.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ import torch
 
 from gspdml.errors import ConfigError, DataError, import_optional
 from gspdml.evaluation.exact_knn import exact_squared_distances, knn
+from gspdml.evaluation.results import drop_excluded
 from gspdml.output_files import atomic_write, atomic_write_text, json_text
 
 BACKENDS = ("ivf", "ivfpq", "hnsw")
@@ -258,7 +259,7 @@ def measure_recall(
     queries = x[sample]
     _, exact = knn(queries, x, k + 1)
     _, approx = search(index, params, queries, k + 1, vectors=x)
-    exact, approx = _drop_own(exact, sample, k), _drop_own(approx, sample, k)
+    (exact,), (approx,) = drop_excluded(sample, exact), drop_excluded(sample, approx)
     hits = (approx[:, :, None] == exact[:, None, :]).any(2) & (approx >= 0)
     return {
         "k": k,
@@ -266,13 +267,6 @@ def measure_recall(
         "sample": len(sample),
         **params.search_setting(),
     }
-
-
-def _drop_own(neighbours: torch.Tensor, rows: torch.Tensor, k: int) -> torch.Tensor:
-    """The first k neighbours other than the query's own row."""
-    keep = neighbours != rows[:, None]
-    keep[keep.all(1), -1] = False
-    return neighbours[keep].view(len(rows), k)
 
 
 def held_out(n: int, sample: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

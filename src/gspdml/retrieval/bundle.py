@@ -1,25 +1,21 @@
-"""Portable model bundles: :func:`write_bundle` (``gspdml bundle RUN_DIR --out DIR``, :mod:`gspdml.cli.tools`) and :func:`from_pretrained`.
+"""Portable model bundles: :func:`write_bundle` (``gspdml bundle RUN_DIR --out DIR``) and
+:func:`from_pretrained`.
 
 A bundle is a folder laid out as a Hugging Face model repository (it can be uploaded as is):
 
 * ``model.safetensors``: the run's weights (byte copy; its metadata rebuilds the embedder);
 * ``config.yaml``: the run's resolved config;
-* ``preprocessing.json``: the evaluation transform (:class:`~gspdml.data.eval_transform.EvalTransform`
-  fields) and, under ``decoding``, how a file is decoded before it
-  (:data:`gspdml.data.images.DECODING`), so that images are embedded exactly as evaluation
-  embedded them;
+* ``preprocessing.json``: the evaluation transform
+  (:class:`~gspdml.data.eval_transform.EvalTransform` fields) and, under ``decoding``, how a file
+  is decoded before it (:data:`gspdml.data.images.DECODING`);
 * ``README.md``: the model card (method, backbone, protocol and split, metrics with the set they
   were measured on, data hash, library version), with hub metadata in its YAML header;
 * ``bundle.json``: format, version, library version, sha256 of the weights, data hash.
 
-``from_pretrained(DIR)`` returns a :class:`BundledEncoder`; ``from_pretrained("owner/name")``
-resolves a hub repository with ``huggingface_hub.snapshot_download`` (its cache, or the network
-unless ``local_files_only=True``). A bundle is read with gspdml installed (it rebuilds the
-:class:`~gspdml.models.Embedder`), which decodes images with the library's loader, as the run did.
-
-A bundle is written from the run directory alone: the evaluation transform comes from the run's
-``config.yaml`` (:mod:`gspdml.retrieval.preprocessing`); the data hash of the model card is
-computed where the run's dataset is still readable, else marked unavailable.
+``from_pretrained`` reads a folder, or a hub repository ``owner/name`` through
+``huggingface_hub.snapshot_download``, into a :class:`BundledEncoder` that decodes images with
+the library's loader, as the run did. A bundle is written from the run directory alone; the data
+hash of the model card needs the run's dataset, else it is marked unavailable.
 """
 
 from __future__ import annotations

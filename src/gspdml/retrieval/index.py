@@ -1,26 +1,20 @@
 """A persistent retrieval index: the embeddings of a gallery plus what they show.
 
-On disk an index is a folder holding one generation of files (in a sub-folder named by
-``manifest.json``, which lists each file's size and sha256 and is replaced last:
-:mod:`gspdml.retrieval.generations`); none of them is ever unpickled:
+On disk an index is a folder holding one generation of files (:mod:`gspdml.retrieval.generations`),
+none of them ever unpickled:
 
 * ``index.json``: ``{"format": "gspdml-index", "version": 1, "count", "dim", "metric",
   "model": {"run_dir", "weights"}, "paths": [...], "labels": [...]}``; ``model.weights`` is the
-  sha256 of the run's ``model.safetensors`` so that queries and appended images are embedded
+  sha256 of the run's ``model.safetensors``, so that queries and appended images are embedded
   by the model that built the index;
-* ``vectors.safetensors``: one float32 tensor ``vectors [count, dim]`` (header metadata
-  ``format: gspdml-index``).
+* ``vectors.safetensors``: one float32 tensor ``vectors [count, dim]``.
 
-Search is exact (:mod:`gspdml.retrieval.exact_search`): a faiss flat index where faiss is installed, a
-chunked torch search otherwise; both rank identically, so the file does not depend on the backend.
-
-Approximate search is a backend of the index: :meth:`RetrievalIndex.build_approximate` builds a
-faiss ``ivf``, ``ivfpq`` or ``hnsw`` structure over the vectors (:mod:`gspdml.retrieval.ann`,
-``ann.faiss`` + ``ann.json`` in the generation, recall measured against the exact engine), which
-:meth:`~RetrievalIndex.search` then uses unless ``exact=True``. Rows added later join it without
-retraining and rows removed make it rebuild (:meth:`~RetrievalIndex.update_approximate`).
-``gspdml index --backend`` and ``gspdml search`` call these methods through
-:mod:`gspdml.retrieval.approximate` (what the options ask of the structure).
+Search is exact (:mod:`gspdml.retrieval.exact_search`: faiss's flat index or a chunked torch
+search, which rank identically), unless an approximate structure was built
+(:meth:`RetrievalIndex.build_approximate`: faiss ``ivf``, ``ivfpq`` or ``hnsw``,
+:mod:`gspdml.retrieval.ann`, with its recall measured against the exact engine) and
+``exact=False``. Rows added later join it without retraining; removed rows make it rebuild
+(:meth:`~RetrievalIndex.update_approximate`).
 """
 
 from __future__ import annotations
@@ -37,7 +31,7 @@ from safetensors.torch import save_file
 
 from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.evaluation.postprocess import postprocessed_search
-from gspdml.evaluation.results import RetrievalResults
+from gspdml.evaluation.results import RetrievalResults, drop_excluded
 from gspdml.output_files import json_text
 from gspdml.retrieval import ann, exact_search, generations
 
@@ -172,12 +166,7 @@ class RetrievalIndex:
         excluded = None
         if exclude is not None:
             excluded = torch.as_tensor(list(exclude), dtype=torch.long)
-            keep = indices != excluded.view(-1, 1)
-            keep[keep.all(dim=1), -1] = False  # excluded row not among the k + 1: drop the farthest
-            distances, indices = (
-                distances[keep].view(n_queries, k),
-                indices[keep].view(n_queries, k),
-            )
+            indices, distances = drop_excluded(excluded, indices, distances)
         return RetrievalResults.from_labels(
             indices,
             distances,
