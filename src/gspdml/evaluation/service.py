@@ -68,13 +68,11 @@ class EvalSpec:
     """What an evaluation computes (module docstring).
 
     Attributes:
-        metrics: registered metric names to report; None: the default per-query metrics
-            (:func:`~gspdml.evaluation.metric_registry.default_query_metrics`). Naming a
-            clustering or derived metric adds it (and k-means); the selection metric is added.
+        metrics: registered metric names to report (None: the default per-query metrics);
+            naming a clustering or derived metric adds it; the selection metric is added.
         recall_at: the K of ``recall_at_<K>``.
         selection: the metric a run is selected by (``evaluation.metric``).
-        postprocess: post-processing steps (objects, or the spec list of
-            ``evaluation.postprocess``, built by
+        postprocess: post-processing steps (objects or specs,
             :func:`~gspdml.evaluation.postprocess.build_steps`).
         clustering: run k-means (report ``nmi`` and ``ami``) even if no requested metric needs it.
     """
@@ -99,13 +97,10 @@ class EvalSpec:
     def from_evaluation(
         cls, evaluation: EvaluationConfig, metrics: Optional[tuple[str, ...]] = None
     ) -> EvalSpec:
-        """The spec of a run config's ``evaluation`` section (``recall_at``, ``metric``,
-        ``postprocess``, ``clustering``, ``metrics``), as the trainer scores its rounds and its
-        test split; ``metrics``: the per-query metrics (None: the default ones and those the
-        section names in ``evaluation.metrics``). ``evaluation.clustering`` adds NMI and
-        AMI to the full reports (``metrics=None``: the test split, ``gspdml evaluate``, the
-        protocols' test scores); a validation round names its metrics and clusters only for a
-        selection metric that needs k-means."""
+        """The spec of a run config's ``evaluation`` section; ``metrics``: the per-query metrics
+        (None: the default ones and ``evaluation.metrics``). ``evaluation.clustering`` adds NMI
+        and AMI to the full reports (``metrics=None``); a validation round names its metrics and
+        clusters only for a selection metric that needs k-means."""
         if metrics is None and evaluation.metrics:
             metrics = (*default_query_metrics(), *evaluation.metrics)
         return cls(
@@ -118,8 +113,7 @@ class EvalSpec:
 
     def metrics_computed(self) -> dict[str, list[str]]:
         """``{"computed": [...], "not_computed": [...]}``: the registered metrics this spec
-        computes and those it leaves out (named in ``metrics``, ``evaluation.metrics`` or
-        ``gspdml evaluate --metrics`` to compute them); what a report says it computed."""
+        computes and those it leaves out; what a report says it computed."""
         computed = [
             name
             for name, metric in METRICS.items()
@@ -163,9 +157,8 @@ class EvalReport:
 
 
 def with_postprocessed(metrics: Sequence[str], spec: EvalSpec) -> tuple[str, ...]:
-    """``metrics`` (report keys), then their post-processed twins when ``spec`` post-processes:
-    the keys a summary over several reports aggregates. The clustering metrics have no twin
-    (post-processing changes the search, not the embeddings k-means clusters)."""
+    """``metrics`` (report keys), then their post-processed twins (none for the clustering
+    metrics) when ``spec`` post-processes: the keys a summary over several reports aggregates."""
     clustering = metrics_of_kind("clustering")
     twinned = [m for m in metrics if m not in clustering]
     twins = tuple(POSTPROCESSED_PREFIX + m for m in twinned) if spec.postprocess else ()
@@ -221,18 +214,14 @@ def evaluate_embeddings(
 
 @dataclass(frozen=True)
 class QueryEvaluation:
-    """The per-query side of an evaluation (:func:`evaluate_queries`): the search the metrics
-    are computed from, every query's scores, and their means per class.
+    """The per-query side of an evaluation (:func:`evaluate_queries`).
 
     Attributes:
-        results: the exact search, query i's neighbours nearest first (as deep as the metrics
-            need, at least the ``min_k`` asked for).
-        scores: ``{key: float64 [N_q]}`` for each per-query metric of the spec, with the keys of
-            the flat report (``map_at_r``, ``precision_at_1``, ``recall_at_<K>``, ...); NaN for
-            the R-normalised scores of a lone query (R_i = 0).
-        per_class: ``{label: {key: mean over the class's scored queries}}`` for every class with
-            a scored query, plus ``num_queries`` (its queries) and ``num_lone_queries`` (those
-            not scored); the mean over all classes' queries is the report's value.
+        results: the exact search (as deep as the metrics need, at least ``min_k``).
+        scores: ``{key: float64 [N_q]}`` for each per-query metric, keyed as in the flat report;
+            NaN for the R-normalised scores of a lone query (R_i = 0).
+        per_class: ``{label: {key: mean over the class's scored queries}}``, plus
+            ``num_queries`` and ``num_lone_queries`` (those not scored).
     """
 
     results: RetrievalResults
@@ -258,10 +247,9 @@ def evaluate_queries(
     spec: EvalSpec = EvalSpec(),
     min_k: int = 1,
 ) -> QueryEvaluation:
-    """The per-query metrics of ``spec`` on embeddings, query by query and class by class
-    (leave-one-out when ``gallery`` is None): the same search and registered metrics as
-    :func:`evaluate_embeddings`, whose per-query values average to its report. Scores the plain
-    search: a spec with post-processing steps is refused."""
+    """The per-query metrics of ``spec`` on embeddings, query by query and class by class: the
+    same search and metrics as :func:`evaluate_embeddings`, of the plain search (a spec with
+    post-processing steps is refused)."""
     if spec.postprocess:
         raise ConfigError(
             "postprocess", "per-query scores are of the plain search; give a spec without steps"
@@ -316,13 +304,9 @@ def evaluate(
     progress: bool = False,
 ) -> EvalReport:
     """The report of ``spec`` for ``model`` on an :class:`~gspdml.data.base.EvalSplit`, embedded
-    on ``device`` (``auto``: the GPU when there is one) at ``precision``: the run's resolved
-    :class:`~gspdml.compat.hardware.PrecisionChoice`, or a ``trainer.precision`` name that this
-    entry resolves for the device (module docstring). ``train_split``: the dataset
-    embedded for a step that learns on training embeddings. ``embed_fn(model, dataset,
-    **options)`` replaces :func:`gspdml.models.inference.embed` (the trainer's data-parallel
-    embedder). The embeddings stay on the device, where the search and the metrics run (on the
-    host when post-processing steps follow: re-ranking's sparse algebra is scipy's)."""
+    on ``device`` at ``precision`` (module docstring). ``train_split``: embedded for a step that
+    learns on training embeddings; ``embed_fn(model, dataset, **options)`` replaces
+    :func:`gspdml.models.inference.embed` (the trainer's data-parallel embedder)."""
     device = resolve_device(device) if isinstance(device, str) else device
     choice = resolve_precision(precision, device)
     model = placed(model, device, choice)  # as the trainer holds it
