@@ -162,10 +162,9 @@ def build(vectors: Vectors, params: AnnParams, train_rows: Optional[np.ndarray] 
             index = faiss.IndexIVFPQ(quantizer, dim, nlist, pq_m, 8)
         index.cp.seed = params.seed
         index.cp.niter = params.kmeans_iters
-        index.cp.max_points_per_centroid = params.train_per_list  # faiss must not subsample further
-        index.cp.min_points_per_centroid = min(
-            index.cp.min_points_per_centroid, params.train_per_list
-        )  # asked for
+        cp = index.cp  # the sample below is all faiss trains on: no further subsampling
+        cp.max_points_per_centroid = params.train_per_list
+        cp.min_points_per_centroid = min(cp.min_points_per_centroid, params.train_per_list)
         rng = np.random.default_rng(params.seed)
         sample = np.sort(
             rng.choice(pool, min(len(pool), nlist * params.train_per_list), replace=False)
@@ -185,9 +184,7 @@ def _gpu_clustering(faiss: Any, index: Any, dim: int) -> Iterator[None]:
     if faiss.get_num_gpus() == 0:
         yield
         return
-    flat = faiss.index_cpu_to_all_gpus(
-        faiss.IndexFlatL2(dim)
-    )  # referenced here while faiss uses it
+    flat = faiss.index_cpu_to_all_gpus(faiss.IndexFlatL2(dim))  # kept alive while faiss uses it
     index.clustering_index = flat
     try:
         yield
@@ -298,11 +295,8 @@ class AnnIndex:
 
     def describe(self) -> str:
         setting = ", ".join(f"{key} {value}" for key, value in self.params.search_setting().items())
-        measured = ", ".join(
-            f"{key} {value}"
-            for key, value in self.recall.items()
-            if key in ("nprobe", "ef", "rerank")
-        )
+        knobs = ("nprobe", "ef", "rerank")
+        measured = ", ".join(f"{key} {value}" for key, value in self.recall.items() if key in knobs)
         line = (
             f"approximate search ({self.params.backend}, {setting}): recall@{self.recall['k']} = "
             f"{self.recall['recall']:.4f} against exact search, measured on {self.recall['sample']} held-out "
@@ -327,8 +321,7 @@ class AnnIndex:
         _faiss().write_index(self.index, str(path))
 
     def save(self, folder: str | Path) -> None:
-        """Write ``ann.faiss`` and ``ann.json`` into ``folder``, each atomically (an index folder
-        writes them as part of its generation instead, :mod:`gspdml.retrieval.generations`)."""
+        """Write ``ann.faiss`` and ``ann.json`` into ``folder``, each atomically."""
         folder = Path(folder)
         atomic_write(folder / ANN_FILE, self.write_faiss)
         atomic_write_text(folder / ANN_META, json_text(self.description(), indent=1))

@@ -127,17 +127,12 @@ class RetrievalIndex:
         """The ``k`` nearest index rows of each query, as :class:`RetrievalResults` with the
         index's paths and labels as references (distances in the index's metric).
 
-        The approximate structure answers when there is one (:meth:`build_approximate`) and
-        ``exact`` is False; otherwise the exact engine, with ``backend`` ``auto``, ``torch`` or
-        ``faiss`` generating its candidates. ``exclude[q]`` is a row to leave out of query q's
-        results (leave-one-out retrieval when the queries are themselves in the index); it costs
-        one extra neighbour per query.
-
-        ``postprocess``: post-processing steps (objects or their specs,
-        :mod:`gspdml.evaluation.postprocess`: PCA-whitening, alpha-DBA, alpha-QE, k-reciprocal
-        re-ranking), applied to this search of the exact unit vectors (the index is not
-        changed; ``train``: the training embeddings PCA-whitening learns on); the distances are
-        then the squared Euclidean ones of the processed vectors, or d* after re-ranking.
+        The approximate structure answers when there is one and ``exact`` is False; otherwise
+        the exact engine (``backend``: ``auto``, ``torch`` or ``faiss`` candidates).
+        ``exclude[q]``: a row to leave out of query q's results (leave-one-out).
+        ``postprocess``: steps of :mod:`gspdml.evaluation.postprocess` applied to this search of
+        the exact unit vectors (``train``: the embeddings PCA-whitening learns on); the distances
+        are then squared Euclidean ones of the processed vectors, or d* after re-ranking.
         """
         n_queries = queries.shape[0]
         query_labels = list(query_labels) if query_labels is not None else [None] * n_queries
@@ -148,10 +143,8 @@ class RetrievalIndex:
                 f"must be between 1 and {len(self) - extra} for this index of {len(self)} images, got {k}",
             )
         if n_queries == 0:  # nothing to search: empty results, not an engine's error
-            distances, indices = (
-                torch.empty(0, k + extra),
-                torch.empty(0, k + extra, dtype=torch.long),
-            )
+            distances = torch.empty(0, k + extra)
+            indices = torch.empty(0, k + extra, dtype=torch.long)
         elif postprocess:
             found = postprocessed_search(
                 queries, self.vectors, k=k + extra, steps=postprocess, train=train
@@ -207,9 +200,8 @@ class RetrievalIndex:
         if self.approximate is None:
             raise ConfigError(
                 "nprobe" if nprobe is not None else "ef",
-                "this index has no approximate index (build "
-                "one with build_approximate or gspdml index "
-                "--backend)",
+                "this index has no approximate index (build one with build_approximate or "
+                "gspdml index --backend)",
             )
         params = self.approximate.params
         nprobe, ef = params.nprobe if nprobe is None else nprobe, params.ef if ef is None else ef
@@ -244,9 +236,8 @@ class RetrievalIndex:
         assert found is not None  # search() calls it only then
         if self._removed or found.count != len(self):
             raise DataError(
-                f"the approximate index holds {found.count} vectors, the index "
-                f"{len(self)}; rebuild it (update_approximate, or gspdml index "
-                "--append)"
+                f"the approximate index holds {found.count} vectors, the index {len(self)}; "
+                "rebuild it (update_approximate, or gspdml index --append)"
             )
         if self.metric == "cosine":
             queries = F.normalize(queries.float(), dim=1)
@@ -258,18 +249,15 @@ class RetrievalIndex:
             name = query_paths[query] if query_paths is not None else f"#{query}"
             raise ConfigError(
                 "nprobe",
-                f"the approximate index found fewer than {k} neighbours "
-                f"for query {name}; raise nprobe (--nprobe) or search "
-                "the exact vectors (--exact)",
+                f"the approximate index found fewer than {k} neighbours for query {name}; "
+                "raise nprobe (--nprobe) or search the exact vectors (--exact)",
             )
         distances = squared / 2.0 if self.metric == "cosine" else squared.clamp(min=0).sqrt()
         return distances.float(), rows
 
     def save(self, path: str | Path) -> None:
-        """Write the folder as one new generation: the vectors, the metadata and the approximate
-        structure (when there is one), then the manifest that makes them current
-        (:mod:`gspdml.retrieval.generations`); until that last rename the previous generation
-        stays current, and a failure leaves it untouched."""
+        """Write the folder as one new generation (:mod:`gspdml.retrieval.generations`): the
+        vectors, the metadata and the approximate structure, then the manifest."""
         folder = Path(path)
         if folder.exists() and not folder.is_dir():
             raise DataError(f"{folder}: exists and is not an index folder")
@@ -297,9 +285,8 @@ class RetrievalIndex:
 
     @classmethod
     def load(cls, path: str | Path, mmap: bool = False) -> RetrievalIndex:
-        """Read an index folder, with its approximate structure when it has one (``mmap``: mapped
-        from the file, for searching; not for adding rows); its files are checked against the
-        manifest, and anything else is refused with an error that says why."""
+        """Read an index folder, with its approximate structure (``mmap``: mapped from the file,
+        for searching only), its files checked against the manifest."""
         folder = Path(path)
         if folder.name in (META_FILE, generations.MANIFEST_FILE) and not folder.is_dir():
             folder = folder.parent
@@ -365,17 +352,10 @@ class RetrievalIndex:
         if approximate is not None and approximate.count > count:
             raise DataError(
                 f"{folder}: the approximate index holds {approximate.count} vectors, "
-                f"the index {count}; rebuild it (gspdml index --overwrite "
-                "--backend ...)"
+                f"the index {count}; rebuild it (gspdml index --overwrite --backend ...)"
             )
-        return cls(
-            vectors,
-            paths,
-            labels,
-            meta.get("metric", "euclidean"),
-            model,
-            approximate=approximate,
-        )
+        metric = meta.get("metric", "euclidean")
+        return cls(vectors, paths, labels, metric, model, approximate=approximate)
 
 
 def holds_index(folder: str | Path) -> bool:
