@@ -202,8 +202,7 @@ class NoQueryToScore(DataError):
 
 
 def require_a_query_to_score(results: RetrievalResults) -> None:
-    """A :class:`NoQueryToScore` naming the counts and the fix when every query of ``results``
-    is lone (R_i = 0; module docstring)."""
+    """A :class:`NoQueryToScore` when every query of ``results`` is lone (R_i = 0)."""
     if len(results.lone_queries) and not bool(results.lone_queries.all()):
         return
     queries, references = len(results.query_labels), len(results.reference_labels)
@@ -239,17 +238,12 @@ def retrieval_metrics(
 ) -> dict[str, Any]:
     """Exact retrieval metrics of ``query`` against ``reference`` (leave-one-out when None).
 
-    Returns a dict with the per-query metrics ``metrics`` (default
-    :func:`~gspdml.evaluation.metric_registry.default_query_metrics`: ``map_at_r``,
-    ``precision_at_1``, ``r_precision``, ``recall_at_k`` ({K: value}); the whole-ranking
-    ``mean_average_precision`` and ``mean_reciprocal_rank`` and the metrics at a cutoff K,
-    ``map_at_k`` ({K: value}) and the others, when named), ``nmi``, ``ami``,
-    ``num_queries`` (queries scored), ``num_lone_queries`` (excluded) and ``k`` (neighbours
-    searched: as deep as the metrics need). ``class_average=True`` adds ``class_averaged`` (same
-    keys, mean of per-class means); ``per_class=True`` adds ``per_class`` ({label: {metric:
-    value}}). See the module docstring for the definitions,
-    :func:`gspdml.evaluation.exact_knn.knn` for the search, its tie rule and ``precision`` (of
-    the candidate pass; the neighbours are exact in any precision).
+    Returns the per-query ``metrics`` (default
+    :func:`~gspdml.evaluation.metric_registry.default_query_metrics`; ``{K: value}`` under
+    ``<stem>_k`` for those of each K), ``nmi``, ``ami``, ``num_queries`` (scored),
+    ``num_lone_queries`` (excluded) and ``k`` (neighbours searched); ``class_average=True`` adds
+    ``class_averaged`` (mean of per-class means), ``per_class=True`` adds ``per_class``
+    ({label: {metric: value}}). The search: :func:`gspdml.evaluation.exact_knn.knn`.
     """
     recall_at = check_recall_at(recall_at)
     names = _query_metrics(metrics)
@@ -299,10 +293,8 @@ def search_for_metrics(
     device: Device = None,
 ) -> RetrievalResults:
     """The exact search (:func:`~gspdml.evaluation.exact_knn.retrieve`) as deep as the per-query
-    ``metrics`` (default :func:`~gspdml.evaluation.metric_registry.default_query_metrics`) declare: R_i for MAP@R, the largest K of Recall@K, and at
-    least ``min_k`` neighbours (e.g. to show them); never the whole ranking, which
-    :func:`whole_ranking_metrics` scores in bounded memory (metrics that all read it search
-    nothing: k = 0)."""
+    ``metrics`` declare (R_i, the largest K), at least ``min_k``; never the whole ranking, which
+    :func:`whole_ranking_metrics` scores (metrics that all read it search nothing: k = 0)."""
     recall_at = check_recall_at(recall_at)
     names = _query_metrics(metrics)
     whole_only = all(METRICS[name].depth == ALL for name in names) and int(min_k) <= 1
@@ -330,11 +322,9 @@ def whole_ranking_metrics(
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     device: Device = None,
 ) -> dict[str, torch.Tensor]:
-    """float64 [N_q] per-query scores of the ``metrics`` (default: the default ones) that read the
-    whole ranking (mAP, MRR), from the embeddings ``query`` and ``reference`` (leave-one-out when
-    None) and the labels of ``results``, in bounded memory
-    (:func:`~gspdml.evaluation.whole_ranking.whole_ranking_scores`); the ``whole_ranking`` of
-    :func:`metrics_from_results`. Empty when none is asked for."""
+    """float64 [N_q] scores of the ``metrics`` that read the whole ranking (mAP, MRR), from the
+    embeddings and the labels of ``results`` in bounded memory
+    (:func:`~gspdml.evaluation.whole_ranking.whole_ranking_scores`); empty when none is asked."""
     whole = [name for name in _query_metrics(metrics) if METRICS[name].depth == ALL]
     if not whole:
         return {}
@@ -358,12 +348,9 @@ def metrics_from_results(
     per_class: bool = False,
     whole_ranking: Mapping[str, torch.Tensor] | None = None,
 ) -> dict[str, Any]:
-    """The per-query metrics of :func:`retrieval_metrics` from an existing search (no
-    clustering): the kNN engine's :func:`~gspdml.evaluation.exact_knn.retrieve` or a search
-    index's results, as long as every query and reference has a label and the search is as deep
-    as each metric declares. ``whole_ranking``: the per-query scores of the metrics of depth
-    ``ALL`` computed from the embeddings (:func:`whole_ranking_metrics`); without them, those
-    metrics need a search of every reference."""
+    """The per-query metrics of :func:`retrieval_metrics` from an existing search, fully labelled
+    and as deep as each metric declares; ``whole_ranking``: the scores of the metrics of depth
+    ``ALL`` (:func:`whole_ranking_metrics`; without them they need a search of every reference)."""
     recall_at = check_recall_at(recall_at)
     names = _query_metrics(metrics)
     if not results.fully_labelled:
@@ -403,10 +390,9 @@ def metrics_from_results(
 def per_query_scores(
     results: RetrievalResults, recall_at: Sequence[int] = (), metrics: Sequence[str] | None = None
 ) -> dict[str, torch.Tensor]:
-    """float64 [N_q] score of every query for each per-query metric (default the default ones;
-    lone queries give NaN for the R-normalised ones); keys ``recall_at_<K>`` for Recall@K. A
-    ConfigError when the search is shallower than a metric declares (the whole ranking for mAP
-    and MRR)."""
+    """float64 [N_q] score of every query for each per-query metric (NaN for the R-normalised
+    ones of lone queries), keyed as in the flat report; a ConfigError when the search is
+    shallower than a metric declares."""
     names = _query_metrics(metrics)
     _check_depth(results, names, recall_at)
     neighbours = Neighbours.of_results(results)
@@ -454,9 +440,8 @@ def _query_metrics(metrics: Sequence[str] | None) -> tuple[str, ...]:
 
 
 def search_depth(names: Sequence[str] | None, recall_at: Sequence[int]) -> int:
-    """The fewest neighbours the per-query metrics ``names`` (None: all) need besides R_i (the
-    search adds max R_i itself; the whole ranking is not searched,
-    :mod:`gspdml.evaluation.whole_ranking`)."""
+    """The fewest neighbours the per-query metrics ``names`` need besides R_i (which the search
+    adds itself) and the whole ranking (never searched)."""
     asked = _query_metrics(names)
     return max((K for name in asked for K in _fixed_depths(METRICS[name], recall_at)), default=1)
 
