@@ -124,7 +124,7 @@ def embed_source(
 
 
 def require_some(embedded: Embedded, what: str) -> Embedded:
-    """``embedded``, unless no image at all could be embedded for ``what``."""
+    """``embedded``, unless no image could be embedded for ``what``."""
     if not embedded.source.paths:
         example = next(iter(embedded.skipped.values()), "no images")
         raise DataError(f"{what}: none of the images could be decoded (e.g. {example})")
