@@ -80,15 +80,8 @@ class AnnParams:
                 "--backend",
                 f"unknown approximate backend {self.backend!r}; allowed: {', '.join(BACKENDS)}",
             )
-        for name in (
-            "train_per_list",
-            "kmeans_iters",
-            "hnsw_m",
-            "ef_construction",
-            "nprobe",
-            "ef",
-            "rerank",
-        ):
+        positive = ("train_per_list", "kmeans_iters", "hnsw_m", "ef_construction", "nprobe", "ef")
+        for name in (*positive, "rerank"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(
                     f"--{name.replace('_', '-')}", f"must be >= 1, got {getattr(self, name)}"
