@@ -757,11 +757,8 @@ def _entries_above(sim: Tensor, tau: Tensor, k_first: int) -> tuple[Tensor, Tens
 
 
 def _faiss_candidates(q: Tensor, r: Tensor, loo: bool, k_cand: int) -> tuple[Tensor, Tensor]:
-    faiss = import_optional(
-        "faiss",
-        "backend",
-        "backend='faiss' needs faiss; install the extra: pip install gspdml[faiss]",
-    )
+    needs = "backend='faiss' needs faiss; install the extra: pip install gspdml[faiss]"
+    faiss = import_optional("faiss", "backend", needs)
     r32 = np.ascontiguousarray(r.cpu().numpy(), dtype=np.float32)
     q32 = np.ascontiguousarray(q.cpu().numpy(), dtype=np.float32)
     index = faiss.IndexFlatL2(r32.shape[1])

@@ -14,10 +14,8 @@ k-means only when one of them needs it. Three kinds:
   into one cluster per label (:mod:`gspdml.evaluation.clustering`);
 - ``"derived"``: ``score(values) -> float`` from the values of the metrics named in ``inputs``.
 
-``selectable`` marks the metrics a run may be selected by (``evaluation.metric``,
-:mod:`gspdml.evaluation.selection`). ``default`` marks the per-query metrics computed when no
-metric is named (:func:`default_query_metrics`): the bounded ones of the fair protocol; the
-whole-ranking and truncated-at-K metrics are computed when asked for by name.
+``selectable`` marks the metrics a run may be selected by (:mod:`gspdml.evaluation.selection`),
+``default`` those computed when none is named (:func:`default_query_metrics`).
 """
 
 from __future__ import annotations
@@ -146,9 +144,7 @@ def bounded_query_metrics() -> tuple[str, ...]:
 
 
 def default_query_metrics() -> tuple[str, ...]:
-    """The per-query metrics computed when none is named: those registered ``default`` (MAP@R,
-    P@1, R-precision, Recall@K), all of bounded depth; the whole-ranking mAP and MRR and the
-    truncated-at-K metrics are computed when named."""
+    """The per-query metrics computed when none is named (MAP@R, P@1, R-precision, Recall@K)."""
     return tuple(name for name, m in METRICS.items() if m.kind == "query" and m.default)
 
 
