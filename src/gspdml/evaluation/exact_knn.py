@@ -521,6 +521,10 @@ class _Search:
         self.error = functools.partial(
             similarity_error_bound, u_in=u, u_acc=2.0**-24, u_out=u, bias=self.bias
         )
+        #: the bound of a float32 dot product q.r (the re-ranking's float32 pass)
+        self.error32 = functools.partial(
+            similarity_error_bound, u_in=2.0**-24, u_acc=2.0**-24, u_out=0.0, bias=False
+        )
 
     def slack(self, rows: Tensor) -> Tensor:
         """Bound on |translated - exact| squared distance of query ``rows`` to any reference (0
@@ -591,28 +595,14 @@ class _Search:
             d32 = self.q_sq[sub, None] + self.r_sq[c] - 2.0 * dot
             if self.loo:
                 d32 = d32.masked_fill(c == sub[:, None], math.inf)
-            e32 = (
-                2.0
-                * similarity_error_bound(
-                    self.q_sq[sub].sqrt(),
-                    self.r_max,
-                    self.dim,
-                    u_in=2.0**-24,
-                    u_acc=2.0**-24,
-                    u_out=0.0,
-                    bias=False,
-                )
-                + 2.0**-50 * (self.q_sq[sub] + self.r_max**2)
-                + self.slack(sub)
-            )
+            e32 = 2.0 * self.error32(self.q_sq[sub].sqrt(), self.r_max, self.dim)
+            e32 = e32 + 2.0**-50 * (self.q_sq[sub] + self.r_max**2) + self.slack(sub)
             d32, pos = d32.topk(min(keep + 1, c.shape[1]), dim=1, largest=False)
             c = c.gather(1, pos)
             if keep < c.shape[1]:
                 bounds.append(d32[:, keep] - e32)
             else:
-                bounds.append(
-                    torch.full((len(sub),), math.inf, dtype=torch.float64, device=c.device)
-                )
+                bounds.append(torch.full_like(d32[:, 0], math.inf))
             gaps = d32[:, 1 : k + 1] - d32[:, : min(k, d32.shape[1] - 1)]
             ranked = (gaps > 2.0 * e32[:, None]).all(1)
             d = torch.empty(len(sub), k, dtype=torch.float64, device=c.device)
