@@ -383,11 +383,8 @@ def encode_labels(
     query_labels: LabelsLike, reference_labels: Optional[LabelsLike] = None
 ) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
     """One coding for both sides: ``(values [L], query codes [N_q], reference codes [N_r])``,
-    int64 codes with ``values[code]`` the original label and -1 for None. ``reference_labels=None``
-    codes the queries only (leave-one-out: the references are the queries).
-
-    Labels are ints or strings (any array-like or tensor); floats are refused, never rounded.
-    """
+    int64 codes with ``values[code]`` the original label and -1 for None (``reference_labels``
+    None: the queries only). Labels are ints or strings; floats are refused, never rounded."""
     arrays = [_as_label_array(query_labels, "query_labels")]
     if reference_labels is not None:
         arrays.append(_as_label_array(reference_labels, "reference_labels"))

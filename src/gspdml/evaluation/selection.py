@@ -52,16 +52,13 @@ def selection_metrics() -> tuple[str, ...]:
 
 
 def round_metrics() -> tuple[str, ...]:
-    """The per-query metrics of a validation round: the default ones (MAP@R, P@1, R-precision,
-    Recall@K), of bounded depth; the whole-ranking mAP and MRR, which rank every reference for
-    each query, are computed only when named."""
+    """The per-query metrics of a validation round: the default ones, of bounded depth."""
     return tuple(name for name in default_query_metrics() if name in bounded_query_metrics())
 
 
 def __getattr__(name: str) -> tuple[str, ...]:
-    """``SELECTION_METRICS`` (the values of ``evaluation.metric``), ``CLUSTERING_METRICS``
-    (those that need k-means) and ``ROUND_METRICS`` (:func:`round_metrics`), read from the
-    registry when asked, so a metric registered later is one of them."""
+    """``SELECTION_METRICS``, ``CLUSTERING_METRICS`` (those that need k-means) and
+    ``ROUND_METRICS``, read from the registry when asked (a metric registered later is one)."""
     if name == "ROUND_METRICS":
         return round_metrics()
     if name == "SELECTION_METRICS":
