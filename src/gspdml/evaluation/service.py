@@ -310,13 +310,9 @@ def evaluate(
     device = resolve_device(device) if isinstance(device, str) else device
     choice = resolve_precision(precision, device)
     model = placed(model, device, choice)  # as the trainer holds it
-    options: dict[str, Any] = {
-        "batch_size": batch_size,
-        "device": device,
-        "precision": choice,
-        "num_workers": num_workers,
-        "on_device": not spec.postprocess,  # re-ranking's sparse algebra is scipy's, on the host
-    }
+    options: dict[str, Any] = dict(batch_size=batch_size, device=device, precision=choice)
+    # re-ranking's sparse algebra (scipy) runs on the host: no embeddings left on the device
+    options.update(num_workers=num_workers, on_device=not spec.postprocess)
     if progress:
         options["progress"] = True
     embed_fn = embed_fn or embed

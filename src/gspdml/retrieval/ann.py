@@ -122,13 +122,10 @@ def default_nlist(n: int) -> int:
 
 
 def build(vectors: Vectors, params: AnnParams, train_rows: Optional[np.ndarray] = None) -> Any:
-    """A faiss index holding every row of ``vectors`` [N, D] (ids = row numbers).
-
-    Quantisers (ivf, ivfpq) are trained by ``kmeans_iters`` rounds of k-means on at most
-    ``train_per_list`` vectors per cell drawn from ``train_rows`` (default all rows), so a held-out
-    sample can stay out of training. The cost of training grows as nlist² x train_per_list x
-    kmeans_iters: fine inverted files (nlist near N / 100) need the smaller settings.
-    """
+    """A faiss index holding every row of ``vectors`` [N, D] (ids = row numbers); quantisers
+    (ivf, ivfpq) trained by ``kmeans_iters`` rounds of k-means on at most ``train_per_list``
+    vectors per cell of ``train_rows`` (default all; a held-out sample stays out). Training costs
+    nlist² x train_per_list x kmeans_iters."""
     faiss = _faiss()
     x = _host(vectors)  # may be a memmap: read by chunks
     n, dim = x.shape
@@ -207,11 +204,8 @@ def configure(index: Any, params: AnnParams) -> None:
 def search(
     index: Any, params: AnnParams, queries: Vectors, k: int, vectors: Optional[Vectors] = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(squared distances [Q, k] float64, rows [Q, k] int64)`` from the approximate index.
-
-    For ``ivfpq`` the ``rerank * k`` PQ candidates are re-ranked by their exact float64
-    distances to ``vectors`` (the stored float32 rows), which is then required.
-    """
+    """``(squared distances [Q, k] float64, rows [Q, k] int64)`` from the approximate index;
+    ``ivfpq``'s ``rerank * k`` candidates re-ranked exactly against ``vectors`` (then required)."""
     configure(index, params)
     q = _as_float32(queries)
     k = min(k, index.ntotal)
@@ -323,9 +317,8 @@ class AnnIndex:
     def load(
         cls, folder: str | Path, count: Optional[int], mmap: bool = True
     ) -> Optional[AnnIndex]:
-        """The approximate index of an index folder, or None when it has none; ``count``: the
-        number of vectors it must hold (None: any). ``mmap`` maps the file instead of reading it
-        (faiss supports it for these structures; not for appending)."""
+        """The approximate index of an index folder, or None; ``count``: the vectors it must hold
+        (None: any); ``mmap`` maps the file instead of reading it (not for appending)."""
         folder = Path(folder)
         described = read_description(folder)
         if described is None:

@@ -213,7 +213,7 @@ def evaluation_images(
     left_out = 0
     for name, path in images.items():
         source = labelled_source(path, transform)
-        notes += [f"skipped hidden or system entry {entry}" for entry in source.skipped]
+        notes += skipped_notes(source, {})
         source, repeats = distinct_images(source, path)
         left_out += len(repeats)
         notes += [f"{path}: {copy} is the same image as {kept}; left out" for copy, kept in repeats]
