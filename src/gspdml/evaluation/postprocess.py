@@ -317,14 +317,9 @@ class KReciprocalReranking(PostProcessor):
 
     def apply(self, result: SearchResult) -> SearchResult:
         _, candidates = result.neighbours
+        options = self.k1, self.k2, self.lam, result.leave_one_out
         distances, indices = k_reciprocal_rerank(
-            result.query,
-            result.reference,
-            candidates,
-            self.k1,
-            self.k2,
-            self.lam,
-            result.leave_one_out,
+            result.query, result.reference, candidates, *options
         )
         return replace(result, distances=distances, indices=indices)
 

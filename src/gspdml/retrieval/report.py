@@ -146,30 +146,24 @@ def _baseline_table(results: dict[str, Any]) -> list[str]:
     return [f"<h3>Test metrics beside the baselines</h3><table><tr>{head}</tr>{body}</table>"]
 
 
+def _values_table(title: str, head: str, items: Sequence[tuple[str, Any]]) -> str:
+    body = "".join(f"<tr><td>{esc(k)}</td><td>{_format(v)}</td></tr>" for k, v in items)
+    return f"<h3>{title}</h3><table><tr><th>{head}</th><th>value</th></tr>{body}</table>"
+
+
 def _metrics_section(results: Optional[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
     parts = []
     if results:
-        shown = {k: v for k, v in results.items() if k != "baseline"}
-        body = "".join(
-            f"<tr><td>{esc(k)}</td><td>{_format(v)}</td></tr>" for k, v in _flatten(shown)
-        )
-        parts.append(
-            f"<h3>Results (results.json)</h3><table><tr><th>metric</th><th>value</th></tr>{body}</table>"
-        )
+        shown = _flatten({k: v for k, v in results.items() if k != "baseline"})
+        parts += [_values_table("Results (results.json)", "metric", shown)]
         parts += _baseline_table(results)
     val = [
         r for r in rows if r.get("split") == "val" and isinstance(r.get("map_at_r"), (int, float))
     ]
     if val:
         best = max(val, key=lambda r: r["map_at_r"])
-        body = "".join(
-            f"<tr><td>{esc(str(k))}</td><td>{_format(v)}</td></tr>"
-            for k, v in _flatten(best)
-            if k != "split"
-        )
-        parts.append(
-            f"<h3>Best validation round (by map_at_r)</h3><table><tr><th>field</th><th>value</th></tr>{body}</table>"
-        )
+        fields = [(k, v) for k, v in _flatten(best) if k != "split"]
+        parts.append(_values_table("Best validation round (by map_at_r)", "field", fields))
     return (
         "\n".join(parts)
         or '<p class="muted">No metrics recorded (no results.json or metrics.jsonl).</p>'
