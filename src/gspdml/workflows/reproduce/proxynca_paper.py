@@ -14,7 +14,7 @@ these tables run, :func:`gspdml.workflows.reproduce.run.records_clustering`).
 
 from __future__ import annotations
 
-from gspdml.workflows.reproduce.registry import Column, Row, Table, grid, recall_columns
+from gspdml.workflows.reproduce.registry import Column, Row, Table, grid, grid_table, recall_columns
 
 SEEDS = (0, 1, 2, 3, 4)
 NMI = Column("repeats", "nmi", "NMI")
@@ -169,26 +169,23 @@ PROXYNCA_TABLE_6 = Table(
     ),
     seeds=SEEDS,
 )
-PROXYNCA_TABLE_7 = Table(
+PROXYNCA_TABLE_7 = grid_table(
     "proxynca-table7",
     "Ablation of ProxyNCA++'s enhancements on CUB200",
     "ProxyNCA++ paper, Table 7",
     "two_stage",
     SMALL,
-    grid(
-        """
-        ProxyNCA++  =proxynca-{dataset}          72.2±0.8 82.0±0.6 89.2±0.6 93.5±0.4 75.8±0.8
-        -scale      =proxynca-{dataset}-no-scale 61.4±0.4 72.4±0.5 81.5±0.3 88.4±0.5 64.8±0.4
-        -max        =proxynca-{dataset}-no-max   69.0±0.6 80.3±0.5 88.1±0.4 93.1±0.1 74.3±0.4
-        -norm       =proxynca-{dataset}-no-norm  69.6±0.3 80.5±0.5 88.0±0.2 93.0±0.2 75.2±0.4
-        -cbs        =proxynca-{dataset}-no-cbs   69.6±0.6 80.1±0.3 87.7±0.3 92.8±0.2 73.4±0.3
-        -fast       =proxynca-{dataset}-no-fast  70.3±0.9 80.6±0.4 87.7±0.5 92.5±0.3 73.5±0.9
-        -prob       =proxynca-{dataset}-no-prob  71.1±0.7 81.1±0.3 87.9±0.3 92.6±0.3 73.4±0.8
-        """,
-        ("cub",),
-        SMALL,
-        "{key}",
-    ),
+    """
+    ProxyNCA++  =proxynca-{dataset}          72.2±0.8 82.0±0.6 89.2±0.6 93.5±0.4 75.8±0.8
+    -scale      =proxynca-{dataset}-no-scale 61.4±0.4 72.4±0.5 81.5±0.3 88.4±0.5 64.8±0.4
+    -max        =proxynca-{dataset}-no-max   69.0±0.6 80.3±0.5 88.1±0.4 93.1±0.1 74.3±0.4
+    -norm       =proxynca-{dataset}-no-norm  69.6±0.3 80.5±0.5 88.0±0.2 93.0±0.2 75.2±0.4
+    -cbs        =proxynca-{dataset}-no-cbs   69.6±0.6 80.1±0.3 87.7±0.3 92.8±0.2 73.4±0.3
+    -fast       =proxynca-{dataset}-no-fast  70.3±0.9 80.6±0.4 87.7±0.5 92.5±0.3 73.5±0.9
+    -prob       =proxynca-{dataset}-no-prob  71.1±0.7 81.1±0.3 87.9±0.3 92.6±0.3 73.4±0.8
+    """,
+    ("cub",),
+    "{key}",
     seeds=SEEDS,
 )
 R1 = recall_columns(1)
@@ -204,43 +201,40 @@ def _rerun(method: str, backbone: str) -> str:
     )
 
 
-PROXYNCA_TABLE_11 = Table(
+PROXYNCA_TABLE_11 = grid_table(
     "proxynca-table11",
     "Global max against global average pooling for other methods on CUB200: R@1",
     "ProxyNCA++ paper, Table 11",
     "two_stage",
     R1,
-    grid(
-        """
-        WithoutTraining-avg(R50,2048)   untrained  45.0
-        WithoutTraining-max(R50,2048)   untrained  53.1
-        Margin-avg(R50,128)             margin     63.3
-        Margin-max(R50,128)             margin     64.3
-        Triplet-semihard-avg(R50,128)   semihard   60.5
-        Triplet-semihard-max(R50,128)   semihard   61.6
-        MS-avg(R50,512)                 ms-r50     64.9
-        MS-max(R50,512)                 ms-r50     68.5
-        MS-avg(I3,512)                  ms-i3      65.1
-        MS-max(I3,512)                  ms-i3      66.1
-        HORDE-avg(I3,512)               horde      65.1
-        HORDE-max(I3,512)               horde      63.1
-        """,
-        ("cub",),
-        R1,
-        "{key}",
-        {
-            "untrained": "the untrained backbone is each run's baseline in results.json, not a row",
-            "margin": _rerun("Margin (Wu et al., ICCV 2017; gspdml.losses.margin)", "ResNet-50"),
-            "semihard": _rerun("semi-hard triplets (Schroff et al., CVPR 2015)", "ResNet-50"),
-            "ms-r50": _rerun("MS (Wang et al., CVPR 2019)", "ResNet-50"),
-            "ms-i3": _rerun("MS (Wang et al., CVPR 2019)", "Inception-v3 (no backbone preset)"),
-            "horde": (
-                "HORDE (Jacob et al., ICCV 2019: contrastive losses on cascaded high-order "
-                "moments of the local features) is not implemented, and Table 11 states neither "
-                "its orders and projections nor its Inception-v3 recipe"
-            ),
-        },
-    ),
+    """
+    WithoutTraining-avg(R50,2048)   untrained  45.0
+    WithoutTraining-max(R50,2048)   untrained  53.1
+    Margin-avg(R50,128)             margin     63.3
+    Margin-max(R50,128)             margin     64.3
+    Triplet-semihard-avg(R50,128)   semihard   60.5
+    Triplet-semihard-max(R50,128)   semihard   61.6
+    MS-avg(R50,512)                 ms-r50     64.9
+    MS-max(R50,512)                 ms-r50     68.5
+    MS-avg(I3,512)                  ms-i3      65.1
+    MS-max(I3,512)                  ms-i3      66.1
+    HORDE-avg(I3,512)               horde      65.1
+    HORDE-max(I3,512)               horde      63.1
+    """,
+    ("cub",),
+    "{key}",
+    {
+        "untrained": "the untrained backbone is each run's baseline in results.json, not a row",
+        "margin": _rerun("Margin (Wu et al., ICCV 2017; gspdml.losses.margin)", "ResNet-50"),
+        "semihard": _rerun("semi-hard triplets (Schroff et al., CVPR 2015)", "ResNet-50"),
+        "ms-r50": _rerun("MS (Wang et al., CVPR 2019)", "ResNet-50"),
+        "ms-i3": _rerun("MS (Wang et al., CVPR 2019)", "Inception-v3 (no backbone preset)"),
+        "horde": (
+            "HORDE (Jacob et al., ICCV 2019: contrastive losses on cascaded high-order "
+            "moments of the local features) is not implemented, and Table 11 states neither "
+            "its orders and projections nor its Inception-v3 recipe"
+        ),
+    },
     seeds=SEEDS,
     notes=(
         "Every row is the ProxyNCA++ authors' re-run of another method with the global pooling "
@@ -406,41 +400,35 @@ PROXYNCA_TABLE_13 = Table(
     notes=PROXYNCA_TABLE_12.notes,
 )
 _DATASETS = ("cub", "cars", "sop", "inshop")
-PROXYNCA_TABLE_14 = Table(
+PROXYNCA_TABLE_14 = grid_table(
     "proxynca-table14",
     "ProxyNCA++ at 512-D, 256 x 256 crops, against the state of the art (HORDE): R@1",
     "ProxyNCA++ paper, Table 14",
     "two_stage",
     R1,
-    grid(
-        """
-        SOTA(HORDE)  horde                    66.8 86.2 80.1 90.4
-        ProxyNCA++   =proxynca-{dataset}-512  69.0±0.8 86.5±0.4 80.7±0.5 90.4±0.2
-        """,
-        _DATASETS,
-        R1,
-        "{key}",
-        {"horde": "quoted from Jacob et al., ICCV 2019 (HORDE); HORDE is not implemented"},
-    ),
+    """
+    SOTA(HORDE)  horde                    66.8 86.2 80.1 90.4
+    ProxyNCA++   =proxynca-{dataset}-512  69.0±0.8 86.5±0.4 80.7±0.5 90.4±0.2
+    """,
+    _DATASETS,
+    "{key}",
+    {"horde": "quoted from Jacob et al., ICCV 2019 (HORDE); HORDE is not implemented"},
     seeds=SEEDS,
     notes="Transposed: the paper prints one line per dataset.",
 )
-PROXYNCA_TABLE_15 = Table(
+PROXYNCA_TABLE_15 = grid_table(
     "proxynca-table15",
     "ProxyNCA++ at 512-D, 227 x 227 crops, against the state of the art (MS): R@1",
     "ProxyNCA++ paper, Table 15",
     "two_stage",
     R1,
-    grid(
-        """
-        SOTA(MS)     ms                               65.7 84.2 78.2 89.7
-        ProxyNCA++   =proxynca-{dataset}-512-crop227  64.7±1.6 85.1±0.3 79.6±0.6 87.6±1.0
-        """,
-        _DATASETS,
-        R1,
-        "{key}",
-        {"ms": MISSING["wang"]},
-    ),
+    """
+    SOTA(MS)     ms                               65.7 84.2 78.2 89.7
+    ProxyNCA++   =proxynca-{dataset}-512-crop227  64.7±1.6 85.1±0.3 79.6±0.6 87.6±1.0
+    """,
+    _DATASETS,
+    "{key}",
+    {"ms": MISSING["wang"]},
     seeds=SEEDS,
     notes=(
         "Transposed: the paper prints one line per dataset. The paper gives the crop only; the "

@@ -190,6 +190,35 @@ class Table:
         return row.protocol or self.protocol
 
 
+def printed(columns: Sequence[Column], cells: Sequence[str], label: str) -> dict[str, Reported]:
+    """The paper's numbers of the line ``label``: ``cells`` in the order of ``columns``, a
+    cell ``value``, ``value±std`` or ``–`` (not reported, left out)."""
+    if len(cells) != len(columns):
+        raise ValueError(f"{label}: {len(cells)} cells for {len(columns)} columns")
+    parsed = ((c.title, Reported.parse(cell)) for c, cell in zip(columns, cells))
+    return {title: value for title, value in parsed if value is not None}
+
+
+def grid_table(
+    key: str,
+    title: str,
+    citation: str,
+    protocol: str,
+    columns: tuple[Column, ...],
+    text: str,
+    datasets: Sequence[str],
+    preset: Union[str, Mapping[str, str]],
+    missing: Mapping[str, str] = {},
+    *,
+    init_from: Mapping[str, str] = {},
+    seeds: tuple[int, ...] = DEFAULT_SEEDS,
+    notes: str = "",
+) -> Table:
+    """A :class:`Table` whose rows are the :func:`grid` of ``text``."""
+    rows = grid(text, datasets, columns, preset, missing, init_from=init_from)
+    return Table(key, title, citation, protocol, columns, rows, seeds, notes)
+
+
 def grid(
     text: str,
     datasets: Sequence[str],
@@ -217,8 +246,7 @@ def grid(
                 f"{label}: {len(cells)} cells for {len(datasets)} datasets x {len(columns)} columns"
             )
         for d, dataset in enumerate(datasets):
-            own = cells[d * len(columns) : (d + 1) * len(columns)]
-            paper = {c.title: r for c, r in zip(columns, map(Reported.parse, own)) if r is not None}
+            paper = printed(columns, cells[d * len(columns) : (d + 1) * len(columns)], label)
             reason = missing.get(f"{key}@{dataset}", missing.get(key))
             template = key[1:] if key.startswith("=") else preset
             template = template if isinstance(template, str) else template[dataset]
