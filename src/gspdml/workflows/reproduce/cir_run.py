@@ -38,9 +38,10 @@ from gspdml.cir.vl_model import VisionLanguageEncoder
 from gspdml.data.cache import cache_key
 from gspdml.errors import ConfigError
 from gspdml.workflows.reproduce.cir_spec import CirSpec
-from gspdml.workflows.reproduce.registry import Row, Table, select_rows
+from gspdml.workflows.reproduce.registry import Table, select_rows
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
+    EvaluationPlan,
     Ours,
     content_of,
     evaluation_payload,
@@ -162,16 +163,8 @@ class CirEvaluation:
         return domain_dataset_protocol(self.benchmark, self.folder)
 
 
-@dataclass(frozen=True)
-class CirRowPlan:
-    """A row as it would run: its evaluations (none for a missing row)."""
-
-    row: Row
-    evaluations: tuple[CirEvaluation, ...] = ()
-
-    @property
-    def runnable(self) -> bool:
-        return bool(self.evaluations)
+#: a row of the table with its evaluations
+CirRowPlan = EvaluationPlan[CirEvaluation]
 
 
 def plan_cir(

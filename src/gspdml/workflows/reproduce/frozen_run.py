@@ -39,6 +39,7 @@ from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
 from gspdml.workflows.reproduce.registry import Row, Table, select_rows
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
+    EvaluationPlan,
     Ours,
     content_of,
     evaluation_payload,
@@ -144,16 +145,8 @@ class FrozenEvaluation:
         return READERS.build(spec, "data.dataset", seed=0).test
 
 
-@dataclass(frozen=True)
-class FrozenRowPlan:
-    """A row as it would run: its evaluations (none for a missing row)."""
-
-    row: Row
-    evaluations: tuple[FrozenEvaluation, ...] = ()
-
-    @property
-    def runnable(self) -> bool:
-        return bool(self.evaluations)
+#: a row of the table with its evaluations
+FrozenRowPlan = EvaluationPlan[FrozenEvaluation]
 
 
 def _recall_at(table: Table, row: Row) -> tuple[int, ...]:

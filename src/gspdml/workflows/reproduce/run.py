@@ -61,10 +61,10 @@ from gspdml.workflows.reproduce.registry import (
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
     check_table_output,
+    evaluation_payload,
     paper_markdown,
     row_entry,
     table_entries,
-    write_payload,
 )
 from gspdml.workflows.reproduce.resources_run import (
     reproduce_resources,
@@ -229,14 +229,8 @@ def reproduce(
             table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
         )
     seeds = tuple(int(s) for s in seeds) if seeds else table.seeds
-    plans = plan_table(
-        table,
-        rows=rows,
-        data_root=data_root,
-        overrides=overrides,
-        seeds=seeds,
-        output_dir=output_dir,
-    )
+    where = {"data_root": data_root, "output_dir": output_dir}
+    plans = plan_table(table, rows=rows, overrides=overrides, seeds=seeds, **where)
 
     def run(plan: RowPlan) -> dict[str, Any]:
         assert plan.config is not None  # runnable
@@ -271,18 +265,7 @@ def reproduce(
         )
 
     entries = table_entries(table, plans, run)
-    payload = {
-        "table": table.key,
-        "title": table.title,
-        "citation": table.citation,
-        "protocol": table.protocol,
-        "seeds": list(seeds),
-        "overrides": list(overrides),
-        "data_root": data_root,
-        "rows": entries,
-    }
-    write_payload(table, payload, output_dir)
-    return payload
+    return evaluation_payload(table, entries, overrides, data_root, output_dir, seeds)
 
 
 def _no_seeds(table: Table, seeds: Optional[Sequence[int]]) -> None:
@@ -356,54 +339,21 @@ def dry_run(
     """``gspdml reproduce TABLE --dry-run``: what the selected rows would run (a training table:
     :func:`dry_run_markdown`; an evaluation-only table: its evaluations and their inputs), then
     the paper's number of each selected row and column (:func:`paper_markdown`)."""
-    planned = _planned_markdown(
-        table,
-        rows=rows,
-        data_root=data_root,
-        overrides=overrides,
-        seeds=seeds,
-        output_dir=output_dir,
-    )
-    return f"{planned}\n{paper_markdown(table, select_rows(table, rows))}"
-
-
-def _planned_markdown(
-    table: Table,
-    *,
-    rows: Sequence[str],
-    data_root: Optional[str],
-    overrides: Sequence[str],
-    seeds: Optional[Sequence[int]],
-    output_dir: Optional[str],
-) -> str:
-    """What :func:`dry_run` lists before the paper's numbers."""
     if table.protocol in EVALUATION_ONLY:
         _no_seeds(table, seeds)
-        if table.protocol == "cir":
-            cir_plans = plan_cir(
-                table,
-                rows=rows,
-                data_root=data_root,
-                overrides=overrides,
-                output_dir=output_dir,
-                need_memory=False,
-            )
-            return cir_dry_run_markdown(table, cir_plans)
-        if table.protocol == "resources":
-            return resources_dry_run_markdown(table, rows, overrides)
-        frozen_plans = plan_frozen(
-            table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
-        )
-        return frozen_dry_run_markdown(table, frozen_plans)
-    plans = plan_table(
-        table,
-        rows=rows,
-        data_root=data_root,
-        overrides=overrides,
-        seeds=seeds,
-        output_dir=output_dir,
-    )
-    return dry_run_markdown(table, plans, seeds or table.seeds)
+    where = {"data_root": data_root, "output_dir": output_dir}
+    if table.protocol == "resources":
+        planned = resources_dry_run_markdown(table, rows, overrides)
+    elif table.protocol == "cir":
+        cir_plans = plan_cir(table, rows=rows, overrides=overrides, need_memory=False, **where)
+        planned = cir_dry_run_markdown(table, cir_plans)
+    elif table.protocol == "frozen":
+        frozen_plans = plan_frozen(table, rows=rows, overrides=overrides, **where)
+        planned = frozen_dry_run_markdown(table, frozen_plans)
+    else:
+        plans = plan_table(table, rows=rows, overrides=overrides, seeds=seeds, **where)
+        planned = dry_run_markdown(table, plans, seeds or table.seeds)
+    return f"{planned}\n{paper_markdown(table, select_rows(table, rows))}"
 
 
 def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int]) -> str:
@@ -429,19 +379,8 @@ def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int
                 f"{plan.gpu_hours:.2f}",
             ]
         )
-    header = [
-        "Row",
-        "Preset",
-        "Run dir",
-        "Data",
-        "Models",
-        "Loss",
-        "Pooling",
-        "Backbone",
-        "Batch",
-        "Steps/model",
-        "GPU-h",
-    ]
+    header = ["Row", "Preset", "Run dir", "Data", "Models", "Loss", "Pooling", "Backbone"]
+    header += ["Batch", "Steps/model", "GPU-h"]
     starts = [
         f"`{plan.row.key}` starts from the models of `{plan.start.row.preset}` "
         f"({plan.start.root / SEED_MODELS[plan.start.protocol]}), trained first when missing."
