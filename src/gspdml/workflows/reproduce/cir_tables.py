@@ -23,7 +23,7 @@ from typing import Optional
 
 from gspdml.cir.evaluation import CirMethod
 from gspdml.workflows.reproduce.cir_spec import CirSpec
-from gspdml.workflows.reproduce.registry import Column, Reported, Row, Table
+from gspdml.workflows.reproduce.registry import Column, Row, Table, printed
 
 OTHERS = "a competitor the thesis ran or quoted; not implemented here"
 FREEDOM_VARIANT_BASELINES = (
@@ -84,9 +84,7 @@ def _rows(
     rows = []
     for line in text.strip().splitlines():
         label, *cells = line.split()
-        if len(cells) != len(columns):
-            raise ValueError(f"{label}: {len(cells)} cells for {len(columns)} columns")
-        paper = {c.title: r for c, r in zip(columns, map(Reported.parse, cells)) if r is not None}
+        paper = printed(columns, cells, label)
         spec = _spec(f"{model}/{label}" if model else label, benchmark, chapter)
         if spec is not None:
             rows.append(Row(label, dataset, paper, cir=spec))
@@ -256,9 +254,8 @@ _NO_EXPANSION = CirMethod("freedom", variant="L")  # NN-inversion, late fusion (
 
 
 def _memory_row(label: str, cells: str, method: CirMethod, memory: str) -> Row:
-    paper = {c.title: Reported.parse(v) for c, v in zip(_MEMORY, cells.split())}
     spec = CirSpec(method, _EVERY_BENCHMARK, memory=memory)
-    return Row(label, "all", {k: v for k, v in paper.items() if v is not None}, cir=spec)
+    return Row(label, "all", printed(_MEMORY, cells.split(), label), cir=spec)
 
 
 FREEDOM_TABLE_4_5 = Table(
@@ -284,20 +281,14 @@ FREEDOM_TABLE_4_5 = Table(
 _PER_DATASET = (*_MEMORY[1:], _MEMORY[0])
 
 
-def _printed(columns: tuple[Column, ...], cells: str) -> dict[str, Reported]:
-    """The printed numbers of one line of cells, in the order of ``columns`` ("–": none)."""
-    parsed = {c.title: Reported.parse(v) for c, v in zip(columns, cells.split())}
-    return {title: value for title, value in parsed.items() if value is not None}
-
-
-def _settings_rows(printed: str, method: Callable[[str], Optional[CirMethod]]) -> tuple[Row, ...]:
+def _settings_rows(text: str, method: Callable[[str], Optional[CirMethod]]) -> tuple[Row, ...]:
     """``LABEL ImageNet-R MiniDn NICO++ LTLL Avg`` lines; ``method(label)`` is the row's FreeDom
     setting (None: a method not implemented here). Each runnable row evaluates on the four
     benchmarks with the database as visual memory."""
     rows = []
-    for line in printed.strip().splitlines():
-        label, cells = line.split(maxsplit=1)
-        paper = _printed(_PER_DATASET, cells)
+    for line in text.strip().splitlines():
+        label, *cells = line.split()
+        paper = printed(_PER_DATASET, cells, label)
         chosen = method(label)
         if chosen is None:
             rows.append(Row(label, "all", paper, missing=OTHERS))
@@ -374,7 +365,7 @@ def _m_component(label: str) -> CirMethod | None:
 def _table_4_4() -> tuple[Row, ...]:
     """The rotated Table 4.4 as one line per (component, m): per component, the m = 1, 3, 7,
     10, 15 cells of ImageNet-R, MiniDn, NICO++, LTLL and the average."""
-    printed = {  # component -> dataset -> the five m cells
+    by_component = {  # component -> dataset -> the five m cells
         "SRL": ["9.3 8.9 8.5 8.4 10.2", "24.3 24.2 22.7 21.9 20.8", "15.9 15.9 16.0 16.0 13.7",
                 "28.4 28.2 27.5 26.5 26.2", "19.5 19.3 18.7 18.2 17.7"],
         "E": ["26.2 24.2 17.5 15.1 –", "30.2 31.5 26.2 23.0 –", "19.3 16.3 12.2 11.1 –",
@@ -389,7 +380,7 @@ def _table_4_4() -> tuple[Row, ...]:
                 "22.0 29.1 33.1 33.9 33.7", "26.9 30.6 31.6 31.5 31.0"],
     }  # fmt: skip
     lines = []
-    for component, per_dataset in printed.items():
+    for component, per_dataset in by_component.items():
         columns = [cells.split() for cells in per_dataset]
         for i, m in enumerate((1, 3, 7, 10, 15)):
             lines.append(f"{component}/m={m} " + " ".join(c[i] for c in columns))
@@ -428,12 +419,7 @@ FREEDOM_TABLE_4_6 = Table(
     "cir",
     _ORACLE,
     tuple(
-        Row(
-            "Oracle",
-            dataset,
-            _printed(_ORACLE, cells),
-            missing=NO_ORACLE,
-        )
+        Row("Oracle", dataset, printed(_ORACLE, cells.split(), dataset), missing=NO_ORACLE)
         for dataset, cells in (
             ("imagenet-r", "0.72 1.16 -4.30 -1.64"),
             ("nico++", "0.21 0.40 -0.66 -1.29"),
@@ -461,12 +447,7 @@ FREEDOM_TABLE_4_7 = Table(
     "cir",
     _GENERIC,
     tuple(
-        Row(
-            label,
-            "generic",
-            _printed(_GENERIC, cells),
-            missing=NO_GENERIC_READERS,
-        )
+        Row(label, "generic", printed(_GENERIC, cells.split(), label), missing=NO_GENERIC_READERS)
         for label, cells in (
             ("Text+Image(N)", "6.77 18.84 10.61"),
             ("TextxImage", "10.58 24.42 10.92"),
