@@ -21,6 +21,8 @@ from gspdml.workflows.reproduce.gsp_paper import (
     GSP_TABLE_1,
     GSP_TABLE_5,
     PAPER_ORDER,
+    TABLE_3A_REPRINTED,
+    TABLE_3B_REPRINTED,
 )
 from gspdml.workflows.reproduce.registry import Column, grid_table
 
@@ -185,13 +187,8 @@ THESIS_TABLE_5_2A = grid_table(
     "Gürbüz thesis, Table 5.2a",
     "conventional",
     CONVENTIONAL,
-    """
-    C1+XBM(Wang2020)      wang       65.80 – 82.00 – 79.50 – 89.90 –
-    ProxyAnchor(Kim2020)  kim        68.40 – 86.10 – 79.10 – 91.50 –
-    DiVA                  diva       66.80 – 84.10 – 78.10 – – –
-    ProxyFewer            fewer      66.60 – 85.50 – 78.00 – – –
-    Margin+S2SD           s2sd       68.50 – 87.30 – 79.30 – – –
-    C1+XBM                c1xbm-gap  64.32 23.59 77.63 21.67 79.29 52.59 90.16 61.39
+    TABLE_3A_REPRINTED
+    + """
     C1+XBM+GSP            c1xbm-gsp  64.99 – 79.07 – 79.59 – 90.92 –
     """,
     CONVENTIONAL_ORDER,
@@ -206,15 +203,8 @@ THESIS_TABLE_5_2B = grid_table(
     "Gürbüz thesis, Table 5.2b",
     "conventional",
     CONVENTIONAL,
-    """
-    C1+XBM^128(Wang2020)       wang                  –     –     –     –     80.60 –     91.30 –
-    ProxyAnchor^512(Kim2020)   kim                   69.70 –     87.70 –     80.00 –     92.10 –
-    DiVA^512                   diva                  69.20 –     87.60 –     79.60 –     –     –
-    ProxyNCA++^512(Teh2020)    teh                   66.30 –     85.40 –     80.20 –     88.60 –
-    Margin+S2SD^512            s2sd                  69.00 –     89.50 –     81.20 –     –     –
-    LIBC^512                   =libc-{dataset}       70.30 –     88.10 –     81.40 –     92.80 –
-    MS+Metrix^512              =metrix-{dataset}-ms  71.40 –     89.60 –     81.00 –     92.20 –
-    PAnchor+DIML^128           diml                  66.46 25.58 86.13 28.11 79.22 43.04 –     –
+    TABLE_3B_REPRINTED
+    + """
     C1+XBM^128                 r50-128-c1xbm-gap     62.65 23.70 78.26 22.95 79.92 53.45 91.06 62.64
     C1+XBM+GSP^128             r50-128-c1xbm-gsp     63.44 24.04 79.60 23.87 –     –     91.03 62.74
     C1+XBM^512                 r50-512-c1xbm-gap     66.68 25.38 82.83 25.34 81.44 55.66 91.56 64.00
