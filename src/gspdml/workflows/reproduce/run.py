@@ -1,27 +1,16 @@
 """``gspdml reproduce TABLE``: run every row of a paper's table and print it beside the paper.
 
-Every runnable row of the table (:mod:`gspdml.workflows.reproduce.registry`) is its preset,
-with the user's overrides (``key.sub=value``, applied to every row) and ``--data-root`` (the
-preset's ``data.dataset.root`` folder name under that directory; a backbone pre-training recipe
-that reads its data from disk gets the directory as its ``data.root``, in a copy written to
-``<output_dir>/recipes/``), run by the table's protocol
-through :func:`gspdml.workflows.protocol.run_protocol`: each model is trained, resumed or
-reused by the reuse rule of :mod:`gspdml.workflows.runner`, so a second call only aggregates,
-and a row whose preset another table shares is trained once. A row's models live in
-``<output_dir>/<protocol>/<preset>`` (``output_dir``: ``--output-dir``, else the preset's); a row
-that fine-tunes another row's models (:attr:`~gspdml.workflows.reproduce.registry.Row.init_from`)
-runs that row first, and each of its models starts from the model of the same seed
-(``model.init_from``); the table is written to
-``<output_dir>/tables/<table>.md`` and ``.json``: for every row and column the paper's number,
-ours (mean over the protocol's realisations), the difference ours - paper and our sigma (the
-std over the realisations: the 3^4 four-model ensembles of the fair protocol, the repeats of
-the conventional one; the table says which, and from how many models), the row's status
-("trained") and its verdict (:mod:`gspdml.workflows.reproduce.verdict`: none for a smoke run or
-a data folder that is not the benchmark, named in the table and on stderr). Rows the library cannot run are listed with what is missing. A table of
-an evaluation-only protocol trains nothing: its rows are evaluations, run by
-:mod:`gspdml.workflows.reproduce.cir_run` (``cir``, composed image retrieval) or
-:mod:`gspdml.workflows.reproduce.frozen_run` (``frozen``, released pre-trained models) and
-written in the same layout (:mod:`gspdml.workflows.reproduce.report`).
+Every runnable row of the table (:mod:`gspdml.workflows.reproduce.registry`) is its preset with
+the user's overrides and ``--data-root`` (a backbone pre-training recipe that reads its data
+from disk gets a copy with that ``data.root``, written to ``<output_dir>/recipes/``), run by the
+table's protocol through :func:`gspdml.workflows.protocol.run_protocol` in
+:attr:`RowPlan.root`; the reuse rule of :mod:`gspdml.workflows.runner` makes a second call only
+aggregate and trains a preset that tables share once. A row that fine-tunes another row's models
+(:attr:`~gspdml.workflows.reproduce.registry.Row.init_from`) runs that row first. The table is
+written by :mod:`gspdml.workflows.reproduce.report`: per row and column the paper's number, ours
+(mean over the protocol's realisations), ours - paper, our sigma and the row's verdict
+(:mod:`gspdml.workflows.reproduce.verdict`). A table of an evaluation-only protocol trains
+nothing: :data:`EVALUATE` runs its rows.
 """
 
 from __future__ import annotations
