@@ -43,6 +43,14 @@ CHAPTER_5 = {"Text": "text", "Image": "image", "Text&Image": "average", "WeiCom"
 MODELS = {"CLIP": "clip", "RemoteCLIP": "remoteclip"}
 
 
+def _table(
+    key: str, title: str, columns: tuple[Column, ...], rows: tuple[Row, ...], notes: str = ""
+) -> Table:
+    """The ``cir`` table ``key`` (``freedom-table4.1``: Psomas thesis Table 4.1)."""
+    citation = f"Psomas thesis, Table {key.partition('-table')[2]}"
+    return Table(key, title, citation, "cir", columns, rows, notes=notes)
+
+
 def _sources(**labels: str) -> tuple[Column, ...]:
     """Table 4.1's mAP columns: ``TITLE=label`` of each source domain, then AVG (all groups)."""
     columns = [Column(f"from {label}", "map", title) for title, label in labels.items()]
@@ -101,11 +109,9 @@ _NICO = _sources(AUT="autumn", DIM="dim", GRA="grass", OUT="outdoor", ROC="rock"
 _LTLL = _sources(TODAY="New", ARCHIVE="Old")
 _UNION = tuple({c.title: c for c in (*_IMAGENET_R, *_MINIDN, *_NICO, *_LTLL)}.values())
 
-FREEDOM_TABLE_4_1 = Table(
+FREEDOM_TABLE_4_1 = _table(
     "freedom-table4.1",
     "Domain conversion mAP (%) per source domain: ImageNet-R, MiniDomainNet, NICO++, LTLL",
-    "Psomas thesis, Table 4.1",
-    "cir",
     _UNION,
     _rows(
         """
@@ -208,11 +214,9 @@ _RECALLS = tuple(
     for title, group in _TARGETS.items()
     for k in (10, 50)
 )
-FREEDOM_TABLE_4_2 = Table(
+FREEDOM_TABLE_4_2 = _table(
     "freedom-table4.2",
     "ImageNet-R Recall@k (%), source domain PHOTO",
-    "Psomas thesis, Table 4.2",
-    "cir",
     _RECALLS,
     _rows(
         """
@@ -258,11 +262,9 @@ def _memory_row(label: str, cells: str, method: CirMethod, memory: str) -> Row:
     return Row(label, "all", printed(_MEMORY, cells.split(), label), cir=spec)
 
 
-FREEDOM_TABLE_4_5 = Table(
+FREEDOM_TABLE_4_5 = _table(
     "freedom-table4.5",
     "Impact of the visual memory: FreeDom mAP (%) per dataset",
-    "Psomas thesis, Table 4.5",
-    "cir",
     _MEMORY,
     (
         _memory_row("NoMemory", "27.96 25.75 32.05 23.19 30.83", _NO_EXPANSION, "database"),
@@ -303,11 +305,9 @@ def _k_n(label: str) -> CirMethod:
     return CirMethod(k=k, n=n)
 
 
-FREEDOM_TABLE_4_3 = Table(
+FREEDOM_TABLE_4_3 = _table(
     "freedom-table4.3",
     "FreeDom: number k of proxy images vs number n of words per proxy, mAP (%)",
-    "Psomas thesis, Table 4.3",
-    "cir",
     _PER_DATASET,
     _settings_rows(
         """
@@ -387,11 +387,9 @@ def _table_4_4() -> tuple[Row, ...]:
     return _settings_rows("\n".join(lines), _m_component)
 
 
-FREEDOM_TABLE_4_4 = Table(
+FREEDOM_TABLE_4_4 = _table(
     "freedom-table4.4",
     "FreeDom: number m of text labels vs the method's components, against SEARLE, mAP (%)",
-    "Psomas thesis, Table 4.4",
-    "cir",
     _PER_DATASET,
     _table_4_4(),
     notes=(
@@ -412,11 +410,9 @@ NO_ORACLE = (
     "the oracle text labels of §4.4.7 (the query's class name added to the m labels, or the "
     "source domain's name added as a distractor) are not implemented in gspdml.cir.freedom"
 )
-FREEDOM_TABLE_4_6 = Table(
+FREEDOM_TABLE_4_6 = _table(
     "freedom-table4.6",
     "FreeDom oracle: mAP gain from the object name, loss from the domain name in the labels",
-    "Psomas thesis, Table 4.6",
-    "cir",
     _ORACLE,
     tuple(
         Row("Oracle", dataset, printed(_ORACLE, cells.split(), dataset), missing=NO_ORACLE)
@@ -440,11 +436,9 @@ NO_GENERIC_READERS = (
     "no reader for the Fashion-IQ, CIRR and CIRCO releases and no metric of theirs (gspdml.cir "
     "reads the domain-conversion benchmarks and PatternCom only)"
 )
-FREEDOM_TABLE_4_7 = Table(
+FREEDOM_TABLE_4_7 = _table(
     "freedom-table4.7",
     "Composed image retrieval beyond domain conversion: mAP (%) on Fashion-IQ, CIRR, CIRCO",
-    "Psomas thesis, Table 4.7",
-    "cir",
     _GENERIC,
     tuple(
         Row(label, "generic", printed(_GENERIC, cells.split(), label), missing=NO_GENERIC_READERS)
@@ -462,11 +456,9 @@ FREEDOM_TABLE_4_7 = Table(
 )
 
 _ATTRIBUTES = _attributes("Color", "Context", "Density", "Existence", "Quantity", "Shape")
-WEICOM_TABLE_5_2 = Table(
+WEICOM_TABLE_5_2 = _table(
     "weicom-table5.2",
     "Attribute-modification mAP (%) on PatternCom, CLIP and RemoteCLIP ViT-L/14",
-    "Psomas thesis, Table 5.2",
-    "cir",
     _ATTRIBUTES,
     _rows(
         """
@@ -487,11 +479,9 @@ WEICOM_TABLE_5_2 = Table(
         5,
     ),
 )
-WEICOM_TABLE_5_3 = Table(
+WEICOM_TABLE_5_3 = _table(
     "weicom-table5.3",
     "Effect of lambda, WeiCom with RemoteCLIP, mAP (%) on PatternCom",
-    "Psomas thesis, Table 5.3",
-    "cir",
     _ATTRIBUTES,
     _rows(
         """
