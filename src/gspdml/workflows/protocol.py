@@ -103,16 +103,8 @@ FOLDS = {"fair": (FAIR_FOLDS, fair_protocol_folds), "tuning": (TUNING_FOLDS, tun
 #: how many of the protocol's folds are trained: all four for fair, the one 4/5 split for tuning
 FOLDS_USED = {"fair": FAIR_FOLDS, "tuning": 1}
 #: tuning-protocol early-stopping patience per dataset (Gürbüz thesis §5.3.4.1, hyper-parameter tuning)
-TUNING_PATIENCE = {
-    "cub200": 10,
-    "cub": 10,
-    "cars196": 10,
-    "cars": 10,
-    "sop": 7,
-    "stanford_online_products": 7,
-    "inshop": 7,
-    "in_shop": 7,
-}
+TUNING_PATIENCE = dict.fromkeys(("cub200", "cub", "cars196", "cars"), 10)
+TUNING_PATIENCE.update(dict.fromkeys(("sop", "stanford_online_products", "inshop", "in_shop"), 7))
 COLUMNS = {
     "fair": FAIR_COLUMNS,
     "tuning": TUNING_COLUMNS,
