@@ -1,55 +1,47 @@
 """Entropy-smoothed partial optimal transport, the solver inside Generalized Sum Pooling.
 
-Problem (P2) of the GSP paper (§4.2; Gürbüz thesis (P2) in §5.2.2, whose third
-constraint is misprinted as sum_i pi_ij = mu): for a cost ``c`` (``m`` prototypes x ``n`` features), a transport ratio
-``mu`` and an inverse temperature ``eps``,
+Problem (P2) of the GSP paper (§4.2; Gürbüz thesis §5.2.2, whose third constraint is misprinted
+as sum_i pi_ij = mu), for a cost ``c`` (``m`` prototypes x ``n`` features), a transport ratio
+``mu`` and an inverse temperature ``eps``::
 
     min_{rho, pi >= 0}  sum_ij c_ij pi_ij + (1/eps) (sum_ij pi_ij log pi_ij + sum_j rho_j log rho_j)
     s.t.  rho_j + sum_i pi_ij = 1/n  (every j),   sum_ij pi_ij = mu.
 
 ``rho`` is the residual (discarded) mass of each feature, ``pi`` the transported mass.
 
-Forward: the fixed point of Proposition 4.1 (GSP paper §4.2, proof in App. A.2),
-started from ``t = 1``::
+Forward: the fixed point of Proposition 4.1 (GSP paper §4.2, App. A.2), from ``t = 1``::
 
     rho <- (1/n) / (1 + t K^T 1_m),    t <- mu / (1_m^T K rho),    K = exp(-eps c),
     pi  = t K Diag(rho).
 
-Only the column sums ``s = K^T 1_m`` enter the loop, so it runs on ``[B, n]`` vectors. It is run
-in the log domain (``log s_j = logsumexp_i(-eps c_ij)``, ``log t`` and ``log rho``), so it stays
-finite for any ``eps`` (a plain ``exp(-eps c)`` underflows in float32 for ``eps c > 87``). After
-``iters`` updates one extra ``(rho, t)`` update is made, as in the authors' code
-(github.com/yetigurbuz/generalized-sum-pooling), so that ``sum pi = mu`` holds to rounding and ``iters = 0``
-is still a valid (one-step) solve. The closed-form path stops before ``iters`` once the
-iterates are stationary at working precision (same result up to rounding, see :func:`solve_log`).
-Without autograd through the loop, contiguous float32 CPU costs go to the C kernel of
-:mod:`gspdml.pooling.gsp.native` (the same iteration; the torch code dispatches ~6 small operations
-per iteration; the measured cost is in docs/benchmarks.md).
+Only the column sums ``s = K^T 1_m`` enter the loop, which runs in the log domain (finite for
+any ``eps``; ``exp(-eps c)`` underflows in float32 for ``eps c > 87``). One extra ``(rho, t)``
+update follows the ``iters`` ones, as in the authors' code
+(github.com/yetigurbuz/generalized-sum-pooling): ``sum pi = mu`` to rounding, and ``iters = 0``
+is a one-step solve. The closed-form path may stop early (:func:`solve_log`). Without autograd,
+contiguous float32 CPU costs go to the C kernel of :mod:`gspdml.pooling.gsp.native` (the same
+iteration; docs/benchmarks.md).
 
-Backward: the closed form of Proposition 4.2 (GSP paper §4.2, proof in App. A.3) with the
-misprints of Gürbüz thesis Prop. 5.2.2 corrected (prefactor -eps, not -gamma; q sums over prototypes)::
+Backward: Proposition 4.2 (GSP paper §4.2, App. A.3), with the misprints of Gürbüz thesis
+Prop. 5.2.2 corrected (prefactor -eps, not -gamma; q sums over prototypes)::
 
     q     = rho * G_rho + (pi * G_pi)^T 1_m
     eta   = (rho * G_rho)^T 1_n - n q^T rho
     kappa = 1 - mu - n rho^T rho
     dL/dc = -eps (pi * G_pi - n pi Diag(q - (eta / kappa) rho))
 
-``eta`` and ``kappa`` both vanish in the LP limit (large ``eps``: ``rho_j`` in ``{0, 1/n}``) and
-near ``mu = 1``, where the printed forms cancel catastrophically. Using the constraints
-``1 - n rho_j = n sigma_j`` and ``sum_j rho_j = 1 - mu`` (``sigma_j = sum_i pi_ij``), they are
-computed as sums of non-negative weights ``rho_j pi_ij``::
+``eta`` and ``kappa`` vanish in the LP limit and near ``mu = 1``, where these forms cancel. With
+``1 - n rho_j = n sigma_j`` and ``sum_j rho_j = 1 - mu`` (``sigma_j = sum_i pi_ij``) they are sums
+of non-negative weights::
 
     kappa = n sum_ij rho_j pi_ij,     eta = n sum_ij rho_j pi_ij (G_rho_j - G_pi_ij),
 
-so ``eta / kappa`` is a weighted mean of ``G_rho - G_pi`` (identical at the solution, stable
-everywhere). The backward keeps only the cost it was given and the ``[B, n]`` vector ``log rho``
-and scalar ``log t`` of the solution, and recomputes ``pi = t K Diag(rho)`` from them with the
-same operations as the forward (so bit for bit the same ``pi``): its memory does not grow with
-``iters`` and adds no ``[B, m, n]`` tensor to what the caller already holds.
+so ``eta / kappa`` is a weighted mean of ``G_rho - G_pi``, stable everywhere. The backward keeps
+the cost, ``log rho`` and ``log t`` and recomputes ``pi`` with the forward's operations (bit for
+bit the same): its memory does not grow with ``iters``.
 
-``mu = 1`` is the GAP case (GSP paper §4.1, Claim 4.1): ``rho = 0`` and the limit of (P2) is
-``pi_ij = (1/n) softmax_i(-eps c_ij)`` (the "ZSP w/o GSP" row of Gürbüz thesis Table 5.3, where the
-iteration converges slowly); it is solved directly.
+``mu = 1`` is the GAP case (GSP paper §4.1, Claim 4.1), solved directly: ``rho = 0`` and
+``pi_ij = (1/n) softmax_i(-eps c_ij)`` (the "ZSP w/o GSP" row of Gürbüz thesis Table 5.3).
 """
 
 from __future__ import annotations
