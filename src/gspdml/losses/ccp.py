@@ -42,10 +42,9 @@ class CCP(LossWrapper):
 
         L = proxy_weight * l(proxies, batch)  +  batch_weight * l(batch, batch)
 
-    where ``l(proxies, batch)`` is the base pair loss with the proxies as anchors and the batch
-    as references (``proxy_as_anchor=True``, the thesis: "anchor samples being class proxies",
-    §3.2.3) or the batch as anchors and the proxies as references (``False``, the authors' code). The
-    in-batch term is not in the thesis; the authors' code uses ``batch_weight=0.1``.
+    with the proxies as the base pair loss's anchors (``proxy_as_anchor=True``, the thesis,
+    §3.2.3) or as its references (``False``, the authors' code). The in-batch term is not in the
+    thesis; the authors' code uses ``batch_weight=0.1``.
 
     Args:
         base: spec of the pair loss (a :class:`~gspdml.losses.pairs.PairLoss`).

@@ -44,15 +44,10 @@ def sample_pool(
         n = int(counts[c])
         if n == 0:
             raise ValueError(f"class {c} has no training sample; CCP needs at least one per class")
-        if n >= pool_size:
-            picks = torch.randperm(n, generator=generator)[:pool_size]
-        else:
-            picks = torch.cat(
-                [
-                    torch.randperm(n, generator=generator),
-                    torch.randint(n, (pool_size - n,), generator=generator),
-                ]
-            )
+        picks = torch.randperm(n, generator=generator)[:pool_size]
+        if n < pool_size:  # padded by drawing the class's samples again
+            extra = torch.randint(n, (pool_size - n,), generator=generator)
+            picks = torch.cat([picks, extra])
         pool[c] = order[starts[c] + picks]
     return pool
 

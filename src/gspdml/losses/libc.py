@@ -47,9 +47,8 @@ class LIBC(MetricLoss):
         lr_multiplier: learning-rate multiplier of the MPN and the classifiers (1: the authors
             train everything at one rate).
 
-    The backbone classifier reads ``output.pooled`` (the embedding before normalisation, the
-    authors' ``fc7``) when the embedder gives it; without an output (e.g. as the base loss of
-    XML's predictions) it reads the embeddings it is given.
+    The backbone classifier reads ``output.pooled`` (the authors' ``fc7``) when given, else the
+    embeddings (e.g. as the base loss of XML's predictions).
     """
 
     def __init__(

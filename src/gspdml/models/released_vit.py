@@ -119,12 +119,11 @@ class ReleasedViT(Backbone):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, shape.width)) if shape.class_token else None
         prefix = int(shape.class_token)
         self.pos_embed = nn.Parameter(torch.zeros(1, shape.grid**2 + prefix, shape.width))
-        self.blocks = nn.Sequential(
-            *(
-                block(shape.width, shape.heads, mlp_ratio=4.0, qkv_bias=True, norm_layer=norm)
-                for _ in range(shape.depth)
-            )
+        layers = (
+            block(shape.width, shape.heads, mlp_ratio=4.0, qkv_bias=True, norm_layer=norm)
+            for _ in range(shape.depth)
         )
+        self.blocks = nn.Sequential(*layers)
         self.norm = norm(shape.width) if final_norm else None
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:

@@ -71,7 +71,7 @@ def released_state_dict(path: Union[str, os.PathLike[str]]) -> dict[str, torch.T
         if key.startswith(DROPPED):
             continue
         for old, new in RENAMES:
-            if key.startswith(old):
+            if key.startswith(old):  # the release's beta is [1], SimPool's a scalar
                 renamed[new + key[len(old) :]] = (
                     value.reshape(()) if new == "pooling.beta" else value
                 )
@@ -113,9 +113,8 @@ def released_embedder(
     """The frozen embedder of a released checkpoint: ``backbone`` (``resnet50`` or ``vit``)
     with ``pooling`` (``gap`` or ``cls``, the baselines, or ``simpool`` with ``gamma``; on a
     ViT, ``pooled_norm`` puts the final LayerNorm after the pooling, as the DINO fork does),
-    L2-normalised output, in eval mode. A file whose keys do not fit raises a
-    :class:`~gspdml.errors.DataError` naming it and the missing and unexpected keys (in the
-    embedder's names, :data:`RENAMES`)."""
+    L2-normalised output, in eval mode; keys that do not fit raise a
+    :class:`~gspdml.errors.DataError`."""
     from gspdml.models.pretrained import load_weights
 
     if pooling not in POOLINGS:

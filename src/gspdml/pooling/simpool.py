@@ -69,8 +69,9 @@ class SimPool(Pooling):
         V = LN(X) - min LN(X) + eps                     non-negative values (3.69)
         u = (V^gamma a)^(1/gamma)                       f_alpha pooling, gamma = (1 - alpha)/2 (3.67)
 
-    ``gamma``: 2.0 for convolutional backbones, 1.25 for vision transformers (§3.4.4). SimPool
-    replaces the backbone's global pooling and reads the backbone features directly. Parameters:
+    ``gamma``: 2.0 for CNN maps ``[B, C, H, W]``, 1.25 for ViT tokens ``[B, N, C]`` (§3.4.4);
+    ``null``: the attention-weighted average of ``LN(X)`` without the shift (as coded).
+    ``use_beta``: the DINO ViT setting (not in the thesis). SimPool replaces the backbone's global pooling and reads the backbone features directly. Parameters:
     ``W_Q``, ``W_K`` (``d x d``, no bias) and the LayerNorm affine (eps 1e-6), as released. The
     minimum is per image (Eq. 3.66), so a sample's output never depends on the rest of the batch.
     ``weights`` is the attention averaged over heads and pooled vectors (a distribution). The
@@ -78,11 +79,9 @@ class SimPool(Pooling):
     in the terms of the generic framework (Algorithm 1, :mod:`gspdml.pooling.framework`).
 
     Args:
-        gamma: the ``gamma`` of ``f_alpha`` pooling (``auto``: 1.25 for tokens ``[B, N, C]``,
-            2.0 for maps ``[B, C, H, W]``; null: the attention-weighted average of ``LN(X)``
-            without the shift, as coded).
-        use_beta: add the released code's learnable scalar shift (initial 0; the DINO ViT
-            setting; not in the thesis).
+        gamma: the ``gamma`` of ``f_alpha`` pooling (``auto``: 1.25 for tokens, 2.0 for maps;
+            null: the attention-weighted average, above).
+        use_beta: add the released code's learnable scalar shift (initial 0).
         min_scope: the minimum of the values per image (``sample``, Eq. 3.66) or over the whole
             batch (``batch``, the released code).
         eps: added to the shifted values (non-negative for the power).

@@ -56,11 +56,8 @@ INPUT_SPACES = ("imagenet", "rgb01", "caffe")
 
 @BACKBONES.register("bn_inception", "bninception")
 class BNInception(Backbone):
-    """BN-Inception up to block 5b (before its global 7x7 average pool): ``[B, 1024, h, w]``.
-
-    Options: ``pretrained`` (``true``: ``$TORCH_HOME/hub/checkpoints/bn_inception-52deb4733.pth``;
-    or a file path), ``freeze_bn``, ``input_space`` (``imagenet`` | ``rgb01`` | ``caffe``, see the
-    module docstring).
+    """BN-Inception up to block 5b (before its global 7x7 average pool): ``[B, 1024, h, w]``;
+    ``pretrained: true`` reads ``$TORCH_HOME/hub/checkpoints/bn_inception-52deb4733.pth``.
 
     Args:
         input_space: what the input images are: ``imagenet`` (the datasets' ImageNet normalisation),

@@ -73,11 +73,6 @@ class CifarBlock(nn.Module):
 class CifarResNet(Backbone):
     """CIFAR ResNet of depth ``6n+2`` (default 20) with widths ``(16, 32, 64)``.
 
-    Options: ``depth``, ``widths``, ``preact`` (ResNetV2), ``shortcut`` (``projection`` |
-    ``pad``), ``pretrained`` (a file path; there is no published checkpoint to look up),
-    ``freeze_bn``, ``weights`` (a pre-training recipe, e.g. ``resnet20-digits``) and ``frozen``
-    (:meth:`Backbone.finish`).
-
     Args:
         depth: ``6n + 2`` layers (20, 32, 44, 56, ...).
         widths: channels of the three stages.

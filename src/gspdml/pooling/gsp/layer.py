@@ -65,10 +65,8 @@ def prototype_costs(prototypes: torch.Tensor, features: torch.Tensor) -> torch.T
 
 @POOLINGS.register("gsp")
 class GSP(Pooling, LazyInitialised):
-    """Generalized Sum Pooling; see the module docstring for the equations.
-
-    GSP projects each location and then pools (``head_placement = "local"``): its prototypes and
-    transport costs live in the embedding space (GSP paper §4; the TF layer's ``feature_transform``).
+    """Generalized Sum Pooling (module docstring); it projects each location and then pools
+    (``head_placement = "local"``): its costs live in the embedding space (GSP paper §4).
 
     Args:
         in_channels: local feature size ``d`` (supplied by the embedder).

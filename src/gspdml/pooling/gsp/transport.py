@@ -61,10 +61,9 @@ STATIONARY_CHECK_EVERY = 5  # iterations between convergence checks of the close
 # exp(x) is computed as exp2(x log2 e): in torch 2.13's CPU kernels exp2 is vectorised and exp is
 # not (timed by benchmarks/cpu_kernels.py, docs/benchmarks.md); the scale folds into an add.
 LOG2_E = 1.0 / math.log(2.0)
-# The t-iterates move monotonically from t = 1 to the fixed point, where max_j sigmoid(a_j) >= mu
-# (sum_j sigmoid(a_j) = mu n). So if max_j a_j > -80 at t = 1, it stays above min(-80, logit mu)
-# and sum_j sigmoid(a_j) >= sigmoid(-80) ~ 1.8e-35 cannot underflow in float32: the loop may sum
-# sigmoids directly (3 fast ops) instead of a log-sum-exp of log-sigmoids (slower, docs/benchmarks.md).
+# The t-iterates move monotonically from t = 1 to the fixed point, where max_j sigmoid(a_j) >= mu;
+# so if max_j a_j > -80 at t = 1, sum_j sigmoid(a_j) >= sigmoid(-80) ~ 1.8e-35 cannot underflow in
+# float32, and the loop sums sigmoids directly (faster than log-sigmoids, docs/benchmarks.md).
 PLAIN_SUM_FLOOR = -80.0
 
 
@@ -88,8 +87,7 @@ def partial_transport(
     """
     _check(mu, eps, iters, backward)
     squeeze = cost.dim() == 2
-    if squeeze:
-        cost = cost.unsqueeze(0)
+    cost = cost.unsqueeze(0) if squeeze else cost
     if cost.dim() != 3:
         raise ValueError(f"partial_transport expects cost [B, m, n], got shape {tuple(cost.shape)}")
     with torch.autocast(device_type=cost.device.type, enabled=False):
@@ -149,9 +147,7 @@ def log_kernel_column_sums(cost: torch.Tensor, eps: float) -> torch.Tensor:
     """``log s_j = log sum_i exp(-eps c_ij)`` ``[B, n]``, shifted by the smallest cost of each
     column so that the largest term is ``2^0`` (no underflow of the whole column for any eps)."""
     low = cost.amin(dim=1, keepdim=True)  # [B, 1, n]
-    shifted = _exp2_(
-        torch.add(low * (eps * LOG2_E), cost, alpha=-eps * LOG2_E)
-    )  # exp(-eps (c - low))
+    shifted = _exp2_(torch.add(low * (eps * LOG2_E), cost, alpha=-eps * LOG2_E))  # e^(-eps(c-low))
     return shifted.sum(dim=1).log_().sub_(low.squeeze(1), alpha=eps)
 
 
@@ -168,13 +164,10 @@ def solve_log(
     """``(log rho [B, n], log t [B, 1])`` at the fixed point of Proposition 4.1.
 
     With ``a_j = log t + log s_j`` the updates read ``rho_j = (1/n) sigmoid(-a_j)`` and
-    ``t <- mu / sum_j s_j rho_j = t mu n / sum_j sigmoid(a_j)``, so the loop only carries
-    ``log t`` and ``rho`` is formed once, from the ``t`` before the last update.
-
-    ``stop_when_stationary`` (used by the closed-form path, whose gradient is that of the fixed
-    point anyway) ends the loop early once an update moves ``log t`` by no more than a few
-    rounding units: the iterates are then stationary at working precision, and the remaining
-    iterations would return the same ``(rho, pi)`` up to rounding. ``iters`` is then a maximum.
+    ``t <- t mu n / sum_j sigmoid(a_j)``: the loop carries ``log t`` only, and ``rho`` is formed once,
+    from the ``t`` before the last update. ``stop_when_stationary`` (the closed-form path, whose
+    gradient is the fixed point's anyway) stops once an update moves ``log t`` by a few rounding
+    units at most: ``iters`` is then a maximum, the result the same up to rounding.
     """
     if native.eligible(cost) and not exporting() and native.library() is not None:
         solved = solve_log_native(cost, mu, eps, iters, stop_when_stationary)
@@ -271,9 +264,8 @@ def closed_form_cost_gradient(
     ``[B, m, 1]`` when it is constant along the features, or ``None`` (no gradient reaches pi)."""
     n = rho.shape[-1]
     weighted = None if grad_pi is None else pi * grad_pi  # pi * G_pi, [B, m, n]
-    column = (
-        torch.zeros_like(rho) if weighted is None else weighted.sum(dim=1)
-    )  # (pi * G_pi)^T 1_m, [B, n]
+    # (pi * G_pi)^T 1_m, [B, n]
+    column = torch.zeros_like(rho) if weighted is None else weighted.sum(dim=1)
     sigma = pi.sum(dim=1)  # transported mass per feature, [B, n]
     q = rho * grad_rho + column
     # eta / kappa = sum_j rho_j (sigma_j G_rho_j - column_j) / sum_j rho_j sigma_j
@@ -312,13 +304,10 @@ class _PartialTransport(torch.autograd.Function):
 def partial_transport_lp(cost: torch.Tensor, mu: float) -> tuple[torch.Tensor, torch.Tensor]:
     """The linear program (P1) (GSP paper §4.1; Gürbüz thesis App. B.1), solved in closed form.
 
-    (P1) is a fractional knapsack: each feature ``j`` can ship at most ``1/n`` at unit cost
-    ``min_i c_ij`` (to its nearest prototype), and ``mu`` must be shipped in total. So the
-    ``floor(n mu)`` cheapest features ship their whole mass, the next one the remainder, and
-    the rest nothing (GSP paper §4.1, (P1)). Ties go to the lower index. Not
-    differentiable; for tests, toys and the ``eps -> inf`` limit.
-
-    Returns ``(rho [B, n], pi [B, m, n])`` like :func:`partial_transport`.
+    (P1) is a fractional knapsack: feature ``j`` ships at most ``1/n`` at unit cost ``min_i c_ij``
+    and ``mu`` is shipped in total, so the ``floor(n mu)`` cheapest features ship their whole mass,
+    the next the remainder (ties to the lower index). Not differentiable; for tests, toys and the
+    ``eps -> inf`` limit. Returns ``(rho [B, n], pi [B, m, n])`` like :func:`partial_transport`.
     """
     if not 0.0 <= float(mu) <= 1.0:
         raise ConfigError("mu", f"the transported fraction must be in [0, 1], got {mu}")
@@ -330,9 +319,8 @@ def partial_transport_lp(cost: torch.Tensor, mu: float) -> tuple[torch.Tensor, t
     rank = torch.empty_like(order)
     rank.scatter_(1, order, torch.arange(n, device=cost.device).expand(b, n))
     # mass shipped by the feature of rank r: 1/n for r < floor(n mu), the remainder at r = floor(n mu)
-    shipped_by_rank = (mu - torch.arange(n, dtype=cost.dtype, device=cost.device) / n).clamp(
-        0.0, 1.0 / n
-    )
+    ranks = torch.arange(n, dtype=cost.dtype, device=cost.device)
+    shipped_by_rank = (mu - ranks / n).clamp(0.0, 1.0 / n)
     shipped = shipped_by_rank[rank]  # [B, n]
     pi = torch.zeros_like(cost)
     pi.scatter_(1, best_proto.unsqueeze(1), shipped.unsqueeze(1))
