@@ -98,8 +98,7 @@ def define_missing_schemas() -> bool:
 def import_torchvision() -> ModuleType:
     """``import torchvision``, applying the CPU-build workaround first when it is needed.
 
-    Raises ``ImportError`` (from the import itself) when torchvision is not installed.
-    """
+    Raises ``ImportError`` (from the import itself) when torchvision is not installed."""
     if "torchvision" not in sys.modules:
         define_missing_schemas()
     return importlib.import_module("torchvision")

@@ -68,8 +68,7 @@ class MetricLoss(nn.Module):
     def training_objective(self, model: nn.Module, images: Tensor, labels: Tensor) -> Tensor:
         """The trainer's entry point for one batch: embed (under the trainer's autocast), then the loss
         in float32 with autocast off (in bfloat16 e.g. SoftTriple's centre regulariser turned NaN); a
-        float64 model keeps float64. Mixup at input or feature level overrides it.
-        """
+        float64 model keeps float64. Mixup at input or feature level overrides it."""
         output = model(images)
         embedding = output.embedding
         with torch.autocast(device_type=images.device.type, enabled=False):
@@ -87,8 +86,7 @@ class LabelWeightedLoss(MetricLoss):
     triples, lam)`` the loss of anchor ``triples[j, 0]`` against ``mixed[j]``: pair losses get its
     positivity in ``lam[j]`` (Eq. 2.8, :func:`~gspdml.losses.metrix_pairs.positivity`), proxy
     losses (``anchorless``) the mixing factor. Pair losses and proxy anchors compute both from one
-    ``weighted_terms(values, positive_weights, negative_weights)``; hard labels are 0/1 weights.
-    """
+    ``weighted_terms(values, positive_weights, negative_weights)``; hard labels are 0/1 weights."""
 
     def weighted_terms(
         self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor
@@ -191,8 +189,7 @@ def build_loss(spec: Any, field: str = "loss", **context: Any) -> MetricLoss:
 
     A list of specs becomes a :class:`WeightedSum` (each item may carry ``weight``); an error
     names the item's position (``loss[1].class_init``, :func:`located`). Wrappers call this
-    function for their ``base`` argument with the same context.
-    """
+    function for their ``base`` argument with the same context."""
     losses, weights = [], []
     for item, weight, where in _items(spec, field):
         with located(where):

@@ -145,8 +145,7 @@ class CCP(LossWrapper):
     def set_proxies_from_pool(self, pool: Tensor, old_proxies: Optional[Tensor]) -> None:
         """Algorithm 2: pick ``K`` per class of the pool embeddings ``[C, b, D]`` by greedy k-center
         relative to ``old_proxies`` (``[C*K, D]``, k-major, compared after L2 normalisation, the loss's
-        space; Algorithm 2 leaves it open) and make them the proxies.
-        """
+        space; Algorithm 2 leaves it open) and make them the proxies."""
         pool = pool.to(self.proxies)
         old = None
         if old_proxies is not None:

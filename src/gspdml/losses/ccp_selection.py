@@ -29,8 +29,7 @@ def sample_pool(
 
     Sampling is without replacement; a class with fewer samples than ``pool_size`` is padded
     by sampling its images again (with replacement), so every class has a full pool.
-    Raises ``ValueError`` naming the class when a class has no training sample.
-    """
+    Raises ``ValueError`` naming the class when a class has no training sample."""
     labels_t = torch.as_tensor(np.asarray(labels), dtype=torch.long)
     order = torch.argsort(labels_t, stable=True)
     counts = torch.bincount(labels_t, minlength=num_classes)

@@ -243,8 +243,7 @@ class Metrix(LossWrapper):
     ) -> tuple[Tensor, Tensor]:
         """The clean ``[B, D]`` and mixed ``[M, D]`` embeddings (L2-normalised) one training step would
         use, without the loss: the augmented set ``X^`` of the utilisation measure
-        (:mod:`gspdml.analysis.utilization`, Psomas thesis Eq. 2.24).
-        """
+        (:mod:`gspdml.analysis.utilization`, Psomas thesis Eq. 2.24)."""
         clean, mix, hard = self._embedder_mix(model, images, level or self._draw(self.levels))
         e, _, _, mixed = self._mixing(clean, labels, mix, kind, lam, hard)
         return e, e.new_zeros((0, e.shape[1])) if mixed is None else mixed
@@ -252,8 +251,8 @@ class Metrix(LossWrapper):
     def _embedder_mix(
         self, model: nn.Module, images: Tensor, level: str
     ) -> tuple[Tensor, Mix, Optional[int]]:
-        """``(clean embeddings, mix(triples, lambda) -> mixed embeddings, hard negatives k or
-        None)`` of ``images`` at ``level`` (Eq. 2.4)."""
+        """``(clean embeddings, mix(triples, lambda), hard negatives k or None)`` at ``level``
+        (Eq. 2.4)."""
         hard = self.hard_by_level.get(level)  # None: all negatives
         if level == "embedding":
             e: Tensor = model(images).embedding
@@ -296,8 +295,8 @@ class Metrix(LossWrapper):
         lam: Lambda = None,
         hard: Optional[int] = None,
     ) -> Tensor:
-        """``clean + w * mixed`` (Eq. 2.10). ``mix(triples, lam [M])`` returns the ``[M, D]``
-        mixed embeddings; ``kind`` and ``lam`` (a scalar or ``[M]``) override the random draws."""
+        """``clean + w * mixed`` (Eq. 2.10); ``kind`` and ``lam`` (a scalar or ``[M]``) override
+        the draws."""
         e, triples, weights, mixed = self._mixing(embeddings, labels, mix, kind, lam, hard)
         clean = self.weighted_base.clean(e, labels)
         if mixed is None:
@@ -331,8 +330,8 @@ class Metrix(LossWrapper):
         lam: Lambda,
         hard: Optional[int],
     ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor]]:
-        """``(normalised clean embeddings, triples [M, 3], lambda [M], mixed [M, D] or None when
-        the batch has no mixing pair)``: the draws of pairs and ``lambda`` and Eq. 2.4."""
+        """``(normalised clean embeddings, triples [M, 3], lambda [M], mixed [M, D] or None without a
+        mixing pair)``: the draws of pairs and ``lambda``, and Eq. 2.4."""
         e = F.normalize(embeddings, dim=1)
         kind = kind or self._draw(self.kinds)
         triples = self._select(

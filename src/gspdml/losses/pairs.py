@@ -57,8 +57,7 @@ def log1p_sum_exp(logits: Tensor, weights: Tensor, dim: int = 1) -> Tensor:
     """``log(1 + sum_k w_k exp(logits_k))`` along ``dim``, stably; 0 where no weight is positive.
 
     ``weights`` is a boolean mask (``w`` in {0, 1}) or non-negative label weights: a weight
-    enters as ``logits + log w``, so weight 1 leaves the logit as it is.
-    """
+    enters as ``logits + log w``, so weight 1 leaves the logit as it is."""
     if weights.dtype == torch.bool:
         masked = logits.masked_fill(~weights, float("-inf"))
     else:
@@ -104,8 +103,7 @@ class PairLoss(MetricLoss):
     with ``reference=R, reference_labels=y_R, reference_self=s`` it compares the batch (anchors) with
     another set (XBM's memory, CCP's proxies), ``s[i]`` being the column of anchor ``i``'s own copy
     in ``R`` (or -1). :meth:`distances` and :meth:`similarities` L2-normalise the rows first unless
-    ``normalize_inputs`` is off (CCP's clip normalisation).
-    """
+    ``normalize_inputs`` is off (CCP's clip normalisation)."""
 
     #: a positive pair needs two samples of a class in the batch
     requires = BatchRequirements(samples_per_class=2)
@@ -144,8 +142,7 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
     ``values`` ``[A, R]`` are pair distances (``measure = "distance"``) or cosine similarities; the
     weights ``[A, R]`` in ``[0, 1]`` say how much each pair counts as positive and as negative (0
     and 0: no pair). Hard labels are the masks' 0/1 weights; Metrix's mixed examples of positivity
-    ``lambda`` weigh ``(lambda, 1 - lambda)`` on their one anchor (Psomas thesis §2.4.2).
-    """
+    ``lambda`` weigh ``(lambda, 1 - lambda)`` on their one anchor (Psomas thesis §2.4.2)."""
 
     measure = "similarity"
 
@@ -171,8 +168,7 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
     def clean(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """Psomas thesis Eq. 2.7 with hard labels over all ordered in-batch pairs (= Eq. 2.3), each pair
         measured row by row as the mixed pairs are (exact for near-identical embeddings, where
-        ``|a|^2 + |b|^2 - 2 a.b`` cancels).
-        """
+        ``|a|^2 + |b|^2 - 2 a.b`` cancels)."""
         n = len(labels)
         anchor, candidate = torch.nonzero(
             ~torch.eye(n, dtype=torch.bool, device=labels.device), as_tuple=True

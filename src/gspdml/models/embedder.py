@@ -57,8 +57,7 @@ class Embedder(nn.Module):
     ``pooling(head(F), source=F, project=head)``. ``feature_cache``
     (:class:`~gspdml.models.feature_cache.FeatureCache`, frozen backbones only) reads the maps of
     images seen before. The trainer builds optimiser groups from the part names ``backbone``,
-    ``head``, ``pooling``, ``pooled_norm`` and ``projection``.
-    """
+    ``head``, ``pooling``, ``pooled_norm`` and ``projection``."""
 
     #: the EmbedderOutput fields it always fills besides ``embedding`` (its pooling declares the
     #: rest), and ``embed_features``: backbone maps can be embedded on their own (Metrix mixes them)

@@ -34,8 +34,7 @@ def resolve_device(name: str) -> torch.device:
 
 def memory_format(precision: Precision, device: torch.device) -> torch.memory_format:
     """``channels_last`` where convolutions at ``precision`` run faster in it (bf16 or fp16 on CUDA
-    tensor cores, bf16 on a CPU's oneDNN kernels), else NCHW; the one place of this rule.
-    """
+    tensor cores, bf16 on a CPU's oneDNN kernels), else NCHW; the one place of this rule."""
     precision = precision_name(precision)
     if (device.type == "cuda" and precision in ("bf16", "fp16")) or (
         device.type == "cpu" and precision == "bf16"
@@ -120,8 +119,7 @@ def embed(
     """Embeddings ``[N, D]`` (float32, on the CPU unless ``on_device``, in dataset order) and labels
     ``[N]`` (int64) of ``(image, label)`` items, in eval mode (the model's mode is restored after).
     ``progress``: True prints progress lines, a caller's ``Progress`` is counted on;
-    ``precision`` is resolved by the caller; ``num_workers`` may be ``auto``.
-    """
+    ``precision`` is resolved by the caller; ``num_workers`` may be ``auto``."""
     device = torch.device(device)
     keep = device if on_device else torch.device("cpu")
     precision = precision_name(precision)

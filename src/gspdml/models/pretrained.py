@@ -44,8 +44,7 @@ def resolve_weights_path(
     """Turn a ``pretrained`` option into a file path, or ``None`` when it is false.
 
     ``True`` searches ``filenames`` (the first is the canonical name) in
-    :func:`torch_hub_checkpoint_dir`; a string or path must name an existing file.
-    """
+    :func:`torch_hub_checkpoint_dir`; a string or path must name an existing file."""
     if pretrained is None or pretrained is False:
         return None
     if pretrained is True:
@@ -147,8 +146,7 @@ def load_weights(
     Keys starting with one of ``ignore_prefixes`` (e.g. a ResNet's ``fc.``) are skipped; a tensor
     with extra leading singleton axes is reshaped (the Caffe-converted BN-Inception stores BatchNorm
     vectors as ``[1, C]``). Anything else that does not fit raises a
-    :class:`~gspdml.errors.DataError` naming ``source`` and the first offending keys.
-    """
+    :class:`~gspdml.errors.DataError` naming ``source`` and the first offending keys."""
     ignore = tuple(ignore_prefixes)
     target = module.state_dict()
     adapted: dict[str, torch.Tensor] = {}

@@ -39,8 +39,7 @@ def ridge_across_halves(
 ) -> Iterator[tuple[slice, torch.Tensor]]:
     """``(half, that_half)`` for the second half predicted from the first, then the first from the
     second (module docstring); ``inputs`` ``[B, m]``, ``targets`` ``[B, d]``, ``that`` ``[B/2, d]``;
-    differentiable in ``inputs`` and ``targets``.
-    """
+    differentiable in ``inputs`` and ``targets``."""
     first, second = batch_halves(labels.shape[0], loss_name)
     for fit, predict in ((first, second), (second, first)):
         yield predict, ridge_predict(inputs[fit], targets[fit], inputs[predict], ridge)

@@ -41,8 +41,7 @@ def channels_first_locations(x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, 
 
     The transpose of :func:`flatten_locations`, a view without a copy: for an NCHW map it is the
     contiguous layout, so reductions over locations and products with ``[*, C]`` matrices read
-    memory in order (a ``[B, H*W, C]`` view of an NCHW map makes every one of them strided).
-    """
+    memory in order (a ``[B, H*W, C]`` view of an NCHW map makes every one of them strided)."""
     if x.dim() == 4:
         return x.flatten(2), tuple(x.shape[2:])
     if x.dim() == 3:
@@ -59,8 +58,7 @@ class Pooling(nn.Module):
     """Base class. Subclasses implement :meth:`forward` returning :class:`Pooled`.
 
     ``in_channels`` is supplied by the :class:`~gspdml.models.Embedder` (the local feature
-    size), never by the config; ``out_channels(in_channels)`` tells the embedder the output size.
-    """
+    size), never by the config; ``out_channels(in_channels)`` tells the embedder the output size."""
 
     supplied_by_caller = ("in_channels",)
 

@@ -71,9 +71,10 @@ class SimPool(Pooling):
 
     ``gamma``: 2.0 for CNN maps ``[B, C, H, W]``, 1.25 for ViT tokens ``[B, N, C]`` (§3.4.4);
     ``null``: the attention-weighted average of ``LN(X)`` without the shift (as coded).
-    ``use_beta``: the DINO ViT setting (not in the thesis). SimPool replaces the backbone's global pooling and reads the backbone features directly. Parameters:
-    ``W_Q``, ``W_K`` (``d x d``, no bias) and the LayerNorm affine (eps 1e-6), as released. The
-    minimum is per image (Eq. 3.66), so a sample's output never depends on the rest of the batch.
+    ``use_beta``: the DINO ViT setting (not in the thesis). SimPool replaces the backbone's global
+    pooling and reads its features directly. Parameters: ``W_Q``, ``W_K`` (``d x d``, no bias)
+    and the LayerNorm affine (eps 1e-6), as released. The minimum is per image (Eq. 3.66), so a
+    sample's output never depends on the rest of the batch.
     ``weights`` is the attention averaged over heads and pooled vectors (a distribution). The
     options from ``attention`` on are those of the ablation (Table 3.12; the defaults are SimPool),
     in the terms of the generic framework (Algorithm 1, :mod:`gspdml.pooling.framework`).

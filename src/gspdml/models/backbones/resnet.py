@@ -84,8 +84,7 @@ class ResNet(Backbone):
     """Stem (7x7/2 conv, BN, ReLU, 3x3/2 max-pool) and four stages of widths 64-512.
 
     Subclasses fix ``block``, ``depths`` and the torchvision checkpoint names (``pretrained:
-    true``). Input: RGB normalised with the ImageNet mean/std.
-    """
+    true``). Input: RGB normalised with the ImageNet mean/std."""
 
     block: ClassVar[type[BasicBlock] | type[Bottleneck]]
     depths: ClassVar[tuple[int, int, int, int]]

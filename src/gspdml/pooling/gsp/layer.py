@@ -262,8 +262,7 @@ class GSP(Pooling, LazyInitialised):
     @property
     def is_initialised(self) -> bool:
         """False while a k-center layer still pools as GAP. The flag is a buffer, read from the device
-        only when its version changed, so a GPU training step does not wait for it.
-        """
+        only when its version changed, so a GPU training step does not wait for it."""
         flag = self.initialized
         key = (id(flag), flag.data_ptr(), flag._version)
         if self._initialised_read is None or self._initialised_read[0] != key:

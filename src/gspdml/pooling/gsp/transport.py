@@ -167,8 +167,7 @@ def solve_log(
     ``t <- t mu n / sum_j sigmoid(a_j)``: the loop carries ``log t`` only, and ``rho`` is formed once,
     from the ``t`` before the last update. ``stop_when_stationary`` (the closed-form path, whose
     gradient is the fixed point's anyway) stops once an update moves ``log t`` by a few rounding
-    units at most: ``iters`` is then a maximum, the result the same up to rounding.
-    """
+    units at most: ``iters`` is then a maximum, the result the same up to rounding."""
     if native.eligible(cost) and not exporting() and native.library() is not None:
         solved = solve_log_native(cost, mu, eps, iters, stop_when_stationary)
         if solved is not None:
@@ -307,8 +306,7 @@ def partial_transport_lp(cost: torch.Tensor, mu: float) -> tuple[torch.Tensor, t
     (P1) is a fractional knapsack: feature ``j`` ships at most ``1/n`` at unit cost ``min_i c_ij``
     and ``mu`` is shipped in total, so the ``floor(n mu)`` cheapest features ship their whole mass,
     the next the remainder (ties to the lower index). Not differentiable; for tests, toys and the
-    ``eps -> inf`` limit. Returns ``(rho [B, n], pi [B, m, n])`` like :func:`partial_transport`.
-    """
+    ``eps -> inf`` limit. Returns ``(rho [B, n], pi [B, m, n])`` like :func:`partial_transport`."""
     if not 0.0 <= float(mu) <= 1.0:
         raise ConfigError("mu", f"the transported fraction must be in [0, 1], got {mu}")
     squeeze = cost.dim() == 2
