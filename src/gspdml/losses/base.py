@@ -130,9 +130,8 @@ class WeightedSum(MetricLoss):
 
 
 class ModuleLoss(MetricLoss):
-    """A user loss: any module with ``forward(embeddings, labels) -> scalar``; it reads no other
-    output field and declares no batch requirement (subclass :class:`MetricLoss` to declare
-    some)."""
+    """A user loss: any module with ``forward(embeddings, labels) -> scalar``, reading no other
+    output field and declaring no batch requirement."""
 
     def __init__(self, module: nn.Module) -> None:
         super().__init__()

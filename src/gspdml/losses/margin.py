@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES, Output
-from gspdml.losses.pairs import PairLoss, pair_masks, resolve_reference
+from gspdml.losses.base import LOSSES
+from gspdml.losses.pairs import PairLoss
 from gspdml.losses.reduction import Parts, Terms
 
 
@@ -107,24 +107,11 @@ class MarginLoss(GeneralizedContrastive):
         self.beta = nn.Parameter(init) if learn_beta else init
         self.nu, self.lr_multiplier = float(nu), float(lr_multiplier)
 
-    def forward(
-        self,
-        embeddings: Tensor,
-        labels: Tensor,
-        output: Output = None,
-        *,
-        reference: Optional[Tensor] = None,
-        reference_labels: Optional[Tensor] = None,
-        reference_self: Optional[Tensor] = None,
-    ) -> Tensor:
-        reference, reference_labels, reference_self = resolve_reference(
-            embeddings, labels, reference, reference_labels, reference_self
-        )
-        positive, negative = pair_masks(labels, reference_labels, reference_self)
-        dist = self.distances(embeddings, reference)
+    def anchor_terms(
+        self, anchors: Tensor, labels: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
+    ) -> Parts:
+        dist = self.distances(anchors, reference)
         beta = torch.as_tensor(self.beta).to(dist.device, dist.dtype)
         anchor_beta = beta[labels] if len(beta) > 1 else beta.expand(len(labels))
         pairs = _signed_margin_terms(dist, anchor_beta[:, None], self.alpha, positive, negative)
-        return self.reduce(
-            {"pairs": Terms(pairs), "beta": Terms(anchor_beta, weight=self.nu, reduction="mean")}
-        )
+        return {"pairs": Terms(pairs), "beta": Terms(anchor_beta, weight=self.nu, reduction="mean")}

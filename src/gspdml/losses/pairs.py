@@ -128,7 +128,13 @@ class PairLoss(MetricLoss):
             embeddings, labels, reference, reference_labels, reference_self
         )
         positive, negative = pair_masks(labels, reference_labels, reference_self)
-        return self.reduce(self.pair_terms(embeddings, reference, positive, negative))
+        return self.reduce(self.anchor_terms(embeddings, labels, reference, positive, negative))
+
+    def anchor_terms(
+        self, anchors: Tensor, labels: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
+    ) -> Parts:
+        """The terms of ``anchors`` (of classes ``labels``); most losses need only the masks."""
+        return self.pair_terms(anchors, reference, positive, negative)
 
     def pair_terms(
         self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor

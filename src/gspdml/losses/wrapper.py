@@ -24,11 +24,8 @@ from gspdml.registry import Registry
 
 
 class LossWrapper(MetricLoss):
-    """A loss around ``self.base``; subclasses implement ``forward`` from it.
-
-    Class attributes: ``base_option``, the config option that holds the wrapped loss's spec
-    (``base``; Metrix's is ``loss``), and ``nested``, the registry it is built from (validated
-    by :meth:`gspdml.registry.Registry.check`).
+    """A loss around ``self.base``, built from the spec in option ``base_option`` (``base``;
+    Metrix's ``loss``) from the registry in ``nested``.
 
     Args:
         base: the spec of the wrapped loss (any registered loss, ``{name: ..., options}``).
