@@ -1,22 +1,18 @@
 """CCP: chance-constrained programming for DML (Gürbüz thesis chapter 3).
 
-Each projection problem (Gürbüz thesis Eq. 3.2.11) is a proxy-based version of a pair loss
-plus a proximal term towards the previous solution::
+Each projection problem (Gürbüz thesis Eq. 3.2.11) is a proxy-based pair loss plus a proximal
+term towards the previous solution::
 
     theta^(k), rho* = argmin_{theta, rho}  (lambda/2) ||theta - theta*||^2 + (1/c) sum_i E_z[l(rho_i, z; theta)]
 
-solved by stochastic gradients (Algorithm 1, §3.2.3, with the sign of the proximal gradient
-corrected to ``lambda (theta - theta*)``: Algorithm 1 prints ``lambda (theta* - theta)``). When
-validation MAP@R has not improved for ``patience`` rounds (§3.2.4, "Solving projections") the
-problem is finished: ``theta*`` becomes the snapshot of that problem and the proxies are
-re-initialised with pool samples chosen by greedy k-center (Algorithm 2,
-:mod:`gspdml.losses.ccp_selection`), farthest from the converged proxies.
+solved by stochastic gradients (Algorithm 1, §3.2.3; its proximal gradient ``lambda (theta* -
+theta)`` has the sign corrected). When validation MAP@R has not improved for ``patience`` rounds
+(§3.2.4) the problem ends: ``theta*`` becomes its snapshot and the proxies are re-initialised
+by greedy k-center over pool samples (Algorithm 2, :mod:`gspdml.losses.ccp_selection`).
 
-This module is the loss half: the proxies, the loss of one batch and the options of the whole
-method. The half that reacts to training events (initial proxies, proximal gradient, projection
-control, resume state) is :class:`gspdml.training.ccp_controller.CCPController`, which the
-trainer attaches to every loss that declares ``controller = "ccp"``; it calls
-:meth:`CCP.set_proxies_from_pool`.
+This module is the loss half; the reactions to training events are
+:class:`gspdml.training.ccp_controller.CCPController`, attached to every loss that declares
+``controller = "ccp"``.
 """
 
 from __future__ import annotations
@@ -46,10 +42,9 @@ class CCP(LossWrapper):
 
         L = proxy_weight * l(proxies, batch)  +  batch_weight * l(batch, batch)
 
-    where ``l(proxies, batch)`` is the base pair loss with the proxies as anchors and the batch
-    as references (``proxy_as_anchor=True``, the thesis: "anchor samples being class proxies",
-    §3.2.3) or the batch as anchors and the proxies as references (``False``, the authors' code). The
-    in-batch term is not in the thesis; the authors' code uses ``batch_weight=0.1``.
+    with the proxies as the base pair loss's anchors (``proxy_as_anchor=True``, the thesis,
+    §3.2.3) or as its references (``False``, the authors' code). The in-batch term is not in the
+    thesis; the authors' code uses ``batch_weight=0.1``.
 
     Args:
         base: spec of the pair loss (a :class:`~gspdml.losses.pairs.PairLoss`).
@@ -148,11 +143,9 @@ class CCP(LossWrapper):
 
     # ---------------------------------------------------------------- proxies
     def set_proxies_from_pool(self, pool: Tensor, old_proxies: Optional[Tensor]) -> None:
-        """Algorithm 2: from the embeddings of ``b`` pool samples per class (``pool``
-        ``[C, b, D]``) pick ``K`` per class by greedy k-center relative to ``old_proxies``
-        (``[C*K, D]``, k-major, compared after L2 normalisation, the space of the loss; Algorithm 2 leaves it
-        open)
-        and make them the proxies."""
+        """Algorithm 2: pick ``K`` per class of the pool embeddings ``[C, b, D]`` by greedy k-center
+        relative to ``old_proxies`` (``[C*K, D]``, k-major, compared after L2 normalisation, the loss's
+        space; Algorithm 2 leaves it open) and make them the proxies."""
         pool = pool.to(self.proxies)
         old = None
         if old_proxies is not None:
@@ -162,8 +155,7 @@ class CCP(LossWrapper):
                 .transpose(0, 1)
             )
         picks = select_proxies(pool, old, self.k).to(pool.device)
-        chosen = pool[
-            torch.arange(self.num_classes, device=pool.device)[:, None], picks
-        ]  # [C, K, D]
+        classes = torch.arange(self.num_classes, device=pool.device)[:, None]
+        chosen = pool[classes, picks]  # [C, K, D]
         with torch.no_grad():
             self.proxies.copy_(chosen.transpose(0, 1).reshape(-1, chosen.shape[-1]))

@@ -1,11 +1,10 @@
 """LIBC: learning intra-batch connections (Seidenschwarz, Elezi & Leal-Taixé, ICML 2021, Fig. 1
-and the method section; the details as the authors' ``trainer.py`` and configs run them).
+and the method section; details as the authors' ``trainer.py`` and configs run them).
 
-A message passing network (:class:`~gspdml.models.message_passing.MessagePassingNetwork`) refines
-every embedding of the batch from all the others; classifiers over the training classes are
-trained on both the backbone's and the refined embeddings (cross-entropy with label smoothing
-and a low temperature, on the refined embeddings and, so that the backbone learns embeddings
-good on their own, on the backbone's: the release's ``lsgnn`` and ``lsce`` terms)::
+A message passing network (:class:`~gspdml.models.message_passing.MessagePassingNetwork`)
+refines every embedding from the others of the batch; label-smoothed, low-temperature
+classifiers over the training classes train on the refined and on the backbone's embeddings
+(the release's ``lsgnn`` and ``lsce`` terms)::
 
     f_i     = the embedder's pooled vector (output.pooled),  x_i = f_i / ||f_i||  (the embedding)
     r_i     = MPN(x_1..x_B)_i                            (the last layer, or all layers concatenated)
@@ -13,12 +12,9 @@ good on their own, on the backbone's: the release's ``lsgnn`` and ``lsce`` terms
     L_mpn   = CE_eps( W_mpn BN(r_i) / T, y_i )
     L       = backbone_weight L_bb + mpn_weight L_mpn
 
-``CE_eps`` is the cross-entropy against the smoothed target ``(1 - eps) onehot(y) + eps / C``
-(mean over the batch). The MPN and both classifiers live in the loss, so they are trained with
-the network and never used at test time: retrieval embeds with the backbone alone (as the release
-evaluates in its ``train`` mode).
-The defaults are the authors' CUB configuration (1 layer, 2 heads, T = 0.2, eps = 0.1; the
-other datasets in the presets ``libc-*``).
+``CE_eps``: cross-entropy against ``(1 - eps) onehot(y) + eps / C``, mean over the batch. The
+MPN and classifiers live in the loss: retrieval embeds with the backbone alone (as the release
+evaluates). Defaults: the authors' CUB configuration (other datasets: presets ``libc-*``).
 """
 
 from __future__ import annotations
@@ -51,9 +47,8 @@ class LIBC(MetricLoss):
         lr_multiplier: learning-rate multiplier of the MPN and the classifiers (1: the authors
             train everything at one rate).
 
-    The backbone classifier reads ``output.pooled`` (the embedding before normalisation, the
-    authors' ``fc7``) when the embedder gives it; without an output (e.g. as the base loss of
-    XML's predictions) it reads the embeddings it is given.
+    The backbone classifier reads ``output.pooled`` (the authors' ``fc7``) when given, else the
+    embeddings (e.g. as the base loss of XML's predictions).
     """
 
     def __init__(

@@ -1,20 +1,17 @@
-"""MoCHi, hard negative mixing (Kalantidis et al., *Hard Negative Mixing for Contrastive
-Learning*, NeurIPS 2020, §4), as the Psomas thesis adapts it to deep metric learning (§2.4.4,
-Table 2.4: "MoCHi (neg-neg)" and "MoCHi (anc-neg)", compared with Metrix/embed).
+"""MoCHi, hard negative mixing (Kalantidis et al., NeurIPS 2020, §4), as the Psomas thesis adapts
+it to deep metric learning (§2.4.4, Table 2.4: "MoCHi (neg-neg)" and "MoCHi (anc-neg)",
+compared with Metrix/embed).
 
-For a query (anchor) ``q`` with its ``N`` hardest negatives ``n`` (highest similarity), MoCHi
-synthesises negatives from embeddings only, labels never interpolated::
+For a query (anchor) ``q`` with its ``N`` hardest negatives ``n``, MoCHi synthesises negatives
+from embeddings, labels never interpolated::
 
     h  = normalise(alpha n_i + (1 - alpha) n_j),   alpha ~ U(0, 1)     (mixing two negatives)
     h' = normalise(beta q + (1 - beta) n_j),        beta ~ U(0, 0.5)    (mixing in the query)
 
-both counted as negatives of ``q`` (label 0). In the thesis's batch setting the anchor is clean,
-the pairs are ``U-(a)^2`` (``neg_neg``, unordered pairs of distinct hard negatives) or
-``S(a) x U-(a)`` (``anc_neg``), ``U-(a)`` replaced by the ``k = 100`` hardest negatives, and the
-mixtures enter the thesis's error function ``clean + w * mixed`` (Eq. 2.10) with label 0; the
-mixed term is the base loss's label-weighted form (:class:`~gspdml.losses.metrix.Metrix`). MoCHi
-keeps ``s`` (``s'``) synthetic points per query, drawn uniformly among its hard pairs:
-``synthetic``; ``null`` keeps every pair.
+both negatives of ``q`` (label 0). In the thesis's batch setting the anchor is clean, the pairs
+are ``U-(a)^2`` (``neg_neg``) or ``S(a) x U-(a)`` (``anc_neg``) over the ``k = 100`` hardest
+negatives, and the mixtures enter ``clean + w * mixed`` (Eq. 2.10) with label 0. ``synthetic``:
+the ``s`` synthetic points kept per query, drawn uniformly (``null``: every pair).
 """
 
 from __future__ import annotations

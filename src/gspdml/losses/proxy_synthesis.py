@@ -1,23 +1,18 @@
-"""Proxy Synthesis (Gu, Ko and Kim, *Proxy Synthesis: Learning with Synthetic Classes for Deep
-Metric Learning*, AAAI 2021, §3), the proxy-loss competitor of Metrix (Psomas thesis §2.4.1 and
-Table 2.4: "ProxyAnchor+PS", the official code adapted to Proxy Anchor).
+"""Proxy Synthesis (Gu, Ko and Kim, AAAI 2021, §3), the proxy-loss competitor of Metrix (Psomas
+thesis §2.4.1, Table 2.4: "ProxyAnchor+PS", the official code adapted to Proxy Anchor).
 
-With ``lambda ~ Beta(alpha, alpha)`` once per iteration and the batch paired with itself shifted
-by one (example ``i`` with ``i - 1``, cyclically), each pair makes a synthetic class: a
-synthetic embedding and a synthetic proxy, mixed with the same ``lambda``::
+With ``lambda ~ Beta(alpha, alpha)`` once per iteration, example ``i`` and its neighbour
+``i - 1`` make a synthetic class, an embedding and a proxy mixed with the same ``lambda``::
 
     e~_i = normalise(lambda e_i + (1 - lambda) e_{i-1})
     p~_i = normalise(lambda p_{y_i} + (1 - lambda) p_{y_{i-1}})          (e, p L2-normalised first)
 
-The first ``floor(mu B)`` synthetic classes (``mu``: generation ratio) join the batch and the
-proxies, labelled ``C, C + 1, ...``, and the base proxy loss is computed once over the enlarged
-set of embeddings and proxies. The loss never interpolates labels: a synthetic embedding is a
-negative of every real proxy. Synthetic classes mix two classes (the thesis: "PS mixes
-embeddings of different classes"); the official code pairs neighbours and asks the sampler to
-make neighbours differ in class, so here ``i - 1`` is ``i``'s nearest preceding example of
-another class (cyclically), the neighbour itself whenever the classes differ: the same pairs
-under the official sampler, and pairs of two classes under balanced batches too
-(docs/paper-vs-code.md). Defaults: ``alpha = 0.4``, ``mu = 1`` (the official code's runs).
+The first ``floor(mu B)`` synthetic classes join the batch and the proxies as classes
+``C, C + 1, ...``, and the base proxy loss runs once over the enlarged sets (labels are never
+interpolated). Synthetic classes mix two classes (the thesis); the official code asks its
+sampler for neighbours of different classes, so here ``i - 1`` is ``i``'s nearest preceding
+example of another class, cyclically: the same pairs under that sampler, and two-class pairs
+under balanced batches too (docs/paper-vs-code.md). ``alpha = 0.4``, ``mu = 1`` (official runs).
 """
 
 from __future__ import annotations

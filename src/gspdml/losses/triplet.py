@@ -20,10 +20,8 @@ MININGS = ("all", "semihard", "hard", "batch_hard")
 
 @LOSSES.register("triplet", "triplet_margin")
 class TripletMargin(PairLoss):
-    """Triplet loss ``(d_ap - d_an + margin)_+`` (Gürbüz thesis Eq. 2.1.2).
-
-    ``mining`` selects the triplets (conventions of pytorch-metric-learning's
-    ``TripletMarginMiner`` and ``BatchHardMiner``):
+    """Triplet loss ``(d_ap - d_an + margin)_+`` (Gürbüz thesis Eq. 2.1.2); ``mining`` selects
+    the triplets (as pytorch-metric-learning's ``TripletMarginMiner`` and ``BatchHardMiner``):
 
     * ``all``: every triplet (a, p, n) with ``y_p = y_a``, ``p != a``, ``y_n != y_a``;
     * ``semihard``: triplets with ``0 < d_an - d_ap <= margin`` (negative farther than the
@@ -32,13 +30,11 @@ class TripletMargin(PairLoss):
     * ``batch_hard``: one triplet per anchor, its farthest positive and closest negative
       (Hermans et al. 2017); anchors lacking either are skipped.
 
-    Reduction (:mod:`gspdml.losses.reduction`) of the terms of the selected triplets (one per
-    anchor with ``batch_hard``): ``avg_nonzero`` (default; pytorch-metric-learning's
-    ``AvgNonZeroReducer``), the sum divided by the number of strictly positive terms, or ``mean``.
+    Reduction of the selected triplets' terms: ``avg_nonzero`` (default; pytorch-metric-learning's
+    ``AvgNonZeroReducer``) or ``mean``.
 
-    The non-batch-hard modes build masked ``[c, R, R]`` tensors for chunks of ``c`` anchors with
-    ``c * R^2 <= max_elements`` (no Python loop over triplets); ``R^2 > max_elements`` (e.g. a
-    large XBM memory) is refused with an error instead of exhausting memory.
+    The other modes build masked ``[c, R, R]`` tensors for chunks of ``c`` anchors with
+    ``c * R^2 <= max_elements``; ``R^2 > max_elements`` (a large XBM memory) is refused.
 
     Args:
         margin: the margin of ``(d_ap - d_an + margin)_+``.

@@ -1,7 +1,5 @@
-"""Base class of the loss wrappers: XBM, CCP, ZSR, XML, Metrix (MoCHi, i-Mix) and Proxy
-Synthesis hold a ``base`` loss.
-
-Each wrapper adds its own term to a loss it wraps (Gürbüz thesis §3.3.2.1, Algorithm 1,
+"""Base class of the loss wrappers (XBM, CCP, ZSR, XML, Metrix with MoCHi and i-Mix, Proxy
+Synthesis), each adding its own term to a ``base`` loss (Gürbüz thesis §3.3.2.1, Algorithm 1,
 Eqs. 5.2.4-5.2.5; XML paper Eq. 2.11; Psomas thesis Eq. 2.10)::
 
     XBM:     L = base(batch, batch) + w base(batch, memory)
@@ -10,10 +8,7 @@ Eqs. 5.2.4-5.2.5; XML paper Eq. 2.11; Psomas thesis Eq. 2.10)::
     Metrix:  E = base.clean + w base.mixed   (MoCHi and i-Mix: other pairs, labels, anchors)
     PS:      L = base(batch + synthetic embeddings, proxies + synthetic proxies)
 
-:class:`LossWrapper` builds ``base`` from its spec (or takes a built loss) with the trainer's
-``embedding_dim`` and ``num_classes``, and every wrapper reports a bad option the same way: the
-field ``loss.<option>`` (``loss.base`` for the wrapped loss, ``loss.base.<option>`` for its
-options, as the registry names them), whatever the wrapper.
+A bad option is reported at ``loss.<option>`` (``loss.base.<option>`` for the wrapped loss's).
 """
 
 from __future__ import annotations
@@ -29,11 +24,8 @@ from gspdml.registry import Registry
 
 
 class LossWrapper(MetricLoss):
-    """A loss around ``self.base``; subclasses implement ``forward`` from it.
-
-    Class attributes: ``base_option``, the config option that holds the wrapped loss's spec
-    (``base``; Metrix's is ``loss``), and ``nested``, the registry it is built from (validated
-    by :meth:`gspdml.registry.Registry.check`).
+    """A loss around ``self.base``, built from the spec in option ``base_option`` (``base``;
+    Metrix's ``loss``) from the registry in ``nested``.
 
     Args:
         base: the spec of the wrapped loss (any registered loss, ``{name: ..., options}``).

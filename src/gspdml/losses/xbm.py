@@ -21,28 +21,19 @@ from gspdml.losses.wrapper import LossWrapper
 class CrossBatchMemory(LossWrapper):
     """``L = L_base(batch, batch) + memory_weight * L_base(batch, memory)`` (XBM official code).
 
-    The memory is a ring buffer of ``memory_batches x B`` detached embeddings and their labels,
-    sized from the first training batch (``B`` = batch size). The batch is written into the memory
-    **before** the loss, so the memory term sees the current batch too; each anchor's own fresh
-    copy is removed by index (``reference_self``), other in-batch pairs get a gradient through the
-    anchor only. When the memory term starts (steps counted by this module in training mode,
-    0-based) depends on ``fill_before_start``:
+    The memory is a ring buffer of ``memory_batches x B`` detached embeddings and labels, sized
+    from the first training batch. The batch is written **before** the loss, so the memory term
+    sees it too; each anchor's own copy is removed by index (``reference_self``). When the memory
+    term starts (training steps of this module, 0-based) depends on ``fill_before_start``:
 
-    * ``true`` (default; the GSP/CCP authors' TF ``xbm`` loss): every training step enqueues from
-      step 0, and the memory term is on once ``start_step + memory_batches`` batches have been
-      enqueued, i.e. from step ``start_step + memory_batches - 1``: the memory is full of recent
-      batches when it is first read.
-    * ``false`` (the XBM authors' PyTorch code, ``START_ITERATION``): nothing is enqueued before
-      ``start_step``; from then on each step enqueues and reads the memory, which fills up over the
-      next ``memory_batches`` steps.
+    * ``true`` (default; the GSP/CCP authors' TF ``xbm`` loss): every step enqueues, and the term
+      is on from step ``start_step + memory_batches - 1``, when the memory is full.
+    * ``false`` (the XBM authors' PyTorch code, ``START_ITERATION``): from ``start_step`` on each
+      step enqueues and reads the memory, which fills over the next ``memory_batches`` steps.
 
-    In evaluation mode the memory is neither read nor written.
-
-    Memory, labels, write pointer, fill level and the step count are registered buffers, so
-    they are saved in checkpoints and restored on resume. ``base`` must be a pair loss
-    (:class:`~gspdml.losses.PairLoss`): C1, C2, triplet, MS, lifted, margin, generalized
-    contrastive. Reduction: that of the base loss, for each of the two terms. (``memory_weight``
-    is not called ``weight``: in a loss list, ``weight`` is the weight of the whole XBM term.)
+    In evaluation mode the memory is neither read nor written. Memory, labels, pointer, fill
+    level and step are buffers, kept by checkpoints. Each term is reduced as the base pair loss
+    does. (``memory_weight`` is not ``weight``: in a loss list that weighs the whole XBM term.)
 
     Args:
         base: the pair loss applied to the batch and to the memory (a pair loss spec).
@@ -89,10 +80,8 @@ class CrossBatchMemory(LossWrapper):
     @property
     def active(self) -> bool:
         """Whether the memory term is on at the current step (see the class docstring)."""
-        first = (
-            self.start_step + self.memory_batches - 1 if self.fill_before_start else self.start_step
-        )
-        return int(self.step) >= first
+        delay = self.memory_batches - 1 if self.fill_before_start else 0
+        return int(self.step) >= self.start_step + delay
 
     @property
     def enqueues(self) -> bool:
@@ -123,9 +112,8 @@ class CrossBatchMemory(LossWrapper):
         batch = len(embeddings)
         if self.memory.numel() == 0:
             dtype = torch.promote_types(embeddings.dtype, torch.float32)
-            self._allocate(
-                self.memory_batches * batch, embeddings.shape[1], embeddings.device, dtype
-            )
+            size = self.memory_batches * batch
+            self._allocate(size, embeddings.shape[1], embeddings.device, dtype)
         size = len(self.memory)
         if batch > size:
             raise ValueError(f"xbm: batch of {batch} does not fit a memory of {size} rows")

@@ -1,26 +1,23 @@
 """Cross-batch zero-shot regularisation (ZSR) of GSP (GSP paper §4.3, Eq. 4.4, Algorithms 1 and 4;
 Gürbüz thesis §5.2.3, Eqs. 5.2.4-5.2.5, with Eq. 5.2.4 read as the standard cross-entropy).
 
-The batch is split into two class-disjoint halves ``b1, b2``. On each half a ridge regressor
-maps the GSP pseudo-attributes ``z`` (``output.attributes``) to learnable class embeddings
-``v_y`` (problem (P3), GSP paper §4.3)::
+On each of two class-disjoint halves ``b1, b2`` a ridge regressor maps the GSP
+pseudo-attributes ``z`` (``output.attributes``) to learnable class embeddings ``v_y`` ((P3),
+GSP paper §4.3)::
 
     A_b = argmin_A sum_{i in b} ||A z_i - v_{y_i}||^2 + ridge ||A||_F^2
         = Y_b (Z_b^T Z_b + ridge I_|b|)^-1 Z_b^T = Y_b Z_b^T (Z_b Z_b^T + ridge I_m)^-1
 
-and the regressor of one half predicts the class embeddings of the other (the ridge-across-halves
-core shared with XML, :func:`gspdml.ops.halves.ridge_across_halves`); ``L_ZS`` is the
-soft-max cross-entropy of those predictions against *all* training classes (B6-B7; Eq. 4.4 is
-the same loss "rearranged")::
+and predicts the other half (:func:`gspdml.ops.halves.ridge_across_halves`); ``L_ZS`` is the
+soft-max cross-entropy of the predictions against *all* training classes (B6-B7)::
 
     l_j   = CE(s (A_other z_j)^T Y, y_j)     for every sample j, predicted from the other half
     L_ZS  = (1/B) sum_j l_j                              reduction "mean" (the authors' code)
     L_ZS  = (2/B) sum_{j in b1} l_j + (2/B) sum_{j in b2} l_j   reduction "sum_of_halves" (Eq. 4.4)
     L     = (1 - lambda) L_DML + lambda L_ZS                    (GSP paper §4.3)
 
-With equal halves ``sum_of_halves`` is twice ``mean``. ``s`` is the logit scale: 1.0 in the paper,
-9.5 hard-coded in the authors' TF and PyTorch ``zsr_loss``. The defaults (``mean``, 9.5) follow the
-authors' code; ``scripts/zsr_defaults.py`` is the measured comparison behind that choice.
+``s`` is the logit scale: 1.0 in the paper, 9.5 in the authors' TF and PyTorch ``zsr_loss``.
+The defaults (``mean``, 9.5) follow the authors' code (``scripts/zsr_defaults.py`` measures it).
 """
 
 from __future__ import annotations
@@ -76,9 +73,6 @@ class ZSR(LossWrapper):
             entries' standard deviation itself (``||v_y||^2 ~ d std^2``), for studies of the
             scale (``experiments/zero_shot_attributes``, ``--study scale``).
         class_dim: length of the class embeddings (null: ``embedding_dim``).
-
-    Reads ``output.attributes`` (GSP's ``z``) and needs two class-disjoint halves: declared in
-    ``requires``, checked by the trainer before step 1.
     """
 
     requires = BatchRequirements(halves=True, reads=frozenset({"attributes"}))

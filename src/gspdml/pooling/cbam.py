@@ -18,9 +18,8 @@ class CBAM(Pooling):
     * spatial attention ``a = sigmoid(conv_k([mean_c V; max_c V]))`` (``k x k``, Eq. 3.41);
     * ``u = (1/n) V a`` (Eq. 3.43).
 
-    Psomas thesis Eq. 3.38 averages the two MLP outputs (``MLP(U0) 1_2 / 2``); the original sums
-    them, which is what is implemented. ``a`` (in (0, 1), not a distribution) is returned as
-    ``weights``. Needs a feature map (the convolution is spatial).
+    Psomas thesis Eq. 3.38 averages the two MLP outputs; the original sums them, as here. ``a``
+    (in (0, 1), not a distribution) is returned as ``weights``. Needs a feature map.
 
     Args:
         reduction: the channel MLP's bottleneck is ``C / reduction`` channels (16, Woo et al.).

@@ -38,9 +38,8 @@ class ClassAttentionBlock(nn.Module):
         k = self.wk(z).reshape(b, n + 1, h, d // h).transpose(1, 2)
         v = self.wv(z).reshape(b, n + 1, h, d // h).transpose(1, 2)
         with full_precision(tokens):
-            attention = torch.softmax(
-                wide(q) @ wide(k).transpose(-1, -2) / math.sqrt(d // h), dim=-1
-            )
+            scores = wide(q) @ wide(k).transpose(-1, -2) / math.sqrt(d // h)
+            attention = torch.softmax(scores, dim=-1)
             mixed = (attention @ wide(v)).transpose(1, 2).reshape(b, 1, d)
         cls = cls + self.scale1 * self.proj(mixed)
         cls = cls + self.scale2 * self.mlp(self.norm2(cls))

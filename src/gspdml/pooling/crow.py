@@ -57,8 +57,7 @@ class CroW(Pooling):
             # features are all zero, which made training diverge
             spatial_w = (aggregated / norm).clamp_min(self.eps**2).pow(1.0 / self.b)
             nonzero = (feats > 0).to(feats.dtype).mean(dim=1)  # Q [B, C]
-            channel_w = torch.log(
-                (nonzero.sum(dim=1, keepdim=True) + self.eps) / (nonzero + self.eps)
-            )
+            total = nonzero.sum(dim=1, keepdim=True)
+            channel_w = torch.log((total + self.eps) / (nonzero + self.eps))
             pooled = channel_w * (feats * spatial_w.unsqueeze(-1)).sum(dim=1)
         return Pooled(pooled, weights=unflatten_weights(spatial_w, spatial))

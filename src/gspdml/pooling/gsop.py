@@ -20,8 +20,7 @@ class GSoP(Pooling):
        convolution with one group per row), giving a ``4c'`` vector;
     4. ``q = sigmoid(W_e (.))`` (1x1 conv to ``C``), ``u = (1/n) sum_i q * f_i``.
 
-    The second-order statistics let the channel weights depend on channel correlations. The
-    batch norm makes training outputs batch-dependent; in eval mode they are not.
+    The batch norm makes training outputs batch-dependent; in eval mode they are not.
 
     Args:
         attention_dim: channels ``c'`` of the reduced map whose covariance drives the attention.

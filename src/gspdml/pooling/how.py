@@ -21,10 +21,8 @@ class HOW(Pooling):
         V = FC(avg_3(X))                         (3x3 local average, stride 1, no padding counted)
         z = V a = sum_j a_j v_j,   u = z / ||z|| (Eq. 3.20, l2 normalisation)
 
-    HOW fits ``FC`` (centring + PCA + whitening, ``d' < d``) on training features; here it is a
-    learned 1x1 convolution (with bias) to ``dim`` (``null`` = input width), since the layer is
-    trained end to end. ``weights`` = ``a / sum(a)`` (a distribution over locations).
-    Needs a feature map (the 3x3 smoothing is spatial).
+    HOW fits ``FC`` (centring, PCA, whitening) on training features; here it is a learned 1x1
+    convolution (with bias), trained end to end. ``weights`` = ``a / sum(a)``. Needs a feature map.
 
     Args:
         dim: output channels of the learned 1x1 projection (null: the input width).
@@ -52,9 +50,8 @@ class HOW(Pooling):
 
     def forward(self, x: torch.Tensor) -> Pooled:
         require_map(x, "how")
-        smoothed = F.avg_pool2d(
-            x, self.kernel_size, stride=1, padding=self.kernel_size // 2, count_include_pad=False
-        )
+        k = self.kernel_size
+        smoothed = F.avg_pool2d(x, k, stride=1, padding=k // 2, count_include_pad=False)
         values = self.fc(smoothed)
         with full_precision(x):
             attention = wide(x).pow(2).sum(dim=1).add(1e-10).sqrt()  # [B, H, W]

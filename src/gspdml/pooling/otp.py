@@ -41,9 +41,8 @@ class OTP(Pooling):
         T = SINKHORN(exp(-C / eps))        (marginals 1_n/n and 1_k/k)
         u_j = k sum_i T_ij psi_i,   u = [u_1; ...; u_k]   (``prototypes * dim``)
 
-    Costs use unit vectors so ``eps`` has a fixed scale (costs lie in [0, 4]). The factor ``k``
-    makes every ``u_j`` a convex combination of the local features. ``dim: null`` keeps the
-    input width without projection. Sinkhorn runs in float32, log domain.
+    Costs use unit vectors, so ``eps`` has a fixed scale; the factor ``k`` makes every ``u_j`` a
+    convex combination of the local features. Sinkhorn runs in float32, log domain.
 
     Args:
         prototypes: number ``k`` of learnable references ``z``.

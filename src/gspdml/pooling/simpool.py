@@ -32,9 +32,8 @@ COMBINATIONS = ("max", "concat")
 def _add_maps(
     module: nn.Module, d: int, linear: frozenset[str], layernorm: frozenset[str], shared_qk: bool
 ) -> None:
-    """Give ``module`` the learnable maps of one iteration: ``norm`` (the LayerNorm of the
-    features, for keys and/or values), ``norm_q`` (of the query input), ``wq``, ``wk``, ``wv``
-    (``d x d``, no bias); absent ones are None. ``shared_qk``: ``W_K`` is ``W_Q``."""
+    """Give ``module`` the maps of one iteration (None where absent): ``norm`` (LayerNorm of the
+    features), ``norm_q`` (of the query input), ``wq``, ``wk``, ``wv`` (``d x d``, no bias)."""
     wq = nn.Linear(d, d, bias=False) if "q" in linear else None
     maps = {
         "norm": nn.LayerNorm(d, eps=1e-6) if layernorm & {"k", "v"} else None,
@@ -70,24 +69,15 @@ class SimPool(Pooling):
         V = LN(X) - min LN(X) + eps                     non-negative values (3.69)
         u = (V^gamma a)^(1/gamma)                       f_alpha pooling, gamma = (1 - alpha)/2 (3.67)
 
-    ``gamma`` is a hyper-parameter: 2.0 for convolutional backbones, 1.25 for vision
-    transformers (§3.4.4); the default ``"auto"`` takes 1.25 for token inputs ``[B, N, C]``
-    (ViT) and 2.0 for feature maps ``[B, C, H, W]`` (CNNs). ``gamma: null`` is the
-    attention-weighted average ``a`` of ``LN(X)`` without the shift (as coded). SimPool replaces
-    the backbone's global pooling and reads the backbone features directly (the embedder's
-    default placement projects after it). ``use_beta`` adds the learnable
-    scalar shift of the released code (initial 0; the DINO ViT setting; not in the thesis).
-
-    The minimum is taken per image (``min_scope: sample``, Eq. 3.66; the released code
-    takes it over the whole batch), so a
-    sample's output never depends on the rest of the batch; ``min_scope: batch`` reproduces
-    the released code's batch-wide minimum. Parameters: ``W_Q``, ``W_K`` (``d x d``, no
-    bias) and the LayerNorm affine (eps 1e-6), as in the released code. The attention ``a`` is returned
-    as ``weights`` (a distribution over locations).
-
+    ``gamma``: 2.0 for CNN maps ``[B, C, H, W]``, 1.25 for ViT tokens ``[B, N, C]`` (§3.4.4);
+    ``null``: the attention-weighted average of ``LN(X)`` without the shift (as coded).
+    ``use_beta``: the DINO ViT setting (not in the thesis). SimPool replaces the backbone's global
+    pooling and reads its features directly. Parameters: ``W_Q``, ``W_K`` (``d x d``, no bias)
+    and the LayerNorm affine (eps 1e-6), as released. The minimum is per image (Eq. 3.66), so a
+    sample's output never depends on the rest of the batch.
     ``weights`` is the attention averaged over heads and pooled vectors (a distribution). The
-    options from ``attention`` on are those of the ablation (Table 3.12; the defaults are SimPool
-    above), in the terms of the generic framework (Algorithm 1, :mod:`gspdml.pooling.framework`).
+    options from ``attention`` on are those of the ablation (Table 3.12; the defaults are SimPool),
+    in the terms of the generic framework (Algorithm 1, :mod:`gspdml.pooling.framework`).
 
     Args:
         gamma: the ``gamma`` of ``f_alpha`` pooling (``auto``: 1.25 for tokens, 2.0 for maps;

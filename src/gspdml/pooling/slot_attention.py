@@ -23,11 +23,9 @@ class SlotAttention(Pooling):
             U <- GRU(V A, U);  U <- U + MLP(LN(U))                    (3.30-3.32)
         u = max over the k slots                                      (the SimPool tournament)
 
-    The original draws the initial slots from a learned Gaussian; an embedding for retrieval
-    must be deterministic, so each slot has its own learned initial vector instead (the
-    slots still compete through the softmax over slots). ``weights`` = the mean over slots of
-    the per-slot attention of the last iteration (each column of ``A`` sums to one over
-    locations, so the mean is a distribution).
+    The original draws the initial slots from a learned Gaussian; a retrieval embedding must be
+    deterministic, so each slot has its own learned initial vector. ``weights``: the last
+    iteration's attention averaged over slots (a distribution over locations).
 
     Args:
         slots: number ``k`` of slots (each with its own learned initial vector).
@@ -70,6 +68,5 @@ class SlotAttention(Pooling):
                 updates = attention.transpose(1, 2) @ wide(values)  # [B, k, d]
             slots = self.gru(updates.reshape(-1, d), slots.reshape(-1, d)).reshape(b, -1, d)
             slots = slots + self.mlp(self.norm_mlp(slots))
-        return Pooled(
-            wide(slots).amax(dim=1), weights=unflatten_weights(attention.mean(dim=-1), spatial)
-        )
+        weights = unflatten_weights(attention.mean(dim=-1), spatial)
+        return Pooled(wide(slots).amax(dim=1), weights=weights)

@@ -20,9 +20,8 @@ class SOLAR(Pooling):
         A = softmax_j(q_i^T k_j / sqrt(c')),   z_i = sum_j A_ij v_j,   f'_i = f_i + W_o z_i,
         u = GeM(f')   (learnable p, initial 3).
 
-    Every location aggregates from all others (second-order spatial attention), then GeM pools
-    the enhanced map. ``weights`` = ``(1/n) sum_i A_ij``, how much attention location ``j``
-    receives on average (a distribution over locations).
+    ``weights`` = ``(1/n) sum_i A_ij``, the mean attention location ``j`` receives (a
+    distribution over locations).
 
     Args:
         reduction: queries, keys and values have ``C / reduction`` channels.
@@ -45,9 +44,8 @@ class SOLAR(Pooling):
         local, spatial = flatten_locations(x)
         q, k, v = torch.relu(self.query(local)), torch.relu(self.key(local)), self.value(local)
         with full_precision(q):
-            attention = torch.softmax(
-                wide(q) @ wide(k).transpose(1, 2) / math.sqrt(q.shape[-1]), dim=-1
-            )
+            scores = wide(q) @ wide(k).transpose(1, 2) / math.sqrt(q.shape[-1])
+            attention = torch.softmax(scores, dim=-1)
             z = attention @ wide(v)
         enhanced = local + self.out(z)
         pooled = generalized_mean(enhanced, self.p, dim=1)

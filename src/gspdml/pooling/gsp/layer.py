@@ -1,8 +1,7 @@
 """Generalized Sum Pooling (GSP; Gürbüz et al., GSP paper §4, Algorithms 2-3; Gürbüz thesis Ch. 5).
 
-GSP is a weighted sum of the local features whose weights come from an entropy-smoothed
-partial transport of the features' uniform mass to ``m`` learnable prototypes
-(:func:`~gspdml.pooling.gsp.transport.partial_transport`)::
+A weighted sum of the local features, weighted by an entropy-smoothed partial transport of their
+uniform mass to ``m`` learnable prototypes (:func:`~gspdml.pooling.gsp.transport.partial_transport`)::
 
     c_ij = || clip(w_i) - clip(f_j) ||_2,   clip(u) = u / max(1, ||u||)    (GSP paper §4.1)
     rho, pi = (P2)(c; mu, eps, iters)                                       (Prop. 4.1)
@@ -11,30 +10,22 @@ partial transport of the features' uniform mass to ``m`` learnable prototypes
 
 ``mu = 1`` gives GAP exactly (Claim 4.1). Variants:
 
-* ``gem_p > 1``: GeMean+GSP of Algorithm 2, ``x = ((1/n) sum_j (n p_j f_j)^p)^(1/p)`` (features
-  clamped at ``1e-6`` before the power, as GeM requires non-negative inputs); ``learn_gem_p``
-  makes ``p`` a learnable scalar (the authors' TF ``use_gemp``: learnable, initialised at 3);
+* ``gem_p > 1``: GeMean+GSP of Algorithm 2, ``x = ((1/n) sum_j (n p_j f_j)^p)^(1/p)`` (clamped
+  at ``1e-6``); ``learn_gem_p`` learns ``p`` (the authors' TF ``use_gemp``, initialised at 3);
 * ``add_max_pool``: the conventional-protocol branch, ``x + max_j f_j``;
-* ``weighting="background"``: pool with the residual weights ``rho_j / (1 - mu)`` (GSP paper
-  App. B.2: the prototypes then act as background representatives).
+* ``weighting="background"``: weights ``rho_j / (1 - mu)`` (GSP paper App. B.2).
 
 Inside the :class:`~gspdml.models.Embedder` the layer also receives the backbone map ``F`` and
-the 1x1 head ``W`` that made ``f = W F`` (``forward(f, source=F, project=W)``). The two variants
-that touch the raw map then follow the authors' TF layer (``GeneralizedSumPooling``):
-``add_max_pool`` adds ``W GMP(F)`` (max before the projection, ``augment_max_pool``), and
-GeMean+GSP pools ``W GeM(n p_j F_j)`` (the weights applied to the raw map, GeM, then the
-projection; ``use_gemp``). The transport weights always come from ``f``. Without ``source`` the
-variants act on ``f`` itself (a standalone layer, or a head that is not a linear map).
+the 1x1 head ``W`` with ``f = W F`` (``forward(f, source=F, project=W)``); as in the authors'
+TF layer, ``add_max_pool`` then adds ``W GMP(F)`` and GeMean+GSP pools ``W GeM(n p_j F_j)``. The
+transport weights always come from ``f``; without ``source`` the variants act on ``f``.
 
-Prototype initialisation (``init="kcenter"``, the authors' TF framework,
-github.com/yetigurbuz/generalized-sum-pooling): during training the layer behaves as GAP (uniform weights,
-zero attributes) for the first ``memory_size`` samples, storing their clip-normalised GAP
-vectors in a buffer; once it is full, greedy k-center over the memory picks the ``m``
-prototypes and the layer switches to transport pooling. The trainer finishes the initialisation
-from the samples seen so far before the first evaluation (:meth:`GSP.finish_initialisation`),
-so no weights are evaluated, selected or saved while the layer still pools as GAP. The memory, its fill count and the
-switch are buffers, so checkpoints and resumed runs keep them. ``init="random"`` starts from
-Glorot-uniform prototypes and pools with transport from the first step.
+``init="kcenter"`` (the authors' TF framework, github.com/yetigurbuz/generalized-sum-pooling):
+in training the layer pools as GAP for the first ``memory_size`` samples, storing their
+clip-normalised GAP vectors; once the memory is full, greedy k-center picks the ``m``
+prototypes. The trainer finishes this before the first evaluation
+(:meth:`GSP.finish_initialisation`). Memory, fill count and switch are buffers, kept by
+checkpoints. ``init="random"``: Glorot-uniform prototypes, transport from the first step.
 """
 
 from __future__ import annotations
@@ -74,10 +65,8 @@ def prototype_costs(prototypes: torch.Tensor, features: torch.Tensor) -> torch.T
 
 @POOLINGS.register("gsp")
 class GSP(Pooling, LazyInitialised):
-    """Generalized Sum Pooling; see the module docstring for the equations.
-
-    GSP projects each location and then pools (``head_placement = "local"``): its prototypes and
-    transport costs live in the embedding space (GSP paper §4; the TF layer's ``feature_transform``).
+    """Generalized Sum Pooling (module docstring); it projects each location and then pools
+    (``head_placement = "local"``): its costs live in the embedding space (GSP paper §4).
 
     Args:
         in_channels: local feature size ``d`` (supplied by the embedder).
@@ -213,9 +202,7 @@ class GSP(Pooling, LazyInitialised):
                     self.weighting == "background",
                 )
             else:
-                local = local.to(
-                    work
-                ).contiguous()  # the composed ops run fastest with locations contiguous
+                local = local.to(work).contiguous()  # the composed ops run fastest so
                 if initialized:
                     weights, attributes = self._transport_weights(local)
                 else:
@@ -223,12 +210,8 @@ class GSP(Pooling, LazyInitialised):
                         self._remember(local.mean(dim=2))
                     weights = local.new_full((b, n), 1.0 / n)
                     attributes = local.new_zeros(b, self.num_prototypes)
-                if (
-                    raw is not None
-                    and project is not None
-                    and self.gem_p != 1.0
-                    and self.is_initialised
-                ):
+                gem_of_map = self.gem_p != 1.0 and self.is_initialised
+                if raw is not None and project is not None and gem_of_map:
                     vector = project(self._aggregate(raw.to(work), weights))
                 else:
                     vector = self._aggregate(local, weights)
@@ -254,9 +237,8 @@ class GSP(Pooling, LazyInitialised):
     def _transport_weights(self, local: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         cost = prototype_costs(self.prototypes.to(local.dtype), local)
         rho, pi = partial_transport(cost, self.mu, self.eps, self.iters, backward=self.backward)
-        return pooling_weights(rho, self.mu, self.weighting == "background"), pi.sum(
-            dim=2
-        ) / self.mu
+        weights = pooling_weights(rho, self.mu, self.weighting == "background")
+        return weights, pi.sum(dim=2) / self.mu
 
     def _aggregate(self, local: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """``sum_j p_j f_j`` (or its GeM form) of ``local [B, d, n]`` with weights ``[B, n]``."""
@@ -264,9 +246,7 @@ class GSP(Pooling, LazyInitialised):
             return (local * weights.unsqueeze(1)).sum(dim=2)
         n = local.shape[2]
         p = self.gem_power.to(local.dtype) if self.gem_power is not None else self.gem_p
-        scaled = (n * weights.to(local.dtype)).unsqueeze(
-            1
-        ) * local  # (1 - n rho)/mu * f, Algorithm 2
+        scaled = (n * weights.to(local.dtype)).unsqueeze(1) * local  # (1 - n rho)/mu f, Alg. 2
         return scaled.clamp_min(1e-6).pow(p).mean(dim=2).pow(1.0 / p)
 
     @torch.no_grad()
@@ -281,10 +261,8 @@ class GSP(Pooling, LazyInitialised):
 
     @property
     def is_initialised(self) -> bool:
-        """False while a k-center layer still pools as GAP (its memory is not full yet). The
-        flag is a buffer (saved with the weights, on the model's device); it is read from the
-        device only when the buffer changed (moved, loaded, filled: its version), so a training
-        step on a GPU does not wait for it."""
+        """False while a k-center layer still pools as GAP. The flag is a buffer, read from the device
+        only when its version changed, so a GPU training step does not wait for it."""
         flag = self.initialized
         key = (id(flag), flag.data_ptr(), flag._version)
         if self._initialised_read is None or self._initialised_read[0] != key:
@@ -302,9 +280,9 @@ class GSP(Pooling, LazyInitialised):
 
     @torch.no_grad()
     def finish_initialisation(self) -> int:
-        """Pick the prototypes now from the samples remembered so far (the trainer calls this
-        before weights are first evaluated or saved, so no GAP-pooling GSP is ever selected or
-        shipped); returns the number of samples used (0 when already initialised)."""
+        """Pick the prototypes from the samples remembered so far (the trainer calls this before weights
+        are first evaluated or saved); returns the number of samples used (0 when already initialised).
+        """
         if self.is_initialised:
             return 0
         filled = int(self.memory_filled)
