@@ -36,6 +36,7 @@ from .freedom import (
     FreeDom,
     TextEmbeddingMemo,
     TextMemory,
+    check_choice,
     read_vocabulary,
 )
 from .vl_model import VisionLanguageEncoder
@@ -61,20 +62,9 @@ class CirMethod:
     lam: float = 0.5
 
     def __post_init__(self) -> None:
-        if self.name not in METHODS:
-            raise ConfigError(
-                "method", f"unknown method {self.name!r}; choose one of {', '.join(METHODS)}"
-            )
-        if self.variant not in VARIANTS:
-            raise ConfigError(
-                "variant",
-                f"unknown FreeDom variant {self.variant!r}; choose one of {', '.join(VARIANTS)}",
-            )
-        if self.query_as_proxy not in QUERY_AS_PROXY:
-            raise ConfigError(
-                "query_as_proxy",
-                f"unknown rule {self.query_as_proxy!r}; choose one of {', '.join(QUERY_AS_PROXY)}",
-            )
+        check_choice("method", "method", self.name, METHODS)
+        check_choice("variant", "FreeDom variant", self.variant, VARIANTS)
+        check_choice("query_as_proxy", "rule", self.query_as_proxy, QUERY_AS_PROXY)
         if not 0.0 <= self.lam <= 1.0:
             raise ConfigError("lambda", f"WeiCom's text weight must lie in [0, 1], got {self.lam}")
 

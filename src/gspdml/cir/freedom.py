@@ -63,6 +63,12 @@ VARIANTS = {
 }
 
 
+def check_choice(field: str, what: str, value: str, choices: Sequence[str]) -> None:
+    """ConfigError naming ``field`` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ConfigError(field, f"unknown {what} {value!r}; choose one of {', '.join(choices)}")
+
+
 def read_vocabulary(path: str | Path) -> list[str]:
     """Words of a text memory: a ``.txt`` file with one word or phrase per line, or a ``.csv``
     whose ``DisplayName`` column (the Open Images class-description layout) or else first column
@@ -153,10 +159,7 @@ def vote(
 ) -> tuple[list[int], list[float]]:
     """The m most frequent entries of the ordered multiset ``word_indices`` (proxy-major, then word
     rank) and their weights: count / max count, count, or 1. Ties: first occurrence first."""
-    if weighting not in WEIGHTINGS:
-        raise ConfigError(
-            "weighting", f"unknown weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}"
-        )
+    check_choice("weighting", "weighting", weighting, WEIGHTINGS)
     flat = word_indices.reshape(-1)
     unique, inverse, counts = torch.unique(flat, return_inverse=True, return_counts=True)
     positions = torch.arange(flat.numel(), device=flat.device)
@@ -184,17 +187,12 @@ def proxy_indices(
 ) -> torch.Tensor:
     """Memory indices ``[Q, k]`` of the k proxy images of every query (Eq. 4.13), with ``-1``
     standing for the query itself where the code's rule prepends it (module docstring, item 1)."""
-    if query_as_proxy not in QUERY_AS_PROXY:
-        raise ConfigError(
-            "query_as_proxy",
-            f"unknown rule {query_as_proxy!r}; choose one of {', '.join(QUERY_AS_PROXY)}",
-        )
+    check_choice("query_as_proxy", "rule", query_as_proxy, QUERY_AS_PROXY)
     if k < 1:
         raise ConfigError("k", f"must be >= 1, got {k}")
     neighbours = nearest(queries, memory, k)
-    outside = (queries * memory[neighbours[:, 0]]).sum(
-        dim=-1
-    ) < threshold  # max similarity to the memory
+    # max similarity to the memory
+    outside = (queries * memory[neighbours[:, 0]]).sum(dim=-1) < threshold
     if query_as_proxy == "never":
         prepend = torch.zeros_like(outside)
     elif query_as_proxy == "always":
@@ -253,9 +251,8 @@ def expanded_inversion(
         own = dict(zip(itself, nearest(queries[itself], text_memory.embeddings, n).tolist()))
     labels = []
     for row, indices in enumerate(proxies.tolist()):
-        words = [
-            w for j in indices for w in (own[row] if j < 0 else memory_words[j])
-        ]  # proxy-major, then word rank
+        # proxy-major, then word rank
+        words = [w for j in indices for w in (own[row] if j < 0 else memory_words[j])]
         chosen, weights = vote(torch.tensor(words), m, weighting)
         labels.append(TextLabels([text_memory.words[i] for i in chosen], weights))
     return labels
@@ -286,10 +283,7 @@ def compose(
     renormalize: bool = False,
 ) -> torch.Tensor:
     """Composed queries h(y, t) ``[Q, D]``: β_L (Eq. 4.12) or β_E (Eq. 4.10) per query."""
-    if fusion not in FUSIONS:
-        raise ConfigError(
-            "fusion", f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}"
-        )
+    check_choice("fusion", "fusion", fusion, FUSIONS)
     if len(labels) != len(targets):
         raise ConfigError("targets", f"{len(labels)} queries but {len(targets)} target texts")
     rows = []
@@ -332,15 +326,8 @@ class FreeDom:
         for name, value in (("k", k), ("n", n), ("m", m)):
             if int(value) < 1:
                 raise ConfigError(name, f"must be >= 1, got {value}")
-        if weighting not in WEIGHTINGS:
-            raise ConfigError(
-                "weighting",
-                f"unknown weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}",
-            )
-        if fusion not in FUSIONS:
-            raise ConfigError(
-                "fusion", f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}"
-            )
+        check_choice("weighting", "weighting", weighting, WEIGHTINGS)
+        check_choice("fusion", "fusion", fusion, FUSIONS)
         if expansion and visual_memory is None:
             raise ConfigError(
                 "visual_memory",
@@ -351,9 +338,8 @@ class FreeDom:
         self.k, self.n, self.m = int(k), int(n), int(m)
         self.weighting, self.fusion, self.expansion = weighting, fusion, bool(expansion)
         self.query_as_proxy, self.renormalize = query_as_proxy, bool(renormalize)
-        self._memory_words: dict[
-            int, list[int]
-        ] = {}  # n words of each memory image, filled on demand
+        # n words of each memory image, filled on demand
+        self._memory_words: dict[int, list[int]] = {}
 
     @classmethod
     def variant(
@@ -365,10 +351,7 @@ class FreeDom:
         **overrides: Any,
     ) -> FreeDom:
         """One of the ablation variants by name: ``single``, ``E``, ``L``, ``E+``, ``L+``, ``L+a``."""
-        if name not in VARIANTS:
-            raise ConfigError(
-                "variant", f"unknown FreeDom variant {name!r}; choose one of {', '.join(VARIANTS)}"
-            )
+        check_choice("variant", "FreeDom variant", name, VARIANTS)
         return cls(encode_text, text_memory, visual_memory, **{**VARIANTS[name], **overrides})
 
     def invert(self, image_queries: torch.Tensor) -> list[TextLabels]:

@@ -28,9 +28,7 @@ import numpy as np
 from gspdml.data.image_splits import (
     OfficialSplits,
     Records,
-    check_counts,
     register_image_dataset,
-    split_counts,
     split_first_half,
 )
 from gspdml.data.images import IMAGE_EXTENSIONS
@@ -181,7 +179,4 @@ def read_cars(root: str) -> OfficialSplits:
                 f"({root_path / DEVKIT_PARTS[0][0][0]}), and no train/ and test/ class folders under {', '.join(str(root_path / b) for b in FOLDER_BASES)}"
             )
         records = read_class_folders(base)
-    train, test = split_first_half(records)
-    official = OfficialSplits(train=train, test=test)
-    check_counts(SOURCE, split_counts({"train": train, "test": test}), EXPECTED)
-    return official
+    return split_first_half(records).checked(SOURCE, EXPECTED)

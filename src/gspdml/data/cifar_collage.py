@@ -95,10 +95,7 @@ def collage_cifar(
     shuffle_tiles: bool = True,
     cache: bool = True,
 ) -> DataSplits:
-    """The Cifar Collage (module docstring) from the CIFAR-100 files under ``root``; the
-    construction depends on ``split_seed`` only (the run ``seed`` seeds ``augment``: tile
-    shuffling and shifts of up to ``max_shift`` pixels of training images). The arrays are
-    cached by content hash (:func:`gspdml.data.cache.cached_arrays`).
+    """The Cifar Collage (module docstring) from the CIFAR-100 files under ``root``.
 
     Args:
         root: the folder of the CIFAR-100 python files.

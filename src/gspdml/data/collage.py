@@ -39,10 +39,12 @@ from gspdml.data.glyphs import (
     class_names,
     draw_glyphs,
     glyph_pools,
+    pair_tile,
     resize_glyphs,
     source_content,
     source_glyphs,
     source_location,
+    tile_slot,
 )
 from gspdml.data.seeded import SeededTransformDataset
 from gspdml.data.splits import carve_fold, validation_classes
@@ -125,7 +127,6 @@ def build_collage_arrays(
     upright = resize_glyphs(glyphs, cell)
     rotated = np.ascontiguousarray(np.rot90(upright, k=1, axes=(1, 2)))
     side = grid * tile_size
-    top = cell // 2  # the two upright glyphs sit in the middle band of the target tile
 
     out: dict[str, np.ndarray] = {}
     c0 = b0 = 0
@@ -150,12 +151,9 @@ def build_collage_arrays(
                     draw_glyphs(pools[s][b], 1, rng, f"class {b} in {split}"),
                 )
             used[i, :2] = left, right
-            r, c = divmod(int(position[i]), grid)
-            tile = images[
-                i, r * tile_size : (r + 1) * tile_size, c * tile_size : (c + 1) * tile_size
-            ]
-            tile[top : top + cell, :cell] = upright[left]
-            tile[top : top + cell, cell:] = upright[right]
+            images[i][tile_slot(position[i], grid, tile_size)] = pair_tile(
+                upright[left], upright[right], tile_size
+            )
             free = np.setdiff1d(np.arange(grid * grid), [position[i]])
             bg_positions[i] = np.sort(rng.choice(free, size=background_tiles, replace=False))
             bg_classes[i] = rng.choice(split_backgrounds, size=background_tiles)
@@ -167,12 +165,9 @@ def build_collage_arrays(
                     f"background class {bg_classes[i, t]} in {split}",
                 )
                 used[i, 2 + 4 * t : 6 + 4 * t] = cells
-                r, c = divmod(int(bg_positions[i, t]), grid)
-                tile = images[
-                    i, r * tile_size : (r + 1) * tile_size, c * tile_size : (c + 1) * tile_size
-                ]
-                tile[:cell, :cell], tile[:cell, cell:] = rotated[cells[0]], rotated[cells[1]]
-                tile[cell:, :cell], tile[cell:, cell:] = rotated[cells[2]], rotated[cells[3]]
+                images[i][tile_slot(bg_positions[i, t], grid, tile_size)] = np.block(
+                    [[rotated[cells[0]], rotated[cells[1]]], [rotated[cells[2]], rotated[cells[3]]]]
+                )
         out.update(
             {
                 f"{split}_images": images,
@@ -277,15 +272,6 @@ def glyph_collage(source: str, tile_size: int) -> Callable[..., DataSplits]:
     ) -> DataSplits:
         """Zero-shot collage of glyph pairs over rotated-glyph backgrounds (train/val/test classes,
         background classes and glyph images all disjoint; the module docstring).
-
-        ``root``: the folder of the glyph files (Fashion-MNIST only; the digits are embedded).
-        ``background_tiles`` defaults to ``grid² - 1``; 0 leaves only the target tile (with
-        ``grid: 1`` that is the "distilled" baseline). ``augment`` applies, to training items only,
-        a seeded random tile permutation (``shuffle_tiles``) and a shift of up to ``max_shift``
-        pixels, reproducible per ``(seed, epoch, index)``. Generated arrays are cached under
-        ``$GSPDML_CACHE`` (default ``~/.cache/gspdml``) unless ``cache`` is false. ``val_fold`` (of
-        ``num_folds``) or ``val_classes`` carve the validation classes off the training classes, for
-        the protocol folds (:func:`gspdml.data.splits.carve_fold`; needs ``class_split[1] = 0``).
 
         Args:
             root: the folder of the glyph files (Fashion-MNIST only; the digits are embedded).

@@ -18,9 +18,7 @@ import numpy as np
 from gspdml.data.image_splits import (
     OfficialSplits,
     Records,
-    check_counts,
     register_image_dataset,
-    split_counts,
     split_first_half,
 )
 from gspdml.data.textfiles import find_dir, read_columns
@@ -71,8 +69,4 @@ def read_cub(root: str) -> OfficialSplits:
         np.array([labels[r.id] for r in images]),
         names,
     )
-    train, test = split_first_half(records)
-    official = OfficialSplits(train=train, test=test)
-    official.check_disjoint(SOURCE)
-    check_counts(SOURCE, split_counts({"train": train, "test": test}), EXPECTED)
-    return official
+    return split_first_half(records).checked(SOURCE, EXPECTED)

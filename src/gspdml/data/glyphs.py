@@ -107,3 +107,20 @@ def draw_glyphs(pool: np.ndarray, count: int, rng: np.random.Generator, what: st
             f"no glyph images left for {what}; give that split a larger fraction",
         )
     return rng.choice(pool, size=count, replace=len(pool) < count)
+
+
+def pair_tile(left: np.ndarray, right: np.ndarray, tile_size: int) -> np.ndarray:
+    """A ``tile_size²`` tile with two ``tile_size/2`` glyphs side by side in its middle band."""
+    cell = tile_size // 2
+    tile = np.zeros((tile_size, tile_size), dtype=np.uint8)
+    top = cell // 2
+    tile[top : top + cell, :cell] = left
+    tile[top : top + cell, cell:] = right
+    return tile
+
+
+def tile_slot(position: int, grid: int, size: int) -> tuple[slice, slice]:
+    """The rows and columns of tile ``position`` (row-major) of a ``grid × grid`` collage of
+    ``size``-pixel tiles."""
+    row, column = divmod(int(position), grid)
+    return slice(row * size, (row + 1) * size), slice(column * size, (column + 1) * size)

@@ -75,37 +75,43 @@ class OfficialSplits:
                     f"(e.g. {shared[:5].tolist()}); that is a classification split, not a zero-shot one"
                 )
 
+    def checked(self, source: str, expected: dict[str, int]) -> OfficialSplits:
+        """These splits, refused when two share a class or, when the whole official dataset is
+        present (the published total of ``expected["images"]``), when a count differs from the
+        published zero-shot split (guards against reading the classification split)."""
+        self.check_disjoint(source)
+        named = {
+            "train": self.train,
+            "test": self.test,
+            "query": self.query,
+            "gallery": self.gallery,
+        }
+        parts = {name: r for name, r in named.items() if r is not None}
+        found = {f"{name}_images": len(r) for name, r in parts.items()}
+        found.update({f"{name}_classes": len(r.classes) for name, r in parts.items()})
+        found["images"] = sum(len(r) for r in parts.values())
+        if self.query is not None and self.gallery is not None:
+            found["test_classes"] = len(np.union1d(self.query.classes, self.gallery.classes))
+        if found["images"] != expected["images"]:
+            return self
+        wrong = {k: (found.get(k), v) for k, v in expected.items() if found.get(k) != v}
+        if wrong:
+            listing = ", ".join(f"{k} {got} (expected {want})" for k, (got, want) in wrong.items())
+            raise DataError(
+                f"{source}: the split does not match the published zero-shot split: {listing}"
+            )
+        return self
+
 
 #: a reader of a dataset's files: ``reader(root, ...) -> OfficialSplits``
 Reader = Callable[..., OfficialSplits]
 
 
-def split_first_half(records: Records) -> tuple[Records, Records]:
+def split_first_half(records: Records) -> OfficialSplits:
     """The first half of the sorted class ids for training, the rest for test
     (:func:`~gspdml.data.splits.train_test_classes`)."""
     train, test = train_test_classes(records.classes)
-    return records.subset(train), records.subset(test)
-
-
-def split_counts(splits: dict[str, Records]) -> dict[str, int]:
-    """Image and class counts per split, and the total number of images."""
-    found = {f"{name}_images": len(r) for name, r in splits.items()}
-    found.update({f"{name}_classes": len(r.classes) for name, r in splits.items()})
-    found["images"] = sum(len(r) for r in splits.values())
-    return found
-
-
-def check_counts(source: str, found: dict[str, int], expected: dict[str, int]) -> None:
-    """When the whole official dataset is present (the same total as published), every count
-    must match the published split (guards against reading the classification split)."""
-    if found.get("images") != expected["images"]:
-        return
-    wrong = {k: (found.get(k), v) for k, v in expected.items() if found.get(k) != v}
-    if wrong:
-        listing = ", ".join(f"{k} {got} (expected {want})" for k, (got, want) in wrong.items())
-        raise DataError(
-            f"{source}: the split does not match the published zero-shot split: {listing}"
-        )
+    return OfficialSplits(train=records.subset(train), test=records.subset(test))
 
 
 def build_image_splits(

@@ -46,9 +46,11 @@ from gspdml.data.glyphs import (
     check_source,
     draw_glyphs,
     glyph_pools,
+    pair_tile,
     resize_glyphs,
     source_content,
     source_glyphs,
+    tile_slot,
 )
 from gspdml.errors import ConfigError
 from gspdml.registry import documented_by, supplied_by_caller
@@ -67,16 +69,6 @@ def split_pools(
         glyph_split,
         np.random.default_rng(np.random.SeedSequence([split_seed, POOL_STREAM])),
     )
-
-
-def pair_tile(left: np.ndarray, right: np.ndarray, tile_size: int) -> np.ndarray:
-    """A ``tile_size²`` tile with two ``tile_size/2`` glyphs side by side in its middle band."""
-    cell = tile_size // 2
-    tile = np.zeros((tile_size, tile_size), dtype=np.uint8)
-    top = cell // 2
-    tile[top : top + cell, :cell] = left
-    tile[top : top + cell, cell:] = right
-    return tile
 
 
 def partition(
@@ -218,8 +210,7 @@ def compose_collages(
             for t in range(tiles):
                 a, b = tile_pairs[i, t]
                 tile, used[i, t] = source.draw(s, int(a), int(b), rng)
-                r, c = divmod(t, grid)
-                images[i, ..., r * side : (r + 1) * side, c * side : (c + 1) * side] = tile
+                images[i][(..., *tile_slot(t, grid, side))] = tile
         out.update(
             {
                 f"{split}_images": images,
@@ -320,10 +311,7 @@ def collage_shared(
     cache: bool = True,
 ) -> DataSplits:
     """The Cifar-Collage analogue of this module's docstring over ``source`` glyphs
-    (:mod:`gspdml.data.glyphs`; default: a 2×2 grid of 16-px tiles, 32×32 images; ``grid: 1``
-    keeps the target tile alone). ``augment`` shuffles the tiles and shifts training
-    images by up to ``max_shift`` pixels, seeded by the run ``seed``; the arrays are cached by
-    content hash (:func:`gspdml.data.cache.cached_arrays`).
+    (:mod:`gspdml.data.glyphs`; default: a 2×2 grid of 16-px tiles, 32×32 images).
 
     Args:
         source: the glyphs: ``digits`` (embedded) or ``fashion``.

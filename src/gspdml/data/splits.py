@@ -186,14 +186,10 @@ def validation_classes(
     minimum: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Split the training classes into ``(fit classes, validation classes)``, class-disjoint.
-
-    * ``val_classes``: an explicit list (e.g. a fold of the evaluation protocol);
-    * ``val_fold`` f of ``num_folds``: the validation classes of fold f of
-      :func:`contiguous_class_folds` (the fair protocol, Gürbüz thesis §5.3.4.1; f = 0 validates on the
-      last ``C // num_folds`` classes, f = 1 on the first ones, ...);
-    * otherwise the last ``round(val_fraction · C)`` sorted classes (0 = no validation split),
-      at least ``minimum`` of them while as many training classes are left (a validation split
-      of one class cannot rank anything).
+    Fold f of :func:`contiguous_class_folds` (Gürbüz thesis §5.3.4.1) validates, for f = 0, on the
+    last ``C // num_folds`` classes, for f = 1 on the first ones, ...; a ``val_fraction`` gives at
+    least ``minimum`` classes while as many training classes are left (a validation split of one
+    class cannot rank anything).
 
     Args:
         val_fraction: without ``val_fold`` / ``val_classes``: the share of the training classes that
@@ -230,16 +226,10 @@ def validation_classes(
         val = classes[len(classes) - count :]
     fit = np.setdiff1d(classes, val)
     if len(fit) == 0:
-        given = (
-            "val_classes"
-            if val_classes is not None
-            else "val_fold"
-            if val_fold is not None
-            else None
-        )
-        field = f"{FIELD}.{given or 'val_fraction'}"
+        given = "val_fold" if val_fold is not None else None
+        given = "val_classes" if val_classes is not None else given
         raise ConfigError(
-            field,
+            f"{FIELD}.{given or 'val_fraction'}",
             f"the training classes ({len(classes)} after the test split) all went to validation "
             f"({'the classes you listed' if given else f'val_fraction {val_fraction}'}), so none "
             "is left to train on; give the dataset more classes, or fewer test classes (for an "
