@@ -35,7 +35,7 @@ follows the code by default and says so:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -63,7 +63,7 @@ VARIANTS = {
 }
 
 
-def check_choice(field: str, what: str, value: str, choices: Sequence[str]) -> None:
+def check_choice(field: str, what: str, value: str, choices: Collection[str]) -> None:
     """ConfigError naming ``field`` unless ``value`` is one of ``choices``."""
     if value not in choices:
         raise ConfigError(field, f"unknown {what} {value!r}; choose one of {', '.join(choices)}")

@@ -31,7 +31,7 @@ from typing import Any, Optional, TypeVar
 import numpy as np
 
 from gspdml.data.arrays import ArrayDataset, pixel_statistics
-from gspdml.data.base import DATASETS, DataSplits, EvalSplit
+from gspdml.data.base import DATASETS, DataSplits
 from gspdml.data.cache import cached_arrays
 from gspdml.data.glyphs import (
     FIELD,
@@ -221,9 +221,10 @@ def collage_splits(
         return images
 
     val_part, test_part = (part(s) if len(arrays[f"{s}_labels"]) else None for s in SPLITS[1:])
-    train, val = carve_fold(
+    splits = carve_fold(
         part("train"),
         val_part,
+        test_part,
         dataset=dataset,
         val_fold=val_fold,
         num_folds=num_folds,
@@ -233,12 +234,8 @@ def collage_splits(
         steps = ([TilePermutation(grid)] if shuffle_tiles and grid > 1 else []) + (
             [RandomShift(max_shift)] if max_shift else []
         )
-        train = SeededTransformDataset(train, Compose(steps), seed=seed)
-    return DataSplits(
-        train=train,
-        val=EvalSplit(val) if val is not None else None,
-        test=EvalSplit(test_part) if test_part is not None else None,
-    )
+        splits.train = SeededTransformDataset(splits.train, Compose(steps), seed=seed)
+    return splits
 
 
 def glyph_pair_name(source: str) -> Callable[[int, int], str]:

@@ -24,7 +24,7 @@ from typing import Optional
 import numpy as np
 
 from gspdml.data.arrays import ArrayDataset, pixel_statistics
-from gspdml.data.base import DATASETS, DataSplits, EvalSplit
+from gspdml.data.base import DATASETS, DataSplits
 from gspdml.data.splits import carve_fold, validation_classes
 from gspdml.errors import ConfigError, DataError
 from gspdml.registry import documented_by, supplied_by_caller
@@ -167,16 +167,12 @@ def fashion_mnist(
         ArrayDataset(x, y, mean, std, names) if len(y) else None for x, y, names in parts[1:]
     )
     x, y, names = parts[0]  # the training classes (class_split[0] >= 1)
-    train, val = carve_fold(
+    return carve_fold(
         ArrayDataset(x, y, mean, std, names),
         val_part,
+        test_part,
         dataset="fashion_mnist",
         val_fold=val_fold,
         num_folds=num_folds,
         val_classes=val_classes,
-    )
-    return DataSplits(
-        train=train,
-        val=EvalSplit(val) if val is not None else None,
-        test=EvalSplit(test_part) if test_part else None,
     )

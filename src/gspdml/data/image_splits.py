@@ -194,11 +194,11 @@ def build_image_splits(
         )
     else:
         raise DataError("the reader returned neither test records nor query and gallery records")
-    notes = (
-        [f"skipped {len(official.skipped)} hidden or system entries: {_listing(official.skipped)}"]
-        if official.skipped
-        else []
-    )
+    notes = []
+    if official.skipped:
+        notes.append(
+            f"skipped {len(official.skipped)} hidden or system entries: {_listing(official.skipped)}"
+        )
     parts: dict[str, list[Optional[LabelledDataset]]] = {
         "train": [train],
         "val": [val_split.query] if val_split else [],
@@ -244,18 +244,10 @@ def register_image_dataset(
     name: str, *aliases: str, min_val_classes: int = 1
 ) -> Callable[[Reader], Reader]:
     """Register ``reader(root, ...) -> OfficialSplits`` as a dataset factory taking the reader's
-    own arguments, ``seed`` (supplied by the caller) and :data:`IMAGE_OPTIONS`:
-
-    * ``val_fraction`` / ``val_fold`` + ``num_folds`` / ``val_classes``: the validation classes,
-      carved off the training classes (:func:`~gspdml.data.splits.validation_classes`);
-    * ``transform`` (``mlrc`` | ``proxynca`` | ``libc`` | ``center``), ``normalization`` (``imagenet`` |
-      ``bn_inception`` | ``none``), ``resize``, ``crop``: see :func:`~gspdml.data.recipes.image_transform`;
-    * ``on_error`` (``raise`` | ``skip``) and ``check`` (``exists`` | ``header`` | ``none``): see
-      :class:`~gspdml.data.files.ImageFileDataset`.
-
-    ``min_val_classes``: ``val_fraction`` carves off at least this many validation classes while
-    as many training classes remain (a user's small folder: one validation class cannot rank).
-    """
+    own arguments, ``seed`` (supplied by the caller) and :data:`IMAGE_OPTIONS` (documented by
+    :func:`build_image_splits`, :func:`~gspdml.data.splits.validation_classes` and
+    :class:`~gspdml.data.files.ImageFileDataset`); ``min_val_classes``: the ``minimum`` of
+    :func:`~gspdml.data.splits.validation_classes`."""
 
     def decorate(reader: Reader) -> Reader:
         own = list(inspect.signature(reader).parameters.values())

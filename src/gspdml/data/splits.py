@@ -37,7 +37,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import numpy.typing as npt
 
-from gspdml.data.base import LabelledDataset
+from gspdml.data.base import DataSplits, EvalSplit, LabelledDataset
 from gspdml.errors import ConfigError
 
 FIELD = "data.dataset"
@@ -243,27 +243,32 @@ def validation_classes(
 def carve_fold(
     train: LabelledDataset,
     val: Optional[LabelledDataset],
+    test: Optional[LabelledDataset],
     *,
     dataset: str,
     val_fold: Optional[int],
     num_folds: int,
     val_classes: Optional[Sequence[int]],
-) -> tuple[LabelledDataset, Optional[LabelledDataset]]:
-    """``(train, val)`` of a dataset with its own class-disjoint splits (collages, Fashion-MNIST):
-    unchanged without ``val_fold`` / ``val_classes``; otherwise the validation classes are carved off
-    the training split (:func:`validation_classes`, both parts relabelled ``0..k-1``), which needs
-    a dataset without validation classes of its own."""
-    if val_fold is None and val_classes is None:
-        return train, val
-    if val is not None:
-        option = "val_fold" if val_fold is not None else "val_classes"
-        raise ConfigError(
-            f"{FIELD}.{option}",
-            f"dataset {dataset!r} already has {len(np.unique(val.labels))} validation "
-            "classes of its own (class_split[1]); set class_split[1] to 0 so that the "
-            "validation classes are carved off the training classes",
+) -> DataSplits:
+    """The splits of a dataset with its own class-disjoint ``train``, ``val`` and ``test``
+    (collages, Fashion-MNIST): unchanged without ``val_fold`` / ``val_classes``; otherwise the
+    validation classes are carved off the training split (:func:`validation_classes`, both parts
+    relabelled ``0..k-1``), which needs a dataset without validation classes of its own."""
+    if val_fold is not None or val_classes is not None:
+        if val is not None:
+            option = "val_fold" if val_fold is not None else "val_classes"
+            raise ConfigError(
+                f"{FIELD}.{option}",
+                f"dataset {dataset!r} already has {len(np.unique(val.labels))} validation "
+                "classes of its own (class_split[1]); set class_split[1] to 0 so that the "
+                "validation classes are carved off the training classes",
+            )
+        fit, held_out = validation_classes(
+            np.unique(train.labels), 0.0, val_fold, num_folds, val_classes
         )
-    fit, held_out = validation_classes(
-        np.unique(train.labels), 0.0, val_fold, num_folds, val_classes
+        train, val = ClassSubset(train, fit), ClassSubset(train, held_out)
+    return DataSplits(
+        train=train,
+        val=EvalSplit(val) if val is not None else None,
+        test=EvalSplit(test) if test is not None else None,
     )
-    return ClassSubset(train, fit), ClassSubset(train, held_out)
