@@ -19,8 +19,9 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from gspdml.errors import ConfigError, DataError
+from gspdml.errors import DataError
 
+from .freedom import check_choice
 from .ranking import AP_VARIANTS, ranking_metrics
 
 ScoreFunction = Callable[[torch.Tensor, list[str]], torch.Tensor]
@@ -106,10 +107,7 @@ def evaluate_protocol(
     "ap"}`` with metrics in % (the means of the groups, as the thesis tables average them) and,
     when ``keep_top`` > 0, ``"rankings"``: per query the top database indices, scores and AP.
     """
-    if ap not in AP_VARIANTS:
-        raise ConfigError(
-            "ap", f"unknown AP variant {ap!r}; choose one of {', '.join(AP_VARIANTS)}"
-        )
+    check_choice("ap", "AP variant", ap, AP_VARIANTS)
     if not protocol.queries:
         raise DataError("the protocol has no queries")
     recall_at = list(recall_at)

@@ -16,10 +16,8 @@ admits only the few numpy constructors an array needs (no other global), then ch
 read is plain data (dicts, lists, bytes, str, int and uint8/int arrays); anything else is a
 :class:`~gspdml.errors.DataError` naming the file.
 
-Registered datasets: ``cifar10`` and ``cifar100`` with the official train/test split (the same
-classes on both sides: the classification split the GSP paper's zero-shot attribute study
-trains and evaluates on, GSP paper supplement §2.3), and, in :mod:`gspdml.data.shared_collage`,
-``collage_cifar``, the Cifar Collage.
+``cifar10`` and ``cifar100`` keep the official train/test split (the same classes on both sides:
+the classification split of the GSP paper's zero-shot attribute study, supplement §2.3).
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Robust image decoding: every file becomes an RGB ``PIL.Image`` or a :class:`DataError` that
-names it.
-
-* EXIF orientation is applied (phone pictures are stored sideways with a rotation tag);
-* palette, grayscale, 1-bit, CMYK, YCbCr and LAB images are converted to RGB;
-* transparent images (RGBA, LA, palette with a transparent colour) are composited on white,
-  so transparent regions do not turn black;
-* 16-bit and floating-point grayscale are rescaled to 8 bits instead of being clipped;
-* a missing, truncated or undecodable file, an image with a NaN or infinite pixel, and a path
-  that is not a regular file (a pipe) raise :class:`DataError` with its path.
+names it (a missing, truncated or undecodable file, a NaN or infinite pixel, a path that is not a
+regular file), by the rules of :data:`DECODING`, which an exported model records beside it.
 
 Search, indexes, exports and bundles decode with :func:`load_image` as the datasets do (a PIL
-image given instead of a file gets :func:`decode_image`, the same rules); :data:`DECODING` states
-the rules beside an exported model.
+image given instead of a file gets :func:`decode_image`, the same rules).
 """
 
 from __future__ import annotations

@@ -122,11 +122,9 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
             :class:`~gspdml.data.seeded.SeededTransformDataset` with persistent workers).
         class_names: optional names used in error messages.
 
-    Iterating yields the batches of the current epoch from the current position; after the last
-    batch the sampler moves to the next epoch, so ``for batch in loader`` can simply be repeated.
-    A DataLoader with workers draws batches ahead of the training loop, so the position of the
-    *consumed* batches is best restored with :meth:`advance_to` (global batch count), which
-    depends only on the number of batches per epoch (:meth:`__len__`, the same every epoch).
+    After the last batch of an epoch the sampler moves to the next, so ``for batch in loader``
+    can simply be repeated. A DataLoader with workers draws batches ahead of the training loop, so
+    the position of the *consumed* batches is restored with :meth:`advance_to`.
     """
 
     def __init__(
@@ -245,10 +243,8 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
 
 
 class RandomBatchSampler(EpochBatchSampler):
-    """Random batches of ``batch_size`` items: epoch ``e`` is a permutation of all items drawn
-    from ``(seed, e)``, cut into ``len(labels) // batch_size`` batches (the remainder is dropped).
-    Same interface as :class:`ClassBalancedBatchSampler` (``rank``/``world_size`` slice each global
-    batch; ``with_epoch`` yields ``(index, epoch)`` pairs)."""
+    """Random batches (module docstring), with the interface of
+    :class:`ClassBalancedBatchSampler`."""
 
     def __init__(
         self,
