@@ -77,10 +77,8 @@ def benchmark_check(dataset: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     if bench is None or folder.root is None:
         return None
     splits = bench.reader(str(folder.root))
-    parts = [splits.train, splits.val, splits.test, splits.query, splits.gallery]
-    present = [p for p in parts if p is not None]
-    images = sum(len(p) for p in present)
-    classes = len(np.unique(np.concatenate([p.labels for p in present])))
+    images = sum(len(p) for p in splits.parts)
+    classes = len(np.unique(np.concatenate([p.labels for p in splits.parts])))
     return {
         "benchmark": bench.source,
         "root": str(folder.root),

@@ -27,12 +27,7 @@ def listed_images(reader: Callable[[str], OfficialSplits], official: int) -> Cal
 
     def check(folder: Path) -> int:
         splits = reader(str(folder))
-        paths = [
-            p
-            for part in (splits.train, splits.val, splits.test, splits.query, splits.gallery)
-            if part is not None
-            for p in part.paths
-        ]
+        paths = [p for part in splits.parts for p in part.paths]
         if len(paths) != official:
             raise DataError(
                 f"{folder}: the dataset lists {len(paths)} images; the official dataset has {official}"

@@ -18,9 +18,7 @@ Fashion-MNIST), which are too few classes for a zero-shot split, so richer class
   ``background_tiles = 0`` with ``grid = 1`` is the "distilled" baseline: the target tile alone).
 
 Each split draws its glyph images from its own disjoint pool, so no glyph image is shared
-between splits either. One factory (:func:`glyph_collage`) serves both glyph sources of
-:mod:`gspdml.data.glyphs`: ``collage_digits`` (the embedded default dataset) and
-``collage_fashion``; :mod:`gspdml.data.shared_collage` is the variant faithful to the paper.
+between splits either. :mod:`gspdml.data.shared_collage` is the variant faithful to the paper.
 """
 
 from __future__ import annotations
@@ -198,10 +196,8 @@ def collage_splits(
     val_classes: Optional[Sequence[int]] = None,
 ) -> DataSplits:
     """Wrap the arrays of :func:`build_collage_arrays` as datasets normalised with the training
-    split's pixel statistics, class ``(a, b)`` named ``pair_name(a, b)``; ``augment`` adds seeded tile shuffling and small shifts to train.
-    ``val_fold`` (of ``num_folds``) or ``val_classes`` carve the validation classes off the
-    training classes (the protocol folds of :func:`gspdml.data.splits.carve_fold`; the collage
-    must then have no validation classes of its own, ``class_split[1] = 0``).
+    split's pixel statistics, class ``(a, b)`` named ``pair_name(a, b)``; ``val_fold`` or
+    ``val_classes`` need ``class_split[1] = 0`` (:func:`gspdml.data.splits.carve_fold`).
 
     Args:
         grid: tiles per side of a collage (``grid x grid``).

@@ -59,6 +59,13 @@ class OfficialSplits:
     val: Optional[Records] = None  # a validation split given by the data itself (folder, CSV)
     skipped: list[str] = field(default_factory=list)  # hidden or system entries the reader left out
 
+    @property
+    def parts(self) -> list[Records]:
+        """The splits present."""
+        return [
+            r for r in (self.train, self.val, self.test, self.query, self.gallery) if r is not None
+        ]
+
     def check_disjoint(self, source: str) -> None:
         """Raise :class:`DataError` when two splits share a class (a classification split)."""
         evaluation = [r for r in (self.test, self.query, self.gallery) if r is not None]

@@ -1,12 +1,7 @@
-"""The collage faithful to the GSP paper's *Cifar Collage* (GSP paper, supplement §2.2 and Fig. 9).
-
-The paper takes CIFAR-100's 20 super-classes of 5 sub-classes each, splits every super-class's
-sub-classes 2 / 1 / 2 between train, validation and test, declares 4 super-classes *shared*
-(background) and composes, for each sub-class of the other 16, a 2×2 collage of one image of
-that sub-class and 3 images of shared sub-classes of the same split. Background tiles are
-ordinary images of ordinary classes, in the same format as the targets, and the backbone
-(ResNet20) is pre-trained on CIFAR-100 classification, which covers the background classes too:
-it cannot zero out the background, so pooling must select the target tile.
+"""The collage faithful to the GSP paper's *Cifar Collage* (GSP paper, supplement §2.2 and Fig. 9;
+the construction is described in :mod:`gspdml.data.cifar_collage`). Background tiles are ordinary
+images of ordinary classes, and the backbone is pre-trained on classification covering the
+background classes too: it cannot zero out the background, so pooling must select the target tile.
 
 Here the images are built from 10 base glyph classes (scikit-learn's digits or Fashion-MNIST):
 
