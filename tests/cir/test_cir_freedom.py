@@ -11,7 +11,7 @@ from gspdml.cir.freedom import (
     compose,
     expanded_inversion,
     nearest,
-    proxy_embeddings,
+    proxy_indices,
     read_vocabulary,
     vote,
 )
@@ -75,6 +75,14 @@ def test_nearest_orders_by_similarity_then_memory_order():
         assert (
             nearest(queries, memory, count, block_elements=120).tolist() == want.tolist()
         )  # 2 queries per block
+
+
+def proxy_embeddings(
+    queries: torch.Tensor, memory: torch.Tensor, k: int, query_as_proxy: str
+) -> torch.Tensor:
+    """The k proxy images of every query as embeddings ``[Q, k, D]`` (-1: the query itself)."""
+    indices = proxy_indices(queries, memory, k, query_as_proxy)
+    return torch.where((indices < 0)[..., None], queries[:, None], memory[indices.clamp(min=0)])
 
 
 def test_proxy_rules():

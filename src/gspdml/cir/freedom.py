@@ -205,18 +205,6 @@ def proxy_indices(
     return torch.where(prepend[:, None], with_query, neighbours)
 
 
-def proxy_embeddings(
-    queries: torch.Tensor,
-    memory: torch.Tensor,
-    k: int,
-    query_as_proxy: str = "auto",
-    threshold: float = IN_MEMORY_THRESHOLD,
-) -> torch.Tensor:
-    """The k proxy images of every query as embeddings ``[Q, k, D]`` (see :func:`proxy_indices`)."""
-    indices = proxy_indices(queries, memory, k, query_as_proxy, threshold)
-    return torch.where((indices < 0)[..., None], queries[:, None], memory[indices.clamp(min=0)])
-
-
 def nn_inversion(queries: torch.Tensor, text_memory: TextMemory, m: int) -> list[TextLabels]:
     """φ_V(y) (Eq. 4.6): the m nearest vocabulary words of each query, uniform weights."""
     indices = nearest(queries, text_memory.embeddings, m)

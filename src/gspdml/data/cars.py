@@ -115,18 +115,8 @@ def read_class_folders(base: Path) -> Records:
     folders = sorted(
         {d.name for part in ("train", "test") for d in (base / part).iterdir() if d.is_dir()}
     )
-    names_file = next(
-        (
-            p
-            for p in (
-                base / "names.csv",
-                base.parent / "names.csv",
-                base.parent.parent / "names.csv",
-            )
-            if p.is_file()
-        ),
-        None,
-    )
+    candidates = (base / "names.csv", base.parent / "names.csv", base.parent.parent / "names.csv")
+    names_file = next((p for p in candidates if p.is_file()), None)
     if names_file is not None:
         order = [line.strip() for line in read_text(names_file).splitlines() if line.strip()]
         unknown = sorted(set(folders) - set(order))
@@ -165,14 +155,8 @@ def read_cars(root: str) -> OfficialSplits:
     elif is_devkit(root_path):
         records = read_devkit(root_path)
     else:
-        base = next(
-            (
-                root_path / b
-                for b in FOLDER_BASES
-                if (root_path / b / "train").is_dir() and (root_path / b / "test").is_dir()
-            ),
-            None,
-        )
+        bases = [root_path / b for b in FOLDER_BASES]
+        base = next((b for b in bases if (b / "train").is_dir() and (b / "test").is_dir()), None)
         if base is None:
             raise DataError(
                 f"{SOURCE}: missing {root_path / 'cars_annos.mat'} (with car_ims/), no devkit release "

@@ -1,16 +1,10 @@
 """Class-disjoint (zero-shot) splits: train/test classes, protocol folds, validation classes,
-class subsets and relabelling.
+class subsets and relabelling; the one definition of the class splits of the evaluation protocols.
 
-Deep metric learning is evaluated on classes never seen in training (Gürbüz
-thesis §5.3.4.1; CUB 100/100, Cars 98/98, SOP 11,318/11,316, In-Shop 3,997/3,985 classes). Validation
-classes are carved off the training classes, never off the test classes, so that model
+Deep metric learning is evaluated on classes never seen in training (Gürbüz thesis §5.3.4.1).
+Validation classes are carved off the training classes, never off the test classes, so that model
 selection never looks at the test split (the fair protocol of §7.2).
 
-The one definition of the class splits of the evaluation protocols (used by the dataset readers
-and by the protocol runner):
-
-- :func:`train_test_classes`: the class-disjoint 50/50 split by sorted class id (the first
-  ``C // 2`` classes train).
 - :func:`contiguous_class_folds`: the folds over the training classes, as powerful-benchmarker's
   ``MLRCSplitManager`` builds them (Musgrave et al., ECCV 2020): with T sorted training classes and F
   folds, the validation block has ``T // F`` classes, the training block the other
@@ -21,11 +15,6 @@ and by the protocol runner):
   Difference from the reference code: for an odd total number of classes its block lengths come
   from the total count and the last training class of a fold is also its first validation class;
   here the blocks of a fold never overlap.
-- :func:`fair_protocol_folds`: 4 folds (3/4 train, 1/4 validation), the fair protocol (§7.2);
-  :func:`tuning_protocol_folds`: 5 folds (4/5 train, 1/5 validation), the hyper-parameter tuning
-  protocol of Gürbüz thesis §5.3.4.1.
-- :func:`validation_classes`: the ``(fit, validation)`` classes of one run, given a fold
-  (``val_fold``), an explicit list or a fraction.
 """
 
 from __future__ import annotations
@@ -93,14 +82,16 @@ def contiguous_class_folds(
 def fair_protocol_folds(
     train_classes: npt.ArrayLike, num_folds: int = FAIR_FOLDS
 ) -> list[ClassFold]:
-    """Fair (Musgrave) protocol: 4 folds, each training on 3/4 of the training classes."""
+    """Fair (Musgrave) protocol (Gürbüz thesis §7.2): 4 folds, each training on 3/4 of the
+    training classes."""
     return contiguous_class_folds(train_classes, num_folds)
 
 
 def tuning_protocol_folds(
     train_classes: npt.ArrayLike, num_folds: int = TUNING_FOLDS
 ) -> list[ClassFold]:
-    """Hyper-parameter tuning protocol: 5 class partitions, train on 4/5, validate on 1/5."""
+    """Hyper-parameter tuning protocol (Gürbüz thesis §5.3.4.1): 5 class partitions, train on 4/5,
+    validate on 1/5."""
     return contiguous_class_folds(train_classes, num_folds)
 
 
