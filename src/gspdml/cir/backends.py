@@ -171,10 +171,8 @@ def _open_clip(
     load_weights(model, path)
     size = model.visual.image_size
     size = size[0] if isinstance(size, (tuple, list)) else size
-    if weights is None:
-        model_id = f"open_clip:{arch}@{tag}"
-    else:  # the file's content, so that the feature cache never mixes two checkpoints
-        model_id = f"open_clip:{arch}@{file_sha256(path)}"
+    # a local file by its content, so that the feature cache never mixes two checkpoints
+    model_id = f"open_clip:{arch}@{tag if weights is None else file_sha256(path)}"
     model_id += "+quickgelu" if use_quick_gelu else ""
     return VisionLanguageModel(
         model.encode_image,

@@ -146,15 +146,8 @@ def load_weights(module: torch.nn.Module, path: str | Path) -> torch.nn.Module:
         def some(keys: list[str]) -> str:
             return ", ".join(keys[:5]) + (f" (+{len(keys) - 5} more)" if len(keys) > 5 else "")
 
-        problems = [
-            f"{label}: {some(keys)}"
-            for label, keys in (
-                ("missing", missing),
-                ("unexpected", unexpected),
-                ("wrong shape", wrong),
-            )
-            if keys
-        ]
+        found = {"missing": missing, "unexpected": unexpected, "wrong shape": wrong}
+        problems = [f"{label}: {some(keys)}" for label, keys in found.items() if keys]
         raise DataError(
             f"{path}: weights do not fit {type(module).__name__}; " + "; ".join(problems)
         )

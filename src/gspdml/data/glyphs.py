@@ -46,14 +46,13 @@ def source_glyphs(source: str, root: Optional[str] = None) -> tuple[np.ndarray, 
 def source_content(source: str, root: Optional[str] = None) -> list[str]:
     """The content hashes of the files the glyphs of ``source`` are read from (none when they
     are embedded): what a cache of arrays built from them is keyed by, never their folder."""
-    check_source(source)
-    if source == "digits":
+    location = source_location(source, root)
+    if location is None:
         return []
-    from gspdml.data.fashion_mnist import DEFAULT_ROOT, idx_files
+    from gspdml.data.fashion_mnist import idx_files
     from gspdml.file_digest import file_sha256
 
-    folder = Path(root or DEFAULT_ROOT).expanduser()
-    return [file_sha256(path) for path in idx_files(folder, "Fashion-MNIST")]
+    return [file_sha256(path) for path in idx_files(Path(location), "Fashion-MNIST")]
 
 
 def source_location(source: str, root: Optional[str] = None) -> Optional[str]:

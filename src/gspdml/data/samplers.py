@@ -272,12 +272,8 @@ class RandomBatchSampler(EpochBatchSampler):
                 f"{FIELD}.world_size",
                 f"batch size {batch_size} over world_size={world_size} (rank {rank}) does not divide",
             )
-        self.global_batch, self.seed, self.rank, self.world_size = (
-            int(batch_size),
-            int(seed),
-            int(rank),
-            int(world_size),
-        )
+        self.global_batch, self.seed = int(batch_size), int(seed)
+        self.rank, self.world_size = int(rank), int(world_size)
         self.with_epoch, self.num_samples = bool(with_epoch), items
         self._batches_per_epoch = items // self.global_batch
 
