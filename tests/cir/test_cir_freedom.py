@@ -158,7 +158,7 @@ def test_late_and_early_fusion_compose_word_domain_strings():
 def test_freedom_scores_and_variants():
     encoder = RecordingEncoder()
     words = [f"w{i}" for i in range(6)]
-    text = TextMemory.build(words, encoder)
+    text = TextMemory(words, encoder(words))
     database = torch.nn.functional.normalize(
         torch.randn(10, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64), dim=-1
     )

@@ -124,7 +124,8 @@ def _nearest_block(queries: torch.Tensor, memory: torch.Tensor, count: int) -> t
 
 @dataclass
 class TextMemory:
-    """A vocabulary and its ℓ2-normalised text embeddings g(V) ``[len(words), D]`` (Eq. 4.3)."""
+    """A vocabulary and its ℓ2-normalised text embeddings g(V) ``[len(words), D]`` (Eq. 4.3),
+    every word embedded as raw text, no prompt template (as the authors' code does)."""
 
     words: list[str]
     embeddings: torch.Tensor
@@ -135,15 +136,6 @@ class TextMemory:
                 "vocabulary",
                 f"{len(self.words)} words but embeddings of shape {tuple(self.embeddings.shape)}",
             )
-
-    @classmethod
-    def build(
-        cls, words: Sequence[str], encode_text: TextEncoder, batch_size: int = 256
-    ) -> TextMemory:
-        """Embed every word as raw text, no prompt template (as the authors' code does)."""
-        words = list(words)
-        chunks = [encode_text(words[i : i + batch_size]) for i in range(0, len(words), batch_size)]
-        return cls(words, torch.cat(chunks))
 
 
 @dataclass

@@ -86,10 +86,6 @@ def read_annotations(root: Path) -> Records:
     return Records([str(root / f) for f in files], labels, _class_names(mat))
 
 
-def is_devkit(root: Path) -> bool:
-    return (root / DEVKIT_PARTS[0][0][0]).is_file()
-
-
 def read_devkit(root: Path) -> Records:
     """The records of both halves of the devkit release (the test half needs its labelled
     annotation file: the devkit's own ``cars_test_annos.mat`` has no classes)."""
@@ -152,7 +148,7 @@ def read_cars(root: str) -> OfficialSplits:
     root_path = Path(root).expanduser()
     if (root_path / "cars_annos.mat").is_file():
         records = read_annotations(root_path)
-    elif is_devkit(root_path):
+    elif (root_path / DEVKIT_PARTS[0][0][0]).is_file():
         records = read_devkit(root_path)
     else:
         bases = [root_path / b for b in FOLDER_BASES]

@@ -185,13 +185,8 @@ def build_image_splits(
         )
 
     train = dataset(official.train, fit, train_tf, train=True)
-    val_split = (
-        EvalSplit(
-            dataset(official.val if official.val is not None else official.train, val, eval_tf)
-        )
-        if len(val)
-        else None
-    )
+    val_source = official.val if official.val is not None else official.train
+    val_split = EvalSplit(dataset(val_source, val, eval_tf)) if len(val) else None
     if official.test is not None:
         test = EvalSplit(dataset(official.test, official.test.classes, eval_tf))
     elif official.query is not None and official.gallery is not None:
