@@ -10,17 +10,9 @@ classes of the same split, stitched 2×2 (four 32×32 tiles, a 64×64 image) wit
 uniformly random position. Classes are disjoint across splits, in the foreground and the
 background alike.
 
-Choices the paper leaves open (docs/paper-vs-code.md):
-
-* which super-classes are shared: the authors' released builder uses *large man-made outdoor
-  things*, *large natural outdoor scenes*, *trees* and *flowers* (the default of ``shared``);
-* which sub-classes go to which split: a seeded permutation per super-class (``split_seed``);
-* the images: a class's 600 images of both official files (500 training + 100 test images; the
-  collage's own splits are by class), ``images_per_class`` collages per target class, every tile
-  image drawn uniformly from its class;
-* the paper says "4x4-stitched" but composes 1 + 3 images; the authors' builder makes 64×64
-  collages of four 32×32 tiles, i.e. 2×2, which is what ``grid: 2`` builds (``grid: 1`` is the
-  "distilled" baseline, the target image alone).
+Choices the paper leaves open (which super-classes are shared, which sub-classes go to which
+split, which images, the grid) are listed in docs/paper-vs-code.md; ``grid: 1`` is the
+"distilled" baseline, the target image alone.
 """
 
 from __future__ import annotations

@@ -5,15 +5,10 @@ The random state of item ``index`` in epoch ``epoch`` is a ``torch.Generator`` s
 keys give unrelated streams). Nothing depends on the worker that loads the item or on what was
 loaded before it.
 
-The epoch reaches the workers in one of two ways: :meth:`SeededTransformDataset.set_epoch`
-before creating the DataLoader iterator (enough with the default ``persistent_workers=False``,
-which re-sends the dataset to the workers on every ``iter``), or the sampler yields
-``(index, epoch)`` pairs (:class:`~gspdml.data.samplers.ClassBalancedBatchSampler` with
-``with_epoch=True``), which also works with persistent workers.
-
-The trainer's samplers yield ``(index, epoch)`` pairs, so a training split follows
-:class:`TrainingDataset`; :class:`SeededTransformDataset` adapts any ``(image, label)`` dataset
-to it (docs/design.md, "Contracts").
+The epoch reaches the workers by :meth:`SeededTransformDataset.set_epoch` before the DataLoader
+iterator is created (without persistent workers), or in the ``(index, epoch)`` pairs the
+trainer's samplers yield, so a training split follows :class:`TrainingDataset`
+(docs/design.md, "Contracts").
 """
 
 from __future__ import annotations
