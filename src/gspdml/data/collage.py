@@ -1,10 +1,7 @@
 """Collage datasets in the manner of the GSP paper's *Cifar Collage* (GSP paper supplement §2.2;
-Gürbüz thesis §5.3.2).
-
-The paper stitches one image of a target class with 3 images of shared ("background") classes
-into a 2×2 collage; target *and* background classes are disjoint between train, validation and
-test, so retrieval is zero-shot in the foreground and in the background. Global average pooling
-mixes the 3/4 of background into the embedding, while GSP can select the target tile.
+Gürbüz thesis §5.3.2; :mod:`gspdml.data.cifar_collage`), zero-shot in the foreground and in the
+background: global average pooling mixes the background into the embedding, while GSP can
+select the target tile.
 
 Here the tiles are built from small glyph images with 10 base classes (scikit-learn's digits,
 Fashion-MNIST), which are too few classes for a zero-shot split, so richer classes are composed:

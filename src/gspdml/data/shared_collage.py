@@ -7,7 +7,7 @@ Here the images are built from 10 base glyph classes (scikit-learn's digits or F
 
 * a **tile** shows two glyphs side by side, upright, in the middle band; its (fine) class is the
   ordered pair ``(a, b)``; its **super-class** is ``a``, so there are 10 super-classes of 10
-  sub-classes. Target and background tiles are drawn by one function (:func:`pair_tile`): same
+  sub-classes. Target and background tiles are drawn by one function (:func:`~gspdml.data.glyphs.pair_tile`): same
   source, same resizing, no transformation of one kind only (no rotation, unlike the older
   collages of :mod:`gspdml.data.collage`);
 * ``shared_super`` super-classes are the background; the sub-classes of every super-class are
