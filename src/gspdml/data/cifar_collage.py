@@ -23,7 +23,6 @@ from typing import Any, Optional
 import numpy as np
 
 from gspdml.data.base import DATASETS, DataSplits
-from gspdml.data.cache import cached_arrays
 from gspdml.data.cifar import cifar100_names, cifar_content, find_folder, load_cifar
 from gspdml.data.collage import collage_splits
 from gspdml.data.shared_collage import TileSource, compose_collages
@@ -119,10 +118,11 @@ def collage_cifar(
         )
         return compose_collages(source, shared=shared_set, **params)
 
-    arrays = cached_arrays("collage_cifar", key, build, enabled=cache)
     return collage_splits(
-        arrays,
+        build,
+        key,
         lambda coarse, fine: f"{coarse_names[coarse]}/{fine_names[fine]}",
+        cache=cache,
         seed=seed,
         grid=grid,
         augment=augment,

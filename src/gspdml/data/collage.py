@@ -179,21 +179,26 @@ def build_collage_arrays(
 
 
 def collage_splits(
-    arrays: dict[str, np.ndarray],
+    build: Callable[[], dict[str, np.ndarray]],
+    key: dict[str, Any],
     pair_name: Callable[[int, int], str],
     *,
+    cache: bool,
     seed: int,
     grid: int,
     augment: bool,
     max_shift: int,
     shuffle_tiles: bool,
     dataset: str,
+    cache_name: Optional[str] = None,
     val_fold: Optional[int] = None,
     num_folds: int = 4,
     val_classes: Optional[Sequence[int]] = None,
 ) -> DataSplits:
-    """Wrap the arrays of :func:`build_collage_arrays` as datasets normalised with the training
-    split's pixel statistics, class ``(a, b)`` named ``pair_name(a, b)``; ``val_fold`` or
+    """The arrays ``build`` returns (as those of :func:`build_collage_arrays`), cached under
+    ``cache_name`` (default ``dataset``) and ``key`` unless ``cache`` is false
+    (:func:`gspdml.data.cache.cached_arrays`), as datasets normalised with the training split's
+    pixel statistics, class ``(a, b)`` named ``pair_name(a, b)``; ``val_fold`` or
     ``val_classes`` need ``class_split[1] = 0`` (:func:`gspdml.data.splits.carve_fold`).
 
     Args:
@@ -203,6 +208,7 @@ def collage_splits(
         max_shift: the largest shift of an augmented training image, in pixels.
         shuffle_tiles: with ``augment``, also permute the tiles of a training collage.
     """
+    arrays = cached_arrays(cache_name or dataset, key, build, enabled=cache)
     mean, std = pixel_statistics(arrays["train_images"])
 
     def part(split: str) -> ArrayDataset:
@@ -289,15 +295,11 @@ def glyph_collage(source: str, tile_size: int) -> Callable[..., DataSplits]:
             glyph_split=[float(f) for f in glyph_split],
         )
         key = {"version": FORMAT_VERSION, "files": source_content(source, root), **params}
-        arrays = cached_arrays(
-            f"collage_{source}",
-            key,
-            lambda: build_collage_arrays(*source_glyphs(source, root), **params),
-            enabled=cache,
-        )
         return collage_splits(
-            arrays,
+            lambda: build_collage_arrays(*source_glyphs(source, root), **params),
+            key,
             glyph_pair_name(source),
+            cache=cache,
             seed=seed,
             grid=grid,
             augment=augment,

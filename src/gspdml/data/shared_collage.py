@@ -33,7 +33,6 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from gspdml.data.base import DATASETS, DataSplits
-from gspdml.data.cache import cached_arrays
 from gspdml.data.collage import collage_splits, glyph_pair_name
 from gspdml.data.glyphs import (
     FIELD,
@@ -331,19 +330,16 @@ def collage_shared(
     check_source(source)
     files = source_content(source, root)  # the key: the glyph files' content, not their folder
     key = {"version": FORMAT_VERSION, "source": source, "files": files, **params}
-    arrays = cached_arrays(
-        f"collage_shared_{source}",
-        key,
-        lambda: build_shared_collage_arrays(*source_glyphs(source, root), **params),
-        enabled=cache,
-    )
     return collage_splits(
-        arrays,
+        lambda: build_shared_collage_arrays(*source_glyphs(source, root), **params),
+        key,
         glyph_pair_name(source),
+        cache=cache,
         seed=seed,
         grid=grid,
         augment=augment,
         max_shift=max_shift,
         shuffle_tiles=shuffle_tiles,
         dataset="collage_shared",
+        cache_name=f"collage_shared_{source}",
     )
