@@ -143,24 +143,19 @@ def fashion_mnist(
     )
     images, labels = images[keep], labels[keep]
     bounds = np.cumsum([0, *class_split])
-    parts = []
-    for s in range(3):
-        classes = np.arange(bounds[s], bounds[s + 1])
+    splits = [np.arange(bounds[s], bounds[s + 1]) for s in range(3)]
+    mean, std = pixel_statistics(images[np.isin(labels, splits[0])])
+
+    def part(classes: np.ndarray) -> ArrayDataset:
         chosen = np.isin(labels, classes)
-        parts.append(
-            (
-                images[chosen],
-                np.searchsorted(classes, labels[chosen]),
-                [CLASS_NAMES[c] for c in classes],
-            )
+        names = [CLASS_NAMES[c] for c in classes]
+        return ArrayDataset(
+            images[chosen], np.searchsorted(classes, labels[chosen]), mean, std, names
         )
-    mean, std = pixel_statistics(parts[0][0])
-    val_part, test_part = (
-        ArrayDataset(x, y, mean, std, names) if len(y) else None for x, y, names in parts[1:]
-    )
-    x, y, names = parts[0]  # the training classes (class_split[0] >= 1)
+
+    val_part, test_part = (part(c) if np.isin(labels, c).any() else None for c in splits[1:])
     return carve_fold(
-        ArrayDataset(x, y, mean, std, names),
+        part(splits[0]),  # the training classes (class_split[0] >= 1)
         val_part,
         test_part,
         dataset="fashion_mnist",
