@@ -72,13 +72,9 @@ def item_labels(dataset: Items) -> np.ndarray:
 
 class SeededTransformDataset(LabelledDataset):
     """Wrap ``dataset`` (items ``(image, label)``, plain integer indices) and apply
-    ``transform(image, generator)``: the adapter of any such dataset to :class:`TrainingDataset`.
-
-    Indices may be ints (the epoch is :attr:`epoch`, set with :meth:`set_epoch`) or
-    ``(index, epoch)`` pairs. ``transform=None`` leaves images as they are. ``labels`` are those
-    of the wrapped dataset (read once from its items when it has none); ``classes``, ``paths``,
-    ``channels`` and ``class_names`` are the wrapped dataset's.
-    """
+    ``transform(image, generator)`` (None: none): the adapter of any such dataset to
+    :class:`TrainingDataset`; ``labels``, ``classes``, ``paths``, ``channels`` and
+    ``class_names`` are the wrapped dataset's (:func:`item_labels`)."""
 
     def __init__(self, dataset: Items, transform: SeededTransform | None = None, seed: int = 0):
         self.dataset = dataset
