@@ -1,9 +1,8 @@
 """Where the four benchmark datasets come from, and how a placed copy is verified.
 
 Digests: MD5 as published with the archives' download code; SHA-256 and sizes as TensorFlow
-Datasets publishes them (see :mod:`gspdml.data.fetch`).
-Counts: the official totals that the readers check (CUB 11,788, Cars196 16,185, SOP 120,053,
-In-Shop 52,712 images).
+Datasets publishes them (see :mod:`gspdml.data.fetch`). Counts: the official totals the readers
+check (their ``EXPECTED``).
 """
 
 from __future__ import annotations
