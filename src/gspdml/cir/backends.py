@@ -78,11 +78,8 @@ def hf_cache_dirs() -> list[Path]:
     """The Hugging Face hub cache directories, in the order huggingface_hub resolves them."""
     if os.environ.get("HF_HUB_CACHE"):
         return [Path(os.environ["HF_HUB_CACHE"]).expanduser()]
-    home = Path(
-        os.environ.get(
-            "HF_HOME", Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")) / "huggingface"
-        )
-    ).expanduser()
+    default = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")) / "huggingface"
+    home = Path(os.environ.get("HF_HOME", default)).expanduser()
     return [home / "hub"]
 
 

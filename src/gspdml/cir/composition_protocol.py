@@ -125,15 +125,12 @@ def evaluate_protocol(
             per_query.setdefault(name, []).append(column)
         if keep_top:  # the same stable order as the metrics
             top = torch.sort(-scores, dim=1, stable=True).indices[:, :keep_top]
-            top_scores = torch.gather(scores, 1, top)
-            for row in range(len(batch)):
-                rankings.append(
-                    {
-                        "indices": top[row].tolist(),
-                        "scores": top_scores[row].tolist(),
-                        "ap": float(metrics[f"ap_{ap}"][row]),
-                    }
-                )
+            top_scores = torch.gather(scores, 1, top).tolist()
+            aps = metrics[f"ap_{ap}"].tolist()
+            rankings += [
+                {"indices": i, "scores": s, "ap": a}
+                for i, s, a in zip(top.tolist(), top_scores, aps)
+            ]
     values = {name: torch.cat(parts) for name, parts in per_query.items()}
     groups = np.array([q.group for q in protocol.queries])
     names = {f"ap_{ap}": "map", **{f"recall@{k}": f"recall@{k}" for k in recall_at}}

@@ -161,11 +161,10 @@ class ClassSubset(LabelledDataset):
         return len(self.indices)
 
     def __getitem__(self, key: Union[int, tuple[int, int]]) -> tuple[Any, int]:
-        if isinstance(key, tuple):
-            item = self.dataset[(int(self.indices[key[0]]), key[1])]
-        else:
-            item = self.dataset[int(self.indices[key])]
-        return item[0], int(self.labels[key[0] if isinstance(key, tuple) else key])
+        index = key[0] if isinstance(key, tuple) else key
+        inner = int(self.indices[index])
+        item = self.dataset[(inner, key[1]) if isinstance(key, tuple) else inner]
+        return item[0], int(self.labels[index])
 
 
 def validation_classes(
