@@ -1,8 +1,8 @@
 """The glyph images the collages are built from, and how the splits share them out.
 
 A *glyph source* has 10 base classes of small single-channel images: ``digits`` (scikit-learn's
-8×8 digits, embedded, see :mod:`gspdml.data.digits`) or ``fashion`` (Fashion-MNIST's 28×28
-items, see :mod:`gspdml.data.fashion_mnist`). Every collage resizes its glyphs with
+8×8 digits: no download, :func:`digit_glyphs`) or ``fashion`` (Fashion-MNIST's 28×28 items, see
+:mod:`gspdml.data.fashion_mnist`). Every collage resizes its glyphs with
 :func:`resize_glyphs`, gives each split its own disjoint pool of glyph images
 (:func:`glyph_pools`, so no source image appears in two splits) and draws from a pool with
 :func:`draw_glyphs`.
@@ -30,13 +30,20 @@ def check_source(source: str) -> None:
         raise ConfigError(f"{FIELD}.source", f"{source!r} is not one of {', '.join(SOURCES)}")
 
 
+def digit_glyphs() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits as uint8 ``[1797, 8, 8]`` (values 0..16 scaled to 0..255) and labels."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    glyphs = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
+    return glyphs, digits.target.astype(np.int64)
+
+
 def source_glyphs(source: str, root: Optional[str] = None) -> tuple[np.ndarray, np.ndarray]:
     """The glyph images (uint8 ``[N, h, w]``) and labels of ``source`` (``fashion``: read from
     ``root`` or the Debian package's folder)."""
     check_source(source)
     if source == "digits":
-        from gspdml.data.digits import digit_glyphs
-
         return digit_glyphs()
     from gspdml.data.fashion_mnist import load_fashion_mnist
 
