@@ -281,12 +281,10 @@ def compose(
 class FreeDom:
     """Composed encoder h(y, t) of FreeDom and its ablation variants (see :data:`VARIANTS`).
 
-    ``encode_text(list[str]) -> [N, D]`` must return ℓ2-normalised rows (any
-    :class:`gspdml.cir.vl_model.VisionLanguageModel`'s ``encode_text``); its results are memoised
-    per string. ``visual_memory`` (``[M, D]``, ℓ2-normalised) is the database by default
+    ``encode_text(list[str]) -> [N, D]`` must return ℓ2-normalised rows; its results are
+    memoised per string. ``visual_memory`` (``[M, D]``, ℓ2-normalised) is the database by default
     (§4.4.1); an external image set, or its union with the database, is the alternative of
-    Table 4.5 (``gspdml cir freedom --memory``). A query outside the memory is its own first
-    proxy under the default ``query_as_proxy="auto"`` (module docstring, item 1).
+    Table 4.5 (``gspdml cir freedom --memory``).
     """
 
     def __init__(
