@@ -61,9 +61,8 @@ def read_cub(root: str) -> OfficialSplits:
         raise DataError(
             f"{base / 'image_class_labels.txt'}: no class for image ids {missing[:5]} ({len(missing)} in all)"
         )
-    names = {}
-    if (base / "classes.txt").is_file():
-        names = dict(read_columns(base / "classes.txt", _Class, SOURCE))
+    classes = base / "classes.txt"
+    names = dict(read_columns(classes, _Class, SOURCE)) if classes.is_file() else {}
     records = Records(
         [str(base / "images" / r.path) for r in images],
         np.array([labels[r.id] for r in images]),

@@ -193,11 +193,9 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
             )
         self.classes_per_batch = int(classes_per_batch)
         self.samples_per_class = int(samples_per_class)
-        self.halves = bool(halves)
-        self.seed = int(seed)
+        self.halves, self.seed = bool(halves), int(seed)
         self.rank, self.world_size = int(rank), int(world_size)
-        self.with_epoch = bool(with_epoch)
-        self.num_samples = len(label_array)
+        self.with_epoch, self.num_samples = bool(with_epoch), len(label_array)
         chunks = np.maximum(1, -(-counts // samples_per_class))
         self._batches_per_epoch = int(max(-(-chunks.sum() // classes_per_batch), chunks.max()))
 

@@ -35,10 +35,9 @@ class TrainingDataset(Protocol):
 
     * ``dataset[(index, epoch)]`` is ``(image, label)``: ``image`` a float tensor ``[C, H, W]``,
       ``label`` an int in ``[0, num_classes)``; its augmentation is a function of
-      ``(seed, epoch, index)`` alone (:func:`seeded_generator`), so a resumed run and any number
-      of DataLoader workers see the same images. A plain integer ``index`` reads the item at the
-      current epoch (``set_epoch``; 0 by default): CCP's proxy pool and PCA-whitening embed the
-      training split in order.
+      ``(seed, epoch, index)`` alone (:func:`seeded_generator`). A plain integer ``index`` reads
+      the item at the current epoch (``set_epoch``; 0 by default), as CCP's proxy pool and
+      PCA-whitening do.
     * ``labels``: the int64 array of every item's label, read without decoding images (samplers).
     * ``len(dataset)`` items; optional ``channels`` (3 when absent), ``class_names`` and ``paths``.
     """
