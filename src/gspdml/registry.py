@@ -75,9 +75,9 @@ class Registry:
 
     ``nested`` on a registered class (a dict ``{argument: registry}``) declares arguments that
     are themselves specs of another registry; :meth:`check` validates them recursively. A class
-    may declare ``check_options(options) -> (option, message) or None`` (a classmethod) for rules
-    that relate options (``pool_size >= proxies_per_class``); it sees every option, defaults
-    filled in. ``field`` names the options of a component built from Python (``model.pooling``).
+    may declare ``check_options(**options) -> (option, message) or None`` (a classmethod) for
+    rules that relate options (``pool_size >= proxies_per_class``); it is given every option,
+    defaults filled in. ``field`` names the options of a component built from Python (``model.pooling``).
     """
 
     def __init__(self, kind: str, field: str = ""):
@@ -94,7 +94,7 @@ class Registry:
                 self._entries[key] = obj
                 self._primary[key] = name
             if inspect.isclass(obj):
-                _check_when_built(obj, _config_field(obj, self.field))
+                _check_when_built(obj, self.field)
             return obj
 
         return decorate
@@ -155,7 +155,7 @@ class Registry:
                 registry.check(kwargs[arg], f"{field}.{arg}")
         options = _config_options(factory)
         defaults = {p.name: p.default for p in options if p.default is not p.empty}
-        _refuse(factory, factory, {**defaults, **kwargs}, refuse_at or field)
+        _refuse(factory, {**defaults, **kwargs}, refuse_at or field)
         return name, kwargs
 
     def build(self, spec: Any, field: str = "", **extra: Any) -> Any:
@@ -229,14 +229,12 @@ def _check_kwargs(
         )
 
 
-def _refuse(
-    signature: Callable[..., Any], owner: Any, options: Mapping[str, Any], field: str
-) -> None:
-    """Raise a ConfigError at ``field.<option>`` for an option outside the range ``signature``
-    declares, or options that ``owner.check_options`` refuses together."""
-    hook: Optional[Callable[[Mapping[str, Any]], Optional[tuple[str, str]]]]
-    hook = getattr(owner, "check_options", None)
-    refused = out_of_range(signature, options) or (hook(options) if hook else None)
+def _refuse(factory: Callable[..., Any], options: Mapping[str, Any], field: str) -> None:
+    """Raise a ConfigError at ``field.<option>`` for an option outside the range ``factory``
+    declares, or options that its ``check_options`` refuses together."""
+    hook: Optional[Callable[..., Optional[tuple[str, str]]]]
+    hook = getattr(factory, "check_options", None)
+    refused = out_of_range(factory, options) or (hook(**options) if hook else None)
     if refused:
         key, message = refused
         raise ConfigError(f"{field}.{key}", message)
@@ -249,18 +247,16 @@ def _config_field(factory: Any, default: str) -> str:
 
 
 def _check_when_built(cls: type, field: str) -> None:
-    """Make ``cls``'s constructor check its arguments as :meth:`Registry.check` checks a spec's
-    (once, however often the class is registered)."""
-    init = cls.__dict__.get("__init__")
-    if init is None or getattr(init, "checks_options", False):
-        return
+    """Make building ``cls`` from Python check its arguments as :meth:`Registry.check` checks a
+    spec's, before its ``__init__`` runs (a ``__new__``: the constructor stays as written)."""
+    if any("__new__" in vars(base) for base in cls.__mro__[:-1]):
+        return  # checked already (a registered base), or a class that makes its own objects
 
-    @functools.wraps(init)
-    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
-        bound = inspect.signature(init).bind(self, *args, **kwargs)
+    @functools.wraps(cls.__init__)  # type: ignore[misc]  # its signature: the class's
+    def checked(made: type, *args: Any, **kwargs: Any) -> Any:
+        bound = inspect.signature(made).bind_partial(*args, **kwargs)
         bound.apply_defaults()
-        _refuse(init, cls, dict(list(bound.arguments.items())[1:]), field)
-        init(self, *args, **kwargs)
+        _refuse(made, bound.arguments, _config_field(made, field))
+        return object.__new__(made)
 
-    checked.checks_options = True  # type: ignore[attr-defined]
-    cls.__init__ = checked  # type: ignore[misc]
+    cls.__new__ = staticmethod(checked)  # type: ignore[assignment]

@@ -88,4 +88,3 @@ def resolved_dataset(spec: dict[str, Any]) -> dict[str, Any]:
         if isinstance(resolved.get(key), str):
             resolved[key] = str(Path(resolved[key]).expanduser().resolve())
     return resolved
-

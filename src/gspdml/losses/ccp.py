@@ -21,7 +21,6 @@ trainer attaches to every loss that declares ``controller = "ccp"``; it calls
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Annotated, Any, Optional, cast
 
 import torch
@@ -85,11 +84,15 @@ class CCP(LossWrapper):
     base_kind = (PairLoss, "a pair loss (c1, c2, triplet, ms, ...)")
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> Optional[tuple[str, str]]:
-        least, pool = options["proxies_per_class"], options["pool_size"]
-        if pool < least:
-            return "pool_size", f"must be >= proxies_per_class ({least}), got {pool}"
-        return super().check_options(options)
+    def check_options(  # type: ignore[override]  # CCP's options, all given by the registry
+        cls, *, proxies_per_class: int, pool_size: int, **options: Any
+    ) -> Optional[tuple[str, str]]:
+        if pool_size < proxies_per_class:
+            return (
+                "pool_size",
+                f"must be >= proxies_per_class ({proxies_per_class}), got {pool_size}",
+            )
+        return super().check_options(**options)
 
     def __init__(
         self,

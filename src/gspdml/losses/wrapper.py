@@ -19,7 +19,6 @@ options, as the registry names them), whatever the wrapper.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
 from typing import Any, Optional
 
 from torch import nn
@@ -47,7 +46,7 @@ class LossWrapper(MetricLoss):
     base_kind: Optional[tuple[type, str]] = None
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> Optional[tuple[str, str]]:
+    def check_options(cls, **options: Any) -> Optional[tuple[str, str]]:
         """``base`` (a spec, or a built loss) must be a :attr:`base_kind`, checked before a build."""
         base = options.get(cls.base_option)
         if cls.base_kind is None or base is None:

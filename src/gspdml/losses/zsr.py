@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
 from typing import Annotated, Any, Optional, Union
 
 import torch
@@ -87,8 +86,10 @@ class ZSR(LossWrapper):
     reductions = ("mean", "sum_of_halves")
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> Optional[tuple[str, str]]:
-        return super().check_options(options) or class_init_refusal(options["class_init"])
+    def check_options(  # type: ignore[override]  # ZSR's options, all given by the registry
+        cls, *, class_init: Union[str, float], **options: Any
+    ) -> Optional[tuple[str, str]]:
+        return super().check_options(**options) or class_init_refusal(class_init)
 
     def __init__(
         self,

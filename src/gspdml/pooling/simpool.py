@@ -3,7 +3,7 @@ with the options of its design ablation (thesis §3.4.4, Table 3.12)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any, Optional, Union
 
 import torch
@@ -129,9 +129,8 @@ class SimPool(Pooling):
     AUTO_GAMMA = {"tokens": 1.25, "maps": 2.0}
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> Optional[tuple[str, str]]:
+    def check_options(cls, *, k: int, init: str, **_: Any) -> Optional[tuple[str, str]]:
         """The rules across options, checked before a build (:class:`gspdml.registry.Registry`)."""
-        k, init = options["k"], options["init"]
         if k != 1 and init not in ("kmeans", "learned"):
             return (
                 "init",

@@ -39,7 +39,7 @@ Glorot-uniform prototypes and pools with transport from the first step.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Annotated, Any, Optional
 
 import torch
@@ -105,14 +105,25 @@ class GSP(Pooling, LazyInitialised):
     initialized: torch.Tensor
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> Optional[tuple[str, str]]:
+    def check_options(
+        cls,
+        *,
+        mu: float,
+        gem_p: float,
+        learn_gem_p: bool,
+        weighting: str,
+        init: str,
+        num_prototypes: int,
+        memory_size: int,
+        **_: Any,
+    ) -> Optional[tuple[str, str]]:
         """The rules across options, checked before a build (:class:`gspdml.registry.Registry`)."""
-        if options["learn_gem_p"] and options["gem_p"] == 1.0:
+        if learn_gem_p and gem_p == 1.0:
             return "learn_gem_p", "a learnable GeM power needs GeMean+GSP (gem_p > 1, e.g. 3)"
-        if options["weighting"] == "background" and options["mu"] >= 1.0:
+        if weighting == "background" and mu >= 1.0:
             return "weighting", "background weighting needs mu < 1 (at mu = 1 nothing is left over)"
-        prototypes, memory = options["num_prototypes"], options["memory_size"]
-        if options["init"] == "kcenter" and memory < prototypes:
+        prototypes, memory = num_prototypes, memory_size
+        if init == "kcenter" and memory < prototypes:
             return (
                 "memory_size",
                 f"k-center needs at least num_prototypes={prototypes} samples, got {memory}",
