@@ -4,20 +4,85 @@
 parameter without one is typed by its default), and :func:`check_value` tells whether a value
 from YAML fits: ``int`` takes integers (not booleans), ``float`` takes any number, ``bool`` only
 ``true``/``false``, ``Optional``/``Union``/``Literal`` and lists/tuples/mappings of those are
-followed. Types that YAML cannot spell (modules, tensors, callables) are not checked here; the
-components check those values themselves.
+followed. An option declares its range with it, ``mu: Annotated[float, Interval(0, 1,
+low_open=True)]``: :func:`first_mismatch` checks it with the type, :func:`out_of_range` alone (a
+component built from Python). Types that YAML cannot spell (modules, tensors, callables) are not
+checked here; the components check those values themselves.
 """
 
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import inspect
+import math
 import os
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 _NOTHING = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """The numbers an option allows, declared with it: ``Annotated[float, Interval(0, 1)]``."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+    odd: bool = False  # a kernel size: odd integers only
+    what: str = ""  # the option in words, leading its error (``the transported fraction``)
+
+    def admits(self, value: Any) -> bool:
+        """Whether ``value`` lies in the interval (a value that is no number is the type's to check)."""
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return True
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below and (not self.odd or value % 2 == 1)
+
+    def __str__(self) -> str:
+        """``> 0``, ``>= 1 and odd``, ``in (0, 1]``."""
+        odd = " and odd" if self.odd else ""
+        if self.high == math.inf:
+            return f"{'>' if self.low_open else '>='} {self.low:g}{odd}"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"in {left}{self.low:g}, {self.high:g}{right}{odd}"
+
+    def must_be(self, value: Any) -> str:
+        """The error message for a ``value`` outside: ``must be positive, got 0``."""
+        words = {"> 0": "positive", ">= 0": "non-negative"}
+        return f"{self.what} must be {words.get(str(self), str(self))}, got {value!r}".lstrip()
+
+
+@dataclasses.dataclass(frozen=True)
+class OneOf:
+    """The values an option allows, declared with it from a module's vocabulary:
+    ``Annotated[str, OneOf(WEIGHTINGS)]``."""
+
+    choices: tuple[Any, ...]
+    noun: str = "value"  # ``unknown mining 'easy'``
+
+    def admits(self, value: Any) -> bool:
+        return value in self.choices
+
+    def __str__(self) -> str:
+        return "one of " + ", ".join(map(repr, self.choices))
+
+    def must_be(self, value: Any) -> str:
+        return f"unknown {self.noun} {value!r}; allowed: {', '.join(map(str, self.choices))}"
+
+
+#: the most common ranges, by name
+POSITIVE = Interval(0, low_open=True)
+NON_NEGATIVE = Interval(0)
+AT_LEAST_1 = Interval(1)
+ODD_SIZE = Interval(1, odd=True)
+UNIT = Interval(0, 1)
+#: ``lambda`` of ``(1 - lambda) base + lambda L_extra`` (ZSR, XML)
+MIXING = Interval(0, 1, what="the mixing weight lambda")
 
 
 def option_types(factory: Callable[..., Any]) -> dict[str, Any]:
@@ -29,7 +94,7 @@ def option_types(factory: Callable[..., Any]) -> dict[str, Any]:
         return {}
     target = factory.__init__ if inspect.isclass(factory) else factory
     try:
-        hints = typing.get_type_hints(target)
+        hints = typing.get_type_hints(target, include_extras=True)
     except Exception:  # noqa: BLE001 - unresolvable forward references: fall back to the defaults
         hints = {}
     types = {}
@@ -51,6 +116,8 @@ def check_value(value: Any, hint: Any) -> bool:
     if hint is Any or hint is object:
         return True
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return check_value(value, args[0]) and _marker(hint).admits(value)
     if origin is Union:
         return any(check_value(value, arm) for arm in args)
     if origin is Literal:
@@ -85,8 +152,10 @@ def check_value(value: Any, hint: Any) -> bool:
 
 
 def describe(hint: Any) -> str:
-    """``hint`` in words for an error message (``an integer or null``)."""
+    """``hint`` in words for an error message (``an integer or null``, ``a number in [0, 1]``)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return f"{describe(args[0])} {_marker(hint)}"
     if origin is Union:
         return " or ".join(describe(arm) for arm in args)
     if origin is Literal:
@@ -119,3 +188,30 @@ def first_mismatch(
         if key in types and not check_value(value, types[key]):
             return key, describe(types[key])
     return None
+
+
+def out_of_range(
+    factory: Callable[..., Any], options: Mapping[str, Any]
+) -> Optional[tuple[str, str]]:
+    """``(option, "must be <range>, got <value>")`` of the first option outside the range or
+    choices it declares, or None (a value of the wrong type is :func:`first_mismatch`'s)."""
+    for key, hint in option_types(factory).items():
+        if key not in options:
+            continue
+        arms = typing.get_args(hint) if typing.get_origin(hint) is Union else (hint,)
+        fitting = [arm for arm in arms if check_value(options[key], _base(arm))]
+        refused = [arm for arm in fitting if not check_value(options[key], arm)]
+        if refused and len(refused) == len(fitting):
+            return key, _marker(refused[0]).must_be(options[key])
+    return None
+
+
+def _base(hint: Any) -> Any:
+    """The type of an ``Annotated`` hint (``hint`` itself otherwise)."""
+    return typing.get_args(hint)[0] if typing.get_origin(hint) is Annotated else hint
+
+
+def _marker(hint: Any) -> Union[Interval, OneOf]:
+    """The :class:`Interval` or :class:`OneOf` an ``Annotated`` hint declares (any number if none)."""
+    metadata = getattr(hint, "__metadata__", ())
+    return next((m for m in metadata if isinstance(m, (Interval, OneOf))), Interval())

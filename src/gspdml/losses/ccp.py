@@ -17,7 +17,7 @@ This module is the loss half; the reactions to training events are
 
 from __future__ import annotations
 
-from typing import Any, Optional, cast
+from typing import Annotated, Any, Optional, cast
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +28,7 @@ from gspdml.losses.ccp_selection import select_proxies
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.normalize import clip_normalize
+from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE, OneOf
 
 SNAPSHOTS = ("best", "last")
 NORMALIZATIONS = ("clip", "l2")
@@ -75,40 +76,38 @@ class CCP(LossWrapper):
     #: the projection problems run between steps (gspdml.training.ccp_controller)
     controller = "ccp"
 
+    base_kind = (PairLoss, "a pair loss (c1, c2, triplet, ms, ...)")
+
+    @classmethod
+    def check_options(  # type: ignore[override]  # CCP's options, all given by the registry
+        cls, *, proxies_per_class: int, pool_size: int, **options: Any
+    ) -> Optional[tuple[str, str]]:
+        if pool_size < proxies_per_class:
+            return (
+                "pool_size",
+                f"must be >= proxies_per_class ({proxies_per_class}), got {pool_size}",
+            )
+        return super().check_options(**options)
+
     def __init__(
         self,
         base: Any,
         embedding_dim: int,
         num_classes: int,
-        proxies_per_class: int = 8,
+        proxies_per_class: Annotated[int, AT_LEAST_1] = 8,
         pool_size: int = 12,
-        prox_lambda: float = 2e-4,
-        patience: int = 3,
+        prox_lambda: Annotated[float, NON_NEGATIVE] = 2e-4,
+        patience: Annotated[int, AT_LEAST_1] = 3,
         metric: str = "map_at_r",
         regularize_first: bool = False,
-        snapshot: str = "best",
-        init: str = "kcenter",
+        snapshot: Annotated[str, OneOf(SNAPSHOTS)] = "best",
+        init: Annotated[str, OneOf(INITS)] = "kcenter",
         proxy_as_anchor: bool = True,
         proxy_weight: float = 1.0,
         batch_weight: float = 0.0,
-        normalization: str = "clip",
+        normalization: Annotated[str, OneOf(NORMALIZATIONS)] = "clip",
     ):
         super().__init__(base, embedding_dim, num_classes)
-        for option, value, least in (
-            ("proxies_per_class", proxies_per_class, 1),
-            ("prox_lambda", prox_lambda, 0),
-            ("patience", patience, 1),
-        ):
-            self.require(value >= least, option, f"must be >= {least}, got {value}")
-        self.require(
-            pool_size >= proxies_per_class,
-            "pool_size",
-            f"must be >= proxies_per_class ({proxies_per_class}), got {pool_size}",
-        )
-        self.require_choice("snapshot", snapshot, SNAPSHOTS)
-        self.require_choice("init", init, INITS)
-        self.require_choice("normalization", normalization, NORMALIZATIONS)
-        self.require_base(PairLoss, "a pair loss (c1, c2, triplet, ms, ...)")
         self.num_classes, self.k, self.pool_size = num_classes, proxies_per_class, pool_size
         self.prox_lambda, self.patience, self.metric = prox_lambda, patience, metric
         self.regularize_first, self.snapshot, self.init = regularize_first, snapshot, init

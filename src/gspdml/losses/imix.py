@@ -39,6 +39,8 @@ class IMix(Metrix):
         mix_weight: ``w`` of Eq. 2.10 (0.4, the thesis's for every mixing method it runs).
     """
 
+    base_kind = (WeightedPairLoss, "a pair loss with label weights (contrastive, c1, ms)")
+
     def __init__(
         self,
         embedding_dim: int,
@@ -58,7 +60,6 @@ class IMix(Metrix):
             mix_weight=mix_weight,
             hard_negatives={},
         )
-        self.require_base(WeightedPairLoss, "a pair loss with label weights (contrastive, c1, ms)")
 
     def _select(self, triples: Tensor) -> Tensor:
         """One negative per anchor, uniformly (i-Mix's single partner)."""

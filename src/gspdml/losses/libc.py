@@ -19,6 +19,8 @@ evaluates). Defaults: the authors' CUB configuration (other datasets: presets ``
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -27,6 +29,7 @@ from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, MetricLoss, Output
 from gspdml.losses.reduction import Terms
 from gspdml.models.message_passing import MessagePassingNetwork
+from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE, POSITIVE, Interval
 
 
 @LOSSES.register("libc")
@@ -55,34 +58,23 @@ class LIBC(MetricLoss):
         self,
         embedding_dim: int,
         num_classes: int,
-        num_layers: int = 1,
+        num_layers: Annotated[int, AT_LEAST_1] = 1,
         num_heads: int = 2,
-        temperature: float = 0.2,
-        label_smoothing: float = 0.1,
-        dropout: float = 0.1,
+        temperature: Annotated[float, POSITIVE] = 0.2,
+        label_smoothing: Annotated[float, Interval(0, 1, high_open=True)] = 0.1,
+        dropout: Annotated[float, Interval(0, 1, high_open=True)] = 0.1,
         concat_layers: bool = False,
-        backbone_weight: float = 1.0,
-        mpn_weight: float = 1.0,
+        backbone_weight: Annotated[float, NON_NEGATIVE] = 1.0,
+        mpn_weight: Annotated[float, NON_NEGATIVE] = 1.0,
         lr_multiplier: float = 1.0,
     ) -> None:
         super().__init__()
-        checks = (
-            ("num_layers", num_layers, num_layers >= 1, "need at least one layer"),
-            (
-                "num_heads",
-                num_heads,
-                num_heads >= 1 and embedding_dim % num_heads == 0,
-                f"the embedding width {embedding_dim} must be divisible by the number of heads",
-            ),
-            ("temperature", temperature, temperature > 0, "must be positive"),
-            ("label_smoothing", label_smoothing, 0 <= label_smoothing < 1, "must be in [0, 1)"),
-            ("dropout", dropout, 0 <= dropout < 1, "must be in [0, 1)"),
-            ("backbone_weight", backbone_weight, backbone_weight >= 0, "must be non-negative"),
-            ("mpn_weight", mpn_weight, mpn_weight >= 0, "must be non-negative"),
-        )
-        for option, value, ok, message in checks:
-            if not ok:
-                raise ConfigError(f"loss.{option}", f"{message}, got {value!r}")
+        if num_heads < 1 or embedding_dim % num_heads:
+            raise ConfigError(
+                "loss.num_heads",
+                f"the embedding width {embedding_dim} must be divisible by the number of heads, "
+                f"got {num_heads!r}",
+            )
         self.temperature, self.label_smoothing = float(temperature), float(label_smoothing)
         self.backbone_weight, self.mpn_weight = float(backbone_weight), float(mpn_weight)
         self.concat_layers = bool(concat_layers)

@@ -32,7 +32,7 @@ is labelled (``_labels``), the factor's law (``_draw_lambda``) or the mixed term
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Optional, Protocol, Union, cast
+from typing import Annotated, Any, Optional, Protocol, Union, cast
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +48,7 @@ from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.models.output import EmbedderOutput
 from gspdml.registry import parse_spec
+from gspdml.typecheck import POSITIVE, OneOf
 
 #: ``mix(triples [M, 3], lambda [M]) -> [M, D]`` mixed embeddings
 Mix = Callable[[Tensor, Tensor], Tensor]
@@ -124,6 +125,7 @@ class Metrix(LossWrapper):
 
     base_option = "loss"
     nested = {"loss": LOSSES}
+    base_kind = (LabelWeightedLoss, f"a loss with label weights ({LABEL_WEIGHTED})")
 
     def __init__(
         self,
@@ -132,8 +134,8 @@ class Metrix(LossWrapper):
         loss: Any = "contrastive",
         level: Union[str, Sequence[str]] = "feature",
         pairs: Union[str, Sequence[str]] = "random",
-        positives: str = "all",
-        mix_alpha: float = 2.0,
+        positives: Annotated[str, OneOf(POSITIVES)] = "all",
+        mix_alpha: Annotated[float, POSITIVE] = 2.0,
         mix_weight: float = 0.4,
         hard_negatives: Union[int, Mapping[str, Optional[int]]] = 3,
         lambda_per_pair: bool = False,
@@ -141,13 +143,10 @@ class Metrix(LossWrapper):
         mix_chunk: Optional[int] = None,
     ):
         super().__init__(with_recipe_defaults(loss, self.field("loss")), embedding_dim, num_classes)
-        self.require_base(LabelWeightedLoss, f"a loss with label weights ({LABEL_WEIGHTED})")
         # Metrix L2-normalises the clean embeddings, and the mixed ones unless renormalize=False
         self.weighted_base.normalize_inputs = False
         self.levels = self._choices("level", level, LEVELS)
         kinds = DEFAULT_KINDS if pairs == "random" else self._choices("pairs", pairs, PAIRS[1:])
-        self.require_choice("positives", positives, POSITIVES)
-        self.require_positive("mix_alpha", mix_alpha)
         self.hard_by_level = self._hard_by_level(hard_negatives)
         self.require(
             mix_chunk is None or (mix_chunk >= 1 and "feature" in self.levels),

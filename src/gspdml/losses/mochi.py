@@ -17,7 +17,7 @@ the ``s`` synthetic points kept per query, drawn uniformly (``null``: every pair
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
 import torch
 from torch import Tensor
@@ -25,6 +25,7 @@ from torch import Tensor
 from gspdml.losses.base import LOSSES
 from gspdml.losses.metrix import Metrix
 from gspdml.losses.metrix_pairs import at_most_per_anchor
+from gspdml.typecheck import AT_LEAST_1
 
 MOCHI_KINDS = ("neg_neg", "anc_neg")
 
@@ -48,7 +49,7 @@ class MoCHi(Metrix):
         loss: Any = "contrastive",
         pairs: Union[str, Sequence[str]] = "neg_neg",
         hard_negatives: int = 100,
-        synthetic: Optional[int] = None,
+        synthetic: Optional[Annotated[int, AT_LEAST_1]] = None,
         mix_weight: float = 0.4,
     ):
         super().__init__(
@@ -62,11 +63,6 @@ class MoCHi(Metrix):
         )
         for kind in self.kinds:
             self.require_choice("pairs", kind, MOCHI_KINDS)
-        self.require(
-            synthetic is None or synthetic >= 1,
-            "synthetic",
-            f"must be null (every pair) or >= 1, got {synthetic!r}",
-        )
         self.require(
             not getattr(self.base, "anchorless", False),
             "loss",

@@ -17,7 +17,7 @@ under balanced batches too (docs/paper-vs-code.md). ``alpha = 0.4``, ``mu = 1`` 
 
 from __future__ import annotations
 
-from typing import Any, Optional, cast
+from typing import Annotated, Any, Optional, cast
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +26,7 @@ from torch import Tensor
 from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.proxies import ProxyLoss
 from gspdml.losses.wrapper import LossWrapper
+from gspdml.typecheck import POSITIVE, UNIT
 
 
 @LOSSES.register("proxy_synthesis", "ps")
@@ -47,8 +48,8 @@ class ProxySynthesis(LossWrapper):
         embedding_dim: int,
         num_classes: int,
         loss: Any = "proxy_anchor",
-        alpha: float = 0.4,
-        mu: float = 1.0,
+        alpha: Annotated[float, POSITIVE] = 0.4,
+        mu: Annotated[float, UNIT] = 1.0,
     ):
         super().__init__(loss, embedding_dim, num_classes)
         self.require(
@@ -59,9 +60,7 @@ class ProxySynthesis(LossWrapper):
             "must be a proxy loss with one proxy per class (proxy_anchor, proxy_nca, proxynca_pp), "
             f"got {type(self.base).__name__}",
         )
-        self.alpha = self.require_positive("alpha", alpha)
-        self.require(0.0 <= mu <= 1.0, "mu", f"must be in [0, 1], got {mu}")
-        self.mu = float(mu)
+        self.alpha, self.mu = float(alpha), float(mu)
         self.lr_multiplier = self.proxy_loss.lr_multiplier
 
     @property

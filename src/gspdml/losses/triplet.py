@@ -7,6 +7,8 @@ anchors against a reference set (XBM memory, CCP proxies).
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -14,6 +16,7 @@ from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses.reduction import Parts, Terms
+from gspdml.typecheck import OneOf
 
 MININGS = ("all", "semihard", "hard", "batch_hard")
 
@@ -45,18 +48,16 @@ class TripletMargin(PairLoss):
 
     reductions = ("avg_nonzero", "mean")
 
+    config_field = "triplet"  # built from Python, it names its options triplet.<option>
+
     def __init__(
         self,
         margin: float = 0.05,
-        mining: str = "all",
+        mining: Annotated[str, OneOf(MININGS, "mining")] = "all",
         reduction: str = "avg_nonzero",
         max_elements: int = 2**26,
     ) -> None:
         super().__init__()
-        if mining not in MININGS:
-            raise ConfigError(
-                "triplet.mining", f"unknown mining {mining!r}; allowed: {', '.join(MININGS)}"
-            )
         self.margin, self.mining, self.max_elements = float(margin), mining, int(max_elements)
         self.set_reduction(reduction)
 

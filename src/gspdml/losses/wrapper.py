@@ -13,6 +13,7 @@ A bad option is reported at ``loss.<option>`` (``loss.base.<option>`` for the wr
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Optional
 
 from torch import nn
@@ -20,7 +21,7 @@ from torch import nn
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, MetricLoss, build_loss
 from gspdml.losses.requirements import BatchRequirements, requirements_of
-from gspdml.registry import Registry
+from gspdml.registry import Registry, parse_spec
 
 
 class LossWrapper(MetricLoss):
@@ -33,6 +34,25 @@ class LossWrapper(MetricLoss):
 
     base_option = "base"
     nested: dict[str, Registry] = {"base": LOSSES}
+    #: the kind of loss ``base`` must be, in classes and words (XBM and CCP need a pair loss)
+    base_kind: Optional[tuple[type, str]] = None
+
+    @classmethod
+    def check_options(cls, **options: Any) -> Optional[tuple[str, str]]:
+        """``base`` (a spec, or a built loss) must be a :attr:`base_kind`, checked before a build."""
+        base = options.get(cls.base_option)
+        if cls.base_kind is None or base is None:
+            return None
+        if not isinstance(base, nn.Module):  # an unknown name is the registry's to report
+            name = parse_spec(base, cls.field(cls.base_option))[0]
+            base = LOSSES.get(name) if name in LOSSES else None
+        given = (
+            base if inspect.isclass(base) else type(base) if isinstance(base, nn.Module) else None
+        )
+        kind, words = cls.base_kind
+        if given is None or issubclass(given, kind):
+            return None
+        return cls.base_option, f"must be {words}, got {given.__name__}"
 
     def __init__(self, base: Any, embedding_dim: Optional[int], num_classes: Optional[int]) -> None:
         super().__init__()
@@ -60,25 +80,3 @@ class LossWrapper(MetricLoss):
         self.require(
             value in allowed, option, f"unknown value {value!r}; allowed: {', '.join(allowed)}"
         )
-
-    def require_base(self, kind: type, description: str) -> None:
-        """The built ``base`` must be a ``kind`` (e.g. XBM and CCP need a pair loss)."""
-        self.require(
-            isinstance(self.base, kind),
-            self.base_option,
-            f"must be {description}, got {type(self.base).__name__}",
-        )
-
-    def require_positive(self, option: str, value: float) -> float:
-        """``value`` must be ``> 0`` (a ridge weight, a logit scale)."""
-        self.require(value > 0.0, option, f"must be positive, got {value}")
-        return float(value)
-
-    def require_mixing(self, mixing: float) -> float:
-        """``lambda`` of ``(1 - lambda) base + lambda L_extra`` must lie in ``[0, 1]``."""
-        self.require(
-            0.0 <= mixing <= 1.0,
-            "mixing",
-            f"the mixing weight lambda must be in [0, 1], got {mixing}",
-        )
-        return float(mixing)

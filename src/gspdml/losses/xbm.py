@@ -6,7 +6,7 @@ on In-shop, (400, 1400) on SOP; the memory loss is switched on after 1K steps ("
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import torch
 from torch import Tensor
@@ -15,6 +15,7 @@ from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
+from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE
 
 
 @LOSSES.register("xbm", "cross_batch_memory")
@@ -49,22 +50,19 @@ class CrossBatchMemory(LossWrapper):
     filled: Tensor
     step: Tensor
 
+    base_kind = (PairLoss, "a pair loss (c1, c2, triplet, ms, ...)")
+
     def __init__(
         self,
         base: Any,
-        memory_batches: int = 25,
+        memory_batches: Annotated[int, AT_LEAST_1] = 25,
         memory_weight: float = 1.0,
-        start_step: int = 1000,
+        start_step: Annotated[int, NON_NEGATIVE] = 1000,
         fill_before_start: bool = True,
         embedding_dim: Optional[int] = None,
         num_classes: Optional[int] = None,
     ) -> None:
         super().__init__(base, embedding_dim, num_classes)
-        self.require_base(PairLoss, "a pair loss (c1, c2, triplet, ms, ...)")
-        self.require(
-            int(memory_batches) >= 1, "memory_batches", f"must be >= 1, got {memory_batches!r}"
-        )
-        self.require(int(start_step) >= 0, "start_step", f"must be >= 0, got {start_step!r}")
         self.memory_batches, self.start_step = int(memory_batches), int(start_step)
         self.memory_weight, self.fill_before_start = float(memory_weight), bool(fill_before_start)
         self.register_buffer("memory", torch.zeros(0, 0))

@@ -19,7 +19,7 @@ and each half is predicted by the other's, ``Yhat_1 = V_2 Z_1``, ``Yhat_2 = V_1 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +30,7 @@ from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.halves import ridge_across_halves
+from gspdml.typecheck import AT_LEAST_1, MIXING, POSITIVE
 
 
 def soft_histogram(local: Tensor, prototypes: Tensor, eps: float) -> Tensor:
@@ -64,20 +65,15 @@ class XML(LossWrapper):
         base: Any,
         embedding_dim: int,
         num_classes: int,
-        num_prototypes: int = 64,
+        num_prototypes: Annotated[int, AT_LEAST_1] = 64,
         eps: float = 10.0,
-        mixing: float = 0.01,
-        ridge: float = 0.05,
+        mixing: Annotated[float, MIXING] = 0.01,
+        ridge: Annotated[float, POSITIVE] = 0.05,
         normalize_predictions: bool = True,
         lr_multiplier: float = 1.0,
     ):
         super().__init__(base, embedding_dim, num_classes)
-        self.mixing, self.ridge = self.require_mixing(mixing), self.require_positive("ridge", ridge)
-        self.require(
-            num_prototypes >= 1,
-            "num_prototypes",
-            f"need at least one prototype, got {num_prototypes}",
-        )
+        self.mixing, self.ridge = float(mixing), float(ridge)
         self.eps = float(eps)
         self.normalize_predictions = bool(normalize_predictions)
         self.lr_multiplier = float(lr_multiplier)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +36,7 @@ from gspdml.losses.reduction import Terms, reduce
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.halves import ridge_across_halves
+from gspdml.typecheck import MIXING, POSITIVE
 
 #: the named initial scales of the class embeddings ``v`` (see :class:`ZSR`)
 CLASS_INITS = ("unit", "he_normal")
@@ -78,25 +79,30 @@ class ZSR(LossWrapper):
     requires = BatchRequirements(halves=True, reads=frozenset({"attributes"}))
     reductions = ("mean", "sum_of_halves")
 
+    @classmethod
+    def check_options(  # type: ignore[override]  # ZSR's options, all given by the registry
+        cls, *, class_init: Union[str, float], **options: Any
+    ) -> Optional[tuple[str, str]]:
+        return super().check_options(**options) or class_init_refusal(class_init)
+
     def __init__(
         self,
         base: Any,
         embedding_dim: int,
         num_classes: int,
-        mixing: float = 0.1,
-        ridge: float = 0.05,
-        logit_scale: float = 9.5,
+        mixing: Annotated[float, MIXING] = 0.1,
+        ridge: Annotated[float, POSITIVE] = 0.05,
+        logit_scale: Annotated[float, POSITIVE] = 9.5,
         reduction: str = "mean",
         class_dim: Optional[int] = None,
         lr_multiplier: float = 1.0,
         class_init: Union[str, float] = "unit",
     ) -> None:
         super().__init__(base, embedding_dim, num_classes)
-        self.mixing, self.ridge = self.require_mixing(mixing), self.require_positive("ridge", ridge)
-        self.logit_scale = self.require_positive("logit_scale", logit_scale)
+        self.mixing, self.ridge, self.logit_scale = float(mixing), float(ridge), float(logit_scale)
         self.set_reduction(reduction)
         self.lr_multiplier = float(lr_multiplier)
-        self.class_init = checked_class_init(class_init)
+        self.class_init = class_init if isinstance(class_init, str) else float(class_init)
         dim = int(class_dim or embedding_dim)
         self.class_embeddings = nn.Parameter(initial_class_embeddings(num_classes, dim, class_init))
         self._first_loss_checked = False
@@ -133,17 +139,14 @@ class ZSR(LossWrapper):
         return (1.0 - self.mixing) * dml + self.mixing * self.zero_shot_loss(attributes, labels)
 
 
-def checked_class_init(value: Union[str, float]) -> Union[str, float]:
-    """``loss.class_init``: one of :data:`CLASS_INITS` or a positive finite standard deviation."""
-    if isinstance(value, str):
-        if value in CLASS_INITS:
-            return value
-    elif not isinstance(value, bool) and math.isfinite(value) and value > 0:
-        return float(value)
-    raise ConfigError(
-        "loss.class_init",
+def class_init_refusal(value: Union[str, float]) -> Optional[tuple[str, str]]:
+    """``class_init``: one of :data:`CLASS_INITS` or a positive finite standard deviation (None)
+    or the option and its error."""
+    if value in CLASS_INITS if isinstance(value, str) else math.isfinite(value) and value > 0:
+        return None
+    return "class_init", (
         f"unknown value {value!r}; allowed: {', '.join(CLASS_INITS)} or a positive standard "
-        "deviation of the entries (e.g. 0.1)",
+        "deviation of the entries (e.g. 0.1)"
     )
 
 

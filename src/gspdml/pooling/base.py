@@ -17,7 +17,7 @@ from torch import nn
 
 from gspdml.registry import Registry
 
-POOLINGS = Registry("pooling")
+POOLINGS = Registry("pooling", "model.pooling")
 
 
 @dataclass

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import full_precision, require, wide
+from gspdml.pooling.functional import full_precision, wide
+from gspdml.typecheck import POSITIVE
 
 
 @POOLINGS.register("crow")
@@ -35,14 +38,12 @@ class CroW(Pooling):
     def __init__(
         self,
         in_channels: int,
-        a: float = 2.0,
-        b: float = 2.0,
+        a: Annotated[float, POSITIVE] = 2.0,
+        b: Annotated[float, POSITIVE] = 2.0,
         rectify: bool = True,
         eps: float = 1e-6,
     ):
         super().__init__(in_channels)
-        require(a > 0, "a", f"must be positive, got {a!r}")
-        require(b > 0, "b", f"must be positive, got {b!r}")
         self.a, self.b, self.rectify, self.eps = float(a), float(b), bool(rectify), float(eps)
 
     def forward(self, x: torch.Tensor) -> Pooled:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import require, wide
+from gspdml.pooling.functional import wide
+from gspdml.typecheck import AT_LEAST_1
 
 
 @POOLINGS.register("delf")
@@ -25,9 +28,8 @@ class DeLF(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, hidden: int = 512):
+    def __init__(self, in_channels: int, hidden: Annotated[int, AT_LEAST_1] = 512):
         super().__init__(in_channels)
-        require(hidden >= 1, "hidden", f"must be a positive integer, got {hidden!r}")
         self.score = nn.Sequential(
             nn.Linear(in_channels, int(hidden)), nn.ReLU(inplace=True), nn.Linear(int(hidden), 1)
         )

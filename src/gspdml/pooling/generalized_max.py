@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import full_precision, require, wide
+from gspdml.pooling.functional import full_precision, wide
+from gspdml.typecheck import POSITIVE
 
 
 @POOLINGS.register("gemax")
@@ -25,9 +28,8 @@ class GeneralizedMax(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, lam: float = 1.0):
+    def __init__(self, in_channels: int, lam: Annotated[float, POSITIVE] = 1.0):
         super().__init__(in_channels)
-        require(lam > 0, "lam", f"must be positive (ridge regulariser), got {lam!r}")
         self.lam = float(lam)
 
     def forward(self, x: torch.Tensor) -> Pooled:

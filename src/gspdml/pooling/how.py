@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling
-from gspdml.pooling.functional import full_precision, require, require_map, wide
+from gspdml.pooling.functional import full_precision, require_map, wide
+from gspdml.typecheck import AT_LEAST_1, ODD_SIZE
 
 
 @POOLINGS.register("how", "t_smk")
@@ -33,14 +34,13 @@ class HOW(Pooling):
     accepts_tokens = False
     weights_are_distribution = True
 
-    def __init__(self, in_channels: int, dim: Optional[int] = None, kernel_size: int = 3):
+    def __init__(
+        self,
+        in_channels: int,
+        dim: Optional[Annotated[int, AT_LEAST_1]] = None,
+        kernel_size: Annotated[int, ODD_SIZE] = 3,
+    ):
         super().__init__(in_channels)
-        require(dim is None or dim >= 1, "dim", f"must be a positive integer or null, got {dim!r}")
-        require(
-            kernel_size >= 1 and kernel_size % 2 == 1,
-            "kernel_size",
-            f"must be a positive odd integer, got {kernel_size!r}",
-        )
         self.dim = int(dim) if dim is not None else in_channels
         self.kernel_size = int(kernel_size)
         self.fc = nn.Conv2d(in_channels, self.dim, kernel_size=1)

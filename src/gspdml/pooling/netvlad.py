@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
-from gspdml.pooling.functional import full_precision, require, wide
+from gspdml.pooling.functional import full_precision, wide
+from gspdml.typecheck import AT_LEAST_1
 
 
 @POOLINGS.register("netvlad")
@@ -38,14 +39,12 @@ class NetVLAD(Pooling):
     def __init__(
         self,
         in_channels: int,
-        clusters: int = 8,
-        dim: Optional[int] = 16,
+        clusters: Annotated[int, AT_LEAST_1] = 8,
+        dim: Optional[Annotated[int, AT_LEAST_1]] = 16,
         alpha: float = 10.0,
         normalize_input: bool = True,
     ):
         super().__init__(in_channels)
-        require(clusters >= 1, "clusters", f"must be a positive integer, got {clusters!r}")
-        require(dim is None or dim >= 1, "dim", f"must be a positive integer or null, got {dim!r}")
         self.dim = int(dim) if dim is not None else in_channels
         self.clusters = int(clusters)
         self.normalize_input = bool(normalize_input)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
-from gspdml.pooling.functional import require, top_k_mean
+from gspdml.pooling.functional import top_k_mean
+from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE
 
 
 @POOLINGS.register("gap_gmp")
@@ -41,9 +44,8 @@ class KMax(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, k: int = 4):
+    def __init__(self, in_channels: int, k: Annotated[int, AT_LEAST_1] = 4):
         super().__init__(in_channels)
-        require(int(k) == k and k >= 1, "k", f"must be a positive integer, got {k!r}")
         self.k = int(k)
 
     def forward(self, x: torch.Tensor) -> Pooled:
@@ -65,18 +67,13 @@ class Weldon(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, k_max: int = 3, k_min: int = 3):
+    def __init__(
+        self,
+        in_channels: int,
+        k_max: Annotated[int, AT_LEAST_1] = 3,
+        k_min: Annotated[int, NON_NEGATIVE] = 3,
+    ):
         super().__init__(in_channels)
-        require(
-            int(k_max) == k_max and k_max >= 1,
-            "k_max",
-            f"must be a positive integer, got {k_max!r}",
-        )
-        require(
-            int(k_min) == k_min and k_min >= 0,
-            "k_min",
-            f"must be a non-negative integer, got {k_min!r}",
-        )
         self.k_max, self.k_min = int(k_max), int(k_min)
 
     def forward(self, x: torch.Tensor) -> Pooled:

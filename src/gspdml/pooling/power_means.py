@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
-from gspdml.pooling.functional import full_precision, generalized_mean, require, wide
+from gspdml.pooling.functional import full_precision, generalized_mean, wide
+from gspdml.typecheck import POSITIVE
 
 
 @POOLINGS.register("gem")
@@ -26,9 +28,14 @@ class GeM(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, p: float = 3.0, learn_p: bool = True, eps: float = 1e-6):
+    def __init__(
+        self,
+        in_channels: int,
+        p: Annotated[float, POSITIVE] = 3.0,
+        learn_p: bool = True,
+        eps: float = 1e-6,
+    ):
         super().__init__(in_channels)
-        require(p > 0, "p", f"must be positive, got {p!r}")
         self.p = nn.Parameter(torch.tensor(float(p)), requires_grad=bool(learn_p))
         self.eps = float(eps)
 
@@ -50,9 +57,10 @@ class LSE(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, r: float = 10.0, learn_r: bool = True):
+    def __init__(
+        self, in_channels: int, r: Annotated[float, POSITIVE] = 10.0, learn_r: bool = True
+    ):
         super().__init__(in_channels)
-        require(r > 0, "r", f"must be positive, got {r!r}")
         self.r = nn.Parameter(torch.tensor(float(r)), requires_grad=bool(learn_r))
 
     def forward(self, x: torch.Tensor) -> Pooled:

@@ -4,7 +4,7 @@ with the options of its design ablation (thesis §3.4.4, Table 3.12)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
 import torch
 from torch import nn
@@ -22,6 +22,7 @@ from gspdml.pooling.framework import (
     squared_norm_average,
 )
 from gspdml.pooling.functional import full_precision, generalized_mean, require, wide
+from gspdml.typecheck import AT_LEAST_1, POSITIVE, OneOf
 
 #: where Table 3.12 (right) places linear and LayerNorm layers: query, key, value
 PLACES = ("q", "k", "v")
@@ -117,21 +118,31 @@ class SimPool(Pooling):
     #: gamma of ``gamma: auto`` by input layout (Psomas thesis §3.4.4)
     AUTO_GAMMA = {"tokens": 1.25, "maps": 2.0}
 
+    @classmethod
+    def check_options(cls, *, k: int, init: str, **_: Any) -> Optional[tuple[str, str]]:
+        """The rules across options, checked before a build (:class:`gspdml.registry.Registry`)."""
+        if k != 1 and init not in ("kmeans", "learned"):
+            return (
+                "init",
+                f"{init!r} gives one vector; k={k} pooled vectors need init: kmeans or learned",
+            )
+        return None
+
     def __init__(
         self,
         in_channels: int,
-        gamma: Union[float, str, None] = "auto",
+        gamma: Union[Annotated[float, POSITIVE], Annotated[str, OneOf(("auto",))], None] = "auto",
         use_beta: bool = False,
-        min_scope: str = "sample",
+        min_scope: Annotated[str, OneOf(("sample", "batch"))] = "sample",
         eps: float = 1e-6,
-        attention: str = "softmax",
+        attention: Annotated[str, OneOf(ATTENTIONS)] = "softmax",
         heads: int = 1,
-        similarity: str = "dot",
-        init: str = "gap",
-        k: int = 1,
-        combine: str = "max",
-        kmeans_steps: int = 10,
-        iterations: int = 1,
+        similarity: Annotated[str, OneOf(SIMILARITIES)] = "dot",
+        init: Annotated[str, OneOf(INITIALISATIONS)] = "gap",
+        k: Annotated[int, AT_LEAST_1] = 1,
+        combine: Annotated[str, OneOf(COMBINATIONS)] = "max",
+        kmeans_steps: Annotated[int, AT_LEAST_1] = 10,
+        iterations: Annotated[int, AT_LEAST_1] = 1,
         share_iterations: bool = True,
         linear: Sequence[str] = ("q", "k"),
         layernorm: Sequence[str] = ("k", "v"),
@@ -139,30 +150,9 @@ class SimPool(Pooling):
     ):
         super().__init__(in_channels)
         require(
-            gamma is None or gamma == "auto" or (not isinstance(gamma, str) and gamma > 0),
-            "gamma",
-            f"must be positive, auto or null, got {gamma!r}",
-        )
-        require(
-            min_scope in ("sample", "batch"),
-            "min_scope",
-            f"must be 'sample' or 'batch', got {min_scope!r}",
-        )
-        _one_of(attention, ATTENTIONS, "attention")
-        _one_of(similarity, SIMILARITIES, "similarity")
-        _one_of(init, INITIALISATIONS, "init")
-        _one_of(combine, COMBINATIONS, "combine")
-        for name, value in (("k", k), ("iterations", iterations), ("kmeans_steps", kmeans_steps)):
-            require(_positive_int(value), name, f"must be a positive integer, got {value!r}")
-        require(
             _positive_int(heads) and in_channels % heads == 0,
             "heads",
             f"must be a positive integer dividing the {in_channels} channels, got {heads!r}",
-        )
-        require(
-            k == 1 or init in ("kmeans", "learned"),
-            "init",
-            f"{init!r} gives one vector; k={k} pooled vectors need init: kmeans or learned",
         )
         places = {
             name: _places(value, name)
@@ -259,10 +249,6 @@ class SimPool(Pooling):
 
 def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def _one_of(value: object, allowed: tuple[str, ...], option: str) -> None:
-    require(value in allowed, option, f"must be one of {list(allowed)}, got {value!r}")
 
 
 def _places(value: Union[str, Sequence[str]], option: str) -> frozenset[str]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import full_precision, require, wide
+from gspdml.pooling.functional import full_precision, wide
+from gspdml.typecheck import AT_LEAST_1
 
 
 @POOLINGS.register("slot")
@@ -36,11 +38,14 @@ class SlotAttention(Pooling):
     order_free = True
     weights_are_distribution = True
 
-    def __init__(self, in_channels: int, slots: int = 3, iters: int = 3, hidden: int = 128):
+    def __init__(
+        self,
+        in_channels: int,
+        slots: Annotated[int, AT_LEAST_1] = 3,
+        iters: Annotated[int, AT_LEAST_1] = 3,
+        hidden: Annotated[int, AT_LEAST_1] = 128,
+    ):
         super().__init__(in_channels)
-        require(slots >= 1, "slots", f"must be a positive integer, got {slots!r}")
-        require(iters >= 1, "iters", f"must be a positive integer, got {iters!r}")
-        require(hidden >= 1, "hidden", f"must be a positive integer, got {hidden!r}")
         d, hidden = in_channels, max(int(hidden), in_channels)
         self.iters = int(iters)
         self.initial = nn.Parameter(torch.randn(int(slots), d) / math.sqrt(d))

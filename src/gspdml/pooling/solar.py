@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import full_precision, generalized_mean, require, wide
+from gspdml.pooling.functional import full_precision, generalized_mean, wide
+from gspdml.typecheck import AT_LEAST_1, POSITIVE
 
 
 @POOLINGS.register("solar")
@@ -31,10 +33,13 @@ class SOLAR(Pooling):
     order_free = True
     weights_are_distribution = True
 
-    def __init__(self, in_channels: int, reduction: int = 2, p: float = 3.0):
+    def __init__(
+        self,
+        in_channels: int,
+        reduction: Annotated[int, AT_LEAST_1] = 2,
+        p: Annotated[float, POSITIVE] = 3.0,
+    ):
         super().__init__(in_channels)
-        require(reduction >= 1, "reduction", f"must be a positive integer, got {reduction!r}")
-        require(p > 0, "p", f"must be positive, got {p!r}")
         c = max(in_channels // int(reduction), 1)
         self.query, self.key, self.value = (nn.Linear(in_channels, c) for _ in range(3))
         self.out = nn.Linear(c, in_channels)

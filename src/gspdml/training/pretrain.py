@@ -43,6 +43,7 @@ from gspdml.models.inference import autocast_context, memory_format, resolve_dev
 from gspdml.output_files import atomic_write, check_writable_file
 from gspdml.progress import Progress
 from gspdml.settings.schema import REQUIRED, Section, option, tagged
+from gspdml.settings.sections import ModelConfig
 
 RECIPES_DIR = PRESETS_DIR / "pretrain"
 #: bump when the pre-training code changes what a recipe produces
@@ -257,17 +258,17 @@ def _check_sha256(path: Path, expected: str) -> None:
 
 
 def resolve_recipe_weights(
-    model: Mapping[str, Any], device: Union[str, torch.device] = "auto"
-) -> dict[str, Any]:
-    """The ``model`` section of a config with ``backbone.weights`` (a recipe's name or YAML file)
+    model: ModelConfig | Mapping[str, Any], device: Union[str, torch.device] = "auto"
+) -> ModelConfig:
+    """The typed ``model`` section with ``backbone.weights`` (a recipe's name or YAML file)
     replaced by the file of the recipe's weights: shipped, cached, or trained now on ``device``
     (the run's ``trainer.device``; :func:`pretrained_weights_file`); a model without recipe
     weights is returned as given."""
     section = model_section(model)
     if section.backbone_recipe is None:
-        return dict(model)
+        return section
     path = pretrained_weights_file(section.backbone_recipe, device=device)
-    return {**model, "backbone": {**section.backbone, "weights": str(path)}}
+    return dataclasses.replace(section, backbone={**section.backbone, "weights": str(path)})
 
 
 #: what names a recipe: a shipped recipe's name, a YAML file, a mapping, or a loaded recipe

@@ -31,7 +31,7 @@ checkpoints. ``init="random"``: Glorot-uniform prototypes, transport from the fi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Optional
+from typing import Annotated, Any, Optional
 
 import torch
 from torch import nn
@@ -49,6 +49,7 @@ from gspdml.pooling.base import (
 )
 from gspdml.pooling.gsp.fused import cost_parts, fused_gsp, pooling_weights
 from gspdml.pooling.gsp.transport import BACKWARDS, exporting, partial_transport
+from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE, Interval, OneOf
 
 INITS = ("kcenter", "random")
 Linear = Callable[[torch.Tensor], torch.Tensor]
@@ -92,59 +93,48 @@ class GSP(Pooling, LazyInitialised):
     memory_filled: torch.Tensor
     initialized: torch.Tensor
 
+    @classmethod
+    def check_options(
+        cls,
+        *,
+        mu: float,
+        gem_p: float,
+        learn_gem_p: bool,
+        weighting: str,
+        init: str,
+        num_prototypes: int,
+        memory_size: int,
+        **_: Any,
+    ) -> Optional[tuple[str, str]]:
+        """The rules across options, checked before a build (:class:`gspdml.registry.Registry`)."""
+        if learn_gem_p and gem_p == 1.0:
+            return "learn_gem_p", "a learnable GeM power needs GeMean+GSP (gem_p > 1, e.g. 3)"
+        if weighting == "background" and mu >= 1.0:
+            return "weighting", "background weighting needs mu < 1 (at mu = 1 nothing is left over)"
+        prototypes, memory = num_prototypes, memory_size
+        if init == "kcenter" and memory < prototypes:
+            return (
+                "memory_size",
+                f"k-center needs at least num_prototypes={prototypes} samples, got {memory}",
+            )
+        return None
+
     def __init__(
         self,
         in_channels: int,
-        num_prototypes: int = 64,
-        mu: float = 0.3,
-        eps: float = 5.0,
-        iters: int = 100,
-        gem_p: float = 1.0,
+        num_prototypes: Annotated[int, AT_LEAST_1] = 64,
+        mu: Annotated[float, Interval(0, 1, low_open=True, what="the transported fraction")] = 0.3,
+        eps: Annotated[float, Interval(0, low_open=True, what="the entropy weight")] = 5.0,
+        iters: Annotated[int, NON_NEGATIVE] = 100,
+        gem_p: Annotated[float, Interval(1, what="the generalized-mean power")] = 1.0,
         learn_gem_p: bool = False,
         add_max_pool: bool = False,
-        weighting: str = "foreground",
-        init: str = "kcenter",
+        weighting: Annotated[str, OneOf(WEIGHTINGS)] = "foreground",
+        init: Annotated[str, OneOf(INITS)] = "kcenter",
         memory_size: int = 1024,
-        backward: str = "closed_form",
+        backward: Annotated[str, OneOf(BACKWARDS)] = "closed_form",
     ):
         super().__init__(in_channels)
-        if num_prototypes < 1:
-            raise ConfigError(
-                "num_prototypes", f"need at least one prototype, got {num_prototypes}"
-            )
-        if not 0.0 < mu <= 1.0:
-            raise ConfigError("mu", f"the transported fraction must be in (0, 1], got {mu}")
-        if not eps > 0.0:
-            raise ConfigError("eps", f"the entropy weight must be positive, got {eps}")
-        if iters < 0:
-            raise ConfigError("iters", f"must be >= 0, got {iters}")
-        if gem_p < 1.0:
-            raise ConfigError("gem_p", f"the generalized-mean power must be >= 1, got {gem_p}")
-        if learn_gem_p and gem_p == 1.0:
-            raise ConfigError(
-                "learn_gem_p", "a learnable GeM power needs GeMean+GSP (gem_p > 1, e.g. 3)"
-            )
-        if weighting not in WEIGHTINGS:
-            raise ConfigError(
-                "weighting", f"unknown weighting {weighting!r}; allowed: {', '.join(WEIGHTINGS)}"
-            )
-        if weighting == "background" and mu >= 1.0:
-            raise ConfigError(
-                "weighting", "background weighting needs mu < 1 (at mu = 1 nothing is left over)"
-            )
-        if init not in INITS:
-            raise ConfigError(
-                "init", f"unknown initialisation {init!r}; allowed: {', '.join(INITS)}"
-            )
-        if init == "kcenter" and memory_size < num_prototypes:
-            raise ConfigError(
-                "memory_size",
-                f"k-center needs at least num_prototypes={num_prototypes} samples, got {memory_size}",
-            )
-        if backward not in BACKWARDS:
-            raise ConfigError(
-                "backward", f"unknown backward {backward!r}; allowed: {', '.join(BACKWARDS)}"
-            )
         self.num_prototypes, self.mu, self.eps, self.iters = (
             num_prototypes,
             float(mu),
