@@ -115,4 +115,5 @@ def field_prefix(prefix: str, names: str = "") -> Iterator[None]:
             raise
         else:
             field = f"{prefix}.{exc.field}" if exc.field else prefix
-        raise ConfigError(field, str(exc).split(": ", 1)[-1] if exc.field else str(exc)) from None
+        message = str(exc).split(": ", 1)[-1] if exc.field else str(exc)
+        raise ConfigError(field, message) from exc.__cause__
