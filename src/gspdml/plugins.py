@@ -8,10 +8,11 @@ gspdml, found in two documented ways:
   are checked.
 
 A module registers its components on import, as the library's own do
-(``@POOLINGS.register("lt_attn")``). Every plugin module imported is recorded with its
-distribution's version, its file and the file's SHA-256 (:func:`imported_plugins`): a run writes
-them to its ``environment.json``, and reading a run back imports them again or names exactly
-which module is missing and what provided it (:func:`require_recorded`).
+(``@POOLINGS.register("lt_attn")``). A run records the plugin modules it depends on with their
+distribution's version, their file and the file's SHA-256 (:func:`run_plugins`): those its
+``plugins`` key names and those whose components it uses, whoever imported them; it writes them
+to its ``environment.json``, and reading a run back imports them again or names exactly which
+module is missing and what provided it (:func:`require_recorded`).
 """
 
 from __future__ import annotations
@@ -105,9 +106,20 @@ def load_entry_points() -> list[dict[str, Any]]:
     return [r for r in _IMPORTED.values() if r["source"].startswith("entry point")]
 
 
-def imported_plugins() -> list[dict[str, Any]]:
-    """The records of every plugin module imported in this process, by module name."""
-    return [_IMPORTED[name] for name in sorted(_IMPORTED)]
+def run_plugins(asked: Iterable[str], defining: Iterable[str]) -> list[dict[str, Any]]:
+    """The records of the plugin modules a run depends on, by module name: each module of
+    ``asked`` (its config's ``plugins`` key) and, for each module outside gspdml that defines a
+    component the run uses (``defining``: the constructors' ``__module__``), the plugin modules
+    of its top package imported by a ``plugins`` key or an entry point (they registered it), else
+    that module itself (imported by the caller's own code)."""
+    records = {r["module"]: r for r in import_plugins(asked)}
+    for module in defining:
+        top = module.split(".")[0]
+        by_plugin = [name for name in _IMPORTED if name.split(".")[0] == top]
+        for name in by_plugin or [module]:
+            if name not in records:
+                records[name] = _IMPORTED.get(name) or _record(name, "imported by the caller")
+    return [records[name] for name in sorted(records)]
 
 
 def require_recorded(records: Sequence[Mapping[str, Any]], where: str) -> list[str]:

@@ -67,6 +67,6 @@ def test_a_library_pooling_that_fails_to_build_is_a_gspdml_error_on_the_command_
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert (
-        "gspdml: error: model.pooling: pooling 'broken_for_test' (gspdml.pooling.simple.Broken) "
-        "failed: RuntimeError: cannot allocate 2 slots"
+        "gspdml: error: model.pooling: pooling 'broken_for_test' "
+        f"({Broken.__module__}.{Broken.__qualname__}) failed: RuntimeError: cannot allocate 2 slots"
     ) in err

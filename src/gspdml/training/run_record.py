@@ -1,7 +1,8 @@
 """``RUN_DIR/environment.json``: what a run's numbers depend on beyond its config and data.
 
-- ``plugins``: every plugin module imported when the run started (:mod:`gspdml.plugins`:
-  module, distribution and version, file and SHA-256). Reading the run back (:func:`load_run
+- ``plugins``: the plugin modules the run depends on, those its config names and those whose
+  components it uses (:mod:`gspdml.training.run_plugins`; :mod:`gspdml.plugins`: module,
+  distribution and version, file and SHA-256). Reading the run back (:func:`load_run
   <gspdml.training.run_dir.load_run>`: ``gspdml evaluate``, ``index``, ``report``, ``export``)
   imports them again, or names the one to install.
 - ``threads``: torch's intra- and inter-op thread counts and the thread variables of OpenMP,
@@ -24,7 +25,6 @@ import torch
 from gspdml.compat.hardware import aten_capability, cpu_model
 from gspdml.errors import read_json_object
 from gspdml.output_files import atomic_write_text, json_text
-from gspdml.plugins import imported_plugins
 
 ENVIRONMENT_FILE = "environment.json"
 #: the environment variables that set the thread counts of the BLAS and OpenMP runtimes
@@ -40,10 +40,12 @@ def thread_record() -> dict[str, Any]:
     }
 
 
-def environment_record(device: torch.device | str, precision: str) -> dict[str, Any]:
-    """The record of this process (module doc)."""
+def environment_record(
+    device: torch.device | str, precision: str, plugins: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The record of this process (module doc); ``plugins``: the run's plugin modules."""
     return {
-        "plugins": imported_plugins(),
+        "plugins": plugins,
         "threads": thread_record(),
         "cpu": {"model": cpu_model(), "capability": aten_capability()},
         "device": str(device),
