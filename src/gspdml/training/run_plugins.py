@@ -6,7 +6,7 @@ components this run does not use, is not the run's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gspdml.config import RunConfig
@@ -25,7 +25,7 @@ def _factories(registry: Registry, spec: Any, field: str) -> Iterator[Any]:
     yield factory
     for option, nested in getattr(factory, "nested", {}).items():
         value = options.get(option)
-        if isinstance(value, (str, dict)):
+        if isinstance(value, (str, Mapping)):
             yield from _factories(nested, value, f"{field}.{option}")
 
 
