@@ -173,9 +173,11 @@ class Registry:
             raise
         except Exception as exc:
             origin = getattr(factory, "__module__", "") or ""
-            if origin == "gspdml" or origin.startswith("gspdml."):
+            library = origin == "gspdml" or origin.startswith("gspdml.")
+            if library and not isinstance(exc, (ValueError, TypeError, RuntimeError)):
                 raise
-            # a plugin's constructor: its error names the component, not a traceback
+            # a constructor that refuses the config's options (any error of a plugin's): the
+            # error names the field and the component; the original stays chained
             where = f"{origin}.{getattr(factory, '__qualname__', name)}"
             raise ConfigError(
                 field, f"{self.kind} {name!r} ({where}) failed: {type(exc).__name__}: {exc}"
