@@ -29,7 +29,7 @@ def write_fashioniq(root, per_category=7, queries=4, seed=0):
         for i, name in enumerate(names):
             _image(folder / "images" / f"{name}{'.png' if i % 2 else '.jpg'}", rng)
         entries = []
-        for q in range(queries):
+        for _ in range(queries):
             candidate, target = rng.choice(per_category, size=2, replace=False)
             entries.append(
                 {
@@ -52,7 +52,7 @@ def write_cirr(root, images=22, queries=5, seed=1):
     folder = root / "CIRR"
     names = [f"dev-{i // 6}-{i % 6}-img{i % 6}" for i in range(images)]
     paths = {name: f"./dev/{i // 6}/{name}.png" for i, name in enumerate(names)}
-    for name, relative in paths.items():
+    for relative in paths.values():
         _image(folder / relative, rng)
     entries = []
     for q in range(queries):

@@ -63,6 +63,12 @@ class CirSpec:
         parts = [method.name]
         if method.name == "freedom":
             parts.append(method.variant)
+            default = CirMethod(variant=method.variant)
+            parts += [
+                f"{name}={getattr(method, name)}"
+                for name in ("k", "n", "m")
+                if getattr(method, name) != getattr(default, name)
+            ]
             if method.oracle != "none":
                 parts.append(f"{method.oracle} oracle")
             if self.memory != "database":
