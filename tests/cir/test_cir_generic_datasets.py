@@ -154,3 +154,10 @@ def test_missing_files_and_folders_are_named(tmp_path):
     rewrite(split, lambda v: v.update({"dev-0-0-img0": "./dev/0/gone.png"}))
     with pytest.raises(DataError, match="image 'dev-0-0-img0': './dev/0/gone.png' is not a file"):
         generic_protocol("cirr", tmp_path)
+    # a path that leaves the benchmark's folder is refused, even when the file is there
+    (tmp_path / "outside.png").write_bytes(
+        (tmp_path / "CIRR" / "dev" / "0" / "dev-0-1-img1.png").read_bytes()
+    )
+    rewrite(split, lambda v: v.update({"dev-0-0-img0": "../outside.png"}))
+    with pytest.raises(DataError, match="'../outside.png' is not a path inside"):
+        generic_protocol("cirr", tmp_path)

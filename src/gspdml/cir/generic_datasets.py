@@ -120,7 +120,17 @@ def _unknown(path: Path, number: int, name: str, value: Any, where: str) -> Data
     return DataError(f"{path}: entry {number}: field {name!r}: {value!r} is not in {where}")
 
 
-def _image_file(folder: Path, name: str) -> Path:
+def _under(folder: Path, relative: str, where: str) -> Path:
+    """``folder / relative`` for a path a release file names; one that leaves ``folder``
+    (absolute, or through ``..``) is refused, naming the file and field (``where``)."""
+    parts = Path(relative).parts
+    if Path(relative).is_absolute() or ".." in parts or not parts:
+        raise DataError(f"{where}: {relative!r} is not a path inside {folder}")
+    return folder / relative
+
+
+def _image_file(folder: Path, name: str, where: str) -> Path:
+    _under(folder, name, where)
     for suffix in IMAGE_SUFFIXES:
         candidate = folder / f"{name}{suffix}"
         if candidate.is_file():
@@ -141,7 +151,7 @@ def read_fashioniq(root: Path, split: str = "val") -> GenericProtocol:
         if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
             raise DataError(f"{path}: expected a non-empty JSON list of image names")
         start = len(database)
-        database += [str(_image_file(root / "images", n).resolve()) for n in names]
+        database += [str(_image_file(root / "images", n, str(path)).resolve()) for n in names]
         index[category] = {n: start + i for i, n in enumerate(names)}
         galleries[category] = np.arange(start, len(database))
     everything = np.arange(len(database))
@@ -178,8 +188,9 @@ def read_cirr(root: Path, split: str = "val") -> GenericProtocol:
         raise DataError(f"{splits}: expected a non-empty JSON object {{image name: path}}")
     database = []
     for name, relative in paths.items():
-        if not isinstance(relative, str) or not (root / relative).is_file():
-            raise DataError(f"{splits}: image {name!r}: {relative!r} is not a file under {root}")
+        where = f"{splits}: image {name!r}"
+        if not isinstance(relative, str) or not _under(root, relative, where).is_file():
+            raise DataError(f"{where}: {relative!r} is not a file under {root}")
         database.append(str((root / relative).resolve()))
     index = {name: i for i, name in enumerate(paths)}
     captions = root / "cirr" / "captions" / f"cap.rc2.{split}.json"
@@ -220,7 +231,8 @@ def read_circo(root: Path, split: str = "val") -> GenericProtocol:
     index: dict[int, int] = {}
     for number, entry in enumerate(_list_of_objects(info, listed)):
         identifier = _field(info, number, entry, "id", int)
-        file = coco / "unlabeled2017" / _field(info, number, entry, "file_name", str)
+        name = _field(info, number, entry, "file_name", str)
+        file = _under(coco / "unlabeled2017", name, f"{info}: entry {number}: field 'file_name'")
         if not file.is_file():
             raise DataError(f"{info}: entry {number}: field 'file_name': {file} does not exist")
         index[identifier] = len(database)
