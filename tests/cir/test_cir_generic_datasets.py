@@ -161,3 +161,14 @@ def test_missing_files_and_folders_are_named(tmp_path):
     rewrite(split, lambda v: v.update({"dev-0-0-img0": "../outside.png"}))
     with pytest.raises(DataError, match="'../outside.png' is not a path inside"):
         generic_protocol("cirr", tmp_path)
+
+
+def test_the_command_reports_a_bad_release_file_as_a_gspdml_error(tmp_path, capsys):
+    from gspdml.cli import main
+
+    write_circo(tmp_path)
+    rewrite(tmp_path / "CIRCO" / "annotations" / "val.json", lambda v: v[2].pop("relative_caption"))
+    argv = ["cir", "freedom", "--images", str(tmp_path), "--dataset", "circo", "--method", "text"]
+    assert main([*argv, "--model", "python:tests.helpers.cir_tiny_clip:build", "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gspdml: error") and "val.json: entry 2: field 'relative_caption'" in err
