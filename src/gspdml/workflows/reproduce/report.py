@@ -102,10 +102,11 @@ Evaluation = TypeVar("Evaluation")
 @dataclass(frozen=True)
 class EvaluationPlan(Generic[Evaluation]):
     """A selected row of an evaluation-only table as it would run: its evaluations (none for
-    a missing row)."""
+    a missing row; ``absent``: why a row that would run cannot here)."""
 
     row: Row
     evaluations: tuple[Evaluation, ...] = ()
+    absent: Optional[str] = None
 
     @property
     def runnable(self) -> bool:
