@@ -85,15 +85,21 @@ def classification_splits(
         return ClassificationSplits(train, test, len(data.names))
     if reader == "flowers102":
         flowers = read_flowers102(folder)
-        paths, labels = flowers.part("train", "val")
-        test_paths, test_labels = flowers.part("test")
-        train = ImageFileDataset(paths, labels, train_transform, seed=seed)
-        test = ImageFileDataset(test_paths, test_labels, test_transform, seed=seed)
+        (paths, labels), (test_paths, test_labels) = (
+            flowers.part("train", "val"),
+            flowers.part("test"),
+        )
+        train = ImageFileDataset([str(p) for p in paths], labels, train_transform, seed=seed)
+        test = ImageFileDataset(
+            [str(p) for p in test_paths], test_labels, test_transform, seed=seed
+        )
         return ClassificationSplits(train, test, int(flowers.labels.max()) + 1)
     if reader == "class_folders":
         part = read_class_folders(folder, "train", fraction)
         val = read_class_folders(folder, "val")
-        train = ImageFileDataset(part.paths, part.labels, train_transform, seed=seed)
-        test = ImageFileDataset(val.paths, val.labels, test_transform, seed=seed)
+        train = ImageFileDataset(
+            [str(p) for p in part.paths], part.labels, train_transform, seed=seed
+        )
+        test = ImageFileDataset([str(p) for p in val.paths], val.labels, test_transform, seed=seed)
         return ClassificationSplits(train, test, len(part.class_names))
     raise ValueError(f"unknown reader {reader!r}; one of {READERS}")

@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from gspdml.data.cache import cache_key
 from gspdml.errors import ConfigError
@@ -178,6 +178,7 @@ def _train(run: ClassifyRun, settings: ClassifySettings) -> float:
     from gspdml.data.classification import classification_splits
     from gspdml.data.recipes import image_transform
     from gspdml.models.backbones import build_backbone
+    from gspdml.models.backbones.base import Backbone
     from gspdml.models.simpool_release import released_embedder
     from gspdml.pooling import build_pooling
     from gspdml.workflows.classification import Classifier, train_classifier
@@ -186,12 +187,11 @@ def _train(run: ClassifyRun, settings: ClassifySettings) -> float:
     if stored is not None:
         return float(stored["top1"])
     spec = run.spec
-    sizes = {"resize": spec.resize, "crop": spec.crop}
     data = classification_splits(
         spec.reader,
         run.folder,
-        image_transform("imagenet", train=True, **sizes),
-        image_transform("imagenet", train=False, **sizes),
+        image_transform("imagenet", train=True, resize=spec.resize, crop=spec.crop),
+        image_transform("imagenet", train=False, resize=spec.resize, crop=spec.crop),
         fraction=spec.fraction,
     )
     if spec.released is not None:
@@ -204,12 +204,13 @@ def _train(run: ClassifyRun, settings: ClassifySettings) -> float:
             gamma=released.gamma,
             pooled_norm=released.pooled_norm,
         )
-        backbone, pooling, norm = embedder.backbone, embedder.pooling, embedder.pooled_norm
+        backbone = cast(Backbone, embedder.backbone)
+        pooling, norm = embedder.pooling, embedder.pooled_norm
     else:
         backbone = build_backbone({"name": spec.network}, 3)
         pooling = build_pooling(spec.pooling_spec(), in_channels=backbone.out_channels)
         norm = None
-    model = Classifier(backbone, pooling, int(backbone.out_channels), data.num_classes, norm)
+    model = Classifier(backbone, pooling, backbone.out_channels, data.num_classes, norm)
     top1 = train_classifier(
         model,
         data.train,
@@ -239,9 +240,9 @@ def reproduce_classify(
         table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
     )
     for each in plans:  # every file there before the first run trains
-        for run in each.evaluations:
-            if run.stored() is None:
-                _checked(run, each.row, table)
+        for planned in each.evaluations:
+            if planned.stored() is None:
+                _checked(planned, each.row, table)
 
     def run(plan: ClassifyRowPlan) -> dict[str, Any]:
         (planned,) = plan.evaluations
