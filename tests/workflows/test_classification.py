@@ -1,0 +1,82 @@
+"""The supervised classification protocol (gspdml.workflows.classification): its learning-rate
+schedule against the formula written out, and a run stopped after an epoch and resumed ends
+with the weights and the top-1 of the run that never stopped."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from gspdml.data.classification import PilArrayDataset
+from gspdml.data.recipes import image_transform
+from gspdml.errors import ConfigError
+from gspdml.models.backbones import build_backbone
+from gspdml.pooling import build_pooling
+from gspdml.training.checkpoint import save_state
+from gspdml.workflows import classification
+from gspdml.workflows.classification import (
+    ClassificationRecipe,
+    Classifier,
+    learning_rate,
+    train_classifier,
+)
+
+
+def test_warmup_then_cosine():
+    recipe = ClassificationRecipe(4, 8, "sgd", 0.4, 0.0, warmup_epochs=1)
+    rates = [learning_rate(recipe, step, 5) for step in range(20)]
+    warm = [0.4 * (s + 1) / 5 for s in range(5)]
+    cosine = [0.2 * (1 + math.cos(math.pi * s / 15)) for s in range(15)]
+    assert rates == pytest.approx(warm + cosine)
+
+
+def _data(seed):
+    rng = np.random.default_rng(seed)
+    images = rng.integers(0, 256, (24, 3, 12, 12), dtype=np.uint8)
+    labels = np.arange(24) % 3
+    images[labels == 1, 0] //= 4  # a class with less red: something to learn
+    return images, labels
+
+
+def _model():
+    torch.manual_seed(0)
+    backbone = build_backbone({"name": "small_cnn", "widths": [8, 16]}, 3)
+    pooling = build_pooling({"name": "simpool", "gamma": 2.0}, in_channels=16)
+    return Classifier(backbone, pooling, 16, 3)
+
+
+def _run(run_dir, epochs, settings=None):
+    train_images, train_labels = _data(0)
+    test_images, test_labels = _data(1)
+    kw = {"resize": 12, "crop": 10}
+    train = PilArrayDataset(train_images, train_labels, image_transform("imagenet", True, **kw))
+    test = PilArrayDataset(test_images, test_labels, image_transform("imagenet", False, **kw))
+    recipe = ClassificationRecipe(epochs, 6, "adamw", 1e-2, 0.05, warmup_epochs=1)
+    model = _model()
+    top1 = train_classifier(model, train, test, recipe, run_dir, settings or {"row": "x"})
+    return model, top1
+
+
+class Stopped(Exception):
+    pass
+
+
+def test_a_resumed_run_ends_as_the_uninterrupted_one(tmp_path, monkeypatch):
+    whole, top1 = _run(tmp_path / "whole", 2)
+
+    def save_then_stop(*args, **kwargs):  # the run is killed once its first epoch is written
+        save_state(*args, **kwargs)
+        raise Stopped
+
+    monkeypatch.setattr(classification, "save_state", save_then_stop)
+    with pytest.raises(Stopped):
+        _run(tmp_path / "resumed", 2)
+    monkeypatch.setattr(classification, "save_state", save_state)
+    resumed, resumed_top1 = _run(tmp_path / "resumed", 2)  # started again: epoch 2
+    assert resumed_top1 == top1
+    for (name, a), b in zip(whole.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert not torch.equal(_model().fc.weight, whole.fc.weight)  # the epochs did change it
+    with pytest.raises(ConfigError, match="classification run of other settings"):
+        _run(tmp_path / "whole", 2, {"row": "another"})
