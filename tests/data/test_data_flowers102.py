@@ -43,7 +43,9 @@ def test_broken_releases_name_the_file_and_field(tmp_path):
     with pytest.raises(DataError, match=r"image_00004\.jpg: not found \(1 of the 9"):
         read_flowers102(root)
     root = make_flowers(tmp_path / "b", [1, 2, 103], [1], [2], [3])
-    with pytest.raises(DataError, match=r"imagelabels\.mat: 'labels' must be classes 1\.\.102, got \[103\]"):
+    with pytest.raises(
+        DataError, match=r"imagelabels\.mat: 'labels' must be classes 1\.\.102, got \[103\]"
+    ):
         read_flowers102(root)
     root = make_flowers(tmp_path / "c", [1, 2, 3], [1], [2], [3, 4])
     with pytest.raises(DataError, match=r"setid\.mat: 'tstid' names image 4, outside 1\.\.3"):

@@ -57,9 +57,13 @@ def test_table_3_12_trains_a_resnet18_with_the_rows_simpool_on_the_first_fifth(t
     data = tmp_path / "data"
     for c in range(3):
         for i in range(10):
-            write_image(data / "imagenet" / "train" / f"n0{c}" / f"{i:02d}.JPEG", seed=i, fmt="JPEG")
+            write_image(
+                data / "imagenet" / "train" / f"n0{c}" / f"{i:02d}.JPEG", seed=i, fmt="JPEG"
+            )
         for i in range(3):
-            write_image(data / "imagenet" / "val" / f"n0{c}" / f"v{i}.JPEG", seed=50 + i, fmt="JPEG")
+            write_image(
+                data / "imagenet" / "val" / f"n0{c}" / f"v{i}.JPEG", seed=50 + i, fmt="JPEG"
+            )
     settings = ["epochs=1", "batch_size=3", "resize=32", "crop=32"]
     row = "imagenet-20%/linear-LN-row1"
     payload = _reproduce("simpool-table3.12", data, tmp_path / "out", *settings, rows=[row])
