@@ -3,6 +3,7 @@ schedule against the formula written out, and a run stopped after an epoch and r
 with the weights and the top-1 of the run that never stopped."""
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -10,12 +11,13 @@ import torch
 
 from gspdml.data.classification import PilArrayDataset
 from gspdml.data.recipes import image_transform
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, TrainingError
 from gspdml.models.backbones import build_backbone
 from gspdml.pooling import build_pooling
 from gspdml.training.checkpoint import save_state
 from gspdml.workflows import classification
 from gspdml.workflows.classification import (
+    CHECKPOINT,
     ClassificationRecipe,
     Classifier,
     learning_rate,
@@ -80,3 +82,18 @@ def test_a_resumed_run_ends_as_the_uninterrupted_one(tmp_path, monkeypatch):
     assert not torch.equal(_model().fc.weight, whole.fc.weight)  # the epochs did change it
     with pytest.raises(ConfigError, match="classification run of other settings"):
         _run(tmp_path / "whole", 2, {"row": "another"})
+
+
+def test_a_non_finite_loss_stops_the_run_and_names_it(tmp_path, monkeypatch):
+    healthy = _model
+
+    def broken():
+        model = healthy()
+        with torch.no_grad():
+            model.fc.bias[0] = float("nan")
+        return model
+
+    monkeypatch.setattr(sys.modules[__name__], "_model", broken)
+    with pytest.raises(TrainingError, match=r"the loss is nan at epoch 1, step 1"):
+        _run(tmp_path / "nan", 1)
+    assert not (tmp_path / "nan" / CHECKPOINT).exists()

@@ -13,7 +13,8 @@ number of epochs; the image transforms are the caller's.
 A run lives in one folder: ``checkpoint.safetensors`` holds the model, the optimiser and the
 epochs done (written atomically after every epoch, :func:`gspdml.training.checkpoint.save_state`,
 with ``settings`` beside them); a run started again in the folder resumes after the last epoch
-written when its ``settings`` are the same, and refuses otherwise.
+written when its ``settings`` are the same, and refuses otherwise. A non-finite loss stops the
+run with a :class:`~gspdml.errors.TrainingError`, the last finished epoch kept.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from gspdml.data.base import LabelledDataset
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, TrainingError
 from gspdml.evaluation.top1 import top1_accuracy
+from gspdml.progress import Progress
 from gspdml.training.checkpoint import load_state, save_state
 
 OPTIMIZERS = ("sgd", "adamw")
@@ -140,7 +142,6 @@ def train_classifier(
     device: str = "cpu",
     seed: int = 0,
     workers: int = 0,
-    eval_batch_size: Optional[int] = None,
 ) -> float:
     """Train ``model`` on ``train`` by ``recipe`` (module doc), resuming the run of ``run_dir``,
     and return its top-1 accuracy (a fraction) on ``test``. ``settings``: everything that
@@ -159,6 +160,9 @@ def train_classifier(
     path = run_dir / CHECKPOINT
     done = _resume(path, settings, model, optimizer)
     loss_of = nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
+    total = recipe.epochs * steps_per_epoch
+    progress = Progress(f"training {run_dir.name}", total, "steps")
+    progress.update(done * steps_per_epoch)
     for epoch in range(done, recipe.epochs):
         getattr(train, "set_epoch", lambda _: None)(epoch)
         order = torch.Generator().manual_seed(seed * 100003 + epoch)
@@ -175,12 +179,19 @@ def train_classifier(
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(recipe, epoch * steps_per_epoch + i, steps_per_epoch)
             loss = loss_of(model(images.to(device)), labels.to(device))
+            if not torch.isfinite(loss):
+                raise TrainingError(
+                    f"{run_dir}: the loss is {loss.item()} at epoch {epoch + 1}, step {i + 1}; "
+                    f"{path.name} holds the last finished epoch ({epoch}); lower the learning rate"
+                )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            progress.update(note=f"loss {loss.item():.4g}")
         run_dir.mkdir(parents=True, exist_ok=True)
         state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
         save_state(path, {**state, "epochs": epoch + 1}, {"settings": settings})
+    progress.close()
     model.eval()
-    batches = DataLoader(test, batch_size=eval_batch_size or recipe.batch_size, num_workers=workers)
+    batches = DataLoader(test, batch_size=recipe.batch_size, num_workers=workers)
     return top1_accuracy(lambda images: model(images.to(device)), batches)

@@ -268,7 +268,10 @@ def _no_seeds(table: Table, seeds: Optional[Sequence[int]]) -> None:
         raise ConfigError(
             "--seeds",
             f"{table.key} trains nothing (protocol {table.protocol}): its evaluations of a frozen "
-            "model have no seeds; leave --seeds out",
+            "model have no seeds; leave --seeds out"
+            if table.protocol != "classify"
+            else f"{table.key} trains one model per row with seed 0 (protocol classify); leave "
+            "--seeds out",
         )
 
 
