@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from gspdml.data.classification import PilArrayDataset
-from gspdml.data.recipes import image_transform
+from gspdml.data.classification import PilArrayDataset, classification_transforms
 from gspdml.errors import ConfigError, TrainingError
 from gspdml.models.backbones import build_backbone
 from gspdml.pooling import build_pooling
@@ -51,9 +50,9 @@ def _model():
 def _run(run_dir, epochs, settings=None):
     train_images, train_labels = _data(0)
     test_images, test_labels = _data(1)
-    kw = {"resize": 12, "crop": 10}
-    train = PilArrayDataset(train_images, train_labels, image_transform("imagenet", True, **kw))
-    test = PilArrayDataset(test_images, test_labels, image_transform("imagenet", False, **kw))
+    train_transform, test_transform = classification_transforms(resize=12, crop=10)
+    train = PilArrayDataset(train_images, train_labels, train_transform)
+    test = PilArrayDataset(test_images, test_labels, test_transform)
     recipe = ClassificationRecipe(epochs, 6, "adamw", 1e-2, 0.05, warmup_epochs=1)
     model = _model()
     top1 = train_classifier(model, train, test, recipe, run_dir, settings or {"row": "x"})

@@ -14,9 +14,9 @@ import torch
 
 from gspdml.cli import main
 from gspdml.data.class_folders import read_class_folders
+from gspdml.data.classification import classification_transforms
 from gspdml.data.flowers102 import read_flowers102
 from gspdml.data.images import load_image
-from gspdml.data.recipes import image_transform
 from gspdml.models.backbones import build_backbone
 from gspdml.models.simpool_release import released_embedder
 from gspdml.pooling import build_pooling
@@ -35,7 +35,7 @@ def _reproduce(table, data, output, *settings, rows):
 
 
 def _slow_top1(model, paths, labels, size):
-    transform = image_transform("imagenet", False, resize=size, crop=size)
+    transform = classification_transforms(size, size)[1]
     correct = 0
     with torch.no_grad():
         for path, label in zip(paths, labels):

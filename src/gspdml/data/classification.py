@@ -23,14 +23,42 @@ from PIL import Image
 from gspdml.data.base import LabelledDataset
 from gspdml.data.cifar import load_cifar
 from gspdml.data.class_folders import read_class_folders
+from gspdml.data.eval_transform import EvalTransform
 from gspdml.data.files import ImageFileDataset
 from gspdml.data.flowers102 import read_flowers102
+from gspdml.data.recipes import IMAGENET_MEAN, IMAGENET_STD
 from gspdml.data.seeded import seeded_generator
+from gspdml.data.transforms import (
+    Compose,
+    Normalize,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    ToTensor,
+)
 
 #: a seeded transform ``(PIL image, generator) -> tensor`` (:mod:`gspdml.data.recipes`)
 Transform = Callable[..., Any]
 #: the readers of :func:`classification_splits`
 READERS = ("cifar10", "cifar100", "flowers102", "class_folders")
+
+
+def classification_transforms(resize: int = 256, crop: int = 224) -> tuple[Compose, EvalTransform]:
+    """The ImageNet classification transforms (torchvision's reference recipe, timm's default):
+    training ``RandomResizedCrop(crop, scale=(0.08, 1), ratio=(3/4, 4/3))`` and a horizontal
+    flip with probability 0.5; test ``Resize(resize)`` (shorter side) and ``CenterCrop(crop)``;
+    both end in ImageNet's normalisation."""
+    train = Compose(
+        [
+            RandomResizedCrop(crop, (0.08, 1.0), (3 / 4, 4 / 3)),
+            RandomHorizontalFlip(0.5),
+            ToTensor(),
+            Normalize(mean=IMAGENET_MEAN, std=IMAGENET_STD),
+        ]
+    )
+    test = EvalTransform(
+        3, resize=(resize,), center_crop=(crop, crop), mean=IMAGENET_MEAN, std=IMAGENET_STD
+    )
+    return train, test
 
 
 class PilArrayDataset(LabelledDataset):

@@ -43,9 +43,6 @@ RECIPES = {
     # RandomResizedCrop(227, scale=(0.08, 1)) -> flip -> normalise -> random erasing
     # (AFTER_NORMALIZATION); eval Resize(256) -> CenterCrop(227)
     "libc": (256, 227, (0.08, 1.0), False),
-    # ImageNet classification (torchvision's reference recipe, timm's default): train
-    # RandomResizedCrop(224, scale=(0.08, 1)) -> flip; eval Resize(256) -> CenterCrop(224)
-    "imagenet": (256, 224, (0.08, 1.0), False),
     # no augmentation: Resize -> CenterCrop for training too (small images, debugging)
     "center": (256, 227, None, True),
 }

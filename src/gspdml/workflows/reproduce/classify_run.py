@@ -175,8 +175,7 @@ def _checked(run: ClassifyRun, row: Row, table: Table) -> None:
 
 def _train(run: ClassifyRun, settings: ClassifySettings) -> float:
     """The top-1 (a fraction) of the row's classifier: stored, or trained now and stored."""
-    from gspdml.data.classification import classification_splits
-    from gspdml.data.recipes import image_transform
+    from gspdml.data.classification import classification_splits, classification_transforms
     from gspdml.models.backbones import build_backbone
     from gspdml.models.backbones.base import Backbone
     from gspdml.models.simpool_release import released_embedder
@@ -187,12 +186,9 @@ def _train(run: ClassifyRun, settings: ClassifySettings) -> float:
     if stored is not None:
         return float(stored["top1"])
     spec = run.spec
+    train_transform, test_transform = classification_transforms(spec.resize, spec.crop)
     data = classification_splits(
-        spec.reader,
-        run.folder,
-        image_transform("imagenet", train=True, resize=spec.resize, crop=spec.crop),
-        image_transform("imagenet", train=False, resize=spec.resize, crop=spec.crop),
-        fraction=spec.fraction,
+        spec.reader, run.folder, train_transform, test_transform, fraction=spec.fraction
     )
     if spec.released is not None:
         assert run.checkpoint is not None  # _checked
