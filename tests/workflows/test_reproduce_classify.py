@@ -119,3 +119,27 @@ def test_a_fine_tuning_row_without_its_checkpoint_says_where_to_get_it(tmp_path,
     err = capsys.readouterr().err
     assert "fine-tunes the released vits_supervised_official_ep100.pth.tar" in err
     assert "https://huggingface.co/billpsomas/vits_supervised_official_ep100" in err
+
+
+def test_every_runnable_ablation_row_builds_its_pooling_and_the_rest_say_why():
+    """Psomas thesis Table 3.12: each runnable row's SimPool variant is a valid setting of the
+    registered pooling (a ResNet-18 map in, one 512-D vector out); the k (max) rows and the
+    right-hand rows whose layers the text lost are listed with those reasons."""
+    from gspdml.workflows.reproduce.simpool_thesis import K_MAX_LOGITS, LOST_SETTING
+
+    table = get_table("simpool-table3.12")
+    maps = torch.randn(2, 512, 3, 3)
+    for row in table.runnable:
+        pooling = build_pooling(row.classify.pooling_spec(), in_channels=512)
+        assert pooling(maps).vector.shape == (2, 512), row.key
+        assert row.classify.fraction == 0.2 and row.classify.network == "resnet18"
+    reasons = [row.missing for row in table.rows if row.missing]
+    assert reasons.count(K_MAX_LOGITS) == 2 and reasons.count(LOST_SETTING) == 12
+    assert len(table.runnable) == len(table.rows) - 14 == 17
+    fine = get_table("simpool-table3.4")
+    assert {(r.label, r.dataset) for r in fine.runnable} == {
+        (f"{s}/{m}", d)
+        for s in ("Supervised", "DINO")
+        for m in ("Baseline", "SimPool")
+        for d in ("cifar10", "cifar100", "flowers102")
+    }
