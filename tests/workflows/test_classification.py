@@ -96,3 +96,30 @@ def test_a_non_finite_loss_stops_the_run_and_names_it(tmp_path, monkeypatch):
     with pytest.raises(TrainingError, match=r"the loss is nan at epoch 1, step 1"):
         _run(tmp_path / "nan", 1)
     assert not (tmp_path / "nan" / CHECKPOINT).exists()
+
+
+def test_max_logits_is_the_largest_logit_over_the_k_pooled_vectors():
+    """Psomas thesis Table 3.12, k (max): class c scores max_j (W u_j + b)_c, u_j the pooling's
+    k vectors; written out here as a loop over images, classes and vectors."""
+    torch.manual_seed(1)
+    backbone = build_backbone({"name": "small_cnn", "widths": [8, 16]}, 3)
+    spec = {"name": "simpool", "gamma": 2.0, "k": 3, "init": "kmeans", "use_beta": True}
+    pooling = build_pooling(spec, in_channels=16)
+    with torch.no_grad():
+        pooling.beta.fill_(0.3)
+    model = Classifier(backbone, pooling, 16, 4, max_logits=True).eval()
+    images = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        logits = model(images)
+        vectors = pooling.vectors(backbone(images))
+        # the vectors are those the pooling combines: combine max is their elementwise maximum
+        assert torch.allclose(vectors.amax(dim=1), pooling(backbone(images)).vector)
+        for b in range(2):
+            for c in range(4):
+                scores = [
+                    float(model.fc.weight[c] @ vectors[b, j] + model.fc.bias[c]) for j in range(3)
+                ]
+                assert float(logits[b, c]) == pytest.approx(max(scores), rel=1e-5, abs=1e-6)
+    gap = build_pooling("gap", in_channels=16)
+    with pytest.raises(ConfigError, match="GAP gives one vector|gives one vector"):
+        Classifier(backbone, gap, 16, 4, max_logits=True)

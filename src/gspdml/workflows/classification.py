@@ -83,7 +83,9 @@ def learning_rate(recipe: ClassificationRecipe, step: int, steps_per_epoch: int)
 
 class Classifier(nn.Module):
     """``fc(norm(pooling(backbone(x)).vector))``: ``norm`` the pooled vector's LayerNorm where
-    the model has one (the DINO SimPool ViT), else the identity."""
+    the model has one (the DINO SimPool ViT), else the identity. ``max_logits``: the pooling
+    gives ``k`` vectors (its ``vectors(maps)``, ``[B, k, d]``) and the logit of class ``c`` is
+    ``max_j fc(u_j)_c`` (Psomas thesis Table 3.12, "k (max)")."""
 
     def __init__(
         self,
@@ -92,15 +94,23 @@ class Classifier(nn.Module):
         width: int,
         num_classes: int,
         pooled_norm: Optional[nn.Module] = None,
+        max_logits: bool = False,
     ):
         super().__init__()
-        self.backbone, self.pooling = backbone, pooling
+        if max_logits and not callable(getattr(pooling, "vectors", None)):
+            raise ConfigError(
+                "pooling", f"{type(pooling).__name__} gives one vector; max_logits needs k vectors"
+            )
+        self.backbone, self.pooling, self.max_logits = backbone, pooling, max_logits
         self.pooled_norm = pooled_norm if pooled_norm is not None else nn.Identity()
         self.fc = nn.Linear(width, num_classes)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        pooled = self.pooling(self.backbone(images)).vector
-        return self.fc(self.pooled_norm(pooled))  # type: ignore[no-any-return]
+        maps = self.backbone(images)
+        if self.max_logits:
+            vectors = self.pooling.vectors(maps)  # type: ignore[operator]
+            return self.fc(self.pooled_norm(vectors)).amax(dim=1)  # type: ignore[no-any-return]
+        return self.fc(self.pooled_norm(self.pooling(maps).vector))  # type: ignore[no-any-return]
 
 
 def _optimizer(model: nn.Module, recipe: ClassificationRecipe) -> torch.optim.Optimizer:

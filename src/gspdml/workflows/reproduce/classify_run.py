@@ -113,6 +113,7 @@ class ClassifyRun:
             "data": str(self.folder),
             "reader": spec.reader,
             "fraction": spec.fraction,
+            "max_logits": spec.max_logits,
             "resize": spec.resize,
             "crop": spec.crop,
             "recipe": {f.name: getattr(spec.recipe, f.name) for f in fields(ClassificationRecipe)},
@@ -206,7 +207,8 @@ def _train(run: ClassifyRun, settings: ClassifySettings) -> float:
         backbone = build_backbone({"name": spec.network}, 3)
         pooling = build_pooling(spec.pooling_spec(), in_channels=backbone.out_channels)
         norm = None
-    model = Classifier(backbone, pooling, backbone.out_channels, data.num_classes, norm)
+    width, classes = backbone.out_channels, data.num_classes
+    model = Classifier(backbone, pooling, width, classes, norm, max_logits=spec.max_logits)
     top1 = train_classifier(
         model,
         data.train,

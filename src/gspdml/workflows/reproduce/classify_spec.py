@@ -21,7 +21,8 @@ class ClassifySpec:
     the ``released`` model (its backbone and pooling, fine-tuned whole), then a linear layer to
     the dataset's classes; trained by ``recipe`` on the ``reader``'s training split found in
     ``folder`` under ``--data-root`` (the first ``fraction`` of each class), top-1 on its test
-    split; images cropped to ``crop`` (training: a random resized crop, scale 0.08-1, and a
+    split (``max_logits``: the classifier takes the maximum of the logits of the pooling's
+    ``k`` vectors, :class:`~gspdml.workflows.classification.Classifier`); images cropped to ``crop`` (training: a random resized crop, scale 0.08-1, and a
     horizontal flip; test: resized to ``resize`` on the shorter side, center-cropped)."""
 
     reader: str
@@ -31,6 +32,7 @@ class ClassifySpec:
     pooling: tuple[tuple[str, Any], ...] = (("name", "gap"),)
     released: Optional[FrozenSpec] = None
     fraction: float = 1.0
+    max_logits: bool = False
     resize: int = 256
     crop: int = 224
 
@@ -49,5 +51,6 @@ class ClassifySpec:
         else:
             options = ", ".join(f"{k}={v}" for k, v in self.pooling[1:])
             model = f"{self.network} + {self.pooling[0][1]}" + (f"({options})" if options else "")
+            model += ", max of the k vectors' logits" if self.max_logits else ""
         part = f", first {self.fraction:.0%} per class" if self.fraction < 1 else ""
         return f"{model} + Linear; {self.reader}{part}; {self.recipe.describe()}"
