@@ -63,6 +63,7 @@ class Stopped(Exception):
     pass
 
 
+@pytest.mark.slow
 def test_a_resumed_run_ends_as_the_uninterrupted_one(tmp_path, monkeypatch):
     whole, top1 = _run(tmp_path / "whole", 2)
 
