@@ -142,11 +142,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add("run_b")
     add("--json", action="store_true", help="the differences as JSON")
 
-    text = "Run every row of a paper's table by its protocol (resumable: finished models are reused) and write <output-dir>/tables/TABLE.md and .json with the paper's number, ours, the difference and our std. Overrides key.sub=value apply to every row (e.g. schedule.max_steps=2 for a smoke run). The composed-retrieval tables (protocol cir) evaluate a frozen vision-language model instead and take the settings model=SPEC, weights, vocabulary, memory, device, batch_size, cache. The tables of released pre-trained models (protocol frozen: SimPool Table 3.9) evaluate the authors' checkpoints as they are and take checkpoints=DIR (the files under their published names) or checkpoint=PATH, device, batch_size, resize, crop."
+    text = "Run every row of a paper's table by its protocol (resumable: finished models are reused) and write <output-dir>/tables/TABLE.md and .json with the paper's number, ours, the difference and our std. Overrides key.sub=value apply to every row (e.g. schedule.max_steps=2 for a smoke run). The composed-retrieval tables (protocol cir) evaluate a frozen vision-language model instead and take the settings model=SPEC, weights, vocabulary, memory, device, batch_size, cache. The tables of released pre-trained models (protocol frozen: SimPool Table 3.9) evaluate the authors' checkpoints as they are and take checkpoints=DIR (the files under their published names) or checkpoint=PATH, device, batch_size, resize, crop. The supervised classification tables (protocol classify: SimPool Tables 3.4 and 3.12) train one classifier per row and take checkpoints=DIR or checkpoint=PATH (fine-tuning rows), device, workers, and epochs, batch_size, resize, crop in place of the row's."
     summary = "run a table of the papers (GSP, XML, ...) and print it beside the published numbers"
     add = command(sub, "reproduce", _cmd_reproduce, help=summary, description=text)
     add("table", nargs="?", default=None, help="table key (see --list)")
-    text = "overrides key.sub=value for every row (YAML values); a cir or frozen table: key=value settings"
+    text = "overrides key.sub=value for every row (YAML values); a cir, frozen or classify table: key=value settings"
     add("overrides", nargs="*", help=text)
     add("--list", action="store_true", help="list the tables with their row counts")
     text = "list the runs and the GPU-hour estimate; train nothing"

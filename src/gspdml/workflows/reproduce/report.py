@@ -30,10 +30,12 @@ RAN = ("trained", "evaluated")
 Ours = tuple[Optional[float], Optional[float]]
 #: what one row of an evaluation-only table is, per protocol (the written table's legend)
 EVALUATED = {
-    "cir": "one evaluation of a frozen vision-language model per row",
+    "cir": "one evaluation of a frozen vision-language model per row, nothing trained",
     "frozen": "one evaluation of a released pre-trained model per row and dataset (its test "
-    "split, nearest-neighbour search on the L2-normalised features)",
-    "resources": "a count of the row's model (parameters; multiply-adds of one 224 x 224 image)",
+    "split, nearest-neighbour search on the L2-normalised features), nothing trained",
+    "resources": "a count of the row's model (parameters; multiply-adds of one 224 x 224 "
+    "image), nothing trained",
+    "classify": "one classifier trained per row (one seed), evaluated by its top-1 on the test split",
 }
 
 
@@ -73,6 +75,7 @@ def row_entry(
         "cir": None if row.cir is None else row.cir.describe(model),
         "frozen": None if row.frozen is None else row.frozen.describe(),
         "resources": None if row.resources is None else row.resources.describe(),
+        "classify": None if row.classify is None else row.classify.describe(),
         "status": status,
         "verdict": row_verdict(cells, smoke, benchmark) if status in RAN else "–",
         "smoke_keys": list(smoke),
@@ -212,8 +215,8 @@ def table_markdown(table: Table, payload: dict[str, Any]) -> str:
     overrides = f", overrides `{' '.join(payload['overrides'])}`" if payload["overrides"] else ""
     if table.protocol in EVALUATION_ONLY:
         how = (
-            f"Protocol `{table.protocol}`{overrides}: {EVALUATED[table.protocol]}, nothing "
-            "trained; ours is that evaluation's number (no std)"
+            f"Protocol `{table.protocol}`{overrides}: {EVALUATED[table.protocol]}; "
+            "ours is that evaluation's number (no std)"
         )
     else:
         how = (

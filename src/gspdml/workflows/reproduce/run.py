@@ -33,6 +33,11 @@ from gspdml.output_files import atomic_write_text
 from gspdml.training.pretrain import Recipe, recipe_names, recipe_on_root
 from gspdml.workflows.protocol import FOLDS_USED, SEED_MODELS, run_protocol
 from gspdml.workflows.reproduce.cir_run import cir_dry_run_markdown, plan_cir, reproduce_cir
+from gspdml.workflows.reproduce.classify_run import (
+    classify_dry_run_markdown,
+    plan_classify,
+    reproduce_classify,
+)
 from gspdml.workflows.reproduce.frozen_run import (
     frozen_dry_run_markdown,
     plan_frozen,
@@ -69,6 +74,7 @@ from gspdml.workflows.tables import markdown_table, spread_text
 ONE_GROUP = {"split": "seeds"}
 #: the runner of each evaluation-only protocol
 EVALUATE = {"cir": reproduce_cir, "frozen": reproduce_frozen, "resources": reproduce_resources}
+EVALUATE["classify"] = reproduce_classify
 
 
 @dataclass(frozen=True)
@@ -262,7 +268,10 @@ def _no_seeds(table: Table, seeds: Optional[Sequence[int]]) -> None:
         raise ConfigError(
             "--seeds",
             f"{table.key} trains nothing (protocol {table.protocol}): its evaluations of a frozen "
-            "model have no seeds; leave --seeds out",
+            "model have no seeds; leave --seeds out"
+            if table.protocol != "classify"
+            else f"{table.key} trains one model per row with seed 0 (protocol classify); leave "
+            "--seeds out",
         )
 
 
@@ -336,6 +345,10 @@ def dry_run(
     elif table.protocol == "cir":
         cir_plans = plan_cir(table, rows=rows, overrides=overrides, need_memory=False, **where)
         planned = cir_dry_run_markdown(table, cir_plans)
+    elif table.protocol == "classify":
+        planned = classify_dry_run_markdown(
+            table, plan_classify(table, rows=rows, overrides=overrides, **where)
+        )
     elif table.protocol == "frozen":
         frozen_plans = plan_frozen(table, rows=rows, overrides=overrides, **where)
         planned = frozen_dry_run_markdown(table, frozen_plans)
