@@ -23,7 +23,9 @@ vector with it (``final_norm=False``; the loader gives ``norm`` to the embedder'
 The width, depth, patch size and grid are read from the tensors of a file
 (:func:`vit_shape`); the number of heads is ``width / 64``, the head width of every ViT of the
 release (ViT-S: 384 channels, 6 heads). The image must have the grid's size (224 x 224 for the
-released 14 x 14 grid): the position embeddings are not interpolated.
+released 14 x 14 grid), unless the model is built ``any_size``: then the position embeddings
+of the patches are interpolated to the image's grid (``H // patch`` x ``W // patch``, bicubic),
+as DINO's ``interpolate_pos_encoding`` does for images of any size (its image retrieval).
 """
 
 from __future__ import annotations
@@ -110,9 +112,10 @@ class PatchEmbed(nn.Module):
 
 class ReleasedViT(Backbone):
     """The authors' ViT (module doc): ``output`` ``cls`` or ``tokens``, the final LayerNorm
-    ``norm`` applied to the tokens when ``final_norm``."""
+    ``norm`` applied to the tokens when ``final_norm``; ``any_size``: images of any size, the
+    position embeddings interpolated to their grid (module doc)."""
 
-    def __init__(self, shape: ViTShape, output: str, final_norm: bool):
+    def __init__(self, shape: ViTShape, output: str, final_norm: bool, any_size: bool = False):
         super().__init__()
         if output not in OUTPUTS or (output == "cls" and not shape.class_token):
             raise ValueError(f"output {output!r} of a ViT with class_token={shape.class_token}")
@@ -120,7 +123,7 @@ class ReleasedViT(Backbone):
 
         block = import_timm().models.vision_transformer.Block
         norm = partial(nn.LayerNorm, eps=1e-6)
-        self.shape, self.output = shape, output
+        self.shape, self.output, self.any_size = shape, output, any_size
         self.out_channels = shape.width
         self.patch_embed = PatchEmbed(shape.width, shape.patch)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, shape.width)) if shape.class_token else None
@@ -134,9 +137,22 @@ class ReleasedViT(Backbone):
         )
         self.norm = norm(shape.width) if final_norm else None
 
+    def positions(self, height: int, width: int) -> torch.Tensor:
+        """The position embeddings of a ``height x width`` image: the released ones on the
+        released grid, else (``any_size``) the patches' interpolated to the image's grid."""
+        grid, patch = self.shape.grid, self.shape.patch
+        rows, cols = height // patch, width // patch
+        if (rows, cols) == (grid, grid):
+            return self.pos_embed
+        prefix = int(self.shape.class_token)
+        patches = self.pos_embed[:, prefix:].reshape(1, grid, grid, -1).permute(0, 3, 1, 2)
+        patches = nn.functional.interpolate(patches, size=(rows, cols), mode="bicubic")
+        patches = patches.permute(0, 2, 3, 1).reshape(1, rows * cols, -1)
+        return torch.cat([self.pos_embed[:, :prefix], patches], dim=1)
+
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         size = self.shape.grid * self.shape.patch
-        if tuple(images.shape[-2:]) != (size, size):
+        if not self.any_size and tuple(images.shape[-2:]) != (size, size):
             raise ValueError(
                 f"this ViT was trained on {size} x {size} images ({self.shape.grid} x "
                 f"{self.shape.grid} patches of {self.shape.patch}); got "
@@ -145,7 +161,7 @@ class ReleasedViT(Backbone):
         tokens: torch.Tensor = self.patch_embed(images)
         if self.cls_token is not None:
             tokens = torch.cat([self.cls_token.expand(tokens.shape[0], -1, -1), tokens], dim=1)
-        tokens = self.blocks(tokens + self.pos_embed)
+        tokens = self.blocks(tokens + self.positions(*images.shape[-2:]))
         if self.norm is not None:
             tokens = self.norm(tokens)
         return tokens[:, :1] if self.output == "cls" else tokens[:, int(self.shape.class_token) :]
