@@ -91,6 +91,7 @@ def release(tmp_path_factory):
     return root / "data", folder, checkpoint
 
 
+@pytest.mark.slow
 def test_a_resnet_row_runs_and_its_maps_are_the_slow_ones(release, tmp_path, capsys):
     data, folder, checkpoint = release
     argv = ["reproduce", TABLE, "--rows", "roxford5k/ResNet-50/SimPool", "--data-root", str(data)]
@@ -121,6 +122,7 @@ def test_a_resnet_row_runs_and_its_maps_are_the_slow_ones(release, tmp_path, cap
     assert main([*argv, "--dry-run"]) == 0 and "stored" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_vit_row_embeds_images_of_any_size(release, tmp_path):
     """The DINO ViT-S SimPool row on non-square images: the position embeddings are
     interpolated to each image's grid; ours equals the slow path's with the same model."""
