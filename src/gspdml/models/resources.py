@@ -2,7 +2,8 @@
 Table 3.10 counts both for ImageNet-1k classifiers at 224 x 224).
 
 :func:`imagenet_classifier` builds such a classifier from the library's own parts: a backbone
-(``resnet18``, ``resnet50``, or ``vit-s``: ViT-S/16 at 224 x 224 with ``depth`` blocks, the
+(``resnet18``, ``resnet50``, ``convnext-s``: ConvNeXt-S of :mod:`gspdml.models.convnext`, without
+the LayerNorm of its pooled vector (1,536 parameters), or ``vit-s``: ViT-S/16 at 224 x 224 with ``depth`` blocks, the
 SimPool authors' ViT of :mod:`gspdml.models.released_vit`), a global pooling (``gap``,
 ``simpool``; on the ViT also ``cls``, the [CLS] token) and a linear layer to the 1000 classes.
 The ViT has a [CLS] token unless it pools with SimPool (the authors' SimPool ViT has none), and
@@ -29,7 +30,7 @@ from gspdml.models.backbones.base import Backbone
 from gspdml.pooling.base import Pooling, build_pooling
 
 #: the backbones and poolings an ImageNet classifier here is built from
-NETWORKS = ("resnet18", "resnet50", "vit-s")
+NETWORKS = ("resnet18", "resnet50", "convnext-s", "vit-s")
 POOLINGS = ("gap", "simpool", "cls")
 IMAGENET_CLASSES = 1000
 #: ViT-S/16 (Dosovitskiy et al., ICLR 2021; Touvron et al., DeiT, ICML 2021): 384 channels,
@@ -61,6 +62,10 @@ class ImageNetClassifier(nn.Module):
 
 def _backbone(network: str, pooling: str, depth: Optional[int]) -> Backbone:
     """The untrained backbone of ``network`` (``depth``: a ViT's blocks, default 12)."""
+    if network == "convnext-s":
+        from gspdml.models.convnext import CONVNEXT_S, ConvNeXt
+
+        return ConvNeXt(*CONVNEXT_S)
     if network != "vit-s":
         return build_backbone({"name": network, "pretrained": False}, 3)
     from gspdml.models.released_vit import ReleasedViT, ViTShape
