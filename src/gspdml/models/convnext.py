@@ -44,7 +44,8 @@ class ConvNeXtBlock(nn.Module):
     def forward(self, maps: torch.Tensor) -> torch.Tensor:
         y = self.norm(self.dwconv(maps).permute(0, 2, 3, 1))
         y = self.gamma * self.pwconv2(self.act(self.pwconv1(y)))
-        return maps + y.permute(0, 3, 1, 2)
+        out: torch.Tensor = maps + y.permute(0, 3, 1, 2)
+        return out
 
 
 class ConvNeXt(Backbone):
