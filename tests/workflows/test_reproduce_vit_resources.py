@@ -1,5 +1,6 @@
-"""Psomas thesis Table 3.11 through the CLI (protocol ``resources``): a row's ViT-S with the
-row's blocks is counted, its accuracy listed unmeasured with the reason in the notes."""
+"""Psomas thesis Tables 3.10 and 3.11 through the CLI (protocol ``resources``): a row's ViT-S
+with the row's pooling and blocks is counted; Table 3.11's accuracy is listed unmeasured with
+the reason in the notes."""
 
 import json
 
@@ -32,3 +33,26 @@ def test_table_3_11_counts_a_vit_s_with_the_rows_blocks(tmp_path, capsys):
     assert DEPTH in TABLES["simpool-table3.11"].notes
     markdown = (tmp_path / "tables" / "simpool-table3.11.md").read_text()
     assert "The accuracy is not measured" in markdown
+
+
+@pytest.mark.slow
+def test_table_3_10_counts_the_vit_s_simpool_classifier(tmp_path):
+    argv = [
+        "reproduce",
+        "simpool-table3.10",
+        "--rows",
+        "vit-s/SimPool",
+        "--output-dir",
+        str(tmp_path),
+    ]
+    assert main(argv) == 0
+    payload = json.loads((tmp_path / "tables" / "simpool-table3.10.json").read_text())
+    (entry,) = [e for e in payload["rows"] if e["status"] == "evaluated"]
+    counted = count_resources(imagenet_classifier("vit-s", "simpool"))
+    assert entry["key"] == "vit-s/SimPool" and entry["resources"].startswith("vit-s + simpool")
+    assert entry["cells"]["#params (M)"]["ours"] == pytest.approx(counted.params / 1e6)
+    assert entry["cells"]["GFLOPs"]["ours"] == pytest.approx(counted.macs / 1e9)
+    assert (entry["cells"]["#params (M)"]["paper"], entry["cells"]["GFLOPs"]["paper"]) == (
+        22.3,
+        4.26,
+    )

@@ -88,7 +88,7 @@ class Reported:
 class Row:
     """One method on one dataset. ``preset`` trains it (a table of a training protocol),
     ``cir`` evaluates it (a ``cir`` table), ``frozen`` evaluates a released model (a ``frozen``
-    table), ``resources`` counts a model (a ``resources`` table); ``missing`` says what the
+    or ``revisited`` table), ``resources`` counts a model (a ``resources`` table); ``missing`` says what the
     library lacks to run it.
     ``protocol`` is the row's own protocol where the paper
     ran this dataset otherwise than the rest of the table (GSP Table 4: the Cifar Collage by its
