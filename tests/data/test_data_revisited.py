@@ -37,11 +37,14 @@ def test_the_release_is_read_with_its_names_boxes_and_ground_truth(tmp_path):
     assert release.boxes == ((8.0, 4.0, 56.0, 40.0), (0.0, 0.0, 48.0, 48.0))
     assert release.ground_truth[1] == {"easy": [], "hard": [3, 5], "junk": [1]}
     assert release.counts() == {
-        "database": 6,
-        "queries": 2,
-        "published_database": 6322,
-        "published_queries": 70,
-        "is_published": False,
+        "benchmark": "RParis6k",
+        "root": str(folder),
+        "images": 6,
+        "classes": 2,
+        "official_images": 6322,
+        "official_classes": 70,
+        "is_benchmark": False,
+        "units": ["database images", "queries"],
     }
 
 

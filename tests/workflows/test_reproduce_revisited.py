@@ -120,7 +120,12 @@ def test_a_resnet_row_runs_and_its_maps_are_the_slow_ones(release, tmp_path, cap
     assert cells["Medium"]["diff"] == pytest.approx(cells["Medium"]["ours"] - 29.7)
     (stored,) = (tmp_path / "revisited" / "roxford5k").glob("*.json")
     counts = json.loads(stored.read_text())["result"]["counts"]
-    assert counts["database"] == 6 and counts["is_published"] is False
+    assert counts == {**entry["benchmark"], "root": str(folder)} and not counts["is_benchmark"]
+    assert entry["verdict"] == "not the benchmark, no verdict"
+    markdown = (tmp_path / "tables" / f"{TABLE}.md").read_text()
+    assert "6 database images and 2 queries, not ROxford5k (4,993 database images, 70 queries)" in (
+        markdown
+    )
     assert main([*argv, "--dry-run"]) == 0 and "stored" in capsys.readouterr().out
 
 

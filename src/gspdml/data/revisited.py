@@ -38,6 +38,8 @@ from gspdml.errors import ConfigError, DataError
 
 #: dataset -> (published database images, published queries)
 PUBLISHED = {"roxford5k": (4993, 70), "rparis6k": (6322, 70)}
+#: the benchmarks' names
+TITLES = {"roxford5k": "ROxford5k", "rparis6k": "RParis6k"}
 #: the database labels of a query's ground truth
 LABELS = ("easy", "hard", "junk")
 
@@ -61,14 +63,19 @@ class RevisitedRelease:
         return (len(self.database), len(self.queries)) == PUBLISHED[self.name]
 
     def counts(self) -> dict[str, Any]:
-        """The counts read beside the published ones."""
+        """The counts read beside the published ones, in the form of
+        :func:`gspdml.data.benchmarks.benchmark_check` (its ``classes``: the queries), so that a
+        smaller tree's numbers get no verdict."""
         images, queries = PUBLISHED[self.name]
         return {
-            "database": len(self.database),
-            "queries": len(self.queries),
-            "published_database": images,
-            "published_queries": queries,
-            "is_published": self.is_published,
+            "benchmark": TITLES[self.name],
+            "root": str(self.folder),
+            "images": len(self.database),
+            "classes": len(self.queries),
+            "official_images": images,
+            "official_classes": queries,
+            "is_benchmark": self.is_published,
+            "units": ["database images", "queries"],
         }
 
 

@@ -108,10 +108,12 @@ class RevisitedEvaluation:
 
     def result_problem(self, result: dict[str, Any]) -> Optional[str]:
         """What is wrong with a stored ``result`` (None: nothing): the three mAP, fractions in
-        [0, 1], and the counts of the release."""
+        [0, 1], and the counts of the release (:meth:`RevisitedRelease.counts`)."""
         keys = {*MAP_FIELDS.values(), "counts"}
         if set(result) != keys or not isinstance(result["counts"], dict):
             return f"fields {sorted(result)}, expected {sorted(keys)}"
+        if not isinstance(result["counts"].get("is_benchmark"), bool):
+            return "'counts' has no is_benchmark"
         maps = sorted(MAP_FIELDS.values())
         return next(filter(None, (number_problem(result, key, 1.0) for key in maps)), None)
 
@@ -228,7 +230,8 @@ def reproduce_revisited(
             column.title: (column.scale * result[column.metric], None) for column in table.columns
         }
         runs = {plan.row.dataset: str(evaluation.output)}
-        return row_entry(table, plan.row, "evaluated", ours, runs, 1)
+        counts = result["counts"]  # a smaller tree than the release: no verdict
+        return row_entry(table, plan.row, "evaluated", ours, runs, 1, benchmark=counts)
 
     entries = table_entries(table, plans, run)
     return evaluation_payload(table, entries, overrides, data_root, output_dir)
