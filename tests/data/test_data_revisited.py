@@ -118,3 +118,18 @@ def test_a_query_is_its_box_of_the_image_and_shrunk_to_the_longer_side(tmp_path)
     assert torch.allclose(tensor, (expected - mean) / std, atol=1e-6)
     database = RevisitedImages(release.database, None, 32)[0]  # whole: 64 x 48 -> 32 x 24
     assert database.shape == (3, 24, 32)
+
+
+def test_the_stored_pixels_are_read_without_the_exif_rotation(tmp_path):
+    """revisitop opens the files with PIL as stored: a box is in the stored pixels' frame, so
+    an EXIF orientation (6: rotate for display) is not applied before the crop."""
+    make_revisited(tmp_path)
+    release = read_revisited(tmp_path, "roxford5k")
+    path = release.queries[0]
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.open(path).save(path, exif=exif.tobytes())
+    assert RevisitedImages(release.queries, None, None).image(0).size == (64, 48)
+    path.write_bytes(b"not an image")
+    with pytest.raises(DataError, match="query_a.jpg: cannot decode image"):
+        RevisitedImages(release.queries, None, None).image(0)

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from gspdml.data.images import load_image
+from gspdml.data.images import to_rgb
 from gspdml.data.recipes import IMAGENET_MEAN, IMAGENET_STD
 from gspdml.data.safe_pickle import NUMPY_ARRAYS, load_restricted
 from gspdml.errors import ConfigError, DataError
@@ -187,8 +187,16 @@ class RevisitedImages(torch.utils.data.Dataset[torch.Tensor]):
         return len(self.files)
 
     def image(self, index: int) -> Image.Image:
-        """The RGB image of ``index`` after the crop and the resize."""
-        image = load_image(self.files[index])
+        """The RGB image of ``index`` after the crop and the resize. The stored pixels, as
+        revisitop reads them: an EXIF orientation is not applied (the boxes are in the stored
+        pixels' coordinates)."""
+        path = self.files[index]
+        try:
+            with Image.open(path) as opened:
+                image = to_rgb(opened)
+                image.load()
+        except (OSError, ValueError, Image.DecompressionBombError) as error:
+            raise DataError(f"{path}: cannot decode image ({error})") from None
         if self.boxes is not None:
             image = image.crop(self.boxes[index])
         if self.longer_side is not None:
