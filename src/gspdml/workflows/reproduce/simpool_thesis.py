@@ -3,14 +3,15 @@
 (:mod:`gspdml.workflows.reproduce.registry`).
 
 Table 3.9's rows evaluate released checkpoints by nearest-neighbour retrieval on the four
-metric-learning benchmarks; Table 3.10's ResNet rows count the parameters and multiply-adds of
-the Baseline and SimPool classifiers (protocol ``resources``,
+metric-learning benchmarks; Table 3.8's rows evaluate the same released DINO checkpoints on the
+revisited Oxford and Paris benchmarks (protocol ``revisited``,
+:mod:`gspdml.workflows.reproduce.revisited_run`); Tables 3.10 and 3.11 count the parameters and
+multiply-adds of the Baseline and SimPool classifiers (protocol ``resources``,
 :mod:`gspdml.workflows.reproduce.resources_run`). The other tables need what gspdml does not
 have, and every row says what: ImageNet-1k classification (supervised training, DINO's k-NN
 classifier and the linear probe, fine-tuning), localisation and object discovery from attention
-maps, the ImageNet-9 backgrounds and the revisited Oxford and Paris protocol. They are listed
-under protocol ``frozen`` (pre-trained models evaluated as they are, or trained by a recipe the
-row names), with no runnable row.
+maps and the ImageNet-9 backgrounds. They are listed under protocol ``frozen`` (pre-trained
+models evaluated as they are, or trained by a recipe the row names), with no runnable row.
 """
 
 from __future__ import annotations
