@@ -29,11 +29,13 @@ from gspdml.workflows.reproduce.resources_spec import ResourceSpec
 
 #: the protocols of tables run by their own runner instead of the training protocols, and the
 #: :class:`Row` field that holds a runnable row's evaluation: composed image retrieval, frozen
-#: pre-trained models, the count of a model's parameters and multiply-adds (these train
-#: nothing), and supervised classifiers (``classify``: one model per row, no seeds)
+#: pre-trained models (also on revisited Oxford and Paris), the count of a model's parameters
+#: and multiply-adds (these train nothing), and supervised classifiers (``classify``: one model
+#: per row, no seeds)
 EVALUATION_ONLY = {
     "cir": "cir",
     "frozen": "frozen",
+    "revisited": "frozen",
     "resources": "resources",
     "classify": "classify",
 }
@@ -94,8 +96,8 @@ class Reported:
 class Row:
     """One method on one dataset. ``preset`` trains it (a table of a training protocol),
     ``cir`` evaluates it (a ``cir`` table), ``frozen`` evaluates a released model (a ``frozen``
-    table), ``resources`` counts a model (a ``resources`` table), ``classify`` trains a classifier
-    (a ``classify`` table); ``missing`` says what the
+    or ``revisited`` table), ``resources`` counts a model (a ``resources`` table), ``classify``
+    trains a classifier (a ``classify`` table); ``missing`` says what the
     library lacks to run it.
     ``protocol`` is the row's own protocol where the paper
     ran this dataset otherwise than the rest of the table (GSP Table 4: the Cifar Collage by its

@@ -64,6 +64,11 @@ from gspdml.workflows.reproduce.resources_run import (
     reproduce_resources,
     resources_dry_run_markdown,
 )
+from gspdml.workflows.reproduce.revisited_run import (
+    plan_revisited,
+    reproduce_revisited,
+    revisited_dry_run_markdown,
+)
 from gspdml.workflows.reproduce.seed_tables import coverage_markdown
 from gspdml.workflows.reproduce.tables import TABLES
 from gspdml.workflows.reproduce.verdict import smoke_keys
@@ -75,6 +80,7 @@ ONE_GROUP = {"split": "seeds"}
 #: the runner of each evaluation-only protocol
 EVALUATE = {"cir": reproduce_cir, "frozen": reproduce_frozen, "resources": reproduce_resources}
 EVALUATE["classify"] = reproduce_classify
+EVALUATE["revisited"] = reproduce_revisited
 
 
 @dataclass(frozen=True)
@@ -352,6 +358,9 @@ def dry_run(
     elif table.protocol == "frozen":
         frozen_plans = plan_frozen(table, rows=rows, overrides=overrides, **where)
         planned = frozen_dry_run_markdown(table, frozen_plans)
+    elif table.protocol == "revisited":
+        revisited = plan_revisited(table, rows=rows, overrides=overrides, **where)
+        planned = revisited_dry_run_markdown(table, revisited)
     else:
         plans = plan_table(table, rows=rows, overrides=overrides, seeds=seeds, **where)
         planned = dry_run_markdown(table, plans, seeds or table.seeds)
