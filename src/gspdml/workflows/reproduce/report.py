@@ -33,6 +33,7 @@ EVALUATED = {
     "cir": "one evaluation of a frozen vision-language model per row",
     "frozen": "one evaluation of a released pre-trained model per row and dataset (its test "
     "split, nearest-neighbour search on the L2-normalised features)",
+    "classify": "one evaluation of a released pre-trained model per row (ImageNet-1k top-1)",
     "resources": "a count of the row's model (parameters; multiply-adds of one 224 x 224 image)",
 }
 

@@ -33,6 +33,11 @@ from gspdml.output_files import atomic_write_text
 from gspdml.training.pretrain import Recipe, recipe_names, recipe_on_root
 from gspdml.workflows.protocol import FOLDS_USED, SEED_MODELS, run_protocol
 from gspdml.workflows.reproduce.cir_run import cir_dry_run_markdown, plan_cir, reproduce_cir
+from gspdml.workflows.reproduce.classify_run import (
+    classify_dry_run_markdown,
+    plan_classify,
+    reproduce_classify,
+)
 from gspdml.workflows.reproduce.frozen_run import (
     frozen_dry_run_markdown,
     plan_frozen,
@@ -69,6 +74,7 @@ from gspdml.workflows.tables import markdown_table, spread_text
 ONE_GROUP = {"split": "seeds"}
 #: the runner of each evaluation-only protocol
 EVALUATE = {"cir": reproduce_cir, "frozen": reproduce_frozen, "resources": reproduce_resources}
+EVALUATE["classify"] = reproduce_classify
 
 
 @dataclass(frozen=True)
@@ -339,6 +345,9 @@ def dry_run(
     elif table.protocol == "frozen":
         frozen_plans = plan_frozen(table, rows=rows, overrides=overrides, **where)
         planned = frozen_dry_run_markdown(table, frozen_plans)
+    elif table.protocol == "classify":
+        classify_plans = plan_classify(table, rows=rows, overrides=overrides, **where)
+        planned = classify_dry_run_markdown(table, classify_plans)
     else:
         plans = plan_table(table, rows=rows, overrides=overrides, seeds=seeds, **where)
         planned = dry_run_markdown(table, plans, seeds or table.seeds)
