@@ -226,7 +226,9 @@ def pooled_features(
     with torch.no_grad():
         for batch in loader:
             if batch is not None:
-                chunks.append(model(batch[0].to(device)).vector.float().cpu())
+                pooled = model(batch[0].to(device)).pooled
+                assert pooled is not None  # an Embedder returns its pooled vector
+                chunks.append(pooled.float().cpu())
     return torch.cat(chunks), torch.as_tensor(images.labels)
 
 
