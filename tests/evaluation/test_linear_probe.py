@@ -8,13 +8,13 @@ import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
 
+from gspdml.errors import ConfigError
 from gspdml.evaluation.linear_probe import (
     ProbeSettings,
     linear_probe_top1,
     top1,
     train_linear_probe,
 )
-from gspdml.errors import ConfigError
 
 SETTINGS = ProbeSettings(epochs=30, batch_size=64, lr=0.5, seed=0)
 

@@ -91,17 +91,26 @@ class ClassifySettings(FrozenSettings):
     @classmethod
     def parse(cls, overrides: Sequence[str]) -> ClassifySettings:
         settings = parse_settings(cls, overrides, "classify")
-        reals = {}
-        for name in REALS:
-            value = getattr(settings, name)
-            try:
-                reals[name] = float(value)
-            except ValueError:
-                raise ConfigError(name, f"expected a number, got {value!r}") from None
-            if not reals[name] > 0 or (name == "fraction" and reals[name] > 1):
-                top = "1" if name == "fraction" else "infinity"
-                raise ConfigError(name, f"must be in (0, {top}], got {value!r}")
-        return replace(settings, **reals)
+        reals = {name: _positive_real(getattr(settings, name), name) for name in REALS}
+        if reals["fraction"] > 1:
+            raise ConfigError("fraction", f"must be in (0, 1], got {settings.fraction!r}")
+        return replace(
+            settings,
+            fraction=reals["fraction"],
+            knn_temperature=reals["knn_temperature"],
+            probe_lr=reals["probe_lr"],
+        )
+
+
+def _positive_real(value: Any, name: str) -> float:
+    """``value`` (a setting's default or the text given) as a positive number."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise ConfigError(name, f"expected a number, got {value!r}") from None
+    if not number > 0:
+        raise ConfigError(name, f"must be positive, got {value!r}")
+    return number
 
 
 @dataclass(frozen=True)
