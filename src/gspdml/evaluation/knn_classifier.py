@@ -12,11 +12,15 @@ the largest total weight is the prediction::
 DINO reports k = 20 and T = 0.07; the Psomas thesis evaluates SimPool with k = 10 (§3.4.3).
 The neighbours are exact (:func:`gspdml.evaluation.exact_knn.knn`: on unit vectors the squared
 distance is ``2 - 2 s``, so its order by (distance, index) is the order by similarity, the
-smaller training index first among equals) and the vote is summed in float64; among classes of
-equal weight the smallest label wins.
+smaller training index first among equals, the distances re-ranked in float64) and the vote is
+summed in float64; among classes of equal weight the smallest label wins. The features are
+normalised in their own dtype (float32 features of ImageNet's 1.28M training images stay
+float32).
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -33,8 +37,10 @@ def weighted_knn_predict(
     test_features: torch.Tensor,
     k: int = DINO_K,
     temperature: float = DINO_TEMPERATURE,
+    device: Optional[torch.device | str] = None,
 ) -> torch.Tensor:
-    """The predicted label ``[N_test]`` (int64) of every test feature (module doc)."""
+    """The predicted label ``[N_test]`` (int64, on the CPU) of every test feature (module
+    doc); the neighbours are searched on ``device`` (default: the features')."""
     from gspdml.evaluation.exact_knn import knn
 
     if temperature <= 0:
@@ -43,14 +49,14 @@ def weighted_knn_predict(
         raise ValueError(
             f"{train_features.shape[0]} training features but {train_labels.shape[0]} labels"
         )
-    train = F.normalize(train_features.double(), dim=1)
-    test = F.normalize(test_features.double(), dim=1)
-    distances, indices = knn(test, train, k=k)
-    similarity = 1.0 - distances / 2.0
+    train = F.normalize(train_features, dim=1)
+    test = F.normalize(test_features.to(train.dtype), dim=1)
+    distances, indices = knn(test, train, k=k, device=device)
+    similarity = 1.0 - distances.cpu() / 2.0
     weights = torch.exp(similarity / temperature)
-    labels = train_labels.to(torch.int64)
+    labels = train_labels.to(torch.int64).cpu()
     votes = torch.zeros(test.shape[0], int(labels.max()) + 1, dtype=torch.float64)
-    votes.scatter_add_(1, labels[indices], weights)
+    votes.scatter_add_(1, labels[indices.cpu()], weights)
     return votes.argmax(dim=1)
 
 
@@ -61,7 +67,10 @@ def weighted_knn_top1(
     test_labels: torch.Tensor,
     k: int = DINO_K,
     temperature: float = DINO_TEMPERATURE,
+    device: Optional[torch.device | str] = None,
 ) -> float:
     """The fraction of test features whose weighted k-NN prediction is their label."""
-    predicted = weighted_knn_predict(train_features, train_labels, test_features, k, temperature)
-    return float((predicted == test_labels.to(torch.int64)).double().mean())
+    predicted = weighted_knn_predict(
+        train_features, train_labels, test_features, k, temperature, device
+    )
+    return float((predicted == test_labels.to(torch.int64).cpu()).double().mean())

@@ -245,13 +245,13 @@ def _classify(
     evaluation: ClassifyEvaluation, model: Embedder, imagenet: ImageNet, file: Path
 ) -> dict[str, float]:
     """The metrics of ``evaluation`` (fractions), computed now."""
-    import torch
-
     from gspdml.evaluation.knn_classifier import weighted_knn_top1
     from gspdml.evaluation.linear_probe import ProbeSettings, linear_probe_top1, top1
+    from gspdml.models.inference import resolve_device
     from gspdml.models.released_classifier import released_classifier
 
     settings = evaluation.options
+    device = resolve_device(settings.device)
     val, val_labels = pooled_features(model, imagenet.val, settings)
     if evaluation.uses_training_images:
         train, train_labels = pooled_features(model, imagenet.train, settings)
@@ -259,12 +259,13 @@ def _classify(
     for metric in evaluation.metrics:
         if metric == "knn_top1":
             k, temperature = settings.knn_k, settings.knn_temperature
-            result[metric] = weighted_knn_top1(train, train_labels, val, val_labels, k, temperature)
+            result[metric] = weighted_knn_top1(
+                train, train_labels, val, val_labels, k, temperature, device
+            )
         elif metric == "linear_top1":
             probe = ProbeSettings(
                 settings.probe_epochs, settings.probe_batch_size, settings.probe_lr
             )
-            device = torch.device(settings.device)
             result[metric] = linear_probe_top1(
                 train.to(device), train_labels, val, val_labels, len(imagenet.wnids), probe
             )
