@@ -153,7 +153,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add("--dry-run", action="store_true", help=text)
     text = "only these rows: shell patterns on <dataset>/<label> or on the preset (e.g. 'cub/*')"
     add("--rows", nargs="+", default=[], metavar="PATTERN", help=text)
-    text = "folder holding the datasets in their official layouts (CUB_200_2011, cars196, Stanford_Online_Products, InShop); default: each preset's data/<name>. A cir table: the FreeDom release's data/ folder (imagenet_r, minidn, nico, ltll; PatternNet/ for WeiCom); default: data"
+    text = "folder holding the datasets in their official layouts (CUB_200_2011, cars196, Stanford_Online_Products, InShop); default: each preset's data/<name>. A cir table: the FreeDom release's data/ folder (imagenet_r, minidn, nico, ltll; PatternNet/ for WeiCom); default: data. A classify table: ImageNet-1k as DIR/imagenet (train/, val/)"
     add("--data-root", type=Path, default=None, help=text)
     add("--seeds", type=int, nargs="+", default=None, help="training seeds (default: the table's)")
     text = "runs and tables go here (default: runs)"
