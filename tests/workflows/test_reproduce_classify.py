@@ -138,6 +138,8 @@ def test_table_3_3_equals_the_slow_knn_and_the_probe_and_is_reused(release, tmp_
 def test_table_3_2_evaluates_the_classifier_of_the_supervised_release(release, tmp_path, capsys):
     data, checkpoints = release
     table = get_table("simpool-table3.2")
+    hidden = data / "imagenet" / "val" / ".preview.JPEG"  # a hidden file: left out, and said
+    write_image(hidden)
     payload = _reproduce(
         "simpool-table3.2", data, tmp_path / "out", f"checkpoints={checkpoints}", *SIZES
     )
@@ -160,9 +162,9 @@ def test_table_3_2_evaluates_the_classifier_of_the_supervised_release(release, t
     assert {e["status"] for k, e in entries.items() if "ViT-S/" not in k or "@300" in k} == {
         f"missing: {row.missing}" for row in table.rows if row.frozen is None
     }
+    assert f"left out 1 hidden entries ({hidden})" in capsys.readouterr().err
     # a DINO file holds no classifier: its head is the projection head
     assert released_classifier(checkpoints / "vits_dino_official_ep100.pth") is None
-    capsys.readouterr()
 
 
 def test_errors_name_the_file_and_the_setting(release, tmp_path, capsys):

@@ -33,6 +33,7 @@ checkpoint by its content), and reused when checked valid
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -281,6 +282,21 @@ def _classify(
     return result
 
 
+def _read(folder: Path, fraction: float) -> ImageNet:
+    """ImageNet under ``folder``; what the reader left out is said on stderr."""
+    from gspdml.data.imagenet import read_imagenet
+
+    imagenet = read_imagenet(folder, fraction)
+    if imagenet.skipped:
+        shown = ", ".join(imagenet.skipped[:3])
+        print(
+            f"gspdml reproduce: {folder}: left out {len(imagenet.skipped)} hidden entries "
+            f"({shown})",
+            file=sys.stderr,
+        )
+    return imagenet
+
+
 def reproduce_classify(
     table: Table,
     *,
@@ -291,7 +307,6 @@ def reproduce_classify(
 ) -> dict[str, Any]:
     """Evaluate the selected rows of a ``classify`` table (module doc) and write the table;
     returns its JSON payload (``rows``: one entry per row of the table, in its order)."""
-    from gspdml.data.imagenet import read_imagenet
     from gspdml.models.simpool_release import released_embedder
 
     settings = ClassifySettings.parse(overrides)
@@ -313,7 +328,7 @@ def reproduce_classify(
             spec = evaluation.spec
             file = spec.given_file(evaluation.checkpoint, f"row {plan.row.key} of {table.key}")
             if evaluation.folder not in datasets:
-                datasets[evaluation.folder] = read_imagenet(evaluation.folder, settings.fraction)
+                datasets[evaluation.folder] = _read(evaluation.folder, settings.fraction)
             model = released_embedder(
                 file,
                 spec.pooling,
