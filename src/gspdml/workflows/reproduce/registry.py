@@ -29,13 +29,14 @@ from gspdml.workflows.reproduce.resources_spec import ResourceSpec
 
 #: the protocols of tables run by their own runner instead of the training protocols, and the
 #: :class:`Row` field that holds a runnable row's evaluation: composed image retrieval, frozen
-#: pre-trained models (also on revisited Oxford and Paris), the count of a model's parameters
-#: and multiply-adds (these train nothing), and supervised classifiers (``classify``: one model
-#: per row, no seeds)
+#: pre-trained models (also on revisited Oxford and Paris, and ``probe``: their frozen features
+#: classifying ImageNet-1k), the count of a model's parameters and multiply-adds (these train
+#: nothing), and supervised classifiers (``classify``: one model per row, no seeds)
 EVALUATION_ONLY = {
     "cir": "cir",
     "frozen": "frozen",
     "revisited": "frozen",
+    "probe": "frozen",
     "resources": "resources",
     "classify": "classify",
 }
@@ -95,10 +96,10 @@ class Reported:
 @dataclass(frozen=True)
 class Row:
     """One method on one dataset. ``preset`` trains it (a table of a training protocol),
-    ``cir`` evaluates it (a ``cir`` table), ``frozen`` evaluates a released model (a ``frozen``
-    or ``revisited`` table), ``resources`` counts a model (a ``resources`` table), ``classify``
-    trains a classifier (a ``classify`` table); ``missing`` says what the
-    library lacks to run it.
+    ``cir`` evaluates it (a ``cir`` table), ``frozen`` evaluates a released model (a ``frozen``,
+    ``revisited`` or ``probe`` table), ``resources`` counts a model (a ``resources`` table),
+    ``classify`` trains a classifier (a ``classify`` table); ``missing`` says what the library
+    lacks to run it.
     ``protocol`` is the row's own protocol where the paper
     ran this dataset otherwise than the rest of the table (GSP Table 4: the Cifar Collage by its
     own validation split, the CUB rows by the fair protocol); None: the table's. ``init_from``

@@ -33,6 +33,8 @@ EVALUATED = {
     "cir": "one evaluation of a frozen vision-language model per row, nothing trained",
     "frozen": "one evaluation of a released pre-trained model per row and dataset (its test "
     "split, nearest-neighbour search on the L2-normalised features), nothing trained",
+    "probe": "one evaluation of a released pre-trained model per row (ImageNet-1k top-1 of "
+    "its frozen features: weighted k-NN, linear probe or its released classifier)",
     "resources": "a count of the row's model (parameters; multiply-adds of one 224 x 224 "
     "image), nothing trained",
     "revisited": "one evaluation of a released pre-trained model per row and dataset (its "

@@ -43,6 +43,11 @@ from gspdml.workflows.reproduce.frozen_run import (
     plan_frozen,
     reproduce_frozen,
 )
+from gspdml.workflows.reproduce.probe_run import (
+    plan_probe,
+    probe_dry_run_markdown,
+    reproduce_probe,
+)
 from gspdml.workflows.reproduce.registry import (
     EVALUATION_ONLY,
     SECONDS_PER_IMAGE,
@@ -81,6 +86,7 @@ ONE_GROUP = {"split": "seeds"}
 EVALUATE = {"cir": reproduce_cir, "frozen": reproduce_frozen, "resources": reproduce_resources}
 EVALUATE["classify"] = reproduce_classify
 EVALUATE["revisited"] = reproduce_revisited
+EVALUATE["probe"] = reproduce_probe
 
 
 @dataclass(frozen=True)
@@ -361,6 +367,9 @@ def dry_run(
     elif table.protocol == "revisited":
         revisited = plan_revisited(table, rows=rows, overrides=overrides, **where)
         planned = revisited_dry_run_markdown(table, revisited)
+    elif table.protocol == "probe":
+        probe_plans = plan_probe(table, rows=rows, overrides=overrides, **where)
+        planned = probe_dry_run_markdown(table, probe_plans)
     else:
         plans = plan_table(table, rows=rows, overrides=overrides, seeds=seeds, **where)
         planned = dry_run_markdown(table, plans, seeds or table.seeds)
