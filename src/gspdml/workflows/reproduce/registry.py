@@ -30,6 +30,7 @@ from gspdml.workflows.reproduce.resources_spec import ResourceSpec
 #: a runnable row's evaluation: composed image retrieval, frozen pre-trained models, the count
 #: of a model's parameters and multiply-adds
 EVALUATION_ONLY = {"cir": "cir", "frozen": "frozen", "resources": "resources"}
+EVALUATION_ONLY.update(localisation="frozen", backgrounds="frozen")  # released models' tasks
 
 #: seconds of one training image (forward + backward, fp32, 224 px crops) on one H100, per
 #: backbone. ResNet-50: measured, 1498 img/s at batch 64 (docs/benchmarks.md, "One H100").

@@ -34,6 +34,8 @@ EVALUATED = {
     "frozen": "one evaluation of a released pre-trained model per row and dataset (its test "
     "split, nearest-neighbour search on the L2-normalised features)",
     "resources": "a count of the row's model (parameters; multiply-adds of one 224 x 224 image)",
+    "localisation": "one evaluation of a released model's attention maps per row and dataset",
+    "backgrounds": "one evaluation of a released classifier per row on every ImageNet-9 variation",
 }
 
 

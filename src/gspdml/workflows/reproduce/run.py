@@ -38,6 +38,12 @@ from gspdml.workflows.reproduce.frozen_run import (
     plan_frozen,
     reproduce_frozen,
 )
+from gspdml.workflows.reproduce.frozen_tasks_run import PROTOCOLS as TASK_PROTOCOLS
+from gspdml.workflows.reproduce.frozen_tasks_run import (
+    plan_tasks,
+    reproduce_tasks,
+    tasks_dry_run_markdown,
+)
 from gspdml.workflows.reproduce.registry import (
     EVALUATION_ONLY,
     SECONDS_PER_IMAGE,
@@ -69,6 +75,7 @@ from gspdml.workflows.tables import markdown_table, spread_text
 ONE_GROUP = {"split": "seeds"}
 #: the runner of each evaluation-only protocol
 EVALUATE = {"cir": reproduce_cir, "frozen": reproduce_frozen, "resources": reproduce_resources}
+EVALUATE.update(dict.fromkeys(TASK_PROTOCOLS, reproduce_tasks))
 
 
 @dataclass(frozen=True)
@@ -336,6 +343,10 @@ def dry_run(
     elif table.protocol == "cir":
         cir_plans = plan_cir(table, rows=rows, overrides=overrides, need_memory=False, **where)
         planned = cir_dry_run_markdown(table, cir_plans)
+    elif table.protocol in TASK_PROTOCOLS:
+        planned = tasks_dry_run_markdown(
+            table, plan_tasks(table, rows=rows, overrides=overrides, **where)
+        )
     elif table.protocol == "frozen":
         frozen_plans = plan_frozen(table, rows=rows, overrides=overrides, **where)
         planned = frozen_dry_run_markdown(table, frozen_plans)

@@ -1,0 +1,100 @@
+"""A released ViT's attention maps scored as localisation (Psomas thesis Table 3.5: MaxBoxAccV2
+on the CUB test set and the ImageNet-1k validation set) and as unsupervised object discovery
+(Table 3.6, DINO-seg: CorLoc on VOC07 and VOC12 trainval); the metrics and the boxes are
+:mod:`gspdml.evaluation.localisation`, the maps :func:`gspdml.models.attention_maps.patch_attention`.
+
+Images are read in RGB and normalised with ImageNet's mean and std. Localisation (Choe et al.,
+CVPR 2020, §5, their evaluation code): each image is resized to ``size x size`` (bilinear, the
+aspect ratio not kept) and its boxes scaled with it, coordinates truncated to integers; the map
+is resized bicubically to the image. Object discovery (LOST, Siméoni et al., BMVC 2021, §4.1):
+each image at its own resolution, cropped at the bottom and the right to a multiple of the
+patch; the DINO-seg box of the map is compared with the boxes in the original pixels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional
+
+import numpy as np
+import torch
+from PIL import Image
+
+from gspdml.data.boxed_images import BoxedImage
+from gspdml.data.images import load_image
+from gspdml.data.recipes import IMAGENET_MEAN, IMAGENET_STD
+from gspdml.evaluation.localisation import (
+    DINO_SEG_MASS,
+    MaxBoxAccV2,
+    corloc_hit,
+    dino_seg_box,
+    normalised_scoremap,
+)
+from gspdml.models.attention_maps import patch_attention, released_vit
+from gspdml.models.embedder import Embedder
+
+
+def image_tensor(image: Image.Image) -> torch.Tensor:
+    """An RGB image as a normalised ``[3, H, W]`` float tensor (ImageNet mean and std)."""
+    pixels = torch.from_numpy(np.asarray(image, dtype=np.float32) / 255.0).permute(2, 0, 1)
+    mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
+    return (pixels - mean) / torch.tensor(IMAGENET_STD).view(3, 1, 1)
+
+
+def resized_boxes(boxes: np.ndarray, original: tuple[int, int], size: int) -> np.ndarray:
+    """``boxes`` of an image of ``original`` (width, height) in the ``size x size`` image,
+    truncated to integers as the reference code does."""
+    scale = np.asarray([size / original[0], size / original[1]] * 2)
+    return np.asarray(np.floor(boxes * scale), dtype=np.float64)
+
+
+def maxboxacc_v2(
+    model: Embedder,
+    items: Sequence[BoxedImage],
+    *,
+    size: int = 224,
+    head: Optional[int] = None,
+    device: str = "cpu",
+    batch_size: int = 32,
+) -> dict[str, float]:
+    """MaxBoxAccV2 of ``model``'s attention maps on ``items`` (fractions): ``maxboxacc_v2``
+    and ``maxboxacc_iou<delta>`` for each IoU threshold (module doc)."""
+    metric = MaxBoxAccV2()
+    model = model.to(device).eval()
+    for start in range(0, len(items), batch_size):
+        chunk = items[start : start + batch_size]
+        images, truths = [], []
+        for item in chunk:
+            image = load_image(item.path)
+            truths.append(resized_boxes(item.boxes, image.size, size))
+            images.append(image_tensor(image.resize((size, size), Image.Resampling.BILINEAR)))
+        with torch.no_grad():
+            maps = patch_attention(model, torch.stack(images).to(device), head)
+        for attention, truth in zip(maps, truths):
+            metric.add(normalised_scoremap(attention, (size, size)), truth)
+    result = {"maxboxacc_v2": metric.value()}
+    result.update({f"maxboxacc_iou{round(100 * d)}": v for d, v in metric.per_iou().items()})
+    return result
+
+
+def corloc(
+    model: Embedder,
+    items: Sequence[BoxedImage],
+    *,
+    head: Optional[int] = None,
+    mass: float = DINO_SEG_MASS,
+    device: str = "cpu",
+) -> dict[str, float]:
+    """CorLoc of the DINO-seg boxes of ``model``'s attention maps on ``items`` (a fraction),
+    one image at a time (module doc)."""
+    model = model.to(device).eval()
+    patch = released_vit(model).shape.patch
+    hits = 0
+    for item in items:
+        image = load_image(item.path)
+        width, height = (side - side % patch for side in image.size)
+        pixels = image_tensor(image.crop((0, 0, width, height)))
+        with torch.no_grad():
+            attention = patch_attention(model, pixels[None].to(device), head)[0]
+        hits += corloc_hit(dino_seg_box(attention, patch, mass), item.boxes)
+    return {"corloc": hits / len(items)}
