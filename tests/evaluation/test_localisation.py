@@ -11,11 +11,12 @@ from gspdml.evaluation.localisation import (
     MaxBoxAccV2,
     corloc_hit,
     dino_seg_box,
+    lost_box,
     normalised_scoremap,
     pairwise_iou,
     threshold_boxes,
 )
-from tests.helpers.box_reference import iou, slow_dino_seg_box, slow_maxboxacc_v2
+from tests.helpers.box_reference import iou, slow_dino_seg_box, slow_lost_box, slow_maxboxacc_v2
 
 
 def _blobs(rng, size):
@@ -86,3 +87,16 @@ def test_corloc_hit_is_iou_at_least_one_half_with_any_box():
     assert not corloc_hit(box, truth[:1])
     assert not corloc_hit(box, np.array([[0.0, 0.0, 10.0, 20.01]]))
     assert iou(tuple(box), tuple(truth[1]), False) == 0.5
+
+
+def test_lost_box_equals_a_slow_loop_and_expands_the_seed_over_its_component():
+    rng = np.random.default_rng(2)
+    boxes = set()
+    for trial in range(12):
+        rows, cols = 4, 5
+        keys = torch.from_numpy(rng.normal(size=(rows * cols, 3)))
+        k = 100 if trial % 2 else 6  # fewer candidates than patches: the seed set is cut
+        box = lost_box(keys, rows, cols, 8, k=k)
+        assert tuple(box) == slow_lost_box(keys.tolist(), rows, cols, 8, k=k)
+        boxes.add(tuple(box))
+    assert len(boxes) > 3  # the boxes differ with the features

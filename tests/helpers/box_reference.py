@@ -80,3 +80,25 @@ def slow_dino_seg_box(attention, patch, mass=0.6):
     largest = max(found, key=len)  # the first of the largest in raster order
     ys, xs = [p[0] for p in largest], [p[1] for p in largest]
     return (min(xs) * patch, min(ys) * patch, (max(xs) + 1) * patch, (max(ys) + 1) * patch)
+
+
+def slow_lost_box(features, rows, cols, patch, k=100):
+    """LOST's box (Siméoni et al., BMVC 2021, §3) of patch features (a list of lists, row-major
+    patches), one dot product at a time."""
+    count = len(features)
+    dot = [
+        [sum(a * b for a, b in zip(features[p], features[q])) for q in range(count)]
+        for p in range(count)
+    ]
+    degree = [sum(1 for q in range(count) if dot[p][q] > 0) for p in range(count)]
+    order = sorted(range(count), key=lambda p: (degree[p], p))
+    seed = order[0]
+    similar = [q for q in order[:k] if dot[seed][q] > 0]
+    mask = [
+        [sum(dot[s][r * cols + c] for s in similar) > 0 for c in range(cols)] for r in range(rows)
+    ]
+    (component,) = [
+        pixels for pixels in components(mask, eight=False) if (seed // cols, seed % cols) in pixels
+    ]
+    ys, xs = [p[0] for p in component], [p[1] for p in component]
+    return (min(xs) * patch, min(ys) * patch, (max(xs) + 1) * patch, (max(ys) + 1) * patch)

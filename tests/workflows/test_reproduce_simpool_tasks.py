@@ -30,7 +30,7 @@ from gspdml.models.attention_maps import _positions
 from gspdml.models.simpool_release import released_embedder
 from gspdml.workflows.reproduce import get_table
 from tests.helpers.box_datasets import make_cub_boxes, make_imagenet9, make_imagenet_boxes, make_voc
-from tests.helpers.box_reference import iou, slow_dino_seg_box
+from tests.helpers.box_reference import iou, slow_dino_seg_box, slow_lost_box
 from tests.workflows.test_reproduce_simpool import CROP, VITS, _authors_vit, _timm_vit
 
 #: the released ViT-S file of each (supervision, method) and its seed here
@@ -40,6 +40,7 @@ FILES = {
     ("Supervised", "Baseline"): ("vits_supervised_official_ep100.pth.tar", 5),
     ("Supervised", "SimPool"): ("vits_gem1.25_supervised_beta.pth.tar", 6),
 }
+BASE = ("Baseline", "SimPool")
 #: one ImageNet class of each ImageNet-9 class: the classes the tiny classifier can predict
 REPRESENTATIVES = [IN_TO_IN9.index(c) for c in range(9)]
 
@@ -117,6 +118,20 @@ def _reference_maps(name, states, images):
     return torch.stack(maps)
 
 
+def _reference_keys(name, states, images):
+    """The keys ``[B, 9, 64]`` of the patch tokens in timm's last block, read from its qkv."""
+    layout, method, state, seed = states[name]
+    vit = _timm_vit(method == "cls", seed)
+    prefix = "simpool." if layout == "dino" else "gp.pool."
+    vit.load_state_dict({k: v for k, v in state.items() if not k.startswith(prefix)})
+    seen = {}
+    vit.blocks[-1].attn.qkv.register_forward_hook(lambda m, i, o: seen.update(qkv=o))
+    with torch.no_grad():
+        vit.forward_features(images)
+    keys = seen["qkv"][..., 64:128]  # [q | k | v], one head
+    return keys[:, 1:] if method == "cls" else keys
+
+
 def test_table_3_5_maxboxacc_v2_of_reference_attention_maps_and_reuse(
     release, tmp_path, monkeypatch
 ):
@@ -183,14 +198,24 @@ def test_table_3_6_corloc_of_slow_dino_seg_boxes(release, tmp_path):
             max(iou(slow_dino_seg_box(m.tolist(), 16), tuple(b), False) for b in item.boxes) >= 0.5
             for m, item in zip(maps, items)
         ]
+        assert 0 < sum(hits) < len(hits)  # a box that can miss and hit: the check can fail
         cell = entries[f"voc07/DINO-seg/{method}"]["cells"]["DINO-seg VOC07"]
+        assert cell["ours"] == pytest.approx(100 * sum(hits) / len(hits), abs=1e-9)
+        keys = _reference_keys(FILES["DINO", method][0], states, images)
+        hits = [
+            max(iou(slow_lost_box(f.tolist(), 3, 3, 16), tuple(b), False) for b in item.boxes)
+            >= 0.5
+            for f, item in zip(keys, items)
+        ]
+        assert 0 < sum(hits) < len(hits)
+        cell = entries[f"voc07/LOST/{method}"]["cells"]["LOST VOC07"]
         assert cell["ours"] == pytest.approx(100 * sum(hits) / len(hits), abs=1e-9)
     runnable = {row.key for row in table.runnable}
     assert runnable == {
-        f"{d}/DINO-seg/{m}" for d in ("voc07", "voc12") for m in ("Baseline", "SimPool")
+        f"{d}/{f}/{m}" for d in ("voc07", "voc12") for f in ("DINO-seg", "LOST") for m in BASE
     }
     assert entries["voc12/DINO-seg/Baseline"]["status"] == "not selected"
-    assert entries["voc07/LOST/SimPool"]["status"].startswith("missing: LOST (")
+    assert entries["coco20k/LOST/SimPool"]["status"] == "not selected"
     assert entries["coco20k/DINO-seg/SimPool"]["cells"]["DINO-seg COCO"]["paper"] == 43.4
 
 

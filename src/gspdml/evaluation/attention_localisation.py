@@ -1,6 +1,6 @@
 """A released ViT's attention maps scored as localisation (Psomas thesis Table 3.5: MaxBoxAccV2
 on the CUB test set and the ImageNet-1k validation set) and as unsupervised object discovery
-(Table 3.6, DINO-seg: CorLoc on VOC07 and VOC12 trainval); the metrics and the boxes are
+(Table 3.6, DINO-seg and LOST: CorLoc on VOC07 and VOC12 trainval); the metrics and the boxes are
 :mod:`gspdml.evaluation.localisation`, the maps :func:`gspdml.models.attention_maps.patch_attention`.
 
 Images are read in RGB and normalised with ImageNet's mean and std. Localisation (Choe et al.,
@@ -8,7 +8,7 @@ CVPR 2020, §5, their evaluation code): each image is resized to ``size x size``
 aspect ratio not kept) and its boxes scaled with it, coordinates truncated to integers; the map
 is resized bicubically to the image. Object discovery (LOST, Siméoni et al., BMVC 2021, §4.1):
 each image at its own resolution, cropped at the bottom and the right to a multiple of the
-patch; the DINO-seg box of the map is compared with the boxes in the original pixels.
+patch; the DINO-seg box of the map, or LOST's box of the keys, is compared with the boxes in the original pixels.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from gspdml.evaluation.localisation import (
     MaxBoxAccV2,
     corloc_hit,
     dino_seg_box,
+    lost_box,
     normalised_scoremap,
 )
-from gspdml.models.attention_maps import patch_attention, released_vit
+from gspdml.models.attention_maps import last_block_keys, patch_attention, released_vit
 from gspdml.models.embedder import Embedder
 
 
@@ -77,24 +78,35 @@ def maxboxacc_v2(
     return result
 
 
+#: the object-discovery methods: the DINO-seg box of the attention map, LOST's of the keys
+DISCOVERY = ("dino-seg", "lost")
+
+
 def corloc(
     model: Embedder,
     items: Sequence[BoxedImage],
     *,
+    method: str = "dino-seg",
     head: Optional[int] = None,
     mass: float = DINO_SEG_MASS,
     device: str = "cpu",
 ) -> dict[str, float]:
-    """CorLoc of the DINO-seg boxes of ``model``'s attention maps on ``items`` (a fraction),
-    one image at a time (module doc)."""
+    """CorLoc of the boxes ``method`` (:data:`DISCOVERY`) finds with ``model`` on ``items``
+    (a fraction), one image at a time (module doc)."""
+    if method not in DISCOVERY:
+        raise ValueError(f"method {method!r}: one of {DISCOVERY}")
     model = model.to(device).eval()
     patch = released_vit(model).shape.patch
     hits = 0
     for item in items:
         image = load_image(item.path)
         width, height = (side - side % patch for side in image.size)
-        pixels = image_tensor(image.crop((0, 0, width, height)))
+        pixels = image_tensor(image.crop((0, 0, width, height)))[None].to(device)
         with torch.no_grad():
-            attention = patch_attention(model, pixels[None].to(device), head)[0]
-        hits += corloc_hit(dino_seg_box(attention, patch, mass), item.boxes)
+            if method == "lost":
+                keys, rows, cols = last_block_keys(model, pixels)
+                box = lost_box(keys[0], rows, cols, patch)
+            else:
+                box = dino_seg_box(patch_attention(model, pixels, head)[0], patch, mass)
+        hits += corloc_hit(box, item.boxes)
     return {"corloc": hits / len(items)}

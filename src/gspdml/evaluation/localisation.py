@@ -31,6 +31,13 @@ holding the top ``mass`` (0.6) of its sum: sorted ascending and normalised, the 
 cumulative sum exceeds ``1 - mass``. The box is that of the largest 4-connected component of
 the kept patches, in pixels: ``(xmin p, ymin p, (xmax + 1) p, (ymax + 1) p)`` for patches of
 ``p`` pixels.
+
+**LOST box** (Siméoni et al., BMVC 2021, §3.1-3.2). From the keys ``f_p`` of the last block's
+attention of the ``h x w`` patches (the heads concatenated): the similarity ``A = F F^T``, the
+degree ``d_p = |{q : A_pq > 0}|``, the seed ``p*`` of lowest degree, the seed set ``S``: the
+``k = 100`` patches of lowest degree that correlate positively with the seed, the mask ``m_q =
+[sum_{s in S} A_sq > 0]``, and the box of the 4-connected component of the mask that holds the
+seed, in pixels as above (ties of the degree: the first patch in raster order).
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ IOU_THRESHOLDS = (0.3, 0.5, 0.7)
 CORLOC_IOU = 0.5
 #: the share of the attention mass DINO-seg keeps
 DINO_SEG_MASS = 0.6
+#: the lowest-degree patches among which LOST expands its seed
+LOST_K = 100
 _EIGHT = np.ones((3, 3), dtype=bool)
 
 
@@ -150,6 +159,24 @@ def dino_seg_box(attention: torch.Tensor, patch: int, mass: float = DINO_SEG_MAS
     extents = component_boxes(keep.reshape(attention.shape).cpu().numpy(), connectivity=4)
     xmin, ymin, xmax, ymax, _ = extents[int(np.argmax(extents[:, 4]))]
     return np.asarray([xmin * patch, ymin * patch, (xmax + 1) * patch, (ymax + 1) * patch], float)
+
+
+def lost_box(keys: torch.Tensor, rows: int, cols: int, patch: int, k: int = LOST_K) -> np.ndarray:
+    """The LOST box ``[4]`` in pixels from the last block's keys ``[rows * cols, d]`` of the
+    patches (row-major; module doc)."""
+    features = keys.detach().double()
+    similarity = features @ features.T
+    degree = (similarity > 0).sum(dim=1)
+    order = torch.argsort(degree, stable=True)  # lowest degree first
+    seed = int(order[0])
+    candidates = order[: min(k, len(order))]
+    similar = candidates[similarity[seed, candidates] > 0]
+    mask = (similarity[similar].sum(dim=0) > 0).reshape(rows, cols).cpu().numpy()
+    labels, _ = ndimage.label(mask)
+    ys, xs = np.nonzero(labels == labels[seed // cols, seed % cols])
+    return np.asarray(
+        [xs.min() * patch, ys.min() * patch, (xs.max() + 1) * patch, (ys.max() + 1) * patch], float
+    )
 
 
 def corloc_hit(box: np.ndarray, truth: np.ndarray) -> bool:

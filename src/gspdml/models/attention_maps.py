@@ -8,7 +8,8 @@ The image may have any size that is a multiple of the patch: the position embedd
 patches are interpolated bicubically to its grid as DINO does (Caron et al., ICCV 2021, its
 ``interpolate_pos_encoding``: scale factors ``(grid' + 0.1) / grid``), the [CLS] entry kept. The
 last block's attention is ``softmax(q k^T / sqrt(d_h))`` of its ``norm1``-ed input, per head
-(Dosovitskiy et al., ICLR 2021, Eq. 5).
+(Dosovitskiy et al., ICLR 2021, Eq. 5); its keys are LOST's features
+(:func:`last_block_keys`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,18 @@ def self_attention(block: Any, tokens: torch.Tensor) -> torch.Tensor:
     q, k, _ = qkv.permute(2, 0, 3, 1, 4).unbind(0)
     q, k = attn.q_norm(q), attn.k_norm(k)
     return torch.softmax((q * attn.scale) @ k.transpose(-2, -1), dim=-1)
+
+
+def last_block_keys(model: Embedder, images: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    """The keys ``[B, patches, width]`` (heads concatenated) of the patch tokens in the last
+    block's self-attention, LOST's features, and the patch grid ``rows, cols``."""
+    vit = released_vit(model)
+    tokens, rows, cols = last_block_input(vit, images)
+    block: Any = list(vit.blocks)[-1]
+    attn = block.attn
+    qkv = attn.qkv(block.norm1(tokens)).reshape(*tokens.shape[:2], 3, attn.num_heads, -1)
+    keys = attn.k_norm(qkv[:, :, 1].transpose(1, 2)).transpose(1, 2).flatten(2)
+    return keys[:, int(vit.shape.class_token) :], rows, cols
 
 
 def released_vit(model: Embedder) -> ReleasedViT:

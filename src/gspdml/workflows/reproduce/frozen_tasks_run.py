@@ -1,6 +1,6 @@
 """``gspdml reproduce`` of the tables that score released ViTs on tasks other than retrieval,
 nothing trained: protocol ``localisation`` (Psomas thesis Table 3.5, MaxBoxAccV2 of the
-attention maps on CUB and ImageNet-1k; Table 3.6, DINO-seg CorLoc on VOC07 and VOC12:
+attention maps on CUB and ImageNet-1k; Table 3.6, DINO-seg and LOST CorLoc on VOC07 and VOC12:
 :mod:`gspdml.evaluation.attention_localisation`) and protocol ``backgrounds`` (Table 3.7,
 ImageNet-9 and its background variations: :mod:`gspdml.evaluation.background_robustness`, with
 the classifier the supervised release carries, :mod:`gspdml.models.released_classifier`).
@@ -153,11 +153,16 @@ def _real(value: Any) -> bool:
 TaskRowPlan = EvaluationPlan[TaskEvaluation]
 
 
-def _options(task: str, settings: TaskSettings) -> tuple[tuple[str, Any], ...]:
+def _options(task: str, row: Row, settings: TaskSettings) -> tuple[tuple[str, Any], ...]:
+    """What decides a task's numbers beside the model and the data; a CorLoc row's method is
+    its label's first part (``DINO-seg/SimPool``, ``LOST/Baseline``)."""
     if task == "maxboxacc":
         return (("size", settings.size), ("head", settings.head))
     if task == "corloc":
-        return (("seg_head", settings.seg_head), ("mass", 0.6))
+        method = row.label.split("/")[0].lower()
+        if method == "lost":
+            return (("method", method), ("k", 100))
+        return (("method", method), ("seg_head", settings.seg_head), ("mass", 0.6))
     return (("size", settings.size),)
 
 
@@ -185,7 +190,7 @@ def plan_tasks(
             spec,
             settings.checkpoint_of(spec),
             data / folder,
-            _options(task, settings),
+            _options(task, row, settings),
             Path(),
         )
         stem = Path(spec.checkpoint).name.split(".")[0]
@@ -227,7 +232,10 @@ def _compute(evaluation: TaskEvaluation, file: Path, settings: TaskSettings) -> 
         return score.maxboxacc_v2(
             model, items, size=settings.size, head=head, device=device, batch_size=batch
         )
-    return score.corloc(model, items, head=settings.head_of("seg_head"), device=device)
+    options = dict(evaluation.options)
+    return score.corloc(
+        model, items, method=options["method"], head=settings.head_of("seg_head"), device=device
+    )
 
 
 def _boxed_images(dataset: str, folder: Path) -> list[Any]:
