@@ -4,12 +4,14 @@ ImageNet validation boxes, PASCAL VOC's objects (XML read without entities) and 
 
 import pytest
 
+from gspdml.data.coco20k import read_coco20k_boxes
 from gspdml.data.cub_boxes import read_cub_boxes
 from gspdml.data.imagenet9 import CLASSES, IN_TO_IN9, VARIATIONS, read_imagenet9
 from gspdml.data.imagenet_boxes import read_imagenet_boxes
 from gspdml.data.voc import read_voc_boxes
 from gspdml.errors import DataError
 from tests.helpers.box_datasets import (
+    make_coco20k,
     make_cub_boxes,
     make_imagenet9,
     make_imagenet_boxes,
@@ -91,3 +93,16 @@ def test_imagenet9_variations_classes_and_the_imagenet_mapping(tmp_path):
     (tmp_path / "bg_challenge" / "original" / "val" / "09_extra").mkdir()
     with pytest.raises(DataError, match="09_extra: class folder 10 of 10"):
         read_imagenet9(str(tmp_path), "original")
+
+
+def test_coco20k_the_listed_images_with_their_boxes_but_crowds(tmp_path):
+    expected = make_coco20k(tmp_path)
+    items = read_coco20k_boxes(str(tmp_path / "COCO"))
+    assert [item.path.name for item in items] == list(expected)
+    assert [item.boxes.tolist() for item in items] == [
+        [list(map(float, b)) for b in boxes] for boxes in expected.values()
+    ]
+    assert all(item.path.is_file() for item in items)
+    (tmp_path / "COCO" / "coco_20k_filenames.txt").write_text("train2014/COCO_train2014_x.jpg\n")
+    with pytest.raises(DataError, match="is not a COCO file name"):
+        read_coco20k_boxes(str(tmp_path / "COCO"))

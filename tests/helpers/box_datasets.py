@@ -1,9 +1,11 @@
 """Tiny trees in the official layouts of the localisation, object-discovery and background
 datasets: CUB-200-2011 with ``bounding_boxes.txt``, the ImageNet CLS-LOC validation release
-(``LOC_val_solution.csv``), PASCAL VOC (``Annotations/*.xml``, ``ImageSets/Main``) and the
-backgrounds challenge (``bg_challenge/<variation>/val/NN_name``)."""
+(``LOC_val_solution.csv``), PASCAL VOC (``Annotations/*.xml``, ``ImageSets/Main``), COCO-20k
+(COCO 2014 train and LOST's list) and the backgrounds challenge
+(``bg_challenge/<variation>/val/NN_name``)."""
 
 import functools
+import json
 
 import numpy as np
 
@@ -87,3 +89,30 @@ def make_imagenet9(root, per_class=1, size=(48, 48)):
                 path = base / variation / "val" / f"{c:02d}_{name}" / f"img_{i}.JPEG"
                 write_image(path, size=size, fmt="JPEG", seed=100 * v + 10 * c + i)
     return base
+
+
+def make_coco20k(root, count=3, size=(48, 48), seed=0):
+    """``COCO`` with LOST's list of ``count`` train2014 images (and one image off the list), the
+    instances file (a crowd annotation and one of an image off the list among them); returns
+    {file name: [(x0, y0, x1, y1) rounded, ..]} of the listed images."""
+    base = root / "COCO"
+    rng = np.random.default_rng(seed)
+    names = [f"COCO_train2014_{100 + 7 * i:012d}.jpg" for i in range(count + 1)]
+    annotations, expected = [], {}
+    for i, name in enumerate(names):
+        write_image(base / "train2014" / name, size=size, fmt="JPEG", seed=i)
+        boxes = []
+        for _ in range(1 + i % 2):
+            x0, y0, x1, y1 = _box(rng, *size)
+            bbox = [x0 + 0.4, y0 + 0.6, x1 - x0 + 0.2, y1 - y0]
+            annotations.append({"image_id": 100 + 7 * i, "bbox": bbox, "iscrowd": 0})
+            boxes.append(
+                (round(bbox[0]), round(bbox[1]), round(bbox[0] + bbox[2]), round(bbox[1] + bbox[3]))
+            )
+        annotations.append({"image_id": 100 + 7 * i, "bbox": [0, 0, 48, 48], "iscrowd": 1})
+        expected[name] = boxes
+    (base / "annotations").mkdir(parents=True)
+    instances = {"images": [], "annotations": annotations, "categories": []}
+    (base / "annotations" / "instances_train2014.json").write_text(json.dumps(instances))
+    (base / "coco_20k_filenames.txt").write_text("".join(f"train2014/{n}\n" for n in names[:-1]))
+    return {name: expected[name] for name in names[:-1]}

@@ -29,7 +29,13 @@ from gspdml.models import simpool_release
 from gspdml.models.attention_maps import _positions
 from gspdml.models.simpool_release import released_embedder
 from gspdml.workflows.reproduce import get_table
-from tests.helpers.box_datasets import make_cub_boxes, make_imagenet9, make_imagenet_boxes, make_voc
+from tests.helpers.box_datasets import (
+    make_coco20k,
+    make_cub_boxes,
+    make_imagenet9,
+    make_imagenet_boxes,
+    make_voc,
+)
 from tests.helpers.box_reference import iou, slow_dino_seg_box, slow_lost_box
 from tests.workflows.test_reproduce_simpool import CROP, VITS, _authors_vit, _timm_vit
 
@@ -63,6 +69,7 @@ def release(tmp_path_factory):
     make_imagenet_boxes(data, size=(50, 40))
     make_voc(data, "2007", count=4, size=(50, 49))  # cropped to 48 x 48: the 3 x 3 grid
     make_imagenet9(data, per_class=1, size=(CROP, CROP))
+    make_coco20k(data, count=2, size=(CROP, CROP))
     checkpoints = root / "checkpoints"
     checkpoints.mkdir()
     states = {}
@@ -212,8 +219,14 @@ def test_table_3_6_corloc_of_slow_dino_seg_boxes(release, tmp_path):
         assert cell["ours"] == pytest.approx(100 * sum(hits) / len(hits), abs=1e-9)
     runnable = {row.key for row in table.runnable}
     assert runnable == {
-        f"{d}/{f}/{m}" for d in ("voc07", "voc12") for f in ("DINO-seg", "LOST") for m in BASE
+        f"{d}/{f}/{m}"
+        for d in ("voc07", "voc12", "coco20k")
+        for f in ("DINO-seg", "LOST")
+        for m in BASE
     }
+    # COCO-20k runs by the same code: one row here, its CorLoc a fraction of its 2 images
+    coco = _reproduce(table.key, data, tmp_path / "out", *settings, rows=["coco20k/LOST/SimPool"])
+    assert coco["coco20k/LOST/SimPool"]["cells"]["LOST COCO"]["ours"] in (0.0, 50.0, 100.0)
     assert entries["voc12/DINO-seg/Baseline"]["status"] == "not selected"
     assert entries["coco20k/LOST/SimPool"]["status"] == "not selected"
     assert entries["coco20k/DINO-seg/SimPool"]["cells"]["DINO-seg COCO"]["paper"] == 43.4

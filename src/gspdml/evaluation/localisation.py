@@ -180,5 +180,8 @@ def lost_box(keys: torch.Tensor, rows: int, cols: int, patch: int, k: int = LOST
 
 
 def corloc_hit(box: np.ndarray, truth: np.ndarray) -> bool:
-    """Whether ``box`` localises one of the ground-truth boxes ``truth`` ``[n, 4]`` (IoU >= 0.5)."""
+    """Whether ``box`` localises one of the ground-truth boxes ``truth`` ``[n, 4]`` (IoU >= 0.5;
+    an image without boxes is a miss)."""
+    if len(truth) == 0:
+        return False
     return bool(pairwise_iou(box[None], truth, inclusive=False).max() >= CORLOC_IOU)

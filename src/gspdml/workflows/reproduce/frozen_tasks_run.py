@@ -1,13 +1,13 @@
 """``gspdml reproduce`` of the tables that score released ViTs on tasks other than retrieval,
 nothing trained: protocol ``localisation`` (Psomas thesis Table 3.5, MaxBoxAccV2 of the
-attention maps on CUB and ImageNet-1k; Table 3.6, DINO-seg and LOST CorLoc on VOC07 and VOC12:
+attention maps on CUB and ImageNet-1k; Table 3.6, DINO-seg and LOST CorLoc on VOC07, VOC12 and COCO-20k:
 :mod:`gspdml.evaluation.attention_localisation`) and protocol ``backgrounds`` (Table 3.7,
 ImageNet-9 and its background variations: :mod:`gspdml.evaluation.background_robustness`, with
 the classifier the supervised release carries, :mod:`gspdml.models.released_classifier`).
 
 Inputs. ``--data-root DIR`` holds the datasets in their official layouts (:data:`DATASETS`:
 ``CUB_200_2011``, ``imagenet`` with ``LOC_val_solution.csv``, ``VOCdevkit`` with ``VOC2007``
-and ``VOC2012``, ``bg_challenge``). The settings ``key=value`` (:class:`TaskSettings`):
+and ``VOC2012``, ``COCO`` with COCO 2014 train and LOST's list of COCO-20k, ``bg_challenge``). The settings ``key=value`` (:class:`TaskSettings`):
 ``checkpoints=DIR`` (the released files under their published names) or ``checkpoint=PATH``,
 ``device``, ``batch_size``, ``size`` (the localisation images' side, 224), ``head`` (the head of
 the Baseline's [CLS] attention for MaxBoxAccV2: ``mean`` over the heads, the thesis' maps, or
@@ -53,6 +53,7 @@ DATASETS = {
     "imagenet": ("maxboxacc", "imagenet"),
     "voc07": ("corloc", "VOCdevkit"),
     "voc12": ("corloc", "VOCdevkit"),
+    "coco20k": ("corloc", "COCO"),
     "imagenet-9": ("backgrounds", "bg_challenge"),
 }
 #: the protocols this module runs
@@ -239,6 +240,7 @@ def _compute(evaluation: TaskEvaluation, file: Path, settings: TaskSettings) -> 
 
 
 def _boxed_images(dataset: str, folder: Path) -> list[Any]:
+    from gspdml.data.coco20k import read_coco20k_boxes
     from gspdml.data.cub_boxes import read_cub_boxes
     from gspdml.data.imagenet_boxes import read_imagenet_boxes
     from gspdml.data.voc import read_voc_boxes
@@ -248,6 +250,7 @@ def _boxed_images(dataset: str, folder: Path) -> list[Any]:
         "imagenet": lambda: read_imagenet_boxes(str(folder)),
         "voc07": lambda: read_voc_boxes(str(folder), "2007"),
         "voc12": lambda: read_voc_boxes(str(folder), "2012"),
+        "coco20k": lambda: read_coco20k_boxes(str(folder)),
     }
     return readers[dataset]()
 
