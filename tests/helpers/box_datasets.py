@@ -54,7 +54,7 @@ def make_voc(root, year, count=4, size=(64, 48), seed=0):
     for i, name in enumerate(names):
         boxes = [tuple(v + 1 for v in _box(rng, *size)) for _ in range(1 + i % 2)]
         if i % 2:  # a large object too: some boxes found from 16-pixel patches can match
-            boxes[0] = (1, 1, size[0] - 8 * (i % 4), size[1])
+            boxes[0] = (1, 1, size[0] // (1 + i % 4 // 2), size[1])  # whole, left half
         objects[name] = boxes
         (base / "Annotations" / f"{name}.xml").write_text(voc_xml(name, size, boxes))
         write_image(base / "JPEGImages" / f"{name}.jpg", size=size, fmt="JPEG", seed=i)

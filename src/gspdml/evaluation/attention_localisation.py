@@ -7,8 +7,9 @@ Images are read in RGB and normalised with ImageNet's mean and std. Localisation
 CVPR 2020, §5, their evaluation code): each image is resized to ``size x size`` (bilinear, the
 aspect ratio not kept) and its boxes scaled with it, coordinates truncated to integers; the map
 is resized bicubically to the image. Object discovery (LOST, Siméoni et al., BMVC 2021, §4.1):
-each image at its own resolution, cropped at the bottom and the right to a multiple of the
-patch; the DINO-seg box of the map, or LOST's box of the keys, is compared with the boxes in the original pixels.
+each image at its own resolution, padded with zeros (after the normalisation) at the bottom
+and the right to a multiple of the patch; the DINO-seg box of the map, or LOST's box of the keys
+(clipped to the image), is compared with the boxes in the original pixels.
 """
 
 from __future__ import annotations
@@ -100,12 +101,15 @@ def corloc(
     hits = 0
     for item in items:
         image = load_image(item.path)
-        width, height = (side - side % patch for side in image.size)
-        pixels = image_tensor(image.crop((0, 0, width, height)))[None].to(device)
+        width, height = image.size
+        pixels = torch.zeros(1, 3, -(-height // patch) * patch, -(-width // patch) * patch)
+        pixels[0, :, :height, :width] = image_tensor(image)
+        pixels = pixels.to(device)
         with torch.no_grad():
             if method == "lost":
                 keys, rows, cols = last_block_keys(model, pixels)
                 box = lost_box(keys[0], rows, cols, patch)
+                box[2:] = np.minimum(box[2:], [width, height])  # within the image
             else:
                 box = dino_seg_box(patch_attention(model, pixels, head)[0], patch, mass)
         hits += corloc_hit(box, item.boxes)
