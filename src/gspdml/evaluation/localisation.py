@@ -20,7 +20,9 @@ the reference code does. ``BoxAcc(tau, delta)`` is the fraction of correct image
     MaxBoxAccV2 = 1/3 sum_{delta in {0.3, 0.5, 0.7}} max_tau BoxAcc(tau, delta).
 
 The reference code traces contours (OpenCV), which also yields the contours of holes inside a
-component; their boxes lie inside the component's box and are not candidates here.
+component; their boxes lie inside the component's box and are not candidates here. It resizes
+the map with OpenCV's bicubic filter (the same kernel, ``a = -0.75``; borders reflected where
+torch's :func:`~torch.nn.functional.interpolate` replicates them).
 
 **CorLoc.** The fraction of images whose one predicted box has an IoU of at least 0.5 with some
 ground-truth box of the image (continuous coordinates, ``area = (x1 - x0)(y1 - y0)``, as LOST's
