@@ -41,6 +41,11 @@ def test_imagenet_boxes_every_box_of_every_image_sorted_by_id(tmp_path):
     ]
     assert all(item.path.is_file() for item in items)
     solution = tmp_path / "imagenet" / "LOC_val_solution.csv"
+    solution.unlink()  # the same boxes from the per-image XML files
+    from_xml = read_imagenet_boxes(str(tmp_path / "imagenet"))
+    assert [(i.path, i.boxes.tolist()) for i in from_xml] == [
+        (i.path, i.boxes.tolist()) for i in items
+    ]
     solution.write_text("ImageId,PredictionString\nILSVRC2012_val_00000001,n01 1 2 3\n")
     with pytest.raises(DataError, match="LOC_val_solution.csv:2: PredictionString"):
         read_imagenet_boxes(str(tmp_path / "imagenet"))

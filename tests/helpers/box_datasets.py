@@ -75,6 +75,11 @@ def make_imagenet_boxes(root, count=3, size=(50, 40), seed=0):
         lines.append(f"{name},{fields} ")
         path = base / "ILSVRC" / "Data" / "CLS-LOC" / "val" / f"{name}.JPEG"
         write_image(path, size=size, fmt="JPEG", seed=i)
+    for name, objects in boxes.items():  # the XML files the CSV was made from
+        xml = voc_xml(name, size, objects).replace("<folder>VOC", "<folder>val")
+        path = base / "ILSVRC" / "Annotations" / "CLS-LOC" / "val" / f"{name}.xml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(xml)
     # the release's rows are not sorted: the reader sorts them by image id
     (base / "LOC_val_solution.csv").write_text("\n".join([lines[0], *lines[:0:-1]]) + "\n")
     return boxes

@@ -63,3 +63,21 @@ def xml_number(element: ElementTree.Element, tag: str, path: Path) -> float:
         return float(text if text is not None else "")
     except ValueError:
         raise DataError(f"{path}: field {tag} is {text!r}, expected a number") from None
+
+
+def xml_boxes(path: Path, shift: float = 0.0) -> np.ndarray:
+    """The ``<bndbox>`` of every ``<object>`` of the annotation ``path`` (PASCAL VOC's format,
+    which ImageNet's CLS-LOC annotations share) as ``(xmin - shift, ymin - shift, xmax, ymax)``
+    rows; a DataError when an object has no box or the file none."""
+    rows = []
+    for obj in parse_xml(path).iter("object"):
+        box = obj.find("bndbox")
+        if box is None:
+            raise DataError(f"{path}: an <object> without <bndbox>")
+        xmin, ymin, xmax, ymax = (
+            xml_number(box, t, path) for t in ("xmin", "ymin", "xmax", "ymax")
+        )
+        rows.append((xmin - shift, ymin - shift, xmax, ymax))
+    if not rows:
+        raise DataError(f"{path}: no <object>; every image of the set has one")
+    return boxes_array(rows, str(path))

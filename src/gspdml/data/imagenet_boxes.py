@@ -3,31 +3,38 @@ layout of the official localisation release (the Kaggle "ImageNet Object Localiz
 Challenge" files, ``imagenet_object_localization_patched2019.tar.gz``)::
 
     <root>/LOC_val_solution.csv                    "ImageId,PredictionString"
+    <root>/ILSVRC/Annotations/CLS-LOC/val/<ImageId>.xml
     <root>/ILSVRC/Data/CLS-LOC/val/<ImageId>.JPEG
 
 ``PredictionString`` lists the boxes of an image, five fields each: ``<wnid> <xmin> <ymin>
 <xmax> <ymax>`` (pixels), the box being ``(xmin, ymin, xmax, ymax)``; all 50,000 validation
-images are listed.
+images are listed. Without the CSV the boxes are read from the per-image XML files it was made
+from (``<object><bndbox><xmin>..``, the same numbers; read safely,
+:func:`gspdml.data.boxed_images.parse_xml`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gspdml.data.boxed_images import BoxedImage, boxes_array
+from gspdml.data.boxed_images import BoxedImage, boxes_array, xml_boxes
 from gspdml.data.textfiles import read_csv_records, require_file
 from gspdml.errors import DataError
 
 SOURCE = "ImageNet-1k validation boxes"
 SOLUTION = "LOC_val_solution.csv"
 IMAGES = Path("ILSVRC", "Data", "CLS-LOC", "val")
+ANNOTATIONS = Path("ILSVRC", "Annotations", "CLS-LOC", "val")
 #: the validation images
 VAL_IMAGES = 50000
 
 
 def read_imagenet_boxes(root: str) -> list[BoxedImage]:
-    """Every image of ``LOC_val_solution.csv`` with its boxes, sorted by image id (module doc)."""
+    """Every validation image with its boxes, sorted by image id: from ``LOC_val_solution.csv``,
+    else from the XML annotations (module doc)."""
     base = Path(root).expanduser()
+    if not (base / SOLUTION).is_file() and (base / ANNOTATIONS).is_dir():
+        return _from_xml(base)
     path = require_file(base / SOLUTION, SOURCE)
     records = read_csv_records(path)
     if not records or [f.strip() for f in records[0][1]] != ["ImageId", "PredictionString"]:
@@ -51,3 +58,11 @@ def read_imagenet_boxes(root: str) -> list[BoxedImage]:
             raise DataError(f"{path}:{line}: a box coordinate is not a number") from None
         out.append(BoxedImage(base / IMAGES / f"{image}.JPEG", boxes_array(rows, f"{path}:{line}")))
     return sorted(out, key=lambda item: item.path.name)
+
+
+def _from_xml(base: Path) -> list[BoxedImage]:
+    """The boxes of every ``<ImageId>.xml`` of the validation annotations, sorted by id."""
+    paths = sorted((base / ANNOTATIONS).glob("*.xml"))
+    if not paths:
+        raise DataError(f"{SOURCE}: no XML annotation in {base / ANNOTATIONS}")
+    return [BoxedImage(base / IMAGES / f"{p.stem}.JPEG", xml_boxes(p)) for p in paths]

@@ -14,11 +14,7 @@ read safely (:func:`gspdml.data.boxed_images.parse_xml`).
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import numpy as np
-
-from gspdml.data.boxed_images import BoxedImage, boxes_array, parse_xml, xml_number
+from gspdml.data.boxed_images import BoxedImage, xml_boxes
 from gspdml.data.textfiles import find_dir, read_text
 from gspdml.errors import DataError
 
@@ -41,20 +37,5 @@ def read_voc_boxes(root: str, year: str, image_set: str = "trainval") -> list[Bo
         path = base / "Annotations" / f"{name}.xml"
         if not path.is_file():
             raise DataError(f"{listing}: image {name} has no annotation {path}")
-        out.append(BoxedImage(base / "JPEGImages" / f"{name}.jpg", _objects(path)))
+        out.append(BoxedImage(base / "JPEGImages" / f"{name}.jpg", xml_boxes(path, shift=1)))
     return out
-
-
-def _objects(path: Path) -> np.ndarray:
-    rows = []
-    for obj in parse_xml(path).iter("object"):
-        box = obj.find("bndbox")
-        if box is None:
-            raise DataError(f"{path}: an <object> without <bndbox>")
-        xmin, ymin, xmax, ymax = (
-            xml_number(box, tag, path) for tag in ("xmin", "ymin", "xmax", "ymax")
-        )
-        rows.append((xmin - 1, ymin - 1, xmax, ymax))
-    if not rows:
-        raise DataError(f"{path}: no <object>; every image of the set has one")
-    return boxes_array(rows, str(path))
