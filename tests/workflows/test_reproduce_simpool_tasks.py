@@ -92,10 +92,12 @@ def _reproduce(table, data, output, *settings, rows=()):
     }
 
 
-def _pixels(image):
+def _pixels(image, supervised=False):
+    """The image normalised as the release was trained: by 0.5 (timm's ViT configs) for the
+    supervised files, ImageNet's mean and std (DINO's) otherwise."""
     array = torch.from_numpy(np.asarray(image, dtype=np.float64) / 255).permute(2, 0, 1)
-    mean, std = torch.tensor(IMAGENET_MEAN).view(3, 1, 1), torch.tensor(IMAGENET_STD).view(3, 1, 1)
-    return ((array - mean) / std).float()
+    mean, std = ((0.5,) * 3, (0.5,) * 3) if supervised else (IMAGENET_MEAN, IMAGENET_STD)
+    return ((array - torch.tensor(mean).view(3, 1, 1)) / torch.tensor(std).view(3, 1, 1)).float()
 
 
 def _reference_maps(name, states, images):
@@ -172,7 +174,8 @@ def test_table_3_5_maxboxacc_v2_of_reference_attention_maps_and_reuse(
         for item in items:
             image = Image.open(item.path).convert("RGB")
             scale = np.array([CROP / image.width, CROP / image.height] * 2)
-            images.append(_pixels(image.resize((CROP, CROP), Image.Resampling.BILINEAR)))
+            resized = image.resize((CROP, CROP), Image.Resampling.BILINEAR)
+            images.append(_pixels(resized, supervision == "Supervised"))
             item.boxes[:] = np.floor(item.boxes * scale)
         maps = _reference_maps(FILES[supervision, method][0], states, torch.stack(images))
         for attention, item in zip(maps, items):
@@ -260,7 +263,7 @@ def test_table_3_7_in9_accuracy_of_the_released_classifier(release, tmp_path):
         accuracy = {}
         for title, folder in VARIATIONS.items():
             items = read_imagenet9(str(data), folder)
-            images = torch.stack([_pixels(Image.open(p).convert("RGB")) for p, _ in items])
+            images = torch.stack([_pixels(Image.open(p).convert("RGB"), True) for p, _ in items])
             with torch.no_grad():
                 logits = model(images).pooled.double() @ weight.double().T + bias.double()
             predicted = [IN_TO_IN9[int(c)] for c in logits.argmax(dim=1)]

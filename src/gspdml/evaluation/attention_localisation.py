@@ -3,7 +3,7 @@ on the CUB test set and the ImageNet-1k validation set) and as unsupervised obje
 (Table 3.6, DINO-seg and LOST: CorLoc on VOC07 and VOC12 trainval); the metrics and the boxes are
 :mod:`gspdml.evaluation.localisation`, the maps :func:`gspdml.models.attention_maps.patch_attention`.
 
-Images are read in RGB and normalised with ImageNet's mean and std. Localisation (Choe et al.,
+Images are read in RGB and normalised as the model was trained (:data:`NORMALISATIONS`). Localisation (Choe et al.,
 CVPR 2020, §5, their evaluation code): each image is resized to ``size x size`` (bilinear, the
 aspect ratio not kept) and its boxes scaled with it, coordinates truncated to integers; the map
 is resized bicubically to the image. Object discovery (LOST, Siméoni et al., BMVC 2021, §4.1):
@@ -35,12 +35,21 @@ from gspdml.evaluation.localisation import (
 from gspdml.models.attention_maps import last_block_keys, patch_attention, released_vit
 from gspdml.models.embedder import Embedder
 
+#: a per-channel RGB (mean, std) in [0, 1]: ImageNet's, and the 0.5 of timm's ViT configs
+#: (``IMAGENET_INCEPTION_MEAN``), which its training script uses unless told otherwise
+Normalisation = tuple[tuple[float, float, float], tuple[float, float, float]]
+NORMALISATIONS: dict[str, Normalisation] = {
+    "imagenet": (IMAGENET_MEAN, IMAGENET_STD),
+    "inception": ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
+}
 
-def image_tensor(image: Image.Image) -> torch.Tensor:
-    """An RGB image as a normalised ``[3, H, W]`` float tensor (ImageNet mean and std)."""
+
+def image_tensor(image: Image.Image, normalisation: str = "imagenet") -> torch.Tensor:
+    """An RGB image as a ``[3, H, W]`` float tensor normalised by ``normalisation``
+    (:data:`NORMALISATIONS`)."""
     pixels = torch.from_numpy(np.asarray(image, dtype=np.float32) / 255.0).permute(2, 0, 1)
-    mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
-    return (pixels - mean) / torch.tensor(IMAGENET_STD).view(3, 1, 1)
+    mean, std = NORMALISATIONS[normalisation]
+    return (pixels - torch.tensor(mean).view(3, 1, 1)) / torch.tensor(std).view(3, 1, 1)
 
 
 def resized_boxes(boxes: np.ndarray, original: tuple[int, int], size: int) -> np.ndarray:
@@ -56,6 +65,7 @@ def maxboxacc_v2(
     *,
     size: int = 224,
     head: Optional[int] = None,
+    normalisation: str = "imagenet",
     device: str = "cpu",
     batch_size: int = 32,
 ) -> dict[str, float]:
@@ -69,7 +79,8 @@ def maxboxacc_v2(
         for item in chunk:
             image = load_image(item.path)
             truths.append(resized_boxes(item.boxes, image.size, size))
-            images.append(image_tensor(image.resize((size, size), Image.Resampling.BILINEAR)))
+            resized = image.resize((size, size), Image.Resampling.BILINEAR)
+            images.append(image_tensor(resized, normalisation))
         with torch.no_grad():
             maps = patch_attention(model, torch.stack(images).to(device), head)
         for attention, truth in zip(maps, truths):
@@ -90,6 +101,7 @@ def corloc(
     method: str = "dino-seg",
     head: Optional[int] = None,
     mass: float = DINO_SEG_MASS,
+    normalisation: str = "imagenet",
     device: str = "cpu",
 ) -> dict[str, float]:
     """CorLoc of the boxes ``method`` (:data:`DISCOVERY`) finds with ``model`` on ``items``
@@ -103,7 +115,7 @@ def corloc(
         image = load_image(item.path)
         width, height = image.size
         pixels = torch.zeros(1, 3, -(-height // patch) * patch, -(-width // patch) * patch)
-        pixels[0, :, :height, :width] = image_tensor(image)
+        pixels[0, :, :height, :width] = image_tensor(image, normalisation)
         pixels = pixels.to(device)
         with torch.no_grad():
             if method == "lost":

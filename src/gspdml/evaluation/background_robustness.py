@@ -4,7 +4,8 @@ class of each image mapped to its ImageNet-9 class
 (:data:`gspdml.data.imagenet9.IN_TO_IN9`; a class outside the 9 is wrong), accuracy per
 variation, and the BG-gap ``acc(mixed_same) - acc(mixed_rand)`` (§3: how much the model relies
 on the background's correlation with the class). The release's images are 224 x 224 and read
-as they are (resized to ``size`` otherwise), normalised with ImageNet's mean and std.
+as they are (resized to ``size`` otherwise), normalised as the model was trained
+(:data:`gspdml.evaluation.attention_localisation.NORMALISATIONS`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def in9_accuracy(
     items: Sequence[tuple[Path, int]],
     *,
     size: int = 224,
+    normalisation: str = "imagenet",
     device: str = "cpu",
     batch_size: int = 64,
 ) -> float:
@@ -48,7 +50,7 @@ def in9_accuracy(
             image = load_image(path)
             if image.size != (size, size):
                 image = image.resize((size, size), Image.Resampling.BILINEAR)
-            images.append(image_tensor(image))
+            images.append(image_tensor(image, normalisation))
         with torch.no_grad():
             pooled = model(torch.stack(images).to(device)).pooled
             assert pooled is not None  # an Embedder's output has it

@@ -9,7 +9,9 @@ Inputs. ``--data-root DIR`` holds the datasets in their official layouts (:data:
 ``CUB_200_2011``, ``imagenet`` with ``LOC_val_solution.csv``, ``VOCdevkit`` with ``VOC2007``
 and ``VOC2012``, ``COCO`` with COCO 2014 train and LOST's list of COCO-20k, ``bg_challenge``). The settings ``key=value`` (:class:`TaskSettings`):
 ``checkpoints=DIR`` (the released files under their published names) or ``checkpoint=PATH``,
-``device``, ``batch_size``, ``size`` (the localisation images' side, 224), ``head`` (the head of
+``device``, ``batch_size``, ``size`` (the localisation images' side, 224), ``normalisation``
+(``auto``: as each release was trained, :meth:`TaskSettings.normalisation_of`; ``imagenet``,
+``inception``), ``head`` (the head of
 the Baseline's [CLS] attention for MaxBoxAccV2: ``mean`` over the heads, the thesis' maps, or
 its 0-based number) and ``seg_head`` (DINO-seg's head, 4 as in LOST's evaluation; ``mean``).
 
@@ -56,6 +58,8 @@ DATASETS = {
     "coco20k": ("corloc", "COCO"),
     "imagenet-9": ("backgrounds", "bg_challenge"),
 }
+#: the ``normalisation`` setting's values (:meth:`TaskSettings.normalisation_of`)
+NORMALISED = ("auto", "imagenet", "inception")
 #: the protocols this module runs
 PROTOCOLS = ("localisation", "backgrounds")
 #: the metrics a task stores
@@ -82,13 +86,27 @@ class TaskSettings:
     size: int = 224
     head: str = "mean"
     seg_head: str = "4"
+    normalisation: str = "auto"
 
     @classmethod
     def parse(cls, overrides: Sequence[str], protocol: str) -> TaskSettings:
         settings = parse_settings(cls, overrides, protocol)
         for name in ("head", "seg_head"):
             settings.head_of(name)  # checked before any work
+        if settings.normalisation not in NORMALISED:
+            raise ConfigError(
+                "normalisation",
+                f"expected one of {list(NORMALISED)}, got {settings.normalisation!r}",
+            )
         return settings
+
+    def normalisation_of(self, row: Row) -> str:
+        """The normalisation of ``row``'s images: ``auto`` is ``inception`` for the supervised
+        release (trained by timm's script, whose ViT configs normalise by 0.5), ``imagenet``
+        for the DINO release (DINO's transforms)."""
+        if self.normalisation != "auto":
+            return self.normalisation
+        return "inception" if row.label.startswith("Supervised") else "imagenet"
 
     def head_of(self, name: str) -> Optional[int]:
         """The head setting ``name`` as a 0-based head, None for ``mean``."""
@@ -157,14 +175,15 @@ TaskRowPlan = EvaluationPlan[TaskEvaluation]
 def _options(task: str, row: Row, settings: TaskSettings) -> tuple[tuple[str, Any], ...]:
     """What decides a task's numbers beside the model and the data; a CorLoc row's method is
     its label's first part (``DINO-seg/SimPool``, ``LOST/Baseline``)."""
+    normalisation = ("normalisation", settings.normalisation_of(row))
     if task == "maxboxacc":
-        return (("size", settings.size), ("head", settings.head))
+        return (("size", settings.size), ("head", settings.head), normalisation)
     if task == "corloc":
         method = row.label.split("/")[0].lower()
         if method == "lost":
-            return (("method", method), ("k", 100))
-        return (("method", method), ("seg_head", settings.seg_head), ("mass", 0.6))
-    return (("size", settings.size),)
+            return (("method", method), ("k", 100), normalisation)
+        return (("method", method), ("seg_head", settings.seg_head), ("mass", 0.6), normalisation)
+    return (("size", settings.size), normalisation)
 
 
 def plan_tasks(
@@ -223,19 +242,31 @@ def _compute(evaluation: TaskEvaluation, file: Path, settings: TaskSettings) -> 
         file, spec.pooling, backbone=spec.backbone, gamma=spec.gamma, pooled_norm=spec.pooled_norm
     )
     device, batch = settings.device, settings.batch_size
+    options = dict(evaluation.options)
+    normalisation = options["normalisation"]
     if evaluation.task == "backgrounds":
-        return _backgrounds(model, file, evaluation.folder, settings)
+        return _backgrounds(model, file, evaluation.folder, normalisation, settings)
     from gspdml.evaluation import attention_localisation as score
 
     items = _boxed_images(evaluation.dataset, evaluation.folder)
     if evaluation.task == "maxboxacc":
         head = settings.head_of("head")
         return score.maxboxacc_v2(
-            model, items, size=settings.size, head=head, device=device, batch_size=batch
+            model,
+            items,
+            size=settings.size,
+            head=head,
+            normalisation=normalisation,
+            device=device,
+            batch_size=batch,
         )
-    options = dict(evaluation.options)
     return score.corloc(
-        model, items, method=options["method"], head=settings.head_of("seg_head"), device=device
+        model,
+        items,
+        method=options["method"],
+        head=settings.head_of("seg_head"),
+        normalisation=normalisation,
+        device=device,
     )
 
 
@@ -255,7 +286,9 @@ def _boxed_images(dataset: str, folder: Path) -> list[Any]:
     return readers[dataset]()
 
 
-def _backgrounds(model: Any, file: Path, folder: Path, settings: TaskSettings) -> dict[str, float]:
+def _backgrounds(
+    model: Any, file: Path, folder: Path, normalisation: str, settings: TaskSettings
+) -> dict[str, float]:
     from gspdml.data.imagenet9 import VARIATIONS, read_imagenet9
     from gspdml.evaluation.background_robustness import in9_accuracy
     from gspdml.models.released_classifier import released_classifier
@@ -267,6 +300,7 @@ def _backgrounds(model: Any, file: Path, folder: Path, settings: TaskSettings) -
             classifier,
             read_imagenet9(str(folder), variation),
             size=settings.size,
+            normalisation=normalisation,
             device=settings.device,
             batch_size=settings.batch_size,
         )
