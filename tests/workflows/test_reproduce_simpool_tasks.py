@@ -15,6 +15,7 @@ ImageNet-9: the released head applied here to the pooled vector, its top-1 class
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -271,6 +272,8 @@ def test_table_3_7_in9_accuracy_of_the_released_classifier(release, tmp_path):
                 items
             )
             assert entry["cells"][title]["ours"] == pytest.approx(100 * accuracy[title], abs=1e-9)
+        stored = json.loads(Path(entry["runs"]["imagenet-9"]).read_text())["settings"]
+        assert stored["normalisation"] == "inception"  # timm's ViT config, as trained
         gap = entry["cells"]["BG-gap"]
         assert gap["ours"] == pytest.approx(100 * (accuracy["MS"] - accuracy["MR"]), abs=1e-9)
         assert gap["paper"] is None
