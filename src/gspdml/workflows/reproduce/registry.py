@@ -29,13 +29,15 @@ from gspdml.workflows.reproduce.resources_spec import ResourceSpec
 
 #: the protocols of tables run by their own runner instead of the training protocols, and the
 #: :class:`Row` field that holds a runnable row's evaluation: composed image retrieval, frozen
-#: pre-trained models (also on revisited Oxford and Paris), the count of a model's parameters
-#: and multiply-adds (these train nothing), and supervised classifiers (``classify``: one model
-#: per row, no seeds)
+#: pre-trained models (also on revisited Oxford and Paris, their attention maps' boxes, ImageNet-9),
+#: the count of a model's parameters and multiply-adds (these train nothing), and supervised
+#: classifiers (``classify``: one model per row, no seeds)
 EVALUATION_ONLY = {
     "cir": "cir",
     "frozen": "frozen",
     "revisited": "frozen",
+    "localisation": "frozen",
+    "backgrounds": "frozen",
     "resources": "resources",
     "classify": "classify",
 }

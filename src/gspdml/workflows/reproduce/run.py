@@ -43,6 +43,12 @@ from gspdml.workflows.reproduce.frozen_run import (
     plan_frozen,
     reproduce_frozen,
 )
+from gspdml.workflows.reproduce.frozen_tasks_run import PROTOCOLS as TASK_PROTOCOLS
+from gspdml.workflows.reproduce.frozen_tasks_run import (
+    plan_tasks,
+    reproduce_tasks,
+    tasks_dry_run_markdown,
+)
 from gspdml.workflows.reproduce.registry import (
     EVALUATION_ONLY,
     SECONDS_PER_IMAGE,
@@ -81,6 +87,7 @@ ONE_GROUP = {"split": "seeds"}
 EVALUATE = {"cir": reproduce_cir, "frozen": reproduce_frozen, "resources": reproduce_resources}
 EVALUATE["classify"] = reproduce_classify
 EVALUATE["revisited"] = reproduce_revisited
+EVALUATE.update(dict.fromkeys(TASK_PROTOCOLS, reproduce_tasks))
 
 
 @dataclass(frozen=True)
@@ -354,6 +361,10 @@ def dry_run(
     elif table.protocol == "classify":
         planned = classify_dry_run_markdown(
             table, plan_classify(table, rows=rows, overrides=overrides, **where)
+        )
+    elif table.protocol in TASK_PROTOCOLS:
+        planned = tasks_dry_run_markdown(
+            table, plan_tasks(table, rows=rows, overrides=overrides, **where)
         )
     elif table.protocol == "frozen":
         frozen_plans = plan_frozen(table, rows=rows, overrides=overrides, **where)
