@@ -83,7 +83,8 @@ def test_a_library_loss_that_fails_to_build_names_the_field_and_keeps_the_cause(
     with pytest.raises(ConfigError) as err:
         LOSSES.build({"name": "broken_loss_for_test"}, "loss[1]")
     assert str(err.value) == (
-        "loss[1]: loss 'broken_loss_for_test' (gspdml.losses.contrastive.BrokenLoss) failed: "
+        "loss[1]: loss 'broken_loss_for_test' "
+        f"({BrokenLoss.__module__}.{BrokenLoss.__qualname__}) failed: "
         "ValueError: margin 0.5 leaves no room"
     )
     cause = err.value.__cause__

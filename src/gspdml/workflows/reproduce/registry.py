@@ -29,14 +29,17 @@ from gspdml.workflows.reproduce.resources_spec import ResourceSpec
 
 #: the protocols of tables run by their own runner instead of the training protocols, and the
 #: :class:`Row` field that holds a runnable row's evaluation: composed image retrieval, frozen
-#: pre-trained models (also on revisited Oxford and Paris, and ``probe``: their frozen features
-#: classifying ImageNet-1k), the count of a model's parameters and multiply-adds (these train
-#: nothing), and supervised classifiers (``classify``: one model per row, no seeds)
+#: pre-trained models (also on revisited Oxford and Paris, ``probe``: their frozen features
+#: classifying ImageNet-1k, ``localisation``: their attention maps' boxes, ``backgrounds``:
+#: ImageNet-9), the count of a model's parameters and multiply-adds (these train nothing), and
+#: supervised classifiers (``classify``: one model per row, no seeds)
 EVALUATION_ONLY = {
     "cir": "cir",
     "frozen": "frozen",
     "revisited": "frozen",
     "probe": "frozen",
+    "localisation": "frozen",
+    "backgrounds": "frozen",
     "resources": "resources",
     "classify": "classify",
 }

@@ -39,6 +39,10 @@ EVALUATED = {
     "image), nothing trained",
     "revisited": "one evaluation of a released pre-trained model per row and dataset (its "
     "queries ranked against its database, Easy, Medium and Hard mAP), nothing trained",
+    "localisation": "one evaluation of a released model's attention maps per row and dataset, "
+    "nothing trained",
+    "backgrounds": "one evaluation of a released classifier per row on every ImageNet-9 "
+    "variation, nothing trained",
     "classify": "one classifier trained per row (one seed), evaluated by its top-1 on the test split",
 }
 

@@ -43,6 +43,12 @@ from gspdml.workflows.reproduce.frozen_run import (
     plan_frozen,
     reproduce_frozen,
 )
+from gspdml.workflows.reproduce.frozen_tasks_run import PROTOCOLS as TASK_PROTOCOLS
+from gspdml.workflows.reproduce.frozen_tasks_run import (
+    plan_tasks,
+    reproduce_tasks,
+    tasks_dry_run_markdown,
+)
 from gspdml.workflows.reproduce.probe_run import (
     plan_probe,
     probe_dry_run_markdown,
@@ -87,6 +93,7 @@ EVALUATE = {"cir": reproduce_cir, "frozen": reproduce_frozen, "resources": repro
 EVALUATE["classify"] = reproduce_classify
 EVALUATE["revisited"] = reproduce_revisited
 EVALUATE["probe"] = reproduce_probe
+EVALUATE.update(dict.fromkeys(TASK_PROTOCOLS, reproduce_tasks))
 
 
 @dataclass(frozen=True)
@@ -360,6 +367,10 @@ def dry_run(
     elif table.protocol == "classify":
         planned = classify_dry_run_markdown(
             table, plan_classify(table, rows=rows, overrides=overrides, **where)
+        )
+    elif table.protocol in TASK_PROTOCOLS:
+        planned = tasks_dry_run_markdown(
+            table, plan_tasks(table, rows=rows, overrides=overrides, **where)
         )
     elif table.protocol == "frozen":
         frozen_plans = plan_frozen(table, rows=rows, overrides=overrides, **where)
