@@ -213,12 +213,16 @@ def _check_kwargs(
         return
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
-    allowed = [p.name for p in _config_options(factory)]
+    options = _config_options(factory)
+    allowed = [p.name for p in options]
     for key in kwargs:
         if key not in allowed:
             raise ConfigError(
                 f"{field}.{key}", f"unknown option for '{name}'; allowed: {', '.join(allowed)}"
             )
+    for option in options:
+        if option.default is option.empty and option.name not in kwargs:
+            raise ConfigError(f"{field}.{option.name}", f"'{name}' needs this option (no default)")
     mismatch = first_mismatch(
         factory, {k: v for k, v in kwargs.items() if k not in getattr(factory, "nested", {})}
     )
