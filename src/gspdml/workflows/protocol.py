@@ -35,27 +35,18 @@ The config describes one model; the protocol owns the fields that tell the model
   evaluated on the test split; the result is the mean ± std over the seeds of each model's test
   metrics (group ``seeds``).
 
-Every mean ± std is :func:`gspdml.evaluation.statistics.mean_std` (the sample std), and
-``spread`` in the result says for every summary group what its std is over and how many
-independently trained models it rests on; the tables print it (:mod:`gspdml.workflows.tables`).
-``gspdml compare`` tests the difference of two protocols' models pair by pair
-(:mod:`gspdml.workflows.compare`). Every model is
-scored by the evaluation service (:mod:`gspdml.evaluation.service`) with the run's
-``evaluation`` spec, device and precision, so ``evaluation.postprocess`` adds the post-processed
-twin of every summarised metric and table column (``postprocessed_map_at_r``, "MAP@R
-(post-processed)"), and ``evaluation.clustering`` adds the test split's NMI (k-means on the
-embeddings, :mod:`gspdml.evaluation.clustering`) to the fair, conventional and two-stage tables. In the fair protocol a step that learns on training embeddings
-(PCA-whitening) learns on the embeddings of all the protocol's training classes by each model
-(the same items for every fold model), concatenated for the 512D numbers like the test
-embeddings.
+Every mean ± std is the sample std (:func:`gspdml.evaluation.statistics.mean_std`); ``spread``
+says for every summary group what it is over and how many independently trained models it rests
+on. Every model is scored by the evaluation service with the run's ``evaluation`` spec, device
+and precision: ``evaluation.postprocess`` adds the post-processed twin of every summarised metric
+and column, ``evaluation.clustering`` the test split's NMI to the fair, conventional and
+two-stage tables. In the fair protocol a post-processing step that learns (PCA-whitening) learns
+on the embeddings of all the protocol's training classes, concatenated for 512D like the test's.
 
-Runs live in ``<root>/fold<f>-seed<s>/`` (``<root>/seed<s>/`` for ``conventional``), ``root`` =
-``<output_dir>/<name>`` of the config. They are resumable model by model, by the reuse rule of
-:mod:`gspdml.workflows.runner`: a finished run is reused, a run with a checkpoint is resumed, the
-others start; a run directory holding a run of another config is refused, and so is a root
-folder that holds a single run (:func:`gspdml.training.run_identity.check_not_a_run`). ``<root>/protocol.json``
-keeps every number (per model and per realisation), ``<root>/results.md`` / ``.json`` the table
-row (:mod:`gspdml.workflows.tables`).
+Runs live in ``<root>/fold<f>-seed<s>/`` (``<root>/seed<s>/`` outside the fold protocols),
+``root`` = ``<output_dir>/<name>``, resumable model by model (:mod:`gspdml.workflows.runner`);
+a root folder that holds a single run is refused. ``<root>/protocol.json`` keeps every number,
+``<root>/results.md`` / ``.json`` the table row (:mod:`gspdml.workflows.tables`).
 """
 
 from __future__ import annotations
@@ -274,8 +265,7 @@ def _conventional_config(config: RunConfig, seed: int) -> RunConfig:
 
 
 def _split_config(config: RunConfig, seed: int) -> RunConfig:
-    """The model of ``seed`` in the ``split`` protocol: the dataset's own splits, selected on its
-    validation split."""
+    """The model of ``seed`` in the ``split`` protocol."""
     return replace(
         config,
         name=f"{config.name}-seed{seed}",
@@ -422,8 +412,7 @@ def _load(run: ProtocolRun) -> tuple[RunConfig, nn.Module, DataSplits, torch.dev
 
 
 def _embedding_kwargs(config: RunConfig, device: torch.device) -> dict[str, Any]:
-    """How the trainer embedded for its evaluations: the run's device, precision (resolved here,
-    the protocol's entry), batch size and workers."""
+    """How the trainer embedded for its evaluations (the precision resolved here, once)."""
     from gspdml.compat.hardware import resolve_precision
 
     return {
@@ -495,9 +484,7 @@ def _fair_summary(runs: list[ProtocolRun]) -> dict[str, Any]:
 
 
 def _clustered(config: RunConfig) -> tuple[str, ...]:
-    """``("nmi",)`` when the config asks for the clustering metrics of the test split
-    (``evaluation.clustering``), else ``()``: NMI joins the test tables of the fair,
-    conventional and two-stage protocols (the tuning protocol scores validation rounds)."""
+    """``("nmi",)`` when the config clusters the test split (``evaluation.clustering``)."""
     return ("nmi",) if config.evaluation.clustering else ()
 
 
@@ -536,9 +523,7 @@ def _mean_std(per_model: dict[str, Any], metrics: Sequence[str]) -> dict[str, An
 
 
 def _tuning_summary(runs: list[ProtocolRun]) -> dict[str, Any]:
-    """Each model's report on its validation classes, by the evaluation service with the run's
-    spec (a validation round's metrics), device and precision (the trainer's own last round on
-    them)."""
+    """Each model's metrics on its validation classes, as a validation round scores them."""
     per_model = {}
     for run in runs:
         config, model, data, device = _load(run)
@@ -552,10 +537,9 @@ def _tuning_summary(runs: list[ProtocolRun]) -> dict[str, Any]:
             **_embedding_kwargs(config, device),
         ).metrics
     metrics = with_postprocessed(TABLE_METRICS, _spec(runs[0].config))
-    summary = {"val": _mean_std(per_model, metrics)}
     return {
         "per_model": per_model,
-        "summary": summary,
+        "summary": {"val": _mean_std(per_model, metrics)},
         "spread": {"val": spread("seeds", len(runs), len(runs))},
         "num_realisations": len(runs),
     }

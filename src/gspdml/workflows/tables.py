@@ -14,13 +14,10 @@ The results tables have the layout of the thesis' tables:
 - Tuning protocol (Tab. 5.4): validation P@1 and MAP@R, mean ± std over folds and repeats
   (:data:`TUNING_COLUMNS`).
 
-Values are in percent as ``mean ± std``; the std is omitted for a single realisation or when a
-cell has none. The last column says what the ± of the row is over and how many independently
-trained models it rests on (the result's ``spread``,
-:func:`~gspdml.evaluation.statistics.describe_spread`): the fair protocol's realisations share
-their models. A row is a :func:`~gspdml.evaluation.aggregate.fair_protocol_results` output (or
-any ``{"summary": {group: {metric: {"mean", "std"}}}, "num_realisations": n}``), or the summary
-itself.
+Values are in percent as ``mean ± std`` (no std for a single realisation). The last column says
+what the ± is over and how many independently trained models it rests on (the result's
+``spread``). A row is a ``{"summary": {group: {metric: {"mean", "std"}}}, "num_realisations": n}``
+(:func:`~gspdml.evaluation.aggregate.fair_protocol_results`), or the summary itself.
 """
 
 from __future__ import annotations
