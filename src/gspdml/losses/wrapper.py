@@ -43,16 +43,15 @@ class LossWrapper(MetricLoss):
         base = options.get(cls.base_option)
         if cls.base_kind is None or base is None:
             return None
-        if not isinstance(base, nn.Module):  # an unknown name is the registry's to report
+        if isinstance(base, nn.Module):
+            base = type(base)
+        else:  # a spec; an unknown name is the registry's to report
             name = parse_spec(base, cls.field(cls.base_option))[0]
             base = LOSSES.get(name) if name in LOSSES else None
-        given = (
-            base if inspect.isclass(base) else type(base) if isinstance(base, nn.Module) else None
-        )
         kind, words = cls.base_kind
-        if given is None or issubclass(given, kind):
+        if not inspect.isclass(base) or issubclass(base, kind):
             return None
-        return cls.base_option, f"must be {words}, got {given.__name__}"
+        return cls.base_option, f"must be {words}, got {base.__name__}"
 
     def __init__(self, base: Any, embedding_dim: Optional[int], num_classes: Optional[int]) -> None:
         super().__init__()

@@ -23,12 +23,9 @@ The config describes one model; the protocol owns the fields that tell the model
 - ``two_stage`` (ProxyNCA++, Teh et al. 2020, as its code runs it: ``--mode train`` then
   ``--mode trainval``): per seed, stage 1 trains on the first half of the training classes and
   validates on the second half (``val_fold: 0, num_folds: 2``) with the config's reduce-on-plateau
-  schedule, recording the steps of its learning-rate drops and its best step; stage 2 retrains
-  from scratch on all training classes, warms up for as many epochs as stage 1, drops the rate
-  by the plateau factor one epoch after each epoch at which stage 1's rate dropped (the code's
-  ``MultiStepLR.step(e)``; ``schedule.step_decay.milestones``: stage-1 steps times the ratio of
-  the two training-set sizes), stops at the best epoch, keeps its last weights and is evaluated
-  on the test split. Reported like ``conventional`` over the stage-2 models.
+  schedule; stage 2 retrains from scratch on all training classes on stage 1's schedule
+  (:func:`_trainval_stage_config`) and is evaluated on the test split. Reported like
+  ``conventional`` over the stage-2 models.
 - ``split`` (the GSP paper's Cifar Collage, supplement §2.2: a dataset that comes with its own
   validation classes, disjoint from the training and test classes): one model per seed on the
   dataset's own splits, selected on its validation split (``evaluation.split: val``) and
@@ -307,13 +304,10 @@ def _trainval_stage_config(
 ) -> RunConfig:
     """Stage 2 of ``two_stage`` as ProxyNCA++'s ``train.py --mode trainval`` runs it: all
     training classes; a warm-up of as many *epochs* as stage 1's (its steps times ``ratio``, the
-    training images of stage 2 over stage 1); then the main epochs up to stage 1's best one (its
-    ``break`` at ``best_epoch``), with no selection (the last weights are the model); the rate
-    cut by the plateau factor one epoch after each epoch at which stage 1's rate dropped:
-    ``MultiStepLR(milestones=lr_steps).step(e)`` at the end of epoch ``e`` sets the rate of epoch
-    ``e + 1`` from the milestones up to ``e``, where stage 1 ran epoch ``e`` at the dropped rate.
-    An epoch is one validation round (``evaluation.every``: the code validates after every
-    epoch)."""
+    training images of stage 2 over stage 1); then the main epochs up to stage 1's best one, with
+    no selection (the last weights are the model); the rate cut by the plateau factor one epoch
+    after each epoch at which stage 1's rate dropped (the code's ``MultiStepLR.step(e)`` at the end
+    of epoch ``e``). An epoch is one validation round (``evaluation.every``)."""
     run = _conventional_config(config, seed)
     warmup, every = config.schedule.warmup_steps, config.evaluation.every
 
