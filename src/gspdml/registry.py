@@ -6,11 +6,10 @@ A *spec* names a registered entry and its keyword arguments, in either of two YA
     pooling: {gsp: {mu: 0.3}}            # single-key form (handy for nesting wrappers)
     pooling: gap                         # bare name, no arguments
 
-Keyword arguments are checked against the constructor's signature, so an unknown option, a value
-of the wrong type or outside its declared range (by the constructor's annotations,
-:mod:`gspdml.typecheck`), or options that do not fit together (a class's ``check_options``), fail
-before anything is built, with an error that names the field and what is allowed. A registered
-class checks them the same way when it is built from Python.
+An unknown option, a value of the wrong type or outside its declared range (the constructor's
+annotations, :mod:`gspdml.typecheck`), or options that do not fit together (a class's
+``check_options``) fail before anything is built, naming the field and what is allowed; a
+registered class checks them the same way when it is built from Python.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Config values checked against the type annotations of the constructors they are passed to.
 
-:func:`option_types` reads a component's constructor signature (its annotations, resolved; a
-parameter without one is typed by its default), and :func:`check_value` tells whether a value
-from YAML fits: ``int`` takes integers (not booleans), ``float`` takes any number, ``bool`` only
-``true``/``false``, ``Optional``/``Union``/``Literal`` and lists/tuples/mappings of those are
-followed. An option declares its range with it, ``mu: Annotated[float, Interval(0, 1,
-low_open=True)]``: :func:`first_mismatch` checks it with the type, :func:`out_of_range` alone (a
-component built from Python). Types that YAML cannot spell (modules, tensors, callables) are not
-checked here; the components check those values themselves.
+:func:`option_types` reads a constructor's annotations (a parameter without one is typed by its
+default); :func:`check_value` tells whether a YAML value fits one (``float`` takes any number,
+``int`` and ``float`` no boolean). An option declares its range or choices with its type,
+``mu: Annotated[float, Interval(0, 1, low_open=True)]``: :func:`out_of_range` checks them. Types
+that YAML cannot spell (modules, tensors, callables) are the components' to check.
 """
 
 from __future__ import annotations

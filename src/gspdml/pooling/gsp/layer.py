@@ -135,12 +135,8 @@ class GSP(Pooling, LazyInitialised):
         backward: Annotated[str, OneOf(BACKWARDS)] = "closed_form",
     ):
         super().__init__(in_channels)
-        self.num_prototypes, self.mu, self.eps, self.iters = (
-            num_prototypes,
-            float(mu),
-            float(eps),
-            int(iters),
-        )
+        self.num_prototypes, self.iters = num_prototypes, int(iters)
+        self.mu, self.eps = float(mu), float(eps)
         self.gem_p, self.add_max_pool, self.weighting = float(gem_p), bool(add_max_pool), weighting
         self.init, self.backward = init, backward
         self.gem_power = nn.Parameter(torch.tensor(float(gem_p))) if learn_gem_p else None
@@ -183,13 +179,9 @@ class GSP(Pooling, LazyInitialised):
             # uninitialised layers are refused before export (gspdml.training.load_run)
             initialized = exporting() or self.is_initialised
             if initialized and self._fused():
+                background = self.weighting == "background"
                 vector, weights, attributes = fused_gsp(
-                    local,
-                    self.prototypes.to(work),
-                    self.mu,
-                    self.eps,
-                    self.iters,
-                    self.weighting == "background",
+                    local, self.prototypes.to(work), self.mu, self.eps, self.iters, background
                 )
             else:
                 local = local.to(work).contiguous()  # the composed ops run fastest so
