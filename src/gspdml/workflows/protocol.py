@@ -138,17 +138,12 @@ def plan_protocol(
         ], []
     num_folds, make_folds = FOLDS[protocol]
     folds = make_folds(_training_classes(config, protocol, num_folds))[: FOLDS_USED[protocol]]
-    runs = [
-        ProtocolRun(
-            f"fold{f.index}-seed{s}",
-            _fold_config(config, protocol, f.index, num_folds, int(s)),
-            root / f"fold{f.index}-seed{s}",
-            f.index,
-            int(s),
-        )
-        for f in folds
-        for s in seeds
-    ]
+    runs = []
+    for fold in folds:
+        for seed in map(int, seeds):
+            name = f"fold{fold.index}-seed{seed}"
+            run_config = _fold_config(config, protocol, fold.index, num_folds, seed)
+            runs.append(ProtocolRun(name, run_config, root / name, fold.index, seed))
     return runs, folds
 
 
@@ -350,15 +345,8 @@ def _run_two_stage(
         stage1 = _results(run, {"best_step": int, "lr_drop_steps": list})
         name = f"trainval-seed{run.seed}"
         ratio = _train_size(_conventional_config(config, run.seed)) / _train_size(run.config)
-        second.append(
-            ProtocolRun(
-                name,
-                _trainval_stage_config(config, run.seed, stage1, ratio),
-                root / name,
-                None,
-                run.seed,
-            )
-        )
+        run_config = _trainval_stage_config(config, run.seed, stage1, ratio)
+        second.append(ProtocolRun(name, run_config, root / name, None, run.seed))
         status[name] = _train_or_skip(second[-1])
     return second, [], status
 
