@@ -213,11 +213,7 @@ class SimPool(Pooling):
         return self.initial.to(tokens.dtype).expand(tokens.shape[0], -1, -1)
 
     def _attend(
-        self,
-        maps: nn.Module,
-        pooled: torch.Tensor,
-        tokens: torch.Tensor,
-        gamma: Optional[float],
+        self, maps: nn.Module, pooled: torch.Tensor, tokens: torch.Tensor, gamma: Optional[float]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One round of Algorithm 1: the next pooled vectors ``Z`` ``[B, k, d]`` and the
         attention ``A`` ``[B, m, p, k]`` of the queries of ``pooled`` over ``tokens``."""
