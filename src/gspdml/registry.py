@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Optional, TypeVar
 
 from gspdml.errors import ConfigError, GspdmlError, did_you_mean
-from gspdml.typecheck import first_mismatch, out_of_range
+from gspdml.typecheck import Refusal, first_mismatch, out_of_range
 
 _Factory = TypeVar("_Factory", bound=Callable[..., Any])
 
@@ -231,7 +231,7 @@ def _check_kwargs(
 def _refuse(factory: Callable[..., Any], options: Mapping[str, Any], field: str) -> None:
     """Raise a ConfigError at ``field.<option>`` for an option outside the range ``factory``
     declares, or options that its ``check_options`` refuses together."""
-    hook: Optional[Callable[..., Optional[tuple[str, str]]]]
+    hook: Optional[Callable[..., Refusal]]
     hook = getattr(factory, "check_options", None)
     refused = out_of_range(factory, options) or (hook(**options) if hook else None)
     if refused:

@@ -69,6 +69,9 @@ class OneOf:
         return f"unknown {self.noun} {value!r}; allowed: {', '.join(map(str, self.choices))}"
 
 
+#: ``(option, message)`` of a refused option, or None
+Refusal = Optional[tuple[str, str]]
+
 #: the most common ranges, by name
 POSITIVE = Interval(0, low_open=True)
 NON_NEGATIVE = Interval(0)
@@ -161,9 +164,7 @@ def describe(hint: Any) -> str:
     return _WORDS.get(hint, getattr(hint, "__name__", str(hint)))
 
 
-def first_mismatch(
-    factory: Callable[..., Any], options: Mapping[str, Any]
-) -> Optional[tuple[str, str]]:
+def first_mismatch(factory: Callable[..., Any], options: Mapping[str, Any]) -> Refusal:
     """``(option, expected)`` of the first option that does not fit ``factory``'s signature, or None."""
     types = option_types(factory)
     for key, value in options.items():
@@ -172,9 +173,7 @@ def first_mismatch(
     return None
 
 
-def out_of_range(
-    factory: Callable[..., Any], options: Mapping[str, Any]
-) -> Optional[tuple[str, str]]:
+def out_of_range(factory: Callable[..., Any], options: Mapping[str, Any]) -> Refusal:
     """``(option, "must be <range>, got <value>")`` of the first option outside the range or
     choices it declares, or None (a value of the wrong type is :func:`first_mismatch`'s)."""
     for key, hint in option_types(factory).items():

@@ -22,6 +22,7 @@ from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, MetricLoss, build_loss
 from gspdml.losses.requirements import BatchRequirements, requirements_of
 from gspdml.registry import Registry, parse_spec
+from gspdml.typecheck import Refusal
 
 
 class LossWrapper(MetricLoss):
@@ -38,7 +39,7 @@ class LossWrapper(MetricLoss):
     base_kind: Optional[tuple[type, str]] = None
 
     @classmethod
-    def check_options(cls, **options: Any) -> Optional[tuple[str, str]]:
+    def check_options(cls, **options: Any) -> Refusal:
         """``base`` (a spec, or a built loss) must be a :attr:`base_kind`, checked before a build."""
         base = options.get(cls.base_option)
         if cls.base_kind is None or base is None:

@@ -22,7 +22,7 @@ from gspdml.pooling.framework import (
     squared_norm_average,
 )
 from gspdml.pooling.functional import full_precision, generalized_mean, require, wide
-from gspdml.typecheck import AT_LEAST_1, POSITIVE, OneOf
+from gspdml.typecheck import AT_LEAST_1, POSITIVE, OneOf, Refusal
 
 #: where Table 3.12 (right) places linear and LayerNorm layers: query, key, value
 PLACES = ("q", "k", "v")
@@ -119,7 +119,7 @@ class SimPool(Pooling):
     AUTO_GAMMA = {"tokens": 1.25, "maps": 2.0}
 
     @classmethod
-    def check_options(cls, *, k: int, init: str, **_: Any) -> Optional[tuple[str, str]]:
+    def check_options(cls, *, k: int, init: str, **_: Any) -> Refusal:
         """The rules across options, checked before a build (:class:`gspdml.registry.Registry`)."""
         if k != 1 and init not in ("kmeans", "learned"):
             return (

@@ -49,7 +49,7 @@ from gspdml.pooling.base import (
 )
 from gspdml.pooling.gsp.fused import cost_parts, fused_gsp, pooling_weights
 from gspdml.pooling.gsp.transport import BACKWARDS, exporting, partial_transport
-from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE, Interval, OneOf
+from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE, Interval, OneOf, Refusal
 
 INITS = ("kcenter", "random")
 Linear = Callable[[torch.Tensor], torch.Tensor]
@@ -105,7 +105,7 @@ class GSP(Pooling, LazyInitialised):
         num_prototypes: int,
         memory_size: int,
         **_: Any,
-    ) -> Optional[tuple[str, str]]:
+    ) -> Refusal:
         """The rules across options, checked before a build (:class:`gspdml.registry.Registry`)."""
         if learn_gem_p and gem_p == 1.0:
             return "learn_gem_p", "a learnable GeM power needs GeMean+GSP (gem_p > 1, e.g. 3)"
