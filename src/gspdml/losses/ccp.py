@@ -83,10 +83,8 @@ class CCP(LossWrapper):
         cls, *, proxies_per_class: int, pool_size: int, **options: Any
     ) -> Refusal:
         if pool_size < proxies_per_class:
-            return (
-                "pool_size",
-                f"must be >= proxies_per_class ({proxies_per_class}), got {pool_size}",
-            )
+            message = f"must be >= proxies_per_class ({proxies_per_class}), got {pool_size}"
+            return "pool_size", message
         return super().check_options(**options)
 
     def __init__(

@@ -4,19 +4,18 @@
 The config describes one model; the protocol owns the fields that tell the models apart:
 
 - ``fair`` (Gürbüz thesis §5.3.4.1, fair evaluation): the training classes are cut into 4 folds
-  (:func:`~gspdml.data.splits.fair_protocol_folds`); the model of fold f and seed s
-  trains with ``data.dataset.val_fold: f`` (``num_folds: 4``), so the dataset itself carves the
-  fold's validation classes off its training classes (:func:`gspdml.data.splits.validation_classes`,
-  the same fold rule), and monitors them (``evaluation.split: val``). Each model embeds the test
-  split (cached as ``test_embeddings.npz`` in its run dir) and
+  (:func:`~gspdml.data.splits.fair_protocol_folds`); the model of fold f and seed s trains with
+  ``data.dataset.val_fold: f`` (``num_folds: 4``), so the dataset carves the fold's validation
+  classes off its training classes, and monitors them (``evaluation.split: val``). Each model
+  embeds the test split (cached as ``test_embeddings.npz``) and
   :func:`~gspdml.evaluation.aggregate.fair_protocol_results` gives the 128D / 512D numbers over
-  all seeds^4 realisations (3^4 = 81 with three seeds); ``summary.training.steps`` is the
-  mean ± std over the models of the steps each trained before it stopped (Gürbüz thesis Table 3.3).
-- ``tuning`` (Gürbüz thesis §5.3.4.1, hyper-parameter tuning: "a single model on the 4/5 of the training
-  set while using 1/5 for the validation", repeated 3 times): one split of the training classes, fold 0 of the 5
-  contiguous folds (validation on the last fifth), one model per seed, early-stopping patience 10
-  rounds on CUB and Cars and 7 on SOP and In-shop (other datasets keep ``evaluation.patience``);
-  the result is the mean ± std over the seeds of each model's metrics on the validation classes.
+  all seeds^4 realisations; ``summary.training.steps`` is the mean ± std of the steps each
+  model trained before it stopped (Gürbüz thesis Table 3.3).
+- ``tuning`` (Gürbüz thesis §5.3.4.1, hyper-parameter tuning: "a single model on the 4/5 of the
+  training set while using 1/5 for the validation", repeated 3 times): fold 0 of the 5 contiguous
+  folds, one model per seed, early-stopping patience :data:`TUNING_PATIENCE` (else
+  ``evaluation.patience``); the result is the mean ± std over the seeds of each model's metrics
+  on the validation classes.
 - ``conventional`` (§7.3): one model per seed on the whole training split (``val_fraction: 0``)
   that monitors the test split (``evaluation.split: test``); the best repeat is reported, and the
   mean ± std over the repeats.

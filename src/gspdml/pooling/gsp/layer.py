@@ -111,12 +111,9 @@ class GSP(Pooling, LazyInitialised):
             return "learn_gem_p", "a learnable GeM power needs GeMean+GSP (gem_p > 1, e.g. 3)"
         if weighting == "background" and mu >= 1.0:
             return "weighting", "background weighting needs mu < 1 (at mu = 1 nothing is left over)"
-        prototypes, memory = num_prototypes, memory_size
-        if init == "kcenter" and memory < prototypes:
-            return (
-                "memory_size",
-                f"k-center needs at least num_prototypes={prototypes} samples, got {memory}",
-            )
+        if init == "kcenter" and memory_size < num_prototypes:
+            needs = f"k-center needs at least num_prototypes={num_prototypes} samples"
+            return "memory_size", f"{needs}, got {memory_size}"
         return None
 
     def __init__(
