@@ -45,14 +45,8 @@ CONVENTIONAL_COLUMNS = (
     ("repeats", "precision_at_1", "R@1 (all repeats)"),
     ("repeats", "map_at_r", "MAP@R (all repeats)"),
 )
-SPLIT_COLUMNS = (
-    ("seeds", "precision_at_1", "P@1"),
-    ("seeds", "map_at_r", "MAP@R"),
-)
-TUNING_COLUMNS = (
-    ("val", "precision_at_1", "val P@1"),
-    ("val", "map_at_r", "val MAP@R"),
-)
+SPLIT_COLUMNS = (("seeds", "precision_at_1", "P@1"), ("seeds", "map_at_r", "MAP@R"))
+TUNING_COLUMNS = (("val", "precision_at_1", "val P@1"), ("val", "map_at_r", "val MAP@R"))
 Columns = Sequence[tuple[str, str, str]]
 
 
@@ -87,13 +81,9 @@ def results_table_markdown(
     for name, result in rows.items():
         summary, count = _summary(result)
         cells = [summary.get(group, {}).get(metric) for group, metric, _ in columns]
-        body.append(
-            [
-                name,
-                *("–" if cell is None else _format(cell, count, digits) for cell in cells),
-                spread_text(result, [group for group, _, _ in columns]) if count != 1 else "–",
-            ]
-        )
+        shown = ["–" if cell is None else _format(cell, count, digits) for cell in cells]
+        spread = spread_text(result, [group for group, _, _ in columns]) if count != 1 else "–"
+        body.append([name, *shown, spread])
     header = ["Method", *(title for _, _, title in columns), SPREAD_TITLE]
     return markdown_table(header, body, numbers_right=True) + "\n"
 
