@@ -72,12 +72,10 @@ def parse_spec(spec: Any, field: str) -> tuple[str, dict[str, Any]]:
 class Registry:
     """A named collection of constructors, e.g. ``POOLINGS = Registry("pooling")``.
 
-    ``nested`` on a registered class (a dict ``{argument: registry}``) declares arguments that
-    are themselves specs of another registry; :meth:`check` validates them recursively. A class
-    may declare ``check_options(**options) -> (option, message) or None`` (a classmethod) for
-    rules that relate options (``pool_size >= proxies_per_class``); it is given every option,
-    defaults filled in. ``field`` names the options of a component built from Python (``model.pooling``).
-    """
+    A registered class may declare ``nested = {argument: registry}`` (arguments that are specs of
+    another registry, checked recursively) and a classmethod ``check_options(**options) ->
+    Refusal`` for rules that relate options, given every option with the defaults filled in.
+    ``field`` names the options of a component built from Python (``model.pooling``)."""
 
     def __init__(self, kind: str, field: str = ""):
         self.kind = kind

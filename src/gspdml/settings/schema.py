@@ -1,15 +1,14 @@
 """The machinery of the run schema: a section is a frozen dataclass whose fields carry their
-type (the annotation), default, meaning and range, and which is built from a YAML mapping by
-checking every key against them.
+type (the annotation), default, meaning and range, built from a YAML mapping by checking every
+key against them.
 
-:func:`option` declares a field: its default (:data:`REQUIRED`: none, the key must be given),
-its one-line documentation (the source of ``docs/configuration.md``), a ``minimum``
-(``exclusive`` for a strict bound) and a strict ``below`` bound (a
-:class:`~gspdml.typecheck.Interval`), a ``noun`` for the "unknown <noun> 'x'; allowed: ..."
-message of a closed set, and an optional ``check(value, field)`` for a rule the type cannot say.
-:meth:`Section.from_mapping` refuses unknown keys, checks each value
-(:func:`gspdml.typecheck.check_value`), builds nested sections, turns lists into tuples and
-integers into floats where the field is a number, then runs its cross-field rules (:meth:`Section.check`).
+:func:`option` declares a field: its default (:data:`REQUIRED`: the key must be given), its
+one-line documentation (the source of ``docs/configuration.md``), a ``minimum`` (``exclusive``:
+strict) and a strict ``below`` bound (an :class:`~gspdml.typecheck.Interval`), a ``noun`` for
+the "unknown <noun> 'x'; allowed: ..." message of a closed set, and an optional
+``check(value, field)`` for a rule the type cannot say. :meth:`Section.from_mapping` refuses
+unknown keys, checks each value, stores lists as tuples and integers as floats in number fields,
+then runs the section's cross-field rules (:meth:`Section.check`).
 
 A section also reads as the mapping it was built from (``config["data"]["halves"]`` is
 ``config.data.halves``); :meth:`Section.to_dict` gives the plain YAML form back.

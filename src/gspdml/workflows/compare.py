@@ -59,9 +59,8 @@ def method_models(path: Path) -> dict[Key, dict[str, float]]:
         return _keyed({path / name: metrics for name, metrics in per_model.items()})
     if (path / RESULTS_FILE).is_file():
         return _keyed({path: _test_metrics(path)})
-    runs = (
-        sorted(p for p in path.glob("*") if (p / RESULTS_FILE).is_file()) if path.is_dir() else []
-    )
+    children = path.glob("*") if path.is_dir() else ()
+    runs = sorted(p for p in children if (p / RESULTS_FILE).is_file())
     if not runs:
         raise DataError(
             f"{path}: neither a protocol folder ({PROTOCOL_FILE}), a run folder "

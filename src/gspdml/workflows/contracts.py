@@ -154,11 +154,8 @@ def _pooling_seeded(name: str) -> None:
 def _pooling_in_embedder(name: str) -> None:
     for dim in (32, None):
         torch.manual_seed(0)
-        spec = {
-            "backbone": {"name": "small_cnn", "widths": [8, 16, 16, 32]},
-            "embedding_dim": dim,
-            "pooling": {"name": name},
-        }
+        backbone = {"name": "small_cnn", "widths": [8, 16, 16, 32]}
+        spec = {"backbone": backbone, "embedding_dim": dim, "pooling": {"name": name}}
         model = build_embedder(spec, in_channels=3).eval()
         with torch.no_grad():
             out = model(torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(4)))
@@ -177,20 +174,11 @@ def _loss_trains(name: str) -> None:
     loss = build_loss({"name": name}, embedding_dim=DIM, num_classes=CLASSES).train()
     needs = requirements_of(loss)
     torch.manual_seed(1)
-    pooling = (
-        {"name": "gsp", "num_prototypes": 4, "init": "random", "iters": 10}
-        if "attributes" in needs.reads
-        else "gap"
-    )
-    model = build_embedder(
-        {
-            "backbone": {"name": "small_cnn", "widths": [8, 8, 8]},
-            "embedding_dim": DIM,
-            "pooling": pooling,
-            "head": "local",
-        },
-        3,
-    ).train()
+    gsp = {"name": "gsp", "num_prototypes": 4, "init": "random", "iters": 10}
+    pooling = gsp if "attributes" in needs.reads else "gap"
+    backbone = {"name": "small_cnn", "widths": [8, 8, 8]}
+    spec = {"backbone": backbone, "embedding_dim": DIM, "pooling": pooling, "head": "local"}
+    model = build_embedder(spec, 3).train()
     needs.check_output(model_provides(model))
     per_class = max(2, needs.samples_per_class)
     labels = torch.arange(4).repeat_interleave(per_class)
