@@ -228,11 +228,9 @@ def _fold_config(
         k: v for k, v in config.data.dataset.items() if k not in ("val_classes", "val_fraction")
     }
     spec.update(val_fold=fold, num_folds=num_folds)
-    patience = (
-        TUNING_PATIENCE.get(name, config.evaluation.patience)
-        if protocol == "tuning"
-        else config.evaluation.patience
-    )
+    patience = config.evaluation.patience
+    if protocol == "tuning":
+        patience = TUNING_PATIENCE.get(name, patience)
     return replace(
         config,
         name=f"{config.name}-fold{fold}-seed{seed}",
