@@ -233,11 +233,8 @@ class SimPool(Pooling):
             if gamma is None:
                 heads = (weights * split_heads(values, self.heads).unsqueeze(3)).sum(dim=2)
             else:
-                low = (
-                    values.amin(dim=(1, 2), keepdim=True)
-                    if self.min_scope == "sample"
-                    else values.min()
-                )
+                per_sample = self.min_scope == "sample"
+                low = values.amin(dim=(1, 2), keepdim=True) if per_sample else values.min()
                 shifted = split_heads(values - low + self.eps, self.heads).unsqueeze(3)
                 heads = generalized_mean(shifted, gamma, dim=2, weights=weights, eps=self.eps)
         return merge_heads(heads), attention_map  # heads: [B, m, k, d/m]

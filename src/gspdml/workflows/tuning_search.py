@@ -117,11 +117,8 @@ def run_search(
     import optuna
 
     base = load_config(config_source, overrides)
-    root = (
-        Path(output_dir)
-        if output_dir is not None
-        else Path(base.output_dir) / f"{base.name}-search"
-    )
+    default_root = Path(base.output_dir) / f"{base.name}-search"
+    root = default_root if output_dir is None else Path(output_dir)
     root.mkdir(parents=True, exist_ok=True)
     storage = f"sqlite:///{(root / 'search.db').resolve()}"
     metric = base.evaluation.metric
