@@ -312,11 +312,9 @@ def _trainval_stage_config(
     drops = [stage2_step(int(s) + every) for s in stage1["lr_drop_steps"]]
     drops = [s for s in drops if 1 <= s < length]
     plateau = config.schedule.plateau  # stage 1 drops the rate on its plateaus
-    decay = (
-        StepDecay(factor=plateau.factor, milestones=tuple(drops))
-        if drops and plateau is not None
-        else None
-    )
+    decay = None
+    if drops and plateau is not None:
+        decay = StepDecay(factor=plateau.factor, milestones=tuple(drops))
     schedule = replace(
         run.schedule,
         plateau=None,
