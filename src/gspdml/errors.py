@@ -16,11 +16,8 @@ class GspdmlError(Exception):
 
 
 class ConfigError(GspdmlError, ValueError):
-    """An invalid configuration, raised before any work starts.
-
-    The message always names the field (dotted path) and, where there is a closed set,
-    the allowed values.
-    """
+    """An invalid configuration, raised before any work starts; the message names the field
+    (dotted path) and, where there is a closed set, the allowed values."""
 
     def __init__(self, field: str, message: str):
         self.field = field
@@ -51,10 +48,8 @@ def did_you_mean(word: str, choices: Sequence[str]) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` safe to print or write as UTF-8: control characters (a newline that would forge an
-    output line, an escape sequence that would reach the terminal) and the undecodable bytes of a
-    non-UTF-8 file name (surrogates, as Python decodes them) become backslash escapes (``\\n``,
-    ``\\x1b``, ``\\udcff``); printable text is unchanged."""
+    """``text`` safe to print or write as UTF-8: control characters and undecodable bytes
+    (surrogates) become backslash escapes (``\\n``, ``\\x1b``, ``\\udcff``)."""
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
@@ -63,9 +58,8 @@ MAX_JSON_BYTES = 16 << 20
 
 
 def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The JSON object stored in ``path`` (a file received with a bundle, a run or an index), or
-    a :class:`DataError` naming the file: missing, larger than :data:`MAX_JSON_BYTES`, not UTF-8,
-    not JSON, nested too deep, or not an object."""
+    """The JSON object stored in ``path``, or a :class:`DataError` naming the file (missing, over
+    :data:`MAX_JSON_BYTES`, not UTF-8 JSON, nested too deep, not an object)."""
     try:
         size = os.path.getsize(path)
         if size > MAX_JSON_BYTES:

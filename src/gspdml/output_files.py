@@ -1,23 +1,15 @@
 """Writing output files so that a crash, a kill or a full disk never leaves a damaged one.
 
-* :func:`check_writable_folder` / :func:`check_writable_file`: before the work, create the
-  folder and write a probe of :data:`PROBE_BYTES` in it, so that a read-only target, a path under
-  a file or a full disk fails at once with a message naming the path;
-* :func:`atomic_write`: the file is written under a hidden temporary name beside its target
-  (``.NAME.<random>.tmp``), flushed to disk (``fsync``) and renamed over the target
-  (``os.replace`` is atomic on POSIX and Windows), then the folder entry is flushed too. A
-  failure (``ENOSPC``, ``EFBIG``, permissions) removes the temporary file and raises
-  :class:`OutputError` naming the target; the previous file is untouched. A process killed
-  while writing leaves only the temporary file, which :func:`remove_stale_temporaries` removes
-  (the writer of a folder calls it while it holds the folder's lock);
-* :func:`swap_folder` / :func:`replace_folder`: a folder built beside its target takes the
-  target's place in one atomic exchange (Linux ``renameat2(RENAME_EXCHANGE)``), so a kill at any
-  moment leaves the old folder or the new one at the target, never neither; where the exchange
-  is not supported, the previous folder is renamed aside first (a kill between the two renames
-  leaves it there). :func:`replace_folder` then removes the previous folder;
-  :func:`swap_folder` returns where it is, for a caller that keeps what the user put in it;
-* :func:`json_text`: the JSON every file and printout is written as, valid for any parser
-  (RFC 8259 has no NaN or Infinity token: a non-finite number is written as ``null``).
+* :func:`check_writable_folder` / :func:`check_writable_file`: a probe of :data:`PROBE_BYTES`
+  written before the work, so a read-only target or a full disk fails at once;
+* :func:`atomic_write`: written under a hidden temporary name beside the target
+  (``.NAME.<random>.tmp``), flushed and renamed over it; a failure raises :class:`OutputError`
+  and leaves the previous file untouched; a killed writer's temporary file is removed by
+  :func:`remove_stale_temporaries`;
+* :func:`swap_folder` / :func:`replace_folder`: a folder built beside its target takes its place
+  in one atomic exchange (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere the previous folder is
+  renamed aside first);
+* :func:`json_text`: standard JSON (RFC 8259: a non-finite number is written as ``null``).
 """
 
 from __future__ import annotations
@@ -51,9 +43,8 @@ class OutputError(GspdmlError, OSError):
 
 
 def check_writable_folder(folder: PathLike) -> None:
-    """Create ``folder`` (with its parents) and write and remove a probe file in it, so that a
-    read-only or impossible output path (a path under a file) or a full disk fails now, with a
-    message naming it, not after the work."""
+    """Create ``folder`` and write and remove a probe file in it, so that an unwritable path or a
+    full disk fails now, not after the work."""
     folder = Path(folder)
     existing = folder
     while not os.path.lexists(existing) and existing != existing.parent:
@@ -82,9 +73,8 @@ def check_writable_file(path: PathLike) -> None:
 
 
 def refuse_linked_folders(folder: PathLike, names: Iterable[str]) -> None:
-    """Raise :class:`OutputError` when one of the sub-folders ``names`` of ``folder`` that a
-    writer fills is a symbolic link (a received run folder, an extracted archive): its files
-    would be written where the link points, outside ``folder``."""
+    """Raise :class:`OutputError` when one of the sub-folders ``names`` of ``folder`` is a
+    symbolic link (its files would be written outside ``folder``)."""
     for name in names:
         path = Path(folder) / name
         if path.is_symlink():
@@ -111,10 +101,9 @@ def fsync_folder(folder: PathLike) -> None:
 
 
 def atomic_write(path: PathLike, write: Callable[[str], object]) -> None:
-    """Call ``write(tmp)`` on a temporary file beside ``path``, flush it to disk and rename it over
-    ``path`` (module docstring). The file gets the permissions of a plainly created one (``0666``
-    less the umask; a temporary file alone would stay ``0600``, unreadable to a colleague). An
-    ``OSError`` on the way is an :class:`OutputError` naming ``path``."""
+    """Call ``write(tmp)`` on a temporary file beside ``path``, flush it and rename it over
+    ``path``, with the permissions of a plainly created file (``0666`` less the umask); an
+    ``OSError`` is an :class:`OutputError` naming ``path``."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,10 +136,8 @@ def json_text(
     sort_keys: bool = False,
     default: Callable[[Any], Any] | None = None,
 ) -> str:
-    """``value`` as standard JSON: a non-finite float (NaN, +-inf) anywhere in it is written
-    as ``null``, the one JSON value for "no number" (Python's ``json`` would write the
-    non-standard tokens ``NaN`` / ``Infinity`` that other parsers refuse). ``default``: as
-    :func:`json.dumps`'s, for values JSON has no type for (e.g. ``str`` for paths)."""
+    """``value`` as standard JSON: a non-finite float anywhere in it is written as ``null``;
+    ``default``: as :func:`json.dumps`'s."""
     return json.dumps(
         _finite(value), indent=indent, sort_keys=sort_keys, allow_nan=False, default=default
     )
@@ -192,9 +179,8 @@ def _exchange(first: Path, second: Path) -> bool:
 
 
 def swap_folder(staging: PathLike, target: PathLike) -> Path | None:
-    """Put the folder ``staging`` in the place of ``target`` (same parent folder; module
-    docstring) and return where the previous ``target`` now is (``staging``'s path after an
-    exchange, a hidden ``.NAME.old.<random>`` folder otherwise), or None when there was none."""
+    """Put the folder ``staging`` in the place of ``target`` (same parent) and return where the
+    previous ``target`` now is, or None when there was none."""
     staging, target = Path(staging), Path(target)
     if not os.path.lexists(target):
         os.replace(staging, target)
@@ -235,9 +221,8 @@ def output_error(path: PathLike, exc: OSError) -> OutputError:
 
 
 def remove_stale_temporaries(folder: PathLike) -> list[Path]:
-    """Remove the temporary files that :func:`atomic_write` calls in ``folder`` left behind when
-    their process was killed (``.NAME.<random>.tmp``); returns them. Only the folder's one
-    writer may call it (another writer's file in progress has the same form)."""
+    """Remove (and return) the temporary files killed :func:`atomic_write` calls left in
+    ``folder``; only the folder's one writer may call it."""
     folder = Path(folder)
     if not folder.is_dir():
         return []

@@ -1,22 +1,12 @@
-"""Plugins: components (poolings, losses, backbones, datasets) registered by modules outside
-gspdml, found in two documented ways:
-
-- a Python entry point in the group :data:`ENTRY_POINT_GROUP` (``gspdml.plugins``) of an
-  installed distribution, ``[project.entry-points."gspdml.plugins"] mine = "my_package.gspdml"``:
-  imported the first time a config is read;
-- the ``plugins: [module, ...]`` key of a run config: imported before the config's components
-  are checked.
-
-A module registers its components on import, as the library's own do
-(``@POOLINGS.register("lt_attn")``). Every plugin module imported is recorded with its
-distribution's version, its file and the file's SHA-256 (:func:`imported_plugins`): a run writes
-them to its ``environment.json``, and reading a run back imports them again or names exactly
-which module is missing and what provided it (:func:`require_recorded`).
+"""Plugins: modules outside gspdml that register components on import, named by an entry point
+in the group :data:`ENTRY_POINT_GROUP` (imported the first time a config is read) or by a run
+config's ``plugins: [module, ...]``. Each imported module is recorded with its distribution,
+version, file and SHA-256 (:func:`imported_plugins`, written to ``environment.json``);
+:func:`require_recorded` imports a run's modules again or names the missing one.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,6 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from gspdml.errors import ConfigError
+from gspdml.file_digest import file_sha256
 
 ENTRY_POINT_GROUP = "gspdml.plugins"
 #: module name -> its record, for every plugin module imported in this process
@@ -44,9 +35,7 @@ def _distribution(module: str) -> Optional[tuple[str, str]]:
 
 
 def _file_digest(path: Optional[str]) -> Optional[str]:
-    if not path or not Path(path).is_file():
-        return None
-    return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return file_sha256(path) if path and Path(path).is_file() else None
 
 
 def _record(module: str, source: str) -> dict[str, Any]:
@@ -111,9 +100,8 @@ def imported_plugins() -> list[dict[str, Any]]:
 
 
 def require_recorded(records: Sequence[Mapping[str, Any]], where: str) -> list[str]:
-    """Import the plugin modules a run recorded (``where``: its file); a missing one is a
-    :class:`ConfigError` naming the module and the distribution and version that provided it.
-    Returns notes for modules whose file differs from the recorded one (another version)."""
+    """Import the plugin modules a run recorded (``where``: its file), or name what provided a
+    missing one; returns notes for modules whose file differs from the recorded one."""
     notes = []
     for record in records:
         module = str(record["module"])

@@ -1,17 +1,10 @@
-"""Progress lines for the long phases of a run: pre-training a backbone, a feature cache's first
-pass, embedding a folder for ``gspdml index`` or a report.
-
-Plain lines on stderr, at most one every few seconds, that read the same in a terminal and in a
-log file (no carriage returns, unlike a bar)::
+"""Progress lines for the long phases of a run (pre-training, a feature cache's first pass,
+embedding a folder): plain lines on stderr, at most one per :data:`INTERVAL_ENV` seconds::
 
     gspdml: embedding 3014 images: 512/3014 images (17%), 21.4 images/s, 24 s elapsed, ~2 min left
 
-The interval is :data:`INTERVAL_ENV` (seconds, default :data:`DEFAULT_INTERVAL`; ``0``: a line
-at every update). A phase shorter than the interval prints nothing; one that printed a line ends
-with a last line at :meth:`Progress.close`. Lines go through ``tqdm.write``, so they do not tear a
-progress bar that is on the screen at the same time (the trainer's). They go to stderr or nowhere:
-with stderr closed (``2>&-``, where Python's ``sys.stderr`` is None) nothing is written, never to
-stdout, which may carry JSON.
+A phase shorter than the interval prints nothing. Lines go through ``tqdm.write`` (no torn bar)
+to stderr, or nowhere when it is closed; never to stdout, which may carry JSON.
 """
 
 from __future__ import annotations
@@ -89,8 +82,7 @@ class Progress:
         self.lines = 0  # lines printed so far
 
     def update(self, count: int = 1, note: str = "") -> None:
-        """``count`` more done; a line when the interval has passed since the last one (and
-        something was done since).
+        """``count`` more done; a line when the interval has passed and something was done.
         ``note``: a few words appended to the line (e.g. the current loss)."""
         self.done += count
         if not self.enabled:

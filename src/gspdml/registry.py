@@ -6,19 +6,21 @@ A *spec* names a registered entry and its keyword arguments, in either of two YA
     pooling: {gsp: {mu: 0.3}}            # single-key form (handy for nesting wrappers)
     pooling: gap                         # bare name, no arguments
 
-Keyword arguments are checked against the constructor's signature, so an unknown option, or a
-value of the wrong type (by the constructor's annotations, :mod:`gspdml.typecheck`), fails before
-any work with an error that names the field and the allowed options.
+An unknown option, a value of the wrong type or outside its declared range (the constructor's
+annotations, :mod:`gspdml.typecheck`), or options that do not fit together (a class's
+``check_options``) fail before anything is built, naming the field and what is allowed; a
+registered class checks them the same way when it is built from Python.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, Optional, TypeVar
 
 from gspdml.errors import ConfigError, GspdmlError, did_you_mean
-from gspdml.typecheck import first_mismatch
+from gspdml.typecheck import Refusal, first_mismatch, out_of_range
 
 _Factory = TypeVar("_Factory", bound=Callable[..., Any])
 
@@ -70,12 +72,14 @@ def parse_spec(spec: Any, field: str) -> tuple[str, dict[str, Any]]:
 class Registry:
     """A named collection of constructors, e.g. ``POOLINGS = Registry("pooling")``.
 
-    ``nested`` on a registered class (a dict ``{argument: registry}``) declares arguments that
-    are themselves specs of another registry; :meth:`check` validates them recursively.
-    """
+    A registered class may declare ``nested = {argument: registry}`` (arguments that are specs of
+    another registry, checked recursively) and a classmethod ``check_options(**options) ->
+    Refusal`` for rules that relate options, given every option with the defaults filled in.
+    ``field`` names the options of a component built from Python (``model.pooling``)."""
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, field: str = ""):
         self.kind = kind
+        self.field = field or kind
         self._entries: dict[str, Callable[..., Any]] = {}
         self._primary: dict[str, str] = {}  # alias -> the name it was registered with
 
@@ -86,6 +90,8 @@ class Registry:
                     raise ValueError(f"{self.kind} '{key}' is registered twice")
                 self._entries[key] = obj
                 self._primary[key] = name
+            if inspect.isclass(obj):
+                _check_when_built(obj, self.field)
             return obj
 
         return decorate
@@ -135,21 +141,28 @@ class Registry:
                 f"allowed: {allowed}",
             ) from None
 
-    def check(self, spec: Any, field: str) -> tuple[str, dict[str, Any]]:
-        """Validate a spec without building it; returns ``(name, kwargs)``."""
+    def check(self, spec: Any, field: str, refuse_at: str = "") -> tuple[str, dict[str, Any]]:
+        """Validate a spec without building it; returns ``(name, kwargs)``. A value out of its
+        range, or refused by ``check_options``, is named under ``refuse_at`` (``field``)."""
         name, kwargs = parse_spec(spec, field)
         factory = self.get(name, field)
         _check_kwargs(factory, name, kwargs, field)
         for arg, registry in getattr(factory, "nested", {}).items():
             if kwargs.get(arg) is not None:
                 registry.check(kwargs[arg], f"{field}.{arg}")
+        options = _config_options(factory)
+        defaults = {p.name: p.default for p in options if p.default is not p.empty}
+        _refuse(factory, {**defaults, **kwargs}, refuse_at or field)
         return name, kwargs
 
     def build(self, spec: Any, field: str = "", **extra: Any) -> Any:
         """Build the entry named by ``spec``; ``extra`` are arguments supplied by the caller
-        (e.g. ``in_channels``), not by the config."""
+        (e.g. ``in_channels``), not by the config. Without ``field`` (a build from Python) a
+        refused value is named as the component names its own (:func:`_config_field`)."""
+        name = parse_spec(spec, field or self.kind)[0]
+        refuse_at = field or _config_field(self._entries.get(name), self.field)
         field = field or self.kind
-        name, kwargs = self.check(spec, field)
+        name, kwargs = self.check(spec, field, refuse_at)
         factory = self._entries[name]
         try:
             return factory(**_accepted(factory, extra), **kwargs)
@@ -197,17 +210,54 @@ def _check_kwargs(
         return
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
-    allowed = [p.name for p in _config_options(factory)]
+    options = _config_options(factory)
+    allowed = [p.name for p in options]
     for key in kwargs:
         if key not in allowed:
             raise ConfigError(
                 f"{field}.{key}", f"unknown option for '{name}'; allowed: {', '.join(allowed)}"
             )
+    for option in options:
+        if option.default is option.empty and option.name not in kwargs:
+            raise ConfigError(f"{field}.{option.name}", f"'{name}' needs this option (no default)")
     mismatch = first_mismatch(
         factory, {k: v for k, v in kwargs.items() if k not in getattr(factory, "nested", {})}
     )
-    if mismatch:
+    if mismatch and not out_of_range(factory, kwargs):  # else the range is the message
         key, expected = mismatch
         raise ConfigError(
             f"{field}.{key}", f"expected {expected} for '{name}', got {kwargs[key]!r}"
         )
+
+
+def _refuse(factory: Callable[..., Any], options: Mapping[str, Any], field: str) -> None:
+    """Raise a ConfigError at ``field.<option>`` for an option outside the range ``factory``
+    declares, or options that its ``check_options`` refuses together."""
+    hook: Optional[Callable[..., Refusal]]
+    hook = getattr(factory, "check_options", None)
+    refused = out_of_range(factory, options) or (hook(**options) if hook else None)
+    if refused:
+        key, message = refused
+        raise ConfigError(f"{field}.{key}", message)
+
+
+def _config_field(factory: Any, default: str) -> str:
+    """Where a component built from Python names its options: its ``config_field`` if it
+    declares one (``triplet``: ``triplet.mining``), else its registry's (``model.pooling``)."""
+    return str(getattr(factory, "config_field", default))
+
+
+def _check_when_built(cls: type, field: str) -> None:
+    """Make building ``cls`` from Python check its arguments as :meth:`Registry.check` checks a
+    spec's, before its ``__init__`` runs (a ``__new__``: the constructor stays as written)."""
+    if any("__new__" in vars(base) for base in cls.__mro__[:-1]):
+        return  # checked already (a registered base), or a class that makes its own objects
+
+    @functools.wraps(cls.__init__)  # type: ignore[misc]  # its signature: the class's
+    def checked(made: type, *args: Any, **kwargs: Any) -> Any:
+        bound = inspect.signature(made).bind_partial(*args, **kwargs)
+        bound.apply_defaults()
+        _refuse(made, bound.arguments, _config_field(made, field))
+        return object.__new__(made)
+
+    cls.__new__ = staticmethod(checked)  # type: ignore[assignment]

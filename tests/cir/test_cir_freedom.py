@@ -11,7 +11,7 @@ from gspdml.cir.freedom import (
     compose,
     expanded_inversion,
     nearest,
-    proxy_embeddings,
+    proxy_indices,
     read_vocabulary,
     vote,
 )
@@ -75,6 +75,14 @@ def test_nearest_orders_by_similarity_then_memory_order():
         assert (
             nearest(queries, memory, count, block_elements=120).tolist() == want.tolist()
         )  # 2 queries per block
+
+
+def proxy_embeddings(
+    queries: torch.Tensor, memory: torch.Tensor, k: int, query_as_proxy: str
+) -> torch.Tensor:
+    """The k proxy images of every query as embeddings ``[Q, k, D]`` (-1: the query itself)."""
+    indices = proxy_indices(queries, memory, k, query_as_proxy)
+    return torch.where((indices < 0)[..., None], queries[:, None], memory[indices.clamp(min=0)])
 
 
 def test_proxy_rules():
@@ -150,7 +158,7 @@ def test_late_and_early_fusion_compose_word_domain_strings():
 def test_freedom_scores_and_variants():
     encoder = RecordingEncoder()
     words = [f"w{i}" for i in range(6)]
-    text = TextMemory.build(words, encoder)
+    text = TextMemory(words, encoder(words))
     database = torch.nn.functional.normalize(
         torch.randn(10, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64), dim=-1
     )

@@ -6,13 +6,18 @@ import torch
 from sklearn.metrics import average_precision_score
 
 from gspdml.cir.ranking import (
-    average_precision,
+    average_precision_ranked,
     precision_at_k_ranked,
     ranked_relevance,
     ranking_metrics,
     recall_at_k_ranked,
 )
 from gspdml.errors import ConfigError
+
+
+def average_precision(scores, relevant, variant="standard"):
+    """AP of every query ``[Q]`` (float64) from ``scores [Q, N]`` and ``relevant [Q, N]``."""
+    return average_precision_ranked(ranked_relevance(scores, relevant), variant)
 
 
 def ranked_vector(n, positive_ranks):

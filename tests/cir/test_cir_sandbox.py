@@ -49,7 +49,7 @@ def test_sandbox_reproduces_reference_table(noise):
         for name in ("text", "image", "product", "sum")
     }
     scores["weicom"] = weicom_scores(image_queries, text_queries, box.images, lam=0.5)
-    memory = TextMemory.build(box.vocabulary, box.encode_text)
+    memory = TextMemory(list(box.vocabulary), box.encode_text(list(box.vocabulary)))
     freedom = FreeDom(box.encode_text, memory, box.images, k=20, n=7, m=7)
     scores["freedom"] = freedom.scores(image_queries, targets, box.images)
 

@@ -13,7 +13,6 @@ from gspdml.cir.vl_model import (
     OptionalDependencyError,
     VisionLanguageEncoder,
     WeightsUnavailableError,
-    load_state_dict_file,
     load_weights,
     require,
 )
@@ -89,9 +88,9 @@ def test_weight_files_that_do_not_fit_name_file_and_keys(tmp_path):
         {"x": object()}, tmp_path / "pickled.pt"
     )  # arbitrary objects are refused, never unpickled
     with pytest.raises(DataError, match="cannot read weights"):
-        load_state_dict_file(tmp_path / "pickled.pt")
+        load_weights(TinyCLIP(), tmp_path / "pickled.pt")
     with pytest.raises(DataError, match="weights file not found"):
-        load_state_dict_file(tmp_path / "none.pt")
+        load_weights(TinyCLIP(), tmp_path / "none.pt")
 
 
 def test_missing_weights_fail_at_once_and_say_what_to_provide(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""A run's config is checked (and its pooling and loss built for their value checks) once, however
+"""A run's config is checked (its components' declared options, nothing built) once, however
 many entries hand it on; a changed config, working directory or registry is checked again."""
 
 from __future__ import annotations

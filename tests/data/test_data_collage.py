@@ -7,8 +7,7 @@ from gspdml.data import build_data
 from gspdml.data import collage as collage_module
 from gspdml.data.cache import cache_dir
 from gspdml.data.collage import build_collage_arrays
-from gspdml.data.digits import digit_glyphs
-from gspdml.data.glyphs import SPLITS
+from gspdml.data.glyphs import SPLITS, digit_glyphs
 from gspdml.errors import ConfigError
 
 SMALL = dict(

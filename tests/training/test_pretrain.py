@@ -12,6 +12,7 @@ from gspdml.cli import main
 from gspdml.config import load_config
 from gspdml.errors import ConfigError, DataError
 from gspdml.models import build_embedder
+from gspdml.models.embedder import model_section
 from gspdml.models.pretrained import WeightsNotFoundError
 from gspdml.settings.sections import LrMultipliers
 from gspdml.training.optim import parameter_groups
@@ -134,10 +135,13 @@ def test_a_cache_miss_trains_the_recipe_and_models_never_train(recipe_file):
     resolved = resolve_recipe_weights(model)
     assert (
         path.is_file()
-        and resolved["backbone"]["weights"] == str(path)
+        and resolved.backbone["weights"] == str(path)
         and model["backbone"]["weights"] == str(recipe_file)
     )
-    assert resolve_recipe_weights({"backbone": "small_cnn"}) == {"backbone": "small_cnn"}
+    # returned as given, in its typed form
+    assert resolve_recipe_weights({"backbone": "small_cnn"}) == model_section(
+        {"backbone": "small_cnn"}
+    )
     state, _ = pretrained_state(recipe_file, verbose=False)
     built = build_embedder(resolved, in_channels=1)
     assert all(torch.equal(built.backbone.state_dict()[k], state[k]) for k in state)

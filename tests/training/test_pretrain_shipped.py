@@ -73,7 +73,7 @@ def test_shipped_weights_serve_their_recipe_on_any_device_and_no_other(shipped_t
     recipe = load_recipe(TINY)
     assert shipped_weights_file(recipe) == folder / "tiny.safetensors"
     resolved = resolve_recipe_weights({"backbone": {**TINY["backbone"], "weights": TINY}}, "cuda")
-    assert resolved["backbone"]["weights"] == str(folder / "tiny.safetensors")
+    assert resolved.backbone["weights"] == str(folder / "tiny.safetensors")
     for section, key, value in (("train", "epochs", 2), ("data", "tiles_per_class", 2)):
         changed = load_recipe({**TINY, section: {**TINY[section], key: value}})
         assert shipped_weights_file(changed) is None, (section, key)

@@ -39,13 +39,8 @@ def target_tile_share(
             weights = model(images).weights
             if weights is None:
                 return None
-            shares.append(
-                tile_mass(
-                    weights.float().reshape(len(images), *weights.shape[-2:]),
-                    positions[start : start + len(images)],
-                    grid,
-                )
-            )
+            maps = weights.float().reshape(len(images), *weights.shape[-2:])
+            shares.append(tile_mass(maps, positions[start : start + len(images)], grid))
     finally:
         model.train(was_training)
     return float(np.concatenate(shares).mean())

@@ -65,16 +65,11 @@ def cross_class_prediction(
         predicted = ridge_predict(attributes[seen], embeddings[seen], attributes[unseen], ridge)
         truth = torch.arange(len(unseen))
         l2 = torch.cdist(predicted, embeddings[unseen]).argmin(dim=1)
-        cosine = (F.normalize(predicted, dim=1) @ F.normalize(embeddings[unseen], dim=1).T).argmax(
-            dim=1
-        )
+        similarity = F.normalize(predicted, dim=1) @ F.normalize(embeddings[unseen], dim=1).T
+        cosine = similarity.argmax(dim=1)
         scores["l2"].append(float((l2 == truth).double().mean()))
         scores["cosine"].append(float((cosine == truth).double().mean()))
-    result = {k: float(torch.tensor(v, dtype=torch.float64).mean()) for k, v in scores.items()}
-    result.update(
-        {
-            f"{k}_std": float(torch.tensor(v, dtype=torch.float64).std(unbiased=False))
-            for k, v in scores.items()
-        }
-    )
+    values = {name: torch.tensor(v, dtype=torch.float64) for name, v in scores.items()}
+    result = {name: float(v.mean()) for name, v in values.items()}
+    result.update({f"{name}_std": float(v.std(unbiased=False)) for name, v in values.items()})
     return result

@@ -41,6 +41,9 @@ from .vl_model import (
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+#: the weight files of an open_clip and of a transformers checkpoint on the hub
+OPEN_CLIP_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+HF_FILES = ("model.safetensors", "pytorch_model.bin")
 ALIASES = {"clip": "open_clip:ViT-L-14@openai", "remoteclip": "open_clip:ViT-L-14@remoteclip"}
 
 # (arch, tag) -> where the checkpoint lives on the Hugging Face hub, and whether the architecture
@@ -50,7 +53,7 @@ ALIASES = {"clip": "open_clip:ViT-L-14@openai", "remoteclip": "open_clip:ViT-L-1
 KNOWN_CHECKPOINTS: dict[tuple[str, Optional[str]], dict[str, Any]] = {
     ("ViT-L-14", "openai"): dict(
         repo="timm/vit_large_patch14_clip_224.openai",
-        files=("open_clip_model.safetensors", "open_clip_pytorch_model.bin"),
+        files=OPEN_CLIP_FILES,
         quick_gelu=True,
     ),
     ("ViT-L-14", "remoteclip"): dict(
@@ -75,19 +78,20 @@ def hf_cache_dirs() -> list[Path]:
     """The Hugging Face hub cache directories, in the order huggingface_hub resolves them."""
     if os.environ.get("HF_HUB_CACHE"):
         return [Path(os.environ["HF_HUB_CACHE"]).expanduser()]
-    home = Path(
-        os.environ.get(
-            "HF_HOME", Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")) / "huggingface"
-        )
-    ).expanduser()
+    default = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")) / "huggingface"
+    home = Path(os.environ.get("HF_HOME", default)).expanduser()
     return [home / "hub"]
+
+
+def hub_folders(repo: str) -> list[Path]:
+    """The folders of model ``repo`` in the Hugging Face hub caches."""
+    return [cache / ("models--" + repo.replace("/", "--")) for cache in hf_cache_dirs()]
 
 
 def cached_hub_file(repo: str, filenames: tuple[str, ...]) -> Optional[Path]:
     """The first of ``filenames`` in any cached snapshot of model ``repo`` (no network)."""
-    folder = "models--" + repo.replace("/", "--")
-    for cache in hf_cache_dirs():
-        for snapshot in sorted((cache / folder / "snapshots").glob("*")):
+    for folder in hub_folders(repo):
+        for snapshot in sorted((folder / "snapshots").glob("*")):
             for name in filenames:
                 if (snapshot / name).is_file():
                     return snapshot / name
@@ -164,10 +168,8 @@ def _open_clip(
     load_weights(model, path)
     size = model.visual.image_size
     size = size[0] if isinstance(size, (tuple, list)) else size
-    if weights is None:
-        model_id = f"open_clip:{arch}@{tag}"
-    else:  # the file's content, so that the feature cache never mixes two checkpoints
-        model_id = f"open_clip:{arch}@{file_sha256(path)}"
+    # a local file by its content, so that the feature cache never mixes two checkpoints
+    model_id = f"open_clip:{arch}@{tag if weights is None else file_sha256(path)}"
     model_id += "+quickgelu" if use_quick_gelu else ""
     return VisionLanguageModel(
         model.encode_image,
@@ -189,20 +191,15 @@ def _cached_open_clip(arch: str, tag: str, known: dict[str, Any]) -> Path:
         if not release:  # open_clip's record of the released weights
             raise ConfigError("model", f"open_clip has no pretrained tag {tag!r} for {arch!r}")
         repo = release.get("hf_hub", "").rstrip("/")
-        files = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+        files = OPEN_CLIP_FILES
         url_file = Path(release["url"]).name if release.get("url") else None
     found = cached_hub_file(repo, files) if repo else None
     if found is None and url_file and (Path("~/.cache/clip").expanduser() / url_file).is_file():
         found = Path("~/.cache/clip").expanduser() / url_file
     if found is None:
-        looked = (
-            ", ".join(str(d / ("models--" + repo.replace("/", "--"))) for d in hf_cache_dirs())
-            if repo
-            else "~/.cache/clip"
-        )
         raise _missing(
             f"open_clip {arch}@{tag}",
-            looked,
+            ", ".join(map(str, hub_folders(repo))) if repo else "~/.cache/clip",
             f"download {' or '.join(files)} from the hub repo {repo!r} on a connected machine and pass it "
             "with --weights PATH (a state-dict file), or copy the hub cache here",
         )
@@ -224,14 +221,11 @@ def _transformers(source: str, weights: Optional[str], device: str) -> VisionLan
             )
         directory = local
     else:
-        found = cached_hub_file(source, ("model.safetensors", "pytorch_model.bin"))
+        found = cached_hub_file(source, HF_FILES)
         if found is None or not (found.parent / "config.json").is_file():
-            looked = ", ".join(
-                str(d / ("models--" + source.replace("/", "--"))) for d in hf_cache_dirs()
-            )
             raise _missing(
                 f"hf:{source}",
-                looked,
+                ", ".join(map(str, hub_folders(source))),
                 "pass a local directory saved with CLIPModel.save_pretrained "
                 "(hf:/path/to/dir) or copy the hub cache here",
             )
@@ -249,7 +243,7 @@ def _transformers(source: str, weights: Optional[str], device: str) -> VisionLan
         pixels: torch.Tensor = batch["pixel_values"][0]
         return pixels
 
-    files = [directory / name for name in ("model.safetensors", "pytorch_model.bin")]
+    files = [directory / name for name in HF_FILES]
     held = [file_sha256(file) for file in files if file.is_file()]  # the feature cache's key
     return VisionLanguageModel(
         lambda pixels: model.get_image_features(pixel_values=pixels),

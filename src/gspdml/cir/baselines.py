@@ -16,6 +16,8 @@ import torch
 
 from gspdml.errors import ConfigError
 
+from .freedom import check_choice
+
 BASELINES = ("text", "image", "product", "sum", "average")
 
 
@@ -40,10 +42,7 @@ def baseline_scores(
     method: str, image_queries: torch.Tensor, text_queries: torch.Tensor, database: torch.Tensor
 ) -> torch.Tensor:
     """Scores ``[Q, N]`` of one baseline (see the module docstring)."""
-    if method not in BASELINES:
-        raise ConfigError(
-            "method", f"unknown baseline {method!r}; choose one of {', '.join(BASELINES)}"
-        )
+    check_choice("method", "baseline", method, BASELINES)
     s_image, s_text = unimodal_scores(image_queries, text_queries, database)
     if method == "text":
         return s_text

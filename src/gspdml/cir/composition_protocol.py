@@ -19,8 +19,9 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from gspdml.errors import ConfigError, DataError
+from gspdml.errors import DataError
 
+from .freedom import check_choice
 from .ranking import AP_VARIANTS, ranking_metrics
 
 ScoreFunction = Callable[[torch.Tensor, list[str]], torch.Tensor]
@@ -106,10 +107,7 @@ def evaluate_protocol(
     "ap"}`` with metrics in % (the means of the groups, as the thesis tables average them) and,
     when ``keep_top`` > 0, ``"rankings"``: per query the top database indices, scores and AP.
     """
-    if ap not in AP_VARIANTS:
-        raise ConfigError(
-            "ap", f"unknown AP variant {ap!r}; choose one of {', '.join(AP_VARIANTS)}"
-        )
+    check_choice("ap", "AP variant", ap, AP_VARIANTS)
     if not protocol.queries:
         raise DataError("the protocol has no queries")
     recall_at = list(recall_at)
@@ -127,15 +125,12 @@ def evaluate_protocol(
             per_query.setdefault(name, []).append(column)
         if keep_top:  # the same stable order as the metrics
             top = torch.sort(-scores, dim=1, stable=True).indices[:, :keep_top]
-            top_scores = torch.gather(scores, 1, top)
-            for row in range(len(batch)):
-                rankings.append(
-                    {
-                        "indices": top[row].tolist(),
-                        "scores": top_scores[row].tolist(),
-                        "ap": float(metrics[f"ap_{ap}"][row]),
-                    }
-                )
+            top_scores = torch.gather(scores, 1, top).tolist()
+            aps = metrics[f"ap_{ap}"].tolist()
+            rankings += [
+                {"indices": i, "scores": s, "ap": a}
+                for i, s, a in zip(top.tolist(), top_scores, aps)
+            ]
     values = {name: torch.cat(parts) for name, parts in per_query.items()}
     groups = np.array([q.group for q in protocol.queries])
     names = {f"ap_{ap}": "map", **{f"recall@{k}": f"recall@{k}" for k in recall_at}}

@@ -32,6 +32,7 @@ from gspdml.data.textfiles import read_text
 from gspdml.errors import ConfigError, DataError
 
 from .composition_protocol import CompositionProtocol, domain_conversion_protocol
+from .freedom import check_choice
 
 
 @dataclass(frozen=True)
@@ -105,19 +106,19 @@ class ImageList:
 
 
 def get_domain_dataset(name: str) -> DomainDataset:
-    if name not in DOMAIN_DATASETS:
-        raise ConfigError(
-            "dataset",
-            f"unknown domain-conversion dataset {name!r}; choose one of {', '.join(DOMAIN_DATASETS)}",
-        )
+    check_choice("dataset", "domain-conversion dataset", name, DOMAIN_DATASETS)
     return DOMAIN_DATASETS[name]
 
 
 def read_image_list(
-    path: str | Path, data_root: str | Path, domains: Optional[Sequence[str]] = None
+    path: str | Path,
+    data_root: str | Path,
+    domains: Optional[Sequence[str]] = None,
+    check_images: bool = False,
 ) -> ImageList:
     """Read a ``PATH DOMAIN CLASS`` list; ``PATH`` is resolved against ``data_root``. With
-    ``domains`` given, any other domain label is an error (a list of another dataset)."""
+    ``domains`` given, any other domain label is an error (a list of another dataset);
+    ``check_images`` verifies that every listed image exists."""
     path, data_root = Path(path).expanduser(), Path(data_root).expanduser().resolve()
     if not path.is_file():
         raise DataError(f"image list not found: {path}")
@@ -141,16 +142,13 @@ def read_image_list(
         classes.append(fields[2])
     if not paths:
         raise DataError(f"{path}: the image list is empty")
-    return ImageList(paths, labels, classes)
-
-
-def _check_images(images: ImageList, list_file: Path) -> None:
-    missing = [p for p in images.paths if not Path(p).is_file()]
+    missing = [p for p in paths if not Path(p).is_file()] if check_images else []
     if missing:
         raise DataError(
-            f"{list_file}: {len(missing)} of {len(images.paths)} listed images do not exist, e.g. "
-            f"{missing[0]} (paths are relative to the data folder that holds {list_file.parent.name}/)"
+            f"{path}: {len(missing)} of {len(paths)} listed images do not exist, e.g. "
+            f"{missing[0]} (paths are relative to the data folder that holds {path.parent.name}/)"
         )
+    return ImageList(paths, labels, classes)
 
 
 def domain_dataset_protocol(
@@ -171,14 +169,10 @@ def domain_dataset_protocol(
             f"lists, as set up by the FreeDom release (github.com/NikosEfth/freedom)"
         )
     labels = list(dataset.domain_texts)
-    database = read_image_list(folder / dataset.database, folder.parent, labels)
-    if check_images:
-        _check_images(database, folder / dataset.database)
+    database = read_image_list(folder / dataset.database, folder.parent, labels, check_images)
     queries = database
     if dataset.queries is not None:
-        queries = read_image_list(folder / dataset.queries, folder.parent, labels)
-        if check_images:
-            _check_images(queries, folder / dataset.queries)
+        queries = read_image_list(folder / dataset.queries, folder.parent, labels, check_images)
     unknown = sorted(set(sources or ()) - set(labels))
     if unknown:
         raise ConfigError(

@@ -1,17 +1,11 @@
-"""One composed-image-retrieval evaluation: a protocol, a method and a vision-language model in,
-the mAP / Recall@k of :func:`~gspdml.cir.composition_protocol.evaluate_protocol` out.
+"""One composed-image-retrieval evaluation, the one pipeline of ``gspdml cir freedom|weicom`` and
+of the CIR tables of ``gspdml reproduce``: embed the database and the query images
+(:func:`protocol_features`), build the method's score function s(q, x) (:func:`score_function`)
+and rank the whole database for every query (:func:`evaluate_cir`).
 
-The one pipeline of ``gspdml cir freedom|weicom`` (:mod:`gspdml.cli.cir`) and of the CIR tables
-of ``gspdml reproduce`` (:mod:`gspdml.workflows.reproduce.cir_run`): embed the database and the
-query images (:func:`protocol_features`), build the method's score function s(q, x)
-(:func:`score_function`) and rank the whole database for every query (:func:`evaluate_cir`).
-
-Methods (:class:`CirMethod`): FreeDom and its ablation variants (Psomas thesis §4.3, Eq. 4.17;
-:mod:`gspdml.cir.freedom`), WeiCom with text weight λ (Eq. 5.2; :mod:`gspdml.cir.weicom`) and the
-baselines ``text``, ``image``, ``product``, ``sum``, ``average`` (§4.4.2, Eq. 5.1;
-:mod:`gspdml.cir.baselines`). FreeDom needs a text memory (a vocabulary file) and takes its
-visual memory Z (Eq. 4.13) from :func:`visual_memory`: the database, an external memory, or both
-(Table 4.5).
+Methods (:class:`CirMethod`): FreeDom and its ablation variants (Psomas thesis §4.3, Eq. 4.17),
+WeiCom with text weight λ (Eq. 5.2) and the baselines (§4.4.2, Eq. 5.1). FreeDom's visual memory
+Z (Eq. 4.13) is the database, an external memory, or both (Table 4.5; :func:`visual_memory`).
 """
 
 from __future__ import annotations
@@ -36,6 +30,7 @@ from .freedom import (
     FreeDom,
     TextEmbeddingMemo,
     TextMemory,
+    check_choice,
     read_vocabulary,
 )
 from .vl_model import VisionLanguageEncoder
@@ -61,20 +56,9 @@ class CirMethod:
     lam: float = 0.5
 
     def __post_init__(self) -> None:
-        if self.name not in METHODS:
-            raise ConfigError(
-                "method", f"unknown method {self.name!r}; choose one of {', '.join(METHODS)}"
-            )
-        if self.variant not in VARIANTS:
-            raise ConfigError(
-                "variant",
-                f"unknown FreeDom variant {self.variant!r}; choose one of {', '.join(VARIANTS)}",
-            )
-        if self.query_as_proxy not in QUERY_AS_PROXY:
-            raise ConfigError(
-                "query_as_proxy",
-                f"unknown rule {self.query_as_proxy!r}; choose one of {', '.join(QUERY_AS_PROXY)}",
-            )
+        check_choice("method", "method", self.name, METHODS)
+        check_choice("variant", "FreeDom variant", self.variant, VARIANTS)
+        check_choice("query_as_proxy", "rule", self.query_as_proxy, QUERY_AS_PROXY)
         if not 0.0 <= self.lam <= 1.0:
             raise ConfigError("lambda", f"WeiCom's text weight must lie in [0, 1], got {self.lam}")
 

@@ -1,13 +1,10 @@
 """Embedding image databases and vocabularies once: a safetensors feature cache.
 
 A database of 30,400 images or a 20,931-word vocabulary costs hours of ViT-L/14 time on a CPU,
-so features are stored in ``<directory>/<kind>-<key>.safetensors``: one
-float32 tensor ``features [N, D]`` plus JSON metadata (format, model id, kind and the item list).
-The key hashes the model id (with a local checkpoint's content hash) and the items — for images
-the resolved path and the content hash of every file, so an edited or replaced image, of any
-size or date, invalidates the entry. An entry whose metadata does not
-match is recomputed. Files are written atomically (temporary file, fsync, rename); nothing is
-pickled.
+so features are stored in ``<directory>/<kind>-<key>.safetensors`` (no pickle), written
+atomically, with JSON metadata. The key hashes the model id (with a local checkpoint's content
+hash) and the items — for images the resolved path and the content hash of every file, so an
+edited image invalidates the entry; an entry whose metadata does not match is recomputed.
 """
 
 from __future__ import annotations

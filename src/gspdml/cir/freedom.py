@@ -35,7 +35,7 @@ follows the code by default and says so:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -61,6 +61,12 @@ VARIANTS = {
     "L+": dict(expansion=True, fusion="late", weighting="uniform"),  # h_L+, Eq. 4.16
     "L+a": dict(expansion=True, fusion="late", weighting="count_max"),  # h_L+α, Eq. 4.17 (FreeDom)
 }
+
+
+def check_choice(field: str, what: str, value: str, choices: Collection[str]) -> None:
+    """ConfigError naming ``field`` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ConfigError(field, f"unknown {what} {value!r}; choose one of {', '.join(choices)}")
 
 
 def read_vocabulary(path: str | Path) -> list[str]:
@@ -118,7 +124,8 @@ def _nearest_block(queries: torch.Tensor, memory: torch.Tensor, count: int) -> t
 
 @dataclass
 class TextMemory:
-    """A vocabulary and its ℓ2-normalised text embeddings g(V) ``[len(words), D]`` (Eq. 4.3)."""
+    """A vocabulary and its ℓ2-normalised text embeddings g(V) ``[len(words), D]`` (Eq. 4.3),
+    every word embedded as raw text, no prompt template (as the authors' code does)."""
 
     words: list[str]
     embeddings: torch.Tensor
@@ -129,15 +136,6 @@ class TextMemory:
                 "vocabulary",
                 f"{len(self.words)} words but embeddings of shape {tuple(self.embeddings.shape)}",
             )
-
-    @classmethod
-    def build(
-        cls, words: Sequence[str], encode_text: TextEncoder, batch_size: int = 256
-    ) -> TextMemory:
-        """Embed every word as raw text, no prompt template (as the authors' code does)."""
-        words = list(words)
-        chunks = [encode_text(words[i : i + batch_size]) for i in range(0, len(words), batch_size)]
-        return cls(words, torch.cat(chunks))
 
 
 @dataclass
@@ -153,10 +151,7 @@ def vote(
 ) -> tuple[list[int], list[float]]:
     """The m most frequent entries of the ordered multiset ``word_indices`` (proxy-major, then word
     rank) and their weights: count / max count, count, or 1. Ties: first occurrence first."""
-    if weighting not in WEIGHTINGS:
-        raise ConfigError(
-            "weighting", f"unknown weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}"
-        )
+    check_choice("weighting", "weighting", weighting, WEIGHTINGS)
     flat = word_indices.reshape(-1)
     unique, inverse, counts = torch.unique(flat, return_inverse=True, return_counts=True)
     positions = torch.arange(flat.numel(), device=flat.device)
@@ -184,17 +179,12 @@ def proxy_indices(
 ) -> torch.Tensor:
     """Memory indices ``[Q, k]`` of the k proxy images of every query (Eq. 4.13), with ``-1``
     standing for the query itself where the code's rule prepends it (module docstring, item 1)."""
-    if query_as_proxy not in QUERY_AS_PROXY:
-        raise ConfigError(
-            "query_as_proxy",
-            f"unknown rule {query_as_proxy!r}; choose one of {', '.join(QUERY_AS_PROXY)}",
-        )
+    check_choice("query_as_proxy", "rule", query_as_proxy, QUERY_AS_PROXY)
     if k < 1:
         raise ConfigError("k", f"must be >= 1, got {k}")
     neighbours = nearest(queries, memory, k)
-    outside = (queries * memory[neighbours[:, 0]]).sum(
-        dim=-1
-    ) < threshold  # max similarity to the memory
+    # max similarity to the memory
+    outside = (queries * memory[neighbours[:, 0]]).sum(dim=-1) < threshold
     if query_as_proxy == "never":
         prepend = torch.zeros_like(outside)
     elif query_as_proxy == "always":
@@ -205,18 +195,6 @@ def proxy_indices(
         prepend = outside
     with_query = torch.cat([torch.full_like(neighbours[:, :1], -1), neighbours[:, : k - 1]], dim=1)
     return torch.where(prepend[:, None], with_query, neighbours)
-
-
-def proxy_embeddings(
-    queries: torch.Tensor,
-    memory: torch.Tensor,
-    k: int,
-    query_as_proxy: str = "auto",
-    threshold: float = IN_MEMORY_THRESHOLD,
-) -> torch.Tensor:
-    """The k proxy images of every query as embeddings ``[Q, k, D]`` (see :func:`proxy_indices`)."""
-    indices = proxy_indices(queries, memory, k, query_as_proxy, threshold)
-    return torch.where((indices < 0)[..., None], queries[:, None], memory[indices.clamp(min=0)])
 
 
 def nn_inversion(queries: torch.Tensor, text_memory: TextMemory, m: int) -> list[TextLabels]:
@@ -253,9 +231,8 @@ def expanded_inversion(
         own = dict(zip(itself, nearest(queries[itself], text_memory.embeddings, n).tolist()))
     labels = []
     for row, indices in enumerate(proxies.tolist()):
-        words = [
-            w for j in indices for w in (own[row] if j < 0 else memory_words[j])
-        ]  # proxy-major, then word rank
+        # proxy-major, then word rank
+        words = [w for j in indices for w in (own[row] if j < 0 else memory_words[j])]
         chosen, weights = vote(torch.tensor(words), m, weighting)
         labels.append(TextLabels([text_memory.words[i] for i in chosen], weights))
     return labels
@@ -286,10 +263,7 @@ def compose(
     renormalize: bool = False,
 ) -> torch.Tensor:
     """Composed queries h(y, t) ``[Q, D]``: β_L (Eq. 4.12) or β_E (Eq. 4.10) per query."""
-    if fusion not in FUSIONS:
-        raise ConfigError(
-            "fusion", f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}"
-        )
+    check_choice("fusion", "fusion", fusion, FUSIONS)
     if len(labels) != len(targets):
         raise ConfigError("targets", f"{len(labels)} queries but {len(targets)} target texts")
     rows = []
@@ -307,12 +281,10 @@ def compose(
 class FreeDom:
     """Composed encoder h(y, t) of FreeDom and its ablation variants (see :data:`VARIANTS`).
 
-    ``encode_text(list[str]) -> [N, D]`` must return ℓ2-normalised rows (any
-    :class:`gspdml.cir.vl_model.VisionLanguageModel`'s ``encode_text``); its results are memoised
-    per string. ``visual_memory`` (``[M, D]``, ℓ2-normalised) is the database by default
+    ``encode_text(list[str]) -> [N, D]`` must return ℓ2-normalised rows; its results are
+    memoised per string. ``visual_memory`` (``[M, D]``, ℓ2-normalised) is the database by default
     (§4.4.1); an external image set, or its union with the database, is the alternative of
-    Table 4.5 (``gspdml cir freedom --memory``). A query outside the memory is its own first
-    proxy under the default ``query_as_proxy="auto"`` (module docstring, item 1).
+    Table 4.5 (``gspdml cir freedom --memory``).
     """
 
     def __init__(
@@ -332,15 +304,8 @@ class FreeDom:
         for name, value in (("k", k), ("n", n), ("m", m)):
             if int(value) < 1:
                 raise ConfigError(name, f"must be >= 1, got {value}")
-        if weighting not in WEIGHTINGS:
-            raise ConfigError(
-                "weighting",
-                f"unknown weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}",
-            )
-        if fusion not in FUSIONS:
-            raise ConfigError(
-                "fusion", f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}"
-            )
+        check_choice("weighting", "weighting", weighting, WEIGHTINGS)
+        check_choice("fusion", "fusion", fusion, FUSIONS)
         if expansion and visual_memory is None:
             raise ConfigError(
                 "visual_memory",
@@ -351,9 +316,8 @@ class FreeDom:
         self.k, self.n, self.m = int(k), int(n), int(m)
         self.weighting, self.fusion, self.expansion = weighting, fusion, bool(expansion)
         self.query_as_proxy, self.renormalize = query_as_proxy, bool(renormalize)
-        self._memory_words: dict[
-            int, list[int]
-        ] = {}  # n words of each memory image, filled on demand
+        # n words of each memory image, filled on demand
+        self._memory_words: dict[int, list[int]] = {}
 
     @classmethod
     def variant(
@@ -365,10 +329,7 @@ class FreeDom:
         **overrides: Any,
     ) -> FreeDom:
         """One of the ablation variants by name: ``single``, ``E``, ``L``, ``E+``, ``L+``, ``L+a``."""
-        if name not in VARIANTS:
-            raise ConfigError(
-                "variant", f"unknown FreeDom variant {name!r}; choose one of {', '.join(VARIANTS)}"
-            )
+        check_choice("variant", "FreeDom variant", name, VARIANTS)
         return cls(encode_text, text_memory, visual_memory, **{**VARIANTS[name], **overrides})
 
     def invert(self, image_queries: torch.Tensor) -> list[TextLabels]:

@@ -8,9 +8,7 @@ its attribute value; a header row is skipped).
 
 Protocol, as coded in billpsomas/rscir (Psomas thesis §5.4.1; github.com/billpsomas/rscir evaluation):
 
-* classes are merged first (:data:`CLASS_MERGES`; from the code only): dense/sparse residential →
-  residential, closed road/intersection → road, bridge/overpass → roadpass, ferry terminal/harbor
-  → pier, parking space/parking lot → parking;
+* classes are merged first (:data:`CLASS_MERGES`; from the code only);
 * every annotated image with value v is a query once for every *other* value v′ annotated in the
   same merged class, with the bare value v′ as text (no template, as in the code; the thesis is silent);
 * positives: the images annotated with v′ in the same attribute and merged class;

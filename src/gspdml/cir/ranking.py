@@ -52,13 +52,6 @@ def ranked_relevance(scores: torch.Tensor, relevant: torch.Tensor) -> torch.Tens
     return torch.gather(relevant, 1, order)
 
 
-def average_precision(
-    scores: torch.Tensor, relevant: torch.Tensor, variant: str = "standard"
-) -> torch.Tensor:
-    """AP of every query ``[Q]`` (float64) from ``scores [Q, N]`` and ``relevant [Q, N]``."""
-    return average_precision_ranked(ranked_relevance(scores, relevant), variant)
-
-
 def recall_at_k_ranked(ranked: torch.Tensor, ks: Iterable[int]) -> dict[int, torch.Tensor]:
     """``{k: [Q]}`` with R@k = (#positives in the top k) / (#positives) — the definition of the
     FreeDom and WeiCom code, not "at least one positive in the top k"."""

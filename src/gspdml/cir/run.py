@@ -167,15 +167,17 @@ def report_text(report: dict[str, Any], show: int) -> str:
     metrics = report.get("metrics")
     if metrics:
         recall = [k for k in metrics if k.startswith("recall@")]
+
+        def values(row: dict[str, Any]) -> str:
+            return "".join(f" {row[k]:10.2f}" for k in recall)
+
         columns = "".join(f" {k:>10s}" for k in recall)
         out.append(f"\n{'group':30s} {'queries':>8s} {'mAP':>7s}" + columns)
         for group, row in metrics["groups"].items():
-            values = "".join(f" {row[k]:10.2f}" for k in recall)
-            out.append(f"{group:30s} {row['queries']:8d} {row['map']:7.2f}" + values)
+            out.append(f"{group:30s} {row['queries']:8d} {row['map']:7.2f}" + values(row))
         for source, row in metrics.get("sources", {}).items():
-            values = "".join(f" {row[k]:10.2f}" for k in recall)
-            out.append(f"{'from ' + source + ' (mean)':30s} {'':8s} {row['map']:7.2f}" + values)
-        values = "".join(f" {metrics[k]:10.2f}" for k in recall)
+            mean = f"{'from ' + source + ' (mean)':30s} {'':8s} {row['map']:7.2f}"
+            out.append(mean + values(row))
         average = f"{'AVG (mean over groups)':30s} {'':8s} {metrics['map']:7.2f}"
-        out.append(average + values + f"   [AP: {metrics['ap']}]")
+        out.append(average + values(metrics) + f"   [AP: {metrics['ap']}]")
     return "\n".join(out)

@@ -6,8 +6,10 @@ FreeDom and WeiCom need only an image encoder f and a text encoder g with ℓ2-n
 raw encoders plus its tokenizer and image preprocessing (open_clip, transformers and a user's
 own model are adapted in :mod:`gspdml.cir.backends`).
 
-Weights are read by :func:`load_state_dict_file` from safetensors or from a PyTorch state dict
-with ``torch.load(weights_only=True)`` (the restricted unpickler: no code in the file runs).
+Weights are read by :func:`load_weights` as backbone weights are
+(:func:`gspdml.models.pretrained.read_state_dict`: safetensors, or ``torch.load(weights_only=True)``
+so that no code in the file runs; ``state_dict``/``model`` nesting and ``module.`` prefixes, as
+in the RemoteCLIP checkpoints, unwrapped).
 """
 
 from __future__ import annotations
@@ -123,20 +125,12 @@ def _normalized(features: Any) -> torch.Tensor:
     return torch.nn.functional.normalize(features.float(), dim=-1).cpu()
 
 
-def load_state_dict_file(path: str | Path) -> dict[str, torch.Tensor]:
-    """A state dict from ``.safetensors`` or a PyTorch file (``.pt``, ``.pth``, ``.bin``, …), read
-    as backbone weights are (:func:`gspdml.models.pretrained.read_state_dict`): checkpoints that
-    nest the weights under ``state_dict`` or ``model`` and names prefixed by ``module.`` (saved
-    from DataParallel, as the RemoteCLIP checkpoints are) are unwrapped."""
+def load_weights(module: torch.nn.Module, path: str | Path) -> torch.nn.Module:
+    """Load ``path`` into ``module`` strictly; a mismatch names the file and the differing keys."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise DataError(f"weights file not found: {path}")
-    return read_state_dict(path)
-
-
-def load_weights(module: torch.nn.Module, path: str | Path) -> torch.nn.Module:
-    """Load ``path`` into ``module`` strictly; a mismatch names the file and the differing keys."""
-    state = load_state_dict_file(path)
+    state = read_state_dict(path)
     own = module.state_dict()
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
@@ -146,15 +140,8 @@ def load_weights(module: torch.nn.Module, path: str | Path) -> torch.nn.Module:
         def some(keys: list[str]) -> str:
             return ", ".join(keys[:5]) + (f" (+{len(keys) - 5} more)" if len(keys) > 5 else "")
 
-        problems = [
-            f"{label}: {some(keys)}"
-            for label, keys in (
-                ("missing", missing),
-                ("unexpected", unexpected),
-                ("wrong shape", wrong),
-            )
-            if keys
-        ]
+        found = {"missing": missing, "unexpected": unexpected, "wrong shape": wrong}
+        problems = [f"{label}: {some(keys)}" for label, keys in found.items() if keys]
         raise DataError(
             f"{path}: weights do not fit {type(module).__name__}; " + "; ".join(problems)
         )

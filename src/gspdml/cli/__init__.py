@@ -45,9 +45,8 @@ OVERRIDE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*=")
 
 def parse(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> argparse.Namespace:
     """The arguments, with ``key.sub=value`` overrides accepted anywhere on the line (also after
-    an option, ``gspdml train demo-gsp --no-progress model.pooling.mu=0.2``, and after an option
-    that takes several values, ``--seeds 0 1 trainer.progress=false``) for the commands that
-    take overrides; any other unknown word is an error, as argparse reports it."""
+    an option that takes several values, ``--seeds 0 1 trainer.progress=false``) for the
+    commands that take overrides; any other unknown word is an error."""
     words = list(sys.argv[1:] if argv is None else argv)
     overrides = [w for w in words if OVERRIDE.match(w)]
     rest = [w for w in words if not OVERRIDE.match(w)]
@@ -73,10 +72,8 @@ def parse(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> arg
 
 
 def _stderr_to_devnull_when_closed() -> None:
-    """With stderr closed (``gspdml ... 2>&-``) Python's ``sys.stderr`` is None, and
-    ``print(..., file=sys.stderr)`` writes to stdout (breaking ``--json`` output) while the next
-    file opened takes descriptor 2: descriptor 2 becomes ``/dev/null`` instead, so messages go
-    nowhere and no file is written by a stray write to stderr."""
+    """With stderr closed (``2>&-``) ``sys.stderr`` is None, prints to it reach stdout and the
+    next file opened takes descriptor 2: descriptor 2 becomes ``/dev/null`` instead."""
     if sys.stderr is not None:
         return
     null = os.open(os.devnull, os.O_WRONLY)

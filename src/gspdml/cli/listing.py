@@ -10,6 +10,8 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING
 
+from gspdml.cli.binding import command
+
 if TYPE_CHECKING:
     from gspdml.config.options import ComponentOption
 
@@ -44,25 +46,18 @@ def _print_options(rows: list[tuple[str, str, list[ComponentOption]]], as_json: 
     for name, summary, options in rows:
         print(f"{name}  {summary}".rstrip())
         for option in options:
-            print(
-                f"    {option.name}: {option.kind}, default {option.default}. {option.doc}".rstrip()
-            )
+            line = f"    {option.name}: {option.kind}, default {option.default}. {option.doc}"
+            print(line.rstrip())
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from gspdml.workflows.listing import KINDS
 
-    p = sub.add_parser(
-        "list",
-        help="list the poolings, losses, backbones, datasets, post-processors, presets or metrics a config can name",
-    )
-    p.add_argument("kind", choices=KINDS)
-    p.add_argument("pattern", nargs="?", help="shell-style filter on the names, e.g. 'gsp*'")
-    p.add_argument(
-        "--options",
-        action="store_true",
-        help="with each component, its options: type, default and meaning",
-    )
-    p.add_argument("--json", action="store_true", help="print [{name, summary}] as JSON")
-    p.set_defaults(func=_cmd_list)
+    text = "list the poolings, losses, backbones, datasets, post-processors, presets or metrics a config can name"
+    add = command(sub, "list", _cmd_list, help=text)
+    add("kind", choices=KINDS)
+    add("pattern", nargs="?", help="shell-style filter on the names, e.g. 'gsp*'")
+    text = "with each component, its options: type, default and meaning"
+    add("--options", action="store_true", help=text)
+    add("--json", action="store_true", help="print [{name, summary}] as JSON")

@@ -1,9 +1,6 @@
-"""``gspdml search --postprocess STEP`` (:mod:`gspdml.cli.retrieval`): the post-processing of
-:mod:`gspdml.evaluation.postprocess` (PCA-whitening, alpha-DBA, alpha-QE, k-reciprocal
-re-ranking), applied by :meth:`gspdml.retrieval.index.RetrievalIndex.search`.
-
-The index vectors are the database (DBA augments them for this search only, the index file is
-not changed); PCA-whitening learns on the run's training split, embedded for the search.
+"""``gspdml search --postprocess STEP``: the steps of :mod:`gspdml.evaluation.postprocess`,
+applied by :meth:`gspdml.retrieval.index.RetrievalIndex.search` (the index file is not changed;
+PCA-whitening learns on the run's training split, embedded for the search).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from gspdml.cli.binding import command
 from gspdml.output_files import json_text
 
 
@@ -21,19 +22,10 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "pretrain", help="pre-train backbone weights from a recipe (cached by content hash)"
-    )
-    p.add_argument(
-        "recipes", nargs="+", help="recipe names (gspdml/presets/pretrain) or YAML files"
-    )
-    p.add_argument(
-        "--data-root",
-        help="the recipes' data.root: where their data is (e.g. the folder holding cifar-100-python/)",
-    )
-    p.add_argument(
-        "--device",
-        default="auto",
-        help="where to train on a cache miss: auto (the GPU when there is one), cpu, cuda[:i]",
-    )
-    p.set_defaults(func=_cmd_pretrain)
+    text = "pre-train backbone weights from a recipe (cached by content hash)"
+    add = command(sub, "pretrain", _cmd_pretrain, help=text)
+    add("recipes", nargs="+", help="recipe names (gspdml/presets/pretrain) or YAML files")
+    text = "the recipes' data.root: where their data is (e.g. the folder holding cifar-100-python/)"
+    add("--data-root", help=text)
+    text = "where to train on a cache miss: auto (the GPU when there is one), cpu, cuda[:i]"
+    add("--device", default="auto", help=text)

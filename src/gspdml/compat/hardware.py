@@ -1,26 +1,20 @@
 """What this machine computes fast: the one place that decides a run's numeric precision.
 
-``trainer.precision: auto`` (the default) becomes, through :func:`resolve_precision`, once per run
+``trainer.precision: auto`` (the default) is resolved by :func:`resolve_precision` once per run,
 at its entry (the trainer, ``gspdml evaluate``, a pre-training recipe, a library call of
-:func:`gspdml.evaluation.service.evaluate` or :func:`gspdml.evaluation.exact_knn.knn`):
+:func:`gspdml.evaluation.service.evaluate` or :func:`gspdml.evaluation.exact_knn.knn`), to
+``bf16`` where bf16 products are native (a CPU with ``avx512_bf16`` or ``amx_bf16``, a CUDA GPU
+of compute capability >= 8.0), ``fp16`` with a gradient scaler on compute capability 7.x, and
+``fp32`` elsewhere.
 
-- ``bf16`` where bf16 products are native: a CPU with ``avx512_bf16`` or ``amx_bf16`` dot
-  products, or a CUDA GPU of compute capability >= 8.0 (Ampere and later);
-- ``fp16`` with a gradient scaler on a CUDA GPU of compute capability 7.x (tensor cores without
-  bf16);
-- ``fp32`` everywhere else.
+A CPU without bf16 units emulates it: on a 2-core AVX2-only EPYC a bf16 1024² matmul was 190x
+slower than float32, a convolution's forward + backward 22-26x (``benchmarks/precision.py``). An
+explicit ``bf16`` there is kept, with one warning stating the ratio measured here and now
+(:func:`bf16_matmul_slowdown`).
 
-Without bf16 units a CPU runs bf16 in emulation: on a 2-core AVX2-only EPYC a bf16 1024² matmul
-was 190x slower than float32 and a convolution's forward + backward 22-26x slower
-(``benchmarks/precision.py`` measures the ratio on the machine at hand). An explicit ``bf16`` on
-such a CPU is kept, since the user asked for it, with one warning that states the ratio measured
-here and now (:func:`bf16_matmul_slowdown`).
-
-The CPU's capability honours the two variables that restrict it, so a developer can emulate a CPU
-without bf16 on any machine: ``ONEDNN_MAX_CPU_ISA`` (oneDNN's convolutions and matmuls; bf16 needs
-``AVX512_CORE_BF16`` or above) and ``ATEN_CPU_CAPABILITY`` (torch's vectorised kernels;
-``avx2`` and ``default`` have no bf16 instructions), e.g.
-``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``.
+The CPU's capability honours ``ONEDNN_MAX_CPU_ISA`` (bf16 needs ``AVX512_CORE_BF16`` or above)
+and ``ATEN_CPU_CAPABILITY`` (``avx2`` and ``default`` have no bf16), so
+``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2`` emulates a CPU without bf16 anywhere.
 """
 
 from __future__ import annotations
@@ -115,19 +109,15 @@ def cpu_native_bf16() -> tuple[bool, str]:
     """Whether this CPU computes bf16 products natively, and why (names the flag or variable)."""
     present = [flag for flag in BF16_FLAGS if flag in cpu_flags()]
     if not present:
-        return (
-            False,
-            f"the CPU has no bf16 dot products (no {' or '.join(BF16_FLAGS)} in its flags)",
-        )
+        flags = " or ".join(BF16_FLAGS)
+        return False, f"the CPU has no bf16 dot products (no {flags} in its flags)"
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
     if cap in ONEDNN_CAPS_WITHOUT_BF16:
         return False, f"ONEDNN_MAX_CPU_ISA={cap} keeps oneDNN below its bf16 kernels"
     level = aten_capability()
     if level in ATEN_LEVELS_WITHOUT_BF16:
-        return (
-            False,
-            f"torch's CPU kernels run at {level} (ATEN_CPU_CAPABILITY), without bf16 instructions",
-        )
+        why = f"torch's CPU kernels run at {level} (ATEN_CPU_CAPABILITY), without bf16 instructions"
+        return False, why
     return True, f"the CPU has native bf16 ({', '.join(present)})"
 
 
@@ -198,8 +188,7 @@ def _warn_emulated_bf16() -> None:
 @functools.lru_cache(maxsize=1)
 def bf16_matmul_slowdown(size: int = 256, repeats: int = 3) -> float:
     """Time of a ``size``³ bf16 matmul over its float32 time on this CPU (best of ``repeats``)."""
-    a = torch.randn(size, size)
-    b = torch.randn(size, size)
+    a, b = torch.randn(size, size), torch.randn(size, size)
     return _best_time(a.bfloat16(), b.bfloat16(), repeats) / _best_time(a, b, repeats)
 
 
@@ -217,11 +206,8 @@ def cpu_class() -> str:
     """The CPU's class for timings (what decides this library's speed on it): native bf16 (AMX or
     AVX512-BF16), AVX-512 without bf16, AVX2 only, or older; an emulated class says so."""
     flags = cpu_flags()
-    emulated = (
-        " (emulated)"
-        if os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("ATEN_CPU_CAPABILITY")
-        else ""
-    )
+    restricted = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("ATEN_CPU_CAPABILITY")
+    emulated = " (emulated)" if restricted else ""
     if cpu_native_bf16()[0]:
         return "bf16 (AMX)" if "amx_bf16" in flags else "bf16 (AVX512-BF16)"
     level = aten_capability()

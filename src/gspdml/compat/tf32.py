@@ -1,10 +1,9 @@
 """Full float32 products on CUDA for a block of code, through the TF32 switches this torch has.
 
 torch >= 2.9 sets TF32 per backend with ``fp32_precision`` (``"ieee"`` or ``"tf32"``) and raises
-a RuntimeError when the legacy flags (``allow_tf32``) are read after the new ones were set
-differently, e.g. by a library that already uses the new API ("you have used mix of the legacy
-and new APIs to set the TF32 status"); older torch has only the legacy flags. :func:`without_tf32`
-uses the new switches where they exist and the legacy ones otherwise, and restores them after.
+when the legacy ``allow_tf32`` flags are read after the new ones were set differently ("you have
+used mix of the legacy and new APIs"); older torch has only the legacy flags.
+:func:`without_tf32` uses the new switches where they exist, and restores them after.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
 """Import torchvision on a CPU build of torch when PyPI's torchvision is a CUDA build.
 
-PyPI's ``torchvision==0.28.0`` (the release matched to torch 2.13) ships a CUDA ``_C``
-extension. On a CPU build of torch that extension cannot be loaded, and ``import torchvision``
-then fails with ``RuntimeError: operator torchvision::nms does not exist``: torchvision's
-``_meta_registrations`` registers fake kernels for ``torchvision::nms`` and ``torchvision::qnms``
-unconditionally, and those need the operator *schemas* the extension would have defined
-(measured on the project's CPU build machines, torch 2.13 with torchvision 0.28).
+PyPI's ``torchvision==0.28.0`` (matched to torch 2.13) ships a CUDA ``_C`` extension that a CPU
+build of torch cannot load, and ``import torchvision`` then fails with ``RuntimeError: operator
+torchvision::nms does not exist``: ``_meta_registrations`` registers fake kernels for
+``torchvision::nms`` and ``qnms`` unconditionally, which need the operator *schemas* the
+extension would have defined (measured on the project's CPU build machines).
 
-:func:`import_torchvision` defines exactly those two schemas with
-``torch.library.Library("torchvision", "DEF")`` before the import, and only when torch is a CPU
-build *and* the extension fails to load. Models, transforms (and therefore timm) then work;
-``torchvision.ops`` kernels and ``torchvision.io`` stay unavailable, as they would without the
-extension anyway. The ``Library`` object is kept in a module-level variable: the definitions
-are removed when it is garbage-collected.
+:func:`import_torchvision` defines those two schemas with ``torch.library.Library("torchvision",
+"DEF")`` before the import, only on a CPU build whose extension fails to load. Models and
+transforms (and so timm) then work; ``torchvision.ops`` kernels and ``torchvision.io`` stay
+unavailable. The module-level ``Library`` object keeps the definitions alive.
 """
 
 from __future__ import annotations
@@ -101,8 +98,7 @@ def define_missing_schemas() -> bool:
 def import_torchvision() -> ModuleType:
     """``import torchvision``, applying the CPU-build workaround first when it is needed.
 
-    Raises ``ImportError`` (from the import itself) when torchvision is not installed.
-    """
+    Raises ``ImportError`` (from the import itself) when torchvision is not installed."""
     if "torchvision" not in sys.modules:
         define_missing_schemas()
     return importlib.import_module("torchvision")

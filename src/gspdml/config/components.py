@@ -1,19 +1,14 @@
 """The component specs of a run config, checked by their registries before any work.
 
-Each spec's name must be registered and its options must fit the component's constructor (types
-from its annotations, :mod:`gspdml.typecheck`). Poolings and losses are cheap to build: building
-them here turns their own value checks (e.g. GSP's ``mu`` in (0, 1]) into errors before any data
-is read or any model is built. The dataset spec is completed with the reader's defaults, so
-``gspdml config`` and a run's ``config.yaml`` show every option in force, and its ``root`` /
-``path`` are made absolute (a run is read back from anywhere).
+Each spec is checked by its registry (:meth:`gspdml.registry.Registry.check`) without building
+it. The dataset spec is completed with the reader's defaults, so ``gspdml config`` and a run's
+``config.yaml`` show every option in force, and its ``root`` / ``path`` are made absolute.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import inspect
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +24,9 @@ def check_components(config: Any) -> None:
     # Imported here: the registries fill up as the packages are imported.
     from gspdml.data import DATASETS
     from gspdml.data.recipes import check_recipe
-    from gspdml.losses import build_loss, check_loss
+    from gspdml.losses import check_loss
     from gspdml.models.backbones import BACKBONES
-    from gspdml.pooling import POOLINGS, build_pooling
+    from gspdml.pooling import POOLINGS
 
     DATASETS.check(config.data.dataset, "data.dataset")
     check_recipe(config.data.dataset, "data.dataset")
@@ -39,14 +34,6 @@ def check_components(config: Any) -> None:
     POOLINGS.check(config.model.pooling, "model.pooling")
     check_loss(config.loss, "loss")
     check_vocabularies(config)
-    dim = config.model.embedding_dim or 8
-    with field_prefix("model.pooling"):
-        build_pooling(config.model.pooling, in_channels=dim)
-    terms = config.loss if isinstance(config.loss, list) else [config.loss]
-    for i, term in enumerate(terms):
-        where = f"loss[{i}]" if isinstance(config.loss, list) else "loss"
-        with field_prefix(where, names="loss"):  # a loss names its options loss.<option>
-            build_loss(term, where, embedding_dim=dim, num_classes=2)
 
 
 def check_vocabularies(config: Any) -> None:
@@ -99,20 +86,3 @@ def resolved_dataset(spec: dict[str, Any]) -> dict[str, Any]:
         if isinstance(resolved.get(key), str):
             resolved[key] = str(Path(resolved[key]).expanduser().resolve())
     return resolved
-
-
-@contextlib.contextmanager
-def field_prefix(prefix: str, names: str = "") -> Iterator[None]:
-    """Re-raise a component's own ConfigError with the config path in front of its field; a
-    field the component names from ``names`` (``loss.class_init``) is moved under ``prefix``
-    (``loss[1].class_init``, a term of a list)."""
-    try:
-        yield
-    except ConfigError as exc:
-        if names and prefix != names and (exc.field == names or exc.field.startswith(names + ".")):
-            field = prefix + exc.field[len(names) :]
-        elif exc.field.startswith(prefix):
-            raise
-        else:
-            field = f"{prefix}.{exc.field}" if exc.field else prefix
-        raise ConfigError(field, str(exc).split(": ", 1)[-1] if exc.field else str(exc)) from None

@@ -17,24 +17,6 @@ from gspdml.data import (  # noqa: F401  (register datasets)
     sop,
 )
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit, build_data
-from gspdml.data.files import ImageFileDataset
 from gspdml.data.images import load_image
-from gspdml.data.recipes import image_transform
-from gspdml.data.samplers import ClassBalancedBatchSampler
-from gspdml.data.seeded import SeededTransformDataset, seeded_generator
-from gspdml.data.splits import ClassSubset, validation_classes
 
-__all__ = [
-    "DATASETS",
-    "DataSplits",
-    "EvalSplit",
-    "build_data",
-    "ClassBalancedBatchSampler",
-    "SeededTransformDataset",
-    "seeded_generator",
-    "ImageFileDataset",
-    "load_image",
-    "image_transform",
-    "ClassSubset",
-    "validation_classes",
-]
+__all__ = ["DATASETS", "DataSplits", "EvalSplit", "build_data", "load_image"]

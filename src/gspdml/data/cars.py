@@ -28,9 +28,7 @@ import numpy as np
 from gspdml.data.image_splits import (
     OfficialSplits,
     Records,
-    check_counts,
     register_image_dataset,
-    split_counts,
     split_first_half,
 )
 from gspdml.data.images import IMAGE_EXTENSIONS
@@ -88,10 +86,6 @@ def read_annotations(root: Path) -> Records:
     return Records([str(root / f) for f in files], labels, _class_names(mat))
 
 
-def is_devkit(root: Path) -> bool:
-    return (root / DEVKIT_PARTS[0][0][0]).is_file()
-
-
 def read_devkit(root: Path) -> Records:
     """The records of both halves of the devkit release (the test half needs its labelled
     annotation file: the devkit's own ``cars_test_annos.mat`` has no classes)."""
@@ -117,18 +111,8 @@ def read_class_folders(base: Path) -> Records:
     folders = sorted(
         {d.name for part in ("train", "test") for d in (base / part).iterdir() if d.is_dir()}
     )
-    names_file = next(
-        (
-            p
-            for p in (
-                base / "names.csv",
-                base.parent / "names.csv",
-                base.parent.parent / "names.csv",
-            )
-            if p.is_file()
-        ),
-        None,
-    )
+    candidates = (base / "names.csv", base.parent / "names.csv", base.parent.parent / "names.csv")
+    names_file = next((p for p in candidates if p.is_file()), None)
     if names_file is not None:
         order = [line.strip() for line in read_text(names_file).splitlines() if line.strip()]
         unknown = sorted(set(folders) - set(order))
@@ -164,24 +148,15 @@ def read_cars(root: str) -> OfficialSplits:
     root_path = Path(root).expanduser()
     if (root_path / "cars_annos.mat").is_file():
         records = read_annotations(root_path)
-    elif is_devkit(root_path):
+    elif (root_path / DEVKIT_PARTS[0][0][0]).is_file():
         records = read_devkit(root_path)
     else:
-        base = next(
-            (
-                root_path / b
-                for b in FOLDER_BASES
-                if (root_path / b / "train").is_dir() and (root_path / b / "test").is_dir()
-            ),
-            None,
-        )
+        bases = [root_path / b for b in FOLDER_BASES]
+        base = next((b for b in bases if (b / "train").is_dir() and (b / "test").is_dir()), None)
         if base is None:
             raise DataError(
                 f"{SOURCE}: missing {root_path / 'cars_annos.mat'} (with car_ims/), no devkit release "
                 f"({root_path / DEVKIT_PARTS[0][0][0]}), and no train/ and test/ class folders under {', '.join(str(root_path / b) for b in FOLDER_BASES)}"
             )
         records = read_class_folders(base)
-    train, test = split_first_half(records)
-    official = OfficialSplits(train=train, test=test)
-    check_counts(SOURCE, split_counts({"train": train, "test": test}), EXPECTED)
-    return official
+    return split_first_half(records).checked(SOURCE, EXPECTED)

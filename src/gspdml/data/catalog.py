@@ -1,9 +1,8 @@
 """Where the four benchmark datasets come from, and how a placed copy is verified.
 
 Digests: MD5 as published with the archives' download code; SHA-256 and sizes as TensorFlow
-Datasets publishes them (see :mod:`gspdml.data.fetch`).
-Counts: the official totals that the readers check (CUB 11,788, Cars196 16,185, SOP 120,053,
-In-Shop 52,712 images).
+Datasets publishes them (see :mod:`gspdml.data.fetch`). Counts: the official totals the readers
+check (their ``EXPECTED``).
 """
 
 from __future__ import annotations
@@ -27,12 +26,7 @@ def listed_images(reader: Callable[[str], OfficialSplits], official: int) -> Cal
 
     def check(folder: Path) -> int:
         splits = reader(str(folder))
-        paths = [
-            p
-            for part in (splits.train, splits.val, splits.test, splits.query, splits.gallery)
-            if part is not None
-            for p in part.paths
-        ]
+        paths = [p for part in splits.parts for p in part.paths]
         if len(paths) != official:
             raise DataError(
                 f"{folder}: the dataset lists {len(paths)} images; the official dataset has {official}"

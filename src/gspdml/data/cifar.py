@@ -16,10 +16,8 @@ admits only the few numpy constructors an array needs (no other global), then ch
 read is plain data (dicts, lists, bytes, str, int and uint8/int arrays); anything else is a
 :class:`~gspdml.errors.DataError` naming the file.
 
-Registered datasets: ``cifar10`` and ``cifar100`` with the official train/test split (the same
-classes on both sides: the classification split the GSP paper's zero-shot attribute study
-trains and evaluates on, GSP paper supplement §2.3), and, in :mod:`gspdml.data.shared_collage`,
-``collage_cifar``, the Cifar Collage.
+``cifar10`` and ``cifar100`` keep the official train/test split (the same classes on both sides:
+the classification split of the GSP paper's zero-shot attribute study, supplement §2.3).
 """
 
 from __future__ import annotations
@@ -203,18 +201,16 @@ def load_cifar(name: str, root: Optional[str]) -> CifarImages:
                 raise DataError(f"{folder / files[0]}: {key!r} outside 0..{count - 1}")
         parts.append((images, labels))
     (train, train_labels), (test, test_labels) = parts
-    if not fine:
-        return CifarImages(train, train_labels[0], test, test_labels[0], names)
-    return CifarImages(
-        train,
-        train_labels[0],
-        test,
-        test_labels[0],
-        names,
-        train_labels[1],
-        test_labels[1],
-        _names(meta, "coarse_label_names", 20, folder / meta_file),
+    coarse = (
+        (
+            train_labels[1],
+            test_labels[1],
+            _names(meta, "coarse_label_names", 20, folder / meta_file),
+        )
+        if fine
+        else (None, None, None)
     )
+    return CifarImages(train, train_labels[0], test, test_labels[0], names, *coarse)
 
 
 def _per_class(
@@ -245,10 +241,7 @@ def official_split(name: str) -> Any:
         val_images_per_class: int = 0,
     ) -> DataSplits:
         """The official training and test files (the same classes on both sides; evaluated
-        leave-one-out). ``val_images_per_class`` holds out the last so many training images of
-        each class as a validation split (for model selection; the same classes again);
-        ``images_per_class`` / ``test_images_per_class`` keep the first so many of the rest of
-        each class / of each class of the test file (all when None).
+        leave-one-out; the validation split, for model selection, has the same classes again).
 
         Args:
             root: the folder of the CIFAR python files (null: the data folder's default).

@@ -10,17 +10,9 @@ classes of the same split, stitched 2×2 (four 32×32 tiles, a 64×64 image) wit
 uniformly random position. Classes are disjoint across splits, in the foreground and the
 background alike.
 
-Choices the paper leaves open (docs/paper-vs-code.md):
-
-* which super-classes are shared: the authors' released builder uses *large man-made outdoor
-  things*, *large natural outdoor scenes*, *trees* and *flowers* (the default of ``shared``);
-* which sub-classes go to which split: a seeded permutation per super-class (``split_seed``);
-* the images: a class's 600 images of both official files (500 training + 100 test images; the
-  collage's own splits are by class), ``images_per_class`` collages per target class, every tile
-  image drawn uniformly from its class;
-* the paper says "4x4-stitched" but composes 1 + 3 images; the authors' builder makes 64×64
-  collages of four 32×32 tiles, i.e. 2×2, which is what ``grid: 2`` builds (``grid: 1`` is the
-  "distilled" baseline, the target image alone).
+Choices the paper leaves open (which super-classes are shared, which sub-classes go to which
+split, which images, the grid) are listed in docs/paper-vs-code.md; ``grid: 1`` is the
+"distilled" baseline, the target image alone.
 """
 
 from __future__ import annotations
@@ -31,7 +23,6 @@ from typing import Any, Optional
 import numpy as np
 
 from gspdml.data.base import DATASETS, DataSplits
-from gspdml.data.cache import cached_arrays
 from gspdml.data.cifar import cifar100_names, cifar_content, find_folder, load_cifar
 from gspdml.data.collage import collage_splits
 from gspdml.data.shared_collage import TileSource, compose_collages
@@ -95,10 +86,7 @@ def collage_cifar(
     shuffle_tiles: bool = True,
     cache: bool = True,
 ) -> DataSplits:
-    """The Cifar Collage (module docstring) from the CIFAR-100 files under ``root``; the
-    construction depends on ``split_seed`` only (the run ``seed`` seeds ``augment``: tile
-    shuffling and shifts of up to ``max_shift`` pixels of training images). The arrays are
-    cached by content hash (:func:`gspdml.data.cache.cached_arrays`).
+    """The Cifar Collage (module docstring) from the CIFAR-100 files under ``root``.
 
     Args:
         root: the folder of the CIFAR-100 python files.
@@ -130,10 +118,11 @@ def collage_cifar(
         )
         return compose_collages(source, shared=shared_set, **params)
 
-    arrays = cached_arrays("collage_cifar", key, build, enabled=cache)
     return collage_splits(
-        arrays,
+        build,
+        key,
         lambda coarse, fine: f"{coarse_names[coarse]}/{fine_names[fine]}",
+        cache=cache,
         seed=seed,
         grid=grid,
         augment=augment,

@@ -1,10 +1,7 @@
 """Collage datasets in the manner of the GSP paper's *Cifar Collage* (GSP paper supplement §2.2;
-Gürbüz thesis §5.3.2).
-
-The paper stitches one image of a target class with 3 images of shared ("background") classes
-into a 2×2 collage; target *and* background classes are disjoint between train, validation and
-test, so retrieval is zero-shot in the foreground and in the background. Global average pooling
-mixes the 3/4 of background into the embedding, while GSP can select the target tile.
+Gürbüz thesis §5.3.2; :mod:`gspdml.data.cifar_collage`), zero-shot in the foreground and in the
+background: global average pooling mixes the background into the embedding, while GSP can
+select the target tile.
 
 Here the tiles are built from small glyph images with 10 base classes (scikit-learn's digits,
 Fashion-MNIST), which are too few classes for a zero-shot split, so richer classes are composed:
@@ -18,9 +15,7 @@ Fashion-MNIST), which are too few classes for a zero-shot split, so richer class
   ``background_tiles = 0`` with ``grid = 1`` is the "distilled" baseline: the target tile alone).
 
 Each split draws its glyph images from its own disjoint pool, so no glyph image is shared
-between splits either. One factory (:func:`glyph_collage`) serves both glyph sources of
-:mod:`gspdml.data.glyphs`: ``collage_digits`` (the embedded default dataset) and
-``collage_fashion``; :mod:`gspdml.data.shared_collage` is the variant faithful to the paper.
+between splits either. :mod:`gspdml.data.shared_collage` is the variant faithful to the paper.
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ from typing import Any, Optional, TypeVar
 import numpy as np
 
 from gspdml.data.arrays import ArrayDataset, pixel_statistics
-from gspdml.data.base import DATASETS, DataSplits, EvalSplit
+from gspdml.data.base import DATASETS, DataSplits
 from gspdml.data.cache import cached_arrays
 from gspdml.data.glyphs import (
     FIELD,
@@ -39,10 +34,12 @@ from gspdml.data.glyphs import (
     class_names,
     draw_glyphs,
     glyph_pools,
+    pair_tile,
     resize_glyphs,
     source_content,
     source_glyphs,
     source_location,
+    tile_slot,
 )
 from gspdml.data.seeded import SeededTransformDataset
 from gspdml.data.splits import carve_fold, validation_classes
@@ -125,7 +122,6 @@ def build_collage_arrays(
     upright = resize_glyphs(glyphs, cell)
     rotated = np.ascontiguousarray(np.rot90(upright, k=1, axes=(1, 2)))
     side = grid * tile_size
-    top = cell // 2  # the two upright glyphs sit in the middle band of the target tile
 
     out: dict[str, np.ndarray] = {}
     c0 = b0 = 0
@@ -150,12 +146,9 @@ def build_collage_arrays(
                     draw_glyphs(pools[s][b], 1, rng, f"class {b} in {split}"),
                 )
             used[i, :2] = left, right
-            r, c = divmod(int(position[i]), grid)
-            tile = images[
-                i, r * tile_size : (r + 1) * tile_size, c * tile_size : (c + 1) * tile_size
-            ]
-            tile[top : top + cell, :cell] = upright[left]
-            tile[top : top + cell, cell:] = upright[right]
+            images[i][tile_slot(position[i], grid, tile_size)] = pair_tile(
+                upright[left], upright[right], tile_size
+            )
             free = np.setdiff1d(np.arange(grid * grid), [position[i]])
             bg_positions[i] = np.sort(rng.choice(free, size=background_tiles, replace=False))
             bg_classes[i] = rng.choice(split_backgrounds, size=background_tiles)
@@ -167,12 +160,9 @@ def build_collage_arrays(
                     f"background class {bg_classes[i, t]} in {split}",
                 )
                 used[i, 2 + 4 * t : 6 + 4 * t] = cells
-                r, c = divmod(int(bg_positions[i, t]), grid)
-                tile = images[
-                    i, r * tile_size : (r + 1) * tile_size, c * tile_size : (c + 1) * tile_size
-                ]
-                tile[:cell, :cell], tile[:cell, cell:] = rotated[cells[0]], rotated[cells[1]]
-                tile[cell:, :cell], tile[cell:, cell:] = rotated[cells[2]], rotated[cells[3]]
+                images[i][tile_slot(bg_positions[i, t], grid, tile_size)] = np.block(
+                    [[rotated[cells[0]], rotated[cells[1]]], [rotated[cells[2]], rotated[cells[3]]]]
+                )
         out.update(
             {
                 f"{split}_images": images,
@@ -189,24 +179,27 @@ def build_collage_arrays(
 
 
 def collage_splits(
-    arrays: dict[str, np.ndarray],
+    build: Callable[[], dict[str, np.ndarray]],
+    key: dict[str, Any],
     pair_name: Callable[[int, int], str],
     *,
+    cache: bool,
     seed: int,
     grid: int,
     augment: bool,
     max_shift: int,
     shuffle_tiles: bool,
     dataset: str,
+    cache_name: Optional[str] = None,
     val_fold: Optional[int] = None,
     num_folds: int = 4,
     val_classes: Optional[Sequence[int]] = None,
 ) -> DataSplits:
-    """Wrap the arrays of :func:`build_collage_arrays` as datasets normalised with the training
-    split's pixel statistics, class ``(a, b)`` named ``pair_name(a, b)``; ``augment`` adds seeded tile shuffling and small shifts to train.
-    ``val_fold`` (of ``num_folds``) or ``val_classes`` carve the validation classes off the
-    training classes (the protocol folds of :func:`gspdml.data.splits.carve_fold`; the collage
-    must then have no validation classes of its own, ``class_split[1] = 0``).
+    """The arrays ``build`` returns (as those of :func:`build_collage_arrays`), cached under
+    ``cache_name`` (default ``dataset``) and ``key`` unless ``cache`` is false
+    (:func:`gspdml.data.cache.cached_arrays`), as datasets normalised with the training split's
+    pixel statistics, class ``(a, b)`` named ``pair_name(a, b)``; ``val_fold`` or
+    ``val_classes`` need ``class_split[1] = 0`` (:func:`gspdml.data.splits.carve_fold`).
 
     Args:
         grid: tiles per side of a collage (``grid x grid``).
@@ -215,6 +208,7 @@ def collage_splits(
         max_shift: the largest shift of an augmented training image, in pixels.
         shuffle_tiles: with ``augment``, also permute the tiles of a training collage.
     """
+    arrays = cached_arrays(cache_name or dataset, key, build, enabled=cache)
     mean, std = pixel_statistics(arrays["train_images"])
 
     def part(split: str) -> ArrayDataset:
@@ -226,9 +220,10 @@ def collage_splits(
         return images
 
     val_part, test_part = (part(s) if len(arrays[f"{s}_labels"]) else None for s in SPLITS[1:])
-    train, val = carve_fold(
+    splits = carve_fold(
         part("train"),
         val_part,
+        test_part,
         dataset=dataset,
         val_fold=val_fold,
         num_folds=num_folds,
@@ -238,12 +233,8 @@ def collage_splits(
         steps = ([TilePermutation(grid)] if shuffle_tiles and grid > 1 else []) + (
             [RandomShift(max_shift)] if max_shift else []
         )
-        train = SeededTransformDataset(train, Compose(steps), seed=seed)
-    return DataSplits(
-        train=train,
-        val=EvalSplit(val) if val is not None else None,
-        test=EvalSplit(test_part) if test_part is not None else None,
-    )
+        splits.train = SeededTransformDataset(splits.train, Compose(steps), seed=seed)
+    return splits
 
 
 def glyph_pair_name(source: str) -> Callable[[int, int], str]:
@@ -278,15 +269,6 @@ def glyph_collage(source: str, tile_size: int) -> Callable[..., DataSplits]:
         """Zero-shot collage of glyph pairs over rotated-glyph backgrounds (train/val/test classes,
         background classes and glyph images all disjoint; the module docstring).
 
-        ``root``: the folder of the glyph files (Fashion-MNIST only; the digits are embedded).
-        ``background_tiles`` defaults to ``grid² - 1``; 0 leaves only the target tile (with
-        ``grid: 1`` that is the "distilled" baseline). ``augment`` applies, to training items only,
-        a seeded random tile permutation (``shuffle_tiles``) and a shift of up to ``max_shift``
-        pixels, reproducible per ``(seed, epoch, index)``. Generated arrays are cached under
-        ``$GSPDML_CACHE`` (default ``~/.cache/gspdml``) unless ``cache`` is false. ``val_fold`` (of
-        ``num_folds``) or ``val_classes`` carve the validation classes off the training classes, for
-        the protocol folds (:func:`gspdml.data.splits.carve_fold`; needs ``class_split[1] = 0``).
-
         Args:
             root: the folder of the glyph files (Fashion-MNIST only; the digits are embedded).
             tile_size: side of a tile in pixels (even).
@@ -313,15 +295,11 @@ def glyph_collage(source: str, tile_size: int) -> Callable[..., DataSplits]:
             glyph_split=[float(f) for f in glyph_split],
         )
         key = {"version": FORMAT_VERSION, "files": source_content(source, root), **params}
-        arrays = cached_arrays(
-            f"collage_{source}",
-            key,
-            lambda: build_collage_arrays(*source_glyphs(source, root), **params),
-            enabled=cache,
-        )
         return collage_splits(
-            arrays,
+            lambda: build_collage_arrays(*source_glyphs(source, root), **params),
+            key,
             glyph_pair_name(source),
+            cache=cache,
             seed=seed,
             grid=grid,
             augment=augment,

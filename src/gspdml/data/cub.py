@@ -18,9 +18,7 @@ import numpy as np
 from gspdml.data.image_splits import (
     OfficialSplits,
     Records,
-    check_counts,
     register_image_dataset,
-    split_counts,
     split_first_half,
 )
 from gspdml.data.textfiles import find_dir, read_columns
@@ -63,16 +61,11 @@ def read_cub(root: str) -> OfficialSplits:
         raise DataError(
             f"{base / 'image_class_labels.txt'}: no class for image ids {missing[:5]} ({len(missing)} in all)"
         )
-    names = {}
-    if (base / "classes.txt").is_file():
-        names = dict(read_columns(base / "classes.txt", _Class, SOURCE))
+    classes = base / "classes.txt"
+    names = dict(read_columns(classes, _Class, SOURCE)) if classes.is_file() else {}
     records = Records(
         [str(base / "images" / r.path) for r in images],
         np.array([labels[r.id] for r in images]),
         names,
     )
-    train, test = split_first_half(records)
-    official = OfficialSplits(train=train, test=test)
-    official.check_disjoint(SOURCE)
-    check_counts(SOURCE, split_counts({"train": train, "test": test}), EXPECTED)
-    return official
+    return split_first_half(records).checked(SOURCE, EXPECTED)

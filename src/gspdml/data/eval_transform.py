@@ -17,17 +17,10 @@ records (``preprocessing.json``) are all this spec; CLIP's preprocessing
 (:func:`gspdml.cir.backends.clip_preprocess`) is the same steps with bicubic resizing.
 
 The spec is the config key ``data.eval_transform`` (:func:`parse_eval_transform`, the one check
-of it), e.g. with ImageNet's mean and std (:data:`gspdml.data.recipes.IMAGENET_MEAN`,
-:data:`~gspdml.data.recipes.IMAGENET_STD`) written out::
+of it; ``channels`` defaults to the model's, else the length of ``mean``, else 3), e.g.::
 
     data:
       eval_transform: {resize: 256, center_crop: 227, mean: [...], std: [...], channels: 3}
-
-* ``resize``: an int (or ``[s]``) resizes the shorter side to it, ``[h, w]`` resizes exactly;
-* ``center_crop``: an int or ``[h, w]``;
-* ``mean`` / ``std``: one value per channel, given together, std positive; ``value_range``
-  (default 1; 255 for Caffe-style models) and ``bgr`` (default false) as in step 4;
-* ``channels``: 1 (grey) or 3 (RGB); default: the model's, else the length of ``mean``, else 3.
 
 Null (the default) means the evaluation transform of the run's dataset; the trainer records it in
 the run's ``config.yaml`` (:func:`run_eval_transform`), so that a run embeds image files as its

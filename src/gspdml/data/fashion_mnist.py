@@ -5,13 +5,7 @@ The four files ``{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]`` are looked 
 or, by default, in ``/usr/share/datasets/fashion-mnist`` (Debian package
 ``dataset-fashion-mnist``: ``apt-get install dataset-fashion-mnist``). The official 60,000/10,000
 split is a *classification* split (the same 10 classes on both sides), so both files are pooled
-and re-split by class.
-
-* ``fashion_mnist``: classes split by ``class_split`` (train, val, test counts over the 10 sorted
-  classes); 28×28 single-channel images normalised with the training split's statistics.
-* ``collage_fashion``: registered in :mod:`gspdml.data.collage`, which reads the glyphs with
-  :func:`load_fashion_mnist` (default 28×28 tiles, each glyph downscaled to 14×14; a 2×2 grid
-  gives 56×56 images).
+and re-split by class (``fashion_mnist``); :mod:`gspdml.data.collage` uses them as glyphs.
 """
 
 from __future__ import annotations
@@ -24,7 +18,7 @@ from typing import Optional
 import numpy as np
 
 from gspdml.data.arrays import ArrayDataset, pixel_statistics
-from gspdml.data.base import DATASETS, DataSplits, EvalSplit
+from gspdml.data.base import DATASETS, DataSplits
 from gspdml.data.splits import carve_fold, validation_classes
 from gspdml.errors import ConfigError, DataError
 from gspdml.registry import documented_by, supplied_by_caller
@@ -129,11 +123,9 @@ def fashion_mnist(
     num_folds: int = 4,
     val_classes: Optional[Sequence[int]] = None,
 ) -> DataSplits:
-    """Fashion-MNIST with class-disjoint train/val/test splits (the first ``class_split[0]``
-    sorted classes train, the next ``class_split[1]`` validate, the last ``class_split[2]`` test);
-    ``images_per_class`` keeps a seeded random subset of each class (all 7,000 when None).
-    ``val_fold`` (of ``num_folds``) or ``val_classes`` carve the validation classes off the
-    training classes (:func:`gspdml.data.splits.carve_fold`; needs ``class_split[1] = 0``).
+    """Fashion-MNIST with class-disjoint train/val/test splits of its sorted classes, 28×28
+    single-channel images normalised with the training split's statistics; ``val_fold`` or
+    ``val_classes`` need ``class_split[1] = 0`` (:func:`gspdml.data.splits.carve_fold`).
 
     Args:
         root: the folder of the Fashion-MNIST files.
@@ -151,32 +143,23 @@ def fashion_mnist(
     )
     images, labels = images[keep], labels[keep]
     bounds = np.cumsum([0, *class_split])
-    parts = []
-    for s in range(3):
-        classes = np.arange(bounds[s], bounds[s + 1])
+    splits = [np.arange(bounds[s], bounds[s + 1]) for s in range(3)]
+    mean, std = pixel_statistics(images[np.isin(labels, splits[0])])
+
+    def part(classes: np.ndarray) -> ArrayDataset:
         chosen = np.isin(labels, classes)
-        parts.append(
-            (
-                images[chosen],
-                np.searchsorted(classes, labels[chosen]),
-                [CLASS_NAMES[c] for c in classes],
-            )
+        names = [CLASS_NAMES[c] for c in classes]
+        return ArrayDataset(
+            images[chosen], np.searchsorted(classes, labels[chosen]), mean, std, names
         )
-    mean, std = pixel_statistics(parts[0][0])
-    val_part, test_part = (
-        ArrayDataset(x, y, mean, std, names) if len(y) else None for x, y, names in parts[1:]
-    )
-    x, y, names = parts[0]  # the training classes (class_split[0] >= 1)
-    train, val = carve_fold(
-        ArrayDataset(x, y, mean, std, names),
+
+    val_part, test_part = (part(c) if np.isin(labels, c).any() else None for c in splits[1:])
+    return carve_fold(
+        part(splits[0]),  # the training classes (class_split[0] >= 1)
         val_part,
+        test_part,
         dataset="fashion_mnist",
         val_fold=val_fold,
         num_folds=num_folds,
         val_classes=val_classes,
-    )
-    return DataSplits(
-        train=train,
-        val=EvalSplit(val) if val is not None else None,
-        test=EvalSplit(test_part) if test_part else None,
     )

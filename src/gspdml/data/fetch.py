@@ -1,29 +1,20 @@
 """Fetch and verify the four benchmark datasets: resumable download, pinned checksums, atomic
 extraction, official image counts.
 
-* **Download** (:func:`download`): into ``ROOT/.downloads/<file>.part``; a later call resumes it
-  with an HTTP ``Range`` request (a server that ignores it is answered by starting over). The
-  finished file must match its pinned digest, else it is deleted and the fetch refused.
-* **Extraction** (:func:`extract`): into a staging folder inside ROOT, unique to the process;
-  members with absolute paths or ``..`` are refused; the dataset is checked there (its reader:
-  layout and official image counts; every listed image present) and only then exchanged with the
-  previous folder, so an interrupted or failed fetch never leaves a half-extracted dataset where
-  the readers look. A fetch run again never deletes a file it did not write: the user's files in
-  the previous folder move into the new one or are kept aside (:mod:`gspdml.data.dataset_refresh`).
-* **Checksums**: every archive has pinned digests, all of which must match. MD5: the sums
-  published with the archives' download code by their users (pytorch-metric-learning's dataset
-  classes, torchvision and many others quote the same values). SHA-256 and the size in bytes:
-  as TensorFlow Datasets publishes them in its ``url_checksums`` files (``caltech_birds2011``,
-  ``stanford_online_products``, ``cars196``). No digest is invented: an archive for which only
-  an MD5 is published (``car_ims.tgz``, ``cars_annos.mat``) is checked by MD5, and the fetch
-  records the SHA-256 it computed in ``ROOT/.gspdml-fetch-<name>.json`` for later audits. A
-  server that announces another size than the pinned one is refused before the download; one
-  that announces none is stopped one byte past the pinned size.
+* **Download** (:func:`download`): into ``ROOT/.downloads/<file>.part``, resumed with an HTTP
+  ``Range`` request; a file that does not match its pinned size and digests is deleted.
+* **Extraction** (:func:`extract`): into a staging folder inside ROOT, checked there by the
+  dataset's reader and only then exchanged with the previous folder, so a failed fetch never
+  leaves a half-extracted dataset; the user's files in the previous folder are kept
+  (:mod:`gspdml.data.dataset_refresh`).
+* **Checksums**: MD5 as published with the archives' download code (pytorch-metric-learning,
+  torchvision); SHA-256 and size as TensorFlow Datasets publishes them (``url_checksums``). No
+  digest is invented: where only an MD5 is published, the fetch records the SHA-256 it computed
+  in ``ROOT/.gspdml-fetch-<name>.json``.
+
 Datasets that cannot be downloaded (Cars196: the Stanford URL is dead, torchvision issue #7545;
-In-Shop: Google Drive behind a licence form) print their manual steps; when the user has placed
-the archives in ROOT, ``fetch`` checks and extracts them the same way (a dataset may accept
-several sets of archives, e.g. Cars196's ``car_ims.tgz`` release or its devkit release), and
-``verify`` checks a dataset that is already extracted.
+In-Shop: Google Drive behind a licence form) print their manual steps; archives the user placed
+in ROOT are checked and extracted the same way, and ``verify`` checks an extracted dataset.
 """
 
 from __future__ import annotations

@@ -114,10 +114,8 @@ class ImageFileDataset(LabelledDataset):
     def __getitem__(self, key: Union[int, tuple[int, int]]) -> tuple[Any, int]:
         index, epoch = key if isinstance(key, tuple) else (key, self.epoch)
         index = int(index)
-        image = self._load(index)
-        return self.transform(image, seeded_generator(self.seed, epoch, index)), int(
-            self.labels[index]
-        )
+        generator = seeded_generator(self.seed, epoch, index)
+        return self.transform(self._load(index), generator), int(self.labels[index])
 
     def _load(self, index: int) -> Image.Image:
         try:

@@ -1,8 +1,8 @@
 """The glyph images the collages are built from, and how the splits share them out.
 
 A *glyph source* has 10 base classes of small single-channel images: ``digits`` (scikit-learn's
-8×8 digits, embedded, see :mod:`gspdml.data.digits`) or ``fashion`` (Fashion-MNIST's 28×28
-items, see :mod:`gspdml.data.fashion_mnist`). Every collage resizes its glyphs with
+8×8 digits: no download, :func:`digit_glyphs`) or ``fashion`` (Fashion-MNIST's 28×28 items, see
+:mod:`gspdml.data.fashion_mnist`). Every collage resizes its glyphs with
 :func:`resize_glyphs`, gives each split its own disjoint pool of glyph images
 (:func:`glyph_pools`, so no source image appears in two splits) and draws from a pool with
 :func:`draw_glyphs`.
@@ -30,13 +30,20 @@ def check_source(source: str) -> None:
         raise ConfigError(f"{FIELD}.source", f"{source!r} is not one of {', '.join(SOURCES)}")
 
 
+def digit_glyphs() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits as uint8 ``[1797, 8, 8]`` (values 0..16 scaled to 0..255) and labels."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    glyphs = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
+    return glyphs, digits.target.astype(np.int64)
+
+
 def source_glyphs(source: str, root: Optional[str] = None) -> tuple[np.ndarray, np.ndarray]:
     """The glyph images (uint8 ``[N, h, w]``) and labels of ``source`` (``fashion``: read from
     ``root`` or the Debian package's folder)."""
     check_source(source)
     if source == "digits":
-        from gspdml.data.digits import digit_glyphs
-
         return digit_glyphs()
     from gspdml.data.fashion_mnist import load_fashion_mnist
 
@@ -46,14 +53,13 @@ def source_glyphs(source: str, root: Optional[str] = None) -> tuple[np.ndarray, 
 def source_content(source: str, root: Optional[str] = None) -> list[str]:
     """The content hashes of the files the glyphs of ``source`` are read from (none when they
     are embedded): what a cache of arrays built from them is keyed by, never their folder."""
-    check_source(source)
-    if source == "digits":
+    location = source_location(source, root)
+    if location is None:
         return []
-    from gspdml.data.fashion_mnist import DEFAULT_ROOT, idx_files
+    from gspdml.data.fashion_mnist import idx_files
     from gspdml.file_digest import file_sha256
 
-    folder = Path(root or DEFAULT_ROOT).expanduser()
-    return [file_sha256(path) for path in idx_files(folder, "Fashion-MNIST")]
+    return [file_sha256(path) for path in idx_files(Path(location), "Fashion-MNIST")]
 
 
 def source_location(source: str, root: Optional[str] = None) -> Optional[str]:
@@ -107,3 +113,20 @@ def draw_glyphs(pool: np.ndarray, count: int, rng: np.random.Generator, what: st
             f"no glyph images left for {what}; give that split a larger fraction",
         )
     return rng.choice(pool, size=count, replace=len(pool) < count)
+
+
+def pair_tile(left: np.ndarray, right: np.ndarray, tile_size: int) -> np.ndarray:
+    """A ``tile_size²`` tile with two ``tile_size/2`` glyphs side by side in its middle band."""
+    cell = tile_size // 2
+    tile = np.zeros((tile_size, tile_size), dtype=np.uint8)
+    top = cell // 2
+    tile[top : top + cell, :cell] = left
+    tile[top : top + cell, cell:] = right
+    return tile
+
+
+def tile_slot(position: int, grid: int, size: int) -> tuple[slice, slice]:
+    """The rows and columns of tile ``position`` (row-major) of a ``grid × grid`` collage of
+    ``size``-pixel tiles."""
+    row, column = divmod(int(position), grid)
+    return slice(row * size, (row + 1) * size), slice(column * size, (column + 1) * size)

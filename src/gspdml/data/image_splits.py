@@ -59,6 +59,13 @@ class OfficialSplits:
     val: Optional[Records] = None  # a validation split given by the data itself (folder, CSV)
     skipped: list[str] = field(default_factory=list)  # hidden or system entries the reader left out
 
+    @property
+    def parts(self) -> list[Records]:
+        """The splits present."""
+        return [
+            r for r in (self.train, self.val, self.test, self.query, self.gallery) if r is not None
+        ]
+
     def check_disjoint(self, source: str) -> None:
         """Raise :class:`DataError` when two splits share a class (a classification split)."""
         evaluation = [r for r in (self.test, self.query, self.gallery) if r is not None]
@@ -75,37 +82,43 @@ class OfficialSplits:
                     f"(e.g. {shared[:5].tolist()}); that is a classification split, not a zero-shot one"
                 )
 
+    def checked(self, source: str, expected: dict[str, int]) -> OfficialSplits:
+        """These splits, refused when two share a class or, when the whole official dataset is
+        present (the published total of ``expected["images"]``), when a count differs from the
+        published zero-shot split (guards against reading the classification split)."""
+        self.check_disjoint(source)
+        named = {
+            "train": self.train,
+            "test": self.test,
+            "query": self.query,
+            "gallery": self.gallery,
+        }
+        parts = {name: r for name, r in named.items() if r is not None}
+        found = {f"{name}_images": len(r) for name, r in parts.items()}
+        found.update({f"{name}_classes": len(r.classes) for name, r in parts.items()})
+        found["images"] = sum(len(r) for r in parts.values())
+        if self.query is not None and self.gallery is not None:
+            found["test_classes"] = len(np.union1d(self.query.classes, self.gallery.classes))
+        if found["images"] != expected["images"]:
+            return self
+        wrong = {k: (found.get(k), v) for k, v in expected.items() if found.get(k) != v}
+        if wrong:
+            listing = ", ".join(f"{k} {got} (expected {want})" for k, (got, want) in wrong.items())
+            raise DataError(
+                f"{source}: the split does not match the published zero-shot split: {listing}"
+            )
+        return self
+
 
 #: a reader of a dataset's files: ``reader(root, ...) -> OfficialSplits``
 Reader = Callable[..., OfficialSplits]
 
 
-def split_first_half(records: Records) -> tuple[Records, Records]:
+def split_first_half(records: Records) -> OfficialSplits:
     """The first half of the sorted class ids for training, the rest for test
     (:func:`~gspdml.data.splits.train_test_classes`)."""
     train, test = train_test_classes(records.classes)
-    return records.subset(train), records.subset(test)
-
-
-def split_counts(splits: dict[str, Records]) -> dict[str, int]:
-    """Image and class counts per split, and the total number of images."""
-    found = {f"{name}_images": len(r) for name, r in splits.items()}
-    found.update({f"{name}_classes": len(r.classes) for name, r in splits.items()})
-    found["images"] = sum(len(r) for r in splits.values())
-    return found
-
-
-def check_counts(source: str, found: dict[str, int], expected: dict[str, int]) -> None:
-    """When the whole official dataset is present (the same total as published), every count
-    must match the published split (guards against reading the classification split)."""
-    if found.get("images") != expected["images"]:
-        return
-    wrong = {k: (found.get(k), v) for k, v in expected.items() if found.get(k) != v}
-    if wrong:
-        listing = ", ".join(f"{k} {got} (expected {want})" for k, (got, want) in wrong.items())
-        raise DataError(
-            f"{source}: the split does not match the published zero-shot split: {listing}"
-        )
+    return OfficialSplits(train=records.subset(train), test=records.subset(test))
 
 
 def build_image_splits(
@@ -172,13 +185,8 @@ def build_image_splits(
         )
 
     train = dataset(official.train, fit, train_tf, train=True)
-    val_split = (
-        EvalSplit(
-            dataset(official.val if official.val is not None else official.train, val, eval_tf)
-        )
-        if len(val)
-        else None
-    )
+    val_source = official.val if official.val is not None else official.train
+    val_split = EvalSplit(dataset(val_source, val, eval_tf)) if len(val) else None
     if official.test is not None:
         test = EvalSplit(dataset(official.test, official.test.classes, eval_tf))
     elif official.query is not None and official.gallery is not None:
@@ -188,11 +196,11 @@ def build_image_splits(
         )
     else:
         raise DataError("the reader returned neither test records nor query and gallery records")
-    notes = (
-        [f"skipped {len(official.skipped)} hidden or system entries: {_listing(official.skipped)}"]
-        if official.skipped
-        else []
-    )
+    notes = []
+    if official.skipped:
+        notes.append(
+            f"skipped {len(official.skipped)} hidden or system entries: {_listing(official.skipped)}"
+        )
     parts: dict[str, list[Optional[LabelledDataset]]] = {
         "train": [train],
         "val": [val_split.query] if val_split else [],
@@ -238,18 +246,10 @@ def register_image_dataset(
     name: str, *aliases: str, min_val_classes: int = 1
 ) -> Callable[[Reader], Reader]:
     """Register ``reader(root, ...) -> OfficialSplits`` as a dataset factory taking the reader's
-    own arguments, ``seed`` (supplied by the caller) and :data:`IMAGE_OPTIONS`:
-
-    * ``val_fraction`` / ``val_fold`` + ``num_folds`` / ``val_classes``: the validation classes,
-      carved off the training classes (:func:`~gspdml.data.splits.validation_classes`);
-    * ``transform`` (``mlrc`` | ``proxynca`` | ``libc`` | ``center``), ``normalization`` (``imagenet`` |
-      ``bn_inception`` | ``none``), ``resize``, ``crop``: see :func:`~gspdml.data.recipes.image_transform`;
-    * ``on_error`` (``raise`` | ``skip``) and ``check`` (``exists`` | ``header`` | ``none``): see
-      :class:`~gspdml.data.files.ImageFileDataset`.
-
-    ``min_val_classes``: ``val_fraction`` carves off at least this many validation classes while
-    as many training classes remain (a user's small folder: one validation class cannot rank).
-    """
+    own arguments, ``seed`` (supplied by the caller) and :data:`IMAGE_OPTIONS` (documented by
+    :func:`build_image_splits`, :func:`~gspdml.data.splits.validation_classes` and
+    :class:`~gspdml.data.files.ImageFileDataset`); ``min_val_classes``: the ``minimum`` of
+    :func:`~gspdml.data.splits.validation_classes`."""
 
     def decorate(reader: Reader) -> Reader:
         own = list(inspect.signature(reader).parameters.values())

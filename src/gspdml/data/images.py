@@ -1,17 +1,9 @@
 """Robust image decoding: every file becomes an RGB ``PIL.Image`` or a :class:`DataError` that
-names it.
-
-* EXIF orientation is applied (phone pictures are stored sideways with a rotation tag);
-* palette, grayscale, 1-bit, CMYK, YCbCr and LAB images are converted to RGB;
-* transparent images (RGBA, LA, palette with a transparent colour) are composited on white,
-  so transparent regions do not turn black;
-* 16-bit and floating-point grayscale are rescaled to 8 bits instead of being clipped;
-* a missing, truncated or undecodable file, an image with a NaN or infinite pixel, and a path
-  that is not a regular file (a pipe) raise :class:`DataError` with its path.
+names it (a missing, truncated or undecodable file, a NaN or infinite pixel, a path that is not a
+regular file), by the rules of :data:`DECODING`, which an exported model records beside it.
 
 Search, indexes, exports and bundles decode with :func:`load_image` as the datasets do (a PIL
-image given instead of a file gets :func:`decode_image`, the same rules); :data:`DECODING` states
-the rules beside an exported model.
+image given instead of a file gets :func:`decode_image`, the same rules).
 """
 
 from __future__ import annotations
@@ -141,13 +133,10 @@ def load_image(path: str | os.PathLike[str], shorter_side: int | None = None) ->
 
     ``shorter_side``: the transform's first step resizes the shorter side to it (the recipes'
     ``Resize(256)``). A JPEG at least twice that size is then decoded at reduced size (libjpeg's
-    DCT scaling by 1/2, 1/4 or 1/8, PIL's ``draft``, never below ``shorter_side``) and resized
-    at once to the size that step would give (:meth:`~gspdml.data.transforms.Resize.output_size`
-    of the full size, so the step leaves it as it is): several times less decoding for large
-    photos. Its pixels are within a mean of 1.5/255 and a 99th percentile of 10/255 of the full
-    decode's resize (measured on real photographs enlarged 2-4 times: means 0.3-1.3, 99th
-    percentiles 3-8; tests/data/test_data_reduced_decode.py). Recipes that crop the original
-    first (``proxynca``, ``libc``) decode fully: their crop's coordinates depend on the full size."""
+    DCT scaling, PIL's ``draft``, never below ``shorter_side``) and resized at once to the size
+    that step would give, so the step leaves it as it is: several times less decoding for large
+    photos, pixels close to the full decode's (tests/data/test_data_reduced_decode.py bounds the
+    difference). Recipes that crop the original first (``proxynca``, ``libc``) decode fully."""
     _check_regular(path)
     try:
         with warnings.catch_warnings():

@@ -16,13 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gspdml.data.image_splits import (
-    OfficialSplits,
-    Records,
-    check_counts,
-    register_image_dataset,
-    split_counts,
-)
+from gspdml.data.image_splits import OfficialSplits, Records, register_image_dataset
 from gspdml.data.textfiles import find_dir, read_columns
 from gspdml.errors import DataError
 
@@ -80,8 +74,4 @@ def read_inshop(root: str) -> OfficialSplits:
             f"{listing}: unknown evaluation_status {unknown}; expected one of {', '.join(STATUSES)}"
         )
     official = OfficialSplits(train=parts["train"], query=parts["query"], gallery=parts["gallery"])
-    official.check_disjoint(SOURCE)
-    found = split_counts(parts)
-    found["test_classes"] = len(np.union1d(parts["query"].classes, parts["gallery"].classes))
-    check_counts(SOURCE, found, EXPECTED)
-    return official
+    return official.checked(SOURCE, EXPECTED)

@@ -122,11 +122,9 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
             :class:`~gspdml.data.seeded.SeededTransformDataset` with persistent workers).
         class_names: optional names used in error messages.
 
-    Iterating yields the batches of the current epoch from the current position; after the last
-    batch the sampler moves to the next epoch, so ``for batch in loader`` can simply be repeated.
-    A DataLoader with workers draws batches ahead of the training loop, so the position of the
-    *consumed* batches is best restored with :meth:`advance_to` (global batch count), which
-    depends only on the number of batches per epoch (:meth:`__len__`, the same every epoch).
+    After the last batch of an epoch the sampler moves to the next, so ``for batch in loader``
+    can simply be repeated. A DataLoader with workers draws batches ahead of the training loop, so
+    the position of the *consumed* batches is restored with :meth:`advance_to`.
     """
 
     def __init__(
@@ -195,11 +193,9 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
             )
         self.classes_per_batch = int(classes_per_batch)
         self.samples_per_class = int(samples_per_class)
-        self.halves = bool(halves)
-        self.seed = int(seed)
+        self.halves, self.seed = bool(halves), int(seed)
         self.rank, self.world_size = int(rank), int(world_size)
-        self.with_epoch = bool(with_epoch)
-        self.num_samples = len(label_array)
+        self.with_epoch, self.num_samples = bool(with_epoch), len(label_array)
         chunks = np.maximum(1, -(-counts // samples_per_class))
         self._batches_per_epoch = int(max(-(-chunks.sum() // classes_per_batch), chunks.max()))
 
@@ -245,10 +241,8 @@ class ClassBalancedBatchSampler(EpochBatchSampler):
 
 
 class RandomBatchSampler(EpochBatchSampler):
-    """Random batches of ``batch_size`` items: epoch ``e`` is a permutation of all items drawn
-    from ``(seed, e)``, cut into ``len(labels) // batch_size`` batches (the remainder is dropped).
-    Same interface as :class:`ClassBalancedBatchSampler` (``rank``/``world_size`` slice each global
-    batch; ``with_epoch`` yields ``(index, epoch)`` pairs)."""
+    """Random batches (module docstring), with the interface of
+    :class:`ClassBalancedBatchSampler`."""
 
     def __init__(
         self,
@@ -276,12 +270,8 @@ class RandomBatchSampler(EpochBatchSampler):
                 f"{FIELD}.world_size",
                 f"batch size {batch_size} over world_size={world_size} (rank {rank}) does not divide",
             )
-        self.global_batch, self.seed, self.rank, self.world_size = (
-            int(batch_size),
-            int(seed),
-            int(rank),
-            int(world_size),
-        )
+        self.global_batch, self.seed = int(batch_size), int(seed)
+        self.rank, self.world_size = int(rank), int(world_size)
         self.with_epoch, self.num_samples = bool(with_epoch), items
         self._batches_per_epoch = items // self.global_batch
 

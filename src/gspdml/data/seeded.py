@@ -5,15 +5,10 @@ The random state of item ``index`` in epoch ``epoch`` is a ``torch.Generator`` s
 keys give unrelated streams). Nothing depends on the worker that loads the item or on what was
 loaded before it.
 
-The epoch reaches the workers in one of two ways: :meth:`SeededTransformDataset.set_epoch`
-before creating the DataLoader iterator (enough with the default ``persistent_workers=False``,
-which re-sends the dataset to the workers on every ``iter``), or the sampler yields
-``(index, epoch)`` pairs (:class:`~gspdml.data.samplers.ClassBalancedBatchSampler` with
-``with_epoch=True``), which also works with persistent workers.
-
-The trainer's samplers yield ``(index, epoch)`` pairs, so a training split follows
-:class:`TrainingDataset`; :class:`SeededTransformDataset` adapts any ``(image, label)`` dataset
-to it (docs/design.md, "Contracts").
+The epoch reaches the workers by :meth:`SeededTransformDataset.set_epoch` before the DataLoader
+iterator is created (without persistent workers), or in the ``(index, epoch)`` pairs the
+trainer's samplers yield, so a training split follows :class:`TrainingDataset`
+(docs/design.md, "Contracts").
 """
 
 from __future__ import annotations
@@ -40,10 +35,9 @@ class TrainingDataset(Protocol):
 
     * ``dataset[(index, epoch)]`` is ``(image, label)``: ``image`` a float tensor ``[C, H, W]``,
       ``label`` an int in ``[0, num_classes)``; its augmentation is a function of
-      ``(seed, epoch, index)`` alone (:func:`seeded_generator`), so a resumed run and any number
-      of DataLoader workers see the same images. A plain integer ``index`` reads the item at the
-      current epoch (``set_epoch``; 0 by default): CCP's proxy pool and PCA-whitening embed the
-      training split in order.
+      ``(seed, epoch, index)`` alone (:func:`seeded_generator`). A plain integer ``index`` reads
+      the item at the current epoch (``set_epoch``; 0 by default), as CCP's proxy pool and
+      PCA-whitening do.
     * ``labels``: the int64 array of every item's label, read without decoding images (samplers).
     * ``len(dataset)`` items; optional ``channels`` (3 when absent), ``class_names`` and ``paths``.
     """
@@ -77,13 +71,9 @@ def item_labels(dataset: Items) -> np.ndarray:
 
 class SeededTransformDataset(LabelledDataset):
     """Wrap ``dataset`` (items ``(image, label)``, plain integer indices) and apply
-    ``transform(image, generator)``: the adapter of any such dataset to :class:`TrainingDataset`.
-
-    Indices may be ints (the epoch is :attr:`epoch`, set with :meth:`set_epoch`) or
-    ``(index, epoch)`` pairs. ``transform=None`` leaves images as they are. ``labels`` are those
-    of the wrapped dataset (read once from its items when it has none); ``classes``, ``paths``,
-    ``channels`` and ``class_names`` are the wrapped dataset's.
-    """
+    ``transform(image, generator)`` (None: none): the adapter of any such dataset to
+    :class:`TrainingDataset`; ``labels``, ``classes``, ``paths``, ``channels`` and
+    ``class_names`` are the wrapped dataset's (:func:`item_labels`)."""
 
     def __init__(self, dataset: Items, transform: SeededTransform | None = None, seed: int = 0):
         self.dataset = dataset

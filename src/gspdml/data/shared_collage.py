@@ -1,18 +1,13 @@
-"""The collage faithful to the GSP paper's *Cifar Collage* (GSP paper, supplement §2.2 and Fig. 9).
-
-The paper takes CIFAR-100's 20 super-classes of 5 sub-classes each, splits every super-class's
-sub-classes 2 / 1 / 2 between train, validation and test, declares 4 super-classes *shared*
-(background) and composes, for each sub-class of the other 16, a 2×2 collage of one image of
-that sub-class and 3 images of shared sub-classes of the same split. Background tiles are
-ordinary images of ordinary classes, in the same format as the targets, and the backbone
-(ResNet20) is pre-trained on CIFAR-100 classification, which covers the background classes too:
-it cannot zero out the background, so pooling must select the target tile.
+"""The collage faithful to the GSP paper's *Cifar Collage* (GSP paper, supplement §2.2 and Fig. 9;
+the construction is described in :mod:`gspdml.data.cifar_collage`). Background tiles are ordinary
+images of ordinary classes, and the backbone is pre-trained on classification covering the
+background classes too: it cannot zero out the background, so pooling must select the target tile.
 
 Here the images are built from 10 base glyph classes (scikit-learn's digits or Fashion-MNIST):
 
 * a **tile** shows two glyphs side by side, upright, in the middle band; its (fine) class is the
   ordered pair ``(a, b)``; its **super-class** is ``a``, so there are 10 super-classes of 10
-  sub-classes. Target and background tiles are drawn by one function (:func:`pair_tile`): same
+  sub-classes. Target and background tiles are drawn by one function (:func:`~gspdml.data.glyphs.pair_tile`): same
   source, same resizing, no transformation of one kind only (no rotation, unlike the older
   collages of :mod:`gspdml.data.collage`);
 * ``shared_super`` super-classes are the background; the sub-classes of every super-class are
@@ -38,7 +33,6 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from gspdml.data.base import DATASETS, DataSplits
-from gspdml.data.cache import cached_arrays
 from gspdml.data.collage import collage_splits, glyph_pair_name
 from gspdml.data.glyphs import (
     FIELD,
@@ -46,9 +40,11 @@ from gspdml.data.glyphs import (
     check_source,
     draw_glyphs,
     glyph_pools,
+    pair_tile,
     resize_glyphs,
     source_content,
     source_glyphs,
+    tile_slot,
 )
 from gspdml.errors import ConfigError
 from gspdml.registry import documented_by, supplied_by_caller
@@ -67,16 +63,6 @@ def split_pools(
         glyph_split,
         np.random.default_rng(np.random.SeedSequence([split_seed, POOL_STREAM])),
     )
-
-
-def pair_tile(left: np.ndarray, right: np.ndarray, tile_size: int) -> np.ndarray:
-    """A ``tile_size²`` tile with two ``tile_size/2`` glyphs side by side in its middle band."""
-    cell = tile_size // 2
-    tile = np.zeros((tile_size, tile_size), dtype=np.uint8)
-    top = cell // 2
-    tile[top : top + cell, :cell] = left
-    tile[top : top + cell, cell:] = right
-    return tile
 
 
 def partition(
@@ -218,8 +204,7 @@ def compose_collages(
             for t in range(tiles):
                 a, b = tile_pairs[i, t]
                 tile, used[i, t] = source.draw(s, int(a), int(b), rng)
-                r, c = divmod(t, grid)
-                images[i, ..., r * side : (r + 1) * side, c * side : (c + 1) * side] = tile
+                images[i][(..., *tile_slot(t, grid, side))] = tile
         out.update(
             {
                 f"{split}_images": images,
@@ -320,10 +305,7 @@ def collage_shared(
     cache: bool = True,
 ) -> DataSplits:
     """The Cifar-Collage analogue of this module's docstring over ``source`` glyphs
-    (:mod:`gspdml.data.glyphs`; default: a 2×2 grid of 16-px tiles, 32×32 images; ``grid: 1``
-    keeps the target tile alone). ``augment`` shuffles the tiles and shifts training
-    images by up to ``max_shift`` pixels, seeded by the run ``seed``; the arrays are cached by
-    content hash (:func:`gspdml.data.cache.cached_arrays`).
+    (:mod:`gspdml.data.glyphs`; default: a 2×2 grid of 16-px tiles, 32×32 images).
 
     Args:
         source: the glyphs: ``digits`` (embedded) or ``fashion``.
@@ -348,19 +330,16 @@ def collage_shared(
     check_source(source)
     files = source_content(source, root)  # the key: the glyph files' content, not their folder
     key = {"version": FORMAT_VERSION, "source": source, "files": files, **params}
-    arrays = cached_arrays(
-        f"collage_shared_{source}",
-        key,
-        lambda: build_shared_collage_arrays(*source_glyphs(source, root), **params),
-        enabled=cache,
-    )
     return collage_splits(
-        arrays,
+        lambda: build_shared_collage_arrays(*source_glyphs(source, root), **params),
+        key,
         glyph_pair_name(source),
+        cache=cache,
         seed=seed,
         grid=grid,
         augment=augment,
         max_shift=max_shift,
         shuffle_tiles=shuffle_tiles,
         dataset="collage_shared",
+        cache_name=f"collage_shared_{source}",
     )

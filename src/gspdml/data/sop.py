@@ -14,13 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gspdml.data.image_splits import (
-    OfficialSplits,
-    Records,
-    check_counts,
-    register_image_dataset,
-    split_counts,
-)
+from gspdml.data.image_splits import OfficialSplits, Records, register_image_dataset
 from gspdml.data.textfiles import find_dir, read_columns
 
 SOURCE = "Stanford Online Products"
@@ -51,7 +45,4 @@ def read_sop(root: str) -> OfficialSplits:
         parts[name] = Records(
             [str(base / r.path) for r in rows], np.array([r.class_id for r in rows])
         )
-    official = OfficialSplits(train=parts["train"], test=parts["test"])
-    official.check_disjoint(SOURCE)
-    check_counts(SOURCE, split_counts(parts), EXPECTED)
-    return official
+    return OfficialSplits(train=parts["train"], test=parts["test"]).checked(SOURCE, EXPECTED)

@@ -1,16 +1,10 @@
 """Class-disjoint (zero-shot) splits: train/test classes, protocol folds, validation classes,
-class subsets and relabelling.
+class subsets and relabelling; the one definition of the class splits of the evaluation protocols.
 
-Deep metric learning is evaluated on classes never seen in training (Gürbüz
-thesis §5.3.4.1; CUB 100/100, Cars 98/98, SOP 11,318/11,316, In-Shop 3,997/3,985 classes). Validation
-classes are carved off the training classes, never off the test classes, so that model
+Deep metric learning is evaluated on classes never seen in training (Gürbüz thesis §5.3.4.1).
+Validation classes are carved off the training classes, never off the test classes, so that model
 selection never looks at the test split (the fair protocol of §7.2).
 
-The one definition of the class splits of the evaluation protocols (used by the dataset readers
-and by the protocol runner):
-
-- :func:`train_test_classes`: the class-disjoint 50/50 split by sorted class id (the first
-  ``C // 2`` classes train).
 - :func:`contiguous_class_folds`: the folds over the training classes, as powerful-benchmarker's
   ``MLRCSplitManager`` builds them (Musgrave et al., ECCV 2020): with T sorted training classes and F
   folds, the validation block has ``T // F`` classes, the training block the other
@@ -21,11 +15,6 @@ and by the protocol runner):
   Difference from the reference code: for an odd total number of classes its block lengths come
   from the total count and the last training class of a fold is also its first validation class;
   here the blocks of a fold never overlap.
-- :func:`fair_protocol_folds`: 4 folds (3/4 train, 1/4 validation), the fair protocol (§7.2);
-  :func:`tuning_protocol_folds`: 5 folds (4/5 train, 1/5 validation), the hyper-parameter tuning
-  protocol of Gürbüz thesis §5.3.4.1.
-- :func:`validation_classes`: the ``(fit, validation)`` classes of one run, given a fold
-  (``val_fold``), an explicit list or a fraction.
 """
 
 from __future__ import annotations
@@ -37,7 +26,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import numpy.typing as npt
 
-from gspdml.data.base import LabelledDataset
+from gspdml.data.base import DataSplits, EvalSplit, LabelledDataset
 from gspdml.errors import ConfigError
 
 FIELD = "data.dataset"
@@ -93,14 +82,16 @@ def contiguous_class_folds(
 def fair_protocol_folds(
     train_classes: npt.ArrayLike, num_folds: int = FAIR_FOLDS
 ) -> list[ClassFold]:
-    """Fair (Musgrave) protocol: 4 folds, each training on 3/4 of the training classes."""
+    """Fair (Musgrave) protocol (Gürbüz thesis §7.2): 4 folds, each training on 3/4 of the
+    training classes."""
     return contiguous_class_folds(train_classes, num_folds)
 
 
 def tuning_protocol_folds(
     train_classes: npt.ArrayLike, num_folds: int = TUNING_FOLDS
 ) -> list[ClassFold]:
-    """Hyper-parameter tuning protocol: 5 class partitions, train on 4/5, validate on 1/5."""
+    """Hyper-parameter tuning protocol (Gürbüz thesis §5.3.4.1): 5 class partitions, train on 4/5,
+    validate on 1/5."""
     return contiguous_class_folds(train_classes, num_folds)
 
 
@@ -170,11 +161,10 @@ class ClassSubset(LabelledDataset):
         return len(self.indices)
 
     def __getitem__(self, key: Union[int, tuple[int, int]]) -> tuple[Any, int]:
-        if isinstance(key, tuple):
-            item = self.dataset[(int(self.indices[key[0]]), key[1])]
-        else:
-            item = self.dataset[int(self.indices[key])]
-        return item[0], int(self.labels[key[0] if isinstance(key, tuple) else key])
+        index = key[0] if isinstance(key, tuple) else key
+        inner = int(self.indices[index])
+        item = self.dataset[(inner, key[1]) if isinstance(key, tuple) else inner]
+        return item[0], int(self.labels[index])
 
 
 def validation_classes(
@@ -186,14 +176,10 @@ def validation_classes(
     minimum: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Split the training classes into ``(fit classes, validation classes)``, class-disjoint.
-
-    * ``val_classes``: an explicit list (e.g. a fold of the evaluation protocol);
-    * ``val_fold`` f of ``num_folds``: the validation classes of fold f of
-      :func:`contiguous_class_folds` (the fair protocol, Gürbüz thesis §5.3.4.1; f = 0 validates on the
-      last ``C // num_folds`` classes, f = 1 on the first ones, ...);
-    * otherwise the last ``round(val_fraction · C)`` sorted classes (0 = no validation split),
-      at least ``minimum`` of them while as many training classes are left (a validation split
-      of one class cannot rank anything).
+    Fold f of :func:`contiguous_class_folds` (Gürbüz thesis §5.3.4.1) validates, for f = 0, on the
+    last ``C // num_folds`` classes, for f = 1 on the first ones, ...; a ``val_fraction`` gives at
+    least ``minimum`` classes while as many training classes are left (a validation split of one
+    class cannot rank anything).
 
     Args:
         val_fraction: without ``val_fold`` / ``val_classes``: the share of the training classes that
@@ -230,16 +216,10 @@ def validation_classes(
         val = classes[len(classes) - count :]
     fit = np.setdiff1d(classes, val)
     if len(fit) == 0:
-        given = (
-            "val_classes"
-            if val_classes is not None
-            else "val_fold"
-            if val_fold is not None
-            else None
-        )
-        field = f"{FIELD}.{given or 'val_fraction'}"
+        given = "val_fold" if val_fold is not None else None
+        given = "val_classes" if val_classes is not None else given
         raise ConfigError(
-            field,
+            f"{FIELD}.{given or 'val_fraction'}",
             f"the training classes ({len(classes)} after the test split) all went to validation "
             f"({'the classes you listed' if given else f'val_fraction {val_fraction}'}), so none "
             "is left to train on; give the dataset more classes, or fewer test classes (for an "
@@ -253,27 +233,32 @@ def validation_classes(
 def carve_fold(
     train: LabelledDataset,
     val: Optional[LabelledDataset],
+    test: Optional[LabelledDataset],
     *,
     dataset: str,
     val_fold: Optional[int],
     num_folds: int,
     val_classes: Optional[Sequence[int]],
-) -> tuple[LabelledDataset, Optional[LabelledDataset]]:
-    """``(train, val)`` of a dataset with its own class-disjoint splits (collages, Fashion-MNIST):
-    unchanged without ``val_fold`` / ``val_classes``; otherwise the validation classes are carved off
-    the training split (:func:`validation_classes`, both parts relabelled ``0..k-1``), which needs
-    a dataset without validation classes of its own."""
-    if val_fold is None and val_classes is None:
-        return train, val
-    if val is not None:
-        option = "val_fold" if val_fold is not None else "val_classes"
-        raise ConfigError(
-            f"{FIELD}.{option}",
-            f"dataset {dataset!r} already has {len(np.unique(val.labels))} validation "
-            "classes of its own (class_split[1]); set class_split[1] to 0 so that the "
-            "validation classes are carved off the training classes",
+) -> DataSplits:
+    """The splits of a dataset with its own class-disjoint ``train``, ``val`` and ``test``
+    (collages, Fashion-MNIST): unchanged without ``val_fold`` / ``val_classes``; otherwise the
+    validation classes are carved off the training split (:func:`validation_classes`, both parts
+    relabelled ``0..k-1``), which needs a dataset without validation classes of its own."""
+    if val_fold is not None or val_classes is not None:
+        if val is not None:
+            option = "val_fold" if val_fold is not None else "val_classes"
+            raise ConfigError(
+                f"{FIELD}.{option}",
+                f"dataset {dataset!r} already has {len(np.unique(val.labels))} validation "
+                "classes of its own (class_split[1]); set class_split[1] to 0 so that the "
+                "validation classes are carved off the training classes",
+            )
+        fit, held_out = validation_classes(
+            np.unique(train.labels), 0.0, val_fold, num_folds, val_classes
         )
-    fit, held_out = validation_classes(
-        np.unique(train.labels), 0.0, val_fold, num_folds, val_classes
+        train, val = ClassSubset(train, fit), ClassSubset(train, held_out)
+    return DataSplits(
+        train=train,
+        val=EvalSplit(val) if val is not None else None,
+        test=EvalSplit(test) if test is not None else None,
     )
-    return ClassSubset(train, fit), ClassSubset(train, held_out)

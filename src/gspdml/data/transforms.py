@@ -4,9 +4,7 @@ Tensor transforms (collages) and PIL image transforms (photographs; no torchvisi
 recipes of the papers are assembled in :mod:`gspdml.data.recipes`, and the deterministic
 evaluation transform (resize, centre crop, normalise) in :mod:`gspdml.data.eval_transform`.
 
-All randomness comes from the ``torch.Generator`` argument, which
-:class:`gspdml.data.seeded.SeededTransformDataset` seeds from ``(seed, epoch, index)``, so an
-item's augmentation is the same whatever the number of DataLoader workers and after a resume.
+All randomness comes from the ``torch.Generator`` argument (:mod:`gspdml.data.seeded`).
 """
 
 from __future__ import annotations

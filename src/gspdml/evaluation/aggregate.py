@@ -2,31 +2,19 @@
 
 Gürbüz thesis §5.3.4.1 (fair evaluation, embedding vectors; Musgrave et al. 2020, §4):
 
-- "128D": the mean over the F fold models of each model's metric on its own (128-D) test
-  embeddings.
+- "128D": the mean over the F fold models of each model's metric on its own test embeddings.
 - "512D": the metric of the concatenation [ê_1; ...; ê_F] of the fold models' L2-normalised
-  embeddings, re-normalised (powerful-benchmarker's ``ConcatenateEmbeddings``; re-normalising
-  does not change the ranking).
+  embeddings, re-normalised (powerful-benchmarker's ``ConcatenateEmbeddings``).
 - With S training seeds per fold, every choice (s_1, ..., s_F) in seeds^F is one realisation
   (3^4 = 81 in Ch. 5); the tables report the mean and standard deviation over realisations
-  ("the average performance of such 81 models as well as standard deviation of 81 evaluations",
-  Gürbüz thesis §5.3.4.1; GSP paper §4, "Fair evaluation"). With one seed per fold there is one
-  realisation (Ch. 3).
+  (thesis §5.3.4.1; GSP paper §4, "Fair evaluation").
 
-The 81 realisations are built from only F x S = 12 models and share them, so their std is not a
-spread between independent models; it is smaller than the spread of the models themselves.
-Beside it the summary keeps two spreads of independent units:
-
-- ``models``: the mean ± std over the F x S models of each model's own (128-D) metric;
-- ``collections``: the mean ± std over the S disjoint collections that take seed s at every
-  fold (128D and 512D), the unit of Musgrave et al. 2020's reproductions (each trains all folds
-  anew).
-
-``spread`` says for every group what its std is over and how many models it rests on
-(:func:`gspdml.evaluation.statistics.spread`).
-
-The mean and standard deviation are :func:`gspdml.evaluation.statistics.mean_std`'s: the sample
-std (ddof = 1; the thesis does not say which), 0 for a single realisation.
+The 81 realisations share only F x S = 12 models, so their std is smaller than the spread of the
+models themselves. The summary also keeps two spreads of independent units: ``models`` (the F x S
+models' own 128-D metrics) and ``collections`` (the S disjoint collections that take seed s at
+every fold, the unit of Musgrave et al. 2020's reproductions); ``spread`` says what each std is
+over (:func:`gspdml.evaluation.statistics.spread`). Means and stds are
+:func:`gspdml.evaluation.statistics.mean_std`'s (sample std, ddof = 1; 0 for one realisation).
 """
 
 from __future__ import annotations
@@ -48,9 +36,8 @@ TABLE_METRICS = ("precision_at_1", "map_at_r")
 def l2_normalize(x: torch.Tensor) -> torch.Tensor:
     """Rows divided by their Euclidean norm (float64; zero rows stay zero)."""
     x = torch.as_tensor(x).to(torch.float64)
-    normalized: torch.Tensor = x / x.norm(dim=1, keepdim=True).clamp_min(
-        torch.finfo(torch.float64).tiny
-    )
+    tiny = torch.finfo(torch.float64).tiny
+    normalized: torch.Tensor = x / x.norm(dim=1, keepdim=True).clamp_min(tiny)
     return normalized
 
 
@@ -69,22 +56,18 @@ def fair_protocol_results(
     train_embeddings: Optional[Mapping[Any, torch.Tensor | np.ndarray]] = None,
     device: Optional[torch.device] = None,
 ) -> dict[str, Any]:
-    """Aggregate the fold models of the fair protocol on the test split.
+    """Aggregate the fold models of the fair protocol on the test split (module docstring).
 
     Args:
         test_embeddings: {(fold, seed): split} with ``split`` either ``(embeddings, labels)``
-            (leave-one-out, CUB/Cars/SOP) or ``(query, query_labels, gallery, gallery_labels)``
-            (In-Shop). Every fold must have the same seeds, and every split the same labels.
-        metrics: scalar keys of the evaluation service's report to aggregate; with
-            post-processing steps in ``spec`` their ``postprocessed_`` keys too.
-        spec: what each model and each concatenation is scored with
-            (:class:`~gspdml.evaluation.service.EvalSpec`: ``recall_at``, post-processing;
-            None: the default spec).
-        train_embeddings: {(fold, seed): embeddings} of the same training items, for a step
-            that learns on them (PCA-whitening); a realisation concatenates them as its test
-            embeddings.
-        device: where the search and the metrics run (the runs' ``trainer.device``; None: where
-            the embeddings are). Post-processing steps run on the host (scipy's sparse algebra).
+            (leave-one-out) or ``(query, query_labels, gallery, gallery_labels)``. Every fold
+            must have the same seeds, and every split the same labels.
+        metrics: scalar keys of the evaluation service's report to aggregate (with their
+            ``postprocessed_`` twins when ``spec`` post-processes).
+        spec: what each model and concatenation is scored with (None: the default spec).
+        train_embeddings: {(fold, seed): training embeddings} for a step that learns on them
+            (PCA-whitening); a realisation concatenates them.
+        device: where the search and the metrics run (None: where the embeddings are).
 
     Returns:
         {"per_model": {(fold, seed): {metric: value}},
@@ -123,26 +106,21 @@ def fair_protocol_results(
         realisations.append(
             {"seeds": tuple(choice), "128D": average, "512D": score(concat, train_concat)}
         )
+    disjoint = [r for r in realisations if len(set(r["seeds"])) == 1]
+    models, spaces = len(per_model), ("128D", "512D")
     summary = {
         space: {m: mean_std([r[space][m] for r in realisations]) for m in metrics}
-        for space in ("128D", "512D")
+        for space in spaces
     }
-    disjoint = [r for r in realisations if len(set(r["seeds"])) == 1]
     summary["models"] = {m: mean_std([v[m] for v in per_model.values()]) for m in metrics}
-    summary.update(
-        {
-            f"collections {space}": {m: mean_std([r[space][m] for r in disjoint]) for m in metrics}
-            for space in ("128D", "512D")
+    for space in spaces:
+        summary[f"collections {space}"] = {
+            m: mean_std([r[space][m] for r in disjoint]) for m in metrics
         }
-    )
-    models = len(per_model)
-    spreads = {
-        "128D": spread("realisations", len(realisations), models),
-        "512D": spread("realisations", len(realisations), models),
-        "models": spread("models", models, models),
-        "collections 128D": spread("collections", len(disjoint), models),
-        "collections 512D": spread("collections", len(disjoint), models),
-    }
+    spreads = {space: spread("realisations", len(realisations), models) for space in spaces}
+    spreads["models"] = spread("models", models, models)
+    for space in spaces:
+        spreads[f"collections {space}"] = spread("collections", len(disjoint), models)
     return {
         "per_model": per_model,
         "realisations": realisations,

@@ -1,12 +1,10 @@
 """Clustering quality of an embedding: NMI and AMI after k-means (Musgrave et al. 2020, §3.2).
 
-k-means runs on the given embeddings with as many clusters as distinct labels and a fixed seed;
-the scores are sklearn's ``normalized_mutual_info_score`` (arithmetic normalisation,
-NMI = 2 I(Y;C) / (H(Y) + H(C)), Musgrave et al., ECCV 2020) and ``adjusted_mutual_info_score``. Backends:
-"sklearn" (default; ``KMeans(n_init=1, random_state=seed)``, k-means++ initialisation) or "faiss"
-(``faiss.Kmeans(niter=20, seed=seed)``, the pytorch-metric-learning choice; needs the ``faiss``
-extra). Different k-means implementations give slightly different NMI, so compare numbers only
-within one backend.
+k-means with as many clusters as distinct labels and a fixed seed, then sklearn's
+``normalized_mutual_info_score`` (NMI = 2 I(Y;C) / (H(Y) + H(C)), Musgrave et al., ECCV 2020)
+and ``adjusted_mutual_info_score``. Backends: "sklearn" (``KMeans(n_init=1,
+random_state=seed)``, k-means++) or "faiss" (``faiss.Kmeans(niter=20, seed=seed)``,
+pytorch-metric-learning's choice); their NMI differ slightly, so compare within one backend.
 """
 
 from __future__ import annotations
@@ -29,9 +27,8 @@ def kmeans_assignments(
     if backend == "sklearn":
         from sklearn.cluster import KMeans
 
-        assignments: np.ndarray = KMeans(
-            n_clusters=num_clusters, n_init=1, random_state=seed
-        ).fit_predict(x)
+        kmeans = KMeans(n_clusters=num_clusters, n_init=1, random_state=seed)
+        assignments: np.ndarray = kmeans.fit_predict(x)
         return assignments.astype(np.int64)
     if backend == "faiss":
         faiss = import_optional(
@@ -51,9 +48,8 @@ def kmeans_assignments(
 def clustering_scores(
     embeddings: Embeddings, labels: LabelsLike, *, backend: str = "sklearn", seed: int = 0
 ) -> dict[str, float]:
-    """Every registered clustering metric (``{"nmi": ..., "ami": ...}``,
-    :mod:`gspdml.evaluation.metrics`) of one k-means (one cluster per distinct label) against
-    ``labels``."""
+    """Every registered clustering metric (``{"nmi": ..., "ami": ...}``) of one k-means (one
+    cluster per distinct label) against ``labels``."""
     truth = np.asarray(labels)
     clusters = kmeans_assignments(embeddings, len(np.unique(truth)), backend=backend, seed=seed)
     return {name: METRICS[name].score(truth, clusters) for name in metrics_of_kind("clustering")}

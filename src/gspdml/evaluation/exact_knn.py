@@ -78,7 +78,12 @@ from torch import Tensor
 from gspdml.compat.hardware import Precision, resolve_precision
 from gspdml.compat.tf32 import without_tf32
 from gspdml.errors import ConfigError, import_optional
-from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
+from gspdml.evaluation.results import (
+    RetrievalResults,
+    drop_excluded,
+    encode_labels,
+    relevant_counts,
+)
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
 _GROUP = 32
@@ -100,14 +105,9 @@ RowRunner = Callable[[Callable[..., tuple[Tensor, ...]], tuple[Tensor, ...]], tu
 
 @dataclasses.dataclass
 class KnnStats:
-    """Work counters of :func:`knn` calls (pass ``stats=KnnStats()``; counts accumulate).
-
-    ``passes``: candidate searches (the first and each retry of uncertified rows; one per
-    search over distinct vectors). ``candidates``: (query, reference) pairs handled row by row:
-    the candidates whose float32 distance is recomputed, plus the rows listed from groups of
-    identical references. ``exact_distances``: float64 distances computed.
-    ``distinct_references``: distinct reference vectors of the last call.
-    """
+    """Work counters of :func:`knn` calls (they accumulate): ``passes`` (candidate searches and
+    retries), ``candidates`` ((query, reference) pairs re-ranked in float32 or listed from groups
+    of identical references), ``exact_distances`` (float64 ones), ``distinct_references``."""
 
     passes: int = 0
     candidates: int = 0
@@ -140,12 +140,9 @@ def retrieve(
 ) -> RetrievalResults:
     """Labels + exact kNN -> :class:`RetrievalResults`.
 
-    ``k=None`` chooses the smallest k that MAP@R and R-precision need: max over queries of R_i
-    (the number of relevant references; pytorch-metric-learning's ``k="max_bin_count"``; left
-    out with ``class_size=False``, for metrics that read no R_i), raised to ``min_k`` (e.g. the
-    largest K of Recall@K) and capped at the number of searchable references. Labels may be
-    any hashable numpy-compatible values (int64 ids stay exact; they are re-coded, never cast
-    to float). ``k=0`` searches nothing (the results hold the labels and R_i only).
+    ``k=None``: max_i R_i (what MAP@R needs; pytorch-metric-learning's ``"max_bin_count"``; not
+    with ``class_size=False``), at least ``min_k``, at most the searchable references. ``k=0``
+    searches nothing (the labels and R_i only). Labels are re-coded, never cast to float.
     """
     loo = reference is None
     if loo and reference_labels is not None:
@@ -204,15 +201,12 @@ def knn(
         reference: [N_r, D] or None for leave-one-out (queries are the references; each query's
             own row is excluded by index, duplicates of it remain).
         k: number of neighbours, 1 <= k <= N_r (N_q - 1 in leave-one-out).
-        memory_budget: bytes for the temporary blocks (similarity block, candidate vectors,
-            exact re-ranking); inputs and outputs are not counted. At least one query row and one
-            reference column are processed at a time, so a budget smaller than that is rounded up.
-        backend: "torch" (default) or "faiss" (candidate generation by ``faiss.IndexFlatL2``,
-            needs ``pip install gspdml[faiss]``; re-ranking stays exact).
-        precision: the run's precision (:mod:`gspdml.compat.hardware`: a resolved
-            ``PrecisionChoice`` or a name; ``auto`` is resolved here, once per call): the
-            candidate matmul runs in bfloat16 for ``bf16``, else in float32. It changes speed
-            only, never the result.
+        memory_budget: bytes for the temporary blocks (not the inputs and outputs; at least one
+            query row and one reference column).
+        backend: "torch" or "faiss" (candidates from ``faiss.IndexFlatL2``; re-ranking exact).
+        precision: the run's precision (a ``PrecisionChoice`` or a name, ``auto`` resolved
+            here): the candidate matmul runs in bfloat16 for ``bf16``, else float32; it changes
+            speed only, never the result.
         device: torch device for the search (default: the query tensor's device, else CPU).
         pad: extra candidates per row beyond k (default max(16, k // 2)).
         stats: a :class:`KnnStats` that counts the work done (optional).
@@ -527,6 +521,10 @@ class _Search:
         self.error = functools.partial(
             similarity_error_bound, u_in=u, u_acc=2.0**-24, u_out=u, bias=self.bias
         )
+        #: the bound of a float32 dot product q.r (the re-ranking's float32 pass)
+        self.error32 = functools.partial(
+            similarity_error_bound, u_in=2.0**-24, u_acc=2.0**-24, u_out=0.0, bias=False
+        )
 
     def slack(self, rows: Tensor) -> Tensor:
         """Bound on |translated - exact| squared distance of query ``rows`` to any reference (0
@@ -583,16 +581,9 @@ class _Search:
     def rerank(
         self, rows: Tensor, cand: Tensor, k: int, keep: int
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """Exact float64 squared distances sorted by (distance, index): the first k columns, and
-        a lower bound on the distance of the candidates that were not re-ranked exactly.
-
-        A float32 pass (error bound ``e32`` on every distance) orders the candidates. A row whose
-        first k + 1 float32 distances are more than ``2 e32`` apart from each other is already
-        ranked exactly (no two of them can swap, and no tie is possible): its k neighbours only
-        get their float64 distance. Other rows (near-ties, duplicates) keep the ``keep`` closest
-        candidates, get their float64 distances and are sorted by (distance, index). Every
-        candidate that is not re-ranked is at least ``d32_(keep+1) - e32`` away.
-        """
+        """Exact float64 squared distances sorted by (distance, index), first k columns, and a
+        lower bound ``d32_(keep+1) - e32`` on the candidates not re-ranked (module docstring,
+        step 2: rows whose first k + 1 float32 distances are > ``2 e32`` apart are ranked)."""
         per_row = cand.shape[1] * self.dim * 4 * 2 + keep * self.dim * 8 * 3
         block_rows = max(1, self.budget // per_row)
         dists, idxs, bounds = [], [], []
@@ -604,28 +595,14 @@ class _Search:
             d32 = self.q_sq[sub, None] + self.r_sq[c] - 2.0 * dot
             if self.loo:
                 d32 = d32.masked_fill(c == sub[:, None], math.inf)
-            e32 = (
-                2.0
-                * similarity_error_bound(
-                    self.q_sq[sub].sqrt(),
-                    self.r_max,
-                    self.dim,
-                    u_in=2.0**-24,
-                    u_acc=2.0**-24,
-                    u_out=0.0,
-                    bias=False,
-                )
-                + 2.0**-50 * (self.q_sq[sub] + self.r_max**2)
-                + self.slack(sub)
-            )
+            e32 = 2.0 * self.error32(self.q_sq[sub].sqrt(), self.r_max, self.dim)
+            e32 = e32 + 2.0**-50 * (self.q_sq[sub] + self.r_max**2) + self.slack(sub)
             d32, pos = d32.topk(min(keep + 1, c.shape[1]), dim=1, largest=False)
             c = c.gather(1, pos)
             if keep < c.shape[1]:
                 bounds.append(d32[:, keep] - e32)
             else:
-                bounds.append(
-                    torch.full((len(sub),), math.inf, dtype=torch.float64, device=c.device)
-                )
+                bounds.append(torch.full_like(d32[:, 0], math.inf))
             gaps = d32[:, 1 : k + 1] - d32[:, : min(k, d32.shape[1] - 1)]
             ranked = (gaps > 2.0 * e32[:, None]).all(1)
             d = torch.empty(len(sub), k, dtype=torch.float64, device=c.device)
@@ -770,11 +747,8 @@ def _entries_above(sim: Tensor, tau: Tensor, k_first: int) -> tuple[Tensor, Tens
 
 
 def _faiss_candidates(q: Tensor, r: Tensor, loo: bool, k_cand: int) -> tuple[Tensor, Tensor]:
-    faiss = import_optional(
-        "faiss",
-        "backend",
-        "backend='faiss' needs faiss; install the extra: pip install gspdml[faiss]",
-    )
+    needs = "backend='faiss' needs faiss; install the extra: pip install gspdml[faiss]"
+    faiss = import_optional("faiss", "backend", needs)
     r32 = np.ascontiguousarray(r.cpu().numpy(), dtype=np.float32)
     q32 = np.ascontiguousarray(q.cpu().numpy(), dtype=np.float32)
     index = faiss.IndexFlatL2(r32.shape[1])
@@ -783,10 +757,7 @@ def _faiss_candidates(q: Tensor, r: Tensor, loo: bool, k_cand: int) -> tuple[Ten
     found_d2, found = index.search(q32, n_search)
     d2, ids = torch.from_numpy(found_d2).to(q.device), torch.from_numpy(found).to(q.device)
     if loo:
-        own = ids == torch.arange(len(ids), device=ids.device)[:, None]
-        keep = ~own
-        keep[own.sum(1) == 0, -1] = False
-        ids = ids[keep].view(len(ids), n_search - 1)
+        (ids,) = drop_excluded(torch.arange(len(ids), device=ids.device), ids)
     # faiss d2 = |q|^2 + |r|^2 - 2 q.r in float32: translate the last one to a similarity bound.
     q_sq = squared_norms(q)
     r_max = float(squared_norms(r).max().sqrt())

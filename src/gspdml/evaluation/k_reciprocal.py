@@ -69,13 +69,13 @@ def _encoding(
     import scipy.sparse  # ~0.2 s to import: only when re-ranking runs
 
     rows = np.repeat(np.arange(len(sets)), [len(s) for s in sets])
-    cols = np.concatenate(sets)
+    cols, step = np.concatenate(sets), _BLOCK * 8
     d = torch.cat(
         [
             exact_squared_distances(
-                x[rows[i : i + _BLOCK * 8]], x, torch.from_numpy(cols[i : i + _BLOCK * 8])[:, None]
+                x[rows[i : i + step]], x, torch.from_numpy(cols[i : i + step])[:, None]
             )[:, 0]
-            for i in range(0, len(cols), _BLOCK * 8)
+            for i in range(0, len(cols), step)
         ]
     )
     v = scipy.sparse.csr_matrix((np.exp(-d.numpy()), (rows, cols)), shape=(len(x), len(x)))
@@ -94,9 +94,7 @@ def _min_sums(v: scipy.sparse.csr_matrix, p: np.ndarray, g: torch.Tensor) -> tor
     probes, each V_g as its padded non-zeros (columns, values), gathered from V_p."""
     counts = np.diff(v.indptr)
     width = max(1, int(counts.max()))
-    cols = torch.full(
-        (v.shape[0], width), v.shape[1], dtype=torch.int32
-    )  # padding: an all-zero column
+    cols = torch.full((v.shape[0], width), v.shape[1], dtype=torch.int32)  # pad: a zero column
     vals = torch.zeros(v.shape[0], width, dtype=torch.float64)
     slot = np.arange(v.nnz) - np.repeat(v.indptr[:-1], counts)
     row = np.repeat(np.arange(v.shape[0]), counts)

@@ -4,25 +4,18 @@ A :class:`Metric` declares what it needs, so the evaluation service
 (:mod:`gspdml.evaluation.service`) searches as deep as the requested metrics need and runs
 k-means only when one of them needs it. Three kinds:
 
-- ``"query"``: a per-query function ``score(neighbours) -> float64 [N_q]`` over a
-  :class:`Neighbours` (the ranked relevance of each query's nearest references and its class
-  size R_i), averaged over the queries with R_i > 0 (:mod:`gspdml.evaluation.metrics`). ``depth``
-  is how many neighbours a query needs: a number, :data:`CLASS_SIZE` (R_i, as MAP@R) or
-  :data:`EACH_K` (one value per K of ``recall_at``, with ``score(neighbours, K)``, reported as
-  ``<stem>_<K>``, the stem being the name without a trailing ``_k``: ``recall_at_1``,
-  ``map_at_5``; nested results hold ``{K: value}`` under ``<stem>_k``) or :data:`ALL` (the
-  whole ranking: ``score(ranking)`` over a
-  :class:`~gspdml.evaluation.whole_ranking.Ranking`, the rank of every relevant reference, which
-  the evaluation computes from the embeddings a block of queries at a time, or reads from a search
-  of every reference);
+- ``"query"``: ``score(neighbours) -> float64 [N_q]`` over a :class:`Neighbours` (each query's
+  ranked relevance and R_i), averaged over the queries with R_i > 0. ``depth`` is how many
+  neighbours a query needs: a number, :data:`CLASS_SIZE` (R_i), :data:`EACH_K` (one value per K
+  of ``recall_at``, ``score(neighbours, K)``, reported as ``<stem>_<K>``: ``recall_at_1``; nested
+  as ``{K: value}`` under ``<stem>_k``) or :data:`ALL` (``score(ranking)`` over the
+  :class:`~gspdml.evaluation.whole_ranking.Ranking` of every relevant reference);
 - ``"clustering"``: ``score(labels, clusters) -> float`` after k-means of the query embeddings
   into one cluster per label (:mod:`gspdml.evaluation.clustering`);
 - ``"derived"``: ``score(values) -> float`` from the values of the metrics named in ``inputs``.
 
-``selectable`` marks the metrics a run may be selected by (``evaluation.metric``,
-:mod:`gspdml.evaluation.selection`). ``default`` marks the per-query metrics computed when no
-metric is named (:func:`default_query_metrics`): the bounded ones of the fair protocol; the
-whole-ranking and truncated-at-K metrics are computed when asked for by name.
+``selectable`` marks the metrics a run may be selected by (:mod:`gspdml.evaluation.selection`),
+``default`` those computed when none is named (:func:`default_query_metrics`).
 """
 
 from __future__ import annotations
@@ -151,9 +144,7 @@ def bounded_query_metrics() -> tuple[str, ...]:
 
 
 def default_query_metrics() -> tuple[str, ...]:
-    """The per-query metrics computed when none is named: those registered ``default`` (MAP@R,
-    P@1, R-precision, Recall@K), all of bounded depth; the whole-ranking mAP and MRR and the
-    truncated-at-K metrics are computed when named."""
+    """The per-query metrics computed when none is named (MAP@R, P@1, R-precision, Recall@K)."""
     return tuple(name for name, m in METRICS.items() if m.kind == "query" and m.default)
 
 
@@ -241,22 +232,21 @@ class Neighbours:
         ranks = torch.arange(1, self.relevance_all.shape[1] + 1, dtype=torch.float64)
         return (self.relevance_all * (self._hits_all / ranks)).cumsum(1)
 
-    def _column(self, K: int) -> int:
-        """The last searched column within the first K (a search shallower than K holds every
-        searchable reference: the ranks beyond it hold none)."""
-        return min(int(K), self.relevance_all.shape[1]) - 1
+    def _at(self, cumulative: torch.Tensor, K: int) -> torch.Tensor:
+        """Column K of a cumulative sum over the searched columns: the last searched one within
+        the first K (a search shallower than K holds every searchable reference); 0 before any."""
+        column = min(int(K), cumulative.shape[1]) - 1
+        if column < 0:
+            return torch.zeros(len(self.r), dtype=torch.float64)
+        return cumulative[:, column]
 
     def hits_at(self, K: int) -> torch.Tensor:
         """float64 [N_q]: h_i(K) = sum_{j <= K} rel_i(j)."""
-        if self._column(K) < 0:
-            return torch.zeros(len(self.r), dtype=torch.float64)
-        return self._hits_all[:, self._column(K)]
+        return self._at(self._hits_all, K)
 
     def precision_sum_at(self, K: int) -> torch.Tensor:
         """float64 [N_q]: sum_{j <= K} rel_i(j) P_i(j)."""
-        if self._column(K) < 0:
-            return torch.zeros(len(self.r), dtype=torch.float64)
-        return self._precision_sums[:, self._column(K)]
+        return self._at(self._precision_sums, K)
 
     @functools.cached_property
     def first_hit(self) -> torch.Tensor:

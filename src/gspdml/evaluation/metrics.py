@@ -42,31 +42,22 @@ the peers differ under distinct names:
   the whole ranking (uncut; R_i > 0, so one exists).
 
 In mAP and MRR, references at equal distance form one tie group ranked as a whole, as
-``average_precision_score`` groups equal scores: n_ij counts every reference at a distance <=
-that of j (a collapsed model, all embeddings equal, scores AP = R_i / N, RR = 1 / N). The other
-metrics read the first k neighbours ordered by (distance, index). mAP and MRR declare the depth
-:data:`~gspdml.evaluation.metric_registry.ALL`: :func:`retrieval_metrics` computes them, when
-they are named, from the embeddings a block of queries at a time, in memory O(block x
-references) (:mod:`gspdml.evaluation.whole_ranking`); the default metrics leave them out.
+``average_precision_score`` groups equal scores (a collapsed model, all embeddings equal, scores
+AP = R_i / N, RR = 1 / N); the other metrics read the first k neighbours ordered by (distance,
+index). mAP and MRR are computed, when named, from the embeddings a block of queries at a time
+(:mod:`gspdml.evaluation.whole_ranking`).
 
-Queries with R_i = 0 ("lone" queries: no other member of their class among the references) are
-excluded from every mean and counted in ``num_lone_queries``; if every query is lone (every class
-one image), nothing can be scored and the metrics are undefined: :class:`NoQueryToScore`, a
-:class:`~gspdml.errors.DataError` saying so, never NaN. The reported value is the mean over the remaining queries; the class-averaged variant is
-the mean over classes of the per-class means. Per-query arithmetic is float64.
+Queries with R_i = 0 ("lone" queries) are excluded from every mean and counted in
+``num_lone_queries``; when every query is lone nothing can be scored: :class:`NoQueryToScore`,
+never NaN. The class-averaged variant is the mean over classes of the per-class means.
+Per-query arithmetic is float64.
 
-NMI and AMI cluster the query embeddings with k-means into as many clusters as there are query
-labels (fixed seed) and compare with sklearn's ``normalized_mutual_info_score`` (arithmetic mean)
-and ``adjusted_mutual_info_score``. Clustering is much slower than the kNN metrics, so it runs
-only with ``clustering=True``; otherwise ``nmi`` and ``ami`` are None. ``nmi_r1_hmean`` is the
-harmonic mean 2 NMI R@1 / (NMI + R@1) (0 when both are 0), the validation score of the
-ProxyNCA++ release (:mod:`gspdml.evaluation.selection`).
-
-Every metric here is one registration (:func:`gspdml.evaluation.metric_registry.register`) that
-declares what it needs: a per-query function with the neighbours it reads (1, R_i, K for
-each K of Recall@K, or all), a function of a clustering, or a function of other metrics' values. The
-nested results of :func:`retrieval_metrics`, the flat reports of
-:mod:`gspdml.evaluation.service` and the selection metrics all read the registry.
+NMI and AMI cluster the query embeddings with k-means, one cluster per query label (fixed
+seed), and compare with sklearn's ``normalized_mutual_info_score`` (arithmetic mean) and
+``adjusted_mutual_info_score``; being much slower, they run only with ``clustering=True`` (else
+None). ``nmi_r1_hmean`` = 2 NMI R@1 / (NMI + R@1) (0 when both are 0), the validation score of
+the ProxyNCA++ release (:mod:`gspdml.evaluation.selection`). Every metric here is one
+registration (:func:`gspdml.evaluation.metric_registry.register`) declaring what it needs.
 """
 
 from __future__ import annotations
@@ -211,8 +202,7 @@ class NoQueryToScore(DataError):
 
 
 def require_a_query_to_score(results: RetrievalResults) -> None:
-    """A :class:`NoQueryToScore` naming the counts and the fix when every query of ``results``
-    is lone (R_i = 0; module docstring)."""
+    """A :class:`NoQueryToScore` when every query of ``results`` is lone (R_i = 0)."""
     if len(results.lone_queries) and not bool(results.lone_queries.all()):
         return
     queries, references = len(results.query_labels), len(results.reference_labels)
@@ -248,17 +238,12 @@ def retrieval_metrics(
 ) -> dict[str, Any]:
     """Exact retrieval metrics of ``query`` against ``reference`` (leave-one-out when None).
 
-    Returns a dict with the per-query metrics ``metrics`` (default
-    :func:`~gspdml.evaluation.metric_registry.default_query_metrics`: ``map_at_r``,
-    ``precision_at_1``, ``r_precision``, ``recall_at_k`` ({K: value}); the whole-ranking
-    ``mean_average_precision`` and ``mean_reciprocal_rank`` and the metrics at a cutoff K,
-    ``map_at_k`` ({K: value}) and the others, when named), ``nmi``, ``ami``,
-    ``num_queries`` (queries scored), ``num_lone_queries`` (excluded) and ``k`` (neighbours
-    searched: as deep as the metrics need). ``class_average=True`` adds ``class_averaged`` (same
-    keys, mean of per-class means); ``per_class=True`` adds ``per_class`` ({label: {metric:
-    value}}). See the module docstring for the definitions,
-    :func:`gspdml.evaluation.exact_knn.knn` for the search, its tie rule and ``precision`` (of
-    the candidate pass; the neighbours are exact in any precision).
+    Returns the per-query ``metrics`` (default
+    :func:`~gspdml.evaluation.metric_registry.default_query_metrics`; ``{K: value}`` under
+    ``<stem>_k`` for those of each K), ``nmi``, ``ami``, ``num_queries`` (scored),
+    ``num_lone_queries`` (excluded) and ``k`` (neighbours searched); ``class_average=True`` adds
+    ``class_averaged`` (mean of per-class means), ``per_class=True`` adds ``per_class``
+    ({label: {metric: value}}). The search: :func:`gspdml.evaluation.exact_knn.knn`.
     """
     recall_at = check_recall_at(recall_at)
     names = _query_metrics(metrics)
@@ -308,10 +293,8 @@ def search_for_metrics(
     device: Device = None,
 ) -> RetrievalResults:
     """The exact search (:func:`~gspdml.evaluation.exact_knn.retrieve`) as deep as the per-query
-    ``metrics`` (default :func:`~gspdml.evaluation.metric_registry.default_query_metrics`) declare: R_i for MAP@R, the largest K of Recall@K, and at
-    least ``min_k`` neighbours (e.g. to show them); never the whole ranking, which
-    :func:`whole_ranking_metrics` scores in bounded memory (metrics that all read it search
-    nothing: k = 0)."""
+    ``metrics`` declare (R_i, the largest K), at least ``min_k``; never the whole ranking, which
+    :func:`whole_ranking_metrics` scores (metrics that all read it search nothing: k = 0)."""
     recall_at = check_recall_at(recall_at)
     names = _query_metrics(metrics)
     whole_only = all(METRICS[name].depth == ALL for name in names) and int(min_k) <= 1
@@ -339,11 +322,9 @@ def whole_ranking_metrics(
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     device: Device = None,
 ) -> dict[str, torch.Tensor]:
-    """float64 [N_q] per-query scores of the ``metrics`` (default: the default ones) that read the
-    whole ranking (mAP, MRR), from the embeddings ``query`` and ``reference`` (leave-one-out when
-    None) and the labels of ``results``, in bounded memory
-    (:func:`~gspdml.evaluation.whole_ranking.whole_ranking_scores`); the ``whole_ranking`` of
-    :func:`metrics_from_results`. Empty when none is asked for."""
+    """float64 [N_q] scores of the ``metrics`` that read the whole ranking (mAP, MRR), from the
+    embeddings and the labels of ``results`` in bounded memory
+    (:func:`~gspdml.evaluation.whole_ranking.whole_ranking_scores`); empty when none is asked."""
     whole = [name for name in _query_metrics(metrics) if METRICS[name].depth == ALL]
     if not whole:
         return {}
@@ -367,12 +348,9 @@ def metrics_from_results(
     per_class: bool = False,
     whole_ranking: Mapping[str, torch.Tensor] | None = None,
 ) -> dict[str, Any]:
-    """The per-query metrics of :func:`retrieval_metrics` from an existing search (no
-    clustering): the kNN engine's :func:`~gspdml.evaluation.exact_knn.retrieve` or a search
-    index's results, as long as every query and reference has a label and the search is as deep
-    as each metric declares. ``whole_ranking``: the per-query scores of the metrics of depth
-    ``ALL`` computed from the embeddings (:func:`whole_ranking_metrics`); without them, those
-    metrics need a search of every reference."""
+    """The per-query metrics of :func:`retrieval_metrics` from an existing search, fully labelled
+    and as deep as each metric declares; ``whole_ranking``: the scores of the metrics of depth
+    ``ALL`` (:func:`whole_ranking_metrics`; without them they need a search of every reference)."""
     recall_at = check_recall_at(recall_at)
     names = _query_metrics(metrics)
     if not results.fully_labelled:
@@ -412,10 +390,9 @@ def metrics_from_results(
 def per_query_scores(
     results: RetrievalResults, recall_at: Sequence[int] = (), metrics: Sequence[str] | None = None
 ) -> dict[str, torch.Tensor]:
-    """float64 [N_q] score of every query for each per-query metric (default the default ones;
-    lone queries give NaN for the R-normalised ones); keys ``recall_at_<K>`` for Recall@K. A
-    ConfigError when the search is shallower than a metric declares (the whole ranking for mAP
-    and MRR)."""
+    """float64 [N_q] score of every query for each per-query metric (NaN for the R-normalised
+    ones of lone queries), keyed as in the flat report; a ConfigError when the search is
+    shallower than a metric declares."""
     names = _query_metrics(metrics)
     _check_depth(results, names, recall_at)
     neighbours = Neighbours.of_results(results)
@@ -463,9 +440,8 @@ def _query_metrics(metrics: Sequence[str] | None) -> tuple[str, ...]:
 
 
 def search_depth(names: Sequence[str] | None, recall_at: Sequence[int]) -> int:
-    """The fewest neighbours the per-query metrics ``names`` (None: all) need besides R_i (the
-    search adds max R_i itself; the whole ranking is not searched,
-    :mod:`gspdml.evaluation.whole_ranking`)."""
+    """The fewest neighbours the per-query metrics ``names`` need besides R_i (which the search
+    adds itself) and the whole ranking (never searched)."""
     asked = _query_metrics(names)
     return max((K for name in asked for K in _fixed_depths(METRICS[name], recall_at)), default=1)
 

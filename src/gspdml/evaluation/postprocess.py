@@ -50,7 +50,12 @@ from gspdml.evaluation.exact_knn import knn
 from gspdml.evaluation.k_reciprocal import k_reciprocal_rerank
 from gspdml.evaluation.metric_registry import bounded_query_metrics, default_query_metrics
 from gspdml.evaluation.metrics import flatten_metrics, metrics_from_results, search_depth
-from gspdml.evaluation.results import RetrievalResults, encode_labels, relevant_counts
+from gspdml.evaluation.results import (
+    RetrievalResults,
+    drop_excluded,
+    encode_labels,
+    relevant_counts,
+)
 from gspdml.registry import Registry, parse_spec
 from gspdml.settings.sections import RECALL_AT
 from gspdml.typecheck import first_mismatch
@@ -83,24 +88,20 @@ class SearchResult:
         return self.distances, self.indices
 
     def searched(self, k: int) -> SearchResult:
-        """The exact ``k`` nearest reference rows of each query (squared Euclidean); in
-        leave-one-out retrieval row i is not a neighbour of query i (the query is its row, or
-        was expanded from it)."""
+        """The exact ``k`` nearest reference rows of each query (squared Euclidean), row i never
+        one of query i's in leave-one-out retrieval."""
         q, r = self.query, self.reference
         if not self.leave_one_out or q is r:
             distances, indices = knn(q, None if self.leave_one_out else r, k)
         else:
             distances, indices = knn(q, r, k + 1)
-            keep = indices != torch.arange(len(q))[:, None]
-            keep[keep.all(1), -1] = False
-            distances, indices = distances[keep].view(len(q), k), indices[keep].view(len(q), k)
+            indices, distances = drop_excluded(torch.arange(len(q)), indices, distances)
         return replace(self, distances=distances, indices=indices)
 
 
 class PostProcessor(ABC):
-    """One step, a frozen dataclass whose fields are its options (checked by :func:`build_steps`
-    against their annotations, each documented in the class docstring). :meth:`fit` learns what
-    the step needs from the training embeddings; :meth:`apply` returns the next
+    """One step, a frozen dataclass whose fields are its options (documented in its docstring).
+    :meth:`fit` learns on the training embeddings; :meth:`apply` returns the next
     :class:`SearchResult`. ``shortlist > 0`` marks a re-ranking step, applied to that many
     neighbours of the search; the others change the embeddings before it."""
 
@@ -316,14 +317,9 @@ class KReciprocalReranking(PostProcessor):
 
     def apply(self, result: SearchResult) -> SearchResult:
         _, candidates = result.neighbours
+        options = self.k1, self.k2, self.lam, result.leave_one_out
         distances, indices = k_reciprocal_rerank(
-            result.query,
-            result.reference,
-            candidates,
-            self.k1,
-            self.k2,
-            self.lam,
-            result.leave_one_out,
+            result.query, result.reference, candidates, *options
         )
         return replace(result, distances=distances, indices=indices)
 
@@ -336,8 +332,7 @@ def build_steps(
 ) -> tuple[PostProcessor, ...]:
     """The step objects of a list of steps, in the order of application: objects pass through, a
     spec is a name (``"qe"``), a mapping (``{"name": "qe", "k": 3}`` or ``{"qe": {"k": 3}}``) or
-    the command-line form ``"qe:k=3,alpha=3"``, built through :data:`POSTPROCESSORS` with its
-    options checked against the step's fields (errors name ``field``, the step and the option)."""
+    ``"qe:k=3,alpha=3"``, its options checked against the step's fields."""
     if not isinstance(steps, (list, tuple)):
         allowed = ", ".join(POSTPROCESSORS.names())
         raise ConfigError(field, f"expected a list of steps ({allowed}), got {steps!r}")
@@ -414,10 +409,8 @@ def postprocessed_search(
     train: Any = None,
 ) -> SearchResult:
     """The exact search of ``query`` in ``reference`` (leave-one-out when None), L2-normalised,
-    after the post-processing ``steps`` (objects or specs, :func:`build_steps`), each fitted on
-    ``train`` (the training embeddings PCA-whitening learns on). The neighbour lists are ``k``
-    deep, at least as deep as a re-ranking step's shortlist, at most the references a query can
-    retrieve."""
+    after the ``steps`` (:func:`build_steps`), each fitted on ``train``; ``k`` deep, at least a
+    re-ranking step's shortlist, at most the searchable references."""
     built = build_steps(steps)
     loo = reference is None
     q = F.normalize(torch.as_tensor(query).float(), dim=1)
@@ -443,10 +436,8 @@ def postprocessed_retrieve(
     train: Any = None,
     min_k: int = 1,
 ) -> RetrievalResults:
-    """Exact retrieval (leave-one-out when ``reference`` is None) after the post-processing
-    ``steps`` (:func:`postprocessed_search`). k is chosen as in
-    :func:`gspdml.evaluation.exact_knn.retrieve` (max R_i, at least ``min_k``), at least the
-    shortlist of a re-ranking step."""
+    """Exact retrieval after the post-processing ``steps`` (:func:`postprocessed_search`), k
+    chosen as in :func:`gspdml.evaluation.exact_knn.retrieve` (max R_i, at least ``min_k``)."""
     loo = reference is None
     values, q_codes, r_codes = encode_labels(query_labels, None if loo else reference_labels)
     excluded = torch.arange(len(q_codes)) if loo else None
@@ -457,11 +448,9 @@ def postprocessed_retrieve(
             f"{len(q_codes)} query and {len(r_codes)} reference labels for {n_query} and "
             f"{n_reference} embeddings",
         )
-    r_max = (
-        int(relevant_counts(q_codes, r_codes, len(values), excluded).max()) if len(q_codes) else 0
-    )
+    r_max = relevant_counts(q_codes, r_codes, len(values), excluded).max() if len(q_codes) else 0
     found = postprocessed_search(
-        query, reference, k=max(r_max, int(min_k)), steps=steps, train=train
+        query, reference, k=max(int(r_max), int(min_k)), steps=steps, train=train
     )
     distances, indices = found.neighbours
     return RetrievalResults(indices, distances, q_codes, r_codes, values, excluded=excluded)
@@ -478,13 +467,10 @@ def postprocessed_metrics(
     recall_at: Sequence[int] = RECALL_AT,
     metrics: Optional[Sequence[str]] = None,
 ) -> dict[str, float]:
-    """Flat retrieval metrics (:func:`gspdml.evaluation.metrics.flatten_metrics`) of embeddings
-    after the post-processing ``steps``: leave-one-out when ``gallery`` is None, else query ->
-    gallery; ``train``: the training embeddings PCA-whitening learns on (None when no step
-    needs them, ``learns_on_training``); ``metrics``: the per-query metrics (default
-    the default ones; any of bounded depth: a re-ranking step orders a shortlist, not the whole
-    ranking that mAP and MRR read). The post-processed half of every report of
-    :mod:`gspdml.evaluation.service`."""
+    """Flat retrieval metrics of embeddings after the post-processing ``steps`` (leave-one-out
+    when ``gallery`` is None; ``train``: what PCA-whitening learns on); ``metrics``: per-query
+    metrics of bounded depth only (a re-ranking step orders a shortlist, not the whole ranking).
+    The post-processed half of every report of :mod:`gspdml.evaluation.service`."""
     bounded = bounded_query_metrics()
     metrics = default_query_metrics() if metrics is None else tuple(metrics)
     whole = [name for name in metrics if name not in bounded]

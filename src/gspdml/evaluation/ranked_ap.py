@@ -40,7 +40,6 @@ def average_precision_ranked(ranked: torch.Tensor, variant: str = "standard") ->
     if variant == "trapezoid":
         before = torch.where(r == 0, torch.ones_like(j), j / r.clamp(min=1.0))
         per_positive = 0.5 * (before + per_positive)
-    total = torch.zeros(ranked.shape[0], dtype=torch.float64, device=ranked.device).index_add_(
-        0, rows, per_positive
-    )
+    total = torch.zeros(ranked.shape[0], dtype=torch.float64, device=ranked.device)
+    total.index_add_(0, rows, per_positive)
     return total / positives.clamp(min=1).to(torch.float64)  # 0 for a row without positives

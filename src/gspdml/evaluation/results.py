@@ -91,8 +91,7 @@ class RetrievalResults:
         num_relevant: int64 [N_q], R_i (derived; 0 for a query of unknown label).
         r_max: max_i R_i, the k that MAP@R needs (derived).
 
-    All tensors are kept on the CPU. Build one from raw labels (ints, strings, None for unknown)
-    with :meth:`from_labels`.
+    All tensors are kept on the CPU; :meth:`from_labels` builds one from raw labels.
     """
 
     indices: torch.Tensor
@@ -111,7 +110,7 @@ class RetrievalResults:
         def put(name: str, value: Any) -> None:
             object.__setattr__(self, name, value)
 
-        for name in ("indices", "distances", "query_labels", "reference_labels"):
+        for name in _TENSORS:
             put(name, torch.as_tensor(getattr(self, name)).detach().cpu())
         if self.excluded is not None:
             put("excluded", torch.as_tensor(self.excluded, dtype=torch.int64).cpu())
@@ -120,11 +119,9 @@ class RetrievalResults:
             if getattr(self, name) is not None:
                 put(name, tuple(str(p) for p in getattr(self, name)))
         self._check()
-        num_relevant = relevant_counts(
-            self.query_labels, self.reference_labels, len(self.label_values), self.excluded
-        )
-        put("num_relevant", num_relevant)
-        put("r_max", int(num_relevant.max()) if len(num_relevant) else 0)
+        codes = self.query_labels, self.reference_labels
+        put("num_relevant", relevant_counts(*codes, len(self.label_values), self.excluded))
+        put("r_max", int(self.num_relevant.max()) if len(self.num_relevant) else 0)
 
     def _check(self) -> None:
         n_q, n_r = len(self.query_labels), len(self.reference_labels)
@@ -250,31 +247,23 @@ class RetrievalResults:
     def hits(self) -> list[QueryHits]:
         """The ranked results of every query, typed (:class:`QueryHits`)."""
         q_labels, r_labels = self.query_labels.tolist(), self.reference_labels.tolist()
+        r_paths, q_paths = self.reference_paths, self.query_paths
         out = []
-        for q, (dist_row, index_row) in enumerate(
-            zip(self.distances.tolist(), self.indices.tolist())
-        ):
-            q_code = q_labels[q]
+        rows = zip(q_labels, self.distances.tolist(), self.indices.tolist())
+        for q, (q_code, dist_row, index_row) in enumerate(rows):
             results = [
                 Hit(
-                    rank=rank,
-                    index=j,
-                    path=None if self.reference_paths is None else self.reference_paths[j],
-                    label=self.label(r_labels[j]),
-                    distance=d,
-                    correct=None if UNKNOWN in (q_code, r_labels[j]) else q_code == r_labels[j],
+                    rank,
+                    j,
+                    None if r_paths is None else r_paths[j],
+                    self.label(r_labels[j]),
+                    d,
+                    None if UNKNOWN in (q_code, r_labels[j]) else q_code == r_labels[j],
                 )
                 for rank, (d, j) in enumerate(zip(dist_row, index_row), start=1)
             ]
-            out.append(
-                QueryHits(
-                    query_index=q,
-                    query=None if self.query_paths is None else self.query_paths[q],
-                    label=self.label(q_code),
-                    metric=self.metric,
-                    results=results,
-                )
-            )
+            query = None if q_paths is None else q_paths[q]
+            out.append(QueryHits(q, query, self.label(q_code), self.metric, results))
         return out
 
     def rows(self) -> list[dict[str, Any]]:
@@ -300,9 +289,7 @@ class RetrievalResults:
         """Write one safetensors file (replaced atomically): the tensors, plus the metric, label
         values and paths as JSON in its header metadata. Label values must be ints or strings."""
         path = Path(path)
-        tensors = {
-            name: getattr(self, name).clone() for name in _TENSORS
-        }  # copies: the codes may share memory
+        tensors = {name: getattr(self, name).clone() for name in _TENSORS}  # may share memory
         if self.excluded is not None:
             tensors["excluded"] = self.excluded.clone()
         values = [self.label(c) for c in range(len(self.label_values))]
@@ -384,15 +371,20 @@ def relevant_counts(
     return out
 
 
+def drop_excluded(excluded: torch.Tensor, *columns: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``columns`` [n, k + 1] (the reference rows first) without each row's ``excluded`` reference,
+    or without their last column where it is not among them: [n, k] each."""
+    keep = columns[0] != excluded[:, None]
+    keep[keep.all(1), -1] = False
+    return tuple(column[keep].view(len(keep), column.shape[1] - 1) for column in columns)
+
+
 def encode_labels(
     query_labels: LabelsLike, reference_labels: Optional[LabelsLike] = None
 ) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
     """One coding for both sides: ``(values [L], query codes [N_q], reference codes [N_r])``,
-    int64 codes with ``values[code]`` the original label and -1 for None. ``reference_labels=None``
-    codes the queries only (leave-one-out: the references are the queries).
-
-    Labels are ints or strings (any array-like or tensor); floats are refused, never rounded.
-    """
+    int64 codes with ``values[code]`` the original label and -1 for None (``reference_labels``
+    None: the queries only). Labels are ints or strings; floats are refused, never rounded."""
     arrays = [_as_label_array(query_labels, "query_labels")]
     if reference_labels is not None:
         arrays.append(_as_label_array(reference_labels, "reference_labels"))

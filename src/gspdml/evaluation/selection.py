@@ -1,29 +1,19 @@
 """The metrics of a validation round and the number a run is selected by (``evaluation.metric``).
 
-A round is scored by the evaluation service (:mod:`gspdml.evaluation.service`, an
-:class:`~gspdml.evaluation.service.EvalSpec` with the selection metric): the flat retrieval
-metrics, plus what the selection metric needs and the post-processed metrics when
-``evaluation.postprocess`` is set.
-
-Selection metrics (:data:`SELECTION_METRICS`, the metrics registered as ``selectable`` in
-:mod:`gspdml.evaluation.metrics`):
-
-- ``map_at_r``, ``precision_at_1``, ``r_precision``: :mod:`gspdml.evaluation.metrics`.
-- ``nmi_r1_hmean``: the harmonic mean of NMI and R@1,
+A round is scored by the evaluation service (:mod:`gspdml.evaluation.service`). The selection
+metrics (:data:`SELECTION_METRICS`, those registered ``selectable``) are ``map_at_r``,
+``precision_at_1``, ``r_precision`` (:mod:`gspdml.evaluation.metrics`) and ``nmi_r1_hmean``,
 
       H = 2 * NMI * R@1 / (NMI + R@1)   (0 when both are 0),
 
-  the validation score of the ProxyNCA++ release (Teh, DeVries & Taylor, ECCV 2020; code
-  ``euwern/proxynca_pp``, ``train.py``: ``chmean = (2 * nmi * recall[0]) / (nmi + recall[0])``,
-  the best epoch being the one with the highest ``chmean``). NMI is that of k-means on the
-  split's (query) embeddings with as many clusters as classes
-  (:func:`gspdml.evaluation.clustering.clustering_scores`: NMI = 2 I(Y;C) / (H(Y) + H(C)), the
-  ProxyNCA++ paper's §4.1 definition); R@1 is P@1 (the nearest neighbour has the query's label,
-  leave-one-out on a validation split). k-means is much slower than the kNN metrics, so a round
-  computes NMI only when the selection metric needs it (:func:`needs_clustering`).
+the validation score of the ProxyNCA++ release (Teh, DeVries & Taylor, ECCV 2020; code
+``euwern/proxynca_pp``, ``train.py``: ``chmean = (2 * nmi * recall[0]) / (nmi + recall[0])``,
+the best epoch being the one with the highest ``chmean``), with NMI that of k-means on the
+split's query embeddings, one cluster per class (the paper's §4.1 definition,
+:func:`gspdml.evaluation.clustering.clustering_scores`), and R@1 = P@1. A round runs k-means only
+when the selection metric needs it (:func:`needs_clustering`).
 
-Post-processed metrics (``evaluation.postprocess``) are the same flat metrics after the steps
-of :mod:`gspdml.evaluation.postprocess`, stored under :data:`POSTPROCESSED_PREFIX`
+The post-processed metrics are stored under :data:`POSTPROCESSED_PREFIX`
 (``postprocessed_map_at_r``, ...); ``evaluation.select_postprocessed`` makes the selection read
 them (:func:`selection_value`).
 """
@@ -62,16 +52,13 @@ def selection_metrics() -> tuple[str, ...]:
 
 
 def round_metrics() -> tuple[str, ...]:
-    """The per-query metrics of a validation round: the default ones (MAP@R, P@1, R-precision,
-    Recall@K), of bounded depth; the whole-ranking mAP and MRR, which rank every reference for
-    each query, are computed only when named."""
+    """The per-query metrics of a validation round: the default ones, of bounded depth."""
     return tuple(name for name in default_query_metrics() if name in bounded_query_metrics())
 
 
 def __getattr__(name: str) -> tuple[str, ...]:
-    """``SELECTION_METRICS`` (the values of ``evaluation.metric``), ``CLUSTERING_METRICS``
-    (those that need k-means) and ``ROUND_METRICS`` (:func:`round_metrics`), read from the
-    registry when asked, so a metric registered later is one of them."""
+    """``SELECTION_METRICS``, ``CLUSTERING_METRICS`` (those that need k-means) and
+    ``ROUND_METRICS``, read from the registry when asked (a metric registered later is one)."""
     if name == "ROUND_METRICS":
         return round_metrics()
     if name == "SELECTION_METRICS":

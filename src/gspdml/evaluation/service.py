@@ -1,37 +1,23 @@
-"""The one evaluation service: what the trainer (its rounds and its test split, through
-:class:`~gspdml.training.trainer.Trainer`), ``gspdml evaluate`` and the protocols score
-a model or its embeddings with; the post-processed search shares its post-processors.
+"""The one evaluation service: what the trainer (its rounds and its test split), ``gspdml
+evaluate`` and the protocols score a model or its embeddings with.
 
-An :class:`EvalSpec` says what to compute: the per-query metrics (default every registered one,
-:mod:`gspdml.evaluation.metric_registry`), the K of Recall@K, the selection metric
-(``evaluation.metric``; the metrics it needs are added, e.g. NMI and AMI for ``nmi_r1_hmean``)
-and the post-processing steps (:mod:`gspdml.evaluation.postprocess`). An :class:`EvalReport` is
-its answer in one flat schema, that of ``results.json`` and ``metrics.jsonl``:
+An :class:`EvalSpec` says what to compute (the per-query metrics, the K of Recall@K, the
+selection metric and the metrics it needs, the post-processing steps); an :class:`EvalReport` is
+its answer in the flat schema of ``results.json`` and ``metrics.jsonl``:
 
-- the per-query metrics, leave-one-out when the split has no gallery, else query -> gallery.
-  The default (``metrics=None``: ``gspdml evaluate``, the test split of ``results.json``, the
-  validation rounds) is :func:`~gspdml.evaluation.metric_registry.default_query_metrics`:
-  ``map_at_r``, ``precision_at_1``, ``r_precision``, ``recall_at_<K>``. The whole-ranking
-  ``mean_average_precision`` and ``mean_reciprocal_rank`` (memory O(block x references),
-  :mod:`gspdml.evaluation.whole_ranking`, time quadratic in N: ``benchmarks/evaluation.py
-  --report``) and the metrics at a cutoff (``map_at_<K>``, ``mrr_at_<K>``, ...) are computed
-  when named (``evaluation.metrics``, ``gspdml evaluate --metrics``);
-  :meth:`EvalSpec.metrics_computed` says which were;
-- the clustering metrics (``nmi``, ``ami``) when a requested metric needs k-means;
+- the per-query metrics, leave-one-out when the split has no gallery, else query -> gallery
+  (default :func:`~gspdml.evaluation.metric_registry.default_query_metrics`; the whole-ranking
+  mAP and MRR, :mod:`gspdml.evaluation.whole_ranking`, and the metrics at a cutoff only when
+  named; :meth:`EvalSpec.metrics_computed` says which were);
+- ``nmi`` and ``ami`` when a requested metric needs k-means; the derived metrics requested;
 - the counts ``num_queries``, ``num_lone_queries`` and ``k``;
-- the derived metrics requested (``nmi_r1_hmean``);
-- with post-processing steps, the per-query metrics of bounded depth (all but mAP and MRR,
-  which read the whole ranking) and the counts again after them, under
-  :data:`POSTPROCESSED_PREFIX` (``postprocessed_map_at_r``, ...).
+- with post-processing steps, the bounded per-query metrics and the counts again after them,
+  under :data:`POSTPROCESSED_PREFIX` (``postprocessed_map_at_r``, ...).
 
-:func:`evaluate` embeds a split with a model at the run's device and precision (and, for a step
-that learns on them, the training split) and calls :func:`evaluate_embeddings`. The precision is
-the run's, resolved once: a caller that resolved it passes its
-:class:`~gspdml.compat.hardware.PrecisionChoice`, used as it is; ``gspdml evaluate`` and a library
-caller pass the configured name (``auto`` is resolved here, at the entry). The model's weights are put in the layout of that precision first
-(:func:`gspdml.models.inference.placed`), as the trainer keeps them, so that the same kernels give
-the same numbers as its evaluations; the embeddings stay on the device, and the search and metrics
-run there.
+:func:`evaluate` embeds a split at the run's device and precision, resolved once (a
+:class:`~gspdml.compat.hardware.PrecisionChoice` is used as it is, a name is resolved here), with
+the weights in that precision's layout (:func:`gspdml.models.inference.placed`) as the trainer
+holds them, so that its evaluations get the same numbers; the search and metrics run there.
 """
 
 from __future__ import annotations
@@ -82,13 +68,11 @@ class EvalSpec:
     """What an evaluation computes (module docstring).
 
     Attributes:
-        metrics: registered metric names to report; None: the default per-query metrics
-            (:func:`~gspdml.evaluation.metric_registry.default_query_metrics`). Naming a
-            clustering or derived metric adds it (and k-means); the selection metric is added.
+        metrics: registered metric names to report (None: the default per-query metrics);
+            naming a clustering or derived metric adds it; the selection metric is added.
         recall_at: the K of ``recall_at_<K>``.
         selection: the metric a run is selected by (``evaluation.metric``).
-        postprocess: post-processing steps (objects, or the spec list of
-            ``evaluation.postprocess``, built by
+        postprocess: post-processing steps (objects or specs,
             :func:`~gspdml.evaluation.postprocess.build_steps`).
         clustering: run k-means (report ``nmi`` and ``ami``) even if no requested metric needs it.
     """
@@ -113,13 +97,10 @@ class EvalSpec:
     def from_evaluation(
         cls, evaluation: EvaluationConfig, metrics: Optional[tuple[str, ...]] = None
     ) -> EvalSpec:
-        """The spec of a run config's ``evaluation`` section (``recall_at``, ``metric``,
-        ``postprocess``, ``clustering``, ``metrics``), as the trainer scores its rounds and its
-        test split; ``metrics``: the per-query metrics (None: the default ones and those the
-        section names in ``evaluation.metrics``). ``evaluation.clustering`` adds NMI and
-        AMI to the full reports (``metrics=None``: the test split, ``gspdml evaluate``, the
-        protocols' test scores); a validation round names its metrics and clusters only for a
-        selection metric that needs k-means."""
+        """The spec of a run config's ``evaluation`` section; ``metrics``: the per-query metrics
+        (None: the default ones and ``evaluation.metrics``). ``evaluation.clustering`` adds NMI
+        and AMI to the full reports (``metrics=None``); a validation round names its metrics and
+        clusters only for a selection metric that needs k-means."""
         if metrics is None and evaluation.metrics:
             metrics = (*default_query_metrics(), *evaluation.metrics)
         return cls(
@@ -132,8 +113,7 @@ class EvalSpec:
 
     def metrics_computed(self) -> dict[str, list[str]]:
         """``{"computed": [...], "not_computed": [...]}``: the registered metrics this spec
-        computes and those it leaves out (named in ``metrics``, ``evaluation.metrics`` or
-        ``gspdml evaluate --metrics`` to compute them); what a report says it computed."""
+        computes and those it leaves out; what a report says it computed."""
         computed = [
             name
             for name, metric in METRICS.items()
@@ -177,9 +157,8 @@ class EvalReport:
 
 
 def with_postprocessed(metrics: Sequence[str], spec: EvalSpec) -> tuple[str, ...]:
-    """``metrics`` (report keys), then their post-processed twins when ``spec`` post-processes:
-    the keys a summary over several reports aggregates. The clustering metrics have no twin
-    (post-processing changes the search, not the embeddings k-means clusters)."""
+    """``metrics`` (report keys), then their post-processed twins (none for the clustering
+    metrics) when ``spec`` post-processes: the keys a summary over several reports aggregates."""
     clustering = metrics_of_kind("clustering")
     twinned = [m for m in metrics if m not in clustering]
     twins = tuple(POSTPROCESSED_PREFIX + m for m in twinned) if spec.postprocess else ()
@@ -235,18 +214,14 @@ def evaluate_embeddings(
 
 @dataclass(frozen=True)
 class QueryEvaluation:
-    """The per-query side of an evaluation (:func:`evaluate_queries`): the search the metrics
-    are computed from, every query's scores, and their means per class.
+    """The per-query side of an evaluation (:func:`evaluate_queries`).
 
     Attributes:
-        results: the exact search, query i's neighbours nearest first (as deep as the metrics
-            need, at least the ``min_k`` asked for).
-        scores: ``{key: float64 [N_q]}`` for each per-query metric of the spec, with the keys of
-            the flat report (``map_at_r``, ``precision_at_1``, ``recall_at_<K>``, ...); NaN for
-            the R-normalised scores of a lone query (R_i = 0).
-        per_class: ``{label: {key: mean over the class's scored queries}}`` for every class with
-            a scored query, plus ``num_queries`` (its queries) and ``num_lone_queries`` (those
-            not scored); the mean over all classes' queries is the report's value.
+        results: the exact search (as deep as the metrics need, at least ``min_k``).
+        scores: ``{key: float64 [N_q]}`` for each per-query metric, keyed as in the flat report;
+            NaN for the R-normalised scores of a lone query (R_i = 0).
+        per_class: ``{label: {key: mean over the class's scored queries}}``, plus
+            ``num_queries`` and ``num_lone_queries`` (those not scored).
     """
 
     results: RetrievalResults
@@ -272,10 +247,9 @@ def evaluate_queries(
     spec: EvalSpec = EvalSpec(),
     min_k: int = 1,
 ) -> QueryEvaluation:
-    """The per-query metrics of ``spec`` on embeddings, query by query and class by class
-    (leave-one-out when ``gallery`` is None): the same search and registered metrics as
-    :func:`evaluate_embeddings`, whose per-query values average to its report. Scores the plain
-    search: a spec with post-processing steps is refused."""
+    """The per-query metrics of ``spec`` on embeddings, query by query and class by class: the
+    same search and metrics as :func:`evaluate_embeddings`, of the plain search (a spec with
+    post-processing steps is refused)."""
     if spec.postprocess:
         raise ConfigError(
             "postprocess", "per-query scores are of the plain search; give a spec without steps"
@@ -330,23 +304,15 @@ def evaluate(
     progress: bool = False,
 ) -> EvalReport:
     """The report of ``spec`` for ``model`` on an :class:`~gspdml.data.base.EvalSplit`, embedded
-    on ``device`` (``auto``: the GPU when there is one) at ``precision``: the run's resolved
-    :class:`~gspdml.compat.hardware.PrecisionChoice`, or a ``trainer.precision`` name that this
-    entry resolves for the device (module docstring). ``train_split``: the dataset
-    embedded for a step that learns on training embeddings. ``embed_fn(model, dataset,
-    **options)`` replaces :func:`gspdml.models.inference.embed` (the trainer's data-parallel
-    embedder). The embeddings stay on the device, where the search and the metrics run (on the
-    host when post-processing steps follow: re-ranking's sparse algebra is scipy's)."""
+    on ``device`` at ``precision`` (module docstring). ``train_split``: embedded for a step that
+    learns on training embeddings; ``embed_fn(model, dataset, **options)`` replaces
+    :func:`gspdml.models.inference.embed` (the trainer's data-parallel embedder)."""
     device = resolve_device(device) if isinstance(device, str) else device
     choice = resolve_precision(precision, device)
     model = placed(model, device, choice)  # as the trainer holds it
-    options: dict[str, Any] = {
-        "batch_size": batch_size,
-        "device": device,
-        "precision": choice,
-        "num_workers": num_workers,
-        "on_device": not spec.postprocess,  # re-ranking's sparse algebra is scipy's, on the host
-    }
+    options: dict[str, Any] = dict(batch_size=batch_size, device=device, precision=choice)
+    # re-ranking's sparse algebra (scipy) runs on the host: no embeddings left on the device
+    options.update(num_workers=num_workers, on_device=not spec.postprocess)
     if progress:
         options["progress"] = True
     embed_fn = embed_fn or embed

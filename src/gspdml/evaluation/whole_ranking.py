@@ -30,12 +30,10 @@ a time, in a few reused (block x distinct references) buffers sized from ``memor
    group) pairs of the references, never from a (queries x references) label comparison.
 1. The squared distances of the block are computed in float64 from the references' mean c as
    ``A_il = |q_i - c|^2 + |r_l - c|^2 - 2 (q_i - c).(r_l - c)`` (one matmul). They differ from
-   the float64 distances of the exact search
-   (:func:`gspdml.evaluation.exact_knn.exact_squared_distances`, which decide every tie) by at
-   most
-   ``B_i = 2 (2 D + 20) u (|q_i - c| + max_l |r_l - c|)^2`` (u = 2^-53: the rounding of the
-   translation, of a length-D dot product, Higham, *Accuracy and Stability of Numerical
-   Algorithms*, eq. 3.5, and of the exact sum of squares, doubled).
+   the exact search's float64 distances (:func:`gspdml.evaluation.exact_knn.exact_squared_distances`,
+   which decide every tie) by at most ``B_i = 2 (2 D + 20) u (|q_i - c| + max_l |r_l - c|)^2``
+   (u = 2^-53: the rounding of the translation, of a length-D dot product, Higham, *Accuracy and
+   Stability of Numerical Algorithms*, eq. 3.5, and of the exact sum of squares, doubled).
 2. The relevant groups (and the query's own group) get their exact distance, so t_ij is exact.
    Another group l is *certainly ahead* of j when ``A_il < A_ij - 2 B_i`` and *certainly behind*
    when ``A_il > A_ij + 2 B_i``; with the relevant A_ij of a query sorted, one ``searchsorted``
@@ -44,9 +42,9 @@ a time, in a few reused (block x distinct references) buffers sized from ``memor
 3. The few groups within 2 B_i of some A_ij (near-ties) get their exact distance and are
    compared exactly, weighted by their rows.
 
-The result equals a full float64 sort of every row, for every block size. The cost is one
-float64 matmul and one ``searchsorted`` (or R_i comparisons) per (query, distinct reference)
-pair; ``benchmarks/evaluation.py --report`` and ``--ties`` measure it.
+The result equals a full float64 sort of every row, for every block size; the cost
+(``benchmarks/evaluation.py --report``, ``--ties``) is one float64 matmul and one
+``searchsorted`` per (query, distinct reference) pair.
 """
 
 from __future__ import annotations
@@ -120,10 +118,8 @@ def whole_ranking_scores(
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> dict[str, torch.Tensor]:
     """float64 [N_q] (on the CPU) of each ``scores`` function of the :class:`Ranking` of every
-    query of ``query`` (float [N_q, D], on the device to compute on) against ``reference``
-    (leave-one-out when None), labels given as codes
-    (:func:`gspdml.evaluation.results.encode_labels`); blocks of queries sized from
-    ``memory_budget`` bytes (module docstring)."""
+    query (float [N_q, D], on the device to compute on) against ``reference`` (leave-one-out
+    when None), labels as codes; blocks of queries sized from ``memory_budget`` bytes."""
     loo = reference is None
     device = query.device
     q64 = query.to(torch.float64)

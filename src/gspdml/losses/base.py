@@ -1,23 +1,15 @@
-"""The loss interface: ``loss(embeddings, labels, output=None) -> scalar``.
+"""The loss interface: ``loss(embeddings, labels, output=None) -> scalar`` (docs/design.md).
 
-Conventions (docs/design.md):
-
-* ``embeddings`` ``[B, D]`` are what the embedder returned (L2-normalised by default);
-  ``labels`` ``[B]`` are int64 class ids in ``[0, num_classes)`` of the training split.
-* ``output`` is the full :class:`~gspdml.models.EmbedderOutput`; regularisers that read pooling
-  extras (ZSR reads ``attributes``, XML reads ``local``) take it from there.
-* A loss that owns parameters (proxies, class embeddings) sets ``lr_multiplier``; the trainer
-  puts every parameter of every loss into an optimiser group with that multiplier, so proxies
-  are never silently left out of the optimiser.
-* Wrappers (XBM, CCP, ZSR, XML, Metrix) subclass :class:`~gspdml.losses.wrapper.LossWrapper`:
-  they hold a ``base`` loss and are registered like any other.
-* Arguments named ``embedding_dim`` and ``num_classes`` are supplied by the trainer, not the config.
-* A loss declares what it needs of a batch and of the embedder output in ``requires`` (a
-  :class:`~gspdml.losses.requirements.BatchRequirements`; wrappers and sums combine theirs with
-  their parts' in :meth:`MetricLoss.batch_requirements`), and the training-event controller it
-  needs in ``controller`` (``"ccp"``; ``training/`` attaches it). The trainer checks these once.
-* A user loss, any ``nn.Module`` with ``forward(embeddings, labels)``, becomes a loss through
-  :func:`as_metric_loss`.
+* ``embeddings`` ``[B, D]`` as the embedder returned them; ``labels`` ``[B]`` int64 class ids
+  in ``[0, num_classes)``; ``output`` the full :class:`~gspdml.models.EmbedderOutput`, for
+  losses that read pooling extras (ZSR ``attributes``, XML ``local``).
+* A loss with parameters sets ``lr_multiplier``; the trainer puts every loss parameter into an
+  optimiser group with it. ``embedding_dim`` and ``num_classes`` are supplied by the trainer.
+* Wrappers (XBM, CCP, ZSR, XML, Metrix) subclass :class:`~gspdml.losses.wrapper.LossWrapper`.
+* A loss declares what it needs of a batch in ``requires``
+  (:class:`~gspdml.losses.requirements.BatchRequirements`, combined with its parts' in
+  :meth:`MetricLoss.batch_requirements`) and its training-event controller in ``controller``.
+* Any ``nn.Module`` with ``forward(embeddings, labels)`` becomes a loss by :func:`as_metric_loss`.
 """
 
 from __future__ import annotations
@@ -74,12 +66,9 @@ class MetricLoss(nn.Module):
         raise NotImplementedError
 
     def training_objective(self, model: nn.Module, images: Tensor, labels: Tensor) -> Tensor:
-        """The trainer's entry point for one batch. The default embeds (under the trainer's
-        autocast) and computes the loss in float32 with autocast off: similarities, softmaxes and
-        square roots of distances lose too much in bfloat16 (e.g. SoftTriple's centre
-        regulariser turned NaN). A float64 model keeps float64 (the step-parity tests compare
-        with the authors' code in float64). Methods that change the forward pass itself (mixup
-        at input or feature level) override it."""
+        """The trainer's entry point for one batch: embed (under the trainer's autocast), then the loss
+        in float32 with autocast off (in bfloat16 e.g. SoftTriple's centre regulariser turned NaN); a
+        float64 model keeps float64. Mixup at input or feature level overrides it."""
         output = model(images)
         embedding = output.embedding
         with torch.autocast(device_type=images.device.type, enabled=False):
@@ -90,20 +79,14 @@ class MetricLoss(nn.Module):
 
 
 class LabelWeightedLoss(MetricLoss):
-    """Mixin of the losses that are also defined on label *weights* (the positivity of a pair in
-    ``[0, 1]``, as Metrix's mixed examples carry; Psomas thesis Eqs. 2.7-2.9, §2.4.2): the
-    base losses that :class:`~gspdml.losses.metrix.Metrix` can mix.
+    """Mixin of the losses also defined on label *weights*, the positivity of a pair in ``[0, 1]``
+    (Psomas thesis Eqs. 2.7-2.9, §2.4.2): the base losses :class:`~gspdml.losses.metrix.Metrix` mixes.
 
-    ``clean(embeddings, labels)`` is the loss with hard labels (the ordinary ``forward``);
-    ``mixed(embeddings, labels, mixed, triples, lam)`` the loss of anchor ``triples[j, 0]``
-    against mixed embedding ``mixed[j]`` of ``x_first`` and ``x_second``: pair losses get its
-    positivity with respect to the anchor in ``lam[j]`` (Eq. 2.8,
-    :func:`~gspdml.losses.metrix_pairs.positivity`); proxy losses (``anchorless``) get the mixing
-    factor ``mixed[j] = lam_j x_first + (1 - lam_j) x_second`` and label it by the proxies'
-    classes. Pair losses and proxy anchors compute both from one ``weighted_terms(values,
-    positive_weights, negative_weights)`` (:mod:`gspdml.losses.reduction`); the hard labels are
-    its 0/1 weights.
-    """
+    ``clean(embeddings, labels)`` is the loss with hard labels; ``mixed(embeddings, labels, mixed,
+    triples, lam)`` the loss of anchor ``triples[j, 0]`` against ``mixed[j]``: pair losses get its
+    positivity in ``lam[j]`` (Eq. 2.8, :func:`~gspdml.losses.metrix_pairs.positivity`), proxy
+    losses (``anchorless``) the mixing factor. Pair losses and proxy anchors compute both from one
+    ``weighted_terms(values, positive_weights, negative_weights)``; hard labels are 0/1 weights."""
 
     def weighted_terms(
         self, values: Tensor, positive_weights: Tensor, negative_weights: Tensor
@@ -147,9 +130,8 @@ class WeightedSum(MetricLoss):
 
 
 class ModuleLoss(MetricLoss):
-    """A user loss: any module with ``forward(embeddings, labels) -> scalar``; it reads no other
-    output field and declares no batch requirement (subclass :class:`MetricLoss` to declare
-    some)."""
+    """A user loss: any module with ``forward(embeddings, labels) -> scalar``, reading no other
+    output field and declaring no batch requirement."""
 
     def __init__(self, module: nn.Module) -> None:
         super().__init__()
@@ -170,11 +152,8 @@ def _items(spec: Any, field: str) -> list[tuple[dict[str, Any], float, str]]:
     list of specs with optional ``weight`` (weight 1 when unset) at ``field[i]``."""
     specs = spec if isinstance(spec, list) else [spec]
     wheres = [f"{field}[{i}]" for i in range(len(spec))] if isinstance(spec, list) else [field]
-    return [(*_weight_apart(*parse_spec(item, where)), where) for item, where in zip(specs, wheres)]
-
-
-def _weight_apart(name: str, options: dict[str, Any]) -> tuple[dict[str, Any], float]:
-    return _without_weight(name, **options)
+    parsed = [(parse_spec(item, where), where) for item, where in zip(specs, wheres)]
+    return [(*_without_weight(name, **options), where) for (name, options), where in parsed]
 
 
 def _without_weight(name: str, weight: float = 1.0, **options: Any) -> tuple[dict[str, Any], float]:
@@ -189,13 +168,10 @@ def check_loss(spec: Any, field: str = "loss") -> None:
 
 @contextmanager
 def located(field: str) -> Iterator[None]:
-    """Name the errors of a loss being built by the config field of its spec.
-
-    A loss names a bad option by its own name (``loss.class_init`` for a wrapper,
-    ``triplet.mining``): the first segment of the field stands for the loss itself, whatever its
-    place in the config. ``field`` replaces it (``loss[1].class_init``, ``loss.base.mining``); a
-    wrapper builds its base loss at ``loss.<option>``, so nested errors gather their path one
-    wrapper at a time."""
+    """Name the errors of a loss being built by the config field of its spec: the first segment of
+    the error's field (the loss's own name, ``loss`` or ``triplet``) is replaced by ``field``
+    (``loss[1].class_init``, ``loss.base.mining``); nested wrappers gather the path one at a time.
+    """
     try:
         yield
     except ConfigError as error:
@@ -209,8 +185,7 @@ def build_loss(spec: Any, field: str = "loss", **context: Any) -> MetricLoss:
 
     A list of specs becomes a :class:`WeightedSum` (each item may carry ``weight``); an error
     names the item's position (``loss[1].class_init``, :func:`located`). Wrappers call this
-    function for their ``base`` argument with the same context.
-    """
+    function for their ``base`` argument with the same context."""
     losses, weights = [], []
     for item, weight, where in _items(spec, field):
         with located(where):

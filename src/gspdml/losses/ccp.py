@@ -1,27 +1,23 @@
 """CCP: chance-constrained programming for DML (Gürbüz thesis chapter 3).
 
-Each projection problem (Gürbüz thesis Eq. 3.2.11) is a proxy-based version of a pair loss
-plus a proximal term towards the previous solution::
+Each projection problem (Gürbüz thesis Eq. 3.2.11) is a proxy-based pair loss plus a proximal
+term towards the previous solution::
 
     theta^(k), rho* = argmin_{theta, rho}  (lambda/2) ||theta - theta*||^2 + (1/c) sum_i E_z[l(rho_i, z; theta)]
 
-solved by stochastic gradients (Algorithm 1, §3.2.3, with the sign of the proximal gradient
-corrected to ``lambda (theta - theta*)``: Algorithm 1 prints ``lambda (theta* - theta)``). When
-validation MAP@R has not improved for ``patience`` rounds (§3.2.4, "Solving projections") the
-problem is finished: ``theta*`` becomes the snapshot of that problem and the proxies are
-re-initialised with pool samples chosen by greedy k-center (Algorithm 2,
-:mod:`gspdml.losses.ccp_selection`), farthest from the converged proxies.
+solved by stochastic gradients (Algorithm 1, §3.2.3; its proximal gradient ``lambda (theta* -
+theta)`` has the sign corrected). When validation MAP@R has not improved for ``patience`` rounds
+(§3.2.4) the problem ends: ``theta*`` becomes its snapshot and the proxies are re-initialised
+by greedy k-center over pool samples (Algorithm 2, :mod:`gspdml.losses.ccp_selection`).
 
-This module is the loss half: the proxies, the loss of one batch and the options of the whole
-method. The half that reacts to training events (initial proxies, proximal gradient, projection
-control, resume state) is :class:`gspdml.training.ccp_controller.CCPController`, which the
-trainer attaches to every loss that declares ``controller = "ccp"``; it calls
-:meth:`CCP.set_proxies_from_pool`.
+This module is the loss half; the reactions to training events are
+:class:`gspdml.training.ccp_controller.CCPController`, attached to every loss that declares
+``controller = "ccp"``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, cast
+from typing import Annotated, Any, Optional, cast
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +28,7 @@ from gspdml.losses.ccp_selection import select_proxies
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.normalize import clip_normalize
+from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE, OneOf, Refusal
 
 SNAPSHOTS = ("best", "last")
 NORMALIZATIONS = ("clip", "l2")
@@ -46,10 +43,9 @@ class CCP(LossWrapper):
 
         L = proxy_weight * l(proxies, batch)  +  batch_weight * l(batch, batch)
 
-    where ``l(proxies, batch)`` is the base pair loss with the proxies as anchors and the batch
-    as references (``proxy_as_anchor=True``, the thesis: "anchor samples being class proxies",
-    §3.2.3) or the batch as anchors and the proxies as references (``False``, the authors' code). The
-    in-batch term is not in the thesis; the authors' code uses ``batch_weight=0.1``.
+    with the proxies as the base pair loss's anchors (``proxy_as_anchor=True``, the thesis,
+    §3.2.3) or as its references (``False``, the authors' code). The in-batch term is not in the
+    thesis; the authors' code uses ``batch_weight=0.1``.
 
     Args:
         base: spec of the pair loss (a :class:`~gspdml.losses.pairs.PairLoss`).
@@ -80,40 +76,36 @@ class CCP(LossWrapper):
     #: the projection problems run between steps (gspdml.training.ccp_controller)
     controller = "ccp"
 
+    base_kind = (PairLoss, "a pair loss (c1, c2, triplet, ms, ...)")
+
+    @classmethod
+    def check_options(  # type: ignore[override]  # CCP's options, all given by the registry
+        cls, *, proxies_per_class: int, pool_size: int, **options: Any
+    ) -> Refusal:
+        if pool_size < proxies_per_class:
+            message = f"must be >= proxies_per_class ({proxies_per_class}), got {pool_size}"
+            return "pool_size", message
+        return super().check_options(**options)
+
     def __init__(
         self,
         base: Any,
         embedding_dim: int,
         num_classes: int,
-        proxies_per_class: int = 8,
+        proxies_per_class: Annotated[int, AT_LEAST_1] = 8,
         pool_size: int = 12,
-        prox_lambda: float = 2e-4,
-        patience: int = 3,
+        prox_lambda: Annotated[float, NON_NEGATIVE] = 2e-4,
+        patience: Annotated[int, AT_LEAST_1] = 3,
         metric: str = "map_at_r",
         regularize_first: bool = False,
-        snapshot: str = "best",
-        init: str = "kcenter",
+        snapshot: Annotated[str, OneOf(SNAPSHOTS)] = "best",
+        init: Annotated[str, OneOf(INITS)] = "kcenter",
         proxy_as_anchor: bool = True,
         proxy_weight: float = 1.0,
         batch_weight: float = 0.0,
-        normalization: str = "clip",
+        normalization: Annotated[str, OneOf(NORMALIZATIONS)] = "clip",
     ):
         super().__init__(base, embedding_dim, num_classes)
-        for option, value, least in (
-            ("proxies_per_class", proxies_per_class, 1),
-            ("prox_lambda", prox_lambda, 0),
-            ("patience", patience, 1),
-        ):
-            self.require(value >= least, option, f"must be >= {least}, got {value}")
-        self.require(
-            pool_size >= proxies_per_class,
-            "pool_size",
-            f"must be >= proxies_per_class ({proxies_per_class}), got {pool_size}",
-        )
-        self.require_choice("snapshot", snapshot, SNAPSHOTS)
-        self.require_choice("init", init, INITS)
-        self.require_choice("normalization", normalization, NORMALIZATIONS)
-        self.require_base(PairLoss, "a pair loss (c1, c2, triplet, ms, ...)")
         self.num_classes, self.k, self.pool_size = num_classes, proxies_per_class, pool_size
         self.prox_lambda, self.patience, self.metric = prox_lambda, patience, metric
         self.regularize_first, self.snapshot, self.init = regularize_first, snapshot, init
@@ -148,11 +140,9 @@ class CCP(LossWrapper):
 
     # ---------------------------------------------------------------- proxies
     def set_proxies_from_pool(self, pool: Tensor, old_proxies: Optional[Tensor]) -> None:
-        """Algorithm 2: from the embeddings of ``b`` pool samples per class (``pool``
-        ``[C, b, D]``) pick ``K`` per class by greedy k-center relative to ``old_proxies``
-        (``[C*K, D]``, k-major, compared after L2 normalisation, the space of the loss; Algorithm 2 leaves it
-        open)
-        and make them the proxies."""
+        """Algorithm 2: pick ``K`` per class of the pool embeddings ``[C, b, D]`` by greedy k-center
+        relative to ``old_proxies`` (``[C*K, D]``, k-major, compared after L2 normalisation, the loss's
+        space; Algorithm 2 leaves it open) and make them the proxies."""
         pool = pool.to(self.proxies)
         old = None
         if old_proxies is not None:
@@ -162,8 +152,7 @@ class CCP(LossWrapper):
                 .transpose(0, 1)
             )
         picks = select_proxies(pool, old, self.k).to(pool.device)
-        chosen = pool[
-            torch.arange(self.num_classes, device=pool.device)[:, None], picks
-        ]  # [C, K, D]
+        classes = torch.arange(self.num_classes, device=pool.device)[:, None]
+        chosen = pool[classes, picks]  # [C, K, D]
         with torch.no_grad():
             self.proxies.copy_(chosen.transpose(0, 1).reshape(-1, chosen.shape[-1]))

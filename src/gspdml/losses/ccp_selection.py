@@ -29,8 +29,7 @@ def sample_pool(
 
     Sampling is without replacement; a class with fewer samples than ``pool_size`` is padded
     by sampling its images again (with replacement), so every class has a full pool.
-    Raises ``ValueError`` naming the class when a class has no training sample.
-    """
+    Raises ``ValueError`` naming the class when a class has no training sample."""
     labels_t = torch.as_tensor(np.asarray(labels), dtype=torch.long)
     order = torch.argsort(labels_t, stable=True)
     counts = torch.bincount(labels_t, minlength=num_classes)
@@ -44,15 +43,10 @@ def sample_pool(
         n = int(counts[c])
         if n == 0:
             raise ValueError(f"class {c} has no training sample; CCP needs at least one per class")
-        if n >= pool_size:
-            picks = torch.randperm(n, generator=generator)[:pool_size]
-        else:
-            picks = torch.cat(
-                [
-                    torch.randperm(n, generator=generator),
-                    torch.randint(n, (pool_size - n,), generator=generator),
-                ]
-            )
+        picks = torch.randperm(n, generator=generator)[:pool_size]
+        if n < pool_size:  # padded by drawing the class's samples again
+            extra = torch.randint(n, (pool_size - n,), generator=generator)
+            picks = torch.cat([picks, extra])
         pool[c] = order[starts[c] + picks]
     return pool
 

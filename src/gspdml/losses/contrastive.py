@@ -23,10 +23,9 @@ class C1Contrastive(WeightedPairLoss):
 
     ``L = (1/B) [ sum_{(i,j) pos} (1 - s_ij) + sum_{(i,j) neg} (s_ij - margin)_+ ]``
 
-    with ``s_ij`` the cosine similarity of anchor ``i`` and reference ``j``, self-pairs
-    excluded by index, summed over ordered pairs and divided by the number of anchors ``B``
-    (those with at least one pair: all of them, with hard labels). With label weights ``y``
-    (Metrix) a pair contributes ``y (1 - s) + (1 - y) (s - margin)_+``.
+    with ``s_ij`` the cosine similarity of anchor ``i`` and reference ``j`` over ordered pairs,
+    divided by the anchors that have pairs. With label weights ``y`` (Metrix) a pair contributes
+    ``y (1 - s) + (1 - y) (s - margin)_+``.
 
     Args:
         margin: negatives count while their cosine similarity exceeds ``margin`` (0.5).
@@ -75,12 +74,10 @@ class C2Contrastive(WeightedPairLoss):
     on L2-normalised embeddings. With label weights ``y`` (Metrix, Psomas thesis Eq. 2.12 in the form
     of the authors' code; the thesis gives no margin) a pair contributes ``y l_pos`` and ``(1 - y) l_neg``.
     Reduction ``avg_nonzero`` (default, the authors' code and pytorch-metric-learning's
-    ``ContrastiveLoss``): the mean of the non-zero positive terms plus the mean of the non-zero
-    negative terms. ``mean``: each term summed and divided by its total weight (with hard labels,
-    the mean over its pairs). ``anchor_mean`` (the Metrix thesis, Eq. 2.3/2.10): the sum per
-    anchor, mean over the anchors that have pairs.
-    Equivalent to the generalized contrastive loss of CCP with ``beta = (m_pos + m_neg) / 2``,
-    ``alpha = (m_neg - m_pos) / 2``.
+    ``ContrastiveLoss``): the means of the non-zero positive and negative terms, added;
+    ``mean``: each part over its total weight; ``anchor_mean`` (Psomas thesis Eq. 2.3/2.10): the
+    sum per anchor, mean over the anchors. The generalized contrastive loss of CCP with
+    ``beta = (m_pos + m_neg) / 2``, ``alpha = (m_neg - m_pos) / 2``.
 
     Args:
         pos_margin: ``m_pos``: positives count while farther apart than this.

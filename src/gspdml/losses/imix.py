@@ -1,22 +1,17 @@
-"""i-Mix (Lee et al., *i-Mix: A Domain-Agnostic Strategy for Contrastive Representation
-Learning*, ICLR 2021, §3), as the Psomas thesis adapts it to deep metric learning (§2.4.4,
-Table 2.4: "+i-Mix (anc-neg)", compared with Metrix/input).
+"""i-Mix (Lee et al., ICLR 2021, §3), as the Psomas thesis adapts it to deep metric learning
+(§2.4.4, Table 2.4: "+i-Mix (anc-neg)", compared with Metrix/input).
 
-i-Mix gives every example a virtual label (its own one-hot), mixes an example with a partner from
-a random permutation of the batch, ``x~ = lambda x_i + (1 - lambda) x_j``, and trains the mixture
-as a *query* whose label is ``lambda v_i + (1 - lambda) v_j``: the contrastive loss is linear
-in the label, so it is ``lambda`` times the loss of the mixture as ``x_i`` plus ``1 - lambda`` as
-``x_j``. In the thesis's batch setting the mixed pairs are anchor-negative (``S(a) x U-(a)``): each
-anchor ``a`` is mixed at the input with one negative ``n`` drawn uniformly (i-Mix's single
-partner), and the mixture ``v`` is the anchor of a pair loss over the clean batch, where example
-``x`` has the interpolated label::
+i-Mix gives every example a virtual one-hot label, mixes it with a partner from a permutation of
+the batch, ``x~ = lambda x_i + (1 - lambda) x_j``, and trains the mixture as a *query* labelled
+``lambda v_i + (1 - lambda) v_j``. In the thesis's batch setting each anchor ``a`` is mixed at
+the input with one negative ``n`` drawn uniformly (``S(a) x U-(a)``), and the mixture ``v`` is
+the anchor of a pair loss over the clean batch, where example ``x`` has the label::
 
     y(v, x) = lambda [class(x) = class(a)] + (1 - lambda) [class(x) = class(n)]
 
-(Eq. 2.7 with ``v`` as the anchor: the mixture is the query, the positives and negatives are
-clean, unlike Metrix, whose anchors are clean and whose mixtures are the positives/negatives).
-It enters the thesis's error function ``clean + w * mixed`` (Eq. 2.10); ``lambda ~
-Beta(alpha, alpha)``, one per iteration, ``alpha = 1`` (i-Mix §4).
+(Eq. 2.7 with ``v`` as the anchor, unlike Metrix, whose anchors are clean). It enters
+``clean + w * mixed`` (Eq. 2.10); ``lambda ~ Beta(alpha, alpha)`` per iteration, ``alpha = 1``
+(i-Mix §4).
 """
 
 from __future__ import annotations
@@ -44,6 +39,8 @@ class IMix(Metrix):
         mix_weight: ``w`` of Eq. 2.10 (0.4, the thesis's for every mixing method it runs).
     """
 
+    base_kind = (WeightedPairLoss, "a pair loss with label weights (contrastive, c1, ms)")
+
     def __init__(
         self,
         embedding_dim: int,
@@ -63,7 +60,6 @@ class IMix(Metrix):
             mix_weight=mix_weight,
             hard_negatives={},
         )
-        self.require_base(WeightedPairLoss, "a pair loss with label weights (contrastive, c1, ms)")
 
     def _select(self, triples: Tensor) -> Tensor:
         """One negative per anchor, uniformly (i-Mix's single partner)."""

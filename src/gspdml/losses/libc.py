@@ -1,11 +1,10 @@
 """LIBC: learning intra-batch connections (Seidenschwarz, Elezi & Leal-Taixé, ICML 2021, Fig. 1
-and the method section; the details as the authors' ``trainer.py`` and configs run them).
+and the method section; details as the authors' ``trainer.py`` and configs run them).
 
-A message passing network (:class:`~gspdml.models.message_passing.MessagePassingNetwork`) refines
-every embedding of the batch from all the others; classifiers over the training classes are
-trained on both the backbone's and the refined embeddings (cross-entropy with label smoothing
-and a low temperature, on the refined embeddings and, so that the backbone learns embeddings
-good on their own, on the backbone's: the release's ``lsgnn`` and ``lsce`` terms)::
+A message passing network (:class:`~gspdml.models.message_passing.MessagePassingNetwork`)
+refines every embedding from the others of the batch; label-smoothed, low-temperature
+classifiers over the training classes train on the refined and on the backbone's embeddings
+(the release's ``lsgnn`` and ``lsce`` terms)::
 
     f_i     = the embedder's pooled vector (output.pooled),  x_i = f_i / ||f_i||  (the embedding)
     r_i     = MPN(x_1..x_B)_i                            (the last layer, or all layers concatenated)
@@ -13,15 +12,14 @@ good on their own, on the backbone's: the release's ``lsgnn`` and ``lsce`` terms
     L_mpn   = CE_eps( W_mpn BN(r_i) / T, y_i )
     L       = backbone_weight L_bb + mpn_weight L_mpn
 
-``CE_eps`` is the cross-entropy against the smoothed target ``(1 - eps) onehot(y) + eps / C``
-(mean over the batch). The MPN and both classifiers live in the loss, so they are trained with
-the network and never used at test time: retrieval embeds with the backbone alone (as the release
-evaluates in its ``train`` mode).
-The defaults are the authors' CUB configuration (1 layer, 2 heads, T = 0.2, eps = 0.1; the
-other datasets in the presets ``libc-*``).
+``CE_eps``: cross-entropy against ``(1 - eps) onehot(y) + eps / C``, mean over the batch. The
+MPN and classifiers live in the loss: retrieval embeds with the backbone alone (as the release
+evaluates). Defaults: the authors' CUB configuration (other datasets: presets ``libc-*``).
 """
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +29,7 @@ from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, MetricLoss, Output
 from gspdml.losses.reduction import Terms
 from gspdml.models.message_passing import MessagePassingNetwork
+from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE, POSITIVE, Interval
 
 
 @LOSSES.register("libc")
@@ -51,43 +50,31 @@ class LIBC(MetricLoss):
         lr_multiplier: learning-rate multiplier of the MPN and the classifiers (1: the authors
             train everything at one rate).
 
-    The backbone classifier reads ``output.pooled`` (the embedding before normalisation, the
-    authors' ``fc7``) when the embedder gives it; without an output (e.g. as the base loss of
-    XML's predictions) it reads the embeddings it is given.
+    The backbone classifier reads ``output.pooled`` (the authors' ``fc7``) when given, else the
+    embeddings (e.g. as the base loss of XML's predictions).
     """
 
     def __init__(
         self,
         embedding_dim: int,
         num_classes: int,
-        num_layers: int = 1,
+        num_layers: Annotated[int, AT_LEAST_1] = 1,
         num_heads: int = 2,
-        temperature: float = 0.2,
-        label_smoothing: float = 0.1,
-        dropout: float = 0.1,
+        temperature: Annotated[float, POSITIVE] = 0.2,
+        label_smoothing: Annotated[float, Interval(0, 1, high_open=True)] = 0.1,
+        dropout: Annotated[float, Interval(0, 1, high_open=True)] = 0.1,
         concat_layers: bool = False,
-        backbone_weight: float = 1.0,
-        mpn_weight: float = 1.0,
+        backbone_weight: Annotated[float, NON_NEGATIVE] = 1.0,
+        mpn_weight: Annotated[float, NON_NEGATIVE] = 1.0,
         lr_multiplier: float = 1.0,
     ) -> None:
         super().__init__()
-        checks = (
-            ("num_layers", num_layers, num_layers >= 1, "need at least one layer"),
-            (
-                "num_heads",
-                num_heads,
-                num_heads >= 1 and embedding_dim % num_heads == 0,
-                f"the embedding width {embedding_dim} must be divisible by the number of heads",
-            ),
-            ("temperature", temperature, temperature > 0, "must be positive"),
-            ("label_smoothing", label_smoothing, 0 <= label_smoothing < 1, "must be in [0, 1)"),
-            ("dropout", dropout, 0 <= dropout < 1, "must be in [0, 1)"),
-            ("backbone_weight", backbone_weight, backbone_weight >= 0, "must be non-negative"),
-            ("mpn_weight", mpn_weight, mpn_weight >= 0, "must be non-negative"),
-        )
-        for option, value, ok, message in checks:
-            if not ok:
-                raise ConfigError(f"loss.{option}", f"{message}, got {value!r}")
+        if num_heads < 1 or embedding_dim % num_heads:
+            raise ConfigError(
+                "loss.num_heads",
+                f"the embedding width {embedding_dim} must be divisible by the number of heads, "
+                f"got {num_heads!r}",
+            )
         self.temperature, self.label_smoothing = float(temperature), float(label_smoothing)
         self.backbone_weight, self.mpn_weight = float(backbone_weight), float(mpn_weight)
         self.concat_layers = bool(concat_layers)

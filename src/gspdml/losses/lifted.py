@@ -28,13 +28,10 @@ class LiftedStructure(PairLoss):
 
     ``L = 1 / (2 |P|) sum_{(i,j) in P} (J_ij)_+^2``
 
-    with ``D`` the Euclidean distance of L2-normalised embeddings, ``m = neg_margin`` (1 in the
-    paper) and ``pos_margin`` 0 in the paper (pytorch-metric-learning's ``LiftedStructureLoss``
-    parameterisation). ``P`` holds ordered pairs; ``J`` is symmetric, so the mean equals the
-    paper's mean over unordered pairs. Against a reference set (XBM), ``N(i)`` are the
-    references of another class than anchor ``i`` (row ``i``) and ``N(j)`` the anchors of another
-    class than reference ``j`` (column ``j``); in-batch both are the paper's sets.
-    Reduction: mean over positive pairs of ``(J)_+^2 / 2``.
+    with ``D`` the Euclidean distance of L2-normalised embeddings (pytorch-metric-learning's
+    ``LiftedStructureLoss`` parameterisation). ``P`` holds ordered pairs (``J`` is symmetric:
+    the paper's mean). Against a reference set (XBM), ``N(i)`` are the references of another
+    class than anchor ``i`` and ``N(j)`` the anchors of another class than reference ``j``.
 
     Args:
         neg_margin: ``m``, the margin of the negatives (1 in the paper).

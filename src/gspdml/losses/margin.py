@@ -2,10 +2,8 @@
 
 ``l_ij = ( iota_ij (d_ij - beta) + alpha )_+``,  ``iota_ij = +1`` same class, ``-1`` otherwise,
 
-with ``d_ij`` the Euclidean distance of the L2-normalised embeddings. Source: Gurbuz thesis
-(Gürbüz thesis) Lemma 3.2.1 (generalized contrastive) and Eq. 2.1.3 (margin loss of
-Wu et al. 2017, "Sampling matters in deep embedding learning", Eq. 3). Positive pairs cost
-``(d - (beta - alpha))_+`` and negative pairs ``((beta + alpha) - d)_+``, i.e. C2 with
+with ``d_ij`` the Euclidean distance of the L2-normalised embeddings (Gürbüz thesis Lemma 3.2.1
+and Eq. 2.1.3; Wu et al. 2017, "Sampling matters in deep embedding learning", Eq. 3): C2 with
 ``m_pos = beta - alpha`` and ``m_neg = beta + alpha`` (Gürbüz thesis §2.1.1).
 """
 
@@ -18,8 +16,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gspdml.errors import ConfigError
-from gspdml.losses.base import LOSSES, Output
-from gspdml.losses.pairs import PairLoss, pair_masks, resolve_reference
+from gspdml.losses.base import LOSSES
+from gspdml.losses.pairs import PairLoss
 from gspdml.losses.reduction import Parts, Terms
 
 
@@ -38,9 +36,8 @@ class GeneralizedContrastive(PairLoss):
     """Generalized contrastive loss of CCP (Gürbüz thesis Lemma 3.2.1, §3.2.4):
     ``l_ij = (iota_ij (d_ij - beta) + alpha)_+`` over all ordered pairs ``i != j``.
 
-    Reduction ``mean`` (default): the mean over all pairs, positive and negative together
-    (the batch risk of Gürbüz thesis Eq. 1.1.1 with the diagonal excluded). ``avg_nonzero``: the sum
-    divided by the number of non-zero terms.
+    Reduction ``mean`` (default): the mean over all pairs (the batch risk of Gürbüz thesis Eq.
+    1.1.1 without the diagonal); ``avg_nonzero``: the sum over the non-zero terms' count.
 
     Args:
         beta: ``beta``, the distance that separates positives from negatives.
@@ -74,14 +71,10 @@ class MarginLoss(GeneralizedContrastive):
     ``L = sum_{(i,j)} (alpha + iota_ij (d_ij - beta_{y_i}))_+ / #{non-zero terms}
     + nu * mean_i beta_{y_i}``
 
-    ``beta`` is the boundary between positive and negative distances: fixed (``learn_beta:
-    false``, as in the thesis) or an ``nn.Parameter`` (Wu et al.), one for all classes or one
-    per class (``beta_per_class``; the class of the anchor is used, as in Wu et al.'s code).
-    ``nu`` weighs the regulariser of Wu et al. Eq. 5, averaged over the anchors of the batch.
-    Reduction ``avg_nonzero`` (default, Wu et al. and pytorch-metric-learning ``MarginLoss``)
-    or ``mean`` over all pairs. Unlike pytorch-metric-learning, which evaluates the pair terms
-    once per (anchor, positive, negative) triplet, each pair counts once here; the paper
-    samples pairs, and sampling is left to the batch composition.
+    ``beta`` is fixed (as in the thesis) or learned (Wu et al.), per class with the anchor's
+    class as in Wu et al.'s code. ``avg_nonzero`` is Wu et al.'s and pytorch-metric-learning's
+    ``MarginLoss`` reduction; unlike PML, which counts the pair terms once per triplet, each pair
+    counts once here (the paper samples pairs; sampling is left to the batch composition).
 
     Args:
         alpha: the margin ``alpha`` around the boundary ``beta`` (0.2, Wu et al.).
@@ -114,24 +107,11 @@ class MarginLoss(GeneralizedContrastive):
         self.beta = nn.Parameter(init) if learn_beta else init
         self.nu, self.lr_multiplier = float(nu), float(lr_multiplier)
 
-    def forward(
-        self,
-        embeddings: Tensor,
-        labels: Tensor,
-        output: Output = None,
-        *,
-        reference: Optional[Tensor] = None,
-        reference_labels: Optional[Tensor] = None,
-        reference_self: Optional[Tensor] = None,
-    ) -> Tensor:
-        reference, reference_labels, reference_self = resolve_reference(
-            embeddings, labels, reference, reference_labels, reference_self
-        )
-        positive, negative = pair_masks(labels, reference_labels, reference_self)
-        dist = self.distances(embeddings, reference)
+    def anchor_terms(
+        self, anchors: Tensor, labels: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
+    ) -> Parts:
+        dist = self.distances(anchors, reference)
         beta = torch.as_tensor(self.beta).to(dist.device, dist.dtype)
         anchor_beta = beta[labels] if len(beta) > 1 else beta.expand(len(labels))
         pairs = _signed_margin_terms(dist, anchor_beta[:, None], self.alpha, positive, negative)
-        return self.reduce(
-            {"pairs": Terms(pairs), "beta": Terms(anchor_beta, weight=self.nu, reduction="mean")}
-        )
+        return {"pairs": Terms(pairs), "beta": Terms(anchor_beta, weight=self.nu, reduction="mean")}

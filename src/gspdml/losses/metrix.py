@@ -5,42 +5,34 @@ Error function of one batch (Psomas thesis Eq. 2.10)::
     E = (1/|X|) sum_a [ l(a) + w l~(a) ]
 
 ``l`` is the clean loss and ``l~`` its label-weighted version over mixed examples (Eqs.
-2.7-2.13): the base loss, built from :data:`~gspdml.losses.LOSSES`, computes both from label
-weights (:class:`~gspdml.losses.base.LabelWeightedLoss`: ``c2``/``contrastive``,
-``contrastive_similarity``, ``c1``, ``ms``, ``proxy_anchor``, ``proxy_nca``, ``proxynca_pp``). The
-Metrix recipe's options for
-those losses are in :data:`RECIPE_DEFAULTS`. Mixed examples (Eq. 2.4)::
+2.7-2.13), both computed by the base loss from label weights
+(:class:`~gspdml.losses.base.LabelWeightedLoss`); the Metrix recipe's options for those losses
+are in :data:`RECIPE_DEFAULTS`. Mixed examples (Eq. 2.4)::
 
     input:      v = f(lambda x + (1 - lambda) x')
     feature:    v = f_m(lambda g_m(x) + (1 - lambda) g_m(x'))     ("Metrix", the default)
     embedding:  v = lambda f(x) + (1 - lambda) f(x')
 
 with ``lambda ~ Beta(alpha, alpha)``, ``alpha = 2``, ``w = 0.4`` (§2.4.2), one ``lambda`` per
-iteration (the authors' code; ``lambda_per_pair`` draws one per mixed example, as Eq. 2.8 suggests). Here
-``g_m`` is the embedder's backbone and ``f_m`` its head, pooling and normalisation. A list of
-levels draws one of them uniformly at every iteration (the "mixup type combinations" of Tables
-2.5-2.6). The mixing pairs (:mod:`gspdml.losses.metrix_pairs`) are positive-negative or
-anchor-negative, chosen uniformly at random at every iteration (§2.4.2; ``pairs: random``), or
-any one kind or list of kinds (pos-pos and neg-neg too, Tables 2.4-2.6); positive-negative
-pairs take every positive of the anchor (Eq. 2.8, ``positives: all``) or only its first one (the
-authors' code, ``positives: first``); input mixup uses the ``k = 3`` hardest negatives (§2.4.2).
-Mixed embeddings are re-normalised (the code's ``LpDistance`` does so; the thesis's s(v, v') is a
-raw inner product) unless ``renormalize=False``.
+iteration (the authors' code); ``g_m`` is the embedder's backbone, ``f_m`` the rest. The mixing
+pairs (:mod:`gspdml.losses.metrix_pairs`) are positive-negative or anchor-negative, drawn per
+iteration (§2.4.2), or any kinds listed (Tables 2.4-2.6); input mixup uses the ``k = 3``
+hardest negatives (§2.4.2). Mixed embeddings are re-normalised (the code's ``LpDistance``; the
+thesis's s(v, v') is a raw inner product) unless ``renormalize=False``.
 
 Proxy losses (``anchorless``) mix each pair of examples once: with proxy anchors every proxy is
-the anchor of the mixed embedding; with ProxyNCA/ProxyNCA++ the mixed embedding is itself the
-anchor and the proxies are its positives/negatives with interpolated labels
+the anchor of the mixed embedding; with ProxyNCA/ProxyNCA++ the mixed embedding is the anchor
 (:meth:`gspdml.losses.proxy_nca.ProxyNCA.mixed`).
 
-The mixing methods Metrix is compared with (Table 2.4) change only which triples are kept
-(``_select``), how a mixture is labelled (``_labels``), the factor's law (``_draw_lambda``) or the
-mixed term itself (``_mixed_term``): :mod:`gspdml.losses.mochi`, :mod:`gspdml.losses.imix`.
+The mixing methods of Table 2.4 change only which triples are kept (``_select``), how a mixture
+is labelled (``_labels``), the factor's law (``_draw_lambda``) or the mixed term
+(``_mixed_term``): :mod:`gspdml.losses.mochi`, :mod:`gspdml.losses.imix`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Optional, Protocol, Union, cast
+from typing import Annotated, Any, Optional, Protocol, Union, cast
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +48,7 @@ from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.models.output import EmbedderOutput
 from gspdml.registry import parse_spec
+from gspdml.typecheck import POSITIVE, OneOf
 
 #: ``mix(triples [M, 3], lambda [M]) -> [M, D]`` mixed embeddings
 Mix = Callable[[Tensor, Tensor], Tensor]
@@ -132,6 +125,7 @@ class Metrix(LossWrapper):
 
     base_option = "loss"
     nested = {"loss": LOSSES}
+    base_kind = (LabelWeightedLoss, f"a loss with label weights ({LABEL_WEIGHTED})")
 
     def __init__(
         self,
@@ -140,8 +134,8 @@ class Metrix(LossWrapper):
         loss: Any = "contrastive",
         level: Union[str, Sequence[str]] = "feature",
         pairs: Union[str, Sequence[str]] = "random",
-        positives: str = "all",
-        mix_alpha: float = 2.0,
+        positives: Annotated[str, OneOf(POSITIVES)] = "all",
+        mix_alpha: Annotated[float, POSITIVE] = 2.0,
         mix_weight: float = 0.4,
         hard_negatives: Union[int, Mapping[str, Optional[int]]] = 3,
         lambda_per_pair: bool = False,
@@ -149,13 +143,10 @@ class Metrix(LossWrapper):
         mix_chunk: Optional[int] = None,
     ):
         super().__init__(with_recipe_defaults(loss, self.field("loss")), embedding_dim, num_classes)
-        self.require_base(LabelWeightedLoss, f"a loss with label weights ({LABEL_WEIGHTED})")
         # Metrix L2-normalises the clean embeddings, and the mixed ones unless renormalize=False
         self.weighted_base.normalize_inputs = False
         self.levels = self._choices("level", level, LEVELS)
         kinds = DEFAULT_KINDS if pairs == "random" else self._choices("pairs", pairs, PAIRS[1:])
-        self.require_choice("positives", positives, POSITIVES)
-        self.require_positive("mix_alpha", mix_alpha)
         self.hard_by_level = self._hard_by_level(hard_negatives)
         self.require(
             mix_chunk is None or (mix_chunk >= 1 and "feature" in self.levels),
@@ -201,10 +192,6 @@ class Metrix(LossWrapper):
             )
         return by_level
 
-    def _hard_negatives(self, level: str) -> Optional[int]:
-        """``k`` hardest negatives at ``level`` (None: all negatives)."""
-        return self.hard_by_level.get(level)
-
     @staticmethod
     def _draw(names: tuple[str, ...]) -> str:
         """One of ``names``, uniformly (the first without a draw when there is one)."""
@@ -226,8 +213,7 @@ class Metrix(LossWrapper):
                 f"metrix at level {'/'.join(self.levels)} mixes inside the network: the trainer must call "
                 "training_objective(model, images, labels) (it cannot sit inside a weighted list of losses)"
             )
-
-        hard = self._hard_negatives("embedding")
+        hard = self.hard_by_level.get("embedding")
         return self.objective(embeddings, labels, _mixer(embeddings), kind=kind, lam=lam, hard=hard)
 
     def training_objective(
@@ -254,9 +240,8 @@ class Metrix(LossWrapper):
         lam: Lambda = None,
         level: Optional[str] = None,
     ) -> tuple[Tensor, Tensor]:
-        """The clean ``[B, D]`` and mixed ``[M, D]`` embeddings one training step of this batch
-        would use (same draws of level, pairs and ``lambda``; L2-normalised as the loss sees them),
-        without the loss: the augmented training set ``X^`` of the utilisation measure
+        """The clean ``[B, D]`` and mixed ``[M, D]`` embeddings (L2-normalised) one training step would
+        use, without the loss: the augmented set ``X^`` of the utilisation measure
         (:mod:`gspdml.analysis.utilization`, Psomas thesis Eq. 2.24)."""
         clean, mix, hard = self._embedder_mix(model, images, level or self._draw(self.levels))
         e, _, _, mixed = self._mixing(clean, labels, mix, kind, lam, hard)
@@ -265,9 +250,9 @@ class Metrix(LossWrapper):
     def _embedder_mix(
         self, model: nn.Module, images: Tensor, level: str
     ) -> tuple[Tensor, Mix, Optional[int]]:
-        """``(clean embeddings, mix(triples, lambda) -> mixed embeddings, hard negatives k or
-        None)`` of ``images`` at ``level`` (Eq. 2.4)."""
-        hard = self._hard_negatives(level)
+        """``(clean embeddings, mix(triples, lambda), hard negatives k or None)`` at ``level``
+        (Eq. 2.4)."""
+        hard = self.hard_by_level.get(level)  # None: all negatives
         if level == "embedding":
             e: Tensor = model(images).embedding
             return e, _mixer(e), hard
@@ -309,8 +294,8 @@ class Metrix(LossWrapper):
         lam: Lambda = None,
         hard: Optional[int] = None,
     ) -> Tensor:
-        """``clean + w * mixed`` (Eq. 2.10). ``mix(triples, lam [M])`` returns the ``[M, D]``
-        mixed embeddings; ``kind`` and ``lam`` (a scalar or ``[M]``) override the random draws."""
+        """``clean + w * mixed`` (Eq. 2.10); ``kind`` and ``lam`` (a scalar or ``[M]``) override
+        the draws."""
         e, triples, weights, mixed = self._mixing(embeddings, labels, mix, kind, lam, hard)
         clean = self.weighted_base.clean(e, labels)
         if mixed is None:
@@ -344,8 +329,8 @@ class Metrix(LossWrapper):
         lam: Lambda,
         hard: Optional[int],
     ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor]]:
-        """``(normalised clean embeddings, triples [M, 3], lambda [M], mixed [M, D] or None when
-        the batch has no mixing pair)``: the draws of pairs and ``lambda`` and Eq. 2.4."""
+        """``(normalised clean embeddings, triples [M, 3], lambda [M], mixed [M, D] or None without a
+        mixing pair)``: the draws of pairs and ``lambda``, and Eq. 2.4."""
         e = F.normalize(embeddings, dim=1)
         kind = kind or self._draw(self.kinds)
         triples = self._select(
@@ -356,11 +341,10 @@ class Metrix(LossWrapper):
             triples = torch.cat([pairs[:, :1], pairs], dim=1)
         if len(triples) == 0:
             return e, triples, e.new_zeros(0), None
-        weights = (
-            self._draw_lambda(len(triples), e, kind)
-            if lam is None
-            else torch.as_tensor(lam, dtype=e.dtype, device=e.device)
-        )
+        if lam is None:
+            weights = self._draw_lambda(len(triples), e, kind)
+        else:
+            weights = torch.as_tensor(lam, dtype=e.dtype, device=e.device)
         weights = weights.expand(len(triples))
         mixed = mix(triples, weights)
         if self.renormalize:

@@ -5,18 +5,16 @@ mixed example is ``mix_lambda(first, second) = lambda first + (1 - lambda) secon
 ``lambda y_first + (1 - lambda) y_second`` with respect to the anchor (Eq. 2.8), ``y = 1`` for
 the anchor and its positives, ``0`` for its negatives (:func:`positivity`).
 
-* ``pos_neg``: ``M(a) = U+(a) x U-(a)``, every positive of ``a`` with every negative of ``a``
-  (the thesis, Eq. 2.8, ``positives="all"``); ``positives="first"`` keeps only the first
-  positive of ``a`` in batch order, as the authors' code does (its pos-neg builders take
-  ``pos[index_pos][0]``, and repeat the resulting triples once per positive of ``a``, which
-  weighs anchors alike in balanced batches; here each triple appears once);
-* ``anc_neg``: ``M(a) = S(a) x U-(a)``, the anchor itself (label 1) with every negative,
-  for every anchor (the thesis; the authors' code keeps only anchors without positives, A7);
-* ``pos_pos``: ``M(a) = U+(a)^2``, two distinct positives of ``a`` (label 1; Table 2.5,
-  "pos-pos"); ``neg_neg``: ``M(a) = U-(a)^2``, two distinct negatives of ``a`` (label 0; the
-  thesis's set of allowed pairs, §2.3.5, and MoCHi's negative-negative pairs, Table 2.4). Both
-  take each unordered pair once, ``first < second`` in batch order: ``lambda ~ Beta(alpha, alpha)``
-  is symmetric, so the reversed pair is the same mixture in distribution.
+* ``pos_neg``: ``M(a) = U+(a) x U-(a)`` (Eq. 2.8, ``positives="all"``); ``positives="first"``
+  keeps only the first positive of ``a`` in batch order, as the authors' code does
+  (``pos[index_pos][0]``; it repeats the triples once per positive, which weighs anchors alike
+  in balanced batches; here each triple appears once);
+* ``anc_neg``: ``M(a) = S(a) x U-(a)``, the anchor itself (label 1) with every negative, for
+  every anchor (the thesis; the authors' code keeps only anchors without positives, A7);
+* ``pos_pos``: ``M(a) = U+(a)^2`` (label 1; Table 2.5); ``neg_neg``: ``M(a) = U-(a)^2`` (label
+  0; §2.3.5, MoCHi's pairs of Table 2.4). Both take each unordered pair of distinct examples
+  once, ``first < second``: ``Beta(alpha, alpha)`` is symmetric, so the reversed pair is the
+  same mixture in distribution.
 
 For input mixup ``U-(a)`` is replaced by the ``k`` hardest negatives of ``a``: highest clean
 similarity (§2.4.2).

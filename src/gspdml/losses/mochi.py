@@ -1,26 +1,23 @@
-"""MoCHi, hard negative mixing (Kalantidis et al., *Hard Negative Mixing for Contrastive
-Learning*, NeurIPS 2020, §4), as the Psomas thesis adapts it to deep metric learning (§2.4.4,
-Table 2.4: "MoCHi (neg-neg)" and "MoCHi (anc-neg)", compared with Metrix/embed).
+"""MoCHi, hard negative mixing (Kalantidis et al., NeurIPS 2020, §4), as the Psomas thesis adapts
+it to deep metric learning (§2.4.4, Table 2.4: "MoCHi (neg-neg)" and "MoCHi (anc-neg)",
+compared with Metrix/embed).
 
-For a query (anchor) ``q`` with its ``N`` hardest negatives ``n`` (highest similarity), MoCHi
-synthesises negatives from embeddings only, labels never interpolated::
+For a query (anchor) ``q`` with its ``N`` hardest negatives ``n``, MoCHi synthesises negatives
+from embeddings, labels never interpolated::
 
     h  = normalise(alpha n_i + (1 - alpha) n_j),   alpha ~ U(0, 1)     (mixing two negatives)
     h' = normalise(beta q + (1 - beta) n_j),        beta ~ U(0, 0.5)    (mixing in the query)
 
-both counted as negatives of ``q`` (label 0). In the thesis's batch setting the anchor is clean,
-the pairs are ``U-(a)^2`` (``neg_neg``, unordered pairs of distinct hard negatives) or
-``S(a) x U-(a)`` (``anc_neg``), ``U-(a)`` replaced by the ``k = 100`` hardest negatives, and the
-mixtures enter the thesis's error function ``clean + w * mixed`` (Eq. 2.10) with label 0; the
-mixed term is the base loss's label-weighted form (:class:`~gspdml.losses.metrix.Metrix`). MoCHi
-keeps ``s`` (``s'``) synthetic points per query, drawn uniformly among its hard pairs:
-``synthetic``; ``null`` keeps every pair.
+both negatives of ``q`` (label 0). In the thesis's batch setting the anchor is clean, the pairs
+are ``U-(a)^2`` (``neg_neg``) or ``S(a) x U-(a)`` (``anc_neg``) over the ``k = 100`` hardest
+negatives, and the mixtures enter ``clean + w * mixed`` (Eq. 2.10) with label 0. ``synthetic``:
+the ``s`` synthetic points kept per query, drawn uniformly (``null``: every pair).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
 import torch
 from torch import Tensor
@@ -28,6 +25,7 @@ from torch import Tensor
 from gspdml.losses.base import LOSSES
 from gspdml.losses.metrix import Metrix
 from gspdml.losses.metrix_pairs import at_most_per_anchor
+from gspdml.typecheck import AT_LEAST_1
 
 MOCHI_KINDS = ("neg_neg", "anc_neg")
 
@@ -51,7 +49,7 @@ class MoCHi(Metrix):
         loss: Any = "contrastive",
         pairs: Union[str, Sequence[str]] = "neg_neg",
         hard_negatives: int = 100,
-        synthetic: Optional[int] = None,
+        synthetic: Optional[Annotated[int, AT_LEAST_1]] = None,
         mix_weight: float = 0.4,
     ):
         super().__init__(
@@ -65,11 +63,6 @@ class MoCHi(Metrix):
         )
         for kind in self.kinds:
             self.require_choice("pairs", kind, MOCHI_KINDS)
-        self.require(
-            synthetic is None or synthetic >= 1,
-            "synthetic",
-            f"must be null (every pair) or >= 1, got {synthetic!r}",
-        )
         self.require(
             not getattr(self.base, "anchorless", False),
             "loss",

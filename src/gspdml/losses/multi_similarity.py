@@ -22,8 +22,7 @@ def multi_similarity_mining(
     keep negative ``n`` if ``s_in + epsilon > min_{p in P_i} s_ip``.
 
     ``epsilon`` is the official code's ``margin = 0.1``. An anchor without negatives keeps no
-    positive and one without positives keeps no negative. Returns the mined ``[B, R]`` masks.
-    """
+    positive and one without positives keeps no negative. Returns the mined ``[B, R]`` masks."""
     hardest_neg = sim.masked_fill(~negative, float("-inf")).amax(1, keepdim=True)
     hardest_pos = sim.masked_fill(~positive, float("inf")).amin(1, keepdim=True)
     return positive & (sim - epsilon < hardest_neg), negative & (sim + epsilon > hardest_pos)
@@ -36,16 +35,13 @@ class MultiSimilarity(WeightedPairLoss):
     ``L_i = 1/alpha log(1 + sum_{p in P_i} exp(-alpha (s_ip - base)))
     + 1/beta log(1 + sum_{n in N_i} exp(beta (s_in - base)))``
 
-    on cosine similarities ``s``. ``alpha`` = scale_pos, ``beta`` = scale_neg, ``base`` = lambda
-    (0.5 in the official code and pytorch-metric-learning). With ``mining: true`` (default) the
-    pairs come from :func:`multi_similarity_mining` with ``epsilon`` (0.1, official code);
-    ``mining: false`` or ``epsilon: null`` uses all pairs. An empty set contributes 0. The mined
-    sets of an anchor are either both empty or both non-empty (a kept positive implies a kept
-    negative and vice versa), so the official code's "skip the anchor if either set is empty"
-    and pytorch-metric-learning agree; the official code also drops positives with
-    ``s >= 1 - 1e-5`` (self by value), here the anchor's own copy is dropped by index.
-    Reduction ``anchor_mean``: the sum over anchors divided by the number of anchors that have
-    pairs before mining (``B``, empty mined anchors included: official code; PML's ``MeanReducer``).
+    on cosine similarities ``s``; ``base`` 0.5 and the miner's ``epsilon`` 0.1 are the official
+    code's and pytorch-metric-learning's. An empty set contributes 0. The mined sets of an anchor
+    are both empty or both non-empty, so the official code's "skip the anchor if either set is
+    empty" and PML agree; the official code drops positives with ``s >= 1 - 1e-5`` (self by
+    value), here the anchor's own copy is dropped by index. Reduction ``anchor_mean``: the sum
+    over anchors divided by the anchors with pairs before mining (official code; PML's
+    ``MeanReducer``).
 
     With label weights ``y`` (Metrix, Psomas thesis Eq. 2.2 and Eq. 2.13)::
 
@@ -97,10 +93,8 @@ class MultiSimilarity(WeightedPairLoss):
             kept_pos, kept_neg = multi_similarity_mining(
                 values.detach(), positive_weights > 0, negative_weights > 0, self.epsilon
             )
-            positive_weights, negative_weights = (
-                positive_weights * kept_pos,
-                negative_weights * kept_neg,
-            )
+            positive_weights = positive_weights * kept_pos
+            negative_weights = negative_weights * kept_neg
         pos = log1p_sum_exp(-self.alpha * (values - self.base), positive_weights) / self.alpha
         neg = log1p_sum_exp(self.beta * (values - self.base), negative_weights) / self.beta
         return {"anchors": Terms(pos + neg, anchors=anchors)}

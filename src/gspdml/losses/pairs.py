@@ -24,10 +24,8 @@ def euclidean_distances(a: Tensor, b: Tensor, normalize: bool = True) -> Tensor:
     ``normalize=False`` measures the rows as given (``LpDistance(normalize_embeddings=False)``)."""
     if normalize:
         a, b = F.normalize(a, dim=1), F.normalize(b, dim=1)
-    squared = (a.pow(2).sum(1, keepdim=True) + b.pow(2).sum(1)[None, :] - 2.0 * a @ b.T).clamp(
-        min=0.0
-    )
-    return torch.sqrt(squared + 1e-12)
+    squared = a.pow(2).sum(1, keepdim=True) + b.pow(2).sum(1)[None, :] - 2.0 * a @ b.T
+    return torch.sqrt(squared.clamp(min=0.0) + 1e-12)
 
 
 def cosine_similarities(a: Tensor, b: Tensor, normalize: bool = True) -> Tensor:
@@ -57,8 +55,7 @@ def log1p_sum_exp(logits: Tensor, weights: Tensor, dim: int = 1) -> Tensor:
     """``log(1 + sum_k w_k exp(logits_k))`` along ``dim``, stably; 0 where no weight is positive.
 
     ``weights`` is a boolean mask (``w`` in {0, 1}) or non-negative label weights: a weight
-    enters as ``logits + log w``, so weight 1 leaves the logit as it is.
-    """
+    enters as ``logits + log w``, so weight 1 leaves the logit as it is."""
     if weights.dtype == torch.bool:
         masked = logits.masked_fill(~weights, float("-inf"))
     else:
@@ -98,18 +95,13 @@ def resolve_reference(
 
 
 class PairLoss(MetricLoss):
-    """Base for pair losses: subclasses implement :meth:`pair_terms` on ``[B, R]`` masks, the
-    terms the loss's reducer reduces (:mod:`gspdml.losses.reduction`).
+    """Base for pair losses: subclasses implement :meth:`pair_terms` on ``[B, R]`` masks.
 
     ``forward(embeddings, labels)`` compares the batch with itself (self-pairs dropped by index);
-    ``forward(embeddings, labels, reference=R, reference_labels=y_R, reference_self=s)`` compares
-    the batch (anchors) with another set, e.g. XBM's memory or CCP's proxies; ``s[i]`` is the
-    column of anchor ``i``'s own copy in ``R`` (or -1), dropped by index.
-
-    Subclasses measure pairs with :meth:`distances` and :meth:`similarities`, which L2-normalise
-    the rows first; a wrapper that normalises its inputs differently (CCP's clip normalisation)
-    sets ``normalize_inputs = False`` on its base loss.
-    """
+    with ``reference=R, reference_labels=y_R, reference_self=s`` it compares the batch (anchors) with
+    another set (XBM's memory, CCP's proxies), ``s[i]`` being the column of anchor ``i``'s own copy
+    in ``R`` (or -1). :meth:`distances` and :meth:`similarities` L2-normalise the rows first unless
+    ``normalize_inputs`` is off (CCP's clip normalisation)."""
 
     #: a positive pair needs two samples of a class in the batch
     requires = BatchRequirements(samples_per_class=2)
@@ -134,7 +126,13 @@ class PairLoss(MetricLoss):
             embeddings, labels, reference, reference_labels, reference_self
         )
         positive, negative = pair_masks(labels, reference_labels, reference_self)
-        return self.reduce(self.pair_terms(embeddings, reference, positive, negative))
+        return self.reduce(self.anchor_terms(embeddings, labels, reference, positive, negative))
+
+    def anchor_terms(
+        self, anchors: Tensor, labels: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
+    ) -> Parts:
+        """The terms of ``anchors`` (of classes ``labels``); most losses need only the masks."""
+        return self.pair_terms(anchors, reference, positive, negative)
 
     def pair_terms(
         self, anchors: Tensor, reference: Tensor, positive: Tensor, negative: Tensor
@@ -145,23 +143,17 @@ class PairLoss(MetricLoss):
 class WeightedPairLoss(LabelWeightedLoss, PairLoss):
     """A pair loss defined on label weights: ``weighted_terms(values, positive_weights, negative_weights)``.
 
-    ``values`` ``[A, R]`` are the pair distances (``measure = "distance"``) or cosine similarities
-    (``"similarity"``) of anchors and references; the weights ``[A, R]`` in ``[0, 1]`` say how much
-    each pair counts as positive and as negative (a pair that does not exist has both 0). Hard
-    labels are the 0/1 weights of the masks (:meth:`pair_terms`); Metrix's mixed examples of
-    positivity ``lambda`` are weights ``(lambda, 1 - lambda)`` on their one anchor
-    (:meth:`labelled`, Psomas thesis §2.4.2). The arithmetic of a loss is its ``weighted_terms``, once.
-    """
+    ``values`` ``[A, R]`` are pair distances (``measure = "distance"``) or cosine similarities; the
+    weights ``[A, R]`` in ``[0, 1]`` say how much each pair counts as positive and as negative (0
+    and 0: no pair). Hard labels are the masks' 0/1 weights; Metrix's mixed examples of positivity
+    ``lambda`` weigh ``(lambda, 1 - lambda)`` on their one anchor (Psomas thesis §2.4.2)."""
 
     measure = "similarity"
 
     def pair_values(self, anchors: Tensor, reference: Tensor) -> Tensor:
         """``[A, R]`` distances or similarities of all pairs."""
-        return (
-            self.distances(anchors, reference)
-            if self.measure == "distance"
-            else self.similarities(anchors, reference)
-        )
+        measure = euclidean_distances if self.measure == "distance" else cosine_similarities
+        return measure(anchors, reference, self.normalize_inputs)
 
     def paired_values(self, anchors: Tensor, candidates: Tensor) -> Tensor:
         """``[P]`` distances or similarities of row ``j`` with row ``j``."""
@@ -175,14 +167,11 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
         return self.weighted_terms(values, positive.to(values.dtype), negative.to(values.dtype))
 
     def clean(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        """Psomas thesis Eq. 2.7 with hard labels over all ordered in-batch pairs ``i != j`` (= Eq. 2.3):
-        the forward's loss, with each pair measured row by row as the mixed pairs are (distances
-        from the differences stay exact for near-identical embeddings, where the matrix form
+        """Psomas thesis Eq. 2.7 with hard labels over all ordered in-batch pairs (= Eq. 2.3), each pair
+        measured row by row as the mixed pairs are (exact for near-identical embeddings, where
         ``|a|^2 + |b|^2 - 2 a.b`` cancels)."""
-        n = len(labels)
-        anchor, candidate = torch.nonzero(
-            ~torch.eye(n, dtype=torch.bool, device=labels.device), as_tuple=True
-        )
+        off_diagonal = ~torch.eye(len(labels), dtype=torch.bool, device=labels.device)
+        anchor, candidate = torch.nonzero(off_diagonal, as_tuple=True)
         y = (labels[anchor] == labels[candidate]).to(embeddings.dtype)
         return self.labelled(embeddings, embeddings, anchor, candidate, y)
 
@@ -195,8 +184,8 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
         y: Tensor,
     ) -> Tensor:
         """The loss over the listed pairs ``(anchors[anchor_index[k]], candidates[candidate_index[k]])``
-        with positivity ``y[k]`` (Psomas thesis Eq. 2.7): weights ``y`` and ``1 - y`` on those pairs, 0
-        elsewhere. Each pair is measured row by row, then laid out as an ``[A, C]`` matrix."""
+        with positivity ``y[k]`` (Psomas thesis Eq. 2.7), measured row by row and laid out ``[A, C]``.
+        """
         values = self.paired_values(anchors[anchor_index], candidates[candidate_index])
         y = y.to(values.dtype)
         index, shape = (anchor_index, candidate_index), (len(anchors), len(candidates))

@@ -1,8 +1,6 @@
-"""Base class of proxy losses: the proxies are an ``nn.Parameter`` of the loss.
-
-The trainer supplies ``num_classes`` and ``embedding_dim`` and puts :attr:`proxies` into an
-optimiser group with the loss's ``lr_multiplier`` (100 for the proxy baselines of Gürbüz thesis
-§3.3.2.1; ProxyNCA++'s "fast proxies", ProxyNCA++ paper §3.6, are this multiplier).
+"""Base class of proxy losses: the proxies are an ``nn.Parameter`` of the loss, put by the trainer
+into an optimiser group with the loss's ``lr_multiplier`` (100 for the proxy baselines of
+Gürbüz thesis §3.3.2.1; ProxyNCA++'s "fast proxies", ProxyNCA++ paper §3.6, are this multiplier).
 """
 
 from __future__ import annotations

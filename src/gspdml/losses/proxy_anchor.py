@@ -30,13 +30,12 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
     code and pytorch-metric-learning's ``ProxyAnchorLoss``. Proxies initialised with Kaiming
     normal (fan-out) as in the official code.
 
-    With label weights (:meth:`weighted_terms`; Metrix, Psomas thesis §2.3.1, Table 2.1) ``[x in X_p+]``
-    becomes ``y_p(x)`` and ``[x in X_p-]`` a negative weight. A mixed embedding
-    ``v = mix_lambda(x, x')`` of classes ``c, c'`` has ``y_q = lambda [c = q] + (1 - lambda) [c' = q]``
-    for the two proxies ``q in {c, c'}``, for which it is a positive-negative mixture (Eq. 2.8 with
-    the proxy as the anchor), negative weight ``1 - y_q``. For every other proxy both parents are
-    negatives: Eq. 2.8 with the mixing pairs ``U+(a) x U-(a)`` has no such pair, so the mixed
-    embedding is not used there (weight 0 in both terms); ``P+`` are the proxies with positive mass.
+    With label weights (Metrix, Psomas thesis §2.3.1, Table 2.1) ``[x in X_p+]`` becomes ``y_p(x)``
+    and ``[x in X_p-]`` a negative weight. A mixed embedding ``v = mix_lambda(x, x')`` of classes
+    ``c, c'`` has ``y_q = lambda [c = q] + (1 - lambda) [c' = q]`` and negative weight ``1 - y_q``
+    for ``q in {c, c'}`` (Eq. 2.8 with the proxy as the anchor); for every other proxy both parents
+    are negatives, a pair Eq. 2.8 does not mix, so ``v`` has weight 0 there. ``P+``: the proxies
+    with positive mass.
 
     ``variant: original`` (default; the formula above, Kim et al. 2020; the thesis writes PA in MS form).
     ``variant: thesis_generic``: the MS form of the thesis's Table 2.1,

@@ -33,23 +33,18 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
     Reduction: mean over the batch. Proxies initialised ``N(0, 1/8^2)`` as in the ProxyNCA++
     code; ``lr_multiplier`` 100 (Gürbüz thesis §3.3.2.1, proxy-loss hyper-parameters).
 
-    Under Metrix (:meth:`mixed`; Psomas thesis §2.3.5, Table 2.1: anchor = example, positives
-    and negatives = proxies) a mixed embedding ``v = mix_lambda(x, x')`` of classes ``c, c'`` is
-    its own anchor, and proxy ``q`` its positive with label ``y_q = lambda [q = c] +
-    (1 - lambda) [q = c']`` (Eq. 2.8). ``mixed_targets`` says how the label enters:
+    Under Metrix (:meth:`mixed`; Psomas thesis §2.3.5, Table 2.1) a mixed embedding ``v =
+    mix_lambda(x, x')`` of classes ``c, c'`` is its own anchor, proxy ``q`` its positive with
+    label ``y_q = lambda [q = c] + (1 - lambda) [q = c']`` (Eq. 2.8), entering by ``mixed_targets``:
 
     * ``generic`` (default; Eq. 2.9 with Table 2.1's ``sigma+ = -log``, ``sigma- = log``,
       ``rho = exp``): ``l~(v) = -log sum_q y_q e^{z_q} + log sum_q w_q e^{z_q}``, ``z_q = -d_vq/T``,
-      ``w_q = 1`` with the assignment probability (the softmax over all proxies, ProxyNCA++ Eq. 6)
-      and ``w_q = 1 - y_q`` without it (Eq. 2.9's negative term); i.e.
-      ``-log(lambda p_c(v) + (1 - lambda) p_c'(v))`` for ProxyNCA++;
-    * ``interpolated``: mixup's interpolated targets (Zhang et al., ICLR 2018), the clean loss
-      of ``v`` under label ``c`` and under ``c'`` mixed, ``lambda l(v; c) + (1 - lambda) l(v; c')``
-      (the cross-entropy with target ``y`` for ProxyNCA++).
+      ``w_q = 1`` with the assignment probability (ProxyNCA++ Eq. 6), else ``1 - y_q``;
+    * ``interpolated``: mixup's targets (Zhang et al., ICLR 2018),
+      ``lambda l(v; c) + (1 - lambda) l(v; c')``.
 
-    Both equal the clean loss of ``x`` when ``lambda = 1`` and ``v = x``; the mixed loss is the
-    mean over the mixed embeddings (docs/paper-vs-code.md, "ProxyNCA++ + Metrix"). The distance
-    normalises ``v``, so Metrix's ``renormalize`` makes no difference here.
+    Both equal the clean loss when ``lambda = 1`` and ``v = x``; the mixed loss is the mean over
+    the mixed embeddings (docs/paper-vs-code.md, "ProxyNCA++ + Metrix").
 
     Args:
         temperature: ``T``, divides the negative squared distances.
@@ -91,7 +86,7 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
 
     def forward(self, embeddings: Tensor, labels: Tensor, output: Output = None) -> Tensor:
         self.check_labels(labels)
-        return self.reduce({"examples": Terms(self.per_example(self.logits(embeddings), labels))})
+        return self.loss_from_cosines(self.cosines(embeddings), labels)
 
     def loss_from_cosines(self, cos: Tensor, labels: Tensor) -> Tensor:
         """The loss from cosines ``[B, P]`` to ``P`` proxies of classes ``0 .. P - 1`` (Proxy
@@ -150,8 +145,8 @@ class ProxyNCAPlusPlus(ProxyNCA):
                               embedding layer: a model setting, not a loss option
     ========================  ===================================================================
 
-    The presets ``losses/proxynca_pp-*`` set these. Equal to the cross-entropy of
-    ``-d / T`` over all proxies (the authors' code, github.com/euwern/proxynca_pp: ``CE(18 cos)`` at ``T = 1/9``).
+    The presets ``losses/proxynca_pp-*`` set these. The authors' code
+    (github.com/euwern/proxynca_pp) is ``CE(18 cos)``, i.e. ``T = 1/9``.
 
     Args:
         temperature: ``T`` (1/9 as coded; 1 switches +scale off).

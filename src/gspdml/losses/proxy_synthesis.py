@@ -1,28 +1,23 @@
-"""Proxy Synthesis (Gu, Ko and Kim, *Proxy Synthesis: Learning with Synthetic Classes for Deep
-Metric Learning*, AAAI 2021, §3), the proxy-loss competitor of Metrix (Psomas thesis §2.4.1 and
-Table 2.4: "ProxyAnchor+PS", the official code adapted to Proxy Anchor).
+"""Proxy Synthesis (Gu, Ko and Kim, AAAI 2021, §3), the proxy-loss competitor of Metrix (Psomas
+thesis §2.4.1, Table 2.4: "ProxyAnchor+PS", the official code adapted to Proxy Anchor).
 
-With ``lambda ~ Beta(alpha, alpha)`` once per iteration and the batch paired with itself shifted
-by one (example ``i`` with ``i - 1``, cyclically), each pair makes a synthetic class: a
-synthetic embedding and a synthetic proxy, mixed with the same ``lambda``::
+With ``lambda ~ Beta(alpha, alpha)`` once per iteration, example ``i`` and its neighbour
+``i - 1`` make a synthetic class, an embedding and a proxy mixed with the same ``lambda``::
 
     e~_i = normalise(lambda e_i + (1 - lambda) e_{i-1})
     p~_i = normalise(lambda p_{y_i} + (1 - lambda) p_{y_{i-1}})          (e, p L2-normalised first)
 
-The first ``floor(mu B)`` synthetic classes (``mu``: generation ratio) join the batch and the
-proxies, labelled ``C, C + 1, ...``, and the base proxy loss is computed once over the enlarged
-set of embeddings and proxies. The loss never interpolates labels: a synthetic embedding is a
-negative of every real proxy. Synthetic classes mix two classes (the thesis: "PS mixes
-embeddings of different classes"); the official code pairs neighbours and asks the sampler to
-make neighbours differ in class, so here ``i - 1`` is ``i``'s nearest preceding example of
-another class (cyclically), the neighbour itself whenever the classes differ: the same pairs
-under the official sampler, and pairs of two classes under balanced batches too
-(docs/paper-vs-code.md). Defaults: ``alpha = 0.4``, ``mu = 1`` (the official code's runs).
+The first ``floor(mu B)`` synthetic classes join the batch and the proxies as classes
+``C, C + 1, ...``, and the base proxy loss runs once over the enlarged sets (labels are never
+interpolated). Synthetic classes mix two classes (the thesis); the official code asks its
+sampler for neighbours of different classes, so here ``i - 1`` is ``i``'s nearest preceding
+example of another class, cyclically: the same pairs under that sampler, and two-class pairs
+under balanced batches too (docs/paper-vs-code.md). ``alpha = 0.4``, ``mu = 1`` (official runs).
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, cast
+from typing import Annotated, Any, Optional, cast
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +26,7 @@ from torch import Tensor
 from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.proxies import ProxyLoss
 from gspdml.losses.wrapper import LossWrapper
+from gspdml.typecheck import POSITIVE, UNIT
 
 
 @LOSSES.register("proxy_synthesis", "ps")
@@ -52,8 +48,8 @@ class ProxySynthesis(LossWrapper):
         embedding_dim: int,
         num_classes: int,
         loss: Any = "proxy_anchor",
-        alpha: float = 0.4,
-        mu: float = 1.0,
+        alpha: Annotated[float, POSITIVE] = 0.4,
+        mu: Annotated[float, UNIT] = 1.0,
     ):
         super().__init__(loss, embedding_dim, num_classes)
         self.require(
@@ -64,9 +60,7 @@ class ProxySynthesis(LossWrapper):
             "must be a proxy loss with one proxy per class (proxy_anchor, proxy_nca, proxynca_pp), "
             f"got {type(self.base).__name__}",
         )
-        self.alpha = self.require_positive("alpha", alpha)
-        self.require(0.0 <= mu <= 1.0, "mu", f"must be in [0, 1], got {mu}")
-        self.mu = float(mu)
+        self.alpha, self.mu = float(alpha), float(mu)
         self.lr_multiplier = self.proxy_loss.lr_multiplier
 
     @property
@@ -89,11 +83,8 @@ class ProxySynthesis(LossWrapper):
         proxies = F.normalize(base.proxies.to(e.dtype), dim=1)
         count = int(len(e) * self.mu)
         if count > 0 and bool((labels != labels[0]).any()):
-            lam = (
-                float(torch.distributions.Beta(self.alpha, self.alpha).sample())
-                if lam is None
-                else lam
-            )
+            if lam is None:
+                lam = float(torch.distributions.Beta(self.alpha, self.alpha).sample())
             own = torch.arange(count, device=e.device)
             previous = _previous_of_another_class(labels)[own]
             mixed = F.normalize(lam * e[own] + (1 - lam) * e[previous], dim=1)

@@ -1,12 +1,10 @@
 """One reduction for every loss, in the manner of pytorch-metric-learning's loss dictionary and
 reducers.
 
-A loss computes its *terms*: a mapping of part names to :class:`Terms` (e.g. C2's positive and
-negative pairs, SoftTriple's classification and centre terms), each holding the per-element
-terms (per pair ``[A, R]``, rows indexing the anchors; per anchor ``[A]``; per triplet, sample or
-proxy ``[N]``) and what a reducer needs to count them. The reducer named by the loss's
-``reduction`` option divides the sum of each part's terms by a count of them, and the loss is
-the sum of the parts, each times its ``weight``::
+A loss computes its *terms*: part names mapped to :class:`Terms` (e.g. C2's positive and
+negative pairs), per pair ``[A, R]``, per anchor ``[A]`` or per triplet, sample or proxy
+``[N]``. The reducer named by the loss's ``reduction`` divides the sum of each part's terms by
+a count, and the loss is the weighted sum of the parts::
 
     L = sum_k weight_k (sum of the terms of part k) / count_k      (count_k = 0: the part is 0)
 
@@ -21,9 +19,8 @@ the sum of the parts, each times its ``weight``::
                           of the two half-batch means (GSP paper Eq. 4.4)
 ========================  ===================================================================
 
-A part with its own ``reduction`` (a regulariser, always a mean) is reduced that way whatever the
-loss's option. A part's terms may come in pieces (chunks of anchors, the positive and negative
-pairs of one sum): their sums and counts add up.
+A part with its own ``reduction`` (a regulariser, always a mean) keeps it. A part's terms may
+come in pieces (chunks of anchors, positive and negative pairs): sums and counts add up.
 """
 
 from __future__ import annotations

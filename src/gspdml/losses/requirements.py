@@ -1,20 +1,16 @@
 """What a loss needs of each training batch and of the embedder output, declared once.
 
-A loss declares its :class:`BatchRequirements`
-(:meth:`gspdml.losses.MetricLoss.batch_requirements`); a wrapper combines its own with its base
-loss's, a weighted sum combines those of its terms. The trainer (and the config) check the
-declaration once, before step 1, against the batch the sampler will build
-(:meth:`BatchRequirements.check_batches`) and the fields the model declares it fills
+A loss declares its :class:`BatchRequirements` (wrappers and sums combine their parts'); the
+trainer checks them once, before step 1, against the sampler's batches
+(:meth:`BatchRequirements.check_batches`) and the fields the model declares
 (:meth:`BatchRequirements.check_output`), so no loss checks its batch at every step.
 
-* ``halves``: the batch is two class-disjoint halves, first half then second (ZSR, GSP paper
-  Algorithm 4; XML paper Eq. 2.8): ``data.halves: true``.
-* ``samples_per_class``: samples of each class a batch must hold. Pair losses need 2 (with 1
-  there is no positive pair); a memory (XBM) brings the positives of earlier batches, so it
-  needs 1.
-* ``reads``: the :class:`~gspdml.models.EmbedderOutput` fields besides ``embedding`` the loss
-  reads (ZSR: ``attributes``; XML: ``local``), or ``embed_features`` when it embeds backbone maps
-  itself (Metrix at feature level: ``model.backbone`` and ``model.embed_features``).
+* ``halves``: the batch is two class-disjoint halves (ZSR, GSP paper Algorithm 4; XML paper
+  Eq. 2.8): ``data.halves: true``.
+* ``samples_per_class``: per class in a batch; pair losses need 2 (a positive pair), with a
+  memory (XBM) 1.
+* ``reads``: the :class:`~gspdml.models.EmbedderOutput` fields besides ``embedding`` it reads
+  (ZSR ``attributes``, XML ``local``), or ``embed_features`` (Metrix at feature level).
 """
 
 from __future__ import annotations

@@ -28,13 +28,10 @@ class SoftTriple(ProxyLoss):
     ``R = sum_c sum_{k < k'} sqrt(2 + eps - 2 w_c^k . w_c^k') / (C K (K - 1))`` (Eq. 12)
 
     ``L = mean_i L_i + tau R``, with L2-normalised embeddings and centres. Parameters follow
-    pytorch-metric-learning's ``SoftTripleLoss`` (``la`` = lambda, ``gamma`` = gamma with the
-    logits divided by it, ``margin`` = delta) plus ``tau``, the regulariser weight
-    (``weight_reg_weight`` with ``SparseCentersRegularizer`` there). Gürbüz thesis §3.3.2.1 writes the
-    tuple as ``(lambda, gamma, tau, delta)``, e.g. ``(20, 0.1, 0.2, 0.01)`` on CUB. ``R = 0`` for
-    ``K = 1``, where SoftTriple is a normalised softmax with margin. Reduction: mean over the
-    batch, plus ``tau R``. Centres initialised Kaiming-uniform (``a = sqrt(5)``), as in the
-    official code.
+    pytorch-metric-learning's ``SoftTripleLoss`` plus ``tau`` (its ``weight_reg_weight``); Gürbüz
+    thesis §3.3.2.1 gives ``(lambda, gamma, tau, delta)``, e.g. ``(20, 0.1, 0.2, 0.01)`` on CUB.
+    ``R = 0`` for ``K = 1`` (a normalised softmax with margin). Centres initialised
+    Kaiming-uniform (``a = sqrt(5)``), as in the official code.
 
     Args:
         centers_per_class: ``K`` centres per class.
@@ -64,9 +61,8 @@ class SoftTriple(ProxyLoss):
 
     def class_similarities(self, embeddings: Tensor) -> Tensor:
         """``S_ic`` ``[B, C]`` (Eq. 8)."""
-        sim = self.cosines(embeddings).view(
-            len(embeddings), self.num_classes, self.proxies_per_class
-        )
+        shape = (len(embeddings), self.num_classes, self.proxies_per_class)
+        sim = self.cosines(embeddings).view(shape)
         return (F.softmax(sim / self.gamma, dim=2) * sim).sum(2)
 
     def center_regularizer(self) -> Tensor:

@@ -7,6 +7,8 @@ anchors against a reference set (XBM memory, CCP proxies).
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -14,16 +16,15 @@ from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses.reduction import Parts, Terms
+from gspdml.typecheck import OneOf
 
 MININGS = ("all", "semihard", "hard", "batch_hard")
 
 
 @LOSSES.register("triplet", "triplet_margin")
 class TripletMargin(PairLoss):
-    """Triplet loss ``(d_ap - d_an + margin)_+`` (Gürbüz thesis Eq. 2.1.2).
-
-    ``mining`` selects the triplets (conventions of pytorch-metric-learning's
-    ``TripletMarginMiner`` and ``BatchHardMiner``):
+    """Triplet loss ``(d_ap - d_an + margin)_+`` (Gürbüz thesis Eq. 2.1.2); ``mining`` selects
+    the triplets (as pytorch-metric-learning's ``TripletMarginMiner`` and ``BatchHardMiner``):
 
     * ``all``: every triplet (a, p, n) with ``y_p = y_a``, ``p != a``, ``y_n != y_a``;
     * ``semihard``: triplets with ``0 < d_an - d_ap <= margin`` (negative farther than the
@@ -32,13 +33,11 @@ class TripletMargin(PairLoss):
     * ``batch_hard``: one triplet per anchor, its farthest positive and closest negative
       (Hermans et al. 2017); anchors lacking either are skipped.
 
-    Reduction (:mod:`gspdml.losses.reduction`) of the terms of the selected triplets (one per
-    anchor with ``batch_hard``): ``avg_nonzero`` (default; pytorch-metric-learning's
-    ``AvgNonZeroReducer``), the sum divided by the number of strictly positive terms, or ``mean``.
+    Reduction of the selected triplets' terms: ``avg_nonzero`` (default; pytorch-metric-learning's
+    ``AvgNonZeroReducer``) or ``mean``.
 
-    The non-batch-hard modes build masked ``[c, R, R]`` tensors for chunks of ``c`` anchors with
-    ``c * R^2 <= max_elements`` (no Python loop over triplets); ``R^2 > max_elements`` (e.g. a
-    large XBM memory) is refused with an error instead of exhausting memory.
+    The other modes build masked ``[c, R, R]`` tensors for chunks of ``c`` anchors with
+    ``c * R^2 <= max_elements``; ``R^2 > max_elements`` (a large XBM memory) is refused.
 
     Args:
         margin: the margin of ``(d_ap - d_an + margin)_+``.
@@ -49,18 +48,16 @@ class TripletMargin(PairLoss):
 
     reductions = ("avg_nonzero", "mean")
 
+    config_field = "triplet"  # built from Python, it names its options triplet.<option>
+
     def __init__(
         self,
         margin: float = 0.05,
-        mining: str = "all",
+        mining: Annotated[str, OneOf(MININGS, "mining")] = "all",
         reduction: str = "avg_nonzero",
         max_elements: int = 2**26,
     ) -> None:
         super().__init__()
-        if mining not in MININGS:
-            raise ConfigError(
-                "triplet.mining", f"unknown mining {mining!r}; allowed: {', '.join(MININGS)}"
-            )
         self.margin, self.mining, self.max_elements = float(margin), mining, int(max_elements)
         self.set_reduction(reduction)
 

@@ -1,7 +1,5 @@
-"""Base class of the loss wrappers: XBM, CCP, ZSR, XML, Metrix (MoCHi, i-Mix) and Proxy
-Synthesis hold a ``base`` loss.
-
-Each wrapper adds its own term to a loss it wraps (Gürbüz thesis §3.3.2.1, Algorithm 1,
+"""Base class of the loss wrappers (XBM, CCP, ZSR, XML, Metrix with MoCHi and i-Mix, Proxy
+Synthesis), each adding its own term to a ``base`` loss (Gürbüz thesis §3.3.2.1, Algorithm 1,
 Eqs. 5.2.4-5.2.5; XML paper Eq. 2.11; Psomas thesis Eq. 2.10)::
 
     XBM:     L = base(batch, batch) + w base(batch, memory)
@@ -10,14 +8,12 @@ Eqs. 5.2.4-5.2.5; XML paper Eq. 2.11; Psomas thesis Eq. 2.10)::
     Metrix:  E = base.clean + w base.mixed   (MoCHi and i-Mix: other pairs, labels, anchors)
     PS:      L = base(batch + synthetic embeddings, proxies + synthetic proxies)
 
-:class:`LossWrapper` builds ``base`` from its spec (or takes a built loss) with the trainer's
-``embedding_dim`` and ``num_classes``, and every wrapper reports a bad option the same way: the
-field ``loss.<option>`` (``loss.base`` for the wrapped loss, ``loss.base.<option>`` for its
-options, as the registry names them), whatever the wrapper.
+A bad option is reported at ``loss.<option>`` (``loss.base.<option>`` for the wrapped loss's).
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Optional
 
 from torch import nn
@@ -25,15 +21,13 @@ from torch import nn
 from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, MetricLoss, build_loss
 from gspdml.losses.requirements import BatchRequirements, requirements_of
-from gspdml.registry import Registry
+from gspdml.registry import Registry, parse_spec
+from gspdml.typecheck import Refusal
 
 
 class LossWrapper(MetricLoss):
-    """A loss around ``self.base``; subclasses implement ``forward`` from it.
-
-    Class attributes: ``base_option``, the config option that holds the wrapped loss's spec
-    (``base``; Metrix's is ``loss``), and ``nested``, the registry it is built from (validated
-    by :meth:`gspdml.registry.Registry.check`).
+    """A loss around ``self.base``, built from the spec in option ``base_option`` (``base``;
+    Metrix's ``loss``) from the registry in ``nested``.
 
     Args:
         base: the spec of the wrapped loss (any registered loss, ``{name: ..., options}``).
@@ -41,6 +35,24 @@ class LossWrapper(MetricLoss):
 
     base_option = "base"
     nested: dict[str, Registry] = {"base": LOSSES}
+    #: the kind of loss ``base`` must be, in classes and words (XBM and CCP need a pair loss)
+    base_kind: Optional[tuple[type, str]] = None
+
+    @classmethod
+    def check_options(cls, **options: Any) -> Refusal:
+        """``base`` (a spec, or a built loss) must be a :attr:`base_kind`, checked before a build."""
+        base = options.get(cls.base_option)
+        if cls.base_kind is None or base is None:
+            return None
+        if isinstance(base, nn.Module):
+            base = type(base)
+        else:  # a spec; an unknown name is the registry's to report
+            name = parse_spec(base, cls.field(cls.base_option))[0]
+            base = LOSSES.get(name) if name in LOSSES else None
+        kind, words = cls.base_kind
+        if not inspect.isclass(base) or issubclass(base, kind):
+            return None
+        return cls.base_option, f"must be {words}, got {base.__name__}"
 
     def __init__(self, base: Any, embedding_dim: Optional[int], num_classes: Optional[int]) -> None:
         super().__init__()
@@ -68,25 +80,3 @@ class LossWrapper(MetricLoss):
         self.require(
             value in allowed, option, f"unknown value {value!r}; allowed: {', '.join(allowed)}"
         )
-
-    def require_base(self, kind: type, description: str) -> None:
-        """The built ``base`` must be a ``kind`` (e.g. XBM and CCP need a pair loss)."""
-        self.require(
-            isinstance(self.base, kind),
-            self.base_option,
-            f"must be {description}, got {type(self.base).__name__}",
-        )
-
-    def require_positive(self, option: str, value: float) -> float:
-        """``value`` must be ``> 0`` (a ridge weight, a logit scale)."""
-        self.require(value > 0.0, option, f"must be positive, got {value}")
-        return float(value)
-
-    def require_mixing(self, mixing: float) -> float:
-        """``lambda`` of ``(1 - lambda) base + lambda L_extra`` must lie in ``[0, 1]``."""
-        self.require(
-            0.0 <= mixing <= 1.0,
-            "mixing",
-            f"the mixing weight lambda must be in [0, 1], got {mixing}",
-        )
-        return float(mixing)

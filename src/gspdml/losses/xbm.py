@@ -6,7 +6,7 @@ on In-shop, (400, 1400) on SOP; the memory loss is switched on after 1K steps ("
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import torch
 from torch import Tensor
@@ -15,34 +15,26 @@ from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
+from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE
 
 
 @LOSSES.register("xbm", "cross_batch_memory")
 class CrossBatchMemory(LossWrapper):
     """``L = L_base(batch, batch) + memory_weight * L_base(batch, memory)`` (XBM official code).
 
-    The memory is a ring buffer of ``memory_batches x B`` detached embeddings and their labels,
-    sized from the first training batch (``B`` = batch size). The batch is written into the memory
-    **before** the loss, so the memory term sees the current batch too; each anchor's own fresh
-    copy is removed by index (``reference_self``), other in-batch pairs get a gradient through the
-    anchor only. When the memory term starts (steps counted by this module in training mode,
-    0-based) depends on ``fill_before_start``:
+    The memory is a ring buffer of ``memory_batches x B`` detached embeddings and labels, sized
+    from the first training batch. The batch is written **before** the loss, so the memory term
+    sees it too; each anchor's own copy is removed by index (``reference_self``). When the memory
+    term starts (training steps of this module, 0-based) depends on ``fill_before_start``:
 
-    * ``true`` (default; the GSP/CCP authors' TF ``xbm`` loss): every training step enqueues from
-      step 0, and the memory term is on once ``start_step + memory_batches`` batches have been
-      enqueued, i.e. from step ``start_step + memory_batches - 1``: the memory is full of recent
-      batches when it is first read.
-    * ``false`` (the XBM authors' PyTorch code, ``START_ITERATION``): nothing is enqueued before
-      ``start_step``; from then on each step enqueues and reads the memory, which fills up over the
-      next ``memory_batches`` steps.
+    * ``true`` (default; the GSP/CCP authors' TF ``xbm`` loss): every step enqueues, and the term
+      is on from step ``start_step + memory_batches - 1``, when the memory is full.
+    * ``false`` (the XBM authors' PyTorch code, ``START_ITERATION``): from ``start_step`` on each
+      step enqueues and reads the memory, which fills over the next ``memory_batches`` steps.
 
-    In evaluation mode the memory is neither read nor written.
-
-    Memory, labels, write pointer, fill level and the step count are registered buffers, so
-    they are saved in checkpoints and restored on resume. ``base`` must be a pair loss
-    (:class:`~gspdml.losses.PairLoss`): C1, C2, triplet, MS, lifted, margin, generalized
-    contrastive. Reduction: that of the base loss, for each of the two terms. (``memory_weight``
-    is not called ``weight``: in a loss list, ``weight`` is the weight of the whole XBM term.)
+    In evaluation mode the memory is neither read nor written. Memory, labels, pointer, fill
+    level and step are buffers, kept by checkpoints. Each term is reduced as the base pair loss
+    does. (``memory_weight`` is not ``weight``: in a loss list that weighs the whole XBM term.)
 
     Args:
         base: the pair loss applied to the batch and to the memory (a pair loss spec).
@@ -58,22 +50,19 @@ class CrossBatchMemory(LossWrapper):
     filled: Tensor
     step: Tensor
 
+    base_kind = (PairLoss, "a pair loss (c1, c2, triplet, ms, ...)")
+
     def __init__(
         self,
         base: Any,
-        memory_batches: int = 25,
+        memory_batches: Annotated[int, AT_LEAST_1] = 25,
         memory_weight: float = 1.0,
-        start_step: int = 1000,
+        start_step: Annotated[int, NON_NEGATIVE] = 1000,
         fill_before_start: bool = True,
         embedding_dim: Optional[int] = None,
         num_classes: Optional[int] = None,
     ) -> None:
         super().__init__(base, embedding_dim, num_classes)
-        self.require_base(PairLoss, "a pair loss (c1, c2, triplet, ms, ...)")
-        self.require(
-            int(memory_batches) >= 1, "memory_batches", f"must be >= 1, got {memory_batches!r}"
-        )
-        self.require(int(start_step) >= 0, "start_step", f"must be >= 0, got {start_step!r}")
         self.memory_batches, self.start_step = int(memory_batches), int(start_step)
         self.memory_weight, self.fill_before_start = float(memory_weight), bool(fill_before_start)
         self.register_buffer("memory", torch.zeros(0, 0))
@@ -89,10 +78,8 @@ class CrossBatchMemory(LossWrapper):
     @property
     def active(self) -> bool:
         """Whether the memory term is on at the current step (see the class docstring)."""
-        first = (
-            self.start_step + self.memory_batches - 1 if self.fill_before_start else self.start_step
-        )
-        return int(self.step) >= first
+        delay = self.memory_batches - 1 if self.fill_before_start else 0
+        return int(self.step) >= self.start_step + delay
 
     @property
     def enqueues(self) -> bool:
@@ -123,9 +110,8 @@ class CrossBatchMemory(LossWrapper):
         batch = len(embeddings)
         if self.memory.numel() == 0:
             dtype = torch.promote_types(embeddings.dtype, torch.float32)
-            self._allocate(
-                self.memory_batches * batch, embeddings.shape[1], embeddings.device, dtype
-            )
+            size = self.memory_batches * batch
+            self._allocate(size, embeddings.shape[1], embeddings.device, dtype)
         size = len(self.memory)
         if batch > size:
             raise ValueError(f"xbm: batch of {batch} does not fit a memory of {size} rows")

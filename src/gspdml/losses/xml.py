@@ -1,30 +1,25 @@
 """Cross-batch metric learning (XML; Gürbüz & Alatan, ICIP 2023, XML paper §2, Eq. 2.4-2.11).
 
-GAP is read as a convex combination of learnable prototypes ``nu_1..nu_m``. Each image gets a
-soft histogram over the prototypes, the entropy-smoothed histogram operator (Eq. 2.4), i.e. a
-"1x1 convolution + soft-max" over the local features averaged over locations::
+GAP is read as a convex combination of learnable prototypes ``nu_1..nu_m``; each image gets the
+entropy-smoothed histogram over them (Eq. 2.4, "1x1 convolution + soft-max" averaged)::
 
     z_i = (1/n) sum_j softmax_i(eps nu_i^T x_j)                       (XML paper Eq. 2.4, eps = 10)
 
-Its pooled vectors ``Y`` (GAP, ``output.pooled``) and histograms ``Z`` are split into two
-class-disjoint halves. On each half, prototypes are fitted by ridge regression (Eq. 2.8)::
+On each of two class-disjoint halves, prototypes are fitted by ridge regression from the
+histograms ``Z`` to the pooled vectors ``Y`` (``output.pooled``, Eq. 2.8)::
 
     V_k = argmin_A ||A Z_k - Y_k||_F^2 + ridge ||A||_F^2 = Y_k (Z_k^T Z_k + ridge I)^-1 Z_k^T
 
-and each half is re-expressed with the prototypes fitted on the *other* half,
-``Yhat_1 = V_2 Z_1``, ``Yhat_2 = V_1 Z_2`` (the ridge-across-halves core shared with ZSR,
-:func:`gspdml.ops.halves.ridge_across_halves`). The XML loss is the DML loss of these predictions
-within each half (Eq. 2.10), and the total is (Eq. 2.11)::
+and each half is predicted by the other's, ``Yhat_1 = V_2 Z_1``, ``Yhat_2 = V_1 Z_2``
+(:func:`gspdml.ops.halves.ridge_across_halves`); the DML loss of the predictions within each half
+(Eq. 2.10, L2-normalised when ``normalize_predictions``) gives (Eq. 2.11)::
 
     L = (1 - lambda) L_DML(embeddings) + lambda sum_k L_DML(Yhat_k, labels_k)
-
-The predictions are L2-normalised before the DML loss when ``normalize_predictions`` (the
-embeddings the base loss sees are L2-normalised by the embedder).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +30,7 @@ from gspdml.losses.base import LOSSES, Output
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.halves import ridge_across_halves
+from gspdml.typecheck import AT_LEAST_1, MIXING, POSITIVE
 
 
 def soft_histogram(local: Tensor, prototypes: Tensor, eps: float) -> Tensor:
@@ -60,9 +56,6 @@ class XML(LossWrapper):
         normalize_predictions: L2-normalise ``Yhat`` before the base loss.
         lr_multiplier: learning-rate multiplier of the prototypes (1.0: they are a 1x1
             convolution of the network in the paper, trained at the network's rate).
-
-    Reads ``output.local`` (and ``output.pooled``, the embeddings when absent) and needs two
-    class-disjoint halves: declared in ``requires``, checked by the trainer before step 1.
     """
 
     requires = BatchRequirements(halves=True, reads=frozenset({"local"}))
@@ -72,20 +65,15 @@ class XML(LossWrapper):
         base: Any,
         embedding_dim: int,
         num_classes: int,
-        num_prototypes: int = 64,
+        num_prototypes: Annotated[int, AT_LEAST_1] = 64,
         eps: float = 10.0,
-        mixing: float = 0.01,
-        ridge: float = 0.05,
+        mixing: Annotated[float, MIXING] = 0.01,
+        ridge: Annotated[float, POSITIVE] = 0.05,
         normalize_predictions: bool = True,
         lr_multiplier: float = 1.0,
     ):
         super().__init__(base, embedding_dim, num_classes)
-        self.mixing, self.ridge = self.require_mixing(mixing), self.require_positive("ridge", ridge)
-        self.require(
-            num_prototypes >= 1,
-            "num_prototypes",
-            f"need at least one prototype, got {num_prototypes}",
-        )
+        self.mixing, self.ridge = float(mixing), float(ridge)
         self.eps = float(eps)
         self.normalize_predictions = bool(normalize_predictions)
         self.lr_multiplier = float(lr_multiplier)

@@ -1,33 +1,30 @@
 """Cross-batch zero-shot regularisation (ZSR) of GSP (GSP paper §4.3, Eq. 4.4, Algorithms 1 and 4;
 Gürbüz thesis §5.2.3, Eqs. 5.2.4-5.2.5, with Eq. 5.2.4 read as the standard cross-entropy).
 
-The batch is split into two class-disjoint halves ``b1, b2``. On each half a ridge regressor
-maps the GSP pseudo-attributes ``z`` (``output.attributes``) to learnable class embeddings
-``v_y`` (problem (P3), GSP paper §4.3)::
+On each of two class-disjoint halves ``b1, b2`` a ridge regressor maps the GSP
+pseudo-attributes ``z`` (``output.attributes``) to learnable class embeddings ``v_y`` ((P3),
+GSP paper §4.3)::
 
     A_b = argmin_A sum_{i in b} ||A z_i - v_{y_i}||^2 + ridge ||A||_F^2
         = Y_b (Z_b^T Z_b + ridge I_|b|)^-1 Z_b^T = Y_b Z_b^T (Z_b Z_b^T + ridge I_m)^-1
 
-and the regressor of one half predicts the class embeddings of the other (the ridge-across-halves
-core shared with XML, :func:`gspdml.ops.halves.ridge_across_halves`); ``L_ZS`` is the
-soft-max cross-entropy of those predictions against *all* training classes (B6-B7; Eq. 4.4 is
-the same loss "rearranged")::
+and predicts the other half (:func:`gspdml.ops.halves.ridge_across_halves`); ``L_ZS`` is the
+soft-max cross-entropy of the predictions against *all* training classes (B6-B7)::
 
     l_j   = CE(s (A_other z_j)^T Y, y_j)     for every sample j, predicted from the other half
     L_ZS  = (1/B) sum_j l_j                              reduction "mean" (the authors' code)
     L_ZS  = (2/B) sum_{j in b1} l_j + (2/B) sum_{j in b2} l_j   reduction "sum_of_halves" (Eq. 4.4)
     L     = (1 - lambda) L_DML + lambda L_ZS                    (GSP paper §4.3)
 
-With equal halves ``sum_of_halves`` is twice ``mean``. ``s`` is the logit scale: 1.0 in the paper,
-9.5 hard-coded in the authors' TF and PyTorch ``zsr_loss``. The defaults (``mean``, 9.5) follow the
-authors' code; ``scripts/zsr_defaults.py`` is the measured comparison behind that choice.
+``s`` is the logit scale: 1.0 in the paper, 9.5 in the authors' TF and PyTorch ``zsr_loss``.
+The defaults (``mean``, 9.5) follow the authors' code (``scripts/zsr_defaults.py`` measures it).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +36,7 @@ from gspdml.losses.reduction import Terms, reduce
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.halves import ridge_across_halves
+from gspdml.typecheck import MIXING, POSITIVE, Refusal
 
 #: the named initial scales of the class embeddings ``v`` (see :class:`ZSR`)
 CLASS_INITS = ("unit", "he_normal")
@@ -76,33 +74,35 @@ class ZSR(LossWrapper):
             entries' standard deviation itself (``||v_y||^2 ~ d std^2``), for studies of the
             scale (``experiments/zero_shot_attributes``, ``--study scale``).
         class_dim: length of the class embeddings (null: ``embedding_dim``).
-
-    Reads ``output.attributes`` (GSP's ``z``) and needs two class-disjoint halves: declared in
-    ``requires``, checked by the trainer before step 1.
     """
 
     requires = BatchRequirements(halves=True, reads=frozenset({"attributes"}))
     reductions = ("mean", "sum_of_halves")
+
+    @classmethod
+    def check_options(  # type: ignore[override]  # ZSR's options, all given by the registry
+        cls, *, class_init: Union[str, float], **options: Any
+    ) -> Refusal:
+        return super().check_options(**options) or class_init_refusal(class_init)
 
     def __init__(
         self,
         base: Any,
         embedding_dim: int,
         num_classes: int,
-        mixing: float = 0.1,
-        ridge: float = 0.05,
-        logit_scale: float = 9.5,
+        mixing: Annotated[float, MIXING] = 0.1,
+        ridge: Annotated[float, POSITIVE] = 0.05,
+        logit_scale: Annotated[float, POSITIVE] = 9.5,
         reduction: str = "mean",
         class_dim: Optional[int] = None,
         lr_multiplier: float = 1.0,
         class_init: Union[str, float] = "unit",
     ) -> None:
         super().__init__(base, embedding_dim, num_classes)
-        self.mixing, self.ridge = self.require_mixing(mixing), self.require_positive("ridge", ridge)
-        self.logit_scale = self.require_positive("logit_scale", logit_scale)
+        self.mixing, self.ridge, self.logit_scale = float(mixing), float(ridge), float(logit_scale)
         self.set_reduction(reduction)
         self.lr_multiplier = float(lr_multiplier)
-        self.class_init = checked_class_init(class_init)
+        self.class_init = class_init if isinstance(class_init, str) else float(class_init)
         dim = int(class_dim or embedding_dim)
         self.class_embeddings = nn.Parameter(initial_class_embeddings(num_classes, dim, class_init))
         self._first_loss_checked = False
@@ -139,17 +139,14 @@ class ZSR(LossWrapper):
         return (1.0 - self.mixing) * dml + self.mixing * self.zero_shot_loss(attributes, labels)
 
 
-def checked_class_init(value: Union[str, float]) -> Union[str, float]:
-    """``loss.class_init``: one of :data:`CLASS_INITS` or a positive finite standard deviation."""
-    if isinstance(value, str):
-        if value in CLASS_INITS:
-            return value
-    elif not isinstance(value, bool) and math.isfinite(value) and value > 0:
-        return float(value)
-    raise ConfigError(
-        "loss.class_init",
+def class_init_refusal(value: Union[str, float]) -> Refusal:
+    """``class_init``: one of :data:`CLASS_INITS` or a positive finite standard deviation (None)
+    or the option and its error."""
+    if value in CLASS_INITS if isinstance(value, str) else math.isfinite(value) and value > 0:
+        return None
+    return "class_init", (
         f"unknown value {value!r}; allowed: {', '.join(CLASS_INITS)} or a positive standard "
-        "deviation of the entries (e.g. 0.1)",
+        "deviation of the entries (e.g. 0.1)"
     )
 
 

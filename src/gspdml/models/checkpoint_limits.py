@@ -1,25 +1,21 @@
 """The memory a torch checkpoint (``.pth``, ``.pt``) may ask for, checked before ``torch.load``
 reads it: a received file can ask for far more memory than its size (issue 39).
 
-A torch zip checkpoint holds a pickle (``<archive>/data.pkl``) that declares each storage (its
-key, element type and element count) and each tensor (a view on a storage: offset, size,
-strides), and one record per storage (``<archive>/data/<key>``). Before any record is inflated:
+A torch zip checkpoint holds a pickle (``<archive>/data.pkl``) declaring each storage (key,
+element type, element count) and each tensor (a view: offset, size, strides), and one record
+per storage (``<archive>/data/<key>``). Before any record is inflated:
 
-* **the archive**: the records, inflated, add up to at most :data:`INFLATION` times the file's
-  size plus :data:`SLACK` bytes (``torch.save`` stores them uncompressed; a 2 MB zip bomb that
-  inflates to gigabytes is refused from its directory, ``zipfile.ZipInfo.file_size``);
-* **the storages**: each record holds exactly the bytes its declared element count needs
-  (element count x element size), so no storage is allocated beyond the file's records;
+* **the archive**: the inflated records add up to at most :data:`INFLATION` times the file's
+  size plus :data:`SLACK` bytes (a 2 MB zip bomb is refused from its directory);
+* **the storages**: each record holds exactly the bytes its declared element count needs;
 * **the tensors**: each view fits its storage (``offset + sum((size_i - 1) * stride_i) <`` the
-  storage's elements) and has no more elements than its storage (a stride-0 view of one number
-  that claims 51.5 GB would be materialised by the first reshape or copy).
+  storage's elements) and has no more elements than it (a stride-0 view of one number that
+  claims 51.5 GB would be materialised by the first reshape).
 
-The pickle is read for this by an unpickler that builds nothing: every global but the tensor
-and storage rebuild functions becomes an inert placeholder, so no code of the file runs (the
-real read is ``torch.load(weights_only=True)`` after these checks). A checkpoint in torch's
-legacy (non-zip) format is checked the same way, its storages' declared bytes against the
-file's size. Any failure is a :class:`~gspdml.errors.DataError` naming the file and what it
-asks for.
+The pickle is read by an unpickler that builds nothing (every global but the rebuild functions
+is an inert placeholder), so no code of the file runs. A legacy (non-zip) checkpoint's storages
+are checked against the file's size. Any failure is a :class:`~gspdml.errors.DataError` naming
+the file and what it asks for.
 """
 
 from __future__ import annotations

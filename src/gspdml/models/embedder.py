@@ -41,36 +41,23 @@ class Embedder(nn.Module):
 
     Two placements of the projection to ``embedding_dim`` (``model.head``):
 
-    * ``global`` -- pool the backbone map, then a linear ``projection`` of the pooled vector. This
-      is how the papers' baselines are built (the GSP authors' TF ``GlobalPooling`` and ``GMeanP``:
-      GAP/GMP/GAP+GMP/GeM, then a Dense layer; Metrix, Psomas thesis §2.4.1: GAP+GMP, then the embedding
-      layer; ProxyNCA++, ProxyNCA++ paper §3: GMP, a LayerNorm without affine parameters
-      (``pooled_norm: layer_norm``), then the embedding layer).
-    * ``local`` -- a 1x1 convolution ``head`` applied to every location, then pooling (Gürbüz thesis
-      §5.2.4: the "local embedding"). GSP needs it: its transport costs live in embedding space.
+    * ``global``: pool the backbone map, then a linear ``projection`` of the pooled vector, as the
+      papers' baselines do (the GSP authors' TF ``GlobalPooling`` and ``GMeanP``; Metrix, Psomas
+      thesis §2.4.1: GAP+GMP; ProxyNCA++ paper §3: GMP and a non-affine LayerNorm, ``pooled_norm:
+      layer_norm``).
+    * ``local``: a 1x1 convolution ``head`` on every location, then pooling (Gürbüz thesis §5.2.4,
+      the "local embedding"); GSP needs it, its transport costs live in embedding space.
 
-    For a linear pooling (GAP) the two are the same operator; for max-like and power poolings (GMP,
-    GAP+GMP, GeM, LSE, k-max, ...) they differ. ``model.head: null`` (the default) takes the
-    pooling's own placement (:attr:`~gspdml.pooling.base.Pooling.head_placement`: ``local`` for
-    GSP, ``global`` for every other pooling); naming ``local`` or ``global`` overrides it.
-    ``embedding_dim=None`` keeps the backbone width.
+    The two agree for a linear pooling (GAP) and differ for max-like and power poolings.
+    ``model.head: null`` takes the pooling's :attr:`~gspdml.pooling.base.Pooling.head_placement`.
+    ``embedding_dim=None`` keeps the backbone width. ``normalize``: ``true`` L2-normalises, ``clip``
+    maps to ``v / max(1, ||v||)`` (CCP's unit ball, Gürbüz thesis §3.2.4), ``false`` leaves it.
 
-    ``normalize``: ``true`` L2-normalises the embedding, ``clip`` maps it to
-    ``v / max(1, ||v||)`` (the unit-ball projection CCP trains and evaluates with, Gürbüz thesis §3.2.4),
-    ``false`` leaves it as it is.
-
-    A pooling that reads the backbone map as well (GSP's ``add_max_pool`` and GeMean+GSP) receives
-    it with the head: ``pooling(head(F), source=F, project=head)``.
-
-    ``feature_cache`` (a :class:`~gspdml.models.feature_cache.FeatureCache`, for a frozen
-    backbone only) reads the maps of images seen before instead of running the backbone again.
-    The backbone, its frozen regime and the cache are what :class:`~gspdml.models.freezable.Freezable`
-    declares to the trainer.
-
-    The parts are attributes ``backbone``, ``head``, ``pooling``, ``pooled_norm`` and
-    ``projection``; the trainer builds optimiser groups (and the warm-up of the new layers) from
-    these names.
-    """
+    A pooling that reads the backbone map too (GSP's ``add_max_pool``, GeMean+GSP) gets
+    ``pooling(head(F), source=F, project=head)``. ``feature_cache``
+    (:class:`~gspdml.models.feature_cache.FeatureCache`, frozen backbones only) reads the maps of
+    images seen before. The trainer builds optimiser groups from the part names ``backbone``,
+    ``head``, ``pooling``, ``pooled_norm`` and ``projection``."""
 
     #: the EmbedderOutput fields it always fills besides ``embedding`` (its pooling declares the
     #: rest), and ``embed_features``: backbone maps can be embedded on their own (Metrix mixes them)

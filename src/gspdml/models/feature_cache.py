@@ -1,21 +1,15 @@
 """Memoised feature maps of a frozen backbone (``model.cache_backbone_features``).
 
-A backbone in the frozen regime maps an image to the same feature map at every step, so on data
-without random augmentation (the collages; any linear probe of a frozen network) each image's
-map needs computing once: later steps and evaluation rounds read it from memory, and training
-costs only what follows the backbone. This is what makes a large frozen backbone (EfficientNet-
-Lite0 at 256 px, ~0.2 s per image on one CPU core) usable for the pooling comparisons on a CPU.
+A frozen backbone maps an image to the same map at every step, so on data without random
+augmentation (the collages, linear probes) each map is computed once and training costs only
+what follows the backbone: this makes a large frozen backbone (EfficientNet-Lite0 at 256 px,
+~0.2 s per image on one CPU core) usable for the pooling comparisons on a CPU.
 
-An entry is keyed by a digest of the backbone's weights (recomputed whenever a weight tensor is
-modified in place, e.g. by ``load_state_dict``), of the image's bytes, and of the autocast state,
-so a changed backbone, image or precision never reads a stale map. Maps are kept up to a byte
-budget, after which new ones are computed and not stored. Cached maps equal a fresh forward of
-the backbone up to the rounding its kernels give to another batch composition; a backbone that
-is random at training time (dropout left in training mode) would be made deterministic.
-
-Computing the maps is the slow part of a first pass over the data (minutes for thousands of
-images at 256 px), so the cache prints progress lines as it computes them
-(:class:`gspdml.progress.Progress`: the maps computed so far, their rate, the bytes kept).
+An entry is keyed by digests of the backbone's weights (recomputed when a weight tensor changes,
+e.g. by ``load_state_dict``) and of the image's bytes, and by the autocast state, so a stale map
+is never read. Maps are kept up to a byte budget. Cached maps equal a fresh forward up to the
+rounding of another batch composition (a backbone with dropout left on would be made
+deterministic). Computing maps prints progress lines (:class:`gspdml.progress.Progress`).
 """
 
 from __future__ import annotations
@@ -35,6 +29,12 @@ def _tensor_bytes(tensor: torch.Tensor) -> bytes:
     return tensor.detach().to("cpu").reshape(-1).contiguous().view(torch.uint8).numpy().tobytes()
 
 
+def _image_key(image: torch.Tensor) -> str:
+    return hashlib.blake2b(_tensor_bytes(image), digest_size=16).hexdigest() + str(
+        tuple(image.shape)
+    )
+
+
 class FeatureCache:
     """Feature maps by (weights, image, autocast state); see the module docstring."""
 
@@ -45,9 +45,8 @@ class FeatureCache:
         self.stored_bytes = 0
         self.hits = self.misses = 0
         self._maps: dict[tuple[str, str, tuple[str, bool, torch.dtype]], torch.Tensor] = {}
-        self._weights: dict[
-            int, tuple[tuple[tuple[str, int, int], ...], str]
-        ] = {}  # id(backbone) -> (tensor versions, digest)
+        # id(backbone) -> (tensor versions, digest)
+        self._weights: dict[int, tuple[tuple[tuple[str, int, int], ...], str]] = {}
 
     def weights_digest(self, backbone: nn.Module) -> str:
         """Digest of the backbone's state, recomputed only when a tensor was replaced or modified."""
@@ -68,15 +67,7 @@ class FeatureCache:
         device = images.device.type
         precision = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
         weights = self.weights_digest(backbone)
-        keys = [
-            (
-                weights,
-                hashlib.blake2b(_tensor_bytes(image), digest_size=16).hexdigest()
-                + str(tuple(image.shape)),
-                precision,
-            )
-            for image in images
-        ]
+        keys = [(weights, _image_key(image), precision) for image in images]
         missing = [i for i, key in enumerate(keys) if key not in self._maps]
         self.hits += len(keys) - len(missing)
         self.misses += len(missing)

@@ -1,12 +1,11 @@
 """What a model declares so that a trainer can hold its backbone still.
 
-The trainer reads three things of a model's backbone: whether it is in the frozen regime (nothing
-of it ever trains, :meth:`~gspdml.models.backbones.base.Backbone.freeze`), its parameters (the
-warm-up, ``schedule.warmup_steps``, gives them no gradient; the ``backbone_gap`` baseline scores
-its own average-pooled features) and the cache of its feature maps, if any
-(``model.cache_backbone_features``). :class:`~gspdml.models.embedder.Embedder` declares them;
-a user's model may too, by having these members. A model that does not is trained as one
-piece: no warm-up, no backbone baseline.
+The trainer reads of a model's backbone whether it is frozen
+(:meth:`~gspdml.models.backbones.base.Backbone.freeze`), its parameters (no gradient in the
+warm-up; the ``backbone_gap`` baseline scores its average-pooled features) and its feature
+cache (``model.cache_backbone_features``). :class:`~gspdml.models.embedder.Embedder` declares
+them, a user's model may too; one that does not is trained as one piece (no warm-up, no
+backbone baseline).
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Running a model over a dataset: embeddings ``[N, D]`` of ``(image, label)`` items, in order.
 
 :func:`embed` is the one embedding loop of the package (trainer evaluation, ``gspdml evaluate``,
-the protocols, retrieval indexes and searches): batches of :func:`stack_batch`, eval mode, the
-run's precision (:func:`autocast_context`: bf16 autocast on CPU or GPU, fp16 AMP, or fp32) in
-the layout it computes fastest in (:func:`memory_format`) on the device :func:`resolve_device`
-names. The precision is one the run's entry resolved (``auto`` included) with
-:func:`gspdml.compat.hardware.resolve_precision`; nothing here resolves it again.
+protocols, retrieval): batches of :func:`stack_batch` in eval mode, at the run's resolved
+precision (:func:`autocast_context`; ``auto`` is resolved once by the run's entry with
+:func:`gspdml.compat.hardware.resolve_precision`), in the layout of :func:`memory_format`.
 :func:`split_embeddings` embeds the query and gallery sets of an
-:class:`~gspdml.data.base.EvalSplit`; the metrics on them are :mod:`gspdml.evaluation.service`.
+:class:`~gspdml.data.base.EvalSplit`.
 """
 
 from __future__ import annotations
@@ -35,10 +33,8 @@ def resolve_device(name: str) -> torch.device:
 
 
 def memory_format(precision: Precision, device: torch.device) -> torch.memory_format:
-    """The layout of images and convolution weights for the resolved ``precision`` on
-    ``device``: ``channels_last`` where the convolutions run faster in it (bf16 or fp16 on CUDA
-    tensor cores, whose cuDNN kernels are NHWC; bf16 on a CPU, oneDNN's blocked kernels), else
-    NCHW. The one place of this rule: the trainer, the evaluation and pre-training use it."""
+    """``channels_last`` where convolutions at ``precision`` run faster in it (bf16 or fp16 on CUDA
+    tensor cores, bf16 on a CPU's oneDNN kernels), else NCHW; the one place of this rule."""
     precision = precision_name(precision)
     if (device.type == "cuda" and precision in ("bf16", "fp16")) or (
         device.type == "cpu" and precision == "bf16"
@@ -48,8 +44,7 @@ def memory_format(precision: Precision, device: torch.device) -> torch.memory_fo
 
 
 def placed(model: nn.Module, device: torch.device, precision: Precision) -> nn.Module:
-    """``model`` on ``device`` in the layout of ``precision`` (:func:`memory_format`), as the
-    trainer holds it."""
+    """``model`` on ``device`` in the layout of ``precision`` (:func:`memory_format`)."""
     layout = memory_format(precision, device)
     moved: nn.Module = model.to(device, memory_format=layout)  # type: ignore[call-overload]  # torch's stubs lack it
     return moved
@@ -60,10 +55,10 @@ MAX_AUTO_WORKERS = 16
 
 
 def resolve_num_workers(value: int | str, device: torch.device | str) -> int:
-    """``data.num_workers``: a number as given; ``auto``: on a GPU, the CPU cores this process
-    may use (its share of ``os.sched_getaffinity`` when torchrun starts ``LOCAL_WORLD_SIZE``
-    processes) less the one that drives the GPU, at most :data:`MAX_AUTO_WORKERS`; on a CPU 0,
-    since the same cores compute the step and a worker only moves the decoding between them."""
+    """``data.num_workers``: a number as given; ``auto``: on a GPU, this process's share of the
+    usable CPU cores (``LOCAL_WORLD_SIZE`` processes under torchrun) less the one driving the GPU, at
+    most :data:`MAX_AUTO_WORKERS`; on a CPU 0 (a worker would only move decoding between the cores).
+    """
     if value != "auto":
         return int(value)
     if torch.device(device).type != "cuda":
@@ -121,13 +116,10 @@ def embed(
     progress: bool | Progress = False,
     on_device: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Embeddings ``[N, D]`` (float32, on the CPU unless ``on_device``, in dataset order) and labels ``[N]`` (int64)
-    of a dataset of ``(image, label)`` items, in eval mode (the model's mode is restored after);
-    ``progress``: True prints progress lines (:class:`gspdml.progress.Progress`); a ``Progress``
-    of the caller's is counted on by the images embedded (a phase that embeds in parts);
-    ``on_device``: the embeddings stay on ``device`` (where the evaluation's kNN then runs).
-    ``precision``: resolved by the caller (module docstring). ``num_workers`` may be ``auto``
-    (:func:`resolve_num_workers`)."""
+    """Embeddings ``[N, D]`` (float32, on the CPU unless ``on_device``, in dataset order) and labels
+    ``[N]`` (int64) of ``(image, label)`` items, in eval mode (the model's mode is restored after).
+    ``progress``: True prints progress lines, a caller's ``Progress`` is counted on;
+    ``precision`` is resolved by the caller; ``num_workers`` may be ``auto``."""
     device = torch.device(device)
     keep = device if on_device else torch.device("cpu")
     precision = precision_name(precision)

@@ -1,10 +1,8 @@
 """Message passing over the mini-batch: the network of LIBC (Seidenschwarz, Elezi & Leal-Taixé,
-"Learning Intra-Batch Connections for Deep Metric Learning", ICML 2021: Fig. 1 and the method
-section; the layer as the authors' code, dvl-tum/intra_batch ``net/gnn_base.py``, defines it).
+ICML 2021: Fig. 1 and the method section; the layer as the authors' ``net/gnn_base.py`` defines it).
 
-The ``B`` embeddings of a batch are the nodes of a fully connected graph (every node also sends
-to itself). One message passing layer is a transformer encoder block over the batch
-(dot-product self-attention; post-norm, as the authors' ``DotAttentionLayer``)::
+The ``B`` embeddings are the nodes of a fully connected graph (self-loops included). A layer is
+a post-norm transformer encoder block over the batch (the authors' ``DotAttentionLayer``)::
 
     s^h_ij = (W^h_q x_i)^T (W^h_k x_j) / sqrt(d / H)                      head h = 1..H
     a^h_ij = exp(s^h_ij) / (1 + sum_j' exp(s^h_ij'))
@@ -12,14 +10,11 @@ to itself). One message passing layer is a transformer encoder block over the ba
     x'_i   = LayerNorm( x_i + Dropout(m_i) )
     x''_i  = LayerNorm( x'_i + Dropout(W_2 Dropout(ReLU(W_1 x'_i))) )      W_1: d -> 4d
 
-The ``1 +`` in the denominator is the authors' soft-max (``net/utils.py``: torch_geometric's
-``softmax`` with ``margin = 0``, which adds ``exp(margin - max)`` to the shifted sum): a null
-sender with score 0, so a node's weights sum to less than 1 (found by the step-parity test
-``tests/parity/test_libc_step.py``; docs/paper-vs-code.md). Dropout also acts on the attention
-weights ``a`` (after the soft-max). A layer is permutation
-equivariant over the batch: permuting the rows of the input permutes those of the output. The
-network first maps the embeddings with a linear layer ``d -> d`` (the authors' ``dim_red`` with
-reduction 1), then applies ``L`` layers, and returns every layer's output.
+The ``1 +`` is the authors' soft-max (``net/utils.py``: torch_geometric's ``softmax`` with
+``margin = 0``), a null sender with score 0 (found by ``tests/parity/test_libc_step.py``;
+docs/paper-vs-code.md). Dropout also acts on ``a``. A layer is permutation equivariant over the
+batch. The network maps the embeddings by a linear ``d -> d`` (the authors' ``dim_red``), then
+applies ``L`` layers and returns every layer's output.
 """
 
 from __future__ import annotations

@@ -15,13 +15,10 @@ class EmbedderOutput:
 
     Attributes:
         embedding: global embedding ``[B, D]`` (L2-normalised when the embedder normalises).
-        weights: spatial pooling weights ``[B, H, W]`` (``[B, N]`` for token inputs) when the
-            pooling has them (GSP, SimPool, attention poolings); rows sum to one where they are
-            a distribution.
-        attributes: per-sample pseudo-attributes ``[B, m]`` (GSP's ``z = pi 1 / mu``, GSP paper
-            Eq. 4.3), read by the zero-shot regulariser.
-        local: the local features the pooling consumed, ``[B, D, H, W]`` (after the 1x1 head),
-            read by losses that build their own histograms (XML).
+        weights: spatial pooling weights ``[B, H, W]`` (``[B, N]`` for tokens) of the poolings that
+            have them (GSP, SimPool, attention poolings).
+        attributes: pseudo-attributes ``[B, m]`` (GSP's ``z = pi 1 / mu``, GSP paper Eq. 4.3).
+        local: the local features the pooling consumed (after the 1x1 head), read by XML.
         pooled: the pooled vector before normalisation ``[B, D]``.
     """
 

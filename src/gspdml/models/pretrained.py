@@ -1,13 +1,9 @@
 """Pretrained weights: find them on disk, read them, load them into a backbone.
 
-Pre-training recipes (:mod:`gspdml.training.pretrain`) reach a backbone as the file of their
-cached weights (:func:`read_recipe_weights`).
-
-gspdml never downloads weights by itself. ``pretrained: true`` looks in the usual caches
-(``$TORCH_HOME/hub/checkpoints`` for torch-hub style files, the Hugging Face cache for timm
-models), ``pretrained: <path>`` reads that file. When the file is missing, one
-:class:`WeightsNotFoundError` says which file to put where (and where it can be downloaded on a
-machine with internet), instead of a network call that retries for a minute before failing.
+gspdml never downloads weights. ``pretrained: true`` looks in the usual caches
+(``$TORCH_HOME/hub/checkpoints``, the Hugging Face cache for timm models), ``pretrained: <path>``
+reads that file; a missing file raises one :class:`WeightsNotFoundError` saying which file to put
+where. Pre-training recipes reach a backbone as their cached weights (:func:`read_recipe_weights`).
 """
 
 from __future__ import annotations
@@ -48,8 +44,7 @@ def resolve_weights_path(
     """Turn a ``pretrained`` option into a file path, or ``None`` when it is false.
 
     ``True`` searches ``filenames`` (the first is the canonical name) in
-    :func:`torch_hub_checkpoint_dir`; a string or path must name an existing file.
-    """
+    :func:`torch_hub_checkpoint_dir`; a string or path must name an existing file."""
     if pretrained is None or pretrained is False:
         return None
     if pretrained is True:
@@ -103,14 +98,11 @@ def read_state_dict(
     """Read a checkpoint (``.safetensors`` or a torch pickle) as a flat ``{key: tensor}`` dict.
 
     A pickle is first checked for the memory it asks for
-    (:func:`gspdml.models.checkpoint_limits.check_torch_checkpoint`: a zip bomb, a storage or a
-    view larger than the file's records), then read with ``torch.load(weights_only=True)``: tensors, containers and plain
-    values only, so a file whose pickle would run code is refused (a :class:`DataError` naming
-    it). The one class allowed besides is ``argparse.Namespace``, the ``args`` that training
-    scripts (timm's, DINO's) store beside the weights: it is rebuilt as a
-    :class:`SavedArguments`, a plain attribute holder (argparse stays the CLI's). Checkpoints that wrap the weights are
-    unwrapped by the first of ``wrappers`` they hold (default ``{"state_dict": ...}``, then
-    ``{"model": ...}``), and a ``module.`` prefix left by ``DataParallel`` is removed.
+    (:func:`gspdml.models.checkpoint_limits.check_torch_checkpoint`), then read with
+    ``torch.load(weights_only=True)``, so a pickle that would run code is refused (a
+    :class:`DataError`). The one class allowed besides is ``argparse.Namespace`` (the ``args``
+    training scripts store), rebuilt as a plain :class:`SavedArguments`. The weights are unwrapped
+    by the first of ``wrappers`` the file holds, and a ``DataParallel`` ``module.`` prefix is removed.
     """
     path = Path(path)
     try:
@@ -151,12 +143,10 @@ def load_weights(
 ) -> None:
     """Copy ``state`` into ``module``, requiring every tensor of the module to be present.
 
-    Keys starting with one of ``ignore_prefixes`` (the classifier the backbone drops, e.g.
-    ``fc.`` of a ResNet) are skipped. A stored tensor whose shape differs from the target only
-    by leading singleton axes is reshaped: the Caffe-converted BN-Inception checkpoint stores
-    BatchNorm vectors as ``[1, C]``. Anything else that does not fit raises a
-    :class:`~gspdml.errors.DataError` naming ``source`` and the first offending keys.
-    """
+    Keys starting with one of ``ignore_prefixes`` (e.g. a ResNet's ``fc.``) are skipped; a tensor
+    with extra leading singleton axes is reshaped (the Caffe-converted BN-Inception stores BatchNorm
+    vectors as ``[1, C]``). Anything else that does not fit raises a
+    :class:`~gspdml.errors.DataError` naming ``source`` and the first offending keys."""
     ignore = tuple(ignore_prefixes)
     target = module.state_dict()
     adapted: dict[str, torch.Tensor] = {}

@@ -1,29 +1,22 @@
-"""The SimPool authors' ViT-S/16 (github.com/billpsomas/simpool) as a frozen backbone, in the
-key layout of their released checkpoints, so that the files load key for key.
+"""The SimPool authors' ViT-S/16 (github.com/billpsomas/simpool) as a frozen backbone, in the key
+layout of their released checkpoints, so that the files load key for key.
 
-Both releases (the DINO fork's ``vision_transformer.py`` and the supervised timm fork) store
-timm's names: ``patch_embed.proj`` (the ``16 x 16`` patch convolution), ``cls_token`` (absent
-from a SimPool model), ``pos_embed`` (one entry per patch, plus one for the [CLS] token when
-there is one), ``blocks.<i>.{norm1, attn.qkv, attn.proj, norm2, mlp.fc1, mlp.fc2}`` (pre-norm
-blocks, LayerNorm eps 1e-6) and the final LayerNorm ``norm``. The forward pass (Dosovitskiy et
-al., "An Image is Worth 16x16 Words", ICLR 2021, Eqs. 1-4)::
+Both releases (the DINO fork and the supervised timm fork) store timm's names: ``patch_embed.proj``,
+``cls_token`` (absent from a SimPool model), ``pos_embed`` (per patch, plus [CLS] where there is
+one), ``blocks.<i>.{norm1, attn.qkv, attn.proj, norm2, mlp.fc1, mlp.fc2}`` (pre-norm, LayerNorm
+eps 1e-6) and the final ``norm``. The forward pass (Dosovitskiy et al., ICLR 2021, Eqs. 1-4)::
 
     z0 = [x_cls; x_1 E; ..; x_N E] + E_pos        the [CLS] token first, where the model has one
     z_l = MLP(LN(z'_l)) + z'_l,  z'_l = MSA(LN(z_{l-1})) + z_{l-1}
     output: LN(z_L) (``final_norm``) or z_L
 
-``output`` picks what the embedder pools: ``cls`` the [CLS] token alone (``[B, 1, C]``: the
-Baseline of Psomas thesis Table 3.9, which any average over its one location passes unchanged),
-``tokens`` the patch tokens ``[B, N, C]`` (SimPool's input). Where the final LayerNorm sits
-differs between the releases: the supervised timm fork normalises the tokens before SimPool
-(``final_norm=True``); the DINO fork pools the last block's tokens and normalises the pooled
-vector with it (``final_norm=False``; the loader gives ``norm`` to the embedder's
-``pooled_norm``, :mod:`gspdml.models.simpool_release`).
-
-The width, depth, patch size and grid are read from the tensors of a file
-(:func:`vit_shape`); the number of heads is ``width / 64``, the head width of every ViT of the
-release (ViT-S: 384 channels, 6 heads). The image must have the grid's size (224 x 224 for the
-released 14 x 14 grid): the position embeddings are not interpolated.
+``output``: ``cls``, the [CLS] token alone (``[B, 1, C]``, the Baseline of Psomas thesis Table
+3.9), or ``tokens``, the patch tokens ``[B, N, C]`` (SimPool's input). The supervised fork
+normalises the tokens before SimPool (``final_norm=True``); the DINO fork normalises the pooled
+vector (``final_norm=False``; ``norm`` goes to the embedder's ``pooled_norm``,
+:mod:`gspdml.models.simpool_release`). Width, depth, patch size and grid are read from a file's
+tensors (:func:`vit_shape`); heads = ``width / 64``. The image must have the grid's size (224 x
+224 for 14 x 14): the position embeddings are not interpolated.
 """
 
 from __future__ import annotations
@@ -126,12 +119,11 @@ class ReleasedViT(Backbone):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, shape.width)) if shape.class_token else None
         prefix = int(shape.class_token)
         self.pos_embed = nn.Parameter(torch.zeros(1, shape.grid**2 + prefix, shape.width))
-        self.blocks = nn.Sequential(
-            *(
-                block(shape.width, shape.heads, mlp_ratio=4.0, qkv_bias=True, norm_layer=norm)
-                for _ in range(shape.depth)
-            )
+        layers = (
+            block(shape.width, shape.heads, mlp_ratio=4.0, qkv_bias=True, norm_layer=norm)
+            for _ in range(shape.depth)
         )
+        self.blocks = nn.Sequential(*layers)
         self.norm = norm(shape.width) if final_norm else None
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:

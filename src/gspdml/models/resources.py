@@ -3,10 +3,9 @@ Table 3.10 counts both for ImageNet-1k classifiers at 224 x 224).
 
 :func:`imagenet_classifier` builds such a classifier from the library's own parts: a backbone
 (``resnet18``, ``resnet50``), a global pooling (``gap``, ``simpool``) and a linear layer to the
-1000 classes. :func:`count_resources` counts its parameters and, with
-:class:`torch.utils.flop_counter.FlopCounterMode`, the floating-point operations of one image
-through it, reported as multiply-adds (``flops / 2``): convolutions, linear layers and matrix
-products; normalisations, activations and pooling of single tensors are not counted.
+1000 classes. :func:`count_resources` counts its parameters and the multiply-adds of one image
+(``FlopCounterMode`` flops / 2: convolutions, linear layers and matrix products, not
+normalisations, activations or pooling of single tensors).
 """
 
 from __future__ import annotations

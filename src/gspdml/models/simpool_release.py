@@ -2,32 +2,25 @@
 embedders: the backbone with its default pooling (the "Baseline" of Psomas thesis Table 3.9) or
 with SimPool in its place, the weights read safely and loaded key for key.
 
-The release stores ResNet-50 in torchvision's layout (``conv1``, ``bn1``, ``layer1..4``) and
-ViT-S/16 in timm's (:mod:`gspdml.models.released_vit`), SimPool as ``simpool.norm_patches``
-(the LayerNorm of the features, eps 1e-6), ``simpool.wq``, ``simpool.wk`` (``d x d``, no bias)
-and, where trained with it, ``simpool.beta`` (shape ``[1]``); the supervised ViT (the authors'
-timm fork) holds the same layer as ``gp.pool.*``. A model trained with its default pooling has
-no SimPool keys. The self-supervised (DINO) checkpoints wrap the weights: ``{"teacher": ...,
-"student": ..., "args": ...}``, keys ``backbone.<name>`` (the student's behind ``module.``)
-beside the projection head ``head.*``; the evaluation reads the teacher, as DINO's own
-evaluations do. The supervised timm checkpoints are ``{"state_dict": ..., "args": ...}`` (the
-EMA copy ``state_dict_ema`` beside it is not read, as timm's validation script reads
-``state_dict`` by default). :func:`released_state_dict` reads any of these layouts
-(``torch.load(weights_only=True)``: a pickle that would run code is refused,
-:func:`gspdml.models.pretrained.read_state_dict`) and renames the keys to those of
-:class:`~gspdml.models.embedder.Embedder` (:data:`PREFIXES`, :data:`RENAMES`); the classifier
-(``fc``, ``head``) and the DINO head are dropped. :func:`released_embedder` builds the embedder
-and requires every key to fit, naming the missing and unexpected ones otherwise.
+The release stores ResNet-50 in torchvision's layout and ViT-S/16 in timm's
+(:mod:`gspdml.models.released_vit`), SimPool as ``simpool.norm_patches`` (LayerNorm, eps 1e-6),
+``simpool.wq``, ``simpool.wk`` and, where trained with it, ``simpool.beta`` (``[1]``); the
+supervised ViT (the authors' timm fork) names it ``gp.pool.*``. DINO checkpoints wrap the
+weights as ``{"teacher", "student", "args"}`` with keys ``backbone.<name>`` beside the head
+``head.*``; the teacher is read, as DINO's evaluations do. Supervised timm checkpoints are
+``{"state_dict", "args"}`` (the EMA copy is not read, as in timm's validation script).
+:func:`released_state_dict` reads any of these (safely,
+:func:`gspdml.models.pretrained.read_state_dict`) and renames the keys to the
+:class:`~gspdml.models.embedder.Embedder`'s (:data:`PREFIXES`, :data:`RENAMES`), dropping the
+classifier and DINO head; :func:`released_embedder` requires every key to fit.
 
-The poolings (:data:`POOLINGS`): ``gap`` (ResNet-50's baseline), ``cls`` (ViT's baseline: the
-[CLS] token after the final LayerNorm) and ``simpool``. SimPool's parameters are those of
-:class:`~gspdml.pooling.simpool.SimPool` with ``gamma`` of the checkpoint's training (2.0 for
-ResNet-50, 1.25 for ViT-S, Psomas thesis §3.4.4) and ``use_beta`` when the file holds
+The poolings (:data:`POOLINGS`): ``gap`` (ResNet-50's baseline), ``cls`` (ViT's: the [CLS]
+token after the final LayerNorm) and ``simpool``, with ``gamma`` of the checkpoint's training
+(2.0 for ResNet-50, 1.25 for ViT-S, Psomas thesis §3.4.4) and ``use_beta`` when the file holds
 ``simpool.beta``. On the DINO ViT, SimPool pools the last block's tokens and the final LayerNorm
-normalises the pooled vector (``pooled_norm=True``: ``norm`` becomes the embedder's
-``pooled_norm``); on the supervised ViT it pools the normalised tokens. The minimum of the
-values is taken per image (Eq. 3.66), not over the batch as the released code does, so that an
-image's embedding does not depend on the batch it is embedded in (docs/paper-vs-code.md).
+becomes the embedder's ``pooled_norm``; on the supervised ViT it pools the normalised tokens.
+The minimum of the values is per image (Eq. 3.66), not per batch as released
+(docs/paper-vs-code.md).
 """
 
 from __future__ import annotations
@@ -78,7 +71,7 @@ def released_state_dict(path: Union[str, os.PathLike[str]]) -> dict[str, torch.T
         if key.startswith(DROPPED):
             continue
         for old, new in RENAMES:
-            if key.startswith(old):
+            if key.startswith(old):  # the release's beta is [1], SimPool's a scalar
                 renamed[new + key[len(old) :]] = (
                     value.reshape(()) if new == "pooling.beta" else value
                 )
@@ -120,9 +113,8 @@ def released_embedder(
     """The frozen embedder of a released checkpoint: ``backbone`` (``resnet50`` or ``vit``)
     with ``pooling`` (``gap`` or ``cls``, the baselines, or ``simpool`` with ``gamma``; on a
     ViT, ``pooled_norm`` puts the final LayerNorm after the pooling, as the DINO fork does),
-    L2-normalised output, in eval mode. A file whose keys do not fit raises a
-    :class:`~gspdml.errors.DataError` naming it and the missing and unexpected keys (in the
-    embedder's names, :data:`RENAMES`)."""
+    L2-normalised output, in eval mode; keys that do not fit raise a
+    :class:`~gspdml.errors.DataError`."""
     from gspdml.models.pretrained import load_weights
 
     if pooling not in POOLINGS:

@@ -22,12 +22,9 @@ from gspdml.ops.ridge import ridge_predict
 
 
 def batch_halves(size: int, loss_name: str) -> tuple[slice, slice]:
-    """The first and second half of a batch of ``size`` samples.
-
-    That the halves share no class is the sampler's guarantee (config ``data.halves: true``),
-    checked once before training from the loss's declared requirements
-    (:class:`gspdml.losses.requirements.BatchRequirements`), not here at every step: reading the
-    labels would wait for the device.
+    """The first and second half of a batch of ``size`` samples. That they share no class is the
+    sampler's guarantee (``data.halves: true``), checked once before training
+    (:class:`gspdml.losses.requirements.BatchRequirements`): reading labels would wait for the device.
     """
     if size < 2 or size % 2:
         raise ConfigError(
@@ -41,11 +38,8 @@ def ridge_across_halves(
     inputs: torch.Tensor, targets: torch.Tensor, labels: torch.Tensor, ridge: float, loss_name: str
 ) -> Iterator[tuple[slice, torch.Tensor]]:
     """``(half, that_half)`` for the second half predicted from the first, then the first from the
-    second (module docstring); ``inputs`` ``[B, m]``, ``targets`` ``[B, d]``, ``that`` ``[B/2, d]``.
-
-    The batch must be two class-disjoint halves (:func:`batch_halves`). Differentiable in
-    ``inputs`` and ``targets``.
-    """
+    second (module docstring); ``inputs`` ``[B, m]``, ``targets`` ``[B, d]``, ``that`` ``[B/2, d]``;
+    differentiable in ``inputs`` and ``targets``."""
     first, second = batch_halves(labels.shape[0], loss_name)
     for fit, predict in ((first, second), (second, first)):
         yield predict, ridge_predict(inputs[fit], targets[fit], inputs[predict], ridge)

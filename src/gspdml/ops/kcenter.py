@@ -14,13 +14,11 @@ import torch
 def greedy_k_center(
     points: torch.Tensor, k: int, initial_centers: Optional[torch.Tensor] = None, first: int = 0
 ) -> torch.Tensor:
-    """Indices of ``k`` points chosen farthest-first.
-
-    Each step picks ``argmax_u min_{v in centres} ||u - v||_2`` over the points not yet chosen,
-    where the centres are ``initial_centers`` (e.g. the converged proxies of CCP, which stay
-    fixed and are not returned) plus the points chosen so far. Without initial centres the
-    traversal starts at index ``first``. The result is a 2-approximation of the optimal
-    k-center covering radius. Ties go to the lowest index.
+    """Indices of ``k`` points chosen farthest-first: each step picks ``argmax_u min_{v in centres}
+    ||u - v||_2`` over the points not yet chosen, the centres being ``initial_centers`` (e.g. CCP's
+    converged proxies, fixed and not returned) plus the points chosen so far; without them the
+    traversal starts at index ``first``. A 2-approximation of the optimal k-center covering radius;
+    ties go to the lowest index.
 
     Args:
         points: ``[N, d]``; ``k <= N``.

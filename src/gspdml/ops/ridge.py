@@ -20,8 +20,7 @@ def ridge_fit(inputs: torch.Tensor, targets: torch.Tensor, ridge: float) -> torc
     ``inputs`` ``[b, m]`` (rows ``z_i``), ``targets`` ``[b, d]`` (rows ``t_i``). Solves the
     smaller of the two equivalent systems (push-through identity):
     ``Z^T (Z Z^T + ridge I_b)^-1 T`` when ``b <= m``, else ``(Z^T Z + ridge I_m)^-1 Z^T T``.
-    Differentiable in both arguments.
-    """
+    Differentiable in both arguments."""
     b, m = inputs.shape
     if b <= m:
         gram = inputs @ inputs.T + ridge * torch.eye(b, dtype=inputs.dtype, device=inputs.device)

@@ -17,7 +17,7 @@ from torch import nn
 
 from gspdml.registry import Registry
 
-POOLINGS = Registry("pooling")
+POOLINGS = Registry("pooling", "model.pooling")
 
 
 @dataclass
@@ -32,12 +32,8 @@ class Pooled:
 
 def flatten_locations(x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
     """``[B, C, H, W] -> ([B, H*W, C], (H, W))`` and ``[B, N, C] -> ([B, N, C], (N,))``."""
-    if x.dim() == 4:
-        b, c, h, w = x.shape
-        return x.flatten(2).transpose(1, 2), (h, w)
-    if x.dim() == 3:
-        return x, (x.shape[1],)
-    raise ValueError(f"pooling expects [B, C, H, W] or [B, N, C], got shape {tuple(x.shape)}")
+    local, spatial = channels_first_locations(x)
+    return local.transpose(1, 2), spatial
 
 
 def channels_first_locations(x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
@@ -45,11 +41,9 @@ def channels_first_locations(x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, 
 
     The transpose of :func:`flatten_locations`, a view without a copy: for an NCHW map it is the
     contiguous layout, so reductions over locations and products with ``[*, C]`` matrices read
-    memory in order (a ``[B, H*W, C]`` view of an NCHW map makes every one of them strided).
-    """
+    memory in order (a ``[B, H*W, C]`` view of an NCHW map makes every one of them strided)."""
     if x.dim() == 4:
-        b, c, h, w = x.shape
-        return x.flatten(2), (h, w)
+        return x.flatten(2), tuple(x.shape[2:])
     if x.dim() == 3:
         return x.transpose(1, 2), (x.shape[1],)
     raise ValueError(f"pooling expects [B, C, H, W] or [B, N, C], got shape {tuple(x.shape)}")
@@ -64,17 +58,14 @@ class Pooling(nn.Module):
     """Base class. Subclasses implement :meth:`forward` returning :class:`Pooled`.
 
     ``in_channels`` is supplied by the :class:`~gspdml.models.Embedder` (the local feature
-    size), never by the config; ``out_channels(in_channels)`` tells the embedder the output size.
-    """
+    size), never by the config; ``out_channels(in_channels)`` tells the embedder the output size."""
 
     supplied_by_caller = ("in_channels",)
 
     #: Where the embedder's projection goes by default (``model.head: null``): ``"global"`` pools
-    #: the backbone map and then projects the pooled vector, as the papers' baselines do (the GSP
-    #: authors' TF ``GlobalPooling``/``GMeanP``: pool, then a Dense layer; Metrix and ProxyNCA++
-    #: likewise); ``"local"`` projects every location with a 1x1 convolution and then pools, which
-    #: a pooling needs when it works in embedding space (GSP's transport costs, GSP paper §4).
-    #: The two orders agree for linear poolings (GAP) and differ for max-like and power poolings.
+    #: and then projects, as the papers' baselines do (the GSP authors' TF ``GlobalPooling``);
+    #: ``"local"`` projects every location (1x1 convolution) and then pools, for a pooling that
+    #: works in embedding space (GSP's transport costs, GSP paper §4).
     head_placement = "global"
     #: the optional :class:`~gspdml.models.EmbedderOutput` fields this pooling fills (``weights``,
     #: ``attributes``); a loss that reads one is refused before training unless the model
@@ -94,10 +85,8 @@ class Pooling(nn.Module):
 
 class LazyInitialised(abc.ABC):
     """A module that finishes its initialisation from the training samples it sees (GSP's
-    k-center prototypes). The trainer finds every such module of the model and, before step 1,
-    refuses a run in which it cannot have seen :attr:`samples_needed` samples by the first
-    evaluation; at that evaluation at the latest it calls :meth:`finish_initialisation`, so no
-    half-initialised weights are evaluated, selected or saved."""
+    k-center prototypes). The trainer refuses a run that cannot see :attr:`samples_needed`
+    samples by the first evaluation, and calls :meth:`finish_initialisation` by then."""
 
     @property
     @abc.abstractmethod

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling
-from gspdml.pooling.functional import require, require_map, wide
+from gspdml.pooling.functional import require_map, wide
+from gspdml.typecheck import AT_LEAST_1, ODD_SIZE
 
 
 @POOLINGS.register("cbam")
@@ -18,9 +21,8 @@ class CBAM(Pooling):
     * spatial attention ``a = sigmoid(conv_k([mean_c V; max_c V]))`` (``k x k``, Eq. 3.41);
     * ``u = (1/n) V a`` (Eq. 3.43).
 
-    Psomas thesis Eq. 3.38 averages the two MLP outputs (``MLP(U0) 1_2 / 2``); the original sums
-    them, which is what is implemented. ``a`` (in (0, 1), not a distribution) is returned as
-    ``weights``. Needs a feature map (the convolution is spatial).
+    Psomas thesis Eq. 3.38 averages the two MLP outputs; the original sums them, as here. ``a``
+    (in (0, 1), not a distribution) is returned as ``weights``. Needs a feature map.
 
     Args:
         reduction: the channel MLP's bottleneck is ``C / reduction`` channels (16, Woo et al.).
@@ -30,14 +32,13 @@ class CBAM(Pooling):
     order_free = False
     accepts_tokens = False
 
-    def __init__(self, in_channels: int, reduction: int = 16, kernel_size: int = 7):
+    def __init__(
+        self,
+        in_channels: int,
+        reduction: Annotated[int, AT_LEAST_1] = 16,
+        kernel_size: Annotated[int, ODD_SIZE] = 7,
+    ):
         super().__init__(in_channels)
-        require(reduction >= 1, "reduction", f"must be a positive integer, got {reduction!r}")
-        require(
-            kernel_size >= 1 and kernel_size % 2 == 1,
-            "kernel_size",
-            f"must be a positive odd integer, got {kernel_size!r}",
-        )
         hidden = max(in_channels // int(reduction), 1)
         self.mlp = nn.Sequential(
             nn.Linear(in_channels, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, in_channels)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
 from gspdml.pooling.functional import full_precision, require, wide
+from gspdml.typecheck import AT_LEAST_1, POSITIVE
 
 
 class ClassAttentionBlock(nn.Module):
@@ -38,9 +40,8 @@ class ClassAttentionBlock(nn.Module):
         k = self.wk(z).reshape(b, n + 1, h, d // h).transpose(1, 2)
         v = self.wv(z).reshape(b, n + 1, h, d // h).transpose(1, 2)
         with full_precision(tokens):
-            attention = torch.softmax(
-                wide(q) @ wide(k).transpose(-1, -2) / math.sqrt(d // h), dim=-1
-            )
+            scores = wide(q) @ wide(k).transpose(-1, -2) / math.sqrt(d // h)
+            attention = torch.softmax(scores, dim=-1)
             mixed = (attention @ wide(v)).transpose(1, 2).reshape(b, 1, d)
         cls = cls + self.scale1 * self.proj(mixed)
         cls = cls + self.scale2 * self.mlp(self.norm2(cls))
@@ -70,8 +71,8 @@ class ClassAttention(Pooling):
         self,
         in_channels: int,
         heads: int = 4,
-        blocks: int = 1,
-        mlp_ratio: float = 4.0,
+        blocks: Annotated[int, AT_LEAST_1] = 1,
+        mlp_ratio: Annotated[float, POSITIVE] = 4.0,
         layer_scale_init: float = 1e-5,
     ):
         super().__init__(in_channels)
@@ -80,8 +81,6 @@ class ClassAttention(Pooling):
             "heads",
             f"must divide the input width {in_channels}, got {heads!r}",
         )
-        require(blocks >= 1, "blocks", f"must be a positive integer, got {blocks!r}")
-        require(mlp_ratio > 0, "mlp_ratio", f"must be positive, got {mlp_ratio!r}")
         self.cls = nn.Parameter(torch.empty(1, 1, in_channels))
         nn.init.trunc_normal_(self.cls, std=0.02)
         self.blocks = nn.ModuleList(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import full_precision, require, wide
+from gspdml.pooling.functional import full_precision, wide
+from gspdml.typecheck import POSITIVE
 
 
 @POOLINGS.register("crow")
@@ -35,14 +38,12 @@ class CroW(Pooling):
     def __init__(
         self,
         in_channels: int,
-        a: float = 2.0,
-        b: float = 2.0,
+        a: Annotated[float, POSITIVE] = 2.0,
+        b: Annotated[float, POSITIVE] = 2.0,
         rectify: bool = True,
         eps: float = 1e-6,
     ):
         super().__init__(in_channels)
-        require(a > 0, "a", f"must be positive, got {a!r}")
-        require(b > 0, "b", f"must be positive, got {b!r}")
         self.a, self.b, self.rectify, self.eps = float(a), float(b), bool(rectify), float(eps)
 
     def forward(self, x: torch.Tensor) -> Pooled:
@@ -57,8 +58,7 @@ class CroW(Pooling):
             # features are all zero, which made training diverge
             spatial_w = (aggregated / norm).clamp_min(self.eps**2).pow(1.0 / self.b)
             nonzero = (feats > 0).to(feats.dtype).mean(dim=1)  # Q [B, C]
-            channel_w = torch.log(
-                (nonzero.sum(dim=1, keepdim=True) + self.eps) / (nonzero + self.eps)
-            )
+            total = nonzero.sum(dim=1, keepdim=True)
+            channel_w = torch.log((total + self.eps) / (nonzero + self.eps))
             pooled = channel_w * (feats * spatial_w.unsqueeze(-1)).sum(dim=1)
         return Pooled(pooled, weights=unflatten_weights(spatial_w, spatial))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import require, wide
+from gspdml.pooling.functional import wide
+from gspdml.typecheck import AT_LEAST_1
 
 
 @POOLINGS.register("delf")
@@ -16,11 +19,8 @@ class DeLF(Pooling):
 
         alpha_i = softplus(w_2^T relu(W_1 f_i + b_1) + b_2),    u = (1/n) sum_i alpha_i f_i.
 
-    The score function is two 1x1 convolutions (``hidden`` filters, 512 as in DeLF) with a
-    softplus output, so scores are non-negative but unnormalised. DeLF writes ``W sum_i
-    alpha_i f_i`` with a final linear map ``W``; the embedder's 1x1 head already embeds the
-    local features linearly, and the ``1/n`` keeps GAP's scale (the attended GAP). ``alpha``
-    is returned as ``weights`` (not a distribution).
+    DeLF's final linear map ``W`` of ``W sum_i alpha_i f_i`` is the embedder's 1x1 head; the
+    ``1/n`` keeps GAP's scale. ``alpha`` (non-negative, unnormalised) is returned as ``weights``.
 
     Args:
         hidden: filters of the score function's first 1x1 convolution (512 as in DeLF).
@@ -28,9 +28,8 @@ class DeLF(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, hidden: int = 512):
+    def __init__(self, in_channels: int, hidden: Annotated[int, AT_LEAST_1] = 512):
         super().__init__(in_channels)
-        require(hidden >= 1, "hidden", f"must be a positive integer, got {hidden!r}")
         self.score = nn.Sequential(
             nn.Linear(in_channels, int(hidden)), nn.ReLU(inplace=True), nn.Linear(int(hidden), 1)
         )

@@ -8,16 +8,14 @@ the similarity matrix ``S`` is ``p x k`` (locations x pooled vectors).
 
 - Pairwise similarity ``s(x, y)`` (Algorithm 1, line 9): ``dot`` ``x^T y``; ``neg_sq_euclidean``
   ``-||x - y||^2`` (that of k-means, §3.3.2); ``cosine`` ``x^T y / (||x|| ||y||)``.
-- Attention ``h(S)`` (Eq. 3.3), on ``S / sqrt(d/m)``: ``softmax`` ``sigma_2``, a softmax over the
-  locations for each pooled vector (SimPool, Eq. 3.65); ``slot`` ``eta_2(sigma_1(.))``, a softmax
-  over the pooled vectors at each location, then each column normalised over the locations (slot
-  attention, Locatello et al. 2020). With ``k = 1`` the softmax over one vector is 1, so ``slot``
-  attends uniformly (the pooling of GAP's locations through ``f``).
+- Attention ``h(S)`` (Eq. 3.3), on ``S / sqrt(d/m)``: ``softmax`` ``sigma_2`` over the locations
+  for each pooled vector (SimPool, Eq. 3.65); ``slot`` ``eta_2(sigma_1(.))``, a softmax over the
+  pooled vectors at each location, then each column normalised over the locations (Locatello et
+  al. 2020; with ``k = 1`` it attends uniformly).
 - Initialisation ``U^0 = INIT(X)`` (Algorithm 1, line 3): ``gap`` ``X 1_p / p`` (Eq. 3.62);
-  ``diag`` ``X diag(X^T X) / tr(X^T X)``, the average of the locations weighted by their squared
-  norms ``||x_i||^2`` (Table 3.12's ``diag(X^T X)``); ``kmeans`` the ``k`` centroids of Lloyd's
-  k-means on the locations (§3.3.2, Eq. 3.61 for ``k = 1``); ``learned`` a parameter
-  ``U in R^{d x k}`` (held by the layer).
+  ``diag`` ``X diag(X^T X) / tr(X^T X)`` (locations weighted by ``||x_i||^2``, Table 3.12);
+  ``kmeans`` the ``k`` centroids of Lloyd's k-means (§3.3.2, Eq. 3.61 for ``k = 1``); ``learned``
+  a parameter ``U in R^{d x k}``.
 """
 
 from __future__ import annotations
@@ -82,12 +80,9 @@ def squared_norm_average(tokens: torch.Tensor) -> torch.Tensor:
 
 
 def kmeans_centroids(tokens: torch.Tensor, k: int, steps: int) -> torch.Tensor:
-    """The ``k`` centroids ``[B, k, d]`` of each sample's locations after ``steps`` iterations of
-    Lloyd's k-means (assign every location to its nearest centroid in Euclidean distance, the
-    first on ties; move every centroid to the mean of its locations; a centroid that lost all
-    its locations stays). Deterministic: the initial centroids are the locations
-    ``floor(j p / k)``, ``j = 0..k-1`` (evenly spaced in raster order). The assignments carry no
-    gradient; the centroids are averages of the locations and pass it on."""
+    """The ``k`` centroids ``[B, k, d]`` of each sample's locations after ``steps`` Lloyd
+    iterations (nearest centroid, the first on ties; a centroid without locations stays), from
+    the locations ``floor(j p / k)``, ``j = 0..k-1``. The assignments carry no gradient."""
     p = tokens.shape[1]
     if k > p:
         raise ValueError(f"simpool: k={k} pooled vectors need at least k locations, got p={p}")

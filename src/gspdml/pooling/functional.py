@@ -41,8 +41,7 @@ def generalized_mean(
     Values are clamped at ``eps`` because the power mean is only defined for ``x >= 0``
     (Radenovic et al., 2018, clamp their input the same way). Computed as
     ``m (sum_j a_j (x_j / m)^p)^(1/p)`` with ``m = max_j x_j`` (the same function, so the same
-    gradient), which cannot overflow for large ``p``.
-    """
+    gradient), which cannot overflow for large ``p``."""
     with full_precision(values):
         x = wide(values).clamp(min=eps)
         p = p.to(x.dtype) if isinstance(p, torch.Tensor) else p

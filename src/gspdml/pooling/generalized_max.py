@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import full_precision, require, wide
+from gspdml.pooling.functional import full_precision, wide
+from gspdml.typecheck import POSITIVE
 
 
 @POOLINGS.register("gemax")
@@ -15,11 +18,9 @@ class GeneralizedMax(Pooling):
 
         xi = argmin_xi ||Phi^T xi - 1_n||^2 + lambda ||xi||^2 = Phi (Phi^T Phi + lambda I_n)^{-1} 1_n,
 
-    with ``Phi = [f_1 .. f_n]`` (``C x n``). The dual form on the right (an ``n x n`` solve)
-    gives the location weights ``alpha = (Phi^T Phi + lambda I)^{-1} 1_n`` and ``xi = Phi alpha``;
-    ``alpha`` is returned as ``weights`` (signed, not a distribution). ``lam`` (lambda) is a
-    hyper-parameter (1.0 in the GSP authors' comparison, GSP paper supplement §1.4).
-    Solved in float32 (float64 for float64 input); the matrix is positive definite for ``lam > 0``.
+    with ``Phi = [f_1 .. f_n]`` (``C x n``): the dual form's location weights ``alpha = (Phi^T Phi
+    + lambda I)^{-1} 1_n`` (signed) are returned as ``weights``. ``lam`` is 1.0 in the GSP
+    authors' comparison (GSP paper supplement §1.4). Solved in float32 (float64 for float64 input).
 
     Args:
         lam: the ridge weight ``lambda`` of the least-squares problem (> 0).
@@ -27,9 +28,8 @@ class GeneralizedMax(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, lam: float = 1.0):
+    def __init__(self, in_channels: int, lam: Annotated[float, POSITIVE] = 1.0):
         super().__init__(in_channels)
-        require(lam > 0, "lam", f"must be positive (ridge regulariser), got {lam!r}")
         self.lam = float(lam)
 
     def forward(self, x: torch.Tensor) -> Pooled:
@@ -37,9 +37,8 @@ class GeneralizedMax(Pooling):
         with full_precision(local):
             phi = wide(local)  # [B, n, C], rows are the f_i
             n = phi.shape[1]
-            gram = phi @ phi.transpose(1, 2) + self.lam * torch.eye(
-                n, device=phi.device, dtype=phi.dtype
-            )
+            eye = torch.eye(n, device=phi.device, dtype=phi.dtype)
+            gram = phi @ phi.transpose(1, 2) + self.lam * eye
             ones = torch.ones(phi.shape[0], n, 1, device=phi.device, dtype=phi.dtype)
             # Cholesky (the Gram matrix is SPD for lam > 0); the _ex form returns NaN instead of
             # raising on non-finite features, so a diverging run stops with the trainer's message

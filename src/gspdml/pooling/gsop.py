@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
-from gspdml.pooling.functional import full_precision, require, wide
+from gspdml.pooling.functional import full_precision, wide
+from gspdml.typecheck import Interval
 
 
 @POOLINGS.register("gsop")
@@ -20,8 +23,7 @@ class GSoP(Pooling):
        convolution with one group per row), giving a ``4c'`` vector;
     4. ``q = sigmoid(W_e (.))`` (1x1 conv to ``C``), ``u = (1/n) sum_i q * f_i``.
 
-    The second-order statistics let the channel weights depend on channel correlations. The
-    batch norm makes training outputs batch-dependent; in eval mode they are not.
+    The batch norm makes training outputs batch-dependent; in eval mode they are not.
 
     Args:
         attention_dim: channels ``c'`` of the reduced map whose covariance drives the attention.
@@ -29,11 +31,8 @@ class GSoP(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, attention_dim: int = 128):
+    def __init__(self, in_channels: int, attention_dim: Annotated[int, Interval(2)] = 128):
         super().__init__(in_channels)
-        require(
-            attention_dim >= 2, "attention_dim", f"must be an integer >= 2, got {attention_dim!r}"
-        )
         c = int(attention_dim)
         self.reduce = nn.Linear(in_channels, c, bias=False)
         self.bn = nn.BatchNorm1d(c)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling
-from gspdml.pooling.functional import full_precision, require, require_map, wide
+from gspdml.pooling.functional import full_precision, require_map, wide
+from gspdml.typecheck import AT_LEAST_1, ODD_SIZE
 
 
 @POOLINGS.register("how", "t_smk")
@@ -21,10 +22,8 @@ class HOW(Pooling):
         V = FC(avg_3(X))                         (3x3 local average, stride 1, no padding counted)
         z = V a = sum_j a_j v_j,   u = z / ||z|| (Eq. 3.20, l2 normalisation)
 
-    HOW fits ``FC`` (centring + PCA + whitening, ``d' < d``) on training features; here it is a
-    learned 1x1 convolution (with bias) to ``dim`` (``null`` = input width), since the layer is
-    trained end to end. ``weights`` = ``a / sum(a)`` (a distribution over locations).
-    Needs a feature map (the 3x3 smoothing is spatial).
+    HOW fits ``FC`` (centring, PCA, whitening) on training features; here it is a learned 1x1
+    convolution (with bias), trained end to end. ``weights`` = ``a / sum(a)``. Needs a feature map.
 
     Args:
         dim: output channels of the learned 1x1 projection (null: the input width).
@@ -35,14 +34,13 @@ class HOW(Pooling):
     accepts_tokens = False
     weights_are_distribution = True
 
-    def __init__(self, in_channels: int, dim: Optional[int] = None, kernel_size: int = 3):
+    def __init__(
+        self,
+        in_channels: int,
+        dim: Optional[Annotated[int, AT_LEAST_1]] = None,
+        kernel_size: Annotated[int, ODD_SIZE] = 3,
+    ):
         super().__init__(in_channels)
-        require(dim is None or dim >= 1, "dim", f"must be a positive integer or null, got {dim!r}")
-        require(
-            kernel_size >= 1 and kernel_size % 2 == 1,
-            "kernel_size",
-            f"must be a positive odd integer, got {kernel_size!r}",
-        )
         self.dim = int(dim) if dim is not None else in_channels
         self.kernel_size = int(kernel_size)
         self.fc = nn.Conv2d(in_channels, self.dim, kernel_size=1)
@@ -52,9 +50,8 @@ class HOW(Pooling):
 
     def forward(self, x: torch.Tensor) -> Pooled:
         require_map(x, "how")
-        smoothed = F.avg_pool2d(
-            x, self.kernel_size, stride=1, padding=self.kernel_size // 2, count_include_pad=False
-        )
+        k = self.kernel_size
+        smoothed = F.avg_pool2d(x, k, stride=1, padding=k // 2, count_include_pad=False)
         values = self.fc(smoothed)
         with full_precision(x):
             attention = wide(x).pow(2).sum(dim=1).add(1e-10).sqrt()  # [B, H, W]

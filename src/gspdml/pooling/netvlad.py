@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
-from gspdml.pooling.functional import full_precision, require, wide
+from gspdml.pooling.functional import full_precision, wide
+from gspdml.typecheck import AT_LEAST_1
 
 
 @POOLINGS.register("netvlad")
@@ -21,12 +22,10 @@ class NetVLAD(Pooling):
         V_k = sum_i a_k(x_i) (x_i - c_k),  V_k <- V_k / ||V_k||  (Eq. 4 + intra-normalisation)
         u = [V_1; ...; V_K]                                     (``clusters * dim``)
 
-    Output size ``clusters x dim`` (GSP paper supplement §1.4 runs 8x16 = 128 and
-    64x128 = 8192). ``dim`` differing from the input width adds a learned linear projection
-    ``P`` (no bias); ``dim: null`` uses the input width without projection. The final
-    L2-normalisation of NetVLAD is the embedder's (``model.normalize``). Centres start as
-    random unit vectors (NetVLAD uses k-means centres, unavailable at construction) and the
-    assignment is initialised as NetVLAD does, ``w_k = 2 alpha c_k``, ``b_k = -alpha ||c_k||^2``.
+    Output size ``clusters x dim`` (GSP paper supplement §1.4: 8x16 and 64x128). The final
+    L2-normalisation is the embedder's. Centres start as random unit vectors (NetVLAD's k-means
+    centres are unavailable at construction), the assignment as NetVLAD's, ``w_k = 2 alpha c_k``,
+    ``b_k = -alpha ||c_k||^2``.
 
     Args:
         clusters: number ``K`` of learnable centres.
@@ -40,14 +39,12 @@ class NetVLAD(Pooling):
     def __init__(
         self,
         in_channels: int,
-        clusters: int = 8,
-        dim: Optional[int] = 16,
+        clusters: Annotated[int, AT_LEAST_1] = 8,
+        dim: Optional[Annotated[int, AT_LEAST_1]] = 16,
         alpha: float = 10.0,
         normalize_input: bool = True,
     ):
         super().__init__(in_channels)
-        require(clusters >= 1, "clusters", f"must be a positive integer, got {clusters!r}")
-        require(dim is None or dim >= 1, "dim", f"must be a positive integer or null, got {dim!r}")
         self.dim = int(dim) if dim is not None else in_channels
         self.clusters = int(clusters)
         self.normalize_input = bool(normalize_input)
@@ -73,14 +70,9 @@ class NetVLAD(Pooling):
             feats = wide(feats)
             if self.normalize_input:
                 feats = F.normalize(feats, dim=-1)
-            soft = torch.softmax(
-                F.linear(
-                    feats, self.assign.weight.to(feats.dtype), self.assign.bias.to(feats.dtype)
-                ),
-                dim=-1,
-            )  # [B, n, K]
-            residual_sum = soft.transpose(1, 2) @ feats - soft.sum(dim=1).unsqueeze(
-                -1
-            ) * self.centres.to(feats.dtype)
+            weight, bias = self.assign.weight.to(feats.dtype), self.assign.bias.to(feats.dtype)
+            soft = torch.softmax(F.linear(feats, weight, bias), dim=-1)  # [B, n, K]
+            mass = soft.sum(dim=1).unsqueeze(-1) * self.centres.to(feats.dtype)
+            residual_sum = soft.transpose(1, 2) @ feats - mass
             vlad = F.normalize(residual_sum, dim=-1)  # [B, K, dim]
         return Pooled(vlad.flatten(1))

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
-from gspdml.pooling.functional import require, top_k_mean
+from gspdml.pooling.functional import top_k_mean
+from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE
 
 
 @POOLINGS.register("gap_gmp")
 class GapGmp(Pooling):
     """GAP + GMP, ``x_c = (1/n) sum_i f_{i,c} + max_i f_{i,c}`` (Kim et al., 2020, as cited in
-    GSP paper supplement §1.4 and main text §5.2.2; Psomas thesis Fig. 3.3 "GAP+max").
-
-    ``scale`` multiplies the sum: 1.0 is the sum used by Proxy-Anchor (Kim et al.), 0.5 the
-    average ``avgmax`` of the SimPool tournament code (Psomas thesis §3.4.2, Fig. 3.3).
+    GSP paper supplement §1.4 and main text §5.2.2; Psomas thesis Fig. 3.3 "GAP+max"); 0.5 is
+    the ``avgmax`` of the SimPool tournament code (Psomas thesis §3.4.2).
 
     Args:
         scale: multiplies GAP + GMP (1.0: Proxy-Anchor's sum; 0.5: the tournament's average).
@@ -34,8 +35,8 @@ class GapGmp(Pooling):
 @POOLINGS.register("kmax")
 class KMax(Pooling):
     """Global k-max pooling (ProxyNCA++ paper §3.5, Eq. 7): per channel, the mean of the ``k`` largest
-    activations, ``max_h (1/k) sum_i h_i g_i`` s.t. ``sum_i h_i = k``. ``k = 1`` is GMP and
-    ``k = n`` (all locations) is GAP; the ProxyNCA++ paper (§3.5, Fig. 4b) finds smaller ``k`` better on CUB.
+    activations, ``max_h (1/k) sum_i h_i g_i`` s.t. ``sum_i h_i = k`` (Fig. 4b: smaller ``k`` is
+    better on CUB).
 
     Args:
         k: the largest activations averaged per channel (1 = GMP, all locations = GAP).
@@ -43,9 +44,8 @@ class KMax(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, k: int = 4):
+    def __init__(self, in_channels: int, k: Annotated[int, AT_LEAST_1] = 4):
         super().__init__(in_channels)
-        require(int(k) == k and k >= 1, "k", f"must be a positive integer, got {k!r}")
         self.k = int(k)
 
     def forward(self, x: torch.Tensor) -> Pooled:
@@ -57,9 +57,8 @@ class KMax(Pooling):
 class Weldon(Pooling):
     """WELDON (Durand et al., CVPR 2016, Eq. 3; GSP paper supplement §1.4): per channel, the mean
     of the ``k_max`` highest plus the mean of the ``k_min`` lowest activations,
-    ``s = max_h (1/k+) sum h_i g_i + min_h (1/k-) sum h_i g_i``. The lowest regions give
-    negative evidence. In WELDON the maps are class-wise 1x1-conv scores; here they are the
-    local embedding after the embedder's 1x1 head, which plays that role.
+    ``s = max_h (1/k+) sum h_i g_i + min_h (1/k-) sum h_i g_i``. WELDON's class-wise 1x1-conv
+    score maps are here the local embedding after the embedder's 1x1 head.
 
     Args:
         k_max: the highest activations averaged per channel (positive evidence).
@@ -68,18 +67,13 @@ class Weldon(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, k_max: int = 3, k_min: int = 3):
+    def __init__(
+        self,
+        in_channels: int,
+        k_max: Annotated[int, AT_LEAST_1] = 3,
+        k_min: Annotated[int, NON_NEGATIVE] = 3,
+    ):
         super().__init__(in_channels)
-        require(
-            int(k_max) == k_max and k_max >= 1,
-            "k_max",
-            f"must be a positive integer, got {k_max!r}",
-        )
-        require(
-            int(k_min) == k_min and k_min >= 0,
-            "k_min",
-            f"must be a non-negative integer, got {k_min!r}",
-        )
         self.k_max, self.k_min = int(k_max), int(k_min)
 
     def forward(self, x: torch.Tensor) -> Pooled:

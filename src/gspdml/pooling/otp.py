@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
-from gspdml.pooling.functional import full_precision, require, wide
+from gspdml.pooling.functional import full_precision, wide
+from gspdml.typecheck import AT_LEAST_1, POSITIVE
 
 
 def sinkhorn_log(cost: torch.Tensor, eps: float, iters: int) -> torch.Tensor:
@@ -41,9 +42,8 @@ class OTP(Pooling):
         T = SINKHORN(exp(-C / eps))        (marginals 1_n/n and 1_k/k)
         u_j = k sum_i T_ij psi_i,   u = [u_1; ...; u_k]   (``prototypes * dim``)
 
-    Costs use unit vectors so ``eps`` has a fixed scale (costs lie in [0, 4]). The factor ``k``
-    makes every ``u_j`` a convex combination of the local features. ``dim: null`` keeps the
-    input width without projection. Sinkhorn runs in float32, log domain.
+    Costs use unit vectors, so ``eps`` has a fixed scale; the factor ``k`` makes every ``u_j`` a
+    convex combination of the local features. Sinkhorn runs in float32, log domain.
 
     Args:
         prototypes: number ``k`` of learnable references ``z``.
@@ -57,16 +57,12 @@ class OTP(Pooling):
     def __init__(
         self,
         in_channels: int,
-        prototypes: int = 8,
-        dim: Optional[int] = 16,
-        eps: float = 0.1,
-        iters: int = 10,
+        prototypes: Annotated[int, AT_LEAST_1] = 8,
+        dim: Optional[Annotated[int, AT_LEAST_1]] = 16,
+        eps: Annotated[float, POSITIVE] = 0.1,
+        iters: Annotated[int, AT_LEAST_1] = 10,
     ):
         super().__init__(in_channels)
-        require(prototypes >= 1, "prototypes", f"must be a positive integer, got {prototypes!r}")
-        require(dim is None or dim >= 1, "dim", f"must be a positive integer or null, got {dim!r}")
-        require(eps > 0, "eps", f"must be positive, got {eps!r}")
-        require(iters >= 1, "iters", f"must be a positive integer, got {iters!r}")
         self.dim = int(dim) if dim is not None else in_channels
         self.prototypes, self.eps, self.iters = int(prototypes), float(eps), int(iters)
         self.project = (

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations
-from gspdml.pooling.functional import full_precision, generalized_mean, require, wide
+from gspdml.pooling.functional import full_precision, generalized_mean, wide
+from gspdml.typecheck import POSITIVE
 
 
 @POOLINGS.register("gem")
 class GeM(Pooling):
     """Generalized-mean pooling (GeMean; Radenovic et al., TPAMI 2018; Psomas thesis Eq. 3.13):
     ``u_c = ((1/n) sum_i max(f_{i,c}, eps)^p)^(1/p)``. ``p = 1`` is GAP (on non-negative
-    features) and ``p -> inf`` tends to GMP (Eq. 3.12). ``p`` is one learnable scalar,
-    initialised at 3 (Radenovic et al.); ``learn_p: false`` keeps it fixed. Follows Eq. 3.13
-    with the ``1/n`` factor
-    (the released code's ``LPPool2d`` omits it). Negative activations are clamped to ``eps``.
+    features) and ``p -> inf`` tends to GMP (Eq. 3.12). Follows Eq. 3.13 with the ``1/n`` factor
+    (the released code's ``LPPool2d`` omits it).
 
     Args:
         p: the initial power ``p`` (3, Radenovic et al.; 1 = GAP).
@@ -28,9 +28,14 @@ class GeM(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, p: float = 3.0, learn_p: bool = True, eps: float = 1e-6):
+    def __init__(
+        self,
+        in_channels: int,
+        p: Annotated[float, POSITIVE] = 3.0,
+        learn_p: bool = True,
+        eps: float = 1e-6,
+    ):
         super().__init__(in_channels)
-        require(p > 0, "p", f"must be positive, got {p!r}")
         self.p = nn.Parameter(torch.tensor(float(p)), requires_grad=bool(learn_p))
         self.eps = float(eps)
 
@@ -42,8 +47,8 @@ class GeM(Pooling):
 @POOLINGS.register("lse")
 class LSE(Pooling):
     """Log-sum-exp pooling (Psomas thesis Eq. 3.15): ``u_c = (1/r) log((1/n) sum_i exp(r f_{i,c}))``
-    with a learnable scalar ``r`` (initial 10, Psomas thesis §3.3.2). ``r -> 0`` gives GAP and
-    ``r -> inf`` GMP. Computed stably as ``(logsumexp(r f) - log n) / r`` in float32 (float64 for float64 input).
+    with a learnable scalar ``r`` (initial 10, Psomas thesis §3.3.2), computed stably as
+    ``(logsumexp(r f) - log n) / r`` in float32 (float64 for float64 input).
 
     Args:
         r: the initial sharpness ``r`` (10; r -> 0 is GAP, r -> inf GMP).
@@ -52,9 +57,10 @@ class LSE(Pooling):
 
     order_free = True
 
-    def __init__(self, in_channels: int, r: float = 10.0, learn_r: bool = True):
+    def __init__(
+        self, in_channels: int, r: Annotated[float, POSITIVE] = 10.0, learn_r: bool = True
+    ):
         super().__init__(in_channels)
-        require(r > 0, "r", f"must be positive, got {r!r}")
         self.r = nn.Parameter(torch.tensor(float(r)), requires_grad=bool(learn_r))
 
     def forward(self, x: torch.Tensor) -> Pooled:

@@ -4,7 +4,7 @@ with the options of its design ablation (thesis §3.4.4, Table 3.12)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
 import torch
 from torch import nn
@@ -22,6 +22,7 @@ from gspdml.pooling.framework import (
     squared_norm_average,
 )
 from gspdml.pooling.functional import full_precision, generalized_mean, require, wide
+from gspdml.typecheck import AT_LEAST_1, POSITIVE, OneOf, Refusal
 
 #: where Table 3.12 (right) places linear and LayerNorm layers: query, key, value
 PLACES = ("q", "k", "v")
@@ -32,9 +33,8 @@ COMBINATIONS = ("max", "concat")
 def _add_maps(
     module: nn.Module, d: int, linear: frozenset[str], layernorm: frozenset[str], shared_qk: bool
 ) -> None:
-    """Give ``module`` the learnable maps of one iteration: ``norm`` (the LayerNorm of the
-    features, for keys and/or values), ``norm_q`` (of the query input), ``wq``, ``wk``, ``wv``
-    (``d x d``, no bias); absent ones are None. ``shared_qk``: ``W_K`` is ``W_Q``."""
+    """Give ``module`` the maps of one iteration (None where absent): ``norm`` (LayerNorm of the
+    features), ``norm_q`` (of the query input), ``wq``, ``wk``, ``wv`` (``d x d``, no bias)."""
     wq = nn.Linear(d, d, bias=False) if "q" in linear else None
     maps = {
         "norm": nn.LayerNorm(d, eps=1e-6) if layernorm & {"k", "v"} else None,
@@ -70,24 +70,15 @@ class SimPool(Pooling):
         V = LN(X) - min LN(X) + eps                     non-negative values (3.69)
         u = (V^gamma a)^(1/gamma)                       f_alpha pooling, gamma = (1 - alpha)/2 (3.67)
 
-    ``gamma`` is a hyper-parameter: 2.0 for convolutional backbones, 1.25 for vision
-    transformers (§3.4.4); the default ``"auto"`` takes 1.25 for token inputs ``[B, N, C]``
-    (ViT) and 2.0 for feature maps ``[B, C, H, W]`` (CNNs). ``gamma: null`` is the
-    attention-weighted average ``a`` of ``LN(X)`` without the shift (as coded). SimPool replaces
-    the backbone's global pooling and reads the backbone features directly (the embedder's
-    default placement projects after it). ``use_beta`` adds the learnable
-    scalar shift of the released code (initial 0; the DINO ViT setting; not in the thesis).
-
-    The minimum is taken per image (``min_scope: sample``, Eq. 3.66; the released code
-    takes it over the whole batch), so a
-    sample's output never depends on the rest of the batch; ``min_scope: batch`` reproduces
-    the released code's batch-wide minimum. Parameters: ``W_Q``, ``W_K`` (``d x d``, no
-    bias) and the LayerNorm affine (eps 1e-6), as in the released code. The attention ``a`` is returned
-    as ``weights`` (a distribution over locations).
-
+    ``gamma``: 2.0 for CNN maps ``[B, C, H, W]``, 1.25 for ViT tokens ``[B, N, C]`` (§3.4.4);
+    ``null``: the attention-weighted average of ``LN(X)`` without the shift (as coded).
+    ``use_beta``: the DINO ViT setting (not in the thesis). SimPool replaces the backbone's global
+    pooling and reads its features directly. Parameters: ``W_Q``, ``W_K`` (``d x d``, no bias)
+    and the LayerNorm affine (eps 1e-6), as released. The minimum is per image (Eq. 3.66), so a
+    sample's output never depends on the rest of the batch.
     ``weights`` is the attention averaged over heads and pooled vectors (a distribution). The
-    options from ``attention`` on are those of the ablation (Table 3.12; the defaults are SimPool
-    above), in the terms of the generic framework (Algorithm 1, :mod:`gspdml.pooling.framework`).
+    options from ``attention`` on are those of the ablation (Table 3.12; the defaults are SimPool),
+    in the terms of the generic framework (Algorithm 1, :mod:`gspdml.pooling.framework`).
 
     Args:
         gamma: the ``gamma`` of ``f_alpha`` pooling (``auto``: 1.25 for tokens, 2.0 for maps;
@@ -127,21 +118,31 @@ class SimPool(Pooling):
     #: gamma of ``gamma: auto`` by input layout (Psomas thesis §3.4.4)
     AUTO_GAMMA = {"tokens": 1.25, "maps": 2.0}
 
+    @classmethod
+    def check_options(cls, *, k: int, init: str, **_: Any) -> Refusal:
+        """The rules across options, checked before a build (:class:`gspdml.registry.Registry`)."""
+        if k != 1 and init not in ("kmeans", "learned"):
+            return (
+                "init",
+                f"{init!r} gives one vector; k={k} pooled vectors need init: kmeans or learned",
+            )
+        return None
+
     def __init__(
         self,
         in_channels: int,
-        gamma: Union[float, str, None] = "auto",
+        gamma: Union[Annotated[float, POSITIVE], Annotated[str, OneOf(("auto",))], None] = "auto",
         use_beta: bool = False,
-        min_scope: str = "sample",
+        min_scope: Annotated[str, OneOf(("sample", "batch"))] = "sample",
         eps: float = 1e-6,
-        attention: str = "softmax",
+        attention: Annotated[str, OneOf(ATTENTIONS)] = "softmax",
         heads: int = 1,
-        similarity: str = "dot",
-        init: str = "gap",
-        k: int = 1,
-        combine: str = "max",
-        kmeans_steps: int = 10,
-        iterations: int = 1,
+        similarity: Annotated[str, OneOf(SIMILARITIES)] = "dot",
+        init: Annotated[str, OneOf(INITIALISATIONS)] = "gap",
+        k: Annotated[int, AT_LEAST_1] = 1,
+        combine: Annotated[str, OneOf(COMBINATIONS)] = "max",
+        kmeans_steps: Annotated[int, AT_LEAST_1] = 10,
+        iterations: Annotated[int, AT_LEAST_1] = 1,
         share_iterations: bool = True,
         linear: Sequence[str] = ("q", "k"),
         layernorm: Sequence[str] = ("k", "v"),
@@ -149,30 +150,9 @@ class SimPool(Pooling):
     ):
         super().__init__(in_channels)
         require(
-            gamma is None or gamma == "auto" or (not isinstance(gamma, str) and gamma > 0),
-            "gamma",
-            f"must be positive, auto or null, got {gamma!r}",
-        )
-        require(
-            min_scope in ("sample", "batch"),
-            "min_scope",
-            f"must be 'sample' or 'batch', got {min_scope!r}",
-        )
-        _one_of(attention, ATTENTIONS, "attention")
-        _one_of(similarity, SIMILARITIES, "similarity")
-        _one_of(init, INITIALISATIONS, "init")
-        _one_of(combine, COMBINATIONS, "combine")
-        for name, value in (("k", k), ("iterations", iterations), ("kmeans_steps", kmeans_steps)):
-            require(_positive_int(value), name, f"must be a positive integer, got {value!r}")
-        require(
             _positive_int(heads) and in_channels % heads == 0,
             "heads",
             f"must be a positive integer dividing the {in_channels} channels, got {heads!r}",
-        )
-        require(
-            k == 1 or init in ("kmeans", "learned"),
-            "init",
-            f"{init!r} gives one vector; k={k} pooled vectors need init: kmeans or learned",
         )
         places = {
             name: _places(value, name)
@@ -233,11 +213,7 @@ class SimPool(Pooling):
         return self.initial.to(tokens.dtype).expand(tokens.shape[0], -1, -1)
 
     def _attend(
-        self,
-        maps: nn.Module,
-        pooled: torch.Tensor,
-        tokens: torch.Tensor,
-        gamma: Optional[float],
+        self, maps: nn.Module, pooled: torch.Tensor, tokens: torch.Tensor, gamma: Optional[float]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One round of Algorithm 1: the next pooled vectors ``Z`` ``[B, k, d]`` and the
         attention ``A`` ``[B, m, p, k]`` of the queries of ``pooled`` over ``tokens``."""
@@ -257,11 +233,8 @@ class SimPool(Pooling):
             if gamma is None:
                 heads = (weights * split_heads(values, self.heads).unsqueeze(3)).sum(dim=2)
             else:
-                low = (
-                    values.amin(dim=(1, 2), keepdim=True)
-                    if self.min_scope == "sample"
-                    else values.min()
-                )
+                per_sample = self.min_scope == "sample"
+                low = values.amin(dim=(1, 2), keepdim=True) if per_sample else values.min()
                 shifted = split_heads(values - low + self.eps, self.heads).unsqueeze(3)
                 heads = generalized_mean(shifted, gamma, dim=2, weights=weights, eps=self.eps)
         return merge_heads(heads), attention_map  # heads: [B, m, k, d/m]
@@ -269,10 +242,6 @@ class SimPool(Pooling):
 
 def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def _one_of(value: object, allowed: tuple[str, ...], option: str) -> None:
-    require(value in allowed, option, f"must be one of {list(allowed)}, got {value!r}")
 
 
 def _places(value: Union[str, Sequence[str]], option: str) -> frozenset[str]:

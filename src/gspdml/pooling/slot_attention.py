@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import full_precision, require, wide
+from gspdml.pooling.functional import full_precision, wide
+from gspdml.typecheck import AT_LEAST_1
 
 
 @POOLINGS.register("slot")
@@ -23,11 +25,9 @@ class SlotAttention(Pooling):
             U <- GRU(V A, U);  U <- U + MLP(LN(U))                    (3.30-3.32)
         u = max over the k slots                                      (the SimPool tournament)
 
-    The original draws the initial slots from a learned Gaussian; an embedding for retrieval
-    must be deterministic, so each slot has its own learned initial vector instead (the
-    slots still compete through the softmax over slots). ``weights`` = the mean over slots of
-    the per-slot attention of the last iteration (each column of ``A`` sums to one over
-    locations, so the mean is a distribution).
+    The original draws the initial slots from a learned Gaussian; a retrieval embedding must be
+    deterministic, so each slot has its own learned initial vector. ``weights``: the last
+    iteration's attention averaged over slots (a distribution over locations).
 
     Args:
         slots: number ``k`` of slots (each with its own learned initial vector).
@@ -38,19 +38,18 @@ class SlotAttention(Pooling):
     order_free = True
     weights_are_distribution = True
 
-    def __init__(self, in_channels: int, slots: int = 3, iters: int = 3, hidden: int = 128):
+    def __init__(
+        self,
+        in_channels: int,
+        slots: Annotated[int, AT_LEAST_1] = 3,
+        iters: Annotated[int, AT_LEAST_1] = 3,
+        hidden: Annotated[int, AT_LEAST_1] = 128,
+    ):
         super().__init__(in_channels)
-        require(slots >= 1, "slots", f"must be a positive integer, got {slots!r}")
-        require(iters >= 1, "iters", f"must be a positive integer, got {iters!r}")
-        require(hidden >= 1, "hidden", f"must be a positive integer, got {hidden!r}")
         d, hidden = in_channels, max(int(hidden), in_channels)
         self.iters = int(iters)
         self.initial = nn.Parameter(torch.randn(int(slots), d) / math.sqrt(d))
-        self.norm_input, self.norm_slots, self.norm_mlp = (
-            nn.LayerNorm(d),
-            nn.LayerNorm(d),
-            nn.LayerNorm(d),
-        )
+        self.norm_input, self.norm_slots, self.norm_mlp = (nn.LayerNorm(d) for _ in range(3))
         self.wq, self.wk, self.wv = (nn.Linear(d, d, bias=False) for _ in range(3))
         self.gru = nn.GRUCell(d, d)
         self.mlp = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, d))
@@ -70,6 +69,5 @@ class SlotAttention(Pooling):
                 updates = attention.transpose(1, 2) @ wide(values)  # [B, k, d]
             slots = self.gru(updates.reshape(-1, d), slots.reshape(-1, d)).reshape(b, -1, d)
             slots = slots + self.mlp(self.norm_mlp(slots))
-        return Pooled(
-            wide(slots).amax(dim=1), weights=unflatten_weights(attention.mean(dim=-1), spatial)
-        )
+        weights = unflatten_weights(attention.mean(dim=-1), spatial)
+        return Pooled(wide(slots).amax(dim=1), weights=weights)

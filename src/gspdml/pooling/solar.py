@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 from torch import nn
 
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, flatten_locations, unflatten_weights
-from gspdml.pooling.functional import full_precision, generalized_mean, require, wide
+from gspdml.pooling.functional import full_precision, generalized_mean, wide
+from gspdml.typecheck import AT_LEAST_1, POSITIVE
 
 
 @POOLINGS.register("solar")
@@ -20,9 +22,8 @@ class SOLAR(Pooling):
         A = softmax_j(q_i^T k_j / sqrt(c')),   z_i = sum_j A_ij v_j,   f'_i = f_i + W_o z_i,
         u = GeM(f')   (learnable p, initial 3).
 
-    Every location aggregates from all others (second-order spatial attention), then GeM pools
-    the enhanced map. ``weights`` = ``(1/n) sum_i A_ij``, how much attention location ``j``
-    receives on average (a distribution over locations).
+    ``weights`` = ``(1/n) sum_i A_ij``, the mean attention location ``j`` receives (a
+    distribution over locations).
 
     Args:
         reduction: queries, keys and values have ``C / reduction`` channels.
@@ -32,10 +33,13 @@ class SOLAR(Pooling):
     order_free = True
     weights_are_distribution = True
 
-    def __init__(self, in_channels: int, reduction: int = 2, p: float = 3.0):
+    def __init__(
+        self,
+        in_channels: int,
+        reduction: Annotated[int, AT_LEAST_1] = 2,
+        p: Annotated[float, POSITIVE] = 3.0,
+    ):
         super().__init__(in_channels)
-        require(reduction >= 1, "reduction", f"must be a positive integer, got {reduction!r}")
-        require(p > 0, "p", f"must be positive, got {p!r}")
         c = max(in_channels // int(reduction), 1)
         self.query, self.key, self.value = (nn.Linear(in_channels, c) for _ in range(3))
         self.out = nn.Linear(c, in_channels)
@@ -45,9 +49,8 @@ class SOLAR(Pooling):
         local, spatial = flatten_locations(x)
         q, k, v = torch.relu(self.query(local)), torch.relu(self.key(local)), self.value(local)
         with full_precision(q):
-            attention = torch.softmax(
-                wide(q) @ wide(k).transpose(1, 2) / math.sqrt(q.shape[-1]), dim=-1
-            )
+            scores = wide(q) @ wide(k).transpose(1, 2) / math.sqrt(q.shape[-1])
+            attention = torch.softmax(scores, dim=-1)
             z = attention @ wide(v)
         enhanced = local + self.out(z)
         pooled = generalized_mean(enhanced, self.p, dim=1)

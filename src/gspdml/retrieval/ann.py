@@ -37,6 +37,7 @@ import torch
 
 from gspdml.errors import ConfigError, DataError, import_optional
 from gspdml.evaluation.exact_knn import exact_squared_distances, knn
+from gspdml.evaluation.results import drop_excluded
 from gspdml.output_files import atomic_write, atomic_write_text, json_text
 
 BACKENDS = ("ivf", "ivfpq", "hnsw")
@@ -79,15 +80,8 @@ class AnnParams:
                 "--backend",
                 f"unknown approximate backend {self.backend!r}; allowed: {', '.join(BACKENDS)}",
             )
-        for name in (
-            "train_per_list",
-            "kmeans_iters",
-            "hnsw_m",
-            "ef_construction",
-            "nprobe",
-            "ef",
-            "rerank",
-        ):
+        positive = ("train_per_list", "kmeans_iters", "hnsw_m", "ef_construction", "nprobe", "ef")
+        for name in (*positive, "rerank"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(
                     f"--{name.replace('_', '-')}", f"must be >= 1, got {getattr(self, name)}"
@@ -128,13 +122,10 @@ def default_nlist(n: int) -> int:
 
 
 def build(vectors: Vectors, params: AnnParams, train_rows: Optional[np.ndarray] = None) -> Any:
-    """A faiss index holding every row of ``vectors`` [N, D] (ids = row numbers).
-
-    Quantisers (ivf, ivfpq) are trained by ``kmeans_iters`` rounds of k-means on at most
-    ``train_per_list`` vectors per cell drawn from ``train_rows`` (default all rows), so a held-out
-    sample can stay out of training. The cost of training grows as nlist² x train_per_list x
-    kmeans_iters: fine inverted files (nlist near N / 100) need the smaller settings.
-    """
+    """A faiss index holding every row of ``vectors`` [N, D] (ids = row numbers); quantisers
+    (ivf, ivfpq) trained by ``kmeans_iters`` rounds of k-means on at most ``train_per_list``
+    vectors per cell of ``train_rows`` (default all; a held-out sample stays out). Training costs
+    nlist² x train_per_list x kmeans_iters."""
     faiss = _faiss()
     x = _host(vectors)  # may be a memmap: read by chunks
     n, dim = x.shape
@@ -161,10 +152,9 @@ def build(vectors: Vectors, params: AnnParams, train_rows: Optional[np.ndarray] 
             index = faiss.IndexIVFPQ(quantizer, dim, nlist, pq_m, 8)
         index.cp.seed = params.seed
         index.cp.niter = params.kmeans_iters
-        index.cp.max_points_per_centroid = params.train_per_list  # faiss must not subsample further
-        index.cp.min_points_per_centroid = min(
-            index.cp.min_points_per_centroid, params.train_per_list
-        )  # asked for
+        cp = index.cp  # the sample below is all faiss trains on: no further subsampling
+        cp.max_points_per_centroid = params.train_per_list
+        cp.min_points_per_centroid = min(cp.min_points_per_centroid, params.train_per_list)
         rng = np.random.default_rng(params.seed)
         sample = np.sort(
             rng.choice(pool, min(len(pool), nlist * params.train_per_list), replace=False)
@@ -184,9 +174,7 @@ def _gpu_clustering(faiss: Any, index: Any, dim: int) -> Iterator[None]:
     if faiss.get_num_gpus() == 0:
         yield
         return
-    flat = faiss.index_cpu_to_all_gpus(
-        faiss.IndexFlatL2(dim)
-    )  # referenced here while faiss uses it
+    flat = faiss.index_cpu_to_all_gpus(faiss.IndexFlatL2(dim))  # kept alive while faiss uses it
     index.clustering_index = flat
     try:
         yield
@@ -216,11 +204,8 @@ def configure(index: Any, params: AnnParams) -> None:
 def search(
     index: Any, params: AnnParams, queries: Vectors, k: int, vectors: Optional[Vectors] = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(squared distances [Q, k] float64, rows [Q, k] int64)`` from the approximate index.
-
-    For ``ivfpq`` the ``rerank * k`` PQ candidates are re-ranked by their exact float64
-    distances to ``vectors`` (the stored float32 rows), which is then required.
-    """
+    """``(squared distances [Q, k] float64, rows [Q, k] int64)`` from the approximate index;
+    ``ivfpq``'s ``rerank * k`` candidates re-ranked exactly against ``vectors`` (then required)."""
     configure(index, params)
     q = _as_float32(queries)
     k = min(k, index.ntotal)
@@ -258,7 +243,7 @@ def measure_recall(
     queries = x[sample]
     _, exact = knn(queries, x, k + 1)
     _, approx = search(index, params, queries, k + 1, vectors=x)
-    exact, approx = _drop_own(exact, sample, k), _drop_own(approx, sample, k)
+    (exact,), (approx,) = drop_excluded(sample, exact), drop_excluded(sample, approx)
     hits = (approx[:, :, None] == exact[:, None, :]).any(2) & (approx >= 0)
     return {
         "k": k,
@@ -266,13 +251,6 @@ def measure_recall(
         "sample": len(sample),
         **params.search_setting(),
     }
-
-
-def _drop_own(neighbours: torch.Tensor, rows: torch.Tensor, k: int) -> torch.Tensor:
-    """The first k neighbours other than the query's own row."""
-    keep = neighbours != rows[:, None]
-    keep[keep.all(1), -1] = False
-    return neighbours[keep].view(len(rows), k)
 
 
 def held_out(n: int, sample: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -304,11 +282,8 @@ class AnnIndex:
 
     def describe(self) -> str:
         setting = ", ".join(f"{key} {value}" for key, value in self.params.search_setting().items())
-        measured = ", ".join(
-            f"{key} {value}"
-            for key, value in self.recall.items()
-            if key in ("nprobe", "ef", "rerank")
-        )
+        knobs = ("nprobe", "ef", "rerank")
+        measured = ", ".join(f"{key} {value}" for key, value in self.recall.items() if key in knobs)
         line = (
             f"approximate search ({self.params.backend}, {setting}): recall@{self.recall['k']} = "
             f"{self.recall['recall']:.4f} against exact search, measured on {self.recall['sample']} held-out "
@@ -333,8 +308,7 @@ class AnnIndex:
         _faiss().write_index(self.index, str(path))
 
     def save(self, folder: str | Path) -> None:
-        """Write ``ann.faiss`` and ``ann.json`` into ``folder``, each atomically (an index folder
-        writes them as part of its generation instead, :mod:`gspdml.retrieval.generations`)."""
+        """Write ``ann.faiss`` and ``ann.json`` into ``folder``, each atomically."""
         folder = Path(folder)
         atomic_write(folder / ANN_FILE, self.write_faiss)
         atomic_write_text(folder / ANN_META, json_text(self.description(), indent=1))
@@ -343,9 +317,8 @@ class AnnIndex:
     def load(
         cls, folder: str | Path, count: Optional[int], mmap: bool = True
     ) -> Optional[AnnIndex]:
-        """The approximate index of an index folder, or None when it has none; ``count``: the
-        number of vectors it must hold (None: any). ``mmap`` maps the file instead of reading it
-        (faiss supports it for these structures; not for appending)."""
+        """The approximate index of an index folder, or None; ``count``: the vectors it must hold
+        (None: any); ``mmap`` maps the file instead of reading it (not for appending)."""
         folder = Path(folder)
         described = read_description(folder)
         if described is None:

@@ -47,14 +47,10 @@ class AnnRequest:
 
     def params(self, backend: str) -> AnnParams:
         """The build parameters of a new structure of ``backend``."""
+        build = ("nlist", "train_per_list", "kmeans_iters", "pq_m", "hnsw_m", "ef_construction")
         return AnnParams(
             backend,
-            nlist=self.nlist,
-            train_per_list=self.train_per_list,
-            kmeans_iters=self.kmeans_iters,
-            pq_m=self.pq_m,
-            hnsw_m=self.hnsw_m,
-            ef_construction=self.ef_construction,
+            **{name: getattr(self, name) for name in build},
             nprobe=AnnParams.nprobe if self.nprobe is None else self.nprobe,
             ef=AnnParams.ef if self.ef is None else self.ef,
         )

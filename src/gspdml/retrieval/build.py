@@ -98,12 +98,9 @@ def append_to_index(
     progress: bool = True,
     on_error: str = "raise",
 ) -> int:
-    """Embed only the items of ``source`` whose path is not in the index yet and add them.
-
-    Returns the number of items added (the files left out are in ``index.skipped``). The rows
-    already in the index are not recomputed. A :class:`PartialEmbedding` is raised after adding
-    the items embedded before the failure, so saving the index keeps them.
-    """
+    """Embed the items of ``source`` whose path is not in the index yet and add them; returns
+    their number (the files left out are in ``index.skipped``). A :class:`PartialEmbedding` is
+    raised after adding the items embedded before the failure, so saving the index keeps them."""
     check_same_model(index, info)
     known = set(index.paths)
     new = [i for i, path in enumerate(source.paths) if path not in known]

@@ -1,25 +1,21 @@
-"""Portable model bundles: :func:`write_bundle` (``gspdml bundle RUN_DIR --out DIR``, :mod:`gspdml.cli.tools`) and :func:`from_pretrained`.
+"""Portable model bundles: :func:`write_bundle` (``gspdml bundle RUN_DIR --out DIR``) and
+:func:`from_pretrained`.
 
 A bundle is a folder laid out as a Hugging Face model repository (it can be uploaded as is):
 
 * ``model.safetensors``: the run's weights (byte copy; its metadata rebuilds the embedder);
 * ``config.yaml``: the run's resolved config;
-* ``preprocessing.json``: the evaluation transform (:class:`~gspdml.data.eval_transform.EvalTransform`
-  fields) and, under ``decoding``, how a file is decoded before it
-  (:data:`gspdml.data.images.DECODING`), so that images are embedded exactly as evaluation
-  embedded them;
+* ``preprocessing.json``: the evaluation transform
+  (:class:`~gspdml.data.eval_transform.EvalTransform` fields) and, under ``decoding``, how a file
+  is decoded before it (:data:`gspdml.data.images.DECODING`);
 * ``README.md``: the model card (method, backbone, protocol and split, metrics with the set they
   were measured on, data hash, library version), with hub metadata in its YAML header;
 * ``bundle.json``: format, version, library version, sha256 of the weights, data hash.
 
-``from_pretrained(DIR)`` returns a :class:`BundledEncoder`; ``from_pretrained("owner/name")``
-resolves a hub repository with ``huggingface_hub.snapshot_download`` (its cache, or the network
-unless ``local_files_only=True``). A bundle is read with gspdml installed (it rebuilds the
-:class:`~gspdml.models.Embedder`), which decodes images with the library's loader, as the run did.
-
-A bundle is written from the run directory alone: the evaluation transform comes from the run's
-``config.yaml`` (:mod:`gspdml.retrieval.preprocessing`); the data hash of the model card is
-computed where the run's dataset is still readable, else marked unavailable.
+``from_pretrained`` reads a folder, or a hub repository ``owner/name`` through
+``huggingface_hub.snapshot_download``, into a :class:`BundledEncoder` that decodes images with
+the library's loader, as the run did. A bundle is written from the run directory alone; the data
+hash of the model card needs the run's dataset, else it is marked unavailable.
 """
 
 from __future__ import annotations
@@ -72,10 +68,9 @@ FILES = (WEIGHTS_FILE, CONFIG_FILE, "preprocessing.json", "README.md", BUNDLE_FI
 
 
 def data_hash(config: RunConfig) -> str:
-    """``sha256:<hex>`` over the labels (and file names, as the bytes the file system holds, so a
-    name that is not UTF-8 is hashed too, where the dataset has them) of every
-    split of the run's dataset, in order: it changes when the data or the split changes. The
-    reader's warnings (skipped files), shown when the run trained, are not repeated."""
+    """``sha256:<hex>`` over the labels (and file names, as bytes, where the dataset has them) of
+    every split of the run's dataset, in order: it changes when the data or the split changes.
+    The reader's warnings, shown when the run trained, are not repeated."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         data = build_run_data(config)
@@ -105,25 +100,13 @@ def _baseline_section(results: dict[str, Any]) -> str:
     columns, rows = baseline_rows(results)
     if not rows:
         return ""
-    lines = [
-        "| "
-        + " | ".join(
-            str(v) if i == 0 else ("-" if v is None else f"{v:.4f}") for i, v in enumerate(row)
-        )
-        + " |"
-        for row in rows
-    ]
+    cells = [[str(row[0]), *("-" if v is None else f"{v:.4f}" for v in row[1:])] for row in rows]
+    lines = ["| " + " | ".join(line) + " |" for line in (columns, *cells)]
+    lines.insert(1, "|" + "---|" * len(columns))
     return (
         "\n## Baselines (same test split and protocol)\n\n"
         "`step0`: the model as built, before training; `backbone_gap`: the pretrained backbone's "
-        "own features, average-pooled and L2-normalised.\n\n"
-        "| "
-        + " | ".join(columns)
-        + " |\n|"
-        + "---|" * len(columns)
-        + "\n"
-        + "\n".join(lines)
-        + "\n"
+        "own features, average-pooled and L2-normalised.\n\n" + "\n".join(lines) + "\n"
     )
 
 
@@ -181,9 +164,8 @@ embeddings = encoder(["image1.jpg", "image2.jpg"])
 def write_bundle(
     run_dir: str | Path, out: str | Path, weights: str = "final", overwrite: bool = False
 ) -> Path:
-    """Write the bundle of a run to ``out`` (built in a temporary folder, then put in the place of
-    the previous one, :func:`gspdml.output_files.replace_folder`); a full disk is an
-    :class:`~gspdml.output_files.OutputError` naming ``out`` and leaves the previous bundle."""
+    """Write the bundle of a run to ``out``, built in a temporary folder that then replaces the
+    previous one (:func:`gspdml.output_files.replace_folder`): a full disk leaves it as it was."""
     run_dir, out = Path(run_dir), Path(out)
     if out.exists() and not overwrite:
         raise ConfigError("--out", f"{out} already exists; pass --overwrite to replace it")
@@ -231,8 +213,7 @@ def write_bundle(
 
 
 def _replaceable(out: Path) -> bool:
-    """Whether ``--overwrite`` may replace ``out``: a bundle folder (not a link) or an empty one;
-    never a file or a folder of the user's."""
+    """Whether ``--overwrite`` may replace ``out``: a bundle folder (not a link) or an empty one."""
     if out.is_symlink() or not out.is_dir():
         return False
     return (out / BUNDLE_FILE).is_file() or not any(out.iterdir())
@@ -253,27 +234,22 @@ def _fill(
     digest = weights_digest(staging)
     shutil.copyfile(run_dir / CONFIG_FILE, staging / CONFIG_FILE)
     preprocessing = {**transform.describe(), "decoding": DECODING}
-    (staging / "preprocessing.json").write_text(
-        json_text(preprocessing, indent=1), encoding="utf-8"
-    )
-    (staging / "README.md").write_text(
-        _model_card(config, results, digest, weights, data_digest), encoding="utf-8"
-    )
-    (staging / BUNDLE_FILE).write_text(
-        json_text(
-            {
-                "format": FORMAT,
-                "version": 1,
-                "library_version": __version__,
-                "weights": digest,
-                "data_hash": data_digest,
-                "metrics": results.get("test"),
-                "evaluation_set": "test",
-            },
-            indent=1,
-        ),
-        encoding="utf-8",
-    )
+    record = {
+        "format": FORMAT,
+        "version": 1,
+        "library_version": __version__,
+        "weights": digest,
+        "data_hash": data_digest,
+        "metrics": results.get("test"),
+        "evaluation_set": "test",
+    }
+    files = {
+        "preprocessing.json": json_text(preprocessing, indent=1),
+        "README.md": _model_card(config, results, digest, weights, data_digest),
+        BUNDLE_FILE: json_text(record, indent=1),
+    }
+    for name, text in files.items():
+        (staging / name).write_text(text, encoding="utf-8")
 
 
 @dataclass

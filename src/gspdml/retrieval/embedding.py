@@ -2,12 +2,9 @@
 
 Items are embedded in chunks. With ``on_error="skip"`` an item that fails to decode is left out
 and named; with ``"raise"`` the first failure stops the work with :class:`PartialEmbedding`,
-which carries the embeddings of every item done before it, so the caller can keep them (an
-index saves them and tells how to continue with ``--append``).
-
-A model that returns a NaN or infinite embedding is broken (damaged weights, an overflow): the
-work stops with :class:`NonFiniteEmbedding` naming the files, whatever ``on_error`` says, so no
-index or report is built on it (every later search would blame the query).
+which carries the embeddings done before it (an index saves them; ``--append`` continues). A NaN
+or infinite embedding (damaged weights, an overflow) stops the work with
+:class:`NonFiniteEmbedding` naming the files, whatever ``on_error`` says.
 """
 
 from __future__ import annotations
@@ -124,7 +121,7 @@ def embed_source(
 
 
 def require_some(embedded: Embedded, what: str) -> Embedded:
-    """``embedded``, unless no image at all could be embedded for ``what``."""
+    """``embedded``, unless no image could be embedded for ``what``."""
     if not embedded.source.paths:
         example = next(iter(embedded.skipped.values()), "no images")
         raise DataError(f"{what}: none of the images could be decoded (e.g. {example})")

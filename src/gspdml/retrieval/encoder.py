@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
 import torch
 from PIL import Image
@@ -70,25 +70,17 @@ class Encoder:
         device: str = "auto",
         batch_size: int = 64,
     ):
-        self.run_dir, self.device, self.batch_size = (
-            Path(run_dir),
-            resolve_device(device),
-            int(batch_size),
-        )
+        """The embedder of ``run_dir`` (``weights``: ``final`` or ``best``, see ``gspdml evaluate --help``)."""
+        self.run_dir, self.device = Path(run_dir), resolve_device(device)
+        self.batch_size = int(batch_size)
         self.config, self.model, self.transform = load_model_and_transform(
             self.run_dir, self.device, weights
         )
 
     @classmethod
-    def from_run(
-        cls,
-        run_dir: str | os.PathLike[str],
-        weights: str = "final",
-        device: str = "auto",
-        batch_size: int = 64,
-    ) -> Encoder:
-        """The embedder of ``run_dir`` (``weights``: ``final`` or ``best``, see ``gspdml evaluate --help``)."""
-        return cls(run_dir, weights, device, batch_size)
+    def from_run(cls, *args: Any, **kwargs: Any) -> Encoder:
+        """``Encoder(run_dir, weights, device, batch_size)``, by the name the README uses."""
+        return cls(*args, **kwargs)
 
     @property
     def dim(self) -> int:

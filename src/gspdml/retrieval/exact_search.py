@@ -1,13 +1,8 @@
-"""Search an index with the exact kNN engine of :mod:`gspdml.evaluation.exact_knn`.
-
-The engine ranks by squared Euclidean distance with the pinned (distance, index) tie rule, in
-bounded memory, with torch or faiss candidate generation. An index reports one of two metrics:
-
-* ``euclidean``: ``d(q, g) = ||q - g||_2``;
-* ``cosine``: ``d(q, g) = 1 - q.g / (|q| |g|)``, i.e. half the squared distance of the
-  normalised vectors.
-
-For L2-normalised embeddings the two give the same ranking (``||q - g||^2 = 2 - 2 q.g``).
+"""Search an index with the exact kNN engine of :mod:`gspdml.evaluation.exact_knn` (squared
+Euclidean, pinned (distance, index) tie rule, bounded memory, torch or faiss candidates). An
+index reports ``euclidean`` ``d(q, g) = ||q - g||_2`` or ``cosine`` ``d(q, g) = 1 - q.g / (|q|
+|g|)``, half the squared distance of the normalised vectors; for L2-normalised embeddings the two
+rank alike (``||q - g||^2 = 2 - 2 q.g``).
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """Export a run's embedder to TorchScript or ONNX, and prove the export computes the same thing.
 
-The exported graph maps images ``[B, C, H, W]`` (already transformed as at evaluation, see
-:mod:`gspdml.retrieval.preprocessing`) to the embedding ``[B, D]``; the batch size is free. Poolings
-with a fixed number of iterations (GSP's fixed-point loop) are unrolled by tracing, which runs
-without gradients: a pooling with a custom autograd function (GSP's closed-form backward) must
-take a plain-ops forward path then, since TorchScript and ONNX cannot hold a Python function.
-Every export is checked on seeded random inputs, with a batch size different from the one
-traced: the largest absolute difference from the PyTorch model must not exceed ``tolerance``
-(default 1e-5, fp32). A sidecar ``<file>.json`` records the input shape, how an image file
-becomes that input (``decoding``: :data:`gspdml.data.images.DECODING`, then ``transform``) and
-the measured difference.
-
-The export is serialised in memory and checked from those bytes; then the file and its sidecar
-are each replaced atomically (:func:`gspdml.output_files.atomic_write`), so a full disk or a
-failed export leaves the previous export as it was and raises an error naming the file.
+The exported graph maps images ``[B, C, H, W]`` (transformed as at evaluation,
+:mod:`gspdml.retrieval.preprocessing`) to the embedding ``[B, D]``, for any batch size. Poolings
+with a fixed number of iterations (GSP's fixed-point loop) are unrolled by tracing, without
+gradients: a pooling with a custom autograd function must then take a plain-ops forward path.
+Every export is checked on seeded random inputs of another batch size: the largest absolute
+difference from the PyTorch model must not exceed ``tolerance`` (default 1e-5, fp32). A sidecar
+``<file>.json`` records the input shape, how an image file becomes that input (``decoding``,
+then ``transform``) and the measured difference. Both files are replaced atomically, so a failed
+export leaves the previous one as it was.
 """
 
 from __future__ import annotations
@@ -85,8 +80,7 @@ def _onnx_modules() -> ModuleType:
 def export_torchscript(
     module: nn.Module, example: torch.Tensor
 ) -> tuple[bytes, Callable[[torch.Tensor], torch.Tensor]]:
-    """Trace and serialise; return the file's bytes and the *reloaded* module as a function
-    (what a user would load)."""
+    """Trace and serialise: the file's bytes and the *reloaded* module, as a user loads it."""
     buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore", category=DeprecationWarning)
@@ -174,14 +168,11 @@ def export_embedder(
                 else ""
             )
         ) from None
+    shape = ["batch", channels, size[0], size[1]]
     record: dict[str, Any] = {
         "format": fmt,
         "file": path.name,
-        "input": {
-            "name": "images",
-            "shape": ["batch", channels, size[0], size[1]],
-            "dtype": "float32",
-        },
+        "input": {"name": "images", "shape": shape, "dtype": "float32"},
         "output": {"name": "embedding", "shape": ["batch", int(model.embedding_dim)]},
         "decoding": DECODING,
         "transform": transform.describe() if transform is not None else None,
@@ -214,9 +205,8 @@ def export_run(
     tolerance: float = TOLERANCE,
 ) -> tuple[Path, str]:
     """Export the embedder of the run in ``run_dir`` as ``fmt`` to ``out`` (default
-    ``RUN_DIR/export/embedder.pt|.onnx``) for images of ``image_size`` (default: what the run's
-    eval transform fixes), checked as :func:`export_embedder` says; returns the file and a line
-    saying what was written and how close it is to PyTorch."""
+    ``RUN_DIR/export/embedder.pt|.onnx``) for images of ``image_size`` (default: the run's eval
+    transform's); returns the file and a line saying how close it is to PyTorch."""
     path = Path(out) if out else Path(run_dir) / "export" / f"embedder{FORMATS[fmt]}"
     check_writable_file(path)
     _, model, transform = load_model_and_transform(run_dir, torch.device("cpu"))

@@ -90,26 +90,18 @@ def colour_bar_html(width: int = 160, height: int = 12) -> str:
 
 
 #: the metric panels of :func:`training_curves_svg`: (title, [(split, metric), ...])
-PANELS = (
-    ("loss", (("train", "loss"),)),
-    (
-        "retrieval",
-        tuple(
-            (split, metric)
-            for split in ("val", "test")
-            for metric in ("map_at_r", "precision_at_1")
-        ),
-    ),
+_RETRIEVAL = tuple(
+    (split, metric) for split in ("val", "test") for metric in ("map_at_r", "precision_at_1")
 )
+PANELS = (("loss", (("train", "loss"),)), ("retrieval", _RETRIEVAL))
 
 
 def curve_series(
     rows: Sequence[dict[str, Any]], selected_step: Optional[int] = None
 ) -> dict[tuple[str, str], list[tuple[int, float]]]:
     """``{(split, metric): [(step, value), ...]}`` of the records of ``metrics.jsonl`` (sorted by
-    step), for the keys of :data:`PANELS` that have values. The test split's values are placed at
-    ``selected_step`` when given: the step its weights come from (the best validation round with
-    ``evaluation.restore_best``), not the step at which training stopped."""
+    step) for the keys of :data:`PANELS`; the test values at ``selected_step`` when given (the
+    step its weights come from, not the one at which training stopped)."""
     series = {}
     for _, keys in PANELS:
         for split, metric in keys:
@@ -127,13 +119,9 @@ def curve_series(
 
 
 def training_curves_svg(rows: Sequence[dict[str, Any]], selected_step: Optional[int] = None) -> str:
-    """Inline SVG: training loss and validation/test MAP@R (and P@1) against the step
-    (:func:`curve_series`), with a dotted vertical line at ``selected_step`` (the step of the
-    weights) in the retrieval panel.
-
-    ``rows`` are the records of ``metrics.jsonl`` (``step``, ``split`` and metric values).
-    Returns an empty string when no record has a plottable value.
-    """
+    """Inline SVG: training loss and validation/test MAP@R (and P@1) of the records of
+    ``metrics.jsonl`` against the step (:func:`curve_series`), with a dotted vertical line at
+    ``selected_step`` (the step of the weights); empty when nothing is plottable."""
     Figure, _ = _matplotlib()
     series = curve_series(rows, selected_step)
     if not series:
@@ -154,12 +142,8 @@ def training_curves_svg(rows: Sequence[dict[str, Any]], selected_step: Optional[
                 label=f"{split} {metric}",
             )
         if title == "retrieval" and selected_step is not None:
-            axes.axvline(
-                selected_step,
-                color="#5b6570",
-                linestyle=":",
-                label=f"weights: step {selected_step}",
-            )
+            label = f"weights: step {selected_step}"
+            axes.axvline(selected_step, color="#5b6570", linestyle=":", label=label)
         axes.set_xlabel("step")
         axes.set_title("training loss" if title == "loss" else "retrieval metrics")
         axes.grid(alpha=0.3)

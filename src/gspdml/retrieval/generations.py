@@ -1,27 +1,17 @@
 """An index folder's files replaced as one generation, with a manifest checked on load.
 
-A save writes every file of the index (``index.json``, ``vectors.safetensors`` and, with an
-approximate structure, ``ann.faiss`` + ``ann.json``) into a fresh sub-folder
-``generation-<n>-<random>``, each flushed to disk; then ``manifest.json`` is replaced atomically
-(:func:`gspdml.output_files.atomic_write`), naming the generation, its sub-folder and the size and
-sha256 of each of its files; only then is the previous generation removed. The manifest's
-rename is the one commit point: a save that fails (a full disk, a faiss build that raises) or is
-killed before it leaves the previous generation current and untouched, and one killed after it
-leaves the new one complete. A generation sub-folder that no manifest names is a leftover of
-such a failure and is removed by the next save.
+A save writes every file of the index into a fresh sub-folder ``generation-<n>-<random>``, each
+flushed to disk, then replaces ``manifest.json`` atomically (the generation, its sub-folder, each
+file's size and sha256), and only then removes the previous generation. That rename is the one
+commit point: a save that fails or is killed before it leaves the previous generation current
+and untouched; a sub-folder that no manifest names is removed by the next save.
 
-Loading reads the manifest and checks each listed file's size and sha256 (the sha256 of a
-memory-mapped ``ann.faiss`` is skipped: hashing would read the file the mapping avoids reading),
-and refuses a missing, extra-size or altered file with a :class:`~gspdml.errors.DataError`
-naming it. A reader that finds a listed file gone because a save committed a new generation
-meanwhile reads the new one.
-
-A folder written before manifests existed (the files at the top level, no ``manifest.json``) is
-still read, with the consistency checks its files allow (:meth:`RetrievalIndex.load
-<gspdml.retrieval.index.RetrievalIndex.load>`); the next save turns it into a generation and
-removes the top-level files.
-
-Only one process may write a folder at a time (``gspdml index`` holds its
+Loading checks each listed file's size and sha256 (not for a memory-mapped ``ann.faiss``:
+hashing would read what the mapping avoids reading) and refuses a missing or altered file with a
+:class:`~gspdml.errors.DataError` naming it; a reader that finds a file gone because a save
+committed meanwhile reads the new generation. A folder written before manifests (the files at
+the top level) is still read; the next save turns it into a generation. Only one process may
+write a folder at a time (``gspdml index`` holds its
 :class:`~gspdml.training.run_lock.FolderLock`).
 """
 

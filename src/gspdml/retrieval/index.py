@@ -1,26 +1,20 @@
 """A persistent retrieval index: the embeddings of a gallery plus what they show.
 
-On disk an index is a folder holding one generation of files (in a sub-folder named by
-``manifest.json``, which lists each file's size and sha256 and is replaced last:
-:mod:`gspdml.retrieval.generations`); none of them is ever unpickled:
+On disk an index is a folder holding one generation of files (:mod:`gspdml.retrieval.generations`),
+none of them ever unpickled:
 
 * ``index.json``: ``{"format": "gspdml-index", "version": 1, "count", "dim", "metric",
   "model": {"run_dir", "weights"}, "paths": [...], "labels": [...]}``; ``model.weights`` is the
-  sha256 of the run's ``model.safetensors`` so that queries and appended images are embedded
+  sha256 of the run's ``model.safetensors``, so that queries and appended images are embedded
   by the model that built the index;
-* ``vectors.safetensors``: one float32 tensor ``vectors [count, dim]`` (header metadata
-  ``format: gspdml-index``).
+* ``vectors.safetensors``: one float32 tensor ``vectors [count, dim]``.
 
-Search is exact (:mod:`gspdml.retrieval.exact_search`): a faiss flat index where faiss is installed, a
-chunked torch search otherwise; both rank identically, so the file does not depend on the backend.
-
-Approximate search is a backend of the index: :meth:`RetrievalIndex.build_approximate` builds a
-faiss ``ivf``, ``ivfpq`` or ``hnsw`` structure over the vectors (:mod:`gspdml.retrieval.ann`,
-``ann.faiss`` + ``ann.json`` in the generation, recall measured against the exact engine), which
-:meth:`~RetrievalIndex.search` then uses unless ``exact=True``. Rows added later join it without
-retraining and rows removed make it rebuild (:meth:`~RetrievalIndex.update_approximate`).
-``gspdml index --backend`` and ``gspdml search`` call these methods through
-:mod:`gspdml.retrieval.approximate` (what the options ask of the structure).
+Search is exact (:mod:`gspdml.retrieval.exact_search`: faiss's flat index or a chunked torch
+search, which rank identically), unless an approximate structure was built
+(:meth:`RetrievalIndex.build_approximate`: faiss ``ivf``, ``ivfpq`` or ``hnsw``,
+:mod:`gspdml.retrieval.ann`, with its recall measured against the exact engine) and
+``exact=False``. Rows added later join it without retraining; removed rows make it rebuild
+(:meth:`~RetrievalIndex.update_approximate`).
 """
 
 from __future__ import annotations
@@ -37,7 +31,7 @@ from safetensors.torch import save_file
 
 from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.evaluation.postprocess import postprocessed_search
-from gspdml.evaluation.results import RetrievalResults
+from gspdml.evaluation.results import RetrievalResults, drop_excluded
 from gspdml.output_files import json_text
 from gspdml.retrieval import ann, exact_search, generations
 
@@ -133,17 +127,12 @@ class RetrievalIndex:
         """The ``k`` nearest index rows of each query, as :class:`RetrievalResults` with the
         index's paths and labels as references (distances in the index's metric).
 
-        The approximate structure answers when there is one (:meth:`build_approximate`) and
-        ``exact`` is False; otherwise the exact engine, with ``backend`` ``auto``, ``torch`` or
-        ``faiss`` generating its candidates. ``exclude[q]`` is a row to leave out of query q's
-        results (leave-one-out retrieval when the queries are themselves in the index); it costs
-        one extra neighbour per query.
-
-        ``postprocess``: post-processing steps (objects or their specs,
-        :mod:`gspdml.evaluation.postprocess`: PCA-whitening, alpha-DBA, alpha-QE, k-reciprocal
-        re-ranking), applied to this search of the exact unit vectors (the index is not
-        changed; ``train``: the training embeddings PCA-whitening learns on); the distances are
-        then the squared Euclidean ones of the processed vectors, or d* after re-ranking.
+        The approximate structure answers when there is one and ``exact`` is False; otherwise
+        the exact engine (``backend``: ``auto``, ``torch`` or ``faiss`` candidates).
+        ``exclude[q]``: a row to leave out of query q's results (leave-one-out).
+        ``postprocess``: steps of :mod:`gspdml.evaluation.postprocess` applied to this search of
+        the exact unit vectors (``train``: the embeddings PCA-whitening learns on); the distances
+        are then squared Euclidean ones of the processed vectors, or d* after re-ranking.
         """
         n_queries = queries.shape[0]
         query_labels = list(query_labels) if query_labels is not None else [None] * n_queries
@@ -154,10 +143,8 @@ class RetrievalIndex:
                 f"must be between 1 and {len(self) - extra} for this index of {len(self)} images, got {k}",
             )
         if n_queries == 0:  # nothing to search: empty results, not an engine's error
-            distances, indices = (
-                torch.empty(0, k + extra),
-                torch.empty(0, k + extra, dtype=torch.long),
-            )
+            distances = torch.empty(0, k + extra)
+            indices = torch.empty(0, k + extra, dtype=torch.long)
         elif postprocess:
             found = postprocessed_search(
                 queries, self.vectors, k=k + extra, steps=postprocess, train=train
@@ -172,12 +159,7 @@ class RetrievalIndex:
         excluded = None
         if exclude is not None:
             excluded = torch.as_tensor(list(exclude), dtype=torch.long)
-            keep = indices != excluded.view(-1, 1)
-            keep[keep.all(dim=1), -1] = False  # excluded row not among the k + 1: drop the farthest
-            distances, indices = (
-                distances[keep].view(n_queries, k),
-                indices[keep].view(n_queries, k),
-            )
+            indices, distances = drop_excluded(excluded, indices, distances)
         return RetrievalResults.from_labels(
             indices,
             distances,
@@ -218,9 +200,8 @@ class RetrievalIndex:
         if self.approximate is None:
             raise ConfigError(
                 "nprobe" if nprobe is not None else "ef",
-                "this index has no approximate index (build "
-                "one with build_approximate or gspdml index "
-                "--backend)",
+                "this index has no approximate index (build one with build_approximate or "
+                "gspdml index --backend)",
             )
         params = self.approximate.params
         nprobe, ef = params.nprobe if nprobe is None else nprobe, params.ef if ef is None else ef
@@ -255,9 +236,8 @@ class RetrievalIndex:
         assert found is not None  # search() calls it only then
         if self._removed or found.count != len(self):
             raise DataError(
-                f"the approximate index holds {found.count} vectors, the index "
-                f"{len(self)}; rebuild it (update_approximate, or gspdml index "
-                "--append)"
+                f"the approximate index holds {found.count} vectors, the index {len(self)}; "
+                "rebuild it (update_approximate, or gspdml index --append)"
             )
         if self.metric == "cosine":
             queries = F.normalize(queries.float(), dim=1)
@@ -269,18 +249,15 @@ class RetrievalIndex:
             name = query_paths[query] if query_paths is not None else f"#{query}"
             raise ConfigError(
                 "nprobe",
-                f"the approximate index found fewer than {k} neighbours "
-                f"for query {name}; raise nprobe (--nprobe) or search "
-                "the exact vectors (--exact)",
+                f"the approximate index found fewer than {k} neighbours for query {name}; "
+                "raise nprobe (--nprobe) or search the exact vectors (--exact)",
             )
         distances = squared / 2.0 if self.metric == "cosine" else squared.clamp(min=0).sqrt()
         return distances.float(), rows
 
     def save(self, path: str | Path) -> None:
-        """Write the folder as one new generation: the vectors, the metadata and the approximate
-        structure (when there is one), then the manifest that makes them current
-        (:mod:`gspdml.retrieval.generations`); until that last rename the previous generation
-        stays current, and a failure leaves it untouched."""
+        """Write the folder as one new generation (:mod:`gspdml.retrieval.generations`): the
+        vectors, the metadata and the approximate structure, then the manifest."""
         folder = Path(path)
         if folder.exists() and not folder.is_dir():
             raise DataError(f"{folder}: exists and is not an index folder")
@@ -308,9 +285,8 @@ class RetrievalIndex:
 
     @classmethod
     def load(cls, path: str | Path, mmap: bool = False) -> RetrievalIndex:
-        """Read an index folder, with its approximate structure when it has one (``mmap``: mapped
-        from the file, for searching; not for adding rows); its files are checked against the
-        manifest, and anything else is refused with an error that says why."""
+        """Read an index folder, with its approximate structure (``mmap``: mapped from the file,
+        for searching only), its files checked against the manifest."""
         folder = Path(path)
         if folder.name in (META_FILE, generations.MANIFEST_FILE) and not folder.is_dir():
             folder = folder.parent
@@ -376,17 +352,10 @@ class RetrievalIndex:
         if approximate is not None and approximate.count > count:
             raise DataError(
                 f"{folder}: the approximate index holds {approximate.count} vectors, "
-                f"the index {count}; rebuild it (gspdml index --overwrite "
-                "--backend ...)"
+                f"the index {count}; rebuild it (gspdml index --overwrite --backend ...)"
             )
-        return cls(
-            vectors,
-            paths,
-            labels,
-            meta.get("metric", "euclidean"),
-            model,
-            approximate=approximate,
-        )
+        metric = meta.get("metric", "euclidean")
+        return cls(vectors, paths, labels, metric, model, approximate=approximate)
 
 
 def holds_index(folder: str | Path) -> bool:

@@ -1,17 +1,14 @@
-"""An index folder written from a run (``gspdml index``), and query images embedded for a search of one
-(``gspdml search``): the policy around
-:func:`~gspdml.retrieval.build.build_index` and :func:`~gspdml.retrieval.build.append_to_index`.
+"""An index folder written from a run (``gspdml index``), and query images embedded for a search
+of one (``gspdml search``): the policy around :func:`~gspdml.retrieval.build.build_index` and
+:func:`~gspdml.retrieval.build.append_to_index`.
 
-* **One writer.** The folder is locked while it is written
-  (:class:`~gspdml.training.run_lock.FolderLock`): a concurrent second writer fails at once.
-* **No silent replacement.** A folder that holds an index is rebuilt only with ``overwrite``
-  and grown only with ``append`` (which needs an index there).
-* **Append.** Rows whose file is gone are dropped, only the images not yet indexed are embedded
-  (by the same weights: checked), the approximate structure follows
-  (:func:`~gspdml.retrieval.approximate.update_ann`).
-* **Partial save.** When an image fails to decode (``on_error="raise"``) the images embedded
-  before it are saved and the error says how to continue (``--append``); a failed approximate
-  build saves nothing.
+* **One writer**: the folder is locked (:class:`~gspdml.training.run_lock.FolderLock`).
+* **No silent replacement**: an index is rebuilt only with ``overwrite``, grown with ``append``.
+* **Append**: rows whose file is gone are dropped, only new images are embedded (by the same
+  weights: checked), the approximate structure follows (:func:`~gspdml.retrieval.approximate.update_ann`).
+* **Partial save**: when an image fails to decode (``on_error="raise"``) the images embedded
+  before it are saved and the error says how to continue; a failed approximate build saves
+  nothing.
 """
 
 from __future__ import annotations
@@ -60,10 +57,7 @@ class IndexWritten:
         index = self.index
         skipped = f", {len(index.skipped)} files skipped" if index.skipped else ""
         summary = f"{self.done}{skipped}; {self.folder}: {len(index)} vectors of dim {index.dim}"
-        return [
-            f"{summary}, metric {index.metric}",
-            *([self.approximate] if self.approximate else []),
-        ]
+        return [f"{summary}, metric {index.metric}", *filter(None, [self.approximate])]
 
 
 def write_index(
@@ -105,11 +99,10 @@ def write_index(
     try:
         resolved = resolve_device(device)
         config, model, transform = load_model_and_transform(run_dir, resolved)
-        source = (
-            folder_source(images, transform)
-            if images is not None
-            else split_source(config, str(split))
-        )
+        if images is not None:
+            source = folder_source(images, transform)
+        else:
+            source = split_source(config, str(split))
         info = {
             **model_info(run_dir),
             "run_dir_from_index": os.path.relpath(Path(run_dir).resolve(), folder.resolve()),
@@ -152,13 +145,12 @@ def _keep_partial(
     metric: str,
     info: dict[str, Any],
 ) -> int:
-    """Save what was embedded before a failure (an appended index already holds it); returns its size."""
+    """Save what was embedded before a failure (an appended index already holds it); its size."""
     if index is None:
         if stop.done is None:
             return 0
-        index = RetrievalIndex(
-            stop.done.vectors, stop.done.source.paths, stop.done.source.labels, metric, info
-        )
+        done = stop.done
+        index = RetrievalIndex(done.vectors, done.source.paths, done.source.labels, metric, info)
     index.save(folder)
     return len(index)
 

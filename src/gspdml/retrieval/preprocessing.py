@@ -1,23 +1,18 @@
 """Which evaluation transform a run's image files get before they meet the embedder.
 
-Search must feed the model exactly what evaluation fed it, so the transform comes from the run;
-it is built here, never implemented here: an
-:class:`~gspdml.data.eval_transform.EvalTransform` spec (the one evaluation pipeline of
-:mod:`gspdml.data`, whose module docstring lists the options) or the dataset's own transform, in
+Search must feed the model what evaluation fed it, so the transform comes from the run (an
+:class:`~gspdml.data.eval_transform.EvalTransform` spec or the dataset's own transform), in
 this order:
 
-1. the run config's ``data.eval_transform``: the trainer records there the evaluation transform
-   of the run's dataset (or the config's own spec, for a dataset whose transform cannot be
-   described), so a run is read without its training data
-   (:func:`gspdml.data.eval_transform.run_eval_transform`);
-2. otherwise (a run written before the trainer recorded it) the evaluation transform of the run's
-   dataset (``data.dataset``), rebuilt from the config to read it from its evaluation split
-   (:func:`transform_from_splits`): this needs the training data where the run was trained;
-3. otherwise (no dataset in the config): pixels scaled to [0, 1], no resizing, no
-   normalisation, and the channel count of the model's first layer.
+1. the config's ``data.eval_transform``, which the trainer records, so that a run is read
+   without its training data (:func:`gspdml.data.eval_transform.run_eval_transform`);
+2. for a run written before that, the transform of the evaluation split of ``data.dataset``,
+   rebuilt from the config (:func:`transform_from_splits`; needs the training data);
+3. with no dataset in the config: pixels scaled to [0, 1], no resizing, no normalisation, and
+   the channel count of the model's first layer.
 
-Files (and PIL images) are decoded by :func:`gspdml.data.images.load_image` (EXIF orientation,
-alpha on white, 16-bit rescaled) before the transform, as the datasets decode them.
+Files and PIL images are decoded by :func:`gspdml.data.images.load_image` first, as the
+datasets decode them.
 """
 
 from __future__ import annotations

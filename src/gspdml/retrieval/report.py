@@ -146,30 +146,24 @@ def _baseline_table(results: dict[str, Any]) -> list[str]:
     return [f"<h3>Test metrics beside the baselines</h3><table><tr>{head}</tr>{body}</table>"]
 
 
+def _values_table(title: str, head: str, items: Sequence[tuple[str, Any]]) -> str:
+    body = "".join(f"<tr><td>{esc(k)}</td><td>{_format(v)}</td></tr>" for k, v in items)
+    return f"<h3>{title}</h3><table><tr><th>{head}</th><th>value</th></tr>{body}</table>"
+
+
 def _metrics_section(results: Optional[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
     parts = []
     if results:
-        shown = {k: v for k, v in results.items() if k != "baseline"}
-        body = "".join(
-            f"<tr><td>{esc(k)}</td><td>{_format(v)}</td></tr>" for k, v in _flatten(shown)
-        )
-        parts.append(
-            f"<h3>Results (results.json)</h3><table><tr><th>metric</th><th>value</th></tr>{body}</table>"
-        )
+        shown = _flatten({k: v for k, v in results.items() if k != "baseline"})
+        parts += [_values_table("Results (results.json)", "metric", shown)]
         parts += _baseline_table(results)
     val = [
         r for r in rows if r.get("split") == "val" and isinstance(r.get("map_at_r"), (int, float))
     ]
     if val:
         best = max(val, key=lambda r: r["map_at_r"])
-        body = "".join(
-            f"<tr><td>{esc(str(k))}</td><td>{_format(v)}</td></tr>"
-            for k, v in _flatten(best)
-            if k != "split"
-        )
-        parts.append(
-            f"<h3>Best validation round (by map_at_r)</h3><table><tr><th>field</th><th>value</th></tr>{body}</table>"
-        )
+        fields = [(k, v) for k, v in _flatten(best) if k != "split"]
+        parts.append(_values_table("Best validation round (by map_at_r)", "field", fields))
     return (
         "\n".join(parts)
         or '<p class="muted">No metrics recorded (no results.json or metrics.jsonl).</p>'
@@ -191,11 +185,9 @@ def retrieval_grid(
     heatmaps: Sequence[Optional[np.ndarray]],
     notes: Optional[Sequence[str]] = None,
 ) -> str:
-    """HTML rows, one per query of ``results``: the query, its heatmap (or an empty cell), then its
-    ranked references, framed green/red by :meth:`RetrievalResults.rows`' ``correct`` (grey when
-    a label is unknown). ``pictures`` maps a reference row to its picture; ``queries[q]`` is the
-    picture key of query q (queries are references of the same source); ``notes[q]``: a line of
-    text (already HTML) under query q."""
+    """HTML rows, one per query of ``results``: the query, its heatmap, then its ranked
+    references framed green/red/grey by ``correct``. ``pictures``: reference row -> picture;
+    ``queries[q]``: the picture key of query q; ``notes[q]``: HTML under query q."""
     rows = []
     notes = notes if notes is not None else [""] * len(queries)
     for item, row, heatmap, note in zip(queries, results.rows(), heatmaps, notes):
@@ -208,16 +200,11 @@ def retrieval_grid(
                 f"query {name}",
             )
         ]
-        if heatmap is not None:
-            cells.append(
-                _tile(
-                    "heatmap", png_data_uri(heatmap), "pooling weights", f"pooling weights {name}"
-                )
-            )
-        else:
-            cells.append(
-                '<figure class="tile heatmap"><div class="none">none</div><figcaption>no pooling weights</figcaption></figure>'
-            )
+        cells.append(
+            _tile("heatmap", png_data_uri(heatmap), "pooling weights", f"pooling weights {name}")
+            if heatmap is not None
+            else '<figure class="tile heatmap"><div class="none">none</div><figcaption>no pooling weights</figcaption></figure>'
+        )
         cells.append('<div class="sep"></div>')
         for result in row["results"]:
             kind, symbol = {
@@ -261,16 +248,13 @@ def build_report(
     worst: int = 8,
     where: str = "the test split",
 ) -> tuple[str, dict[str, str]]:
-    """The report page as a string, and the files left out (``{path: problem}``, with
-    ``on_error="skip"``; the page lists them too).
+    """The report page, and the files left out (``{path: problem}``, ``on_error="skip"``).
 
-    Retrieval is leave-one-out within ``source`` (``where`` names it on the page): every item is
-    in the gallery, and each query's own row is excluded from its results. When every item has a
+    Retrieval is leave-one-out within ``source`` (``where`` names it). When every item has a
     label, the per-class metrics and the ``worst`` queries (lowest MAP@R) come from
-    :func:`~gspdml.evaluation.service.evaluate_queries` with the run's ``evaluation.recall_at``.
-    The grid shows ``queries`` items that visit the classes in turn (:func:`choose_queries`).
-    Heatmaps show ``EmbedderOutput.weights`` of the query (``[H', W']`` over the feature map)
-    upsampled to the image; poolings without spatial weights (GAP, GMP) get an empty cell.
+    :func:`~gspdml.evaluation.service.evaluate_queries`. The grid shows ``queries`` items that
+    visit the classes in turn (:func:`choose_queries`), each with its pooling weights
+    (``EmbedderOutput.weights``, ``[H', W']``) upsampled to the image, if the pooling has them.
     """
     model = model.eval()
     _require_two(len(source.paths), "images given")  # before the embedding work
@@ -372,11 +356,7 @@ def _heatmaps(
     }
 
 
-def _per_class(
-    evaluation: Optional[QueryEvaluation],
-    recall_at: Sequence[int],
-    where: str,
-) -> str:
+def _per_class(evaluation: Optional[QueryEvaluation], recall_at: Sequence[int], where: str) -> str:
     if evaluation is None:
         return (
             f'<p class="muted">No per-class metrics: {esc(where)} has unlabelled images or no '
@@ -423,12 +403,6 @@ def _skipped_section(skipped: dict[str, str]) -> str:
     return f'<h2>Skipped files</h2><p class="muted">{len(skipped)} files could not be decoded and are not in the grid:</p><ul>{items}</ul>'
 
 
-def write_report(out: str | Path, page: str) -> Path:
-    path = Path(out)
-    atomic_write_text(path, page)
-    return path
-
-
 def report_run(
     run_dir: str | Path,
     out: Optional[str | Path] = None,
@@ -446,9 +420,9 @@ def report_run(
     on_error: str = "raise",
 ) -> tuple[Path, dict[str, str]]:
     """Write the report of the run in ``run_dir`` to ``out`` (default ``RUN_DIR/report.html``)
-    over the labelled folder ``images`` (each repeated image once: leave-one-out finds no twin)
-    or the ``split`` of the run's dataset (default test), with :func:`build_report`'s options;
-    returns the file and the files left out. ``note`` gets a line for each image left out."""
+    over the labelled folder ``images`` (each repeated image once) or the ``split`` of the run's
+    dataset (default test); returns the file and the files left out, and ``note`` gets a line
+    for each."""
     if images is not None and split is not None:
         raise ConfigError("--split", "give either --images or --split, not both")
     for option, value, least in (("--queries", queries, 0), ("--worst", worst, 0), ("-k", k, 1)):
@@ -482,4 +456,5 @@ def report_run(
     )
     for line in skipped_notes(source, skipped):
         note(line)
-    return write_report(path, page), skipped
+    atomic_write_text(path, page)
+    return path, skipped

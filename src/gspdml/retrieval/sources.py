@@ -33,15 +33,10 @@ SPLIT_FOLDERS = ("train", "val", "test", "query", "gallery")
 def list_image_folder(
     root: str | os.PathLike[str],
 ) -> tuple[list[str], list[Optional[str]], list[str]]:
-    """Image files under ``root`` (recursive, sorted), their labels, and the hidden or system
-    files and folders that were skipped (:func:`gspdml.data.images.list_images`).
-
-    The label of a file is the name of the sub-folder of ``root`` that contains it (the
-    ``ImageFolder`` convention), or of the sub-folder below that when every sub-folder of
-    ``root`` is a split (``root/train/<class>``, ``root/test/<class>``); files directly in
-    ``root`` (or in a split folder) have no label (None). Paths are absolute, so an index stays
-    valid when the working directory changes.
-    """
+    """Image files under ``root`` (recursive, sorted, absolute), their labels, and the hidden or
+    system entries skipped (:func:`gspdml.data.images.list_images`). A file's label is its
+    sub-folder of ``root`` (``ImageFolder``), or the one below when every sub-folder is a split
+    (``root/train/<class>``); files directly in ``root`` or a split folder have none (None)."""
     root = Path(root).resolve()
     if not root.is_dir():
         raise DataError(f"{root}: not a folder of images")
@@ -104,30 +99,30 @@ def skipped_notes(source: ImageSource, skipped: Mapping[str, str]) -> list[str]:
 
 
 def folder_source(root: str | os.PathLike[str], transform: ImageTransform) -> ImageSource:
-    paths, labels, skipped = list_image_folder(root)
-    return ImageSource(
-        ImageFiles(paths, labels, transform), paths, labels, transform.to_display, skipped
-    )
+    return _files_source(*list_image_folder(root), transform)
+
+
+def _files_source(
+    paths: list[str], labels: list[Optional[str]], skipped: list[str], transform: ImageTransform
+) -> ImageSource:
+    files = ImageFiles(paths, labels, transform)
+    return ImageSource(files, paths, labels, transform.to_display, skipped)
 
 
 def split_source(config: RunConfig, split: str) -> ImageSource:
-    """A split of the run's dataset (``data.dataset`` of its config). Evaluation splits give their
-    gallery when they have one, else their query set. Items are named by the dataset's ``paths``
-    when it has them, ``<split>/<position>`` otherwise; labels are the dataset's ``class_names``
-    when it has them, the class ids as text otherwise."""
+    """A split of the run's dataset: an evaluation split's gallery, else its query set; items
+    named by the dataset's ``paths`` (else ``<split>/<position>``), labelled by its
+    ``class_names`` (else the class ids as text)."""
     if split not in SPLITS:
         raise ConfigError("split", f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
     part = getattr(build_run_data(config), split)
     if part is None:
         raise ConfigError("split", f"the dataset has no {split!r} split")
-    dataset = (
-        part if split == "train" else (part.gallery if part.gallery is not None else part.query)
-    )
-    paths = getattr(dataset, "paths", None)
+    if split != "train":
+        part = part.gallery if part.gallery is not None else part.query
+    dataset, paths = part, getattr(part, "paths", None)
     names = (
-        [str(p) for p in paths]
-        if paths is not None
-        else [f"{split}/{i}" for i in range(len(dataset))]
+        [f"{split}/{i}" for i in range(len(dataset))] if paths is None else list(map(str, paths))
     )
     class_names = getattr(dataset, "class_names", None)
     labels: list[Optional[str]] = [
@@ -138,12 +133,13 @@ def split_source(config: RunConfig, split: str) -> ImageSource:
 
 
 def labelled_source(path: str | os.PathLike[str], transform: ImageTransform) -> ImageSource:
-    """Labelled images for an evaluation: a folder read as ``gspdml index`` reads one
-    (:func:`list_image_folder`: the label of a file is its class folder) or a CSV file with the
-    columns ``path,label`` (:func:`gspdml.data.folder.read_csv_rows`; relative paths are
-    relative to the CSV's folder). Every image needs a label."""
+    """Labelled images for an evaluation: a folder (:func:`list_image_folder`) or a CSV file with
+    the columns ``path,label`` (:func:`gspdml.data.folder.read_csv_rows`). Every image needs a
+    label."""
     path = Path(path).expanduser()
-    if path.is_file() and path.suffix.lower() == ".csv":
+    if not (path.is_file() and path.suffix.lower() == ".csv"):
+        paths, labels, skipped = list_image_folder(path)
+    else:
         parts = read_csv_rows(path)
         if set(parts) != {"all"}:
             raise ConfigError(
@@ -151,11 +147,7 @@ def labelled_source(path: str | os.PathLike[str], transform: ImageTransform) -> 
                 f"has a split column ({', '.join(sorted(parts))}); give a CSV of the images to "
                 "evaluate (columns path,label), or two of them with --query and --gallery",
             )
-        paths, names = parts["all"]
-        labels: list[Optional[str]] = list(names)
-        skipped: list[str] = []
-    else:
-        paths, labels, skipped = list_image_folder(path)
+        paths, labels, skipped = list(parts["all"][0]), list(parts["all"][1]), []
     unlabelled = [p for p, label in zip(paths, labels) if label is None]
     if unlabelled:
         raise DataError(
@@ -163,9 +155,7 @@ def labelled_source(path: str | os.PathLike[str], transform: ImageTransform) -> 
             f"{unlabelled[0]}); an evaluation needs the class of every image: put each in a "
             "folder named by its class"
         )
-    return ImageSource(
-        ImageFiles(paths, labels, transform), paths, labels, transform.to_display, skipped
-    )
+    return _files_source(paths, labels, skipped, transform)
 
 
 class _ClassIds(LabelledDataset):
@@ -215,18 +205,15 @@ def evaluation_images(
     images: Mapping[str, str], transform: ImageTransform
 ) -> tuple[EvalSplit, dict[str, Any], list[str]]:
     """The evaluation split of ``gspdml evaluate --images PATH`` or ``--query PATH --gallery
-    PATH`` (:func:`labelled_source` each), what the report says it did, and the notes to print.
-
-    No query is ranked against itself: an image that a folder or list holds twice (the same
-    file, or another file of the same bytes) is evaluated once (``duplicates_left_out``, the
-    count); a query and a gallery of the same images are evaluated leave-one-out (``protocol``),
-    each query's own image left out of its ranking; a query and a gallery that share only some
-    images are refused, naming one (each would find itself at rank 1)."""
+    PATH``, what the report says it did, and the notes to print. No query is ranked against
+    itself: an image held twice (by content) is evaluated once (``duplicates_left_out``); a
+    query and a gallery of the same images are evaluated leave-one-out; a query and a gallery
+    that share only some images are refused."""
     sources, report, notes = {}, {}, []
     left_out = 0
     for name, path in images.items():
         source = labelled_source(path, transform)
-        notes += [f"skipped hidden or system entry {entry}" for entry in source.skipped]
+        notes += skipped_notes(source, {})
         source, repeats = distinct_images(source, path)
         left_out += len(repeats)
         notes += [f"{path}: {copy} is the same image as {kept}; left out" for copy, kept in repeats]

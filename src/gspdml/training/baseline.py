@@ -1,7 +1,6 @@
 """The baselines every run reports beside its trained model (practitioner issue 28): the step-0
-model (the weights as built, before any update) and, for a pretrained backbone, the backbone's
-own features globally average-pooled and L2-normalised. Training that scores below a baseline
-made retrieval worse than no training; the run says so instead of leaving it unseen."""
+model and, for a pretrained backbone, its features average-pooled and L2-normalised; the run
+warns when training scores below one."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ NO_BACKBONE = (
 
 
 class BackboneGap(nn.Module):
-    """The backbone of an embedder, its feature map averaged over space and L2-normalised: no
-    head, no trained pooling. Shares the backbone's parameters (nothing is copied)."""
+    """The backbone's feature map averaged over space and L2-normalised (parameters shared)."""
 
     def __init__(self, backbone: nn.Module):
         super().__init__()
@@ -42,9 +40,8 @@ class BackboneGap(nn.Module):
 
 @dataclass
 class Baselines:
-    """The test metrics of each baseline by name (``step0``, ``backbone_gap``) and, for each one
-    that could not be evaluated, why; taken before step 1 and kept in the checkpoint, so a
-    resumed run reports the same."""
+    """The test metrics of each baseline by name (``step0``, ``backbone_gap``), and why any was
+    skipped; taken before step 1 and checkpointed."""
 
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -52,11 +49,9 @@ class Baselines:
     def evaluate(
         self, model: nn.Module, config: ModelConfig, score: Callable[[nn.Module], dict[str, float]]
     ) -> None:
-        """The metrics ``score`` gives the model as built (``step0``, unless a module of it
-        initialises from training data) and, when ``config`` names a pre-trained backbone, its
-        :class:`BackboneGap` (a model that declares no backbone,
-        :class:`~gspdml.models.freezable.Freezable`, has that row skipped). The random state is
-        put back, so training is the same with or without."""
+        """Score the model as built (unless it initialises from training data) and, for a
+        pre-trained backbone of a :class:`~gspdml.models.freezable.Freezable` model, its
+        :class:`BackboneGap`; the random state is put back."""
         state = rng_state()
         if any(isinstance(m, LazyInitialised) and not m.is_initialised for m in model.modules()):
             self.skipped["step0"] = LAZY_MODEL
@@ -69,8 +64,7 @@ class Baselines:
         set_rng_state(state)
 
     def report(self, metric: str, trained: float) -> list[str]:
-        """The console lines: the trained model's ``metric`` beside each baseline's, a warning
-        for each baseline that scores higher, and each skipped baseline with its reason."""
+        """The console lines: ``metric`` beside each baseline's, warnings, skipped baselines."""
         scores = {name: row[metric] for name, row in self.scores.items()}
         both = ", ".join(f"{name} {value:.4f}" for name, value in scores.items())
         lines = [f"baseline: test {metric} {trained:.4f} trained vs {both}"] if scores else []

@@ -67,10 +67,8 @@ def build_sampler(
 def training_loader(
     dataset: TrainingDataset, sampler: EpochBatchSampler, runtime: Runtime
 ) -> DataLoader[Any]:
-    """The training batches; each pass over it runs from the batch after the last consumed one
-    (the trainer advances the sampler to its step count first: exact with workers that read
-    ahead) to the end of its epoch. Workers (``data.num_workers``) persist across epochs and read ahead
-    (:func:`~gspdml.models.inference.loader_options`)."""
+    """The training batches; each pass runs from the sampler's position (the trainer's step) to
+    the end of its epoch."""
     return DataLoader(
         dataset,  # type: ignore[arg-type]
         batch_sampler=sampler,

@@ -1,12 +1,7 @@
-"""Hooks into the training loop for methods that act between steps.
-
-The trainer calls, at each hook, every module of the model or of the loss that subclasses
-:class:`Callback`, the controller each loss declares (``MetricLoss.controller``: CCP's
-:class:`~gspdml.training.ccp_controller.CCPController` re-initialises the proxies after
-validation rounds and adds the proximal gradient) and the user's ``RunParts.callbacks``
-(:func:`gspdml.training.parts.find_callbacks`). Each has a stable name; state that must survive
-``--resume`` goes in :meth:`Callback.callback_state` (tensors and plain scalars) and is restored
-by that name.
+"""Hooks into the training loop for methods that act between steps: modules of the model or loss
+that subclass :class:`Callback`, the controller each loss declares, and the user's callbacks
+(:func:`gspdml.training.parts.find_callbacks`), each by a stable name under which
+:meth:`Callback.callback_state` survives ``--resume``.
 """
 
 from __future__ import annotations

@@ -9,22 +9,8 @@ controller runs the projection problems around it::
         theta* <- best (or last) weights,  proxies <- greedy k-center over a fresh pool (Algorithm 2)
 
 The trainer attaches one to every loss module that declares ``controller = "ccp"``
-(:func:`gspdml.training.parts.find_callbacks`).
-
-Trainer interface used (via the :class:`~gspdml.training.callbacks.Callback` hooks):
-
-* ``trainer.model``: the network; its parameters get the proximal gradient (the proxies,
-  which live in the loss, do not).
-* ``trainer.optimizer``: a ``torch.optim.Optimizer``; the state of the proxy tensor is dropped
-  at each re-initialisation (fresh Adam moments and step count).
-* ``trainer.train_dataset``: the training split; ``.labels`` (int64 array) and item access.
-* ``trainer.embed(dataset) -> (embeddings [N, D], labels [N])``: embeds a dataset (here a
-  ``torch.utils.data.Subset`` of the training split, with its training augmentation) in eval
-  mode, in dataset order, and leaves the model's train/eval mode as it found it.
-
-Hooks: ``on_train_start`` (initial proxies), ``on_after_backward`` (proximal gradient; the
-gradients must be unscaled when AMP is used), ``on_evaluation`` (projection control),
-``callback_state``/``load_callback_state`` (resume).
+(:func:`gspdml.training.parts.find_callbacks`). The model's parameters get the proximal gradient
+(the proxies do not); the proxies' optimiser state is dropped at each re-initialisation.
 """
 
 from __future__ import annotations
@@ -43,12 +29,8 @@ from gspdml.training.callbacks import Callback
 
 
 class CCPController(Callback):
-    """Runs the projection problems of one :class:`~gspdml.losses.ccp.CCP` loss (module docstring).
-
-    State: ``anchor`` (``theta*``, or None), ``lambda_active`` (proximal term on), ``best`` and
-    ``bad`` (the monitored metric's best value and the rounds since), ``best_params`` and
-    ``best_proxies`` (the snapshot of the best round), ``problems_finished``.
-    """
+    """Runs the projection problems of one :class:`~gspdml.losses.ccp.CCP` loss (module
+    docstring); ``anchor`` is ``theta*``, ``best``/``bad`` the best value and the rounds since."""
 
     def __init__(self, ccp: MetricLoss):
         if not isinstance(ccp, CCP):
@@ -116,10 +98,8 @@ class CCPController(Callback):
     def reinitialize_proxies(
         self, trainer: Any, old_proxies: Optional[torch.Tensor], pool_size: int
     ) -> None:
-        """Algorithm 2: embed ``pool_size`` random training samples per class with the current
-        network, let the loss pick ``K`` per class relative to ``old_proxies``
-        (:meth:`~gspdml.losses.ccp.CCP.set_proxies_from_pool`), and reset the optimiser state
-        of the proxies."""
+        """Algorithm 2: embed ``pool_size`` random training samples per class, let the loss pick
+        ``K`` per class relative to ``old_proxies``, and reset the proxies' optimiser state."""
         ccp, dataset = self.ccp, trainer.train_dataset
         indices = sample_pool(dataset.labels, ccp.num_classes, pool_size)
         embeddings, _ = trainer.embed(Subset(dataset, indices.reshape(-1).tolist()))
@@ -150,12 +130,8 @@ class CCPController(Callback):
         self.best, self.bad = float(state["best"]), int(state["bad"])
         self.problems_finished = int(state["problems_finished"])
         for attr, prefix in (("anchor", "anchor."), ("best_params", "best_params.")):
-            params = {
-                k[len(prefix) :]: torch.as_tensor(v)
-                for k, v in state.items()
-                if k.startswith(prefix)
-            }
-            setattr(self, attr, params or None)
+            params = {k.removeprefix(prefix): v for k, v in state.items() if k.startswith(prefix)}
+            setattr(self, attr, {k: torch.as_tensor(v) for k, v in params.items()} or None)
         if "best_proxies" in state:
             self.best_proxies = torch.as_tensor(state["best_proxies"]).to(self.ccp.proxies)
 

@@ -1,11 +1,8 @@
 """Checkpoints as safetensors: no pickle is ever loaded, and every write is atomic.
 
-A training checkpoint holds nested state (model and loss weights, optimiser moments and
-hyper-parameters, sampler position, RNG states, counters). :func:`save_state` stores every tensor
-in a safetensors file and the structure around them (dicts with int or str keys, lists, numbers,
-strings) as JSON in the file's metadata; :func:`load_state` rebuilds it. Files are written to a
-temporary name in the same directory, flushed to disk and renamed over the old file, so a crash
-or a full disk leaves the previous checkpoint intact.
+:func:`save_state` stores every tensor of a nested state in a safetensors file and the structure
+around them (dicts with int or str keys, lists, numbers, strings) as JSON in its metadata;
+:func:`load_state` rebuilds it.
 """
 
 from __future__ import annotations
@@ -31,8 +28,7 @@ class CheckpointError(GspdmlError):
 
 
 class CheckpointWriteError(CheckpointError, OSError):
-    """A checkpoint that cannot be written (disk full, file too large, permissions); the path and
-    the cause are in the message and the previous file is intact."""
+    """A checkpoint that cannot be written; the previous file is intact."""
 
 
 def save_state(path: PathLike, state: Any, meta: Mapping[str, Any] | None = None) -> None:

@@ -1,13 +1,9 @@
 """``RUN_DIR/components.json``: every component's options as the run built it, defaults included.
 
-``config.yaml`` keeps the options a config sets; a component's defaults live in its code (a
-plugin's above all), so a default that changes between the start of a run and its resume would
-change the model or the loss unseen. The trainer writes, for the backbone, the pooling and the
-loss (each wrapped loss too), the name and every option of its constructor with the value the
-run used: the config's, else the constructor's default (:func:`resolved_options`); ``--resume``
-compares them with the components' defaults now and refuses a difference like a changed option
-(:func:`check_same_options`). Options its caller supplies (``in_channels``, ``embedding_dim``,
-``num_classes``, ``seed``) are not options of the config and are left out.
+A component's defaults live in its code, so a default changed between a run's start and its
+resume would change the model unseen: ``--resume`` compares the recorded options with those
+resolved now (:func:`check_same_options`). Options the builder supplies (:data:`SUPPLIED`) are
+left out.
 """
 
 from __future__ import annotations
@@ -68,9 +64,8 @@ def resolved_options(config: RunConfig) -> dict[str, Any]:
     losses = config.loss if isinstance(config.loss, list) else [config.loss]
     for i, spec in enumerate(losses):
         field = "loss" if not isinstance(config.loss, list) else f"loss[{i}]"
-        spec = (
-            {k: v for k, v in spec.items() if k != "weight"} if isinstance(spec, Mapping) else spec
-        )
+        if isinstance(spec, Mapping):
+            spec = {k: v for k, v in spec.items() if k != "weight"}
         out[field] = _resolve(LOSSES, spec, field)
     return out
 
@@ -91,8 +86,7 @@ def _flat(value: Any, prefix: str) -> dict[str, Any]:
 
 
 def check_same_options(run_dir: Path, config: RunConfig) -> None:
-    """Refuse a resume whose components resolve to other options than the run's (a changed
-    default); a run written before the record existed is not checked."""
+    """Refuse a resume whose components resolve to other options than the run's."""
     path = Path(run_dir) / COMPONENTS_FILE
     if not path.is_file():
         return

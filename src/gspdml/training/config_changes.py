@@ -1,15 +1,8 @@
-"""``--resume`` continues the run its directory describes: a config that differs from the saved
-``config.yaml`` is refused, naming every differing key. Keys that cannot change the weights
-(logging, progress, the number of loader workers, the device) may be changed with
-``--allow-changes``; the run directory's ``config.yaml`` is then rewritten, so it never
-contradicts the weights.
-
-A key that the saved config lacks because the run predates it (a later version added the option)
-is no difference when the new config holds that option's default: options are added with a
-default that keeps the earlier behaviour, so the run trained as that default does. A lacking key
-with any other value is a difference, as is a key the new config lacks. A null
-``data.eval_transform`` means the dataset's own evaluation transform, which the trainer recorded
-in ``config.yaml``: it is no difference from the recorded one."""
+"""``--resume`` refuses a config that differs from the saved ``config.yaml``, naming every
+differing key; :data:`HARMLESS` keys may change with ``--allow-changes`` (``config.yaml`` is then
+rewritten). A key the saved config predates is no difference at its default (options are added
+with a default that keeps the earlier behaviour), nor is a null ``data.eval_transform`` (the
+dataset's own, which ``config.yaml`` records)."""
 
 from __future__ import annotations
 
@@ -53,14 +46,10 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def config_differences(
     saved: Mapping[str, Any], new: Mapping[str, Any]
 ) -> dict[str, tuple[Any, Any]]:
-    """``{dotted key: (saved value, new value)}`` for every key whose value differs (a missing
-    key reads as ``<absent>``; a key the saved config predates, at its default, is no difference,
-    nor a null ``data.eval_transform``: module docstring); both configs are compared as YAML
-    writes them."""
-    old, now = (
-        _flatten(yaml.safe_load(dump_config(saved))),
-        _flatten(yaml.safe_load(dump_config(new))),
-    )
+    """``{dotted key: (saved value, new value)}`` for every key whose value differs as YAML
+    writes them (a missing key reads as ``<absent>``; module docstring)."""
+    old = _flatten(yaml.safe_load(dump_config(saved)))
+    now = _flatten(yaml.safe_load(dump_config(new)))
     recorded = {k: v for k, v in old.items() if k.startswith(f"{OWN_EVAL_TRANSFORM}.")}
     if recorded and OWN_EVAL_TRANSFORM in now and now[OWN_EVAL_TRANSFORM] is None:
         del now[OWN_EVAL_TRANSFORM]  # null: the recorded one

@@ -1,20 +1,11 @@
 """What a run trained on, recorded at its start (``RUN_DIR/data.json``) so that ``--resume`` can
 tell when the data changed underneath it (a class renamed, images added, an image rewritten).
 
-Per split (``train``, ``val.query``, ``val.gallery``, ``test.query``, ``test.gallery``): the
-number of items, the class names when the dataset has them (image folders, CSV lists, the
-benchmark readers), and for datasets of files two digests with the file count: ``files`` over
-every file's name relative to the common folder and its size (renaming, adding or removing a
-file changes it), and ``content`` over the sha256 of every file's bytes, read whole (so an image
-rewritten in place with the same name and size, even with its modification time set back,
-changes it; nothing is sampled). Datasets without files (the collages) record their labels'
-digest instead. A ``data.json`` written before ``content`` was recorded is compared by
-``files`` alone.
-
-Cost: every file is read once at each start and resume. For Stanford Online Products (120,053
-JPEGs, 3.08 GB), ``python benchmarks/data_fingerprint.py`` measured 19 s for the content pass and
-5 s for names and sizes from the page cache, on a loaded 2-core machine (docs/benchmarks.md);
-from a cold disk, the time to read 3.08 GB. A run on SOP trains for hours.
+Per split: the number of items, the class names when the dataset has them, and for datasets of
+files the file count and two digests: ``files`` over every relative name and size, ``content``
+over the sha256 of every file's bytes (nothing sampled). Datasets without files record their
+labels' digest. Every file is read once per start and resume (timing:
+``python benchmarks/data_fingerprint.py``, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -59,11 +50,8 @@ def differences(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
         content = old.get("content"), new.get("content")
         if old.get("files") != new.get("files"):
             delta = new.get("num_files", 0) - old.get("num_files", 0)
-            what = (
-                f"{abs(delta)} files {'added' if delta > 0 else 'removed'}"
-                if delta
-                else "files changed"
-            )
+            what = f"{abs(delta)} files {'added' if delta > 0 else 'removed'}"
+            what = what if delta else "files changed"
             changes.append(f"{split}: {what} ({old.get('num_files')} -> {new.get('num_files')})")
         elif None not in content and content[0] != content[1]:  # both recorded it
             changes.append(

@@ -1,43 +1,29 @@
 """Data-parallel training over several processes (``torchrun``), equal to one process on the global batch.
 
 Launch ``torchrun --nproc_per_node N -m gspdml train run.yaml``; with ``trainer.distributed:
-auto`` the trainer joins the process group when the environment says ``WORLD_SIZE > 1`` (gloo
-on CPU, nccl on GPU, one GPU per process: ``cuda:LOCAL_RANK``). The semantics are those of a
-single process that sees the global batch of ``classes_per_batch x samples_per_class`` items:
+auto`` the trainer joins the process group when ``WORLD_SIZE > 1`` (gloo on CPU, nccl on GPU:
+``cuda:LOCAL_RANK``). The semantics are those of one process seeing the global batch:
 
-* **Batches.** Every rank draws the same global class-balanced batch and keeps its contiguous
-  slice (:class:`~gspdml.data.samplers.ClassBalancedBatchSampler` with ``rank``/``world_size``),
-  so concatenating the slices in rank order restores the global order (ZSR/XML halves).
-* **One objective.** A step calls the loss's own
-  :meth:`~gspdml.losses.MetricLoss.training_objective` in one process and data-parallel alike;
-  data-parallel, it gets :func:`global_batch`: the model as a :class:`GlobalBatchModel`, whose
-  call on the step's images returns the outputs of the global batch, and the gathered labels.
-  A loss that runs the model on other inputs or on its parts (Metrix mixup at the input or
-  feature level) cannot be gathered and stops with a :class:`~gspdml.errors.ConfigError`.
-* **Pair losses on the global batch.** :func:`gather_with_grad` all-gathers each rank's
-  embeddings (and every other tensor of the :class:`~gspdml.models.EmbedderOutput`, e.g. ZSR's
-  attributes and XML's local features); the other ranks' rows are detached copies, the local
-  rows keep their graph (pytorch-metric-learning's ``DistributedLossWrapper``;
-  pytorch-metric-learning issue #10). Every rank then computes the *same* loss
-  ``L`` on the global batch, so rank ``r`` obtains ``dL/de_r`` for its own rows only; the
-  gradient of a shared weight is ``sum_r dL/de_r . de_r/dw``. DDP *averages* gradients over
-  ranks, hence the local rows' gradient is multiplied by ``world_size`` (PML#363) -- here in
-  the backward of the gather, so the reported loss value stays the global loss.
-* **Loss parameters** (proxies, class centres) get the full gradient ``dL/dtheta`` on every
-  rank (the global loss is the same everywhere); :func:`average_gradients` all-reduces them
-  (mean of equal values) so that proxies stay bit-identical across ranks even where kernels
-  are not deterministic (PML#710: un-synchronised ArcFace weights).
-* **Cross-batch memory** (XBM) receives the gathered global batch, so every rank holds the same
-  memory as the single process.
-* **Evaluation** (:func:`embed_sharded`): each rank embeds a contiguous shard of the split, the
-  shards are all-gathered in order (no padding duplicates), and rank 0 computes the metrics and
-  broadcasts them, so all ranks take the same early-stopping and model-selection decisions.
-* **Batch norm**: on GPU the embedder's batch norms become ``SyncBatchNorm`` (statistics of the
-  global batch); ``SyncBatchNorm`` has no CPU kernel, so on CPU each rank normalises with the
-  statistics of its own slice (like plain DDP) and the buffers of rank 0 are used everywhere.
+* **Batches.** Every rank draws the same global batch and keeps its contiguous slice, so the
+  slices in rank order restore the global order (ZSR/XML halves).
+* **One objective.** The loss's ``training_objective`` gets :func:`global_batch`: a
+  :class:`GlobalBatchModel` returning the global batch's outputs, and the gathered labels. A
+  loss that runs the model on other inputs or parts (Metrix mixup) stops with a ConfigError.
+* **Pair losses on the global batch.** :func:`gather_with_grad` all-gathers every tensor of the
+  output; other ranks' rows are constants, the local rows keep their graph
+  (pytorch-metric-learning's ``DistributedLossWrapper``, PML issue #10). Every rank computes the
+  same loss ``L``, so rank ``r`` gets ``dL/de_r`` for its own rows only; DDP *averages* over
+  ranks, hence the local rows' gradient is multiplied by ``world_size`` (PML#363) in the
+  gather's backward, and the reported loss stays the global loss.
+* **Loss parameters** (proxies) get the full gradient on every rank; :func:`average_gradients`
+  all-reduces them so they stay bit-identical across ranks (PML#710).
+* **Cross-batch memory** (XBM) receives the gathered global batch.
+* **Evaluation** (:func:`embed_sharded`): each rank embeds a contiguous shard, the shards are
+  all-gathered in order, and rank 0's metrics are broadcast.
+* **Batch norm**: ``SyncBatchNorm`` on GPU; on CPU (no kernel) each rank uses its own slice's
+  statistics and rank 0's buffers are used everywhere.
 
-Only rank 0 writes files (config, metrics, checkpoints, weights, results); all ranks read the
-checkpoint on ``--resume``.
+Only rank 0 writes files; all ranks read the checkpoint on ``--resume``.
 """
 
 from __future__ import annotations
@@ -86,7 +72,7 @@ class DistributedContext:
 
 
 def launched_world_size() -> int:
-    """``WORLD_SIZE`` as set by ``torchrun`` (1 when not launched by it)."""
+    """``WORLD_SIZE`` as set by ``torchrun`` (default 1)."""
     return _launched("WORLD_SIZE", 1)
 
 
@@ -108,11 +94,8 @@ def _launched(variable: str, default: int) -> int:
 def setup_distributed(
     mode: str, device: torch.device
 ) -> tuple[Optional[DistributedContext], torch.device]:
-    """Join the process group when ``mode`` (``trainer.distributed``, checked by its section) is
-    ``auto`` and ``WORLD_SIZE > 1``.
-
-    Returns ``(context or None, device)``; on CUDA the device becomes ``cuda:LOCAL_RANK``.
-    """
+    """Join the process group when ``mode`` is ``auto`` and ``WORLD_SIZE > 1``; returns
+    ``(context or None, device)`` (on CUDA ``cuda:LOCAL_RANK``)."""
     if mode == "off" or launched_world_size() <= 1:
         return None, device
     local_rank = _launched("LOCAL_RANK", 0)
@@ -153,22 +136,16 @@ def gather_with_grad(tensor: torch.Tensor, context: DistributedContext) -> torch
 
 def gather_output(output: EmbedderOutput, context: DistributedContext) -> EmbedderOutput:
     """:func:`gather_with_grad` applied to every tensor of an embedder output."""
-    fields = {f.name: getattr(output, f.name) for f in dataclasses.fields(output)}
-    return dataclasses.replace(
-        output,
-        **{
-            k: gather_with_grad(v, context)
-            for k, v in fields.items()
-            if isinstance(v, torch.Tensor)
-        },
-    )
+    values = [(f.name, getattr(output, f.name)) for f in dataclasses.fields(output)]
+    tensors = {name: value for name, value in values if isinstance(value, torch.Tensor)}
+    gathered = {name: gather_with_grad(value, context) for name, value in tensors.items()}
+    return dataclasses.replace(output, **gathered)
 
 
 class GlobalBatchModel:
     """The model a loss's ``training_objective`` sees in a data-parallel step: called on the
-    step's images (this rank's slice), it runs the DDP-wrapped model and returns the gathered
-    output of the global batch (:func:`gather_output`). Any other input, or a part of the model
-    (``model.backbone``), would run on this rank's slice alone: refused with a ConfigError."""
+    step's images, it returns the gathered output of the global batch; any other input or a part
+    of the model is refused (it would run on this rank's slice alone)."""
 
     def __init__(self, model: nn.Module, images: torch.Tensor, context: DistributedContext):
         self._model, self._images, self._context = model, images, context
@@ -193,8 +170,7 @@ class GlobalBatchModel:
 def global_batch(
     model: nn.Module, images: torch.Tensor, labels: torch.Tensor, context: DistributedContext
 ) -> tuple[GlobalBatchModel, torch.Tensor]:
-    """``(model, labels)`` of the global batch for the loss's ``training_objective``: the
-    :class:`GlobalBatchModel` of this step and the labels of every rank in rank order."""
+    """``(model, labels)`` of the global batch for the loss's ``training_objective``."""
     return GlobalBatchModel(model, images, context), gather_with_grad(labels, context)
 
 
@@ -219,10 +195,9 @@ def embed_sharded(
     batch_size: int = 256,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`~gspdml.models.inference.embed` of ``dataset`` split over the ranks: rank ``r``
-    embeds the contiguous shard ``[r n / W, (r + 1) n / W)``; the shards are all-gathered and
-    concatenated, so every rank returns the embeddings of the whole dataset in order. A rank
-    whose shard is empty (fewer items than ranks) learns the embeddings' width from the others."""
+    """:func:`~gspdml.models.inference.embed` of ``dataset`` split over the ranks (rank ``r``:
+    ``[r n / W, (r + 1) n / W)``), all-gathered in order on every rank. A rank with an empty
+    shard learns the width from the others."""
     n, world = len(cast(Sized, dataset)), context.world_size
     bounds = [r * n // world for r in range(world + 1)]
     sizes = [bounds[r + 1] - bounds[r] for r in range(world)]

@@ -1,7 +1,5 @@
-"""The trainer's evaluations: embedding a split with the run's device, precision and processes
-(:class:`RunEvaluator`, scored by the one evaluation service,
-:class:`~gspdml.evaluation.service.EvalSpec`), and model selection over validation rounds
-(:class:`Selection`: best round, rounds without improvement, early stopping)."""
+"""The trainer's evaluations (:class:`RunEvaluator`, scored by the evaluation service) and model
+selection over validation rounds (:class:`Selection`)."""
 
 from __future__ import annotations
 
@@ -35,9 +33,8 @@ def evaluation_split(data: DataSplits, split: str) -> EvalSplit:
 
 
 class RunEvaluator:
-    """Embeds and scores splits as the run's ``evaluation`` section says, on the run's device
-    and precision; data-parallel runs split the embedding over the ranks, rank 0 scores and
-    every rank gets the metrics."""
+    """Embeds and scores splits as the run's ``evaluation`` section says, on the run's device and
+    precision; data-parallel, rank 0 scores and every rank gets the metrics."""
 
     def __init__(
         self,
@@ -102,10 +99,9 @@ class RunEvaluator:
     def round(
         self, model: nn.Module, split: EvalSplit, metrics: Optional[tuple[str, ...]] = None
     ) -> dict[str, float]:
-        """The report of the run's ``evaluation`` section on ``split`` (a validation round, the
-        final test evaluation, a baseline); the training split is embedded only for steps that
-        learn on it (PCA-whitening). ``metrics``: the per-query metrics (None: all, as the test
-        split; a validation round passes :func:`~gspdml.evaluation.selection.round_metrics`)."""
+        """The report of the run's ``evaluation`` section on ``split``; the training split is
+        embedded only for steps that learn on it (PCA-whitening). ``metrics``: the per-query
+        metrics (None: all)."""
         spec = EvalSpec.from_evaluation(self.evaluation, metrics=metrics)
         train = self.embed(model, self.train_dataset)[0] if spec.needs_training_embeddings else None
         return self.score(model, split, spec, train)
@@ -113,9 +109,8 @@ class RunEvaluator:
 
 @dataclass
 class Selection:
-    """Model selection over validation rounds: the best value of the selection metric and its
-    step, the rounds in a row without improvement, and whether they reached ``patience``.
-    Without selection (``selects`` false: the split cannot rank) the latest round stands."""
+    """Model selection over validation rounds: the best value and its step, the rounds without
+    improvement, early stopping. Without selection (``selects`` false) the latest round stands."""
 
     selects: bool
     patience: Optional[int]

@@ -19,9 +19,8 @@ from gspdml.models.output import EmbedderOutput
 
 
 class FaultRecord:
-    """The first training step with a non-finite loss or embedding, recorded on the device
-    without waiting for it (:meth:`note` every step), read by the trainer at its checks
-    (:meth:`check`). Embeddings are checked too because a loss may mask some rows out."""
+    """The first training step with a non-finite loss or embedding (a loss may mask rows out),
+    recorded on the device without waiting (:meth:`note`), read at the trainer's checks."""
 
     def __init__(self, device: torch.device):
         self.step = torch.zeros((), dtype=torch.int64, device=device)  # 0: none yet
@@ -55,18 +54,13 @@ class FaultRecord:
         if step == 0:
             return None
         loss = float(self.loss)
-        what = (
-            f"non-finite embeddings (loss {loss})"
-            if bool(self.embeddings)
-            else f"non-finite loss ({loss})"
-        )
-        return f"{what} at step {step}"
+        if bool(self.embeddings):
+            return f"non-finite embeddings (loss {loss}) at step {step}"
+        return f"non-finite loss ({loss}) at step {step}"
 
     def check(self, checkpoint: Path) -> None:
         """Stop when a step since the last check had a NaN/inf loss or embedding, naming the
-        first such step. The trainer checks at each log interval and before every evaluation
-        and checkpoint, its only waits for the device, so no checkpoint or weights file ever
-        holds the weights of a failed step."""
+        first (checked before every evaluation and checkpoint, so none holds a failed step)."""
         fault = self.read()
         if fault is not None:
             raise TrainingError(
@@ -84,10 +78,8 @@ class TrainingInterrupted(GspdmlError):
 
 @contextlib.contextmanager
 def interruptible(request_stop: Callable[[], None]) -> Iterator[None]:
-    """Ctrl-C (SIGINT) calls ``request_stop`` (the trainer ends the current step, writes a
-    checkpoint and stops with :class:`TrainingInterrupted`); a second Ctrl-C stops at once. Only
-    the main thread of a single process can take signals; elsewhere Ctrl-C stops as usual (the
-    last checkpoint stays)."""
+    """Ctrl-C (SIGINT) calls ``request_stop`` (the trainer ends the step, writes a checkpoint and
+    raises :class:`TrainingInterrupted`); a second Ctrl-C stops at once. Main thread only."""
 
     def on_sigint(signum: int, frame: Optional[FrameType]) -> None:
         request_stop()

@@ -1,15 +1,10 @@
 """Keep freed host memory in the process on glibc, so CPU training does not page-fault every step.
 
-glibc's ``malloc`` serves blocks above ``M_MMAP_THRESHOLD`` (128 KiB, raised dynamically up to
-the largest block freed so far) with fresh ``mmap`` pages and returns free heap memory above
-``M_TRIM_THRESHOLD`` to the system. A training step allocates and frees the same activation
-and gradient tensors of several MiB every time, so the kernel maps and zeroes fresh pages on
-every step (thousands of minor page faults per step of the demo model; first-touch writes are
-several times slower than writes to reused memory; docs/benchmarks.md). Raising both
-thresholds (what ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` in the environment
-would do) keeps the blocks in the heap for reuse: a few faults per step and a faster step
-(``benchmarks/gsp_layer.py`` prints both). The price is that up to ``trim`` bytes of freed memory
-stay with the process. Other C libraries (macOS, musl) are left alone.
+glibc's ``malloc`` serves large blocks with fresh ``mmap`` pages and returns free heap memory
+above ``M_TRIM_THRESHOLD`` to the system, so a step that frees and reallocates the same tensors of
+several MiB faults in fresh pages every time (docs/benchmarks.md, ``benchmarks/gsp_layer.py``).
+Raising both thresholds keeps the blocks for reuse, at the price of up to ``trim`` bytes of freed
+memory kept by the process. Other C libraries are left alone.
 """
 
 from __future__ import annotations

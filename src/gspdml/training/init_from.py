@@ -1,15 +1,10 @@
 """Start a model from the weights of a finished run (``model.init_from: RUN_DIR``).
 
 Fine-tuning a trained model with another head or pooling, as the GSP paper's LIBC+GSP rows do
-(GSP paper, supplement §1.3: GSP added to a trained LIBC model): the run's final weights
-(``RUN_DIR/model.safetensors``, a safetensors file, so reading it never runs code) are copied into
-every tensor of the new model with the same name and shape; the new model's other tensors keep
-their initialisation (a new pooling's parameters, a head of another placement), and the run's
-tensors the new model has no place for are left out. A tensor of the same name but another
-shape, a run without final weights or one that shares no tensor with the model is a
-:class:`~gspdml.errors.ConfigError` naming the run and what to do. ``{seed}`` in the path is the
-new run's seed, so that each seed of a protocol starts from the model of the same seed; any other
-placeholder, and a weights file that does not hold named tensors, is a ConfigError naming it.
+(GSP paper, supplement §1.3): the run's final weights are copied into every tensor of the new
+model with the same name and shape; the other tensors keep their initialisation, and the run's
+tensors without a place are left out. A same-named tensor of another shape, or no shared tensor,
+is a :class:`~gspdml.errors.ConfigError`. ``{seed}`` in the path is the new run's seed.
 """
 
 from __future__ import annotations
@@ -29,8 +24,7 @@ FIELD = "model.init_from"
 
 @dataclass(frozen=True)
 class Initialised:
-    """What :func:`initialise_from_run` did: the run's weights file, the tensors it copied, the
-    model's tensors it left at their initialisation and the run's tensors it left out."""
+    """What :func:`initialise_from_run` did: the tensors it copied, left new and left out."""
 
     source: Path
     loaded: tuple[str, ...]
@@ -62,8 +56,8 @@ def init_source(template: str, seed: int) -> Path:
 
 
 def _with_seed(template: str, seed: int) -> str:
-    """``template`` with ``{seed}`` (or ``{seed:03d}``, any integer format) replaced by ``seed``;
-    any other placeholder (``{fold}``, ``{seed.x}``, ``{seed[0]}``, ``{}``) is a ConfigError."""
+    """``template`` with ``{seed}`` (any integer format) replaced; any other placeholder is a
+    ConfigError."""
     fix = "the only placeholder is {seed} (with an optional integer format, e.g. {seed:02d})"
     try:
         fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]

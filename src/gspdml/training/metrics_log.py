@@ -1,12 +1,9 @@
-"""``metrics.jsonl``: one JSON object per line, appended as training goes; optionally mirrored
-into TensorBoard event files in the run directory (``tensorboard --logdir RUN_DIR``), written
-from the same records: every number of a record becomes the scalar ``<split>/<key>`` at its step.
+"""``metrics.jsonl``: one JSON object per line, optionally mirrored into TensorBoard (every
+number becomes the scalar ``<split>/<key>`` at its step).
 
-A record is appended whole or not at all: a write that fails (a full disk) is cut back to the
-end of the previous record and raises :class:`~gspdml.output_files.OutputError` naming the file.
-A last line torn by a kill or by an older gspdml on a full disk is left out when reading, with
-a warning (the records before it are intact, and ``--resume`` rewrites the file up to its
-checkpoint); a damaged line before the last one is a :class:`~gspdml.errors.DataError`.
+A record is appended whole or not at all (a failed write is cut back). A torn last line is left
+out when reading, with a warning; a damaged line before it is a
+:class:`~gspdml.errors.DataError`.
 """
 
 from __future__ import annotations
@@ -41,9 +38,7 @@ def tensorboard_wanted(setting: Any) -> bool:
 
 
 class MetricsLog:
-    """``RUN_DIR/metrics.jsonl``, mirrored into TensorBoard when it is open; the trainer's
-    ``trainer.log``. A callback logs a metric of its own with :meth:`write` (README, "Python
-    quick start")."""
+    """``RUN_DIR/metrics.jsonl``, mirrored into TensorBoard when it is open (``trainer.log``)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -51,14 +46,15 @@ class MetricsLog:
         self.sinks: list[Any] = []  # experiment trackers (gspdml.training.trackers): log, close
 
     def write(self, record: Mapping[str, Any]) -> None:
-        """Append ``record``: ``step`` (an integer >= 0, which :meth:`read` requires), a
-        ``split`` name (the TensorBoard group; ``train`` when absent) and numbers (each a scalar
-        ``SPLIT/KEY`` in TensorBoard; inf and nan are written as null). Call it from the main
-        process only (``trainer.is_main``)."""
+        """Append ``record``: ``step`` (an integer >= 0), a ``split`` (default ``train``) and
+        numbers (inf and nan as null). Main process only (``trainer.is_main``)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _append_whole(self.path, (json_text(record) + "\n").encode("utf-8"))
         if self._writer is not None:
-            self._write_scalars(record)
+            step, values = scalars(record)
+            for key, value in values.items():
+                self._writer.add_scalar(key, value, step)
+            self._writer.flush()
         for sink in self.sinks:
             sink.log(record)
 
@@ -101,30 +97,13 @@ class MetricsLog:
         atomic_write_text(self.path, "".join(json_text(r) + "\n" for r in kept))
 
     def open_tensorboard(self, step: int) -> Path:
-        """Mirror the records written from now on into ``RUN_DIR/tensorboard``; events of a killed
-        run after ``step`` (its last checkpoint) are purged, as :meth:`truncate_after` does here."""
+        """Mirror the records written from now on into ``RUN_DIR/tensorboard``, purging events
+        after ``step`` (the last checkpoint)."""
         from torch.utils.tensorboard import SummaryWriter
 
         folder = self.path.parent / TENSORBOARD_DIR
         self._writer = SummaryWriter(str(folder), purge_step=step + 1 if step >= 0 else None)
         return folder
-
-    def _write_scalars(self, record: Mapping[str, Any]) -> None:
-        writer = self._writer
-        if writer is None:
-            return
-        step, split = (
-            int(record.get("step", 0)),
-            "test_final" if record.get("final") else record.get("split", "train"),
-        )
-        for key, value in record.items():
-            if (
-                key not in ("step", "split", "final", "weights_step")
-                and isinstance(value, (int, float))
-                and not isinstance(value, bool)
-            ):
-                writer.add_scalar(f"{split}/{key}", float(value), step)
-        writer.flush()
 
     def close(self) -> None:
         for sink in self.sinks:
@@ -133,6 +112,19 @@ class MetricsLog:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def scalars(record: Mapping[str, Any]) -> tuple[int, dict[str, float]]:
+    """The record's step and its numbers as ``SPLIT/KEY`` (TensorBoard's and the trackers')."""
+    split = "test_final" if record.get("final") else record.get("split", "train")
+    values = {
+        f"{split}/{key}": float(value)
+        for key, value in record.items()
+        if key not in ("step", "split", "final", "weights_step")
+        and isinstance(value, (int, float))
+        and not isinstance(value, bool)
+    }
+    return int(record.get("step", 0)), values
 
 
 def _append_whole(path: Path, data: bytes) -> None:

@@ -15,6 +15,8 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
+from gspdml.models.embedder import Embedder
+from gspdml.models.freezable import Freezable
 from gspdml.settings.sections import LrMultipliers, OptimizerConfig, RunConfig
 
 
@@ -27,6 +29,18 @@ def embedder_parts(multipliers: LrMultipliers) -> dict[str, float]:
         "pooling": multipliers.pooling,
         "projection": multipliers.head,
     }
+
+
+def _declared_parts(model: nn.Module) -> dict[str, nn.Module]:
+    """The parts a model declares: an :class:`Embedder`'s four, a :class:`Freezable`'s backbone."""
+    if isinstance(model, Embedder):
+        return {
+            "backbone": model.backbone,
+            "head": model.head,
+            "pooling": model.pooling,
+            "projection": model.projection,
+        }
+    return {"backbone": model.backbone} if isinstance(model, Freezable) else {}
 
 
 def _loss_parameters(
@@ -47,8 +61,9 @@ def parameter_groups(
 ) -> list[dict[str, Any]]:
     """Groups with ``name``, ``params``, ``lr`` and ``initial_lr`` (= base lr x multiplier)."""
     groups: list[dict[str, Any]] = []
+    parts = _declared_parts(model)
     for part, mult in embedder_parts(multipliers).items():
-        module = getattr(model, part, None)  # a user's model may have none of these parts
+        module = parts.get(part)  # a user's model may have none of these parts
         params = [p for p in module.parameters() if p.requires_grad] if module is not None else []
         if params:
             groups.append(

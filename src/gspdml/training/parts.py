@@ -1,14 +1,9 @@
 """The parts of a run, built from a config or given by the user, before any training.
 
-:func:`build_run` turns a resolved config into :class:`RunParts`: it pre-trains the backbone
-when the model names a recipe (:func:`~gspdml.training.pretrain.resolve_recipe_weights`: the one
-step that may take long, explicit here and never a side effect of building a trainer), then seeds
-every random number generator from ``seed``, reads the dataset's splits, builds the embedder
-(started from a finished run's weights with ``model.init_from``, :mod:`gspdml.training.init_from`)
-and the loss. :class:`~gspdml.training.trainer.Trainer` trains any parts: a user's ``nn.Module``
-embedder (a tensor-returning one wrapped in :class:`TensorEmbedder`), a registered or user loss
-(:func:`~gspdml.losses.as_metric_loss`) and any ``(image, label)`` dataset
-(:class:`~gspdml.data.seeded.SeededTransformDataset` adapts it to the training protocol).
+:func:`build_run` turns a resolved config into :class:`RunParts`;
+:class:`~gspdml.training.trainer.Trainer` trains any parts: a user's ``nn.Module`` embedder (a
+tensor-returning one wrapped in :class:`TensorEmbedder`), a registered or user loss and any
+``(image, label)`` dataset (:class:`~gspdml.data.seeded.SeededTransformDataset`).
 """
 
 from __future__ import annotations
@@ -49,14 +44,10 @@ class TensorEmbedder(nn.Module):
 
 @dataclass
 class RunParts:
-    """What a trainer trains and on what.
-
-    ``model`` returns an :class:`~gspdml.models.EmbedderOutput`; ``loss`` is a
-    :class:`~gspdml.losses.MetricLoss` (a plain module becomes one); ``data`` holds the training
-    split (:class:`~gspdml.data.seeded.TrainingDataset`) and the evaluation splits; ``callbacks``
-    are the user's, by a stable name (the checkpoint keeps their state under it); ``notes`` are
-    lines for the run's header (how the model was initialised).
-    """
+    """What a trainer trains and on what: ``model`` returns an
+    :class:`~gspdml.models.EmbedderOutput`; ``loss`` becomes a :class:`~gspdml.losses.MetricLoss`;
+    ``callbacks`` are the user's, by a stable name (their checkpoint key); ``notes`` are lines
+    for the run's header."""
 
     model: nn.Module
     loss: nn.Module
@@ -69,11 +60,9 @@ class RunParts:
 
 
 def build_run(config: RunConfig, *, resuming: bool = False) -> RunParts:
-    """The parts a resolved config describes (module docstring), seeded by ``config.seed``.
-    A recipe is pre-trained (on a cache miss) before the seeding: its training draws from the
-    same generators, and the run must start alike whether the weights were cached or not.
-    ``resuming``: the weights come from the run's own checkpoint, so ``model.init_from`` is not
-    read (the source run may have moved; a resume needs only the run)."""
+    """The parts a resolved config describes, seeded by ``config.seed`` after a recipe is
+    pre-trained (so the run starts alike whether the weights were cached or not).
+    ``resuming``: ``model.init_from`` is not read (the checkpoint holds the weights)."""
     model_section = resolve_recipe_weights(config.model, device=config.trainer.device)
     seed_everything(config.seed)
     data = build_data(config.data.dataset, seed=config.seed)

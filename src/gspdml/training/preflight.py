@@ -1,11 +1,7 @@
-"""The checks a trainer runs once, before step 1, on the parts it was given and its config.
-
-Each reads a declaration, never a type: the loss's
-:class:`~gspdml.losses.requirements.BatchRequirements` against the batches the config's
-sampler builds and the output fields the model declares; every
-:class:`~gspdml.pooling.base.LazyInitialised` module against the samples it sees by the first
-evaluation; the training split against :class:`~gspdml.data.seeded.TrainingDataset`.
-"""
+"""The checks a trainer runs once, before step 1, on its parts and config; each reads a
+declaration (:class:`~gspdml.losses.requirements.BatchRequirements`,
+:class:`~gspdml.pooling.base.LazyInitialised`, :class:`~gspdml.data.seeded.TrainingDataset`),
+never a type."""
 
 from __future__ import annotations
 
@@ -46,9 +42,8 @@ def check_parts(
 
 
 def check_splits_score(eval_split: EvalSplit, test: Optional[EvalSplit], split: str) -> None:
-    """The evaluation split (``split``) and the test split each have a query to score (a
-    relevant reference), else their metrics are undefined: refused before step 1, not NaN after
-    training."""
+    """The evaluation and test splits each have a query to score (else their metrics are
+    undefined: refused now, not NaN after training)."""
     for name, part in {split: eval_split, "test": test}.items():
         if part is not None and scorable_queries(part) == 0:
             raise ConfigError(
@@ -60,9 +55,8 @@ def check_splits_score(eval_split: EvalSplit, test: Optional[EvalSplit], split: 
 
 
 def check_selection_split(eval_split: EvalSplit, config: RunConfig) -> bool:
-    """Whether validation rounds can select a model. A split that cannot rank (one class, or
-    no class with a second image) makes every round score the same: refused when the config
-    selects by it (restore_best, patience, plateau), else training runs without selection."""
+    """Whether validation rounds can select a model: a split that cannot rank is refused when
+    the config selects by it (restore_best, patience, plateau)."""
     ev = config.evaluation
     problem = ranking_problem(eval_split)
     if problem is None:
@@ -79,8 +73,7 @@ def check_selection_split(eval_split: EvalSplit, config: RunConfig) -> bool:
 
 
 def check_loss_declarations(loss: nn.Module, model: nn.Module, data: DataConfig) -> None:
-    """The batches of the ``data`` config section and the model's declared output fields meet
-    what the loss declares it needs."""
+    """The batches and the model's declared output fields meet what the loss needs."""
     requirements = requirements_of(loss)
     requirements.check_batches(data)
     requirements.check_output(model_provides(model))
@@ -88,11 +81,8 @@ def check_loss_declarations(loss: nn.Module, model: nn.Module, data: DataConfig)
 
 def lazy_modules(model: nn.Module) -> list[tuple[str, LazyInitialised]]:
     """``(name, module)`` of every :class:`LazyInitialised` module of ``model``."""
-    return [
-        (name, module)
-        for name, module in model.named_modules()
-        if isinstance(module, LazyInitialised)
-    ]
+    modules = model.named_modules()
+    return [(name, module) for name, module in modules if isinstance(module, LazyInitialised)]
 
 
 def check_lazy_initialisation(model: nn.Module, steps: int, batch_size: int) -> None:
@@ -111,9 +101,8 @@ def check_lazy_initialisation(model: nn.Module, steps: int, batch_size: int) -> 
 
 
 def finish_lazy_initialisation(model: nn.Module, step: int) -> list[str]:
-    """Modules that initialise from data seen in training (GSP's k-center prototypes) finish
-    now, from what they have seen, so no weights are evaluated, selected or saved before; one
-    line per module finished (its name and the samples it used)."""
+    """Finish the modules that initialise from training data (GSP's k-center prototypes) before
+    any weights are evaluated or saved; one line per module finished."""
     return [
         f"{name or 'model'}: initialised at step {step} from {module.finish_initialisation()} "
         "samples (before the first evaluation)"
@@ -123,8 +112,8 @@ def finish_lazy_initialisation(model: nn.Module, step: int) -> list[str]:
 
 
 def check_warmup(model: nn.Module, warmup_steps: int) -> None:
-    """The warm-up freezes the model's backbone: a model that declares none
-    (:class:`~gspdml.models.freezable.Freezable`) cannot warm up."""
+    """The warm-up freezes the backbone: a model that is not
+    :class:`~gspdml.models.freezable.Freezable` cannot warm up."""
     if warmup_steps and not isinstance(model, Freezable):
         raise ConfigError(
             "schedule.warmup_steps",
@@ -134,9 +123,8 @@ def check_warmup(model: nn.Module, warmup_steps: int) -> None:
 
 
 def check_training_dataset(dataset: Any) -> None:
-    """``dataset`` follows :class:`~gspdml.data.seeded.TrainingDataset`: one label per item, and
-    item ``(0, 0)`` is ``(image tensor, label)``. Reading it leaves the host's random generators
-    as they were."""
+    """``dataset`` follows :class:`~gspdml.data.seeded.TrainingDataset` (one label per item, item
+    ``(0, 0)`` is ``(image tensor, label)``); the random generators are left as they were."""
     labels = getattr(dataset, "labels", None)
     if labels is None or len(labels) != len(dataset):
         raise DataError(

@@ -1,23 +1,16 @@
 """Pre-training a backbone by classification of every tile class of a collage family, cached.
 
 The GSP paper's Cifar Collage uses a ResNet20 *pre-trained on CIFAR-100 classification* (GSP
-paper, supplement §2.2), whose classes include the collage's shared background classes, so the
-backbone cannot suppress the background and pooling has to select the target. The analogue here
-(:func:`gspdml.data.shared_collage.tile_classification_arrays`): single tiles of all ordered
-pair classes of a glyph family, drawn from the collage's *training* glyph pool, classified by
-``backbone -> global average pooling -> linear`` with cross-entropy. For the Cifar Collage built
-from CIFAR itself (:mod:`gspdml.data.cifar_collage`), a recipe with ``data.source: cifar100``
-trains on the official CIFAR-100 training file (recipe ``resnet20-cifar100``).
+paper, supplement §2.2), whose classes include the collage's background classes, so pooling has
+to select the target. The analogue here: single tiles of all ordered pair classes of a glyph
+family from the collage's *training* glyph pool
+(:func:`gspdml.data.shared_collage.tile_classification_arrays`), classified by ``backbone -> GAP
+-> linear`` with cross-entropy; ``data.source: cifar100`` trains on the official CIFAR-100 file.
 
-A *recipe* (YAML: ``backbone``, ``data``, ``train``; shipped ones in
-``gspdml/presets/pretrain/``) fully determines the weights: the same recipe gives the same
-weights (seeded, single process), and they are stored under
-``<cache>/pretrained/<name>-<hash(recipe)>.safetensors`` (:func:`gspdml.data.cache.cache_key`,
-written atomically), so a second use only reads them and an edited recipe trains anew.
-A config loads them with ``model.backbone: {name: resnet20, weights: resnet20-digits}``: before
-the embedder is built, :func:`resolve_recipe_weights` replaces the recipe by the file of its
-weights (training it on a cache miss), and the backbone (:meth:`gspdml.models.backbones.Backbone.finish`)
-reads that file; models never train.
+A *recipe* (YAML: ``backbone``, ``data``, ``train``; shipped ones in ``gspdml/presets/pretrain/``)
+fully determines the weights, cached under ``<cache>/pretrained/<name>-<hash(recipe)>.safetensors``.
+A config names one as ``model.backbone: {name: resnet20, weights: resnet20-digits}``;
+:func:`resolve_recipe_weights` replaces it by the weights file before the embedder is built.
 """
 
 from __future__ import annotations
@@ -50,6 +43,7 @@ from gspdml.models.inference import autocast_context, memory_format, resolve_dev
 from gspdml.output_files import atomic_write, check_writable_file
 from gspdml.progress import Progress
 from gspdml.settings.schema import REQUIRED, Section, option, tagged
+from gspdml.settings.sections import ModelConfig
 
 RECIPES_DIR = PRESETS_DIR / "pretrain"
 #: bump when the pre-training code changes what a recipe produces
@@ -89,9 +83,8 @@ class TileData(Section):
 
 @dataclasses.dataclass(frozen=True)
 class CifarData(Section):
-    """A recipe's ``data`` with ``source: cifar100``: the official training file, with the
-    augmentation of He et al. 2016 §4.2 (``augment``); the held-out accuracy is measured on the
-    official test file."""
+    """A recipe's ``data`` with ``source: cifar100``: the official training file (augmented as
+    in He et al. 2016 §4.2); accuracy on the official test file."""
 
     source: Literal["cifar100"] = option(REQUIRED, "the CIFAR-100 files", noun="source")
     root: Optional[str] = option(None, "the folder holding cifar-100-python/")
@@ -115,8 +108,7 @@ class RecipeFile(Section):
 
 @dataclasses.dataclass(frozen=True)
 class Recipe(Section):
-    """A pre-training recipe, parsed once (:func:`load_recipe`): everything that determines its
-    weights, and its name."""
+    """A pre-training recipe, parsed once (:func:`load_recipe`)."""
 
     name: str = option(REQUIRED, "the name weights: takes")
     backbone: Any = option(REQUIRED, "the backbone spec")
@@ -142,8 +134,8 @@ def recipe_names() -> list[str]:
 
 
 def load_recipe(source: Union[str, Path, Mapping[str, Any], Recipe]) -> Recipe:
-    """A recipe from a mapping, a YAML file or a shipped recipe's name, checked field by field,
-    with defaults filled in and ``name`` set (the file's stem, ``custom`` for a mapping)."""
+    """A recipe from a mapping, a YAML file or a shipped recipe's name, checked, named by the
+    file's stem (``custom`` for a mapping)."""
     if isinstance(source, Recipe):
         return source
     if isinstance(source, Mapping):
@@ -179,9 +171,8 @@ def _recipe_data(data: Mapping[str, Any]) -> Union[TileData, CifarData]:
 
 
 def recipe_on_root(name: str, root: str) -> Optional[Recipe]:
-    """The recipe ``name`` with ``data.root`` set to ``root`` when its data is read from a folder
-    the user names and the recipe names none (``gspdml pretrain NAME --data-root ROOT`` sets the
-    same, so both find the same cached weights); None for any other recipe."""
+    """The recipe ``name`` with ``data.root`` = ``root`` when its data is read from a folder the
+    user names and it names none; None for any other recipe."""
     recipe = load_recipe(name)
     if recipe.data.source not in ROOTED_SOURCES or recipe.data.root is not None:
         return None
@@ -189,16 +180,13 @@ def recipe_on_root(name: str, root: str) -> Optional[Recipe]:
 
 
 def recipe_precision(recipe: Recipe, device: torch.device) -> PrecisionChoice:
-    """The recipe's precision on ``device``: resolved once where a recipe is placed
-    (:func:`pretrained_weights_file`, :func:`train_recipe`) and passed along."""
+    """The recipe's precision on ``device``."""
     return resolve_precision(recipe.train.precision, device, field=f"{FIELD}.train.precision")
 
 
 def recipe_key(recipe: Recipe, device: Union[str, torch.device] = "auto") -> str:
-    """Content hash of everything that determines the weights (the description and name aside),
-    with the precision as this machine resolves it on ``device`` (``auto`` trains in bf16 only
-    where it is native, and bf16 weights are not the fp32 ones) and the kind of device (a GPU's
-    kernels round otherwise)."""
+    """Content hash of everything that determines the weights, with the precision as resolved on
+    ``device`` and the kind of device (both change the weights)."""
     device = resolve_device(str(device))
     return content_key(recipe, recipe_precision(recipe, device).precision, device.type)
 
@@ -225,8 +213,7 @@ def _cached_file(recipe: Recipe, key: str) -> Path:
     return cache_dir() / "pretrained" / f"{recipe.name}-{key}.safetensors"
 
 
-#: the recipe weights shipped in the package (beside the recipes), listed with their SHA-256 in
-#: :data:`SHIPPED_MANIFEST`, written by ``scripts/ship_pretrained.py`` (:mod:`gspdml.training.shipped`)
+#: recipe weights shipped beside the recipes, listed with their SHA-256 in :data:`SHIPPED_MANIFEST`
 SHIPPED_DIR = RECIPES_DIR
 SHIPPED_MANIFEST = "shipped.json"
 #: the precisions a shipped recipe may name (``auto`` resolves by machine)
@@ -234,17 +221,14 @@ PRECISIONS_SHIPPABLE = ("fp32", "bf16")
 
 
 def shipped_manifest(folder: Optional[Path] = None) -> dict[str, dict[str, Any]]:
-    """``{recipe name: {file, sha256, key, precision, device, ...}}`` of the shipped weights
-    (empty when none are shipped)."""
+    """``{recipe name: {file, sha256, key, precision, device, ...}}`` of the shipped weights."""
     path = (folder or SHIPPED_DIR) / SHIPPED_MANIFEST
     return read_json_object(path) if path.is_file() else {}
 
 
 def shipped_weights_file(recipe: Recipe, folder: Optional[Path] = None) -> Optional[Path]:
-    """The shipped weights of ``recipe`` when it is, by content, a recipe whose weights the
-    package ships (its backbone, data and training as they were when the weights were made,
-    precision included): checked against the manifest's SHA-256 once per process. They are used
-    on any device, as a downloaded checkpoint would be; any other recipe gives ``None``."""
+    """The shipped weights of ``recipe`` when the package ships weights of that recipe by content
+    (precision included; used on any device), checked against their SHA-256; else ``None``."""
     folder = folder or SHIPPED_DIR
     for entry in shipped_manifest(folder).values():
         if recipe.train.precision != entry["precision"]:
@@ -258,9 +242,7 @@ def shipped_weights_file(recipe: Recipe, folder: Optional[Path] = None) -> Optio
 
 
 def _check_sha256(path: Path, expected: str) -> None:
-    """``path``'s content has the manifest's SHA-256 (hashed once while the file is unchanged:
-    :func:`gspdml.file_digest.file_sha256`, keyed by its stat, so a replaced file is checked
-    again)."""
+    """``path``'s content has the manifest's SHA-256."""
     try:
         found = file_sha256(path).removeprefix("sha256:")
     except OSError as error:
@@ -276,17 +258,17 @@ def _check_sha256(path: Path, expected: str) -> None:
 
 
 def resolve_recipe_weights(
-    model: Mapping[str, Any], device: Union[str, torch.device] = "auto"
-) -> dict[str, Any]:
-    """The ``model`` section of a config with ``backbone.weights`` (a recipe's name or YAML file)
+    model: ModelConfig | Mapping[str, Any], device: Union[str, torch.device] = "auto"
+) -> ModelConfig:
+    """The typed ``model`` section with ``backbone.weights`` (a recipe's name or YAML file)
     replaced by the file of the recipe's weights: shipped, cached, or trained now on ``device``
     (the run's ``trainer.device``; :func:`pretrained_weights_file`); a model without recipe
     weights is returned as given."""
     section = model_section(model)
     if section.backbone_recipe is None:
-        return dict(model)
+        return section
     path = pretrained_weights_file(section.backbone_recipe, device=device)
-    return {**model, "backbone": {**section.backbone, "weights": str(path)}}
+    return dataclasses.replace(section, backbone={**section.backbone, "weights": str(path)})
 
 
 #: what names a recipe: a shipped recipe's name, a YAML file, a mapping, or a loaded recipe
@@ -296,8 +278,7 @@ RecipeSource = Union[str, Path, Mapping[str, Any], Recipe]
 def pretrained_state(
     source: RecipeSource, *, verbose: bool = True, device: Union[str, torch.device] = "auto"
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """The backbone weights of a recipe and their record (accuracy, seconds, key): shipped,
-    loaded from the cache, or trained now and stored (also when the cached file is damaged)."""
+    """The backbone weights of a recipe and their record (:func:`pretrained_weights_file`)."""
     from safetensors.torch import load_file
 
     path = pretrained_weights_file(source, verbose=verbose, device=device)
@@ -308,9 +289,8 @@ def pretrained_state(
 
 
 def _cached_record(path: Path) -> Optional[dict[str, Any]]:
-    """The record stored with the weights ``path`` (an object with ``key``), or None
-    with a warning naming the file when it cannot be read (empty, truncated, not a safetensors
-    file, no record): the caller trains the recipe again and replaces it."""
+    """The record stored with the weights ``path`` (an object with ``key``), or None with a
+    warning when the file is damaged (the caller trains again)."""
     from safetensors import safe_open
 
     try:
@@ -328,11 +308,8 @@ def _cached_record(path: Path) -> Optional[dict[str, Any]]:
 def pretrained_weights_file(
     source: RecipeSource, *, verbose: bool = True, device: Union[str, torch.device] = "auto"
 ) -> Path:
-    """The weights file of a recipe: the copy shipped in the package when the recipe is a shipped
-    one unchanged (:func:`shipped_weights_file`, checked against its SHA-256), else the cached
-    file (:func:`weights_path`), trained on ``device`` and stored atomically first when it is not
-    there yet or cannot be read (a warning names it). The recipe's precision is resolved here,
-    once, and passed to the training."""
+    """The weights file of a recipe: the shipped copy (:func:`shipped_weights_file`), else the
+    cached file, trained on ``device`` and stored first when missing or damaged."""
     from safetensors.torch import save_file
 
     recipe = load_recipe(source)
@@ -375,9 +352,7 @@ Examples = Callable[[str, int], Labelled]
 
 
 def recipe_examples(recipe: Recipe) -> Examples:
-    """The examples of the recipe's ``data``: glyph pair tiles
-    (:func:`gspdml.data.shared_collage.tile_classification_arrays`, the training and validation
-    glyph pools of the collage) or CIFAR-100 (training file, optionally augmented; test file)."""
+    """The examples of the recipe's ``data``: glyph pair tiles or CIFAR-100."""
     data = recipe.data
     if isinstance(data, CifarData):
         return _cifar100_examples(data)
@@ -385,18 +360,11 @@ def recipe_examples(recipe: Recipe) -> Examples:
     from gspdml.data.shared_collage import tile_classification_arrays
 
     glyphs, labels = source_glyphs(data.source, data.root)
+    drawn = ("split_seed", "tile_size", "tiles_per_class", "glyph_split")
+    options = {name: getattr(data, name) for name in drawn}
 
     def tiles(pool: str, seed: int) -> Labelled:
-        arrays = tile_classification_arrays(
-            glyphs,
-            labels,
-            split_seed=data.split_seed,
-            tile_size=data.tile_size,
-            tiles_per_class=data.tiles_per_class,
-            glyph_split=data.glyph_split,
-            seed=seed,
-            pool=pool,
-        )
+        arrays = tile_classification_arrays(glyphs, labels, seed=seed, pool=pool, **options)
         return Labelled(arrays["images"], arrays["labels"])
 
     return tiles
@@ -454,12 +422,9 @@ def train_recipe(
     device: Union[str, torch.device] = "auto",
     precision: Optional[PrecisionChoice] = None,
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Train ``backbone -> GAP -> linear`` with cross-entropy on the recipe's tiles (fresh glyph
-    draws every epoch; Adam with a cosine learning-rate decay) on ``device`` (``auto``: the GPU
-    when there is one), in ``precision`` (the recipe's, as :func:`recipe_precision` resolved it;
-    by default resolved here), and return the backbone's state dict and a record with the
-    accuracy on tiles of the validation glyph pool; ``verbose`` prints one line per epoch and
-    progress lines within (:class:`gspdml.progress.Progress`, stderr)."""
+    """Train ``backbone -> GAP -> linear`` with cross-entropy on the recipe's examples (fresh
+    draws every epoch; Adam, cosine decay) on ``device`` in ``precision`` (default: the recipe's),
+    and return the backbone's state dict and a record with the held-out accuracy."""
     opts = recipe.train
     start = time.perf_counter()
     device = resolve_device(str(device))
@@ -483,10 +448,8 @@ def train_recipe(
     model.train()
     for epoch in range(opts.epochs):
         tiles = first if epoch == 0 else examples("train", opts.seed * 1000 + epoch)
-        x, y = (
-            _as_tensor(tiles.images, mean, std).to(device),
-            torch.from_numpy(tiles.labels).to(device),
-        )
+        x = _as_tensor(tiles.images, mean, std).to(device)
+        y = torch.from_numpy(tiles.labels).to(device)
         order = torch.from_numpy(rng.permutation(len(y))).to(device)
         for i in range(0, len(order), opts.batch_size):
             index = order[i : i + opts.batch_size]

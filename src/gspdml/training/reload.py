@@ -1,13 +1,9 @@
 """What reloads a run's model: ``config.model``, or the factory ``model.factory`` names.
 
-:func:`gspdml.training.run_dir.load_run` rebuilds a run's model from the ``model`` section its
-weights file records and loads the weights into it. A model handed to the
-:class:`~gspdml.training.Trainer` that this section does not describe (a user's ``nn.Module``,
-a :class:`~gspdml.training.TensorEmbedder`) could not be rebuilt so: such a run must name a
-factory, ``model.factory: "my_package.models:make_model"``, a function of no arguments that
-returns the model exactly as it was given to the trainer (its ``state_dict`` keys and shapes are
-checked against the trained model's before step 1). Without one the trainer refuses the model
-before step 1, saying why; a run is never saved under a config that does not reload it.
+A model the ``model`` section does not describe (a user's ``nn.Module``) must name a factory,
+``model.factory: "my_package.models:make_model"``: a function of no arguments returning the model
+as given to the trainer (its ``state_dict`` layout is checked before step 1); without one the
+trainer refuses the model, so a run is never saved under a config that does not reload it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""What a trainer checks before it writes into a run directory or continues one from its
-checkpoint: the folder holds a run exactly when resuming, the config differs only where allowed
-(:mod:`gspdml.training.config_changes`), the data is the one the run started on
-(:mod:`gspdml.training.data_fingerprint`), and the checkpoint's tensors have this run's shapes."""
+"""What a trainer checks before it writes into a run directory or resumes one: the folder, the
+config (:mod:`gspdml.training.config_changes`), the data
+(:mod:`gspdml.training.data_fingerprint`) and the checkpoint's shapes."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ from gspdml.training.run_identity import check_no_other_run
 
 
 def _resolved(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``config`` with this version's defaults filled in (so that a default written out by one
-    side only does not read as a change on resume); as given if it does not load."""
+    """``config`` with this version's defaults filled in; as given if it does not load."""
     try:
         return validated(config)
     except GspdmlError:
@@ -40,9 +38,8 @@ def _resolved(config: Mapping[str, Any]) -> Mapping[str, Any]:
 def run_dir_changes(
     run_dir: Path, config: RunConfig, resume: bool, allow_changes: bool
 ) -> dict[str, tuple[Any, Any]]:
-    """Refuse a run directory that already holds a run (unless resuming), that holds nothing to
-    resume, whose saved config differs (:mod:`gspdml.training.config_changes`) or that cannot be
-    written; returns the allowed changes ``{key: (old, new)}``."""
+    """Refuse a run directory that holds a run (unless resuming), nothing to resume, another
+    config, or that cannot be written; returns the allowed changes ``{key: (old, new)}``."""
     checkpoint = run_dir / CHECKPOINT_FILE
     if not resume and checkpoint.exists():
         raise ConfigError(
@@ -63,8 +60,7 @@ def run_dir_changes(
 
 
 def check_same_data(run_dir: Path, record: dict[str, Any]) -> None:
-    """``--resume`` on the data the run started on (``data.json``; a run written before the
-    record existed is not checked)."""
+    """``--resume`` on the data the run started on (``data.json``)."""
     saved = read_data_record(run_dir)
     if saved is None:
         return
@@ -86,10 +82,8 @@ def check_same_data(run_dir: Path, record: dict[str, Any]) -> None:
 def check_checkpoint_shapes(
     state: Mapping[str, Any], parts: Mapping[str, nn.Module], run_dir: Path, classes: int
 ) -> None:
-    """The checkpoint's parameters of ``parts`` (``model``, ``loss``) have this run's shapes; a
-    loss that holds one proxy (or classifier row) per training class differs after
-    ``--allow-data-change`` added or removed a class: a ConfigError naming the tensors, not
-    torch's size mismatch. ``classes``: the training classes now (0: unknown)."""
+    """The checkpoint's parameters of ``parts`` have this run's shapes (a proxy per class
+    differs after ``--allow-data-change``); ``classes``: the training classes now (0: unknown)."""
     changed = [
         f"{part}.{name}: {tuple(saved.shape)} in the checkpoint, {tuple(own[name].shape)} now"
         for part, module in parts.items()

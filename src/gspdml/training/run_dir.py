@@ -6,27 +6,22 @@ The trainer writes, under ``RUN_DIR``:
 * ``data.json`` (:data:`DATA_FILE`): what the run trains on
   (:mod:`gspdml.training.data_fingerprint`), checked by ``--resume``;
 * ``metrics.jsonl`` (:data:`METRICS_FILE`): one JSON object per line (train losses, validation rounds);
-* ``timing.jsonl`` (:data:`TIMING_FILE`): per log interval, the step time and the share of it
-  spent waiting for data (:mod:`gspdml.training.step_timing`; apart from ``metrics.jsonl``,
-  which a resumed run reproduces exactly);
+* ``timing.jsonl`` (:data:`TIMING_FILE`): step times (:mod:`gspdml.training.step_timing`);
 * ``checkpoints/last.safetensors`` (:data:`CHECKPOINT_FILE`): everything ``--resume`` needs;
 * ``checkpoints/best.safetensors`` (:data:`BEST_WEIGHTS_FILE`): the best weights so far;
 * ``model.safetensors`` (:data:`WEIGHTS_FILE`): the final weights (the best ones when
   ``evaluation.restore_best``);
 * ``results.json`` (:data:`RESULTS_FILE`): the final metrics;
-* ``environment.json`` (:data:`~gspdml.training.run_record.ENVIRONMENT_FILE`): the plugin
-  modules, thread counts, CPU and precision of the run (:mod:`gspdml.training.run_record`);
+* ``environment.json``: plugins, threads, CPU, precision (:mod:`gspdml.training.run_record`);
 * ``tensorboard/`` (:data:`TENSORBOARD_DIR`), when enabled.
 
-Weight files are :func:`gspdml.training.checkpoint.save_state` files whose metadata holds what
-rebuilds the embedder (``in_channels`` and the ``model`` section of the config), so
-:func:`load_embedder` reads a run's weights, and a bundle's copy of them, without the config.
+Weight files hold ``in_channels`` and the ``model`` section in their metadata, so
+:func:`load_embedder` reads them without the config.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import inspect
 import sys
 from collections.abc import Mapping
@@ -76,11 +71,8 @@ def save_weights(path: Path, model: nn.Module, in_channels: int, config: RunConf
 def read_weights(
     path: Path, device: str | torch.device = "cpu"
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """``(state_dict, meta)`` with ``meta["in_channels"]`` and ``meta["model"]`` (the model config).
-
-    A file whose state is not a mapping of names to tensors, or whose metadata lacks those two
-    fields, is a :class:`~gspdml.training.checkpoint.CheckpointError` naming the file and the
-    entry (a gspdml checkpoint of something else, or a file edited by hand)."""
+    """``(state_dict, meta)`` with ``meta["in_channels"]`` and ``meta["model"]``, checked (a
+    :class:`~gspdml.training.checkpoint.CheckpointError` names the file and the entry)."""
     state, meta = load_state(path, device)
     fix = "give the model.safetensors of a finished gspdml run"
     problem = None
@@ -103,22 +95,16 @@ def read_weights(
 def load_embedder(
     path: Path, device: str | torch.device = "cpu"
 ) -> tuple[Embedder, dict[str, Any]]:
-    """The embedder a weights file describes, with its weights loaded (on ``device``, eval mode),
-    and the file's metadata.
-
-    The file holds every parameter and buffer, so the embedder is built without the backbone's
-    initial weights (``weights``: a pre-training recipe or file; ``pretrained``): loading a
-    received run or bundle never trains a recipe, downloads or reads a weight file the metadata
-    names, or writes anywhere."""
+    """The embedder a weights file describes, loaded (on ``device``, eval mode), and the file's
+    metadata. It is built without the backbone's initial weights: loading never trains a recipe,
+    downloads, reads a weight file the metadata names, or writes."""
     state, meta = read_weights(path, device)
     try:
         section = ModelConfig.from_mapping(meta["model"], "model")
     except ConfigError as err:
         raise CheckpointError(f"{path}: its recorded model section is not valid ({err})") from None
     model: Embedder
-    if (
-        section.factory
-    ):  # a model of the user's, used as an Embedder is: it returns an EmbedderOutput
+    if section.factory:  # a user's model returns an EmbedderOutput, as an Embedder does
         model = cast(Embedder, factory_model(section.factory))
     else:
         model = build_embedder(without_initial_weights(section).to_dict(), int(meta["in_channels"]))
@@ -137,11 +123,8 @@ def without_initial_weights(model: ModelConfig) -> ModelConfig:
 def load_run(
     run_dir: Path | str, weights: str = "final", device: str = "cpu"
 ) -> tuple[RunConfig, Embedder]:
-    """The resolved config of a run and its embedder with the chosen weights loaded (eval mode).
-
-    ``weights``: ``final`` (``model.safetensors``, written at the end of training: the best
-    weights when ``evaluation.restore_best``) or ``best`` (the best so far, also mid-training).
-    """
+    """The resolved config of a run and its embedder with the ``final`` or ``best`` weights
+    loaded (eval mode; :data:`WEIGHT_FILES`)."""
     run_dir = Path(run_dir)
     config_path = run_dir / CONFIG_FILE
     if not config_path.is_file():
@@ -188,16 +171,11 @@ def require_run_plugins(run_dir: Path) -> None:
 
 
 def weights_digest(folder: str | Path) -> str:
-    """``sha256:<hex>`` of ``FOLDER/model.safetensors`` (a run or a bundle); indexes record it to
-    detect a model change."""
+    """``sha256:<hex>`` of ``FOLDER/model.safetensors`` (a run or a bundle)."""
     path = Path(folder) / WEIGHTS_FILE
     if not path.is_file():
         raise DataError(f"{path}: model weights not found")
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return "sha256:" + digest.hexdigest()
+    return file_sha256(path)
 
 
 def build_run_data(config: RunConfig) -> DataSplits:
@@ -205,12 +183,10 @@ def build_run_data(config: RunConfig) -> DataSplits:
     return build_data(config.data.dataset, seed=config.seed, field="data.dataset")
 
 
-#: what a damaged results.json's error tells the user to do
 RESULTS_FIX = (
     "delete it and run the same command again (gspdml train: with --resume): the run's checkpoint "
     "is evaluated again and the file written anew"
 )
-#: what a damaged data.json's error tells the user to do
 DATA_RECORD_FIX = (
     "delete it (the run is then resumed without the data check and the file written anew), or "
     "pass --allow-data-change"
@@ -220,9 +196,8 @@ DATA_RECORD_FIX = (
 def read_results(
     run_dir: str | Path, required: Mapping[str, type | tuple[type, ...]] | None = None
 ) -> dict[str, Any] | None:
-    """``RUN_DIR/results.json`` (None when absent), checked: a JSON object whose ``test``, when
-    present, is an object, and whose fields in ``required`` (name -> type) are there with that
-    type; anything else is a :class:`DataError` naming the file and :data:`RESULTS_FIX`."""
+    """``RUN_DIR/results.json`` (None when absent), checked: an object whose ``test``, if any, is
+    an object, with the fields ``required`` (name -> type); else a :class:`DataError`."""
     path = Path(run_dir) / RESULTS_FILE
     record = _read_record(path, RESULTS_FIX)
     if record is None:
@@ -240,10 +215,8 @@ def read_results(
 
 
 def read_data_record(run_dir: str | Path) -> dict[str, Any] | None:
-    """``RUN_DIR/data.json`` (:mod:`gspdml.training.data_fingerprint`; None when absent),
-    checked: an object of splits, each an object or null, whose ``class_names`` is a list of
-    strings or null; anything else is a :class:`DataError` naming the file and
-    :data:`DATA_RECORD_FIX`."""
+    """``RUN_DIR/data.json`` (None when absent), checked: splits, each an object or null, whose
+    ``class_names`` is a list of strings or null; else a :class:`DataError`."""
     path = Path(run_dir) / DATA_FILE
     record = _read_record(path, DATA_RECORD_FIX)
     if record is None:
@@ -279,9 +252,8 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 
 def check_results_match(run_dir: Path) -> None:
-    """Refuse a run folder whose ``results.json`` is not this run's: a protocol's table of
-    methods, or recorded weights or config that differ from those on disk (a run written before
-    they were recorded is not checked)."""
+    """Refuse a run folder whose ``results.json`` is a protocol's table, or records weights or a
+    config other than those on disk."""
     path = Path(run_dir) / RESULTS_FILE
     if not path.is_file():
         return

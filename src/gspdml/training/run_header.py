@@ -21,9 +21,8 @@ Changes = dict[str, tuple[Any, Any]]
 
 
 def open_run_dir(trainer: TrainerView, resume: bool, changed: Changes, notes: list[str]) -> None:
-    """``config.yaml`` (a resume rewrites it only when the config changed), ``data.json``, the
-    environment record, the components' resolved options; the logs from the current step on
-    (a resume drops the records after its checkpoint), then the header."""
+    """``config.yaml`` (rewritten on resume only when changed), ``data.json``, the environment,
+    the components' options, the logs from the current step on, then the header."""
     run_dir, config = trainer.run_dir, trainer.config
     if not resume or changed:
         run_dir.mkdir(parents=True, exist_ok=True)

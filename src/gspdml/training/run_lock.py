@@ -1,19 +1,10 @@
 """One writer per folder: an exclusive operating-system lock on ``FOLDER/.gspdml.lock``.
 
-A training run (rank 0 of a data-parallel one) holds its run directory's lock from the trainer's
-construction to the end of :meth:`~gspdml.training.trainer.Trainer.fit`, and ``gspdml index``
-holds the lock of the index's folder while it writes. A second writer fails at once with a
-:class:`FolderLocked` error naming the holder (pid, host, command, start time), instead of
-interleaving its lines into ``metrics.jsonl`` or saving over the first one's files.
-
-The lock is ``flock`` on the open file, so the operating system releases it when the holder
-exits, however it exits: a lock file left by a killed process is not held and is simply taken
-over. Readers (search, evaluate, report) take no lock.
-
-The lock file is the folder's own: it is opened with ``O_NOFOLLOW`` and must be a regular file
-with one name. A symbolic link in its place (a received run folder, an extracted archive), a
-folder, a named pipe or a hard link to another file is refused with :class:`LockFileRefused`
-before anything is written, so the lock never empties or creates a file outside the folder.
+A training run holds its run directory's lock until the end of ``fit``, ``gspdml index`` its
+index folder's; a second writer fails at once with :class:`FolderLocked` naming the holder.
+The lock is ``flock``, released by the operating system however the holder exits; readers take
+none. The lock file must be the folder's own regular file (``O_NOFOLLOW``, one name): anything
+else is refused with :class:`LockFileRefused` before anything is written.
 """
 
 from __future__ import annotations
@@ -79,9 +70,8 @@ class FolderLock:
 
 
 def lock_run_folder(folder: Path, subfolders: list[str], purpose: str) -> FolderLock:
-    """The lock of a run folder, then the folder made safe to write: a link in place of one of
-    its ``subfolders`` is refused, and the temporary files a killed writer left in it and them
-    are removed. The lock is released again when that fails."""
+    """The lock of a run folder, then a link in place of one of its ``subfolders`` refused and a
+    killed writer's temporary files removed (the lock is released when that fails)."""
     lock = FolderLock(folder, purpose)
     try:
         refuse_linked_folders(folder, subfolders)
@@ -94,9 +84,8 @@ def lock_run_folder(folder: Path, subfolders: list[str], purpose: str) -> Folder
 
 
 def check_unlocked(folder: str | Path) -> None:
-    """Raise :class:`FolderLocked` when another process holds ``folder``'s lock now, and
-    :class:`LockFileRefused` when the lock path is not gspdml's own file (a cheap early check
-    before minutes of work; the writer still takes the lock itself)."""
+    """Raise :class:`FolderLocked` or :class:`LockFileRefused` now, before minutes of work (the
+    writer still takes the lock itself)."""
     path = Path(folder) / LOCK_FILE
     if os.path.lexists(path):
         FolderLock(folder, "check").release()

@@ -1,15 +1,11 @@
 """``RUN_DIR/environment.json``: what a run's numbers depend on beyond its config and data.
 
-- ``plugins``: every plugin module imported when the run started (:mod:`gspdml.plugins`:
-  module, distribution and version, file and SHA-256). Reading the run back (:func:`load_run
-  <gspdml.training.run_dir.load_run>`: ``gspdml evaluate``, ``index``, ``report``, ``export``)
-  imports them again, or names the one to install.
-- ``threads``: torch's intra- and inter-op thread counts and the thread variables of OpenMP,
-  MKL and OpenBLAS. CPU kernels split reductions by thread, so the same config on the same data
-  can give other float sums with another thread count, and over thousands of steps other weights
-  and metrics. The report shows them (:func:`determinism_note`).
-- ``cpu``: the CPU model and the instruction set ATen dispatches to (AVX-512, AVX2, ...), and the
-  device; ``precision``: the one the trainer resolved (``trainer.precision: auto``).
+- ``plugins``: the plugin modules imported when the run started (:mod:`gspdml.plugins`), imported
+  again when the run is read back.
+- ``threads``: torch's and OpenMP/MKL/OpenBLAS thread counts (CPU kernels split reductions by
+  thread, so another count can give other weights; :func:`determinism_note`).
+- ``cpu``, ``device``, ``precision``: the CPU model and ATen's instruction set, the device, and
+  the precision the trainer resolved.
 """
 
 from __future__ import annotations
@@ -53,8 +49,8 @@ def environment_record(device: torch.device | str, precision: str) -> dict[str, 
 
 
 def write_environment(run_dir: Path, record: Mapping[str, Any], resume: bool = False) -> None:
-    """Write the record; a resumed run keeps the record of its start and appends this one to
-    ``resumes`` (a resume in another environment shows there)."""
+    """Write the record; a resumed run keeps its start's record and appends this one to
+    ``resumes``."""
     saved = read_environment(run_dir) if resume else None
     if saved is not None:
         record = {**saved, "resumes": [*saved.get("resumes", []), dict(record)]}
@@ -68,8 +64,7 @@ def read_environment(run_dir: Path | str) -> Optional[dict[str, Any]]:
 
 
 def determinism_note(record: Optional[Mapping[str, Any]]) -> str:
-    """One sentence for a report: the thread count, CPU and precision the run trained with, and
-    that another thread count may give other numbers."""
+    """One sentence for a report: the thread count, CPU and precision the run trained with."""
     if record is None:
         return "The run did not record its thread counts (trained before gspdml recorded them)."
     threads, cpu = record.get("threads", {}), record.get("cpu", {})

@@ -54,10 +54,8 @@ def start_runtime(config: RunConfig) -> Runtime:
 
 
 def data_parallel(model: nn.Module, device: torch.device) -> tuple[nn.Module, nn.Module]:
-    """``(model, DDP around it)``: on a GPU the model's batch norms become SyncBatchNorm (a new
-    module). Every parameter keeps ``requires_grad`` (the backbone warm-up drops gradients
-    instead), so DDP's reducer sees a fixed set; unused parameters (optional pooling parts) are
-    allowed."""
+    """``(model, DDP around it)``; on a GPU the batch norms become SyncBatchNorm (a new module).
+    Unused parameters (optional pooling parts) are allowed."""
     if device.type == "cuda":
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     ids = [device.index] if device.type == "cuda" else None
@@ -65,8 +63,7 @@ def data_parallel(model: nn.Module, device: torch.device) -> tuple[nn.Module, nn
 
 
 def compiled(model: nn.Module, compile: bool | str) -> nn.Module:
-    """``trainer.compile``: the model the training step runs, compiled by ``torch.compile`` (the
-    same parameters; evaluation and checkpoints use the eager model)."""
+    """``trainer.compile``: the model the training step runs (evaluation uses the eager one)."""
     if not compile:
         return model
     return torch.compile(model, backend="inductor" if compile is True else compile)  # type: ignore[return-value]

@@ -1,22 +1,17 @@
-"""Making the recipe weights the package ships (``scripts/ship_pretrained.py``).
-
-The demo's backbone recipe (``resnet20-digits``) is trained once, by the same code as
-``gspdml pretrain`` (:func:`gspdml.training.pretrain.train_recipe`), and its weights are kept
-beside the recipe in the package with their SHA-256 in the manifest
-(:data:`gspdml.training.pretrain.SHIPPED_MANIFEST`), so that ``gspdml demo`` on a fresh machine
-reads them instead of training for minutes. :func:`gspdml.training.pretrain.shipped_weights_file`
-uses them only for the recipe, by content, that made them, and checks the hash first.
+"""Making the recipe weights the package ships (``scripts/ship_pretrained.py``): trained once by
+:func:`gspdml.training.pretrain.train_recipe` and kept beside the recipe with their SHA-256 in
+the manifest, so ``gspdml demo`` on a fresh machine reads them instead of training.
 """
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any, Optional, Union
 
 import torch
 
 from gspdml.errors import ConfigError
+from gspdml.file_digest import file_sha256
 from gspdml.output_files import atomic_write, atomic_write_text, json_text
 from gspdml.training.pretrain import (
     PRECISIONS_SHIPPABLE,
@@ -33,10 +28,9 @@ from gspdml.training.pretrain import (
 def ship_recipe_weights(
     source: RecipeSource, folder: Optional[Path] = None, device: Union[str, torch.device] = "cpu"
 ) -> dict[str, Any]:
-    """Train the recipe ``source`` on ``device`` and write its weights to
-    ``folder/<name>.safetensors`` and their entry to ``folder``'s manifest (replacing an older
-    one); returns the entry. The recipe must name its precision (``fp32`` or ``bf16``): weights
-    of ``auto`` would depend on the machine that made them."""
+    """Train the recipe ``source`` on ``device``, write ``folder/<name>.safetensors`` and its
+    manifest entry (returned). The recipe must name a precision that does not depend on the
+    machine."""
     from safetensors.torch import save_file
 
     folder = folder or SHIPPED_DIR
@@ -54,7 +48,7 @@ def ship_recipe_weights(
     device_type = torch.device(record["device"]).type
     entry = {
         "file": path.name,
-        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "sha256": file_sha256(path).removeprefix("sha256:"),
         "key": content_key(recipe, precision, device_type),
         "precision": precision,
         "device": device_type,

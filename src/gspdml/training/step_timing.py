@@ -1,12 +1,8 @@
 """How long the training steps take and how much of it they wait for data, per log interval.
 
-:class:`StepTimer` wraps the loader: the time spent in the loader's ``__next__`` is the data
-wait of a step (the host blocks on the worker queue or decodes in-process). The trainer reads the
-timer when it writes a training record (``trainer.log_every``), right after it has read the loss
-from the device, so the wall time of the interval covers what the device did in it too: the
-step does not synchronise with the host between records. ``data_wait`` is the interval's share
-of wall time spent waiting for data (the loader keeps the device fed when it is near 0),
-``seconds_per_step`` its wall time per step. :func:`progress_bar` shows the steps as they go.
+:class:`StepTimer` times the loader's ``__next__`` (the data wait). The trainer reads it right
+after reading the loss from the device, so the interval's wall time covers the device's work.
+``data_wait`` is the interval's share of wall time spent waiting for data.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""TensorBoard beyond scalars, when ``trainer.tensorboard`` is on (single process):
-
-- at every validation round, histograms of the pooling's parameters (``pooling/<name>``, e.g.
-  GSP's prototypes) and of the pooling weights it gives on the first :data:`WEIGHT_IMAGES`
-  images of the evaluation split (``pooling/output_weights``: GSP's transport weights,
-  SimPool's attention; poolings without spatial weights have none);
-- at the end, the embedding projector of the test split (query side; a seeded sample of at most
-  :data:`PROJECTOR_POINTS` images), labelled by class, under the tag ``test``.
-
-It is a sink of the run's :class:`~gspdml.training.metrics_log.MetricsLog`: it acts on the
-records the trainer writes (a validation round, the final test record).
+"""TensorBoard beyond scalars (single process), a sink of the run's
+:class:`~gspdml.training.metrics_log.MetricsLog`: at every validation round, histograms of the
+pooling's parameters and of its output weights on the first :data:`WEIGHT_IMAGES` evaluation
+images; at the end, the embedding projector of a seeded sample of the test queries.
 """
 
 from __future__ import annotations
@@ -58,9 +51,8 @@ class TensorBoardExtras:
             weights = getattr(model(images), "weights", None)
         model.train(was_training)
         if weights is not None:
-            self.writer.add_histogram(
-                "pooling/output_weights", weights.detach().float().cpu(), step
-            )
+            output_weights = weights.detach().float().cpu()
+            self.writer.add_histogram("pooling/output_weights", output_weights, step)
         self.writer.flush()
 
     def _projector(self, step: int) -> None:
@@ -70,11 +62,8 @@ class TensorBoardExtras:
         dataset = test.query
         rows = np.arange(len(dataset))
         if len(rows) > PROJECTOR_POINTS:
-            rows = np.sort(
-                np.random.default_rng(self.trainer.config.seed).choice(
-                    len(rows), PROJECTOR_POINTS, replace=False
-                )
-            )
+            rng = np.random.default_rng(self.trainer.config.seed)
+            rows = np.sort(rng.choice(len(rows), PROJECTOR_POINTS, replace=False))
             dataset = Subset(dataset, rows.tolist())
         embeddings, labels = self.trainer.embed(dataset)
         self.writer.add_embedding(

@@ -1,18 +1,11 @@
-"""Experiment trackers, offline: every record the trainer writes to ``metrics.jsonl``
-(:class:`~gspdml.training.metrics_log.MetricsLog`, custom metrics of callbacks included) is
-also sent to the trackers ``trainer.trackers`` names, as ``SPLIT/KEY`` at its step; the resolved
-config goes with it as parameters.
+"""Experiment trackers, offline: every record of ``metrics.jsonl`` is also sent to the trackers
+``trainer.trackers`` names, as ``SPLIT/KEY`` at its step, with the resolved config as parameters.
 
-- ``mlflow``: a local MLflow store, ``sqlite:///<output_dir>/mlflow.db`` (MLflow's file store is
-  in maintenance mode; SQLite is its local store), experiment ``gspdml``, one MLflow run per
-  gspdml run, named after it and tagged with its folder; artifacts under
-  ``<output_dir>/mlflow-artifacts``. Read it with ``mlflow ui --backend-store-uri
-  sqlite:///…/mlflow.db`` or ``MlflowClient``.
-- ``wandb``: Weights & Biases in offline mode under ``<run_dir>/wandb`` (``wandb sync`` uploads
-  it later), project ``gspdml``.
+- ``mlflow``: the local store ``sqlite:///<output_dir>/mlflow.db``, experiment ``gspdml``, one
+  MLflow run per gspdml run; artifacts under ``<output_dir>/mlflow-artifacts``.
+- ``wandb``: Weights & Biases offline under ``<run_dir>/wandb`` (``wandb sync`` uploads it).
 
-A resumed run continues the same tracker run (its id is kept in ``<run_dir>/trackers.json``).
-Both are optional packages (the ``mlflow`` and ``wandb`` extras).
+A resumed run continues the same tracker run (ids in ``<run_dir>/trackers.json``).
 """
 
 from __future__ import annotations
@@ -27,6 +20,7 @@ from gspdml.config import RunConfig
 from gspdml.errors import ConfigError
 from gspdml.output_files import atomic_write_text, json_text
 from gspdml.settings.schema import plain
+from gspdml.training.metrics_log import scalars
 
 TRACKERS_FILE = "trackers.json"
 PROJECT = "gspdml"
@@ -36,19 +30,6 @@ class Tracker(Protocol):
     def log(self, record: Mapping[str, Any]) -> None: ...
 
     def close(self) -> None: ...
-
-
-def _scalars(record: Mapping[str, Any]) -> tuple[int, dict[str, float]]:
-    """The record's step and its numbers as ``SPLIT/KEY`` (the TensorBoard names)."""
-    split = "test_final" if record.get("final") else record.get("split", "train")
-    values = {
-        f"{split}/{key}": float(value)
-        for key, value in record.items()
-        if key not in ("step", "split", "final", "weights_step")
-        and isinstance(value, (int, float))
-        and not isinstance(value, bool)
-    }
-    return int(record.get("step", 0)), values
 
 
 def _flat(value: Any, prefix: str = "") -> dict[str, str]:
@@ -103,7 +84,7 @@ class MlflowTracker:
     def log(self, record: Mapping[str, Any]) -> None:
         from mlflow.entities import Metric
 
-        step, values = _scalars(record)
+        step, values = scalars(record)
         now = int(time.time() * 1000)
         metrics = [Metric(key, value, now, step) for key, value in values.items()]
         if metrics:
@@ -133,7 +114,7 @@ class WandbTracker:
             _keep_id(run_dir, "wandb", self.run.id)
 
     def log(self, record: Mapping[str, Any]) -> None:
-        step, values = _scalars(record)
+        step, values = scalars(record)
         if values:
             self.run.log(values, step=step)
 

@@ -1,10 +1,6 @@
-"""The training loop: class-balanced batches, optimiser groups, validation rounds with early
-stopping and restore-best, learning-rate schedules, atomic checkpoints and exact resume; what
-it calls lives beside it (checks: ``preflight``, ``resume_checks``; the run folder: ``run_lock``,
-``run_header``; ``runtime``, ``batches``, ``evaluator``, ``validation``, ``baseline``,
-``trainer_state``, ``faults``). Launched by ``torchrun`` (``WORLD_SIZE > 1``), it runs
-data-parallel and matches one process on the global batch (:mod:`gspdml.training.distributed`);
-only rank 0 writes."""
+"""The training loop: class-balanced batches, validation rounds with early stopping and
+restore-best, schedules, atomic checkpoints and exact resume; what it calls lives beside it.
+Under ``torchrun`` it runs data-parallel (:mod:`gspdml.training.distributed`)."""
 
 from __future__ import annotations
 
@@ -56,12 +52,9 @@ __all__ = ["Trainer", "TrainingInterrupted", "train"]
 
 
 class Trainer:
-    """Trains the parts of one run (:class:`~gspdml.training.parts.RunParts`: an embedder, a
-    loss, the data) as a resolved config's ``data`` (batches), ``optimizer``, ``schedule``,
-    ``evaluation`` and ``trainer`` sections say; :func:`train` builds the parts from the config.
-    ``optimizer`` and ``schedules`` replace the ones the config describes
-    (:func:`~gspdml.training.optim.build_optimizer`, :func:`~gspdml.training.optim.build_schedules`
-    over the given optimiser); an injected optimiser holds ``parts``' parameters (moved in place).
+    """Trains the parts of one run (:class:`~gspdml.training.parts.RunParts`) as a resolved config
+    says; ``optimizer`` and ``schedules`` replace the ones the config describes (an injected
+    optimiser holds ``parts``' parameters, moved in place).
 
     Public attributes used by callbacks: ``config``, ``model``, ``loss``, ``optimizer``,
     ``train_dataset``, ``device``, ``step``, :meth:`embed` and :meth:`evaluate`.
@@ -159,9 +152,8 @@ class Trainer:
         allow_data_change: bool = False,
         callbacks: Mapping[str, Callback] | None = None,
     ) -> Trainer:
-        """The trainer of the parts ``config`` describes, with the user's ``callbacks`` (by name):
-        the config and the run directory are checked first, then the parts are built
-        (:func:`~gspdml.training.parts.build_run`, pre-training included)."""
+        """The trainer of the parts ``config`` describes (checked first, then built), with the
+        user's ``callbacks`` (by name)."""
         config = validated(config)
         run_dir_changes(Path(run_dir), config, resume, allow_changes)
         if ddp.launched_rank() == 0:  # rank 0 alone takes the lock; the others would see it held
@@ -179,8 +171,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation
     def embed(self, dataset: Dataset[Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Embeddings and labels of ``dataset`` with the current model (eval mode); data-parallel
-        runs split the work over the ranks and every rank gets the whole result."""
+        """Embeddings and labels of ``dataset`` with the current model (eval mode)."""
         return self.evaluator.embed(self.model, dataset)
 
     def evaluate(self, split: EvalSplit) -> dict[str, float]:
@@ -190,8 +181,7 @@ class Trainer:
     def evaluate_round(
         self, split: EvalSplit, metrics: Optional[tuple[str, ...]] = None
     ) -> dict[str, float]:
-        """The report of the run's ``evaluation`` section on ``split`` with the current model
-        (:meth:`RunEvaluator.round <gspdml.training.evaluator.RunEvaluator.round>`)."""
+        """The report of the run's ``evaluation`` section on ``split`` with the current model."""
         return self.evaluator.round(self.model, split, metrics)
 
     # ------------------------------------------------------------------ the loop
@@ -232,8 +222,7 @@ class Trainer:
                 self.dist.close()
 
     def _train_step(self, images: torch.Tensor, labels: torch.Tensor) -> None:
-        """One optimiser step on ``images``/``labels``; it does not wait for the device, so it
-        returns nothing: its loss is :attr:`last_loss` (which waits)."""
+        """One optimiser step; it does not wait for the device (its loss: :attr:`last_loss`)."""
         sched = self.config.schedule
         warming_up = self.step < sched.warmup_steps
         self.model.train()
@@ -297,9 +286,8 @@ class Trainer:
             raise TrainingInterrupted(self.step, self.checkpoint_path)
 
     def _rounds_start(self) -> int:
-        """The step validation rounds count from: 0, or the end of the warm-up when
-        ``evaluation.during_warmup`` is false (ProxyNCA++'s train.py validates after each main
-        epoch only: no selection, bad-round count or plateau in the warm-up)."""
+        """0, or the end of the warm-up when not ``evaluation.during_warmup`` (ProxyNCA++'s
+        train.py validates after each main epoch only)."""
         return 0 if self.config.evaluation.during_warmup else self.config.schedule.warmup_steps
 
     def _round_due(self) -> bool:
@@ -315,9 +303,8 @@ class Trainer:
         return training_loader(self.train_dataset, self.sampler, self.runtime)
 
     def _freeze_backbone(self, frozen: bool) -> None:
-        """Warm-up: the backbone gets no gradient (data-parallel runs drop it after the backward,
-        because DDP needs a fixed set of parameters that require gradients). A backbone in the
-        frozen regime stays frozen after the warm-up: no gradient is computed through it."""
+        """Warm-up: the backbone gets no gradient (data-parallel runs drop it after the backward:
+        DDP needs a fixed set of trainable parameters); a frozen backbone stays frozen."""
         model = self.model
         if self.dist is None and isinstance(model, Freezable) and not model.backbone_frozen:
             for param in model.backbone.parameters():
@@ -335,9 +322,8 @@ class Trainer:
         return float(self._loss)
 
     def _log_training(self, bar: tqdm) -> None:
-        """The training record of a log interval: the loss of its last step (the one read of
-        the device per interval) and the learning rate (``metrics.jsonl``); the interval's step
-        time and data wait (:class:`~gspdml.training.step_timing.StepTimer`, ``timing.jsonl``)."""
+        """The loss of the interval's last step and the learning rate (``metrics.jsonl``), and the
+        step time and data wait (``timing.jsonl``)."""
         self._raise_if_not_finite()
         value = self.last_loss
         bar.set_postfix(loss=f"{value:.4f}", best=f"{self.selection.best_metric:.4f}")
@@ -370,13 +356,8 @@ def train(
     allow_changes: bool = False,
     allow_data_change: bool = False,
 ) -> dict[str, Any]:
-    """Train the run described by a resolved config (:meth:`Trainer.from_config`); returns the test
-    results (``results.json``). ``allow_changes``: see :mod:`gspdml.training.config_changes`;
-    ``allow_data_change``: resume although the data differs from what the run started on
-    (:mod:`gspdml.training.data_fingerprint`).
-
-    A run that fails before its first checkpoint leaves nothing to resume: the run directory is
-    removed again when this call created it (Ctrl-C always writes a checkpoint first)."""
+    """Train the run a resolved config describes; returns ``results.json``'s content. A run that
+    fails before its first checkpoint has its run directory removed when this call created it."""
     config = validated(config)
     run_dir = Path(run_dir) if run_dir is not None else Path(config.output_dir) / config.name
     created = not run_dir.exists()

@@ -1,8 +1,6 @@
 """A trainer's checkpoint (``checkpoints/last.safetensors``): everything a resumed run needs to
-end with the same weights as an uninterrupted one with the same seed: the weights, the
-optimiser's moments, the schedules' and the gradient scaler's state, the trainer's counters
-(steps, model selection, baselines; the sampler's position is the step count), the random
-states and each callback's state by its name (:mod:`gspdml.training.callbacks`)."""
+end with the same weights as an uninterrupted one (weights, optimiser, schedules, scaler,
+counters, random states, and each callback's state by its name)."""
 
 from __future__ import annotations
 
@@ -65,8 +63,7 @@ def restore_callbacks(saved: Any, callbacks: Mapping[str, Callback], path: Path)
 
 
 def save_checkpoint(trainer: TrainerView) -> None:
-    """Write the trainer's checkpoint (after :meth:`Trainer._raise_if_not_finite`: never the
-    weights of a failed step)."""
+    """Write the trainer's checkpoint (never the weights of a failed step)."""
     trainer._raise_if_not_finite()
     plateau, scaler, baselines = trainer.schedules.plateau, trainer.scaler, trainer.baselines
     counters: dict[str, Any] = {"step": trainer.step, "finished": trainer.finished}
@@ -86,8 +83,7 @@ def save_checkpoint(trainer: TrainerView) -> None:
 
 
 def restore_checkpoint(trainer: TrainerView, state: Mapping[str, Any]) -> None:
-    """Put ``trainer`` in the state a checkpoint holds (its tensors checked against this run's
-    shapes first, :func:`~gspdml.training.resume_checks.check_checkpoint_shapes`)."""
+    """Put ``trainer`` in the state a checkpoint holds (shapes checked first)."""
     classes = len(getattr(trainer.train_dataset, "class_names", None) or [])
     parts = {"model": trainer.model, "loss": trainer.loss}
     check_checkpoint_shapes(state, parts, trainer.run_dir, classes)

@@ -1,6 +1,5 @@
-"""The trainer's evaluation glue: a validation round with model selection
-(:func:`validation_round`) and the final test evaluation beside the baselines
-(:func:`final_results`), on the trainer they are given (:class:`~gspdml.training.trainer_view.TrainerView`)."""
+"""The trainer's evaluation glue: a validation round with model selection and the final test
+evaluation beside the baselines."""
 
 from __future__ import annotations
 
@@ -17,9 +16,8 @@ from gspdml.training.trainer_view import TrainerView
 
 
 def validation_round(trainer: TrainerView) -> None:
-    """Score the evaluation split (modules that initialise from training data finish first),
-    keep the best weights, log, step the plateau schedule and the callbacks, decide whether
-    training is finished, and write the checkpoint."""
+    """Score the evaluation split, keep the best weights, log, step the plateau schedule and the
+    callbacks, decide whether training is finished, and write the checkpoint."""
     ev, sel, step = trainer.config.evaluation, trainer.selection, trainer.step
     trainer._raise_if_not_finite()
     for line in finish_lazy_initialisation(trainer.model, step):
@@ -33,12 +31,9 @@ def validation_round(trainer: TrainerView) -> None:
     key = selection_key(ev.metric, ev.select_postprocessed)
     max_steps = trainer.config.schedule.max_steps
     record = f" (best {sel.best_metric:.4f} at step {sel.best_step})" if sel.selects else ""
-    timing = trainer.timing
-    wait = (
-        f"; data wait {timing['data_wait']:.0%} of {timing['seconds_per_step']:.3g} s/step"
-        if timing
-        else ""
-    )
+    timing, wait = trainer.timing, ""
+    if timing:
+        wait = f"; data wait {timing['data_wait']:.0%} of {timing['seconds_per_step']:.3g} s/step"
     loss = f"loss {trainer.last_loss:.4f}"
     trainer._say(f"step {step}/{max_steps}: {loss}, {ev.split} {key} {value:.4f}{record}{wait}")
     if trainer.schedules.plateau:

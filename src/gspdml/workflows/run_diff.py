@@ -15,7 +15,7 @@ A file that one run lacks (written before the release that records it) is said s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +29,18 @@ from gspdml.training.run_record import ENVIRONMENT_FILE
 
 
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a.b": leaf}`` of nested mappings and of lists of mappings (keyed by position)."""
+    items: Iterable[tuple[Any, Any]]
     if isinstance(value, Mapping) and value:
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            out.update(_flat(item, f"{prefix}{key}."))
-        return out
-    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
-        out = {}
-        for i, item in enumerate(value):
-            out.update(_flat(item, f"{prefix}{i}."))
-        return out
-    return {prefix.rstrip("."): value}
+        items = value.items()
+    elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        items = enumerate(value)
+    else:
+        return {prefix.rstrip("."): value}
+    out: dict[str, Any] = {}
+    for key, item in items:
+        out.update(_flat(item, f"{prefix}{key}."))
+    return out
 
 
 def _changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:

@@ -40,7 +40,13 @@ from gspdml.errors import ConfigError
 from gspdml.evaluation.clustering import clustering_scores
 from gspdml.evaluation.exact_knn import knn
 from gspdml.evaluation.metric_registry import METRICS, Neighbours
-from gspdml.evaluation.results import Embeddings, LabelsLike, encode_labels, relevant_counts
+from gspdml.evaluation.results import (
+    Embeddings,
+    LabelsLike,
+    drop_excluded,
+    encode_labels,
+    relevant_counts,
+)
 
 #: PML's metric names, in the order its ``get_accuracy`` returns them
 PML_METRICS = (
@@ -155,8 +161,8 @@ class AccuracyCalculator:
             _, indices = knn(q, None, num_k)
         else:
             _, indices = knn(q, r, min(num_k + int(ref_includes_query), len(r)))
-            if ref_includes_query:
-                indices = _without_own_row(indices, num_k)
+            if ref_includes_query:  # PML's rule: the own row dropped where listed, else the last
+                (indices,) = drop_excluded(torch.arange(len(q), device=indices.device), indices)
         n = Neighbours(r_codes[indices.cpu()] == q_codes[:, None], num_relevant)
         cut_r = n.r > num_k
         scores = {
@@ -253,12 +259,3 @@ def _check_reference_starts_with_query(
             "True needs the first len(query) rows of reference (and of reference_labels) to be "
             "the queries (and their labels)",
         )
-
-
-def _without_own_row(indices: torch.Tensor, num_k: int) -> torch.Tensor:
-    """The first ``num_k`` neighbours of each query without its own row i (PML's rule: the row
-    is dropped where listed, else the last neighbour is)."""
-    own = indices == torch.arange(len(indices), device=indices.device)[:, None]
-    own[~own.any(1), -1] = True
-    keep = ~own
-    return indices[keep].view(len(indices), -1)[:, :num_k]

@@ -26,11 +26,9 @@ FreezeBN = Union[bool, Literal["statistics"]]
 class Backbone(nn.Module):
     """Base class; subclasses set ``self.out_channels`` and implement ``forward``.
 
-    :meth:`freeze_batchnorm` implements the ``freeze_bn`` option of the DML recipes (frozen
-    BatchNorm statistics and affine parameters, e.g. powerful-benchmarker's
-    ``freeze_trunk_batchnorm`` and Proxy-Anchor's ``--bn-freeze``; ``statistics``: the running
-    statistics only, as the Metrix code's ``--bn_freeze 1`` leaves them after its warm-up, which
-    sets ``requires_grad`` again on every backbone parameter, the BatchNorm affine ones included).
+    :meth:`freeze_batchnorm` implements ``freeze_bn`` of the DML recipes (powerful-benchmarker's
+    ``freeze_trunk_batchnorm``, Proxy-Anchor's ``--bn-freeze``; ``statistics``: as the Metrix
+    code's ``--bn_freeze 1`` leaves BatchNorm after its warm-up re-enables every gradient).
 
     Args:
         pretrained: ImageNet weights: ``true`` (the published file in
@@ -48,10 +46,9 @@ class Backbone(nn.Module):
     is_frozen: bool = False  # the frozen regime (:meth:`freeze`): nothing of it ever trains
 
     def freeze_batchnorm(self, mode: FreezeBN = True) -> None:
-        """Freeze every BatchNorm layer: running statistics are no longer updated (the layers
-        stay in eval mode, also after ``train()``) and, unless ``mode`` is ``statistics``, the
-        affine ``weight``/``bias`` become buffers, so no optimiser, weight decay or
-        ``requires_grad_(True)`` can change them. State-dict keys are unchanged."""
+        """Freeze every BatchNorm layer: the layers stay in eval mode (also after ``train()``)
+        and, unless ``mode`` is ``statistics``, ``weight``/``bias`` become buffers that no
+        optimiser can change. State-dict keys are unchanged."""
         if mode not in (True, "statistics"):
             raise ValueError(f"freeze_bn must be true, false or statistics, got {mode!r}")
         for module in self.modules():
@@ -78,15 +75,13 @@ class Backbone(nn.Module):
         freeze_bn: FreezeBN = False,
     ) -> None:
         """The options every backbone shares, applied after its layers exist: ``weights`` (the
-        file of a pre-training recipe's weights: a config names the recipe, and
-        :func:`gspdml.training.pretrain.resolve_recipe_weights` turns it into its cached file,
-        training it on first use), ``frozen`` (:meth:`freeze`) and ``freeze_bn``."""
+        file of a pre-training recipe's weights, from
+        :func:`gspdml.training.pretrain.resolve_recipe_weights`), ``frozen`` and ``freeze_bn``."""
         if weights is not None:
             from gspdml.models.pretrained import load_weights, read_recipe_weights
 
-            load_weights(
-                self, read_recipe_weights(weights), source=f"pre-training recipe weights {weights}"
-            )
+            source = f"pre-training recipe weights {weights}"
+            load_weights(self, read_recipe_weights(weights), source=source)
         if frozen:
             self.freeze()
         elif freeze_bn:

@@ -1,28 +1,21 @@
 """BN-Inception (Inception-v2 with batch normalisation), the backbone of the DML benchmarks.
 
-Architecture: Ioffe & Szegedy, "Batch Normalization", ICML 2015, Fig. 5 / Table 1, in the
-Caffe model converted to PyTorch by the ``pretrainedmodels`` package (Cadene), which the DML
-literature uses (powerful-benchmarker, Proxy-Anchor, ProxyNCA; Gürbüz
-thesis §3.2.4 "ImageNet-pretrained BN-Inception"). Layer names follow that conversion, so its
-ImageNet checkpoint ``bn_inception-52deb4733.pth`` loads key for key (the classifier
-``last_linear`` is dropped).
+Architecture: Ioffe & Szegedy, "Batch Normalization", ICML 2015, Fig. 5 / Table 1, as the Caffe
+model converted by the ``pretrainedmodels`` package (Cadene) that the DML literature uses
+(powerful-benchmarker, Proxy-Anchor, ProxyNCA; Gürbüz thesis §3.2.4). Layer names follow that
+conversion, so ``bn_inception-52deb4733.pth`` loads key for key (``last_linear`` is dropped).
 
-Every unit is conv (with bias, as in Caffe) -> BatchNorm -> ReLU. An inception block
-concatenates four branches: 1x1; 1x1 -> 3x3; 1x1 -> 3x3 -> 3x3 ("double"); 3x3 pool -> 1x1
-projection. The two reduction blocks (3c, 4e) have no 1x1 branch, stride 2 in the last 3x3
-of each branch and a stride-2 max-pool passed through without projection. At 224 or 227 px
-the output of block 5b is ``[B, 1024, 7, 7]``.
+Every unit is conv (with bias, as in Caffe) -> BatchNorm -> ReLU. A block concatenates four
+branches: 1x1; 1x1 -> 3x3; 1x1 -> 3x3 -> 3x3; 3x3 pool -> 1x1. The reduction blocks (3c, 4e)
+have no 1x1 branch, stride 2 in each branch's last 3x3 and a stride-2 max-pool without
+projection. At 224 or 227 px block 5b outputs ``[B, 1024, 7, 7]``.
 
-Input. The Caffe weights expect BGR images in [0, 255] minus the mean (104, 117, 128)
-(``pretrainedmodels`` settings; GSP's TF code: "Caffe-style BGR input x255",
-github.com/yetigurbuz/generalized-sum-pooling). gspdml's transforms produce RGB tensors normalised with
-the ImageNet mean/std, so ``input_space="imagenet"`` (default) converts them exactly:
-``bgr255_c = 255 * (x_{2-c} * std_{2-c} + mean_{2-c}) - caffe_mean_c``. ``"rgb01"`` takes RGB in
-[0, 1]; ``"caffe"`` takes already-converted input.
-
-Differences from the converted module: none in the forward pass. (The converted module sets
-BatchNorm ``momentum=0.9``, a Caffe-vs-PyTorch convention slip that would make the running
-statistics follow the last batch; gspdml uses PyTorch's default 0.1. DML recipes freeze BN.)
+Input: the Caffe weights expect BGR in [0, 255] minus the mean (104, 117, 128) (GSP's TF code:
+"Caffe-style BGR input x255", github.com/yetigurbuz/generalized-sum-pooling).
+``input_space="imagenet"`` (default) converts gspdml's ImageNet-normalised RGB exactly:
+``bgr255_c = 255 * (x_{2-c} * std_{2-c} + mean_{2-c}) - caffe_mean_c``; ``"rgb01"`` takes RGB
+in [0, 1], ``"caffe"`` converted input. The forward pass is the converted module's; its
+BatchNorm ``momentum=0.9`` (a Caffe-vs-PyTorch slip) is PyTorch's default 0.1 here.
 """
 
 from __future__ import annotations
@@ -63,11 +56,8 @@ INPUT_SPACES = ("imagenet", "rgb01", "caffe")
 
 @BACKBONES.register("bn_inception", "bninception")
 class BNInception(Backbone):
-    """BN-Inception up to block 5b (before its global 7x7 average pool): ``[B, 1024, h, w]``.
-
-    Options: ``pretrained`` (``true``: ``$TORCH_HOME/hub/checkpoints/bn_inception-52deb4733.pth``;
-    or a file path), ``freeze_bn``, ``input_space`` (``imagenet`` | ``rgb01`` | ``caffe``, see the
-    module docstring).
+    """BN-Inception up to block 5b (before its global 7x7 average pool): ``[B, 1024, h, w]``;
+    ``pretrained: true`` reads ``$TORCH_HOME/hub/checkpoints/bn_inception-52deb4733.pth``.
 
     Args:
         input_space: what the input images are: ``imagenet`` (the datasets' ImageNet normalisation),

@@ -2,14 +2,10 @@
 
 He et al., "Deep Residual Learning", CVPR 2016, §4.2: a 3x3 convolution with 16 filters, then
 3 stages of n basic blocks with 16, 32, 64 filters (stride 2 at the first block of stages 2 and
-3), so depth = 6n + 2 (n = 3: ResNet-20). The GSP thesis uses ResNet-20 (3 stages x 3 blocks)
-for the CIFAR-Collage and zero-shot attribute studies (Gürbüz thesis §5.2.4,
-§5.3.2-5.3.3) and the pre-activation variant "ResNetV2-20" for MNIST in
-Ch. 3 (§3.2.4; He et al., "Identity Mappings in Deep Residual Networks", ECCV 2016: blocks are
-BN-ReLU-conv-BN-ReLU-conv, with a final BN-ReLU after the last stage).
-
-Output: the last stage's map before global pooling, ``[B, 64, H/4, W/4]`` (8x8 at 32 px,
-16x16 for the 64x64 collages).
+3). The GSP thesis uses ResNet-20 for CIFAR-Collage and the zero-shot attribute studies (Gürbüz
+thesis §5.2.4, §5.3.2-5.3.3) and the pre-activation "ResNetV2-20" for MNIST (§3.2.4; He et al.,
+"Identity Mappings in Deep Residual Networks", ECCV 2016: BN-ReLU-conv-BN-ReLU-conv blocks, a
+final BN-ReLU). Output: ``[B, 64, H/4, W/4]`` (8x8 at 32 px, 16x16 for the 64x64 collages).
 """
 
 from __future__ import annotations
@@ -76,11 +72,6 @@ class CifarBlock(nn.Module):
 @BACKBONES.register("resnet20", "cifar_resnet")
 class CifarResNet(Backbone):
     """CIFAR ResNet of depth ``6n+2`` (default 20) with widths ``(16, 32, 64)``.
-
-    Options: ``depth``, ``widths``, ``preact`` (ResNetV2), ``shortcut`` (``projection`` |
-    ``pad``), ``pretrained`` (a file path; there is no published checkpoint to look up),
-    ``freeze_bn``, ``weights`` (a pre-training recipe, e.g. ``resnet20-digits``) and ``frozen``
-    (:meth:`Backbone.finish`).
 
     Args:
         depth: ``6n + 2`` layers (20, 32, 44, 56, ...).

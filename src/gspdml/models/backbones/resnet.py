@@ -83,10 +83,8 @@ def _projection(c_in: int, c_out: int, stride: int) -> Optional[nn.Sequential]:
 class ResNet(Backbone):
     """Stem (7x7/2 conv, BN, ReLU, 3x3/2 max-pool) and four stages of widths 64-512.
 
-    Subclasses fix ``block``, ``depths`` and the torchvision checkpoint names. Options:
-    ``pretrained`` (``true``: the torchvision ImageNet file in ``$TORCH_HOME/hub/checkpoints``;
-    or a path), ``freeze_bn``. Input: RGB normalised with the ImageNet mean/std.
-    """
+    Subclasses fix ``block``, ``depths`` and the torchvision checkpoint names (``pretrained:
+    true``). Input: RGB normalised with the ImageNet mean/std."""
 
     block: ClassVar[type[BasicBlock] | type[Bottleneck]]
     depths: ClassVar[tuple[int, int, int, int]]

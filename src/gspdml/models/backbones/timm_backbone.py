@@ -1,17 +1,12 @@
 """Any timm model as a backbone (optional extra ``timm``): CNN maps or ViT patch tokens.
 
-timm (and torchvision, which timm imports) are imported only when such a backbone is built;
-the rest of gspdml works without them. ``forward_features`` gives the last feature map before
-global pooling for CNNs (``[B, C, h, w]``) and the normalised token sequence for ViTs, from
-which the prefix tokens (CLS, registers) are dropped: ``[B, N, C]`` patch tokens, the input
-SimPool replaces the CLS token with (Psomas thesis, Ch. 3). ``output="map"``
-reshapes ViT tokens to ``[B, C, h, w]`` for consumers that need a spatial map.
-
-Pretrained weights are never fetched from the network here: ``pretrained: true`` looks for the
-model's file in the Hugging Face cache (or the torch-hub cache for models with a plain URL) and
-raises one :class:`~gspdml.models.pretrained.WeightsNotFoundError` naming the file when it is
-absent; ``pretrained: <path>`` loads a local file through timm (which adapts the classifier,
-position embeddings and input channels).
+timm (and torchvision) are imported only when such a backbone is built. ``forward_features``
+gives CNN maps ``[B, C, h, w]``, or ViT tokens from which the prefix tokens (CLS, registers) are
+dropped: ``[B, N, C]``, SimPool's input (Psomas thesis Ch. 3); ``output="map"`` arranges tokens
+as ``[B, C, h, w]``. Weights are never fetched: ``pretrained: true`` looks in the Hugging Face
+(or torch-hub) cache and raises one
+:class:`~gspdml.models.pretrained.WeightsNotFoundError` naming the file; ``pretrained: <path>``
+loads a local file through timm (which adapts classifier, position embeddings, input channels).
 """
 
 from __future__ import annotations
@@ -105,12 +100,8 @@ def cached_timm_weights(timm: ModuleType, model: str, field: str) -> Path:
 
 @BACKBONES.register("timm")
 class TimmBackbone(Backbone):
-    """A timm model without its classifier and global pooling.
-
-    Options: ``model`` (a timm name, e.g. ``resnet50``, ``efficientnet_lite0``,
-    ``vit_small_patch16_224``), ``pretrained`` (true | false | path), ``freeze_bn``, ``output``
-    (``auto``: maps for CNNs, patch tokens for ViTs; ``tokens``; ``map``), ``model_kwargs``
-    (passed to ``timm.create_model``, e.g. ``{img_size: 64}`` or ``{drop_path_rate: 0.1}``).
+    """A timm model without its classifier and global pooling; ``pretrained``: true, false or a
+    path.
 
     Args:
         model: the timm model name (e.g. ``resnet50``, ``vit_small_patch16_224``).
@@ -211,8 +202,6 @@ class ViT(TimmBackbone):
         model_kwargs: Optional[dict[str, Any]] = None,
     ):
         kwargs = dict(model_kwargs or {}, img_size=img_size)
-        if not class_token:
-            kwargs.update(
-                class_token=False, global_pool="avg"
-            )  # timm's pool is unused: features end here
+        if not class_token:  # timm's pool is unused: features end here
+            kwargs.update(class_token=False, global_pool="avg")
         super().__init__(model, in_channels, pretrained, False, output, kwargs)

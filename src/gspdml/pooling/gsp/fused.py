@@ -1,19 +1,16 @@
 """The GSP layer as one autograd function: costs, transport, weights and the weighted sum.
 
 Composed from autograd pieces, the layer reads and writes the ``[B, d, n]`` local features about
-ten times per training step (normalised copies, the costs' products, the weighted sum and the
-gradient of each), which on a small network costs as much as the network itself
-(docs/benchmarks.md). Fused, it touches them a few times forward and backward together, and keeps
-nothing of size ``[B, m, n]`` beyond the costs.
+ten times per step, as much as a small network costs (docs/benchmarks.md); fused, a few times,
+keeping nothing of size ``[B, m, n]`` beyond the costs.
 
-Precision: costs, transport and outputs are float32 (float64 for float64 features) whatever the
-features' dtype, because the costs of near pairs come from a cancelling difference (a bf16
-product would move them by up to 0.1). With bf16 features (an autocast network) the backward's
-two products with the features run in bf16, as autocast runs every other backward product, and
-the feature gradient comes back in bf16; the tests bound the difference to float32 (about 3e-3).
-Elementwise steps avoid the CPU kernels that are slow (comparisons, ``where``, ``exp``; see
-:func:`_positive` and ``transport.LOG2_E``); on float32 CPU tensors the steps from
-``G_rho`` to ``G_cross`` and the norms' sums run in the C kernel of :mod:`gspdml.pooling.gsp.native`.
+Precision: costs, transport and outputs are float32 (float64 for float64 features), since the
+costs of near pairs come from a cancelling difference (bf16 would move them by up to 0.1). With
+bf16 features the backward's two products with the features run in bf16, as autocast runs every
+other backward product (the tests bound the difference to float32, about 3e-3). Elementwise
+steps avoid the slow CPU kernels (comparisons, ``where``, ``exp``: :func:`_positive`,
+``transport.LOG2_E``); on float32 CPU tensors the steps from ``G_rho`` to ``G_cross`` and the
+norms' sums run in the C kernel of :mod:`gspdml.pooling.gsp.native`.
 
 Forward (GSP paper §4, Eq. 4.1 and 4.3; the costs as in :func:`~gspdml.pooling.gsp.layer.prototype_costs`)::
 
@@ -64,9 +61,8 @@ def cost_parts(
     shifted by it; ``sqrt(max(s + S, S)) = sqrt(max(s, 0) + S)``."""
     w_squared, f_squared = prototypes.square().sum(dim=1), _squared_column_norms(features)
     w_scale, f_scale = w_squared.clamp_min(1.0).rsqrt(), f_squared.clamp_min(1.0).rsqrt()
-    scaled_cross = torch.bmm(
-        (prototypes * w_scale[:, None]).expand(features.shape[0], -1, -1), features
-    )  # a_i w_i.f_j
+    scaled_prototypes = (prototypes * w_scale[:, None]).expand(features.shape[0], -1, -1)
+    scaled_cross = torch.bmm(scaled_prototypes, features)  # a_i w_i.f_j
     squared = torch.addcmul(
         f_squared.clamp_max(1.0)[:, None, :], scaled_cross, f_scale[:, None, :], value=-2.0
     )
@@ -93,12 +89,8 @@ def fused_gsp(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(x [B, d], p [B, n], z [B, m])`` of GSP on ``local [B, d, n]``, with the closed-form
     backward above; ``0 < mu < 1``. ``background`` pools with the residual weights
-    ``rho / (1 - mu)`` instead of ``(1/n - rho) / mu``.
-
-    Costs, transport and outputs are computed in float32 (float64 for float64 features). The
-    backward's two products with the features (``G_F`` and ``G_W``) run in the features' own
-    dtype, as autocast runs every other backward product of a bf16/fp16 network; ``G_F`` comes
-    back in that dtype."""
+    ``rho / (1 - mu)`` instead of ``(1/n - rho) / mu``. Precision as in the module docstring;
+    ``G_F`` comes back in the features' dtype."""
     if not 0.0 < mu < 1.0:
         raise ValueError(f"fused_gsp needs 0 < mu < 1, got {mu} (mu = 1 is GAP)")
     # torch leaves ``Function.apply`` unannotated; the forward gives its result's type
@@ -129,9 +121,8 @@ class _FusedGSP(torch.autograd.Function):
         cost, w_squared, f_squared = cost_parts(prototypes.to(work), features)
         log_rho, log_t = solve_log(cost, mu, eps, iters, stop_when_stationary=True)
         weights = pooling_weights(log_rho.exp(), mu, background)
-        vector = torch.bmm(weights.unsqueeze(1), features.transpose(1, 2)).squeeze(
-            1
-        )  # sum_j p_j f_j
+        # sum_j p_j f_j
+        vector = torch.bmm(weights.unsqueeze(1), features.transpose(1, 2)).squeeze(1)
         attributes = transport_plan(cost, eps, log_rho, log_t).sum(dim=2) / mu
         ctx.save_for_backward(
             local, prototypes, cost, log_rho, log_t, weights, w_squared, f_squared
@@ -149,15 +140,13 @@ class _FusedGSP(torch.autograd.Function):
     ) -> tuple[Optional[torch.Tensor], ...]:
         local, prototypes, cost, log_rho, log_t, weights, w_squared, f_squared = ctx.saved_tensors
         mu, eps, background = ctx.options
-        grad_p = (
-            torch.bmm(grad_vector.to(local.dtype).unsqueeze(1), local).squeeze(1).to(cost.dtype)
-        )  # F^T G_x
+        grad_x = grad_vector.to(local.dtype).unsqueeze(1)
+        grad_p = torch.bmm(grad_x, local).squeeze(1).to(cost.dtype)  # F^T G_x
         if grad_weights is not None:
             grad_p = grad_p + grad_weights
         grad_rho = grad_p / (1.0 - mu) if background else -grad_p / mu
-        grad_pi = (
-            None if grad_attributes is None else (grad_attributes / mu).contiguous()
-        )  # constant along features
+        # constant along features
+        grad_pi = None if grad_attributes is None else (grad_attributes / mu).contiguous()
         grad_cross, sums_w, sums_f = cost_gradients(
             cost, log_rho, log_t, grad_rho, grad_pi, w_squared, f_squared, eps
         )
@@ -173,12 +162,10 @@ class _FusedGSP(torch.autograd.Function):
             dim=2,
         )
         right = torch.cat([grad_cross, weights.unsqueeze(1)], dim=1).to(products)
-        norm_term = local * (2.0 * grad_f_squared).to(products).unsqueeze(
-            1
-        )  # same memory layout as local
-        if (
-            local.stride(1) == 1
-        ):  # d contiguous (a channels_last map): build the gradient as [B, n, d]
+        # same memory layout as local
+        norm_term = local * (2.0 * grad_f_squared).to(products).unsqueeze(1)
+        # d contiguous (a channels_last map): build the gradient as [B, n, d]
+        if local.stride(1) == 1:
             grad_local = torch.baddbmm(
                 norm_term.transpose(1, 2), right.transpose(1, 2), left.transpose(1, 2)
             ).transpose(1, 2)

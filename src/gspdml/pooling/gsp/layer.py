@@ -1,8 +1,7 @@
 """Generalized Sum Pooling (GSP; Gürbüz et al., GSP paper §4, Algorithms 2-3; Gürbüz thesis Ch. 5).
 
-GSP is a weighted sum of the local features whose weights come from an entropy-smoothed
-partial transport of the features' uniform mass to ``m`` learnable prototypes
-(:func:`~gspdml.pooling.gsp.transport.partial_transport`)::
+A weighted sum of the local features, weighted by an entropy-smoothed partial transport of their
+uniform mass to ``m`` learnable prototypes (:func:`~gspdml.pooling.gsp.transport.partial_transport`)::
 
     c_ij = || clip(w_i) - clip(f_j) ||_2,   clip(u) = u / max(1, ||u||)    (GSP paper §4.1)
     rho, pi = (P2)(c; mu, eps, iters)                                       (Prop. 4.1)
@@ -11,36 +10,28 @@ partial transport of the features' uniform mass to ``m`` learnable prototypes
 
 ``mu = 1`` gives GAP exactly (Claim 4.1). Variants:
 
-* ``gem_p > 1``: GeMean+GSP of Algorithm 2, ``x = ((1/n) sum_j (n p_j f_j)^p)^(1/p)`` (features
-  clamped at ``1e-6`` before the power, as GeM requires non-negative inputs); ``learn_gem_p``
-  makes ``p`` a learnable scalar (the authors' TF ``use_gemp``: learnable, initialised at 3);
+* ``gem_p > 1``: GeMean+GSP of Algorithm 2, ``x = ((1/n) sum_j (n p_j f_j)^p)^(1/p)`` (clamped
+  at ``1e-6``); ``learn_gem_p`` learns ``p`` (the authors' TF ``use_gemp``, initialised at 3);
 * ``add_max_pool``: the conventional-protocol branch, ``x + max_j f_j``;
-* ``weighting="background"``: pool with the residual weights ``rho_j / (1 - mu)`` (GSP paper
-  App. B.2: the prototypes then act as background representatives).
+* ``weighting="background"``: weights ``rho_j / (1 - mu)`` (GSP paper App. B.2).
 
 Inside the :class:`~gspdml.models.Embedder` the layer also receives the backbone map ``F`` and
-the 1x1 head ``W`` that made ``f = W F`` (``forward(f, source=F, project=W)``). The two variants
-that touch the raw map then follow the authors' TF layer (``GeneralizedSumPooling``):
-``add_max_pool`` adds ``W GMP(F)`` (max before the projection, ``augment_max_pool``), and
-GeMean+GSP pools ``W GeM(n p_j F_j)`` (the weights applied to the raw map, GeM, then the
-projection; ``use_gemp``). The transport weights always come from ``f``. Without ``source`` the
-variants act on ``f`` itself (a standalone layer, or a head that is not a linear map).
+the 1x1 head ``W`` with ``f = W F`` (``forward(f, source=F, project=W)``); as in the authors'
+TF layer, ``add_max_pool`` then adds ``W GMP(F)`` and GeMean+GSP pools ``W GeM(n p_j F_j)``. The
+transport weights always come from ``f``; without ``source`` the variants act on ``f``.
 
-Prototype initialisation (``init="kcenter"``, the authors' TF framework,
-github.com/yetigurbuz/generalized-sum-pooling): during training the layer behaves as GAP (uniform weights,
-zero attributes) for the first ``memory_size`` samples, storing their clip-normalised GAP
-vectors in a buffer; once it is full, greedy k-center over the memory picks the ``m``
-prototypes and the layer switches to transport pooling. The trainer finishes the initialisation
-from the samples seen so far before the first evaluation (:meth:`GSP.finish_initialisation`),
-so no weights are evaluated, selected or saved while the layer still pools as GAP. The memory, its fill count and the
-switch are buffers, so checkpoints and resumed runs keep them. ``init="random"`` starts from
-Glorot-uniform prototypes and pools with transport from the first step.
+``init="kcenter"`` (the authors' TF framework, github.com/yetigurbuz/generalized-sum-pooling):
+in training the layer pools as GAP for the first ``memory_size`` samples, storing their
+clip-normalised GAP vectors; once the memory is full, greedy k-center picks the ``m``
+prototypes. The trainer finishes this before the first evaluation
+(:meth:`GSP.finish_initialisation`). Memory, fill count and switch are buffers, kept by
+checkpoints. ``init="random"``: Glorot-uniform prototypes, transport from the first step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Optional
+from typing import Annotated, Any, Optional
 
 import torch
 from torch import nn
@@ -58,6 +49,7 @@ from gspdml.pooling.base import (
 )
 from gspdml.pooling.gsp.fused import cost_parts, fused_gsp, pooling_weights
 from gspdml.pooling.gsp.transport import BACKWARDS, exporting, partial_transport
+from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE, Interval, OneOf, Refusal
 
 INITS = ("kcenter", "random")
 Linear = Callable[[torch.Tensor], torch.Tensor]
@@ -74,10 +66,8 @@ def prototype_costs(prototypes: torch.Tensor, features: torch.Tensor) -> torch.T
 
 @POOLINGS.register("gsp")
 class GSP(Pooling, LazyInitialised):
-    """Generalized Sum Pooling; see the module docstring for the equations.
-
-    GSP projects each location and then pools (``head_placement = "local"``): its prototypes and
-    transport costs live in the embedding space (GSP paper §4; the TF layer's ``feature_transform``).
+    """Generalized Sum Pooling (module docstring); it projects each location and then pools
+    (``head_placement = "local"``): its costs live in the embedding space (GSP paper §4).
 
     Args:
         in_channels: local feature size ``d`` (supplied by the embedder).
@@ -103,65 +93,47 @@ class GSP(Pooling, LazyInitialised):
     memory_filled: torch.Tensor
     initialized: torch.Tensor
 
+    @classmethod
+    def check_options(
+        cls,
+        *,
+        mu: float,
+        gem_p: float,
+        learn_gem_p: bool,
+        weighting: str,
+        init: str,
+        num_prototypes: int,
+        memory_size: int,
+        **_: Any,
+    ) -> Refusal:
+        """The rules across options, checked before a build (:class:`gspdml.registry.Registry`)."""
+        if learn_gem_p and gem_p == 1.0:
+            return "learn_gem_p", "a learnable GeM power needs GeMean+GSP (gem_p > 1, e.g. 3)"
+        if weighting == "background" and mu >= 1.0:
+            return "weighting", "background weighting needs mu < 1 (at mu = 1 nothing is left over)"
+        if init == "kcenter" and memory_size < num_prototypes:
+            needs = f"k-center needs at least num_prototypes={num_prototypes} samples"
+            return "memory_size", f"{needs}, got {memory_size}"
+        return None
+
     def __init__(
         self,
         in_channels: int,
-        num_prototypes: int = 64,
-        mu: float = 0.3,
-        eps: float = 5.0,
-        iters: int = 100,
-        gem_p: float = 1.0,
+        num_prototypes: Annotated[int, AT_LEAST_1] = 64,
+        mu: Annotated[float, Interval(0, 1, low_open=True, what="the transported fraction")] = 0.3,
+        eps: Annotated[float, Interval(0, low_open=True, what="the entropy weight")] = 5.0,
+        iters: Annotated[int, NON_NEGATIVE] = 100,
+        gem_p: Annotated[float, Interval(1, what="the generalized-mean power")] = 1.0,
         learn_gem_p: bool = False,
         add_max_pool: bool = False,
-        weighting: str = "foreground",
-        init: str = "kcenter",
+        weighting: Annotated[str, OneOf(WEIGHTINGS)] = "foreground",
+        init: Annotated[str, OneOf(INITS)] = "kcenter",
         memory_size: int = 1024,
-        backward: str = "closed_form",
+        backward: Annotated[str, OneOf(BACKWARDS)] = "closed_form",
     ):
         super().__init__(in_channels)
-        if num_prototypes < 1:
-            raise ConfigError(
-                "num_prototypes", f"need at least one prototype, got {num_prototypes}"
-            )
-        if not 0.0 < mu <= 1.0:
-            raise ConfigError("mu", f"the transported fraction must be in (0, 1], got {mu}")
-        if not eps > 0.0:
-            raise ConfigError("eps", f"the entropy weight must be positive, got {eps}")
-        if iters < 0:
-            raise ConfigError("iters", f"must be >= 0, got {iters}")
-        if gem_p < 1.0:
-            raise ConfigError("gem_p", f"the generalized-mean power must be >= 1, got {gem_p}")
-        if learn_gem_p and gem_p == 1.0:
-            raise ConfigError(
-                "learn_gem_p", "a learnable GeM power needs GeMean+GSP (gem_p > 1, e.g. 3)"
-            )
-        if weighting not in WEIGHTINGS:
-            raise ConfigError(
-                "weighting", f"unknown weighting {weighting!r}; allowed: {', '.join(WEIGHTINGS)}"
-            )
-        if weighting == "background" and mu >= 1.0:
-            raise ConfigError(
-                "weighting", "background weighting needs mu < 1 (at mu = 1 nothing is left over)"
-            )
-        if init not in INITS:
-            raise ConfigError(
-                "init", f"unknown initialisation {init!r}; allowed: {', '.join(INITS)}"
-            )
-        if init == "kcenter" and memory_size < num_prototypes:
-            raise ConfigError(
-                "memory_size",
-                f"k-center needs at least num_prototypes={num_prototypes} samples, got {memory_size}",
-            )
-        if backward not in BACKWARDS:
-            raise ConfigError(
-                "backward", f"unknown backward {backward!r}; allowed: {', '.join(BACKWARDS)}"
-            )
-        self.num_prototypes, self.mu, self.eps, self.iters = (
-            num_prototypes,
-            float(mu),
-            float(eps),
-            int(iters),
-        )
+        self.num_prototypes, self.iters = num_prototypes, int(iters)
+        self.mu, self.eps = float(mu), float(eps)
         self.gem_p, self.add_max_pool, self.weighting = float(gem_p), bool(add_max_pool), weighting
         self.init, self.backward = init, backward
         self.gem_power = nn.Parameter(torch.tensor(float(gem_p))) if learn_gem_p else None
@@ -204,18 +176,12 @@ class GSP(Pooling, LazyInitialised):
             # uninitialised layers are refused before export (gspdml.training.load_run)
             initialized = exporting() or self.is_initialised
             if initialized and self._fused():
+                background = self.weighting == "background"
                 vector, weights, attributes = fused_gsp(
-                    local,
-                    self.prototypes.to(work),
-                    self.mu,
-                    self.eps,
-                    self.iters,
-                    self.weighting == "background",
+                    local, self.prototypes.to(work), self.mu, self.eps, self.iters, background
                 )
             else:
-                local = local.to(
-                    work
-                ).contiguous()  # the composed ops run fastest with locations contiguous
+                local = local.to(work).contiguous()  # the composed ops run fastest so
                 if initialized:
                     weights, attributes = self._transport_weights(local)
                 else:
@@ -223,12 +189,8 @@ class GSP(Pooling, LazyInitialised):
                         self._remember(local.mean(dim=2))
                     weights = local.new_full((b, n), 1.0 / n)
                     attributes = local.new_zeros(b, self.num_prototypes)
-                if (
-                    raw is not None
-                    and project is not None
-                    and self.gem_p != 1.0
-                    and self.is_initialised
-                ):
+                gem_of_map = self.gem_p != 1.0 and self.is_initialised
+                if raw is not None and project is not None and gem_of_map:
                     vector = project(self._aggregate(raw.to(work), weights))
                 else:
                     vector = self._aggregate(local, weights)
@@ -254,9 +216,8 @@ class GSP(Pooling, LazyInitialised):
     def _transport_weights(self, local: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         cost = prototype_costs(self.prototypes.to(local.dtype), local)
         rho, pi = partial_transport(cost, self.mu, self.eps, self.iters, backward=self.backward)
-        return pooling_weights(rho, self.mu, self.weighting == "background"), pi.sum(
-            dim=2
-        ) / self.mu
+        weights = pooling_weights(rho, self.mu, self.weighting == "background")
+        return weights, pi.sum(dim=2) / self.mu
 
     def _aggregate(self, local: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """``sum_j p_j f_j`` (or its GeM form) of ``local [B, d, n]`` with weights ``[B, n]``."""
@@ -264,9 +225,7 @@ class GSP(Pooling, LazyInitialised):
             return (local * weights.unsqueeze(1)).sum(dim=2)
         n = local.shape[2]
         p = self.gem_power.to(local.dtype) if self.gem_power is not None else self.gem_p
-        scaled = (n * weights.to(local.dtype)).unsqueeze(
-            1
-        ) * local  # (1 - n rho)/mu * f, Algorithm 2
+        scaled = (n * weights.to(local.dtype)).unsqueeze(1) * local  # (1 - n rho)/mu f, Alg. 2
         return scaled.clamp_min(1e-6).pow(p).mean(dim=2).pow(1.0 / p)
 
     @torch.no_grad()
@@ -281,10 +240,8 @@ class GSP(Pooling, LazyInitialised):
 
     @property
     def is_initialised(self) -> bool:
-        """False while a k-center layer still pools as GAP (its memory is not full yet). The
-        flag is a buffer (saved with the weights, on the model's device); it is read from the
-        device only when the buffer changed (moved, loaded, filled: its version), so a training
-        step on a GPU does not wait for it."""
+        """False while a k-center layer still pools as GAP. The flag is a buffer, read from the device
+        only when its version changed, so a GPU training step does not wait for it."""
         flag = self.initialized
         key = (id(flag), flag.data_ptr(), flag._version)
         if self._initialised_read is None or self._initialised_read[0] != key:
@@ -302,9 +259,9 @@ class GSP(Pooling, LazyInitialised):
 
     @torch.no_grad()
     def finish_initialisation(self) -> int:
-        """Pick the prototypes now from the samples remembered so far (the trainer calls this
-        before weights are first evaluated or saved, so no GAP-pooling GSP is ever selected or
-        shipped); returns the number of samples used (0 when already initialised)."""
+        """Pick the prototypes from the samples remembered so far (the trainer calls this before weights
+        are first evaluated or saved); returns the number of samples used (0 when already initialised).
+        """
         if self.is_initialised:
             return 0
         filled = int(self.memory_filled)

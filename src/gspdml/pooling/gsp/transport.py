@@ -1,55 +1,47 @@
 """Entropy-smoothed partial optimal transport, the solver inside Generalized Sum Pooling.
 
-Problem (P2) of the GSP paper (§4.2; Gürbüz thesis (P2) in §5.2.2, whose third
-constraint is misprinted as sum_i pi_ij = mu): for a cost ``c`` (``m`` prototypes x ``n`` features), a transport ratio
-``mu`` and an inverse temperature ``eps``,
+Problem (P2) of the GSP paper (§4.2; Gürbüz thesis §5.2.2, whose third constraint is misprinted
+as sum_i pi_ij = mu), for a cost ``c`` (``m`` prototypes x ``n`` features), a transport ratio
+``mu`` and an inverse temperature ``eps``::
 
     min_{rho, pi >= 0}  sum_ij c_ij pi_ij + (1/eps) (sum_ij pi_ij log pi_ij + sum_j rho_j log rho_j)
     s.t.  rho_j + sum_i pi_ij = 1/n  (every j),   sum_ij pi_ij = mu.
 
 ``rho`` is the residual (discarded) mass of each feature, ``pi`` the transported mass.
 
-Forward: the fixed point of Proposition 4.1 (GSP paper §4.2, proof in App. A.2),
-started from ``t = 1``::
+Forward: the fixed point of Proposition 4.1 (GSP paper §4.2, App. A.2), from ``t = 1``::
 
     rho <- (1/n) / (1 + t K^T 1_m),    t <- mu / (1_m^T K rho),    K = exp(-eps c),
     pi  = t K Diag(rho).
 
-Only the column sums ``s = K^T 1_m`` enter the loop, so it runs on ``[B, n]`` vectors. It is run
-in the log domain (``log s_j = logsumexp_i(-eps c_ij)``, ``log t`` and ``log rho``), so it stays
-finite for any ``eps`` (a plain ``exp(-eps c)`` underflows in float32 for ``eps c > 87``). After
-``iters`` updates one extra ``(rho, t)`` update is made, as in the authors' code
-(github.com/yetigurbuz/generalized-sum-pooling), so that ``sum pi = mu`` holds to rounding and ``iters = 0``
-is still a valid (one-step) solve. The closed-form path stops before ``iters`` once the
-iterates are stationary at working precision (same result up to rounding, see :func:`solve_log`).
-Without autograd through the loop, contiguous float32 CPU costs go to the C kernel of
-:mod:`gspdml.pooling.gsp.native` (the same iteration; the torch code dispatches ~6 small operations
-per iteration; the measured cost is in docs/benchmarks.md).
+Only the column sums ``s = K^T 1_m`` enter the loop, which runs in the log domain (finite for
+any ``eps``; ``exp(-eps c)`` underflows in float32 for ``eps c > 87``). One extra ``(rho, t)``
+update follows the ``iters`` ones, as in the authors' code
+(github.com/yetigurbuz/generalized-sum-pooling): ``sum pi = mu`` to rounding, and ``iters = 0``
+is a one-step solve. The closed-form path may stop early (:func:`solve_log`). Without autograd,
+contiguous float32 CPU costs go to the C kernel of :mod:`gspdml.pooling.gsp.native` (the same
+iteration; docs/benchmarks.md).
 
-Backward: the closed form of Proposition 4.2 (GSP paper §4.2, proof in App. A.3) with the
-misprints of Gürbüz thesis Prop. 5.2.2 corrected (prefactor -eps, not -gamma; q sums over prototypes)::
+Backward: Proposition 4.2 (GSP paper §4.2, App. A.3), with the misprints of Gürbüz thesis
+Prop. 5.2.2 corrected (prefactor -eps, not -gamma; q sums over prototypes)::
 
     q     = rho * G_rho + (pi * G_pi)^T 1_m
     eta   = (rho * G_rho)^T 1_n - n q^T rho
     kappa = 1 - mu - n rho^T rho
     dL/dc = -eps (pi * G_pi - n pi Diag(q - (eta / kappa) rho))
 
-``eta`` and ``kappa`` both vanish in the LP limit (large ``eps``: ``rho_j`` in ``{0, 1/n}``) and
-near ``mu = 1``, where the printed forms cancel catastrophically. Using the constraints
-``1 - n rho_j = n sigma_j`` and ``sum_j rho_j = 1 - mu`` (``sigma_j = sum_i pi_ij``), they are
-computed as sums of non-negative weights ``rho_j pi_ij``::
+``eta`` and ``kappa`` vanish in the LP limit and near ``mu = 1``, where these forms cancel. With
+``1 - n rho_j = n sigma_j`` and ``sum_j rho_j = 1 - mu`` (``sigma_j = sum_i pi_ij``) they are sums
+of non-negative weights::
 
     kappa = n sum_ij rho_j pi_ij,     eta = n sum_ij rho_j pi_ij (G_rho_j - G_pi_ij),
 
-so ``eta / kappa`` is a weighted mean of ``G_rho - G_pi`` (identical at the solution, stable
-everywhere). The backward keeps only the cost it was given and the ``[B, n]`` vector ``log rho``
-and scalar ``log t`` of the solution, and recomputes ``pi = t K Diag(rho)`` from them with the
-same operations as the forward (so bit for bit the same ``pi``): its memory does not grow with
-``iters`` and adds no ``[B, m, n]`` tensor to what the caller already holds.
+so ``eta / kappa`` is a weighted mean of ``G_rho - G_pi``, stable everywhere. The backward keeps
+the cost, ``log rho`` and ``log t`` and recomputes ``pi`` with the forward's operations (bit for
+bit the same): its memory does not grow with ``iters``.
 
-``mu = 1`` is the GAP case (GSP paper §4.1, Claim 4.1): ``rho = 0`` and the limit of (P2) is
-``pi_ij = (1/n) softmax_i(-eps c_ij)`` (the "ZSP w/o GSP" row of Gürbüz thesis Table 5.3, where the
-iteration converges slowly); it is solved directly.
+``mu = 1`` is the GAP case (GSP paper §4.1, Claim 4.1), solved directly: ``rho = 0`` and
+``pi_ij = (1/n) softmax_i(-eps c_ij)`` (the "ZSP w/o GSP" row of Gürbüz thesis Table 5.3).
 """
 
 from __future__ import annotations
@@ -69,10 +61,9 @@ STATIONARY_CHECK_EVERY = 5  # iterations between convergence checks of the close
 # exp(x) is computed as exp2(x log2 e): in torch 2.13's CPU kernels exp2 is vectorised and exp is
 # not (timed by benchmarks/cpu_kernels.py, docs/benchmarks.md); the scale folds into an add.
 LOG2_E = 1.0 / math.log(2.0)
-# The t-iterates move monotonically from t = 1 to the fixed point, where max_j sigmoid(a_j) >= mu
-# (sum_j sigmoid(a_j) = mu n). So if max_j a_j > -80 at t = 1, it stays above min(-80, logit mu)
-# and sum_j sigmoid(a_j) >= sigmoid(-80) ~ 1.8e-35 cannot underflow in float32: the loop may sum
-# sigmoids directly (3 fast ops) instead of a log-sum-exp of log-sigmoids (slower, docs/benchmarks.md).
+# The t-iterates move monotonically from t = 1 to the fixed point, where max_j sigmoid(a_j) >= mu;
+# so if max_j a_j > -80 at t = 1, sum_j sigmoid(a_j) >= sigmoid(-80) ~ 1.8e-35 cannot underflow in
+# float32, and the loop sums sigmoids directly (faster than log-sigmoids, docs/benchmarks.md).
 PLAIN_SUM_FLOOR = -80.0
 
 
@@ -96,8 +87,7 @@ def partial_transport(
     """
     _check(mu, eps, iters, backward)
     squeeze = cost.dim() == 2
-    if squeeze:
-        cost = cost.unsqueeze(0)
+    cost = cost.unsqueeze(0) if squeeze else cost
     if cost.dim() != 3:
         raise ValueError(f"partial_transport expects cost [B, m, n], got shape {tuple(cost.shape)}")
     with torch.autocast(device_type=cost.device.type, enabled=False):
@@ -157,9 +147,7 @@ def log_kernel_column_sums(cost: torch.Tensor, eps: float) -> torch.Tensor:
     """``log s_j = log sum_i exp(-eps c_ij)`` ``[B, n]``, shifted by the smallest cost of each
     column so that the largest term is ``2^0`` (no underflow of the whole column for any eps)."""
     low = cost.amin(dim=1, keepdim=True)  # [B, 1, n]
-    shifted = _exp2_(
-        torch.add(low * (eps * LOG2_E), cost, alpha=-eps * LOG2_E)
-    )  # exp(-eps (c - low))
+    shifted = _exp2_(torch.add(low * (eps * LOG2_E), cost, alpha=-eps * LOG2_E))  # e^(-eps(c-low))
     return shifted.sum(dim=1).log_().sub_(low.squeeze(1), alpha=eps)
 
 
@@ -176,14 +164,10 @@ def solve_log(
     """``(log rho [B, n], log t [B, 1])`` at the fixed point of Proposition 4.1.
 
     With ``a_j = log t + log s_j`` the updates read ``rho_j = (1/n) sigmoid(-a_j)`` and
-    ``t <- mu / sum_j s_j rho_j = t mu n / sum_j sigmoid(a_j)``, so the loop only carries
-    ``log t`` and ``rho`` is formed once, from the ``t`` before the last update.
-
-    ``stop_when_stationary`` (used by the closed-form path, whose gradient is that of the fixed
-    point anyway) ends the loop early once an update moves ``log t`` by no more than a few
-    rounding units: the iterates are then stationary at working precision, and the remaining
-    iterations would return the same ``(rho, pi)`` up to rounding. ``iters`` is then a maximum.
-    """
+    ``t <- t mu n / sum_j sigmoid(a_j)``: the loop carries ``log t`` only, and ``rho`` is formed once,
+    from the ``t`` before the last update. ``stop_when_stationary`` (the closed-form path, whose
+    gradient is the fixed point's anyway) stops once an update moves ``log t`` by a few rounding
+    units at most: ``iters`` is then a maximum, the result the same up to rounding."""
     if native.eligible(cost) and not exporting() and native.library() is not None:
         solved = solve_log_native(cost, mu, eps, iters, stop_when_stationary)
         if solved is not None:
@@ -279,9 +263,8 @@ def closed_form_cost_gradient(
     ``[B, m, 1]`` when it is constant along the features, or ``None`` (no gradient reaches pi)."""
     n = rho.shape[-1]
     weighted = None if grad_pi is None else pi * grad_pi  # pi * G_pi, [B, m, n]
-    column = (
-        torch.zeros_like(rho) if weighted is None else weighted.sum(dim=1)
-    )  # (pi * G_pi)^T 1_m, [B, n]
+    # (pi * G_pi)^T 1_m, [B, n]
+    column = torch.zeros_like(rho) if weighted is None else weighted.sum(dim=1)
     sigma = pi.sum(dim=1)  # transported mass per feature, [B, n]
     q = rho * grad_rho + column
     # eta / kappa = sum_j rho_j (sigma_j G_rho_j - column_j) / sum_j rho_j sigma_j
@@ -320,14 +303,10 @@ class _PartialTransport(torch.autograd.Function):
 def partial_transport_lp(cost: torch.Tensor, mu: float) -> tuple[torch.Tensor, torch.Tensor]:
     """The linear program (P1) (GSP paper §4.1; Gürbüz thesis App. B.1), solved in closed form.
 
-    (P1) is a fractional knapsack: each feature ``j`` can ship at most ``1/n`` at unit cost
-    ``min_i c_ij`` (to its nearest prototype), and ``mu`` must be shipped in total. So the
-    ``floor(n mu)`` cheapest features ship their whole mass, the next one the remainder, and
-    the rest nothing (GSP paper §4.1, (P1)). Ties go to the lower index. Not
-    differentiable; for tests, toys and the ``eps -> inf`` limit.
-
-    Returns ``(rho [B, n], pi [B, m, n])`` like :func:`partial_transport`.
-    """
+    (P1) is a fractional knapsack: feature ``j`` ships at most ``1/n`` at unit cost ``min_i c_ij``
+    and ``mu`` is shipped in total, so the ``floor(n mu)`` cheapest features ship their whole mass,
+    the next the remainder (ties to the lower index). Not differentiable; for tests, toys and the
+    ``eps -> inf`` limit. Returns ``(rho [B, n], pi [B, m, n])`` like :func:`partial_transport`."""
     if not 0.0 <= float(mu) <= 1.0:
         raise ConfigError("mu", f"the transported fraction must be in [0, 1], got {mu}")
     squeeze = cost.dim() == 2
@@ -338,9 +317,8 @@ def partial_transport_lp(cost: torch.Tensor, mu: float) -> tuple[torch.Tensor, t
     rank = torch.empty_like(order)
     rank.scatter_(1, order, torch.arange(n, device=cost.device).expand(b, n))
     # mass shipped by the feature of rank r: 1/n for r < floor(n mu), the remainder at r = floor(n mu)
-    shipped_by_rank = (mu - torch.arange(n, dtype=cost.dtype, device=cost.device) / n).clamp(
-        0.0, 1.0 / n
-    )
+    ranks = torch.arange(n, dtype=cost.dtype, device=cost.device)
+    shipped_by_rank = (mu - ranks / n).clamp(0.0, 1.0 / n)
     shipped = shipped_by_rank[rank]  # [B, n]
     pi = torch.zeros_like(cost)
     pi.scatter_(1, best_proto.unsqueeze(1), shipped.unsqueeze(1))

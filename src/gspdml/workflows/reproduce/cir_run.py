@@ -12,13 +12,11 @@ of ``gspdml cir --model``, replacing the rows' CLIP / RemoteCLIP), its local ``w
 ``vocabulary`` (default ``DIR/open_image_v7_class_names.csv``), Table 4.5's external visual
 ``memory``, the ``device``, ``batch_size`` and the feature ``cache``.
 
-Results. A row runs one evaluation per benchmark; each is stored in
-``<output_dir>/cir/<benchmark>/<method>-<key>.json`` (atomically), ``key`` hashing every setting
-that decides its numbers (:meth:`CirEvaluation.settings`; the ``weights``, vocabulary and memory
-files by their content hash, so a file replaced under the same name is evaluated again), so a
-second call, or another table
-with the same evaluation (Table 4.2's rows are Table 4.1's ImageNet-R evaluations, Table 4.5's
-Database row Table 4.1's FreeDom), reuses it. A column reads the row's :func:`summarise`.
+Results. A row runs one evaluation per benchmark, stored in
+``<output_dir>/cir/<benchmark>/<method>-<key>.json``, ``key`` hashing
+:meth:`CirEvaluation.settings` (files by their content), so a second call or another table with
+the same evaluation (Table 4.2's rows are Table 4.1's ImageNet-R evaluations) reuses it. A
+column reads the row's :func:`summarise`.
 """
 
 from __future__ import annotations
@@ -38,9 +36,10 @@ from gspdml.cir.vl_model import VisionLanguageEncoder
 from gspdml.data.cache import cache_key
 from gspdml.errors import ConfigError
 from gspdml.workflows.reproduce.cir_spec import CirSpec
-from gspdml.workflows.reproduce.registry import Row, Table, select_rows
+from gspdml.workflows.reproduce.registry import Table, select_rows
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
+    EvaluationPlan,
     Ours,
     content_of,
     evaluation_payload,
@@ -162,16 +161,8 @@ class CirEvaluation:
         return domain_dataset_protocol(self.benchmark, self.folder)
 
 
-@dataclass(frozen=True)
-class CirRowPlan:
-    """A row as it would run: its evaluations (none for a missing row)."""
-
-    row: Row
-    evaluations: tuple[CirEvaluation, ...] = ()
-
-    @property
-    def runnable(self) -> bool:
-        return bool(self.evaluations)
+#: a row of the table with its evaluations
+CirRowPlan = EvaluationPlan[CirEvaluation]
 
 
 def plan_cir(

@@ -23,7 +23,7 @@ from typing import Optional
 
 from gspdml.cir.evaluation import CirMethod
 from gspdml.workflows.reproduce.cir_spec import CirSpec
-from gspdml.workflows.reproduce.registry import Column, Reported, Row, Table
+from gspdml.workflows.reproduce.registry import Column, Row, Table, printed
 
 OTHERS = "a competitor the thesis ran or quoted; not implemented here"
 FREEDOM_VARIANT_BASELINES = (
@@ -41,6 +41,14 @@ CHAPTER_4 = {
 }
 CHAPTER_5 = {"Text": "text", "Image": "image", "Text&Image": "average", "WeiCom": "weicom"}
 MODELS = {"CLIP": "clip", "RemoteCLIP": "remoteclip"}
+
+
+def _table(
+    key: str, title: str, columns: tuple[Column, ...], rows: tuple[Row, ...], notes: str = ""
+) -> Table:
+    """The ``cir`` table ``key`` (``freedom-table4.1``: Psomas thesis Table 4.1)."""
+    citation = f"Psomas thesis, Table {key.partition('-table')[2]}"
+    return Table(key, title, citation, "cir", columns, rows, notes=notes)
 
 
 def _sources(**labels: str) -> tuple[Column, ...]:
@@ -84,9 +92,7 @@ def _rows(
     rows = []
     for line in text.strip().splitlines():
         label, *cells = line.split()
-        if len(cells) != len(columns):
-            raise ValueError(f"{label}: {len(cells)} cells for {len(columns)} columns")
-        paper = {c.title: r for c, r in zip(columns, map(Reported.parse, cells)) if r is not None}
+        paper = printed(columns, cells, label)
         spec = _spec(f"{model}/{label}" if model else label, benchmark, chapter)
         if spec is not None:
             rows.append(Row(label, dataset, paper, cir=spec))
@@ -103,11 +109,9 @@ _NICO = _sources(AUT="autumn", DIM="dim", GRA="grass", OUT="outdoor", ROC="rock"
 _LTLL = _sources(TODAY="New", ARCHIVE="Old")
 _UNION = tuple({c.title: c for c in (*_IMAGENET_R, *_MINIDN, *_NICO, *_LTLL)}.values())
 
-FREEDOM_TABLE_4_1 = Table(
+FREEDOM_TABLE_4_1 = _table(
     "freedom-table4.1",
     "Domain conversion mAP (%) per source domain: ImageNet-R, MiniDomainNet, NICO++, LTLL",
-    "Psomas thesis, Table 4.1",
-    "cir",
     _UNION,
     _rows(
         """
@@ -210,11 +214,9 @@ _RECALLS = tuple(
     for title, group in _TARGETS.items()
     for k in (10, 50)
 )
-FREEDOM_TABLE_4_2 = Table(
+FREEDOM_TABLE_4_2 = _table(
     "freedom-table4.2",
     "ImageNet-R Recall@k (%), source domain PHOTO",
-    "Psomas thesis, Table 4.2",
-    "cir",
     _RECALLS,
     _rows(
         """
@@ -256,16 +258,13 @@ _NO_EXPANSION = CirMethod("freedom", variant="L")  # NN-inversion, late fusion (
 
 
 def _memory_row(label: str, cells: str, method: CirMethod, memory: str) -> Row:
-    paper = {c.title: Reported.parse(v) for c, v in zip(_MEMORY, cells.split())}
     spec = CirSpec(method, _EVERY_BENCHMARK, memory=memory)
-    return Row(label, "all", {k: v for k, v in paper.items() if v is not None}, cir=spec)
+    return Row(label, "all", printed(_MEMORY, cells.split(), label), cir=spec)
 
 
-FREEDOM_TABLE_4_5 = Table(
+FREEDOM_TABLE_4_5 = _table(
     "freedom-table4.5",
     "Impact of the visual memory: FreeDom mAP (%) per dataset",
-    "Psomas thesis, Table 4.5",
-    "cir",
     _MEMORY,
     (
         _memory_row("NoMemory", "27.96 25.75 32.05 23.19 30.83", _NO_EXPANSION, "database"),
@@ -284,20 +283,14 @@ FREEDOM_TABLE_4_5 = Table(
 _PER_DATASET = (*_MEMORY[1:], _MEMORY[0])
 
 
-def _printed(columns: tuple[Column, ...], cells: str) -> dict[str, Reported]:
-    """The printed numbers of one line of cells, in the order of ``columns`` ("–": none)."""
-    parsed = {c.title: Reported.parse(v) for c, v in zip(columns, cells.split())}
-    return {title: value for title, value in parsed.items() if value is not None}
-
-
-def _settings_rows(printed: str, method: Callable[[str], Optional[CirMethod]]) -> tuple[Row, ...]:
+def _settings_rows(text: str, method: Callable[[str], Optional[CirMethod]]) -> tuple[Row, ...]:
     """``LABEL ImageNet-R MiniDn NICO++ LTLL Avg`` lines; ``method(label)`` is the row's FreeDom
     setting (None: a method not implemented here). Each runnable row evaluates on the four
     benchmarks with the database as visual memory."""
     rows = []
-    for line in printed.strip().splitlines():
-        label, cells = line.split(maxsplit=1)
-        paper = _printed(_PER_DATASET, cells)
+    for line in text.strip().splitlines():
+        label, *cells = line.split()
+        paper = printed(_PER_DATASET, cells, label)
         chosen = method(label)
         if chosen is None:
             rows.append(Row(label, "all", paper, missing=OTHERS))
@@ -312,11 +305,9 @@ def _k_n(label: str) -> CirMethod:
     return CirMethod(k=k, n=n)
 
 
-FREEDOM_TABLE_4_3 = Table(
+FREEDOM_TABLE_4_3 = _table(
     "freedom-table4.3",
     "FreeDom: number k of proxy images vs number n of words per proxy, mAP (%)",
-    "Psomas thesis, Table 4.3",
-    "cir",
     _PER_DATASET,
     _settings_rows(
         """
@@ -374,7 +365,7 @@ def _m_component(label: str) -> CirMethod | None:
 def _table_4_4() -> tuple[Row, ...]:
     """The rotated Table 4.4 as one line per (component, m): per component, the m = 1, 3, 7,
     10, 15 cells of ImageNet-R, MiniDn, NICO++, LTLL and the average."""
-    printed = {  # component -> dataset -> the five m cells
+    by_component = {  # component -> dataset -> the five m cells
         "SRL": ["9.3 8.9 8.5 8.4 10.2", "24.3 24.2 22.7 21.9 20.8", "15.9 15.9 16.0 16.0 13.7",
                 "28.4 28.2 27.5 26.5 26.2", "19.5 19.3 18.7 18.2 17.7"],
         "E": ["26.2 24.2 17.5 15.1 –", "30.2 31.5 26.2 23.0 –", "19.3 16.3 12.2 11.1 –",
@@ -389,18 +380,16 @@ def _table_4_4() -> tuple[Row, ...]:
                 "22.0 29.1 33.1 33.9 33.7", "26.9 30.6 31.6 31.5 31.0"],
     }  # fmt: skip
     lines = []
-    for component, per_dataset in printed.items():
+    for component, per_dataset in by_component.items():
         columns = [cells.split() for cells in per_dataset]
         for i, m in enumerate((1, 3, 7, 10, 15)):
             lines.append(f"{component}/m={m} " + " ".join(c[i] for c in columns))
     return _settings_rows("\n".join(lines), _m_component)
 
 
-FREEDOM_TABLE_4_4 = Table(
+FREEDOM_TABLE_4_4 = _table(
     "freedom-table4.4",
     "FreeDom: number m of text labels vs the method's components, against SEARLE, mAP (%)",
-    "Psomas thesis, Table 4.4",
-    "cir",
     _PER_DATASET,
     _table_4_4(),
     notes=(
@@ -421,19 +410,12 @@ NO_ORACLE = (
     "the oracle text labels of §4.4.7 (the query's class name added to the m labels, or the "
     "source domain's name added as a distractor) are not implemented in gspdml.cir.freedom"
 )
-FREEDOM_TABLE_4_6 = Table(
+FREEDOM_TABLE_4_6 = _table(
     "freedom-table4.6",
     "FreeDom oracle: mAP gain from the object name, loss from the domain name in the labels",
-    "Psomas thesis, Table 4.6",
-    "cir",
     _ORACLE,
     tuple(
-        Row(
-            "Oracle",
-            dataset,
-            _printed(_ORACLE, cells),
-            missing=NO_ORACLE,
-        )
+        Row("Oracle", dataset, printed(_ORACLE, cells.split(), dataset), missing=NO_ORACLE)
         for dataset, cells in (
             ("imagenet-r", "0.72 1.16 -4.30 -1.64"),
             ("nico++", "0.21 0.40 -0.66 -1.29"),
@@ -454,19 +436,12 @@ NO_GENERIC_READERS = (
     "no reader for the Fashion-IQ, CIRR and CIRCO releases and no metric of theirs (gspdml.cir "
     "reads the domain-conversion benchmarks and PatternCom only)"
 )
-FREEDOM_TABLE_4_7 = Table(
+FREEDOM_TABLE_4_7 = _table(
     "freedom-table4.7",
     "Composed image retrieval beyond domain conversion: mAP (%) on Fashion-IQ, CIRR, CIRCO",
-    "Psomas thesis, Table 4.7",
-    "cir",
     _GENERIC,
     tuple(
-        Row(
-            label,
-            "generic",
-            _printed(_GENERIC, cells),
-            missing=NO_GENERIC_READERS,
-        )
+        Row(label, "generic", printed(_GENERIC, cells.split(), label), missing=NO_GENERIC_READERS)
         for label, cells in (
             ("Text+Image(N)", "6.77 18.84 10.61"),
             ("TextxImage", "10.58 24.42 10.92"),
@@ -481,11 +456,9 @@ FREEDOM_TABLE_4_7 = Table(
 )
 
 _ATTRIBUTES = _attributes("Color", "Context", "Density", "Existence", "Quantity", "Shape")
-WEICOM_TABLE_5_2 = Table(
+WEICOM_TABLE_5_2 = _table(
     "weicom-table5.2",
     "Attribute-modification mAP (%) on PatternCom, CLIP and RemoteCLIP ViT-L/14",
-    "Psomas thesis, Table 5.2",
-    "cir",
     _ATTRIBUTES,
     _rows(
         """
@@ -506,11 +479,9 @@ WEICOM_TABLE_5_2 = Table(
         5,
     ),
 )
-WEICOM_TABLE_5_3 = Table(
+WEICOM_TABLE_5_3 = _table(
     "weicom-table5.3",
     "Effect of lambda, WeiCom with RemoteCLIP, mAP (%) on PatternCom",
-    "Psomas thesis, Table 5.3",
-    "cir",
     _ATTRIBUTES,
     _rows(
         """

@@ -19,11 +19,9 @@ holding the released files under their published names (each row finds its own),
 ``--rows``); ``device``, ``batch_size``, ``resize`` and ``crop``.
 
 Results. Each (row, dataset) evaluation is stored in
-``<output_dir>/frozen/<dataset>/<checkpoint stem>-<pooling>-<key>.json``, ``key`` hashing every
-setting that decides its numbers (:meth:`FrozenEvaluation.settings`: the checkpoint by its
-content hash, so a file replaced by another of the same size is evaluated again), so a second
-call reuses it. A stored result is checked when read (its fields and ranges); a bad one is
-evaluated again, with a line on stderr.
+``<output_dir>/frozen/<dataset>/<checkpoint stem>-<pooling>-<key>.json``, ``key`` hashing
+:meth:`FrozenEvaluation.settings` (the checkpoint by its content), and reused when checked valid
+(:func:`~gspdml.workflows.reproduce.report.stored_result`).
 """
 
 from __future__ import annotations
@@ -39,6 +37,7 @@ from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
 from gspdml.workflows.reproduce.registry import Row, Table, select_rows
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
+    EvaluationPlan,
     Ours,
     content_of,
     evaluation_payload,
@@ -144,16 +143,8 @@ class FrozenEvaluation:
         return READERS.build(spec, "data.dataset", seed=0).test
 
 
-@dataclass(frozen=True)
-class FrozenRowPlan:
-    """A row as it would run: its evaluations (none for a missing row)."""
-
-    row: Row
-    evaluations: tuple[FrozenEvaluation, ...] = ()
-
-    @property
-    def runnable(self) -> bool:
-        return bool(self.evaluations)
+#: a row of the table with its evaluations
+FrozenRowPlan = EvaluationPlan[FrozenEvaluation]
 
 
 def _recall_at(table: Table, row: Row) -> tuple[int, ...]:

@@ -9,7 +9,7 @@ CUB200 and Cars196, R@1, 10, 100 on SOP and R@1, 10, 20 on In-Shop; the ablation
 
 from __future__ import annotations
 
-from gspdml.workflows.reproduce.registry import Row, Table, grid, recall_columns
+from gspdml.workflows.reproduce.registry import Column, Row, Table, grid, recall_columns
 
 COLUMNS = recall_columns(1, 2, 4, 10, 20, 100)
 BLOCKS = (
@@ -34,9 +34,17 @@ MISSING = {
 }
 
 
-def _blocks(text: str) -> tuple[Row, ...]:
-    """Rows of a Table 2.3-style text: ``LABEL KEY`` and 12 cells (CUB200 and Cars196 R@1, 2, 4;
-    SOP R@1, 10, 100; In-Shop R@1, 10, 20), split into the per-dataset column sets."""
+def _table(
+    number: str, title: str, columns: tuple[Column, ...], rows: tuple[Row, ...], notes: str
+) -> Table:
+    """Psomas thesis Table ``number``, run by the conventional protocol (module doc)."""
+    key, citation = f"metrix-table{number}", f"Psomas thesis, Table {number}"
+    return Table(key, title, citation, "conventional", columns, rows, notes=notes)
+
+
+def _blocks(number: str, title: str, text: str, notes: str) -> Table:
+    """Table 2.3-style text: ``LABEL KEY`` and 12 cells (CUB200 and Cars196 R@1, 2, 4; SOP R@1,
+    10, 100; In-Shop R@1, 10, 20), split into the per-dataset column sets."""
     rows: list[Row] = []
     lines = [line.split() for line in text.strip().splitlines()]
     start = 0
@@ -47,17 +55,13 @@ def _blocks(text: str) -> tuple[Row, ...]:
         )
         rows += grid(part, datasets, columns, "{key}", MISSING)
         start += width
-    return tuple(rows)
+    return _table(number, title, COLUMNS, tuple(rows), notes)
 
 
-METRIX_TABLE_2_3 = Table(
-    "metrix-table2.3",
+METRIX_TABLE_2_3 = _blocks(
+    "2.3",
     "Improving the state of the art with Metrix, ResNet-50, d = 512",
-    "Psomas thesis, Table 2.3",
-    "conventional",
-    COLUMNS,
-    _blocks(
-        """
+    """
         Triplet                   triplet                             63.5 75.6 84.4 77.3 85.4 90.8 70.5 85.6 94.3 85.3 96.6 97.8
         LiftedStructure           lifted                              65.9 75.8 84.5 81.4 88.3 92.4 76.1 88.6 95.2 88.6 97.6 98.4
         ProxyNCA                  proxynca                            65.2 75.6 83.8 81.2 87.9 92.6 73.2 87.0 94.4 86.2 95.9 97.0
@@ -83,19 +87,14 @@ METRIX_TABLE_2_3 = Table(
         ProxyNCA+++Metrix/input   =metrix-{dataset}-pnca-input        69.7 79.9 88.3 87.5 92.9 96.0 80.9 92.2 96.9 91.4 98.1 98.8
         ProxyNCA+++Metrix         =metrix-{dataset}-pnca              70.4 80.6 88.7 88.5 93.4 96.5 81.3 92.7 97.1 91.9 98.1 98.8
         ProxyNCA+++Metrix/embed   =metrix-{dataset}-pnca-embed        70.2 80.2 88.2 88.1 93.0 96.2 81.1 92.4 97.0 91.6 98.1 98.8
-        """
-    ),
-    notes="*: reported by the method's authors (quoted by the thesis).",
+    """,
+    "*: reported by the method's authors (quoted by the thesis).",
 )
 
-METRIX_TABLE_2_4 = Table(
-    "metrix-table2.4",
+METRIX_TABLE_2_4 = _blocks(
+    "2.4",
     "Metrix/input and Metrix/embed against other mixing methods, ResNet-50, d = 512",
-    "Psomas thesis, Table 2.4",
-    "conventional",
-    COLUMNS,
-    _blocks(
-        """
+    """
         Contrastive                 =metrix-{dataset}-contrastive-baseline   64.7 75.9 84.6 81.6 88.2 92.7 74.9 87.0 93.9 86.4 94.7 96.3
         +i-Mix(anc-neg)             =metrix-{dataset}-contrastive-imix   65.8 76.2 84.9 82.0 88.5 93.2 75.2 87.3 94.2 87.1 95.4 96.1
         +Metrix/input(pos/anc-neg)  =metrix-{dataset}-contrastive-input      66.3 77.1 85.2 82.9 89.3 93.7 75.8 87.8 94.6 87.7 95.9 96.5
@@ -105,9 +104,8 @@ METRIX_TABLE_2_4 = Table(
         ProxyAnchor                 =metrix-{dataset}-proxy-anchor-baseline  69.7 80.0 87.0 87.6 92.3 95.5 79.1 90.8 96.2 90.0 97.4 98.2
         ProxyAnchor+PS              =metrix-{dataset}-proxy-anchor-ps    70.0 79.8 87.2 87.9 92.8 95.6 79.6 90.9 96.4 90.3 97.4 98.0
         ProxyAnchor+Metrix/embed    =metrix-{dataset}-proxy-anchor-embed     70.4 81.1 87.9 88.9 93.3 96.4 80.6 91.7 96.6 91.6 98.3 98.3
-        """
-    ),
-    notes=(
+    """,
+    (
         "As printed, four cells differ from Table 2.3: Contrastive In-Shop R@20 (96.3 here, 96.2 "
         "there), Metrix/embed In-Shop R@20 (96.9, 96.8) and ProxyAnchor CUB200 R@1-2 (69.7 / 80.0 "
         "here, the authors' numbers; 69.5 / 79.3 in Table 2.3's own run)."
@@ -115,74 +113,45 @@ METRIX_TABLE_2_4 = Table(
 )
 
 _ABLATION = """
-    baseline                    {stem}-baseline         {baseline}
-    k=1,input                   {stem}-input-k1         {k1}
-    k=2,input                   {stem}-input-k2         {k2}
-    k=3,input                   {stem}-input            {k3}
-    k=20,feature                {stem}-feature-k20      {f20}
-    k=40,feature                {stem}-feature-k40      {f40}
-    k=all,feature               {stem}                  {fall}
-    k=20,embed                  {stem}-embed-k20        {e20}
-    k=40,embed                  {stem}-embed-k40        {e40}
-    k=all,embed                 {stem}-embed            {eall}
-    pos-pos,input               {stem}-input-pos-pos    {ppi}
-    pos-neg,input               {stem}-input-pos-neg    {pni}
-    anc-neg,input               {stem}-input-anc-neg    {ani}
-    pos-pos,feature             {stem}-feature-pos-pos  {ppf}
-    pos-neg,feature             {stem}-feature-pos-neg  {pnf}
-    anc-neg,feature             {stem}-feature-anc-neg  {anf}
-    pos-pos,embed               {stem}-embed-pos-pos    {ppe}
-    pos-neg,embed               {stem}-embed-pos-neg    {pne}
-    anc-neg,embed               {stem}-embed-anc-neg    {ane}
-    {{input,feature}}           {stem}-input-feature    {c1}
-    {{input,embed}}             {stem}-input-embed      {c2}
-    {{feature,embed}}           {stem}-feature-embed    {c3}
-    {{input,feature,embed}}     {stem}-input-feature-embed {c4}
+    baseline                    {stem}-baseline         {}
+    k=1,input                   {stem}-input-k1         {}
+    k=2,input                   {stem}-input-k2         {}
+    k=3,input                   {stem}-input            {}
+    k=20,feature                {stem}-feature-k20      {}
+    k=40,feature                {stem}-feature-k40      {}
+    k=all,feature               {stem}                  {}
+    k=20,embed                  {stem}-embed-k20        {}
+    k=40,embed                  {stem}-embed-k40        {}
+    k=all,embed                 {stem}-embed            {}
+    pos-pos,input               {stem}-input-pos-pos    {}
+    pos-neg,input               {stem}-input-pos-neg    {}
+    anc-neg,input               {stem}-input-anc-neg    {}
+    pos-pos,feature             {stem}-feature-pos-pos  {}
+    pos-neg,feature             {stem}-feature-pos-neg  {}
+    anc-neg,feature             {stem}-feature-anc-neg  {}
+    pos-pos,embed               {stem}-embed-pos-pos    {}
+    pos-neg,embed               {stem}-embed-pos-neg    {}
+    anc-neg,embed               {stem}-embed-anc-neg    {}
+    {{input,feature}}           {stem}-input-feature    {}
+    {{input,embed}}             {stem}-input-embed      {}
+    {{feature,embed}}           {stem}-feature-embed    {}
+    {{input,feature,embed}}     {stem}-input-feature-embed {}
 """
-_KEYS = [
-    "baseline",
-    "k1",
-    "k2",
-    "k3",
-    "f20",
-    "f40",
-    "fall",
-    "e20",
-    "e40",
-    "eall",
-    "ppi",
-    "pni",
-    "ani",
-    "ppf",
-    "pnf",
-    "anf",
-    "ppe",
-    "pne",
-    "ane",
-    "c1",
-    "c2",
-    "c3",
-    "c4",
-]
 
 
-def _ablation(stem: str, dataset: str, numbers: str) -> tuple[Row, ...]:
+def _ablation(number: str, title: str, stem: str, dataset: str, numbers: str) -> Table:
     """Tables 2.5-2.6: one line of four recalls per study, in the tables' order."""
     cells = [" ".join(line.split()) for line in numbers.strip().splitlines()]
-    text = _ABLATION.format(stem=f"={stem}", **dict(zip(_KEYS, cells)))
-    return grid(text, (dataset,), ABLATION, "{key}", MISSING)
+    text = _ABLATION.format(*cells, stem=f"={stem}")
+    return _table(number, title, ABLATION, grid(text, (dataset,), ABLATION, "{key}", MISSING), "")
 
 
-METRIX_TABLE_2_5 = Table(
-    "metrix-table2.5",
+METRIX_TABLE_2_5 = _ablation(
+    "2.5",
     "Ablation of Metrix with the contrastive loss on Cars196, ResNet-50, d = 512",
-    "Psomas thesis, Table 2.5",
-    "conventional",
-    ABLATION,
-    _ablation(
-        "metrix-cars-contrastive",
-        "cars",
-        """
+    "metrix-cars-contrastive",
+    "cars",
+    """
         81.6 88.2 92.7 95.8
         82.0 89.1 93.1 96.1
         82.5 89.2 93.4 96.2
@@ -206,20 +175,15 @@ METRIX_TABLE_2_5 = Table(
         83.0 90.9 94.1 96.4
         84.7 90.6 94.4 96.9
         85.3 94.9 96.2 97.1
-        """,
-    ),
+    """,
 )
 
-METRIX_TABLE_2_6 = Table(
-    "metrix-table2.6",
+METRIX_TABLE_2_6 = _ablation(
+    "2.6",
     "Ablation of Metrix with the contrastive loss on CUB200, ResNet-50, d = 128",
-    "Psomas thesis, Table 2.6",
-    "conventional",
-    ABLATION,
-    _ablation(
-        "metrix-cub-contrastive-128",
-        "cub",
-        """
+    "metrix-cub-contrastive-128",
+    "cub",
+    """
         64.7 75.9 84.6 87.6
         62.4 73.9 83.0 89.7
         62.7 74.2 83.6 90.0
@@ -243,8 +207,7 @@ METRIX_TABLE_2_6 = Table(
         63.4 74.9 84.5 90.1
         64.2 75.2 84.1 90.7
         65.3 76.2 84.4 91.2
-        """,
-    ),
+    """,
 )
 
 TABLES = (METRIX_TABLE_2_3, METRIX_TABLE_2_4, METRIX_TABLE_2_5, METRIX_TABLE_2_6)

@@ -1,26 +1,17 @@
 """The vocabulary of ``gspdml reproduce``: a paper's table as rows of presets with the paper's numbers.
 
-A :class:`Table` is one headline table of a paper: the protocol its rows were run with
-(:mod:`gspdml.workflows.protocol`), its seeds, its :class:`Column` s and its :class:`Row` s. A
-row is one method on one dataset: a shipped preset (run by the table's protocol) and the
-numbers the paper printed for it, or, when the library cannot run it yet, a ``missing`` reason
-(the row is listed, never faked). Numbers are in percent, as the papers print them, unless a
-column scales them otherwise (training steps in thousands). A table whose methods train
-nothing has an evaluation-only protocol (:data:`EVALUATION_ONLY`): ``cir`` (composed image
-retrieval; its runnable rows are evaluations,
-:class:`~gspdml.workflows.reproduce.cir_spec.CirSpec`) or ``frozen`` (released pre-trained
-models evaluated as they are,
-:class:`~gspdml.workflows.reproduce.frozen_spec.FrozenSpec`), not presets.
+A :class:`Table` is one headline table of a paper: its protocol
+(:mod:`gspdml.workflows.protocol`, or one of :data:`EVALUATION_ONLY` for methods that train
+nothing), its seeds, :class:`Column` s and :class:`Row` s. A row the library cannot run yet has a
+``missing`` reason (listed, never faked). Numbers are in percent, as the papers print them,
+unless a column scales them. The tables live beside this module, one module per paper
+(:data:`gspdml.workflows.reproduce.tables.TABLES`); :func:`grid` reads a table written in the
+paper's layout.
 
-The tables themselves live beside this module, one module per paper
-(:data:`gspdml.workflows.reproduce.tables.TABLES` collects them); :func:`grid` reads a table
-written in the paper's own layout, one method per line.
-
-GPU-hour estimate (``gspdml reproduce --dry-run``): every model of a row costs
-``steps x batch x SECONDS_PER_IMAGE[backbone]``. ``steps`` is ``schedule.max_steps`` for a
-fixed-length run (no early stopping); for an early-stopped run it is the dataset's
-:data:`TYPICAL_STEPS` (capped by ``schedule.max_steps``). Evaluation rounds and data loading are
-not counted, so the estimate is a lower bound of the order of magnitude, not a quote.
+GPU-hour estimate (``--dry-run``): each model of a row costs ``steps x batch x
+SECONDS_PER_IMAGE[backbone]``, ``steps`` being ``schedule.max_steps``, or for an early-stopped
+run the dataset's :data:`TYPICAL_STEPS` (capped by it); evaluation and data loading are not
+counted, so it is a lower bound of the order of magnitude.
 """
 
 from __future__ import annotations
@@ -190,6 +181,35 @@ class Table:
         return row.protocol or self.protocol
 
 
+def printed(columns: Sequence[Column], cells: Sequence[str], label: str) -> dict[str, Reported]:
+    """The paper's numbers of the line ``label``: ``cells`` in the order of ``columns``, a
+    cell ``value``, ``value±std`` or ``–`` (not reported, left out)."""
+    if len(cells) != len(columns):
+        raise ValueError(f"{label}: {len(cells)} cells for {len(columns)} columns")
+    parsed = ((c.title, Reported.parse(cell)) for c, cell in zip(columns, cells))
+    return {title: value for title, value in parsed if value is not None}
+
+
+def grid_table(
+    key: str,
+    title: str,
+    citation: str,
+    protocol: str,
+    columns: tuple[Column, ...],
+    text: str,
+    datasets: Sequence[str],
+    preset: Union[str, Mapping[str, str]],
+    missing: Mapping[str, str] = {},
+    *,
+    init_from: Mapping[str, str] = {},
+    seeds: tuple[int, ...] = DEFAULT_SEEDS,
+    notes: str = "",
+) -> Table:
+    """A :class:`Table` whose rows are the :func:`grid` of ``text``."""
+    rows = grid(text, datasets, columns, preset, missing, init_from=init_from)
+    return Table(key, title, citation, protocol, columns, rows, seeds, notes)
+
+
 def grid(
     text: str,
     datasets: Sequence[str],
@@ -217,8 +237,7 @@ def grid(
                 f"{label}: {len(cells)} cells for {len(datasets)} datasets x {len(columns)} columns"
             )
         for d, dataset in enumerate(datasets):
-            own = cells[d * len(columns) : (d + 1) * len(columns)]
-            paper = {c.title: r for c, r in zip(columns, map(Reported.parse, own)) if r is not None}
+            paper = printed(columns, cells[d * len(columns) : (d + 1) * len(columns)], label)
             reason = missing.get(f"{key}@{dataset}", missing.get(key))
             template = key[1:] if key.startswith("=") else preset
             template = template if isinstance(template, str) else template[dataset]

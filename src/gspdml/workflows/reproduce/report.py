@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Protocol, TypeVar
+from typing import Any, Generic, Optional, Protocol, TypeVar
 
 from gspdml.data.benchmarks import describe_check
 from gspdml.errors import DataError, read_json_object
@@ -95,6 +96,20 @@ class PlannedRow(Protocol):
 
 
 Plan = TypeVar("Plan", bound=PlannedRow)
+Evaluation = TypeVar("Evaluation")
+
+
+@dataclass(frozen=True)
+class EvaluationPlan(Generic[Evaluation]):
+    """A selected row of an evaluation-only table as it would run: its evaluations (none for
+    a missing row)."""
+
+    row: Row
+    evaluations: tuple[Evaluation, ...] = ()
+
+    @property
+    def runnable(self) -> bool:
+        return bool(self.evaluations)
 
 
 def table_entries(
@@ -291,15 +306,16 @@ def evaluation_payload(
     overrides: Sequence[str],
     data_root: Optional[str],
     output_dir: Optional[str],
+    seeds: Sequence[int] = (),
 ) -> dict[str, Any]:
-    """The JSON payload of an evaluation-only table (no seeds), written with
+    """The JSON payload of a table (an evaluation-only table has no ``seeds``), written with
     :func:`write_payload`."""
     payload = {
         "table": table.key,
         "title": table.title,
         "citation": table.citation,
         "protocol": table.protocol,
-        "seeds": [],
+        "seeds": list(seeds),
         "overrides": list(overrides),
         "data_root": data_root,
         "rows": list(entries),

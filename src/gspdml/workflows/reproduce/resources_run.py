@@ -10,41 +10,36 @@ paper's numbers beside ours.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from gspdml.errors import ConfigError
 from gspdml.models.resources import count_resources, imagenet_classifier
-from gspdml.workflows.reproduce.registry import Row, Table, select_rows
+from gspdml.workflows.reproduce.registry import Table, select_rows
 from gspdml.workflows.reproduce.report import (
+    EvaluationPlan,
     Ours,
     evaluation_payload,
     row_entry,
     table_entries,
 )
-from gspdml.workflows.reproduce.resources_spec import IMAGE_SIZE
+from gspdml.workflows.reproduce.resources_spec import IMAGE_SIZE, ResourceSpec
 from gspdml.workflows.tables import markdown_table
 
 
-@dataclass(frozen=True)
-class ResourceRowPlan:
-    """A selected row: ``runnable`` when it names a classifier."""
-
-    row: Row
-
-    @property
-    def runnable(self) -> bool:
-        return self.row.resources is not None
-
-
-def _plans(table: Table, rows: Sequence[str], overrides: Sequence[str]) -> list[ResourceRowPlan]:
+def _plans(
+    table: Table, rows: Sequence[str], overrides: Sequence[str]
+) -> list[EvaluationPlan[ResourceSpec]]:
+    """The selected rows, each with the classifier it counts (none for a missing row)."""
     if overrides:
         raise ConfigError(
             "overrides",
             f"{table.key} counts parameters and multiply-adds of fixed models: it takes no "
             f"settings (got {' '.join(overrides)})",
         )
-    return [ResourceRowPlan(row) for row in select_rows(table, rows)]
+    selected = select_rows(table, rows)
+    return [
+        EvaluationPlan(row, () if row.resources is None else (row.resources,)) for row in selected
+    ]
 
 
 def reproduce_resources(
@@ -59,9 +54,8 @@ def reproduce_resources(
     payload (``rows``: one entry per row of the table, in its order)."""
     plans = _plans(table, rows, overrides)
 
-    def run(plan: ResourceRowPlan) -> dict[str, Any]:
-        spec = plan.row.resources
-        assert spec is not None  # runnable
+    def run(plan: EvaluationPlan[ResourceSpec]) -> dict[str, Any]:
+        (spec,) = plan.evaluations
         counted = count_resources(imagenet_classifier(spec.network, spec.pooling), IMAGE_SIZE)
         values = {"params": counted.params, "macs": counted.macs}
         ours: dict[str, Ours] = {

@@ -1,27 +1,16 @@
 """``gspdml reproduce TABLE``: run every row of a paper's table and print it beside the paper.
 
-Every runnable row of the table (:mod:`gspdml.workflows.reproduce.registry`) is its preset,
-with the user's overrides (``key.sub=value``, applied to every row) and ``--data-root`` (the
-preset's ``data.dataset.root`` folder name under that directory; a backbone pre-training recipe
-that reads its data from disk gets the directory as its ``data.root``, in a copy written to
-``<output_dir>/recipes/``), run by the table's protocol
-through :func:`gspdml.workflows.protocol.run_protocol`: each model is trained, resumed or
-reused by the reuse rule of :mod:`gspdml.workflows.runner`, so a second call only aggregates,
-and a row whose preset another table shares is trained once. A row's models live in
-``<output_dir>/<protocol>/<preset>`` (``output_dir``: ``--output-dir``, else the preset's); a row
-that fine-tunes another row's models (:attr:`~gspdml.workflows.reproduce.registry.Row.init_from`)
-runs that row first, and each of its models starts from the model of the same seed
-(``model.init_from``); the table is written to
-``<output_dir>/tables/<table>.md`` and ``.json``: for every row and column the paper's number,
-ours (mean over the protocol's realisations), the difference ours - paper and our sigma (the
-std over the realisations: the 3^4 four-model ensembles of the fair protocol, the repeats of
-the conventional one; the table says which, and from how many models), the row's status
-("trained") and its verdict (:mod:`gspdml.workflows.reproduce.verdict`: none for a smoke run or
-a data folder that is not the benchmark, named in the table and on stderr). Rows the library cannot run are listed with what is missing. A table of
-an evaluation-only protocol trains nothing: its rows are evaluations, run by
-:mod:`gspdml.workflows.reproduce.cir_run` (``cir``, composed image retrieval) or
-:mod:`gspdml.workflows.reproduce.frozen_run` (``frozen``, released pre-trained models) and
-written in the same layout (:mod:`gspdml.workflows.reproduce.report`).
+Every runnable row of the table (:mod:`gspdml.workflows.reproduce.registry`) is its preset with
+the user's overrides and ``--data-root`` (a backbone pre-training recipe that reads its data
+from disk gets a copy with that ``data.root``, written to ``<output_dir>/recipes/``), run by the
+table's protocol through :func:`gspdml.workflows.protocol.run_protocol` in
+:attr:`RowPlan.root`; the reuse rule of :mod:`gspdml.workflows.runner` makes a second call only
+aggregate and trains a preset that tables share once. A row that fine-tunes another row's models
+(:attr:`~gspdml.workflows.reproduce.registry.Row.init_from`) runs that row first. The table is
+written by :mod:`gspdml.workflows.reproduce.report`: per row and column the paper's number, ours
+(mean over the protocol's realisations), ours - paper, our sigma and the row's verdict
+(:mod:`gspdml.workflows.reproduce.verdict`). A table of an evaluation-only protocol trains
+nothing: :data:`EVALUATE` runs its rows.
 """
 
 from __future__ import annotations
@@ -61,10 +50,10 @@ from gspdml.workflows.reproduce.registry import (
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
     check_table_output,
+    evaluation_payload,
     paper_markdown,
     row_entry,
     table_entries,
-    write_payload,
 )
 from gspdml.workflows.reproduce.resources_run import (
     reproduce_resources,
@@ -229,14 +218,8 @@ def reproduce(
             table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
         )
     seeds = tuple(int(s) for s in seeds) if seeds else table.seeds
-    plans = plan_table(
-        table,
-        rows=rows,
-        data_root=data_root,
-        overrides=overrides,
-        seeds=seeds,
-        output_dir=output_dir,
-    )
+    where = {"data_root": data_root, "output_dir": output_dir}
+    plans = plan_table(table, rows=rows, overrides=overrides, seeds=seeds, **where)
 
     def run(plan: RowPlan) -> dict[str, Any]:
         assert plan.config is not None  # runnable
@@ -271,18 +254,7 @@ def reproduce(
         )
 
     entries = table_entries(table, plans, run)
-    payload = {
-        "table": table.key,
-        "title": table.title,
-        "citation": table.citation,
-        "protocol": table.protocol,
-        "seeds": list(seeds),
-        "overrides": list(overrides),
-        "data_root": data_root,
-        "rows": entries,
-    }
-    write_payload(table, payload, output_dir)
-    return payload
+    return evaluation_payload(table, entries, overrides, data_root, output_dir, seeds)
 
 
 def _no_seeds(table: Table, seeds: Optional[Sequence[int]]) -> None:
@@ -356,54 +328,21 @@ def dry_run(
     """``gspdml reproduce TABLE --dry-run``: what the selected rows would run (a training table:
     :func:`dry_run_markdown`; an evaluation-only table: its evaluations and their inputs), then
     the paper's number of each selected row and column (:func:`paper_markdown`)."""
-    planned = _planned_markdown(
-        table,
-        rows=rows,
-        data_root=data_root,
-        overrides=overrides,
-        seeds=seeds,
-        output_dir=output_dir,
-    )
-    return f"{planned}\n{paper_markdown(table, select_rows(table, rows))}"
-
-
-def _planned_markdown(
-    table: Table,
-    *,
-    rows: Sequence[str],
-    data_root: Optional[str],
-    overrides: Sequence[str],
-    seeds: Optional[Sequence[int]],
-    output_dir: Optional[str],
-) -> str:
-    """What :func:`dry_run` lists before the paper's numbers."""
     if table.protocol in EVALUATION_ONLY:
         _no_seeds(table, seeds)
-        if table.protocol == "cir":
-            cir_plans = plan_cir(
-                table,
-                rows=rows,
-                data_root=data_root,
-                overrides=overrides,
-                output_dir=output_dir,
-                need_memory=False,
-            )
-            return cir_dry_run_markdown(table, cir_plans)
-        if table.protocol == "resources":
-            return resources_dry_run_markdown(table, rows, overrides)
-        frozen_plans = plan_frozen(
-            table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
-        )
-        return frozen_dry_run_markdown(table, frozen_plans)
-    plans = plan_table(
-        table,
-        rows=rows,
-        data_root=data_root,
-        overrides=overrides,
-        seeds=seeds,
-        output_dir=output_dir,
-    )
-    return dry_run_markdown(table, plans, seeds or table.seeds)
+    where = {"data_root": data_root, "output_dir": output_dir}
+    if table.protocol == "resources":
+        planned = resources_dry_run_markdown(table, rows, overrides)
+    elif table.protocol == "cir":
+        cir_plans = plan_cir(table, rows=rows, overrides=overrides, need_memory=False, **where)
+        planned = cir_dry_run_markdown(table, cir_plans)
+    elif table.protocol == "frozen":
+        frozen_plans = plan_frozen(table, rows=rows, overrides=overrides, **where)
+        planned = frozen_dry_run_markdown(table, frozen_plans)
+    else:
+        plans = plan_table(table, rows=rows, overrides=overrides, seeds=seeds, **where)
+        planned = dry_run_markdown(table, plans, seeds or table.seeds)
+    return f"{planned}\n{paper_markdown(table, select_rows(table, rows))}"
 
 
 def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int]) -> str:
@@ -429,19 +368,8 @@ def dry_run_markdown(table: Table, plans: Sequence[RowPlan], seeds: Sequence[int
                 f"{plan.gpu_hours:.2f}",
             ]
         )
-    header = [
-        "Row",
-        "Preset",
-        "Run dir",
-        "Data",
-        "Models",
-        "Loss",
-        "Pooling",
-        "Backbone",
-        "Batch",
-        "Steps/model",
-        "GPU-h",
-    ]
+    header = ["Row", "Preset", "Run dir", "Data", "Models", "Loss", "Pooling", "Backbone"]
+    header += ["Batch", "Steps/model", "GPU-h"]
     starts = [
         f"`{plan.row.key}` starts from the models of `{plan.start.row.preset}` "
         f"({plan.start.root / SEED_MODELS[plan.start.protocol]}), trained first when missing."

@@ -15,7 +15,7 @@ row names), with no runnable row.
 
 from __future__ import annotations
 
-from gspdml.workflows.reproduce.registry import Column, Reported, Row, Table
+from gspdml.workflows.reproduce.registry import Column, Reported, Row, Table, printed
 from gspdml.workflows.reproduce.resources_spec import ResourceSpec
 from gspdml.workflows.reproduce.simpool_table import SIMPOOL_TABLE_3_9
 
@@ -68,32 +68,38 @@ def _columns(group: str, metric: str, *titles: str) -> tuple[Column, ...]:
     return tuple(Column(group, metric, title) for title in titles)
 
 
-def _rows(dataset: str, columns: tuple[Column, ...], printed: str, missing: str) -> tuple[Row, ...]:
+def _rows(dataset: str, columns: tuple[Column, ...], text: str, missing: str) -> tuple[Row, ...]:
     """``LABEL CELL ...`` lines, one missing row each (``–``: no number printed)."""
     rows = []
-    for line in printed.strip().splitlines():
+    for line in text.strip().splitlines():
         label, *cells = line.split()
-        if len(cells) != len(columns):
-            raise ValueError(f"{label}: {len(cells)} cells for {len(columns)} columns")
-        parsed = {c.title: Reported.parse(v) for c, v in zip(columns, cells)}
-        paper = {title: value for title, value in parsed.items() if value is not None}
-        rows.append(Row(label, dataset, paper, missing=missing))
+        rows.append(Row(label, dataset, printed(columns, cells, label), missing=missing))
     return tuple(rows)
 
 
 def _table(
-    number: str, title: str, columns: tuple[Column, ...], rows: tuple[Row, ...], notes: str = ""
+    number: str,
+    title: str,
+    columns: tuple[Column, ...],
+    rows: tuple[Row, ...],
+    notes: str = "",
+    protocol: str = "frozen",
 ) -> Table:
-    return Table(
-        f"simpool-table{number}",
-        title,
-        f"Psomas thesis, Table {number}",
-        "frozen",
-        columns,
-        rows,
-        seeds=(),
-        notes=notes,
-    )
+    key, citation = f"simpool-table{number}", f"Psomas thesis, Table {number}"
+    return Table(key, title, citation, protocol, columns, rows, seeds=(), notes=notes)
+
+
+def _missing_table(
+    number: str,
+    title: str,
+    columns: tuple[Column, ...],
+    dataset: str,
+    text: str,
+    missing: str,
+    notes: str = "",
+) -> Table:
+    """A table of missing rows only: :func:`_rows` of ``text``."""
+    return _table(number, title, columns, _rows(dataset, columns, text, missing), notes)
 
 
 _NETWORKS = _columns("test", "top1", "ResNet-50", "ConvNeXt-S", "ViT-S", "ViT-B")
@@ -120,111 +126,93 @@ SIMPOOL_TABLE_3_2 = _table(
 )
 _KNN = _columns("test", "top1", "ResNet-50 k-NN", "ResNet-50 probe", "ConvNeXt-S k-NN")
 _KNN += _columns("test", "top1", "ConvNeXt-S probe", "ViT-S k-NN", "ViT-S probe")
-SIMPOOL_TABLE_3_3 = _table(
+SIMPOOL_TABLE_3_3 = _missing_table(
     "3.3",
     "ImageNet-1k top-1 accuracy (%) of k-NN and linear probing, DINO pre-training, 100 epochs",
     _KNN,
-    _rows(
-        "imagenet",
-        _KNN,
-        """
-        Baseline  61.8 63.0 65.1 68.2 68.9 71.5
-        SimPool   63.8 64.4 68.8 72.2 69.8 72.8
-        """,
-        KNN_PROBE,
-    ),
+    "imagenet",
+    """
+    Baseline  61.8 63.0 65.1 68.2 68.9 71.5
+    SimPool   63.8 64.4 68.8 72.2 69.8 72.8
+    """,
+    KNN_PROBE,
     "SimPool ViT-S k-NN (69.8) is garbled in the table; it is the baseline's 68.9 plus the "
     "0.9 points the text states.",
 )
 _FINE = _columns("test", "top1", "Sup CIFAR-10", "Sup CIFAR-100", "Sup Flowers")
 _FINE += _columns("test", "top1", "DINO CIFAR-10", "DINO CIFAR-100", "DINO Flowers")
-SIMPOOL_TABLE_3_4 = _table(
+SIMPOOL_TABLE_3_4 = _missing_table(
     "3.4",
     "Fine-tuning for classification, accuracy (%), ViT-S pre-trained on ImageNet-1k",
     _FINE,
-    _rows(
-        "fine-tuning",
-        _FINE,
-        """
-        Baseline  98.1 86.0 97.1 98.7 89.8 98.3
-        SimPool   98.4 86.2 97.4 98.9 89.9 98.4
-        """,
-        FINE_TUNING,
-    ),
+    "fine-tuning",
+    """
+    Baseline  98.1 86.0 97.1 98.7 89.8 98.3
+    SimPool   98.4 86.2 97.4 98.9 89.9 98.4
+    """,
+    FINE_TUNING,
 )
 _BOXES = _columns("test", "maxboxacc_v2", "Sup CUB", "Sup ImageNet", "DINO CUB", "DINO ImageNet")
-SIMPOOL_TABLE_3_5 = _table(
+SIMPOOL_TABLE_3_5 = _missing_table(
     "3.5",
     "Localisation accuracy MaxBoxAccV2 (%), ViT-S pre-trained on ImageNet-1k, 100 epochs",
     _BOXES,
-    _rows(
-        "localisation",
-        _BOXES,
-        """
-        Baseline     63.1 53.6 82.7 62.0
-        SimPool      77.9 64.4 86.1 66.1
-        Baseline@20  62.4 50.5 65.5 52.5
-        SimPool@20   74.0 62.6 72.5 58.7
-        """,
-        LOCALISATION,
-    ),
+    "localisation",
+    """
+    Baseline     63.1 53.6 82.7 62.0
+    SimPool      77.9 64.4 86.1 66.1
+    Baseline@20  62.4 50.5 65.5 52.5
+    SimPool@20   74.0 62.6 72.5 58.7
+    """,
+    LOCALISATION,
     "@20: the models at epoch 20.",
 )
 _CORLOC = _columns("test", "corloc", "DINO-seg VOC07", "DINO-seg VOC12", "DINO-seg COCO")
 _CORLOC += _columns("test", "corloc", "LOST VOC07", "LOST VOC12", "LOST COCO")
-SIMPOOL_TABLE_3_6 = _table(
+SIMPOOL_TABLE_3_6 = _missing_table(
     "3.6",
     "Object discovery CorLoc (%), ViT-S pre-trained with DINO on ImageNet-1k, 100 epochs",
     _CORLOC,
-    _rows(
-        "discovery",
-        _CORLOC,
-        """
-        Baseline     30.8 31.0 36.7 55.5 59.4 46.6
-        SimPool      53.2 56.2 43.4 59.8 65.0 49.4
-        Baseline@20  14.9 14.8 19.9 50.7 56.6 40.9
-        SimPool@20   49.2 54.8 37.9 53.9 58.8 46.1
-        """,
-        DISCOVERY,
-    ),
+    "discovery",
+    """
+    Baseline     30.8 31.0 36.7 55.5 59.4 46.6
+    SimPool      53.2 56.2 43.4 59.8 65.0 49.4
+    Baseline@20  14.9 14.8 19.9 50.7 56.6 40.9
+    SimPool@20   49.2 54.8 37.9 53.9 58.8 46.1
+    """,
+    DISCOVERY,
     "@20: the models at epoch 20.",
 )
 _IN9 = _columns("test", "top1", "OF", "MS", "MR", "MN", "NF", "OBB", "OBT", "IN-9")
-SIMPOOL_TABLE_3_7 = _table(
+SIMPOOL_TABLE_3_7 = _missing_table(
     "3.7",
     "Background robustness on ImageNet-9 and its variations, accuracy (%), ViT-S, 100 epochs",
     _IN9,
-    _rows(
-        "imagenet-9",
-        _IN9,
-        """
-        Supervised/Baseline  66.4 79.1 67.4 65.5 37.2 12.9 15.2 92.0
-        Supervised/SimPool   71.8 80.2 69.3 67.3 42.8 15.2 15.6 92.9
-        DINO/Baseline        87.3 87.9 78.5 76.7 47.9 20.0 16.9 95.3
-        DINO/SimPool         87.3 88.1 80.6 78.7 48.2 17.8 16.7 95.6
-        """,
-        BACKGROUNDS,
-    ),
+    "imagenet-9",
+    """
+    Supervised/Baseline  66.4 79.1 67.4 65.5 37.2 12.9 15.2 92.0
+    Supervised/SimPool   71.8 80.2 69.3 67.3 42.8 15.2 15.6 92.9
+    DINO/Baseline        87.3 87.9 78.5 76.7 47.9 20.0 16.9 95.3
+    DINO/SimPool         87.3 88.1 80.6 78.7 48.2 17.8 16.7 95.6
+    """,
+    BACKGROUNDS,
     "DINO rows: linear probing. The DINO SimPool line is garbled in the text (87 3, 881, 78 7, "
     "18 2, 16 7, 05.6); read as printed digits with their decimal points, NF 48.2 being the one "
     "reading that leaves the two exceptions (OBB, OBT) the text counts.",
 )
 _REVISITED = _columns("test", "map", "ROxf Medium", "ROxf Hard", "RPar Medium", "RPar Hard")
-SIMPOOL_TABLE_3_8 = _table(
+SIMPOOL_TABLE_3_8 = _missing_table(
     "3.8",
     "Image retrieval mAP (%) without fine-tuning on revisited Oxford and Paris, DINO, 100 epochs",
     _REVISITED,
-    _rows(
-        "revisited",
-        _REVISITED,
-        """
-        ResNet-50/Baseline  27.2 7.9 47.3 19.0
-        ResNet-50/SimPool   29.7 8.7 51.6 23.0
-        ViT-S/Baseline      29.4 10.0 54.6 26.2
-        ViT-S/SimPool       32.1 10.6 56.5 27.3
-        """,
-        REVISITED,
-    ),
+    "revisited",
+    """
+    ResNet-50/Baseline  27.2 7.9 47.3 19.0
+    ResNet-50/SimPool   29.7 8.7 51.6 23.0
+    ViT-S/Baseline      29.4 10.0 54.6 26.2
+    ViT-S/SimPool       32.1 10.6 56.5 27.3
+    """,
+    REVISITED,
     "The thesis prints the Medium and Hard protocols only. The DINO checkpoints of these rows "
     "are the released ones Table 3.9 evaluates.",
 )
@@ -281,14 +269,12 @@ def _table_3_10() -> tuple[Row, ...]:
     return tuple(rows)
 
 
-SIMPOOL_TABLE_3_10 = Table(
-    "simpool-table3.10",
+SIMPOOL_TABLE_3_10 = _table(
+    "3.10",
     "Computation resources on ImageNet-1k: parameters (M) and GFLOPs",
-    "Psomas thesis, Table 3.10",
-    "resources",
     _RESOURCES,
     _table_3_10(),
-    seeds=(),
+    protocol="resources",
     notes=(
         "d = 512 (ResNet-18), 2048 (ResNet-50), 768 (ConvNeXt-S), 384 (ViT-S); each model is "
         "the ImageNet-1k classifier (pooling, then a linear layer to 1000 classes) at 224 x 224. "
@@ -300,28 +286,25 @@ SIMPOOL_TABLE_3_10 = Table(
     ),
 )
 _DEPTH = (Column("test", "top1", "Accuracy"), Column("resources", "params_m", "#params (M)"))
-SIMPOOL_TABLE_3_11 = _table(
+SIMPOOL_TABLE_3_11 = _missing_table(
     "3.11",
     "Performance against parameters: ViT-S supervised on ImageNet-1k for 100 epochs",
     _DEPTH,
-    _rows(
-        "imagenet",
-        _DEPTH,
-        """
-        GAP/Base(depth12,init12)       73.3 22.1
-        CLS/Base(depth12,init0)        72.7 22.1
-        CLS/Base+1(depth13,init0)      73.2 23.8
-        CLS/Base+2(depth14,init0)      73.7 25.6
-        CLS/Base+3(depth15,init0)      73.8 27.4
-        CLS/Base+4(depth16,init0)      73.9 29.2
-        CLS/Base+5(depth17,init0)      74.6 30.9
-        SimPool/Base(depth12,init12)   74.3 22.3
-        SimPool/Base-1(depth11,init11) 73.9 20.6
-        SimPool/Base-2(depth10,init10) 73.6 18.7
-        SimPool/Base-3(depth9,init9)   72.5 17.0
-        """,
-        DEPTH,
-    ),
+    "imagenet",
+    """
+    GAP/Base(depth12,init12)       73.3 22.1
+    CLS/Base(depth12,init0)        72.7 22.1
+    CLS/Base+1(depth13,init0)      73.2 23.8
+    CLS/Base+2(depth14,init0)      73.7 25.6
+    CLS/Base+3(depth15,init0)      73.8 27.4
+    CLS/Base+4(depth16,init0)      73.9 29.2
+    CLS/Base+5(depth17,init0)      74.6 30.9
+    SimPool/Base(depth12,init12)   74.3 22.3
+    SimPool/Base-1(depth11,init11) 73.9 20.6
+    SimPool/Base-2(depth10,init10) 73.6 18.7
+    SimPool/Base-3(depth9,init9)   72.5 17.0
+    """,
+    DEPTH,
     "Init: the layer where the pooling token starts; Base+b (Base-b): b blocks added (removed).",
 )
 _ACC = (Column("test", "top1", "Acc"),)

@@ -1,13 +1,11 @@
 """Native (C) kernels of the GSP transport: ``transport.c``, compiled on first use and cached.
 
-The kernels replace the solver loop of :func:`~gspdml.pooling.gsp.transport.solve_log` and
-the elementwise part of the fused GSP backward (:mod:`gspdml.pooling.gsp.fused`) for
-contiguous float32 CPU tensors, where torch spends most of their time dispatching small
-operations. The first use compiles ``transport.c`` with the C compiler (``$CC``, else ``cc``;
-``-O3 -march=native``) into ``$XDG_CACHE_HOME/gspdml`` (``~/.cache/gspdml``),
-keyed by the source, the flags and the CPU, and later processes load it from there. Without a
-compiler, or with ``GSPDML_NATIVE=0``, :func:`library` returns ``None`` and every caller runs
-the torch code, which the tests compare with these kernels.
+They replace the solver loop of :func:`~gspdml.pooling.gsp.transport.solve_log` and the
+elementwise part of the fused backward (:mod:`gspdml.pooling.gsp.fused`) for contiguous float32
+CPU tensors, where torch mostly dispatches small operations. The first use compiles them
+(``$CC``, else ``cc``; ``-O3 -march=native``) into ``$XDG_CACHE_HOME/gspdml``, keyed by source,
+flags and CPU. Without a compiler, or with ``GSPDML_NATIVE=0``, :func:`library` returns ``None``
+and callers run the torch code, which the tests compare with the kernels.
 """
 
 from __future__ import annotations
@@ -30,12 +28,8 @@ from gspdml.compat.hardware import cpu_flags
 
 SOURCE = Path(__file__).with_name("transport.c")
 FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-std=c11", "-fPIC", "-shared")
-_FLOAT_P, _I64, _F, _INT = (
-    ctypes.POINTER(ctypes.c_float),
-    ctypes.c_int64,
-    ctypes.c_float,
-    ctypes.c_int,
-)
+_FLOAT_P = ctypes.POINTER(ctypes.c_float)
+_I64, _F, _INT = ctypes.c_int64, ctypes.c_float, ctypes.c_int
 SIGNATURES = {
     "gsp_solve": (
         _INT,
@@ -93,23 +87,16 @@ def pointer(tensor: Optional[torch.Tensor]) -> Optional[ctypes._Pointer[ctypes.c
 
 def _build(compiler: str) -> Path:
     source = SOURCE.read_bytes()
-    key = hashlib.sha256(
-        b"\0".join([source, " ".join(FLAGS).encode(), compiler.encode(), _cpu().encode()])
-    ).hexdigest()[:16]
+    identity = [source, " ".join(FLAGS).encode(), compiler.encode(), _cpu().encode()]
+    key = hashlib.sha256(b"\0".join(identity)).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gspdml"
     target = cache / f"transport-{key}{'.dylib' if platform.system() == 'Darwin' else '.so'}"
     if not target.exists():
         cache.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(
-            dir=cache
-        ) as folder:  # build aside, then move in atomically
+        with tempfile.TemporaryDirectory(dir=cache) as folder:  # build aside, then move in
             built = Path(folder) / target.name
-            subprocess.run(
-                [compiler, *FLAGS, "-o", str(built), str(SOURCE)],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
+            command = [compiler, *FLAGS, "-o", str(built), str(SOURCE)]
+            subprocess.run(command, check=True, capture_output=True, text=True)
             os.replace(built, target)
     return target
 
