@@ -6,11 +6,10 @@ A *spec* names a registered entry and its keyword arguments, in either of two YA
     pooling: {gsp: {mu: 0.3}}            # single-key form (handy for nesting wrappers)
     pooling: gap                         # bare name, no arguments
 
-Keyword arguments are checked against the constructor's signature, so an unknown option, a value
-of the wrong type or outside its declared range (by the constructor's annotations,
-:mod:`gspdml.typecheck`), or options that do not fit together (a class's ``check_options``), fail
-before anything is built, with an error that names the field and what is allowed. A registered
-class checks them the same way when it is built from Python.
+An unknown option, a value of the wrong type or outside its declared range (the constructor's
+annotations, :mod:`gspdml.typecheck`), or options that do not fit together (a class's
+``check_options``) fail before anything is built, naming the field and what is allowed; a
+registered class checks them the same way when it is built from Python.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Optional, TypeVar
 
 from gspdml.errors import ConfigError, GspdmlError, did_you_mean
-from gspdml.typecheck import first_mismatch, out_of_range
+from gspdml.typecheck import Refusal, first_mismatch, out_of_range
 
 _Factory = TypeVar("_Factory", bound=Callable[..., Any])
 
@@ -73,12 +72,10 @@ def parse_spec(spec: Any, field: str) -> tuple[str, dict[str, Any]]:
 class Registry:
     """A named collection of constructors, e.g. ``POOLINGS = Registry("pooling")``.
 
-    ``nested`` on a registered class (a dict ``{argument: registry}``) declares arguments that
-    are themselves specs of another registry; :meth:`check` validates them recursively. A class
-    may declare ``check_options(**options) -> (option, message) or None`` (a classmethod) for
-    rules that relate options (``pool_size >= proxies_per_class``); it is given every option,
-    defaults filled in. ``field`` names the options of a component built from Python (``model.pooling``).
-    """
+    A registered class may declare ``nested = {argument: registry}`` (arguments that are specs of
+    another registry, checked recursively) and a classmethod ``check_options(**options) ->
+    Refusal`` for rules that relate options, given every option with the defaults filled in.
+    ``field`` names the options of a component built from Python (``model.pooling``)."""
 
     def __init__(self, kind: str, field: str = ""):
         self.kind = kind
@@ -238,7 +235,7 @@ def _check_kwargs(
 def _refuse(factory: Callable[..., Any], options: Mapping[str, Any], field: str) -> None:
     """Raise a ConfigError at ``field.<option>`` for an option outside the range ``factory``
     declares, or options that its ``check_options`` refuses together."""
-    hook: Optional[Callable[..., Optional[tuple[str, str]]]]
+    hook: Optional[Callable[..., Refusal]]
     hook = getattr(factory, "check_options", None)
     refused = out_of_range(factory, options) or (hook(**options) if hook else None)
     if refused:

@@ -1,13 +1,10 @@
 """Config values checked against the type annotations of the constructors they are passed to.
 
-:func:`option_types` reads a component's constructor signature (its annotations, resolved; a
-parameter without one is typed by its default), and :func:`check_value` tells whether a value
-from YAML fits: ``int`` takes integers (not booleans), ``float`` takes any number, ``bool`` only
-``true``/``false``, ``Optional``/``Union``/``Literal`` and lists/tuples/mappings of those are
-followed. An option declares its range with it, ``mu: Annotated[float, Interval(0, 1,
-low_open=True)]``: :func:`first_mismatch` checks it with the type, :func:`out_of_range` alone (a
-component built from Python). Types that YAML cannot spell (modules, tensors, callables) are not
-checked here; the components check those values themselves.
+:func:`option_types` reads a constructor's annotations (a parameter without one is typed by its
+default); :func:`check_value` tells whether a YAML value fits one (``float`` takes any number,
+``int`` and ``float`` no boolean). An option declares its range or choices with its type,
+``mu: Annotated[float, Interval(0, 1, low_open=True)]``: :func:`out_of_range` checks them. Types
+that YAML cannot spell (modules, tensors, callables) are the components' to check.
 """
 
 from __future__ import annotations
@@ -20,8 +17,6 @@ import os
 import typing
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, Optional, Union
-
-_NOTHING = object()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +54,7 @@ class Interval:
 
 @dataclasses.dataclass(frozen=True)
 class OneOf:
-    """The values an option allows, declared with it from a module's vocabulary:
-    ``Annotated[str, OneOf(WEIGHTINGS)]``."""
+    """The values an option allows, from a module's vocabulary: ``Annotated[str, OneOf(WEIGHTINGS)]``."""
 
     choices: tuple[Any, ...]
     noun: str = "value"  # ``unknown mining 'easy'``
@@ -74,6 +68,9 @@ class OneOf:
     def must_be(self, value: Any) -> str:
         return f"unknown {self.noun} {value!r}; allowed: {', '.join(map(str, self.choices))}"
 
+
+#: ``(option, message)`` of a refused option, or None
+Refusal = Optional[tuple[str, str]]
 
 #: the most common ranges, by name
 POSITIVE = Interval(0, low_open=True)
@@ -101,13 +98,10 @@ def option_types(factory: Callable[..., Any]) -> dict[str, Any]:
     for name, param in params.items():
         hint = hints.get(name, param.annotation)
         if isinstance(hint, str) or hint is inspect.Parameter.empty:
-            hint = (
-                type(param.default)
-                if param.default not in (inspect.Parameter.empty, None)
-                else _NOTHING
-            )
-        if hint is not _NOTHING:
-            types[name] = hint
+            if param.default in (inspect.Parameter.empty, None):
+                continue
+            hint = type(param.default)
+        types[name] = hint
     return types
 
 
@@ -124,31 +118,30 @@ def check_value(value: Any, hint: Any) -> bool:
         return value in args
     if hint is type(None):
         return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
+    if hint in (bool, str):
+        return isinstance(value, hint)
+    if hint in (int, float):  # a float option takes an integer too; a boolean is no number
+        numbers = int if hint is int else (int, float)
+        return isinstance(value, numbers) and not isinstance(value, bool)
     if origin is os.PathLike or hint in (os.PathLike, "PathLike"):
         return isinstance(value, str)
     if origin in (list, tuple, collections.abc.Sequence) or hint in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            return False
-        item = (
-            args[0]
-            if args
-            and (
-                origin is not tuple or len(args) == 2 and args[1] is Ellipsis or len(set(args)) == 1
-            )
-            else Any
-        )
-        return all(check_value(v, item) for v in value)
+        same_items = origin is not tuple or args[1:] == (Ellipsis,) or len(set(args)) == 1
+        item = args[0] if args and same_items else Any
+        return isinstance(value, (list, tuple)) and all(check_value(v, item) for v in value)
     if origin in (dict, collections.abc.Mapping) or hint in (dict, Mapping):
         return isinstance(value, Mapping)
     return True
+
+
+_WORDS = {
+    type(None): "null",
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+}
+_PLURALS = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
 
 
 def describe(hint: Any) -> str:
@@ -161,27 +154,17 @@ def describe(hint: Any) -> str:
     if origin is Literal:
         return "one of " + ", ".join(map(repr, args))
     if origin in (list, tuple, collections.abc.Sequence):
-        plural = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
         if not args or args[0] is Any:
             return "a list"
-        return f"a list of {plural.get(args[0], describe(args[0]))}"
+        return f"a list of {_PLURALS.get(args[0], describe(args[0]))}"
     if hint is list:
         return "a list"
     if origin in (dict, collections.abc.Mapping) or hint in (dict, Mapping):
         return "a mapping"
-    words = {
-        type(None): "null",
-        bool: "true or false",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-    }
-    return words.get(hint, getattr(hint, "__name__", str(hint)))
+    return _WORDS.get(hint, getattr(hint, "__name__", str(hint)))
 
 
-def first_mismatch(
-    factory: Callable[..., Any], options: Mapping[str, Any]
-) -> Optional[tuple[str, str]]:
+def first_mismatch(factory: Callable[..., Any], options: Mapping[str, Any]) -> Refusal:
     """``(option, expected)`` of the first option that does not fit ``factory``'s signature, or None."""
     types = option_types(factory)
     for key, value in options.items():
@@ -190,9 +173,7 @@ def first_mismatch(
     return None
 
 
-def out_of_range(
-    factory: Callable[..., Any], options: Mapping[str, Any]
-) -> Optional[tuple[str, str]]:
+def out_of_range(factory: Callable[..., Any], options: Mapping[str, Any]) -> Refusal:
     """``(option, "must be <range>, got <value>")`` of the first option outside the range or
     choices it declares, or None (a value of the wrong type is :func:`first_mismatch`'s)."""
     for key, hint in option_types(factory).items():

@@ -8,9 +8,8 @@ values of the wrong type or out of range and unknown component names fail with a
 :class:`~gspdml.errors.ConfigError` naming the field and the allowed values.
 
 Code builds variants of a config with :func:`dataclasses.replace`; :func:`validated` checks such
-a config again (the trainer calls it). A run directory's ``config.yaml`` is read back with
-:func:`gspdml.config.migration.read_run_config`, which also reads the configs earlier releases
-wrote.
+a config again. :func:`gspdml.config.migration.read_run_config` reads a run's ``config.yaml``,
+also one an earlier release wrote.
 """
 
 from __future__ import annotations

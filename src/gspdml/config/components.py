@@ -1,10 +1,8 @@
 """The component specs of a run config, checked by their registries before any work.
 
-Each spec's name must be registered and its options must fit the component's constructor (types
-and ranges from its annotations, :mod:`gspdml.typecheck`; rules across options from its
-``check_options``), before any data is read and without building a component. The dataset spec is completed with the reader's defaults, so
-``gspdml config`` and a run's ``config.yaml`` show every option in force, and its ``root`` /
-``path`` are made absolute (a run is read back from anywhere).
+Each spec is checked by its registry (:meth:`gspdml.registry.Registry.check`) without building
+it. The dataset spec is completed with the reader's defaults, so ``gspdml config`` and a run's
+``config.yaml`` show every option in force, and its ``root`` / ``path`` are made absolute.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Reading a run config: YAML files and presets, ``base`` includes, command-line overrides.
 
-The file (or the preset of that name shipped inside the package, :func:`preset_path`) is read
-with its ``base`` includes (a list of YAML files, relative to the including file, merged in
-order, then the file itself on top), merged over the schema's defaults, and the overrides
-``key.sub=value`` (values parsed as YAML) are applied. The result is a plain mapping that
-:func:`gspdml.config.load_config` checks against the schema.
+The file (or the shipped preset of that name, :func:`preset_path`) is read with its ``base``
+includes (YAML files relative to the including file, merged in order, the file itself on top),
+merged over the schema's defaults, and the overrides ``key.sub=value`` (YAML values) are applied:
+a plain mapping that :func:`gspdml.config.load_config` checks against the schema.
 
 Component specs (``data.dataset``, ``model.backbone``, ``model.pooling``, ``loss``) are brought
 to the canonical ``{name: ..., **options}`` form so overrides can address their options

@@ -57,9 +57,8 @@ def _rows(
         if sub is not None:
             nested.append((sub, key))
             kind = "a section" + (" or null" if field.default is None else "")
-            out.append(f"| `{key}` | {kind} | {_default(field)} | {field.metadata['doc']} |")
-            continue
-        kind = describe_field(hints[field.name], field.metadata)
+        else:
+            kind = describe_field(hints[field.name], field.metadata)
         out.append(f"| `{key}` | {kind} | {_default(field)} | {field.metadata['doc']} |")
 
 

@@ -152,11 +152,8 @@ def _items(spec: Any, field: str) -> list[tuple[dict[str, Any], float, str]]:
     list of specs with optional ``weight`` (weight 1 when unset) at ``field[i]``."""
     specs = spec if isinstance(spec, list) else [spec]
     wheres = [f"{field}[{i}]" for i in range(len(spec))] if isinstance(spec, list) else [field]
-    return [(*_weight_apart(*parse_spec(item, where)), where) for item, where in zip(specs, wheres)]
-
-
-def _weight_apart(name: str, options: dict[str, Any]) -> tuple[dict[str, Any], float]:
-    return _without_weight(name, **options)
+    parsed = [(parse_spec(item, where), where) for item, where in zip(specs, wheres)]
+    return [(*_without_weight(name, **options), where) for (name, options), where in parsed]
 
 
 def _without_weight(name: str, weight: float = 1.0, **options: Any) -> tuple[dict[str, Any], float]:

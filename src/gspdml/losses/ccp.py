@@ -28,7 +28,7 @@ from gspdml.losses.ccp_selection import select_proxies
 from gspdml.losses.pairs import PairLoss
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.normalize import clip_normalize
-from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE, OneOf
+from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE, OneOf, Refusal
 
 SNAPSHOTS = ("best", "last")
 NORMALIZATIONS = ("clip", "l2")
@@ -81,12 +81,10 @@ class CCP(LossWrapper):
     @classmethod
     def check_options(  # type: ignore[override]  # CCP's options, all given by the registry
         cls, *, proxies_per_class: int, pool_size: int, **options: Any
-    ) -> Optional[tuple[str, str]]:
+    ) -> Refusal:
         if pool_size < proxies_per_class:
-            return (
-                "pool_size",
-                f"must be >= proxies_per_class ({proxies_per_class}), got {pool_size}",
-            )
+            message = f"must be >= proxies_per_class ({proxies_per_class}), got {pool_size}"
+            return "pool_size", message
         return super().check_options(**options)
 
     def __init__(

@@ -341,11 +341,10 @@ class Metrix(LossWrapper):
             triples = torch.cat([pairs[:, :1], pairs], dim=1)
         if len(triples) == 0:
             return e, triples, e.new_zeros(0), None
-        weights = (
-            self._draw_lambda(len(triples), e, kind)
-            if lam is None
-            else torch.as_tensor(lam, dtype=e.dtype, device=e.device)
-        )
+        if lam is None:
+            weights = self._draw_lambda(len(triples), e, kind)
+        else:
+            weights = torch.as_tensor(lam, dtype=e.dtype, device=e.device)
         weights = weights.expand(len(triples))
         mixed = mix(triples, weights)
         if self.renormalize:

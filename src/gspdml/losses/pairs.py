@@ -24,10 +24,8 @@ def euclidean_distances(a: Tensor, b: Tensor, normalize: bool = True) -> Tensor:
     ``normalize=False`` measures the rows as given (``LpDistance(normalize_embeddings=False)``)."""
     if normalize:
         a, b = F.normalize(a, dim=1), F.normalize(b, dim=1)
-    squared = (a.pow(2).sum(1, keepdim=True) + b.pow(2).sum(1)[None, :] - 2.0 * a @ b.T).clamp(
-        min=0.0
-    )
-    return torch.sqrt(squared + 1e-12)
+    squared = a.pow(2).sum(1, keepdim=True) + b.pow(2).sum(1)[None, :] - 2.0 * a @ b.T
+    return torch.sqrt(squared.clamp(min=0.0) + 1e-12)
 
 
 def cosine_similarities(a: Tensor, b: Tensor, normalize: bool = True) -> Tensor:
@@ -154,11 +152,8 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
 
     def pair_values(self, anchors: Tensor, reference: Tensor) -> Tensor:
         """``[A, R]`` distances or similarities of all pairs."""
-        return (
-            self.distances(anchors, reference)
-            if self.measure == "distance"
-            else self.similarities(anchors, reference)
-        )
+        measure = euclidean_distances if self.measure == "distance" else cosine_similarities
+        return measure(anchors, reference, self.normalize_inputs)
 
     def paired_values(self, anchors: Tensor, candidates: Tensor) -> Tensor:
         """``[P]`` distances or similarities of row ``j`` with row ``j``."""
@@ -175,10 +170,8 @@ class WeightedPairLoss(LabelWeightedLoss, PairLoss):
         """Psomas thesis Eq. 2.7 with hard labels over all ordered in-batch pairs (= Eq. 2.3), each pair
         measured row by row as the mixed pairs are (exact for near-identical embeddings, where
         ``|a|^2 + |b|^2 - 2 a.b`` cancels)."""
-        n = len(labels)
-        anchor, candidate = torch.nonzero(
-            ~torch.eye(n, dtype=torch.bool, device=labels.device), as_tuple=True
-        )
+        off_diagonal = ~torch.eye(len(labels), dtype=torch.bool, device=labels.device)
+        anchor, candidate = torch.nonzero(off_diagonal, as_tuple=True)
         y = (labels[anchor] == labels[candidate]).to(embeddings.dtype)
         return self.labelled(embeddings, embeddings, anchor, candidate, y)
 

@@ -83,11 +83,8 @@ class ProxySynthesis(LossWrapper):
         proxies = F.normalize(base.proxies.to(e.dtype), dim=1)
         count = int(len(e) * self.mu)
         if count > 0 and bool((labels != labels[0]).any()):
-            lam = (
-                float(torch.distributions.Beta(self.alpha, self.alpha).sample())
-                if lam is None
-                else lam
-            )
+            if lam is None:
+                lam = float(torch.distributions.Beta(self.alpha, self.alpha).sample())
             own = torch.arange(count, device=e.device)
             previous = _previous_of_another_class(labels)[own]
             mixed = F.normalize(lam * e[own] + (1 - lam) * e[previous], dim=1)

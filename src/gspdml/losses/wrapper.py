@@ -22,6 +22,7 @@ from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, MetricLoss, build_loss
 from gspdml.losses.requirements import BatchRequirements, requirements_of
 from gspdml.registry import Registry, parse_spec
+from gspdml.typecheck import Refusal
 
 
 class LossWrapper(MetricLoss):
@@ -38,21 +39,20 @@ class LossWrapper(MetricLoss):
     base_kind: Optional[tuple[type, str]] = None
 
     @classmethod
-    def check_options(cls, **options: Any) -> Optional[tuple[str, str]]:
+    def check_options(cls, **options: Any) -> Refusal:
         """``base`` (a spec, or a built loss) must be a :attr:`base_kind`, checked before a build."""
         base = options.get(cls.base_option)
         if cls.base_kind is None or base is None:
             return None
-        if not isinstance(base, nn.Module):  # an unknown name is the registry's to report
+        if isinstance(base, nn.Module):
+            base = type(base)
+        else:  # a spec; an unknown name is the registry's to report
             name = parse_spec(base, cls.field(cls.base_option))[0]
             base = LOSSES.get(name) if name in LOSSES else None
-        given = (
-            base if inspect.isclass(base) else type(base) if isinstance(base, nn.Module) else None
-        )
         kind, words = cls.base_kind
-        if given is None or issubclass(given, kind):
+        if not inspect.isclass(base) or issubclass(base, kind):
             return None
-        return cls.base_option, f"must be {words}, got {given.__name__}"
+        return cls.base_option, f"must be {words}, got {base.__name__}"
 
     def __init__(self, base: Any, embedding_dim: Optional[int], num_classes: Optional[int]) -> None:
         super().__init__()

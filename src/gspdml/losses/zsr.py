@@ -36,7 +36,7 @@ from gspdml.losses.reduction import Terms, reduce
 from gspdml.losses.requirements import BatchRequirements
 from gspdml.losses.wrapper import LossWrapper
 from gspdml.ops.halves import ridge_across_halves
-from gspdml.typecheck import MIXING, POSITIVE
+from gspdml.typecheck import MIXING, POSITIVE, Refusal
 
 #: the named initial scales of the class embeddings ``v`` (see :class:`ZSR`)
 CLASS_INITS = ("unit", "he_normal")
@@ -82,7 +82,7 @@ class ZSR(LossWrapper):
     @classmethod
     def check_options(  # type: ignore[override]  # ZSR's options, all given by the registry
         cls, *, class_init: Union[str, float], **options: Any
-    ) -> Optional[tuple[str, str]]:
+    ) -> Refusal:
         return super().check_options(**options) or class_init_refusal(class_init)
 
     def __init__(
@@ -139,7 +139,7 @@ class ZSR(LossWrapper):
         return (1.0 - self.mixing) * dml + self.mixing * self.zero_shot_loss(attributes, labels)
 
 
-def class_init_refusal(value: Union[str, float]) -> Optional[tuple[str, str]]:
+def class_init_refusal(value: Union[str, float]) -> Refusal:
     """``class_init``: one of :data:`CLASS_INITS` or a positive finite standard deviation (None)
     or the option and its error."""
     if value in CLASS_INITS if isinstance(value, str) else math.isfinite(value) and value > 0:

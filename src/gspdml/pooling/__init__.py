@@ -3,7 +3,7 @@
 Every layer is registered in :data:`POOLINGS` under its config name.
 """
 
-from gspdml.pooling import (  # noqa: F401  (gap_gmp, kmax, weldon, gem, lse, gemax)  # noqa: F401  (attention and re-weighting poolings)  # noqa: F401  (prototype ensembles: clusters x dim outputs)  # noqa: F401  (SimPool chapter)
+from gspdml.pooling import (  # noqa: F401  (each module registers its poolings on import)
     cbam,
     class_attention,
     crow,
@@ -15,7 +15,7 @@ from gspdml.pooling import (  # noqa: F401  (gap_gmp, kmax, weldon, gem, lse, ge
     order_statistics,
     otp,
     power_means,
-    simple,  # noqa: F401  (registers gap, gmp)
+    simple,
     simpool,
     slot_attention,
     solar,
@@ -23,11 +23,4 @@ from gspdml.pooling import (  # noqa: F401  (gap_gmp, kmax, weldon, gem, lse, ge
 from gspdml.pooling.base import POOLINGS, Pooled, Pooling, build_pooling, flatten_locations
 from gspdml.pooling.gsp.layer import GSP  # noqa: F401  (registers gsp)
 
-__all__ = [
-    "GSP",
-    "POOLINGS",
-    "Pooled",
-    "Pooling",
-    "build_pooling",
-    "flatten_locations",
-]
+__all__ = ["GSP", "POOLINGS", "Pooled", "Pooling", "build_pooling", "flatten_locations"]

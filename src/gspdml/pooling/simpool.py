@@ -22,7 +22,7 @@ from gspdml.pooling.framework import (
     squared_norm_average,
 )
 from gspdml.pooling.functional import full_precision, generalized_mean, require, wide
-from gspdml.typecheck import AT_LEAST_1, POSITIVE, OneOf
+from gspdml.typecheck import AT_LEAST_1, POSITIVE, OneOf, Refusal
 
 #: where Table 3.12 (right) places linear and LayerNorm layers: query, key, value
 PLACES = ("q", "k", "v")
@@ -119,7 +119,7 @@ class SimPool(Pooling):
     AUTO_GAMMA = {"tokens": 1.25, "maps": 2.0}
 
     @classmethod
-    def check_options(cls, *, k: int, init: str, **_: Any) -> Optional[tuple[str, str]]:
+    def check_options(cls, *, k: int, init: str, **_: Any) -> Refusal:
         """The rules across options, checked before a build (:class:`gspdml.registry.Registry`)."""
         if k != 1 and init not in ("kmeans", "learned"):
             return (
@@ -226,11 +226,7 @@ class SimPool(Pooling):
         return self.initial.to(tokens.dtype).expand(tokens.shape[0], -1, -1)
 
     def _attend(
-        self,
-        maps: nn.Module,
-        pooled: torch.Tensor,
-        tokens: torch.Tensor,
-        gamma: Optional[float],
+        self, maps: nn.Module, pooled: torch.Tensor, tokens: torch.Tensor, gamma: Optional[float]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One round of Algorithm 1: the next pooled vectors ``Z`` ``[B, k, d]`` and the
         attention ``A`` ``[B, m, p, k]`` of the queries of ``pooled`` over ``tokens``."""
@@ -250,11 +246,8 @@ class SimPool(Pooling):
             if gamma is None:
                 heads = (weights * split_heads(values, self.heads).unsqueeze(3)).sum(dim=2)
             else:
-                low = (
-                    values.amin(dim=(1, 2), keepdim=True)
-                    if self.min_scope == "sample"
-                    else values.min()
-                )
+                per_sample = self.min_scope == "sample"
+                low = values.amin(dim=(1, 2), keepdim=True) if per_sample else values.min()
                 shifted = split_heads(values - low + self.eps, self.heads).unsqueeze(3)
                 heads = generalized_mean(shifted, gamma, dim=2, weights=weights, eps=self.eps)
         return merge_heads(heads), attention_map  # heads: [B, m, k, d/m]

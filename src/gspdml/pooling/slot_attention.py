@@ -49,11 +49,7 @@ class SlotAttention(Pooling):
         d, hidden = in_channels, max(int(hidden), in_channels)
         self.iters = int(iters)
         self.initial = nn.Parameter(torch.randn(int(slots), d) / math.sqrt(d))
-        self.norm_input, self.norm_slots, self.norm_mlp = (
-            nn.LayerNorm(d),
-            nn.LayerNorm(d),
-            nn.LayerNorm(d),
-        )
+        self.norm_input, self.norm_slots, self.norm_mlp = (nn.LayerNorm(d) for _ in range(3))
         self.wq, self.wk, self.wv = (nn.Linear(d, d, bias=False) for _ in range(3))
         self.gru = nn.GRUCell(d, d)
         self.mlp = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, d))

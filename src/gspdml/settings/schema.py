@@ -1,15 +1,14 @@
 """The machinery of the run schema: a section is a frozen dataclass whose fields carry their
-type (the annotation), default, meaning and range, and which is built from a YAML mapping by
-checking every key against them.
+type (the annotation), default, meaning and range, built from a YAML mapping by checking every
+key against them.
 
-:func:`option` declares a field: its default (:data:`REQUIRED`: none, the key must be given),
-its one-line documentation (the source of ``docs/configuration.md``), a ``minimum``
-(``exclusive`` for a strict bound), a ``below`` bound (strict), a ``noun`` for the "unknown
-<noun> 'x'; allowed: ..." message of a closed set, and an optional ``check(value, field)`` for a
-rule the type cannot say. :meth:`Section.from_mapping`
-refuses unknown keys, checks each value with :func:`gspdml.typecheck.check_value`, builds
-nested sections, turns lists into tuples (a section is immutable) and integers into floats where
-the field is a number, then runs the section's cross-field rules (:meth:`Section.check`).
+:func:`option` declares a field: its default (:data:`REQUIRED`: the key must be given), its
+one-line documentation (the source of ``docs/configuration.md``), a ``minimum`` (``exclusive``:
+strict) and a strict ``below`` bound (an :class:`~gspdml.typecheck.Interval`), a ``noun`` for
+the "unknown <noun> 'x'; allowed: ..." message of a closed set, and an optional
+``check(value, field)`` for a rule the type cannot say. :meth:`Section.from_mapping` refuses
+unknown keys, checks each value, stores lists as tuples and integers as floats in number fields,
+then runs the section's cross-field rules (:meth:`Section.check`).
 
 A section also reads as the mapping it was built from (``config["data"]["halves"]`` is
 ``config.data.halves``); :meth:`Section.to_dict` gives the plain YAML form back.
@@ -18,12 +17,13 @@ A section also reads as the mapping it was built from (``config["data"]["halves"
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, Optional, TypeVar, Union
 
 from gspdml.errors import ConfigError, did_you_mean
-from gspdml.typecheck import check_value, describe
+from gspdml.typecheck import Interval, check_value, describe
 
 #: the default of a field that has none: the key must be given
 REQUIRED = dataclasses.MISSING
@@ -44,15 +44,11 @@ def option(
 ) -> Any:
     """A schema field (see the module docstring); a mutable default is copied per instance.
     ``canonical`` maps a value in any accepted form to the stored one before it is checked."""
-    meta = {
-        "canonical": canonical,
-        "doc": doc,
-        "minimum": minimum,
-        "exclusive": exclusive,
-        "below": below,
-        "noun": noun,
-        "check": check,
-    }
+    interval = None
+    if minimum is not None:
+        high = math.inf if below is None else below
+        interval = Interval(minimum, high, low_open=exclusive, high_open=True)
+    meta = {"canonical": canonical, "doc": doc, "interval": interval, "noun": noun, "check": check}
     if default is REQUIRED:
         return dataclasses.field(metadata=meta)
     if isinstance(default, (dict, list)):
@@ -177,23 +173,12 @@ def convert(value: Any, hint: Any, spec: dataclasses.Field[Any], field: str) -> 
             allowed = ", ".join(str(a) for a in typing.get_args(hint))
             raise ConfigError(field, f"unknown {meta['noun']} {value!r}; allowed: {allowed}")
         raise ConfigError(field, f"expected {describe_field(hint, meta)}, got {value!r}")
-    items = list(value) if isinstance(value, (list, tuple)) else [value]
-    for item in items:
-        if (
-            isinstance(item, (int, float))
-            and not isinstance(item, bool)
-            and not _in_range(item, meta)
-        ):
-            raise ConfigError(field, f"expected {describe_field(hint, meta)}, got {value!r}")
+    items = value if isinstance(value, (list, tuple)) else [value]
+    if meta["interval"] is not None and not all(meta["interval"].admits(x) for x in items):
+        raise ConfigError(field, f"expected {describe_field(hint, meta)}, got {value!r}")
     if meta["check"] is not None:
         meta["check"](value, field)
     return _stored(value, hint)
-
-
-def _in_range(x: float, meta: Mapping[str, Any]) -> bool:
-    low, below = meta["minimum"], meta["below"]
-    above_low = low is None or (x > low if meta["exclusive"] else x >= low)
-    return above_low and (below is None or x < below)
 
 
 def _stored(value: Any, hint: Any) -> Any:
@@ -211,11 +196,8 @@ def describe_field(hint: Any, meta: Mapping[str, Any]) -> str:
     arms = typing.get_args(hint) if typing.get_origin(hint) is Union else (hint,)
     words = [describe(arm) for arm in arms if arm is not type(None)]
     text = " or ".join(words)
-    low, below = meta["minimum"], meta["below"]
-    if low is not None and below is not None:
-        text += f" in {'(' if meta['exclusive'] else '['}{low:g}, {below:g})"
-    elif low is not None:
-        text += f" {'>' if meta['exclusive'] else '>='} {low:g}"
+    if meta["interval"] is not None:
+        text += f" {meta['interval']}"
     if type(None) in arms:
         text += " or null"
     return text

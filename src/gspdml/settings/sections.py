@@ -345,8 +345,7 @@ class EvaluationConfig(Section):
         "(gspdml list metrics)",
     )
     postprocess: tuple[Union[str, dict[str, Any]], ...] = option(
-        (),
-        "post-processing steps (pca_whiten, dba, qe, k_reciprocal), reported as postprocessed_*",
+        (), "post-processing steps (pca_whiten, dba, qe, k_reciprocal), reported as postprocessed_*"
     )
     select_postprocessed: bool = option(False, "select by evaluation.metric after post-processing")
     clustering: bool = option(

@@ -8,13 +8,10 @@ sweep). Every model is keyed by its (fold, seed), read from its ``config.yaml``
 (the test metrics; the fair protocol's per-model 128-D test metrics, the tuning protocol's
 validation metrics).
 
-Per method and metric the table gives the mean ± sample std over the method's models (each an
-independently trained model) and, against the first method (the baseline), over the (fold,
-seed) pairs both have: the mean paired difference Δ = method - baseline in points, its 95%
-confidence interval (paired t), the two-sided paired t-test p-value and the Wilcoxon
-signed-rank p-value (:mod:`gspdml.evaluation.paired_tests`; not reported below 6 non-zero
-pairs). The fair protocol's 512-D numbers are ensembles that share models, not units that
-pair, so they are not compared here.
+Per method and metric the table gives the columns :func:`legend` describes, the paired tests
+against the first method (the baseline) by :mod:`gspdml.evaluation.paired_tests`. The fair
+protocol's 512-D numbers are ensembles that share models, not units that pair, so they are not
+compared here.
 
 Written as Markdown, LaTeX (``tabular``) and CSV, with the numbers in JSON beside them.
 """
@@ -62,9 +59,8 @@ def method_models(path: Path) -> dict[Key, dict[str, float]]:
         return _keyed({path / name: metrics for name, metrics in per_model.items()})
     if (path / RESULTS_FILE).is_file():
         return _keyed({path: _test_metrics(path)})
-    runs = (
-        sorted(p for p in path.glob("*") if (p / RESULTS_FILE).is_file()) if path.is_dir() else []
-    )
+    children = path.glob("*") if path.is_dir() else ()
+    runs = sorted(p for p in children if (p / RESULTS_FILE).is_file())
     if not runs:
         raise DataError(
             f"{path}: neither a protocol folder ({PROTOCOL_FILE}), a run folder "

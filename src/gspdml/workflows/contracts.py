@@ -1,24 +1,9 @@
 """The contract checks of a component, shipped with the library: ``gspdml check MODULE``
-(:mod:`gspdml.cli.tools`) imports a plugin module and runs them on every pooling, loss and
-backbone it registered, with no test suite needed (the repository's own registry-wide tests,
-``tests/pooling/test_pool_registry.py`` and ``tests/losses/test_loss_registry.py``, hold the
-library's components to the same contracts, :doc:`design` "Contracts").
-
-Each component is built from its defaults (a component that cannot be is reported as such) and:
-
-- a pooling maps ``[B, C, H, W]`` to a finite ``[B, out_channels()]`` (``weights`` ``[B, H, W]``
-  when it gives them); every trainable parameter and the input get a gradient; each sample is
-  pooled independently of the others in the batch (eval mode); tokens ``[B, H*W, C]`` give the
-  result of the map, or are refused with a ValueError when it declares ``accepts_tokens =
-  False``; a declared ``order_free`` agrees with the behaviour; the seed fixes its
-  initialisation; it works in an :class:`~gspdml.models.Embedder` with and without a head, which
-  gives unit-norm embeddings;
-- a loss gives a finite scalar through ``training_objective`` on a batch meeting what it
-  declares (:class:`~gspdml.losses.requirements.BatchRequirements`), and a finite, non-zero
-  gradient reaches the model;
-- a backbone maps images ``[2, in_channels, 64, 64]`` to a finite feature map of its declared
-  ``out_channels`` (or tokens ``[B, N, out_channels]``), and every trainable parameter gets a
-  gradient.
+(:mod:`gspdml.cli.tools`) imports a plugin module and runs :data:`CHECKS` on every pooling, loss
+and backbone it registered, each built from its defaults (the repository's registry-wide tests
+hold the library's own components to the same contracts, :doc:`design` "Contracts"). A pooling
+that declares ``accepts_tokens = False`` must refuse tokens ``[B, H*W, C]`` with a ValueError; a
+loss is given a batch meeting its :class:`~gspdml.losses.requirements.BatchRequirements`.
 """
 
 from __future__ import annotations
@@ -100,13 +85,8 @@ def _pooling_gradients(name: str) -> None:
     target = torch.randn(out.vector.shape, generator=torch.Generator().manual_seed(2))
     loss = (out.vector * target).sum()
     if out.weights is not None:
-        loss = (
-            loss
-            + (
-                out.weights
-                * torch.randn(out.weights.shape, generator=torch.Generator().manual_seed(3))
-            ).sum()
-        )
+        noise = torch.randn(out.weights.shape, generator=torch.Generator().manual_seed(3))
+        loss = loss + (out.weights * noise).sum()
     loss.backward()
     _require(x.grad is not None and bool(x.grad.abs().sum() > 0), "no gradient reaches the input")
     dead = [
@@ -174,11 +154,8 @@ def _pooling_seeded(name: str) -> None:
 def _pooling_in_embedder(name: str) -> None:
     for dim in (32, None):
         torch.manual_seed(0)
-        spec = {
-            "backbone": {"name": "small_cnn", "widths": [8, 16, 16, 32]},
-            "embedding_dim": dim,
-            "pooling": {"name": name},
-        }
+        backbone = {"name": "small_cnn", "widths": [8, 16, 16, 32]}
+        spec = {"backbone": backbone, "embedding_dim": dim, "pooling": {"name": name}}
         model = build_embedder(spec, in_channels=3).eval()
         with torch.no_grad():
             out = model(torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(4)))
@@ -197,20 +174,11 @@ def _loss_trains(name: str) -> None:
     loss = build_loss({"name": name}, embedding_dim=DIM, num_classes=CLASSES).train()
     needs = requirements_of(loss)
     torch.manual_seed(1)
-    pooling = (
-        {"name": "gsp", "num_prototypes": 4, "init": "random", "iters": 10}
-        if "attributes" in needs.reads
-        else "gap"
-    )
-    model = build_embedder(
-        {
-            "backbone": {"name": "small_cnn", "widths": [8, 8, 8]},
-            "embedding_dim": DIM,
-            "pooling": pooling,
-            "head": "local",
-        },
-        3,
-    ).train()
+    gsp = {"name": "gsp", "num_prototypes": 4, "init": "random", "iters": 10}
+    pooling = gsp if "attributes" in needs.reads else "gap"
+    backbone = {"name": "small_cnn", "widths": [8, 8, 8]}
+    spec = {"backbone": backbone, "embedding_dim": DIM, "pooling": pooling, "head": "local"}
+    model = build_embedder(spec, 3).train()
     needs.check_output(model_provides(model))
     per_class = max(2, needs.samples_per_class)
     labels = torch.arange(4).repeat_interleave(per_class)
@@ -281,12 +249,7 @@ def run_checks(components: dict[str, list[str]]) -> Iterator[CheckResult]:
                 except Exception as exc:  # the component's own error, shown where it arose
                     origin = exc.__cause__ or exc  # a plugin constructor's error, wrapped
                     where = traceback.extract_tb(origin.__traceback__)[-1]
-                    yield CheckResult(
-                        kind,
-                        name,
-                        title,
-                        False,
-                        f"{type(exc).__name__}: {exc} ({where.filename}:{where.lineno})",
-                    )
+                    message = f"{type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
+                    yield CheckResult(kind, name, title, False, message)
                 else:
                     yield CheckResult(kind, name, title, True)

@@ -53,9 +53,8 @@ def run_demo(
     configs = [
         load_config(path, [*overrides, f"output_dir={output_dir}"]) for path in demo_configs(paths)
     ]
-    for (
-        config
-    ) in configs:  # pre-train missing backbone weights first: the time column is training only
+    # pre-train missing backbone weights first: the time column is training only
+    for config in configs:
         resolve_recipe_weights(config.model, device=config.trainer.device)
     for config in configs:
         run = PlannedRun(config.name, config, output_dir / config.name)

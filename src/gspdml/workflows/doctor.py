@@ -118,11 +118,9 @@ def _native_state(native: ModuleType) -> str:
     compiler = native.find_compiler()
     if compiler is None:
         return "off: no C compiler ($CC or cc); the torch code runs"
-    return (
-        f"loaded (built with {compiler})"
-        if native.library() is not None
-        else "off: the build failed (see the warning); the torch code runs"
-    )
+    if native.library() is None:
+        return "off: the build failed (see the warning); the torch code runs"
+    return f"loaded (built with {compiler})"
 
 
 def format_report(report: dict[str, dict[str, str]]) -> str:

@@ -15,7 +15,6 @@ from gspdml.errors import ConfigError, GspdmlError
 from gspdml.evaluation.metric_registry import default_query_metrics
 from gspdml.evaluation.service import EvalSpec, evaluate
 from gspdml.models.inference import resolve_device
-from gspdml.registry import parse_spec
 from gspdml.retrieval.encoder import image_channels
 from gspdml.retrieval.preprocessing import eval_transform_from_config
 from gspdml.retrieval.sources import evaluation_images
@@ -94,7 +93,7 @@ def evaluate_run(
         header = {"split": split or DEFAULT_SPLIT}
         chosen = getattr(data, header["split"])
         if chosen is None:
-            name, _ = parse_spec(dataset, "data.dataset")
+            name = config.data.dataset_name
             raise GspdmlError(f"dataset {name!r} has no {header['split']} split")
     result = evaluate(
         model,

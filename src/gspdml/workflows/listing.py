@@ -78,11 +78,7 @@ def option_listing(
         )
     registry = _registry(kind)
     return [
-        (
-            name,
-            summary,
-            component_options(registry, name) if registry.primary(name) == name else [],
-        )
+        (name, summary, component_options(registry, name) if registry.primary(name) == name else [])
         for name, summary in listing(kind, pattern)
     ]
 

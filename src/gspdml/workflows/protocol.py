@@ -4,58 +4,45 @@
 The config describes one model; the protocol owns the fields that tell the models apart:
 
 - ``fair`` (Gürbüz thesis §5.3.4.1, fair evaluation): the training classes are cut into 4 folds
-  (:func:`~gspdml.data.splits.fair_protocol_folds`); the model of fold f and seed s
-  trains with ``data.dataset.val_fold: f`` (``num_folds: 4``), so the dataset itself carves the
-  fold's validation classes off its training classes (:func:`gspdml.data.splits.validation_classes`,
-  the same fold rule), and monitors them (``evaluation.split: val``). Each model embeds the test
-  split (cached as ``test_embeddings.npz`` in its run dir) and
+  (:func:`~gspdml.data.splits.fair_protocol_folds`); the model of fold f and seed s trains with
+  ``data.dataset.val_fold: f`` (``num_folds: 4``), so the dataset carves the fold's validation
+  classes off its training classes, and monitors them (``evaluation.split: val``). Each model
+  embeds the test split (cached as ``test_embeddings.npz``) and
   :func:`~gspdml.evaluation.aggregate.fair_protocol_results` gives the 128D / 512D numbers over
-  all seeds^4 realisations (3^4 = 81 with three seeds); ``summary.training.steps`` is the
-  mean ± std over the models of the steps each trained before it stopped (Gürbüz thesis Table 3.3).
-- ``tuning`` (Gürbüz thesis §5.3.4.1, hyper-parameter tuning: "a single model on the 4/5 of the training
-  set while using 1/5 for the validation", repeated 3 times): one split of the training classes, fold 0 of the 5
-  contiguous folds (validation on the last fifth), one model per seed, early-stopping patience 10
-  rounds on CUB and Cars and 7 on SOP and In-shop (other datasets keep ``evaluation.patience``);
-  the result is the mean ± std over the seeds of each model's metrics on the validation classes.
+  all seeds^4 realisations; ``summary.training.steps`` is the mean ± std of the steps each
+  model trained before it stopped (Gürbüz thesis Table 3.3).
+- ``tuning`` (Gürbüz thesis §5.3.4.1, hyper-parameter tuning: "a single model on the 4/5 of the
+  training set while using 1/5 for the validation", repeated 3 times): fold 0 of the 5 contiguous
+  folds, one model per seed, early-stopping patience :data:`TUNING_PATIENCE` (else
+  ``evaluation.patience``); the result is the mean ± std over the seeds of each model's metrics
+  on the validation classes.
 - ``conventional`` (§7.3): one model per seed on the whole training split (``val_fraction: 0``)
   that monitors the test split (``evaluation.split: test``); the best repeat is reported, and the
   mean ± std over the repeats.
 - ``two_stage`` (ProxyNCA++, Teh et al. 2020, as its code runs it: ``--mode train`` then
   ``--mode trainval``): per seed, stage 1 trains on the first half of the training classes and
   validates on the second half (``val_fold: 0, num_folds: 2``) with the config's reduce-on-plateau
-  schedule, recording the steps of its learning-rate drops and its best step; stage 2 retrains
-  from scratch on all training classes, warms up for as many epochs as stage 1, drops the rate
-  by the plateau factor one epoch after each epoch at which stage 1's rate dropped (the code's
-  ``MultiStepLR.step(e)``; ``schedule.step_decay.milestones``: stage-1 steps times the ratio of
-  the two training-set sizes), stops at the best epoch, keeps its last weights and is evaluated
-  on the test split. Reported like ``conventional`` over the stage-2 models.
+  schedule; stage 2 retrains from scratch on all training classes on stage 1's schedule
+  (:func:`_trainval_stage_config`) and is evaluated on the test split. Reported like
+  ``conventional`` over the stage-2 models.
 - ``split`` (the GSP paper's Cifar Collage, supplement §2.2: a dataset that comes with its own
   validation classes, disjoint from the training and test classes): one model per seed on the
   dataset's own splits, selected on its validation split (``evaluation.split: val``) and
   evaluated on the test split; the result is the mean ± std over the seeds of each model's test
   metrics (group ``seeds``).
 
-Every mean ± std is :func:`gspdml.evaluation.statistics.mean_std` (the sample std), and
-``spread`` in the result says for every summary group what its std is over and how many
-independently trained models it rests on; the tables print it (:mod:`gspdml.workflows.tables`).
-``gspdml compare`` tests the difference of two protocols' models pair by pair
-(:mod:`gspdml.workflows.compare`). Every model is
-scored by the evaluation service (:mod:`gspdml.evaluation.service`) with the run's
-``evaluation`` spec, device and precision, so ``evaluation.postprocess`` adds the post-processed
-twin of every summarised metric and table column (``postprocessed_map_at_r``, "MAP@R
-(post-processed)"), and ``evaluation.clustering`` adds the test split's NMI (k-means on the
-embeddings, :mod:`gspdml.evaluation.clustering`) to the fair, conventional and two-stage tables. In the fair protocol a step that learns on training embeddings
-(PCA-whitening) learns on the embeddings of all the protocol's training classes by each model
-(the same items for every fold model), concatenated for the 512D numbers like the test
-embeddings.
+Every mean ± std is the sample std (:func:`gspdml.evaluation.statistics.mean_std`); ``spread``
+says for every summary group what it is over and how many independently trained models it rests
+on. Every model is scored by the evaluation service with the run's ``evaluation`` spec, device
+and precision: ``evaluation.postprocess`` adds the post-processed twin of every summarised metric
+and column, ``evaluation.clustering`` the test split's NMI to the fair, conventional and
+two-stage tables. In the fair protocol a post-processing step that learns (PCA-whitening) learns
+on the embeddings of all the protocol's training classes, concatenated for 512D like the test's.
 
-Runs live in ``<root>/fold<f>-seed<s>/`` (``<root>/seed<s>/`` for ``conventional``), ``root`` =
-``<output_dir>/<name>`` of the config. They are resumable model by model, by the reuse rule of
-:mod:`gspdml.workflows.runner`: a finished run is reused, a run with a checkpoint is resumed, the
-others start; a run directory holding a run of another config is refused, and so is a root
-folder that holds a single run (:func:`gspdml.training.run_identity.check_not_a_run`). ``<root>/protocol.json``
-keeps every number (per model and per realisation), ``<root>/results.md`` / ``.json`` the table
-row (:mod:`gspdml.workflows.tables`).
+Runs live in ``<root>/fold<f>-seed<s>/`` (``<root>/seed<s>/`` outside the fold protocols),
+``root`` = ``<output_dir>/<name>``, resumable model by model (:mod:`gspdml.workflows.runner`);
+a root folder that holds a single run is refused. ``<root>/protocol.json`` keeps every number,
+``<root>/results.md`` / ``.json`` the table row (:mod:`gspdml.workflows.tables`).
 """
 
 from __future__ import annotations
@@ -150,17 +137,12 @@ def plan_protocol(
         ], []
     num_folds, make_folds = FOLDS[protocol]
     folds = make_folds(_training_classes(config, protocol, num_folds))[: FOLDS_USED[protocol]]
-    runs = [
-        ProtocolRun(
-            f"fold{f.index}-seed{s}",
-            _fold_config(config, protocol, f.index, num_folds, int(s)),
-            root / f"fold{f.index}-seed{s}",
-            f.index,
-            int(s),
-        )
-        for f in folds
-        for s in seeds
-    ]
+    runs = []
+    for fold in folds:
+        for seed in map(int, seeds):
+            name = f"fold{fold.index}-seed{seed}"
+            run_config = _fold_config(config, protocol, fold.index, num_folds, seed)
+            runs.append(ProtocolRun(name, run_config, root / name, fold.index, seed))
     return runs, folds
 
 
@@ -246,11 +228,9 @@ def _fold_config(
         k: v for k, v in config.data.dataset.items() if k not in ("val_classes", "val_fraction")
     }
     spec.update(val_fold=fold, num_folds=num_folds)
-    patience = (
-        TUNING_PATIENCE.get(name, config.evaluation.patience)
-        if protocol == "tuning"
-        else config.evaluation.patience
-    )
+    patience = config.evaluation.patience
+    if protocol == "tuning":
+        patience = TUNING_PATIENCE.get(name, patience)
     return replace(
         config,
         name=f"{config.name}-fold{fold}-seed{seed}",
@@ -274,8 +254,7 @@ def _conventional_config(config: RunConfig, seed: int) -> RunConfig:
 
 
 def _split_config(config: RunConfig, seed: int) -> RunConfig:
-    """The model of ``seed`` in the ``split`` protocol: the dataset's own splits, selected on its
-    validation split."""
+    """The model of ``seed`` in the ``split`` protocol."""
     return replace(
         config,
         name=f"{config.name}-seed{seed}",
@@ -317,13 +296,10 @@ def _trainval_stage_config(
 ) -> RunConfig:
     """Stage 2 of ``two_stage`` as ProxyNCA++'s ``train.py --mode trainval`` runs it: all
     training classes; a warm-up of as many *epochs* as stage 1's (its steps times ``ratio``, the
-    training images of stage 2 over stage 1); then the main epochs up to stage 1's best one (its
-    ``break`` at ``best_epoch``), with no selection (the last weights are the model); the rate
-    cut by the plateau factor one epoch after each epoch at which stage 1's rate dropped:
-    ``MultiStepLR(milestones=lr_steps).step(e)`` at the end of epoch ``e`` sets the rate of epoch
-    ``e + 1`` from the milestones up to ``e``, where stage 1 ran epoch ``e`` at the dropped rate.
-    An epoch is one validation round (``evaluation.every``: the code validates after every
-    epoch)."""
+    training images of stage 2 over stage 1); then the main epochs up to stage 1's best one, with
+    no selection (the last weights are the model); the rate cut by the plateau factor one epoch
+    after each epoch at which stage 1's rate dropped (the code's ``MultiStepLR.step(e)`` at the end
+    of epoch ``e``). An epoch is one validation round (``evaluation.every``)."""
     run = _conventional_config(config, seed)
     warmup, every = config.schedule.warmup_steps, config.evaluation.every
 
@@ -336,11 +312,9 @@ def _trainval_stage_config(
     drops = [stage2_step(int(s) + every) for s in stage1["lr_drop_steps"]]
     drops = [s for s in drops if 1 <= s < length]
     plateau = config.schedule.plateau  # stage 1 drops the rate on its plateaus
-    decay = (
-        StepDecay(factor=plateau.factor, milestones=tuple(drops))
-        if drops and plateau is not None
-        else None
-    )
+    decay = None
+    if drops and plateau is not None:
+        decay = StepDecay(factor=plateau.factor, milestones=tuple(drops))
     schedule = replace(
         run.schedule,
         plateau=None,
@@ -366,15 +340,8 @@ def _run_two_stage(
         stage1 = _results(run, {"best_step": int, "lr_drop_steps": list})
         name = f"trainval-seed{run.seed}"
         ratio = _train_size(_conventional_config(config, run.seed)) / _train_size(run.config)
-        second.append(
-            ProtocolRun(
-                name,
-                _trainval_stage_config(config, run.seed, stage1, ratio),
-                root / name,
-                None,
-                run.seed,
-            )
-        )
+        run_config = _trainval_stage_config(config, run.seed, stage1, ratio)
+        second.append(ProtocolRun(name, run_config, root / name, None, run.seed))
         status[name] = _train_or_skip(second[-1])
     return second, [], status
 
@@ -422,8 +389,7 @@ def _load(run: ProtocolRun) -> tuple[RunConfig, nn.Module, DataSplits, torch.dev
 
 
 def _embedding_kwargs(config: RunConfig, device: torch.device) -> dict[str, Any]:
-    """How the trainer embedded for its evaluations: the run's device, precision (resolved here,
-    the protocol's entry), batch size and workers."""
+    """How the trainer embedded for its evaluations (the precision resolved here, once)."""
     from gspdml.compat.hardware import resolve_precision
 
     return {
@@ -495,9 +461,7 @@ def _fair_summary(runs: list[ProtocolRun]) -> dict[str, Any]:
 
 
 def _clustered(config: RunConfig) -> tuple[str, ...]:
-    """``("nmi",)`` when the config asks for the clustering metrics of the test split
-    (``evaluation.clustering``), else ``()``: NMI joins the test tables of the fair,
-    conventional and two-stage protocols (the tuning protocol scores validation rounds)."""
+    """``("nmi",)`` when the config clusters the test split (``evaluation.clustering``)."""
     return ("nmi",) if config.evaluation.clustering else ()
 
 
@@ -536,9 +500,7 @@ def _mean_std(per_model: dict[str, Any], metrics: Sequence[str]) -> dict[str, An
 
 
 def _tuning_summary(runs: list[ProtocolRun]) -> dict[str, Any]:
-    """Each model's report on its validation classes, by the evaluation service with the run's
-    spec (a validation round's metrics), device and precision (the trainer's own last round on
-    them)."""
+    """Each model's metrics on its validation classes, as a validation round scores them."""
     per_model = {}
     for run in runs:
         config, model, data, device = _load(run)
@@ -552,10 +514,9 @@ def _tuning_summary(runs: list[ProtocolRun]) -> dict[str, Any]:
             **_embedding_kwargs(config, device),
         ).metrics
     metrics = with_postprocessed(TABLE_METRICS, _spec(runs[0].config))
-    summary = {"val": _mean_std(per_model, metrics)}
     return {
         "per_model": per_model,
-        "summary": summary,
+        "summary": {"val": _mean_std(per_model, metrics)},
         "spread": {"val": spread("seeds", len(runs), len(runs))},
         "num_realisations": len(runs),
     }

@@ -14,13 +14,10 @@ The results tables have the layout of the thesis' tables:
 - Tuning protocol (Tab. 5.4): validation P@1 and MAP@R, mean ± std over folds and repeats
   (:data:`TUNING_COLUMNS`).
 
-Values are in percent as ``mean ± std``; the std is omitted for a single realisation or when a
-cell has none. The last column says what the ± of the row is over and how many independently
-trained models it rests on (the result's ``spread``,
-:func:`~gspdml.evaluation.statistics.describe_spread`): the fair protocol's realisations share
-their models. A row is a :func:`~gspdml.evaluation.aggregate.fair_protocol_results` output (or
-any ``{"summary": {group: {metric: {"mean", "std"}}}, "num_realisations": n}``), or the summary
-itself.
+Values are in percent as ``mean ± std`` (no std for a single realisation). The last column says
+what the ± is over and how many independently trained models it rests on (the result's
+``spread``). A row is a ``{"summary": {group: {metric: {"mean", "std"}}}, "num_realisations": n}``
+(:func:`~gspdml.evaluation.aggregate.fair_protocol_results`), or the summary itself.
 """
 
 from __future__ import annotations
@@ -48,14 +45,8 @@ CONVENTIONAL_COLUMNS = (
     ("repeats", "precision_at_1", "R@1 (all repeats)"),
     ("repeats", "map_at_r", "MAP@R (all repeats)"),
 )
-SPLIT_COLUMNS = (
-    ("seeds", "precision_at_1", "P@1"),
-    ("seeds", "map_at_r", "MAP@R"),
-)
-TUNING_COLUMNS = (
-    ("val", "precision_at_1", "val P@1"),
-    ("val", "map_at_r", "val MAP@R"),
-)
+SPLIT_COLUMNS = (("seeds", "precision_at_1", "P@1"), ("seeds", "map_at_r", "MAP@R"))
+TUNING_COLUMNS = (("val", "precision_at_1", "val P@1"), ("val", "map_at_r", "val MAP@R"))
 Columns = Sequence[tuple[str, str, str]]
 
 
@@ -90,13 +81,9 @@ def results_table_markdown(
     for name, result in rows.items():
         summary, count = _summary(result)
         cells = [summary.get(group, {}).get(metric) for group, metric, _ in columns]
-        body.append(
-            [
-                name,
-                *("–" if cell is None else _format(cell, count, digits) for cell in cells),
-                spread_text(result, [group for group, _, _ in columns]) if count != 1 else "–",
-            ]
-        )
+        shown = ["–" if cell is None else _format(cell, count, digits) for cell in cells]
+        spread = spread_text(result, [group for group, _, _ in columns]) if count != 1 else "–"
+        body.append([name, *shown, spread])
     header = ["Method", *(title for _, _, title in columns), SPREAD_TITLE]
     return markdown_table(header, body, numbers_right=True) + "\n"
 

@@ -1,21 +1,16 @@
 """``gspdml tune CONFIG --space SPACE.yaml``: a hyper-parameter search over the tuning protocol
 with Optuna's TPE sampler (Bergstra et al. 2011), stored in SQLite and resumable.
 
-The seeds chose hyper-parameters by Bayesian optimisation in two places: the baselines' loss
-parameters come from Musgrave et al. 2020's Bayesian search (Gürbüz thesis §3.3.2.1 and
-§5.3.4.1, "Setup"; GSP paper, supplement §1.1.7 "Hyperparameters"), and CCP's λ and number of
-proxies from a Bayesian search on CUB with C2-CCP (Gürbüz thesis §3.3.2.3, "Ablations",
-Fig. 3.5). The tuning protocol here is the thesis' hyper-parameter tuning setting (§5.3.4.1:
-models trained on 4/5 of the training classes and scored on the held-out fifth,
-:mod:`gspdml.workflows.protocol`, ``tuning``).
+The papers chose the baselines' loss parameters by Musgrave et al. 2020's Bayesian search
+(Gürbüz thesis §3.3.2.1 and §5.3.4.1; GSP paper supplement §1.1.7) and CCP's λ and number of
+proxies by one on CUB (Gürbüz thesis §3.3.2.3, Fig. 3.5).
 
-Each trial is the tuning protocol (one 4/5 split, a model per seed) of the config with the
-trial's values as overrides; its objective is the mean over the seeds of the validation metric
-(``evaluation.metric``, MAP@R by default). Trials live in ``<root>/trial<n>/`` and are
-reused or resumed model by model by the runner's rule, so a killed search continues where it
-stopped: the study (``<root>/search.db``, SQLite) is loaded again by name, a trial that was
-running when the search died is marked failed, and new trials run until the study has
-``trials`` complete ones. The best trial's config is written to ``<root>/best.yaml``.
+Each trial is the tuning protocol (:mod:`gspdml.workflows.protocol`) of the config with the
+trial's values as overrides; its objective is the mean over the seeds of ``evaluation.metric``.
+Trials live in ``<root>/trial<n>/``, reused or resumed model by model, so a killed search
+continues: the study (``<root>/search.db``) is loaded again by name, a trial that was running is
+marked failed, and new trials run until ``trials`` are complete. The best trial's config is
+written to ``<root>/best.yaml``.
 
 The search space is YAML, one entry per dotted config key::
 
@@ -122,11 +117,8 @@ def run_search(
     import optuna
 
     base = load_config(config_source, overrides)
-    root = (
-        Path(output_dir)
-        if output_dir is not None
-        else Path(base.output_dir) / f"{base.name}-search"
-    )
+    default_root = Path(base.output_dir) / f"{base.name}-search"
+    root = default_root if output_dir is None else Path(output_dir)
     root.mkdir(parents=True, exist_ok=True)
     storage = f"sqlite:///{(root / 'search.db').resolve()}"
     metric = base.evaluation.metric

@@ -121,9 +121,8 @@ class _FusedGSP(torch.autograd.Function):
         cost, w_squared, f_squared = cost_parts(prototypes.to(work), features)
         log_rho, log_t = solve_log(cost, mu, eps, iters, stop_when_stationary=True)
         weights = pooling_weights(log_rho.exp(), mu, background)
-        vector = torch.bmm(weights.unsqueeze(1), features.transpose(1, 2)).squeeze(
-            1
-        )  # sum_j p_j f_j
+        # sum_j p_j f_j
+        vector = torch.bmm(weights.unsqueeze(1), features.transpose(1, 2)).squeeze(1)
         attributes = transport_plan(cost, eps, log_rho, log_t).sum(dim=2) / mu
         ctx.save_for_backward(
             local, prototypes, cost, log_rho, log_t, weights, w_squared, f_squared
@@ -141,15 +140,13 @@ class _FusedGSP(torch.autograd.Function):
     ) -> tuple[Optional[torch.Tensor], ...]:
         local, prototypes, cost, log_rho, log_t, weights, w_squared, f_squared = ctx.saved_tensors
         mu, eps, background = ctx.options
-        grad_p = (
-            torch.bmm(grad_vector.to(local.dtype).unsqueeze(1), local).squeeze(1).to(cost.dtype)
-        )  # F^T G_x
+        grad_x = grad_vector.to(local.dtype).unsqueeze(1)
+        grad_p = torch.bmm(grad_x, local).squeeze(1).to(cost.dtype)  # F^T G_x
         if grad_weights is not None:
             grad_p = grad_p + grad_weights
         grad_rho = grad_p / (1.0 - mu) if background else -grad_p / mu
-        grad_pi = (
-            None if grad_attributes is None else (grad_attributes / mu).contiguous()
-        )  # constant along features
+        # constant along features
+        grad_pi = None if grad_attributes is None else (grad_attributes / mu).contiguous()
         grad_cross, sums_w, sums_f = cost_gradients(
             cost, log_rho, log_t, grad_rho, grad_pi, w_squared, f_squared, eps
         )
@@ -165,12 +162,10 @@ class _FusedGSP(torch.autograd.Function):
             dim=2,
         )
         right = torch.cat([grad_cross, weights.unsqueeze(1)], dim=1).to(products)
-        norm_term = local * (2.0 * grad_f_squared).to(products).unsqueeze(
-            1
-        )  # same memory layout as local
-        if (
-            local.stride(1) == 1
-        ):  # d contiguous (a channels_last map): build the gradient as [B, n, d]
+        # same memory layout as local
+        norm_term = local * (2.0 * grad_f_squared).to(products).unsqueeze(1)
+        # d contiguous (a channels_last map): build the gradient as [B, n, d]
+        if local.stride(1) == 1:
             grad_local = torch.baddbmm(
                 norm_term.transpose(1, 2), right.transpose(1, 2), left.transpose(1, 2)
             ).transpose(1, 2)

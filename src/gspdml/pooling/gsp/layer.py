@@ -49,7 +49,7 @@ from gspdml.pooling.base import (
 )
 from gspdml.pooling.gsp.fused import cost_parts, fused_gsp, pooling_weights
 from gspdml.pooling.gsp.transport import BACKWARDS, exporting, partial_transport
-from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE, Interval, OneOf
+from gspdml.typecheck import AT_LEAST_1, NON_NEGATIVE, Interval, OneOf, Refusal
 
 INITS = ("kcenter", "random")
 Linear = Callable[[torch.Tensor], torch.Tensor]
@@ -105,18 +105,15 @@ class GSP(Pooling, LazyInitialised):
         num_prototypes: int,
         memory_size: int,
         **_: Any,
-    ) -> Optional[tuple[str, str]]:
+    ) -> Refusal:
         """The rules across options, checked before a build (:class:`gspdml.registry.Registry`)."""
         if learn_gem_p and gem_p == 1.0:
             return "learn_gem_p", "a learnable GeM power needs GeMean+GSP (gem_p > 1, e.g. 3)"
         if weighting == "background" and mu >= 1.0:
             return "weighting", "background weighting needs mu < 1 (at mu = 1 nothing is left over)"
-        prototypes, memory = num_prototypes, memory_size
-        if init == "kcenter" and memory < prototypes:
-            return (
-                "memory_size",
-                f"k-center needs at least num_prototypes={prototypes} samples, got {memory}",
-            )
+        if init == "kcenter" and memory_size < num_prototypes:
+            needs = f"k-center needs at least num_prototypes={num_prototypes} samples"
+            return "memory_size", f"{needs}, got {memory_size}"
         return None
 
     def __init__(
@@ -135,12 +132,8 @@ class GSP(Pooling, LazyInitialised):
         backward: Annotated[str, OneOf(BACKWARDS)] = "closed_form",
     ):
         super().__init__(in_channels)
-        self.num_prototypes, self.mu, self.eps, self.iters = (
-            num_prototypes,
-            float(mu),
-            float(eps),
-            int(iters),
-        )
+        self.num_prototypes, self.iters = num_prototypes, int(iters)
+        self.mu, self.eps = float(mu), float(eps)
         self.gem_p, self.add_max_pool, self.weighting = float(gem_p), bool(add_max_pool), weighting
         self.init, self.backward = init, backward
         self.gem_power = nn.Parameter(torch.tensor(float(gem_p))) if learn_gem_p else None
@@ -183,13 +176,9 @@ class GSP(Pooling, LazyInitialised):
             # uninitialised layers are refused before export (gspdml.training.load_run)
             initialized = exporting() or self.is_initialised
             if initialized and self._fused():
+                background = self.weighting == "background"
                 vector, weights, attributes = fused_gsp(
-                    local,
-                    self.prototypes.to(work),
-                    self.mu,
-                    self.eps,
-                    self.iters,
-                    self.weighting == "background",
+                    local, self.prototypes.to(work), self.mu, self.eps, self.iters, background
                 )
             else:
                 local = local.to(work).contiguous()  # the composed ops run fastest so
