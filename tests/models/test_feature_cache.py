@@ -6,6 +6,7 @@ import torch
 from gspdml.config import load_config
 from gspdml.errors import ConfigError
 from gspdml.models.embedder import build_embedder
+from gspdml.models import feature_cache
 from gspdml.models.feature_cache import FeatureCache, image_keys
 from gspdml.training.trainer import Trainer
 
@@ -113,7 +114,7 @@ def test_training_with_the_cache_matches_training_without(tmp_path, monkeypatch,
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.uint8])
-def test_image_keys_tell_apart_images_one_bit_or_one_swap_apart(dtype):
+def test_image_keys_tell_apart_images_one_bit_or_one_swap_apart(dtype, monkeypatch):
     """The keys are computed where the images are (image_keys); equal images share a key, an
     image with one value's lowest bit flipped, or two of its values swapped, gets another."""
     generator = torch.Generator().manual_seed(0)
@@ -127,6 +128,8 @@ def test_image_keys_tell_apart_images_one_bit_or_one_swap_apart(dtype):
     keys = image_keys(torch.cat([images, images[:1], flipped[:1], swapped[:1]]))
     assert len(set(keys[:3])) == 3 and keys[3] == keys[0]
     assert keys[4] != keys[0] and keys[5] != keys[0] and keys[4] != keys[5]
+    monkeypatch.setattr(feature_cache, "_KEY_ELEMENTS", 200)  # one image per part
+    assert image_keys(images) == keys[:3]
 
 
 def test_an_image_one_bit_away_is_never_read_from_the_cache():

@@ -39,6 +39,8 @@ MAX_BYTES = 4 << 30
 #: the hashes of :func:`image_keys`, each with its own weights
 _HASHES = 2
 _BITS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+#: values hashed at once by :func:`image_keys` (its int64 temporaries: 32 MiB each)
+_KEY_ELEMENTS = 1 << 22
 
 
 def _tensor_bytes(tensor: torch.Tensor) -> bytes:
@@ -65,10 +67,13 @@ def image_keys(images: torch.Tensor) -> list[tuple[int, ...]]:
     ``[B, 2]`` keys reach the host.
     """
     flat = images.detach().reshape(len(images), -1)
-    bits = flat.contiguous().view(_BITS[flat.element_size()]).long()
-    weights = _hash_weights(bits.shape[1], bits.device)
-    sums = torch.stack([(bits * w).sum(1) for w in weights], 1)  # int64 sums wrap mod 2^64
-    return [tuple(row) for row in sums.tolist()]
+    weights = _hash_weights(flat.shape[1], flat.device)
+    rows = max(1, _KEY_ELEMENTS // max(1, flat.shape[1]))  # int64 temporaries in bounded memory
+    sums = []
+    for part in flat.split(rows):
+        bits = part.contiguous().view(_BITS[part.element_size()]).long()
+        sums.append(torch.stack([(bits * w).sum(1) for w in weights], 1))  # wraps mod 2^64
+    return [tuple(row) for row in torch.cat(sums).tolist()]
 
 
 class FeatureCache:
