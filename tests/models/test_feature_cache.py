@@ -5,8 +5,8 @@ import torch
 
 from gspdml.config import load_config
 from gspdml.errors import ConfigError
-from gspdml.models.embedder import build_embedder
 from gspdml.models import feature_cache
+from gspdml.models.embedder import build_embedder
 from gspdml.models.feature_cache import FeatureCache, image_keys
 from gspdml.training.trainer import Trainer
 
