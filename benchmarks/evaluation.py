@@ -19,7 +19,8 @@ Synthetic clustered embeddings (unit class centres + Gaussian noise, L2-normalis
   unit vector), ``two`` (two unit vectors, each row one of them at random), ``duplicated``
   (N / 2.5 clustered vectors as ``sop``, each repeated 2 or 3 times with its label, rows
   shuffled), ``collapsed-<s>`` for s in 1e-7, 1e-5, 1e-4 (one unit vector plus Gaussian noise of
-  norm ~s, L2-normalised). Each row times, in one run on the same saved arrays, gspdml's bounded
+  norm ~s, L2-normalised); ``--tie-patterns`` picks some of them (the arrays stay those of the
+  whole table). Each row times (wall and CPU time), in one run on the same saved arrays, gspdml's bounded
   metrics (MAP@R, P@1, R-precision, Recall@1: the default report) beside PML's
   ``AccuracyCalculator(k="max_bin_count")`` for the same three, and gspdml's whole-ranking mAP
   and MRR beside PML's ``mean_average_precision`` and ``mean_reciprocal_rank`` with ``k=None``
