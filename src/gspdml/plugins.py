@@ -40,8 +40,9 @@ def _file_digest(path: Optional[str]) -> Optional[str]:
 
 
 def _record(module: str, source: str) -> dict[str, Any]:
-    loaded = sys.modules[module]
-    path = getattr(loaded, "__file__", None)
+    """A module's record; one loaded from a file without a name in ``sys.modules`` (a script's
+    own classes) is recorded by its name alone."""
+    path = getattr(sys.modules.get(module), "__file__", None)
     dist = _distribution(module)
     return {
         "module": module,

@@ -33,6 +33,7 @@ from torch.utils.data import DataLoader
 from gspdml.data.base import LabelledDataset
 from gspdml.errors import ConfigError, TrainingError
 from gspdml.evaluation.top1 import top1_accuracy
+from gspdml.output_files import json_text
 from gspdml.progress import Progress
 from gspdml.training.checkpoint import load_state, save_state
 
@@ -164,7 +165,7 @@ def train_classifier(
             "batch_size=N with N at most that",
         )
     # as stored: JSON (tuples read back as lists)
-    settings = json.loads(json.dumps({**settings, "recipe": asdict(recipe), "seed": seed}))
+    settings = json.loads(json_text({**settings, "recipe": asdict(recipe), "seed": seed}))
     model.to(device)
     optimizer = _optimizer(model, recipe)
     path = run_dir / CHECKPOINT

@@ -124,7 +124,8 @@ class TaskSettings:
 @dataclass(frozen=True)
 class TaskEvaluation:
     """One dataset of a row as it runs: the row's model, its ``checkpoint`` (None: not
-    given), the dataset's ``folder``, what decides the numbers, the result file ``output``."""
+    given), the dataset's ``folder``, what decides the numbers (``options``, among them the
+    images' ``normalisation`` and a CorLoc row's ``method``), the result file ``output``."""
 
     dataset: str
     spec: FrozenSpec
@@ -132,6 +133,8 @@ class TaskEvaluation:
     folder: Path
     options: tuple[tuple[str, Any], ...]
     output: Path
+    normalisation: str = "imagenet"
+    method: str = ""
 
     @property
     def task(self) -> str:
@@ -172,6 +175,10 @@ def _real(value: Any) -> bool:
 TaskRowPlan = EvaluationPlan[TaskEvaluation]
 
 
+def _corloc_method(row: Row) -> str:
+    return row.label.split("/")[0].lower()
+
+
 def _options(task: str, row: Row, settings: TaskSettings) -> tuple[tuple[str, Any], ...]:
     """What decides a task's numbers beside the model and the data; a CorLoc row's method is
     its label's first part (``DINO-seg/SimPool``, ``LOST/Baseline``)."""
@@ -179,7 +186,7 @@ def _options(task: str, row: Row, settings: TaskSettings) -> tuple[tuple[str, An
     if task == "maxboxacc":
         return (("size", settings.size), ("head", settings.head), normalisation)
     if task == "corloc":
-        method = row.label.split("/")[0].lower()
+        method = _corloc_method(row)
         if method == "lost":
             return (("method", method), ("k", 100), normalisation)
         return (("method", method), ("seg_head", settings.seg_head), ("mass", 0.6), normalisation)
@@ -212,6 +219,8 @@ def plan_tasks(
             data / folder,
             _options(task, row, settings),
             Path(),
+            settings.normalisation_of(row),
+            _corloc_method(row) if task == "corloc" else "",
         )
         stem = Path(spec.checkpoint).name.split(".")[0]
         name = f"{stem}-{spec.pooling}-{cache_key(draft.settings())}.json"
@@ -242,8 +251,7 @@ def _compute(evaluation: TaskEvaluation, file: Path, settings: TaskSettings) -> 
         file, spec.pooling, backbone=spec.backbone, gamma=spec.gamma, pooled_norm=spec.pooled_norm
     )
     device, batch = settings.device, settings.batch_size
-    options = dict(evaluation.options)
-    normalisation = options["normalisation"]
+    normalisation = evaluation.normalisation
     if evaluation.task == "backgrounds":
         return _backgrounds(model, file, evaluation.folder, normalisation, settings)
     from gspdml.evaluation import attention_localisation as score
@@ -263,7 +271,7 @@ def _compute(evaluation: TaskEvaluation, file: Path, settings: TaskSettings) -> 
     return score.corloc(
         model,
         items,
-        method=options["method"],
+        method=evaluation.method,
         head=settings.head_of("seg_head"),
         normalisation=normalisation,
         device=device,
