@@ -4,14 +4,16 @@ the real dataset and a GPU takes, timed phase by phase.
     python scripts/rehearse.py TABLE --rows ROW [--steps N] [--root DIR] [--device D] [--pretrained]
     python scripts/rehearse.py gsp-table1 --rows cub/C2+GSP --steps 200
 
-1. Writes the dataset's official layout under ``--root`` (kept and reused when complete): for
-   CUB-200-2011 the 11,788 JPEGs of 200 classes in ``images/<class>/`` with ``images.txt``,
-   ``image_class_labels.txt``, ``classes.txt`` and ``train_test_split.txt``. Sizes follow the
-   real photos' (the longer side 500 px, the shorter 0.55-1.0 of it, one in five portrait:
-   an approximation of the published images, not their exact histogram). The content is
-   learnable: each class has its own palette and arrangement of shapes, moved, scaled and
-   recoloured a little per image, on a textured background. Cars196, SOP and In-Shop layouts
-   are not written yet (the row's dataset must be CUB).
+1. Writes the dataset's official layout at its published size into the row's dataset folder
+   under ``--root`` (kept and reused when complete), from one generator
+   (``scripts/rehearsal_data.py``): CUB-200-2011 (11,788 JPEGs of 200 classes in
+   ``images/<class>/`` with ``images.txt``, ``image_class_labels.txt``, ``classes.txt``,
+   ``train_test_split.txt``), Cars196 (16,185 in ``car_ims/`` listed by ``cars_annos.mat``),
+   Stanford Online Products (120,053 listed by ``Ebay_train.txt``/``Ebay_test.txt``) and In-Shop
+   (52,712 in ``Img/img/`` listed by ``Eval/list_eval_partition.txt``). Sizes approximate each
+   dataset's photos (not their exact histograms). The content is learnable: each class has its
+   own palette and arrangement of shapes, moved, scaled and recoloured a little per image, on a
+   textured background.
 2. Trains the row's first model (the preset as ``gspdml reproduce`` plans it, fold 0 and the
    first seed) for ``--steps`` steps with one validation round at the end, or on the preset's
    own schedule without ``--steps``; random backbone weights unless ``--pretrained`` (the
@@ -28,96 +30,12 @@ import json
 import os
 import sys
 import time
-from multiprocessing import Pool
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-CUB_CLASSES, CUB_IMAGES = 200, 11788
-
-
-def cub_counts(rng: np.random.Generator) -> np.ndarray:
-    """Images per class: 11,788 over 200 classes (41 to 60 each, as in CUB)."""
-    counts = np.full(CUB_CLASSES, CUB_IMAGES // CUB_CLASSES)
-    extra = rng.choice(CUB_CLASSES, CUB_IMAGES - counts.sum(), replace=False)
-    counts[extra] += 1
-    return counts
-
-
-def image_size(rng: np.random.Generator) -> tuple[int, int]:
-    """(width, height): the longer side 500, the shorter 0.55-1.0 of it, portrait 1 in 5."""
-    short = int(500 * rng.uniform(0.55, 1.0))
-    return (short, 500) if rng.random() < 0.2 else (500, short)
-
-
-def class_design(label: int) -> dict:
-    """The palette and shapes of a class (fixed by its label)."""
-    rng = np.random.default_rng([label, 0xC1A55])
-    return {
-        "background": rng.integers(0, 256, 3),
-        "shapes": [
-            (rng.uniform(0.15, 0.85, 2), rng.uniform(0.08, 0.25), rng.integers(0, 256, 3), k % 3)
-            for k in range(int(rng.integers(2, 5)))
-        ],
-    }
-
-
-def draw_image(args: tuple[str, int, int]) -> None:
-    """One JPEG of class ``label`` (the ``index``-th of its class) at ``path``."""
-    from PIL import Image, ImageDraw
-
-    path, label, index = args
-    rng = np.random.default_rng([label, index, 0x1A6E])
-    width, height = image_size(rng)
-    design = class_design(label)
-    texture = rng.normal(0, 24, (height // 8 + 1, width // 8 + 1, 3))
-    base = np.clip(design["background"] + texture, 0, 255).astype(np.uint8)
-    image = Image.fromarray(base).resize((width, height), Image.BILINEAR)
-    draw = ImageDraw.Draw(image)
-    shift, scale = rng.normal(0, 0.05, 2), rng.uniform(0.8, 1.2)
-    for centre, radius, colour, kind in design["shapes"]:
-        cx, cy = (centre + shift) * (width, height)
-        r = radius * scale * min(width, height)
-        tint = tuple(int(c) for c in np.clip(colour + rng.normal(0, 12, 3), 0, 255))
-        box = (cx - r, cy - r, cx + r, cy + r)
-        [draw.ellipse, draw.rectangle, draw.pieslice][kind](
-            box, fill=tint, **({"start": 30, "end": 330} if kind == 2 else {})
-        )
-    image.save(path, "JPEG", quality=90)
-
-
-def write_cub(root: Path, workers: int) -> Path:
-    """The CUB-200-2011 layout under ``root/CUB_200_2011`` (reused when complete)."""
-    base = root / "CUB_200_2011"
-    done = base / ".complete"
-    if done.is_file():
-        return base
-    rng = np.random.default_rng(0)
-    jobs, lines, labels, split = [], [], [], []
-    image_id = 0
-    for label, count in enumerate(cub_counts(rng), start=1):
-        folder = base / "images" / f"{label:03d}.Class_{label}"
-        folder.mkdir(parents=True, exist_ok=True)
-        for index in range(count):
-            image_id += 1
-            relative = f"{folder.name}/Class_{label}_{index:04d}.jpg"
-            jobs.append((str(base / "images" / relative), label, index))
-            lines.append(f"{image_id} {relative}")
-            labels.append(f"{image_id} {label}")
-            split.append(f"{image_id} {int(index % 2 == 0)}")
-    with Pool(workers) as pool:
-        for _ in pool.imap_unordered(draw_image, jobs, chunksize=64):
-            pass
-    (base / "images.txt").write_text("\n".join(lines) + "\n")
-    (base / "image_class_labels.txt").write_text("\n".join(labels) + "\n")
-    (base / "train_test_split.txt").write_text("\n".join(split) + "\n")
-    classes = [f"{k} {k:03d}.Class_{k}" for k in range(1, CUB_CLASSES + 1)]
-    (base / "classes.txt").write_text("\n".join(classes) + "\n")
-    done.write_text("")
-    return base
+from rehearsal_data import layout, total_images, write_layout  # noqa: E402
 
 
 def peak_host_mib() -> float:
@@ -196,13 +114,9 @@ def main(argv=None) -> int:
     )
     if plan.config is None:
         raise SystemExit(f"row {args.rows} has no preset: {plan.row.missing}")
-    dataset = str(plan.config.data.dataset["name"])
-    if dataset not in ("cub", "cub200"):
-        raise SystemExit(
-            f"the rehearsal writes the CUB layout only; row {args.rows} is on {dataset}"
-        )
+    chosen = layout(plan.config.data.dataset_name)
     start = time.perf_counter()
-    write_cub(args.root, args.workers)
+    write_layout(chosen, Path(str(plan.config.data.dataset_root)), args.workers)
     generated = time.perf_counter() - start
     run_dir = args.out / f"{plan.row.preset}-{int(time.time())}"
     start = time.perf_counter()
@@ -220,7 +134,7 @@ def main(argv=None) -> int:
     )
     training = total - sum(phases.seconds.values())
     rows = {
-        "dataset written": generated,
+        f"dataset written ({total_images(chosen):,} images, or reused)": generated,
         "data read + model built": built,
         "training: data wait": waited,
         "training: forward/backward/update": training - waited,

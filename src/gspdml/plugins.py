@@ -1,7 +1,8 @@
 """Plugins: modules outside gspdml that register components on import, named by an entry point
 in the group :data:`ENTRY_POINT_GROUP` (imported the first time a config is read) or by a run
-config's ``plugins: [module, ...]``. Each imported module is recorded with its distribution,
-version, file and SHA-256 (:func:`imported_plugins`, written to ``environment.json``);
+config's ``plugins: [module, ...]``. A run records the plugin modules it depends on (those its
+``plugins`` key names and those whose components it uses, whoever imported them) with their
+distribution, version, file and SHA-256 (:func:`run_plugins`, written to ``environment.json``);
 :func:`require_recorded` imports a run's modules again or names the missing one.
 """
 
@@ -39,8 +40,9 @@ def _file_digest(path: Optional[str]) -> Optional[str]:
 
 
 def _record(module: str, source: str) -> dict[str, Any]:
-    loaded = sys.modules[module]
-    path = getattr(loaded, "__file__", None)
+    """A module's record; one loaded from a file without a name in ``sys.modules`` (a script's
+    own classes) is recorded by its name alone."""
+    path = getattr(sys.modules.get(module), "__file__", None)
     dist = _distribution(module)
     return {
         "module": module,
@@ -94,9 +96,20 @@ def load_entry_points() -> list[dict[str, Any]]:
     return [r for r in _IMPORTED.values() if r["source"].startswith("entry point")]
 
 
-def imported_plugins() -> list[dict[str, Any]]:
-    """The records of every plugin module imported in this process, by module name."""
-    return [_IMPORTED[name] for name in sorted(_IMPORTED)]
+def run_plugins(asked: Iterable[str], defining: Iterable[str]) -> list[dict[str, Any]]:
+    """The records of the plugin modules a run depends on, by module name: each module of
+    ``asked`` (its config's ``plugins`` key) and, for each module outside gspdml that defines a
+    component the run uses (``defining``: the constructors' ``__module__``), the plugin modules
+    of its top package imported by a ``plugins`` key or an entry point (they registered it), else
+    that module itself (imported by the caller's own code)."""
+    records = {r["module"]: r for r in import_plugins(asked)}
+    for module in defining:
+        top = module.split(".")[0]
+        by_plugin = [name for name in _IMPORTED if name.split(".")[0] == top]
+        for name in by_plugin or [module]:
+            if name not in records:
+                records[name] = _IMPORTED.get(name) or _record(name, "imported by the caller")
+    return [records[name] for name in sorted(records)]
 
 
 def require_recorded(records: Sequence[Mapping[str, Any]], where: str) -> list[str]:

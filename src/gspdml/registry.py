@@ -75,11 +75,14 @@ class Registry:
     A registered class may declare ``nested = {argument: registry}`` (arguments that are specs of
     another registry, checked recursively) and a classmethod ``check_options(**options) ->
     Refusal`` for rules that relate options, given every option with the defaults filled in.
-    ``field`` names the options of a component built from Python (``model.pooling``)."""
+    ``field`` names the options of a component built from Python (``model.pooling``);
+    ``complete``: a checked spec must give every option without a default (a dataset's ``root``
+    may come later, from ``--data-root`` or an override, so its registry is not)."""
 
-    def __init__(self, kind: str, field: str = ""):
+    def __init__(self, kind: str, field: str = "", complete: bool = True):
         self.kind = kind
         self.field = field or kind
+        self.complete = complete
         self._entries: dict[str, Callable[..., Any]] = {}
         self._primary: dict[str, str] = {}  # alias -> the name it was registered with
 
@@ -147,6 +150,8 @@ class Registry:
         name, kwargs = parse_spec(spec, field)
         factory = self.get(name, field)
         _check_kwargs(factory, name, kwargs, field)
+        if self.complete:
+            _require_options(factory, name, kwargs, field)
         for arg, registry in getattr(factory, "nested", {}).items():
             if kwargs.get(arg) is not None:
                 registry.check(kwargs[arg], f"{field}.{arg}")
@@ -170,9 +175,11 @@ class Registry:
             raise
         except Exception as exc:
             origin = getattr(factory, "__module__", "") or ""
-            if origin == "gspdml" or origin.startswith("gspdml."):
+            library = origin == "gspdml" or origin.startswith("gspdml.")
+            if library and not isinstance(exc, (ValueError, TypeError, RuntimeError)):
                 raise
-            # a plugin's constructor: its error names the component, not a traceback
+            # a constructor that refuses the config's options (any error of a plugin's): the
+            # error names the field and the component; the original stays chained
             where = f"{origin}.{getattr(factory, '__qualname__', name)}"
             raise ConfigError(
                 field, f"{self.kind} {name!r} ({where}) failed: {type(exc).__name__}: {exc}"
@@ -210,16 +217,12 @@ def _check_kwargs(
         return
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
-    options = _config_options(factory)
-    allowed = [p.name for p in options]
+    allowed = [p.name for p in _config_options(factory)]
     for key in kwargs:
         if key not in allowed:
             raise ConfigError(
                 f"{field}.{key}", f"unknown option for '{name}'; allowed: {', '.join(allowed)}"
             )
-    for option in options:
-        if option.default is option.empty and option.name not in kwargs:
-            raise ConfigError(f"{field}.{option.name}", f"'{name}' needs this option (no default)")
     mismatch = first_mismatch(
         factory, {k: v for k, v in kwargs.items() if k not in getattr(factory, "nested", {})}
     )
@@ -228,6 +231,14 @@ def _check_kwargs(
         raise ConfigError(
             f"{field}.{key}", f"expected {expected} for '{name}', got {kwargs[key]!r}"
         )
+
+
+def _require_options(
+    factory: Callable[..., Any], name: str, kwargs: Mapping[str, Any], field: str
+) -> None:
+    for option in _config_options(factory):
+        if option.default is option.empty and option.name not in kwargs:
+            raise ConfigError(f"{field}.{option.name}", f"'{name}' needs this option (no default)")
 
 
 def _refuse(factory: Callable[..., Any], options: Mapping[str, Any], field: str) -> None:

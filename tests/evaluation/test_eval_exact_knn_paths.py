@@ -74,7 +74,7 @@ def test_entries_above_returns_exactly_the_entries_reaching_tau(dtype, width):
     sim[2, :] = 0.5  # a row of equal values
     tau = torch.randn(9, generator=g)
     tau[0] = -float("inf")
-    row, col, val = exact_knn._entries_above(sim, tau, 0)
+    row, col, val = exact_knn._entries_above(sim, tau)
     expected = (sim.float() >= tau[:, None]).nonzero()
     assert (row[1:] >= row[:-1]).all()  # grouped by row, as the pool needs
     key = row * width + col
@@ -82,18 +82,22 @@ def test_entries_above_returns_exactly_the_entries_reaching_tau(dtype, width):
     assert torch.equal(val, sim.float()[row, col])
 
 
-@pytest.mark.parametrize("width", [20, 64, 5000])
-def test_first_block_threshold_keeps_every_row_top_k(width):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("width", [5, 20, 5000])
+def test_the_first_block_fills_the_pool_with_every_rows_top_k(dtype, width):
     g = torch.Generator().manual_seed(1)
-    sim = torch.randn(6, width, generator=g)
+    sim = torch.randn(6, width, generator=g).to(dtype)
     k = 9
-    row, col, _ = exact_knn._entries_above(sim, torch.full((6,), -float("inf")), k)
-    kept = torch.zeros_like(sim, dtype=torch.bool)
-    kept[row, col] = True
-    top = sim.topk(k, dim=1).indices
-    assert kept.gather(1, top).all()
-    if width >= 64:
-        assert kept.sum() < sim.numel()  # the threshold filtered something
+    pool = exact_knn._Pool(6, k, sim.device)
+    pool.first(sim)
+    kept = min(k, width)
+    expected = sim.float().sort(dim=1, descending=True).values[:, :kept]
+    assert torch.equal(pool.val[:, :kept], expected)
+    assert torch.equal(sim.float().gather(1, pool.idx[:, :kept]), pool.val[:, :kept])
+    assert bool((pool.val[:, kept:] == -float("inf")).all())
+    assert bool((pool.idx[:, kept:] == -1).all())
+    expected_tau = expected[:, -1] if width >= k else torch.full((6,), -float("inf"))
+    assert torch.equal(pool.tau, expected_tau)
 
 
 def test_pool_keeps_the_k_largest_and_the_threshold():

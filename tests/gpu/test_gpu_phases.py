@@ -5,6 +5,7 @@ protocol's summary, pre-training (``trainer.device``) and the feature cache (map
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from gspdml.cli import main
 from gspdml.compat.hardware import auto_precision
@@ -71,8 +72,11 @@ def test_index_and_report_embed_on_cuda(make_config, tmp_path, monkeypatch):
     devices: list[str] = []
     original = embedding.embed
 
+    precisions: list[str] = []
+
     def recording(model, dataset, batch_size, device, **kwargs):
         devices.append(torch.device(device).type)
+        precisions.append(kwargs["precision"].precision)
         assert {p.device.type for p in model.parameters()} == {"cuda"}
         return original(model, dataset, batch_size, device, **kwargs)
 
@@ -81,6 +85,8 @@ def test_index_and_report_embed_on_cuda(make_config, tmp_path, monkeypatch):
     assert main(["index", run, "--split", "test", "--out", str(tmp_path / "index")]) == 0
     assert main(["report", run, "--out", str(tmp_path / "report.html"), "--queries", "2"]) == 0
     assert devices and set(devices) == {"cuda"}
+    # the run's precision (auto) resolved for the GPU, as the trainer resolved it
+    assert set(precisions) == {trainer.precision}
 
 
 def test_the_fair_summary_searches_on_the_given_device(monkeypatch):
@@ -129,3 +135,42 @@ def test_the_feature_cache_keeps_its_maps_on_cuda():
     again = cache(model.backbone, images)
     assert cache.hits == 4 and first.device.type == again.device.type == "cuda"
     assert {m.device.type for m in cache._maps.values()} == {"cuda"}
+
+
+class _HostCopies(TorchDispatchMode):
+    """Counts the elements copied from a CUDA tensor to the host."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is torch.ops.aten._to_copy.default:
+            source, target = args[0], out
+        elif func is torch.ops.aten.copy_.default:
+            target, source = args[0], args[1]
+        else:
+            return out
+        if source.device.type == "cuda" and target.device.type == "cpu":
+            self.elements += source.numel()
+        return out
+
+
+def test_the_feature_cache_keys_a_cuda_batch_without_copying_it_to_the_host():
+    model = build_embedder(
+        {
+            "backbone": {"name": "small_cnn", "widths": [8, 16], "frozen": True},
+            "embedding_dim": 8,
+            "pooling": {"name": "gap"},
+        },
+        3,
+    ).cuda()
+    cache = FeatureCache(progress=False)
+    cache(model.backbone, torch.randn(2, 3, 32, 32, device="cuda"))  # the weights' digest
+    images = torch.randn(4, 3, 32, 32, device="cuda")
+    with _HostCopies() as copies:
+        cache(model.backbone, images)
+        cache(model.backbone, images)
+    assert cache.hits == 4
+    assert copies.elements <= 2 * 2 * len(images)  # two int64 keys per image, twice

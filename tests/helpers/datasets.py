@@ -136,3 +136,42 @@ def make_inshop(root, write_image, declared=None, train_items=4, test_items=4, p
     text = "\n".join([str(declared or len(rows))] + header + rows) + "\n"
     (root / "Eval").mkdir(parents=True, exist_ok=True)
     (root / "Eval" / "list_eval_partition.txt").write_text(text)
+
+
+def make_imagenet(root, write_image, classes=3, train_per_class=4, val_per_class=2, val="folders"):
+    """ImageNet-1k (ILSVRC2012) in its official layout: ``train/<wnid>/<wnid>_<n>.JPEG``,
+    ``LOC_synset_mapping.txt`` and the validation images ``ILSVRC2012_val_<n>.JPEG`` either in
+    ``val/<wnid>/`` folders (``val="folders"``) or flat in ``val/`` with their labels in
+    ``LOC_val_solution.csv`` (``"solution"``) or in the devkit's ground truth and ``meta.mat``
+    (``"devkit"``). The validation images are interleaved across classes, as released. Returns
+    ``(wnids, {validation file name: wnid})``; the wnids are sorted, as the release's."""
+    root = Path(root)
+    wnids = [f"n{1440764 + 1000 * c:08d}" for c in range(classes)]
+    lines = [f"{wnid} class {c}, words" for c, wnid in enumerate(wnids)]
+    (root).mkdir(parents=True, exist_ok=True)
+    (root / "LOC_synset_mapping.txt").write_text("\n".join(lines) + "\n")
+    for c, wnid in enumerate(wnids):
+        for i in range(train_per_class):
+            name = f"{wnid}_{1000 + 7 * i}.JPEG"
+            write_image(root / "train" / wnid / name, size=(12, 10), seed=100 * c + i, fmt="JPEG")
+    truth = {}
+    for n in range(classes * val_per_class):
+        wnid = wnids[(n * 2 + n // classes) % classes]  # every class val_per_class times
+        name = f"ILSVRC2012_val_{n + 1:08d}.JPEG"
+        truth[name] = wnid
+        folder = root / "val" / (wnid if val == "folders" else "")
+        write_image(folder / name, size=(10, 12), seed=10000 + n, fmt="JPEG")
+    if val == "solution":
+        rows = [f"{name[:-5]},{wnid} 1 2 9 11 {wnid} 0 0 5 5" for name, wnid in truth.items()]
+        (root / "LOC_val_solution.csv").write_text("ImageId,PredictionString\n" + "\n".join(rows))
+    elif val == "devkit":
+        devkit = root / "ILSVRC2012_devkit_t12" / "data"
+        devkit.mkdir(parents=True)
+        ids = {wnid: classes - c for c, wnid in enumerate(wnids)}  # reversed: not label + 1
+        synsets = np.zeros((len(wnids), 1), dtype=[("ILSVRC2012_ID", "O"), ("WNID", "O")])
+        for i, wnid in enumerate(wnids):
+            synsets[i, 0] = (np.array([[ids[wnid]]], dtype=np.uint16), np.array([wnid]))
+        scipy.io.savemat(str(devkit / "meta.mat"), {"synsets": synsets})
+        text = "".join(f"{ids[truth[name]]}\n" for name in sorted(truth))
+        (devkit / "ILSVRC2012_validation_ground_truth.txt").write_text(text)
+    return wnids, truth

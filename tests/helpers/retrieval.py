@@ -65,6 +65,7 @@ def write_run(
     channels: int = 3,
     dataset=None,
     initialise: bool = True,
+    trainer=None,
 ) -> dict:
     """A run directory as the trainer writes it: config.yaml (the resolved config, which
     ``load_config`` accepts: asserted), model.safetensors, metrics.jsonl, results.json.
@@ -73,7 +74,8 @@ def write_run(
     at ``<run_dir>-images``, which need not exist: with the evaluation transform recorded, nothing
     reads it). ``eval_transform``: the recorded ``data.eval_transform`` (default: what the trainer
     records for that folder; None: a run written before the trainer recorded it).
-    ``initialise``: give a k-center GSP seeded random prototypes, as training does before saving."""
+    ``initialise``: give a k-center GSP seeded random prototypes, as training does before saving.
+    ``trainer``: the run's ``trainer`` section (default: the defaults)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     if dataset is None:
         dataset = {"name": "image_folder", "root": f"{run_dir}-images", **FOLDER_OPTIONS}
@@ -89,6 +91,7 @@ def write_run(
                 "normalize": True,
             },
             "loss": {"name": "c2", "pos_margin": 0.0, "neg_margin": 0.3841},
+            "trainer": trainer or {},
         }
     )
     torch.manual_seed(seed)

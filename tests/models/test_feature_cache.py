@@ -5,8 +5,9 @@ import torch
 
 from gspdml.config import load_config
 from gspdml.errors import ConfigError
+from gspdml.models import feature_cache
 from gspdml.models.embedder import build_embedder
-from gspdml.models.feature_cache import FeatureCache
+from gspdml.models.feature_cache import FeatureCache, image_keys
 from gspdml.training.trainer import Trainer
 
 MODEL = {
@@ -110,3 +111,34 @@ def test_training_with_the_cache_matches_training_without(tmp_path, monkeypatch,
     assert "feature cache" not in capsys.readouterr().err
     assert cached["test"]["map_at_r"] == pytest.approx(plain["test"]["map_at_r"], abs=1e-6)
     assert cached["steps"] == plain["steps"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.uint8])
+def test_image_keys_tell_apart_images_one_bit_or_one_swap_apart(dtype, monkeypatch):
+    """The keys are computed where the images are (image_keys); equal images share a key, an
+    image with one value's lowest bit flipped, or two of its values swapped, gets another."""
+    generator = torch.Generator().manual_seed(0)
+    images = (torch.rand(3, 3, 8, 8, generator=generator) * 200).to(dtype)
+    bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[images.element_size()]
+    flipped = images.clone()
+    flipped.view(bits)[0, 1, 2, 3] ^= 1
+    swapped = images.clone()
+    swapped[0, 0, 0, :2] = images[0, 0, 0, :2].flip(0)
+    assert not swapped.equal(images)
+    keys = image_keys(torch.cat([images, images[:1], flipped[:1], swapped[:1]]))
+    assert len(set(keys[:3])) == 3 and keys[3] == keys[0]
+    assert keys[4] != keys[0] and keys[5] != keys[0] and keys[4] != keys[5]
+    monkeypatch.setattr(feature_cache, "_KEY_ELEMENTS", 200)  # one image per part
+    assert image_keys(images) == keys[:3]
+
+
+def test_an_image_one_bit_away_is_never_read_from_the_cache():
+    model = build_embedder(MODEL, in_channels=1).eval()
+    cache = FeatureCache(progress=False)
+    images = torch.randn(2, 1, 16, 16, generator=torch.Generator().manual_seed(1))
+    cache(model.backbone, images)
+    near = images.clone()
+    near.view(torch.int32)[1, 0, 5, 5] ^= 1
+    out = cache(model.backbone, near)
+    assert (cache.hits, cache.misses) == (1, 3)
+    torch.testing.assert_close(out, model.backbone(near), rtol=0, atol=1e-6)

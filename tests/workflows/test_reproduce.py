@@ -170,6 +170,7 @@ def test_cir_rows_are_the_methods_of_a_command_the_cir_cli_accepts():
     benchmarks = {"imagenet-r": ("imagenet_r",), "minidomainnet": ("minidn",)}
     benchmarks.update({"nico++": ("nico",), "ltll": ("ltll",), "patterncom": ("patterncom",)})
     benchmarks["all"] = ("imagenet_r", "minidn", "nico", "ltll")
+    benchmarks.update({name: (name,) for name in ("fashioniq", "cirr", "circo")})
     evaluated = {}
     for key, table in TABLES.items():
         if table.protocol != "cir":
@@ -187,6 +188,7 @@ def test_cir_rows_are_the_methods_of_a_command_the_cir_cli_accepts():
                 argv += ["--variant", spec.method.variant]
                 argv += ["--k", str(spec.method.k), "--n", str(spec.method.n)]
                 argv += [] if spec.method.m is None else ["--m", str(spec.method.m)]
+                argv += ["--oracle", spec.method.oracle]
             elif "lambda=" in row.label:
                 argv += ["--patterncom", "--lambda", row.label.split("lambda=")[1].rstrip(")")]
             else:
@@ -203,6 +205,8 @@ def test_cir_rows_are_the_methods_of_a_command_the_cir_cli_accepts():
         "freedom-table4.3": 30,
         "freedom-table4.4": 25,
         "freedom-table4.5": 4,
+        "freedom-table4.6": 4,  # 2 oracles x 2 variants
+        "freedom-table4.7": 5 * 3,  # 5 methods (not Pic2Word, SEARLE) x 3 benchmarks
         "weicom-table5.2": 10,
         "weicom-table5.3": 11,
     }

@@ -8,8 +8,9 @@ table runs one row with the tiny CNN for 16 steps and one seed; the rows are cho
 protocol meets every dataset it runs on (fair, conventional and two-stage on all four, tuning on
 CUB) and so that every model family runs (GSP, ZSR, XML, CCP, XBM, NetVLAD, LIBC, Metrix and its
 competitors, ProxyNCA++). The evaluation-only tables (``cir``: composed image retrieval,
-``frozen``: released pre-trained models) train nothing and are tested with their own commands
-(tests/workflows/test_reproduce_cir.py, tests/workflows/test_reproduce_simpool.py).
+``frozen``: released pre-trained models, ``probe``: their ImageNet classification) train
+nothing and are tested with their own commands (tests/workflows/test_reproduce_cir.py,
+tests/workflows/test_reproduce_simpool.py, tests/workflows/test_reproduce_probe.py).
 
 Cross-checks: "ours" in the written table is recomputed here from the models' own files, read
 independently of the protocol code: a conventional or two-stage row from the run's

@@ -91,3 +91,71 @@ def test_the_ms_metrix_rows_run_on_every_dataset(key):
     assert {r.dataset: r.preset for r in rows} == {
         d: f"metrix-{d}-ms" for d in ("cub", "cars", "sop", "inshop")
     }
+
+
+def test_the_imagenet_rows_are_missing_for_what_is_truly_absent():
+    """SimPool Tables 3.2 and 3.3 (protocol ``probe``): a row runs exactly when the released
+    file it names loads into gspdml's released models; the ConvNeXt-S files are published
+    but no ConvNeXt is built for them, and the supervised release holds the ViT-S models of 100
+    epochs only. A supervised row of no released file says why protocol ``classify`` does not
+    train it, and each such reason holds: ConvNeXt-S is no registered backbone, the vit
+    backbone's default is ViT-S/16 with a [CLS] token that no registered pooling reads, GE is no
+    registered pooling, and every other row's network and pooling are registered (so the only
+    reason left is the table's protocol)."""
+    import inspect
+
+    from gspdml.models.backbones import BACKBONES
+    from gspdml.models.backbones.timm_backbone import TimmBackbone, ViT
+    from gspdml.models.simpool_release import BASELINES
+    from gspdml.workflows.reproduce.classify_spec import ClassifySpec
+    from gspdml.workflows.reproduce.simpool_thesis import (
+        CONVNEXT,
+        NOT_RELEASED_SUPERVISED,
+        NOT_TRAINED,
+        ONE_PROTOCOL,
+        SIMPOOL_TABLE_3_2,
+        SIMPOOL_TABLE_3_3,
+    )
+
+    assert not any("convnext" in name for name in BASELINES)
+    assert not any("convnext" in spec.checkpoint for spec in RELEASED.values())
+    assert {key[1:] for key in RELEASED if key[0] == "Supervised"} == {
+        ("ViT-S", "Baseline"),
+        ("ViT-S", "SimPool"),
+    }
+    backbones, poolings = set(BACKBONES.names()), set(POOLINGS.names())
+    assert not any("convnext" in name for name in backbones)
+    assert "convnext" not in inspect.signature(TimmBackbone).parameters["model"].default
+    assert "network" in ClassifySpec.__dataclass_fields__
+    assert not {"network_options", "backbone_options"} & set(ClassifySpec.__dataclass_fields__)
+    defaults = inspect.signature(ViT).parameters
+    assert defaults["model"].default == "vit_small_patch16_224"
+    assert defaults["class_token"].default is True
+    assert not {"cls", "class_token", "ge", "gather_excite"} & poolings
+    trainable = {"Baseline": "gap", "CaiT": "class_attention", "Slot": "slot"}
+    trainable["SimPool"] = "simpool"
+    assert SIMPOOL_TABLE_3_2.protocol == SIMPOOL_TABLE_3_3.protocol == "probe"
+    for supervision, table in (("DINO", SIMPOOL_TABLE_3_3), ("Supervised", SIMPOOL_TABLE_3_2)):
+        for row in table.rows:
+            network, method = row.label.split("/")
+            name, _, epochs = method.partition("@")
+            spec = RELEASED.get((supervision, network, name)) if epochs in ("", "100") else None
+            assert row.frozen == spec, row.key
+            if spec is not None:
+                continue
+            if supervision == "DINO":
+                assert row.missing == CONVNEXT
+                continue
+            given = NOT_RELEASED_SUPERVISED + "; "
+            assert row.missing.startswith(given), row.key
+            why = row.missing[len(given) :]
+            if network in ("ConvNeXt-S", "ViT-B"):  # no such backbone is built
+                assert why == NOT_TRAINED[network, None], row.key
+            elif network == "ViT-S" and name in ("Baseline", "SimPool"):  # [CLS] or none
+                assert why == NOT_TRAINED[network, name], row.key
+            elif name == "GE":
+                assert why == NOT_TRAINED[None, "GE"], row.key
+            else:  # the classify protocol would build its network and pooling
+                assert why == ONE_PROTOCOL, row.key
+                assert {"ResNet-50": "resnet50", "ViT-S": "vit"}[network] in backbones
+                assert trainable[name] in poolings, row.key

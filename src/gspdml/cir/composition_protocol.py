@@ -37,9 +37,15 @@ class CompositionQuery:
 
 @dataclass
 class CompositionProtocol:
+    """The database, the query images and the queries; ``query_classes`` /
+    ``query_domains``: each query image's class label and source-domain text where the protocol
+    knows them (domain conversion; the oracle of :mod:`gspdml.cir.oracle` reads them)."""
+
     database: list[str]
     query_images: list[str]
     queries: list[CompositionQuery] = field(default_factory=list)
+    query_classes: list[str] = field(default_factory=list)
+    query_domains: list[str] = field(default_factory=list)
 
     def relevance(self, queries: Sequence[CompositionQuery]) -> torch.Tensor:
         """Boolean ``[len(queries), len(database)]``."""
@@ -80,6 +86,8 @@ def domain_conversion_protocol(
     db_classes, db_domains = np.asarray(classes), np.asarray(domains)
     all_domains = list(dict.fromkeys(domains))
     protocol = CompositionProtocol(list(database), list(query_images))
+    protocol.query_classes = list(query_classes)
+    protocol.query_domains = [domain_texts.get(d, d) for d in query_domains]
     for index, (cls, source) in enumerate(zip(query_classes, query_domains)):
         for target in all_domains:
             if target == source:

@@ -5,13 +5,17 @@ and rank the whole database for every query (:func:`evaluate_cir`).
 
 Methods (:class:`CirMethod`): FreeDom and its ablation variants (Psomas thesis §4.3, Eq. 4.17),
 WeiCom with text weight λ (Eq. 5.2) and the baselines (§4.4.2, Eq. 5.1). FreeDom's visual memory
-Z (Eq. 4.13) is the database, an external memory, or both (Table 4.5; :func:`visual_memory`).
+Z (Eq. 4.13) is the database, an external memory, or both (Table 4.5; :func:`visual_memory`); its
+``oracle`` setting injects a ground-truth word into the text labels (§4.4.7, Table 4.6;
+:mod:`gspdml.cir.oracle`). The generic benchmarks of Table 4.7
+(:mod:`gspdml.cir.generic_datasets`) rank with their excluded images removed and add their
+official metrics (:func:`~gspdml.cir.generic_metrics.evaluate_generic`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -33,6 +37,9 @@ from .freedom import (
     check_choice,
     read_vocabulary,
 )
+from .generic_datasets import GenericProtocol
+from .generic_metrics import evaluate_generic
+from .oracle import ORACLES, add_oracle_change, oracle_scores, oracle_words
 from .vl_model import VisionLanguageEncoder
 from .weicom import FALLBACK_LAMBDA, default_lambda
 
@@ -45,7 +52,9 @@ class CirMethod:
     """How a composed query (image y, text t) scores a database image x. ``name`` is one of
     :data:`METHODS`; FreeDom's ``variant``, ``k`` proxy images, ``n`` words per proxy, ``m``
     text labels (None: the variant's, 7) and ``query_as_proxy`` rule (:mod:`gspdml.cir.freedom`);
-    WeiCom's text weight ``lam`` (λ of Eq. 5.2)."""
+    WeiCom's text weight ``lam`` (λ of Eq. 5.2); FreeDom's ``oracle`` (``none``, ``object``:
+    the query's class name added to the labels, ``domain``: its source domain's name added;
+    §4.4.7, :mod:`gspdml.cir.oracle`)."""
 
     name: str = "freedom"
     variant: str = "L+a"
@@ -54,11 +63,17 @@ class CirMethod:
     m: Optional[int] = None
     query_as_proxy: str = "auto"
     lam: float = 0.5
+    oracle: str = "none"
 
     def __post_init__(self) -> None:
         check_choice("method", "method", self.name, METHODS)
         check_choice("variant", "FreeDom variant", self.variant, VARIANTS)
         check_choice("query_as_proxy", "rule", self.query_as_proxy, QUERY_AS_PROXY)
+        if self.oracle not in ORACLES or (self.oracle != "none" and self.name != "freedom"):
+            raise ConfigError(
+                "oracle",
+                f"unknown oracle {self.oracle!r} for {self.name}; FreeDom's are {', '.join(ORACLES)}",
+            )
         if not 0.0 <= self.lam <= 1.0:
             raise ConfigError("lambda", f"WeiCom's text weight must lie in [0, 1], got {self.lam}")
 
@@ -81,6 +96,7 @@ def cir_method(
     n: int = CirMethod.n,
     m: Optional[int] = None,
     query_as_proxy: str = CirMethod.query_as_proxy,
+    oracle: str = CirMethod.oracle,
 ) -> CirMethod:
     """The method ``gspdml cir COMMAND --method NAME`` runs with the model ``model``, WeiCom's
     ``lam`` and FreeDom's settings. WeiCom's λ defaults to the model's (Psomas thesis Table 5.2,
@@ -90,7 +106,7 @@ def cir_method(
         lam = CirMethod.lam
     elif lam is None:
         lam = FALLBACK_LAMBDA if command == "freedom" else default_lambda(model)
-    return CirMethod(name, variant, k, n, m, query_as_proxy, lam)
+    return CirMethod(name, variant, k, n, m, query_as_proxy, lam, oracle)
 
 
 def require_memories(
@@ -190,11 +206,12 @@ def score_function(
     vocabulary: Optional[str | Path] = None,
     memory: Optional[torch.Tensor] = None,
     cache: Optional[FeatureCache] = None,
+    protocol: Optional[CompositionProtocol] = None,
 ) -> ScoreFunction:
     """s(q, x) of ``method`` for the query images ``queries`` and the ``database``:
     ``score(query_indices [B], texts) -> [B, N]``. FreeDom reads its text memory from
     ``vocabulary`` and takes ``memory`` as its visual memory (default: the database); the other
-    methods have no memory."""
+    methods have no memory. An oracle reads its words from the ``protocol``."""
     texts = TextEmbeddingMemo(model.encode_text)
     require_memories(method, vocabulary)
     if method.name == "freedom":
@@ -210,6 +227,13 @@ def score_function(
             query_as_proxy=method.query_as_proxy,
             **settings,
         )
+        if method.oracle != "none":
+            if protocol is None:
+                raise ConfigError("oracle", "an oracle needs the protocol's classes and domains")
+            words = oracle_words(protocol, method.oracle)
+            return lambda idx, targets: oracle_scores(
+                freedom, queries[idx], [words[i] for i in idx.tolist()], targets, database
+            )
         return lambda idx, targets: freedom.scores(queries[idx], targets, database)
     if method.name == "weicom":
         from .weicom import weicom_scores
@@ -236,11 +260,23 @@ def evaluate_cir(
 ) -> dict[str, Any]:
     """Evaluate ``method`` with ``model`` on ``protocol``: the result of
     :func:`~gspdml.cir.composition_protocol.evaluate_protocol` (mAP and R@k in %, per group and
-    their mean). ``memory`` / ``memory_union``: FreeDom's visual memory (:func:`visual_memory`)."""
+    their mean). ``memory`` / ``memory_union``: FreeDom's visual memory (:func:`visual_memory`).
+    With an oracle, the same method without it is evaluated too and ``map_change`` added
+    (:func:`~gspdml.cir.oracle.add_oracle_change`)."""
     require_memories(method, vocabulary, memory, memory_union)
     database, queries = protocol_features(model, protocol, batch_size, cache)
     proxies = None
     if method.name == "freedom":
         proxies = visual_memory(database, memory, memory_union, model, batch_size, cache)
-    score = score_function(method, model, database, queries, vocabulary, proxies, cache)
-    return evaluate_protocol(protocol, score, ap=ap, recall_at=recall_at, keep_top=keep_top)
+
+    def evaluate(chosen: CirMethod) -> dict[str, Any]:
+        score = score_function(
+            chosen, model, database, queries, vocabulary, proxies, cache, protocol
+        )
+        if isinstance(protocol, GenericProtocol):
+            return evaluate_generic(protocol, score, ap=ap, keep_top=keep_top)
+        return evaluate_protocol(protocol, score, ap=ap, recall_at=recall_at, keep_top=keep_top)
+
+    if method.oracle == "none":
+        return evaluate(method)
+    return add_oracle_change(evaluate(method), evaluate(replace(method, oracle="none")))

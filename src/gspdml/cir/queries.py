@@ -6,7 +6,8 @@
 * a queries CSV (header ``image,text`` and optionally ``positives``, ``;``-separated paths):
   explicit queries; without positives only rankings can be reported;
 * a FreeDom benchmark in the layout of the authors' release (:mod:`gspdml.cir.domain_datasets`),
-  with its own Recall@k cut-offs;
+  with its own Recall@k cut-offs, or a generic benchmark of Table 4.7 (Fashion-IQ, CIRR, CIRCO)
+  in its official layout under the images folder (:mod:`gspdml.cir.generic_datasets`);
 * the PatternCom protocol of a PatternNet tree (:mod:`gspdml.cir.patterncom`).
 
 Paths in a CSV are relative to the images folder unless absolute; the database is every image
@@ -28,6 +29,7 @@ from gspdml.errors import ConfigError, DataError
 from .composition_protocol import CompositionProtocol, CompositionQuery, domain_conversion_protocol
 from .domain_datasets import domain_dataset_protocol, get_domain_dataset
 from .evaluation import image_files
+from .generic_datasets import GENERIC_BENCHMARKS, generic_protocol
 
 #: the query sources each ``gspdml cir`` command offers
 SOURCES = {
@@ -97,6 +99,12 @@ def read_cir_queries(
         raise ConfigError("queries", f"give exactly one of {', '.join('--' + n for n in offered)}")
     if source.sources and chosen != ["dataset"]:
         raise ConfigError("source", "--source selects source domains of a --dataset benchmark")
+    if source.dataset in GENERIC_BENCHMARKS:
+        if source.sources:
+            raise ConfigError(
+                "source", f"--source selects source domains; {source.dataset} has none"
+            )
+        return CirQueries(generic_protocol(source.dataset, images), True)
     if source.dataset is not None:
         protocol = domain_dataset_protocol(source.dataset, images, source.sources or None)
         return CirQueries(protocol, True, tuple(get_domain_dataset(source.dataset).recall_at))

@@ -116,6 +116,8 @@ def cir_report(
             if memory
             else "database",
         )
+    if method.oracle != "none":
+        settings["oracle"] = method.oracle
     if method.name == "weicom":
         settings["lambda"] = method.lam
     rankings = []

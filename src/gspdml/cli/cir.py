@@ -17,6 +17,8 @@ from typing import Any
 from gspdml.cir.domain_datasets import DOMAIN_DATASETS
 from gspdml.cir.evaluation import CirMethod, cir_method
 from gspdml.cir.freedom import QUERY_AS_PROXY, VARIANTS
+from gspdml.cir.generic_datasets import GENERIC_BENCHMARKS
+from gspdml.cir.oracle import ORACLES
 from gspdml.cir.queries import QuerySource
 from gspdml.cir.ranking import AP_VARIANTS
 from gspdml.cir.run import CirInputs, report_text, run_cir
@@ -86,8 +88,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add("--n", type=int, default=CirMethod.n, help=f"words per proxy (default {CirMethod.n})")
     add("--m", type=int, default=None, help="text labels kept (default 7; 1 for --variant single)")
     add("--query-as-proxy", choices=QUERY_AS_PROXY, default=CirMethod.query_as_proxy)
-    text = "a FreeDom benchmark in the authors' release layout; --images is its data/ folder"
-    add("--dataset", choices=list(DOMAIN_DATASETS), help=text)
+    text = "oracle word added to the text labels: the query's class or source domain (Table 4.6)"
+    add("--oracle", choices=ORACLES, default=CirMethod.oracle, help=text)
+    text = (
+        "a FreeDom benchmark in the authors' release layout, or fashioniq / cirr / circo in "
+        "their official layouts (FashionIQ/, CIRR/, CIRCO/); --images is the data folder"
+    )
+    add("--dataset", choices=[*DOMAIN_DATASETS, *GENERIC_BENCHMARKS], help=text)
     text = "with --dataset: keep the queries of this source domain label (repeatable)"
     add("--source", dest="sources", action="append", default=[], metavar="LABEL", help=text)
     text = (

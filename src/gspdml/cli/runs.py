@@ -142,18 +142,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add("run_b")
     add("--json", action="store_true", help="the differences as JSON")
 
-    text = "Run every row of a paper's table by its protocol (resumable: finished models are reused) and write <output-dir>/tables/TABLE.md and .json with the paper's number, ours, the difference and our std. Overrides key.sub=value apply to every row (e.g. schedule.max_steps=2 for a smoke run). The composed-retrieval tables (protocol cir) evaluate a frozen vision-language model instead and take the settings model=SPEC, weights, vocabulary, memory, device, batch_size, cache. The tables of released pre-trained models (protocol frozen: SimPool Table 3.9) evaluate the authors' checkpoints as they are and take checkpoints=DIR (the files under their published names) or checkpoint=PATH, device, batch_size, resize, crop."
+    text = "Run every row of a paper's table by its protocol (resumable: finished models are reused) and write <output-dir>/tables/TABLE.md and .json with the paper's number, ours, the difference and our std. Overrides key.sub=value apply to every row (e.g. schedule.max_steps=2 for a smoke run). The composed-retrieval tables (protocol cir) evaluate a frozen vision-language model instead and take the settings model=SPEC, weights, vocabulary, memory, device, batch_size, cache. The tables of released pre-trained models (protocol frozen: SimPool Table 3.9) evaluate the authors' checkpoints as they are and take checkpoints=DIR (the files under their published names) or checkpoint=PATH, device, batch_size, resize, crop. The supervised classification tables (protocol classify: SimPool Tables 3.4 and 3.12) train one classifier per row and take checkpoints=DIR or checkpoint=PATH (fine-tuning rows), device, workers, and epochs, batch_size, resize, crop in place of the row's. The ImageNet tables of released models (protocol probe: SimPool Tables 3.2 and 3.3) classify frozen features (weighted k-NN, linear probe, the released classifier) and take the frozen settings and fraction, knn_k, knn_temperature, probe_epochs, probe_lr, probe_batch_size."
     summary = "run a table of the papers (GSP, XML, ...) and print it beside the published numbers"
     add = command(sub, "reproduce", _cmd_reproduce, help=summary, description=text)
     add("table", nargs="?", default=None, help="table key (see --list)")
-    text = "overrides key.sub=value for every row (YAML values); a cir or frozen table: key=value settings"
+    text = "overrides key.sub=value for every row (YAML values); a cir, frozen, probe or classify table: key=value settings"
     add("overrides", nargs="*", help=text)
     add("--list", action="store_true", help="list the tables with their row counts")
     text = "list the runs and the GPU-hour estimate; train nothing"
     add("--dry-run", action="store_true", help=text)
     text = "only these rows: shell patterns on <dataset>/<label> or on the preset (e.g. 'cub/*')"
     add("--rows", nargs="+", default=[], metavar="PATTERN", help=text)
-    text = "folder holding the datasets in their official layouts (CUB_200_2011, cars196, Stanford_Online_Products, InShop); default: each preset's data/<name>. A cir table: the FreeDom release's data/ folder (imagenet_r, minidn, nico, ltll; PatternNet/ for WeiCom); default: data"
+    text = "folder holding the datasets in their official layouts (CUB_200_2011, cars196, Stanford_Online_Products, InShop); default: each preset's data/<name>. A cir table: the FreeDom release's data/ folder (imagenet_r, minidn, nico, ltll; PatternNet/ for WeiCom); default: data. A classify or probe table: ImageNet-1k as DIR/imagenet (train/, val/)"
     add("--data-root", type=Path, default=None, help=text)
     add("--seeds", type=int, nargs="+", default=None, help="training seeds (default: the table's)")
     text = "runs and tables go here (default: runs)"

@@ -29,7 +29,7 @@ from gspdml.registry import Registry
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-DATASETS = Registry("dataset")
+DATASETS = Registry("dataset", complete=False)
 _Options = TypeVar("_Options", bound="DataclassInstance")
 
 

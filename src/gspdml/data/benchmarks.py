@@ -82,10 +82,14 @@ def benchmark_check(dataset: Mapping[str, Any]) -> Optional[dict[str, Any]]:
 
 
 def describe_check(check: Mapping[str, Any]) -> str:
-    """ "/data/cub: 512 images of 10 classes, not CUB-200-2011 (11,788 images, 200 classes)"."""
+    """ "/data/cub: 512 images of 10 classes, not CUB-200-2011 (11,788 images, 200 classes)";
+    ``units`` (optional): what ``images`` and ``classes`` count, e.g. ``("database images",
+    "queries")`` for a retrieval benchmark (:meth:`gspdml.data.revisited.RevisitedRelease.counts`)."""
     what = "is" if check["is_benchmark"] else "not"
+    images, classes = check.get("units", ("images", "classes"))
+    join = "of" if classes == "classes" else "and"
     return (
-        f"{check['root']}: {check['images']:,} images of {check['classes']:,} classes, {what} "
-        f"{check['benchmark']} ({check['official_images']:,} images, "
-        f"{check['official_classes']:,} classes)"
+        f"{check['root']}: {check['images']:,} {images} {join} {check['classes']:,} {classes}, "
+        f"{what} {check['benchmark']} ({check['official_images']:,} {images}, "
+        f"{check['official_classes']:,} {classes})"
     )

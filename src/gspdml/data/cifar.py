@@ -22,8 +22,6 @@ the classification split of the GSP paper's zero-shot attribute study, supplemen
 
 from __future__ import annotations
 
-import io
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -32,6 +30,7 @@ import numpy as np
 
 from gspdml.data.arrays import ArrayDataset, counted_pixel_statistics
 from gspdml.data.base import DATASETS, DataSplits, EvalSplit
+from gspdml.data.safe_pickle import NUMPY_ARRAYS, load_restricted
 from gspdml.errors import ConfigError, DataError
 from gspdml.registry import supplied_by_caller
 
@@ -40,32 +39,10 @@ FILES = {
     "cifar10": ([f"data_batch_{i}" for i in range(1, 6)], ["test_batch"], "batches.meta"),
     "cifar100": (["train"], ["test"], "meta"),
 }
-#: the only globals a CIFAR pickle needs: numpy's array and dtype reconstruction (both module
-#: paths numpy has used), and ``_codecs.encode``, with which Python 3 writes bytes in protocol 2
-ALLOWED_GLOBALS = frozenset(
-    {
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy", "ndarray"),
-        ("numpy", "dtype"),
-        ("_codecs", "encode"),
-    }
-)
+#: the only globals a CIFAR pickle needs: numpy's array and dtype reconstruction, and
+#: ``_codecs.encode``, with which Python 3 writes bytes in protocol 2
+ALLOWED_GLOBALS = NUMPY_ARRAYS | {("_codecs", "encode")}
 SIDE = 32
-
-
-class _RestrictedUnpickler(pickle.Unpickler):
-    def __init__(self, file: io.BufferedIOBase, path: Path):
-        super().__init__(file, encoding="bytes")
-        self.path = path
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in ALLOWED_GLOBALS:
-            raise DataError(
-                f"{self.path}: refused to load: the pickle asks for {module}.{name}, which a CIFAR "
-                "file never does (it could run code); use the official CIFAR archive"
-            )
-        return super().find_class(module, name)
 
 
 def _plain(value: Any) -> bool:
@@ -80,15 +57,7 @@ def _plain(value: Any) -> bool:
 
 def read_pickle(path: Path) -> dict[bytes, Any]:
     """The dict of a CIFAR pickle, read without running code (module docstring)."""
-    try:
-        with open(path, "rb") as file:
-            value = _RestrictedUnpickler(file, path).load()
-    except OSError as error:
-        raise DataError(f"{path}: cannot read ({error})") from None
-    except DataError:
-        raise
-    except Exception as error:  # a truncated or corrupt pickle raises many kinds of error
-        raise DataError(f"{path}: not a readable CIFAR pickle ({error})") from None
+    value = load_restricted(path, "CIFAR", ALLOWED_GLOBALS, encoding="bytes")
     if not isinstance(value, dict) or not _plain(value):
         raise DataError(
             f"{path}: expected a dict of bytes keys to lists, bytes, ints and integer arrays"

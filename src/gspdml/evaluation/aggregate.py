@@ -26,6 +26,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from gspdml.compat.hardware import Precision
 from gspdml.errors import ConfigError
 from gspdml.evaluation.service import EvalSpec, evaluate_embeddings, with_postprocessed
 from gspdml.evaluation.statistics import mean_std, spread
@@ -55,6 +56,7 @@ def fair_protocol_results(
     spec: Optional[EvalSpec] = None,
     train_embeddings: Optional[Mapping[Any, torch.Tensor | np.ndarray]] = None,
     device: Optional[torch.device] = None,
+    precision: Precision = "auto",
 ) -> dict[str, Any]:
     """Aggregate the fold models of the fair protocol on the test split (module docstring).
 
@@ -68,6 +70,8 @@ def fair_protocol_results(
         train_embeddings: {(fold, seed): training embeddings} for a step that learns on them
             (PCA-whitening); a realisation concatenates them.
         device: where the search and the metrics run (None: where the embeddings are).
+        precision: the runs' precision, for the search's candidate pass (its neighbours are
+            exact; ``auto`` is resolved for the search's device).
 
     Returns:
         {"per_model": {(fold, seed): {metric: value}},
@@ -90,7 +94,9 @@ def fair_protocol_results(
                 torch.as_tensor(x).to(device) if i % 2 == 0 else x for i, x in enumerate(split)
             ]
         query, labels, gallery, gallery_labels = (*split, None, None)[:4]
-        report = evaluate_embeddings(query, labels, gallery, gallery_labels, spec, train_part)
+        report = evaluate_embeddings(
+            query, labels, gallery, gallery_labels, spec, train_part, precision
+        )
         return _select(report.metrics, metrics)
 
     per_model = {key: score(split, train.get(key)) for key, split in splits.items()}

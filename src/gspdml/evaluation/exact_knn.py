@@ -15,9 +15,9 @@ How the answer is exact without ever holding the N_q x N_r distance matrix:
    with native bf16 dot products and on CUDA GPUs of compute capability >= 8,
    :func:`gspdml.compat.hardware.resolve_precision`; float32 otherwise), so that ``|q_i - r_j|^2 = |q_i|^2 - 2 s_ij``.
    The ``k' = k + pad`` largest similarities per row are kept in a pool whose k'-th value tau
-   is a running threshold: a block contributes only its entries >= tau, found from maxima of
-   groups of 32 columns (one elementwise max per halving, no sort); the first block of a row
-   uses the smallest of k' disjoint group maxima. Every discarded reference has a similarity
+   is a running threshold: the first block of a row gives its k' largest (one ``topk``), and
+   each later block contributes only its entries >= tau, found from maxima of groups of 32
+   columns (one elementwise max per halving, no sort). Every discarded reference has a similarity
    <= the final tau = s_(k'). On CPU, row blocks run on ``torch.get_num_threads()`` worker
    threads with single-threaded operations.
 2. *Exact re-ranking.* The candidates' distances are recomputed in float32 (one batched
@@ -87,7 +87,6 @@ from gspdml.evaluation.results import (
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
 _GROUP = 32
-_FIRST_PARTS = 4
 _BLOCK_ROWS, _BLOCK_COLS = 256, 8192
 _BACKENDS = ("torch", "faiss")
 _HASH_COLUMNS = 16
@@ -541,9 +540,9 @@ class _Search:
         """Indices [n, k'] of the k' most similar references of ``rows`` and, per row, a lower
         bound on the squared distance of every reference that is not a candidate.
 
-        Per row, a pool holds every similarity that reached the row's threshold ``tau`` (a lower
-        bound on its k'-th largest similarity); each block adds its entries >= tau
-        (:func:`_entries_above`) and the pool is cut back to its k' largest, which raises tau.
+        Per row, a pool holds the k' largest similarities of the first block; each later block
+        adds its entries >= the pool's k'-th value ``tau`` (:func:`_entries_above`) and the pool
+        is cut back to its k' largest, which raises tau.
         Every reference outside the pool has a similarity <= tau = the final k'-th candidate's.
         """
         n_ref = self.r.shape[0]
@@ -569,8 +568,11 @@ class _Search:
                 if self.loo:
                     own = (sub >= c0) & (sub < c1)
                     sim[own.nonzero()[:, 0], sub[own] - c0] = -math.inf
-                row, col, val = _entries_above(sim, pool.tau, k_cand if c0 == 0 else 0)
-                pool.add(row, col + c0, val)
+                if c0 == 0:
+                    pool.first(sim)
+                else:
+                    row, col, val = _entries_above(sim, pool.tau)
+                    pool.add(row, col + c0, val)
             err = self.error(self.q_sq[sub].sqrt(), self.r_max, self.dim)
             out_idx.append(pool.idx)
             out_bound.append(
@@ -690,6 +692,13 @@ class _Pool:
     def tau(self) -> Tensor:
         return self.val[:, -1]
 
+    def first(self, sim: Tensor) -> None:
+        """Fills the empty pool from the first block ``sim`` [n, m] (columns from 0): its k'
+        largest entries per row (all m where m < k', the rest staying -inf)."""
+        val, idx = sim.topk(min(self.val.shape[1], sim.shape[1]), dim=1)
+        self.val[:, : val.shape[1]] = val.float()
+        self.idx[:, : idx.shape[1]] = idx
+
     def add(self, row: Tensor, col: Tensor, val: Tensor) -> None:
         """Merges entries (``row`` ascending) and keeps the k' largest per row."""
         n, k_cand = self.val.shape
@@ -706,17 +715,15 @@ class _Pool:
         self.idx = idxs.gather(1, pos)
 
 
-def _entries_above(sim: Tensor, tau: Tensor, k_first: int) -> tuple[Tensor, Tensor, Tensor]:
+def _entries_above(sim: Tensor, tau: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """(row ascending, column, float32 value) of the entries of ``sim`` [n, m] that are >= the
-    row's threshold t: ``tau`` or, when ``k_first`` > 0, the larger of tau and a value that
-    ``k_first`` distinct entries of the block reach (the ``k_first``-th largest of the maxima of
-    ``_FIRST_PARTS * k_first`` disjoint sets of columns).
+    row's threshold ``tau``.
 
     The threshold is applied to group maxima first: group g of the first ``_GROUP * W`` columns
     (W = m // ``_GROUP``) is the strided set {g, g + W, ..., g + (_GROUP - 1) W}, so its maximum
     is an elementwise maximum of contiguous column slabs (halving, vectorised in any dtype); only
-    the groups whose maximum reaches t are read element by element. The (fewer than ``_GROUP``)
-    last columns are compared directly.
+    the groups whose maximum reaches tau are read element by element. The (fewer than
+    ``_GROUP``) last columns are compared directly.
     """
     n, m = sim.shape
     width = m // _GROUP
@@ -725,22 +732,14 @@ def _entries_above(sim: Tensor, tau: Tensor, k_first: int) -> tuple[Tensor, Tens
     while gmax.shape[1] > width:
         half = gmax.shape[1] // 2
         gmax = torch.maximum(gmax[:, :half], gmax[:, half:])
-    t = tau
-    if k_first:
-        source = gmax if width >= k_first else sim
-        if source.shape[1] >= k_first:
-            parts = min(source.shape[1], _FIRST_PARTS * k_first)
-            per = source.shape[1] // parts
-            disjoint = source[:, : per * parts].float().view(n, per, parts).amax(1)
-            t = torch.maximum(t, disjoint.topk(k_first, dim=1).values[:, -1])
     flat = sim.reshape(-1)
-    g_row, g_col = (gmax >= t[:, None]).nonzero(as_tuple=True)
+    g_row, g_col = (gmax >= tau[:, None]).nonzero(as_tuple=True)
     pos = (g_row * m + g_col)[:, None] + width * torch.arange(_GROUP, device=sim.device)
     val = flat[pos]
-    hit = val >= t[g_row, None]
+    hit = val >= tau[g_row, None]
     pos, val = pos[hit], val[hit]
     if main < m:
-        t_row, t_col = (sim[:, main:] >= t[:, None]).nonzero(as_tuple=True)
+        t_row, t_col = (sim[:, main:] >= tau[:, None]).nonzero(as_tuple=True)
         pos, order = torch.cat([pos, t_row * m + t_col + main]).sort()
         val = torch.cat([val, sim[t_row, t_col + main]])[order]
     return pos // m, pos % m, val.float()

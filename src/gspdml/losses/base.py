@@ -177,7 +177,7 @@ def located(field: str) -> Iterator[None]:
     except ConfigError as error:
         _, dot, rest = error.field.partition(".")
         message = str(error)[len(error.field) + 2 :] if error.field else str(error)
-        raise ConfigError(f"{field}{dot}{rest}", message) from None
+        raise ConfigError(f"{field}{dot}{rest}", message) from error.__cause__
 
 
 def build_loss(spec: Any, field: str = "loss", **context: Any) -> MetricLoss:

@@ -16,7 +16,8 @@ normalises the tokens before SimPool (``final_norm=True``); the DINO fork normal
 vector (``final_norm=False``; ``norm`` goes to the embedder's ``pooled_norm``,
 :mod:`gspdml.models.simpool_release`). Width, depth, patch size and grid are read from a file's
 tensors (:func:`vit_shape`); heads = ``width / 64``. The image must have the grid's size (224 x
-224 for 14 x 14): the position embeddings are not interpolated.
+224 for 14 x 14) unless the model is built ``any_size``: then the patches' position embeddings
+are interpolated to the image's grid (bicubic), as DINO's ``interpolate_pos_encoding`` does.
 """
 
 from __future__ import annotations
@@ -103,9 +104,10 @@ class PatchEmbed(nn.Module):
 
 class ReleasedViT(Backbone):
     """The authors' ViT (module doc): ``output`` ``cls`` or ``tokens``, the final LayerNorm
-    ``norm`` applied to the tokens when ``final_norm``."""
+    ``norm`` applied to the tokens when ``final_norm``; ``any_size``: images of any size, the
+    position embeddings interpolated to their grid (module doc)."""
 
-    def __init__(self, shape: ViTShape, output: str, final_norm: bool):
+    def __init__(self, shape: ViTShape, output: str, final_norm: bool, any_size: bool = False):
         super().__init__()
         if output not in OUTPUTS or (output == "cls" and not shape.class_token):
             raise ValueError(f"output {output!r} of a ViT with class_token={shape.class_token}")
@@ -113,7 +115,7 @@ class ReleasedViT(Backbone):
 
         block = import_timm().models.vision_transformer.Block
         norm = partial(nn.LayerNorm, eps=1e-6)
-        self.shape, self.output = shape, output
+        self.shape, self.output, self.any_size = shape, output, any_size
         self.out_channels = shape.width
         self.patch_embed = PatchEmbed(shape.width, shape.patch)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, shape.width)) if shape.class_token else None
@@ -126,9 +128,22 @@ class ReleasedViT(Backbone):
         self.blocks = nn.Sequential(*layers)
         self.norm = norm(shape.width) if final_norm else None
 
+    def positions(self, height: int, width: int) -> torch.Tensor:
+        """The position embeddings of a ``height x width`` image: the released ones on the
+        released grid, else (``any_size``) the patches' interpolated to the image's grid."""
+        grid, patch = self.shape.grid, self.shape.patch
+        rows, cols = height // patch, width // patch
+        if (rows, cols) == (grid, grid):
+            return self.pos_embed
+        prefix = int(self.shape.class_token)
+        patches = self.pos_embed[:, prefix:].reshape(1, grid, grid, -1).permute(0, 3, 1, 2)
+        patches = nn.functional.interpolate(patches, size=(rows, cols), mode="bicubic")
+        patches = patches.permute(0, 2, 3, 1).reshape(1, rows * cols, -1)
+        return torch.cat([self.pos_embed[:, :prefix], patches], dim=1)
+
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         size = self.shape.grid * self.shape.patch
-        if tuple(images.shape[-2:]) != (size, size):
+        if not self.any_size and tuple(images.shape[-2:]) != (size, size):
             raise ValueError(
                 f"this ViT was trained on {size} x {size} images ({self.shape.grid} x "
                 f"{self.shape.grid} patches of {self.shape.patch}); got "
@@ -137,7 +152,7 @@ class ReleasedViT(Backbone):
         tokens: torch.Tensor = self.patch_embed(images)
         if self.cls_token is not None:
             tokens = torch.cat([self.cls_token.expand(tokens.shape[0], -1, -1), tokens], dim=1)
-        tokens = self.blocks(tokens + self.pos_embed)
+        tokens = self.blocks(tokens + self.positions(*images.shape[-2:]))
         if self.norm is not None:
             tokens = self.norm(tokens)
         return tokens[:, :1] if self.output == "cls" else tokens[:, int(self.shape.class_token) :]

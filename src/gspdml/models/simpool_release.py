@@ -82,10 +82,11 @@ def released_state_dict(path: Union[str, os.PathLike[str]]) -> dict[str, torch.T
 
 
 def _vit(
-    state: dict[str, torch.Tensor], pooling: str, pooled_norm: bool, source: str
+    state: dict[str, torch.Tensor], pooling: str, pooled_norm: bool, source: str, any_size: bool
 ) -> tuple[Backbone, Optional[nn.Module]]:
     """The authors' ViT for ``pooling`` (module doc) and the LayerNorm of the pooled vector
-    (``pooled_norm``: the final ``norm`` moves there, renamed in ``state``)."""
+    (``pooled_norm``: the final ``norm`` moves there, renamed in ``state``); ``any_size``: it
+    embeds images of any size (:class:`~gspdml.models.released_vit.ReleasedViT`)."""
     from gspdml.models.released_vit import ReleasedViT, vit_shape
 
     shape = vit_shape({k.removeprefix("backbone."): v for k, v in state.items()}, source)
@@ -94,7 +95,8 @@ def _vit(
             f"{source}: this ViT has no [CLS] token (a SimPool model), so it has no baseline "
             "[CLS] embedding; give the file released for the baseline (cls pooling)"
         )
-    net = ReleasedViT(shape, "cls" if pooling == "cls" else "tokens", final_norm=not pooled_norm)
+    output = "cls" if pooling == "cls" else "tokens"
+    net = ReleasedViT(shape, output, final_norm=not pooled_norm, any_size=any_size)
     if not pooled_norm:
         return net, None
     for key in [k for k in state if k.startswith("backbone.norm.")]:
@@ -109,12 +111,13 @@ def released_embedder(
     backbone: str = "resnet50",
     gamma: Optional[float] = 2.0,
     pooled_norm: bool = False,
+    any_size: bool = False,
 ) -> Embedder:
     """The frozen embedder of a released checkpoint: ``backbone`` (``resnet50`` or ``vit``)
     with ``pooling`` (``gap`` or ``cls``, the baselines, or ``simpool`` with ``gamma``; on a
-    ViT, ``pooled_norm`` puts the final LayerNorm after the pooling, as the DINO fork does),
-    L2-normalised output, in eval mode; keys that do not fit raise a
-    :class:`~gspdml.errors.DataError`."""
+    ViT, ``pooled_norm`` puts the final LayerNorm after the pooling, as the DINO fork does;
+    ``any_size`` interpolates its position embeddings to each image's grid), L2-normalised
+    output, in eval mode; keys that do not fit raise a :class:`~gspdml.errors.DataError`."""
     from gspdml.models.pretrained import load_weights
 
     if pooling not in POOLINGS:
@@ -128,7 +131,7 @@ def released_embedder(
     norm: Optional[nn.Module] = None
     net: Backbone
     if backbone == "vit":
-        net, norm = _vit(state, pooling, pooled_norm, str(path))
+        net, norm = _vit(state, pooling, pooled_norm, str(path), any_size)
     else:
         net = build_backbone({"name": backbone}, 3)
     if pooling == "simpool":

@@ -183,6 +183,28 @@ class SimPool(Pooling):
         self.beta = nn.Parameter(torch.zeros(())) if use_beta else None
 
     def forward(self, x: torch.Tensor) -> Pooled:
+        pooled, attention_map, spatial = self._rounds(x)
+        if self.k == 1:
+            vector = pooled[:, 0]
+        elif self.project is None:
+            vector = pooled.amax(dim=1)
+        else:
+            vector = self.project(pooled.flatten(1).to(x.dtype))
+        if self.beta is not None:
+            vector = vector + self.beta.to(vector.dtype)
+        weights = attention_map.mean(dim=(1, 3))  # over heads and pooled vectors: [B, p]
+        return Pooled(vector, weights=unflatten_weights(weights, spatial))
+
+    def vectors(self, x: torch.Tensor) -> torch.Tensor:
+        """The ``k`` pooled vectors ``[B, k, d]`` before ``combine`` (with ``beta`` added): what
+        a classifier reads when it takes the maximum over the vectors' logits instead (Psomas
+        thesis Table 3.12, "k (max): maximum taken over output logits")."""
+        pooled = self._rounds(x)[0]
+        return pooled if self.beta is None else pooled + self.beta.to(pooled.dtype)
+
+    def _rounds(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tuple[int, ...]]:
+        """The ``T`` rounds of Algorithm 1 on ``x``: the pooled vectors ``[B, k, d]``, the last
+        round's attention ``[B, m, p, k]`` and the spatial shape of ``x``."""
         tokens, spatial = flatten_locations(x)  # [B, p, d]
         layout = "tokens" if x.dim() == 3 else "maps"
         gamma = self.AUTO_GAMMA[layout] if isinstance(self.gamma, str) else self.gamma  # str: auto
@@ -190,16 +212,7 @@ class SimPool(Pooling):
         for t in range(self.iterations):
             maps = self.later_maps[t - 1] if t > 0 and len(self.later_maps) else self
             pooled, attention_map = self._attend(maps, pooled, tokens, gamma)
-        if self.k == 1:
-            vector = pooled[:, 0]
-        elif self.project is None:
-            vector = pooled.amax(dim=1)
-        else:
-            vector = self.project(pooled.flatten(1).to(tokens.dtype))
-        if self.beta is not None:
-            vector = vector + self.beta.to(vector.dtype)
-        weights = attention_map.mean(dim=(1, 3))  # over heads and pooled vectors: [B, p]
-        return Pooled(vector, weights=unflatten_weights(weights, spatial))
+        return pooled, attention_map, spatial
 
     def _initial(self, tokens: torch.Tensor) -> torch.Tensor:
         """``U^0 = INIT(X)`` ``[B, k, d]`` (class docstring)."""

@@ -8,6 +8,7 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
+from gspdml.compat.hardware import Precision
 from gspdml.errors import ConfigError
 from gspdml.retrieval.embedding import PartialEmbedding, embed_source, require_some
 from gspdml.retrieval.index import RetrievalIndex
@@ -29,12 +30,15 @@ def build_index(
     device: str | torch.device = "cpu",
     progress: bool = True,
     on_error: str = "raise",
+    precision: Precision = "fp32",
 ) -> RetrievalIndex:
-    """Embed every item of ``source`` that decodes and index it; the index's ``skipped`` names
+    """Embed every item of ``source`` that decodes (on ``device`` at ``precision``, the run's)
+    and index it; the index's ``skipped`` names
     the files left out (``on_error="skip"``). A failure with ``"raise"`` is a
     :class:`~gspdml.retrieval.embedding.PartialEmbedding` holding the work done before it."""
     embedded = require_some(
-        embed_source(model, source, batch_size, device, progress, on_error), "index"
+        embed_source(model, source, batch_size, device, progress, on_error, precision=precision),
+        "index",
     )
     index = RetrievalIndex(
         embedded.vectors, embedded.source.paths, embedded.source.labels, metric, info
@@ -97,6 +101,7 @@ def append_to_index(
     device: str | torch.device = "cpu",
     progress: bool = True,
     on_error: str = "raise",
+    precision: Precision = "fp32",
 ) -> int:
     """Embed the items of ``source`` whose path is not in the index yet and add them; returns
     their number (the files left out are in ``index.skipped``). A :class:`PartialEmbedding` is
@@ -107,7 +112,9 @@ def append_to_index(
     if not new:
         return 0
     try:
-        embedded = embed_source(model, source, batch_size, device, progress, on_error, items=new)
+        embedded = embed_source(
+            model, source, batch_size, device, progress, on_error, items=new, precision=precision
+        )
     except PartialEmbedding as stop:
         if stop.done is not None:
             index.add(stop.done.vectors, stop.done.source.paths, stop.done.source.labels)

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from gspdml.compat.hardware import Precision
 from gspdml.errors import ConfigError, DataError, GspdmlError
 from gspdml.models.inference import embed
 from gspdml.progress import Progress
@@ -87,8 +88,11 @@ def embed_source(
     progress: bool = True,
     on_error: str = "raise",
     items: Optional[list[int]] = None,
+    precision: Precision = "fp32",
 ) -> Embedded:
-    """Embed ``items`` (default: all) of ``source``; see the module docstring."""
+    """Embed ``items`` (default: all) of ``source`` on ``device`` at ``precision`` (the run's,
+    resolved by the caller: :class:`~gspdml.retrieval.encoder.PlacedRun`); see the module
+    docstring."""
     if on_error not in ON_ERROR:
         raise ConfigError("--on-error", f"got {on_error!r}; allowed: {', '.join(ON_ERROR)}")
     items = list(range(len(source.paths))) if items is None else list(items)
@@ -100,7 +104,9 @@ def embed_source(
     for start in range(0, len(items), chunk):
         part = _Positions(source.dataset, items[start : start + chunk], on_error == "skip")
         try:
-            chunk_vectors, positions = embed(model, part, batch_size, device, progress=meter)
+            chunk_vectors, positions = embed(
+                model, part, batch_size, device, precision=precision, progress=meter
+            )
         except DataError as error:
             raise PartialEmbedding(
                 error, _result(vectors, done, source, skipped) if done else None

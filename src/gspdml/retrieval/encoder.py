@@ -12,6 +12,10 @@ Images are decoded and preprocessed exactly as ``gspdml index``/``search`` do (t
 transform, recorded in its ``config.yaml``: the training data need not be there); an
 :class:`Encoder` also takes PIL images (decoded by the same rules as files: EXIF orientation,
 alpha on white, 16-bit rescaled), or a tensor batch ``[B, C, H, W]`` that is already preprocessed.
+
+An :class:`Encoder`, ``gspdml index``, ``search`` and ``report`` embed as the run's trainer did:
+on the device asked (``auto``: the GPU when there is one), at the run's ``trainer.precision``
+resolved once for that device (:func:`load_placed_run`), the weights in that precision's layout.
 """
 
 from __future__ import annotations
@@ -19,15 +23,16 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, NamedTuple, Union, cast
 
 import torch
 from PIL import Image
 
+from gspdml.compat.hardware import PrecisionChoice, resolve_precision
 from gspdml.config import RunConfig
 from gspdml.errors import ConfigError
 from gspdml.models import Embedder
-from gspdml.models.inference import embed, resolve_device
+from gspdml.models.inference import autocast_context, embed, placed, resolve_device
 from gspdml.retrieval.build import build_index, model_info
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.preprocessing import (
@@ -57,6 +62,28 @@ def load_model_and_transform(
     )
 
 
+class PlacedRun(NamedTuple):
+    """A run's embedder as its trainer held it: on ``device``, at the run's precision resolved
+    there once (``trainer.precision``, :func:`~gspdml.compat.hardware.resolve_precision`), in
+    that precision's layout (:func:`~gspdml.models.inference.placed`), in eval mode."""
+
+    config: RunConfig
+    model: Embedder
+    transform: ImageTransform
+    device: torch.device
+    precision: PrecisionChoice
+
+
+def load_placed_run(
+    run_dir: str | os.PathLike[str], device: torch.device, weights: str = "final"
+) -> PlacedRun:
+    """The :class:`PlacedRun` of ``run_dir`` on ``device``."""
+    config, model, transform = load_model_and_transform(run_dir, device, weights)
+    precision = resolve_precision(config.trainer.precision, device)
+    model = cast(Embedder, placed(model, device, precision).eval())
+    return PlacedRun(config, model, transform, device, precision)
+
+
 Images = Union[torch.Tensor, Sequence[Union[str, os.PathLike[str], Image.Image]]]
 
 
@@ -71,11 +98,10 @@ class Encoder:
         batch_size: int = 64,
     ):
         """The embedder of ``run_dir`` (``weights``: ``final`` or ``best``, see ``gspdml evaluate --help``)."""
-        self.run_dir, self.device = Path(run_dir), resolve_device(device)
-        self.batch_size = int(batch_size)
-        self.config, self.model, self.transform = load_model_and_transform(
-            self.run_dir, self.device, weights
-        )
+        self.run_dir, self.batch_size = Path(run_dir), int(batch_size)
+        run = load_placed_run(self.run_dir, resolve_device(device), weights)
+        self.config, self.model, self.transform = run.config, run.model, run.transform
+        self.device, self.precision = run.device, run.precision
 
     @classmethod
     def from_run(cls, *args: Any, **kwargs: Any) -> Encoder:
@@ -89,7 +115,7 @@ class Encoder:
     def __call__(self, images: Images) -> torch.Tensor:
         """Embeddings ``[N, D]`` (float32, CPU) of image files, PIL images or a preprocessed batch."""
         if isinstance(images, torch.Tensor):
-            with torch.no_grad():
+            with torch.no_grad(), autocast_context(self.precision, self.device):
                 return torch.cat(
                     [
                         self.model(chunk.to(self.device)).embedding.float().cpu()
@@ -113,6 +139,7 @@ class Encoder:
             ImageFiles(paths, [None] * len(paths), self.transform),
             self.batch_size,
             self.device,
+            self.precision,
         )
         return vectors
 
@@ -135,4 +162,5 @@ class Encoder:
             self.device,
             progress,
             on_error,
+            self.precision,
         )

@@ -35,7 +35,7 @@ from gspdml.retrieval.build import (
     model_info,
 )
 from gspdml.retrieval.embedding import PartialEmbedding
-from gspdml.retrieval.encoder import load_model_and_transform
+from gspdml.retrieval.encoder import load_placed_run
 from gspdml.retrieval.index import RetrievalIndex, holds_index
 from gspdml.retrieval.sources import ImageFiles, folder_source, skipped_notes, split_source
 from gspdml.settings.sections import RunConfig
@@ -97,8 +97,8 @@ def write_index(
     check_writable_folder(folder)
     lock = FolderLock(folder, "gspdml index")  # one writer: a concurrent second one fails at once
     try:
-        resolved = resolve_device(device)
-        config, model, transform = load_model_and_transform(run_dir, resolved)
+        run = load_placed_run(run_dir, resolve_device(device))
+        config, model, transform = run.config, run.model, run.transform
         if images is not None:
             source = folder_source(images, transform)
         else:
@@ -114,13 +114,29 @@ def write_index(
                 for path in dropped:
                     note(f"dropped {path}: the file no longer exists")
                 added = append_to_index(
-                    index, model, source, info, batch_size, resolved, progress, on_error
+                    index,
+                    model,
+                    source,
+                    info,
+                    batch_size,
+                    run.device,
+                    progress,
+                    on_error,
+                    run.precision,
                 )
                 kept = len(source.paths) - added - len(index.skipped)
                 done = f"added {added} images ({kept} already indexed, {len(dropped)} dropped)"
             else:
                 index = build_index(
-                    model, source, info, metric, batch_size, resolved, progress, on_error
+                    model,
+                    source,
+                    info,
+                    metric,
+                    batch_size,
+                    run.device,
+                    progress,
+                    on_error,
+                    run.precision,
                 )
                 done = f"indexed {len(index)} images"
         except PartialEmbedding as stop:
@@ -181,12 +197,11 @@ def embed_queries(
     index = RetrievalIndex.load(folder, mmap=True)
     run_dir = find_index_run(index, folder, run)
     check_same_model(index, model_info(run_dir))
-    resolved = resolve_device(device)
-    config, model, transform = load_model_and_transform(run_dir, resolved)
+    loaded = load_placed_run(run_dir, resolve_device(device))
     paths = [str(Path(p).resolve()) for p in query_files]
     for path in paths:
         if not Path(path).is_file():
             raise DataError(f"{path}: query image not found")
-    files = ImageFiles(paths, [None] * len(paths), transform)
-    queries, _ = embed(model, files, batch_size, resolved)
-    return EmbeddedQueries(index, config, model, resolved, paths, queries)
+    files = ImageFiles(paths, [None] * len(paths), loaded.transform)
+    queries, _ = embed(loaded.model, files, batch_size, loaded.device, loaded.precision)
+    return EmbeddedQueries(index, loaded.config, loaded.model, loaded.device, paths, queries)

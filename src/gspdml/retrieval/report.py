@@ -26,16 +26,17 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from gspdml.compat.hardware import Precision
 from gspdml.config import RunConfig, dump_config
 from gspdml.errors import ConfigError, DataError, printable
 from gspdml.evaluation.baseline_rows import baseline_rows
 from gspdml.evaluation.results import RetrievalResults
 from gspdml.evaluation.service import EvalSpec, QueryEvaluation, evaluate_queries
-from gspdml.models.inference import resolve_device
+from gspdml.models.inference import autocast_context, resolve_device
 from gspdml.output_files import atomic_write_text, check_writable_file
 from gspdml.retrieval.embedding import embed_source, require_some
 from gspdml.retrieval.embedding_map import embedding_map_svg
-from gspdml.retrieval.encoder import load_model_and_transform
+from gspdml.retrieval.encoder import load_placed_run
 from gspdml.retrieval.figures import (
     colour_bar_html,
     heatmap_overlay,
@@ -247,6 +248,7 @@ def build_report(
     on_error: str = "raise",
     worst: int = 8,
     where: str = "the test split",
+    precision: Precision = "fp32",
 ) -> tuple[str, dict[str, str]]:
     """The report page, and the files left out (``{path: problem}``, ``on_error="skip"``).
 
@@ -255,11 +257,13 @@ def build_report(
     :func:`~gspdml.evaluation.service.evaluate_queries`. The grid shows ``queries`` items that
     visit the classes in turn (:func:`choose_queries`), each with its pooling weights
     (``EmbedderOutput.weights``, ``[H', W']``) upsampled to the image, if the pooling has them.
+    The embeddings and the weights are computed on ``device`` at ``precision`` (the run's).
     """
     model = model.eval()
     _require_two(len(source.paths), "images given")  # before the embedding work
     embedded = require_some(
-        embed_source(model, source, batch_size, device, progress, on_error), "report"
+        embed_source(model, source, batch_size, device, progress, on_error, precision=precision),
+        "report",
     )
     vectors, source = embedded.vectors, embedded.source
     _require_two(len(source.paths), "images decoded")
@@ -281,7 +285,8 @@ def build_report(
         shown |= set(evaluation.results.indices[hardest, :k].flatten().tolist())
     inputs = {i: source.dataset[i][0] for i in sorted(shown)}
     pictures = {i: source.to_display(image) for i, image in inputs.items()}
-    heatmaps = _heatmaps(model, inputs, pictures, sorted(set(chosen) | set(hardest)), device)
+    shown_weights = sorted(set(chosen) | set(hardest))
+    heatmaps = _heatmaps(model, inputs, pictures, shown_weights, device, precision)
     results = read_results(run_dir)
     rows = read_metrics(run_dir)
     step = weights_step(results, config.evaluation.restore_best)
@@ -344,16 +349,17 @@ def _heatmaps(
     pictures: dict[int, np.ndarray],
     items: list[int],
     device: str | torch.device,
+    precision: Precision,
 ) -> dict[int, Optional[np.ndarray]]:
     """The pooling-weight overlay of each of ``items`` (None for poolings without spatial weights)."""
     if not items:
         return {}
-    weights = model(torch.stack([inputs[i] for i in items]).to(device)).weights
-    spatial = weights is not None and weights.dim() == 3
-    return {
-        i: heatmap_overlay(pictures[i], weights[q]) if spatial else None
-        for q, i in enumerate(items)
-    }
+    device = torch.device(device)
+    with autocast_context(precision, device):
+        weights = model(torch.stack([inputs[i] for i in items]).to(device)).weights
+    if weights is None or weights.dim() != 3:
+        return dict.fromkeys(items)
+    return {i: heatmap_overlay(pictures[i], weights[q].float()) for q, i in enumerate(items)}
 
 
 def _per_class(evaluation: Optional[QueryEvaluation], recall_at: Sequence[int], where: str) -> str:
@@ -430,8 +436,8 @@ def report_run(
             raise ConfigError(option, f"must be >= {least}, got {value}")
     path = Path(out) if out else Path(run_dir) / "report.html"
     check_writable_file(path)
-    resolved = resolve_device(device)
-    config, model, transform = load_model_and_transform(run_dir, resolved)
+    run = load_placed_run(run_dir, resolve_device(device))
+    config, model, transform = run.config, run.model, run.transform
     if images is not None:
         source, where = folder_source(images, transform), f"the images of {images}"
         source, repeats = distinct_images(source, str(images))
@@ -448,11 +454,12 @@ def report_run(
         k,
         seed,
         batch_size,
-        resolved,
+        run.device,
         progress,
         on_error,
         worst,
         where,
+        run.precision,
     )
     for line in skipped_notes(source, skipped):
         note(line)

@@ -383,10 +383,11 @@ class TrainerConfig(Section):
     tensorboard: Union[Literal["auto"], bool] = option(
         "auto", "auto: when the tensorboard package is installed"
     )
-    trackers: tuple[Literal["mlflow", "wandb"], ...] = option(
+    trackers: tuple[Literal["mlflow", "mlflow_file", "wandb"], ...] = option(
         (),
         "experiment trackers that get every metrics.jsonl record, offline: mlflow (a SQLite "
-        "store in output_dir), wandb (offline, in the run folder)",
+        "store in output_dir), mlflow_file (MLflow's file store, output_dir/mlruns; sets "
+        "MLFLOW_ALLOW_FILE_STORE=true), wandb (offline, in the run folder)",
         noun="tracker",
     )
 

@@ -12,6 +12,7 @@ from gspdml.data.summary import describe_splits, image_size_note, ranking_proble
 from gspdml.output_files import atomic_write_text, json_text
 from gspdml.training.component_options import write_options
 from gspdml.training.run_dir import CONFIG_FILE, DATA_FILE, TENSORBOARD_DIR
+from gspdml.training.run_plugins import recorded_plugins
 from gspdml.training.run_record import environment_record, write_environment
 from gspdml.training.tensorboard_extras import TensorBoardExtras
 from gspdml.training.trackers import open_trackers
@@ -28,7 +29,7 @@ def open_run_dir(trainer: TrainerView, resume: bool, changed: Changes, notes: li
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(run_dir / CONFIG_FILE, dump_config(config))
     atomic_write_text(run_dir / DATA_FILE, json_text(trainer.data_record, indent=1))
-    record = environment_record(trainer.device, trainer.precision)
+    record = environment_record(trainer.device, trainer.precision, recorded_plugins(config))
     write_environment(run_dir, record, resume)
     write_options(run_dir, config)
     start = trainer.step if resume else -1

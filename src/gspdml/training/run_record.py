@@ -1,7 +1,8 @@
 """``RUN_DIR/environment.json``: what a run's numbers depend on beyond its config and data.
 
-- ``plugins``: the plugin modules imported when the run started (:mod:`gspdml.plugins`), imported
-  again when the run is read back.
+- ``plugins``: the plugin modules the run depends on, those its config names and those whose
+  components it uses (:mod:`gspdml.training.run_plugins`), imported again when the run is read
+  back.
 - ``threads``: torch's and OpenMP/MKL/OpenBLAS thread counts (CPU kernels split reductions by
   thread, so another count can give other weights; :func:`determinism_note`).
 - ``cpu``, ``device``, ``precision``: the CPU model and ATen's instruction set, the device, and
@@ -20,7 +21,6 @@ import torch
 from gspdml.compat.hardware import aten_capability, cpu_model
 from gspdml.errors import read_json_object
 from gspdml.output_files import atomic_write_text, json_text
-from gspdml.plugins import imported_plugins
 
 ENVIRONMENT_FILE = "environment.json"
 #: the environment variables that set the thread counts of the BLAS and OpenMP runtimes
@@ -36,10 +36,12 @@ def thread_record() -> dict[str, Any]:
     }
 
 
-def environment_record(device: torch.device | str, precision: str) -> dict[str, Any]:
-    """The record of this process (module doc)."""
+def environment_record(
+    device: torch.device | str, precision: str, plugins: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The record of this process (module doc); ``plugins``: the run's plugin modules."""
     return {
-        "plugins": imported_plugins(),
+        "plugins": plugins,
         "threads": thread_record(),
         "cpu": {"model": cpu_model(), "capability": aten_capability()},
         "device": str(device),

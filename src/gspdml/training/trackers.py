@@ -1,8 +1,12 @@
 """Experiment trackers, offline: every record of ``metrics.jsonl`` is also sent to the trackers
 ``trainer.trackers`` names, as ``SPLIT/KEY`` at its step, with the resolved config as parameters.
 
-- ``mlflow``: the local store ``sqlite:///<output_dir>/mlflow.db``, experiment ``gspdml``, one
-  MLflow run per gspdml run; artifacts under ``<output_dir>/mlflow-artifacts``.
+- ``mlflow``: the local store ``sqlite:///<output_dir>/mlflow.db`` (MLflow 3's local store),
+  experiment ``gspdml``, one MLflow run per gspdml run; artifacts under
+  ``<output_dir>/mlflow-artifacts``.
+- ``mlflow_file``: the same in MLflow's file store, ``<output_dir>/mlruns``. MLflow 3 refuses it
+  unless ``MLFLOW_ALLOW_FILE_STORE=true``; this tracker sets that variable for the process when
+  it is unset.
 - ``wandb``: Weights & Biases offline under ``<run_dir>/wandb`` (``wandb sync`` uploads it).
 
 A resumed run continues the same tracker run (ids in ``<run_dir>/trackers.json``).
@@ -11,6 +15,7 @@ A resumed run continues the same tracker run (ids in ``<run_dir>/trackers.json``
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -50,8 +55,18 @@ def _keep_id(run_dir: Path, name: str, run_id: str) -> None:
     atomic_write_text(run_dir / TRACKERS_FILE, json_text({**_ids(run_dir), name: run_id}) + "\n")
 
 
+def mlflow_uri(root: Path, store: str) -> str:
+    """The tracking URI of the MLflow store ``store`` (``sqlite`` or ``file``) in ``root``."""
+    if store == "file":
+        return (root / "mlruns").as_uri()
+    return f"sqlite:///{root / 'mlflow.db'}"
+
+
 class MlflowTracker:
-    """One MLflow run in the local SQLite store of ``output_dir`` (module doc)."""
+    """One MLflow run in the local store of ``output_dir`` (module doc): SQLite, or MLflow's
+    file store with ``store="file"``."""
+
+    name, store = "mlflow", "sqlite"  # the tracker's name (its id's key in trackers.json)
 
     def __init__(self, config: RunConfig, run_dir: Path):
         from mlflow.entities import Param
@@ -59,7 +74,9 @@ class MlflowTracker:
 
         root = Path(config.output_dir).resolve()
         root.mkdir(parents=True, exist_ok=True)
-        self.client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+        if self.store == "file":  # MLflow 3 builds a file store only when allowed
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        self.client = MlflowClient(tracking_uri=mlflow_uri(root, self.store))
         found = self.client.get_experiment_by_name(PROJECT)
         experiment = (
             found.experiment_id
@@ -68,13 +85,13 @@ class MlflowTracker:
                 PROJECT, artifact_location=str(root / "mlflow-artifacts")
             )
         )
-        known = _ids(run_dir).get("mlflow")
+        known = _ids(run_dir).get(self.name)
         if known is None:
             run = self.client.create_run(
                 experiment, run_name=config.name, tags={"gspdml_run_dir": str(run_dir.resolve())}
             )
             self.run_id = run.info.run_id
-            _keep_id(run_dir, "mlflow", self.run_id)
+            _keep_id(run_dir, self.name, self.run_id)
             params = [Param(k, v[:6000]) for k, v in _flat(plain(config)).items()]
             for start in range(0, len(params), 100):
                 self.client.log_batch(self.run_id, params=params[start : start + 100])
@@ -92,6 +109,12 @@ class MlflowTracker:
 
     def close(self) -> None:
         self.client.set_terminated(self.run_id)
+
+
+class MlflowFileTracker(MlflowTracker):
+    """One MLflow run in MLflow's file store, ``<output_dir>/mlruns`` (module doc)."""
+
+    name, store = "mlflow_file", "file"
 
 
 class WandbTracker:
@@ -127,6 +150,7 @@ class WandbTracker:
 
 TRACKERS: dict[str, Callable[[RunConfig, Path], Tracker]] = {
     "mlflow": MlflowTracker,
+    "mlflow_file": MlflowFileTracker,
     "wandb": WandbTracker,
 }
 
@@ -139,7 +163,8 @@ def open_trackers(config: RunConfig, run_dir: Path) -> list[Tracker]:
         try:
             trackers.append(TRACKERS[name](config, Path(run_dir)))
         except ImportError:
+            extra = name.split("_")[0]  # mlflow_file: the mlflow extra
             raise ConfigError(
-                "trainer.trackers", f"{name} is not installed: pip install 'gspdml[{name}]'"
+                "trainer.trackers", f"{extra} is not installed: pip install 'gspdml[{extra}]'"
             ) from None
     return trackers

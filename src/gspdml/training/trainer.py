@@ -196,7 +196,8 @@ class Trainer:
         bar = progress_bar(cfg.name, cfg.schedule.max_steps, self.step, progress)
         if self.step == 0 and cfg.evaluation.baseline and self.data.test is not None:
             test = self.data.test
-            self.baselines.evaluate(self.model, cfg.model, lambda m: self.evaluator.round(m, test))
+            score = lambda m: self.evaluator.round(m, test)
+            self.baselines.evaluate(self.model, cfg.model, score, self.data_record)
         try:
             with interruptible(self._request_stop):
                 loader = self._loader()

@@ -15,8 +15,8 @@ from gspdml.training.resume_checks import check_checkpoint_shapes
 from gspdml.training.rng import rng_state, set_rng_state
 from gspdml.training.trainer_view import TrainerView
 
-#: the trainer's counters a checkpoint restores, with their types; the last two are absent from
-#: older checkpoints (their run reports no baseline)
+#: the trainer's counters a checkpoint restores, with their types; the last three are absent
+#: from older checkpoints (their run reports no baseline, or judges it by query counts)
 COUNTERS = {
     "step": int,
     "best_metric": float,
@@ -26,8 +26,9 @@ COUNTERS = {
     "finished": bool,
     "baseline": dict,
     "baseline_skipped": dict,
+    "baseline_test_data": dict,
 }
-OPTIONAL_COUNTERS = ("baseline", "baseline_skipped")
+OPTIONAL_COUNTERS = ("baseline", "baseline_skipped", "baseline_test_data")
 
 
 def read_counters(counters: Mapping[str, Any], path: Path) -> dict[str, Any]:
@@ -69,6 +70,7 @@ def save_checkpoint(trainer: TrainerView) -> None:
     counters: dict[str, Any] = {"step": trainer.step, "finished": trainer.finished}
     counters |= trainer.selection.state_dict()
     counters |= {"baseline": baselines.scores, "baseline_skipped": baselines.skipped}
+    counters |= {"baseline_test_data": baselines.test_data}
     state = {
         "model": trainer.model.state_dict(),
         "loss": trainer.loss.state_dict(),
@@ -98,6 +100,8 @@ def restore_checkpoint(trainer: TrainerView, state: Mapping[str, Any]) -> None:
     counters = read_counters(state["trainer"], trainer.checkpoint_path)
     trainer.step, trainer.finished = counters["step"], counters["finished"]
     trainer.selection.load_state_dict(counters)
-    trainer.baselines = Baselines(counters["baseline"], counters["baseline_skipped"])
+    trainer.baselines = Baselines(
+        counters["baseline"], counters["baseline_skipped"], counters["baseline_test_data"]
+    )
     restore_callbacks(state["callbacks"], trainer.callbacks, trainer.checkpoint_path)
     set_rng_state(state["rng"])

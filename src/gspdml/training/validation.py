@@ -80,7 +80,10 @@ def final_results(trainer: TrainerView) -> dict[str, Any]:
             results["baseline"] = baselines.scores
         if baselines.skipped:
             results["baseline_skipped"] = baselines.skipped
-        for line in baselines.report(metric, test[metric]):
+        unlike = baselines.unlike(test, trainer.data_record) if baselines.scores else ""
+        if unlike:  # the baselines were scored on other test data (--allow-data-change)
+            results["baseline_note"] = unlike
+        for line in baselines.report(metric, test, unlike):
             trainer._say(line)
     if trainer.is_main:
         results.update(identity(trainer.run_dir))

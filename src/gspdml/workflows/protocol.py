@@ -439,8 +439,11 @@ def _test_embeddings(run: ProtocolRun) -> tuple[tuple[np.ndarray, ...], Optional
 
 
 def _fair_summary(runs: list[ProtocolRun]) -> dict[str, Any]:
+    from gspdml.compat.hardware import resolve_precision
     from gspdml.models.inference import resolve_device
 
+    config = runs[0].config
+    device = resolve_device(config.trainer.device)  # the search where the runs trained
     cached = {(run.fold, run.seed): _test_embeddings(run) for run in runs}
     train = {key: value[1] for key, value in cached.items() if value[1] is not None}
     result = fair_protocol_results(
@@ -448,7 +451,8 @@ def _fair_summary(runs: list[ProtocolRun]) -> dict[str, Any]:
         metrics=(*TABLE_METRICS, *_clustered(runs[0].config)),
         spec=_spec(runs[0].config),
         train_embeddings=train,
-        device=resolve_device(runs[0].config.trainer.device),  # the search where the runs trained
+        device=device,
+        precision=resolve_precision(config.trainer.precision, device),
     )
     names = {(run.fold, run.seed): run.name for run in runs}
     steps = [_results(run, {"steps": int})["steps"] for run in runs]

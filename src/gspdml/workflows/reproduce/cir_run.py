@@ -10,7 +10,10 @@ Inputs. ``--data-root DIR`` (default ``data``) is the ``data/`` folder of the Fr
 (:class:`CirSettings`) name what is not in the data folder: the model (``model=SPEC``, any spec
 of ``gspdml cir --model``, replacing the rows' CLIP / RemoteCLIP), its local ``weights``, the
 ``vocabulary`` (default ``DIR/open_image_v7_class_names.csv``), Table 4.5's external visual
-``memory``, the ``device``, ``batch_size`` and the feature ``cache``.
+``memory``, the ``device``, ``batch_size`` and the feature ``cache``. The generic benchmarks of
+Table 4.7 are ``DIR/FashionIQ``, ``DIR/CIRR`` and ``DIR/CIRCO`` in their official layouts
+(:mod:`gspdml.cir.generic_datasets`); a row whose benchmark folder is absent, or whose model
+weights cannot be had, is listed as missing with that reason (:mod:`.cir_generic_run`).
 
 Results. A row runs one evaluation per benchmark, stored in
 ``<output_dir>/cir/<benchmark>/<method>-<key>.json``, ``key`` hashing
@@ -32,9 +35,15 @@ import numpy as np
 from gspdml.cir.composition_protocol import CompositionProtocol, source_domain_means
 from gspdml.cir.domain_datasets import get_domain_dataset
 from gspdml.cir.features import FeatureCache
+from gspdml.cir.generic_datasets import GENERIC_BENCHMARKS, generic_protocol
 from gspdml.cir.vl_model import VisionLanguageEncoder
 from gspdml.data.cache import cache_key
 from gspdml.errors import ConfigError
+from gspdml.workflows.reproduce.cir_generic_run import (
+    MODEL_ERRORS,
+    absent_benchmark,
+    model_unavailable,
+)
 from gspdml.workflows.reproduce.cir_spec import CirSpec
 from gspdml.workflows.reproduce.registry import Table, select_rows
 from gspdml.workflows.reproduce.report import (
@@ -99,6 +108,8 @@ class CirEvaluation:
         """The R@k cut-offs of the authors' evaluation of the benchmark (none for PatternCom)."""
         if self.benchmark == "patterncom":
             return ()
+        if self.benchmark in GENERIC_BENCHMARKS:
+            return GENERIC_BENCHMARKS[self.benchmark].recall_at
         return get_domain_dataset(self.benchmark).recall_at
 
     def settings(self) -> dict[str, Any]:
@@ -156,6 +167,8 @@ class CirEvaluation:
                     file=sys.stderr,
                 )
             return patterncom.protocol
+        if self.benchmark in GENERIC_BENCHMARKS:
+            return generic_protocol(self.benchmark, self.folder.parent)
         from gspdml.cir.domain_datasets import domain_dataset_protocol
 
         return domain_dataset_protocol(self.benchmark, self.folder)
@@ -203,13 +216,16 @@ def plan_cir(
         evaluations = []
         for benchmark in spec.benchmarks:
             folder = data / PATTERNNET if benchmark == "patterncom" else data
+            if benchmark in GENERIC_BENCHMARKS:
+                folder = data / GENERIC_BENCHMARKS[benchmark].folder
             model = settings.model or spec.model
             draft = CirEvaluation(
                 benchmark, spec, model, settings.weights, folder, vocabulary, memory, Path()
             )
             name = f"{spec.method.name}-{cache_key(draft.settings())}.json"
             evaluations.append(replace(draft, output=output / benchmark / name))
-        plans.append(CirRowPlan(row, tuple(evaluations)))
+        absent = absent_benchmark(evaluations)
+        plans.append(CirRowPlan(row, () if absent else tuple(evaluations), absent))
     return plans
 
 
@@ -221,7 +237,7 @@ def summarise(results: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, f
     (for one benchmark its mean over the groups)."""
 
     def metrics(row: Mapping[str, Any]) -> dict[str, float]:
-        return {k: float(v) for k, v in row.items() if k == "map" or k.startswith("recall@")}
+        return {k: float(v) for k, v in row.items() if k.startswith(("map", "recall"))}
 
     summary = {benchmark: metrics(result) for benchmark, result in results.items()}
     if len(results) == 1:
@@ -287,7 +303,13 @@ def reproduce_cir(
     models: dict[tuple[str, Optional[str]], VisionLanguageEncoder] = {}
 
     def run(plan: CirRowPlan) -> dict[str, Any]:
-        results = {e.benchmark: _evaluate(e, settings, models, cache) for e in plan.evaluations}
+        try:
+            results = {e.benchmark: _evaluate(e, settings, models, cache) for e in plan.evaluations}
+        except MODEL_ERRORS as error:
+            reason = model_unavailable(plan.evaluations, error)
+            if reason is None:
+                raise
+            return row_entry(table, plan.row, f"missing: {reason}")
         summary = summarise(results)
         ours: dict[str, Ours] = {
             column.title: (summary.get(column.group, {}).get(column.metric), None)
@@ -300,6 +322,10 @@ def reproduce_cir(
         )
 
     entries = table_entries(table, plans, run)
+    for plan in plans:
+        if plan.absent:
+            position = next(i for i, e in enumerate(entries) if e["key"] == plan.row.key)
+            entries[position] = row_entry(table, plan.row, f"missing: {plan.absent}")
     return evaluation_payload(table, entries, overrides, data_root, output_dir)
 
 
@@ -315,7 +341,8 @@ def cir_dry_run_markdown(table: Table, plans: Sequence[CirRowPlan]) -> str:
     body: list[list[Any]] = []
     for plan in plans:
         if not plan.evaluations:
-            body.append([plan.row.key, plan.row.status, *[""] * 8])
+            status = f"missing: {plan.absent}" if plan.absent else plan.row.status
+            body.append([plan.row.key, status, *[""] * 8])
         for evaluation in plan.evaluations:
             method = evaluation.spec.method
             state = "stored" if evaluation.stored() is not None else "to run"

@@ -9,7 +9,9 @@ vocabulary file, an external memory's file, a local checkpoint) is given when th
 
 Benchmarks: the FreeDom domain-conversion datasets in the layout of the authors' release
 (``imagenet_r``, ``minidn``, ``nico``, ``ltll``; :mod:`gspdml.cir.domain_datasets`) and
-``patterncom``, the PatternCom protocol on a PatternNet tree (:mod:`gspdml.cir.patterncom`).
+``patterncom``, the PatternCom protocol on a PatternNet tree (:mod:`gspdml.cir.patterncom`), and
+the generic benchmarks ``fashioniq``, ``cirr``, ``circo`` of Table 4.7 in their official layouts
+(:mod:`gspdml.cir.generic_datasets`).
 Source and target domains are those of each benchmark's protocol: every query image paired
 with every other domain (Psomas thesis §4.4.1) or, on PatternCom, with every other value of an
 attribute of its class (§5.4.1).
@@ -22,10 +24,11 @@ from typing import Optional
 
 from gspdml.cir.domain_datasets import DOMAIN_DATASETS
 from gspdml.cir.evaluation import CirMethod
+from gspdml.cir.generic_datasets import GENERIC_BENCHMARKS
 from gspdml.cir.ranking import AP_VARIANTS
 
 #: every benchmark a CIR row may evaluate on
-BENCHMARKS = (*DOMAIN_DATASETS, "patterncom")
+BENCHMARKS = (*DOMAIN_DATASETS, "patterncom", *GENERIC_BENCHMARKS)
 #: FreeDom's visual memory Z (Eq. 4.13): the database, an external image set, or both (Table 4.5)
 MEMORIES = ("database", "external", "union")
 
@@ -60,6 +63,14 @@ class CirSpec:
         parts = [method.name]
         if method.name == "freedom":
             parts.append(method.variant)
+            default = CirMethod(variant=method.variant)
+            parts += [
+                f"{name}={getattr(method, name)}"
+                for name in ("k", "n", "m")
+                if getattr(method, name) != getattr(default, name)
+            ]
+            if method.oracle != "none":
+                parts.append(f"{method.oracle} oracle")
             if self.memory != "database":
                 parts.append(f"{self.memory} memory")
         if method.name == "weicom":

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from gspdml.data.cache import cache_key
-from gspdml.errors import ConfigError
 from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
 from gspdml.workflows.reproduce.registry import Row, Table, select_rows
 from gspdml.workflows.reproduce.report import (
@@ -191,16 +190,7 @@ def plan_frozen(
 
 def _checked(evaluation: FrozenEvaluation, row: Row, table: Table) -> Path:
     """The evaluation's checkpoint file, or a ConfigError saying which file to give."""
-    file, spec = evaluation.checkpoint, evaluation.spec
-    if file is None or not file.is_file():
-        given = "" if file is None else f"{file} does not exist; "
-        raise ConfigError(
-            "checkpoint",
-            f"row {row.key} of {table.key} evaluates the released {spec.checkpoint}: {given}"
-            f"download it from {spec.url} and give checkpoints=DIR (the folder holding it) or "
-            "checkpoint=PATH, or leave the row out with --rows",
-        )
-    return file
+    return evaluation.spec.given_file(evaluation.checkpoint, f"row {row.key} of {table.key}")
 
 
 def _evaluate(

@@ -10,8 +10,10 @@ table runs (``checkpoint=PATH`` or ``checkpoints=DIR``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
+from gspdml.errors import ConfigError
 from gspdml.models.simpool_release import POOLINGS
 
 
@@ -41,3 +43,16 @@ class FrozenSpec:
         if self.pooled_norm:
             pooling += " + final LayerNorm"
         return f"{self.backbone} + {pooling}, {self.checkpoint}"
+
+    def given_file(self, file: Optional[Path], row: str) -> Path:
+        """``file``, the checkpoint given for this model, or a ConfigError saying which file
+        ``row`` (``"row R of TABLE"``) evaluates and how to give it."""
+        if file is None or not file.is_file():
+            given = "" if file is None else f"{file} does not exist; "
+            raise ConfigError(
+                "checkpoint",
+                f"{row} evaluates the released {self.checkpoint}: {given}download it from "
+                f"{self.url} and give checkpoints=DIR (the folder holding it) or "
+                "checkpoint=PATH, or leave the row out with --rows",
+            )
+        return file

@@ -23,13 +23,26 @@ from typing import Optional, Union
 from gspdml.errors import ConfigError
 from gspdml.workflows.protocol import DEFAULT_SEEDS, PROTOCOLS, SEED_MODELS
 from gspdml.workflows.reproduce.cir_spec import CirSpec
+from gspdml.workflows.reproduce.classify_spec import ClassifySpec
 from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
 from gspdml.workflows.reproduce.resources_spec import ResourceSpec
 
-#: the protocols of tables whose methods train nothing, and the :class:`Row` field that holds
-#: a runnable row's evaluation: composed image retrieval, frozen pre-trained models, the count
-#: of a model's parameters and multiply-adds
-EVALUATION_ONLY = {"cir": "cir", "frozen": "frozen", "resources": "resources"}
+#: the protocols of tables run by their own runner instead of the training protocols, and the
+#: :class:`Row` field that holds a runnable row's evaluation: composed image retrieval, frozen
+#: pre-trained models (also on revisited Oxford and Paris, ``probe``: their frozen features
+#: classifying ImageNet-1k, ``localisation``: their attention maps' boxes, ``backgrounds``:
+#: ImageNet-9), the count of a model's parameters and multiply-adds (these train nothing), and
+#: supervised classifiers (``classify``: one model per row, no seeds)
+EVALUATION_ONLY = {
+    "cir": "cir",
+    "frozen": "frozen",
+    "revisited": "frozen",
+    "probe": "frozen",
+    "localisation": "frozen",
+    "backgrounds": "frozen",
+    "resources": "resources",
+    "classify": "classify",
+}
 
 #: seconds of one training image (forward + backward, fp32, 224 px crops) on one H100, per
 #: backbone. ResNet-50: measured, 1498 img/s at batch 64 (docs/benchmarks.md, "One H100").
@@ -86,9 +99,10 @@ class Reported:
 @dataclass(frozen=True)
 class Row:
     """One method on one dataset. ``preset`` trains it (a table of a training protocol),
-    ``cir`` evaluates it (a ``cir`` table), ``frozen`` evaluates a released model (a ``frozen``
-    table), ``resources`` counts a model (a ``resources`` table); ``missing`` says what the
-    library lacks to run it.
+    ``cir`` evaluates it (a ``cir`` table), ``frozen`` evaluates a released model (a ``frozen``,
+    ``revisited`` or ``probe`` table), ``resources`` counts a model (a ``resources`` table),
+    ``classify`` trains a classifier (a ``classify`` table); ``missing`` says what the library
+    lacks to run it.
     ``protocol`` is the row's own protocol where the paper
     ran this dataset otherwise than the rest of the table (GSP Table 4: the Cifar Collage by its
     own validation split, the CUB rows by the fair protocol); None: the table's. ``init_from``
@@ -105,12 +119,13 @@ class Row:
     cir: Optional[CirSpec] = None
     frozen: Optional[FrozenSpec] = None
     resources: Optional[ResourceSpec] = None
+    classify: Optional[ClassifySpec] = None
     protocol: Optional[str] = None
     init_from: Optional[str] = None
     candidate: Optional[str] = None
 
     def __post_init__(self) -> None:
-        given = [self.preset, self.missing, self.cir, self.frozen, self.resources]
+        given = [self.preset, self.missing, self.cir, self.frozen, self.resources, self.classify]
         if given.count(None) != len(given) - 1:
             raise ValueError(
                 f"row {self.key}: give exactly one of preset, cir, frozen, resources and missing"

@@ -30,10 +30,20 @@ RAN = ("trained", "evaluated")
 Ours = tuple[Optional[float], Optional[float]]
 #: what one row of an evaluation-only table is, per protocol (the written table's legend)
 EVALUATED = {
-    "cir": "one evaluation of a frozen vision-language model per row",
+    "cir": "one evaluation of a frozen vision-language model per row, nothing trained",
     "frozen": "one evaluation of a released pre-trained model per row and dataset (its test "
-    "split, nearest-neighbour search on the L2-normalised features)",
-    "resources": "a count of the row's model (parameters; multiply-adds of one 224 x 224 image)",
+    "split, nearest-neighbour search on the L2-normalised features), nothing trained",
+    "probe": "one evaluation of a released pre-trained model per row (ImageNet-1k top-1 of "
+    "its frozen features: weighted k-NN, linear probe or its released classifier)",
+    "resources": "a count of the row's model (parameters; multiply-adds of one 224 x 224 "
+    "image), nothing trained",
+    "revisited": "one evaluation of a released pre-trained model per row and dataset (its "
+    "queries ranked against its database, Easy, Medium and Hard mAP), nothing trained",
+    "localisation": "one evaluation of a released model's attention maps per row and dataset, "
+    "nothing trained",
+    "backgrounds": "one evaluation of a released classifier per row on every ImageNet-9 "
+    "variation, nothing trained",
+    "classify": "one classifier trained per row (one seed), evaluated by its top-1 on the test split",
 }
 
 
@@ -73,6 +83,7 @@ def row_entry(
         "cir": None if row.cir is None else row.cir.describe(model),
         "frozen": None if row.frozen is None else row.frozen.describe(),
         "resources": None if row.resources is None else row.resources.describe(),
+        "classify": None if row.classify is None else row.classify.describe(),
         "status": status,
         "verdict": row_verdict(cells, smoke, benchmark) if status in RAN else "–",
         "smoke_keys": list(smoke),
@@ -102,10 +113,11 @@ Evaluation = TypeVar("Evaluation")
 @dataclass(frozen=True)
 class EvaluationPlan(Generic[Evaluation]):
     """A selected row of an evaluation-only table as it would run: its evaluations (none for
-    a missing row)."""
+    a missing row; ``absent``: why a row that would run cannot here)."""
 
     row: Row
     evaluations: tuple[Evaluation, ...] = ()
+    absent: Optional[str] = None
 
     @property
     def runnable(self) -> bool:
@@ -211,8 +223,8 @@ def table_markdown(table: Table, payload: dict[str, Any]) -> str:
     overrides = f", overrides `{' '.join(payload['overrides'])}`" if payload["overrides"] else ""
     if table.protocol in EVALUATION_ONLY:
         how = (
-            f"Protocol `{table.protocol}`{overrides}: {EVALUATED[table.protocol]}, nothing "
-            "trained; ours is that evaluation's number (no std)"
+            f"Protocol `{table.protocol}`{overrides}: {EVALUATED[table.protocol]}; "
+            "ours is that evaluation's number (no std)"
         )
     else:
         how = (

@@ -1,5 +1,7 @@
-"""``gspdml reproduce`` of a ``resources`` table (Psomas thesis Table 3.10): each runnable row
-is a model whose parameters and multiply-adds are counted, nothing trained, no data read.
+"""``gspdml reproduce`` of a ``resources`` table (Psomas thesis Tables 3.10 and 3.11): each
+runnable row is a model whose parameters and multiply-adds are counted, nothing trained, no data
+read; a column that is no count (Table 3.11's accuracy) is left without ours, the table's notes
+say why.
 
 A row's :class:`~gspdml.workflows.reproduce.resources_spec.ResourceSpec` names the ImageNet-1k classifier
 (:func:`gspdml.models.resources.imagenet_classifier`); :func:`reproduce_resources` counts it
@@ -56,10 +58,14 @@ def reproduce_resources(
 
     def run(plan: EvaluationPlan[ResourceSpec]) -> dict[str, Any]:
         (spec,) = plan.evaluations
-        counted = count_resources(imagenet_classifier(spec.network, spec.pooling), IMAGE_SIZE)
+        model = imagenet_classifier(spec.network, spec.pooling, spec.depth)
+        counted = count_resources(model, IMAGE_SIZE)
         values = {"params": counted.params, "macs": counted.macs}
-        ours: dict[str, Ours] = {
-            column.title: (column.scale * values[column.metric], None) for column in table.columns
+        ours: dict[str, Ours] = {  # a column that is not a count (an accuracy) is not measured
+            column.title: (column.scale * values[column.metric], None)
+            if column.metric in values
+            else (None, None)
+            for column in table.columns
         }
         return row_entry(table, plan.row, "evaluated", ours, {}, 1)
 

@@ -33,10 +33,26 @@ from gspdml.output_files import atomic_write_text
 from gspdml.training.pretrain import Recipe, recipe_names, recipe_on_root
 from gspdml.workflows.protocol import FOLDS_USED, SEED_MODELS, run_protocol
 from gspdml.workflows.reproduce.cir_run import cir_dry_run_markdown, plan_cir, reproduce_cir
+from gspdml.workflows.reproduce.classify_run import (
+    classify_dry_run_markdown,
+    plan_classify,
+    reproduce_classify,
+)
 from gspdml.workflows.reproduce.frozen_run import (
     frozen_dry_run_markdown,
     plan_frozen,
     reproduce_frozen,
+)
+from gspdml.workflows.reproduce.frozen_tasks_run import PROTOCOLS as TASK_PROTOCOLS
+from gspdml.workflows.reproduce.frozen_tasks_run import (
+    plan_tasks,
+    reproduce_tasks,
+    tasks_dry_run_markdown,
+)
+from gspdml.workflows.reproduce.probe_run import (
+    plan_probe,
+    probe_dry_run_markdown,
+    reproduce_probe,
 )
 from gspdml.workflows.reproduce.registry import (
     EVALUATION_ONLY,
@@ -59,6 +75,11 @@ from gspdml.workflows.reproduce.resources_run import (
     reproduce_resources,
     resources_dry_run_markdown,
 )
+from gspdml.workflows.reproduce.revisited_run import (
+    plan_revisited,
+    reproduce_revisited,
+    revisited_dry_run_markdown,
+)
 from gspdml.workflows.reproduce.seed_tables import coverage_markdown
 from gspdml.workflows.reproduce.tables import TABLES
 from gspdml.workflows.reproduce.verdict import smoke_keys
@@ -69,6 +90,10 @@ from gspdml.workflows.tables import markdown_table, spread_text
 ONE_GROUP = {"split": "seeds"}
 #: the runner of each evaluation-only protocol
 EVALUATE = {"cir": reproduce_cir, "frozen": reproduce_frozen, "resources": reproduce_resources}
+EVALUATE["classify"] = reproduce_classify
+EVALUATE["revisited"] = reproduce_revisited
+EVALUATE["probe"] = reproduce_probe
+EVALUATE.update(dict.fromkeys(TASK_PROTOCOLS, reproduce_tasks))
 
 
 @dataclass(frozen=True)
@@ -262,7 +287,10 @@ def _no_seeds(table: Table, seeds: Optional[Sequence[int]]) -> None:
         raise ConfigError(
             "--seeds",
             f"{table.key} trains nothing (protocol {table.protocol}): its evaluations of a frozen "
-            "model have no seeds; leave --seeds out",
+            "model have no seeds; leave --seeds out"
+            if table.protocol != "classify"
+            else f"{table.key} trains one model per row with seed 0 (protocol classify); leave "
+            "--seeds out",
         )
 
 
@@ -336,9 +364,23 @@ def dry_run(
     elif table.protocol == "cir":
         cir_plans = plan_cir(table, rows=rows, overrides=overrides, need_memory=False, **where)
         planned = cir_dry_run_markdown(table, cir_plans)
+    elif table.protocol == "classify":
+        planned = classify_dry_run_markdown(
+            table, plan_classify(table, rows=rows, overrides=overrides, **where)
+        )
+    elif table.protocol in TASK_PROTOCOLS:
+        planned = tasks_dry_run_markdown(
+            table, plan_tasks(table, rows=rows, overrides=overrides, **where)
+        )
     elif table.protocol == "frozen":
         frozen_plans = plan_frozen(table, rows=rows, overrides=overrides, **where)
         planned = frozen_dry_run_markdown(table, frozen_plans)
+    elif table.protocol == "revisited":
+        revisited = plan_revisited(table, rows=rows, overrides=overrides, **where)
+        planned = revisited_dry_run_markdown(table, revisited)
+    elif table.protocol == "probe":
+        probe_plans = plan_probe(table, rows=rows, overrides=overrides, **where)
+        planned = probe_dry_run_markdown(table, probe_plans)
     else:
         plans = plan_table(table, rows=rows, overrides=overrides, seeds=seeds, **where)
         planned = dry_run_markdown(table, plans, seeds or table.seeds)

@@ -1,0 +1,95 @@
+"""The linear probe: a linear classifier trained on frozen features, its top-1 accuracy on held-out
+features (Caron et al., "Emerging Properties in Self-Supervised Vision Transformers", ICCV 2021,
+§4.1 and Appendix, ``eval_linear.py``; the probe of Psomas thesis §3.4.3, Table 3.3).
+
+The classifier ``z = W f + b`` (``W`` drawn from N(0, 0.01²), ``b = 0``, as DINO initialises it)
+minimises the mean cross-entropy ``-log softmax(z)_y`` over the training features by SGD with
+momentum, mini-batches in a seeded random order each epoch and a cosine learning rate over the
+epochs, from ``lr`` to 0 (DINO: momentum 0.9, no weight decay, 100 epochs, ``lr = 0.001 ·
+batch / 256``). DINO trains its probe on features of augmented crops (random resized crops and
+flips, recomputed every epoch); here the features are computed once from the evaluation crop,
+so the probe is the convex problem of one fixed feature set.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gspdml.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """How the probe trains (module doc); the defaults are DINO's at a batch of 1024."""
+
+    epochs: int = 100
+    batch_size: int = 1024
+    lr: float = 0.001 * 1024 / 256
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"probe_{name}", f"must be at least 1, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ConfigError("probe_lr", f"must be positive, got {self.lr}")
+
+
+def train_linear_probe(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int,
+    settings: ProbeSettings = ProbeSettings(),
+) -> nn.Linear:
+    """A linear classifier of ``features`` ``[N, D]`` into ``num_classes`` (module doc), trained
+    on the features' device in their float dtype."""
+    generator = torch.Generator().manual_seed(settings.seed)
+    probe = nn.Linear(features.shape[1], num_classes).to(features.device, features.dtype)
+    with torch.no_grad():
+        probe.weight.copy_(torch.randn(probe.weight.shape, generator=generator) * 0.01)
+        probe.bias.zero_()
+    optimizer = torch.optim.SGD(
+        probe.parameters(),
+        lr=settings.lr,
+        momentum=settings.momentum,
+        weight_decay=settings.weight_decay,
+    )
+    targets = labels.to(features.device, torch.int64)
+    for epoch in range(settings.epochs):
+        for group in optimizer.param_groups:  # cosine from lr (epoch 0) towards 0
+            group["lr"] = settings.lr * 0.5 * (1 + math.cos(math.pi * epoch / settings.epochs))
+        order = torch.randperm(len(targets), generator=generator).to(features.device)
+        for batch in order.split(settings.batch_size):
+            loss = F.cross_entropy(probe(features[batch]), targets[batch])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+    return probe.requires_grad_(False)
+
+
+@torch.no_grad()
+def top1(classifier: nn.Module, features: torch.Tensor, labels: torch.Tensor) -> float:
+    """The fraction of ``features`` whose largest logit is their label (the first of equal
+    logits wins)."""
+    predicted = classifier(features).argmax(dim=1)
+    return float((predicted == labels.to(predicted.device, torch.int64)).double().mean())
+
+
+def linear_probe_top1(
+    train_features: torch.Tensor,
+    train_labels: torch.Tensor,
+    test_features: torch.Tensor,
+    test_labels: torch.Tensor,
+    num_classes: int,
+    settings: ProbeSettings = ProbeSettings(),
+) -> float:
+    """Top-1 on the test features of the probe trained on the training features."""
+    probe = train_linear_probe(train_features, train_labels, num_classes, settings)
+    return top1(probe, test_features.to(train_features.device, train_features.dtype), test_labels)
