@@ -35,6 +35,7 @@ from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
     EvaluationPlan,
     Ours,
+    check_unstored,
     content_of,
     evaluation_payload,
     evaluations_markdown,
@@ -237,10 +238,7 @@ def reproduce_classify(
     plans = plan_classify(
         table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
     )
-    for each in plans:  # every file there before the first run trains
-        for planned in each.evaluations:
-            if planned.stored() is None:
-                _checked(planned, each.row, table)
+    check_unstored(plans, lambda planned, row: _checked(planned, row, table))
 
     def run(plan: ClassifyRowPlan) -> dict[str, Any]:
         (planned,) = plan.evaluations

@@ -37,12 +37,13 @@ from gspdml.workflows.reproduce.registry import Row, Table, select_rows
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
     EvaluationPlan,
-    Ours,
+    check_unstored,
     content_of,
     evaluation_payload,
     evaluations_markdown,
     number_problem,
     row_entry,
+    scaled_ours,
     store_result,
     stored_result,
     table_entries,
@@ -247,19 +248,13 @@ def reproduce_frozen(
     plans = plan_frozen(
         table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
     )
-    for each in plans:  # every file there before the first evaluation
-        for evaluation in each.evaluations:
-            if evaluation.stored() is None:
-                _checked(evaluation, each.row, table)
+    check_unstored(plans, lambda evaluation, row: _checked(evaluation, row, table))
     models: dict[tuple[Path, FrozenSpec], Embedder] = {}
 
     def run(plan: FrozenRowPlan) -> dict[str, Any]:
         (evaluation,) = plan.evaluations
         result = _evaluate(evaluation, plan.row, table, settings, models)
-        ours: dict[str, Ours] = {}
-        for column in table.columns:
-            value = result.get(column.metric)
-            ours[column.title] = (None if value is None else column.scale * value, None)
+        ours = scaled_ours(table, result)
         runs = {plan.row.dataset: str(evaluation.output)}
         return row_entry(table, plan.row, "evaluated", ours, runs, 1)
 

@@ -36,12 +36,13 @@ from gspdml.workflows.reproduce.registry import Row, Table, select_rows
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
     EvaluationPlan,
-    Ours,
+    check_unstored,
     content_of,
     evaluation_payload,
     evaluations_markdown,
     number_problem,
     row_entry,
+    scaled_ours,
     store_result,
     stored_result,
     table_entries,
@@ -338,10 +339,7 @@ def reproduce_tasks(
     plans = plan_tasks(
         table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
     )
-    for each in plans:  # every file there before the first evaluation
-        for evaluation in each.evaluations:
-            if evaluation.stored() is None:
-                _checked(evaluation, each.row, table)
+    check_unstored(plans, lambda evaluation, row: _checked(evaluation, row, table))
 
     # a row's columns: those the paper prints for it, and those it prints for no row (BG-gap)
     unprinted = {c.title for c in table.columns} - {t for r in table.rows for t in r.paper}
@@ -353,10 +351,7 @@ def reproduce_tasks(
         if result is None:
             result = _compute(evaluation, _checked(evaluation, plan.row, table), settings)
             store_result(evaluation.output, evaluation.settings(), result)
-        ours: dict[str, Ours] = {}
-        for column in table.columns:
-            value = result.get(column.metric) if column.title in owned[plan.row.key] else None
-            ours[column.title] = (None if value is None else column.scale * value, None)
+        ours = scaled_ours(table, result, owned[plan.row.key])
         runs = {plan.row.dataset: str(evaluation.output)}
         return row_entry(table, plan.row, "evaluated", ours, runs, 1)
 

@@ -47,12 +47,13 @@ from gspdml.workflows.reproduce.registry import Row, Table, select_rows
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
     EvaluationPlan,
-    Ours,
+    check_unstored,
     content_of,
     evaluation_payload,
     evaluations_markdown,
     number_problem,
     row_entry,
+    scaled_ours,
     store_result,
     stored_result,
     table_entries,
@@ -313,12 +314,12 @@ def reproduce_probe(
     plans = plan_probe(
         table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
     )
-    for each in plans:  # every file there before the first evaluation
-        for evaluation in each.evaluations:
-            if evaluation.stored() is None:
-                evaluation.spec.given_file(
-                    evaluation.checkpoint, f"row {each.row.key} of {table.key}"
-                )
+    check_unstored(
+        plans,
+        lambda evaluation, row: evaluation.spec.given_file(
+            evaluation.checkpoint, f"row {row.key} of {table.key}"
+        ),
+    )
     datasets: dict[Path, ImageNet] = {}
 
     def run(plan: ProbeRowPlan) -> dict[str, Any]:
@@ -338,10 +339,7 @@ def reproduce_probe(
             )
             result = _probe(evaluation, model, datasets[evaluation.folder], file)
             store_result(evaluation.output, evaluation.settings(), result)
-        ours: dict[str, Ours] = {}
-        for column in table.columns:
-            value = result.get(column.metric) if column.title in plan.row.paper else None
-            ours[column.title] = (None if value is None else column.scale * value, None)
+        ours = scaled_ours(table, result, set(plan.row.paper))
         runs = {plan.row.dataset: str(evaluation.output)}
         return row_entry(table, plan.row, "evaluated", ours, runs, 1)
 

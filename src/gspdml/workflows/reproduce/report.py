@@ -142,6 +142,38 @@ def table_entries(
     return entries
 
 
+class StoredEvaluation(Protocol):
+    """An evaluation whose result may be stored already (None: not yet)."""
+
+    def stored(self) -> Optional[dict[str, Any]]: ...
+
+
+Stored = TypeVar("Stored", bound=StoredEvaluation)
+
+
+def check_unstored(
+    plans: Sequence[EvaluationPlan[Stored]], check: Callable[[Stored, Row], Any]
+) -> None:
+    """``check(evaluation, row)`` for every planned evaluation without a stored result, before
+    the first one runs: a missing file is named before any work."""
+    for plan in plans:
+        for evaluation in plan.evaluations:
+            if evaluation.stored() is None:
+                check(evaluation, plan.row)
+
+
+def scaled_ours(
+    table: Table, result: Mapping[str, Any], shown: Optional[set[str]] = None
+) -> dict[str, Ours]:
+    """Each column's number in ``result`` (its ``metric``, times its ``scale``); none where the
+    result has no such metric or the column's title is outside ``shown``."""
+    ours: dict[str, Ours] = {}
+    for column in table.columns:
+        value = result.get(column.metric) if shown is None or column.title in shown else None
+        ours[column.title] = (None if value is None else column.scale * value, None)
+    return ours
+
+
 def evaluations_markdown(
     table: Table, plans: Sequence[Any], header: Sequence[str], body: list[list[Any]], how: str
 ) -> str:

@@ -43,12 +43,13 @@ from gspdml.workflows.reproduce.registry import Row, Table, select_rows
 from gspdml.workflows.reproduce.report import (
     DEFAULT_OUTPUT,
     EvaluationPlan,
-    Ours,
+    check_unstored,
     content_of,
     evaluation_payload,
     evaluations_markdown,
     number_problem,
     row_entry,
+    scaled_ours,
     store_result,
     stored_result,
     table_entries,
@@ -214,10 +215,7 @@ def reproduce_revisited(
     plans = plan_revisited(
         table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
     )
-    for each in plans:  # every file there before the first evaluation
-        for evaluation in each.evaluations:
-            if evaluation.stored() is None:
-                _checked(evaluation, each.row, table)
+    check_unstored(plans, lambda evaluation, row: _checked(evaluation, row, table))
 
     def run(plan: RevisitedRowPlan) -> dict[str, Any]:
         (evaluation,) = plan.evaluations
@@ -226,9 +224,7 @@ def reproduce_revisited(
             file = _checked(evaluation, plan.row, table)
             result = revisited_maps(evaluation, file, settings.device)
             store_result(evaluation.output, evaluation.settings(), result)
-        ours: dict[str, Ours] = {
-            column.title: (column.scale * result[column.metric], None) for column in table.columns
-        }
+        ours = scaled_ours(table, result)
         runs = {plan.row.dataset: str(evaluation.output)}
         counts = result["counts"]  # a smaller tree than the release: no verdict
         return row_entry(table, plan.row, "evaluated", ours, runs, 1, benchmark=counts)
