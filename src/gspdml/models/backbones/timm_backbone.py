@@ -11,6 +11,7 @@ loads a local file through timm (which adapts classifier, position embeddings, i
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,14 +42,13 @@ def import_timm(field: str = FIELD) -> ModuleType:
 
     define_missing_schemas()
     try:
-        import timm
+        return importlib.import_module("timm")
     except ImportError as error:
         raise ConfigError(
             field,
             f"this backbone needs the optional 'timm' extra (timm and torchvision), which cannot be imported ({error}); "
             "install it with: pip install -c constraints.txt 'gspdml[timm]'",
         ) from error
-    return timm
 
 
 @contextmanager
