@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from gspdml.cli import main
+from gspdml.training import run_lock
 from gspdml.training.run_lock import (
     LOCK_FILE,
     FolderLock,
@@ -25,6 +26,7 @@ from gspdml.training.run_lock import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
+RUN_LOCK_SOURCE = Path(run_lock.__file__)
 
 
 def _gspdml(*args, cwd):
@@ -96,11 +98,14 @@ def test_the_lock_is_exclusive_names_its_holder_and_is_released(tmp_path):
 
 
 def test_a_lock_file_left_by_a_killed_process_is_taken_over(tmp_path):
-    """flock dies with its process: a SIGKILLed holder leaves a file, not a lock."""
+    """flock dies with its process: a SIGKILLed holder leaves a file, not a lock. The holder loads
+    run_lock.py by its path, without the ``gspdml.training`` package (and torch) around it."""
     folder = tmp_path / "run"
     code = (
-        "import sys, time; from gspdml.training.run_lock import FolderLock; "
-        f"FolderLock({str(folder)!r}, 'holder'); print('held', flush=True); time.sleep(60)"
+        "import importlib.util, time; "
+        f"spec = importlib.util.spec_from_file_location('run_lock', {str(RUN_LOCK_SOURCE)!r}); "
+        "run_lock = importlib.util.module_from_spec(spec); spec.loader.exec_module(run_lock); "
+        f"run_lock.FolderLock({str(folder)!r}, 'holder'); print('held', flush=True); time.sleep(60)"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     holder = subprocess.Popen(
