@@ -1,7 +1,8 @@
 """One writer per run folder: a second ``gspdml train`` into a folder that a running training
-holds fails at once naming the holder, and the first run's files stay its own (two real
-processes). Before, the second run interleaved its lines into metrics.jsonl and replaced
-config.yaml while the weights and results came from the first."""
+holds fails at once naming the holder, and the first run's files stay its own (the first a real
+process, the second ``gspdml train`` called in the test's process). Before, the second run
+interleaved its lines into metrics.jsonl and replaced config.yaml while the weights and results
+came from the first."""
 
 import json
 import os
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gspdml.cli import main
+from gspdml.training import run_lock
 from gspdml.training.run_lock import (
     LOCK_FILE,
     FolderLock,
@@ -23,6 +26,7 @@ from gspdml.training.run_lock import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
+RUN_LOCK_SOURCE = Path(run_lock.__file__)
 
 
 def _gspdml(*args, cwd):
@@ -37,12 +41,19 @@ def _gspdml(*args, cwd):
     )
 
 
-def _held(lock: Path) -> bool:
-    return lock.is_file() and lock.read_text().strip() != ""
+def _training(run_dir: Path) -> bool:
+    """The run holds its lock and has logged a step (its config.yaml is written)."""
+    lock, log = run_dir / LOCK_FILE, run_dir / "metrics.jsonl"
+    return (
+        lock.is_file()
+        and lock.read_text().strip() != ""
+        and log.is_file()
+        and log.stat().st_size > 0
+    )
 
 
 @pytest.mark.slow
-def test_a_second_training_into_a_held_folder_fails_naming_the_first(make_config, tmp_path):
+def test_a_second_training_into_a_held_folder_fails_naming_the_first(make_config, tmp_path, capsys):
     first_config = tmp_path / "first.yaml"
     first_config.write_text(
         yaml.safe_dump(make_config(schedule={"max_steps": 400}, evaluation={"every": 400}))
@@ -53,13 +64,15 @@ def test_a_second_training_into_a_held_folder_fails_naming_the_first(make_config
     first = _gspdml("train", first_config, "--run-dir", run_dir, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 120
-        while not _held(run_dir / LOCK_FILE) and first.poll() is None:
-            assert time.monotonic() < deadline, "the first training never took its lock"
+        while not _training(run_dir) and first.poll() is None:
+            assert time.monotonic() < deadline, (
+                "the first training never took its lock and logged a step"
+            )
             time.sleep(0.2)
         assert first.poll() is None, first.communicate()
-        second = _gspdml("train", second_config, "--run-dir", run_dir, cwd=tmp_path)
-        _, err = second.communicate(timeout=120)
-        assert second.returncode == 2
+        # the second training runs in the test's process: the lock is the first process's
+        assert main(["train", str(second_config), "--run-dir", str(run_dir)]) == 2
+        err = capsys.readouterr().err
         assert f"{run_dir} is being written by pid {first.pid}" in err
         assert "gspdml train" in err
     finally:
@@ -85,11 +98,14 @@ def test_the_lock_is_exclusive_names_its_holder_and_is_released(tmp_path):
 
 
 def test_a_lock_file_left_by_a_killed_process_is_taken_over(tmp_path):
-    """flock dies with its process: a SIGKILLed holder leaves a file, not a lock."""
+    """flock dies with its process: a SIGKILLed holder leaves a file, not a lock. The holder loads
+    run_lock.py by its path, without the ``gspdml.training`` package (and torch) around it."""
     folder = tmp_path / "run"
     code = (
-        "import sys, time; from gspdml.training.run_lock import FolderLock; "
-        f"FolderLock({str(folder)!r}, 'holder'); print('held', flush=True); time.sleep(60)"
+        "import importlib.util, time; "
+        f"spec = importlib.util.spec_from_file_location('run_lock', {str(RUN_LOCK_SOURCE)!r}); "
+        "run_lock = importlib.util.module_from_spec(spec); spec.loader.exec_module(run_lock); "
+        f"run_lock.FolderLock({str(folder)!r}, 'holder'); print('held', flush=True); time.sleep(60)"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     holder = subprocess.Popen(
@@ -146,7 +162,6 @@ def test_a_lock_file_hard_linked_to_another_file_is_not_emptied(tmp_path):
 
 
 def test_a_lock_path_that_is_a_folder_is_a_clear_error(tmp_path, capsys):
-    from gspdml.cli import main
     from tests.helpers.retrieval import write_image_folder, write_run
 
     write_run(tmp_path / "run")

@@ -55,6 +55,7 @@ def test_selection_follows_the_harmonic_mean_not_map_at_r(tmp_path, make_config,
         make_config(
             evaluation={"every": 2, "patience": None, "metric": "nmi_r1_hmean"},
             optimizer={"lr": 3e-2},
+            schedule={"max_steps": 12},  # 6 rounds
         )
     )
     results = Trainer.from_config(config, tmp_path / "run").fit()

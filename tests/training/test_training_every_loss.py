@@ -2,10 +2,15 @@
 validation MAP@R over the untrained model (issue 4). What a loss needs of the batch (halves) and
 of the model (GSP's attributes) comes from its declaration, not from this table.
 
-The run: 80 steps of the small CNN at half its default widths (a quarter of the multiply-adds
-of a step), validated at steps 40 and 80. Measured (Xeon, AVX-512), the trained models beat the
-untrained one by a factor of 1.47 (CCP) to 13 (ZSR); ProxyNCA++ as its paper sets it 1.11 (its
-x1e5 proxy learning rate with the Adam ``eps`` its preset pins)."""
+The run: 80 steps of the small CNN at a quarter of its default widths (8, 16, 32: a sixteenth of
+the multiply-adds of a step; the test is about the losses, not the backbone's capacity), validated
+at steps 40 and 80. Measured (Xeon, AVX-512), the trained models beat the untrained one by a
+factor of 1.30 (CCP) and 1.34 (margin) to 10.7 (ZSR), under AVX2 1.30 (CCP) to 11.6 (ZSR);
+ProxyNCA++ as its paper sets it 1.11 on both (its x1e5 proxy learning rate with the Adam ``eps``
+its preset pins). The bar is 5% over the untrained model, not any gain: with every gradient zeroed
+the same 80 steps move MAP@R by a factor of 0.96 (GAP) to 1.04 (ZSR on GSP) through BatchNorm's
+running statistics alone (measured on the 17 losses that use ``MetricLoss.training_objective``).
+"""
 
 from pathlib import Path
 
@@ -22,6 +27,8 @@ PRESETS = sorted((PRESETS_DIR / "losses").glob("*-cub.yaml"))
 C2 = {"name": "c2", "neg_margin": 0.5}
 GSP = {"name": "gsp", "num_prototypes": 8, "mu": 0.3, "eps": 5.0, "init": "random", "iters": 30}
 STEPS = 80
+WIDTHS = (8, 16, 32)
+IMPROVEMENT = 1.05  # above what BatchNorm's running statistics alone move (the docstring)
 EXTRA = {
     "gc": ({"name": "gc"}, {}),
     "margin": ({"name": "margin", "learn_beta": True}, {}),
@@ -65,7 +72,7 @@ def test_short_training_improves_validation_map_at_r(tmp_path, make_config, loss
             },
             # GAP is one operator in both head placements; the local 1x1 head is what XML's histograms read
             model={
-                "backbone": {"name": "small_cnn", "widths": [16, 32, 64]},
+                "backbone": {"name": "small_cnn", "widths": list(WIDTHS)},
                 "embedding_dim": 64,
                 "head": "local",
                 "pooling": GSP if "attributes" in needs.reads else "gap",
@@ -79,4 +86,7 @@ def test_short_training_improves_validation_map_at_r(tmp_path, make_config, loss
     trainer = Trainer.from_config(config, tmp_path / "run")
     before = trainer.evaluate(trainer.eval_split)["map_at_r"]
     trainer.fit()
-    assert trainer.selection.best_metric > before
+    assert trainer.selection.best_metric > IMPROVEMENT * before, (
+        before,
+        trainer.selection.best_metric,
+    )
