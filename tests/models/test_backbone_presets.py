@@ -2,8 +2,9 @@
 
 import pytest
 
-from gspdml.config import PRESETS_DIR, load_config
+from gspdml.config import PRESETS_DIR
 from gspdml.registry import parse_spec
+from tests.presets.loaded import preset
 
 CONFIGS = PRESETS_DIR
 DATASETS = {"cub": "cub", "cars": "cars196", "sop": "sop", "inshop": "inshop"}
@@ -37,7 +38,7 @@ def _loss_name(spec) -> str:
 
 @pytest.mark.parametrize("path", PRESETS, ids=[p.stem for p in PRESETS])
 def test_preset_follows_its_protocol(path):
-    c = load_config(path)
+    c = preset(path.stem)
     dataset, protocol, *rest = path.stem.split("-")
     large = dataset in LARGE
     resnet50 = rest[0] == "r50"  # GSP paper Table 3b: conventional ResNet-50 rows
@@ -48,7 +49,7 @@ def test_preset_follows_its_protocol(path):
     )
     if protocol == "ccpfair":  # Gürbüz thesis Table 3.1's baselines: a fair preset with the
         # Ch. 3 cadence, pinned against that preset by tests/presets/test_preset_recipes.py
-        assert load_config(path.parent / f"{dataset}-fair-{'-'.join(rest)}.yaml")
+        assert preset(f"{dataset}-fair-{'-'.join(rest)}")
         return
     if resnet50:
         assert c["model"]["backbone"] == {"name": "resnet50", "pretrained": True}

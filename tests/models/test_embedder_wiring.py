@@ -8,10 +8,11 @@ with plain tensor operations, independently of the pooling classes.
 import pytest
 import torch
 
-from gspdml.config import load_config, preset_names
+from gspdml.config import preset_names
 from gspdml.models import build_embedder
 from gspdml.models.embedder import head_position
 from gspdml.pooling import POOLINGS
+from tests.presets.loaded import preset
 
 BACKBONE = {"name": "small_cnn", "widths": [8, 16, 16]}
 
@@ -132,7 +133,7 @@ def test_each_preset_projects_after_pooling_except_with_gsp_or_xml(name):
     """GSP pools projected locations (its costs live in embedding space); XML's histograms read the
     projected local features (with GAP, the same operator as pooling first); every other preset
     pools the backbone map and then projects."""
-    config = load_config(name)
+    config = preset(name)
     pooling, loss = config["model"]["pooling"]["name"], config["loss"]["name"]
     expected = "local" if pooling == "gsp" or loss == "xml" else "global"
     assert head_position(config["model"]) == expected, (name, pooling, loss)

@@ -14,18 +14,20 @@ the LIBC release (dvl-tum/intra_batch, config/config_*_train.yaml), "GSP LIBC co
 authors' LIBC integration (their PyTorch framework's intra-batch configs).
 """
 
+import functools
 import re
 from functools import reduce
 from pathlib import Path
 
 import pytest
 
-from gspdml.config import DEFAULTS, RunConfig, load_config, preset_names
+from gspdml.config import DEFAULTS, RunConfig, preset_names
 from gspdml.config.loading import read_config
 from gspdml.losses import build_loss
 from gspdml.losses.ccp import CCP as CCPLoss
 from gspdml.models.embedder import head_position
 from gspdml.training.component_options import resolved_options
+from tests.presets.loaded import preset
 
 
 class By(dict):
@@ -1121,7 +1123,29 @@ def dataset_key(name: str) -> str:
     return ""
 
 
-def resolve(config: RunConfig, name: str, key: str):
+class Built:
+    """The loss the trainer would build from a preset and its components' resolved options,
+    each built once for all the rows of that preset."""
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+
+    @functools.cached_property
+    def loss(self):
+        return build_loss(
+            self.config["loss"],
+            "loss",
+            embedding_dim=self.config["model"]["embedding_dim"] or 8,
+            num_classes=10,
+        )
+
+    @functools.cached_property
+    def options(self):
+        return resolved_options(self.config)
+
+
+def resolve(built: Built, name: str, key: str):
+    config = built.config
     if key == "data folder":  # the last part of data.dataset.root (resolved to an absolute path)
         return Path(config["data"]["dataset"]["root"]).name
     if key == "head":
@@ -1129,23 +1153,12 @@ def resolve(config: RunConfig, name: str, key: str):
     if key == "batch":
         return config["data"]["classes_per_batch"] * config["data"]["samples_per_class"]
     if key.startswith("loss:"):
-        return loss_value(
-            build_loss(
-                config["loss"],
-                "loss",
-                embedding_dim=config["model"]["embedding_dim"] or 8,
-                num_classes=10,
-            ),
-            key[5:],
-            name,
-        )
+        return loss_value(built.loss, key[5:], name)
     for field in ("model.backbone", "model.pooling", "loss"):
         if key.startswith(field + ".") and key != f"{field}.name":
             # an option of a component: the value the run builds it with, defaults included
-            built = resolved_options(config)[field]
-            return reduce(
-                lambda node, part: node[part], key[len(field) + 1 :].split("."), built["options"]
-            )
+            options = built.options[field]["options"]
+            return reduce(lambda node, part: node[part], key[len(field) + 1 :].split("."), options)
     return reduce(lambda node, part: node[part], key.split("."), config.to_dict())
 
 
@@ -1188,7 +1201,7 @@ PRESETS = [name for name in preset_names() if "/" not in name and not name.start
 
 @pytest.mark.parametrize("name", PRESETS)
 def test_preset_matches_its_sources(name):
-    config = load_config(name)
+    built = Built(preset(name))
     rows = [
         (key, expected, source)
         for pattern, key, expected, source in TABLE
@@ -1198,7 +1211,7 @@ def test_preset_matches_its_sources(name):
     for key, expected, source in rows:
         if isinstance(expected, By):
             expected = expected[dataset_key(name)]
-        got = resolve(config, name, key)
+        got = resolve(built, name, key)
         if isinstance(expected, float) and isinstance(got, (int, float)):
             assert got == pytest.approx(expected), (
                 f"{name}: {key} = {got!r}, expected {expected!r} ({source})"
@@ -1272,11 +1285,11 @@ GAP_GSP_PAIRS = [
 def test_gap_baseline_differs_from_its_gsp_row_only_in_pooling_and_zsr(gap, gsp):
     """A Table 2 pair compares poolings: the GAP row must train exactly as the +GSP row, with
     GAP instead of GSP and the +GSP row's base loss without the zero-shot regulariser."""
-    base, treated = load_config(gap).to_dict(), load_config(gsp).to_dict()
+    base, treated = preset(gap).to_dict(), preset(gsp).to_dict()
     assert treated["loss"]["name"] == "zsr"
     # the losses as they are built (defaults included: a preset states only what it pins)
-    zsr = resolved_options(load_config(gsp))["loss"]
-    assert resolved_options(load_config(gap))["loss"] == zsr["options"]["base"]
+    zsr = resolved_options(preset(gsp))["loss"]
+    assert resolved_options(preset(gap))["loss"] == zsr["options"]["base"]
     assert base["model"].pop("pooling") == {"name": "gap"}
     assert treated["model"].pop("pooling")["name"] == "gsp"
     for config in (base, treated):
@@ -1301,8 +1314,8 @@ def test_a_chapter_3_baseline_is_its_chapter_5_preset_with_the_chapter_3_recipe(
     (5e-6 in Ch. 5 only): a Table 3.1 baseline trains as the Ch. 5 preset of its loss in
     everything else (losses, batches, optimiser, warm-up)."""
     assert len([n for n in PRESETS if re.search(CCP3, n)]) == 36  # 9 baselines x 4 datasets
-    ch3 = load_config(name).to_dict()
-    ch5 = load_config(name.replace("-ccpfair-", "-fair-")).to_dict()
+    ch3 = preset(name).to_dict()
+    ch5 = preset(name.replace("-ccpfair-", "-fair-")).to_dict()
     for config in (ch3, ch5):
         config.pop("name")
         config["evaluation"].pop("every")
@@ -1330,9 +1343,9 @@ SCREENING = {
 @pytest.mark.parametrize("loss", ["c2", "pnca"])
 def test_screening_presets_are_the_design_of_thesis_table_5_4(loss):
     """Each run differs from the +GSP preset of its loss in the four screened factors only."""
-    reference = load_config(f"cub-fair-{loss}-gsp").to_dict()
+    reference = preset(f"cub-fair-{loss}-gsp").to_dict()
     for run, (m, mu, eps, lam) in SCREENING.items():
-        config = load_config(f"cub-screen-{loss}-{run}").to_dict()
+        config = preset(f"cub-screen-{loss}-{run}").to_dict()
         pooling, mixing = config["model"].pop("pooling"), config["loss"].pop("mixing")
         assert (pooling["num_prototypes"], pooling["mu"], pooling["eps"], mixing) == (
             m,

@@ -45,7 +45,7 @@ def test_presets_load_by_name_from_an_installed_wheel(tmp_path):
     (wheel,) = (tmp_path / "wheel").glob("gspdml-*.whl")
     site = tmp_path / "site"
     subprocess.run(
-        [*pip, "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+        [*pip, "install", "--no-deps", "--no-compile", "-q", "--target", str(site), str(wheel)],
         check=True,
         capture_output=True,
         timeout=300,
@@ -53,25 +53,35 @@ def test_presets_load_by_name_from_an_installed_wheel(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
 
-    probe = _run(
-        [
-            "-c",
-            "import json, gspdml, gspdml.config as c; print(json.dumps([gspdml.__file__, "
-            "c.load_config('demo-gsp')['model']['pooling']['name'], c.load_config('own-images')['name']]))",
-        ],
-        elsewhere,
-        site,
-    )
+    # one interpreter from elsewhere: the package's location, two presets by name, and the
+    # listing and the printed config of the ``gspdml config`` command as the CLI prints them
+    probe = _run(["-c", PROBE], elsewhere, site)
     assert probe.returncode == 0, probe.stderr
-    location, pooling, own = json.loads(probe.stdout)
+    location, pooling, own, listed, shown = json.loads(probe.stdout)
     assert Path(location).is_relative_to(site) and (pooling, own) == ("gsp", "own-images")
-    listed = _run(["-m", "gspdml", "config", "--list"], elsewhere, site)
-    assert {"demo-gsp", "demo-gap", "own-images", "cub-fair-c2-gsp"} <= set(listed.stdout.split())
-    shown = _run(
-        ["-m", "gspdml", "config", "demo-gsp"], elsewhere, site
-    )  # a preset with a base include
-    assert (
-        shown.returncode == 0
-        and "name: gsp" in shown.stdout
-        and "output_dir: runs/demo" in shown.stdout
-    )
+    assert {"demo-gsp", "demo-gap", "own-images", "cub-fair-c2-gsp"} <= set(listed.split())
+    # demo-gsp: a preset with a base include
+    assert "name: gsp" in shown and "output_dir: runs/demo" in shown
+
+
+#: what the probe interpreter runs: ``gspdml config --list`` and ``gspdml config demo-gsp`` by
+#: the CLI's ``main``, their output captured, each with its exit status checked
+PROBE = """
+import contextlib, io, json
+import gspdml, gspdml.config as c
+from gspdml.cli import main
+
+def printed(*argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(list(argv)) == 0, argv
+    return out.getvalue()
+
+print(json.dumps([
+    gspdml.__file__,
+    c.load_config("demo-gsp")["model"]["pooling"]["name"],
+    c.load_config("own-images")["name"],
+    printed("config", "--list"),
+    printed("config", "demo-gsp"),
+]))
+"""

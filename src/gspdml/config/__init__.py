@@ -79,13 +79,18 @@ __all__ = [
 #: how many checked configs :func:`validated` remembers
 REMEMBERED = 32
 #: checked configs by their YAML form, the working directory they were checked in (relative
-#: dataset paths) and the registered components they were checked against
+#: dataset paths) and the registered components they were checked against; a config is also
+#: remembered by the form it was read in (``load_config``: before the dataset's defaults and
+#: absolute paths were filled in), so reading the same file again checks nothing
 _CHECKED: OrderedDict[tuple[Any, ...], RunConfig] = OrderedDict()
+
+#: libyaml's emitter where PyYAML has it (the same YAML, several times faster)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def load_config(source: Source, overrides: Iterable[str] = ()) -> RunConfig:
     """Resolve and check a run config (see the module docstring)."""
-    return _remembered(_checked(read_config(source, DEFAULTS, overrides)))
+    return validated(read_config(source, DEFAULTS, overrides))
 
 
 def validated(config: RunConfig | Mapping[str, Any]) -> RunConfig:
@@ -95,19 +100,34 @@ def validated(config: RunConfig | Mapping[str, Any]) -> RunConfig:
     ``Trainer.from_config``, ``Trainer``, ``train``) check it, and build its pooling and loss for
     their value checks, once."""
     key = _key(config)
-    if key in _CHECKED:
+    if key is not None and key in _CHECKED:
         _CHECKED.move_to_end(key)
         return _CHECKED[key]
-    return _remembered(_checked(read_config(plain(config), DEFAULTS)))
+    checked = _checked(read_config(plain(config), DEFAULTS))
+    if key is not None:  # keyed by the registries after the check (it imports the plugins)
+        _remember((*key[:2], _registries()), checked)
+    return _remember(_key(checked), checked)
 
 
-def _key(config: RunConfig | Mapping[str, Any]) -> tuple[Any, ...]:
-    registries = tuple(r.fingerprint() for r in component_registries().values())
-    return yaml.safe_dump(plain(config), sort_keys=True), os.getcwd(), registries
+def _key(config: RunConfig | Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """The key :data:`_CHECKED` remembers ``config`` by; None for a mapping that is no YAML
+    data (a value of another type, keys of mixed types): the check names what is wrong."""
+    try:
+        text = yaml.dump(plain(config), Dumper=_DUMPER, sort_keys=True)
+    except (yaml.YAMLError, TypeError):
+        return None
+    return text, os.getcwd(), _registries()
 
 
-def _remembered(config: RunConfig) -> RunConfig:
-    _CHECKED[_key(config)] = config
+def _registries() -> tuple[Any, ...]:
+    return tuple(r.fingerprint() for r in component_registries().values())
+
+
+def _remember(key: tuple[Any, ...] | None, config: RunConfig) -> RunConfig:
+    if key is None:
+        return config
+    _CHECKED[key] = config
+    _CHECKED.move_to_end(key)
     while len(_CHECKED) > REMEMBERED:
         _CHECKED.popitem(last=False)
     return config

@@ -14,6 +14,7 @@ updates the options of the spec it builds on.
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -114,9 +115,24 @@ def _expanded_size(node: Any, sizes: dict[int, int]) -> int:
     return sizes[id(node)]
 
 
+#: how many distinct texts :func:`parse_yaml` keeps parsed, each of at most
+#: :data:`PARSED_TEXT_CHARS` characters (a preset is a few kB): the presets share their ``base``
+#: files, so a process that reads many presets (``gspdml reproduce``, a sweep) parses each once
+PARSED_TEXTS = 1024
+PARSED_TEXT_CHARS = 16_384
+
+
 def parse_yaml(text: str) -> Any:
-    """The data of a YAML config (see :class:`_Loader`); a :class:`yaml.YAMLError` names what
-    is wrong, also for nesting too deep to read."""
+    """The data of a YAML config (see :class:`_Loader`), a fresh copy on every call; a
+    :class:`yaml.YAMLError` names what is wrong, also for nesting too deep to read."""
+    if len(text) > PARSED_TEXT_CHARS:
+        return _parsed.__wrapped__(text)
+    return copy.deepcopy(_parsed(text))
+
+
+@functools.lru_cache(maxsize=PARSED_TEXTS)
+def _parsed(text: str) -> Any:
+    """The data of ``text``, parsed once (a refused text is not remembered: it raises each time)."""
     try:
         return yaml.load(text, Loader=_Loader)
     except RecursionError:

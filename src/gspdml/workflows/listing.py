@@ -37,9 +37,13 @@ def _summary(obj: Callable[..., Any]) -> str:
 
 
 def _preset_summary(name: str) -> str:
-    from gspdml.config import load_config
+    """The first line of the preset's ``description`` (its own or its bases'), read without
+    checking the preset: a listing needs its name and description only (``gspdml config NAME``
+    and ``train`` check it)."""
+    from gspdml.config.loading import read_config
 
-    lines = load_config(name).description.strip().splitlines()
+    description = read_config(name, {}).get("description") or ""
+    lines = str(description).strip().splitlines()
     return lines[0] if lines else ""
 
 
