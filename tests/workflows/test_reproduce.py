@@ -441,21 +441,6 @@ def test_a_fine_tuning_row_runs_its_source_row_first_and_starts_from_its_models(
     assert [r["runs"] for r in again["rows"] if r["runs"]] == [{"seed0": "done"}]
 
 
-def test_a_fair_row_end_to_end(tmp_path):
-    """GSP Table 1's C2+ZSP+GSP row on CUB (GSP + zero-shot regularisation, 4 fold models): the
-    128D number is the mean of the fold models' own test results."""
-    data, out = _tiny_cub(tmp_path / "data"), tmp_path / "out"
-    argv = ["reproduce", "gsp-table1", "--rows", "cub/C2+ZSP+GSP", "--seeds", "0"]
-    assert main([*argv, "--data-root", str(data), "--output-dir", str(out), *SMOKE]) == 0
-    payload = json.loads((out / "tables" / "gsp-table1.json").read_text())
-    (row,) = [r for r in payload["rows"] if r["status"] == "trained"]
-    runs = [out / "fair" / "cub-fair-c2-gsp" / f"fold{f}-seed0" for f in range(4)]
-    mean = np.mean([_results(run)["map_at_r"] for run in runs])
-    assert row["cells"]["128D MAP@R"]["ours"] == pytest.approx(100 * mean)
-    assert row["cells"]["128D MAP@R"]["paper"] == 21.52
-    assert row["num_realisations"] == 1 and row["cells"]["128D MAP@R"]["ours_std"] is None
-
-
 def test_a_cifar_collage_row_end_to_end_by_its_own_validation_split(tmp_path):
     """GSP Table 4's Cifar Collage C2+VLAD row on generated CIFAR-100 files in the official
     layout: the split protocol trains one model per seed on the collage's own splits, selected on

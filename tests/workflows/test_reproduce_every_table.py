@@ -167,8 +167,8 @@ def _slow_scores(arrays: list[dict], metrics) -> dict:
     the concatenation re-normalised: the fair protocol's 512D ensemble, Gürbüz thesis §5.3.4.1),
     by the slow loop: leave-one-out, or query -> gallery where the split has one (In-Shop)."""
 
-    def concatenate(name):
-        return _normalised(np.concatenate([_normalised(a[name]) for a in arrays], axis=1))
+    def concatenate(name):  # a list: the slow loop reads it element by element
+        return _normalised(np.concatenate([_normalised(a[name]) for a in arrays], axis=1)).tolist()
 
     query, labels = concatenate("query"), arrays[0]["query_labels"].tolist()
     gallery = concatenate("gallery") if "gallery" in arrays[0] else None
