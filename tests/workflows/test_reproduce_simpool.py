@@ -82,7 +82,9 @@ def _authors_resnet(simpool: bool, beta: bool = False, seed: int = 0) -> dict:
 
 def _dino_checkpoint(state: dict) -> dict:
     """The layout of the DINO release: teacher and student (behind ``module.``) multi-crop
-    wrappers, each ``backbone.*`` and the projection head ``head.*``; the run's args."""
+    wrappers, each ``backbone.*`` and the projection head ``head.*``; the run's args. The
+    student has every key of the teacher, each holding one number (a loader that read it fails
+    on every shape; a full copy would double the file)."""
     width = next(
         v.shape[0] for k, v in state.items() if k.endswith(("conv1.weight", "proj.weight"))
     )
@@ -91,7 +93,7 @@ def _dino_checkpoint(state: dict) -> dict:
         "head.last_layer.weight_g": torch.ones(8, 1),
     }
     teacher = {**{f"backbone.{k}": v for k, v in state.items()}, **head}
-    student = {f"module.{k}": v + 1 for k, v in teacher.items()}  # must not be read
+    student = {f"module.{k}": v.new_ones(1) for k, v in teacher.items()}  # must not be read
     return {"teacher": teacher, "student": student, "args": argparse.Namespace(arch="resnet50")}
 
 
@@ -174,8 +176,8 @@ def _slow_recalls(model, dataset, ks):
 
     def embed(items):
         images = torch.stack([items[i][0] for i in range(len(items))])
-        with torch.no_grad():
-            return model(images).embedding, [int(items[i][1]) for i in range(len(items))]
+        with torch.no_grad():  # lists: the slow loop reads them element by element
+            return model(images).embedding.tolist(), [int(items[i][1]) for i in range(len(items))]
 
     query, labels = embed(split.query)
     gallery, gallery_labels = (None, None) if split.gallery is None else embed(split.gallery)
