@@ -1,19 +1,24 @@
-"""A plugin in a folder of its own, used through the real command line (a subprocess per
-command): registered by the ``plugins`` config key and by a ``gspdml.plugins`` entry point, it
-trains, resumes, reloads (evaluate, export, report), passes ``gspdml check``; a plain ``gspdml``
-without it names what to install; a constructor's error is a ``gspdml: error``."""
+"""A plugin in a folder of its own: registered by the ``plugins`` config key and by a
+``gspdml.plugins`` entry point, it trains and reloads (evaluate) through the real command line, a
+fresh process per command (which imports the plugins from the config, or from the run's record);
+in this test process, which had not imported them, it resumes and reloads (report) with the
+plugin folder on the path and without it names what to install; ``gspdml check`` runs its
+contracts and a constructor's error is a ``gspdml: error``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
 
+from gspdml.cli import main as cli_main
 from tests.helpers.tiny_runs import tiny_collage_data, tiny_model
 
 POOLING = '''
@@ -125,7 +130,7 @@ def gspdml(*argv, plugins=None, cwd=None):
 
 
 @pytest.mark.slow
-def test_a_plugin_in_its_own_folder_trains_resumes_reloads_and_reports(tmp_path):
+def test_a_plugin_in_its_own_folder_trains_resumes_reloads_and_reports(tmp_path, capsys):
     plugins = plugin_folder(tmp_path / "plugin")
     path = config(tmp_path)
     run = tmp_path / "work" / "runs" / "plug"
@@ -138,69 +143,80 @@ def test_a_plugin_in_its_own_folder_trains_resumes_reloads_and_reports(tmp_path)
     assert by_module["ep_plugin_mod"]["version"] == "0.1"
     assert by_module["ep_plugin_mod"]["distribution"] == "ep-plugin"
 
-    # a run killed after its last checkpoint resumes to the same weights
+    evaluated = gspdml("evaluate", run, plugins=plugins)  # a fresh process reloads the plugins
+    assert evaluated.returncode == 0, evaluated.stderr
+
+    # in this process, each time as one that has not imported the plugins: a run killed after its
+    # last checkpoint resumes to the same weights; the report reloads them from the run's record
     weights = (run / "model.safetensors").read_bytes()
     (run / "model.safetensors").unlink()
     (run / "results.json").unlink()
-    resumed = gspdml("train", path, "--resume", plugins=plugins)
-    assert resumed.returncode == 0, resumed.stderr
+    with plugin_state_restored(plugins):
+        assert cli_main(["train", str(path), "--resume"]) == 0
     assert (run / "model.safetensors").read_bytes() == weights
+    with plugin_state_restored(plugins):
+        assert cli_main(["report", str(run), "--out", str(tmp_path / "report.html")]) == 0
+    assert (tmp_path / "report.html").stat().st_size > 0
 
-    evaluated = gspdml("evaluate", run, plugins=plugins)
-    assert evaluated.returncode == 0, evaluated.stderr
-    report = gspdml("report", run, "--out", tmp_path / "report.html", plugins=plugins)
-    assert report.returncode == 0, report.stderr
-
-    # plain gspdml without the plugin folder says what to install, no traceback
-    missing = gspdml("evaluate", run)
-    assert missing.returncode == 2 and "Traceback" not in missing.stderr
-    assert "plugin module 'ep_plugin_mod': pip install 'ep-plugin==0.1'" in missing.stderr
+    # gspdml without the plugin folder (this process: not on its path) says what to install
+    capsys.readouterr()
+    with plugin_state_restored():
+        assert cli_main(["evaluate", str(run)]) == 2
+    assert "plugin module 'ep_plugin_mod': pip install 'ep-plugin==0.1'" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_gspdml_check_runs_the_contracts_and_a_constructor_error_names_the_component(tmp_path):
+def test_gspdml_check_runs_the_contracts_and_a_constructor_error_names_the_component(
+    tmp_path, capsys
+):
+    """In this process, with the plugin folder on the path as the subprocesses have it."""
     plugins = plugin_folder(tmp_path / "plugin")
     path = config(tmp_path)
-    checked = gspdml("check", "lt_attn_plugin", plugins=plugins)
-    assert checked.returncode == 1  # lt_attn passes, lt_attn_dead has a dead parameter
-    lines = checked.stdout.splitlines()
-    assert "ok   pooling 'lt_attn': gradients reach every parameter and the input" in lines
-    assert (
-        "FAIL pooling 'lt_attn_dead': gradients reach every parameter and the input: "
-        "no gradient for parameter(s) unused"
-    ) in lines
+    with plugin_state_restored(plugins):
+        assert cli_main(["check", "lt_attn_plugin"]) == 1  # lt_attn_dead has a dead parameter
+        lines = capsys.readouterr().out.splitlines()
+        assert "ok   pooling 'lt_attn': gradients reach every parameter and the input" in lines
+        assert (
+            "FAIL pooling 'lt_attn_dead': gradients reach every parameter and the input: "
+            "no gradient for parameter(s) unused"
+        ) in lines
 
-    broken = gspdml("train", path, "model.pooling.temperature=-1", "name=bad", plugins=plugins)
-    assert broken.returncode == 2 and "Traceback" not in broken.stderr
+        broken = ["train", str(path), "model.pooling.temperature=-1", "name=bad"]
+        assert cli_main(broken) == 2
     assert (
         "gspdml: error: model.pooling: pooling 'lt_attn' (lt_attn_plugin.LearnedTokenAttention) "
         "failed: ValueError: temperature must be positive, got -1"
-    ) in broken.stderr
+    ) in capsys.readouterr().err
 
 
-@pytest.fixture
-def plugin_state_restored(monkeypatch):
-    """The process's plugin record and registries as they were: a plugin imported by an
-    in-process test would otherwise be recorded by every later run of this test process (and
-    its runs then ask for it on reload)."""
+@contextlib.contextmanager
+def plugin_state_restored(folder=None):
+    """``folder`` (if any) first on ``sys.path``, and afterwards the process's plugin record,
+    entry-point flag and registries as they were and the modules of ``folder`` forgotten: a plugin
+    imported by an in-process test would otherwise be recorded by every later run of this test
+    process (and its runs then ask for it on reload)."""
     from gspdml import plugins
     from gspdml.losses import LOSSES
     from gspdml.models.backbones import BACKBONES
     from gspdml.pooling import POOLINGS
 
-    monkeypatch.setattr(plugins, "_IMPORTED", dict(plugins._IMPORTED))
-    for registry in (POOLINGS, LOSSES, BACKBONES):
-        monkeypatch.setattr(registry, "_entries", dict(registry._entries))
-        monkeypatch.setattr(registry, "_primary", dict(registry._primary))
-    modules = set(sys.modules)
-    yield
-    for name in set(sys.modules) - modules:
-        del sys.modules[name]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(plugins, "_IMPORTED", dict(plugins._IMPORTED))
+        monkeypatch.setattr(plugins, "_ENTRY_POINTS_LOADED", False)
+        for registry in (POOLINGS, LOSSES, BACKBONES):
+            monkeypatch.setattr(registry, "_entries", dict(registry._entries))
+            monkeypatch.setattr(registry, "_primary", dict(registry._primary))
+        if folder is not None:
+            monkeypatch.syspath_prepend(str(folder))
+        try:
+            yield
+        finally:
+            for name, module in list(sys.modules.items()):
+                file = getattr(module, "__file__", None)
+                if folder is not None and file and Path(file).parent == Path(folder):
+                    del sys.modules[name]
 
 
-def test_contract_checks_in_process_pass_a_sound_loss_and_name_a_broken_one(
-    tmp_path, monkeypatch, plugin_state_restored
-):
+def test_contract_checks_in_process_pass_a_sound_loss_and_name_a_broken_one(tmp_path):
     """``gspdml check``'s checks on a module of the test folder: the entry-point loss passes; a
     loss that returns a vector fails with the reason."""
     from gspdml.workflows.contracts import components_of, run_checks
@@ -223,9 +239,13 @@ def test_contract_checks_in_process_pass_a_sound_loss_and_name_a_broken_one(
             """
         )
     )
-    monkeypatch.syspath_prepend(str(folder))
-    assert components_of("ep_plugin_mod") == {"pooling": [], "loss": ["ep_margin"], "backbone": []}
-    (ok,) = run_checks(components_of("ep_plugin_mod"))
-    assert ok.passed, ok.message
-    (bad,) = run_checks(components_of("vector_loss_plugin"))
-    assert not bad.passed and "not a scalar" in bad.message
+    with plugin_state_restored(folder):
+        assert components_of("ep_plugin_mod") == {
+            "pooling": [],
+            "loss": ["ep_margin"],
+            "backbone": [],
+        }
+        (ok,) = run_checks(components_of("ep_plugin_mod"))
+        assert ok.passed, ok.message
+        (bad,) = run_checks(components_of("vector_loss_plugin"))
+        assert not bad.passed and "not a scalar" in bad.message

@@ -235,8 +235,16 @@ def test_ablation_rules():
     )
 
 
-def test_smoke_run_of_all_parts_under_both_optimiser_settings(tmp_path):
-    payloads = proxynca.main(["--smoke", "--out", str(tmp_path)])
+@pytest.fixture(scope="module")
+def all_parts(tmp_path_factory):
+    """The smoke run of all parts under both optimiser settings, trained once for the tests that
+    read it: its folder and its payloads, which the readers leave as they are."""
+    out = tmp_path_factory.mktemp("proxynca_all_parts")
+    return out, proxynca.main(["--smoke", "--out", str(out)])
+
+
+def test_smoke_run_of_all_parts_under_both_optimiser_settings(all_parts):
+    tmp_path, payloads = all_parts
     saved = json.loads((tmp_path / "results.json").read_text())
     assert list(saved["runs"]) == [
         "two-moons",
@@ -295,9 +303,10 @@ def test_smoke_run_of_all_parts_under_both_optimiser_settings(tmp_path):
     )
 
 
-def test_smoke_run_of_the_fine_tuned_sweep(tmp_path):
+def test_smoke_run_of_the_fine_tuned_sweep(tmp_path, all_parts):
     """``--regime finetune --parts sweep`` trains the sweep into its own run directories, under its
-    own key and row; the moons are refused (no backbone)."""
+    own key and row, after the frozen sweep of the same optimiser (of the all-parts smoke run); the
+    moons are refused (no backbone)."""
     payloads = proxynca.main(
         [
             "--smoke",
@@ -331,17 +340,7 @@ def test_smoke_run_of_the_fine_tuned_sweep(tmp_path):
     )
     assert row["verdict"].startswith("R@1: not reproduced (peak at the end")
     # the fine-tuned row comes after every frozen row, whatever else is published
-    frozen = proxynca.main(
-        [
-            "--smoke",
-            "--out",
-            str(tmp_path / "frozen"),
-            "--parts",
-            "sweep",
-            "--optimiser",
-            "paper-lr",
-        ]
-    )
+    frozen = {"sweep-paper-lr": all_parts[1]["sweep-paper-lr"]}
     rows = proxynca.reproduction({**frozen, **payloads})
     assert [r["experiment"] for r in rows] == [
         "ProxyNCA++ temperature sweep, collage_shared, frozen ResNet20, paper's optimiser, paper's base lr 4e-3 (ProxyNCA++ paper §3.4, Fig. 4a)",

@@ -1,15 +1,13 @@
 """The experiment scripts on the papers' data (``--dataset``, ``--data-root``, ``--preset``,
 ``--dry-run``), on CIFAR files generated in the official layout (tests/helpers/cifar_files.py)."""
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from tests.experiments.scripts_in_process import run_script
 from tests.helpers.cifar_files import write_cifar10, write_cifar100
 from tests.helpers.experiments import load_common, load_experiment
 
@@ -18,32 +16,21 @@ common = load_common()
 
 #: script: (--dataset, the number of runs of its full plan from the script's own constants)
 SCRIPTS = {
-    "collage": ("collage_cifar", "len(m.FULL['methods'])"),
-    "gsp_mu_sweep": ("collage_cifar", "len(m.FULL['mus'])"),
-    "gsp_m_eps_grid": ("collage_cifar", "len(m.FULL['ms']) * len(m.FULL['epss'])"),
-    "metrix_mixup": ("collage_cifar", "len(m.FULL['variants'])"),
-    "pooling_comparison": ("collage_cifar", "len(m.FULL['poolings']) * len(m.FULL['losses'])"),
+    "collage": ("collage_cifar", lambda m: len(m.FULL["methods"])),
+    "gsp_mu_sweep": ("collage_cifar", lambda m: len(m.FULL["mus"])),
+    "gsp_m_eps_grid": ("collage_cifar", lambda m: len(m.FULL["ms"]) * len(m.FULL["epss"])),
+    "metrix_mixup": ("collage_cifar", lambda m: len(m.FULL["variants"])),
+    "pooling_comparison": (
+        "collage_cifar",
+        lambda m: len(m.FULL["poolings"]) * len(m.FULL["losses"]),
+    ),
     # the sweep and the ablation share rows, per optimiser setting: every distinct config once
-    "proxynca_temperature": ("collage_cifar", "None"),
-    "zero_shot_attributes": ("cifar10", "len(m.DEFAULT_MODELS) * len(m.FULL['seeds'])"),
-    "gap_analysis": ("cifar10", "3"),  # the trained source's seeds 0, 1, 2
+    "proxynca_temperature": ("collage_cifar", lambda m: None),
+    "zero_shot_attributes": ("cifar10", lambda m: len(m.DEFAULT_MODELS) * len(m.FULL["seeds"])),
+    "gap_analysis": ("cifar10", lambda m: 3),  # the trained source's seeds 0, 1, 2
 }
 #: trains its ResNet20 from scratch (Gürbüz thesis §4.3), the others load the CIFAR-100 recipe
 FROM_SCRATCH = {"gap_analysis"}
-# In a separate process: some scripts register components when they are imported.
-PROGRAM = """
-import contextlib, importlib.util, io, json, sys
-result = {}
-for name, path, expected, command in json.loads(sys.argv[1]):
-    spec = importlib.util.spec_from_file_location("exp_real_" + name, path)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    text = io.StringIO()
-    with contextlib.redirect_stdout(text):
-        m.main(command)
-    result[name] = {"expected": eval(expected), "printed": text.getvalue()}
-print(json.dumps(result))
-"""
 
 
 @pytest.fixture(scope="module")
@@ -65,35 +52,14 @@ def stand_in_after():
 def test_dry_run_lists_every_run_of_each_script_on_the_real_data_and_trains_nothing(
     data_root, tmp_path
 ):
-    jobs = [
-        (
-            name,
-            str(ROOT / "experiments" / name / "run.py"),
-            expected,
-            [
-                "--dry-run",
-                "--dataset",
-                dataset,
-                "--data-root",
-                str(data_root),
-                "--out",
-                str(tmp_path / name),
-            ],
-        )
-        for name, (dataset, expected) in SCRIPTS.items()
-    ]
-    out = subprocess.run(
-        [sys.executable, "-c", PROGRAM, json.dumps(jobs)],
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": ":".join(sys.path), "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"},
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    for name, (dataset, _) in SCRIPTS.items():
-        printed = result[name]["printed"]
+    """Each script imported afresh, in this process (:mod:`tests.experiments.scripts_in_process`:
+    some scripts register components when they are imported)."""
+    for name, (dataset, expected) in SCRIPTS.items():
+        command = ["--dry-run", "--dataset", dataset, "--data-root", str(data_root)]
+        module, code, printed = run_script(name, [*command, "--out", str(tmp_path / name)])
+        assert code is None, (name, printed[-2000:])
         runs = printed.split("=== would train ")[1:]
-        assert len(runs) == (result[name]["expected"] or len(runs)) > 0, name
+        assert len(runs) == (expected(module) or len(runs)) > 0, name
         names = [run.split(":")[0] for run in runs]
         assert len(set(names)) == len(names), name
         recipe = tmp_path / name / "resnet20-cifar100.yaml"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gspdml.cli import main
 from gspdml.progress import Progress
 from tests.helpers.retrieval import write_image_folder, write_run
 
@@ -34,7 +35,9 @@ def _gspdml_without_stderr(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_progress_lines_never_reach_stdout_with_stderr_closed(tmp_path):
+def test_progress_lines_never_reach_stdout_with_stderr_closed(tmp_path, capsys):
+    """``gspdml index`` embeds a folder (progress lines) in a process started with stderr
+    closed; its index then answers a ``--json`` search with nothing but the JSON on stdout."""
     write_run(tmp_path / "run")
     images = write_image_folder(tmp_path / "images", classes=("red", "green"), per_class=3)
     index = _gspdml_without_stderr(
@@ -42,11 +45,10 @@ def test_progress_lines_never_reach_stdout_with_stderr_closed(tmp_path):
     )
     assert index.returncode == 0
     assert "embedding" not in index.stdout and "gspdml:" not in index.stdout, index.stdout
-    search = _gspdml_without_stderr(
-        "search", str(tmp_path / "idx"), str(images[0]), "--json", "-k", "2"
-    )
-    assert search.returncode == 0
-    answer = json.loads(search.stdout)  # parses: nothing but the JSON on stdout
+    # the search of one image prints no progress line and nothing else on stderr: in this process
+    capsys.readouterr()
+    assert main(["search", str(tmp_path / "idx"), str(images[0]), "--json", "-k", "2"]) == 0
+    answer = json.loads(capsys.readouterr().out)  # parses: nothing but the JSON on stdout
     assert answer
 
 

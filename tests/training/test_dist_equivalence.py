@@ -171,7 +171,8 @@ def _log(run_dir):
 def test_a_loss_with_its_own_objective_trains_data_parallel_as_on_the_global_batch(tmp_path):
     """One training step for both paths: Metrix at the embedding level overrides
     ``training_objective`` and trains on 2 ranks as one process on the global batch; mixup inside
-    the network (feature level) cannot be gathered and stops with a ConfigError naming the field."""
+    the network (feature level) cannot be gathered and stops with a ConfigError naming the field
+    (the second job of the same ranks, after the first has trained)."""
     metrix = {
         "name": "metrix",
         "level": "embedding",
@@ -179,7 +180,14 @@ def test_a_loss_with_its_own_objective_trains_data_parallel_as_on_the_global_bat
         "loss": {"name": "contrastive", "reduction": "anchor_mean"},
     }
     cfg = _config(tmp_path / "metrix", metrix)
-    spawn_ranks([(cfg, tmp_path / "metrix" / "ddp", False, None)])
+    feature = _config(tmp_path / "feature", {**metrix, "level": "feature"})
+    with pytest.raises(Exception, match="trainer.distributed.*model.backbone"):
+        spawn_ranks(
+            [
+                (cfg, tmp_path / "metrix" / "ddp", False, None),
+                (feature, tmp_path / "feature" / "ddp", False, None),
+            ]
+        )
     train(copy.deepcopy(cfg), tmp_path / "metrix" / "single")
     a, b = _state(tmp_path / "metrix" / "single"), _state(tmp_path / "metrix" / "ddp")
     assert a["trainer"]["step"] == b["trainer"]["step"] == 6
@@ -187,6 +195,3 @@ def test_a_loss_with_its_own_objective_trains_data_parallel_as_on_the_global_bat
     log_a = [r["loss"] for r in _log(tmp_path / "metrix" / "single") if r["split"] == "train"]
     log_b = [r["loss"] for r in _log(tmp_path / "metrix" / "ddp") if r["split"] == "train"]
     assert log_a == pytest.approx(log_b, rel=1e-4, abs=1e-6)
-    feature = _config(tmp_path / "feature", {**metrix, "level": "feature"})
-    with pytest.raises(Exception, match="trainer.distributed.*model.backbone"):
-        spawn_ranks([(feature, tmp_path / "feature" / "ddp", False, None)])
