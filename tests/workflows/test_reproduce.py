@@ -21,8 +21,8 @@ from gspdml.errors import ConfigError
 from gspdml.workflows.reproduce import TABLES, Table, get_table, plan_table, reproduce
 from gspdml.workflows.reproduce.cir_tables import OTHERS
 from gspdml.workflows.reproduce.registry import (
-    EVALUATION_ONLY,
     SECONDS_PER_IMAGE,
+    SPEC_PROTOCOLS,
     Reported,
     Row,
     select_rows,
@@ -60,7 +60,7 @@ def cell(table_key, key, column):
 
 
 # ------------------------------------------------------------------------------ the registry
-@pytest.mark.parametrize("key", [k for k, t in TABLES.items() if t.protocol not in EVALUATION_ONLY])
+@pytest.mark.parametrize("key", [k for k, t in TABLES.items() if t.protocol not in SPEC_PROTOCOLS])
 def test_every_runnable_row_is_a_pinned_preset_of_its_dataset(key):
     for row in TABLES[key].runnable:
         assert row.preset in PRESETS, f"{key} {row.key}: {row.preset} is not a pinned preset"
