@@ -3,7 +3,10 @@ in the group :data:`ENTRY_POINT_GROUP` (imported the first time a config is read
 config's ``plugins: [module, ...]``. A run records the plugin modules it depends on (those its
 ``plugins`` key names and those whose components it uses, whoever imported them) with their
 distribution, version, file and SHA-256 (:func:`run_plugins`, written to ``environment.json``);
-:func:`require_recorded` imports a run's modules again or names the missing one.
+:func:`require_recorded` imports a run's modules again or names the missing one; a script's own
+module, :data:`SCRIPT`, it never imports (that would be the reading process's own program, not
+the script; and a received run must not run code): the caller checks its components
+(:func:`gspdml.training.run_plugins.require_script_components`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from gspdml.errors import ConfigError
 from gspdml.file_digest import file_sha256
 
 ENTRY_POINT_GROUP = "gspdml.plugins"
+#: the module of a script run as a program (``python train.py``, a notebook): never imported back
+SCRIPT = "__main__"
 #: module name -> its record, for every plugin module imported in this process
 _IMPORTED: dict[str, dict[str, Any]] = {}
 _ENTRY_POINTS_LOADED = False
@@ -118,6 +123,8 @@ def require_recorded(records: Sequence[Mapping[str, Any]], where: str) -> list[s
     notes = []
     for record in records:
         module = str(record["module"])
+        if module == SCRIPT:
+            continue  # module doc
         try:
             import_plugins([module], field=where)
         except ConfigError as exc:

@@ -9,23 +9,14 @@ from pathlib import Path
 import pytest
 
 from gspdml.config import load_config
+from gspdml.dotted_keys import dotted_keys
 from tests.helpers.experiments import load_experiment
 
 proxynca = load_experiment("proxynca_temperature")
 
 
-def _flat(tree, prefix=""):
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def _differences(a, b):
-    a, b = _flat(a.to_dict()), _flat(b.to_dict())
+    a, b = dotted_keys(a.to_dict()), dotted_keys(b.to_dict())
     return {
         key: b.get(key) for key in set(a) | set(b) if a.get(key) != b.get(key) and key != "name"
     }
@@ -65,7 +56,7 @@ def test_each_ablation_row_changes_exactly_its_component(row, changed):
 
 
 def test_full_model_is_the_papers_proxynca_pp_in_the_papers_regime_with_the_papers_optimiser():
-    full = _flat(proxynca.ablation_config("ProxyNCA++").to_dict())
+    full = dotted_keys(proxynca.ablation_config("ProxyNCA++").to_dict())
     assert (full["loss.name"], full["loss.temperature"], full["loss.assignment_probability"]) == (
         "proxynca_pp",
         1 / 9,
@@ -90,7 +81,7 @@ def test_full_model_is_the_papers_proxynca_pp_in_the_papers_regime_with_the_pape
         full["evaluation.patience"],
     ) == ("val", True, 6)
     # the -fast row keeps eps = 1: it ablates the proxy speed only
-    assert _flat(proxynca.ablation_config("-fast").to_dict())["optimizer.eps"] == 1.0
+    assert dotted_keys(proxynca.ablation_config("-fast").to_dict())["optimizer.eps"] == 1.0
 
 
 def test_sweep_points_change_only_the_temperature_and_shared_rows_are_the_same_run():

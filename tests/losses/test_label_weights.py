@@ -122,7 +122,7 @@ def test_base_defaults_stay_outside_metrix_and_the_recipe_fills_them_inside():
         ),
         (
             {"proxy_anchor": {"variant": "kim"}},
-            r"loss\.loss\.variant: expected one of 'original', 'thesis_generic'",
+            r"loss\.loss\.variant: unknown variant 'kim'; allowed: original, thesis_generic",
         ),
         ("triplet", r"loss\.loss: must be a loss with label weights"),
     ],

@@ -31,6 +31,7 @@ def test_mlflow_gets_the_config_and_every_metric_and_a_resume_continues_its_run(
     stored = client.get_run(run_id)
     assert stored.info.run_name == "tiny" and stored.info.status == "FINISHED"
     assert json.loads(stored.data.params["loss.neg_margin"]) == 0.5
+    assert json.loads(stored.data.params["trainer.trackers"]) == ["mlflow"]  # a list: one param
     records = MetricsLog(run / "metrics.jsonl").read()
     val = [(r["step"], r["map_at_r"]) for r in records if r.get("split") == "val"]
     history = client.get_metric_history(run_id, "val/map_at_r")

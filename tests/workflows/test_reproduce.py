@@ -22,8 +22,8 @@ from gspdml.errors import ConfigError
 from gspdml.workflows.reproduce import TABLES, Table, get_table, plan_table, reproduce
 from gspdml.workflows.reproduce.cir_tables import OTHERS
 from gspdml.workflows.reproduce.registry import (
-    EVALUATION_ONLY,
     SECONDS_PER_IMAGE,
+    SPEC_PROTOCOLS,
     Reported,
     Row,
     select_rows,
@@ -68,7 +68,7 @@ def _preset_config(name: str) -> RunConfig:
     return load_config(name)
 
 
-@pytest.mark.parametrize("key", [k for k, t in TABLES.items() if t.protocol not in EVALUATION_ONLY])
+@pytest.mark.parametrize("key", [k for k, t in TABLES.items() if t.protocol not in SPEC_PROTOCOLS])
 def test_every_runnable_row_is_a_pinned_preset_of_its_dataset(key):
     """Each runnable row names a pinned preset that reads the row's dataset, and a recall column
     the paper prints for the row is one of the preset's ``evaluation.recall_at``, so that the

@@ -7,9 +7,9 @@ One ``--data-root`` holds CUB-200-2011 (``images.txt`` & co.), Cars196 (``cars_a
 table runs one row with the tiny CNN for 8 steps of 16 images and one seed; the rows are chosen so that every
 protocol meets every dataset it runs on (fair, conventional and two-stage on all four, tuning on
 CUB) and so that every model family runs (GSP, ZSR, XML, CCP, XBM, NetVLAD, LIBC, Metrix and its
-competitors, ProxyNCA++). The evaluation-only tables (``cir``: composed image retrieval,
-``frozen``: released pre-trained models, ``probe``: their ImageNet classification) train
-nothing and are tested with their own commands (tests/workflows/test_reproduce_cir.py,
+competitors, ProxyNCA++). The spec tables (``SPEC_PROTOCOLS``; ``cir``: composed image
+retrieval, ``frozen``: released pre-trained models, ``probe``: their ImageNet classification,
+``classify``: one classifier per row) are run by their own runners and tested with their own commands (tests/workflows/test_reproduce_cir.py,
 tests/workflows/test_reproduce_simpool.py, tests/workflows/test_reproduce_probe.py).
 
 Cross-checks: "ours" in the written table is recomputed here from the models' own files, read
@@ -29,7 +29,7 @@ import pytest
 
 from gspdml.cli import main
 from gspdml.workflows.reproduce import TABLES
-from gspdml.workflows.reproduce.registry import EVALUATION_ONLY, Row, Table
+from gspdml.workflows.reproduce.registry import SPEC_PROTOCOLS, Row, Table
 from tests.helpers.datasets import make_cars, make_cub, make_inshop, make_sop, write_image
 from tests.helpers.knn_reference import slow_query_scores
 from tests.workflows.test_reproduce import SMOKE
@@ -127,7 +127,7 @@ def _row(table: Table, key: str) -> Row:
 
 # ------------------------------------------------------------------------------- coverage
 def test_every_table_has_a_row_here_or_says_why_none_runs():
-    trained = {key for key, table in TABLES.items() if table.protocol not in EVALUATION_ONLY}
+    trained = {key for key, table in TABLES.items() if table.protocol not in SPEC_PROTOCOLS}
     assert set(ROWS) | set(NOT_RUNNABLE) == trained and not set(ROWS) & set(NOT_RUNNABLE)
     for key, reason in NOT_RUNNABLE.items():
         table = TABLES[key]

@@ -4,17 +4,21 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Annotated, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, LabelWeightedLoss, Output
 from gspdml.losses.pairs import log1p_sum_exp
 from gspdml.losses.proxies import ProxyLoss
 from gspdml.losses.reduction import Parts, Terms
+from gspdml.typecheck import OneOf
+
+#: the values of ``variant`` (:class:`ProxyAnchor`), checked by the registry from a config and
+#: when the loss is built from Python
+VARIANTS = ("original", "thesis_generic")
 
 
 @LOSSES.register("proxy_anchor", "proxyanchor")
@@ -48,7 +52,6 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
         variant: ``original`` (Kim et al.) or ``thesis_generic`` (the thesis's MS form, above).
     """
 
-    VARIANTS = ("original", "thesis_generic")
     #: Metrix: mixed examples are pairs of batch examples; their anchor is every proxy
     anchorless = True
 
@@ -59,13 +62,8 @@ class ProxyAnchor(LabelWeightedLoss, ProxyLoss):
         delta: float = 0.1,
         alpha: float = 32.0,
         lr_multiplier: float = 100.0,
-        variant: Literal["original", "thesis_generic"] = "original",
+        variant: Annotated[str, OneOf(VARIANTS, "variant")] = "original",
     ) -> None:
-        if variant not in self.VARIANTS:
-            raise ConfigError(
-                "proxy_anchor.variant",
-                f"unknown variant {variant!r}; allowed: {', '.join(self.VARIANTS)}",
-            )
         super().__init__(num_classes, embedding_dim, 1, lr_multiplier)
         self.delta, self.alpha, self.variant = float(delta), float(alpha), variant
 

@@ -8,16 +8,20 @@ With label weights (:meth:`ProxyNCA.mixed`) they are Metrix base losses (Psomas 
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Annotated, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gspdml.errors import ConfigError
 from gspdml.losses.base import LOSSES, LabelWeightedLoss, Output
 from gspdml.losses.proxies import ProxyLoss
 from gspdml.losses.reduction import Terms
+from gspdml.typecheck import OneOf
+
+#: the values of ``mixed_targets`` (:class:`ProxyNCA`), checked by the registry from a config and
+#: when the loss is built from Python
+MIXED_TARGETS = ("generic", "interpolated")
 
 
 @LOSSES.register("proxy_nca", "proxynca")
@@ -54,7 +58,6 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
             (above).
     """
 
-    MIXED_TARGETS = ("generic", "interpolated")
     #: Metrix: mixed examples are pairs of batch examples, each its own anchor against the proxies
     anchorless = True
 
@@ -65,13 +68,8 @@ class ProxyNCA(LabelWeightedLoss, ProxyLoss):
         temperature: float = 1.0,
         assignment_probability: bool = False,
         lr_multiplier: float = 100.0,
-        mixed_targets: Literal["generic", "interpolated"] = "generic",
+        mixed_targets: Annotated[str, OneOf(MIXED_TARGETS)] = "generic",
     ) -> None:
-        if mixed_targets not in self.MIXED_TARGETS:
-            raise ConfigError(
-                f"{type(self).__name__}.mixed_targets",
-                f"unknown value {mixed_targets!r}; allowed: {', '.join(self.MIXED_TARGETS)}",
-            )
         super().__init__(num_classes, embedding_dim, 1, lr_multiplier)
         self.temperature = float(temperature)
         self.assignment_probability = bool(assignment_probability)
@@ -163,7 +161,7 @@ class ProxyNCAPlusPlus(ProxyNCA):
         temperature: float = 1.0 / 9.0,
         assignment_probability: bool = True,
         lr_multiplier: float = 1.0,
-        mixed_targets: Literal["generic", "interpolated"] = "generic",
+        mixed_targets: Annotated[str, OneOf(MIXED_TARGETS)] = "generic",
     ) -> None:
         super().__init__(
             num_classes,

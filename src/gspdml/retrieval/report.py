@@ -28,6 +28,7 @@ import torch
 
 from gspdml.compat.hardware import Precision
 from gspdml.config import RunConfig, dump_config
+from gspdml.dotted_keys import dotted_keys
 from gspdml.errors import ConfigError, DataError, printable
 from gspdml.evaluation.baseline_rows import baseline_rows
 from gspdml.evaluation.results import RetrievalResults
@@ -120,14 +121,6 @@ def choose_queries(labels: Sequence[Optional[str]], count: int, seed: int = 0) -
     return chosen[:count]
 
 
-def _flatten(values: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    items = []
-    for key, value in values.items():
-        name = f"{prefix}{key}"
-        items += _flatten(value, name + ".") if isinstance(value, dict) else [(name, value)]
-    return items
-
-
 def _format(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4f}"
@@ -155,7 +148,7 @@ def _values_table(title: str, head: str, items: Sequence[tuple[str, Any]]) -> st
 def _metrics_section(results: Optional[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
     parts = []
     if results:
-        shown = _flatten({k: v for k, v in results.items() if k != "baseline"})
+        shown = list(dotted_keys({k: v for k, v in results.items() if k != "baseline"}).items())
         parts += [_values_table("Results (results.json)", "metric", shown)]
         parts += _baseline_table(results)
     val = [
@@ -163,7 +156,7 @@ def _metrics_section(results: Optional[dict[str, Any]], rows: list[dict[str, Any
     ]
     if val:
         best = max(val, key=lambda r: r["map_at_r"])
-        fields = [(k, v) for k, v in _flatten(best) if k != "split"]
+        fields = [(k, v) for k, v in dotted_keys(best).items() if k != "split"]
         parts.append(_values_table("Best validation round (by map_at_r)", "field", fields))
     return (
         "\n".join(parts)

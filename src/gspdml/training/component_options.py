@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gspdml.config import RunConfig
+from gspdml.dotted_keys import dotted_keys
 from gspdml.errors import ConfigError, read_json_object
 from gspdml.losses import LOSSES
 from gspdml.models.backbones import BACKBONES
@@ -75,14 +76,28 @@ def write_options(run_dir: Path, config: RunConfig) -> None:
     atomic_write_text(Path(run_dir) / COMPONENTS_FILE, text)
 
 
-def _flat(value: Any, prefix: str) -> dict[str, Any]:
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            part = "" if key == "options" else f".{key}"
-            out.update(_flat(item, f"{prefix}{part}"))
-        return out
-    return {prefix: value}
+def _is_record(value: Any) -> bool:
+    """Whether ``value`` is one component's record, ``{"name": ..., "options": {...}}``."""
+    return (
+        isinstance(value, Mapping)
+        and set(value) == {"name", "options"}
+        and isinstance(value["options"], Mapping)
+    )
+
+
+def _as_spec(value: Any) -> Any:
+    """A component's record as the config spec that sets it, ``{"name": ..., **options}`` (a
+    nested component's too), so that a changed option is named by its config key
+    (``loss.base.margin``); anything else as it is."""
+    if not _is_record(value):
+        return value
+    return {"name": value["name"], **{k: _as_spec(v) for k, v in value["options"].items()}}
+
+
+def _option_keys(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``{config key: value}`` of a components record, keyed by
+    :func:`gspdml.dotted_keys.dotted_keys` (an empty mapping is a value, a list one value)."""
+    return dotted_keys({field: _as_spec(value) for field, value in record.items()})
 
 
 def check_same_options(run_dir: Path, config: RunConfig) -> None:
@@ -90,9 +105,9 @@ def check_same_options(run_dir: Path, config: RunConfig) -> None:
     path = Path(run_dir) / COMPONENTS_FILE
     if not path.is_file():
         return
-    saved, now = _flat(read_json_object(path), ""), _flat(resolved_options(config), "")
+    saved, now = _option_keys(read_json_object(path)), _option_keys(resolved_options(config))
     changed = {
-        key.lstrip("."): (saved.get(key, "<absent>"), now.get(key, "<absent>"))
+        key: (saved.get(key, "<absent>"), now.get(key, "<absent>"))
         for key in sorted(set(saved) | set(now))
         if saved.get(key, "<absent>") != now.get(key, "<absent>")
     }

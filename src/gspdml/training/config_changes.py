@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from gspdml.config import DEFAULTS, dump_config
+from gspdml.dotted_keys import dotted_keys
 from gspdml.errors import ConfigError
 
 #: keys whose value does not change what the weights become
@@ -33,28 +34,19 @@ HARMLESS = (
 OWN_EVAL_TRANSFORM = "data.eval_transform"
 
 
-def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        if isinstance(value, Mapping) and value:
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def config_differences(
     saved: Mapping[str, Any], new: Mapping[str, Any]
 ) -> dict[str, tuple[Any, Any]]:
     """``{dotted key: (saved value, new value)}`` for every key whose value differs as YAML
-    writes them (a missing key reads as ``<absent>``; module docstring)."""
-    old = _flatten(yaml.safe_load(dump_config(saved)))
-    now = _flatten(yaml.safe_load(dump_config(new)))
+    writes them (keys by :func:`gspdml.dotted_keys.dotted_keys`: an empty mapping is a value, a
+    list one value; a missing key reads as ``<absent>``; module docstring)."""
+    old = dotted_keys(yaml.safe_load(dump_config(saved)))
+    now = dotted_keys(yaml.safe_load(dump_config(new)))
     recorded = {k: v for k, v in old.items() if k.startswith(f"{OWN_EVAL_TRANSFORM}.")}
     if recorded and OWN_EVAL_TRANSFORM in now and now[OWN_EVAL_TRANSFORM] is None:
         del now[OWN_EVAL_TRANSFORM]  # null: the recorded one
         now.update(recorded)
-    defaults = _flatten(yaml.safe_load(dump_config(DEFAULTS)))
+    defaults = dotted_keys(yaml.safe_load(dump_config(DEFAULTS)))
     absent = "<absent>"
     for key in set(now) - set(old):
         if key in defaults and now[key] == defaults[key]:

@@ -46,6 +46,7 @@ from gspdml.settings.schema import plain
 from gspdml.settings.sections import ModelConfig
 from gspdml.training.checkpoint import CheckpointError, load_state, save_state
 from gspdml.training.reload import factory_model
+from gspdml.training.run_plugins import require_script_components
 from gspdml.training.run_record import ENVIRONMENT_FILE, read_environment
 
 #: backbone options that only choose initial weights, and their "none" value
@@ -161,13 +162,15 @@ def load_run(
 
 def require_run_plugins(run_dir: Path) -> None:
     """Import the plugin modules the run recorded (``environment.json``), or name the missing
-    one and what provided it; a module that changed since is noted on stderr."""
+    one and what provided it; a module that changed since is noted on stderr. Components of a
+    script (module ``__main__``) must be registered already (:mod:`gspdml.training.run_plugins`)."""
     record = read_environment(run_dir)
     if record is None:
         return
     where = str(Path(run_dir) / ENVIRONMENT_FILE)
     for note in require_recorded(record.get("plugins", []), where):
         print(f"note: {run_dir}: {note}", file=sys.stderr)
+    require_script_components(record.get("plugins", []), where)
 
 
 def weights_digest(folder: str | Path) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gspdml.config import RunConfig
+from gspdml.dotted_keys import dotted_keys
 from gspdml.errors import ConfigError
 from gspdml.output_files import atomic_write_text, json_text
 from gspdml.settings.schema import plain
@@ -37,13 +38,11 @@ class Tracker(Protocol):
     def close(self) -> None: ...
 
 
-def _flat(value: Any, prefix: str = "") -> dict[str, str]:
-    if isinstance(value, Mapping):
-        out: dict[str, str] = {}
-        for key, item in value.items():
-            out.update(_flat(item, f"{prefix}{key}."))
-        return out
-    return {prefix.rstrip("."): json_text(value)}
+def config_params(config: RunConfig) -> dict[str, str]:
+    """The resolved config as tracker parameters: ``{dotted key: JSON of its value}``, keyed by
+    :func:`gspdml.dotted_keys.dotted_keys` (an empty mapping is the parameter ``{}``, a list one
+    parameter)."""
+    return {key: json_text(value) for key, value in dotted_keys(plain(config)).items()}
 
 
 def _ids(run_dir: Path) -> dict[str, str]:
@@ -92,7 +91,7 @@ class MlflowTracker:
             )
             self.run_id = run.info.run_id
             _keep_id(run_dir, self.name, self.run_id)
-            params = [Param(k, v[:6000]) for k, v in _flat(plain(config)).items()]
+            params = [Param(k, v[:6000]) for k, v in config_params(config).items()]
             for start in range(0, len(params), 100):
                 self.client.log_batch(self.run_id, params=params[start : start + 100])
         else:

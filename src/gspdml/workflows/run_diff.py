@@ -4,22 +4,25 @@
   (:func:`gspdml.training.config_changes.config_differences`: a key one run predates counts at
   its default);
 - ``components``: the components' resolved options, defaults included (``components.json``,
-  :mod:`gspdml.training.component_options`);
+  :mod:`gspdml.training.component_options`), as stored (``loss.options.margin``);
 - ``environment``: thread counts, CPU, device, precision and plugin modules
-  (``environment.json``, :mod:`gspdml.training.run_record`);
+  (``environment.json``, :mod:`gspdml.training.run_record`; a list, such as the plugins, is one
+  value);
 - ``data``: the data each trained on (``data.json``, :mod:`gspdml.training.data_fingerprint`);
 - ``results``: the test metrics of ``results.json``, B - A.
 
-A file that one run lacks (written before the release that records it) is said so, not compared.
+Keys are dotted by :func:`gspdml.dotted_keys.dotted_keys`, the rule of the config diff. A file that
+one run lacks (written before the release that records it) is said so, not compared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gspdml.config import parse_yaml
+from gspdml.dotted_keys import dotted_keys
 from gspdml.errors import DataError, read_json_object
 from gspdml.training.component_options import COMPONENTS_FILE
 from gspdml.training.config_changes import config_differences
@@ -28,23 +31,8 @@ from gspdml.training.run_dir import CONFIG_FILE, DATA_FILE, RESULTS_FILE
 from gspdml.training.run_record import ENVIRONMENT_FILE
 
 
-def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a.b": leaf}`` of nested mappings and of lists of mappings (keyed by position)."""
-    items: Iterable[tuple[Any, Any]]
-    if isinstance(value, Mapping) and value:
-        items = value.items()
-    elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
-        items = enumerate(value)
-    else:
-        return {prefix.rstrip("."): value}
-    out: dict[str, Any] = {}
-    for key, item in items:
-        out.update(_flat(item, f"{prefix}{key}."))
-    return out
-
-
 def _changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    fa, fb = _flat(a), _flat(b)
+    fa, fb = dotted_keys(a), dotted_keys(b)
     absent = "<absent>"
     return {
         k: (fa.get(k, absent), fb.get(k, absent))

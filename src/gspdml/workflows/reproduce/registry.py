@@ -1,9 +1,10 @@
 """The vocabulary of ``gspdml reproduce``: a paper's table as rows of presets with the paper's numbers.
 
 A :class:`Table` is one headline table of a paper: its protocol
-(:mod:`gspdml.workflows.protocol`, or one of :data:`EVALUATION_ONLY` for methods that train
-nothing), its seeds, :class:`Column` s and :class:`Row` s. A row the library cannot run yet has a
-``missing`` reason (listed, never faked). Numbers are in percent, as the papers print them,
+(:mod:`gspdml.workflows.protocol`, whose rows are presets trained once per seed, or one of
+:data:`SPEC_PROTOCOLS`, whose rows are specs, each run once without seeds by the protocol's own
+runner: a *spec table*), its seeds, :class:`Column` s and :class:`Row` s. A row the library
+cannot run yet has a ``missing`` reason (listed, never faked). Numbers are in percent, as the papers print them,
 unless a column scales them. The tables live beside this module, one module per paper
 (:data:`gspdml.workflows.reproduce.tables.TABLES`); :func:`grid` reads a table written in the
 paper's layout.
@@ -27,13 +28,13 @@ from gspdml.workflows.reproduce.classify_spec import ClassifySpec
 from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
 from gspdml.workflows.reproduce.resources_spec import ResourceSpec
 
-#: the protocols of tables run by their own runner instead of the training protocols, and the
-#: :class:`Row` field that holds a runnable row's evaluation: composed image retrieval, frozen
-#: pre-trained models (also on revisited Oxford and Paris, ``probe``: their frozen features
-#: classifying ImageNet-1k, ``localisation``: their attention maps' boxes, ``backgrounds``:
-#: ImageNet-9), the count of a model's parameters and multiply-adds (these train nothing), and
-#: supervised classifiers (``classify``: one model per row, no seeds)
-EVALUATION_ONLY = {
+#: the protocols of spec tables (module doc), each to the :class:`Row` field that holds a runnable
+#: row's spec: run by the protocol's own runner instead of the training protocols, one run per
+#: row and no seeds. Composed image retrieval, frozen pre-trained models (also on revisited Oxford
+#: and Paris, ``probe``: their frozen features classifying ImageNet-1k, ``localisation``: their
+#: attention maps' boxes, ``backgrounds``: ImageNet-9) and the count of a model's parameters and
+#: multiply-adds train nothing; ``classify`` trains one supervised classifier per row (seed 0)
+SPEC_PROTOCOLS = {
     "cir": "cir",
     "frozen": "frozen",
     "revisited": "frozen",
@@ -156,9 +157,9 @@ class Table:
     notes: str = ""
 
     def __post_init__(self) -> None:
-        if self.protocol not in (*PROTOCOLS, *EVALUATION_ONLY):
+        if self.protocol not in (*PROTOCOLS, *SPEC_PROTOCOLS):
             raise ValueError(f"table {self.key}: unknown protocol {self.protocol!r}")
-        kind = EVALUATION_ONLY.get(self.protocol, "preset")
+        kind = SPEC_PROTOCOLS.get(self.protocol, "preset")
         for row in self.runnable:
             if getattr(row, kind) is None:
                 raise ValueError(

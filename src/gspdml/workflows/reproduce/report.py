@@ -1,9 +1,11 @@
 """The written table of ``gspdml reproduce``: one entry per row of a paper's table, with per
 column the paper's number, ours, our std and the difference ours - paper (points), as JSON
 (:func:`row_entry`) and as Markdown (:func:`table_markdown`). Shared by the training protocols
-(:mod:`gspdml.workflows.reproduce.run`) and the evaluation-only tables (``cir``:
+(:mod:`gspdml.workflows.reproduce.run`) and the spec tables' runners
+(:data:`~gspdml.workflows.reproduce.registry.SPEC_PROTOCOLS`; ``cir``:
 :mod:`gspdml.workflows.reproduce.cir_run`; ``frozen``:
-:mod:`gspdml.workflows.reproduce.frozen_run`)."""
+:mod:`gspdml.workflows.reproduce.frozen_run`; ``classify``:
+:mod:`gspdml.workflows.reproduce.classify_run`)."""
 
 from __future__ import annotations
 
@@ -17,19 +19,19 @@ from gspdml.data.benchmarks import describe_check
 from gspdml.errors import DataError, read_json_object
 from gspdml.file_digest import file_sha256
 from gspdml.output_files import atomic_write_text, check_writable_file, json_text
-from gspdml.workflows.reproduce.registry import EVALUATION_ONLY, Row, Table
+from gspdml.workflows.reproduce.registry import SPEC_PROTOCOLS, Row, Table
 from gspdml.workflows.reproduce.verdict import TOLERANCE_POINTS, row_verdict
 from gspdml.workflows.tables import markdown_table, write_table
 
 #: where runs, evaluations and tables go without ``--output-dir``
 DEFAULT_OUTPUT = "runs"
 
-#: the statuses of a row that ran: a training protocol's, an evaluation-only table's
+#: the statuses of a row that ran: a training protocol's, a spec table's
 RAN = ("trained", "evaluated")
 #: our number of a column in percent and its std (None: one realisation, or not measured)
 Ours = tuple[Optional[float], Optional[float]]
-#: what one row of an evaluation-only table is, per protocol (the written table's legend)
-EVALUATED = {
+#: what one row of a spec table is, per protocol (the written table's legend)
+SPEC_ROW_LEGEND = {
     "cir": "one evaluation of a frozen vision-language model per row, nothing trained",
     "frozen": "one evaluation of a released pre-trained model per row and dataset (its test "
     "split, nearest-neighbour search on the L2-normalised features), nothing trained",
@@ -60,8 +62,8 @@ def row_entry(
     spread: Optional[str] = None,
 ) -> dict[str, Any]:
     """A row of the written table; ``ours`` maps column titles to our (value, std); ``model``:
-    the model spec that replaced a ``cir`` row's. ``cir`` / ``frozen``: what an evaluation-only
-    row evaluates. ``status`` is what was run (:data:`RAN`, "missing: ...", "not selected");
+    the model spec that replaced a ``cir`` row's. ``cir`` / ``frozen``: what a spec table's row
+    evaluates. ``status`` is what was run (:data:`RAN`, "missing: ...", "not selected");
     a row that ran gets a verdict (:func:`~gspdml.workflows.reproduce.verdict.row_verdict`;
     ``smoke``: the keys that make it a smoke run, ``benchmark``: the count check of its data)."""
     cells = {}
@@ -112,7 +114,7 @@ Evaluation = TypeVar("Evaluation")
 
 @dataclass(frozen=True)
 class EvaluationPlan(Generic[Evaluation]):
-    """A selected row of an evaluation-only table as it would run: its evaluations (none for
+    """A selected row of a spec table as it would run: its evaluations (none for
     a missing row; ``absent``: why a row that would run cannot here)."""
 
     row: Row
@@ -177,7 +179,7 @@ def scaled_ours(
 def evaluations_markdown(
     table: Table, plans: Sequence[Any], header: Sequence[str], body: list[list[Any]], how: str
 ) -> str:
-    """``--dry-run`` of an evaluation-only table: a count line, one table line per evaluation
+    """``--dry-run`` of a spec table: a count line, one table line per evaluation
     (``body``, its last cell "stored" or "to run") and ``how`` the evaluations work."""
     count = sum(len(plan.evaluations) for plan in plans)
     stored = sum(line[-1] == "stored" for line in body)
@@ -253,9 +255,9 @@ def table_markdown(table: Table, payload: dict[str, Any]) -> str:
         line += [_status(entry, table), entry.get("verdict", "–")]
         body.append(line)
     overrides = f", overrides `{' '.join(payload['overrides'])}`" if payload["overrides"] else ""
-    if table.protocol in EVALUATION_ONLY:
+    if table.protocol in SPEC_PROTOCOLS:
         how = (
-            f"Protocol `{table.protocol}`{overrides}: {EVALUATED[table.protocol]}; "
+            f"Protocol `{table.protocol}`{overrides}: {SPEC_ROW_LEGEND[table.protocol]}; "
             "ours is that evaluation's number (no std)"
         )
     else:
@@ -352,7 +354,7 @@ def evaluation_payload(
     output_dir: Optional[str],
     seeds: Sequence[int] = (),
 ) -> dict[str, Any]:
-    """The JSON payload of a table (an evaluation-only table has no ``seeds``), written with
+    """The JSON payload of a table (a spec table has no ``seeds``), written with
     :func:`write_payload`."""
     payload = {
         "table": table.key,

@@ -9,8 +9,9 @@ aggregate and trains a preset that tables share once. A row that fine-tunes anot
 (:attr:`~gspdml.workflows.reproduce.registry.Row.init_from`) runs that row first. The table is
 written by :mod:`gspdml.workflows.reproduce.report`: per row and column the paper's number, ours
 (mean over the protocol's realisations), ours - paper, our sigma and the row's verdict
-(:mod:`gspdml.workflows.reproduce.verdict`). A table of an evaluation-only protocol trains
-nothing: :data:`EVALUATE` runs its rows.
+(:mod:`gspdml.workflows.reproduce.verdict`). A spec table
+(:data:`~gspdml.workflows.reproduce.registry.SPEC_PROTOCOLS`) is run by its protocol's own runner,
+:data:`SPEC_RUNNERS`, one run per row and no seeds.
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ from gspdml.workflows.reproduce.probe_run import (
     reproduce_probe,
 )
 from gspdml.workflows.reproduce.registry import (
-    EVALUATION_ONLY,
     SECONDS_PER_IMAGE,
+    SPEC_PROTOCOLS,
     TYPICAL_STEPS,
     Column,
     Row,
@@ -88,12 +89,12 @@ from gspdml.workflows.tables import markdown_table, spread_text
 #: protocols whose summary has one group, which every column of a table reads (the ``split``
 #: protocol: each seed's model on the test split, e.g. GSP Table 4's Cifar Collage "128D MAP@R")
 ONE_GROUP = {"split": "seeds"}
-#: the runner of each evaluation-only protocol
-EVALUATE = {"cir": reproduce_cir, "frozen": reproduce_frozen, "resources": reproduce_resources}
-EVALUATE["classify"] = reproduce_classify
-EVALUATE["revisited"] = reproduce_revisited
-EVALUATE["probe"] = reproduce_probe
-EVALUATE.update(dict.fromkeys(TASK_PROTOCOLS, reproduce_tasks))
+#: the runner of each protocol of a spec table (``SPEC_PROTOCOLS``)
+SPEC_RUNNERS = {"cir": reproduce_cir, "frozen": reproduce_frozen, "resources": reproduce_resources}
+SPEC_RUNNERS["classify"] = reproduce_classify
+SPEC_RUNNERS["revisited"] = reproduce_revisited
+SPEC_RUNNERS["probe"] = reproduce_probe
+SPEC_RUNNERS.update(dict.fromkeys(TASK_PROTOCOLS, reproduce_tasks))
 
 
 @dataclass(frozen=True)
@@ -233,13 +234,13 @@ def reproduce(
     seeds: Optional[Sequence[int]] = None,
     output_dir: Optional[str] = None,
 ) -> dict[str, Any]:
-    """Run the selected rows of ``table`` (see the module doc; an evaluation-only table: its
-    protocol's runner, :data:`EVALUATE`) and write the table; returns its JSON payload
+    """Run the selected rows of ``table`` (see the module doc; a spec table: its protocol's
+    runner, :data:`SPEC_RUNNERS`) and write the table; returns its JSON payload
     (``rows``: one entry per row of the table, in its order)."""
     check_table_output(table, output_dir)  # before minutes or hours of work
-    if table.protocol in EVALUATION_ONLY:
+    if table.protocol in SPEC_PROTOCOLS:
         _no_seeds(table, seeds)
-        return EVALUATE[table.protocol](
+        return SPEC_RUNNERS[table.protocol](
             table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
         )
     seeds = tuple(int(s) for s in seeds) if seeds else table.seeds
@@ -354,9 +355,9 @@ def dry_run(
     output_dir: Optional[str] = None,
 ) -> str:
     """``gspdml reproduce TABLE --dry-run``: what the selected rows would run (a training table:
-    :func:`dry_run_markdown`; an evaluation-only table: its evaluations and their inputs), then
+    :func:`dry_run_markdown`; a spec table: its evaluations or trainings and their inputs), then
     the paper's number of each selected row and column (:func:`paper_markdown`)."""
-    if table.protocol in EVALUATION_ONLY:
+    if table.protocol in SPEC_PROTOCOLS:
         _no_seeds(table, seeds)
     where = {"data_root": data_root, "output_dir": output_dir}
     if table.protocol == "resources":

@@ -1,4 +1,4 @@
-"""The ``key=value`` settings of an evaluation-only table (``gspdml reproduce TABLE key=value``):
+"""The ``key=value`` settings of a spec table (``gspdml reproduce TABLE key=value``):
 what differs per machine (model files, the device, the batch size), parsed into the frozen
 dataclass of the table's protocol (:class:`~gspdml.workflows.reproduce.cir_run.CirSettings`,
 :class:`~gspdml.workflows.reproduce.frozen_run.FrozenSettings`)."""
