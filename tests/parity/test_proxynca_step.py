@@ -287,7 +287,6 @@ def differences(ours: list[dict], theirs: list[dict]) -> list[dict[str, float]]:
 
 
 @pytest.mark.slow
-@pytest.mark.numerics
 def test_proxynca_cub_steps_equal_the_authors_code(tmp_path, monkeypatch, float64):
     # writing a 25M-parameter float64 checkpoint at every round does not change the steps
     # (resuming exactly is tests/training/test_trainer_resume.py's); here it would cost seconds.
