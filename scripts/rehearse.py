@@ -2,6 +2,7 @@
 the real dataset and a GPU takes, timed phase by phase.
 
     python scripts/rehearse.py TABLE --rows ROW [--steps N] [--root DIR] [--device D] [--pretrained]
+                               [--scale F] [--set KEY=VALUE ...]
     python scripts/rehearse.py gsp-table1 --rows cub/C2+GSP --steps 200
 
 1. Writes the dataset's official layout at its published size into the row's dataset folder
@@ -21,6 +22,9 @@ the real dataset and a GPU takes, timed phase by phase.
 3. Prints the time of each phase (data wait, forward/backward/update, the baseline and
    validation rounds, the test evaluation), img/s, peak host and device memory, and the
    ``--dry-run`` GPU-hour estimate of the row beside the one the measured rates give.
+
+``--scale`` (a fraction of the published size) and ``--set`` (config overrides, as ``gspdml
+train --set``) make a smoke run of the same path; ``tests/scripts/test_rehearse.py`` runs one.
 """
 
 from __future__ import annotations
@@ -45,17 +49,29 @@ def peak_host_mib() -> float:
 
 
 class Phases:
-    """Wall time of the trainer's phases, by wrapping its methods (synchronised on CUDA)."""
+    """Wall time of the trainer's phases (synchronised on CUDA), by wrapping the step-0 baseline
+    of ``trainer.baselines`` and the validation round and final results the trainer module
+    calls; :meth:`restore` puts them back."""
 
     def __init__(self, trainer, device):
+        from gspdml.training import trainer as trainer_module
+
         self.seconds: dict[str, float] = {}
         self.device = device
-        for phase, name in (
-            ("baseline", "_evaluate_baseline"),
-            ("validation", "_validation_round"),
-            ("test + save", "_finish"),
-        ):
-            setattr(trainer, name, self._timed(phase, getattr(trainer, name)))
+        self.module = trainer_module
+        self.original = {
+            n: getattr(trainer_module, n) for n in ("validation_round", "final_results")
+        }
+        baselines = trainer.baselines
+        baselines.evaluate = self._timed("baseline", baselines.evaluate)
+        trainer_module.validation_round = self._timed(
+            "validation", self.original["validation_round"]
+        )
+        trainer_module.final_results = self._timed("test + save", self.original["final_results"])
+
+    def restore(self):
+        for name, function in self.original.items():
+            setattr(self.module, name, function)
 
     def _timed(self, phase, method):
         def run(*args, **kwargs):
@@ -86,6 +102,8 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--pretrained", action="store_true", help="keep the preset's weights")
+    parser.add_argument("--scale", type=float, default=1.0, help="of the published size")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides")
     args = parser.parse_args(argv)
 
     import torch
@@ -99,6 +117,7 @@ def main(argv=None) -> int:
     overrides = [f"trainer.device={device}", "trainer.progress=false"]
     if not args.pretrained:
         overrides.append("model.backbone.pretrained=false")
+    overrides += args.set
     if args.steps:
         overrides += [
             f"schedule.max_steps={args.steps}",
@@ -116,7 +135,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"row {args.rows} has no preset: {plan.row.missing}")
     chosen = layout(plan.config.data.dataset_name)
     start = time.perf_counter()
-    write_layout(chosen, Path(str(plan.config.data.dataset_root)), args.workers)
+    write_layout(chosen, Path(str(plan.config.data.dataset_root)), args.workers, args.scale)
     generated = time.perf_counter() - start
     run_dir = args.out / f"{plan.row.preset}-{int(time.time())}"
     start = time.perf_counter()
@@ -124,7 +143,10 @@ def main(argv=None) -> int:
     built = time.perf_counter() - start
     phases = Phases(trainer, device)
     start = time.perf_counter()
-    results = trainer.fit()
+    try:
+        results = trainer.fit()
+    finally:
+        phases.restore()
     total = time.perf_counter() - start
     steps, batch = results["steps"], plan.batch
     timing = trainer.timing_log.read()
@@ -134,7 +156,7 @@ def main(argv=None) -> int:
     )
     training = total - sum(phases.seconds.values())
     rows = {
-        f"dataset written ({total_images(chosen):,} images, or reused)": generated,
+        f"dataset written ({total_images(chosen, args.scale):,} images, or reused)": generated,
         "data read + model built": built,
         "training: data wait": waited,
         "training: forward/backward/update": training - waited,

@@ -50,6 +50,10 @@ class RunEvaluator:
             "precision": runtime.precision,
             "num_workers": runtime.num_workers,
         }
+        #: the split scored last and its query embeddings and labels (rank 0): the end-of-run
+        #: projector (:mod:`gspdml.training.tensorboard_extras`), logged right after the test
+        #: round, reads them instead of embedding the test queries a second time
+        self.last_scored: Optional[tuple[EvalSplit, torch.Tensor, torch.Tensor]] = None
 
     def embedder(self, model: nn.Module) -> Callable[..., Embeddings]:
         """``embed`` on one process; on several, the sharded one (after giving every rank rank
@@ -77,6 +81,8 @@ class RunEvaluator:
             model, split, self.embedder(model), **self.options, on_device=on_device
         )
         dist = self.runtime.dist
+        if self.runtime.is_main:
+            self.last_scored = (split, query, query_labels)
         metrics = (
             evaluate_embeddings(
                 query,

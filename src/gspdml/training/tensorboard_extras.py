@@ -1,7 +1,8 @@
 """TensorBoard beyond scalars (single process), a sink of the run's
 :class:`~gspdml.training.metrics_log.MetricsLog`: at every validation round, histograms of the
 pooling's parameters and of its output weights on the first :data:`WEIGHT_IMAGES` evaluation
-images; at the end, the embedding projector of a seeded sample of the test queries.
+images; at the end, the embedding projector of a seeded sample of the test queries (their
+embeddings from the test round, not a second pass over the images).
 """
 
 from __future__ import annotations
@@ -64,8 +65,12 @@ class TensorBoardExtras:
         if len(rows) > PROJECTOR_POINTS:
             rng = np.random.default_rng(self.trainer.config.seed)
             rows = np.sort(rng.choice(len(rows), PROJECTOR_POINTS, replace=False))
-            dataset = Subset(dataset, rows.tolist())
-        embeddings, labels = self.trainer.embed(dataset)
+        scored = self.trainer.evaluator.last_scored
+        if scored is not None and scored[0] is test:  # the test round just embedded them
+            index = torch.from_numpy(rows)
+            embeddings, labels = scored[1][index], scored[2][index]
+        else:
+            embeddings, labels = self.trainer.embed(Subset(dataset, rows.tolist()))
         self.writer.add_embedding(
             embeddings.float().cpu(),
             metadata=[str(int(label)) for label in labels],
