@@ -43,7 +43,7 @@ CPU_CAPABILITY = env -u ATEN_CPU_CAPABILITY $(PY) -c "import torch; print(torch.
 # or when the environment already limits them to AVX2 (AVX2_ONLY), the suite itself was that
 # run, and a second one would repeat it
 AVX2_ONLY := ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
-NUMERICS := $(PYTEST) -m numerics $$(cd tests && ../$(PY) -c "from conftest import NUMERICS; print(*('tests/' + p for p in NUMERICS))")
+NUMERICS_PATHS := $(PY) -c "import sys; sys.path.insert(0, 'tests'); from conftest import NUMERICS; print(*('tests/' + p for p in NUMERICS))"
 test: $(TESTDEPS) system-deps
 	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/ruff format --check --quiet src tests experiments scripts benchmarks
@@ -53,8 +53,9 @@ test: $(TESTDEPS) system-deps
 	@if [ "$$ONEDNN_MAX_CPU_ISA $$ATEN_CPU_CAPABILITY" = "AVX2 avx2" ]; then capability=AVX2; else capability=$$($(CPU_CAPABILITY)); fi; \
 	case "$$capability" in \
 	  AVX2|DEFAULT) echo "make test: torch's CPU kernels here are $$capability: the suite above was the AVX2-only run of the numerics tests";; \
-	  *) echo "$(AVX2_ONLY) $(NUMERICS)  # this CPU: $$capability"; \
-	     $(AVX2_ONLY) $(NUMERICS);; \
+	  *) paths=$$($(NUMERICS_PATHS)) || exit 1; \
+	     echo "$(AVX2_ONLY) $(PYTEST) -m numerics $$paths  # this CPU: $$capability"; \
+	     $(AVX2_ONLY) $(PYTEST) -m numerics $$paths;; \
 	esac
 
 # re-makes the pre-trained weights the package ships (the demo's backbone), then every experiment
