@@ -188,11 +188,19 @@ def out_of_range(factory: Callable[..., Any], options: Mapping[str, Any]) -> Ref
 
 
 def _base(hint: Any) -> Any:
-    """The type of an ``Annotated`` hint (``hint`` itself otherwise)."""
-    return typing.get_args(hint)[0] if typing.get_origin(hint) is Annotated else hint
+    """The type of an ``Annotated`` hint, or of a ``Literal``'s values when they share one
+    (``str`` for ``Literal["mean", "sum"]``); ``hint`` itself otherwise."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return args[0]
+    kinds = {type(value) for value in args} if origin is Literal else set()
+    return kinds.pop() if len(kinds) == 1 else hint
 
 
 def _marker(hint: Any) -> Union[Interval, OneOf]:
-    """The :class:`Interval` or :class:`OneOf` an ``Annotated`` hint declares (any number if none)."""
+    """The :class:`Interval` or :class:`OneOf` an ``Annotated`` hint declares, a ``Literal``'s
+    values as a :class:`OneOf` (any number if none)."""
+    if typing.get_origin(hint) is Literal:
+        return OneOf(typing.get_args(hint))
     metadata = getattr(hint, "__metadata__", ())
     return next((m for m in metadata if isinstance(m, (Interval, OneOf))), Interval())

@@ -118,7 +118,7 @@ def test_base_defaults_stay_outside_metrix_and_the_recipe_fills_them_inside():
     [
         (
             {"contrastive": {"reduction": "sum"}},
-            r"loss\.loss\.reduction: expected one of 'avg_nonzero', 'mean', 'anchor_mean'",
+            r"loss\.loss\.reduction: unknown value 'sum'; allowed: avg_nonzero, mean, anchor_mean",
         ),
         (
             {"proxy_anchor": {"variant": "kim"}},

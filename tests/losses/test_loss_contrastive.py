@@ -58,6 +58,14 @@ def test_c2_matches_pytorch_metric_learning(make_batch, reducer):
 def test_c2_rejects_unknown_reduction():
     with pytest.raises(
         ConfigError,
-        match=r"loss\.reduction: expected one of 'avg_nonzero', 'mean', 'anchor_mean' for 'c2', got 'sum'",
+        match=r"loss\.reduction: unknown value 'sum'; allowed: avg_nonzero, mean, anchor_mean$",
     ):
         LOSSES.build({"c2": {"reduction": "sum"}})
+
+
+def test_c2_built_from_python_refuses_an_unknown_reduction_as_a_config_does():
+    with pytest.raises(
+        ConfigError,
+        match=r"reduction: unknown value 'sum'; allowed: avg_nonzero, mean, anchor_mean$",
+    ):
+        type(LOSSES.build("c2"))(reduction="sum")

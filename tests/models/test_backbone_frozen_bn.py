@@ -4,6 +4,7 @@ import pytest
 import torch
 from torch import nn
 
+from gspdml.errors import ConfigError
 from gspdml.models import build_embedder
 from gspdml.models.backbones import build_backbone
 
@@ -87,3 +88,13 @@ def test_statistics_only_keeps_the_running_statistics_and_trains_the_affine_weig
 def test_freeze_bn_refuses_other_values():
     with pytest.raises(Exception, match="freeze_bn"):
         build_backbone({"name": "resnet20", "freeze_bn": "affine"}, 3)
+
+
+def test_freeze_bn_built_from_python_refuses_other_values_as_a_config_does():
+    from gspdml.models.backbones.small_cnn import SmallCNN
+
+    with pytest.raises(
+        ConfigError, match=r"freeze_bn: unknown value 'affine'; allowed: statistics$"
+    ):
+        SmallCNN(3, freeze_bn="affine")
+    assert SmallCNN(3, freeze_bn="statistics") is not None and SmallCNN(3, freeze_bn=True)
