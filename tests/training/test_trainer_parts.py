@@ -200,6 +200,11 @@ def test_a_user_model_reloads_by_its_factory_or_is_refused_before_step_1(make_co
     with pytest.raises(ConfigError, match="model.factory: .*parameters differ"):
         Trainer(RunParts(make_net(), Contrastive(), user_data()), other, tmp_path / "other")
 
+    # a script's own function: another process's __main__ is another program
+    script = config_for(make_config, model={"factory": "__main__:make_net"})
+    with pytest.raises(ConfigError, match="model.factory: '__main__:make_net' is a function of"):
+        Trainer(RunParts(make_net(), Contrastive(), user_data()), script, tmp_path / "script")
+
     torch.manual_seed(0)
     model = make_net()
     config = config_for(make_config, schedule={"max_steps": 4})

@@ -3,7 +3,9 @@
 A model the ``model`` section does not describe (a user's ``nn.Module``) must name a factory,
 ``model.factory: "my_package.models:make_model"``: a function of no arguments returning the model
 as given to the trainer (its ``state_dict`` layout is checked before step 1); without one the
-trainer refuses the model, so a run is never saved under a config that does not reload it.
+trainer refuses the model, so a run is never saved under a config that does not reload it. For
+the same reason a factory in the running script (``"__main__:make_model"``) is refused: in the
+process that reads the run back, ``__main__`` is another program.
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ def factory_model(path: str) -> nn.Module:
     module, sep, name = path.partition(":")
     if not sep or not module or not name:
         raise ConfigError(FIELD, f"expected 'module:function', got {path!r}")
+    if module == "__main__":  # in another process, __main__ is that process's own program
+        raise ConfigError(
+            FIELD,
+            f"{path!r} is a function of the program being run (module '__main__'), which "
+            f"another process (gspdml evaluate, index, report; load_run) cannot import back; "
+            f"move {name} to a module on PYTHONPATH and name it as 'my_module:{name}'",
+        )
     try:
         function = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
