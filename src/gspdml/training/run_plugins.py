@@ -5,12 +5,13 @@ too) and post-processing steps. A plugin imported by the process for another run
 components this run does not use, is not the run's.
 
 A component defined in a script run as a program (``python train.py``, a notebook) has the
-module ``__main__``, which another process cannot import back, and gspdml never runs a script from
-a run folder (a received file must not run code). Its record (:data:`gspdml.plugins.SCRIPT`) lists
-the script's components, ``{"field", "kind", "name", "class"}`` (``kind``: the registry's); training warns once per class that the
-run reloads only where that class is importable (:func:`recorded_plugins`), and reading the run
-back (``load_run``: ``gspdml evaluate``, ``index``, ``report``) requires each to be registered,
-under its recorded class, before it (:func:`require_script_components`).
+module ``__main__``, which another process cannot import back, and gspdml never runs a script
+from a run folder (a received file must not run code). Its record
+(:data:`gspdml.plugins.SCRIPT`) lists the script's components, ``{"field", "kind", "name",
+"class"}`` (``kind``: the registry's). Training warns once per class that the run reloads only
+where that class is importable (:func:`recorded_plugins`), and reading the run back
+(``load_run``: ``gspdml evaluate``, ``index``, ``report``) requires each to be registered, under
+its recorded class, before it (:func:`require_script_components`).
 """
 
 from __future__ import annotations
