@@ -8,7 +8,6 @@ from its stated formula; our numbers in the written table equal the trained mode
 results.json, and a second call reuses every model.
 """
 
-import functools
 import json
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 import torch
 
 from gspdml.cli import main
-from gspdml.config import RunConfig, load_config
+from gspdml.config import load_config
 from gspdml.errors import ConfigError
 from gspdml.workflows.reproduce import TABLES, Table, get_table, plan_table, reproduce
 from gspdml.workflows.reproduce.cir_tables import OTHERS
@@ -30,6 +29,7 @@ from gspdml.workflows.reproduce.registry import (
 )
 from gspdml.workflows.reproduce.run import _ours
 from tests.helpers.datasets import make_cub, write_image
+from tests.presets.loaded import preset
 from tests.presets.test_preset_recipes import PRESETS
 
 #: dataset names of a row -> the reader names its preset may use
@@ -61,13 +61,6 @@ def cell(table_key, key, column):
 
 
 # ------------------------------------------------------------------------------ the registry
-@functools.cache
-def _preset_config(name: str) -> RunConfig:
-    """A preset as ``load_config`` resolves it, loaded once per test process (read only: many
-    tables' rows name the same preset)."""
-    return load_config(name)
-
-
 @pytest.mark.parametrize("key", [k for k, t in TABLES.items() if t.protocol not in SPEC_PROTOCOLS])
 def test_every_runnable_row_is_a_pinned_preset_of_its_dataset(key):
     """Each runnable row names a pinned preset that reads the row's dataset, and a recall column
@@ -81,7 +74,7 @@ def test_every_runnable_row_is_a_pinned_preset_of_its_dataset(key):
     }
     for row in table.runnable:
         assert row.preset in PRESETS, f"{key} {row.key}: {row.preset} is not a pinned preset"
-        config = _preset_config(row.preset)
+        config = preset(row.preset)
         if row.dataset in READERS:
             name = config.data.dataset["name"]
             assert name in READERS[row.dataset], f"{key} {row.key}: {row.preset} reads {name}"
