@@ -65,13 +65,15 @@ class Images(torch.utils.data.Dataset):
         return self.images[index], int(self.labels[index])
 
 
-def plain_steps(model, loss_fn, loader, optimizer, device, precision, layout) -> None:
-    """The plain loop: what a PyTorch user writes for one pass over ``loader``."""
+def plain_steps(model, loss_fn, loader, optimizer, device, precision, layout) -> int:
+    """The plain loop: what a PyTorch user writes for one pass over ``loader``; images."""
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     model.train()
     loss_fn.train()
+    seen = 0
     for images, labels in loader:
+        seen += len(labels)
         images = images.to(device, non_blocking=True).contiguous(memory_format=layout)
         labels = labels.to(device, non_blocking=True)
         with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
@@ -85,6 +87,7 @@ def plain_steps(model, loss_fn, loader, optimizer, device, precision, layout) ->
             scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()
+    return seen
 
 
 def _synchronise(device: torch.device) -> None:
@@ -128,12 +131,17 @@ def time_row(backbone: str, pooling: str, args, precision: str, device: torch.de
         trainer = Trainer(RunParts(model, loss, splits), config, Path(folder) / "run")
         loader = trainer._loader()
 
-        def gspdml_pass(steps: int = args.steps) -> None:
-            trainer.sampler.advance_to(trainer.step)
-            for count, (x, y) in enumerate(loader, start=1):
-                trainer._train_step(x, y)
-                if count == steps:
-                    break
+        def gspdml_pass(steps: int = args.steps) -> int:
+            """``steps`` steps as the trainer's loop takes them, across epoch ends; images."""
+            done = images_seen = 0
+            while done < steps:
+                trainer.sampler.advance_to(trainer.step)
+                for x, y in loader:
+                    trainer._train_step(x, y)
+                    done, images_seen = done + 1, images_seen + len(y)
+                    if done == steps:
+                        break
+            return images_seen
 
         # warm-up, and the GSP prototypes picked from the first batches (a run does it by the
         # first evaluation); the plain side then starts from the same weights and state
@@ -155,23 +163,28 @@ def time_row(backbone: str, pooling: str, args, precision: str, device: torch.de
             images, batch_sampler=batches, pin_memory=device.type == "cuda"
         )
 
-        def plain_pass() -> None:
-            plain_steps(
+        def plain_pass() -> int:
+            return plain_steps(
                 forward, plain_loss, plain_loader, optimizer, device, trainer.precision, layout
             )
 
         seconds = {"gspdml": 0.0, "plain": 0.0}
+        seen = {"gspdml": 0, "plain": 0}
         for round_ in range(args.rounds + 1):
             for side, run in (("gspdml", gspdml_pass), ("plain", plain_pass)):
                 _synchronise(device)
                 start = time.perf_counter()
-                run()
+                count = run()
                 _synchronise(device)
                 if round_:  # round 0 warms the plain side up (cuDNN tuning, compilation)
                     seconds[side] += time.perf_counter() - start
+                    seen[side] += count
         trainer._raise_if_not_finite()
     batch = data.classes_per_batch * data.samples_per_class
-    rate = {side: args.rounds * args.steps * batch / s for side, s in seconds.items()}
+    expected = args.rounds * args.steps * batch
+    if seen != {"gspdml": expected, "plain": expected}:
+        raise RuntimeError(f"images trained {seen}, expected {expected} per side")
+    rate = {side: seen[side] / s for side, s in seconds.items()}
     return {
         "backbone": backbone,
         "pooling": pooling,
@@ -179,16 +192,19 @@ def time_row(backbone: str, pooling: str, args, precision: str, device: torch.de
         "precision": trainer.precision,
         "layout": "channels_last" if layout == torch.channels_last else "NCHW",
         **rate,
+        "images": seen,
         "adds": adds(config),
     }
 
 
 def _take(sampler, count: int) -> list:
-    out = []
-    for batch in sampler:
-        out.append(batch)
-        if len(out) == count:
-            break
+    """The sampler's next ``count`` batches, across epoch ends."""
+    out: list = []
+    while len(out) < count:
+        for batch in sampler:
+            out.append(batch)
+            if len(out) == count:
+                break
     return out
 
 
