@@ -25,7 +25,6 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Optional, cast
 
-from gspdml.errors import ConfigError
 from gspdml.workflows.classification import ClassificationRecipe
 from gspdml.workflows.reproduce.classify_spec import ClassifySpec
 from gspdml.workflows.reproduce.registry import Row, Table
@@ -136,18 +135,10 @@ class ClassifyRunner(SpecRunner[ClassifySettings, ClassifyRun, Optional[Path]]):
     def checked(self, evaluation: ClassifyRun, where: str) -> Optional[Path]:
         """The released file a fine-tuning row starts from (None: a row trained from scratch),
         or a ConfigError naming the file to give."""
-        released, file = evaluation.spec.released, evaluation.checkpoint
+        released = evaluation.spec.released
         if released is None:
             return None
-        if file is None or not file.is_file():
-            given = "" if file is None else f"{file} does not exist; "
-            raise ConfigError(
-                "checkpoint",
-                f"{where} fine-tunes the released {released.checkpoint}: {given}download it "
-                f"from {released.url} and give checkpoints=DIR (the folder holding it) or "
-                "checkpoint=PATH, or leave the row out with --rows",
-            )
-        return file
+        return released.given_file(evaluation.checkpoint, where, "fine-tunes")
 
     def compute(
         self,

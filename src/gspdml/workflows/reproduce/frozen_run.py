@@ -26,14 +26,14 @@ Results. Each (row, dataset) evaluation is stored in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
 from gspdml.workflows.reproduce.registry import Row, Table
 from gspdml.workflows.reproduce.report import content_of, number_problem, stored_result
-from gspdml.workflows.reproduce.spec_run import SpecRunner, checkpoint_needs, result_file
+from gspdml.workflows.reproduce.spec_run import ReleasedRunner
 
 if TYPE_CHECKING:
     from gspdml.models.embedder import Embedder
@@ -129,7 +129,7 @@ def _recall_at(table: Table, row: Row) -> tuple[int, ...]:
     return tuple(sorted(int(metrics[title].removeprefix("recall_at_")) for title in row.paper))
 
 
-class FrozenRunner(SpecRunner[FrozenSettings, FrozenEvaluation, Path]):
+class FrozenRunner(ReleasedRunner[FrozenSettings, FrozenEvaluation]):
     """The ``frozen`` protocol (module doc) for :func:`~.spec_run.reproduce_spec`."""
 
     settings_type = FrozenSettings
@@ -139,13 +139,10 @@ class FrozenRunner(SpecRunner[FrozenSettings, FrozenEvaluation, Path]):
         "released model and ranks them by nearest-neighbour search."
     )
 
-    def evaluation(
-        self, table: Table, row: Row, settings: FrozenSettings, data: Path, folder: Path
-    ) -> Optional[FrozenEvaluation]:
-        spec = row.frozen
-        if spec is None:
-            return None
-        draft = FrozenEvaluation(
+    def draft(
+        self, table: Table, row: Row, spec: FrozenSpec, settings: FrozenSettings, data: Path
+    ) -> FrozenEvaluation:
+        return FrozenEvaluation(
             row.dataset,
             spec,
             settings.checkpoint_of(spec),
@@ -155,10 +152,6 @@ class FrozenRunner(SpecRunner[FrozenSettings, FrozenEvaluation, Path]):
             _recall_at(table, row),
             Path(),
         )
-        return replace(draft, output=result_file(folder, spec.result_stem(), draft.settings()))
-
-    def checked(self, evaluation: FrozenEvaluation, where: str) -> Path:
-        return evaluation.spec.given_file(evaluation.checkpoint, where)
 
     def compute(
         self,
@@ -187,11 +180,9 @@ class FrozenRunner(SpecRunner[FrozenSettings, FrozenEvaluation, Path]):
             f"recall_at_{k}": float(report.metrics[f"recall_at_{k}"]) for k in evaluation.recall_at
         }
 
-    def cells(self, evaluation: FrozenEvaluation) -> list[Any]:
-        spec, recall_at = evaluation.spec, evaluation.recall_at
-        needs = checkpoint_needs(evaluation.checkpoint, spec.url)
-        recalls = ", ".join(f"R@{k}" for k in recall_at)
-        return [spec.describe(), needs, str(evaluation.folder), recalls]
+    def data_cells(self, evaluation: FrozenEvaluation) -> list[Any]:
+        recalls = ", ".join(f"R@{k}" for k in evaluation.recall_at)
+        return [str(evaluation.folder), recalls]
 
 
 FROZEN = FrozenRunner()

@@ -66,14 +66,14 @@ class FrozenSpec:
             any_size=any_size,
         )
 
-    def given_file(self, file: Optional[Path], row: str) -> Path:
+    def given_file(self, file: Optional[Path], row: str, use: str = "evaluates") -> Path:
         """``file``, the checkpoint given for this model, or a ConfigError saying which file
-        ``row`` (``"row R of TABLE"``) evaluates and how to give it."""
+        ``row`` (``"row R of TABLE"``) ``use``-s (evaluates, fine-tunes) and how to give it."""
         if file is None or not file.is_file():
             given = "" if file is None else f"{file} does not exist; "
             raise ConfigError(
                 "checkpoint",
-                f"{row} evaluates the released {self.checkpoint}: {given}download it from "
+                f"{row} {use} the released {self.checkpoint}: {given}download it from "
                 f"{self.url} and give checkpoints=DIR (the folder holding it) or "
                 "checkpoint=PATH, or leave the row out with --rows",
             )

@@ -24,7 +24,7 @@ Results. Each (row, dataset) evaluation is stored in
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -34,7 +34,7 @@ from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
 from gspdml.workflows.reproduce.registry import Row, Table
 from gspdml.workflows.reproduce.report import content_of, number_problem, stored_result
 from gspdml.workflows.reproduce.settings import parse_settings
-from gspdml.workflows.reproduce.spec_run import SpecRunner, checkpoint_needs, result_file
+from gspdml.workflows.reproduce.spec_run import ReleasedRunner
 
 #: a row's dataset -> (its task, its folder under ``--data-root``)
 DATASETS = {
@@ -253,7 +253,7 @@ def _backgrounds(
     return result
 
 
-class TaskRunner(SpecRunner[TaskSettings, TaskEvaluation, Path]):
+class TaskRunner(ReleasedRunner[TaskSettings, TaskEvaluation]):
     """The ``localisation`` and ``backgrounds`` protocols (module doc) for
     :func:`~.spec_run.reproduce_spec`."""
 
@@ -267,14 +267,11 @@ class TaskRunner(SpecRunner[TaskSettings, TaskEvaluation, Path]):
     def parse(self, overrides: Sequence[str], protocol: str) -> TaskSettings:
         return TaskSettings.parse(overrides, protocol)
 
-    def evaluation(
-        self, table: Table, row: Row, settings: TaskSettings, data: Path, folder: Path
-    ) -> Optional[TaskEvaluation]:
-        spec = row.frozen
-        if spec is None:
-            return None
+    def draft(
+        self, table: Table, row: Row, spec: FrozenSpec, settings: TaskSettings, data: Path
+    ) -> TaskEvaluation:
         task, dataset_folder = DATASETS[row.dataset]
-        draft = TaskEvaluation(
+        return TaskEvaluation(
             row.dataset,
             spec,
             settings.checkpoint_of(spec),
@@ -284,20 +281,14 @@ class TaskRunner(SpecRunner[TaskSettings, TaskEvaluation, Path]):
             settings.normalisation_of(row),
             _corloc_method(row) if task == "corloc" else "",
         )
-        return replace(draft, output=result_file(folder, spec.result_stem(), draft.settings()))
-
-    def checked(self, evaluation: TaskEvaluation, where: str) -> Path:
-        return evaluation.spec.given_file(evaluation.checkpoint, where)
 
     def compute(
         self, evaluation: TaskEvaluation, file: Path, settings: TaskSettings, memo: dict[Any, Any]
     ) -> dict[str, Any]:
         return _compute(evaluation, file, settings)
 
-    def cells(self, evaluation: TaskEvaluation) -> list[Any]:
-        spec = evaluation.spec
-        needs = checkpoint_needs(evaluation.checkpoint, spec.url)
-        return [spec.describe(), needs, str(evaluation.folder), evaluation.task]
+    def data_cells(self, evaluation: TaskEvaluation) -> list[Any]:
+        return [str(evaluation.folder), evaluation.task]
 
     def shown(self, table: Table, row: Row) -> Optional[set[str]]:
         """The columns the paper prints for ``row``, and those it prints for no row (BG-gap)."""

@@ -45,7 +45,7 @@ from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
 from gspdml.workflows.reproduce.registry import Row, Table
 from gspdml.workflows.reproduce.report import content_of, number_problem, stored_result
 from gspdml.workflows.reproduce.settings import parse_settings
-from gspdml.workflows.reproduce.spec_run import SpecRunner, checkpoint_needs, result_file
+from gspdml.workflows.reproduce.spec_run import ReleasedRunner
 
 if TYPE_CHECKING:
     import torch
@@ -247,7 +247,7 @@ def _read(folder: Path, fraction: float) -> ImageNet:
     return imagenet
 
 
-class ProbeRunner(SpecRunner[ProbeRunSettings, ProbeEvaluation, Path]):
+class ProbeRunner(ReleasedRunner[ProbeRunSettings, ProbeEvaluation]):
     """The ``probe`` protocol (module doc) for :func:`~.spec_run.reproduce_spec`."""
 
     settings_type = ProbeRunSettings
@@ -261,13 +261,10 @@ class ProbeRunner(SpecRunner[ProbeRunSettings, ProbeEvaluation, Path]):
     def parse(self, overrides: Sequence[str], protocol: str) -> ProbeRunSettings:
         return ProbeRunSettings.parse(overrides)
 
-    def evaluation(
-        self, table: Table, row: Row, settings: ProbeRunSettings, data: Path, folder: Path
-    ) -> Optional[ProbeEvaluation]:
-        spec = row.frozen
-        if spec is None:
-            return None
-        draft = ProbeEvaluation(
+    def draft(
+        self, table: Table, row: Row, spec: FrozenSpec, settings: ProbeRunSettings, data: Path
+    ) -> ProbeEvaluation:
+        return ProbeEvaluation(
             row.dataset,
             spec,
             settings.checkpoint_of(spec),
@@ -276,10 +273,6 @@ class ProbeRunner(SpecRunner[ProbeRunSettings, ProbeEvaluation, Path]):
             settings,
             Path(),
         )
-        return replace(draft, output=result_file(folder, spec.result_stem(), draft.settings()))
-
-    def checked(self, evaluation: ProbeEvaluation, where: str) -> Path:
-        return evaluation.spec.given_file(evaluation.checkpoint, where)
 
     def compute(
         self,
@@ -293,11 +286,9 @@ class ProbeRunner(SpecRunner[ProbeRunSettings, ProbeEvaluation, Path]):
             memo[evaluation.folder] = _read(evaluation.folder, settings.fraction)
         return _probe(evaluation, evaluation.spec.embedder(file), memo[evaluation.folder], file)
 
-    def cells(self, evaluation: ProbeEvaluation) -> list[Any]:
-        spec = evaluation.spec
-        needs = checkpoint_needs(evaluation.checkpoint, spec.url)
+    def data_cells(self, evaluation: ProbeEvaluation) -> list[Any]:
         metrics = ", ".join(METRICS[m] for m in evaluation.metrics)
-        return [spec.describe(), needs, str(evaluation.folder), metrics]
+        return [str(evaluation.folder), metrics]
 
     def shown(self, table: Table, row: Row) -> Optional[set[str]]:
         return set(row.paper)

@@ -31,7 +31,7 @@ release read, and reused when checked valid
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -39,7 +39,7 @@ from gspdml.workflows.reproduce.frozen_run import FrozenSettings
 from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
 from gspdml.workflows.reproduce.registry import Row, Table
 from gspdml.workflows.reproduce.report import content_of, number_problem, stored_result
-from gspdml.workflows.reproduce.spec_run import SpecRunner, checkpoint_needs, result_file
+from gspdml.workflows.reproduce.spec_run import ReleasedRunner
 
 #: the protocols of :mod:`gspdml.evaluation.revisited` and the result field of each
 MAP_FIELDS = {"easy": "map_easy", "medium": "map_medium", "hard": "map_hard"}
@@ -129,7 +129,7 @@ def revisited_maps(
     return result
 
 
-class RevisitedRunner(SpecRunner[RevisitedSettings, RevisitedEvaluation, Path]):
+class RevisitedRunner(ReleasedRunner[RevisitedSettings, RevisitedEvaluation]):
     """The ``revisited`` protocol (module doc) for :func:`~.spec_run.reproduce_spec`."""
 
     settings_type = RevisitedSettings
@@ -140,18 +140,11 @@ class RevisitedRunner(SpecRunner[RevisitedSettings, RevisitedEvaluation, Path]):
         "query; Easy, Medium and Hard mAP."
     )
 
-    def evaluation(
-        self, table: Table, row: Row, settings: RevisitedSettings, data: Path, folder: Path
-    ) -> Optional[RevisitedEvaluation]:
-        spec = row.frozen
-        if spec is None:
-            return None
+    def draft(
+        self, table: Table, row: Row, spec: FrozenSpec, settings: RevisitedSettings, data: Path
+    ) -> RevisitedEvaluation:
         file = settings.checkpoint_of(spec)
-        draft = RevisitedEvaluation(row.dataset, spec, file, data, settings.imsize, Path())
-        return replace(draft, output=result_file(folder, spec.result_stem(), draft.settings()))
-
-    def checked(self, evaluation: RevisitedEvaluation, where: str) -> Path:
-        return evaluation.spec.given_file(evaluation.checkpoint, where)
+        return RevisitedEvaluation(row.dataset, spec, file, data, settings.imsize, Path())
 
     def compute(
         self,
@@ -162,10 +155,8 @@ class RevisitedRunner(SpecRunner[RevisitedSettings, RevisitedEvaluation, Path]):
     ) -> dict[str, Any]:
         return revisited_maps(evaluation, file, settings.device)
 
-    def cells(self, evaluation: RevisitedEvaluation) -> list[Any]:
-        spec = evaluation.spec
-        needs = checkpoint_needs(evaluation.checkpoint, spec.url)
-        return [spec.describe(), needs, str(evaluation.root / evaluation.dataset)]
+    def data_cells(self, evaluation: RevisitedEvaluation) -> list[Any]:
+        return [str(evaluation.root / evaluation.dataset)]
 
     def benchmark(self, result: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
         """The counts of the release read: a smaller tree than the release gets no verdict."""

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Optional, Protocol, TypeVar
 
 from gspdml.data.cache import cache_key
 from gspdml.workflows.reproduce.registry import Row, Table, select_rows
@@ -39,6 +39,9 @@ from gspdml.workflows.reproduce.report import (
 )
 from gspdml.workflows.reproduce.settings import parse_settings
 
+if TYPE_CHECKING:
+    from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
+
 #: where the datasets are without ``--data-root``
 DATA_ROOT = "data"
 
@@ -50,8 +53,10 @@ class SpecSettings(Protocol):
 
 
 class SpecEvaluation(Protocol):
-    """A row's evaluation: its result file, everything that decides its numbers, and its stored
-    result (None: not yet)."""
+    """A row's evaluation, a frozen dataclass: its result file, everything that decides its
+    numbers, and its stored result (None: not yet)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
 
     @property
     def output(self) -> Path: ...
@@ -61,8 +66,20 @@ class SpecEvaluation(Protocol):
     def stored(self) -> Optional[dict[str, Any]]: ...
 
 
+class ReleasedEvaluation(SpecEvaluation, Protocol):
+    """The evaluation of a released model: its ``spec`` and the ``checkpoint`` file given for
+    it (None: not given)."""
+
+    @property
+    def spec(self) -> FrozenSpec: ...
+
+    @property
+    def checkpoint(self) -> Optional[Path]: ...
+
+
 SettingsT = TypeVar("SettingsT", bound=SpecSettings)
 EvaluationT = TypeVar("EvaluationT", bound=SpecEvaluation)
+ReleasedT = TypeVar("ReleasedT", bound=ReleasedEvaluation)
 #: what a checked evaluation reads: its model file (None: a model trained from scratch)
 FileT = TypeVar("FileT", bound=Optional[Path])
 
@@ -116,6 +133,40 @@ class SpecRunner(ABC, Generic[SettingsT, EvaluationT, FileT]):
         """The count check of the data a result read (None: none; one that is not the
         benchmark's gives no verdict)."""
         return None
+
+
+class ReleasedRunner(SpecRunner[SettingsT, ReleasedT, Path]):
+    """The runner of a protocol whose every runnable row evaluates a released model
+    (:attr:`~gspdml.workflows.reproduce.registry.Row.frozen`), stored under the file's name and
+    the pooling (:meth:`~gspdml.workflows.reproduce.frozen_spec.FrozenSpec.result_stem`)."""
+
+    @abstractmethod
+    def draft(
+        self, table: Table, row: Row, spec: FrozenSpec, settings: SettingsT, data: Path
+    ) -> ReleasedT:
+        """``row``'s evaluation of ``spec``, its data under ``data``; its ``output`` is
+        decided by its settings (:func:`result_file`)."""
+
+    @abstractmethod
+    def data_cells(self, evaluation: ReleasedT) -> list[Any]:
+        """The ``--dry-run`` cells of ``evaluation`` after its model and checkpoint."""
+
+    def evaluation(
+        self, table: Table, row: Row, settings: SettingsT, data: Path, folder: Path
+    ) -> Optional[ReleasedT]:
+        if row.frozen is None:
+            return None
+        draft = self.draft(table, row, row.frozen, settings, data)
+        output = result_file(folder, row.frozen.result_stem(), draft.settings())
+        return replace(draft, output=output)
+
+    def checked(self, evaluation: ReleasedT, where: str) -> Path:
+        return evaluation.spec.given_file(evaluation.checkpoint, where)
+
+    def cells(self, evaluation: ReleasedT) -> list[Any]:
+        spec = evaluation.spec
+        needs = checkpoint_needs(evaluation.checkpoint, spec.url)
+        return [spec.describe(), needs, *self.data_cells(evaluation)]
 
 
 def result_file(folder: Path, stem: str, settings: Mapping[str, Any]) -> Path:
