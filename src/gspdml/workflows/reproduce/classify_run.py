@@ -114,8 +114,10 @@ def _slug(label: str) -> str:
 
 
 class ClassifyRunner(SpecRunner[ClassifySettings, ClassifyRun, Optional[Path]]):
-    """The ``classify`` protocol (module doc) for :func:`~.spec_run.reproduce_spec`."""
+    """The ``classify`` protocol (module doc) for :func:`~.spec_run.reproduce_spec`: a row
+    trains its classifier, so a row that ran is "trained", as a training table's."""
 
+    status = "trained"
     settings_type = ClassifySettings
     columns = ("Model", "Checkpoint", "Data")
     how = (
