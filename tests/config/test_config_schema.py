@@ -14,6 +14,7 @@ from gspdml.config import DEFAULTS, RunConfig, dump_config, load_config, preset_
 from gspdml.config.migration import read_run_config
 from gspdml.config.reference import render
 from gspdml.errors import ConfigError
+from gspdml.settings.schema import Section, field_types, option
 from tests.presets.loaded import preset
 
 REPO = Path(__file__).resolve().parents[2]
@@ -173,3 +174,27 @@ def test_a_run_config_with_a_bad_value_names_its_file(tmp_path):
         ConfigError, match=r"model.head_bias: .*config.yaml: expected true or false"
     ):
         read_run_config(tmp_path / "config.yaml")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sized(Section):
+    size: "int" = option(1, "a count")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Named(_Sized):
+    size: "str" = option("a", "a name: the key of a count above, another type")
+
+
+def test_each_section_class_checks_by_its_own_field_types():
+    """The field types are read once per class (``field_types``): a subclass that gives a key
+    another type is checked by its own, before and after its base is, and a section built
+    twice is checked the same way twice."""
+    for _ in range(2):
+        assert _Sized.from_mapping({"size": 3}, "s").size == 3
+        assert _Named.from_mapping({"size": "b"}, "n").size == "b"
+        with pytest.raises(ConfigError, match=r"n\.size: expected a string, got 3"):
+            _Named.from_mapping({"size": 3}, "n")
+        with pytest.raises(ConfigError, match=r"s\.size: expected an integer"):
+            _Sized.from_mapping({"size": "b"}, "s")
+    assert field_types(_Named)["size"] is str and field_types(_Sized)["size"] is int

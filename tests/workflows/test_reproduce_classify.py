@@ -23,6 +23,9 @@ from gspdml.pooling import build_pooling
 from gspdml.training.checkpoint import load_state
 from gspdml.workflows.classification import CHECKPOINT, Classifier
 from gspdml.workflows.reproduce import get_table
+from gspdml.workflows.reproduce.classify_run import CLASSIFY
+from gspdml.workflows.reproduce.report import store_result
+from gspdml.workflows.reproduce.spec_run import plan_spec
 from tests.data.test_data_flowers102 import make_flowers
 from tests.helpers.datasets import write_image
 from tests.workflows.test_reproduce_simpool import CROP, _authors_vit
@@ -68,7 +71,7 @@ def test_table_3_12_trains_a_resnet18_with_the_rows_simpool_on_the_first_fifth(t
     row = "imagenet-20%/linear-LN-row1"
     payload = _reproduce("simpool-table3.12", data, tmp_path / "out", *settings, rows=[row])
     entry = next(e for e in payload["rows"] if e["key"] == row)
-    assert entry["status"] == "evaluated"
+    assert entry["status"] == "trained"
     assert entry["cells"]["Acc"]["paper"] == 57.0  # Psomas thesis Table 3.12, right, row 1
     torch.manual_seed(0)
     backbone = build_backbone({"name": "resnet18"}, 3)
@@ -111,6 +114,26 @@ def test_table_3_4_fine_tunes_the_released_dino_simpool_vit_on_flowers(tmp_path)
     expected = _slow_top1(model, paths, test_labels, CROP)
     assert entry["cells"]["DINO Flowers"]["ours"] == pytest.approx(100 * expected)
     assert get_table("simpool-table3.4").protocol == "classify"
+
+
+def test_a_row_that_ran_has_the_status_of_a_trained_row(tmp_path):
+    """A classify row trains its classifier (Psomas thesis Table 3.12: a ResNet-18 per row), so
+    once it ran its status is "trained", as a training table's row, not "evaluated", the status
+    of a frozen model's evaluation; its stored top-1 is reused, nothing trains here."""
+    table, row = "simpool-table3.12", "imagenet-20%/linear-LN-row1"
+    data, output = tmp_path / "data", tmp_path / "out"
+    where = {"data_root": str(data), "output_dir": str(output)}
+    _, (plan,) = plan_spec(CLASSIFY, get_table(table), rows=[row], **where)
+    (run,) = plan.evaluations
+    store_result(run.output, run.settings(), {"top1": 0.25})
+    payload = _reproduce(table, data, output, rows=[row])
+    entry = next(e for e in payload["rows"] if e["key"] == row)
+    assert entry["status"] == "trained" and entry["verdict"].startswith("below")  # 25 vs 57.0
+    assert entry["cells"]["Acc"]["ours"] == 25.0
+    assert entry["runs"] == {entry["dataset"]: str(run.output)}
+    written = (output / "tables" / f"{table}.md").read_text(encoding="utf-8")
+    (line,) = [line for line in written.splitlines() if "| 25.00 |" in line]
+    assert "| trained |" in line
 
 
 def test_a_fine_tuning_row_without_its_checkpoint_says_where_to_get_it(tmp_path, capsys):

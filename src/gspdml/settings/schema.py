@@ -17,7 +17,9 @@ A section also reads as the mapping it was built from (``config["data"]["halves"
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, Optional, TypeVar, Union
@@ -83,7 +85,7 @@ class Section(Mapping[str, Any]):
                     join(where, str(key)),
                     f"unknown key{did_you_mean(key, names)}; allowed: {', '.join(names)}",
                 )
-        hints = typing.get_type_hints(cls)
+        hints = field_types(cls)
         kwargs = {
             f.name: convert(values[f.name], hints[f.name], f, join(where, f.name))
             for f in dataclasses.fields(cls)
@@ -123,6 +125,14 @@ class Section(Mapping[str, Any]):
 
     def _names(self) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(self))
+
+
+@functools.cache
+def field_types(cls: type[Section]) -> Mapping[str, Any]:
+    """The type of each field of ``cls`` (its annotations, resolved), read once per class:
+    ``typing.get_type_hints`` evaluates every string annotation of the class and its bases
+    again at each call, a fifth of the time of checking a config from scratch."""
+    return types.MappingProxyType(typing.get_type_hints(cls))
 
 
 def plain(value: Any) -> Any:

@@ -21,33 +21,15 @@ same settings is reused.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Optional, cast
 
-from gspdml.data.cache import cache_key
-from gspdml.errors import ConfigError
 from gspdml.workflows.classification import ClassificationRecipe
 from gspdml.workflows.reproduce.classify_spec import ClassifySpec
-from gspdml.workflows.reproduce.registry import Row, Table, select_rows
-from gspdml.workflows.reproduce.report import (
-    DEFAULT_OUTPUT,
-    EvaluationPlan,
-    Ours,
-    check_unstored,
-    content_of,
-    evaluation_payload,
-    evaluations_markdown,
-    number_problem,
-    row_entry,
-    store_result,
-    stored_result,
-    table_entries,
-)
-from gspdml.workflows.reproduce.settings import parse_settings
-
-DATA_ROOT = "data"
+from gspdml.workflows.reproduce.registry import Row, Table
+from gspdml.workflows.reproduce.report import content_of, number_problem, stored_result
+from gspdml.workflows.reproduce.spec_run import SpecRunner, checkpoint_needs, result_file
 
 
 @dataclass(frozen=True)
@@ -63,10 +45,6 @@ class ClassifySettings:
     batch_size: int = 0
     resize: int = 0
     crop: int = 0
-
-    @classmethod
-    def parse(cls, overrides: Sequence[str]) -> ClassifySettings:
-        return parse_settings(cls, overrides, "classify")
 
     def checkpoint_of(self, spec: ClassifySpec) -> Optional[Path]:
         """The released file a fine-tuning row starts from (None: not given, or a row trained
@@ -131,77 +109,77 @@ class ClassifyRun:
         return number_problem(result, "top1", 1.0)
 
 
-ClassifyRowPlan = EvaluationPlan[ClassifyRun]
-
-
 def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9.=-]+", "_", label).strip("_")
 
 
-def plan_classify(
-    table: Table,
-    *,
-    rows: Sequence[str] = (),
-    data_root: Optional[str] = None,
-    overrides: Sequence[str] = (),
-    output_dir: Optional[str] = None,
-) -> list[ClassifyRowPlan]:
-    """The selected rows of a ``classify`` table with their runs."""
-    settings = ClassifySettings.parse(overrides)
-    data = Path(data_root or DATA_ROOT).expanduser().resolve()
-    output = Path(output_dir or DEFAULT_OUTPUT) / "classify"
-    plans = []
-    for row in select_rows(table, rows):
+class ClassifyRunner(SpecRunner[ClassifySettings, ClassifyRun, Optional[Path]]):
+    """The ``classify`` protocol (module doc) for :func:`~.spec_run.reproduce_spec`: a row
+    trains its classifier, so a row that ran is "trained", as a training table's."""
+
+    status = "trained"
+    settings_type = ClassifySettings
+    columns = ("Model", "Checkpoint", "Data")
+    how = (
+        "Each runnable row trains a classifier (backbone, pooling, linear layer; cross-entropy) "
+        "on the training split and reports top-1 on the test split."
+    )
+
+    def evaluation(
+        self, table: Table, row: Row, settings: ClassifySettings, data: Path, folder: Path
+    ) -> Optional[ClassifyRun]:
         if row.classify is None:
-            plans.append(ClassifyRowPlan(row))
-            continue
+            return None
         spec = settings.applied(row.classify)
         draft = ClassifyRun(spec, settings.checkpoint_of(spec), data / spec.folder, Path())
-        name = f"{_slug(row.label)}-{cache_key(draft.settings())}.json"
-        plans.append(ClassifyRowPlan(row, (replace(draft, output=output / row.dataset / name),)))
-    return plans
+        return replace(draft, output=result_file(folder, _slug(row.label), draft.settings()))
+
+    def checked(self, evaluation: ClassifyRun, where: str) -> Optional[Path]:
+        """The released file a fine-tuning row starts from (None: a row trained from scratch),
+        or a ConfigError naming the file to give."""
+        released = evaluation.spec.released
+        if released is None:
+            return None
+        return released.given_file(evaluation.checkpoint, where, "fine-tunes")
+
+    def compute(
+        self,
+        evaluation: ClassifyRun,
+        file: Optional[Path],
+        settings: ClassifySettings,
+        memo: dict[Any, Any],
+    ) -> dict[str, Any]:
+        return {"top1": _train(evaluation, file, settings)}
+
+    def cells(self, evaluation: ClassifyRun) -> list[Any]:
+        released = evaluation.spec.released
+        if released is None:
+            needs = "– (trained from scratch)"
+        else:
+            needs = checkpoint_needs(evaluation.checkpoint, released.url)
+        return [evaluation.spec.describe(), needs, str(evaluation.folder)]
+
+    def shown(self, table: Table, row: Row) -> Optional[set[str]]:
+        return set(row.paper)
 
 
-def _checked(run: ClassifyRun, row: Row, table: Table) -> None:
-    """A ConfigError naming the file to give when a fine-tuning row's checkpoint is absent."""
-    released, file = run.spec.released, run.checkpoint
-    if released is not None and (file is None or not file.is_file()):
-        given = "" if file is None else f"{file} does not exist; "
-        raise ConfigError(
-            "checkpoint",
-            f"row {row.key} of {table.key} fine-tunes the released {released.checkpoint}: "
-            f"{given}download it from {released.url} and give checkpoints=DIR (the folder "
-            "holding it) or checkpoint=PATH, or leave the row out with --rows",
-        )
-
-
-def _train(run: ClassifyRun, settings: ClassifySettings) -> float:
-    """The top-1 (a fraction) of the row's classifier: stored, or trained now and stored."""
+def _train(run: ClassifyRun, file: Optional[Path], settings: ClassifySettings) -> float:
+    """The top-1 (a fraction) of the row's classifier, trained now (from ``file``, the
+    released model, for a fine-tuning row)."""
     from gspdml.data.classification import classification_splits, classification_transforms
     from gspdml.models.backbones import build_backbone
     from gspdml.models.backbones.base import Backbone
-    from gspdml.models.simpool_release import released_embedder
     from gspdml.pooling import build_pooling
     from gspdml.workflows.classification import Classifier, train_classifier
 
-    stored = run.stored()
-    if stored is not None:
-        return float(stored["top1"])
     spec = run.spec
     train_transform, test_transform = classification_transforms(spec.resize, spec.crop)
     data = classification_splits(
         spec.reader, run.folder, train_transform, test_transform, fraction=spec.fraction
     )
     if spec.released is not None:
-        assert run.checkpoint is not None  # _checked
-        released = spec.released
-        embedder = released_embedder(
-            run.checkpoint,
-            released.pooling,
-            backbone=released.backbone,
-            gamma=released.gamma,
-            pooled_norm=released.pooled_norm,
-        )
+        assert file is not None  # ClassifyRunner.checked
+        embedder = spec.released.embedder(file)
         backbone = cast(Backbone, embedder.backbone)
         pooling, norm = embedder.pooling, embedder.pooled_norm
     else:
@@ -210,7 +188,7 @@ def _train(run: ClassifyRun, settings: ClassifySettings) -> float:
         norm = None
     width, classes = backbone.out_channels, data.num_classes
     model = Classifier(backbone, pooling, width, classes, norm, max_logits=spec.max_logits)
-    top1 = train_classifier(
+    return train_classifier(
         model,
         data.train,
         data.test,
@@ -220,66 +198,6 @@ def _train(run: ClassifyRun, settings: ClassifySettings) -> float:
         device=settings.device,
         workers=settings.workers,
     )
-    store_result(run.output, run.settings(), {"top1": top1})
-    return top1
 
 
-def reproduce_classify(
-    table: Table,
-    *,
-    rows: Sequence[str] = (),
-    data_root: Optional[str] = None,
-    overrides: Sequence[str] = (),
-    output_dir: Optional[str] = None,
-) -> dict[str, Any]:
-    """Train the selected rows of a ``classify`` table (module doc) and write the table;
-    returns its JSON payload (``rows``: one entry per row of the table, in its order)."""
-    settings = ClassifySettings.parse(overrides)
-    plans = plan_classify(
-        table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
-    )
-    check_unstored(plans, lambda planned, row: _checked(planned, row, table))
-
-    def run(plan: ClassifyRowPlan) -> dict[str, Any]:
-        (planned,) = plan.evaluations
-        top1 = _train(planned, settings)
-        ours: dict[str, Ours] = {
-            column.title: (column.scale * top1, None)
-            if column.title in plan.row.paper
-            else (None, None)
-            for column in table.columns
-        }
-        runs = {plan.row.dataset: str(planned.output)}
-        return row_entry(table, plan.row, "evaluated", ours, runs, 1)
-
-    entries = table_entries(table, plans, run)
-    return evaluation_payload(table, entries, overrides, data_root, output_dir)
-
-
-def classify_dry_run_markdown(table: Table, plans: Sequence[ClassifyRowPlan]) -> str:
-    """``--dry-run`` of a ``classify`` table: each selected row's classifier, the data and
-    checkpoint it needs and whether its result is stored already."""
-    body: list[list[Any]] = []
-    for plan in plans:
-        if not plan.evaluations:
-            body.append([plan.row.key, plan.row.status, *[""] * 4])
-        for run in plan.evaluations:
-            released, file = run.spec.released, run.checkpoint
-            if released is None:
-                needs = "– (trained from scratch)"
-            elif file is None:
-                needs = f"needs checkpoints=DIR or checkpoint=PATH ({released.url})"
-            else:
-                needs = str(file) if file.is_file() else f"{file} (missing; {released.url})"
-            state = "stored" if run.stored() is not None else "to run"
-            body.append(
-                [plan.row.key, run.spec.describe(), needs, str(run.folder), str(run.output), state]
-            )
-    header = ["Row", "Model", "Checkpoint", "Data", "Result", "State"]
-    how = (
-        "Each runnable row trains a classifier (backbone, pooling, linear layer; cross-entropy) "
-        "on the training split and reports top-1 on the test split. Settings key=value: "
-        + ", ".join(f.name for f in fields(ClassifySettings))
-        + "."
-    )
-    return evaluations_markdown(table, plans, header, body, how)
+CLASSIFY = ClassifyRunner()

@@ -26,34 +26,18 @@ Results. Each (row, dataset) evaluation is stored in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from gspdml.data.cache import cache_key
 from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
-from gspdml.workflows.reproduce.registry import Row, Table, select_rows
-from gspdml.workflows.reproduce.report import (
-    DEFAULT_OUTPUT,
-    EvaluationPlan,
-    check_unstored,
-    content_of,
-    evaluation_payload,
-    evaluations_markdown,
-    number_problem,
-    row_entry,
-    scaled_ours,
-    store_result,
-    stored_result,
-    table_entries,
-)
-from gspdml.workflows.reproduce.settings import parse_settings
+from gspdml.workflows.reproduce.registry import Row, Table
+from gspdml.workflows.reproduce.report import content_of, number_problem, stored_result
+from gspdml.workflows.reproduce.spec_run import ReleasedRunner
 
 if TYPE_CHECKING:
     from gspdml.models.embedder import Embedder
 
-DATA_ROOT = "data"
 #: a row's dataset -> (the reader of :mod:`gspdml.data`, its folder under ``--data-root``)
 DATASETS = {
     "cub": ("cub200", "CUB_200_2011"),
@@ -75,10 +59,6 @@ class FrozenSettings:
     batch_size: int = 64
     resize: int = 256
     crop: int = 224
-
-    @classmethod
-    def parse(cls, overrides: Sequence[str]) -> FrozenSettings:
-        return parse_settings(cls, overrides, "frozen")
 
     def checkpoint_of(self, spec: FrozenSpec) -> Optional[Path]:
         """The file of ``spec``'s model: ``checkpoint``, else ``checkpoints/<released name>``;
@@ -143,149 +123,66 @@ class FrozenEvaluation:
         return READERS.build(spec, "data.dataset", seed=0).test
 
 
-#: a row of the table with its evaluations
-FrozenRowPlan = EvaluationPlan[FrozenEvaluation]
-
-
 def _recall_at(table: Table, row: Row) -> tuple[int, ...]:
     """The K of the columns the paper printed for ``row``."""
     metrics = {c.title: c.metric for c in table.columns}
     return tuple(sorted(int(metrics[title].removeprefix("recall_at_")) for title in row.paper))
 
 
-def plan_frozen(
-    table: Table,
-    *,
-    rows: Sequence[str] = (),
-    data_root: Optional[str] = None,
-    overrides: Sequence[str] = (),
-    output_dir: Optional[str] = None,
-) -> list[FrozenRowPlan]:
-    """The selected rows of a ``frozen`` table with their evaluations."""
-    settings = FrozenSettings.parse(overrides)
-    data = Path(data_root or DATA_ROOT).expanduser().resolve()
-    output = Path(output_dir or DEFAULT_OUTPUT) / "frozen"
-    plans = []
-    for row in select_rows(table, rows):
-        spec = row.frozen
-        if spec is None:
-            plans.append(FrozenRowPlan(row))
-            continue
-        folder = data / DATASETS[row.dataset][1]
-        recall_at = _recall_at(table, row)
-        draft = FrozenEvaluation(
+class FrozenRunner(ReleasedRunner[FrozenSettings, FrozenEvaluation]):
+    """The ``frozen`` protocol (module doc) for :func:`~.spec_run.reproduce_spec`."""
+
+    settings_type = FrozenSettings
+    columns = ("Model", "Checkpoint", "Data", "Metrics")
+    how = (
+        "Nothing trains: each evaluation embeds the dataset's test images once with the "
+        "released model and ranks them by nearest-neighbour search."
+    )
+
+    def draft(
+        self, table: Table, row: Row, spec: FrozenSpec, settings: FrozenSettings, data: Path
+    ) -> FrozenEvaluation:
+        return FrozenEvaluation(
             row.dataset,
             spec,
             settings.checkpoint_of(spec),
-            folder,
+            data / DATASETS[row.dataset][1],
             settings.resize,
             settings.crop,
-            recall_at,
+            _recall_at(table, row),
             Path(),
         )
-        stem = Path(spec.checkpoint).name.split(".")[0]
-        name = f"{stem}-{spec.pooling}-{cache_key(draft.settings())}.json"
-        plans.append(FrozenRowPlan(row, (replace(draft, output=output / row.dataset / name),)))
-    return plans
 
+    def compute(
+        self,
+        evaluation: FrozenEvaluation,
+        file: Path,
+        settings: FrozenSettings,
+        memo: dict[Any, Any],
+    ) -> dict[str, Any]:
+        """The R@K of ``evaluation`` (fractions); ``memo``: the models loaded so far, by file
+        and spec."""
+        from gspdml.evaluation.service import EvalSpec, evaluate
 
-def _checked(evaluation: FrozenEvaluation, row: Row, table: Table) -> Path:
-    """The evaluation's checkpoint file, or a ConfigError saying which file to give."""
-    return evaluation.spec.given_file(evaluation.checkpoint, f"row {row.key} of {table.key}")
-
-
-def _evaluate(
-    evaluation: FrozenEvaluation,
-    row: Row,
-    table: Table,
-    settings: FrozenSettings,
-    models: dict[tuple[Path, FrozenSpec], Embedder],
-) -> dict[str, float]:
-    """The R@K of ``evaluation`` (fractions): the stored ones, or evaluated now and stored
-    (``models``: the models loaded so far, by file and spec)."""
-    from gspdml.evaluation.service import EvalSpec, evaluate
-    from gspdml.models.simpool_release import released_embedder
-
-    stored = evaluation.stored()
-    if stored is not None:
-        return stored
-    file = _checked(evaluation, row, table)
-    spec = evaluation.spec
-    if (file, spec) not in models:
-        models[file, spec] = released_embedder(
-            file,
-            spec.pooling,
-            backbone=spec.backbone,
-            gamma=spec.gamma,
-            pooled_norm=spec.pooled_norm,
+        spec = evaluation.spec
+        if (file, spec) not in memo:
+            memo[file, spec] = spec.embedder(file)
+        model: Embedder = memo[file, spec]
+        report = evaluate(
+            model,
+            evaluation.split(),
+            EvalSpec(metrics=("recall_at",), recall_at=evaluation.recall_at),
+            device=settings.device,
+            precision="fp32",
+            batch_size=settings.batch_size,
         )
-    report = evaluate(
-        models[file, spec],
-        evaluation.split(),
-        EvalSpec(metrics=("recall_at",), recall_at=evaluation.recall_at),
-        device=settings.device,
-        precision="fp32",
-        batch_size=settings.batch_size,
-    )
-    result = {
-        f"recall_at_{k}": float(report.metrics[f"recall_at_{k}"]) for k in evaluation.recall_at
-    }
-    store_result(evaluation.output, evaluation.settings(), result)
-    return result
+        return {
+            f"recall_at_{k}": float(report.metrics[f"recall_at_{k}"]) for k in evaluation.recall_at
+        }
+
+    def data_cells(self, evaluation: FrozenEvaluation) -> list[Any]:
+        recalls = ", ".join(f"R@{k}" for k in evaluation.recall_at)
+        return [str(evaluation.folder), recalls]
 
 
-def reproduce_frozen(
-    table: Table,
-    *,
-    rows: Sequence[str] = (),
-    data_root: Optional[str] = None,
-    overrides: Sequence[str] = (),
-    output_dir: Optional[str] = None,
-) -> dict[str, Any]:
-    """Evaluate the selected rows of a ``frozen`` table (module doc) and write the table;
-    returns its JSON payload (``rows``: one entry per row of the table, in its order)."""
-    settings = FrozenSettings.parse(overrides)
-    plans = plan_frozen(
-        table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
-    )
-    check_unstored(plans, lambda evaluation, row: _checked(evaluation, row, table))
-    models: dict[tuple[Path, FrozenSpec], Embedder] = {}
-
-    def run(plan: FrozenRowPlan) -> dict[str, Any]:
-        (evaluation,) = plan.evaluations
-        result = _evaluate(evaluation, plan.row, table, settings, models)
-        ours = scaled_ours(table, result)
-        runs = {plan.row.dataset: str(evaluation.output)}
-        return row_entry(table, plan.row, "evaluated", ours, runs, 1)
-
-    entries = table_entries(table, plans, run)
-    return evaluation_payload(table, entries, overrides, data_root, output_dir)
-
-
-def frozen_dry_run_markdown(table: Table, plans: Sequence[FrozenRowPlan]) -> str:
-    """``--dry-run`` of a ``frozen`` table: every evaluation of the selected rows, the file it
-    needs (and where it is published) and whether its result is stored already."""
-    body: list[list[Any]] = []
-    for plan in plans:
-        if not plan.evaluations:
-            body.append([plan.row.key, plan.row.status, *[""] * 5])
-        for evaluation in plan.evaluations:
-            spec, file = evaluation.spec, evaluation.checkpoint
-            if file is None:
-                needs = f"needs checkpoints=DIR or checkpoint=PATH ({spec.url})"
-            else:
-                needs = str(file) if file.is_file() else f"{file} (missing; {spec.url})"
-            state = "stored" if evaluation.stored() is not None else "to run"
-            recalls = ", ".join(f"R@{k}" for k in evaluation.recall_at)
-            body.append(
-                [plan.row.key, spec.describe(), needs, str(evaluation.folder), recalls]
-                + [str(evaluation.output), state]
-            )
-    header = ["Row", "Model", "Checkpoint", "Data", "Metrics", "Result", "State"]
-    how = (
-        "Nothing trains: each evaluation embeds the dataset's test images once with the "
-        "released model and ranks them by nearest-neighbour search. Settings key=value: "
-        + ", ".join(f.name for f in fields(FrozenSettings))
-        + "."
-    )
-    return evaluations_markdown(table, plans, header, body, how)
+FROZEN = FrozenRunner()

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from gspdml.errors import ConfigError
 from gspdml.models.simpool_release import POOLINGS
+
+if TYPE_CHECKING:
+    from gspdml.models.embedder import Embedder
 
 
 @dataclass(frozen=True)
@@ -44,14 +47,33 @@ class FrozenSpec:
             pooling += " + final LayerNorm"
         return f"{self.backbone} + {pooling}, {self.checkpoint}"
 
-    def given_file(self, file: Optional[Path], row: str) -> Path:
+    def result_stem(self) -> str:
+        """The start of the names of this model's result files: the released file's name up to
+        its first dot, and the pooling (``resnet50_dino_simpool_ep100-simpool``)."""
+        return f"{Path(self.checkpoint).name.split('.')[0]}-{self.pooling}"
+
+    def embedder(self, file: Path, any_size: bool = False) -> Embedder:
+        """This model read from ``file`` (:func:`gspdml.models.simpool_release.released_embedder`;
+        ``any_size``: a ViT's position embeddings interpolated to each image's grid)."""
+        from gspdml.models import simpool_release
+
+        return simpool_release.released_embedder(
+            file,
+            self.pooling,
+            backbone=self.backbone,
+            gamma=self.gamma,
+            pooled_norm=self.pooled_norm,
+            any_size=any_size,
+        )
+
+    def given_file(self, file: Optional[Path], row: str, use: str = "evaluates") -> Path:
         """``file``, the checkpoint given for this model, or a ConfigError saying which file
-        ``row`` (``"row R of TABLE"``) evaluates and how to give it."""
+        ``row`` (``"row R of TABLE"``) ``use``-s (evaluates, fine-tunes) and how to give it."""
         if file is None or not file.is_file():
             given = "" if file is None else f"{file} does not exist; "
             raise ConfigError(
                 "checkpoint",
-                f"{row} evaluates the released {self.checkpoint}: {given}download it from "
+                f"{row} {use} the released {self.checkpoint}: {given}download it from "
                 f"{self.url} and give checkpoints=DIR (the folder holding it) or "
                 "checkpoint=PATH, or leave the row out with --rows",
             )

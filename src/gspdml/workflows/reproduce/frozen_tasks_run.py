@@ -24,32 +24,18 @@ Results. Each (row, dataset) evaluation is stored in
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from gspdml.data.cache import cache_key
 from gspdml.errors import ConfigError, DataError
 from gspdml.workflows.reproduce.frozen_run import FrozenSettings
 from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
-from gspdml.workflows.reproduce.registry import Row, Table, select_rows
-from gspdml.workflows.reproduce.report import (
-    DEFAULT_OUTPUT,
-    EvaluationPlan,
-    check_unstored,
-    content_of,
-    evaluation_payload,
-    evaluations_markdown,
-    number_problem,
-    row_entry,
-    scaled_ours,
-    store_result,
-    stored_result,
-    table_entries,
-)
+from gspdml.workflows.reproduce.registry import Row, Table
+from gspdml.workflows.reproduce.report import content_of, number_problem, stored_result
 from gspdml.workflows.reproduce.settings import parse_settings
+from gspdml.workflows.reproduce.spec_run import ReleasedRunner
 
-DATA_ROOT = "data"
 #: a row's dataset -> (its task, its folder under ``--data-root``)
 DATASETS = {
     "cub": ("maxboxacc", "CUB_200_2011"),
@@ -172,10 +158,6 @@ def _real(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-#: a row of the table with its evaluations
-TaskRowPlan = EvaluationPlan[TaskEvaluation]
-
-
 def _corloc_method(row: Row) -> str:
     return row.label.split("/")[0].lower()
 
@@ -194,63 +176,9 @@ def _options(task: str, row: Row, settings: TaskSettings) -> tuple[tuple[str, An
     return (("size", settings.size), normalisation)
 
 
-def plan_tasks(
-    table: Table,
-    *,
-    rows: Sequence[str] = (),
-    data_root: Optional[str] = None,
-    overrides: Sequence[str] = (),
-    output_dir: Optional[str] = None,
-) -> list[TaskRowPlan]:
-    """The selected rows of a ``localisation`` or ``backgrounds`` table with their evaluations."""
-    settings = TaskSettings.parse(overrides, table.protocol)
-    data = Path(data_root or DATA_ROOT).expanduser().resolve()
-    output = Path(output_dir or DEFAULT_OUTPUT) / table.protocol
-    plans = []
-    for row in select_rows(table, rows):
-        spec = row.frozen
-        if spec is None:
-            plans.append(TaskRowPlan(row))
-            continue
-        task, folder = DATASETS[row.dataset]
-        draft = TaskEvaluation(
-            row.dataset,
-            spec,
-            settings.checkpoint_of(spec),
-            data / folder,
-            _options(task, row, settings),
-            Path(),
-            settings.normalisation_of(row),
-            _corloc_method(row) if task == "corloc" else "",
-        )
-        stem = Path(spec.checkpoint).name.split(".")[0]
-        name = f"{stem}-{spec.pooling}-{cache_key(draft.settings())}.json"
-        plans.append(TaskRowPlan(row, (replace(draft, output=output / row.dataset / name),)))
-    return plans
-
-
-def _checked(evaluation: TaskEvaluation, row: Row, table: Table) -> Path:
-    """The evaluation's checkpoint file, or a ConfigError saying which file to give."""
-    file, spec = evaluation.checkpoint, evaluation.spec
-    if file is None or not file.is_file():
-        given = "" if file is None else f"{file} does not exist; "
-        raise ConfigError(
-            "checkpoint",
-            f"row {row.key} of {table.key} evaluates the released {spec.checkpoint}: {given}"
-            f"download it from {spec.url} and give checkpoints=DIR (the folder holding it) or "
-            "checkpoint=PATH, or leave the row out with --rows",
-        )
-    return file
-
-
 def _compute(evaluation: TaskEvaluation, file: Path, settings: TaskSettings) -> dict[str, float]:
     """The evaluation's metrics, computed now (module doc)."""
-    from gspdml.models.simpool_release import released_embedder
-
-    spec = evaluation.spec
-    model = released_embedder(
-        file, spec.pooling, backbone=spec.backbone, gamma=spec.gamma, pooled_norm=spec.pooled_norm
-    )
+    model = evaluation.spec.embedder(file)
     device, batch = settings.device, settings.batch_size
     normalisation = evaluation.normalisation
     if evaluation.task == "backgrounds":
@@ -325,63 +253,47 @@ def _backgrounds(
     return result
 
 
-def reproduce_tasks(
-    table: Table,
-    *,
-    rows: Sequence[str] = (),
-    data_root: Optional[str] = None,
-    overrides: Sequence[str] = (),
-    output_dir: Optional[str] = None,
-) -> dict[str, Any]:
-    """Evaluate the selected rows (module doc) and write the table; returns its JSON payload
-    (``rows``: one entry per row of the table, in its order)."""
-    settings = TaskSettings.parse(overrides, table.protocol)
-    plans = plan_tasks(
-        table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
-    )
-    check_unstored(plans, lambda evaluation, row: _checked(evaluation, row, table))
+class TaskRunner(ReleasedRunner[TaskSettings, TaskEvaluation]):
+    """The ``localisation`` and ``backgrounds`` protocols (module doc) for
+    :func:`~.spec_run.reproduce_spec`."""
 
-    # a row's columns: those the paper prints for it, and those it prints for no row (BG-gap)
-    unprinted = {c.title for c in table.columns} - {t for r in table.rows for t in r.paper}
-    owned = {row.key: set(row.paper) | unprinted for row in table.rows}
-
-    def run(plan: TaskRowPlan) -> dict[str, Any]:
-        (evaluation,) = plan.evaluations
-        result = evaluation.stored()
-        if result is None:
-            result = _compute(evaluation, _checked(evaluation, plan.row, table), settings)
-            store_result(evaluation.output, evaluation.settings(), result)
-        ours = scaled_ours(table, result, owned[plan.row.key])
-        runs = {plan.row.dataset: str(evaluation.output)}
-        return row_entry(table, plan.row, "evaluated", ours, runs, 1)
-
-    return evaluation_payload(
-        table, table_entries(table, plans, run), overrides, data_root, output_dir
-    )
-
-
-def tasks_dry_run_markdown(table: Table, plans: Sequence[TaskRowPlan]) -> str:
-    """``--dry-run``: every evaluation of the selected rows, the file it needs (and where it is
-    published) and whether its result is stored already."""
-    body: list[list[Any]] = []
-    for plan in plans:
-        if not plan.evaluations:
-            body.append([plan.row.key, plan.row.status, *[""] * 5])
-        for evaluation in plan.evaluations:
-            spec, file = evaluation.spec, evaluation.checkpoint
-            if file is None:
-                needs = f"needs checkpoints=DIR or checkpoint=PATH ({spec.url})"
-            else:
-                needs = str(file) if file.is_file() else f"{file} (missing; {spec.url})"
-            state = "stored" if evaluation.stored() is not None else "to run"
-            body.append(
-                [plan.row.key, spec.describe(), needs, str(evaluation.folder), evaluation.task]
-                + [str(evaluation.output), state]
-            )
-    header = ["Row", "Model", "Checkpoint", "Data", "Task", "Result", "State"]
+    settings_type = TaskSettings
+    columns = ("Model", "Checkpoint", "Data", "Task")
     how = (
         "Nothing trains: each evaluation reads the released model's attention maps (maxboxacc, "
-        "corloc) or its classifier's predictions (backgrounds) on the dataset's images. "
-        "Settings key=value: " + ", ".join(f.name for f in fields(TaskSettings)) + "."
+        "corloc) or its classifier's predictions (backgrounds) on the dataset's images."
     )
-    return evaluations_markdown(table, plans, header, body, how)
+
+    def parse(self, overrides: Sequence[str], protocol: str) -> TaskSettings:
+        return TaskSettings.parse(overrides, protocol)
+
+    def draft(
+        self, table: Table, row: Row, spec: FrozenSpec, settings: TaskSettings, data: Path
+    ) -> TaskEvaluation:
+        task, dataset_folder = DATASETS[row.dataset]
+        return TaskEvaluation(
+            row.dataset,
+            spec,
+            settings.checkpoint_of(spec),
+            data / dataset_folder,
+            _options(task, row, settings),
+            Path(),
+            settings.normalisation_of(row),
+            _corloc_method(row) if task == "corloc" else "",
+        )
+
+    def compute(
+        self, evaluation: TaskEvaluation, file: Path, settings: TaskSettings, memo: dict[Any, Any]
+    ) -> dict[str, Any]:
+        return _compute(evaluation, file, settings)
+
+    def data_cells(self, evaluation: TaskEvaluation) -> list[Any]:
+        return [str(evaluation.folder), evaluation.task]
+
+    def shown(self, table: Table, row: Row) -> Optional[set[str]]:
+        """The columns the paper prints for ``row``, and those it prints for no row (BG-gap)."""
+        printed = {title for other in table.rows for title in other.paper}
+        return set(row.paper) | ({c.title for c in table.columns} - printed)
+
+
+TASKS = TaskRunner()

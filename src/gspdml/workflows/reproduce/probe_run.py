@@ -35,30 +35,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from gspdml.data.cache import cache_key
 from gspdml.errors import ConfigError, DataError
 from gspdml.workflows.reproduce.frozen_run import FrozenSettings
 from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
-from gspdml.workflows.reproduce.registry import Row, Table, select_rows
-from gspdml.workflows.reproduce.report import (
-    DEFAULT_OUTPUT,
-    EvaluationPlan,
-    check_unstored,
-    content_of,
-    evaluation_payload,
-    evaluations_markdown,
-    number_problem,
-    row_entry,
-    scaled_ours,
-    store_result,
-    stored_result,
-    table_entries,
-)
+from gspdml.workflows.reproduce.registry import Row, Table
+from gspdml.workflows.reproduce.report import content_of, number_problem, stored_result
 from gspdml.workflows.reproduce.settings import parse_settings
+from gspdml.workflows.reproduce.spec_run import ReleasedRunner
 
 if TYPE_CHECKING:
     import torch
@@ -66,7 +53,6 @@ if TYPE_CHECKING:
     from gspdml.data.imagenet import ImageNet, ImageSet
     from gspdml.models.embedder import Embedder
 
-DATA_ROOT = "data"
 #: a row's dataset -> its folder under ``--data-root``
 FOLDERS = {"imagenet": "imagenet"}
 #: the metrics of the protocol (module doc) -> what they classify with
@@ -170,10 +156,6 @@ class ProbeEvaluation:
         return next(filter(None, problems), None)
 
 
-#: a row of the table with its evaluation
-ProbeRowPlan = EvaluationPlan[ProbeEvaluation]
-
-
 def _metrics(table: Table, row: Row) -> tuple[str, ...]:
     """The metrics of the columns the paper printed for ``row``."""
     metrics = {c.title: c.metric for c in table.columns}
@@ -181,39 +163,6 @@ def _metrics(table: Table, row: Row) -> tuple[str, ...]:
     if unknown:
         raise ValueError(f"table {table.key}: metrics {unknown} are not of {sorted(METRICS)}")
     return tuple(sorted({metrics[title] for title in row.paper}))
-
-
-def plan_probe(
-    table: Table,
-    *,
-    rows: Sequence[str] = (),
-    data_root: Optional[str] = None,
-    overrides: Sequence[str] = (),
-    output_dir: Optional[str] = None,
-) -> list[ProbeRowPlan]:
-    """The selected rows of a ``probe`` table with their evaluations."""
-    settings = ProbeRunSettings.parse(overrides)
-    data = Path(data_root or DATA_ROOT).expanduser().resolve()
-    output = Path(output_dir or DEFAULT_OUTPUT) / "probe"
-    plans = []
-    for row in select_rows(table, rows):
-        spec = row.frozen
-        if spec is None:
-            plans.append(ProbeRowPlan(row))
-            continue
-        draft = ProbeEvaluation(
-            row.dataset,
-            spec,
-            settings.checkpoint_of(spec),
-            data / FOLDERS[row.dataset],
-            _metrics(table, row),
-            settings,
-            Path(),
-        )
-        stem = Path(spec.checkpoint).name.split(".")[0]
-        name = f"{stem}-{spec.pooling}-{cache_key(draft.settings())}.json"
-        plans.append(ProbeRowPlan(row, (replace(draft, output=output / row.dataset / name),)))
-    return plans
 
 
 def pooled_features(
@@ -298,80 +247,51 @@ def _read(folder: Path, fraction: float) -> ImageNet:
     return imagenet
 
 
-def reproduce_probe(
-    table: Table,
-    *,
-    rows: Sequence[str] = (),
-    data_root: Optional[str] = None,
-    overrides: Sequence[str] = (),
-    output_dir: Optional[str] = None,
-) -> dict[str, Any]:
-    """Evaluate the selected rows of a ``probe`` table (module doc) and write the table;
-    returns its JSON payload (``rows``: one entry per row of the table, in its order)."""
-    from gspdml.models.simpool_release import released_embedder
+class ProbeRunner(ReleasedRunner[ProbeRunSettings, ProbeEvaluation]):
+    """The ``probe`` protocol (module doc) for :func:`~.spec_run.reproduce_spec`."""
 
-    settings = ProbeRunSettings.parse(overrides)
-    plans = plan_probe(
-        table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
-    )
-    check_unstored(
-        plans,
-        lambda evaluation, row: evaluation.spec.given_file(
-            evaluation.checkpoint, f"row {row.key} of {table.key}"
-        ),
-    )
-    datasets: dict[Path, ImageNet] = {}
-
-    def run(plan: ProbeRowPlan) -> dict[str, Any]:
-        (evaluation,) = plan.evaluations
-        result = evaluation.stored()
-        if result is None:
-            spec = evaluation.spec
-            file = spec.given_file(evaluation.checkpoint, f"row {plan.row.key} of {table.key}")
-            if evaluation.folder not in datasets:
-                datasets[evaluation.folder] = _read(evaluation.folder, settings.fraction)
-            model = released_embedder(
-                file,
-                spec.pooling,
-                backbone=spec.backbone,
-                gamma=spec.gamma,
-                pooled_norm=spec.pooled_norm,
-            )
-            result = _probe(evaluation, model, datasets[evaluation.folder], file)
-            store_result(evaluation.output, evaluation.settings(), result)
-        ours = scaled_ours(table, result, set(plan.row.paper))
-        runs = {plan.row.dataset: str(evaluation.output)}
-        return row_entry(table, plan.row, "evaluated", ours, runs, 1)
-
-    entries = table_entries(table, plans, run)
-    return evaluation_payload(table, entries, overrides, data_root, output_dir)
-
-
-def probe_dry_run_markdown(table: Table, plans: Sequence[ProbeRowPlan]) -> str:
-    """``--dry-run`` of a ``probe`` table: every evaluation of the selected rows, the file it
-    needs (and where it is published) and whether its result is stored already."""
-    body: list[list[Any]] = []
-    for plan in plans:
-        if not plan.evaluations:
-            body.append([plan.row.key, plan.row.status, *[""] * 5])
-        for evaluation in plan.evaluations:
-            spec, file = evaluation.spec, evaluation.checkpoint
-            if file is None:
-                needs = f"needs checkpoints=DIR or checkpoint=PATH ({spec.url})"
-            else:
-                needs = str(file) if file.is_file() else f"{file} (missing; {spec.url})"
-            state = "stored" if evaluation.stored() is not None else "to run"
-            metrics = ", ".join(METRICS[m] for m in evaluation.metrics)
-            body.append(
-                [plan.row.key, spec.describe(), needs, str(evaluation.folder), metrics]
-                + [str(evaluation.output), state]
-            )
-    header = ["Row", "Model", "Checkpoint", "Data", "Classifier", "Result", "State"]
+    settings_type = ProbeRunSettings
+    columns = ("Model", "Checkpoint", "Data", "Classifier")
     how = (
         "Nothing trains but the linear probe: each evaluation embeds the ImageNet-1k validation "
         "images (and, for the k-NN classifier and the probe, the training images) once with the "
-        "released model. Settings key=value: "
-        + ", ".join(f.name for f in fields(ProbeRunSettings))
-        + "."
+        "released model."
     )
-    return evaluations_markdown(table, plans, header, body, how)
+
+    def parse(self, overrides: Sequence[str], protocol: str) -> ProbeRunSettings:
+        return ProbeRunSettings.parse(overrides)
+
+    def draft(
+        self, table: Table, row: Row, spec: FrozenSpec, settings: ProbeRunSettings, data: Path
+    ) -> ProbeEvaluation:
+        return ProbeEvaluation(
+            row.dataset,
+            spec,
+            settings.checkpoint_of(spec),
+            data / FOLDERS[row.dataset],
+            _metrics(table, row),
+            settings,
+            Path(),
+        )
+
+    def compute(
+        self,
+        evaluation: ProbeEvaluation,
+        file: Path,
+        settings: ProbeRunSettings,
+        memo: dict[Any, Any],
+    ) -> dict[str, Any]:
+        """The metrics of ``evaluation``; ``memo``: the ImageNet folders read so far."""
+        if evaluation.folder not in memo:
+            memo[evaluation.folder] = _read(evaluation.folder, settings.fraction)
+        return _probe(evaluation, evaluation.spec.embedder(file), memo[evaluation.folder], file)
+
+    def data_cells(self, evaluation: ProbeEvaluation) -> list[Any]:
+        metrics = ", ".join(METRICS[m] for m in evaluation.metrics)
+        return [str(evaluation.folder), metrics]
+
+    def shown(self, table: Table, row: Row) -> Optional[set[str]]:
+        return set(row.paper)
+
+
+PROBE = ProbeRunner()

@@ -30,31 +30,16 @@ release read, and reused when checked valid
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from gspdml.data.cache import cache_key
-from gspdml.errors import ConfigError
-from gspdml.workflows.reproduce.frozen_run import DATA_ROOT, FrozenSettings
+from gspdml.workflows.reproduce.frozen_run import FrozenSettings
 from gspdml.workflows.reproduce.frozen_spec import FrozenSpec
-from gspdml.workflows.reproduce.registry import Row, Table, select_rows
-from gspdml.workflows.reproduce.report import (
-    DEFAULT_OUTPUT,
-    EvaluationPlan,
-    check_unstored,
-    content_of,
-    evaluation_payload,
-    evaluations_markdown,
-    number_problem,
-    row_entry,
-    scaled_ours,
-    store_result,
-    stored_result,
-    table_entries,
-)
-from gspdml.workflows.reproduce.settings import parse_settings
+from gspdml.workflows.reproduce.registry import Row, Table
+from gspdml.workflows.reproduce.report import content_of, number_problem, stored_result
+from gspdml.workflows.reproduce.spec_run import ReleasedRunner
 
 #: the protocols of :mod:`gspdml.evaluation.revisited` and the result field of each
 MAP_FIELDS = {"easy": "map_easy", "medium": "map_medium", "hard": "map_hard"}
@@ -70,10 +55,6 @@ class RevisitedSettings:
     checkpoint: Optional[str] = None
     device: str = "cpu"
     imsize: int = IMSIZE
-
-    @classmethod
-    def parse(cls, overrides: Sequence[str]) -> RevisitedSettings:
-        return parse_settings(cls, overrides, "revisited")
 
     def checkpoint_of(self, spec: FrozenSpec) -> Optional[Path]:
         """The file of ``spec``'s model (:meth:`FrozenSettings.checkpoint_of`)."""
@@ -119,50 +100,6 @@ class RevisitedEvaluation:
         return next(filter(None, (number_problem(result, key, 1.0) for key in maps)), None)
 
 
-RevisitedRowPlan = EvaluationPlan[RevisitedEvaluation]
-
-
-def plan_revisited(
-    table: Table,
-    *,
-    rows: Sequence[str] = (),
-    data_root: Optional[str] = None,
-    overrides: Sequence[str] = (),
-    output_dir: Optional[str] = None,
-) -> list[RevisitedRowPlan]:
-    """The selected rows of a ``revisited`` table with their evaluations."""
-    settings = RevisitedSettings.parse(overrides)
-    root = Path(data_root or DATA_ROOT).expanduser().resolve()
-    output = Path(output_dir or DEFAULT_OUTPUT) / "revisited"
-    plans = []
-    for row in select_rows(table, rows):
-        spec = row.frozen
-        if spec is None:
-            plans.append(RevisitedRowPlan(row))
-            continue
-        file = settings.checkpoint_of(spec)
-        draft = RevisitedEvaluation(row.dataset, spec, file, root, settings.imsize, Path())
-        stem = Path(spec.checkpoint).name.split(".")[0]
-        name = f"{stem}-{spec.pooling}-{cache_key(draft.settings())}.json"
-        evaluation = replace(draft, output=output / row.dataset / name)
-        plans.append(RevisitedRowPlan(row, (evaluation,)))
-    return plans
-
-
-def _checked(evaluation: RevisitedEvaluation, row: Row, table: Table) -> Path:
-    """The evaluation's checkpoint file, or a ConfigError saying which file to give."""
-    file, spec = evaluation.checkpoint, evaluation.spec
-    if file is None or not file.is_file():
-        given = "" if file is None else f"{file} does not exist; "
-        raise ConfigError(
-            "checkpoint",
-            f"row {row.key} of {table.key} evaluates the released {spec.checkpoint}: {given}"
-            f"download it from {spec.url} and give checkpoints=DIR (the folder holding it) or "
-            "checkpoint=PATH, or leave the row out with --rows",
-        )
-    return file
-
-
 def revisited_maps(
     evaluation: RevisitedEvaluation, checkpoint: Path, device: str
 ) -> dict[str, Any]:
@@ -172,18 +109,9 @@ def revisited_maps(
 
     from gspdml.data.revisited import RevisitedImages, read_revisited
     from gspdml.evaluation.revisited import revisited_map
-    from gspdml.models.simpool_release import released_embedder
 
     release = read_revisited(evaluation.root, evaluation.dataset)
-    spec = evaluation.spec
-    model = released_embedder(
-        checkpoint,
-        spec.pooling,
-        backbone=spec.backbone,
-        gamma=spec.gamma,
-        pooled_norm=spec.pooled_norm,
-        any_size=True,
-    ).to(device)
+    model = evaluation.spec.embedder(checkpoint, any_size=True).to(device)
 
     def embed(images: RevisitedImages) -> torch.Tensor:
         with torch.no_grad():
@@ -201,60 +129,39 @@ def revisited_maps(
     return result
 
 
-def reproduce_revisited(
-    table: Table,
-    *,
-    rows: Sequence[str] = (),
-    data_root: Optional[str] = None,
-    overrides: Sequence[str] = (),
-    output_dir: Optional[str] = None,
-) -> dict[str, Any]:
-    """Evaluate the selected rows of a ``revisited`` table (module doc) and write the table;
-    returns its JSON payload (``rows``: one entry per row of the table, in its order)."""
-    settings = RevisitedSettings.parse(overrides)
-    plans = plan_revisited(
-        table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
-    )
-    check_unstored(plans, lambda evaluation, row: _checked(evaluation, row, table))
+class RevisitedRunner(ReleasedRunner[RevisitedSettings, RevisitedEvaluation]):
+    """The ``revisited`` protocol (module doc) for :func:`~.spec_run.reproduce_spec`."""
 
-    def run(plan: RevisitedRowPlan) -> dict[str, Any]:
-        (evaluation,) = plan.evaluations
-        result = evaluation.stored()
-        if result is None:
-            file = _checked(evaluation, plan.row, table)
-            result = revisited_maps(evaluation, file, settings.device)
-            store_result(evaluation.output, evaluation.settings(), result)
-        ours = scaled_ours(table, result)
-        runs = {plan.row.dataset: str(evaluation.output)}
-        counts = result["counts"]  # a smaller tree than the release: no verdict
-        return row_entry(table, plan.row, "evaluated", ours, runs, 1, benchmark=counts)
-
-    entries = table_entries(table, plans, run)
-    return evaluation_payload(table, entries, overrides, data_root, output_dir)
-
-
-def revisited_dry_run_markdown(table: Table, plans: Sequence[RevisitedRowPlan]) -> str:
-    """``--dry-run`` of a ``revisited`` table: every evaluation of the selected rows, the file
-    it needs and whether its result is stored already."""
-    body: list[list[Any]] = []
-    for plan in plans:
-        if not plan.evaluations:
-            body.append([plan.row.key, plan.row.status, *[""] * 4])
-        for evaluation in plan.evaluations:
-            spec, file = evaluation.spec, evaluation.checkpoint
-            if file is None:
-                needs = f"needs checkpoints=DIR or checkpoint=PATH ({spec.url})"
-            else:
-                needs = str(file) if file.is_file() else f"{file} (missing; {spec.url})"
-            state = "stored" if evaluation.stored() is not None else "to run"
-            data = str(evaluation.root / evaluation.dataset)
-            body.append([plan.row.key, spec.describe(), needs, data, str(evaluation.output), state])
-    header = ["Row", "Model", "Checkpoint", "Data", "Result", "State"]
+    settings_type = RevisitedSettings
+    columns = ("Model", "Checkpoint", "Data")
     how = (
         "Nothing trains: each evaluation embeds the queries (cropped to their boxes) and the "
         "database once with the released model, at one scale, and ranks the database for each "
-        "query; Easy, Medium and Hard mAP. Settings key=value: "
-        + ", ".join(f.name for f in fields(RevisitedSettings))
-        + "."
+        "query; Easy, Medium and Hard mAP."
     )
-    return evaluations_markdown(table, plans, header, body, how)
+
+    def draft(
+        self, table: Table, row: Row, spec: FrozenSpec, settings: RevisitedSettings, data: Path
+    ) -> RevisitedEvaluation:
+        file = settings.checkpoint_of(spec)
+        return RevisitedEvaluation(row.dataset, spec, file, data, settings.imsize, Path())
+
+    def compute(
+        self,
+        evaluation: RevisitedEvaluation,
+        file: Path,
+        settings: RevisitedSettings,
+        memo: dict[Any, Any],
+    ) -> dict[str, Any]:
+        return revisited_maps(evaluation, file, settings.device)
+
+    def data_cells(self, evaluation: RevisitedEvaluation) -> list[Any]:
+        return [str(evaluation.root / evaluation.dataset)]
+
+    def benchmark(self, result: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+        """The counts of the release read: a smaller tree than the release gets no verdict."""
+        counts: Mapping[str, Any] = result["counts"]
+        return counts
+
+
+REVISITED = RevisitedRunner()

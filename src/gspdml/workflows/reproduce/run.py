@@ -10,8 +10,9 @@ aggregate and trains a preset that tables share once. A row that fine-tunes anot
 written by :mod:`gspdml.workflows.reproduce.report`: per row and column the paper's number, ours
 (mean over the protocol's realisations), ours - paper, our sigma and the row's verdict
 (:mod:`gspdml.workflows.reproduce.verdict`). A spec table
-(:data:`~gspdml.workflows.reproduce.registry.SPEC_PROTOCOLS`) is run by its protocol's own runner,
-:data:`SPEC_RUNNERS`, one run per row and no seeds.
+(:data:`~gspdml.workflows.reproduce.registry.SPEC_PROTOCOLS`) is run by its protocol's own runner
+(:data:`SPEC_RUNNERS`, :func:`~gspdml.workflows.reproduce.spec_run.reproduce_spec`; ``cir``,
+``resources``), one run per row and no seeds.
 """
 
 from __future__ import annotations
@@ -34,27 +35,11 @@ from gspdml.output_files import atomic_write_text
 from gspdml.training.pretrain import Recipe, recipe_names, recipe_on_root
 from gspdml.workflows.protocol import FOLDS_USED, SEED_MODELS, run_protocol
 from gspdml.workflows.reproduce.cir_run import cir_dry_run_markdown, plan_cir, reproduce_cir
-from gspdml.workflows.reproduce.classify_run import (
-    classify_dry_run_markdown,
-    plan_classify,
-    reproduce_classify,
-)
-from gspdml.workflows.reproduce.frozen_run import (
-    frozen_dry_run_markdown,
-    plan_frozen,
-    reproduce_frozen,
-)
+from gspdml.workflows.reproduce.classify_run import CLASSIFY
+from gspdml.workflows.reproduce.frozen_run import FROZEN
 from gspdml.workflows.reproduce.frozen_tasks_run import PROTOCOLS as TASK_PROTOCOLS
-from gspdml.workflows.reproduce.frozen_tasks_run import (
-    plan_tasks,
-    reproduce_tasks,
-    tasks_dry_run_markdown,
-)
-from gspdml.workflows.reproduce.probe_run import (
-    plan_probe,
-    probe_dry_run_markdown,
-    reproduce_probe,
-)
+from gspdml.workflows.reproduce.frozen_tasks_run import TASKS
+from gspdml.workflows.reproduce.probe_run import PROBE
 from gspdml.workflows.reproduce.registry import (
     SECONDS_PER_IMAGE,
     SPEC_PROTOCOLS,
@@ -76,12 +61,14 @@ from gspdml.workflows.reproduce.resources_run import (
     reproduce_resources,
     resources_dry_run_markdown,
 )
-from gspdml.workflows.reproduce.revisited_run import (
-    plan_revisited,
-    reproduce_revisited,
-    revisited_dry_run_markdown,
-)
+from gspdml.workflows.reproduce.revisited_run import REVISITED
 from gspdml.workflows.reproduce.seed_tables import coverage_markdown
+from gspdml.workflows.reproduce.spec_run import (
+    SpecRunner,
+    plan_spec,
+    reproduce_spec,
+    spec_dry_run_markdown,
+)
 from gspdml.workflows.reproduce.tables import TABLES
 from gspdml.workflows.reproduce.verdict import smoke_keys
 from gspdml.workflows.tables import markdown_table, spread_text
@@ -89,12 +76,16 @@ from gspdml.workflows.tables import markdown_table, spread_text
 #: protocols whose summary has one group, which every column of a table reads (the ``split``
 #: protocol: each seed's model on the test split, e.g. GSP Table 4's Cifar Collage "128D MAP@R")
 ONE_GROUP = {"split": "seeds"}
-#: the runner of each protocol of a spec table (``SPEC_PROTOCOLS``)
-SPEC_RUNNERS = {"cir": reproduce_cir, "frozen": reproduce_frozen, "resources": reproduce_resources}
-SPEC_RUNNERS["classify"] = reproduce_classify
-SPEC_RUNNERS["revisited"] = reproduce_revisited
-SPEC_RUNNERS["probe"] = reproduce_probe
-SPEC_RUNNERS.update(dict.fromkeys(TASK_PROTOCOLS, reproduce_tasks))
+#: the runner of each protocol of a spec table (``SPEC_PROTOCOLS``) whose rows are one stored
+#: evaluation or training each (:mod:`gspdml.workflows.reproduce.spec_run`); ``cir`` and
+#: ``resources`` have their own (:func:`reproduce_cir`, :func:`reproduce_resources`)
+SPEC_RUNNERS: dict[str, SpecRunner[Any, Any, Any]] = {
+    "frozen": FROZEN,
+    "probe": PROBE,
+    "revisited": REVISITED,
+    "classify": CLASSIFY,
+    **dict.fromkeys(TASK_PROTOCOLS, TASKS),
+}
 
 
 @dataclass(frozen=True)
@@ -238,13 +229,16 @@ def reproduce(
     runner, :data:`SPEC_RUNNERS`) and write the table; returns its JSON payload
     (``rows``: one entry per row of the table, in its order)."""
     check_table_output(table, output_dir)  # before minutes or hours of work
+    where = {"data_root": data_root, "output_dir": output_dir}
     if table.protocol in SPEC_PROTOCOLS:
         _no_seeds(table, seeds)
-        return SPEC_RUNNERS[table.protocol](
-            table, rows=rows, data_root=data_root, overrides=overrides, output_dir=output_dir
-        )
+        if table.protocol == "cir":
+            return reproduce_cir(table, rows=rows, overrides=overrides, **where)
+        if table.protocol == "resources":
+            return reproduce_resources(table, rows=rows, overrides=overrides, **where)
+        runner = SPEC_RUNNERS[table.protocol]
+        return reproduce_spec(runner, table, rows=rows, overrides=overrides, **where)
     seeds = tuple(int(s) for s in seeds) if seeds else table.seeds
-    where = {"data_root": data_root, "output_dir": output_dir}
     plans = plan_table(table, rows=rows, overrides=overrides, seeds=seeds, **where)
 
     def run(plan: RowPlan) -> dict[str, Any]:
@@ -365,23 +359,10 @@ def dry_run(
     elif table.protocol == "cir":
         cir_plans = plan_cir(table, rows=rows, overrides=overrides, need_memory=False, **where)
         planned = cir_dry_run_markdown(table, cir_plans)
-    elif table.protocol == "classify":
-        planned = classify_dry_run_markdown(
-            table, plan_classify(table, rows=rows, overrides=overrides, **where)
-        )
-    elif table.protocol in TASK_PROTOCOLS:
-        planned = tasks_dry_run_markdown(
-            table, plan_tasks(table, rows=rows, overrides=overrides, **where)
-        )
-    elif table.protocol == "frozen":
-        frozen_plans = plan_frozen(table, rows=rows, overrides=overrides, **where)
-        planned = frozen_dry_run_markdown(table, frozen_plans)
-    elif table.protocol == "revisited":
-        revisited = plan_revisited(table, rows=rows, overrides=overrides, **where)
-        planned = revisited_dry_run_markdown(table, revisited)
-    elif table.protocol == "probe":
-        probe_plans = plan_probe(table, rows=rows, overrides=overrides, **where)
-        planned = probe_dry_run_markdown(table, probe_plans)
+    elif table.protocol in SPEC_RUNNERS:
+        runner = SPEC_RUNNERS[table.protocol]
+        _, spec_plans = plan_spec(runner, table, rows=rows, overrides=overrides, **where)
+        planned = spec_dry_run_markdown(runner, table, spec_plans)
     else:
         plans = plan_table(table, rows=rows, overrides=overrides, seeds=seeds, **where)
         planned = dry_run_markdown(table, plans, seeds or table.seeds)
