@@ -162,11 +162,12 @@ def retrieve(
     values, q_codes, r_codes = encode_labels(query_labels, reference_labels)
     excluded = torch.arange(len(q_codes)) if loo else None
     num_relevant = relevant_counts(q_codes, r_codes, len(values), excluded)
-    n_ref = len(r_codes) - int(loo)
+    n_ref = max(0, len(r_codes) - int(loo))
     r_max = int(num_relevant.max()) if len(num_relevant) else 0
     if k is None:
         k = min(max(r_max if class_size else 0, int(min_k), 1), n_ref)
-    if k == 0:  # the labels alone, for metrics that rank every reference themselves
+    if k == 0 or not len(q_codes):  # the labels alone: no query, or metrics that rank every
+        # reference themselves
         n_q = len(_as_matrix(query, "query", device))
         distances = torch.empty(n_q, 0, dtype=torch.float64)
         indices = torch.empty(n_q, 0, dtype=torch.int64)
