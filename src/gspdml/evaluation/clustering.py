@@ -22,8 +22,9 @@ _BACKENDS = ("sklearn", "faiss")
 def kmeans_assignments(
     embeddings: Embeddings, num_clusters: int, *, backend: str = "sklearn", seed: int = 0
 ) -> np.ndarray:
-    """Cluster index (int64 [N]) of each embedding after k-means with a fixed seed."""
-    x = np.ascontiguousarray(torch.as_tensor(embeddings).detach().cpu().numpy(), dtype=np.float32)
+    """Cluster index (int64 [N]) of each embedding after k-means with a fixed seed (k-means
+    runs in float32: float16 and bfloat16 embeddings, which numpy lacks, are widened exactly)."""
+    x = np.ascontiguousarray(torch.as_tensor(embeddings).detach().cpu().float().numpy())
     if backend == "sklearn":
         from sklearn.cluster import KMeans
 

@@ -52,6 +52,15 @@ exhaustive search:
   that rounding: the translated distance differs from the exact one by at most
   2.03 u (|q - c| + max_j |r_j - c|)^2 (:meth:`_Search.slack`). The float64 distances of step 2
   are always computed from the untranslated inputs.
+- *Scale.* The rounding bounds of steps 1-2 are relative (Higham's), which holds only while no
+  product underflows or overflows the float32 (bfloat16) range: embeddings of norm 1e-25 (a
+  dead model that is not L2-normalised) or 1e20 would be ranked wrongly under a valid-looking
+  certificate. Steps 1-2 therefore work on the (translated) vectors multiplied by the power of
+  two s that brings the largest reference norm into [1/2, 1) when it lies outside
+  [2^-30, 2^30] (:func:`_unit_scale`; unit embeddings are not copied): exact in
+  the normal range, and a coordinate that the scaling makes subnormal moves a distance by less
+  than the bounds' absolute term ``1e-12 (|q| + max_j |r_j|)^2``. Their bounds are read back in
+  the inputs' unit by dividing by s^2, also exact.
 
 The result therefore equals a float64 full sort by (distance, index), truncated at k, for every
 chunk size and memory budget; the tests check this against an unchunked brute force. The work
@@ -90,6 +99,8 @@ _GROUP = 32
 _BLOCK_ROWS, _BLOCK_COLS = 256, 8192
 _BACKENDS = ("torch", "faiss")
 _HASH_COLUMNS = 16
+#: the largest reference norms the fast passes take unscaled (:func:`_unit_scale`)
+_SAFE_RADIUS = (2.0**-30, 2.0**30)
 
 #: embeddings as the search takes them: ``[N, D]`` floats
 Matrix = Union[Tensor, np.ndarray]
@@ -151,11 +162,12 @@ def retrieve(
     values, q_codes, r_codes = encode_labels(query_labels, reference_labels)
     excluded = torch.arange(len(q_codes)) if loo else None
     num_relevant = relevant_counts(q_codes, r_codes, len(values), excluded)
-    n_ref = len(r_codes) - int(loo)
+    n_ref = max(0, len(r_codes) - int(loo))
     r_max = int(num_relevant.max()) if len(num_relevant) else 0
     if k is None:
         k = min(max(r_max if class_size else 0, int(min_k), 1), n_ref)
-    if k == 0:  # the labels alone, for metrics that rank every reference themselves
+    if k == 0 or not len(q_codes):  # the labels alone: no query, or metrics that rank every
+        # reference themselves
         n_q = len(_as_matrix(query, "query", device))
         distances = torch.empty(n_q, 0, dtype=torch.float64)
         indices = torch.empty(n_q, 0, dtype=torch.int64)
@@ -410,7 +422,7 @@ def _certified_knn(
     first: Optional[tuple[Tensor, Tensor]] = None  # faiss's candidates of the first pass
     if backend == "faiss":
         cand_idx, bound = _faiss_candidates(search.q, search.r, loo, k_cand)
-        first = cand_idx, bound - search.slack(rows)
+        first = cand_idx, search.in_input_units(bound - search.slack(rows))
     dist = torch.empty(q.shape[0], k, dtype=torch.float64, device=q.device)
     idx = torch.empty(q.shape[0], k, dtype=torch.int64, device=q.device)
     pending, extra = rows, 4
@@ -505,9 +517,12 @@ class _Search:
         self.exact_q, self.exact_r = q, r
         self.loo, self.budget, self.dtype, self.stats = loo, budget, dtype, stats
         self.dim = q.shape[1]
-        self.q, self.r, self.shift_u = _translated(q, r, loo)
-        self.q_sq = squared_norms(self.q)
-        self.r_sq = self.q_sq if loo else squared_norms(self.r)
+        q_t, r_t, self.shift_u = _translated(q, r, loo)
+        r_sq = squared_norms(r_t)
+        self.scale = _unit_scale(r_sq)
+        self.r, self.r_sq = _times(r_t, self.scale), r_sq * self.scale**2  # both exact
+        self.q = self.r if loo or q_t is r_t else _times(q_t, self.scale)
+        self.q_sq = self.r_sq if self.q is self.r else squared_norms(self.q)
         self.r_max = float(self.r_sq.max().sqrt()) if len(self.r_sq) else 0.0
         r_min_sq = float(self.r_sq.min()) if len(self.r_sq) else 0.0
         u = _unit_roundoff(dtype)
@@ -530,6 +545,11 @@ class _Search:
         without translation): the translated vectors are within u |x - c| of x - c, so a distance
         moves by at most 2 (1 + u) u (|q - c| + |r - c|)^2, inflated to 2.03."""
         return 2.03 * self.shift_u * (self.q_sq[rows].sqrt() + self.r_max) ** 2
+
+    def in_input_units(self, squared: Tensor) -> Tensor:
+        """A squared distance of the scaled vectors in the unit of the inputs (exact: the scale
+        is a power of two)."""
+        return squared / self.scale**2
 
     def exact(self, rows: Tensor, cand: Tensor) -> Tensor:
         """float64 distances of query ``rows`` to the references ``cand`` [n, m], counted."""
@@ -575,9 +595,8 @@ class _Search:
                     pool.add(row, col + c0, val)
             err = self.error(self.q_sq[sub].sqrt(), self.r_max, self.dim)
             out_idx.append(pool.idx)
-            out_bound.append(
-                self.q_sq[sub] + self.r_floor - 2.0 * (pool.tau.double() + err) - self.slack(sub)
-            )
+            bound = self.q_sq[sub] + self.r_floor - 2.0 * (pool.tau.double() + err)
+            out_bound.append(self.in_input_units(bound - self.slack(sub)))
         return torch.cat(out_idx), torch.cat(out_bound)
 
     def rerank(
@@ -602,7 +621,7 @@ class _Search:
             d32, pos = d32.topk(min(keep + 1, c.shape[1]), dim=1, largest=False)
             c = c.gather(1, pos)
             if keep < c.shape[1]:
-                bounds.append(d32[:, keep] - e32)
+                bounds.append(self.in_input_units(d32[:, keep] - e32))
             else:
                 bounds.append(torch.full_like(d32[:, 0], math.inf))
             gaps = d32[:, 1 : k + 1] - d32[:, : min(k, d32.shape[1] - 1)]
@@ -637,6 +656,23 @@ def _translated(q: Tensor, r: Tensor, loo: bool) -> tuple[Tensor, Tensor, float]
         return q, r, 0.0
     u = 2.0**-24 if r.dtype == torch.float32 else 2.0**-53
     return (r_t if loo else _minus(q, c)), r_t, u
+
+
+def _unit_scale(norms_sq: Tensor) -> float:
+    """The power of two 2^-e that brings the largest norm of the references (``norms_sq``: their
+    squared norms), m 2^e with m in [1/2, 1), into [1/2, 1) when it lies outside
+    [2^-30, 2^30] (where the bounds' absolute term covers every underflow and nothing overflows:
+    no copy of the vectors); else 1 (also for zero rows). e is kept within [-480, 480], so that
+    the square of the scale is a float64."""
+    radius = float(norms_sq.max().sqrt()) if len(norms_sq) else 0.0
+    if not 0.0 < radius < math.inf or _SAFE_RADIUS[0] <= radius <= _SAFE_RADIUS[1]:
+        return 1.0
+    return math.ldexp(1.0, -min(480, max(-480, math.frexp(radius)[1])))
+
+
+def _times(x: Tensor, scale: float) -> Tensor:
+    """``x * scale`` (``x`` itself for a scale of 1)."""
+    return x if scale == 1.0 else x * scale
 
 
 def _minus(x: Tensor, c: Tensor, rows: int = 65536) -> Tensor:

@@ -206,6 +206,11 @@ def require_a_query_to_score(results: RetrievalResults) -> None:
     if len(results.lone_queries) and not bool(results.lone_queries.all()):
         return
     queries, references = len(results.query_labels), len(results.reference_labels)
+    if not queries:
+        raise NoQueryToScore(
+            f"no query to score: the split has no query images ({references} references); "
+            "evaluate a split with images"
+        )
     where = (
         "no class has two of the images (leave-one-out)"
         if results.excluded is not None
@@ -328,6 +333,8 @@ def whole_ranking_metrics(
     whole = [name for name in _query_metrics(metrics) if METRICS[name].depth == ALL]
     if not whole:
         return {}
+    if not len(results.query_labels):  # no query: nothing to rank (the metrics say so)
+        return {name: torch.empty(0, dtype=torch.float64) for name in whole}
     q = _as_matrix(query, "query", device)
     return whole_ranking_scores(
         q,

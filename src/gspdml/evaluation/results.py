@@ -408,6 +408,8 @@ def encode_labels(
             f"labels must be all integers or all strings (or None), got {', '.join(sorted(kinds))}",
         )
     parts = [np.asarray(p.tolist()) if p.dtype == object else p for p in parts if len(p)]
+    if kinds == {"int"}:
+        parts = _exact_integers(parts)
     present = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     values, inverse = np.unique(present, return_inverse=True)
     codes, start = [], 0
@@ -417,6 +419,21 @@ def encode_labels(
         start += int(mask.sum())
         codes.append(torch.from_numpy(code))
     return values, codes[0], codes[-1]
+
+
+def _exact_integers(parts: list[np.ndarray]) -> list[np.ndarray]:
+    """Integer label arrays in one dtype that holds every value exactly: int64, else uint64.
+    numpy promotes int64 and uint64 together to float64, which merges the ids above 2^53 (two
+    classes scored as one)."""
+    if all(p.dtype.kind != "u" or int(p.max()) <= np.iinfo(np.int64).max for p in parts):
+        return [p.astype(np.int64) for p in parts]
+    if all(p.dtype.kind == "u" or int(p.min()) >= 0 for p in parts):
+        return [p.astype(np.uint64) for p in parts]
+    raise ConfigError(
+        "labels",
+        "integer labels both below 0 and above 2^63 - 1: no integer type holds them all; give "
+        "the labels as strings",
+    )
 
 
 def _as_label_array(labels: LabelsLike, name: str) -> np.ndarray:

@@ -94,9 +94,11 @@ def _as_spec(value: Any) -> Any:
     return {"name": value["name"], **{k: _as_spec(v) for k, v in value["options"].items()}}
 
 
-def _option_keys(record: Mapping[str, Any]) -> dict[str, Any]:
+def option_keys(record: Mapping[str, Any]) -> dict[str, Any]:
     """``{config key: value}`` of a components record, keyed by
-    :func:`gspdml.dotted_keys.dotted_keys` (an empty mapping is a value, a list one value)."""
+    :func:`gspdml.dotted_keys.dotted_keys` (an empty mapping is a value, a list one value): the
+    one naming of a component option, the key a user writes in a config or an override
+    (``loss.margin``, ``loss.base.margin``), for ``--resume`` and ``gspdml diff`` alike."""
     return dotted_keys({field: _as_spec(value) for field, value in record.items()})
 
 
@@ -105,7 +107,7 @@ def check_same_options(run_dir: Path, config: RunConfig) -> None:
     path = Path(run_dir) / COMPONENTS_FILE
     if not path.is_file():
         return
-    saved, now = _option_keys(read_json_object(path)), _option_keys(resolved_options(config))
+    saved, now = option_keys(read_json_object(path)), option_keys(resolved_options(config))
     changed = {
         key: (saved.get(key, "<absent>"), now.get(key, "<absent>"))
         for key in sorted(set(saved) | set(now))

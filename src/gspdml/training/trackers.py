@@ -3,7 +3,8 @@
 
 - ``mlflow``: the local store ``sqlite:///<output_dir>/mlflow.db`` (MLflow 3's local store),
   experiment ``gspdml``, one MLflow run per gspdml run; artifacts under
-  ``<output_dir>/mlflow-artifacts``.
+  ``<output_dir>/mlflow-artifacts``. A parameter longer than MLflow stores (6000 characters) is
+  cut with a note saying so (:func:`mlflow_params`).
 - ``mlflow_file``: the same in MLflow's file store, ``<output_dir>/mlruns``. MLflow 3 refuses it
   unless ``MLFLOW_ALLOW_FILE_STORE=true``; this tracker sets that variable for the process when
   it is unset.
@@ -27,9 +28,12 @@ from gspdml.errors import ConfigError
 from gspdml.output_files import atomic_write_text, json_text
 from gspdml.settings.schema import plain
 from gspdml.training.metrics_log import scalars
+from gspdml.training.run_dir import CONFIG_FILE
 
 TRACKERS_FILE = "trackers.json"
 PROJECT = "gspdml"
+#: the longest parameter value MLflow stores (``mlflow.utils.validation.MAX_PARAM_VAL_LENGTH``)
+MLFLOW_PARAM_LENGTH = 6000
 
 
 class Tracker(Protocol):
@@ -43,6 +47,19 @@ def config_params(config: RunConfig) -> dict[str, str]:
     :func:`gspdml.dotted_keys.dotted_keys` (an empty mapping is the parameter ``{}``, a list one
     parameter)."""
     return {key: json_text(value) for key, value in dotted_keys(plain(config)).items()}
+
+
+def mlflow_params(config: RunConfig) -> dict[str, str]:
+    """:func:`config_params` as MLflow stores them: a value longer than
+    :data:`MLFLOW_PARAM_LENGTH` characters keeps its start and ends saying that it was cut, how
+    long it is and where the whole value is (the run's ``config.yaml``), never cut unmarked."""
+    out = {}
+    for key, value in config_params(config).items():
+        if len(value) > MLFLOW_PARAM_LENGTH:
+            note = f"... [cut: {len(value)} characters; the whole value is in {CONFIG_FILE}]"
+            value = value[: MLFLOW_PARAM_LENGTH - len(note)] + note
+        out[key] = value
+    return out
 
 
 def _ids(run_dir: Path) -> dict[str, str]:
@@ -91,7 +108,7 @@ class MlflowTracker:
             )
             self.run_id = run.info.run_id
             _keep_id(run_dir, self.name, self.run_id)
-            params = [Param(k, v[:6000]) for k, v in config_params(config).items()]
+            params = [Param(k, v) for k, v in mlflow_params(config).items()]
             for start in range(0, len(params), 100):
                 self.client.log_batch(self.run_id, params=params[start : start + 100])
         else:

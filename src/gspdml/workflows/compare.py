@@ -3,7 +3,8 @@ the first (:mod:`gspdml.cli.runs`).
 
 Each argument is one method: a protocol folder (``protocol.json``, :mod:`gspdml.workflows.protocol`:
 its models), a run folder (``results.json``: one model) or a folder of run folders (a seed
-sweep). Every model is keyed by its (fold, seed), read from its ``config.yaml``
+sweep; a run in it that has not finished, ``config.yaml`` without ``results.json``, is refused,
+never left out of the method's numbers). Every model is keyed by its (fold, seed), read from its ``config.yaml``
 (``data.dataset.val_fold``, ``seed``); its metric is the one its protocol summarises per model
 (the test metrics; the fair protocol's per-model 128-D test metrics, the tuning protocol's
 validation metrics).
@@ -59,8 +60,17 @@ def method_models(path: Path) -> dict[Key, dict[str, float]]:
         return _keyed({path / name: metrics for name, metrics in per_model.items()})
     if (path / RESULTS_FILE).is_file():
         return _keyed({path: _test_metrics(path)})
-    children = path.glob("*") if path.is_dir() else ()
-    runs = sorted(p for p in children if (p / RESULTS_FILE).is_file())
+    children = sorted(path.glob("*")) if path.is_dir() else []
+    unfinished = [
+        p for p in children if (p / CONFIG_FILE).is_file() and not (p / RESULTS_FILE).is_file()
+    ]
+    if unfinished:
+        raise DataError(
+            f"{unfinished[0]}: a run without {RESULTS_FILE} (it has not finished) among the runs "
+            f"of {path}; finish it (gspdml train {unfinished[0] / CONFIG_FILE} --resume) or move "
+            "it out, so that the method's numbers are over all of its runs"
+        )
+    runs = [p for p in children if (p / RESULTS_FILE).is_file()]
     if not runs:
         raise DataError(
             f"{path}: neither a protocol folder ({PROTOCOL_FILE}), a run folder "

@@ -4,7 +4,9 @@
   (:func:`gspdml.training.config_changes.config_differences`: a key one run predates counts at
   its default);
 - ``components``: the components' resolved options, defaults included (``components.json``,
-  :mod:`gspdml.training.component_options`), as stored (``loss.options.margin``);
+  :mod:`gspdml.training.component_options`), each named by the key a user writes in a config or
+  an override (``loss.margin``, ``loss.base.margin``), as ``--resume`` names it
+  (:func:`gspdml.training.component_options.option_keys`);
 - ``environment``: thread counts, CPU, device, precision and plugin modules
   (``environment.json``, :mod:`gspdml.training.run_record`; a list, such as the plugins, is one
   value);
@@ -24,15 +26,15 @@ from typing import Any
 from gspdml.config import parse_yaml
 from gspdml.dotted_keys import dotted_keys
 from gspdml.errors import DataError, read_json_object
-from gspdml.training.component_options import COMPONENTS_FILE
+from gspdml.training.component_options import COMPONENTS_FILE, option_keys
 from gspdml.training.config_changes import config_differences
 from gspdml.training.data_fingerprint import differences
 from gspdml.training.run_dir import CONFIG_FILE, DATA_FILE, RESULTS_FILE
 from gspdml.training.run_record import ENVIRONMENT_FILE
 
 
-def _changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    fa, fb = dotted_keys(a), dotted_keys(b)
+def _changed(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{key: (a, b)}`` of the dotted keys whose values differ (a missing key: ``<absent>``)."""
     absent = "<absent>"
     return {
         k: (fa.get(k, absent), fb.get(k, absent))
@@ -81,8 +83,10 @@ def diff_runs(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
                 or isinstance(test_b.get(k), (int, float))
                 if test_a.get(k) != test_b.get(k)
             }
+        elif section == "components":
+            out[section] = _changed(option_keys(left), option_keys(right))
         else:
-            out[section] = _changed(left, right)
+            out[section] = _changed(dotted_keys(left), dotted_keys(right))
     return out
 
 
