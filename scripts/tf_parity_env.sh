@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Create (or reuse) the TensorFlow environment of the GSP parity test at DIR:
+#
+#   bash scripts/tf_parity_env.sh DIR [PYTHON]
+#   GSPDML_TF_PYTHON=DIR/bin/python pytest tests/parity/test_gsp_tf_step.py
+#
+# PYTHON (default python3.11; TensorFlow 2.15 supports Python 3.9 to 3.11) makes the venv; the
+# pins are tests/parity/tf-requirements.txt. Idempotent: an environment that already imports
+# those versions is left as it is (a stamp file records the requirements it was built from).
+set -euo pipefail
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+    echo "usage: bash scripts/tf_parity_env.sh DIR [PYTHON]" >&2
+    exit 2
+fi
+dir=$1
+python=${2:-python3.11}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+requirements="$here/tests/parity/tf-requirements.txt"
+stamp="$dir/.gspdml-tf-requirements"
+if [ -x "$dir/bin/python" ] && [ -f "$stamp" ] && cmp -s "$requirements" "$stamp" \
+    && "$dir/bin/python" -c "import tensorflow" 2>/dev/null; then
+    echo "tf_parity_env: $dir is up to date"
+    exit 0
+fi
+if ! command -v "$python" >/dev/null; then
+    echo "tf_parity_env: $python not found; TensorFlow 2.15 needs Python 3.9 to 3.11 (pass one as PYTHON)" >&2
+    exit 1
+fi
+"$python" -m venv "$dir"
+"$dir/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
+"$dir/bin/python" -c "import tensorflow as tf; print('tf_parity_env: TensorFlow', tf.__version__, 'in', '$dir')"
+cp "$requirements" "$stamp"
