@@ -5,8 +5,8 @@
 #   GSPDML_TF_PYTHON=DIR/bin/python pytest tests/parity/test_gsp_tf_step.py
 #
 # PYTHON (default python3.11; TensorFlow 2.15 supports Python 3.9 to 3.11) makes the venv; the
-# pins are tests/parity/tf-requirements.txt. Idempotent: an environment that already imports
-# those versions is left as it is (a stamp file records the requirements it was built from).
+# pins are tests/parity/tf-requirements.txt. Idempotent: an environment built from the same
+# requirements (a stamp file records them) that has TensorFlow installed is left as it is.
 set -euo pipefail
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
     echo "usage: bash scripts/tf_parity_env.sh DIR [PYTHON]" >&2
@@ -18,7 +18,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 requirements="$here/tests/parity/tf-requirements.txt"
 stamp="$dir/.gspdml-tf-requirements"
 if [ -x "$dir/bin/python" ] && [ -f "$stamp" ] && cmp -s "$requirements" "$stamp" \
-    && "$dir/bin/python" -c "import tensorflow" 2>/dev/null; then
+    && "$dir/bin/python" -c "import importlib.metadata as m; m.version('tensorflow-cpu')" 2>/dev/null; then
     echo "tf_parity_env: $dir is up to date"
     exit 0
 fi
