@@ -158,6 +158,11 @@ def interleave(n: int) -> torch.Tensor:
 def authors_run(folder: Path, cases: dict[str, dict[str, np.ndarray]]) -> dict[str, Any]:
     """The TF side (``gsp_tf_driver.py``, one interpreter for all) on each case's arrays; its
     outputs by case."""
+    if not Path(str(TF_PYTHON)).is_file():
+        pytest.fail(
+            f"GSPDML_TF_PYTHON={TF_PYTHON} is not a file; point it at the python of an environment "
+            "made by bash scripts/tf_parity_env.sh DIR (DIR/bin/python), or unset it to skip"
+        )
     paths = {name: (folder / f"{name}.in.npz", folder / f"{name}.out.npz") for name in cases}
     for name, (source, _) in paths.items():
         np.savez(source, **cases[name])
