@@ -93,16 +93,18 @@ def _registry(kind: str):
     return factory, register
 
 
+def package(name: str, folder: Path | None, **attributes) -> types.ModuleType:
+    """Register the package ``name`` (its modules read from ``folder``) with ``attributes``, in
+    place of its ``__init__.py``."""
+    module = types.ModuleType(name)
+    module.__path__ = [str(folder)] if folder else []
+    module.__dict__.update(attributes)
+    sys.modules[name] = module
+    return module
+
+
 def install_packages() -> None:
     """Register ``framework`` and its sub-packages over the vendored folders (module docstring)."""
-
-    def package(name: str, folder: Path | None, **attributes) -> types.ModuleType:
-        module = types.ModuleType(name)
-        module.__path__ = [str(folder)] if folder else []
-        module.__dict__.update(attributes)
-        sys.modules[name] = module
-        return module
-
     package("framework", FRAMEWORK)
     cfg = CfgNode(model=CfgNode(embedding_head=CfgNode()), loss=CfgNode())
     config = package("framework.configs.config", None, CfgNode=CfgNode)
