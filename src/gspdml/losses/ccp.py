@@ -62,9 +62,10 @@ class CCP(LossWrapper):
             proxies at the moment it ends (thesis Alg. 1, ``theta* <- theta, rho* <- rho``).
             Training always continues from the current weights.
         init: initial proxies; ``random`` (thesis: embeddings of ``K`` random samples per
-            class) or ``kcenter`` (the authors' code: greedy k-center over a pool of ``b``, starting at
-            the first pool point; the code's all-zero initial centres make the same choice
-            when the embeddings are unit-norm).
+            class) or ``kcenter``: greedy k-center over a pool of ``b``, starting at the first
+            pool point (thesis Algorithm 2 without old centres). The authors' code starts from
+            all-zero centres, which are nearer to every pool point than the points it picks, so
+            it takes the ``K`` pool points of largest norm (``tests/parity/test_ccp_tf_step.py``).
         proxy_as_anchor, proxy_weight, batch_weight: see above.
         normalization: ``clip`` (default): embeddings and proxies enter the loss as
             ``v / max(1, ||v||)`` (Gürbüz thesis §3.2.4; the authors' ``lipschitz_cont: true`` in every CCP

@@ -106,7 +106,11 @@ def test_kcenter_warm_up_then_transport():
     memory = torch.cat([gap[0], gap[1], gap[2][:2]])
     memory = memory / memory.norm(dim=1, keepdim=True).clamp_min(1.0)
     torch.testing.assert_close(layer.memory, memory)
-    torch.testing.assert_close(layer.prototypes.data, memory[greedy_k_center(memory, 4)])
+    # the first m = 4 samples are the initial centres, the prototypes come from the other 6 (the
+    # authors' initialize_support_kernel; tests/parity/test_gsp_tf_step.py runs it)
+    rest = memory[4:]
+    chosen = greedy_k_center(rest, 4, initial_centers=memory[:4])
+    torch.testing.assert_close(layer.prototypes.data, rest[chosen])
     out = layer(batches[2])
     assert not torch.allclose(out.vector, gap[2])
     torch.testing.assert_close(out.attributes.sum(1), torch.ones(4))

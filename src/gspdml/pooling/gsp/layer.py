@@ -23,7 +23,8 @@ transport weights always come from ``f``; without ``source`` the variants act on
 ``init="kcenter"`` (the authors' TF framework, github.com/yetigurbuz/generalized-sum-pooling):
 in training the layer pools as GAP for the first ``memory_size`` samples, storing their
 clip-normalised GAP vectors; once the memory is full, greedy k-center picks the ``m``
-prototypes. The trainer finishes this before the first evaluation
+prototypes among them, the first ``m`` serving as its initial centres (as the TF layer's
+``initialize_support_kernel``; :meth:`GSP.initialize_prototypes`). The trainer finishes this before the first evaluation
 (:meth:`GSP.finish_initialisation`). Memory, fill count and switch are buffers, kept by
 checkpoints. ``init="random"``: Glorot-uniform prototypes, transport from the first step.
 """
@@ -271,11 +272,18 @@ class GSP(Pooling, LazyInitialised):
     @torch.no_grad()
     def initialize_prototypes(self, points: torch.Tensor) -> None:
         """Set the prototypes to ``m`` points chosen by greedy k-center and switch to transport
-        pooling (in place, so an optimiser built earlier keeps training them)."""
-        if points.shape[0] < self.num_prototypes:
-            raise ConfigError(
-                "memory_size", f"k-center needs {self.num_prototypes} points, got {points.shape[0]}"
-            )
-        chosen = greedy_k_center(points, self.num_prototypes).to(points.device)
-        self.prototypes.copy_(points[chosen].to(self.prototypes))
+        pooling (in place, so an optimiser built earlier keeps training them).
+
+        As the authors' TF layer (``initialize_support_kernel``): the first ``m`` points are the
+        traversal's initial centres, and the prototypes are picked among the others. With fewer
+        than ``2m`` points (a memory finished early, :meth:`finish_initialisation`) the traversal
+        starts at the first point and picks among all of them."""
+        m = self.num_prototypes
+        if points.shape[0] < m:
+            raise ConfigError("memory_size", f"k-center needs {m} points, got {points.shape[0]}")
+        centres, candidates = (
+            (points[:m], points[m:]) if points.shape[0] >= 2 * m else (None, points)
+        )
+        chosen = greedy_k_center(candidates, m, initial_centers=centres).to(points.device)
+        self.prototypes.copy_(candidates[chosen].to(self.prototypes))
         self.initialized.fill_(True)
