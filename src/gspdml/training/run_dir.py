@@ -39,12 +39,13 @@ from gspdml.file_digest import file_sha256
 from gspdml.models import Embedder, build_embedder
 from gspdml.models.backbones import BACKBONES
 from gspdml.output_files import json_text
-from gspdml.plugins import require_recorded
+from gspdml.plugins import SCRIPT, require_recorded
 from gspdml.pooling.base import LazyInitialised
 from gspdml.registry import parse_spec
 from gspdml.settings.schema import plain
 from gspdml.settings.sections import ModelConfig
 from gspdml.training.checkpoint import CheckpointError, load_state, save_state
+from gspdml.training.received_modules import refuse_module_inside
 from gspdml.training.reload import factory_model
 from gspdml.training.run_plugins import require_script_components
 from gspdml.training.run_record import ENVIRONMENT_FILE, read_environment
@@ -94,11 +95,13 @@ def read_weights(
 
 
 def load_embedder(
-    path: Path, device: str | torch.device = "cpu"
+    path: Path, device: str | torch.device = "cpu", folder: Path | None = None
 ) -> tuple[Embedder, dict[str, Any]]:
     """The embedder a weights file describes, loaded (on ``device``, eval mode), and the file's
     metadata. It is built without the backbone's initial weights: loading never trains a recipe,
-    downloads, reads a weight file the metadata names, or writes."""
+    downloads, reads a weight file the metadata names, or writes; a ``model.factory`` it names
+    is never imported from inside ``folder`` (the received folder: a run or a bundle; default
+    the file's own, :mod:`gspdml.training.received_modules`)."""
     state, meta = read_weights(path, device)
     try:
         section = ModelConfig.from_mapping(meta["model"], "model")
@@ -106,6 +109,8 @@ def load_embedder(
         raise CheckpointError(f"{path}: its recorded model section is not valid ({err})") from None
     model: Embedder
     if section.factory:  # a user's model returns an EmbedderOutput, as an Embedder does
+        module = str(section.factory).partition(":")[0]
+        refuse_module_inside(module, folder or Path(path).parent, str(path), "model.factory")
         model = cast(Embedder, factory_model(section.factory))
     else:
         model = build_embedder(without_initial_weights(section).to_dict(), int(meta["in_channels"]))
@@ -143,7 +148,7 @@ def load_run(
     if weights == "final":  # the weights results.json describes
         check_results_match(run_dir)
     config = read_run_config(config_path)
-    model, _ = load_embedder(path, device)
+    model, _ = load_embedder(path, device, folder=run_dir)
     uninitialised = [
         name
         for name, module in model.named_modules()
@@ -161,13 +166,18 @@ def load_run(
 
 
 def require_run_plugins(run_dir: Path) -> None:
-    """Import the plugin modules the run recorded (``environment.json``), or name the missing
-    one and what provided it; a module that changed since is noted on stderr. Components of a
+    """Import the plugin modules the run recorded (``environment.json``), never from inside the
+    run folder, or name the missing one and what provided it; a module that changed since is
+    noted on stderr. Components of a
     script (module ``__main__``) must be registered already (:mod:`gspdml.training.run_plugins`)."""
     record = read_environment(run_dir)
     if record is None:
         return
     where = str(Path(run_dir) / ENVIRONMENT_FILE)
+    for plugin in record.get("plugins", []):
+        module = plugin.get("module") if isinstance(plugin, dict) else None
+        if isinstance(module, str) and module != SCRIPT:
+            refuse_module_inside(module, run_dir, where, "plugins")
     for note in require_recorded(record.get("plugins", []), where):
         print(f"note: {run_dir}: {note}", file=sys.stderr)
     require_script_components(record.get("plugins", []), where)
