@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any, Union
 
 import yaml
 
-from gspdml.errors import ConfigError, did_you_mean
+from gspdml.errors import ConfigError, did_you_mean, printable
 from gspdml.registry import parse_spec
 
 #: fields whose value is a registry spec (free-form options below them)
@@ -166,9 +167,20 @@ def _read_with_bases(source: Source, seen: tuple[Path, ...]) -> dict[str, Any]:
                 "", f"{path}: expected a mapping at the top level, got {type(data).__name__}"
             )
         here, seen = path.parent, (*seen, path)
-    bases = data.pop("base", None) or []
-    if isinstance(bases, (str, Path)):
+    bases = data.pop("base", None)
+    if bases is None:  # no includes (an empty `base:` too)
+        bases = []
+    if isinstance(bases, (str, os.PathLike)):
         bases = [bases]
+    if not isinstance(bases, list) or not all(
+        isinstance(base, os.PathLike) or (isinstance(base, str) and base) for base in bases
+    ):
+        where = f"{seen[-1]}: " if seen and not isinstance(source, Mapping) else ""
+        raise ConfigError(
+            "base",
+            f"{where}expected a config file or preset name, or a list of them; got "
+            f"{printable(repr(bases))[:120]} (write base: other.yaml, or base: [a.yaml, b.yaml])",
+        )
     canonicalise_specs(data, partial=True)
     merged: dict[str, Any] = {}
     for base in bases:

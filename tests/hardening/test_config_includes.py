@@ -1,0 +1,33 @@
+"""A config's ``base`` includes, as a received or mistyped config gives them: a value that is not
+a file name (a number, a null, a mapping) is refused naming the file and the field. Before,
+``base: 5`` and ``base: [null]`` failed with a bare ``TypeError``, ``base: {a: 1}`` looked
+for a preset named after the mapping's key, and ``base: false`` or ``base: 0`` was ignored."""
+
+import pytest
+
+from gspdml.config import load_config
+from gspdml.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    "value", ["5", "[null]", "{a: 1}", "[other.yaml, 3]", "['']", "true", "false", "0"]
+)
+def test_a_base_that_is_not_file_names_is_refused_naming_the_file(tmp_path, value):
+    (tmp_path / "other.yaml").write_text("seed: 3\n")
+    config = tmp_path / "run.yaml"
+    config.write_text(f"base: {value}\nseed: 1\n")
+    with pytest.raises(ConfigError, match=r"^base: .*run\.yaml: expected a config file or preset"):
+        load_config(config)
+
+
+def test_a_base_in_a_mapping_is_checked_the_same_way():
+    with pytest.raises(ConfigError, match=r"^base: expected a config file or preset name.*got 5"):
+        load_config({"base": 5})
+
+
+def test_a_list_of_bases_is_merged_in_order(tmp_path):
+    (tmp_path / "a.yaml").write_text("seed: 3\nname: from-a\n")
+    (tmp_path / "b.yaml").write_text("seed: 4\n")
+    (tmp_path / "run.yaml").write_text("base: [a.yaml, b.yaml]\n")
+    config = load_config(tmp_path / "run.yaml")
+    assert (config.seed, config.name) == (4, "from-a")
