@@ -140,6 +140,33 @@ def _parsed(text: str) -> Any:
         raise yaml.YAMLError("nested too deeply to read (thousands of levels)") from None
 
 
+#: the largest config file read (a preset is a few kB; :data:`MAX_EXPANDED_NODES` nodes fit)
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _config_text(path: Path) -> str:
+    """The text of the config file ``path``, or a :class:`ConfigError` naming it: unreadable,
+    larger than :data:`MAX_CONFIG_BYTES`, or not UTF-8."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError("", f"{path}: cannot read the config ({exc.strerror or exc})") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            "",
+            f"{path}: more than {MAX_CONFIG_BYTES} bytes, not a run config (a preset is a few kB)",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            "",
+            f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} at position {exc.start}); "
+            "save it as UTF-8",
+        ) from None
+
+
 def read_config(
     source: Source, defaults: Mapping[str, Any], overrides: Iterable[str] = ()
 ) -> dict[str, Any]:
@@ -159,7 +186,7 @@ def _read_with_bases(source: Source, seen: tuple[Path, ...]) -> dict[str, Any]:
         if path in seen:
             raise ConfigError("base", f"include cycle: {' -> '.join(map(str, (*seen, path)))}")
         try:
-            data = parse_yaml(path.read_text()) or {}
+            data = parse_yaml(_config_text(path)) or {}
         except yaml.YAMLError as exc:
             raise ConfigError("", f"{path}: not valid YAML ({exc})") from None
         if not isinstance(data, dict):
