@@ -1,7 +1,8 @@
 """A config file that is not a config: bytes that are not UTF-8, or megabytes of text, are
 refused naming the file before the YAML parser sees them. Before, a Latin-1 file failed with a
 bare ``UnicodeDecodeError`` (a traceback from ``gspdml train``) and a file of any size was read
-and parsed whole (a 1 MiB file of comments loaded as an empty config: every default)."""
+and parsed whole (a 1 MiB file of comments loaded as an empty config: every default); a document
+that is an empty list, ``0``, ``false`` or ``''`` was silently taken for an empty config."""
 
 import pytest
 
@@ -39,3 +40,17 @@ def test_a_utf8_config_with_other_scripts_loads(tmp_path):
     path.write_text("name: café-кошка-猫\nseed: 2\n", encoding="utf-8")
     config = load_config(path)
     assert (config.name, config.seed) == ("café-кошка-猫", 2)
+
+
+@pytest.mark.parametrize("document", ["[]", "0", "false", "''"])
+def test_a_document_that_is_no_mapping_is_refused_even_when_empty(tmp_path, document):
+    path = tmp_path / "run.yaml"
+    path.write_text(document + "\n")
+    with pytest.raises(ConfigError, match=r"run\.yaml: expected a mapping at the top level"):
+        load_config(path)
+
+
+def test_an_empty_config_file_is_the_defaults(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("# nothing set\n")
+    assert load_config(path) == load_config({})

@@ -186,9 +186,11 @@ def _read_with_bases(source: Source, seen: tuple[Path, ...]) -> dict[str, Any]:
         if path in seen:
             raise ConfigError("base", f"include cycle: {' -> '.join(map(str, (*seen, path)))}")
         try:
-            data = parse_yaml(_config_text(path)) or {}
+            data = parse_yaml(_config_text(path))
         except yaml.YAMLError as exc:
             raise ConfigError("", f"{path}: not valid YAML ({exc})") from None
+        if data is None:  # an empty file (or comments only): the defaults
+            data = {}
         if not isinstance(data, dict):
             raise ConfigError(
                 "", f"{path}: expected a mapping at the top level, got {type(data).__name__}"
