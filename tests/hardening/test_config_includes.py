@@ -1,11 +1,14 @@
 """A config's ``base`` includes, as a received or mistyped config gives them: a value that is not
 a file name (a number, a null, a mapping) is refused naming the file and the field. Before,
 ``base: 5`` and ``base: [null]`` failed with a bare ``TypeError``, ``base: {a: 1}`` looked
-for a preset named after the mapping's key, and ``base: false`` or ``base: 0`` was ignored."""
+for a preset named after the mapping's key, and ``base: false`` or ``base: 0`` was ignored. A
+chain of includes a thousand deep blamed a file in the middle of it ("not valid YAML (nested too
+deeply)"); now a chain longer than MAX_INCLUDE_DEPTH is refused naming its first file."""
 
 import pytest
 
 from gspdml.config import load_config
+from gspdml.config.loading import MAX_INCLUDE_DEPTH
 from gspdml.errors import ConfigError
 
 
@@ -31,3 +34,22 @@ def test_a_list_of_bases_is_merged_in_order(tmp_path):
     (tmp_path / "run.yaml").write_text("base: [a.yaml, b.yaml]\n")
     config = load_config(tmp_path / "run.yaml")
     assert (config.seed, config.name) == (4, "from-a")
+
+
+def _chain(folder, length):
+    """``c0.yaml`` includes ``c1.yaml`` ... includes ``c{length-1}.yaml`` (which sets the seed)."""
+    for i in range(length):
+        text = f"base: c{i + 1}.yaml\n" if i < length - 1 else "seed: 5\n"
+        (folder / f"c{i}.yaml").write_text(text)
+    return folder / "c0.yaml"
+
+
+def test_an_include_chain_too_long_names_its_first_file_not_a_yaml_error(tmp_path):
+    with pytest.raises(
+        ConfigError, match=rf"^base: .*c0\.yaml includes files {MAX_INCLUDE_DEPTH} deep"
+    ):
+        load_config(_chain(tmp_path, 1200))
+
+
+def test_an_include_chain_as_long_as_allowed_loads(tmp_path):
+    assert load_config(_chain(tmp_path, MAX_INCLUDE_DEPTH)).seed == 5

@@ -140,6 +140,8 @@ def _parsed(text: str) -> Any:
         raise yaml.YAMLError("nested too deeply to read (thousands of levels)") from None
 
 
+#: the longest chain of ``base`` includes read
+MAX_INCLUDE_DEPTH = 32
 #: the largest config file read (a preset is a few kB; :data:`MAX_EXPANDED_NODES` nodes fit)
 MAX_CONFIG_BYTES = 1 << 20
 
@@ -185,6 +187,13 @@ def _read_with_bases(source: Source, seen: tuple[Path, ...]) -> dict[str, Any]:
         path = preset_path(source).resolve()
         if path in seen:
             raise ConfigError("base", f"include cycle: {' -> '.join(map(str, (*seen, path)))}")
+        if len(seen) >= MAX_INCLUDE_DEPTH:
+            raise ConfigError(
+                "base",
+                f"{seen[0]} includes files {MAX_INCLUDE_DEPTH} deep ({seen[0].name} -> "
+                f"{seen[1].name} -> ... -> {seen[-1].name} -> {path.name}); a config builds on "
+                "a few bases: merge the chain into fewer files",
+            )
         try:
             data = parse_yaml(_config_text(path))
         except yaml.YAMLError as exc:
