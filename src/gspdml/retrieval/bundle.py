@@ -65,6 +65,8 @@ FORMAT = "gspdml-bundle"
 #: the file that marks a folder as a bundle
 BUNDLE_FILE = "bundle.json"
 FILES = (WEIGHTS_FILE, CONFIG_FILE, "preprocessing.json", "README.md", BUNDLE_FILE)
+#: the fix of a damaged bundle
+REWRITE = "write the bundle again from its run (gspdml bundle RUN_DIR --out DIR --overwrite)"
 
 
 def data_hash(config: RunConfig) -> str:
@@ -309,8 +311,24 @@ def from_pretrained(
     transform = parse_eval_transform(
         recorded, str(folder / "preprocessing.json"), int(meta["in_channels"])
     )
-    config = parse_yaml((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    config = _bundled_config(folder / CONFIG_FILE)
     return BundledEncoder(model, transform, config, info)
+
+
+def _bundled_config(path: Path) -> dict[str, Any]:
+    """The run config a bundle carries (as stored), or a :class:`DataError` naming the file."""
+    try:
+        config = parse_yaml(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise DataError(
+            f"{path}: not the bundle's run config ({type(err).__name__}: "
+            f"{' '.join(str(err).split())}); {REWRITE}"
+        ) from None
+    if not isinstance(config, dict):
+        raise DataError(
+            f"{path}: expected a mapping at the top level, got {type(config).__name__}; {REWRITE}"
+        )
+    return config
 
 
 def _hub_snapshot(
