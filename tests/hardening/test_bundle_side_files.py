@@ -1,7 +1,11 @@
 """The run config a bundle carries, damaged or replaced after the bundle was written: not UTF-8,
 not YAML, not a mapping. ``from_pretrained`` refuses it with a ``DataError`` naming the file and
 the fix. Before, these failed with a bare ``UnicodeDecodeError`` or ``yaml`` error (a traceback)
-or, for a list, were handed on as the encoder's ``config``."""
+or, for a list, were handed on as the encoder's ``config``. A bundle's ``preprocessing.json`` or
+``config.yaml`` changed after it was written (a changed mean, a flipped digit) was used silently:
+only the weights' sha256 was recorded; now ``bundle.json`` records theirs too."""
+
+import json
 
 import pytest
 
@@ -34,3 +38,30 @@ def test_a_damaged_bundled_config_is_refused_naming_it(bundle, content, problem)
 def test_an_intact_bundle_carries_its_runs_config(bundle, tmp_path):
     encoder = gspdml.from_pretrained(bundle)
     assert encoder.config["name"] == "run"
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new"),
+    [("preprocessing.json", "0.485", "0.495"), ("config.yaml", "seed: 0", "seed: 1")],
+)
+def test_a_bundled_file_changed_after_writing_is_refused_by_its_digest(bundle, name, old, new):
+    text = (bundle / name).read_text()
+    assert old in text
+    (bundle / name).write_text(text.replace(old, new, 1))  # parses, and would be used
+    with pytest.raises(DataError, match=rf"bundle/{name}: sha256 .* differs from .* bundle\.json"):
+        gspdml.from_pretrained(bundle)
+
+
+def test_a_bundle_written_before_the_digests_were_recorded_still_loads(bundle):
+    info = json.loads((bundle / "bundle.json").read_text())
+    del info["files"]
+    (bundle / "bundle.json").write_text(json.dumps(info))
+    assert gspdml.from_pretrained(bundle).config["name"] == "run"
+
+
+def test_a_files_record_of_another_shape_is_refused(bundle):
+    info = json.loads((bundle / "bundle.json").read_text())
+    info["files"] = {"config.yaml": 5}
+    (bundle / "bundle.json").write_text(json.dumps(info))
+    with pytest.raises(DataError, match=r"bundle\.json: field 'files' is \{\"config\.yaml\": 5\}"):
+        gspdml.from_pretrained(bundle)

@@ -10,7 +10,8 @@ A bundle is a folder laid out as a Hugging Face model repository (it can be uplo
   is decoded before it (:data:`gspdml.data.images.DECODING`);
 * ``README.md``: the model card (method, backbone, protocol and split, metrics with the set they
   were measured on, data hash, library version), with hub metadata in its YAML header;
-* ``bundle.json``: format, version, library version, sha256 of the weights, data hash.
+* ``bundle.json``: format, version, library version, sha256 of the weights and (``files``) of
+  ``config.yaml`` and ``preprocessing.json``, checked by :func:`from_pretrained`; data hash.
 
 ``from_pretrained`` reads a folder, or a hub repository ``owner/name`` through
 ``huggingface_hub.snapshot_download``, into a :class:`BundledEncoder` that decodes images with
@@ -39,6 +40,7 @@ from gspdml.data.eval_transform import EvalTransform, parse_eval_transform
 from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.evaluation.baseline_rows import baseline_rows
+from gspdml.file_digest import file_sha256
 from gspdml.models import Embedder
 from gspdml.output_files import (
     TEMP_SUFFIX,
@@ -64,7 +66,11 @@ from gspdml.version import __version__
 FORMAT = "gspdml-bundle"
 #: the file that marks a folder as a bundle
 BUNDLE_FILE = "bundle.json"
-FILES = (WEIGHTS_FILE, CONFIG_FILE, "preprocessing.json", "README.md", BUNDLE_FILE)
+PREPROCESSING_FILE = "preprocessing.json"
+FILES = (WEIGHTS_FILE, CONFIG_FILE, PREPROCESSING_FILE, "README.md", BUNDLE_FILE)
+#: the files whose sha256 ``bundle.json`` records besides the weights' (the model card may be
+#: edited, as on a hub)
+CHECKED_FILES = (CONFIG_FILE, PREPROCESSING_FILE)
 #: the fix of a damaged bundle
 REWRITE = "write the bundle again from its run (gspdml bundle RUN_DIR --out DIR --overwrite)"
 
@@ -236,22 +242,23 @@ def _fill(
     digest = weights_digest(staging)
     shutil.copyfile(run_dir / CONFIG_FILE, staging / CONFIG_FILE)
     preprocessing = {**transform.describe(), "decoding": DECODING}
+    files = {
+        PREPROCESSING_FILE: json_text(preprocessing, indent=1),
+        "README.md": _model_card(config, results, digest, weights, data_digest),
+    }
+    for name, text in files.items():
+        (staging / name).write_text(text, encoding="utf-8")
     record = {
         "format": FORMAT,
         "version": 1,
         "library_version": __version__,
         "weights": digest,
+        "files": {name: file_sha256(staging / name) for name in CHECKED_FILES},
         "data_hash": data_digest,
         "metrics": results.get("test"),
         "evaluation_set": "test",
     }
-    files = {
-        "preprocessing.json": json_text(preprocessing, indent=1),
-        "README.md": _model_card(config, results, digest, weights, data_digest),
-        BUNDLE_FILE: json_text(record, indent=1),
-    }
-    for name, text in files.items():
-        (staging / name).write_text(text, encoding="utf-8")
+    (staging / BUNDLE_FILE).write_text(json_text(record, indent=1), encoding="utf-8")
 
 
 @dataclass
@@ -303,16 +310,37 @@ def from_pretrained(
         raise DataError(
             f"{folder / WEIGHTS_FILE}: sha256 {digest} differs from the bundle's {info.get('weights')}"
         )
+    _check_recorded_files(folder, info)
     model, meta = load_embedder(folder / WEIGHTS_FILE, device)
-    recorded = read_json_object(folder / "preprocessing.json")
+    recorded = read_json_object(folder / PREPROCESSING_FILE)
     recorded.pop(
         "decoding", None
     )  # the rules of gspdml.data.images, which load_model_input follows
     transform = parse_eval_transform(
-        recorded, str(folder / "preprocessing.json"), int(meta["in_channels"])
+        recorded, str(folder / PREPROCESSING_FILE), int(meta["in_channels"])
     )
     config = _bundled_config(folder / CONFIG_FILE)
     return BundledEncoder(model, transform, config, info)
+
+
+def _check_recorded_files(folder: Path, info: dict[str, Any]) -> None:
+    """Refuse a bundle whose config or preprocessing differs from the sha256 that ``bundle.json``
+    records (``files``; a bundle written before it recorded them is read as it is)."""
+    recorded = info.get("files", {})
+    if not isinstance(recorded, dict) or not all(
+        isinstance(recorded.get(name, ""), str) for name in CHECKED_FILES
+    ):
+        raise DataError(
+            f"{folder / BUNDLE_FILE}: field 'files' is {json_text(recorded)[:80]}, not the "
+            f"sha256 of each of {', '.join(CHECKED_FILES)}; {REWRITE}"
+        )
+    for name in CHECKED_FILES:
+        if name in recorded and file_sha256(folder / name) != recorded[name]:
+            raise DataError(
+                f"{folder / name}: sha256 {file_sha256(folder / name)[:19]}... differs from the "
+                f"{recorded[name][:19]}... {BUNDLE_FILE} records: the file changed after the "
+                f"bundle was written (the embeddings would not be the run's); {REWRITE}"
+            )
 
 
 def _bundled_config(path: Path) -> dict[str, Any]:
