@@ -114,7 +114,14 @@ def load_embedder(
         model = cast(Embedder, factory_model(section.factory))
     else:
         model = build_embedder(without_initial_weights(section).to_dict(), int(meta["in_channels"]))
-    model.load_state_dict(state)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:  # the tensors of another model than the metadata describes
+        problem = " ".join(str(err).split())
+        raise CheckpointError(
+            f"{path}: its weights are not those of the model its metadata describes ({problem}); "
+            "the file was not written by gspdml or is damaged: use the run's own weights"
+        ) from None
     return model.to(device).eval(), meta
 
 

@@ -84,14 +84,51 @@ def save_checkpoint(trainer: TrainerView) -> None:
     save_state(trainer.checkpoint_path, state, {"step": trainer.step})
 
 
+#: what :func:`save_checkpoint` stores
+PARTS = ("model", "loss", "optimizer", "plateau", "scaler", "trainer", "rng", "callbacks")
+#: the fix of a checkpoint that is not this run's
+OTHER_RUN_FIX = (
+    "it is not this run's checkpoint (copied from another run?): put the run's own "
+    "checkpoints/last.safetensors back, or start a new run"
+)
+
+
+def check_same_parts(state: Any, parts: Mapping[str, Any], path: Path) -> None:
+    """Refuse a checkpoint that lacks a part of the trainer's state, or whose model or loss has
+    other parameters and buffers than this run's (another model's checkpoint)."""
+    missing = [name for name in PARTS if not isinstance(state, Mapping) or name not in state]
+    if missing:
+        raise CheckpointError(f"{path}: no {', '.join(missing)} state; {OTHER_RUN_FIX}")
+    for name, module in parts.items():
+        saved = state[name]
+        if not isinstance(saved, Mapping):
+            raise CheckpointError(f"{path}: its {name} state is not named tensors; {OTHER_RUN_FIX}")
+        own = set(module.state_dict())
+        lacking, extra = sorted(own - set(saved)), sorted(set(saved) - own)
+        if lacking or extra:
+            differ = [f"missing {', '.join(lacking[:3])}"] if lacking else []
+            differ += [f"not in this run: {', '.join(map(str, extra[:3]))}"] if extra else []
+            raise CheckpointError(
+                f"{path}: its {name} is another one than this run's "
+                f"{type(module).__name__} ({'; '.join(differ)}); {OTHER_RUN_FIX}"
+            )
+
+
 def restore_checkpoint(trainer: TrainerView, state: Mapping[str, Any]) -> None:
-    """Put ``trainer`` in the state a checkpoint holds (shapes checked first)."""
+    """Put ``trainer`` in the state a checkpoint holds (its parts and shapes checked first)."""
     classes = len(getattr(trainer.train_dataset, "class_names", None) or [])
     parts = {"model": trainer.model, "loss": trainer.loss}
+    check_same_parts(state, parts, trainer.checkpoint_path)
     check_checkpoint_shapes(state, parts, trainer.run_dir, classes)
     trainer.model.load_state_dict(state["model"])
     trainer.loss.load_state_dict(state["loss"])
-    trainer.optimizer.load_state_dict(state["optimizer"])
+    try:
+        trainer.optimizer.load_state_dict(state["optimizer"])
+    except (KeyError, TypeError, ValueError) as err:  # other parameter groups or sizes
+        raise CheckpointError(
+            f"{trainer.checkpoint_path}: its optimizer state does not fit this run's optimizer "
+            f"({err}); {OTHER_RUN_FIX}"
+        ) from None
     plateau, scaler = trainer.schedules.plateau, trainer.scaler
     if plateau and state["plateau"]:
         plateau.load_state_dict(state["plateau"])
