@@ -3,7 +3,9 @@ another program) is refused with an error naming the file and what differs, befo
 loaded. Before, another model's checkpoint failed with torch's bare ``RuntimeError`` (missing
 keys in ``state_dict``) and one without the trainer's parts with a ``KeyError``; the same bare
 ``RuntimeError`` came from loading a weights file whose tensors are not those of the model its
-metadata describes."""
+metadata describes. The trainer's counters were converted, not checked: ``finished: "no"``
+resumed as a finished run (``bool("no")``), ``step: 2.9`` as step 2, ``best_metric: "high"``
+failed with a bare ``ValueError``."""
 
 import shutil
 
@@ -95,3 +97,33 @@ def test_weights_of_another_model_than_their_metadata_are_refused(two_runs, tmp_
         CheckpointError, match=r"model\.safetensors: its weights are not those .*pooling\.p"
     ):
         load_embedder(tmp_path / "model.safetensors")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "named"),
+    [
+        ("finished", "no", r"'finished' is 'no', not true or false"),
+        ("step", 2.9, r"'step' is '2\.9', not a whole number"),
+        ("stopped_early", 0, r"'stopped_early' is '0', not true or false"),
+        ("best_metric", "high", r"'best_metric' is 'high', not a number"),
+        ("step", None, r"'step' is 'None', not a whole number"),
+    ],
+)
+def test_a_trainer_counter_of_another_type_is_refused_not_converted(
+    two_runs, tmp_path, key, value, named
+):
+    config, run = _copy(two_runs, "gap", tmp_path)
+    state, meta = load_state(run / CHECKPOINT_FILE)
+    state["trainer"][key] = value
+    save_state(run / CHECKPOINT_FILE, state, meta)
+    with pytest.raises(CheckpointError, match=r"last\.safetensors: trainer state " + named):
+        Trainer.from_config(config, run, resume=True)
+
+
+def test_a_missing_trainer_counter_is_refused(two_runs, tmp_path):
+    config, run = _copy(two_runs, "gap", tmp_path)
+    state, meta = load_state(run / CHECKPOINT_FILE)
+    del state["trainer"]["step"]
+    save_state(run / CHECKPOINT_FILE, state, meta)
+    with pytest.raises(CheckpointError, match=r"last\.safetensors: no trainer state step"):
+        Trainer.from_config(config, run, resume=True)

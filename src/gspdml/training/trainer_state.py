@@ -29,19 +29,46 @@ COUNTERS = {
     "baseline_test_data": dict,
 }
 OPTIONAL_COUNTERS = ("baseline", "baseline_skipped", "baseline_test_data")
+#: the counters' types, as an error names them
+KINDS = {int: "a whole number", float: "a number", bool: "true or false", dict: "an object"}
 
 
-def read_counters(counters: Mapping[str, Any], path: Path) -> dict[str, Any]:
-    """The trainer's own counters of a checkpoint, typed, and nothing else it might hold."""
+#: what :func:`save_checkpoint` stores
+PARTS = ("model", "loss", "optimizer", "plateau", "scaler", "trainer", "rng", "callbacks")
+#: the fix of a checkpoint that is not this run's
+OTHER_RUN_FIX = (
+    "it is not this run's checkpoint (copied from another run?): put the run's own "
+    "checkpoints/last.safetensors back, or start a new run"
+)
+
+
+def read_counters(counters: Any, path: Path) -> dict[str, Any]:
+    """The trainer's own counters of a checkpoint, each of its type (a whole number is a float
+    where a float is stored), and nothing else it might hold; never converted (``bool("no")`` is
+    true, ``int(2.9)`` is 2): a value of another type is a :class:`CheckpointError`."""
+    if not isinstance(counters, Mapping):
+        raise CheckpointError(f"{path}: its trainer state is not an object; {OTHER_RUN_FIX}")
     unknown = sorted(set(counters) - set(COUNTERS))
     if unknown:
         raise CheckpointError(
             f"{path}: unknown trainer state {unknown}; known: {', '.join(COUNTERS)}"
         )
-    return {
-        key: kind(counters.get(key, {}) if key in OPTIONAL_COUNTERS else counters[key])
-        for key, kind in COUNTERS.items()
-    }
+    missing = [key for key in COUNTERS if key not in counters and key not in OPTIONAL_COUNTERS]
+    if missing:
+        raise CheckpointError(f"{path}: no trainer state {', '.join(missing)}; {OTHER_RUN_FIX}")
+    typed = {}
+    for key, kind in COUNTERS.items():
+        value = counters.get(key, {})
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if kind is float and whole:
+            value = float(value)
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+            raise CheckpointError(
+                f"{path}: trainer state {key!r} is {str(value)[:60]!r}, not {KINDS[kind]}; "
+                f"{OTHER_RUN_FIX}"
+            )
+        typed[key] = value
+    return typed
 
 
 def restore_callbacks(saved: Any, callbacks: Mapping[str, Callback], path: Path) -> None:
@@ -82,15 +109,6 @@ def save_checkpoint(trainer: TrainerView) -> None:
         "callbacks": {name: c.callback_state() for name, c in trainer.callbacks.items()},
     }
     save_state(trainer.checkpoint_path, state, {"step": trainer.step})
-
-
-#: what :func:`save_checkpoint` stores
-PARTS = ("model", "loss", "optimizer", "plateau", "scaler", "trainer", "rng", "callbacks")
-#: the fix of a checkpoint that is not this run's
-OTHER_RUN_FIX = (
-    "it is not this run's checkpoint (copied from another run?): put the run's own "
-    "checkpoints/last.safetensors back, or start a new run"
-)
 
 
 def check_same_parts(state: Any, parts: Mapping[str, Any], path: Path) -> None:
