@@ -4,7 +4,9 @@ name and the plugin modules its ``environment.json`` records are never imported 
 Before, a folder ``received/`` holding an ``evil.py`` beside weights whose metadata said
 ``model.factory: received.evil:make`` ran ``evil.py`` as soon as it was read from the directory
 above (``python -c``, a notebook: the working directory is on ``sys.path``); the same through a
-plugin module recorded in ``environment.json``.
+plugin module recorded in ``environment.json``. A plugin record that is not an object with a
+module name (a string, a number, an object without ``module``) failed with a bare ``TypeError``
+or ``KeyError``.
 """
 
 import json
@@ -13,7 +15,7 @@ import pytest
 import torch
 
 from gspdml.config import dump_config, load_config
-from gspdml.errors import ConfigError
+from gspdml.errors import ConfigError, DataError
 from gspdml.models import build_embedder
 from gspdml.training import load_run
 from gspdml.training.checkpoint import save_state
@@ -90,3 +92,19 @@ def test_a_factory_installed_outside_the_run_still_rebuilds_it(tmp_path, monkeyp
     _, loaded = load_run(run)
     for name, value in model.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], value), name
+
+
+@pytest.mark.parametrize(
+    ("plugins", "named"),
+    [
+        ("abc", r'plugins is "abc", not a plugin record .* \(nor a list of them\)'),
+        ([5], r"plugins\[0\] is 5, not a plugin record"),
+        ([{"module": "json"}, {"module": 5}], r'plugins\[1\] is \{"module": 5\}'),
+        ([{"file": "x.py"}], r'plugins\[0\] is \{"file": "x\.py"\}'),
+    ],
+)
+def test_a_damaged_plugin_record_is_refused_naming_the_entry(tmp_path, plugins, named):
+    run, _ = _received_run(tmp_path, "received_e")
+    (run / ENVIRONMENT_FILE).write_text(json.dumps({"plugins": plugins}))
+    with pytest.raises(DataError, match=r"environment\.json: " + named):
+        load_run(run)

@@ -181,9 +181,19 @@ def require_run_plugins(run_dir: Path) -> None:
     if record is None:
         return
     where = str(Path(run_dir) / ENVIRONMENT_FILE)
-    for plugin in record.get("plugins", []):
+    plugins = record.get("plugins", [])
+    listed = plugins if isinstance(plugins, list) else [plugins]
+    for position, plugin in enumerate(listed):
         module = plugin.get("module") if isinstance(plugin, dict) else None
-        if isinstance(module, str) and module != SCRIPT:
+        if not isinstance(plugins, list) or not isinstance(module, str) or not module:
+            entry = f"plugins[{position}]" if isinstance(plugins, list) else "plugins"
+            raise DataError(
+                f"{where}: {entry} is {json_text(plugin)[:80]}, not a plugin record with a "
+                f"module name{'' if isinstance(plugins, list) else ' (nor a list of them)'}; "
+                "the file is damaged: restore it, or delete it and import the run's plugin "
+                "modules yourself"
+            )
+        if module != SCRIPT:
             refuse_module_inside(module, run_dir, where, "plugins")
     for note in require_recorded(record.get("plugins", []), where):
         print(f"note: {run_dir}: {note}", file=sys.stderr)
