@@ -63,6 +63,11 @@ class EmbeddingOnly(nn.Module):
         return embedding
 
 
+def sidecar_path(path: Path) -> Path:
+    """The JSON file beside an exported model (``embedder.pt.json``)."""
+    return path.with_name(path.name + ".json")
+
+
 def sample_images(channels: int, size: tuple[int, int], batch: int, seed: int) -> torch.Tensor:
     return torch.randn(batch, channels, *size, generator=torch.Generator().manual_seed(seed))
 
@@ -191,7 +196,7 @@ def export_embedder(
             "tolerance": tolerance,
         }
     atomic_write_bytes(path, data)
-    atomic_write_text(path.with_name(path.name + ".json"), json_text(record, indent=1))
+    atomic_write_text(sidecar_path(path), json_text(record, indent=1))
     if check and not difference <= tolerance:  # NaN fails too
         raise ExportMismatchError(
             f"{path}: exported embeddings differ from PyTorch by {difference:.3g} > {tolerance:g}"
@@ -213,7 +218,8 @@ def export_run(
     if not out:  # the run's own sub-folder: never written through a link out of the run
         refuse_linked_folders(run_dir, [EXPORT_DIR])
     path = Path(out) if out else Path(run_dir) / EXPORT_DIR / f"embedder{FORMATS[fmt]}"
-    check_writable_file(path)
+    for written in (path, sidecar_path(path)):  # both, before the work: never one without the other
+        check_writable_file(written)
     _, model, transform = load_model_and_transform(run_dir, torch.device("cpu"))
     size = (int(image_size[0]), int(image_size[1])) if image_size else transform.output_size
     if size is None:
