@@ -50,6 +50,7 @@ from gspdml.output_files import (
     atomic_write_text,
     check_writable_folder,
     output_error,
+    refuse_linked_folders,
 )
 
 CHUNK = 1 << 20
@@ -315,6 +316,7 @@ def fetch(source: DatasetSource, root: str | Path, progress: bool = True) -> int
         raise DataError(f"{source.name}: cannot be downloaded automatically.\n{source.manual}")
     root = Path(root).expanduser()
     check_writable_folder(root)  # before any download: read-only, under a file, a full disk
+    refuse_linked_folders(root, [DOWNLOADS])  # a received root: never written through a link
     archives = _archive_set(source, root)
     paths, record = {}, {}
     for archive in archives:
