@@ -285,9 +285,9 @@ def check_results_match(run_dir: Path) -> None:
     """Refuse a run folder whose ``results.json`` is a protocol's table, or records weights or a
     config other than those on disk."""
     path = Path(run_dir) / RESULTS_FILE
-    if not path.is_file():
+    results = _read_record(path, RESULTS_FIX)
+    if results is None:
         return
-    results = read_json_object(path)
     if any(isinstance(v, dict) and "summary" in v for v in results.values()):
         raise ConfigError(
             "run_dir",
@@ -296,6 +296,10 @@ def check_results_match(run_dir: Path) -> None:
         )
     for key, name in (("weights_sha256", WEIGHTS_FILE), ("config_sha256", CONFIG_FILE)):
         recorded = results.get(key)
+        if recorded is not None and not isinstance(recorded, str):
+            raise DataError(
+                f"{path}: field {key!r} is {json_text(recorded)[:80]}, not a sha256; {RESULTS_FIX}"
+            )
         if recorded is not None and file_sha256(Path(run_dir) / name) != recorded:
             raise ConfigError(
                 "run_dir",
