@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gspdml.errors import DataError
-from gspdml.retrieval.generations import MANIFEST_FILE
+from gspdml.retrieval.generations import MANIFEST_FILE, file_record
 from gspdml.retrieval.index import RetrievalIndex
 
 
@@ -62,3 +62,26 @@ def test_an_intact_manifest_loads_and_saves_the_next_generation(tmp_path):
     assert torch.equal(loaded.vectors, index.vectors) and loaded.paths == index.paths
     manifest = json.loads((tmp_path / "index" / MANIFEST_FILE).read_text())
     assert manifest["generation"] == 2
+
+
+def test_an_approximate_description_nested_thousands_deep_is_refused(tmp_path):
+    """``ann.json`` (the approximate structure's description) is read by the same bounded reader;
+    before, JSON nested 100,000 deep escaped as a bare ``RecursionError``."""
+    pytest.importorskip("faiss")
+    index = RetrievalIndex(
+        torch.randn(64, 8, generator=torch.Generator().manual_seed(0)),
+        [f"/images/{i}.png" for i in range(64)],
+        ["a"] * 64,
+        "euclidean",
+        {"run_dir": "/runs/r", "weights": "sha256:" + "0" * 64},
+    )
+    index.build_approximate("hnsw", recall_sample=8)
+    index.save(tmp_path / "index")
+    [generation] = (tmp_path / "index").glob("generation-*")
+    (generation / "ann.json").write_text("[" * 100_000 + "]" * 100_000)
+    _damage(
+        tmp_path / "index",
+        lambda m: m["files"].__setitem__("ann.json", file_record(generation / "ann.json")),
+    )
+    with pytest.raises(DataError, match=r"ann\.json: not a gspdml approximate-index description"):
+        RetrievalIndex.load(tmp_path / "index")
