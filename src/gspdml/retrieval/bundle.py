@@ -56,6 +56,7 @@ from gspdml.training.run_dir import (
     WEIGHT_FILES,
     WEIGHTS_FILE,
     build_run_data,
+    check_results_match,
     load_embedder,
     read_results,
     read_weights,
@@ -192,6 +193,8 @@ def write_bundle(
     for path in (run_dir / CONFIG_FILE, weights_path):
         if not path.is_file():
             raise DataError(f"{path}: not found (is {run_dir} a finished gspdml run?)")
+    if weights == "final":  # the model card states results.json's metrics of these weights
+        check_results_match(run_dir)
     config = read_run_config(run_dir / CONFIG_FILE)
     _, meta = read_weights(weights_path)
     transform = eval_transform_from_config(config, int(meta["in_channels"]))
