@@ -48,6 +48,7 @@ from gspdml.output_files import (
     json_text,
     output_error,
     replace_folder,
+    temporary_prefix,
 )
 from gspdml.registry import parse_spec
 from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
@@ -211,7 +212,9 @@ def write_bundle(
     except (ConfigError, DataError) as err:
         data_digest = f"unavailable ({err})"
     try:  # a name of its own: never another process's staging folder, nor a folder of the user's
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=TEMP_SUFFIX, dir=out.parent))
+        staging = Path(
+            tempfile.mkdtemp(prefix=temporary_prefix(out.name), suffix=TEMP_SUFFIX, dir=out.parent)
+        )
     except OSError as exc:
         raise output_error(out, exc) from exc
     try:
