@@ -200,7 +200,7 @@ def swap_folder(staging: PathLike, target: PathLike) -> Path | None:
     if _exchange(staging, target):
         fsync_folder(target.parent)
         return staging
-    aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+    aside = Path(tempfile.mkdtemp(prefix=f"{temporary_prefix(target.name)}old.", dir=target.parent))
     os.replace(target, aside / target.name)
     try:
         os.replace(staging, target)

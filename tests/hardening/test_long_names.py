@@ -11,6 +11,7 @@ from gspdml.output_files import (
     TEMP_SUFFIX,
     atomic_write_text,
     remove_stale_temporaries,
+    replace_folder,
     temporary_prefix,
 )
 from gspdml.retrieval.bundle import write_bundle
@@ -44,3 +45,18 @@ def test_a_bundle_folder_with_a_long_valid_name_is_written(tmp_path):
     write_run(tmp_path / "run")
     out = write_bundle(tmp_path / "run", tmp_path / ("b" * 250))
     assert (out / "bundle.json").is_file()
+
+
+def test_a_folder_of_a_long_name_is_replaced_without_renameat2(tmp_path, monkeypatch):
+    """The fallback of systems without an atomic exchange renames the previous folder aside
+    under a temporary name built the same way."""
+    monkeypatch.setattr("gspdml.output_files._exchange", lambda first, second: False)
+    target = tmp_path / ("f" * 250)
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    (staging / "new.txt").write_text("new")
+    replace_folder(staging, target)
+    assert sorted(p.name for p in target.iterdir()) == ["new.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]
