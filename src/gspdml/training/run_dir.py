@@ -113,7 +113,10 @@ def load_embedder(
         refuse_module_inside(module, folder or Path(path).parent, str(path), "model.factory")
         model = cast(Embedder, factory_model(section.factory))
     else:
-        model = build_embedder(without_initial_weights(section).to_dict(), int(meta["in_channels"]))
+        spec, channels = without_initial_weights(section).to_dict(), int(meta["in_channels"])
+        with torch.device("meta"):  # the layout the metadata claims, allocating nothing
+            _check_layout(path, build_embedder(spec, channels), state)
+        model = build_embedder(spec, channels)
     try:
         model.load_state_dict(state)
     except RuntimeError as err:  # the tensors of another model than the metadata describes
@@ -123,6 +126,24 @@ def load_embedder(
             "the file was not written by gspdml or is damaged: use the run's own weights"
         ) from None
     return model.to(device).eval(), meta
+
+
+def _check_layout(path: Path, skeleton: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
+    """Refuse weights whose names or shapes are not those of the model their metadata describes
+    (``skeleton``, built on the meta device), before that model is built: a file of a few bytes
+    could otherwise claim a model of terabytes (``embedding_dim: 1e12``) and have it allocated."""
+    layout = {name: tuple(value.shape) for name, value in skeleton.state_dict().items()}
+    stored = {name: tuple(value.shape) for name, value in state.items()}
+    if layout == stored:
+        return
+    differ = sorted(set(layout) ^ set(stored)) or [n for n in layout if layout[n] != stored[n]]
+    name = differ[0]
+    raise CheckpointError(
+        f"{path}: its weights are not those of the model its metadata describes ({name}: "
+        f"{stored.get(name, 'absent')} stored, {layout.get(name, 'absent')} described; "
+        f"{len(differ)} entries differ); the file was not written by gspdml or is damaged: use "
+        "the run's own weights"
+    )
 
 
 def without_initial_weights(model: ModelConfig) -> ModelConfig:
