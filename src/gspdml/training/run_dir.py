@@ -112,26 +112,21 @@ def load_embedder(
         module = str(section.factory).partition(":")[0]
         refuse_module_inside(module, folder or Path(path).parent, str(path), "model.factory")
         model = cast(Embedder, factory_model(section.factory))
+        _check_layout(path, model, state)
     else:
         spec, channels = without_initial_weights(section).to_dict(), int(meta["in_channels"])
         with torch.device("meta"):  # the layout the metadata claims, allocating nothing
             _check_layout(path, build_embedder(spec, channels), state)
         model = build_embedder(spec, channels)
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as err:  # the tensors of another model than the metadata describes
-        problem = " ".join(str(err).split())
-        raise CheckpointError(
-            f"{path}: its weights are not those of the model its metadata describes ({problem}); "
-            "the file was not written by gspdml or is damaged: use the run's own weights"
-        ) from None
+    model.load_state_dict(state)
     return model.to(device).eval(), meta
 
 
 def _check_layout(path: Path, skeleton: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
     """Refuse weights whose names or shapes are not those of the model their metadata describes
-    (``skeleton``, built on the meta device), before that model is built: a file of a few bytes
-    could otherwise claim a model of terabytes (``embedding_dim: 1e12``) and have it allocated."""
+    (``skeleton``; built on the meta device, before the model itself is built: a file of a few
+    bytes could otherwise claim a model of terabytes, ``embedding_dim: 2**40``, and have it
+    allocated), as a strict ``load_state_dict`` would, naming the file and the entry."""
     layout = {name: tuple(value.shape) for name, value in skeleton.state_dict().items()}
     stored = {name: tuple(value.shape) for name, value in state.items()}
     if layout == stored:
@@ -196,29 +191,28 @@ def load_run(
 def require_run_plugins(run_dir: Path) -> None:
     """Import the plugin modules the run recorded (``environment.json``), never from inside the
     run folder, or name the missing one and what provided it; a module that changed since is
-    noted on stderr. Components of a
-    script (module ``__main__``) must be registered already (:mod:`gspdml.training.run_plugins`)."""
+    noted on stderr. Components of a script (module ``__main__``) must be registered already
+    (:mod:`gspdml.training.run_plugins`)."""
     record = read_environment(run_dir)
     if record is None:
         return
     where = str(Path(run_dir) / ENVIRONMENT_FILE)
+    fix = "the file is damaged: restore it, or delete it and import the run's plugins yourself"
     plugins = record.get("plugins", [])
-    listed = plugins if isinstance(plugins, list) else [plugins]
-    for position, plugin in enumerate(listed):
+    if not isinstance(plugins, list):
+        raise DataError(f"{where}: plugins is {json_text(plugins)[:80]}, not a list; {fix}")
+    for position, plugin in enumerate(plugins):
         module = plugin.get("module") if isinstance(plugin, dict) else None
-        if not isinstance(plugins, list) or not isinstance(module, str) or not module:
-            entry = f"plugins[{position}]" if isinstance(plugins, list) else "plugins"
+        if not isinstance(module, str) or not module:
             raise DataError(
-                f"{where}: {entry} is {json_text(plugin)[:80]}, not a plugin record with a "
-                f"module name{'' if isinstance(plugins, list) else ' (nor a list of them)'}; "
-                "the file is damaged: restore it, or delete it and import the run's plugin "
-                "modules yourself"
+                f"{where}: plugins[{position}] is {json_text(plugin)[:80]}, not a plugin record "
+                f"with a module name; {fix}"
             )
         if module != SCRIPT:
             refuse_module_inside(module, run_dir, where, "plugins")
-    for note in require_recorded(record.get("plugins", []), where):
+    for note in require_recorded(plugins, where):
         print(f"note: {run_dir}: {note}", file=sys.stderr)
-    require_script_components(record.get("plugins", []), where)
+    require_script_components(plugins, where)
 
 
 def weights_digest(folder: str | Path) -> str:
