@@ -115,6 +115,11 @@ def download(
     """Download ``archive.url`` to ``target`` (resuming ``target.part``) and check its pinned
     size and digests; returns its digests."""
     url = archive.url
+    if target.is_dir() and not target.is_symlink():  # the finished file could not replace it
+        raise DataError(
+            f"{target} is a folder, where the downloaded {archive.filename} goes; remove it "
+            "and run the same command again"
+        )
     if target.is_file():
         digests = _digests(target)
         if archive.mismatch(digests) is None:
