@@ -8,7 +8,7 @@ deeply)"); now a chain longer than MAX_INCLUDE_DEPTH is refused naming its first
 import pytest
 
 from gspdml.config import load_config
-from gspdml.config.loading import MAX_INCLUDE_DEPTH
+from gspdml.config.loading import MAX_INCLUDE_DEPTH, MAX_INCLUDED_FILES
 from gspdml.errors import ConfigError
 
 
@@ -53,3 +53,22 @@ def test_an_include_chain_too_long_names_its_first_file_not_a_yaml_error(tmp_pat
 
 def test_an_include_chain_as_long_as_allowed_loads(tmp_path):
     assert load_config(_chain(tmp_path, MAX_INCLUDE_DEPTH)).seed == 5
+
+
+def test_bases_repeated_at_every_level_are_refused_before_they_multiply(tmp_path):
+    """Three files listing 20 bases each read the last one 8,000 times (1,000 each: 10**9, a
+    day); the files one config reads are counted, and more than MAX_INCLUDED_FILES refused."""
+    (tmp_path / "c.yaml").write_text("seed: 3\n")
+    (tmp_path / "b.yaml").write_text("base: [" + ", ".join(["c.yaml"] * 20) + "]\n")
+    (tmp_path / "a.yaml").write_text("base: [" + ", ".join(["b.yaml"] * 20) + "]\n")
+    (tmp_path / "run.yaml").write_text("base: [" + ", ".join(["a.yaml"] * 20) + "]\n")
+    with pytest.raises(
+        ConfigError, match=rf"^base: .*run\.yaml includes more than {MAX_INCLUDED_FILES} files"
+    ):
+        load_config(tmp_path / "run.yaml")
+
+
+def test_a_base_listed_a_few_times_still_loads(tmp_path):
+    (tmp_path / "c.yaml").write_text("seed: 3\n")
+    (tmp_path / "run.yaml").write_text("base: [c.yaml, c.yaml, c.yaml]\nname: x\n")
+    assert load_config(tmp_path / "run.yaml").seed == 3

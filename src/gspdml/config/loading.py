@@ -142,6 +142,9 @@ def _parsed(text: str) -> Any:
 
 #: the longest chain of ``base`` includes read
 MAX_INCLUDE_DEPTH = 32
+#: the most files one config reads with its includes (a list of bases repeated at every level
+#: would otherwise multiply: three files listing 1,000 bases each are read 10**9 times)
+MAX_INCLUDED_FILES = 256
 #: the largest config file read (a preset is a few kB; :data:`MAX_EXPANDED_NODES` nodes fit)
 MAX_CONFIG_BYTES = 1 << 20
 
@@ -173,14 +176,16 @@ def read_config(
     source: Source, defaults: Mapping[str, Any], overrides: Iterable[str] = ()
 ) -> dict[str, Any]:
     """``source`` with its bases merged over ``defaults`` and ``overrides`` applied, specs canonical."""
-    config = merge(copy.deepcopy(dict(defaults)), _read_with_bases(source, seen=()))
+    config = merge(copy.deepcopy(dict(defaults)), _read_with_bases(source, seen=(), read=[]))
     for item in overrides:
         _apply_override(config, item)
     canonicalise_specs(config, partial=False)
     return config
 
 
-def _read_with_bases(source: Source, seen: tuple[Path, ...]) -> dict[str, Any]:
+def _read_with_bases(source: Source, seen: tuple[Path, ...], read: list[Path]) -> dict[str, Any]:
+    """``source`` merged over its bases; ``seen``: the chain of files including it, ``read``:
+    every file read so far for this config (:data:`MAX_INCLUDED_FILES` at most)."""
     if isinstance(source, Mapping):
         data, here = copy.deepcopy(dict(source)), Path.cwd()
     else:
@@ -193,6 +198,13 @@ def _read_with_bases(source: Source, seen: tuple[Path, ...]) -> dict[str, Any]:
                 f"{seen[0]} includes files {MAX_INCLUDE_DEPTH} deep ({seen[0].name} -> "
                 f"{seen[1].name} -> ... -> {seen[-1].name} -> {path.name}); a config builds on "
                 "a few bases: merge the chain into fewer files",
+            )
+        read.append(path)
+        if len(read) > MAX_INCLUDED_FILES:
+            raise ConfigError(
+                "base",
+                f"{read[0]} includes more than {MAX_INCLUDED_FILES} files in all ({path.name} "
+                f"{read.count(path)} times); a config builds on a few bases: list each once",
             )
         try:
             data = parse_yaml(_config_text(path))
@@ -224,7 +236,7 @@ def _read_with_bases(source: Source, seen: tuple[Path, ...]) -> dict[str, Any]:
     for base in bases:
         # relative to the including file; else a shipped preset (a user's config may build on one)
         local = here / base
-        merged = merge(merged, _read_with_bases(local if local.is_file() else base, seen))
+        merged = merge(merged, _read_with_bases(local if local.is_file() else base, seen, read))
     return merge(merged, data)
 
 
