@@ -108,3 +108,22 @@ def test_a_damaged_plugin_record_is_refused_naming_the_entry(tmp_path, plugins, 
     (run / ENVIRONMENT_FILE).write_text(json.dumps({"plugins": plugins}))
     with pytest.raises(DataError, match=r"environment\.json: " + named):
         load_run(run)
+
+
+def test_a_module_found_through_a_packages_extended_path_is_located_as_imported(
+    tmp_path, monkeypatch
+):
+    """A package outside the folder whose ``__init__`` extends its ``__path__`` (as
+    ``pkgutil.extend_path`` does) into the received folder: its submodule there is refused; the
+    package is located first and imported only because it lies outside."""
+    run, _ = _received_run(tmp_path, "received_f", factory="pkg_f.evil_f:make")
+    marker = tmp_path / "ran"
+    _plant(run, "evil_f", marker)
+    (tmp_path / "code" / "pkg_f").mkdir(parents=True)
+    (tmp_path / "code" / "pkg_f" / "__init__.py").write_text(f"__path__.append({str(run)!r})\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "code"))
+    with pytest.raises(
+        ConfigError, match=r"pkg_f\.evil_f.*received_f/evil_f\.py, inside the folder"
+    ):
+        load_run(run)
+    assert not marker.exists()
