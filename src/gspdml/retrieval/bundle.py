@@ -21,8 +21,10 @@ hash of the model card needs the run's dataset, else it is marked unavailable.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -211,10 +213,12 @@ def write_bundle(
         data_digest = data_hash(config)
     except (ConfigError, DataError) as err:
         data_digest = f"unavailable ({err})"
+    remove_killed_staging(out)
     try:  # a name of its own: never another process's staging folder, nor a folder of the user's
         staging = Path(
             tempfile.mkdtemp(prefix=temporary_prefix(out.name), suffix=TEMP_SUFFIX, dir=out.parent)
         )
+        held = _hold(staging)
     except OSError as exc:
         raise output_error(out, exc) from exc
     try:
@@ -223,7 +227,47 @@ def write_bundle(
     except OSError as exc:  # a full disk: the previous bundle, if any, stays as it was
         shutil.rmtree(staging, ignore_errors=True)
         raise output_error(out, exc) from exc
+    finally:
+        os.close(held)
     return out
+
+
+def _hold(folder: Path) -> int:
+    """A descriptor of ``folder`` holding its ``flock`` (released when closed, or when the
+    process dies): a running write's staging folder is never taken for a killed one's."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def remove_killed_staging(out: Path) -> list[Path]:
+    """Remove (and return) the staging folders of killed writes of the bundle ``out``: named as
+    :func:`write_bundle` names them (``.OUT.<random>.tmp``), holding bundle files only, and
+    held by no running write."""
+    pattern = re.compile(
+        re.escape(temporary_prefix(out.name)) + r"[a-z0-9_]{8}" + re.escape(TEMP_SUFFIX)
+    )
+    removed = []
+    for entry in out.parent.iterdir() if out.parent.is_dir() else ():
+        if not pattern.fullmatch(entry.name) or entry.is_symlink() or not entry.is_dir():
+            continue
+        if not set(os.listdir(entry)) <= set(FILES):
+            continue  # not what a bundle write puts there: never removed
+        try:
+            fd = _hold(entry)
+        except OSError:  # a write running now (or gone meanwhile)
+            continue
+        try:
+            shutil.rmtree(entry, ignore_errors=True)
+        finally:
+            os.close(fd)
+        if not os.path.lexists(entry):
+            removed.append(entry)
+    return removed
 
 
 def _replaceable(out: Path) -> bool:
