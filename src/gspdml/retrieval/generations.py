@@ -68,26 +68,26 @@ def read_manifest(folder: Path) -> Optional[dict[str, Any]]:
         or not all(isinstance(f, str) and Path(f).name == f for f in files)
     ):
         raise DataError(f"{path}: not a gspdml index manifest")
+    if not isinstance(manifest.get("version"), int) or manifest["version"] > VERSION:
+        raise DataError(
+            f"{path}: manifest version {manifest.get('version')!r}; this gspdml reads up to {VERSION}"
+        )
     number = manifest.get("generation")
     if type(number) is not int or number < 1:
         raise DataError(
             f"{path}: field 'generation' is {json_text(number)[:40]}, not a generation number; "
             f"{REBUILD}"
         )
-    for name, record in files.items():
+    for listed, record in files.items():
         if not (
             isinstance(record, dict)
             and type(record.get("bytes")) is int
             and isinstance(record.get("sha256"), str)
         ):
             raise DataError(
-                f"{path}: the record of {name!r} is {json_text(record)[:80]}, not its bytes and "
+                f"{path}: the record of {listed!r} is {json_text(record)[:80]}, not its bytes and "
                 f"sha256; {REBUILD}"
             )
-    if not isinstance(manifest.get("version"), int) or manifest["version"] > VERSION:
-        raise DataError(
-            f"{path}: manifest version {manifest.get('version')!r}; this gspdml reads up to {VERSION}"
-        )
     return manifest
 
 
