@@ -176,16 +176,19 @@ def read_config(
     source: Source, defaults: Mapping[str, Any], overrides: Iterable[str] = ()
 ) -> dict[str, Any]:
     """``source`` with its bases merged over ``defaults`` and ``overrides`` applied, specs canonical."""
-    config = merge(copy.deepcopy(dict(defaults)), _read_with_bases(source, seen=(), read=[]))
+    config = merge(copy.deepcopy(dict(defaults)), _read_with_bases(source, seen=()))
     for item in overrides:
         _apply_override(config, item)
     canonicalise_specs(config, partial=False)
     return config
 
 
-def _read_with_bases(source: Source, seen: tuple[Path, ...], read: list[Path]) -> dict[str, Any]:
+def _read_with_bases(
+    source: Source, seen: tuple[Path, ...], read: list[Path] | None = None
+) -> dict[str, Any]:
     """``source`` merged over its bases; ``seen``: the chain of files including it, ``read``:
     every file read so far for this config (:data:`MAX_INCLUDED_FILES` at most)."""
+    read = [] if read is None else read
     if isinstance(source, Mapping):
         data, here = copy.deepcopy(dict(source)), Path.cwd()
     else:
