@@ -8,6 +8,8 @@ import fcntl
 import os
 import signal
 
+import pytest
+
 from gspdml.retrieval.bundle import remove_killed_staging, write_bundle
 from tests.helpers.retrieval import write_run
 from tests.robustness.faults import run_python
@@ -27,6 +29,7 @@ def _staging(folder):
     return sorted(p.name for p in folder.iterdir() if p.name.startswith(".bundle."))
 
 
+@pytest.mark.slow  # a child interpreter: seconds of imports on a busy machine
 def test_a_killed_writes_staging_folder_is_removed_by_the_next_write(tmp_path):
     write_run(tmp_path / "run")
     done = run_python(KILLED_WRITE.format(run=str(tmp_path / "run"), out=str(tmp_path / "bundle")))
