@@ -8,6 +8,7 @@ import pytest
 
 from gspdml.config import load_config
 from gspdml.config.loading import MAX_CONFIG_BYTES
+from gspdml.config.migration import read_run_config
 from gspdml.errors import ConfigError
 
 
@@ -54,3 +55,17 @@ def test_an_empty_config_file_is_the_defaults(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text("# nothing set\n")
     assert load_config(path) == load_config({})
+
+
+def test_a_received_runs_config_of_megabytes_is_refused_before_it_is_parsed(tmp_path):
+    """A run folder's ``config.yaml``, read back by load_run, report, evaluate, bundle and index
+    (:func:`read_run_config`), is read by the same bounded reader; before, a config.yaml of
+    8 MiB of comments took seconds to parse, and one of a gigabyte a quarter of an hour."""
+    path = tmp_path / "config.yaml"
+    line = b"# " + b"x" * 1021 + b"\n"
+    path.write_bytes(b"seed: 7\n" + line * (MAX_CONFIG_BYTES // len(line) + 1))
+    with pytest.raises(ConfigError, match=rf"config\.yaml: more than {MAX_CONFIG_BYTES} bytes"):
+        read_run_config(path)
+    path.write_bytes("name: café\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"config\.yaml: not UTF-8 text \(byte 0xe9"):
+        read_run_config(path)

@@ -149,9 +149,10 @@ MAX_INCLUDED_FILES = 256
 MAX_CONFIG_BYTES = 1 << 20
 
 
-def _config_text(path: Path) -> str:
-    """The text of the config file ``path``, or a :class:`ConfigError` naming it: unreadable,
-    larger than :data:`MAX_CONFIG_BYTES`, or not UTF-8."""
+def read_config_text(path: Path) -> str:
+    """The text of the config file ``path`` (a config, a base, a run's ``config.yaml``), or a
+    :class:`ConfigError` naming it: unreadable, larger than :data:`MAX_CONFIG_BYTES`, or not
+    UTF-8."""
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_CONFIG_BYTES + 1)
@@ -210,7 +211,7 @@ def _read_with_bases(
                 f"{read.count(path)} times); a config builds on a few bases: list each once",
             )
         try:
-            data = parse_yaml(_config_text(path))
+            data = parse_yaml(read_config_text(path))
         except yaml.YAMLError as exc:
             raise ConfigError("", f"{path}: not valid YAML ({exc})") from None
         if data is None:  # an empty file (or comments only): the defaults
