@@ -9,9 +9,10 @@ import json
 import pytest
 import torch
 
-from gspdml.errors import DataError
+from gspdml.errors import MAX_JSON_BYTES, DataError
 from gspdml.retrieval.generations import MANIFEST_FILE, file_record
-from gspdml.retrieval.index import RetrievalIndex
+from gspdml.retrieval.index import ROW_JSON_BYTES, RetrievalIndex
+from tests.helpers.retrieval import without_manifest
 
 MODEL = {"run_dir": "/runs/r", "weights": "sha256:" + "0" * 64}
 PATHS = [f"/images/{i}.png" for i in range(5)]
@@ -72,3 +73,30 @@ def test_finite_rows_with_null_labels_load(tmp_path):
     folder = _saved(tmp_path / "index")
     loaded = RetrievalIndex.load(folder)
     assert loaded.paths == PATHS and loaded.labels == ["a", "a", "b", "b", None]
+
+
+def test_an_index_of_more_rows_than_a_side_file_holds_is_read_back(tmp_path):
+    """index.json grows with the gallery (a path and a label per row): its bound is
+    MAX_JSON_BYTES plus ROW_JSON_BYTES per stored vector. Before, the 16 MiB bound of the small
+    side files refused an index gspdml had just written, of 200,000 images with 100-character
+    paths, as 'not a gspdml index'."""
+    count = 200_000
+    folder = tmp_path / "index"
+    paths = [
+        f"/data/collection/2024/holiday/album-{i:07d}/photo-{i:07d}-{'x' * 40}.jpg"
+        for i in range(count)
+    ]
+    labels = [f"class-{i % 1000:04d}" for i in range(count)]
+    RetrievalIndex(torch.zeros(count, 2), paths, labels, "euclidean", MODEL).save(folder)
+    [meta] = folder.glob("generation-*/index.json")
+    assert meta.stat().st_size > MAX_JSON_BYTES
+    loaded = RetrievalIndex.load(folder)
+    assert len(loaded) == count and loaded.paths[-1] == paths[-1]
+
+
+def test_an_index_json_larger_than_its_rows_need_is_refused_before_reading(tmp_path):
+    folder = without_manifest(_saved(tmp_path / "index"))  # 5 rows; no manifest pins the size
+    with open(folder / "index.json", "r+b") as handle:  # sparse: nothing to read until parsing
+        handle.truncate(MAX_JSON_BYTES + 5 * ROW_JSON_BYTES + 1)
+    with pytest.raises(DataError, match=r"index\.json: not a gspdml index .* bytes, more than"):
+        RetrievalIndex.load(folder)

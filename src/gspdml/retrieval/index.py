@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from gspdml.errors import ConfigError, DataError, printable, read_json_object
+from gspdml.errors import MAX_JSON_BYTES, ConfigError, DataError, printable, read_json_object
 from gspdml.evaluation.postprocess import postprocessed_search
 from gspdml.evaluation.results import RetrievalResults, drop_excluded
 from gspdml.output_files import json_text
@@ -45,6 +45,9 @@ VECTORS_FILE = "vectors.safetensors"
 LEGACY_FILES = (META_FILE, VECTORS_FILE, ann.ANN_FILE, ann.ANN_META)
 #: the fix of a damaged index folder
 REBUILD = generations.REBUILD
+#: the most bytes a row adds to index.json: a path and a label of 4096 bytes each, every byte
+#: written as a six-character escape, and the JSON around them
+ROW_JSON_BYTES = 2 * 4096 * 6 + 64
 
 
 @dataclass
@@ -314,8 +317,10 @@ class RetrievalIndex:
         )
         if not (folder / META_FILE).is_file() or not (folder / VECTORS_FILE).is_file():
             raise DataError(not_index)
-        try:  # the one bounded reader of received JSON files
-            meta = read_json_object(folder / META_FILE)
+        vectors = _read_vectors(folder / VECTORS_FILE)
+        try:  # the one bounded reader of received JSON files, bounded by the rows stored
+            bound = MAX_JSON_BYTES + ROW_JSON_BYTES * int(vectors.shape[0])
+            meta = read_json_object(folder / META_FILE, max_bytes=bound)
         except DataError as err:
             raise DataError(f"{folder / META_FILE}: not a gspdml index ({err})") from None
         if meta.get("format") != FORMAT:
@@ -326,7 +331,6 @@ class RetrievalIndex:
             raise DataError(
                 f"{folder / META_FILE}: index version {meta.get('version')!r}; this gspdml reads up to {VERSION}"
             )
-        vectors = _read_vectors(folder / VECTORS_FILE)
         count, dim = meta.get("count"), meta.get("dim")
         paths, labels = meta.get("paths"), meta.get("labels")
         if (
