@@ -127,3 +127,15 @@ def test_a_missing_trainer_counter_is_refused(two_runs, tmp_path):
     save_state(run / CHECKPOINT_FILE, state, meta)
     with pytest.raises(CheckpointError, match=r"last\.safetensors: no trainer state step"):
         Trainer.from_config(config, run, resume=True)
+
+
+def test_best_weights_of_another_model_are_refused_before_resuming(two_runs, tmp_path):
+    """``checkpoints/best.safetensors`` is restored at the end of training
+    (``evaluation.restore_best``); another model's is refused when the run resumes, not after
+    the training it would spoil (before: torch's bare ``RuntimeError`` at the very end)."""
+    config, run = _copy(two_runs, "gem", tmp_path)
+    shutil.copyfile(two_runs["gap"][1] / BEST_WEIGHTS_FILE, run / BEST_WEIGHTS_FILE)
+    with pytest.raises(
+        CheckpointError, match=r"best\.safetensors: its weights are not those of this run's model"
+    ):
+        Trainer.from_config(config, run, resume=True)

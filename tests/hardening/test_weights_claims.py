@@ -28,7 +28,7 @@ def _weights(path, claim, channels=3):
     ("claim", "channels", "named"),
     [
         ({"embedding_dim": 2**40}, 3, r"projection\.weight: \(8, 8\) stored, \(1099511627776, 8\)"),
-        ({}, 2**30, r"\(4, 3, 3, 3\) stored, \(4, 1073741824, 3, 3\) described"),
+        ({}, 2**30, r"\(4, 3, 3, 3\) stored, \(4, 1073741824, 3, 3\) expected"),
     ],
 )
 def test_a_claimed_model_larger_than_the_stored_weights_is_refused_unbuilt(

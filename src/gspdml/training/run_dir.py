@@ -112,32 +112,39 @@ def load_embedder(
         module = str(section.factory).partition(":")[0]
         refuse_module_inside(module, folder or Path(path).parent, str(path), "model.factory")
         model = cast(Embedder, factory_model(section.factory))
-        _check_layout(path, model, state)
+        check_layout(path, model, state)
     else:
         spec, channels = without_initial_weights(section).to_dict(), int(meta["in_channels"])
         with torch.device("meta"):  # the layout the metadata claims, allocating nothing
-            _check_layout(path, build_embedder(spec, channels), state)
+            check_layout(path, build_embedder(spec, channels), state)
         model = build_embedder(spec, channels)
     model.load_state_dict(state)
     return model.to(device).eval(), meta
 
 
-def _check_layout(path: Path, skeleton: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
-    """Refuse weights whose names or shapes are not those of the model their metadata describes
-    (``skeleton``; built on the meta device, before the model itself is built: a file of a few
-    bytes could otherwise claim a model of terabytes, ``embedding_dim: 2**40``, and have it
-    allocated), as a strict ``load_state_dict`` would, naming the file and the entry."""
+#: what a weights file's layout is checked against, and the fix, by default
+DESCRIBED = (
+    "the model its metadata describes",
+    "the file was not written by gspdml or is damaged: use the run's own weights",
+)
+
+
+def check_layout(
+    path: Path, skeleton: nn.Module, state: Mapping[str, Any], against: tuple[str, str] = DESCRIBED
+) -> None:
+    """Refuse weights whose names or shapes are not those of ``skeleton`` (``against``: what it
+    is, and the fix), as a strict ``load_state_dict`` would, naming the file and the entry. A
+    weights file's own model is laid out on the meta device before it is built: a file of a few
+    bytes could otherwise claim a model of terabytes (``embedding_dim: 2**40``), allocated."""
     layout = {name: tuple(value.shape) for name, value in skeleton.state_dict().items()}
     stored = {name: tuple(value.shape) for name, value in state.items()}
     if layout == stored:
         return
     differ = sorted(set(layout) ^ set(stored)) or [n for n in layout if layout[n] != stored[n]]
-    name = differ[0]
+    name, (what, fix) = differ[0], against
     raise CheckpointError(
-        f"{path}: its weights are not those of the model its metadata describes ({name}: "
-        f"{stored.get(name, 'absent')} stored, {layout.get(name, 'absent')} described; "
-        f"{len(differ)} entries differ); the file was not written by gspdml or is damaged: use "
-        "the run's own weights"
+        f"{path}: its weights are not those of {what} ({name}: {stored.get(name, 'absent')} "
+        f"stored, {layout.get(name, 'absent')} expected; {len(differ)} entries differ); {fix}"
     )
 
 

@@ -10,9 +10,10 @@ from typing import Any
 
 from gspdml.training.baseline import Baselines
 from gspdml.training.callbacks import Callback
-from gspdml.training.checkpoint import CheckpointError, save_state
+from gspdml.training.checkpoint import CheckpointError, load_state, save_state
 from gspdml.training.resume_checks import check_checkpoint_shapes
 from gspdml.training.rng import rng_state, set_rng_state
+from gspdml.training.run_dir import check_layout
 from gspdml.training.trainer_view import TrainerView
 
 #: the trainer's counters a checkpoint restores, with their types; the last three are absent
@@ -138,6 +139,10 @@ def restore_checkpoint(trainer: TrainerView, state: Mapping[str, Any]) -> None:
     parts = {"model": trainer.model, "loss": trainer.loss}
     check_same_parts(state, parts, trainer.checkpoint_path)
     check_checkpoint_shapes(state, parts, trainer.run_dir, classes)
+    if trainer.best_path.is_file():  # restored at the end (evaluation.restore_best): now
+        best = load_state(trainer.best_path)[0]
+        fix = OTHER_RUN_FIX.replace("checkpoints/last.safetensors", "checkpoints/best.safetensors")
+        check_layout(trainer.best_path, trainer.model, best, ("this run's model", fix))
     trainer.model.load_state_dict(state["model"])
     trainer.loss.load_state_dict(state["loss"])
     try:
