@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from gspdml.config import load_config
-from gspdml.training import Trainer
+from gspdml.errors import ConfigError
+from gspdml.training import Trainer, load_run
 from gspdml.training.callbacks import Callback
 from gspdml.training.checkpoint import CheckpointError, load_state, save_state
 from gspdml.training.run_dir import (
@@ -139,3 +140,14 @@ def test_best_weights_of_another_model_are_refused_before_resuming(two_runs, tmp
         CheckpointError, match=r"best\.safetensors: its weights are not those of this run's model"
     ):
         Trainer.from_config(config, run, resume=True)
+
+
+def test_a_finished_runs_best_weights_of_another_model_are_never_loaded(two_runs, tmp_path):
+    """``load_run(RUN, weights="best")`` (``gspdml evaluate/index/bundle --weights best``)
+    builds the model the weights file describes; one that is not the model of the run's
+    config.yaml is refused. Before, a GAP model was returned under the GeM run's config."""
+    _, run = _copy(two_runs, "gem", tmp_path)
+    assert load_run(run, weights="best")[1].pooling.__class__.__name__ == "GeM"
+    shutil.copyfile(two_runs["gap"][1] / BEST_WEIGHTS_FILE, run / BEST_WEIGHTS_FILE)
+    with pytest.raises(ConfigError, match=r"best\.safetensors holds the weights of another model"):
+        load_run(run, weights="best")

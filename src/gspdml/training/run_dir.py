@@ -178,7 +178,17 @@ def load_run(
     if weights == "final":  # the weights results.json describes
         check_results_match(run_dir)
     config = read_run_config(config_path)
-    model, _ = load_embedder(path, device, folder=run_dir)
+    model, meta = load_embedder(path, device, folder=run_dir)
+    described = ModelConfig.from_mapping(meta["model"], "model")
+    if without_initial_weights(described) != without_initial_weights(config.model):
+        raise ConfigError(
+            "weights",
+            f"{path} holds the weights of another model than {config_path} describes (its "
+            f"backbone {described.backbone_name!r}, pooling {described.pooling_name!r}, "
+            f"embedding {described.embedding_dim}; the config's {config.model.backbone_name!r}, "
+            f"{config.model.pooling_name!r}, {config.model.embedding_dim}); the folder mixes "
+            "two runs' files",
+        )
     uninitialised = [
         name
         for name, module in model.named_modules()
