@@ -42,3 +42,16 @@ def test_a_consistent_run_is_bundled_with_its_metrics(tmp_path):
     info = json.loads((tmp_path / "bundle" / "bundle.json").read_text())
     assert info["metrics"] == {"map_at_r": 0.9}
     assert info["weights"] == file_sha256(run / "model.safetensors")
+
+
+def test_best_weights_of_another_model_are_not_bundled(tmp_path):
+    """``gspdml bundle --weights best`` of a run whose best weights are another model's: the
+    bundle would carry a config.yaml and a model card of the run, and the other weights."""
+    run = _finished(tmp_path / "run", seed=0)
+    other = tmp_path / "other"
+    write_run(other, pooling="gem")
+    (run / "checkpoints").mkdir()
+    shutil.copyfile(other / "model.safetensors", run / "checkpoints" / "best.safetensors")
+    with pytest.raises(ConfigError, match=r"best\.safetensors holds the weights of another model"):
+        write_bundle(run, tmp_path / "bundle", weights="best")
+    assert not (tmp_path / "bundle").exists()

@@ -60,6 +60,7 @@ from gspdml.training.run_dir import (
     WEIGHTS_FILE,
     build_run_data,
     check_results_match,
+    check_same_model,
     load_embedder,
     read_results,
     read_weights,
@@ -200,6 +201,7 @@ def write_bundle(
         check_results_match(run_dir)
     config = read_run_config(run_dir / CONFIG_FILE)
     _, meta = read_weights(weights_path)
+    check_same_model(weights_path, meta, config, run_dir / CONFIG_FILE)
     transform = eval_transform_from_config(config, int(meta["in_channels"]))
     if not isinstance(transform, EvalTransform):
         raise ConfigError(

@@ -179,16 +179,7 @@ def load_run(
         check_results_match(run_dir)
     config = read_run_config(config_path)
     model, meta = load_embedder(path, device, folder=run_dir)
-    described = ModelConfig.from_mapping(meta["model"], "model")
-    if without_initial_weights(described) != without_initial_weights(config.model):
-        raise ConfigError(
-            "weights",
-            f"{path} holds the weights of another model than {config_path} describes (its "
-            f"backbone {described.backbone_name!r}, pooling {described.pooling_name!r}, "
-            f"embedding {described.embedding_dim}; the config's {config.model.backbone_name!r}, "
-            f"{config.model.pooling_name!r}, {config.model.embedding_dim}); the folder mixes "
-            "two runs' files",
-        )
+    check_same_model(path, meta, config, config_path)
     uninitialised = [
         name
         for name, module in model.named_modules()
@@ -203,6 +194,23 @@ def load_run(
             "evaluation",
         )
     return config, model
+
+
+def check_same_model(
+    path: Path, meta: Mapping[str, Any], config: RunConfig, config_path: Path
+) -> None:
+    """Refuse weights (``meta``: their metadata) of another model than ``config`` (read from
+    ``config_path``) describes: a folder that mixes two runs' files."""
+    described = ModelConfig.from_mapping(meta["model"], "model")
+    if without_initial_weights(described) != without_initial_weights(config.model):
+        raise ConfigError(
+            "weights",
+            f"{path} holds the weights of another model than {config_path} describes (its "
+            f"backbone {described.backbone_name!r}, pooling {described.pooling_name!r}, "
+            f"embedding {described.embedding_dim}; the config's {config.model.backbone_name!r}, "
+            f"{config.model.pooling_name!r}, {config.model.embedding_dim}); the folder mixes "
+            "two runs' files",
+        )
 
 
 def require_run_plugins(run_dir: Path) -> None:
