@@ -29,14 +29,15 @@ PLANTED = (
 
 
 def _received_run(parent, name, factory=None):
-    """``parent/name``: a run folder whose weights name ``factory`` in their metadata."""
-    config = load_config({"model": MODEL})
+    """``parent/name``: a run folder whose config and weights name ``factory``, as the trainer
+    writes them (the config is read, never imported from, before the weights are loaded)."""
+    config = load_config({"model": {**MODEL, "factory": factory}})
     run = parent / name
     run.mkdir(parents=True)
     (run / "config.yaml").write_text(dump_config(config))
     torch.manual_seed(0)
-    model = build_embedder(config.model.to_dict(), in_channels=3)
-    recorded = {**config.model.to_dict(), "factory": factory}
+    model = build_embedder({**config.model.to_dict(), "factory": None}, in_channels=3)
+    recorded = config.model.to_dict()
     save_state(run / "model.safetensors", model.state_dict(), {"in_channels": 3, "model": recorded})
     return run, model
 
