@@ -10,9 +10,9 @@ import json
 import pytest
 
 import gspdml
-from gspdml.errors import DataError
-from gspdml.retrieval.bundle import write_bundle
-from tests.helpers.retrieval import write_run
+from gspdml.errors import ConfigError, DataError
+from gspdml.retrieval.bundle import MAX_SIDE, write_bundle
+from tests.helpers.retrieval import EVAL_TRANSFORM, write_run
 
 
 @pytest.fixture
@@ -70,3 +70,23 @@ def test_a_files_record_of_another_shape_is_refused(bundle):
     (bundle / "bundle.json").write_text(json.dumps(info))
     with pytest.raises(DataError, match=r"bundle\.json: field 'files' is \{\"config\.yaml\": 5\}"):
         gspdml.from_pretrained(bundle)
+
+
+def test_a_preprocessing_that_makes_huge_images_is_refused_before_any_image(bundle):
+    """A bundle whose preprocessing.json resizes every image to 60,000 pixels a side (about
+    14 GB of pixels each, allocated by the first call of the encoder) is refused when it is
+    read; before, it loaded and waited for the first image."""
+    _without_digests(bundle)
+    recorded = json.loads((bundle / "preprocessing.json").read_text())
+    (bundle / "preprocessing.json").write_text(json.dumps({**recorded, "resize": [60000]}))
+    with pytest.raises(
+        DataError, match=rf"preprocessing\.json: resize \[60000\].* at most {MAX_SIDE}"
+    ):
+        gspdml.from_pretrained(bundle)
+
+
+def test_a_run_whose_transform_makes_huge_images_is_not_bundled(tmp_path):
+    transform = {**EVAL_TRANSFORM, "resize": [9000], "center_crop": [9000, 9000]}
+    write_run(tmp_path / "run", eval_transform=transform)
+    with pytest.raises(ConfigError, match=rf"data\.eval_transform: .*at most {MAX_SIDE} pixels"):
+        write_bundle(tmp_path / "run", tmp_path / "bundle")
