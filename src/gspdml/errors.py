@@ -57,12 +57,14 @@ def printable(text: str) -> str:
 MAX_JSON_BYTES = 16 << 20
 
 
-def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_json_object(
+    path: str | os.PathLike[str], max_bytes: int = MAX_JSON_BYTES
+) -> dict[str, Any]:
     """The JSON object stored in ``path``, or a :class:`DataError` naming the file (missing, over
-    :data:`MAX_JSON_BYTES`, not UTF-8 JSON, nested too deep, not an object)."""
+    ``max_bytes``, not UTF-8 JSON, nested too deep, not an object)."""
     try:
         size = os.path.getsize(path)
-        if size > MAX_JSON_BYTES:
+        if size > max_bytes:
             raise DataError(f"{path}: {size} bytes, more than a gspdml JSON file holds")
         with open(path, encoding="utf-8") as handle:
             value = json.load(handle)

@@ -3,9 +3,9 @@
 * :func:`check_writable_folder` / :func:`check_writable_file`: a probe of :data:`PROBE_BYTES`
   written before the work, so a read-only target or a full disk fails at once;
 * :func:`atomic_write`: written under a hidden temporary name beside the target
-  (``.NAME.<random>.tmp``), flushed and renamed over it; a failure raises :class:`OutputError`
-  and leaves the previous file untouched; a killed writer's temporary file is removed by
-  :func:`remove_stale_temporaries`;
+  (``.NAME.<random>.tmp``, ``NAME`` cut to :data:`TEMP_NAME_BYTES` bytes), flushed and renamed
+  over it; a failure raises :class:`OutputError` and leaves the previous file untouched; a
+  killed writer's temporary file is removed by :func:`remove_stale_temporaries`;
 * :func:`swap_folder` / :func:`replace_folder`: a folder built beside its target takes its place
   in one atomic exchange (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere the previous folder is
   renamed aside first);
@@ -31,6 +31,8 @@ from gspdml.errors import GspdmlError
 PathLike = Union[str, Path]
 PROBE_BYTES = 64 * 1024  # written by the output check: a full disk fails it
 TEMP_SUFFIX = ".tmp"
+#: at most this many bytes of a target's name start its temporary's (255 less the rest)
+TEMP_NAME_BYTES = 200
 #: the errors of a full disk, a quota, or a file-size limit
 DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 # the name tempfile.mkstemp gives: prefix ".NAME.", eight random characters, the suffix
@@ -85,6 +87,13 @@ def refuse_linked_folders(folder: PathLike, names: Iterable[str]) -> None:
             )
 
 
+def temporary_prefix(name: str) -> str:
+    """``.NAME.``, the start of the name of a temporary beside ``NAME``, with ``NAME`` cut to
+    :data:`TEMP_NAME_BYTES` bytes: the random part and the suffix still fit the 255 bytes a file
+    name may have, so a target of a long name can be written too."""
+    return f".{os.fsdecode(os.fsencode(name)[:TEMP_NAME_BYTES])}."
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -107,7 +116,9 @@ def atomic_write(path: PathLike, write: Callable[[str], object]) -> None:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+        fd, tmp = tempfile.mkstemp(
+            prefix=temporary_prefix(path.name), suffix=TEMP_SUFFIX, dir=path.parent
+        )
     except OSError as exc:
         raise output_error(path, exc) from exc
     os.close(fd)
@@ -189,7 +200,7 @@ def swap_folder(staging: PathLike, target: PathLike) -> Path | None:
     if _exchange(staging, target):
         fsync_folder(target.parent)
         return staging
-    aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+    aside = Path(tempfile.mkdtemp(prefix=f"{temporary_prefix(target.name)}old.", dir=target.parent))
     os.replace(target, aside / target.name)
     try:
         os.replace(staging, target)

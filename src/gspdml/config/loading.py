@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any, Union
 
 import yaml
 
-from gspdml.errors import ConfigError, did_you_mean
+from gspdml.errors import ConfigError, did_you_mean, printable
 from gspdml.registry import parse_spec
 
 #: fields whose value is a registry spec (free-form options below them)
@@ -139,6 +140,39 @@ def _parsed(text: str) -> Any:
         raise yaml.YAMLError("nested too deeply to read (thousands of levels)") from None
 
 
+#: the longest chain of ``base`` includes read
+MAX_INCLUDE_DEPTH = 32
+#: the most files one config reads with its includes (a list of bases repeated at every level
+#: would otherwise multiply: three files listing 1,000 bases each are read 10**9 times)
+MAX_INCLUDED_FILES = 256
+#: the largest config file read (a preset is a few kB; :data:`MAX_EXPANDED_NODES` nodes fit)
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def read_config_text(path: Path) -> str:
+    """The text of the config file ``path`` (a config, a base, a run's ``config.yaml``), or a
+    :class:`ConfigError` naming it: unreadable, larger than :data:`MAX_CONFIG_BYTES`, or not
+    UTF-8."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError("", f"{path}: cannot read the config ({exc.strerror or exc})") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            "",
+            f"{path}: more than {MAX_CONFIG_BYTES} bytes, not a run config (a preset is a few kB)",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            "",
+            f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} at position {exc.start}); "
+            "save it as UTF-8",
+        ) from None
+
+
 def read_config(
     source: Source, defaults: Mapping[str, Any], overrides: Iterable[str] = ()
 ) -> dict[str, Any]:
@@ -150,31 +184,63 @@ def read_config(
     return config
 
 
-def _read_with_bases(source: Source, seen: tuple[Path, ...]) -> dict[str, Any]:
+def _read_with_bases(
+    source: Source, seen: tuple[Path, ...], read: list[Path] | None = None
+) -> dict[str, Any]:
+    """``source`` merged over its bases; ``seen``: the chain of files including it, ``read``:
+    every file read so far for this config (:data:`MAX_INCLUDED_FILES` at most)."""
+    read = [] if read is None else read
     if isinstance(source, Mapping):
         data, here = copy.deepcopy(dict(source)), Path.cwd()
     else:
         path = preset_path(source).resolve()
         if path in seen:
             raise ConfigError("base", f"include cycle: {' -> '.join(map(str, (*seen, path)))}")
+        if len(seen) >= MAX_INCLUDE_DEPTH:
+            raise ConfigError(
+                "base",
+                f"{seen[0]} includes files {MAX_INCLUDE_DEPTH} deep ({seen[0].name} -> "
+                f"{seen[1].name} -> ... -> {seen[-1].name} -> {path.name}); a config builds on "
+                "a few bases: merge the chain into fewer files",
+            )
+        read.append(path)
+        if len(read) > MAX_INCLUDED_FILES:
+            raise ConfigError(
+                "base",
+                f"{read[0]} includes more than {MAX_INCLUDED_FILES} files in all ({path.name} "
+                f"{read.count(path)} times); a config builds on a few bases: list each once",
+            )
         try:
-            data = parse_yaml(path.read_text()) or {}
+            data = parse_yaml(read_config_text(path))
         except yaml.YAMLError as exc:
             raise ConfigError("", f"{path}: not valid YAML ({exc})") from None
+        if data is None:  # an empty file (or comments only): the defaults
+            data = {}
         if not isinstance(data, dict):
             raise ConfigError(
                 "", f"{path}: expected a mapping at the top level, got {type(data).__name__}"
             )
         here, seen = path.parent, (*seen, path)
-    bases = data.pop("base", None) or []
-    if isinstance(bases, (str, Path)):
+    bases = data.pop("base", None)
+    if bases is None:  # no includes (an empty `base:` too)
+        bases = []
+    if isinstance(bases, (str, os.PathLike)):
         bases = [bases]
+    if not isinstance(bases, list) or not all(
+        isinstance(base, os.PathLike) or (isinstance(base, str) and base) for base in bases
+    ):
+        where = f"{seen[-1]}: " if seen and not isinstance(source, Mapping) else ""
+        raise ConfigError(
+            "base",
+            f"{where}expected a config file or preset name, or a list of them; got "
+            f"{printable(repr(bases))[:120]} (write base: other.yaml, or base: [a.yaml, b.yaml])",
+        )
     canonicalise_specs(data, partial=True)
     merged: dict[str, Any] = {}
     for base in bases:
         # relative to the including file; else a shipped preset (a user's config may build on one)
         local = here / base
-        merged = merge(merged, _read_with_bases(local if local.is_file() else base, seen))
+        merged = merge(merged, _read_with_bases(local if local.is_file() else base, seen, read))
     return merge(merged, data)
 
 

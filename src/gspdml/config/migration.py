@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from gspdml.config import RunConfig, validated
-from gspdml.config.loading import parse_yaml
+from gspdml.config.loading import parse_yaml, read_config_text
 from gspdml.errors import ConfigError
 
 
@@ -26,8 +26,8 @@ def read_run_config(path: str | Path) -> RunConfig:
     """The checked config stored at ``path`` (a run's or a bundle's ``config.yaml``)."""
     path = Path(path)
     try:
-        raw = parse_yaml(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raw = parse_yaml(read_config_text(path))  # bounded: a received run's file
+    except yaml.YAMLError as exc:
         raise ConfigError("", f"{path}: cannot read the run config ({exc})") from None
     if not isinstance(raw, dict):
         raise ConfigError(

@@ -24,6 +24,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import tarfile
@@ -49,6 +50,7 @@ from gspdml.output_files import (
     atomic_write_text,
     check_writable_folder,
     output_error,
+    refuse_linked_folders,
 )
 
 CHUNK = 1 << 20
@@ -113,6 +115,11 @@ def download(
     """Download ``archive.url`` to ``target`` (resuming ``target.part``) and check its pinned
     size and digests; returns its digests."""
     url = archive.url
+    if target.is_dir() and not target.is_symlink():  # the finished file could not replace it
+        raise DataError(
+            f"{target} is a folder, where the downloaded {archive.filename} goes; remove it "
+            "and run the same command again"
+        )
     if target.is_file():
         digests = _digests(target)
         if archive.mismatch(digests) is None:
@@ -136,8 +143,8 @@ def download(
         if response is not None:
             with response:
                 resumed = response.status == 206
-                total = response.headers.get("Content-Length")
-                total = int(total) + (have if resumed else 0) if total else None
+                total = _content_length(response.headers.get_all("Content-Length"), url, target)
+                total = total + (have if resumed else 0) if total is not None else None
                 if total is not None and archive.size is not None and total != archive.size:
                     raise DataError(
                         f"{url}: the server offers {total} bytes for {target.name}, the pinned archive has "
@@ -195,6 +202,23 @@ def download(
             )
         os.replace(part, target)
     return digests
+
+
+def _content_length(values: Optional[list[str]], url: str, target: Path) -> Optional[int]:
+    """The byte count the ``Content-Length`` header(s) announce, None without one. The same
+    count repeated (``1000, 1000``, or the header twice, as some proxies send it) is that count
+    (RFC 9110 §8.6); anything else is a :class:`DataError` naming it (http.client then reads
+    until the connection closes, so the length is not known)."""
+    if not values:
+        return None
+    counts = {part.strip() for value in values for part in value.split(",")}
+    if len(counts) != 1 or not re.fullmatch(r"[0-9]+", next(iter(counts))):
+        raise DataError(
+            f"{url}: the server announced Content-Length {', '.join(values)!r}, not one byte "
+            f"count; not downloaded (a broken server or proxy): try again later, or download "
+            f"{target.name} by other means into {target.parent}"
+        )
+    return int(next(iter(counts)))
 
 
 @contextlib.contextmanager
@@ -297,6 +321,7 @@ def fetch(source: DatasetSource, root: str | Path, progress: bool = True) -> int
         raise DataError(f"{source.name}: cannot be downloaded automatically.\n{source.manual}")
     root = Path(root).expanduser()
     check_writable_folder(root)  # before any download: read-only, under a file, a full disk
+    refuse_linked_folders(root, [DOWNLOADS])  # a received root: never written through a link
     archives = _archive_set(source, root)
     paths, record = {}, {}
     for archive in archives:

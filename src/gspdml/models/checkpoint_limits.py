@@ -12,6 +12,9 @@ per storage (``<archive>/data/<key>``). Before any record is inflated:
   storage's elements) and has no more elements than it (a stride-0 view of one number that
   claims 51.5 GB would be materialised by the first reshape).
 
+Then, the records' sizes known to be bounded, each record's CRC-32 is checked: ``torch.load``
+checks none, so a damaged record (a bit flipped in a copy) would load as other numbers.
+
 The pickle is read by an unpickler that builds nothing (every global but the rebuild functions
 is an inert placeholder), so no code of the file runs. A legacy (non-zip) checkpoint's storages
 are checked against the file's size. Any failure is a :class:`~gspdml.errors.DataError` naming
@@ -26,6 +29,7 @@ import os
 import pickle
 import warnings
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -81,6 +85,22 @@ def _check_zip(path: Path) -> None:
                 f"bytes), its record holds {max(stored, 0)} bytes; {_FIX}"
             )
     _check_views(path, declared)
+    _check_crc(path)
+
+
+def _check_crc(path: Path) -> None:
+    """Every record's CRC-32 (``torch.load`` checks none: a flipped bit in a weight would load
+    as another number); read after the sizes are known to be bounded."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as error:
+        damaged = f"? ({type(error).__name__}: {error})"
+    if damaged is not None:
+        raise DataError(
+            f"{path}: record {damaged} does not match its CRC-32: the file is damaged "
+            "(a partial download or copy); fetch it again"
+        )
 
 
 def _check_legacy(path: Path, handle: IO[bytes]) -> None:

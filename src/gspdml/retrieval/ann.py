@@ -26,7 +26,6 @@ measure). The value is stored next to the index with the search parameter it was
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import torch
 
-from gspdml.errors import ConfigError, DataError, import_optional
+from gspdml.errors import ConfigError, DataError, import_optional, read_json_object
 from gspdml.evaluation.exact_knn import exact_squared_distances, knn
 from gspdml.evaluation.results import drop_excluded
 from gspdml.output_files import atomic_write, atomic_write_text, json_text
@@ -348,9 +347,9 @@ def read_description(
     if not (folder / ANN_META).is_file():
         return None
     try:
-        meta = json.loads((folder / ANN_META).read_text(encoding="utf-8"))
+        meta = read_json_object(folder / ANN_META)  # bounded: size, nesting
         return meta, AnnParams(**meta["params"]), dict(meta["recall"])
-    except (ValueError, KeyError, TypeError) as err:
+    except (DataError, ValueError, KeyError, TypeError) as err:
         raise DataError(
             f"{folder / ANN_META}: not a gspdml approximate-index description ({err})"
         ) from None

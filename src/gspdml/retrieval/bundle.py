@@ -10,7 +10,8 @@ A bundle is a folder laid out as a Hugging Face model repository (it can be uplo
   is decoded before it (:data:`gspdml.data.images.DECODING`);
 * ``README.md``: the model card (method, backbone, protocol and split, metrics with the set they
   were measured on, data hash, library version), with hub metadata in its YAML header;
-* ``bundle.json``: format, version, library version, sha256 of the weights, data hash.
+* ``bundle.json``: format, version, library version, sha256 of the weights and (``files``) of
+  ``config.yaml`` and ``preprocessing.json``, checked by :func:`from_pretrained`; data hash.
 
 ``from_pretrained`` reads a folder, or a hub repository ``owner/name`` through
 ``huggingface_hub.snapshot_download``, into a :class:`BundledEncoder` that decodes images with
@@ -20,8 +21,10 @@ hash of the model card needs the run's dataset, else it is marked unavailable.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -39,6 +42,7 @@ from gspdml.data.eval_transform import EvalTransform, parse_eval_transform
 from gspdml.data.images import DECODING
 from gspdml.errors import ConfigError, DataError, read_json_object
 from gspdml.evaluation.baseline_rows import baseline_rows
+from gspdml.file_digest import file_sha256
 from gspdml.models import Embedder
 from gspdml.output_files import (
     TEMP_SUFFIX,
@@ -46,6 +50,7 @@ from gspdml.output_files import (
     json_text,
     output_error,
     replace_folder,
+    temporary_prefix,
 )
 from gspdml.registry import parse_spec
 from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
@@ -54,6 +59,8 @@ from gspdml.training.run_dir import (
     WEIGHT_FILES,
     WEIGHTS_FILE,
     build_run_data,
+    check_results_match,
+    check_same_model,
     load_embedder,
     read_results,
     read_weights,
@@ -64,7 +71,16 @@ from gspdml.version import __version__
 FORMAT = "gspdml-bundle"
 #: the file that marks a folder as a bundle
 BUNDLE_FILE = "bundle.json"
-FILES = (WEIGHTS_FILE, CONFIG_FILE, "preprocessing.json", "README.md", BUNDLE_FILE)
+PREPROCESSING_FILE = "preprocessing.json"
+FILES = (WEIGHTS_FILE, CONFIG_FILE, PREPROCESSING_FILE, "README.md", BUNDLE_FILE)
+#: the files whose sha256 ``bundle.json`` records besides the weights' (the model card may be
+#: edited, as on a hub)
+CHECKED_FILES = (CONFIG_FILE, PREPROCESSING_FILE)
+#: the largest side, in pixels, of the images a bundle's transform makes (a shorter side of
+#: ``resize`` makes the longer one larger still)
+MAX_SIDE = 8192
+#: the fix of a damaged bundle
+REWRITE = "write the bundle again from its run (gspdml bundle RUN_DIR --out DIR --overwrite)"
 
 
 def data_hash(config: RunConfig) -> str:
@@ -184,8 +200,11 @@ def write_bundle(
     for path in (run_dir / CONFIG_FILE, weights_path):
         if not path.is_file():
             raise DataError(f"{path}: not found (is {run_dir} a finished gspdml run?)")
+    if weights == "final":  # the model card states results.json's metrics of these weights
+        check_results_match(run_dir)
     config = read_run_config(run_dir / CONFIG_FILE)
     _, meta = read_weights(weights_path)
+    check_same_model(weights_path, meta, config, run_dir / CONFIG_FILE)
     transform = eval_transform_from_config(config, int(meta["in_channels"]))
     if not isinstance(transform, EvalTransform):
         raise ConfigError(
@@ -194,13 +213,20 @@ def write_bundle(
             "which a bundle cannot carry; add data.eval_transform (the options of "
             "gspdml.data.eval_transform) to its config.yaml",
         )
+    oversized = _oversized(transform)
+    if oversized:
+        raise ConfigError("data.eval_transform", f"{run_dir / CONFIG_FILE}: {oversized}")
     results = read_results(run_dir) or {}
     try:
         data_digest = data_hash(config)
     except (ConfigError, DataError) as err:
         data_digest = f"unavailable ({err})"
+    remove_killed_staging(out)
     try:  # a name of its own: never another process's staging folder, nor a folder of the user's
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=TEMP_SUFFIX, dir=out.parent))
+        staging = Path(
+            tempfile.mkdtemp(prefix=temporary_prefix(out.name), suffix=TEMP_SUFFIX, dir=out.parent)
+        )
+        held = _hold(staging)
     except OSError as exc:
         raise output_error(out, exc) from exc
     try:
@@ -209,7 +235,47 @@ def write_bundle(
     except OSError as exc:  # a full disk: the previous bundle, if any, stays as it was
         shutil.rmtree(staging, ignore_errors=True)
         raise output_error(out, exc) from exc
+    finally:
+        os.close(held)
     return out
+
+
+def _hold(folder: Path) -> int:
+    """A descriptor of ``folder`` holding its ``flock`` (released when closed, or when the
+    process dies): a running write's staging folder is never taken for a killed one's."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def remove_killed_staging(out: Path) -> list[Path]:
+    """Remove (and return) the staging folders of killed writes of the bundle ``out``: named as
+    :func:`write_bundle` names them (``.OUT.<random>.tmp``), holding bundle files only, and
+    held by no running write."""
+    pattern = re.compile(
+        re.escape(temporary_prefix(out.name)) + r"[a-z0-9_]{8}" + re.escape(TEMP_SUFFIX)
+    )
+    removed = []
+    for entry in out.parent.iterdir() if out.parent.is_dir() else ():
+        if not pattern.fullmatch(entry.name) or entry.is_symlink() or not entry.is_dir():
+            continue
+        if not set(os.listdir(entry)) <= set(FILES):
+            continue  # not what a bundle write puts there: never removed
+        try:
+            fd = _hold(entry)
+        except OSError:  # a write running now (or gone meanwhile)
+            continue
+        try:
+            shutil.rmtree(entry, ignore_errors=True)
+        finally:
+            os.close(fd)
+        if not os.path.lexists(entry):
+            removed.append(entry)
+    return removed
 
 
 def _replaceable(out: Path) -> bool:
@@ -234,22 +300,23 @@ def _fill(
     digest = weights_digest(staging)
     shutil.copyfile(run_dir / CONFIG_FILE, staging / CONFIG_FILE)
     preprocessing = {**transform.describe(), "decoding": DECODING}
+    files = {
+        PREPROCESSING_FILE: json_text(preprocessing, indent=1),
+        "README.md": _model_card(config, results, digest, weights, data_digest),
+    }
+    for name, text in files.items():
+        (staging / name).write_text(text, encoding="utf-8")
     record = {
         "format": FORMAT,
         "version": 1,
         "library_version": __version__,
         "weights": digest,
+        "files": {name: file_sha256(staging / name) for name in CHECKED_FILES},
         "data_hash": data_digest,
         "metrics": results.get("test"),
         "evaluation_set": "test",
     }
-    files = {
-        "preprocessing.json": json_text(preprocessing, indent=1),
-        "README.md": _model_card(config, results, digest, weights, data_digest),
-        BUNDLE_FILE: json_text(record, indent=1),
-    }
-    for name, text in files.items():
-        (staging / name).write_text(text, encoding="utf-8")
+    (staging / BUNDLE_FILE).write_text(json_text(record, indent=1), encoding="utf-8")
 
 
 @dataclass
@@ -301,16 +368,69 @@ def from_pretrained(
         raise DataError(
             f"{folder / WEIGHTS_FILE}: sha256 {digest} differs from the bundle's {info.get('weights')}"
         )
+    _check_recorded_files(folder, info)
     model, meta = load_embedder(folder / WEIGHTS_FILE, device)
-    recorded = read_json_object(folder / "preprocessing.json")
+    recorded = read_json_object(folder / PREPROCESSING_FILE)
     recorded.pop(
         "decoding", None
     )  # the rules of gspdml.data.images, which load_model_input follows
     transform = parse_eval_transform(
-        recorded, str(folder / "preprocessing.json"), int(meta["in_channels"])
+        recorded, str(folder / PREPROCESSING_FILE), int(meta["in_channels"])
     )
-    config = parse_yaml((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    oversized = _oversized(transform)
+    if oversized:
+        raise DataError(f"{folder / PREPROCESSING_FILE}: {oversized}; {REWRITE}")
+    config = _bundled_config(folder / CONFIG_FILE)
     return BundledEncoder(model, transform, config, info)
+
+
+def _check_recorded_files(folder: Path, info: dict[str, Any]) -> None:
+    """Refuse a bundle whose config or preprocessing differs from the sha256 that ``bundle.json``
+    records (``files``; a bundle written before it recorded them is read as it is)."""
+    recorded = info.get("files", {})
+    if not isinstance(recorded, dict) or not all(
+        isinstance(recorded.get(name, ""), str) for name in CHECKED_FILES
+    ):
+        raise DataError(
+            f"{folder / BUNDLE_FILE}: field 'files' is {json_text(recorded)[:80]}, not the "
+            f"sha256 of each of {', '.join(CHECKED_FILES)}; {REWRITE}"
+        )
+    for name in CHECKED_FILES:
+        if name in recorded and file_sha256(folder / name) != recorded[name]:
+            raise DataError(
+                f"{folder / name}: sha256 {file_sha256(folder / name)[:19]}... differs from the "
+                f"{recorded[name][:19]}... {BUNDLE_FILE} records: the file changed after the "
+                f"bundle was written (the embeddings would not be the run's); {REWRITE}"
+            )
+
+
+def _oversized(transform: EvalTransform) -> Optional[str]:
+    """What makes an image larger than :data:`MAX_SIDE` pixels a side, or None: a received
+    ``preprocessing.json`` could otherwise have every image resized to 60,000 pixels (14 GB of
+    pixels each) by the first call of the encoder."""
+    sides = [*(transform.resize or ()), *(transform.center_crop or ())]
+    if not any(side > MAX_SIDE for side in sides):
+        return None
+    return (
+        f"resize {list(transform.resize or [])}, center_crop {list(transform.center_crop or [])}"
+        f": a bundle's images are at most {MAX_SIDE} pixels a side"
+    )
+
+
+def _bundled_config(path: Path) -> dict[str, Any]:
+    """The run config a bundle carries (as stored), or a :class:`DataError` naming the file."""
+    try:
+        config = parse_yaml(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise DataError(
+            f"{path}: not the bundle's run config ({type(err).__name__}: "
+            f"{' '.join(str(err).split())}); {REWRITE}"
+        ) from None
+    if not isinstance(config, dict):
+        raise DataError(
+            f"{path}: expected a mapping at the top level, got {type(config).__name__}; {REWRITE}"
+        )
+    return config
 
 
 def _hub_snapshot(

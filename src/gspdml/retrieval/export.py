@@ -31,12 +31,15 @@ from gspdml.output_files import (
     atomic_write_text,
     check_writable_file,
     json_text,
+    refuse_linked_folders,
 )
 from gspdml.retrieval.build import model_info
 from gspdml.retrieval.encoder import image_channels, load_model_and_transform
 from gspdml.retrieval.preprocessing import ImageTransform
 
 FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
+#: the run's sub-folder an export goes to without ``out``
+EXPORT_DIR = "export"
 TOLERANCE = 1e-5
 
 
@@ -58,6 +61,11 @@ class EmbeddingOnly(nn.Module):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         embedding: torch.Tensor = self.embedder(images).embedding
         return embedding
+
+
+def sidecar_path(path: Path) -> Path:
+    """The JSON file beside an exported model (``embedder.pt.json``)."""
+    return path.with_name(path.name + ".json")
 
 
 def sample_images(channels: int, size: tuple[int, int], batch: int, seed: int) -> torch.Tensor:
@@ -188,7 +196,7 @@ def export_embedder(
             "tolerance": tolerance,
         }
     atomic_write_bytes(path, data)
-    atomic_write_text(path.with_name(path.name + ".json"), json_text(record, indent=1))
+    atomic_write_text(sidecar_path(path), json_text(record, indent=1))
     if check and not difference <= tolerance:  # NaN fails too
         raise ExportMismatchError(
             f"{path}: exported embeddings differ from PyTorch by {difference:.3g} > {tolerance:g}"
@@ -205,10 +213,13 @@ def export_run(
     tolerance: float = TOLERANCE,
 ) -> tuple[Path, str]:
     """Export the embedder of the run in ``run_dir`` as ``fmt`` to ``out`` (default
-    ``RUN_DIR/export/embedder.pt|.onnx``) for images of ``image_size`` (default: the run's eval
+    ``RUN_DIR/export/embedder.pt|.onnx``; a link in place of ``RUN_DIR/export`` is refused) for images of ``image_size`` (default: the run's eval
     transform's); returns the file and a line saying how close it is to PyTorch."""
-    path = Path(out) if out else Path(run_dir) / "export" / f"embedder{FORMATS[fmt]}"
-    check_writable_file(path)
+    if not out:  # the run's own sub-folder: never written through a link out of the run
+        refuse_linked_folders(run_dir, [EXPORT_DIR])
+    path = Path(out) if out else Path(run_dir) / EXPORT_DIR / f"embedder{FORMATS[fmt]}"
+    for written in (path, sidecar_path(path)):  # both, before the work: never one without the other
+        check_writable_file(written)
     _, model, transform = load_model_and_transform(run_dir, torch.device("cpu"))
     size = (int(image_size[0]), int(image_size[1])) if image_size else transform.output_size
     if size is None:

@@ -18,14 +18,13 @@ write a folder at a time (``gspdml index`` holds its
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Optional
 
-from gspdml.errors import DataError
+from gspdml.errors import DataError, read_json_object
 from gspdml.output_files import (
     atomic_write,
     atomic_write_text,
@@ -38,6 +37,8 @@ MANIFEST_FILE = "manifest.json"
 FORMAT = "gspdml-index-manifest"
 VERSION = 1
 PREFIX = "generation-"
+#: the fix of a damaged index folder
+REBUILD = "the index is damaged: rebuild it (gspdml index --overwrite)"
 
 
 def file_record(path: Path) -> dict[str, Any]:
@@ -53,15 +54,13 @@ def read_manifest(folder: Path) -> Optional[dict[str, Any]]:
     path = folder / MANIFEST_FILE
     if not path.is_file():
         return None
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DataError(f"{path}: not a gspdml index manifest ({err})") from None
-    files = manifest.get("files") if isinstance(manifest, dict) else None
-    name = manifest.get("folder") if isinstance(manifest, dict) else None
+    try:  # bounded: size, nesting
+        manifest = read_json_object(path)
+    except DataError as err:
+        raise DataError(f"not a gspdml index manifest: {err}") from None
+    files, name = manifest.get("files"), manifest.get("folder")
     if (
-        not isinstance(manifest, dict)
-        or manifest.get("format") != FORMAT
+        manifest.get("format") != FORMAT
         or not isinstance(files, dict)
         or not isinstance(name, str)
         or not name.startswith(PREFIX)
@@ -73,6 +72,22 @@ def read_manifest(folder: Path) -> Optional[dict[str, Any]]:
         raise DataError(
             f"{path}: manifest version {manifest.get('version')!r}; this gspdml reads up to {VERSION}"
         )
+    number = manifest.get("generation")
+    if type(number) is not int or number < 1:
+        raise DataError(
+            f"{path}: field 'generation' is {json_text(number)[:40]}, not a generation number; "
+            f"{REBUILD}"
+        )
+    for listed, record in files.items():
+        if not (
+            isinstance(record, dict)
+            and type(record.get("bytes")) is int
+            and isinstance(record.get("sha256"), str)
+        ):
+            raise DataError(
+                f"{path}: the record of {listed!r} is {json_text(record)[:80]}, not its bytes and "
+                f"sha256; {REBUILD}"
+            )
     return manifest
 
 

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from gspdml.errors import ConfigError, DataError, read_json_object
+from gspdml.errors import MAX_JSON_BYTES, ConfigError, DataError, printable, read_json_object
 from gspdml.evaluation.postprocess import postprocessed_search
 from gspdml.evaluation.results import RetrievalResults, drop_excluded
 from gspdml.output_files import json_text
@@ -43,6 +43,11 @@ META_FILE = "index.json"
 VECTORS_FILE = "vectors.safetensors"
 #: the files at the top of an index folder written before manifests (removed by the next save)
 LEGACY_FILES = (META_FILE, VECTORS_FILE, ann.ANN_FILE, ann.ANN_META)
+#: the fix of a damaged index folder
+REBUILD = generations.REBUILD
+#: the most bytes a row adds to index.json: a path and a label of 4096 bytes each, every byte
+#: written as a six-character escape, and the JSON around them
+ROW_JSON_BYTES = 2 * 4096 * 6 + 64
 
 
 @dataclass
@@ -312,8 +317,10 @@ class RetrievalIndex:
         )
         if not (folder / META_FILE).is_file() or not (folder / VECTORS_FILE).is_file():
             raise DataError(not_index)
-        try:  # the one bounded reader of received JSON files
-            meta = read_json_object(folder / META_FILE)
+        vectors = _read_vectors(folder / VECTORS_FILE)
+        try:  # the one bounded reader of received JSON files, bounded by the rows stored
+            bound = MAX_JSON_BYTES + ROW_JSON_BYTES * int(vectors.shape[0])
+            meta = read_json_object(folder / META_FILE, max_bytes=bound)
         except DataError as err:
             raise DataError(f"{folder / META_FILE}: not a gspdml index ({err})") from None
         if meta.get("format") != FORMAT:
@@ -324,7 +331,6 @@ class RetrievalIndex:
             raise DataError(
                 f"{folder / META_FILE}: index version {meta.get('version')!r}; this gspdml reads up to {VERSION}"
             )
-        vectors = _read_vectors(folder / VECTORS_FILE)
         count, dim = meta.get("count"), meta.get("dim")
         paths, labels = meta.get("paths"), meta.get("labels")
         if (
@@ -339,6 +345,7 @@ class RetrievalIndex:
                 f"{len(paths) if isinstance(paths, list) else paths!r} paths, "
                 f"{len(labels) if isinstance(labels, list) else labels!r} labels"
             )
+        _check_rows(folder, vectors, paths, labels)
         model = meta.get("model") or {}
         strings = ("weights", "run_dir", "run_dir_from_index")
         if not isinstance(model, dict) or any(
@@ -355,7 +362,31 @@ class RetrievalIndex:
                 f"the index {count}; rebuild it (gspdml index --overwrite --backend ...)"
             )
         metric = meta.get("metric", "euclidean")
+        if metric not in exact_search.METRICS:
+            raise DataError(
+                f"{folder / META_FILE}: field 'metric' is {json_text(metric)[:40]}; allowed: "
+                f"{', '.join(exact_search.METRICS)}; {REBUILD}"
+            )
         return cls(vectors, paths, labels, metric, model, approximate=approximate)
+
+
+def _check_rows(folder: Path, vectors: torch.Tensor, paths: list[Any], labels: list[Any]) -> None:
+    """Refuse a stored row whose vector is not finite (a search would fail on it later without
+    naming the file), whose path is not a string or whose label is neither a string nor null."""
+    for key, values, allowed in (("paths", paths, (str,)), ("labels", labels, (str, type(None)))):
+        wrong = next((i for i, value in enumerate(values) if not isinstance(value, allowed)), None)
+        if wrong is not None:
+            raise DataError(
+                f"{folder / META_FILE}: {key}[{wrong}] is {json_text(values[wrong])[:60]}, not "
+                f"a {'file path' if key == 'paths' else 'class name or null'}; {REBUILD}"
+            )
+    finite = torch.isfinite(vectors).all(dim=1)
+    if not bool(finite.all()):
+        bad = (~finite).nonzero().flatten()
+        raise DataError(
+            f"{folder / VECTORS_FILE}: row {int(bad[0])} ({printable(paths[int(bad[0])])}) holds "
+            f"NaN or infinite values ({len(bad)} of {len(paths)} rows); {REBUILD}"
+        )
 
 
 def holds_index(folder: str | Path) -> bool:

@@ -64,6 +64,8 @@ def load_state(path: PathLike, device: str | torch.device = "cpu") -> tuple[Any,
     except Exception as exc:  # safetensors raises its own error types for corrupt files
         raise CheckpointError(f"cannot read checkpoint {path}: {exc}") from None
     try:
+        if not isinstance(header["meta"], dict):
+            raise TypeError(f"its meta is {type(header['meta']).__name__}, not an object")
         return _decode(header["structure"], tensors), header["meta"]
     except (KeyError, TypeError, ValueError, RecursionError) as exc:
         raise CheckpointError(

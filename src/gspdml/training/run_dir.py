@@ -39,12 +39,13 @@ from gspdml.file_digest import file_sha256
 from gspdml.models import Embedder, build_embedder
 from gspdml.models.backbones import BACKBONES
 from gspdml.output_files import json_text
-from gspdml.plugins import require_recorded
+from gspdml.plugins import SCRIPT, require_recorded
 from gspdml.pooling.base import LazyInitialised
 from gspdml.registry import parse_spec
 from gspdml.settings.schema import plain
 from gspdml.settings.sections import ModelConfig
 from gspdml.training.checkpoint import CheckpointError, load_state, save_state
+from gspdml.training.received_modules import refuse_module_inside
 from gspdml.training.reload import factory_model
 from gspdml.training.run_plugins import require_script_components
 from gspdml.training.run_record import ENVIRONMENT_FILE, read_environment
@@ -94,11 +95,13 @@ def read_weights(
 
 
 def load_embedder(
-    path: Path, device: str | torch.device = "cpu"
+    path: Path, device: str | torch.device = "cpu", folder: Path | None = None
 ) -> tuple[Embedder, dict[str, Any]]:
     """The embedder a weights file describes, loaded (on ``device``, eval mode), and the file's
     metadata. It is built without the backbone's initial weights: loading never trains a recipe,
-    downloads, reads a weight file the metadata names, or writes."""
+    downloads, reads a weight file the metadata names, or writes; a ``model.factory`` it names
+    is never imported from inside ``folder`` (the received folder: a run or a bundle; default
+    the file's own, :mod:`gspdml.training.received_modules`)."""
     state, meta = read_weights(path, device)
     try:
         section = ModelConfig.from_mapping(meta["model"], "model")
@@ -106,11 +109,43 @@ def load_embedder(
         raise CheckpointError(f"{path}: its recorded model section is not valid ({err})") from None
     model: Embedder
     if section.factory:  # a user's model returns an EmbedderOutput, as an Embedder does
+        module = str(section.factory).partition(":")[0]
+        refuse_module_inside(module, folder or Path(path).parent, str(path), "model.factory")
         model = cast(Embedder, factory_model(section.factory))
+        check_layout(path, model, state)
     else:
-        model = build_embedder(without_initial_weights(section).to_dict(), int(meta["in_channels"]))
+        spec, channels = without_initial_weights(section).to_dict(), int(meta["in_channels"])
+        with torch.device("meta"):  # the layout the metadata claims, allocating nothing
+            check_layout(path, build_embedder(spec, channels), state)
+        model = build_embedder(spec, channels)
     model.load_state_dict(state)
     return model.to(device).eval(), meta
+
+
+#: what a weights file's layout is checked against, and the fix, by default
+DESCRIBED = (
+    "the model its metadata describes",
+    "the file was not written by gspdml or is damaged: use the run's own weights",
+)
+
+
+def check_layout(
+    path: Path, skeleton: nn.Module, state: Mapping[str, Any], against: tuple[str, str] = DESCRIBED
+) -> None:
+    """Refuse weights whose names or shapes are not those of ``skeleton`` (``against``: what it
+    is, and the fix), as a strict ``load_state_dict`` would, naming the file and the entry. A
+    weights file's own model is laid out on the meta device before it is built: a file of a few
+    bytes could otherwise claim a model of terabytes (``embedding_dim: 2**40``), allocated."""
+    layout = {name: tuple(value.shape) for name, value in skeleton.state_dict().items()}
+    stored = {name: tuple(value.shape) for name, value in state.items()}
+    if layout == stored:
+        return
+    differ = sorted(set(layout) ^ set(stored)) or [n for n in layout if layout[n] != stored[n]]
+    name, (what, fix) = differ[0], against
+    raise CheckpointError(
+        f"{path}: its weights are not those of {what} ({name}: {stored.get(name, 'absent')} "
+        f"stored, {layout.get(name, 'absent')} expected; {len(differ)} entries differ); {fix}"
+    )
 
 
 def without_initial_weights(model: ModelConfig) -> ModelConfig:
@@ -143,7 +178,8 @@ def load_run(
     if weights == "final":  # the weights results.json describes
         check_results_match(run_dir)
     config = read_run_config(config_path)
-    model, _ = load_embedder(path, device)
+    model, meta = load_embedder(path, device, folder=run_dir)
+    check_same_model(path, meta, config, config_path)
     uninitialised = [
         name
         for name, module in model.named_modules()
@@ -160,17 +196,48 @@ def load_run(
     return config, model
 
 
+def check_same_model(
+    path: Path, meta: Mapping[str, Any], config: RunConfig, config_path: Path
+) -> None:
+    """Refuse weights (``meta``: their metadata) of another model than ``config`` (read from
+    ``config_path``) describes: a folder that mixes two runs' files."""
+    described = ModelConfig.from_mapping(meta["model"], "model")
+    if without_initial_weights(described) != without_initial_weights(config.model):
+        raise ConfigError(
+            "weights",
+            f"{path} holds the weights of another model than {config_path} describes (its "
+            f"backbone {described.backbone_name!r}, pooling {described.pooling_name!r}, "
+            f"embedding {described.embedding_dim}; the config's {config.model.backbone_name!r}, "
+            f"{config.model.pooling_name!r}, {config.model.embedding_dim}); the folder mixes "
+            "two runs' files",
+        )
+
+
 def require_run_plugins(run_dir: Path) -> None:
-    """Import the plugin modules the run recorded (``environment.json``), or name the missing
-    one and what provided it; a module that changed since is noted on stderr. Components of a
-    script (module ``__main__``) must be registered already (:mod:`gspdml.training.run_plugins`)."""
+    """Import the plugin modules the run recorded (``environment.json``), never from inside the
+    run folder, or name the missing one and what provided it; a module that changed since is
+    noted on stderr. Components of a script (module ``__main__``) must be registered already
+    (:mod:`gspdml.training.run_plugins`)."""
     record = read_environment(run_dir)
     if record is None:
         return
     where = str(Path(run_dir) / ENVIRONMENT_FILE)
-    for note in require_recorded(record.get("plugins", []), where):
+    fix = "the file is damaged: restore it, or delete it and import the run's plugins yourself"
+    plugins = record.get("plugins", [])
+    if not isinstance(plugins, list):
+        raise DataError(f"{where}: plugins is {json_text(plugins)[:80]}, not a list; {fix}")
+    for position, plugin in enumerate(plugins):
+        module = plugin.get("module") if isinstance(plugin, dict) else None
+        if not isinstance(module, str) or not module:
+            raise DataError(
+                f"{where}: plugins[{position}] is {json_text(plugin)[:80]}, not a plugin record "
+                f"with a module name; {fix}"
+            )
+        if module != SCRIPT:
+            refuse_module_inside(module, run_dir, where, "plugins")
+    for note in require_recorded(plugins, where):
         print(f"note: {run_dir}: {note}", file=sys.stderr)
-    require_script_components(record.get("plugins", []), where)
+    require_script_components(plugins, where)
 
 
 def weights_digest(folder: str | Path) -> str:
@@ -258,9 +325,9 @@ def check_results_match(run_dir: Path) -> None:
     """Refuse a run folder whose ``results.json`` is a protocol's table, or records weights or a
     config other than those on disk."""
     path = Path(run_dir) / RESULTS_FILE
-    if not path.is_file():
+    results = _read_record(path, RESULTS_FIX)
+    if results is None:
         return
-    results = read_json_object(path)
     if any(isinstance(v, dict) and "summary" in v for v in results.values()):
         raise ConfigError(
             "run_dir",
@@ -269,6 +336,10 @@ def check_results_match(run_dir: Path) -> None:
         )
     for key, name in (("weights_sha256", WEIGHTS_FILE), ("config_sha256", CONFIG_FILE)):
         recorded = results.get(key)
+        if recorded is not None and not isinstance(recorded, str):
+            raise DataError(
+                f"{path}: field {key!r} is {json_text(recorded)[:80]}, not a sha256; {RESULTS_FIX}"
+            )
         if recorded is not None and file_sha256(Path(run_dir) / name) != recorded:
             raise ConfigError(
                 "run_dir",
