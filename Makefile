@@ -7,7 +7,7 @@ PIP := $(PY) -m pip install --quiet -c constraints.txt
 CORE := $(VENV)/.gspdml-core
 TESTDEPS := $(VENV)/.gspdml-test
 
-.PHONY: demo test experiments benchmarks install system-deps clean-venv
+.PHONY: demo test parity-tf experiments benchmarks install system-deps clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,14 @@ system-deps:
 # the suite runs in two pytest-xdist workers (the 2 cores it is budgeted on), each at one torch
 # thread; worksteal: a worker that runs out of tests takes over half of the other's queue
 PYTEST := OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist worksteal
+
+# the step parity with the GSP and CCP authors' TensorFlow code (tests/parity/test_gsp_tf_step.py,
+# test_ccp_tf_step.py; they skip in `make test`), in a TensorFlow interpreter of its own built from
+# tests/parity/tf-requirements.txt (once: about 75 s and 1.3 GB); CI runs it after `make test`
+TF_ENV ?= .tfenv
+parity-tf: $(TESTDEPS)
+	bash scripts/tf_parity_env.sh $(TF_ENV)
+	GSPDML_TF_PYTHON=$(abspath $(TF_ENV))/bin/python $(PYTEST) tests/parity/test_gsp_tf_step.py tests/parity/test_ccp_tf_step.py
 
 # the CPU kernels torch picks on this machine, as it reports them (AVX512, AVX2, DEFAULT, ...)
 CPU_CAPABILITY = env -u ATEN_CPU_CAPABILITY $(PY) -c "import torch; print(torch.backends.cpu.get_cpu_capability())"
