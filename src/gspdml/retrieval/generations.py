@@ -6,9 +6,10 @@ file's size and sha256), and only then removes the previous generation. That ren
 commit point: a save that fails or is killed before it leaves the previous generation current
 and untouched; a sub-folder that no manifest names is removed by the next save.
 
-Loading checks each listed file's size and sha256 (not for a memory-mapped ``ann.faiss``:
-hashing would read what the mapping avoids reading) and refuses a missing or altered file with a
-:class:`~gspdml.errors.DataError` naming it; a reader that finds a file gone because a save
+Loading checks each listed file's size and sha256 before any reader opens it, a memory-mapped
+``ann.faiss`` too (faiss's reader trusts the sizes a file claims, so an altered file is refused
+before faiss sees it, at the cost of reading it once), and refuses a missing or altered file with
+a :class:`~gspdml.errors.DataError` naming it; a reader that finds a file gone because a save
 committed meanwhile reads the new generation. A folder written before manifests (the files at
 the top level) is still read; the next save turns it into a generation. Only one process may
 write a folder at a time (``gspdml index`` holds its
@@ -91,11 +92,9 @@ def read_manifest(folder: Path) -> Optional[dict[str, Any]]:
     return manifest
 
 
-def verified_generation(
-    folder: Path, manifest: dict[str, Any], skip_digest: Iterable[str] = ()
-) -> Path:
+def verified_generation(folder: Path, manifest: dict[str, Any]) -> Path:
     """The sub-folder of the generation ``manifest`` names, every file of it checked against the
-    manifest (``skip_digest``: names whose size alone is checked)."""
+    manifest: its size, then its sha256."""
     where = f"generation {manifest.get('generation')} of {folder / MANIFEST_FILE}"
     directory: Path = folder / manifest["folder"]
     for name, expected in manifest["files"].items():
@@ -111,7 +110,7 @@ def verified_generation(
                 f"{path}: {size} bytes, {expected.get('bytes')} in {where}; the index is mixed "
                 "or partial: rebuild it (gspdml index --overwrite)"
             )
-        if name not in skip_digest and file_record(path)["sha256"] != expected.get("sha256"):
+        if file_record(path)["sha256"] != expected.get("sha256"):
             raise DataError(
                 f"{path}: its sha256 differs from {where}; the file was altered: rebuild the "
                 "index (gspdml index --overwrite)"

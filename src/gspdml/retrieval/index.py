@@ -291,7 +291,8 @@ class RetrievalIndex:
     @classmethod
     def load(cls, path: str | Path, mmap: bool = False) -> RetrievalIndex:
         """Read an index folder, with its approximate structure (``mmap``: mapped from the file,
-        for searching only), its files checked against the manifest."""
+        for searching only), its files checked against the manifest (size and sha256, ``ann.faiss``
+        too, before faiss reads it)."""
         folder = Path(path)
         if folder.name in (META_FILE, generations.MANIFEST_FILE) and not folder.is_dir():
             folder = folder.parent
@@ -300,8 +301,7 @@ class RetrievalIndex:
             if manifest is None:  # written before manifests: the files at the top level
                 return cls._read(folder, mmap)
             try:
-                skip = (ann.ANN_FILE,) if mmap else ()
-                return cls._read(generations.verified_generation(folder, manifest, skip), mmap)
+                return cls._read(generations.verified_generation(folder, manifest), mmap)
             except DataError:  # a save may have committed a new generation meanwhile
                 if attempt or generations.read_manifest(folder) == manifest:
                     raise
