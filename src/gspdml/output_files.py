@@ -4,8 +4,11 @@
   written before the work, so a read-only target or a full disk fails at once;
 * :func:`atomic_write`: written under a hidden temporary name beside the target
   (``.NAME.<random>.tmp``, ``NAME`` cut to :data:`TEMP_NAME_BYTES` bytes), flushed and renamed
-  over it; a failure raises :class:`OutputError` and leaves the previous file untouched; a
-  killed writer's temporary file is removed by :func:`remove_stale_temporaries`;
+  over it; a failure raises :class:`OutputError` and leaves the previous file untouched; the
+  temporary is held (:func:`hold`: ``flock``) while it is written;
+* :func:`remove_killed_temporaries`: the temporaries of one target (a file's, or a staging
+  folder's holding that write's files only) that no running write holds, left by a killed one;
+  :func:`remove_stale_temporaries`: every temporary file of a folder, for its one writer;
 * :func:`swap_folder` / :func:`replace_folder`: a folder built beside its target takes its place
   in one atomic exchange (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere the previous folder is
   renamed aside first);
@@ -16,13 +19,14 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import json
 import math
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any, Union
 
@@ -35,8 +39,10 @@ TEMP_SUFFIX = ".tmp"
 TEMP_NAME_BYTES = 200
 #: the errors of a full disk, a quota, or a file-size limit
 DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+#: the eight random characters tempfile.mkstemp and mkdtemp put between prefix and suffix
+_RANDOM = r"[a-z0-9_]{8}"
 # the name tempfile.mkstemp gives: prefix ".NAME.", eight random characters, the suffix
-_TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+_TEMPORARY = re.compile(r"^\..+\." + _RANDOM + r"\.tmp$")
 
 
 class OutputError(GspdmlError, OSError):
@@ -121,8 +127,8 @@ def atomic_write(path: PathLike, write: Callable[[str], object]) -> None:
         )
     except OSError as exc:
         raise output_error(path, exc) from exc
-    os.close(fd)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held until closed, or the process dies
         write(tmp)
         os.chmod(tmp, 0o666 & ~_umask())
         with open(tmp, "rb") as handle:
@@ -134,6 +140,8 @@ def atomic_write(path: PathLike, write: Callable[[str], object]) -> None:
         if isinstance(exc, OSError) and not isinstance(exc, OutputError):
             raise output_error(path, exc) from exc
         raise
+    finally:
+        os.close(fd)
 
 
 def atomic_write_text(path: PathLike, text: str) -> None:
@@ -243,3 +251,54 @@ def remove_stale_temporaries(folder: PathLike) -> list[Path]:
     for entry in stale:
         entry.unlink(missing_ok=True)
     return stale
+
+
+def hold(path: PathLike) -> int:
+    """A descriptor of the file or folder ``path`` (never a link) holding its ``flock``,
+    released when it is closed or when the process dies; ``OSError`` when another holds it."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if Path(path).is_dir() else 0)
+    fd = os.open(path, flags)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def remove_killed_temporaries(
+    target: PathLike, folder_files: Collection[str] | None = None
+) -> list[Path]:
+    """Remove (and return) the temporaries of ``target`` that killed writes left beside it:
+    named as :func:`atomic_write` names a file's (``.NAME.<random>.tmp``) and held by no running
+    write (:func:`hold`). ``folder_files``: the temporaries are staging folders instead (a folder
+    written whole), removed only when they hold none but these names; anything else named
+    alike (a link, a folder of the user's, a file where a folder is staged) is kept."""
+    target = Path(target)
+    pattern = re.compile(
+        re.escape(temporary_prefix(target.name)) + _RANDOM + re.escape(TEMP_SUFFIX)
+    )
+    removed = []
+    for entry in target.parent.iterdir() if target.parent.is_dir() else ():
+        if not pattern.fullmatch(entry.name) or entry.is_symlink():
+            continue
+        if folder_files is None and not entry.is_file():
+            continue
+        if folder_files is not None and not (
+            entry.is_dir() and set(os.listdir(entry)) <= set(folder_files)
+        ):
+            continue  # not what such a write puts there: never removed
+        try:
+            fd = hold(entry)
+        except OSError:  # a write running now (or gone meanwhile)
+            continue
+        try:
+            if folder_files is None:
+                entry.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(entry, ignore_errors=True)
+        finally:
+            os.close(fd)
+        if not os.path.lexists(entry):
+            removed.append(entry)
+    return removed

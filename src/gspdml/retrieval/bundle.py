@@ -21,10 +21,8 @@ hash of the model card needs the run's dataset, else it is marked unavailable.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
-import re
 import shutil
 import tempfile
 import warnings
@@ -47,8 +45,10 @@ from gspdml.models import Embedder
 from gspdml.output_files import (
     TEMP_SUFFIX,
     check_writable_folder,
+    hold,
     json_text,
     output_error,
+    remove_killed_temporaries,
     replace_folder,
     temporary_prefix,
 )
@@ -226,7 +226,7 @@ def write_bundle(
         staging = Path(
             tempfile.mkdtemp(prefix=temporary_prefix(out.name), suffix=TEMP_SUFFIX, dir=out.parent)
         )
-        held = _hold(staging)
+        held = hold(staging)
     except OSError as exc:
         raise output_error(out, exc) from exc
     try:
@@ -240,42 +240,11 @@ def write_bundle(
     return out
 
 
-def _hold(folder: Path) -> int:
-    """A descriptor of ``folder`` holding its ``flock`` (released when closed, or when the
-    process dies): a running write's staging folder is never taken for a killed one's."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def remove_killed_staging(out: Path) -> list[Path]:
     """Remove (and return) the staging folders of killed writes of the bundle ``out``: named as
     :func:`write_bundle` names them (``.OUT.<random>.tmp``), holding bundle files only, and
-    held by no running write."""
-    pattern = re.compile(
-        re.escape(temporary_prefix(out.name)) + r"[a-z0-9_]{8}" + re.escape(TEMP_SUFFIX)
-    )
-    removed = []
-    for entry in out.parent.iterdir() if out.parent.is_dir() else ():
-        if not pattern.fullmatch(entry.name) or entry.is_symlink() or not entry.is_dir():
-            continue
-        if not set(os.listdir(entry)) <= set(FILES):
-            continue  # not what a bundle write puts there: never removed
-        try:
-            fd = _hold(entry)
-        except OSError:  # a write running now (or gone meanwhile)
-            continue
-        try:
-            shutil.rmtree(entry, ignore_errors=True)
-        finally:
-            os.close(fd)
-        if not os.path.lexists(entry):
-            removed.append(entry)
-    return removed
+    held by no running write (:func:`gspdml.output_files.remove_killed_temporaries`)."""
+    return remove_killed_temporaries(out, FILES)
 
 
 def _replaceable(out: Path) -> bool:

@@ -8,7 +8,8 @@ Every export is checked on seeded random inputs of another batch size: the large
 difference from the PyTorch model must not exceed ``tolerance`` (default 1e-5, fp32). A sidecar
 ``<file>.json`` records the input shape, how an image file becomes that input (``decoding``,
 then ``transform``) and the measured difference. Both files are replaced atomically, so a failed
-export leaves the previous one as it was.
+export leaves the previous one as it was, and the next export removes the temporaries a killed one
+left beside them (:func:`gspdml.output_files.remove_killed_temporaries`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from gspdml.output_files import (
     check_writable_file,
     json_text,
     refuse_linked_folders,
+    remove_killed_temporaries,
 )
 from gspdml.retrieval.build import model_info
 from gspdml.retrieval.encoder import image_channels, load_model_and_transform
@@ -195,6 +197,8 @@ def export_embedder(
             "max_abs_diff": difference,
             "tolerance": tolerance,
         }
+    for written in (path, sidecar_path(path)):  # a killed export's, never a running one's
+        remove_killed_temporaries(written)
     atomic_write_bytes(path, data)
     atomic_write_text(sidecar_path(path), json_text(record, indent=1))
     if check and not difference <= tolerance:  # NaN fails too
