@@ -8,10 +8,12 @@ only the weights' sha256 was recorded; now ``bundle.json`` records theirs too.""
 import json
 
 import pytest
+import yaml
 
 import gspdml
+from gspdml.data.eval_transform import MAX_SIDE
 from gspdml.errors import ConfigError, DataError
-from gspdml.retrieval.bundle import MAX_SIDE, write_bundle
+from gspdml.retrieval.bundle import write_bundle
 from tests.helpers.retrieval import EVAL_TRANSFORM, write_run
 
 
@@ -86,7 +88,9 @@ def test_a_preprocessing_that_makes_huge_images_is_refused_before_any_image(bund
 
 
 def test_a_run_whose_transform_makes_huge_images_is_not_bundled(tmp_path):
-    transform = {**EVAL_TRANSFORM, "resize": [9000], "center_crop": [9000, 9000]}
-    write_run(tmp_path / "run", eval_transform=transform)
+    write_run(tmp_path / "run")  # a received run's config.yaml (load_config refuses it now)
+    config = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    config["data"]["eval_transform"] = {**EVAL_TRANSFORM, "resize": [9000], "center_crop": 9000}
+    (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump(config))
     with pytest.raises(ConfigError, match=rf"data\.eval_transform: .*at most {MAX_SIDE} pixels"):
         write_bundle(tmp_path / "run", tmp_path / "bundle")

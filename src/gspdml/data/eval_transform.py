@@ -17,7 +17,9 @@ records (``preprocessing.json``) are all this spec; CLIP's preprocessing
 (:func:`gspdml.cir.backends.clip_preprocess`) is the same steps with bicubic resizing.
 
 The spec is the config key ``data.eval_transform`` (:func:`parse_eval_transform`, the one check
-of it; ``channels`` defaults to the model's, else the length of ``mean``, else 3), e.g.::
+of it, for a config, a received run's ``config.yaml`` and a bundle's ``preprocessing.json``;
+``channels`` defaults to the model's, else the length of ``mean``, else 3; ``resize`` and
+``center_crop`` at most :data:`MAX_SIDE` pixels a side), e.g.::
 
     data:
       eval_transform: {resize: 256, center_crop: 227, mean: [...], std: [...], channels: 3}
@@ -45,6 +47,11 @@ from gspdml.errors import ConfigError
 
 #: the keys of a spec (the fields of :class:`EvalTransform`)
 KEYS = ("channels", "resize", "center_crop", "mean", "std", "bgr", "value_range")
+#: the largest ``resize`` or ``center_crop`` side, in pixels: every image is allocated at the size
+#: the transform makes when it is embedded (a side of 60,000 pixels is about 14 GB of pixels an
+#: image, 8192 at most 805 MB as float32 RGB); a shorter side of ``resize`` makes the longer one
+#: larger still
+MAX_SIDE = 8192
 
 
 @dataclass(frozen=True)
@@ -166,6 +173,22 @@ def _size(value: Any, field: str, shorter_side: bool) -> Optional[tuple[int, ...
     raise ConfigError(field, f"expected {allowed}, got {value!r}")
 
 
+def _check_sides(
+    field: str, resize: Optional[tuple[int, ...]], crop: Optional[tuple[int, int]]
+) -> None:
+    """Refuse a ``resize`` or ``center_crop`` larger than :data:`MAX_SIDE` pixels a side."""
+    sizes = {"resize": resize, "center_crop": crop}
+    large = [
+        f"{name} {list(size)}" for name, size in sizes.items() if size and max(size) > MAX_SIDE
+    ]
+    if large:
+        raise ConfigError(
+            field,
+            f"{', '.join(large)} makes images larger than {MAX_SIDE} pixels a side (each image "
+            f"is allocated at that size when it is embedded); use sizes of at most {MAX_SIDE} pixels",
+        )
+
+
 def _per_channel(values: Any, name: str, count: int, field: str) -> tuple[float, ...]:
     numbers = isinstance(values, (list, tuple)) and all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
@@ -260,6 +283,7 @@ def _checked(
         Optional[tuple[int, int]],
         _size(center_crop, f"{field}.center_crop", shorter_side=False),
     )
+    _check_sides(field, shorter, crop)
     return EvalTransform(channels, shorter, crop, means, stds, bgr, float(value_range))
 
 

@@ -76,9 +76,6 @@ FILES = (WEIGHTS_FILE, CONFIG_FILE, PREPROCESSING_FILE, "README.md", BUNDLE_FILE
 #: the files whose sha256 ``bundle.json`` records besides the weights' (the model card may be
 #: edited, as on a hub)
 CHECKED_FILES = (CONFIG_FILE, PREPROCESSING_FILE)
-#: the largest side, in pixels, of the images a bundle's transform makes (a shorter side of
-#: ``resize`` makes the longer one larger still)
-MAX_SIDE = 8192
 #: the fix of a damaged bundle
 REWRITE = "write the bundle again from its run (gspdml bundle RUN_DIR --out DIR --overwrite)"
 
@@ -213,9 +210,6 @@ def write_bundle(
             "which a bundle cannot carry; add data.eval_transform (the options of "
             "gspdml.data.eval_transform) to its config.yaml",
         )
-    oversized = _oversized(transform)
-    if oversized:
-        raise ConfigError("data.eval_transform", f"{run_dir / CONFIG_FILE}: {oversized}")
     results = read_results(run_dir) or {}
     try:
         data_digest = data_hash(config)
@@ -343,12 +337,12 @@ def from_pretrained(
     recorded.pop(
         "decoding", None
     )  # the rules of gspdml.data.images, which load_model_input follows
-    transform = parse_eval_transform(
-        recorded, str(folder / PREPROCESSING_FILE), int(meta["in_channels"])
-    )
-    oversized = _oversized(transform)
-    if oversized:
-        raise DataError(f"{folder / PREPROCESSING_FILE}: {oversized}; {REWRITE}")
+    try:  # a received file: its sizes too (at most MAX_SIDE), before any image is transformed
+        transform = parse_eval_transform(
+            recorded, str(folder / PREPROCESSING_FILE), int(meta["in_channels"])
+        )
+    except ConfigError as err:
+        raise DataError(f"{err}; {REWRITE}") from None
     config = _bundled_config(folder / CONFIG_FILE)
     return BundledEncoder(model, transform, config, info)
 
@@ -371,19 +365,6 @@ def _check_recorded_files(folder: Path, info: dict[str, Any]) -> None:
                 f"{recorded[name][:19]}... {BUNDLE_FILE} records: the file changed after the "
                 f"bundle was written (the embeddings would not be the run's); {REWRITE}"
             )
-
-
-def _oversized(transform: EvalTransform) -> Optional[str]:
-    """What makes an image larger than :data:`MAX_SIDE` pixels a side, or None: a received
-    ``preprocessing.json`` could otherwise have every image resized to 60,000 pixels (14 GB of
-    pixels each) by the first call of the encoder."""
-    sides = [*(transform.resize or ()), *(transform.center_crop or ())]
-    if not any(side > MAX_SIDE for side in sides):
-        return None
-    return (
-        f"resize {list(transform.resize or [])}, center_crop {list(transform.center_crop or [])}"
-        f": a bundle's images are at most {MAX_SIDE} pixels a side"
-    )
 
 
 def _bundled_config(path: Path) -> dict[str, Any]:
