@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -314,9 +315,13 @@ def from_pretrained(
     local_files_only: bool = False,
     revision: Optional[str] = None,
 ) -> BundledEncoder:
-    """The encoder of a bundle folder, or of a hub repository ``owner/name`` (needs huggingface_hub)."""
+    """The encoder of a bundle folder, or of a hub repository ``owner/name`` (needs huggingface_hub).
+    A name that is no folder here is looked up on the hub only when it reads as a repository id;
+    a file, a :class:`~pathlib.Path`, or a path starting with ``.``, ``~`` or ``/`` or holding more
+    separators than ``owner/name`` is refused naming it (:func:`_check_local_path`)."""
     folder = Path(name_or_path).expanduser()
     if not folder.is_dir():
+        _check_local_path(name_or_path, folder)
         folder = _hub_snapshot(str(name_or_path), cache_dir, local_files_only, revision)
     missing = [name for name in FILES if not (folder / name).is_file()]
     if missing:
@@ -381,6 +386,25 @@ def _bundled_config(path: Path) -> dict[str, Any]:
             f"{path}: expected a mapping at the top level, got {type(config).__name__}; {REWRITE}"
         )
     return config
+
+
+#: what a hub repository id looks like (``name`` or ``owner/name``, word characters, ``-`` and
+#: ``.``, each part starting with a word character); other names not found here are local paths
+_HUB_REPOSITORY = re.compile(r"\w[\w.-]*(/\w[\w.-]*)?")
+
+
+def _check_local_path(name_or_path: str | Path, path: Path) -> None:
+    """Refuse ``name_or_path``, which is no folder, when it is a local path rather than a hub
+    repository id: it exists (a file), is a :class:`~pathlib.Path`, or does not read as an id
+    (``./bundle``, ``~/bundle``, ``/data/bundle``, ``runs/x/bundle``, a backslash)."""
+    fix = "pass the folder gspdml bundle RUN_DIR --out DIR wrote, or a hub repository as owner/name"
+    if os.path.lexists(path):
+        if (path.parent / BUNDLE_FILE).is_file():
+            fix = f"pass its folder {path.parent}, a bundle"
+        raise DataError(f"{path}: not a bundle folder (it is a file); {fix}")
+    text = str(name_or_path)
+    if isinstance(name_or_path, Path) or not _HUB_REPOSITORY.fullmatch(text):
+        raise DataError(f"{path}: no such folder (a local path, never looked up on the hub); {fix}")
 
 
 def _hub_snapshot(
