@@ -317,7 +317,10 @@ class AnnIndex:
         cls, folder: str | Path, count: Optional[int], mmap: bool = True
     ) -> Optional[AnnIndex]:
         """The approximate index of an index folder, or None; ``count``: the vectors it must hold
-        (None: any); ``mmap`` maps the file instead of reading it (not for appending)."""
+        (None: any); ``mmap`` maps the file instead of reading it (not for appending). faiss
+        trusts the sizes the file claims: :meth:`RetrievalIndex.load
+        <gspdml.retrieval.index.RetrievalIndex.load>` checks it against the manifest's size and
+        sha256 before calling this, mapped or not."""
         folder = Path(folder)
         described = read_description(folder)
         if described is None:
