@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 from gspdml.errors import ConfigError
 from gspdml.evaluation.results import UNKNOWN, LabelsLike, encode_labels
+from gspdml.evaluation.top1 import fraction_correct
 
 #: DINO's k-NN evaluation (Caron et al. 2021, §4.1): 20 neighbours, temperature 0.07
 DINO_K, DINO_TEMPERATURE = 20, 0.07
@@ -56,6 +57,8 @@ def _predicted_codes(
         raise ValueError(
             f"{train_features.shape[0]} training features but {train_codes.shape[0]} labels"
         )
+    if test_features.shape[0] == 0:  # no test image: no neighbours to search
+        return torch.zeros(0, dtype=torch.int64)
     train = F.normalize(train_features, dim=1)
     test = F.normalize(test_features.to(train.dtype), dim=1)
     distances, indices = knn(test, train, k=k, device=device)
@@ -114,4 +117,5 @@ def weighted_knn_top1(
     predicted = _predicted_codes(
         train_features, train_codes, len(values), test_features, k, temperature, device
     )
-    return float((predicted == test_codes).double().mean())
+    correct = int((predicted == test_codes).sum())
+    return fraction_correct(correct, len(test_codes), "the test features' split")
