@@ -13,16 +13,18 @@ from gspdml.evaluation.knn_classifier import weighted_knn_predict, weighted_knn_
 
 
 def _slow_predict(train, train_labels, test, k, temperature):
-    """One test feature at a time, in float64 Python loops."""
+    """One test feature at a time, in float64 Python loops; labels of any kind that Python
+    orders (ints, strings)."""
+    train_labels = train_labels.tolist() if hasattr(train_labels, "tolist") else train_labels
     train = [np.asarray(f, dtype=np.float64) / np.linalg.norm(f) for f in train]
     predictions = []
     for query in test:
         query = np.asarray(query, dtype=np.float64) / np.linalg.norm(query)
         similarities = [float(np.dot(query, f)) for f in train]
         order = sorted(range(len(train)), key=lambda j: (-similarities[j], j))[:k]
-        votes: dict[int, float] = {}
+        votes: dict = {}
         for j in order:
-            label = int(train_labels[j])
+            label = train_labels[j]
             votes[label] = votes.get(label, 0.0) + math.exp(similarities[j] / temperature)
         best = max(votes.values())
         predictions.append(min(label for label, vote in votes.items() if vote == best))

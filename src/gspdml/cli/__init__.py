@@ -39,8 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: a ``key.sub=value`` override (or a ``key=value`` setting): a dotted name, ``=``, a value
-OVERRIDE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*=")
+#: a ``key.sub=value`` override (or a ``key=value`` setting): a dotted name whose segments may
+#: name list entries (``loss[1].margin``), ``=``, a value
+OVERRIDE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])*(\.[A-Za-z0-9_]+(\[[0-9]+\])*)*=")
 
 
 def parse(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> argparse.Namespace:

@@ -3,7 +3,10 @@
 The file (or the shipped preset of that name, :func:`preset_path`) is read with its ``base``
 includes (YAML files relative to the including file, merged in order, the file itself on top),
 merged over the schema's defaults, and the overrides ``key.sub=value`` (YAML values) are applied:
-a plain mapping that :func:`gspdml.config.load_config` checks against the schema.
+a plain mapping that :func:`gspdml.config.load_config` checks against the schema. An override
+names an entry of a list by its position, ``loss[1].margin=0.2``: the key by which validation,
+``--resume`` and ``gspdml diff`` name an option of a list of losses, so a printed key can be
+pasted back.
 
 Component specs (``data.dataset``, ``model.backbone``, ``model.pooling``, ``loss``) are brought
 to the canonical ``{name: ..., **options}`` form so overrides can address their options
@@ -282,7 +285,77 @@ def _named_form(spec: Mapping[str, Any]) -> bool:
     return len(spec) == 1 and all(v is None or isinstance(v, Mapping) for v in spec.values())
 
 
+#: one segment of an override's key: a name, then the positions of list entries (``loss[1]``)
+_SEGMENT = re.compile(r"([^.\[\]]+)((?:\[[0-9]+\])*)")
+#: a step of an override's path: a mapping's key or a list's position
+Step = Union[str, int]
+
+
+def _override_path(dotted: str) -> list[Step]:
+    """The steps of an override's key: ``loss[1].base.margin`` -> ``["loss", 1, "base",
+    "margin"]``, the form in which validation, ``--resume`` and ``gspdml diff`` name an option
+    of a list of losses (:func:`gspdml.training.component_options.option_keys`)."""
+    steps: list[Step] = []
+    for segment in dotted.strip().split("."):
+        match = _SEGMENT.fullmatch(segment)
+        if match is None:
+            raise ConfigError(
+                dotted.strip(),
+                "an override's key is of the form key.sub (key[i].sub for the entry i of a "
+                "list, loss[1].margin)",
+            )
+        steps += [match[1], *(int(i) for i in re.findall(r"[0-9]+", match[2]))]
+    return steps
+
+
+def _path_text(steps: Iterable[Step]) -> str:
+    """Steps as the key that names them: ``loss[1].base``."""
+    text = ""
+    for step in steps:
+        text += f"[{step}]" if isinstance(step, int) else f".{step}" if text else step
+    return text
+
+
+def _spec_path(steps: Iterable[Step]) -> str:
+    """The field of a path without its list positions (``loss[1].base`` -> ``loss.base``)."""
+    return ".".join(step for step in steps if isinstance(step, str))
+
+
+def _child(node: Any, steps: list[Step], dotted: str) -> Any:
+    """The value at the last of ``steps`` below ``node`` (the value at the steps before it), an
+    empty mapping made for an option inside a component spec; a spec entered on its way to one
+    of its options is brought to ``{name: ..., **options}`` (``c2`` or ``{c2: {...}}`` in a list
+    of losses, a wrapper's ``base``)."""
+    step, here, parent = steps[-1], _path_text(steps), _path_text(steps[:-1])
+    if isinstance(step, int):
+        if not isinstance(node, list):
+            raise ConfigError(parent, f"cannot set {dotted!r}: {parent} is not a list")
+        if step >= len(node):
+            raise ConfigError(
+                here,
+                f"cannot set {dotted!r}: {parent} has {len(node)} entries (0 to {len(node) - 1})",
+            )
+    else:
+        if not isinstance(node, dict):
+            raise ConfigError(parent, f"cannot set {dotted!r}: {parent} is not a mapping")
+        if step not in node:
+            if not _inside_spec(_spec_path(steps)):
+                suggestion = did_you_mean(step, list(node))
+                raise ConfigError(here, f"unknown key{suggestion}; allowed: {', '.join(node)}")
+            node[step] = {}
+    child = node[step]
+    entered = isinstance(child, str) or (
+        isinstance(child, Mapping) and "name" not in child and _named_form(child)
+    )
+    if entered and _inside_spec(_spec_path(steps)):
+        name, options = parse_spec(child, here)
+        child = node[step] = {"name": name, **options}
+    return child
+
+
 def _apply_override(config: dict[str, Any], item: str) -> None:
+    """Set the value of one ``key.sub=value`` override (YAML value; ``key[i]`` is the entry i of
+    a list: ``loss[1].margin``)."""
     if "=" not in item:
         raise ConfigError("", f"override {item!r} is not of the form key.sub=value")
     dotted, text = item.split("=", 1)
@@ -290,24 +363,19 @@ def _apply_override(config: dict[str, Any], item: str) -> None:
         value = parse_yaml(text)
     except yaml.YAMLError:
         value = text
-    parts = dotted.strip().split(".")
+    steps = _override_path(dotted)
     node: Any = config
-    for i, part in enumerate(parts[:-1]):
-        here = ".".join(parts[: i + 1])
-        if not isinstance(node, dict):
-            raise ConfigError(here, f"cannot set {dotted!r}: {here} is not a mapping")
-        if part not in node:
-            if not _inside_spec(here):
-                suggestion = did_you_mean(part, list(node))
-                raise ConfigError(here, f"unknown key{suggestion}; allowed: {', '.join(node)}")
-            node[part] = {}
-        node = node[part]
-    if not isinstance(node, dict):
+    for i in range(1, len(steps)):
+        node = _child(node, steps[:i], dotted)
+    last = steps[-1]
+    if isinstance(last, int):
+        _child(node, steps, dotted)  # the entry exists
+    elif not isinstance(node, dict):
         raise ConfigError(dotted, f"cannot set {dotted!r}: its parent is not a mapping")
-    if parts[-1] not in node and not _inside_spec(dotted):
-        suggestion = did_you_mean(parts[-1], list(node))
+    elif last not in node and not _inside_spec(_spec_path(steps)):
+        suggestion = did_you_mean(last, list(node))
         raise ConfigError(dotted, f"unknown key{suggestion}; allowed: {', '.join(node)}")
-    node[parts[-1]] = value
+    node[last] = value
 
 
 def _inside_spec(dotted: str) -> bool:

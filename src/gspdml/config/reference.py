@@ -21,7 +21,8 @@ HEADER = """# Run configuration
 
 Every key of a run config, with its type, default and meaning. A run config is one YAML file (or
 a preset: `gspdml list presets`); `base:` includes other files, and `gspdml train CONFIG key.sub=value`
-overrides any key. `gspdml config CONFIG` prints the resolved config. Component specs
+overrides any key (an entry of a list by its position: `loss[1].margin=0.2`, the key `gspdml diff`
+and `--resume` print). `gspdml config CONFIG` prints the resolved config. Component specs
 (`data.dataset`, `model.backbone`, `model.pooling`, `loss`) are `{name: ..., options}`; their
 options are the component's constructor arguments, listed under [Components](#components)
 (`gspdml list datasets|backbones|poolings|losses --options`).

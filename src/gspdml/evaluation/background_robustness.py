@@ -20,6 +20,7 @@ from torch import nn
 from gspdml.data.imagenet9 import IN_TO_IN9
 from gspdml.data.images import load_image
 from gspdml.evaluation.attention_localisation import image_tensor
+from gspdml.evaluation.top1 import fraction_correct
 from gspdml.models.embedder import Embedder
 
 
@@ -40,7 +41,8 @@ def in9_accuracy(
     batch_size: int = 64,
 ) -> float:
     """The ImageNet-9 top-1 accuracy (a fraction) of ``classifier`` on ``model``'s pooled
-    features of ``items`` (module doc)."""
+    features of ``items`` (module doc); no items are refused
+    (:func:`~gspdml.evaluation.top1.fraction_correct`)."""
     model, classifier = model.to(device).eval(), classifier.to(device).eval()
     correct = 0
     for start in range(0, len(items), batch_size):
@@ -56,4 +58,4 @@ def in9_accuracy(
             assert pooled is not None  # an Embedder's output has it
             predicted = in9_predictions(classifier(pooled)).cpu()
         correct += int((predicted == torch.tensor([label for _, label in chunk])).sum())
-    return correct / len(items)
+    return fraction_correct(correct, len(items), "the ImageNet-9 variation")

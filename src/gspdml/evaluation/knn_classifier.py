@@ -16,61 +16,106 @@ smaller training index first among equals, the distances re-ranked in float64) a
 summed in float64; among classes of equal weight the smallest label wins. The features are
 normalised in their own dtype (float32 features of ImageNet's 1.28M training images stay
 float32).
+
+Labels are ints or strings in any numbering (negative, sparse, 64-bit ids): they pass through
+the one label coding of the retrieval metrics (:func:`gspdml.evaluation.results.encode_labels`),
+whose codes follow the labels' order, so "the smallest label" is the smallest code and the votes
+take one column per distinct training label.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from gspdml.errors import ConfigError
+from gspdml.evaluation.results import UNKNOWN, LabelsLike, encode_labels
+from gspdml.evaluation.top1 import fraction_correct
 
 #: DINO's k-NN evaluation (Caron et al. 2021, §4.1): 20 neighbours, temperature 0.07
 DINO_K, DINO_TEMPERATURE = 20, 0.07
 
 
-def weighted_knn_predict(
+def _predicted_codes(
     train_features: torch.Tensor,
-    train_labels: torch.Tensor,
+    train_codes: torch.Tensor,
+    num_labels: int,
     test_features: torch.Tensor,
-    k: int = DINO_K,
-    temperature: float = DINO_TEMPERATURE,
-    device: Optional[torch.device | str] = None,
+    k: int,
+    temperature: float,
+    device: Optional[torch.device | str],
 ) -> torch.Tensor:
-    """The predicted label ``[N_test]`` (int64, on the CPU) of every test feature (module
-    doc); the neighbours are searched on ``device`` (default: the features')."""
+    """The label code (int64, on the CPU) each test feature's weighted vote picks (module doc)."""
     from gspdml.evaluation.exact_knn import knn
 
     if temperature <= 0:
         raise ConfigError("temperature", f"must be positive, got {temperature}")
-    if train_features.shape[0] != train_labels.shape[0]:
+    if train_features.shape[0] != train_codes.shape[0]:
         raise ValueError(
-            f"{train_features.shape[0]} training features but {train_labels.shape[0]} labels"
+            f"{train_features.shape[0]} training features but {train_codes.shape[0]} labels"
         )
+    if test_features.shape[0] == 0:  # no test image: no neighbours to search
+        return torch.zeros(0, dtype=torch.int64)
     train = F.normalize(train_features, dim=1)
     test = F.normalize(test_features.to(train.dtype), dim=1)
     distances, indices = knn(test, train, k=k, device=device)
     similarity = 1.0 - distances.cpu() / 2.0
     weights = torch.exp(similarity / temperature)
-    labels = train_labels.to(torch.int64).cpu()
-    votes = torch.zeros(test.shape[0], int(labels.max()) + 1, dtype=torch.float64)
-    votes.scatter_add_(1, labels[indices.cpu()], weights)
+    votes = torch.zeros(test.shape[0], num_labels, dtype=torch.float64)
+    votes.scatter_add_(1, train_codes[indices.cpu()], weights)
     return votes.argmax(dim=1)
+
+
+def _known(codes: torch.Tensor, name: str) -> torch.Tensor:
+    """``codes`` when every label is known; a None label is refused (a classifier's images are
+    labelled)."""
+    if bool((codes == UNKNOWN).any()):
+        row = int((codes == UNKNOWN).nonzero()[0])
+        raise ConfigError(name, f"row {row} has no label (None); give every image its label")
+    return codes
+
+
+def weighted_knn_predict(
+    train_features: torch.Tensor,
+    train_labels: LabelsLike,
+    test_features: torch.Tensor,
+    k: int = DINO_K,
+    temperature: float = DINO_TEMPERATURE,
+    device: Optional[torch.device | str] = None,
+) -> np.ndarray:
+    """The predicted label ``[N_test]`` (a numpy array of the training labels' values) of every
+    test feature (module doc); the neighbours are searched on ``device`` (default: the
+    features')."""
+    values, codes, _ = encode_labels(train_labels)
+    codes = _known(codes, "train_labels")
+    predicted = _predicted_codes(
+        train_features, codes, len(values), test_features, k, temperature, device
+    )
+    predictions: np.ndarray = values[predicted.numpy()]
+    return predictions
 
 
 def weighted_knn_top1(
     train_features: torch.Tensor,
-    train_labels: torch.Tensor,
+    train_labels: LabelsLike,
     test_features: torch.Tensor,
-    test_labels: torch.Tensor,
+    test_labels: LabelsLike,
     k: int = DINO_K,
     temperature: float = DINO_TEMPERATURE,
     device: Optional[torch.device | str] = None,
 ) -> float:
-    """The fraction of test features whose weighted k-NN prediction is their label."""
-    predicted = weighted_knn_predict(
-        train_features, train_labels, test_features, k, temperature, device
+    """The fraction of test features whose weighted k-NN prediction is their label (a test
+    label no training image has is never predicted)."""
+    values, test_codes, train_codes = encode_labels(test_labels, train_labels)
+    train_codes = _known(train_codes, "train_labels")
+    test_codes = _known(test_codes, "test_labels")
+    if len(test_codes) != test_features.shape[0]:
+        raise ValueError(f"{test_features.shape[0]} test features but {len(test_codes)} labels")
+    predicted = _predicted_codes(
+        train_features, train_codes, len(values), test_features, k, temperature, device
     )
-    return float((predicted == test_labels.to(torch.int64).cpu()).double().mean())
+    correct = int((predicted == test_codes).sum())
+    return fraction_correct(correct, len(test_codes), "the test features' split")

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.errors import ConfigError
+from gspdml.evaluation.top1 import fraction_correct
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,10 @@ def train_linear_probe(
 @torch.no_grad()
 def top1(classifier: nn.Module, features: torch.Tensor, labels: torch.Tensor) -> float:
     """The fraction of ``features`` whose largest logit is their label (the first of equal
-    logits wins)."""
+    logits wins); no features are refused (:func:`~gspdml.evaluation.top1.fraction_correct`)."""
     predicted = classifier(features).argmax(dim=1)
-    return float((predicted == labels.to(predicted.device, torch.int64)).double().mean())
+    correct = int((predicted == labels.to(predicted.device, torch.int64)).sum())
+    return fraction_correct(correct, len(predicted), "the test features' split")
 
 
 def linear_probe_top1(

@@ -37,7 +37,7 @@ METRICS = ("squared_euclidean", "euclidean", "cosine")
 FORMAT = "gspdml-retrieval-results"
 VERSION = 1
 _TENSORS = ("indices", "distances", "query_labels", "reference_labels")
-_LABEL_KINDS = {"i": "int", "u": "int", "b": "int", "U": "str", "S": "bytes"}
+_LABEL_KINDS = {"i": "int", "u": "int", "b": "bool", "U": "str", "S": "bytes"}
 #: embeddings as given: float [N, D], a tensor or a numpy array
 Embeddings = Union[torch.Tensor, np.ndarray]
 #: labels as given: ints or strings (None where unknown), as a sequence, numpy array or tensor
@@ -384,7 +384,9 @@ def encode_labels(
 ) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
     """One coding for both sides: ``(values [L], query codes [N_q], reference codes [N_r])``,
     int64 codes with ``values[code]`` the original label and -1 for None (``reference_labels``
-    None: the queries only). Labels are ints or strings; floats are refused, never rounded."""
+    None: the queries only). Labels are ints, strings or bools; floats are refused, never
+    rounded, and bools mixed with ints are refused, never coded as the ints 0 and 1 (True and 1
+    together are most likely a bug: one class or two, the coding cannot know)."""
     arrays = [_as_label_array(query_labels, "query_labels")]
     if reference_labels is not None:
         arrays.append(_as_label_array(reference_labels, "reference_labels"))
@@ -402,10 +404,17 @@ def encode_labels(
             if part.dtype == object
             else {_LABEL_KINDS.get(part.dtype.kind, part.dtype.name)}
         )
+    if kinds == {"bool", "int"}:
+        raise ConfigError(
+            "labels",
+            "bool labels (True/False) mixed with integer labels: True and 1 would be scored as "
+            "one class, or as two; give one kind of label (int() of each bool, or bools only)",
+        )
     if len(kinds) > 1 or not kinds <= set(_LABEL_KINDS.values()):
         raise ConfigError(
             "labels",
-            f"labels must be all integers or all strings (or None), got {', '.join(sorted(kinds))}",
+            "labels must be all integers or all strings (or all bools), None where unknown; "
+            f"got {', '.join(sorted(kinds))}",
         )
     parts = [np.asarray(p.tolist()) if p.dtype == object else p for p in parts if len(p)]
     if kinds == {"int"}:
@@ -440,9 +449,9 @@ def _as_label_array(labels: LabelsLike, name: str) -> np.ndarray:
     if isinstance(labels, torch.Tensor):
         labels = labels.detach().cpu().numpy()
     arr = (
-        np.asarray(labels)
-        if not isinstance(labels, (list, tuple)) or None not in labels
-        else np.array(labels, dtype=object)
+        np.array(labels, dtype=object)  # each value's own kind: np.asarray([True, 2]) is ints
+        if isinstance(labels, (list, tuple)) and (None in labels or _holds_a_bool(labels))
+        else np.asarray(labels)
     )
     if arr.ndim != 1:
         raise ConfigError(name, f"expected a 1-D array of labels, got shape {arr.shape}")
@@ -453,7 +462,13 @@ def _as_label_array(labels: LabelsLike, name: str) -> np.ndarray:
     return arr
 
 
+def _holds_a_bool(labels: Sequence[Any]) -> bool:
+    return any(isinstance(v, (bool, np.bool_)) for v in labels)
+
+
 def _label_kind(value: Any) -> str:
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
     if isinstance(value, (int, np.integer)):
         return "int"
     if isinstance(value, str):

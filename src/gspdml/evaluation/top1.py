@@ -5,6 +5,11 @@
 over the ``N`` images of the evaluated split, ``z_i`` the classifier's logits of image ``i``. A
 tie of the largest logits counts as correct only when the lowest tied class index is the label
 (``torch.argmax``'s first maximum), so the metric does not depend on the device.
+
+A split without images has no accuracy (0 / 0): every classification accuracy (this top-1, the
+linear probe's, DINO's k-NN classifier's, the ImageNet-9 accuracy) is divided by
+:func:`fraction_correct`, which refuses it as the retrieval metrics refuse a split without
+queries (:class:`~gspdml.evaluation.metrics.NoQueryToScore`), never NaN or a ZeroDivisionError.
 """
 
 from __future__ import annotations
@@ -12,6 +17,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import torch
+
+from gspdml.evaluation.metrics import NoQueryToScore
+
+
+def fraction_correct(correct: int, total: int, split: str = "the split") -> float:
+    """``correct / total``, the accuracy of a split of ``total`` images; a
+    :class:`NoQueryToScore` naming ``split`` when it has none."""
+    if total == 0:
+        raise NoQueryToScore(
+            f"no image to score: {split} has no images, so its accuracy is undefined; "
+            "evaluate a split with images"
+        )
+    return correct / total
 
 
 def correct_top1(logits: torch.Tensor, labels: torch.Tensor) -> int:
@@ -28,11 +46,9 @@ def top1_accuracy(
     batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
 ) -> float:
     """The top-1 accuracy (a fraction) of ``classify`` (images -> logits) over ``batches`` of
-    ``(images, labels)``; an empty split is a ValueError."""
+    ``(images, labels)``; an empty split is refused (:func:`fraction_correct`)."""
     correct = total = 0
     for images, labels in batches:
         correct += correct_top1(classify(images), labels)
         total += len(labels)
-    if total == 0:
-        raise ValueError("top-1 accuracy of an empty split")
-    return correct / total
+    return fraction_correct(correct, total)

@@ -109,14 +109,18 @@ class ZSR(LossWrapper):
 
     def zero_shot_loss(self, attributes: Tensor, labels: Tensor) -> Tensor:
         """``L_ZS`` of Eq. 4.4 on a batch ordered as two class-disjoint halves: the terms ``l_j``
-        of both halves, reduced by ``reduction``."""
+        of both halves, reduced by ``reduction``. The ridge solve and the logits run outside
+        autocast in the wider dtype of the attributes and the class embeddings, at least float32
+        (float64 for a float64 model, float32 for half-precision attributes)."""
         losses = []
-        with torch.autocast(device_type=attributes.device.type, enabled=False):  # solves in float32
-            targets = self.class_embeddings[labels]
+        dtype = torch.promote_types(attributes.dtype, self.class_embeddings.dtype)
+        dtype = torch.promote_types(dtype, torch.float32)
+        with torch.autocast(device_type=attributes.device.type, enabled=False):
+            classes = self.class_embeddings.to(dtype)
             for half, predicted in ridge_across_halves(
-                attributes.float(), targets, labels, self.ridge, "zsr"
+                attributes.to(dtype), classes[labels], labels, self.ridge, "zsr"
             ):
-                logits = self.logit_scale * predicted @ self.class_embeddings.T
+                logits = self.logit_scale * predicted @ classes.T
                 losses.append(F.cross_entropy(logits, labels[half], reduction="none"))
         parts = {"samples": Terms(*losses)}
         if not self._first_loss_checked and self.training:
