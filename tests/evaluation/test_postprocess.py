@@ -137,6 +137,36 @@ def test_k_reciprocal_matches_the_papers_equations(loo):
     np.testing.assert_array_equal(got_i.numpy(), want_i)
 
 
+@pytest.mark.parametrize("loo", [True, False])
+def test_k_reciprocal_matches_the_papers_equations_among_ties(loo):
+    """Points of the lattice {0,1,2}^4, duplicates among them: many equal distances, so every
+    set of eq. 4-6 and the k2 items of eq. 9 are decided by the tie rule (distance, then
+    database row, each item itself first); the 2/3 condition of eq. 6 is met with equality."""
+    rng = np.random.default_rng(7)
+    db = rng.integers(0, 3, size=(45, 4)).astype(np.float32)
+    q = np.concatenate([db[:3], rng.integers(0, 3, size=(5, 4))]).astype(np.float32)
+    query = torch.from_numpy(db if loo else q)
+    cands = torch.stack(
+        [torch.randperm(44, generator=torch.Generator().manual_seed(i))[:15] for i in range(8)]
+        if not loo  # leave-one-out: never the query's own row
+        else [
+            (i + 1 + torch.randperm(44, generator=torch.Generator().manual_seed(i))[:15]) % 45
+            for i in range(45)
+        ]
+    )
+    for k1, k2 in ((6, 3), (20, 6)):
+        got_d, got_i = k_reciprocal_rerank(
+            query, torch.from_numpy(db), cands, k1=k1, k2=k2, lam=0.3, leave_one_out=loo
+        )
+        items = db if loo else np.concatenate([db, q])
+        probes = range(45) if loo else range(45, 53)
+        want_d, want_i = slow_k_reciprocal(
+            items.astype(np.float64), list(probes), cands.numpy(), k1, k2, 0.3
+        )
+        np.testing.assert_allclose(got_d.numpy(), want_d, atol=1e-9)
+        np.testing.assert_array_equal(got_i.numpy(), want_i)
+
+
 def test_pipeline_leave_one_out_with_query_expansion_excludes_the_query_row():
     x, labels = unit_clusters(80)
     res = pp.postprocessed_retrieve(x, labels, steps=["qe:k=2,alpha=3.0"])

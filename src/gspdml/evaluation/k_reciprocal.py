@@ -13,7 +13,9 @@ squared Euclidean distance and N(p, k) = p and its k nearest other items:
 - d_J(p, g) = 1 - sum_j min(V_p[j], V_g[j]) / sum_j max(V_p[j], V_g[j])  (eq. 10-11);
 - d*(p, g) = (1 - lambda) d_J(p, g) + lambda d(p, g)  (eq. 12).
 
-V is sparse (|R*| ~ k1 entries a row), so no N x N matrix is held.
+V is sparse (|R*| ~ k1 entries a row), so no N x N matrix is held. The authors' released code
+departs from these equations (each row of d divided by its largest entry, the weights of eq. 7
+divided by their sum, a strict > in eq. 6); gspdml follows the paper, docs/paper-vs-code.md.
 """
 
 from __future__ import annotations
