@@ -4,9 +4,8 @@ arrays of an ``.npz`` file, results to another::
 
     $GSPDML_TF_PYTHON tests/parity/ccp_tf_driver.py IN.npz OUT.npz [IN.npz OUT.npz ...]
 
-As ``gsp_tf_driver.py`` (whose :func:`package` it uses), it registers the packages the vendored
-modules import from in place of their ``__init__`` files, and runs ``tf.function`` bodies
-eagerly. It builds the framework's ``AlternatingProjectionCallback`` around the given proxies
+As ``gsp_tf_driver.py``, it registers the packages the vendored modules import from in place of
+their ``__init__`` files and runs ``tf.function`` bodies eagerly (``_tf_driver.py``). It builds the framework's ``AlternatingProjectionCallback`` around the given proxies
 and a sampler that returns the given pool one draw at a time, as the framework's
 ``representative_sampler`` returns one embedding per class, and ``DistanceRegularizer``, the
 gradient transformer of the proximal term.
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-from gsp_tf_driver import package
+from _tf_driver import package, serve
 
 FRAMEWORK = Path(__file__).resolve().parent / "vendor" / "ccp_tf" / "framework"
 
@@ -66,17 +65,5 @@ def run(inputs) -> dict[str, np.ndarray]:
     return {"proxies": np.array(proxies), "proximal_grad": np.asarray(grad)}
 
 
-def main(*paths: str) -> None:
-    """``IN OUT [IN OUT ...]``: each input file's results to the output file after it."""
-    if not paths or len(paths) % 2:
-        raise SystemExit("usage: ccp_tf_driver.py IN.npz OUT.npz [IN.npz OUT.npz ...]")
-    tf.config.run_functions_eagerly(True)
-    install_packages()
-    for source, target in zip(paths[::2], paths[1::2]):
-        with np.load(source) as inputs:
-            results = run(dict(inputs))
-        np.savez(target, **results)
-
-
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    serve("ccp_tf_driver.py", install_packages, run, sys.argv[1:])

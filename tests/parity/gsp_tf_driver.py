@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+from _tf_driver import package, serve
 
 FRAMEWORK = Path(__file__).resolve().parent / "vendor" / "gsp_tf" / "framework"
 WEIGHTS = ("kernel", "prototypes", "class_embeddings")
@@ -91,16 +92,6 @@ def _registry(kind: str):
         return add
 
     return factory, register
-
-
-def package(name: str, folder: Path | None, **attributes) -> types.ModuleType:
-    """Register the package ``name`` (its modules read from ``folder``) with ``attributes``, in
-    place of its ``__init__.py``."""
-    module = types.ModuleType(name)
-    module.__path__ = [str(folder)] if folder else []
-    module.__dict__.update(attributes)
-    sys.modules[name] = module
-    return module
 
 
 def install_packages() -> None:
@@ -234,17 +225,5 @@ def run(inputs) -> dict[str, np.ndarray]:
     return {name: np.asarray(value) for name, value in out.items()}
 
 
-def main(*paths: str) -> None:
-    """``IN OUT [IN OUT ...]``: each input file's results to the output file after it."""
-    if not paths or len(paths) % 2:
-        raise SystemExit("usage: gsp_tf_driver.py IN.npz OUT.npz [IN.npz OUT.npz ...]")
-    tf.config.run_functions_eagerly(True)  # the module docstring
-    install_packages()
-    for source, target in zip(paths[::2], paths[1::2]):
-        with np.load(source) as inputs:
-            results = run(dict(inputs))
-        np.savez(target, **results)
-
-
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    serve("gsp_tf_driver.py", install_packages, run, sys.argv[1:])

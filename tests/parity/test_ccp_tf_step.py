@@ -30,8 +30,6 @@ each side, compared to 2 float32 roundings of its scale.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -46,17 +44,10 @@ from gspdml.ops.normalize import clip_normalize
 from gspdml.settings.schema import plain
 from gspdml.training.ccp_controller import CCPController
 from tests.parity import _step_harness as harness
+from tests.parity import _tf_parity as tf_parity
 
-TF_PYTHON = os.environ.get("GSPDML_TF_PYTHON")
 DRIVER = Path(__file__).parent / "ccp_tf_driver.py"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not TF_PYTHON,
-        reason="needs the TensorFlow interpreter of the CCP authors' code: "
-        "bash scripts/tf_parity_env.sh DIR, then GSPDML_TF_PYTHON=DIR/bin/python",
-    ),
-]
+pytestmark = tf_parity.marks("CCP")
 CLASSES, DIM = 10, 128
 CASES = ("unit-next", "embedded-first", "embedded-next")
 
@@ -96,31 +87,6 @@ def case_arrays(name: str, loss: nn.Module, seed: int) -> dict[str, np.ndarray]:
     }
 
 
-def authors_run(folder: Path, cases: dict[str, dict[str, np.ndarray]]) -> dict[str, Any]:
-    """The TF side (``ccp_tf_driver.py``, one interpreter for all cases); outputs by case."""
-    if not Path(str(TF_PYTHON)).is_file():
-        pytest.fail(
-            f"GSPDML_TF_PYTHON={TF_PYTHON} is not a file; point it at the python of an environment "
-            "made by bash scripts/tf_parity_env.sh DIR (DIR/bin/python), or unset it to skip"
-        )
-    paths = {name: (folder / f"{name}.in.npz", folder / f"{name}.out.npz") for name in cases}
-    for name, (source, _) in paths.items():
-        np.savez(source, **cases[name])
-    done = subprocess.run(
-        [str(TF_PYTHON), str(DRIVER), *(str(path) for pair in paths.values() for path in pair)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"},
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    results = {}
-    for name, (_, target) in paths.items():
-        with np.load(target) as arrays:
-            results[name] = dict(arrays)
-    return results
-
-
 def picks(proxies: torch.Tensor, pool: torch.Tensor, k: int) -> list[list[int]]:
     """For each class, the pool index of each of its ``k`` proxies (rows ``k C + c``), in order."""
     per_class = proxies.double().reshape(k, CLASSES, DIM).transpose(0, 1)  # [C, K, d]
@@ -131,7 +97,7 @@ def picks(proxies: torch.Tensor, pool: torch.Tensor, k: int) -> list[list[int]]:
 def runs(tmp_path_factory) -> dict[str, Any]:
     loss = our_loss()
     cases = {name: case_arrays(name, loss, seed) for seed, name in enumerate(CASES)}
-    theirs = authors_run(tmp_path_factory.mktemp("ccp_tf"), cases)
+    theirs = tf_parity.authors_run(DRIVER, tmp_path_factory.mktemp("ccp_tf"), cases)
     return {"loss": loss, "cases": cases, "theirs": theirs}
 
 

@@ -65,8 +65,6 @@ either way, so each entry is held to ``lr`` times the relative change that toler
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -89,17 +87,10 @@ from gspdml.settings.schema import plain
 from gspdml.training.parts import RunParts
 from gspdml.training.trainer import Trainer
 from tests.parity import _step_harness as harness
+from tests.parity import _tf_parity as tf_parity
 
-TF_PYTHON = os.environ.get("GSPDML_TF_PYTHON")
 DRIVER = Path(__file__).parent / "gsp_tf_driver.py"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not TF_PYTHON,
-        reason="needs the TensorFlow interpreter of the GSP authors' code: "
-        "bash scripts/tf_parity_env.sh DIR, then GSPDML_TF_PYTHON=DIR/bin/python",
-    ),
-]
+pytestmark = tf_parity.marks("GSP")
 
 CHANNELS, SIDE, CLASSES, BATCH_CLASSES, PER_CLASS = 1024, 7, 75, 8, 4
 #: the framework's own GSP and ZSR values for these runs, which its side is given (ours come from
@@ -154,33 +145,6 @@ def batch(dim: int, num_prototypes: int, seed: int = 0) -> dict[str, torch.Tenso
 def interleave(n: int) -> torch.Tensor:
     """Positions of our batch in the TF sampler's order: ``2i <- i``, ``2i + 1 <- n/2 + i``."""
     return torch.stack([torch.arange(n // 2), torch.arange(n // 2) + n // 2], dim=1).flatten()
-
-
-def authors_run(folder: Path, cases: dict[str, dict[str, np.ndarray]]) -> dict[str, Any]:
-    """The TF side (``gsp_tf_driver.py``, one interpreter for all) on each case's arrays; its
-    outputs by case."""
-    if not Path(str(TF_PYTHON)).is_file():
-        pytest.fail(
-            f"GSPDML_TF_PYTHON={TF_PYTHON} is not a file; point it at the python of an environment "
-            "made by bash scripts/tf_parity_env.sh DIR (DIR/bin/python), or unset it to skip"
-        )
-    paths = {name: (folder / f"{name}.in.npz", folder / f"{name}.out.npz") for name in cases}
-    for name, (source, _) in paths.items():
-        np.savez(source, **cases[name])
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run(
-        [str(TF_PYTHON), str(DRIVER), *(str(path) for pair in paths.values() for path in pair)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    results = {}
-    for name, (_, target) in paths.items():
-        with np.load(target) as arrays:
-            results[name] = dict(arrays)
-    return results
 
 
 def relative(ours: torch.Tensor, theirs: np.ndarray) -> float:
@@ -316,7 +280,9 @@ def cases(tmp_path_factory) -> dict[str, Any]:
     """Per preset: its case, and the TF side's results (one TF interpreter for both)."""
     folder = tmp_path_factory.mktemp("gsp_tf")
     cases = {preset: inputs_of(preset) for preset in PRESETS}
-    theirs = authors_run(folder, {preset: case["tf"] for preset, case in cases.items()})
+    theirs = tf_parity.authors_run(
+        DRIVER, folder, {preset: case["tf"] for preset, case in cases.items()}
+    )
     return {preset: (case, theirs_of(case, theirs[preset])) for preset, case in cases.items()}
 
 
