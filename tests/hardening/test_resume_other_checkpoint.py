@@ -12,10 +12,8 @@ import shutil
 import pytest
 import torch
 
-from gspdml.config import load_config
 from gspdml.errors import ConfigError
 from gspdml.training import Trainer, load_run
-from gspdml.training.callbacks import Callback
 from gspdml.training.checkpoint import CheckpointError, load_state, save_state
 from gspdml.training.run_dir import (
     BEST_WEIGHTS_FILE,
@@ -23,42 +21,21 @@ from gspdml.training.run_dir import (
     load_embedder,
     read_weights,
 )
-from tests.helpers.images import folder_config, image_folder
-
-
-class StopAt(Callback):
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, trainer):
-        if trainer.step == self.step:
-            raise RuntimeError("stopped by the test")
+from tests.helpers.stopped_runs import stopped_run, training_images
 
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     """Two runs stopped at step 3 (checkpointed at step 2): GAP and GeM (which has a parameter)."""
     tmp = tmp_path_factory.mktemp("two")
-    root = image_folder(tmp / "images", train={"a": 4, "b": 4, "c": 4}, test={"d": 2, "e": 2})
-    runs = {}
-    for pooling in ("gap", "gem"):
-        config = load_config(
-            {
-                **folder_config(root, tmp / "runs"),
-                "name": pooling,
-                "model": {
-                    "backbone": {"name": "small_cnn", "widths": [4, 8]},
-                    "embedding_dim": 8,
-                    "pooling": pooling,
-                },
-                "schedule": {"max_steps": 4},
-            }
+    images = training_images(tmp / "images")
+    model = {"backbone": {"name": "small_cnn", "widths": [4, 8]}, "embedding_dim": 8}
+    return {
+        pooling: stopped_run(
+            images, tmp / "runs" / pooling, name=pooling, model={**model, "pooling": pooling}
         )
-        trainer = Trainer.from_config(config, tmp / "runs" / pooling, callbacks={"s": StopAt(3)})
-        with pytest.raises(RuntimeError, match="stopped by the test"):
-            trainer.fit()
-        runs[pooling] = (config, trainer.run_dir)
-    return runs
+        for pooling in ("gap", "gem")
+    }
 
 
 def _copy(two_runs, pooling, tmp_path):

@@ -9,36 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gspdml.config import load_config
 from gspdml.training import Trainer
-from gspdml.training.callbacks import Callback
 from gspdml.training.run_dir import METRICS_FILE
 from gspdml.training.run_lock import LOCK_FILE, FolderLock, LockFileRefused
-from tests.helpers.images import folder_config, image_folder
-
-
-class StopAt(Callback):
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, trainer):
-        if trainer.step == self.step:
-            raise RuntimeError("stopped by the test")
-
-
-def _stopped_run(tmp_path):
-    root = image_folder(tmp_path / "images", train={"a": 4, "b": 4, "c": 4}, test={"d": 2, "e": 2})
-    config = load_config(
-        {
-            **folder_config(root, tmp_path / "runs"),
-            "schedule": {"max_steps": 4},
-            "evaluation": {"every": 2, "split": "test", "patience": None, "recall_at": [1]},
-        }
-    )
-    trainer = Trainer.from_config(config, tmp_path / "runs" / "run", callbacks={"s": StopAt(3)})
-    with pytest.raises(RuntimeError, match="stopped by the test"):
-        trainer.fit()
-    return config, trainer.run_dir
+from tests.helpers.stopped_runs import EVALUATE_AT_STEP_2, stopped_run, training_images
 
 
 def _copy_with_hard_links(source, target):
@@ -52,7 +26,8 @@ def _copy_with_hard_links(source, target):
 
 
 def test_a_resumed_hard_linked_copy_never_changes_the_snapshot(tmp_path):
-    config, run = _stopped_run(tmp_path)
+    images = training_images(tmp_path / "images")
+    config, run = stopped_run(images, tmp_path / "runs" / "run", evaluation=EVALUATE_AT_STEP_2)
     snapshot = _copy_with_hard_links(run, tmp_path / "snapshot")
     before = {p.relative_to(snapshot): p.read_bytes() for p in snapshot.rglob("*") if p.is_file()}
     Trainer.from_config(config, run, resume=True).fit()

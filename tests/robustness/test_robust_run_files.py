@@ -10,45 +10,25 @@ import warnings
 
 import pytest
 
-from gspdml.config import load_config
 from gspdml.errors import DataError, GspdmlError
 from gspdml.output_files import OutputError
 from gspdml.training import Trainer, train
-from gspdml.training.callbacks import Callback
 from gspdml.training.metrics_log import MetricsLog
 from gspdml.training.run_dir import CHECKPOINT_FILE
-from tests.helpers.images import folder_config, image_folder
+from tests.helpers import stopped_runs
 from tests.robustness.faults import KILL_AFTER_SAVE_FILE, file_size_limit, run_python
-
-
-class StopAt(Callback):
-    """Stops the run with an error after ``step`` (the checkpoint of step 2 is on disk)."""
-
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, trainer):
-        if trainer.step == self.step:
-            raise RuntimeError("stopped by the test")
 
 
 @pytest.fixture(scope="module")
 def stopped_run(tmp_path_factory):
     """``(config, run_dir)`` of a run stopped at step 3 of 4, checkpointed at step 2."""
     tmp = tmp_path_factory.mktemp("stopped")
-    root = image_folder(tmp / "images", train={"a": 4, "b": 4, "c": 4}, test={"d": 2, "e": 2})
-    config = load_config(
-        {
-            **folder_config(root, tmp / "runs"),
-            "schedule": {"max_steps": 4},
-            "trainer": {"log_every": 1},
-            "evaluation": {"every": 2, "split": "test", "patience": None, "recall_at": [1]},
-        }
+    return stopped_runs.stopped_run(
+        stopped_runs.training_images(tmp / "images"),
+        tmp / "runs" / "run",
+        trainer={"log_every": 1},
+        evaluation=stopped_runs.EVALUATE_AT_STEP_2,
     )
-    trainer = Trainer.from_config(config, tmp / "runs" / "run", callbacks={"stop": StopAt(3)})
-    with pytest.raises(RuntimeError, match="stopped by the test"):
-        trainer.fit()
-    return config, trainer.run_dir
 
 
 @pytest.fixture
