@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import numpy as np
 import torch
 
+from gspdml.errors import ConfigError
 from gspdml.evaluation.metrics import NoQueryToScore
+from gspdml.evaluation.results import UNKNOWN, LabelsLike, encode_labels
 
 
 def fraction_correct(correct: int, total: int, split: str = "the split") -> float:
@@ -30,6 +33,25 @@ def fraction_correct(correct: int, total: int, split: str = "the split") -> floa
             "evaluate a split with images"
         )
     return correct / total
+
+
+def labelled(codes: torch.Tensor, name: str) -> torch.Tensor:
+    """``codes`` (of :func:`~gspdml.evaluation.results.encode_labels`) when every label is known;
+    a None label is refused (a classifier's images are labelled)."""
+    if bool((codes == UNKNOWN).any()):
+        row = int((codes == UNKNOWN).nonzero()[0])
+        raise ConfigError(name, f"row {row} has no label (None); give every image its label")
+    return codes
+
+
+def classifier_codes(
+    train_labels: LabelsLike, test_labels: LabelsLike
+) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
+    """The one label coding of a classifier's training and test images, ``(values, train codes,
+    test codes)``: labels in any numbering (negative, sparse, 64-bit ids, strings) coded in their
+    order by :func:`~gspdml.evaluation.results.encode_labels`, a None label refused."""
+    values, test_codes, train_codes = encode_labels(test_labels, train_labels)
+    return values, labelled(train_codes, "train_labels"), labelled(test_codes, "test_labels")
 
 
 def correct_top1(logits: torch.Tensor, labels: torch.Tensor) -> int:

@@ -218,7 +218,7 @@ def _probe(
                 settings.probe_epochs, settings.probe_batch_size, settings.probe_lr
             )
             result[metric] = linear_probe_top1(
-                train.to(device), train_labels, val, val_labels, len(imagenet.wnids), probe
+                train.to(device), train_labels, val, val_labels, probe
             )
         else:
             head = released_classifier(file)
