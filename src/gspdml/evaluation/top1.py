@@ -28,11 +28,17 @@ def fraction_correct(correct: int, total: int, split: str = "the split") -> floa
     """``correct / total``, the accuracy of a split of ``total`` images; a
     :class:`NoQueryToScore` naming ``split`` when it has none."""
     if total == 0:
-        raise NoQueryToScore(
-            f"no image to score: {split} has no images, so its accuracy is undefined; "
-            "evaluate a split with images"
-        )
+        raise no_image_to_score(split)
     return correct / total
+
+
+def no_image_to_score(split: str) -> NoQueryToScore:
+    """The refusal of a classification accuracy of ``split``, which has no images (module doc);
+    raised before the work by what would compute one (the probe's features of a split)."""
+    return NoQueryToScore(
+        f"no image to score: {split} has no images, so its accuracy is undefined; "
+        "evaluate a split with images"
+    )
 
 
 def labelled(codes: torch.Tensor, name: str) -> torch.Tensor:
