@@ -10,6 +10,9 @@ A split without images has no accuracy (0 / 0): every classification accuracy (t
 linear probe's, DINO's k-NN classifier's, the ImageNet-9 accuracy) is divided by
 :func:`fraction_correct`, which refuses it as the retrieval metrics refuse a split without
 queries (:class:`~gspdml.evaluation.metrics.NoQueryToScore`), never NaN or a ZeroDivisionError.
+
+The classifiers trained on labelled features (the linear probe, DINO's k-NN classifier) take
+labels in any numbering through one coding, :func:`classifier_codes`.
 """
 
 from __future__ import annotations
