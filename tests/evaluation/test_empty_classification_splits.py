@@ -30,7 +30,7 @@ CALLS = {
     ),
     "linear_probe_top1": (
         lambda: linear_probe_top1(
-            TRAIN, TRAIN_LABELS, NO_FEATURES, NO_LABELS, 3, ProbeSettings(epochs=1)
+            TRAIN, TRAIN_LABELS, NO_FEATURES, NO_LABELS, ProbeSettings(epochs=1)
         ),
         "the test features' split",
     ),

@@ -34,7 +34,6 @@ def test_separable_classes_are_separated():
         torch.tensor(train_labels),
         torch.tensor(test),
         torch.tensor(test_labels),
-        3,
         SETTINGS,
     )
     assert accuracy == 1.0
@@ -45,7 +44,6 @@ def test_separable_classes_are_separated():
         torch.tensor(shuffled),
         torch.tensor(test),
         torch.tensor(test_labels),
-        3,
         SETTINGS,
     )
     assert chance < 0.7

@@ -110,7 +110,7 @@ def test_table_3_3_equals_the_slow_knn_and_the_probe_and_is_reused(release, tmp_
         val, val_labels = _features(model, imagenet.val)
         predicted = _slow_predict(train.numpy(), train_labels.numpy(), val.numpy(), 5, 0.1)
         knn = float(np.mean(np.asarray(predicted) == val_labels.numpy()))
-        linear = linear_probe_top1(train, train_labels, val, val_labels, 3, probe)
+        linear = linear_probe_top1(train, train_labels, val, val_labels, probe)
         cells = entry["cells"]
         assert cells["k-NN"]["ours"] == pytest.approx(100 * knn, abs=1e-9), row.key
         assert cells["Prob"]["ours"] == pytest.approx(100 * linear, abs=1e-9), row.key

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from gspdml.data.base import spec_options
-from gspdml.data.eval_transform import EvalTransform
+from gspdml.data.eval_transform import MAX_SIDE, EvalTransform
 from gspdml.data.transforms import (
     Compose,
     Normalize,
@@ -89,7 +89,9 @@ def image_transform(
     ``ToTensor`` and the backbone's ``normalization`` (:data:`NORMALIZATIONS`); the evaluation
     transform is an :class:`gspdml.data.eval_transform.EvalTransform` (so a run can record it as
     its spec). ``resize`` and ``crop`` override the recipe's sizes (e.g. 73/64 for fast CPU
-    runs)."""
+    runs), at most :data:`~gspdml.data.eval_transform.MAX_SIDE` pixels: the evaluation transform
+    they make is recorded in a run's ``config.yaml`` as ``data.eval_transform``, which is read
+    back with that bound."""
     if recipe not in RECIPES:
         raise ConfigError(
             f"{field}.transform", f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}"
@@ -103,6 +105,13 @@ def image_transform(
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise ConfigError(
                 f"{field}.{option}", f"must be a positive integer (pixels), got {size!r}"
+            )
+        if size is not None and size > MAX_SIDE:
+            raise ConfigError(
+                f"{field}.{option}",
+                f"{size} pixels is larger than {MAX_SIDE}, the largest side of "
+                "data.eval_transform, as which the run records its evaluation transform (each "
+                f"image is allocated at that size); use at most {MAX_SIDE} pixels",
             )
     default_resize, default_crop, scale, resize_first = RECIPES[recipe]
     resize, crop = int(resize or default_resize), int(crop or default_crop)

@@ -32,8 +32,8 @@ import torch
 import torch.nn.functional as F
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation.results import UNKNOWN, LabelsLike, encode_labels
-from gspdml.evaluation.top1 import fraction_correct
+from gspdml.evaluation.results import LabelsLike, encode_labels
+from gspdml.evaluation.top1 import classifier_codes, fraction_correct, labelled
 
 #: DINO's k-NN evaluation (Caron et al. 2021, §4.1): 20 neighbours, temperature 0.07
 DINO_K, DINO_TEMPERATURE = 20, 0.07
@@ -69,15 +69,6 @@ def _predicted_codes(
     return votes.argmax(dim=1)
 
 
-def _known(codes: torch.Tensor, name: str) -> torch.Tensor:
-    """``codes`` when every label is known; a None label is refused (a classifier's images are
-    labelled)."""
-    if bool((codes == UNKNOWN).any()):
-        row = int((codes == UNKNOWN).nonzero()[0])
-        raise ConfigError(name, f"row {row} has no label (None); give every image its label")
-    return codes
-
-
 def weighted_knn_predict(
     train_features: torch.Tensor,
     train_labels: LabelsLike,
@@ -90,7 +81,7 @@ def weighted_knn_predict(
     test feature (module doc); the neighbours are searched on ``device`` (default: the
     features')."""
     values, codes, _ = encode_labels(train_labels)
-    codes = _known(codes, "train_labels")
+    codes = labelled(codes, "train_labels")
     predicted = _predicted_codes(
         train_features, codes, len(values), test_features, k, temperature, device
     )
@@ -109,9 +100,7 @@ def weighted_knn_top1(
 ) -> float:
     """The fraction of test features whose weighted k-NN prediction is their label (a test
     label no training image has is never predicted)."""
-    values, test_codes, train_codes = encode_labels(test_labels, train_labels)
-    train_codes = _known(train_codes, "train_labels")
-    test_codes = _known(test_codes, "test_labels")
+    values, train_codes, test_codes = classifier_codes(train_labels, test_labels)
     if len(test_codes) != test_features.shape[0]:
         raise ValueError(f"{test_features.shape[0]} test features but {len(test_codes)} labels")
     predicted = _predicted_codes(

@@ -9,6 +9,11 @@ epochs, from ``lr`` to 0 (DINO: momentum 0.9, no weight decay, 100 epochs, ``lr 
 batch / 256``). DINO trains its probe on features of augmented crops (random resized crops and
 flips, recomputed every epoch); here the features are computed once from the evaluation crop,
 so the probe is the convex problem of one fixed feature set.
+
+Labels are ints or strings in any numbering (negative, sparse, 64-bit ids): they pass through
+the one label coding of the classifiers (:func:`gspdml.evaluation.top1.classifier_codes`), and
+the probe has one output per distinct training label, in the labels' order; a test label no
+training image has is never predicted, so its images count as wrong.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from gspdml.errors import ConfigError
-from gspdml.evaluation.top1 import fraction_correct
+from gspdml.evaluation.results import UNKNOWN, LabelsLike
+from gspdml.evaluation.top1 import classifier_codes, fraction_correct
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,15 @@ def train_linear_probe(
     settings: ProbeSettings = ProbeSettings(),
 ) -> nn.Linear:
     """A linear classifier of ``features`` ``[N, D]`` into ``num_classes`` (module doc), trained
-    on the features' device in their float dtype."""
+    on the features' device in their float dtype; ``labels`` are class indices ``0 ..
+    num_classes - 1`` (:func:`linear_probe_top1` takes labels in any numbering)."""
+    if len(labels) and not 0 <= int(labels.min()) <= int(labels.max()) < num_classes:
+        raise ConfigError(
+            "labels",
+            f"class indices must lie in 0..{num_classes - 1}, got {int(labels.min())}.."
+            f"{int(labels.max())}; give class indices, or use linear_probe_top1, which takes "
+            "labels in any numbering",
+        )
     generator = torch.Generator().manual_seed(settings.seed)
     probe = nn.Linear(features.shape[1], num_classes).to(features.device, features.dtype)
     with torch.no_grad():
@@ -86,12 +100,27 @@ def top1(classifier: nn.Module, features: torch.Tensor, labels: torch.Tensor) ->
 
 def linear_probe_top1(
     train_features: torch.Tensor,
-    train_labels: torch.Tensor,
+    train_labels: LabelsLike,
     test_features: torch.Tensor,
-    test_labels: torch.Tensor,
-    num_classes: int,
+    test_labels: LabelsLike,
     settings: ProbeSettings = ProbeSettings(),
 ) -> float:
-    """Top-1 on the test features of the probe trained on the training features."""
-    probe = train_linear_probe(train_features, train_labels, num_classes, settings)
-    return top1(probe, test_features.to(train_features.device, train_features.dtype), test_labels)
+    """Top-1 on the test features of the probe trained on the training features, one output per
+    distinct training label (module doc)."""
+    values, train_codes, test_codes = classifier_codes(train_labels, test_labels)
+    for features, codes, name in (
+        (train_features, train_codes, "train"),
+        (test_features, test_codes, "test"),
+    ):
+        if features.shape[0] != len(codes):
+            raise ValueError(f"{features.shape[0]} {name} features but {len(codes)} labels")
+    if len(train_codes) == 0:
+        raise ConfigError(
+            "train_labels", "no training image, so the probe has no class to learn; give some"
+        )
+    classes, train_columns = torch.unique(train_codes, return_inverse=True)  # sorted: in order
+    column_of_code = torch.full((len(values),), UNKNOWN, dtype=torch.int64)
+    column_of_code[classes] = torch.arange(len(classes))
+    probe = train_linear_probe(train_features, train_columns, len(classes), settings)
+    test = test_features.to(train_features.device, train_features.dtype)
+    return top1(probe, test, column_of_code[test_codes])

@@ -147,9 +147,11 @@ def as_metric_loss(loss: nn.Module) -> MetricLoss:
     return loss if isinstance(loss, MetricLoss) else ModuleLoss(loss)
 
 
-def _items(spec: Any, field: str) -> list[tuple[dict[str, Any], float, str]]:
+def loss_entries(spec: Any, field: str) -> list[tuple[dict[str, Any], float, str]]:
     """``({"name": ..., **options}, weight, field)`` of each loss of ``spec``: one spec, or a
-    list of specs with optional ``weight`` (weight 1 when unset) at ``field[i]``."""
+    list of specs with optional ``weight`` (weight 1 when unset) at ``field[i]``, given by name
+    (``{name: xbm, weight: 0.5}``) or in the named form (``{xbm: {weight: 0.5}}``): the entry's
+    weight in the sum of losses, never an option of the loss."""
     specs = spec if isinstance(spec, list) else [spec]
     wheres = [f"{field}[{i}]" for i in range(len(spec))] if isinstance(spec, list) else [field]
     parsed = [(parse_spec(item, where), where) for item, where in zip(specs, wheres)]
@@ -162,7 +164,7 @@ def _without_weight(name: str, weight: float = 1.0, **options: Any) -> tuple[dic
 
 def check_loss(spec: Any, field: str = "loss") -> None:
     """Validate a loss spec (one spec or a list of specs with optional ``weight``)."""
-    for item, _, where in _items(spec, field):
+    for item, _, where in loss_entries(spec, field):
         LOSSES.check(item, where)
 
 
@@ -187,7 +189,7 @@ def build_loss(spec: Any, field: str = "loss", **context: Any) -> MetricLoss:
     names the item's position (``loss[1].class_init``, :func:`located`). Wrappers call this
     function for their ``base`` argument with the same context."""
     losses, weights = [], []
-    for item, weight, where in _items(spec, field):
+    for item, weight, where in loss_entries(spec, field):
         with located(where):
             losses.append(LOSSES.build(item, "loss", **context))
         weights.append(weight)

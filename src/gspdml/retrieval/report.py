@@ -47,6 +47,7 @@ from gspdml.retrieval.figures import (
 from gspdml.retrieval.index import RetrievalIndex
 from gspdml.retrieval.report_tables import (
     SORT_SCRIPT,
+    best_round,
     per_class_section,
     split_classes_section,
     weights_step,
@@ -59,6 +60,7 @@ from gspdml.retrieval.sources import (
     skipped_notes,
     split_source,
 )
+from gspdml.settings.sections import EvaluationConfig
 from gspdml.training.metrics_log import MetricsLog
 from gspdml.training.run_dir import METRICS_FILE, read_data_record, read_results
 from gspdml.training.run_record import determinism_note, read_environment
@@ -145,19 +147,19 @@ def _values_table(title: str, head: str, items: Sequence[tuple[str, Any]]) -> st
     return f"<h3>{title}</h3><table><tr><th>{head}</th><th>value</th></tr>{body}</table>"
 
 
-def _metrics_section(results: Optional[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
+def _metrics_section(
+    results: Optional[dict[str, Any]], rows: list[dict[str, Any]], evaluation: EvaluationConfig
+) -> str:
     parts = []
     if results:
         shown = list(dotted_keys({k: v for k, v in results.items() if k != "baseline"}).items())
         parts += [_values_table("Results (results.json)", "metric", shown)]
         parts += _baseline_table(results)
-    val = [
-        r for r in rows if r.get("split") == "val" and isinstance(r.get("map_at_r"), (int, float))
-    ]
-    if val:
-        best = max(val, key=lambda r: r["map_at_r"])
-        fields = [(k, v) for k, v in dotted_keys(best).items() if k != "split"]
-        parts.append(_values_table("Best validation round (by map_at_r)", "field", fields))
+    best = best_round(rows, evaluation)
+    if best is not None:
+        title, chosen = best
+        fields = [(k, v) for k, v in dotted_keys(chosen).items() if k != "split"]
+        parts.append(_values_table(esc(title), "field", fields))
     return (
         "\n".join(parts)
         or '<p class="muted">No metrics recorded (no results.json or metrics.jsonl).</p>'
@@ -296,7 +298,7 @@ def build_report(
 <h2>Data: the classes of each split</h2>
 {split_classes_section(read_data_record(run_dir))}
 <h2>Metrics</h2>
-{_metrics_section(results, rows)}
+{_metrics_section(results, rows, config.evaluation)}
 <p class="muted" id="determinism">{esc(determinism_note(read_environment(run_dir)))}</p>
 <h2>Training curves</h2>
 {curves or '<p class="muted">No curves: metrics.jsonl is missing or has no loss / map_at_r values.</p>'}

@@ -1,6 +1,6 @@
 """The tables of the HTML report (:mod:`gspdml.retrieval.report`) that read what the run recorded:
-the classes of each split (``data.json``), the per-class metrics of the report's images, and the
-step the weights come from (``results.json``). Every string is escaped with ``html.escape``.
+the classes of each split (``data.json``), the per-class metrics of the report's images, the
+best validation round (``metrics.jsonl``) and the step the weights come from (``results.json``). Every string is escaped with ``html.escape``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from gspdml.evaluation.selection import selection_key
 from gspdml.evaluation.service import QueryEvaluation
+from gspdml.settings.sections import EvaluationConfig
 from gspdml.training.run_dir import DATA_FILE
 
 esc = html.escape
@@ -117,6 +119,29 @@ def _number_cell(value: Optional[float]) -> str:
     if value is None or math.isnan(value):
         return '<td data-value="-1">-</td>'
     return f'<td data-value="{value!r}">{value:.4f}</td>'
+
+
+def best_round(
+    rows: Sequence[Mapping[str, Any]], evaluation: EvaluationConfig
+) -> Optional[tuple[str, Mapping[str, Any]]]:
+    """``(title, round)``: the validation round of ``metrics.jsonl`` with the largest value of
+    the run's selection metric, the number the trainer selected its weights by
+    (:func:`gspdml.evaluation.selection.selection_key`: ``evaluation.metric``, post-processed
+    when ``evaluation.select_postprocessed``) on its rounds' split (``evaluation.split``), the
+    first of equal values, as the trainer keeps the first; None without such a round."""
+    key = selection_key(evaluation.metric, evaluation.select_postprocessed)
+    rounds = [
+        row
+        for row in rows
+        if row.get("split") == evaluation.split
+        and not row.get("final")
+        and isinstance(row.get(key), (int, float))
+        and not isinstance(row.get(key), bool)
+    ]
+    if not rounds:
+        return None
+    best = max(rounds, key=lambda row: row[key])  # the first of equal maxima
+    return f"Best validation round (by {key}, the run's selection metric)", best
 
 
 def weights_step(results: Optional[Mapping[str, Any]], restore_best: bool) -> Optional[int]:

@@ -17,6 +17,7 @@ from gspdml.config import RunConfig
 from gspdml.dotted_keys import dotted_keys
 from gspdml.errors import ConfigError, read_json_object
 from gspdml.losses import LOSSES
+from gspdml.losses.base import loss_entries
 from gspdml.models.backbones import BACKBONES
 from gspdml.output_files import atomic_write_text, json_text
 from gspdml.pooling import POOLINGS
@@ -62,11 +63,7 @@ def resolved_options(config: RunConfig) -> dict[str, Any]:
         "model.backbone": _resolve(BACKBONES, config.model.backbone, "model.backbone"),
         "model.pooling": _resolve(POOLINGS, config.model.pooling, "model.pooling"),
     }
-    losses = config.loss if isinstance(config.loss, list) else [config.loss]
-    for i, spec in enumerate(losses):
-        field = "loss" if not isinstance(config.loss, list) else f"loss[{i}]"
-        if isinstance(spec, Mapping):
-            spec = {k: v for k, v in spec.items() if k != "weight"}
+    for spec, _, field in loss_entries(config.loss, "loss"):  # an entry's weight: not an option
         out[field] = _resolve(LOSSES, spec, field)
     return out
 
@@ -94,12 +91,26 @@ def _as_spec(value: Any) -> Any:
     return {"name": value["name"], **{k: _as_spec(v) for k, v in value["options"].items()}}
 
 
+def _without_entry_weight(field: str, value: Any) -> Any:
+    """A loss's record without the ``weight`` that ``components.json`` files written before it
+    was left out recorded among the options of a loss given in the named form (``{xbm: {base:
+    c2, weight: 0.5}}``): the entry's weight in the sum of losses, which no loss takes as an
+    option (:func:`gspdml.losses.base.loss_entries`) and the config records."""
+    if not (field == "loss" or field.startswith("loss[")) or not _is_record(value):
+        return value
+    options = {k: v for k, v in value["options"].items() if k != "weight"}
+    return {"name": value["name"], "options": options}
+
+
 def option_keys(record: Mapping[str, Any]) -> dict[str, Any]:
     """``{config key: value}`` of a components record, keyed by
     :func:`gspdml.dotted_keys.dotted_keys` (an empty mapping is a value, a list one value): the
     one naming of a component option, the key a user writes in a config or an override
-    (``loss.margin``, ``loss.base.margin``), for ``--resume`` and ``gspdml diff`` alike."""
-    return dotted_keys({field: _as_spec(value) for field, value in record.items()})
+    (``loss.margin``, ``loss.base.margin``), for ``--resume`` and ``gspdml diff`` alike; a
+    record of an earlier version is read as this one writes it (:func:`_without_entry_weight`)."""
+    return dotted_keys(
+        {field: _as_spec(_without_entry_weight(field, value)) for field, value in record.items()}
+    )
 
 
 def check_same_options(run_dir: Path, config: RunConfig) -> None:

@@ -166,15 +166,21 @@ def _metrics(table: Table, row: Row) -> tuple[str, ...]:
 
 
 def pooled_features(
-    model: Embedder, images: ImageSet, settings: ProbeRunSettings
+    model: Embedder, images: ImageSet, settings: ProbeRunSettings, split: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(features [N, D], labels [N])`` of ``images``: the model's pooled vector before L2
-    normalisation (float32, on the CPU), in the order of the images."""
+    normalisation (float32, on the CPU), in the order of the images; ``split`` (its name)
+    without images is refused as the accuracies refuse it
+    (:func:`~gspdml.evaluation.top1.no_image_to_score`) before anything is embedded."""
     import torch
     from torch.utils.data import DataLoader
 
     from gspdml.data.recipes import image_transform
+    from gspdml.evaluation.top1 import no_image_to_score
     from gspdml.models.inference import resolve_device, stack_batch
+
+    if len(images) == 0:
+        raise no_image_to_score(split)
 
     device = resolve_device(settings.device)
     transform = image_transform("center", resize=settings.resize, crop=settings.crop)
@@ -203,9 +209,11 @@ def _probe(
 
     settings = evaluation.options
     device = resolve_device(settings.device)
-    val, val_labels = pooled_features(model, imagenet.val, settings)
+    val, val_labels = pooled_features(model, imagenet.val, settings, "ImageNet's val split")
     if evaluation.uses_training_images:
-        train, train_labels = pooled_features(model, imagenet.train, settings)
+        train, train_labels = pooled_features(
+            model, imagenet.train, settings, "ImageNet's train split"
+        )
     result = {}
     for metric in evaluation.metrics:
         if metric == "knn_top1":
@@ -218,7 +226,7 @@ def _probe(
                 settings.probe_epochs, settings.probe_batch_size, settings.probe_lr
             )
             result[metric] = linear_probe_top1(
-                train.to(device), train_labels, val, val_labels, len(imagenet.wnids), probe
+                train.to(device), train_labels, val, val_labels, probe
             )
         else:
             head = released_classifier(file)
