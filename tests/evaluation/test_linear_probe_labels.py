@@ -18,13 +18,9 @@ from gspdml.evaluation.linear_probe import (
     top1,
     train_linear_probe,
 )
+from tests.evaluation.test_knn_classifier_labels import NAMINGS
 
 SETTINGS = ProbeSettings(epochs=20, batch_size=16, lr=0.5, seed=3)
-NAMINGS = {
-    "negative": [-3, -2, -1, 0, 1],
-    "sparse": [-(10**12), 7, 4096, 10**15, 2**62],
-    "strings": ["zebra", "ant", "moth", "cat", "bee"],  # their order is not the ints'
-}
 
 
 def _data(seed):
