@@ -5,7 +5,7 @@
 * :func:`atomic_write`: written under a hidden temporary name beside the target
   (``.NAME.<random>.tmp``, ``NAME`` cut to :data:`TEMP_NAME_BYTES` bytes), flushed and renamed
   over it; a failure raises :class:`OutputError` and leaves the previous file untouched; the
-  temporary is held (``flock``) while it is written;
+  temporary is held (``flock``) while it is written (:func:`new_held_temporary`);
 * :func:`remove_killed_temporaries`: the temporaries of one target (a file's, or a staging
   folder's holding that write's files only) that no running write holds, left by a killed one;
   :func:`remove_stale_temporaries`: every temporary file of a folder that no running write holds;
@@ -19,6 +19,17 @@ released when the write closes it or its process dies) from before it writes int
 renamed or removed it; a remover (both removers, one rule) removes a temporary only while it holds
 it itself and its name still names the file it holds. So a killed write's temporary (held by
 nobody) is removed, a running write's is kept, and no remover removes another's by mistake.
+
+Creating a file and locking it are two system calls, and between them a new temporary is
+visible, unheld, under its temporary name: a remover can hold and remove it there, and the write
+would then write under a name no lock covers. :func:`new_held_temporary` closes that window on
+the writer's side: it locks the file it created (waiting, if a remover holds it, until that
+remover is done), then checks that the name still names the file it locked, and when not (a
+remover took it) creates another. Once the check passes no remover can hold the file, so none
+removes it, until the write closes it. The alternatives are not simpler: a lock on the folder or
+a sibling lock file must be taken by every remover and creator and leaves a lock file (or needs
+read access) in the user's folder; an unnamed file (``O_TMPFILE``) linked in once locked exists on
+Linux only and on some file systems only, so it would still need this rule elsewhere.
 """
 
 from __future__ import annotations
@@ -128,13 +139,11 @@ def atomic_write(path: PathLike, write: Callable[[str], object]) -> None:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(
-            prefix=temporary_prefix(path.name), suffix=TEMP_SUFFIX, dir=path.parent
-        )
+        fd, held = new_held_temporary(path)  # held until closed, or the process dies
     except OSError as exc:
         raise output_error(path, exc) from exc
+    tmp = str(held)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held until closed, or the process dies
         write(tmp)
         os.chmod(tmp, 0o666 & ~_umask())
         with open(tmp, "rb") as handle:
@@ -259,8 +268,7 @@ def remove_stale_temporaries(folder: PathLike) -> list[Path]:
 def hold(path: PathLike) -> int:
     """A descriptor of the file or folder ``path`` (never a link) holding its ``flock``,
     released when it is closed or when the process dies; ``OSError`` when another holds it."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if Path(path).is_dir() else 0)
-    fd = os.open(path, flags)
+    fd = _open_unfollowed(Path(path), Path(path).is_dir())
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BaseException:
@@ -269,12 +277,44 @@ def hold(path: PathLike) -> int:
     return fd
 
 
+def _open_unfollowed(path: Path, folder: bool) -> int:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if folder else 0)
+    return os.open(path, flags)
+
+
 def _names(path: Path, fd: int) -> bool:
     """Whether ``path`` (a link not followed) is the file or folder open as ``fd``."""
     try:
         return os.path.samestat(os.stat(path, follow_symlinks=False), os.fstat(fd))
     except FileNotFoundError:
         return False
+
+
+def new_held_temporary(path: PathLike, folder: bool = False) -> tuple[int, Path]:
+    """A new temporary beside ``path`` (``.NAME.<random>.tmp``, a file, or a folder when
+    ``folder``) and a descriptor holding its ``flock``: locked, then checked to be still the
+    file its name names, else another is made (module docstring: a remover may have taken it
+    between its creation and its lock)."""
+    path = Path(path)
+    prefix = temporary_prefix(path.name)
+    while True:
+        if folder:
+            tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=path.parent))
+            try:
+                fd = _open_unfollowed(tmp, folder=True)
+            except FileNotFoundError:  # a remover took it already
+                continue
+        else:
+            fd, name = tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=path.parent)
+            tmp = Path(name)
+        try:  # waits only while a remover holds it, to remove it
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if _names(tmp, fd):
+                return fd, tmp
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
 
 
 def _remove_unheld(entry: Path, folder_files: Collection[str] | None = None) -> bool:
