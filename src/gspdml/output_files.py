@@ -5,14 +5,31 @@
 * :func:`atomic_write`: written under a hidden temporary name beside the target
   (``.NAME.<random>.tmp``, ``NAME`` cut to :data:`TEMP_NAME_BYTES` bytes), flushed and renamed
   over it; a failure raises :class:`OutputError` and leaves the previous file untouched; the
-  temporary is held (:func:`hold`: ``flock``) while it is written;
+  temporary is held (``flock``) while it is written (:func:`new_held_temporary`);
 * :func:`remove_killed_temporaries`: the temporaries of one target (a file's, or a staging
   folder's holding that write's files only) that no running write holds, left by a killed one;
-  :func:`remove_stale_temporaries`: every temporary file of a folder, for its one writer;
+  :func:`remove_stale_temporaries`: every temporary file of a folder that no running write holds;
 * :func:`swap_folder` / :func:`replace_folder`: a folder built beside its target takes its place
   in one atomic exchange (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere the previous folder is
   renamed aside first);
 * :func:`json_text`: standard JSON (RFC 8259: a non-finite number is written as ``null``).
+
+Temporaries of concurrent writes follow one rule. A write holds its temporary (``flock``,
+released when the write closes it or its process dies) from before it writes into it until it has
+renamed or removed it; a remover (both removers, one rule) removes a temporary only while it holds
+it itself and its name still names the file it holds. So a killed write's temporary (held by
+nobody) is removed, a running write's is kept, and no remover removes another's by mistake.
+
+Creating a file and locking it are two system calls, and between them a new temporary is
+visible, unheld, under its temporary name: a remover can hold and remove it there, and the write
+would then write under a name no lock covers. :func:`new_held_temporary` closes that window on
+the writer's side: it locks the file it created (waiting, if a remover holds it, until that
+remover is done), then checks that the name still names the file it locked, and when not (a
+remover took it) creates another. Once the check passes no remover can hold the file, so none
+removes it, until the write closes it. The alternatives are not simpler: a lock on the folder or
+a sibling lock file must be taken by every remover and creator and leaves a lock file (or needs
+read access) in the user's folder; an unnamed file (``O_TMPFILE``) linked in once locked exists on
+Linux only and on some file systems only, so it would still need this rule elsewhere.
 """
 
 from __future__ import annotations
@@ -122,13 +139,11 @@ def atomic_write(path: PathLike, write: Callable[[str], object]) -> None:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(
-            prefix=temporary_prefix(path.name), suffix=TEMP_SUFFIX, dir=path.parent
-        )
+        fd, held = new_held_temporary(path)  # held until closed, or the process dies
     except OSError as exc:
         raise output_error(path, exc) from exc
+    tmp = str(held)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held until closed, or the process dies
         write(tmp)
         os.chmod(tmp, 0o666 & ~_umask())
         with open(tmp, "rb") as handle:
@@ -240,30 +255,89 @@ def output_error(path: PathLike, exc: OSError) -> OutputError:
 
 
 def remove_stale_temporaries(folder: PathLike) -> list[Path]:
-    """Remove (and return) the temporary files killed :func:`atomic_write` calls left in
-    ``folder``; only the folder's one writer may call it."""
+    """Remove (and return) the temporary files of ``folder``, named as :func:`atomic_write` names
+    them, that no running write holds: killed writes left them (module docstring)."""
     folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    stale = [
-        entry for entry in folder.iterdir() if _TEMPORARY.match(entry.name) and entry.is_file()
-    ]
-    for entry in stale:
-        entry.unlink(missing_ok=True)
-    return stale
+    removed = []
+    for entry in list(folder.iterdir()) if folder.is_dir() else ():
+        if _TEMPORARY.match(entry.name) and _remove_unheld(entry):
+            removed.append(entry)
+    return removed
 
 
 def hold(path: PathLike) -> int:
     """A descriptor of the file or folder ``path`` (never a link) holding its ``flock``,
     released when it is closed or when the process dies; ``OSError`` when another holds it."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if Path(path).is_dir() else 0)
-    fd = os.open(path, flags)
+    fd = _open_unfollowed(Path(path), Path(path).is_dir())
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _open_unfollowed(path: Path, folder: bool) -> int:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if folder else 0)
+    return os.open(path, flags)
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether ``path`` (a link not followed) is the file or folder open as ``fd``."""
+    try:
+        return os.path.samestat(os.stat(path, follow_symlinks=False), os.fstat(fd))
+    except FileNotFoundError:
+        return False
+
+
+def new_held_temporary(path: PathLike, folder: bool = False) -> tuple[int, Path]:
+    """A new temporary beside ``path`` (``.NAME.<random>.tmp``, a file, or a folder when
+    ``folder``) and a descriptor holding its ``flock``: locked, then checked to be still the
+    file its name names, else another is made (module docstring: a remover may have taken it
+    between its creation and its lock)."""
+    path = Path(path)
+    prefix = temporary_prefix(path.name)
+    while True:
+        if folder:
+            tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=path.parent))
+            try:
+                fd = _open_unfollowed(tmp, folder=True)
+            except FileNotFoundError:  # a remover took it already
+                continue
+        else:
+            fd, name = tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=path.parent)
+            tmp = Path(name)
+        try:  # waits only while a remover holds it, to remove it
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if _names(tmp, fd):
+                return fd, tmp
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def _remove_unheld(entry: Path, folder_files: Collection[str] | None = None) -> bool:
+    """Remove the temporary ``entry`` unless a running write holds it, and say whether it was
+    removed: held (:func:`hold`) and checked to be what its name names while it is removed; a
+    file, or with ``folder_files`` a folder holding none but these names. A link, an entry of
+    the other kind or a folder holding anything else is kept."""
+    if entry.is_symlink() or not (entry.is_file() if folder_files is None else entry.is_dir()):
+        return False
+    try:
+        fd = hold(entry)
+    except OSError:  # a write running now (or gone meanwhile)
+        return False
+    try:
+        if not _names(entry, fd):
+            return False
+        if folder_files is None:
+            entry.unlink()
+        elif set(os.listdir(entry)) <= set(folder_files):
+            shutil.rmtree(entry, ignore_errors=True)
+    finally:
+        os.close(fd)
+    return not os.path.lexists(entry)
 
 
 def remove_killed_temporaries(
@@ -279,26 +353,7 @@ def remove_killed_temporaries(
         re.escape(temporary_prefix(target.name)) + _RANDOM + re.escape(TEMP_SUFFIX)
     )
     removed = []
-    for entry in target.parent.iterdir() if target.parent.is_dir() else ():
-        if not pattern.fullmatch(entry.name) or entry.is_symlink():
-            continue
-        if folder_files is None and not entry.is_file():
-            continue
-        if folder_files is not None and not (
-            entry.is_dir() and set(os.listdir(entry)) <= set(folder_files)
-        ):
-            continue  # not what such a write puts there: never removed
-        try:
-            fd = hold(entry)
-        except OSError:  # a write running now (or gone meanwhile)
-            continue
-        try:
-            if folder_files is None:
-                entry.unlink(missing_ok=True)
-            else:
-                shutil.rmtree(entry, ignore_errors=True)
-        finally:
-            os.close(fd)
-        if not os.path.lexists(entry):
+    for entry in list(target.parent.iterdir()) if target.parent.is_dir() else ():
+        if pattern.fullmatch(entry.name) and _remove_unheld(entry, folder_files):
             removed.append(entry)
     return removed

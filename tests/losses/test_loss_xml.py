@@ -38,8 +38,9 @@ def histogram_loop(local, prototypes, eps):
     return out
 
 
-def reference_xml(loss, local, pooled, labels):
-    """Eq. 2.8-2.10 with the primal inversion V_k = (Z_k Z_k^T + ridge I)^-1 Z_k Y_k^T."""
+def reference_xml(loss, local, pooled, labels, base_dtype=torch.float32):
+    """Eq. 2.8-2.10 with the primal inversion V_k = (Z_k Z_k^T + ridge I)^-1 Z_k Y_k^T, in
+    float64; the base loss of the predictions in ``base_dtype``."""
     z = histogram_loop(local, loss.prototypes.detach(), loss.eps)  # rows z_i
     y = pooled.double()
     total = 0.0
@@ -53,7 +54,7 @@ def reference_xml(loss, local, pooled, labels):
             @ yk.T
         )  # m x d
         predicted = F.normalize((v.T @ z[pred].T).T, dim=1)
-        total += loss.base(predicted.float(), labels[pred]).double()
+        total += loss.base(predicted.to(base_dtype), labels[pred]).double()
     return total
 
 

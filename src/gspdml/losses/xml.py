@@ -82,17 +82,23 @@ class XML(LossWrapper):
         )
 
     def cross_batch_loss(self, local: Tensor, pooled: Tensor, labels: Tensor) -> Tensor:
-        """``L_XML`` of Eq. 2.10 for a batch ordered as two class-disjoint halves."""
+        """``L_XML`` of Eq. 2.10 for a batch ordered as two class-disjoint halves. The histograms,
+        the ridge solve and the base loss of the predictions run outside autocast in the widest
+        dtype of the local features, the pooled vectors and the prototypes, at least float32
+        (float64 for a float64 model, float32 for half-precision features)."""
         width = local.shape[1] if local.dim() == 4 else local.shape[-1]
         if width != self.prototypes.shape[1]:
             raise ConfigError(
                 "loss",
                 f"xml prototypes have {self.prototypes.shape[1]} channels but the local features have {width}",
             )
-        total = pooled.new_zeros((), dtype=torch.float32)
-        with torch.autocast(device_type=local.device.type, enabled=False):  # solves in float32
-            z = soft_histogram(local.float(), self.prototypes.float(), self.eps)
-            y = pooled.float()
+        dtype = torch.float32
+        for tensor in (local, pooled, self.prototypes):
+            dtype = torch.promote_types(dtype, tensor.dtype)
+        total = pooled.new_zeros((), dtype=dtype)
+        with torch.autocast(device_type=local.device.type, enabled=False):
+            z = soft_histogram(local.to(dtype), self.prototypes.to(dtype), self.eps)
+            y = pooled.to(dtype)
             for half, predicted in ridge_across_halves(z, y, labels, self.ridge, "xml"):
                 if self.normalize_predictions:
                     predicted = F.normalize(predicted, dim=1)

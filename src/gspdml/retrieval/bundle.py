@@ -25,7 +25,6 @@ import hashlib
 import os
 import re
 import shutil
-import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,14 +43,12 @@ from gspdml.evaluation.baseline_rows import baseline_rows
 from gspdml.file_digest import file_sha256
 from gspdml.models import Embedder
 from gspdml.output_files import (
-    TEMP_SUFFIX,
     check_writable_folder,
-    hold,
     json_text,
+    new_held_temporary,
     output_error,
     remove_killed_temporaries,
     replace_folder,
-    temporary_prefix,
 )
 from gspdml.registry import parse_spec
 from gspdml.retrieval.preprocessing import eval_transform_from_config, load_model_input
@@ -218,10 +215,7 @@ def write_bundle(
         data_digest = f"unavailable ({err})"
     remove_killed_staging(out)
     try:  # a name of its own: never another process's staging folder, nor a folder of the user's
-        staging = Path(
-            tempfile.mkdtemp(prefix=temporary_prefix(out.name), suffix=TEMP_SUFFIX, dir=out.parent)
-        )
-        held = hold(staging)
+        held, staging = new_held_temporary(out, folder=True)
     except OSError as exc:
         raise output_error(out, exc) from exc
     try:
