@@ -106,10 +106,9 @@ class EvalTransform:
     def __call__(
         self, image: Image.Image, generator: Optional[torch.Generator] = None
     ) -> torch.Tensor:
-        return cast(
-            torch.Tensor,
-            self.pipeline(image.convert("L" if self.channels == 1 else "RGB"), generator),
-        )
+        mode = "L" if self.channels == 1 else "RGB"
+        image = image if image.mode == mode else image.convert(mode)  # no copy when it is
+        return cast(torch.Tensor, self.pipeline(image, generator))
 
     def describe(self) -> dict[str, Any]:
         """The spec (plain lists, as YAML and JSON write it), read back by

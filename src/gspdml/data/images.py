@@ -112,8 +112,15 @@ def to_rgb(image: Image.Image) -> Image.Image:
 
 def decode_image(image: Image.Image) -> Image.Image:
     """An opened image as :func:`load_image` returns its file: EXIF orientation applied, then
-    :func:`to_rgb`."""
+    :func:`to_rgb`; ``image`` itself is left as it is."""
     return to_rgb(ImageOps.exif_transpose(image))
+
+
+def _decode_opened(image: Image.Image) -> Image.Image:
+    """:func:`decode_image` of an image :func:`load_image` opened itself: oriented in place, so
+    an image without an EXIF rotation is not copied."""
+    ImageOps.exif_transpose(image, in_place=True)
+    return to_rgb(image)
 
 
 #: what decoding a corrupt, truncated, foreign or oversized image file raises
@@ -145,7 +152,7 @@ def load_image(path: str | os.PathLike[str], shorter_side: int | None = None) ->
                 if shorter_side is not None and image.format == "JPEG":
                     return _reduced_decode(image, shorter_side)
                 image.load()
-                return decode_image(image)
+                return _decode_opened(image)
     except FileNotFoundError:
         raise DataError(f"{path}: image file not found") from None
     except _UNREADABLE as error:
@@ -163,13 +170,13 @@ def _reduced_decode(image: Image.Image, shorter_side: int) -> Image.Image:
     image.draft(image.mode, (math.ceil(full[0] * scale), math.ceil(full[1] * scale)))
     image.load()
     if image.size == full:
-        return decode_image(image)
+        return _decode_opened(image)
     s = next(s for s in (2, 4, 8) if image.size == (-(-full[0] // s), -(-full[1] // s)))
     box = (0.0, 0.0, full[0] / s, full[1] / s)
     size = Resize(shorter_side).output_size(*full)
     resized = image.resize(size, Image.Resampling.BILINEAR, box=box)
     resized.info = dict(image.info)  # the EXIF orientation, for decode_image
-    return decode_image(resized)
+    return _decode_opened(resized)
 
 
 def _check_regular(path: str | os.PathLike[str]) -> None:

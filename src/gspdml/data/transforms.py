@@ -241,7 +241,10 @@ class ToTensor:
         array = np.asarray(image, dtype=np.uint8)
         if array.ndim == 2:
             array = array[:, :, None]
-        return torch.from_numpy(array.copy()).permute(2, 0, 1).float().div_(255.0)
+        # channels first while still bytes: one contiguous copy, which the float conversion,
+        # the normalisation and the batch's stacking then read in order
+        channels_first = np.ascontiguousarray(array.transpose(2, 0, 1))
+        return torch.from_numpy(channels_first).float().div_(255.0)
 
     def __repr__(self) -> str:
         return "ToTensor()"
@@ -268,7 +271,10 @@ class Normalize:
     ) -> torch.Tensor:
         if self.bgr:
             x = x.flip(0)
-        return (x * self.value_range - self.mean) / self.std
+        # one new tensor, the rest in place: the same operations in the same order as
+        # (x * value_range - mean) / std, so the same values (x * 1.0 is x)
+        y = x.mul(self.value_range).sub_(self.mean) if self.value_range != 1.0 else x.sub(self.mean)
+        return y.div_(self.std)
 
     def __repr__(self) -> str:
         return f"Normalize(mean={self.mean.flatten().tolist()}, std={self.std.flatten().tolist()}, bgr={self.bgr}, value_range={self.value_range})"
