@@ -282,7 +282,7 @@ def _open_unfollowed(path: Path, folder: bool) -> int:
     return os.open(path, flags)
 
 
-def _names(path: Path, fd: int) -> bool:
+def is_open_as(path: Path, fd: int) -> bool:
     """Whether ``path`` (a link not followed) is the file or folder open as ``fd``."""
     try:
         return os.path.samestat(os.stat(path, follow_symlinks=False), os.fstat(fd))
@@ -292,25 +292,29 @@ def _names(path: Path, fd: int) -> bool:
 
 def new_held_temporary(path: PathLike, folder: bool = False) -> tuple[int, Path]:
     """A new temporary beside ``path`` (``.NAME.<random>.tmp``, a file, or a folder when
-    ``folder``) and a descriptor holding its ``flock``: locked, then checked to be still the
-    file its name names, else another is made (module docstring: a remover may have taken it
-    between its creation and its lock)."""
+    ``folder``) and a descriptor holding its ``flock`` (:func:`new_held`)."""
     path = Path(path)
-    prefix = temporary_prefix(path.name)
+    return new_held(path.parent, temporary_prefix(path.name), TEMP_SUFFIX, folder)
+
+
+def new_held(parent: Path, prefix: str, suffix: str, folder: bool) -> tuple[int, Path]:
+    """A new file (or folder) ``parent/<prefix><random><suffix>`` and a descriptor holding its
+    ``flock``: locked, then checked to be still the entry its name names, else another is made
+    (module docstring: a remover may have taken it between its creation and its lock)."""
     while True:
         if folder:
-            tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=path.parent))
+            made = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent))
             try:
-                fd = _open_unfollowed(tmp, folder=True)
+                fd = _open_unfollowed(made, folder=True)
             except FileNotFoundError:  # a remover took it already
                 continue
         else:
-            fd, name = tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=path.parent)
-            tmp = Path(name)
+            fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=parent)
+            made = Path(name)
         try:  # waits only while a remover holds it, to remove it
             fcntl.flock(fd, fcntl.LOCK_EX)
-            if _names(tmp, fd):
-                return fd, tmp
+            if is_open_as(made, fd):
+                return fd, made
         except BaseException:
             os.close(fd)
             raise
@@ -329,7 +333,7 @@ def _remove_unheld(entry: Path, folder_files: Collection[str] | None = None) -> 
     except OSError:  # a write running now (or gone meanwhile)
         return False
     try:
-        if not _names(entry, fd):
+        if not is_open_as(entry, fd):
             return False
         if folder_files is None:
             entry.unlink()

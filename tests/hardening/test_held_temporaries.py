@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from gspdml.data.dataset_refresh import STAGING_PREFIX, recover_interrupted
 from gspdml.output_files import hold, remove_killed_temporaries, remove_stale_temporaries
 from gspdml.retrieval.bundle import FILES
 from gspdml.retrieval.generations import MANIFEST_FILE, write_generation
@@ -57,12 +58,17 @@ if at_creation == "1":
     sys.setprofile(stop_at_first_flock)
 if kind == "file":
     output_files.atomic_write(Path(target), write)
-else:  # a folder written whole, as write_bundle writes one
+elif kind == "folder":  # a folder written whole, as write_bundle writes one
     held, staging = output_files.new_held_temporary(target, folder=True)
     write(staging / "bundle.json")
     output_files.replace_folder(staging, target)
     os.close(held)
-assert "torch" not in sys.modules
+else:  # a dataset fetch's extraction folder in the dataset root (its package imports torch)
+    from gspdml.data.dataset_refresh import new_staging
+    staging, held = new_staging(Path(target).parent, Path(target).name)
+    write(staging / "images.txt")
+    os.close(held)
+assert kind == "extraction" or "torch" not in sys.modules
 """
 WRITTEN = b"half and whole"
 #: a temporary of ``notes.json`` that a killed write left
@@ -72,8 +78,8 @@ WAIT_S = 60
 
 
 class PausedWriter:
-    """The child writing ``target`` (a ``kind`` of ``"file"`` or ``"folder"``), stopping where
-    :data:`WRITER` says."""
+    """The child writing ``target`` (a ``kind`` of ``"file"``, ``"folder"`` or ``"extraction"``,
+    ``target`` naming the dataset), stopping where :data:`WRITER` says."""
 
     def __init__(self, target: Path, kind: str, at_creation: bool):
         self._report, report = os.pipe()  # the writer says where it stopped
@@ -209,3 +215,22 @@ def test_a_staging_folder_taken_before_its_lock_is_never_filled(tmp_path, start_
     assert (tmp_path / used / "bundle.json").read_bytes() == b"half "
     writer.finish()
     assert (target / "bundle.json").read_bytes() == WRITTEN and _temporaries(tmp_path) == []
+
+
+def test_an_extraction_folder_taken_before_its_lock_is_never_filled(tmp_path, start_writer):
+    """A second fetch of the same dataset, starting while the first has created its extraction
+    folder but not locked it yet, takes it for a killed fetch's and removes it; the first then
+    makes another (the old code extracted into the removed folder and failed)."""
+    writer = start_writer(tmp_path / "cub", kind="extraction", at_creation=True)
+    writer.reaches("created")
+    [created] = tmp_path.glob(f"{STAGING_PREFIX}cub.*")
+    recover_interrupted(tmp_path, "cub")
+    assert not created.exists()
+    writer.resume()
+    writer.reaches("writing")
+    [used] = tmp_path.glob(f"{STAGING_PREFIX}cub.*")
+    assert used != created
+    recover_interrupted(tmp_path, "cub")  # held now: kept
+    assert (used / "images.txt").read_bytes() == b"half "
+    writer.finish()
+    assert (used / "images.txt").read_bytes() == WRITTEN

@@ -28,12 +28,11 @@ import filecmp
 import os
 import shutil
 import stat
-import tempfile
 import time
 import warnings
 from pathlib import Path
 
-from gspdml.output_files import swap_folder
+from gspdml.output_files import is_open_as, new_held, swap_folder
 
 STAGING_PREFIX = ".gspdml-extract-"
 #: written in a staging folder before its first exchange: it may hold a previous dataset folder
@@ -41,10 +40,10 @@ SWAPPED_MARK = ".gspdml-swapped"
 
 
 def new_staging(root: Path, dataset: str) -> tuple[Path, int]:
-    """A new staging folder for ``dataset`` in ``root`` and the descriptor holding its lock."""
-    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{dataset}.", dir=root))
-    fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    """A new staging folder for ``dataset`` in ``root`` and the descriptor holding its lock,
+    checked after the lock to be still the folder its name names (between its creation and its
+    lock another fetch's :func:`recover_interrupted` may take it for a killed fetch's)."""
+    fd, staging = new_held(root, f"{STAGING_PREFIX}{dataset}.", "", folder=True)
     return staging, fd
 
 
@@ -141,6 +140,8 @@ def recover_interrupted(root: Path, dataset: str) -> None:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:  # a fetch running now
+                continue
+            if not is_open_as(staging, fd):  # another recovery removed it meanwhile
                 continue
             if (staging / SWAPPED_MARK).exists():
                 for name in sorted(os.listdir(staging)):
