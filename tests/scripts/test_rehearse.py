@@ -3,22 +3,15 @@ layout, the row's preset trained through ``Trainer`` for two steps with one vali
 and every phase timed and printed beside the GPU-hour estimate. The full-size run is the same
 path with ``--scale 1`` and the preset's own images (docs/benchmarks.md)."""
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 from gspdml.training import trainer as trainer_module
 from gspdml.training import validation
+from tests.helpers.repo_scripts import load_script
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-
-
-def _rehearse():
-    spec = importlib.util.spec_from_file_location("rehearse", SCRIPTS / "rehearse.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_a_tiny_rehearsal_times_every_phase_and_leaves_the_trainer_as_it_was(
@@ -36,7 +29,7 @@ def test_a_tiny_rehearsal_times_every_phase_and_leaves_the_trainer_as_it_was(
     ]
     argv = ["gsp-table1", "--rows", "cub/C2+GSP", "--steps", "2", "--scale", "0.04"]
     argv += ["--root", str(tmp_path / "data"), "--out", str(tmp_path / "runs"), "--workers", "1"]
-    rehearse = _rehearse()
+    rehearse = load_script("scripts/rehearse.py")
     assert rehearse.main([*argv, "--device", "cpu", "--set", *small]) == 0
     printed = capsys.readouterr().out
     images = rehearse.total_images(rehearse.layout("cub"), 0.04)

@@ -5,24 +5,15 @@ already at its end, so a row's rates were computed for images that were never tr
 img/s on a CPU)."""
 
 import argparse
-import importlib.util
 import math
-from pathlib import Path
 
 import torch
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _train_step_benchmark():
-    spec = importlib.util.spec_from_file_location("train_step", BENCHMARKS / "train_step.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers.repo_scripts import load_script
 
 
 def test_both_sides_train_every_counted_image_across_epoch_ends():
-    bench = _train_step_benchmark()
+    bench = load_script("benchmarks/train_step.py")
     # 4 classes x 8 images: 4 batches of 2 x 4 per epoch; gspdml's warm-up pass and two rounds of
     # 3 steps cross two epoch ends, the plain side's 3 batches drawn after step 3 cross one
     args = argparse.Namespace(size=32, batch=8, steps=3, rounds=1, compile=False)

@@ -76,24 +76,24 @@ def _check_zip(path: Path) -> None:
         root = pickles[0][: -len("data.pkl")]
         with archive.open(pickles[0]) as handle:
             declared = _declarations(path, handle)
-    for key, storage in declared.storages.items():
-        record = records.get(f"{root}data/{key}")
-        stored = -1 if record is None else record.file_size
-        if stored != storage.nbytes:
-            raise DataError(
-                f"{path}: storage {key!r} declares {storage.numel} elements ({storage.nbytes} "
-                f"bytes), its record holds {max(stored, 0)} bytes; {_FIX}"
-            )
-    _check_views(path, declared)
-    _check_crc(path)
+        for key, storage in declared.storages.items():
+            record = records.get(f"{root}data/{key}")
+            stored = -1 if record is None else record.file_size
+            if stored != storage.nbytes:
+                raise DataError(
+                    f"{path}: storage {key!r} declares {storage.numel} elements "
+                    f"({storage.nbytes} bytes), its record holds {max(stored, 0)} bytes; {_FIX}"
+                )
+        _check_views(path, declared)
+        _check_crc(path, archive)
 
 
-def _check_crc(path: Path) -> None:
-    """Every record's CRC-32 (``torch.load`` checks none: a flipped bit in a weight would load
-    as another number); read after the sizes are known to be bounded."""
+def _check_crc(path: Path, archive: zipfile.ZipFile) -> None:
+    """Every record's CRC-32 in ``archive`` (the zip of ``path``, already open: ``torch.load``
+    checks none, so a flipped bit in a weight would load as another number); read after the
+    sizes are known to be bounded."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            damaged = archive.testzip()
+        damaged = archive.testzip()
     except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as error:
         damaged = f"? ({type(error).__name__}: {error})"
     if damaged is not None:
